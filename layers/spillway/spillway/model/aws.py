@@ -1,0 +1,199 @@
+"""EC2 Auto Scaling and EC2 objects as the AWS APIs (and the AWS CLI's JSON output) return them.
+
+``describe-auto-scaling-groups`` → :class:`AutoScalingGroup`; ``describe-scaling-activities`` →
+:class:`ScalingActivity`; ``describe-instance-types`` → :class:`InstanceTypeInfo`. Field names are the
+APIs' own (PascalCase); unknown fields are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import cache
+from importlib import resources as importlib_resources
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AwsModel(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class Tag(AwsModel):
+    Key: str
+    Value: str = ""
+    ResourceId: str | None = None
+    ResourceType: str | None = None
+    PropagateAtLaunch: bool | None = None
+
+
+class LaunchTemplateSpecification(AwsModel):
+    LaunchTemplateId: str | None = None
+    LaunchTemplateName: str | None = None
+    Version: str | None = None
+
+
+class LaunchTemplateOverride(AwsModel):
+    InstanceType: str | None = None
+    WeightedCapacity: str | None = None
+
+
+class MixedLaunchTemplate(AwsModel):
+    LaunchTemplateSpecification: LaunchTemplateSpecification | None = None
+    Overrides: list[LaunchTemplateOverride] = Field(default_factory=list)
+
+
+class MixedInstancesPolicy(AwsModel):
+    LaunchTemplate: MixedLaunchTemplate | None = None
+
+
+class AsgInstance(AwsModel):
+    InstanceId: str
+    InstanceType: str | None = None
+    AvailabilityZone: str | None = None
+    LifecycleState: str
+    HealthStatus: str | None = None
+    ProtectedFromScaleIn: bool = False
+
+
+class AutoScalingGroup(AwsModel):
+    AutoScalingGroupName: str
+    AutoScalingGroupARN: str
+    MinSize: int = Field(ge=0)
+    MaxSize: int = Field(ge=0)
+    DesiredCapacity: int = Field(ge=0)
+    AvailabilityZones: list[str] = Field(default_factory=list)
+    Instances: list[AsgInstance] = Field(default_factory=list)
+    Tags: list[Tag] = Field(default_factory=list)
+    LaunchTemplate: LaunchTemplateSpecification | None = None
+    LaunchConfigurationName: str | None = None
+    MixedInstancesPolicy: MixedInstancesPolicy | None = None
+    CreatedTime: datetime | None = None
+    Status: str | None = None  # "Delete in progress" while being deleted
+
+    @property
+    def region(self) -> str:
+        """``arn:aws:autoscaling:<region>:<account>:autoScalingGroup:...`` → region."""
+        parts = self.AutoScalingGroupARN.split(":")
+        if len(parts) < 6 or parts[2] != "autoscaling" or not parts[3]:
+            raise ValueError(f"AutoScalingGroupARN: not an Auto Scaling group ARN: {self.AutoScalingGroupARN}")
+        return parts[3]
+
+    def tag_map(self) -> dict[str, str]:
+        return {t.Key: t.Value for t in self.Tags}
+
+
+class ScalingActivity(AwsModel):
+    ActivityId: str
+    AutoScalingGroupName: str
+    AutoScalingGroupARN: str | None = None
+    Description: str = ""
+    Cause: str = ""
+    StartTime: datetime
+    EndTime: datetime | None = None
+    StatusCode: str
+    StatusMessage: str | None = None
+    Progress: int | None = None
+
+    @property
+    def is_launch(self) -> bool:
+        return self.Description.startswith("Launching")
+
+
+class VCpuInfo(AwsModel):
+    DefaultVCpus: int
+
+
+class MemoryInfo(AwsModel):
+    SizeInMiB: int
+
+
+class GpuDevice(AwsModel):
+    Name: str = ""
+    Manufacturer: str = ""
+    Count: int = 0
+    MemoryInfo: MemoryInfo | None = None
+
+
+class GpuInfo(AwsModel):
+    Gpus: list[GpuDevice] = Field(default_factory=list)
+    TotalGpuMemoryInMiB: int | None = None
+
+
+class NeuronDevice(AwsModel):
+    Name: str = ""
+    Count: int = 0
+
+
+class NeuronInfo(AwsModel):
+    NeuronDevices: list[NeuronDevice] = Field(default_factory=list)
+
+
+class ProcessorInfo(AwsModel):
+    SupportedArchitectures: list[str] = Field(default_factory=list)
+
+
+class NetworkInfo(AwsModel):
+    MaximumNetworkInterfaces: int | None = None
+    Ipv4AddressesPerInterface: int | None = None
+
+
+class InstanceTypeInfo(AwsModel):
+    InstanceType: str
+    VCpuInfo: VCpuInfo
+    MemoryInfo: MemoryInfo
+    GpuInfo: GpuInfo | None = None
+    NeuronInfo: NeuronInfo | None = None
+    ProcessorInfo: ProcessorInfo = Field(default_factory=ProcessorInfo)
+    NetworkInfo: NetworkInfo | None = None
+
+    @property
+    def nvidia_gpus(self) -> int:
+        if self.GpuInfo is None:
+            return 0
+        return sum(g.Count for g in self.GpuInfo.Gpus if g.Manufacturer.upper() == "NVIDIA")
+
+    @property
+    def neuron_devices(self) -> int:
+        return sum(d.Count for d in self.NeuronInfo.NeuronDevices) if self.NeuronInfo else 0
+
+    @property
+    def architecture(self) -> str:
+        """The Kubernetes ``kubernetes.io/arch`` value."""
+        archs = self.ProcessorInfo.SupportedArchitectures
+        return "arm64" if archs and archs[0] == "arm64" else "amd64"
+
+    @property
+    def max_pods(self) -> int | None:
+        """EKS's VPC CNI limit: ENIs × (IPv4 addresses per ENI − 1) + 2."""
+        net = self.NetworkInfo
+        if net is None or not net.MaximumNetworkInterfaces or not net.Ipv4AddressesPerInterface:
+            return None
+        return net.MaximumNetworkInterfaces * (net.Ipv4AddressesPerInterface - 1) + 2
+
+
+def parse_asgs(doc: Any) -> list[AutoScalingGroup]:
+    return [AutoScalingGroup.model_validate(g) for g in _items(doc, "AutoScalingGroups")]
+
+
+def parse_activities(doc: Any) -> list[ScalingActivity]:
+    return [ScalingActivity.model_validate(a) for a in _items(doc, "Activities")]
+
+
+def parse_instance_types(doc: Any) -> dict[str, InstanceTypeInfo]:
+    infos = [InstanceTypeInfo.model_validate(t) for t in _items(doc, "InstanceTypes")]
+    return {i.InstanceType: i for i in infos}
+
+
+def _items(doc: Any, key: str) -> list[Any]:
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
+        raise ValueError(f"{key}: missing or not a list")
+    return list(doc[key])
+
+
+@cache
+def bundled_instance_types() -> dict[str, InstanceTypeInfo]:
+    """The catalogue shipped with Spillway (a ``describe-instance-types`` snapshot)."""
+    text = importlib_resources.files("spillway").joinpath("data/instance_types.json").read_text()
+    return parse_instance_types(json.loads(text))

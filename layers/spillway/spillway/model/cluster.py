@@ -1,0 +1,360 @@
+"""The planner's view of a cluster: compact, immutable records distilled from Kubernetes objects.
+
+A :class:`ClusterSnapshot` holds what the planner needs and nothing more (no managed fields, no
+container images, no env), so it is small enough to store every tick and fast to plan on. It
+round-trips through plain JSON-able dicts (:meth:`ClusterSnapshot.to_dict` / ``from_dict``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from spillway.model.k8s import (
+    CORDONED_BY_SPILLWAY,
+    DO_NOT_DISRUPT,
+    MIRROR_POD,
+    SAFE_TO_EVICT,
+    SCALE_DOWN_DISABLED,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+)
+from spillway.model.resources import Resources, parse_resource_list
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+# (key, operator, values) of a node selector requirement; key "metadata.name" with field=True
+# stands for a matchFields requirement on the node's name.
+Requirement = tuple[str, str, tuple[str, ...], bool]
+# A term holds when all its requirements hold; required affinity holds when any term holds.
+Term = tuple[Requirement, ...]
+# (key, operator, value, effect) with None for "any".
+TolerationT = tuple[str | None, str, str | None, str | None]
+TaintT = tuple[str, str | None, str]
+
+
+def parse_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def format_time(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    requests: Resources
+    node_name: str | None = None
+    phase: str = "Pending"
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_terms: tuple[Term, ...] = ()
+    tolerations: tuple[TolerationT, ...] = ()
+    priority: int = 0
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    daemonset: bool = False
+    mirror: bool = False
+    unschedulable: bool = False
+    pending_since: datetime | None = None
+    safe_to_evict: bool | None = None
+    do_not_disrupt: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def is_workload(self) -> bool:
+        """A pod whose eviction would stop somebody's work: not a DaemonSet's, not a mirror, running."""
+        return not (self.daemonset or self.mirror or self.terminal)
+
+    def is_pending_unschedulable(self) -> bool:
+        """Unbound, not terminal, and marked Unschedulable by the scheduler; DaemonSet pods excluded."""
+        return self.node_name is None and not self.terminal and self.unschedulable and not self.daemonset
+
+    def scheduling_key(self) -> tuple[Any, ...]:
+        """Pods with equal keys are interchangeable for the planner: one equivalence class."""
+        return (
+            tuple(sorted(self.requests.items())),
+            self.node_selector,
+            self.required_terms,
+            self.tolerations,
+            self.priority,
+        )
+
+    @classmethod
+    def from_pod(cls, pod: Pod) -> PodInfo:
+        meta, spec, status = pod.metadata, pod.spec, pod.status
+        owner = next((o for o in meta.owner_references if o.controller), None)
+        if owner is None and meta.owner_references:
+            owner = meta.owner_references[0]
+        unschedulable = False
+        pending_since = None
+        for cond in status.conditions:
+            if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+                unschedulable = True
+                pending_since = cond.last_transition_time
+        terms: list[Term] = []
+        affinity = spec.affinity.node_affinity if spec.affinity else None
+        required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
+        for term in required.node_selector_terms if required else ():
+            reqs: list[Requirement] = [
+                (r.key, r.operator, tuple(r.values), False) for r in term.match_expressions
+            ]
+            reqs += [(r.key, r.operator, tuple(r.values), True) for r in term.match_fields]
+            terms.append(tuple(reqs))
+        safe = meta.annotations.get(SAFE_TO_EVICT)
+        return cls(
+            namespace=meta.namespace or "default",
+            name=meta.name,
+            requests=pod.effective_requests(),
+            node_name=spec.node_name,
+            phase=status.phase or "Pending",
+            node_selector=tuple(sorted(spec.node_selector.items())),
+            required_terms=tuple(terms),
+            tolerations=tuple(
+                sorted(
+                    ((t.key, t.operator or "Equal", t.value, t.effect) for t in spec.tolerations),
+                    key=repr,
+                )
+            ),
+            priority=spec.priority or 0,
+            owner_kind=owner.kind if owner else None,
+            owner_name=owner.name if owner else None,
+            daemonset=owner is not None and owner.kind == "DaemonSet",
+            mirror=MIRROR_POD in meta.annotations,
+            unschedulable=unschedulable,
+            pending_since=pending_since,
+            safe_to_evict=None if safe is None else safe.lower() == "true",
+            do_not_disrupt=meta.annotations.get(DO_NOT_DISRUPT, "").lower() == "true",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ns": self.namespace, "n": self.name, "r": self.requests}
+        if self.node_name is not None:
+            out["node"] = self.node_name
+        if self.phase != "Pending":
+            out["ph"] = self.phase
+        if self.node_selector:
+            out["sel"] = [list(p) for p in self.node_selector]
+        if self.required_terms:
+            out["aff"] = [[[k, op, list(v), f] for k, op, v, f in term] for term in self.required_terms]
+        if self.tolerations:
+            out["tol"] = [list(t) for t in self.tolerations]
+        if self.priority:
+            out["pri"] = self.priority
+        if self.owner_kind:
+            out["ok"] = self.owner_kind
+            out["on"] = self.owner_name
+        if self.daemonset:
+            out["ds"] = 1
+        if self.mirror:
+            out["mir"] = 1
+        if self.unschedulable:
+            out["us"] = 1
+        if self.pending_since:
+            out["ps"] = format_time(self.pending_since)
+        if self.safe_to_evict is not None:
+            out["ste"] = self.safe_to_evict
+        if self.do_not_disrupt:
+            out["dnd"] = 1
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PodInfo:
+        return cls(
+            namespace=d["ns"],
+            name=d["n"],
+            requests=dict(d["r"]),
+            node_name=d.get("node"),
+            phase=d.get("ph", "Pending"),
+            node_selector=tuple((k, v) for k, v in d.get("sel", ())),
+            required_terms=tuple(
+                tuple((k, op, tuple(v), bool(f)) for k, op, v, f in term) for term in d.get("aff", ())
+            ),
+            tolerations=tuple((k, op, v, e) for k, op, v, e in d.get("tol", ())),
+            priority=d.get("pri", 0),
+            owner_kind=d.get("ok"),
+            owner_name=d.get("on"),
+            daemonset=bool(d.get("ds")),
+            mirror=bool(d.get("mir")),
+            unschedulable=bool(d.get("us")),
+            pending_since=parse_time(d.get("ps")),
+            safe_to_evict=d.get("ste"),
+            do_not_disrupt=bool(d.get("dnd")),
+        )
+
+
+def instance_id_from_provider_id(provider_id: str | None) -> str | None:
+    """``aws:///us-east-1a/i-0abc`` → ``i-0abc``."""
+    if not provider_id or not provider_id.startswith("aws://"):
+        return None
+    last = provider_id.rstrip("/").rsplit("/", 1)[-1]
+    return last if last.startswith("i-") else None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[TaintT, ...] = ()
+    provider_id: str | None = None
+    unschedulable: bool = False
+    ready: bool = True
+    created_at: datetime | None = None
+    cordoned_by_spillway: bool = False
+    scale_down_disabled: bool = False
+
+    @property
+    def instance_id(self) -> str | None:
+        return instance_id_from_provider_id(self.provider_id)
+
+    @classmethod
+    def from_node(cls, node: Node) -> NodeInfo:
+        meta = node.metadata
+        return cls(
+            name=meta.name,
+            allocatable=parse_resource_list(node.status.allocatable or node.status.capacity),
+            labels=dict(meta.labels),
+            taints=tuple((t.key, t.value, t.effect) for t in node.spec.taints),
+            provider_id=node.spec.provider_id,
+            unschedulable=node.spec.unschedulable,
+            ready=node.is_ready(),
+            created_at=meta.creation_timestamp,
+            cordoned_by_spillway=CORDONED_BY_SPILLWAY in meta.annotations,
+            scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": self.name, "a": self.allocatable, "l": dict(self.labels)}
+        if self.taints:
+            out["t"] = [list(t) for t in self.taints]
+        if self.provider_id:
+            out["p"] = self.provider_id
+        if self.unschedulable:
+            out["u"] = 1
+        if not self.ready:
+            out["nr"] = 1
+        if self.created_at:
+            out["c"] = format_time(self.created_at)
+        if self.cordoned_by_spillway:
+            out["sc"] = 1
+        if self.scale_down_disabled:
+            out["sdd"] = 1
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NodeInfo:
+        return cls(
+            name=d["n"],
+            allocatable=dict(d["a"]),
+            labels=dict(d.get("l", {})),
+            taints=tuple((k, v, e) for k, v, e in d.get("t", ())),
+            provider_id=d.get("p"),
+            unschedulable=bool(d.get("u")),
+            ready=not d.get("nr"),
+            created_at=parse_time(d.get("c")),
+            cordoned_by_spillway=bool(d.get("sc")),
+            scale_down_disabled=bool(d.get("sdd")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PdbInfo:
+    namespace: str
+    name: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    disruptions_allowed: int = 0
+
+    @classmethod
+    def from_pdb(cls, pdb: PodDisruptionBudget) -> PdbInfo:
+        selector = pdb.spec.selector
+        return cls(
+            namespace=pdb.metadata.namespace or "default",
+            name=pdb.metadata.name,
+            match_labels=tuple(sorted(selector.match_labels.items())) if selector else (),
+            disruptions_allowed=pdb.status.disruptions_allowed,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ns": self.namespace,
+            "n": self.name,
+            "ml": [list(p) for p in self.match_labels],
+            "da": self.disruptions_allowed,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PdbInfo:
+        return cls(
+            namespace=d["ns"],
+            name=d["n"],
+            match_labels=tuple((k, v) for k, v in d.get("ml", ())),
+            disruptions_allowed=d.get("da", 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """What Kubernetes looked like at ``taken_at``."""
+
+    cluster: str
+    taken_at: datetime
+    nodes: tuple[NodeInfo, ...]
+    pods: tuple[PodInfo, ...]
+    pdbs: tuple[PdbInfo, ...] = ()
+    observe_seconds: float = 0.0
+
+    @classmethod
+    def build(
+        cls,
+        cluster: str,
+        taken_at: datetime,
+        nodes: Iterable[Node],
+        pods: Iterable[Pod],
+        pdbs: Iterable[PodDisruptionBudget] = (),
+        observe_seconds: float = 0.0,
+    ) -> ClusterSnapshot:
+        return cls(
+            cluster=cluster,
+            taken_at=taken_at,
+            nodes=tuple(NodeInfo.from_node(n) for n in nodes),
+            pods=tuple(PodInfo.from_pod(p) for p in pods),
+            pdbs=tuple(PdbInfo.from_pdb(p) for p in pdbs),
+            observe_seconds=observe_seconds,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "taken_at": format_time(self.taken_at),
+            "observe_seconds": self.observe_seconds,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "pods": [p.to_dict() for p in self.pods],
+            "pdbs": [p.to_dict() for p in self.pdbs],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ClusterSnapshot:
+        taken_at = parse_time(d["taken_at"])
+        assert taken_at is not None
+        return cls(
+            cluster=d["cluster"],
+            taken_at=taken_at,
+            nodes=tuple(NodeInfo.from_dict(n) for n in d.get("nodes", ())),
+            pods=tuple(PodInfo.from_dict(p) for p in d.get("pods", ())),
+            pdbs=tuple(PdbInfo.from_dict(p) for p in d.get("pdbs", ())),
+            observe_seconds=float(d.get("observe_seconds", 0.0)),
+        )

@@ -1,0 +1,244 @@
+"""Node groups: an Auto Scaling group seen as "N more nodes shaped like this template".
+
+The template node is what a new instance of the group will look like to the scheduler: allocatable
+from the instance type minus the system reserve, the well-known labels, and the labels, taints and
+resources that cluster-autoscaler's ``node-template`` tags declare.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from spillway.model.aws import AutoScalingGroup, InstanceTypeInfo, ScalingActivity
+from spillway.model.cluster import TaintT, format_time, parse_time
+from spillway.model.quantity import to_milli
+from spillway.model.resources import CPU, MEMORY, NEURON, NVIDIA_GPU, PODS, Resources
+
+TAG_ENABLED = "k8s.io/cluster-autoscaler/enabled"
+TAG_CLUSTER_PREFIX = "k8s.io/cluster-autoscaler/"
+TAG_LABEL = "k8s.io/cluster-autoscaler/node-template/label/"
+TAG_TAINT = "k8s.io/cluster-autoscaler/node-template/taint/"
+TAG_RESOURCE = "k8s.io/cluster-autoscaler/node-template/resources/"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+DEFAULT_MAX_PODS = 110
+# Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
+LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateNode:
+    allocatable: Resources
+    labels: Mapping[str, str]
+    taints: tuple[TaintT, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailure:
+    at: datetime
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    name: str
+    region: str
+    min_size: int
+    max_size: int
+    desired: int
+    instance_type: str | None
+    template: TemplateNode | None
+    zones: tuple[str, ...] = ()
+    instance_ids: tuple[str, ...] = ()
+    launch_failures: tuple[LaunchFailure, ...] = ()
+    arn: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "region": self.region,
+            "arn": self.arn,
+            "min": self.min_size,
+            "max": self.max_size,
+            "desired": self.desired,
+            "instance_type": self.instance_type,
+            "template": None
+            if self.template is None
+            else {
+                "allocatable": self.template.allocatable,
+                "labels": dict(self.template.labels),
+                "taints": [list(t) for t in self.template.taints],
+            },
+            "zones": list(self.zones),
+            "instances": list(self.instance_ids),
+            "launch_failures": [{"at": format_time(f.at), "message": f.message} for f in self.launch_failures],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NodeGroup:
+        tpl = d.get("template")
+        failures = []
+        for f in d.get("launch_failures", ()):
+            at = parse_time(f["at"])
+            if at is not None:
+                failures.append(LaunchFailure(at=at, message=f["message"]))
+        return cls(
+            name=d["name"],
+            region=d["region"],
+            arn=d.get("arn", ""),
+            min_size=d["min"],
+            max_size=d["max"],
+            desired=d["desired"],
+            instance_type=d.get("instance_type"),
+            template=None
+            if tpl is None
+            else TemplateNode(
+                allocatable=dict(tpl["allocatable"]),
+                labels=dict(tpl["labels"]),
+                taints=tuple((k, v, e) for k, v, e in tpl["taints"]),
+            ),
+            zones=tuple(d.get("zones", ())),
+            instance_ids=tuple(d.get("instances", ())),
+            launch_failures=tuple(failures),
+        )
+
+
+def is_managed(asg: AutoScalingGroup, cluster: str | None) -> bool:
+    """Tagged the way cluster-autoscaler's auto-discovery expects (``enabled`` and ``<cluster>``)."""
+    tags = asg.tag_map()
+    if TAG_ENABLED not in tags:
+        return False
+    return cluster is None or f"{TAG_CLUSTER_PREFIX}{cluster}" in tags
+
+
+def resolve_instance_type(asg: AutoScalingGroup) -> str | None:
+    """From the group's instances, else its mixed-instances overrides, else the node-template label tag."""
+    live = Counter(i.InstanceType for i in asg.Instances if i.InstanceType and i.LifecycleState in LIVE_STATES)
+    if live:
+        return sorted(live.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    mixed = asg.MixedInstancesPolicy
+    if mixed and mixed.LaunchTemplate:
+        for override in mixed.LaunchTemplate.Overrides:
+            if override.InstanceType:
+                return override.InstanceType
+    tags = asg.tag_map()
+    return tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL) or tags.get(TAG_LABEL + "beta.kubernetes.io/instance-type")
+
+
+def parse_taint_tag(key: str, value: str) -> TaintT:
+    """``.../taint/nvidia.com/gpu`` = ``present:NoSchedule`` (or just ``NoSchedule``)."""
+    taint_value, _, effect = value.rpartition(":")
+    if effect not in _TAINT_EFFECTS:
+        raise ValueError(f"Tags[{TAG_TAINT}{key}]: effect must be one of {', '.join(_TAINT_EFFECTS)}")
+    return (key, taint_value or None, effect)
+
+
+def build_template(
+    asg: AutoScalingGroup,
+    instance_type: str | None,
+    catalogue: Mapping[str, InstanceTypeInfo],
+    reserve: Mapping[str, int],
+) -> TemplateNode | None:
+    tags = asg.tag_map()
+    info = catalogue.get(instance_type) if instance_type else None
+    allocatable: Resources = {}
+    labels: dict[str, str] = {
+        "kubernetes.io/os": "linux",
+        "topology.kubernetes.io/region": asg.region,
+    }
+    if len(asg.AvailabilityZones) == 1:
+        labels["topology.kubernetes.io/zone"] = asg.AvailabilityZones[0]
+    if info is not None:
+        allocatable[CPU] = max(0, info.VCpuInfo.DefaultVCpus * 1000 - reserve.get(CPU, 0))
+        allocatable[MEMORY] = max(0, info.MemoryInfo.SizeInMiB * 2**20 * 1000 - reserve.get(MEMORY, 0))
+        allocatable[PODS] = (info.max_pods or DEFAULT_MAX_PODS) * 1000
+        if info.nvidia_gpus:
+            allocatable[NVIDIA_GPU] = info.nvidia_gpus * 1000
+        if info.neuron_devices:
+            allocatable[NEURON] = info.neuron_devices * 1000
+        labels["kubernetes.io/arch"] = info.architecture
+    if instance_type:
+        labels[INSTANCE_TYPE_LABEL] = instance_type
+        labels["beta.kubernetes.io/instance-type"] = instance_type
+    taints: list[TaintT] = []
+    for key in sorted(tags):
+        value = tags[key]
+        if key.startswith(TAG_LABEL):
+            labels[key[len(TAG_LABEL) :]] = value
+        elif key.startswith(TAG_TAINT):
+            taints.append(parse_taint_tag(key[len(TAG_TAINT) :], value))
+        elif key.startswith(TAG_RESOURCE):
+            try:
+                allocatable[key[len(TAG_RESOURCE) :]] = to_milli(value)
+            except ValueError:
+                raise ValueError(f"Tags[{key}]: not a quantity: {value!r}") from None
+    if CPU not in allocatable or MEMORY not in allocatable:
+        return None  # an unknown instance type and no resources tags: nothing to plan with
+    allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
+    return TemplateNode(allocatable=allocatable, labels=labels, taints=tuple(taints))
+
+
+FAILED_LAUNCH_MARKERS = (
+    "InsufficientInstanceCapacity",
+    "VcpuLimitExceeded",
+    "InstanceLimitExceeded",
+    "MaxSpotInstanceCountExceeded",
+    "Unsupported",
+)
+
+
+def is_capacity_failure(message: str) -> bool:
+    """A launch error that means "this group cannot grow right now", not a transient hiccup."""
+    if any(marker in message for marker in FAILED_LAUNCH_MARKERS):
+        return True
+    lowered = message.lower()
+    return "do not have sufficient" in lowered and "capacity" in lowered
+
+
+def build_node_groups(
+    asgs: Iterable[AutoScalingGroup],
+    activities: Iterable[ScalingActivity],
+    catalogue: Mapping[str, InstanceTypeInfo],
+    reserve: Mapping[str, int],
+    cluster: str | None,
+) -> list[NodeGroup]:
+    """The managed node groups, sorted by (region, name)."""
+    by_arn: dict[str, list[LaunchFailure]] = {}
+    by_name: dict[str, list[LaunchFailure]] = {}
+    for act in activities:
+        if act.StatusCode != "Failed" or not act.is_launch:
+            continue
+        message = act.StatusMessage or act.Description
+        if not is_capacity_failure(message):
+            continue
+        failure = LaunchFailure(at=act.EndTime or act.StartTime, message=message)
+        if act.AutoScalingGroupARN:
+            by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
+        else:
+            by_name.setdefault(act.AutoScalingGroupName, []).append(failure)
+    groups: list[NodeGroup] = []
+    for asg in asgs:
+        if not is_managed(asg, cluster) or asg.Status:
+            continue
+        itype = resolve_instance_type(asg)
+        failures = by_arn.get(asg.AutoScalingGroupARN, []) + by_name.get(asg.AutoScalingGroupName, [])
+        groups.append(
+            NodeGroup(
+                name=asg.AutoScalingGroupName,
+                region=asg.region,
+                arn=asg.AutoScalingGroupARN,
+                min_size=asg.MinSize,
+                max_size=asg.MaxSize,
+                desired=asg.DesiredCapacity,
+                instance_type=itype,
+                template=build_template(asg, itype, catalogue, reserve),
+                zones=tuple(asg.AvailabilityZones),
+                instance_ids=tuple(sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)),
+                launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
+            )
+        )
+    return sorted(groups, key=lambda g: (g.region, g.name))

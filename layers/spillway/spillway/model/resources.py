@@ -1,0 +1,89 @@
+"""Resource vectors: ``{resource name: milli-units}``, plain dicts for speed.
+
+Missing keys are zero. These helpers are the only arithmetic the planner does on resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from spillway.model.quantity import format_milli, to_milli
+
+Resources = dict[str, int]
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL = "ephemeral-storage"
+NVIDIA_GPU = "nvidia.com/gpu"
+NEURON = "aws.amazon.com/neuron"
+
+# A pod requesting a resource the node does not report cannot run there, except ephemeral storage:
+# every kubelet reports it, but an ASG's template node only knows it when a tag declares it.
+UNCHECKED_WHEN_UNKNOWN = frozenset({EPHEMERAL})
+
+
+def parse_resource_list(raw: Mapping[str, str | int | float] | None) -> Resources:
+    """A Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``) as milli-units."""
+    if not raw:
+        return {}
+    return {name: to_milli(value) for name, value in raw.items()}
+
+
+def add_into(total: Resources, extra: Mapping[str, int], times: int = 1) -> None:
+    for name, value in extra.items():
+        total[name] = total.get(name, 0) + value * times
+
+
+def subtract(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    for name, value in b.items():
+        out[name] = out.get(name, 0) - value
+    return out
+
+
+def fit_count(request: Mapping[str, int], free: Mapping[str, int], limit: int) -> int:
+    """How many copies of ``request`` fit in ``free``, at most ``limit``."""
+    count = limit
+    for name, want in request.items():
+        if want <= 0:
+            continue
+        have = free.get(name)
+        if have is None:
+            if name in UNCHECKED_WHEN_UNKNOWN:
+                continue
+            return 0
+        room = have // want
+        if room < count:
+            count = room
+            if count <= 0:
+                return 0
+    return count
+
+
+def fits(request: Mapping[str, int], free: Mapping[str, int]) -> bool:
+    return fit_count(request, free, 1) == 1
+
+
+def dominant_share(request: Mapping[str, int], capacity: Mapping[str, int]) -> tuple[str, float]:
+    """The resource ``request`` uses the largest fraction of ``capacity`` for, and that fraction."""
+    best_name, best = CPU, 0.0
+    for name in sorted(request):
+        want = request[name]
+        have = capacity.get(name, 0)
+        if want <= 0 or have <= 0:
+            continue
+        share = want / have
+        if share > best:
+            best_name, best = name, share
+    return best_name, best
+
+
+def freeze(resources: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((k, v) for k, v in resources.items() if v))
+
+
+def describe(resources: Mapping[str, int], names: Iterable[str] | None = None) -> str:
+    """``cpu=4,memory=16Gi,nvidia.com/gpu=1`` for reasons."""
+    keys = sorted(resources) if names is None else list(names)
+    return ",".join(f"{k}={format_milli(k, resources[k])}" for k in keys if resources.get(k))
