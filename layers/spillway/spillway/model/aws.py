@@ -28,7 +28,7 @@ class Tag(AwsModel):
     PropagateAtLaunch: bool | None = None
 
 
-class LaunchTemplateSpecification(AwsModel):
+class LaunchTemplateSpec(AwsModel):
     LaunchTemplateId: str | None = None
     LaunchTemplateName: str | None = None
     Version: str | None = None
@@ -40,11 +40,11 @@ class LaunchTemplateOverride(AwsModel):
 
 
 class MixedLaunchTemplate(AwsModel):
-    LaunchTemplateSpecification: LaunchTemplateSpecification | None = None
+    LaunchTemplateSpecification: LaunchTemplateSpec | None = None
     Overrides: list[LaunchTemplateOverride] = Field(default_factory=list)
 
 
-class MixedInstancesPolicy(AwsModel):
+class MixedInstances(AwsModel):
     LaunchTemplate: MixedLaunchTemplate | None = None
 
 
@@ -66,9 +66,9 @@ class AutoScalingGroup(AwsModel):
     AvailabilityZones: list[str] = Field(default_factory=list)
     Instances: list[AsgInstance] = Field(default_factory=list)
     Tags: list[Tag] = Field(default_factory=list)
-    LaunchTemplate: LaunchTemplateSpecification | None = None
+    LaunchTemplate: LaunchTemplateSpec | None = None
     LaunchConfigurationName: str | None = None
-    MixedInstancesPolicy: MixedInstancesPolicy | None = None
+    MixedInstancesPolicy: MixedInstances | None = None
     CreatedTime: datetime | None = None
     Status: str | None = None  # "Delete in progress" while being deleted
 
@@ -77,7 +77,8 @@ class AutoScalingGroup(AwsModel):
         """``arn:aws:autoscaling:<region>:<account>:autoScalingGroup:...`` → region."""
         parts = self.AutoScalingGroupARN.split(":")
         if len(parts) < 6 or parts[2] != "autoscaling" or not parts[3]:
-            raise ValueError(f"AutoScalingGroupARN: not an Auto Scaling group ARN: {self.AutoScalingGroupARN}")
+            arn = self.AutoScalingGroupARN
+            raise ValueError(f"AutoScalingGroupARN: not an Auto Scaling group ARN: {arn}")
         return parts[3]
 
     def tag_map(self) -> dict[str, str]:
@@ -101,11 +102,11 @@ class ScalingActivity(AwsModel):
         return self.Description.startswith("Launching")
 
 
-class VCpuInfo(AwsModel):
+class VCpus(AwsModel):
     DefaultVCpus: int
 
 
-class MemoryInfo(AwsModel):
+class Memory(AwsModel):
     SizeInMiB: int
 
 
@@ -113,10 +114,10 @@ class GpuDevice(AwsModel):
     Name: str = ""
     Manufacturer: str = ""
     Count: int = 0
-    MemoryInfo: MemoryInfo | None = None
+    MemoryInfo: Memory | None = None
 
 
-class GpuInfo(AwsModel):
+class Gpus(AwsModel):
     Gpus: list[GpuDevice] = Field(default_factory=list)
     TotalGpuMemoryInMiB: int | None = None
 
@@ -126,27 +127,27 @@ class NeuronDevice(AwsModel):
     Count: int = 0
 
 
-class NeuronInfo(AwsModel):
+class Neurons(AwsModel):
     NeuronDevices: list[NeuronDevice] = Field(default_factory=list)
 
 
-class ProcessorInfo(AwsModel):
+class Processor(AwsModel):
     SupportedArchitectures: list[str] = Field(default_factory=list)
 
 
-class NetworkInfo(AwsModel):
+class Network(AwsModel):
     MaximumNetworkInterfaces: int | None = None
     Ipv4AddressesPerInterface: int | None = None
 
 
 class InstanceTypeInfo(AwsModel):
     InstanceType: str
-    VCpuInfo: VCpuInfo
-    MemoryInfo: MemoryInfo
-    GpuInfo: GpuInfo | None = None
-    NeuronInfo: NeuronInfo | None = None
-    ProcessorInfo: ProcessorInfo = Field(default_factory=ProcessorInfo)
-    NetworkInfo: NetworkInfo | None = None
+    VCpuInfo: VCpus
+    MemoryInfo: Memory
+    GpuInfo: Gpus | None = None
+    NeuronInfo: Neurons | None = None
+    ProcessorInfo: Processor = Field(default_factory=Processor)
+    NetworkInfo: Network | None = None
 
     @property
     def nvidia_gpus(self) -> int:
@@ -166,7 +167,7 @@ class InstanceTypeInfo(AwsModel):
 
     @property
     def max_pods(self) -> int | None:
-        """EKS's VPC CNI limit: ENIs × (IPv4 addresses per ENI − 1) + 2."""
+        """EKS's VPC CNI limit: ENIs * (IPv4 addresses per ENI - 1) + 2."""
         net = self.NetworkInfo
         if net is None or not net.MaximumNetworkInterfaces or not net.Ipv4AddressesPerInterface:
             return None

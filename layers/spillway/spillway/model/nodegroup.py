@@ -75,7 +75,9 @@ class NodeGroup:
             },
             "zones": list(self.zones),
             "instances": list(self.instance_ids),
-            "launch_failures": [{"at": format_time(f.at), "message": f.message} for f in self.launch_failures],
+            "launch_failures": [
+                {"at": format_time(f.at), "message": f.message} for f in self.launch_failures
+            ],
         }
 
     @classmethod
@@ -117,7 +119,9 @@ def is_managed(asg: AutoScalingGroup, cluster: str | None) -> bool:
 
 def resolve_instance_type(asg: AutoScalingGroup) -> str | None:
     """From the group's instances, else its mixed-instances overrides, else the node-template label tag."""
-    live = Counter(i.InstanceType for i in asg.Instances if i.InstanceType and i.LifecycleState in LIVE_STATES)
+    live = Counter(
+        i.InstanceType for i in asg.Instances if i.InstanceType and i.LifecycleState in LIVE_STATES
+    )
     if live:
         return sorted(live.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
     mixed = asg.MixedInstancesPolicy
@@ -126,7 +130,9 @@ def resolve_instance_type(asg: AutoScalingGroup) -> str | None:
             if override.InstanceType:
                 return override.InstanceType
     tags = asg.tag_map()
-    return tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL) or tags.get(TAG_LABEL + "beta.kubernetes.io/instance-type")
+    return tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL) or tags.get(
+        TAG_LABEL + "beta.kubernetes.io/instance-type"
+    )
 
 
 def parse_taint_tag(key: str, value: str) -> TaintT:
@@ -237,7 +243,9 @@ def build_node_groups(
                 instance_type=itype,
                 template=build_template(asg, itype, catalogue, reserve),
                 zones=tuple(asg.AvailabilityZones),
-                instance_ids=tuple(sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)),
+                instance_ids=tuple(
+                    sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)
+                ),
                 launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
             )
         )

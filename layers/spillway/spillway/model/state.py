@@ -38,6 +38,7 @@ class State(BaseModel):
         return {
             "nodes": {k: {"idle_since": iso(v.idle_since)} for k, v in sorted(self.nodes.items())},
             "groups": {
-                k: {"backoff_until": iso(v.backoff_until), "reason": v.reason} for k, v in sorted(self.groups.items())
+                k: {"backoff_until": iso(v.backoff_until), "reason": v.reason}
+                for k, v in sorted(self.groups.items())
             },
         }

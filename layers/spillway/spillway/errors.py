@@ -1,0 +1,128 @@
+"""One error hierarchy for everything Spillway raises on purpose.
+
+A Lambda's exception *class name* is what a Step Functions ``Retry``/``Catch`` matches
+(``"ErrorEquals": ["KubeUnavailable"]``), so the names are part of the contract: do not rename them.
+``is_retryable(err)`` tells transient failures from final ones.
+"""
+
+from __future__ import annotations
+
+
+class SpillwayError(Exception):
+    """Base of every error Spillway raises on purpose."""
+
+    retryable = False
+
+
+class InputError(SpillwayError):
+    """Input that cannot be used. The message names the file (when there is one) and the field."""
+
+    def __init__(self, message: str, *, source: str | None = None, field: str | None = None) -> None:
+        self.source = source
+        self.field = field
+        where = ": ".join(p for p in (source, field) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ConfigurationError(InputError):
+    """Deployment configuration (environment, config file) that cannot be used."""
+
+
+# --- Kubernetes -------------------------------------------------------------------------------
+
+
+class KubeError(SpillwayError):
+    """A Kubernetes API call failed."""
+
+
+class KubeUnavailable(KubeError):
+    """The API server did not answer usefully (connection errors, timeouts, 5xx after retries)."""
+
+    retryable = True
+
+
+class KubeAuthError(KubeError):
+    """Credentials were refused (401/403) or could not be made."""
+
+
+class NodeNotFound(KubeError):
+    """The named Node does not exist."""
+
+
+class PodNotFound(KubeError):
+    """The named Pod does not exist (already gone is often fine for a drain)."""
+
+
+class EvictionBlocked(KubeError):
+    """The Eviction API answered 429: a PodDisruptionBudget allows no disruption right now."""
+
+    retryable = True
+
+
+class KubeConflict(KubeError):
+    """A write lost a race (409 Conflict)."""
+
+    retryable = True
+
+
+# --- AWS --------------------------------------------------------------------------------------
+
+
+class AwsError(SpillwayError):
+    """An AWS API call failed."""
+
+
+class AwsThrottled(AwsError):
+    retryable = True
+
+
+class AsgNotFound(AwsError):
+    """The named Auto Scaling group does not exist in that region."""
+
+
+class AsgLimitExceeded(AwsError):
+    """A desired capacity outside [MinSize, MaxSize]: AWS refuses it, and so do we, before asking."""
+
+
+class CapacityUnavailable(AwsError):
+    """EC2 could not launch the instances (InsufficientInstanceCapacity and kin)."""
+
+
+# --- Snapshots and state ----------------------------------------------------------------------
+
+
+class SnapshotError(SpillwayError):
+    """A snapshot could not be taken, stored or read whole."""
+
+
+class ObservationFailed(SnapshotError):
+    """Observing the cluster failed; nothing was stored."""
+
+    retryable = True
+
+
+class SnapshotNotFound(SnapshotError):
+    """No complete snapshot for that cluster (and time)."""
+
+
+class StaleSnapshot(SnapshotError):
+    """The newest snapshot is older than the planner may act on."""
+
+
+class StateConflict(SpillwayError):
+    """Another planner wrote the state first (conditional write failed)."""
+
+
+# --- Drains -----------------------------------------------------------------------------------
+
+
+class InvalidDrainRequest(InputError):
+    """A drain request that names an unknown node, a node outside a managed group, or is malformed."""
+
+
+class DrainTimeout(SpillwayError):
+    """Pods were still on the node at the deadline."""
+
+
+def is_retryable(error: BaseException) -> bool:
+    return isinstance(error, SpillwayError) and error.retryable
