@@ -1,0 +1,104 @@
+"""The ``spillway`` command: ``plan`` (offline what-if), ``demo``, ``simulate``.
+
+Bad input exits 2 with one line naming the file and the field; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from spillway.errors import InputError
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from spillway import inputs
+    from spillway.planner import plan
+
+    config = inputs.load_config(args.config)
+    now = inputs.parse_now(args.now)
+    snapshot = inputs.load_cluster(args.cluster, config.cluster or "cluster", now)
+    asgs = inputs.load_asgs(args.asgs)
+    activities = inputs.load_activities(args.activities)
+    catalogue = inputs.load_instance_types(args.instance_types)
+    state = inputs.load_state(args.state)
+    groups = inputs.node_groups(asgs, activities, catalogue, config)
+    result = plan(snapshot, groups, config, state, now)
+    print(json.dumps(result.to_dict(), indent=2))
+    if args.state_out:
+        Path(args.state_out).write_text(json.dumps(result.state.to_wire(), indent=2) + "\n")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    examples = Path(__file__).resolve().parents[3] / "events"
+    if not (examples / "example-cluster.json").exists():
+        raise InputError("the example files are not here (run from a checkout)", source=str(examples))
+    print("Spillway demo: planning the example cluster in events/ (spillway plan ...)\n", file=sys.stderr)
+    ns = argparse.Namespace(
+        cluster=str(examples / "example-cluster.json"),
+        asgs=[str(examples / "example-asgs-us-east-1.json"), str(examples / "example-asgs-us-west-2.json")],
+        activities=[str(examples / "example-activities.json")],
+        instance_types=None,
+        config=str(examples / "example-config.yaml"),
+        state=str(examples / "example-state.json"),
+        now="2026-11-02T10:00:00Z",
+        state_out=None,
+    )
+    return _plan(ns)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spillway", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="plan scale actions for a cluster, offline, as the planner Lambda would")
+    p.add_argument("--cluster", required=True, metavar="FILE", help="kubectl get nodes,pods,pdb -A -o json")
+    p.add_argument(
+        "--asgs",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="aws autoscaling describe-auto-scaling-groups (repeatable, one per region)",
+    )
+    p.add_argument(
+        "--activities",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="aws autoscaling describe-scaling-activities (repeatable)",
+    )
+    p.add_argument(
+        "--instance-types",
+        metavar="FILE",
+        help="aws ec2 describe-instance-types (default: the bundled catalogue)",
+    )
+    p.add_argument("--config", metavar="FILE", help="planner configuration, YAML or JSON")
+    p.add_argument("--state", metavar="FILE", help="planner state, JSON")
+    p.add_argument("--state-out", metavar="FILE", help="write the new state here")
+    p.add_argument("--now", metavar="ISO-8601", help="the time to plan at (default: now)")
+    p.set_defaults(func=_plan)
+
+    d = sub.add_parser("demo", help="show Spillway at work on the embedded local stack")
+    d.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except InputError as exc:
+        print(f"spillway {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Reading what real tools print (kubectl, the AWS CLI) from files, with errors that name file and field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from spillway.config import ConfigError, PlannerConfig, load_config_file
+from spillway.errors import InputError
+from spillway.model.aws import (
+    AutoScalingGroup,
+    InstanceTypeInfo,
+    ScalingActivity,
+    bundled_instance_types,
+    parse_activities,
+    parse_asgs,
+    parse_instance_types,
+)
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.k8s import parse_kube_list
+from spillway.model.nodegroup import NodeGroup, build_node_groups
+from spillway.model.state import State
+
+T = TypeVar("T")
+
+
+def _validation_field(exc: ValidationError, prefix: str) -> tuple[str, str]:
+    err = exc.errors()[0]
+    loc = prefix
+    for part in err["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    return loc or "top level", err["msg"]
+
+
+def read_json(path: str | Path) -> Any:
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InputError(exc.strerror or "cannot be read", source=source) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", source=source
+        ) from None
+
+
+def _parse(path: str | Path, key: str, parser: Callable[[Any], T]) -> T:
+    doc = read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
+        raise InputError("missing or not a list", source=str(path), field=key)
+    try:
+        return parser(doc)
+    except ValidationError as exc:
+        # The parsers validate item by item; find which item failed to name it.
+        for index, item in enumerate(doc[key]):
+            try:
+                parser({key: [item]})
+            except ValidationError as item_exc:
+                field, msg = _validation_field(item_exc, f"{key}[{index}]")
+                raise InputError(msg, source=str(path), field=field) from None
+        field, msg = _validation_field(exc, key)
+        raise InputError(msg, source=str(path), field=field) from None
+    except ValueError as exc:
+        raise InputError(str(exc), source=str(path)) from None
+
+
+def load_cluster(path: str | Path, cluster: str, taken_at: datetime) -> ClusterSnapshot:
+    doc = read_json(path)
+    try:
+        objects = parse_kube_list(doc)
+    except ValueError as exc:
+        field, _, msg = str(exc).partition(": ")
+        raise InputError(msg or field, source=str(path), field=field if msg else None) from None
+    return ClusterSnapshot.build(cluster, taken_at, objects.nodes, objects.pods, objects.pdbs)
+
+
+def load_asgs(paths: Sequence[str | Path]) -> list[AutoScalingGroup]:
+    groups: list[AutoScalingGroup] = []
+    for path in paths:
+        parsed = _parse(path, "AutoScalingGroups", parse_asgs)
+        for index, group in enumerate(parsed):
+            try:
+                group.region  # noqa: B018 - validates the ARN
+            except ValueError as exc:
+                raise InputError(
+                    str(exc).split(": ", 1)[1],
+                    source=str(path),
+                    field=f"AutoScalingGroups[{index}].AutoScalingGroupARN",
+                ) from None
+            if group.MinSize > group.MaxSize or not group.MinSize <= group.DesiredCapacity <= group.MaxSize:
+                raise InputError(
+                    f"MinSize {group.MinSize} <= DesiredCapacity {group.DesiredCapacity} <= MaxSize {group.MaxSize} does not hold",
+                    source=str(path),
+                    field=f"AutoScalingGroups[{index}].DesiredCapacity",
+                )
+        groups.extend(parsed)
+    return groups
+
+
+def load_activities(paths: Sequence[str | Path]) -> list[ScalingActivity]:
+    out: list[ScalingActivity] = []
+    for path in paths:
+        out.extend(_parse(path, "Activities", parse_activities))
+    return out
+
+
+def load_instance_types(path: str | Path | None) -> dict[str, InstanceTypeInfo]:
+    catalogue = dict(bundled_instance_types())
+    if path is not None:
+        catalogue.update(_parse(path, "InstanceTypes", parse_instance_types))
+    return catalogue
+
+
+def load_state(path: str | Path | None) -> State:
+    if path is None:
+        return State()
+    doc = read_json(path)
+    try:
+        return State.model_validate(doc)
+    except ValidationError as exc:
+        field, msg = _validation_field(exc, "")
+        raise InputError(msg, source=str(path), field=field) from None
+
+
+def load_config(path: str | Path | None) -> PlannerConfig:
+    if path is None:
+        return PlannerConfig()
+    try:
+        return load_config_file(path)
+    except ConfigError as exc:
+        field, _, msg = str(exc).partition(": ")
+        raise InputError(msg, source=str(path), field=field) from None
+    except OSError as exc:
+        raise InputError(exc.strerror or "cannot be read", source=str(path)) from None
+
+
+def parse_now(value: str | None) -> datetime:
+    if value is None:
+        return datetime.now(UTC)
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"not an ISO-8601 time: {value!r}", field="--now") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def node_groups(
+    asgs: Sequence[AutoScalingGroup],
+    activities: Sequence[ScalingActivity],
+    catalogue: dict[str, InstanceTypeInfo],
+    config: PlannerConfig,
+    source: str = "--asgs",
+) -> list[NodeGroup]:
+    try:
+        return build_node_groups(
+            asgs, activities, catalogue, config.node_reserve.as_resources(), config.cluster
+        )
+    except ValueError as exc:
+        field, _, msg = str(exc).partition(": ")
+        raise InputError(msg or field, source=source, field=field if msg else None) from None

@@ -1,0 +1,383 @@
+"""Builders for realistic API objects: Kubernetes JSON as ``kubectl -o json`` prints it, and AWS CLI JSON.
+
+Used by the tests, the benchmarks, the example files in ``events/`` and the local stack. Every object
+has the shape the real API returns (``metadata``/``spec``/``status``; ``AutoScalingGroupARN`` ...), so
+parsing them exercises the same code paths as real input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+ACCOUNT = "123456789012"
+EPOCH = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def iso(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _uid(*parts: str) -> str:
+    h = hashlib.sha1("/".join(parts).encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def instance_id(seed: str) -> str:
+    return "i-0" + hashlib.sha1(seed.encode()).hexdigest()[:16]
+
+
+def node_name_for(instance: str, region: str = "us-east-1") -> str:
+    """EKS node names are the instance's private DNS name."""
+    n = int(instance[2:10], 16)
+    suffix = "ec2.internal" if region == "us-east-1" else f"{region}.compute.internal"
+    return f"ip-10-{(n >> 16) & 255}-{(n >> 8) & 255}-{n & 255}.{suffix}"
+
+
+def node(
+    name: str,
+    *,
+    instance: str,
+    zone: str = "us-east-1a",
+    instance_type: str = "m5.2xlarge",
+    cpu: str = "7910m",
+    memory: str = "30Gi",
+    pods: str = "58",
+    gpus: int = 0,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    ready: bool = True,
+    unschedulable: bool = False,
+    annotations: Mapping[str, str] | None = None,
+    created: datetime = EPOCH,
+) -> dict[str, Any]:
+    region = zone[:-1]
+    allocatable: dict[str, str] = {
+        "cpu": cpu,
+        "memory": memory,
+        "pods": pods,
+        "ephemeral-storage": "95551679124",
+    }
+    if gpus:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    all_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": instance_type,
+        "beta.kubernetes.io/instance-type": instance_type,
+        "topology.kubernetes.io/region": region,
+        "topology.kubernetes.io/zone": zone,
+        **(labels or {}),
+    }
+    spec: dict[str, Any] = {"providerID": f"aws:///{zone}/{instance}"}
+    if unschedulable:
+        spec["unschedulable"] = True
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": _uid("node", name),
+            "resourceVersion": "1",
+            "creationTimestamp": iso(created),
+            "labels": all_labels,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", **(annotations or {})},
+        },
+        "spec": spec,
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "KubeletReady" if ready else "KubeletNotReady",
+                    "lastTransitionTime": iso(created),
+                }
+            ],
+        },
+    }
+
+
+def pod(
+    name: str,
+    namespace: str = "default",
+    *,
+    cpu: str = "1",
+    memory: str = "2Gi",
+    gpus: int = 0,
+    node_name: str | None = None,
+    phase: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    priority: int | None = None,
+    owner: tuple[str, str] | None = ("Job", "job"),
+    annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    init_containers: Sequence[Mapping[str, Any]] = (),
+    created: datetime = EPOCH,
+) -> dict[str, Any]:
+    """A pod; unbound pods get ``PodScheduled=False/Unschedulable`` as the scheduler sets it."""
+    requests: dict[str, str] = {"cpu": cpu, "memory": memory}
+    limits: dict[str, str] = {}
+    if gpus:
+        limits["nvidia.com/gpu"] = str(gpus)  # extended resources: limit only, request defaults to it
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": _uid("pod", namespace, name),
+        "resourceVersion": "1",
+        "creationTimestamp": iso(created),
+        "labels": dict(labels or {"app": name.rsplit("-", 1)[0]}),
+    }
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    if owner is not None:
+        kind, owner_name = owner
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1" if kind in ("DaemonSet", "ReplicaSet", "StatefulSet") else "batch/v1",
+                "kind": kind,
+                "name": owner_name,
+                "uid": _uid(kind, namespace, owner_name),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    container: dict[str, Any] = {"name": "main", "image": "public.ecr.aws/docker/library/busybox:1.36"}
+    container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    spec: dict[str, Any] = {
+        "containers": [container],
+        "restartPolicy": "Never" if owner and owner[0] == "Job" else "Always",
+        "schedulerName": "default-scheduler",
+        "priority": priority if priority is not None else 0,
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            *[dict(t) for t in tolerations],
+        ],
+    }
+    if init_containers:
+        spec["initContainers"] = [dict(c) for c in init_containers]
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = dict(affinity)
+    status: dict[str, Any]
+    if node_name is None:
+        spec_status_phase = phase or "Pending"
+        status = {
+            "phase": spec_status_phase,
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 Insufficient cpu.",
+                    "lastTransitionTime": iso(created),
+                }
+            ],
+        }
+    else:
+        spec["nodeName"] = node_name
+        status = {
+            "phase": phase or "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": iso(created)},
+                {"type": "Ready", "status": "True", "lastTransitionTime": iso(created)},
+            ],
+            "startTime": iso(created),
+        }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def daemonset_pod(
+    name: str, node_name: str, *, ds: str = "aws-node", cpu: str = "25m", memory: str = "64Mi"
+) -> dict[str, Any]:
+    obj = pod(name, "kube-system", cpu=cpu, memory=memory, node_name=node_name, owner=("DaemonSet", ds))
+    obj["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                ]
+            }
+        }
+    }
+    obj["spec"]["tolerations"].append({"operator": "Exists"})
+    return obj
+
+
+def pdb(
+    name: str,
+    namespace: str,
+    match_labels: Mapping[str, str],
+    *,
+    min_available: int | str | None = None,
+    max_unavailable: int | str | None = None,
+    disruptions_allowed: int = 0,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selector": {"matchLabels": dict(match_labels)}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid("pdb", namespace, name),
+            "resourceVersion": "1",
+        },
+        "spec": spec,
+        "status": {
+            "disruptionsAllowed": disruptions_allowed,
+            "currentHealthy": 0,
+            "desiredHealthy": 0,
+            "expectedPods": 0,
+        },
+    }
+
+
+def kube_list(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``kubectl get nodes,pods,pdb -A -o json`` output."""
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(items)}
+
+
+def asg(
+    name: str,
+    *,
+    region: str = "us-east-1",
+    cluster: str = "ml",
+    min_size: int = 0,
+    max_size: int = 10,
+    desired: int = 0,
+    instance_type: str = "m5.2xlarge",
+    instances: Sequence[str] = (),
+    zones: Sequence[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    taints: Mapping[str, str] | None = None,
+    resources: Mapping[str, str] | None = None,
+    mixed: bool = False,
+    tagged: bool = True,
+    instance_states: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """One group as ``aws autoscaling describe-auto-scaling-groups`` prints it."""
+    zones = list(zones or [f"{region}a"])
+    arn = f"arn:aws:autoscaling:{region}:{ACCOUNT}:autoScalingGroup:{_uid('asg', region, name)}:autoScalingGroupName/{name}"
+    tags: list[dict[str, Any]] = []
+
+    def tag(key: str, value: str) -> None:
+        tags.append(
+            {
+                "ResourceId": name,
+                "ResourceType": "auto-scaling-group",
+                "Key": key,
+                "Value": value,
+                "PropagateAtLaunch": True,
+            }
+        )
+
+    if tagged:
+        tag("k8s.io/cluster-autoscaler/enabled", "true")
+        tag(f"k8s.io/cluster-autoscaler/{cluster}", "owned")
+    for k, v in (labels or {}).items():
+        tag(f"k8s.io/cluster-autoscaler/node-template/label/{k}", v)
+    for k, v in (taints or {}).items():
+        tag(f"k8s.io/cluster-autoscaler/node-template/taint/{k}", v)
+    for k, v in (resources or {}).items():
+        tag(f"k8s.io/cluster-autoscaler/node-template/resources/{k}", v)
+    lt = {
+        "LaunchTemplateId": "lt-0" + hashlib.sha1(name.encode()).hexdigest()[:16],
+        "LaunchTemplateName": name,
+        "Version": "$Latest",
+    }
+    group: dict[str, Any] = {
+        "AutoScalingGroupName": name,
+        "AutoScalingGroupARN": arn,
+        "MinSize": min_size,
+        "MaxSize": max_size,
+        "DesiredCapacity": desired,
+        "DefaultCooldown": 300,
+        "AvailabilityZones": zones,
+        "HealthCheckType": "EC2",
+        "HealthCheckGracePeriod": 300,
+        "CreatedTime": "2026-10-01T08:00:00.000000+00:00",
+        "Instances": [
+            {
+                "InstanceId": iid,
+                "InstanceType": instance_type,
+                "AvailabilityZone": zones[i % len(zones)],
+                "LifecycleState": (instance_states or {}).get(iid, "InService"),
+                "HealthStatus": "Healthy",
+                "LaunchTemplate": lt,
+                "ProtectedFromScaleIn": False,
+            }
+            for i, iid in enumerate(instances)
+        ],
+        "Tags": tags,
+        "TerminationPolicies": ["Default"],
+        "NewInstancesProtectedFromScaleIn": False,
+        "ServiceLinkedRoleARN": f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling",
+    }
+    if mixed:
+        group["MixedInstancesPolicy"] = {
+            "LaunchTemplate": {
+                "LaunchTemplateSpecification": lt,
+                "Overrides": [{"InstanceType": instance_type}],
+            },
+            "InstancesDistribution": {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 100},
+        }
+    else:
+        group["LaunchTemplate"] = lt
+    return group
+
+
+def asgs_output(groups: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"AutoScalingGroups": list(groups)}
+
+
+def failed_launch(
+    group: Mapping[str, Any], at: datetime, instance_type: str = "p4d.24xlarge"
+) -> dict[str, Any]:
+    """A ``describe-scaling-activities`` entry for a launch EC2 refused for lack of capacity."""
+    az = group["AvailabilityZones"][0]
+    return {
+        "ActivityId": _uid("act", group["AutoScalingGroupName"], iso(at)),
+        "AutoScalingGroupName": group["AutoScalingGroupName"],
+        "AutoScalingGroupARN": group["AutoScalingGroupARN"],
+        "Description": "Launching a new EC2 instance.  Status Reason: We currently do not have sufficient "
+        f"{instance_type} capacity in the Availability Zone you requested ({az}). Launching EC2 instance failed.",
+        "Cause": f"At {iso(at)} an instance was started in response to a difference between desired and actual capacity, "
+        "increasing the capacity from 2 to 4.",
+        "StartTime": iso(at),
+        "EndTime": iso(at),
+        "StatusCode": "Failed",
+        "StatusMessage": f"We currently do not have sufficient {instance_type} capacity in the Availability Zone you "
+        f"requested ({az}). Our system will be working on provisioning additional capacity. (Service: AmazonEC2; "
+        "Status Code: 500; Error Code: InsufficientInstanceCapacity)",
+        "Progress": 100,
+        "Details": "{}",
+    }
+
+
+def activities_output(activities: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"Activities": list(activities)}

@@ -1,0 +1,103 @@
+"""Scheduling predicates, as kube-scheduler applies them: node selector, required node affinity, taints.
+
+Pure functions over labels, taints and a pod's constraints. Resources are checked elsewhere
+(:mod:`spillway.model.resources`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from spillway.model.cluster import Requirement, TaintT, Term, TolerationT
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def tolerates(toleration: TolerationT, taint: TaintT) -> bool:
+    key, operator, value, effect = toleration
+    taint_key, taint_value, taint_effect = taint
+    if effect is not None and effect != taint_effect:
+        return False
+    if key is None or key == "":
+        return operator == "Exists"  # an empty key with Exists tolerates everything
+    if key != taint_key:
+        return False
+    if operator == "Exists":
+        return True
+    return (value or "") == (taint_value or "")
+
+
+def untolerated_taint(tolerations: Sequence[TolerationT], taints: Sequence[TaintT]) -> TaintT | None:
+    """The first NoSchedule/NoExecute taint no toleration covers, or None when the pod may land."""
+    for taint in taints:
+        if taint[2] not in SCHEDULING_EFFECTS:
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def _requirement_holds(req: Requirement, labels: Mapping[str, str], node_name: str | None) -> bool:
+    key, operator, values, is_field = req
+    if is_field:
+        actual: str | None = node_name if key == "metadata.name" else None
+    else:
+        actual = labels.get(key)
+    if operator == "In":
+        return actual is not None and actual in values
+    if operator == "NotIn":
+        return actual is None or actual not in values
+    if operator == "Exists":
+        return actual is not None
+    if operator == "DoesNotExist":
+        return actual is None
+    if operator in ("Gt", "Lt"):
+        if actual is None or len(values) != 1:
+            return False
+        try:
+            have, bound = int(actual), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if operator == "Gt" else have < bound
+    return False
+
+
+def affinity_holds(terms: Sequence[Term], labels: Mapping[str, str], node_name: str | None) -> bool:
+    """Required node affinity: terms are ORed, requirements in a term ANDed; an empty term matches nothing."""
+    if not terms:
+        return True
+    return any(term and all(_requirement_holds(r, labels, node_name) for r in term) for term in terms)
+
+
+def selector_holds(selector: Sequence[tuple[str, str]], labels: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector)
+
+
+def why_not_placeable(
+    node_selector: Sequence[tuple[str, str]],
+    terms: Sequence[Term],
+    tolerations: Sequence[TolerationT],
+    labels: Mapping[str, str],
+    taints: Sequence[TaintT],
+    node_name: str | None,
+) -> str | None:
+    """None when the constraints allow the node, else the first reason they do not."""
+    for key, value in node_selector:
+        if labels.get(key) != value:
+            return f"nodeSelector {key}={value} does not match"
+    if not affinity_holds(terms, labels, node_name):
+        return "required node affinity does not match"
+    taint = untolerated_taint(tolerations, taints)
+    if taint is not None:
+        taint_key, taint_value, effect = taint
+        shown = f"{taint_key}={taint_value}" if taint_value else taint_key
+        return f"taint {shown}:{effect} not tolerated"
+    return None
+
+
+def references_node_identity(node_selector: Sequence[tuple[str, str]], terms: Sequence[Term]) -> bool:
+    """Constraints naming one node (hostname label or ``metadata.name`` field) cannot be judged per shape."""
+    if any(k == HOSTNAME_LABEL for k, _ in node_selector):
+        return True
+    return any(r[3] or r[0] == HOSTNAME_LABEL for term in terms for r in term)

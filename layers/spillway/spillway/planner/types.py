@@ -1,0 +1,111 @@
+"""What the planner decides, as data. Nothing here acts; the act layer reads it.
+
+``ScalingPlan.to_dict()`` is the published plan contract (see DESIGN.md): ``scale_up``, ``uncordon``,
+``drain``, ``pending`` and ``kept``, every entry with a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from spillway.model.state import State
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUp:
+    group: str
+    region: str
+    from_size: int
+    to_size: int
+    pods: tuple[str, ...]
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "region": self.region,
+            "from": self.from_size,
+            "to": self.to_size,
+            "pods": list(self.pods),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Uncordon:
+    node: str
+    group: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "group": self.group, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    node: str
+    instance_id: str
+    group: str
+    region: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "instance_id": self.instance_id,
+            "group": self.group,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPod:
+    pod: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pod": self.pod, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class KeptNode:
+    node: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where the plan expects a pending pod to run: an existing node, or a new node of a group."""
+
+    pod: str
+    node: str | None
+    group: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingPlan:
+    scale_up: tuple[ScaleUp, ...] = ()
+    uncordon: tuple[Uncordon, ...] = ()
+    drain: tuple[Drain, ...] = ()
+    pending: tuple[PendingPod, ...] = ()
+    kept: tuple[KeptNode, ...] = ()
+    state: State = field(default_factory=State)
+    placements: tuple[Placement, ...] = ()
+
+    @property
+    def acts(self) -> bool:
+        return bool(self.scale_up or self.uncordon or self.drain)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan contract: five lists, each entry with a reason."""
+        return {
+            "scale_up": [s.to_dict() for s in self.scale_up],
+            "uncordon": [u.to_dict() for u in self.uncordon],
+            "drain": [d.to_dict() for d in self.drain],
+            "pending": [p.to_dict() for p in self.pending],
+            "kept": [k.to_dict() for k in self.kept],
+        }
