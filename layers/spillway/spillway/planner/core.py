@@ -126,14 +126,18 @@ class _Class:
 
 @dataclass(slots=True)
 class _Bin:
-    """``count`` identical nodes, each with ``free`` room left."""
+    """Identical nodes (by id), each with ``free`` room left."""
 
     free: Resources
-    count: int
+    ids: list[str]
 
 
-def _fill_bins(request: Mapping[str, int], bins: list[_Bin], want: int) -> int:
-    """First-fit ``want`` copies of ``request`` into ``bins`` (split as they fill); returns how many fit."""
+def _fill_bins(request: Mapping[str, int], bins: list[_Bin], want: int) -> list[tuple[str, int]]:
+    """First-fit ``want`` copies of ``request`` into ``bins``, splitting bins as they fill.
+
+    Returns ``(node id, pods placed there)`` in placement order; the sum is what fitted.
+    """
+    out: list[tuple[str, int]] = []
     placed = 0
     i = 0
     while i < len(bins) and placed < want:
@@ -142,27 +146,28 @@ def _fill_bins(request: Mapping[str, int], bins: list[_Bin], want: int) -> int:
         if per <= 0:
             i += 1
             continue
-        remaining = want - placed
         inserted: list[_Bin] = []
-        full = min(current.count, remaining // per)
+        full = min(len(current.ids), (want - placed) // per)
         if full:
             after = dict(current.free)
             add_into(after, request, -per)
-            inserted.append(_Bin(after, full))
-            current.count -= full
+            ids, current.ids = current.ids[:full], current.ids[full:]
+            inserted.append(_Bin(after, ids))
+            out.extend((node_id, per) for node_id in ids)
             placed += full * per
         rest = want - placed
-        if rest and current.count:
+        if rest and current.ids:
             after = dict(current.free)
             add_into(after, request, -rest)
-            inserted.append(_Bin(after, 1))
-            current.count -= 1
+            ids, current.ids = current.ids[:1], current.ids[1:]
+            inserted.append(_Bin(after, ids))
+            out.append((ids[0], rest))
             placed += rest
         bins[i:i] = inserted
         i += len(inserted)
-        if current.count == 0:
+        if not current.ids:
             del bins[i]
-    return placed
+    return out
 
 
 # --- the planner ------------------------------------------------------------------------------
@@ -322,9 +327,8 @@ class _Planner:
                 continue
             add_into(node.free, cls.requests, -count)
             node.receives += count
-            for pod in cls.take(count):
-                self.placements.append(Placement(pod, info.name, node.group.name if node.group else None))
-                self.pending_out.append(PendingPod(pod, on_place.format(node=info.name)))
+            group_name = node.group.name if node.group else None
+            self._record(cls.take(count), info.name, group_name, on_place.format(node=info.name))
             if on_place is _UNCORDON_NOTE and node.group is not None:
                 self.uncordoned[info.name] = node.group.name
 
@@ -389,7 +393,8 @@ class _Planner:
         for g in self.groups:
             launching = g.desired - self.ready_in_group.get(g.name, 0)
             if launching > 0 and g.template is not None:
-                launch_bins[g.name] = [_Bin(dict(self.empty_free[g.name]), launching)]
+                ids = [f"{g.name}/launching-{i + 1}" for i in range(launching)]
+                launch_bins[g.name] = [_Bin(dict(self.empty_free[g.name]), ids)]
         new_bins: dict[str, list[_Bin]] = {g.name: [] for g in self.groups}
         room = {g.name: max(0, g.max_size - g.desired) for g in self.groups}
         backoff = {g.name: self._backoff(g) for g in self.groups}
@@ -406,9 +411,9 @@ class _Planner:
             for group in candidates:
                 bins = launch_bins.get(group.name)
                 if bins and cls.remaining:
-                    placed = _fill_bins(cls.requests, bins, cls.remaining)
                     note = f"fits on capacity already launching in {group.name}; nothing new to launch"
-                    self._record(cls.take(placed), None, group.name, note)
+                    for node_id, count in _fill_bins(cls.requests, bins, cls.remaining):
+                        self._record(cls.take(count), node_id, group.name, note)
             if not cls.remaining:
                 continue
             # (3) nodes Spillway cordoned, uncordoned rather than launching new ones
@@ -419,8 +424,7 @@ class _Planner:
             skipped: list[str] = []
             for group in candidates:
                 if cls.remaining and new_bins[group.name]:
-                    placed = _fill_bins(cls.requests, new_bins[group.name], cls.remaining)
-                    self._record_new(cls.take(placed), group)
+                    self._fill_new(cls, group, new_bins[group.name])
             for group in candidates:
                 if not cls.remaining:
                     break
@@ -433,24 +437,28 @@ class _Planner:
                 per_node = fit_count(cls.requests, self.empty_free[group.name], _UNBOUNDED)
                 opening = min(room[group.name], math.ceil(cls.remaining / per_node))
                 room[group.name] -= opening
-                self.new_nodes[group.name] = self.new_nodes.get(group.name, 0) + opening
-                new_bins[group.name].append(_Bin(dict(self.empty_free[group.name]), opening))
-                placed = _fill_bins(cls.requests, new_bins[group.name], cls.remaining)
-                self._record_new(cls.take(placed), group)
+                opened = self.new_nodes.get(group.name, 0)
+                self.new_nodes[group.name] = opened + opening
+                ids = [f"{group.name}/new-{opened + i + 1}" for i in range(opening)]
+                new_bins[group.name].append(_Bin(dict(self.empty_free[group.name]), ids))
+                self._fill_new(cls, group, new_bins[group.name])
                 if skipped:
                     self.overflow_notes.setdefault(group.name, set()).update(skipped)
+                if cls.remaining and room[group.name] <= 0:
+                    skipped.append(f"{group.name} at MaxSize {group.max_size}")
             if cls.remaining:
                 self._unplaceable(cls, candidates, rejected, skipped)
 
-    def _record(self, pods: Iterable[str], node: str | None, group: str | None, note: str) -> None:
+    def _record(self, pods: Iterable[str], node: str, group: str | None, note: str) -> None:
         for pod in pods:
             self.placements.append(Placement(pod, node, group))
             self.pending_out.append(PendingPod(pod, note))
 
-    def _record_new(self, pods: list[str], group: NodeGroup) -> None:
-        for pod in pods:
-            self.placements.append(Placement(pod, None, group.name))
-        self.new_pods.setdefault(group.name, []).extend(pods)
+    def _fill_new(self, cls: _Class, group: NodeGroup, bins: list[_Bin]) -> None:
+        for node_id, count in _fill_bins(cls.requests, bins, cls.remaining):
+            pods = cls.take(count)
+            self.placements.extend(Placement(pod, node_id, group.name) for pod in pods)
+            self.new_pods.setdefault(group.name, []).extend(pods)
 
     def _unplaceable(
         self, cls: _Class, candidates: list[NodeGroup], rejected: dict[str, str], skipped: list[str]

@@ -79,10 +79,14 @@ class KeptNode:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where the plan expects a pending pod to run: an existing node, or a new node of a group."""
+    """Where the plan expects a pending pod to run.
+
+    ``node`` is an existing node's name, or ``<group>/launching-<n>`` / ``<group>/new-<n>`` for a node
+    that is launching or that this plan launches.
+    """
 
     pod: str
-    node: str | None
+    node: str
     group: str | None
 
 

@@ -1,0 +1,185 @@
+"""A small world for planner scenarios: groups, nodes and pods as the real APIs print them.
+
+Everything is built with ``spillway.local.objects`` (kubectl / AWS CLI JSON) and parsed with the same
+parsers ``spillway plan`` uses, so scenarios exercise the real input path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from spillway.config import PlannerConfig
+from spillway.local import objects as o
+from spillway.model.aws import bundled_instance_types, parse_activities, parse_asgs
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, parse_kube_list
+from spillway.model.nodegroup import NodeGroup, build_node_groups
+from spillway.model.state import State
+from spillway.planner import ScalingPlan, plan
+
+NOW = datetime.fromisoformat("2026-11-02T12:00:00+00:00")
+GPU_TAINT = {"nvidia.com/gpu": "present:NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+# Allocatable of real nodes, roughly what the kubelet reports on EKS.
+SHAPES: dict[str, dict[str, Any]] = {
+    "m5.2xlarge": {"cpu": "7910m", "memory": "30Gi", "pods": "58"},
+    "m5.xlarge": {"cpu": "3920m", "memory": "14Gi", "pods": "58"},
+    "g5.xlarge": {"cpu": "3920m", "memory": "14Gi", "pods": "58", "gpus": 1},
+    "g5.12xlarge": {"cpu": "47810m", "memory": "180Gi", "pods": "234", "gpus": 4},
+    "p4d.24xlarge": {"cpu": "95", "memory": "1100Gi", "pods": "737", "gpus": 8},
+}
+
+
+@dataclass
+class World:
+    cluster: str = "ml"
+    regions: tuple[str, ...] = ("us-east-1", "us-west-2")
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    activities: list[dict[str, Any]] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=lambda: {"nodes": {}, "groups": {}})
+
+    def group(
+        self,
+        name: str,
+        instance_type: str,
+        *,
+        region: str = "us-east-1",
+        min_size: int = 0,
+        max_size: int = 10,
+        nodes: int = 0,
+        desired: int | None = None,
+        gpu_taint: bool = False,
+        labels: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """A managed group with ``nodes`` Ready nodes; returns the node names."""
+        instances = [o.instance_id(f"{name}-{i}") for i in range(nodes)]
+        self.groups[name] = o.asg(
+            name,
+            region=region,
+            cluster=self.cluster,
+            min_size=min_size,
+            max_size=max_size,
+            desired=nodes if desired is None else desired,
+            instance_type=instance_type,
+            instances=instances,
+            taints=GPU_TAINT if gpu_taint else None,
+            labels={"node.kubernetes.io/instance-type": instance_type, **(labels or {})},
+            **kwargs,
+        )
+        names = []
+        for iid in instances:
+            names.append(self.node_for(name, iid, instance_type, gpu_taint=gpu_taint, labels=labels))
+        return names
+
+    def node_for(
+        self,
+        group: str,
+        iid: str,
+        instance_type: str,
+        *,
+        gpu_taint: bool = False,
+        labels: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> str:
+        region = self.groups[group]["AutoScalingGroupARN"].split(":")[3]
+        name = o.node_name_for(iid, region)
+        taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}] if gpu_taint else []
+        self.items.append(
+            o.node(
+                name,
+                instance=iid,
+                zone=f"{region}a",
+                instance_type=instance_type,
+                labels=labels,
+                taints=taints + kwargs.pop("taints", []),
+                **SHAPES[instance_type],
+                **kwargs,
+            )
+        )
+        return name
+
+    def add_instance(self, group: str, *, register: bool, ready: bool = True) -> str:
+        """One more instance in the group (desired +1); registered as a Node or still booting."""
+        g = self.groups[group]
+        itype = g["Instances"][0]["InstanceType"] if g["Instances"] else "m5.2xlarge"
+        iid = o.instance_id(f"{group}-extra-{len(g['Instances'])}")
+        g["Instances"].append(
+            {
+                **(g["Instances"][0] if g["Instances"] else {}),
+                "InstanceId": iid,
+                "LifecycleState": "InService",
+                "InstanceType": itype,
+            }
+        )
+        g["DesiredCapacity"] += 1
+        if register:
+            return self.node_for(group, iid, itype, ready=ready)
+        return iid
+
+    def node(self, name: str) -> dict[str, Any]:
+        return next(i for i in self.items if i["kind"] == "Node" and i["metadata"]["name"] == name)
+
+    def cordon(self, name: str, *, by_spillway: bool) -> None:
+        node = self.node(name)
+        node["spec"]["unschedulable"] = True
+        if by_spillway:
+            node["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = "2026-11-02T11:00:00Z"
+            node["spec"].setdefault("taints", []).append(
+                {"key": "spillway.io/draining", "effect": "NoSchedule"}
+            )
+
+    def pods(self, prefix: str, count: int, **kwargs: Any) -> list[str]:
+        names = []
+        for i in range(count):
+            namespace = kwargs.get("namespace", "default")
+            p = o.pod(f"{prefix}-{i}", namespace, **{k: v for k, v in kwargs.items() if k != "namespace"})
+            self.items.append(p)
+            names.append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
+        return names
+
+    def gpu_pods(self, prefix: str, count: int, gpus: int, **kwargs: Any) -> list[str]:
+        cpu = kwargs.pop("cpu", str(max(1, gpus * 10)))
+        memory = kwargs.pop("memory", f"{gpus * 100}Gi")
+        return self.pods(
+            prefix, count, gpus=gpus, cpu=cpu, memory=memory, tolerations=[GPU_TOLERATION], **kwargs
+        )
+
+    def idle_since(self, node: str, minutes_ago: float) -> None:
+        self.state["nodes"][node] = {"idle_since": (NOW - timedelta(minutes=minutes_ago)).isoformat()}
+
+    def launch_failure(self, group: str, minutes_ago: float) -> None:
+        self.activities.append(o.failed_launch(self.groups[group], NOW - timedelta(minutes=minutes_ago)))
+
+    # -- parse and plan --
+
+    def parsed(self, **config: Any) -> tuple[ClusterSnapshot, list[NodeGroup], PlannerConfig, State]:
+        cfg = PlannerConfig(cluster=self.cluster, regions=self.regions, **config)
+        objects = parse_kube_list(o.kube_list(self.items))
+        snapshot = ClusterSnapshot.build(self.cluster, NOW, objects.nodes, objects.pods, objects.pdbs)
+        asgs = parse_asgs(o.asgs_output(list(self.groups.values())))
+        acts = parse_activities(o.activities_output(self.activities))
+        groups = build_node_groups(
+            asgs, acts, bundled_instance_types(), cfg.node_reserve.as_resources(), self.cluster
+        )
+        return snapshot, groups, cfg, State.model_validate(self.state)
+
+    def plan(self, now: datetime = NOW, **config: Any) -> ScalingPlan:
+        snapshot, groups, cfg, state = self.parsed(**config)
+        return plan(snapshot, groups, cfg, state, now)
+
+
+def scale_up(result: ScalingPlan) -> dict[str, tuple[int, int, list[str]]]:
+    return {s.group: (s.from_size, s.to_size, list(s.pods)) for s in result.scale_up}
+
+
+def pending_reasons(result: ScalingPlan) -> dict[str, str]:
+    return {p.pod: p.reason for p in result.pending}
+
+
+def kept_reasons(result: ScalingPlan) -> dict[str, str]:
+    return {k.node: k.reason for k in result.kept}

@@ -1,0 +1,226 @@
+"""Models parsed from what the real APIs return."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from spillway.local import objects as o
+from spillway.model.aws import AutoScalingGroup, bundled_instance_types, parse_asgs
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
+from spillway.model.k8s import Node, Pod, parse_kube_list
+from spillway.model.nodegroup import (
+    build_node_groups,
+    build_template,
+    is_capacity_failure,
+    resolve_instance_type,
+)
+from spillway.model.quantity import QuantityError, parse_quantity, to_milli
+
+
+@pytest.mark.parametrize(
+    ("text", "exact"),
+    [
+        ("500m", Fraction(1, 2)),
+        ("16Gi", Fraction(16 * 2**30)),
+        ("1e3", Fraction(1000)),
+        ("1.5", Fraction(3, 2)),
+        ("0.1", Fraction(1, 10)),
+        ("2E-3", Fraction(2, 1000)),
+        ("100u", Fraction(1, 10_000)),
+        ("1k", Fraction(1000)),
+        ("1M", Fraction(10**6)),
+        (".5", Fraction(1, 2)),
+        ("+3", Fraction(3)),
+        (4, Fraction(4)),
+    ],
+)
+def test_quantities_parse_exactly(text: str | int, exact: Fraction) -> None:
+    assert parse_quantity(text) == exact
+
+
+def test_milli_values_round_up_like_the_api_server() -> None:
+    assert to_milli("1") == 1000
+    assert to_milli("100u") == 1  # 0.1 milli rounds up to 1
+    assert to_milli("1Ki") == 1024 * 1000
+
+
+@pytest.mark.parametrize("bad", ["", "1.2.3", "12 Gi", "5mi", "Gi", "1e", "abc"])
+def test_bad_quantities_are_rejected(bad: str) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(bad)
+
+
+def test_effective_requests_sum_containers_max_init_plus_overhead() -> None:
+    raw = o.pod("p", cpu="1", memory="1Gi")
+    raw["spec"]["containers"].append(
+        {"name": "side", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
+    )
+    raw["spec"]["initContainers"] = [
+        {"name": "migrate", "resources": {"requests": {"cpu": "2", "memory": "256Mi"}}},
+        {"name": "fetch", "resources": {"limits": {"cpu": "1", "memory": "4Gi"}}},  # limits default requests
+    ]
+    raw["spec"]["overhead"] = {"cpu": "250m", "memory": "120Mi"}
+    requests = Pod.model_validate(raw).effective_requests()
+    assert requests["cpu"] == 2000 + 250  # init 2 > 1.5 of containers
+    assert requests["memory"] == (4 * 2**30 + 120 * 2**20) * 1000  # init limit 4Gi > 1.5Gi
+
+
+def test_sidecar_init_containers_add_to_the_pod_request() -> None:
+    raw = o.pod("p", cpu="1", memory="1Gi")
+    raw["spec"]["initContainers"] = [
+        {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+        {"name": "setup", "resources": {"requests": {"cpu": "1"}}},
+    ]
+    # Sidecar runs beside the app: 1 + 0.5; the plain init after it peaks at 0.5 + 1.
+    assert Pod.model_validate(raw).effective_requests()["cpu"] == 1500
+
+
+def test_extended_resources_come_from_limits_and_pending_state_is_read() -> None:
+    info = PodInfo.from_pod(Pod.model_validate(o.pod("g", gpus=2, priority=5)))
+    assert info.requests["nvidia.com/gpu"] == 2000
+    assert info.is_pending_unschedulable()
+    assert info.priority == 5 and info.owner_kind == "Job"
+    gated = o.pod("gated")
+    gated["status"]["conditions"][0]["reason"] = "SchedulingGated"
+    assert not PodInfo.from_pod(Pod.model_validate(gated)).is_pending_unschedulable()
+
+
+def test_node_info_reads_provider_id_readiness_and_cordon_owner() -> None:
+    raw = o.node(
+        "ip-10-0-0-1.ec2.internal",
+        instance="i-0123456789abcdef0",
+        unschedulable=True,
+        annotations={"spillway.io/cordoned": "x"},
+        ready=False,
+    )
+    info = NodeInfo.from_node(Node.model_validate(raw))
+    assert info.instance_id == "i-0123456789abcdef0"
+    assert info.unschedulable and info.cordoned_by_spillway and not info.ready
+    assert info.allocatable["cpu"] == 7910
+
+
+def test_snapshot_round_trips_through_plain_dicts() -> None:
+    objects = parse_kube_list(
+        o.kube_list(
+            [
+                o.node("n1", instance="i-0aaa"),
+                o.daemonset_pod("ds-1", "n1"),
+                o.pod(
+                    "a",
+                    node_name="n1",
+                    annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                ),
+                o.pod("b", gpus=1, node_selector={"x": "y"}, tolerations=[{"operator": "Exists"}]),
+                o.pdb("pdb", "default", {"app": "a"}, min_available=1),
+            ]
+        )
+    )
+    snap = ClusterSnapshot.build("c", o.EPOCH, objects.nodes, objects.pods, objects.pdbs, observe_seconds=1.5)
+    again = ClusterSnapshot.from_dict(snap.to_dict())
+    assert again == snap
+
+
+def test_kube_list_errors_name_the_item_and_field() -> None:
+    doc = o.kube_list([o.node("n1", instance="i-0aaa"), o.pod("p", cpu="lots")])
+    with pytest.raises(ValueError, match=r"items\[1\]\.spec\.containers\.0\.resources\.requests\.cpu"):
+        parse_kube_list(doc)
+
+
+def test_asg_region_comes_from_its_arn() -> None:
+    (group,) = parse_asgs(o.asgs_output([o.asg("g", region="eu-west-1")]))
+    assert group.region == "eu-west-1"
+
+
+def test_instance_type_resolution_order_instances_then_overrides_then_tag() -> None:
+    with_instances = AutoScalingGroup.model_validate(
+        o.asg("a", instance_type="g5.xlarge", instances=["i-01", "i-02"])
+    )
+    assert resolve_instance_type(with_instances) == "g5.xlarge"
+    mixed = AutoScalingGroup.model_validate(o.asg("b", instance_type="m5.xlarge", mixed=True))
+    assert resolve_instance_type(mixed) == "m5.xlarge"
+    tagged = AutoScalingGroup.model_validate(
+        o.asg("c", labels={"node.kubernetes.io/instance-type": "c5.large"})
+    )
+    assert resolve_instance_type(tagged) == "c5.large"
+    bare = AutoScalingGroup.model_validate(o.asg("d"))
+    assert resolve_instance_type(bare) is None
+
+
+def test_template_node_from_instance_type_reserve_and_node_template_tags() -> None:
+    group = AutoScalingGroup.model_validate(
+        o.asg(
+            "gpu",
+            region="us-west-2",
+            instance_type="g5.12xlarge",
+            mixed=True,
+            labels={"team": "vision"},
+            taints={"nvidia.com/gpu": "present:NoSchedule", "dedicated": "NoExecute"},
+            resources={"ephemeral-storage": "200Gi"},
+        )
+    )
+    template = build_template(
+        group, "g5.12xlarge", bundled_instance_types(), {"cpu": 200, "memory": 2**30 * 1000}
+    )
+    assert template is not None
+    assert template.allocatable["cpu"] == 48_000 - 200
+    assert template.allocatable["memory"] == (196_608 * 2**20 - 2**30) * 1000
+    assert template.allocatable["nvidia.com/gpu"] == 4000
+    assert template.allocatable["pods"] == 737 * 1000  # EKS: 15 ENIs x (50 - 1) + 2
+    assert template.allocatable["ephemeral-storage"] == 200 * 2**30 * 1000
+    assert template.labels["team"] == "vision"
+    assert template.labels["node.kubernetes.io/instance-type"] == "g5.12xlarge"
+    assert template.labels["topology.kubernetes.io/region"] == "us-west-2"
+    assert template.labels["topology.kubernetes.io/zone"] == "us-west-2a"
+    assert template.labels["kubernetes.io/arch"] == "amd64"
+    assert set(template.taints) == {
+        ("nvidia.com/gpu", "present", "NoSchedule"),
+        ("dedicated", None, "NoExecute"),
+    }
+
+
+def test_catalogue_covers_gpu_and_accelerator_families() -> None:
+    cat = bundled_instance_types()
+    assert cat["p3.2xlarge"].nvidia_gpus == 1
+    assert cat["p4d.24xlarge"].nvidia_gpus == 8
+    assert cat["p5.48xlarge"].nvidia_gpus == 8
+    assert cat["g6e.xlarge"].nvidia_gpus == 1
+    assert cat["trn1.32xlarge"].neuron_devices == 16
+    assert cat["inf2.xlarge"].neuron_devices == 1
+    assert cat["m7g.large"].architecture == "arm64"
+
+
+def test_only_groups_tagged_for_the_cluster_are_managed_and_failures_attach() -> None:
+    mine = o.asg("mine", cluster="ml", instance_type="m5.large", mixed=True)
+    other = o.asg("other", cluster="other", instance_type="m5.large", mixed=True)
+    untagged = o.asg("untagged", tagged=False, instance_type="m5.large", mixed=True)
+    failure = o.failed_launch(mine, o.EPOCH)
+    asgs = parse_asgs(o.asgs_output([mine, other, untagged]))
+    from spillway.model.aws import parse_activities
+
+    groups = build_node_groups(
+        asgs, parse_activities(o.activities_output([failure])), bundled_instance_types(), {}, "ml"
+    )
+    assert [g.name for g in groups] == ["mine"]
+    assert len(groups[0].launch_failures) == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "capacity"),
+    [
+        (
+            "We currently do not have sufficient p4d.24xlarge capacity in the Availability Zone you requested",
+            True,
+        ),
+        ("Error Code: InsufficientInstanceCapacity", True),
+        ("You have requested more vCPU capacity than your current vCPU limit ... VcpuLimitExceeded", True),
+        (
+            "Your requested instance type (p5.48xlarge) is not supported in your requested Availability Zone. Unsupported",
+            True,
+        ),
+        ("The security group 'sg-123' does not exist", False),
+    ],
+)
+def test_capacity_failures_are_told_from_other_launch_errors(message: str, capacity: bool) -> None:
+    assert is_capacity_failure(message) is capacity

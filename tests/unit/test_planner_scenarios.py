@@ -1,0 +1,360 @@
+"""Planner scenarios on realistic kubectl / AWS CLI objects: what an operator would check by hand."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from plan_world import GPU_TOLERATION, NOW, World, kept_reasons, pending_reasons, scale_up
+
+from spillway.local import objects as o
+
+
+def test_gpu_burst_fills_primary_to_max_then_spills_to_secondary_region() -> None:
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=4, gpu_taint=True)
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    w.group("cpu-east", "m5.2xlarge", min_size=1, nodes=1)
+    jobs = w.gpu_pods("train", 7, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+
+    ups = scale_up(result)
+    assert ups["gpu-east"][:2] == (0, 4)
+    assert ups["gpu-west"][:2] == (0, 3)
+    assert sorted(ups["gpu-east"][2] + ups["gpu-west"][2]) == sorted(jobs)
+    assert "cpu-east" not in ups
+    west = next(s for s in result.scale_up if s.group == "gpu-west")
+    assert "overflow" in west.reason and "gpu-east at MaxSize 4" in west.reason
+    # Primary first in the plan's order, as the act layer should apply it.
+    assert [s.group for s in result.scale_up] == ["gpu-east", "gpu-west"]
+
+
+def test_small_gpu_pods_are_packed_onto_as_few_new_nodes_as_fit() -> None:
+    w = World()
+    w.group("gpu4", "g5.12xlarge", max_size=10, gpu_taint=True)
+    w.group("gpu1", "g5.xlarge", max_size=10, gpu_taint=True)
+    w.gpu_pods("nb", 8, gpus=1, cpu="2", memory="8Gi")
+
+    result = w.plan()
+
+    # Eight 1-GPU pods: two 4-GPU nodes waste nothing; so do eight 1-GPU nodes: least waste ties,
+    # and the name decides (gpu1 < gpu4). What matters: every pod placed, no group over-launched.
+    ups = scale_up(result)
+    assert sum(len(p) for _, _, p in ups.values()) == 8
+    assert ups == {"gpu1": (0, 8, ups["gpu1"][2])}
+
+
+def test_least_waste_prefers_the_group_the_pods_fill() -> None:
+    w = World()
+    w.group("big", "p4d.24xlarge", max_size=10, gpu_taint=True)
+    w.group("small", "g5.12xlarge", max_size=10, gpu_taint=True)
+    w.gpu_pods("job", 3, gpus=1, cpu="4", memory="16Gi")
+
+    result = w.plan()
+
+    # Three 1-GPU pods: one g5.12xlarge (4 GPUs) wastes 1/4, one p4d (8 GPUs) wastes 5/8.
+    assert scale_up(result) == {"small": (0, 1, scale_up(result)["small"][2])}
+
+
+def test_uncordons_a_node_it_drained_before_launching_and_leaves_a_human_cordon_alone() -> None:
+    w = World()
+    mine, humans = w.group("cpu", "m5.2xlarge", nodes=2, max_size=5)
+    w.cordon(mine, by_spillway=True)
+    w.cordon(humans, by_spillway=False)
+    pods = w.pods("web", 3, cpu="2", memory="4Gi")
+
+    result = w.plan()
+
+    assert [(u.node, u.group) for u in result.uncordon] == [(mine, "cpu")]
+    assert result.scale_up == ()
+    reasons = pending_reasons(result)
+    assert all(mine in reasons[p] and "uncordons" in reasons[p] for p in pods)
+    assert humans not in {u.node for u in result.uncordon}
+    assert "cordoned by someone else" in kept_reasons(result)[humans]
+
+
+def test_capacity_already_launching_prevents_a_double_launch() -> None:
+    w = World()
+    (full,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items.append(o.pod("resident", cpu="7", memory="8Gi", node_name=full))
+    w.add_instance("cpu", register=False)  # desired 2, one node still booting
+    w.add_instance("cpu", register=True, ready=False)  # desired 3, registered but not Ready
+    pods = w.pods("batch", 6, cpu="2", memory="4Gi")  # 3 per node: two booting nodes hold all six
+
+    first = w.plan()
+    assert first.scale_up == ()
+    assert all("already launching in cpu" in pending_reasons(first)[p] for p in pods)
+
+    w.pods("more", 3, cpu="2", memory="4Gi")
+    second = w.plan()
+    assert scale_up(second) == {"cpu": (3, 4, scale_up(second)["cpu"][2])}
+    assert len(scale_up(second)["cpu"][2]) == 3
+
+
+def test_pending_pods_that_fit_free_room_launch_nothing() -> None:
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1)
+    pods = w.pods("small", 2, cpu="1", memory="1Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert all(node in pending_reasons(result)[p] for p in pods)
+    assert "pending pod fits" in kept_reasons(result)[node]
+
+
+def test_recent_insufficient_capacity_backs_the_group_off_and_spills_over() -> None:
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True)
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    w.launch_failure("gpu-east", minutes_ago=5)
+    w.gpu_pods("train", 2, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+
+    assert set(scale_up(result)) == {"gpu-west"}
+    reason = result.scale_up[0].reason
+    assert "InsufficientInstanceCapacity" in reason or "sufficient" in reason
+
+    # Past the backoff window the primary region is preferred again.
+    later = w.plan(now=NOW + timedelta(minutes=20))
+    assert set(scale_up(later)) == {"gpu-east"}
+
+
+def test_backoff_from_state_is_honoured_and_expires() -> None:
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True)
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    until = (NOW + timedelta(minutes=10)).isoformat()
+    w.state["groups"]["gpu-east"] = {"backoff_until": until, "reason": "launch timed out"}
+    w.gpu_pods("train", 1, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+    assert set(scale_up(result)) == {"gpu-west"}
+    assert "launch timed out" in result.scale_up[0].reason
+    assert "gpu-east" in result.state.groups
+
+    after = w.plan(now=NOW + timedelta(minutes=11))
+    assert set(scale_up(after)) == {"gpu-east"}
+    assert "gpu-east" not in after.state.groups
+
+
+def test_tainted_gpu_group_takes_only_pods_that_tolerate_it() -> None:
+    w = World()
+    w.group("gpu", "g5.12xlarge", max_size=5, gpu_taint=True)
+    w.group("cpu", "m5.2xlarge", max_size=5)
+    cpu_pods = w.pods("etl", 2, cpu="3", memory="8Gi")
+    gpu_pods = w.gpu_pods("infer", 1, gpus=1, cpu="4", memory="16Gi")
+
+    ups = scale_up(w.plan())
+
+    assert sorted(ups["cpu"][2]) == sorted(cpu_pods)
+    assert ups["gpu"][2] == gpu_pods
+
+
+def test_cpu_pod_that_fits_only_a_tainted_group_stays_pending_with_the_taint_named() -> None:
+    w = World()
+    w.group("gpu", "p4d.24xlarge", max_size=5, gpu_taint=True)
+    w.group("cpu", "m5.xlarge", max_size=5)
+    (big,) = w.pods("big", 1, cpu="32", memory="64Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    reason = pending_reasons(result)[big]
+    assert "no node group can ever run" in reason
+    assert "taint nvidia.com/gpu=present:NoSchedule not tolerated" in reason
+
+
+def test_impossible_pod_is_reported_and_launches_nothing() -> None:
+    w = World()
+    w.group("gpu", "p4d.24xlarge", max_size=5, gpu_taint=True)
+    (pod,) = w.gpu_pods("huge", 1, gpus=16, cpu="8", memory="64Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert "a p4d.24xlarge node has too little nvidia.com/gpu (" in pending_reasons(result)[pod]
+
+
+def test_node_selector_and_required_affinity_choose_the_group() -> None:
+    w = World()
+    w.group("spot", "m5.2xlarge", labels={"lifecycle": "spot", "tier": "3"})
+    w.group("ondemand", "m5.2xlarge", labels={"lifecycle": "on-demand", "tier": "1"})
+    (sel,) = w.pods("sel", 1, node_selector={"lifecycle": "on-demand"})
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "tier", "operator": "Gt", "values": ["2"]}]},
+                ]
+            }
+        }
+    }
+    (aff,) = w.pods("aff", 1, affinity=affinity)
+    notin = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "lifecycle", "operator": "NotIn", "values": ["spot"]}]}
+                ]
+            }
+        }
+    }
+    (nin,) = w.pods("nin", 1, cpu="3", affinity=notin)
+
+    ups = scale_up(w.plan())
+
+    assert ups["ondemand"][2] == sorted([sel, nin])
+    assert ups["spot"][2] == [aff]
+
+
+def test_expendable_and_daemonset_pods_never_trigger_scale_up() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=5)
+    (low,) = w.pods("backfill", 1, priority=-100)
+    w.items.append(o.pod("agent-x", "kube-system", owner=("DaemonSet", "agent")))  # unbound DS pod
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert "expendable_priority_cutoff" in pending_reasons(result)[low]
+    assert "kube-system/agent-x" not in pending_reasons(result)
+
+
+def test_max_size_is_never_exceeded_and_the_rest_is_reported() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge", max_size=2, nodes=1)
+    pods = w.pods("w", 12, cpu="3", memory="4Gi")  # 2 per node: would need 6 nodes
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (1, 2)
+    left = [p for p in pods if "exhausted" in pending_reasons(result).get(p, "")]
+    assert len(left) == 12 - 2 - 2  # two fit on the existing node, two on the new one
+    assert all("cpu at MaxSize 2" in pending_reasons(result)[p] for p in left)
+
+
+def test_daemonset_overhead_is_reserved_on_new_nodes() -> None:
+    w = World(regions=("us-east-1",))
+    (existing,) = w.group("cpu", "m5.xlarge", nodes=1, max_size=10)
+    w.items.append(o.daemonset_pod("fluent-bit-1", existing, ds="fluent-bit", cpu="500m", memory="512Mi"))
+    w.items.append(o.pod("filler", cpu="3420m", memory="1Gi", node_name=existing))
+    # m5.xlarge template: 4 vCPU - 100m reserve = 3900m; minus the DaemonSet's 500m: 3400m free.
+    (pod,) = w.pods("needs", 1, cpu="3500m", memory="1Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert "no node group can ever run" in pending_reasons(result)[pod]
+
+
+def test_scale_down_drains_only_empty_long_idle_nodes_and_keeps_each_protected_kind() -> None:
+    w = World()
+    nodes = w.group("cpu", "m5.2xlarge", nodes=8, min_size=1, max_size=10)
+    busy, idle, fresh_idle, disabled, humans, notready, young, idle2 = nodes
+    w.items.append(o.pod("svc-0", cpu="2", memory="2Gi", node_name=busy, owner=("ReplicaSet", "svc")))
+    for n in nodes:
+        w.items.append(o.daemonset_pod(f"aws-node-{n[3:12]}", n))
+        w.idle_since(n, 30)
+    w.idle_since(fresh_idle, 3)
+    del w.state["nodes"][idle2]  # unknown to the state: idle from now
+    w.node(disabled)["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/scale-down-disabled"] = (
+        "true"
+    )
+    w.cordon(humans, by_spillway=False)
+    w.node(notready)["status"]["conditions"][0]["status"] = "False"
+    w.node(young)["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=4))
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [idle]
+    kept = kept_reasons(result)
+    assert "workload" in kept[busy]
+    assert "idle for 3m" in kept[fresh_idle]
+    assert "idle for 0m" in kept[idle2]
+    assert "scale-down-disabled" in kept[disabled]
+    assert "cordoned by someone else" in kept[humans]
+    assert "not Ready" in kept[notready]
+    assert "launched 4m ago" in kept[young]
+    # Every node is accounted for exactly once.
+    assert sorted([*kept, *(d.node for d in result.drain)]) == sorted(nodes)
+    # Idle clocks carry over for empty nodes and start now for new ones; busy nodes drop out.
+    assert busy not in result.state.nodes
+    assert result.state.nodes[idle2].idle_since == NOW
+    assert result.state.nodes[idle].idle_since == NOW - timedelta(minutes=30)
+
+
+def test_scale_down_respects_min_size_and_the_per_plan_cap() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=5, min_size=3, max_size=10)
+    for n in nodes:
+        w.idle_since(n, 60)
+
+    capped = w.plan(max_scale_in_fraction=0.1)
+    assert len(capped.drain) == 1  # 10% of 5 rounds down to 0: the cap is at least one node
+    assert sum("capped" in r for r in kept_reasons(capped).values()) == 4
+
+    generous = w.plan(max_scale_in_fraction=1.0)
+    assert len(generous.drain) == 2  # 5 -> 3 = MinSize
+    assert sum("MinSize 3" in r for r in kept_reasons(generous).values()) == 3
+
+
+def test_overflow_region_is_drained_first_to_bring_work_home() -> None:
+    w = World()
+    east = w.group("cpu-east", "m5.2xlarge", nodes=2, max_size=10)
+    west = w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=2, max_size=10)
+    for n in east + west:
+        w.idle_since(n, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.group for d in result.drain][:2] == ["cpu-west", "cpu-west"]
+    assert {d.instance_id for d in result.drain} >= {o.instance_id("cpu-west-0"), o.instance_id("cpu-west-1")}
+
+
+def test_nodes_with_workload_are_never_drained_even_if_idle_in_state() -> None:
+    w = World(regions=("us-east-1",))
+    (n,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=3)
+    w.idle_since(n, 600)
+    w.items.append(o.pod("long-job", cpu="1", memory="1Gi", node_name=n))
+    w.group("other", "m5.2xlarge", nodes=0)
+
+    result = w.plan()
+
+    assert result.drain == ()
+    assert n not in result.state.nodes
+
+
+def test_same_input_gives_the_same_plan_byte_for_byte() -> None:
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=2, gpu_taint=True)
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    w.group("cpu", "m5.2xlarge", nodes=3)
+    w.gpu_pods("t", 5, gpus=8, cpu="90", memory="900Gi")
+    w.gpu_pods("n", 7, gpus=1)
+    w.pods("etl", 9, cpu="3")
+    a = json.dumps(w.plan().to_dict())
+    w.items.reverse()
+    b = json.dumps(w.plan().to_dict())
+    assert a == b
+
+
+def test_pods_bound_to_unknown_or_terminal_phase_do_not_count() -> None:
+    w = World(regions=("us-east-1",))
+    (n,) = w.group("cpu", "m5.2xlarge", nodes=1)
+    w.items.append(o.pod("done", cpu="7", memory="1Gi", node_name=n, phase="Succeeded"))
+    (p,) = w.pods("p", 1, cpu="7", memory="1Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert n in pending_reasons(result)[p]
+
+
+def test_tolerating_pod_still_fits_untainted_groups() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge")
+    (p,) = w.pods("tol", 1, tolerations=[GPU_TOLERATION])
+    assert scale_up(w.plan())["cpu"][2] == [p]

@@ -1,0 +1,69 @@
+"""Scheduling predicates with kube-scheduler's semantics."""
+
+from __future__ import annotations
+
+import pytest
+
+from spillway.planner.predicates import affinity_holds, tolerates, untolerated_taint, why_not_placeable
+
+LABELS = {"zone": "a", "gen": "5", "gpu": "a10g"}
+
+
+@pytest.mark.parametrize(
+    ("op", "values", "expected"),
+    [
+        ("In", ("a", "b"), True),
+        ("In", ("c",), False),
+        ("NotIn", ("c",), True),
+        ("NotIn", ("a",), False),
+        ("Exists", (), True),
+        ("DoesNotExist", (), False),
+    ],
+)
+def test_set_operators(op: str, values: tuple[str, ...], expected: bool) -> None:
+    assert affinity_holds(((("zone", op, values, False),),), LABELS, None) is expected
+
+
+def test_gt_lt_compare_integers_and_fail_on_missing_or_non_numeric_labels() -> None:
+    assert affinity_holds(((("gen", "Gt", ("4",), False),),), LABELS, None)
+    assert not affinity_holds(((("gen", "Lt", ("5",), False),),), LABELS, None)
+    assert not affinity_holds(((("gpu", "Gt", ("1",), False),),), LABELS, None)
+    assert not affinity_holds(((("missing", "Lt", ("9",), False),),), LABELS, None)
+
+
+def test_terms_are_ored_requirements_anded_and_an_empty_term_matches_nothing() -> None:
+    wrong = (("zone", "In", ("b",), False),)
+    right = (("zone", "In", ("a",), False), ("gen", "Exists", (), False))
+    assert affinity_holds((wrong, right), LABELS, None)
+    assert not affinity_holds((wrong,), LABELS, None)
+    assert not affinity_holds(((),), LABELS, None)
+    assert affinity_holds((), LABELS, None)
+
+
+def test_match_fields_compare_the_node_name() -> None:
+    term = (("metadata.name", "In", ("node-1",), True),)
+    assert affinity_holds((term,), {}, "node-1")
+    assert not affinity_holds((term,), {}, "node-2")
+    assert not affinity_holds((term,), {}, None)  # a template node has no name yet
+
+
+def test_tolerations() -> None:
+    taint = ("nvidia.com/gpu", "present", "NoSchedule")
+    assert tolerates(("nvidia.com/gpu", "Exists", None, None), taint)
+    assert tolerates(("nvidia.com/gpu", "Equal", "present", "NoSchedule"), taint)
+    assert not tolerates(("nvidia.com/gpu", "Equal", "absent", None), taint)
+    assert not tolerates(("nvidia.com/gpu", "Exists", None, "NoExecute"), taint)
+    assert tolerates((None, "Exists", None, None), taint)
+    assert untolerated_taint([], [("soft", None, "PreferNoSchedule")]) is None
+    assert untolerated_taint([], [taint]) == taint
+
+
+def test_why_not_names_the_first_failing_constraint() -> None:
+    assert (
+        why_not_placeable((("zone", "b"),), (), (), LABELS, (), None) == "nodeSelector zone=b does not match"
+    )
+    assert (
+        why_not_placeable((), (), (), LABELS, (("d", None, "NoSchedule"),), None)
+        == "taint d:NoSchedule not tolerated"
+    )
+    assert why_not_placeable((("zone", "a"),), (), (), LABELS, (), None) is None
