@@ -16,6 +16,7 @@ from spillway.errors import InputError
 
 def _plan(args: argparse.Namespace) -> int:
     from spillway import inputs
+    from spillway.perf import bulk_allocation
     from spillway.planner import plan
 
     config = inputs.load_config(args.config)
@@ -26,7 +27,8 @@ def _plan(args: argparse.Namespace) -> int:
     catalogue = inputs.load_instance_types(args.instance_types)
     state = inputs.load_state(args.state)
     groups = inputs.node_groups(asgs, activities, catalogue, config)
-    result = plan(snapshot, groups, config, state, now)
+    with bulk_allocation():
+        result = plan(snapshot, groups, config, state, now)
     print(json.dumps(result.to_dict(), indent=2))
     if args.state_out:
         Path(args.state_out).write_text(json.dumps(result.state.to_wire(), indent=2) + "\n")

@@ -22,9 +22,10 @@ from spillway.model.aws import (
     parse_instance_types,
 )
 from spillway.model.cluster import ClusterSnapshot
-from spillway.model.k8s import parse_kube_list
+from spillway.model.k8s import iter_kube_list
 from spillway.model.nodegroup import NodeGroup, build_node_groups
 from spillway.model.state import State
+from spillway.perf import bulk_allocation
 
 T = TypeVar("T")
 
@@ -74,11 +75,11 @@ def _parse(path: str | Path, key: str, parser: Callable[[Any], T]) -> T:
 def load_cluster(path: str | Path, cluster: str, taken_at: datetime) -> ClusterSnapshot:
     doc = read_json(path)
     try:
-        objects = parse_kube_list(doc)
+        with bulk_allocation():
+            return ClusterSnapshot.from_objects(cluster, taken_at, iter_kube_list(doc, release=True))
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")
         raise InputError(msg or field, source=str(path), field=field if msg else None) from None
-    return ClusterSnapshot.build(cluster, taken_at, objects.nodes, objects.pods, objects.pdbs)
 
 
 def load_asgs(paths: Sequence[str | Path]) -> list[AutoScalingGroup]:

@@ -336,6 +336,27 @@ class ClusterSnapshot:
             observe_seconds=observe_seconds,
         )
 
+    @classmethod
+    def from_objects(
+        cls,
+        cluster: str,
+        taken_at: datetime,
+        objects: Iterable[Node | Pod | PodDisruptionBudget],
+        observe_seconds: float = 0.0,
+    ) -> ClusterSnapshot:
+        """From a stream of API objects, each distilled as it arrives (the raw model is not kept)."""
+        nodes: list[NodeInfo] = []
+        pods: list[PodInfo] = []
+        pdbs: list[PdbInfo] = []
+        for obj in objects:
+            if isinstance(obj, Pod):
+                pods.append(PodInfo.from_pod(obj))
+            elif isinstance(obj, Node):
+                nodes.append(NodeInfo.from_node(obj))
+            else:
+                pdbs.append(PdbInfo.from_pdb(obj))
+        return cls(cluster, taken_at, tuple(nodes), tuple(pods), tuple(pdbs), observe_seconds)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,

@@ -7,6 +7,7 @@ fields are ignored so newer servers parse.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -247,10 +248,11 @@ _KINDS: dict[str, type[Node] | type[Pod] | type[PodDisruptionBudget]] = {
 }
 
 
-def parse_kube_list(doc: Any) -> KubeList:
-    """Parse a List (``kind: List`` or ``NodeList``/``PodList``/...) into models.
+def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[Node | Pod | PodDisruptionBudget]:
+    """The Nodes, Pods and PDBs of a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
 
-    Raises ``ValueError`` whose message names the item index and field that is wrong.
+    With ``release`` each raw item is dropped from ``doc`` once parsed, so a large List is not held
+    twice (raw and parsed). Other kinds are skipped. Raises ``ValueError`` naming the item and field.
     """
     if not isinstance(doc, dict):
         raise ValueError("top level: expected a Kubernetes List object")
@@ -259,7 +261,6 @@ def parse_kube_list(doc: Any) -> KubeList:
         raise ValueError("items: missing or not a list")
     list_kind = str(doc.get("kind", "List"))
     default_kind = list_kind[: -len("List")] if list_kind.endswith("List") and list_kind != "List" else None
-    out = KubeList()
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise ValueError(f"items[{index}]: not an object")
@@ -268,11 +269,20 @@ def parse_kube_list(doc: Any) -> KubeList:
         if model is None:
             continue  # other kinds in the same List (Services, ...) are not ours to read
         try:
-            obj = model.model_validate({**item, "kind": kind})
+            obj = model.model_validate(item if item.get("kind") else {**item, "kind": kind})
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
             raise ValueError(f"items[{index}].{where}: {err['msg']}") from None
+        if release:
+            items[index] = None
+        yield obj
+
+
+def parse_kube_list(doc: Any) -> KubeList:
+    """Parse a List into models, split by kind."""
+    out = KubeList()
+    for obj in iter_kube_list(doc):
         if isinstance(obj, Node):
             out.nodes.append(obj)
         elif isinstance(obj, Pod):

@@ -95,6 +95,30 @@ class _Node:
 
 
 @dataclass(slots=True)
+class _Pool:
+    """Existing nodes of one shape (labels but hostname, taints): equal for every constraint but a name."""
+
+    nodes: list[_Node]
+    bound: Resources  # at least the free room of any node of the pool, per resource
+    blocked: dict[int, bool] = field(default_factory=dict)  # by class id: constraints rule the pool out
+
+
+def _pools(nodes: Iterable[_Node]) -> list[_Pool]:
+    by_shape: dict[tuple[Any, ...], list[_Node]] = {}
+    for node in nodes:
+        by_shape.setdefault(node.shape, []).append(node)
+    pools = []
+    for members in by_shape.values():
+        bound: Resources = {}
+        for node in members:
+            for name, value in node.free.items():
+                if value > bound.get(name, -1):
+                    bound[name] = value
+        pools.append(_Pool(members, bound))
+    return pools
+
+
+@dataclass(slots=True)
 class _Class:
     """Pending pods the scheduler cannot tell apart: same requests and constraints."""
 
@@ -306,31 +330,44 @@ class _Planner:
 
     # -- scale-up --
 
-    def _place_on_nodes(self, cls: _Class, nodes: Sequence[_Node], on_place: str) -> None:
-        shapes: dict[tuple[Any, ...], bool] = {}
-        for node in nodes:
-            if not cls.remaining:
+    def _place_on_nodes(self, cls: _Class, pools: Sequence[_Pool], on_place: str) -> None:
+        """Place the class on existing nodes, first fit, pool by pool (nodes of one shape)."""
+        for pool in pools:
+            if not cls.next < len(cls.pods):
                 return
-            info = node.info
-            if cls.node_specific:
-                blocked = cls.blocker(info.labels, info.taints, info.name) is not None
-            else:
-                cached = shapes.get(node.shape)
-                if cached is None:
-                    cached = cls.blocker(info.labels, info.taints, info.name) is not None
-                    shapes[node.shape] = cached
-                blocked = cached
-            if blocked:
-                continue
-            count = fit_count(cls.requests, node.free, cls.remaining)
-            if count <= 0:
-                continue
-            add_into(node.free, cls.requests, -count)
-            node.receives += count
-            group_name = node.group.name if node.group else None
-            self._record(cls.take(count), info.name, group_name, on_place.format(node=info.name))
-            if on_place is _UNCORDON_NOTE and node.group is not None:
-                self.uncordoned[info.name] = node.group.name
+            if not cls.node_specific:
+                blocked = pool.blocked.get(id(cls))
+                if blocked is None:
+                    info = pool.nodes[0].info
+                    blocked = cls.blocker(info.labels, info.taints, info.name) is not None
+                    pool.blocked[id(cls)] = blocked
+                if blocked:
+                    continue
+            if fit_count(cls.requests, pool.bound, 1) == 0:
+                continue  # no node of the pool has that much room left
+            bound: Resources = {}
+            finished = False
+            for node in pool.nodes:
+                remaining = len(cls.pods) - cls.next
+                if not remaining:
+                    finished = True
+                    break
+                info = node.info
+                if cls.node_specific and cls.blocker(info.labels, info.taints, info.name) is not None:
+                    continue
+                count = fit_count(cls.requests, node.free, remaining)
+                if count > 0:
+                    add_into(node.free, cls.requests, -count)
+                    node.receives += count
+                    group_name = node.group.name if node.group else None
+                    self._record(cls.take(count), info.name, group_name, on_place.format(node=info.name))
+                    if on_place is _UNCORDON_NOTE and node.group is not None:
+                        self.uncordoned[info.name] = node.group.name
+                for name, value in node.free.items():
+                    if value > bound.get(name, -1):
+                        bound[name] = value
+            if not finished:
+                pool.bound = bound  # every node was visited: the bound is now exact
 
     def _candidate_groups(self, cls: _Class) -> tuple[list[NodeGroup], dict[str, str]]:
         """Groups whose template could run the class, best first; and why each other group cannot."""
@@ -368,11 +405,11 @@ class _Planner:
         return [g for _, g in fitting], rejected
 
     def _scale_up(self, classes: list[_Class]) -> None:
-        schedulable = [
+        schedulable = _pools(
             n
             for n in self.nodes.values()
             if n.info.ready and not n.info.unschedulable and not _has_taint(n.info, DRAINING_TAINT)
-        ]
+        )
         reclaimable = sorted(
             (
                 n
@@ -385,6 +422,7 @@ class _Planner:
             # Uncordoning also lifts Spillway's draining taint.
             node.info = _without_taint(node.info, DRAINING_TAINT)
             node.shape = _shape(node.info)
+        reclaimable_pools = [_Pool([n], dict(n.free)) for n in reclaimable]  # in preference order
         self.empty_free = {
             g.name: subtract(g.template.allocatable, self._ds_overhead(g)) if g.template else {}
             for g in self.groups
@@ -417,7 +455,7 @@ class _Planner:
             if not cls.remaining:
                 continue
             # (3) nodes Spillway cordoned, uncordoned rather than launching new ones
-            self._place_on_nodes(cls, reclaimable, _UNCORDON_NOTE)
+            self._place_on_nodes(cls, reclaimable_pools, _UNCORDON_NOTE)
             if not cls.remaining:
                 continue
             # (4) new nodes: first fit into nodes opened by this plan, then open more, best group first

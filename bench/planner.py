@@ -1,0 +1,203 @@
+"""Planner benchmark: parse vs plan on generated clusters of 1k, 5k and 10k nodes.
+
+The 5k-node cluster is the issue's reference: 50 groups over 2 regions, 100,000 running pods and
+20,000 pending pods in about 200 equivalence classes; the other sizes scale nodes and pods alike.
+It prints, per size, the seconds to parse the inputs (JSON text as kubectl and the AWS CLI print it,
+into models), the seconds to plan, their ratio, and the peak memory of parse + plan (tracemalloc, in
+a second pass so the timings are not slowed by it). Figures, not pass/fail.
+
+Run: `.venv/bin/python bench/planner.py [--sizes 1000,5000,10000]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import sys
+import time
+import tracemalloc
+from datetime import timedelta
+from typing import Any
+
+from spillway.config import PlannerConfig
+from spillway.local import objects as o
+from spillway.model.aws import bundled_instance_types, parse_asgs
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.k8s import iter_kube_list
+from spillway.model.nodegroup import build_node_groups
+from spillway.model.state import State
+from spillway.perf import bulk_allocation
+from spillway.planner import plan
+
+NOW = o.EPOCH + timedelta(hours=6)
+REGIONS = ("us-east-1", "us-west-2")
+# (instance type, allocatable as the kubelet reports it, GPUs)
+TYPES = [
+    ("m5.4xlarge", "15890m", "60Gi", 0),
+    ("c5.4xlarge", "15890m", "28Gi", 0),
+    ("r5.2xlarge", "7910m", "60Gi", 0),
+    ("g5.12xlarge", "47810m", "180Gi", 4),
+    ("p4d.24xlarge", "95", "1100Gi", 8),
+]
+GROUPS = 50
+RUNNING_PER_NODE = 20
+PENDING_PER_NODE = 4
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def generate(nodes: int, seed: int = 7) -> tuple[str, list[str]]:
+    """kubectl JSON text for the cluster, and AWS CLI JSON text per region."""
+    rng = random.Random(seed)
+    per_group = nodes // GROUPS
+    items: list[dict[str, Any]] = []
+    groups: dict[str, list[dict[str, Any]]] = {r: [] for r in REGIONS}
+    node_names: list[tuple[str, int]] = []
+    for gi in range(GROUPS):
+        region = REGIONS[gi % 2]
+        itype, cpu, mem, gpus = TYPES[gi % len(TYPES)]
+        pool = f"pool-{gi % 10}"
+        name = f"bench-{pool}-{itype.replace('.', '-')}-{gi}"
+        instances = [o.instance_id(f"{name}-{i}") for i in range(per_group)]
+        taints = {"nvidia.com/gpu": "present:NoSchedule"} if gpus else None
+        groups[region].append(
+            o.asg(
+                name, region=region, cluster="bench", min_size=0, max_size=per_group * 2, desired=per_group,
+                instance_type=itype, instances=instances, labels={"spillway.io/pool": pool}, taints=taints,
+            )
+        )  # fmt: skip
+        for iid in instances:
+            node_name = o.node_name_for(iid, region)
+            items.append(
+                o.node(
+                    node_name, instance=iid, zone=f"{region}a", instance_type=itype, cpu=cpu, memory=mem,
+                    gpus=gpus, pods="234", labels={"spillway.io/pool": pool},
+                    taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}] if gpus else [],
+                )
+            )  # fmt: skip
+            node_names.append((node_name, gpus))
+    # Running pods: 20 per node, filling most of each node's CPU.
+    for i in range(nodes * RUNNING_PER_NODE):
+        node_name, gpus = node_names[i % nodes]
+        extra: dict[str, Any] = {"gpus": 1, "tolerations": [TOLERATION]} if gpus and i % 5 == 0 else {}
+        items.append(
+            o.pod(
+                f"run-{i}",
+                f"team-{i % 13}",
+                cpu="700m",
+                memory="2Gi",
+                node_name=node_name,
+                owner=("ReplicaSet", f"rs-{i % 997}"),
+                **extra,
+            )
+        )
+    # Pending pods: about 200 equivalence classes.
+    classes = []
+    for cpu in ("250m", "500m", "1", "2", "4"):
+        for mem in ("1Gi", "4Gi", "16Gi", "64Gi"):
+            for gpus in (0, 1, 4, 8, 0, 2):
+                for pool in (None, f"pool-{len(classes) % 10}"):
+                    classes.append((cpu, mem, gpus, pool))
+    classes = classes[:200]
+    for i in range(nodes * PENDING_PER_NODE):
+        cpu, mem, gpus, pool = classes[rng.randrange(len(classes))]
+        kwargs: dict[str, Any] = {
+            "cpu": cpu,
+            "memory": mem,
+            "gpus": gpus,
+            "owner": ("Job", f"job-{i % 4001}"),
+        }
+        if gpus:
+            kwargs["tolerations"] = [TOLERATION]
+        if pool:
+            kwargs["node_selector"] = {"spillway.io/pool": pool}
+        items.append(o.pod(f"pend-{i}", f"team-{i % 13}", **kwargs))
+    cluster_text = json.dumps(o.kube_list(items))
+    asg_texts = [json.dumps(o.asgs_output(groups[r])) for r in REGIONS]
+    return cluster_text, asg_texts
+
+
+def parse(cluster_text: str, asg_texts: list[str], config: PlannerConfig) -> tuple[Any, Any]:
+    """What `spillway plan` does with its input files (spillway.inputs), minus the file reads."""
+    with bulk_allocation():
+        doc = json.loads(cluster_text)
+        snapshot = ClusterSnapshot.from_objects("bench", NOW, iter_kube_list(doc, release=True))
+        del doc
+        asgs = [g for text in asg_texts for g in parse_asgs(json.loads(text))]
+        reserve = config.node_reserve.as_resources()
+        groups = build_node_groups(asgs, [], bundled_instance_types(), reserve, "bench")
+    return snapshot, groups
+
+
+def run_plan(snapshot: Any, groups: Any, config: PlannerConfig) -> Any:
+    """What `spillway plan` and the plan Lambda do (spillway.cli, functions/plan)."""
+    with bulk_allocation():
+        return plan(snapshot, groups, config, State(), NOW)
+
+
+def measure(nodes: int) -> dict[str, Any]:
+    config = PlannerConfig(cluster="bench", regions=REGIONS)
+    cluster_text, asg_texts = generate(nodes)
+    gc.collect()
+    t0 = time.perf_counter()
+    snapshot, groups = parse(cluster_text, asg_texts, config)
+    t1 = time.perf_counter()
+    result = run_plan(snapshot, groups, config)
+    t2 = time.perf_counter()
+    pending = sum(1 for p in snapshot.pods if p.is_pending_unschedulable())
+    del snapshot, groups
+    gc.collect()
+    tracemalloc.start()
+    snapshot, groups = parse(cluster_text, asg_texts, config)
+    _, parse_peak = tracemalloc.get_traced_memory()
+    resident, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    run_plan(snapshot, groups, config)
+    _, plan_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "nodes": nodes,
+        "pods": len(snapshot.pods),
+        "pending": pending,
+        "classes": len({p.scheduling_key() for p in snapshot.pods if p.is_pending_unschedulable()}),
+        "input_mb": (len(cluster_text) + sum(map(len, asg_texts))) / 2**20,
+        "parse_s": t1 - t0,
+        "plan_s": t2 - t1,
+        "ratio": (t2 - t1) / (t1 - t0),
+        "parse_peak_mib": parse_peak / 2**20,
+        "snapshot_mib": resident / 2**20,
+        "plan_peak_mib": plan_peak / 2**20,
+        "scale_up_groups": len(result.scale_up),
+        "new_nodes": sum(s.to_size - s.from_size for s in result.scale_up),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sizes", default="1000,5000,10000", help="comma-separated node counts")
+    args = parser.parse_args(argv)
+    rows = []
+    header = (
+        f"{'nodes':>6} {'pods':>8} {'pending':>8} {'classes':>7} {'input MiB':>9} {'parse s':>8} {'plan s':>7} "
+        f"{'plan/parse':>10} {'peak parse MiB':>14} {'snapshot MiB':>12} {'peak plan MiB':>13} {'new nodes':>9}"
+    )
+    print(header)
+    for size in (int(s) for s in args.sizes.split(",")):
+        row = measure(size)
+        rows.append(row)
+        print(
+            f"{row['nodes']:>6} {row['pods']:>8} {row['pending']:>8} {row['classes']:>7} {row['input_mb']:>9.0f} "
+            f"{row['parse_s']:>8.2f} {row['plan_s']:>7.2f} {row['ratio']:>10.2f} {row['parse_peak_mib']:>14.0f} "
+            f"{row['snapshot_mib']:>12.0f} {row['plan_peak_mib']:>13.0f} {row['new_nodes']:>9}",
+            flush=True,
+        )
+    if len(rows) > 1:
+        first, last = rows[0], rows[-1]
+        growth = (last["plan_s"] / first["plan_s"]) / (last["nodes"] / first["nodes"])
+        print(f"plan-time growth {first['nodes']}->{last['nodes']} nodes: {growth:.2f}x linear")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
