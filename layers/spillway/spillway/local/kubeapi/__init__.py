@@ -1,0 +1,76 @@
+"""A local Kubernetes API server that speaks the real REST wire protocol, for tests and ``spillway demo``.
+
+The official ``kubernetes`` Python client talks to it unchanged::
+
+    from kubernetes.client import CoreV1Api
+    from spillway.local.kubeapi import KubeApiServer
+
+    with KubeApiServer() as api:
+        api.add({"kind": "Node", "metadata": {"name": "n1"}})
+        nodes = CoreV1Api(api.api_client()).list_node().items
+
+It is a ``ThreadingHTTPServer`` on 127.0.0.1 in a background thread; stdlib only (the ``kubernetes``
+package is imported by :meth:`KubeApiServer.api_client` alone).
+
+What it serves (JSON only)
+--------------------------
+* ``/api/v1/nodes`` (+ ``/status``), ``/api/v1/namespaces/{ns}/pods`` (+ ``/status``, ``/eviction``,
+  ``/binding``), ``/api/v1/pods``, ``/apis/policy/v1/[namespaces/{ns}/]poddisruptionbudgets``
+  (+ ``/status``), ``/api/v1/[namespaces/{ns}/]events``, ``/apis/events.k8s.io/v1/[namespaces/{ns}/]events``
+  (one store, converted between the two versions), ``/api/v1/namespaces``; get, list, create, replace
+  (PUT), patch, delete and deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
+  ``/api/v1``, ``/apis/<group>[/<version>]``) and ``/healthz``.
+* Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a
+  stale one, or a DeleteOptions precondition that fails, answers 409 ``Conflict``; an empty one is
+  unconditional. A write that changes nothing does not bump the version. Writes to the main resource of
+  Pods, Nodes and PDBs keep the old ``status``; the ``/status`` subresource changes only ``status``.
+* Patches: JSON merge patch, strategic merge patch and JSON patch (see :mod:`.patch`). As on a real
+  server, ``Node.spec.taints`` is an *atomic* list: a strategic merge patch carrying taints replaces
+  the whole list (read, modify, and send the full list with the ``resourceVersion`` to be safe).
+  Server-side apply answers 415.
+* Lists: ``limit``/``continue`` paging over a snapshot taken when the list started (every page reports
+  that snapshot's resourceVersion; ``remainingItemCount`` when no selector was given); the token is
+  opaque, snapshots (one per paged list) are kept in a bounded LRU (``max_snapshots``), and a token whose snapshot is gone
+  or that :meth:`Faults.expire_continue_tokens` expired answers 410 ``Expired``. ``labelSelector``
+  (``=``, ``==``, ``!=``, ``in``, ``notin``, exists, ``!``, ``>``, ``<``) and ``fieldSelector``
+  (``=``, ``==``, ``!=``; per kind the fields the real API indexes, e.g. ``spec.nodeName``,
+  ``status.phase``, ``metadata.name``, ``metadata.namespace``, ``spec.unschedulable``,
+  ``involvedObject.name``; others answer 400 ``field label not supported``).
+* Eviction (policy/v1): see :meth:`Store.evict`; a refusal is 429 ``TooManyRequests`` with
+  "Cannot evict pod as it would violate the pod's disruption budget." and a ``details.causes`` entry
+  of reason ``DisruptionBudget``; success is 201 with a ``Success`` Status and the pod is removed at
+  once. PDB ``status`` (``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``,
+  ``expectedPods``, a ``DisruptionAllowed`` condition) is computed from the pods on every read; see
+  :mod:`.disruption` for the arithmetic.
+* Deletion is immediate: no graceful termination, no finalizers. Deleting a Pod answers the pod with
+  ``deletionTimestamp`` set, as the real registry does; deleting a Namespace removes its contents.
+* Pod create through the API resets ``status`` to ``Pending`` and sets the usual spec defaults;
+  ``add()`` keeps the status you give (fixtures of running pods).
+* Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
+  ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
+* Faults (:class:`Faults`): ``fail_next(n, status, path_prefix)``, ``delay(seconds, path_prefix)``,
+  ``expire_continue_tokens()``; :attr:`KubeApiServer.requests` logs method, path, query, status, token.
+
+Not modelled
+------------
+Watches (``watch=true`` answers 400), protobuf/CBOR/YAML bodies, server-side apply, field validation
+of object schemas (beyond names, PDB specs, pods needing containers), pod spec immutability, admission,
+RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``resourceVersion`` /
+``resourceVersionMatch`` on lists (always the latest state), controllers (no ReplicaSets; a budget's
+``expectedPods`` is its matching pods), the kubelet (pods run only when you ``bind`` them or write
+their status), and ``disruptedPods`` in PDB status.
+"""
+
+from spillway.local.kubeapi.server import DEFAULT_TOKEN, Faults, KubeApiServer, RequestRecord
+from spillway.local.kubeapi.status import KubeApiError
+from spillway.local.kubeapi.store import DEFAULT_NAMESPACES, Store
+
+__all__ = [
+    "DEFAULT_NAMESPACES",
+    "DEFAULT_TOKEN",
+    "Faults",
+    "KubeApiError",
+    "KubeApiServer",
+    "RequestRecord",
+    "Store",
+]

@@ -1,0 +1,146 @@
+"""``Status`` objects, shaped as the real API server writes them, and the error that carries one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JsonObj = dict[str, Any]
+
+#: ``reason`` the API server puts in a Status for an HTTP code (``metav1.StatusReason``).
+REASONS: dict[int, str] = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Gone",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def status_object(
+    code: int, *, status: str = "Failure", reason: str = "", message: str = "", details: JsonObj | None = None
+) -> JsonObj:
+    """A ``v1 Status`` with its keys in the order the API server writes them."""
+    out: JsonObj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": status}
+    if message:
+        out["message"] = message
+    if reason:
+        out["reason"] = reason
+    if details:
+        out["details"] = details
+    out["code"] = code
+    return out
+
+
+class KubeApiError(Exception):
+    """An API error: an HTTP code and the Status body the real server would send with it.
+
+    Raised by the HTTP layer and by the in-process helpers of :class:`KubeApiServer` alike.
+    """
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        details: JsonObj | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason if reason is not None else REASONS.get(code, "")
+        self.details = dict(details or {})
+        self.retry_after = retry_after
+        if retry_after is not None:
+            self.details.setdefault("retryAfterSeconds", retry_after)
+
+    def status(self) -> JsonObj:
+        return status_object(
+            self.code, reason=self.reason, message=self.message, details=self.details or None
+        )
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
+
+
+def _details(qualified: str, name: str) -> JsonObj:
+    plural, _, group = qualified.partition(".")
+    details: JsonObj = {"name": name}
+    if group:
+        details["group"] = group
+    details["kind"] = plural
+    return details
+
+
+def not_found(qualified: str, name: str) -> KubeApiError:
+    """``pods "x" not found`` (``qualified`` is ``plural`` or ``plural.group``)."""
+    return KubeApiError(404, f'{qualified} "{name}" not found', details=_details(qualified, name))
+
+
+def already_exists(qualified: str, name: str) -> KubeApiError:
+    return KubeApiError(
+        409, f'{qualified} "{name}" already exists', reason="AlreadyExists", details=_details(qualified, name)
+    )
+
+
+def conflict(qualified: str, name: str, why: str) -> KubeApiError:
+    return KubeApiError(
+        409,
+        f'Operation cannot be fulfilled on {qualified} "{name}": {why}',
+        details=_details(qualified, name),
+    )
+
+
+STALE_OBJECT = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+def invalid(kind: str, name: str, field: str, message: str) -> KubeApiError:
+    """422 ``Invalid`` with one field cause, as validation errors come back."""
+    return KubeApiError(
+        422,
+        f'{kind} "{name}" is invalid: {field}: {message}',
+        details={
+            "name": name,
+            "kind": kind,
+            "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
+        },
+    )
+
+
+def bad_request(message: str) -> KubeApiError:
+    return KubeApiError(400, message)
+
+
+def expired_continue() -> KubeApiError:
+    return KubeApiError(
+        410,
+        "The provided continue parameter is too old to display a consistent list result. "
+        "You can start a new list without the continue parameter.",
+        reason="Expired",
+    )
+
+
+def fault(code: int) -> KubeApiError:
+    """The error an injected fault answers with (429 carries ``Retry-After: 1``)."""
+    if code == 429:
+        return KubeApiError(429, "Too many requests, please try again later.", retry_after=1)
+    if code == 500:
+        return KubeApiError(500, "Internal error occurred: injected fault")
+    if code == 503:
+        return KubeApiError(503, "The server is currently unable to handle the request (injected fault)")
+    if code == 504:
+        return KubeApiError(
+            504, "The server was unable to return a response in the time allotted (injected fault)"
+        )
+    return KubeApiError(code, f"injected fault: HTTP {code}")

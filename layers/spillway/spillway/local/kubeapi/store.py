@@ -1,0 +1,723 @@
+"""The object store behind the emulator: resource versions, list snapshots, and the write rules.
+
+Stored objects are never mutated in place: every write stores a new dict (untouched sub-trees may be
+shared), so a list snapshot is a tuple of references that stays consistent while writes go on, and the
+JSON text of an object is computed once and reused by every page that contains it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import random
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from spillway.local.kubeapi import disruption, resources
+from spillway.local.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from spillway.local.kubeapi.resources import NAMESPACES, PODS, ResourceType
+from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
+from spillway.local.kubeapi.status import (
+    STALE_OBJECT,
+    KubeApiError,
+    already_exists,
+    bad_request,
+    conflict,
+    expired_continue,
+    invalid,
+    not_found,
+    status_object,
+)
+
+JsonObj = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = ("application/apply-patch+yaml", "application/apply-patch+cbor")
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_NAME_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"
+# metadata the server owns: writes cannot change it
+_SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+class Entry:
+    """A stored object and its JSON text, serialised once on first need."""
+
+    __slots__ = ("_text", "obj")
+
+    def __init__(self, obj: JsonObj) -> None:
+        self.obj = obj
+        self._text: str | None = None
+
+    def text(self) -> str:
+        if self._text is None:
+            self._text = dumps(self.obj)
+        return self._text
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    kind: str
+    api_version: str
+    items: tuple[Entry, ...]
+    resource_version: int
+    filtered: bool
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: Sequence[Entry]
+    resource_version: str
+    continue_token: str | None = None
+    remaining: int | None = None
+
+
+def _meta(obj: Mapping[str, Any]) -> JsonObj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _omit_empty(obj: JsonObj) -> JsonObj:
+    """Drop the empty fields a Go server omits (``omitempty``), so that writing ``{}`` or ``false`` where
+    nothing was is a no-op and reads look like a real server's."""
+    meta = _meta(obj)
+    if any(meta.get(k) in ({}, None) for k in ("labels", "annotations") if k in meta):
+        obj = {
+            **obj,
+            "metadata": {k: v for k, v in meta.items() if not (k in ("labels", "annotations") and not v)},
+        }
+    spec = obj.get("spec")
+    if obj.get("kind") == "Node" and isinstance(spec, dict):
+        empty = [k for k in ("taints", "unschedulable", "podCIDRs") if k in spec and not spec[k]]
+        if empty:
+            obj = {**obj, "spec": {k: v for k, v in spec.items() if k not in empty}}
+    return obj
+
+
+def _without_rv(obj: JsonObj) -> JsonObj:
+    meta = {k: v for k, v in _meta(obj).items() if k != "resourceVersion"}
+    return {**obj, "metadata": meta}
+
+
+class Store:
+    def __init__(self, *, clock: Callable[[], datetime], max_snapshots: int = 64) -> None:
+        self.lock = threading.RLock()
+        self._clock = clock
+        self._objects: dict[str, dict[Key, Entry]] = {kind: {} for kind in resources.BY_STORE_KIND}
+        self._rv = 100
+        self._kind_version = dict.fromkeys(resources.BY_STORE_KIND, 0)
+        self._sorted: dict[str, tuple[int, tuple[Entry, ...]]] = {}
+        self._snapshots: OrderedDict[int, _Snapshot] = OrderedDict()
+        self._next_snapshot = 1
+        self._expired_below = 0
+        self._max_snapshots = max_snapshots
+        for name in DEFAULT_NAMESPACES:
+            self.create(NAMESPACES, None, {"metadata": {"name": name}}, via_api=False)
+
+    # --- basics --------------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._rv)
+
+    def now(self) -> str:
+        return iso(self._clock())
+
+    @staticmethod
+    def key(rt: ResourceType, namespace: str | None, name: str) -> Key:
+        return (namespace or "" if rt.namespaced else "", name)
+
+    def _entry(self, rt: ResourceType, namespace: str | None, name: str) -> Entry:
+        entry = self._objects[rt.canonical].get(self.key(rt, namespace, name))
+        if entry is None:
+            raise not_found(rt.qualified, name)
+        return entry
+
+    def _write(self, kind: str, key: Key, obj: JsonObj) -> Entry:
+        self._rv += 1
+        stored = {**obj, "metadata": {**_meta(obj), "resourceVersion": str(self._rv)}}
+        entry = Entry(stored)
+        self._objects[kind][key] = entry
+        self._kind_version[kind] += 1
+        return entry
+
+    def _remove(self, kind: str, key: Key) -> int:
+        del self._objects[kind][key]
+        self._kind_version[kind] += 1
+        self._rv += 1
+        return self._rv
+
+    def _sorted_entries(self, kind: str) -> tuple[Entry, ...]:
+        version = self._kind_version[kind]
+        cached = self._sorted.get(kind)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        objects = self._objects[kind]
+        entries = tuple(objects[k] for k in sorted(objects))
+        self._sorted[kind] = (version, entries)
+        return entries
+
+    def _pods_by_namespace(self) -> dict[str, list[JsonObj]]:
+        out: dict[str, list[JsonObj]] = {}
+        for (namespace, _), entry in self._objects["Pod"].items():
+            out.setdefault(namespace, []).append(entry.obj)
+        return out
+
+    def present(
+        self, rt: ResourceType, obj: JsonObj, pods: Mapping[str, list[JsonObj]] | None = None
+    ) -> JsonObj:
+        """An object as the API returns it: PDB status computed, converted to ``rt``'s version."""
+        if rt.canonical == "PodDisruptionBudget":
+            namespace = _meta(obj).get("namespace", "")
+            in_namespace = (pods if pods is not None else self._pods_by_namespace()).get(namespace, [])
+            obj = disruption.with_status(obj, disruption.budget(obj, in_namespace))
+        return rt.to_external(obj)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObj:
+        with self.lock:
+            return self.present(rt, self._entry(rt, namespace, name).obj)
+
+    def find(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObj | None:
+        with self.lock:
+            entry = self._objects[rt.canonical].get(self.key(rt, namespace, name))
+            return None if entry is None else self.present(rt, entry.obj)
+
+    def list_page(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        labels: LabelQuery = (),
+        fields: FieldQuery = (),
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> ListResult:
+        with self.lock:
+            ident: int | None = None
+            if continue_token:
+                ident, snapshot, offset = self._resume(rt, continue_token)
+            else:
+                snapshot, offset = self._take_snapshot(rt, namespace, labels, fields), 0
+            items = snapshot.items
+            end = len(items) if not limit or limit <= 0 else min(len(items), offset + limit)
+            token = None
+            remaining = None
+            if end < len(items):
+                token = self._issue_token(snapshot, ident, end)
+                remaining = None if snapshot.filtered else len(items) - end
+            return ListResult(items[offset:end], str(snapshot.resource_version), token, remaining)
+
+    def _take_snapshot(
+        self, rt: ResourceType, namespace: str | None, labels: LabelQuery, fields: FieldQuery
+    ) -> _Snapshot:
+        entries: Sequence[Entry] = self._sorted_entries(rt.canonical)
+        if namespace is not None and rt.namespaced:
+            entries = [e for e in entries if _meta(e.obj).get("namespace") == namespace]
+        if labels:
+            entries = [e for e in entries if labels_match(labels, _meta(e.obj).get("labels"))]
+        if fields:
+            entries = [e for e in entries if fields_match(fields, e.obj)]
+        if rt.canonical == "PodDisruptionBudget" or not rt.identity:
+            pods = self._pods_by_namespace() if rt.canonical == "PodDisruptionBudget" else None
+            entries = [Entry(self.present(rt, e.obj, pods)) for e in entries]
+        return _Snapshot(rt.canonical, rt.api_version, tuple(entries), self._rv, bool(labels or fields))
+
+    def _issue_token(self, snapshot: _Snapshot, ident: int | None, offset: int) -> str:
+        """A token for ``snapshot`` from ``offset``; the snapshot is registered once per list (LRU)."""
+        if ident is None:
+            ident = self._next_snapshot
+            self._next_snapshot += 1
+            self._snapshots[ident] = snapshot
+            while len(self._snapshots) > self._max_snapshots:
+                self._snapshots.popitem(last=False)
+        start = snapshot.items[offset].obj.get("metadata", {})
+        body = {
+            "v": "meta.k8s.io/v1",
+            "rv": snapshot.resource_version,
+            "start": f"{start.get('namespace', '')}/{start.get('name', '')}",
+            "snapshot": ident,
+            "offset": offset,
+        }
+        return base64.urlsafe_b64encode(dumps(body).encode()).decode().rstrip("=")
+
+    def _resume(self, rt: ResourceType, token: str) -> tuple[int, _Snapshot, int]:
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            body = json.loads(raw)
+            ident, offset = int(body["snapshot"]), int(body["offset"])
+        except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+            raise bad_request(f"continue key is not valid: {exc}") from None
+        if body.get("v") != "meta.k8s.io/v1":
+            raise bad_request(
+                f"continue key is not valid: incorrect encoded start resourceVersion (version {body.get('v')})"
+            )
+        if ident < self._expired_below:
+            raise expired_continue()
+        snapshot = self._snapshots.get(ident)
+        if snapshot is None:
+            raise expired_continue()
+        if snapshot.kind != rt.canonical or snapshot.api_version != rt.api_version:
+            raise bad_request("continue key is not valid: it was issued for another resource")
+        if not 0 <= offset <= len(snapshot.items):
+            raise bad_request("continue key is not valid: offset out of range")
+        self._snapshots.move_to_end(ident)
+        return ident, snapshot, offset
+
+    def expire_snapshots(self) -> None:
+        """Every continue token issued so far answers 410 Expired from now on."""
+        with self.lock:
+            self._expired_below = self._next_snapshot
+            self._snapshots.clear()
+
+    def all_objects(self, rt: ResourceType, namespace: str | None = None) -> list[JsonObj]:
+        with self.lock:
+            pods = self._pods_by_namespace() if rt.canonical == "PodDisruptionBudget" else None
+            return [
+                self.present(rt, e.obj, pods)
+                for e in self._sorted_entries(rt.canonical)
+                if namespace is None or _meta(e.obj).get("namespace") == namespace
+            ]
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def _check_type(self, rt: ResourceType, body: JsonObj) -> None:
+        api_version, kind = body.get("apiVersion"), body.get("kind")
+        if api_version and api_version != rt.api_version:
+            raise bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({rt.api_version})"
+            )
+        if kind and kind != rt.kind:
+            raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+
+    def _validate(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
+        name = _meta(obj).get("name", "")
+        if rt.canonical == "PodDisruptionBudget":
+            problem = disruption.check_spec(obj.get("spec") or {})
+            if problem:
+                raise invalid(rt.kind, name, problem[0], problem[1])
+        if rt.canonical == "Pod":  # add() too: the official client cannot parse a pod without containers
+            containers = (obj.get("spec") or {}).get("containers")
+            if not isinstance(containers, list) or not containers:
+                raise invalid(rt.kind, name, "spec.containers", "Required value")
+
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        body: Any,
+        *,
+        via_api: bool = True,
+        dry_run: bool = False,
+    ) -> JsonObj:
+        """POST: store a new object. ``via_api=False`` is the in-process ``add``: the namespace is
+        created when missing and the pod or PDB status given is kept (the API resets it)."""
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        self._check_type(rt, body)
+        obj = rt.to_internal(body)
+        meta = dict(_meta(obj))
+        with self.lock:
+            if rt.namespaced:
+                given = meta.get("namespace")
+                if namespace is not None and given and given != namespace:
+                    raise bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request"
+                    )
+                namespace = namespace or given or "default"
+                meta["namespace"] = namespace
+                if ("", namespace) not in self._objects["Namespace"]:
+                    if via_api:
+                        raise not_found("namespaces", namespace)
+                    self.create(NAMESPACES, None, {"metadata": {"name": namespace}}, via_api=False)
+            else:
+                meta.pop("namespace", None)
+            name = meta.get("name")
+            if not name:
+                prefix = meta.get("generateName")
+                if not prefix:
+                    raise invalid(
+                        rt.kind, "", "metadata.name", "Required value: name or generateName is required"
+                    )
+                name = prefix + "".join(random.choices(_NAME_SUFFIX, k=5))
+                meta["name"] = name
+            key = self.key(rt, namespace, name)
+            if key in self._objects[rt.canonical]:
+                raise already_exists(rt.qualified, name)
+            meta.pop("resourceVersion", None)
+            for server_owned in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(server_owned, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = self.now()
+            if rt.canonical in ("PodDisruptionBudget", "Pod"):
+                meta["generation"] = 1
+            obj = {**obj, "apiVersion": resources.BY_STORE_KIND[rt.canonical].api_version, "kind": rt.kind}
+            obj["metadata"] = meta
+            self._defaults(rt, obj, via_api=via_api)
+            obj = _omit_empty(obj)
+            meta = _meta(obj)
+            self._validate(rt, obj, via_api=via_api)
+            if dry_run:
+                return self.present(
+                    rt, {**obj, "metadata": {**meta, "resourceVersion": self.resource_version}}
+                )
+            return self.present(rt, self._write(rt.canonical, key, obj).obj)
+
+    def _defaults(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
+        if rt.canonical == "Pod":
+            spec = dict(obj.get("spec") or {})
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("dnsPolicy", "ClusterFirst")
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("terminationGracePeriodSeconds", 30)
+            spec.setdefault("priority", 0)
+            obj["spec"] = spec
+            status = {} if via_api else dict(obj.get("status") or {})
+            status.setdefault("phase", "Pending")
+            obj["status"] = status
+        elif rt.canonical == "PodDisruptionBudget":
+            obj.pop("status", None)  # always computed on read
+        elif rt.canonical == "Namespace":
+            obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
+            obj["status"] = {"phase": "Active"}
+
+    def replace(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> JsonObj:
+        """PUT: optimistic concurrency on ``metadata.resourceVersion`` (empty means unconditional)."""
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        self._check_type(rt, body)
+        given = _meta(body)
+        if given.get("name") and given["name"] != name:
+            raise bad_request(
+                f"the name of the object ({given['name']}) does not match the name on the URL ({name})"
+            )
+        if rt.namespaced and given.get("namespace") and given["namespace"] != namespace:
+            raise bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        with self.lock:
+            entry = self._entry(rt, namespace, name)
+            proposed = rt.to_internal(body)
+            proposed = {**proposed, "metadata": {"name": name, **_meta(proposed)}}
+            return self._commit(rt, entry.obj, proposed, subresource=subresource, dry_run=dry_run)
+
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        content_type: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> JsonObj:
+        with self.lock:
+            entry = self._entry(rt, namespace, name)
+            current = self.present(rt, entry.obj)
+            try:
+                if content_type == JSON_PATCH:
+                    patched = json_patch(current, body)
+                elif content_type == MERGE_PATCH:
+                    if not isinstance(body, dict):
+                        raise PatchError("a merge patch must be a JSON object", bad_request=True)
+                    patched = merge_patch(current, body)
+                elif content_type == STRATEGIC_MERGE_PATCH:
+                    patched = strategic_merge_patch(current, body, rt.merge_keys)
+                elif content_type in APPLY_PATCH:
+                    raise KubeApiError(415, "server-side apply is not supported by the emulator")
+                else:
+                    raise KubeApiError(
+                        415,
+                        f"the body of the request was in an unknown format - accepted media "
+                        f"types include: {JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}",
+                    )
+            except PatchError as exc:
+                if exc.bad_request:
+                    raise bad_request(str(exc)) from None
+                raise KubeApiError(422, str(exc)) from None
+            if not isinstance(patched, dict):
+                raise KubeApiError(422, "the patched object is not a JSON object")
+            meta = _meta(patched)
+            if meta.get("name") != name or (rt.namespaced and meta.get("namespace") != namespace):
+                raise invalid(rt.kind, name, "metadata.name", "field is immutable")
+            return self._commit(
+                rt, entry.obj, rt.to_internal(patched), subresource=subresource, dry_run=dry_run
+            )
+
+    def overwrite(self, rt: ResourceType, obj: Any) -> JsonObj:
+        """The in-process ``update``: replace an object whole (status included), unconditionally."""
+        if not isinstance(obj, dict):
+            raise bad_request("the object must be a JSON object")
+        internal = rt.to_internal(obj)
+        meta = _meta(internal)
+        name = meta.get("name") or ""
+        with self.lock:
+            entry = self._entry(rt, meta.get("namespace") or "default", name)
+            cur_meta = _meta(entry.obj)
+            new_meta = {k: v for k, v in meta.items() if k != "resourceVersion"}
+            for field in ("uid", "creationTimestamp"):
+                new_meta[field] = cur_meta.get(field)
+            if rt.namespaced:
+                new_meta["namespace"] = cur_meta["namespace"]
+            if "generation" in cur_meta:
+                spec_changed = internal.get("spec") != entry.obj.get("spec")
+                new_meta["generation"] = cur_meta["generation"] + (1 if spec_changed else 0)
+            updated = {
+                **internal,
+                "apiVersion": entry.obj["apiVersion"],
+                "kind": entry.obj["kind"],
+                "metadata": new_meta,
+            }
+            updated = _omit_empty(updated)
+            self._validate(rt, updated, via_api=False)
+            key = self.key(rt, cur_meta.get("namespace"), name)
+            return self.present(rt, self._write(rt.canonical, key, updated).obj)
+
+    def _commit(
+        self, rt: ResourceType, current: JsonObj, proposed: JsonObj, *, subresource: str | None, dry_run: bool
+    ) -> JsonObj:
+        """The update rules shared by PUT and PATCH: preconditions, server-owned fields, status."""
+        cur_meta, new_meta = _meta(current), dict(_meta(proposed))
+        name = cur_meta["name"]
+        version = new_meta.get("resourceVersion")
+        if version and version != cur_meta.get("resourceVersion"):
+            raise conflict(rt.qualified, name, STALE_OBJECT)
+        if new_meta.get("uid") and new_meta["uid"] != cur_meta.get("uid"):
+            raise conflict(
+                rt.qualified,
+                name,
+                f"Precondition failed: UID in precondition: {new_meta['uid']}, UID in object meta: {cur_meta.get('uid')}",
+            )
+        if subresource == "status":
+            updated = {**current, "status": proposed.get("status") or {}}
+        else:
+            for field in _SERVER_META:
+                new_meta.pop(field, None)
+                if field in cur_meta:
+                    new_meta[field] = cur_meta[field]
+            if rt.namespaced:
+                new_meta["namespace"] = cur_meta["namespace"]
+            updated = {
+                **proposed,
+                "apiVersion": current["apiVersion"],
+                "kind": current["kind"],
+                "metadata": new_meta,
+            }
+            if rt.has_status:
+                updated.pop("status", None)
+                if "status" in current:
+                    updated["status"] = current["status"]
+            if "generation" in cur_meta and updated.get("spec") != current.get("spec"):
+                new_meta["generation"] = cur_meta["generation"] + 1
+        updated = _omit_empty(updated)
+        self._validate(rt, updated, via_api=True)
+        if _without_rv(updated) == _without_rv(current):
+            return self.present(rt, current)  # a no-op write does not bump the resourceVersion
+        if dry_run:
+            return self.present(rt, updated)
+        key = self.key(rt, cur_meta.get("namespace"), name)
+        return self.present(rt, self._write(rt.canonical, key, updated).obj)
+
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        options: Mapping[str, Any] | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> JsonObj:
+        """DELETE: immediate removal. Answers the Pod (or Namespace) itself, as the real registry does,
+        with ``deletionTimestamp`` set; other kinds answer a ``Status`` of ``Success``."""
+        with self.lock:
+            entry = self._entry(rt, namespace, name)
+            self._check_preconditions(rt, entry.obj, options)
+            obj = entry.obj
+            key = self.key(rt, namespace, name)
+            version = self._rv if dry_run else self._remove(rt.canonical, key)
+            if rt.canonical == "Namespace" and not dry_run:
+                for kind, objects in self._objects.items():
+                    if resources.BY_STORE_KIND[kind].namespaced:
+                        for gone in [k for k in objects if k[0] == name]:
+                            self._remove(kind, gone)
+            meta = _meta(obj)
+            if rt.canonical in ("Pod", "Namespace"):
+                deleted = {
+                    **obj,
+                    "metadata": {
+                        **meta,
+                        "resourceVersion": str(version),
+                        "deletionTimestamp": self.now(),
+                        "deletionGracePeriodSeconds": 0,
+                    },
+                }
+                if rt.canonical == "Namespace":
+                    deleted["status"] = {"phase": "Terminating"}
+                return self.present(rt, deleted)
+            details: JsonObj = {"name": name}
+            if rt.group:
+                details["group"] = rt.group
+            details["kind"] = rt.plural
+            details["uid"] = meta.get("uid", "")
+            return status_object(200, status="Success", details=details)
+
+    def _check_preconditions(self, rt: ResourceType, obj: JsonObj, options: Mapping[str, Any] | None) -> None:
+        pre = (options or {}).get("preconditions") or {}
+        meta = _meta(obj)
+        name = meta.get("name", "")
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            raise conflict(
+                rt.qualified,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+            raise conflict(
+                rt.qualified,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+            )
+
+    def delete_collection(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        labels: LabelQuery = (),
+        fields: FieldQuery = (),
+        dry_run: bool = False,
+    ) -> JsonObj:
+        with self.lock:
+            doomed = self._take_snapshot(rt, namespace, labels, fields).items
+            for entry in doomed:
+                meta = _meta(entry.obj)
+                self.delete(rt, meta.get("namespace"), meta["name"], dry_run=dry_run)
+            return status_object(200, status="Success")
+
+    # --- pods: eviction and binding ------------------------------------------------------------
+
+    def evict(self, namespace: str, name: str, body: Any, *, dry_run: bool = False) -> JsonObj:
+        """The ``pods/eviction`` subresource (policy/v1): PDB-aware deletion.
+
+        Pending, Succeeded and Failed pods are deleted without looking at budgets; a pod covered by no
+        budget is deleted; a pod covered by more than one is refused with 500, as the real server does;
+        an unhealthy pod may go when the budget is already met (``IfHealthyBudget``) or always
+        (``AlwaysAllow``); otherwise the budget must allow a disruption or the answer is 429.
+        """
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be an Eviction object")
+        given = _meta(body).get("name")
+        if given and given != name:
+            raise bad_request("name in URL does not match name in Eviction object")
+        with self.lock:
+            pod = self._entry(PODS, namespace, name).obj
+            options = body.get("deleteOptions") or {}
+            self._check_preconditions(PODS, pod, options)
+            phase = (pod.get("status") or {}).get("phase")
+            if phase not in ("Pending", "Succeeded", "Failed"):
+                pods = [e.obj for k, e in self._objects["Pod"].items() if k[0] == namespace]
+                budgets = [
+                    e.obj
+                    for k, e in self._objects["PodDisruptionBudget"].items()
+                    if k[0] == namespace and disruption.selects(e.obj, pod)
+                ]
+                if len(budgets) > 1:
+                    raise KubeApiError(
+                        500,
+                        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not "
+                        "support.",
+                    )
+                if budgets:
+                    self._check_budget(budgets[0], pod, pods)
+            self.delete(PODS, namespace, name, options, dry_run=dry_run)
+            return status_object(201, status="Success")
+
+    def _check_budget(self, pdb: JsonObj, pod: JsonObj, pods: list[JsonObj]) -> None:
+        numbers = disruption.budget(pdb, pods)
+        if not disruption.pod_is_healthy(pod):
+            policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
+            if policy == "AlwaysAllow" or (numbers.current >= numbers.desired and numbers.desired > 0):
+                return
+        if numbers.allowed > 0:
+            return
+        raise KubeApiError(
+            429,
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            details={
+                "causes": [
+                    {
+                        "reason": "DisruptionBudget",
+                        "message": disruption.eviction_blocked_message(pdb, numbers),
+                    }
+                ]
+            },
+        )
+
+    def bind(self, namespace: str, name: str, node: str, *, running: bool, dry_run: bool = False) -> JsonObj:
+        """Assign a pod to a node. ``running=False`` is the ``pods/binding`` subresource (what a
+        scheduler does: ``spec.nodeName`` and ``PodScheduled``); ``running=True`` also plays the
+        kubelet: phase ``Running`` with ``Initialized``, ``ContainersReady`` and ``Ready`` true."""
+        with self.lock:
+            pod = self._entry(PODS, namespace, name).obj
+            assigned = (pod.get("spec") or {}).get("nodeName")
+            if not running and assigned:
+                raise conflict("pods", name, f'pod {name} is already assigned to node "{assigned}"')
+            now = self.now()
+            status = dict(pod.get("status") or {})
+            conditions = {c.get("type"): c for c in status.get("conditions") or []}
+            wanted = ["PodScheduled"]
+            if running:
+                wanted = [
+                    "PodReadyToStartContainers",
+                    "Initialized",
+                    "Ready",
+                    "ContainersReady",
+                    "PodScheduled",
+                ]
+                status["phase"] = "Running"
+                status.setdefault("startTime", now)
+            for kind in wanted:
+                old = conditions.get(kind)
+                if old is None or old.get("status") != "True":
+                    conditions[kind] = {
+                        "type": kind,
+                        "status": "True",
+                        "lastProbeTime": None,
+                        "lastTransitionTime": now,
+                    }
+            status["conditions"] = list(conditions.values())
+            updated = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}, "status": status}
+            if dry_run:
+                return updated
+            key = self.key(PODS, namespace, name)
+            return self._write("Pod", key, updated).obj
