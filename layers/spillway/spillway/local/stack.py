@@ -1,0 +1,474 @@
+"""The embedded local stack: ``template.yaml`` stood up on moto, with the real handlers and state machines.
+
+Everything comes from the template that is deployed, so tests, the demo and ``sam deploy`` cannot
+drift: the DynamoDB tables (through :mod:`spillway.local.cfn`), every ``AWS::Serverless::Function``
+(created in moto; its invocations are answered in-process by the real handler named by ``CodeUri`` and
+``Handler``), and every ``AWS::Serverless::StateMachine`` (its ``DefinitionUri`` file with the
+``DefinitionSubstitutions`` applied), executed by moto's ASL interpreter.
+
+Two things are adjusted so that moto behaves like AWS where the product depends on it:
+
+* a Lambda task that raises answers ``{"errorType": <exception class name>, ...}`` with the
+  ``X-Amz-Function-Error`` header, so ``Retry``/``Catch`` match on our error names as on AWS;
+* errors of ``aws-sdk:*`` tasks are named as AWS documents them, ``<Service>.<ErrorCode>Exception``
+  (``AutoScaling.ScalingActivityInProgressException``), where moto would use the boto class name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from spillway.local.cfn import create_tables, load_template, table_resources
+
+ACCOUNT = "123456789012"
+ROOT = Path(__file__).resolve().parents[4]
+TEMPLATE = ROOT / "template.yaml"
+FUNCTION_TYPE = "AWS::Serverless::Function"
+STATE_MACHINE_TYPE = "AWS::Serverless::StateMachine"
+# AWS's service names in aws-sdk error names (PascalCase), by the lower-case name in the resource ARN.
+_SDK_SERVICE_NAMES = {
+    "autoscaling": "AutoScaling",
+    "dynamodb": "DynamoDb",
+    "ec2": "Ec2",
+    "sfn": "Sfn",
+    "eks": "Eks",
+    "sts": "Sts",
+}
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class Invocation:
+    function: str
+    event: Any
+    error: str | None = None
+    result: Any = None
+
+
+@dataclass
+class LambdaContext:
+    """What a Powertools-decorated handler reads from its context."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    invoked_function_arn: str = ""
+    log_group_name: str = ""
+    log_stream_name: str = ""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+class FunctionFaults:
+    """Make a function fail its next calls, as a Lambda error with that exception name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[Exception]] = {}
+
+    def fail_next(self, function: str, error: Exception, times: int = 1) -> None:
+        with self._lock:
+            self._pending.setdefault(function, []).extend([error] * times)
+
+    def take(self, function: str) -> Exception | None:
+        with self._lock:
+            queue = self._pending.get(function)
+            return queue.pop(0) if queue else None
+
+
+class LocalStack:
+    """``template.yaml`` on moto. Use as a context manager; everything is gone on exit."""
+
+    def __init__(
+        self,
+        *,
+        template: str | Path = TEMPLATE,
+        parameters: Mapping[str, str] | None = None,
+        region: str = "us-east-1",
+        environment: Mapping[str, str] | None = None,
+        prefix: str = "spillway",
+    ) -> None:
+        self.template_path = Path(template)
+        self.template = load_template(self.template_path)
+        self.parameters = dict(parameters or {})
+        self.region = region
+        self.environment = dict(environment or {})
+        self.prefix = prefix
+        self.tables: dict[str, str] = {}
+        self.functions: dict[str, str] = {}  # logical id -> ARN
+        self.state_machines: dict[str, str] = {}  # logical id -> ARN
+        self.invocations: list[Invocation] = []
+        self.faults = FunctionFaults()
+        self._handlers: dict[str, Handler] = {}  # function name -> handler
+        self._stack = ExitStack()
+        self._lock = threading.Lock()
+
+    # -- lifecycle --
+
+    def __enter__(self) -> LocalStack:
+        from moto import mock_aws
+
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+        os.environ["AWS_DEFAULT_REGION"] = self.region
+        self._stack.enter_context(
+            mock_aws(
+                config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+            )
+        )
+        self._stack.enter_context(_lambda_routed_to(self))
+        self._stack.enter_context(_aws_sdk_error_names())
+        try:
+            self._create()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        import boto3
+
+        make: Any = boto3.client  # typed per service literal; ours is a runtime string
+        return make(service, region_name=region or self.region)
+
+    # -- creation from the template --
+
+    def _create(self) -> None:
+        resources: dict[str, Any] = self.template["Resources"]
+        iam = self.client("iam")
+        role = iam.create_role(RoleName=f"{self.prefix}-local", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        self.tables = {logical: f"{self.prefix}-{logical}" for logical in table_resources(self.template)}
+        if self.tables:
+            create_tables(self.template_path, self.client("dynamodb"), self.tables, self.parameters)
+        lam = self.client("lambda")
+        globals_env = (
+            ((self.template.get("Globals") or {}).get("Function") or {}).get("Environment") or {}
+        ).get("Variables") or {}
+        env: dict[str, str] = {}
+        for logical, resource in resources.items():
+            if resource.get("Type") != FUNCTION_TYPE:
+                continue
+            props = resource.get("Properties") or {}
+            name = f"{self.prefix}-{logical}"
+            arn = lam.create_function(
+                FunctionName=name,
+                Runtime="python3.13",
+                Role=role,
+                Handler=props.get("Handler", "app.handler"),
+                Code={"ZipFile": _EMPTY_ZIP},
+            )["FunctionArn"]
+            self.functions[logical] = arn
+            self._handlers[name] = _load_handler(
+                self.template_path.parent / props["CodeUri"], props.get("Handler", "app.handler")
+            )
+        for resource in resources.values():
+            if resource.get("Type") != FUNCTION_TYPE:
+                continue
+            variables = {
+                **globals_env,
+                **(((resource.get("Properties") or {}).get("Environment") or {}).get("Variables") or {}),
+            }
+            for key, value in variables.items():
+                resolved = self.resolve(value)
+                if resolved is not None:
+                    env[key] = str(resolved)
+        env.update(self.environment)
+        os.environ.update(env)
+        sfn = self.client("stepfunctions")
+        # State machines may refer to each other: create in dependency order (referenced first).
+        pending = {k: v for k, v in resources.items() if v.get("Type") == STATE_MACHINE_TYPE}
+        while pending:
+            progressed = False
+            for logical in sorted(pending):
+                props = pending[logical].get("Properties") or {}
+                subs = props.get("DefinitionSubstitutions") or {}
+                if any(_refers_to(value, set(pending) - {logical}) for value in subs.values()):
+                    continue
+                definition = (self.template_path.parent / props["DefinitionUri"]).read_text()
+                for key, value in subs.items():
+                    resolved = self.resolve(value)
+                    if resolved is None:
+                        raise ValueError(
+                            f"{logical}: DefinitionSubstitutions.{key}: cannot resolve {value!r}"
+                        )
+                    definition = definition.replace("${" + key + "}", str(resolved))
+                leftover = re.findall(r"\$\{[A-Za-z0-9_]+\}", definition)
+                if leftover:
+                    raise ValueError(
+                        f"{logical}: {props['DefinitionUri']} uses {leftover[0]} with no substitution"
+                    )
+                arn = sfn.create_state_machine(
+                    name=f"{self.prefix}-{logical}", definition=definition, roleArn=role
+                )["stateMachineArn"]
+                self.state_machines[logical] = arn
+                del pending[logical]
+                progressed = True
+            if not progressed:
+                raise ValueError(f"state machines refer to each other in a cycle: {sorted(pending)}")
+
+    def resolve(self, value: Any) -> Any:
+        """A template value with Ref/GetAtt/Sub resolved against this stack; None when unknowable."""
+        if isinstance(value, (str, int, float, bool)):
+            return value
+        if not isinstance(value, dict) or len(value) != 1:
+            return None
+        ((fn, arg),) = value.items()
+        if fn == "Ref":
+            return self._ref(str(arg))
+        if fn == "Fn::GetAtt":
+            target, attribute = arg if isinstance(arg, list) else str(arg).split(".", 1)
+            return self._get_att(target, attribute)
+        if fn == "Fn::Sub":
+            text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
+
+            def sub(match: re.Match[str]) -> str:
+                name = match.group(1)
+                if name in extra:
+                    return str(self.resolve(extra[name]))
+                target, _, attribute = name.partition(".")
+                got = self._get_att(target, attribute) if attribute else self._ref(target)
+                return "" if got is None else str(got)
+
+            return re.sub(r"\$\{([^}]+)\}", sub, text)
+        if fn == "Fn::Join":
+            sep, parts = arg
+            resolved = [self.resolve(p) for p in parts]
+            return None if any(r is None for r in resolved) else sep.join(str(r) for r in resolved)
+        if fn == "Fn::Select":
+            index, items = arg
+            listed = self.resolve(items) if not isinstance(items, list) else items
+            return None if not isinstance(listed, list) else self.resolve(listed[int(index)])
+        if fn == "Fn::If":
+            return None
+        return None
+
+    def _ref(self, name: str) -> Any:
+        if name == "AWS::Region":
+            return self.region
+        if name == "AWS::AccountId":
+            return ACCOUNT
+        if name == "AWS::Partition":
+            return "aws"
+        if name == "AWS::StackName":
+            return self.prefix
+        if name in self.parameters:
+            return self.parameters[name]
+        parameter = (self.template.get("Parameters") or {}).get(name)
+        if parameter is not None:
+            default = parameter.get("Default")
+            return ",".join(default) if isinstance(default, list) else default
+        if name in self.tables:
+            return self.tables[name]
+        if name in self.functions:
+            return self.functions[name].rsplit(":", 1)[-1]
+        if name in self.state_machines:
+            return self.state_machines[name]
+        return None
+
+    def _get_att(self, target: str, attribute: str) -> Any:
+        if attribute == "Arn":
+            if target in self.functions:
+                return self.functions[target]
+            if target in self.state_machines:
+                return self.state_machines[target]
+            if target in self.tables:
+                return f"arn:aws:dynamodb:{self.region}:{ACCOUNT}:table/{self.tables[target]}"
+        if attribute == "Name" and target in self.state_machines:
+            return self.state_machines[target].rsplit(":", 1)[-1]
+        if attribute == "StreamArn" and target in self.tables:
+            return (
+                self.client("dynamodb")
+                .describe_table(TableName=self.tables[target])["Table"]
+                .get("LatestStreamArn")
+            )
+        return None
+
+    # -- using it --
+
+    def invoke(self, function: str, event: Any) -> Any:
+        """Call a function's real handler directly, as Lambda would (logical id or name)."""
+        name = function if function in self._handlers else f"{self.prefix}-{function}"
+        return self._call(name, event)
+
+    def _call(self, name: str, event: Any) -> Any:
+        handler = self._handlers[name]
+        record = Invocation(function=name.removeprefix(f"{self.prefix}-"), event=event)
+        with self._lock:
+            self.invocations.append(record)
+        injected = self.faults.take(record.function)
+        if injected is not None:
+            record.error = type(injected).__name__
+            raise injected
+        try:
+            record.result = handler(event, LambdaContext(function_name=name))
+        except Exception as exc:
+            record.error = type(exc).__name__
+            raise
+        return record.result
+
+    def start(self, state_machine: str, payload: Any, name: str | None = None) -> str:
+        return str(
+            self.client("stepfunctions").start_execution(
+                stateMachineArn=self.state_machines[state_machine],
+                name=name or uuid.uuid4().hex,  # moto names an unnamed execution "None"
+                input=json.dumps(payload),
+            )["executionArn"]
+        )
+
+    def wait(self, execution_arn: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Poll until the execution ends; returns describe_execution with ``output`` parsed."""
+        sfn = self.client("stepfunctions")
+        deadline = time.monotonic() + timeout
+        while True:
+            desc = sfn.describe_execution(executionArn=execution_arn)
+            if desc["status"] != "RUNNING":
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{execution_arn} still RUNNING after {timeout}s")
+            time.sleep(0.05)
+        if desc.get("output"):
+            desc["output"] = json.loads(desc["output"])
+        return dict(desc)
+
+    def run(
+        self, state_machine: str, payload: Any, timeout: float = 60.0, name: str | None = None
+    ) -> dict[str, Any]:
+        return self.wait(self.start(state_machine, payload, name), timeout)
+
+    def history(self, execution_arn: str) -> list[dict[str, Any]]:
+        sfn = self.client("stepfunctions")
+        events: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
+        while True:
+            page = sfn.get_execution_history(**kwargs)
+            events.extend(page["events"])
+            if not page.get("nextToken"):
+                return events
+            kwargs["nextToken"] = page["nextToken"]
+
+    def calls(self, function: str) -> list[Invocation]:
+        return [i for i in self.invocations if i.function == function]
+
+
+def _empty_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("app.py", "def handler(event, context):\n    return event\n")
+    return buf.getvalue()
+
+
+_EMPTY_ZIP = _empty_zip()
+
+
+def _refers_to(value: Any, names: set[str]) -> bool:
+    text = json.dumps(value)
+    return any(f'"{n}"' in text or f"${{{n}" in text for n in names)
+
+
+_modules: dict[Path, ModuleType] = {}
+
+
+def _load_handler(code_dir: Path, handler: str) -> Handler:
+    module_name, _, function_name = handler.rpartition(".")
+    path = (code_dir / f"{module_name.replace('.', '/')}.py").resolve()
+    module = _modules.get(path)
+    if module is None:
+        unique = f"spillway_fn_{path.parent.name}_{module_name.replace('.', '_')}"
+        spec = importlib.util.spec_from_file_location(unique, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load handler {handler} from {code_dir}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[unique] = module
+        spec.loader.exec_module(module)
+        _modules[path] = module
+    fn: Handler = getattr(module, function_name)
+    return fn
+
+
+@contextmanager
+def _lambda_routed_to(stack: LocalStack) -> Iterator[None]:
+    """Answer moto's Lambda invocations with the real handlers, in-process."""
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    original = LambdaSimpleBackend.invoke
+
+    def invoke(
+        self: Any, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
+    ) -> bytes:
+        name = function_name.rsplit(":", 1)[-1] if function_name.startswith("arn:") else function_name
+        if name not in stack._handlers:
+            answer = original(self, function_name, qualifier, body, headers, response_headers)
+            return answer if isinstance(answer, bytes) else str(answer or "").encode()
+        event = json.loads(body) if body else {}
+        try:
+            result = stack._call(name, event)
+        except Exception as exc:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps(
+                {
+                    "errorType": type(exc).__name__,
+                    "errorMessage": str(exc),
+                    "stackTrace": traceback.format_exception(exc)[-3:],
+                }
+            ).encode()
+        return json.dumps(result).encode()
+
+    LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _aws_sdk_error_names() -> Iterator[None]:
+    """Name aws-sdk task errors ``<Service>.<ErrorCode>Exception`` as AWS does, not after boto classes."""
+    from botocore.exceptions import ClientError
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_aws_sdk as sdk,
+    )
+
+    cls = sdk.StateTaskServiceAwsSdk
+    original = cls._from_error
+
+    def from_error(self: Any, env: Any, ex: Exception) -> Any:
+        if isinstance(ex, ClientError):
+            service = str(self.resource.api_name).lower()
+            code = str(ex.response.get("Error", {}).get("Code", "Unknown"))
+            name = f"{_SDK_SERVICE_NAMES.get(service, service.capitalize())}.{code}"
+            if not name.endswith("Exception"):
+                name += "Exception"
+            cause = str(ex.response.get("Error", {}).get("Message", ""))
+            return self._get_task_failure_event(env=env, error=name, cause=cause)
+        return original(self, env, ex)
+
+    cls._from_error = from_error  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cls._from_error = original  # type: ignore[method-assign]
+
+
+def regions_of(parameters: Mapping[str, str]) -> Sequence[str]:
+    return [r.strip() for r in parameters.get("Regions", "").split(",") if r.strip()]

@@ -1,0 +1,78 @@
+"""The local stack harness: template.yaml on moto with in-process handlers, errors named as on AWS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from spillway.local.stack import LocalStack
+
+FIXTURE = Path(__file__).parent / "local_stack_fixture" / "template.yaml"
+
+
+def make_group(name: str) -> None:
+    ec2 = boto3.client("ec2")
+    ec2.create_launch_template(
+        LaunchTemplateName=f"lt-{name}",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
+    )
+    boto3.client("autoscaling").create_auto_scaling_group(
+        AutoScalingGroupName=name, MinSize=0, MaxSize=5, DesiredCapacity=0,
+        LaunchTemplate={"LaunchTemplateName": f"lt-{name}"}, AvailabilityZones=["us-east-1a"],
+    )  # fmt: skip
+
+
+def test_functions_run_in_process_with_template_environment() -> None:
+    with LocalStack(template=FIXTURE) as stack:
+        result = stack.invoke("Fn", {"x": 1})
+        assert result == {"seen": {"x": 1}, "table": stack.tables["Table"], "function": "spillway-Fn"}
+        assert (
+            boto3.client("dynamodb").describe_table(TableName=stack.tables["Table"])["Table"]["TableStatus"]
+            == "ACTIVE"
+        )
+
+
+def test_lambda_errors_match_retry_by_exception_name_and_sdk_errors_by_aws_names(monkeypatch: Any) -> None:
+    from moto.autoscaling.exceptions import AutoscalingClientError
+    from moto.autoscaling.models import AutoScalingBackend
+
+    original = AutoScalingBackend.set_desired_capacity
+    failures = {"left": 2}
+
+    def flaky(self: Any, group_name: str, desired_capacity: int) -> Any:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise AutoscalingClientError(
+                "ScalingActivityInProgress", "Scaling activity is in progress and blocks this action"
+            )
+        return original(self, group_name, desired_capacity)
+
+    monkeypatch.setattr(AutoScalingBackend, "set_desired_capacity", flaky)
+    with LocalStack(template=FIXTURE) as stack:
+        make_group("g")
+        out = stack.run("Machine", {"group": "g", "explode": False}, timeout=30)
+        assert out["status"] == "SUCCEEDED", out
+        assert failures["left"] == 0
+        desc = boto3.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=["g"])
+        assert desc["AutoScalingGroups"][0]["DesiredCapacity"] == 2
+
+        failed = stack.run("Machine", {"group": "g", "explode": True}, timeout=30)
+        assert failed["status"] == "FAILED"
+        assert failed["error"] == "KubeUnavailable"
+        # The first call and MaxAttempts (2) retries, as on AWS.
+        assert len([c for c in stack.calls("Fn") if c.event.get("explode")]) == 3
+
+
+def test_unresolvable_substitution_is_reported(tmp_path: Path) -> None:
+    text = FIXTURE.read_text().replace("FnArn: !GetAtt Fn.Arn", "FnArn: !GetAtt Nothing.Arn")
+    (tmp_path / "fn").symlink_to(FIXTURE.parent / "fn")
+    (tmp_path / "machine.asl.json").write_text((FIXTURE.parent / "machine.asl.json").read_text())
+    (tmp_path / "template.yaml").write_text(text)
+    with (
+        pytest.raises(ValueError, match=r"DefinitionSubstitutions\.FnArn"),
+        LocalStack(template=tmp_path / "template.yaml"),
+    ):
+        pass
