@@ -1,0 +1,742 @@
+"""The Kubernetes API as Spillway uses it: paged reads into our models, and the writes a drain needs.
+
+Built on the official ``kubernetes`` client (v37), once per Lambda container::
+
+    kube = KubeClient.from_eks("prod", "us-east-1")          # EKS: DescribeCluster + IAM token
+    kube = KubeClient.from_secret("spillway/kubeconfig")      # self-managed: kubeconfig in Secrets Manager
+    kube = KubeClient.for_url(server.url)                     # the local emulator
+
+Reads ask for ``_preload_content=False`` and parse each page's JSON bytes straight into our pydantic
+models (``model_validate_json`` on a page wrapper: no intermediate dicts, no client-side models), so a
+list holds one page of bytes at a time plus the models handed out.
+
+Every call carries a timeout (``request_timeout``, 10 s) and is retried ``max_attempts`` times (4) with
+exponential backoff and jitter on 429 (at least ``Retry-After``), 5xx, timeouts and connection errors; then
+it raises :class:`~spillway.errors.KubeUnavailable` naming the operation. 403, and 401 (after one retry
+with a freshly signed token when the client can sign one), raise ``KubeAuthError``. None of the client's
+own exceptions reaches a caller (they are not even chained), and no message carries a token or
+kubeconfig contents.
+
+**A continue token that expires (410) mid-list** restarts that list once from the top; a second 410
+raises ``KubeUnavailable``. ``iter_*`` yield page by page, so by then the caller already has the
+first pages: the restarted pass skips every object (by ``metadata.uid``, else namespace/name) the first
+pass yielded. The caller so sees each object exactly once; an object yielded before the restart is
+the version of the first snapshot. Only the keys are remembered, not the objects.
+
+**Writes** send JSON merge patches (``application/merge-patch+json``, set explicitly: for a dict body
+the v37 client would otherwise send ``strategic-merge-patch+json``). Read-modify-write patches carry
+``metadata.resourceVersion``, so a concurrent change makes the server answer 409 and we re-read and
+retry instead of losing it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
+
+import boto3
+import urllib3
+import yaml
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from kubernetes.client.api.core_v1_api import CoreV1Api
+from kubernetes.client.api.policy_v1_api import PolicyV1Api
+from kubernetes.client.api_client import ApiClient
+from kubernetes.client.configuration import Configuration
+from kubernetes.client.exceptions import ApiException
+from kubernetes.client.models import (
+    CoreV1Event,
+    V1DeleteOptions,
+    V1EventSource,
+    V1Eviction,
+    V1ObjectMeta,
+    V1ObjectReference,
+)
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import load_kube_config_from_dict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from spillway.adapters.eks_auth import EksTokenProvider
+from spillway.errors import (
+    AwsError,
+    ConfigurationError,
+    EvictionBlocked,
+    KubeAuthError,
+    KubeConflict,
+    KubeError,
+    KubeUnavailable,
+    NodeNotFound,
+    PodNotFound,
+    SpillwayError,
+)
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, Node, Pod, PodDisruptionBudget
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REQUEST_TIMEOUT = 10.0
+DEFAULT_PAGE_SIZE = 500
+DEFAULT_MAX_ATTEMPTS = 4
+CONFLICT_ATTEMPTS = 5
+MERGE_PATCH = "application/merge-patch+json"
+COMPONENT = "spillway"
+DRAINING_TAINT_EFFECT = "NoSchedule"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _ListMeta(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    continue_: str | None = Field(default=None, alias="continue")
+
+
+class _Page(BaseModel, Generic[M]):
+    """One page of a list response: ``items`` parsed into our model, the rest ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    metadata: _ListMeta = Field(default_factory=_ListMeta)
+    items: list[M] | None = None
+
+
+_NodePage = _Page[Node]
+_PodPage = _Page[Pod]
+_PdbPage = _Page[PodDisruptionBudget]
+
+
+class _ContinueExpired(KubeError):
+    """410 Gone on a list page; handled inside the paging loop, never raised to callers."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _status_message(exc: ApiException) -> str:
+    """``HTTP 404 Not Found: nodes "x" not found`` from the server's Status body (bounded)."""
+    message = ""
+    if exc.body:
+        try:
+            doc = json.loads(exc.body)
+            message = str(doc.get("message", "")) if isinstance(doc, dict) else ""
+        except ValueError:
+            message = ""
+    text = f"HTTP {exc.status} {exc.reason or ''}".rstrip()
+    if message:
+        text += f": {message[:300]}"
+    return text
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    headers = exc.headers
+    value = headers.get("Retry-After") if headers is not None else None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: the API server never sends one, so ignore it
+
+
+def _key(obj: BaseModel) -> str:
+    meta = getattr(obj, "metadata", None)
+    if meta is None:
+        return repr(obj)
+    return meta.uid or f"{meta.namespace or ''}/{meta.name}"
+
+
+def _name_of(node: str | Node) -> str:
+    name = node.metadata.name if isinstance(node, Node) else node
+    if not name:
+        raise ValueError("a node name is required")
+    return name
+
+
+def _use_bearer(cfg: Configuration, token: str | Callable[[], str]) -> None:
+    """Send ``Authorization: Bearer <token>``; a callable is asked again before every request."""
+    cfg.api_key_prefix["BearerToken"] = "Bearer"
+    if callable(token):
+        fetch = token
+
+        def refresh(conf: Configuration) -> None:
+            conf.api_key["BearerToken"] = fetch()
+
+        cfg.api_key["BearerToken"] = "pending"  # its presence makes the client call the hook
+        cfg.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed as None in v37
+    else:
+        cfg.api_key["BearerToken"] = token
+
+
+def _aws_error(what: str, exc: Exception) -> SpillwayError:
+    """An AWS SDK error met while building a client, as one of ours (no secret in the message)."""
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return KubeAuthError(f"{what}: no usable AWS credentials")
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code in ("ResourceNotFoundException", "NotFoundException"):
+            return ConfigurationError(f"{what}: not found")
+        if code.startswith(("AccessDenied", "UnrecognizedClient", "InvalidClientTokenId", "ExpiredToken")):
+            return KubeAuthError(f"{what}: AWS refused the credentials ({code})")
+        if code.startswith(("Throttl", "TooManyRequests")) or status >= 500 or status == 429:
+            return KubeUnavailable(f"{what}: AWS did not answer usefully ({code or status})")
+        return AwsError(f"{what}: {code or 'error'} ({status})")
+    return KubeUnavailable(f"{what}: {type(exc).__name__}")
+
+
+def _ca_data(encoded: str, what: str) -> str | bytes:
+    """Base64 CA data → PEM text (or DER bytes) for ``Configuration.ca_cert_data``; no temp file."""
+    try:
+        raw = base64.b64decode(encoded, validate=False)
+    except (binascii.Error, ValueError):
+        raise ConfigurationError(f"{what}: certificate authority data is not base64") from None
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError:
+        return raw  # DER, which ssl's cadata also takes
+
+
+class KubeClient:
+    """Typed, retrying access to one cluster's API. Build once per container; safe to share.
+
+    Options (keyword arguments of every factory too): ``request_timeout`` seconds per HTTP request,
+    ``page_size`` objects per list page, ``max_attempts`` per call, ``backoff_base``/``backoff_cap`` of
+    the exponential backoff, ``max_retry_after`` (the longest ``Retry-After`` obeyed), ``sleep`` and
+    ``rng`` (inject no-op/seeded ones in tests), ``clock`` (timestamps of cordons and events), and
+    ``reauth`` (called once on a 401 before a single retry: forget the cached token).
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff_base: float = 0.25,
+        backoff_cap: float = 4.0,
+        max_retry_after: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        reauth: Callable[[], None] | None = None,
+    ) -> None:
+        if request_timeout <= 0 or page_size <= 0 or max_attempts <= 0:
+            raise ValueError("request_timeout, page_size and max_attempts must be positive")
+        self.api_client = api_client
+        self.request_timeout = request_timeout
+        self.page_size = page_size
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.max_retry_after = max_retry_after
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._reauth = reauth
+        self._core = CoreV1Api(api_client)
+        self._policy = PolicyV1Api(api_client)
+
+    # --- factories ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_configuration(
+        cls, cfg: Configuration, *, reauth: Callable[[], None] | None = None, **options: Any
+    ) -> KubeClient:
+        """A client over a ready ``Configuration`` (its own, never the global default)."""
+        cfg.retries = False  # urllib3 must not retry behind our back: our loop counts the attempts
+        api = ApiClient(configuration=cfg)
+        api.user_agent = f"{COMPONENT}/kube-adapter"
+        return cls(api, reauth=reauth, **options)
+
+    @classmethod
+    def for_url(cls, url: str, token: str | Callable[[], str] = "local", **options: Any) -> KubeClient:
+        """A client for a plain URL (the local emulator); ``token`` may be a function asked per request."""
+        host = url.rstrip("/")
+        loopback = urlsplit(host).hostname in ("127.0.0.1", "localhost", "::1")
+        # v37 takes HTTP(S)_PROXY from the environment; a local emulator is never behind it.
+        cfg = Configuration(host=host, no_proxy="127.0.0.1,localhost,::1" if loopback else None)
+        _use_bearer(cfg, token)
+        return cls.from_configuration(cfg, **options)
+
+    @classmethod
+    def from_eks(
+        cls,
+        cluster_name: str,
+        region: str,
+        session: boto3.Session | None = None,
+        *,
+        token_provider: EksTokenProvider | None = None,
+        **options: Any,
+    ) -> KubeClient:
+        """DescribeCluster for the endpoint and CA; an IAM bearer token re-signed every 10 minutes."""
+        session = session or boto3.Session()
+        what = f"EKS cluster {cluster_name!r} in {region}"
+        try:
+            cluster = session.client("eks", region_name=region).describe_cluster(name=cluster_name)["cluster"]
+        except (ClientError, BotoCoreError) as exc:
+            raise _aws_error(what, exc) from None
+        endpoint = cluster.get("endpoint")
+        if not endpoint:
+            raise KubeUnavailable(f"{what}: no API endpoint yet (status {cluster.get('status', '?')})")
+        cfg = Configuration(host=endpoint.rstrip("/"))
+        ca = (cluster.get("certificateAuthority") or {}).get("data")
+        if ca:
+            cfg.ca_cert_data = _ca_data(ca, what)
+        provider = token_provider or EksTokenProvider(cluster_name, region, session)
+        _use_bearer(cfg, provider.token)
+        return cls.from_configuration(cfg, reauth=provider.invalidate, **options)
+
+    @classmethod
+    def from_kubeconfig(
+        cls, kubeconfig: str | bytes | Mapping[str, Any], *, context: str | None = None, **options: Any
+    ) -> KubeClient:
+        """A self-managed cluster's kubeconfig (YAML/JSON text or a dict), loaded into a fresh Configuration.
+
+        Token, client-certificate and basic auth work as in kubectl; an ``exec`` plugin runs its command,
+        which must exist in the Lambda image (for EKS use :meth:`from_eks`).
+        """
+        doc: Any = kubeconfig
+        if isinstance(kubeconfig, str | bytes):
+            try:
+                doc = yaml.safe_load(kubeconfig)
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f" (line {mark.line + 1})" if mark is not None else ""
+                raise ConfigurationError(f"kubeconfig is not valid YAML{where}") from None
+        if not isinstance(doc, Mapping):
+            raise ConfigurationError("kubeconfig: expected a mapping at the top level")
+        cfg = Configuration()
+        try:
+            load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                dict(doc), context=context, client_configuration=cfg, persist_config=False
+            )
+        except ConfigException as exc:
+            # The loader's messages name keys and entries (context, cluster, user), never their values.
+            raise ConfigurationError(f"kubeconfig: {str(exc)[:300]}") from None
+        except Exception as exc:
+            raise ConfigurationError(f"kubeconfig cannot be used ({type(exc).__name__})") from None
+        return cls.from_configuration(cfg, **options)
+
+    @classmethod
+    def from_secret(
+        cls,
+        secret_id: str,
+        session: boto3.Session | None = None,
+        *,
+        region: str | None = None,
+        context: str | None = None,
+        **options: Any,
+    ) -> KubeClient:
+        """A kubeconfig kept in Secrets Manager: the secret string itself, or JSON ``{"kubeconfig": "..."}``."""
+        session = session or boto3.Session()
+        what = f"secret {secret_id!r}"
+        try:
+            resp = session.client("secretsmanager", region_name=region).get_secret_value(SecretId=secret_id)
+        except (ClientError, BotoCoreError) as exc:
+            raise _aws_error(what, exc) from None
+        text: str | bytes | None = resp.get("SecretString") or resp.get("SecretBinary")
+        if not text:
+            raise ConfigurationError(f"{what}: empty secret")
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ConfigurationError(f"{what}: not a kubeconfig (invalid YAML/JSON)") from None
+        if isinstance(doc, Mapping) and isinstance(doc.get("kubeconfig"), str | Mapping):
+            inner = doc["kubeconfig"]
+            return cls.from_kubeconfig(inner, context=context, **options)
+        if not isinstance(doc, Mapping):
+            raise ConfigurationError(f"{what}: not a kubeconfig")
+        return cls.from_kubeconfig(doc, context=context, **options)
+
+    def close(self) -> None:
+        """Close pooled connections (a Lambda container keeps the client for its whole life)."""
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def iter_nodes(self, *, label_selector: str | None = None) -> Iterator[Node]:
+        """All nodes, page by page."""
+        return self._paged("nodes", self._core.list_node, _NodePage, label_selector=label_selector)
+
+    def iter_pods(
+        self, *, field_selector: str | None = None, label_selector: str | None = None
+    ) -> Iterator[Pod]:
+        """All pods of all namespaces, page by page."""
+        return self._paged(
+            "pods",
+            self._core.list_pod_for_all_namespaces,
+            _PodPage,
+            field_selector=field_selector,
+            label_selector=label_selector,
+        )
+
+    def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
+        """All PodDisruptionBudgets (policy/v1) of all namespaces, page by page."""
+        return self._paged(
+            "poddisruptionbudgets", self._policy.list_pod_disruption_budget_for_all_namespaces, _PdbPage
+        )
+
+    def list_nodes(self, *, label_selector: str | None = None) -> list[Node]:
+        return list(self.iter_nodes(label_selector=label_selector))
+
+    def list_pods(self, *, field_selector: str | None = None, label_selector: str | None = None) -> list[Pod]:
+        return list(self.iter_pods(field_selector=field_selector, label_selector=label_selector))
+
+    def list_pdbs(self) -> list[PodDisruptionBudget]:
+        return list(self.iter_pdbs())
+
+    def pods_on_node(self, node: str | Node) -> list[Pod]:
+        """Pods bound to the node, whatever their phase (server-side ``spec.nodeName`` field selector)."""
+        return self.list_pods(field_selector=f"spec.nodeName={_name_of(node)}")
+
+    def get_node(self, name: str) -> Node:
+        """The node; ``NodeNotFound`` when it does not exist."""
+        raw = self._request(
+            f"get node {_name_of(name)}",
+            partial(self._core.read_node, name, **self._opts()),
+            on_status={404: NodeNotFound},
+        )
+        try:
+            return Node.model_validate_json(raw)
+        except ValidationError as exc:
+            raise self._unparsable(f"get node {name}", exc) from None
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def cordon(self, node: str | Node, reason: str = "") -> bool:
+        """Mark the node unschedulable *and* annotate ``spillway.io/cordoned`` in one patch.
+
+        Returns True when the node is (now) cordoned by Spillway; False when somebody else had
+        already cordoned it: then it is left as it is, unannotated, so :meth:`uncordon` never undoes a
+        human's cordon. The annotation's value is ``<UTC ISO time> <reason>``.
+        """
+        name = _name_of(node)
+        op = f"cordon node {name}"
+        stamp = self._clock().astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        value = f"{stamp} {reason}".strip()[:256]
+        for _ in range(CONFLICT_ATTEMPTS):
+            obj = self._read_node_raw(name)
+            annotations, unschedulable = _annotations(obj), bool(_spec(obj).get("unschedulable"))
+            if unschedulable:
+                return CORDONED_BY_SPILLWAY in annotations
+            patch = {
+                "metadata": {**_rv(obj), "annotations": {CORDONED_BY_SPILLWAY: value}},
+                "spec": {"unschedulable": True},
+            }
+            try:
+                self._patch_node(op, name, patch)
+                return True
+            except KubeConflict:
+                continue
+        raise KubeConflict(f"{op}: the node kept changing ({CONFLICT_ATTEMPTS} attempts)")
+
+    def uncordon(self, node: str | Node) -> bool:
+        """Undo Spillway's cordon: clear ``unschedulable`` and the annotation in one patch.
+
+        Returns False, touching nothing, when the node does not carry Spillway's annotation (never
+        cordoned, or cordoned by somebody else). ``NodeNotFound`` when the node is gone.
+        """
+        name = _name_of(node)
+        op = f"uncordon node {name}"
+        for _ in range(CONFLICT_ATTEMPTS):
+            obj = self._read_node_raw(name)
+            if CORDONED_BY_SPILLWAY not in _annotations(obj):
+                return False
+            patch = {
+                "metadata": {**_rv(obj), "annotations": {CORDONED_BY_SPILLWAY: None}},
+                "spec": {"unschedulable": False},
+            }
+            try:
+                self._patch_node(op, name, patch)
+                return True
+            except KubeConflict:
+                continue
+        raise KubeConflict(f"{op}: the node kept changing ({CONFLICT_ATTEMPTS} attempts)")
+
+    def add_draining_taint(self, node: str | Node) -> bool:
+        """Add ``spillway.io/draining:NoSchedule``; False when it was already there."""
+
+        def add(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            if any(
+                t.get("key") == DRAINING_TAINT and t.get("effect") == DRAINING_TAINT_EFFECT for t in taints
+            ):
+                return None
+            return [*taints, {"key": DRAINING_TAINT, "effect": DRAINING_TAINT_EFFECT}]
+
+        return self._update_taints(f"add draining taint to node {_name_of(node)}", _name_of(node), add)
+
+    def remove_draining_taint(self, node: str | Node) -> bool:
+        """Remove ``spillway.io/draining``; False when it was not there. Other taints are kept."""
+
+        def remove(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            kept = [t for t in taints if t.get("key") != DRAINING_TAINT]
+            return None if len(kept) == len(taints) else kept
+
+        return self._update_taints(
+            f"remove draining taint from node {_name_of(node)}", _name_of(node), remove
+        )
+
+    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
+        """Evict through the policy/v1 Eviction subresource, which honours PodDisruptionBudgets.
+
+        ``EvictionBlocked`` when a budget allows no disruption now (429: expected, try later);
+        ``PodNotFound`` when the pod is already gone.
+        """
+        if not namespace or not name:
+            raise ValueError("evict needs a namespace and a pod name")
+        body = V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=(
+                V1DeleteOptions(grace_period_seconds=grace_period_seconds)
+                if grace_period_seconds is not None
+                else None
+            ),
+        )
+        self._request(
+            f"evict pod {namespace}/{name}",
+            partial(self._core.create_namespaced_pod_eviction, name, namespace, body, **self._opts()),
+            on_status={429: EvictionBlocked, 404: PodNotFound},
+        )
+
+    def delete_node(self, name: str) -> bool:
+        """Delete the Node object; False when it was already gone."""
+        try:
+            self._request(
+                f"delete node {_name_of(name)}",
+                partial(self._core.delete_node, name, **self._opts()),
+                on_status={404: NodeNotFound},
+            )
+        except NodeNotFound:
+            return False
+        return True
+
+    def record_event(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        *,
+        uid: str | None = None,
+        api_version: str = "v1",
+    ) -> None:
+        """Create a core/v1 Event about an object (``kubectl describe`` shows it).
+
+        Events about cluster-scoped objects (Nodes) go to the ``default`` namespace, as kubelet's do.
+        """
+        now = self._clock().astimezone(UTC).replace(microsecond=0)
+        ns = namespace or "default"
+        event = CoreV1Event(
+            metadata=V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
+            involved_object=V1ObjectReference(
+                api_version=api_version, kind=kind, name=name, namespace=namespace, uid=uid
+            ),
+            reason=reason[:128],
+            message=message[:1024],
+            type=type,
+            source=V1EventSource(component=COMPONENT),
+            reporting_component=COMPONENT,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        # 409 AlreadyExists: our own earlier attempt got through before its answer was lost.
+        with contextlib.suppress(KubeConflict):
+            self._request(
+                f"record event {reason} on {kind} {name}",
+                partial(self._core.create_namespaced_event, ns, event, **self._opts()),
+            )
+
+    # --- machinery ------------------------------------------------------------------------------
+
+    def _opts(self) -> dict[str, Any]:
+        return {"_preload_content": False, "_request_timeout": self.request_timeout}
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential with "equal jitter" (half fixed, half random); never below Retry-After."""
+        ceiling = min(self.backoff_cap, self.backoff_base * 2.0 ** (attempt - 1))
+        delay = ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_retry_after))
+        return delay
+
+    def _request(
+        self,
+        op: str,
+        send: Callable[[], Any],
+        *,
+        on_status: Mapping[int, type[KubeError]] | None = None,
+    ) -> bytes:
+        """Send with retries; return the response body. Every failure becomes one of our errors."""
+        special = on_status or {}
+        reauthed = False
+        last = "no attempt"
+        attempt = 0
+        while attempt < self.max_attempts:
+            attempt += 1
+            retry_after: float | None = None
+            try:
+                resp = send()
+                try:
+                    data: bytes = resp.data
+                finally:
+                    resp.release_conn()
+                return data
+            except ApiException as exc:
+                status = int(exc.status or 0)
+                if status in special:
+                    raise special[status](f"{op}: {_status_message(exc)}") from None
+                if status == 401 and self._reauth is not None and not reauthed:
+                    reauthed = True  # a token signed anew may pass (clock skew, early expiry)
+                    self._reauth()
+                    attempt -= 1
+                    continue
+                if status in (401, 403):
+                    raise KubeAuthError(f"{op}: {_status_message(exc)}") from None
+                if status == 404:
+                    raise KubeError(f"{op}: {_status_message(exc)}") from None
+                if status == 409:
+                    raise KubeConflict(f"{op}: {_status_message(exc)}") from None
+                if status != 0 and status != 429 and status < 500:
+                    raise KubeError(f"{op}: {_status_message(exc)}") from None
+                last = _status_message(exc) if status else f"connection failed: {exc.reason or 'error'}"
+                retry_after = _retry_after(exc) if status in (429, 503) else None
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                last = f"{type(exc).__name__}"
+            if attempt >= self.max_attempts:
+                break
+            delay = self._backoff(attempt, retry_after)
+            log.warning(
+                "kube %s: attempt %d/%d failed (%s); retrying in %.2fs",
+                op,
+                attempt,
+                self.max_attempts,
+                last,
+                delay,
+            )
+            self._sleep(delay)
+        raise KubeUnavailable(f"{op}: no useful answer after {self.max_attempts} attempts (last: {last})")
+
+    def _paged(
+        self, what: str, call: Callable[..., Any], page_model: type[_Page[M]], **params: Any
+    ) -> Iterator[M]:
+        """Yield every object of a list, ``page_size`` at a time; restart once on an expired token."""
+        op = f"list {what}"
+        params = {k: v for k, v in params.items() if v is not None}
+        yielded: set[str] = set()  # keys handed out before a restart: skipped after it
+        restarted = False
+        while True:
+            token: str | None = None
+            try:
+                while True:
+                    send = partial(call, limit=self.page_size, _continue=token, **params, **self._opts())
+                    raw = self._request(op, send, on_status={410: _ContinueExpired})
+                    try:
+                        page = page_model.model_validate_json(raw)
+                    except ValidationError as exc:
+                        raise self._unparsable(op, exc) from None
+                    for obj in page.items or ():
+                        key = _key(obj)
+                        if restarted:
+                            if key in yielded:
+                                continue
+                        else:
+                            yielded.add(key)
+                        yield obj
+                    token = page.metadata.continue_ or None
+                    if token is None:
+                        return
+            except _ContinueExpired as exc:
+                if restarted:
+                    raise KubeUnavailable(f"{op}: continue token expired twice ({exc})") from None
+                log.warning("kube %s: continue token expired; restarting the list once", op)
+                restarted = True
+
+    @staticmethod
+    def _unparsable(op: str, exc: ValidationError) -> KubeError:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return KubeError(f"{op}: unexpected object from the API server at {where}: {err['msg']}")
+
+    def _read_node_raw(self, name: str) -> dict[str, Any]:
+        raw = self._request(
+            f"get node {name}",
+            partial(self._core.read_node, name, **self._opts()),
+            on_status={404: NodeNotFound},
+        )
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            raise KubeError(f"get node {name}: the API server did not answer JSON") from None
+        if not isinstance(obj, dict):
+            raise KubeError(f"get node {name}: the API server did not answer an object")
+        return obj
+
+    def _patch_node(self, op: str, name: str, patch: dict[str, Any]) -> None:
+        self._request(
+            op,
+            partial(
+                self._core.patch_node,
+                name,
+                patch,
+                field_manager=COMPONENT,
+                _content_type=MERGE_PATCH,
+                **self._opts(),
+            ),
+            on_status={404: NodeNotFound},
+        )
+
+    def _update_taints(
+        self,
+        op: str,
+        name: str,
+        change: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+    ) -> bool:
+        """Read-modify-write of ``spec.taints`` guarded by resourceVersion; re-read on 409."""
+        for _ in range(CONFLICT_ATTEMPTS):
+            obj = self._read_node_raw(name)
+            taints = [t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)]
+            new = change(taints)
+            if new is None:
+                return False
+            try:
+                self._patch_node(op, name, {"metadata": _rv(obj), "spec": {"taints": new}})
+                return True
+            except KubeConflict:
+                continue
+        raise KubeConflict(f"{op}: the node kept changing ({CONFLICT_ATTEMPTS} attempts)")
+
+
+def _spec(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def _rv(obj: dict[str, Any]) -> dict[str, Any]:
+    """``{"resourceVersion": rv}`` to make a patch conditional (409 if the object changed)."""
+    meta = obj.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return {"resourceVersion": rv} if rv else {}

@@ -1,0 +1,455 @@
+"""The Kubernetes adapter through the official client, against the local API emulator (real HTTP)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from spillway.adapters.eks_auth import TOKEN_PREFIX, EksTokenProvider
+from spillway.adapters.kube import KubeClient
+from spillway.errors import (
+    EvictionBlocked,
+    KubeAuthError,
+    KubeUnavailable,
+    NodeNotFound,
+    PodNotFound,
+)
+from spillway.local import objects as kobj
+from spillway.local.kubeapi import KubeApiServer, RequestRecord
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
+
+NOW = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def server() -> Iterator[KubeApiServer]:
+    srv = KubeApiServer().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+class Sleeps(list[float]):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+def kube(server: KubeApiServer, sleeps: Sleeps) -> KubeClient:
+    return KubeClient.for_url(server.url, sleep=sleeps, clock=lambda: NOW)
+
+
+# --- helpers over the emulator's request log ----------------------------------------------------
+
+
+def requests_to(server: KubeApiServer, path: str, method: str | None = None) -> list[RequestRecord]:
+    """The logged requests to exactly ``path`` (and ``method``), oldest first."""
+    return [r for r in server.requests if r.path == path and (method is None or r.method == method)]
+
+
+def add_pods(server: KubeApiServer, count: int, *, node: str | None = "n1") -> list[str]:
+    keys = []
+    for i in range(count):
+        pod = kobj.pod(f"job-{i:05d}", f"team-{i % 7}", node_name=node)
+        server.add(pod)
+        keys.append(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+    return keys
+
+
+def add_node(server: KubeApiServer, name: str = "n1", **kwargs: Any) -> dict[str, Any]:
+    node: dict[str, Any] = kobj.node(name, instance=kobj.instance_id(name), **kwargs)
+    server.add(node)
+    return node
+
+
+# --- reads ----------------------------------------------------------------------------------------
+
+
+def test_lists_3000_pods_exactly_once_in_pages_of_500(server: KubeApiServer, kube: KubeClient) -> None:
+    expected = add_pods(server, 3000)
+
+    stream = kube.iter_pods()
+    first = next(stream)
+    assert len(requests_to(server, "/api/v1/pods")) == 1, "the first page is yielded before the next is asked"
+    pods = [first, *stream]
+
+    keys = [f"{p.metadata.namespace}/{p.metadata.name}" for p in pods]
+    assert len(keys) == 3000
+    assert sorted(keys) == sorted(expected)
+    calls = requests_to(server, "/api/v1/pods", "GET")
+    assert len(calls) == 6
+    assert all(c.query.get("limit") == "500" for c in calls)
+    assert "continue" not in calls[0].query
+    assert all(c.query.get("continue") for c in calls[1:])
+
+
+def test_list_helpers_return_models(server: KubeApiServer, kube: KubeClient) -> None:
+    add_node(server, "n1")
+    add_node(server, "n2")
+    add_pods(server, 3, node="n1")
+    add_pods_other = kobj.pod("web-0", "shop", node_name="n2", labels={"app": "web"})
+    server.add(add_pods_other)
+    server.add(kobj.pdb("web", "shop", {"app": "web"}))
+
+    assert sorted(n.metadata.name for n in kube.list_nodes()) == ["n1", "n2"]
+    assert len(kube.list_pods()) == 4
+    assert [(p.metadata.namespace, p.metadata.name) for p in kube.list_pdbs()] == [("shop", "web")]
+    on_n2 = kube.pods_on_node("n2")
+    assert [p.metadata.name for p in on_n2] == ["web-0"]
+    assert requests_to(server, "/api/v1/pods")[-1].query["fieldSelector"] == "spec.nodeName=n2"
+
+    node = kube.get_node("n1")
+    assert node.metadata.name == "n1" and node.spec.provider_id
+    with pytest.raises(NodeNotFound, match="n9"):
+        kube.get_node("n9")
+
+
+def test_expired_continue_token_restarts_the_list_once_without_duplicates(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    add_pods(server, 1200)
+    stream = kube.iter_pods()
+    seen = [next(stream) for _ in range(500)]  # the whole first page
+    server.faults.expire_continue_tokens()
+    server.add(kobj.pod("late-arrival", "team-0", node_name="n1"))  # created after the first snapshot
+
+    seen += list(stream)
+
+    keys = [f"{p.metadata.namespace}/{p.metadata.name}" for p in seen]
+    assert len(keys) == len(set(keys)), "no object twice"
+    assert len(keys) == 1201
+    assert "team-0/late-arrival" in keys
+    calls = requests_to(server, "/api/v1/pods", "GET")
+    assert [bool(c.query.get("continue")) for c in calls[:3]] == [False, True, False], (
+        "restarted from the top"
+    )
+
+
+def test_second_expiry_in_the_same_list_is_kube_unavailable(server: KubeApiServer, kube: KubeClient) -> None:
+    add_pods(server, 1200)
+    stream = kube.iter_pods()
+    for _ in range(500):
+        next(stream)
+    server.faults.fail_next(2, status=410)  # the next page, then the restarted list's first page
+    with pytest.raises(KubeUnavailable, match=r"list pods.*expired twice"):
+        list(stream)
+
+
+# --- retries and errors ---------------------------------------------------------------------------
+
+
+def test_server_errors_are_retried_with_backoff_then_succeed(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    add_node(server, "n1")
+    server.faults.fail_next(2, status=500)
+
+    assert kube.get_node("n1").metadata.name == "n1"
+
+    assert len(requests_to(server, "/api/v1/nodes/n1", "GET")) == 3
+    assert len(sleeps) == 2
+    assert 0.125 <= sleeps[0] <= 0.25 and 0.25 <= sleeps[1] <= 0.5, "exponential, with jitter"
+
+
+def test_persistent_server_errors_surface_as_kube_unavailable(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    add_node(server, "n1")
+    server.faults.fail_next(100, status=503)
+
+    with pytest.raises(KubeUnavailable, match=r"get node n1.*4 attempts.*503"):
+        kube.get_node("n1")
+
+    assert len(requests_to(server, "/api/v1/nodes/n1", "GET")) == 4
+    assert len(sleeps) == 3
+
+
+def test_429_waits_at_least_retry_after(server: KubeApiServer, kube: KubeClient, sleeps: Sleeps) -> None:
+    add_node(server, "n1")
+    server.faults.fail_next(1, status=429)  # the emulator sends Retry-After: 1
+    assert kube.list_nodes()[0].metadata.name == "n1"
+    assert sleeps == [1.0]
+
+
+def test_timeouts_are_retried_then_kube_unavailable(server: KubeApiServer, sleeps: Sleeps) -> None:
+    add_node(server, "n1")
+    kube = KubeClient.for_url(server.url, sleep=sleeps, request_timeout=0.2)
+    server.faults.delay(1.0)
+    with pytest.raises(KubeUnavailable, match=r"get node n1.*Timeout"):
+        kube.get_node("n1")
+    assert len(sleeps) == 3
+    server.faults.delay(0)
+    assert kube.get_node("n1").metadata.name == "n1"
+
+
+def test_connection_refused_is_kube_unavailable(sleeps: Sleeps) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    kube = KubeClient.for_url(f"http://127.0.0.1:{port}", sleep=sleeps)
+    with pytest.raises(KubeUnavailable, match="list nodes"):
+        kube.list_nodes()
+    assert len(sleeps) == 3
+
+
+def test_401_is_an_auth_error_without_the_token(server: KubeApiServer, sleeps: Sleeps) -> None:
+    add_node(server, "n1")
+    kube = KubeClient.for_url(server.url, token="very-secret-token", sleep=sleeps)
+    server.faults.fail_next(1, status=401)
+    with pytest.raises(KubeAuthError, match=r"get node n1.*401") as err:
+        kube.get_node("n1")
+    assert "very-secret-token" not in str(err.value)
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+    assert sleeps == [], "credentials refused are not retried"
+
+    server.faults.fail_next(1, status=403)
+    with pytest.raises(KubeAuthError):
+        kube.delete_node("n1")
+
+
+def test_401_gets_one_retry_with_a_freshly_signed_token(server: KubeApiServer) -> None:
+    add_node(server, "n1")
+    tokens = iter(f"token-{i}" for i in range(10))
+    current = ["token-initial"]
+
+    def reauth() -> None:
+        current[0] = next(tokens)
+
+    kube = KubeClient.for_url(server.url, token=lambda: current[0], reauth=reauth, sleep=Sleeps())
+    server.faults.fail_next(1, status=401)
+    assert kube.get_node("n1").metadata.name == "n1"
+    assert server.last_token == "token-0"
+
+    server.faults.fail_next(2, status=401)
+    with pytest.raises(KubeAuthError):
+        kube.get_node("n1")
+
+
+def test_refreshed_eks_token_is_sent_without_rebuilding_the_client(
+    server: KubeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto import mock_aws
+
+    add_node(server, "n1")
+    clock = [1_772_442_000.0]
+    # botocore stamps X-Amz-Date from its own clock: drive it from ours so tokens differ as they would.
+    monkeypatch.setattr(
+        "botocore.auth.get_current_datetime",
+        lambda remove_tzinfo=True: dt.datetime.fromtimestamp(clock[0], dt.UTC).replace(tzinfo=None),
+    )
+    with mock_aws():
+        import boto3
+
+        provider = EksTokenProvider("prod", "us-east-1", boto3.Session(), clock=lambda: clock[0])
+        kube = KubeClient.for_url(server.url, token=provider.token)
+
+        kube.get_node("n1")
+        first = server.last_token
+        assert first is not None and first.startswith(TOKEN_PREFIX)
+        clock[0] += 5 * 60
+        kube.list_nodes()
+        assert server.last_token == first, "cached within its lifetime"
+
+        clock[0] += 5 * 60
+        kube.list_nodes()
+        second = server.last_token
+        assert second is not None and second != first
+        body = second[len(TOKEN_PREFIX) :]
+        url = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
+        assert "X-Amz-Date=20260302T" in url and "x-k8s-aws-id" in url
+
+
+def test_kubeconfig_from_secrets_manager_reaches_the_server(server: KubeApiServer) -> None:
+    from moto import mock_aws
+
+    add_node(server, "n1")
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": server.url}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "robot"}}],
+        "users": [{"name": "robot", "user": {"token": "robot-token"}}],
+    }
+    with mock_aws():
+        import json
+
+        import boto3
+
+        session = boto3.Session(region_name="us-east-1")
+        session.client("secretsmanager").create_secret(Name="kc", SecretString=json.dumps(kubeconfig))
+        kube = KubeClient.from_secret("kc", session)
+    assert [n.metadata.name for n in kube.list_nodes()] == ["n1"]
+    assert server.last_token == "robot-token"
+
+
+# --- writes ---------------------------------------------------------------------------------------
+
+
+def node_obj(server: KubeApiServer, name: str) -> dict[str, Any]:
+    obj = server.get("Node", name)
+    assert obj is not None
+    return dict(obj)
+
+
+def test_cordon_and_uncordon_round_trip(server: KubeApiServer, kube: KubeClient) -> None:
+    add_node(server, "n1")
+
+    assert kube.cordon("n1", "idle for 10m") is True
+    obj = node_obj(server, "n1")
+    assert obj["spec"]["unschedulable"] is True
+    assert obj["metadata"]["annotations"][CORDONED_BY_SPILLWAY] == "2026-03-02T09:30:00Z idle for 10m"
+    patches = requests_to(server, "/api/v1/nodes/n1", "PATCH")
+    assert len(patches) == 1, "unschedulable and the annotation in one patch"
+    assert patches[0].content_type == "application/merge-patch+json"
+    assert kube.get_node("n1").spec.unschedulable
+
+    assert kube.cordon("n1", "again") is True  # already ours: nothing to do
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == 1
+
+    assert kube.uncordon("n1") is True
+    obj = node_obj(server, "n1")
+    assert not obj["spec"].get("unschedulable")
+    assert CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
+    assert kube.uncordon("n1") is False  # no longer ours
+
+
+def test_a_human_cordon_is_never_undone(server: KubeApiServer, kube: KubeClient) -> None:
+    add_node(server, "manual", unschedulable=True)
+
+    assert kube.cordon("manual", "scale-down") is False
+    assert kube.uncordon("manual") is False
+
+    obj = node_obj(server, "manual")
+    assert obj["spec"]["unschedulable"] is True
+    assert CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
+    assert requests_to(server, "/api/v1/nodes/manual", "PATCH") == []
+
+
+def test_cordon_of_a_missing_node(kube: KubeClient) -> None:
+    with pytest.raises(NodeNotFound):
+        kube.cordon("ghost")
+    with pytest.raises(NodeNotFound):
+        kube.uncordon("ghost")
+
+
+def test_draining_taint_add_and_remove_keep_other_taints(server: KubeApiServer, kube: KubeClient) -> None:
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    add_node(server, "n1", taints=[gpu_taint])
+
+    assert kube.add_draining_taint("n1") is True
+    assert kube.add_draining_taint("n1") is False
+    taints = node_obj(server, "n1")["spec"]["taints"]
+    assert gpu_taint in taints
+    assert {"key": DRAINING_TAINT, "effect": "NoSchedule"} in taints
+    assert len(taints) == 2
+
+    assert kube.remove_draining_taint("n1") is True
+    assert kube.remove_draining_taint("n1") is False
+    assert node_obj(server, "n1")["spec"]["taints"] == [gpu_taint]
+    patches = requests_to(server, "/api/v1/nodes/n1", "PATCH")
+    assert len(patches) == 2
+    assert {p.content_type for p in patches} == {"application/merge-patch+json"}
+
+
+def test_taint_update_retries_on_a_concurrent_change(
+    server: KubeApiServer, kube: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone adds a taint between our read and our write: ours must not wipe theirs."""
+    add_node(server, "n1")
+    other = server.api_client()
+    from kubernetes.client import CoreV1Api
+
+    real_read = kube._core.read_node
+    raced: list[int] = []
+
+    def read_then_race(*args: Any, **kwargs: Any) -> Any:
+        resp = real_read(*args, **kwargs)
+        if not raced:
+            raced.append(1)
+            CoreV1Api(other).patch_node(
+                "n1",
+                {"spec": {"taints": [{"key": "team", "value": "ml", "effect": "NoSchedule"}]}},
+                _content_type="application/merge-patch+json",
+                _preload_content=False,  # the client's own models reject the fixture's partial nodeInfo
+            )
+        return resp
+
+    monkeypatch.setattr(kube._core, "read_node", read_then_race)
+
+    assert kube.add_draining_taint("n1") is True
+    taints = node_obj(server, "n1")["spec"]["taints"]
+    assert {"key": "team", "value": "ml", "effect": "NoSchedule"} in taints
+    assert {"key": DRAINING_TAINT, "effect": "NoSchedule"} in taints
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) >= 2, "the stale write was refused"
+
+
+def _web_pod(name: str) -> dict[str, Any]:
+    pod: dict[str, Any] = kobj.pod(
+        name, "shop", node_name="n1", owner=("ReplicaSet", "web"), labels={"app": "web"}
+    )
+    return pod
+
+
+def test_eviction_blocked_by_a_budget_then_allowed_once_it_frees(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    server.add(_web_pod("web-0"))
+    server.add(_web_pod("web-1"))
+    server.add(kobj.pdb("web", "shop", {"app": "web"}, min_available=2))
+
+    with pytest.raises(EvictionBlocked, match=r"evict pod shop/web-0.*disruption budget"):
+        kube.evict("shop", "web-0")
+    evictions = requests_to(server, "/api/v1/namespaces/shop/pods/web-0/eviction", "POST")
+    assert len(evictions) == 1, "a blocked eviction is an answer, not a failure to retry"
+    assert sleeps == []
+    assert server.get("Pod", "web-0", namespace="shop") is not None
+
+    server.add(_web_pod("web-2"))  # a third healthy pod: one disruption allowed
+    kube.evict("shop", "web-0", grace_period_seconds=30)
+    gone = server.get("Pod", "web-0", namespace="shop")
+    assert gone is None or (gone.get("metadata") or {}).get("deletionTimestamp")
+
+    with pytest.raises(PodNotFound):
+        kube.evict("shop", "no-such-pod")
+
+
+def test_delete_node_tolerates_a_node_already_gone(server: KubeApiServer, kube: KubeClient) -> None:
+    add_node(server, "n1")
+    assert kube.delete_node("n1") is True
+    assert server.get("Node", "n1") is None
+    assert kube.delete_node("n1") is False
+
+
+def test_record_event_about_a_node(server: KubeApiServer, kube: KubeClient) -> None:
+    add_node(server, "n1")
+    server.add(_web_pod("web-0"))
+    kube.record_event("Node", "n1", None, "SpillwayCordoned", "cordoned for scale-down", uid="u-1")
+    kube.record_event("Pod", "web-0", "shop", "SpillwayEvictionBlocked", "PDB web", type="Warning")
+
+    events = [dict(e) for e in server.list("Event")]
+    assert len(events) == 2
+    node_event = next(e for e in events if e["involvedObject"]["kind"] == "Node")
+    assert node_event["metadata"]["namespace"] == "default"
+    assert node_event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u-1"}
+    assert node_event["reason"] == "SpillwayCordoned"
+    assert node_event["type"] == "Normal"
+    assert node_event["source"] == {"component": "spillway"}
+    assert node_event["firstTimestamp"].startswith("2026-03-02T09:30:00")
+    assert node_event["lastTimestamp"].startswith("2026-03-02T09:30:00")
+    assert node_event["count"] == 1
+    pod_event = next(e for e in events if e["involvedObject"]["kind"] == "Pod")
+    assert pod_event["metadata"]["namespace"] == "shop"
+    assert pod_event["involvedObject"]["namespace"] == "shop"
+    assert pod_event["type"] == "Warning"
