@@ -1,0 +1,359 @@
+"""Make moto's EC2 Auto Scaling behave like AWS where Spillway depends on it, and give it kubelets.
+
+moto launches instances the instant the desired capacity rises, never runs out of capacity, keeps no
+scaling activities and accepts a desired capacity above MaxSize. AWS does none of that. :class:`CloudSim`
+(a context manager, used inside a moto mock such as :class:`spillway.local.stack.LocalStack`) adds:
+
+* ``SetDesiredCapacity`` outside ``[MinSize, MaxSize]`` refused with AWS's ``ValidationError``;
+* scaling activities, answered by ``DescribeScalingActivities``: a ``Successful`` "Launching a new EC2
+  instance" per launch, ``Terminating EC2 instance`` per termination;
+* capacity outages per group (:meth:`CloudSim.capacity_outage`): the desired capacity is accepted but
+  nothing launches, and a ``Failed`` activity carries EC2's InsufficientInstanceCapacity message;
+* a log of every ``SetDesiredCapacity`` call (``set_desired_calls``), for "set exactly once" assertions.
+
+:class:`NodeRegistrar` plays the kubelets: every InService instance of a group tagged for the cluster
+becomes a Ready Node in the Kubernetes API emulator after a boot delay, shaped by the group's template
+(instance type, node-template tags); the Node of a terminated instance goes away, as the cloud node
+lifecycle controller removes it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from spillway.model.quantity import format_milli
+
+ACCOUNT = "123456789012"
+ICE_MESSAGE = (
+    "We currently do not have sufficient {instance_type} capacity in the Availability Zone you requested "
+    "({zone}). Our system will be working on provisioning additional capacity. You can currently get "
+    "{instance_type} capacity by not specifying an Availability Zone in your request or choosing {other}. "
+    "Launching EC2 instance failed."
+)
+
+
+@dataclass(frozen=True)
+class DesiredCall:
+    region: str
+    group: str
+    desired: int
+    at: float
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CloudSim:
+    """AWS's Auto Scaling behaviour on top of moto (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._outages: dict[tuple[str, str], str | None] = {}
+        self.activities: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.set_desired_calls: list[DesiredCall] = []
+        self._stack = ExitStack()
+
+    # -- test controls --
+
+    def capacity_outage(self, group: str, region: str, message: str | None = None) -> None:
+        """From now on the group launches nothing; each attempt records a Failed activity."""
+        with self._lock:
+            self._outages[(region, group)] = message
+
+    def end_outage(self, group: str, region: str) -> None:
+        with self._lock:
+            self._outages.pop((region, group), None)
+
+    def calls_for(self, group: str, region: str | None = None) -> list[DesiredCall]:
+        return [
+            c for c in self.set_desired_calls if c.group == group and (region is None or c.region == region)
+        ]
+
+    def record(self, region: str, group: str, activity: dict[str, Any]) -> None:
+        with self._lock:
+            self.activities.setdefault((region, group), []).insert(0, activity)
+
+    # -- patching moto --
+
+    def __enter__(self) -> CloudSim:
+        self._stack.enter_context(self._patched())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @contextmanager
+    def _patched(self) -> Iterator[None]:
+        from moto.autoscaling import models, responses
+        from moto.autoscaling.exceptions import ValidationError
+        from moto.core.responses import ActionResult
+
+        sim = self
+        group_cls = models.FakeAutoScalingGroup
+        backend_cls = models.AutoScalingBackend
+        response_cls = responses.AutoScalingResponse
+        original_group_set = group_cls.set_desired_capacity
+        original_backend_set = backend_cls.set_desired_capacity
+        original_terminate = backend_cls.terminate_instance
+        original_describe = response_cls.describe_scaling_activities
+
+        def group_set(self: Any, new_capacity: int | None) -> None:
+            region, name = self.region, self.name
+            before = {s.instance.id for s in self.active_instances()}
+            with sim._lock:
+                outage = (region, name) in sim._outages
+                message = sim._outages.get((region, name))
+            target = self.min_size if new_capacity is None else new_capacity
+            if outage and target > len(before):
+                self.desired_capacity = target
+                itype = _instance_type(self)
+                zones = list(self.availability_zones) or [f"{region}a"]
+                text = message or ICE_MESSAGE.format(
+                    instance_type=itype, zone=zones[0], other=", ".join(zones[1:]) or f"{region}b"
+                )
+                sim.record(
+                    region,
+                    name,
+                    _activity(self, "Failed", f"Launching a new EC2 instance.  Status Reason: {text}", text),
+                )
+                return
+            original_group_set(self, new_capacity)
+            after = {s.instance.id for s in self.active_instances()}
+            for iid in sorted(after - before):
+                sim.record(
+                    region, name, _activity(self, "Successful", f"Launching a new EC2 instance: {iid}")
+                )
+            for iid in sorted(before - after):
+                sim.record(region, name, _activity(self, "Successful", f"Terminating EC2 instance: {iid}"))
+
+        def backend_set(self: Any, group_name: str, desired_capacity: int | None) -> None:
+            group = self.autoscaling_groups.get(group_name)
+            if group is not None and desired_capacity is not None:
+                if desired_capacity > group.max_size:
+                    raise ValidationError(
+                        f"New SetDesiredCapacity value {desired_capacity} is above max value {group.max_size} "
+                        "for the AutoScalingGroup."
+                    )
+                if desired_capacity < group.min_size:
+                    raise ValidationError(
+                        f"New SetDesiredCapacity value {desired_capacity} is below min value {group.min_size} "
+                        "for the AutoScalingGroup."
+                    )
+            with sim._lock:
+                sim.set_desired_calls.append(
+                    DesiredCall(self.region_name, group_name, int(desired_capacity or 0), time.time())
+                )
+            original_backend_set(self, group_name, desired_capacity)
+
+        def terminate(self: Any, instance_id: str, should_decrement: bool) -> Any:
+            owner = next(
+                (
+                    g
+                    for g in self.autoscaling_groups.values()
+                    for s in g.instance_states
+                    if s.instance.id == instance_id
+                ),
+                None,
+            )
+            if owner is None:
+                raise ValidationError(
+                    f"Instance Id not found - No managed instance found for instance ID: {instance_id}"
+                )
+            return original_terminate(self, instance_id, should_decrement)
+
+        def describe(self: Any) -> Any:
+            name = self._get_param("AutoScalingGroupName")
+            region = self.region
+            with sim._lock:
+                if name:
+                    items = list(sim.activities.get((region, name), []))
+                else:
+                    items = sorted(
+                        itertools.chain.from_iterable(
+                            v for (r, _), v in sim.activities.items() if r == region
+                        ),
+                        key=lambda a: a["StartTime"],
+                        reverse=True,
+                    )
+            limit = int(self._get_param("MaxRecords") or 100)
+            return ActionResult({"Activities": items[:limit]})
+
+        group_cls.set_desired_capacity = group_set  # type: ignore[method-assign]
+        backend_cls.set_desired_capacity = backend_set  # type: ignore[method-assign]
+        backend_cls.terminate_instance = terminate  # type: ignore[method-assign]
+        response_cls.describe_scaling_activities = describe  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            group_cls.set_desired_capacity = original_group_set  # type: ignore[method-assign]
+            backend_cls.set_desired_capacity = original_backend_set  # type: ignore[method-assign]
+            backend_cls.terminate_instance = original_terminate  # type: ignore[method-assign]
+            response_cls.describe_scaling_activities = original_describe  # type: ignore[method-assign]
+
+
+def _instance_type(group: Any) -> str:
+    policy = group.mixed_instances_policy or {}
+    overrides = (policy.get("LaunchTemplate") or {}).get("Overrides") or []
+    if overrides and overrides[0].get("InstanceType"):
+        return str(overrides[0]["InstanceType"])
+    for state in group.instance_states:
+        return str(state.instance.instance_type)
+    template = getattr(group, "launch_template", None)
+    data = getattr(template, "latest_version", lambda: None)()
+    if data is not None:
+        return str(data.data.get("InstanceType", "unknown"))
+    return "unknown"
+
+
+def _activity(group: Any, status: str, description: str, message: str | None = None) -> dict[str, Any]:
+    now = _now()
+    activity: dict[str, Any] = {
+        "ActivityId": str(uuid.uuid4()),
+        "AutoScalingGroupName": group.name,
+        "AutoScalingGroupARN": group.arn,
+        "Description": description,
+        "Cause": f"At {now.strftime('%Y-%m-%dT%H:%M:%SZ')} a user request update of AutoScalingGroup constraints "
+        f"changed the desired capacity to {group.desired_capacity}.",
+        "StartTime": now,
+        "EndTime": now,
+        "StatusCode": status,
+        "Progress": 100,
+        "Details": "{}",
+    }
+    if message:
+        activity["StatusMessage"] = message
+    return activity
+
+
+class NodeRegistrar:
+    """Kubelets for moto's instances: InService instances become Ready Nodes after ``boot_seconds``.
+
+    ``step()`` does one pass (tests call it directly); ``start()`` runs passes every ``tick`` seconds in a
+    background thread until ``stop()``. Groups are those tagged for ``cluster`` in ``regions``.
+    """
+
+    def __init__(
+        self,
+        kube: Any,
+        *,
+        cluster: str,
+        regions: Sequence[str],
+        boot_seconds: float = 0.0,
+        tick: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
+        reserve: dict[str, int] | None = None,
+    ) -> None:
+        self.kube = kube  # spillway.local.kubeapi.KubeApiServer
+        self.cluster = cluster
+        self.regions = list(regions)
+        self.boot_seconds = boot_seconds
+        self.tick = tick
+        self.clock = clock
+        self.reserve = reserve if reserve is not None else {"cpu": 100, "memory": 2**30 * 1000}
+        self.first_seen: dict[str, float] = {}
+        self.registered: dict[str, str] = {}  # instance id -> node name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[BaseException] = []
+
+    def step(self) -> list[str]:
+        """Register what has booted, forget what was terminated; returns the names of new Nodes."""
+        import boto3
+
+        from spillway.model.aws import AutoScalingGroup, bundled_instance_types
+        from spillway.model.nodegroup import build_template, is_managed, resolve_instance_type
+
+        catalogue = bundled_instance_types()
+        now = self.clock()
+        added: list[str] = []
+        live: set[str] = set()
+        for region in self.regions:
+            autoscaling = boto3.client("autoscaling", region_name=region)
+            ec2 = boto3.client("ec2", region_name=region)
+            for page in autoscaling.get_paginator("describe_auto_scaling_groups").paginate():
+                for raw in page["AutoScalingGroups"]:
+                    group = AutoScalingGroup.model_validate(raw)
+                    if not is_managed(group, self.cluster):
+                        continue
+                    itype = resolve_instance_type(group)
+                    template = build_template(group, itype, catalogue, self.reserve)
+                    for instance in group.Instances:
+                        if instance.LifecycleState != "InService":
+                            continue
+                        live.add(instance.InstanceId)
+                        if instance.InstanceId in self.registered:
+                            continue
+                        seen = self.first_seen.setdefault(instance.InstanceId, now)
+                        if now - seen < self.boot_seconds or template is None:
+                            continue
+                        described = ec2.describe_instances(InstanceIds=[instance.InstanceId])
+                        info = described["Reservations"][0]["Instances"][0]
+                        name = info.get("PrivateDnsName") or f"node-{instance.InstanceId}"
+                        zone = instance.AvailabilityZone or f"{region}a"
+                        self.kube.add(_node(name, instance.InstanceId, zone, region, template))
+                        self.registered[instance.InstanceId] = name
+                        added.append(name)
+        for iid in sorted(set(self.registered) - live):
+            name = self.registered.pop(iid)
+            self.first_seen.pop(iid, None)
+            if self.kube.get("Node", name) is not None:
+                self.kube.delete("Node", name)
+        return added
+
+    def start(self) -> NodeRegistrar:
+        def loop() -> None:
+            while not self._stop.wait(self.tick):
+                try:
+                    self.step()
+                except Exception as exc:  # keep the kubelets alive; tests read errors
+                    self.errors.append(exc)
+
+        self._thread = threading.Thread(target=loop, name="node-registrar", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def _node(name: str, instance_id: str, zone: str, region: str, template: Any) -> dict[str, Any]:
+    allocatable = {
+        r: format_milli(r, v) if r in ("cpu", "memory") else str(v // 1000)
+        for r, v in template.allocatable.items()
+    }
+    labels = {
+        **dict(template.labels),
+        "kubernetes.io/hostname": name,
+        "topology.kubernetes.io/zone": zone,
+        "topology.kubernetes.io/region": region,
+    }
+    spec: dict[str, Any] = {"providerID": f"aws:///{zone}/{instance_id}"}
+    if template.taints:
+        spec["taints"] = [
+            {"key": k, **({"value": v} if v else {}), "effect": e} for k, v, e in template.taints
+        ]
+    stamp = _now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": stamp}
+            ],
+        },
+    }

@@ -1,0 +1,131 @@
+"""CloudSim makes moto's Auto Scaling act like AWS; NodeRegistrar turns instances into Nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from spillway.local.cloud import CloudSim, NodeRegistrar
+from spillway.local.kubeapi import KubeApiServer
+from spillway.model.aws import parse_activities
+from spillway.model.nodegroup import is_capacity_failure
+
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[CloudSim]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with mock_aws(), CloudSim() as sim:
+        yield sim
+
+
+def make_group(name: str, instance_type: str = "g5.xlarge", max_size: int = 3, region: str = REGION) -> None:
+    boto3.client("ec2", region_name=region).create_launch_template(
+        LaunchTemplateName=f"lt-{name}",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": instance_type},
+    )
+    boto3.client("autoscaling", region_name=region).create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        MinSize=0,
+        MaxSize=max_size,
+        DesiredCapacity=0,
+        MixedInstancesPolicy={
+            "LaunchTemplate": {
+                "LaunchTemplateSpecification": {"LaunchTemplateName": f"lt-{name}"},
+                "Overrides": [{"InstanceType": instance_type}],
+            }
+        },
+        AvailabilityZones=[f"{region}a"],
+        Tags=[
+            {"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true", "PropagateAtLaunch": True},
+            {"Key": "k8s.io/cluster-autoscaler/ml", "Value": "owned", "PropagateAtLaunch": True},
+            {
+                "Key": "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu",
+                "Value": "present:NoSchedule",
+                "PropagateAtLaunch": True,
+            },
+        ],
+    )
+
+
+def group(name: str) -> dict[str, object]:
+    out: dict[str, object] = boto3.client("autoscaling").describe_auto_scaling_groups(
+        AutoScalingGroupNames=[name]
+    )["AutoScalingGroups"][0]
+    return out
+
+
+def test_desired_capacity_above_max_is_refused_like_aws(aws: CloudSim) -> None:
+    make_group("gpu", max_size=2)
+    with pytest.raises(ClientError) as err:
+        boto3.client("autoscaling").set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=3)
+    assert err.value.response["Error"]["Code"] == "ValidationError"
+    assert "above max value 2" in err.value.response["Error"]["Message"]
+    assert group("gpu")["DesiredCapacity"] == 0
+
+
+def test_launches_and_outages_are_recorded_as_scaling_activities(aws: CloudSim) -> None:
+    make_group("gpu")
+    client = boto3.client("autoscaling")
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=1)
+    aws.capacity_outage("gpu", REGION)
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=3)
+
+    described = group("gpu")
+    assert described["DesiredCapacity"] == 3
+    assert len(described["Instances"]) == 1  # nothing launched during the outage
+    activities = parse_activities(client.describe_scaling_activities(AutoScalingGroupName="gpu"))
+    assert [a.StatusCode for a in activities] == ["Failed", "Successful"]
+    assert is_capacity_failure(activities[0].StatusMessage or "")
+    assert [(c.group, c.desired) for c in aws.set_desired_calls] == [("gpu", 1), ("gpu", 3)]
+
+    aws.end_outage("gpu", REGION)
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=2)
+    assert len(group("gpu")["Instances"]) == 2
+
+
+def test_registrar_turns_instances_into_ready_nodes_and_forgets_terminated_ones(aws: CloudSim) -> None:
+    make_group("gpu")
+    client = boto3.client("autoscaling")
+    client.set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=2)
+    clock = [0.0]
+    with KubeApiServer() as kube:
+        registrar = NodeRegistrar(
+            kube, cluster="ml", regions=[REGION], boot_seconds=60, clock=lambda: clock[0]
+        )
+        assert registrar.step() == []  # still booting
+        clock[0] = 61
+        names = registrar.step()
+        assert len(names) == 2
+        node = kube.get("Node", names[0])
+        assert node is not None
+        assert node["spec"]["providerID"].startswith("aws:///us-east-1a/i-")
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1"
+        assert node["spec"]["taints"] == [
+            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+        ]
+        assert node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "g5.xlarge"
+
+        victim = node["spec"]["providerID"].rsplit("/", 1)[-1]
+        client.terminate_instance_in_auto_scaling_group(
+            InstanceId=victim, ShouldDecrementDesiredCapacity=True
+        )
+        registrar.step()
+        assert kube.get("Node", names[0]) is None
+        assert len(kube.list("Node")) == 1
+        assert group("gpu")["DesiredCapacity"] == 1
+
+
+def test_terminating_an_unknown_instance_is_a_validation_error(aws: CloudSim) -> None:
+    with pytest.raises(ClientError) as err:
+        boto3.client("autoscaling").terminate_instance_in_auto_scaling_group(
+            InstanceId="i-0123456789abcdef0", ShouldDecrementDesiredCapacity=True
+        )
+    assert err.value.response["Error"]["Code"] == "ValidationError"
