@@ -126,3 +126,16 @@ class DrainTimeout(SpillwayError):
 
 def is_retryable(error: BaseException) -> bool:
     return isinstance(error, SpillwayError) and error.retryable
+
+
+# --- appended by the observe issue -------------------------------------------------------------
+
+
+class AwsUnavailable(AwsError):
+    """An AWS endpoint did not answer (connection errors, timeouts, 5xx after the SDK's retries)."""
+
+    retryable = True
+
+
+class InstanceNotFound(AwsError):
+    """The instance is not (or no longer) in any Auto Scaling group of that region."""

@@ -1,0 +1,325 @@
+"""Benchmark: observe a 5,000-node, 50,000-pod cluster and store the snapshot.
+
+The cluster is served by the local Kubernetes API emulator in a *separate process* (so its copy of the
+objects does not count against the observer's memory) and read through the real ``KubeClient``; the
+Auto Scaling groups (two regions) and the DynamoDB table live in moto, in this process.
+
+Prints figures, never pass/fail: seconds, compressed snapshot bytes per 1,000 pods, DynamoDB items
+written, peak memory (tracemalloc's peak of Python allocations, and the process's ru_maxrss). Targets:
+under 256 MB, and under 40 bytes per pod compressed.
+
+    .venv/bin/python bench/observe.py [--nodes 5000] [--pods 50000] [--codec zlib|lzma]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import multiprocessing as mp
+import os
+import resource
+import time
+import tracemalloc
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER = "bench"
+ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+MB = 2**20
+
+
+_USED: set[str] = set()
+
+
+def _suffix(*parts: str) -> str:
+    """A generateName-style suffix; like the API server, draw again on a clash."""
+    salt = 0
+    while True:
+        n = int(hashlib.sha1("/".join((*parts, str(salt))).encode()).hexdigest()[:12], 16)
+        out = []
+        for _ in range(5):
+            n, r = divmod(n, len(ALPHABET))
+            out.append(ALPHABET[r])
+        key = "/".join((parts[0], *out))
+        if key not in _USED:
+            _USED.add(key)
+            return "".join(out)
+        salt += 1
+
+
+def generate(nodes: int, pods: int, pending: int) -> list[dict[str, Any]]:
+    """Nodes in three groups (CPU, GPU, spot), three DaemonSet pods per node, job and deployment pods
+    packed onto the nodes, ``pending`` unschedulable pods, a PDB per team."""
+    from spillway.local import objects as o
+
+    region = "us-east-1"
+    out: list[dict[str, Any]] = []
+    names: list[str] = []
+    taken: set[str] = set()
+    for i in range(nodes):
+        inst = o.instance_id(f"bench-{i}")
+        name = o.node_name_for(inst, region)
+        salt = 0
+        while name in taken:  # private IPs drawn from 24 bits collide now and then at this scale
+            salt += 1
+            name = o.node_name_for(o.instance_id(f"bench-{i}-{salt}"), region)
+        taken.add(name)
+        names.append(name)
+        kind = "gpu" if i % 10 == 0 else ("spot" if i % 10 in (1, 2) else "cpu")
+        out.append(
+            o.node(
+                name,
+                instance=inst,
+                zone=f"{region}{'abc'[i % 3]}",
+                instance_type={"gpu": "g5.12xlarge", "spot": "m5.4xlarge", "cpu": "m5.2xlarge"}[kind],
+                gpus=4 if kind == "gpu" else 0,
+                labels={"spillway.io/pool": kind},
+                taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+                if kind == "gpu"
+                else (),
+            )
+        )
+    count = 0
+    for name in names:
+        for ds in ("aws-node", "kube-proxy", "node-exporter"):
+            if count >= pods - pending:
+                break
+            out.append(o.daemonset_pod(f"{ds}-{_suffix(ds, name)}", name, ds=ds))
+            count += 1
+    job = 0
+    while count < pods:
+        team = f"team-{job % 12}"
+        workload = f"train-{hashlib.sha1(str(job).encode()).hexdigest()[:8]}"
+        gpu = job % 6 == 0
+        for k in range(1 + job % 16):
+            if count >= pods:
+                break
+            bound = count < pods - pending
+            out.append(
+                o.pod(
+                    f"{workload}-{_suffix(workload, str(k))}",
+                    team,
+                    cpu="3" if gpu else "500m",
+                    memory="24Gi" if gpu else "2Gi",
+                    gpus=1 if gpu else 0,
+                    node_name=names[(job * 13 + k) % len(names)] if bound else None,
+                    owner=("Job", workload),
+                    labels={"job-name": workload, "team": team},
+                    tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+                    if gpu
+                    else (),
+                    node_selector={"spillway.io/pool": "gpu"} if gpu else None,
+                )
+            )
+            count += 1
+        job += 1
+    for t in range(12):
+        out.append(o.pdb(f"{f'team-{t}'}-pdb", f"team-{t}", {"team": f"team-{t}"}, max_unavailable=1))
+    return out
+
+
+def serve(conn: Connection, nodes: int, pods: int, pending: int) -> None:
+    """Child process: fill the emulator, report its URL, serve until told to stop."""
+    from spillway.local.kubeapi import KubeApiServer
+
+    started = time.perf_counter()
+    server = KubeApiServer()
+    try:
+        for obj in generate(nodes, pods, pending):
+            server.add(obj)
+        gc.collect()
+        server.start()
+    except Exception as exc:
+        conn.send((None, f"{type(exc).__name__}: {exc}"))
+        raise
+    conn.send((server.url, time.perf_counter() - started))
+    conn.recv()
+    server.stop()
+
+
+def _status(field: str) -> float:
+    """``VmRSS``/``VmHWM`` of this process from /proc, in MB (0 where /proc is not there)."""
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return 0.0
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def reset_peak_rss() -> bool:
+    """Linux ≥ 4.0: make the peak RSS (VmHWM) the current RSS, to measure one phase's peak."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def setup_aws(regions: tuple[str, ...]) -> None:
+    import boto3
+
+    from spillway.local.cfn import create_tables
+
+    for region in regions:
+        ec2 = boto3.client("ec2", region_name=region)
+        autoscaling = boto3.client("autoscaling", region_name=region)
+        for name, itype, desired in (
+            ("cpu", "m5.2xlarge", 40),
+            ("gpu", "g5.12xlarge", 8),
+            ("spot", "m5.4xlarge", 10),
+        ):
+            group = f"{name}-{region}"
+            ec2.create_launch_template(
+                LaunchTemplateName=f"lt-{group}",
+                LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": itype},
+            )
+            autoscaling.create_auto_scaling_group(
+                AutoScalingGroupName=group,
+                MinSize=0,
+                MaxSize=500,
+                DesiredCapacity=desired,
+                AvailabilityZones=[f"{region}a"],
+                LaunchTemplate={"LaunchTemplateName": f"lt-{group}", "Version": "$Latest"},
+                Tags=[
+                    {"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true", "PropagateAtLaunch": True},
+                    {
+                        "Key": f"k8s.io/cluster-autoscaler/{CLUSTER}",
+                        "Value": "owned",
+                        "PropagateAtLaunch": True,
+                    },
+                ],
+            )
+    create_tables(
+        REPO / "template.yaml",
+        boto3.client("dynamodb", region_name=regions[0]),
+        {"SnapshotsTable": "snapshots"},
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5_000)
+    parser.add_argument("--pods", type=int, default=50_000)
+    parser.add_argument("--pending", type=int, default=500)
+    parser.add_argument("--page-size", type=int, default=500)
+    parser.add_argument("--codec", choices=("zlib", "lzma"), default="zlib")
+    args = parser.parse_args()
+    for var, value in (
+        ("AWS_ACCESS_KEY_ID", "bench"),
+        ("AWS_SECRET_ACCESS_KEY", "bench"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
+        os.environ[var] = value
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    server = ctx.Process(target=serve, args=(child, args.nodes, args.pods, args.pending), daemon=True)
+    server.start()
+    url, fill_seconds = parent.recv()
+    if url is None:
+        raise SystemExit(f"the emulator process failed: {fill_seconds}")
+    print(f"emulator: {args.nodes} nodes, {args.pods} pods loaded in {fill_seconds:.1f} s (separate process)")
+
+    import boto3
+    from moto import mock_aws
+
+    from spillway.adapters.aws import AwsAdapter, AwsClients
+    from spillway.adapters.kube import KubeClient
+    from spillway.adapters.store import SnapshotStore
+    from spillway.observe import ObserveConfig, observe_once
+
+    regions = ("us-east-1", "us-west-2")
+    config = ObserveConfig(cluster=CLUSTER)
+    with mock_aws():
+        setup_aws(regions)
+        kube = KubeClient.for_url(url, page_size=args.page_size, request_timeout=60)
+        aws = AwsAdapter(AwsClients(regions, boto3.Session()), CLUSTER)
+        store = SnapshotStore(boto3.client("dynamodb", region_name=regions[0]), "snapshots", codec=args.codec)
+
+        def clock() -> datetime:
+            return datetime.now(UTC)
+
+        aws.node_groups_in(regions[0], {}, clock())  # warm the instance-type cache, as a warm container has
+        gc.collect()
+        baseline = _status("VmRSS")
+        can_reset = reset_peak_rss()
+
+        # Pass 1, timed (tracemalloc slows allocation down, so it is off here), with the peak RSS of
+        # each phase (VmHWM reset before it).
+        t = time.perf_counter()
+        snapshot = observe_once(kube, aws, config, clock)
+        observe_seconds = time.perf_counter() - t
+        t = time.perf_counter()
+        store.save(snapshot)
+        save_seconds = time.perf_counter() - t
+        saved = store.last_save
+        assert saved is not None
+        counts = snapshot.counts()
+        observe_hwm = _status("VmHWM") if can_reset else 0.0
+        del snapshot
+        gc.collect()
+        load_base = _status("VmRSS")
+        reset_peak_rss()
+        t = time.perf_counter()
+        loaded = store.latest(CLUSTER)
+        load_seconds = time.perf_counter() - t
+        load_hwm = _status("VmHWM") if can_reset else 0.0
+        assert loaded is not None and len(loaded.cluster.pods) == counts.pods
+        groups = len(loaded.groups)
+        del loaded
+        gc.collect()
+        rss_untraced = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+        # Pass 2, the same work under tracemalloc for the peak of Python allocations.
+        tracemalloc.start()
+        snapshot = observe_once(kube, aws, config, clock)
+        store.save(snapshot)
+        _, observe_peak = tracemalloc.get_traced_memory()
+        del snapshot
+        gc.collect()
+        tracemalloc.reset_peak()
+        store.latest(CLUSTER)
+        _, load_peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+
+    parent.send("stop")
+    server.join(timeout=10)
+
+    pods = counts.pods
+    print(f"snapshot: {counts.nodes} nodes, {pods} pods ({counts.pending_pods} pending), {groups} groups")
+    print(f"observe (Kubernetes + 2 regions of AWS):  {observe_seconds:7.2f} s")
+    print(f"encode + compress + save:                 {save_seconds:7.2f} s  (codec {args.codec})")
+    print(f"latest() read back + decode (plan side):  {load_seconds:7.2f} s")
+    print(f"JSON bytes per pod (uncompressed):        {saved.raw_size / pods:7.1f}")
+    print(
+        f"stored bytes per 1,000 pods (compressed): {saved.size / pods * 1000:7.0f}  ({saved.size / pods:.1f} per pod)"
+    )
+    print(
+        f"snapshot size compressed:                 {saved.size / MB:7.2f} MB in {saved.items} DynamoDB items "
+        f"({saved.chunks} chunks + manifest)"
+    )
+    print(f"tracemalloc peak, observe + save:         {observe_peak / MB:7.1f} MB")
+    print(f"tracemalloc peak, latest():               {load_peak / MB:7.1f} MB")
+    print(
+        f"ru_maxrss (process peak, no tracemalloc): {rss_untraced:7.1f} MB  (includes moto's ~180 MB EC2 backend)"
+    )
+    if observe_hwm:
+        print(
+            f"peak RSS, observe + save:                 {observe_hwm:7.1f} MB  = {baseline:.1f} MB before "
+            f"(Python, boto3, kubernetes, moto) + {observe_hwm - baseline:.1f} MB"
+        )
+        print(
+            f"peak RSS, latest():                       {load_hwm:7.1f} MB  = {load_base:.1f} MB before "
+            f"+ {load_hwm - load_base:.1f} MB"
+        )
+
+
+if __name__ == "__main__":
+    main()

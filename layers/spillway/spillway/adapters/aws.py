@@ -1,0 +1,451 @@
+"""EC2 Auto Scaling and EC2, per region: what the observe step reads and the two writes "act" needs.
+
+Clients are built once per container (:class:`AwsClients`, keyed by region) and passed in. Every
+response is parsed with our models (:mod:`spillway.model.aws`); every SDK error leaves this module as a
+:class:`~spillway.errors.AwsError` subclass, whose class name a state machine's ``Retry``/``Catch``
+matches.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+from pydantic import ValidationError
+
+from spillway.errors import (
+    AsgLimitExceeded,
+    AsgNotFound,
+    AwsError,
+    AwsThrottled,
+    AwsUnavailable,
+    InstanceNotFound,
+)
+from spillway.model.aws import (
+    AutoScalingGroup,
+    InstanceTypeInfo,
+    ScalingActivity,
+    bundled_instance_types,
+)
+from spillway.model.nodegroup import (
+    TAG_CLUSTER_PREFIX,
+    TAG_ENABLED,
+    NodeGroup,
+    build_node_groups,
+    resolve_instance_type,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_autoscaling import AutoScalingClient
+    from mypy_boto3_ec2 import EC2Client
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "SlowDown",
+        "PriorRequestNotComplete",
+    }
+)
+UNAVAILABLE_CODES = frozenset({"ServiceUnavailable", "InternalFailure", "InternalError", "Unavailable"})
+DESCRIBE_INSTANCE_TYPES_BATCH = 100  # the API's limit for InstanceTypes per call
+_INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
+
+
+@dataclass(frozen=True, slots=True)
+class AwsSettings:
+    """SDK behaviour: adaptive retries (client-side rate limiting on throttles) and short timeouts."""
+
+    max_attempts: int = 5
+    connect_timeout: float = 3.0
+    read_timeout: float = 10.0
+
+    def botocore_config(self) -> Config:
+        return Config(
+            retries={"mode": "adaptive", "total_max_attempts": self.max_attempts},  # attempts, not retries
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            tcp_keepalive=True,
+        )
+
+
+class AwsClients:
+    """boto3 clients keyed by region, built once (lazily) and reused for the container's life."""
+
+    def __init__(
+        self,
+        regions: Sequence[str],
+        session: boto3.Session | None = None,
+        settings: AwsSettings | None = None,
+    ) -> None:
+        if not regions:
+            raise ValueError("regions: at least one region is needed")
+        self.regions: tuple[str, ...] = tuple(regions)
+        self.session = session or boto3.Session()
+        self.settings = settings or AwsSettings()
+        self._config = self.settings.botocore_config()
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def primary_region(self) -> str:
+        return self.regions[0]
+
+    def _client(self, service: str, region: str) -> Any:
+        key = (service, region)
+        client = self._clients.get(key)
+        if client is None:
+            with self._lock:  # boto3 sessions are not thread-safe; clients are
+                client = self._clients.get(key)
+                if client is None:
+                    client = self.session.client(service, region_name=region, config=self._config)  # type: ignore[call-overload]
+                    self._clients[key] = client
+        return client
+
+    def autoscaling(self, region: str) -> AutoScalingClient:
+        client: AutoScalingClient = self._client("autoscaling", region)
+        return client
+
+    def ec2(self, region: str) -> EC2Client:
+        client: EC2Client = self._client("ec2", region)
+        return client
+
+
+def map_aws_error(exc: BaseException, what: str) -> AwsError:
+    """An SDK exception as one of ours; ``what`` says which call and on what (for the message)."""
+    if isinstance(exc, AwsError):
+        return exc
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        message = str(err.get("Message", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        text = f"{what}: {code}: {message}"
+        if code in THROTTLING_CODES or "rate exceeded" in message.lower():
+            return AwsThrottled(text)
+        if code in UNAVAILABLE_CODES or status >= 500:
+            return AwsUnavailable(text)
+        if code == "ScalingActivityInProgress":
+            return AwsThrottled(text)
+        return AwsError(text)
+    if isinstance(
+        exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError
+    ):
+        return AwsUnavailable(f"{what}: {exc}")
+    if isinstance(exc, BotoCoreError):
+        return AwsError(f"{what}: {exc}")
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return AwsError(f"{what}: unexpected response: {where}: {first['msg']}")
+    return AwsError(f"{what}: {exc}")
+
+
+def _call(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except (ClientError, BotoCoreError, ValidationError) as exc:
+        raise map_aws_error(exc, what) from exc
+
+
+def cluster_tag_filters(cluster: str) -> list[dict[str, Any]]:
+    """Server-side filters: both cluster-autoscaler auto-discovery tag keys (filters are ANDed)."""
+    return [
+        {"Name": "tag-key", "Values": [TAG_ENABLED]},
+        {"Name": "tag-key", "Values": [f"{TAG_CLUSTER_PREFIX}{cluster}"]},
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class RegionView:
+    """One region's groups and their recent scaling activities, as AWS returned them."""
+
+    region: str
+    groups: tuple[AutoScalingGroup, ...]
+    activities: tuple[ScalingActivity, ...]
+    calls: int = 0
+
+
+@dataclass(slots=True)
+class _InstanceTypeCache:
+    infos: dict[str, InstanceTypeInfo] = field(default_factory=dict)
+    unknown: set[str] = field(default_factory=set)  # AWS said no; the bundled catalogue answers
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class AwsAdapter:
+    """Reads a cluster's Auto Scaling groups in every configured region; sets capacity; terminates."""
+
+    def __init__(
+        self,
+        clients: AwsClients,
+        cluster: str,
+        *,
+        activity_window: timedelta = timedelta(minutes=30),
+        max_activities: int = 20,
+        catalogue: Mapping[str, InstanceTypeInfo] | None = None,
+    ) -> None:
+        self.clients = clients
+        self.cluster = cluster
+        self.activity_window = activity_window
+        self.max_activities = max_activities
+        self._fallback = catalogue
+        self._types = _InstanceTypeCache()
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        return self.clients.regions
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def describe_groups(self, region: str) -> list[AutoScalingGroup]:
+        """The groups tagged for this cluster (filtered by AWS, paginated), parsed."""
+        client = self.clients.autoscaling(region)
+
+        def fetch() -> list[AutoScalingGroup]:
+            out: list[AutoScalingGroup] = []
+            pages = client.get_paginator("describe_auto_scaling_groups").paginate(
+                Filters=cluster_tag_filters(self.cluster),  # type: ignore[arg-type]
+                PaginationConfig={"PageSize": 100},
+            )
+            for page in pages:
+                out.extend(AutoScalingGroup.model_validate(g) for g in page.get("AutoScalingGroups", []))
+            return out
+
+        return _call(f"DescribeAutoScalingGroups({region})", fetch)
+
+    def describe_activities(
+        self, region: str, group: str, now: datetime | None = None
+    ) -> list[ScalingActivity]:
+        """The group's scaling activities that started within the window, newest first.
+
+        AWS returns activities newest first, so paging stops at the first older one or after
+        ``max_activities`` items.
+        """
+        client = self.clients.autoscaling(region)
+        since = (now or datetime.now(UTC)) - self.activity_window
+
+        def fetch() -> list[ScalingActivity]:
+            out: list[ScalingActivity] = []
+            token: str | None = None
+            while True:
+                kwargs: dict[str, Any] = {
+                    "AutoScalingGroupName": group,
+                    "MaxRecords": min(100, self.max_activities),
+                }
+                if token:
+                    kwargs["NextToken"] = token
+                page = client.describe_scaling_activities(**kwargs)
+                for raw in page.get("Activities", []):
+                    activity = ScalingActivity.model_validate(raw)
+                    if _aware(activity.StartTime) < since or len(out) >= self.max_activities:
+                        return out
+                    out.append(activity)
+                token = page.get("NextToken")
+                if not token:
+                    return out
+
+        return _call(f"DescribeScalingActivities({region}, {group})", fetch)
+
+    def observe_region(self, region: str, now: datetime | None = None) -> RegionView:
+        groups = self.describe_groups(region)
+        activities: list[ScalingActivity] = []
+        for group in groups:
+            if group.Status:  # being deleted
+                continue
+            activities.extend(self.describe_activities(region, group.AutoScalingGroupName, now))
+        return RegionView(
+            region=region, groups=tuple(groups), activities=tuple(activities), calls=1 + len(groups)
+        )
+
+    def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
+        """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.
+
+        Only types not seen before are asked for (in batches of 100). A type EC2 does not know, and any
+        failure of the call, falls back to the bundled catalogue: a missing type must not stop observing.
+        """
+        wanted = sorted(set(names))
+        cache = self._types
+        with cache.lock:
+            missing = [n for n in wanted if n not in cache.infos and n not in cache.unknown]
+        if missing:
+            fetched, answered = self._fetch_instance_types(region, missing)
+            with cache.lock:
+                cache.infos.update(fetched)
+                # Remember "EC2 does not know it" only when EC2 said so, not after a failed call.
+                cache.unknown.update(n for n in answered if n not in fetched)
+        fallback = self._fallback if self._fallback is not None else bundled_instance_types()
+        out: dict[str, InstanceTypeInfo] = {}
+        for name in wanted:
+            info = cache.infos.get(name) or fallback.get(name)
+            if info is not None:
+                out[name] = info
+        return out
+
+    def _fetch_instance_types(
+        self, region: str, names: list[str]
+    ) -> tuple[dict[str, InstanceTypeInfo], list[str]]:
+        """The infos EC2 returned, and the names it gave an answer about (found or not)."""
+        client = self.clients.ec2(region)
+        out: dict[str, InstanceTypeInfo] = {}
+        answered: list[str] = []
+        for start in range(0, len(names), DESCRIBE_INSTANCE_TYPES_BATCH):
+            batch = names[start : start + DESCRIBE_INSTANCE_TYPES_BATCH]
+            try:
+                out.update(self._describe_known_types(client, batch))
+                answered.extend(batch)
+            except (ClientError, BotoCoreError, ValidationError) as exc:
+                log.warning("DescribeInstanceTypes failed, using the bundled catalogue: %s", exc)
+        return out, answered
+
+    def _describe_known_types(self, client: EC2Client, names: list[str]) -> dict[str, InstanceTypeInfo]:
+        """One unknown name fails the whole call (InvalidInstanceType, naming the unknown ones): ask
+        again without the names the error lists, else one by one."""
+        try:
+            return self._describe_types(client, names)
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            if err.get("Code") != "InvalidInstanceType":
+                raise
+            listed = _INVALID_TYPES.search(str(err.get("Message", "")))
+            bad = {n.strip() for n in listed.group(1).split(",")} if listed else set()
+            rest = [n for n in names if n not in bad]
+            log.info("instance types not known to EC2: %s", ", ".join(sorted(bad)) or "?")
+            if len(rest) < len(names):  # the error named some of ours: ask again without them
+                return self._describe_known_types(client, rest) if rest else {}
+            if len(names) == 1:
+                return {}
+        out: dict[str, InstanceTypeInfo] = {}
+        for name in names:
+            try:
+                out.update(self._describe_types(client, [name]))
+            except ClientError as one:
+                if one.response.get("Error", {}).get("Code") != "InvalidInstanceType":
+                    raise
+                log.info("instance type %s not known to EC2", name)
+        return out
+
+    @staticmethod
+    def _describe_types(client: EC2Client, names: list[str]) -> dict[str, InstanceTypeInfo]:
+        out: dict[str, InstanceTypeInfo] = {}
+        pages = client.get_paginator("describe_instance_types").paginate(
+            InstanceTypes=names,  # type: ignore[arg-type]
+        )
+        for page in pages:
+            for raw in page.get("InstanceTypes", []):
+                info = InstanceTypeInfo.model_validate(raw)
+                out[info.InstanceType] = info
+        return out
+
+    def node_groups_in(
+        self, region: str, reserve: Mapping[str, int], now: datetime | None = None
+    ) -> list[NodeGroup]:
+        view = self.observe_region(region, now)
+        return self.build_groups(view, reserve)
+
+    def build_groups(self, view: RegionView, reserve: Mapping[str, int]) -> list[NodeGroup]:
+        types = set()
+        for asg in view.groups:
+            itype = resolve_instance_type(asg)
+            if itype:
+                types.add(itype)
+        catalogue = self.instance_types(view.region, types) if types else {}
+        return build_node_groups(view.groups, view.activities, catalogue, reserve, self.cluster)
+
+    def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]:
+        """Managed node groups of every configured region, sorted by (region, name)."""
+        groups: list[NodeGroup] = []
+        for region in self.regions:
+            groups.extend(self.node_groups_in(region, reserve, now))
+        return sorted(groups, key=lambda g: (g.region, g.name))
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
+        client = self.clients.autoscaling(region)
+
+        def fetch() -> list[AutoScalingGroup]:
+            page = client.describe_auto_scaling_groups(AutoScalingGroupNames=[group])
+            return [AutoScalingGroup.model_validate(g) for g in page.get("AutoScalingGroups", [])]
+
+        found = _call(f"DescribeAutoScalingGroups({region}, {group})", fetch)
+        if not found:
+            raise AsgNotFound(f"{region}/{group}: no such Auto Scaling group")
+        return found[0]
+
+    def set_desired_capacity(self, region: str, group: str, desired: int) -> int:
+        """Set the group's desired capacity; returns the previous one.
+
+        Refuses (:class:`AsgLimitExceeded`, without calling SetDesiredCapacity) a value outside
+        ``[MinSize, MaxSize]``, as AWS would.
+        """
+        asg = self.describe_group(region, group)
+        if not asg.MinSize <= desired <= asg.MaxSize:
+            raise AsgLimitExceeded(
+                f"{region}/{group}: desired capacity {desired} outside [{asg.MinSize}, {asg.MaxSize}]"
+            )
+        client = self.clients.autoscaling(region)
+        what = f"SetDesiredCapacity({region}, {group}, {desired})"
+        try:
+            client.set_desired_capacity(
+                AutoScalingGroupName=group, DesiredCapacity=desired, HonorCooldown=False
+            )
+        except ClientError as exc:
+            message = str(exc.response.get("Error", {}).get("Message", ""))
+            if "not found" in message.lower():
+                raise AsgNotFound(f"{what}: {message}") from exc
+            if "MaxSize" in message or "MinSize" in message or "max size" in message.lower():
+                raise AsgLimitExceeded(f"{what}: {message}") from exc
+            raise map_aws_error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, what) from exc
+        return asg.DesiredCapacity
+
+    def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
+        """TerminateInstanceInAutoScalingGroup; with ``decrement`` the group does not replace it."""
+        client = self.clients.autoscaling(region)
+        what = f"TerminateInstanceInAutoScalingGroup({region}, {instance_id})"
+        try:
+            resp = client.terminate_instance_in_auto_scaling_group(
+                InstanceId=instance_id, ShouldDecrementDesiredCapacity=decrement
+            )
+            return ScalingActivity.model_validate(resp["Activity"])
+        except ClientError as exc:
+            message = str(exc.response.get("Error", {}).get("Message", ""))
+            lowered = message.lower()
+            if "not found" in lowered or "no managed instance" in lowered:
+                raise InstanceNotFound(f"{what}: {message}") from exc
+            if "min size" in lowered or "minsize" in lowered:
+                raise AsgLimitExceeded(f"{what}: {message}") from exc
+            raise map_aws_error(exc, what) from exc
+        except (BotoCoreError, ValidationError, KeyError) as exc:
+            raise map_aws_error(exc, what) from exc
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

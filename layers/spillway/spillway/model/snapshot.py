@@ -1,0 +1,214 @@
+"""One observation of a cluster: the Kubernetes side, the AWS side, when, and a demand fingerprint.
+
+The planner is called as ``plan(snapshot.cluster, snapshot.groups, config, state, now)``.
+
+The :func:`fingerprint` hashes what decisions depend on (pending pods and their scheduling classes,
+nodes and their readiness/cordon state, what is bound where, the groups' sizes, instances and launch
+failures, PDB budgets) and nothing that changes by itself (timestamps of the observation). Two
+observations with the same fingerprint lead to the same plan, so an unchanged cluster need not be
+stored again, except as a heartbeat.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo, format_time, parse_time
+from spillway.model.nodegroup import NodeGroup
+
+FORMAT_VERSION = 1
+_STREAMED = ("nodes", "pods", "pdbs")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the observe step saw at ``taken_at``: ``cluster`` (Kubernetes) and ``groups`` (AWS)."""
+
+    cluster: ClusterSnapshot
+    groups: tuple[NodeGroup, ...]
+    taken_at: datetime
+    observe_seconds: float
+    fingerprint: str
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.cluster
+
+    @classmethod
+    def build(
+        cls,
+        cluster: ClusterSnapshot,
+        groups: Iterable[NodeGroup],
+        taken_at: datetime,
+        observe_seconds: float = 0.0,
+    ) -> Snapshot:
+        ordered = tuple(sorted(groups, key=lambda g: (g.region, g.name)))
+        return cls(
+            cluster=cluster,
+            groups=ordered,
+            taken_at=taken_at,
+            observe_seconds=observe_seconds,
+            fingerprint=fingerprint(cluster, ordered),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "v": FORMAT_VERSION,
+            "taken_at": format_time(self.taken_at),
+            "observe_seconds": round(self.observe_seconds, 3),
+            "fingerprint": self.fingerprint,
+            "cluster": self.cluster.to_dict(),
+            "groups": [g.to_dict() for g in self.groups],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
+        version = d.get("v", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise ValueError(f"v: unsupported snapshot format {version!r}")
+        taken_at = parse_time(d["taken_at"])
+        if taken_at is None:
+            raise ValueError("taken_at: missing")
+        return cls(
+            cluster=ClusterSnapshot.from_dict(d["cluster"]),
+            groups=tuple(NodeGroup.from_dict(g) for g in d.get("groups", ())),
+            taken_at=taken_at,
+            observe_seconds=float(d.get("observe_seconds", 0.0)),
+            fingerprint=str(d["fingerprint"]),
+        )
+
+    def iter_json(self, batch: int = 500) -> Iterator[str]:
+        """Compact JSON of :meth:`to_dict`, in pieces, without building the whole dict tree at once.
+
+        ``"".join(snapshot.iter_json())`` equals ``json.dumps(snapshot.to_dict(), separators=(",", ":"))``
+        (with ``ensure_ascii=False``); memory is one ``batch`` of records at a time.
+        """
+        empty = replace(self.cluster, nodes=(), pods=(), pdbs=())
+        head = replace(self, cluster=empty).to_dict()
+        cluster_head = head.pop("cluster")
+        for name in _STREAMED:
+            cluster_head.pop(name, None)
+        yield _dumps(head)[:-1] + ',"cluster":' + _dumps(cluster_head)[:-1]
+        for name in _STREAMED:
+            records: tuple[NodeInfo | PodInfo | PdbInfo, ...] = getattr(self.cluster, name)
+            yield f',"{name}":['
+            for start in range(0, len(records), batch):
+                piece = ",".join(_dumps(r.to_dict()) for r in records[start : start + batch])
+                yield piece if start == 0 else "," + piece
+            yield "]"
+        yield "}}"
+
+    def counts(self) -> SnapshotCounts:
+        return SnapshotCounts.of(self.cluster)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotCounts:
+    """Headline numbers for logs and metrics."""
+
+    nodes: int
+    not_ready_nodes: int
+    pods: int
+    pending_pods: int
+    unschedulable_pods: int
+
+    @classmethod
+    def of(cls, cluster: ClusterSnapshot) -> SnapshotCounts:
+        pending = unschedulable = 0
+        for pod in cluster.pods:
+            if pod.node_name is None and not pod.terminal and not pod.daemonset:
+                pending += 1
+                if pod.unschedulable:
+                    unschedulable += 1
+        return cls(
+            nodes=len(cluster.nodes),
+            not_ready_nodes=sum(1 for n in cluster.nodes if not n.ready),
+            pods=len(cluster.pods),
+            pending_pods=pending,
+            unschedulable_pods=unschedulable,
+        )
+
+
+def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
+    """A stable hash (hex SHA-256) of what matters for decisions; independent of input order."""
+    pending: list[Any] = []
+    per_node: dict[str, list[int]] = {}
+    requests_per_node: dict[str, dict[str, int]] = {}
+    for pod in cluster.pods:
+        if pod.terminal:
+            continue
+        if pod.node_name is None:
+            if pod.daemonset:
+                continue
+            pending.append((pod.key, pod.unschedulable, repr(pod.scheduling_key())))
+            continue
+        # [bound, workload, not evictable]: idleness and drainability of the node
+        counts = per_node.setdefault(pod.node_name, [0, 0, 0])
+        counts[0] += 1
+        if pod.is_workload:
+            counts[1] += 1
+            if pod.do_not_disrupt or pod.safe_to_evict is False:
+                counts[2] += 1
+        totals = requests_per_node.setdefault(pod.node_name, {})
+        for name, value in pod.requests.items():
+            totals[name] = totals.get(name, 0) + value
+    nodes = [
+        (
+            n.name,
+            n.ready,
+            n.unschedulable,
+            n.cordoned_by_spillway,
+            n.scale_down_disabled,
+            n.provider_id,
+            sorted(n.allocatable.items()),
+            sorted(n.labels.items()),
+            [list(t) for t in n.taints],
+            per_node.get(n.name, [0, 0, 0]),
+            sorted(requests_per_node.get(n.name, {}).items()),
+        )
+        for n in cluster.nodes
+    ]
+    # Pods bound to nodes that are not (yet, or any more) in the node list still count.
+    known = {n.name for n in cluster.nodes}
+    orphans = sorted((name, c) for name, c in per_node.items() if name not in known)
+    doc = {
+        "cluster": cluster.cluster,
+        "pending": sorted(pending),
+        "nodes": sorted(nodes, key=lambda n: str(n[0])),
+        "orphans": orphans,
+        "pdbs": sorted(
+            (p.namespace, p.name, [list(m) for m in p.match_labels], p.disruptions_allowed)
+            for p in cluster.pdbs
+        ),
+        "groups": sorted(
+            (
+                g.region,
+                g.name,
+                g.min_size,
+                g.max_size,
+                g.desired,
+                g.instance_type,
+                sorted(g.instance_ids),
+                sorted((format_time(f.at), f.message) for f in g.launch_failures),
+                None if g.template is None else json.dumps(_template(g), sort_keys=True),
+            )
+            for g in groups
+        ),
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _template(group: NodeGroup) -> dict[str, Any]:
+    tpl = group.to_dict()["template"]
+    assert isinstance(tpl, dict)
+    return tpl

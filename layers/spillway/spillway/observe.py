@@ -1,0 +1,218 @@
+"""Observe a cluster: Kubernetes (nodes, pods, PDBs) and its Auto Scaling groups in every region.
+
+``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions are read in
+threads while this thread pages through the Kubernetes API, converting each pod into a compact
+``PodInfo`` as it arrives (memory stays bounded by one page of API objects plus the compact records).
+Any failure raises :class:`~spillway.errors.ObservationFailed` (with the cause chained): there is never a
+partial snapshot.
+
+``run_observe`` is what one invocation of the observe Lambda does. EventBridge Scheduler's finest rate
+is one minute, so it observes every ``interval_seconds`` (20 by default) until its deadline, and stores a
+snapshot only when the demand fingerprint changed, or as a heartbeat every ``heartbeat_minutes``: a new
+pending pod is seen within about 20 seconds, and an idle cluster costs one write in five minutes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spillway.adapters.store import SaveResult, SnapshotMeta
+from spillway.config import NodeReserve
+from spillway.errors import ObservationFailed
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo
+from spillway.model.k8s import Node, Pod, PodDisruptionBudget
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.snapshot import Snapshot, SnapshotCounts
+
+Clock = Callable[[], datetime]
+WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
+
+
+class KubeSource(Protocol):
+    """What observing needs of :class:`spillway.adapters.kube.KubeClient`."""
+
+    def iter_nodes(self) -> Iterator[Node]: ...
+
+    def iter_pods(self) -> Iterator[Pod]: ...
+
+    def iter_pdbs(self) -> Iterator[PodDisruptionBudget]: ...
+
+
+class AwsSource(Protocol):
+    """What observing needs of :class:`spillway.adapters.aws.AwsAdapter`."""
+
+    @property
+    def regions(self) -> tuple[str, ...]: ...
+
+    def node_groups_in(
+        self, region: str, reserve: Mapping[str, int], now: datetime | None = None
+    ) -> list[NodeGroup]: ...
+
+
+class SnapshotSink(Protocol):
+    """What observing needs of :class:`spillway.adapters.store.SnapshotStore`."""
+
+    last_save: SaveResult | None
+
+    def save(self, snapshot: Snapshot) -> str: ...
+
+    def latest_meta(self, cluster: str) -> SnapshotMeta | None: ...
+
+
+class ObserveConfig(BaseModel):
+    """How to observe; built from the runtime configuration by the handler, or directly in tests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster: str = Field(min_length=1)
+    interval_seconds: float = Field(default=20, gt=0)
+    heartbeat_minutes: float = Field(default=5, gt=0)
+    node_reserve: NodeReserve = Field(default_factory=NodeReserve)
+    keep_terminal_pods: bool = False  # Succeeded/Failed pods hold no resources: dropped unless asked
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One observation of a run: the snapshot, and whether (and why) it was stored."""
+
+    snapshot: Snapshot
+    counts: SnapshotCounts
+    reason: WriteReason
+    key: str | None = None
+    save: SaveResult | None = None
+
+    @property
+    def written(self) -> bool:
+        return self.key is not None
+
+
+@dataclass(slots=True)
+class ObserveRun:
+    observations: list[Observation] = field(default_factory=list)
+
+    @property
+    def written(self) -> list[Observation]:
+        return [o for o in self.observations if o.written]
+
+
+def observe_once(kube: KubeSource, aws: AwsSource, config: ObserveConfig, clock: Clock) -> Snapshot:
+    """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails."""
+    started = time.perf_counter()
+    taken_at = clock()
+    reserve = config.node_reserve.as_resources()
+    regions = aws.regions
+    pool = ThreadPoolExecutor(max_workers=max(1, len(regions)), thread_name_prefix="observe-aws")
+    futures: list[Future[list[NodeGroup]]] = [
+        pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
+    ]
+    try:
+        nodes = tuple(NodeInfo.from_node(n) for n in kube.iter_nodes())
+        pods = tuple(_pod_infos(kube.iter_pods(), keep_terminal=config.keep_terminal_pods))
+        pdbs = tuple(PdbInfo.from_pdb(p) for p in kube.iter_pdbs())
+        groups = [group for future in futures for group in future.result()]
+    except Exception as exc:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc
+    pool.shutdown(wait=True)
+    seconds = time.perf_counter() - started
+    cluster = ClusterSnapshot(
+        cluster=config.cluster,
+        taken_at=taken_at,
+        nodes=nodes,
+        pods=pods,
+        pdbs=pdbs,
+        observe_seconds=seconds,
+    )
+    return Snapshot.build(cluster, groups, taken_at, seconds)
+
+
+def _pod_infos(pods: Iterator[Pod], *, keep_terminal: bool) -> Iterator[PodInfo]:
+    """Each API pod becomes a compact record as soon as its page arrives; the model is dropped."""
+    for pod in pods:
+        info = PodInfo.from_pod(pod)
+        if info.terminal and not info.daemonset and not keep_terminal:
+            continue
+        yield info
+
+
+def write_reason(
+    snapshot: Snapshot,
+    last_fingerprint: str | None,
+    last_written_at: datetime | None,
+    heartbeat: timedelta,
+) -> WriteReason:
+    """Store when nothing was stored yet, when demand changed, or when the heartbeat is due."""
+    if last_fingerprint is None or last_written_at is None:
+        return "first"
+    if snapshot.fingerprint != last_fingerprint:
+        return "changed"
+    if snapshot.taken_at - last_written_at >= heartbeat:
+        return "heartbeat"
+    return "unchanged"
+
+
+def run_observe(
+    kube: KubeSource,
+    aws: AwsSource,
+    store: SnapshotSink,
+    config: ObserveConfig,
+    clock: Clock,
+    sleep: Callable[[float], None],
+    deadline: datetime,
+    on_observation: Callable[[Observation], None] | None = None,
+) -> ObserveRun:
+    """Observe every ``interval_seconds`` until ``deadline``; store on change or heartbeat.
+
+    The first observation always runs. Another starts only if, judging by how long the last one took,
+    it can finish before ``deadline``. A failed observation raises :class:`ObservationFailed`; what
+    earlier observations stored stays stored.
+    """
+    heartbeat = timedelta(minutes=config.heartbeat_minutes)
+    interval = timedelta(seconds=config.interval_seconds)
+    previous = store.latest_meta(config.cluster)
+    last_fingerprint = previous.fingerprint if previous else None
+    last_written_at = previous.taken_at if previous else None
+    run = ObserveRun()
+    while True:
+        started = clock()
+        snapshot = observe_once(kube, aws, config, clock)
+        reason = write_reason(snapshot, last_fingerprint, last_written_at, heartbeat)
+        key: str | None = None
+        saved: SaveResult | None = None
+        if reason != "unchanged":
+            key = store.save(snapshot)
+            saved = store.last_save
+            last_fingerprint, last_written_at = snapshot.fingerprint, snapshot.taken_at
+        observation = Observation(
+            snapshot=snapshot, counts=snapshot.counts(), reason=reason, key=key, save=saved
+        )
+        run.observations.append(observation)
+        if on_observation is not None:
+            on_observation(observation)
+        next_at = started + interval
+        took = timedelta(seconds=snapshot.observe_seconds + (saved.seconds if saved else 0.0))
+        if next_at + took > deadline:
+            return run
+        wait = (next_at - clock()).total_seconds()
+        if wait > 0:
+            sleep(wait)
+
+
+def deadline_for(
+    now: datetime,
+    window_seconds: float,
+    remaining_ms: int | None = None,
+    safety_seconds: float = 5.0,
+) -> datetime:
+    """When a run must stop: after ``window_seconds``, and ``safety_seconds`` before the Lambda's end."""
+    budget = window_seconds
+    if remaining_ms is not None:
+        budget = min(budget, remaining_ms / 1000 - safety_seconds)
+    return now + timedelta(seconds=max(0.0, budget))

@@ -1,0 +1,214 @@
+"""The Lambdas' configuration, from environment variables. Only handlers call :func:`load_runtime_config`.
+
+=====================================  ==========================================================
+variable                               meaning (default)
+=====================================  ==========================================================
+``CLUSTER_NAME``                       the Kubernetes cluster (required)
+``REGIONS``                            comma list of regions, primary first (required)
+``SNAPSHOTS_TABLE``                    DynamoDB snapshots table (required)
+``PLANS_TABLE``                        DynamoDB plans table (required)
+``STATE_TABLE``                        DynamoDB state table (required)
+``CLUSTER_ACCESS``                     ``eks`` (DescribeCluster + IAM token), ``secret`` or ``url`` (``eks``)
+``KUBECONFIG_SECRET_ID``               Secrets Manager id of a kubeconfig (required for ``secret``)
+``KUBE_URL``                           a plain API URL: the local emulator (required for ``url``)
+``IDEMPOTENCY_TABLE``                  Powertools idempotency table (plan function)
+``SCALE_UP_STATE_MACHINE_ARN`` / ``SCALE_DOWN_STATE_MACHINE_ARN``   state machines the plan starts
+``MAX_SNAPSHOT_AGE_SECONDS``           the plan refuses older snapshots (180)
+``SCALE_UP_POLL_SECONDS``              scale-up: between launch checks (15)
+``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600)
+``SCALE_UP_MAX_ROUNDS``                scale-up: first attempt and overflow re-plans (3)
+``DRAIN_DEADLINE_SECONDS`` / ``DRAIN_POLL_SECONDS``   drains (900 / 15)
+``PLAN_TTL_DAYS``                      plans expire after (30)
+``OBSERVE_INTERVAL_SECONDS``           seconds between observations in one invocation (20)
+``OBSERVE_WINDOW_SECONDS``             how long one invocation keeps observing (50)
+``HEARTBEAT_MINUTES``                  store an unchanged snapshot this often (5)
+``SNAPSHOT_TTL_HOURS``                 snapshots expire after (24)
+``SNAPSHOT_CODEC``                     ``zlib`` or ``lzma`` (``zlib``)
+``ACTIVITY_WINDOW_MINUTES``            scaling activities read back this far (30)
+``AWS_MAX_ATTEMPTS``                   SDK attempts, adaptive retry mode (5)
+``AWS_CONNECT_TIMEOUT`` / ``AWS_READ_TIMEOUT``   SDK timeouts in seconds (3 / 10)
+``SCALE_DOWN_IDLE_MINUTES`` ...        planner thresholds, one variable per :class:`PlannerConfig`
+                                       field, upper-cased; ``NODE_RESERVE_CPU``/``_MEMORY``
+=====================================  ==========================================================
+
+Errors are :class:`~spillway.errors.ConfigurationError` naming the variable; values are never echoed
+for variables that might hold secrets.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from spillway.config import NodeReserve, PlannerConfig
+from spillway.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from spillway.observe import ObserveConfig
+
+_REGION_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+# variable → field of RuntimeConfig
+_RUNTIME_VARS: dict[str, str] = {
+    "CLUSTER_NAME": "cluster_name",
+    "REGIONS": "regions",
+    "SNAPSHOTS_TABLE": "snapshots_table",
+    "PLANS_TABLE": "plans_table",
+    "STATE_TABLE": "state_table",
+    "CLUSTER_ACCESS": "cluster_access",
+    "KUBECONFIG_SECRET_ID": "kubeconfig_secret_id",
+    "KUBE_URL": "kube_url",
+    "IDEMPOTENCY_TABLE": "idempotency_table",
+    "SCALE_UP_STATE_MACHINE_ARN": "scale_up_state_machine_arn",
+    "SCALE_DOWN_STATE_MACHINE_ARN": "scale_down_state_machine_arn",
+    "MAX_SNAPSHOT_AGE_SECONDS": "max_snapshot_age_seconds",
+    "SCALE_UP_POLL_SECONDS": "scale_up_poll_seconds",
+    "LAUNCH_TIMEOUT_SECONDS": "launch_timeout_seconds",
+    "SCALE_UP_MAX_ROUNDS": "scale_up_max_rounds",
+    "DRAIN_DEADLINE_SECONDS": "drain_deadline_seconds",
+    "DRAIN_POLL_SECONDS": "drain_poll_seconds",
+    "PLAN_TTL_DAYS": "plan_ttl_days",
+    "OBSERVE_INTERVAL_SECONDS": "observe_interval_seconds",
+    "OBSERVE_WINDOW_SECONDS": "observe_window_seconds",
+    "HEARTBEAT_MINUTES": "heartbeat_minutes",
+    "SNAPSHOT_TTL_HOURS": "snapshot_ttl_hours",
+    "SNAPSHOT_CODEC": "snapshot_codec",
+    "ACTIVITY_WINDOW_MINUTES": "activity_window_minutes",
+    "AWS_MAX_ATTEMPTS": "aws_max_attempts",
+    "AWS_CONNECT_TIMEOUT": "aws_connect_timeout",
+    "AWS_READ_TIMEOUT": "aws_read_timeout",
+}
+_FIELD_VARS = {field: var for var, field in _RUNTIME_VARS.items()}
+_PLANNER_FIELDS = (
+    "scale_down_idle_minutes",
+    "scale_down_delay_after_launch_minutes",
+    "max_scale_in_fraction",
+    "launch_failure_backoff_minutes",
+    "expendable_priority_cutoff",
+)
+_REQUIRED = ("CLUSTER_NAME", "REGIONS", "SNAPSHOTS_TABLE", "PLANS_TABLE", "STATE_TABLE")
+
+
+class RuntimeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster_name: str = Field(min_length=1, max_length=100)
+    regions: tuple[str, ...] = Field(min_length=1)
+    snapshots_table: str = Field(min_length=3)
+    plans_table: str = Field(min_length=3)
+    state_table: str = Field(min_length=3)
+    cluster_access: Literal["eks", "secret", "url"] = "eks"
+    kubeconfig_secret_id: str | None = None
+    kube_url: str | None = None
+    idempotency_table: str | None = None
+    scale_up_state_machine_arn: str | None = None
+    scale_down_state_machine_arn: str | None = None
+    max_snapshot_age_seconds: float = Field(default=180, gt=0)
+    scale_up_poll_seconds: float = Field(default=15, gt=0)
+    launch_timeout_seconds: float = Field(default=600, gt=0)
+    scale_up_max_rounds: int = Field(default=3, ge=1, le=10)
+    drain_deadline_seconds: float = Field(default=900, gt=0)
+    drain_poll_seconds: float = Field(default=15, gt=0)
+    plan_ttl_days: float = Field(default=30, gt=0)
+    observe_interval_seconds: float = Field(default=20, gt=0, le=300)
+    observe_window_seconds: float = Field(default=50, ge=0, le=900)
+    heartbeat_minutes: float = Field(default=5, gt=0)
+    snapshot_ttl_hours: float = Field(default=24, gt=0)
+    snapshot_codec: Literal["zlib", "lzma"] = "zlib"
+    activity_window_minutes: float = Field(default=30, gt=0)
+    aws_max_attempts: int = Field(default=5, ge=1, le=20)
+    aws_connect_timeout: float = Field(default=3, gt=0)
+    aws_read_timeout: float = Field(default=10, gt=0)
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> RuntimeConfig:
+        for region in self.regions:
+            if not region or not set(region) <= _REGION_CHARS:
+                raise ValueError(f"regions: not a region name: {region!r}")
+        if len(set(self.regions)) != len(self.regions):
+            raise ValueError("regions: a region is listed twice")
+        if self.cluster_access == "secret" and not self.kubeconfig_secret_id:
+            raise ValueError("kubeconfig_secret_id: required when CLUSTER_ACCESS is secret")
+        if self.cluster_access == "url" and not self.kube_url:
+            raise ValueError("kube_url: required when CLUSTER_ACCESS is url")
+        return self
+
+    @property
+    def primary_region(self) -> str:
+        return self.regions[0]
+
+    @property
+    def snapshot_ttl(self) -> timedelta:
+        return timedelta(hours=self.snapshot_ttl_hours)
+
+    @property
+    def plan_ttl(self) -> timedelta:
+        return timedelta(days=self.plan_ttl_days)
+
+    @property
+    def activity_window(self) -> timedelta:
+        return timedelta(minutes=self.activity_window_minutes)
+
+    def observe_config(self) -> ObserveConfig:
+        from spillway.observe import ObserveConfig
+
+        return ObserveConfig(
+            cluster=self.cluster_name,
+            interval_seconds=self.observe_interval_seconds,
+            heartbeat_minutes=self.heartbeat_minutes,
+            node_reserve=self.planner.node_reserve,
+        )
+
+
+def load_runtime_config(environ: Mapping[str, str] | None = None) -> RuntimeConfig:
+    """Read and check the environment; :class:`ConfigurationError` names the offending variable."""
+    env = os.environ if environ is None else environ
+    for var in _REQUIRED:
+        if not env.get(var, "").strip():
+            raise ConfigurationError("required but not set", field=var)
+    raw: dict[str, Any] = {}
+    for var, name in _RUNTIME_VARS.items():
+        value = env.get(var, "").strip()
+        if value:
+            raw[name] = value
+    raw["regions"] = tuple(r.strip() for r in env["REGIONS"].split(",") if r.strip())
+    raw["cluster_access"] = raw.get("cluster_access", "eks").lower()
+    planner: dict[str, Any] = {"cluster": raw["cluster_name"], "regions": raw["regions"]}
+    for name in _PLANNER_FIELDS:
+        value = env.get(name.upper(), "").strip()
+        if value:
+            planner[name] = value
+    reserve = {
+        k: env[f"NODE_RESERVE_{k.upper()}"].strip()
+        for k in ("cpu", "memory")
+        if env.get(f"NODE_RESERVE_{k.upper()}", "").strip()
+    }
+    try:
+        if reserve:
+            planner["node_reserve"] = NodeReserve(**reserve)
+        raw["planner"] = PlannerConfig.model_validate(planner)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        var = (
+            "NODE_RESERVE_" + loc[-1].upper()
+            if loc and loc[-1] in ("cpu", "memory")
+            else (loc[0].upper() if loc else "planner")
+        )
+        raise ConfigurationError(err["msg"], field=var) from None
+    try:
+        return RuntimeConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if not field and ":" in msg:  # a model validator's "field: message"
+            head, _, tail = msg.partition(":")
+            field, msg = head.strip(), tail.strip()
+        var = _FIELD_VARS.get(field, field.upper() or "environment")
+        raise ConfigurationError(msg, field=var) from None

@@ -1,0 +1,327 @@
+"""The AWS adapter against moto: discovery by tags in two regions, activities, instance types, writes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.stub import Stubber
+
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.errors import AsgLimitExceeded, AsgNotFound, AwsThrottled, AwsUnavailable
+from spillway.model.aws import ScalingActivity
+from spillway.model.resources import NVIDIA_GPU
+
+REGIONS = ("us-east-1", "us-west-2")
+NOW = datetime.now(UTC)
+RESERVE = {"cpu": 100, "memory": 2**30 * 1000}
+
+
+@pytest.fixture
+def clients(moto_aws: None) -> AwsClients:
+    return AwsClients(
+        REGIONS, boto3.Session(), AwsSettings(max_attempts=2, connect_timeout=1, read_timeout=2)
+    )
+
+
+@pytest.fixture
+def adapter(clients: AwsClients) -> AwsAdapter:
+    return AwsAdapter(clients, "prod", activity_window=timedelta(minutes=30), max_activities=5)
+
+
+def count_calls(client: Any, operation: str) -> list[dict[str, Any]]:
+    """Record the parameters of every call of ``operation`` on ``client`` (the call still goes to moto)."""
+    seen: list[dict[str, Any]] = []
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        seen.append(params)
+
+    client.meta.events.register(f"provide-client-params.*.{operation}", hook)
+    return seen
+
+
+def answer(client: Any, operation: str, respond: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Short-circuit ``operation`` on ``client`` with ``respond(params)`` as the parsed response (as a
+    real service would have returned it: datetimes, NextToken...); moto does not record activities."""
+    pending: dict[str, Any] = {}
+
+    def remember(params: dict[str, Any], **_: Any) -> None:
+        pending["params"] = dict(params)
+
+    def reply(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        body = respond(pending["params"])
+        status = body.get("ResponseMetadata", {}).get("HTTPStatusCode", 200)
+        return AWSResponse("https://example.invalid", status, {}, None), body
+
+    client.meta.events.register(f"provide-client-params.*.{operation}", remember)
+    client.meta.events.register(f"before-call.*.{operation}", reply)
+
+
+def activity(group: str, minutes_ago: float, *, failed: bool = False, n: int = 0) -> dict[str, Any]:
+    start = NOW - timedelta(minutes=minutes_ago)
+    message = (
+        "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested "
+        "(us-east-1a). Launching EC2 instance failed. InsufficientInstanceCapacity"
+    )
+    return {
+        "ActivityId": f"act-{group}-{n}",
+        "AutoScalingGroupName": group,
+        "Description": "Launching a new EC2 instance." + (" Status Reason: capacity" if failed else ""),
+        "Cause": "At 2026-03-02T09:00:00Z a user request update of AutoScalingGroup constraints ...",
+        "StartTime": start,
+        "EndTime": start + timedelta(seconds=30),
+        "StatusCode": "Failed" if failed else "Successful",
+        "StatusMessage": message if failed else None,
+        "Progress": 100,
+    }
+
+
+# --- discovery -------------------------------------------------------------------------------------
+
+
+def test_finds_only_the_clusters_tagged_groups_in_every_region(
+    adapter: AwsAdapter, two_regions: dict[str, Any]
+) -> None:
+    groups = adapter.node_groups(RESERVE, NOW)
+
+    assert [(g.region, g.name) for g in groups] == [
+        ("us-east-1", "general"),
+        ("us-east-1", "gpu"),
+        ("us-west-2", "p3"),
+    ]
+    general = groups[0]
+    assert (general.min_size, general.max_size, general.desired) == (0, 20, 2)
+    assert len(general.instance_ids) == 2
+    assert general.instance_type == "m5.large"
+    assert general.arn.startswith("arn:aws:autoscaling:us-east-1:")
+
+
+def test_tag_filters_are_applied_by_aws_not_after_the_fact(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
+) -> None:
+    calls = count_calls(clients.autoscaling("us-east-1"), "DescribeAutoScalingGroups")
+
+    raw = adapter.describe_groups("us-east-1")
+
+    assert sorted(g.AutoScalingGroupName for g in raw) == ["general", "gpu"]
+    assert calls[0]["Filters"] == [
+        {"Name": "tag-key", "Values": ["k8s.io/cluster-autoscaler/enabled"]},
+        {"Name": "tag-key", "Values": ["k8s.io/cluster-autoscaler/prod"]},
+    ]
+
+
+def test_discovery_pages_through_many_groups(adapter: AwsAdapter, make_asg: Callable[..., Any]) -> None:
+    for i in range(120):
+        make_asg("us-west-2", f"batch-{i:03d}", desired=0)
+
+    groups = adapter.describe_groups("us-west-2")
+
+    assert len(groups) == 120
+
+
+def test_gpu_templates_come_from_ec2_and_p3_from_the_bundled_catalogue(
+    adapter: AwsAdapter, two_regions: dict[str, Any]
+) -> None:
+    by_name = {g.name: g for g in adapter.node_groups(RESERVE, NOW)}
+
+    gpu = by_name["gpu"].template
+    p3 = by_name["p3"].template
+    assert gpu is not None and p3 is not None
+    assert gpu.allocatable[NVIDIA_GPU] == 1000  # g5.xlarge: one A10G, from moto's DescribeInstanceTypes
+    assert gpu.taints == (("nvidia.com/gpu", "present", "NoSchedule"),)
+    assert p3.allocatable[NVIDIA_GPU] == 1000  # p3.2xlarge: one V100, from the bundled catalogue
+    assert p3.labels["topology.kubernetes.io/region"] == "us-west-2"
+
+
+def test_instance_types_are_asked_once_per_container(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
+) -> None:
+    east = count_calls(clients.ec2("us-east-1"), "DescribeInstanceTypes")
+    west = count_calls(clients.ec2("us-west-2"), "DescribeInstanceTypes")
+
+    adapter.node_groups(RESERVE, NOW)
+    first = (len(east), len(west))
+    adapter.node_groups(RESERVE, NOW)
+
+    assert first[0] == 1  # m5.large and g5.xlarge in one call
+    assert first[1] >= 1  # p3.2xlarge: refused, remembered as unknown
+    assert (len(east), len(west)) == first
+
+
+def test_a_failing_describe_instance_types_falls_back_to_the_bundled_catalogue(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
+) -> None:
+    def refuse(params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Error": {"Code": "UnauthorizedOperation", "Message": "not allowed"},
+            "ResponseMetadata": {"HTTPStatusCode": 403},
+        }
+
+    answer(clients.ec2("us-east-1"), "DescribeInstanceTypes", refuse)
+
+    by_name = {g.name: g for g in adapter.node_groups(RESERVE, NOW)}
+
+    gpu = by_name["gpu"].template
+    assert gpu is not None and gpu.allocatable[NVIDIA_GPU] == 1000
+
+
+# --- scaling activities ----------------------------------------------------------------------------
+
+
+def test_recent_launch_failures_reach_the_node_group(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
+) -> None:
+    def respond(params: dict[str, Any]) -> dict[str, Any]:
+        if params["AutoScalingGroupName"] == "gpu":
+            return {"Activities": [activity("gpu", 2, failed=True), activity("gpu", 50, failed=True, n=1)]}
+        return {"Activities": [activity(params["AutoScalingGroupName"], 1)]}
+
+    answer(clients.autoscaling("us-east-1"), "DescribeScalingActivities", respond)
+
+    by_name = {g.name: g for g in adapter.node_groups(RESERVE, NOW)}
+
+    failures = by_name["gpu"].launch_failures
+    assert len(failures) == 1  # the one 50 minutes ago is outside the 30-minute window
+    assert "InsufficientInstanceCapacity" in failures[0].message
+    assert by_name["general"].launch_failures == ()
+
+
+def test_activities_are_paged_until_older_than_the_window(adapter: AwsAdapter, clients: AwsClients) -> None:
+    pages = {
+        None: {"Activities": [activity("g", 1, n=1), activity("g", 3, n=2)], "NextToken": "p2"},
+        "p2": {"Activities": [activity("g", 10, n=3), activity("g", 45, n=4)], "NextToken": "p3"},
+        "p3": {"Activities": [activity("g", 50, n=5)]},
+    }
+    seen: list[str | None] = []
+
+    def respond(params: dict[str, Any]) -> dict[str, Any]:
+        seen.append(params.get("NextToken"))
+        return pages[params.get("NextToken")]
+
+    answer(clients.autoscaling("us-east-1"), "DescribeScalingActivities", respond)
+
+    got = adapter.describe_activities("us-east-1", "g", NOW)
+
+    assert [a.ActivityId for a in got] == ["act-g-1", "act-g-2", "act-g-3"]
+    assert seen == [None, "p2"]  # stopped at the first activity older than 30 minutes
+
+
+def test_activities_stop_after_max_items(adapter: AwsAdapter, clients: AwsClients) -> None:
+    answer(
+        clients.autoscaling("us-east-1"),
+        "DescribeScalingActivities",
+        lambda params: {"Activities": [activity("g", i / 10, n=i) for i in range(10)], "NextToken": "more"},
+    )
+
+    assert len(adapter.describe_activities("us-east-1", "g", NOW)) == 5
+
+
+def test_activities_parse_from_sdk_datetimes_and_cli_strings() -> None:
+    sdk = activity("g", 1)
+    cli = {**sdk, "StartTime": "2026-03-02T09:00:00.123Z", "EndTime": "2026-03-02T09:00:30+00:00"}
+
+    assert ScalingActivity.model_validate(sdk).StartTime == sdk["StartTime"]
+    assert ScalingActivity.model_validate(cli).StartTime == datetime(2026, 3, 2, 9, 0, 0, 123000, tzinfo=UTC)
+
+
+# --- writes ----------------------------------------------------------------------------------------
+
+
+def test_set_desired_capacity_within_limits(adapter: AwsAdapter, two_regions: dict[str, Any]) -> None:
+    previous = adapter.set_desired_capacity("us-east-1", "general", 5)
+
+    assert previous == 2
+    assert adapter.describe_group("us-east-1", "general").DesiredCapacity == 5
+
+
+def test_set_desired_capacity_above_max_is_refused_before_asking_aws(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
+) -> None:
+    calls = count_calls(clients.autoscaling("us-east-1"), "SetDesiredCapacity")
+
+    with pytest.raises(AsgLimitExceeded, match=r"21 outside \[0, 20\]"):
+        adapter.set_desired_capacity("us-east-1", "general", 21)
+    with pytest.raises(AsgLimitExceeded):
+        adapter.set_desired_capacity("us-east-1", "general", -1)
+
+    assert calls == []
+    group = adapter.describe_group("us-east-1", "general")
+    assert (group.DesiredCapacity, len(group.Instances)) == (2, 2)
+
+
+def test_set_desired_capacity_of_an_unknown_group(adapter: AwsAdapter, moto_aws: None) -> None:
+    with pytest.raises(AsgNotFound, match="us-west-2/nope"):
+        adapter.set_desired_capacity("us-west-2", "nope", 1)
+
+
+def test_terminate_instance_decrements_the_group(adapter: AwsAdapter, two_regions: dict[str, Any]) -> None:
+    victim = two_regions["general"]["Instances"][0]["InstanceId"]
+
+    result = adapter.terminate_instance("us-east-1", victim, decrement=True)
+
+    group = adapter.describe_group("us-east-1", "general")
+    assert victim in result.Description
+    assert group.DesiredCapacity == 1
+    assert victim not in {i.InstanceId for i in group.Instances}
+
+
+# --- errors ----------------------------------------------------------------------------------------
+
+
+def test_throttling_becomes_aws_throttled(moto_aws: None) -> None:
+    clients = AwsClients(["us-east-1"], boto3.Session())
+    adapter = AwsAdapter(clients, "prod")
+    with Stubber(clients.autoscaling("us-east-1")) as stub:
+        stub.add_client_error(
+            "describe_auto_scaling_groups",
+            service_error_code="Throttling",
+            service_message="Rate exceeded",
+            http_status_code=400,
+        )
+        with pytest.raises(AwsThrottled, match="Rate exceeded") as caught:
+            adapter.describe_groups("us-east-1")
+
+    assert isinstance(caught.value.__cause__, ClientError)
+    assert caught.value.retryable
+
+
+def test_throttled_write_becomes_aws_throttled(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: Any
+) -> None:
+    answer(
+        clients.autoscaling("us-east-1"),
+        "SetDesiredCapacity",
+        lambda params: {
+            "Error": {"Code": "Throttling", "Message": "Rate exceeded"},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+    )
+
+    with pytest.raises(AwsThrottled):
+        adapter.set_desired_capacity("us-east-1", "general", 3)
+
+
+def test_unreachable_endpoint_becomes_aws_unavailable(adapter: AwsAdapter, clients: AwsClients) -> None:
+    def boom(**_: Any) -> None:
+        raise EndpointConnectionError(endpoint_url="https://autoscaling.us-east-1.amazonaws.com")
+
+    clients.autoscaling("us-east-1").meta.events.register("before-call.*.DescribeAutoScalingGroups", boom)
+
+    with pytest.raises(AwsUnavailable):
+        adapter.describe_groups("us-east-1")
+
+
+def test_clients_are_built_once_with_adaptive_retries_and_timeouts(clients: AwsClients) -> None:
+    first = clients.autoscaling("us-west-2")
+
+    assert clients.autoscaling("us-west-2") is first
+    assert clients.autoscaling("us-east-1") is not first
+    config = first.meta.config
+    assert config.retries == {"mode": "adaptive", "total_max_attempts": 2}
+    assert (config.connect_timeout, config.read_timeout) == (1, 2)
+    assert first.meta.region_name == "us-west-2"

@@ -1,0 +1,428 @@
+"""Observing: both sides into one snapshot, stored on change or heartbeat, nothing stored on failure."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.adapters.store import SnapshotStore
+from spillway.errors import AwsThrottled, ConfigurationError, KubeUnavailable, ObservationFailed
+from spillway.model.k8s import Node, Pod, PodDisruptionBudget
+from spillway.model.nodegroup import NodeGroup
+from spillway.observe import ObserveConfig, deadline_for, observe_once, run_observe
+from spillway.runtime import load_runtime_config
+
+REPO = Path(__file__).resolve().parents[2]
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+CONFIG = ObserveConfig(cluster="prod", interval_seconds=20, heartbeat_minutes=5)
+
+
+class FakeKube:
+    """The three generators of ``KubeClient``, over Kubernetes JSON, one page at a time; can fail."""
+
+    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pdbs: list[dict[str, Any]]):
+        self.nodes, self.pods, self.pdbs = nodes, pods, pdbs
+        self.page_size = 50
+        self.down = False
+        self.fail_after_pods: int | None = None
+        self.pages_served = 0
+
+    def _iter(self, items: list[dict[str, Any]], model: Any, fail_after: int | None = None) -> Iterator[Any]:
+        if self.down:
+            raise KubeUnavailable("list: GET /api/v1/nodes: connection refused (4 attempts)")
+        for start in range(0, len(items), self.page_size):
+            if fail_after is not None and start >= fail_after:
+                raise KubeUnavailable("list pods: 503 Service Unavailable (4 attempts)")
+            self.pages_served += 1
+            for obj in items[start : start + self.page_size]:
+                yield model.model_validate(obj)
+
+    def iter_nodes(self) -> Iterator[Node]:
+        return self._iter(self.nodes, Node)
+
+    def iter_pods(self) -> Iterator[Pod]:
+        return self._iter(self.pods, Pod, self.fail_after_pods)
+
+    def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
+        return self._iter(self.pdbs, PodDisruptionBudget)
+
+
+@dataclass
+class FakeTime:
+    """A clock that only moves when slept on; ``at`` runs callbacks once their time has come."""
+
+    now: datetime = T0
+    slept: list[float] = field(default_factory=list)
+    events: list[tuple[datetime, Callable[[], None]]] = field(default_factory=list)
+
+    def clock(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += timedelta(seconds=seconds)
+        for when, action in list(self.events):
+            if when <= self.now:
+                self.events.remove((when, action))
+                action()
+
+    def at(self, when: datetime, action: Callable[[], None]) -> None:
+        self.events.append((when, action))
+
+
+class ThrottledAws:
+    regions = ("us-east-1",)
+
+    def node_groups_in(self, region: str, reserve: Any, now: datetime | None = None) -> list[NodeGroup]:
+        raise AwsThrottled("DescribeAutoScalingGroups(us-east-1): Throttling: Rate exceeded")
+
+
+@pytest.fixture
+def kube(kobj: Any) -> FakeKube:
+    nodes, pods, pdbs = kobj.cluster(12, 120, pending=3)
+    pods.append(
+        kobj.pod("done-job-abcde", "team-1", node_name=nodes[0]["metadata"]["name"], phase="Succeeded")
+    )
+    return FakeKube(nodes, pods, pdbs)
+
+
+@pytest.fixture
+def aws(two_regions: Any) -> AwsAdapter:
+    clients = AwsClients(("us-east-1", "us-west-2"), boto3.Session(), AwsSettings(max_attempts=2))
+    return AwsAdapter(clients, "prod")
+
+
+@pytest.fixture
+def store(dynamodb: Any, tables: dict[str, str]) -> SnapshotStore:
+    return SnapshotStore(dynamodb, tables["SnapshotsTable"])
+
+
+def stored_items(store: SnapshotStore) -> list[dict[str, Any]]:
+    return list(store.client.scan(TableName=store.table)["Items"])
+
+
+# --- one observation --------------------------------------------------------------------------------
+
+
+def test_observe_once_joins_kubernetes_and_both_regions(kube: FakeKube, aws: AwsAdapter) -> None:
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    cluster = snapshot.cluster
+    assert snapshot.taken_at == cluster.taken_at == T0
+    assert len(cluster.nodes) == 12 and len(cluster.pdbs) == 3
+    assert len(cluster.pods) == 120  # the Succeeded pod is dropped
+    assert sum(1 for p in cluster.pods if p.is_pending_unschedulable()) == 3
+    assert [(g.region, g.name) for g in snapshot.groups] == [
+        ("us-east-1", "general"),
+        ("us-east-1", "gpu"),
+        ("us-west-2", "p3"),
+    ]
+    assert snapshot.observe_seconds > 0
+    assert snapshot.counts().pending_pods == 3
+
+
+def test_terminal_pods_are_kept_when_asked(kube: FakeKube, aws: AwsAdapter) -> None:
+    keep = CONFIG.model_copy(update={"keep_terminal_pods": True})
+
+    snapshot = observe_once(kube, aws, keep, lambda: T0)
+
+    assert len(snapshot.cluster.pods) == 121
+
+
+def test_api_down_stores_nothing_and_raises(kube: FakeKube, aws: AwsAdapter, store: SnapshotStore) -> None:
+    kube.down = True
+    time = FakeTime()
+
+    with pytest.raises(ObservationFailed, match="KubeUnavailable") as caught:
+        run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
+
+    assert isinstance(caught.value.__cause__, KubeUnavailable)
+    assert stored_items(store) == []
+
+
+def test_api_failing_mid_list_stores_nothing(kube: FakeKube, aws: AwsAdapter, store: SnapshotStore) -> None:
+    kube.fail_after_pods = 100  # two pages of pods arrive, then the server goes away
+    time = FakeTime()
+
+    with pytest.raises(ObservationFailed):
+        run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
+
+    assert kube.pages_served >= 2
+    assert stored_items(store) == []
+
+
+def test_aws_failure_stores_nothing(kube: FakeKube, store: SnapshotStore) -> None:
+    time = FakeTime()
+
+    with pytest.raises(ObservationFailed) as caught:
+        run_observe(kube, ThrottledAws(), store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
+
+    assert isinstance(caught.value.__cause__, AwsThrottled)
+    assert stored_items(store) == []
+
+
+# --- a run of observations --------------------------------------------------------------------------
+
+
+def test_an_unchanged_cluster_writes_nothing_until_the_heartbeat(
+    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore
+) -> None:
+    time = FakeTime()
+
+    run = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(minutes=6))
+
+    assert len(run.observations) == 18  # every 20 s for 6 minutes
+    assert [(o.snapshot.taken_at - T0, o.reason) for o in run.written] == [
+        (timedelta(0), "first"),
+        (timedelta(minutes=5), "heartbeat"),
+    ]
+    assert {o.reason for o in run.observations if not o.written} == {"unchanged"}
+    assert len(stored_items(store)) == 2
+    assert time.slept and all(s == pytest.approx(20) for s in time.slept)
+
+
+def test_a_new_pending_pod_is_stored_within_one_interval(
+    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore, kobj: Any
+) -> None:
+    time = FakeTime()
+    appeared = T0 + timedelta(seconds=25)
+    time.at(appeared, lambda: kube.pods.append(kobj.pod("urgent-train-x7k2p", "team-2", cpu="4")))
+
+    run = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=59))
+
+    assert [o.reason for o in run.observations] == ["first", "unchanged", "changed"]
+    changed = run.written[-1]
+    assert changed.snapshot.taken_at - appeared <= timedelta(seconds=20)
+    latest = store.latest("prod")
+    assert latest is not None and any(p.name == "urgent-train-x7k2p" for p in latest.cluster.pods)
+
+
+def test_a_cordoned_node_or_grown_group_counts_as_a_change(
+    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore
+) -> None:
+    time = FakeTime()
+
+    def cordon() -> None:
+        kube.nodes[3]["spec"]["unschedulable"] = True
+
+    def grow() -> None:
+        aws.set_desired_capacity("us-west-2", "p3", 2)
+
+    time.at(T0 + timedelta(seconds=10), cordon)
+    time.at(T0 + timedelta(seconds=30), grow)
+
+    run = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=59))
+
+    assert [o.reason for o in run.observations] == ["first", "changed", "changed"]
+
+
+def test_the_next_invocation_continues_from_what_is_stored(
+    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore
+) -> None:
+    time = FakeTime()
+    first = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
+    time.now = T0 + timedelta(minutes=1)
+    second = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, time.now + timedelta(seconds=50))
+    time.now = T0 + timedelta(minutes=5, seconds=1)
+    third = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, time.now)
+
+    assert [o.reason for o in first.observations] == ["first", "unchanged", "unchanged"]
+    assert [o.reason for o in second.observations] == ["unchanged"] * 3
+    assert [o.reason for o in third.observations] == ["heartbeat"]
+
+
+def test_deadline_leaves_room_before_the_lambda_timeout() -> None:
+    assert deadline_for(T0, 50) == T0 + timedelta(seconds=50)
+    assert deadline_for(T0, 50, remaining_ms=30_000) == T0 + timedelta(seconds=25)
+    assert deadline_for(T0, 50, remaining_ms=1_000) == T0
+
+
+# --- with the real Kubernetes client and the local API server ---------------------------------------
+
+
+@pytest.fixture
+def kubeapi(kobj: Any) -> Iterator[Any]:
+    server_module = pytest.importorskip("spillway.local.kubeapi")
+    server = server_module.KubeApiServer().start()
+    nodes, pods, pdbs = kobj.cluster(20, 200, pending=5)
+    for obj in [*nodes, *pods, *pdbs]:
+        server.add(obj)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_observes_through_the_kubernetes_client(kubeapi: Any, aws: AwsAdapter) -> None:
+    from spillway.adapters.kube import KubeClient
+
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert len(snapshot.cluster.nodes) == 20
+    assert len(snapshot.cluster.pods) == 200
+    assert snapshot.counts().unschedulable_pods == 5
+    assert len(snapshot.groups) == 3
+
+
+def test_kubernetes_api_down_through_the_client(kubeapi: Any, aws: AwsAdapter, store: SnapshotStore) -> None:
+    from spillway.adapters.kube import KubeClient
+
+    kube = KubeClient.for_url(kubeapi.url, page_size=30, max_attempts=2, sleep=lambda s: None)
+    kubeapi.faults.fail_next(10, 503, "/api/v1/pods")
+    time = FakeTime()
+
+    with pytest.raises(ObservationFailed) as caught:
+        run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
+
+    assert isinstance(caught.value.__cause__, KubeUnavailable)
+    assert stored_items(store) == []
+
+
+# --- the Lambda handler and its configuration ------------------------------------------------------
+
+ENV = {
+    "CLUSTER_NAME": "prod",
+    "REGIONS": "us-east-1, us-west-2",
+    "SNAPSHOTS_TABLE": "spillway-snapshots",
+    "PLANS_TABLE": "spillway-plans",
+    "STATE_TABLE": "spillway-state",
+}
+
+
+def load_app() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("observe_app", REPO / "functions" / "observe" / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being defined
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class LambdaContext:
+    remaining_ms: int = 8_000
+    function_name: str = "spillway-observe"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:spillway-observe"
+    aws_request_id: str = "5b1c1d36-0f35-4c8f-9d0e-1d2e3f4a5b6c"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def emf_metrics(output: str) -> dict[str, list[float]]:
+    values: dict[str, list[float]] = {}
+    for line in output.splitlines():
+        if '"_aws"' not in line:
+            continue
+        doc = json.loads(line)
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                value = doc[metric["Name"]]
+                values.setdefault(metric["Name"], []).extend(value if isinstance(value, list) else [value])
+    return values
+
+
+def test_handler_observes_stores_and_emits_metrics(
+    kube: FakeKube,
+    aws: AwsAdapter,
+    store: SnapshotStore,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OBSERVE_WINDOW_SECONDS", "0")  # one observation
+    app = load_app()
+    config = load_runtime_config()
+    monkeypatch.setattr(
+        app,
+        "_services",
+        app.Services(config=config, observe=config.observe_config(), kube=kube, aws=aws, store=store),
+    )
+
+    result = app.handler({"source": "aws.scheduler"}, LambdaContext())
+
+    assert result["observations"] == 1 and len(result["written"]) == 1
+    assert result["pending_pods"] == 3 and result["nodes"] == 12
+    metrics = emf_metrics(capsys.readouterr().out)
+    assert metrics["PendingPods"] == [3]
+    assert metrics["UnschedulablePods"] == [3]
+    assert metrics["Nodes"] == [12]
+    assert metrics["NotReadyNodes"] == [0]
+    assert metrics["SnapshotBytes"][0] > 0
+    assert metrics["ObserveSeconds"][0] > 0
+
+
+def test_handler_failure_raises_observation_failed(
+    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    app = load_app()
+    config = load_runtime_config()
+    kube.down = True
+    monkeypatch.setattr(
+        app,
+        "_services",
+        app.Services(config=config, observe=config.observe_config(), kube=kube, aws=aws, store=store),
+    )
+
+    with pytest.raises(ObservationFailed):
+        app.handler({}, LambdaContext())
+    assert stored_items(store) == []
+
+
+def test_importing_the_handler_needs_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+
+    app = load_app()
+
+    assert app._services is None
+
+
+def test_runtime_config_from_environment() -> None:
+    config = load_runtime_config(
+        {**ENV, "HEARTBEAT_MINUTES": "2", "SCALE_DOWN_IDLE_MINUTES": "15", "NODE_RESERVE_MEMORY": "2Gi"}
+    )
+
+    assert config.regions == ("us-east-1", "us-west-2") and config.primary_region == "us-east-1"
+    assert config.cluster_access == "eks"
+    assert config.heartbeat_minutes == 2
+    assert config.planner.scale_down_idle_minutes == 15
+    assert config.planner.cluster == "prod"
+    assert config.observe_config().node_reserve.memory == "2Gi"
+
+
+@pytest.mark.parametrize(
+    ("change", "variable"),
+    [
+        ({"CLUSTER_NAME": ""}, "CLUSTER_NAME"),
+        ({"REGIONS": " "}, "REGIONS"),
+        ({"REGIONS": "us-east-1,US_WEST"}, "REGIONS"),
+        ({"CLUSTER_ACCESS": "secret"}, "KUBECONFIG_SECRET_ID"),
+        ({"CLUSTER_ACCESS": "url"}, "KUBE_URL"),
+        ({"CLUSTER_ACCESS": "ssh"}, "CLUSTER_ACCESS"),
+        ({"SCALE_UP_MAX_ROUNDS": "0"}, "SCALE_UP_MAX_ROUNDS"),
+        ({"OBSERVE_INTERVAL_SECONDS": "soon"}, "OBSERVE_INTERVAL_SECONDS"),
+        ({"SCALE_DOWN_IDLE_MINUTES": "-1"}, "SCALE_DOWN_IDLE_MINUTES"),
+        ({"NODE_RESERVE_CPU": "lots"}, "NODE_RESERVE_CPU"),
+    ],
+)
+def test_bad_configuration_names_the_variable(change: dict[str, str], variable: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"^{variable}: "):
+        load_runtime_config({**ENV, **change})
