@@ -1,0 +1,302 @@
+"""The planner's state in DynamoDB, written under optimistic locking so that one planner acts at a time.
+
+Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``, both strings)::
+
+    planner state     item = "state"             state (the State wire JSON; state_z, zlib, when large),
+                                                 version (N), snapshot_key, plan_id, executions (JSON),
+                                                 updated_at
+    group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
+                                                 expires_at (N, epoch seconds: the table's TTL)
+
+**Claiming a tick.** :meth:`StateStore.commit` writes the new state with ``version = old + 1`` on the
+condition that the stored version is still the one loaded (``attribute_not_exists`` for the first), in
+one transaction with the plan record: two planners that loaded the same state cannot both commit; the
+loser gets :class:`~spillway.errors.StateConflict` and must start nothing. The item also remembers which
+snapshot was planned and which executions that plan starts, so a planner that failed after committing
+can resume (start the same, deterministically named, executions again) instead of planning twice.
+
+**Back-offs** are separate items written by the scale-up execution (not by the planner), so a back-off
+never races the planner's version. Each expires (TTL) when its window ends. :meth:`load` merges them
+into ``State.groups`` (the later ``backoff_until`` wins).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from spillway.adapters.aws import map_aws_error
+from spillway.adapters.plans_store import PlanRecord, PlanStore
+from spillway.errors import SpillwayError, StateConflict
+from spillway.model.state import GroupState, State
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+STATE_ITEM = "state"
+BACKOFF_PREFIX = "backoff#"
+PLAIN_STATE_LIMIT = 256 * 1024
+CONDITION_FAILED = "ConditionalCheckFailed"
+
+
+def iso(value: datetime) -> str:
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredState:
+    """The state as loaded: what the planner needs, and what the last committed plan was."""
+
+    state: State = field(default_factory=State)
+    version: int = 0  # 0: nothing stored yet
+    snapshot_key: str | None = None  # the snapshot the last committed plan came from
+    plan_id: str | None = None
+    executions: tuple[Mapping[str, Any], ...] = ()  # ExecutionRequest dicts of that plan
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    group: str
+    until: datetime
+    reason: str
+    region: str = ""
+
+
+def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
+    """``state`` with each back-off item applied; the later ``backoff_until`` of the two wins."""
+    if not backoffs:
+        return state
+    groups = dict(state.groups)
+    for b in backoffs:
+        current = groups.get(b.group)
+        until = b.until if b.until.tzinfo else b.until.replace(tzinfo=UTC)
+        if current is None or _aware(current.backoff_until) < until:
+            groups[b.group] = GroupState(backoff_until=until, reason=b.reason)
+    return State(nodes=dict(state.nodes), groups=dict(sorted(groups.items())))
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class StateStore:
+    def __init__(self, client: DynamoDBClient, table: str, *, plans: PlanStore | None = None) -> None:
+        self.client = client
+        self.table = table
+        self.plans = plans
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def load(self, cluster: str) -> StoredState:
+        """The state with every back-off merged in (consistent read); an empty state at version 0."""
+        items = self._items(cluster)
+        stored = StoredState()
+        backoffs: list[Backoff] = []
+        for item in items:
+            name = item["item"]["S"]
+            if name == STATE_ITEM:
+                stored = _stored(item)
+            elif name.startswith(BACKOFF_PREFIX):
+                backoffs.append(_backoff(item))
+        return StoredState(
+            state=merge_backoffs(stored.state, backoffs),
+            version=stored.version,
+            snapshot_key=stored.snapshot_key,
+            plan_id=stored.plan_id,
+            executions=stored.executions,
+        )
+
+    def backoffs(self, cluster: str) -> list[Backoff]:
+        items = self._items(cluster, prefix=BACKOFF_PREFIX)
+        return [_backoff(i) for i in items]
+
+    def _items(self, cluster: str, prefix: str | None = None) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#c = :c",
+            "ExpressionAttributeNames": {"#c": "cluster"},
+            "ExpressionAttributeValues": {":c": {"S": cluster}},
+            "ConsistentRead": True,
+        }
+        if prefix:
+            kwargs["KeyConditionExpression"] += " AND begins_with(#i, :p)"
+            kwargs["ExpressionAttributeNames"]["#i"] = "item"
+            kwargs["ExpressionAttributeValues"][":p"] = {"S": prefix}
+        out: list[dict[str, Any]] = []
+        while True:
+            try:
+                resp = self.client.query(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                raise map_aws_error(exc, f"Query state of {cluster}") from exc
+            out.extend(resp.get("Items", []))
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                return out
+            kwargs["ExclusiveStartKey"] = last
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        cluster: str,
+        state: State,
+        *,
+        expected_version: int,
+        snapshot_key: str,
+        plan_id: str,
+        executions: Sequence[Mapping[str, Any]] = (),
+        now: datetime,
+        plan: PlanRecord | None = None,
+    ) -> int:
+        """Write ``state`` as version ``expected_version + 1`` if the stored version is still
+        ``expected_version``, together with ``plan`` (one transaction). Returns the new version;
+        :class:`StateConflict` when another planner committed first."""
+        version = expected_version + 1
+        item = self._state_item(cluster, state, version, snapshot_key, plan_id, executions, now)
+        condition: dict[str, Any]
+        if expected_version == 0:
+            condition = {
+                "ConditionExpression": "attribute_not_exists(#i)",
+                "ExpressionAttributeNames": {"#i": "item"},
+            }
+        else:
+            condition = {
+                "ConditionExpression": "#v = :v",
+                "ExpressionAttributeNames": {"#v": "version"},
+                "ExpressionAttributeValues": {":v": {"N": str(expected_version)}},
+            }
+        what = f"commit state of {cluster} (version {expected_version} -> {version})"
+        try:
+            if plan is None:
+                self.client.put_item(TableName=self.table, Item=item, **condition)
+            else:
+                if self.plans is None:
+                    raise ValueError("StateStore needs a PlanStore to commit a plan with the state")
+                items: list[Any] = [
+                    {"Put": {"TableName": self.table, "Item": item, **condition}},
+                    self.plans.put_request(plan),
+                ]
+                self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if _condition_failed(exc):
+                raise StateConflict(
+                    f"{what}: another planner committed first (the stored version is no longer "
+                    f"{expected_version}); this one starts nothing"
+                ) from exc
+            raise map_aws_error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, what) from exc
+        return version
+
+    def _state_item(
+        self,
+        cluster: str,
+        state: State,
+        version: int,
+        snapshot_key: str,
+        plan_id: str,
+        executions: Sequence[Mapping[str, Any]],
+        now: datetime,
+    ) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "cluster": {"S": cluster},
+            "item": {"S": STATE_ITEM},
+            "version": {"N": str(version)},
+            "snapshot_key": {"S": snapshot_key},
+            "plan_id": {"S": plan_id},
+            "executions": {"S": json.dumps(list(executions), separators=(",", ":"), sort_keys=True)},
+            "updated_at": {"S": iso(now)},
+        }
+        text = json.dumps(state.to_wire(), separators=(",", ":"))
+        if len(text.encode()) <= PLAIN_STATE_LIMIT:
+            item["state"] = {"S": text}
+        else:
+            item["state_z"] = {"B": zlib.compress(text.encode(), 6)}
+        return item
+
+    def put_backoff(
+        self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
+    ) -> bool:
+        """Back the group off until ``until`` (the item expires then). False, changing nothing, when a
+        later back-off is already stored."""
+        item = {
+            "cluster": {"S": cluster},
+            "item": {"S": BACKOFF_PREFIX + group},
+            "backoff_until": {"S": iso(until)},
+            "reason": {"S": reason[:1000]},
+            "region": {"S": region},
+            "expires_at": {"N": str(int(_aware(until).timestamp()))},
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=item,
+                # ISO UTC strings of one fixed format compare as times.
+                ConditionExpression="attribute_not_exists(#u) OR #u < :u",
+                ExpressionAttributeNames={"#u": "backoff_until"},
+                ExpressionAttributeValues={":u": {"S": iso(until)}},
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise map_aws_error(exc, f"PutItem back-off of {cluster}/{group}") from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, f"PutItem back-off of {cluster}/{group}") from exc
+        return True
+
+
+def _condition_failed(exc: ClientError) -> bool:
+    err = exc.response.get("Error", {})
+    code = str(err.get("Code", ""))
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code == "TransactionCanceledException":
+        reasons = exc.response.get("CancellationReasons") or []
+        if any(r.get("Code") == CONDITION_FAILED for r in reasons):
+            return True
+        return CONDITION_FAILED in str(err.get("Message", ""))
+    return False
+
+
+def _stored(item: Mapping[str, Any]) -> StoredState:
+    cluster = item["cluster"]["S"]
+    try:
+        if "state" in item:
+            wire = json.loads(item["state"]["S"])
+        elif "state_z" in item:
+            wire = json.loads(zlib.decompress(bytes(item["state_z"]["B"])))
+        else:
+            wire = {}
+        state = State.model_validate(wire)
+        executions = json.loads(item.get("executions", {}).get("S", "[]"))
+        return StoredState(
+            state=state,
+            version=int(item["version"]["N"]),
+            snapshot_key=item.get("snapshot_key", {}).get("S"),
+            plan_id=item.get("plan_id", {}).get("S"),
+            executions=tuple(executions),
+        )
+    except (ValueError, KeyError, TypeError, zlib.error) as exc:
+        raise SpillwayError(
+            f"state of {cluster}: malformed state item ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _backoff(item: Mapping[str, Any]) -> Backoff:
+    return Backoff(
+        group=item["item"]["S"].removeprefix(BACKOFF_PREFIX),
+        until=_parse(item["backoff_until"]["S"]),
+        reason=item.get("reason", {}).get("S", ""),
+        region=item.get("region", {}).get("S", ""),
+    )

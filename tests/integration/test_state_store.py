@@ -1,0 +1,175 @@
+"""State, plans and executions on moto, with the tables built from template.yaml's own definitions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from spillway.adapters.plans_store import PlanRecord, PlanStore, replan_key
+from spillway.adapters.sfn import ExecutionRequest, Executions
+from spillway.adapters.state_store import StateStore
+from spillway.errors import InputError, StateConflict
+from spillway.local.cfn import create_tables
+from spillway.model.state import GroupState, NodeState, State
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+KEY = "2026-11-02T12:00:00.000000Z"
+
+
+@pytest.fixture
+def ddb() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_tables(TEMPLATE, client, {"StateTable": "state", "PlansTable": "plans"})
+        yield client
+
+
+@pytest.fixture
+def plans(ddb: Any) -> PlanStore:
+    return PlanStore(ddb, "plans")
+
+
+@pytest.fixture
+def store(ddb: Any, plans: PlanStore) -> StateStore:
+    return StateStore(ddb, "state", plans=plans)
+
+
+def record(key: str = KEY, **kw: Any) -> PlanRecord:
+    base: dict[str, Any] = {
+        "cluster": "ml",
+        "plan_id": "p1",
+        "snapshot_key": key,
+        "fingerprint": "f" * 64,
+        "created_at": NOW,
+        "plan": {"scale_up": [{"group": "gpu", "reason": "3 pending pods"}], "drain": [], "pending": []},
+        "executions": ("up-p1",),
+        "summary": {"scale_up_nodes": 3},
+    }
+    base.update(kw)
+    return PlanRecord(**base)
+
+
+def commit(store: StateStore, version: int, state: State | None = None, key: str = KEY, **kw: Any) -> int:
+    return store.commit(
+        "ml",
+        state or State(),
+        expected_version=version,
+        snapshot_key=key,
+        plan_id="p1",
+        executions=[{"kind": "scale_up", "name": "up-p1"}],
+        now=NOW,
+        **kw,
+    )
+
+
+def test_an_empty_cluster_loads_as_version_zero(store: StateStore) -> None:
+    loaded = store.load("ml")
+    assert (loaded.version, loaded.snapshot_key, loaded.state) == (0, None, State())
+
+
+def test_commit_writes_the_state_and_the_plan_together_and_versions_them(
+    store: StateStore, plans: PlanStore
+) -> None:
+    state = State(nodes={"n1": NodeState(idle_since=NOW - timedelta(minutes=3))})
+    assert commit(store, 0, state, plan=record()) == 1
+
+    loaded = store.load("ml")
+    assert loaded.version == 1 and loaded.state == state
+    assert loaded.snapshot_key == KEY and loaded.plan_id == "p1"
+    assert loaded.executions == ({"kind": "scale_up", "name": "up-p1"},)
+    got = plans.get("ml", KEY)
+    assert got is not None and got.plan == record().plan and got.executions == ("up-p1",)
+    assert got.summary == {"scale_up_nodes": 3} and got.acts
+    assert commit(store, 1, key="2026-11-02T12:00:20.000000Z") == 2
+
+
+def test_a_stale_version_conflicts_and_writes_neither_state_nor_plan(
+    store: StateStore, plans: PlanStore
+) -> None:
+    commit(store, 0, plan=record())
+    later = "2026-11-02T12:00:20.000000Z"
+
+    with pytest.raises(StateConflict, match="another planner committed first"):
+        commit(store, 0, key=later, plan=record(later))  # loaded version 0, but 1 is stored
+    with pytest.raises(StateConflict):
+        commit(store, 0, key=later)  # the first write of a cluster is conditional too
+
+    assert store.load("ml").snapshot_key == KEY
+    assert plans.get("ml", later) is None
+
+
+def test_plan_items_expire_after_thirty_days_and_big_plans_are_compressed(ddb: Any, plans: PlanStore) -> None:
+    pending = [
+        {"pod": f"team/job-{i}", "reason": "every node group that fits is exhausted " * 3}
+        for i in range(4000)
+    ]
+    plans.save(record(plan={"scale_up": [], "pending": pending}))
+    item = ddb.get_item(TableName="plans", Key={"cluster": {"S": "ml"}, "planned_at": {"S": KEY}})["Item"]
+    assert int(item["expires_at"]["N"]) == int((NOW + timedelta(days=30)).timestamp())
+    assert "plan_z" in item and "plan" not in item
+    got = plans.get("ml", KEY)
+    assert got is not None and got.plan["pending"] == pending and not got.acts
+
+
+def test_replans_sort_after_their_plan(plans: PlanStore) -> None:
+    plans.save(record())
+    plans.save(record(kind="replan", sort_key=replan_key(KEY, 2), snapshot_key="2026-11-02T12:01:00.000000Z"))
+    newest_first = plans.list("ml")
+    assert [(p.kind, p.key) for p in newest_first] == [("replan", f"{KEY}#replan-2"), ("plan", KEY)]
+
+
+def test_backoffs_merge_into_the_state_and_only_ever_extend(store: StateStore, ddb: Any) -> None:
+    carried = State(groups={"gpu": GroupState(backoff_until=NOW + timedelta(minutes=5), reason="old")})
+    commit(store, 0, carried)
+    until = NOW + timedelta(minutes=15)
+
+    assert store.put_backoff("ml", "gpu", until, "InsufficientInstanceCapacity", region="us-east-1")
+    assert not store.put_backoff("ml", "gpu", NOW + timedelta(minutes=1), "shorter")  # kept the longer
+    assert store.put_backoff("ml", "cpu", NOW + timedelta(minutes=2), "timeout")
+
+    loaded = store.load("ml")
+    assert loaded.version == 1  # back-offs never touch the planner's version
+    assert loaded.state.groups["gpu"] == GroupState(
+        backoff_until=until, reason="InsufficientInstanceCapacity"
+    )
+    assert loaded.state.groups["cpu"].reason == "timeout"
+    item = ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": "backoff#gpu"}})["Item"]
+    assert int(item["expires_at"]["N"]) == int(until.timestamp())  # TTL: gone when the window ends
+    assert item["region"]["S"] == "us-east-1"
+    assert [b.group for b in store.backoffs("ml")] == ["cpu", "gpu"]
+
+
+def test_a_large_state_is_stored_compressed(store: StateStore, ddb: Any) -> None:
+    nodes = {f"ip-10-0-{i // 250}-{i % 250}.ec2.internal": NodeState(idle_since=NOW) for i in range(8000)}
+    commit(store, 0, State(nodes=nodes))
+    item = ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": "state"}})["Item"]
+    assert "state_z" in item and "state" not in item
+    assert store.load("ml").state.nodes == nodes
+
+
+def test_starting_an_execution_twice_under_one_name_is_not_an_error() -> None:
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        arn = sfn.create_state_machine(
+            name="up",
+            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+            roleArn="arn:aws:iam::123456789012:role/x",
+        )["stateMachineArn"]
+        executions = Executions(sfn)
+        request = ExecutionRequest("scale_up", arn, "up-20261102T120000000000Z-1a2b3c4d", {"cluster": "ml"})
+
+        first = executions.start(request)
+        second = executions.start(ExecutionRequest("scale_up", arn, request.name, {"cluster": "other"}))
+
+        assert first.started and not second.started and first.arn == second.arn
+        assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
+        with pytest.raises(InputError, match="execution name"):
+            executions.start(ExecutionRequest("scale_up", arn, "up/with:bad chars", {}))
