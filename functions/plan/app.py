@@ -1,0 +1,149 @@
+"""Plan Lambda: plan a new snapshot and start what the plan says. Thin: the work is
+:func:`spillway.act.planning.run_plan`.
+
+Triggered by the snapshots table's stream (INSERTs of complete snapshot items; chunk items are filtered
+out by the event source mapping and again here) and invocable directly::
+
+    {"cluster": "ml"}                                    the cluster's latest snapshot
+    {"cluster": "ml", "snapshot_key": "2026-...Z"}       that snapshot
+
+Each (cluster, snapshot key) is planned once: Powertools idempotency (DynamoDB) returns the first
+result to a repeated delivery, and the state's versioned commit and the executions' deterministic names
+stop what gets past it. From the stream, only the newest snapshot of each cluster in a batch is planned
+(the older ones are superseded); a stale snapshot is logged and skipped (retrying cannot freshen it); a
+lost race (StateConflict), the same snapshot being planned right now by another invocation
+(IdempotencyAlreadyInProgressError) or a transient error is reported as a batch item failure, so Lambda retries
+from that record. Invoked directly, those errors are raised, under their own names.
+
+Metrics (EMF): ScaleUpNodes, Uncordoned (planned), DrainsPlanned, UnplaceablePods, Overflow (nodes
+planned outside the primary region), StaleSnapshots, PlanConflicts.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+from spillway.act.planning import PlanOutcome, SnapshotRef, run_plan
+from spillway.adapters.store import CHUNK_SUFFIX, KIND_SNAPSHOT
+from spillway.clients import Clients, get_clients
+from spillway.errors import InputError, SnapshotNotFound, SpillwayError, StaleSnapshot, StateConflict
+from spillway.observability import add_count, logger, metrics, set_cluster, tracer
+
+IDEMPOTENCY_SECONDS = 3600
+
+
+def record_outcome(outcome: dict[str, Any]) -> None:
+    summary = outcome.get("summary") or {}
+    add_count("ScaleUpNodes", summary.get("scale_up_nodes", 0))
+    add_count("Uncordoned", summary.get("uncordon", 0))
+    add_count("DrainsPlanned", summary.get("drains", 0))
+    add_count("UnplaceablePods", summary.get("unplaceable", 0))
+    add_count("Overflow", summary.get("overflow_nodes", 0))
+    logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}
+                | {"summary": summary, "executions": [e["name"] for e in outcome.get("executions", [])]})  # fmt: skip
+
+
+def plan_once(clients: Clients, ref: SnapshotRef, context: Any) -> dict[str, Any]:
+    """``run_plan`` under Powertools idempotency keyed on (cluster, snapshot key)."""
+    config = IdempotencyConfig(expires_after_seconds=IDEMPOTENCY_SECONDS)
+    if context is not None:
+        config.register_lambda_context(context)
+
+    @idempotent_function(  # type: ignore[untyped-decorator]  # Powertools' decorator is untyped
+        data_keyword_argument="ref", persistence_store=clients.idempotency, config=config, key_prefix="plan"
+    )
+    def once(ref: dict[str, str]) -> dict[str, Any]:
+        outcome: PlanOutcome = run_plan(
+            SnapshotRef(ref["cluster"], ref["snapshot_key"]),
+            snapshots=clients.snapshots,
+            ledger=clients.state,
+            executions=clients.executions,
+            settings=clients.plan_settings(),
+            now=datetime.now(UTC),
+        )
+        result = outcome.to_dict()
+        record_outcome(result)
+        return result
+
+    result: dict[str, Any] = once(ref=ref.to_dict())
+    return result
+
+
+def plan_direct(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    cluster = event.get("cluster")
+    if not isinstance(cluster, str) or not cluster:
+        raise InputError('expected {"cluster": "<name>", "snapshot_key"?: "<key>"}', field="cluster")
+    key = event.get("snapshot_key")
+    if not key:
+        meta = clients.snapshots.latest_meta(cluster)
+        if meta is None:
+            raise SnapshotNotFound(f"{cluster}: no complete snapshot stored")
+        key = meta.key
+    try:
+        return plan_once(clients, SnapshotRef(cluster, str(key)), context)
+    except StaleSnapshot:
+        add_count("StaleSnapshots", 1)
+        raise
+    except StateConflict:
+        add_count("PlanConflicts", 1)
+        raise
+
+
+def snapshot_refs(records: list[dict[str, Any]]) -> list[tuple[SnapshotRef, str]]:
+    """The newest complete snapshot INSERT per cluster, with its record's sequence number."""
+    newest: dict[str, tuple[SnapshotRef, str]] = {}
+    for record in records:
+        if record.get("eventName") != "INSERT":
+            continue
+        data = record.get("dynamodb") or {}
+        image = data.get("NewImage") or data.get("Keys") or {}
+        cluster = (image.get("cluster") or {}).get("S", "")
+        key = (image.get("taken_at") or {}).get("S", "")
+        kind = (image.get("kind") or {}).get("S", KIND_SNAPSHOT)
+        if not cluster or not key or kind != KIND_SNAPSHOT or cluster.endswith(CHUNK_SUFFIX):
+            continue
+        seq = str(data.get("SequenceNumber", ""))
+        if cluster not in newest or key > newest[cluster][0].key:
+            newest[cluster] = (SnapshotRef(cluster, key), seq)
+    return [newest[c] for c in sorted(newest)]
+
+
+def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    failures: list[dict[str, str]] = []
+    results: list[dict[str, Any]] = []
+    for ref, seq in snapshot_refs(list(event.get("Records") or [])):
+        try:
+            results.append(plan_once(clients, ref, context))
+        except StaleSnapshot as exc:
+            add_count("StaleSnapshots", 1)
+            logger.warning("stale snapshot: not acting", extra={"snapshot_key": ref.key, "error": str(exc)})
+            results.append({**ref.to_dict(), "status": "stale", "note": str(exc)})
+        except (SpillwayError, IdempotencyAlreadyInProgressError) as exc:
+            if isinstance(exc, StateConflict):
+                add_count("PlanConflicts", 1)
+            logger.warning(
+                "plan failed; Lambda retries from this record",
+                extra={"snapshot_key": ref.key, "error": type(exc).__name__, "detail": str(exc)},
+            )
+            failures.append({"itemIdentifier": seq})
+            results.append({**ref.to_dict(), "status": "failed", "error": type(exc).__name__})
+    return {"batchItemFailures": failures, "results": results}
+
+
+def plan_event(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if "Records" in event:
+        return plan_stream(clients, event, context)
+    return plan_direct(clients, event, context)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    clients = get_clients()
+    set_cluster(clients.config.cluster_name)
+    return plan_event(clients, event, context)

@@ -1,0 +1,365 @@
+"""The plan cycle: one snapshot in, one committed plan and its executions out.
+
+``run_plan`` is what the plan Lambda does for one (cluster, snapshot key):
+
+1. load the snapshot; refuse one older than ``max_snapshot_age_seconds`` (:class:`StaleSnapshot`):
+   nothing is planned, written or started, so nothing is ever drained on stale data;
+2. load the state (back-offs merged in). A snapshot older than the one last planned is *superseded*
+   (nothing happens); the same snapshot again is a *resume*: its plan is already committed, so its
+   executions are started again, which Step Functions turns into a no-op when they exist;
+3. run the pure planner;
+4. commit the new state and the plan record in one transaction, conditional on the state's version
+   (:class:`StateConflict` for the loser of two planners: it writes and starts nothing);
+5. start the scale-up execution (when the plan grows or uncordons) and the scale-down execution (when it
+   drains), named ``up-<plan id>`` / ``down-<plan id>``: a duplicate start is refused by Step Functions
+   and reported as ``started=False``.
+
+The plan id is derived from the cluster and the snapshot key, so every retry of one snapshot names the
+same executions. The stores, the execution starter and the clock are passed in; fakes stand in for them
+in the unit tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from spillway.adapters.plans_store import PlanRecord
+from spillway.adapters.sfn import ExecutionRequest, StartedExecution
+from spillway.adapters.state_store import StoredState
+from spillway.config import PlannerConfig
+from spillway.errors import ConfigurationError, InputError, StaleSnapshot
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.snapshot import Snapshot
+from spillway.model.state import State
+from spillway.planner import ScalingPlan
+from spillway.planner import plan as run_planner
+
+Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
+Status = Literal["acted", "idle", "resumed", "superseded"]
+SCALE_UP = "scale_up"
+SCALE_DOWN = "scale_down"
+
+
+# --- what the cycle needs of the world ----------------------------------------------------------
+
+
+class SnapshotReader(Protocol):
+    def get(self, cluster: str, key: str) -> Snapshot: ...
+
+
+class StateLedger(Protocol):
+    def load(self, cluster: str) -> StoredState: ...
+
+    def commit(
+        self,
+        cluster: str,
+        state: State,
+        *,
+        expected_version: int,
+        snapshot_key: str,
+        plan_id: str,
+        executions: Sequence[Mapping[str, Any]] = (),
+        now: datetime,
+        plan: PlanRecord | None = None,
+    ) -> int: ...
+
+
+class ExecutionStarter(Protocol):
+    def start(self, request: ExecutionRequest) -> StartedExecution: ...
+
+
+# --- settings and results ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSettings:
+    planner: PlannerConfig
+    scale_up_arn: str | None = None
+    scale_down_arn: str | None = None
+    max_snapshot_age_seconds: float = 180.0
+    poll_seconds: float = 15.0  # scale-up: between launch checks
+    launch_timeout_seconds: float = 600.0  # scale-up: a launch not Ready by then is a failure
+    max_rounds: int = 3  # scale-up: the first attempt and up to two overflow re-plans
+    drain_deadline_seconds: float = 900.0
+    drain_poll_seconds: float = 15.0
+
+    @property
+    def primary_region(self) -> str | None:
+        return self.planner.regions[0] if self.planner.regions else None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    cluster: str
+    key: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"cluster": self.cluster, "snapshot_key": self.key}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSummary:
+    """Headline numbers of a plan (logs, metrics and the plan record)."""
+
+    scale_up_groups: int = 0
+    scale_up_nodes: int = 0
+    overflow_nodes: int = 0  # of scale_up_nodes, those outside the primary region
+    uncordon: int = 0
+    drains: int = 0
+    pending: int = 0
+    unplaceable: int = 0  # pending pods the plan found no place for
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "scale_up_groups": self.scale_up_groups,
+            "scale_up_nodes": self.scale_up_nodes,
+            "overflow_nodes": self.overflow_nodes,
+            "uncordon": self.uncordon,
+            "drains": self.drains,
+            "pending": self.pending,
+            "unplaceable": self.unplaceable,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOutcome:
+    cluster: str
+    snapshot_key: str
+    plan_id: str
+    status: Status
+    state_version: int
+    summary: PlanSummary = field(default_factory=PlanSummary)
+    executions: tuple[StartedExecution, ...] = ()
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "snapshot_key": self.snapshot_key,
+            "plan_id": self.plan_id,
+            "status": self.status,
+            "state_version": self.state_version,
+            "summary": self.summary.to_dict(),
+            "executions": [e.to_dict() for e in self.executions],
+            "note": self.note,
+        }
+
+
+# --- pure helpers -------------------------------------------------------------------------------
+
+
+def plan_id_for(cluster: str, snapshot_key: str) -> str:
+    """``20260302T090000123456Z-1a2b3c4d``: the snapshot time (sortable) and a hash of cluster and key.
+
+    Deterministic, so every retry for one snapshot names the same executions; ``up-``/``down-`` plus
+    this stays within Step Functions' 80 characters of ``[A-Za-z0-9-_]``.
+    """
+    compact = "".join(ch for ch in snapshot_key if ch.isalnum())[:32]
+    digest = hashlib.sha256(f"{cluster}/{snapshot_key}".encode()).hexdigest()[:8]
+    return f"{compact}-{digest}"
+
+
+def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
+    placed = {p.pod for p in plan.placements}
+    nodes = sum(s.to_size - s.from_size for s in plan.scale_up)
+    overflow = sum(
+        s.to_size - s.from_size for s in plan.scale_up if primary_region and s.region != primary_region
+    )
+    return PlanSummary(
+        scale_up_groups=len(plan.scale_up),
+        scale_up_nodes=nodes,
+        overflow_nodes=overflow,
+        uncordon=len(plan.uncordon),
+        drains=len(plan.drain),
+        pending=len(plan.pending),
+        unplaceable=sum(1 for p in plan.pending if p.pod not in placed),
+    )
+
+
+def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
+    """One entry per group the plan grows or uncordons nodes in: what the scale-up execution maps over.
+
+    ``to`` is the absolute desired capacity (setting it twice is harmless); ``grow`` is False for a
+    group whose nodes are only uncordoned. Pod names stay in the plan record: the execution input
+    must stay far below Step Functions' 256 KB.
+    """
+    by_name = {g.name: g for g in groups}
+    items: dict[str, dict[str, Any]] = {}
+    for s in plan.scale_up:
+        items[s.group] = {
+            "group": s.group,
+            "region": s.region,
+            "from": s.from_size,
+            "to": s.to_size,
+            "grow": True,
+            "new_nodes": s.to_size - s.from_size,
+            "pods": len(s.pods),
+            "uncordon": [],
+        }
+    for u in plan.uncordon:
+        entry = items.get(u.group)
+        if entry is None:
+            group = by_name.get(u.group)
+            if group is None:
+                continue  # the planner only uncordons nodes of known groups
+            entry = items[u.group] = {
+                "group": group.name,
+                "region": group.region,
+                "from": group.desired,
+                "to": group.desired,
+                "grow": False,
+                "new_nodes": 0,
+                "pods": 0,
+                "uncordon": [],
+            }
+        entry["uncordon"].append(u.node)
+    return [items[name] for name in items]
+
+
+def execution_requests(
+    cluster: str,
+    plan_id: str,
+    snapshot_key: str,
+    plan: ScalingPlan,
+    groups: Sequence[NodeGroup],
+    settings: PlanSettings,
+) -> list[ExecutionRequest]:
+    requests: list[ExecutionRequest] = []
+    grow = scale_up_groups(plan, groups)
+    if grow:
+        if not settings.scale_up_arn:
+            raise ConfigurationError("the plan grows groups but no scale-up state machine is configured",
+                                     field="SCALE_UP_STATE_MACHINE_ARN")  # fmt: skip
+        requests.append(
+            ExecutionRequest(
+                kind=SCALE_UP,
+                state_machine_arn=settings.scale_up_arn,
+                name=f"up-{plan_id}",
+                input={
+                    "cluster": cluster,
+                    "plan_id": plan_id,
+                    "snapshot_key": snapshot_key,
+                    "round": 1,
+                    "max_rounds": settings.max_rounds,
+                    "poll_seconds": _seconds(settings.poll_seconds),
+                    "launch_timeout_seconds": _seconds(settings.launch_timeout_seconds),
+                    "groups": grow,
+                    "rounds": [],
+                    "done": False,
+                },
+            )
+        )
+    if plan.drain:
+        if not settings.scale_down_arn:
+            raise ConfigurationError("the plan drains nodes but no scale-down state machine is configured",
+                                     field="SCALE_DOWN_STATE_MACHINE_ARN")  # fmt: skip
+        requests.append(
+            ExecutionRequest(
+                kind=SCALE_DOWN,
+                state_machine_arn=settings.scale_down_arn,
+                name=f"down-{plan_id}",
+                input={
+                    "cluster": cluster,
+                    "plan_id": plan_id,
+                    "drains": [{**d.to_dict(), "region": d.region} for d in plan.drain],
+                    "deadline_seconds": _seconds(settings.drain_deadline_seconds),
+                    "poll_seconds": _seconds(settings.drain_poll_seconds),
+                },
+            )
+        )
+    return requests
+
+
+def _seconds(value: float) -> int:
+    """Wait states take whole seconds."""
+    return max(0, round(value))
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# --- the cycle ----------------------------------------------------------------------------------
+
+
+def run_plan(
+    ref: SnapshotRef,
+    *,
+    snapshots: SnapshotReader,
+    ledger: StateLedger,
+    executions: ExecutionStarter,
+    settings: PlanSettings,
+    now: datetime,
+    planner: Planner = run_planner,
+) -> PlanOutcome:
+    """Plan one snapshot and act on it (see the module docstring). Raises :class:`StaleSnapshot`,
+    :class:`StateConflict`, :class:`SnapshotNotFound` and adapter errors; starts nothing when it raises
+    before the commit."""
+    now = _aware(now)
+    pid = plan_id_for(ref.cluster, ref.key)
+    snapshot = snapshots.get(ref.cluster, ref.key)
+    if snapshot.cluster_name != ref.cluster:
+        raise InputError(f"snapshot {ref.key} is of cluster {snapshot.cluster_name!r}, not {ref.cluster!r}")
+    age = (now - _aware(snapshot.taken_at)).total_seconds()
+    if age > settings.max_snapshot_age_seconds:
+        raise StaleSnapshot(
+            f"{ref.cluster}/{ref.key}: snapshot is {age:.0f}s old, older than max_snapshot_age_seconds "
+            f"({settings.max_snapshot_age_seconds:.0f}s); not acting on it"
+        )
+    stored = ledger.load(ref.cluster)
+    if stored.snapshot_key is not None and ref.key < stored.snapshot_key:
+        return PlanOutcome(
+            ref.cluster, ref.key, pid, "superseded", stored.version,
+            note=f"a newer snapshot ({stored.snapshot_key}) was planned already",
+        )  # fmt: skip
+    if stored.snapshot_key == ref.key:
+        started = tuple(executions.start(ExecutionRequest.from_dict(r)) for r in stored.executions)
+        return PlanOutcome(
+            ref.cluster, ref.key, stored.plan_id or pid, "resumed", stored.version,
+            executions=started, note="this snapshot's plan was committed before; its executions restarted",
+        )  # fmt: skip
+
+    result = planner(snapshot.cluster, snapshot.groups, settings.planner, stored.state, now)
+    summary = summarize(result, settings.primary_region)
+    requests = execution_requests(ref.cluster, pid, ref.key, result, snapshot.groups, settings)
+    record = PlanRecord(
+        cluster=ref.cluster,
+        plan_id=pid,
+        snapshot_key=ref.key,
+        fingerprint=snapshot.fingerprint,
+        created_at=now,
+        plan=result.to_dict(),
+        kind="plan",
+        state_version=stored.version + 1,
+        executions=tuple(r.name for r in requests),
+        summary=summary.to_dict(),
+    )
+    version = ledger.commit(
+        ref.cluster,
+        result.state,
+        expected_version=stored.version,
+        snapshot_key=ref.key,
+        plan_id=pid,
+        executions=[r.to_dict() for r in requests],
+        now=now,
+        plan=record,
+    )
+    started = tuple(executions.start(r) for r in requests)
+    return PlanOutcome(
+        ref.cluster,
+        ref.key,
+        pid,
+        "acted" if requests else "idle",
+        version,
+        summary=summary,
+        executions=started,
+    )
+
+
+def snapshot_age(snapshot: Snapshot, now: datetime) -> timedelta:
+    return _aware(now) - _aware(snapshot.taken_at)

@@ -1,0 +1,145 @@
+"""The clients a Lambda container needs, built once from :class:`~spillway.runtime.RuntimeConfig`.
+
+``get_clients()`` reads the environment on each call (cheap) and rebuilds only when the configuration
+changed, which in AWS is never within a container's life; in the local stack and the tests it is when
+a new stack (other tables, another emulator URL) comes up. The Kubernetes client is made on first use,
+so the plan function, which never talks to Kubernetes, never builds one.
+
+Cluster access (``CLUSTER_ACCESS``): ``eks`` (DescribeCluster + IAM token), ``secret`` (a kubeconfig in
+Secrets Manager, ``KUBECONFIG_SECRET_ID``) or ``url`` (a plain URL, ``KUBE_URL``: the local Kubernetes
+API emulator of the demo and the tests).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from spillway.act.planning import PlanSettings
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.adapters.plans_store import PlanStore
+from spillway.adapters.sfn import Executions
+from spillway.adapters.state_store import StateStore
+from spillway.adapters.store import SnapshotStore
+from spillway.errors import ConfigurationError
+from spillway.runtime import RuntimeConfig, load_runtime_config
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    from spillway.adapters.kube import KubeClient
+
+
+def make_kube(config: RuntimeConfig, session: boto3.Session) -> KubeClient:
+    from spillway.adapters.kube import KubeClient
+
+    if config.cluster_access == "url":
+        if not config.kube_url:
+            raise ConfigurationError("required when CLUSTER_ACCESS is url", field="KUBE_URL")
+        return KubeClient.for_url(config.kube_url)
+    if config.cluster_access == "secret":
+        if not config.kubeconfig_secret_id:
+            raise ConfigurationError("required when CLUSTER_ACCESS is secret", field="KUBECONFIG_SECRET_ID")
+        return KubeClient.from_secret(config.kubeconfig_secret_id, session, region=config.primary_region)
+    return KubeClient.from_eks(config.cluster_name, config.primary_region, session)
+
+
+@dataclass
+class Clients:
+    config: RuntimeConfig
+    session: boto3.Session
+    aws_clients: AwsClients
+    aws: AwsAdapter
+    dynamodb: Any
+    snapshots: SnapshotStore
+    plans: PlanStore
+    state: StateStore
+    executions: Executions
+    _kube: KubeClient | None = None
+    _idempotency: DynamoDBPersistenceLayer | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def kube(self) -> KubeClient:
+        if self._kube is None:
+            with self._lock:
+                if self._kube is None:
+                    self._kube = make_kube(self.config, self.session)
+        return self._kube
+
+    @property
+    def idempotency(self) -> DynamoDBPersistenceLayer:
+        """Powertools' idempotency records (table ``IDEMPOTENCY_TABLE``: ``id`` key, TTL ``expiration``)."""
+        if self._idempotency is None:
+            from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+            if not self.config.idempotency_table:
+                raise ConfigurationError("required by the plan function", field="IDEMPOTENCY_TABLE")
+            self._idempotency = DynamoDBPersistenceLayer(
+                table_name=self.config.idempotency_table, boto3_client=self.dynamodb
+            )
+        return self._idempotency
+
+    def plan_settings(self) -> PlanSettings:
+        c = self.config
+        return PlanSettings(
+            planner=c.planner,
+            scale_up_arn=c.scale_up_state_machine_arn,
+            scale_down_arn=c.scale_down_state_machine_arn,
+            max_snapshot_age_seconds=c.max_snapshot_age_seconds,
+            poll_seconds=c.scale_up_poll_seconds,
+            launch_timeout_seconds=c.launch_timeout_seconds,
+            max_rounds=c.scale_up_max_rounds,
+            drain_deadline_seconds=c.drain_deadline_seconds,
+            drain_poll_seconds=c.drain_poll_seconds,
+        )
+
+
+def build_clients(config: RuntimeConfig, session: boto3.Session | None = None) -> Clients:
+    session = session or boto3.Session()
+    settings = AwsSettings(
+        max_attempts=config.aws_max_attempts,
+        connect_timeout=config.aws_connect_timeout,
+        read_timeout=config.aws_read_timeout,
+    )
+    aws_clients = AwsClients(config.regions, session, settings)
+    home = config.primary_region
+    dynamodb = session.client("dynamodb", region_name=home, config=settings.botocore_config())
+    sfn = session.client("stepfunctions", region_name=home, config=settings.botocore_config())
+    plans = PlanStore(dynamodb, config.plans_table, ttl=config.plan_ttl)
+    return Clients(
+        config=config,
+        session=session,
+        aws_clients=aws_clients,
+        aws=AwsAdapter(aws_clients, config.cluster_name, activity_window=config.activity_window),
+        dynamodb=dynamodb,
+        snapshots=SnapshotStore(
+            dynamodb, config.snapshots_table, ttl=config.snapshot_ttl, codec=config.snapshot_codec
+        ),
+        plans=plans,
+        state=StateStore(dynamodb, config.state_table, plans=plans),
+        executions=Executions(sfn),
+    )
+
+
+_cache: Clients | None = None
+_cache_lock = threading.Lock()
+
+
+def get_clients() -> Clients:
+    """This container's clients, built on first use (and again only if the environment changed)."""
+    global _cache
+    config = load_runtime_config()
+    with _cache_lock:
+        if _cache is None or _cache.config != config:
+            _cache = build_clients(config)
+        return _cache
+
+
+def reset() -> None:
+    global _cache
+    with _cache_lock:
+        _cache = None

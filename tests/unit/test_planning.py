@@ -1,0 +1,432 @@
+"""The plan cycle (spillway.act.planning) with fake stores and a fake Step Functions: fast, no moto.
+
+The fakes keep the contracts of the real adapters: the ledger's commit is conditional on the version
+and writes the plan record with the state (all or nothing); the execution starter refuses a second
+start under a used name (``started=False``), as Step Functions does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plan_world import NOW, World
+
+from spillway.act.planning import (
+    PlanSettings,
+    SnapshotRef,
+    plan_id_for,
+    run_plan,
+)
+from spillway.adapters.plans_store import PlanRecord
+from spillway.adapters.sfn import NAME_PATTERN, ExecutionRequest, StartedExecution, execution_arn
+from spillway.adapters.state_store import StoredState
+from spillway.adapters.store import format_key
+from spillway.config import PlannerConfig
+from spillway.errors import AwsThrottled, ConfigurationError, SnapshotNotFound, StaleSnapshot, StateConflict
+from spillway.model.snapshot import Snapshot
+from spillway.model.state import GroupState, State
+
+UP_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleUpStateMachine"
+DOWN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleDownStateMachine"
+
+
+# --- fakes --------------------------------------------------------------------------------------
+
+
+class FakeSnapshots:
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], Snapshot] = {}
+
+    def add(self, snapshot: Snapshot) -> SnapshotRef:
+        key = format_key(snapshot.taken_at)
+        self.items[(snapshot.cluster_name, key)] = snapshot
+        return SnapshotRef(snapshot.cluster_name, key)
+
+    def get(self, cluster: str, key: str) -> Snapshot:
+        try:
+            return self.items[(cluster, key)]
+        except KeyError:
+            raise SnapshotNotFound(f"{cluster}/{key}: no such snapshot") from None
+
+
+@dataclass
+class FakeLedger:
+    """State and plans tables in one: commit checks the version and writes both, or neither."""
+
+    stored: StoredState = field(default_factory=StoredState)
+    plans: dict[str, PlanRecord] = field(default_factory=dict)
+    commits: int = 0
+    loads: int = 0
+    before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
+
+    def load(self, cluster: str) -> StoredState:
+        self.loads += 1
+        return self.stored
+
+    def commit(
+        self,
+        cluster: str,
+        state: State,
+        *,
+        expected_version: int,
+        snapshot_key: str,
+        plan_id: str,
+        executions: Sequence[Mapping[str, Any]] = (),
+        now: datetime,
+        plan: PlanRecord | None = None,
+    ) -> int:
+        if self.before_commit is not None:
+            hook, self.before_commit = self.before_commit, None
+            hook()
+        if self.stored.version != expected_version:
+            raise StateConflict(f"stored version is {self.stored.version}, not {expected_version}")
+        self.stored = StoredState(
+            state=state,
+            version=expected_version + 1,
+            snapshot_key=snapshot_key,
+            plan_id=plan_id,
+            executions=tuple(executions),
+        )
+        if plan is not None:
+            self.plans[plan.key] = plan
+        self.commits += 1
+        return self.stored.version
+
+
+@dataclass
+class FakeExecutions:
+    """Records starts; a used name is refused as Step Functions does; can be told to fail."""
+
+    requests: list[ExecutionRequest] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    fail_next: list[Exception] = field(default_factory=list)
+
+    def start(self, request: ExecutionRequest) -> StartedExecution:
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+        self.requests.append(request)
+        arn = execution_arn(request.state_machine_arn, request.name)
+        if request.name in self.names:
+            return StartedExecution(request.kind, request.name, arn, started=False)
+        self.names.add(request.name)
+        return StartedExecution(request.kind, request.name, arn, started=True)
+
+    @property
+    def started(self) -> list[str]:
+        return sorted(self.names)
+
+
+def settings(**kw: Any) -> PlanSettings:
+    base = PlanSettings(
+        planner=PlannerConfig(cluster="ml", regions=("us-east-1", "us-west-2")),
+        scale_up_arn=UP_ARN,
+        scale_down_arn=DOWN_ARN,
+        poll_seconds=1,
+        launch_timeout_seconds=30,
+    )
+    return replace(base, **kw)
+
+
+def gpu_world() -> World:
+    """A CPU group with one busy node; GPU groups in both regions, empty; 3 pending 1-GPU pods."""
+    w = World()
+    [busy] = w.group("general", "m5.2xlarge", nodes=1)
+    w.pods("web", 1, cpu="6", memory="20Gi", node_name=busy, owner=("ReplicaSet", "web"))
+    w.group("gpu-east", "g5.xlarge", max_size=8, gpu_taint=True, desired=0)
+    w.group("gpu-west", "g5.xlarge", region="us-west-2", max_size=8, gpu_taint=True, desired=0)
+    w.gpu_pods("train", 3, gpus=1, cpu="3", memory="12Gi")
+    return w
+
+
+def snapshot_of(w: World, taken_at: datetime = NOW) -> Snapshot:
+    cluster, groups, _, _ = w.parsed()
+    return Snapshot.build(cluster, groups, taken_at)
+
+
+@dataclass
+class Rig:
+    snapshots: FakeSnapshots = field(default_factory=FakeSnapshots)
+    ledger: FakeLedger = field(default_factory=FakeLedger)
+    executions: FakeExecutions = field(default_factory=FakeExecutions)
+    settings: PlanSettings = field(default_factory=settings)
+
+    def run(self, ref: SnapshotRef, now: datetime = NOW + timedelta(seconds=20)) -> Any:
+        return run_plan(
+            ref,
+            snapshots=self.snapshots,
+            ledger=self.ledger,
+            executions=self.executions,
+            settings=self.settings,
+            now=now,
+        )
+
+
+# --- behaviour ----------------------------------------------------------------------------------
+
+
+def test_a_gpu_burst_commits_the_plan_and_starts_one_scale_up_named_after_it() -> None:
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+
+    outcome = rig.run(ref)
+
+    assert outcome.status == "acted"
+    assert outcome.plan_id == plan_id_for("ml", ref.key)
+    [request] = rig.executions.requests
+    assert request.kind == "scale_up" and request.state_machine_arn == UP_ARN
+    assert request.name == f"up-{outcome.plan_id}"
+    assert request.input["groups"] == [
+        {"group": "gpu-east", "region": "us-east-1", "from": 0, "to": 3, "grow": True, "new_nodes": 3,
+         "pods": 3, "uncordon": []},
+    ]  # fmt: skip
+    assert request.input["poll_seconds"] == 1 and request.input["launch_timeout_seconds"] == 30
+    assert (request.input["round"], request.input["max_rounds"], request.input["done"]) == (1, 3, False)
+    # The plan record (every action and reason, the snapshot it came from) went in with the state.
+    record = rig.ledger.plans[ref.key]
+    assert record.snapshot_key == ref.key and record.plan_id == outcome.plan_id
+    assert record.plan["scale_up"][0]["reason"].startswith("3 pending pod(s) need 3 new g5.xlarge nodes")
+    assert record.executions == (request.name,)
+    assert record.summary["scale_up_nodes"] == 3 and record.summary["unplaceable"] == 0
+    assert rig.ledger.stored.version == outcome.state_version == 1
+    assert rig.ledger.stored.snapshot_key == ref.key
+    assert outcome.summary.scale_up_nodes == 3 and outcome.summary.overflow_nodes == 0
+
+
+def test_a_snapshot_older_than_the_limit_is_refused_and_nothing_is_written_or_started() -> None:
+    w = gpu_world()
+    [general] = [n["metadata"]["name"] for n in w.items if n["kind"] == "Node"]
+    w.idle_since(general, 60)  # would be drained on fresh data
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(w))
+
+    with pytest.raises(StaleSnapshot, match="181s old"):
+        rig.run(ref, now=NOW + timedelta(seconds=181))
+
+    assert rig.ledger.commits == 0 and rig.ledger.plans == {}
+    assert rig.executions.requests == []
+    assert rig.run(ref, now=NOW + timedelta(seconds=180)).status == "acted"  # the limit itself is fine
+
+
+def test_the_same_snapshot_twice_plans_once_and_the_duplicate_start_is_a_no_op() -> None:
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+
+    first = rig.run(ref)
+    second = rig.run(ref, now=NOW + timedelta(seconds=40))
+
+    assert (first.status, second.status) == ("acted", "resumed")
+    assert rig.ledger.commits == 1 and len(rig.ledger.plans) == 1
+    assert [e.started for e in first.executions] == [True]
+    assert [e.started for e in second.executions] == [False]  # Step Functions refused the used name
+    assert rig.executions.started == [f"up-{first.plan_id}"]
+
+
+def test_a_failed_start_after_the_commit_is_finished_by_the_retry() -> None:
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+    rig.executions.fail_next.append(AwsThrottled("StartExecution: Throttling: Rate exceeded"))
+
+    with pytest.raises(AwsThrottled):
+        rig.run(ref)
+    assert rig.ledger.commits == 1 and rig.executions.started == []
+
+    retry = rig.run(ref)
+    assert retry.status == "resumed" and [e.started for e in retry.executions] == [True]
+    assert rig.executions.started == [f"up-{retry.plan_id}"] and rig.ledger.commits == 1
+
+
+def test_of_two_planners_only_the_one_that_commits_first_acts() -> None:
+    """Both load version 0; the other commits first; this one gets StateConflict and starts nothing."""
+    rig = Rig()
+    w = gpu_world()
+    mine = rig.snapshots.add(snapshot_of(w))
+    theirs = rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=1)))
+    other = Rig(snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions)
+
+    rig.ledger.before_commit = lambda: other.run(theirs)
+    with pytest.raises(StateConflict):
+        rig.run(mine)
+
+    assert rig.ledger.commits == 1 and list(rig.ledger.plans) == [theirs.key]
+    assert rig.executions.started == [f"up-{plan_id_for('ml', theirs.key)}"]
+
+
+def test_an_older_snapshot_than_the_last_planned_is_superseded() -> None:
+    rig = Rig()
+    w = gpu_world()
+    older = rig.snapshots.add(snapshot_of(w))
+    newer = rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=20)))
+    rig.run(newer, now=NOW + timedelta(seconds=30))
+
+    outcome = rig.run(older, now=NOW + timedelta(seconds=31))
+
+    assert outcome.status == "superseded" and newer.key in outcome.note
+    assert rig.ledger.commits == 1 and len(rig.executions.requests) == 1
+
+
+def test_a_backed_off_group_sends_the_burst_to_the_secondary_region() -> None:
+    rig = Rig()
+    rig.ledger.stored = StoredState(
+        state=State(groups={"gpu-east": GroupState(backoff_until=NOW + timedelta(minutes=10), reason="ICE")}),
+        version=4,
+        snapshot_key="2026-11-02T11:00:00.000000Z",
+    )
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+
+    outcome = rig.run(ref)
+
+    [request] = rig.executions.requests
+    assert [(g["group"], g["region"], g["to"]) for g in request.input["groups"]] == [
+        ("gpu-west", "us-west-2", 3)
+    ]
+    assert outcome.summary.overflow_nodes == 3 and outcome.state_version == 5
+    assert "gpu-east backed off until" in rig.ledger.plans[ref.key].plan["scale_up"][0]["reason"]
+    # The back-off is still running, so the committed state carries it on.
+    assert "gpu-east" in rig.ledger.stored.state.groups
+
+
+def test_idle_nodes_are_drained_through_the_scale_down_execution() -> None:
+    w = World()
+    nodes = w.group("general", "m5.2xlarge", nodes=3)
+    for n in nodes:
+        w.idle_since(n, 30)
+    rig = Rig(settings=settings(drain_deadline_seconds=120, drain_poll_seconds=2))
+    cluster, groups, _, state = w.parsed()
+    rig.ledger.stored = StoredState(state=state, version=1, snapshot_key="2026-11-02T11:00:00.000000Z")
+    ref = rig.snapshots.add(Snapshot.build(cluster, groups, NOW))
+
+    outcome = rig.run(ref)
+
+    [request] = rig.executions.requests
+    assert request.kind == "scale_down" and request.name == f"down-{outcome.plan_id}"
+    assert request.state_machine_arn == DOWN_ARN
+    assert request.input["cluster"] == "ml" and request.input["plan_id"] == outcome.plan_id
+    assert request.input["deadline_seconds"] == 120 and request.input["poll_seconds"] == 2
+    [drain] = request.input["drains"]  # max_scale_in_fraction caps at one node of three
+    assert set(drain) == {"node", "instance_id", "group", "region", "reason"}
+    assert drain["group"] == "general" and drain["region"] == "us-east-1" and drain["node"] in nodes
+    assert outcome.summary.drains == 1
+
+
+def test_a_plan_with_nothing_to_do_still_records_the_plan_and_the_idle_clock() -> None:
+    w = World()
+    [node] = w.group("general", "m5.2xlarge", nodes=1)
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(w))
+
+    outcome = rig.run(ref)
+
+    assert outcome.status == "idle" and outcome.executions == ()
+    assert rig.ledger.plans[ref.key].plan["kept"][0]["node"] == node
+    assert node in rig.ledger.stored.state.nodes  # idle since now: counted from here on
+
+
+def test_uncordoning_without_growing_is_a_scale_up_item_that_does_not_grow() -> None:
+    w = World()
+    nodes = w.group("general", "m5.2xlarge", nodes=2)
+    w.cordon(nodes[0], by_spillway=True)
+    w.pods("busy", 1, cpu="7", memory="20Gi", node_name=nodes[1], owner=("ReplicaSet", "busy"))
+    w.pods("job", 2, cpu="2", memory="4Gi")
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(w))
+
+    rig.run(ref)
+
+    [request] = rig.executions.requests
+    assert request.input["groups"] == [
+        {"group": "general", "region": "us-east-1", "from": 2, "to": 2, "grow": False, "new_nodes": 0,
+         "pods": 0, "uncordon": [nodes[0]]},
+    ]  # fmt: skip
+
+
+def test_a_plan_that_drains_without_a_scale_down_machine_fails_before_committing() -> None:
+    w = World()
+    nodes = w.group("general", "m5.2xlarge", nodes=3)
+    for n in nodes:
+        w.idle_since(n, 30)
+    rig = Rig(settings=settings(scale_down_arn=None))
+    cluster, groups, _, state = w.parsed()
+    rig.ledger.stored = StoredState(state=state, version=1, snapshot_key="2026-11-02T11:00:00.000000Z")
+    ref = rig.snapshots.add(Snapshot.build(cluster, groups, NOW))
+
+    with pytest.raises(ConfigurationError, match="SCALE_DOWN_STATE_MACHINE_ARN"):
+        rig.run(ref)
+    assert rig.ledger.commits == 0 and rig.executions.requests == []
+
+
+def test_pods_no_group_can_run_are_counted_unplaceable() -> None:
+    w = gpu_world()
+    w.gpu_pods("huge", 2, gpus=8, cpu="90", memory="1000Gi")
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(w))
+
+    outcome = rig.run(ref)
+
+    assert outcome.summary.unplaceable == 2 and outcome.summary.scale_up_nodes == 3
+
+
+def test_plan_ids_are_deterministic_and_make_valid_execution_names() -> None:
+    key = "2026-11-02T12:00:00.123456Z"
+    pid = plan_id_for("a" * 100, key)
+    assert pid == plan_id_for("a" * 100, key) != plan_id_for("b", key)
+    assert pid.startswith("20261102T120000123456Z-")
+    for name in (f"up-{pid}", f"down-{pid}"):
+        assert NAME_PATTERN.match(name) and len(name) <= 80
+
+
+def test_an_unknown_snapshot_is_reported_as_such() -> None:
+    rig = Rig()
+    with pytest.raises(SnapshotNotFound):
+        rig.run(SnapshotRef("ml", "2026-11-02T12:00:00.000000Z"))
+    assert rig.ledger.loads == 0
+
+
+# --- the plan function's reading of stream records ----------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def plan_app() -> Any:
+    spec = importlib.util.spec_from_file_location("plan_app_under_test", REPO / "functions/plan/app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_inserts_of_complete_snapshots_are_planned_the_newest_per_cluster() -> None:
+    sample = json.loads((REPO / "events/stream-record.json").read_text())
+    [record] = sample["Records"]
+
+    def variant(
+        cluster: str, key: str, *, name: str = "INSERT", kind: str = "snapshot", seq: str = "1"
+    ) -> Any:
+        image = {**record["dynamodb"]["NewImage"], "cluster": {"S": cluster}, "taken_at": {"S": key},
+                 "kind": {"S": kind}}  # fmt: skip
+        return {**record, "eventName": name, "dynamodb": {**record["dynamodb"], "NewImage": image,
+                                                          "SequenceNumber": seq}}  # fmt: skip
+
+    refs = plan_app().snapshot_refs(
+        [
+            record,
+            variant("ml", "2026-11-02T12:00:20.000000Z", seq="3"),
+            variant("ml", "2026-11-02T12:00:10.000000Z", seq="2"),
+            variant("ml#chunks", "2026-11-02T12:00:30.000000Z#ab12#0000", kind="chunk", seq="4"),
+            variant("ml", "2026-11-02T12:00:40.000000Z", name="REMOVE", seq="5"),
+            variant("other", "2026-11-02T12:00:00.000000Z", seq="6"),
+        ]
+    )
+
+    assert [(r.cluster, r.key, seq) for r, seq in refs] == [
+        ("ml", "2026-11-02T12:00:20.000000Z", "3"),
+        ("other", "2026-11-02T12:00:00.000000Z", "6"),
+    ]
+    [(only, _)] = plan_app().snapshot_refs(sample["Records"])
+    assert (only.cluster, only.key) == ("ml", "2026-11-02T12:00:00.123456Z")
