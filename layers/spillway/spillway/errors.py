@@ -139,3 +139,11 @@ class AwsUnavailable(AwsError):
 
 class InstanceNotFound(AwsError):
     """The instance is not (or no longer) in any Auto Scaling group of that region."""
+
+
+# --- appended by the drain issue ---------------------------------------------------------------
+
+
+class DrainCancelled(SpillwayError):
+    """The drain stopped without terminating: the node was uncordoned, cordoned by somebody else,
+    replaced or removed while it drained. Nothing is terminated; the node is left schedulable."""

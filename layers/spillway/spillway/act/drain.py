@@ -1,0 +1,923 @@
+"""Drain one node, step by step: what the DrainNode state machine runs, one Lambda action per step.
+
+::
+
+    validate ─▶ cordon + taint ─▶ evict ⟲ wait poll_seconds ─▶ check ─▶ terminate ─▶ delete_node ─▶ record
+                    └───── any failure before termination ─────▶ uncordon (compensation) ─▶ record ─▶ Fail
+
+Every step is a method of :class:`Drainer` and takes/returns plain JSON-able dicts, because the state
+machine carries them from one Lambda invocation to the next (the normalised request, :class:`Drain`, is
+the ``drain`` of every step's input). Failures are our named errors, whose class names the state
+machine's ``Retry``/``Catch`` match: :class:`~spillway.errors.InvalidDrainRequest` (rejected, nothing
+touched), :class:`~spillway.errors.DrainTimeout` (pods left at the deadline),
+:class:`~spillway.errors.DrainCancelled` (the node stopped being ours to drain), ``KubeUnavailable``,
+``AwsThrottled``...
+
+Safety rules, checked by the steps themselves (not left to the state machine):
+
+* only nodes of Auto Scaling groups tagged for the cluster (cluster-autoscaler auto-discovery tags),
+  in a configured region, whose instance is the one a plan named (node names are private DNS names, and
+  EC2 reuses addresses), never below the group's MinSize, never a node somebody else cordoned, and not
+  one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true`` unless ``force``;
+* DaemonSet pods, mirror (static) pods and finished pods are left alone; everything else goes through the
+  Eviction API, so PodDisruptionBudgets hold (a 429 is retried next round);
+* pods annotated ``karpenter.sh/do-not-disrupt=true`` or
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, and pods no controller would recreate, are
+  evicted only with ``force``: until then they keep the node busy, up to the deadline;
+* every step after the cordon re-reads the node and stops with ``DrainCancelled`` when it is no longer
+  cordoned by Spillway (the planner or a person uncordoned it), was replaced (a new uid) or is gone;
+  right before termination, :meth:`Drainer.check` also requires that no workload pod is left (unless
+  ``force`` and the deadline passed);
+* the compensation (:meth:`Drainer.uncordon`) removes the draining taint and Spillway's cordon, never
+  a cordon somebody else made, and never touches a Node that replaced the drained one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from spillway.errors import (
+    DrainCancelled,
+    DrainTimeout,
+    EvictionBlocked,
+    InvalidDrainRequest,
+    KubeError,
+    NodeNotFound,
+    PodNotFound,
+)
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.cluster import TERMINAL_PHASES, instance_id_from_provider_id
+from spillway.model.k8s import (
+    CORDONED_BY_SPILLWAY,
+    DO_NOT_DISRUPT,
+    DRAINING_TAINT,
+    MIRROR_POD,
+    SAFE_TO_EVICT,
+    SCALE_DOWN_DISABLED,
+    Node,
+    Pod,
+)
+from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED, is_managed
+
+DEFAULT_DEADLINE_SECONDS = 900
+DEFAULT_POLL_SECONDS = 15
+MAX_DEADLINE_SECONDS = 86_400
+MAX_POLL_SECONDS = 3_600
+# Each eviction round adds about ten events to the execution's history, which AWS caps at 25,000.
+MAX_ROUNDS = 2_000
+MAX_BUSY_DEADLINE_SECONDS = 60  # the longest deadline polled with poll_seconds 0
+LIST_LIMIT = 100  # pod names kept in a step's output: a state machine's state is at most 256 KiB
+STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
+ACTIONS = (
+    "validate",
+    "cordon",
+    "evict",
+    "check",
+    "terminate",
+    "delete_node",
+    "uncordon",
+    "record",
+    "summarize",
+)
+
+Outcome = Literal["terminated", "drained", "dry_run", "timeout", "cancelled", "rejected", "failed"]
+OUTCOME_OF_ERROR: dict[str, Outcome] = {
+    "DrainTimeout": "timeout",
+    "DrainCancelled": "cancelled",
+    "InvalidDrainRequest": "rejected",
+}
+_REGION = re.compile(r"^([a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)")
+_FIELD_HELP = {
+    "cluster": "the cluster's name",
+    "node": "the name of the Node to drain, as `kubectl get nodes` shows it",
+    "reason": "a short text saying why, kept in the node's events",
+    "deadline_seconds": f"whole seconds the pods have to leave, 0 to {MAX_DEADLINE_SECONDS}",
+    "poll_seconds": f"whole seconds between eviction rounds, 0 to {MAX_POLL_SECONDS}",
+    "terminate": "true or false",
+    "force": "true or false",
+    "dry_run": "true or false",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# --- the request and the normalised drain ------------------------------------------------------
+
+
+class DrainRequest(BaseModel):
+    """A drain as a person (``aws stepfunctions start-execution``) or the scale-down Map writes it.
+
+    ``instance_id``, ``group`` and ``region`` come from a plan: when given they must still match the
+    node, so a plan never drains a node that changed since it was made.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    cluster: str = Field(min_length=1, max_length=100)
+    node: str = Field(min_length=1, max_length=253)
+    reason: str = Field(default="", max_length=256)
+    deadline_seconds: int = Field(default=DEFAULT_DEADLINE_SECONDS, ge=0, le=MAX_DEADLINE_SECONDS)
+    poll_seconds: int = Field(default=DEFAULT_POLL_SECONDS, ge=0, le=MAX_POLL_SECONDS)
+    terminate: bool = True
+    force: bool = False
+    dry_run: bool = False
+    instance_id: str | None = Field(default=None, min_length=3, max_length=32)
+    group: str | None = Field(default=None, min_length=1, max_length=255)
+    region: str | None = Field(default=None, min_length=1, max_length=32)
+    plan_id: str | None = Field(default=None, max_length=200)
+
+
+class Drain(BaseModel):
+    """The validated drain every later step receives: the request plus what validation found."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cluster: str
+    node: str
+    node_uid: str
+    reason: str
+    deadline_seconds: int
+    poll_seconds: int
+    terminate: bool
+    force: bool
+    dry_run: bool
+    instance_id: str
+    group: str
+    region: str
+    plan_id: str | None = None
+    started_at: str
+    deadline_at: str
+
+    @property
+    def deadline(self) -> datetime:
+        return parse_iso(self.deadline_at)
+
+
+def parse_request(raw: Any) -> DrainRequest:
+    """The request, or :class:`InvalidDrainRequest` naming every bad field in words a person follows."""
+    if not isinstance(raw, Mapping):
+        raise InvalidDrainRequest(
+            'a drain request is a JSON object such as {"cluster": "prod", "node": "ip-10-0-1-2.ec2.internal"}'
+            f", not {type(raw).__name__}"
+        )
+    data = {k: v for k, v in raw.items() if k != STARTED_BY}
+    try:
+        request = DrainRequest.model_validate(data)
+    except ValidationError as exc:
+        problems: list[tuple[str, str]] = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "input"
+            kind = err["type"]
+            if kind == "missing":
+                text = f"required ({_FIELD_HELP.get(field, 'see the drain input contract')})"
+            elif kind == "extra_forbidden":
+                text = "not a field of a drain request (known: " + ", ".join(DrainRequest.model_fields) + ")"
+            else:
+                got = json.dumps(err.get("input"), default=str)[:80]
+                hint = _FIELD_HELP.get(field)
+                text = f"{err['msg']}, got {got}" + (f" ({hint})" if hint else "")
+            problems.append((field, text))
+        first_field, first_text = problems[0]
+        rest = "".join(f"; {f}: {t}" for f, t in problems[1:])
+        raise InvalidDrainRequest(first_text + rest, field=first_field) from None
+    if request.poll_seconds == 0 and request.deadline_seconds > MAX_BUSY_DEADLINE_SECONDS:
+        raise InvalidDrainRequest(
+            f"0 (no pause between eviction rounds) only with deadline_seconds up to "
+            f"{MAX_BUSY_DEADLINE_SECONDS}, got deadline_seconds {request.deadline_seconds}",
+            field="poll_seconds",
+        )
+    if request.poll_seconds and request.deadline_seconds / request.poll_seconds > MAX_ROUNDS:
+        raise InvalidDrainRequest(
+            f"{request.poll_seconds} s between rounds makes more than {MAX_ROUNDS} rounds before the "
+            f"{request.deadline_seconds} s deadline (an execution's history is limited); poll less often",
+            field="poll_seconds",
+        )
+    return request
+
+
+def parse_drain(raw: Any) -> Drain:
+    if not isinstance(raw, Mapping):
+        raise InvalidDrainRequest("the step's input has no drain object", field="drain")
+    try:
+        return Drain.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InvalidDrainRequest(f"{where}: {err['msg']}", field="drain") from None
+
+
+def region_of(node: Node) -> str | None:
+    """The node's region: its ``topology.kubernetes.io/region`` label, else its zone in ``providerID``."""
+    label = node.metadata.labels.get("topology.kubernetes.io/region")
+    if label:
+        return label
+    provider = node.spec.provider_id or ""
+    parts = provider.removeprefix("aws://").strip("/").split("/")
+    zone = parts[0] if len(parts) == 2 else node.metadata.labels.get("topology.kubernetes.io/zone", "")
+    match = _REGION.match(zone)
+    return match.group(1) if match else None
+
+
+# --- pods --------------------------------------------------------------------------------------
+
+Action = Literal["ignore", "evict", "wait", "keep"]
+
+
+@dataclass(frozen=True, slots=True)
+class PodVerdict:
+    """What a drain does with one pod: ``ignore`` it (it does not keep the node busy), ``evict`` it,
+    ``wait`` for it (already terminating), or ``keep`` it (protected; it keeps the node busy)."""
+
+    pod: str
+    action: Action
+    reason: str
+    priority: int = 0
+
+
+def classify(pod: Pod, *, force: bool) -> PodVerdict:
+    meta = pod.metadata
+    key = f"{meta.namespace or 'default'}/{meta.name}"
+    priority = pod.spec.priority or 0
+    owner = next((o for o in meta.owner_references if o.controller), None)
+    if (pod.status.phase or "") in TERMINAL_PHASES:
+        return PodVerdict(key, "ignore", f"finished ({pod.status.phase})", priority)
+    if MIRROR_POD in meta.annotations:
+        return PodVerdict(key, "ignore", "a static (mirror) pod: the kubelet runs it", priority)
+    if owner is not None and owner.kind == "DaemonSet":
+        return PodVerdict(key, "ignore", f"a DaemonSet pod ({owner.name})", priority)
+    if meta.deletion_timestamp is not None:
+        return PodVerdict(key, "wait", "terminating", priority)
+    if not force:
+        if meta.annotations.get(DO_NOT_DISRUPT, "").lower() == "true":
+            return PodVerdict(
+                key, "keep", f"annotated {DO_NOT_DISRUPT}=true (evicted only with force)", priority
+            )
+        safe = meta.annotations.get(SAFE_TO_EVICT, "").lower()
+        if safe == "false":
+            return PodVerdict(
+                key, "keep", f"annotated {SAFE_TO_EVICT}=false (evicted only with force)", priority
+            )
+        if owner is None and safe != "true":
+            return PodVerdict(
+                key, "keep", "no controller would recreate it (evicted only with force)", priority
+            )
+    return PodVerdict(key, "evict", "", priority)
+
+
+def _split(key: str) -> tuple[str, str]:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def _listing(verdicts: Sequence[PodVerdict]) -> list[dict[str, str]]:
+    return [{"pod": v.pod, "reason": v.reason} for v in verdicts[:LIST_LIMIT]]
+
+
+def _describe_pods(entries: Sequence[Mapping[str, str]], limit: int = 5) -> str:
+    shown = ", ".join(f"{e['pod']} ({e['reason']})" for e in entries[:limit])
+    more = len(entries) - limit
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+# --- the outside world, as the drain needs it ----------------------------------------------------
+
+
+class DrainKube(Protocol):
+    """The part of :class:`spillway.adapters.kube.KubeClient` a drain uses."""
+
+    def get_node(self, name: str) -> Node: ...
+    def pods_on_node(self, node: str) -> list[Pod]: ...
+    def cordon(self, node: str, reason: str = "") -> bool: ...
+    def uncordon(self, node: str) -> bool: ...
+    def add_draining_taint(self, node: str) -> bool: ...
+    def remove_draining_taint(self, node: str) -> bool: ...
+    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None: ...
+    def delete_node(self, name: str) -> bool: ...
+    def record_event(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        *,
+        uid: str | None = None,
+        api_version: str = "v1",
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where an instance is: its Auto Scaling group and its lifecycle state there."""
+
+    instance_id: str
+    group: str
+    lifecycle_state: str
+
+
+class DrainCloud(Protocol):
+    """EC2 Auto Scaling as a drain needs it (:class:`AsgCloud` on the AWS adapter; fakes in tests)."""
+
+    def placement(self, region: str, instance_id: str) -> Placement | None: ...
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup: ...
+    def terminate_instance(
+        self, region: str, instance_id: str, decrement: bool = True
+    ) -> ScalingActivity: ...
+
+
+class AsgCloud:
+    """:class:`DrainCloud` on :class:`spillway.adapters.aws.AwsAdapter` (plus one lookup it lacks)."""
+
+    def __init__(self, aws: Any) -> None:
+        self.aws = aws  # spillway.adapters.aws.AwsAdapter
+
+    def placement(self, region: str, instance_id: str) -> Placement | None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from spillway.adapters.aws import map_aws_error
+
+        what = f"DescribeAutoScalingInstances({region}, {instance_id})"
+        try:
+            found = self.aws.clients.autoscaling(region).describe_auto_scaling_instances(
+                InstanceIds=[instance_id]
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise map_aws_error(exc, what) from exc
+        for item in found.get("AutoScalingInstances", []):
+            if item.get("InstanceId") == instance_id:
+                return Placement(instance_id, str(item["AutoScalingGroupName"]), str(item["LifecycleState"]))
+        return None
+
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
+        result: AutoScalingGroup = self.aws.describe_group(region, group)
+        return result
+
+    def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
+        result: ScalingActivity = self.aws.terminate_instance(region, instance_id, decrement=decrement)
+        return result
+
+
+# --- the steps -------------------------------------------------------------------------------------
+
+OutcomeHook = Callable[[str, "Drain | None"], None]
+
+
+def _no_hook(outcome: str, drain: Drain | None) -> None:
+    return None
+
+
+class Drainer:
+    """The drain steps for one cluster. Build once per container; every method is one Lambda action."""
+
+    def __init__(
+        self,
+        kube: DrainKube,
+        cloud: DrainCloud,
+        *,
+        cluster: str,
+        regions: Sequence[str],
+        clock: Callable[[], datetime] = utcnow,
+        on_outcome: OutcomeHook = _no_hook,
+    ) -> None:
+        self.kube = kube
+        self.cloud = cloud
+        self.cluster = cluster
+        self.regions = tuple(regions)
+        self.clock = clock
+        self.on_outcome = on_outcome
+
+    # validate ----------------------------------------------------------------------------------
+
+    def validate(self, raw: Any) -> dict[str, Any]:
+        """Check the request against the cluster and AWS, reading only. Returns ``{"drain", "preview"}``:
+        the normalised drain, and what the drain would do (the whole answer of a ``dry_run``)."""
+        request = parse_request(raw)
+        if request.cluster != self.cluster:
+            raise InvalidDrainRequest(
+                f"this Spillway manages cluster {self.cluster!r}, not {request.cluster!r}", field="cluster"
+            )
+        name = request.node
+        try:
+            node = self.kube.get_node(name)
+        except NodeNotFound:
+            raise InvalidDrainRequest(
+                f"no Node named {name!r} in cluster {self.cluster!r} (`kubectl get nodes` lists them)",
+                field="node",
+            ) from None
+        annotations = node.metadata.annotations
+        provider = node.spec.provider_id
+        instance_id = instance_id_from_provider_id(provider)
+        if instance_id is None:
+            raise InvalidDrainRequest(
+                f"Node {name!r} is not an EC2 instance (spec.providerID is {provider!r}); Spillway drains "
+                "only nodes of the Auto Scaling groups it manages",
+                field="node",
+            )
+        if request.instance_id is not None and request.instance_id != instance_id:
+            raise InvalidDrainRequest(
+                f"Node {name!r} is instance {instance_id} now, not {request.instance_id} as requested "
+                "(the name was reused by a new instance?); nothing was done",
+                field="instance_id",
+            )
+        region = region_of(node)
+        if region is None:
+            raise InvalidDrainRequest(
+                f"cannot tell the region of Node {name!r} (no topology.kubernetes.io/region label and no "
+                "zone in spec.providerID)",
+                field="node",
+            )
+        if request.region is not None and request.region != region:
+            raise InvalidDrainRequest(
+                f"Node {name!r} is in {region}, not {request.region} as requested", field="region"
+            )
+        if region not in self.regions:
+            raise InvalidDrainRequest(
+                f"Node {name!r} is in {region}, a region this Spillway does not manage "
+                f"(it manages {', '.join(self.regions)})",
+                field="node",
+            )
+        placement = self.cloud.placement(region, instance_id)
+        if placement is None:
+            raise InvalidDrainRequest(
+                f"instance {instance_id} of Node {name!r} is in no Auto Scaling group in {region}; Spillway "
+                "drains only nodes of the groups it manages",
+                field="node",
+            )
+        if request.group is not None and request.group != placement.group:
+            raise InvalidDrainRequest(
+                f"instance {instance_id} is in Auto Scaling group {placement.group!r}, not "
+                f"{request.group!r} as requested",
+                field="group",
+            )
+        asg = self.cloud.describe_group(region, placement.group)
+        if not is_managed(asg, self.cluster):
+            raise InvalidDrainRequest(
+                f"Node {name!r} belongs to Auto Scaling group {placement.group!r} ({region}), which is not "
+                f"tagged for cluster {self.cluster!r} (it needs the tags {TAG_ENABLED} and "
+                f"{TAG_CLUSTER_PREFIX}{self.cluster}); Spillway drains only nodes of the groups it manages",
+                field="node",
+            )
+        if placement.lifecycle_state.startswith(("Terminat", "Detach", "Standby")):
+            raise InvalidDrainRequest(
+                f"instance {instance_id} of Node {name!r} is {placement.lifecycle_state} in its group; "
+                "there is nothing to drain",
+                field="node",
+            )
+        if node.spec.unschedulable and CORDONED_BY_SPILLWAY not in annotations:
+            raise InvalidDrainRequest(
+                f"Node {name!r} was cordoned by somebody else (it has no {CORDONED_BY_SPILLWAY} annotation); "
+                "Spillway never undoes another's cordon, so it does not drain such a node: uncordon it "
+                "first, or drain it with kubectl",
+                field="node",
+            )
+        if not request.force and annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true":
+            raise InvalidDrainRequest(
+                f'Node {name!r} is annotated {SCALE_DOWN_DISABLED}=true; pass "force": true to drain '
+                "it anyway",
+                field="node",
+            )
+        if request.terminate and asg.DesiredCapacity - 1 < asg.MinSize:
+            raise InvalidDrainRequest(
+                f"Auto Scaling group {placement.group!r} ({region}) is at its minimum size "
+                f"(MinSize {asg.MinSize}, desired {asg.DesiredCapacity}): terminating {instance_id} would "
+                'take it below; lower MinSize, or drain with "terminate": false',
+                field="node",
+            )
+        now = self.clock()
+        drain = Drain(
+            cluster=self.cluster,
+            node=name,
+            node_uid=node.metadata.uid,
+            reason=request.reason or ("a plan's scale-down" if request.plan_id else "requested"),
+            deadline_seconds=request.deadline_seconds,
+            poll_seconds=request.poll_seconds,
+            terminate=request.terminate,
+            force=request.force,
+            dry_run=request.dry_run,
+            instance_id=instance_id,
+            group=placement.group,
+            region=region,
+            plan_id=request.plan_id,
+            started_at=iso(now),
+            deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
+        )
+        verdicts = [classify(p, force=request.force) for p in self.kube.pods_on_node(name)]
+        evict = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
+        keep = [v for v in verdicts if v.action in ("keep", "wait")]
+        preview: dict[str, Any] = {
+            **self._identity(drain),
+            "outcome": "dry_run",
+            "changed": "nothing (dry run)",
+            "would_evict": [v.pod for v in evict[:LIST_LIMIT]],
+            "would_evict_count": len(evict),
+            "would_keep": _listing(keep),
+            "would_ignore": _listing([v for v in verdicts if v.action == "ignore"]),
+            "would_terminate": (
+                {
+                    "instance_id": instance_id,
+                    "group": placement.group,
+                    "region": region,
+                    "desired_capacity": {"from": asg.DesiredCapacity, "to": asg.DesiredCapacity - 1},
+                }
+                if request.terminate
+                else None
+            ),
+            "would_time_out": bool(keep) and not request.force,
+        }
+        if request.dry_run:
+            self.on_outcome("dry_run", drain)
+        return {"drain": drain.model_dump(), "preview": preview}
+
+    # cordon ------------------------------------------------------------------------------------
+
+    def cordon(self, drain: Drain) -> dict[str, Any]:
+        """Cordon (``spec.unschedulable`` + the ``spillway.io/cordoned`` annotation) and taint
+        ``spillway.io/draining:NoSchedule``; an event on the node says why and until when."""
+        self._our_node(drain, require_cordon=False)
+        if not self.kube.cordon(drain.node, reason=f"drain: {drain.reason}"):
+            raise DrainCancelled(
+                f"Node {drain.node!r} was cordoned by somebody else after the drain was validated; "
+                "Spillway leaves it alone"
+            )
+        tainted = self.kube.add_draining_taint(drain.node)
+        target = (
+            f"then terminate {drain.instance_id} ({drain.group}, {drain.region})"
+            if drain.terminate
+            else "and leave the node cordoned"
+        )
+        self._event(
+            drain,
+            "SpillwayDraining",
+            f"Draining ({drain.reason}): evicting pods until {drain.deadline_at}, {target}",
+        )
+        return {"cordoned": True, "tainted": tainted}
+
+    # evict -------------------------------------------------------------------------------------
+
+    def evict(self, drain: Drain, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """One eviction round: evict every pod that may go (lowest priority first), then report what is
+        left. ``done`` when nothing is left; :class:`DrainTimeout` when pods are left at the deadline
+        (with ``force``, ``done`` and ``forced`` instead)."""
+        self._our_node(drain)
+        previous = previous or {}
+        before = [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
+        evicted_now: list[str] = []
+        blocked: set[str] = set()
+        for verdict in sorted((v for v in before if v.action == "evict"), key=lambda v: (v.priority, v.pod)):
+            namespace, name = _split(verdict.pod)
+            try:
+                self.kube.evict(namespace, name)
+            except EvictionBlocked:
+                blocked.add(verdict.pod)
+            except PodNotFound:
+                continue
+            else:
+                evicted_now.append(verdict.pod)
+        after = (
+            [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
+            if evicted_now
+            else before
+        )
+        remaining = []
+        for verdict in after:
+            if verdict.action == "ignore":
+                continue
+            if verdict.pod in blocked:
+                reason = "a PodDisruptionBudget allows no disruption now"
+            elif verdict.pod in evicted_now:
+                reason = "evicted, terminating"
+            else:
+                reason = verdict.reason or "not evicted yet"
+            remaining.append({"pod": verdict.pod, "reason": reason})
+        evicted = [*(previous.get("evicted") or []), *evicted_now]
+        evicted_count = int(previous.get("evicted_count") or 0) + len(evicted_now)
+        done, forced = not remaining, False
+        if remaining and self.clock() >= drain.deadline:
+            if not drain.force:
+                raise DrainTimeout(
+                    f"Node {drain.node!r}: {len(remaining)} pod(s) still there at the deadline "
+                    f"({drain.deadline_seconds} s): {_describe_pods(remaining)}"
+                )
+            done = forced = True
+        return {
+            "rounds": int(previous.get("rounds") or 0) + 1,
+            "evicted": evicted[:LIST_LIMIT],
+            "evicted_count": evicted_count,
+            "blocked": sorted(blocked)[:LIST_LIMIT],
+            "remaining": remaining[:LIST_LIMIT],
+            "remaining_count": len(remaining),
+            "done": done,
+            "forced": forced,
+        }
+
+    # check -------------------------------------------------------------------------------------
+
+    def check(self, drain: Drain) -> dict[str, Any]:
+        """Right before termination: still our cordon, still the same instance, and empty (or ``force``
+        past the deadline). ``ready`` false sends the drain back to evicting."""
+        node = self._our_node(drain)
+        now_instance = instance_id_from_provider_id(node.spec.provider_id)
+        if now_instance != drain.instance_id:
+            raise DrainCancelled(
+                f"Node {drain.node!r} is instance {now_instance} now, not {drain.instance_id}; nothing terminated"
+            )
+        verdicts = [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
+        remaining = [{"pod": v.pod, "reason": v.reason} for v in verdicts if v.action != "ignore"]
+        forced = bool(remaining) and drain.force and self.clock() >= drain.deadline
+        return {"ready": not remaining or forced, "forced": forced, "remaining": remaining[:LIST_LIMIT]}
+
+    # terminate ---------------------------------------------------------------------------------
+
+    def terminate(self, drain: Drain) -> dict[str, Any]:
+        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity (for the regions a
+        state machine's own aws-sdk task cannot reach). Same result shape as that task's ResultSelector."""
+        activity = self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True)
+        return {
+            "activity_id": activity.ActivityId,
+            "status": activity.StatusCode,
+            "description": activity.Description,
+        }
+
+    # delete_node -------------------------------------------------------------------------------
+
+    def delete_node(self, drain: Drain) -> dict[str, Any]:
+        """Delete the Node object of the terminated instance (not one that took its name since)."""
+        try:
+            node = self.kube.get_node(drain.node)
+        except NodeNotFound:
+            return {"deleted": False, "note": "the Node was already gone"}
+        if node.metadata.uid != drain.node_uid:
+            return {"deleted": False, "note": "a new Node took the name; it was left alone"}
+        return {"deleted": self.kube.delete_node(drain.node)}
+
+    # uncordon (compensation) -------------------------------------------------------------------
+
+    def uncordon(self, drain: Drain) -> dict[str, Any]:
+        """Undo the drain's marks: the draining taint first, then Spillway's cordon (never another's)."""
+        try:
+            node = self.kube.get_node(drain.node)
+        except NodeNotFound:
+            return {"untainted": False, "uncordoned": False, "note": "the Node is gone"}
+        if node.metadata.uid != drain.node_uid:
+            return {"untainted": False, "uncordoned": False, "note": "a new Node took the name; left alone"}
+        untainted = self.kube.remove_draining_taint(drain.node)
+        uncordoned = self.kube.uncordon(drain.node)
+        return {"untainted": untainted, "uncordoned": uncordoned}
+
+    # record ------------------------------------------------------------------------------------
+
+    def record(self, state: Mapping[str, Any], outcome: str | None = None) -> dict[str, Any]:
+        """The drain's outcome: returned (the execution's output, or the Fail state's error and cause),
+        an event on the node when the drain touched it, and the ``DrainOutcome`` metric.
+
+        ``state`` is the state machine's whole state; a failure is its ``error`` (``Error``/``Cause``
+        as a Catch records them), the compensation's result is ``compensation`` or
+        ``compensation_error``. Recording the event is best effort: the outcome is never lost to it.
+        """
+        drain = parse_drain(state["drain"]) if isinstance(state.get("drain"), Mapping) else None
+        error = state.get("error") if isinstance(state.get("error"), Mapping) else None
+        summary: dict[str, Any] = (
+            self._identity(drain) if drain is not None else _request_identity(state, self.cluster)
+        )
+        rounds = _mapping(state.get("round"))
+        if drain is not None:
+            summary["evicted"] = list(rounds.get("evicted") or [])
+            summary["evicted_count"] = int(rounds.get("evicted_count") or 0)
+            summary["rounds"] = int(rounds.get("rounds") or 0)
+        if error is not None:
+            name = str(error.get("Error") or "States.TaskFailed")
+            final: Outcome = OUTCOME_OF_ERROR.get(name, "failed")
+            cause = cause_message(error.get("Cause"))
+            if drain is not None:
+                cause += self._compensation_note(drain, state)
+                if rounds.get("remaining"):
+                    summary["remaining"] = list(rounds["remaining"])
+            summary.update(outcome=final, error=name, cause=cause[:32_000])
+        else:
+            final = "drained" if outcome == "drained" else "terminated"
+            summary["outcome"] = final
+            if final == "terminated":
+                summary["terminated"] = state.get("terminated")
+                summary["node_deleted"] = bool(_mapping(state.get("deleted")).get("deleted"))
+                if state.get("delete_error"):
+                    summary["note"] = (
+                        "the instance is terminated but deleting the Node failed ("
+                        + cause_message(_mapping(state.get("delete_error")).get("Cause"))[:300]
+                        + "); the cloud node lifecycle controller removes it"
+                    )
+        if drain is not None:
+            self._event(drain, *_event_for(final, summary))
+        self.on_outcome(final, drain)
+        return summary
+
+    # helpers -----------------------------------------------------------------------------------
+
+    def _our_node(self, drain: Drain, *, require_cordon: bool = True) -> Node:
+        """The node, still the one validated and (after the cordon) still cordoned by Spillway."""
+        try:
+            node = self.kube.get_node(drain.node)
+        except NodeNotFound:
+            raise DrainCancelled(
+                f"Node {drain.node!r} disappeared while it drained; nothing terminated"
+            ) from None
+        if node.metadata.uid != drain.node_uid:
+            raise DrainCancelled(
+                f"Node {drain.node!r} was replaced while it drained (a new uid); nothing terminated"
+            )
+        if require_cordon and not (
+            node.spec.unschedulable and CORDONED_BY_SPILLWAY in node.metadata.annotations
+        ):
+            raise DrainCancelled(
+                f"Node {drain.node!r} is no longer cordoned by Spillway (the planner or a person uncordoned "
+                "it while it drained): the drain stops and nothing is terminated"
+            )
+        return node
+
+    def _event(self, drain: Drain, reason: str, message: str, type: str = "Normal") -> None:
+        # An event is a courtesy: the outcome is in the execution and the metric.
+        with contextlib.suppress(KubeError):
+            self.kube.record_event("Node", drain.node, None, reason, message, type, uid=drain.node_uid)
+
+    def _identity(self, drain: Drain) -> dict[str, Any]:
+        return {
+            "cluster": drain.cluster,
+            "node": drain.node,
+            "instance_id": drain.instance_id,
+            "group": drain.group,
+            "region": drain.region,
+            "reason": drain.reason,
+            "plan_id": drain.plan_id,
+            "started_at": drain.started_at,
+            "deadline_at": drain.deadline_at,
+        }
+
+    def _compensation_note(self, drain: Drain, state: Mapping[str, Any]) -> str:
+        done = state.get("compensation")
+        if isinstance(done, Mapping):
+            if done.get("note"):
+                return f"; {done['note']}"
+            return "; the node was uncordoned and its remaining pods left running"
+        if state.get("compensation_error"):
+            why = cause_message(_mapping(state.get("compensation_error")).get("Cause"))[:300]
+            return (
+                f"; undoing the cordon failed too ({why}): run `kubectl taint node {drain.node} "
+                f"{DRAINING_TAINT}- ; kubectl uncordon {drain.node} ; kubectl annotate node {drain.node} "
+                f"{CORDONED_BY_SPILLWAY}-`"
+            )
+        return ""
+
+
+def _field(doc: Mapping[str, Any], name: str) -> Any:
+    """``Name`` or ``name``: AWS's service integrations answer PascalCase, the SDK camelCase."""
+    value = doc.get(name)
+    return doc.get(name[:1].lower() + name[1:]) if value is None else value
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def cause_message(cause: Any) -> str:
+    """A failure's message for people: a Lambda's ``errorMessage`` (its Cause is that JSON), else as is."""
+    if not isinstance(cause, str):
+        return "" if cause is None else json.dumps(cause, default=str)
+    try:
+        doc = json.loads(cause)
+    except ValueError:
+        return cause
+    if isinstance(doc, dict):
+        if isinstance(doc.get("errorMessage"), str):
+            return str(doc["errorMessage"])
+        nested = _field(doc, "Cause")
+        if isinstance(nested, str) and _field(doc, "ExecutionArn"):  # a child execution's description
+            return cause_message(nested)
+    return cause
+
+
+def _request_identity(state: Mapping[str, Any], cluster: str) -> dict[str, Any]:
+    """What a rejected request said about itself (it may be malformed: only strings are kept)."""
+    out: dict[str, Any] = {"cluster": cluster}
+    for key in ("node", "instance_id", "group", "region", "plan_id", "reason"):
+        value = state.get(key)
+        if isinstance(value, str):
+            out[key] = value[:253]
+    return out
+
+
+def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]:
+    evicted = summary.get("evicted_count", 0)
+    if outcome == "terminated":
+        return (
+            "SpillwayDrained",
+            f"Drained ({summary.get('reason')}): evicted {evicted} pod(s), terminated "
+            f"{summary.get('instance_id')} ({summary.get('group')}, {summary.get('region')}) and "
+            "removed the Node",
+            "Normal",
+        )
+    if outcome == "drained":
+        return ("SpillwayDrained", f"Drained ({summary.get('reason')}): evicted {evicted} pod(s)", "Normal")
+    reason = {"timeout": "SpillwayDrainTimeout", "cancelled": "SpillwayDrainCancelled"}.get(
+        outcome, "SpillwayDrainFailed"
+    )
+    return (reason, f"{summary.get('error')}: {summary.get('cause')}", "Warning")
+
+
+def summarize(cluster: Any, plan_id: Any, results: Any) -> dict[str, Any]:
+    """The scale-down's output: one line per drain, whatever became of it, and counts per outcome.
+
+    A Map item is either ``{"execution", "output"}`` (the DrainNode execution succeeded; ``output`` is
+    its outcome) or ``{"request", "error"}`` (it failed: for a failed execution the Catch's Cause is
+    that execution's DescribeExecution output, whose ``error`` and ``cause`` are the drain's own).
+    """
+    drains: list[dict[str, Any]] = []
+    for item in results if isinstance(results, list) else []:
+        drains.append(_summarize_one(item))
+    counts: dict[str, int] = {}
+    for line in drains:
+        counts[line["outcome"]] = counts.get(line["outcome"], 0) + 1
+    return {"cluster": cluster, "plan_id": plan_id, "drains": drains, "counts": dict(sorted(counts.items()))}
+
+
+def _summarize_one(item: Any) -> dict[str, Any]:
+    if not isinstance(item, Mapping):
+        return {
+            "outcome": "failed",
+            "error": "States.Runtime",
+            "cause": f"unexpected Map result {item!r}"[:300],
+        }
+    output = item.get("output")
+    if isinstance(output, Mapping):
+        line = {k: output.get(k) for k in ("node", "instance_id", "group", "region", "outcome")}
+        for key in ("evicted_count", "node_deleted", "note"):
+            if key in output:
+                line[key] = output[key]
+        line["outcome"] = str(line.get("outcome") or "terminated")
+        line["execution"] = item.get("execution")
+        return line
+    request = _mapping(item.get("request"))
+    line = {k: request.get(k) for k in ("node", "instance_id", "group", "region")}
+    error = _mapping(item.get("error"))
+    name = str(error.get("Error") or "States.TaskFailed")
+    cause: Any = error.get("Cause")
+    try:
+        child = json.loads(cause) if isinstance(cause, str) else None
+    except ValueError:
+        child = None
+    if isinstance(child, Mapping) and _field(child, "ExecutionArn"):
+        # The failed DrainNode execution, as DescribeExecution (PascalCase from a .sync:2 task).
+        line["execution"] = _field(child, "ExecutionArn")
+        status = _field(child, "Status") or "?"
+        name = str(_field(child, "Error") or status)
+        cause = _field(child, "Cause") or f"the drain's execution ended {status}"
+    outcome: Outcome = OUTCOME_OF_ERROR.get(name, "failed")
+    line.update(outcome=outcome, error=name, cause=cause_message(cause)[:2000])
+    return line
+
+
+def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
+    """Dispatch one state machine step: ``{"action": ..., ...}`` to the :class:`Drainer` method."""
+    action = event.get("action")
+    if action == "summarize":
+        return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
+    if action == "validate":
+        return drainer.validate(event.get("request"))
+    if action == "record":
+        state = event.get("state")
+        if not isinstance(state, Mapping):
+            raise InvalidDrainRequest("record needs the state machine's state", field="state")
+        outcome = event.get("outcome")
+        return drainer.record(state, outcome if isinstance(outcome, str) else None)
+    if action not in ACTIONS:
+        raise InvalidDrainRequest(f"unknown action {action!r} (one of: {', '.join(ACTIONS)})", field="action")
+    drain = parse_drain(event.get("drain"))
+    if action == "cordon":
+        return drainer.cordon(drain)
+    if action == "evict":
+        previous = event.get("round")
+        return drainer.evict(drain, previous if isinstance(previous, Mapping) else None)
+    if action == "check":
+        return drainer.check(drain)
+    if action == "terminate":
+        return drainer.terminate(drain)
+    if action == "delete_node":
+        return drainer.delete_node(drain)
+    return drainer.uncordon(drain)

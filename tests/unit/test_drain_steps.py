@@ -1,0 +1,685 @@
+"""The drain steps (spillway.act.drain) on the Kubernetes API emulator and a fake Auto Scaling."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from spillway.act.drain import (
+    Drain,
+    Drainer,
+    Placement,
+    cause_message,
+    classify,
+    parse_request,
+    run_action,
+    summarize,
+)
+from spillway.adapters.kube import KubeClient
+from spillway.errors import DrainCancelled, DrainTimeout, InvalidDrainRequest
+from spillway.local import objects
+from spillway.local.kubeapi import KubeApiServer
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.k8s import Pod
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = "prod"
+T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
+NODE, SPARE = "ip-10-0-1-10.ec2.internal", "ip-10-0-1-11.ec2.internal"
+INSTANCE, SPARE_INSTANCE = "i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60719"
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@dataclass
+class FakeCloud:
+    """Auto Scaling as the drain sees it: where instances are, the groups, and a log of terminations."""
+
+    groups: dict[tuple[str, str], AutoScalingGroup] = field(default_factory=dict)
+    placements: dict[tuple[str, str], Placement] = field(default_factory=dict)
+    terminated: list[tuple[str, str, bool]] = field(default_factory=list)
+
+    def add_group(self, name: str, instances: list[str], *, region: str = "us-east-1", **kw: Any) -> None:
+        kw.setdefault("cluster", CLUSTER)
+        kw.setdefault("desired", len(instances))
+        raw = objects.asg(name, region=region, instances=instances, **kw)
+        self.groups[(region, name)] = AutoScalingGroup.model_validate(raw)
+        for instance in instances:
+            self.placements[(region, instance)] = Placement(instance, name, "InService")
+
+    def placement(self, region: str, instance_id: str) -> Placement | None:
+        return self.placements.get((region, instance_id))
+
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
+        return self.groups[(region, group)]
+
+    def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
+        self.terminated.append((region, instance_id, decrement))
+        return ScalingActivity.model_validate(
+            {
+                "ActivityId": "a-1",
+                "AutoScalingGroupName": self.placements[(region, instance_id)].group,
+                "Description": f"Terminating EC2 instance: {instance_id}",
+                "Cause": "terminated by Spillway",
+                "StartTime": T0.isoformat(),
+                "StatusCode": "InProgress",
+            }
+        )
+
+
+@dataclass
+class Rig:
+    api: KubeApiServer
+    kube: KubeClient
+    cloud: FakeCloud
+    clock: Clock
+    drainer: Drainer
+    outcomes: list[tuple[str, str | None]]
+
+    def node(self, name: str = NODE) -> dict[str, Any]:
+        found = self.api.get("Node", name)
+        assert found is not None
+        return found
+
+    def pod(self, name: str, *, node: str = NODE, app: str = "web", bare: bool = False, **kw: Any) -> None:
+        owner = None if bare else ("ReplicaSet", f"{app}-5d9c")
+        self.api.add(objects.pod(name, "team-a", node_name=node, labels={"app": app}, owner=owner, **kw))
+
+    def writes(self) -> list[str]:
+        return [f"{r.method} {r.path}" for r in self.api.requests if r.method in WRITES]
+
+    def validated(self, **request: Any) -> Drain:
+        out = self.drainer.validate({"cluster": CLUSTER, "node": NODE, **request})
+        return Drain.model_validate(out["drain"])
+
+    def cordoned(self, **request: Any) -> Drain:
+        drain = self.validated(**request)
+        self.drainer.cordon(drain)
+        return drain
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    with KubeApiServer() as api:
+        kube = KubeClient.for_url(api.url, max_attempts=1, sleep=lambda _: None)
+        cloud = FakeCloud()
+        cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], desired=2)
+        for name, instance in ((NODE, INSTANCE), (SPARE, SPARE_INSTANCE)):
+            api.add(
+                objects.node(
+                    name,
+                    instance=instance,
+                    zone="us-east-1a",
+                    taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+                )
+            )
+        clock = Clock()
+        outcomes: list[tuple[str, str | None]] = []
+        drainer = Drainer(
+            kube,
+            cloud,
+            cluster=CLUSTER,
+            regions=["us-east-1", "us-west-2"],
+            clock=clock,
+            on_outcome=lambda outcome, drain: outcomes.append((outcome, drain.node if drain else None)),
+        )
+        api.clear_requests()
+        yield Rig(api, kube, cloud, clock, drainer, outcomes)
+        kube.close()
+
+
+# --- the request -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "words"),
+    [
+        ({"cluster": CLUSTER}, "node", "required (the name of the Node to drain"),
+        ({"cluster": CLUSTER, "node": ""}, "node", "at least 1 character"),
+        ({"cluster": CLUSTER, "node": NODE, "deadline_seconds": -5}, "deadline_seconds", "got -5"),
+        ({"cluster": CLUSTER, "node": NODE, "deadline_seconds": "900"}, "deadline_seconds", 'got "900"'),
+        ({"cluster": CLUSTER, "node": NODE, "poll_seconds": 1.5}, "poll_seconds", "valid integer"),
+        ({"cluster": CLUSTER, "node": NODE, "force": "yes"}, "force", "valid boolean"),
+        ({"cluster": CLUSTER, "node": NODE, "dry_run": 1}, "dry_run", "valid boolean"),
+        ({"cluster": CLUSTER, "node": NODE, "deadline": 60}, "deadline", "not a field of a drain request"),
+        ({"node": NODE}, "cluster", "required"),
+        ({"cluster": CLUSTER, "node": NODE, "poll_seconds": 0, "deadline_seconds": 900}, "poll_seconds", "up to 60"),
+        ({"cluster": CLUSTER, "node": NODE, "poll_seconds": 1, "deadline_seconds": 86_400}, "poll_seconds",
+         "more than 2000 rounds"),
+    ],
+)  # fmt: skip
+def test_a_malformed_request_is_refused_naming_the_field(raw: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        parse_request(raw)
+    assert caught.value.field == field
+    assert str(caught.value).startswith(f"{field}: ")
+    assert words in str(caught.value)
+
+
+def test_every_bad_field_is_named_at_once() -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        parse_request({"cluster": CLUSTER, "node": NODE, "force": "yes", "deadline_seconds": -1})
+    assert "deadline_seconds:" in str(caught.value) and "force:" in str(caught.value)
+
+
+def test_a_request_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(InvalidDrainRequest, match="JSON object"):
+        parse_request(["prod", NODE])
+
+
+def test_defaults_and_the_parent_execution_marker() -> None:
+    request = parse_request(
+        {"cluster": CLUSTER, "node": NODE, "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID": "x"}
+    )
+    assert (request.deadline_seconds, request.poll_seconds) == (900, 15)
+    assert (request.terminate, request.force, request.dry_run) == (True, False, False)
+
+
+# --- pods --------------------------------------------------------------------------------------
+
+
+def _pod(**kw: Any) -> Pod:
+    annotations = kw.pop("annotations", None)
+    raw = objects.pod("p", "team-a", node_name=NODE, annotations=annotations, **kw)
+    return Pod.model_validate(raw)
+
+
+@pytest.mark.parametrize(
+    ("pod", "force", "action"),
+    [
+        (_pod(owner=("ReplicaSet", "web")), False, "evict"),
+        (_pod(owner=("Job", "train")), False, "evict"),
+        (Pod.model_validate(objects.daemonset_pod("ds", NODE)), False, "ignore"),
+        (_pod(annotations={"kubernetes.io/config.mirror": "abc"}, owner=None), False, "ignore"),
+        (_pod(phase="Succeeded"), False, "ignore"),
+        (_pod(phase="Failed"), False, "ignore"),
+        (_pod(annotations={"karpenter.sh/do-not-disrupt": "true"}), False, "keep"),
+        (_pod(annotations={"karpenter.sh/do-not-disrupt": "true"}), True, "evict"),
+        (_pod(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}), False, "keep"),
+        (_pod(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}), True, "evict"),
+        (_pod(owner=None), False, "keep"),
+        (_pod(owner=None), True, "evict"),
+        (_pod(owner=None, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}), False, "evict"),
+    ],
+    ids=[
+        "replicaset", "job", "daemonset", "mirror", "succeeded", "failed", "do-not-disrupt",
+        "do-not-disrupt-forced", "not-safe-to-evict", "not-safe-to-evict-forced", "bare", "bare-forced",
+        "bare-safe-to-evict",
+    ],
+)  # fmt: skip
+def test_which_pods_a_drain_evicts(pod: Pod, force: bool, action: str) -> None:
+    assert classify(pod, force=force).action == action
+
+
+def test_a_terminating_pod_is_waited_for() -> None:
+    raw = objects.pod("p", "team-a", node_name=NODE)
+    raw["metadata"]["deletionTimestamp"] = "2026-11-02T10:00:00Z"
+    assert classify(Pod.model_validate(raw), force=False).action == "wait"
+
+
+# --- validate ----------------------------------------------------------------------------------
+
+
+def test_validate_reads_only_and_says_what_the_drain_would_do(rig: Rig) -> None:
+    rig.api.add(objects.daemonset_pod("aws-node-x", NODE))
+    rig.pod("web-1", priority=100)
+    rig.pod("web-0")
+    rig.pod("solo", bare=True)
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "reason": "idle", "deadline_seconds": 60})
+
+    drain = Drain.model_validate(out["drain"])
+    assert (drain.instance_id, drain.group, drain.region) == (INSTANCE, "general", "us-east-1")
+    assert drain.deadline_at == "2026-11-02T10:01:00Z"
+    preview = out["preview"]
+    assert preview["would_evict"] == ["team-a/web-0", "team-a/web-1"]  # lowest priority first
+    assert [k["pod"] for k in preview["would_keep"]] == ["team-a/solo"]
+    assert preview["would_time_out"] is True
+    assert preview["would_terminate"]["desired_capacity"] == {"from": 2, "to": 1}
+    assert rig.writes() == []
+    assert rig.outcomes == []  # only a dry run is an outcome at validation
+
+
+def _other_cluster(rig: Rig) -> dict[str, Any]:
+    return {"cluster": "staging"}
+
+
+def _unknown_node(rig: Rig) -> dict[str, Any]:
+    return {"node": "ip-10-0-9-9.ec2.internal"}
+
+
+def _not_ec2(rig: Rig) -> dict[str, Any]:
+    node = rig.node()
+    node["spec"]["providerID"] = "kind://docker/kind/kind-worker"
+    rig.api.update("Node", node)
+    return {}
+
+
+def _unmanaged_group(rig: Rig) -> dict[str, Any]:
+    rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], tagged=False)
+    return {}
+
+
+def _other_clusters_group(rig: Rig) -> dict[str, Any]:
+    rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], cluster="staging")
+    return {}
+
+
+def _no_group(rig: Rig) -> dict[str, Any]:
+    rig.cloud.placements.clear()
+    return {}
+
+
+def _unmanaged_region(rig: Rig) -> dict[str, Any]:
+    node = rig.node()
+    node["metadata"]["labels"]["topology.kubernetes.io/region"] = "eu-west-1"
+    rig.api.update("Node", node)
+    return {}
+
+
+def _cordoned_by_somebody(rig: Rig) -> dict[str, Any]:
+    node = rig.node()
+    node["spec"]["unschedulable"] = True
+    rig.api.update("Node", node)
+    return {}
+
+
+def _scale_down_disabled(rig: Rig) -> dict[str, Any]:
+    node = rig.node()
+    node["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/scale-down-disabled"] = "true"
+    rig.api.update("Node", node)
+    return {}
+
+
+def _at_min_size(rig: Rig) -> dict[str, Any]:
+    rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=2, desired=2)
+    return {}
+
+
+def _planned_instance_changed(rig: Rig) -> dict[str, Any]:
+    return {"instance_id": "i-0ffffffffffffffff"}
+
+
+def _planned_group_changed(rig: Rig) -> dict[str, Any]:
+    return {"group": "gpu"}
+
+
+def _terminating(rig: Rig) -> dict[str, Any]:
+    rig.cloud.placements[("us-east-1", INSTANCE)] = Placement(INSTANCE, "general", "Terminating:Wait")
+    return {}
+
+
+@pytest.mark.parametrize(
+    ("setup", "field", "words"),
+    [
+        (_other_cluster, "cluster", "manages cluster 'prod', not 'staging'"),
+        (_unknown_node, "node", "no Node named 'ip-10-0-9-9.ec2.internal'"),
+        (_not_ec2, "node", "is not an EC2 instance"),
+        (_unmanaged_group, "node", "not tagged for cluster 'prod'"),
+        (_other_clusters_group, "node", "k8s.io/cluster-autoscaler/prod"),
+        (_no_group, "node", "in no Auto Scaling group in us-east-1"),
+        (_unmanaged_region, "node", "eu-west-1, a region this Spillway does not manage"),
+        (_cordoned_by_somebody, "node", "cordoned by somebody else"),
+        (_scale_down_disabled, "node", '"force": true'),
+        (_at_min_size, "node", "minimum size (MinSize 2, desired 2)"),
+        (_planned_instance_changed, "instance_id", f"is instance {INSTANCE} now"),
+        (_planned_group_changed, "group", "not 'gpu' as requested"),
+        (_terminating, "node", "Terminating:Wait"),
+    ],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
+)
+def test_validate_refuses_what_it_must_not_drain_and_touches_nothing(
+    rig: Rig, setup: Any, field: str, words: str
+) -> None:
+    request = {"cluster": CLUSTER, "node": NODE, **setup(rig)}
+    rig.api.clear_requests()
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.validate(request)
+    assert caught.value.field == field
+    assert words in str(caught.value), str(caught.value)
+    assert rig.writes() == []
+
+
+def test_force_drains_a_scale_down_disabled_node_and_terminate_false_ignores_min_size(rig: Rig) -> None:
+    _scale_down_disabled(rig)
+    assert rig.validated(force=True).force
+    _at_min_size(rig)
+    assert rig.validated(force=True, terminate=False).terminate is False
+
+
+def test_a_node_spillway_cordoned_before_may_be_drained_again(rig: Rig) -> None:
+    rig.kube.cordon(NODE, "planner")
+    assert rig.validated().node == NODE
+
+
+def test_a_dry_run_is_an_outcome(rig: Rig) -> None:
+    rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "dry_run": True})
+    assert rig.outcomes == [("dry_run", NODE)]
+
+
+# --- cordon and evict --------------------------------------------------------------------------
+
+
+def test_cordon_marks_the_node_as_spillways_and_taints_it_keeping_other_taints(rig: Rig) -> None:
+    drain = rig.validated(reason="idle 12 min")
+    assert rig.drainer.cordon(drain) == {"cordoned": True, "tainted": True}
+    node = rig.node()
+    assert node["spec"]["unschedulable"] is True
+    assert "idle 12 min" in node["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert {(t["key"], t["effect"]) for t in node["spec"]["taints"]} == {
+        ("nvidia.com/gpu", "NoSchedule"),
+        ("spillway.io/draining", "NoSchedule"),
+    }
+    events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
+    assert [e["reason"] for e in events] == ["SpillwayDraining"]
+
+
+def test_cordon_stops_when_somebody_else_cordoned_the_node_after_validation(rig: Rig) -> None:
+    drain = rig.validated()
+    _cordoned_by_somebody(rig)
+    with pytest.raises(DrainCancelled, match="cordoned by somebody else"):
+        rig.drainer.cordon(drain)
+    assert "spillway.io/cordoned" not in rig.node()["metadata"]["annotations"]
+
+
+def test_eviction_respects_a_budget_one_pod_per_round(rig: Rig) -> None:
+    rig.api.add(objects.daemonset_pod("aws-node-x", NODE))
+    rig.pod("web-0")
+    rig.pod("web-1")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+    drain = rig.cordoned(poll_seconds=1, deadline_seconds=60)
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"] and first["blocked"] == ["team-a/web-1"]
+    assert first["remaining"] == [
+        {"pod": "team-a/web-1", "reason": "a PodDisruptionBudget allows no disruption now"}
+    ]
+    assert first["done"] is False
+
+    again = rig.drainer.evict(drain, first)  # no replacement yet: still blocked
+    assert again["done"] is False and again["rounds"] == 2
+
+    rig.pod("web-2", node=SPARE)  # the controller's replacement is Running and Ready elsewhere
+    last = rig.drainer.evict(drain, again)
+    assert last["done"] is True and last["remaining"] == []
+    assert last["evicted"] == ["team-a/web-0", "team-a/web-1"] and last["evicted_count"] == 2
+    assert rig.api.get("Pod", "aws-node-x", "kube-system") is not None
+
+
+def test_protected_pods_stay_until_the_deadline_then_the_drain_times_out(rig: Rig) -> None:
+    rig.pod("train-0", app="train", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    rig.pod("solo", bare=True)
+    rig.pod("web-0")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=30)
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"]
+    assert [r["pod"] for r in first["remaining"]] == ["team-a/solo", "team-a/train-0"]
+
+    rig.clock.advance(30)
+    with pytest.raises(DrainTimeout) as caught:
+        rig.drainer.evict(drain, first)
+    message = str(caught.value)
+    assert "2 pod(s) still there at the deadline (30 s)" in message
+    assert "team-a/train-0 (annotated karpenter.sh/do-not-disrupt=true" in message
+    assert rig.api.get("Pod", "train-0", "team-a") is not None
+
+
+def test_force_evicts_protected_pods_and_goes_on_at_the_deadline(rig: Rig) -> None:
+    rig.pod("train-0", app="train", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    rig.pod("db-0", app="db")
+    rig.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))
+    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/train-0"] and first["done"] is False
+
+    rig.clock.advance(31)
+    last = rig.drainer.evict(drain, first)
+    assert last["done"] is True and last["forced"] is True
+    assert rig.drainer.check(drain)["ready"] is True
+
+
+def test_eviction_stops_when_the_node_was_uncordoned_meanwhile(rig: Rig) -> None:
+    rig.pod("web-0")
+    drain = rig.cordoned()
+    rig.kube.uncordon(NODE)  # the planner reuses the node for pending pods
+    with pytest.raises(DrainCancelled, match="no longer cordoned by Spillway"):
+        rig.drainer.evict(drain)
+    assert rig.api.get("Pod", "web-0", "team-a") is not None
+
+
+# --- check, terminate, delete, compensate ---------------------------------------------------------
+
+
+def test_check_sends_the_drain_back_when_a_pod_arrived(rig: Rig) -> None:
+    drain = rig.cordoned()
+    assert rig.drainer.check(drain) == {"ready": True, "forced": False, "remaining": []}
+    rig.pod("late-0", app="late", tolerations=[{"operator": "Exists"}])
+    assert rig.drainer.check(drain)["ready"] is False
+
+
+def test_check_stops_when_the_node_was_replaced(rig: Rig) -> None:
+    drain = rig.cordoned()
+    rig.api.delete("Node", NODE)
+    rig.api.add(objects.node(NODE, instance="i-0ffffffffffffffff", zone="us-east-1a", annotations={
+        "spillway.io/cordoned": "x"}, unschedulable=True))  # fmt: skip
+    with pytest.raises(DrainCancelled, match="replaced"):
+        rig.drainer.check(drain)
+
+
+def test_terminate_decrements_the_group(rig: Rig) -> None:
+    drain = rig.cordoned()
+    out = rig.drainer.terminate(drain)
+    assert rig.cloud.terminated == [("us-east-1", INSTANCE, True)]
+    assert out == {
+        "activity_id": "a-1",
+        "status": "InProgress",
+        "description": f"Terminating EC2 instance: {INSTANCE}",
+    }
+
+
+def test_delete_node_deletes_only_the_drained_node(rig: Rig) -> None:
+    drain = rig.cordoned()
+    assert rig.drainer.delete_node(drain) == {"deleted": True}
+    assert rig.api.get("Node", NODE) is None
+    assert rig.drainer.delete_node(drain)["deleted"] is False
+    rig.api.add(objects.node(NODE, instance="i-0ffffffffffffffff", zone="us-east-1a"))  # a newcomer
+    assert rig.drainer.delete_node(drain)["deleted"] is False
+    assert rig.api.get("Node", NODE) is not None
+
+
+def test_compensation_removes_the_taint_and_spillways_cordon_only(rig: Rig) -> None:
+    drain = rig.cordoned()
+    assert rig.drainer.uncordon(drain) == {"untainted": True, "uncordoned": True}
+    node = rig.node()
+    assert not node["spec"].get("unschedulable")
+    assert "spillway.io/cordoned" not in node["metadata"]["annotations"]
+    assert [t["key"] for t in node["spec"]["taints"]] == ["nvidia.com/gpu"]
+
+
+def test_compensation_never_undoes_somebody_elses_cordon(rig: Rig) -> None:
+    drain = rig.validated()
+    _cordoned_by_somebody(rig)
+    assert rig.drainer.uncordon(drain) == {"untainted": False, "uncordoned": False}
+    assert rig.node()["spec"]["unschedulable"] is True
+
+
+# --- record and summarize --------------------------------------------------------------------------
+
+
+def _lambda_error(name: str, message: str) -> dict[str, str]:
+    return {
+        "Error": name,
+        "Cause": json.dumps({"errorType": name, "errorMessage": message, "stackTrace": []}),
+    }
+
+
+def test_record_of_a_success_is_the_executions_output(rig: Rig) -> None:
+    drain = rig.cordoned(reason="idle")
+    state = {
+        "drain": drain.model_dump(),
+        "round": {"rounds": 2, "evicted": ["team-a/web-0"], "evicted_count": 1},
+        "terminated": {"activity_id": "a-1", "status": "InProgress", "description": "x"},
+        "deleted": {"deleted": True},
+    }
+    out = rig.drainer.record(state, "terminated")
+    assert out["outcome"] == "terminated" and out["node_deleted"] is True
+    assert out["evicted"] == ["team-a/web-0"] and out["rounds"] == 2 and out["instance_id"] == INSTANCE
+    assert rig.outcomes == [("terminated", NODE)]
+    assert [e["reason"] for e in rig.api.list("Event")][-1] == "SpillwayDrained"
+
+
+def test_record_of_a_failure_names_the_error_and_the_compensation(rig: Rig) -> None:
+    drain = rig.cordoned()
+    state = {
+        "drain": drain.model_dump(),
+        "round": {"rounds": 3, "evicted": [], "remaining": [{"pod": "team-a/db-0", "reason": "budget"}]},
+        "error": _lambda_error("DrainTimeout", "Node 'x': 1 pod(s) still there at the deadline"),
+        "compensation": {"untainted": True, "uncordoned": True},
+    }
+    out = rig.drainer.record(state)
+    assert out["outcome"] == "timeout" and out["error"] == "DrainTimeout"
+    assert out["cause"] == (
+        "Node 'x': 1 pod(s) still there at the deadline; the node was uncordoned and its remaining pods left running"
+    )
+    assert out["remaining"] == [{"pod": "team-a/db-0", "reason": "budget"}]
+    event = rig.api.list("Event")[-1]
+    assert (event["reason"], event["type"]) == ("SpillwayDrainTimeout", "Warning")
+
+
+def test_record_tells_a_person_how_to_undo_a_cordon_the_compensation_could_not(rig: Rig) -> None:
+    drain = rig.cordoned()
+    state = {
+        "drain": drain.model_dump(),
+        "error": {"Error": "AutoScaling.ValidationErrorException", "Cause": "min size"},
+        "compensation_error": _lambda_error("KubeUnavailable", "API server down"),
+    }
+    out = rig.drainer.record(state)
+    assert out["outcome"] == "failed"
+    assert "undoing the cordon failed too (API server down)" in out["cause"]
+    assert f"kubectl uncordon {NODE}" in out["cause"]
+
+
+def test_record_of_a_rejection_touches_nothing(rig: Rig) -> None:
+    state = {
+        "cluster": CLUSTER,
+        "node": ["not", "a", "name"],
+        "error": _lambda_error("InvalidDrainRequest", "node: bad"),
+    }
+    out = rig.drainer.record(state)
+    assert out == {
+        "cluster": CLUSTER,
+        "outcome": "rejected",
+        "error": "InvalidDrainRequest",
+        "cause": "node: bad",
+    }
+    assert rig.writes() == []
+    assert rig.outcomes == [("rejected", None)]
+
+
+def test_summarize_reads_both_map_results_as_aws_returns_them() -> None:
+    child = {
+        "ExecutionArn": "arn:aws:states:us-east-1:1:execution:drain:drain-1-x",
+        "Status": "FAILED",
+        "Error": "DrainTimeout",
+        "Cause": "Node 'b': 1 pod(s) still there at the deadline",
+    }
+    results = [
+        {"execution": "arn:...:drain-0-x", "output": {"node": "a", "instance_id": "i-1", "outcome": "terminated"}},
+        {"request": {"node": "b", "instance_id": "i-2"}, "error": {"Error": "States.TaskFailed", "Cause": json.dumps(child)}},
+        {"request": {"node": "c"}, "error": {"Error": "StepFunctions.ExecutionLimitExceededException", "Cause": "too many"}},
+    ]  # fmt: skip
+    out = summarize(CLUSTER, "plan-1", results)
+    lines = {d["node"]: d for d in out["drains"]}
+    assert lines["a"]["outcome"] == "terminated" and lines["a"]["execution"] == "arn:...:drain-0-x"
+    assert lines["b"]["outcome"] == "timeout" and lines["b"]["error"] == "DrainTimeout"
+    assert lines["b"]["cause"].startswith("Node 'b'") and lines["b"]["execution"] == child["ExecutionArn"]
+    assert lines["c"]["outcome"] == "failed" and lines["c"]["cause"] == "too many"
+    assert out["counts"] == {"failed": 1, "terminated": 1, "timeout": 1}
+
+
+def test_cause_message_reads_lambda_errors_and_plain_text() -> None:
+    assert cause_message(json.dumps({"errorType": "X", "errorMessage": "boom"})) == "boom"
+    assert cause_message("plain words") == "plain words"
+    assert cause_message(None) == ""
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [({"action": "explode"}, "action"), ({"action": "cordon"}, "drain"), ({"action": "record"}, "state")],
+)
+def test_run_action_refuses_what_it_does_not_know(rig: Rig, event: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        run_action(rig.drainer, event)
+    assert caught.value.field == field
+
+
+def test_run_action_dispatches_each_step(rig: Rig) -> None:
+    validated = run_action(rig.drainer, {"action": "validate", "request": {"cluster": CLUSTER, "node": NODE}})
+    drain = validated["drain"]
+    assert run_action(rig.drainer, {"action": "cordon", "drain": drain})["cordoned"] is True
+    assert (
+        run_action(rig.drainer, {"action": "evict", "drain": drain, "round": {"rounds": 0}})["done"] is True
+    )
+    assert run_action(rig.drainer, {"action": "check", "drain": drain})["ready"] is True
+    assert run_action(rig.drainer, {"action": "uncordon", "drain": drain})["uncordoned"] is True
+
+
+# --- the handler ---------------------------------------------------------------------------------
+
+
+def _load_app() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("drain_app_under_test", ROOT / "functions/drain/app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_handler_module_imports_without_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CLUSTER_NAME", "REGIONS", "SPILLWAY_KUBE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert _load_app()._services is None
+
+
+def test_the_outcome_metric_is_emf_with_an_outcome_dimension(capsys: pytest.CaptureFixture[str]) -> None:
+    _load_app().emit_outcome("timeout", None)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert lines and lines[0]["DrainOutcome"] == [1.0] and lines[0]["Outcome"] == "timeout"
+    assert lines[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Spillway"
+
+
+# --- the sample inputs in events/ ---------------------------------------------------------------
+
+
+def test_the_sample_drain_inputs_say_what_they_claim() -> None:
+    good = parse_request(json.loads((ROOT / "events/drain-node.json").read_text()))
+    assert (good.cluster, good.terminate, good.dry_run) == ("ml", True, False)
+    unknown = parse_request(json.loads((ROOT / "events/drain-node-unknown.json").read_text()))
+    assert unknown.node.startswith("ip-10-250")  # well formed: refused by validation, for the node
+    with pytest.raises(InvalidDrainRequest) as caught:
+        parse_request(json.loads((ROOT / "events/drain-node-malformed.json").read_text()))
+    for name in ("node: required", "deadline_seconds:", "poll_seconds:", "force:"):
+        assert name in str(caught.value)
