@@ -1,0 +1,358 @@
+"""DrainNode and ScaleDown end to end: moto executes the real ASL from template.yaml, the drain Lambda is
+answered in-process by the real handler, and Kubernetes is the API emulator (real wire protocol, PDB-aware
+evictions). Waits come from the inputs (poll_seconds 0-1, deadlines of a few seconds)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from spillway import clients as spillway_clients
+from spillway.local import objects
+from spillway.local.cloud import CloudSim, NodeRegistrar
+from spillway.local.kubeapi import KubeApiServer
+from spillway.local.stack import LocalStack
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+CLUSTER = "prod"
+HOME, WEST = "us-east-1", "us-west-2"
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+FAST = {"poll_seconds": 1, "deadline_seconds": 20}
+
+
+def make_group(region: str, name: str, desired: int, *, cluster: str | None = CLUSTER) -> None:
+    boto3.client("ec2", region_name=region).create_launch_template(
+        LaunchTemplateName=f"lt-{name}",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
+    )
+    tags = [{"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true"}]
+    if cluster:
+        tags.append({"Key": f"k8s.io/cluster-autoscaler/{cluster}", "Value": "owned"})
+    boto3.client("autoscaling", region_name=region).create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        MinSize=0,
+        MaxSize=10,
+        DesiredCapacity=desired,
+        LaunchTemplate={"LaunchTemplateName": f"lt-{name}", "Version": "$Latest"},
+        AvailabilityZones=[f"{region}a"],
+        Tags=[
+            {**t, "PropagateAtLaunch": True, "ResourceId": name, "ResourceType": "auto-scaling-group"}
+            for t in tags
+        ],
+    )
+
+
+def group(region: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = boto3.client("autoscaling", region_name=region).describe_auto_scaling_groups(
+        AutoScalingGroupNames=[name]
+    )["AutoScalingGroups"][0]
+    return found
+
+
+@dataclass
+class World:
+    api: KubeApiServer
+    stack: LocalStack
+    sim: CloudSim
+    nodes: dict[str, list[str]] = field(default_factory=dict)  # group -> node names
+    instances: dict[str, str] = field(default_factory=dict)  # node -> instance id
+
+    def drain(self, payload: dict[str, Any], timeout: float = 40) -> dict[str, Any]:
+        return self.stack.run("DrainNodeStateMachine", payload, timeout=timeout)
+
+    def writes(self) -> list[str]:
+        return [f"{r.method} {r.path}" for r in self.api.requests if r.method in WRITES]
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        return self.api.get("Node", name)
+
+    def pod(self, name: str, node: str, *, app: str, bare: bool = False, **kw: Any) -> None:
+        self.api.add(
+            objects.pod(
+                name,
+                "team-a",
+                node_name=node,
+                labels={"app": app},
+                owner=None if bare else ("ReplicaSet", f"{app}-5d9c"),
+                cpu="100m",
+                memory="128Mi",
+                **kw,
+            )
+        )
+
+    def daemonset_pod(self, node: str) -> None:
+        self.api.add(objects.daemonset_pod(f"aws-node-{node[:12]}", node))
+
+
+@contextmanager
+def sfn_integration_like_aws() -> Iterator[None]:
+    """moto's ``states:startExecution`` integration passes ``StateMachineArn``/``Input``/``Name`` to boto
+    unchanged (boto wants ``stateMachineArn``...) and returns boto's ``executionArn``...; AWS takes and
+    gives the PascalCase names. Translate both ways, as the LocalStack interpreter moto ported does."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_sfn as sfn,
+    )
+
+    cls = sfn.StateTaskServiceSfn
+    original_parameters, original_response = cls._normalise_parameters, cls._normalise_response
+
+    def parameters(self: Any, parameters: dict[str, Any], **kwargs: Any) -> None:
+        original_parameters(self, parameters, **kwargs)
+        for key in list(parameters):
+            parameters[key[:1].lower() + key[1:]] = parameters.pop(key)
+
+    def response(self: Any, response: Any, **kwargs: Any) -> None:
+        original_response(self, response, **kwargs)
+        if isinstance(response, dict):
+            for key in list(response):
+                response[key[:1].upper() + key[1:]] = response.pop(key)
+
+    setattr(cls, "_normalise_parameters", parameters)  # noqa: B010 (mypy: a method replaced)
+    setattr(cls, "_normalise_response", response)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(cls, "_normalise_parameters", original_parameters)  # noqa: B010
+        setattr(cls, "_normalise_response", original_response)  # noqa: B010
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    saved = dict(os.environ)
+    spillway_clients.reset()
+    try:
+        with KubeApiServer() as api, sfn_integration_like_aws():
+            stack = LocalStack(
+                template=TEMPLATE,
+                parameters={"ClusterName": CLUSTER, "Regions": f"{HOME},{WEST}"},
+                # REGIONS: LocalStack cannot resolve !Join over a CommaDelimitedList parameter.
+                environment={"CLUSTER_ACCESS": "url", "KUBE_URL": api.url, "REGIONS": f"{HOME},{WEST}"},
+            )
+            with stack, CloudSim() as sim:
+                yield _populated(World(api=api, stack=stack, sim=sim))
+    finally:
+        spillway_clients.reset()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _populated(w: World) -> World:
+    """Groups "general" (3 nodes, us-east-1) and "west" (2, us-west-2) tagged for the cluster, and one
+    node of "untagged", a group that is not."""
+    make_group(HOME, "general", 3)
+    make_group(WEST, "west", 2)
+    make_group(HOME, "untagged", 1, cluster=None)
+    registrar = NodeRegistrar(w.api, cluster=CLUSTER, regions=[HOME, WEST])
+    registrar.step()
+    for instance, name in registrar.registered.items():
+        w.instances[name] = instance
+    for name, region in (("general", HOME), ("west", WEST)):
+        ids = {i["InstanceId"] for i in group(region, name)["Instances"]}
+        w.nodes[name] = sorted(n for n, i in w.instances.items() if i in ids)
+    stray = group(HOME, "untagged")["Instances"][0]["InstanceId"]
+    w.api.add(objects.node("ip-10-9-0-1.ec2.internal", instance=stray, zone=f"{HOME}a"))
+    w.instances["ip-10-9-0-1.ec2.internal"] = stray
+    w.nodes["untagged"] = ["ip-10-9-0-1.ec2.internal"]
+    w.api.clear_requests()
+    return w
+
+
+class ReplicaSetController:
+    """Keeps ``replicas`` Running/Ready pods of ``app``: each evicted one is replaced on ``spare`` after a
+    short delay, as a ReplicaSet controller and the scheduler would (the emulator has no controllers)."""
+
+    def __init__(self, api: KubeApiServer, app: str, replicas: int, spare: str, delay: float = 0.3) -> None:
+        self.api, self.app, self.replicas, self.spare, self.delay = api, app, replicas, spare, delay
+        self.created = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ReplicaSetController:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.delay):
+            live = [
+                p
+                for p in self.api.list("Pod", "team-a")
+                if p["metadata"].get("labels", {}).get("app") == self.app
+                and not p["metadata"].get("deletionTimestamp")
+            ]
+            for _ in range(self.replicas - len(live)):
+                self.created += 1
+                self.api.add(
+                    objects.pod(
+                        f"{self.app}-new-{self.created}",
+                        "team-a",
+                        node_name=self.spare,
+                        labels={"app": self.app},
+                        owner=("ReplicaSet", f"{self.app}-5d9c"),
+                        cpu="100m",
+                        memory="128Mi",
+                    )
+                )
+
+
+def test_drain_under_a_pdb_evicts_one_pod_at_a_time_then_terminates_and_deletes_the_node(
+    world: World,
+) -> None:
+    node, spare = world.nodes["general"][0], world.nodes["general"][1]
+    instance = world.instances[node]
+    world.daemonset_pod(node)
+    for i in range(3):
+        world.pod(f"web-{i}", node, app="web")
+    # minAvailable 2 of 3: one disruption at a time, the next only once a replacement is Running/Ready.
+    world.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=2))
+
+    with ReplicaSetController(world.api, "web", 3, spare) as controller:
+        result = world.drain({"cluster": CLUSTER, "node": node, "reason": "idle", **FAST})
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "terminated"
+    assert out["node"] == node and out["instance_id"] == instance and out["group"] == "general"
+    assert sorted(out["evicted"]) == ["team-a/web-0", "team-a/web-1", "team-a/web-2"]
+    assert out["rounds"] >= 3  # the budget let one pod go per round
+    assert out["node_deleted"] is True
+    assert controller.created >= 3
+    asg = group(HOME, "general")
+    assert asg["DesiredCapacity"] == 2  # decremented: the group does not replace the instance
+    assert instance not in {i["InstanceId"] for i in asg["Instances"]}
+    assert world.node(node) is None
+    # The DaemonSet pod was never evicted (the emulator leaves a deleted Node's pods in place).
+    evictions = [r.path for r in world.api.requests if r.path.endswith("/eviction")]
+    assert evictions and all("/team-a/" in p for p in evictions)
+    reasons = [e.get("reason") for e in world.api.list("Event") if e["involvedObject"]["name"] == node]
+    assert "SpillwayDraining" in reasons and "SpillwayDrained" in reasons
+
+
+def test_drain_blocked_past_its_deadline_fails_and_leaves_the_node_uncordoned_with_its_pods(
+    world: World,
+) -> None:
+    node = world.nodes["general"][0]
+    world.pod("db-0", node, app="db")
+    world.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))  # never disruptable
+    world.pod("train-0", node, app="train", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    before = group(HOME, "general")["DesiredCapacity"]
+
+    result = world.drain({"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 2})
+
+    assert result["status"] == "FAILED"
+    assert result["error"] == "DrainTimeout"
+    assert "team-a/db-0" in result["cause"] and "team-a/train-0" in result["cause"]
+    assert "uncordoned" in result["cause"]
+    after = world.node(node)
+    assert after is not None
+    assert not after["spec"].get("unschedulable")
+    assert "spillway.io/cordoned" not in after["metadata"].get("annotations", {})
+    assert all(t["key"] != "spillway.io/draining" for t in after["spec"].get("taints") or [])
+    pods = {p["metadata"]["name"]: p for p in world.api.list("Pod", "team-a")}
+    assert {"db-0", "train-0"} <= set(pods)
+    assert all(p["status"]["phase"] == "Running" for p in pods.values())
+    assert group(HOME, "general")["DesiredCapacity"] == before
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"node": "ip-10-250-0-1.ec2.internal"}, "node"),  # unknown node
+        ({}, "node"),  # missing node
+        ({"deadline_seconds": -5}, "deadline_seconds"),
+        ({"force": "yes", "poll_seconds": "15"}, "poll_seconds"),  # wrong types: both named
+        ({"node": "ip-10-9-0-1.ec2.internal"}, "node"),  # a group not tagged for the cluster
+    ],
+    ids=["unknown-node", "missing-node", "negative-deadline", "wrong-types", "unmanaged-group"],
+)
+def test_bad_drain_requests_fail_fast_and_touch_nothing(
+    world: World, payload: dict[str, Any], field: str
+) -> None:
+    node = world.nodes["general"][0]
+    request = {"cluster": CLUSTER, "node": node, **payload}
+    if payload == {}:
+        del request["node"]
+    world.pod("web-0", node, app="web")
+    world.api.clear_requests()
+
+    result = world.drain(request, timeout=20)
+
+    assert result["status"] == "FAILED"
+    assert result["error"] == "InvalidDrainRequest"
+    assert result["cause"].startswith(f"{field}:"), result["cause"]
+    assert all(f"{name}:" in result["cause"] for name in payload if name != "node")
+    assert world.writes() == []
+    assert group(HOME, "general")["DesiredCapacity"] == 3
+    assert [c.event["action"] for c in world.stack.calls("DrainFunction")] == ["validate", "record"]
+
+
+def test_dry_run_reports_what_it_would_do_and_changes_nothing(world: World) -> None:
+    node = world.nodes["general"][0]
+    world.daemonset_pod(node)
+    world.pod("web-0", node, app="web")
+    world.pod("solo", node, app="solo", bare=True)  # no controller would recreate it
+    world.api.clear_requests()
+
+    result = world.drain({"cluster": CLUSTER, "node": node, "dry_run": True})
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "dry_run"
+    assert out["would_evict"] == ["team-a/web-0"]
+    assert [k["pod"] for k in out["would_keep"]] == ["team-a/solo"]
+    assert out["would_terminate"] == {
+        "instance_id": world.instances[node],
+        "group": "general",
+        "region": HOME,
+        "desired_capacity": {"from": 3, "to": 2},
+    }
+    assert world.writes() == []
+    assert group(HOME, "general")["DesiredCapacity"] == 3
+    assert world.node(node) is not None and not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
+
+
+def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_others(world: World) -> None:
+    west_node = world.nodes["west"][0]
+    world.pod("web-0", west_node, app="web")
+    ghost = "ip-10-250-0-9.ec2.internal"  # a Node whose instance is in no Auto Scaling group
+    world.api.add(objects.node(ghost, instance="i-0000000000000dead", zone=f"{HOME}a"))
+    plan = {
+        "cluster": CLUSTER,
+        "plan_id": "prod-2026-11-02T10:00:00Z",
+        "drains": [
+            {"node": west_node, "instance_id": world.instances[west_node], "group": "west", "region": WEST,
+             "reason": "idle 12 min"},
+            {"node": ghost, "instance_id": "i-0000000000000dead", "group": "general", "region": HOME,
+             "reason": "idle 30 min"},
+        ],
+        **FAST,
+    }  # fmt: skip
+
+    result = world.stack.run("ScaleDownStateMachine", plan, timeout=50)
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["plan_id"] == plan["plan_id"]
+    by_node = {d["node"]: d for d in out["drains"]}
+    assert by_node[west_node]["outcome"] == "terminated"
+    assert by_node[ghost]["outcome"] == "rejected"
+    assert by_node[ghost]["error"] == "InvalidDrainRequest"
+    assert "no Auto Scaling group" in by_node[ghost]["cause"]
+    assert out["counts"] == {"rejected": 1, "terminated": 1}
+    # The west node is outside the state machine's region: terminated through the function.
+    assert group(WEST, "west")["DesiredCapacity"] == 1
+    assert any(c.event.get("action") == "terminate" for c in world.stack.calls("DrainFunction"))
+    assert world.node(west_node) is None
+    assert world.node(ghost) is not None and not world.node(ghost)["spec"].get("unschedulable")  # type: ignore[index]
