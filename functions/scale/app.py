@@ -1,0 +1,43 @@
+"""Scale Lambda: one step of the ScaleUp state machine per invocation, chosen by ``action``.
+
+``prepare`` (uncordon, read the live group), ``set_desired`` (groups outside the state machine's own
+region), ``verify`` (launch done, failed or timed out), ``backoff`` (back off, set back to what runs) and
+``next_round`` (re-plan for overflow). Thin: the work is :class:`spillway.act.scale.ScaleSteps`; errors
+are Spillway's named errors (``AwsThrottled``, ``AsgLimitExceeded``, ``KubeUnavailable`` ...), whose
+class names the state machine's Retry/Catch match.
+
+Metrics (EMF): Uncordoned, GroupsBackedOff, and from a re-plan ScaleUpNodes, Overflow, UnplaceablePods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spillway.act.scale import ScaleSteps
+from spillway.clients import Clients, get_clients
+from spillway.observability import add_count, logger, metrics, set_cluster, tracer
+
+
+def scale_step(clients: Clients, event: dict[str, Any]) -> dict[str, Any]:
+    steps = ScaleSteps(
+        kube=clients.kube,
+        aws=clients.aws,
+        ledger=clients.state,
+        snapshots=clients.snapshots,
+        plans=clients.plans,
+        settings=clients.plan_settings(),
+        metric=add_count,
+    )
+    result = steps.run(event)
+    group = (event.get("group") or {}).get("group")
+    logger.info("scale step", extra={"action": event.get("action"), "group": group, "result": result})
+    return result
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    clients = get_clients()
+    set_cluster(clients.config.cluster_name)
+    return scale_step(clients, event)
