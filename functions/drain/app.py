@@ -12,7 +12,6 @@ emulator). Metric (EMF): ``DrainOutcome`` (dimension ``Outcome``), once per drai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -23,10 +22,14 @@ from spillway.errors import InvalidDrainRequest
 from spillway.observability import NAMESPACE, logger, metrics, set_cluster, tracer
 
 
-@dataclass(frozen=True, slots=True)
 class Services:
-    clients: spillway_clients.Clients
-    drainer: Drainer
+    """The drain steps on this container's clients (a plain class: the module may be loaded by path)."""
+
+    __slots__ = ("clients", "drainer")
+
+    def __init__(self, clients: spillway_clients.Clients, drainer: Drainer) -> None:
+        self.clients = clients
+        self.drainer = drainer
 
 
 _services: Services | None = None

@@ -683,3 +683,69 @@ def test_the_sample_drain_inputs_say_what_they_claim() -> None:
         parse_request(json.loads((ROOT / "events/drain-node-malformed.json").read_text()))
     for name in ("node: required", "deadline_seconds:", "poll_seconds:", "force:"):
         assert name in str(caught.value)
+
+
+# --- the state machines' shape (their behaviour is in tests/e2e/test_drain.py) -----------------------
+
+
+def _asl(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((ROOT / "statemachines" / name).read_text())
+    return doc
+
+
+def _targets(states: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+    for state in states.values():
+        found |= {state[k] for k in ("Next", "Default") if k in state}
+        found |= {c["Next"] for c in state.get("Choices", []) + state.get("Catch", [])}
+    return found
+
+
+def test_drain_node_compensates_every_failure_before_termination_and_only_those() -> None:
+    states = _asl("drain_node.asl.json")["States"]
+    assert _targets(states) <= set(states)
+    for name in (
+        "Cordon",
+        "Evict",
+        "CheckBeforeTerminating",
+        "TerminateInstance",
+        "TerminateInstanceInItsRegion",
+    ):
+        assert [c["Next"] for c in states[name]["Catch"]] == ["Compensate"], name
+    assert [c["Next"] for c in states["Validate"]["Catch"]] == ["RecordRejection"]  # nothing to undo
+    assert [c["Next"] for c in states["DeleteNode"]["Catch"]] == ["RecordTerminated"]  # instance gone
+    assert states["Fail"] == {"Type": "Fail", "ErrorPath": "$.outcome.error", "CausePath": "$.outcome.cause"}
+    assert states["WaitForPods"]["SecondsPath"] == "$.drain.poll_seconds"
+
+
+def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_through_the_function() -> None:
+    states = _asl("drain_node.asl.json")["States"]
+    here = states["TerminateInstance"]
+    assert here["Resource"] == "arn:aws:states:::aws-sdk:autoscaling:terminateInstanceInAutoScalingGroup"
+    assert here["Parameters"]["ShouldDecrementDesiredCapacity"] is True
+    (retry,) = here["Retry"]
+    assert set(retry["ErrorEquals"]) == {
+        "AutoScaling.ScalingActivityInProgressException",
+        "AutoScaling.ThrottlingException",
+    }
+    assert retry["JitterStrategy"] == "FULL"
+    choice = states["ShouldTerminate"]["Choices"][1]
+    assert choice == {
+        "Variable": "$.drain.region",
+        "StringEquals": "${HomeRegion}",
+        "Next": "TerminateInstance",
+    }
+    elsewhere = states["TerminateInstanceInItsRegion"]
+    assert elsewhere["Parameters"]["action"] == "terminate"
+    assert any("AwsThrottled" in r["ErrorEquals"] for r in elsewhere["Retry"])
+
+
+def test_scale_down_maps_drain_node_executions_with_bounded_concurrency() -> None:
+    states = _asl("scale_down.asl.json")["States"]
+    assert _targets(states) <= set(states)
+    assert "${MaxDrainConcurrency}" in states["Settings"]["Parameters"]["max_concurrency.$"]
+    each = states["DrainEach"]
+    assert each["MaxConcurrencyPath"] == "$.max_concurrency"
+    inner = each["ItemProcessor"]["States"]
+    assert inner["DrainNode"]["Resource"] == "arn:aws:states:::states:startExecution.sync:2"
+    assert [c["Next"] for c in inner["DrainNode"]["Catch"]] == ["DrainFailed"]
