@@ -162,6 +162,18 @@ def reset_peak_rss() -> bool:
         return False
 
 
+def import_baseline(conn: Connection) -> None:
+    """Child process: RSS after importing what the observe Lambda imports (no moto), in MB."""
+    import boto3
+
+    import spillway.adapters.kube
+    import spillway.observe  # noqa: F401
+
+    boto3.client("dynamodb", region_name="us-east-1")
+    boto3.client("autoscaling", region_name="us-east-1")
+    conn.send(_status("VmRSS"))
+
+
 def setup_aws(regions: tuple[str, ...]) -> None:
     import boto3
 
@@ -219,6 +231,11 @@ def main() -> None:
         os.environ[var] = value
 
     ctx = mp.get_context("spawn")
+    here, there = ctx.Pipe()
+    probe = ctx.Process(target=import_baseline, args=(there,))
+    probe.start()
+    lambda_baseline = here.recv()
+    probe.join()
     parent, child = ctx.Pipe()
     server = ctx.Process(target=serve, args=(child, args.nodes, args.pods, args.pending), daemon=True)
     server.start()
@@ -319,6 +336,12 @@ def main() -> None:
             f"peak RSS, latest():                       {load_hwm:7.1f} MB  = {load_base:.1f} MB before "
             f"+ {load_hwm - load_base:.1f} MB"
         )
+    growth = max(observe_peak / MB, observe_hwm - baseline if observe_hwm else 0.0)
+    print(
+        f"observe Lambda estimate (no moto):        {lambda_baseline + growth:7.1f} MB  = "
+        f"{lambda_baseline:.1f} MB after imports (fresh process) + {growth:.1f} MB observing "
+        f"(the larger of tracemalloc peak and RSS growth)"
+    )
 
 
 if __name__ == "__main__":

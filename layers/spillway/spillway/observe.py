@@ -1,7 +1,7 @@
 """Observe a cluster: Kubernetes (nodes, pods, PDBs) and its Auto Scaling groups in every region.
 
-``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions are read in
-threads while this thread pages through the Kubernetes API, converting each pod into a compact
+``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
+the PDBs are read in threads while this thread pages through the pods, converting each into a compact
 ``PodInfo`` as it arrives (memory stays bounded by one page of API objects plus the compact records).
 Any failure raises :class:`~spillway.errors.ObservationFailed` (with the cause chained): there is never a
 partial snapshot.
@@ -108,14 +108,18 @@ def observe_once(kube: KubeSource, aws: AwsSource, config: ObserveConfig, clock:
     taken_at = clock()
     reserve = config.node_reserve.as_resources()
     regions = aws.regions
-    pool = ThreadPoolExecutor(max_workers=max(1, len(regions)), thread_name_prefix="observe-aws")
+    # AWS regions, nodes and PDBs in worker threads (mostly waiting on the network); the pods, the
+    # bulk of the data, in this thread.
+    pool = ThreadPoolExecutor(max_workers=len(regions) + 2, thread_name_prefix="observe")
     futures: list[Future[list[NodeGroup]]] = [
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
+    node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes()))
+    pdb_future = pool.submit(lambda: tuple(PdbInfo.from_pdb(p) for p in kube.iter_pdbs()))
     try:
-        nodes = tuple(NodeInfo.from_node(n) for n in kube.iter_nodes())
         pods = tuple(_pod_infos(kube.iter_pods(), keep_terminal=config.keep_terminal_pods))
-        pdbs = tuple(PdbInfo.from_pdb(p) for p in kube.iter_pdbs())
+        nodes = node_future.result()
+        pdbs = pdb_future.result()
         groups = [group for future in futures for group in future.result()]
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
