@@ -53,6 +53,12 @@ def _demo(args: argparse.Namespace) -> int:
     return _plan(ns)
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    from spillway.sim.command import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spillway", description=__doc__.splitlines()[0] if __doc__ else None
@@ -88,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="show Spillway at work on the embedded local stack")
     d.set_defaults(func=_demo)
+
+    from spillway.sim.command import add_arguments as simulate_arguments
+
+    s = sub.add_parser("simulate", help="replay a workload trace through the planner and reference policies")
+    simulate_arguments(s)
+    s.set_defaults(func=_simulate)
     return parser
 
 

@@ -1,0 +1,248 @@
+"""``spillway simulate``: arguments, and the run behind them.
+
+Kept apart from ``spillway.cli`` so that only this subcommand's arguments live here; the heavy modules
+are imported when the command runs, not when the parser is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spillway.errors import InputError
+
+if TYPE_CHECKING:
+    from spillway.sim.trace import Trace
+    from spillway.sim.world import GroupSpec, Outage
+
+_DURATION = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhd]?)$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", metavar="TRACE", help="a Philly CSV (as in ../shared/traces/) or a generic CSV")
+    p.add_argument("--format", choices=("auto", "philly", "generic"), default="auto", help="trace format")
+    p.add_argument("--limit", type=int, metavar="N", help="replay only the first N jobs (by submit time)")
+    p.add_argument(
+        "--instance-type",
+        default=None,
+        metavar="TYPE",
+        help="node type of the default groups (default p3.16xlarge: 8 GPUs a node)",
+    )
+    p.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="NAME:REGION[:TYPE[:MIN:MAX]]",
+        help="a node group (repeatable; the first region is the primary). Default: gpu-us-east-1 and "
+        "gpu-us-west-2, MinSize 0, MaxSize --max-nodes",
+    )
+    p.add_argument("--max-nodes", type=int, default=1000, metavar="N", help="MaxSize of the default groups")
+    p.add_argument("--node-boot-seconds", type=int, default=120, metavar="S", help="launch to Ready (120)")
+    p.add_argument("--interval", type=int, default=60, metavar="S", help="seconds between decisions (60)")
+    p.add_argument(
+        "--scheduler-scoring",
+        choices=("least-allocated", "most-allocated"),
+        default="least-allocated",
+        help="kube-scheduler NodeResourcesFit scoring strategy (least-allocated, its default; "
+        "most-allocated, the bin-packing profile batch clusters should use)",
+    )
+    p.add_argument(
+        "--score-resources",
+        default="cpu=1,memory=1",
+        metavar="R=W,...",
+        help="resources and weights the score uses (kube-scheduler's default: cpu=1,memory=1)",
+    )
+    p.add_argument(
+        "--outage",
+        action="append",
+        default=[],
+        metavar="GROUP=START/END",
+        help="launches in GROUP fail from START to END: seconds or 90m/36h/2d from the first submit, or "
+        "ISO-8601 times (repeatable)",
+    )
+    p.add_argument(
+        "--policies",
+        default="spillway,static,ec2-autoscaler,cluster-autoscaler",
+        metavar="LIST",
+        help="policies to compare, comma-separated",
+    )
+    p.add_argument("--config", metavar="FILE", help="Spillway planner configuration, YAML or JSON")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="TYPE=USD",
+        help="on-demand price per hour of a node type, over the bundled table (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--chart", metavar="FILE", help="write a PNG chart of demand, capacity and the bound")
+    progress = p.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_true", default=None)
+    progress.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def _int_field(text: str, what: str, spec: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{what} is not an integer: {text!r}", field=f"--group {spec}") from None
+    if value < 0:
+        raise InputError(f"{what} must not be negative", field=f"--group {spec}")
+    return value
+
+
+def parse_groups(specs: list[str], instance_type: str | None, max_nodes: int) -> tuple[GroupSpec, ...]:
+    from spillway.sim.run import DEFAULT_GROUPS, DEFAULT_INSTANCE_TYPE
+    from spillway.sim.world import GroupSpec
+
+    itype = instance_type or DEFAULT_INSTANCE_TYPE
+    if not specs:
+        return tuple(GroupSpec(g.name, g.region, itype, 0, max_nodes) for g in DEFAULT_GROUPS)
+    groups = []
+    for spec in specs:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3, 5) or not all(parts[:2]):
+            raise InputError("expected NAME:REGION[:TYPE[:MIN:MAX]]", field=f"--group {spec}")
+        name, region = parts[0], parts[1]
+        gtype = parts[2] if len(parts) >= 3 and parts[2] else itype
+        low, high = (0, max_nodes)
+        if len(parts) == 5:
+            low = _int_field(parts[3], "MIN", spec)
+            high = _int_field(parts[4], "MAX", spec)
+            if low > high:
+                raise InputError("MIN is above MAX", field=f"--group {spec}")
+        groups.append(GroupSpec(name, region, gtype, low, high))
+    return tuple(groups)
+
+
+def parse_when(text: str, first_submit: datetime, spec: str) -> int:
+    """Seconds from the first submit: ``5400``, ``90m``, ``36h``, ``2d`` or an ISO-8601 time."""
+    match = _DURATION.match(text.strip())
+    if match:
+        return round(float(match["n"]) * _UNITS[match["unit"]])
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"not a time: {text!r} (seconds, 90m, 36h, 2d, or ISO-8601)", field=f"--outage {spec}"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=first_submit.tzinfo)
+    return round((when - first_submit) / timedelta(seconds=1))
+
+
+def parse_outages(specs: list[str], trace: Trace, groups: tuple[GroupSpec, ...]) -> tuple[Outage, ...]:
+    from spillway.sim.world import Outage
+
+    names = {g.name for g in groups}
+    outages = []
+    for spec in specs:
+        group, sep, window = spec.partition("=")
+        start_text, slash, end_text = window.partition("/")
+        if not sep or not slash or not group:
+            raise InputError("expected GROUP=START/END", field=f"--outage {spec}")
+        if group not in names:
+            raise InputError(f"no group {group!r} (groups: {', '.join(sorted(names))})", field=f"--outage {spec}")
+        start = parse_when(start_text, trace.epoch, spec)
+        end = parse_when(end_text, trace.epoch, spec)
+        if end <= start:
+            raise InputError("END must be after START", field=f"--outage {spec}")
+        outages.append(Outage(group, start, end))
+    return tuple(outages)
+
+
+def parse_weights(text: str) -> tuple[tuple[str, int], ...]:
+    out = []
+    for item in text.split(","):
+        name, sep, weight = item.strip().partition("=")
+        try:
+            value = int(weight) if sep else 1
+        except ValueError:
+            raise InputError(f"weight is not an integer: {item!r}", field="--score-resources") from None
+        if not name or value <= 0:
+            raise InputError(f"expected RESOURCE=WEIGHT with a positive weight: {item!r}", field="--score-resources")
+        out.append((name, value))
+    return tuple(out)
+
+
+def parse_prices(specs: list[str]) -> dict[str, float]:
+    out = {}
+    for spec in specs:
+        itype, sep, usd = spec.partition("=")
+        try:
+            value = float(usd)
+        except ValueError:
+            value = -1.0
+        if not sep or not itype or value < 0:
+            raise InputError("expected TYPE=USD (a price per hour, not negative)", field=f"--price {spec}")
+        out[itype] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from spillway.config import ConfigError, PlannerConfig, load_config_file
+    from spillway.sim.prices import ON_DEMAND_USD_PER_HOUR
+    from spillway.sim.report import format_table
+    from spillway.sim.run import SimConfig, simulate
+    from spillway.sim.trace import read_trace
+    from spillway.sim.world import SchedulerConfig, SimError
+
+    if args.interval <= 0:
+        raise InputError("must be positive", field="--interval")
+    if args.node_boot_seconds < 0:
+        raise InputError("must not be negative", field="--node-boot-seconds")
+    planner = PlannerConfig()
+    if args.config:
+        try:
+            planner = load_config_file(args.config)
+        except (ConfigError, OSError) as exc:
+            raise InputError(str(exc), source=args.config) from None
+    trace = read_trace(args.trace, args.format, args.limit)
+    if not trace.rows:
+        raise InputError("no jobs in the trace", source=args.trace)
+    groups = parse_groups(args.group, args.instance_type, args.max_nodes)
+    prices = dict(ON_DEMAND_USD_PER_HOUR)
+    prices.update(parse_prices(args.price))
+    config = SimConfig(
+        groups=groups,
+        boot_seconds=args.node_boot_seconds,
+        interval=args.interval,
+        scheduler=SchedulerConfig(args.scheduler_scoring, parse_weights(args.score_resources)),
+        outages=parse_outages(args.outage, trace, groups),
+        seed=args.seed,
+        planner=planner,
+        policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
+        prices=prices,
+    )
+    show_progress = sys.stderr.isatty() if args.progress is None else args.progress
+    try:
+        report = simulate(config, trace, progress=show_progress)
+    except SimError as exc:
+        raise InputError(str(exc)) from None
+    if args.chart:
+        from spillway.sim.chart import write_chart
+
+        scoring = config.scheduler.scoring
+        title = (
+            f"{Path(args.trace).name}: {report.jobs:,} jobs, {groups[0].instance_type}, "
+            f"{scoring} scoring, {config.boot_seconds} s boot, {config.interval} s interval"
+        )
+        write_chart(args.chart, report.bounds, report.runs, title)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(
+            f"{args.trace}: {report.jobs:,} jobs ({report.pods:,} pods), {len(groups)} group(s) of "
+            f"{', '.join(sorted({g.instance_type for g in groups}))}, {config.scheduler.scoring} scoring, "
+            f"{config.boot_seconds} s boot, {config.interval} s interval, seed {config.seed}\n"
+        )
+        print(format_table(report.results, report.bounds))
+        print(f"\nreplayed in {report.wall_seconds:.1f} s")
+    return 0

@@ -1,0 +1,119 @@
+"""The event loop: simulated time jumps from one thing happening to the next.
+
+Things that happen: a job arrives, a job completes, an instance finishes booting, an autoscaler tick.
+All events at one instant are handled together, in this order: completions and boots (capacity frees
+up), arrivals, one scheduling pass, then the tick if one falls there.
+
+Ticks are ``interval`` seconds apart, but a policy only decides at a tick where something it looks
+at changed since its last decision (``World.dirty``: a pod became pending or started, a node became idle
+or busy, a node joined or left, a launch failed; and, while pods are pending, any change of free room),
+where its last decision acted, or where one of its own timers runs out (``Policy.wakeup``: an idle
+timer, a backoff, a cooldown). At any other tick it would see the same inputs and decide the same, so
+the loop skips it and per-tick work follows what changed. Between events nothing is computed at all.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from spillway.sim.policies import Policy
+from spillway.sim.trace import Job
+from spillway.sim.world import BOOT, COMPLETE, SimJob, World
+
+# A replay stops this long after the last submit plus the longest duration, whatever is left.
+HORIZON_SLACK = 30 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    policy: str
+    world: World
+    end: int  # when the last job completed (or the replay gave up)
+    decisions: int
+    wall_seconds: float
+    unstarted: int  # jobs never started (no group can ever run them, or the horizon was reached)
+
+
+def _ceil_tick(t: int, interval: int) -> int:
+    return -(-t // interval) * interval
+
+
+def replay(
+    jobs: Sequence[Job],
+    policy: Policy,
+    world: World,
+    interval: int,
+    progress: Callable[[int], None] | None = None,
+) -> Replay:
+    """Run ``jobs`` through ``world`` under ``policy``; ``progress(t)`` is called now and then."""
+    started_wall = time.perf_counter()
+    sim_jobs = [SimJob(j) for j in sorted(jobs, key=lambda j: (j.submit, j.id))]
+    world.jobs = sim_jobs
+    total = len(sim_jobs)
+    horizon = max((j.submit + j.duration for j in jobs), default=0) + HORIZON_SLACK
+    events = world.events
+    world.t = 0
+    policy.start(world)
+    world.dirty = False
+    next_arrival = 0
+    next_tick: int | None = None
+    decisions = 0
+    handled = 0
+    while world.done < total:
+        candidates = []
+        if next_arrival < total:
+            candidates.append(sim_jobs[next_arrival].job.submit)
+        if events:
+            candidates.append(events[0][0])
+        if next_tick is not None:
+            candidates.append(next_tick)
+        if not candidates:
+            break  # nothing left can happen: the rest never starts
+        t = min(candidates)
+        if t > horizon:
+            break
+        world.t = t
+        while events and events[0][0] == t:
+            _, kind, _, payload = heapq.heappop(events)
+            if kind == COMPLETE:
+                sim_job, generation = payload
+                world.complete(sim_job, generation)
+            elif kind == BOOT:
+                world.boot(payload)
+            handled += 1
+        while next_arrival < total and sim_jobs[next_arrival].job.submit == t:
+            world.arrive(sim_jobs[next_arrival])
+            next_arrival += 1
+            handled += 1
+        world.schedule()
+        if world.done == total:
+            break
+        if world.dirty:
+            due = _ceil_tick(t, interval)
+            next_tick = due if next_tick is None else min(next_tick, due)
+        if next_tick == t:
+            world.dirty = False
+            policy.decide(world)
+            decisions += 1
+            world.schedule()
+            next_tick = t + interval if world.dirty else None
+            wake = policy.wakeup(world)
+            if wake is not None and wake > t:
+                due = _ceil_tick(wake, interval)
+                next_tick = due if next_tick is None else min(next_tick, due)
+        if progress is not None and handled >= 2000:
+            handled = 0
+            progress(t)
+    world.finish()
+    unstarted = sum(1 for j in sim_jobs if j.state in ("waiting", "pending"))
+    return Replay(
+        policy=policy.name,
+        world=world,
+        end=world.t,
+        decisions=decisions,
+        wall_seconds=time.perf_counter() - started_wall,
+        unstarted=unstarted,
+    )

@@ -1,0 +1,416 @@
+"""Autoscaling policies the simulation compares: Spillway's planner, and three reference policies.
+
+Every policy sees the cluster as an autoscaler would (Ready nodes and their pods, pending pods the
+scheduler marked Unschedulable, the groups' desired capacity, instances and failed launches) and acts
+through the same calls (SetDesiredCapacity, cordon, TerminateInstanceInAutoScalingGroup). Each decides
+at ticks ``interval`` seconds apart, and only at ticks where something it looks at changed or one of its
+timers runs out (:meth:`Policy.wakeup`): a tick where nothing changed would decide the same again.
+
+The reference policies are approximations of published behaviour, written from the projects' own
+documentation and code; what they leave out is said in each docstring. Training pods are not
+evictable (``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``, kubernetes-ec2-autoscaler's
+``openai/do-not-drain``), as a batch cluster marks them: none of these policies kills a running pod
+by design, and every one is counted honestly if it does.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from spillway.config import PlannerConfig
+from spillway.model.state import State
+from spillway.planner import plan
+from spillway.sim.world import SimGroup, SimNode, Vector, World
+
+
+class Policy(Protocol):
+    name: str
+
+    def start(self, world: World) -> None:
+        """Called once at time 0, before any job arrives."""
+
+    def decide(self, world: World) -> None:
+        """One decision at ``world.t``; acts on ``world``."""
+
+    def wakeup(self, world: World) -> int | None:
+        """The next time (seconds) a timer could change a decision, though nothing else changes."""
+
+
+def _seconds(world: World, when: datetime) -> int:
+    return math.ceil((when - world.epoch).total_seconds())
+
+
+def _fits(free: list[int], req: Vector) -> bool:
+    return free[0] >= req[0] and free[1] >= req[1] and free[2] >= req[2] and free[3] >= req[3]
+
+
+def _take(free: list[int], req: Vector) -> None:
+    free[0] -= req[0]
+    free[1] -= req[1]
+    free[2] -= req[2]
+    free[3] -= req[3]
+
+
+def _first_fit(bins: list[list[int]], req: Vector) -> bool:
+    for free in bins:
+        if _fits(free, req):
+            _take(free, req)
+            return True
+    return False
+
+
+class SpillwayPolicy:
+    """Spillway: the pure planner, ``plan(snapshot, groups, config, state, now)``, as the plan Lambda runs it.
+
+    Its plan is carried out the way the act layer does: uncordon, raise desired capacities (a launch
+    refused for capacity leaves a Failed activity the next plan sees, and backs the group off), drain
+    (cordon, evict, terminate with the desired capacity decremented; here at once, since the planner
+    only drains nodes without workload pods). The state the planner returns is passed to the next plan.
+    """
+
+    name = "spillway"
+
+    def __init__(self, config: PlannerConfig) -> None:
+        self.config = config
+        self.state = State()
+        self.window = timedelta(minutes=config.launch_failure_backoff_minutes)
+        self.idle = timedelta(minutes=config.scale_down_idle_minutes)
+        self.launch_delay = timedelta(minutes=config.scale_down_delay_after_launch_minutes)
+        self.plans = 0
+
+    def start(self, world: World) -> None:
+        return None
+
+    def decide(self, world: World) -> None:
+        self.plans += 1
+        result = plan(
+            world.snapshot(), world.node_groups(self.window), self.config, self.state, world.at(world.t)
+        )
+        self.state = result.state
+        for uncordon in result.uncordon:
+            world.uncordon(uncordon.node)
+        for scale_up in result.scale_up:
+            world.set_desired(scale_up.group, scale_up.to_size)
+        for drain in result.drain:
+            world.cordon(drain.node, "spillway")
+            world.terminate(drain.node)
+
+    def wakeup(self, world: World) -> int | None:
+        now = world.at(world.t)
+        due: list[datetime] = []
+        for name, entry in self.state.nodes.items():
+            node = world.nodes.get(name)
+            if node is None:
+                continue
+            when = max(entry.idle_since + self.idle, world.at(node.ready_at) + self.launch_delay)
+            if when > now:
+                due.append(when)
+        for group in world.groups.values():
+            due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
+        due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)
+        return _seconds(world, min(due)) if due else None
+
+
+class StaticPolicy:
+    """Static provisioning for the peak: the peak of the step lower bound, Ready from the start, never changed."""
+
+    name = "static"
+
+    def __init__(self, nodes: int) -> None:
+        self.nodes = nodes
+
+    def start(self, world: World) -> None:
+        group = next(iter(world.groups.values()))
+        extra = min(self.nodes, group.spec.max_size) - group.desired
+        if extra > 0:
+            world.preprovision(group.name, extra)
+
+    def decide(self, world: World) -> None:
+        return None
+
+    def wakeup(self, world: World) -> int | None:
+        return None
+
+
+class Ec2AutoscalerPolicy:
+    """An approximation of openai/kubernetes-ec2-autoscaler (defaults of its ``main.py`` and ``cluster.py``).
+
+    Scale-up, every loop while pods are pending: pods that fit on a registered node (first fit; cordoned
+    nodes count, as its ``can_fit`` ignores them) are left to the scheduler; the rest are first-fit into
+    new instances of the groups in region order, and a group's desired capacity is raised to *registered
+    nodes + instances needed + 5* (``--over-provision 5``), never lowered, capped at MaxSize. A group with
+    a failed launch is "timed out" for an hour (``_TIMEOUT``) and only its launching capacity counts; the
+    rest goes to the next region.
+
+    Scale-down, per node (its ``get_node_state``): nodes of a group at MinSize, busy nodes above 30% use,
+    nodes while any pod is pending, and nodes in the first half of each instance-hour are kept; up to 5
+    idle nodes a type are kept as spares while younger than 7 days (``--type-idle-threshold``); other
+    idle nodes are kept while the *instance* is younger than 55 minutes (``--idle-threshold 3300``):
+    idleness is measured as instance age, not idle time. A node past all that is cordoned, and terminated
+    at the next loop. Under-used busy nodes would be drained for their replicated pods; training pods
+    are ``openai/do-not-drain`` here, so they are left alone.
+
+    Left out: reservations, spot pricing timeouts, Azure, instances that never join (``instance-init-time``),
+    and its use of ``timedelta.seconds`` for age (which wraps every day); true instance age is used.
+    Capacity is the node's allocatable room, not its ``status.capacity``.
+    """
+
+    name = "ec2-autoscaler"
+    OVER_PROVISION = 5
+    IDLE_THRESHOLD = 3300
+    TYPE_IDLE_THRESHOLD = 7 * 24 * 3600
+    TYPE_IDLE_COUNT = 5
+    UTIL_THRESHOLD = 0.3
+    LAUNCH_HOUR_THRESHOLD = 1800
+    TIMEOUT = 3600
+
+    def __init__(self) -> None:
+        self.timed_out: dict[str, int] = {}
+
+    def start(self, world: World) -> None:
+        return None
+
+    def decide(self, world: World) -> None:
+        pods = [req for job in world.pending_jobs() for req in job.reqs]
+        if pods:
+            self._scale(world, pods)
+        self._maintain(world, bool(pods))
+
+    def _scale(self, world: World, pods: list[Vector]) -> None:
+        free = [list(n.free) for n in sorted(world.nodes.values(), key=lambda n: n.name)]
+        unfit = [req for req in pods if not _first_fit(free, req)]
+        if not unfit:
+            return
+        for group in world.groups.values():
+            bins: list[list[int]] = []
+            assigned: list[list[int]] = []
+            empty = list(group.alloc)
+            for i, req in enumerate(unfit):
+                if not _fits(empty, req):
+                    continue
+                for b, room in enumerate(bins):
+                    if _fits(room, req):
+                        _take(room, req)
+                        assigned[b].append(i)
+                        break
+                else:
+                    room = list(group.alloc)
+                    _take(room, req)
+                    bins.append(room)
+                    assigned.append([i])
+            needed = len(bins) + self.OVER_PROVISION
+            actual = group.ready
+            if self.timed_out.get(group.name, -1) > world.t:
+                unavailable = max(0, needed - (group.desired - actual))
+            else:
+                unavailable = max(0, needed - (group.spec.max_size - actual))
+            requested = needed - unavailable
+            self._scale_group(world, group, actual + requested)
+            accounted = {i for pods_of in assigned[: min(len(assigned), requested)] for i in pods_of}
+            unfit = [req for i, req in enumerate(unfit) if i not in accounted]
+            if not unfit:
+                break
+
+    def _scale_group(self, world: World, group: SimGroup, new_desired: int) -> None:
+        desired = min(group.spec.max_size, new_desired)
+        nodes = [n for n in group.instances.values() if n.ready]
+        schedulable = sum(1 for n in nodes if not n.cordoned)
+        if schedulable < desired:
+            for node in sorted(nodes, key=lambda n: n.name):
+                if node.cordoned and node.cordoned_by == self.name:
+                    world.uncordon(node.name)
+                    schedulable += 1
+                    if schedulable == desired:
+                        break
+        raise_it = desired > group.desired and group.desired != group.spec.max_size
+        if raise_it and not world.set_desired(group.name, desired):
+            self.timed_out[group.name] = world.t + self.TIMEOUT
+
+    def _maintain(self, world: World, pending: bool) -> None:
+        spares: dict[str, int] = {}
+        for node in sorted(world.nodes.values(), key=lambda n: n.name):
+            group = node.group
+            if group.ready <= group.spec.min_size:
+                continue
+            busy = bool(node.pods)
+            used = [a - f for a, f in zip(node.alloc, node.free, strict=True)]
+            under = all(u <= self.UTIL_THRESHOLD * a for u, a in zip(used, node.alloc, strict=True))
+            if busy and not under:
+                if node.cordoned and node.cordoned_by == self.name:
+                    world.uncordon(node.name)
+                continue
+            if pending and not node.cordoned:
+                continue
+            age = world.t - node.launched
+            if age % 3600 < self.LAUNCH_HOUR_THRESHOLD and not node.cordoned:
+                continue
+            itype = group.spec.instance_type
+            spare = spares.get(itype, 0) < self.TYPE_IDLE_COUNT
+            if not spare and age <= self.IDLE_THRESHOLD and not node.cordoned:
+                continue
+            if spare and age <= self.TYPE_IDLE_THRESHOLD and not node.cordoned:
+                spares[itype] = spares.get(itype, 0) + 1
+                continue
+            if under and (busy or not node.cordoned):
+                if not busy:  # drainable: nothing to evict
+                    world.cordon(node.name, self.name)
+                continue  # busy: its pods are do-not-drain
+            if node.cordoned and group.desired - 1 >= group.spec.min_size:
+                world.terminate(node.name)
+
+    def wakeup(self, world: World) -> int | None:
+        t = world.t
+        due: list[int] = []
+        for node in world.nodes.values():
+            if node.pods or node.cordoned:
+                continue
+            age = t - node.launched
+            half = node.launched + (age // 3600) * 3600 + self.LAUNCH_HOUR_THRESHOLD
+            crossings = (
+                half,
+                half + 3600,
+                node.launched + self.IDLE_THRESHOLD + 1,
+                node.launched + self.TYPE_IDLE_THRESHOLD + 1,
+            )
+            later = [when for when in crossings if when > t]
+            if later:
+                due.append(min(later))
+        due.extend(until for until in self.timed_out.values() if until > t)
+        return min(due) if due else None
+
+
+class ClusterAutoscalerPolicy:
+    """An approximation of kubernetes/autoscaler's cluster-autoscaler with its default flags.
+
+    Scale-up from unschedulable pods: pods that fit on existing nodes (simulated first fit) or on nodes
+    still launching (desired minus registered, as template nodes) are left alone; for the rest each
+    group not backed off and below MaxSize is an option sized by a first-fit-decreasing bin-packing
+    estimate, and the default ``random`` expander picks one (seeded), one group per loop. A failed
+    launch backs the group off for 5 minutes, doubling to 30 (``initial/max-node-group-backoff-duration``).
+
+    Scale-down: a node is unneeded when its utilisation (GPU nodes: GPU requests over allocatable;
+    others: the larger of CPU and memory) is under 50% (``--scale-down-utilization-threshold``) and all
+    its pods can move elsewhere; pods marked ``safe-to-evict: "false"`` never can, so only empty nodes
+    qualify here. After 10 minutes unneeded (``--scale-down-unneeded-time``) empty nodes are deleted, at
+    most 10 at a time (``--max-empty-bulk-delete``), never below MinSize, and not within 10 minutes of a
+    scale-up (``--scale-down-delay-after-add``; unneeded time still accrues meanwhile).
+
+    Left out: the 10 s scan interval (every policy decides at the same ``--interval`` here, to compare
+    decisions rather than loop periods), balancing of similar groups, non-empty node consolidation
+    (it never applies when pods cannot be evicted), ``max-node-provision-time``, unready nodes.
+    """
+
+    name = "cluster-autoscaler"
+    UNNEEDED = 600
+    DELAY_AFTER_ADD = 600
+    UTILISATION = 0.5
+    MAX_EMPTY_BULK_DELETE = 10
+    BACKOFF_INITIAL = 300
+    BACKOFF_MAX = 1800
+    BACKOFF_RESET = 3 * 3600
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(f"cluster-autoscaler/{seed}")
+        self.unneeded: dict[str, int] = {}
+        self.last_scale_up = -(10**12)
+        self.backoff: dict[str, tuple[int, int, int]] = {}  # group -> (until, duration, last failure)
+
+    def start(self, world: World) -> None:
+        return None
+
+    def decide(self, world: World) -> None:
+        scaled = self._scale_up(world)
+        self._update_unneeded(world)
+        if scaled or world.t < self.last_scale_up + self.DELAY_AFTER_ADD:
+            return
+        self._scale_down(world)
+
+    def _backed_off(self, group: SimGroup, t: int) -> bool:
+        entry = self.backoff.get(group.name)
+        return entry is not None and entry[0] > t
+
+    def _fail(self, group: SimGroup, t: int) -> None:
+        entry = self.backoff.get(group.name)
+        if entry is not None and t - entry[2] < self.BACKOFF_RESET:
+            duration = min(self.BACKOFF_MAX, entry[1] * 2)
+        else:
+            duration = self.BACKOFF_INITIAL
+        self.backoff[group.name] = (t + duration, duration, t)
+
+    def _scale_up(self, world: World) -> bool:
+        pods = [req for job in world.pending_jobs() for req in job.reqs]
+        if not pods:
+            return False
+        free = [list(n.free) for n in world.nodes.values() if not n.cordoned]
+        pods = [req for req in pods if not _first_fit(free, req)]
+        upcoming = [list(g.alloc) for g in world.groups.values() for _ in range(max(0, g.desired - g.ready))]
+        pods = [req for req in pods if not _first_fit(upcoming, req)]
+        if not pods:
+            return False
+        ordered = sorted(pods, key=lambda r: (-r[2], -r[0], -r[1]))
+        t = world.t
+        options: list[tuple[SimGroup, int]] = []
+        for group in world.groups.values():
+            room = group.spec.max_size - group.desired
+            if room <= 0 or self._backed_off(group, t):
+                continue
+            bins: list[list[int]] = []
+            empty = list(group.alloc)
+            for req in ordered:
+                if not _fits(empty, req):
+                    continue
+                if not _first_fit(bins, req):
+                    if len(bins) >= room:
+                        continue
+                    fresh = list(group.alloc)
+                    _take(fresh, req)
+                    bins.append(fresh)
+            if bins:
+                options.append((group, len(bins)))
+        while options:
+            group, count = options.pop(self.rng.randrange(len(options)))
+            if world.set_desired(group.name, group.desired + count):
+                self.last_scale_up = t
+                return True
+            self._fail(group, t)
+        return False
+
+    def _utilisation(self, node: SimNode) -> float:
+        used = [a - f for a, f in zip(node.alloc, node.free, strict=True)]
+        if node.alloc[2]:
+            return used[2] / node.alloc[2]
+        return max(used[0] / node.alloc[0], used[1] / node.alloc[1])
+
+    def _update_unneeded(self, world: World) -> None:
+        t = world.t
+        current: dict[str, int] = {}
+        for name, node in world.nodes.items():
+            movable = not node.pods  # workload pods are safe-to-evict=false
+            if movable and not node.cordoned and self._utilisation(node) < self.UTILISATION:
+                current[name] = self.unneeded.get(name, t)
+        self.unneeded = current
+
+    def _scale_down(self, world: World) -> None:
+        t = world.t
+        due = sorted((since, name) for name, since in self.unneeded.items() if t - since >= self.UNNEEDED)
+        deleted = 0
+        for _, name in due:
+            if deleted >= self.MAX_EMPTY_BULK_DELETE:
+                break
+            group = world.nodes[name].group
+            if group.desired - 1 < group.spec.min_size:
+                continue
+            world.terminate(name)
+            del self.unneeded[name]
+            deleted += 1
+
+    def wakeup(self, world: World) -> int | None:
+        t = world.t
+        due = [since + self.UNNEEDED for since in self.unneeded.values() if since + self.UNNEEDED > t]
+        if self.unneeded and self.last_scale_up + self.DELAY_AFTER_ADD > t:
+            due.append(self.last_scale_up + self.DELAY_AFTER_ADD)
+        due.extend(entry[0] for entry in self.backoff.values() if entry[0] > t)
+        return min(due) if due else None

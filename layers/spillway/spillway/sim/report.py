@@ -1,0 +1,197 @@
+"""What a replay measured, as a table and as JSON.
+
+* **node-hours**: every instance from launch to termination (booting time included: it is billed), and
+  cost at on-demand prices (``spillway.sim.prices``);
+* **x bound**: node-hours over the step lower bound computed from the same trace (``spillway.sim.bounds``);
+* **pending added**: per job, seconds from submit to start (every job would start at submit on an
+  infinite cluster, so all of it is added by provisioning); p50/p90/p99 over jobs, and weighted by the
+  job's GPUs (a 32-GPU job weighs 32 one-GPU jobs). Percentiles are nearest-rank: the smallest value
+  with at least that share of the (weighted) jobs at or below it;
+* **utilisation**: resource-seconds requested by running pods over resource-seconds of every instance,
+  for the measured resource (GPUs on a GPU trace, else CPU);
+* **actions/h**: SetDesiredCapacity calls (failed ones too), uncordons and node terminations, per hour;
+* **killed**: pods running on a node when it was terminated (each kills its job, which starts over).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spillway.sim.bounds import Bounds
+from spillway.sim.engine import Replay
+
+
+def percentile(samples: Sequence[tuple[int, int]], share: float) -> float:
+    """Nearest-rank percentile of ``(value, weight)`` samples; 0 with no samples."""
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    total = sum(w for _, w in ordered)
+    need = share * total
+    running = 0
+    for value, weight in ordered:
+        running += weight
+        if running >= need - 1e-9:
+            return float(value)
+    return float(ordered[-1][0])
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResult:
+    policy: str
+    node_hours: float
+    cost_usd: float | None
+    ratio_to_step_bound: float | None
+    pending_seconds: dict[str, float]  # p50/p90/p99
+    pending_weighted_seconds: dict[str, float]
+    max_pending_seconds: float
+    utilisation: float | None
+    actions: dict[str, int]
+    actions_per_hour: float
+    pods_killed: int
+    jobs_killed: int
+    jobs_started: int
+    jobs_unstarted: int
+    decisions: int
+    hours: float
+    wall_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "node_hours": round(self.node_hours, 3),
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 2),
+            "ratio_to_step_bound": None
+            if self.ratio_to_step_bound is None
+            else round(self.ratio_to_step_bound, 4),
+            "pending_added_seconds": {k: round(v, 1) for k, v in self.pending_seconds.items()},
+            "pending_added_gpu_weighted_seconds": {
+                k: round(v, 1) for k, v in self.pending_weighted_seconds.items()
+            },
+            "pending_added_max_seconds": round(self.max_pending_seconds, 1),
+            "utilisation": None if self.utilisation is None else round(self.utilisation, 4),
+            "actions": dict(self.actions),
+            "actions_per_hour": round(self.actions_per_hour, 3),
+            "pods_killed_by_scale_down": self.pods_killed,
+            "jobs_killed_by_scale_down": self.jobs_killed,
+            "jobs_started": self.jobs_started,
+            "jobs_never_started": self.jobs_unstarted,
+            "decisions": self.decisions,
+            "simulated_hours": round(self.hours, 3),
+        }
+
+
+def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float]) -> PolicyResult:
+    world = run.world
+    counters = world.counters
+    node_hours = sum(counters.node_seconds.values()) / 3600
+    cost: float | None = 0.0
+    for itype, seconds in sorted(counters.node_seconds.items()):
+        if seconds and itype not in prices:
+            cost = None
+            break
+        if cost is not None and seconds:
+            cost += seconds / 3600 * prices[itype]
+    plain = [(wait, 1) for wait, _ in world.waits.values()]
+    weighted = list(world.waits.values())
+    hours = run.end / 3600
+    actions = {
+        "scale_up_calls": counters.scale_up_calls,
+        "failed_launch_calls": counters.failed_launch_calls,
+        "nodes_launched": counters.nodes_launched,
+        "nodes_terminated": counters.nodes_terminated,
+        "cordons": counters.cordons,
+        "uncordons": counters.uncordons,
+    }
+    acted = (
+        counters.scale_up_calls
+        + counters.failed_launch_calls
+        + counters.nodes_terminated
+        + counters.uncordons
+    )
+    return PolicyResult(
+        policy=run.policy,
+        node_hours=node_hours,
+        cost_usd=cost,
+        ratio_to_step_bound=node_hours / bounds.step_node_hours if bounds.step_node_hours else None,
+        pending_seconds={f"p{p}": percentile(plain, p / 100) for p in (50, 90, 99)},
+        pending_weighted_seconds={f"p{p}": percentile(weighted, p / 100) for p in (50, 90, 99)},
+        max_pending_seconds=float(max((w for w, _ in world.waits.values()), default=0)),
+        utilisation=counters.used_seconds / counters.capacity_seconds if counters.capacity_seconds else None,
+        actions=actions,
+        actions_per_hour=acted / hours if hours else 0.0,
+        pods_killed=counters.pods_killed,
+        jobs_killed=counters.jobs_killed,
+        jobs_started=len(world.waits),
+        jobs_unstarted=run.unstarted,
+        decisions=run.decisions,
+        hours=hours,
+        wall_seconds=run.wall_seconds,
+    )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f}"
+
+
+def format_table(results: Sequence[PolicyResult], bounds: Bounds, *, timing: bool = True) -> str:
+    head = [
+        "policy",
+        "node-hours",
+        "x bound",
+        "cost $",
+        "pending min p50/p90/p99",
+        "GPU-weighted p50/p90/p99",
+        "util",
+        "actions/h",
+        "killed",
+        "decisions",
+    ]
+    if timing:
+        head.append("wall s")
+    rows = [head]
+    for r in results:
+        row = [
+            r.policy,
+            f"{r.node_hours:,.0f}",
+            "-" if r.ratio_to_step_bound is None else f"{r.ratio_to_step_bound:.3f}",
+            "-" if r.cost_usd is None else f"{r.cost_usd:,.0f}",
+            "/".join(_minutes(r.pending_seconds[k]) for k in ("p50", "p90", "p99")),
+            "/".join(_minutes(r.pending_weighted_seconds[k]) for k in ("p50", "p90", "p99")),
+            "-" if r.utilisation is None else f"{100 * r.utilisation:.1f}%",
+            f"{r.actions_per_hour:.2f}",
+            str(r.pods_killed),
+            f"{r.decisions:,}",
+        ]
+        if timing:
+            row.append(f"{r.wall_seconds:.1f}")
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i]
+        lines.append("  ".join(cells))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    lines.append(
+        f"step lower bound {bounds.step_node_hours:,.0f} node-hours; fluid {bounds.fluid_node_hours:,.0f}; "
+        f"peak {bounds.peak_nodes} nodes; over {bounds.end / 3600:,.1f} h ({bounds.resource})"
+    )
+    unstarted = [r for r in results if r.jobs_unstarted]
+    for r in unstarted:
+        lines.append(f"{r.policy}: {r.jobs_unstarted} job(s) never started")
+    return "\n".join(lines)
+
+
+def round_floats(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: round_floats(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [round_floats(v) for v in value]
+    return value

@@ -1,0 +1,190 @@
+"""One simulation: a trace replayed under every policy, side by side, and the report.
+
+:func:`simulate` is what ``spillway simulate`` calls; tests call it directly with small traces.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from spillway.config import PlannerConfig
+from spillway.model.resources import CPU, NVIDIA_GPU
+from spillway.sim.bounds import Bounds, lower_bounds
+from spillway.sim.engine import Replay, replay
+from spillway.sim.policies import (
+    ClusterAutoscalerPolicy,
+    Ec2AutoscalerPolicy,
+    Policy,
+    SpillwayPolicy,
+    StaticPolicy,
+)
+from spillway.sim.prices import ON_DEMAND_USD_PER_HOUR, PRICE_SOURCE
+from spillway.sim.progress import ProgressBar
+from spillway.sim.report import PolicyResult, measure
+from spillway.sim.trace import Job, Trace, build_jobs
+from spillway.sim.world import GroupSpec, Outage, SchedulerConfig, SimError, World, group_template
+
+POLICIES = ("spillway", "static", "ec2-autoscaler", "cluster-autoscaler")
+DEFAULT_INSTANCE_TYPE = "p3.16xlarge"
+DEFAULT_GROUPS = (
+    GroupSpec("gpu-us-east-1", "us-east-1", DEFAULT_INSTANCE_TYPE, 0, 1000),
+    GroupSpec("gpu-us-west-2", "us-west-2", DEFAULT_INSTANCE_TYPE, 0, 1000),
+)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    groups: tuple[GroupSpec, ...] = DEFAULT_GROUPS  # region preference: the order of first appearance
+    boot_seconds: int = 120
+    interval: int = 60
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    outages: tuple[Outage, ...] = ()  # times in seconds from the trace's first submit
+    seed: int = 0
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    policies: tuple[str, ...] = POLICIES
+    prices: Mapping[str, float] = field(default_factory=lambda: dict(ON_DEMAND_USD_PER_HOUR))
+
+
+@dataclass(frozen=True)
+class Report:
+    config: SimConfig
+    trace: Trace
+    jobs: int
+    pods: int
+    bounds: Bounds
+    runs: tuple[Replay, ...]
+    results: tuple[PolicyResult, ...]
+    wall_seconds: float
+
+    def to_dict(self, timing: bool = True) -> dict[str, Any]:
+        cfg = self.config
+        used_types = sorted({g.instance_type for g in cfg.groups})
+        out: dict[str, Any] = {
+            "trace": {
+                "source": self.trace.source,
+                "format": self.trace.format,
+                "jobs": self.jobs,
+                "pods": self.pods,
+                "first_submit": self.trace.epoch.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            },
+            "config": {
+                "groups": [
+                    {
+                        "name": g.name,
+                        "region": g.region,
+                        "instance_type": g.instance_type,
+                        "min": g.min_size,
+                        "max": g.max_size,
+                    }
+                    for g in cfg.groups
+                ],
+                "node_boot_seconds": cfg.boot_seconds,
+                "interval_seconds": cfg.interval,
+                "scheduler_scoring": cfg.scheduler.scoring,
+                "score_resources": {name: weight for name, weight in cfg.scheduler.resources},
+                "outages": [{"group": o.group, "start": o.start, "end": o.end} for o in cfg.outages],
+                "seed": cfg.seed,
+                "planner": cfg.planner.model_dump(mode="json"),
+            },
+            "prices": {
+                "source": PRICE_SOURCE,
+                "usd_per_hour": {t: cfg.prices[t] for t in used_types if t in cfg.prices},
+            },
+            "lower_bound": {
+                "resource": self.bounds.resource,
+                "step_node_hours": round(self.bounds.step_node_hours, 3),
+                "fluid_node_hours": round(self.bounds.fluid_node_hours, 3),
+                "peak_nodes": self.bounds.peak_nodes,
+                "hours": round(self.bounds.end / 3600, 3),
+            },
+            "policies": [r.to_dict() for r in self.results],
+        }
+        if timing:
+            out["wall_seconds"] = {
+                "total": round(self.wall_seconds, 2),
+                **{r.policy: round(r.wall_seconds, 2) for r in self.results},
+            }
+        return out
+
+
+def aligned_epoch(first_submit: datetime, interval: int) -> datetime:
+    """The first submit, rounded down to a tick: ticks fall on multiples of the interval."""
+    stamp = int(first_submit.timestamp())
+    return datetime.fromtimestamp(stamp - stamp % interval, tz=UTC)
+
+
+def make_policy(name: str, config: SimConfig, planner: PlannerConfig, bounds: Bounds) -> Policy:
+    if name == "spillway":
+        return SpillwayPolicy(planner)
+    if name == "static":
+        return StaticPolicy(bounds.peak_nodes)
+    if name == "ec2-autoscaler":
+        return Ec2AutoscalerPolicy()
+    if name == "cluster-autoscaler":
+        return ClusterAutoscalerPolicy(config.seed)
+    raise SimError(f"unknown policy {name!r} (one of {', '.join(POLICIES)})")
+
+
+def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
+    started = time.perf_counter()
+    if config.interval <= 0 or config.boot_seconds < 0:
+        raise SimError("interval must be positive and boot time not negative")
+    for name in config.policies:
+        if name not in POLICIES:
+            raise SimError(f"unknown policy {name!r} (one of {', '.join(POLICIES)})")
+    primary = config.groups[0]
+    template = group_template(primary, config.planner.node_reserve.as_resources(), "sim")
+    epoch = aligned_epoch(trace.epoch, config.interval)
+    shift = round((trace.epoch - epoch).total_seconds())
+    jobs = shifted(build_jobs(trace, template.allocatable), shift)
+    bounds = lower_bounds(jobs, template.allocatable)
+    measure_resource = NVIDIA_GPU if any(j.gpus for j in jobs) else CPU
+    regions: list[str] = list(config.planner.regions)
+    for g in config.groups:
+        if g.region not in regions:
+            regions.append(g.region)
+    planner = config.planner.model_copy(update={"regions": tuple(regions), "cluster": "sim"})
+    outages = tuple(replace(o, start=o.start + shift, end=o.end + shift) for o in config.outages)
+    bar = ProgressBar(max(bounds.end, 1)) if progress else None
+    runs: list[Replay] = []
+    for name in config.policies:
+        policy = make_policy(name, config, planner, bounds)
+        world = World(
+            config.groups,
+            epoch=epoch,
+            boot_seconds=config.boot_seconds,
+            scheduler=config.scheduler,
+            outages=outages,
+            reserve=planner.node_reserve.as_resources(),
+            seed=config.seed,
+            track_infos=name == "spillway",
+            measure=measure_resource,
+        )
+        for group in config.groups:
+            if group.min_size:
+                world.preprovision(group.name, group.min_size)
+        if bar is not None:
+            bar.begin(name)
+        run = replay(jobs, policy, world, config.interval, bar.update if bar is not None else None)
+        if bar is not None:
+            bar.end(run.end)
+        runs.append(run)
+    results = tuple(measure(run, bounds, config.prices) for run in runs)
+    return Report(
+        config=config,
+        trace=trace,
+        jobs=len(jobs),
+        pods=sum(len(j.pods) for j in jobs),
+        bounds=bounds,
+        runs=tuple(runs),
+        results=results,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+def shifted(jobs: Sequence[Job], shift: int) -> list[Job]:
+    return [replace(j, submit=j.submit + shift) for j in jobs] if shift else list(jobs)

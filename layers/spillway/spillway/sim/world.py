@@ -1,0 +1,767 @@
+"""The simulated cluster: Auto Scaling groups, instances that become nodes, jobs of pods, a scheduler.
+
+Time is whole seconds from the simulation epoch. Everything here is deterministic given the seed.
+
+**Auto Scaling groups.** Raising a group's desired capacity launches instances at once; each becomes a
+Ready node ``boot_seconds`` later. During an injected capacity outage a launch fails: the group records a
+``Failed`` "Launching a new EC2 instance" activity with EC2's InsufficientInstanceCapacity message, and its
+desired capacity goes back to what it was. That is what each autoscaler's actuator does on such a
+failure (Spillway's scale-up workflow verifies the launch and backs the group off; cluster-autoscaler
+deletes the failed placeholders; kubernetes-ec2-autoscaler resets the desired capacity), so it is done
+once here. Terminating an instance decrements the desired capacity, never below MinSize.
+
+**Scheduler.** A model of kube-scheduler's default profile for the resources in play: the
+NodeResourcesFit filter (requests fit the node's free allocatable room, pods slot included; cordoned
+nodes are filtered out by NodeUnschedulable) and its score, ``LeastAllocated`` (the default) or
+``MostAllocated`` (the bin-packing strategy), on the configured resources and weights (default cpu=1,
+memory=1, as kube-scheduler's), with the same integer arithmetic:
+
+* least: ``(allocatable - requested) * 100 / allocatable`` per resource, weighted mean;
+* most: ``min(requested, allocatable) * 100 / allocatable`` per resource, weighted mean;
+
+``requested`` counts the pod being placed, CPU and memory as "non-zero" requests (100m and 200 MiB for a
+pod that requests none), and an extended resource (GPUs) is left out of the score of a pod that does not
+request it. The highest score wins; ties are broken at random (seeded), as ``selectHost`` does. In
+clusters over 100 nodes only the first ``numFeasibleNodesToFind`` feasible nodes (adaptive
+``percentageOfNodesToScore``: 50% - nodes/125, at least 5% and 100 nodes), searched round robin from
+where the previous search stopped, are scored. Other score plugins (BalancedAllocation, ImageLocality,
+topology spreading, affinity) are not modelled: with requests proportional to GPUs, as a GPU-only trace
+has, BalancedAllocation scores every node alike.
+
+Pending pods are tried in queue order (priority, then submit time). A pod the scheduler could not place
+is retried when capacity frees up or a node becomes Ready, against the nodes that changed only (the
+others could not hold it and have not changed: kube-scheduler's queueing hints make the same cut).
+
+**Gangs.** A job of several pods starts only when all of its pods are placed: they are placed
+together or not at all (all-or-nothing, as the scheduler-plugins Coscheduling plugin does with a
+PodGroup whose minMember is the job's size; without it, pods of a job would hold nodes while waiting
+for the rest). Pending time is measured from submit to the start of the whole job.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from spillway.model.aws import AutoScalingGroup, Tag, bundled_instance_types
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
+from spillway.model.nodegroup import (
+    TAG_ENABLED,
+    LaunchFailure,
+    NodeGroup,
+    TemplateNode,
+    build_template,
+)
+from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
+from spillway.sim.trace import Job
+
+RESOURCES = (CPU, MEMORY, NVIDIA_GPU, PODS)
+_CPU, _MEM, _GPU, _PODS = range(4)
+_NONZERO_CPU = 100  # milli-CPU counted for a pod that requests none (scoring only)
+_NONZERO_MEMORY = 200 * 2**20 * 1000  # 200 MiB, milli
+_MIN_FEASIBLE = 100
+_MIN_PERCENT = 5
+ACCOUNT = "123456789012"
+ICE_MESSAGE = (
+    "We currently do not have sufficient {itype} capacity in the Availability Zone you requested ({zone}). "
+    "Our system will be working on provisioning additional capacity. Launching EC2 instance failed."
+)
+
+# Event kinds, in the order they are handled at one instant: capacity frees up before new work arrives.
+COMPLETE, BOOT, ARRIVE = 0, 1, 2
+
+Vector = tuple[int, int, int, int]
+
+
+class SimError(RuntimeError):
+    """The simulation was asked to do something AWS or Kubernetes would refuse."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    name: str
+    region: str
+    instance_type: str
+    min_size: int = 0
+    max_size: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """Launches in ``group`` fail from ``start`` to ``end`` (seconds from the epoch, end excluded)."""
+
+    group: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    scoring: str = "least-allocated"  # or "most-allocated"
+    resources: tuple[tuple[str, int], ...] = ((CPU, 1), (MEMORY, 1))
+
+
+def vector(requests: Mapping[str, int]) -> Vector:
+    return (requests.get(CPU, 0), requests.get(MEMORY, 0), requests.get(NVIDIA_GPU, 0), requests.get(PODS, 0))
+
+
+def group_template(spec: GroupSpec, reserve: Mapping[str, int], cluster: str) -> TemplateNode:
+    """The node a group launches, built by the same code as production (``build_template``)."""
+    catalogue = bundled_instance_types()
+    if spec.instance_type not in catalogue:
+        raise SimError(f"instance type {spec.instance_type!r} is not in the bundled catalogue")
+    asg = AutoScalingGroup(
+        AutoScalingGroupName=spec.name,
+        AutoScalingGroupARN=(
+            f"arn:aws:autoscaling:{spec.region}:{ACCOUNT}:autoScalingGroup:00000000-0000-0000-0000-"
+            f"000000000000:autoScalingGroupName/{spec.name}"
+        ),
+        MinSize=spec.min_size,
+        MaxSize=spec.max_size,
+        DesiredCapacity=spec.min_size,
+        AvailabilityZones=[f"{spec.region}a"],
+        Tags=[
+            Tag(Key=TAG_ENABLED, Value="true"),
+            Tag(Key=f"k8s.io/cluster-autoscaler/{cluster}", Value="owned"),
+        ],
+    )
+    template = build_template(asg, spec.instance_type, catalogue, reserve)
+    if template is None:
+        raise SimError(f"no template node for {spec.instance_type}")
+    return template
+
+
+class SimGroup:
+    """An Auto Scaling group: desired capacity, its instances, its failed launches."""
+
+    def __init__(self, spec: GroupSpec, template: TemplateNode, outages: Sequence[Outage]) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.region = spec.region
+        self.template = template
+        self.alloc: Vector = vector(template.allocatable)
+        self.desired = 0
+        self.instances: dict[str, SimNode] = {}  # instance id -> instance, launch order
+        self.ready = 0
+        self.failures: list[LaunchFailure] = []
+        self.outages = sorted((o.start, o.end) for o in outages)
+        self.version = 0
+        self._cached: NodeGroup | None = None
+        self._cached_key: tuple[int, int] = (-1, -1)
+
+    def in_outage(self, t: int) -> bool:
+        return any(start <= t < end for start, end in self.outages)
+
+    def node_group(self, now: datetime, failure_window: timedelta) -> NodeGroup:
+        recent = tuple(f for f in self.failures if f.at > now - failure_window)
+        key = (self.version, len(recent))
+        if self._cached is None or key != self._cached_key:
+            self._cached = NodeGroup(
+                name=self.name,
+                region=self.region,
+                min_size=self.spec.min_size,
+                max_size=self.spec.max_size,
+                desired=self.desired,
+                instance_type=self.spec.instance_type,
+                template=self.template,
+                zones=(f"{self.region}a",),
+                instance_ids=tuple(self.instances),
+                launch_failures=recent,
+                arn=f"arn:aws:autoscaling:{self.region}:{ACCOUNT}:autoScalingGroup:sim:autoScalingGroupName/{self.name}",
+            )
+            self._cached_key = key
+        return self._cached
+
+
+class SimNode:
+    """An EC2 instance of a group; a Kubernetes node once Ready."""
+
+    __slots__ = (
+        "alloc",
+        "cordoned",
+        "cordoned_by",
+        "free",
+        "group",
+        "info",
+        "instance_id",
+        "launched",
+        "name",
+        "pods",
+        "ready",
+        "ready_at",
+        "scores",
+        "seq",
+        "used",
+    )
+
+    def __init__(self, name: str, instance_id: str, group: SimGroup, launched: int, seq: int) -> None:
+        self.name = name
+        self.instance_id = instance_id
+        self.group = group
+        self.launched = launched
+        self.ready_at = -1
+        self.ready = False
+        self.seq = seq
+        self.alloc = group.alloc
+        self.free = list(group.alloc)
+        self.used = [0, 0, 0, 0]  # non-zero requests, for scoring
+        self.pods: dict[str, SimJob] = {}  # pod key -> its job
+        self.cordoned = False
+        self.cordoned_by: str | None = None
+        self.scores: dict[Vector, int] = {}
+        self.info: NodeInfo | None = None
+
+    @property
+    def workload(self) -> int:
+        return len(self.pods)
+
+    def fits(self, req: Vector) -> bool:
+        f = self.free
+        return f[0] >= req[0] and f[1] >= req[1] and f[2] >= req[2] and f[3] >= req[3]
+
+
+class SimJob:
+    """A job's life in the simulation."""
+
+    __slots__ = (
+        "attempted",
+        "generation",
+        "job",
+        "key",
+        "nodes",
+        "pod_keys",
+        "pod_requests",
+        "reqs",
+        "sreqs",
+        "start",
+        "state",
+    )
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.key = (-job.priority, job.submit, job.id)
+        # Largest pods first, so a gang is placed as a bin-packer would.
+        order = sorted(
+            range(len(job.pods)),
+            key=lambda i: (-job.pods[i].get(NVIDIA_GPU, 0), -job.pods[i].get(CPU, 0), i),
+        )
+        self.pod_keys = [f"{job.namespace}/{job.name}-{i}" for i in order]
+        self.pod_requests = [{k: v for k, v in job.pods[i].items() if k != PODS} for i in order]
+        self.reqs: list[Vector] = [vector(job.pods[i]) for i in order]
+        self.sreqs: list[Vector] = [
+            (r[0] or _NONZERO_CPU, r[1] or _NONZERO_MEMORY, r[2], r[3]) for r in self.reqs
+        ]
+        self.state = "waiting"  # waiting (not yet submitted), pending, running, done
+        self.attempted = False  # the scheduler tried it against every node and it did not fit
+        self.start = -1
+        self.nodes: list[SimNode] = []
+        self.generation = 0
+
+
+@dataclass(slots=True)
+class Counters:
+    scale_up_calls: int = 0  # SetDesiredCapacity raising a group (successful)
+    failed_launch_calls: int = 0  # raises refused by a capacity outage
+    nodes_launched: int = 0
+    nodes_terminated: int = 0
+    cordons: int = 0
+    uncordons: int = 0
+    pods_killed: int = 0  # pods running on a node when it was terminated
+    jobs_killed: int = 0
+    node_seconds: dict[str, int] = field(default_factory=dict)  # by instance type
+    used_seconds: int = 0  # milli-units of the measured resource x seconds
+    capacity_seconds: int = 0
+
+
+class World:
+    """The cluster under one autoscaling policy."""
+
+    def __init__(
+        self,
+        groups: Sequence[GroupSpec],
+        *,
+        epoch: datetime,
+        boot_seconds: int,
+        scheduler: SchedulerConfig,
+        outages: Sequence[Outage] = (),
+        reserve: Mapping[str, int] | None = None,
+        seed: int = 0,
+        cluster: str = "sim",
+        track_infos: bool = False,
+        measure: str = NVIDIA_GPU,
+    ) -> None:
+        if not groups:
+            raise SimError("no node groups")
+        names = [g.name for g in groups]
+        if len(set(names)) != len(names):
+            raise SimError("node group names must be unique")
+        unknown = sorted({o.group for o in outages} - set(names))
+        if unknown:
+            raise SimError(f"outage for unknown group(s): {', '.join(unknown)}")
+        reserve = dict(reserve) if reserve is not None else {CPU: 100, MEMORY: 2**30 * 1000}
+        self.epoch = epoch
+        self.cluster = cluster
+        self.boot_seconds = boot_seconds
+        self.groups: dict[str, SimGroup] = {}
+        for spec in groups:
+            template = group_template(spec, reserve, cluster)
+            self.groups[spec.name] = SimGroup(spec, template, [o for o in outages if o.group == spec.name])
+        self.rng = random.Random(seed)
+        self.most = scheduler.scoring == "most-allocated"
+        if scheduler.scoring not in ("least-allocated", "most-allocated"):
+            raise SimError(f"unknown scoring strategy {scheduler.scoring!r}")
+        index = {name: i for i, name in enumerate(RESOURCES)}
+        self.score_resources: list[tuple[int, int, bool]] = []
+        for name, weight in scheduler.resources:
+            if name not in index:
+                raise SimError(f"cannot score on {name!r}: the simulation models {', '.join(RESOURCES[:3])}")
+            self.score_resources.append((index[name], weight, name not in (CPU, MEMORY)))
+        self.measure = RESOURCES.index(measure)
+        self.track = track_infos
+        self.t = 0
+        self.events: list[tuple[int, int, int, Any]] = []
+        self._seq = 0
+        self._node_seq = 0
+        self.nodes: dict[str, SimNode] = {}  # Ready nodes, in the order they became Ready
+        self.order: list[SimNode] = []  # the scheduler's node list
+        self.next_start = 0
+        self.pending: list[tuple[tuple[int, int, int], SimJob]] = []  # sorted by key
+        self.new_jobs: list[SimJob] = []
+        self.freed: dict[str, SimNode] = {}
+        self.jobs: list[SimJob] = []
+        self.running = 0
+        self.done = 0
+        self.dirty = False  # something the autoscaler would see changed since it last decided
+        self.counters = Counters()
+        # job id -> (seconds from submit to its last start, weight: its GPUs, at least 1)
+        self.waits: dict[int, tuple[int, int]] = {}
+        self.alive = 0
+        self.series: list[tuple[int, int]] = [(0, 0)]  # (time, instances alive) at every change
+        self.pod_infos: dict[str, PodInfo] = {}
+        self.node_infos: dict[str, NodeInfo] = {}
+        self._dt_cache: tuple[int, datetime] = (-1, epoch)
+
+    # -- time and events --
+
+    def at(self, t: int) -> datetime:
+        if self._dt_cache[0] != t:
+            self._dt_cache = (t, self.epoch + timedelta(seconds=t))
+        return self._dt_cache[1]
+
+    def push(self, t: int, kind: int, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, kind, self._seq, payload))
+
+    # -- Auto Scaling --
+
+    def preprovision(self, group_name: str, count: int) -> None:
+        """Nodes that exist, Ready, when the simulation starts (MinSize, static provisioning)."""
+        group = self.groups[group_name]
+        for _ in range(count):
+            node = self._launch(group)
+            self._ready(node)
+        group.desired += count
+        group.version += 1
+
+    def set_desired(self, group_name: str, desired: int) -> bool:
+        """SetDesiredCapacity. Raising it launches instances now; during an outage the launch fails."""
+        group = self.groups[group_name]
+        if desired < group.spec.min_size or desired > group.spec.max_size:
+            raise SimError(
+                f"SetDesiredCapacity({group_name}, {desired}) outside [{group.spec.min_size}, {group.spec.max_size}]"
+            )
+        if desired <= group.desired:
+            if desired < len(group.instances):
+                raise SimError("lowering the desired capacity below the instance count is not modelled")
+            group.desired = desired
+            group.version += 1
+            return True
+        self.dirty = True
+        if group.in_outage(self.t):
+            self.counters.failed_launch_calls += 1
+            message = ICE_MESSAGE.format(itype=group.spec.instance_type, zone=f"{group.region}a")
+            group.failures.append(LaunchFailure(at=self.at(self.t), message=message))
+            if len(group.failures) > 64:
+                del group.failures[:-64]
+            group.version += 1
+            return False
+        self.counters.scale_up_calls += 1
+        for _ in range(desired - len(group.instances)):
+            node = self._launch(group)
+            self.push(self.t + self.boot_seconds, BOOT, node)
+        group.desired = desired
+        group.version += 1
+        return True
+
+    def _launch(self, group: SimGroup) -> SimNode:
+        self._node_seq += 1
+        seq = self._node_seq
+        instance_id = f"i-{seq:017x}"
+        node = SimNode(
+            f"ip-10-{seq // 65536 % 256}-{seq // 256 % 256}-{seq % 256}-{seq}",
+            instance_id,
+            group,
+            self.t,
+            seq,
+        )
+        group.instances[instance_id] = node
+        self.counters.nodes_launched += 1
+        self._alive(+1)
+        return node
+
+    def _alive(self, delta: int) -> None:
+        self.alive += delta
+        if self.series[-1][0] == self.t:
+            self.series[-1] = (self.t, self.alive)
+        else:
+            self.series.append((self.t, self.alive))
+
+    def boot(self, node: SimNode) -> None:
+        if node.instance_id in node.group.instances:
+            self._ready(node)
+
+    def _ready(self, node: SimNode) -> None:
+        node.ready = True
+        node.ready_at = self.t
+        node.group.ready += 1
+        node.group.version += 1
+        self.nodes[node.name] = node
+        self.order.append(node)
+        self.freed[node.name] = node
+        self.dirty = True
+        if self.track:
+            self._node_info(node)
+
+    def terminate(self, node_name: str) -> None:
+        """TerminateInstanceInAutoScalingGroup with the desired capacity decremented.
+
+        Pods still running there are killed (counted); their jobs go back to the queue.
+        """
+        node = self.nodes.get(node_name)
+        if node is None:
+            raise SimError(f"no Ready node {node_name}")
+        group = node.group
+        if group.desired - 1 < group.spec.min_size:
+            raise SimError(f"terminating {node_name} would take {group.name} below MinSize")
+        for key, job in list(node.pods.items()):
+            if key in node.pods:
+                self.counters.pods_killed += sum(1 for n in job.nodes if n is node)
+                self._kill(job)
+        del self.nodes[node_name]
+        self.order.remove(node)
+        self.freed.pop(node_name, None)
+        del group.instances[node.instance_id]
+        group.ready -= 1
+        group.desired -= 1
+        group.version += 1
+        self.counters.nodes_terminated += 1
+        self.counters.node_seconds[group.spec.instance_type] = (
+            self.counters.node_seconds.get(group.spec.instance_type, 0) + self.t - node.launched
+        )
+        self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
+        self._alive(-1)
+        self.dirty = True
+        if self.track:
+            self.node_infos.pop(node_name, None)
+
+    def cordon(self, node_name: str, by: str) -> None:
+        node = self.nodes[node_name]
+        if not node.cordoned:
+            node.cordoned = True
+            node.cordoned_by = by
+            self.counters.cordons += 1
+            self.dirty = True
+            if self.track:
+                self._node_info(node)
+
+    def uncordon(self, node_name: str) -> None:
+        node = self.nodes[node_name]
+        if node.cordoned:
+            node.cordoned = False
+            node.cordoned_by = None
+            self.counters.uncordons += 1
+            self.freed[node.name] = node
+            self.dirty = True
+            if self.track:
+                self._node_info(node)
+
+    # -- jobs --
+
+    def arrive(self, sim_job: SimJob) -> None:
+        sim_job.state = "pending"
+        sim_job.attempted = False
+        self.new_jobs.append(sim_job)
+
+    def complete(self, sim_job: SimJob, generation: int) -> None:
+        if sim_job.generation != generation or sim_job.state != "running":
+            return
+        sim_job.state = "done"
+        self.running -= 1
+        self.done += 1
+        self.counters.used_seconds += sim_job.job.duration * sim_job.job.total(RESOURCES[self.measure])
+        self._release(sim_job)
+
+    def _release(self, sim_job: SimJob) -> None:
+        pending_exist = bool(self.pending)
+        for key, req, sreq, node in zip(
+            sim_job.pod_keys, sim_job.reqs, sim_job.sreqs, sim_job.nodes, strict=True
+        ):
+            del node.pods[key]
+            f, u = node.free, node.used
+            f[0] += req[0]
+            f[1] += req[1]
+            f[2] += req[2]
+            f[3] += req[3]
+            u[0] -= sreq[0]
+            u[1] -= sreq[1]
+            u[2] -= sreq[2]
+            u[3] -= sreq[3]
+            node.scores.clear()
+            self.freed[node.name] = node
+            if not node.pods or pending_exist:
+                self.dirty = True
+            if self.track:
+                self.pod_infos.pop(key, None)
+        sim_job.nodes = []
+
+    def _kill(self, sim_job: SimJob) -> None:
+        self.counters.jobs_killed += 1
+        self.counters.used_seconds += (self.t - sim_job.start) * sim_job.job.total(RESOURCES[self.measure])
+        self.running -= 1
+        self._release(sim_job)
+        sim_job.generation += 1
+        sim_job.start = -1
+        self.arrive(sim_job)  # back to the queue; it starts over
+        self.dirty = True
+
+    # -- the scheduler --
+
+    def _feasible_to_find(self, n: int) -> int:
+        if n < _MIN_FEASIBLE:
+            return n
+        percent = max(_MIN_PERCENT, 50 - n // 125)
+        return max(_MIN_FEASIBLE, n * percent // 100)
+
+    def _score(self, node: SimNode, sreq: Vector) -> int:
+        cached = node.scores.get(sreq)
+        if cached is not None:
+            return cached
+        total = 0
+        weights = 0
+        alloc, used = node.alloc, node.used
+        for idx, weight, extended in self.score_resources:
+            capacity = alloc[idx]
+            if capacity == 0 or (extended and sreq[idx] == 0):
+                continue
+            requested = used[idx] + sreq[idx]
+            if self.most:
+                score = (min(requested, capacity) * 100) // capacity
+            else:
+                score = ((capacity - requested) * 100) // capacity if requested <= capacity else 0
+            total += score * weight
+            weights += weight
+        result = total // weights if weights else 0
+        node.scores[sreq] = result
+        return result
+
+    def _pick(self, req: Vector, sreq: Vector) -> SimNode | None:
+        """Filter and score, kube-scheduler style, over every Ready node."""
+        nodes = self.order
+        n = len(nodes)
+        if n == 0:
+            return None
+        want = self._feasible_to_find(n)
+        start = self.next_start % n
+        best: SimNode | None = None
+        best_score = -1
+        ties = 0
+        found = 0
+        processed = 0
+        r0, r1, r2, r3 = req
+        for k in range(n):
+            node = nodes[(start + k) % n]
+            processed += 1
+            f = node.free
+            if f[2] < r2 or f[0] < r0 or f[1] < r1 or f[3] < r3 or node.cordoned:
+                continue
+            found += 1
+            score = self._score(node, sreq)
+            if score > best_score:
+                best, best_score, ties = node, score, 1
+            elif score == best_score:
+                ties += 1
+                if self.rng.randrange(ties) == 0:
+                    best = node
+            if found >= want:
+                break
+        self.next_start = (start + processed) % n
+        return best
+
+    def _pick_among(self, candidates: Iterable[SimNode], req: Vector, sreq: Vector) -> SimNode | None:
+        best: SimNode | None = None
+        best_score = -1
+        ties = 0
+        for node in candidates:
+            if node.cordoned or not node.fits(req):
+                continue
+            score = self._score(node, sreq)
+            if score > best_score:
+                best, best_score, ties = node, score, 1
+            elif score == best_score:
+                ties += 1
+                if self.rng.randrange(ties) == 0:
+                    best = node
+        return best
+
+    def _assume(self, node: SimNode, req: Vector, sreq: Vector, sign: int) -> None:
+        f, u = node.free, node.used
+        for i in range(4):
+            f[i] -= sign * req[i]
+            u[i] += sign * sreq[i]
+        node.scores.clear()
+
+    def _place(self, sim_job: SimJob, candidates: Sequence[SimNode] | None) -> list[SimNode] | None:
+        """All the job's pods or none: each pod on the best node left after the ones before it."""
+        chosen: list[SimNode] = []
+        for req, sreq in zip(sim_job.reqs, sim_job.sreqs, strict=True):
+            node = self._pick(req, sreq) if candidates is None else self._pick_among(candidates, req, sreq)
+            if node is None:
+                for k, placed in enumerate(chosen):
+                    self._assume(placed, sim_job.reqs[k], sim_job.sreqs[k], -1)
+                return None
+            self._assume(node, req, sreq, +1)
+            chosen.append(node)
+        return chosen
+
+    def schedule(self) -> None:
+        """One scheduling pass: new jobs against every node, waiting jobs against the nodes that changed."""
+        freed = list(self.freed.values()) if self.freed else []
+        self.freed.clear()
+        if self.new_jobs:
+            for sim_job in self.new_jobs:
+                bisect.insort(self.pending, (sim_job.key, sim_job))
+            self.new_jobs.clear()
+        if not self.pending:
+            return
+        freed = [n for n in freed if not n.cordoned]
+        # The most room any changed node has, per resource: a bound that rules most waiting pods out fast.
+        room = [max(n.free[i] for n in freed) for i in range(4)] if freed else [-1, -1, -1, -1]
+        started: list[SimJob] = []
+        for _, sim_job in self.pending:
+            if not sim_job.attempted:
+                chosen = self._place(sim_job, None)
+            elif not freed:
+                continue
+            elif len(sim_job.reqs) > 1:
+                chosen = self._place(sim_job, None)
+            else:
+                req = sim_job.reqs[0]
+                if req[2] > room[2] or req[0] > room[0] or req[1] > room[1] or req[3] > room[3]:
+                    continue
+                chosen = self._place(sim_job, freed)
+            if chosen is None:
+                if not sim_job.attempted:
+                    sim_job.attempted = True
+                    self.dirty = True
+                    if self.track:
+                        self._pending_infos(sim_job)
+                continue
+            self._start(sim_job, chosen)
+            started.append(sim_job)
+        if started:
+            gone = {id(j) for j in started}
+            self.pending = [entry for entry in self.pending if id(entry[1]) not in gone]
+
+    def _start(self, sim_job: SimJob, chosen: list[SimNode]) -> None:
+        if sim_job.attempted:
+            self.dirty = True  # a pod the autoscaler saw pending is now running
+        for key, node in zip(sim_job.pod_keys, chosen, strict=True):
+            if not node.pods:
+                self.dirty = True  # an idle node got work
+            node.pods[key] = sim_job
+        sim_job.nodes = chosen
+        sim_job.state = "running"
+        sim_job.start = self.t
+        self.running += 1
+        weight = max(1, sim_job.job.gpus)
+        self.waits[sim_job.job.id] = (self.t - sim_job.job.submit, weight)
+        self.push(self.t + sim_job.job.duration, COMPLETE, (sim_job, sim_job.generation))
+        if self.track:
+            for key, request, node in zip(sim_job.pod_keys, sim_job.pod_requests, chosen, strict=True):
+                self.pod_infos[key] = self._pod_info(sim_job, key, request, node.name)
+
+    # -- what an autoscaler observes --
+
+    def pending_jobs(self) -> list[SimJob]:
+        """Jobs the scheduler tried and could not place (their pods are Unschedulable), queue order."""
+        return [j for _, j in self.pending if j.attempted]
+
+    def _pod_info(self, sim_job: SimJob, key: str, request: Resources, node: str | None) -> PodInfo:
+        job = sim_job.job
+        return PodInfo(
+            namespace=job.namespace,
+            name=key.split("/", 1)[1],
+            requests=request,
+            node_name=node,
+            phase="Running" if node else "Pending",
+            priority=job.priority,
+            owner_kind="Job",
+            owner_name=job.name,
+            unschedulable=node is None,
+            pending_since=None if node else self.at(job.submit),
+            safe_to_evict=False,
+        )
+
+    def _pending_infos(self, sim_job: SimJob) -> None:
+        for key, request in zip(sim_job.pod_keys, sim_job.pod_requests, strict=True):
+            self.pod_infos[key] = self._pod_info(sim_job, key, request, None)
+
+    def _node_info(self, node: SimNode) -> None:
+        template = node.group.template
+        labels = dict(template.labels)
+        labels["kubernetes.io/hostname"] = node.name
+        self.node_infos[node.name] = NodeInfo(
+            name=node.name,
+            allocatable=template.allocatable,
+            labels=labels,
+            taints=template.taints,
+            provider_id=f"aws:///{node.group.region}a/{node.instance_id}",
+            unschedulable=node.cordoned,
+            ready=True,
+            created_at=self.at(node.ready_at),
+            cordoned_by_spillway=node.cordoned_by == "spillway",
+        )
+
+    def snapshot(self) -> ClusterSnapshot:
+        return ClusterSnapshot(
+            cluster=self.cluster,
+            taken_at=self.at(self.t),
+            nodes=tuple(self.node_infos.values()),
+            pods=tuple(self.pod_infos.values()),
+        )
+
+    def node_groups(self, failure_window: timedelta) -> list[NodeGroup]:
+        now = self.at(self.t)
+        return [g.node_group(now, failure_window) for g in self.groups.values()]
+
+    # -- the end --
+
+    def finish(self) -> None:
+        """Close the books at ``self.t``: nodes still up, jobs still running."""
+        for group in self.groups.values():
+            for node in group.instances.values():
+                itype = group.spec.instance_type
+                self.counters.node_seconds[itype] = (
+                    self.counters.node_seconds.get(itype, 0) + self.t - node.launched
+                )
+                self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
+        for sim_job in self.jobs:
+            if sim_job.state == "running":
+                self.counters.used_seconds += (self.t - sim_job.start) * sim_job.job.total(
+                    RESOURCES[self.measure]
+                )
