@@ -149,7 +149,9 @@ def parse_outages(specs: list[str], trace: Trace, groups: tuple[GroupSpec, ...])
         if not sep or not slash or not group:
             raise InputError("expected GROUP=START/END", field=f"--outage {spec}")
         if group not in names:
-            raise InputError(f"no group {group!r} (groups: {', '.join(sorted(names))})", field=f"--outage {spec}")
+            raise InputError(
+                f"no group {group!r} (groups: {', '.join(sorted(names))})", field=f"--outage {spec}"
+            )
         start = parse_when(start_text, trace.epoch, spec)
         end = parse_when(end_text, trace.epoch, spec)
         if end <= start:
@@ -167,7 +169,9 @@ def parse_weights(text: str) -> tuple[tuple[str, int], ...]:
         except ValueError:
             raise InputError(f"weight is not an integer: {item!r}", field="--score-resources") from None
         if not name or value <= 0:
-            raise InputError(f"expected RESOURCE=WEIGHT with a positive weight: {item!r}", field="--score-resources")
+            raise InputError(
+                f"expected RESOURCE=WEIGHT with a positive weight: {item!r}", field="--score-resources"
+            )
         out.append((name, value))
     return tuple(out)
 
@@ -227,7 +231,10 @@ def run(args: argparse.Namespace) -> int:
     except SimError as exc:
         raise InputError(str(exc)) from None
     if args.chart:
-        from spillway.sim.chart import write_chart
+        try:
+            from spillway.sim.chart import write_chart
+        except ImportError:
+            raise InputError("needs matplotlib: pip install 'spillway[sim]'", field="--chart") from None
 
         scoring = config.scheduler.scoring
         title = (

@@ -156,7 +156,7 @@ def format_table(results: Sequence[PolicyResult], bounds: Bounds, *, timing: boo
     for r in results:
         row = [
             r.policy,
-            f"{r.node_hours:,.0f}",
+            f"{r.node_hours:,.1f}",
             "-" if r.ratio_to_step_bound is None else f"{r.ratio_to_step_bound:.3f}",
             "-" if r.cost_usd is None else f"{r.cost_usd:,.0f}",
             "/".join(_minutes(r.pending_seconds[k]) for k in ("p50", "p90", "p99")),
@@ -178,7 +178,7 @@ def format_table(results: Sequence[PolicyResult], bounds: Bounds, *, timing: boo
             lines.append("  ".join("-" * w for w in widths))
     lines.append("")
     lines.append(
-        f"step lower bound {bounds.step_node_hours:,.0f} node-hours; fluid {bounds.fluid_node_hours:,.0f}; "
+        f"step lower bound {bounds.step_node_hours:,.1f} node-hours; fluid {bounds.fluid_node_hours:,.1f}; "
         f"peak {bounds.peak_nodes} nodes; over {bounds.end / 3600:,.1f} h ({bounds.resource})"
     )
     unstarted = [r for r in results if r.jobs_unstarted]

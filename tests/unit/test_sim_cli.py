@@ -1,0 +1,117 @@
+"""`spillway simulate` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spillway.cli import main
+
+GENERIC = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
+
+
+@pytest.fixture
+def small_trace(tmp_path: Path) -> Path:
+    rows = [f"{i * 240},{1800 + 600 * (i % 3)},,,{(1, 2, 8)[i % 3]},1,ml,0" for i in range(12)]
+    path = tmp_path / "small.csv"
+    path.write_text(GENERIC + "\n".join(rows) + "\n")
+    return path
+
+
+def test_simulate_json(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "simulate",
+            str(small_trace),
+            "--json",
+            "--no-progress",
+            "--scheduler-scoring",
+            "most-allocated",
+            "--outage",
+            "gpu-us-east-1=0/20m",
+        ]
+    )
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["policy"] for p in out["policies"]] == [
+        "spillway",
+        "static",
+        "ec2-autoscaler",
+        "cluster-autoscaler",
+    ]
+    assert out["trace"]["jobs"] == 12 and out["trace"]["format"] == "generic"
+    assert out["config"]["scheduler_scoring"] == "most-allocated"
+    assert out["config"]["outages"] == [{"group": "gpu-us-east-1", "start": 0, "end": 1200}]
+    assert out["prices"]["usd_per_hour"] == {"p3.16xlarge": 24.48}
+    assert "On-Demand" in out["prices"]["source"]
+    bound = out["lower_bound"]["step_node_hours"]
+    assert bound > 0
+    for policy in out["policies"]:
+        assert policy["pods_killed_by_scale_down"] == 0
+        assert policy["jobs_never_started"] == 0
+        assert policy["ratio_to_step_bound"] == pytest.approx(policy["node_hours"] / bound, rel=1e-3)
+        assert set(policy["pending_added_gpu_weighted_seconds"]) == {"p50", "p90", "p99"}
+    spillway = out["policies"][0]
+    assert spillway["actions"]["failed_launch_calls"] >= 1  # it tried the primary during the outage
+    assert "total" in out["wall_seconds"]
+
+
+def test_simulate_table_and_chart(
+    small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chart = tmp_path / "chart.png"
+    code = main(
+        [
+            "simulate",
+            str(small_trace),
+            "--policies",
+            "spillway,static",
+            "--chart",
+            str(chart),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "spillway" in out and "static" in out and "step lower bound" in out
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_simulate_progress_goes_to_stderr(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(small_trace), "--policies", "spillway", "--progress", "--json"]) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out)
+    assert "spillway" in captured.err and "100%" in captured.err
+
+
+def test_simulate_bad_trace_row_exits_2_naming_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(GENERIC + "0,60,1,1,0,1,ns,0\n0,60,1,lots,0,1,ns,0\n")
+    assert main(["simulate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"spillway simulate: {path}: line 3, column memory_gib: not a number: 'lots'\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--outage", "nope=0/1h"], "--outage nope=0/1h: no group 'nope'"),
+        (["--outage", "gpu-us-east-1=2h/1h"], "END must be after START"),
+        (["--group", "just-a-name"], "--group just-a-name: expected NAME:REGION[:TYPE[:MIN:MAX]]"),
+        (
+            ["--group", "g:us-east-1:no-such.type"],
+            "instance type 'no-such.type' is not in the bundled catalogue",
+        ),
+        (["--policies", "spillway,magic"], "unknown policy 'magic'"),
+        (["--price", "p3.16xlarge=free"], "--price p3.16xlarge=free: expected TYPE=USD"),
+    ],
+)
+def test_simulate_bad_arguments_exit_2(
+    small_trace: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["simulate", str(small_trace), "--no-progress", *args]) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,257 @@
+"""`spillway simulate` on hand-made traces whose answers are worked out by hand.
+
+Conventions of every scenario: p3.16xlarge nodes (8 GPUs; a GPU row gets 7.9 CPU and 60 GiB per GPU),
+120 s from launch to Ready, a decision every 60 s, ticks at multiples of 60 s from the first submit
+(generic traces start at 0, a tick). Node-hours count every instance from launch until the last job
+completes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spillway.config import PlannerConfig
+from spillway.sim.run import Report, SimConfig, simulate
+from spillway.sim.trace import read_trace
+from spillway.sim.world import (
+    BOOT,
+    COMPLETE,
+    GroupSpec,
+    Outage,
+    SchedulerConfig,
+    SimJob,
+    World,
+)
+
+HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
+EAST = GroupSpec("gpu-east", "us-east-1", "p3.16xlarge", 0, 10)
+WEST = GroupSpec("gpu-west", "us-west-2", "p3.16xlarge", 0, 10)
+
+
+def trace_file(tmp_path: Path, rows: list[str], name: str = "trace.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    return path
+
+
+def run(tmp_path: Path, rows: list[str], **overrides: object) -> Report:
+    settings: dict[str, object] = {"groups": (EAST,), "policies": ("spillway",)}
+    settings.update(overrides)
+    config = SimConfig(**settings)  # type: ignore[arg-type]
+    return simulate(config, read_trace(trace_file(tmp_path, rows)))
+
+
+def test_one_job_one_node(tmp_path: Path) -> None:
+    # t=0 the job arrives, nothing runs it: pending. Tick 0: one node launched. Ready at 120, the job
+    # starts (120 s pending) and ends at 3720, when the replay ends: one node for 3720 s.
+    report = run(tmp_path, ["0,3600,,,1,1,ml,0"])
+    result = report.results[0]
+    assert result.node_hours == pytest.approx(3720 / 3600)
+    assert result.pending_seconds == {"p50": 120.0, "p90": 120.0, "p99": 120.0}
+    assert result.pending_weighted_seconds == {"p50": 120.0, "p90": 120.0, "p99": 120.0}
+    assert report.bounds.step_node_hours == pytest.approx(1.0)
+    assert result.ratio_to_step_bound == pytest.approx(3720 / 3600)
+    assert result.cost_usd == pytest.approx(3720 / 3600 * 24.48)
+    assert result.utilisation == pytest.approx(3600 / (8 * 3720))
+    assert result.actions["scale_up_calls"] == 1
+    assert result.actions["nodes_launched"] == 1
+    assert result.pods_killed == 0
+    assert result.jobs_started == 1 and result.jobs_unstarted == 0
+
+
+def test_burst_launches_exactly_what_fits_and_reuses_free_room(tmp_path: Path) -> None:
+    # 20 one-GPU jobs at t=0 need ceil(20/8) = 3 nodes, launched in one plan at tick 0 and Ready at
+    # 120. Four more jobs at 600 fit in the 4 GPUs left: they start at once, nothing is launched.
+    rows = ["0,3600,,,1,1,ml,0"] * 20 + ["600,1800,,,1,1,ml,0"] * 4
+    report = run(tmp_path, rows)
+    result = report.results[0]
+    assert result.actions["scale_up_calls"] == 1
+    assert result.actions["nodes_launched"] == 3
+    assert result.node_hours == pytest.approx(3 * 3720 / 3600)
+    # 20 jobs waited 120 s, 4 waited 0: nearest rank p50 is 120 (12 of 24 jobs), and so is p90.
+    assert result.pending_seconds["p50"] == 120.0
+    assert result.pending_seconds["p90"] == 120.0
+    assert sorted(w for w, _ in report.runs[0].world.waits.values()) == [0] * 4 + [120] * 20
+    assert report.bounds.step_node_hours == pytest.approx(3.0)
+    assert report.bounds.peak_nodes == 3
+
+
+def test_a_count_row_is_a_gang_that_starts_together(tmp_path: Path) -> None:
+    # One job of 3 pods of 8 GPUs: 3 nodes, and it starts only when all three are Ready.
+    report = run(tmp_path, ["0,600,,,8,3,ml,0"])
+    world = report.runs[0].world
+    assert report.pods == 3
+    assert world.counters.nodes_launched == 3
+    assert list(world.waits.values()) == [(120, 24)]
+
+
+def test_outage_spills_to_the_secondary_region_then_comes_back(tmp_path: Path) -> None:
+    # The primary group cannot launch during the first 30 minutes.
+    # t=0    job A (1 GPU, 1 h) pending; tick 0 raises gpu-east: the launch fails (Failed activity).
+    # t=60   the plan sees the failure, skips gpu-east and launches in gpu-west: Ready at 180, A starts.
+    # t=3600 job B (8 GPUs) cannot fit beside A; gpu-east has had no failure for 15 minutes and the
+    #        outage is over: launched there, Ready at 3720, B starts.
+    # t=3780 A ends; the overflow node is idle, and is drained 10 minutes later, at 4380.
+    # t=7320 B ends: the replay ends with one node, at home.
+    rows = ["0,3600,,,1,1,ml,0", "3600,3600,,,8,1,ml,0"]
+    report = run(tmp_path, rows, groups=(EAST, WEST), outages=(Outage("gpu-east", 0, 1800),))
+    result = report.results[0]
+    world = report.runs[0].world
+    assert world.counters.failed_launch_calls == 1
+    assert (
+        world.groups["gpu-east"]
+        .failures[0]
+        .message.startswith("We currently do not have sufficient p3.16xlarge capacity")
+    )
+    assert world.series == [(0, 0), (60, 1), (3600, 2), (4380, 1)]
+    assert len(world.groups["gpu-east"].instances) == 1
+    assert len(world.groups["gpu-west"].instances) == 0
+    assert sorted(world.waits.values()) == [(120, 8), (180, 1)]
+    assert result.node_hours == pytest.approx(((4380 - 60) + (7320 - 3600)) / 3600)
+    assert result.pods_killed == 0
+
+
+def test_a_group_at_max_size_spills_too(tmp_path: Path) -> None:
+    small_east = GroupSpec("gpu-east", "us-east-1", "p3.16xlarge", 0, 1)
+    report = run(tmp_path, ["0,600,,,8,2,ml,0"], groups=(small_east, WEST))
+    world = report.runs[0].world
+    assert world.counters.nodes_launched == 2
+    assert world.counters.failed_launch_calls == 0
+    # both launched by one plan, one in each region
+    assert world.series == [(0, 2)]
+
+
+def test_idle_nodes_are_drained_after_the_idle_time_and_nothing_is_killed(tmp_path: Path) -> None:
+    # A one-hour job and a two-hour job on separate nodes (8 GPUs each). The first node is idle from
+    # 3720 and drained at 3720 + 10 min; the replay ends at 7320.
+    report = run(tmp_path, ["0,3600,,,8,1,ml,0", "0,7200,,,8,1,ml,0"])
+    world = report.runs[0].world
+    assert world.series == [(0, 2), (4320, 1)]
+    assert world.counters.nodes_terminated == 1
+    assert report.results[0].pods_killed == 0
+    assert report.results[0].node_hours == pytest.approx((4320 + 7320) / 3600)
+
+
+def test_shorter_idle_time_in_the_planner_config_drains_sooner(tmp_path: Path) -> None:
+    planner = PlannerConfig(scale_down_idle_minutes=2, scale_down_delay_after_launch_minutes=0)
+    report = run(tmp_path, ["0,3600,,,8,1,ml,0", "0,7200,,,8,1,ml,0"], planner=planner)
+    assert report.runs[0].world.series == [(0, 2), (3720 + 120, 1)]
+
+
+def test_reference_policies_follow_their_published_rules(tmp_path: Path) -> None:
+    rows = ["0,3600,,,1,1,ml,0"]
+    report = run(tmp_path, rows, policies=("static", "ec2-autoscaler", "cluster-autoscaler"))
+    static, ec2, ca = (r.world for r in report.runs)
+    # static: the peak (1 node) from the start, so no pending at all
+    assert static.counters.nodes_launched == 1 and list(static.waits.values()) == [(0, 1)]
+    # kubernetes-ec2-autoscaler: what is needed plus an over-provision of 5
+    assert ec2.counters.nodes_launched == 6
+    # cluster-autoscaler: what the bin-packing estimate says
+    assert ca.counters.nodes_launched == 1
+    assert all(r.pods_killed == 0 for r in report.results)
+
+
+def test_cluster_autoscaler_deletes_empty_nodes_after_ten_minutes(tmp_path: Path) -> None:
+    report = run(tmp_path, ["0,3600,,,8,1,ml,0", "0,7200,,,8,1,ml,0"], policies=("cluster-autoscaler",))
+    assert report.runs[0].world.series == [(0, 2), (4320, 1)]
+
+
+def test_determinism_same_seed_same_report(tmp_path: Path) -> None:
+    # 150 jobs of assorted sizes and lengths, pseudo-random but fixed (no RNG in the test itself)
+    rows = []
+    for i in range(150):
+        gpus = (1, 1, 2, 1, 4, 1, 8, 16)[i % 8]
+        rows.append(f"{(i * 97) % 7200},{300 + (i * 53) % 5400},,,{gpus},1,ns{i % 3},{i % 2}")
+    config = {"groups": (EAST, WEST), "outages": (Outage("gpu-east", 1200, 2400),)}
+    first = run(
+        tmp_path,
+        rows,
+        seed=7,
+        policies=("spillway", "static", "ec2-autoscaler", "cluster-autoscaler"),
+        **config,
+    )
+    second = run(
+        tmp_path,
+        rows,
+        seed=7,
+        policies=("spillway", "static", "ec2-autoscaler", "cluster-autoscaler"),
+        **config,
+    )
+    assert first.to_dict(timing=False) == second.to_dict(timing=False)
+    assert [r.world.series for r in first.runs] == [r.world.series for r in second.runs]
+
+
+def _world(scoring: str, nodes: int = 2) -> World:
+    from datetime import UTC, datetime
+
+    world = World(
+        (EAST,),
+        epoch=datetime(2026, 1, 1, tzinfo=UTC),
+        boot_seconds=120,
+        scheduler=SchedulerConfig(scoring),
+        seed=0,
+    )
+    world.preprovision("gpu-east", nodes)
+    return world
+
+
+def _job(job_id: int, gpus: int, pods: int = 1) -> SimJob:
+    from spillway.sim.trace import Job
+
+    request = {
+        "cpu": 7900 * gpus,
+        "memory": 60 * 2**30 * 1000 * gpus,
+        "nvidia.com/gpu": 1000 * gpus,
+        "pods": 1000,
+    }
+    return SimJob(Job(job_id, f"job-{job_id}", "ml", 0, 60, 0, (request,) * pods))
+
+
+@pytest.mark.parametrize(("scoring", "same_node"), [("least-allocated", False), ("most-allocated", True)])
+def test_scheduler_scoring_spreads_or_packs(scoring: str, same_node: bool) -> None:
+    world = _world(scoring)
+    first, second = _job(1, 4), _job(2, 1)
+    for job in (first, second):
+        world.arrive(job)
+        world.schedule()
+    assert first.state == second.state == "running"
+    assert (first.nodes[0] is second.nodes[0]) is same_node
+
+
+def test_a_gang_waits_for_room_for_all_its_pods() -> None:
+    world = _world("most-allocated", nodes=1)
+    gang = _job(1, 8, pods=2)
+    world.arrive(gang)
+    world.schedule()
+    assert gang.state == "pending" and gang.attempted
+    assert world.nodes[next(iter(world.nodes))].free[2] == 8000  # nothing held while waiting
+    world.t = 60
+    world.set_desired("gpu-east", 2)
+    t, kind, _, node = world.events[0]
+    assert (t, kind) == (180, BOOT)
+    world.t = 180
+    world.boot(node)
+    world.schedule()
+    assert gang.state == "running" and gang.start == 180
+    assert {n.name for n in gang.nodes} == set(world.nodes)
+
+
+def test_terminating_a_busy_node_kills_its_pods_and_requeues_the_job() -> None:
+    world = _world("least-allocated", nodes=2)
+    job = _job(1, 2)
+    world.arrive(job)
+    world.schedule()
+    node = job.nodes[0]
+    world.t = 30
+    world.terminate(node.name)
+    assert world.counters.pods_killed == 1 and world.counters.jobs_killed == 1
+    # back in the queue, then started over on the other node
+    world.schedule()
+    assert job.state == "running" and job.start == 30 and job.nodes[0] is not node
+    stale = [e for e in world.events if e[1] == COMPLETE]
+    assert len(stale) == 2  # the killed run's completion is ignored when it comes
+    world.t = 60
+    world.complete(job, 0)
+    assert job.state == "running"
