@@ -140,6 +140,18 @@ def test_shorter_idle_time_in_the_planner_config_drains_sooner(tmp_path: Path) -
     assert report.runs[0].world.series == [(0, 2), (3720 + 120, 1)]
 
 
+def test_a_pod_no_group_can_run_never_starts_and_holds_nothing_up(tmp_path: Path) -> None:
+    # A generic row's gpus are per pod: 16 GPUs fit no p3.16xlarge. The other job runs as usual, the
+    # replay ends when it completes, and the bound leaves the impossible job out.
+    rows = ["0,3600,,,16,1,ml,0", "0,3600,,,1,1,ml,0"]
+    report = run(tmp_path, rows, policies=("spillway", "ec2-autoscaler", "cluster-autoscaler"))
+    assert report.unrunnable == 1
+    assert report.bounds.step_node_hours == pytest.approx(1.0)
+    for result, replay in zip(report.results, report.runs, strict=True):
+        assert result.jobs_started == 1 and result.jobs_unstarted == 0
+        assert replay.end == 3720
+
+
 def test_reference_policies_follow_their_published_rules(tmp_path: Path) -> None:
     rows = ["0,3600,,,1,1,ml,0"]
     report = run(tmp_path, rows, policies=("static", "ec2-autoscaler", "cluster-autoscaler"))

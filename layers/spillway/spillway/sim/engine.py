@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from spillway.sim.policies import Policy
 from spillway.sim.trace import Job
-from spillway.sim.world import BOOT, COMPLETE, SimJob, World
+from spillway.sim.world import BOOT, COMPLETE, SimJob, World, runnable
 
 # A replay stops this long after the last submit plus the longest duration, whatever is left.
 HORIZON_SLACK = 30 * 24 * 3600
@@ -34,7 +34,7 @@ class Replay:
     end: int  # when the last job completed (or the replay gave up)
     decisions: int
     wall_seconds: float
-    unstarted: int  # jobs never started (no group can ever run them, or the horizon was reached)
+    unstarted: int  # jobs some group could run that never started (the horizon was reached)
 
 
 def _ceil_tick(t: int, interval: int) -> int:
@@ -52,7 +52,11 @@ def replay(
     started_wall = time.perf_counter()
     sim_jobs = [SimJob(j) for j in sorted(jobs, key=lambda j: (j.submit, j.id))]
     world.jobs = sim_jobs
-    total = len(sim_jobs)
+    allocatables = [g.alloc for g in world.groups.values()]
+    for sim_job in sim_jobs:
+        sim_job.runnable = runnable(sim_job.job, allocatables)
+    count = len(sim_jobs)
+    total = sum(1 for j in sim_jobs if j.runnable)  # the replay ends when these are done
     horizon = max((j.submit + j.duration for j in jobs), default=0) + HORIZON_SLACK
     events = world.events
     world.t = 0
@@ -64,7 +68,7 @@ def replay(
     handled = 0
     while world.done < total:
         candidates = []
-        if next_arrival < total:
+        if next_arrival < count:
             candidates.append(sim_jobs[next_arrival].job.submit)
         if events:
             candidates.append(events[0][0])
@@ -84,7 +88,7 @@ def replay(
             elif kind == BOOT:
                 world.boot(payload)
             handled += 1
-        while next_arrival < total and sim_jobs[next_arrival].job.submit == t:
+        while next_arrival < count and sim_jobs[next_arrival].job.submit == t:
             world.arrive(sim_jobs[next_arrival])
             next_arrival += 1
             handled += 1
@@ -108,7 +112,7 @@ def replay(
             handled = 0
             progress(t)
     world.finish()
-    unstarted = sum(1 for j in sim_jobs if j.state in ("waiting", "pending"))
+    unstarted = sum(1 for j in sim_jobs if j.runnable and j.state in ("waiting", "pending"))
     return Replay(
         policy=policy.name,
         world=world,

@@ -115,7 +115,10 @@ class SpillwayPolicy:
 
 
 class StaticPolicy:
-    """Static provisioning for the peak: the peak of the step lower bound, Ready from the start, never changed."""
+    """Static provisioning for the peak: the peak of the step lower bound, Ready from the start, never changed.
+
+    The nodes go to the groups in order of preference, each up to its MaxSize.
+    """
 
     name = "static"
 
@@ -123,10 +126,12 @@ class StaticPolicy:
         self.nodes = nodes
 
     def start(self, world: World) -> None:
-        group = next(iter(world.groups.values()))
-        extra = min(self.nodes, group.spec.max_size) - group.desired
-        if extra > 0:
-            world.preprovision(group.name, extra)
+        wanted = self.nodes - sum(g.desired for g in world.groups.values())
+        for group in world.groups.values():  # the primary first; MaxSize is respected
+            extra = min(wanted, group.spec.max_size - group.desired)
+            if extra > 0:
+                world.preprovision(group.name, extra)
+                wanted -= extra
 
     def decide(self, world: World) -> None:
         return None
@@ -174,7 +179,8 @@ class Ec2AutoscalerPolicy:
         return None
 
     def decide(self, world: World) -> None:
-        pods = [req for job in world.pending_jobs() for req in job.reqs]
+        # Pods no group could ever hold are skipped with a warning (its ``capacity.is_possible``).
+        pods = [req for job in world.pending_jobs() if job.runnable for req in job.reqs]
         if pods:
             self._scale(world, pods)
         self._maintain(world, bool(pods))

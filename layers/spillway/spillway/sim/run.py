@@ -26,7 +26,16 @@ from spillway.sim.prices import ON_DEMAND_USD_PER_HOUR, PRICE_SOURCE
 from spillway.sim.progress import ProgressBar
 from spillway.sim.report import PolicyResult, measure
 from spillway.sim.trace import Job, Trace, build_jobs
-from spillway.sim.world import GroupSpec, Outage, SchedulerConfig, SimError, World, group_template
+from spillway.sim.world import (
+    GroupSpec,
+    Outage,
+    SchedulerConfig,
+    SimError,
+    World,
+    group_template,
+    runnable,
+    vector,
+)
 
 POLICIES = ("spillway", "static", "ec2-autoscaler", "cluster-autoscaler")
 DEFAULT_INSTANCE_TYPE = "p3.16xlarge"
@@ -54,6 +63,7 @@ class Report:
     config: SimConfig
     trace: Trace
     jobs: int
+    unrunnable: int  # jobs with a pod no group's node could hold: never started, left out of the bound
     pods: int
     bounds: Bounds
     runs: tuple[Replay, ...]
@@ -69,6 +79,7 @@ class Report:
                 "format": self.trace.format,
                 "jobs": self.jobs,
                 "pods": self.pods,
+                "jobs_no_group_can_run": self.unrunnable,
                 "first_submit": self.trace.epoch.astimezone(UTC).isoformat().replace("+00:00", "Z"),
             },
             "config": {
@@ -141,7 +152,12 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     epoch = aligned_epoch(trace.epoch, config.interval)
     shift = round((trace.epoch - epoch).total_seconds())
     jobs = shifted(build_jobs(trace, template.allocatable), shift)
-    bounds = lower_bounds(jobs, template.allocatable)
+    allocatables = [
+        vector(group_template(g, config.planner.node_reserve.as_resources(), "sim").allocatable)
+        for g in config.groups
+    ]
+    unrunnable = sum(1 for j in jobs if not runnable(j, allocatables))
+    bounds = lower_bounds([j for j in jobs if runnable(j, allocatables)], template.allocatable)
     measure_resource = NVIDIA_GPU if any(j.gpus for j in jobs) else CPU
     regions: list[str] = list(config.planner.regions)
     for g in config.groups:
@@ -178,6 +194,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
         config=config,
         trace=trace,
         jobs=len(jobs),
+        unrunnable=unrunnable,
         pods=sum(len(j.pods) for j in jobs),
         bounds=bounds,
         runs=tuple(runs),

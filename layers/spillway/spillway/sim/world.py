@@ -110,6 +110,15 @@ def vector(requests: Mapping[str, int]) -> Vector:
     return (requests.get(CPU, 0), requests.get(MEMORY, 0), requests.get(NVIDIA_GPU, 0), requests.get(PODS, 0))
 
 
+def runnable(job: Job, allocatables: Sequence[Vector]) -> bool:
+    """Every pod of the job fits on an empty node of some group (else no autoscaler can ever run it)."""
+    for pod in job.pods:
+        req = vector(pod)
+        if not any(all(a >= r for a, r in zip(alloc, req, strict=True)) for alloc in allocatables):
+            return False
+    return True
+
+
 def group_template(spec: GroupSpec, reserve: Mapping[str, int], cluster: str) -> TemplateNode:
     """The node a group launches, built by the same code as production (``build_template``)."""
     catalogue = bundled_instance_types()
@@ -237,6 +246,7 @@ class SimJob:
         "pod_keys",
         "pod_requests",
         "reqs",
+        "runnable",
         "sreqs",
         "start",
         "state",
@@ -256,6 +266,7 @@ class SimJob:
         self.sreqs: list[Vector] = [
             (r[0] or _NONZERO_CPU, r[1] or _NONZERO_MEMORY, r[2], r[3]) for r in self.reqs
         ]
+        self.runnable = True  # some group can run every pod of it
         self.state = "waiting"  # waiting (not yet submitted), pending, running, done
         self.attempted = False  # the scheduler tried it against every node and it did not fit
         self.start = -1
@@ -402,13 +413,8 @@ class World:
         self._node_seq += 1
         seq = self._node_seq
         instance_id = f"i-{seq:017x}"
-        node = SimNode(
-            f"ip-10-{seq // 65536 % 256}-{seq // 256 % 256}-{seq % 256}-{seq}",
-            instance_id,
-            group,
-            self.t,
-            seq,
-        )
+        address = f"10-{seq >> 16 & 255}-{seq >> 8 & 255}-{seq & 255}"  # unique below 2**24 nodes
+        node = SimNode(f"ip-{address}.{group.region}.compute.internal", instance_id, group, self.t, seq)
         group.instances[instance_id] = node
         self.counters.nodes_launched += 1
         self._alive(+1)
