@@ -13,7 +13,8 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  (:func:`~spillway.model.nodegroup.is_capacity_failure`); ``timeout`` past the deadline;
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
-                 window), and set its desired capacity back to the instances actually InService.
+                 window); terminate the new instances that run no Ready Node (decrementing the
+                 desired capacity), and lower a desired capacity still above the live instances.
 
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
 same pure planner on the latest snapshot, the groups as AWS has them now and the state with the new
@@ -44,7 +45,7 @@ from spillway.adapters.aws import AwsClients, map_aws_error
 from spillway.adapters.plans_store import PlanRecord, replan_key
 from spillway.adapters.state_store import StoredState, iso
 from spillway.adapters.store import format_key
-from spillway.errors import AsgLimitExceeded, InputError, NodeNotFound
+from spillway.errors import AsgLimitExceeded, InputError, InstanceNotFound, NodeNotFound
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import instance_id_from_provider_id
 from spillway.model.k8s import Node
@@ -79,6 +80,10 @@ class AwsGroups(Protocol):
     ) -> list[ScalingActivity]: ...
 
     def set_desired_capacity(self, region: str, group: str, desired: int) -> int: ...
+
+    def terminate_instance(
+        self, region: str, instance_id: str, decrement: bool = True
+    ) -> ScalingActivity: ...
 
     def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]: ...
 
@@ -206,7 +211,7 @@ class ScaleSteps:
         ready = self._ready_nodes(region, new)
         if len(ready) >= wanted:
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
-                    "wanted": wanted, "nodes": ready}  # fmt: skip
+                    "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
         if now >= _parse(prep["deadline"]):
             return {
                 "status": "timeout",
@@ -217,37 +222,41 @@ class ScaleSteps:
             }
         return {"status": "launching", "ready": len(ready), "wanted": wanted, "in_service": len(new)}
 
-    def _ready_nodes(self, region: str, instance_ids: Sequence[str]) -> list[str]:
-        """Names of Ready Nodes running these instances (EKS names a Node after its private DNS name)."""
+    def _ready_nodes(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
+        """Instance id → name of the Ready Node it runs, for those of ``instance_ids`` that run one
+        (EKS names a Node after the instance's private DNS name; its providerID names the instance)."""
         if not instance_ids:
-            return []
+            return {}
         ec2 = self.aws.clients.ec2(region)
         what = f"DescribeInstances({region})"
         try:
             resp = ec2.describe_instances(InstanceIds=list(instance_ids))
         except (ClientError, BotoCoreError) as exc:
             raise map_aws_error(exc, what) from exc
-        ready: list[str] = []
+        ready: dict[str, str] = {}
         for reservation in resp.get("Reservations", []):
             for instance in reservation.get("Instances", []):
-                dns = instance.get("PrivateDnsName")
-                if not dns:
+                dns, iid = instance.get("PrivateDnsName"), instance.get("InstanceId")
+                if not dns or not iid:
                     continue
                 try:
                     node = self.kube.get_node(dns)
                 except NodeNotFound:
                     continue
-                if node.is_ready() and instance_id_from_provider_id(node.spec.provider_id) == instance.get(
-                    "InstanceId"
-                ):
-                    ready.append(dns)
-        return sorted(ready)
+                if node.is_ready() and instance_id_from_provider_id(node.spec.provider_id) == iid:
+                    ready[iid] = dns
+        return dict(sorted(ready.items()))
 
     # --- backoff -------------------------------------------------------------------------------
 
     def backoff(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Back the group off, and give back what this launch did not deliver: each new instance that
+        runs no Ready Node is terminated (decrementing the desired capacity: precisely those, never a
+        working node), then a desired capacity still above the live instances (capacity that never
+        launched) is lowered to them."""
         cluster = str(_field(event, "cluster"))
         group = _field(event, "group")
+        prep = event.get("prep") or {}
         name, region = str(group["group"]), str(group["region"])
         launch = event.get("launch") or {}
         reason = str(launch.get("reason") or f"{region}/{name}: launch did not complete")
@@ -255,8 +264,26 @@ class ScaleSteps:
         until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
         self.ledger.put_backoff(cluster, name, until, reason, region=region)
         asg = self.aws.describe_group(region, name)
-        running = sum(1 for i in asg.Instances if i.LifecycleState == "InService")
-        desired = max(asg.MinSize, min(asg.DesiredCapacity, running))
+        before = set(prep.get("before", [instance.InstanceId for instance in asg.Instances]))
+        new = [
+            i.InstanceId
+            for i in asg.Instances
+            if i.InstanceId not in before and i.LifecycleState in LIVE_STATES
+        ]
+        ready = self._ready_nodes(region, new)
+        terminated = []
+        for iid in new:
+            if iid in ready:
+                continue
+            try:
+                self.aws.terminate_instance(region, iid, decrement=True)
+            except InstanceNotFound:
+                continue  # already gone
+            terminated.append(iid)
+        if terminated:
+            asg = self.aws.describe_group(region, name)
+        live = sum(1 for i in asg.Instances if i.LifecycleState in LIVE_STATES)
+        desired = max(asg.MinSize, min(asg.DesiredCapacity, live))
         if desired != asg.DesiredCapacity:
             self.aws.set_desired_capacity(region, name, desired)
         self.metric("GroupsBackedOff", 1)
@@ -267,7 +294,7 @@ class ScaleSteps:
             "reason": reason,
             "backoff_until": iso(until),
             "desired": desired,
-            "was": asg.DesiredCapacity,
+            "terminated": terminated,
         }
 
     # --- next_round ----------------------------------------------------------------------------
@@ -348,5 +375,15 @@ class ScaleSteps:
 
 
 def _compact(result: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("group", "region", "outcome", "reason", "error", "cause", "desired", "backoff_until")
+    keep = (
+        "group",
+        "region",
+        "outcome",
+        "reason",
+        "error",
+        "cause",
+        "desired",
+        "backoff_until",
+        "terminated",
+    )
     return {k: result[k] for k in keep if k in result}
