@@ -1,0 +1,242 @@
+"""Scale-up end to end: the plan function on a stream record, the real scale_up.asl.json executed by moto,
+the scale function in-process, Auto Scaling made AWS-like by CloudSim, Nodes by the kubelet stand-in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+from unittest import mock
+
+import pytest
+from conftest import HOME, WEST, Cloud
+from moto.autoscaling.exceptions import AutoscalingClientError
+from moto.autoscaling.models import AutoScalingBackend
+
+from spillway.adapters.state_store import StateStore
+from spillway.errors import StaleSnapshot, StateConflict
+from spillway.local import cloud as cloud_module
+
+
+def gpu_cluster(cloud: Cloud, pods: int = 4) -> None:
+    """A busy-enough CPU group, GPU groups in both regions (empty), and ``pods`` pending 1-GPU pods."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    cloud.group("gpu-east", region=HOME)
+    cloud.group("gpu-west", region=WEST)
+    cloud.wait_nodes(1)
+    cloud.pending_gpu_pods("train", pods)
+
+
+def history_errors(cloud: Cloud, execution_arn: str) -> list[str]:
+    """Errors of failed task attempts: aws-sdk tasks (TaskFailed) and Lambda tasks (LambdaFunctionFailed)."""
+    out = []
+    for e in cloud.stack.history(execution_arn):
+        if e["type"] == "TaskFailed":
+            out.append(e["taskFailedEventDetails"]["error"])
+        elif e["type"] == "LambdaFunctionFailed":
+            out.append(e["lambdaFunctionFailedEventDetails"]["error"])
+    return out
+
+
+@contextmanager
+def flaky_set_desired(errors: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
+    """moto's SetDesiredCapacity answers these errors first (one per call), then works (through CloudSim's
+    checks and log, so that log holds only the calls that took effect)."""
+    original: Callable[..., Any] = AutoScalingBackend.set_desired_capacity
+    left = list(errors)
+
+    def flaky(self: Any, group_name: str, desired_capacity: int | None) -> Any:
+        if left:
+            code, message = left.pop(0)
+            raise AutoscalingClientError(code, message)
+        return original(self, group_name, desired_capacity)
+
+    with mock.patch.object(AutoScalingBackend, "set_desired_capacity", flaky):
+        yield left
+
+
+def test_a_gpu_burst_grows_the_gpu_group_and_its_nodes_come_up(cloud: Cloud) -> None:
+    gpu_cluster(cloud)
+    key = cloud.snapshot()
+
+    result = cloud.plan(cloud.stream_event(key))
+
+    [outcome] = result["results"]
+    assert outcome["status"] == "acted" and result["batchItemFailures"] == []
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED", execution
+    assert execution["name"] == f"up-{outcome['plan_id']}"
+    assert cloud.desired("gpu-east") == 4
+    assert cloud.desired("gpu-west", WEST) == 0 and cloud.desired("general") == 1
+    assert [c.desired for c in cloud.sim.calls_for("gpu-east")] == [4]
+    assert len(cloud.kube.list("Node")) == 5
+    assert execution["output"]["result"] == "launched" and execution["output"]["round"] == 1
+
+
+def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_execution(
+    cloud: Cloud,
+) -> None:
+    gpu_cluster(cloud)
+    cloud.sim.capacity_outage("gpu-east", HOME)
+    key = cloud.snapshot()
+
+    cloud.plan(cloud.stream_event(key))
+
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED", execution
+    assert len(cloud.executions()) == 1
+    # The primary group: asked for 4, got nothing, set back to what runs (0), backed off.
+    assert [c.desired for c in cloud.sim.calls_for("gpu-east")] == [4, 0]
+    assert cloud.desired("gpu-east") == 0
+    backoff = cloud.state_item("backoff#gpu-east")
+    assert backoff is not None and "do not have sufficient g5.xlarge capacity" in backoff["reason"]["S"]
+    assert int(backoff["expires_at"]["N"]) > int(cloud.started_at.timestamp())
+    # The secondary region took the burst (through the scale function: another region).
+    assert [c.desired for c in cloud.sim.calls_for("gpu-west", WEST)] == [4]
+    assert cloud.desired("gpu-west", WEST) == 4
+    rounds = execution["output"]["rounds"]
+    assert [[g["outcome"] for g in r["groups"]] for r in rounds] == [["backed_off"], ["ready"]]
+    replans = [p for p in cloud.plans() if p["kind"]["S"] == "replan"]
+    assert len(replans) == 1 and replans[0]["summary"]["M"]["overflow_nodes"]["N"] == "4"
+
+
+def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpu-east's instances boot, but their Nodes never turn Ready (a broken AMI, say)."""
+    original_node = cloud_module._node
+
+    def broken_kubelet(name: str, instance_id: str, zone: str, region: str, template: Any) -> Any:
+        node = original_node(name, instance_id, zone, region, template)
+        if region == HOME and template.labels.get("node.kubernetes.io/instance-type") == "g5.xlarge":
+            node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+        return node
+
+    monkeypatch.setattr(cloud_module, "_node", broken_kubelet)
+    monkeypatch.setenv("LAUNCH_TIMEOUT_SECONDS", "3")
+    gpu_cluster(cloud)
+
+    cloud.plan(cloud.stream_event(cloud.snapshot()))
+
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED", execution
+    first, second = execution["output"]["rounds"]
+    [east] = first["groups"]
+    assert east["outcome"] == "backed_off" and len(east["terminated"]) == 4
+    assert "0 of 4 new node(s) Ready by the launch deadline" in east["reason"]
+    # The four instances that never became nodes were terminated (desired 4 -> 0), nothing else.
+    assert cloud.desired("gpu-east") == 0 and cloud.desired("general") == 1
+    assert cloud.state_item("backoff#gpu-east") is not None
+    assert [g["outcome"] for g in second["groups"]] == ["ready"]
+    assert cloud.desired("gpu-west", WEST) == 4
+
+
+@pytest.mark.parametrize("region", [HOME, WEST], ids=["aws-sdk task", "scale function"])
+def test_throttling_and_activity_in_progress_are_retried_and_capacity_is_set_once(
+    cloud: Cloud, region: str
+) -> None:
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    cloud.group("gpu", region=region)
+    cloud.wait_nodes(1)
+    cloud.pending_gpu_pods("train", 3)
+    key = cloud.snapshot()
+    injected = [
+        ("ScalingActivityInProgress", "Scaling activity 1a2b is in progress and blocks this action"),
+        ("ScalingActivityInProgress", "Scaling activity 1a2b is in progress and blocks this action"),
+        ("Throttling", "Rate exceeded"),
+    ]
+
+    with flaky_set_desired(injected) as left:
+        cloud.plan(cloud.stream_event(key))
+        [execution] = cloud.wait_all()
+
+    assert execution["status"] == "SUCCEEDED", execution
+    assert left == []
+    assert [c.desired for c in cloud.sim.calls_for("gpu", region)] == [3]  # the one call that took effect
+    assert cloud.desired("gpu", region) == 3
+    retried = history_errors(cloud, execution["executionArn"])
+    expected = "AutoScaling.ScalingActivityInProgressException" if region == HOME else "AwsThrottled"
+    assert retried.count(expected) >= 2, retried
+
+
+def test_the_same_stream_record_twice_gives_one_plan_and_one_execution(cloud: Cloud) -> None:
+    gpu_cluster(cloud, pods=2)
+    event = cloud.stream_event(cloud.snapshot())
+
+    first = cloud.plan(event)
+    second = cloud.plan(event)
+
+    assert first == second  # the idempotency record answered the second delivery
+    assert len([p for p in cloud.plans() if p["kind"]["S"] == "plan"]) == 1
+    assert len(cloud.executions()) == 1
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED" and cloud.desired("gpu-east") == 2
+
+
+def test_of_two_planners_at_once_only_one_acts(cloud: Cloud) -> None:
+    gpu_cluster(cloud, pods=2)
+    keys = [cloud.snapshot(), cloud.snapshot()]
+    both_loaded = threading.Barrier(2)
+    original_load = StateStore.load
+
+    def load_together(self: StateStore, cluster: str) -> Any:
+        loaded = original_load(self, cluster)
+        both_loaded.wait(timeout=20)  # both planners hold version 0 before either commits
+        return loaded
+
+    results: dict[str, Any] = {}
+
+    def planner(key: str) -> None:
+        try:
+            results[key] = cloud.plan({"cluster": "ml", "snapshot_key": key})
+        except Exception as exc:
+            results[key] = exc
+
+    with serialized_transactions(), mock.patch.object(StateStore, "load", load_together):
+        threads = [threading.Thread(target=planner, args=(k,)) for k in keys]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+
+    acted = [r for r in results.values() if isinstance(r, dict) and r["status"] == "acted"]
+    lost = [r for r in results.values() if isinstance(r, StateConflict)]
+    assert len(acted) == 1 and len(lost) == 1, results
+    assert len(cloud.executions()) == 1
+    assert [p["planned_at"]["S"] for p in cloud.plans()] == [acted[0]["snapshot_key"]]
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED"
+
+
+def test_a_stale_snapshot_acts_on_nothing(cloud: Cloud) -> None:
+    gpu_cluster(cloud)
+    key = cloud.snapshot(age=timedelta(minutes=5))
+
+    from_stream = cloud.plan(cloud.stream_event(key))
+    with pytest.raises(StaleSnapshot):
+        cloud.plan({"cluster": "ml", "snapshot_key": key})
+
+    assert [r["status"] for r in from_stream["results"]] == ["stale"]
+    assert from_stream["batchItemFailures"] == []  # retrying cannot freshen it
+    assert cloud.plans() == [] and cloud.state_item("state") is None
+    assert cloud.executions() == [] and cloud.sim.set_desired_calls == []
+
+
+@contextmanager
+def serialized_transactions() -> Iterator[None]:
+    """DynamoDB applies a conditional transaction atomically; moto checks, then writes, unlocked. With
+    two threads racing, give moto the lock DynamoDB has."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    original = DynamoDBBackend.transact_write_items
+    lock = threading.Lock()
+
+    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original(self, *args, **kwargs)
+
+    with mock.patch.object(DynamoDBBackend, "transact_write_items", locked):
+        yield
