@@ -15,8 +15,9 @@ lost race (StateConflict), the same snapshot being planned right now by another 
 (IdempotencyAlreadyInProgressError) or a transient error is reported as a batch item failure, so Lambda retries
 from that record. Invoked directly, those errors are raised, under their own names.
 
-Metrics (EMF): ScaleUpNodes, Uncordoned (planned), DrainsPlanned, UnplaceablePods, Overflow (nodes
-planned outside the primary region), StaleSnapshots, PlanConflicts.
+Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
+primary region), StaleSnapshots, PlanConflicts. (Uncordoned and GroupsBackedOff come from the scale
+function, when it happens.)
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ IDEMPOTENCY_SECONDS = 3600
 def record_outcome(outcome: dict[str, Any]) -> None:
     summary = outcome.get("summary") or {}
     add_count("ScaleUpNodes", summary.get("scale_up_nodes", 0))
-    add_count("Uncordoned", summary.get("uncordon", 0))
     add_count("DrainsPlanned", summary.get("drains", 0))
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
     add_count("Overflow", summary.get("overflow_nodes", 0))
