@@ -57,10 +57,21 @@ def write_chart(
     )
     xs, ys = average_steps(step, 0, end, points)
     ax.plot([x / day for x in xs], ys, color="black", linewidth=1.0, label="step lower bound")
+    styles = {"spillway": ("tab:blue", "-", 1.4, 5), "static": ("tab:orange", "-", 0.9, 3)}
+    others = iter([("tab:green", "--", 0.9, 3), ("tab:red", ":", 1.2, 4), ("tab:purple", "-.", 0.9, 3)])
     for run in runs:
+        color, style, width, order = styles.get(run.policy) or next(others, ("tab:gray", "-", 0.9, 3))
         series = [(t, float(n)) for t, n in run.world.series]
         xs, ys = average_steps(series, 0, run.end, points)
-        ax.plot([x / day for x in xs], ys, linewidth=0.9, label=f"capacity: {run.policy}")
+        ax.plot(
+            [x / day for x in xs],
+            ys,
+            color=color,
+            linestyle=style,
+            linewidth=width,
+            zorder=order,
+            label=f"capacity: {run.policy}",
+        )
     ax.set_xlabel("days from the start of the trace")
     ax.set_ylabel("nodes")
     ax.set_title(title)
