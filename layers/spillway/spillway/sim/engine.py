@@ -95,7 +95,7 @@ def replay(
         world.schedule()
         if world.done == total:
             break
-        if world.dirty:
+        if world.dirty and policy.reactive:
             due = _ceil_tick(t, interval)
             next_tick = due if next_tick is None else min(next_tick, due)
         if next_tick == t:

@@ -28,6 +28,7 @@ from spillway.sim.world import SimGroup, SimNode, Vector, World
 
 class Policy(Protocol):
     name: str
+    reactive: bool  # False: never acts after the start, so it is never asked
 
     def start(self, world: World) -> None:
         """Called once at time 0, before any job arrives."""
@@ -72,6 +73,7 @@ class SpillwayPolicy:
     """
 
     name = "spillway"
+    reactive = True
 
     def __init__(self, config: PlannerConfig) -> None:
         self.config = config
@@ -121,6 +123,7 @@ class StaticPolicy:
     """
 
     name = "static"
+    reactive = False
 
     def __init__(self, nodes: int) -> None:
         self.nodes = nodes
@@ -164,6 +167,7 @@ class Ec2AutoscalerPolicy:
     """
 
     name = "ec2-autoscaler"
+    reactive = True
     OVER_PROVISION = 5
     IDLE_THRESHOLD = 3300
     TYPE_IDLE_THRESHOLD = 7 * 24 * 3600
@@ -294,8 +298,9 @@ class ClusterAutoscalerPolicy:
     Scale-up from unschedulable pods: pods that fit on existing nodes (simulated first fit) or on nodes
     still launching (desired minus registered, as template nodes) are left alone; for the rest each
     group not backed off and below MaxSize is an option sized by a first-fit-decreasing bin-packing
-    estimate, and the default ``random`` expander picks one (seeded), one group per loop. A failed
-    launch backs the group off for 5 minutes, doubling to 30 (``initial/max-node-group-backoff-duration``).
+    estimate, and the default ``random`` expander picks one (seeded), one group per loop. Launches that
+    fail show at the next loop, which backs the group off for 5 minutes, doubling to 30
+    (``initial/max-node-group-backoff-duration``), and picks among the other groups.
 
     Scale-down: a node is unneeded when its utilisation (GPU nodes: GPU requests over allocatable;
     others: the larger of CPU and memory) is under 50% (``--scale-down-utilization-threshold``) and all
@@ -310,6 +315,7 @@ class ClusterAutoscalerPolicy:
     """
 
     name = "cluster-autoscaler"
+    reactive = True
     UNNEEDED = 600
     DELAY_AFTER_ADD = 600
     UTILISATION = 0.5
@@ -376,13 +382,15 @@ class ClusterAutoscalerPolicy:
                     bins.append(fresh)
             if bins:
                 options.append((group, len(bins)))
-        while options:
-            group, count = options.pop(self.rng.randrange(len(options)))
-            if world.set_desired(group.name, group.desired + count):
-                self.last_scale_up = t
-                return True
+        if not options:
+            return False
+        group, count = options[self.rng.randrange(len(options))]
+        if not world.set_desired(group.name, group.desired + count):
+            # IncreaseSize succeeded as far as it knows; the instances fail to launch, and the group is
+            # backed off when that shows (the next loop here), which then picks another option.
             self._fail(group, t)
-        return False
+        self.last_scale_up = t
+        return True
 
     def _utilisation(self, node: SimNode) -> float:
         used = [a - f for a, f in zip(node.alloc, node.free, strict=True)]
