@@ -110,6 +110,9 @@ def test_outage_spills_to_the_secondary_region_then_comes_back(tmp_path: Path) -
     assert len(world.groups["gpu-west"].instances) == 0
     assert sorted(world.waits.values()) == [(120, 8), (180, 1)]
     assert result.node_hours == pytest.approx(((4380 - 60) + (7320 - 3600)) / 3600)
+    assert result.node_hours_by_group == pytest.approx(
+        {"gpu-east": (7320 - 3600) / 3600, "gpu-west": (4380 - 60) / 3600}
+    )
     assert result.pods_killed == 0
 
 

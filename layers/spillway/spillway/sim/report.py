@@ -43,6 +43,7 @@ def percentile(samples: Sequence[tuple[int, int]], share: float) -> float:
 class PolicyResult:
     policy: str
     node_hours: float
+    node_hours_by_group: dict[str, float]
     cost_usd: float | None
     ratio_to_step_bound: float | None
     pending_seconds: dict[str, float]  # p50/p90/p99
@@ -63,6 +64,7 @@ class PolicyResult:
         return {
             "policy": self.policy,
             "node_hours": round(self.node_hours, 3),
+            "node_hours_by_group": {k: round(v, 3) for k, v in self.node_hours_by_group.items()},
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 2),
             "ratio_to_step_bound": None
             if self.ratio_to_step_bound is None
@@ -115,6 +117,7 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float]) -> PolicyR
     return PolicyResult(
         policy=run.policy,
         node_hours=node_hours,
+        node_hours_by_group={g: counters.group_seconds.get(g, 0) / 3600 for g in world.groups},
         cost_usd=cost,
         ratio_to_step_bound=node_hours / bounds.step_node_hours if bounds.step_node_hours else None,
         pending_seconds={f"p{p}": percentile(plain, p / 100) for p in (50, 90, 99)},

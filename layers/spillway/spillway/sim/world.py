@@ -285,6 +285,7 @@ class Counters:
     pods_killed: int = 0  # pods running on a node when it was terminated
     jobs_killed: int = 0
     node_seconds: dict[str, int] = field(default_factory=dict)  # by instance type
+    group_seconds: dict[str, int] = field(default_factory=dict)  # by group
     used_seconds: int = 0  # milli-units of the measured resource x seconds
     capacity_seconds: int = 0
 
@@ -466,14 +467,19 @@ class World:
         group.desired -= 1
         group.version += 1
         self.counters.nodes_terminated += 1
-        self.counters.node_seconds[group.spec.instance_type] = (
-            self.counters.node_seconds.get(group.spec.instance_type, 0) + self.t - node.launched
-        )
+        self._bill(node)
         self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
         self._alive(-1)
         self.dirty = True
         if self.track:
             self.node_infos.pop(node_name, None)
+
+    def _bill(self, node: SimNode) -> None:
+        seconds = self.t - node.launched
+        group = node.group
+        by_type, by_group = self.counters.node_seconds, self.counters.group_seconds
+        by_type[group.spec.instance_type] = by_type.get(group.spec.instance_type, 0) + seconds
+        by_group[group.name] = by_group.get(group.name, 0) + seconds
 
     def cordon(self, node_name: str, by: str) -> None:
         node = self.nodes[node_name]
@@ -761,10 +767,7 @@ class World:
         """Close the books at ``self.t``: nodes still up, jobs still running."""
         for group in self.groups.values():
             for node in group.instances.values():
-                itype = group.spec.instance_type
-                self.counters.node_seconds[itype] = (
-                    self.counters.node_seconds.get(itype, 0) + self.t - node.launched
-                )
+                self._bill(node)
                 self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
         for sim_job in self.jobs:
             if sim_job.state == "running":
