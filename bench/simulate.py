@@ -3,8 +3,9 @@
 For each scheduler scoring strategy it replays ``../shared/traces/philly.csv`` (8-GPU p3.16xlarge
 nodes, 120 s boot, 60 s interval) under Spillway and the reference policies and prints one table row
 per policy, with the replay's wall time. ``--floor`` adds Spillway with every delay of its own taken
-out (no idle time, no launch delay, no scale-in cap, instant boot): what is left above the step lower
-bound is the scheduler's packing, which no autoscaler can remove without moving running pods.
+out (no idle time, no launch delay, no scale-in cap; the same boot time): what is left above the step
+lower bound is boot time and the scheduler's packing, which no autoscaler removes without moving
+running pods.
 ``--profile`` prints where the time of one Spillway replay goes (cProfile). Figures, not pass/fail.
 
 Run: `.venv/bin/python bench/simulate.py [--trace PATH] [--limit N] [--floor] [--profile]`
@@ -70,11 +71,9 @@ def main() -> int:
             scale_down_idle_minutes=0, scale_down_delay_after_launch_minutes=0, max_scale_in_fraction=1
         )
         for scoring in ("least-allocated", "most-allocated"):
-            config = SimConfig(
-                scheduler=SchedulerConfig(scoring), planner=planner, boot_seconds=0, policies=("spillway",)
-            )
+            config = SimConfig(scheduler=SchedulerConfig(scoring), planner=planner, policies=("spillway",))
             report = simulate(config, trace)
-            print(row(scoring, replace(report.results[0], policy="spillway, no delays (floor)")))
+            print(row(scoring, replace(report.results[0], policy="spillway, no idle time (floor)")))
     print(f"\nstep lower bound: {bound:,.0f} node-hours")
     if args.profile:
         profile = cProfile.Profile()

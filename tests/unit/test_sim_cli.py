@@ -55,7 +55,19 @@ def test_simulate_json(small_trace: Path, capsys: pytest.CaptureFixture[str]) ->
         assert set(policy["pending_added_gpu_weighted_seconds"]) == {"p50", "p90", "p99"}
     spillway = out["policies"][0]
     assert spillway["actions"]["failed_launch_calls"] >= 1  # it tried the primary during the outage
-    assert "total" in out["wall_seconds"]
+    assert set(spillway["node_hours_by_group"]) == {"gpu-us-east-1", "gpu-us-west-2"}
+
+
+def test_simulate_json_is_the_same_for_the_same_seed(
+    small_trace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outputs = []
+    for _ in range(2):
+        assert main(["simulate", str(small_trace), "--json", "--no-progress", "--seed", "3"]) == 0
+        captured = capsys.readouterr()
+        assert captured.err.startswith("replayed in ")  # wall times go to stderr, not into the report
+        outputs.append(captured.out)
+    assert outputs[0] == outputs[1]
 
 
 def test_simulate_table_and_chart(

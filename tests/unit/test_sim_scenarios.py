@@ -213,7 +213,7 @@ def test_determinism_same_seed_same_report(tmp_path: Path) -> None:
         policies=("spillway", "static", "ec2-autoscaler", "cluster-autoscaler"),
         **config,
     )
-    assert first.to_dict(timing=False) == second.to_dict(timing=False)
+    assert first.to_dict() == second.to_dict()
     assert [r.world.series for r in first.runs] == [r.world.series for r in second.runs]
 
 

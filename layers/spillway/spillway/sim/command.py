@@ -244,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
         write_chart(args.chart, report.bounds, report.runs, title)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
+        times = ", ".join(f"{r.policy} {r.wall_seconds:.1f} s" for r in report.results)
+        print(f"replayed in {report.wall_seconds:.1f} s ({times})", file=sys.stderr)
     else:
         print(
             f"{args.trace}: {report.jobs:,} jobs ({report.pods:,} pods), {len(groups)} group(s) of "

@@ -70,7 +70,8 @@ class Report:
     results: tuple[PolicyResult, ...]
     wall_seconds: float
 
-    def to_dict(self, timing: bool = True) -> dict[str, Any]:
+    def to_dict(self, timing: bool = False) -> dict[str, Any]:
+        """The report as JSON-able data; the same seed gives the same data, unless ``timing`` adds wall times."""
         cfg = self.config
         used_types = sorted({g.instance_type for g in cfg.groups})
         out: dict[str, Any] = {
