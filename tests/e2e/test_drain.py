@@ -226,16 +226,18 @@ def test_drain_under_a_pdb_evicts_one_pod_at_a_time_then_terminates_and_deletes_
     assert out["outcome"] == "terminated"
     assert out["node"] == node and out["instance_id"] == instance and out["group"] == "general"
     assert sorted(out["evicted"]) == ["team-a/web-0", "team-a/web-1", "team-a/web-2"]
-    assert out["rounds"] >= 3  # the budget let one pod go per round
+    assert out["rounds"] >= 2  # the budget refused some evictions: they were retried next round
     assert out["node_deleted"] is True
-    assert controller.created >= 3
+    assert controller.created >= 2  # the last eviction needed two replacements Running and Ready
     asg = group(HOME, "general")
     assert asg["DesiredCapacity"] == 2  # decremented: the group does not replace the instance
     assert instance not in {i["InstanceId"] for i in asg["Instances"]}
     assert world.node(node) is None
     # The DaemonSet pod was never evicted (the emulator leaves a deleted Node's pods in place).
-    evictions = [r.path for r in world.api.requests if r.path.endswith("/eviction")]
-    assert evictions and all("/team-a/" in p for p in evictions)
+    evictions = [r for r in world.api.requests if r.path.endswith("/eviction")]
+    assert all("/team-a/" in r.path for r in evictions)
+    assert [r.status for r in evictions].count(201) == 3
+    assert 429 in [r.status for r in evictions]  # a PodDisruptionBudget said "not now"
     reasons = [e.get("reason") for e in world.api.list("Event") if e["involvedObject"]["name"] == node]
     assert "SpillwayDraining" in reasons and "SpillwayDrained" in reasons
 
