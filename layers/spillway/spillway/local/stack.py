@@ -182,19 +182,6 @@ class LocalStack:
             self._handlers[name] = _load_handler(
                 self.template_path.parent / props["CodeUri"], props.get("Handler", "app.handler")
             )
-        for resource in resources.values():
-            if resource.get("Type") != FUNCTION_TYPE:
-                continue
-            variables = {
-                **globals_env,
-                **(((resource.get("Properties") or {}).get("Environment") or {}).get("Variables") or {}),
-            }
-            for key, value in variables.items():
-                resolved = self.resolve(value)
-                if resolved is not None:
-                    env[key] = str(resolved)
-        env.update(self.environment)
-        os.environ.update(env)
         sfn = self.client("stepfunctions")
         # State machines may refer to each other: create in dependency order (referenced first).
         pending = {k: v for k, v in resources.items() if v.get("Type") == STATE_MACHINE_TYPE}
@@ -226,6 +213,22 @@ class LocalStack:
                 progressed = True
             if not progressed:
                 raise ValueError(f"state machines refer to each other in a cycle: {sorted(pending)}")
+        # Environment last: variables may name state machines (their ARNs exist only now).
+        for resource in resources.values():
+            if resource.get("Type") != FUNCTION_TYPE:
+                continue
+            variables = {
+                **globals_env,
+                **(((resource.get("Properties") or {}).get("Environment") or {}).get("Variables") or {}),
+            }
+            for key, value in variables.items():
+                resolved = self.resolve(value)
+                if isinstance(resolved, list):
+                    env[key] = ",".join(str(r) for r in resolved)
+                elif resolved is not None:
+                    env[key] = str(resolved)
+        env.update(self.environment)
+        os.environ.update(env)
 
     def resolve(self, value: Any) -> Any:
         """A template value with Ref/GetAtt/Sub resolved against this stack; None when unknowable."""
@@ -253,7 +256,10 @@ class LocalStack:
             return re.sub(r"\$\{([^}]+)\}", sub, text)
         if fn == "Fn::Join":
             sep, parts = arg
-            resolved = [self.resolve(p) for p in parts]
+            listed = parts if isinstance(parts, list) else self.resolve(parts)
+            if not isinstance(listed, list):
+                return None
+            resolved = [self.resolve(p) for p in listed]
             return None if any(r is None for r in resolved) else sep.join(str(r) for r in resolved)
         if fn == "Fn::Select":
             index, items = arg
@@ -272,12 +278,18 @@ class LocalStack:
             return "aws"
         if name == "AWS::StackName":
             return self.prefix
-        if name in self.parameters:
-            return self.parameters[name]
         parameter = (self.template.get("Parameters") or {}).get(name)
-        if parameter is not None:
-            default = parameter.get("Default")
-            return ",".join(default) if isinstance(default, list) else default
+        if name in self.parameters or parameter is not None:
+            value = self.parameters[name] if name in self.parameters else (parameter or {}).get("Default")
+            if parameter is not None and str(parameter.get("Type", "")).startswith(
+                ("CommaDelimitedList", "List<")
+            ):
+                return (
+                    value
+                    if isinstance(value, list)
+                    else [v.strip() for v in str(value or "").split(",") if v.strip()]
+                )
+            return value
         if name in self.tables:
             return self.tables[name]
         if name in self.functions:
