@@ -40,7 +40,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -66,6 +66,9 @@ from spillway.model.k8s import (
     Pod,
 )
 from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED, is_managed
+
+if TYPE_CHECKING:
+    from spillway.adapters.aws import AwsAdapter
 
 DEFAULT_DEADLINE_SECONDS = 900
 DEFAULT_POLL_SECONDS = 15
@@ -347,8 +350,8 @@ class DrainCloud(Protocol):
 class AsgCloud:
     """:class:`DrainCloud` on :class:`spillway.adapters.aws.AwsAdapter` (plus one lookup it lacks)."""
 
-    def __init__(self, aws: Any) -> None:
-        self.aws = aws  # spillway.adapters.aws.AwsAdapter
+    def __init__(self, aws: AwsAdapter) -> None:
+        self.aws = aws
 
     def placement(self, region: str, instance_id: str) -> Placement | None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -368,12 +371,10 @@ class AsgCloud:
         return None
 
     def describe_group(self, region: str, group: str) -> AutoScalingGroup:
-        result: AutoScalingGroup = self.aws.describe_group(region, group)
-        return result
+        return self.aws.describe_group(region, group)
 
     def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
-        result: ScalingActivity = self.aws.terminate_instance(region, instance_id, decrement=decrement)
-        return result
+        return self.aws.terminate_instance(region, instance_id, decrement=decrement)
 
 
 # --- the steps -------------------------------------------------------------------------------------
