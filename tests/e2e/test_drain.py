@@ -134,8 +134,7 @@ def world() -> Iterator[World]:
             stack = LocalStack(
                 template=TEMPLATE,
                 parameters={"ClusterName": CLUSTER, "Regions": f"{HOME},{WEST}"},
-                # REGIONS: LocalStack cannot resolve !Join over a CommaDelimitedList parameter.
-                environment={"CLUSTER_ACCESS": "url", "KUBE_URL": api.url, "REGIONS": f"{HOME},{WEST}"},
+                environment={"CLUSTER_ACCESS": "url", "KUBE_URL": api.url},
             )
             with stack, CloudSim() as sim:
                 yield _populated(World(api=api, stack=stack, sim=sim))
