@@ -122,6 +122,18 @@ def test_recent_insufficient_capacity_backs_the_group_off_and_spills_over() -> N
     assert set(scale_up(later)) == {"gpu-east"}
 
 
+def test_desired_raised_by_a_failed_launch_is_not_counted_as_launching() -> None:
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=8, desired=1, gpu_taint=True)  # desired 1, no instance
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    w.launch_failure("gpu-east", minutes_ago=1)
+    (job,) = w.gpu_pods("train", 1, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {"gpu-west": (0, 1, [job])}
+
+
 def test_backoff_from_state_is_honoured_and_expires() -> None:
     w = World()
     w.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True)

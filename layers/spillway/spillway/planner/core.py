@@ -445,8 +445,11 @@ class _Planner:
             if not cls.remaining:
                 continue
             candidates, rejected = self._candidate_groups(cls)
-            # (2) capacity already launching
+            # (2) capacity already launching; a group whose launches fail for capacity is not really
+            # launching: its raised desired capacity is a promise EC2 is not keeping.
             for group in candidates:
+                if backoff[group.name]:
+                    continue
                 bins = launch_bins.get(group.name)
                 if bins and cls.remaining:
                     note = f"fits on capacity already launching in {group.name}; nothing new to launch"
