@@ -36,8 +36,6 @@ AMI = "ami-12c6146b"
 GPU_TAINT = "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 ENVIRONMENT = {
-    # LocalStack cannot resolve !Join over a list parameter (REGIONS in template.yaml) yet.
-    "REGIONS": ",".join(REGIONS),
     "CLUSTER_ACCESS": "url",
     "SCALE_UP_POLL_SECONDS": "1",
     "LAUNCH_TIMEOUT_SECONDS": "20",
@@ -211,7 +209,7 @@ def cloud() -> Iterator[Cloud]:
     saved = dict(os.environ)
     spillway_clients.reset()
     kube = KubeApiServer().start()
-    environment = {**ENVIRONMENT, "KUBE_URL": kube.url, "SPILLWAY_KUBE_URL": kube.url}
+    environment = {**ENVIRONMENT, "KUBE_URL": kube.url}
     try:
         with (
             LocalStack(
@@ -221,7 +219,6 @@ def cloud() -> Iterator[Cloud]:
             ) as stack,
             CloudSim() as sim,
         ):
-            _late_environment(stack)
             registrar = NodeRegistrar(kube, cluster=CLUSTER, regions=REGIONS, boot_seconds=0.3, tick=0.1)
             rig = Cloud(stack=stack, sim=sim, kube=kube, registrar=registrar.start())
             try:
@@ -235,20 +232,6 @@ def cloud() -> Iterator[Cloud]:
         spillway_clients.reset()
         os.environ.clear()
         os.environ.update(saved)
-
-
-def _late_environment(stack: LocalStack) -> None:
-    """Function variables that refer to state machines (SCALE_UP_STATE_MACHINE_ARN): LocalStack sets
-    the environment before it creates the state machines, so resolve those once they exist."""
-    for resource in stack.template["Resources"].values():
-        if resource.get("Type") != "AWS::Serverless::Function":
-            continue
-        variables = ((resource.get("Properties") or {}).get("Environment") or {}).get("Variables") or {}
-        for name, value in variables.items():
-            if name not in os.environ and name not in ENVIRONMENT:
-                resolved = stack.resolve(value)
-                if resolved is not None:
-                    os.environ[name] = str(resolved)
 
 
 def _finish_executions(rig: Cloud, timeout: float = 60.0) -> None:

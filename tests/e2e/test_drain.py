@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,56 +88,23 @@ class World:
         self.api.add(objects.daemonset_pod(f"aws-node-{node[:12]}", node))
 
 
-@contextmanager
-def sfn_integration_like_aws() -> Iterator[None]:
-    """moto's ``states:startExecution`` integration passes ``StateMachineArn``/``Input``/``Name`` to boto
-    unchanged (boto wants ``stateMachineArn``...) and returns boto's ``executionArn``...; AWS takes and
-    gives the PascalCase names. Translate both ways, as the LocalStack interpreter moto ported does."""
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-        state_task_service_sfn as sfn,
-    )
-
-    cls = sfn.StateTaskServiceSfn
-    original_parameters, original_response = cls._normalise_parameters, cls._normalise_response
-
-    def parameters(self: Any, parameters: dict[str, Any], **kwargs: Any) -> None:
-        original_parameters(self, parameters, **kwargs)
-        for key in list(parameters):
-            parameters[key[:1].lower() + key[1:]] = parameters.pop(key)
-
-    def response(self: Any, response: Any, **kwargs: Any) -> None:
-        original_response(self, response, **kwargs)
-        if isinstance(response, dict):
-            for key in list(response):
-                response[key[:1].upper() + key[1:]] = response.pop(key)
-
-    setattr(cls, "_normalise_parameters", parameters)  # noqa: B010 (mypy: a method replaced)
-    setattr(cls, "_normalise_response", response)  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(cls, "_normalise_parameters", original_parameters)  # noqa: B010
-        setattr(cls, "_normalise_response", original_response)  # noqa: B010
-
-
 @pytest.fixture
 def world(cloud: Cloud) -> Iterator[World]:
     """ "general" (3 nodes, us-east-1) and "west" (2, us-west-2) tagged for the cluster, and one node of
     "untagged", a group that is not; the emulator's request log starts empty."""
-    with sfn_integration_like_aws():
-        cloud.group("general", instance_type="m5.large", desired=3, gpu=False)
-        cloud.group("west", region=WEST, instance_type="m5.large", desired=2, gpu=False)
-        stray = untagged_group("untagged", 1)
-        cloud.wait_nodes(5)
-        w = World(cloud=cloud)
-        w.instances = {name: instance for instance, name in dict(cloud.registrar.registered).items()}
-        for name, region in (("general", HOME), ("west", WEST)):
-            ids = {i["InstanceId"] for i in cloud.asg(name, region)["Instances"]}
-            w.nodes[name] = sorted(n for n, i in w.instances.items() if i in ids)
-        cloud.kube.add(objects.node(STRAY, instance=stray, zone=f"{HOME}a"))
-        w.instances[STRAY] = stray
-        cloud.kube.clear_requests()
-        yield w
+    cloud.group("general", instance_type="m5.large", desired=3, gpu=False)
+    cloud.group("west", region=WEST, instance_type="m5.large", desired=2, gpu=False)
+    stray = untagged_group("untagged", 1)
+    cloud.wait_nodes(5)
+    w = World(cloud=cloud)
+    w.instances = {name: instance for instance, name in dict(cloud.registrar.registered).items()}
+    for name, region in (("general", HOME), ("west", WEST)):
+        ids = {i["InstanceId"] for i in cloud.asg(name, region)["Instances"]}
+        w.nodes[name] = sorted(n for n, i in w.instances.items() if i in ids)
+    cloud.kube.add(objects.node(STRAY, instance=stray, zone=f"{HOME}a"))
+    w.instances[STRAY] = stray
+    cloud.kube.clear_requests()
+    yield w
 
 
 class ReplicaSetController:

@@ -659,7 +659,7 @@ def _load_app() -> ModuleType:
 
 
 def test_the_handler_module_imports_without_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("CLUSTER_NAME", "REGIONS", "SPILLWAY_KUBE_URL"):
+    for name in ("CLUSTER_NAME", "REGIONS", "KUBE_URL"):
         monkeypatch.delenv(name, raising=False)
     assert _load_app()._services is None
 

@@ -11,7 +11,10 @@ Two things are adjusted so that moto behaves like AWS where the product depends 
 * a Lambda task that raises answers ``{"errorType": <exception class name>, ...}`` with the
   ``X-Amz-Function-Error`` header, so ``Retry``/``Catch`` match on our error names as on AWS;
 * errors of ``aws-sdk:*`` tasks are named as AWS documents them, ``<Service>.<ErrorCode>Exception``
-  (``AutoScaling.ScalingActivityInProgressException``), where moto would use the boto class name.
+  (``AutoScaling.ScalingActivityInProgressException``), where moto would use the boto class name;
+* the ``states:startExecution`` integration takes and returns AWS's PascalCase names
+  (``StateMachineArn``, ``Input``; ``ExecutionArn``, ``Output``), where moto 5.2 hands them to boto
+  as they are and returns boto's camelCase.
 """
 
 from __future__ import annotations
@@ -136,6 +139,7 @@ class LocalStack:
         )
         self._stack.enter_context(_lambda_routed_to(self))
         self._stack.enter_context(_aws_sdk_error_names())
+        self._stack.enter_context(_sfn_integration_like_aws())
         try:
             self._create()
         except BaseException:
@@ -155,7 +159,11 @@ class LocalStack:
     # -- creation from the template --
 
     def _create(self) -> None:
-        resources: dict[str, Any] = self.template["Resources"]
+        # Fn::ForEach blocks (AWS::LanguageExtensions) only make IAM policies, alarms and log groups,
+        # none of which the local stack needs; they are lists, not resources.
+        resources: dict[str, Any] = {
+            k: v for k, v in self.template["Resources"].items() if isinstance(v, dict)
+        }
         iam = self.client("iam")
         role = iam.create_role(RoleName=f"{self.prefix}-local", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         self.tables = {logical: f"{self.prefix}-{logical}" for logical in table_resources(self.template)}
@@ -480,6 +488,36 @@ def _aws_sdk_error_names() -> Iterator[None]:
         yield
     finally:
         cls._from_error = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _sfn_integration_like_aws() -> Iterator[None]:
+    """Translate the ``states:startExecution(.sync)`` integration's field names as AWS does."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_sfn as sfn,
+    )
+
+    cls = sfn.StateTaskServiceSfn
+    original_parameters, original_response = cls._normalise_parameters, cls._normalise_response
+
+    def parameters(self: Any, parameters: dict[str, Any], **kwargs: Any) -> None:
+        original_parameters(self, parameters, **kwargs)
+        for key in list(parameters):
+            parameters[key[:1].lower() + key[1:]] = parameters.pop(key)
+
+    def response(self: Any, response: Any, **kwargs: Any) -> None:
+        original_response(self, response, **kwargs)
+        if isinstance(response, dict):
+            for key in list(response):
+                response[key[:1].upper() + key[1:]] = response.pop(key)
+
+    setattr(cls, "_normalise_parameters", parameters)  # noqa: B010 - a method replaced for the test run
+    setattr(cls, "_normalise_response", response)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(cls, "_normalise_parameters", original_parameters)  # noqa: B010
+        setattr(cls, "_normalise_response", original_response)  # noqa: B010
 
 
 def regions_of(parameters: Mapping[str, str]) -> Sequence[str]:
