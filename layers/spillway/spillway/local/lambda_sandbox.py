@@ -1,0 +1,90 @@
+"""Import a built handler the way Lambda does: only the function, the layer and the runtime's boto3.
+
+Used by the packaging test and ``bench/cold_start.py``. The child interpreter is Python 3.13 (the
+runtime), started isolated (``-I -S``: no site-packages, no environment paths), with ``sys.path`` =
+the built function, the built layer's ``python/``, and a directory standing in for what the Lambda
+runtime itself provides (boto3, botocore, s3transfer).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RUNTIME_PACKAGES = ("boto3", "botocore", "s3transfer")
+
+_CHILD = r"""
+import json, sys, time
+roots = sys.argv[1:4]
+sys.path[:0] = roots
+t0 = time.perf_counter()
+import app
+t1 = time.perf_counter()
+handler = getattr(app, "handler")
+assert callable(handler)
+stray = sorted({m.__file__ for m in list(sys.modules.values())
+                if getattr(m, "__file__", None) and not m.__file__.startswith((sys.base_prefix, *roots))})
+extra = {}
+if sys.argv[4] == "kube":
+    t2 = time.perf_counter()
+    import spillway.adapters.kube  # what the first invocation of a Kubernetes-facing handler loads
+    extra["kube_import_s"] = time.perf_counter() - t2
+print(json.dumps({"import_s": t1 - t0, "stray": stray, "python": sys.version.split()[0], **extra}))
+"""
+
+
+def python313() -> list[str] | None:
+    """A command that runs CPython 3.13, or None when the machine has none."""
+    candidates = [["python3.13"]]
+    if shutil.which("pyenv"):
+        candidates.insert(0, ["env", "PYENV_VERSION=3.13.0", "python3.13"])
+    for command in candidates:
+        try:
+            out = subprocess.run([*command, "-c", "import sys; print(sys.version_info[:2])"],
+                                 capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and out.stdout.strip() == "(3, 13)":
+            return command
+    return None
+
+
+def runtime_stub() -> Path:
+    """A directory of links to boto3/botocore/s3transfer: what the Lambda runtime ships."""
+    stub = Path(tempfile.mkdtemp(prefix="lambda-runtime-"))
+    for name in RUNTIME_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise RuntimeError(f"{name} is not installed here")
+        os.symlink(Path(spec.origin).parent, stub / name)
+    return stub
+
+
+def import_handler(
+    python: list[str], function_dir: Path, layer_dir: Path, stub: Path, *, kube: bool = False
+) -> dict[str, Any]:
+    env = {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "spillway",
+        "PATH": os.environ.get("PATH", ""),
+    }
+    if "PYENV_VERSION=3.13.0" in " ".join(python):
+        env["PYENV_VERSION"] = "3.13.0"
+    out = subprocess.run(
+        [*python, "-I", "-S", "-c", _CHILD, str(function_dir), str(layer_dir / "python"), str(stub), "kube" if kube else "-"],
+        capture_output=True, text=True, timeout=120, check=False, env=env, cwd=function_dir,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"{function_dir.name}: import failed:\n{out.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def tree_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())

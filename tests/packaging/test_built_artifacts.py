@@ -1,0 +1,50 @@
+"""What `sam build` produced runs on its own: each handler imports with only its function, the layer
+and the runtime's boto3 on sys.path, under Python 3.13; the layer stays slim.
+
+Runs after `make build` (part of `make test`); skipped when nothing has been built.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spillway.local.lambda_sandbox import import_handler, python313, runtime_stub, tree_size
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / ".aws-sam" / "build"
+LAYER = BUILD / "SpillwayLayer"
+FUNCTIONS = sorted(p.parent for p in BUILD.glob("*Function/app.py")) if BUILD.is_dir() else []
+PYTHON = python313()
+
+pytestmark = [
+    pytest.mark.skipif(not LAYER.is_dir(), reason="no .aws-sam/build: run `make build`"),
+    pytest.mark.skipif(PYTHON is None, reason="no Python 3.13 here (the Lambda runtime)"),
+]
+
+
+def test_every_function_of_the_template_was_built() -> None:
+    assert {p.name for p in FUNCTIONS} == {
+        "ObserveFunction",
+        "PlanFunction",
+        "ScaleFunction",
+        "DrainFunction",
+    }
+
+
+@pytest.mark.parametrize("function", FUNCTIONS, ids=lambda p: p.name)
+def test_handler_imports_from_the_function_and_layer_alone(function: Path) -> None:
+    assert PYTHON is not None
+    result = import_handler(PYTHON, function, LAYER, runtime_stub(), kube=True)
+    assert result["python"].startswith("3.13")
+    assert result["stray"] == [], f"loaded from outside the function, layer and runtime: {result['stray']}"
+
+
+def test_layer_is_slim_and_ships_bytecode() -> None:
+    python = LAYER / "python"
+    assert tree_size(LAYER) < 80 * 2**20
+    assert not (python / "kubernetes" / "aio").exists()
+    assert not (python / "botocore").exists()  # the runtime's own pair is used
+    assert list((python / "spillway" / "planner" / "__pycache__").glob("*.cpython-313.pyc"))
+    assert (python / "kubernetes" / "client" / "api" / "core_v1_api.pyc").is_file()
