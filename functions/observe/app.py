@@ -3,7 +3,7 @@ snapshot whenever demand changed (or as a heartbeat). Thin: the work is ``spillw
 
 Clients are built once per container, on the first invocation (so importing this module is cheap and
 needs no environment). Metrics (EMF): PendingPods, UnschedulablePods, Nodes, NotReadyNodes,
-SnapshotBytes, ObserveSeconds, SnapshotsWritten, ObservationFailures.
+SnapshotBytes, ObserveSeconds, OldestPendingSeconds (alarmed on), SnapshotsWritten, ObservationFailures.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def record(observation: Observation) -> None:
     add_count("Nodes", counts.nodes)
     add_count("NotReadyNodes", counts.not_ready_nodes)
     add_seconds("ObserveSeconds", observation.snapshot.observe_seconds)
+    add_seconds("OldestPendingSeconds", observation.snapshot.oldest_pending_seconds())
     add_count("SnapshotsWritten", 1 if observation.written else 0)
     if observation.save is not None:
         add_bytes("SnapshotBytes", observation.save.size)

@@ -224,3 +224,23 @@ def test_only_groups_tagged_for_the_cluster_are_managed_and_failures_attach() ->
 )
 def test_capacity_failures_are_told_from_other_launch_errors(message: str, capacity: bool) -> None:
     assert is_capacity_failure(message) is capacity
+
+
+def test_oldest_pending_seconds_is_measured_from_the_unschedulable_condition() -> None:
+    from datetime import timedelta
+
+    from spillway.model.snapshot import Snapshot
+
+    taken = o.EPOCH + timedelta(minutes=12)
+    objects = parse_kube_list(
+        o.kube_list(
+            [
+                o.node("n1", instance="i-0aaa"),
+                o.pod("old", created=o.EPOCH),
+                o.pod("new", created=o.EPOCH + timedelta(minutes=10)),
+                o.pod("bound", node_name="n1", created=o.EPOCH - timedelta(hours=1)),
+            ]
+        )
+    )
+    cluster = ClusterSnapshot.build("c", taken, objects.nodes, objects.pods)
+    assert Snapshot.build(cluster, (), taken_at=taken).oldest_pending_seconds() == 12 * 60

@@ -110,6 +110,15 @@ class Snapshot:
     def counts(self) -> SnapshotCounts:
         return SnapshotCounts.of(self.cluster)
 
+    def oldest_pending_seconds(self) -> float:
+        """How long the longest-waiting unschedulable pod has waited (its PodScheduled=False time)."""
+        ages = [
+            (self.taken_at - pod.pending_since).total_seconds()
+            for pod in self.cluster.pods
+            if pod.pending_since is not None and pod.is_pending_unschedulable()
+        ]
+        return max(ages, default=0.0)
+
 
 @dataclass(frozen=True, slots=True)
 class SnapshotCounts:
