@@ -31,7 +31,9 @@ SOURCELESS = ("kubernetes/client",)
 def prune(root: Path) -> None:
     for entry in list(root.iterdir()):
         base = entry.name.split("-")[0].lower()
-        if base in DROP_TOP or (entry.suffix == ".dist-info" and base.replace("_", "-") in {d.replace("_", "-") for d in DROP_TOP}):
+        if base in DROP_TOP or (
+            entry.suffix == ".dist-info" and base.replace("_", "-") in {d.replace("_", "-") for d in DROP_TOP}
+        ):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     for rel in DROP_PATHS:
         shutil.rmtree(root / rel, ignore_errors=True)
@@ -65,7 +67,9 @@ def compile_all(root: Path) -> None:
 
 def main() -> None:
     if sys.version_info[:2] != (3, 13):
-        raise SystemExit(f"compile the layer with Python 3.13 (the Lambda runtime), not {sys.version.split()[0]}")
+        raise SystemExit(
+            f"compile the layer with Python 3.13 (the Lambda runtime), not {sys.version.split()[0]}"
+        )
     root = Path(sys.argv[1])
     prune(root)
     compile_all(root)
