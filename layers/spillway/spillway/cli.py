@@ -36,21 +36,13 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    examples = Path(__file__).resolve().parents[3] / "events"
-    if not (examples / "example-cluster.json").exists():
-        raise InputError("the example files are not here (run from a checkout)", source=str(examples))
-    print("Spillway demo: planning the example cluster in events/ (spillway plan ...)\n", file=sys.stderr)
-    ns = argparse.Namespace(
-        cluster=str(examples / "example-cluster.json"),
-        asgs=[str(examples / "example-asgs-us-east-1.json"), str(examples / "example-asgs-us-west-2.json")],
-        activities=[str(examples / "example-activities.json")],
-        instance_types=None,
-        config=str(examples / "example-config.yaml"),
-        state=str(examples / "example-state.json"),
-        now="2026-11-02T10:00:00Z",
-        state_out=None,
-    )
-    return _plan(ns)
+    from spillway.local.demo import DemoOptions, run_demo
+
+    chart = Path(args.chart)
+    options = DemoOptions.short(chart) if args.quick else DemoOptions(chart=chart)
+    result = run_demo(options)
+    print(f"\nchart: {result.chart}   the functions' logs: {result.log}   ({result.elapsed:.0f} s)")
+    return 0 if result.complete else 1
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -93,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_plan)
 
     d = sub.add_parser("demo", help="show Spillway at work on the embedded local stack")
+    d.add_argument(
+        "--chart", metavar="FILE", default="out/demo.png", help="the PNG chart (default: %(default)s)"
+    )
+    d.add_argument("--quick", action="store_true", help="a shorter run (fewer jobs, faster time)")
     d.set_defaults(func=_demo)
 
     from spillway.sim.command import add_arguments as simulate_arguments

@@ -77,7 +77,7 @@ class DemoOptions:
     start: str = "2017-10-04 04:04:00"
     window_seconds: int = 600
     jobs: int = 8
-    time_scale: float = 42.0  # trace seconds per demo second
+    time_scale: float = 36.0  # trace seconds per demo second
     boot_seconds: float = 1.0
     tick_seconds: float = 2.0
     timeout_seconds: float = 110.0
@@ -85,7 +85,7 @@ class DemoOptions:
     @classmethod
     def short(cls, chart: Path) -> DemoOptions:
         """The test's form: fewer jobs, faster time."""
-        return cls(quick=True, chart=chart, jobs=6, time_scale=70.0, boot_seconds=0.5, timeout_seconds=55.0)
+        return cls(quick=True, chart=chart, jobs=4, time_scale=45.0, boot_seconds=0.5, timeout_seconds=55.0)
 
     def environment(self, kube_url: str) -> dict[str, str]:
         """The functions' environment: short planner thresholds and short waits, nothing skipped."""
@@ -470,10 +470,11 @@ class Demo:
         scale_down_done = False
         while time.monotonic() < deadline:
             t = self.now()
-            self._arrivals(kube, sim, t)
             self._watch(kube, sim)
             self._scheduler(kube)
             self._completions(kube)
+            if self._arrivals(kube, sim, t):
+                self._scheduler(kube)
             self._tick(stack, tail)
             self._executions(stack)
             self._sample(kube)
@@ -513,7 +514,12 @@ class Demo:
 
     # -- each tick --
 
-    def _arrivals(self, kube: Any, sim: Any, t: float) -> None:
+    def _arrivals(self, kube: Any, sim: Any, t: float) -> bool:
+        """Submit the jobs whose time has come; True when any was."""
+        arrived = False
+        if not self.first_wave_up:
+            wave1 = [j for j in self.jobs if j.wave == 1]
+            self.first_wave_up = bool(wave1) and all(j.started_at is not None for j in wave1)
         for job in self.jobs:
             if job.submitted_at is not None:
                 continue
@@ -546,11 +552,13 @@ class Demo:
                 )
             )
             job.submitted_at = t
+            arrived = True
             self.say(
                 "arrive",
                 f"{NAMESPACE}/{job.pod} submitted: {job.gpus} GPUs, {job.trace.duration:.0f} s in the trace "
                 f"-> {job.run_for:.1f} s here (wave {job.wave})",
             )
+        return arrived
 
     def _scheduler(self, kube: Any) -> None:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -618,9 +626,6 @@ class Demo:
         for name in sorted(set(self.nodes_seen) - set(current)):
             self.say("node_gone", f"node {name} ({self.nodes_seen[name]}) deleted")
         self.nodes_seen = current
-        if not self.first_wave_up:
-            wave1 = [j for j in self.jobs if j.wave == 1]
-            self.first_wave_up = bool(wave1) and all(j.started_at is not None for j in wave1)
 
     def _tick(self, stack: LocalStack, tail: _StreamTail) -> None:
         """ObserveFunction once (the schedule's event), then PlanFunction on the new stream records."""
