@@ -920,6 +920,14 @@ def _functions_log_to(log: IO[str]) -> Iterator[None]:
 # --- the chart -----------------------------------------------------------------------------------
 
 
+def _gpus_to_nodes(gpus: Any) -> Any:
+    return gpus / 8
+
+
+def _nodes_to_gpus(nodes: Any) -> Any:
+    return nodes * 8
+
+
 def write_chart(result: DemoResult, path: Path, outage_at: float | None) -> Path:
     """Capacity (Ready GPUs) against demand (GPUs of unfinished jobs) per region over time, as a PNG."""
     import matplotlib
@@ -938,15 +946,11 @@ def write_chart(result: DemoResult, path: Path, outage_at: float | None) -> Path
     for ax, region in zip(axes[1:], REGIONS, strict=True):
         cap = [s.ready_gpus.get(region, 0) for s in samples]
         run = [s.running_gpus.get(region, 0) for s in samples]
-        nodes = [s.ready_nodes.get(region, 0) for s in samples]
         ax.step(t, cap, where="post", label="capacity: Ready GPUs", color="tab:blue")
         ax.step(t, run, where="post", label="demand: GPUs of jobs running here", color="tab:red")
-        twin = ax.twinx()
-        twin.step(t, nodes, where="post", color="tab:gray", linestyle=":", label="Ready GPU nodes")
-        twin.set_ylabel("nodes")
-        twin.set_ylim(0, max(1, max(nodes) + 1))
+        nodes_axis = ax.secondary_yaxis("right", functions=(_gpus_to_nodes, _nodes_to_gpus))
+        nodes_axis.set_ylabel("Ready GPU nodes")
         ax.set_title(f"{region}{' (primary)' if region == HOME else ' (overflow)'}")
-        twin.legend(loc="upper right", fontsize=8)
     for ax in axes:
         ax.set_ylabel("GPUs")
         ax.set_ylim(0, max(8, max(total_cap + total_demand) + 8))
