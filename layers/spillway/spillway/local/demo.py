@@ -350,7 +350,8 @@ class Demo:
         self.first_wave_up = False
         self.executions: dict[str, str] = {}  # arn -> last status seen
         self.exec_kind: dict[str, str] = {}
-        self.nodes_seen: dict[str, str] = {}  # node -> region
+        self.nodes_seen: dict[str, str] = {}  # node -> region, now
+        self.node_regions: dict[str, str] = {}  # node -> region, ever
         self.activities_seen: set[str] = set()
         self.manual_arn: str | None = None
         self.manual_node: str | None = None
@@ -616,6 +617,7 @@ class Demo:
         for node in kube.list("Node"):
             labels = node["metadata"].get("labels") or {}
             current[node["metadata"]["name"]] = labels.get("topology.kubernetes.io/region", "?")
+        self.node_regions.update(current)
         for name in sorted(set(current) - set(self.nodes_seen)):
             node = kube.get("Node", name) or {}
             gpus = (node.get("status") or {}).get("allocatable", {}).get(NVIDIA_GPU)
@@ -707,18 +709,25 @@ class Demo:
             self.say("exec", f"{name} SUCCEEDED")
 
     def _print_drain(self, name: str, d: Mapping[str, Any]) -> None:
-        node, outcome = d.get("node"), d.get("outcome")
+        node, outcome = str(d.get("node")), d.get("outcome")
         terminated = d.get("terminated") or {}
         instance = (terminated.get("instance_id") if isinstance(terminated, dict) else None) or d.get(
             "instance_id"
         )
         evicted = d.get("evicted")
-        extra = f", evicted {len(evicted)} pod(s)" if isinstance(evicted, list) else ""
-        self.say("drain", f"{name}: drained {node}{extra}: {outcome}")
+        where = f"{node} ({self.node_regions.get(node, '?')})"
+        if outcome not in ("terminated", "drained"):
+            self.say(
+                "drain_failed", f"{name}: {where}: {outcome}: {d.get('error')} {str(d.get('cause'))[:160]}"
+            )
+            return
+        pods = f", {len(evicted)} pod(s) evicted" if isinstance(evicted, list) else ""
+        self.say("drain", f"{name}: {where} cordoned and drained{pods}")
         if outcome == "terminated":
             if isinstance(instance, str):
                 self.result.instances_drained.add(instance)
-            self.say("terminate", f"{name}: terminated {instance or '?'} of {node}")
+            deleted = ", Node deleted" if d.get("node_deleted") else ""
+            self.say("terminate", f"{name}: {instance or '?'} terminated{deleted}")
 
     def _sample(self, kube: Any) -> None:
         ready_nodes = {r: 0 for r in REGIONS}
