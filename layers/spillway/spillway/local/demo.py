@@ -949,13 +949,13 @@ def write_chart(result: DemoResult, path: Path, outage_at: float | None) -> Path
     fig, axes = plt.subplots(len(REGIONS) + 1, 1, figsize=(9, 7.5), sharex=True)
     total_cap = [sum(s.ready_gpus.values()) for s in samples]
     total_demand = [sum(s.running_gpus.values()) + s.pending_gpus for s in samples]
-    axes[0].step(t, total_cap, where="post", label="capacity: Ready GPUs", color="tab:blue")
+    axes[0].fill_between(t, total_cap, step="post", alpha=0.3, color="tab:blue", label="capacity: Ready GPUs")
     axes[0].step(t, total_demand, where="post", label="demand: GPUs of unfinished jobs", color="tab:red")
     axes[0].set_title("all regions")
     for ax, region in zip(axes[1:], REGIONS, strict=True):
         cap = [s.ready_gpus.get(region, 0) for s in samples]
         run = [s.running_gpus.get(region, 0) for s in samples]
-        ax.step(t, cap, where="post", label="capacity: Ready GPUs", color="tab:blue")
+        ax.fill_between(t, cap, step="post", alpha=0.3, color="tab:blue", label="capacity: Ready GPUs")
         ax.step(t, run, where="post", label="demand: GPUs of jobs running here", color="tab:red")
         nodes_axis = ax.secondary_yaxis("right", functions=(_gpus_to_nodes, _nodes_to_gpus))
         nodes_axis.set_ylabel("Ready GPU nodes")
