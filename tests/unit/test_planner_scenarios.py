@@ -285,7 +285,7 @@ def test_scale_down_drains_only_empty_long_idle_nodes_and_keeps_each_protected_k
     kept = kept_reasons(result)
     assert "workload" in kept[busy]
     assert "idle for 3m" in kept[fresh_idle]
-    assert "idle for 0m" in kept[idle2]
+    assert "idle for 0s" in kept[idle2]
     assert "scale-down-disabled" in kept[disabled]
     assert "cordoned by someone else" in kept[humans]
     assert "not Ready" in kept[notready]
@@ -370,3 +370,26 @@ def test_tolerating_pod_still_fits_untainted_groups() -> None:
     w.group("cpu", "m5.2xlarge")
     (p,) = w.pods("tol", 1, tolerations=[GPU_TOLERATION])
     assert scale_up(w.plan())["cpu"][2] == [p]
+
+
+def test_a_node_a_plan_drained_is_not_drained_again_before_its_drain_cordons_it() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)
+    for n in nodes:
+        w.idle_since(n, 60)
+
+    first = w.plan(max_scale_in_fraction=0.3)
+    (drained,) = [d.node for d in first.drain]
+    assert first.state.nodes[drained].draining_since == NOW
+
+    # The next tick comes before the scale-down execution cordoned the node.
+    w.state = first.state.to_wire()
+    second = w.plan(now=NOW + timedelta(seconds=30), max_scale_in_fraction=0.3)
+    assert drained not in [d.node for d in second.drain]
+    assert "drain planned 30s ago" in kept_reasons(second)[drained]
+    assert len(second.drain) == 1  # another idle node, not the same one
+
+    # A drain that never got to cordon the node (rejected, failed early) lets go after the claim.
+    w.state = second.state.to_wire()
+    later = w.plan(now=NOW + timedelta(minutes=25), max_scale_in_fraction=1.0)
+    assert drained in [d.node for d in later.drain]

@@ -47,6 +47,8 @@ class PlannerConfig(BaseModel):
     scale_down_delay_after_launch_minutes: float = Field(default=10, ge=0)
     max_scale_in_fraction: float = Field(default=0.1, ge=0, le=1)
     launch_failure_backoff_minutes: float = Field(default=15, ge=0)
+    # A drained node is not planned again for this long: its drain (deadline 15 min) owns it.
+    drain_claim_minutes: float = Field(default=20, ge=0)
     expendable_priority_cutoff: int = -10
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
 

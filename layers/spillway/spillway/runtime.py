@@ -89,6 +89,7 @@ _PLANNER_FIELDS = (
     "max_scale_in_fraction",
     "launch_failure_backoff_minutes",
     "expendable_priority_cutoff",
+    "drain_claim_minutes",
 )
 _REQUIRED = ("CLUSTER_NAME", "REGIONS", "SNAPSHOTS_TABLE", "PLANS_TABLE", "STATE_TABLE")
 

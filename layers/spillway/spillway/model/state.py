@@ -2,7 +2,7 @@
 
 Wire form (state file and state table item)::
 
-    {"nodes": {"<node>": {"idle_since": ISO}},
+    {"nodes": {"<node>": {"idle_since": ISO, "draining_since": ISO (optional)}},
      "groups": {"<asg>": {"backoff_until": ISO, "reason": "..."}}}
 """
 
@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 class NodeState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     idle_since: datetime
+    # Set when a plan drains the node: until the drain has cordoned it (or the claim lapses) later
+    # plans must not drain it again.
+    draining_since: datetime | None = None
 
 
 class GroupState(BaseModel):
@@ -36,7 +39,11 @@ class State(BaseModel):
             return value.isoformat().replace("+00:00", "Z")
 
         return {
-            "nodes": {k: {"idle_since": iso(v.idle_since)} for k, v in sorted(self.nodes.items())},
+            "nodes": {
+                k: {"idle_since": iso(v.idle_since)}
+                | ({"draining_since": iso(v.draining_since)} if v.draining_since else {})
+                for k, v in sorted(self.nodes.items())
+            },
             "groups": {
                 k: {"backoff_until": iso(v.backoff_until), "reason": v.reason}
                 for k, v in sorted(self.groups.items())

@@ -77,7 +77,8 @@ def _iso(value: datetime) -> str:
 
 
 def _minutes(delta: timedelta) -> str:
-    return f"{delta.total_seconds() / 60:.0f}m"
+    seconds = delta.total_seconds()
+    return f"{seconds:.0f}s" if abs(seconds) < 60 else f"{seconds / 60:.0f}m"
 
 
 # --- working copies ---------------------------------------------------------------------------
@@ -549,6 +550,7 @@ class _Planner:
         idle_state: dict[str, NodeState] = {}
         idle_needed = timedelta(minutes=self.config.scale_down_idle_minutes)
         launch_delay = timedelta(minutes=self.config.scale_down_delay_after_launch_minutes)
+        claim = timedelta(minutes=self.config.drain_claim_minutes)
         candidates: list[tuple[_Node, datetime]] = []
         for name, node in self.nodes.items():
             info, group = node.info, node.group
@@ -572,6 +574,13 @@ class _Planner:
             previous = self.state.nodes.get(name)
             idle_since = _aware(previous.idle_since) if previous else self.now
             idle_state[name] = NodeState(idle_since=idle_since)
+            claimed = _aware(previous.draining_since) if previous and previous.draining_since else None
+            if claimed is not None and self.now - claimed < claim and not info.unschedulable:
+                idle_state[name] = NodeState(idle_since=idle_since, draining_since=claimed)
+                kept.append(
+                    KeptNode(name, f"drain planned {_minutes(self.now - claimed)} ago; the drain owns it")
+                )
+                continue
             if info.unschedulable and info.cordoned_by_spillway:
                 kept.append(KeptNode(name, "being drained by Spillway"))
                 continue
@@ -636,6 +645,7 @@ class _Planner:
                 kept.append(KeptNode(info.name, "no EC2 instance id in spec.providerID"))
                 continue
             taken[group.name] = taken.get(group.name, 0) + 1
+            idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=self.now)
             where = group.region
             if self.primary and group.region != self.primary:
                 where += f", overflow region (bringing work home to {self.primary})"
