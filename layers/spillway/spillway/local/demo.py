@@ -911,7 +911,7 @@ def _functions_log_to(log: IO[str]) -> Iterator[None]:
     from spillway.observability import logger
 
     handler: Any = logger.registered_handler
-    previous = handler.setStream(log) if hasattr(handler, "setStream") else None
+    previous = _swap_stream(handler, log)
     # moto's interpreter logs failed states (a drain's compensation, say) as warnings: to the log too.
     root = logging.getLogger()
     to_log = logging.StreamHandler(log)
@@ -923,7 +923,20 @@ def _functions_log_to(log: IO[str]) -> Iterator[None]:
     finally:
         root.removeHandler(to_log)
         if previous is not None:
-            handler.setStream(previous)
+            _swap_stream(handler, previous)
+
+
+def _swap_stream(handler: Any, stream: IO[str]) -> Any:
+    """Point a logging handler at ``stream``; returns the old one. setStream flushes the old stream
+    first, which raises when someone (a test runner's capture) has closed it meanwhile."""
+    if not hasattr(handler, "setStream"):
+        return None
+    try:
+        return handler.setStream(stream)
+    except ValueError:
+        old = handler.stream
+        handler.stream = stream
+        return old
 
 
 # --- the chart -----------------------------------------------------------------------------------
