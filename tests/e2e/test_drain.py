@@ -267,8 +267,8 @@ def test_dry_run_reports_what_it_would_do_and_changes_nothing(world: World) -> N
 
 
 def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_others(world: World) -> None:
-    west_node = world.nodes["west"][0]
-    world.pod("web-0", west_node, app="web")
+    west_node, busy_node = world.nodes["west"][:2]
+    world.pod("web-0", busy_node, app="web")  # work that landed after the plan chose the node
     ghost = "ip-10-250-0-9.ec2.internal"  # a Node whose instance is in no Auto Scaling group
     world.api.add(objects.node(ghost, instance="i-0000000000000dead", zone=f"{HOME}a"))
     plan = {
@@ -279,6 +279,8 @@ def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_other
              "reason": "idle 12 min"},
             {"node": ghost, "instance_id": "i-0000000000000dead", "group": "general", "region": HOME,
              "reason": "idle 30 min"},
+            {"node": busy_node, "instance_id": world.instances[busy_node], "group": "west", "region": WEST,
+             "reason": "idle 11 min"},
         ],
         **FAST,
     }  # fmt: skip
@@ -293,7 +295,9 @@ def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_other
     assert by_node[ghost]["outcome"] == "rejected"
     assert by_node[ghost]["error"] == "InvalidDrainRequest"
     assert "no Auto Scaling group" in by_node[ghost]["cause"]
-    assert out["counts"] == {"rejected": 1, "terminated": 1}
+    assert by_node[busy_node]["outcome"] == "cancelled"  # a scale-down never evicts work
+    assert world.api.get("Pod", "web-0", "team-a") is not None  # still running where it was
+    assert out["counts"] == {"cancelled": 1, "rejected": 1, "terminated": 1}
     # The west node is outside the state machine's region: terminated through the function.
     assert world.desired("west", WEST) == 1
     assert any(c.event.get("action") == "terminate" for c in world.stack.calls("DrainFunction"))

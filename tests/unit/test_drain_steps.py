@@ -749,3 +749,17 @@ def test_scale_down_maps_drain_node_executions_with_bounded_concurrency() -> Non
     inner = each["ItemProcessor"]["States"]
     assert inner["DrainNode"]["Resource"] == "arn:aws:states:::states:startExecution.sync:2"
     assert [c["Next"] for c in inner["DrainNode"]["Catch"]] == ["DrainFailed"]
+
+
+def test_a_planned_drain_leaves_a_node_that_gained_work_since_the_plan(rig: Rig) -> None:
+    rig.api.add(objects.daemonset_pod("aws-node-x", NODE))
+    rig.pod("late-job")
+    rig.api.clear_requests()
+
+    with pytest.raises(DrainCancelled, match="runs 1 workload pod"):
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": "20261102T100000Z-abc"})
+    assert rig.writes() == []
+
+    # The same node, asked for by an operator (no plan), is drained: eviction is the point.
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE})
+    assert out["preview"]["would_evict"] == ["team-a/late-job"]

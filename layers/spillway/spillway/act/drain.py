@@ -522,6 +522,14 @@ class Drainer:
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
         verdicts = [classify(p, force=request.force) for p in self.kube.pods_on_node(name)]
+        busy = [v.pod for v in verdicts if v.action != "ignore"]
+        if request.plan_id and busy and not request.force:
+            # A plan drains only nodes it saw empty; work that landed since must not be evicted by a
+            # scale-down ("no running job killed"). Nothing has been touched yet.
+            raise DrainCancelled(
+                f"Node {name!r} runs {len(busy)} workload pod(s) now ({', '.join(busy[:3])}); the plan "
+                "that chose it saw it empty, so this scale-down leaves it alone"
+            )
         evict = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
         keep = [v for v in verdicts if v.action in ("keep", "wait")]
         preview: dict[str, Any] = {
