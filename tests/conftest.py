@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from spillway.local.objects import instance_id, node_name_for
+
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -169,17 +171,6 @@ def suffix(*parts: str, length: int = 5) -> str:
         n, r = divmod(n, len(_SUFFIX_ALPHABET))
         out.append(_SUFFIX_ALPHABET[r])
     return "".join(out)
-
-
-def instance_id(seed: str) -> str:
-    return "i-0" + _digest("instance", seed)[:16]
-
-
-def node_name_for(instance: str, region: str = "us-east-1") -> str:
-    """EKS names nodes after the instance's private DNS name."""
-    n = int(instance[2:10], 16)
-    domain = "ec2.internal" if region == "us-east-1" else f"{region}.compute.internal"
-    return f"ip-10-{(n >> 16) & 255}-{(n >> 8) & 255}-{n & 255}.{domain}"
 
 
 def kube_node(
