@@ -5,7 +5,10 @@ Run by the layer's Makefile on ``$(ARTIFACTS_DIR)/python``. What goes and why:
 * ``kubernetes/aio`` (the client's asyncio twin, ~64 MB) and the aiohttp stack it alone needs;
 * ``botocore``/``boto3``/``s3transfer``: the Lambda runtime provides them, and a second copy would
   shadow the runtime's matched pair;
-* tests, ``__pycache__`` of other interpreters, type stubs.
+* tests, ``__pycache__`` of other interpreters, type stubs;
+* Spillway's own modules that no Lambda imports (``DROP_OWN``): the embedded local stack, the
+  simulator, the offline CLI. The packaging test computes what the handlers import and checks that
+  the layer ships exactly that, so a new module of either kind is noticed.
 
 Bytecode for CPython 3.13 with ``unchecked-hash`` invalidation, so the read-only layer never
 recompiles at cold start. The generated ``kubernetes/client`` (~54 MB of source) is shipped as
@@ -26,6 +29,9 @@ DROP_TOP = (
 )  # fmt: skip
 DROP_PATHS = ("kubernetes/aio", "kubernetes/test", "kubernetes/e2e_test")
 SOURCELESS = ("kubernetes/client",)
+DROP_OWN = (
+    "spillway/local", "spillway/sim", "spillway/cli.py", "spillway/inputs.py", "spillway/perf.py",
+)  # fmt: skip
 
 
 def prune(root: Path) -> None:
@@ -35,7 +41,9 @@ def prune(root: Path) -> None:
             entry.suffix == ".dist-info" and base.replace("_", "-") in {d.replace("_", "-") for d in DROP_TOP}
         ):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    for rel in DROP_PATHS:
+    for rel in DROP_PATHS + DROP_OWN:
+        if (root / rel).is_file():
+            (root / rel).unlink()
         shutil.rmtree(root / rel, ignore_errors=True)
     for cache in root.rglob("__pycache__"):
         shutil.rmtree(cache, ignore_errors=True)

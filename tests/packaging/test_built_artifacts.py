@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from spillway.local.lambda_sandbox import import_handler, python313, runtime_stub, tree_size
+from spillway.local.lambda_sandbox import (
+    import_closure,
+    import_handler,
+    package_modules,
+    python313,
+    runtime_stub,
+    tree_size,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / ".aws-sam" / "build"
@@ -48,3 +55,13 @@ def test_layer_is_slim_and_ships_bytecode() -> None:
     assert not (python / "botocore").exists()  # the runtime's own pair is used
     assert list((python / "spillway" / "planner" / "__pycache__").glob("*.cpython-313.pyc"))
     assert (python / "kubernetes" / "client" / "api" / "core_v1_api.pyc").is_file()
+
+
+def test_layer_ships_exactly_the_modules_the_handlers_import() -> None:
+    """Nothing a Lambda cannot load (the local stack, the simulator, the CLI); nothing it needs missing."""
+    python = LAYER / "python"
+    wanted = import_closure([f / "app.py" for f in FUNCTIONS], python)
+    shipped = package_modules(python)
+    assert "spillway.planner" in wanted and "spillway.act.drain" in wanted
+    assert sorted(wanted - shipped) == [], "imported by a handler but not in the layer"
+    assert sorted(shipped - wanted) == [], "in the layer but no handler imports it: add it to DROP_OWN"
