@@ -17,7 +17,7 @@ from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.state import State
-from spillway.planner.disruption import assess
+from spillway.planner.disruption import keeps_node_busy
 from spillway.planner.types import PendingPod, Placement
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
@@ -149,7 +149,7 @@ def _charge(node: WorkNode, pod: PodInfo) -> None:
     """A pod bound to ``node``: its requests, its pod slot, and whether it keeps the node busy."""
     add_into(node.used, pod.requests)
     node.used[PODS] = node.used.get(PODS, 0) + ONE_POD
-    if assess(pod).keeps_node_busy:
+    if keeps_node_busy(pod):
         node.workload += 1
 
 

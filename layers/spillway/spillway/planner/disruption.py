@@ -48,9 +48,9 @@ class Disruption:
 def assess(pod: PodInfo, *, force: bool = False) -> Disruption:
     """May ``pod`` be disturbed, and at what cost. ``force`` overrides the protections, nothing else."""
     cost = (pod.priority, pod.deletion_cost)
-    ignored = _ignored(pod)
-    if ignored is not None:
-        return Disruption(IGNORE, ignored[1], ignored[0], cost)
+    if not keeps_node_busy(pod):
+        code, why = _ignored(pod)
+        return Disruption(IGNORE, why, code, cost)
     if pod.terminating:
         return Disruption(WAIT, "terminating", codes.POD_TERMINATING, cost)
     protected = _protection(pod)
@@ -63,14 +63,18 @@ def assess(pod: PodInfo, *, force: bool = False) -> Disruption:
     return Disruption(NEVER, f"{why} (evicted only with force)", code, cost)
 
 
-def _ignored(pod: PodInfo) -> tuple[str, str] | None:
+def keeps_node_busy(pod: PodInfo) -> bool:
+    """``assess(pod).keeps_node_busy`` without building the verdict (the planner asks it for every pod)."""
+    return not (pod.terminal or pod.mirror or pod.daemonset)
+
+
+def _ignored(pod: PodInfo) -> tuple[str, str]:
+    """Why a pod that does not keep its node busy is ignored."""
     if pod.terminal:
         return codes.POD_FINISHED, f"finished ({pod.phase})"
     if pod.mirror:
         return codes.POD_MIRROR, "a static (mirror) pod: the kubelet runs it"
-    if pod.daemonset:
-        return codes.POD_DAEMONSET, f"a DaemonSet pod ({pod.owner_name})"
-    return None
+    return codes.POD_DAEMONSET, f"a DaemonSet pod ({pod.owner_name})"
 
 
 def _protection(pod: PodInfo) -> tuple[str, str] | None:
