@@ -83,3 +83,19 @@ def test_cost_orders_by_priority_then_pod_deletion_cost() -> None:
     assert cost(0, None) == (0, 0)
     assert cost(0, "-5") < cost(0, None) < cost(0, "7") < cost(100, "-1000")
     assert cost(0, "not a number") == (0, 0)
+
+
+def test_a_pod_stored_before_the_new_facts_reads_as_controlled_and_not_terminating() -> None:
+    old = {
+        "ns": "team-a",
+        "n": "web-0",
+        "r": {"cpu": 1000},
+        "node": NODE,
+        "ph": "Running",
+        "ok": "ReplicaSet",
+        "on": "web",
+    }
+    info = PodInfo.from_dict(old)
+    assert (info.terminating, info.controlled, info.deletion_cost) == (False, True, 0)
+    assert info.to_dict() == old
+    assert assess(info).verdict == "movable"
