@@ -1,8 +1,14 @@
-"""Properties of the planner on random clusters (hypothesis)."""
+"""Properties of the planner on random clusters (hypothesis).
+
+Profiles (``HYPOTHESIS_PROFILE``): ``ci`` (default) is derandomized, so CI runs the same examples every
+time; ``nightly`` is random and runs 20 times as many; ``dev`` is random with the CI count.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 from collections import defaultdict
 from typing import Any
 
@@ -11,8 +17,22 @@ from hypothesis import strategies as st
 from plan_world import GPU_TOLERATION, NOW, World
 
 from spillway.local import objects as o
+from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.resources import PODS, add_into
-from spillway.planner import plan
+from spillway.planner import codes, plan
+
+settings.register_profile(
+    "ci", max_examples=150, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "nightly", max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.register_profile(
+    "dev", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+SCALE_IN_FRACTION = 0.5
+GPU_TAINT_KEY = GPU_TOLERATION["key"]
 
 TYPES = ["m5.xlarge", "m5.2xlarge", "g5.xlarge", "g5.12xlarge", "p4d.24xlarge"]
 REGIONS = ["us-east-1", "us-west-2"]
@@ -96,7 +116,7 @@ def build(groups: list[dict[str, Any]], pendings: list[dict[str, Any]], bound: l
     return w
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(PROFILE)
 @given(
     groups=st.lists(group_st, min_size=1, max_size=4),
     pendings=st.lists(pending_st, max_size=5),
@@ -107,7 +127,7 @@ def test_plans_respect_limits_never_drain_work_and_never_overcommit(
     groups: list[dict[str, Any]], pendings: list[dict[str, Any]], bound: list[Any], idle: int
 ) -> None:
     w = build(groups, pendings, bound, idle)
-    snapshot, node_groups, config, state = w.parsed(max_scale_in_fraction=0.5)
+    snapshot, node_groups, config, state = w.parsed(max_scale_in_fraction=SCALE_IN_FRACTION)
     result = plan(snapshot, node_groups, config, state, NOW)
     by_name = {g.name: g for g in node_groups}
 
@@ -166,6 +186,78 @@ def test_plans_respect_limits_never_drain_work_and_never_overcommit(
     for s in result.scale_up:
         assert len(new_ids[s.group]) <= s.to_size - s.from_size
 
+    check_taints_and_selectors(w, result, by_name)
+    check_scale_in_cap(result, by_name)
+    check_cordons(snapshot, result)
+    check_codes(result)
+
     # Deterministic.
     again = plan(snapshot, node_groups, config, state, NOW)
     assert json.dumps(again.to_dict()) == json.dumps(result.to_dict())
+
+
+def _node_constraints(w: World) -> dict[str, tuple[set[str], dict[str, str]]]:
+    """Per node as generated: taint keys (Spillway's draining taint left out: uncordoning lifts it), labels."""
+    out = {}
+    for item in w.items:
+        if item["kind"] == "Node":
+            taints = {t["key"] for t in item["spec"].get("taints", [])} - {DRAINING_TAINT}
+            out[item["metadata"]["name"]] = (taints, dict(item["metadata"].get("labels", {})))
+    return out
+
+
+def check_taints_and_selectors(w: World, result: Any, by_name: dict[str, Any]) -> None:
+    """A pod goes only where its tolerations and node selector allow: existing, launching or new nodes."""
+    pods = {
+        f"{i['metadata'].get('namespace', 'default')}/{i['metadata']['name']}": i["spec"]
+        for i in w.items
+        if i["kind"] == "Pod"
+    }
+    nodes = _node_constraints(w)
+    for placement in result.placements:
+        if placement.node in nodes:
+            taints, labels = nodes[placement.node]
+        else:
+            template = by_name[placement.group].template
+            taints, labels = {t[0] for t in template.taints}, dict(template.labels)
+        spec = pods[placement.pod]
+        tolerated = {t["key"] for t in spec.get("tolerations", [])}
+        assert taints <= tolerated, (placement, taints)
+        for key, value in spec.get("nodeSelector", {}).items():
+            assert labels.get(key) == value, (placement, key)
+    for s in result.scale_up:
+        if any(t[0] == GPU_TAINT_KEY for t in by_name[s.group].template.taints):
+            for pod in s.pods:
+                assert GPU_TAINT_KEY in {t["key"] for t in pods[pod].get("tolerations", [])}, (s.group, pod)
+
+
+def check_scale_in_cap(result: Any, by_name: dict[str, Any]) -> None:
+    """At most max_scale_in_fraction of a group per plan (at least one node), with the rest kept for it."""
+    drained: dict[str, int] = defaultdict(int)
+    for d in result.drain:
+        drained[d.group] += 1
+    for name, count in drained.items():
+        assert count <= max(1, math.floor(SCALE_IN_FRACTION * by_name[name].desired)), (name, count)
+
+
+def check_cordons(snapshot: Any, result: Any) -> None:
+    """Cordoned nodes are never drained again; a human's cordon is never lifted; disabled nodes stay."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    for d in result.drain:
+        info = nodes[d.node]
+        assert not info.unschedulable, d.node
+        assert not info.scale_down_disabled, d.node
+    for u in result.uncordon:
+        assert nodes[u.node].cordoned_by_spillway, u.node
+    human = {n.name for n in snapshot.nodes if n.unschedulable and not n.cordoned_by_spillway}
+    assert not human & {p.node for p in result.placements}
+    kept = {k.node: k.code for k in result.kept}
+    for name in human:
+        assert kept[name] in {codes.UNMANAGED, codes.NOT_READY, codes.WORKLOAD, codes.CORDONED_BY_OTHERS}, (
+            name
+        )
+
+
+def check_codes(result: Any) -> None:
+    assert all(k.code in codes.KEPT_CODES for k in result.kept)
+    assert all(p.code in codes.PENDING_CODES for p in result.pending)

@@ -393,3 +393,62 @@ def test_a_node_a_plan_drained_is_not_drained_again_before_its_drain_cordons_it(
     w.state = second.state.to_wire()
     later = w.plan(now=NOW + timedelta(minutes=25), max_scale_in_fraction=1.0)
     assert drained in [d.node for d in later.drain]
+
+
+def test_nodes_of_no_managed_group_are_never_drained() -> None:
+    w = World(regions=("us-east-1",))
+    (managed,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=3)
+    # A group of another cluster (not tagged for this one), and an instance in no group at all, both
+    # the same shape as the managed group's nodes.
+    w.groups["theirs"] = o.asg(
+        "theirs", cluster="other-cluster", desired=1, instances=[o.instance_id("theirs-0")]
+    )
+    theirs = w.node_for("theirs", o.instance_id("theirs-0"), "m5.2xlarge")
+    stray = w.node_for("cpu", o.instance_id("stray-0"), "m5.2xlarge")
+    for n in (managed, theirs, stray):
+        w.idle_since(n, 600)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [managed]
+    kept = {k.node: k.code for k in result.kept}
+    assert kept == {theirs: "unmanaged", stray: "unmanaged"}
+
+
+def test_a_running_pod_without_requests_keeps_its_node() -> None:
+    w = World(regions=("us-east-1",))
+    busy, empty = w.group("cpu", "m5.2xlarge", nodes=2, max_size=3)
+    best_effort = o.pod("best-effort", node_name=busy, owner=("ReplicaSet", "web"))
+    best_effort["spec"]["containers"][0]["resources"] = {}
+    best_effort["status"]["phase"] = "Running"
+    w.items.append(best_effort)
+    for n in (busy, empty):
+        w.items.append(o.daemonset_pod(f"aws-node-{n[3:12]}", n))
+        w.idle_since(n, 600)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [empty]
+    (kept,) = result.kept
+    assert (kept.node, kept.code) == (busy, "workload")
+    assert "runs 1 workload pod(s)" in kept.reason
+
+
+def test_a_node_running_only_mirror_and_daemonset_pods_is_idle() -> None:
+    w = World(regions=("us-east-1",))
+    (n,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=3)
+    w.items.append(
+        o.pod(
+            "kube-proxy",
+            "kube-system",
+            node_name=n,
+            owner=("Node", n),
+            annotations={"kubernetes.io/config.mirror": "abc"},
+        )
+    )
+    w.items.append(o.daemonset_pod("aws-node-x", n))
+    w.idle_since(n, 600)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [n]

@@ -7,7 +7,7 @@ round-trips through plain JSON-able dicts (:meth:`ClusterSnapshot.to_dict` / ``f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,10 @@ from spillway.model.k8s import (
     MIRROR_POD,
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
+    Affinity,
+    Condition,
     Node,
+    OwnerReference,
     Pod,
     PodDisruptionBudget,
 )
@@ -63,8 +66,13 @@ class PodInfo:
     mirror: bool = False
     unschedulable: bool = False
     pending_since: datetime | None = None
-    safe_to_evict: bool | None = None
+    safe_to_evict: bool | None = None  # the safe-to-evict annotation: "true", "false", else None
     do_not_disrupt: bool = False
+    terminating: bool = False  # metadata.deletionTimestamp is set
+    # The owner above is the pod's controller (an ownerReference with controller: true); False when
+    # only a non-controller owner exists, so nothing would recreate the pod.
+    owner_is_controller: bool = True
+    deletion_cost: int = 0  # controller.kubernetes.io/pod-deletion-cost
 
     @property
     def key(self) -> str:
@@ -73,6 +81,11 @@ class PodInfo:
     @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+    @property
+    def controlled(self) -> bool:
+        """A controller (ReplicaSet, Job, StatefulSet...) would recreate the pod."""
+        return self.owner_kind is not None and self.owner_is_controller
 
     @property
     def is_workload(self) -> bool:
@@ -96,25 +109,9 @@ class PodInfo:
     @classmethod
     def from_pod(cls, pod: Pod) -> PodInfo:
         meta, spec, status = pod.metadata, pod.spec, pod.status
-        owner = next((o for o in meta.owner_references if o.controller), None)
-        if owner is None and meta.owner_references:
-            owner = meta.owner_references[0]
-        unschedulable = False
-        pending_since = None
-        for cond in status.conditions:
-            if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
-                unschedulable = True
-                pending_since = cond.last_transition_time
-        terms: list[Term] = []
-        affinity = spec.affinity.node_affinity if spec.affinity else None
-        required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
-        for term in required.node_selector_terms if required else ():
-            reqs: list[Requirement] = [
-                (r.key, r.operator, tuple(r.values), False) for r in term.match_expressions
-            ]
-            reqs += [(r.key, r.operator, tuple(r.values), True) for r in term.match_fields]
-            terms.append(tuple(reqs))
-        safe = meta.annotations.get(SAFE_TO_EVICT)
+        owner, is_controller = _owner(meta.owner_references)
+        unschedulable, pending_since = _unschedulable(status.conditions)
+        annotations = meta.annotations
         return cls(
             namespace=meta.namespace or "default",
             name=meta.name,
@@ -122,53 +119,32 @@ class PodInfo:
             node_name=spec.node_name,
             phase=status.phase or "Pending",
             node_selector=tuple(sorted(spec.node_selector.items())),
-            required_terms=tuple(terms),
+            required_terms=_required_terms(spec.affinity),
             tolerations=tuple(
                 sorted(
-                    ((t.key, t.operator or "Equal", t.value, t.effect) for t in spec.tolerations),
-                    key=repr,
+                    ((t.key, t.operator or "Equal", t.value, t.effect) for t in spec.tolerations), key=repr
                 )
             ),
             priority=spec.priority or 0,
             owner_kind=owner.kind if owner else None,
             owner_name=owner.name if owner else None,
             daemonset=owner is not None and owner.kind == "DaemonSet",
-            mirror=MIRROR_POD in meta.annotations,
+            mirror=MIRROR_POD in annotations,
             unschedulable=unschedulable,
             pending_since=pending_since,
-            safe_to_evict=None if safe is None else safe.lower() == "true",
-            do_not_disrupt=meta.annotations.get(DO_NOT_DISRUPT, "").lower() == "true",
+            safe_to_evict=_flag(annotations.get(SAFE_TO_EVICT)),
+            do_not_disrupt=annotations.get(DO_NOT_DISRUPT, "").lower() == "true",
+            terminating=meta.deletion_timestamp is not None,
+            owner_is_controller=is_controller,
+            deletion_cost=_int_or_zero(annotations.get(POD_DELETION_COST)),
         )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ns": self.namespace, "n": self.name, "r": self.requests}
-        if self.node_name is not None:
-            out["node"] = self.node_name
-        if self.phase != "Pending":
-            out["ph"] = self.phase
-        if self.node_selector:
-            out["sel"] = [list(p) for p in self.node_selector]
-        if self.required_terms:
-            out["aff"] = [[[k, op, list(v), f] for k, op, v, f in term] for term in self.required_terms]
-        if self.tolerations:
-            out["tol"] = [list(t) for t in self.tolerations]
-        if self.priority:
-            out["pri"] = self.priority
-        if self.owner_kind:
-            out["ok"] = self.owner_kind
-            out["on"] = self.owner_name
-        if self.daemonset:
-            out["ds"] = 1
-        if self.mirror:
-            out["mir"] = 1
-        if self.unschedulable:
-            out["us"] = 1
-        if self.pending_since:
-            out["ps"] = format_time(self.pending_since)
-        if self.safe_to_evict is not None:
-            out["ste"] = self.safe_to_evict
-        if self.do_not_disrupt:
-            out["dnd"] = 1
+        for key, encode in _POD_SHORT_KEYS:
+            value = encode(self)
+            if value is not None:
+                out[key] = value
         return out
 
     @classmethod
@@ -193,7 +169,82 @@ class PodInfo:
             pending_since=parse_time(d.get("ps")),
             safe_to_evict=d.get("ste"),
             do_not_disrupt=bool(d.get("dnd")),
+            terminating=bool(d.get("del")),
+            owner_is_controller=not d.get("onc"),
+            deletion_cost=int(d.get("dc", 0)),
         )
+
+
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def _one_if(flag: bool) -> int | None:
+    return 1 if flag else None
+
+
+# The optional keys of PodInfo.to_dict, in order; an encoder returning None leaves its key out.
+_POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
+    ("node", lambda p: p.node_name),
+    ("ph", lambda p: None if p.phase == "Pending" else p.phase),
+    ("sel", lambda p: [list(x) for x in p.node_selector] or None),
+    ("aff", lambda p: [[[k, op, list(v), f] for k, op, v, f in term] for term in p.required_terms] or None),
+    ("tol", lambda p: [list(t) for t in p.tolerations] or None),
+    ("pri", lambda p: p.priority or None),
+    ("ok", lambda p: p.owner_kind or None),
+    ("on", lambda p: p.owner_name if p.owner_kind else None),
+    ("ds", lambda p: _one_if(p.daemonset)),
+    ("mir", lambda p: _one_if(p.mirror)),
+    ("us", lambda p: _one_if(p.unschedulable)),
+    ("ps", lambda p: format_time(p.pending_since)),
+    ("ste", lambda p: p.safe_to_evict),
+    ("dnd", lambda p: _one_if(p.do_not_disrupt)),
+    ("del", lambda p: _one_if(p.terminating)),
+    ("onc", lambda p: _one_if(bool(p.owner_kind) and not p.owner_is_controller)),
+    ("dc", lambda p: p.deletion_cost or None),
+)
+
+
+def _owner(references: Sequence[OwnerReference]) -> tuple[OwnerReference | None, bool]:
+    """The controller owner reference if any (True), else the first one (False)."""
+    owner = next((o for o in references if o.controller), None)
+    if owner is not None:
+        return owner, True
+    return (references[0] if references else None), False
+
+
+def _unschedulable(conditions: Sequence[Condition]) -> tuple[bool, datetime | None]:
+    """Whether the scheduler marked the pod Unschedulable, and since when."""
+    marked, since = False, None
+    for cond in conditions:
+        if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+            marked, since = True, cond.last_transition_time
+    return marked, since
+
+
+def _required_terms(affinity: Affinity | None) -> tuple[Term, ...]:
+    node_affinity = affinity.node_affinity if affinity else None
+    required = node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
+    terms: list[Term] = []
+    for term in required.node_selector_terms if required else ():
+        reqs: list[Requirement] = [
+            (r.key, r.operator, tuple(r.values), False) for r in term.match_expressions
+        ]
+        reqs += [(r.key, r.operator, tuple(r.values), True) for r in term.match_fields]
+        terms.append(tuple(reqs))
+    return tuple(terms)
+
+
+def _flag(value: str | None) -> bool | None:
+    """An annotation read as the drain reads it: "true" / "false" (any case), anything else unset."""
+    lowered = (value or "").lower()
+    return True if lowered == "true" else False if lowered == "false" else None
+
+
+def _int_or_zero(value: str | None) -> int:
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        return 0
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:

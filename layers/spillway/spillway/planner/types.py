@@ -1,7 +1,8 @@
 """What the planner decides, as data. Nothing here acts; the act layer reads it.
 
 ``ScalingPlan.to_dict()`` is the published plan contract (see DESIGN.md): ``scale_up``, ``uncordon``,
-``drain``, ``pending`` and ``kept``, every entry with a reason.
+``drain``, ``pending`` and ``kept``, every entry with a reason; ``pending`` and ``kept`` entries also
+carry a machine-readable ``code`` (:mod:`spillway.planner.codes`).
 """
 
 from __future__ import annotations
@@ -63,18 +64,20 @@ class Drain:
 class PendingPod:
     pod: str
     reason: str
+    code: str  # machine-readable, one of spillway.planner.codes
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pod": self.pod, "reason": self.reason}
+        return {"pod": self.pod, "reason": self.reason, "code": self.code}
 
 
 @dataclass(frozen=True, slots=True)
 class KeptNode:
     node: str
     reason: str
+    code: str  # machine-readable, one of spillway.planner.codes
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "reason": self.reason}
+        return {"node": self.node, "reason": self.reason, "code": self.code}
 
 
 @dataclass(frozen=True, slots=True)

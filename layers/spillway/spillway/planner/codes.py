@@ -1,0 +1,74 @@
+"""Machine-readable reason codes: one kebab-case constant per kind of decision.
+
+Every :class:`~spillway.planner.types.KeptNode` and :class:`~spillway.planner.types.PendingPod` carries
+one of these beside its human-readable ``reason``; tools match on the code, people read the reason.
+The README lists them (section "The planner").
+"""
+
+from __future__ import annotations
+
+# -- why a pending pod has no new node of its own (PendingPod.code) --
+EXPENDABLE = "expendable"  # priority below expendable_priority_cutoff: never triggers a scale-up
+FITS_FREE_ROOM = "fits-free-room"  # free room on a Ready node; the scheduler will get there
+FITS_LAUNCHING = "fits-launching"  # capacity already launching in a group
+FITS_UNCORDONED = "fits-uncordoned"  # a node Spillway cordoned, which this plan uncordons
+NO_MANAGED_GROUPS = "no-managed-groups"  # the cluster has no managed node group at all
+NO_GROUP_FITS = "no-group-fits"  # no group's template node can ever run the pod
+BACKED_OFF = "backed-off"  # every group that fits is backed off after failed launches
+MAX_SIZE = "max-size"  # every group that fits is at MaxSize
+GROUPS_EXHAUSTED = "groups-exhausted"  # groups that fit are some backed off, some at MaxSize
+
+# -- why a node is not drained (KeptNode.code) --
+UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
+UNMANAGED = "unmanaged"  # not in a managed node group
+NOT_READY = "not-ready"
+WORKLOAD = "workload"  # runs pods whose disruption matters (see spillway.planner.disruption)
+PENDING_FITS = "pending-fits"  # a pending pod is expected to run on it
+DRAIN_PLANNED = "drain-planned"  # a recent plan drained it; that drain owns it
+DRAINING = "draining"  # cordoned by Spillway: being drained
+CORDONED_BY_OTHERS = "cordoned-by-others"  # a person or another tool cordoned it
+SCALE_DOWN_DISABLED = "scale-down-disabled"  # cluster-autoscaler.kubernetes.io/scale-down-disabled=true
+RECENTLY_LAUNCHED = "recently-launched"  # younger than scale_down_delay_after_launch_minutes
+IDLE_BELOW_THRESHOLD = "idle-below-threshold"  # idle, but not for scale_down_idle_minutes yet
+MIN_SIZE = "min-size"  # draining it would take the group below MinSize
+SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
+NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
+
+PENDING_CODES = (
+    EXPENDABLE,
+    FITS_FREE_ROOM,
+    FITS_LAUNCHING,
+    FITS_UNCORDONED,
+    NO_MANAGED_GROUPS,
+    NO_GROUP_FITS,
+    BACKED_OFF,
+    MAX_SIZE,
+    GROUPS_EXHAUSTED,
+)
+KEPT_CODES = (
+    UNCORDONED,
+    UNMANAGED,
+    NOT_READY,
+    WORKLOAD,
+    PENDING_FITS,
+    DRAIN_PLANNED,
+    DRAINING,
+    CORDONED_BY_OTHERS,
+    SCALE_DOWN_DISABLED,
+    RECENTLY_LAUNCHED,
+    IDLE_BELOW_THRESHOLD,
+    MIN_SIZE,
+    SCALE_IN_CAP,
+    NO_INSTANCE_ID,
+)
+
+# -- may a pod be disturbed (Disruption.code, spillway.planner.disruption) --
+POD_FINISHED = "finished"  # Succeeded or Failed: nothing runs
+POD_MIRROR = "mirror"  # a static pod: the kubelet runs it
+POD_DAEMONSET = "daemonset"  # a DaemonSet pod: it runs on every node anyway
+POD_TERMINATING = "terminating"  # already being deleted: wait for it
+POD_DO_NOT_DISRUPT = "do-not-disrupt"  # karpenter.sh/do-not-disrupt=true
+POD_NOT_SAFE_TO_EVICT = "not-safe-to-evict"  # cluster-autoscaler.kubernetes.io/safe-to-evict=false
+POD_NO_CONTROLLER = "no-controller"  # nothing would recreate it
+POD_MOVABLE = "movable"  # may be evicted; its controller recreates it elsewhere
+POD_FORCED = "forced"  # protected, but the caller forces its eviction

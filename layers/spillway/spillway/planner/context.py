@@ -1,0 +1,161 @@
+"""The planner's working context: throw-away copies of the snapshot and what the stages decide.
+
+:class:`Context` is built once per plan (every attribute set in its constructor) and handed from stage
+to stage; nothing in it outlives the plan. Time helpers live here too, so every stage formats
+durations and instants the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spillway.config import PlannerConfig
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.resources import PODS, Resources, add_into, subtract
+from spillway.model.state import State
+from spillway.planner.disruption import keeps_node_busy
+from spillway.planner.types import PendingPod, Placement
+
+ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def minutes(delta: timedelta) -> str:
+    seconds = delta.total_seconds()
+    return f"{seconds:.0f}s" if abs(seconds) < 60 else f"{seconds / 60:.0f}m"
+
+
+@dataclass(slots=True)
+class WorkNode:
+    """An existing node as the plan sees it: what runs there, and what the plan puts there."""
+
+    info: NodeInfo
+    group: NodeGroup | None
+    used: Resources = field(default_factory=dict)
+    workload: int = 0  # pods that keep the node busy (spillway.planner.disruption)
+    free: Resources = field(default_factory=dict)
+    receives: int = 0  # pending pods this plan expects to run here
+    shape: tuple[Any, ...] = ()
+
+
+def shape_of(info: NodeInfo) -> tuple[Any, ...]:
+    """Nodes with equal shapes are equal for every constraint that does not name a node."""
+    labels = tuple(sorted((k, v) for k, v in info.labels.items() if k != HOSTNAME_LABEL))
+    return (labels, info.taints)
+
+
+def has_taint(info: NodeInfo, key: str) -> bool:
+    return any(t[0] == key for t in info.taints)
+
+
+def without_taint(info: NodeInfo, key: str) -> NodeInfo:
+    if not has_taint(info, key):
+        return info
+    return replace(info, taints=tuple(t for t in info.taints if t[0] != key))
+
+
+def region_ranks(config: PlannerConfig, groups: Sequence[NodeGroup]) -> dict[str, int]:
+    """Configured regions first, in order; then any other region of a group, by name."""
+    regions = list(config.regions)
+    extra = sorted({g.region for g in groups} - set(regions))
+    return {r: i for i, r in enumerate(regions + extra)}
+
+
+class Context:
+    """One plan's inputs, working copies and decisions so far."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        groups: Sequence[NodeGroup],
+        config: PlannerConfig,
+        state: State,
+        now: datetime,
+    ) -> None:
+        self.snapshot = snapshot
+        self.groups: list[NodeGroup] = sorted(groups, key=lambda g: (g.region, g.name))
+        self.config = config
+        self.state = state
+        self.now = now
+        self.region_rank = region_ranks(config, self.groups)
+        self.primary: str | None = config.regions[0] if config.regions else None
+        self.nodes: dict[str, WorkNode] = _work_nodes(snapshot.nodes, self.groups)
+        self.pending: list[PodInfo] = []  # pending, unschedulable pods, in snapshot order
+        self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
+        self._index_pods(snapshot.pods)
+        self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
+        # -- decisions --
+        self.pending_out: list[PendingPod] = []
+        self.placements: list[Placement] = []
+        self.uncordoned: dict[str, str] = {}  # node -> group
+        self.new_pods: dict[str, list[str]] = {}  # group -> pods on new nodes
+        self.new_nodes: dict[str, int] = {}  # group -> nodes this plan launches
+        self.overflow_notes: dict[str, set[str]] = {}  # group -> why better groups were skipped
+
+    def region_key(self, group: NodeGroup) -> int:
+        return self.region_rank.get(group.region, len(self.region_rank))
+
+    def record(self, pods: Iterable[str], node: str, group: str | None, note: str, code: str) -> None:
+        """Pending pods that run on ``node`` without a new node of their own."""
+        for pod in pods:
+            self.placements.append(Placement(pod, node, group))
+            self.pending_out.append(PendingPod(pod, note, code))
+
+    def _index_pods(self, pods: Iterable[PodInfo]) -> None:
+        for pod in pods:
+            if pod.daemonset and pod.owner_name:
+                self._note_daemonset(pod, pod.owner_name)
+            if pod.terminal:
+                continue
+            if pod.node_name is not None:
+                node = self.nodes.get(pod.node_name)
+                if node is not None:
+                    _charge(node, pod)
+            elif pod.is_pending_unschedulable():
+                self.pending.append(pod)
+        for node in self.nodes.values():
+            node.free = subtract(node.info.allocatable, node.used)
+
+    def _note_daemonset(self, pod: PodInfo, owner: str) -> None:
+        rep_key = (pod.namespace, owner)
+        current = self.ds_representatives.get(rep_key)
+        if current is None or pod.key < current.key:
+            self.ds_representatives[rep_key] = pod
+
+
+def _work_nodes(nodes: Iterable[NodeInfo], groups: Iterable[NodeGroup]) -> dict[str, WorkNode]:
+    by_instance = {iid: g for g in groups for iid in g.instance_ids}
+    out: dict[str, WorkNode] = {}
+    for info in sorted(nodes, key=lambda n: n.name):
+        instance = info.instance_id
+        group = by_instance.get(instance) if instance else None
+        out[info.name] = WorkNode(info=info, group=group, shape=shape_of(info))
+    return out
+
+
+def _charge(node: WorkNode, pod: PodInfo) -> None:
+    """A pod bound to ``node``: its requests, its pod slot, and whether it keeps the node busy."""
+    add_into(node.used, pod.requests)
+    node.used[PODS] = node.used.get(PODS, 0) + ONE_POD
+    if keeps_node_busy(pod):
+        node.workload += 1
+
+
+def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[str, int]:
+    ready: dict[str, int] = {}
+    for node in nodes:
+        if node.group is not None and node.info.ready:
+            ready[node.group.name] = ready.get(node.group.name, 0) + 1
+    return ready

@@ -1,0 +1,215 @@
+"""Stage 2: placement on what exists — free room on Ready nodes, capacity already launching, and
+nodes Spillway cordoned (uncordoned rather than launching new ones).
+
+Existing nodes are visited pool by pool (nodes of one shape), so a class's constraints are judged once
+per shape; launching and new nodes are :class:`Bin` s of identical template nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from spillway.model.k8s import DRAINING_TAINT
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.resources import Resources, add_into, fit_count
+from spillway.planner import codes
+from spillway.planner.classes import PodClass
+from spillway.planner.context import Context, WorkNode, has_taint, shape_of, without_taint
+
+UNBOUNDED = 1 << 40
+FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
+UNCORDON_NOTE = "will run on node {node}, which this plan uncordons"
+
+
+@dataclass(slots=True)
+class Pool:
+    """Existing nodes of one shape (labels but hostname, taints): equal for every constraint but a name."""
+
+    nodes: list[WorkNode]
+    bound: Resources  # at least the free room of any node of the pool, per resource
+    blocked: dict[int, bool] = field(default_factory=dict)  # by class id: constraints rule the pool out
+
+
+@dataclass(slots=True)
+class Bin:
+    """Identical nodes (by id), each with ``free`` room left."""
+
+    free: Resources
+    ids: list[str]
+
+
+def _max_into(bound: Resources, free: Mapping[str, int]) -> None:
+    for name, value in free.items():
+        if value > bound.get(name, -1):
+            bound[name] = value
+
+
+def pools(nodes: Iterable[WorkNode]) -> list[Pool]:
+    by_shape: dict[tuple[object, ...], list[WorkNode]] = {}
+    for node in nodes:
+        by_shape.setdefault(node.shape, []).append(node)
+    out = []
+    for members in by_shape.values():
+        bound: Resources = {}
+        for node in members:
+            _max_into(bound, node.free)
+        out.append(Pool(members, bound))
+    return out
+
+
+def schedulable_pools(ctx: Context) -> list[Pool]:
+    """Ready, schedulable nodes not tainted for draining."""
+    return pools(
+        n
+        for n in ctx.nodes.values()
+        if n.info.ready and not n.info.unschedulable and not has_taint(n.info, DRAINING_TAINT)
+    )
+
+
+def reclaimable_pools(ctx: Context) -> list[Pool]:
+    """Ready nodes Spillway cordoned, one per pool, in preference order (region, then name).
+
+    Their working copies lose the draining taint: uncordoning lifts it.
+    """
+    reclaimable = sorted(
+        (
+            n
+            for n in ctx.nodes.values()
+            if n.info.ready and n.info.cordoned_by_spillway and n.group is not None
+        ),
+        key=lambda n: (ctx.region_key(n.group) if n.group else 0, n.info.name),
+    )
+    for node in reclaimable:
+        node.info = without_taint(node.info, DRAINING_TAINT)
+        node.shape = shape_of(node.info)
+    return [Pool([n], dict(n.free)) for n in reclaimable]
+
+
+def launching_bins(ctx: Context, empty: Mapping[str, Resources]) -> dict[str, list[Bin]]:
+    """Per group, nodes already launching (desired minus Ready), as empty template nodes."""
+    bins: dict[str, list[Bin]] = {}
+    for g in ctx.groups:
+        launching = g.desired - ctx.ready_in_group.get(g.name, 0)
+        if launching > 0 and g.template is not None:
+            ids = [f"{g.name}/launching-{i + 1}" for i in range(launching)]
+            bins[g.name] = [Bin(dict(empty[g.name]), ids)]
+    return bins
+
+
+def fill_bins(request: Mapping[str, int], bins: list[Bin], want: int) -> list[tuple[str, int]]:
+    """First-fit ``want`` copies of ``request`` into ``bins``, splitting bins as they fill.
+
+    Returns ``(node id, pods placed there)`` in placement order; the sum is what fitted.
+    """
+    out: list[tuple[str, int]] = []
+    placed = 0
+    i = 0
+    while i < len(bins) and placed < want:
+        current = bins[i]
+        per = fit_count(request, current.free, UNBOUNDED)
+        if per <= 0:
+            i += 1
+            continue
+        inserted, count = _split_bin(request, current, per, want - placed, out)
+        placed += count
+        bins[i:i] = inserted
+        i += len(inserted)
+        if not current.ids:
+            del bins[i]
+    return out
+
+
+def _split_bin(
+    request: Mapping[str, int], current: Bin, per: int, want: int, out: list[tuple[str, int]]
+) -> tuple[list[Bin], int]:
+    """Fill whole nodes of ``current`` (``per`` pods each), then part of one.
+
+    Appends the placements to ``out``; returns the filled bins and how many pods they took.
+    """
+    inserted: list[Bin] = []
+    full = min(len(current.ids), want // per)
+    if full:
+        after = dict(current.free)
+        add_into(after, request, -per)
+        ids, current.ids = current.ids[:full], current.ids[full:]
+        inserted.append(Bin(after, ids))
+        out.extend((node_id, per) for node_id in ids)
+    rest = want - full * per
+    if rest and current.ids:
+        after = dict(current.free)
+        add_into(after, request, -rest)
+        ids, current.ids = current.ids[:1], current.ids[1:]
+        inserted.append(Bin(after, ids))
+        out.append((ids[0], rest))
+        return inserted, want
+    return inserted, full * per
+
+
+def place_on_nodes(ctx: Context, cls: PodClass, pool_list: Sequence[Pool], *, uncordon: bool = False) -> None:
+    """Place the class on existing nodes, first fit, pool by pool (nodes of one shape)."""
+    for pool in pool_list:
+        if not cls.remaining:
+            return
+        if _pool_ruled_out(cls, pool):
+            continue
+        if fit_count(cls.requests, pool.bound, 1) == 0:
+            continue  # no node of the pool has that much room left
+        _place_in_pool(ctx, cls, pool, uncordon)
+
+
+def _pool_ruled_out(cls: PodClass, pool: Pool) -> bool:
+    if cls.node_specific:
+        return False  # judged node by node
+    blocked = pool.blocked.get(id(cls))
+    if blocked is None:
+        info = pool.nodes[0].info
+        blocked = pool.blocked[id(cls)] = cls.blocker(info.labels, info.taints, info.name) is not None
+    return blocked
+
+
+def _place_in_pool(ctx: Context, cls: PodClass, pool: Pool, uncordon: bool) -> None:
+    bound: Resources = {}
+    for node in pool.nodes:
+        if not cls.remaining:
+            return  # not every node was visited: keep the old bound
+        info = node.info
+        if cls.node_specific and cls.blocker(info.labels, info.taints, info.name) is not None:
+            continue
+        count = fit_count(cls.requests, node.free, cls.remaining)
+        if count > 0:
+            _place_on_node(ctx, cls, node, count, uncordon)
+        _max_into(bound, node.free)
+    pool.bound = bound  # every node was visited: the bound is now exact
+
+
+def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, uncordon: bool) -> None:
+    add_into(node.free, cls.requests, -count)
+    node.receives += count
+    name = node.info.name
+    group_name = node.group.name if node.group else None
+    if uncordon:
+        ctx.record(cls.take(count), name, group_name, UNCORDON_NOTE.format(node=name), codes.FITS_UNCORDONED)
+        if node.group is not None:
+            ctx.uncordoned[name] = node.group.name
+    else:
+        ctx.record(cls.take(count), name, group_name, FREE_ROOM_NOTE.format(node=name), codes.FITS_FREE_ROOM)
+
+
+def place_on_launching(
+    ctx: Context,
+    cls: PodClass,
+    candidates: Sequence[NodeGroup],
+    backoff: Mapping[str, str | None],
+    bins: Mapping[str, list[Bin]],
+) -> None:
+    """Capacity already launching. A group whose launches fail is not really launching: its raised
+    desired capacity is a promise EC2 is not keeping."""
+    for group in candidates:
+        if backoff[group.name]:
+            continue
+        group_bins = bins.get(group.name)
+        if group_bins and cls.remaining:
+            note = f"fits on capacity already launching in {group.name}; nothing new to launch"
+            for node_id, count in fill_bins(cls.requests, group_bins, cls.remaining):
+                ctx.record(cls.take(count), node_id, group.name, note, codes.FITS_LAUNCHING)

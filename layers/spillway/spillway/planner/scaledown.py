@@ -1,0 +1,228 @@
+"""Stage 4: scale-down — which nodes to drain, and why every other node is kept.
+
+A node is a candidate when nothing keeps it: it is managed, Ready, has no pod that keeps it busy
+(:func:`spillway.planner.disruption.assess`), no pending pod is placed on it, nobody else owns it
+(a drain in flight, a human cordon, ``scale-down-disabled``), it is not freshly launched, and it has
+been idle for ``scale_down_idle_minutes``. Candidates are ordered overflow regions first (bring work
+home), then least useful, then oldest; then a group never goes below MinSize and loses at most
+``max_scale_in_fraction`` of its nodes per plan.
+
+Each check is a small function in :data:`IN_USE` or :data:`PROTECTIONS`: a new reason to keep a node
+is one more function, not a branch in a loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
+from spillway.model.state import NodeState
+from spillway.planner import codes
+from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.types import Drain, KeptNode
+
+Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
+Check = Callable[[Context, WorkNode], Verdict]
+TimedCheck = Callable[[Context, WorkNode, datetime], Verdict]
+
+
+def _uncordoned(ctx: Context, node: WorkNode) -> Verdict:
+    if node.info.name in ctx.uncordoned:
+        return codes.UNCORDONED, "uncordoned: pending pods fit on it"
+    return None
+
+
+def _unmanaged(ctx: Context, node: WorkNode) -> Verdict:
+    return (codes.UNMANAGED, "not in a managed node group") if node.group is None else None
+
+
+def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
+    return None if node.info.ready else (codes.NOT_READY, "not Ready")
+
+
+def _busy(ctx: Context, node: WorkNode) -> Verdict:
+    if node.workload:
+        return codes.WORKLOAD, f"runs {node.workload} workload pod(s); {utilisation(node)}"
+    return None
+
+
+def _receives(ctx: Context, node: WorkNode) -> Verdict:
+    if node.receives:
+        return codes.PENDING_FITS, f"a pending pod fits on it ({node.receives} pod(s) planned here)"
+    return None
+
+
+def _draining(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
+    info = node.info
+    if info.unschedulable and info.cordoned_by_spillway:
+        return codes.DRAINING, "being drained by Spillway"
+    if info.unschedulable:
+        return codes.CORDONED_BY_OTHERS, "cordoned by someone else; Spillway leaves it alone"
+    return None
+
+
+def _disabled(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
+    if node.info.scale_down_disabled:
+        return (
+            codes.SCALE_DOWN_DISABLED,
+            "annotated cluster-autoscaler.kubernetes.io/scale-down-disabled=true",
+        )
+    return None
+
+
+def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
+    created = node.info.created_at
+    delay = timedelta(minutes=ctx.config.scale_down_delay_after_launch_minutes)
+    if created is not None and ctx.now - aware(created) < delay:
+        age = ctx.now - aware(created)
+        return codes.RECENTLY_LAUNCHED, f"launched {minutes(age)} ago, younger than {minutes(delay)}"
+    return None
+
+
+def _not_idle_long_enough(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
+    needed = timedelta(minutes=ctx.config.scale_down_idle_minutes)
+    idle_for = ctx.now - idle_since
+    if idle_for < needed:
+        return codes.IDLE_BELOW_THRESHOLD, f"idle for {minutes(idle_for)} of the {minutes(needed)} needed"
+    return None
+
+
+# Checked in order; the first that holds keeps the node. IN_USE nodes are not idle at all (no idle
+# time is kept for them); PROTECTIONS apply to idle nodes.
+IN_USE: tuple[Check, ...] = (_uncordoned, _unmanaged, _not_ready, _busy, _receives)
+PROTECTIONS: tuple[TimedCheck, ...] = (_draining, _disabled, _young, _not_idle_long_enough)
+
+
+def utilisation(node: WorkNode) -> str:
+    alloc = node.info.allocatable
+    parts = [
+        f"{r} {100 * node.used.get(r, 0) / alloc[r]:.0f}%" for r in (CPU, MEMORY, NVIDIA_GPU) if alloc.get(r)
+    ]
+    return "requests " + ", ".join(parts)
+
+
+def usefulness(node: WorkNode) -> float:
+    _, share = dominant_share(node.used, node.info.allocatable)
+    return share
+
+
+class ScaleDownStage:
+    """Judges every node once; drains the best candidates within MinSize and the scale-in cap."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.drains: list[Drain] = []
+        self.kept: list[KeptNode] = []
+        self.idle_state: dict[str, NodeState] = {}
+        self.candidates: list[tuple[WorkNode, datetime]] = []
+        self.taken: dict[str, int] = {}  # group -> nodes drained by this plan
+        self.draining_now: dict[str, int] = {}  # group -> nodes Spillway is draining already
+
+    def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
+        for node in self.ctx.nodes.values():
+            self.judge(node)
+        self.candidates.sort(key=self._order)
+        self._count_draining()
+        for node, idle_since in self.candidates:
+            self.choose(node, idle_since)
+        return self.drains, self.kept, self.idle_state
+
+    def keep(self, node: WorkNode, verdict: tuple[str, str]) -> None:
+        code, reason = verdict
+        self.kept.append(KeptNode(node.info.name, reason, code))
+
+    def judge(self, node: WorkNode) -> None:
+        """Keep the node with a reason, or make it a candidate."""
+        for check in IN_USE:
+            verdict = check(self.ctx, node)
+            if verdict is not None:
+                self.keep(node, verdict)
+                return
+        idle_since = self._idle_since(node)
+        if self._claimed(node, idle_since):
+            return
+        for protection in PROTECTIONS:
+            verdict = protection(self.ctx, node, idle_since)
+            if verdict is not None:
+                self.keep(node, verdict)
+                return
+        self.candidates.append((node, idle_since))
+
+    def _idle_since(self, node: WorkNode) -> datetime:
+        previous = self.ctx.state.nodes.get(node.info.name)
+        idle_since = aware(previous.idle_since) if previous else self.ctx.now
+        self.idle_state[node.info.name] = NodeState(idle_since=idle_since)
+        return idle_since
+
+    def _claimed(self, node: WorkNode, idle_since: datetime) -> bool:
+        """A recent plan drained the node and its drain has not cordoned it yet: the drain owns it."""
+        ctx, name = self.ctx, node.info.name
+        previous = ctx.state.nodes.get(name)
+        claimed = aware(previous.draining_since) if previous and previous.draining_since else None
+        claim = timedelta(minutes=ctx.config.drain_claim_minutes)
+        if claimed is None or ctx.now - claimed >= claim or node.info.unschedulable:
+            return False
+        self.idle_state[name] = NodeState(idle_since=idle_since, draining_since=claimed)
+        self.keep(
+            node, (codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it")
+        )
+        return True
+
+    def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
+        """Overflow regions first (bring work home), then the least useful, then the oldest."""
+        node = candidate[0]
+        created = node.info.created_at
+        return (
+            -self.ctx.region_key(node.group) if node.group else 0,
+            usefulness(node),
+            aware(created) if created else self.ctx.now,
+            node.info.name,
+        )
+
+    def _count_draining(self) -> None:
+        for node in self.ctx.nodes.values():
+            group = node.group
+            if (
+                group is not None
+                and node.info.cordoned_by_spillway
+                and node.info.name not in self.ctx.uncordoned
+            ):
+                self.draining_now[group.name] = self.draining_now.get(group.name, 0) + 1
+
+    def _limit(self, node: WorkNode) -> Verdict:
+        """MinSize, the per-plan scale-in cap, and an instance to terminate."""
+        group = node.group
+        assert group is not None
+        taken = self.taken.get(group.name, 0)
+        if group.desired - self.draining_now.get(group.name, 0) - taken <= group.min_size:
+            return codes.MIN_SIZE, f"group {group.name} at MinSize {group.min_size}"
+        cap = max(1, math.floor(self.ctx.config.max_scale_in_fraction * group.desired))
+        if taken >= cap:
+            return (
+                codes.SCALE_IN_CAP,
+                f"scale-in of {group.name} capped at {cap} node(s) per plan (max_scale_in_fraction)",
+            )
+        if node.info.instance_id is None:
+            return codes.NO_INSTANCE_ID, "no EC2 instance id in spec.providerID"
+        return None
+
+    def choose(self, node: WorkNode, idle_since: datetime) -> None:
+        verdict = self._limit(node)
+        if verdict is not None:
+            self.keep(node, verdict)
+            return
+        ctx, info, group = self.ctx, node.info, node.group
+        assert group is not None and info.instance_id is not None
+        self.taken[group.name] = self.taken.get(group.name, 0) + 1
+        self.idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=ctx.now)
+        where = group.region
+        if ctx.primary and group.region != ctx.primary:
+            where += f", overflow region (bringing work home to {ctx.primary})"
+        needed = timedelta(minutes=ctx.config.scale_down_idle_minutes)
+        reason = (
+            f"no workload pods for {minutes(ctx.now - idle_since)} "
+            f"(threshold {minutes(needed)}); group {group.name} in {where}"
+        )
+        self.drains.append(Drain(info.name, info.instance_id, group.name, group.region, reason))

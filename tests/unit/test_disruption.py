@@ -1,0 +1,101 @@
+"""The one disruption predicate: the same decisions as the drain's pod classification, on a PodInfo."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spillway.act.drain import classify
+from spillway.local import objects
+from spillway.model.cluster import PodInfo
+from spillway.model.k8s import Pod
+from spillway.planner import codes
+from spillway.planner.disruption import assess
+
+NODE = "ip-10-0-0-1.ec2.internal"
+DRAIN_ACTION = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict"}
+
+
+def _raw(**kw: Any) -> dict[str, Any]:
+    annotations = kw.pop("annotations", None)
+    deleting = kw.pop("deleting", False)
+    raw = objects.pod("p", "team-a", node_name=NODE, annotations=annotations, **kw)
+    if deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-11-02T10:00:00Z"
+    return raw
+
+
+def _not_controller(raw: dict[str, Any]) -> dict[str, Any]:
+    for ref in raw["metadata"].get("ownerReferences", []):
+        ref["controller"] = False
+    return raw
+
+
+CASES = [
+    ("replicaset", _raw(owner=("ReplicaSet", "web")), False, "movable", codes.POD_MOVABLE),
+    ("job", _raw(owner=("Job", "train")), False, "movable", codes.POD_MOVABLE),
+    ("daemonset", objects.daemonset_pod("ds", NODE), False, "ignore", codes.POD_DAEMONSET),
+    ("mirror", _raw(annotations={"kubernetes.io/config.mirror": "abc"}, owner=None), False, "ignore", codes.POD_MIRROR),
+    ("succeeded", _raw(phase="Succeeded"), False, "ignore", codes.POD_FINISHED),
+    ("failed", _raw(phase="Failed"), True, "ignore", codes.POD_FINISHED),
+    ("terminating", _raw(deleting=True), False, "wait", codes.POD_TERMINATING),
+    ("terminating-forced", _raw(deleting=True, owner=None), True, "wait", codes.POD_TERMINATING),
+    ("do-not-disrupt", _raw(annotations={"karpenter.sh/do-not-disrupt": "true"}), False, "never", codes.POD_DO_NOT_DISRUPT),
+    ("do-not-disrupt-forced", _raw(annotations={"karpenter.sh/do-not-disrupt": "true"}), True, "movable", codes.POD_FORCED),
+    ("not-safe", _raw(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}), False, "never", codes.POD_NOT_SAFE_TO_EVICT),
+    ("not-safe-forced", _raw(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}), True, "movable", codes.POD_FORCED),
+    ("odd-safe-value", _raw(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "yes"}), False, "movable", codes.POD_MOVABLE),
+    ("bare", _raw(owner=None), False, "never", codes.POD_NO_CONTROLLER),
+    ("bare-forced", _raw(owner=None), True, "movable", codes.POD_FORCED),
+    ("bare-safe-to-evict", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "True"}), False, "movable", codes.POD_MOVABLE),
+    ("owner-not-controller", _not_controller(_raw(owner=("ReplicaSet", "web"))), False, "never", codes.POD_NO_CONTROLLER),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("raw", "force", "verdict", "code"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_assess_decides_what_the_drain_decides(
+    raw: dict[str, Any], force: bool, verdict: str, code: str
+) -> None:
+    pod = Pod.model_validate(raw)
+    info = PodInfo.from_pod(pod)
+    got = assess(info, force=force)
+    assert (got.verdict, got.code) == (verdict, code)
+    assert got.reason
+    assert got.keeps_node_busy == (verdict != "ignore")
+    drain = classify(pod, force=force)
+    assert DRAIN_ACTION[got.verdict] == drain.action
+    if drain.reason:  # the drain's reasons for ignore / wait / keep are the predicate's
+        assert got.reason == drain.reason
+    # the stored form decides the same
+    assert assess(PodInfo.from_dict(info.to_dict()), force=force) == got
+
+
+def test_cost_orders_by_priority_then_pod_deletion_cost() -> None:
+    def cost(priority: int, deletion_cost: str | None) -> tuple[int, int]:
+        annotations = {"controller.kubernetes.io/pod-deletion-cost": deletion_cost} if deletion_cost else None
+        return assess(
+            PodInfo.from_pod(Pod.model_validate(_raw(priority=priority, annotations=annotations)))
+        ).cost
+
+    assert cost(0, None) == (0, 0)
+    assert cost(0, "-5") < cost(0, None) < cost(0, "7") < cost(100, "-1000")
+    assert cost(0, "not a number") == (0, 0)
+
+
+def test_a_pod_stored_before_the_new_facts_reads_as_controlled_and_not_terminating() -> None:
+    old = {
+        "ns": "team-a",
+        "n": "web-0",
+        "r": {"cpu": 1000},
+        "node": NODE,
+        "ph": "Running",
+        "ok": "ReplicaSet",
+        "on": "web",
+    }
+    info = PodInfo.from_dict(old)
+    assert (info.terminating, info.controlled, info.deletion_cost) == (False, True, 0)
+    assert info.to_dict() == old
+    assert assess(info).verdict == "movable"
