@@ -69,7 +69,6 @@ def tables(dynamodb: Any) -> dict[str, str]:
 # --- Auto Scaling groups in moto -------------------------------------------------------------------
 
 CLUSTER = "prod"
-AMI = "ami-12c6146b"  # one of moto's default images
 
 
 def make_asg(
@@ -84,42 +83,14 @@ def make_asg(
     enabled: bool = True,
     tags: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """An Auto Scaling group with a launch template, tagged for ``cluster`` the cluster-autoscaler way."""
-    import boto3
+    """An Auto Scaling group with a launch template, tagged for ``cluster`` the cluster-autoscaler way
+    (:func:`spillway.local.rig.create_group`, with this suite's defaults)."""
+    from spillway.local.rig import create_group
 
-    ec2 = boto3.client("ec2", region_name=region)
-    template = f"lt-{name}"
-    ec2.create_launch_template(
-        LaunchTemplateName=template, LaunchTemplateData={"ImageId": AMI, "InstanceType": instance_type}
-    )
-    all_tags = dict(tags or {})
-    if enabled:
-        all_tags["k8s.io/cluster-autoscaler/enabled"] = "true"
-    if cluster:
-        all_tags[f"k8s.io/cluster-autoscaler/{cluster}"] = "owned"
-    autoscaling = boto3.client("autoscaling", region_name=region)
-    autoscaling.create_auto_scaling_group(
-        AutoScalingGroupName=name,
-        MinSize=min_size,
-        MaxSize=max_size,
-        DesiredCapacity=desired,
-        AvailabilityZones=[f"{region}a"],
-        LaunchTemplate={"LaunchTemplateName": template, "Version": "$Latest"},
-        Tags=[
-            {
-                "Key": k,
-                "Value": v,
-                "PropagateAtLaunch": True,
-                "ResourceId": name,
-                "ResourceType": "auto-scaling-group",
-            }
-            for k, v in all_tags.items()
-        ],
-    )
-    group: dict[str, Any] = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])[
-        "AutoScalingGroups"
-    ][0]
-    return group
+    return create_group(
+        name, region=region, instance_type=instance_type, desired=desired, min_size=min_size, max_size=max_size,
+        cluster=cluster, enabled=enabled, tags=tags, mixed=False,
+    )  # fmt: skip
 
 
 @pytest.fixture(name="make_asg")
