@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import multiprocessing as mp
 import os
 import resource
@@ -28,98 +27,24 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = "bench"
-ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 MB = 2**20
 
 
-_USED: set[str] = set()
-
-
-def _suffix(*parts: str) -> str:
-    """A generateName-style suffix; like the API server, draw again on a clash."""
-    salt = 0
-    while True:
-        n = int(hashlib.sha1("/".join((*parts, str(salt))).encode()).hexdigest()[:12], 16)
-        out = []
-        for _ in range(5):
-            n, r = divmod(n, len(ALPHABET))
-            out.append(ALPHABET[r])
-        key = "/".join((parts[0], *out))
-        if key not in _USED:
-            _USED.add(key)
-            return "".join(out)
-        salt += 1
-
-
 def generate(nodes: int, pods: int, pending: int) -> list[dict[str, Any]]:
-    """Nodes in three groups (CPU, GPU, spot), three DaemonSet pods per node, job and deployment pods
-    packed onto the nodes, ``pending`` unschedulable pods, a PDB per team."""
+    """The generated cluster of :func:`spillway.local.objects.cluster`: three DaemonSet pods per node
+    (aws-node, kube-proxy, node-exporter), Job pods spread over the nodes, ``pending`` unbound, a PDB for
+    each of seven teams."""
     from spillway.local import objects as o
 
-    region = "us-east-1"
-    out: list[dict[str, Any]] = []
-    names: list[str] = []
-    taken: set[str] = set()
-    for i in range(nodes):
-        inst = o.instance_id(f"bench-{i}")
-        name = o.node_name_for(inst, region)
-        salt = 0
-        while name in taken:  # private IPs drawn from 24 bits collide now and then at this scale
-            salt += 1
-            name = o.node_name_for(o.instance_id(f"bench-{i}-{salt}"), region)
-        taken.add(name)
-        names.append(name)
-        kind = "gpu" if i % 10 == 0 else ("spot" if i % 10 in (1, 2) else "cpu")
-        out.append(
-            o.node(
-                name,
-                instance=inst,
-                zone=f"{region}{'abc'[i % 3]}",
-                instance_type={"gpu": "g5.12xlarge", "spot": "m5.4xlarge", "cpu": "m5.2xlarge"}[kind],
-                gpus=4 if kind == "gpu" else 0,
-                labels={"spillway.io/pool": kind},
-                taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-                if kind == "gpu"
-                else (),
-            )
-        )
-    count = 0
-    for name in names:
-        for ds in ("aws-node", "kube-proxy", "node-exporter"):
-            if count >= pods - pending:
-                break
-            out.append(o.daemonset_pod(f"{ds}-{_suffix(ds, name)}", name, ds=ds))
-            count += 1
-    job = 0
-    while count < pods:
-        team = f"team-{job % 12}"
-        workload = f"train-{hashlib.sha1(str(job).encode()).hexdigest()[:8]}"
-        gpu = job % 6 == 0
-        for k in range(1 + job % 16):
-            if count >= pods:
-                break
-            bound = count < pods - pending
-            out.append(
-                o.pod(
-                    f"{workload}-{_suffix(workload, str(k))}",
-                    team,
-                    cpu="3" if gpu else "500m",
-                    memory="24Gi" if gpu else "2Gi",
-                    gpus=1 if gpu else 0,
-                    node_name=names[(job * 13 + k) % len(names)] if bound else None,
-                    owner=("Job", workload),
-                    labels={"job-name": workload, "team": team},
-                    tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-                    if gpu
-                    else (),
-                    node_selector={"spillway.io/pool": "gpu"} if gpu else None,
-                )
-            )
-            count += 1
-        job += 1
-    for t in range(12):
-        out.append(o.pdb(f"{f'team-{t}'}-pdb", f"team-{t}", {"team": f"team-{t}"}, max_unavailable=1))
-    return out
+    node_objs, pod_objs, pdbs = o.cluster(
+        nodes,
+        pods,
+        pending=pending,
+        seed="bench",
+        daemonsets=("aws-node", "kube-proxy", "node-exporter"),
+        pdbs=7,
+    )
+    return [*node_objs, *pod_objs, *pdbs]
 
 
 def serve(conn: Connection, nodes: int, pods: int, pending: int) -> None:
@@ -178,36 +103,18 @@ def setup_aws(regions: tuple[str, ...]) -> None:
     import boto3
 
     from spillway.local.cfn import create_tables
+    from spillway.local.rig import create_group
 
     for region in regions:
-        ec2 = boto3.client("ec2", region_name=region)
-        autoscaling = boto3.client("autoscaling", region_name=region)
         for name, itype, desired in (
             ("cpu", "m5.2xlarge", 40),
             ("gpu", "g5.12xlarge", 8),
             ("spot", "m5.4xlarge", 10),
         ):
-            group = f"{name}-{region}"
-            ec2.create_launch_template(
-                LaunchTemplateName=f"lt-{group}",
-                LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": itype},
-            )
-            autoscaling.create_auto_scaling_group(
-                AutoScalingGroupName=group,
-                MinSize=0,
-                MaxSize=500,
-                DesiredCapacity=desired,
-                AvailabilityZones=[f"{region}a"],
-                LaunchTemplate={"LaunchTemplateName": f"lt-{group}", "Version": "$Latest"},
-                Tags=[
-                    {"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true", "PropagateAtLaunch": True},
-                    {
-                        "Key": f"k8s.io/cluster-autoscaler/{CLUSTER}",
-                        "Value": "owned",
-                        "PropagateAtLaunch": True,
-                    },
-                ],
-            )
+            create_group(
+                f"{name}-{region}", region=region, instance_type=itype, desired=desired, max_size=500,
+                cluster=CLUSTER, mixed=False,
+            )  # fmt: skip
     create_tables(
         REPO / "template.yaml",
         boto3.client("dynamodb", region_name=regions[0]),

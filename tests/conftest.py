@@ -1,13 +1,11 @@
-"""Shared fixtures: fake AWS credentials (never a real account), moto, and builders of Kubernetes JSON.
-
-The builders make objects shaped as the API server returns them (``metadata``/``spec``/``status``,
-owner references, the tolerations the DaemonSet controller adds, ``PodScheduled=False/Unschedulable``
-on pending pods), so parsing them runs the same code as real input.
+"""Shared fixtures: fake AWS credentials (never a real account), moto, Auto Scaling groups in moto
+(:func:`spillway.local.rig.create_group`) and Kubernetes JSON (:mod:`spillway.local.objects`, the one
+builder: objects shaped as the API server returns them, so parsing them runs the same code as real input).
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from spillway.local.objects import instance_id, node_name_for
+from spillway.local import objects as o
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes' generateName uses
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +66,6 @@ def tables(dynamodb: Any) -> dict[str, str]:
 # --- Auto Scaling groups in moto -------------------------------------------------------------------
 
 CLUSTER = "prod"
-AMI = "ami-12c6146b"  # one of moto's default images
 
 
 def make_asg(
@@ -84,42 +80,14 @@ def make_asg(
     enabled: bool = True,
     tags: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """An Auto Scaling group with a launch template, tagged for ``cluster`` the cluster-autoscaler way."""
-    import boto3
+    """An Auto Scaling group with a launch template, tagged for ``cluster`` the cluster-autoscaler way
+    (:func:`spillway.local.rig.create_group`, with this suite's defaults)."""
+    from spillway.local.rig import create_group
 
-    ec2 = boto3.client("ec2", region_name=region)
-    template = f"lt-{name}"
-    ec2.create_launch_template(
-        LaunchTemplateName=template, LaunchTemplateData={"ImageId": AMI, "InstanceType": instance_type}
-    )
-    all_tags = dict(tags or {})
-    if enabled:
-        all_tags["k8s.io/cluster-autoscaler/enabled"] = "true"
-    if cluster:
-        all_tags[f"k8s.io/cluster-autoscaler/{cluster}"] = "owned"
-    autoscaling = boto3.client("autoscaling", region_name=region)
-    autoscaling.create_auto_scaling_group(
-        AutoScalingGroupName=name,
-        MinSize=min_size,
-        MaxSize=max_size,
-        DesiredCapacity=desired,
-        AvailabilityZones=[f"{region}a"],
-        LaunchTemplate={"LaunchTemplateName": template, "Version": "$Latest"},
-        Tags=[
-            {
-                "Key": k,
-                "Value": v,
-                "PropagateAtLaunch": True,
-                "ResourceId": name,
-                "ResourceType": "auto-scaling-group",
-            }
-            for k, v in all_tags.items()
-        ],
-    )
-    group: dict[str, Any] = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])[
-        "AutoScalingGroups"
-    ][0]
-    return group
+    return create_group(
+        name, region=region, instance_type=instance_type, desired=desired, min_size=min_size, max_size=max_size,
+        cluster=cluster, enabled=enabled, tags=tags, mixed=False,
+    )  # fmt: skip
 
 
 @pytest.fixture(name="make_asg")
@@ -147,341 +115,26 @@ def two_regions(moto_aws: None) -> dict[str, dict[str, Any]]:
     }
 
 
-# --- Kubernetes JSON builders ----------------------------------------------------------------------
-
-
-def iso(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha1("/".join(parts).encode()).hexdigest()
-
-
-def uid(*parts: str) -> str:
-    h = _digest(*parts)
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
-def suffix(*parts: str, length: int = 5) -> str:
-    """A generateName-style suffix, deterministic for ``parts``."""
-    n = int(_digest(*parts)[:16], 16)
-    out = []
-    for _ in range(length):
-        n, r = divmod(n, len(_SUFFIX_ALPHABET))
-        out.append(_SUFFIX_ALPHABET[r])
-    return "".join(out)
-
-
-def kube_node(
-    name: str,
-    *,
-    instance: str,
-    zone: str = "us-east-1a",
-    instance_type: str = "m5.2xlarge",
-    cpu: str = "7910m",
-    memory: str = "30310Mi",
-    pods: str = "58",
-    gpus: int = 0,
-    group: str = "general",
-    ready: bool = True,
-    unschedulable: bool = False,
-    taints: Sequence[Mapping[str, str]] = (),
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    allocatable = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "95491281146"}
-    if gpus:
-        allocatable["nvidia.com/gpu"] = str(gpus)
-    spec: dict[str, Any] = {"providerID": f"aws:///{zone}/{instance}"}
-    if unschedulable:
-        spec["unschedulable"] = True
-    all_taints = [dict(t) for t in taints]
-    if unschedulable:
-        all_taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
-    if all_taints:
-        spec["taints"] = all_taints
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "uid": uid("node", name),
-            "resourceVersion": "1042",
-            "creationTimestamp": iso(T0),
-            "labels": {
-                "beta.kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/instance-type": instance_type,
-                "beta.kubernetes.io/os": "linux",
-                "eks.amazonaws.com/nodegroup": group,
-                "kubernetes.io/arch": "amd64",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "node.kubernetes.io/instance-type": instance_type,
-                "topology.kubernetes.io/region": zone[:-1],
-                "topology.kubernetes.io/zone": zone,
-            },
-            "annotations": {
-                "alpha.kubernetes.io/provided-node-ip": "10.0.0.1",
-                "node.alpha.kubernetes.io/ttl": "0",
-                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
-                **(annotations or {}),
-            },
-        },
-        "spec": spec,
-        "status": {
-            "capacity": {**allocatable, "cpu": str(int(cpu.rstrip("m")) // 1000 + 1)},
-            "allocatable": allocatable,
-            "conditions": [
-                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
-                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure"},
-                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID"},
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "Unknown",
-                    "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-                    "lastTransitionTime": iso(T0),
-                },
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.31.2-eks-7f9249a",
-                "containerRuntimeVersion": "containerd://1.7",
-            },
-        },
-    }
-
-
-_DEFAULT_TOLERATIONS = [
-    {
-        "key": "node.kubernetes.io/not-ready",
-        "operator": "Exists",
-        "effect": "NoExecute",
-        "tolerationSeconds": 300,
-    },
-    {
-        "key": "node.kubernetes.io/unreachable",
-        "operator": "Exists",
-        "effect": "NoExecute",
-        "tolerationSeconds": 300,
-    },
-]
-
-
-def kube_pod(
-    name: str,
-    namespace: str = "default",
-    *,
-    cpu: str = "1",
-    memory: str = "2Gi",
-    gpus: int = 0,
-    node_name: str | None = None,
-    phase: str | None = None,
-    node_selector: Mapping[str, str] | None = None,
-    tolerations: Sequence[Mapping[str, Any]] = (),
-    priority: int = 0,
-    owner: tuple[str, str] | None = ("Job", "job"),
-    annotations: Mapping[str, str] | None = None,
-    labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """A pod; an unbound one carries ``PodScheduled=False/Unschedulable`` as the scheduler sets it."""
-    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
-    if gpus:
-        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "uid": uid("pod", namespace, name),
-        "resourceVersion": "20417",
-        "creationTimestamp": iso(T0),
-        "labels": dict(labels or {"app": name.rsplit("-", 1)[0]}),
-    }
-    if annotations:
-        meta["annotations"] = dict(annotations)
-    if owner is not None:
-        kind, owner_name = owner
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1" if kind in ("DaemonSet", "ReplicaSet", "StatefulSet") else "batch/v1",
-                "kind": kind,
-                "name": owner_name,
-                "uid": uid(kind, namespace, owner_name),
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
-    spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "main",
-                "image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:2026.03",
-                "resources": resources,
-                "env": [{"name": "EPOCHS", "value": "10"}],
-                "volumeMounts": [
-                    {"name": "kube-api-access", "mountPath": "/var/run/secrets", "readOnly": True}
-                ],
-            }
-        ],
-        "restartPolicy": "Never" if owner and owner[0] == "Job" else "Always",
-        "schedulerName": "default-scheduler",
-        "serviceAccountName": "default",
-        "priority": priority,
-        "tolerations": [*_DEFAULT_TOLERATIONS, *(dict(t) for t in tolerations)],
-    }
-    if node_selector:
-        spec["nodeSelector"] = dict(node_selector)
-    if node_name is None:
-        status: dict[str, Any] = {
-            "phase": phase or "Pending",
-            "qosClass": "Burstable",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/3 nodes are available: 3 Insufficient cpu.",
-                    "lastTransitionTime": iso(T0),
-                }
-            ],
-        }
-    else:
-        spec["nodeName"] = node_name
-        status = {
-            "phase": phase or "Running",
-            "qosClass": "Burstable",
-            "hostIP": "10.0.0.1",
-            "podIP": "10.0.1.1",
-            "startTime": iso(T0),
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": iso(T0)},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": iso(T0)},
-                {"type": "Ready", "status": "True", "lastTransitionTime": iso(T0)},
-            ],
-        }
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
-
-
-def kube_daemonset_pod(node_name: str, ds: str = "aws-node") -> dict[str, Any]:
-    """A DaemonSet pod pinned to its node the way the DaemonSet controller pins it."""
-    obj = kube_pod(
-        f"{ds}-{suffix(ds, node_name)}",
-        "kube-system",
-        cpu="25m",
-        memory="64Mi",
-        node_name=node_name,
-        owner=("DaemonSet", ds),
-        labels={"k8s-app": ds},
-    )
-    obj["spec"]["affinity"] = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
-                ]
-            }
-        }
-    }
-    obj["spec"]["tolerations"] += [
-        {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
-        {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
-        {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
-        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
-    ]
-    return obj
-
-
-def kube_pdb(name: str, namespace: str, match_labels: Mapping[str, str], allowed: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid("pdb", namespace, name)},
-        "spec": {"selector": {"matchLabels": dict(match_labels)}, "maxUnavailable": 1},
-        "status": {
-            "disruptionsAllowed": allowed,
-            "currentHealthy": 3,
-            "desiredHealthy": 2,
-            "expectedPods": 3,
-        },
-    }
+# --- Kubernetes JSON: spillway.local.objects, dated T0 ------------------------------------------------
 
 
 def generate_cluster(
     nodes: int, pods: int, *, pending: int = 0, region: str = "us-east-1", seed: str = "c"
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Nodes, pods (two DaemonSet pods per node, the rest job pods spread over the nodes, ``pending``
-    of them unbound), and a few PDBs: a realistic mix, deterministic for a seed."""
-    zones = [f"{region}a", f"{region}b", f"{region}c"]
-    node_objs = []
-    taken: set[str] = set()
-    for i in range(nodes):
-        inst = instance_id(f"{seed}-{region}-{i}")
-        while node_name_for(inst, region) in taken:  # 24-bit private IPs collide now and then
-            inst = instance_id(inst)
-        taken.add(node_name_for(inst, region))
-        gpu = i % 10 == 9
-        node_objs.append(
-            kube_node(
-                node_name_for(inst, region),
-                instance=inst,
-                zone=zones[i % 3],
-                instance_type="g5.2xlarge" if gpu else "m5.2xlarge",
-                gpus=1 if gpu else 0,
-                group="gpu" if gpu else "general",
-            )
-        )
-    names = [n["metadata"]["name"] for n in node_objs]
-    pod_objs: list[dict[str, Any]] = []
-    for name in names:
-        if len(pod_objs) + 2 > pods - pending:
-            break
-        pod_objs.append(kube_daemonset_pod(name, "aws-node"))
-        pod_objs.append(kube_daemonset_pod(name, "kube-proxy"))
-    job = 0
-    bound_target = pods - pending
-    while len(pod_objs) < pods:
-        ns = f"team-{job % 7}"
-        job_name = f"train-{_digest(seed, str(job))[:6]}"
-        width = 1 + job % 12
-        for k in range(width):
-            if len(pod_objs) >= pods:
-                break
-            bound = len(pod_objs) < bound_target
-            node_name = names[(job * 7 + k) % len(names)] if bound and names else None
-            gpu_job = job % 5 == 4
-            pod_objs.append(
-                kube_pod(
-                    f"{job_name}-{suffix(seed, job_name, str(k))}",
-                    ns,
-                    cpu="2" if gpu_job else "500m",
-                    memory="8Gi" if gpu_job else "1Gi",
-                    gpus=1 if gpu_job else 0,
-                    node_name=node_name,
-                    owner=("Job", job_name),
-                    labels={"job-name": job_name, "team": ns},
-                    tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-                    if gpu_job
-                    else (),
-                )
-            )
-        job += 1
-    pdbs = [kube_pdb(f"pdb-{i}", f"team-{i}", {"team": f"team-{i}"}) for i in range(3)]
-    seen: set[tuple[str, str]] = set()
-    for obj in pod_objs:  # a suffix clash gets another draw, as generateName does
-        meta = obj["metadata"]
-        while (meta["namespace"], meta["name"]) in seen:
-            meta["name"] = meta["name"].rsplit("-", 1)[0] + "-" + suffix(meta["name"])
-        seen.add((meta["namespace"], meta["name"]))
-    return node_objs, pod_objs, pdbs
+    """:func:`spillway.local.objects.cluster`, created at this suite's ``T0``."""
+    return o.cluster(nodes, pods, pending=pending, region=region, seed=seed, created=T0)
 
 
 class KubeObjects:
-    """The builders, as a fixture (test modules need not import this conftest)."""
+    """The builders of :mod:`spillway.local.objects` as a fixture, objects created at ``T0``."""
 
-    node = staticmethod(kube_node)
-    pod = staticmethod(kube_pod)
-    daemonset_pod = staticmethod(kube_daemonset_pod)
-    pdb = staticmethod(kube_pdb)
+    node = functools.partial(o.node, created=T0)
+    pod = functools.partial(o.pod, created=T0)
+    daemonset_pod = functools.partial(o.daemonset_pod, created=T0)
+    pdb = staticmethod(o.pdb)
     cluster = staticmethod(generate_cluster)
-    instance_id = staticmethod(instance_id)
-    node_name_for = staticmethod(node_name_for)
+    instance_id = staticmethod(o.instance_id)
+    node_name_for = staticmethod(o.node_name_for)
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 import pytest
 from conftest import CLUSTER, HOME, WEST, Cloud
 
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
+from spillway.local.rig import create_group
 from spillway.local.stack import LocalStack
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -24,21 +24,9 @@ STRAY = "ip-10-9-0-1.ec2.internal"  # the node of a group not tagged for the clu
 
 def untagged_group(name: str, desired: int) -> str:
     """A group with the ``enabled`` tag but not the cluster's: not Spillway's. Returns its instance."""
-    boto3.client("ec2", region_name=HOME).create_launch_template(
-        LaunchTemplateName=f"lt-{name}",
-        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
+    found = create_group(
+        name, instance_type="m5.large", desired=desired, max_size=10, cluster=None, mixed=False
     )
-    autoscaling = boto3.client("autoscaling", region_name=HOME)
-    autoscaling.create_auto_scaling_group(
-        AutoScalingGroupName=name,
-        MinSize=0,
-        MaxSize=10,
-        DesiredCapacity=desired,
-        LaunchTemplate={"LaunchTemplateName": f"lt-{name}", "Version": "$Latest"},
-        AvailabilityZones=[f"{HOME}a"],
-        Tags=[{"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true", "PropagateAtLaunch": True}],
-    )
-    found = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
     return str(found["Instances"][0]["InstanceId"])
 
 

@@ -11,6 +11,7 @@ from moto import mock_aws
 
 from spillway.local.cloud import CloudSim, NodeRegistrar
 from spillway.local.kubeapi import KubeApiServer
+from spillway.local.rig import create_group
 from spillway.model.aws import parse_activities
 from spillway.model.nodegroup import is_capacity_failure
 
@@ -26,33 +27,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[CloudSim]:
         yield sim
 
 
-def make_group(name: str, instance_type: str = "g5.xlarge", max_size: int = 3, region: str = REGION) -> None:
-    boto3.client("ec2", region_name=region).create_launch_template(
-        LaunchTemplateName=f"lt-{name}",
-        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": instance_type},
-    )
-    boto3.client("autoscaling", region_name=region).create_auto_scaling_group(
-        AutoScalingGroupName=name,
-        MinSize=0,
-        MaxSize=max_size,
-        DesiredCapacity=0,
-        MixedInstancesPolicy={
-            "LaunchTemplate": {
-                "LaunchTemplateSpecification": {"LaunchTemplateName": f"lt-{name}"},
-                "Overrides": [{"InstanceType": instance_type}],
-            }
-        },
-        AvailabilityZones=[f"{region}a"],
-        Tags=[
-            {"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true", "PropagateAtLaunch": True},
-            {"Key": "k8s.io/cluster-autoscaler/ml", "Value": "owned", "PropagateAtLaunch": True},
-            {
-                "Key": "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu",
-                "Value": "present:NoSchedule",
-                "PropagateAtLaunch": True,
-            },
-        ],
-    )
+def make_group(name: str, max_size: int = 3) -> None:
+    create_group(name, instance_type="g5.xlarge", max_size=max_size, cluster="ml", gpu=True)
 
 
 def group(name: str) -> dict[str, object]:

@@ -8,21 +8,15 @@ from typing import Any
 import boto3
 import pytest
 
+from spillway.local.rig import create_group
 from spillway.local.stack import LocalStack
 
 FIXTURE = Path(__file__).parent / "local_stack_fixture" / "template.yaml"
 
 
 def make_group(name: str) -> None:
-    ec2 = boto3.client("ec2")
-    ec2.create_launch_template(
-        LaunchTemplateName=f"lt-{name}",
-        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
-    )
-    boto3.client("autoscaling").create_auto_scaling_group(
-        AutoScalingGroupName=name, MinSize=0, MaxSize=5, DesiredCapacity=0,
-        LaunchTemplate={"LaunchTemplateName": f"lt-{name}"}, AvailabilityZones=["us-east-1a"],
-    )  # fmt: skip
+    """An untagged group: this stack's state machine scales it by name."""
+    create_group(name, instance_type="m5.large", max_size=5, cluster=None, enabled=False, mixed=False)
 
 
 def test_functions_run_in_process_with_template_environment() -> None:

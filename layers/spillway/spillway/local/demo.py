@@ -1,10 +1,10 @@
 """``spillway demo``: the whole system, end to end, on one machine.
 
-AWS is moto in-process (:class:`~spillway.local.stack.LocalStack`: ``template.yaml``'s tables, the real
-handlers answering the Lambda tasks, the real state machines executed by moto), made AWS-like by
-:class:`~spillway.local.cloud.CloudSim`; the cluster is the Kubernetes API emulator, whose Nodes come from
-the instances after a boot delay (:class:`~spillway.local.cloud.NodeRegistrar`). Two regions, us-east-1
-(primary) and us-west-2, with a CPU and a GPU group in each, tagged for cluster ``ml``.
+The stack is :class:`~spillway.local.rig.Rig`, the one the e2e tests run on: AWS is moto in-process
+(``template.yaml``'s tables, the real handlers answering the Lambda tasks, the real state machines
+executed by moto), made AWS-like by CloudSim; the cluster is the Kubernetes API emulator, whose Nodes come
+from the instances after a boot delay. Two regions, us-east-1 (primary) and us-west-2, with a CPU and a
+GPU group in each, tagged for cluster ``ml``. This module is the demo's story only.
 
 The script, driven in real time with short thresholds (through the functions' environment) and short
 waits (through the executions' inputs), never by skipping a step:
@@ -27,12 +27,9 @@ against demand per region. The functions' own JSON logs and EMF metrics go to a 
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import csv
 import json
 import logging
-import os
 import sys
 import time
 import warnings
@@ -44,22 +41,16 @@ from typing import IO, Any
 
 from spillway.errors import InputError
 from spillway.local import objects as o
-from spillway.local.stack import ROOT, LocalStack
+from spillway.local.rig import CLUSTER, GPU_TOLERATION, HOME, REGIONS, WEST, Rig
+from spillway.local.stack import ROOT
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.k8s import Node, Pod
 from spillway.model.resources import NVIDIA_GPU, Resources, fits, subtract
 from spillway.planner.predicates import why_not_placeable
 
-CLUSTER = "ml"
-HOME = "us-east-1"
-WEST = "us-west-2"
-REGIONS = (HOME, WEST)
 NAMESPACE = "ml"
-AMI = "ami-12c6146b"
 GPU_TYPE = "p3.16xlarge"  # 8 V100s, as Philly's 8-GPU servers
 CPU_TYPE = "m5.xlarge"
-GPU_TAINT_TAG = "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 TRACE = ROOT.parent / "shared" / "traces" / "philly.csv"
 DRAIN_EXAMPLE = ROOT / "events" / "drain-node.json"
 # Each GPU's share of a p3.16xlarge (64 vCPU, 488 GiB), leaving room for the node reserve.
@@ -87,11 +78,11 @@ class DemoOptions:
         """The test's form: fewer jobs, faster time."""
         return cls(quick=True, chart=chart, jobs=4, time_scale=45.0, boot_seconds=0.5, timeout_seconds=55.0)
 
-    def environment(self, kube_url: str) -> dict[str, str]:
-        """The functions' environment: short planner thresholds and short waits, nothing skipped."""
+    def environment(self) -> dict[str, str]:
+        """The functions' environment: short planner thresholds and short waits, nothing skipped (the rig
+        adds ``KUBE_URL``)."""
         return {
             "CLUSTER_ACCESS": "url",
-            "KUBE_URL": kube_url,
             "OBSERVE_WINDOW_SECONDS": "0",  # one observation per invocation: one per tick
             "HEARTBEAT_MINUTES": "0.01",  # a snapshot every tick, so idle time is seen to pass
             "SCALE_UP_POLL_SECONDS": "1",
@@ -123,31 +114,26 @@ def load_burst(
     path: Path, virtual_cluster: str, start: str, window_seconds: int, limit: int
 ) -> list[TraceJob]:
     """The first ``limit`` jobs of ``virtual_cluster`` submitted in ``[start, start + window)``, of at most
-    8 GPUs (one pod each), in submission order."""
+    8 GPUs (one pod each), in submission order; read with :func:`spillway.sim.trace.read_trace`."""
+    from spillway.sim.trace import read_trace
+
     if not path.exists():
         raise InputError("the Philly trace is not there (../shared/traces/philly.csv)", source=str(path))
-    begin = datetime.strptime(start, "%Y-%m-%d %H:%M:%S")
+    begin = datetime.strptime(start, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
     end = begin + timedelta(seconds=window_seconds)
-    rows: list[tuple[datetime, float, int]] = []
-    with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            if row.get("cluster") != virtual_cluster:
-                continue
-            try:
-                submitted = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S")
-                duration, gpus = float(row["duration"]), int(row["num_gpus"])
-            except (KeyError, ValueError) as exc:
-                raise InputError(f"bad row: {exc}", source=str(path)) from exc
-            if begin <= submitted < end and 0 < gpus <= 8 and duration > 0:
-                rows.append((submitted, duration, gpus))
-    rows.sort()
-    rows = rows[:limit]
+    rows = [
+        r
+        for r in read_trace(path, "philly").rows
+        if r.namespace == f"vc-{virtual_cluster}" and begin <= r.submit < end and r.gpus <= 8
+    ][:limit]
     if not rows:
         raise InputError(f"no jobs of {virtual_cluster} from {start}", source=str(path))
-    first = rows[0][0]
+    first = rows[0].submit
     return [
-        TraceJob(f"job-{i:02d}", s, (s - first).total_seconds(), d, g) for i, (s, d, g) in enumerate(rows, 1)
-    ]
+        TraceJob(f"job-{i:02d}", r.submit.replace(tzinfo=None), (r.submit - first).total_seconds(),
+                 float(r.duration), r.gpus)
+        for i, r in enumerate(rows, 1)
+    ]  # fmt: skip
 
 
 def split_waves(jobs: list[TraceJob]) -> int:
@@ -231,13 +217,30 @@ def schedule(kube: Any, now: str) -> list[tuple[str, str]]:
     schedulable node (by name) whose free room, labels and taints allow it; mark the others
     ``PodScheduled=False/Unschedulable`` with kube-scheduler's kind of message. Returns (pod, node)
     pairs bound, as ``namespace/name``."""
-    nodes: list[NodeInfo] = []
-    for raw in kube.list("Node"):
-        info = NodeInfo.from_node(Node.model_validate(raw))
-        if info.ready and not info.unschedulable:
-            nodes.append(info)
-    nodes.sort(key=lambda n: n.name)
+    nodes = _schedulable_nodes(kube)
     free: dict[str, Resources] = {n.name: dict(n.allocatable) for n in nodes}
+    bound: list[tuple[str, str]] = []
+    for raw, pod in _pending_pods(kube, free):
+        reasons: dict[str, int] = {}
+        node = _first_fit(pod, nodes, free, reasons)
+        if node is not None:
+            kube.bind(pod.name, node, pod.namespace)
+            free[node] = subtract(free[node], pod.requests)
+            bound.append((pod.key, node))
+            continue
+        detail = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
+        message = f"0/{len(nodes)} nodes are available" + (f": {detail}." if detail else ".")
+        _mark_unschedulable(kube, raw, message, now)
+    return bound
+
+
+def _schedulable_nodes(kube: Any) -> list[NodeInfo]:
+    nodes = [NodeInfo.from_node(Node.model_validate(raw)) for raw in kube.list("Node")]
+    return sorted((n for n in nodes if n.ready and not n.unschedulable), key=lambda n: n.name)
+
+
+def _pending_pods(kube: Any, free: dict[str, Resources]) -> list[tuple[dict[str, Any], PodInfo]]:
+    """The unbound pending pods, oldest first; what bound pods take is subtracted from ``free``."""
     pending: list[tuple[dict[str, Any], PodInfo]] = []
     for raw in kube.list("Pod"):
         pod_info = PodInfo.from_pod(Pod.model_validate(raw))
@@ -249,27 +252,24 @@ def schedule(kube: Any, now: str) -> list[tuple[str, str]]:
         elif pod_info.phase == "Pending":
             pending.append((raw, pod_info))
     pending.sort(key=lambda p: (p[0]["metadata"].get("creationTimestamp") or "", p[1].key))
-    bound: list[tuple[str, str]] = []
-    for raw, pod in pending:
-        reasons: dict[str, int] = {}
-        for node in nodes:
-            why = why_not_placeable(
-                pod.node_selector, pod.required_terms, pod.tolerations, node.labels, node.taints, node.name
-            )
-            if why is None and not fits(pod.requests, free[node.name]):
-                short = [r for r, v in pod.requests.items() if v > free[node.name].get(r, 0)]
-                why = f"Insufficient {short[0] if short else 'resources'}"
-            if why is None:
-                kube.bind(pod.name, node.name, pod.namespace)
-                free[node.name] = subtract(free[node.name], pod.requests)
-                bound.append((pod.key, node.name))
-                break
-            reasons[why] = reasons.get(why, 0) + 1
-        else:
-            detail = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
-            message = f"0/{len(nodes)} nodes are available" + (f": {detail}." if detail else ".")
-            _mark_unschedulable(kube, raw, message, now)
-    return bound
+    return pending
+
+
+def _first_fit(
+    pod: PodInfo, nodes: list[NodeInfo], free: dict[str, Resources], reasons: dict[str, int]
+) -> str | None:
+    """The first node the pod fits on; otherwise None, with why not counted in ``reasons``."""
+    for node in nodes:
+        why = why_not_placeable(
+            pod.node_selector, pod.required_terms, pod.tolerations, node.labels, node.taints, node.name
+        )
+        if why is None and not fits(pod.requests, free[node.name]):
+            short = [r for r, v in pod.requests.items() if v > free[node.name].get(r, 0)]
+            why = f"Insufficient {short[0] if short else 'resources'}"
+        if why is None:
+            return node.name
+        reasons[why] = reasons.get(why, 0) + 1
+    return None
 
 
 def _mark_unschedulable(kube: Any, pod: dict[str, Any], message: str, now: str) -> None:
@@ -288,51 +288,6 @@ def _mark_unschedulable(kube: Any, pod: dict[str, Any], message: str, now: str) 
 
 
 # --- the run -------------------------------------------------------------------------------------
-
-
-class _StreamTail:
-    """New records of the snapshots table's stream, read from moto's DynamoDB Streams the way Lambda's
-    event source mapping reads them (binary attributes base64-encoded)."""
-
-    def __init__(self, table: str) -> None:
-        import boto3
-
-        self.arn = boto3.client("dynamodb", region_name=HOME).describe_table(TableName=table)["Table"][
-            "LatestStreamArn"
-        ]
-        # botocore addresses <account>.streams-ddb.<region>; moto answers the classic endpoint.
-        self.client = boto3.client(
-            "dynamodbstreams", region_name=HOME, endpoint_url=f"https://streams.dynamodb.{HOME}.amazonaws.com"
-        )
-        self.iterators: dict[str, str | None] = {}
-
-    def read(self) -> list[dict[str, Any]]:
-        records: list[dict[str, Any]] = []
-        for shard in self.client.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]:
-            shard_id = shard["ShardId"]
-            if shard_id not in self.iterators:
-                self.iterators[shard_id] = self.client.get_shard_iterator(
-                    StreamArn=self.arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-            iterator = self.iterators[shard_id]
-            if iterator is None:
-                continue
-            page = self.client.get_records(ShardIterator=iterator, Limit=1000)
-            self.iterators[shard_id] = page.get("NextShardIterator")
-            records.extend({**_jsonable(r), "eventSourceARN": self.arn} for r in page["Records"])
-        return records
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 class Demo:
@@ -389,52 +344,45 @@ class Demo:
         ]
         self.result.jobs = self.jobs
         options.chart.parent.mkdir(parents=True, exist_ok=True)
-        log_path = options.chart.with_suffix(".log")
-        self.result.log = log_path
-        from spillway import clients as spillway_clients
-        from spillway.local.cloud import CloudSim, NodeRegistrar
-        from spillway.local.kubeapi import KubeApiServer
-
-        saved = dict(os.environ)
-        spillway_clients.reset()
+        self.result.log = options.chart.with_suffix(".log")
         _forget_cached_services()
-        kube = KubeApiServer().start()
         try:
-            with (
-                log_path.open("w") as log,
-                _functions_log_to(log),
-                LocalStack(
-                    parameters={"ClusterName": CLUSTER, "Regions": ",".join(REGIONS)},
-                    region=HOME,
-                    environment=options.environment(kube.url),
-                    prefix="spillway-demo",
-                ) as stack,
-                CloudSim() as sim,
-            ):
-                registrar = NodeRegistrar(
-                    kube, cluster=CLUSTER, regions=REGIONS, boot_seconds=options.boot_seconds, tick=0.1
-                ).start()
-                try:
-                    self._script(stack, sim, kube, registrar)
-                finally:
-                    registrar.stop()
-                    self._finish_executions(stack)
-                    if registrar.errors:
-                        self.say("error", f"kubelet stand-in errors: {registrar.errors[:3]}")
+            with self.result.log.open("w") as log, _functions_log_to(log):
+                self._run_on_rig()
         finally:
-            kube.stop()
-            spillway_clients.reset()
             _forget_cached_services()
-            os.environ.clear()
-            os.environ.update(saved)
         self.result.elapsed = self.now()
         self.result.chart = write_chart(self.result, options.chart, self.outage_at)
         return self.result
 
-    def _script(self, stack: LocalStack, sim: Any, kube: Any, registrar: Any) -> None:
-        import boto3
+    def _run_on_rig(self) -> None:
+        rig = Rig(self.options.environment(), cluster=CLUSTER, regions=REGIONS,
+                  boot_seconds=self.options.boot_seconds, tick=0.1, prefix="spillway-demo")  # fmt: skip
+        with rig:
+            self._script(rig)
+        if rig.registrar.errors:
+            self.say("error", f"kubelet stand-in errors: {rig.registrar.errors[:3]}")
 
-        options = self.options
+    def _script(self, rig: Rig) -> None:
+        self._setup(rig)
+        self.t0 = time.monotonic()
+        self.started = True
+        self.say("setup", "clock starts: jobs arrive at their (scaled) submit times")
+        deadline = time.monotonic() + self.options.timeout_seconds
+        while time.monotonic() < deadline:
+            t = self.now()
+            if self._step(rig):
+                self.result.complete = True
+                break
+            time.sleep(max(0.0, self.options.tick_seconds - (self.now() - t)))
+        else:
+            self.say("timeout", f"the script did not finish in {self.options.timeout_seconds:.0f} s")
+        self._account(rig)
+        self._summary()
+
+    def _setup(self, rig: Rig) -> None:
+        """The groups, the CPU nodes' notebooks, a warm-up tick."""
+        options, kube = self.options, rig.kube
         gpus = sum(j.gpus for j in self.jobs)
         self.say(
             "setup",
@@ -448,70 +396,61 @@ class Demo:
         )
         for region in REGIONS:
             suffix = "east" if region == HOME else "west"
-            _group(f"cpu-{suffix}", region, CPU_TYPE, desired=2 if region == HOME else 0, gpu=False)
-            _group(f"gpu-{suffix}", region, GPU_TYPE, desired=0, gpu=True)
+            rig.group(f"cpu-{suffix}", region=region, instance_type=CPU_TYPE, desired=2 if region == HOME else 0,
+                      gpu=False)  # fmt: skip
+            rig.group(f"gpu-{suffix}", region=region, instance_type=GPU_TYPE, desired=0, gpu=True)
         self.say("setup", f"groups: cpu-east ({CPU_TYPE}, 2), gpu-east ({GPU_TYPE}, 0) in {HOME}; "
                           f"cpu-west, gpu-west (0) in {WEST}; GPU groups tainted nvidia.com/gpu")  # fmt: skip
-        deadline = time.monotonic() + 20
-        while len(kube.list("Node")) < 2:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the CPU nodes never registered: {registrar.errors}")
-            time.sleep(0.05)
-        for node in sorted(n["metadata"]["name"] for n in kube.list("Node")):
+        try:
+            nodes = rig.wait_nodes(2, timeout=20)
+        except TimeoutError as exc:
+            raise TimeoutError(f"the CPU nodes never registered: {rig.registrar.errors}") from exc
+        for node in sorted(nodes):
             self._notebook(kube, node)
-        self._watch(kube, sim)
-        tail = _StreamTail(stack.tables["SnapshotsTable"])
-        self._tick(stack, tail)  # warm the functions up (first imports, clients): an idle plan
-        self._executions(stack)
-        self.t0 = time.monotonic()
-        self.started = True
-        self.say("setup", "clock starts: jobs arrive at their (scaled) submit times")
+        self._watch(rig)
+        self._tick(rig)  # warm the functions up (first imports, clients): an idle plan
+        self._executions(rig)
 
-        deadline = time.monotonic() + options.timeout_seconds
-        scale_down_done = False
-        while time.monotonic() < deadline:
-            t = self.now()
-            self._watch(kube, sim)
+    def _step(self, rig: Rig) -> bool:
+        """One tick of the script; True once the story is complete."""
+        kube, t = rig.kube, self.now()
+        self._watch(rig)
+        self._scheduler(kube)
+        self._completions(kube)
+        if self._arrivals(kube, rig.sim, t):
             self._scheduler(kube)
-            self._completions(kube)
-            if self._arrivals(kube, sim, t):
-                self._scheduler(kube)
-            self._tick(stack, tail)
-            self._executions(stack)
-            self._sample(kube)
-            if not scale_down_done and self._gpu_fleet_gone(kube):
-                scale_down_done = True
-                self.say("done", "every job finished and every GPU node is gone")
-                self._manual_drain(stack, kube)
-            if self.manual_arn:
-                self._replica_set(kube)
-            if scale_down_done and self.manual_arn and self.executions.get(self.manual_arn) != "RUNNING":
-                self._scheduler(kube)
-                self._watch(kube, sim)
-                self._sample(kube)
-                self.result.complete = True
-                break
-            time.sleep(max(0.0, options.tick_seconds - (self.now() - t)))
-        else:
-            self.say("timeout", f"the script did not finish in {options.timeout_seconds:.0f} s")
-        # What is running now, and what every drain terminated.
-        for region in REGIONS:
-            autoscaling = boto3.client("autoscaling", region_name=region)
-            for group in autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]:
-                for instance in group["Instances"]:
-                    self.result.instances_seen.add(instance["InstanceId"])
-                    if instance["LifecycleState"] == "InService":
-                        self.result.instances_running.add(instance["InstanceId"])
+        self._tick(rig)
+        self._executions(rig)
+        self._sample(kube)
+        if self.result.first("done") is None and self._gpu_fleet_gone(kube):
+            self.say("done", "every job finished and every GPU node is gone")
+            self._manual_drain(rig)
+        if self.manual_arn:
+            self._replica_set(kube)
+        if self.result.first("done") is None or not self.manual_arn:
+            return False
+        if self.executions.get(self.manual_arn) == "RUNNING":
+            return False
+        self._scheduler(kube)
+        self._watch(rig)
+        self._sample(kube)
+        return True
+
+    def _account(self, rig: Rig) -> None:
+        """What is running now, and which job pods any eviction touched."""
+        for instance, state in rig.instances().items():
+            self.result.instances_seen.add(instance)
+            if state == "InService":
+                self.result.instances_running.add(instance)
         self.result.evicted_job_pods = sorted(
             {
                 r.path.split("/")[-2]
-                for r in kube.requests
+                for r in rig.kube.requests
                 if r.method == "POST"
                 and r.path.endswith("/eviction")
                 and f"/namespaces/{NAMESPACE}/" in r.path
             }
         )
-        self._summary()
 
     # -- each tick --
 
@@ -596,8 +535,12 @@ class Demo:
             job.finished_at = self.now()
             self.say("finish", f"{NAMESPACE}/{job.pod} completed on {job.node} ({job.region})")
 
-    def _watch(self, kube: Any, sim: Any) -> None:
+    def _watch(self, rig: Rig) -> None:
         """Print what AWS and the kubelets did: scaling activities, Nodes registering and going away."""
+        self._watch_activities(rig.sim)
+        self._watch_nodes(rig.kube)
+
+    def _watch_activities(self, sim: Any) -> None:
         with sim._lock:
             activities = [(r, a) for (r, _), items in sim.activities.items() for a in items]
         for region, activity in sorted(activities, key=lambda ra: ra[1]["StartTime"]):
@@ -613,6 +556,8 @@ class Demo:
                 self.say("aws", f"AWS {region} {group}: launch Failed: {message}")
             else:
                 self.say("aws", f"AWS {region} {group}: {activity['Description']}")
+
+    def _watch_nodes(self, kube: Any) -> None:
         current: dict[str, str] = {}
         for node in kube.list("Node"):
             labels = node["metadata"].get("labels") or {}
@@ -629,26 +574,22 @@ class Demo:
             self.say("node_gone", f"node {name} ({self.nodes_seen[name]}) deleted")
         self.nodes_seen = current
 
-    def _tick(self, stack: LocalStack, tail: _StreamTail) -> None:
+    def _tick(self, rig: Rig) -> None:
         """ObserveFunction once (the schedule's event), then PlanFunction on the new stream records."""
-        stack.invoke("ObserveFunction", _schedule_event())
-        records = tail.read()
-        if not records:
-            return
-        result = stack.invoke("PlanFunction", {"Records": records})
-        for outcome in result.get("results") or []:
+        result = rig.tick(_schedule_event())
+        for outcome in (result or {}).get("results") or []:
             if outcome.get("status") == "acted":
-                self._print_plan(stack, outcome)
+                self._print_plan(rig, outcome)
             elif outcome.get("status") in ("failed", "stale"):
                 self.say(
                     "plan_error",
                     f"plan {outcome.get('status')}: {outcome.get('error') or outcome.get('note')}",
                 )
 
-    def _print_plan(self, stack: LocalStack, outcome: Mapping[str, Any]) -> None:
+    def _print_plan(self, rig: Rig, outcome: Mapping[str, Any]) -> None:
         from spillway.adapters.plans_store import PlanStore
 
-        store = PlanStore(stack.client("dynamodb"), stack.tables["PlansTable"])
+        store = PlanStore(rig.stack.client("dynamodb"), rig.stack.tables["PlansTable"])
         record = store.get(CLUSTER, str(outcome["snapshot_key"]))
         if record is None:
             return
@@ -670,19 +611,18 @@ class Demo:
         for name in [e["name"] for e in outcome.get("executions") or []]:
             self.say("start", f"plan starts execution {name}")
 
-    def _executions(self, stack: LocalStack) -> None:
-        sfn = stack.client("stepfunctions")
-        for logical, arn in stack.state_machines.items():
-            for e in sfn.list_executions(stateMachineArn=arn)["executions"]:
-                key = e["executionArn"]
-                before = self.executions.get(key)
-                self.executions[key] = e["status"]
-                self.exec_kind[key] = logical
-                if e["status"] == "RUNNING" or before == e["status"]:
-                    continue
-                desc = sfn.describe_execution(executionArn=key)
-                output = json.loads(desc["output"]) if desc.get("output") else {}
-                self._print_execution(logical, e["name"], e["status"], output, desc)
+    def _executions(self, rig: Rig) -> None:
+        sfn = rig.stack.client("stepfunctions")
+        for logical, e in rig.all_executions():
+            key = e["executionArn"]
+            before = self.executions.get(key)
+            self.executions[key] = e["status"]
+            self.exec_kind[key] = logical
+            if e["status"] == "RUNNING" or before == e["status"]:
+                continue
+            desc = sfn.describe_execution(executionArn=key)
+            output = json.loads(desc["output"]) if desc.get("output") else {}
+            self._print_execution(logical, e["name"], e["status"], output, desc)
 
     def _print_execution(
         self, logical: str, name: str, status: str, output: Mapping[str, Any], desc: Mapping[str, Any]
@@ -691,15 +631,7 @@ class Demo:
             self.say("exec_failed", f"{name}: {status}: {desc.get('error')} {str(desc.get('cause'))[:200]}")
             return
         if logical == "ScaleUpStateMachine":
-            rounds = output.get("rounds") or []
-            for i, r in enumerate(rounds, 1):
-                for g in r.get("groups") or []:
-                    self.say("scale_up_round", f"{name} round {i}: {g.get('group')} ({g.get('region')}) "
-                                               f"{g.get('outcome')}: {_short(str(g.get('reason', '')))}")  # fmt: skip
-                    if i > 1 and g.get("region") != HOME and g.get("outcome") == "ready":
-                        self.say("overflow", f"overflow: {g.get('group')} in {g.get('region')} took the rest "
-                                             f"of the burst, within {name}")  # fmt: skip
-            self.say("exec", f"{name} SUCCEEDED: {output.get('result', '')} after {len(rounds)} round(s)")
+            self._print_scale_up(name, output)
         elif logical == "ScaleDownStateMachine":
             for d in output.get("drains") or []:
                 self._print_drain(name, d)
@@ -707,6 +639,17 @@ class Demo:
         elif logical == "DrainNodeStateMachine" and name.startswith("manual-"):
             self._print_drain(name, output)
             self.say("exec", f"{name} SUCCEEDED")
+
+    def _print_scale_up(self, name: str, output: Mapping[str, Any]) -> None:
+        rounds = output.get("rounds") or []
+        for i, r in enumerate(rounds, 1):
+            for g in r.get("groups") or []:
+                self.say("scale_up_round", f"{name} round {i}: {g.get('group')} ({g.get('region')}) "
+                                           f"{g.get('outcome')}: {_short(str(g.get('reason', '')))}")  # fmt: skip
+                if i > 1 and g.get("region") != HOME and g.get("outcome") == "ready":
+                    self.say("overflow", f"overflow: {g.get('group')} in {g.get('region')} took the rest "
+                                         f"of the burst, within {name}")  # fmt: skip
+        self.say("exec", f"{name} SUCCEEDED: {output.get('result', '')} after {len(rounds)} round(s)")
 
     def _print_drain(self, name: str, d: Mapping[str, Any]) -> None:
         node, outcome = str(d.get("node")), d.get("outcome")
@@ -730,17 +673,7 @@ class Demo:
             self.say("terminate", f"{name}: {instance or '?'} terminated{deleted}")
 
     def _sample(self, kube: Any) -> None:
-        ready_nodes = {r: 0 for r in REGIONS}
-        ready_gpus = {r: 0 for r in REGIONS}
-        region_of: dict[str, str] = {}
-        for node in kube.list("Node"):
-            labels = node["metadata"].get("labels") or {}
-            region = labels.get("topology.kubernetes.io/region", HOME)
-            region_of[node["metadata"]["name"]] = region
-            gpus = int((node.get("status") or {}).get("allocatable", {}).get(NVIDIA_GPU, 0) or 0)
-            if gpus and _ready(node) and not (node.get("spec") or {}).get("unschedulable"):
-                ready_nodes[region] += 1
-                ready_gpus[region] += gpus
+        ready_nodes, ready_gpus = _ready_gpu_capacity(kube)
         running = {r: 0 for r in REGIONS}
         pending = 0
         for job in self.jobs:
@@ -761,16 +694,16 @@ class Demo:
         running = [a for a, s in self.executions.items() if s == "RUNNING"]
         return not gpu_nodes and not running and self.result.first("terminate") is not None
 
-    def _manual_drain(self, stack: LocalStack, kube: Any) -> None:
+    def _manual_drain(self, rig: Rig) -> None:
         payload = json.loads(DRAIN_EXAMPLE.read_text())
-        cpu_nodes = sorted(n["metadata"]["name"] for n in kube.list("Node"))
+        cpu_nodes = sorted(n["metadata"]["name"] for n in rig.kube.list("Node"))
         if not cpu_nodes:
             return
         node = cpu_nodes[0]
         payload.update(node=node, reason="manual: retire the node before the AMI rollout (demo)",
                        deadline_seconds=30, poll_seconds=1)  # fmt: skip
         self.manual_node = node
-        self.manual_arn = stack.start(
+        self.manual_arn = rig.stack.start(
             "DrainNodeStateMachine", payload, name=f"manual-drain-{int(time.time())}"
         )
         self.executions[self.manual_arn] = "RUNNING"
@@ -805,20 +738,6 @@ class Demo:
             self.say("replace", f"ReplicaSet notebook-7f9c: replacement research/notebook-{self.notebooks} "
                                 "created (pending)")  # fmt: skip
 
-    def _finish_executions(self, stack: LocalStack, timeout: float = 60.0) -> None:
-        """moto runs executions in threads: let them end before the mock goes away."""
-        sfn = stack.client("stepfunctions")
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            running = [
-                e
-                for arn in stack.state_machines.values()
-                for e in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]
-            ]
-            if not running:
-                return
-            time.sleep(0.1)
-
     def _summary(self) -> None:
         done = [j for j in self.jobs if j.finished_at is not None]
         by_region: dict[str, int] = {}
@@ -844,6 +763,19 @@ class Demo:
 # --- helpers -------------------------------------------------------------------------------------
 
 
+def _ready_gpu_capacity(kube: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Ready, schedulable GPU nodes and their GPUs, per region."""
+    ready_nodes = {r: 0 for r in REGIONS}
+    ready_gpus = {r: 0 for r in REGIONS}
+    for node in kube.list("Node"):
+        region = (node["metadata"].get("labels") or {}).get("topology.kubernetes.io/region", HOME)
+        gpus = int((node.get("status") or {}).get("allocatable", {}).get(NVIDIA_GPU, 0) or 0)
+        if gpus and _ready(node) and not (node.get("spec") or {}).get("unschedulable"):
+            ready_nodes[region] += 1
+            ready_gpus[region] += gpus
+    return ready_nodes, ready_gpus
+
+
 def _region_of(group: str) -> str:
     return WEST if group.endswith("-west") else HOME
 
@@ -858,33 +790,6 @@ def _short(reason: str, limit: int = 150) -> str:
         first = head + marker + (tail[: zone_end + 2] if zone_end >= 0 else "")
         first = first.rstrip() + (" ..." if len(reason) > len(first) else "")
     return first if len(first) <= limit else first[: limit - 3] + "..."
-
-
-def _group(name: str, region: str, instance_type: str, *, desired: int, gpu: bool, max_size: int = 8) -> None:
-    """An Auto Scaling group tagged for the cluster the cluster-autoscaler way."""
-    import boto3
-
-    client: Any = boto3.client  # typed per service literal; these are plain dicts
-    client("ec2", region_name=region).create_launch_template(
-        LaunchTemplateName=f"lt-{name}", LaunchTemplateData={"ImageId": AMI, "InstanceType": instance_type}
-    )
-    tags = {"k8s.io/cluster-autoscaler/enabled": "true", f"k8s.io/cluster-autoscaler/{CLUSTER}": "owned"}
-    if gpu:
-        tags[GPU_TAINT_TAG] = "present:NoSchedule"
-    client("autoscaling", region_name=region).create_auto_scaling_group(
-        AutoScalingGroupName=name,
-        MinSize=0,
-        MaxSize=max_size,
-        DesiredCapacity=desired,
-        AvailabilityZones=[f"{region}a"],
-        MixedInstancesPolicy={
-            "LaunchTemplate": {
-                "LaunchTemplateSpecification": {"LaunchTemplateName": f"lt-{name}", "Version": "$Latest"},
-                "Overrides": [{"InstanceType": instance_type}],
-            }
-        },
-        Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True} for k, v in tags.items()],
-    )
 
 
 def _schedule_event() -> dict[str, Any]:

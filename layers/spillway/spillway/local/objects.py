@@ -208,9 +208,20 @@ def pod(
 
 
 def daemonset_pod(
-    name: str, node_name: str, *, ds: str = "aws-node", cpu: str = "25m", memory: str = "64Mi"
+    name: str,
+    node_name: str,
+    *,
+    ds: str = "aws-node",
+    cpu: str = "25m",
+    memory: str = "64Mi",
+    labels: Mapping[str, str] | None = None,
+    created: datetime = EPOCH,
 ) -> dict[str, Any]:
-    obj = pod(name, "kube-system", cpu=cpu, memory=memory, node_name=node_name, owner=("DaemonSet", ds))
+    """A DaemonSet pod pinned to its node the way the DaemonSet controller pins it."""
+    obj = pod(
+        name, "kube-system", cpu=cpu, memory=memory, node_name=node_name, owner=("DaemonSet", ds), labels=labels,
+        created=created,
+    )  # fmt: skip
     obj["spec"]["affinity"] = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -381,3 +392,108 @@ def failed_launch(
 
 def activities_output(activities: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"Activities": list(activities)}
+
+
+# --- generated clusters ----------------------------------------------------------------------------
+
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes' generateName uses
+_GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def suffix(*parts: str, length: int = 5) -> str:
+    """A generateName-style suffix, deterministic for ``parts``."""
+    n = int(hashlib.sha1("/".join(parts).encode()).hexdigest()[:16], 16)
+    out = []
+    for _ in range(length):
+        n, r = divmod(n, len(_SUFFIX_ALPHABET))
+        out.append(_SUFFIX_ALPHABET[r])
+    return "".join(out)
+
+
+def cluster(
+    nodes: int,
+    pods: int,
+    *,
+    pending: int = 0,
+    region: str = "us-east-1",
+    seed: str = "c",
+    daemonsets: Sequence[str] = ("aws-node", "kube-proxy"),
+    pdbs: int = 3,
+    created: datetime = EPOCH,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A generated cluster, deterministic for ``seed``: ``nodes`` nodes over three zones (every tenth a
+    g5.2xlarge with one GPU, the others m5.2xlarge), ``pods`` pods (one per DaemonSet in ``daemonsets`` on
+    each node while room lasts, the rest pods of Jobs of 1 to 12 pods spread over the nodes, ``pending``
+    of them unbound, every fifth Job a GPU one) and ``pdbs`` PodDisruptionBudgets. Returns (nodes, pods,
+    pdbs), each object as the API server returns it."""
+    node_objs = _generated_nodes(nodes, region, seed, created)
+    names = [n["metadata"]["name"] for n in node_objs]
+    pod_objs: list[dict[str, Any]] = []
+    for name in names:
+        if len(pod_objs) + len(daemonsets) > pods - pending:
+            break
+        for ds in daemonsets:
+            pod_objs.append(_generated_daemonset_pod(name, ds, created))
+    job = 0
+    while len(pod_objs) < pods:
+        _generated_job(pod_objs, job, pods, pods - pending, names, seed, created)
+        job += 1
+    seen: set[tuple[str, str]] = set()
+    for obj in pod_objs:  # a suffix clash gets another draw, as generateName does
+        meta = obj["metadata"]
+        while (meta["namespace"], meta["name"]) in seen:
+            meta["name"] = meta["name"].rsplit("-", 1)[0] + "-" + suffix(meta["name"])
+        seen.add((meta["namespace"], meta["name"]))
+    budgets = [pdb(f"pdb-{i}", f"team-{i}", {"team": f"team-{i}"}, max_unavailable=1, disruptions_allowed=1)
+               for i in range(pdbs)]  # fmt: skip
+    return node_objs, pod_objs, budgets
+
+
+def _generated_nodes(count: int, region: str, seed: str, created: datetime) -> list[dict[str, Any]]:
+    zones = [f"{region}a", f"{region}b", f"{region}c"]
+    out: list[dict[str, Any]] = []
+    taken: set[str] = set()
+    for i in range(count):
+        inst = instance_id(f"{seed}-{region}-{i}")
+        while node_name_for(inst, region) in taken:  # 24-bit private IPs collide now and then
+            inst = instance_id(inst)
+        taken.add(node_name_for(inst, region))
+        gpu = i % 10 == 9
+        out.append(
+            node(
+                node_name_for(inst, region), instance=inst, zone=zones[i % 3],
+                instance_type="g5.2xlarge" if gpu else "m5.2xlarge", memory="30310Mi", gpus=1 if gpu else 0,
+                labels={"eks.amazonaws.com/nodegroup": "gpu" if gpu else "general"}, created=created,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _generated_daemonset_pod(node_name: str, ds: str, created: datetime) -> dict[str, Any]:
+    return daemonset_pod(
+        f"{ds}-{suffix(ds, node_name)}", node_name, ds=ds, labels={"k8s-app": ds}, created=created
+    )
+
+
+def _generated_job(
+    out: list[dict[str, Any]], job: int, limit: int, bound_target: int, names: Sequence[str], seed: str,
+    created: datetime,
+) -> None:  # fmt: skip
+    """Append the pods of Job number ``job`` (until ``limit`` pods in all; bound while fewer than
+    ``bound_target``)."""
+    ns = f"team-{job % 7}"
+    job_name = f"train-{hashlib.sha1('/'.join((seed, str(job))).encode()).hexdigest()[:6]}"
+    gpu_job = job % 5 == 4
+    for k in range(1 + job % 12):
+        if len(out) >= limit:
+            return
+        bound = len(out) < bound_target
+        out.append(
+            pod(
+                f"{job_name}-{suffix(seed, job_name, str(k))}", ns, cpu="2" if gpu_job else "500m",
+                memory="8Gi" if gpu_job else "1Gi", gpus=1 if gpu_job else 0,
+                node_name=names[(job * 7 + k) % len(names)] if bound and names else None,
+                owner=("Job", job_name), labels={"job-name": job_name, "team": ns},
+                tolerations=[_GPU_TOLERATION] if gpu_job else (), created=created,
+            )
+        )  # fmt: skip
