@@ -311,3 +311,21 @@ def test_streamed_json_equals_to_dict(build_snapshot: Any) -> None:
 
     assert json.loads(streamed) == json.loads(json.dumps(snapshot.to_dict()))
     assert Snapshot.from_dict(json.loads(streamed)) == snapshot
+
+
+def test_throttling_is_aws_throttled_as_in_every_other_store(
+    dynamodb: Any, tables: dict[str, str], big_snapshot: Snapshot
+) -> None:
+    from spillway.errors import AwsThrottled
+
+    store = SnapshotStore(dynamodb, tables["SnapshotsTable"])
+
+    def throttled(**kwargs: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Query"
+        )
+
+    store.client = type("Throttled", (), {"query": staticmethod(throttled)})()  # type: ignore[assignment]
+
+    with pytest.raises(AwsThrottled, match="ProvisionedThroughputExceededException"):
+        store.latest("prod")

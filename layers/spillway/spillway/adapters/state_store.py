@@ -33,7 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanRecord, PlanStore
-from spillway.errors import SpillwayError, StateConflict
+from spillway.errors import StateConflict, StateCorrupt
 from spillway.model.state import GroupState, State
 
 if TYPE_CHECKING:
@@ -288,7 +288,7 @@ def _stored(item: Mapping[str, Any]) -> StoredState:
             executions=tuple(executions),
         )
     except (ValueError, KeyError, TypeError, zlib.error) as exc:
-        raise SpillwayError(
+        raise StateCorrupt(
             f"state of {cluster}: malformed state item ({type(exc).__name__}: {exc})"
         ) from exc
 

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from spillway.errors import SnapshotError, SnapshotNotFound
+from spillway.adapters.aws import map_aws_error
+from spillway.errors import AwsThrottled, AwsUnavailable, SnapshotError, SnapshotNotFound
 from spillway.model.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -319,11 +320,13 @@ class SnapshotStore:
     def _guard(what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
-        except ClientError as exc:
-            err = exc.response.get("Error", {})
-            raise SnapshotError(f"{what}: {err.get('Code', '')}: {err.get('Message', '')}") from exc
-        except BotoCoreError as exc:
-            raise SnapshotError(f"{what}: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            # Throttling and an unanswering endpoint are named as by every other store and adapter
+            # (AwsThrottled, AwsUnavailable: transient); anything else is this store's SnapshotError.
+            mapped = map_aws_error(exc, what)
+            if isinstance(mapped, AwsThrottled | AwsUnavailable):
+                raise mapped from exc
+            raise SnapshotError(str(mapped)) from exc
 
 
 def _chunk_key(key: str, write_id: str, index: int) -> str:
