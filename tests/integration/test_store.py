@@ -316,6 +316,8 @@ def test_streamed_json_equals_to_dict(build_snapshot: Any) -> None:
 def test_throttling_is_aws_throttled_as_in_every_other_store(
     dynamodb: Any, tables: dict[str, str], big_snapshot: Snapshot
 ) -> None:
+    from botocore.exceptions import ClientError
+
     from spillway.errors import AwsThrottled
 
     store = SnapshotStore(dynamodb, tables["SnapshotsTable"])
