@@ -397,7 +397,6 @@ class Demo:
 
         saved = dict(os.environ)
         spillway_clients.reset()
-        _forget_cached_services()
         kube = KubeApiServer().start()
         try:
             with (
@@ -424,7 +423,6 @@ class Demo:
         finally:
             kube.stop()
             spillway_clients.reset()
-            _forget_cached_services()
             os.environ.clear()
             os.environ.update(saved)
         self.result.elapsed = self.now()
@@ -894,15 +892,6 @@ def _schedule_event() -> dict[str, Any]:
         return loaded
     except (OSError, ValueError):
         return {"source": "aws.scheduler"}
-
-
-def _forget_cached_services() -> None:
-    """The observe handler keeps its clients per container (module); a new stack needs new ones."""
-    from spillway.local import stack as stack_module
-
-    for module in stack_module._modules.values():
-        if hasattr(module, "_services"):
-            setattr(module, "_services", None)  # noqa: B010 - a module global, named at runtime
 
 
 @contextlib.contextmanager
