@@ -44,13 +44,23 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from spillway.errors import (
+    AsgLimitExceeded,
+    AsgNotFound,
+    AwsError,
+    AwsThrottled,
+    AwsUnavailable,
     DrainCancelled,
     DrainTimeout,
     EvictionBlocked,
+    InstanceNotFound,
     InvalidDrainRequest,
+    KubeAuthError,
+    KubeConflict,
     KubeError,
+    KubeUnavailable,
     NodeNotFound,
     PodNotFound,
+    SpillwayError,
 )
 from spillway.model.cluster import TERMINAL_PHASES, instance_id_from_provider_id
 from spillway.model.drain import (
@@ -88,6 +98,24 @@ ACTIONS = (
     "record",
     "summarize",
 )
+
+# What each step may raise, by exact class (a state machine matches names, not subclasses):
+# tests/unit/test_error_contract.py checks every one is retried or caught where drain_node.asl.json
+# and scale_down.asl.json run that step, and that a step given any port error raises nothing else.
+_KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, PodNotFound, EvictionBlocked)
+_AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
+_ALWAYS = (InvalidDrainRequest,)  # an unknown action or a malformed drain
+RAISES: dict[str, frozenset[type[SpillwayError]]] = {
+    "validate": frozenset({*_ALWAYS, DrainCancelled, *_KUBE, *_AWS}),
+    "cordon": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
+    "evict": frozenset({*_ALWAYS, DrainCancelled, DrainTimeout, *_KUBE}),
+    "check": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
+    "terminate": frozenset({*_ALWAYS, *_AWS}),
+    "delete_node": frozenset({*_ALWAYS, *_KUBE}),
+    "uncordon": frozenset({*_ALWAYS, *_KUBE}),
+    "record": frozenset(_ALWAYS),
+    "summarize": frozenset(_ALWAYS),
+}
 
 Outcome = Literal["terminated", "drained", "dry_run", "timeout", "cancelled", "rejected", "failed"]
 OUTCOME_OF_ERROR: dict[str, Outcome] = {

@@ -39,7 +39,27 @@ from spillway.act.planning import (
     snapshot_age,
     summarize,
 )
-from spillway.errors import AsgLimitExceeded, InputError, InstanceNotFound, NodeNotFound
+from spillway.errors import (
+    AsgLimitExceeded,
+    AsgNotFound,
+    AwsError,
+    AwsThrottled,
+    AwsUnavailable,
+    EvictionBlocked,
+    InputError,
+    InstanceNotFound,
+    KubeAuthError,
+    KubeConflict,
+    KubeError,
+    KubeUnavailable,
+    NodeNotFound,
+    PodNotFound,
+    SnapshotError,
+    SnapshotNotFound,
+    SpillwayError,
+    StateConflict,
+    StateCorrupt,
+)
 from spillway.model.act import PlanRecord, format_key, iso, replan_key
 from spillway.model.cluster import instance_id_from_provider_id
 from spillway.model.nodegroup import LIVE_STATES, is_capacity_failure
@@ -47,6 +67,21 @@ from spillway.planner import plan as run_planner
 from spillway.ports import Cloud, Cluster, Ledger, Snapshots
 
 Metric = Callable[[str, float], None]
+
+# What each step may raise, by exact class (a state machine matches names, not subclasses):
+# tests/unit/test_error_contract.py checks every one is retried or caught where scale_up.asl.json
+# runs that step, and that a step given any port error raises nothing outside its set.
+_KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, PodNotFound, EvictionBlocked)
+_AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
+RAISES: dict[str, frozenset[type[SpillwayError]]] = {
+    "prepare": frozenset({InputError, *_KUBE, *_AWS}),
+    "set_desired": frozenset({InputError, *_AWS}),
+    "verify": frozenset({InputError, *_KUBE, *_AWS}),
+    "backoff": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
+    "next_round": frozenset(
+        {InputError, *_AWS, StateConflict, StateCorrupt, SnapshotError, SnapshotNotFound}
+    ),
+}
 RETRY_OUTCOMES = frozenset({"backed_off", "refused", "error"})
 
 
