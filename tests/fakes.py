@@ -175,16 +175,7 @@ class FakeCluster(Recorder):
         return self.nodes.pop(name, None) is not None
 
     def record_event(
-        self,
-        kind: str,
-        name: str,
-        namespace: str | None,
-        reason: str,
-        message: str,
-        type: str = "Normal",
-        *,
-        uid: str | None = None,
-        api_version: str = "v1",
+        self, kind: str, name: str, namespace: str | None, reason: str, *args: Any, **kw: Any
     ) -> None:
         self._call("record_event", kind, name, reason)
         self.events.append(f"{reason} {name}")
@@ -360,18 +351,9 @@ class FakeLedger(Recorder):
         self._call("load", cluster)
         return self.stored
 
-    def commit(
-        self,
-        cluster: str,
-        state: State,
-        *,
-        expected_version: int,
-        snapshot_key: str,
-        plan_id: str,
-        executions: Sequence[Mapping[str, Any]] = (),
-        now: datetime,
-        plan: PlanRecord | None = None,
-    ) -> int:
+    def commit(self, cluster: str, state: State, **kw: Any) -> int:
+        """As StateStore.commit: ``expected_version``, ``snapshot_key``, ``plan_id``, ``executions``, ``plan``."""
+        expected_version, plan = int(kw["expected_version"]), kw.get("plan")
         self._call("commit", cluster, expected_version)
         if self.before_commit is not None:
             hook, self.before_commit = self.before_commit, None
@@ -381,9 +363,9 @@ class FakeLedger(Recorder):
         self.stored = StoredState(
             state=state,
             version=expected_version + 1,
-            snapshot_key=snapshot_key,
-            plan_id=plan_id,
-            executions=tuple(executions),
+            snapshot_key=kw["snapshot_key"],
+            plan_id=kw["plan_id"],
+            executions=tuple(kw.get("executions", ())),
         )
         if plan is not None:
             self.plans[plan.key] = plan
