@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from spillway.adapters.store import CHUNK_SUFFIX, SnapshotStore, format_key
+from spillway.adapters.store import CHUNK_SUFFIX, SnapshotStore
 from spillway.errors import SnapshotError, SnapshotNotFound
+from spillway.model.act import format_key
 from spillway.model.nodegroup import LaunchFailure, NodeGroup, TemplateNode
 from spillway.model.snapshot import Snapshot, fingerprint
 
