@@ -28,10 +28,11 @@ from typing import Any
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
-from spillway.act.planning import PlanOutcome, SnapshotRef, run_plan
+from spillway.act.planning import run_plan, snapshot_ref
 from spillway.adapters.store import CHUNK_SUFFIX, KIND_SNAPSHOT
 from spillway.clients import Clients, get_clients
-from spillway.errors import InputError, SnapshotNotFound, SpillwayError, StaleSnapshot, StateConflict
+from spillway.errors import InputError, SpillwayError, StaleSnapshot, StateConflict
+from spillway.model.act import PlanOutcome, SnapshotRef
 from spillway.observability import add_count, logger, metrics, set_cluster, tracer
 
 IDEMPOTENCY_SECONDS = 3600
@@ -78,13 +79,9 @@ def plan_direct(clients: Clients, event: dict[str, Any], context: Any) -> dict[s
     if not isinstance(cluster, str) or not cluster:
         raise InputError('expected {"cluster": "<name>", "snapshot_key"?: "<key>"}', field="cluster")
     key = event.get("snapshot_key")
-    if not key:
-        meta = clients.snapshots.latest_meta(cluster)
-        if meta is None:
-            raise SnapshotNotFound(f"{cluster}: no complete snapshot stored")
-        key = meta.key
+    ref = snapshot_ref(clients.snapshots, cluster, str(key) if key else None)
     try:
-        return plan_once(clients, SnapshotRef(cluster, str(key)), context)
+        return plan_once(clients, ref, context)
     except StaleSnapshot:
         add_count("StaleSnapshots", 1)
         raise
@@ -97,19 +94,34 @@ def snapshot_refs(records: list[dict[str, Any]]) -> list[tuple[SnapshotRef, str]
     """The newest complete snapshot INSERT per cluster, with its record's sequence number."""
     newest: dict[str, tuple[SnapshotRef, str]] = {}
     for record in records:
-        if record.get("eventName") != "INSERT":
+        found = _inserted_snapshot(record)
+        if found is None:
             continue
-        data = record.get("dynamodb") or {}
-        image = data.get("NewImage") or data.get("Keys") or {}
-        cluster = (image.get("cluster") or {}).get("S", "")
-        key = (image.get("taken_at") or {}).get("S", "")
-        kind = (image.get("kind") or {}).get("S", KIND_SNAPSHOT)
-        if not cluster or not key or kind != KIND_SNAPSHOT or cluster.endswith(CHUNK_SUFFIX):
-            continue
-        seq = str(data.get("SequenceNumber", ""))
-        if cluster not in newest or key > newest[cluster][0].key:
-            newest[cluster] = (SnapshotRef(cluster, key), seq)
+        ref = found[0]
+        if ref.cluster not in newest or ref.key > newest[ref.cluster][0].key:
+            newest[ref.cluster] = found
     return [newest[c] for c in sorted(newest)]
+
+
+def _inserted_snapshot(record: dict[str, Any]) -> tuple[SnapshotRef, str] | None:
+    """A complete snapshot's INSERT as (ref, sequence number); None for anything else."""
+    if record.get("eventName") != "INSERT":
+        return None
+    data = record.get("dynamodb") or {}
+    image = data.get("NewImage") or data.get("Keys") or {}
+
+    def text(name: str, default: str = "") -> str:
+        return str((image.get(name) or {}).get("S", default))
+
+    cluster, key = text("cluster"), text("taken_at")
+    if (
+        not cluster
+        or not key
+        or text("kind", KIND_SNAPSHOT) != KIND_SNAPSHOT
+        or cluster.endswith(CHUNK_SUFFIX)
+    ):
+        return None
+    return SnapshotRef(cluster, key), str(data.get("SequenceNumber", ""))
 
 
 def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -13,22 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from spillway.act.scale import ScaleSteps
 from spillway.clients import Clients, get_clients
 from spillway.observability import add_count, logger, metrics, set_cluster, tracer
 
 
 def scale_step(clients: Clients, event: dict[str, Any]) -> dict[str, Any]:
-    steps = ScaleSteps(
-        kube=clients.kube,
-        aws=clients.aws,
-        ledger=clients.state,
-        snapshots=clients.snapshots,
-        plans=clients.plans,
-        settings=clients.plan_settings(),
-        metric=add_count,
-    )
-    result = steps.run(event)
+    result = clients.scale_steps(add_count).run(event)
     group = (event.get("group") or {}).get("group")
     logger.info("scale step", extra={"action": event.get("action"), "group": group, "result": result})
     return result

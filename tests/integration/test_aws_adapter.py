@@ -287,7 +287,6 @@ def test_throttling_becomes_aws_throttled(moto_aws: None) -> None:
             adapter.describe_groups("us-east-1")
 
     assert isinstance(caught.value.__cause__, ClientError)
-    assert caught.value.retryable
 
 
 def test_throttled_write_becomes_aws_throttled(

@@ -6,7 +6,7 @@ import importlib.util
 import json
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -14,48 +14,18 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes import FakeCloud, FakeCluster
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.adapters.store import SnapshotStore
+from spillway.clients import build_clients
 from spillway.errors import AwsThrottled, ConfigurationError, KubeUnavailable, ObservationFailed
-from spillway.model.k8s import Node, Pod, PodDisruptionBudget
-from spillway.model.nodegroup import NodeGroup
 from spillway.observe import ObserveConfig, deadline_for, observe_once, run_observe
 from spillway.runtime import load_runtime_config
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 CONFIG = ObserveConfig(cluster="prod", interval_seconds=20, heartbeat_minutes=5)
-
-
-class FakeKube:
-    """The three generators of ``KubeClient``, over Kubernetes JSON, one page at a time; can fail."""
-
-    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pdbs: list[dict[str, Any]]):
-        self.nodes, self.pods, self.pdbs = nodes, pods, pdbs
-        self.page_size = 50
-        self.down = False
-        self.fail_after_pods: int | None = None
-        self.pages_served = 0
-
-    def _iter(self, items: list[dict[str, Any]], model: Any, fail_after: int | None = None) -> Iterator[Any]:
-        if self.down:
-            raise KubeUnavailable("list: GET /api/v1/nodes: connection refused (4 attempts)")
-        for start in range(0, len(items), self.page_size):
-            if fail_after is not None and start >= fail_after:
-                raise KubeUnavailable("list pods: 503 Service Unavailable (4 attempts)")
-            self.pages_served += 1
-            for obj in items[start : start + self.page_size]:
-                yield model.model_validate(obj)
-
-    def iter_nodes(self) -> Iterator[Node]:
-        return self._iter(self.nodes, Node)
-
-    def iter_pods(self) -> Iterator[Pod]:
-        return self._iter(self.pods, Pod, self.fail_after_pods)
-
-    def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
-        return self._iter(self.pdbs, PodDisruptionBudget)
 
 
 @dataclass
@@ -81,20 +51,13 @@ class FakeTime:
         self.events.append((when, action))
 
 
-class ThrottledAws:
-    regions = ("us-east-1",)
-
-    def node_groups_in(self, region: str, reserve: Any, now: datetime | None = None) -> list[NodeGroup]:
-        raise AwsThrottled("DescribeAutoScalingGroups(us-east-1): Throttling: Rate exceeded")
-
-
 @pytest.fixture
-def kube(kobj: Any) -> FakeKube:
+def kube(kobj: Any) -> FakeCluster:
     nodes, pods, pdbs = kobj.cluster(12, 120, pending=3)
     pods.append(
         kobj.pod("done-job-abcde", "team-1", node_name=nodes[0]["metadata"]["name"], phase="Succeeded")
     )
-    return FakeKube(nodes, pods, pdbs)
+    return FakeCluster(nodes, pods, pdbs)
 
 
 @pytest.fixture
@@ -115,7 +78,7 @@ def stored_items(store: SnapshotStore) -> list[dict[str, Any]]:
 # --- one observation --------------------------------------------------------------------------------
 
 
-def test_observe_once_joins_kubernetes_and_both_regions(kube: FakeKube, aws: AwsAdapter) -> None:
+def test_observe_once_joins_kubernetes_and_both_regions(kube: FakeCluster, aws: AwsAdapter) -> None:
     snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
 
     cluster = snapshot.cluster
@@ -132,7 +95,7 @@ def test_observe_once_joins_kubernetes_and_both_regions(kube: FakeKube, aws: Aws
     assert snapshot.counts().pending_pods == 3
 
 
-def test_terminal_pods_are_kept_when_asked(kube: FakeKube, aws: AwsAdapter) -> None:
+def test_terminal_pods_are_kept_when_asked(kube: FakeCluster, aws: AwsAdapter) -> None:
     keep = CONFIG.model_copy(update={"keep_terminal_pods": True})
 
     snapshot = observe_once(kube, aws, keep, lambda: T0)
@@ -140,8 +103,8 @@ def test_terminal_pods_are_kept_when_asked(kube: FakeKube, aws: AwsAdapter) -> N
     assert len(snapshot.cluster.pods) == 121
 
 
-def test_api_down_stores_nothing_and_raises(kube: FakeKube, aws: AwsAdapter, store: SnapshotStore) -> None:
-    kube.down = True
+def test_api_down_stores_nothing_and_raises(kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore) -> None:
+    kube.fail("iter_nodes", KubeUnavailable("list: GET /api/v1/nodes: connection refused (4 attempts)"))
     time = FakeTime()
 
     with pytest.raises(ObservationFailed, match="KubeUnavailable") as caught:
@@ -151,22 +114,29 @@ def test_api_down_stores_nothing_and_raises(kube: FakeKube, aws: AwsAdapter, sto
     assert stored_items(store) == []
 
 
-def test_api_failing_mid_list_stores_nothing(kube: FakeKube, aws: AwsAdapter, store: SnapshotStore) -> None:
-    kube.fail_after_pods = 100  # two pages of pods arrive, then the server goes away
+def test_api_failing_mid_list_stores_nothing(
+    kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore
+) -> None:
+    # two pages of pods arrive, then the server goes away
+    kube.fail("iter_pods", KubeUnavailable("list pods: 503 Service Unavailable (4 attempts)"), after=100)
     time = FakeTime()
 
     with pytest.raises(ObservationFailed):
         run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
 
-    assert kube.pages_served >= 2
+    assert kube.served["iter_pods"] == 100
     assert stored_items(store) == []
 
 
-def test_aws_failure_stores_nothing(kube: FakeKube, store: SnapshotStore) -> None:
+def test_aws_failure_stores_nothing(kube: FakeCluster, store: SnapshotStore) -> None:
     time = FakeTime()
+    throttled = FakeCloud(("us-east-1",))
+    throttled.fail(
+        "node_groups_in", AwsThrottled("DescribeAutoScalingGroups(us-east-1): Throttling: Rate exceeded")
+    )
 
     with pytest.raises(ObservationFailed) as caught:
-        run_observe(kube, ThrottledAws(), store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
+        run_observe(kube, throttled, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
 
     assert isinstance(caught.value.__cause__, AwsThrottled)
     assert stored_items(store) == []
@@ -176,7 +146,7 @@ def test_aws_failure_stores_nothing(kube: FakeKube, store: SnapshotStore) -> Non
 
 
 def test_an_unchanged_cluster_writes_nothing_until_the_heartbeat(
-    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore
+    kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore
 ) -> None:
     time = FakeTime()
 
@@ -193,7 +163,7 @@ def test_an_unchanged_cluster_writes_nothing_until_the_heartbeat(
 
 
 def test_a_new_pending_pod_is_stored_within_one_interval(
-    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore, kobj: Any
+    kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore, kobj: Any
 ) -> None:
     time = FakeTime()
     appeared = T0 + timedelta(seconds=25)
@@ -209,12 +179,12 @@ def test_a_new_pending_pod_is_stored_within_one_interval(
 
 
 def test_a_cordoned_node_or_grown_group_counts_as_a_change(
-    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore
+    kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore
 ) -> None:
     time = FakeTime()
 
     def cordon() -> None:
-        kube.nodes[3]["spec"]["unschedulable"] = True
+        list(kube.nodes.values())[3]["spec"]["unschedulable"] = True
 
     def grow() -> None:
         aws.set_desired_capacity("us-west-2", "p3", 2)
@@ -228,7 +198,7 @@ def test_a_cordoned_node_or_grown_group_counts_as_a_change(
 
 
 def test_the_next_invocation_continues_from_what_is_stored(
-    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore
+    kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore
 ) -> None:
     time = FakeTime()
     first = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
@@ -337,7 +307,7 @@ def emf_metrics(output: str) -> dict[str, list[float]]:
 
 
 def test_handler_observes_stores_and_emits_metrics(
-    kube: FakeKube,
+    kube: FakeCluster,
     aws: AwsAdapter,
     store: SnapshotStore,
     monkeypatch: pytest.MonkeyPatch,
@@ -348,11 +318,8 @@ def test_handler_observes_stores_and_emits_metrics(
     monkeypatch.setenv("OBSERVE_WINDOW_SECONDS", "0")  # one observation
     app = load_app()
     config = load_runtime_config()
-    monkeypatch.setattr(
-        app,
-        "_services",
-        app.Services(config=config, observe=config.observe_config(), kube=kube, aws=aws, store=store),
-    )
+    wired = replace(build_clients(config), aws=aws, snapshots=store, _kube=kube)
+    monkeypatch.setattr(app, "get_clients", lambda: wired)
 
     result = app.handler({"source": "aws.scheduler"}, LambdaContext())
 
@@ -368,18 +335,15 @@ def test_handler_observes_stores_and_emits_metrics(
 
 
 def test_handler_failure_raises_observation_failed(
-    kube: FakeKube, aws: AwsAdapter, store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+    kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
     app = load_app()
     config = load_runtime_config()
-    kube.down = True
-    monkeypatch.setattr(
-        app,
-        "_services",
-        app.Services(config=config, observe=config.observe_config(), kube=kube, aws=aws, store=store),
-    )
+    kube.fail("iter_nodes", KubeUnavailable("list: GET /api/v1/nodes: connection refused (4 attempts)"))
+    wired = replace(build_clients(config), aws=aws, snapshots=store, _kube=kube)
+    monkeypatch.setattr(app, "get_clients", lambda: wired)
 
     with pytest.raises(ObservationFailed):
         app.handler({}, LambdaContext())
@@ -392,7 +356,7 @@ def test_importing_the_handler_needs_no_environment(monkeypatch: pytest.MonkeyPa
 
     app = load_app()
 
-    assert app._services is None
+    assert not [name for name in vars(app) if name.startswith("_services")]  # the wiring is spillway.clients
 
 
 def test_runtime_config_from_environment() -> None:

@@ -12,11 +12,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spillway.adapters.plans_store import PlanRecord, PlanStore, replan_key
-from spillway.adapters.sfn import ExecutionRequest, Executions
+from spillway.adapters.plans_store import PlanStore
+from spillway.adapters.sfn import Executions
 from spillway.adapters.state_store import StateStore
 from spillway.errors import InputError, StateConflict
 from spillway.local.cfn import create_tables
+from spillway.model.act import ExecutionRequest, PlanRecord, replan_key
 from spillway.model.state import GroupState, NodeState, State
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from spillway.adapters.store import CHUNK_SUFFIX, SnapshotStore, format_key
+from spillway.adapters.store import CHUNK_SUFFIX, SnapshotStore
 from spillway.errors import SnapshotError, SnapshotNotFound
+from spillway.model.act import format_key
 from spillway.model.nodegroup import LaunchFailure, NodeGroup, TemplateNode
 from spillway.model.snapshot import Snapshot, fingerprint
 
@@ -311,3 +312,23 @@ def test_streamed_json_equals_to_dict(build_snapshot: Any) -> None:
 
     assert json.loads(streamed) == json.loads(json.dumps(snapshot.to_dict()))
     assert Snapshot.from_dict(json.loads(streamed)) == snapshot
+
+
+def test_throttling_is_aws_throttled_as_in_every_other_store(
+    dynamodb: Any, tables: dict[str, str], big_snapshot: Snapshot
+) -> None:
+    from botocore.exceptions import ClientError
+
+    from spillway.errors import AwsThrottled
+
+    store = SnapshotStore(dynamodb, tables["SnapshotsTable"])
+
+    def throttled(**kwargs: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Query"
+        )
+
+    store.client = type("Throttled", (), {"query": staticmethod(throttled)})()  # type: ignore[assignment]
+
+    with pytest.raises(AwsThrottled, match="ProvisionedThroughputExceededException"):
+        store.latest("prod")

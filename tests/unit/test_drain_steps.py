@@ -6,18 +6,17 @@ import importlib.util
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from fakes import FakeCloud
 
 from spillway.act.drain import (
-    Drain,
     Drainer,
-    Placement,
     cause_message,
     classify,
     parse_request,
@@ -28,7 +27,7 @@ from spillway.adapters.kube import KubeClient
 from spillway.errors import DrainCancelled, DrainTimeout, InvalidDrainRequest
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
-from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.drain import Drain
 from spillway.model.k8s import Pod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,42 +47,6 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
-
-
-@dataclass
-class FakeCloud:
-    """Auto Scaling as the drain sees it: where instances are, the groups, and a log of terminations."""
-
-    groups: dict[tuple[str, str], AutoScalingGroup] = field(default_factory=dict)
-    placements: dict[tuple[str, str], Placement] = field(default_factory=dict)
-    terminated: list[tuple[str, str, bool]] = field(default_factory=list)
-
-    def add_group(self, name: str, instances: list[str], *, region: str = "us-east-1", **kw: Any) -> None:
-        kw.setdefault("cluster", CLUSTER)
-        kw.setdefault("desired", len(instances))
-        raw = objects.asg(name, region=region, instances=instances, **kw)
-        self.groups[(region, name)] = AutoScalingGroup.model_validate(raw)
-        for instance in instances:
-            self.placements[(region, instance)] = Placement(instance, name, "InService")
-
-    def placement(self, region: str, instance_id: str) -> Placement | None:
-        return self.placements.get((region, instance_id))
-
-    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
-        return self.groups[(region, group)]
-
-    def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
-        self.terminated.append((region, instance_id, decrement))
-        return ScalingActivity.model_validate(
-            {
-                "ActivityId": "a-1",
-                "AutoScalingGroupName": self.placements[(region, instance_id)].group,
-                "Description": f"Terminating EC2 instance: {instance_id}",
-                "Cause": "terminated by Spillway",
-                "StartTime": T0.isoformat(),
-                "StatusCode": "InProgress",
-            }
-        )
 
 
 @dataclass
@@ -286,7 +249,7 @@ def _other_clusters_group(rig: Rig) -> dict[str, Any]:
 
 
 def _no_group(rig: Rig) -> dict[str, Any]:
-    rig.cloud.placements.clear()
+    rig.cloud.groups.clear()
     return {}
 
 
@@ -325,7 +288,7 @@ def _planned_group_changed(rig: Rig) -> dict[str, Any]:
 
 
 def _terminating(rig: Rig) -> dict[str, Any]:
-    rig.cloud.placements[("us-east-1", INSTANCE)] = Placement(INSTANCE, "general", "Terminating:Wait")
+    rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["LifecycleState"] = "Terminating:Wait"
     return {}
 
 
@@ -491,9 +454,9 @@ def test_check_stops_when_the_node_was_replaced(rig: Rig) -> None:
 def test_terminate_decrements_the_group(rig: Rig) -> None:
     drain = rig.cordoned()
     out = rig.drainer.terminate(drain)
-    assert rig.cloud.terminated == [("us-east-1", INSTANCE, True)]
+    assert rig.cloud.terminated() == [("us-east-1", INSTANCE, True)]
     assert out == {
-        "activity_id": "a-1",
+        "activity_id": f"a-{INSTANCE}",
         "status": "InProgress",
         "description": f"Terminating EC2 instance: {INSTANCE}",
     }
@@ -661,7 +624,8 @@ def _load_app() -> ModuleType:
 def test_the_handler_module_imports_without_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("CLUSTER_NAME", "REGIONS", "KUBE_URL"):
         monkeypatch.delenv(name, raising=False)
-    assert _load_app()._services is None
+    app = _load_app()
+    assert not [name for name in vars(app) if name.startswith("_services")]  # the wiring is spillway.clients
 
 
 def test_the_outcome_metric_is_emf_with_an_outcome_dimension(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows
 from plan_world import NOW, World
 
 from spillway.act.planning import (
@@ -25,114 +25,24 @@ from spillway.act.planning import (
     run_plan,
 )
 from spillway.act.scale import ScaleSteps
-from spillway.adapters.plans_store import PlanRecord
-from spillway.adapters.sfn import NAME_PATTERN, ExecutionRequest, StartedExecution, execution_arn
-from spillway.adapters.state_store import StoredState
-from spillway.adapters.store import format_key
+from spillway.adapters.sfn import NAME_PATTERN
 from spillway.config import PlannerConfig
 from spillway.errors import (
     AsgLimitExceeded,
     AwsThrottled,
     ConfigurationError,
-    NodeNotFound,
     SnapshotNotFound,
     StaleSnapshot,
     StateConflict,
 )
 from spillway.local import objects as o
-from spillway.model.aws import AutoScalingGroup, ScalingActivity
-from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, Node
+from spillway.model.act import StoredState
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import GroupState, State
 
 UP_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleUpStateMachine"
 DOWN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleDownStateMachine"
-
-
-# --- fakes --------------------------------------------------------------------------------------
-
-
-class FakeSnapshots:
-    def __init__(self) -> None:
-        self.items: dict[tuple[str, str], Snapshot] = {}
-
-    def add(self, snapshot: Snapshot) -> SnapshotRef:
-        key = format_key(snapshot.taken_at)
-        self.items[(snapshot.cluster_name, key)] = snapshot
-        return SnapshotRef(snapshot.cluster_name, key)
-
-    def get(self, cluster: str, key: str) -> Snapshot:
-        try:
-            return self.items[(cluster, key)]
-        except KeyError:
-            raise SnapshotNotFound(f"{cluster}/{key}: no such snapshot") from None
-
-
-@dataclass
-class FakeLedger:
-    """State and plans tables in one: commit checks the version and writes both, or neither."""
-
-    stored: StoredState = field(default_factory=StoredState)
-    plans: dict[str, PlanRecord] = field(default_factory=dict)
-    commits: int = 0
-    loads: int = 0
-    before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
-
-    def load(self, cluster: str) -> StoredState:
-        self.loads += 1
-        return self.stored
-
-    def commit(
-        self,
-        cluster: str,
-        state: State,
-        *,
-        expected_version: int,
-        snapshot_key: str,
-        plan_id: str,
-        executions: Sequence[Mapping[str, Any]] = (),
-        now: datetime,
-        plan: PlanRecord | None = None,
-    ) -> int:
-        if self.before_commit is not None:
-            hook, self.before_commit = self.before_commit, None
-            hook()
-        if self.stored.version != expected_version:
-            raise StateConflict(f"stored version is {self.stored.version}, not {expected_version}")
-        self.stored = StoredState(
-            state=state,
-            version=expected_version + 1,
-            snapshot_key=snapshot_key,
-            plan_id=plan_id,
-            executions=tuple(executions),
-        )
-        if plan is not None:
-            self.plans[plan.key] = plan
-        self.commits += 1
-        return self.stored.version
-
-
-@dataclass
-class FakeExecutions:
-    """Records starts; a used name is refused as Step Functions does; can be told to fail."""
-
-    requests: list[ExecutionRequest] = field(default_factory=list)
-    names: set[str] = field(default_factory=set)
-    fail_next: list[Exception] = field(default_factory=list)
-
-    def start(self, request: ExecutionRequest) -> StartedExecution:
-        if self.fail_next:
-            raise self.fail_next.pop(0)
-        self.requests.append(request)
-        arn = execution_arn(request.state_machine_arn, request.name)
-        if request.name in self.names:
-            return StartedExecution(request.kind, request.name, arn, started=False)
-        self.names.add(request.name)
-        return StartedExecution(request.kind, request.name, arn, started=True)
-
-    @property
-    def started(self) -> list[str]:
-        return sorted(self.names)
 
 
 def settings(**kw: Any) -> PlanSettings:
@@ -166,7 +76,7 @@ def snapshot_of(w: World, taken_at: datetime = NOW) -> Snapshot:
 class Rig:
     snapshots: FakeSnapshots = field(default_factory=FakeSnapshots)
     ledger: FakeLedger = field(default_factory=FakeLedger)
-    executions: FakeExecutions = field(default_factory=FakeExecutions)
+    executions: FakeWorkflows = field(default_factory=FakeWorkflows)
     settings: PlanSettings = field(default_factory=settings)
 
     def run(self, ref: SnapshotRef, now: datetime = NOW + timedelta(seconds=20)) -> Any:
@@ -243,7 +153,7 @@ def test_the_same_snapshot_twice_plans_once_and_the_duplicate_start_is_a_no_op()
 def test_a_failed_start_after_the_commit_is_finished_by_the_retry() -> None:
     rig = Rig()
     ref = rig.snapshots.add(snapshot_of(gpu_world()))
-    rig.executions.fail_next.append(AwsThrottled("StartExecution: Throttling: Rate exceeded"))
+    rig.executions.fail("start", AwsThrottled("StartExecution: Throttling: Rate exceeded"), times=1)
 
     with pytest.raises(AwsThrottled):
         rig.run(ref)
@@ -447,117 +357,26 @@ def test_only_inserts_of_complete_snapshots_are_planned_the_newest_per_cluster()
 # --- the scale-up steps (spillway.act.scale) with fakes -----------------------------------------
 
 
-class FakeEc2:
-    def __init__(self, dns: dict[str, str]) -> None:
-        self.dns = dns
-
-    def describe_instances(self, InstanceIds: list[str]) -> dict[str, Any]:
-        return {
-            "Reservations": [
-                {"Instances": [{"InstanceId": i, "PrivateDnsName": self.dns[i]} for i in InstanceIds]}
-            ]
-        }
+WRITES = ("set_desired_capacity", "terminate_instance")
 
 
-@dataclass
-class FakeAwsGroups:
-    """One Auto Scaling group; records writes; activities as given."""
-
-    asg: dict[str, Any]
-    activities: list[dict[str, Any]] = field(default_factory=list)
-    writes: list[tuple[str, Any]] = field(default_factory=list)
-
-    @property
-    def clients(self) -> Any:
-        dns = {i["InstanceId"]: f"node-{i['InstanceId']}" for i in self.asg["Instances"]}
-        return type("Clients", (), {"ec2": lambda _self, region: FakeEc2(dns)})()
-
-    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
-        return AutoScalingGroup.model_validate(self.asg)
-
-    def describe_activities(
-        self, region: str, group: str, now: datetime | None = None
-    ) -> list[ScalingActivity]:
-        return [ScalingActivity.model_validate(a) for a in self.activities]
-
-    def set_desired_capacity(self, region: str, group: str, desired: int) -> int:
-        previous = int(self.asg["DesiredCapacity"])
-        self.writes.append(("desired", desired))
-        self.asg["DesiredCapacity"] = desired
-        return previous
-
-    def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
-        self.writes.append(("terminate", instance_id))
-        self.asg["Instances"] = [i for i in self.asg["Instances"] if i["InstanceId"] != instance_id]
-        self.asg["DesiredCapacity"] -= 1 if decrement else 0
-        return ScalingActivity.model_validate(
-            {"ActivityId": "a", "AutoScalingGroupName": "gpu", "StartTime": NOW, "StatusCode": "InProgress"}
-        )
-
-    def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[Any]:
-        raise AssertionError("no re-plan expected")
-
-
-@dataclass
-class FakeKube:
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> real-shaped Node JSON
-    events: list[str] = field(default_factory=list)
-
-    def uncordon(self, node: str) -> bool:
-        obj = self._get(node)
-        was = CORDONED_BY_SPILLWAY in obj["metadata"]["annotations"]
-        obj["metadata"]["annotations"].pop(CORDONED_BY_SPILLWAY, None)
-        obj["spec"].pop("unschedulable", None)
-        return was
-
-    def remove_draining_taint(self, node: str) -> bool:
-        obj = self._get(node)
-        taints = obj["spec"].get("taints", [])
-        obj["spec"]["taints"] = [t for t in taints if t["key"] != DRAINING_TAINT]
-        return len(taints) != len(obj["spec"]["taints"])
-
-    def get_node(self, name: str) -> Node:
-        return Node.model_validate(self._get(name))
-
-    def record_event(self, kind: str, name: str, namespace: str | None, reason: str, message: str,
-                     type: str = "Normal") -> None:  # fmt: skip
-        self.events.append(f"{reason} {name}")
-
-    def _get(self, name: str) -> dict[str, Any]:
-        if name not in self.nodes:
-            raise NodeNotFound(name)
-        return self.nodes[name]
-
-
-@dataclass
-class FakeBackoffs:
-    puts: list[tuple[str, datetime, str]] = field(default_factory=list)
-
-    def load(self, cluster: str) -> StoredState:
-        return StoredState()
-
-    def put_backoff(
-        self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
-    ) -> bool:
-        self.puts.append((group, until, reason))
-        return True
-
-
-class NoSnapshots:
-    def latest(self, cluster: str) -> Snapshot | None:
-        raise AssertionError("no re-plan expected")
-
-
-def gpu_asg(instances: int, desired: int | None = None, max_size: int = 8) -> dict[str, Any]:
+def gpu_cloud(instances: int, desired: int | None = None, max_size: int = 8) -> FakeCloud:
+    cloud = FakeCloud(cluster="ml")
     ids = [o.instance_id(f"gpu-{i}") for i in range(instances)]
-    return o.asg("gpu", region="us-east-1", cluster="ml", desired=instances if desired is None else desired,
-                 max_size=max_size, instance_type="g5.xlarge", instances=ids)  # fmt: skip
+    cloud.add_group("gpu", ids, region="us-east-1", desired=instances if desired is None else desired,
+                    max_size=max_size, instance_type="g5.xlarge")  # fmt: skip
+    return cloud
 
 
-def steps(aws: FakeAwsGroups, kube: FakeKube | None = None, ledger: FakeBackoffs | None = None) -> ScaleSteps:
+def writes(cloud: FakeCloud) -> list[tuple[str, Any]]:
+    return [(name, args[-2] if name == "terminate_instance" else args[-1])
+            for name, args in cloud.calls if name in WRITES]  # fmt: skip
+
+
+def steps(cloud: FakeCloud, kube: FakeCluster | None = None, ledger: FakeLedger | None = None) -> ScaleSteps:
     return ScaleSteps(
-        kube=kube or FakeKube(), aws=aws, ledger=ledger or FakeBackoffs(), snapshots=NoSnapshots(),
-        plans=FakeLedger(), settings=settings(), clock=lambda: NOW,
+        kube=kube or FakeCluster(), aws=cloud, ledger=ledger or FakeLedger(), snapshots=FakeSnapshots(),
+        settings=settings(), clock=lambda: NOW,
     )  # fmt: skip
 
 
@@ -566,63 +385,65 @@ GROUP = {"group": "gpu", "region": "us-east-1", "from": 1, "to": 3, "grow": True
 
 def test_prepare_uncordons_the_planned_nodes_and_refuses_a_target_above_max_size() -> None:
     name = "ip-10-0-0-1.ec2.internal"
-    kube = FakeKube({name: o.node(name, instance="i-0abc", unschedulable=True,
-                                  annotations={CORDONED_BY_SPILLWAY: "2026-11-02T11:00:00Z drain"},
-                                  taints=[{"key": DRAINING_TAINT, "effect": "NoSchedule"}])})  # fmt: skip
-    aws = FakeAwsGroups(gpu_asg(1, max_size=2))
+    kube = FakeCluster([o.node(name, instance="i-0abc", unschedulable=True,
+                               annotations={CORDONED_BY_SPILLWAY: "2026-11-02T11:00:00Z drain"},
+                               taints=[{"key": DRAINING_TAINT, "effect": "NoSchedule"}])])  # fmt: skip
+    cloud = gpu_cloud(1, max_size=2)
 
     with pytest.raises(AsgLimitExceeded, match="above MaxSize 2"):
-        steps(aws, kube).prepare({"group": {**GROUP, "uncordon": [name, "gone-node"]}})
+        steps(cloud, kube).prepare({"group": {**GROUP, "uncordon": [name, "gone-node"]}})
 
     node = kube.get_node(name)
     assert not node.spec.unschedulable and node.spec.taints == []  # uncordoned before the refusal
-    assert kube.events == [f"SpillwayUncordoned {name}"] and aws.writes == []
+    assert kube.events == [f"SpillwayUncordoned {name}"] and writes(cloud) == []
 
 
 def test_prepare_says_what_to_set_and_verify_sees_a_capacity_failure_since_then() -> None:
-    aws = FakeAwsGroups(gpu_asg(1))
-    prep = steps(aws).prepare({"group": GROUP, "launch_timeout_seconds": 60})
+    cloud = gpu_cloud(1)
+    asg = cloud.groups[("us-east-1", "gpu")]
+    prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 60})
     assert prep["set"] and prep["target"] == 3 and prep["before"] == [o.instance_id("gpu-0")]
     assert prep["deadline"] == "2026-11-02T12:01:00Z"
 
-    old = o.failed_launch(aws.asg, NOW - timedelta(minutes=20))
-    assert steps(aws).verify({"group": GROUP, "prep": prep})["status"] == "launching"  # nothing yet
-    aws.activities = [old]
-    assert steps(aws).verify({"group": GROUP, "prep": prep})["status"] == "launching"  # old news
-    aws.activities = [old, o.failed_launch(aws.asg, NOW)]
-    failed = steps(aws).verify({"group": GROUP, "prep": prep})
+    old = o.failed_launch(asg, NOW - timedelta(minutes=20))
+    assert steps(cloud).verify({"group": GROUP, "prep": prep})["status"] == "launching"  # nothing yet
+    cloud.activities[("us-east-1", "gpu")] = [old]
+    assert steps(cloud).verify({"group": GROUP, "prep": prep})["status"] == "launching"  # old news
+    cloud.activities[("us-east-1", "gpu")] = [old, o.failed_launch(asg, NOW)]
+    failed = steps(cloud).verify({"group": GROUP, "prep": prep})
     assert failed["status"] == "failed" and "launch failed" in failed["reason"]
 
 
 def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_the_rest() -> None:
-    asg = gpu_asg(3, desired=4)  # one instance before; two launched; one never launched
-    before, ready_new, stuck = (i["InstanceId"] for i in asg["Instances"])
-    kube = FakeKube({
-        f"node-{iid}": o.node(f"node-{iid}", instance=iid, ready=(iid != stuck)) for iid in (before, ready_new, stuck)
-    })  # fmt: skip
-    aws, ledger = FakeAwsGroups(asg), FakeBackoffs()
+    cloud = gpu_cloud(3, desired=4)  # one instance before; two launched; one never launched
+    before, ready_new, stuck = (i["InstanceId"] for i in cloud.groups[("us-east-1", "gpu")]["Instances"])
+    kube = FakeCluster([
+        o.node(f"node-{iid}", instance=iid, ready=(iid != stuck)) for iid in (before, ready_new, stuck)
+    ])  # fmt: skip
+    ledger = FakeLedger()
 
-    out = steps(aws, kube, ledger).backoff(
+    out = steps(cloud, kube, ledger).backoff(
         {"cluster": "ml", "group": {**GROUP, "to": 4}, "prep": {"before": [before]},
          "launch": {"status": "timeout", "reason": "1 of 3 new node(s) Ready by the launch deadline"}}
     )  # fmt: skip
 
-    assert aws.writes == [("terminate", stuck), ("desired", 2)]
+    assert writes(cloud) == [("terminate_instance", stuck), ("set_desired_capacity", 2)]
     assert out["outcome"] == "backed_off" and out["desired"] == 2 and out["terminated"] == [stuck]
-    [(group, until, reason)] = ledger.puts
+    [(group, until, reason)] = ledger.backoffs
     assert group == "gpu" and until == NOW + timedelta(minutes=15) and reason.startswith("1 of 3")
 
 
 def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> None:
-    aws = FakeAwsGroups(gpu_asg(1))
+    cloud = gpu_cloud(1)
     base = {"cluster": "ml", "plan_id": "p", "snapshot_key": "k", "poll_seconds": 1,
             "launch_timeout_seconds": 5, "rounds": []}  # fmt: skip
 
-    launched = steps(aws).next_round({**base, "round": 1, "max_rounds": 3,
-                                      "results": [{"group": "gpu", "outcome": "ready"}]})  # fmt: skip
-    spent = steps(aws).next_round({**base, "round": 3, "max_rounds": 3,
-                                   "results": [{"group": "gpu", "outcome": "backed_off"}]})  # fmt: skip
+    launched = steps(cloud).next_round({**base, "round": 1, "max_rounds": 3,
+                                        "results": [{"group": "gpu", "outcome": "ready"}]})  # fmt: skip
+    spent = steps(cloud).next_round({**base, "round": 3, "max_rounds": 3,
+                                     "results": [{"group": "gpu", "outcome": "backed_off"}]})  # fmt: skip
 
     assert launched["done"] and launched["result"] == "launched" and launched["groups"] == []
     assert spent["done"] and spent["result"] == "gave up after 3 round(s)"
     assert [r["round"] for r in spent["rounds"]] == [3]
+    assert cloud.called("node_groups") == []  # no re-plan

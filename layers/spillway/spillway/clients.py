@@ -1,8 +1,10 @@
-"""The clients a Lambda container needs, built once from :class:`~spillway.runtime.RuntimeConfig`.
+"""The one wiring of every Lambda (observe, plan, scale, drain): the adapters a container needs, built
+once from :class:`~spillway.runtime.RuntimeConfig`, and the act-layer objects made on them.
 
-``get_clients()`` reads the environment on each call (cheap) and rebuilds only when the configuration
+Every handler calls ``get_clients()`` and nothing else to reach the world; no handler keeps services of
+its own. ``get_clients()`` reads the environment on each call (cheap) and rebuilds only when the configuration
 changed, which in AWS is never within a container's life; in the local stack and the tests it is when
-a new stack (other tables, another emulator URL) comes up. The Kubernetes client is made on first use,
+a new stack (other tables, another emulator URL) comes up, so nobody needs to reset anything. The Kubernetes client is made on first use,
 so the plan function, which never talks to Kubernetes, never builds one.
 
 Cluster access (``CLUSTER_ACCESS``): ``eks`` (DescribeCluster + IAM token), ``secret`` (a kubeconfig in
@@ -18,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
+from spillway.act.drain import Drainer, OutcomeHook
 from spillway.act.planning import PlanSettings
+from spillway.act.scale import Metric, ScaleSteps
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.adapters.plans_store import PlanStore
 from spillway.adapters.sfn import Executions
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     from spillway.adapters.kube import KubeClient
+    from spillway.observe import ObserveConfig
 
 
 def make_kube(config: RuntimeConfig, session: boto3.Session) -> KubeClient:
@@ -82,6 +87,25 @@ class Clients:
                 table_name=self.config.idempotency_table, boto3_client=self.dynamodb
             )
         return self._idempotency
+
+    def observe_config(self) -> ObserveConfig:
+        return self.config.observe_config()
+
+    def drainer(self, on_outcome: OutcomeHook) -> Drainer:
+        """The drain steps on this container's clients (cheap: made per invocation)."""
+        c = self.config
+        return Drainer(self.kube, self.aws, cluster=c.cluster_name, regions=c.regions, on_outcome=on_outcome)
+
+    def scale_steps(self, metric: Metric) -> ScaleSteps:
+        """The scale-up steps on this container's clients (cheap: made per invocation)."""
+        return ScaleSteps(
+            kube=self.kube,
+            aws=self.aws,
+            ledger=self.state,
+            snapshots=self.snapshots,
+            settings=self.plan_settings(),
+            metric=metric,
+        )
 
     def plan_settings(self) -> PlanSettings:
         c = self.config
@@ -137,9 +161,3 @@ def get_clients() -> Clients:
         if _cache is None or _cache.config != config:
             _cache = build_clients(config)
         return _cache
-
-
-def reset() -> None:
-    global _cache
-    with _cache_lock:
-        _cache = None

@@ -1,8 +1,12 @@
 """One error hierarchy for everything Spillway raises on purpose.
 
 A Lambda's exception *class name* is what a Step Functions ``Retry``/``Catch`` matches
-(``"ErrorEquals": ["KubeUnavailable"]``), so the names are part of the contract: do not rename them.
-``is_retryable(err)`` tells transient failures from final ones.
+(``"ErrorEquals": ["KubeUnavailable"]``), exactly and not by subclass, so the names are part of the
+contract: do not rename them. Which errors each Lambda step may raise is declared beside the step
+(``RAISES`` in :mod:`spillway.act.scale` and :mod:`spillway.act.drain`), and
+``tests/unit/test_error_contract.py`` checks the state machines retry or catch every one of them.
+Transient failures (what a ``Retry`` names) are ``KubeUnavailable``, ``KubeConflict``, ``AwsThrottled``
+and ``AwsUnavailable``; every store raises DynamoDB throttling as ``AwsThrottled``.
 """
 
 from __future__ import annotations
@@ -10,8 +14,6 @@ from __future__ import annotations
 
 class SpillwayError(Exception):
     """Base of every error Spillway raises on purpose."""
-
-    retryable = False
 
 
 class InputError(SpillwayError):
@@ -38,8 +40,6 @@ class KubeError(SpillwayError):
 class KubeUnavailable(KubeError):
     """The API server did not answer usefully (connection errors, timeouts, 5xx after retries)."""
 
-    retryable = True
-
 
 class KubeAuthError(KubeError):
     """Credentials were refused (401/403) or could not be made."""
@@ -56,13 +56,9 @@ class PodNotFound(KubeError):
 class EvictionBlocked(KubeError):
     """The Eviction API answered 429: a PodDisruptionBudget allows no disruption right now."""
 
-    retryable = True
-
 
 class KubeConflict(KubeError):
     """A write lost a race (409 Conflict)."""
-
-    retryable = True
 
 
 # --- AWS --------------------------------------------------------------------------------------
@@ -73,7 +69,11 @@ class AwsError(SpillwayError):
 
 
 class AwsThrottled(AwsError):
-    retryable = True
+    """An AWS API (Auto Scaling, EC2, DynamoDB, Step Functions) refused the call for its rate."""
+
+
+class AwsUnavailable(AwsError):
+    """An AWS endpoint did not answer (connection errors, timeouts, 5xx after the SDK's retries)."""
 
 
 class AsgNotFound(AwsError):
@@ -84,8 +84,8 @@ class AsgLimitExceeded(AwsError):
     """A desired capacity outside [MinSize, MaxSize]: AWS refuses it, and so do we, before asking."""
 
 
-class CapacityUnavailable(AwsError):
-    """EC2 could not launch the instances (InsufficientInstanceCapacity and kin)."""
+class InstanceNotFound(AwsError):
+    """The instance is not (or no longer) in any Auto Scaling group of that region."""
 
 
 # --- Snapshots and state ----------------------------------------------------------------------
@@ -97,8 +97,6 @@ class SnapshotError(SpillwayError):
 
 class ObservationFailed(SnapshotError):
     """Observing the cluster failed; nothing was stored."""
-
-    retryable = True
 
 
 class SnapshotNotFound(SnapshotError):
@@ -113,6 +111,10 @@ class StateConflict(SpillwayError):
     """Another planner wrote the state first (conditional write failed)."""
 
 
+class StateCorrupt(SpillwayError):
+    """The stored state item cannot be read (malformed JSON or fields)."""
+
+
 # --- Drains -----------------------------------------------------------------------------------
 
 
@@ -122,26 +124,6 @@ class InvalidDrainRequest(InputError):
 
 class DrainTimeout(SpillwayError):
     """Pods were still on the node at the deadline."""
-
-
-def is_retryable(error: BaseException) -> bool:
-    return isinstance(error, SpillwayError) and error.retryable
-
-
-# --- appended by the observe issue -------------------------------------------------------------
-
-
-class AwsUnavailable(AwsError):
-    """An AWS endpoint did not answer (connection errors, timeouts, 5xx after the SDK's retries)."""
-
-    retryable = True
-
-
-class InstanceNotFound(AwsError):
-    """The instance is not (or no longer) in any Auto Scaling group of that region."""
-
-
-# --- appended by the drain issue ---------------------------------------------------------------
 
 
 class DrainCancelled(SpillwayError):

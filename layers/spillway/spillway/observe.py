@@ -15,55 +15,25 @@ pending pod is seen within about 20 seconds, and an idle cluster costs one write
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from spillway.adapters.store import SaveResult, SnapshotMeta
 from spillway.config import NodeReserve
 from spillway.errors import ObservationFailed
+from spillway.model.act import SaveResult
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo
-from spillway.model.k8s import Node, Pod, PodDisruptionBudget
+from spillway.model.k8s import Pod
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot, SnapshotCounts
+from spillway.ports import Cloud, Cluster, Snapshots
 
 Clock = Callable[[], datetime]
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
-
-
-class KubeSource(Protocol):
-    """What observing needs of :class:`spillway.adapters.kube.KubeClient`."""
-
-    def iter_nodes(self) -> Iterator[Node]: ...
-
-    def iter_pods(self) -> Iterator[Pod]: ...
-
-    def iter_pdbs(self) -> Iterator[PodDisruptionBudget]: ...
-
-
-class AwsSource(Protocol):
-    """What observing needs of :class:`spillway.adapters.aws.AwsAdapter`."""
-
-    @property
-    def regions(self) -> tuple[str, ...]: ...
-
-    def node_groups_in(
-        self, region: str, reserve: Mapping[str, int], now: datetime | None = None
-    ) -> list[NodeGroup]: ...
-
-
-class SnapshotSink(Protocol):
-    """What observing needs of :class:`spillway.adapters.store.SnapshotStore`."""
-
-    last_save: SaveResult | None
-
-    def save(self, snapshot: Snapshot) -> str: ...
-
-    def latest_meta(self, cluster: str) -> SnapshotMeta | None: ...
 
 
 class ObserveConfig(BaseModel):
@@ -102,7 +72,7 @@ class ObserveRun:
         return [o for o in self.observations if o.written]
 
 
-def observe_once(kube: KubeSource, aws: AwsSource, config: ObserveConfig, clock: Clock) -> Snapshot:
+def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> Snapshot:
     """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails."""
     started = time.perf_counter()
     taken_at = clock()
@@ -163,9 +133,9 @@ def write_reason(
 
 
 def run_observe(
-    kube: KubeSource,
-    aws: AwsSource,
-    store: SnapshotSink,
+    kube: Cluster,
+    aws: Cloud,
+    store: Snapshots,
     config: ObserveConfig,
     clock: Clock,
     sleep: Callable[[float], None],

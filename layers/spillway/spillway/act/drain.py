@@ -38,23 +38,41 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from spillway.errors import (
+    AsgLimitExceeded,
+    AsgNotFound,
+    AwsError,
+    AwsThrottled,
+    AwsUnavailable,
     DrainCancelled,
     DrainTimeout,
     EvictionBlocked,
+    InstanceNotFound,
     InvalidDrainRequest,
+    KubeAuthError,
+    KubeConflict,
     KubeError,
+    KubeUnavailable,
     NodeNotFound,
     PodNotFound,
+    SpillwayError,
 )
-from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import TERMINAL_PHASES, instance_id_from_provider_id
+from spillway.model.drain import (
+    LIST_LIMIT,
+    MAX_BUSY_DEADLINE_SECONDS,
+    MAX_DEADLINE_SECONDS,
+    MAX_POLL_SECONDS,
+    MAX_ROUNDS,
+    Drain,
+    DrainRequest,
+    PodVerdict,
+)
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DO_NOT_DISRUPT,
@@ -66,18 +84,8 @@ from spillway.model.k8s import (
     Pod,
 )
 from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED, is_managed
+from spillway.ports import Cloud, Cluster
 
-if TYPE_CHECKING:
-    from spillway.adapters.aws import AwsAdapter
-
-DEFAULT_DEADLINE_SECONDS = 900
-DEFAULT_POLL_SECONDS = 15
-MAX_DEADLINE_SECONDS = 86_400
-MAX_POLL_SECONDS = 3_600
-# Each eviction round adds about ten events to the execution's history, which AWS caps at 25,000.
-MAX_ROUNDS = 2_000
-MAX_BUSY_DEADLINE_SECONDS = 60  # the longest deadline polled with poll_seconds 0
-LIST_LIMIT = 100  # pod names kept in a step's output: a state machine's state is at most 256 KiB
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
 ACTIONS = (
     "validate",
@@ -90,6 +98,24 @@ ACTIONS = (
     "record",
     "summarize",
 )
+
+# What each step may raise, by exact class (a state machine matches names, not subclasses):
+# tests/unit/test_error_contract.py checks every one is retried or caught where drain_node.asl.json
+# and scale_down.asl.json run that step, and that a step given any port error raises nothing else.
+_KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, PodNotFound, EvictionBlocked)
+_AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
+_ALWAYS = (InvalidDrainRequest,)  # an unknown action or a malformed drain
+RAISES: dict[str, frozenset[type[SpillwayError]]] = {
+    "validate": frozenset({*_ALWAYS, DrainCancelled, *_KUBE, *_AWS}),
+    "cordon": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
+    "evict": frozenset({*_ALWAYS, DrainCancelled, DrainTimeout, *_KUBE}),
+    "check": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
+    "terminate": frozenset({*_ALWAYS, *_AWS}),
+    "delete_node": frozenset({*_ALWAYS, *_KUBE}),
+    "uncordon": frozenset({*_ALWAYS, *_KUBE}),
+    "record": frozenset(_ALWAYS),
+    "summarize": frozenset(_ALWAYS),
+}
 
 Outcome = Literal["terminated", "drained", "dry_run", "timeout", "cancelled", "rejected", "failed"]
 OUTCOME_OF_ERROR: dict[str, Outcome] = {
@@ -118,60 +144,7 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def parse_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 # --- the request and the normalised drain ------------------------------------------------------
-
-
-class DrainRequest(BaseModel):
-    """A drain as a person (``aws stepfunctions start-execution``) or the scale-down Map writes it.
-
-    ``instance_id``, ``group`` and ``region`` come from a plan: when given they must still match the
-    node, so a plan never drains a node that changed since it was made.
-    """
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    cluster: str = Field(min_length=1, max_length=100)
-    node: str = Field(min_length=1, max_length=253)
-    reason: str = Field(default="", max_length=256)
-    deadline_seconds: int = Field(default=DEFAULT_DEADLINE_SECONDS, ge=0, le=MAX_DEADLINE_SECONDS)
-    poll_seconds: int = Field(default=DEFAULT_POLL_SECONDS, ge=0, le=MAX_POLL_SECONDS)
-    terminate: bool = True
-    force: bool = False
-    dry_run: bool = False
-    instance_id: str | None = Field(default=None, min_length=3, max_length=32)
-    group: str | None = Field(default=None, min_length=1, max_length=255)
-    region: str | None = Field(default=None, min_length=1, max_length=32)
-    plan_id: str | None = Field(default=None, max_length=200)
-
-
-class Drain(BaseModel):
-    """The validated drain every later step receives: the request plus what validation found."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    cluster: str
-    node: str
-    node_uid: str
-    reason: str
-    deadline_seconds: int
-    poll_seconds: int
-    terminate: bool
-    force: bool
-    dry_run: bool
-    instance_id: str
-    group: str
-    region: str
-    plan_id: str | None = None
-    started_at: str
-    deadline_at: str
-
-    @property
-    def deadline(self) -> datetime:
-        return parse_iso(self.deadline_at)
 
 
 def parse_request(raw: Any) -> DrainRequest:
@@ -241,19 +214,6 @@ def region_of(node: Node) -> str | None:
 
 # --- pods --------------------------------------------------------------------------------------
 
-Action = Literal["ignore", "evict", "wait", "keep"]
-
-
-@dataclass(frozen=True, slots=True)
-class PodVerdict:
-    """What a drain does with one pod: ``ignore`` it (it does not keep the node busy), ``evict`` it,
-    ``wait`` for it (already terminating), or ``keep`` it (protected; it keeps the node busy)."""
-
-    pod: str
-    action: Action
-    reason: str
-    priority: int = 0
-
 
 def classify(pod: Pod, *, force: bool) -> PodVerdict:
     meta = pod.metadata
@@ -300,83 +260,6 @@ def _describe_pods(entries: Sequence[Mapping[str, str]], limit: int = 5) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-# --- the outside world, as the drain needs it ----------------------------------------------------
-
-
-class DrainKube(Protocol):
-    """The part of :class:`spillway.adapters.kube.KubeClient` a drain uses."""
-
-    def get_node(self, name: str) -> Node: ...
-    def pods_on_node(self, node: str) -> list[Pod]: ...
-    def cordon(self, node: str, reason: str = "") -> bool: ...
-    def uncordon(self, node: str) -> bool: ...
-    def add_draining_taint(self, node: str) -> bool: ...
-    def remove_draining_taint(self, node: str) -> bool: ...
-    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None: ...
-    def delete_node(self, name: str) -> bool: ...
-    def record_event(
-        self,
-        kind: str,
-        name: str,
-        namespace: str | None,
-        reason: str,
-        message: str,
-        type: str = "Normal",
-        *,
-        uid: str | None = None,
-        api_version: str = "v1",
-    ) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where an instance is: its Auto Scaling group and its lifecycle state there."""
-
-    instance_id: str
-    group: str
-    lifecycle_state: str
-
-
-class DrainCloud(Protocol):
-    """EC2 Auto Scaling as a drain needs it (:class:`AsgCloud` on the AWS adapter; fakes in tests)."""
-
-    def placement(self, region: str, instance_id: str) -> Placement | None: ...
-    def describe_group(self, region: str, group: str) -> AutoScalingGroup: ...
-    def terminate_instance(
-        self, region: str, instance_id: str, decrement: bool = True
-    ) -> ScalingActivity: ...
-
-
-class AsgCloud:
-    """:class:`DrainCloud` on :class:`spillway.adapters.aws.AwsAdapter` (plus one lookup it lacks)."""
-
-    def __init__(self, aws: AwsAdapter) -> None:
-        self.aws = aws
-
-    def placement(self, region: str, instance_id: str) -> Placement | None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        from spillway.adapters.aws import map_aws_error
-
-        what = f"DescribeAutoScalingInstances({region}, {instance_id})"
-        try:
-            found = self.aws.clients.autoscaling(region).describe_auto_scaling_instances(
-                InstanceIds=[instance_id]
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise map_aws_error(exc, what) from exc
-        for item in found.get("AutoScalingInstances", []):
-            if item.get("InstanceId") == instance_id:
-                return Placement(instance_id, str(item["AutoScalingGroupName"]), str(item["LifecycleState"]))
-        return None
-
-    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
-        return self.aws.describe_group(region, group)
-
-    def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
-        return self.aws.terminate_instance(region, instance_id, decrement=decrement)
-
-
 # --- the steps -------------------------------------------------------------------------------------
 
 OutcomeHook = Callable[[str, "Drain | None"], None]
@@ -391,8 +274,8 @@ class Drainer:
 
     def __init__(
         self,
-        kube: DrainKube,
-        cloud: DrainCloud,
+        kube: Cluster,
+        cloud: Cloud,
         *,
         cluster: str,
         regions: Sequence[str],

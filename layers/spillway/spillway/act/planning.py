@@ -22,55 +22,25 @@ in the unit tests.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any
 
-from spillway.adapters.plans_store import PlanRecord
-from spillway.adapters.sfn import ExecutionRequest, StartedExecution
-from spillway.adapters.state_store import StoredState
 from spillway.config import PlannerConfig
-from spillway.errors import ConfigurationError, InputError, StaleSnapshot
+from spillway.errors import ConfigurationError, InputError, SnapshotNotFound, StaleSnapshot
+from spillway.model.act import ExecutionRequest, PlanOutcome, PlanRecord, PlanSummary, SnapshotRef
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
+from spillway.ports import Ledger, Snapshots, Workflows
 
 Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
-Status = Literal["acted", "idle", "resumed", "superseded"]
 SCALE_UP = "scale_up"
 SCALE_DOWN = "scale_down"
-
-
-# --- what the cycle needs of the world ----------------------------------------------------------
-
-
-class SnapshotReader(Protocol):
-    def get(self, cluster: str, key: str) -> Snapshot: ...
-
-
-class StateLedger(Protocol):
-    def load(self, cluster: str) -> StoredState: ...
-
-    def commit(
-        self,
-        cluster: str,
-        state: State,
-        *,
-        expected_version: int,
-        snapshot_key: str,
-        plan_id: str,
-        executions: Sequence[Mapping[str, Any]] = (),
-        now: datetime,
-        plan: PlanRecord | None = None,
-    ) -> int: ...
-
-
-class ExecutionStarter(Protocol):
-    def start(self, request: ExecutionRequest) -> StartedExecution: ...
 
 
 # --- settings and results ---------------------------------------------------------------------
@@ -91,63 +61,6 @@ class PlanSettings:
     @property
     def primary_region(self) -> str | None:
         return self.planner.regions[0] if self.planner.regions else None
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotRef:
-    cluster: str
-    key: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"cluster": self.cluster, "snapshot_key": self.key}
-
-
-@dataclass(frozen=True, slots=True)
-class PlanSummary:
-    """Headline numbers of a plan (logs, metrics and the plan record)."""
-
-    scale_up_groups: int = 0
-    scale_up_nodes: int = 0
-    overflow_nodes: int = 0  # of scale_up_nodes, those outside the primary region
-    uncordon: int = 0
-    drains: int = 0
-    pending: int = 0
-    unplaceable: int = 0  # pending pods the plan found no place for
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "scale_up_groups": self.scale_up_groups,
-            "scale_up_nodes": self.scale_up_nodes,
-            "overflow_nodes": self.overflow_nodes,
-            "uncordon": self.uncordon,
-            "drains": self.drains,
-            "pending": self.pending,
-            "unplaceable": self.unplaceable,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class PlanOutcome:
-    cluster: str
-    snapshot_key: str
-    plan_id: str
-    status: Status
-    state_version: int
-    summary: PlanSummary = field(default_factory=PlanSummary)
-    executions: tuple[StartedExecution, ...] = ()
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "snapshot_key": self.snapshot_key,
-            "plan_id": self.plan_id,
-            "status": self.status,
-            "state_version": self.state_version,
-            "summary": self.summary.to_dict(),
-            "executions": [e.to_dict() for e in self.executions],
-            "note": self.note,
-        }
 
 
 # --- pure helpers -------------------------------------------------------------------------------
@@ -284,15 +197,26 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-# --- the cycle ----------------------------------------------------------------------------------
+# --- the cycle ---
+
+
+def snapshot_ref(snapshots: Snapshots, cluster: str, key: str | None = None) -> SnapshotRef:
+    """The snapshot to plan: ``key`` of ``cluster`` or, without one, its latest complete snapshot
+    (:class:`SnapshotNotFound` when there is none)."""
+    if key:
+        return SnapshotRef(cluster, key)
+    meta = snapshots.latest_meta(cluster)
+    if meta is None:
+        raise SnapshotNotFound(f"{cluster}: no complete snapshot stored")
+    return SnapshotRef(cluster, meta.key)
 
 
 def run_plan(
     ref: SnapshotRef,
     *,
-    snapshots: SnapshotReader,
-    ledger: StateLedger,
-    executions: ExecutionStarter,
+    snapshots: Snapshots,
+    ledger: Ledger,
+    executions: Workflows,
     settings: PlanSettings,
     now: datetime,
     planner: Planner = run_planner,

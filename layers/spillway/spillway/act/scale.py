@@ -30,9 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
-
-from botocore.exceptions import BotoCoreError, ClientError
+from typing import Any
 
 from spillway.act.planning import (
     PlanSettings,
@@ -41,67 +39,50 @@ from spillway.act.planning import (
     snapshot_age,
     summarize,
 )
-from spillway.adapters.aws import AwsClients, map_aws_error
-from spillway.adapters.plans_store import PlanRecord, replan_key
-from spillway.adapters.state_store import StoredState, iso
-from spillway.adapters.store import format_key
-from spillway.errors import AsgLimitExceeded, InputError, InstanceNotFound, NodeNotFound
-from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.errors import (
+    AsgLimitExceeded,
+    AsgNotFound,
+    AwsError,
+    AwsThrottled,
+    AwsUnavailable,
+    EvictionBlocked,
+    InputError,
+    InstanceNotFound,
+    KubeAuthError,
+    KubeConflict,
+    KubeError,
+    KubeUnavailable,
+    NodeNotFound,
+    PodNotFound,
+    SnapshotError,
+    SnapshotNotFound,
+    SpillwayError,
+    StateConflict,
+    StateCorrupt,
+)
+from spillway.model.act import PlanRecord, format_key, iso, replan_key
 from spillway.model.cluster import instance_id_from_provider_id
-from spillway.model.k8s import Node
-from spillway.model.nodegroup import LIVE_STATES, NodeGroup, is_capacity_failure
-from spillway.model.snapshot import Snapshot
+from spillway.model.nodegroup import LIVE_STATES, is_capacity_failure
 from spillway.planner import plan as run_planner
+from spillway.ports import Cloud, Cluster, Ledger, Snapshots
 
 Metric = Callable[[str, float], None]
+
+# What each step may raise, by exact class (a state machine matches names, not subclasses):
+# tests/unit/test_error_contract.py checks every one is retried or caught where scale_up.asl.json
+# runs that step, and that a step given any port error raises nothing outside its set.
+_KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, PodNotFound, EvictionBlocked)
+_AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
+RAISES: dict[str, frozenset[type[SpillwayError]]] = {
+    "prepare": frozenset({InputError, *_KUBE, *_AWS}),
+    "set_desired": frozenset({InputError, *_AWS}),
+    "verify": frozenset({InputError, *_KUBE, *_AWS}),
+    "backoff": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
+    "next_round": frozenset(
+        {InputError, *_AWS, StateConflict, StateCorrupt, SnapshotError, SnapshotNotFound}
+    ),
+}
 RETRY_OUTCOMES = frozenset({"backed_off", "refused", "error"})
-
-
-class KubeNodes(Protocol):
-    def uncordon(self, node: str) -> bool: ...
-
-    def remove_draining_taint(self, node: str) -> bool: ...
-
-    def get_node(self, name: str) -> Node: ...
-
-    def record_event(
-        self, kind: str, name: str, namespace: str | None, reason: str, message: str, type: str = "Normal"
-    ) -> None: ...
-
-
-class AwsGroups(Protocol):
-    @property
-    def clients(self) -> AwsClients: ...
-
-    def describe_group(self, region: str, group: str) -> AutoScalingGroup: ...
-
-    def describe_activities(
-        self, region: str, group: str, now: datetime | None = None
-    ) -> list[ScalingActivity]: ...
-
-    def set_desired_capacity(self, region: str, group: str, desired: int) -> int: ...
-
-    def terminate_instance(
-        self, region: str, instance_id: str, decrement: bool = True
-    ) -> ScalingActivity: ...
-
-    def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]: ...
-
-
-class BackoffLedger(Protocol):
-    def load(self, cluster: str) -> StoredState: ...
-
-    def put_backoff(
-        self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
-    ) -> bool: ...
-
-
-class LatestSnapshot(Protocol):
-    def latest(self, cluster: str) -> Snapshot | None: ...
-
-
-class PlanWriter(Protocol):
-    def save(self, record: PlanRecord) -> None: ...
 
 
 def _no_metric(name: str, value: float) -> None:
@@ -120,11 +101,10 @@ def _field(event: Mapping[str, Any], name: str) -> Any:
 
 @dataclass
 class ScaleSteps:
-    kube: KubeNodes
-    aws: AwsGroups
-    ledger: BackoffLedger
-    snapshots: LatestSnapshot
-    plans: PlanWriter
+    kube: Cluster
+    aws: Cloud
+    ledger: Ledger
+    snapshots: Snapshots
     settings: PlanSettings
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     metric: Metric = _no_metric
@@ -227,24 +207,14 @@ class ScaleSteps:
         (EKS names a Node after the instance's private DNS name; its providerID names the instance)."""
         if not instance_ids:
             return {}
-        ec2 = self.aws.clients.ec2(region)
-        what = f"DescribeInstances({region})"
-        try:
-            resp = ec2.describe_instances(InstanceIds=list(instance_ids))
-        except (ClientError, BotoCoreError) as exc:
-            raise map_aws_error(exc, what) from exc
         ready: dict[str, str] = {}
-        for reservation in resp.get("Reservations", []):
-            for instance in reservation.get("Instances", []):
-                dns, iid = instance.get("PrivateDnsName"), instance.get("InstanceId")
-                if not dns or not iid:
-                    continue
-                try:
-                    node = self.kube.get_node(dns)
-                except NodeNotFound:
-                    continue
-                if node.is_ready() and instance_id_from_provider_id(node.spec.provider_id) == iid:
-                    ready[iid] = dns
+        for iid, dns in self.aws.private_dns_names(region, instance_ids).items():
+            try:
+                node = self.kube.get_node(dns)
+            except NodeNotFound:
+                continue
+            if node.is_ready() and instance_id_from_provider_id(node.spec.provider_id) == iid:
+                ready[iid] = dns
         return dict(sorted(ready.items()))
 
     # --- backoff -------------------------------------------------------------------------------
@@ -328,7 +298,7 @@ class ScaleSteps:
         summary = summarize(result, self.settings.primary_region)
         origin = str(event.get("snapshot_key") or "")
         snapshot_key = format_key(snapshot.taken_at)
-        self.plans.save(
+        self.ledger.save_plan(
             PlanRecord(
                 cluster=cluster,
                 plan_id=str(event.get("plan_id") or plan_id_for(cluster, snapshot_key)),

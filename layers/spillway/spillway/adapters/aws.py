@@ -42,6 +42,7 @@ from spillway.model.aws import (
     ScalingActivity,
     bundled_instance_types,
 )
+from spillway.model.drain import Placement
 from spillway.model.nodegroup import (
     TAG_CLUSTER_PREFIX,
     TAG_ENABLED,
@@ -210,7 +211,7 @@ class AwsAdapter:
         max_activities: int = 20,
         catalogue: Mapping[str, InstanceTypeInfo] | None = None,
     ) -> None:
-        self.clients = clients
+        self._clients = clients
         self.cluster = cluster
         self.activity_window = activity_window
         self.max_activities = max_activities
@@ -219,13 +220,13 @@ class AwsAdapter:
 
     @property
     def regions(self) -> tuple[str, ...]:
-        return self.clients.regions
+        return self._clients.regions
 
     # --- reads ---------------------------------------------------------------------------------
 
     def describe_groups(self, region: str) -> list[AutoScalingGroup]:
         """The groups tagged for this cluster (filtered by AWS, paginated), parsed."""
-        client = self.clients.autoscaling(region)
+        client = self._clients.autoscaling(region)
 
         def fetch() -> list[AutoScalingGroup]:
             out: list[AutoScalingGroup] = []
@@ -247,7 +248,7 @@ class AwsAdapter:
         AWS returns activities newest first, so paging stops at the first older one or after
         ``max_activities`` items.
         """
-        client = self.clients.autoscaling(region)
+        client = self._clients.autoscaling(region)
         since = (now or datetime.now(UTC)) - self.activity_window
 
         def fetch() -> list[ScalingActivity]:
@@ -311,7 +312,7 @@ class AwsAdapter:
         self, region: str, names: list[str]
     ) -> tuple[dict[str, InstanceTypeInfo], list[str]]:
         """The infos EC2 returned, and the names it gave an answer about (found or not)."""
-        client = self.clients.ec2(region)
+        client = self._clients.ec2(region)
         out: dict[str, InstanceTypeInfo] = {}
         answered: list[str] = []
         for start in range(0, len(names), DESCRIBE_INSTANCE_TYPES_BATCH):
@@ -387,7 +388,7 @@ class AwsAdapter:
     # --- writes --------------------------------------------------------------------------------
 
     def describe_group(self, region: str, group: str) -> AutoScalingGroup:
-        client = self.clients.autoscaling(region)
+        client = self._clients.autoscaling(region)
 
         def fetch() -> list[AutoScalingGroup]:
             page = client.describe_auto_scaling_groups(AutoScalingGroupNames=[group])
@@ -409,7 +410,7 @@ class AwsAdapter:
             raise AsgLimitExceeded(
                 f"{region}/{group}: desired capacity {desired} outside [{asg.MinSize}, {asg.MaxSize}]"
             )
-        client = self.clients.autoscaling(region)
+        client = self._clients.autoscaling(region)
         what = f"SetDesiredCapacity({region}, {group}, {desired})"
         try:
             client.set_desired_capacity(
@@ -426,9 +427,42 @@ class AwsAdapter:
             raise map_aws_error(exc, what) from exc
         return asg.DesiredCapacity
 
+    def placement(self, region: str, instance_id: str) -> Placement | None:
+        """Which Auto Scaling group of ``region`` the instance is in, and its lifecycle state there."""
+        client = self._clients.autoscaling(region)
+
+        def fetch() -> Placement | None:
+            found = client.describe_auto_scaling_instances(InstanceIds=[instance_id])
+            for item in found.get("AutoScalingInstances", []):
+                if item.get("InstanceId") == instance_id:
+                    return Placement(
+                        instance_id, str(item["AutoScalingGroupName"]), str(item["LifecycleState"])
+                    )
+            return None
+
+        return _call(f"DescribeAutoScalingInstances({region}, {instance_id})", fetch)
+
+    def private_dns_names(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
+        """Instance id → private DNS name (what EKS names its Node), for those that have one."""
+        if not instance_ids:
+            return {}
+        client = self._clients.ec2(region)
+
+        def fetch() -> dict[str, str]:
+            resp = client.describe_instances(InstanceIds=list(instance_ids))
+            names: dict[str, str] = {}
+            for reservation in resp.get("Reservations", []):
+                for instance in reservation.get("Instances", []):
+                    dns, iid = instance.get("PrivateDnsName"), instance.get("InstanceId")
+                    if dns and iid:
+                        names[iid] = dns
+            return names
+
+        return _call(f"DescribeInstances({region})", fetch)
+
     def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
         """TerminateInstanceInAutoScalingGroup; with ``decrement`` the group does not replace it."""
-        client = self.clients.autoscaling(region)
+        client = self._clients.autoscaling(region)
         what = f"TerminateInstanceInAutoScalingGroup({region}, {instance_id})"
         try:
             resp = client.terminate_instance_in_auto_scaling_group(

@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
+from spillway.model.act import PlanRecord
 from spillway.model.cluster import format_time, parse_time
 
 if TYPE_CHECKING:
@@ -36,33 +36,6 @@ DEFAULT_TTL = timedelta(days=30)
 PLAIN_LIMIT = 64 * 1024
 # DynamoDB items stop at 400 KB; past this the per-pod and per-node detail is dropped.
 COMPRESSED_LIMIT = 300 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class PlanRecord:
-    cluster: str
-    plan_id: str
-    snapshot_key: str  # the snapshot planned on
-    fingerprint: str
-    created_at: datetime
-    plan: Mapping[str, Any]  # ScalingPlan.to_dict()
-    kind: str = "plan"  # or "replan" (an overflow round of a scale-up execution)
-    sort_key: str = ""  # defaults to snapshot_key
-    state_version: int = 0
-    executions: tuple[str, ...] = ()
-    summary: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return self.sort_key or self.snapshot_key
-
-    @property
-    def acts(self) -> bool:
-        return bool(self.plan.get("scale_up") or self.plan.get("uncordon") or self.plan.get("drain"))
-
-
-def replan_key(snapshot_key: str, round_: int) -> str:
-    return f"{snapshot_key}#replan-{round_}"
 
 
 class PlanStore:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
 from spillway.errors import InputError
+from spillway.model.act import ExecutionRequest, StartedExecution
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -39,44 +38,6 @@ def check_name(name: str) -> str:
 def execution_arn(state_machine_arn: str, name: str) -> str:
     """``arn:aws:states:<region>:<account>:stateMachine:<machine>`` + name → the execution's ARN."""
     return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionRequest:
-    """What to start: which state machine (``kind`` is ``scale_up`` or ``scale_down``), name and input."""
-
-    kind: str
-    state_machine_arn: str
-    name: str
-    input: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "state_machine_arn": self.state_machine_arn,
-            "name": self.name,
-            "input": dict(self.input),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ExecutionRequest:
-        return cls(
-            kind=str(d["kind"]),
-            state_machine_arn=str(d["state_machine_arn"]),
-            name=str(d["name"]),
-            input=dict(d.get("input") or {}),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class StartedExecution:
-    kind: str
-    name: str
-    arn: str
-    started: bool  # False: an execution of that name already existed (a duplicate start)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "arn": self.arn, "started": self.started}
 
 
 class Executions:

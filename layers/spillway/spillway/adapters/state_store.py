@@ -25,15 +25,16 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
-from spillway.adapters.plans_store import PlanRecord, PlanStore
-from spillway.errors import SpillwayError, StateConflict
+from spillway.adapters.plans_store import PlanStore
+from spillway.errors import StateConflict, StateCorrupt
+from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.state import GroupState, State
 
 if TYPE_CHECKING:
@@ -45,24 +46,8 @@ PLAIN_STATE_LIMIT = 256 * 1024
 CONDITION_FAILED = "ConditionalCheckFailed"
 
 
-def iso(value: datetime) -> str:
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _parse(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-@dataclass(frozen=True, slots=True)
-class StoredState:
-    """The state as loaded: what the planner needs, and what the last committed plan was."""
-
-    state: State = field(default_factory=State)
-    version: int = 0  # 0: nothing stored yet
-    snapshot_key: str | None = None  # the snapshot the last committed plan came from
-    plan_id: str | None = None
-    executions: tuple[Mapping[str, Any], ...] = ()  # ExecutionRequest dicts of that plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +210,12 @@ class StateStore:
             item["state_z"] = {"B": zlib.compress(text.encode(), 6)}
         return item
 
+    def save_plan(self, record: PlanRecord) -> None:
+        """A plan record on its own (an overflow re-plan: it claims no state)."""
+        if self.plans is None:
+            raise ValueError("StateStore needs a PlanStore to save a plan")
+        self.plans.save(record)
+
     def put_backoff(
         self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
     ) -> bool:
@@ -288,9 +279,7 @@ def _stored(item: Mapping[str, Any]) -> StoredState:
             executions=tuple(executions),
         )
     except (ValueError, KeyError, TypeError, zlib.error) as exc:
-        raise SpillwayError(
-            f"state of {cluster}: malformed state item ({type(exc).__name__}: {exc})"
-        ) from exc
+        raise StateCorrupt(f"state of {cluster}: malformed state item ({type(exc).__name__}: {exc})") from exc
 
 
 def _backoff(item: Mapping[str, Any]) -> Backoff:

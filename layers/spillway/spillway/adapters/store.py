@@ -28,14 +28,15 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from spillway.errors import SnapshotError, SnapshotNotFound
+from spillway.adapters.aws import map_aws_error
+from spillway.errors import AwsThrottled, AwsUnavailable, SnapshotError, SnapshotNotFound
+from spillway.model.act import SaveResult, SnapshotMeta, format_key
 from spillway.model.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -70,13 +71,6 @@ _META_ATTRS = (
 )
 
 
-def format_key(taken_at: datetime) -> str:
-    """The sort key: UTC, microseconds, ``Z`` (fixed width: string order is time order)."""
-    if taken_at.tzinfo is None:
-        taken_at = taken_at.replace(tzinfo=UTC)
-    return taken_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def encode(snapshot: Snapshot, codec: Codec) -> tuple[bytes, int]:
     """Compressed compact JSON of the snapshot, and the size of that JSON, streamed piece by piece
     through the compressor so the whole JSON text never sits in memory."""
@@ -105,31 +99,6 @@ def decompress(blob: bytes, codec: str) -> bytes:
     if codec == "zlib":
         return zlib.decompress(blob)
     raise SnapshotError(f"codec: unknown {codec!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotMeta:
-    """A stored snapshot's manifest without its data: enough to decide whether to write again."""
-
-    cluster: str
-    key: str
-    taken_at: datetime
-    fingerprint: str
-    size: int
-    raw_size: int
-    chunks: int
-    pods: int
-    nodes: int
-
-
-@dataclass(frozen=True, slots=True)
-class SaveResult:
-    key: str
-    size: int  # compressed bytes
-    raw_size: int  # JSON bytes
-    chunks: int  # 0 when the snapshot fit in one item
-    items: int  # items written (chunks + the manifest)
-    seconds: float
 
 
 class SnapshotStore:
@@ -319,11 +288,13 @@ class SnapshotStore:
     def _guard(what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
-        except ClientError as exc:
-            err = exc.response.get("Error", {})
-            raise SnapshotError(f"{what}: {err.get('Code', '')}: {err.get('Message', '')}") from exc
-        except BotoCoreError as exc:
-            raise SnapshotError(f"{what}: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            # Throttling and an unanswering endpoint are named as by every other store and adapter
+            # (AwsThrottled, AwsUnavailable: transient); anything else is this store's SnapshotError.
+            mapped = map_aws_error(exc, what)
+            if isinstance(mapped, AwsThrottled | AwsUnavailable):
+                raise mapped from exc
+            raise SnapshotError(str(mapped)) from exc
 
 
 def _chunk_key(key: str, write_id: str, index: int) -> str:

@@ -345,12 +345,8 @@ class Demo:
         self.result.jobs = self.jobs
         options.chart.parent.mkdir(parents=True, exist_ok=True)
         self.result.log = options.chart.with_suffix(".log")
-        _forget_cached_services()
-        try:
-            with self.result.log.open("w") as log, _functions_log_to(log):
-                self._run_on_rig()
-        finally:
-            _forget_cached_services()
+        with self.result.log.open("w") as log, _functions_log_to(log):
+            self._run_on_rig()
         self.result.elapsed = self.now()
         self.result.chart = write_chart(self.result, options.chart, self.outage_at)
         return self.result
@@ -799,15 +795,6 @@ def _schedule_event() -> dict[str, Any]:
         return loaded
     except (OSError, ValueError):
         return {"source": "aws.scheduler"}
-
-
-def _forget_cached_services() -> None:
-    """The observe handler keeps its clients per container (module); a new stack needs new ones."""
-    from spillway.local import stack as stack_module
-
-    for module in stack_module._modules.values():
-        if hasattr(module, "_services"):
-            setattr(module, "_services", None)  # noqa: B010 - a module global, named at runtime
 
 
 @contextlib.contextmanager

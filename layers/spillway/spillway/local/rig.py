@@ -192,10 +192,7 @@ class Rig:
     # --- lifecycle --------------------------------------------------------------------------------
 
     def __enter__(self) -> Rig:
-        from spillway import clients
-
         self._saved = dict(os.environ)
-        clients.reset()
         self._exit.callback(self._restore_environment)
         self.kube = KubeApiServer().start()
         self._exit.callback(self.kube.stop)
@@ -224,9 +221,6 @@ class Rig:
         self._exit.close()
 
     def _restore_environment(self) -> None:
-        from spillway import clients
-
-        clients.reset()
         os.environ.clear()
         os.environ.update(self._saved)
 

@@ -1,0 +1,187 @@
+"""What the act layer and its ports (:mod:`spillway.ports`) exchange: plain data, no I/O.
+
+Snapshot keys and manifests (the snapshots table), the stored state and plan records (the state and
+plans tables), execution requests and what starting them did (Step Functions), and what one plan
+cycle did (:class:`PlanOutcome`). The adapters and the fakes in the tests build and read these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from spillway.model.state import State
+
+Status = Literal["acted", "idle", "resumed", "superseded"]
+
+
+def format_key(taken_at: datetime) -> str:
+    """The sort key: UTC, microseconds, ``Z`` (fixed width: string order is time order)."""
+    if taken_at.tzinfo is None:
+        taken_at = taken_at.replace(tzinfo=UTC)
+    return taken_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    """A stored snapshot's manifest without its data: enough to decide whether to write again."""
+
+    cluster: str
+    key: str
+    taken_at: datetime
+    fingerprint: str
+    size: int
+    raw_size: int
+    chunks: int
+    pods: int
+    nodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResult:
+    key: str
+    size: int  # compressed bytes
+    raw_size: int  # JSON bytes
+    chunks: int  # 0 when the snapshot fit in one item
+    items: int  # items written (chunks + the manifest)
+    seconds: float
+
+
+def iso(value: datetime) -> str:
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredState:
+    """The state as loaded: what the planner needs, and what the last committed plan was."""
+
+    state: State = field(default_factory=State)
+    version: int = 0  # 0: nothing stored yet
+    snapshot_key: str | None = None  # the snapshot the last committed plan came from
+    plan_id: str | None = None
+    executions: tuple[Mapping[str, Any], ...] = ()  # ExecutionRequest dicts of that plan
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    cluster: str
+    plan_id: str
+    snapshot_key: str  # the snapshot planned on
+    fingerprint: str
+    created_at: datetime
+    plan: Mapping[str, Any]  # ScalingPlan.to_dict()
+    kind: str = "plan"  # or "replan" (an overflow round of a scale-up execution)
+    sort_key: str = ""  # defaults to snapshot_key
+    state_version: int = 0
+    executions: tuple[str, ...] = ()
+    summary: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.sort_key or self.snapshot_key
+
+    @property
+    def acts(self) -> bool:
+        return bool(self.plan.get("scale_up") or self.plan.get("uncordon") or self.plan.get("drain"))
+
+
+def replan_key(snapshot_key: str, round_: int) -> str:
+    return f"{snapshot_key}#replan-{round_}"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionRequest:
+    """What to start: which state machine (``kind`` is ``scale_up`` or ``scale_down``), name and input."""
+
+    kind: str
+    state_machine_arn: str
+    name: str
+    input: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "state_machine_arn": self.state_machine_arn,
+            "name": self.name,
+            "input": dict(self.input),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ExecutionRequest:
+        return cls(
+            kind=str(d["kind"]),
+            state_machine_arn=str(d["state_machine_arn"]),
+            name=str(d["name"]),
+            input=dict(d.get("input") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StartedExecution:
+    kind: str
+    name: str
+    arn: str
+    started: bool  # False: an execution of that name already existed (a duplicate start)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "arn": self.arn, "started": self.started}
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    cluster: str
+    key: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"cluster": self.cluster, "snapshot_key": self.key}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSummary:
+    """Headline numbers of a plan (logs, metrics and the plan record)."""
+
+    scale_up_groups: int = 0
+    scale_up_nodes: int = 0
+    overflow_nodes: int = 0  # of scale_up_nodes, those outside the primary region
+    uncordon: int = 0
+    drains: int = 0
+    pending: int = 0
+    unplaceable: int = 0  # pending pods the plan found no place for
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "scale_up_groups": self.scale_up_groups,
+            "scale_up_nodes": self.scale_up_nodes,
+            "overflow_nodes": self.overflow_nodes,
+            "uncordon": self.uncordon,
+            "drains": self.drains,
+            "pending": self.pending,
+            "unplaceable": self.unplaceable,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOutcome:
+    cluster: str
+    snapshot_key: str
+    plan_id: str
+    status: Status
+    state_version: int
+    summary: PlanSummary = field(default_factory=PlanSummary)
+    executions: tuple[StartedExecution, ...] = ()
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "snapshot_key": self.snapshot_key,
+            "plan_id": self.plan_id,
+            "status": self.status,
+            "state_version": self.state_version,
+            "summary": self.summary.to_dict(),
+            "executions": [e.to_dict() for e in self.executions],
+            "note": self.note,
+        }

@@ -1,0 +1,97 @@
+"""A drain's data: the request a person or a plan writes, the validated drain every step carries, where
+an instance is in Auto Scaling, and what a drain does with one pod. Plain data; the steps are
+:mod:`spillway.act.drain`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_DEADLINE_SECONDS = 900
+DEFAULT_POLL_SECONDS = 15
+MAX_DEADLINE_SECONDS = 86_400
+MAX_POLL_SECONDS = 3_600
+# Each eviction round adds about ten events to the execution's history, which AWS caps at 25,000.
+MAX_ROUNDS = 2_000
+MAX_BUSY_DEADLINE_SECONDS = 60  # the longest deadline polled with poll_seconds 0
+LIST_LIMIT = 100  # pod names kept in a step's output: a state machine's state is at most 256 KiB
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class DrainRequest(BaseModel):
+    """A drain as a person (``aws stepfunctions start-execution``) or the scale-down Map writes it.
+
+    ``instance_id``, ``group`` and ``region`` come from a plan: when given they must still match the
+    node, so a plan never drains a node that changed since it was made.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    cluster: str = Field(min_length=1, max_length=100)
+    node: str = Field(min_length=1, max_length=253)
+    reason: str = Field(default="", max_length=256)
+    deadline_seconds: int = Field(default=DEFAULT_DEADLINE_SECONDS, ge=0, le=MAX_DEADLINE_SECONDS)
+    poll_seconds: int = Field(default=DEFAULT_POLL_SECONDS, ge=0, le=MAX_POLL_SECONDS)
+    terminate: bool = True
+    force: bool = False
+    dry_run: bool = False
+    instance_id: str | None = Field(default=None, min_length=3, max_length=32)
+    group: str | None = Field(default=None, min_length=1, max_length=255)
+    region: str | None = Field(default=None, min_length=1, max_length=32)
+    plan_id: str | None = Field(default=None, max_length=200)
+
+
+class Drain(BaseModel):
+    """The validated drain every later step receives: the request plus what validation found."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cluster: str
+    node: str
+    node_uid: str
+    reason: str
+    deadline_seconds: int
+    poll_seconds: int
+    terminate: bool
+    force: bool
+    dry_run: bool
+    instance_id: str
+    group: str
+    region: str
+    plan_id: str | None = None
+    started_at: str
+    deadline_at: str
+
+    @property
+    def deadline(self) -> datetime:
+        return parse_iso(self.deadline_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where an instance is: its Auto Scaling group and its lifecycle state there."""
+
+    instance_id: str
+    group: str
+    lifecycle_state: str
+
+
+Action = Literal["ignore", "evict", "wait", "keep"]
+
+
+@dataclass(frozen=True, slots=True)
+class PodVerdict:
+    """What a drain does with one pod: ``ignore`` it (it does not keep the node busy), ``evict`` it,
+    ``wait`` for it (already terminating), or ``keep`` it (protected; it keeps the node busy)."""
+
+    pod: str
+    action: Action
+    reason: str
+    priority: int = 0

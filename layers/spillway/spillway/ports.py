@@ -1,0 +1,169 @@
+"""The world as Spillway's steps see it: four ports, each with one real adapter and one recording fake.
+
+===================  ================================================  ================================
+port                 real adapter                                      what it is
+===================  ================================================  ================================
+:class:`Cluster`     :class:`spillway.adapters.kube.KubeClient`        the Kubernetes API
+:class:`Cloud`       :class:`spillway.adapters.aws.AwsAdapter`         Auto Scaling and EC2, all regions
+:class:`Snapshots`   :class:`spillway.adapters.store.SnapshotStore`    the store: snapshots table
+:class:`Ledger`      :class:`spillway.adapters.state_store.StateStore` the store: state + plans tables
+:class:`Workflows`   :class:`spillway.adapters.sfn.Executions`         Step Functions executions
+===================  ================================================  ================================
+
+The store is two ports because its tables are two things: snapshots (written by observe, read by the
+plan) and the ledger (the state and the plan records, committed together in one transaction). The
+recording fakes, one per port, are in ``tests/fakes.py``.
+
+``ERRORS`` says which of :mod:`spillway.errors` an implementation of each port may raise (exact
+classes: a state machine matches names, not subclasses). The error-contract test tells the fakes to
+raise each of them and checks that a step raises nothing its ``RAISES`` does not declare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from spillway.errors import (
+    AsgLimitExceeded,
+    AsgNotFound,
+    AwsError,
+    AwsThrottled,
+    AwsUnavailable,
+    EvictionBlocked,
+    InputError,
+    InstanceNotFound,
+    KubeAuthError,
+    KubeConflict,
+    KubeError,
+    KubeUnavailable,
+    NodeNotFound,
+    PodNotFound,
+    SnapshotError,
+    SnapshotNotFound,
+    SpillwayError,
+    StateConflict,
+    StateCorrupt,
+)
+from spillway.model.act import (
+    ExecutionRequest,
+    PlanRecord,
+    SaveResult,
+    SnapshotMeta,
+    StartedExecution,
+    StoredState,
+)
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.drain import Placement
+from spillway.model.k8s import Node, Pod, PodDisruptionBudget
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.snapshot import Snapshot
+from spillway.model.state import State
+
+
+class Cluster(Protocol):
+    """The Kubernetes API: reads for observing, node and pod writes for draining and uncordoning."""
+
+    def iter_nodes(self) -> Iterator[Node]: ...
+    def iter_pods(self) -> Iterator[Pod]: ...
+    def iter_pdbs(self) -> Iterator[PodDisruptionBudget]: ...
+    def get_node(self, name: str) -> Node: ...
+    def pods_on_node(self, node: str) -> list[Pod]: ...
+    def cordon(self, node: str, reason: str = "") -> bool: ...
+    def uncordon(self, node: str) -> bool: ...
+    def add_draining_taint(self, node: str) -> bool: ...
+    def remove_draining_taint(self, node: str) -> bool: ...
+    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None: ...
+    def delete_node(self, name: str) -> bool: ...
+    def record_event(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        *,
+        uid: str | None = None,
+        api_version: str = "v1",
+    ) -> None: ...
+
+
+class Cloud(Protocol):
+    """EC2 Auto Scaling and EC2 in every configured region."""
+
+    @property
+    def regions(self) -> tuple[str, ...]: ...
+
+    def node_groups_in(
+        self, region: str, reserve: Mapping[str, int], now: datetime | None = None
+    ) -> list[NodeGroup]: ...
+    def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]: ...
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup: ...
+    def describe_activities(
+        self, region: str, group: str, now: datetime | None = None
+    ) -> list[ScalingActivity]: ...
+    def placement(self, region: str, instance_id: str) -> Placement | None: ...
+    def private_dns_names(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]: ...
+    def set_desired_capacity(self, region: str, group: str, desired: int) -> int: ...
+    def terminate_instance(
+        self, region: str, instance_id: str, decrement: bool = True
+    ) -> ScalingActivity: ...
+
+
+class Snapshots(Protocol):
+    """The store's snapshots table."""
+
+    last_save: SaveResult | None
+
+    def save(self, snapshot: Snapshot) -> str: ...
+    def get(self, cluster: str, key: str) -> Snapshot: ...
+    def latest(self, cluster: str) -> Snapshot | None: ...
+    def latest_meta(self, cluster: str) -> SnapshotMeta | None: ...
+
+
+class Ledger(Protocol):
+    """The store's state and plans tables: the state with its version, back-offs, plan records."""
+
+    def load(self, cluster: str) -> StoredState: ...
+    def commit(
+        self,
+        cluster: str,
+        state: State,
+        *,
+        expected_version: int,
+        snapshot_key: str,
+        plan_id: str,
+        executions: Sequence[Mapping[str, object]] = (),
+        now: datetime,
+        plan: PlanRecord | None = None,
+    ) -> int: ...
+    def put_backoff(
+        self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
+    ) -> bool: ...
+    def save_plan(self, record: PlanRecord) -> None: ...
+
+
+class Workflows(Protocol):
+    """Step Functions: start an execution under a deterministic name (a duplicate is ``started=False``)."""
+
+    def start(self, request: ExecutionRequest) -> StartedExecution: ...
+
+
+_AWS: tuple[type[SpillwayError], ...] = (AwsError, AwsThrottled, AwsUnavailable)
+ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
+    "Cluster": (
+        KubeError,
+        KubeUnavailable,
+        KubeAuthError,
+        KubeConflict,
+        NodeNotFound,
+        PodNotFound,
+        EvictionBlocked,
+    ),
+    "Cloud": (*_AWS, AsgNotFound, AsgLimitExceeded, InstanceNotFound),
+    "Snapshots": (*_AWS, SnapshotError, SnapshotNotFound),
+    "Ledger": (*_AWS, StateConflict, StateCorrupt),
+    "Workflows": (*_AWS, InputError),
+}

@@ -1,0 +1,408 @@
+"""One recording fake per port of :mod:`spillway.ports` (Karpenter's shape): each keeps the contract of
+the real adapter over plain data, records every call in ``calls`` and can be told to fail
+(``fake.fail("get_node", KubeUnavailable("..."))``). The unit and integration tests use these and no
+other stand-ins for the world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from spillway.errors import (
+    AsgLimitExceeded,
+    AsgNotFound,
+    InstanceNotFound,
+    NodeNotFound,
+    PodNotFound,
+    SnapshotNotFound,
+    StateConflict,
+)
+from spillway.local import objects
+from spillway.model.act import (
+    ExecutionRequest,
+    PlanRecord,
+    SaveResult,
+    SnapshotMeta,
+    SnapshotRef,
+    StartedExecution,
+    StoredState,
+    format_key,
+)
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.drain import Placement
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, Node, Pod, PodDisruptionBudget
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.snapshot import Snapshot
+from spillway.model.state import State
+
+
+@dataclass
+class _Failure:
+    error: Exception
+    times: int | None  # None: every call
+    after: int = 0  # for iter_*: items served before it fails
+
+
+class Recorder:
+    """Every call as ``(method, args)``; ``fail(method, error)`` makes that method raise."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.served: dict[str, int] = {}  # items yielded by each iter_* method
+        self._failures: dict[str, _Failure] = {}
+
+    def fail(self, method: str, error: Exception, *, times: int | None = None, after: int = 0) -> None:
+        if not callable(getattr(self, method, None)):
+            raise AttributeError(f"{type(self).__name__} has no method {method!r}")
+        self._failures[method] = _Failure(error, times, after)
+
+    def heal(self) -> None:
+        self._failures.clear()
+
+    def _call(self, method: str, *args: Any) -> None:
+        self.calls.append((method, args))
+        failure = self._failures.get(method)
+        if failure is None or failure.after:
+            return
+        self._spend(method, failure)
+
+    def _spend(self, method: str, failure: _Failure) -> None:
+        if failure.times is not None:
+            failure.times -= 1
+            if failure.times <= 0:
+                del self._failures[method]
+        raise failure.error
+
+    def _iter(self, method: str, items: Sequence[Any], parse: Callable[[Any], Any]) -> Iterator[Any]:
+        self._call(method)
+        failure = self._failures.get(method)
+        for served, item in enumerate(items):
+            if failure is not None and served >= failure.after:
+                self._spend(method, failure)
+            self.served[method] = served + 1
+            yield parse(item)
+
+    def called(self, method: str) -> list[tuple[Any, ...]]:
+        return [args for name, args in self.calls if name == method]
+
+
+# --- the cluster -------------------------------------------------------------------------------
+
+
+class FakeCluster(Recorder):
+    """The Kubernetes API over real-shaped JSON objects (as ``spillway.local.objects`` builds them)."""
+
+    def __init__(
+        self,
+        nodes: Sequence[dict[str, Any]] = (),
+        pods: Sequence[dict[str, Any]] = (),
+        pdbs: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        super().__init__()
+        self.nodes: dict[str, dict[str, Any]] = {n["metadata"]["name"]: n for n in nodes}
+        self.pods: list[dict[str, Any]] = list(pods)
+        self.pdbs: list[dict[str, Any]] = list(pdbs)
+        self.events: list[str] = []
+
+    def iter_nodes(self) -> Iterator[Node]:
+        return self._iter("iter_nodes", list(self.nodes.values()), Node.model_validate)
+
+    def iter_pods(self) -> Iterator[Pod]:
+        return self._iter("iter_pods", self.pods, Pod.model_validate)
+
+    def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
+        return self._iter("iter_pdbs", self.pdbs, PodDisruptionBudget.model_validate)
+
+    def get_node(self, name: str) -> Node:
+        self._call("get_node", name)
+        return Node.model_validate(self._node(name))
+
+    def pods_on_node(self, node: str) -> list[Pod]:
+        self._call("pods_on_node", node)
+        return [Pod.model_validate(p) for p in self.pods if p.get("spec", {}).get("nodeName") == node]
+
+    def cordon(self, node: str, reason: str = "") -> bool:
+        self._call("cordon", node, reason)
+        obj = self._node(node)
+        annotations = obj["metadata"].setdefault("annotations", {})
+        if obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in annotations:
+            return False  # somebody else's cordon
+        obj["spec"]["unschedulable"] = True
+        annotations[CORDONED_BY_SPILLWAY] = reason
+        return True
+
+    def uncordon(self, node: str) -> bool:
+        self._call("uncordon", node)
+        obj = self._node(node)
+        annotations = obj["metadata"].setdefault("annotations", {})
+        if CORDONED_BY_SPILLWAY not in annotations:
+            return False
+        annotations.pop(CORDONED_BY_SPILLWAY)
+        obj["spec"].pop("unschedulable", None)
+        return True
+
+    def add_draining_taint(self, node: str) -> bool:
+        self._call("add_draining_taint", node)
+        taints = self._node(node)["spec"].setdefault("taints", [])
+        if any(t["key"] == DRAINING_TAINT for t in taints):
+            return False
+        taints.append({"key": DRAINING_TAINT, "effect": "NoSchedule"})
+        return True
+
+    def remove_draining_taint(self, node: str) -> bool:
+        self._call("remove_draining_taint", node)
+        spec = self._node(node)["spec"]
+        taints = spec.get("taints", [])
+        spec["taints"] = [t for t in taints if t["key"] != DRAINING_TAINT]
+        return len(taints) != len(spec["taints"])
+
+    def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
+        self._call("evict", namespace, name)
+        kept = [
+            p
+            for p in self.pods
+            if (p["metadata"].get("namespace"), p["metadata"]["name"]) != (namespace, name)
+        ]
+        if len(kept) == len(self.pods):
+            raise PodNotFound(f"{namespace}/{name}")
+        self.pods = kept
+
+    def delete_node(self, name: str) -> bool:
+        self._call("delete_node", name)
+        return self.nodes.pop(name, None) is not None
+
+    def record_event(
+        self, kind: str, name: str, namespace: str | None, reason: str, *args: Any, **kw: Any
+    ) -> None:
+        self._call("record_event", kind, name, reason)
+        self.events.append(f"{reason} {name}")
+
+    def _node(self, name: str) -> dict[str, Any]:
+        if name not in self.nodes:
+            raise NodeNotFound(f"get node {name}: not found")
+        return self.nodes[name]
+
+
+# --- the cloud ---------------------------------------------------------------------------------
+
+
+class FakeCloud(Recorder):
+    """Auto Scaling groups (real-shaped JSON) in regions; writes change them as AWS would."""
+
+    def __init__(self, regions: Sequence[str] = ("us-east-1", "us-west-2"), cluster: str = "prod") -> None:
+        super().__init__()
+        self._regions = tuple(regions)
+        self.cluster = cluster
+        self.groups: dict[tuple[str, str], dict[str, Any]] = {}
+        self.activities: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.dns: dict[str, str] = {}  # instance id -> private DNS name
+        self.node_groups_by_region: dict[str, list[NodeGroup]] = {}
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        return self._regions
+
+    def add_group(
+        self, name: str, instances: Sequence[str], *, region: str = "us-east-1", **kw: Any
+    ) -> dict[str, Any]:
+        kw.setdefault("cluster", self.cluster)
+        kw.setdefault("desired", len(instances))
+        raw = objects.asg(name, region=region, instances=list(instances), **kw)
+        self.groups[(region, name)] = raw
+        for iid in instances:
+            self.dns.setdefault(iid, f"node-{iid}")
+        return raw
+
+    def node_groups_in(
+        self, region: str, reserve: Mapping[str, int], now: datetime | None = None
+    ) -> list[NodeGroup]:
+        self._call("node_groups_in", region)
+        return list(self.node_groups_by_region.get(region, []))
+
+    def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]:
+        self._call("node_groups")
+        groups = [g for r in self._regions for g in self.node_groups_by_region.get(r, [])]
+        return sorted(groups, key=lambda g: (g.region, g.name))
+
+    def describe_group(self, region: str, group: str) -> AutoScalingGroup:
+        self._call("describe_group", region, group)
+        return AutoScalingGroup.model_validate(self._group(region, group))
+
+    def describe_activities(
+        self, region: str, group: str, now: datetime | None = None
+    ) -> list[ScalingActivity]:
+        self._call("describe_activities", region, group)
+        return [ScalingActivity.model_validate(a) for a in self.activities.get((region, group), [])]
+
+    def placement(self, region: str, instance_id: str) -> Placement | None:
+        self._call("placement", region, instance_id)
+        for (where, name), raw in self.groups.items():
+            for instance in raw["Instances"]:
+                if where == region and instance["InstanceId"] == instance_id:
+                    return Placement(instance_id, name, str(instance["LifecycleState"]))
+        return None
+
+    def private_dns_names(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
+        self._call("private_dns_names", region, tuple(instance_ids))
+        return {i: self.dns[i] for i in instance_ids if i in self.dns}
+
+    def set_desired_capacity(self, region: str, group: str, desired: int) -> int:
+        self._call("set_desired_capacity", region, group, desired)
+        raw = self._group(region, group)
+        if not raw["MinSize"] <= desired <= raw["MaxSize"]:
+            raise AsgLimitExceeded(f"{region}/{group}: desired capacity {desired} outside its limits")
+        previous = int(raw["DesiredCapacity"])
+        raw["DesiredCapacity"] = desired
+        return previous
+
+    def terminate_instance(self, region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
+        self._call("terminate_instance", region, instance_id, decrement)
+        placement = self.placement(region, instance_id)
+        self.calls.pop()  # the lookup above is not the caller's
+        if placement is None:
+            raise InstanceNotFound(f"{region}/{instance_id}: no managed instance")
+        raw = self._group(region, placement.group)
+        raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != instance_id]
+        raw["DesiredCapacity"] -= 1 if decrement else 0
+        return ScalingActivity.model_validate(
+            {
+                "ActivityId": f"a-{instance_id}",
+                "AutoScalingGroupName": placement.group,
+                "Description": f"Terminating EC2 instance: {instance_id}",
+                "Cause": "terminated by Spillway",
+                "StartTime": "2026-01-01T00:00:00Z",
+                "StatusCode": "InProgress",
+            }
+        )
+
+    def terminated(self) -> list[tuple[Any, ...]]:
+        return self.called("terminate_instance")
+
+    def _group(self, region: str, group: str) -> dict[str, Any]:
+        if (region, group) not in self.groups:
+            raise AsgNotFound(f"{region}/{group}: no such Auto Scaling group")
+        return self.groups[(region, group)]
+
+
+# --- the store ---------------------------------------------------------------------------------
+
+
+class FakeSnapshots(Recorder):
+    """The snapshots table: snapshots by (cluster, key)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: dict[tuple[str, str], Snapshot] = {}
+        self.last_save: SaveResult | None = None
+
+    def add(self, snapshot: Snapshot) -> SnapshotRef:
+        key = format_key(snapshot.taken_at)
+        self.items[(snapshot.cluster_name, key)] = snapshot
+        return SnapshotRef(snapshot.cluster_name, key)
+
+    def save(self, snapshot: Snapshot) -> str:
+        self._call("save", snapshot.cluster_name)
+        key = self.add(snapshot).key
+        self.last_save = SaveResult(key=key, size=1, raw_size=1, chunks=0, items=1, seconds=0.0)
+        return key
+
+    def get(self, cluster: str, key: str) -> Snapshot:
+        self._call("get", cluster, key)
+        try:
+            return self.items[(cluster, key)]
+        except KeyError:
+            raise SnapshotNotFound(f"{cluster}/{key}: no such snapshot") from None
+
+    def latest(self, cluster: str) -> Snapshot | None:
+        self._call("latest", cluster)
+        keys = sorted(k for c, k in self.items if c == cluster)
+        return self.items[(cluster, keys[-1])] if keys else None
+
+    def latest_meta(self, cluster: str) -> SnapshotMeta | None:
+        self._call("latest_meta", cluster)
+        keys = sorted(k for c, k in self.items if c == cluster)
+        if not keys:
+            return None
+        snap = self.items[(cluster, keys[-1])]
+        return SnapshotMeta(cluster, keys[-1], snap.taken_at, snap.fingerprint, 1, 1, 0, 0, 0)
+
+
+@dataclass
+class FakeLedger(Recorder):
+    """The state and plans tables: commit checks the version and writes both, or neither."""
+
+    stored: StoredState = field(default_factory=StoredState)
+    plans: dict[str, PlanRecord] = field(default_factory=dict)
+    backoffs: list[tuple[str, datetime, str]] = field(default_factory=list)
+    before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
+    commits: int = 0  # commits that succeeded
+
+    def __post_init__(self) -> None:
+        Recorder.__init__(self)
+
+    @property
+    def loads(self) -> int:
+        return len(self.called("load"))
+
+    def load(self, cluster: str) -> StoredState:
+        self._call("load", cluster)
+        return self.stored
+
+    def commit(self, cluster: str, state: State, **kw: Any) -> int:
+        """As StateStore.commit: ``expected_version``, ``snapshot_key``, ``plan_id``, ``executions``, ``plan``."""
+        expected_version, plan = int(kw["expected_version"]), kw.get("plan")
+        self._call("commit", cluster, expected_version)
+        if self.before_commit is not None:
+            hook, self.before_commit = self.before_commit, None
+            hook()
+        if self.stored.version != expected_version:
+            raise StateConflict(f"stored version is {self.stored.version}, not {expected_version}")
+        self.stored = StoredState(
+            state=state,
+            version=expected_version + 1,
+            snapshot_key=kw["snapshot_key"],
+            plan_id=kw["plan_id"],
+            executions=tuple(kw.get("executions", ())),
+        )
+        if plan is not None:
+            self.plans[plan.key] = plan
+        self.commits += 1
+        return self.stored.version
+
+    def put_backoff(
+        self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
+    ) -> bool:
+        self._call("put_backoff", cluster, group)
+        self.backoffs.append((group, until, reason))
+        return True
+
+    def save_plan(self, record: PlanRecord) -> None:
+        self._call("save_plan", record.key)
+        self.plans[record.key] = record
+
+
+# --- the executions ----------------------------------------------------------------------------
+
+
+class FakeWorkflows(Recorder):
+    """Step Functions: a used name is refused (``started=False``), as Step Functions does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[ExecutionRequest] = []
+        self.names: set[str] = set()
+
+    def start(self, request: ExecutionRequest) -> StartedExecution:
+        self._call("start", request.name)
+        self.requests.append(request)
+        arn = request.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + request.name
+        started = request.name not in self.names
+        self.names.add(request.name)
+        return StartedExecution(request.kind, request.name, arn, started=started)
+
+    @property
+    def started(self) -> list[str]:
+        return sorted(self.names)

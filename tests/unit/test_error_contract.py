@@ -1,0 +1,244 @@
+"""The error contract between the Lambda steps and the state machines.
+
+Step Functions matches a Lambda's error by the exception's class *name*, exactly (no subclasses), so:
+(a) every name in an ``ErrorEquals`` or a ``Fail`` state's ``Error`` is a class of ``spillway.errors``,
+    a ``States.*`` name, or an AWS service error of the integration that raises it (listed below);
+(b) every error a step declares (``RAISES`` in act/scale.py and act/drain.py) is retried or caught
+    where the state machine runs that step, and a step whose ports fail with any error they may raise
+    (``spillway.ports.ERRORS``) raises nothing outside its declaration.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, Recorder
+
+from spillway import errors
+from spillway.act import drain, scale
+from spillway.act.planning import PlanSettings
+from spillway.config import PlannerConfig
+from spillway.local import objects as o
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
+from spillway.ports import ERRORS
+
+ROOT = Path(__file__).resolve().parents[2]
+MACHINES = sorted((ROOT / "statemachines").glob("*.asl.json"))
+
+# AWS service errors the state machines name, per integration. Sources:
+# - Lambda.*: "Handling transient Lambda service exceptions", AWS Step Functions Developer Guide
+#   (docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html).
+# - AutoScaling.*: the errors of SetDesiredCapacity / TerminateInstanceInAutoScalingGroup and the
+#   common errors (ThrottlingException, ValidationError) in the Amazon EC2 Auto Scaling API Reference;
+#   an aws-sdk task names them "<Service>.<ErrorCode>Exception" (Step Functions Developer Guide,
+#   "AWS SDK service integrations": error handling).
+# - StepFunctions.*: StartExecution's ExecutionLimitExceeded and the common ThrottlingException
+#   (AWS Step Functions API Reference).
+AWS_ERRORS = {
+    "Lambda": {
+        "Lambda.ServiceException",
+        "Lambda.AWSLambdaException",
+        "Lambda.SdkClientException",
+        "Lambda.TooManyRequestsException",
+    },
+    "aws-sdk:autoscaling": {
+        "AutoScaling.ScalingActivityInProgressException",
+        "AutoScaling.ResourceContentionException",
+        "AutoScaling.ThrottlingException",
+        "AutoScaling.ValidationErrorException",
+    },
+    "states:startExecution": {
+        "StepFunctions.ExecutionLimitExceededException",
+        "StepFunctions.ThrottlingException",
+    },
+}
+ANY = {"States.ALL", "States.TaskFailed"}
+FUNCTIONS = {"${ScaleFunctionArn}": scale.RAISES, "${DrainFunctionArn}": drain.RAISES}
+ERROR_CLASSES = {
+    name
+    for name, value in vars(errors).items()
+    if inspect.isclass(value) and issubclass(value, errors.SpillwayError)
+}
+
+
+def states(machine: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, state in machine["States"].items():
+        yield f"{path}{name}", state
+        for inner in [*state.get("Branches", []), *filter(None, [state.get("ItemProcessor")])]:
+            yield from states(inner, f"{path}{name}/")
+
+
+def all_states() -> list[tuple[str, str, dict[str, Any]]]:
+    return [(f.name, name, s) for f in MACHINES for name, s in states(json.loads(f.read_text()))]
+
+
+def integration(resource: str) -> str:
+    if resource in FUNCTIONS:
+        return "Lambda"
+    for key in AWS_ERRORS:
+        if key in resource:
+            return key
+    return resource
+
+
+def unknown_names(state: dict[str, Any]) -> set[str]:
+    allowed = ERROR_CLASSES | AWS_ERRORS.get(integration(state.get("Resource", "")), set())
+    named = {n for rule in state.get("Retry", []) + state.get("Catch", []) for n in rule["ErrorEquals"]}
+    if state.get("Type") == "Fail" and "Error" in state:
+        named.add(state["Error"])
+    return {n for n in named if not n.startswith("States.") and n not in allowed}
+
+
+def test_every_error_a_state_machine_names_exists() -> None:
+    assert len(all_states()) > 40
+    wrong = {f"{m}:{name}": unknown_names(s) for m, name, s in all_states() if unknown_names(s)}
+    assert wrong == {}
+
+
+def test_a_misspelt_or_foreign_name_is_found() -> None:
+    assert unknown_names({"Type": "Task", "Resource": "${ScaleFunctionArn}",
+                          "Retry": [{"ErrorEquals": ["AwsThrottling", "AutoScaling.ThrottlingException"]}]}) == {
+        "AwsThrottling", "AutoScaling.ThrottlingException"}  # fmt: skip
+    assert unknown_names({"Type": "Fail", "Error": "DrainTimedOut"}) == {"DrainTimedOut"}
+
+
+def uncovered(state: dict[str, Any], raises: frozenset[type[errors.SpillwayError]]) -> set[str]:
+    covered = {n for rule in state.get("Retry", []) + state.get("Catch", []) for n in rule["ErrorEquals"]}
+    if covered & ANY:
+        return set()
+    return {e.__name__ for e in raises} - covered
+
+
+def step_tasks() -> list[tuple[str, str, dict[str, Any], str]]:
+    out = []
+    for machine, name, state in all_states():
+        if state.get("Type") == "Task" and state.get("Resource") in FUNCTIONS:
+            action = (state.get("Parameters") or {}).get("action")
+            out.append((machine, name, state, action))
+    return out
+
+
+def test_every_declared_error_of_a_step_is_retried_or_caught_where_it_runs() -> None:
+    tasks = step_tasks()
+    assert {a for *_, a in tasks} == set(scale.RAISES) | set(drain.RAISES)  # every step runs somewhere
+    gaps = {
+        f"{machine}:{name} ({action})": uncovered(state, FUNCTIONS[state["Resource"]][action])
+        for machine, name, state, action in tasks
+    }
+    assert {k: v for k, v in gaps.items() if v} == {}
+
+
+def test_a_step_without_a_catch_for_its_errors_is_found() -> None:
+    [next_round] = [s for _, n, s, _ in step_tasks() if n == "NextRound"]
+    without_catch = {k: v for k, v in next_round.items() if k != "Catch"}
+    assert uncovered(without_catch, scale.RAISES["next_round"]) >= {"InputError", "AwsError"}
+    assert uncovered(next_round, scale.RAISES["next_round"]) == set()
+
+
+def test_every_declared_name_is_an_error_class() -> None:
+    for raises in (*scale.RAISES.values(), *drain.RAISES.values()):
+        assert {e.__name__ for e in raises} <= ERROR_CLASSES
+
+
+# --- (b) steps raise nothing they do not declare ----------------------------------------------
+
+NODE, INSTANCE = "ip-10-0-1-10.ec2.internal", "i-0a1b2c3d4e5f60718"
+GROUP = {"group": "gpu", "region": "us-east-1", "from": 1, "to": 2, "grow": True, "uncordon": [NODE]}
+
+
+def world() -> tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]:
+    kube = FakeCluster(
+        [o.node(NODE, instance=INSTANCE, zone="us-east-1a", unschedulable=True,
+                annotations={CORDONED_BY_SPILLWAY: "2026-11-02T11:00:00Z drain"})],
+        [o.pod("web-1", "team-a", node_name=NODE, owner=("ReplicaSet", "web-5d9c"))],
+    )  # fmt: skip
+    cloud = FakeCloud(cluster="prod")
+    cloud.add_group("gpu", [INSTANCE, "i-0a1b2c3d4e5f60719"], desired=2, max_size=4)
+    return kube, cloud, FakeLedger(), FakeSnapshots()
+
+
+def scale_events() -> dict[str, dict[str, Any]]:
+    prep = {
+        "before": [INSTANCE],
+        "target": 2,
+        "since": "2026-11-02T11:59:00Z",
+        "deadline": "2026-11-02T12:10:00Z",
+    }
+    return {
+        "prepare": {"action": "prepare", "group": GROUP},
+        "set_desired": {"action": "set_desired", "group": GROUP},
+        "verify": {"action": "verify", "group": GROUP, "prep": prep},
+        "backoff": {"action": "backoff", "cluster": "prod", "group": GROUP, "prep": {"before": []}},
+        "next_round": {"action": "next_round", "cluster": "prod", "round": 1, "max_rounds": 3,
+                       "results": [{"group": "gpu", "outcome": "backed_off"}]},
+    }  # fmt: skip
+
+
+def run_scale(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]) -> None:
+    kube, cloud, ledger, snapshots = fakes
+    settings = PlanSettings(planner=PlannerConfig(cluster="prod", regions=("us-east-1", "us-west-2")))
+    steps = scale.ScaleSteps(kube=kube, aws=cloud, ledger=ledger, snapshots=snapshots, settings=settings)
+    steps.run(scale_events()[action])
+
+
+def run_drain(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]) -> None:
+    kube, cloud, _, _ = fakes
+    drainer = drain.Drainer(kube, cloud, cluster="prod", regions=["us-east-1"])
+    if action in ("validate", "record", "summarize"):
+        request = {"cluster": "prod", "node": NODE, "terminate": False}
+        events = {"validate": {"request": request}, "record": {"state": {"drain": None}},
+                  "summarize": {"results": [{}]}}  # fmt: skip
+        drain.run_action(drainer, {"action": action, **events[action]})
+        return
+    failing = kube._failures.copy(), cloud._failures.copy()  # told to fail after the validation
+    kube.heal()
+    cloud.heal()
+    validated = drainer.validate({"cluster": "prod", "node": NODE})["drain"]
+    kube._failures.update(failing[0])
+    cloud._failures.update(failing[1])
+    drain.run_action(drainer, {"action": action, "drain": validated})
+
+
+def injections() -> list[tuple[str, str, type[errors.SpillwayError]]]:
+    """(port, method, error) for every method of the two fakes steps use and every error of the port."""
+    out = []
+    for port, fake in (("Cluster", FakeCluster), ("Cloud", FakeCloud), ("Ledger", FakeLedger)):
+        methods = [m for m in vars(fake) if not m.startswith("_") and callable(getattr(fake, m))]
+        methods = [m for m in methods if m not in ("add_group", "terminated", "called", "fail", "heal")]
+        out += [(port, m, e) for m in methods for e in ERRORS[port]]
+    return out
+
+
+def assert_raises_only_declared(
+    run: Callable[[str, Any], None], action: str, declared: frozenset[type[errors.SpillwayError]]
+) -> None:
+    for port, method, error in injections():
+        fakes = world()
+        fake: Recorder = {"Cluster": fakes[0], "Cloud": fakes[1], "Ledger": fakes[2]}[port]
+        fake.fail(method, error(f"injected into {method}"))
+        try:
+            run(action, fakes)
+        except errors.SpillwayError as exc:
+            assert type(exc) in declared, f"{action} raised {type(exc).__name__} ({port}.{method} failing)"
+
+
+@pytest.mark.parametrize("action", sorted(scale.RAISES))
+def test_a_scale_step_raises_only_what_it_declares(action: str) -> None:
+    run_scale(action, world())  # healthy: it runs
+    assert_raises_only_declared(run_scale, action, scale.RAISES[action])
+
+
+@pytest.mark.parametrize("action", sorted(drain.RAISES))
+def test_a_drain_step_raises_only_what_it_declares(action: str) -> None:
+    assert_raises_only_declared(run_drain, action, drain.RAISES[action])
+
+
+def test_an_undeclared_error_is_found() -> None:
+    narrower = scale.RAISES["prepare"] - {errors.KubeUnavailable}
+    with pytest.raises(AssertionError, match="prepare raised KubeUnavailable"):
+        assert_raises_only_declared(run_scale, "prepare", narrower)
