@@ -1,4 +1,4 @@
-"""The world as Spillway's steps see it: four ports, each with one real adapter and one recording fake.
+"""The world as Spillway's steps see it: five ports, each with one real adapter and one recording fake.
 
 ===================  ================================================  ================================
 port                 real adapter                                      what it is
