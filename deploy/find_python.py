@@ -39,9 +39,16 @@ def _newest(pattern: str) -> list[str]:
     return sorted(glob.glob(os.path.expanduser(pattern)), key=_version_key, reverse=True)
 
 
-def _run(args: list[str]) -> str:
+def _run(args: list[str], env: Mapping[str, str] | None = None) -> str:
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=20, check=False)
+        done = subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+            env=None if env is None else dict(env),
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""
@@ -67,24 +74,23 @@ def candidates(env: Mapping[str, str]) -> Iterator[str]:
         yield os.path.join(directory, NAME)
 
 
+def _probe(command: str, env: Mapping[str, str]) -> str:
+    """The real path of ``command`` if it runs and is Python 3.13, else ``""``."""
+    if not os.path.isfile(command) or not os.access(command, os.X_OK):
+        return ""
+    # PYENV_VERSION unset: a pyenv shim answers for the version pyenv selects, not one we forced.
+    probe_env = {k: v for k, v in env.items() if k != "PYENV_VERSION"}
+    executable = _run([command, "-c", PROBE], probe_env)
+    return os.path.realpath(executable) if executable else ""
+
+
 def find(env: Mapping[str, str] | None = None) -> str | None:
     """The real path of the first candidate that runs and is 3.13, or None."""
     environment: Mapping[str, str] = os.environ if env is None else env
     for candidate in candidates(environment):
-        command = shutil.which(candidate, path=environment.get("PATH")) or candidate
-        if not os.path.isfile(command) or not os.access(command, os.X_OK):
-            continue
-        # PYENV_VERSION unset: a pyenv shim answers for the version pyenv selects, not one we forced.
-        probe_env = {k: v for k, v in environment.items() if k != "PYENV_VERSION"}
-        try:
-            done = subprocess.run(
-                [command, "-c", PROBE], capture_output=True, text=True, timeout=20, env=probe_env, check=False
-            )
-        except (OSError, subprocess.SubprocessError):
-            continue
-        executable = done.stdout.strip() if done.returncode == 0 else ""
-        if executable:
-            return os.path.realpath(executable)
+        found = _probe(shutil.which(candidate, path=environment.get("PATH")) or candidate, environment)
+        if found:
+            return found
     return None
 
 
