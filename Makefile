@@ -1,17 +1,23 @@
-# Spillway — the two commands the README promises: `make test` and `make demo`.
+# Spillway — the two commands the README promises: `make test` and `make demo`; `make deploy` after it.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Python 3.13 (the Lambda runtime) when the machine has it, else python3.
-PYTHON_BOOTSTRAP := $(shell PYENV_VERSION=3.13.0 python3.13 -c 'import sys' >/dev/null 2>&1 && echo "env PYENV_VERSION=3.13.0 python3.13" || echo python3)
+# Python 3.13 (the Lambda runtime) wherever it is installed (deploy/find_python.py), else python3 (3.11+).
+PYTHON_BOOTSTRAP := $(shell python3 deploy/find_python.py 2>/dev/null || command -v python3)
 
 # The deploy tools live in their own venv: SAM CLI pins versions our runtime deps must not share.
 TOOLS ?= .venv-tools
-TOOLS_BOOTSTRAP := $(shell python3 -c 'import sys' >/dev/null 2>&1 && echo python3 || echo $(PYTHON_BOOTSTRAP))
-# sam build needs the Lambda runtime's python3.13 on PATH; with pyenv that means naming it.
-SAM_ENV := SAM_CLI_TELEMETRY=0 SAM_CLI_ENABLE_LANGUAGE_EXTENSIONS=1 $(shell command -v pyenv >/dev/null 2>&1 && pyenv versions --bare 2>/dev/null | grep -qx 3.13.0 && echo "PYENV_VERSION=$$(pyenv global | head -1):3.13.0")
+TOOLS_BOOTSTRAP := $(shell command -v python3 >/dev/null 2>&1 && echo python3 || echo $(PYTHON_BOOTSTRAP))
+# No telemetry; Fn::ForEach (AWS::LanguageExtensions) expanded by SAM CLI too (samconfig.toml says so for
+# build and deploy; sam validate reads only the variable).
+SAM_ENV := SAM_CLI_TELEMETRY=0 SAM_CLI_ENABLE_LANGUAGE_EXTENSIONS=1
+# checkov without its platform: no guideline download, no mapping, no network.
+CHECKOV := BC_SKIP_MAPPING=TRUE $(TOOLS)/bin/checkov --framework cloudformation --compact --quiet --skip-download
+# Where sam build finds python3.13: a link to the interpreter deploy/find_python.py found.
+PY313_DIR := build/python3.13
+CAPABILITIES := CAPABILITY_IAM CAPABILITY_AUTO_EXPAND
 
-.PHONY: venv tools test lint typecheck validate build unit demo bench clean
+.PHONY: venv tools test lint typecheck validate python313 build deploy unit demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
@@ -30,21 +36,34 @@ $(TOOLS)/.installed: Makefile
 tools: $(TOOLS)/.installed
 
 lint: venv
-	$(VENV)/bin/ruff check layers functions tests bench
-	$(VENV)/bin/ruff format --check layers functions tests bench
+	$(VENV)/bin/ruff check layers functions tests bench deploy
+	$(VENV)/bin/ruff format --check layers functions tests bench deploy
 
 typecheck: venv
 	$(VENV)/bin/mypy
 
-# The template as AWS will see it: SAM's own linter, cfn-lint, checkov (skips carry their reasons).
+# The template as AWS will see it: SAM's own linter, cfn-lint, checkov (skips carry their reasons) on
+# the template as written and with its Fn::ForEach blocks expanded (checkov skips those otherwise).
 validate: tools
 	$(TOOLS)/bin/cfn-lint template.yaml
 	$(SAM_ENV) $(TOOLS)/bin/sam validate --lint --template template.yaml --region us-east-1
-	$(TOOLS)/bin/checkov --file template.yaml --framework cloudformation --compact --quiet
+	PYTHONPATH=layers/spillway $(TOOLS)/bin/python deploy/expand_foreach.py template.yaml build/template.expanded.json
+	$(CHECKOV) --file template.yaml
+	$(CHECKOV) --file build/template.expanded.json
+
+# A python3.13 for sam build, or one line saying it is missing.
+python313:
+	@found=$$(python3 deploy/find_python.py) || exit 1; \
+	mkdir -p $(PY313_DIR) && ln -sfn "$$found" $(PY313_DIR)/python3.13
 
 # .aws-sam/build: the functions and the layer exactly as `sam deploy` uploads them.
-build: tools
-	$(SAM_ENV) $(TOOLS)/bin/sam build --template template.yaml
+build: tools python313
+	PATH="$(CURDIR)/$(PY313_DIR):$$PATH" $(SAM_ENV) $(TOOLS)/bin/sam build --template template.yaml
+
+# Asks for the stack name, region and parameters (ClusterName, Regions, ...), saves them in samconfig.toml;
+# later runs can be `$(TOOLS)/bin/sam deploy` alone.
+deploy: build
+	$(SAM_ENV) $(TOOLS)/bin/sam deploy --guided --language-extensions --capabilities $(CAPABILITIES)
 
 unit: venv
 	$(VENV)/bin/pytest
@@ -59,4 +78,4 @@ bench: venv build
 	$(PY) bench/cold_start.py
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .aws-sam .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) .aws-sam build .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -105,3 +105,97 @@ def test_asl_lambda_tasks_only_call_substituted_functions() -> None:
     for logical, props in STATE_MACHINES.items():
         text = (ROOT / props["DefinitionUri"]).read_text()
         assert "arn:aws:lambda:" not in text, f"{logical}: hard-coded Lambda ARN"
+
+
+# --- least privilege ----------------------------------------------------------------------------
+
+# The template with its Fn::ForEach blocks expanded (deploy/expand_foreach.py, what checkov scans too).
+_spec = importlib.util.spec_from_file_location("expand_foreach", ROOT / "deploy" / "expand_foreach.py")
+assert _spec is not None and _spec.loader is not None
+expand_foreach = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(expand_foreach)
+EXPANDED: dict[str, Any] = expand_foreach.expand(TEMPLATE, {"ClusterName": "ml", "Regions": "us-east-1"})[
+    "Resources"
+]
+ASG_WRITES = {"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}
+
+
+def statements(resource: dict[str, Any]) -> list[dict[str, Any]]:
+    document = (resource.get("Properties") or {}).get("PolicyDocument") or {}
+    found = document.get("Statement") or []
+    return [found] if isinstance(found, dict) else list(found)
+
+
+def actions(statement: dict[str, Any]) -> set[str]:
+    value = statement.get("Action") or []
+    return {value} if isinstance(value, str) else set(value)
+
+
+def all_statements() -> list[dict[str, Any]]:
+    """Every IAM statement of the expanded template: managed policies and SAM functions' inline ones."""
+    found = []
+    for resource in EXPANDED.values():
+        if resource.get("Type") == "AWS::IAM::ManagedPolicy":
+            found += statements(resource)
+        for policy in (resource.get("Properties") or {}).get("Policies") or []:
+            if isinstance(policy, dict) and "Statement" in policy:
+                found += policy["Statement"]
+    return found
+
+
+def test_asg_writes_require_both_cluster_autoscaler_tags_as_is_managed_does() -> None:
+    from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED
+
+    writes = [s for s in all_statements() if actions(s) & ASG_WRITES]
+    assert {a for s in writes for a in actions(s)} >= ASG_WRITES
+    for statement in writes:
+        assert statement["Effect"] == "Allow"
+        # Keys under one operator are ANDed; "Null": "false" means the group carries the tag.
+        assert statement["Condition"] == {
+            "Null": {
+                f"autoscaling:ResourceTag/{TAG_ENABLED}": "false",
+                f"autoscaling:ResourceTag/{TAG_CLUSTER_PREFIX}ml": "false",
+            }
+        }, statement
+
+
+def test_no_statement_grants_logs_put_resource_policy_or_a_wildcard_action() -> None:
+    granted = {a for s in all_statements() if s.get("Effect") == "Allow" for a in actions(s)}
+    assert "logs:PutResourcePolicy" not in granted
+    assert not [a for a in granted if a == "*" or a.endswith(":*")]
+
+
+def test_log_delivery_may_write_only_to_the_state_machines_log_groups_of_this_account() -> None:
+    [policy] = [r for r in EXPANDED.values() if r.get("Type") == "AWS::Logs::ResourcePolicy"]
+    text = policy["Properties"]["PolicyDocument"]["Fn::Sub"]
+    document = json.loads(re.sub(r"\$\{[^}]+\}", "x", text))
+    [statement] = document["Statement"]
+    assert statement["Principal"] == {"Service": "delivery.logs.amazonaws.com"}
+    assert set(statement["Action"]) == {"logs:CreateLogStream", "logs:PutLogEvents"}
+    assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": "x"}
+    log_groups = {m.split(".")[0] for m in re.findall(r"\$\{([A-Za-z]+LogGroup)\.Arn\}", text)}
+    logged = {
+        next(iter(references(d["CloudWatchLogsLogGroup"]["LogGroupArn"])))
+        for props in STATE_MACHINES.values()
+        for d in props["Logging"]["Destinations"]
+    }
+    assert log_groups == logged
+    for logical in STATE_MACHINES:
+        assert RESOURCES[logical].get("DependsOn") == "StateMachineLogDeliveryPolicy", logical
+
+
+def test_each_kubernetes_facing_role_has_its_own_access_entry_user_and_group() -> None:
+    entries = {k: v["Properties"] for k, v in EXPANDED.items() if v.get("Type") == "AWS::EKS::AccessEntry"}
+    by_role = {references(p["PrincipalArn"]).pop(): p for p in entries.values()}
+    assert set(by_role) == {"ObserveFunctionRole", "ScaleFunctionRole", "DrainFunctionRole"}
+    for role, props in by_role.items():
+        name = role.removesuffix("FunctionRole").lower()
+        assert props["KubernetesGroups"] == [f"spillway:{name}"], role
+        assert props["Username"] == f"spillway:{name}", role
+    assert "PlanFunctionRole" not in by_role  # the planner never calls Kubernetes
+
+
+def test_the_role_outputs_the_readme_and_rbac_yaml_name_exist() -> None:
+    outputs = TEMPLATE["Outputs"]
+    for fn in ("Observe", "Scale", "Drain"):
+        assert references(outputs[f"{fn}FunctionRoleArn"]["Value"]) == {f"{fn}FunctionRole"}

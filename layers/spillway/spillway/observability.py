@@ -11,11 +11,21 @@ on the handler::
 Metrics go out as CloudWatch Embedded Metric Format lines on stdout when the handler returns (no API
 calls). X-Ray tracing needs ``aws-xray-sdk``; where it is not installed (tests, the local stack) the
 tracer is a stand-in whose decorators do nothing, so handlers are the same everywhere.
+
+Credentials never reach a log: importing this module installs :class:`RedactSecrets` on every record
+of every logger (at creation, through the log record factory, so botocore, urllib3 and the kubernetes
+client at DEBUG are covered, and handlers added later too) and again on the root and Powertools
+handlers (for ``extra`` fields, which are set after creation). It blanks EKS bearer tokens
+(``k8s-aws-v1.…``), ``Authorization`` header values, SigV4 signatures and session tokens (which would
+let anyone rebuild the presigned URL a token encodes), and a kubeconfig's ``token``/``password``/
+``client-key-data`` values, also inside the JSON of a Secrets Manager response body.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
+import re
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 
@@ -61,9 +71,101 @@ def _make_tracer() -> TracerLike:
     return cast(TracerLike, Tracer(service=SERVICE))
 
 
+REDACTED = "<redacted>"
+# A value ends at whitespace, a quote, a comma, a closing bracket or an escaped character (\\n in JSON).
+_VALUE = r"[^\s\"',;}\]\\)&]+"
+_SECRETS = (
+    # EKS IAM tokens (aws eks get-token, spillway.adapters.eks_auth): the base64url presigned URL.
+    re.compile(r"(k8s-aws-v1\.)[A-Za-z0-9_\-=]+"),
+    # Authorization header values: Bearer/Basic tokens, and SigV4's "Credential=..., Signature=...".
+    re.compile(
+        r"(?i)(authorization['\"]?\s*[:=]\s*(?:b(?=['\"]))?['\"]?(?:(?:bearer|basic|aws4-hmac-sha256)\s+)?)"
+        r"[^'\"\r\n\\]+"
+    ),
+    re.compile(r"(?i)(\bbearer\s+)" + _VALUE),
+    # SigV4 signatures (botocore logs "Signature:\n<hex>" at DEBUG) and presigned query parameters.
+    re.compile(r"(?i)(\bsignature[=:]\s*)[0-9a-f]{16,}"),
+    re.compile(
+        r"(?i)(x-amz-(?:signature|security-token|credential)['\"]?\s*[:=]\s*(?:b(?=['\"]))?['\"]?)" + _VALUE
+    ),
+    # Kubeconfig credentials, as YAML ("token: x") or JSON ("token": "x"), also escaped in a JSON body.
+    re.compile(
+        r"(?i)((?<![a-z_-])(?:token|password|client-key-data|id-token|refresh-token)\\*['\"]?\s*:\s*\\*['\"]?)"
+        + _VALUE
+    ),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential :data:`_SECRETS` knows replaced by ``<redacted>``."""
+    for pattern in _SECRETS:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, bytes):
+        return redact(value.decode("utf-8", "replace"))
+    if isinstance(value, dict):
+        return {k: _redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_redact_value(v) for v in value)
+    return value
+
+
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+class RedactSecrets(logging.Filter):
+    """Rewrites a record so that no credential survives: its message (formatted once, with its args),
+    its exception text, and every ``extra`` field. Never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: keep what there is, still redacted
+            message = f"{record.msg} {record.args}"
+        cleaned = redact(message)
+        if cleaned != message or record.args:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        for key, value in list(record.__dict__.items()):
+            if key not in _STANDARD:
+                record.__dict__[key] = _redact_value(value)
+        return True
+
+
+_REDACTOR = RedactSecrets()
+
+
+def install_redaction(*loggers: logging.Logger) -> None:
+    """Redact every record from now on (idempotent): at creation, and on the handlers of the root
+    logger and of ``loggers`` (extras are added after creation)."""
+    factory = logging.getLogRecordFactory()
+    if not getattr(factory, "redacts", False):
+
+        def redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = factory(*args, **kwargs)
+            _REDACTOR.filter(record)
+            return record
+
+        redacting_factory.redacts = True  # type: ignore[attr-defined]
+        logging.setLogRecordFactory(redacting_factory)
+    for each in (logging.getLogger(), *loggers):
+        for handler in each.handlers:
+            if _REDACTOR not in handler.filters:
+                handler.addFilter(_REDACTOR)
+
+
 logger = Logger(service=SERVICE)
 tracer = _make_tracer()
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+install_redaction(logger._logger)
 
 
 def add_count(name: str, value: float) -> None:

@@ -1,0 +1,157 @@
+"""No credential reaches a log, at any level: the kubeconfig token read from Secrets Manager and the EKS
+IAM token (with its SigV4 signature and session token) are sent to the API emulator by the real
+kubernetes client while botocore, urllib3 and kubernetes log at DEBUG, and appear in no record."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import secrets
+from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from spillway import observability
+from spillway.adapters.eks_auth import TOKEN_PREFIX, EksTokenProvider
+from spillway.adapters.kube import KubeClient
+from spillway.local import objects as kobj
+from spillway.local.kubeapi import KubeApiServer
+
+REGION = "us-east-1"
+SESSION_TOKEN = "FwoGZXIvYXdzEJr" + secrets.token_hex(24)
+
+
+@pytest.fixture
+def debug_log() -> Iterator[io.StringIO]:
+    """Everything any logger emits at DEBUG and above, formatted with exceptions, in one buffer."""
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    saved = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    noisy = [logging.getLogger(n) for n in ("botocore", "boto3", "urllib3", "kubernetes")]
+    levels = [n.level for n in noisy]
+    for each in noisy:
+        each.setLevel(logging.DEBUG)
+    observability.install_redaction()  # (already done on import; handlers added since get it too)
+    try:
+        yield buffer
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved)
+        for each, level in zip(noisy, levels, strict=True):
+            each.setLevel(level)
+
+
+@pytest.fixture
+def server() -> Iterator[KubeApiServer]:
+    srv = KubeApiServer().start()
+    srv.add(kobj.node("n1", instance=kobj.instance_id("n1")))
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", SESSION_TOKEN)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with mock_aws():
+        yield
+
+
+def test_a_kubeconfig_token_from_secrets_manager_never_reaches_a_log(
+    aws: None, server: KubeApiServer, debug_log: io.StringIO, capfd: pytest.CaptureFixture[str]
+) -> None:
+    token = "kc-" + secrets.token_urlsafe(24)
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "ctx",
+    }
+    arn = boto3.client("secretsmanager").create_secret(
+        Name="kubeconfig", SecretString=json.dumps(kubeconfig)
+    )["ARN"]
+    server.require_token = token
+
+    kube = KubeClient.from_secret(arn, region=REGION)
+    try:
+        assert [n.metadata.name for n in kube.list_nodes()] == ["n1"]
+        assert kube.cordon("n1", reason="test")
+    finally:
+        kube.close()
+
+    assert server.requests[-1].token == token  # the token really was used
+    logged = debug_log.getvalue()
+    assert "SecretString" in logged  # botocore logged the secret's response body ...
+    assert "urllib3" in logged or "kubernetes" in logged  # ... and the HTTP side logged too
+    out, err = capfd.readouterr()
+    for where in (logged, out, err):
+        assert token not in where
+    assert observability.REDACTED in logged
+
+
+def test_an_eks_token_its_signature_and_session_token_never_reach_a_log(
+    aws: None, server: KubeApiServer, debug_log: io.StringIO, capfd: pytest.CaptureFixture[str]
+) -> None:
+    provider = EksTokenProvider("ml", REGION, boto3.Session())
+    token = provider.token()
+    server.require_token = token
+
+    kube = KubeClient.for_url(server.url, token=provider.token)
+    try:
+        assert [n.metadata.name for n in kube.list_nodes()] == ["n1"]
+    finally:
+        kube.close()
+
+    assert server.requests[-1].token == token
+    url = base64.urlsafe_b64decode(token.removeprefix(TOKEN_PREFIX) + "==").decode()
+    query = parse_qs(urlsplit(url).query)
+    [signature] = query["X-Amz-Signature"]
+    logged = debug_log.getvalue()
+    assert "Signature" in logged  # botocore logged the signing (canonical request, signature) ...
+    out, err = capfd.readouterr()
+    for where in (logged, out, err):
+        assert token not in where and token.removeprefix(TOKEN_PREFIX) not in where
+        assert signature not in where  # ... with the signature blanked: the URL cannot be rebuilt
+        assert SESSION_TOKEN not in where
+
+
+def test_extra_fields_and_arguments_are_redacted_on_every_logger(debug_log: io.StringIO) -> None:
+    records: list[logging.LogRecord] = []
+    collect = logging.Handler()
+    collect.emit = records.append  # type: ignore[method-assign]
+    root = logging.getLogger()
+    root.addHandler(collect)
+    secret = "k8s-aws-v1." + secrets.token_urlsafe(40)
+    try:
+        logging.getLogger("some.library").debug("header %s", {"Authorization": f"Bearer {secret}"})
+        logging.getLogger("spillway.test").info(
+            "cfg", extra={"kubeconfig": f"users:\n- user:\n    token: {secret}"}
+        )
+        observability.logger.info("powertools", extra={"auth": f"Bearer {secret}"})
+    finally:
+        root.removeHandler(collect)
+    assert "header {'Authorization': 'Bearer <redacted>'}" in debug_log.getvalue()
+    by_message = {r.getMessage(): r for r in records}
+    assert by_message["cfg"].kubeconfig == "users:\n- user:\n    token: <redacted>"
+    assert by_message["powertools"].auth == "Bearer <redacted>"
+    assert all(secret not in repr(r.__dict__) for r in records)
+
+
+def test_ordinary_messages_are_left_alone() -> None:
+    for text in ("listed 3 nodes in 2 pages", "token bucket refilled", "next_token: abc", "signature: short"):
+        assert observability.redact(text) == text
