@@ -21,7 +21,6 @@ import pytest
 import yaml
 from conftest import CLUSTER, GPU_TOLERATION, HOME, Cloud
 
-from spillway import clients as spillway_clients
 from spillway.adapters.kube import KubeClient
 from spillway.local import objects
 from spillway.local.kubeapi import RequestRecord
@@ -79,10 +78,9 @@ def attribution(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Iterator[Attri
 
     monkeypatch.setattr(LocalStack, "_call", attributed_call)
     monkeypatch.setattr(KubeClient, "for_url", classmethod(tokened))
+    # A new configuration: the next invocation builds new clients, with the tokened KubeClient.
     monkeypatch.setenv("OBSERVE_WINDOW_SECONDS", "0")
-    spillway_clients.reset()
     yield who
-    spillway_clients.reset()
 
 
 def permission(record: RequestRecord) -> Permission:
