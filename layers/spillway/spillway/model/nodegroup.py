@@ -213,21 +213,24 @@ def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None =
     group. Raises ``ValueError("<field>: <why>")``.
     """
     places = iter(where) if where is not None else None
-    by_arn: dict[str, str] = {}
-    by_instance: dict[str, str] = {}
+    by_arn: dict[str, tuple[int, str]] = {}
+    by_instance: dict[str, tuple[int, str]] = {}
     for index, asg in enumerate(asgs):
         place = next(places) if places is not None else f"AutoScalingGroups[{index}]"
-        first = by_arn.setdefault(asg.AutoScalingGroupARN, place)
-        if first != place:
+        first, first_place = by_arn.setdefault(asg.AutoScalingGroupARN, (index, place))
+        if first != index:
+            same = " (the same file given twice)" if first_place == place else ""
             raise ValueError(
                 f"{place}.AutoScalingGroupARN: group {asg.AutoScalingGroupName} is listed twice "
-                f"(also {first})"
+                f"(also {first_place}){same}"
             )
         for number, instance in enumerate(asg.Instances):
             field = f"{place}.Instances[{number}].InstanceId"
-            first = by_instance.setdefault(instance.InstanceId, field)
-            if first != field:
-                raise ValueError(f"{field}: instance {instance.InstanceId} is in two groups (also {first})")
+            first, first_field = by_instance.setdefault(instance.InstanceId, (index, field))
+            if first != index:
+                raise ValueError(
+                    f"{field}: instance {instance.InstanceId} is in two groups (also {first_field})"
+                )
 
 
 def build_node_groups(
