@@ -61,13 +61,10 @@ class PlannerConfig(BaseModel):
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
 
 
-def load_config_file(path: str | Path) -> PlannerConfig:
-    """The planner configuration in a YAML or JSON file; :class:`ConfigurationError` naming the field."""
-    from pydantic import ValidationError
-
+def _read_document(path: str | Path) -> Any:
     source = str(path)
     try:
-        raw = yaml.safe_load(Path(path).read_bytes().decode("utf-8")) or {}
+        return yaml.safe_load(Path(path).read_bytes().decode("utf-8"))
     except OSError as exc:
         raise ConfigurationError(exc.strerror or "cannot be read", source=source) from None
     except UnicodeDecodeError as exc:
@@ -79,12 +76,19 @@ def load_config_file(path: str | Path) -> PlannerConfig:
         raise ConfigurationError("not usable YAML or JSON: nested too deeply", source=source) from None
     except ValueError as exc:  # an integer of more digits than Python converts (4300)
         raise ConfigurationError(f"not usable YAML or JSON: {exc}", source=source) from None
+
+
+def load_config_file(path: str | Path) -> PlannerConfig:
+    """The planner configuration in a YAML or JSON file; :class:`ConfigurationError` naming the field."""
+    from pydantic import ValidationError
+
+    raw = _read_document(path) or {}
     if not isinstance(raw, dict):
-        raise ConfigurationError("expected a mapping of config keys", source=source, field="top level")
+        raise ConfigurationError("expected a mapping of config keys", source=str(path), field="top level")
     try:
         return PlannerConfig.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "top level"
         msg = "unknown config key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ConfigurationError(msg, source=source, field=where) from None
+        raise ConfigurationError(msg, source=str(path), field=where) from None

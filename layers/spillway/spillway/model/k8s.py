@@ -315,6 +315,22 @@ _KINDS: dict[str, type[Node] | type[Pod] | type[PodDisruptionBudget]] = {
 }
 
 
+def _check_item(
+    obj: Node | Pod | PodDisruptionBudget, index: int, seen: dict[tuple[str, str | None, str], int]
+) -> None:
+    """Refuse an object with an unusable quantity, or a second object of one kind and name."""
+    if isinstance(obj, RefusableModel) and obj.refused:
+        raise ValueError(f"items[{index}].{obj.refused[0]}")
+    # Two objects of one kind and name: the API server never holds them, and keeping either would
+    # silently lose the other.
+    namespace = None if obj.kind == "Node" else obj.metadata.namespace or "default"
+    key = (obj.kind, namespace, obj.metadata.name)
+    first = seen.setdefault(key, index)
+    if first != index:
+        name = "/".join(p for p in key[1:] if p)
+        raise ValueError(f"items[{index}]: {obj.kind} {name} is also items[{first}]")
+
+
 def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[Node | Pod | PodDisruptionBudget]:
     """The Nodes, Pods and PDBs of a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
 
@@ -343,16 +359,7 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[Node | Pod | 
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
             raise ValueError(f"items[{index}].{where}: {err['msg']}") from None
-        if isinstance(obj, RefusableModel) and obj.refused:
-            raise ValueError(f"items[{index}].{obj.refused[0]}")
-        # Two objects of one kind and name: the API server never holds them, and keeping either
-        # would silently lose the other.
-        namespace = None if obj.kind == "Node" else obj.metadata.namespace or "default"
-        key = (obj.kind, namespace, obj.metadata.name)
-        first = seen.setdefault(key, index)
-        if first != index:
-            name = "/".join(p for p in key[1:] if p)
-            raise ValueError(f"items[{index}]: {obj.kind} {name} is also items[{first}]")
+        _check_item(obj, index, seen)
         if release:
             items[index] = None
         yield obj
