@@ -134,3 +134,146 @@ def test_the_installed_command_runs_as_a_subprocess() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["scale_up"]
+
+
+# --- input that hangs, crashes or lies: one line and exit 2, never a traceback or a wrong plan ---
+
+
+def assert_one_line_error(code: int, out: str, err: str, *expected: str) -> None:
+    assert code == 2, (out, err)
+    assert out == ""
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    for text in expected:
+        assert text in err
+
+
+def cluster_doc() -> dict[str, object]:
+    return json.loads((EVENTS / "example-cluster.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1e999999999", "quantity out of range"),
+        ("1e400", "quantity out of range"),
+        ("-16", "must not be negative"),
+    ],
+)
+def test_a_hostile_request_in_the_cluster_file_is_refused_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, expected: str
+) -> None:
+    doc = cluster_doc()
+    items = doc["items"]
+    assert isinstance(items, list)
+    index = next(i for i, item in enumerate(items) if item["metadata"]["name"] == "train-llm-0")
+    items[index]["spec"]["containers"][0]["resources"].setdefault("limits", {})["nvidia.com/gpu"] = value
+    code, out, err = run(replace_arg("--cluster", write(tmp_path, "c.json", doc)), capsys)
+    assert_one_line_error(
+        code, out, err, f"c.json: items[{index}].spec.containers.0.resources.limits.nvidia.com/gpu", expected
+    )
+
+
+def test_a_hostile_node_reserve_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write(tmp_path, "c.yaml", "node_reserve:\n  cpu: 1e999999999\n")
+    code, out, err = run(replace_arg("--config", config), capsys)
+    assert_one_line_error(code, out, err, "c.yaml: node_reserve.cpu", "out of range")
+
+
+@pytest.mark.parametrize("minutes", [".inf", "1e300", "1e999999999"])
+def test_config_minutes_must_be_finite_and_bounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], minutes: str
+) -> None:
+    config = write(tmp_path, "c.yaml", f"scale_down_idle_minutes: {minutes}\n")
+    code, out, err = run(replace_arg("--config", config), capsys)
+    assert_one_line_error(code, out, err, "c.yaml: scale_down_idle_minutes")
+
+
+def test_the_same_asg_file_twice_is_refused_naming_both(capsys: pytest.CaptureFixture[str]) -> None:
+    east = str(EVENTS / "example-asgs-us-east-1.json")
+    code, out, err = run([*EXAMPLE, "--asgs", east], capsys)
+    assert_one_line_error(
+        code,
+        out,
+        err,
+        f"{east}: AutoScalingGroups[0].AutoScalingGroupARN",
+        f"also {east} AutoScalingGroups[0]",
+    )
+
+
+def test_one_instance_in_two_groups_is_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = json.loads((EVENTS / "example-asgs-us-east-1.json").read_text())
+    groups = doc["AutoScalingGroups"]
+    groups[1]["Instances"].append(dict(groups[0]["Instances"][0]))
+    code, out, err = run(replace_arg("--asgs", write(tmp_path, "a.json", doc)), capsys)
+    assert_one_line_error(
+        code,
+        out,
+        err,
+        "a.json: AutoScalingGroups[1].Instances[1].InstanceId",
+        "AutoScalingGroups[0].Instances[0]",
+    )
+
+
+def test_two_nodes_with_one_name_are_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = cluster_doc()
+    items = doc["items"]
+    assert isinstance(items, list)
+    items.append(json.loads(json.dumps(items[0])))
+    name = items[0]["metadata"]["name"]
+    code, out, err = run(replace_arg("--cluster", write(tmp_path, "c.json", doc)), capsys)
+    assert_one_line_error(code, out, err, f"c.json: items[{len(items) - 1}]: Node {name} is also items[0]")
+
+
+@pytest.mark.parametrize("flag", ["--cluster", "--asgs", "--activities", "--state", "--config"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\xff\xfe\x00garbage",
+        b'{"items": [], "kind": "List", "x": "\xe9t\xe9"}',
+        b'{"AutoScalingGroups": [], "Activities": [], "items": [], "n": ' + b"9" * 5000 + b"}",
+        b"[" * 100_000 + b"]" * 100_000,
+    ],
+    ids=["random-bytes", "latin-1", "huge-integer", "deep-nesting"],
+)
+def test_unreadable_input_is_one_line_in_every_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, content: bytes
+) -> None:
+    path = tmp_path / "input"
+    path.write_bytes(content)
+    code, out, err = run(replace_arg(flag, str(path)), capsys)
+    assert_one_line_error(code, out, err, f"{path}: ")
+
+
+def test_a_newline_in_a_json_key_stays_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = {"nodes": {"evil\nnode": {"idle_since": "not a time"}}}
+    code, out, err = run(replace_arg("--state", write(tmp_path, "s.json", doc)), capsys)
+    assert_one_line_error(code, out, err, "s.json: nodes.evil\\nnode.idle_since")
+
+
+def test_an_unwritable_state_out_is_one_line_and_no_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "missing" / "state.json"
+    code, out, err = run([*EXAMPLE, "--state-out", str(target)], capsys)
+    assert_one_line_error(code, out, err, f"--state-out {target}", "No such file")
+
+
+def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from spillway import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"spillway {__version__}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    assert "``" not in help_text
+    assert "Spillway" in help_text

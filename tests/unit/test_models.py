@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from fractions import Fraction
 
 import pytest
@@ -16,7 +18,13 @@ from spillway.model.nodegroup import (
     is_capacity_failure,
     resolve_instance_type,
 )
-from spillway.model.quantity import QuantityError, parse_quantity, to_milli
+from spillway.model.quantity import (
+    NegativeQuantity,
+    QuantityError,
+    QuantityOutOfRange,
+    parse_quantity,
+    to_milli,
+)
 
 
 @pytest.mark.parametrize(
@@ -244,3 +252,97 @@ def test_oldest_pending_seconds_is_measured_from_the_unschedulable_condition() -
     )
     cluster = ClusterSnapshot.build("c", taken, objects.nodes, objects.pods)
     assert Snapshot.build(cluster, (), taken_at=taken).oldest_pending_seconds() == 12 * 60
+
+
+# --- hostile quantities: bounded as Kubernetes bounds them, refused in constant time --------------
+
+
+@pytest.mark.parametrize(
+    "huge", ["1e999999999", "1e10000000", "1e400", "1e19", "8Ei", "9223372036854775808", "1" * 65, 1e400]
+)
+def test_quantities_past_int64_are_refused_at_once(huge: str | float) -> None:
+    started = time.perf_counter()
+    with pytest.raises(QuantityOutOfRange):
+        to_milli(huge)
+    assert time.perf_counter() - started < 0.05
+
+
+def test_the_largest_quantities_kubernetes_holds_still_parse() -> None:
+    assert parse_quantity("9223372036854775807") == 2**63 - 1
+    assert parse_quantity("7Ei") == 7 * 2**60
+    assert to_milli("1e18") == 10**21
+
+
+def test_values_finer_than_nano_round_up_to_one_nano_without_a_huge_power() -> None:
+    started = time.perf_counter()
+    assert parse_quantity("1e-999999999") == Fraction(1, 10**9)
+    assert parse_quantity("0.9n") == Fraction(1, 10**9)
+    assert to_milli("1e-999999999") == 1
+    assert parse_quantity("0e999999999") == 0
+    assert time.perf_counter() - started < 0.05
+
+
+@pytest.mark.parametrize("negative", ["-16", "-1m", "-0.5Gi", -3])
+def test_negative_resource_amounts_are_refused(negative: str | int) -> None:
+    with pytest.raises(NegativeQuantity, match="must not be negative"):
+        to_milli(negative)
+
+
+def test_non_ascii_digits_are_not_quantities() -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity("\u0663")  # ARABIC-INDIC DIGIT THREE: int() would take it, Kubernetes does not
+
+
+def test_a_pod_with_a_hostile_quantity_names_it_and_keeps_the_rest() -> None:
+    raw = o.pod("p", cpu="1e400", memory="1Gi", node_name="n1")
+    raw["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "-16"
+    pod = Pod.model_validate(raw)
+    assert pod.refused == (
+        "spec.containers.0.resources.requests.cpu: quantity out of range (larger than 2^63-1): '1e400'",
+        "spec.containers.0.resources.requests.nvidia.com/gpu: must not be negative: '-16'",
+    )
+    assert PodInfo.from_pod(pod).requests == {"memory": 2**30 * 1000}
+
+
+def test_a_pod_malformed_elsewhere_still_fails_whole() -> None:
+    raw = o.pod("p", cpu="1e400")
+    raw["spec"]["priority"] = "high"
+    with pytest.raises(ValueError, match="priority"):
+        Pod.model_validate(raw)
+
+
+def test_a_node_with_a_hostile_allocatable_offers_none_of_that_resource() -> None:
+    raw = o.node("n1", instance="i-0abc", gpus=8)
+    raw["status"]["allocatable"]["nvidia.com/gpu"] = "1e10000000"
+    node = Node.model_validate_json(json.dumps(raw))
+    assert node.refused and "status.allocatable.nvidia.com/gpu" in node.refused[0]
+    assert "nvidia.com/gpu" not in NodeInfo.from_node(node).allocatable
+
+
+def test_a_kube_list_with_a_negative_request_is_refused_naming_the_item() -> None:
+    doc = o.kube_list([o.pod("a"), o.pod("b", gpus=1, node_name="n1")])
+    doc["items"][1]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "-16"
+    with pytest.raises(ValueError, match=r"items\[1\]\.spec\.containers\.0\.resources\.limits"):
+        parse_kube_list(doc)
+
+
+def test_two_nodes_with_one_name_are_refused_naming_both() -> None:
+    doc = o.kube_list([o.node("n1", instance="i-01"), o.pod("p"), o.node("n1", instance="i-02")])
+    with pytest.raises(ValueError, match=r"items\[2\]: Node n1 is also items\[0\]"):
+        parse_kube_list(doc)
+
+
+def test_a_pod_without_namespace_is_the_same_pod_as_in_default() -> None:
+    bare = o.pod("p")
+    del bare["metadata"]["namespace"]
+    with pytest.raises(ValueError, match=r"Pod default/p is also items\[0\]"):
+        parse_kube_list(o.kube_list([o.pod("p"), bare]))
+
+
+def test_a_group_listed_twice_or_an_instance_in_two_groups_is_refused() -> None:
+    a = o.asg("a", instances=["i-01"])
+    b = o.asg("b", instances=["i-01"])
+    with pytest.raises(ValueError, match=r"AutoScalingGroups\[1\]\.AutoScalingGroupARN: .* listed twice"):
+        build_node_groups(parse_asgs(o.asgs_output([a, a])), [], bundled_instance_types(), {}, None)
+    with pytest.raises(ValueError, match=r"i-01 is in two groups \(also AutoScalingGroups\[0\]"):
+        build_node_groups(parse_asgs(o.asgs_output([a, b])), [], bundled_instance_types(), {}, None)

@@ -127,3 +127,81 @@ def test_simulate_bad_arguments_exit_2(
 ) -> None:
     assert main(["simulate", str(small_trace), "--no-progress", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+# --- arguments refused up front, one line and exit 2, before any replay ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--limit", "-5"], "--limit: must be a positive number of jobs"),
+        (["--limit", "0"], "--limit: must be a positive number of jobs"),
+        (["--max-nodes", "0"], "--max-nodes: must be a positive number of nodes"),
+        (["--policies", ""], "--policies: names no policy"),
+        (["--policies", " , "], "--policies: names no policy"),
+        (["--chart", "/tmp"], "--chart /tmp: is a directory"),
+        (["--chart", "/nonexistent-dir/chart.png"], "no directory '/nonexistent-dir'"),
+        (["--chart", "chart.gif"], "--chart chart.gif: unknown chart format '.gif'"),
+        (["--chart", "chart"], "unknown chart format '(none)'"),
+    ],
+)
+def test_bad_arguments_are_refused_before_the_replay(
+    small_trace: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    extra: list[str],
+    expected: str,
+) -> None:
+    import spillway.sim.run
+
+    def no_replay(*_: object, **__: object) -> None:
+        raise AssertionError("the replay ran before the arguments were checked")
+
+    monkeypatch.setattr(spillway.sim.run, "simulate", no_replay)
+    code = main(["simulate", str(small_trace), "--no-progress", *extra])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert len(err.splitlines()) == 1 and expected in err, err
+
+
+def test_a_trace_of_random_bytes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_bytes(GENERIC.encode() + b"\xff\xfe\x00\x81 not text\n")
+    code = main(["simulate", str(trace), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.splitlines()) == 1 and f"{trace}: not UTF-8 text" in err
+
+
+def test_a_chart_that_cannot_be_written_is_one_line(
+    small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spillway.sim.chart
+
+    def fail(path: object, *_: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(spillway.sim.chart, "write_chart", fail)
+    chart = tmp_path / "c.png"
+    code = main(["simulate", str(small_trace), "--no-progress", "--chart", str(chart)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines() == [f"spillway simulate: --chart {chart}: Permission denied"]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(
+    small_trace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class ClosedPipe:
+        def write(self, _: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    code = main(["simulate", str(small_trace), "--no-progress", "--policies", "static"])
+    assert code == 1
+    assert capsys.readouterr().err == ""

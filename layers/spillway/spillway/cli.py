@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from spillway import __version__
 from spillway.errors import InputError
+
+DESCRIPTION = "Spillway, a node autoscaler for Kubernetes on EC2: plan offline, run the demo, replay traces."
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -29,9 +33,15 @@ def _plan(args: argparse.Namespace) -> int:
     groups = inputs.node_groups(asgs, activities, catalogue, config)
     with bulk_allocation():
         result = plan(snapshot, groups, config, state, now)
-    print(json.dumps(result.to_dict(), indent=2))
     if args.state_out:
-        Path(args.state_out).write_text(json.dumps(result.state.to_wire(), indent=2) + "\n")
+        # Before the plan is printed: a state that cannot be written is an error, not a plan.
+        try:
+            Path(args.state_out).write_text(json.dumps(result.state.to_wire(), indent=2) + "\n")
+        except OSError as exc:
+            raise InputError(
+                exc.strerror or "cannot be written", field=f"--state-out {args.state_out}"
+            ) from None
+    print(json.dumps(result.to_dict(), indent=2))
     return 0
 
 
@@ -52,9 +62,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="spillway", description=__doc__.splitlines()[0] if __doc__ else None
-    )
+    parser = argparse.ArgumentParser(prog="spillway", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("plan", help="plan scale actions for a cluster, offline, as the planner Lambda would")
@@ -99,15 +108,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Every character str.splitlines() breaks at, shown escaped so an error stays one line.
+_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(message: str) -> str:
+    """An error message as one line: a newline inside a JSON key or a file name is shown escaped."""
+    return message.translate(_LINE_BREAKS)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
     except InputError as exc:
-        print(f"spillway {args.command}: {exc}", file=sys.stderr)
+        print(f"spillway {args.command}: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (``spillway simulate ... | head -1``): nothing more to say to it.
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        _silence_stdout()
+        return 1
     return code
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (captured in tests): nothing will flush into a closed pipe
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from spillway.config import ConfigError, PlannerConfig, load_config_file
+from spillway.config import PlannerConfig, load_config_file
 from spillway.errors import InputError
 from spillway.model.aws import (
     AutoScalingGroup,
@@ -23,7 +23,7 @@ from spillway.model.aws import (
 )
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import iter_kube_list
-from spillway.model.nodegroup import NodeGroup, build_node_groups
+from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique
 from spillway.model.state import State
 from spillway.perf import bulk_allocation
 
@@ -39,17 +39,26 @@ def _validation_field(exc: ValidationError, prefix: str) -> tuple[str, str]:
 
 
 def read_json(path: str | Path) -> Any:
+    """A JSON file's document; InputError naming the file for anything unreadable or not plain JSON."""
     source = str(path)
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(exc.strerror or "cannot be read", source=source) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", source=source) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", source=source
         ) from None
+    except RecursionError:
+        raise InputError("not usable JSON: nested too deeply", source=source) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4300)
+        raise InputError(f"not usable JSON: {exc}", source=source) from None
 
 
 def _parse(path: str | Path, key: str, parser: Callable[[Any], T]) -> T:
@@ -84,6 +93,7 @@ def load_cluster(path: str | Path, cluster: str, taken_at: datetime) -> ClusterS
 
 def load_asgs(paths: Sequence[str | Path]) -> list[AutoScalingGroup]:
     groups: list[AutoScalingGroup] = []
+    places: list[str] = []
     for path in paths:
         parsed = _parse(path, "AutoScalingGroups", parse_asgs)
         for index, group in enumerate(parsed):
@@ -102,6 +112,13 @@ def load_asgs(paths: Sequence[str | Path]) -> list[AutoScalingGroup]:
                     field=f"AutoScalingGroups[{index}].DesiredCapacity",
                 )
         groups.extend(parsed)
+        places.extend(f"{path} AutoScalingGroups[{index}]" for index in range(len(parsed)))
+    try:
+        check_unique(groups, places)
+    except ValueError as exc:
+        place, _, msg = str(exc).partition(": ")
+        source, _, rest = place.rpartition(" AutoScalingGroups[")
+        raise InputError(msg, source=source, field=f"AutoScalingGroups[{rest}") from None
     return groups
 
 
@@ -131,15 +148,10 @@ def load_state(path: str | Path | None) -> State:
 
 
 def load_config(path: str | Path | None) -> PlannerConfig:
+    """The planner configuration (defaults without a file); ConfigurationError names file and field."""
     if path is None:
         return PlannerConfig()
-    try:
-        return load_config_file(path)
-    except ConfigError as exc:
-        field, _, msg = str(exc).partition(": ")
-        raise InputError(msg, source=str(path), field=field) from None
-    except OSError as exc:
-        raise InputError(exc.strerror or "cannot be read", source=str(path)) from None
+    return load_config_file(path)
 
 
 def parse_now(value: str | None) -> datetime:

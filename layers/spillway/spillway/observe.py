@@ -14,6 +14,7 @@ pending pod is seen within about 20 seconds, and an idle cluster costs one write
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,6 +32,8 @@ from spillway.model.k8s import Pod
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot, SnapshotCounts
 from spillway.ports import Cloud, Cluster, Snapshots
+
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
@@ -84,7 +87,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     futures: list[Future[list[NodeGroup]]] = [
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
-    node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes()))
+    node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: tuple(PdbInfo.from_pdb(p) for p in kube.iter_pdbs()))
     try:
         pods = tuple(_pod_infos(kube.iter_pods(), keep_terminal=config.keep_terminal_pods))
@@ -110,10 +113,33 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
 def _pod_infos(pods: Iterator[Pod], *, keep_terminal: bool) -> Iterator[PodInfo]:
     """Each API pod becomes a compact record as soon as its page arrives; the model is dropped."""
     for pod in pods:
+        if not _usable(pod):
+            continue
         info = PodInfo.from_pod(pod)
         if info.terminal and not info.daemonset and not keep_terminal:
             continue
         yield info
+
+
+def _usable(obj: Pod | Node) -> bool:
+    """Whether an object with refused quantities (malformed, out of range, negative) is kept.
+
+    One bad object must not cost the whole snapshot. Each refused quantity is logged, naming the
+    object and field, and left out of its map: a node then offers none of that resource (nothing
+    that needs it is placed there), a bound pod still holds its node (never drained as idle). A
+    pending pod is left out: what it asks for is unknown, so no plan can be made for it.
+    """
+    if not obj.refused:
+        return True
+    keep = not isinstance(obj, Pod) or obj.spec.node_name is not None
+    for refused in obj.refused:
+        log.error(
+            "%s: %s; the quantity is ignored%s",
+            obj.describe(),
+            refused,
+            "" if keep else " and the pending pod left out of the snapshot",
+        )
+    return keep
 
 
 def write_reason(

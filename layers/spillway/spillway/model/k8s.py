@@ -11,15 +11,24 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
-from spillway.model.quantity import to_milli
+from spillway.model.quantity import QuantityError, to_milli
 from spillway.model.resources import Resources, add_into, parse_resource_list
 
 
 def _check_quantity(value: str | int | float) -> str | int | float:
-    to_milli(value)  # raises QuantityError (a ValueError) naming the bad string
+    to_milli(value)  # raises QuantityError (a ValueError): malformed, out of range or negative
     return value
 
 
@@ -36,6 +45,64 @@ MIRROR_POD = "kubernetes.io/config.mirror"
 
 class KubeModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+def _is_quantity_error(err: Any) -> bool:
+    return err["type"] == "value_error" and isinstance(err.get("ctx", {}).get("error"), QuantityError)
+
+
+def _without(data: Any, loc: tuple[int | str, ...]) -> Any:
+    """``data`` with the value at ``loc`` removed, copying only the containers on the way."""
+    key, rest = loc[0], loc[1:]
+    copy: Any = dict(data) if isinstance(data, dict) else list(data)
+    if rest:
+        copy[key] = _without(data[key], rest)
+    elif isinstance(copy, dict):
+        del copy[key]
+    return copy
+
+
+def dotted(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+class RefusableModel(KubeModel):
+    """A top-level object (Pod, Node) whose unusable quantities are refused one by one.
+
+    A quantity that is malformed, out of Kubernetes' range or negative does not fail the object (nor
+    the page of a list it arrived in): the entry is left out of its map and ``refused`` names each
+    such field and why. Readers decide: the ``spillway plan`` input refuses the file
+    (:func:`iter_kube_list`), observe leaves a pending pod out and logs it (see ``spillway.observe``).
+    """
+
+    _refused: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def refused(self) -> tuple[str, ...]:
+        """``"<field>: <why>"`` for each quantity left out; empty for a clean object."""
+        return self._refused
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _refuse_bad_quantities(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            errors = exc.errors()
+            if not isinstance(data, dict) or not all(_is_quantity_error(e) for e in errors):
+                raise
+            cleaned = data
+            for err in errors:
+                cleaned = _without(cleaned, err["loc"])
+            obj = handler(cleaned)
+            obj._refused = tuple(f"{dotted(e['loc'])}: {e['ctx']['error']}" for e in errors)
+            return obj
+
+    def describe(self) -> str:
+        """``Pod ns/name`` or ``Node name``, for messages."""
+        meta: ObjectMeta = getattr(self, "metadata")  # noqa: B009 - every subclass has one
+        name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        return f"{type(self).__name__} {name}"
 
 
 class OwnerReference(KubeModel):
@@ -142,7 +209,7 @@ class PodStatus(KubeModel):
     start_time: datetime | None = None
 
 
-class Pod(KubeModel):
+class Pod(RefusableModel):
     kind: Literal["Pod"] = "Pod"
     metadata: ObjectMeta
     spec: PodSpec = Field(default_factory=PodSpec)
@@ -192,7 +259,7 @@ class NodeStatus(KubeModel):
     conditions: list[Condition] = Field(default_factory=list)
 
 
-class Node(KubeModel):
+class Node(RefusableModel):
     kind: Literal["Node"] = "Node"
     metadata: ObjectMeta
     spec: NodeSpec = Field(default_factory=NodeSpec)
@@ -248,11 +315,28 @@ _KINDS: dict[str, type[Node] | type[Pod] | type[PodDisruptionBudget]] = {
 }
 
 
+def _check_item(
+    obj: Node | Pod | PodDisruptionBudget, index: int, seen: dict[tuple[str, str | None, str], int]
+) -> None:
+    """Refuse an object with an unusable quantity, or a second object of one kind and name."""
+    if isinstance(obj, RefusableModel) and obj.refused:
+        raise ValueError(f"items[{index}].{obj.refused[0]}")
+    # Two objects of one kind and name: the API server never holds them, and keeping either would
+    # silently lose the other.
+    namespace = None if obj.kind == "Node" else obj.metadata.namespace or "default"
+    key = (obj.kind, namespace, obj.metadata.name)
+    first = seen.setdefault(key, index)
+    if first != index:
+        name = "/".join(p for p in key[1:] if p)
+        raise ValueError(f"items[{index}]: {obj.kind} {name} is also items[{first}]")
+
+
 def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[Node | Pod | PodDisruptionBudget]:
     """The Nodes, Pods and PDBs of a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
 
     With ``release`` each raw item is dropped from ``doc`` once parsed, so a large List is not held
-    twice (raw and parsed). Other kinds are skipped. Raises ``ValueError`` naming the item and field.
+    twice (raw and parsed). Other kinds are skipped. Raises ``ValueError`` naming the item and field:
+    for an unusable quantity (see :class:`RefusableModel`) and for a second object of one kind and name.
     """
     if not isinstance(doc, dict):
         raise ValueError("top level: expected a Kubernetes List object")
@@ -261,6 +345,7 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[Node | Pod | 
         raise ValueError("items: missing or not a list")
     list_kind = str(doc.get("kind", "List"))
     default_kind = list_kind[: -len("List")] if list_kind.endswith("List") and list_kind != "List" else None
+    seen: dict[tuple[str, str | None, str], int] = {}
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise ValueError(f"items[{index}]: not an object")
@@ -274,6 +359,7 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[Node | Pod | 
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
             raise ValueError(f"items[{index}].{where}: {err['msg']}") from None
+        _check_item(obj, index, seen)
         if release:
             items[index] = None
         yield obj

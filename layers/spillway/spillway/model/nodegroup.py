@@ -205,6 +205,34 @@ def is_capacity_failure(message: str) -> bool:
     return "do not have sufficient" in lowered and "capacity" in lowered
 
 
+def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None = None) -> None:
+    """Refuse a group listed twice, or an instance in two groups, naming both places.
+
+    ``where`` names each group's place (``a.json AutoScalingGroups[0]``); by default its position.
+    Either would give a wrong plan silently: a group scaled up twice, a template taken from the wrong
+    group. Raises ``ValueError("<field>: <why>")``.
+    """
+    places = iter(where) if where is not None else None
+    by_arn: dict[str, tuple[int, str]] = {}
+    by_instance: dict[str, tuple[int, str]] = {}
+    for index, asg in enumerate(asgs):
+        place = next(places) if places is not None else f"AutoScalingGroups[{index}]"
+        first, first_place = by_arn.setdefault(asg.AutoScalingGroupARN, (index, place))
+        if first != index:
+            same = " (the same file given twice)" if first_place == place else ""
+            raise ValueError(
+                f"{place}.AutoScalingGroupARN: group {asg.AutoScalingGroupName} is listed twice "
+                f"(also {first_place}){same}"
+            )
+        for number, instance in enumerate(asg.Instances):
+            field = f"{place}.Instances[{number}].InstanceId"
+            first, first_field = by_instance.setdefault(instance.InstanceId, (index, field))
+            if first != index:
+                raise ValueError(
+                    f"{field}: instance {instance.InstanceId} is in two groups (also {first_field})"
+                )
+
+
 def build_node_groups(
     asgs: Iterable[AutoScalingGroup],
     activities: Iterable[ScalingActivity],
@@ -226,6 +254,8 @@ def build_node_groups(
             by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
         else:
             by_name.setdefault(act.AutoScalingGroupName, []).append(failure)
+    asgs = list(asgs)
+    check_unique(asgs)
     groups: list[NodeGroup] = []
     for asg in asgs:
         if not is_managed(asg, cluster) or asg.Status:

@@ -7,7 +7,9 @@ are imported when the command runs, not when the parser is built.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import os
 import re
 import sys
 from datetime import datetime, timedelta
@@ -190,25 +192,62 @@ def parse_prices(specs: list[str]) -> dict[str, float]:
     return out
 
 
+# What --chart may name: formats matplotlib writes without extra packages. A name without one of these
+# would have matplotlib append ".png" to it (``--chart /tmp`` wrote ``/tmp.png``).
+CHART_FORMATS = (".png", ".svg", ".pdf")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse unusable arguments before the replay starts, each with an error naming the option."""
+    if args.interval <= 0:
+        raise InputError("must be positive", field="--interval")
+    if args.node_boot_seconds < 0:
+        raise InputError("must not be negative", field="--node-boot-seconds")
+    if args.limit is not None and args.limit <= 0:
+        raise InputError(f"must be a positive number of jobs, not {args.limit}", field="--limit")
+    if args.max_nodes <= 0:
+        raise InputError(f"must be a positive number of nodes, not {args.max_nodes}", field="--max-nodes")
+    if not any(p.strip() for p in args.policies.split(",")):
+        raise InputError("names no policy (e.g. spillway,static)", field="--policies")
+    if args.chart:
+        check_chart_path(args.chart)
+
+
+def check_chart_path(text: str) -> None:
+    """The chart's file must be writable where it is named, with a format we write, before the replay."""
+    path = Path(text)
+    if path.is_dir() or text.endswith(("/", os.sep)):
+        raise InputError("is a directory; name the chart file (e.g. out/chart.png)", field=f"--chart {text}")
+    if path.suffix.lower() not in CHART_FORMATS:
+        raise InputError(
+            f"unknown chart format {path.suffix or '(none)'!r}: name a {', '.join(CHART_FORMATS)} file",
+            field=f"--chart {text}",
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        raise InputError(f"no directory {str(parent)!r} to write the chart in", field=f"--chart {text}")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"directory {str(parent)!r} is not writable", field=f"--chart {text}")
+
+
 def run(args: argparse.Namespace) -> int:
-    from spillway.config import ConfigError, PlannerConfig, load_config_file
+    from spillway.config import PlannerConfig, load_config_file
     from spillway.sim.prices import ON_DEMAND_USD_PER_HOUR
     from spillway.sim.report import format_table
     from spillway.sim.run import SimConfig, simulate
     from spillway.sim.trace import read_trace
     from spillway.sim.world import SchedulerConfig, SimError
 
-    if args.interval <= 0:
-        raise InputError("must be positive", field="--interval")
-    if args.node_boot_seconds < 0:
-        raise InputError("must not be negative", field="--node-boot-seconds")
+    check_arguments(args)
     planner = PlannerConfig()
     if args.config:
-        try:
-            planner = load_config_file(args.config)
-        except (ConfigError, OSError) as exc:
-            raise InputError(str(exc), source=args.config) from None
-    trace = read_trace(args.trace, args.format, args.limit)
+        planner = load_config_file(args.config)  # ConfigurationError (an InputError) names the field
+    try:
+        trace = read_trace(args.trace, args.format, args.limit)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", source=args.trace) from None
+    except csv.Error as exc:
+        raise InputError(f"not a usable CSV file: {exc}", source=args.trace) from None
     if not trace.rows:
         raise InputError("no jobs in the trace", source=args.trace)
     groups = parse_groups(args.group, args.instance_type, args.max_nodes)
@@ -241,7 +280,10 @@ def run(args: argparse.Namespace) -> int:
             f"{Path(args.trace).name}: {report.jobs:,} jobs, {groups[0].instance_type}, "
             f"{scoring} scoring, {config.boot_seconds} s boot, {config.interval} s interval"
         )
-        write_chart(args.chart, report.bounds, report.runs, title)
+        try:
+            write_chart(args.chart, report.bounds, report.runs, title)
+        except OSError as exc:
+            raise InputError(exc.strerror or "cannot be written", field=f"--chart {args.chart}") from None
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         times = ", ".join(f"{r.policy} {r.wall_seconds:.1f} s" for r in report.results)
