@@ -28,7 +28,7 @@ from spillway.config import NodeReserve
 from spillway.errors import ObservationFailed
 from spillway.model.act import SaveResult
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo
-from spillway.model.k8s import Pod
+from spillway.model.k8s import Node, Pod
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot, SnapshotCounts
 from spillway.ports import Cloud, Cluster, Snapshots
