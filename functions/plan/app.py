@@ -29,7 +29,7 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idemp
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
 from spillway.act.planning import run_plan, snapshot_ref
-from spillway.adapters.store import CHUNK_SUFFIX, KIND_SNAPSHOT
+from spillway.adapters.store import snapshot_inserts
 from spillway.clients import Clients, get_clients
 from spillway.errors import InputError, SpillwayError, StaleSnapshot, StateConflict
 from spillway.model.act import PlanOutcome, SnapshotRef
@@ -90,44 +90,10 @@ def plan_direct(clients: Clients, event: dict[str, Any], context: Any) -> dict[s
         raise
 
 
-def snapshot_refs(records: list[dict[str, Any]]) -> list[tuple[SnapshotRef, str]]:
-    """The newest complete snapshot INSERT per cluster, with its record's sequence number."""
-    newest: dict[str, tuple[SnapshotRef, str]] = {}
-    for record in records:
-        found = _inserted_snapshot(record)
-        if found is None:
-            continue
-        ref = found[0]
-        if ref.cluster not in newest or ref.key > newest[ref.cluster][0].key:
-            newest[ref.cluster] = found
-    return [newest[c] for c in sorted(newest)]
-
-
-def _inserted_snapshot(record: dict[str, Any]) -> tuple[SnapshotRef, str] | None:
-    """A complete snapshot's INSERT as (ref, sequence number); None for anything else."""
-    if record.get("eventName") != "INSERT":
-        return None
-    data = record.get("dynamodb") or {}
-    image = data.get("NewImage") or data.get("Keys") or {}
-
-    def text(name: str, default: str = "") -> str:
-        return str((image.get(name) or {}).get("S", default))
-
-    cluster, key = text("cluster"), text("taken_at")
-    if (
-        not cluster
-        or not key
-        or text("kind", KIND_SNAPSHOT) != KIND_SNAPSHOT
-        or cluster.endswith(CHUNK_SUFFIX)
-    ):
-        return None
-    return SnapshotRef(cluster, key), str(data.get("SequenceNumber", ""))
-
-
 def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:
     failures: list[dict[str, str]] = []
     results: list[dict[str, Any]] = []
-    for ref, seq in snapshot_refs(list(event.get("Records") or [])):
+    for ref, seq in snapshot_inserts(list(event.get("Records") or [])):
         try:
             results.append(plan_once(clients, ref, context))
         except StaleSnapshot as exc:

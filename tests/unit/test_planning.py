@@ -26,6 +26,7 @@ from spillway.act.planning import (
 )
 from spillway.act.scale import ScaleSteps
 from spillway.adapters.sfn import NAME_PATTERN
+from spillway.adapters.store import snapshot_inserts
 from spillway.config import PlannerConfig
 from spillway.errors import (
     AsgLimitExceeded,
@@ -335,7 +336,7 @@ def test_only_inserts_of_complete_snapshots_are_planned_the_newest_per_cluster()
         return {**record, "eventName": name, "dynamodb": {**record["dynamodb"], "NewImage": image,
                                                           "SequenceNumber": seq}}  # fmt: skip
 
-    refs = plan_app().snapshot_refs(
+    refs = snapshot_inserts(
         [
             record,
             variant("ml", "2026-11-02T12:00:20.000000Z", seq="3"),
@@ -350,7 +351,7 @@ def test_only_inserts_of_complete_snapshots_are_planned_the_newest_per_cluster()
         ("ml", "2026-11-02T12:00:20.000000Z", "3"),
         ("other", "2026-11-02T12:00:00.000000Z", "6"),
     ]
-    [(only, _)] = plan_app().snapshot_refs(sample["Records"])
+    [(only, _)] = snapshot_inserts(sample["Records"])
     assert (only.cluster, only.key) == ("ml", "2026-11-02T12:00:00.123456Z")
 
 

@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
 from spillway.errors import AwsThrottled, AwsUnavailable, SnapshotError, SnapshotNotFound
-from spillway.model.act import SaveResult, SnapshotMeta, format_key
+from spillway.model.act import SaveResult, SnapshotMeta, SnapshotRef, format_key
 from spillway.model.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -318,3 +318,39 @@ def _meta(item: dict[str, Any]) -> SnapshotMeta:
         pods=num("pods"),
         nodes=num("nodes"),
     )
+
+
+def snapshot_inserts(records: list[dict[str, Any]]) -> list[tuple[SnapshotRef, str]]:
+    """From a batch of the snapshots table's stream records: the newest complete snapshot INSERT per
+    cluster (chunk items, removals and modifications are not snapshots), with its record's sequence
+    number (what a batch item failure names)."""
+    newest: dict[str, tuple[SnapshotRef, str]] = {}
+    for record in records:
+        found = _inserted_snapshot(record)
+        if found is None:
+            continue
+        ref = found[0]
+        if ref.cluster not in newest or ref.key > newest[ref.cluster][0].key:
+            newest[ref.cluster] = found
+    return [newest[c] for c in sorted(newest)]
+
+
+def _inserted_snapshot(record: dict[str, Any]) -> tuple[SnapshotRef, str] | None:
+    """A complete snapshot's INSERT as (ref, sequence number); None for anything else."""
+    if record.get("eventName") != "INSERT":
+        return None
+    data = record.get("dynamodb") or {}
+    image = data.get("NewImage") or data.get("Keys") or {}
+
+    def text(name: str, default: str = "") -> str:
+        return str((image.get(name) or {}).get("S", default))
+
+    cluster, key = text("cluster"), text("taken_at")
+    if (
+        not cluster
+        or not key
+        or text("kind", KIND_SNAPSHOT) != KIND_SNAPSHOT
+        or cluster.endswith(CHUNK_SUFFIX)
+    ):
+        return None
+    return SnapshotRef(cluster, key), str(data.get("SequenceNumber", ""))
