@@ -471,24 +471,6 @@ class Fleet:
         return [*self.nodes, *self.pods, *self.pdbs]
 
 
-def cluster(
-    nodes: int,
-    pods: int,
-    *,
-    pending: int = 0,
-    region: str = "us-east-1",
-    seed: str = "c",
-    daemonsets: Sequence[str] = ("aws-node", "kube-proxy"),
-    pdbs: int = 3,
-    created: datetime = EPOCH,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The Kubernetes objects (nodes, pods, pdbs) of :func:`fleet` with its default node kinds."""
-    world = fleet(
-        nodes, pods, pending=pending, region=region, seed=seed, daemonsets=daemonsets, pdbs=pdbs, created=created
-    )  # fmt: skip
-    return world.nodes, world.pods, world.pdbs
-
-
 def fleet(
     nodes: int,
     pods: int,
