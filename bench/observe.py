@@ -31,20 +31,15 @@ MB = 2**20
 
 
 def generate(nodes: int, pods: int, pending: int) -> list[dict[str, Any]]:
-    """The generated cluster of :func:`spillway.local.objects.cluster`: three DaemonSet pods per node
+    """The generated cluster of :func:`spillway.local.objects.fleet`: three DaemonSet pods per node
     (aws-node, kube-proxy, node-exporter), Job pods spread over the nodes, ``pending`` unbound, a PDB for
     each of seven teams."""
     from spillway.local import objects as o
 
-    node_objs, pod_objs, pdbs = o.cluster(
-        nodes,
-        pods,
-        pending=pending,
-        seed="bench",
-        daemonsets=("aws-node", "kube-proxy", "node-exporter"),
-        pdbs=7,
-    )
-    return [*node_objs, *pod_objs, *pdbs]
+    world = o.fleet(
+        nodes, pods, pending=pending, seed="bench", daemonsets=("aws-node", "kube-proxy", "node-exporter"), pdbs=7
+    )  # fmt: skip
+    return world.kube_objects()
 
 
 def serve(conn: Connection, nodes: int, pods: int, pending: int) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import sys
 import time
 import tracemalloc
@@ -44,77 +43,45 @@ TYPES = [
 GROUPS = 50
 RUNNING_PER_NODE = 20
 PENDING_PER_NODE = 4
-TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def generate(nodes: int, seed: int = 7) -> tuple[str, list[str]]:
-    """kubectl JSON text for the cluster, and AWS CLI JSON text per region."""
-    rng = random.Random(seed)
-    per_group = nodes // GROUPS
-    items: list[dict[str, Any]] = []
-    groups: dict[str, list[dict[str, Any]]] = {r: [] for r in REGIONS}
-    node_names: list[tuple[str, int]] = []
+def node_kinds() -> list[o.NodeKind]:
+    """50 groups over 2 regions and 10 pools; the GPU groups' nodes are tainted."""
+    kinds = []
     for gi in range(GROUPS):
-        region = REGIONS[gi % 2]
         itype, cpu, mem, gpus = TYPES[gi % len(TYPES)]
         pool = f"pool-{gi % 10}"
-        name = f"bench-{pool}-{itype.replace('.', '-')}-{gi}"
-        instances = [o.instance_id(f"{name}-{i}") for i in range(per_group)]
-        taints = {"nvidia.com/gpu": "present:NoSchedule"} if gpus else None
-        groups[region].append(
-            o.asg(
-                name, region=region, cluster="bench", min_size=0, max_size=per_group * 2, desired=per_group,
-                instance_type=itype, instances=instances, labels={"spillway.io/pool": pool}, taints=taints,
+        kinds.append(
+            o.NodeKind(
+                f"bench-{pool}-{itype.replace('.', '-')}-{gi}", instance_type=itype, cpu=cpu, memory=mem,
+                gpus=gpus, pods="234", region=REGIONS[gi % 2], labels={"spillway.io/pool": pool},
+                taints={"nvidia.com/gpu": "present:NoSchedule"} if gpus else {},
             )
         )  # fmt: skip
-        for iid in instances:
-            node_name = o.node_name_for(iid, region)
-            items.append(
-                o.node(
-                    node_name, instance=iid, zone=f"{region}a", instance_type=itype, cpu=cpu, memory=mem,
-                    gpus=gpus, pods="234", labels={"spillway.io/pool": pool},
-                    taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}] if gpus else [],
-                )
-            )  # fmt: skip
-            node_names.append((node_name, gpus))
-    # Running pods: 20 per node, filling most of each node's CPU.
-    for i in range(nodes * RUNNING_PER_NODE):
-        node_name, gpus = node_names[i % nodes]
-        extra: dict[str, Any] = {"gpus": 1, "tolerations": [TOLERATION]} if gpus and i % 5 == 0 else {}
-        items.append(
-            o.pod(
-                f"run-{i}",
-                f"team-{i % 13}",
-                cpu="700m",
-                memory="2Gi",
-                node_name=node_name,
-                owner=("ReplicaSet", f"rs-{i % 997}"),
-                **extra,
-            )
-        )
-    # Pending pods: about 200 equivalence classes.
-    classes = []
+    return kinds
+
+
+def pending_kinds() -> list[o.PodKind]:
+    """About 200 equivalence classes: CPU, memory, GPUs, and with or without a pool selector."""
+    kinds = []
     for cpu in ("250m", "500m", "1", "2", "4"):
         for mem in ("1Gi", "4Gi", "16Gi", "64Gi"):
             for gpus in (0, 1, 4, 8, 0, 2):
-                for pool in (None, f"pool-{len(classes) % 10}"):
-                    classes.append((cpu, mem, gpus, pool))
-    classes = classes[:200]
-    for i in range(nodes * PENDING_PER_NODE):
-        cpu, mem, gpus, pool = classes[rng.randrange(len(classes))]
-        kwargs: dict[str, Any] = {
-            "cpu": cpu,
-            "memory": mem,
-            "gpus": gpus,
-            "owner": ("Job", f"job-{i % 4001}"),
-        }
-        if gpus:
-            kwargs["tolerations"] = [TOLERATION]
-        if pool:
-            kwargs["node_selector"] = {"spillway.io/pool": pool}
-        items.append(o.pod(f"pend-{i}", f"team-{i % 13}", **kwargs))
-    cluster_text = json.dumps(o.kube_list(items))
-    asg_texts = [json.dumps(o.asgs_output(groups[r])) for r in REGIONS]
+                for pool in (None, f"pool-{len(kinds) % 10}"):
+                    kinds.append(o.PodKind(cpu, mem, gpus, {"spillway.io/pool": pool} if pool else None))
+    return kinds[:200]
+
+
+def generate(nodes: int) -> tuple[str, list[str]]:
+    """kubectl JSON text for the cluster, and AWS CLI JSON text per region
+    (:func:`spillway.local.objects.fleet`)."""
+    world = o.fleet(
+        nodes, nodes * (RUNNING_PER_NODE + PENDING_PER_NODE), pending=nodes * PENDING_PER_NODE,
+        region=REGIONS[0], seed="bench", daemonsets=(), pdbs=0, kinds=node_kinds(),
+        pending_kinds=pending_kinds(), cluster_name="bench",
+    )  # fmt: skip
+    cluster_text = json.dumps(o.kube_list(world.kube_objects()))
+    asg_texts = [json.dumps(o.asgs_output(world.asgs.get(r, []))) for r in REGIONS]
     return cluster_text, asg_texts
 
 

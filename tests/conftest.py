@@ -121,8 +121,9 @@ def two_regions(moto_aws: None) -> dict[str, dict[str, Any]]:
 def generate_cluster(
     nodes: int, pods: int, *, pending: int = 0, region: str = "us-east-1", seed: str = "c"
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """:func:`spillway.local.objects.cluster`, created at this suite's ``T0``."""
-    return o.cluster(nodes, pods, pending=pending, region=region, seed=seed, created=T0)
+    """The Kubernetes objects of :func:`spillway.local.objects.fleet`, created at this suite's ``T0``."""
+    world = o.fleet(nodes, pods, pending=pending, region=region, seed=seed, created=T0)
+    return world.nodes, world.pods, world.pdbs
 
 
 class KubeObjects:

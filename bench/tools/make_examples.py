@@ -15,7 +15,6 @@ from spillway.local import objects as o
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 GPU_TAINT = {"nvidia.com/gpu": "present:NoSchedule"}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def main() -> None:
@@ -95,7 +94,7 @@ def main() -> None:
             memory="900Gi",
             gpus=8,
             node_name=ge,
-            tolerations=[GPU_TOLERATION],
+            tolerations=[o.GPU_TOLERATION],
             owner=("Job", "train-llm"),
         )
     )
@@ -108,7 +107,7 @@ def main() -> None:
                 cpu="90",
                 memory="900Gi",
                 gpus=8,
-                tolerations=[GPU_TOLERATION],
+                tolerations=[o.GPU_TOLERATION],
                 node_selector={"spillway.io/accelerator": "nvidia"},
                 owner=("Job", f"sweep-{i}"),
                 priority=1000,
@@ -122,7 +121,7 @@ def main() -> None:
                 cpu="8",
                 memory="60Gi",
                 gpus=1,
-                tolerations=[GPU_TOLERATION],
+                tolerations=[o.GPU_TOLERATION],
                 owner=("Job", f"nb-{i}"),
             )
         )
@@ -133,7 +132,7 @@ def main() -> None:
             cpu="8",
             memory="64Gi",
             gpus=16,
-            tolerations=[GPU_TOLERATION],
+            tolerations=[o.GPU_TOLERATION],
             owner=("Job", "too-big"),
         )
     )

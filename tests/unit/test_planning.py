@@ -284,6 +284,16 @@ def test_a_plan_that_drains_without_a_scale_down_machine_fails_before_committing
     assert rig.ledger.commits == 0 and rig.executions.requests == []
 
 
+def test_a_plan_that_grows_without_a_scale_up_machine_fails_before_committing() -> None:
+    rig = Rig(settings=settings(scale_up_arn=None))
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+
+    message = r"^SCALE_UP_STATE_MACHINE_ARN: the plan grows groups but no scale-up state machine"
+    with pytest.raises(ConfigurationError, match=message):
+        rig.run(ref)
+    assert rig.ledger.commits == 0 and rig.executions.requests == []
+
+
 def test_pods_no_group_can_run_are_counted_unplaceable() -> None:
     w = gpu_world()
     w.gpu_pods("huge", 2, gpus=8, cpu="90", memory="1000Gi")

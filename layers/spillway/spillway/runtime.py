@@ -166,50 +166,61 @@ class RuntimeConfig(BaseModel):
         )
 
 
+_PLANNER_VARS: dict[str, str] = {name.upper(): name for name in _PLANNER_FIELDS}
+_RESERVE_VARS: dict[str, str] = {"NODE_RESERVE_CPU": "cpu", "NODE_RESERVE_MEMORY": "memory"}
+
+
 def load_runtime_config(environ: Mapping[str, str] | None = None) -> RuntimeConfig:
     """Read and check the environment; :class:`ConfigurationError` names the offending variable."""
     env = os.environ if environ is None else environ
     for var in _REQUIRED:
-        if not env.get(var, "").strip():
+        if not _value(env, var):
             raise ConfigurationError("required but not set", field=var)
-    raw: dict[str, Any] = {}
-    for var, name in _RUNTIME_VARS.items():
-        value = env.get(var, "").strip()
-        if value:
-            raw[name] = value
+    raw = _set_fields(env, _RUNTIME_VARS)
     raw["regions"] = tuple(r.strip() for r in env["REGIONS"].split(",") if r.strip())
     raw["cluster_access"] = raw.get("cluster_access", "eks").lower()
-    planner: dict[str, Any] = {"cluster": raw["cluster_name"], "regions": raw["regions"]}
-    for name in _PLANNER_FIELDS:
-        value = env.get(name.upper(), "").strip()
-        if value:
-            planner[name] = value
-    reserve = {
-        k: env[f"NODE_RESERVE_{k.upper()}"].strip()
-        for k in ("cpu", "memory")
-        if env.get(f"NODE_RESERVE_{k.upper()}", "").strip()
-    }
-    try:
-        if reserve:
-            planner["node_reserve"] = NodeReserve(**reserve)
-        raw["planner"] = PlannerConfig.model_validate(planner)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = [str(p) for p in err["loc"]]
-        var = (
-            "NODE_RESERVE_" + loc[-1].upper()
-            if loc and loc[-1] in ("cpu", "memory")
-            else (loc[0].upper() if loc else "planner")
-        )
-        raise ConfigurationError(err["msg"], field=var) from None
+    raw["planner"] = _planner_config(env, raw["cluster_name"], raw["regions"])
     try:
         return RuntimeConfig.model_validate(raw)
     except ValidationError as exc:
+        raise _runtime_error(exc) from None
+
+
+def _value(env: Mapping[str, str], var: str) -> str:
+    """The variable's value without surrounding blanks; "" when unset."""
+    return env.get(var, "").strip()
+
+
+def _set_fields(env: Mapping[str, str], fields: Mapping[str, str]) -> dict[str, Any]:
+    """field → value, for each variable of ``fields`` (variable → field) that is set."""
+    return {field: value for var, field in fields.items() if (value := _value(env, var))}
+
+
+def _planner_config(env: Mapping[str, str], cluster: str, regions: tuple[str, ...]) -> PlannerConfig:
+    planner: dict[str, Any] = {"cluster": cluster, "regions": regions, **_set_fields(env, _PLANNER_VARS)}
+    reserve = _set_fields(env, _RESERVE_VARS)
+    try:
+        if reserve:
+            planner["node_reserve"] = NodeReserve(**reserve)
+        return PlannerConfig.model_validate(planner)
+    except ValidationError as exc:
         err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else ""
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if not field and ":" in msg:  # a model validator's "field: message"
-            head, _, tail = msg.partition(":")
-            field, msg = head.strip(), tail.strip()
-        var = _FIELD_VARS.get(field, field.upper() or "environment")
-        raise ConfigurationError(msg, field=var) from None
+        raise ConfigurationError(err["msg"], field=_planner_variable([str(p) for p in err["loc"]])) from None
+
+
+def _planner_variable(loc: list[str]) -> str:
+    """The variable behind a planner validation error's location."""
+    if loc and loc[-1] in _RESERVE_VARS.values():
+        return "NODE_RESERVE_" + loc[-1].upper()
+    return loc[0].upper() if loc else "planner"
+
+
+def _runtime_error(exc: ValidationError) -> ConfigurationError:
+    """A :class:`RuntimeConfig` validation error, naming its variable."""
+    err = exc.errors()[0]
+    field = str(err["loc"][0]) if err["loc"] else ""
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if not field and ":" in msg:  # a model validator's "field: message"
+        head, _, tail = msg.partition(":")
+        field, msg = head.strip(), tail.strip()
+    return ConfigurationError(msg, field=_FIELD_VARS.get(field, field.upper() or "environment"))

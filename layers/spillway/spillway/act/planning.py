@@ -145,47 +145,47 @@ def execution_requests(
     requests: list[ExecutionRequest] = []
     grow = scale_up_groups(plan, groups)
     if grow:
-        if not settings.scale_up_arn:
-            raise ConfigurationError("the plan grows groups but no scale-up state machine is configured",
-                                     field="SCALE_UP_STATE_MACHINE_ARN")  # fmt: skip
-        requests.append(
-            ExecutionRequest(
-                kind=SCALE_UP,
-                state_machine_arn=settings.scale_up_arn,
-                name=f"up-{plan_id}",
-                input={
-                    "cluster": cluster,
-                    "plan_id": plan_id,
-                    "snapshot_key": snapshot_key,
-                    "round": 1,
-                    "max_rounds": settings.max_rounds,
-                    "poll_seconds": _seconds(settings.poll_seconds),
-                    "launch_timeout_seconds": _seconds(settings.launch_timeout_seconds),
-                    "groups": grow,
-                    "rounds": [],
-                    "done": False,
-                },
-            )
-        )
+        up = {
+            "cluster": cluster,
+            "plan_id": plan_id,
+            "snapshot_key": snapshot_key,
+            "round": 1,
+            "max_rounds": settings.max_rounds,
+            "poll_seconds": _seconds(settings.poll_seconds),
+            "launch_timeout_seconds": _seconds(settings.launch_timeout_seconds),
+            "groups": grow,
+            "rounds": [],
+            "done": False,
+        }
+        requests.append(_execution(SCALE_UP, settings.scale_up_arn, f"up-{plan_id}", up))
     if plan.drain:
-        if not settings.scale_down_arn:
-            raise ConfigurationError("the plan drains nodes but no scale-down state machine is configured",
-                                     field="SCALE_DOWN_STATE_MACHINE_ARN")  # fmt: skip
-        requests.append(
-            ExecutionRequest(
-                kind=SCALE_DOWN,
-                state_machine_arn=settings.scale_down_arn,
-                name=f"down-{plan_id}",
-                input={
-                    "cluster": cluster,
-                    "plan_id": plan_id,
-                    "drains": [{**d.to_dict(), "region": d.region} for d in plan.drain],
-                    "deadline_seconds": _seconds(settings.drain_deadline_seconds),
-                    "poll_seconds": _seconds(settings.drain_poll_seconds),
-                },
-            )
-        )
+        down = {
+            "cluster": cluster,
+            "plan_id": plan_id,
+            "drains": [{**d.to_dict(), "region": d.region} for d in plan.drain],
+            "deadline_seconds": _seconds(settings.drain_deadline_seconds),
+            "poll_seconds": _seconds(settings.drain_poll_seconds),
+        }
+        requests.append(_execution(SCALE_DOWN, settings.scale_down_arn, f"down-{plan_id}", down))
     return requests
+
+
+# kind → (what the plan does that needs it, the variable naming its state machine)
+_NEEDS = {
+    SCALE_UP: ("grows groups", "SCALE_UP_STATE_MACHINE_ARN"),
+    SCALE_DOWN: ("drains nodes", "SCALE_DOWN_STATE_MACHINE_ARN"),
+}
+
+
+def _execution(kind: str, arn: str | None, name: str, body: dict[str, Any]) -> ExecutionRequest:
+    """The request to start ``kind``'s state machine; :class:`ConfigurationError` when none is set."""
+    if not arn:
+        does, variable = _NEEDS[kind]
+        kind_name = kind.replace("_", "-")
+        raise ConfigurationError(
+            f"the plan {does} but no {kind_name} state machine is configured", field=variable
+        )
+    return ExecutionRequest(kind=kind, state_machine_arn=arn, name=name, input=body)
 
 
 def _seconds(value: float) -> int:

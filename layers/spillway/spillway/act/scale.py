@@ -60,9 +60,11 @@ from spillway.errors import (
     StateConflict,
     StateCorrupt,
 )
-from spillway.model.act import PlanRecord, format_key, iso, replan_key
+from spillway.model.act import PlanRecord, PlanSummary, format_key, iso, replan_key
 from spillway.model.cluster import instance_id_from_provider_id
 from spillway.model.nodegroup import LIVE_STATES, is_capacity_failure
+from spillway.model.snapshot import Snapshot
+from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
 from spillway.ports import Cloud, Cluster, Ledger, Snapshots
 
@@ -83,6 +85,8 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     ),
 }
 RETRY_OUTCOMES = frozenset({"backed_off", "refused", "error"})
+# Event keys every round passes on unchanged.
+_CARRIED = ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeout_seconds")
 
 
 def _no_metric(name: str, value: float) -> None:
@@ -274,11 +278,7 @@ class ScaleSteps:
         round_ = int(event.get("round", 1))
         max_rounds = int(event.get("max_rounds", self.settings.max_rounds))
         results = [dict(r) for r in event.get("results") or []]
-        carried = {
-            k: event[k]
-            for k in ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeout_seconds")
-            if k in event
-        }
+        carried = {k: event[k] for k in _CARRIED if k in event}
         rounds = [*event.get("rounds", []), {"round": round_, "groups": [_compact(r) for r in results]}]
         base = {**carried, "max_rounds": max_rounds, "round": round_, "rounds": rounds, "groups": []}
         if not any(r.get("outcome") in RETRY_OUTCOMES for r in results):
@@ -296,6 +296,24 @@ class ScaleSteps:
         result = run_planner(snapshot.cluster, live, self.settings.planner, state, now)
         groups = scale_up_groups(result, live)
         summary = summarize(result, self.settings.primary_region)
+        self._save_replan(event, cluster, snapshot, result, summary, now, round_)
+        self._emit_plan_metrics(summary)
+        if not groups:
+            return {**base, "done": True, "result": "re-plan found nothing more to launch",
+                    "unplaceable": summary.unplaceable}  # fmt: skip
+        return {**base, "round": round_ + 1, "groups": groups, "done": False}
+
+    def _save_replan(
+        self,
+        event: Mapping[str, Any],
+        cluster: str,
+        snapshot: Snapshot,
+        result: ScalingPlan,
+        summary: PlanSummary,
+        now: datetime,
+        round_: int,
+    ) -> None:
+        """Record the re-plan beside the plan it continues (sort key: the origin snapshot and round)."""
         origin = str(event.get("snapshot_key") or "")
         snapshot_key = format_key(snapshot.taken_at)
         self.ledger.save_plan(
@@ -315,15 +333,13 @@ class ScaleSteps:
                 summary=summary.to_dict(),
             )
         )
+
+    def _emit_plan_metrics(self, summary: PlanSummary) -> None:
         if summary.scale_up_nodes:
             self.metric("ScaleUpNodes", summary.scale_up_nodes)
         if summary.overflow_nodes:
             self.metric("Overflow", summary.overflow_nodes)
         self.metric("UnplaceablePods", summary.unplaceable)
-        if not groups:
-            return {**base, "done": True, "result": "re-plan found nothing more to launch",
-                    "unplaceable": summary.unplaceable}  # fmt: skip
-        return {**base, "round": round_ + 1, "groups": groups, "done": False}
 
     # --- dispatch ------------------------------------------------------------------------------
 

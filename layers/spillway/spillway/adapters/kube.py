@@ -150,6 +150,42 @@ def _retry_after(exc: ApiException) -> float | None:
         return None  # an HTTP date: the API server never sends one, so ignore it
 
 
+def _body(resp: Any) -> bytes:
+    """The response's bytes; its connection goes back to the pool either way."""
+    try:
+        data: bytes = resp.data
+    finally:
+        resp.release_conn()
+    return data
+
+
+def _final_error(op: str, exc: ApiException, special: Mapping[int, type[KubeError]]) -> KubeError | None:
+    """The error an API answer raises at once, or None when another attempt may succeed (429, 5xx,
+    no answer at all)."""
+    status = int(exc.status or 0)
+    if status in special:
+        return special[status](f"{op}: {_status_message(exc)}")
+    if status in (401, 403):
+        return KubeAuthError(f"{op}: {_status_message(exc)}")
+    if status == 409:
+        return KubeConflict(f"{op}: {_status_message(exc)}")
+    if status == 0 or status == 429 or status >= 500:
+        return None
+    return KubeError(f"{op}: {_status_message(exc)}")  # 404 and the other 4xx
+
+
+def _retry_or_raise(
+    op: str, exc: ApiException, special: Mapping[int, type[KubeError]]
+) -> tuple[str, float | None]:
+    """Raise the error of a final answer; else what to log of it, and its Retry-After."""
+    final = _final_error(op, exc, special)
+    if final is not None:
+        raise final from None
+    status = int(exc.status or 0)
+    last = _status_message(exc) if status else f"connection failed: {exc.reason or 'error'}"
+    return last, _retry_after(exc) if status in (429, 503) else None
+
+
 def _key(obj: BaseModel) -> str:
     meta = getattr(obj, "metadata", None)
     if meta is None:
@@ -593,46 +629,37 @@ class KubeClient:
             attempt += 1
             retry_after: float | None = None
             try:
-                resp = send()
-                try:
-                    data: bytes = resp.data
-                finally:
-                    resp.release_conn()
-                return data
+                return _body(send())
             except ApiException as exc:
-                status = int(exc.status or 0)
-                if status in special:
-                    raise special[status](f"{op}: {_status_message(exc)}") from None
-                if status == 401 and self._reauth is not None and not reauthed:
+                if not reauthed and self._reauth_for(exc, special):
                     reauthed = True  # a token signed anew may pass (clock skew, early expiry)
-                    self._reauth()
                     attempt -= 1
                     continue
-                if status in (401, 403):
-                    raise KubeAuthError(f"{op}: {_status_message(exc)}") from None
-                if status == 404:
-                    raise KubeError(f"{op}: {_status_message(exc)}") from None
-                if status == 409:
-                    raise KubeConflict(f"{op}: {_status_message(exc)}") from None
-                if status != 0 and status != 429 and status < 500:
-                    raise KubeError(f"{op}: {_status_message(exc)}") from None
-                last = _status_message(exc) if status else f"connection failed: {exc.reason or 'error'}"
-                retry_after = _retry_after(exc) if status in (429, 503) else None
+                last, retry_after = _retry_or_raise(op, exc, special)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 last = f"{type(exc).__name__}"
-            if attempt >= self.max_attempts:
-                break
-            delay = self._backoff(attempt, retry_after)
-            log.warning(
-                "kube %s: attempt %d/%d failed (%s); retrying in %.2fs",
-                op,
-                attempt,
-                self.max_attempts,
-                last,
-                delay,
-            )
-            self._sleep(delay)
+            if attempt < self.max_attempts:
+                self._wait(op, attempt, last, retry_after)
         raise KubeUnavailable(f"{op}: no useful answer after {self.max_attempts} attempts (last: {last})")
+
+    def _reauth_for(self, exc: ApiException, special: Mapping[int, type[KubeError]]) -> bool:
+        """On a 401 the caller does not handle itself, forget the token (once per call) and say so."""
+        if int(exc.status or 0) != 401 or 401 in special or self._reauth is None:
+            return False
+        self._reauth()
+        return True
+
+    def _wait(self, op: str, attempt: int, last: str, retry_after: float | None) -> None:
+        delay = self._backoff(attempt, retry_after)
+        log.warning(
+            "kube %s: attempt %d/%d failed (%s); retrying in %.2fs",
+            op,
+            attempt,
+            self.max_attempts,
+            last,
+            delay,
+        )
+        self._sleep(delay)
 
     def _paged(
         self, what: str, call: Callable[..., Any], page_model: type[_Page[M]], **params: Any

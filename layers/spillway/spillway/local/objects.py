@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -397,7 +398,7 @@ def activities_output(activities: Sequence[Mapping[str, Any]]) -> dict[str, Any]
 # --- generated clusters ----------------------------------------------------------------------------
 
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes' generateName uses
-_GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def suffix(*parts: str, length: int = 5) -> str:
@@ -410,7 +411,67 @@ def suffix(*parts: str, length: int = 5) -> str:
     return "".join(out)
 
 
-def cluster(
+@dataclass(frozen=True, slots=True)
+class NodeKind:
+    """The nodes of one generated group, and its Auto Scaling group (named ``group``).
+
+    ``region`` "" is the cluster's region; ``labels`` None is ``eks.amazonaws.com/nodegroup: group``;
+    ``taints`` are in the ASG tag form (``{"nvidia.com/gpu": "present:NoSchedule"}``).
+    """
+
+    group: str
+    instance_type: str = "m5.2xlarge"
+    cpu: str = "7910m"
+    memory: str = "30310Mi"
+    gpus: int = 0
+    pods: str = "58"
+    region: str = ""
+    labels: Mapping[str, str] | None = None
+    taints: Mapping[str, str] = field(default_factory=dict)
+
+    def node_labels(self) -> dict[str, str]:
+        return dict(self.labels) if self.labels is not None else {"eks.amazonaws.com/nodegroup": self.group}
+
+    def node_taints(self) -> list[dict[str, str]]:
+        out = []
+        for key, value_effect in self.taints.items():
+            value, _, effect = value_effect.rpartition(":")
+            out.append({"key": key, "value": value, "effect": effect})
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PodKind:
+    """The shape of a generated pending pod (GPU pods tolerate the GPU taint)."""
+
+    cpu: str
+    memory: str
+    gpus: int = 0
+    node_selector: Mapping[str, str] | None = None
+
+
+# Every tenth node a g5.2xlarge with one GPU, the others m5.2xlarge.
+DEFAULT_KINDS: tuple[NodeKind, ...] = (
+    *[NodeKind("general")] * 9,
+    NodeKind("gpu", instance_type="g5.2xlarge", gpus=1),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """A generated cluster: Kubernetes objects as the API server returns them, and per region its
+    groups as ``describe-auto-scaling-groups`` prints them."""
+
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    pdbs: list[dict[str, Any]]
+    asgs: dict[str, list[dict[str, Any]]]
+
+    def kube_objects(self) -> list[dict[str, Any]]:
+        return [*self.nodes, *self.pods, *self.pdbs]
+
+
+def fleet(
     nodes: int,
     pods: int,
     *,
@@ -420,13 +481,17 @@ def cluster(
     daemonsets: Sequence[str] = ("aws-node", "kube-proxy"),
     pdbs: int = 3,
     created: datetime = EPOCH,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """A generated cluster, deterministic for ``seed``: ``nodes`` nodes over three zones (every tenth a
-    g5.2xlarge with one GPU, the others m5.2xlarge), ``pods`` pods (one per DaemonSet in ``daemonsets`` on
+    kinds: Sequence[NodeKind] = DEFAULT_KINDS,
+    pending_kinds: Sequence[PodKind] = (),
+    cluster_name: str = "ml",
+) -> Fleet:
+    """The generated cluster, deterministic for ``seed``: ``nodes`` nodes over three zones of their
+    region, node ``i`` of ``kinds[i % len(kinds)]``; one Auto Scaling group per kind holding its nodes
+    (desired = its nodes, MaxSize twice that); ``pods`` pods (one per DaemonSet in ``daemonsets`` on
     each node while room lasts, the rest pods of Jobs of 1 to 12 pods spread over the nodes, ``pending``
-    of them unbound, every fifth Job a GPU one) and ``pdbs`` PodDisruptionBudgets. Returns (nodes, pods,
-    pdbs), each object as the API server returns it."""
-    node_objs = _generated_nodes(nodes, region, seed, created)
+    of them unbound, every fifth Job a GPU one; an unbound pod takes its Job's shape from
+    ``pending_kinds`` when given) and ``pdbs`` PodDisruptionBudgets."""
+    node_objs = _generated_nodes(nodes, region, seed, created, kinds)
     names = [n["metadata"]["name"] for n in node_objs]
     pod_objs: list[dict[str, Any]] = []
     for name in names:
@@ -436,7 +501,7 @@ def cluster(
             pod_objs.append(_generated_daemonset_pod(name, ds, created))
     job = 0
     while len(pod_objs) < pods:
-        _generated_job(pod_objs, job, pods, pods - pending, names, seed, created)
+        _generated_job(pod_objs, job, pods, pods - pending, names, seed, created, pending_kinds)
         job += 1
     seen: set[tuple[str, str]] = set()
     for obj in pod_objs:  # a suffix clash gets another draw, as generateName does
@@ -446,24 +511,49 @@ def cluster(
         seen.add((meta["namespace"], meta["name"]))
     budgets = [pdb(f"pdb-{i}", f"team-{i}", {"team": f"team-{i}"}, max_unavailable=1, disruptions_allowed=1)
                for i in range(pdbs)]  # fmt: skip
-    return node_objs, pod_objs, budgets
+    asgs = _generated_asgs(node_objs, region, kinds, cluster_name)
+    return Fleet(node_objs, pod_objs, budgets, asgs)
 
 
-def _generated_nodes(count: int, region: str, seed: str, created: datetime) -> list[dict[str, Any]]:
-    zones = [f"{region}a", f"{region}b", f"{region}c"]
+def _generated_nodes(
+    count: int, region: str, seed: str, created: datetime, kinds: Sequence[NodeKind]
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     taken: set[str] = set()
     for i in range(count):
-        inst = instance_id(f"{seed}-{region}-{i}")
-        while node_name_for(inst, region) in taken:  # 24-bit private IPs collide now and then
+        kind = kinds[i % len(kinds)]
+        where = kind.region or region
+        inst = instance_id(f"{seed}-{where}-{i}")
+        while node_name_for(inst, where) in taken:  # 24-bit private IPs collide now and then
             inst = instance_id(inst)
-        taken.add(node_name_for(inst, region))
-        gpu = i % 10 == 9
+        taken.add(node_name_for(inst, where))
         out.append(
             node(
-                node_name_for(inst, region), instance=inst, zone=zones[i % 3],
-                instance_type="g5.2xlarge" if gpu else "m5.2xlarge", memory="30310Mi", gpus=1 if gpu else 0,
-                labels={"eks.amazonaws.com/nodegroup": "gpu" if gpu else "general"}, created=created,
+                node_name_for(inst, where), instance=inst, zone=f"{where}{'abc'[i % 3]}",
+                instance_type=kind.instance_type, cpu=kind.cpu, memory=kind.memory, pods=kind.pods,
+                gpus=kind.gpus, labels=kind.node_labels(), taints=kind.node_taints(), created=created,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _generated_asgs(
+    node_objs: Sequence[Mapping[str, Any]], region: str, kinds: Sequence[NodeKind], cluster_name: str
+) -> dict[str, list[dict[str, Any]]]:
+    """One group per kind's ``group`` (in the order of ``kinds``), holding the instances of its nodes."""
+    by_group = {kind.group: kind for kind in reversed(kinds)}  # the first kind of a group describes it
+    members: dict[str, list[str]] = {kind.group: [] for kind in kinds}
+    for i, obj in enumerate(node_objs):
+        members[kinds[i % len(kinds)].group].append(obj["spec"]["providerID"].rsplit("/", 1)[1])
+    out: dict[str, list[dict[str, Any]]] = {}
+    for group, instances in members.items():
+        kind = by_group[group]
+        where = kind.region or region
+        out.setdefault(where, []).append(
+            asg(
+                group, region=where, cluster=cluster_name, min_size=0, max_size=2 * len(instances),
+                desired=len(instances), instance_type=kind.instance_type, instances=instances,
+                zones=[f"{where}a", f"{where}b", f"{where}c"], labels=kind.node_labels(), taints=kind.taints,
             )
         )  # fmt: skip
     return out
@@ -477,23 +567,26 @@ def _generated_daemonset_pod(node_name: str, ds: str, created: datetime) -> dict
 
 def _generated_job(
     out: list[dict[str, Any]], job: int, limit: int, bound_target: int, names: Sequence[str], seed: str,
-    created: datetime,
+    created: datetime, pending_kinds: Sequence[PodKind] = (),
 ) -> None:  # fmt: skip
     """Append the pods of Job number ``job`` (until ``limit`` pods in all; bound while fewer than
-    ``bound_target``)."""
+    ``bound_target``; an unbound one shaped by a kind drawn from ``pending_kinds`` when given)."""
     ns = f"team-{job % 7}"
     job_name = f"train-{hashlib.sha1('/'.join((seed, str(job))).encode()).hexdigest()[:6]}"
     gpu_job = job % 5 == 4
+    shape = PodKind("2", "8Gi", 1) if gpu_job else PodKind("500m", "1Gi")
     for k in range(1 + job % 12):
         if len(out) >= limit:
             return
         bound = len(out) < bound_target
+        if not bound and pending_kinds:
+            shape = pending_kinds[int(job_name[6:], 16) % len(pending_kinds)]
         out.append(
             pod(
-                f"{job_name}-{suffix(seed, job_name, str(k))}", ns, cpu="2" if gpu_job else "500m",
-                memory="8Gi" if gpu_job else "1Gi", gpus=1 if gpu_job else 0,
-                node_name=names[(job * 7 + k) % len(names)] if bound and names else None,
+                f"{job_name}-{suffix(seed, job_name, str(k))}", ns, cpu=shape.cpu, memory=shape.memory,
+                gpus=shape.gpus, node_name=names[(job * 7 + k) % len(names)] if bound and names else None,
                 owner=("Job", job_name), labels={"job-name": job_name, "team": ns},
-                tolerations=[_GPU_TOLERATION] if gpu_job else (), created=created,
+                tolerations=[GPU_TOLERATION] if shape.gpus else (), node_selector=shape.node_selector,
+                created=created,
             )
         )  # fmt: skip

@@ -149,18 +149,43 @@ class SnapshotCounts:
 
 def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
     """A stable hash (hex SHA-256) of what matters for decisions; independent of input order."""
-    pending: list[Any] = []
+    per_node, requests_per_node = _bound_pods(cluster.pods)
+    nodes = [_node_entry(n, per_node, requests_per_node) for n in cluster.nodes]
+    # Pods bound to nodes that are not (yet, or any more) in the node list still count.
+    known = {n.name for n in cluster.nodes}
+    orphans = sorted((name, c) for name, c in per_node.items() if name not in known)
+    doc = {
+        "cluster": cluster.cluster,
+        "pending": sorted(_pending_entries(cluster.pods)),
+        "nodes": sorted(nodes, key=lambda n: str(n[0])),
+        "orphans": orphans,
+        "pdbs": sorted(
+            (p.namespace, p.name, [list(m) for m in p.match_labels], p.disruptions_allowed)
+            for p in cluster.pdbs
+        ),
+        "groups": sorted(_group_entry(g) for g in groups),
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _pending_entries(pods: Iterable[PodInfo]) -> list[Any]:
+    """The unbound, live, non-DaemonSet pods: key, unschedulable and scheduling class."""
+    return [
+        (pod.key, pod.unschedulable, repr(pod.scheduling_key()))
+        for pod in pods
+        if not pod.terminal and pod.node_name is None and not pod.daemonset
+    ]
+
+
+def _bound_pods(pods: Iterable[PodInfo]) -> tuple[dict[str, list[int]], dict[str, dict[str, int]]]:
+    """Per node of the live bound pods: [bound, workload, not evictable] (idleness and drainability
+    of the node), and their summed requests."""
     per_node: dict[str, list[int]] = {}
     requests_per_node: dict[str, dict[str, int]] = {}
-    for pod in cluster.pods:
-        if pod.terminal:
+    for pod in pods:
+        if pod.terminal or pod.node_name is None:
             continue
-        if pod.node_name is None:
-            if pod.daemonset:
-                continue
-            pending.append((pod.key, pod.unschedulable, repr(pod.scheduling_key())))
-            continue
-        # [bound, workload, not evictable]: idleness and drainability of the node
         counts = per_node.setdefault(pod.node_name, [0, 0, 0])
         counts[0] += 1
         if pod.is_workload:
@@ -170,51 +195,39 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
         totals = requests_per_node.setdefault(pod.node_name, {})
         for name, value in pod.requests.items():
             totals[name] = totals.get(name, 0) + value
-    nodes = [
-        (
-            n.name,
-            n.ready,
-            n.unschedulable,
-            n.cordoned_by_spillway,
-            n.scale_down_disabled,
-            n.provider_id,
-            sorted(n.allocatable.items()),
-            sorted(n.labels.items()),
-            [list(t) for t in n.taints],
-            per_node.get(n.name, [0, 0, 0]),
-            sorted(requests_per_node.get(n.name, {}).items()),
-        )
-        for n in cluster.nodes
-    ]
-    # Pods bound to nodes that are not (yet, or any more) in the node list still count.
-    known = {n.name for n in cluster.nodes}
-    orphans = sorted((name, c) for name, c in per_node.items() if name not in known)
-    doc = {
-        "cluster": cluster.cluster,
-        "pending": sorted(pending),
-        "nodes": sorted(nodes, key=lambda n: str(n[0])),
-        "orphans": orphans,
-        "pdbs": sorted(
-            (p.namespace, p.name, [list(m) for m in p.match_labels], p.disruptions_allowed)
-            for p in cluster.pdbs
-        ),
-        "groups": sorted(
-            (
-                g.region,
-                g.name,
-                g.min_size,
-                g.max_size,
-                g.desired,
-                g.instance_type,
-                sorted(g.instance_ids),
-                sorted((format_time(f.at), f.message) for f in g.launch_failures),
-                None if g.template is None else json.dumps(_template(g), sort_keys=True),
-            )
-            for g in groups
-        ),
-    }
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return per_node, requests_per_node
+
+
+def _node_entry(
+    n: NodeInfo, per_node: Mapping[str, list[int]], requests_per_node: Mapping[str, dict[str, int]]
+) -> tuple[Any, ...]:
+    return (
+        n.name,
+        n.ready,
+        n.unschedulable,
+        n.cordoned_by_spillway,
+        n.scale_down_disabled,
+        n.provider_id,
+        sorted(n.allocatable.items()),
+        sorted(n.labels.items()),
+        [list(t) for t in n.taints],
+        per_node.get(n.name, [0, 0, 0]),
+        sorted(requests_per_node.get(n.name, {}).items()),
+    )
+
+
+def _group_entry(g: NodeGroup) -> tuple[Any, ...]:
+    return (
+        g.region,
+        g.name,
+        g.min_size,
+        g.max_size,
+        g.desired,
+        g.instance_type,
+        sorted(g.instance_ids),
+        sorted((format_time(f.at), f.message) for f in g.launch_failures),
+        None if g.template is None else json.dumps(_template(g), sort_keys=True),
+    )
 
 
 def _template(group: NodeGroup) -> dict[str, Any]:
