@@ -1,4 +1,4 @@
-"""The one disruption predicate: the same decisions as the drain's pod classification, on a PodInfo."""
+"""The one disruption predicate, and the drain's pod classification that is that predicate mapped one to one."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ CASES = [
 @pytest.mark.parametrize(
     ("raw", "force", "verdict", "code"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
-def test_assess_decides_what_the_drain_decides(
+def test_assess_decides_and_the_drain_acts_on_its_verdict(
     raw: dict[str, Any], force: bool, verdict: str, code: str
 ) -> None:
     pod = Pod.model_validate(raw)
@@ -65,12 +65,17 @@ def test_assess_decides_what_the_drain_decides(
     assert (got.verdict, got.code) == (verdict, code)
     assert got.reason
     assert got.keeps_node_busy == (verdict != "ignore")
-    drain = classify(pod, force=force)
-    assert DRAIN_ACTION[got.verdict] == drain.action
-    if drain.reason:  # the drain's reasons for ignore / wait / keep are the predicate's
-        assert got.reason == drain.reason
     # the stored form decides the same
     assert assess(PodInfo.from_dict(info.to_dict()), force=force) == got
+    # the drain asks the same predicate: its action is the verdict mapped, with the predicate's reason
+    drain = classify(pod, force=force)
+    assert (drain.pod, drain.action) == (info.key, DRAIN_ACTION[verdict])
+    assert drain.reason == ("" if verdict == "movable" else got.reason)
+
+
+def test_the_drain_keeps_the_pods_priority_to_evict_the_cheapest_first() -> None:
+    raw = _raw(owner=("ReplicaSet", "web"), priority=1000)
+    assert classify(Pod.model_validate(raw), force=False).priority == 1000
 
 
 def test_cost_orders_by_priority_then_pod_deletion_cost() -> None:

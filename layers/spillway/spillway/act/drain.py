@@ -62,28 +62,29 @@ from spillway.errors import (
     PodNotFound,
     SpillwayError,
 )
-from spillway.model.cluster import TERMINAL_PHASES, instance_id_from_provider_id
+from spillway.model.aws import AutoScalingGroup
+from spillway.model.cluster import PodInfo, instance_id_from_provider_id
 from spillway.model.drain import (
     LIST_LIMIT,
     MAX_BUSY_DEADLINE_SECONDS,
     MAX_DEADLINE_SECONDS,
     MAX_POLL_SECONDS,
     MAX_ROUNDS,
+    Action,
     Drain,
     DrainRequest,
+    Placement,
     PodVerdict,
 )
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
-    DO_NOT_DISRUPT,
     DRAINING_TAINT,
-    MIRROR_POD,
-    SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
     Node,
     Pod,
 )
 from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED, is_managed
+from spillway.planner.disruption import assess
 from spillway.ports import Cloud, Cluster
 
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
@@ -158,35 +159,42 @@ def parse_request(raw: Any) -> DrainRequest:
     try:
         request = DrainRequest.model_validate(data)
     except ValidationError as exc:
-        problems: list[tuple[str, str]] = []
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "input"
-            kind = err["type"]
-            if kind == "missing":
-                text = f"required ({_FIELD_HELP.get(field, 'see the drain input contract')})"
-            elif kind == "extra_forbidden":
-                text = "not a field of a drain request (known: " + ", ".join(DrainRequest.model_fields) + ")"
-            else:
-                got = json.dumps(err.get("input"), default=str)[:80]
-                hint = _FIELD_HELP.get(field)
-                text = f"{err['msg']}, got {got}" + (f" ({hint})" if hint else "")
-            problems.append((field, text))
+        problems = [_problem(err) for err in exc.errors()]
         first_field, first_text = problems[0]
         rest = "".join(f"; {f}: {t}" for f, t in problems[1:])
         raise InvalidDrainRequest(first_text + rest, field=first_field) from None
+    _refuse(_too_many_rounds(request))
+    return request
+
+
+def _problem(err: Mapping[str, Any]) -> tuple[str, str]:
+    """One validation error as (field, words a person follows)."""
+    field = ".".join(str(p) for p in err["loc"]) or "input"
+    kind = err["type"]
+    if kind == "missing":
+        return field, f"required ({_FIELD_HELP.get(field, 'see the drain input contract')})"
+    if kind == "extra_forbidden":
+        return field, "not a field of a drain request (known: " + ", ".join(DrainRequest.model_fields) + ")"
+    got = json.dumps(err.get("input"), default=str)[:80]
+    hint = _FIELD_HELP.get(field)
+    return field, f"{err['msg']}, got {got}" + (f" ({hint})" if hint else "")
+
+
+def _too_many_rounds(request: DrainRequest) -> Refusal:
+    """The eviction rounds a deadline and a poll make must fit an execution's history."""
     if request.poll_seconds == 0 and request.deadline_seconds > MAX_BUSY_DEADLINE_SECONDS:
-        raise InvalidDrainRequest(
+        return InvalidDrainRequest(
             f"0 (no pause between eviction rounds) only with deadline_seconds up to "
             f"{MAX_BUSY_DEADLINE_SECONDS}, got deadline_seconds {request.deadline_seconds}",
             field="poll_seconds",
         )
     if request.poll_seconds and request.deadline_seconds / request.poll_seconds > MAX_ROUNDS:
-        raise InvalidDrainRequest(
+        return InvalidDrainRequest(
             f"{request.poll_seconds} s between rounds makes more than {MAX_ROUNDS} rounds before the "
             f"{request.deadline_seconds} s deadline (an execution's history is limited); poll less often",
             field="poll_seconds",
         )
-    return request
+    return None
 
 
 def parse_drain(raw: Any) -> Drain:
@@ -212,42 +220,220 @@ def region_of(node: Node) -> str | None:
     return match.group(1) if match else None
 
 
+# --- validation: each check returns a refusal (nothing is touched) or None; the first refusal wins ------
+
+Refusal = InvalidDrainRequest | None
+
+
+def _refuse(refusal: Refusal) -> None:
+    if refusal is not None:
+        raise refusal
+
+
+def _first_refusal(checks: Sequence[Callable[..., Refusal]], *facts: Any) -> Refusal:
+    return next((r for r in (check(*facts) for check in checks) if r is not None), None)
+
+
+def _other_cluster(request: DrainRequest, cluster: str) -> Refusal:
+    if request.cluster == cluster:
+        return None
+    return InvalidDrainRequest(
+        f"this Spillway manages cluster {cluster!r}, not {request.cluster!r}", field="cluster"
+    )
+
+
+def _located(node: Node) -> tuple[str, str]:
+    """The node's instance and region, once :data:`NODE_CHECKS` passed (both are known then)."""
+    instance_id, region = instance_id_from_provider_id(node.spec.provider_id), region_of(node)
+    assert instance_id is not None and region is not None
+    return instance_id, region
+
+
+def _not_ec2(request: DrainRequest, node: Node, regions: tuple[str, ...]) -> Refusal:
+    provider = node.spec.provider_id
+    if instance_id_from_provider_id(provider) is not None:
+        return None
+    return InvalidDrainRequest(
+        f"Node {request.node!r} is not an EC2 instance (spec.providerID is {provider!r}); Spillway drains "
+        "only nodes of the Auto Scaling groups it manages",
+        field="node",
+    )
+
+
+def _other_instance(request: DrainRequest, node: Node, regions: tuple[str, ...]) -> Refusal:
+    instance_id = instance_id_from_provider_id(node.spec.provider_id)
+    if request.instance_id is None or request.instance_id == instance_id:
+        return None
+    return InvalidDrainRequest(
+        f"Node {request.node!r} is instance {instance_id} now, not {request.instance_id} as requested "
+        "(the name was reused by a new instance?); nothing was done",
+        field="instance_id",
+    )
+
+
+def _unknown_region(request: DrainRequest, node: Node, regions: tuple[str, ...]) -> Refusal:
+    if region_of(node) is not None:
+        return None
+    return InvalidDrainRequest(
+        f"cannot tell the region of Node {request.node!r} (no topology.kubernetes.io/region label and no "
+        "zone in spec.providerID)",
+        field="node",
+    )
+
+
+def _other_region(request: DrainRequest, node: Node, regions: tuple[str, ...]) -> Refusal:
+    region = region_of(node)
+    if request.region is None or request.region == region:
+        return None
+    return InvalidDrainRequest(
+        f"Node {request.node!r} is in {region}, not {request.region} as requested", field="region"
+    )
+
+
+def _unmanaged_region(request: DrainRequest, node: Node, regions: tuple[str, ...]) -> Refusal:
+    region = region_of(node)
+    if region in regions:
+        return None
+    return InvalidDrainRequest(
+        f"Node {request.node!r} is in {region}, a region this Spillway does not manage "
+        f"(it manages {', '.join(regions)})",
+        field="node",
+    )
+
+
+# Read from the Node alone, in order.
+NODE_CHECKS = (_not_ec2, _other_instance, _unknown_region, _other_region, _unmanaged_region)
+
+
+def _placement_refusal(request: DrainRequest, node: Node, placement: Placement | None) -> Refusal:
+    instance_id, region = _located(node)
+    if placement is None:
+        return InvalidDrainRequest(
+            f"instance {instance_id} of Node {request.node!r} is in no Auto Scaling group in {region}; "
+            "Spillway drains only nodes of the groups it manages",
+            field="node",
+        )
+    if request.group is not None and request.group != placement.group:
+        return InvalidDrainRequest(
+            f"instance {instance_id} is in Auto Scaling group {placement.group!r}, not "
+            f"{request.group!r} as requested",
+            field="group",
+        )
+    return None
+
+
+def _unmanaged_group(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    if is_managed(asg, cluster):
+        return None
+    return InvalidDrainRequest(
+        f"Node {request.node!r} belongs to Auto Scaling group {placement.group!r} ({region_of(node)}), "
+        f"which is not tagged for cluster {cluster!r} (it needs the tags {TAG_ENABLED} and "
+        f"{TAG_CLUSTER_PREFIX}{cluster}); Spillway drains only nodes of the groups it manages",
+        field="node",
+    )
+
+
+def _leaving_group(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    if not placement.lifecycle_state.startswith(("Terminat", "Detach", "Standby")):
+        return None
+    return InvalidDrainRequest(
+        f"instance {placement.instance_id} of Node {request.node!r} is {placement.lifecycle_state} in its "
+        "group; there is nothing to drain",
+        field="node",
+    )
+
+
+def _cordoned_by_others(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    if not node.spec.unschedulable or CORDONED_BY_SPILLWAY in node.metadata.annotations:
+        return None
+    return InvalidDrainRequest(
+        f"Node {request.node!r} was cordoned by somebody else (it has no {CORDONED_BY_SPILLWAY} "
+        "annotation); Spillway never undoes another's cordon, so it does not drain such a node: uncordon "
+        "it first, or drain it with kubectl",
+        field="node",
+    )
+
+
+def _scale_down_disabled(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    if request.force or node.metadata.annotations.get(SCALE_DOWN_DISABLED, "").lower() != "true":
+        return None
+    return InvalidDrainRequest(
+        f'Node {request.node!r} is annotated {SCALE_DOWN_DISABLED}=true; pass "force": true to drain '
+        "it anyway",
+        field="node",
+    )
+
+
+def _at_min_size(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    if not request.terminate or asg.DesiredCapacity - 1 >= asg.MinSize:
+        return None
+    return InvalidDrainRequest(
+        f"Auto Scaling group {placement.group!r} ({region_of(node)}) is at its minimum size "
+        f"(MinSize {asg.MinSize}, desired {asg.DesiredCapacity}): terminating {placement.instance_id} "
+        'would take it below; lower MinSize, or drain with "terminate": false',
+        field="node",
+    )
+
+
+# With the instance's group read, in order.
+GROUP_CHECKS = (_unmanaged_group, _leaving_group, _cordoned_by_others, _scale_down_disabled, _at_min_size)
+
+
+def _refuse_busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> None:
+    """A plan drains only nodes it saw empty; work that landed since must not be evicted by a
+    scale-down ("no running job killed"). Nothing has been touched yet."""
+    busy = [v.pod for v in verdicts if v.action != "ignore"]
+    if request.plan_id and busy and not request.force:
+        raise DrainCancelled(
+            f"Node {request.node!r} runs {len(busy)} workload pod(s) now ({', '.join(busy[:3])}); the plan "
+            "that chose it saw it empty, so this scale-down leaves it alone"
+        )
+
+
 # --- pods --------------------------------------------------------------------------------------
 
 
+_ACTION: dict[str, Action] = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict"}
+
+
 def classify(pod: Pod, *, force: bool) -> PodVerdict:
-    meta = pod.metadata
-    key = f"{meta.namespace or 'default'}/{meta.name}"
-    priority = pod.spec.priority or 0
-    owner = next((o for o in meta.owner_references if o.controller), None)
-    if (pod.status.phase or "") in TERMINAL_PHASES:
-        return PodVerdict(key, "ignore", f"finished ({pod.status.phase})", priority)
-    if MIRROR_POD in meta.annotations:
-        return PodVerdict(key, "ignore", "a static (mirror) pod: the kubelet runs it", priority)
-    if owner is not None and owner.kind == "DaemonSet":
-        return PodVerdict(key, "ignore", f"a DaemonSet pod ({owner.name})", priority)
-    if meta.deletion_timestamp is not None:
-        return PodVerdict(key, "wait", "terminating", priority)
-    if not force:
-        if meta.annotations.get(DO_NOT_DISRUPT, "").lower() == "true":
-            return PodVerdict(
-                key, "keep", f"annotated {DO_NOT_DISRUPT}=true (evicted only with force)", priority
-            )
-        safe = meta.annotations.get(SAFE_TO_EVICT, "").lower()
-        if safe == "false":
-            return PodVerdict(
-                key, "keep", f"annotated {SAFE_TO_EVICT}=false (evicted only with force)", priority
-            )
-        if owner is None and safe != "true":
-            return PodVerdict(
-                key, "keep", "no controller would recreate it (evicted only with force)", priority
-            )
-    return PodVerdict(key, "evict", "", priority)
+    """What the drain does with ``pod``: the planner's disruption predicate, mapped one to one
+    (ignore→ignore, wait→wait, never→keep, movable→evict). An evictable pod needs no reason."""
+    info = PodInfo.from_pod(pod)
+    judged = assess(info, force=force)
+    action = _ACTION[judged.verdict]
+    return PodVerdict(info.key, action, "" if action == "evict" else judged.reason, info.priority)
 
 
 def _split(key: str) -> tuple[str, str]:
     namespace, _, name = key.partition("/")
     return namespace, name
+
+
+def _remaining(
+    verdicts: Sequence[PodVerdict], evicted_now: Sequence[str], blocked: set[str]
+) -> list[dict[str, str]]:
+    """The pods that still keep the node busy after a round, each with why it is still there."""
+    remaining = []
+    for verdict in (v for v in verdicts if v.action != "ignore"):
+        if verdict.pod in blocked:
+            reason = "a PodDisruptionBudget allows no disruption now"
+        elif verdict.pod in evicted_now:
+            reason = "evicted, terminating"
+        else:
+            reason = verdict.reason or "not evicted yet"
+        remaining.append({"pod": verdict.pod, "reason": reason})
+    return remaining
 
 
 def _listing(verdicts: Sequence[PodVerdict]) -> list[dict[str, str]]:
@@ -295,101 +481,28 @@ class Drainer:
         """Check the request against the cluster and AWS, reading only. Returns ``{"drain", "preview"}``:
         the normalised drain, and what the drain would do (the whole answer of a ``dry_run``)."""
         request = parse_request(raw)
-        if request.cluster != self.cluster:
-            raise InvalidDrainRequest(
-                f"this Spillway manages cluster {self.cluster!r}, not {request.cluster!r}", field="cluster"
-            )
-        name = request.node
-        try:
-            node = self.kube.get_node(name)
-        except NodeNotFound:
-            raise InvalidDrainRequest(
-                f"no Node named {name!r} in cluster {self.cluster!r} (`kubectl get nodes` lists them)",
-                field="node",
-            ) from None
-        annotations = node.metadata.annotations
-        provider = node.spec.provider_id
-        instance_id = instance_id_from_provider_id(provider)
-        if instance_id is None:
-            raise InvalidDrainRequest(
-                f"Node {name!r} is not an EC2 instance (spec.providerID is {provider!r}); Spillway drains "
-                "only nodes of the Auto Scaling groups it manages",
-                field="node",
-            )
-        if request.instance_id is not None and request.instance_id != instance_id:
-            raise InvalidDrainRequest(
-                f"Node {name!r} is instance {instance_id} now, not {request.instance_id} as requested "
-                "(the name was reused by a new instance?); nothing was done",
-                field="instance_id",
-            )
-        region = region_of(node)
-        if region is None:
-            raise InvalidDrainRequest(
-                f"cannot tell the region of Node {name!r} (no topology.kubernetes.io/region label and no "
-                "zone in spec.providerID)",
-                field="node",
-            )
-        if request.region is not None and request.region != region:
-            raise InvalidDrainRequest(
-                f"Node {name!r} is in {region}, not {request.region} as requested", field="region"
-            )
-        if region not in self.regions:
-            raise InvalidDrainRequest(
-                f"Node {name!r} is in {region}, a region this Spillway does not manage "
-                f"(it manages {', '.join(self.regions)})",
-                field="node",
-            )
+        _refuse(_other_cluster(request, self.cluster))
+        node = self._named_node(request)
+        _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
+        instance_id, region = _located(node)
         placement = self.cloud.placement(region, instance_id)
-        if placement is None:
-            raise InvalidDrainRequest(
-                f"instance {instance_id} of Node {name!r} is in no Auto Scaling group in {region}; Spillway "
-                "drains only nodes of the groups it manages",
-                field="node",
-            )
-        if request.group is not None and request.group != placement.group:
-            raise InvalidDrainRequest(
-                f"instance {instance_id} is in Auto Scaling group {placement.group!r}, not "
-                f"{request.group!r} as requested",
-                field="group",
-            )
+        _refuse(_placement_refusal(request, node, placement))
+        assert placement is not None
         asg = self.cloud.describe_group(region, placement.group)
-        if not is_managed(asg, self.cluster):
-            raise InvalidDrainRequest(
-                f"Node {name!r} belongs to Auto Scaling group {placement.group!r} ({region}), which is not "
-                f"tagged for cluster {self.cluster!r} (it needs the tags {TAG_ENABLED} and "
-                f"{TAG_CLUSTER_PREFIX}{self.cluster}); Spillway drains only nodes of the groups it manages",
-                field="node",
-            )
-        if placement.lifecycle_state.startswith(("Terminat", "Detach", "Standby")):
-            raise InvalidDrainRequest(
-                f"instance {instance_id} of Node {name!r} is {placement.lifecycle_state} in its group; "
-                "there is nothing to drain",
-                field="node",
-            )
-        if node.spec.unschedulable and CORDONED_BY_SPILLWAY not in annotations:
-            raise InvalidDrainRequest(
-                f"Node {name!r} was cordoned by somebody else (it has no {CORDONED_BY_SPILLWAY} annotation); "
-                "Spillway never undoes another's cordon, so it does not drain such a node: uncordon it "
-                "first, or drain it with kubectl",
-                field="node",
-            )
-        if not request.force and annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true":
-            raise InvalidDrainRequest(
-                f'Node {name!r} is annotated {SCALE_DOWN_DISABLED}=true; pass "force": true to drain '
-                "it anyway",
-                field="node",
-            )
-        if request.terminate and asg.DesiredCapacity - 1 < asg.MinSize:
-            raise InvalidDrainRequest(
-                f"Auto Scaling group {placement.group!r} ({region}) is at its minimum size "
-                f"(MinSize {asg.MinSize}, desired {asg.DesiredCapacity}): terminating {instance_id} would "
-                'take it below; lower MinSize, or drain with "terminate": false',
-                field="node",
-            )
+        _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
+        drain = self._new_drain(request, node, placement)
+        verdicts = [classify(p, force=request.force) for p in self.kube.pods_on_node(drain.node)]
+        _refuse_busy_planned_drain(request, verdicts)
+        if request.dry_run:
+            self.on_outcome("dry_run", drain)
+        return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
+
+    def _new_drain(self, request: DrainRequest, node: Node, placement: Placement) -> Drain:
         now = self.clock()
-        drain = Drain(
+        instance_id, region = _located(node)
+        return Drain(
             cluster=self.cluster,
-            node=name,
+            node=request.node,
             node_uid=node.metadata.uid,
             reason=request.reason or ("a plan's scale-down" if request.plan_id else "requested"),
             deadline_seconds=request.deadline_seconds,
@@ -404,18 +517,18 @@ class Drainer:
             started_at=iso(now),
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
-        verdicts = [classify(p, force=request.force) for p in self.kube.pods_on_node(name)]
-        busy = [v.pod for v in verdicts if v.action != "ignore"]
-        if request.plan_id and busy and not request.force:
-            # A plan drains only nodes it saw empty; work that landed since must not be evicted by a
-            # scale-down ("no running job killed"). Nothing has been touched yet.
-            raise DrainCancelled(
-                f"Node {name!r} runs {len(busy)} workload pod(s) now ({', '.join(busy[:3])}); the plan "
-                "that chose it saw it empty, so this scale-down leaves it alone"
-            )
+
+    def _preview(self, drain: Drain, verdicts: Sequence[PodVerdict], asg: AutoScalingGroup) -> dict[str, Any]:
+        """What the drain would do: the whole answer of a ``dry_run``."""
         evict = sorted((v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod))
         keep = [v for v in verdicts if v.action in ("keep", "wait")]
-        preview: dict[str, Any] = {
+        terminates = {
+            "instance_id": drain.instance_id,
+            "group": drain.group,
+            "region": drain.region,
+            "desired_capacity": {"from": asg.DesiredCapacity, "to": asg.DesiredCapacity - 1},
+        }
+        return {
             **self._identity(drain),
             "outcome": "dry_run",
             "changed": "nothing (dry run)",
@@ -423,21 +536,18 @@ class Drainer:
             "would_evict_count": len(evict),
             "would_keep": _listing(keep),
             "would_ignore": _listing([v for v in verdicts if v.action == "ignore"]),
-            "would_terminate": (
-                {
-                    "instance_id": instance_id,
-                    "group": placement.group,
-                    "region": region,
-                    "desired_capacity": {"from": asg.DesiredCapacity, "to": asg.DesiredCapacity - 1},
-                }
-                if request.terminate
-                else None
-            ),
-            "would_time_out": bool(keep) and not request.force,
+            "would_terminate": terminates if drain.terminate else None,
+            "would_time_out": bool(keep) and not drain.force,
         }
-        if request.dry_run:
-            self.on_outcome("dry_run", drain)
-        return {"drain": drain.model_dump(), "preview": preview}
+
+    def _named_node(self, request: DrainRequest) -> Node:
+        try:
+            return self.kube.get_node(request.node)
+        except NodeNotFound:
+            raise InvalidDrainRequest(
+                f"no Node named {request.node!r} in cluster {self.cluster!r} (`kubectl get nodes` lists them)",
+                field="node",
+            ) from None
 
     # cordon ------------------------------------------------------------------------------------
 
@@ -472,9 +582,33 @@ class Drainer:
         self._our_node(drain)
         previous = previous or {}
         before = [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
-        evicted_now: list[str] = []
+        evicted_now, blocked = self._evict_round(before)
+        after = (
+            [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
+            if evicted_now
+            else before
+        )
+        remaining = _remaining(after, evicted_now, blocked)
+        forced = self._forced_at_deadline(drain, remaining)
+        evicted = [*(previous.get("evicted") or []), *evicted_now]
+        return {
+            "rounds": int(previous.get("rounds") or 0) + 1,
+            "evicted": evicted[:LIST_LIMIT],
+            "evicted_count": int(previous.get("evicted_count") or 0) + len(evicted_now),
+            "blocked": sorted(blocked)[:LIST_LIMIT],
+            "remaining": remaining[:LIST_LIMIT],
+            "remaining_count": len(remaining),
+            "done": not remaining or forced,
+            "forced": forced,
+        }
+
+    def _evict_round(self, verdicts: Sequence[PodVerdict]) -> tuple[list[str], set[str]]:
+        """Evict every pod that may go, lowest priority first: (evicted, blocked by a PDB)."""
+        evicted: list[str] = []
         blocked: set[str] = set()
-        for verdict in sorted((v for v in before if v.action == "evict"), key=lambda v: (v.priority, v.pod)):
+        for verdict in sorted(
+            (v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod)
+        ):
             namespace, name = _split(verdict.pod)
             try:
                 self.kube.evict(namespace, name)
@@ -483,43 +617,19 @@ class Drainer:
             except PodNotFound:
                 continue
             else:
-                evicted_now.append(verdict.pod)
-        after = (
-            [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
-            if evicted_now
-            else before
-        )
-        remaining = []
-        for verdict in after:
-            if verdict.action == "ignore":
-                continue
-            if verdict.pod in blocked:
-                reason = "a PodDisruptionBudget allows no disruption now"
-            elif verdict.pod in evicted_now:
-                reason = "evicted, terminating"
-            else:
-                reason = verdict.reason or "not evicted yet"
-            remaining.append({"pod": verdict.pod, "reason": reason})
-        evicted = [*(previous.get("evicted") or []), *evicted_now]
-        evicted_count = int(previous.get("evicted_count") or 0) + len(evicted_now)
-        done, forced = not remaining, False
-        if remaining and self.clock() >= drain.deadline:
-            if not drain.force:
-                raise DrainTimeout(
-                    f"Node {drain.node!r}: {len(remaining)} pod(s) still there at the deadline "
-                    f"({drain.deadline_seconds} s): {_describe_pods(remaining)}"
-                )
-            done = forced = True
-        return {
-            "rounds": int(previous.get("rounds") or 0) + 1,
-            "evicted": evicted[:LIST_LIMIT],
-            "evicted_count": evicted_count,
-            "blocked": sorted(blocked)[:LIST_LIMIT],
-            "remaining": remaining[:LIST_LIMIT],
-            "remaining_count": len(remaining),
-            "done": done,
-            "forced": forced,
-        }
+                evicted.append(verdict.pod)
+        return evicted, blocked
+
+    def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
+        """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""
+        if not remaining or self.clock() < drain.deadline:
+            return False
+        if not drain.force:
+            raise DrainTimeout(
+                f"Node {drain.node!r}: {len(remaining)} pod(s) still there at the deadline "
+                f"({drain.deadline_seconds} s): {_describe_pods(remaining)}"
+            )
+        return True
 
     # check -------------------------------------------------------------------------------------
 
@@ -596,30 +706,29 @@ class Drainer:
             summary["evicted_count"] = int(rounds.get("evicted_count") or 0)
             summary["rounds"] = int(rounds.get("rounds") or 0)
         if error is not None:
-            name = str(error.get("Error") or "States.TaskFailed")
-            final: Outcome = OUTCOME_OF_ERROR.get(name, "failed")
-            cause = cause_message(error.get("Cause"))
-            if drain is not None:
-                cause += self._compensation_note(drain, state)
-                if rounds.get("remaining"):
-                    summary["remaining"] = list(rounds["remaining"])
-            summary.update(outcome=final, error=name, cause=cause[:32_000])
+            summary.update(self._failure(drain, state, error))
         else:
-            final = "drained" if outcome == "drained" else "terminated"
-            summary["outcome"] = final
-            if final == "terminated":
-                summary["terminated"] = state.get("terminated")
-                summary["node_deleted"] = bool(_mapping(state.get("deleted")).get("deleted"))
-                if state.get("delete_error"):
-                    summary["note"] = (
-                        "the instance is terminated but deleting the Node failed ("
-                        + cause_message(_mapping(state.get("delete_error")).get("Cause"))[:300]
-                        + "); the cloud node lifecycle controller removes it"
-                    )
+            summary.update(_success(state, outcome))
+        final: Outcome = summary["outcome"]
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
         self.on_outcome(final, drain)
         return summary
+
+    def _failure(
+        self, drain: Drain | None, state: Mapping[str, Any], error: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A failed drain's outcome, error and cause (with what became of the compensation)."""
+        name = str(error.get("Error") or "States.TaskFailed")
+        cause = cause_message(error.get("Cause"))
+        out: dict[str, Any] = {}
+        if drain is not None:
+            cause += self._compensation_note(drain, state)
+            remaining = _mapping(state.get("round")).get("remaining")
+            if remaining:
+                out["remaining"] = list(remaining)
+        out.update(outcome=OUTCOME_OF_ERROR.get(name, "failed"), error=name, cause=cause[:32_000])
+        return out
 
     # helpers -----------------------------------------------------------------------------------
 
@@ -715,6 +824,24 @@ def _request_identity(state: Mapping[str, Any], cluster: str) -> dict[str, Any]:
     return out
 
 
+def _success(state: Mapping[str, Any], outcome: str | None) -> dict[str, Any]:
+    """A drain that ended well: drained (``terminate`` false) or terminated, and the Node's fate."""
+    if outcome == "drained":
+        return {"outcome": "drained"}
+    out: dict[str, Any] = {
+        "outcome": "terminated",
+        "terminated": state.get("terminated"),
+        "node_deleted": bool(_mapping(state.get("deleted")).get("deleted")),
+    }
+    if state.get("delete_error"):
+        out["note"] = (
+            "the instance is terminated but deleting the Node failed ("
+            + cause_message(_mapping(state.get("delete_error")).get("Cause"))[:300]
+            + "); the cloud node lifecycle controller removes it"
+        )
+    return out
+
+
 def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]:
     evicted = summary.get("evicted_count", 0)
     if outcome == "terminated":
@@ -758,23 +885,26 @@ def _summarize_one(item: Any) -> dict[str, Any]:
         }
     output = item.get("output")
     if isinstance(output, Mapping):
-        line = {k: output.get(k) for k in ("node", "instance_id", "group", "region", "outcome")}
-        for key in ("evicted_count", "node_deleted", "note"):
-            if key in output:
-                line[key] = output[key]
-        line["outcome"] = str(line.get("outcome") or "terminated")
-        line["execution"] = item.get("execution")
-        return line
+        return _succeeded_line(output, item.get("execution"))
+    return _failed_line(item)
+
+
+def _succeeded_line(output: Mapping[str, Any], execution: Any) -> dict[str, Any]:
+    line = {k: output.get(k) for k in ("node", "instance_id", "group", "region", "outcome")}
+    line.update({key: output[key] for key in ("evicted_count", "node_deleted", "note") if key in output})
+    line["outcome"] = str(line.get("outcome") or "terminated")
+    line["execution"] = execution
+    return line
+
+
+def _failed_line(item: Mapping[str, Any]) -> dict[str, Any]:
     request = _mapping(item.get("request"))
     line = {k: request.get(k) for k in ("node", "instance_id", "group", "region")}
     error = _mapping(item.get("error"))
     name = str(error.get("Error") or "States.TaskFailed")
     cause: Any = error.get("Cause")
-    try:
-        child = json.loads(cause) if isinstance(cause, str) else None
-    except ValueError:
-        child = None
-    if isinstance(child, Mapping) and _field(child, "ExecutionArn"):
+    child = _child_execution(cause)
+    if child is not None:
         # The failed DrainNode execution, as DescribeExecution (PascalCase from a .sync:2 task).
         line["execution"] = _field(child, "ExecutionArn")
         status = _field(child, "Status") or "?"
@@ -783,6 +913,15 @@ def _summarize_one(item: Any) -> dict[str, Any]:
     outcome: Outcome = OUTCOME_OF_ERROR.get(name, "failed")
     line.update(outcome=outcome, error=name, cause=cause_message(cause)[:2000])
     return line
+
+
+def _child_execution(cause: Any) -> Mapping[str, Any] | None:
+    """A Catch's Cause that is a child execution's DescribeExecution output, parsed; else None."""
+    try:
+        child = json.loads(cause) if isinstance(cause, str) else None
+    except ValueError:
+        return None
+    return child if isinstance(child, Mapping) and _field(child, "ExecutionArn") else None
 
 
 def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
