@@ -463,21 +463,16 @@ class KubeClient:
         op = f"cordon node {name}"
         stamp = self._clock().astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
         value = f"{stamp} {reason}".strip()[:256]
-        for _ in range(CONFLICT_ATTEMPTS):
-            obj = self._read_node_raw(name)
-            annotations, unschedulable = _annotations(obj), bool(_spec(obj).get("unschedulable"))
-            if unschedulable:
-                return CORDONED_BY_SPILLWAY in annotations
-            patch = {
-                "metadata": {**_rv(obj), "annotations": {CORDONED_BY_SPILLWAY: value}},
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
+            if _spec(obj).get("unschedulable"):
+                return CORDONED_BY_SPILLWAY in _annotations(obj)
+            return {
+                "metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}},
                 "spec": {"unschedulable": True},
             }
-            try:
-                self._patch_node(op, name, patch)
-                return True
-            except KubeConflict:
-                continue
-        raise KubeConflict(f"{op}: the node kept changing ({CONFLICT_ATTEMPTS} attempts)")
+
+        return self._modify_node(op, name, change)
 
     def uncordon(self, node: str | Node) -> bool:
         """Undo Spillway's cordon: clear ``unschedulable`` and the annotation in one patch.
@@ -487,20 +482,16 @@ class KubeClient:
         """
         name = _name_of(node)
         op = f"uncordon node {name}"
-        for _ in range(CONFLICT_ATTEMPTS):
-            obj = self._read_node_raw(name)
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
             if CORDONED_BY_SPILLWAY not in _annotations(obj):
                 return False
-            patch = {
-                "metadata": {**_rv(obj), "annotations": {CORDONED_BY_SPILLWAY: None}},
+            return {
+                "metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}},
                 "spec": {"unschedulable": False},
             }
-            try:
-                self._patch_node(op, name, patch)
-                return True
-            except KubeConflict:
-                continue
-        raise KubeConflict(f"{op}: the node kept changing ({CONFLICT_ATTEMPTS} attempts)")
+
+        return self._modify_node(op, name, change)
 
     def add_draining_taint(self, node: str | Node) -> bool:
         """Add ``spillway.io/draining:NoSchedule``; False when it was already there."""
@@ -736,15 +727,27 @@ class KubeClient:
         name: str,
         change: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
     ) -> bool:
-        """Read-modify-write of ``spec.taints`` guarded by resourceVersion; re-read on 409."""
+        """Read-modify-write of ``spec.taints``; False when ``change`` has nothing to change."""
+
+        def patch(obj: dict[str, Any]) -> dict[str, Any] | bool:
+            new = change([t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)])
+            return False if new is None else {"spec": {"taints": new}}
+
+        return self._modify_node(op, name, patch)
+
+    def _modify_node(
+        self, op: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | bool]
+    ) -> bool:
+        """Read the Node, ask ``change`` for a merge patch (or the answer, when there is nothing to
+        do), and apply it guarded by the resourceVersion read; re-read and retry on 409."""
         for _ in range(CONFLICT_ATTEMPTS):
             obj = self._read_node_raw(name)
-            taints = [t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)]
-            new = change(taints)
-            if new is None:
-                return False
+            patch = change(obj)
+            if isinstance(patch, bool):
+                return patch
+            patch["metadata"] = {**patch.get("metadata", {}), **_rv(obj)}
             try:
-                self._patch_node(op, name, {"metadata": _rv(obj), "spec": {"taints": new}})
+                self._patch_node(op, name, patch)
                 return True
             except KubeConflict:
                 continue
