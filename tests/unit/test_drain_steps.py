@@ -24,7 +24,7 @@ from spillway.act.drain import (
     summarize,
 )
 from spillway.adapters.kube import KubeClient
-from spillway.errors import DrainCancelled, DrainTimeout, InvalidDrainRequest
+from spillway.errors import DrainCancelled, DrainTimeout, InstanceNotFound, InvalidDrainRequest
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.drain import Drain
@@ -462,6 +462,59 @@ def test_terminate_decrements_the_group(rig: Rig) -> None:
     }
 
 
+def test_a_retried_terminate_of_a_terminated_instance_succeeds_and_says_so(rig: Rig) -> None:
+    drain = rig.cordoned()
+    rig.drainer.terminate(drain)  # terminated; say the Lambda then timed out and the step is retried
+    again = rig.drainer.terminate(drain)
+    assert rig.cloud.terminated() == [("us-east-1", INSTANCE, True)]  # not terminated twice
+    assert again["status"] == "AlreadyTerminating"
+    assert f"{INSTANCE} was already no longer in Auto Scaling group general" in again["description"]
+
+
+def test_terminate_of_an_instance_already_terminating_in_its_group_succeeds(rig: Rig) -> None:
+    drain = rig.cordoned()
+    group = rig.cloud.groups[("us-east-1", "general")]
+    for instance in group["Instances"]:
+        if instance["InstanceId"] == INSTANCE:
+            instance["LifecycleState"] = "Terminating:Wait"
+    out = rig.drainer.terminate(drain)
+    assert out["status"] == "AlreadyTerminating" and "Terminating:Wait" in out["description"]
+    assert rig.cloud.terminated() == []
+
+
+def test_terminate_of_an_instance_still_in_service_fails_when_aws_says_not_found(rig: Rig) -> None:
+    drain = rig.cordoned()
+    rig.cloud.fail("terminate_instance", InstanceNotFound("no managed instance"))
+    with pytest.raises(InstanceNotFound):
+        rig.drainer.terminate(drain)
+
+
+def test_compensation_after_a_failed_terminate_leaves_a_gone_instances_node_alone(rig: Rig) -> None:
+    drain = rig.cordoned()
+    rig.drainer.terminate(drain)
+    out = rig.drainer.uncordon(drain, after_terminate=True)
+    assert out["instance_gone"] is True and out["uncordoned"] is False
+    assert rig.node()["spec"]["unschedulable"] is True  # the node goes with its instance
+    state = {
+        "drain": drain.model_dump(),
+        "error": _lambda_error("Sandbox.Timedout", "Task timed out after 30.00 seconds"),
+        "compensation": out,
+        "deleted": rig.drainer.delete_node(drain),
+    }
+    summary = rig.drainer.record(state, "terminated")
+    assert summary["outcome"] == "terminated" and summary["node_deleted"] is True
+    assert summary["terminated"]["status"] == "AlreadyTerminating"
+    assert "pods left running" not in json.dumps(summary) and "error" not in summary
+    assert rig.outcomes == [("terminated", NODE)]
+
+
+def test_compensation_after_a_failed_terminate_of_a_live_instance_uncordons(rig: Rig) -> None:
+    drain = rig.cordoned()
+    out = rig.drainer.uncordon(drain, after_terminate=True)
+    assert out == {"untainted": True, "uncordoned": True}
+    assert not rig.node()["spec"].get("unschedulable")
+
+
 def test_delete_node_deletes_only_the_drained_node(rig: Rig) -> None:
     drain = rig.cordoned()
     assert rig.drainer.delete_node(drain) == {"deleted": True}
@@ -558,6 +611,21 @@ def test_record_of_a_rejection_touches_nothing(rig: Rig) -> None:
         "cause": "node: bad",
     }
     assert rig.writes() == []
+    assert rig.outcomes == [("rejected", None)]
+
+
+def test_a_rejected_request_carrying_a_drain_object_posts_no_event(rig: Rig) -> None:
+    drain = rig.validated()  # a complete drain object, as a request could carry one
+    state = {
+        "cluster": CLUSTER,
+        "node": NODE,
+        "drain": drain.model_dump(),
+        "error": _lambda_error("InvalidDrainRequest", "drain: not a field of a drain request"),
+    }
+    rig.api.clear_requests()
+    out = rig.drainer.record(state, "rejected")
+    assert (out["outcome"], out["node"]) == ("rejected", NODE)
+    assert rig.writes() == [] and rig.api.list("Event") == []
     assert rig.outcomes == [("rejected", None)]
 
 
@@ -668,14 +736,15 @@ def _targets(states: dict[str, Any]) -> set[str]:
 def test_drain_node_compensates_every_failure_before_termination_and_only_those() -> None:
     states = _asl("drain_node.asl.json")["States"]
     assert _targets(states) <= set(states)
-    for name in (
-        "Cordon",
-        "Evict",
-        "CheckBeforeTerminating",
-        "TerminateInstance",
-        "TerminateInstanceInItsRegion",
-    ):
+    for name in ("Cordon", "Evict", "CheckBeforeTerminating"):
         assert [c["Next"] for c in states[name]["Catch"]] == ["Compensate"], name
+    # a failed terminate may have terminated all the same: its compensation asks first
+    for name in ("TerminateInstance", "TerminateInstanceInItsRegion"):
+        assert [c["Next"] for c in states[name]["Catch"]] == ["CompensateTerminate"], name
+    assert states["CompensateTerminate"]["Parameters"]["after_terminate"] is True
+    gone = states["InstanceGone"]
+    assert (gone["Choices"][0]["Next"], gone["Default"]) == ("DeleteNode", "RecordFailure")
+    assert states["RecordRejection"]["Parameters"]["outcome"] == "rejected"
     assert [c["Next"] for c in states["Validate"]["Catch"]] == ["RecordRejection"]  # nothing to undo
     assert [c["Next"] for c in states["DeleteNode"]["Catch"]] == ["RecordTerminated"]  # instance gone
     assert states["Fail"] == {"Type": "Fail", "ErrorPath": "$.outcome.error", "CausePath": "$.outcome.cause"}

@@ -32,7 +32,8 @@ MACHINES = sorted((ROOT / "statemachines").glob("*.asl.json"))
 
 # AWS service errors the state machines name, per integration. Sources:
 # - Lambda.*: "Handling transient Lambda service exceptions", AWS Step Functions Developer Guide
-#   (docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html).
+#   (docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html); Sandbox.Timedout:
+#   a Lambda function that ran out of time ("Error handling in Step Functions", Lambda errors).
 # - AutoScaling.*: the errors of SetDesiredCapacity / TerminateInstanceInAutoScalingGroup and the
 #   common errors (ThrottlingException, ValidationError) in the Amazon EC2 Auto Scaling API Reference;
 #   an aws-sdk task names them "<Service>.<ErrorCode>Exception" (Step Functions Developer Guide,
@@ -45,6 +46,7 @@ AWS_ERRORS = {
         "Lambda.AWSLambdaException",
         "Lambda.SdkClientException",
         "Lambda.TooManyRequestsException",
+        "Sandbox.Timedout",
     },
     "aws-sdk:autoscaling": {
         "AutoScaling.ScalingActivityInProgressException",

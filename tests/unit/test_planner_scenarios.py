@@ -452,3 +452,100 @@ def test_a_node_running_only_mirror_and_daemonset_pods_is_idle() -> None:
     result = w.plan(max_scale_in_fraction=1.0)
 
     assert [d.node for d in result.drain] == [n]
+
+
+# --- orphaned drains: Spillway's cordon outlived every drain that could own it ---------------------
+
+ORPHAN_BOUND = 60  # orphaned_drain_minutes in these scenarios
+
+
+def _orphaned(w: World, node: str, minutes_ago: float) -> None:
+    """Spillway's cordon and taint on ``node``, made ``minutes_ago`` (an execution stopped mid-drain)."""
+    w.cordon(node, by_spillway=True)
+    stamp = o.iso(NOW - timedelta(minutes=minutes_ago))
+    w.node(node)["metadata"]["annotations"]["spillway.io/cordoned"] = f"{stamp} drain: idle"
+
+
+def test_an_idle_orphaned_drain_is_finished_and_counts_once_in_min_size_headroom() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, min_size=2, max_size=10)
+    for n in nodes:
+        w.idle_since(n, 600)
+    orphan = nodes[0]
+    _orphaned(w, orphan, minutes_ago=ORPHAN_BOUND + 1)
+
+    result = w.plan(orphaned_drain_minutes=ORPHAN_BOUND, max_scale_in_fraction=1.0)
+
+    # 3 nodes, MinSize 2: one may go, and it is the orphan (counted once, not as draining *and* taken).
+    assert [d.node for d in result.drain] == [orphan]
+    assert result.drain[0].reason.startswith("orphaned-drain-finished: Spillway cordoned it 61m ago")
+    assert result.uncordon == ()
+    assert result.state.nodes[orphan].draining_since == NOW
+    # The next plan sees the claim: the drain it started owns the node again.
+    w.state = result.state.to_wire()
+    later = w.plan(now=NOW + timedelta(minutes=5), orphaned_drain_minutes=ORPHAN_BOUND)
+    assert later.drain == () and kept_reasons(later)[orphan] == "being drained by Spillway"
+
+
+def test_an_orphaned_drain_younger_than_the_bound_is_still_being_drained() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)
+    _orphaned(w, nodes[0], minutes_ago=ORPHAN_BOUND - 1)
+    w.node(nodes[1])["metadata"]["annotations"]["spillway.io/cordoned"] = "drain"  # an old value: no time
+    w.cordon(nodes[1], by_spillway=False)
+
+    result = w.plan(orphaned_drain_minutes=ORPHAN_BOUND)
+
+    assert result.drain == () and result.uncordon == ()
+    assert kept_reasons(result)[nodes[0]] == "being drained by Spillway"
+    assert kept_reasons(result)[nodes[1]] == "being drained by Spillway"
+
+
+def test_a_busy_or_min_size_bound_orphaned_drain_is_restored_by_uncordoning() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, min_size=3, max_size=10)
+    busy, at_min = nodes[0], nodes[1]
+    for n in nodes:
+        w.idle_since(n, 600)
+    w.items.append(o.pod("db-0", cpu="1", memory="1Gi", node_name=busy, owner=("StatefulSet", "db")))
+    _orphaned(w, busy, minutes_ago=ORPHAN_BOUND * 30)
+    _orphaned(w, at_min, minutes_ago=ORPHAN_BOUND * 30)
+
+    result = w.plan(orphaned_drain_minutes=ORPHAN_BOUND, max_scale_in_fraction=1.0)
+
+    assert result.drain == ()
+    assert [(u.node, u.group) for u in result.uncordon] == sorted([(busy, "cpu"), (at_min, "cpu")])
+    codes_of = {k.node: k.code for k in result.kept}
+    assert codes_of[busy] == codes_of[at_min] == "orphaned-drain-restored"
+    why = {u.node: u.reason for u in result.uncordon}
+    assert "not drained now (runs 1 workload pod(s)" in why[busy]
+    assert "not drained now (group cpu at MinSize 3)" in why[at_min]
+
+
+def test_a_scale_down_disabled_orphan_is_restored_and_a_human_cordon_never_is() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)
+    for n in nodes:
+        w.idle_since(n, 600)
+    disabled, human = nodes[0], nodes[1]
+    _orphaned(w, disabled, minutes_ago=ORPHAN_BOUND * 2)
+    w.node(disabled)["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/scale-down-disabled"] = (
+        "true"
+    )
+    w.cordon(human, by_spillway=False)
+
+    result = w.plan(orphaned_drain_minutes=ORPHAN_BOUND)
+
+    assert [u.node for u in result.uncordon] == [disabled]
+    assert kept_reasons(result)[human] == "cordoned by someone else; Spillway leaves it alone"
+    assert human not in [d.node for d in result.drain]
+
+
+def test_orphaned_drain_minutes_must_be_positive() -> None:
+    import pytest
+
+    from spillway.config import PlannerConfig
+
+    assert PlannerConfig().orphaned_drain_minutes * 60 > 93_600  # above DrainNode's TimeoutSeconds
+    with pytest.raises(ValueError, match="orphaned_drain_minutes"):
+        PlannerConfig(orphaned_drain_minutes=0)

@@ -57,6 +57,9 @@ class PlannerConfig(BaseModel):
     launch_failure_backoff_minutes: float = _minutes(15)
     # A drained node is not planned again for this long: its drain (deadline 15 min) owns it.
     drain_claim_minutes: float = _minutes(20)
+    # A node still carrying Spillway's cordon this long after it was made has no drain that owns it
+    # (a DrainNode execution ends within 26 h): the planner finishes or restores it. Above 26 h.
+    orphaned_drain_minutes: float = Field(default=1620, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
     expendable_priority_cutoff: int = -10
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
 

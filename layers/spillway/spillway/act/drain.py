@@ -113,7 +113,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "check": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
     "terminate": frozenset({*_ALWAYS, *_AWS}),
     "delete_node": frozenset({*_ALWAYS, *_KUBE}),
-    "uncordon": frozenset({*_ALWAYS, *_KUBE}),
+    "uncordon": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # AWS only after a failed terminate
     "record": frozenset(_ALWAYS),
     "summarize": frozenset(_ALWAYS),
 }
@@ -651,12 +651,39 @@ class Drainer:
 
     def terminate(self, drain: Drain) -> dict[str, Any]:
         """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity (for the regions a
-        state machine's own aws-sdk task cannot reach). Same result shape as that task's ResultSelector."""
-        activity = self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True)
+        state machine's own aws-sdk task cannot reach). Same result shape as that task's ResultSelector.
+
+        Idempotent: an instance already terminating, or no longer in its group (a retry after the first
+        call terminated it and then timed out), is terminated: the step succeeds and says so."""
+        already = self._instance_gone(drain)
+        if already is not None:
+            return already
+        try:
+            activity = self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True)
+        except InstanceNotFound:
+            already = self._instance_gone(drain)
+            if already is None:
+                raise
+            return already
         return {
             "activity_id": activity.ActivityId,
             "status": activity.StatusCode,
             "description": activity.Description,
+        }
+
+    def _instance_gone(self, drain: Drain) -> dict[str, Any] | None:
+        """The terminate result when the drained instance is already terminating or out of its group."""
+        placement = self.cloud.placement(drain.region, drain.instance_id)
+        if placement is None or placement.group != drain.group:
+            where = f"no longer in Auto Scaling group {drain.group} ({drain.region})"
+        elif placement.lifecycle_state.startswith("Terminat"):
+            where = f"{placement.lifecycle_state} in {drain.group} ({drain.region})"
+        else:
+            return None
+        return {
+            "activity_id": None,
+            "status": "AlreadyTerminating",
+            "description": f"instance {drain.instance_id} was already {where}",
         }
 
     # delete_node -------------------------------------------------------------------------------
@@ -673,8 +700,16 @@ class Drainer:
 
     # uncordon (compensation) -------------------------------------------------------------------
 
-    def uncordon(self, drain: Drain) -> dict[str, Any]:
-        """Undo the drain's marks: the draining taint first, then Spillway's cordon (never another's)."""
+    def uncordon(self, drain: Drain, *, after_terminate: bool = False) -> dict[str, Any]:
+        """Undo the drain's marks: the draining taint first, then Spillway's cordon (never another's).
+
+        ``after_terminate`` (the terminate step failed): first ask Auto Scaling whether the instance is
+        gone anyway (the call terminated it, then timed out or was throttled on a retry); then nothing is
+        undone and ``instance_gone`` sends the drain on to delete the Node and record it terminated."""
+        if after_terminate:
+            gone = self._instance_gone(drain)
+            if gone is not None:
+                return {"untainted": False, "uncordoned": False, "instance_gone": True, "terminated": gone}
         try:
             node = self.kube.get_node(drain.node)
         except NodeNotFound:
@@ -695,8 +730,12 @@ class Drainer:
         as a Catch records them), the compensation's result is ``compensation`` or
         ``compensation_error``. Recording the event is best effort: the outcome is never lost to it.
         """
-        drain = parse_drain(state["drain"]) if isinstance(state.get("drain"), Mapping) else None
+        # A rejected request touched nothing, not even an Event: a ``drain`` in it is only its input.
+        has_drain = outcome != "rejected" and isinstance(state.get("drain"), Mapping)
+        drain = parse_drain(state["drain"]) if has_drain else None
         error = state.get("error") if isinstance(state.get("error"), Mapping) else None
+        if outcome == "terminated":
+            error = None  # the terminate step failed, but the instance is gone all the same
         summary: dict[str, Any] = (
             self._identity(drain) if drain is not None else _request_identity(state, self.cluster)
         )
@@ -828,11 +867,18 @@ def _success(state: Mapping[str, Any], outcome: str | None) -> dict[str, Any]:
     """A drain that ended well: drained (``terminate`` false) or terminated, and the Node's fate."""
     if outcome == "drained":
         return {"outcome": "drained"}
+    compensation = _mapping(state.get("compensation"))
     out: dict[str, Any] = {
         "outcome": "terminated",
-        "terminated": state.get("terminated"),
+        "terminated": state.get("terminated") or compensation.get("terminated"),
         "node_deleted": bool(_mapping(state.get("deleted")).get("deleted")),
     }
+    error = _mapping(state.get("error"))
+    if error:
+        out["note"] = (
+            f"the terminate step failed ({error.get('Error')}: {cause_message(error.get('Cause'))[:300]}), "
+            "but the instance was terminated all the same"
+        )
     if state.get("delete_error"):
         out["note"] = (
             "the instance is terminated but deleting the Node failed ("
@@ -951,4 +997,4 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
         return drainer.terminate(drain)
     if action == "delete_node":
         return drainer.delete_node(drain)
-    return drainer.uncordon(drain)
+    return drainer.uncordon(drain, after_terminate=event.get("after_terminate") is True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from spillway.model.k8s import (
@@ -255,6 +255,16 @@ def instance_id_from_provider_id(provider_id: str | None) -> str | None:
     return last if last.startswith("i-") else None
 
 
+def cordon_time(value: str | None) -> datetime | None:
+    """The time leading Spillway's cordon annotation (``2026-03-02T09:30:00Z idle for 10m``), else None."""
+    first = (value or "").split(" ", 1)[0]
+    try:
+        stamp = datetime.fromisoformat(first.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
@@ -267,6 +277,9 @@ class NodeInfo:
     created_at: datetime | None = None
     cordoned_by_spillway: bool = False
     scale_down_disabled: bool = False
+    # When Spillway cordoned it: the leading time of its spillway.io/cordoned annotation ("<ISO> <why>");
+    # None for a value without one (written by an older version): its age is unknown.
+    cordoned_at: datetime | None = None
 
     @property
     def instance_id(self) -> str | None:
@@ -286,6 +299,7 @@ class NodeInfo:
             created_at=meta.creation_timestamp,
             cordoned_by_spillway=CORDONED_BY_SPILLWAY in meta.annotations,
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
+            cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -304,6 +318,8 @@ class NodeInfo:
             out["sc"] = 1
         if self.scale_down_disabled:
             out["sdd"] = 1
+        if self.cordoned_at:
+            out["sca"] = format_time(self.cordoned_at)
         return out
 
     @classmethod
@@ -319,6 +335,7 @@ class NodeInfo:
             created_at=parse_time(d.get("c")),
             cordoned_by_spillway=bool(d.get("sc")),
             scale_down_disabled=bool(d.get("sdd")),
+            cordoned_at=parse_time(d.get("sca")),
         )
 
 

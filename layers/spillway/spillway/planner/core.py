@@ -48,8 +48,10 @@ def plan(
     ctx = Context(snapshot, groups, config, state, aware(now))
     classes = pod_classes(ctx)
     scale_up = ScaleUpStage(ctx, expander or RegionThenLeastWaste()).run(classes)
-    drains, kept, idle_state = ScaleDownStage(ctx).run()
-    uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in sorted(ctx.uncordoned.items())]
+    scale_down = ScaleDownStage(ctx)
+    drains, kept, idle_state = scale_down.run()
+    uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]
+    uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains
     return ScalingPlan(
         scale_up=tuple(scale_up),
         uncordon=tuple(uncordon),

@@ -9,6 +9,13 @@ home), then least useful, then oldest; then a group never goes below MinSize and
 
 Each check is a small function in :data:`IN_USE` or :data:`PROTECTIONS`: a new reason to keep a node
 is one more function, not a branch in a loop.
+
+Orphaned drains: a node carrying Spillway's cordon longer than ``orphaned_drain_minutes`` (above the
+longest a DrainNode execution can run) whose drain no recent plan claimed has no drain that owns it
+(the execution was stopped, or its compensation could not reach the API). It goes through the same
+checks, minus "being drained": if it would be drained now it is (the drain accepts a node Spillway
+cordoned; reason ``orphaned-drain-finished``), else it is restored: uncordoned and untainted by the
+scale-up execution (``orphaned-drain-restored``).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState
 from spillway.planner import codes
 from spillway.planner.context import Context, WorkNode, aware, minutes
-from spillway.planner.types import Drain, KeptNode
+from spillway.planner.types import Drain, KeptNode, Uncordon
 
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
 Check = Callable[[Context, WorkNode], Verdict]
@@ -119,6 +126,8 @@ class ScaleDownStage:
         self.candidates: list[tuple[WorkNode, datetime]] = []
         self.taken: dict[str, int] = {}  # group -> nodes drained by this plan
         self.draining_now: dict[str, int] = {}  # group -> nodes Spillway is draining already
+        self.orphans: set[str] = self._orphans()  # Spillway's cordons no drain owns any more
+        self.restored: list[Uncordon] = []  # orphans this plan uncordons
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
         for node in self.ctx.nodes.values():
@@ -134,21 +143,56 @@ class ScaleDownStage:
         self.kept.append(KeptNode(node.info.name, reason, code))
 
     def judge(self, node: WorkNode) -> None:
-        """Keep the node with a reason, or make it a candidate."""
+        """Keep the node with a reason (an orphan: restore it), or make it a candidate."""
+        orphan = node.info.name in self.orphans
         for check in IN_USE:
             verdict = check(self.ctx, node)
             if verdict is not None:
-                self.keep(node, verdict)
+                self._keep_or_restore(node, verdict, orphan=orphan)
                 return
         idle_since = self._idle_since(node)
         if self._claimed(node, idle_since):
             return
         for protection in PROTECTIONS:
-            verdict = protection(self.ctx, node, idle_since)
+            verdict = None if orphan and protection is _draining else protection(self.ctx, node, idle_since)
             if verdict is not None:
-                self.keep(node, verdict)
+                self._keep_or_restore(node, verdict, orphan=orphan)
                 return
         self.candidates.append((node, idle_since))
+
+    def _keep_or_restore(self, node: WorkNode, verdict: tuple[str, str], *, orphan: bool) -> None:
+        """Keep the node; an orphaned drain's node that cannot be drained now is restored instead."""
+        code, why = verdict
+        if not orphan or node.group is None or code == codes.UNCORDONED:
+            self.keep(node, verdict)
+            return
+        reason = (
+            f"{codes.ORPHANED_DRAIN_RESTORED}: {self._orphan_age(node)}; it is not drained now ({why}), "
+            "so it is uncordoned and its draining taint lifted"
+        )
+        self.restored.append(Uncordon(node.info.name, node.group.name, reason))
+        self.kept.append(KeptNode(node.info.name, reason, codes.ORPHANED_DRAIN_RESTORED))
+
+    def _orphans(self) -> set[str]:
+        """Nodes whose Spillway cordon is older than any drain, and whose drain no recent plan claimed."""
+        ctx = self.ctx
+        bound = timedelta(minutes=ctx.config.orphaned_drain_minutes)
+        found = set()
+        for name, node in ctx.nodes.items():
+            info = node.info
+            if not (info.unschedulable and info.cordoned_by_spillway and info.cordoned_at is not None):
+                continue
+            previous = ctx.state.nodes.get(name)
+            claimed = aware(previous.draining_since) if previous and previous.draining_since else None
+            if ctx.now - aware(info.cordoned_at) >= bound and (claimed is None or ctx.now - claimed >= bound):
+                found.add(name)
+        return found
+
+    def _orphan_age(self, node: WorkNode) -> str:
+        assert node.info.cordoned_at is not None
+        age = self.ctx.now - aware(node.info.cordoned_at)
+        bound = timedelta(minutes=self.ctx.config.orphaned_drain_minutes)
+        return f"Spillway cordoned it {minutes(age)} ago and no drain owns it (orphaned_drain_minutes {minutes(bound)})"
 
     def _idle_since(self, node: WorkNode) -> datetime:
         previous = self.ctx.state.nodes.get(node.info.name)
@@ -171,10 +215,12 @@ class ScaleDownStage:
         return True
 
     def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
-        """Overflow regions first (bring work home), then the least useful, then the oldest."""
+        """Orphaned drains first (already cordoned and emptied), then overflow regions (bring work
+        home), then the least useful, then the oldest."""
         node = candidate[0]
         created = node.info.created_at
         return (
+            node.info.name not in self.orphans,
             -self.ctx.region_key(node.group) if node.group else 0,
             usefulness(node),
             aware(created) if created else self.ctx.now,
@@ -188,6 +234,7 @@ class ScaleDownStage:
                 group is not None
                 and node.info.cordoned_by_spillway
                 and node.info.name not in self.ctx.uncordoned
+                and node.info.name not in self.orphans  # restored, or counted when drained again
             ):
                 self.draining_now[group.name] = self.draining_now.get(group.name, 0) + 1
 
@@ -209,9 +256,10 @@ class ScaleDownStage:
         return None
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
+        orphan = node.info.name in self.orphans
         verdict = self._limit(node)
         if verdict is not None:
-            self.keep(node, verdict)
+            self._keep_or_restore(node, verdict, orphan=orphan)
             return
         ctx, info, group = self.ctx, node.info, node.group
         assert group is not None and info.instance_id is not None
@@ -225,4 +273,6 @@ class ScaleDownStage:
             f"no workload pods for {minutes(ctx.now - idle_since)} "
             f"(threshold {minutes(needed)}); group {group.name} in {where}"
         )
+        if orphan:
+            reason = f"{codes.ORPHANED_DRAIN_FINISHED}: {self._orphan_age(node)}; {reason}"
         self.drains.append(Drain(info.name, info.instance_id, group.name, group.region, reason))
