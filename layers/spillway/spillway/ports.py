@@ -15,7 +15,8 @@ plan) and the ledger (the state and the plan records, committed together in one 
 recording fakes, one per port, are in ``tests/fakes.py``.
 
 ``ERRORS`` says which of :mod:`spillway.errors` an implementation of each port may raise (exact
-classes: a state machine matches names, not subclasses). The error-contract test tells the fakes to
+classes: a state machine matches names, not subclasses), and ``METHOD_ERRORS`` the few only one method
+may raise (``CapacityUnavailable``: only CreateFleet). The error-contract test tells the fakes to
 raise each of them and checks that a step raises nothing its ``RAISES`` does not declare.
 """
 
