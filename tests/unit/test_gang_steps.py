@@ -60,7 +60,7 @@ def test_the_fleet_asks_for_the_whole_gang_of_one_type_in_one_zone_from_the_grou
 
 
 def test_without_subnets_the_fleet_names_the_groups_zones() -> None:
-    cloud, _, steps = world()
+    _, _, steps = world()
     prep = steps.prepare(REQUEST)
     assert prep["fleet"]["subnets"] == [] and prep["fleet"]["zones"] == ["us-east-1a", "us-east-1b"]
 
@@ -91,7 +91,7 @@ def test_a_gang_above_max_size_or_an_untagged_group_is_refused_before_launching(
     with pytest.raises(AsgLimitExceeded, match="above MaxSize 3"):
         steps.prepare(REQUEST)
     cloud, _, steps = world(mode=None)
-    with pytest.raises(InputError, match="not tagged spillway.io/atomic-launch") as raised:
+    with pytest.raises(InputError, match=r"not tagged spillway\.io/atomic-launch") as raised:
         steps.prepare({**REQUEST, "mode": None})
     assert raised.value.field == "mode" and cloud.fleets == []
 

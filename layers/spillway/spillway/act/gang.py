@@ -292,6 +292,19 @@ class GangSteps:
         ids = [str(i) for i in (event.get("launch") or {}).get("instances") or []]
         if not ids:
             raise InputError("no instances to attach", field="launch.instances")
+        not_yet = self._not_running(req, prep, ids)
+        if not_yet is not None:
+            return not_yet
+        asg = self.aws.describe_group(req.region, req.group)
+        member = {i.InstanceId for i in asg.Instances}
+        todo = [i for i in ids if i not in member]
+        calls = self.aws.attach_instances(req.region, req.group, todo) if todo else 0
+        return {"status": "attached", "attached": len(todo), "calls": calls}
+
+    def _not_running(
+        self, req: GangRequest, prep: Mapping[str, Any], ids: Sequence[str]
+    ) -> dict[str, Any] | None:
+        """None when every instance runs; else why not: one gone (``lost``), the deadline, or ``waiting``."""
         states = self.aws.instance_states(req.region, ids)
         lost = sorted(i for i in ids if states.get(i) not in EC2_ALIVE)
         where = f"{req.region}/{req.group}"
@@ -300,16 +313,12 @@ class GangSteps:
             return {"status": "lost", "error": "GangIncomplete",
                     "reason": f"{where}: {len(lost)} instance(s) of the gang stopped before joining: {found}"}  # fmt: skip
         pending = [i for i in ids if states[i] != "running"]
-        if pending:
-            if self.clock() >= _parse(prep["deadline"]):
-                return {"status": "timeout", "error": "GangIncomplete",
-                        "reason": f"{where}: {len(pending)} instance(s) not running by the deadline"}  # fmt: skip
-            return {"status": "waiting", "pending": len(pending)}
-        asg = self.aws.describe_group(req.region, req.group)
-        member = {i.InstanceId for i in asg.Instances}
-        todo = [i for i in ids if i not in member]
-        calls = self.aws.attach_instances(req.region, req.group, todo) if todo else 0
-        return {"status": "attached", "attached": len(todo), "calls": calls}
+        if not pending:
+            return None
+        if self.clock() >= _parse(prep["deadline"]):
+            return {"status": "timeout", "error": "GangIncomplete",
+                    "reason": f"{where}: {len(pending)} instance(s) not running by the deadline"}  # fmt: skip
+        return {"status": "waiting", "pending": len(pending)}
 
     # --- rollback mode -------------------------------------------------------------------------
 
@@ -375,21 +384,7 @@ class GangSteps:
         if prep["mode"] == "fleet":  # the attempt's tag also finds instances a lost response never named
             tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
             members |= {i for i, s in tagged.items() if s in EC2_ALIVE}
-        in_group = {i.InstanceId for i in asg.Instances}
-        terminated, outside = [], []
-        for iid in sorted(members):
-            if iid not in in_group:
-                outside.append(iid)
-                continue
-            try:
-                self.aws.terminate_instance(req.region, iid, decrement=True)
-                terminated.append(iid)
-            except InstanceNotFound:
-                outside.append(iid)  # left the group meanwhile: EC2 terminates it below
-        if outside:
-            alive = self.aws.instance_states(req.region, outside)
-            doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
-            terminated += self.aws.terminate_instances(req.region, doomed) if doomed else []
+        terminated = self._terminate(req.region, members, {i.InstanceId for i in asg.Instances})
         asg = self.aws.describe_group(req.region, req.group)
         desired = asg.DesiredCapacity
         if desired > int(prep["desired"]):
@@ -402,8 +397,26 @@ class GangSteps:
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
         return {"group": req.group, "region": req.region, "outcome": "given_back", "error": error,
-                "cause": cause[:1000], "terminated": sorted(terminated), "desired": desired,
+                "cause": cause[:1000], "terminated": terminated, "desired": desired,
                 "backoff_until": iso(until)}  # fmt: skip
+
+    def _terminate(self, region: str, members: set[str], in_group: set[str]) -> list[str]:
+        """In the group: TerminateInstanceInAutoScalingGroup with decrement; outside: EC2 TerminateInstances."""
+        terminated, outside = [], []
+        for iid in sorted(members):
+            if iid not in in_group:
+                outside.append(iid)
+                continue
+            try:
+                self.aws.terminate_instance(region, iid, decrement=True)
+                terminated.append(iid)
+            except InstanceNotFound:
+                outside.append(iid)  # left the group meanwhile: EC2 terminates it below
+        if outside:
+            alive = self.aws.instance_states(region, outside)
+            doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
+            terminated += self.aws.terminate_instances(region, doomed) if doomed else []
+        return sorted(terminated)
 
     # --- dispatch ------------------------------------------------------------------------------
 
