@@ -14,6 +14,7 @@ from typing import Any
 from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
+    AwsError,
     InstanceNotFound,
     NodeNotFound,
     PodNotFound,
@@ -31,7 +32,7 @@ from spillway.model.act import (
     StoredState,
     format_key,
 )
-from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import Placement
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, Node, Pod, PodDisruptionBudget
 from spillway.model.nodegroup import NodeGroup
@@ -200,6 +201,12 @@ class FakeCloud(Recorder):
         self.activities: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.dns: dict[str, str] = {}  # instance id -> private DNS name
         self.node_groups_by_region: dict[str, list[NodeGroup]] = {}
+        # EC2's view of instances launched by fleets: id -> {"region", "state", "tags"}.
+        self.ec2: dict[str, dict[str, Any]] = {}
+        self.fleet_capacity: int | None = None  # at most this many per fleet (None: all asked for)
+        self.fleet_error = ("InsufficientInstanceCapacity", "We currently do not have sufficient capacity.")
+        self.fleet_state = "running"  # the state fleet instances start in
+        self.fleets: list[FleetRequest] = []
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -267,6 +274,8 @@ class FakeCloud(Recorder):
         raw = self._group(region, placement.group)
         raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != instance_id]
         raw["DesiredCapacity"] -= 1 if decrement else 0
+        if instance_id in self.ec2:
+            self.ec2[instance_id]["state"] = "shutting-down"
         return ScalingActivity.model_validate(
             {
                 "ActivityId": f"a-{instance_id}",
@@ -277,6 +286,71 @@ class FakeCloud(Recorder):
                 "StatusCode": "InProgress",
             }
         )
+
+    def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult:
+        """Launches ``count`` instances, or ``fleet_capacity`` of them with EC2's errors for the rest
+        (what AWS does when MinTargetCapacity is not honoured: what the gang steps must survive)."""
+        self._call("create_fleet_instant", region, request.count)
+        self.fleets.append(request)
+        launched = request.count if self.fleet_capacity is None else min(request.count, self.fleet_capacity)
+        ids = [f"i-0f{len(self.ec2) + n:015x}" for n in range(launched)]
+        for iid in ids:
+            self.ec2[iid] = {"region": region, "state": self.fleet_state, "tags": dict(request.tags)}
+            self.dns.setdefault(iid, f"node-{iid}")
+        code, message = self.fleet_error
+        return CreateFleetResult.model_validate(
+            {
+                "FleetId": f"fleet-{len(self.fleets)}",
+                "Instances": [{"InstanceIds": [iid], "InstanceType": request.instance_type} for iid in ids],
+                "Errors": [{"ErrorCode": code, "ErrorMessage": message, "Lifecycle": "on-demand"}]
+                * (request.count - launched),
+            }
+        )
+
+    def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int:
+        """As AWS: at most 20 ids a call, each running, desired + attached within MaxSize."""
+        self._call("attach_instances", region, group, tuple(instance_ids))
+        raw = self._group(region, group)
+        ids = list(instance_ids)
+        calls = 0
+        for start in range(0, len(ids), 20):
+            batch = ids[start : start + 20]
+            if raw["DesiredCapacity"] + len(batch) > raw["MaxSize"]:
+                raise AsgLimitExceeded(f"{region}/{group}: attaching {len(batch)} would exceed the max size")
+            for iid in batch:
+                state = self.ec2.get(iid, {}).get("state")
+                if state != "running":
+                    raise AwsError(f"{region}/{group}: instance {iid} is not running ({state})")
+                raw["Instances"].append({"InstanceId": iid, "LifecycleState": "InService",
+                                         "AvailabilityZone": f"{region}a", "HealthStatus": "Healthy"})  # fmt: skip
+            raw["DesiredCapacity"] += len(batch)
+            calls += 1
+        return calls
+
+    def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> list[str]:
+        self._call("terminate_instances", region, tuple(instance_ids))
+        for iid in instance_ids:
+            if iid in self.ec2:
+                self.ec2[iid]["state"] = "shutting-down"
+            for (where, _), raw in self.groups.items():  # a group notices its instance went away
+                if where == region:
+                    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != iid]
+        return sorted(i for i in instance_ids if i in self.ec2)
+
+    def instance_states(
+        self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None
+    ) -> dict[str, str]:
+        self._call("instance_states", region, tuple(instance_ids), tag)
+        return {
+            iid: i["state"]
+            for iid, i in sorted(self.ec2.items())
+            if i["region"] == region
+            and (iid in instance_ids or (tag is not None and i["tags"].get(tag[0]) == tag[1]))
+        }
+
+    def running(self) -> list[str]:
+        """Instances EC2 runs (or is starting): what a gang must never leave behind half."""
+        return sorted(i for i, v in self.ec2.items() if v["state"] in ("pending", "running"))
 
     def terminated(self) -> list[tuple[Any, ...]]:
         return self.called("terminate_instance")

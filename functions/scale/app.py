@@ -2,11 +2,12 @@
 
 ``prepare`` (uncordon, read the live group), ``set_desired`` (groups outside the state machine's own
 region), ``verify`` (launch done, failed or timed out), ``backoff`` (back off, set back to what runs) and
-``next_round`` (re-plan for overflow). Thin: the work is :class:`spillway.act.scale.ScaleSteps`; errors
+``next_round`` (re-plan for overflow); and the GangLaunch state machine's ``gang_*`` steps
+(:class:`spillway.act.gang.GangSteps`: prepare, launch, raise, attach, verify, give_back). Thin: the work is :class:`spillway.act.scale.ScaleSteps`; errors
 are Spillway's named errors (``AwsThrottled``, ``AsgLimitExceeded``, ``KubeUnavailable`` ...), whose
 class names the state machine's Retry/Catch match.
 
-Metrics (EMF): Uncordoned, GroupsBackedOff, and from a re-plan ScaleUpNodes, Overflow, UnplaceablePods.
+Metrics (EMF): Uncordoned, GroupsBackedOff, GangsLaunched, GangsGivenBack, and from a re-plan ScaleUpNodes, Overflow, UnplaceablePods.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ from spillway.observability import add_count, logger, metrics, set_cluster, trac
 
 
 def scale_step(clients: Clients, event: dict[str, Any]) -> dict[str, Any]:
-    result = clients.scale_steps(add_count).run(event)
-    group = (event.get("group") or {}).get("group")
+    action = str(event.get("action", ""))
+    if action.startswith("gang_"):
+        result = clients.gang_steps(add_count).run(event)
+        group = event.get("group") or (event.get("state") or {}).get("group")
+    else:
+        result = clients.scale_steps(add_count).run(event)
+        group = (event.get("group") or {}).get("group")
     logger.info("scale step", extra={"action": event.get("action"), "group": group, "result": result})
     return result
 

@@ -3,7 +3,7 @@
 Step Functions matches a Lambda's error by the exception's class *name*, exactly (no subclasses), so:
 (a) every name in an ``ErrorEquals`` or a ``Fail`` state's ``Error`` is a class of ``spillway.errors``,
     a ``States.*`` name, or an AWS service error of the integration that raises it (listed below);
-(b) every error a step declares (``RAISES`` in act/scale.py and act/drain.py) is retried or caught
+(b) every error a step declares (``RAISES`` in act/scale.py, act/gang.py and act/drain.py) is retried or caught
     where the state machine runs that step, and a step whose ports fail with any error they may raise
     (``spillway.ports.ERRORS``) raises nothing outside its declaration.
 """
@@ -20,12 +20,12 @@ import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, Recorder
 
 from spillway import errors
-from spillway.act import drain, scale
+from spillway.act import drain, gang, scale
 from spillway.act.planning import PlanSettings
 from spillway.config import PlannerConfig
 from spillway.local import objects as o
 from spillway.model.k8s import CORDONED_BY_SPILLWAY
-from spillway.ports import ERRORS
+from spillway.ports import ERRORS, METHOD_ERRORS
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINES = sorted((ROOT / "statemachines").glob("*.asl.json"))
@@ -60,7 +60,7 @@ AWS_ERRORS = {
     },
 }
 ANY = {"States.ALL", "States.TaskFailed"}
-FUNCTIONS = {"${ScaleFunctionArn}": scale.RAISES, "${DrainFunctionArn}": drain.RAISES}
+FUNCTIONS = {"${ScaleFunctionArn}": {**scale.RAISES, **gang.RAISES}, "${DrainFunctionArn}": drain.RAISES}
 ERROR_CLASSES = {
     name
     for name, value in vars(errors).items()
@@ -127,7 +127,7 @@ def step_tasks() -> list[tuple[str, str, dict[str, Any], str]]:
 
 def test_every_declared_error_of_a_step_is_retried_or_caught_where_it_runs() -> None:
     tasks = step_tasks()
-    assert {a for *_, a in tasks} == set(scale.RAISES) | set(drain.RAISES)  # every step runs somewhere
+    assert {a for *_, a in tasks} == set(scale.RAISES) | set(gang.RAISES) | set(drain.RAISES)  # all run
     gaps = {
         f"{machine}:{name} ({action})": uncovered(state, FUNCTIONS[state["Resource"]][action])
         for machine, name, state, action in tasks
@@ -143,7 +143,7 @@ def test_a_step_without_a_catch_for_its_errors_is_found() -> None:
 
 
 def test_every_declared_name_is_an_error_class() -> None:
-    for raises in (*scale.RAISES.values(), *drain.RAISES.values()):
+    for raises in (*scale.RAISES.values(), *gang.RAISES.values(), *drain.RAISES.values()):
         assert {e.__name__ for e in raises} <= ERROR_CLASSES
 
 
@@ -211,8 +211,10 @@ def injections() -> list[tuple[str, str, type[errors.SpillwayError]]]:
     out = []
     for port, fake in (("Cluster", FakeCluster), ("Cloud", FakeCloud), ("Ledger", FakeLedger)):
         methods = [m for m in vars(fake) if not m.startswith("_") and callable(getattr(fake, m))]
-        methods = [m for m in methods if m not in ("add_group", "terminated", "called", "fail", "heal")]
-        out += [(port, m, e) for m in methods for e in ERRORS[port]]
+        methods = [
+            m for m in methods if m not in ("add_group", "terminated", "running", "called", "fail", "heal")
+        ]
+        out += [(port, m, e) for m in methods for e in (*ERRORS[port], *METHOD_ERRORS.get(f"{port}.{m}", ()))]
     return out
 
 
@@ -238,6 +240,45 @@ def test_a_scale_step_raises_only_what_it_declares(action: str) -> None:
 @pytest.mark.parametrize("action", sorted(drain.RAISES))
 def test_a_drain_step_raises_only_what_it_declares(action: str) -> None:
     assert_raises_only_declared(run_drain, action, drain.RAISES[action])
+
+
+def gang_events() -> dict[str, dict[str, Any]]:
+    request = {"group": "gpu", "region": "us-east-1", "count": 2, "gang": "ml/train", "mode": "fleet",
+               "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p1"}  # fmt: skip
+    prep = {"mode": "fleet", "count": 2, "attempt": "spillway-a", "desired": 2, "before": [INSTANCE],
+            "since": "2026-11-02T11:59:00Z", "deadline": "2999-01-01T00:00:00Z",
+            "fleet": {"launch_template": {"LaunchTemplateName": "gpu", "Version": "$Latest"},
+                      "instance_type": "g5.xlarge", "subnets": [], "zones": ["us-east-1a"], "tags": {}}}  # fmt: skip
+    launch = {"status": "launched", "instances": ["i-0f000000000000000", "i-0f000000000000001"]}
+    return {
+        "gang_prepare": {"action": "gang_prepare", **request},
+        "gang_launch": {"action": "gang_launch", **request, "prep": prep},
+        "gang_raise": {"action": "gang_raise", **request, "prep": {**prep, "mode": "rollback"}},
+        "gang_attach": {"action": "gang_attach", **request, "prep": prep, "launch": launch},
+        "gang_verify": {"action": "gang_verify", **request, "prep": prep, "launch": launch},
+        "gang_give_back": {"action": "gang_give_back",
+                           "state": {**request, "prep": prep, "launch": launch, "verify": {"error": "GangIncomplete"}}},
+    }  # fmt: skip
+
+
+def run_gang(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]) -> None:
+    kube, cloud, ledger, _ = fakes
+    cloud.groups[("us-east-1", "gpu")]["Tags"].append({"Key": "spillway.io/atomic-launch", "Value": "fleet",
+                                                       "PropagateAtLaunch": False})  # fmt: skip
+    cloud.groups[("us-east-1", "gpu")]["MaxSize"] = 8
+    failing = cloud._failures.copy()  # the launch the later steps act on runs healthy
+    cloud.heal()
+    cloud.create_fleet_instant("us-east-1", gang.FleetRequest({"LaunchTemplateName": "gpu"}, 2, "spillway-a",
+                                                              tags={gang.TAG_ATTEMPT: "spillway-a"}))  # fmt: skip
+    cloud._failures.update(failing)
+    steps = gang.GangSteps(kube=kube, aws=cloud, ledger=ledger, cluster="prod")
+    steps.run(gang_events()[action])
+
+
+@pytest.mark.parametrize("action", sorted(gang.RAISES))
+def test_a_gang_step_raises_only_what_it_declares(action: str) -> None:
+    run_gang(action, world())  # healthy: it runs
+    assert_raises_only_declared(run_gang, action, gang.RAISES[action])
 
 
 def test_an_undeclared_error_is_found() -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from spillway.act.drain import Drainer, OutcomeHook
+from spillway.act.gang import GangSteps
 from spillway.act.planning import PlanSettings
 from spillway.act.scale import Metric, ScaleSteps
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
@@ -104,6 +105,17 @@ class Clients:
             ledger=self.state,
             snapshots=self.snapshots,
             settings=self.plan_settings(),
+            metric=metric,
+        )
+
+    def gang_steps(self, metric: Metric) -> GangSteps:
+        """The gang-launch steps on this container's clients (cheap: made per invocation)."""
+        return GangSteps(
+            kube=self.kube,
+            aws=self.aws,
+            ledger=self.state,
+            cluster=self.config.cluster_name,
+            backoff_minutes=self.config.planner.launch_failure_backoff_minutes,
             metric=metric,
         )
 

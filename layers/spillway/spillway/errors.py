@@ -88,6 +88,17 @@ class InstanceNotFound(AwsError):
     """The instance is not (or no longer) in any Auto Scaling group of that region."""
 
 
+class CapacityUnavailable(AwsError):
+    """EC2 has not the capacity asked for (InsufficientInstanceCapacity, a vCPU or instance limit...):
+    this group cannot grow right now. A gang launch raises it (after giving back every instance of the
+    attempt) when EC2 launched fewer instances than the gang needs."""
+
+
+class GangIncomplete(SpillwayError):
+    """A gang was not whole (every instance InService and its Node Ready) by its deadline; every
+    instance of the attempt was given back and the group backed off."""
+
+
 # --- Snapshots and state ----------------------------------------------------------------------
 
 

@@ -15,7 +15,8 @@ plan) and the ledger (the state and the plan records, committed together in one 
 recording fakes, one per port, are in ``tests/fakes.py``.
 
 ``ERRORS`` says which of :mod:`spillway.errors` an implementation of each port may raise (exact
-classes: a state machine matches names, not subclasses). The error-contract test tells the fakes to
+classes: a state machine matches names, not subclasses), and ``METHOD_ERRORS`` the few only one method
+may raise (``CapacityUnavailable``: only CreateFleet). The error-contract test tells the fakes to
 raise each of them and checks that a step raises nothing its ``RAISES`` does not declare.
 """
 
@@ -31,6 +32,7 @@ from spillway.errors import (
     AwsError,
     AwsThrottled,
     AwsUnavailable,
+    CapacityUnavailable,
     EvictionBlocked,
     InputError,
     InstanceNotFound,
@@ -54,7 +56,7 @@ from spillway.model.act import (
     StartedExecution,
     StoredState,
 )
-from spillway.model.aws import AutoScalingGroup, ScalingActivity
+from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import Placement
 from spillway.model.k8s import Node, Pod, PodDisruptionBudget
 from spillway.model.nodegroup import NodeGroup
@@ -110,6 +112,13 @@ class Cloud(Protocol):
     def terminate_instance(
         self, region: str, instance_id: str, decrement: bool = True
     ) -> ScalingActivity: ...
+    # Gang launches (act/gang.py): EC2 instant fleets, attached to the group or terminated whole.
+    def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult: ...
+    def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int: ...
+    def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> list[str]: ...
+    def instance_states(
+        self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None
+    ) -> dict[str, str]: ...
 
 
 class Snapshots(Protocol):
@@ -166,4 +175,8 @@ ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Snapshots": (*_AWS, SnapshotError, SnapshotNotFound),
     "Ledger": (*_AWS, StateConflict, StateCorrupt),
     "Workflows": (*_AWS, InputError),
+}
+# Errors only one method of a port may raise, besides the port's own (``port.method``).
+METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
+    "Cloud.create_fleet_instant": (CapacityUnavailable,),
 }

@@ -34,10 +34,13 @@ from spillway.errors import (
     AwsError,
     AwsThrottled,
     AwsUnavailable,
+    CapacityUnavailable,
     InstanceNotFound,
 )
 from spillway.model.aws import (
     AutoScalingGroup,
+    CreateFleetResult,
+    FleetRequest,
     InstanceTypeInfo,
     ScalingActivity,
     bundled_instance_types,
@@ -73,6 +76,21 @@ THROTTLING_CODES = frozenset(
         "PriorRequestNotComplete",
     }
 )
+# EC2 error codes that mean "no capacity for this launch now" (RunInstances/CreateFleet), not a fault.
+CAPACITY_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "UnfulfillableCapacity",
+        "VcpuLimitExceeded",
+        "InstanceLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+    }
+)
+ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
+DESCRIBE_INSTANCES_BATCH = 1000  # DescribeInstances' limit for InstanceIds per call
 UNAVAILABLE_CODES = frozenset({"ServiceUnavailable", "InternalFailure", "InternalError", "Unavailable"})
 DESCRIBE_INSTANCE_TYPES_BATCH = 100  # the API's limit for InstanceTypes per call
 _INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
@@ -153,6 +171,8 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
             return AwsUnavailable(text)
         if code == "ScalingActivityInProgress":
             return AwsThrottled(text)
+        if code in CAPACITY_CODES:
+            return CapacityUnavailable(text)
         return AwsError(text)
     if isinstance(
         exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError
@@ -479,6 +499,79 @@ class AwsAdapter:
             raise map_aws_error(exc, what) from exc
         except (BotoCoreError, ValidationError, KeyError) as exc:
             raise map_aws_error(exc, what) from exc
+
+    # --- gang launches (act/gang.py) ------------------------------------------------------------
+
+    def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult:
+        """EC2 CreateFleet of type ``instant``: the instances launched and EC2's errors for the rest. A
+        call refused for capacity is :class:`CapacityUnavailable`; for its rate, ``AwsThrottled``."""
+        client = self._clients.ec2(region)
+        what = f"CreateFleet({region}, {request.count} x {request.instance_type or 'template type'})"
+        return _call(what, lambda: CreateFleetResult.model_validate(client.create_fleet(**request.to_api())))
+
+    def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int:
+        """AttachInstances in batches of 20 (the API's limit); each raises the desired capacity by its
+        size. Over MaxSize AWS refuses the batch: :class:`AsgLimitExceeded`. Returns the calls made."""
+        client = self._clients.autoscaling(region)
+        ids = list(instance_ids)
+        calls = 0
+        for start in range(0, len(ids), ATTACH_BATCH):
+            batch = ids[start : start + ATTACH_BATCH]
+            what = f"AttachInstances({region}, {group}, {len(batch)} instance(s))"
+            try:
+                client.attach_instances(AutoScalingGroupName=group, InstanceIds=batch)
+            except ClientError as exc:
+                err = exc.response.get("Error", {})
+                message, lowered = str(err.get("Message", "")), str(err.get("Message", "")).lower()
+                if err.get("Code") == "ValidationError" and "max" in lowered and "size" in lowered:
+                    raise AsgLimitExceeded(f"{what}: {message}") from exc
+                if err.get("Code") == "ValidationError" and "not found" in lowered and group in message:
+                    raise AsgNotFound(f"{what}: {message}") from exc
+                if err.get("Code") == "ResourceContention":  # a pending update of the group: retry
+                    raise AwsThrottled(f"{what}: ResourceContention: {message}") from exc
+                raise map_aws_error(exc, what) from exc
+            except BotoCoreError as exc:
+                raise map_aws_error(exc, what) from exc
+            calls += 1
+        return calls
+
+    def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> list[str]:
+        """EC2 TerminateInstances (instances outside any group); returns the ids EC2 is terminating."""
+        if not instance_ids:
+            return []
+        client = self._clients.ec2(region)
+
+        def terminate() -> list[str]:
+            resp = client.terminate_instances(InstanceIds=list(instance_ids))
+            return sorted(str(i["InstanceId"]) for i in resp.get("TerminatingInstances", []))
+
+        return _call(f"TerminateInstances({region}, {len(instance_ids)} instance(s))", terminate)
+
+    def instance_states(
+        self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None
+    ) -> dict[str, str]:
+        """Instance id → EC2 state (``pending``, ``running``, ``shutting-down``, ``terminated`` ...), for
+        ``instance_ids`` and/or the instances carrying ``tag`` (key, value)."""
+        if not instance_ids and tag is None:
+            return {}
+        client = self._clients.ec2(region)
+
+        def fetch() -> dict[str, str]:
+            states: dict[str, str] = {}
+            queries: list[dict[str, Any]] = []
+            ids = list(instance_ids)
+            for start in range(0, len(ids), DESCRIBE_INSTANCES_BATCH):
+                queries.append({"InstanceIds": ids[start : start + DESCRIBE_INSTANCES_BATCH]})
+            if tag is not None:
+                queries.append({"Filters": [{"Name": f"tag:{tag[0]}", "Values": [tag[1]]}]})
+            for query in queries:
+                for page in client.get_paginator("describe_instances").paginate(**query):
+                    for reservation in page.get("Reservations", []):
+                        for instance in reservation.get("Instances", []):
+                            states[str(instance["InstanceId"])] = str(instance["State"]["Name"])
+            return dict(sorted(states.items()))
+
+        return _call(f"DescribeInstances({region})", fetch)
 
 
 def _aware(value: datetime) -> datetime:

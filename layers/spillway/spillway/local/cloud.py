@@ -9,7 +9,13 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
   instance" per launch, ``Terminating EC2 instance`` per termination;
 * capacity outages per group (:meth:`CloudSim.capacity_outage`): the desired capacity is accepted but
   nothing launches, and a ``Failed`` activity carries EC2's InsufficientInstanceCapacity message;
-* a log of every ``SetDesiredCapacity`` call (``set_desired_calls``), for "set exactly once" assertions.
+* a log of every ``SetDesiredCapacity`` call (``set_desired_calls``), for "set exactly once" assertions;
+* for gang launches: ``AttachInstances`` as AWS does it (at most 20 ids a call, only running instances,
+  refused when desired + attached would pass MaxSize, desired raised by the count attached); partial
+  instant fleets (:meth:`CloudSim.fleet_shortfall`: moto honours no ``MinTargetCapacity``, and neither
+  may EC2's answer be trusted to, so CreateFleet launches fewer and lists EC2's ``Errors`` for the rest);
+  launches that never reach InService (:meth:`CloudSim.stall_launches`); and throttling
+  (:meth:`CloudSim.throttle`: the next calls of an operation answer ``RequestLimitExceeded``).
 
 :class:`NodeRegistrar` plays the kubelets: every InService instance of a group tagged for the cluster
 becomes a Ready Node in the Kubernetes API emulator after a boot delay, shaped by the group's template
@@ -32,6 +38,8 @@ from typing import Any
 from spillway.model.quantity import format_milli
 
 ACCOUNT = "123456789012"
+ATTACH_LIMIT = 20
+THROTTLED = {"CreateFleet": "RequestLimitExceeded", "AttachInstances": "Throttling"}
 ICE_MESSAGE = (
     "We currently do not have sufficient {instance_type} capacity in the Availability Zone you requested "
     "({zone}). Our system will be working on provisioning additional capacity. You can currently get "
@@ -60,6 +68,10 @@ class CloudSim:
         self._outages: dict[tuple[str, str], str | None] = {}
         self.activities: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.set_desired_calls: list[DesiredCall] = []
+        self._shortfalls: dict[str, tuple[int, str, str]] = {}  # region -> (launched, code, message)
+        self._stalled: set[tuple[str, str]] = set()
+        self._throttles: dict[str, int] = {}
+        self.attach_calls: list[tuple[str, str, tuple[str, ...]]] = []  # (region, group, ids) that worked
         self._stack = ExitStack()
 
     # -- test controls --
@@ -68,6 +80,38 @@ class CloudSim:
         """From now on the group launches nothing; each attempt records a Failed activity."""
         with self._lock:
             self._outages[(region, group)] = message
+
+    def fleet_shortfall(
+        self,
+        region: str,
+        launched: int,
+        code: str = "InsufficientInstanceCapacity",
+        message: str | None = None,
+    ) -> None:
+        """From now on an instant fleet in ``region`` launches at most ``launched`` instances and lists an
+        EC2 error for each one it did not (the rest are terminated at once: they never ran for the user)."""
+        with self._lock:
+            self._shortfalls[region] = (launched, code, message or "We currently do not have sufficient "
+                                        "capacity in the Availability Zone you requested.")  # fmt: skip
+
+    def stall_launches(self, group: str, region: str) -> None:
+        """Instances the group launches from now on stay ``Pending`` (never InService, never a Node)."""
+        with self._lock:
+            self._stalled.add((region, group))
+
+    def throttle(self, operation: str, times: int = 1) -> None:
+        """The next ``times`` calls of ``operation`` (CreateFleet, AttachInstances) are throttled."""
+        if operation not in THROTTLED:
+            raise ValueError(f"operation: one of {', '.join(THROTTLED)}")
+        with self._lock:
+            self._throttles[operation] = self._throttles.get(operation, 0) + times
+
+    def _throttled(self, operation: str) -> bool:
+        with self._lock:
+            left = self._throttles.get(operation, 0)
+            if left:
+                self._throttles[operation] = left - 1
+            return bool(left)
 
     def end_outage(self, group: str, region: str) -> None:
         with self._lock:
@@ -94,8 +138,10 @@ class CloudSim:
     @contextmanager
     def _patched(self) -> Iterator[None]:
         from moto.autoscaling import models, responses
-        from moto.autoscaling.exceptions import ValidationError
+        from moto.autoscaling.exceptions import AutoscalingClientError, ValidationError
         from moto.core.responses import ActionResult
+        from moto.ec2.exceptions import EC2ClientError
+        from moto.ec2.responses.fleets import Fleets
 
         sim = self
         group_cls = models.FakeAutoScalingGroup
@@ -105,6 +151,9 @@ class CloudSim:
         original_backend_set = backend_cls.set_desired_capacity
         original_terminate = backend_cls.terminate_instance
         original_describe = response_cls.describe_scaling_activities
+        original_attach = backend_cls.attach_instances
+        original_active = group_cls.active_instances
+        original_fleet = Fleets.create_fleet
 
         def group_set(self: Any, new_capacity: int | None) -> None:
             region, name = self.region, self.name
@@ -127,6 +176,12 @@ class CloudSim:
                 )
                 return
             original_group_set(self, new_capacity)
+            with sim._lock:
+                stalled = (region, name) in sim._stalled
+            if stalled:
+                for state in self.instance_states:
+                    if state.instance.id not in before:
+                        state.lifecycle_state = "Pending"
             after = {s.instance.id for s in self.active_instances()}
             for iid in sorted(after - before):
                 sim.record(
@@ -187,7 +242,65 @@ class CloudSim:
             limit = int(self._get_param("MaxRecords") or 100)
             return ActionResult({"Activities": items[:limit]})
 
+        def attach(self: Any, group_name: str, instance_ids: list[str]) -> None:
+            if sim._throttled("AttachInstances"):
+                raise AutoscalingClientError("Throttling", "Rate exceeded")
+            group = self.autoscaling_groups.get(group_name)
+            if group is None:
+                raise ValidationError(f"AutoScalingGroup name not found - {group_name}")
+            if len(instance_ids) > ATTACH_LIMIT:
+                raise ValidationError(
+                    f"The number of instance ids that may be passed in is limited to {ATTACH_LIMIT}"
+                )
+            for iid in instance_ids:
+                state = self.ec2_backend.get_instance(iid).state
+                if state != "running":
+                    raise ValidationError(f"Instance {iid} is not in a valid state ({state}) to be attached")
+            desired = int(group.desired_capacity or 0) + len(instance_ids)
+            if desired > group.max_size:
+                raise ValidationError(
+                    f"Desired capacity:{desired} must be between the specified min size:{group.min_size} "
+                    f"and max size:{group.max_size}"
+                )
+            original_attach(self, group_name, instance_ids)
+            group.desired_capacity = desired  # moto counts instances; AWS adds to the desired capacity
+            with sim._lock:
+                sim.attach_calls.append((group.region, group_name, tuple(instance_ids)))
+            for iid in instance_ids:
+                sim.record(group.region, group_name,
+                           _activity(group, "Successful", f"Attaching an existing EC2 instance: {iid}"))  # fmt: skip
+
+        def create_fleet(self: Any) -> Any:
+            if sim._throttled("CreateFleet"):
+                raise EC2ClientError(THROTTLED["CreateFleet"], "Request limit exceeded.")
+            result = original_fleet(self)
+            with sim._lock:
+                shortfall = sim._shortfalls.get(self.region)
+            body = result.result if isinstance(result, ActionResult) else None
+            if shortfall is None or not isinstance(body, dict) or self._get_param("Type") != "instant":
+                return result
+            launched, code, message = shortfall
+            entries = list(body.get("Instances") or [])
+            ids = [i for entry in entries for i in entry.get("InstanceIds", [])]
+            keep, drop = set(ids[:launched]), ids[launched:]
+            if drop:
+                self.ec2_backend.terminate_instances(drop)
+            kept = [{**e, "InstanceIds": [i for i in e["InstanceIds"] if i in keep]} for e in entries]
+            template = entries[0].get("LaunchTemplateAndOverrides") if entries else None
+            error = {"ErrorCode": code, "ErrorMessage": message, "Lifecycle": "on-demand",
+                     **({"LaunchTemplateAndOverrides": template} if template else {})}  # fmt: skip
+            return ActionResult({**body, "Instances": [e for e in kept if e["InstanceIds"]],
+                                 "Errors": [dict(error) for _ in drop]})  # fmt: skip
+
+        def active(self: Any) -> list[Any]:
+            # AWS counts a launching (Pending) instance towards the desired capacity; moto only InService
+            # ones, and would launch replacements for stalled launches (stall_launches) without end.
+            return [x for x in self.instance_states if x.lifecycle_state in ("InService", "Pending")]
+
         group_cls.set_desired_capacity = group_set  # type: ignore[method-assign]
+        group_cls.active_instances = active  # type: ignore[method-assign]
+        backend_cls.attach_instances = attach  # type: ignore[method-assign]
+        Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
         backend_cls.set_desired_capacity = backend_set  # type: ignore[method-assign]
         backend_cls.terminate_instance = terminate  # type: ignore[method-assign]
         response_cls.describe_scaling_activities = describe  # type: ignore[method-assign]
@@ -198,6 +311,9 @@ class CloudSim:
             backend_cls.set_desired_capacity = original_backend_set  # type: ignore[method-assign]
             backend_cls.terminate_instance = original_terminate  # type: ignore[method-assign]
             response_cls.describe_scaling_activities = original_describe  # type: ignore[method-assign]
+            backend_cls.attach_instances = original_attach  # type: ignore[method-assign]
+            group_cls.active_instances = original_active  # type: ignore[method-assign]
+            Fleets.create_fleet = original_fleet  # type: ignore[method-assign]
 
 
 def _instance_type(group: Any) -> str:

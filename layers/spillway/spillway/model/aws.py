@@ -8,6 +8,8 @@ APIs' own (PascalCase); unknown fields are ignored.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from importlib import resources as importlib_resources
@@ -69,6 +71,7 @@ class AutoScalingGroup(AwsModel):
     LaunchTemplate: LaunchTemplateSpec | None = None
     LaunchConfigurationName: str | None = None
     MixedInstancesPolicy: MixedInstances | None = None
+    VPCZoneIdentifier: str | None = None  # comma-separated subnet ids
     CreatedTime: datetime | None = None
     Status: str | None = None  # "Delete in progress" while being deleted
 
@@ -83,6 +86,80 @@ class AutoScalingGroup(AwsModel):
 
     def tag_map(self) -> dict[str, str]:
         return {t.Key: t.Value for t in self.Tags}
+
+
+class CreateFleetInstance(AwsModel):
+    InstanceIds: list[str] = Field(default_factory=list)
+    InstanceType: str | None = None
+    Lifecycle: str | None = None
+
+
+class CreateFleetError(AwsModel):
+    ErrorCode: str = ""
+    ErrorMessage: str = ""
+    Lifecycle: str | None = None
+
+
+class CreateFleetResult(AwsModel):
+    """``ec2 create-fleet --type instant``: what launched (``Instances``) and what did not (``Errors``)."""
+
+    FleetId: str | None = None
+    Instances: list[CreateFleetInstance] = Field(default_factory=list)
+    Errors: list[CreateFleetError] = Field(default_factory=list)
+
+    @property
+    def instance_ids(self) -> list[str]:
+        return sorted({i for launched in self.Instances for i in launched.InstanceIds})
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRequest:
+    """One EC2 Fleet of type ``instant``: ``count`` on-demand instances, all or none (``MinTargetCapacity``),
+    one instance type (``SingleInstanceType``) in one zone (``SingleAvailabilityZone``), chosen by EC2
+    among one override per subnet (else per zone). ``client_token`` makes a retried call the same call."""
+
+    launch_template: Mapping[str, str]  # LaunchTemplateId or LaunchTemplateName, and Version
+    count: int
+    client_token: str
+    instance_type: str | None = None
+    subnets: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)  # put on the instances and their volumes
+
+    def to_api(self) -> dict[str, Any]:
+        """The keyword arguments of ``ec2.create_fleet``."""
+        base = {"InstanceType": self.instance_type} if self.instance_type else {}
+        if self.subnets:
+            overrides = [{**base, "SubnetId": s} for s in self.subnets]
+        elif self.zones:
+            overrides = [{**base, "AvailabilityZone": z} for z in self.zones]
+        else:
+            overrides = [base] if base else []
+        config: dict[str, Any] = {"LaunchTemplateSpecification": dict(self.launch_template)}
+        if overrides:
+            config["Overrides"] = overrides
+        tags = [{"Key": k, "Value": v} for k, v in sorted(self.tags.items())]
+        return {
+            "Type": "instant",
+            "ClientToken": self.client_token,
+            "LaunchTemplateConfigs": [config],
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": self.count,
+                "OnDemandTargetCapacity": self.count,
+                "DefaultTargetCapacityType": "on-demand",
+            },
+            "OnDemandOptions": {
+                "MinTargetCapacity": self.count,
+                "SingleInstanceType": True,
+                "SingleAvailabilityZone": True,
+            },
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": tags},
+                {"ResourceType": "volume", "Tags": tags},
+            ]
+            if tags
+            else [],
+        }
 
 
 class ScalingActivity(AwsModel):

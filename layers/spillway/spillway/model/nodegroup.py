@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from spillway.model.aws import AutoScalingGroup, InstanceTypeInfo, ScalingActivity
 from spillway.model.cluster import TaintT, format_time, parse_time
@@ -23,6 +23,11 @@ TAG_CLUSTER_PREFIX = "k8s.io/cluster-autoscaler/"
 TAG_LABEL = "k8s.io/cluster-autoscaler/node-template/label/"
 TAG_TAINT = "k8s.io/cluster-autoscaler/node-template/taint/"
 TAG_RESOURCE = "k8s.io/cluster-autoscaler/node-template/resources/"
+# Gang launches (act/gang.py): "fleet" (EC2 CreateFleet instant, then AttachInstances), "rollback"
+# (raise the desired capacity, give all of it back unless the whole gang is up by a deadline), "off".
+TAG_ATOMIC_LAUNCH = "spillway.io/atomic-launch"
+AtomicLaunch = Literal["fleet", "rollback", "off"]
+ATOMIC_LAUNCH_MODES: tuple[AtomicLaunch, ...] = ("fleet", "rollback", "off")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 DEFAULT_MAX_PODS = 110
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
@@ -56,6 +61,8 @@ class NodeGroup:
     instance_ids: tuple[str, ...] = ()
     launch_failures: tuple[LaunchFailure, ...] = ()
     arn: str = ""
+    atomic_launch: AtomicLaunch = "off"
+    atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +85,9 @@ class NodeGroup:
             "launch_failures": [
                 {"at": format_time(f.at), "message": f.message} for f in self.launch_failures
             ],
+            # Only when set, so groups without the tag serialize exactly as before.
+            **({"atomic_launch": self.atomic_launch} if self.atomic_launch != "off" else {}),
+            **({"atomic_launch_problem": self.atomic_launch_problem} if self.atomic_launch_problem else {}),
         }
 
     @classmethod
@@ -106,6 +116,8 @@ class NodeGroup:
             zones=tuple(d.get("zones", ())),
             instance_ids=tuple(d.get("instances", ())),
             launch_failures=tuple(failures),
+            atomic_launch=parse_atomic_launch(d.get("atomic_launch"))[0],
+            atomic_launch_problem=str(d.get("atomic_launch_problem", "")),
         )
 
 
@@ -115,6 +127,18 @@ def is_managed(asg: AutoScalingGroup, cluster: str | None) -> bool:
     if TAG_ENABLED not in tags:
         return False
     return cluster is None or f"{TAG_CLUSTER_PREFIX}{cluster}" in tags
+
+
+def parse_atomic_launch(value: object) -> tuple[AtomicLaunch, str]:
+    """The ``spillway.io/atomic-launch`` tag's mode, and a problem when the value is not one: a bad value
+    is ``off`` (the group scales the ordinary way) with the problem kept on the group, never a refusal."""
+    if value is None:
+        return "off", ""
+    text = str(value).strip().lower()
+    if text in ATOMIC_LAUNCH_MODES:
+        return text, ""
+    modes = " | ".join(ATOMIC_LAUNCH_MODES)
+    return "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: {str(value)[:64]!r} is not one of {modes}; treated as off"
 
 
 def resolve_instance_type(asg: AutoScalingGroup) -> str | None:
@@ -261,6 +285,7 @@ def build_node_groups(
         if not is_managed(asg, cluster) or asg.Status:
             continue
         itype = resolve_instance_type(asg)
+        atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
         failures = by_arn.get(asg.AutoScalingGroupARN, []) + by_name.get(asg.AutoScalingGroupName, [])
         groups.append(
             NodeGroup(
@@ -277,6 +302,8 @@ def build_node_groups(
                     sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)
                 ),
                 launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
+                atomic_launch=atomic,
+                atomic_launch_problem=problem,
             )
         )
     return sorted(groups, key=lambda g: (g.region, g.name))

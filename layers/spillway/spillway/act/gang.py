@@ -1,0 +1,516 @@
+"""Atomic launch of a gang: ``count`` nodes of one group, all of them or none (issue 11).
+
+No autoscaler launches a gang atomically on AWS today: cluster-autoscaler's AWS provider does not
+implement ``AtomicIncreaseSize`` and falls back to a plain increase; Karpenter launches one instance per
+CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` tag
+(:data:`spillway.model.nodegroup.TAG_ATOMIC_LAUNCH`):
+
+``fleet``
+    ``gang_prepare`` (read the group, refuse a gang above MaxSize) → ``gang_launch`` (EC2 ``CreateFleet``
+    of type ``instant``, ``MinTargetCapacity`` = count, one instance type in one zone, every instance
+    tagged with the attempt) → ``gang_attach`` (once every instance runs: ``AttachInstances``, 20 a call,
+    which raises the desired capacity) → ``gang_verify`` (every instance InService, its Node Ready).
+``rollback``
+    ``gang_prepare`` → ``gang_raise`` (desired capacity + count, absolute) → ``gang_verify`` (the whole
+    count of new instances InService and Ready; a Failed launch activity for capacity ends it early).
+
+Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
+deadline) ends in ``gang_give_back``: every instance of the attempt is terminated (those in the group
+with ``ShouldDecrementDesiredCapacity``, those not yet attached with EC2 ``TerminateInstances``; the
+attempt's tag finds even instances whose ids a lost response never told us), the desired capacity is set
+back to what it was, and the group is backed off in the state table as scale-up's ``backoff`` does. The
+execution then fails with a named error: ``CapacityUnavailable``, ``GangIncomplete`` or the step's own.
+No half gang is ever left running.
+
+Every step is idempotent (absolute capacities, a CreateFleet ``ClientToken`` per attempt, attaching only
+what is not attached yet), so the state machine retries any of them on ``AwsThrottled``.
+
+:func:`execution_request` is what planning calls to start ``gang_launch.asl.json`` for a group whose
+tag says ``fleet`` or ``rollback`` (the planner→execution wiring is not made yet).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spillway.errors import (
+    AsgLimitExceeded,
+    AsgNotFound,
+    AwsError,
+    AwsThrottled,
+    AwsUnavailable,
+    CapacityUnavailable,
+    EvictionBlocked,
+    InputError,
+    InstanceNotFound,
+    KubeAuthError,
+    KubeConflict,
+    KubeError,
+    KubeUnavailable,
+    NodeNotFound,
+    PodNotFound,
+    SpillwayError,
+    StateConflict,
+    StateCorrupt,
+)
+from spillway.model.act import ExecutionRequest, iso
+from spillway.model.aws import AutoScalingGroup, FleetRequest
+from spillway.model.cluster import instance_id_from_provider_id
+from spillway.model.nodegroup import (
+    LIVE_STATES,
+    TAG_ATOMIC_LAUNCH,
+    NodeGroup,
+    is_capacity_failure,
+    is_managed,
+    parse_atomic_launch,
+    resolve_instance_type,
+)
+from spillway.ports import Cloud, Cluster, Ledger
+
+Metric = Callable[[str, float], None]
+
+TAG_ATTEMPT = "spillway.io/gang-attempt"  # on every instance a fleet launches: finds them all
+TAG_GANG = "spillway.io/gang"
+TAG_CLUSTER = "spillway.io/cluster"  # TerminateInstances is allowed only on instances tagged so
+MODES = ("fleet", "rollback")
+EC2_ALIVE = frozenset({"pending", "running"})
+
+_KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, PodNotFound, EvictionBlocked)
+_AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
+# What each step may raise, by exact class; tests/unit/test_error_contract.py checks gang_launch.asl.json
+# retries or catches every one where it runs the step.
+RAISES: dict[str, frozenset[type[SpillwayError]]] = {
+    "gang_prepare": frozenset({InputError, *_AWS}),
+    "gang_launch": frozenset({InputError, *_AWS, CapacityUnavailable}),
+    "gang_raise": frozenset({InputError, *_AWS}),
+    "gang_attach": frozenset({InputError, *_AWS}),
+    "gang_verify": frozenset({InputError, *_KUBE, *_AWS}),
+    "gang_give_back": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
+}
+
+
+def _no_metric(name: str, value: float) -> None:
+    return None
+
+
+def _parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True, slots=True)
+class GangRequest:
+    """The execution input: ``{group, region, count, gang, mode, deadline_seconds, poll_seconds, plan_id}``."""
+
+    group: str
+    region: str
+    count: int
+    gang: str
+    mode: str | None
+    deadline_seconds: float
+    poll_seconds: float
+    plan_id: str
+
+    @classmethod
+    def parse(cls, event: Mapping[str, Any], regions: Sequence[str]) -> GangRequest:
+        def text(name: str, required: bool = True) -> str:
+            value = event.get(name)
+            if value is None or value == "":
+                if required:
+                    raise InputError("required", field=name)
+                return ""
+            if not isinstance(value, str):
+                raise InputError(f"must be a string, got {type(value).__name__}", field=name)
+            return value
+
+        def number(name: str, low: float, default: float | None = None) -> float:
+            value = event.get(name, default)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InputError(f"must be a number, got {value!r}"[:120], field=name)
+            if not low <= value <= 86_400:
+                raise InputError(f"must be between {low:g} and 86400, got {value}", field=name)
+            return float(value)
+
+        region = text("region")
+        if regions and region not in regions:
+            raise InputError(
+                f"{region} is not one of the configured regions {', '.join(regions)}", field="region"
+            )
+        count = event.get("count")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InputError(f"must be a whole number of nodes >= 1, got {count!r}"[:120], field="count")
+        mode = text("mode", required=False) or None
+        if mode is not None and mode not in MODES:
+            raise InputError(f"must be one of {', '.join(MODES)} (or absent: the group's tag), got {mode!r}",
+                             field="mode")  # fmt: skip
+        return cls(
+            group=text("group"),
+            region=region,
+            count=count,
+            gang=text("gang"),
+            mode=mode,
+            deadline_seconds=number("deadline_seconds", 1, 900),
+            poll_seconds=number("poll_seconds", 0, 15),
+            plan_id=text("plan_id", required=False),
+        )
+
+
+def attempt_token(cluster: str, request: GangRequest) -> str:
+    """One attempt's id: CreateFleet's ClientToken (a retried call is the same call) and the instance tag."""
+    key = "/".join((cluster, request.region, request.group, request.gang, request.plan_id))
+    return "spillway-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def launch_template_of(asg: AutoScalingGroup) -> dict[str, str]:
+    """The group's launch template (plain or in its MixedInstancesPolicy), as CreateFleet names it."""
+    spec = asg.LaunchTemplate
+    if spec is None and asg.MixedInstancesPolicy and asg.MixedInstancesPolicy.LaunchTemplate:
+        spec = asg.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
+    if spec is None or not (spec.LaunchTemplateId or spec.LaunchTemplateName):
+        raise InputError(
+            f"{asg.region}/{asg.AutoScalingGroupName} has no launch template (a launch configuration "
+            "cannot launch a fleet); use mode rollback or give the group a launch template",
+            field="mode",
+        )
+    out = {"LaunchTemplateId": spec.LaunchTemplateId} if spec.LaunchTemplateId else {}
+    if not out:
+        out["LaunchTemplateName"] = str(spec.LaunchTemplateName)
+    out["Version"] = spec.Version or "$Default"
+    return out
+
+
+def fleet_request(asg: AutoScalingGroup, count: int, token: str, cluster: str, gang: str) -> FleetRequest:
+    """CreateFleet for the gang from the group itself: its launch template, its instance type, its
+    subnets (VPCZoneIdentifier) else its zones, and the tags it would propagate to its own instances."""
+    subnets = tuple(s.strip() for s in (asg.VPCZoneIdentifier or "").split(",") if s.strip())
+    tags = {t.Key: t.Value for t in asg.Tags if t.PropagateAtLaunch and not t.Key.startswith("aws:")}
+    tags.update({TAG_ATTEMPT: token, TAG_GANG: gang[:255], TAG_CLUSTER: cluster})
+    return FleetRequest(
+        launch_template=launch_template_of(asg),
+        count=count,
+        client_token=token,
+        instance_type=resolve_instance_type(asg),
+        subnets=subnets,
+        zones=() if subnets else tuple(asg.AvailabilityZones),
+        tags=tags,
+    )
+
+
+@dataclass
+class GangSteps:
+    kube: Cluster
+    aws: Cloud
+    ledger: Ledger
+    cluster: str
+    backoff_minutes: float = 15.0
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    metric: Metric = _no_metric
+
+    def _request(self, event: Mapping[str, Any]) -> GangRequest:
+        return GangRequest.parse(event, self.aws.regions)
+
+    # --- prepare -------------------------------------------------------------------------------
+
+    def prepare(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Read the group; refuse a gang it cannot hold (MaxSize) or a group not for atomic launch."""
+        req = self._request(event)
+        asg = self.aws.describe_group(req.region, req.group)
+        where = f"{req.region}/{req.group}"
+        if not is_managed(asg, self.cluster):
+            raise InputError(f"{where} is not tagged for cluster {self.cluster}", field="group")
+        tagged, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
+        mode = req.mode or tagged
+        if mode not in MODES:
+            raise InputError(f"{where} is not tagged {TAG_ATOMIC_LAUNCH}=fleet|rollback {problem}".strip(),
+                             field="mode")  # fmt: skip
+        if asg.DesiredCapacity + req.count > asg.MaxSize:
+            raise AsgLimitExceeded(
+                f"{where}: a gang of {req.count} on desired capacity {asg.DesiredCapacity} is above MaxSize "
+                f"{asg.MaxSize}; nothing launched"
+            )
+        now = self.clock()
+        token = attempt_token(self.cluster, req)
+        prep: dict[str, Any] = {
+            "mode": mode,
+            "count": req.count,
+            "attempt": token,
+            "desired": asg.DesiredCapacity,
+            "before": sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES),
+            "since": iso(now - timedelta(seconds=5)),  # activities may be stamped a little early
+            "deadline": iso(now + timedelta(seconds=req.deadline_seconds)),
+        }
+        if mode == "fleet":
+            request = fleet_request(asg, req.count, token, self.cluster, req.gang)
+            prep["fleet"] = {
+                "launch_template": dict(request.launch_template),
+                "instance_type": request.instance_type,
+                "subnets": list(request.subnets),
+                "zones": list(request.zones),
+                "tags": dict(request.tags),
+            }
+        return prep
+
+    # --- fleet mode ----------------------------------------------------------------------------
+
+    def launch(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """CreateFleet instant for the whole gang; fewer instances than the gang is a partial launch."""
+        req, prep = self._request(event), _prep(event)
+        spec = prep.get("fleet") or {}
+        if not spec:
+            raise InputError("gang_launch needs the fleet of a fleet-mode prepare", field="prep.fleet")
+        request = FleetRequest(
+            launch_template=dict(spec["launch_template"]),
+            count=int(prep["count"]),
+            client_token=str(prep["attempt"]),
+            instance_type=spec.get("instance_type"),
+            subnets=tuple(spec.get("subnets") or ()),
+            zones=tuple(spec.get("zones") or ()),
+            tags=dict(spec.get("tags") or {}),
+        )
+        result = self.aws.create_fleet_instant(req.region, request)
+        ids = result.instance_ids
+        if len(ids) >= request.count:
+            return {"status": "launched", "instances": ids, "fleet_id": result.FleetId}
+        errors = sorted({f"{e.ErrorCode}: {e.ErrorMessage}".strip(": ") for e in result.Errors})
+        reason = (
+            f"{req.region}/{req.group}: EC2 launched {len(ids)} of the gang's {request.count} instance(s) "
+            f"({request.instance_type or 'template type'}): {'; '.join(errors) or 'no error given'}"
+        )
+        return {
+            "status": "partial",
+            "instances": ids,
+            "reason": reason[:1000],
+            "error": "CapacityUnavailable",
+        }
+
+    def attach(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Once every instance of the fleet runs, attach those not in the group yet (20 a call)."""
+        req, prep = self._request(event), _prep(event)
+        ids = [str(i) for i in (event.get("launch") or {}).get("instances") or []]
+        if not ids:
+            raise InputError("no instances to attach", field="launch.instances")
+        not_yet = self._not_running(req, prep, ids)
+        if not_yet is not None:
+            return not_yet
+        asg = self.aws.describe_group(req.region, req.group)
+        member = {i.InstanceId for i in asg.Instances}
+        todo = [i for i in ids if i not in member]
+        calls = self.aws.attach_instances(req.region, req.group, todo) if todo else 0
+        return {"status": "attached", "attached": len(todo), "calls": calls}
+
+    def _not_running(
+        self, req: GangRequest, prep: Mapping[str, Any], ids: Sequence[str]
+    ) -> dict[str, Any] | None:
+        """None when every instance runs; else why not: one gone (``lost``), the deadline, or ``waiting``."""
+        states = self.aws.instance_states(req.region, ids)
+        lost = sorted(i for i in ids if states.get(i) not in EC2_ALIVE)
+        where = f"{req.region}/{req.group}"
+        if lost:
+            found = ", ".join(f"{i} {states.get(i, 'unknown')}" for i in lost[:5])
+            return {"status": "lost", "error": "GangIncomplete",
+                    "reason": f"{where}: {len(lost)} instance(s) of the gang stopped before joining: {found}"}  # fmt: skip
+        pending = [i for i in ids if states[i] != "running"]
+        if not pending:
+            return None
+        if self.clock() >= _parse(prep["deadline"]):
+            return {"status": "timeout", "error": "GangIncomplete",
+                    "reason": f"{where}: {len(pending)} instance(s) not running by the deadline"}  # fmt: skip
+        return {"status": "waiting", "pending": len(pending)}
+
+    # --- rollback mode -------------------------------------------------------------------------
+
+    def raise_desired(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Desired capacity = what it was + the gang (absolute: a retry sets the same value)."""
+        req, prep = self._request(event), _prep(event)
+        target = int(prep["desired"]) + int(prep["count"])
+        previous = self.aws.set_desired_capacity(req.region, req.group, target)
+        return {"status": "raised", "desired": target, "previous": previous, "instances": []}
+
+    # --- both ----------------------------------------------------------------------------------
+
+    def verify(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """The whole gang InService with Ready Nodes (``ready``), still coming (``waiting``), or not:
+        past the deadline (``timeout``) or, in rollback mode, a launch failed for capacity (``failed``)."""
+        req, prep = self._request(event), _prep(event)
+        where, count, now = f"{req.region}/{req.group}", int(prep["count"]), self.clock()
+        if prep["mode"] == "rollback":
+            failure = self._capacity_failure(req, _parse(prep["since"]), now)
+            if failure:
+                return {"status": "failed", "error": "CapacityUnavailable",
+                        "reason": f"{where}: launch failed: {failure}"[:1000]}  # fmt: skip
+        asg = self.aws.describe_group(req.region, req.group)
+        members = _members(prep, event, asg)
+        in_service = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in members
+                            and i.LifecycleState == "InService")  # fmt: skip
+        ready = _ready_nodes(self.kube, self.aws, req.region, in_service)
+        if len(ready) >= count:
+            self.metric("GangsLaunched", 1)
+            return {"status": "ready", "ready": len(ready), "instances": sorted(ready),
+                    "nodes": sorted(ready.values()), "reason": f"{where}: all {count} node(s) of the gang Ready"}  # fmt: skip
+        if now >= _parse(prep["deadline"]):
+            return {"status": "timeout", "error": "GangIncomplete", "ready": len(ready),
+                    "reason": f"{where}: {len(ready)} of the gang's {count} node(s) Ready by the deadline "
+                    f"({len(in_service)} instance(s) InService); the whole gang is given back"}  # fmt: skip
+        return {"status": "waiting", "ready": len(ready), "in_service": len(in_service)}
+
+    def _capacity_failure(self, req: GangRequest, since: datetime, now: datetime) -> str:
+        for activity in self.aws.describe_activities(req.region, req.group, now):
+            start = (
+                activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
+            )
+            message = activity.StatusMessage or activity.Description
+            if (
+                start >= since
+                and activity.StatusCode == "Failed"
+                and activity.is_launch
+                and is_capacity_failure(message)
+            ):
+                return message
+        return ""
+
+    def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Terminate every instance of the attempt, set the desired capacity back, back the group off.
+        ``event["state"]`` is the execution's whole state (whatever steps ran)."""
+        state = event.get("state")
+        if not isinstance(state, Mapping):
+            raise InputError("required: the execution's state", field="state")
+        req, prep = self._request(state), _prep(state)
+        error, cause = _why(state, f"{req.region}/{req.group}")
+        asg = self.aws.describe_group(req.region, req.group)
+        members = _members(prep, state, asg)
+        if prep["mode"] == "fleet":  # the attempt's tag also finds instances a lost response never named
+            tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
+            members |= {i for i, s in tagged.items() if s in EC2_ALIVE}
+        terminated = self._terminate(req.region, members, {i.InstanceId for i in asg.Instances})
+        asg = self.aws.describe_group(req.region, req.group)
+        desired = asg.DesiredCapacity
+        if desired > int(prep["desired"]):
+            desired = max(asg.MinSize, int(prep["desired"]))
+            self.aws.set_desired_capacity(req.region, req.group, desired)
+        until = self.clock() + timedelta(minutes=self.backoff_minutes)
+        self.ledger.put_backoff(
+            self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000], region=req.region
+        )
+        self.metric("GroupsBackedOff", 1)
+        self.metric("GangsGivenBack", 1)
+        return {"group": req.group, "region": req.region, "outcome": "given_back", "error": error,
+                "cause": cause[:1000], "terminated": terminated, "desired": desired,
+                "backoff_until": iso(until)}  # fmt: skip
+
+    def _terminate(self, region: str, members: set[str], in_group: set[str]) -> list[str]:
+        """In the group: TerminateInstanceInAutoScalingGroup with decrement; outside: EC2 TerminateInstances."""
+        terminated, outside = [], []
+        for iid in sorted(members):
+            if iid not in in_group:
+                outside.append(iid)
+                continue
+            try:
+                self.aws.terminate_instance(region, iid, decrement=True)
+                terminated.append(iid)
+            except InstanceNotFound:
+                outside.append(iid)  # left the group meanwhile: EC2 terminates it below
+        if outside:
+            alive = self.aws.instance_states(region, outside)
+            doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
+            terminated += self.aws.terminate_instances(region, doomed) if doomed else []
+        return sorted(terminated)
+
+    # --- dispatch ------------------------------------------------------------------------------
+
+    def run(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        action = str(event.get("action"))
+        steps: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+            "gang_prepare": self.prepare,
+            "gang_launch": self.launch,
+            "gang_raise": self.raise_desired,
+            "gang_attach": self.attach,
+            "gang_verify": self.verify,
+            "gang_give_back": self.give_back,
+        }
+        step = steps.get(action)
+        if step is None:
+            raise InputError(f"unknown action {action!r}: one of {', '.join(steps)}", field="action")
+        return step(event)
+
+
+def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
+    prep = event.get("prep")
+    if not isinstance(prep, Mapping) or prep.get("mode") not in MODES:
+        raise InputError("required: the result of gang_prepare", field="prep")
+    for key in ("count", "attempt", "desired", "deadline"):
+        if key not in prep:
+            raise InputError("required", field=f"prep.{key}")
+    return dict(prep)
+
+
+def _members(prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup) -> set[str]:
+    """The attempt's instances: the fleet's (fleet mode), or the group's live ones new since prepare."""
+    if prep["mode"] == "fleet":
+        return {str(i) for i in (state.get("launch") or {}).get("instances") or []}
+    before = set(prep.get("before") or [])
+    return {
+        i.InstanceId for i in asg.Instances if i.InstanceId not in before and i.LifecycleState in LIVE_STATES
+    }
+
+
+def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:
+    """The error the execution fails with, and why: a caught error, else the step that said no."""
+    caught = state.get("error")
+    if isinstance(caught, Mapping) and caught.get("Error"):
+        return str(caught["Error"]), str(caught.get("Cause") or caught["Error"])
+    for step in ("verify", "attach", "launch"):
+        result = state.get(step)
+        if isinstance(result, Mapping) and result.get("error"):
+            return str(result["error"]), str(result.get("reason") or result["error"])
+    return "GangIncomplete", f"{where}: the gang did not launch whole"
+
+
+def _ready_nodes(kube: Cluster, aws: Cloud, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
+    """Instance id → name of the Ready Node it runs (EKS names a Node after the private DNS name)."""
+    if not instance_ids:
+        return {}
+    ready: dict[str, str] = {}
+    for iid, dns in aws.private_dns_names(region, instance_ids).items():
+        try:
+            node = kube.get_node(dns)
+        except NodeNotFound:
+            continue
+        if node.is_ready() and instance_id_from_provider_id(node.spec.provider_id) == iid:
+            ready[iid] = dns
+    return dict(sorted(ready.items()))
+
+
+def execution_request(
+    group: NodeGroup,
+    count: int,
+    gang: str,
+    plan_id: str,
+    state_machine_arn: str,
+    *,
+    deadline_seconds: float = 600.0,
+    poll_seconds: float = 15.0,
+) -> ExecutionRequest | None:
+    """The GangLaunch execution for ``count`` nodes of ``group`` for ``gang``, or None when the group's
+    tag says ``off`` (the gang then goes through the ordinary scale-up). Named after the plan, group and
+    gang, so a plan started twice starts it once."""
+    if group.atomic_launch == "off":
+        return None
+    digest = hashlib.sha256(f"{group.region}/{group.name}/{gang}".encode()).hexdigest()[:12]
+    return ExecutionRequest(
+        kind="gang_launch",
+        state_machine_arn=state_machine_arn,
+        name=f"gang-{plan_id}"[:66] + f"-{digest}",
+        input={
+            "group": group.name,
+            "region": group.region,
+            "count": count,
+            "gang": gang,
+            "mode": group.atomic_launch,
+            "deadline_seconds": deadline_seconds,
+            "poll_seconds": poll_seconds,
+            "plan_id": plan_id,
+        },
+    )

@@ -1,0 +1,198 @@
+"""Gang launch end to end: the real gang_launch.asl.json executed by moto, the scale function's gang
+steps in-process, EC2 and Auto Scaling made AWS-like by CloudSim (partial instant fleets, launches that
+never come up, AttachInstances' limits, throttling: moto enforces none of them), Nodes by the kubelets.
+
+Every test ends on the property the feature exists for, read from moto's EC2 view: no instance is left
+running outside a whole gang.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from conftest import HOME, Cloud
+
+from spillway.act.gang import TAG_ATTEMPT
+from spillway.local import cloud as cloud_module
+from spillway.local.rig import create_group
+
+MACHINE = "GangLaunchStateMachine"
+
+
+def gang_group(cloud: Cloud, name: str, mode: str, max_size: int = 8) -> None:
+    create_group(
+        name, region=HOME, instance_type="g5.xlarge", max_size=max_size, cluster=cloud.cluster, gpu=True,
+        tags={"spillway.io/atomic-launch": mode},
+    )  # fmt: skip
+
+
+def launch(cloud: Cloud, group: str, count: int, mode: str, deadline: int = 20) -> dict[str, Any]:
+    payload = {"group": group, "region": HOME, "count": count, "gang": "ml/train", "mode": mode,
+               "deadline_seconds": deadline, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+    return cloud.stack.run(MACHINE, payload, timeout=90)
+
+
+def running() -> dict[str, dict[str, str]]:
+    """EC2's view: every pending or running instance in the home region → its tags."""
+    ec2 = boto3.client("ec2", region_name=HOME)
+    found = {}
+    for reservation in ec2.describe_instances(
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    )["Reservations"]:
+        for instance in reservation["Instances"]:
+            found[instance["InstanceId"]] = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+    return found
+
+
+def group_instances(cloud: Cloud, group: str) -> dict[str, str]:
+    return {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg(group)["Instances"]}
+
+
+def assert_no_half_gang(cloud: Cloud, group: str, whole: set[str], before: set[str]) -> None:
+    """What runs is what ran before plus, if the gang launched, the whole gang in its group, InService."""
+    live = running()
+    assert set(live) == before | whole, {i: live[i] for i in set(live) - before - whole}
+    in_group = group_instances(cloud, group)
+    assert {i for i, s in in_group.items() if s != "Terminating"} == whole
+    assert all(in_group[i] == "InService" for i in whole)
+
+
+def lambda_errors(cloud: Cloud, execution_arn: str) -> list[str]:
+    return [
+        e["lambdaFunctionFailedEventDetails"]["error"]
+        for e in cloud.stack.history(execution_arn)
+        if e["type"] == "LambdaFunctionFailed"
+    ]
+
+
+@pytest.fixture
+def busy(cloud: Cloud) -> set[str]:
+    """A CPU group with one running node: instances that are no gang's and must survive every test."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    cloud.wait_nodes(1)
+    return set(running())
+
+
+def test_fleet_launches_the_whole_gang_attaches_it_in_batches_of_20_and_its_nodes_come_up(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    gang_group(cloud, "gang", "fleet", max_size=24)
+
+    execution = launch(cloud, "gang", 21, "fleet")
+
+    assert execution["status"] == "SUCCEEDED", execution
+    out = execution["output"]
+    assert out["outcome"] == "ready" and out["mode"] == "fleet" and len(out["instances"]) == 21
+    whole = set(out["instances"])
+    assert [len(ids) for _, group, ids in cloud.sim.attach_calls if group == "gang"] == [20, 1]
+    assert cloud.desired("gang") == 21  # AttachInstances raised it; nothing else set it
+    assert cloud.sim.calls_for("gang") == []
+    assert all(running()[i][TAG_ATTEMPT].startswith("spillway-") for i in whole)
+    assert len(out["nodes"]) == 21 and len(cloud.kube.list("Node")) == 22
+    assert_no_half_gang(cloud, "gang", whole, busy)
+
+
+def test_a_partial_fleet_is_terminated_whole_and_the_group_backed_off(cloud: Cloud, busy: set[str]) -> None:
+    gang_group(cloud, "gang", "fleet")
+    cloud.sim.fleet_shortfall(HOME, launched=2)
+
+    execution = launch(cloud, "gang", 4, "fleet")
+
+    assert execution["status"] == "FAILED", execution
+    assert execution["error"] == "CapacityUnavailable"
+    assert "EC2 launched 2 of the gang's 4" in execution["cause"]
+    assert "InsufficientInstanceCapacity" in execution["cause"]
+    assert cloud.sim.attach_calls == [] and cloud.desired("gang") == 0
+    backoff = cloud.state_item("backoff#gang")
+    assert backoff is not None and "InsufficientInstanceCapacity" in backoff["reason"]["S"]
+    assert int(backoff["expires_at"]["N"]) > int(cloud.started_at.timestamp())
+    assert_no_half_gang(cloud, "gang", set(), busy)
+
+
+def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at_the_deadline(
+    cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instances launch and join the group, but their kubelets never report Ready (a broken AMI)."""
+    original_node = cloud_module._node
+
+    def broken_kubelet(name: str, instance_id: str, zone: str, region: str, template: Any) -> Any:
+        node = original_node(name, instance_id, zone, region, template)
+        if template.labels.get("node.kubernetes.io/instance-type") == "g5.xlarge":
+            node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+        return node
+
+    monkeypatch.setattr(cloud_module, "_node", broken_kubelet)
+    gang_group(cloud, "gang", "fleet")
+
+    execution = launch(cloud, "gang", 3, "fleet", deadline=3)
+
+    assert execution["status"] == "FAILED", execution
+    assert execution["error"] == "GangIncomplete"
+    assert "0 of the gang's 3 node(s) Ready by the deadline (3 instance(s) InService)" in execution["cause"]
+    assert [len(ids) for _, _, ids in cloud.sim.attach_calls] == [3]  # they had joined the group
+    assert cloud.desired("gang") == 0  # each terminated with a decrement
+    assert cloud.state_item("backoff#gang") is not None
+    assert_no_half_gang(cloud, "gang", set(), busy)
+
+
+def test_rollback_raises_the_desired_capacity_once_and_the_whole_gang_comes_up(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    gang_group(cloud, "gang", "rollback")
+
+    execution = launch(cloud, "gang", 3, "rollback")
+
+    assert execution["status"] == "SUCCEEDED", execution
+    out = execution["output"]
+    assert out["outcome"] == "ready" and out["mode"] == "rollback" and len(out["nodes"]) == 3
+    assert [c.desired for c in cloud.sim.calls_for("gang")] == [3]
+    assert_no_half_gang(cloud, "gang", set(out["instances"]), busy)
+
+
+def test_rollback_past_the_deadline_gives_all_of_it_back_restores_desired_and_backs_off(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    gang_group(cloud, "gang", "rollback")
+    cloud.sim.stall_launches("gang", HOME)  # the instances launch but never reach InService
+
+    execution = launch(cloud, "gang", 3, "rollback", deadline=3)
+
+    assert execution["status"] == "FAILED", execution
+    assert execution["error"] == "GangIncomplete"
+    assert "0 of the gang's 3 node(s) Ready by the deadline (0 instance(s) InService)" in execution["cause"]
+    assert [c.desired for c in cloud.sim.calls_for("gang")] == [3]  # raised once; given back by terminations
+    assert cloud.desired("gang") == 0
+    assert cloud.state_item("backoff#gang") is not None
+    assert_no_half_gang(cloud, "gang", set(), busy)
+
+
+def test_throttled_fleet_and_attach_calls_are_retried_by_the_state_machine(
+    cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the SDK does not retry: the state machine must
+    gang_group(cloud, "gang", "fleet")
+    cloud.sim.throttle("CreateFleet", 2)
+    cloud.sim.throttle("AttachInstances", 1)
+
+    execution = launch(cloud, "gang", 2, "fleet")
+
+    assert execution["status"] == "SUCCEEDED", execution
+    assert lambda_errors(cloud, execution["executionArn"]) == ["AwsThrottled"] * 3
+    whole = set(execution["output"]["instances"])
+    assert len(whole) == 2 and cloud.desired("gang") == 2
+    # The retried CreateFleet calls were refused, so they launched nothing extra.
+    assert len([i for i, tags in running().items() if TAG_ATTEMPT in tags]) == 2
+    assert_no_half_gang(cloud, "gang", whole, busy)
+
+
+def test_a_gang_above_max_size_is_refused_before_anything_launches(cloud: Cloud, busy: set[str]) -> None:
+    gang_group(cloud, "gang", "fleet", max_size=2)
+
+    execution = launch(cloud, "gang", 3, "fleet")
+
+    assert execution["status"] == "FAILED" and execution["error"] == "AsgLimitExceeded", execution
+    assert "above MaxSize 2; nothing launched" in execution["cause"]
+    assert cloud.state_item("backoff#gang") is None
+    assert_no_half_gang(cloud, "gang", set(), busy)

@@ -1,0 +1,199 @@
+"""The gang-launch steps (act/gang.py) on the recording fakes: what they ask EC2 for, what they refuse,
+and that giving back leaves no instance of the attempt running, even one whose id was never reported."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from fakes import FakeCloud, FakeCluster, FakeLedger
+
+from spillway.act import gang
+from spillway.adapters.aws import map_aws_error
+from spillway.errors import AsgLimitExceeded, AwsThrottled, CapacityUnavailable, InputError
+from spillway.model.aws import AutoScalingGroup
+from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH, NodeGroup, build_node_groups, parse_atomic_launch
+
+NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+REQUEST = {"group": "gpu", "region": "us-east-1", "count": 3, "gang": "ml/train", "mode": "fleet",
+           "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+
+
+def world(
+    mode: str | None = "fleet", max_size: int = 8, **kw: Any
+) -> tuple[FakeCloud, FakeLedger, gang.GangSteps]:
+    cloud = FakeCloud(cluster="prod")
+    raw = cloud.add_group("gpu", ["i-0old"], max_size=max_size, mixed=True, instance_type="g5.xlarge",
+                          zones=["us-east-1a", "us-east-1b"], **kw)  # fmt: skip
+    if mode:
+        raw["Tags"].append({"Key": TAG_ATOMIC_LAUNCH, "Value": mode, "PropagateAtLaunch": False})
+    ledger = FakeLedger()
+    steps = gang.GangSteps(kube=FakeCluster(), aws=cloud, ledger=ledger, cluster="prod", clock=lambda: NOW)
+    return cloud, ledger, steps
+
+
+def test_the_fleet_asks_for_the_whole_gang_of_one_type_in_one_zone_from_the_groups_template() -> None:
+    cloud, _, steps = world()
+    cloud.groups[("us-east-1", "gpu")]["VPCZoneIdentifier"] = "subnet-a, subnet-b"
+    prep = steps.prepare(REQUEST)
+    steps.launch({**REQUEST, "prep": prep})
+
+    [request] = cloud.fleets
+    api = request.to_api()
+    assert api["Type"] == "instant" and api["ClientToken"] == prep["attempt"]
+    assert api["TargetCapacitySpecification"]["TotalTargetCapacity"] == 3
+    assert api["OnDemandOptions"] == {
+        "MinTargetCapacity": 3,
+        "SingleInstanceType": True,
+        "SingleAvailabilityZone": True,
+    }
+    [config] = api["LaunchTemplateConfigs"]
+    assert config["LaunchTemplateSpecification"]["Version"] == "$Latest"
+    assert config["Overrides"] == [{"InstanceType": "g5.xlarge", "SubnetId": "subnet-a"},
+                                   {"InstanceType": "g5.xlarge", "SubnetId": "subnet-b"}]  # fmt: skip
+    tags = {t["Key"]: t["Value"] for t in api["TagSpecifications"][0]["Tags"]}
+    assert tags[gang.TAG_ATTEMPT] == prep["attempt"] and tags[gang.TAG_CLUSTER] == "prod"
+    assert tags["k8s.io/cluster-autoscaler/prod"] == "owned"  # what the group propagates to its own
+    assert TAG_ATOMIC_LAUNCH not in tags  # not propagated at launch
+
+
+def test_without_subnets_the_fleet_names_the_groups_zones() -> None:
+    _, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    assert prep["fleet"]["subnets"] == [] and prep["fleet"]["zones"] == ["us-east-1a", "us-east-1b"]
+
+
+def test_the_same_attempt_has_the_same_token_and_another_plan_another() -> None:
+    _, _, steps = world()
+    first, again = steps.prepare(REQUEST), steps.prepare(REQUEST)
+    other = steps.prepare({**REQUEST, "plan_id": "p-2"})
+    assert first["attempt"] == again["attempt"] != other["attempt"]
+    assert len(first["attempt"]) <= 64  # CreateFleet's ClientToken limit
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"count": 0}, "count"), ({"count": True}, "count"), ({"mode": "atomic"}, "mode"),
+     ({"region": "eu-west-1"}, "region"), ({"group": ""}, "group"), ({"deadline_seconds": -1}, "deadline_seconds")],
+)  # fmt: skip
+def test_bad_input_is_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
+    cloud, _, steps = world()
+    with pytest.raises(InputError) as raised:
+        steps.prepare({**REQUEST, **change})
+    assert raised.value.field == field
+    assert cloud.fleets == [] and cloud.called("describe_group") == []
+
+
+def test_a_gang_above_max_size_or_an_untagged_group_is_refused_before_launching() -> None:
+    cloud, _, steps = world(max_size=3)  # 1 instance + 3 > 3
+    with pytest.raises(AsgLimitExceeded, match="above MaxSize 3"):
+        steps.prepare(REQUEST)
+    cloud, _, steps = world(mode=None)
+    with pytest.raises(InputError, match=r"not tagged spillway\.io/atomic-launch") as raised:
+        steps.prepare({**REQUEST, "mode": None})
+    assert raised.value.field == "mode" and cloud.fleets == []
+
+
+def test_a_partial_fleet_is_reported_with_ec2s_errors_and_given_back_whole() -> None:
+    cloud, ledger, steps = world()
+    cloud.fleet_capacity = 2
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    assert launch["status"] == "partial" and len(launch["instances"]) == 2
+    assert (
+        "launched 2 of the gang's 3" in launch["reason"]
+        and "InsufficientInstanceCapacity" in launch["reason"]
+    )
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch}})
+
+    assert out["error"] == "CapacityUnavailable" and sorted(out["terminated"]) == launch["instances"]
+    assert cloud.running() == []
+    [(group, until, reason)] = ledger.backoffs
+    assert group == "gpu" and until > NOW and "InsufficientInstanceCapacity" in reason
+
+
+def test_give_back_finds_by_tag_an_instance_whose_launch_response_was_lost() -> None:
+    """CreateFleet launched, the Lambda timed out before returning: the ids are only in EC2's tags."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    steps.launch({**REQUEST, "prep": prep})  # result lost
+    error = {"Error": "States.Timeout", "Cause": "the launch step timed out"}
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": error}})
+
+    assert len(out["terminated"]) == 3 and cloud.running() == []
+    assert out["error"] == "States.Timeout"
+
+
+def test_give_back_of_an_attached_gang_terminates_with_decrement_and_restores_desired() -> None:
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    assert steps.attach({**REQUEST, "prep": prep, "launch": launch})["status"] == "attached"
+    assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 4
+
+    verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})  # no Nodes: not ready
+    assert verify["status"] == "waiting"
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+
+    assert [args[2] for args in cloud.terminated()] == [True, True, True]  # with decrement
+    assert out["desired"] == 1 and cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
+    assert cloud.running() == [] and out["error"] == "GangIncomplete"
+
+
+def test_attach_waits_for_running_instances_and_reports_a_lost_one() -> None:
+    cloud, _, steps = world()
+    cloud.fleet_state = "pending"
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    assert steps.attach({**REQUEST, "prep": prep, "launch": launch})["status"] == "waiting"
+    cloud.ec2[launch["instances"][0]]["state"] = "terminated"
+    lost = steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    assert lost["status"] == "lost" and lost["error"] == "GangIncomplete"
+    assert cloud.called("attach_instances") == []
+
+
+def test_ec2_capacity_and_throttling_codes_become_named_errors() -> None:
+    def client_error(code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": "m"}}, "CreateFleet")
+
+    assert type(map_aws_error(client_error("InsufficientInstanceCapacity"), "x")) is CapacityUnavailable
+    assert type(map_aws_error(client_error("VcpuLimitExceeded"), "x")) is CapacityUnavailable
+    assert type(map_aws_error(client_error("RequestLimitExceeded"), "x")) is AwsThrottled
+
+
+def test_the_tag_chooses_the_mode_and_a_bad_value_is_off_with_a_visible_reason() -> None:
+    assert parse_atomic_launch("fleet") == ("fleet", "") and parse_atomic_launch(None) == ("off", "")
+    mode, problem = parse_atomic_launch("atomic")
+    assert mode == "off" and "'atomic' is not one of fleet | rollback | off" in problem
+
+    cloud, _, _ = world(mode="Rollback")
+    raw = cloud.groups[("us-east-1", "gpu")]
+    bad = {**raw, "AutoScalingGroupName": "bad", "AutoScalingGroupARN": raw["AutoScalingGroupARN"] + "-bad",
+           "Instances": [], "Tags": [*raw["Tags"][:-1], {"Key": TAG_ATOMIC_LAUNCH, "Value": "yes"}]}  # fmt: skip
+    groups = build_node_groups([AutoScalingGroup.model_validate(g) for g in (raw, bad)], [], {}, {}, "prod")
+    by_name = {g.name: g for g in groups}
+    assert by_name["gpu"].atomic_launch == "rollback"
+    assert by_name["bad"].atomic_launch == "off" and "'yes'" in by_name["bad"].atomic_launch_problem
+    assert NodeGroup.from_dict(by_name["gpu"].to_dict()) == by_name["gpu"]
+    assert NodeGroup.from_dict(by_name["bad"].to_dict()) == by_name["bad"]
+    plain = NodeGroup("g", "us-east-1", 0, 1, 0, None, None)
+    assert "atomic_launch" not in plain.to_dict()  # untagged groups serialize as before
+
+
+def test_execution_request_for_a_tagged_group_and_none_for_an_untagged_one() -> None:
+    base = NodeGroup("gpu", "us-east-1", 0, 8, 0, "g5.xlarge", None)
+    assert gang.execution_request(base, 4, "ml/train", "p-1", "arn:sm") is None
+    tagged = NodeGroup("gpu", "us-east-1", 0, 8, 0, "g5.xlarge", None, atomic_launch="fleet")
+    request = gang.execution_request(tagged, 4, "ml/train", "p-1", "arn:sm", deadline_seconds=300)
+    assert request is not None and request.kind == "gang_launch" and len(request.name) <= 80
+    assert request.input == {"group": "gpu", "region": "us-east-1", "count": 4, "gang": "ml/train",
+                             "mode": "fleet", "deadline_seconds": 300, "poll_seconds": 15.0, "plan_id": "p-1"}  # fmt: skip
+    other = gang.execution_request(tagged, 4, "ml/eval", "p-1", "arn:sm")
+    assert other is not None and other.name != request.name
+    _, _, steps = world()
+    assert steps.prepare({**request.input, "count": 3})["mode"] == "fleet"  # the input is what prepare reads
