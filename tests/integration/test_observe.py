@@ -361,13 +361,15 @@ def test_importing_the_handler_needs_no_environment(monkeypatch: pytest.MonkeyPa
 
 def test_runtime_config_from_environment() -> None:
     config = load_runtime_config(
-        {**ENV, "HEARTBEAT_MINUTES": "2", "SCALE_DOWN_IDLE_MINUTES": "15", "NODE_RESERVE_MEMORY": "2Gi"}
-    )
+        {**ENV, "HEARTBEAT_MINUTES": "2", "SCALE_DOWN_IDLE_MINUTES": "15", "NODE_RESERVE_MEMORY": "2Gi",
+         "ORPHANED_DRAIN_MINUTES": "0.05"}
+    )  # fmt: skip
 
     assert config.regions == ("us-east-1", "us-west-2") and config.primary_region == "us-east-1"
     assert config.cluster_access == "eks"
     assert config.heartbeat_minutes == 2
     assert config.planner.scale_down_idle_minutes == 15
+    assert config.planner.orphaned_drain_minutes == 0.05
     assert config.planner.cluster == "prod"
     assert config.observe_config().node_reserve.memory == "2Gi"
 
@@ -385,6 +387,7 @@ def test_runtime_config_from_environment() -> None:
         ({"OBSERVE_INTERVAL_SECONDS": "soon"}, "OBSERVE_INTERVAL_SECONDS"),
         ({"SCALE_DOWN_IDLE_MINUTES": "-1"}, "SCALE_DOWN_IDLE_MINUTES"),
         ({"NODE_RESERVE_CPU": "lots"}, "NODE_RESERVE_CPU"),
+        ({"ORPHANED_DRAIN_MINUTES": "0"}, "ORPHANED_DRAIN_MINUTES"),  # greater than 0
     ],
 )
 def test_bad_configuration_names_the_variable(change: dict[str, str], variable: str) -> None:

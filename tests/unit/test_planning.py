@@ -41,6 +41,7 @@ from spillway.model.act import StoredState
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import GroupState, State
+from spillway.planner.core import UNCORDON_REASON
 
 UP_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleUpStateMachine"
 DOWN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleDownStateMachine"
@@ -107,7 +108,7 @@ def test_a_gpu_burst_commits_the_plan_and_starts_one_scale_up_named_after_it() -
     assert request.name == f"up-{outcome.plan_id}"
     assert request.input["groups"] == [
         {"group": "gpu-east", "region": "us-east-1", "from": 0, "to": 3, "grow": True, "new_nodes": 3,
-         "pods": 3, "uncordon": []},
+         "pods": 3, "uncordon": [], "reasons": {}},
     ]  # fmt: skip
     assert request.input["poll_seconds"] == 1 and request.input["launch_timeout_seconds"] == 30
     assert (request.input["round"], request.input["max_rounds"], request.input["done"]) == (1, 3, False)
@@ -265,7 +266,7 @@ def test_uncordoning_without_growing_is_a_scale_up_item_that_does_not_grow() -> 
     [request] = rig.executions.requests
     assert request.input["groups"] == [
         {"group": "general", "region": "us-east-1", "from": 2, "to": 2, "grow": False, "new_nodes": 0,
-         "pods": 0, "uncordon": [nodes[0]]},
+         "pods": 0, "uncordon": [nodes[0]], "reasons": {nodes[0]: UNCORDON_REASON}},
     ]  # fmt: skip
 
 
@@ -407,6 +408,45 @@ def test_prepare_uncordons_the_planned_nodes_and_refuses_a_target_above_max_size
     node = kube.get_node(name)
     assert not node.spec.unschedulable and node.spec.taints == []  # uncordoned before the refusal
     assert kube.events == [f"SpillwayUncordoned {name}"] and writes(cloud) == []
+
+
+class EventsCluster(FakeCluster):
+    """A FakeCluster that keeps each event's message too."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.messages: dict[str, str] = {}
+
+    def record_event(
+        self, kind: str, name: str, namespace: str | None, reason: str, *args: Any, **kw: Any
+    ) -> None:
+        super().record_event(kind, name, namespace, reason, *args, **kw)
+        self.messages[name] = str(args[0])
+
+
+def test_prepare_says_in_each_uncordon_event_why_the_plan_uncordoned_the_node() -> None:
+    reused, orphan, old = "ip-10-0-0-1.ec2.internal", "ip-10-0-0-2.ec2.internal", "ip-10-0-0-3.ec2.internal"
+    kube = EventsCluster([
+        o.node(name, instance=f"i-0ab{i}", unschedulable=True,
+               annotations={CORDONED_BY_SPILLWAY: "2026-11-01T08:00:00Z drain: idle"},
+               taints=[{"key": DRAINING_TAINT, "effect": "NoSchedule"}])
+        for i, name in enumerate((reused, orphan, old))
+    ])  # fmt: skip
+    restored = (
+        "orphaned-drain-restored: Spillway cordoned it 27 h ago and no drain owns it (orphaned_drain_minutes"
+        " 27 h); it is not drained now (runs 1 workload pod(s)), so it is uncordoned and its draining taint lifted"
+    )
+    group = {**GROUP, "grow": False, "to": 1, "uncordon": [reused, orphan, old],
+             "reasons": {reused: UNCORDON_REASON, orphan: restored}}  # fmt: skip
+
+    prep = steps(gpu_cloud(1), kube).prepare({"plan_id": "ml-p1", "group": group})
+
+    assert prep["uncordoned"] == [reused, orphan, old]
+    assert kube.messages[orphan] == f"uncordoned by Spillway plan ml-p1: {restored}"
+    assert kube.messages[reused] == f"uncordoned by Spillway plan ml-p1: {UNCORDON_REASON}"
+    assert "orphaned" not in kube.messages[reused]
+    # An execution started before plans carried reasons: the message it always had.
+    assert kube.messages[old] == "uncordoned by Spillway plan ml-p1: pending pods fit on it"
 
 
 def test_prepare_says_what_to_set_and_verify_sees_a_capacity_failure_since_then() -> None:

@@ -90,6 +90,7 @@ _PLANNER_FIELDS = (
     "launch_failure_backoff_minutes",
     "expendable_priority_cutoff",
     "drain_claim_minutes",
+    "orphaned_drain_minutes",
 )
 _REQUIRED = ("CLUSTER_NAME", "REGIONS", "SNAPSHOTS_TABLE", "PLANS_TABLE", "STATE_TABLE")
 

@@ -98,7 +98,8 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
     """One entry per group the plan grows or uncordons nodes in: what the scale-up execution maps over.
 
     ``to`` is the absolute desired capacity (setting it twice is harmless); ``grow`` is False for a
-    group whose nodes are only uncordoned. Pod names stay in the plan record: the execution input
+    group whose nodes are only uncordoned; ``reasons`` is the plan's reason per uncordoned node (the
+    Event ``prepare`` posts says it: reused for pending pods, or an orphaned drain restored). Pod names stay in the plan record: the execution input
     must stay far below Step Functions' 256 KB.
     """
     by_name = {g.name: g for g in groups}
@@ -113,6 +114,7 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
             "new_nodes": s.to_size - s.from_size,
             "pods": len(s.pods),
             "uncordon": [],
+            "reasons": {},
         }
     for u in plan.uncordon:
         entry = items.get(u.group)
@@ -129,8 +131,10 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
                 "new_nodes": 0,
                 "pods": 0,
                 "uncordon": [],
+                "reasons": {},
             }
         entry["uncordon"].append(u.node)
+        entry["reasons"][u.node] = u.reason
     return [items[name] for name in items]
 
 

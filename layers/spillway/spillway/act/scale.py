@@ -2,7 +2,8 @@
 
 The state machine maps over the plan's groups; for each group it calls, in order:
 
-``prepare``      uncordon the planned nodes (and lift Spillway's draining taint); read the live group;
+``prepare``      uncordon the planned nodes (and lift Spillway's draining taint; the Event on each says
+                 the plan's reason: reused for pending pods, or an orphaned drain restored); read the live group;
                  refuse a ``to`` above MaxSize (:class:`AsgLimitExceeded`); say whether the desired
                  capacity must be set (``set``), which instances existed before (``before``), and the
                  launch deadline.
@@ -132,7 +133,7 @@ class ScaleSteps:
                 uncordoned.append(node)
                 self.kube.record_event(
                     "Node", node, None, "SpillwayUncordoned",
-                    f"uncordoned by Spillway plan {event.get('plan_id', '?')}: pending pods fit on it",
+                    f"uncordoned by Spillway plan {event.get('plan_id', '?')}: {_uncordon_reason(group, node)}",
                 )  # fmt: skip
         if uncordoned:
             self.metric("Uncordoned", len(uncordoned))
@@ -358,6 +359,14 @@ class ScaleSteps:
                 field="action",
             )
         return step(event)
+
+
+def _uncordon_reason(group: Mapping[str, Any], node: str) -> str:
+    """The plan's reason for uncordoning ``node`` (an execution started before plans carried reasons
+    uncordoned only to reuse nodes for pending pods)."""
+    reasons = group.get("reasons")
+    reason = reasons.get(node) if isinstance(reasons, Mapping) else None
+    return str(reason)[:900] if reason else "pending pods fit on it"
 
 
 def _compact(result: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ drift: the DynamoDB tables (through :mod:`spillway.local.cfn`), every ``AWS::Ser
 Two things are adjusted so that moto behaves like AWS where the product depends on it:
 
 * a Lambda task that raises answers ``{"errorType": <exception class name>, ...}`` with the
-  ``X-Amz-Function-Error`` header, so ``Retry``/``Catch`` match on our error names as on AWS;
+  ``X-Amz-Function-Error`` header, so ``Retry``/``Catch`` match on our error names as on AWS (a
+  :class:`LambdaTimeout` answers ``Sandbox.Timedout``, as a function that ran past its timeout does);
 * errors of ``aws-sdk:*`` tasks are named as AWS documents them, ``<Service>.<ErrorCode>Exception``
   (``AutoScaling.ScalingActivityInProgressException``), where moto would use the boto class name;
 * the ``states:startExecution`` integration takes and returns AWS's PascalCase names
@@ -80,12 +81,29 @@ class LambdaContext:
         return 300_000
 
 
+class LambdaTimeout(Exception):
+    """What Lambda answers for an invocation that ran past its timeout. AWS stops the function only at
+    the timeout, so what the handler did before (an instance terminated, a Node deleted) stays done; the
+    caller gets no result, only ``Sandbox.Timedout`` (the Error a state machine's Retry/Catch sees)."""
+
+    error_type = "Sandbox.Timedout"
+
+    def __init__(self, function: str, seconds: float = 3.0) -> None:
+        super().__init__(f"RequestId: {uuid.uuid4()} Error: Task timed out after {seconds:.2f} seconds")
+        self.function = function
+
+
+EventMatch = Callable[[Any], bool]
+
+
 class FunctionFaults:
-    """Make a function fail its next calls, as a Lambda error with that exception name."""
+    """Make a function fail its next calls: :meth:`fail_next` before the handler runs (a Lambda error
+    with that exception's name), :meth:`time_out_after` after it ran (:class:`LambdaTimeout`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[str, list[Exception]] = {}
+        self._timeouts: dict[str, list[EventMatch]] = {}
 
     def fail_next(self, function: str, error: Exception, times: int = 1) -> None:
         with self._lock:
@@ -95,6 +113,21 @@ class FunctionFaults:
         with self._lock:
             queue = self._pending.get(function)
             return queue.pop(0) if queue else None
+
+    def time_out_after(self, function: str, when: EventMatch | None = None, times: int = 1) -> None:
+        """The next ``times`` calls of ``function`` whose event ``when`` accepts (any, by default) run
+        the handler to the end, then answer as a timed-out Lambda: side effects done, result lost."""
+        with self._lock:
+            self._timeouts.setdefault(function, []).extend([when or (lambda event: True)] * times)
+
+    def take_timeout(self, function: str, event: Any) -> LambdaTimeout | None:
+        with self._lock:
+            queue = self._timeouts.get(function) or []
+            for i, when in enumerate(queue):
+                if when(event):
+                    del queue[i]
+                    return LambdaTimeout(function)
+            return None
 
 
 class LocalStack:
@@ -340,11 +373,15 @@ class LocalStack:
         if injected is not None:
             record.error = type(injected).__name__
             raise injected
+        timeout = self.faults.take_timeout(record.function, event)
         try:
             record.result = handler(event, LambdaContext(function_name=name))
         except Exception as exc:
             record.error = type(exc).__name__
             raise
+        if timeout is not None:  # it ran to the end; the caller never hears of the result
+            record.error = timeout.error_type
+            raise timeout
         return record.result
 
     def start(self, state_machine: str, payload: Any, name: str | None = None) -> str:
@@ -447,7 +484,7 @@ def _lambda_routed_to(stack: LocalStack) -> Iterator[None]:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(
                 {
-                    "errorType": type(exc).__name__,
+                    "errorType": getattr(exc, "error_type", type(exc).__name__),
                     "errorMessage": str(exc),
                     "stackTrace": traceback.format_exception(exc)[-3:],
                 }

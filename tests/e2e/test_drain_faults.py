@@ -1,0 +1,350 @@
+"""Drains that die half-way (issue 10), end to end on the rig: moto executes the real DrainNode ASL, the
+real handlers answer its Lambda tasks, Kubernetes is the API emulator. Each test injects one fault where
+it hurts and asserts what is left of the node, the instance and the group:
+
+* the drain Lambda times out right after it terminated the instance (AWS ran it; Step Functions only
+  sees ``Sandbox.Timedout``): the instance is terminated once, the Node deleted, never uncordoned;
+* Auto Scaling throttles the terminate: retried, terminated once, desired capacity decremented once;
+* the Kubernetes API goes down while the drain compensates, or the execution is stopped mid-drain: the
+  node keeps Spillway's marks until a plan past ``orphaned_drain_minutes`` restores it (it runs pods)
+  or finishes the drain (it is idle);
+* a rejected request that carries a ``drain`` object posts no Event and touches nothing.
+
+Step Functions' Retry waits are real sleeps in moto; :func:`fast_retries` shortens them (the attempts
+and their order stay the ASL's) so that each test runs in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from conftest import CLUSTER, HOME, WEST, Cloud
+
+from spillway.local import objects
+
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+DRAINING = "spillway.io/draining"
+CORDONED = "spillway.io/cordoned"
+RETRY_SPEEDUP = 0.05  # Step Functions' Retry waits, shortened this much
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto sleeps each Retry's (jittered) interval for real: sleep a twentieth of it."""
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+    class _Time:
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            time.sleep(seconds * RETRY_SPEEDUP)
+
+    monkeypatch.setattr(retrier_decl, "time", _Time)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def nodes_of(cloud: Cloud, group: str, region: str = HOME) -> list[tuple[str, str]]:
+    """(node, instance) of each registered instance of the group, by node name."""
+    ids = {i["InstanceId"] for i in cloud.asg(group, region)["Instances"]}
+    return sorted((name, iid) for iid, name in dict(cloud.registrar.registered).items() if iid in ids)
+
+
+def add_pod(cloud: Cloud, name: str, node: str, **kw: Any) -> None:
+    cloud.kube.add(
+        objects.pod(
+            name, "team-a", node_name=node, labels={"app": name}, owner=("ReplicaSet", f"{name}-5d9c"),
+            cpu="100m", memory="128Mi", **kw,
+        )
+    )  # fmt: skip
+
+
+def events_for(cloud: Cloud, node: str) -> list[dict[str, Any]]:
+    return [e for e in cloud.kube.list("Event") if e["involvedObject"]["name"] == node]
+
+
+def marks(node: Mapping[str, Any] | None) -> tuple[bool, bool, bool]:
+    """(cordoned, Spillway's annotation, draining taint) of a Node object."""
+    assert node is not None
+    return (
+        bool(node["spec"].get("unschedulable")),
+        CORDONED in node["metadata"].get("annotations", {}),
+        any(t["key"] == DRAINING for t in node["spec"].get("taints") or []),
+    )
+
+
+def terminate_results(cloud: Cloud) -> list[Any]:
+    """What each terminate the drain function ran answered (None for a call that raised before)."""
+    return [c.result for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "terminate"]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)
+
+
+@contextmanager
+def throttled_terminates(times: int) -> Iterator[list[str]]:
+    """Auto Scaling answers the next ``times`` TerminateInstanceInAutoScalingGroup calls ``Throttling``
+    (nothing done), as AWS does past the API's rate; yields the instances it let through."""
+    from moto.autoscaling import models
+    from moto.autoscaling.exceptions import AutoscalingClientError
+
+    backend = models.AutoScalingBackend
+    original = backend.terminate_instance
+    left, done = [times], []
+
+    def terminate(self: Any, instance_id: str, should_decrement: bool) -> Any:
+        if left[0] > 0:
+            left[0] -= 1
+            raise AutoscalingClientError("Throttling", "Rate exceeded")
+        done.append(instance_id)
+        return original(self, instance_id, should_decrement)
+
+    backend.terminate_instance = terminate  # type: ignore[method-assign]
+    try:
+        yield done
+    finally:
+        backend.terminate_instance = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def before_action(cloud: Cloud, action: str, do: Callable[[], None]) -> Iterator[None]:
+    """Run ``do`` the moment the drain function is first called with ``action`` (before it runs)."""
+    name = f"{cloud.stack.prefix}-DrainFunction"
+    handler = cloud.stack._handlers[name]
+    fired = [False]
+
+    def wrapped(event: dict[str, Any], context: Any) -> Any:
+        if event.get("action") == action and not fired[0]:
+            fired[0] = True
+            do()
+        return handler(event, context)
+
+    cloud.stack._handlers[name] = wrapped
+    try:
+        yield
+    finally:
+        cloud.stack._handlers[name] = handler
+
+
+def planner_env(**variables: str) -> None:
+    """The plan Lambda's configuration for this test (the rig puts the environment back on exit)."""
+    os.environ.update({"ORPHANED_DRAIN_MINUTES": "0.01", "DRAIN_DEADLINE_SECONDS": "20",
+                       "DRAIN_POLL_SECONDS": "1", **variables})  # fmt: skip
+
+
+def plan_now(cloud: Cloud) -> Any:
+    """A plan on a fresh snapshot, through the rig (stream → PlanFunction); its executions finished."""
+    outcome = cloud.plan(cloud.stream_event(cloud.snapshot()))
+    cloud.wait_all(timeout=40)
+    return outcome
+
+
+def assert_reconciled(cloud: Cloud, node: str, instance: str, *, busy: bool) -> None:
+    """A busy orphan restored (no marks, its pod still Running, an Event saying it was restored); an
+    idle one drained again and terminated (group decremented, Node gone)."""
+    if busy:
+        assert marks(cloud.kube.get("Node", node)) == (False, False, False)
+        pod = cloud.kube.get("Pod", "job-0", "team-a")
+        assert pod is not None and pod["status"]["phase"] == "Running"
+        restored = [e for e in events_for(cloud, node) if e.get("reason") == "SpillwayUncordoned"]
+        assert restored and "orphaned-drain-restored" in restored[-1]["message"], restored
+        assert cloud.desired("general") == 1
+        assert instance in cloud.instances()
+    else:
+        assert cloud.desired("general") == 0
+        assert instance not in cloud.instances()
+        wait_for(lambda: cloud.kube.get("Node", node) is None, what=f"Node {node} removed")
+        [down] = [e for m, e in cloud.all_executions() if m == "ScaleDownStateMachine"]
+        out = cloud.stack.wait(down["executionArn"])["output"]
+        [line] = out["drains"]
+        assert line["outcome"] == "terminated" and line["node"] == node, out
+
+
+# --- 1. a Lambda timeout right after a successful terminate -------------------------------------
+
+
+@pytest.mark.parametrize("timeouts", [1, 4], ids=["retried", "every-attempt-then-compensated"])
+def test_a_terminate_that_times_out_after_terminating_ends_terminated_not_uncordoned(
+    cloud: Cloud, timeouts: int
+) -> None:
+    """West is outside the state machine's region, so the drain function terminates. The first call
+    terminates and times out; the retry finds the instance gone (``AlreadyTerminating``). With every
+    attempt timing out, CompensateTerminate asks Auto Scaling, finds it gone, and deletes the Node."""
+    cloud.group("west", region=WEST, instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "west", WEST)
+    cloud.stack.faults.time_out_after(
+        "DrainFunction", when=lambda event: event.get("action") == "terminate", times=timeouts
+    )
+
+    result = cloud.stack.run(
+        "DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10},
+        timeout=40,
+    )  # fmt: skip
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "terminated" and out["instance_id"] == instance
+    assert "pods left running" not in str(out) and "uncordoned" not in str(out)
+    calls = terminate_results(cloud)
+    assert len(calls) == min(timeouts + 1, 4)  # one retry after one timeout; four attempts at most
+    assert [c["status"] for c in calls[1:]] == ["AlreadyTerminating"] * (len(calls) - 1)
+    assert calls[0]["activity_id"]  # the first call terminated it (its answer was lost)
+    assert cloud.desired("west", WEST) == 1  # decremented once
+    assert instance not in cloud.instances()
+    uncordons = [c for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "uncordon"]
+    assert all(c.result.get("instance_gone") for c in uncordons)  # never undid the drain's marks
+    assert len(uncordons) == (1 if timeouts == 4 else 0)
+    wait_for(lambda: cloud.kube.get("Node", node) is None, what=f"Node {node} removed")
+
+
+# --- 2. throttling on terminate -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("region", [HOME, WEST], ids=["aws-sdk-task", "drain-function"])
+def test_a_throttled_terminate_is_retried_and_decrements_the_group_once(cloud: Cloud, region: str) -> None:
+    """Home: the state machine's aws-sdk task retries ``AutoScaling.ThrottlingException``. West: the
+    drain function (its SDK allowed one attempt) raises ``AwsThrottled``, which the state retries."""
+    os.environ["AWS_MAX_ATTEMPTS"] = "1"
+    cloud.group("general", region=region, instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "general", region)
+
+    with throttled_terminates(2) as terminated:
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10},
+            timeout=40,
+        )
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "terminated"
+    assert terminated == [instance]  # two throttled attempts, then exactly one termination
+    assert cloud.desired("general", region) == 1
+    assert instance not in cloud.instances()
+    history = [e["type"] for e in cloud.stack.history(result["executionArn"])]
+    assert history.count("TaskFailed" if region == HOME else "LambdaFunctionFailed") >= 2  # retried
+
+
+# --- 3 and 4. drains that die with Spillway's marks on the node; the planner reconciles them --------
+
+
+def one_node_group(cloud: Cloud) -> tuple[str, str]:
+    """A one-node group whose node runs a job no drain may evict (``do-not-disrupt``)."""
+    cloud.group("general", instance_type="m5.large", desired=1, gpu=False)
+    cloud.wait_nodes(1)
+    [(node, instance)] = nodes_of(cloud, "general")
+    add_pod(cloud, "job-0", node, annotations={"karpenter.sh/do-not-disrupt": "true"})
+    return node, instance
+
+
+def finish_job_if_idle(cloud: Cloud, *, busy: bool) -> None:
+    if not busy:
+        cloud.kube.delete("Pod", "job-0", "team-a")  # the job ended: the node is idle now
+
+
+@pytest.mark.parametrize("busy", [True, False], ids=["busy-restored", "idle-finished"])
+def test_api_down_during_the_compensation_leaves_marks_the_next_plan_reconciles(
+    cloud: Cloud, busy: bool
+) -> None:
+    node, instance = one_node_group(cloud)
+
+    def api_down() -> None:
+        cloud.kube.faults.fail_next(10**6, status=503)
+
+    with before_action(cloud, "uncordon", api_down):
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 2},
+            timeout=60,
+        )
+
+    assert result["status"] == "FAILED" and result["error"] == "DrainTimeout", result
+    assert "undoing the cordon failed too" in result["cause"]
+    cloud.kube.faults.clear()  # the API is back
+    assert marks(cloud.kube.get("Node", node)) == (True, True, True)  # left as the drain made it
+    assert cloud.desired("general") == 1 and instance in cloud.instances()
+
+    finish_job_if_idle(cloud, busy=busy)
+    planner_env(SCALE_DOWN_IDLE_MINUTES="0", SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0")
+    plan_now(cloud)
+
+    assert_reconciled(cloud, node, instance, busy=busy)
+
+
+@pytest.mark.parametrize("busy", [True, False], ids=["busy-restored", "idle-finished"])
+def test_a_drain_stopped_between_eviction_rounds_is_reconciled_by_the_next_plan(
+    cloud: Cloud, busy: bool
+) -> None:
+    node, instance = one_node_group(cloud)
+    arn = cloud.stack.start(
+        "DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 30}
+    )
+    wait_for(
+        lambda: any(c.event.get("action") == "evict" and c.result for c in cloud.stack.calls("DrainFunction")),
+        what="an eviction round",
+    )  # fmt: skip
+    cloud.stack.client("stepfunctions").stop_execution(executionArn=arn, error="Operator", cause="stopped")
+    assert cloud.stack.wait(arn)["status"] == "ABORTED"
+    time.sleep(1.5)  # longer than a WaitForPods: a stopped execution takes no further step
+    assert marks(cloud.kube.get("Node", node)) == (True, True, True)
+    assert not [
+        c for c in cloud.stack.calls("DrainFunction") if c.event.get("action") in ("uncordon", "record")
+    ]
+
+    finish_job_if_idle(cloud, busy=busy)
+    planner_env(SCALE_DOWN_IDLE_MINUTES="0", SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0")
+    plan_now(cloud)
+
+    assert_reconciled(cloud, node, instance, busy=busy)
+
+
+def test_an_orphan_younger_than_the_bound_is_left_to_its_drain(cloud: Cloud) -> None:
+    """The bound matters: a stopped drain's node is not touched by a plan before orphaned_drain_minutes."""
+    node, _ = one_node_group(cloud)
+    arn = cloud.stack.start(
+        "DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 30}
+    )
+    wait_for(lambda: marks(cloud.kube.get("Node", node)) == (True, True, True), what="the cordon")
+    cloud.stack.client("stepfunctions").stop_execution(executionArn=arn)
+    cloud.stack.wait(arn)
+
+    planner_env(ORPHANED_DRAIN_MINUTES="60")
+    plan_now(cloud)
+
+    assert marks(cloud.kube.get("Node", node)) == (True, True, True)
+    assert not [m for m, _ in cloud.all_executions() if m != "DrainNodeStateMachine"]
+
+
+# --- 5. a rejected request posts nothing ----------------------------------------------------------
+
+
+def test_a_rejected_request_carrying_a_drain_object_posts_no_event_and_touches_nothing(cloud: Cloud) -> None:
+    cloud.group("general", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, _), _ = nodes_of(cloud, "general")
+    drain = cloud.stack.invoke(
+        "DrainFunction", {"action": "validate", "request": {"cluster": CLUSTER, "node": node}}
+    )["drain"]  # a complete, valid drain object, as a step's input carries it
+    cloud.kube.clear_requests()
+
+    result = cloud.stack.run(
+        "DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "drain": drain}, timeout=20
+    )
+
+    assert result["status"] == "FAILED" and result["error"] == "InvalidDrainRequest", result
+    assert result["cause"].startswith("drain:"), result["cause"]
+    assert events_for(cloud, node) == []
+    assert [f"{r.method} {r.path}" for r in cloud.kube.requests if r.method in WRITES] == []
+    assert marks(cloud.kube.get("Node", node)) == (False, False, False)
+    assert cloud.desired("general") == 2
