@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from spillway.errors import KubeAuthError, KubeUnavailable, SpillwayError
-from spillway.model.cluster import ClusterSnapshot
+from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import EventMark
 from spillway.planner import ScalingPlan
@@ -173,10 +173,7 @@ def plan_events(
         if mark is not None and mark.fingerprint == fp:
             suppressed += 1
             continue
-        info = pods.get(pod)
-        namespace, name = (info.namespace, info.name) if info is not None else _split(pod)
-        uid = info.uid if info is not None and info.uid else None
-        wanted.append(PodEvent(namespace, name, uid, reason, message, fp))
+        wanted.append(_event(pod, pods.get(pod), reason, message, fp))
     chosen = wanted[: policy.max_per_plan]
     new = dict(fresh)
     for e in chosen:
@@ -187,6 +184,13 @@ def plan_events(
         suppressed=suppressed,
         capped=len(wanted) - len(chosen),
     )
+
+
+def _event(pod: str, info: PodInfo | None, reason: str, message: str, fp: str) -> PodEvent:
+    if info is None:  # not in the snapshot (the planner only names pods it was given): no uid
+        namespace, name = _split(pod)
+        return PodEvent(namespace, name, None, reason, message, fp)
+    return PodEvent(info.namespace, info.name, info.uid or None, reason, message, fp)
 
 
 def _bounded(ledger: Mapping[str, EventMark], size: int) -> dict[str, EventMark]:

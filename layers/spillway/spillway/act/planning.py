@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spillway.act.events import EventPolicy, PostResult, plan_events, post_events
+from spillway.act.events import EventBatch, EventPolicy, plan_events, post_events
 from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError, InputError, SnapshotNotFound, StaleSnapshot
 from spillway.model.act import ExecutionRequest, PlanOutcome, PlanRecord, PlanSummary, SnapshotRef
@@ -258,12 +258,9 @@ def run_plan(
         )  # fmt: skip
 
     result = planner(snapshot.cluster, snapshot.groups, settings.planner, stored.state, now)
-    batch = None
-    state = result.state
-    if cluster is not None:
-        marks = stored.state.events
-        batch = plan_events(result, snapshot.cluster, snapshot.groups, marks, settings.events, now)
-        state = state.model_copy(update={"events": batch.ledger})
+    # the pod Events to post after the commit; their ledger goes into the state committed
+    batch = plan_events(result, snapshot.cluster, snapshot.groups, stored.state.events, settings.events, now)
+    state = result.state.model_copy(update={"events": batch.ledger}) if cluster else result.state
     summary = summarize(result, settings.primary_region)
     requests = execution_requests(ref.cluster, pid, ref.key, result, snapshot.groups, settings)
     record = PlanRecord(
@@ -289,10 +286,7 @@ def run_plan(
         plan=record,
     )
     started = tuple(executions.start(r) for r in requests)
-    posted: dict[str, Any] | None = None
-    if batch is not None and cluster is not None:
-        sent = post_events(cluster, batch.events, budget_seconds=settings.events.budget_seconds)
-        posted = _events_report(sent, batch.suppressed, batch.capped)
+    posted = _post(cluster, batch, settings.events) if cluster else None
     return PlanOutcome(
         ref.cluster,
         ref.key,
@@ -305,8 +299,10 @@ def run_plan(
     )
 
 
-def _events_report(sent: PostResult, suppressed: int, capped: int) -> dict[str, Any]:
-    return {**sent.to_dict(), "suppressed": suppressed, "capped": capped}
+def _post(cluster: Callable[[], Cluster], batch: EventBatch, policy: EventPolicy) -> dict[str, Any]:
+    """Post the batch (never raises); what happened, for the outcome, the log and the metrics."""
+    sent = post_events(cluster, batch.events, budget_seconds=policy.budget_seconds)
+    return {**sent.to_dict(), "suppressed": batch.suppressed, "capped": batch.capped}
 
 
 def snapshot_age(snapshot: Snapshot, now: datetime) -> timedelta:
