@@ -107,6 +107,7 @@ class FakeCluster(Recorder):
         self.pods: list[dict[str, Any]] = list(pods)
         self.pdbs: list[dict[str, Any]] = list(pdbs)
         self.events: list[str] = []
+        self.posted: list[dict[str, Any]] = []  # every Event as the API would store its fields
 
     def iter_nodes(self) -> Iterator[Node]:
         return self._iter("iter_nodes", list(self.nodes.values()), Node.model_validate)
@@ -180,6 +181,12 @@ class FakeCluster(Recorder):
     ) -> None:
         self._call("record_event", kind, name, reason)
         self.events.append(f"{reason} {name}")
+        message = args[0] if args else kw.get("message", "")
+        type_ = args[1] if len(args) > 1 else kw.get("type", "Normal")
+        self.posted.append(
+            {"kind": kind, "name": name, "namespace": namespace, "reason": reason, "message": message,
+             "type": type_, "uid": kw.get("uid")}
+        )  # fmt: skip
 
     def _node(self, name: str) -> dict[str, Any]:
         if name not in self.nodes:

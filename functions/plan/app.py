@@ -15,8 +15,12 @@ lost race (StateConflict), the same snapshot being planned right now by another 
 (IdempotencyAlreadyInProgressError) or a transient error is reported as a batch item failure, so Lambda retries
 from that record. Invoked directly, those errors are raised, under their own names.
 
+After the commit the plan posts Kubernetes Events on the pending pods (TriggeredScaleUp,
+NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and counted, never raised.
+
 Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
-primary region), StaleSnapshots, PlanConflicts. (Uncordoned and GroupsBackedOff come from the scale
+primary region), StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not
+sent for lack of time or of an API). (Uncordoned and GroupsBackedOff come from the scale
 function, when it happens.)
 """
 
@@ -44,6 +48,11 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("DrainsPlanned", summary.get("drains", 0))
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
     add_count("Overflow", summary.get("overflow_nodes", 0))
+    events = outcome.get("events") or {}
+    add_count("PodEventsPosted", events.get("posted", 0))
+    add_count("PodEventsFailed", events.get("failed", 0) + events.get("skipped", 0))
+    if events.get("errors"):
+        logger.warning("pod events not posted", extra={"events": events})
     logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}
                 | {"summary": summary, "executions": [e["name"] for e in outcome.get("executions", [])]})  # fmt: skip
 
@@ -65,6 +74,7 @@ def plan_once(clients: Clients, ref: SnapshotRef, context: Any) -> dict[str, Any
             executions=clients.executions,
             settings=clients.plan_settings(),
             now=datetime.now(UTC),
+            cluster=clients.cluster,
         )
         result = outcome.to_dict()
         record_outcome(result)

@@ -2,7 +2,8 @@
 
 The real handlers run on the e2e rig (moto executing the real state machines, the API emulator as the
 cluster): observe once, plan a snapshot that reuses a node Spillway cordoned (the scale-up execution
-uncordons it), drain a node with a pod on it (the drain-node execution). Every request the emulator
+uncordons it) and has a pod no group can run (the plan posts it a NotTriggerScaleUp Event), drain a
+node with a pod on it (the drain-node execution). Every request the emulator
 answers carries, as its bearer token, the name of the function whose invocation sent it; each is
 turned into the (API group, resource, verb) RBAC checks, and the set per function must equal what the
 function's ClusterRole grants: nothing missing (the function would be refused) and nothing unused.
@@ -161,13 +162,16 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     gpu_node = next(n["metadata"]["name"] for n in cloud.kube.list("Node") if "gpu" in str(n["status"]))
     spillway_cordoned(cloud, gpu_node)
     cloud.kube.add(objects.pod("train-0", "ml", cpu="1", memory="2Gi", gpus=1, tolerations=[GPU_TOLERATION]))
+    cloud.kube.add(objects.pod("huge-0", "ml", cpu="500", memory="2Gi"))  # no group fits: an Event
     cloud.kube.clear_requests()
 
-    # observe (one observation), then plan it: the plan uncordons the GPU node (scale function).
+    # observe (one observation), then plan it: the plan uncordons the GPU node (scale function) and
+    # tells huge-0 why it stays pending (plan function).
     observed = cloud.stack.invoke("ObserveFunction", {})
     [key] = observed["written"]
     result = cloud.plan(cloud.stream_event(key))
     assert result["results"][0]["status"] == "acted", result
+    assert result["results"][0]["events"]["posted"] == 1, result
     [up] = cloud.wait_all()
     assert up["status"] == "SUCCEEDED", up
     assert not cloud.kube.get("Node", gpu_node)["spec"].get("unschedulable")  # type: ignore[index]
@@ -195,8 +199,7 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     assert {r.token for r in cloud.kube.requests} <= set(FUNCTIONS), "a request no function sent"
 
     roles = granted(list(yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text())))
-    assert "plan" not in sent and "spillway-plan" not in roles  # the planner never calls Kubernetes
-    for function in ("observe", "scale", "drain"):
+    for function in FUNCTIONS:
         grants = roles[f"spillway-{function}"]
         assert sent[function] - grants == set(), f"{function} sends requests its role refuses"
         assert grants - sent[function] == set(), f"{function}'s role grants what it never sends"
@@ -205,7 +208,7 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
 def test_each_role_is_bound_to_its_own_group_only() -> None:
     docs = list(yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()))
     bindings = {d["roleRef"]["name"]: d["subjects"] for d in docs if d["kind"] == "ClusterRoleBinding"}
-    assert set(bindings) == set(granted(docs)) == {f"spillway-{f}" for f in ("observe", "scale", "drain")}
+    assert set(bindings) == set(granted(docs)) == {f"spillway-{f}" for f in FUNCTIONS}
     for role, subjects in bindings.items():
         group = re.sub(r"^spillway-", "spillway:", role)
         assert subjects == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]

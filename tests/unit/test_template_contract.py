@@ -187,15 +187,19 @@ def test_log_delivery_may_write_only_to_the_state_machines_log_groups_of_this_ac
 def test_each_kubernetes_facing_role_has_its_own_access_entry_user_and_group() -> None:
     entries = {k: v["Properties"] for k, v in EXPANDED.items() if v.get("Type") == "AWS::EKS::AccessEntry"}
     by_role = {references(p["PrincipalArn"]).pop(): p for p in entries.values()}
-    assert set(by_role) == {"ObserveFunctionRole", "ScaleFunctionRole", "DrainFunctionRole"}
+    assert set(by_role) == {
+        "ObserveFunctionRole",
+        "PlanFunctionRole",
+        "ScaleFunctionRole",
+        "DrainFunctionRole",
+    }
     for role, props in by_role.items():
         name = role.removesuffix("FunctionRole").lower()
         assert props["KubernetesGroups"] == [f"spillway:{name}"], role
         assert props["Username"] == f"spillway:{name}", role
-    assert "PlanFunctionRole" not in by_role  # the planner never calls Kubernetes
 
 
 def test_the_role_outputs_the_readme_and_rbac_yaml_name_exist() -> None:
     outputs = TEMPLATE["Outputs"]
-    for fn in ("Observe", "Scale", "Drain"):
+    for fn in ("Observe", "Plan", "Scale", "Drain"):
         assert references(outputs[f"{fn}FunctionRoleArn"]["Value"]) == {f"{fn}FunctionRole"}

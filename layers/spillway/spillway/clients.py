@@ -4,8 +4,8 @@ once from :class:`~spillway.runtime.RuntimeConfig`, and the act-layer objects ma
 Every handler calls ``get_clients()`` and nothing else to reach the world; no handler keeps services of
 its own. ``get_clients()`` reads the environment on each call (cheap) and rebuilds only when the configuration
 changed, which in AWS is never within a container's life; in the local stack and the tests it is when
-a new stack (other tables, another emulator URL) comes up, so nobody needs to reset anything. The Kubernetes client is made on first use,
-so the plan function, which never talks to Kubernetes, never builds one.
+a new stack (other tables, another emulator URL) comes up, so nobody needs to reset anything. The Kubernetes client is made on first use:
+the plan function builds one only when a plan has pod Events to post.
 
 Cluster access (``CLUSTER_ACCESS``): ``eks`` (DescribeCluster + IAM token), ``secret`` (a kubeconfig in
 Secrets Manager, ``KUBECONFIG_SECRET_ID``) or ``url`` (a plain URL, ``KUBE_URL``: the local Kubernetes
@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import boto3
 
 from spillway.act.drain import Drainer, OutcomeHook
+from spillway.act.events import EventPolicy
 from spillway.act.gang import GangSteps
 from spillway.act.planning import PlanSettings
 from spillway.act.scale import Metric, ScaleSteps
@@ -131,7 +133,17 @@ class Clients:
             max_rounds=c.scale_up_max_rounds,
             drain_deadline_seconds=c.drain_deadline_seconds,
             drain_poll_seconds=c.drain_poll_seconds,
+            events=EventPolicy(
+                max_per_plan=c.pod_events_max_per_plan,
+                window=timedelta(minutes=c.pod_events_window_minutes),
+                ledger_size=c.pod_events_ledger_size,
+                budget_seconds=c.pod_events_budget_seconds,
+            ),
         )
+
+    def cluster(self) -> KubeClient:
+        """The Kubernetes client, built on first call (what the plan cycle calls to post pod Events)."""
+        return self.kube
 
 
 def build_clients(config: RuntimeConfig, session: boto3.Session | None = None) -> Clients:

@@ -19,6 +19,10 @@ variable                               meaning (default)
 ``SCALE_UP_MAX_ROUNDS``                scale-up: first attempt and overflow re-plans (3)
 ``DRAIN_DEADLINE_SECONDS`` / ``DRAIN_POLL_SECONDS``   drains (900 / 15)
 ``PLAN_TTL_DAYS``                      plans expire after (30)
+``POD_EVENTS_MAX_PER_PLAN``            pod Events one plan posts at most; 0 posts none (50)
+``POD_EVENTS_WINDOW_MINUTES``          a pod is not told the same thing again within (10)
+``POD_EVENTS_LEDGER_SIZE``             pods whose last Event the state remembers (2000)
+``POD_EVENTS_BUDGET_SECONDS``          the plan stops posting Events after (10)
 ``OBSERVE_INTERVAL_SECONDS``           seconds between observations in one invocation (20)
 ``OBSERVE_WINDOW_SECONDS``             how long one invocation keeps observing (50)
 ``HEARTBEAT_MINUTES``                  store an unchanged snapshot this often (5)
@@ -72,6 +76,10 @@ _RUNTIME_VARS: dict[str, str] = {
     "DRAIN_DEADLINE_SECONDS": "drain_deadline_seconds",
     "DRAIN_POLL_SECONDS": "drain_poll_seconds",
     "PLAN_TTL_DAYS": "plan_ttl_days",
+    "POD_EVENTS_MAX_PER_PLAN": "pod_events_max_per_plan",
+    "POD_EVENTS_WINDOW_MINUTES": "pod_events_window_minutes",
+    "POD_EVENTS_LEDGER_SIZE": "pod_events_ledger_size",
+    "POD_EVENTS_BUDGET_SECONDS": "pod_events_budget_seconds",
     "OBSERVE_INTERVAL_SECONDS": "observe_interval_seconds",
     "OBSERVE_WINDOW_SECONDS": "observe_window_seconds",
     "HEARTBEAT_MINUTES": "heartbeat_minutes",
@@ -116,6 +124,10 @@ class RuntimeConfig(BaseModel):
     drain_deadline_seconds: float = Field(default=900, gt=0)
     drain_poll_seconds: float = Field(default=15, gt=0)
     plan_ttl_days: float = Field(default=30, gt=0)
+    pod_events_max_per_plan: int = Field(default=50, ge=0, le=1000)
+    pod_events_window_minutes: float = Field(default=10, ge=0, le=1440)
+    pod_events_ledger_size: int = Field(default=2000, ge=0, le=20000)
+    pod_events_budget_seconds: float = Field(default=10, gt=0, le=30)
     observe_interval_seconds: float = Field(default=20, gt=0, le=300)
     observe_window_seconds: float = Field(default=50, ge=0, le=900)
     heartbeat_minutes: float = Field(default=5, gt=0)

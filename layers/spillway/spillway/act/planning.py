@@ -12,7 +12,10 @@
    (:class:`StateConflict` for the loser of two planners: it writes and starts nothing);
 5. start the scale-up execution (when the plan grows or uncordons) and the scale-down execution (when it
    drains), named ``up-<plan id>`` / ``down-<plan id>``: a duplicate start is refused by Step Functions
-   and reported as ``started=False``.
+   and reported as ``started=False``;
+6. when given a cluster, post the pod Events of :mod:`spillway.act.events` (``TriggeredScaleUp``,
+   ``NotTriggerScaleUp``), rate-limited by the ledger committed with the state in step 4. Only after
+   the commit: the loser of a race posts nothing. A failure to post never fails the plan.
 
 The plan id is derived from the cluster and the snapshot key, so every retry of one snapshot names the
 same executions. The stores, the execution starter and the clock are passed in; fakes stand in for them
@@ -23,10 +26,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from spillway.act.events import EventBatch, EventPolicy, plan_events, post_events
 from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError, InputError, SnapshotNotFound, StaleSnapshot
 from spillway.model.act import ExecutionRequest, PlanOutcome, PlanRecord, PlanSummary, SnapshotRef
@@ -36,7 +40,7 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
-from spillway.ports import Ledger, Snapshots, Workflows
+from spillway.ports import Cluster, Ledger, Snapshots, Workflows
 
 Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
 SCALE_UP = "scale_up"
@@ -57,6 +61,9 @@ class PlanSettings:
     max_rounds: int = 3  # scale-up: the first attempt and up to two overflow re-plans
     drain_deadline_seconds: float = 900.0
     drain_poll_seconds: float = 15.0
+    events: EventPolicy = field(
+        default_factory=EventPolicy
+    )  # the pod Events a plan posts (when it is given a cluster)
 
     @property
     def primary_region(self) -> str | None:
@@ -224,10 +231,12 @@ def run_plan(
     settings: PlanSettings,
     now: datetime,
     planner: Planner = run_planner,
+    cluster: Callable[[], Cluster] | None = None,
 ) -> PlanOutcome:
-    """Plan one snapshot and act on it (see the module docstring). Raises :class:`StaleSnapshot`,
-    :class:`StateConflict`, :class:`SnapshotNotFound` and adapter errors; starts nothing when it raises
-    before the commit."""
+    """Plan one snapshot and act on it (see the module docstring). Raises :class:`StateConflict`,
+    :class:`StaleSnapshot`, :class:`SnapshotNotFound` and adapter errors; starts and posts nothing when
+    it raises before the commit. ``cluster`` makes the Kubernetes client the pod Events go through
+    (called only when there are Events to post); without it none are posted or recorded."""
     now = _aware(now)
     pid = plan_id_for(ref.cluster, ref.key)
     snapshot = snapshots.get(ref.cluster, ref.key)
@@ -253,6 +262,9 @@ def run_plan(
         )  # fmt: skip
 
     result = planner(snapshot.cluster, snapshot.groups, settings.planner, stored.state, now)
+    # the pod Events to post after the commit; their ledger goes into the state committed
+    batch = plan_events(result, snapshot.cluster, snapshot.groups, stored.state.events, settings.events, now)
+    state = result.state.model_copy(update={"events": batch.ledger}) if cluster else result.state
     summary = summarize(result, settings.primary_region)
     requests = execution_requests(ref.cluster, pid, ref.key, result, snapshot.groups, settings)
     record = PlanRecord(
@@ -269,7 +281,7 @@ def run_plan(
     )
     version = ledger.commit(
         ref.cluster,
-        result.state,
+        state,
         expected_version=stored.version,
         snapshot_key=ref.key,
         plan_id=pid,
@@ -278,6 +290,7 @@ def run_plan(
         plan=record,
     )
     started = tuple(executions.start(r) for r in requests)
+    posted = _post(cluster, batch, settings.events) if cluster else None
     return PlanOutcome(
         ref.cluster,
         ref.key,
@@ -286,7 +299,14 @@ def run_plan(
         version,
         summary=summary,
         executions=started,
+        events=posted,
     )
+
+
+def _post(cluster: Callable[[], Cluster], batch: EventBatch, policy: EventPolicy) -> dict[str, Any]:
+    """Post the batch (never raises); what happened, for the outcome, the log and the metrics."""
+    sent = post_events(cluster, batch.events, budget_seconds=policy.budget_seconds)
+    return {**sent.to_dict(), "suppressed": batch.suppressed, "capped": batch.capped}
 
 
 def snapshot_age(snapshot: Snapshot, now: datetime) -> timedelta:

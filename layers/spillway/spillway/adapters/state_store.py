@@ -68,7 +68,8 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
         until = b.until if b.until.tzinfo else b.until.replace(tzinfo=UTC)
         if current is None or _aware(current.backoff_until) < until:
             groups[b.group] = GroupState(backoff_until=until, reason=b.reason)
-    return State(nodes=dict(state.nodes), groups=dict(sorted(groups.items())))
+    # model_copy keeps every other part of the state (the pod-event ledger) as it was stored
+    return state.model_copy(update={"nodes": dict(state.nodes), "groups": dict(sorted(groups.items()))})
 
 
 def _aware(value: datetime) -> datetime:

@@ -173,9 +173,12 @@ class PlanOutcome:
     summary: PlanSummary = field(default_factory=PlanSummary)
     executions: tuple[StartedExecution, ...] = ()
     note: str = ""
+    # the pod Events the plan posted after its commit ({"posted", "failed", "skipped", "errors",
+    # "suppressed", "capped"}); None when it posted none
+    events: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "cluster": self.cluster,
             "snapshot_key": self.snapshot_key,
             "plan_id": self.plan_id,
@@ -185,3 +188,6 @@ class PlanOutcome:
             "executions": [e.to_dict() for e in self.executions],
             "note": self.note,
         }
+        if self.events is not None:
+            out["events"] = dict(self.events)
+        return out

@@ -73,6 +73,10 @@ class PodInfo:
     # only a non-controller owner exists, so nothing would recreate the pod.
     owner_is_controller: bool = True
     deletion_cost: int = 0  # controller.kubernetes.io/pod-deletion-cost
+    # metadata.uid, kept only for pods pending unschedulable: the plan posts its Events on them, and
+    # `kubectl describe pod` selects Events by involvedObject.uid (other pods' uids would only bloat
+    # the snapshot).
+    uid: str = ""
 
     @property
     def key(self) -> str:
@@ -137,6 +141,7 @@ class PodInfo:
             terminating=meta.deletion_timestamp is not None,
             owner_is_controller=is_controller,
             deletion_cost=_int_or_zero(annotations.get(POD_DELETION_COST)),
+            uid=meta.uid if unschedulable and spec.node_name is None else "",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,6 +177,7 @@ class PodInfo:
             terminating=bool(d.get("del")),
             owner_is_controller=not d.get("onc"),
             deletion_cost=int(d.get("dc", 0)),
+            uid=str(d.get("uid", "")),
         )
 
 
@@ -201,6 +207,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("del", lambda p: _one_if(p.terminating)),
     ("onc", lambda p: _one_if(bool(p.owner_kind) and not p.owner_is_controller)),
     ("dc", lambda p: p.deletion_cost or None),
+    ("uid", lambda p: p.uid or None),
 )
 
 

@@ -1,9 +1,14 @@
-"""The planner's memory between ticks: when each node went idle, which groups are backed off.
+"""The planner's memory between ticks: when each node went idle, which groups are backed off, and
+which pod Events the plan function posted last (the act layer's event ledger, not the planner's).
 
 Wire form (state file and state table item)::
 
     {"nodes": {"<node>": {"idle_since": ISO, "draining_since": ISO (optional)}},
-     "groups": {"<asg>": {"backoff_until": ISO, "reason": "..."}}}
+     "groups": {"<asg>": {"backoff_until": ISO, "reason": "..."}},
+     "events": {"<ns>/<pod>": {"fingerprint": "...", "posted_at": ISO}}}      (only when not empty)
+
+The planner never reads or writes ``events``: it returns a state without them, and the plan cycle
+(:mod:`spillway.act.events`) puts the new ledger in before the state is committed.
 """
 
 from __future__ import annotations
@@ -27,10 +32,19 @@ class GroupState(BaseModel):
     reason: str = ""
 
 
+class EventMark(BaseModel):
+    """The last Event posted on a pod: what it said (a fingerprint of reason, code and target) and when."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fingerprint: str = Field(min_length=1, max_length=64)
+    posted_at: datetime
+
+
 class State(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     nodes: dict[str, NodeState] = Field(default_factory=dict)
     groups: dict[str, GroupState] = Field(default_factory=dict)
+    events: dict[str, EventMark] = Field(default_factory=dict)
 
     def to_wire(self) -> dict[str, dict[str, dict[str, str]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""
@@ -38,7 +52,7 @@ class State(BaseModel):
         def iso(value: datetime) -> str:
             return value.isoformat().replace("+00:00", "Z")
 
-        return {
+        wire = {
             "nodes": {
                 k: {"idle_since": iso(v.idle_since)}
                 | ({"draining_since": iso(v.draining_since)} if v.draining_since else {})
@@ -49,3 +63,9 @@ class State(BaseModel):
                 for k, v in sorted(self.groups.items())
             },
         }
+        if self.events:
+            wire["events"] = {
+                k: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}
+                for k, v in sorted(self.events.items())
+            }
+        return wire

@@ -1,0 +1,239 @@
+"""Telling users why: the Kubernetes Events a committed plan posts on pending pods.
+
+As cluster-autoscaler does, every pending pod hears what the plan did for it, on the pod itself, so
+``kubectl describe pod`` answers "why is my pod still pending?" (type ``Normal``, source ``spillway``):
+
+``TriggeredScaleUp``   ``pod triggered scale-up: [{gpu-east (us-east-1) 0->3 (max: 8)}]`` - a group
+                       the plan grows for it: name, region, desired from -> to, MaxSize
+``NotTriggerScaleUp``  ``pod didn't trigger scale-up: <the plan's reason> (code: max-size)`` - the pod
+                       stays pending with a code that no existing or launching node answers
+                       (``no-group-fits``, ``max-size``, ``backed-off``, ``groups-exhausted``,
+                       ``expendable``, ``no-managed-groups``, and any newer code)
+
+Pods whose code says a node already has or will have room for them (``fits-free-room``,
+``fits-launching``, ``fits-uncordoned``) get no Event: the scheduler, a launching node or this plan's
+uncordon will place them.
+
+**Not flooding the API server.** cluster-autoscaler leans on client-go's event recorder, which merges
+and rate-limits repeated Events inside one long-running process. A Lambda has no such process, so:
+
+* per plan, at most ``max_per_plan`` Events; pods that have waited longest go first;
+* across plans, a pod is not told the same thing (same reason, code and target: its *fingerprint*)
+  again within ``window``. The last fingerprint posted per pod lives in the planner state
+  (``State.events``), committed with the plan in the one versioned transaction, so it survives
+  Lambda containers and a planner that loses the commit race posts nothing and records nothing.
+  The ledger keeps only pods still pending, only marks younger than ``window``, and at most
+  ``ledger_size`` of them (the newest).
+
+:func:`plan_events` is pure (``now`` is an argument); :func:`post_events` sends them through the
+:class:`~spillway.ports.Cluster` port after the commit, within a time budget, and never raises: a post
+that fails is counted and logged, and the plan stands. The ledger is written before the posts, so a
+post that fails is not retried before the window has passed (at most one Event per window).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from spillway.errors import KubeAuthError, KubeUnavailable, SpillwayError
+from spillway.model.cluster import ClusterSnapshot, PodInfo
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.state import EventMark
+from spillway.planner import ScalingPlan
+from spillway.planner.codes import FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED
+from spillway.ports import Cluster
+
+TRIGGERED = "TriggeredScaleUp"
+NOT_TRIGGERED = "NotTriggerScaleUp"
+# pending codes that mean "a node has, or will have, room": no Event (cluster-autoscaler is silent too)
+QUIET_CODES = frozenset({FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED})
+_FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+MAX_ERRORS = 5  # failures kept in a PostResult
+
+
+@dataclass(frozen=True, slots=True)
+class EventPolicy:
+    """How many Events a plan may post, and how long a pod is not told the same thing again."""
+
+    max_per_plan: int = 50  # 0: post none
+    window: timedelta = timedelta(minutes=10)
+    ledger_size: int = 2000
+    budget_seconds: float = 10.0  # posting stops when this is spent
+
+    def __post_init__(self) -> None:
+        if self.max_per_plan < 0 or self.ledger_size < 0 or self.budget_seconds <= 0:
+            raise ValueError("max_per_plan and ledger_size must be >= 0, budget_seconds > 0")
+        if self.window < timedelta(0):
+            raise ValueError("window must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    namespace: str
+    name: str
+    uid: str | None
+    reason: str
+    message: str
+    fingerprint: str
+    type: str = "Normal"
+
+    @property
+    def pod(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"pod": self.pod, "reason": self.reason, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class EventBatch:
+    """What a plan posts, and the ledger to commit with it."""
+
+    events: tuple[PodEvent, ...] = ()
+    ledger: dict[str, EventMark] = field(default_factory=dict)
+    suppressed: int = 0  # candidates already told the same within the window
+    capped: int = 0  # candidates left for a later plan by max_per_plan
+
+
+@dataclass(frozen=True, slots=True)
+class PostResult:
+    posted: int = 0
+    failed: int = 0  # the API refused or failed this Event
+    skipped: int = 0  # not sent: the time budget ran out or the API is unreachable
+    errors: tuple[str, ...] = ()  # the first few failures, for the log
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "posted": self.posted,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "errors": list(self.errors),
+        }
+
+
+def fingerprint(reason: str, detail: str) -> str:
+    """A short stable digest of what an Event says (reason plus code or target)."""
+    return hashlib.sha256(f"{reason}|{detail}".encode()).hexdigest()[:16]
+
+
+def _split(pod: str) -> tuple[str, str]:
+    namespace, _, name = pod.partition("/")
+    return (namespace, name) if name else ("default", namespace)
+
+
+def _candidates(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[tuple[str, str, str, str]]:
+    """(pod, reason, message, fingerprint detail) for every pod the plan has something to say about."""
+    max_size = {(g.name, g.region): g.max_size for g in groups}
+    ups: dict[str, list[tuple[str, str, int, int]]] = {}
+    for s in plan.scale_up:
+        for pod in s.pods:
+            ups.setdefault(pod, []).append((s.group, s.region, s.from_size, s.to_size))
+    out: list[tuple[str, str, str, str]] = []
+    for pod, targets in ups.items():
+        infos = ", ".join(
+            f"{{{g} ({r}) {a}->{b} (max: {max_size.get((g, r), '?')})}}" for g, r, a, b in targets
+        )
+        detail = ",".join(f"{g}@{r}->{b}" for g, r, _, b in targets)
+        out.append((pod, TRIGGERED, f"pod triggered scale-up: [{infos}]", detail))
+    for p in plan.pending:
+        if p.code in QUIET_CODES or p.pod in ups:
+            continue
+        message = f"pod didn't trigger scale-up: {p.reason} (code: {p.code})"
+        out.append((p.pod, NOT_TRIGGERED, message, p.code))
+    return out
+
+
+def plan_events(
+    plan: ScalingPlan,
+    cluster: ClusterSnapshot,
+    groups: Sequence[NodeGroup],
+    ledger: Mapping[str, EventMark],
+    policy: EventPolicy,
+    now: datetime,
+) -> EventBatch:
+    """The Events a committed ``plan`` should post, and the ledger to commit with it. Pure."""
+    pods = {p.key: p for p in cluster.pods}
+    pending = {p.pod for p in plan.pending} | {pod for s in plan.scale_up for pod in s.pods}
+    fresh = {k: m for k, m in ledger.items() if k in pending and now - _aware(m.posted_at) < policy.window}
+
+    def waited(c: tuple[str, str, str, str]) -> tuple[datetime, str]:
+        info = pods.get(c[0])
+        since = info.pending_since if info is not None and info.pending_since else None
+        return (_aware(since) if since else _FAR_FUTURE, c[0])
+
+    wanted: list[PodEvent] = []
+    suppressed = 0
+    for pod, reason, message, detail in sorted(_candidates(plan, groups), key=waited):
+        fp = fingerprint(reason, detail)
+        mark = fresh.get(pod)
+        if mark is not None and mark.fingerprint == fp:
+            suppressed += 1
+            continue
+        wanted.append(_event(pod, pods.get(pod), reason, message, fp))
+    chosen = wanted[: policy.max_per_plan]
+    new = dict(fresh)
+    for e in chosen:
+        new[e.pod] = EventMark(fingerprint=e.fingerprint, posted_at=now)
+    return EventBatch(
+        events=tuple(chosen),
+        ledger=_bounded(new, policy.ledger_size),
+        suppressed=suppressed,
+        capped=len(wanted) - len(chosen),
+    )
+
+
+def _event(pod: str, info: PodInfo | None, reason: str, message: str, fp: str) -> PodEvent:
+    if info is None:  # not in the snapshot (the planner only names pods it was given): no uid
+        namespace, name = _split(pod)
+        return PodEvent(namespace, name, None, reason, message, fp)
+    return PodEvent(info.namespace, info.name, info.uid or None, reason, message, fp)
+
+
+def _bounded(ledger: Mapping[str, EventMark], size: int) -> dict[str, EventMark]:
+    """At most ``size`` marks, the newest kept; sorted by pod for a stable wire form."""
+    keep = sorted(ledger.items(), key=lambda kv: (_aware(kv[1].posted_at), kv[0]), reverse=True)[:size]
+    return dict(sorted(keep))
+
+
+def post_events(
+    cluster: Callable[[], Cluster],
+    events: Iterable[PodEvent],
+    *,
+    budget_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> PostResult:
+    """Post ``events`` on their pods; never raises (the caller logs and counts the result).
+
+    Stops when ``budget_seconds`` is spent, or at the first sign the API takes no Event at all
+    (unreachable, or our role may not create Events): the rest are skipped. Any other refusal (the
+    pod's namespace is gone, the Event is rejected) fails that Event only."""
+    todo = list(events)
+    if not todo:
+        return PostResult()
+    deadline = clock() + budget_seconds
+    posted, failures = 0, list[str]()
+    try:
+        api = cluster()
+    except SpillwayError as exc:
+        return PostResult(skipped=len(todo), errors=(f"no Kubernetes client: {type(exc).__name__}: {exc}",))
+    for i, e in enumerate(todo):
+        if clock() >= deadline:
+            notes = (*failures[:MAX_ERRORS], f"time budget of {budget_seconds:g}s spent")
+            return PostResult(posted, len(failures), len(todo) - i, notes)
+        try:
+            api.record_event("Pod", e.name, e.namespace, e.reason, e.message, e.type, uid=e.uid)
+        except SpillwayError as exc:
+            failures.append(f"{e.pod}: {type(exc).__name__}: {exc}")
+            if isinstance(exc, KubeUnavailable | KubeAuthError):
+                return PostResult(posted, len(failures), len(todo) - i - 1, tuple(failures[:MAX_ERRORS]))
+        else:
+            posted += 1
+    return PostResult(posted, len(failures), 0, tuple(failures[:MAX_ERRORS]))
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
