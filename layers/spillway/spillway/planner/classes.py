@@ -96,7 +96,11 @@ class Gangs:
     """The gangs of the pending pods: their minimum size, members, and Volcano's pod-less demand."""
 
     def __init__(self, ctx: Context) -> None:
-        self.info: dict[str, GangInfo] = {g.key: g for g in ctx.snapshot.gangs}
+        self.info: dict[str, GangInfo] = {}
+        for g in ctx.snapshot.gangs:  # two conventions naming one group: the larger, pod-less first
+            known = self.info.get(g.key)
+            if known is None or (g.min_member, g.pending) > (known.min_member, known.pending):
+                self.info[g.key] = g
         self.members: dict[str, int] = {}
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
         for pod in ctx.snapshot.pods:
