@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
 BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
@@ -191,3 +193,28 @@ def test_gated_pods_are_never_demand() -> None:
     result = w.plan()
     assert result.scale_up == ()
     assert {pending_codes(result)[p] for p in gated} == {"scheduling-gated"}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=4),
+    max_size=st.integers(min_value=0, max_value=8),
+    limit=st.integers(min_value=0, max_value=6),
+)
+def test_gangs_are_all_or_none_and_no_tenant_passes_its_limit(
+    sizes: list[int], max_size: int, limit: int
+) -> None:
+    w = cpu_world(max_size=max_size)
+    gangs = {
+        f"team-{i % 2}/g{i}": cosched_pods(w, f"g{i}", n, min_member=n, namespace=f"team-{i % 2}", **BIG)
+        for i, n in enumerate(sizes)
+    }
+
+    result = w.plan(tenants={"team-0": {"limits": {"nodes": limit}}})
+
+    placed = {p.pod for p in result.placements}
+    for pods in gangs.values():
+        assert all(p in placed for p in pods) or not any(p in placed for p in pods)
+    team0_nodes = sum(g.nodes for s in result.scale_up for g in s.gangs if g.gang.startswith("team-0/"))
+    assert team0_nodes <= limit
+    assert sum(s.to_size - s.from_size for s in result.scale_up) <= max_size
