@@ -218,3 +218,24 @@ def test_gangs_are_all_or_none_and_no_tenant_passes_its_limit(
     team0_nodes = sum(g.nodes for s in result.scale_up for g in s.gangs if g.gang.startswith("team-0/"))
     assert team0_nodes <= limit
     assert sum(s.to_size - s.from_size for s in result.scale_up) <= max_size
+
+
+def test_the_shared_cluster_survives_a_snapshot_round_trip_and_old_snapshots_load() -> None:
+    from spillway.model.cluster import ClusterSnapshot
+
+    w = cpu_world()
+    w.namespace("ml", tenant="lab")
+    w.capacity_quota("q", {"nodes": "3"}, {"team": "a"})
+    w.pod_group(VOLCANO, "job", "ml", spec={"minMember": 2, "minResources": {"cpu": "2"}}, phase="Pending")
+    pods = cosched_pods(w, "g", 2, min_member=2, **BIG)
+    w.pod_item(pods[0])["status"]["nominatedNodeName"] = "n1"
+    snapshot = w.parsed()[0]
+
+    wire = snapshot.to_dict()
+    assert ClusterSnapshot.from_dict(wire) == snapshot
+    assert snapshot.tenants == {"ml": "lab"} and [q.name for q in snapshot.quotas] == ["q"]
+    assert {p.gang for p in snapshot.pods} == {"default/g"} and snapshot.pods[0].nominated == "n1"
+    old = {k: v for k, v in wire.items() if k not in ("tenants", "gangs", "quotas")}
+    old["pods"] = [{k: v for k, v in p.items() if k not in ("g", "nom")} for p in old["pods"]]
+    restored = ClusterSnapshot.from_dict(old)
+    assert restored.gangs == () and all(p.gang is None for p in restored.pods)
