@@ -155,12 +155,76 @@ class World:
     def launch_failure(self, group: str, minutes_ago: float) -> None:
         self.activities.append(o.failed_launch(self.groups[group], NOW - timedelta(minutes=minutes_ago)))
 
+    # -- the shared cluster: namespaces, pod groups, quotas (as kubectl prints them) --
+
+    def namespace(self, name: str, tenant: str | None = None) -> None:
+        labels = {"kubernetes.io/metadata.name": name, **({"spillway.io/tenant": tenant} if tenant else {})}
+        self.items.append(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        )
+
+    def pod_group(
+        self,
+        api_version: str,
+        name: str,
+        namespace: str = "default",
+        *,
+        spec: dict[str, Any],
+        phase: str | None = None,
+    ) -> None:
+        item: dict[str, Any] = {
+            "apiVersion": api_version,
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+        if phase:
+            item["status"] = {"phase": phase}
+        self.items.append(item)
+
+    def workload(self, name: str, namespace: str, groups: list[dict[str, Any]]) -> None:
+        self.items.append(
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha1",
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"podGroups": groups},
+            }
+        )
+
+    def capacity_quota(
+        self, name: str, resources: dict[str, Any], match_labels: dict[str, str] | None = None
+    ) -> None:
+        spec: dict[str, Any] = {"limits": {"resources": resources}}
+        if match_labels:
+            spec["selector"] = {"matchLabels": match_labels}
+        self.items.append(
+            {
+                "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+                "kind": "CapacityQuota",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+        )
+
+    def pod_item(self, key: str) -> dict[str, Any]:
+        namespace, name = key.split("/")
+        return next(
+            i
+            for i in self.items
+            if i["kind"] == "Pod"
+            and i["metadata"]["name"] == name
+            and i["metadata"]["namespace"] == namespace
+        )
+
     # -- parse and plan --
 
     def parsed(self, **config: Any) -> tuple[ClusterSnapshot, list[NodeGroup], PlannerConfig, State]:
         cfg = PlannerConfig(cluster=self.cluster, regions=self.regions, **config)
         objects = parse_kube_list(o.kube_list(self.items))
-        snapshot = ClusterSnapshot.build(self.cluster, NOW, objects.nodes, objects.pods, objects.pdbs)
+        snapshot = ClusterSnapshot.build(
+            self.cluster, NOW, objects.nodes, objects.pods, objects.pdbs, others=objects.others
+        )
         asgs = parse_asgs(o.asgs_output(list(self.groups.values())))
         acts = parse_activities(o.activities_output(self.activities))
         groups = build_node_groups(
@@ -175,6 +239,10 @@ class World:
 
 def scale_up(result: ScalingPlan) -> dict[str, tuple[int, int, list[str]]]:
     return {s.group: (s.from_size, s.to_size, list(s.pods)) for s in result.scale_up}
+
+
+def pending_codes(result: ScalingPlan) -> dict[str, str]:
+    return {p.pod: p.code for p in result.pending}
 
 
 def pending_reasons(result: ScalingPlan) -> dict[str, str]:

@@ -277,3 +277,97 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
     help_text = capsys.readouterr().out
     assert "``" not in help_text
     assert "Spillway" in help_text
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            "tenants: {team-a: {limits: {cpu: lots}}}\n",
+            "c.yaml: tenants.team-a.limits: Value error, cpu: not a quantity",
+        ),
+        ("tenants: {team-a: {limit: {cpu: 4}}}\n", "c.yaml: tenants.team-a.limit: unknown config key"),
+        (
+            "tenants: {team-a: {scopes: [{node_groups: [g], limits: {nodes: -1}}]}}\n",
+            "tenants.team-a.scopes.0.limits",
+        ),
+        ("max_nodes_total: -1\n", "c.yaml: max_nodes_total"),
+        ("cores_total: '10'\n", "c.yaml: cores_total: Value error, expected <min>:<max> integers"),
+        ("cores_total: '20:10'\n", "c.yaml: cores_total: Value error, expected 0 <= min <= max"),
+        ("memory_total: 'a:b'\n", "c.yaml: memory_total: Value error, expected <min>:<max> integers"),
+        ("gpu_total: ['nvidia.com/gpu:4']\n", "c.yaml: gpu_total"),
+    ],
+)
+def test_bad_shared_cluster_config_exits_2_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str, expected: str
+) -> None:
+    code, out, err = run(replace_arg("--config", write(tmp_path, "c.yaml", config)), capsys)
+    assert_one_line_error(code, out, err, expected)
+
+
+def test_plan_reads_namespaces_pod_groups_and_capacity_quotas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kubectl get nodes,pods,pdb,namespaces,podgroups...,capacityquotas -A -o json, end to end."""
+    items = json.loads((EVENTS / "example-cluster.json").read_text())["items"]
+    items += [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "research", "labels": {"spillway.io/tenant": "lab"}},
+        },
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "hpo", "namespace": "research"},
+            "spec": {"minMember": 2, "minResources": {"cpu": "14", "memory": "40Gi"}},
+            "status": {"phase": "Pending"},
+        },
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "hpo", "namespace": "research"},
+            "spec": {"minMember": 1},
+        },
+        {
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+            "kind": "CapacityQuota",
+            "metadata": {"name": "all"},
+            "spec": {"limits": {"resources": {"nodes": "1000"}}},
+        },
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ignored", "namespace": "default"}},
+    ]
+    cluster = write(tmp_path, "c.json", {"apiVersion": "v1", "kind": "List", "items": items})
+    code, out, _ = run(replace_arg("--cluster", cluster), capsys)
+    assert code == 0
+    plan = json.loads(out)
+    gangs = [g for s in plan["scale_up"] for g in s.get("gangs", [])]
+    assert [g["gang"] for g in gangs] == ["research/hpo"]
+    # The Pending PodGroup's two virtual pods: on the gang's new node or free room, all placed.
+    fits = {p["pod"] for p in plan["pending"] if p["code"].startswith("fits-")}
+    assert set(gangs[0]["pods"]) | (fits & {"research/hpo[0]", "research/hpo[1]"}) == {
+        "research/hpo[0]",
+        "research/hpo[1]",
+    }
+
+    # A CapacityQuota allowing no more nodes stops every scale-up, with its code.
+    items[-2]["spec"]["limits"]["resources"]["nodes"] = "0"
+    cluster = write(tmp_path, "c.json", {"apiVersion": "v1", "kind": "List", "items": items})
+    code, out, _ = run(replace_arg("--cluster", cluster), capsys)
+    plan = json.loads(out)
+    assert code == 0 and plan["scale_up"] == []
+    assert "capacity-quota" in {p["code"] for p in plan["pending"]}
+
+
+def test_a_bad_quantity_in_a_capacity_quota_is_refused_naming_the_item(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quota = {
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+        "kind": "CapacityQuota",
+        "metadata": {"name": "q"},
+        "spec": {"limits": {"resources": {"cpu": "many"}}},
+    }
+    cluster = write(tmp_path, "c.json", o.kube_list([quota]))
+    code, out, err = run(replace_arg("--cluster", cluster), capsys)
+    assert_one_line_error(code, out, err, "c.json: items[0].spec.limits.resources.cpu")

@@ -42,6 +42,84 @@ class NodeReserve(BaseModel):
         return {"cpu": to_milli(self.cpu), "memory": to_milli(self.memory)}
 
 
+def _check_limits(value: Any) -> dict[str, str]:
+    """``{resource: quantity}``: cpu, memory, nvidia.com/gpu (any resource) and ``nodes``."""
+    if not isinstance(value, dict):
+        raise ValueError("expected a mapping of resource to quantity")
+    out: dict[str, str] = {}
+    for name, quantity in value.items():
+        text = quantity if isinstance(quantity, str) else str(quantity)
+        try:
+            to_milli(text)
+        except QuantityError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        out[str(name)] = text
+    return out
+
+
+class LimitScope(BaseModel):
+    """Limits on the part of a tenant's capacity in some node groups, or on nodes with some labels."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    node_groups: tuple[str, ...] = ()  # empty: any group
+    node_selector: dict[str, str] = Field(default_factory=dict)  # empty: any labels
+    limits: dict[str, str] = Field(default_factory=dict)
+
+    _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
+
+    def as_resources(self) -> dict[str, int]:
+        return {k: to_milli(v) for k, v in self.limits.items()}
+
+
+class TenantLimits(BaseModel):
+    """What Spillway may add for one tenant's pods, overall (``limits``) and per scope."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    limits: dict[str, str] = Field(default_factory=dict)
+    scopes: tuple[LimitScope, ...] = ()
+
+    _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
+
+    def as_resources(self) -> dict[str, int]:
+        return {k: to_milli(v) for k, v in self.limits.items()}
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    """cluster-autoscaler's ``min:max`` (``--cores-total 0:320000``): two integers, min <= max."""
+    low, sep, high = text.partition(":")
+    try:
+        lo, hi = int(low), int(high)
+    except ValueError:
+        raise ValueError(f"expected <min>:<max> integers, got {text!r}") from None
+    if not sep or lo < 0 or lo > hi:
+        raise ValueError(f"expected 0 <= min <= max as <min>:<max>, got {text!r}")
+    return lo, hi
+
+
+def parse_gpu_range(text: str) -> tuple[str, int, int]:
+    """``--gpu-total <type>:<min>:<max>``; the type may hold ``/`` (``nvidia.com/gpu:0:16``)."""
+    kind, sep, rest = text.partition(":")
+    if not kind or not sep:
+        raise ValueError(f"expected <type>:<min>:<max>, got {text!r}")
+    low, high = parse_range(rest)
+    return kind, low, high
+
+
+def _range_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value)
+    parse_range(text)
+    return text
+
+
+def _gpu_ranges(value: Any) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else list(value or ())
+    for item in items:
+        parse_gpu_range(str(item))
+    return tuple(str(i) for i in items)
+
+
 def _minutes(default: float) -> Any:
     return Field(default=default, ge=0, le=MAX_MINUTES, allow_inf_nan=False)
 
@@ -62,6 +140,17 @@ class PlannerConfig(BaseModel):
     orphaned_drain_minutes: float = Field(default=1620, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
     expendable_priority_cutoff: int = -10
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
+    # -- the shared cluster: tenant limits and cluster totals (README "Tenants, limits and gangs") --
+    tenants: dict[str, TenantLimits] = Field(default_factory=dict)
+    max_nodes_total: int = Field(default=0, ge=0)  # 0: no limit, as cluster-autoscaler's flag
+    cores_total: str | None = None  # "<min>:<max>" cores
+    memory_total: str | None = None  # "<min>:<max>" GiB
+    gpu_total: tuple[str, ...] = ()  # "<type>:<min>:<max>", repeatable
+
+    _cores = field_validator("cores_total", "memory_total", mode="before")(
+        classmethod(lambda cls, v: _range_or_none(v))
+    )
+    _gpus = field_validator("gpu_total", mode="before")(classmethod(lambda cls, v: _gpu_ranges(v)))
 
 
 def _read_document(path: str | Path) -> Any:

@@ -20,12 +20,14 @@ from spillway.model.k8s import (
     SCALE_DOWN_DISABLED,
     Affinity,
     Condition,
+    KubeObject,
     Node,
     OwnerReference,
     Pod,
     PodDisruptionBudget,
 )
 from spillway.model.resources import Resources, parse_resource_list
+from spillway.model.shared import GangInfo, QuotaInfo, gang_of, gangs_of, quota_of, tenant_of
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -77,6 +79,10 @@ class PodInfo:
     # `kubectl describe pod` selects Events by involvedObject.uid (other pods' uids would only bloat
     # the snapshot).
     uid: str = ""
+    gang: str | None = None  # "<namespace>/<pod group>" of any gang convention (spillway.model.shared)
+    gang_min: int = 0  # the pod's own word on the gang's size (Kueue's pod-group-total-count), else 0
+    gated: bool = False  # spec.schedulingGates is not empty: not for the scheduler (nor us) yet
+    nominated: str | None = None  # status.nominatedNodeName: preemption makes room there
 
     @property
     def key(self) -> str:
@@ -98,7 +104,13 @@ class PodInfo:
 
     def is_pending_unschedulable(self) -> bool:
         """Unbound, not terminal, and marked Unschedulable by the scheduler; DaemonSet pods excluded."""
-        return self.node_name is None and not self.terminal and self.unschedulable and not self.daemonset
+        return (
+            self.node_name is None
+            and not self.terminal
+            and self.unschedulable
+            and not self.daemonset
+            and not self.gated
+        )
 
     def scheduling_key(self) -> tuple[Any, ...]:
         """Pods with equal keys are interchangeable for the planner: one equivalence class."""
@@ -116,6 +128,7 @@ class PodInfo:
         owner, is_controller = _owner(meta.owner_references)
         unschedulable, pending_since = _unschedulable(status.conditions)
         annotations = meta.annotations
+        gang, gang_min = gang_of(pod)
         return cls(
             namespace=meta.namespace or "default",
             name=meta.name,
@@ -142,6 +155,10 @@ class PodInfo:
             owner_is_controller=is_controller,
             deletion_cost=_int_or_zero(annotations.get(POD_DELETION_COST)),
             uid=meta.uid if unschedulable and spec.node_name is None else "",
+            gang=gang,
+            gang_min=gang_min,
+            gated=bool(spec.scheduling_gates),
+            nominated=status.nominated_node_name or None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,6 +195,10 @@ class PodInfo:
             owner_is_controller=not d.get("onc"),
             deletion_cost=int(d.get("dc", 0)),
             uid=str(d.get("uid", "")),
+            gang=d.get("g"),
+            gang_min=int(d.get("gm", 0)),
+            gated=bool(d.get("gt")),
+            nominated=d.get("nom"),
         )
 
 
@@ -208,6 +229,10 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("onc", lambda p: _one_if(bool(p.owner_kind) and not p.owner_is_controller)),
     ("dc", lambda p: p.deletion_cost or None),
     ("uid", lambda p: p.uid or None),
+    ("g", lambda p: p.gang),
+    ("gm", lambda p: p.gang_min or None),
+    ("gt", lambda p: _one_if(p.gated)),
+    ("nom", lambda p: p.nominated),
 )
 
 
@@ -383,7 +408,11 @@ class PdbInfo:
 
 @dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
-    """What Kubernetes looked like at ``taken_at``."""
+    """What Kubernetes looked like at ``taken_at``.
+
+    ``tenants`` maps a namespace labelled ``spillway.io/tenant`` to its tenant (any other namespace is
+    its own tenant); ``gangs`` are the pod groups read from the cluster; ``quotas`` its CapacityQuotas.
+    """
 
     cluster: str
     taken_at: datetime
@@ -391,6 +420,12 @@ class ClusterSnapshot:
     pods: tuple[PodInfo, ...]
     pdbs: tuple[PdbInfo, ...] = ()
     observe_seconds: float = 0.0
+    tenants: Mapping[str, str] = field(default_factory=dict)
+    gangs: tuple[GangInfo, ...] = ()
+    quotas: tuple[QuotaInfo, ...] = ()
+
+    def tenant(self, namespace: str) -> str:
+        return self.tenants.get(namespace, namespace)
 
     @classmethod
     def build(
@@ -401,14 +436,19 @@ class ClusterSnapshot:
         pods: Iterable[Pod],
         pdbs: Iterable[PodDisruptionBudget] = (),
         observe_seconds: float = 0.0,
+        others: Iterable[KubeObject] = (),
     ) -> ClusterSnapshot:
+        base = cls.from_objects(cluster, taken_at, others, observe_seconds)
         return cls(
             cluster=cluster,
             taken_at=taken_at,
-            nodes=tuple(NodeInfo.from_node(n) for n in nodes),
-            pods=tuple(PodInfo.from_pod(p) for p in pods),
-            pdbs=tuple(PdbInfo.from_pdb(p) for p in pdbs),
+            nodes=tuple(NodeInfo.from_node(n) for n in nodes) + base.nodes,
+            pods=tuple(PodInfo.from_pod(p) for p in pods) + base.pods,
+            pdbs=tuple(PdbInfo.from_pdb(p) for p in pdbs) + base.pdbs,
             observe_seconds=observe_seconds,
+            tenants=base.tenants,
+            gangs=base.gangs,
+            quotas=base.quotas,
         )
 
     @classmethod
@@ -416,24 +456,39 @@ class ClusterSnapshot:
         cls,
         cluster: str,
         taken_at: datetime,
-        objects: Iterable[Node | Pod | PodDisruptionBudget],
+        objects: Iterable[KubeObject],
         observe_seconds: float = 0.0,
     ) -> ClusterSnapshot:
         """From a stream of API objects, each distilled as it arrives (the raw model is not kept)."""
         nodes: list[NodeInfo] = []
         pods: list[PodInfo] = []
         pdbs: list[PdbInfo] = []
+        tenants: dict[str, str] = {}
+        gangs: list[GangInfo] = []
+        quotas: list[QuotaInfo] = []
         for obj in objects:
             if isinstance(obj, Pod):
                 pods.append(PodInfo.from_pod(obj))
             elif isinstance(obj, Node):
                 nodes.append(NodeInfo.from_node(obj))
-            else:
+            elif isinstance(obj, PodDisruptionBudget):
                 pdbs.append(PdbInfo.from_pdb(obj))
-        return cls(cluster, taken_at, tuple(nodes), tuple(pods), tuple(pdbs), observe_seconds)
+            else:
+                _distil_shared(obj, tenants, gangs, quotas)
+        return cls(
+            cluster,
+            taken_at,
+            tuple(nodes),
+            tuple(pods),
+            tuple(pdbs),
+            observe_seconds,
+            dict(sorted(tenants.items())),
+            tuple(sorted(gangs, key=lambda g: g.key)),
+            tuple(sorted(quotas, key=lambda q: q.name)),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "cluster": self.cluster,
             "taken_at": format_time(self.taken_at),
             "observe_seconds": self.observe_seconds,
@@ -441,6 +496,13 @@ class ClusterSnapshot:
             "pods": [p.to_dict() for p in self.pods],
             "pdbs": [p.to_dict() for p in self.pdbs],
         }
+        if self.tenants:
+            out["tenants"] = dict(self.tenants)
+        if self.gangs:
+            out["gangs"] = [g.to_dict() for g in self.gangs]
+        if self.quotas:
+            out["quotas"] = [q.to_dict() for q in self.quotas]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClusterSnapshot:
@@ -453,4 +515,20 @@ class ClusterSnapshot:
             pods=tuple(PodInfo.from_dict(p) for p in d.get("pods", ())),
             pdbs=tuple(PdbInfo.from_dict(p) for p in d.get("pdbs", ())),
             observe_seconds=float(d.get("observe_seconds", 0.0)),
+            tenants=dict(d.get("tenants", {})),
+            gangs=tuple(GangInfo.from_dict(g) for g in d.get("gangs", ())),
+            quotas=tuple(QuotaInfo.from_dict(q) for q in d.get("quotas", ())),
         )
+
+
+def _distil_shared(
+    obj: KubeObject, tenants: dict[str, str], gangs: list[GangInfo], quotas: list[QuotaInfo]
+) -> None:
+    """Namespaces → tenants, pod groups and Workloads → gangs, CapacityQuotas → quotas."""
+    tenant = tenant_of(obj)
+    if tenant is not None:
+        tenants[tenant[0]] = tenant[1]
+    gangs.extend(gangs_of(obj))
+    quota = quota_of(obj)
+    if quota is not None:
+        quotas.append(quota)

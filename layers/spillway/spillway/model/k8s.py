@@ -182,6 +182,24 @@ class Container(KubeModel):
         return parse_resource_list(merged)
 
 
+class PodSchedulingGate(KubeModel):
+    name: str
+
+
+class WorkloadReference(KubeModel):
+    """``spec.workloadRef`` (scheduling.k8s.io v1alpha1, Kubernetes 1.35): a pod group of a Workload."""
+
+    name: str
+    pod_group: str = ""
+    pod_group_replica_key: str = ""
+
+
+class SchedulingGroup(KubeModel):
+    """``spec.schedulingGroup`` (scheduling.k8s.io v1alpha2, Kubernetes 1.36): a PodGroup by name."""
+
+    pod_group_name: str
+
+
 class PodSpec(KubeModel):
     node_name: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -193,6 +211,9 @@ class PodSpec(KubeModel):
     priority: int | None = None
     priority_class_name: str | None = None
     scheduler_name: str | None = None
+    scheduling_gates: list[PodSchedulingGate] = Field(default_factory=list)
+    workload_ref: WorkloadReference | None = None
+    scheduling_group: SchedulingGroup | None = None
 
 
 class Condition(KubeModel):
@@ -207,6 +228,7 @@ class PodStatus(KubeModel):
     phase: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
     start_time: datetime | None = None
+    nominated_node_name: str | None = None
 
 
 class Pod(RefusableModel):
@@ -300,43 +322,212 @@ class PodDisruptionBudget(KubeModel):
     status: PodDisruptionBudgetStatus = Field(default_factory=PodDisruptionBudgetStatus)
 
 
+# -- the shared cluster: tenants, pod groups (gangs), capacity quotas --
+
+TENANT_LABEL = "spillway.io/tenant"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coscheduling
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+COSCHEDULING_GROUP = "scheduling.x-k8s.io"
+VOLCANO_GROUP = "scheduling.volcano.sh"
+UPSTREAM_GROUP = "scheduling.k8s.io"
+AUTOSCALING_GROUP = "autoscaling.x-k8s.io"
+
+
+class Namespace(KubeModel):
+    kind: Literal["Namespace"] = "Namespace"
+    metadata: ObjectMeta
+
+
+class PodGroupStatus(KubeModel):
+    phase: str | None = None
+
+
+class CoschedulingPodGroupSpec(KubeModel):
+    min_member: int = Field(default=0, ge=0)
+    min_resources: QuantityMap | None = None
+
+
+class CoschedulingPodGroup(KubeModel):
+    """scheduler-plugins coscheduling ``PodGroup`` (``scheduling.x-k8s.io/v1alpha1``)."""
+
+    kind: Literal["PodGroup"] = "PodGroup"
+    api_version: str = COSCHEDULING_GROUP + "/v1alpha1"
+    metadata: ObjectMeta
+    spec: CoschedulingPodGroupSpec = Field(default_factory=CoschedulingPodGroupSpec)
+    status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+
+class VolcanoPodGroupSpec(KubeModel):
+    min_member: int = Field(default=0, ge=0)
+    min_resources: QuantityMap | None = None
+    min_task_member: dict[str, int] = Field(default_factory=dict)
+    queue: str | None = None
+    priority_class_name: str | None = None
+
+
+class VolcanoPodGroup(KubeModel):
+    """Volcano ``PodGroup`` (``scheduling.volcano.sh/v1beta1``); ``status.phase`` Pending/Inqueue/Running."""
+
+    kind: Literal["PodGroup"] = "PodGroup"
+    api_version: str = VOLCANO_GROUP + "/v1beta1"
+    metadata: ObjectMeta
+    spec: VolcanoPodGroupSpec = Field(default_factory=VolcanoPodGroupSpec)
+    status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+
+class GangPolicy(KubeModel):
+    min_count: int | None = Field(default=None, ge=0)
+
+
+class SchedulingPolicy(KubeModel):
+    """``basic`` or ``gang``; only ``gang.minCount`` matters here."""
+
+    gang: GangPolicy | None = None
+
+
+class UpstreamPodGroupSpec(KubeModel):
+    scheduling_policy: SchedulingPolicy | None = None
+
+
+class UpstreamPodGroup(KubeModel):
+    """Kubernetes ``PodGroup`` (``scheduling.k8s.io/v1alpha2``, 1.36): pods name it in ``spec.schedulingGroup``."""
+
+    kind: Literal["PodGroup"] = "PodGroup"
+    api_version: str = UPSTREAM_GROUP + "/v1alpha2"
+    metadata: ObjectMeta
+    spec: UpstreamPodGroupSpec = Field(default_factory=UpstreamPodGroupSpec)
+
+
+class WorkloadPodGroup(KubeModel):
+    """An entry of ``spec.podGroups`` (v1alpha1: ``policy``) or ``spec.podGroupTemplates`` (v1alpha2:
+    ``schedulingPolicy``)."""
+
+    name: str
+    policy: SchedulingPolicy | None = None
+    scheduling_policy: SchedulingPolicy | None = None
+
+    def min_count(self) -> int | None:
+        policy = self.scheduling_policy or self.policy
+        return policy.gang.min_count if policy and policy.gang else None
+
+
+class WorkloadSpec(KubeModel):
+    pod_groups: list[WorkloadPodGroup] = Field(default_factory=list)
+    pod_group_templates: list[WorkloadPodGroup] = Field(default_factory=list)
+
+
+class Workload(KubeModel):
+    """Kubernetes ``Workload`` (``scheduling.k8s.io``): pods reference a group by ``spec.workloadRef``."""
+
+    kind: Literal["Workload"] = "Workload"
+    api_version: str = UPSTREAM_GROUP + "/v1alpha1"
+    metadata: ObjectMeta
+    spec: WorkloadSpec = Field(default_factory=WorkloadSpec)
+
+
+class QuotaResources(KubeModel):
+    resources: QuantityMap = Field(default_factory=dict)
+
+
+class CapacityQuotaSpec(KubeModel):
+    selector: LabelSelector | None = None
+    limits: QuotaResources = Field(default_factory=QuotaResources)
+
+
+class CapacityQuotaStatus(KubeModel):
+    used: QuotaResources | None = None
+
+
+class CapacityQuota(KubeModel):
+    """sig-autoscaling ``CapacityQuota`` (``autoscaling.x-k8s.io``, cluster-scoped): the summed resources
+    (and ``nodes``) of the nodes its selector matches may not exceed ``spec.limits.resources``."""
+
+    kind: Literal["CapacityQuota"] = "CapacityQuota"
+    api_version: str = AUTOSCALING_GROUP + "/v1beta1"
+    metadata: ObjectMeta
+    spec: CapacityQuotaSpec = Field(default_factory=CapacityQuotaSpec)
+    status: CapacityQuotaStatus = Field(default_factory=CapacityQuotaStatus)
+
+
+SharedObject = (
+    Namespace | CoschedulingPodGroup | VolcanoPodGroup | UpstreamPodGroup | Workload | CapacityQuota
+)
+KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
+CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota"})
+
+
 class KubeList(BaseModel):
-    """Objects of a ``kubectl get nodes,pods,pdb -A -o json`` List, split by kind."""
+    """Objects of a ``kubectl get nodes,pods,pdb,namespaces,podgroups...,capacityquotas -A -o json`` List,
+    split by kind."""
 
     nodes: list[Node] = Field(default_factory=list)
     pods: list[Pod] = Field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = Field(default_factory=list)
+    others: list[SharedObject] = Field(default_factory=list)  # namespaces, pod groups, quotas
 
 
-_KINDS: dict[str, type[Node] | type[Pod] | type[PodDisruptionBudget]] = {
+ModelType = type[KubeModel]
+_KINDS: dict[str, ModelType] = {
     "Node": Node,
     "Pod": Pod,
     "PodDisruptionBudget": PodDisruptionBudget,
+    "Namespace": Namespace,
+}
+# Kinds whose meaning depends on the API group: PodGroup is spelled the same by three projects.
+_GROUP_KINDS: dict[tuple[str, str], ModelType] = {
+    ("PodGroup", COSCHEDULING_GROUP): CoschedulingPodGroup,
+    ("PodGroup", VOLCANO_GROUP): VolcanoPodGroup,
+    ("PodGroup", UPSTREAM_GROUP): UpstreamPodGroup,
+    ("Workload", UPSTREAM_GROUP): Workload,
+    ("CapacityQuota", AUTOSCALING_GROUP): CapacityQuota,
 }
 
 
-def _check_item(
-    obj: Node | Pod | PodDisruptionBudget, index: int, seen: dict[tuple[str, str | None, str], int]
-) -> None:
+def api_group(api_version: str) -> str:
+    """``scheduling.volcano.sh/v1beta1`` → ``scheduling.volcano.sh``; ``v1`` → ``""`` (core)."""
+    return api_version.rpartition("/")[0]
+
+
+def _model_for(kind: str, api_version: str) -> ModelType | None:
+    return _KINDS.get(kind) or _GROUP_KINDS.get((kind, api_group(api_version)))
+
+
+def _check_item(obj: KubeObject, index: int, seen: dict[tuple[str, str | None, str], int]) -> None:
     """Refuse an object with an unusable quantity, or a second object of one kind and name."""
     if isinstance(obj, RefusableModel) and obj.refused:
         raise ValueError(f"items[{index}].{obj.refused[0]}")
     # Two objects of one kind and name: the API server never holds them, and keeping either would
     # silently lose the other.
-    namespace = None if obj.kind == "Node" else obj.metadata.namespace or "default"
-    key = (obj.kind, namespace, obj.metadata.name)
+    namespace = None if obj.kind in CLUSTER_SCOPED else obj.metadata.namespace or "default"
+    group = api_group(str(getattr(obj, "api_version", "")))
+    kind = f"{obj.kind}.{group}" if group else obj.kind
+    key = (kind, namespace, obj.metadata.name)
     first = seen.setdefault(key, index)
     if first != index:
         name = "/".join(p for p in key[1:] if p)
         raise ValueError(f"items[{index}]: {obj.kind} {name} is also items[{first}]")
 
 
-def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[Node | Pod | PodDisruptionBudget]:
-    """The Nodes, Pods and PDBs of a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
+def _validate(model: ModelType, item: dict[str, Any], kind: str, api_version: str, index: int) -> Any:
+    extra = {k: v for k, v in (("kind", kind), ("apiVersion", api_version)) if v and not item.get(k)}
+    try:
+        return model.model_validate({**item, **extra} if extra else item)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ValueError(f"items[{index}].{where}: {err['msg']}") from None
 
-    With ``release`` each raw item is dropped from ``doc`` once parsed, so a large List is not held
-    twice (raw and parsed). Other kinds are skipped. Raises ``ValueError`` naming the item and field:
-    for an unusable quantity (see :class:`RefusableModel`) and for a second object of one kind and name.
+
+def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
+    """The objects Spillway reads in a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
+
+    Nodes, Pods, PDBs, Namespaces, pod groups (coscheduling, Volcano, Kubernetes ``PodGroup`` and
+    ``Workload``) and CapacityQuotas; other kinds are skipped. With ``release`` each raw item is dropped
+    from ``doc`` once parsed, so a large List is not held twice (raw and parsed). Raises ``ValueError``
+    naming the item and field: for an unusable quantity (see :class:`RefusableModel`) and for a second
+    object of one kind and name.
     """
     if not isinstance(doc, dict):
         raise ValueError("top level: expected a Kubernetes List object")
@@ -345,20 +536,17 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[Node | Pod | 
         raise ValueError("items: missing or not a list")
     list_kind = str(doc.get("kind", "List"))
     default_kind = list_kind[: -len("List")] if list_kind.endswith("List") and list_kind != "List" else None
+    default_version = str(doc.get("apiVersion", "")) if default_kind else ""
     seen: dict[tuple[str, str | None, str], int] = {}
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise ValueError(f"items[{index}]: not an object")
-        kind = item.get("kind") or default_kind
-        model = _KINDS.get(str(kind))
+        kind = str(item.get("kind") or default_kind)
+        api_version = str(item.get("apiVersion") or default_version)
+        model = _model_for(kind, api_version)
         if model is None:
             continue  # other kinds in the same List (Services, ...) are not ours to read
-        try:
-            obj = model.model_validate(item if item.get("kind") else {**item, "kind": kind})
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise ValueError(f"items[{index}].{where}: {err['msg']}") from None
+        obj = _validate(model, item, kind, api_version, index)
         _check_item(obj, index, seen)
         if release:
             items[index] = None
@@ -373,6 +561,8 @@ def parse_kube_list(doc: Any) -> KubeList:
             out.nodes.append(obj)
         elif isinstance(obj, Pod):
             out.pods.append(obj)
-        else:
+        elif isinstance(obj, PodDisruptionBudget):
             out.pdbs.append(obj)
+        else:
+            out.others.append(obj)
     return out

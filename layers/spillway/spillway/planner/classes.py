@@ -14,6 +14,7 @@ from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
+from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context
 from spillway.planner.predicates import references_node_identity, why_not_placeable
@@ -31,6 +32,8 @@ class PodClass:
     priority: int
     pods: list[str]
     node_specific: bool  # a constraint names one node: judged per node, not per shape
+    tenant: str | None = None  # set only for a tenant with configured limits
+    gang: str | None = None  # placed all or none with the other classes of its gang
     next: int = 0  # pods before this index are placed
 
     @property
@@ -53,21 +56,97 @@ class PodClass:
 def pod_classes(ctx: Context) -> list[PodClass]:
     """The pending pods that may trigger a scale-up, as classes in service order."""
     classes: dict[tuple[Any, ...], PodClass] = {}
-    cutoff = ctx.config.expendable_priority_cutoff
-    for pod in sorted(ctx.pending, key=lambda p: p.key):
-        if pod.priority < cutoff:
-            reason = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}: never triggers a scale-up"
-            ctx.pending_out.append(PendingPod(pod.key, reason, codes.EXPENDABLE))
+    gangs = Gangs(ctx)
+    limited = frozenset(ctx.config.tenants)
+    for pod in ctx.gated:
+        reason = "held by scheduling gates (spec.schedulingGates): not demand until they are lifted"
+        ctx.pending_out.append(PendingPod(pod.key, reason, codes.SCHEDULING_GATED))
+    for pod in sorted([*ctx.pending, *gangs.virtual_pods()], key=lambda p: p.key):
+        verdict = _not_demand(ctx, pod, gangs)
+        if verdict is not None:
+            ctx.pending_out.append(PendingPod(pod.key, verdict[1], verdict[0]))
             continue
-        key = pod.scheduling_key()
+        tenant = ctx.snapshot.tenant(pod.namespace)
+        gang = pod.gang if gangs.is_gang(pod.gang) else None
+        key = (pod.scheduling_key(), tenant if tenant in limited else None, gang)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = _new_class(pod)
+            cls = classes[key] = _new_class(pod, key[1], gang)
         cls.pods.append(pod.key)
     return sorted(classes.values(), key=PodClass.sort_key)
 
 
-def _new_class(pod: PodInfo) -> PodClass:
+def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | None:
+    """Why a pending pod may not trigger a scale-up (code, reason), or None when it may."""
+    cutoff = ctx.config.expendable_priority_cutoff
+    if pod.priority < cutoff:
+        return (
+            codes.EXPENDABLE,
+            f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}: never triggers a scale-up",
+        )
+    if pod.nominated:
+        return (
+            codes.NOMINATED,
+            f"nominated for node {pod.nominated} (status.nominatedNodeName): preemption makes room there",
+        )
+    return gangs.incomplete(pod.gang)
+
+
+class Gangs:
+    """The gangs of the pending pods: their minimum size, members, and Volcano's pod-less demand."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.info: dict[str, GangInfo] = {}
+        for g in ctx.snapshot.gangs:  # two conventions naming one group: the larger, pod-less first
+            known = self.info.get(g.key)
+            if known is None or (g.min_member, g.pending) > (known.min_member, known.pending):
+                self.info[g.key] = g
+        self.members: dict[str, int] = {}
+        self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
+        for pod in ctx.snapshot.pods:
+            if pod.gang and not pod.terminal and not pod.gated:
+                self.members[pod.gang] = self.members.get(pod.gang, 0) + 1
+                self.stated[pod.gang] = max(self.stated.get(pod.gang, 0), pod.gang_min)
+
+    def minimum(self, key: str) -> int:
+        info = self.info.get(key) or self.info.get(key.rpartition("/")[0])  # a Workload group's replica
+        return info.min_member if info and info.min_member else self.stated.get(key, 0)
+
+    def is_gang(self, key: str | None) -> bool:
+        return key is not None and self.minimum(key) > 1
+
+    def incomplete(self, key: str | None) -> tuple[str, str] | None:
+        if key is None:
+            return None
+        need, have = self.minimum(key), self.members.get(key, 0)
+        if have >= need:
+            return None
+        return (
+            codes.GANG_INCOMPLETE,
+            f"gang {key} has {have} of its {need} pods: nothing is added until all exist",
+        )
+
+    def virtual_pods(self) -> list[PodInfo]:
+        """A Volcano PodGroup still ``Pending`` has no pods yet: ``minMember`` pods, each an equal share
+        of ``minResources``, tolerating the taints of the extended resources they request."""
+        out: list[PodInfo] = []
+        for key in sorted(self.info):
+            info = self.info[key]
+            if not info.pending or info.min_member <= 0 or self.members.get(key):
+                continue
+            n = info.min_member
+            share = {r: -(-v // n) for r, v in info.min_resources.items()}
+            namespace, _, name = key.partition("/")
+            extended = tuple((r, "Exists", None, None) for r in sorted(share) if "/" in r)
+            self.members[key] = n
+            out += [
+                PodInfo(namespace, f"{name}[{i}]", share, unschedulable=True, gang=key, tolerations=extended)
+                for i in range(n)
+            ]
+        return out
+
+
+def _new_class(pod: PodInfo, tenant: str | None = None, gang: str | None = None) -> PodClass:
     requests = dict(pod.requests)
     requests[PODS] = requests.get(PODS, 0) + ONE_POD
     return PodClass(
@@ -78,4 +157,6 @@ def _new_class(pod: PodInfo) -> PodClass:
         priority=pod.priority,
         pods=[],
         node_specific=references_node_identity(pod.node_selector, pod.required_terms),
+        tenant=tenant,
+        gang=gang,
     )

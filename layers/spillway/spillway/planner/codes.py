@@ -17,6 +17,13 @@ NO_GROUP_FITS = "no-group-fits"  # no group's template node can ever run the pod
 BACKED_OFF = "backed-off"  # every group that fits is backed off after failed launches
 MAX_SIZE = "max-size"  # every group that fits is at MaxSize
 GROUPS_EXHAUSTED = "groups-exhausted"  # groups that fit are some backed off, some at MaxSize
+# -- the shared cluster: limits, gangs, gates, preemption --
+TENANT_LIMIT = "tenant-limit"  # the pod's tenant may not add more capacity (config tenants)
+CLUSTER_LIMIT = "cluster-limit"  # max_nodes_total, cores_total, memory_total or gpu_total reached
+CAPACITY_QUOTA = "capacity-quota"  # a CapacityQuota covering the groups that fit is full
+GANG_INCOMPLETE = "gang-incomplete"  # the pod's gang has fewer pods than its minimum: none placed
+SCHEDULING_GATED = "scheduling-gated"  # spec.schedulingGates set: not demand until the gates lift
+NOMINATED = "nominated"  # status.nominatedNodeName: preemption makes room; nothing is launched
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
@@ -48,6 +55,12 @@ PENDING_CODES = (
     BACKED_OFF,
     MAX_SIZE,
     GROUPS_EXHAUSTED,
+    TENANT_LIMIT,
+    CLUSTER_LIMIT,
+    CAPACITY_QUOTA,
+    GANG_INCOMPLETE,
+    SCHEDULING_GATED,
+    NOMINATED,
 )
 KEPT_CODES = (
     UNCORDONED,

@@ -93,6 +93,7 @@ class Context:
         self.primary: str | None = config.regions[0] if config.regions else None
         self.nodes: dict[str, WorkNode] = _work_nodes(snapshot.nodes, self.groups)
         self.pending: list[PodInfo] = []  # pending, unschedulable pods, in snapshot order
+        self.gated: list[PodInfo] = []  # unbound pods held by scheduling gates
         self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
         self._index_pods(snapshot.pods)
         self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
@@ -103,6 +104,8 @@ class Context:
         self.new_pods: dict[str, list[str]] = {}  # group -> pods on new nodes
         self.new_nodes: dict[str, int] = {}  # group -> nodes this plan launches
         self.overflow_notes: dict[str, set[str]] = {}  # group -> why better groups were skipped
+        self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
+        self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))
@@ -125,6 +128,8 @@ class Context:
                     _charge(node, pod)
             elif pod.is_pending_unschedulable():
                 self.pending.append(pod)
+            elif pod.gated and not pod.daemonset:
+                self.gated.append(pod)
         for node in self.nodes.values():
             node.free = subtract(node.info.allocatable, node.used)
 

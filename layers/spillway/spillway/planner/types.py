@@ -14,6 +14,18 @@ from spillway.model.state import State
 
 
 @dataclass(frozen=True, slots=True)
+class GangLaunch:
+    """New nodes of a scale-up that one gang needs all of: launch them together or not at all."""
+
+    gang: str  # "<namespace>/<pod group>"
+    nodes: int
+    pods: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gang": self.gang, "nodes": self.nodes, "pods": list(self.pods)}
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleUp:
     group: str
     region: str
@@ -21,9 +33,10 @@ class ScaleUp:
     to_size: int
     pods: tuple[str, ...]
     reason: str
+    gangs: tuple[GangLaunch, ...] = ()  # part of the new nodes, per gang (all or none)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "group": self.group,
             "region": self.region,
             "from": self.from_size,
@@ -31,6 +44,9 @@ class ScaleUp:
             "pods": list(self.pods),
             "reason": self.reason,
         }
+        if self.gangs:
+            out["gangs"] = [g.to_dict() for g in self.gangs]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

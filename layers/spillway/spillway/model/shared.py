@@ -1,0 +1,208 @@
+"""The shared cluster, distilled: tenants, gangs (pod groups) and capacity quotas.
+
+Compact records beside :mod:`spillway.model.cluster`'s, read from every convention in use (see
+README, "Tenants, limits and gangs"):
+
+- a pod's gang: label ``scheduling.x-k8s.io/pod-group`` (scheduler-plugins coscheduling), annotation
+  ``scheduling.k8s.io/group-name`` (Volcano), label ``kueue.x-k8s.io/pod-group-name`` (Kueue plain
+  pods, size in annotation ``kueue.x-k8s.io/pod-group-total-count``), ``spec.schedulingGroup.podGroupName``
+  (Kubernetes 1.36, ``scheduling.k8s.io/v1alpha2``) or ``spec.workloadRef`` (Kubernetes 1.35, v1alpha1);
+- a gang's size: ``spec.minMember`` (coscheduling, Volcano), ``spec.schedulingPolicy.gang.minCount``
+  (PodGroup v1alpha2), ``spec.podGroups[].policy.gang.minCount`` (Workload v1alpha1) or
+  ``spec.podGroupTemplates[].schedulingPolicy.gang.minCount`` (Workload v1alpha2);
+- a tenant: a namespace, or the namespaces labelled ``spillway.io/tenant: <name>``;
+- a CapacityQuota: a node-label selector and ``limits.resources`` (``nodes`` counts nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spillway.model.k8s import (
+    COSCHEDULING_LABEL,
+    KUEUE_GROUP_LABEL,
+    KUEUE_TOTAL_ANNOTATION,
+    TENANT_LABEL,
+    VOLCANO_ANNOTATION,
+    CapacityQuota,
+    CoschedulingPodGroup,
+    KubeObject,
+    LabelSelector,
+    Namespace,
+    Pod,
+    UpstreamPodGroup,
+    VolcanoPodGroup,
+    Workload,
+)
+from spillway.model.resources import Resources, parse_resource_list
+
+NODES = "nodes"  # a CapacityQuota (and tenant limit) resource: the number of nodes, in milli-units
+# (key, operator, values) of a label selector requirement: In, NotIn, Exists, DoesNotExist.
+LabelRequirement = tuple[str, str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class GangInfo:
+    """A pod group: its pods run all together or not at all.
+
+    ``pending`` marks a Volcano PodGroup in phase ``Pending``: Volcano creates its pods only once it is
+    ``Inqueue``, so its ``min_member`` pods of ``min_resources`` are demand that has no pods yet.
+    """
+
+    key: str  # "<namespace>/<name>"; a Workload's group: "<namespace>/<workload>/<group>"
+    source: str  # coscheduling | volcano | kubernetes
+    min_member: int = 0
+    min_resources: Resources = field(default_factory=dict)
+    pending: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"k": self.key, "s": self.source, "m": self.min_member}
+        if self.min_resources:
+            out["r"] = dict(self.min_resources)
+        if self.pending:
+            out["p"] = 1
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GangInfo:
+        return cls(
+            key=d["k"],
+            source=d.get("s", ""),
+            min_member=int(d.get("m", 0)),
+            min_resources=dict(d.get("r", {})),
+            pending=bool(d.get("p")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaInfo:
+    """A CapacityQuota: the nodes its selector matches may together hold at most ``limits``."""
+
+    name: str
+    selector: tuple[LabelRequirement, ...] = ()  # empty: every node
+    limits: Resources = field(default_factory=dict)
+    used: Resources = field(default_factory=dict)  # status.used, as the quota's controller last wrote it
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return selector_matches(self.selector, labels)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": self.name, "l": dict(self.limits)}
+        if self.selector:
+            out["sel"] = [[k, op, list(v)] for k, op, v in self.selector]
+        if self.used:
+            out["u"] = dict(self.used)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> QuotaInfo:
+        return cls(
+            name=d["n"],
+            selector=tuple((k, op, tuple(v)) for k, op, v in d.get("sel", ())),
+            limits=dict(d.get("l", {})),
+            used=dict(d.get("u", {})),
+        )
+
+
+def selector_requirements(selector: LabelSelector | None) -> tuple[LabelRequirement, ...]:
+    """A LabelSelector as requirements: ``matchLabels`` entries become ``In`` with one value."""
+    if selector is None:
+        return ()
+    reqs: list[LabelRequirement] = [(k, "In", (v,)) for k, v in sorted(selector.match_labels.items())]
+    reqs += [(r.key, r.operator, tuple(r.values)) for r in selector.match_expressions]
+    return tuple(reqs)
+
+
+def selector_matches(selector: Sequence[LabelRequirement], labels: Mapping[str, str]) -> bool:
+    for key, operator, values in selector:
+        actual = labels.get(key)
+        if operator == "In" and actual not in values:
+            return False
+        if operator == "NotIn" and actual is not None and actual in values:
+            return False
+        if operator == "Exists" and actual is None:
+            return False
+        if operator == "DoesNotExist" and actual is not None:
+            return False
+    return True
+
+
+def gang_of(pod: Pod) -> tuple[str | None, int]:
+    """The pod's gang key (or None) and the gang size the pod itself states (Kueue), else 0."""
+    meta, spec = pod.metadata, pod.spec
+    namespace = meta.namespace or "default"
+    labels, annotations = meta.labels, meta.annotations
+    name = labels.get(COSCHEDULING_LABEL) or annotations.get(VOLCANO_ANNOTATION)
+    if name:
+        return f"{namespace}/{name}", 0
+    kueue = labels.get(KUEUE_GROUP_LABEL)
+    if kueue:
+        return f"{namespace}/{kueue}", _positive_int(annotations.get(KUEUE_TOTAL_ANNOTATION))
+    if spec.scheduling_group is not None:
+        return f"{namespace}/{spec.scheduling_group.pod_group_name}", 0
+    ref = spec.workload_ref
+    if ref is not None:
+        key = f"{namespace}/{ref.name}/{ref.pod_group}"
+        return (f"{key}/{ref.pod_group_replica_key}" if ref.pod_group_replica_key else key), 0
+    return None, 0
+
+
+def _positive_int(value: str | None) -> int:
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        return 0
+
+
+def gangs_of(obj: KubeObject) -> list[GangInfo]:
+    """The gangs a pod group or Workload declares (none for other objects)."""
+    namespace = obj.metadata.namespace or "default"
+    key = f"{namespace}/{obj.metadata.name}"
+    if isinstance(obj, CoschedulingPodGroup):
+        return [
+            GangInfo(key, "coscheduling", obj.spec.min_member, parse_resource_list(obj.spec.min_resources))
+        ]
+    if isinstance(obj, VolcanoPodGroup):
+        spec = obj.spec
+        return [
+            GangInfo(
+                key,
+                "volcano",
+                spec.min_member,
+                parse_resource_list(spec.min_resources),
+                pending=obj.status.phase == "Pending",
+            )
+        ]
+    if isinstance(obj, UpstreamPodGroup):
+        policy = obj.spec.scheduling_policy
+        minimum = policy.gang.min_count if policy and policy.gang else None
+        return [GangInfo(key, "kubernetes", minimum or 0)] if minimum else []
+    if isinstance(obj, Workload):
+        groups = obj.spec.pod_groups + obj.spec.pod_group_templates
+        return [
+            GangInfo(f"{key}/{g.name}", "kubernetes", g.min_count() or 0) for g in groups if g.min_count()
+        ]
+    return []
+
+
+def tenant_of(obj: KubeObject) -> tuple[str, str] | None:
+    """``(namespace, tenant)`` for a Namespace labelled ``spillway.io/tenant``."""
+    if isinstance(obj, Namespace):
+        tenant = obj.metadata.labels.get(TENANT_LABEL)
+        if tenant:
+            return obj.metadata.name, tenant
+    return None
+
+
+def quota_of(obj: KubeObject) -> QuotaInfo | None:
+    if not isinstance(obj, CapacityQuota):
+        return None
+    used = obj.status.used
+    return QuotaInfo(
+        name=obj.metadata.name,
+        selector=selector_requirements(obj.spec.selector),
+        limits=parse_resource_list(obj.spec.limits.resources),
+        used=parse_resource_list(used.resources) if used else {},
+    )

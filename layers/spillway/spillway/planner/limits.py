@@ -1,0 +1,255 @@
+"""Limits on what scale-up may add: per tenant, cluster totals, and CapacityQuotas.
+
+One component the scale-up stage asks before opening nodes: "how many nodes of group G may this class
+of tenant T open?" (:meth:`Limits.allowed`), then tells what it opened (:meth:`Limits.charge`). Every
+limit is a :class:`Constraint`: a ceiling on summed resources (and ``nodes``) of the nodes it covers.
+All constraints are checked together, so where a configured limit and a CapacityQuota cover the same
+nodes the tighter one binds.
+
+Charging (README "Tenants, limits and gangs"):
+
+- a new node is charged wholly to the tenant whose pods opened it;
+- an existing node of a managed group is charged to the tenants of its pods (DaemonSet and mirror
+  pods excluded) in proportion to their CPU requests (pod count when none requests CPU);
+- cluster totals and CapacityQuotas count every node (allocatable), plus capacity still launching
+  (desired minus Ready, as the group's template node), whoever opened it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.quantity import format_milli
+from spillway.model.resources import CPU, MEMORY, Resources, add_into
+from spillway.model.shared import NODES, QuotaInfo
+from spillway.planner import codes
+from spillway.planner.context import Context
+
+ONE_NODE = 1000
+GIB_MILLI = 2**30 * 1000
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+GPU = "gpu"  # a gpu_total constraint's measure: the node's GPUs of the listed kinds
+
+Measure = Callable[[Mapping[str, int]], Resources]
+
+
+def _whole(vector: Mapping[str, int]) -> Resources:
+    return dict(vector)
+
+
+def _gpus(vector: Mapping[str, int]) -> Resources:
+    return {GPU: sum(vector.get(r, 0) for r in GPU_RESOURCES)}
+
+
+@dataclass(slots=True)
+class Constraint:
+    """At most ``limits`` (milli-units; ``nodes`` counts nodes) on the nodes it covers."""
+
+    name: str  # for reasons: "tenant team-a", "cluster max_nodes_total", "CapacityQuota gpu-cap"
+    code: str
+    limits: Resources
+    tenant: str | None = None  # None: every tenant's nodes (and nobody's)
+    groups: frozenset[str] = frozenset()  # empty: any group
+    selector: Callable[[Mapping[str, str]], bool] = lambda labels: True
+    measure: Measure = _whole
+    used: Resources = field(default_factory=dict)
+
+    def covers(self, tenant: str | None, group: NodeGroup | None, labels: Mapping[str, str]) -> bool:
+        if self.tenant is not None and tenant != self.tenant:
+            return False
+        if self.groups and (group is None or group.name not in self.groups):
+            return False
+        return self.selector(labels)
+
+    def room_for(self, per_node: Mapping[str, int], want: int) -> int:
+        """How many more nodes of ``per_node`` fit under the limits, at most ``want``."""
+        vector = self.measure(per_node)
+        count = want
+        for name, limit in self.limits.items():
+            each = vector.get(name, 0)
+            if each > 0:
+                count = min(count, max(0, (limit - self.used.get(name, 0)) // each))
+        return count
+
+    def binding(self, per_node: Mapping[str, int]) -> str:
+        """The limit a node of ``per_node`` would break, for the reason."""
+        vector = self.measure(per_node)
+        for name in sorted(self.limits):
+            each, limit = vector.get(name, 0), self.limits[name]
+            if each > 0 and self.used.get(name, 0) + each > limit:
+                return f"{self.name} limit {_show(name, limit)} reached ({_show(name, self.used.get(name, 0))} used)"
+        return f"{self.name} limit reached"
+
+
+def _show(name: str, milli: int) -> str:
+    if name == NODES:
+        return f"nodes={milli // ONE_NODE}"
+    if name == GPU:
+        return f"gpus={milli // 1000}"
+    return f"{name}={format_milli(name, milli)}"
+
+
+def node_vector(allocatable: Mapping[str, int]) -> Resources:
+    vector = dict(allocatable)
+    vector[NODES] = ONE_NODE
+    return vector
+
+
+class Limits:
+    """The plan's limits and what each has used so far; asked before opening nodes."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.constraints: list[Constraint] = []
+        self.constraints += cluster_constraints(ctx.config)
+        self.constraints += [quota_constraint(q) for q in ctx.snapshot.quotas]
+        self.constraints += tenant_constraints(ctx.config)
+        if self.constraints:
+            self._count_existing()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.constraints)
+
+    def _count_existing(self) -> None:
+        shares = tenant_shares(self.ctx)
+        for node in self.ctx.nodes.values():
+            vector = node_vector(node.info.allocatable)
+            labels = node.info.labels
+            for c in self.constraints:
+                if c.tenant is None:
+                    if c.covers(None, node.group, labels):
+                        add_into(c.used, c.measure(vector))
+                elif node.group is not None and c.covers(c.tenant, node.group, labels):
+                    share = shares.get(node.info.name, {}).get(c.tenant)
+                    if share:
+                        add_into(c.used, {k: v * share[0] // share[1] for k, v in c.measure(vector).items()})
+        for group in self.ctx.groups:
+            launching = group.desired - self.ctx.ready_in_group.get(group.name, 0)
+            if launching > 0 and group.template is not None:
+                self.charge(None, group, launching)
+
+    def allowed(self, tenant: str | None, group: NodeGroup, want: int) -> tuple[int, Constraint | None]:
+        """How many of ``want`` new nodes of ``group`` the limits allow, and the one that binds."""
+        if not self.constraints or group.template is None:
+            return want, None
+        vector = node_vector(group.template.allocatable)
+        count, binding = want, None
+        for c in self.constraints:
+            if c.covers(tenant, group, group.template.labels):
+                room = c.room_for(vector, count)
+                if room < count:
+                    count, binding = room, c
+        return count, binding
+
+    def reason(self, constraint: Constraint, group: NodeGroup) -> str:
+        assert group.template is not None
+        return f"{group.name}: {constraint.binding(node_vector(group.template.allocatable))}"
+
+    def charge(self, tenant: str | None, group: NodeGroup, count: int) -> None:
+        """``count`` new nodes of ``group`` opened for ``tenant`` (None: nobody's, e.g. launching)."""
+        if not self.constraints or group.template is None or count <= 0:
+            return
+        vector = node_vector(group.template.allocatable)
+        for c in self.constraints:
+            if c.covers(tenant, group, group.template.labels):
+                add_into(c.used, c.measure(vector), count)
+
+    def save(self) -> list[Resources]:
+        return [dict(c.used) for c in self.constraints]
+
+    def restore(self, saved: list[Resources]) -> None:
+        for c, used in zip(self.constraints, saved, strict=True):
+            c.used = used
+
+
+def tenant_shares(ctx: Context) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per node, each tenant's share of its pods' CPU requests as (part, whole)."""
+    per_node: dict[str, dict[str, int]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for pod in ctx.snapshot.pods:
+        if pod.node_name is None or pod.terminal or pod.daemonset or pod.mirror:
+            continue
+        tenant = ctx.snapshot.tenant(pod.namespace)
+        cpu = per_node.setdefault(pod.node_name, {})
+        cpu[tenant] = cpu.get(tenant, 0) + pod.requests.get(CPU, 0)
+        n = counts.setdefault(pod.node_name, {})
+        n[tenant] = n.get(tenant, 0) + 1
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for node, cpu in per_node.items():
+        weights = cpu if sum(cpu.values()) > 0 else counts[node]
+        whole = sum(weights.values())
+        out[node] = {t: (w, whole) for t, w in weights.items()}
+    return out
+
+
+def cluster_constraints(config: PlannerConfig) -> list[Constraint]:
+    """cluster-autoscaler's totals: the whole cluster's size, not only what is added."""
+    out: list[Constraint] = []
+    if config.max_nodes_total:
+        out.append(
+            Constraint(
+                "cluster max_nodes_total", codes.CLUSTER_LIMIT, {NODES: config.max_nodes_total * ONE_NODE}
+            )
+        )
+    if config.cores_total:
+        out.append(
+            Constraint(
+                "cluster cores_total", codes.CLUSTER_LIMIT, {CPU: parse_range(config.cores_total)[1] * 1000}
+            )
+        )
+    if config.memory_total:
+        high = parse_range(config.memory_total)[1]
+        out.append(Constraint("cluster memory_total", codes.CLUSTER_LIMIT, {MEMORY: high * GIB_MILLI}))
+    for entry in config.gpu_total:
+        kind, _, high = parse_gpu_range(entry)
+        out.append(_gpu_constraint(kind, high))
+    return out
+
+
+def _gpu_constraint(kind: str, high: int) -> Constraint:
+    name = f"cluster gpu_total {kind}"
+    if "/" in kind:  # a resource name: that resource on every node
+        return Constraint(name, codes.CLUSTER_LIMIT, {kind: high * 1000})
+    return Constraint(
+        name,
+        codes.CLUSTER_LIMIT,
+        {GPU: high * 1000},
+        selector=lambda labels: labels.get(ACCELERATOR_LABEL) == kind,
+        measure=_gpus,
+    )
+
+
+def quota_constraint(quota: QuotaInfo) -> Constraint:
+    return Constraint(
+        f"CapacityQuota {quota.name}", codes.CAPACITY_QUOTA, dict(quota.limits), selector=quota.matches
+    )
+
+
+def tenant_constraints(config: PlannerConfig) -> list[Constraint]:
+    out: list[Constraint] = []
+    for tenant in sorted(config.tenants):
+        limits = config.tenants[tenant]
+        if limits.limits:
+            out.append(
+                Constraint(f"tenant {tenant}", codes.TENANT_LIMIT, limits.as_resources(), tenant=tenant)
+            )
+        out += [_scope_constraint(tenant, i, s) for i, s in enumerate(limits.scopes)]
+    return out
+
+
+def _scope_constraint(tenant: str, index: int, scope: LimitScope) -> Constraint:
+    wanted = dict(scope.node_selector)
+    where = ",".join(scope.node_groups) or ",".join(f"{k}={v}" for k, v in sorted(wanted.items())) or "all"
+    return Constraint(
+        f"tenant {tenant} scopes[{index}] ({where})",
+        codes.TENANT_LIMIT,
+        scope.as_resources(),
+        tenant=tenant,
+        groups=frozenset(scope.node_groups),
+        selector=lambda labels: all(labels.get(k) == v for k, v in wanted.items()),
+    )

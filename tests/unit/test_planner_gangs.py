@@ -1,0 +1,241 @@
+"""Gangs, all or nothing, from every pod-group convention; Volcano's pod-less demand; gated pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from plan_world import World, pending_codes, pending_reasons, scale_up
+
+BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
+COSCHED = "scheduling.x-k8s.io/v1alpha1"
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+
+
+def cpu_world(max_size: int = 10) -> World:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=max_size)
+    return w
+
+
+def cosched_pods(w: World, name: str, count: int, *, min_member: int, **kwargs: Any) -> list[str]:
+    w.pod_group(COSCHED, name, kwargs.get("namespace", "default"), spec={"minMember": min_member})
+    return w.pods(name, count, labels={"scheduling.x-k8s.io/pod-group": name}, **kwargs)
+
+
+def test_a_coscheduling_gang_gets_all_its_nodes_in_one_scale_up() -> None:
+    w = cpu_world()
+    pods = cosched_pods(w, "train", 3, min_member=3, **BIG)
+
+    result = w.plan()
+
+    up = result.scale_up[0]
+    assert (up.from_size, up.to_size) == (0, 3)
+    assert [g.to_dict() for g in up.gangs] == [{"gang": "default/train", "nodes": 3, "pods": pods}]
+    assert up.to_dict()["gangs"][0]["gang"] == "default/train"
+
+
+def test_a_gang_that_cannot_fit_whole_adds_nothing_and_says_why() -> None:
+    w = cpu_world(max_size=2)
+    pods = cosched_pods(w, "train", 3, min_member=3, **BIG)
+    loose = w.pods("web", 1, **BIG)
+
+    result = w.plan()
+
+    # The gang would need three nodes, MaxSize allows two: none for the gang; the loose pod gets one.
+    assert scale_up(result)["cpu-east"] == (0, 1, loose)
+    assert {pending_codes(result)[p] for p in pods} == {"max-size"}
+    reason = pending_reasons(result)[pods[0]]
+    assert reason.startswith("gang default/train (3 pods) cannot be placed whole")
+    assert "MaxSize 2" in reason
+    # Without the gang, the same pods would take the two nodes there are.
+    assert scale_up(cpu_world(max_size=2).plan()) == {}
+
+
+def test_free_room_counts_only_where_the_whole_gang_fits() -> None:
+    w = World()
+    names = w.group("cpu-east", "m5.2xlarge", max_size=1, nodes=1)
+    pods = cosched_pods(w, "train", 3, min_member=3, **BIG)
+
+    result = w.plan()
+
+    # One pod would fit the existing node, but the other two cannot get nodes: nothing is placed.
+    assert result.scale_up == ()
+    assert all(p.node != names[0] for p in result.placements)
+    assert {pending_codes(result)[p] for p in pods} == {"max-size"}
+
+
+def test_a_gang_is_placed_in_one_region() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=1)
+    w.group("cpu-west", "m5.2xlarge", region="us-west-2", max_size=5)
+    pods = cosched_pods(w, "train", 2, min_member=2, **BIG)
+
+    ups = scale_up(w.plan())
+
+    assert ups == {"cpu-west": (0, 2, pods)}
+
+
+def test_pods_without_a_gang_spill_across_regions() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=1)
+    w.group("cpu-west", "m5.2xlarge", region="us-west-2", max_size=5)
+    w.pods("train", 2, **BIG)
+    ups = scale_up(w.plan())
+    assert ups["cpu-east"][:2] == (0, 1) and ups["cpu-west"][:2] == (0, 1)
+
+
+def test_a_gang_over_its_tenant_limit_adds_nothing() -> None:
+    w = cpu_world()
+    pods = cosched_pods(w, "train", 2, min_member=2, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"tenant-limit"}
+
+
+def test_a_backed_off_group_fails_the_whole_gang() -> None:
+    w = cpu_world()
+    pods = cosched_pods(w, "train", 2, min_member=2, **BIG)
+    w.launch_failure("cpu-east", minutes_ago=1)
+    result = w.plan()
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"backed-off"}
+
+
+def test_a_gang_with_fewer_pods_than_its_minimum_waits() -> None:
+    w = cpu_world()
+    pods = cosched_pods(w, "train", 2, min_member=4, **BIG)
+    result = w.plan()
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"gang-incomplete"}
+    assert "has 2 of its 4 pods" in pending_reasons(result)[pods[0]]
+
+
+def test_volcano_gang_by_annotation_and_podgroup_min_member() -> None:
+    w = cpu_world(max_size=2)
+    w.pod_group(VOLCANO, "job-a", spec={"minMember": 3}, phase="Inqueue")
+    pods = w.pods("job-a", 3, annotations={"scheduling.k8s.io/group-name": "job-a"}, **BIG)
+    result = w.plan()
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"max-size"}
+
+
+def test_a_pending_volcano_podgroup_is_demand_without_pods() -> None:
+    w = cpu_world()
+    w.pod_group(
+        VOLCANO,
+        "job-b",
+        "research",
+        spec={"minMember": 2, "minResources": {"cpu": "10", "memory": "8Gi"}},
+        phase="Pending",
+    )
+
+    result = w.plan()
+
+    up = result.scale_up[0]
+    assert (up.from_size, up.to_size) == (0, 2)
+    assert up.pods == ("research/job-b[0]", "research/job-b[1]")
+    assert up.gangs[0].gang == "research/job-b"
+
+
+def test_an_inqueue_volcano_podgroup_is_not_counted_twice() -> None:
+    w = cpu_world()
+    w.pod_group(VOLCANO, "job-c", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase="Inqueue")
+    assert w.plan().scale_up == ()
+
+
+def test_kueue_pod_group_size_comes_from_the_total_count_annotation() -> None:
+    w = cpu_world()
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    notes = {"kueue.x-k8s.io/pod-group-total-count": "3"}
+    pods = w.pods("grp", 2, labels=labels, annotations=notes, **BIG)
+    assert {pending_codes(w.plan())[p] for p in pods} == {"gang-incomplete"}
+
+    pods += w.pods("grp-late", 1, labels=labels, annotations=notes, **BIG)
+    up = w.plan().scale_up[0]
+    assert up.gangs[0].gang == "default/grp" and up.gangs[0].nodes == 3
+
+
+def test_upstream_workload_ref_v1alpha1() -> None:
+    w = cpu_world(max_size=1)
+    w.workload("job", "default", [{"name": "workers", "policy": {"gang": {"minCount": 2}}}])
+    pods = w.pods("worker", 2, **BIG)
+    for key in pods:
+        w.pod_item(key)["spec"]["workloadRef"] = {"name": "job", "podGroup": "workers"}
+    result = w.plan()
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"max-size"}
+    assert "gang default/job/workers" in pending_reasons(result)[pods[0]]
+
+
+def test_upstream_scheduling_group_and_podgroup_v1alpha2() -> None:
+    w = cpu_world()
+    w.pod_group("scheduling.k8s.io/v1alpha2", "pg", spec={"schedulingPolicy": {"gang": {"minCount": 2}}})
+    pods = w.pods("m", 2, **BIG)
+    for key in pods:
+        w.pod_item(key)["spec"]["schedulingGroup"] = {"podGroupName": "pg"}
+    up = w.plan().scale_up[0]
+    assert up.gangs[0].gang == "default/pg" and up.gangs[0].pods == tuple(pods)
+
+
+def test_gated_pods_are_never_demand() -> None:
+    w = cpu_world()
+    gated = w.pods("held", 2, **BIG)
+    for key in gated:
+        pod = w.pod_item(key)
+        pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+        pod["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}
+        ]
+    result = w.plan()
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in gated} == {"scheduling-gated"}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=4),
+    max_size=st.integers(min_value=0, max_value=8),
+    limit=st.integers(min_value=0, max_value=6),
+)
+def test_gangs_are_all_or_none_and_no_tenant_passes_its_limit(
+    sizes: list[int], max_size: int, limit: int
+) -> None:
+    w = cpu_world(max_size=max_size)
+    gangs = {
+        f"team-{i % 2}/g{i}": cosched_pods(w, f"g{i}", n, min_member=n, namespace=f"team-{i % 2}", **BIG)
+        for i, n in enumerate(sizes)
+    }
+
+    result = w.plan(tenants={"team-0": {"limits": {"nodes": limit}}})
+
+    placed = {p.pod for p in result.placements}
+    for pods in gangs.values():
+        assert all(p in placed for p in pods) or not any(p in placed for p in pods)
+    team0_nodes = sum(g.nodes for s in result.scale_up for g in s.gangs if g.gang.startswith("team-0/"))
+    assert team0_nodes <= limit
+    assert sum(s.to_size - s.from_size for s in result.scale_up) <= max_size
+
+
+def test_the_shared_cluster_survives_a_snapshot_round_trip_and_old_snapshots_load() -> None:
+    from spillway.model.cluster import ClusterSnapshot
+
+    w = cpu_world()
+    w.namespace("ml", tenant="lab")
+    w.capacity_quota("q", {"nodes": "3"}, {"team": "a"})
+    w.pod_group(VOLCANO, "job", "ml", spec={"minMember": 2, "minResources": {"cpu": "2"}}, phase="Pending")
+    pods = cosched_pods(w, "g", 2, min_member=2, **BIG)
+    w.pod_item(pods[0])["status"]["nominatedNodeName"] = "n1"
+    snapshot = w.parsed()[0]
+
+    wire = snapshot.to_dict()
+    assert ClusterSnapshot.from_dict(wire) == snapshot
+    assert snapshot.tenants == {"ml": "lab"} and [q.name for q in snapshot.quotas] == ["q"]
+    assert {p.gang for p in snapshot.pods} == {"default/g"} and snapshot.pods[0].nominated == "n1"
+    old = {k: v for k, v in wire.items() if k not in ("tenants", "gangs", "quotas")}
+    old["pods"] = [{k: v for k, v in p.items() if k not in ("g", "nom")} for p in old["pods"]]
+    restored = ClusterSnapshot.from_dict(old)
+    assert restored.gangs == () and all(p.gang is None for p in restored.pods)

@@ -1,0 +1,173 @@
+"""Tenants and limits on what scale-up may add: config limits, cluster totals, CapacityQuotas, priority,
+preemption-nominated pods."""
+
+from __future__ import annotations
+
+from plan_world import World, pending_codes, pending_reasons, scale_up
+
+# Pods that each need a whole m5.2xlarge (7910m allocatable): one new node per pod.
+BIG = {"cpu": "5", "memory": "4Gi"}
+
+
+def cpu_world() -> World:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    return w
+
+
+def test_a_tenant_limit_on_nodes_stops_scale_up_and_names_the_limit() -> None:
+    w = cpu_world()
+    w.namespace("team-a")
+    pods = w.pods("a", 3, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 1)
+    left = [p for p in pods if pending_codes(result).get(p) == "tenant-limit"]
+    assert len(left) == 2
+    assert "tenant team-a limit nodes=1 reached" in pending_reasons(result)[left[0]]
+    # Without the limit all three get a node.
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 3)
+
+
+def test_namespaces_labelled_with_one_tenant_share_its_limit() -> None:
+    w = cpu_world()
+    w.namespace("ml-train", tenant="ml")
+    w.namespace("ml-serve", tenant="ml")
+    w.namespace("web")
+    w.pods("train", 2, namespace="ml-train", **BIG)
+    w.pods("serve", 2, namespace="ml-serve", **BIG)
+    web = w.pods("web", 2, namespace="web", **BIG)
+
+    result = w.plan(tenants={"ml": {"limits": {"cpu": "20"}}})
+
+    # ml may add 20 cores: two 7910m nodes; the other tenant is not limited.
+    assert scale_up(result)["cpu-east"][:2] == (0, 4)
+    codes = pending_codes(result)
+    assert sum(1 for c in codes.values() if c == "tenant-limit") == 2
+    assert all(p not in codes for p in web)
+
+
+def test_existing_nodes_are_charged_to_the_tenants_of_their_pods() -> None:
+    w = World()
+    names = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.pods("run", 1, namespace="team-a", node_name=names[0], phase="Running", **BIG)
+    pending = w.pods("a", 1, namespace="team-a", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[pending[0]] == "tenant-limit"
+    # Another tenant is not charged for team-a's node.
+    assert scale_up(w.plan(tenants={"team-b": {"limits": {"nodes": 1}}}))["cpu-east"][:2] == (1, 2)
+
+
+def test_a_tenant_scope_limits_one_node_group_only() -> None:
+    w = cpu_world()
+    w.group("cpu-small", "m5.xlarge", max_size=10)
+    w.pods("a", 2, namespace="team-a", cpu="3", memory="4Gi")
+
+    config = {"tenants": {"team-a": {"scopes": [{"node_groups": ["cpu-small"], "limits": {"nodes": 0}}]}}}
+    result = w.plan(**config)
+
+    # cpu-small (the least waste) is closed to team-a; cpu-east takes the pods.
+    ups = scale_up(result)
+    assert "cpu-small" not in ups and ups["cpu-east"][:2] == (0, 1)
+    assert "cpu-small" in scale_up(w.plan())
+
+
+def test_a_capacity_quota_from_the_cluster_limits_the_nodes_it_selects() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.capacity_quota("m5-cap", {"cpu": "16"}, {"node.kubernetes.io/instance-type": "m5.2xlarge"})
+    pods = w.pods("p", 3, **BIG)
+
+    result = w.plan()
+
+    # One pod fits the existing node; 16 cores, 7910m of them that node's: one more node, not two.
+    assert scale_up(result)["cpu-east"][:2] == (1, 2)
+    codes = pending_codes(result)
+    assert sorted(codes[p] for p in pods if p in codes) == ["capacity-quota", "fits-free-room"]
+    reasons = [r for p, r in pending_reasons(result).items() if codes[p] == "capacity-quota"]
+    assert "CapacityQuota m5-cap limit cpu=16 reached (cpu=15810m used)" in reasons[0]
+
+
+def test_a_capacity_quota_selecting_other_nodes_does_not_bind() -> None:
+    w = cpu_world()
+    w.capacity_quota("gpu-cap", {"nodes": "0"}, {"node.kubernetes.io/instance-type": "p4d.24xlarge"})
+    w.pods("p", 2, **BIG)
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+
+
+def test_config_and_quota_combine_the_tighter_wins() -> None:
+    w = cpu_world()
+    w.pods("p", 4, **BIG)
+    w.capacity_quota("two-nodes", {"nodes": "2"})
+
+    loose = w.plan(cores_total="0:1000")
+    assert scale_up(loose)["cpu-east"][:2] == (0, 2)
+    assert {p.code for p in loose.pending} == {"capacity-quota"}
+
+    tight = w.plan(cores_total="0:8")
+    assert scale_up(tight)["cpu-east"][:2] == (0, 1)
+    assert {p.code for p in tight.pending} == {"cluster-limit"}
+    assert "cluster cores_total limit cpu=8 reached" in tight.pending[0].reason
+
+
+def test_max_nodes_total_counts_every_node_of_the_cluster() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=2)
+    w.group("other", "m5.xlarge", max_size=10, nodes=1)
+    w.pods("p", 5, **BIG)
+
+    result = w.plan(max_nodes_total=4)
+
+    # Two pods fit the existing m5.2xlarge nodes; three nodes exist, so one more may join.
+    assert scale_up(result)["cpu-east"][:2] == (2, 3)
+    assert sorted(p.code for p in result.pending) == ["cluster-limit"] * 2 + ["fits-free-room"] * 2
+
+
+def test_memory_total_is_in_gib_as_cluster_autoscaler_reads_it() -> None:
+    w = cpu_world()
+    w.pods("p", 3, **BIG)
+    # Each m5.2xlarge holds 30Gi allocatable: 65 GiB leaves room for two.
+    assert scale_up(w.plan(memory_total="0:65"))["cpu-east"][:2] == (0, 2)
+
+
+def test_gpu_total_by_resource_name() -> None:
+    w = World()
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True)
+    w.gpu_pods("t", 3, gpus=4, cpu="4", memory="16Gi")
+    assert scale_up(w.plan(gpu_total=["nvidia.com/gpu:0:8"]))["gpu"][:2] == (0, 2)
+
+
+def test_higher_priority_goes_first_when_a_limit_binds() -> None:
+    w = cpu_world()
+    low = w.pods("low", 1, namespace="team-a", priority=0, **BIG)
+    high = w.pods("high", 1, namespace="team-a", priority=1000, **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert scale_up(result)["cpu-east"][2] == high
+    assert pending_codes(result) == {low[0]: "tenant-limit"}
+
+
+def test_expendable_pods_never_scale_even_under_a_loose_limit() -> None:
+    w = cpu_world()
+    pods = w.pods("spare", 2, priority=-100, **BIG)
+    result = w.plan(tenants={"default": {"limits": {"nodes": 10}}})
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"expendable"}
+
+
+def test_pods_nominated_for_preemption_are_not_scaled_for() -> None:
+    w = cpu_world()
+    nominated = w.pods("victor", 1, **BIG)
+    other = w.pods("plain", 1, **BIG)
+    w.pod_item(nominated[0])["status"]["nominatedNodeName"] = "ip-10-0-0-1.ec2.internal"
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 1, other)
+    assert pending_codes(result)[nominated[0]] == "nominated"
+    assert "ip-10-0-0-1.ec2.internal" in pending_reasons(result)[nominated[0]]
