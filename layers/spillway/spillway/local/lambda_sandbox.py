@@ -13,14 +13,15 @@ import ast
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 RUNTIME_PACKAGES = ("boto3", "botocore", "s3transfer")
+FIND_PYTHON = Path(__file__).resolve().parents[4] / "deploy" / "find_python.py"
 
 _CHILD = r"""
 import json, sys, time
@@ -43,19 +44,15 @@ print(json.dumps({"import_s": t1 - t0, "stray": stray, "python": sys.version.spl
 
 
 def python313() -> list[str] | None:
-    """A command that runs CPython 3.13, or None when the machine has none."""
-    candidates = [["python3.13"]]
-    if shutil.which("pyenv"):
-        candidates.insert(0, ["env", "PYENV_VERSION=3.13.0", "python3.13"])
-    for command in candidates:
-        try:
-            out = subprocess.run([*command, "-c", "import sys; print(sys.version_info[:2])"],
-                                 capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if out.returncode == 0 and out.stdout.strip() == "(3, 13)":
-            return command
-    return None
+    """A command that runs CPython 3.13, or None when the machine has none: what ``deploy/find_python.py``
+    (the one search, shared with ``sam build``) finds."""
+    try:
+        out = subprocess.run([sys.executable, str(FIND_PYTHON)],
+                             capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = out.stdout.strip()
+    return [found] if out.returncode == 0 and found else None
 
 
 def runtime_stub() -> Path:
