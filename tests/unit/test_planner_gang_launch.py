@@ -128,3 +128,76 @@ def test_the_entry_is_dropped_once_the_gang_has_no_pending_pod() -> None:
 def test_states_written_before_gangs_load() -> None:
     old = {"nodes": {}, "groups": {"g": {"backoff_until": "2026-11-02T12:30:00Z", "reason": "x"}}}
     assert State.model_validate(old).gangs == {}
+
+
+# --- one zone ----------------------------------------------------------------------------------
+
+ZONE_TOPOLOGY = {"kueue.x-k8s.io/podset-required-topology": "topology.kubernetes.io/zone"}
+ZONE_AFFINITY = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"job": "train"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}  # fmt: skip
+
+
+def zone_world(**pod: object) -> tuple[World, list[str]]:
+    """Two single-AZ groups: 1a holds 2 nodes, 1b holds 5; a gang of 3."""
+    w = World()
+    w.group("east-a", "m5.2xlarge", max_size=2, zones=["us-east-1a"])
+    w.group("east-b", "m5.2xlarge", max_size=5, zones=["us-east-1b"])
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    labels = {"scheduling.x-k8s.io/pod-group": "train", "job": "train"}
+    return w, w.pods("train", 3, labels=labels, **BIG, **pod)  # type: ignore[arg-type]
+
+
+def test_without_a_zone_requirement_a_gang_spreads_over_the_zones_of_its_region() -> None:
+    w, pods = zone_world()
+    ups = scale_up(w.plan())
+    assert {g: up[1] for g, up in ups.items()} == {"east-a": 2, "east-b": 1}
+
+
+def test_kueue_required_zone_topology_places_the_gang_in_one_zone() -> None:
+    w, pods = zone_world(annotations=ZONE_TOPOLOGY)
+    assert scale_up(w.plan()) == {"east-b": (0, 3, pods)}
+
+
+def test_a_required_pod_affinity_on_the_zone_places_the_gang_in_one_zone() -> None:
+    w, pods = zone_world(affinity=ZONE_AFFINITY)
+    assert scale_up(w.plan()) == {"east-b": (0, 3, pods)}
+
+
+def test_free_room_counts_only_on_nodes_of_the_zone_tried() -> None:
+    w, pods = zone_world(annotations=ZONE_TOPOLOGY)
+    [node] = w.group("cpu-1a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])  # label us-east-1a
+    result = w.plan()
+    # 1a: the free node + 2 new east-a nodes hold the gang whole
+    assert scale_up(result) == {"east-a": (0, 2, [p for p in pods if p not in _on(result, node)])}
+    assert len(_on(result, node)) == 1
+
+
+def _on(result: object, node: str) -> list[str]:
+    return [p.pod for p in result.placements if p.node == node]  # type: ignore[attr-defined]
+
+
+def test_a_zone_bound_gang_no_zone_holds_is_refused_with_the_reason() -> None:
+    w = World()
+    w.group("spread", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b"])
+    w.group("small-a", "m5.2xlarge", max_size=1, zones=["us-east-1a"])
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    pods = w.pods(
+        "train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, annotations=ZONE_TOPOLOGY, **BIG
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"gang-no-zone"}
+    reason = pending_reasons(result)[pods[0]]
+    assert "require one zone" in reason and "in us-east-1/us-east-1a" in reason and "MaxSize 1" in reason
+
+
+def test_the_zone_requirement_survives_a_snapshot_round_trip() -> None:
+    from spillway.model.cluster import ClusterSnapshot
+
+    w, _ = zone_world(annotations=ZONE_TOPOLOGY)
+    snapshot, *_ = w.parsed()
+    again = ClusterSnapshot.from_dict(snapshot.to_dict())
+    assert [p.one_zone for p in again.pods] == [True] * 3
+    assert "oz" not in zone_world()[0].parsed()[0].to_dict()["pods"][0]  # old form unchanged

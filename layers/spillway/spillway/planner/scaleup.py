@@ -45,6 +45,7 @@ from spillway.planner.placement import (
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
 REGION_LABEL = "topology.kubernetes.io/region"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class ScaleUpStage:
         self.backoff: dict[str, str | None] = {g.name: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
         self.region: str | None = None  # while a gang is placed: the one region it may use
+        self.zone: str | None = None  # ... and the one zone, when its pods ask for one
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
         gangs: dict[str, list[PodClass]] = {}
@@ -95,6 +97,8 @@ class ScaleUpStage:
             return None
         choices, rejected = options(self.ctx, cls, self.empty)
         choices = [c for c in choices if self.region is None or c.group.region == self.region]
+        if self.zone is not None:
+            choices = [c for c in choices if c.group.zones == (self.zone,)]
         candidates = self.expander.order(self.ctx, cls, choices)
         place_on_launching(self.ctx, cls, candidates, self.backoff, self.launching)
         if not cls.remaining:
@@ -114,7 +118,12 @@ class ScaleUpStage:
     def _in_region(self, pool_list: list[Pool]) -> list[Pool]:
         if self.region is None:
             return pool_list
-        return pools(n for pool in pool_list for n in pool.nodes if node_region(n) == self.region)
+        return pools(
+            n
+            for pool in pool_list
+            for n in pool.nodes
+            if node_region(n) == self.region and (self.zone is None or node_zone(n) == self.zone)
+        )
 
     def _new_nodes(self, cls: PodClass, candidates: Sequence[NodeGroup]) -> list[Skip]:
         """First fit into nodes this plan opens already, then open more, best group first."""
@@ -247,9 +256,18 @@ def node_region(node: WorkNode) -> str | None:
     return node.group.region if node.group else node.info.labels.get(REGION_LABEL)
 
 
+def node_zone(node: WorkNode) -> str | None:
+    return node.info.labels.get(ZONE_LABEL)
+
+
 class GangPlacement:
     """A gang's classes placed all or none, in one region: each region in preference order is tried
-    on a checkpoint of the stage, and rolled back when any pod of the gang is left over."""
+    on a checkpoint of the stage, and rolled back when any pod of the gang is left over.
+
+    A gang whose pods ask for one zone (:attr:`PodClass.one_zone`) tries (region, zone) domains instead:
+    free room only on nodes labelled with that zone, launching and new nodes only from groups confined
+    to it (a single-AZ group). A group spanning several zones cannot promise one, so it is not used for
+    such a gang (not even in fleet mode: the gang launch does not choose the zone yet)."""
 
     def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass]) -> None:
         self.stage = stage
@@ -264,19 +282,43 @@ class GangPlacement:
         )
         return list(named) or [None]
 
+    def domains(self) -> list[tuple[str | None, str | None]]:
+        """(region, zone) to try in order; zone None for a gang that may spread over a region."""
+        if not any(c.one_zone for c in self.classes):
+            return [(r, None) for r in self.regions()]
+        ctx = self.stage.ctx
+        found = {(g.region, g.zones[0]) for g in ctx.groups if len(g.zones) == 1}
+        found |= {(node_region(n), node_zone(n)) for n in ctx.nodes.values()}
+        rank = {r: i for i, r in enumerate(self.regions())}
+        named = [(r, z) for r, z in found if r and z]
+        return sorted(named, key=lambda d: (rank.get(d[0], len(rank)), d[0] or "", d[1] or ""))
+
     def run(self) -> None:
         first: tuple[str, str] | None = None
-        for region in self.regions():
+        domains = self.domains()
+        for region, zone in domains:
             saved = self._save()
-            self.stage.region = region
+            self.stage.region, self.stage.zone = region, zone
             failure = self._try()
-            self.stage.region = None
+            self.stage.region = self.stage.zone = None
             if failure is None:
                 return
             self._restore(saved)
-            first = first or (failure[0], f"in {region}: {failure[1]}" if region else failure[1])
-        assert first is not None
+            where = f"{region}/{zone}" if zone else region
+            first = first or (failure[0], f"in {where}: {failure[1]}" if where else failure[1])
         size = sum(len(c.pods) for c in self.classes)
+        if first is None:  # one zone asked, and no zone known: no single-AZ group, no labelled node
+            first = (
+                codes.GANG_NO_ZONE,
+                "its pods require one zone (topology.kubernetes.io/zone) and no node group is confined "
+                "to one zone and no node carries the zone label",
+            )
+        elif any(c.one_zone for c in self.classes):
+            first = (
+                codes.GANG_NO_ZONE,
+                f"its pods require one zone and none of the {len(domains)} zone(s) holds it whole "
+                f"(groups spanning several zones are not used); first: {first[1]}",
+            )
         reason = f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {first[1]}"
         for cls in self.classes:
             for pod in cls.take(cls.remaining):
