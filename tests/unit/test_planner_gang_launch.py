@@ -148,7 +148,7 @@ def zone_world(**pod: object) -> tuple[World, list[str]]:
 
 
 def test_without_a_zone_requirement_a_gang_spreads_over_the_zones_of_its_region() -> None:
-    w, pods = zone_world()
+    w, _ = zone_world()
     ups = scale_up(w.plan())
     assert {g: up[1] for g, up in ups.items()} == {"east-a": 2, "east-b": 1}
 

@@ -287,7 +287,9 @@ class GangPlacement:
         if not any(c.one_zone for c in self.classes):
             return [(r, None) for r in self.regions()]
         ctx = self.stage.ctx
-        found = {(g.region, g.zones[0]) for g in ctx.groups if len(g.zones) == 1}
+        found: set[tuple[str | None, str | None]] = {
+            (g.region, g.zones[0]) for g in ctx.groups if len(g.zones) == 1
+        }
         found |= {(node_region(n), node_zone(n)) for n in ctx.nodes.values()}
         rank = {r: i for i, r in enumerate(self.regions())}
         named = [(r, z) for r, z in found if r and z]
