@@ -25,8 +25,25 @@ No half gang is ever left running.
 Every step is idempotent (absolute capacities, a CreateFleet ``ClientToken`` per attempt, attaching only
 what is not attached yet), so the state machine retries any of them on ``AwsThrottled``.
 
-:func:`execution_request` is what planning calls to start ``gang_launch.asl.json`` for a group whose
-tag says ``fleet`` or ``rollback`` (the planner→execution wiring is not made yet).
+:func:`execution_request` is what planning (:func:`spillway.act.planning.gang_requests`) calls to start
+``gang_launch.asl.json`` for each gang a plan places on a group whose tag says ``fleet`` or ``rollback``.
+
+Composition with an ordinary scale-up of the same group (checked; NOT fixed yet):
+
+* fleet mode composes: AttachInstances adds to the live desired capacity, and scale-up's ``prepare``
+  only ever raises the desired capacity to its absolute ``to``.
+* rollback mode does not yet: ``gang_raise`` sets ``prep.desired + count`` (the desired capacity read at
+  ``gang_prepare``), absolute so that a retry is harmless. A scale-up (or another gang) that raised the
+  group between this gang's prepare and raise is overwritten (lowered); and when the gang raises first,
+  a scale-up whose ``to`` is not above the raised value sets nothing, so its nodes are absorbed. A raise
+  relative to the live value at raise time, exactly once, needs a per-attempt marker (e.g. a
+  conditional item in the state table) that this module does not have yet.
+* ``gang_give_back`` sets the desired capacity back to ``prep.desired`` (never below MinSize), which also
+  gives back what a concurrent scale-up added meanwhile; and scale-up's ``backoff`` terminates every
+  new instance without a Ready Node and lowers the desired capacity to the live instances, which can
+  take instances or capacity a concurrent gang launch (either mode) owns. Until these are bounded to
+  each execution's own increment, keep a group's gangs and its ordinary pods apart (a dedicated
+  ``rollback`` group) or use ``fleet``.
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ class PodInfo:
     gang_min: int = 0  # the pod's own word on the gang's size (Kueue's pod-group-total-count), else 0
     gated: bool = False  # spec.schedulingGates is not empty: not for the scheduler (nor us) yet
     nominated: str | None = None  # status.nominatedNodeName: preemption makes room there
+    one_zone: bool = False  # its gang must run in one zone (Kueue topology or a required pod affinity)
 
     @property
     def key(self) -> str:
@@ -159,6 +160,7 @@ class PodInfo:
             gang_min=gang_min,
             gated=bool(spec.scheduling_gates),
             nominated=status.nominated_node_name or None,
+            one_zone=_one_zone(pod),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +201,7 @@ class PodInfo:
             gang_min=int(d.get("gm", 0)),
             gated=bool(d.get("gt")),
             nominated=d.get("nom"),
+            one_zone=bool(d.get("oz")),
         )
 
 
@@ -233,7 +236,22 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("gm", lambda p: p.gang_min or None),
     ("gt", lambda p: _one_if(p.gated)),
     ("nom", lambda p: p.nominated),
+    ("oz", lambda p: _one_if(p.one_zone)),
 )
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+
+
+def _one_zone(pod: Pod) -> bool:
+    """The pod asks to share one zone with its gang: Kueue's required topology names the zone key, or a
+    required pod affinity term has the zone as its topology key."""
+    if pod.metadata.annotations.get(KUEUE_REQUIRED_TOPOLOGY, "").strip() == ZONE_LABEL:
+        return True
+    affinity = pod.spec.affinity
+    terms = affinity.pod_affinity.required_during_scheduling_ignored_during_execution if (
+        affinity and affinity.pod_affinity) else []  # fmt: skip
+    return any(t.topology_key == ZONE_LABEL for t in terms)
 
 
 def _owner(references: Sequence[OwnerReference]) -> tuple[OwnerReference | None, bool]:

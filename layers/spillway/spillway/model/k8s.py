@@ -158,8 +158,19 @@ class NodeAffinity(KubeModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
 
 
+class PodAffinityTerm(KubeModel):
+    """Only the topology key is read: a required term on the zone key keeps a gang in one zone."""
+
+    topology_key: str = ""
+
+
+class PodAffinity(KubeModel):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(default_factory=list)
+
+
 class Affinity(KubeModel):
     node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
 
 
 class ResourceRequirements(KubeModel):

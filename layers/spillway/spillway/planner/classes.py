@@ -34,6 +34,7 @@ class PodClass:
     node_specific: bool  # a constraint names one node: judged per node, not per shape
     tenant: str | None = None  # set only for a tenant with configured limits
     gang: str | None = None  # placed all or none with the other classes of its gang
+    one_zone: bool = False  # a pod of the class asks its gang to share one zone
     next: int = 0  # pods before this index are placed
 
     @property
@@ -73,6 +74,7 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         if cls is None:
             cls = classes[key] = _new_class(pod, key[1], gang)
         cls.pods.append(pod.key)
+        cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return sorted(classes.values(), key=PodClass.sort_key)
 
 

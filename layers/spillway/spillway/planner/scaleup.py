@@ -6,6 +6,12 @@
 4. new nodes: first fit into nodes this plan already opens, then more nodes of the groups the expander
    ranks first. A group never passes MaxSize, a backed-off group is skipped, and what does not fit
    goes on to the next group — which is how demand spills into the secondary region.
+
+Gangs (:class:`GangPlacement`) are placed all or none in one region, or one zone when their pods ask
+for it. A gang a recent plan launched atomically (``State.gangs``, a group tagged
+``spillway.io/atomic-launch``) is not placed again while its launch may still be under way
+(:class:`InFlight`): its pods stay pending (``gang-launching``) and the launching capacity of its group
+is kept for it.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from typing import Any, TypeVar
 
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, describe, fit_count
+from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
-from spillway.planner.context import Context, WorkNode
+from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, options
 from spillway.planner.groups import backoff_reason, empty_room
 from spillway.planner.limits import Limits
@@ -38,6 +45,7 @@ from spillway.planner.placement import (
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
 REGION_LABEL = "topology.kubernetes.io/region"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +72,22 @@ class ScaleUpStage:
         self.backoff: dict[str, str | None] = {g.name: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
         self.region: str | None = None  # while a gang is placed: the one region it may use
+        self.zone: str | None = None  # ... and the one zone, when its pods ask for one
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
         gangs: dict[str, list[PodClass]] = {}
         for cls in classes:
             if cls.gang is not None:
                 gangs.setdefault(cls.gang, []).append(cls)
+        in_flight = InFlight(self, gangs)
         for cls in classes:
             if cls.gang is None:
                 self.place(cls)
-            elif cls is gangs[cls.gang][0]:
+            elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
                 GangPlacement(self, cls.gang, gangs[cls.gang]).run()
-        return scale_up_actions(self.ctx)
+        actions = scale_up_actions(self.ctx)
+        in_flight.record_launches(actions)
+        return actions
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
@@ -85,6 +97,8 @@ class ScaleUpStage:
             return None
         choices, rejected = options(self.ctx, cls, self.empty)
         choices = [c for c in choices if self.region is None or c.group.region == self.region]
+        if self.zone is not None:
+            choices = [c for c in choices if c.group.zones == (self.zone,)]
         candidates = self.expander.order(self.ctx, cls, choices)
         place_on_launching(self.ctx, cls, candidates, self.backoff, self.launching)
         if not cls.remaining:
@@ -104,7 +118,12 @@ class ScaleUpStage:
     def _in_region(self, pool_list: list[Pool]) -> list[Pool]:
         if self.region is None:
             return pool_list
-        return pools(n for pool in pool_list for n in pool.nodes if node_region(n) == self.region)
+        return pools(
+            n
+            for pool in pool_list
+            for n in pool.nodes
+            if node_region(n) == self.region and (self.zone is None or node_zone(n) == self.zone)
+        )
 
     def _new_nodes(self, cls: PodClass, candidates: Sequence[NodeGroup]) -> list[Skip]:
         """First fit into nodes this plan opens already, then open more, best group first."""
@@ -163,13 +182,92 @@ class ScaleUpStage:
                 self.ctx.gang_pods.setdefault((group.name, cls.gang), []).extend(pods)
 
 
+class InFlight:
+    """Gangs a recent plan launched atomically (``State.gangs``) whose launch may still be under way.
+
+    In fleet mode a gang's instances join its group only once all of them run, so the snapshot shows
+    nothing launching: without this, every plan until then would launch the gang again. An entry holds
+    while it is younger than ``gang_launch_minutes`` and its group is not backed off (a failed gang
+    launch backs the group off: the gang is then placed afresh, elsewhere); it is dropped when the gang
+    has no pending pod left. A held gang's pods stay pending (``gang-launching``) and the launching
+    capacity of its group (rollback mode raises the desired capacity) is kept for it, not for others.
+    """
+
+    def __init__(self, stage: ScaleUpStage, gangs: Mapping[str, list[PodClass]]) -> None:
+        ctx = stage.ctx
+        self.stage = stage
+        window = ctx.config.gang_launch_minutes
+        self.entries: dict[str, GangState] = {}
+        for key, entry in sorted(ctx.state.gangs.items()):
+            if key not in gangs or entry.group not in stage.backoff or stage.backoff[entry.group]:
+                continue  # scheduled (no pending pod left), a group gone, or backed off
+            if (ctx.now - aware(entry.since)).total_seconds() >= window * 60:
+                continue
+            self.entries[key] = entry
+            bins = stage.launching.get(entry.group, [])
+            _reserve(bins, entry.count)
+
+    def hold(self, gang: str, classes: Sequence[PodClass]) -> bool:
+        """True (and the gang's pods pending, its entry kept) when ``gang`` is being launched."""
+        entry = self.entries.get(gang)
+        if entry is None:
+            return False
+        ctx = self.stage.ctx
+        ctx.gangs_out[gang] = entry
+        age = minutes(ctx.now - aware(entry.since))
+        reason = (
+            f"gang {gang} is being launched atomically in {entry.group} ({entry.count} node(s)) since "
+            f"{iso(entry.since)} ({age} ago): not launched again until it is scheduled, "
+            f"gang_launch_minutes ({ctx.config.gang_launch_minutes:g}) pass or {entry.group} backs off"
+        )
+        for cls in classes:
+            for pod in cls.take(cls.remaining):
+                ctx.pending_out.append(PendingPod(pod, reason, codes.GANG_LAUNCHING))
+        return True
+
+    def record_launches(self, actions: Sequence[ScaleUp]) -> None:
+        """An entry per gang this plan launches atomically (its group's tag is fleet or rollback)."""
+        ctx = self.stage.ctx
+        by_name = {g.name: g for g in ctx.groups}
+        for action in actions:
+            group = by_name[action.group]
+            if group.atomic_launch == "off":
+                continue
+            for launch in action.gangs:
+                known = ctx.gangs_out.get(launch.gang)
+                if known is None or launch.nodes > known.count:  # a gang over two groups: the larger
+                    ctx.gangs_out[launch.gang] = GangState(
+                        group=group.name, region=group.region, count=launch.nodes, since=ctx.now
+                    )
+
+
+def _reserve(bins: list[Bin], count: int) -> None:
+    """Take ``count`` launching nodes out of ``bins`` (they are a held gang's)."""
+    while count > 0 and bins:
+        first = bins[0]
+        taken = min(count, len(first.ids))
+        del first.ids[:taken]
+        count -= taken
+        if not first.ids:
+            del bins[0]
+
+
 def node_region(node: WorkNode) -> str | None:
     return node.group.region if node.group else node.info.labels.get(REGION_LABEL)
 
 
+def node_zone(node: WorkNode) -> str | None:
+    return node.info.labels.get(ZONE_LABEL)
+
+
 class GangPlacement:
     """A gang's classes placed all or none, in one region: each region in preference order is tried
-    on a checkpoint of the stage, and rolled back when any pod of the gang is left over."""
+    on a checkpoint of the stage, and rolled back when any pod of the gang is left over.
+
+    A gang whose pods ask for one zone (:attr:`PodClass.one_zone`) tries (region, zone) domains instead:
+    free room only on nodes labelled with that zone, launching and new nodes only from groups confined
+    to it (a single-AZ group). A group spanning several zones cannot promise one, so it is not used for
+    such a gang (not even in fleet mode: the gang launch does not choose the zone yet)."""
 
     def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass]) -> None:
         self.stage = stage
@@ -184,19 +282,45 @@ class GangPlacement:
         )
         return list(named) or [None]
 
+    def domains(self) -> list[tuple[str | None, str | None]]:
+        """(region, zone) to try in order; zone None for a gang that may spread over a region."""
+        if not any(c.one_zone for c in self.classes):
+            return [(r, None) for r in self.regions()]
+        ctx = self.stage.ctx
+        found: set[tuple[str | None, str | None]] = {
+            (g.region, g.zones[0]) for g in ctx.groups if len(g.zones) == 1
+        }
+        found |= {(node_region(n), node_zone(n)) for n in ctx.nodes.values()}
+        rank = {r: i for i, r in enumerate(self.regions())}
+        named = [(r, z) for r, z in found if r and z]
+        return sorted(named, key=lambda d: (rank.get(d[0], len(rank)), d[0] or "", d[1] or ""))
+
     def run(self) -> None:
         first: tuple[str, str] | None = None
-        for region in self.regions():
+        domains = self.domains()
+        for region, zone in domains:
             saved = self._save()
-            self.stage.region = region
+            self.stage.region, self.stage.zone = region, zone
             failure = self._try()
-            self.stage.region = None
+            self.stage.region = self.stage.zone = None
             if failure is None:
                 return
             self._restore(saved)
-            first = first or (failure[0], f"in {region}: {failure[1]}" if region else failure[1])
-        assert first is not None
+            where = f"{region}/{zone}" if zone else region
+            first = first or (failure[0], f"in {where}: {failure[1]}" if where else failure[1])
         size = sum(len(c.pods) for c in self.classes)
+        if first is None:  # one zone asked, and no zone known: no single-AZ group, no labelled node
+            first = (
+                codes.GANG_NO_ZONE,
+                "its pods require one zone (topology.kubernetes.io/zone) and no node group is confined "
+                "to one zone and no node carries the zone label",
+            )
+        elif any(c.one_zone for c in self.classes):
+            first = (
+                codes.GANG_NO_ZONE,
+                f"its pods require one zone and none of the {len(domains)} zone(s) holds it whole "
+                f"(groups spanning several zones are not used); first: {first[1]}",
+            )
         reason = f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {first[1]}"
         for cls in self.classes:
             for pod in cls.take(cls.remaining):

@@ -1,0 +1,203 @@
+"""Gangs launched atomically: the plan records them in its state, and later plans do not launch them
+again while the launch may be under way (fleet instances join the group only once all run)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
+
+from spillway.model.state import State
+
+BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
+COSCHED = "scheduling.x-k8s.io/v1alpha1"
+
+
+def tag(w: World, group: str, mode: str) -> None:
+    w.groups[group]["Tags"].append(
+        {"ResourceId": group, "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
+         "Value": mode, "PropagateAtLaunch": False}
+    )  # fmt: skip
+
+
+def gang_world(mode: str = "fleet", **group: object) -> tuple[World, list[str]]:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", **group)  # type: ignore[arg-type]
+    tag(w, "cpu-east", mode)
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    pods = w.pods("train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+    return w, pods
+
+
+def in_flight(w: World, result_state: State) -> None:
+    w.state = result_state.to_wire()
+
+
+def test_an_atomic_gang_launch_is_recorded_in_the_state() -> None:
+    w, pods = gang_world()
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 3, pods)
+    wire = result.state.to_wire()
+    assert wire["gangs"] == {
+        "default/train": {
+            "group": "cpu-east",
+            "region": "us-east-1",
+            "count": 3,
+            "since": "2026-11-02T12:00:00Z",
+        }
+    }
+    assert State.model_validate(wire) == result.state  # the wire form loads back
+
+
+def test_a_gang_on_a_group_without_the_tag_is_not_recorded() -> None:
+    w, _ = gang_world(mode="off")
+
+    result = w.plan()
+
+    assert result.scale_up and "gangs" not in result.state.to_wire()
+
+
+def test_a_gang_being_launched_is_not_launched_again() -> None:
+    w, pods = gang_world()
+    first = w.plan()
+    in_flight(w, first.state)
+
+    later = w.plan(now=NOW + timedelta(minutes=3))
+
+    assert later.scale_up == ()
+    assert {pending_codes(later)[p] for p in pods} == {"gang-launching"}
+    reason = pending_reasons(later)[pods[0]]
+    assert "gang default/train is being launched atomically in cpu-east" in reason
+    assert "since 2026-11-02T12:00:00Z" in reason
+    assert later.state.gangs["default/train"].since == first.state.gangs["default/train"].since
+
+
+def test_other_pods_do_not_take_the_launching_capacity_a_gang_holds() -> None:
+    # rollback mode: the gang raised the desired capacity to 3, no node is Ready yet
+    w, pods = gang_world(mode="rollback", desired=3)
+    w.state = {"nodes": {}, "groups": {}, "gangs": {"default/train": {
+        "group": "cpu-east", "region": "us-east-1", "count": 3, "since": "2026-11-02T11:58:00Z"}}}  # fmt: skip
+    loose = w.pods("web", 1, **BIG)
+
+    result = w.plan()
+
+    assert {pending_codes(result)[p] for p in pods} == {"gang-launching"}
+    assert scale_up(result)["cpu-east"] == (3, 4, loose)  # a node of its own, not one of the gang's
+
+
+def test_the_entry_expires_after_gang_launch_minutes_and_the_gang_is_placed_again() -> None:
+    w, pods = gang_world()
+    in_flight(w, w.plan().state)
+
+    result = w.plan(now=NOW + timedelta(minutes=16))
+
+    assert scale_up(result)["cpu-east"] == (0, 3, pods)
+    assert result.state.gangs["default/train"].since == NOW + timedelta(minutes=16)
+    # a shorter window is honoured too
+    assert w.plan(now=NOW + timedelta(minutes=6), gang_launch_minutes=5).scale_up
+
+
+def test_a_backed_off_group_drops_the_entry_and_the_gang_goes_elsewhere() -> None:
+    w, pods = gang_world()
+    w.group("cpu-west", "m5.2xlarge", region="us-west-2")
+    state = w.plan().state.to_wire()
+    state["groups"] = {"cpu-east": {"backoff_until": "2026-11-02T12:30:00Z", "reason": "gang failed"}}
+    w.state = state
+
+    result = w.plan(now=NOW + timedelta(minutes=2))
+
+    assert scale_up(result) == {"cpu-west": (0, 3, pods)}
+    assert "default/train" not in result.state.gangs  # cpu-west is not tagged: no atomic launch
+
+
+def test_the_entry_is_dropped_once_the_gang_has_no_pending_pod() -> None:
+    w, pods = gang_world()
+    in_flight(w, w.plan().state)
+    for pod in pods:  # scheduled: bound to nodes
+        item = w.pod_item(pod)
+        item["spec"]["nodeName"] = "somewhere"
+        item["status"] = {"phase": "Running"}
+
+    result = w.plan(now=NOW + timedelta(minutes=4))
+
+    assert result.state.gangs == {}
+
+
+def test_states_written_before_gangs_load() -> None:
+    old = {"nodes": {}, "groups": {"g": {"backoff_until": "2026-11-02T12:30:00Z", "reason": "x"}}}
+    assert State.model_validate(old).gangs == {}
+
+
+# --- one zone ----------------------------------------------------------------------------------
+
+ZONE_TOPOLOGY = {"kueue.x-k8s.io/podset-required-topology": "topology.kubernetes.io/zone"}
+ZONE_AFFINITY = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"job": "train"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}  # fmt: skip
+
+
+def zone_world(**pod: object) -> tuple[World, list[str]]:
+    """Two single-AZ groups: 1a holds 2 nodes, 1b holds 5; a gang of 3."""
+    w = World()
+    w.group("east-a", "m5.2xlarge", max_size=2, zones=["us-east-1a"])
+    w.group("east-b", "m5.2xlarge", max_size=5, zones=["us-east-1b"])
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    labels = {"scheduling.x-k8s.io/pod-group": "train", "job": "train"}
+    return w, w.pods("train", 3, labels=labels, **BIG, **pod)  # type: ignore[arg-type]
+
+
+def test_without_a_zone_requirement_a_gang_spreads_over_the_zones_of_its_region() -> None:
+    w, _ = zone_world()
+    ups = scale_up(w.plan())
+    assert {g: up[1] for g, up in ups.items()} == {"east-a": 2, "east-b": 1}
+
+
+def test_kueue_required_zone_topology_places_the_gang_in_one_zone() -> None:
+    w, pods = zone_world(annotations=ZONE_TOPOLOGY)
+    assert scale_up(w.plan()) == {"east-b": (0, 3, pods)}
+
+
+def test_a_required_pod_affinity_on_the_zone_places_the_gang_in_one_zone() -> None:
+    w, pods = zone_world(affinity=ZONE_AFFINITY)
+    assert scale_up(w.plan()) == {"east-b": (0, 3, pods)}
+
+
+def test_free_room_counts_only_on_nodes_of_the_zone_tried() -> None:
+    w, pods = zone_world(annotations=ZONE_TOPOLOGY)
+    [node] = w.group("cpu-1a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])  # label us-east-1a
+    result = w.plan()
+    # 1a: the free node + 2 new east-a nodes hold the gang whole
+    assert scale_up(result) == {"east-a": (0, 2, [p for p in pods if p not in _on(result, node)])}
+    assert len(_on(result, node)) == 1
+
+
+def _on(result: object, node: str) -> list[str]:
+    return [p.pod for p in result.placements if p.node == node]  # type: ignore[attr-defined]
+
+
+def test_a_zone_bound_gang_no_zone_holds_is_refused_with_the_reason() -> None:
+    w = World()
+    w.group("spread", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b"])
+    w.group("small-a", "m5.2xlarge", max_size=1, zones=["us-east-1a"])
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    pods = w.pods(
+        "train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, annotations=ZONE_TOPOLOGY, **BIG
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"gang-no-zone"}
+    reason = pending_reasons(result)[pods[0]]
+    assert "require one zone" in reason and "in us-east-1/us-east-1a" in reason and "MaxSize 1" in reason
+
+
+def test_the_zone_requirement_survives_a_snapshot_round_trip() -> None:
+    from spillway.model.cluster import ClusterSnapshot
+
+    w, _ = zone_world(annotations=ZONE_TOPOLOGY)
+    snapshot, *_ = w.parsed()
+    again = ClusterSnapshot.from_dict(snapshot.to_dict())
+    assert [p.one_zone for p in again.pods] == [True] * 3
+    assert "oz" not in zone_world()[0].parsed()[0].to_dict()["pods"][0]  # old form unchanged
