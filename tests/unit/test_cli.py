@@ -181,12 +181,37 @@ def test_a_hostile_node_reserve_is_refused(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.parametrize("minutes", [".inf", "1e300", "1e999999999"])
+@pytest.mark.parametrize("key", ["scale_down_idle_minutes", "gang_launch_minutes"])
 def test_config_minutes_must_be_finite_and_bounded(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], minutes: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], minutes: str, key: str
 ) -> None:
-    config = write(tmp_path, "c.yaml", f"scale_down_idle_minutes: {minutes}\n")
+    config = write(tmp_path, "c.yaml", f"{key}: {minutes}\n")
     code, out, err = run(replace_arg("--config", config), capsys)
-    assert_one_line_error(code, out, err, "c.yaml: scale_down_idle_minutes")
+    assert_one_line_error(code, out, err, f"c.yaml: {key}")
+
+
+@pytest.mark.parametrize("value", ["-1", "soon"])
+def test_a_bad_gang_launch_window_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    config = write(tmp_path, "c.yaml", f"gang_launch_minutes: {value}\n")
+    code, out, err = run(replace_arg("--config", config), capsys)
+    assert_one_line_error(code, out, err, "c.yaml: gang_launch_minutes")
+
+
+def test_gang_settings_come_from_the_environment_and_bad_ones_name_the_variable() -> None:
+    from spillway.errors import ConfigurationError
+    from spillway.runtime import load_runtime_config
+
+    env = {"CLUSTER_NAME": "ml", "REGIONS": "us-east-1", "SNAPSHOTS_TABLE": "snap", "PLANS_TABLE": "plans",
+           "STATE_TABLE": "state", "GANG_LAUNCH_STATE_MACHINE_ARN": "arn:gang", "GANG_DEADLINE_SECONDS": "300",
+           "GANG_POLL_SECONDS": "5", "GANG_LAUNCH_MINUTES": "8"}  # fmt: skip
+    config = load_runtime_config(env)
+    assert (config.gang_launch_state_machine_arn, config.gang_deadline_seconds) == ("arn:gang", 300)
+    assert config.gang_poll_seconds == 5 and config.planner.gang_launch_minutes == 8
+    for var, bad in (("GANG_DEADLINE_SECONDS", "0"), ("GANG_LAUNCH_MINUTES", "-2")):
+        with pytest.raises(ConfigurationError, match=f"^{var}: "):
+            load_runtime_config({**env, var: bad})
 
 
 def test_the_same_asg_file_twice_is_refused_naming_both(capsys: pytest.CaptureFixture[str]) -> None:

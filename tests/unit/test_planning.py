@@ -498,3 +498,79 @@ def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> 
     assert spent["done"] and spent["result"] == "gave up after 3 round(s)"
     assert [r["round"] for r in spent["rounds"]] == [3]
     assert cloud.called("node_groups") == []  # no re-plan
+
+
+# --- gangs launched atomically ------------------------------------------------------------------
+
+GANG_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-GangLaunchStateMachine"
+
+
+def gang_world(mode: str) -> tuple[World, list[str], list[str]]:
+    """A gang of 2 on one group tagged ``mode``, and 1 loose pod: 3 new nodes of one group."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=8)
+    w.groups["cpu-east"]["Tags"].append({"ResourceId": "cpu-east", "ResourceType": "auto-scaling-group",
+                                         "Key": "spillway.io/atomic-launch", "Value": mode,
+                                         "PropagateAtLaunch": False})  # fmt: skip
+    w.pod_group("scheduling.x-k8s.io/v1alpha1", "train", spec={"minMember": 2})
+    gang = w.pods("train", 2, labels={"scheduling.x-k8s.io/pod-group": "train"}, cpu="5", memory="4Gi")
+    loose = w.pods("web", 1, cpu="5", memory="4Gi")
+    return w, gang, loose
+
+
+def test_a_gang_on_a_fleet_group_gets_its_own_gang_launch_and_the_scale_up_only_the_rest() -> None:
+    rig = Rig(settings=settings(gang_launch_arn=GANG_ARN, gang_deadline_seconds=300, gang_poll_seconds=5))
+    w, _, _ = gang_world("fleet")
+    ref = rig.snapshots.add(snapshot_of(w))
+
+    outcome = rig.run(ref)
+
+    up, gang = rig.executions.requests
+    assert up.kind == "scale_up"
+    assert up.input["groups"] == [
+        {"group": "cpu-east", "region": "us-east-1", "from": 0, "to": 1, "grow": True, "new_nodes": 1,
+         "pods": 1, "uncordon": [], "reasons": {}},
+    ]  # fmt: skip
+    assert gang.kind == "gang_launch" and gang.state_machine_arn == GANG_ARN
+    assert gang.name.startswith(f"gang-{outcome.plan_id}-") and NAME_PATTERN.match(gang.name)
+    assert gang.input == {"group": "cpu-east", "region": "us-east-1", "count": 2, "gang": "default/train",
+                          "mode": "fleet", "deadline_seconds": 300, "poll_seconds": 5,
+                          "plan_id": outcome.plan_id}  # fmt: skip
+    # committed with the state: a resumed plan restarts the gang launch too (a no-op by name)
+    assert [e["name"] for e in rig.ledger.stored.executions] == [up.name, gang.name]
+    assert rig.ledger.stored.state.gangs["default/train"].count == 2
+    again = rig.run(ref, now=NOW + timedelta(seconds=40))
+    assert again.status == "resumed" and [e.name for e in again.executions] == [up.name, gang.name]
+
+
+def test_a_group_that_only_launches_a_gang_has_no_scale_up_entry() -> None:
+    rig = Rig(settings=settings(gang_launch_arn=GANG_ARN))
+    w, _, _ = gang_world("rollback")
+    w.items = [i for i in w.items if not i["metadata"]["name"].startswith("web")]
+    ref = rig.snapshots.add(snapshot_of(w))
+
+    rig.run(ref)
+
+    [gang] = rig.executions.requests
+    assert gang.kind == "gang_launch" and gang.input["mode"] == "rollback" and gang.input["count"] == 2
+
+
+def test_a_gang_on_an_untagged_group_stays_in_the_ordinary_scale_up() -> None:
+    rig = Rig()
+    w, _, _ = gang_world("off")
+    ref = rig.snapshots.add(snapshot_of(w))
+
+    rig.run(ref)
+
+    [up] = rig.executions.requests
+    assert up.input["groups"][0]["to"] == 3 and up.input["groups"][0]["pods"] == 3
+
+
+def test_a_plan_that_launches_a_gang_without_a_gang_machine_fails_before_committing() -> None:
+    rig = Rig()
+    w, _, _ = gang_world("fleet")
+    ref = rig.snapshots.add(snapshot_of(w))
+
+    with pytest.raises(ConfigurationError, match=r"^GANG_LAUNCH_STATE_MACHINE_ARN: the plan launches gang"):
+        rig.run(ref)
+    assert rig.ledger.commits == 0 and rig.executions.requests == []

@@ -139,6 +139,9 @@ class PlannerConfig(BaseModel):
     # (a DrainNode execution ends within 26 h): the planner finishes or restores it. Above 26 h.
     orphaned_drain_minutes: float = Field(default=1620, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
     expendable_priority_cutoff: int = -10
+    # A gang launched atomically is not scaled for again this long (unless its group backs off): in
+    # fleet mode its instances are not in the group until attached. Above the gang deadline (10 min).
+    gang_launch_minutes: float = _minutes(15)
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
     # -- the shared cluster: tenant limits and cluster totals (README "Tenants, limits and gangs") --
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)

@@ -13,6 +13,9 @@ variable                               meaning (default)
 ``KUBE_URL``                           a plain API URL: the local emulator (required for ``url``)
 ``IDEMPOTENCY_TABLE``                  Powertools idempotency table (plan function)
 ``SCALE_UP_STATE_MACHINE_ARN`` / ``SCALE_DOWN_STATE_MACHINE_ARN``   state machines the plan starts
+``GANG_LAUNCH_STATE_MACHINE_ARN``      the gang-launch state machine the plan starts for atomic gangs
+``GANG_DEADLINE_SECONDS``              gang launch: the whole gang Ready by then, else given back (600)
+``GANG_POLL_SECONDS``                  gang launch: between checks (15)
 ``MAX_SNAPSHOT_AGE_SECONDS``           the plan refuses older snapshots (180)
 ``SCALE_UP_POLL_SECONDS``              scale-up: between launch checks (15)
 ``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600)
@@ -73,6 +76,9 @@ _RUNTIME_VARS: dict[str, str] = {
     "IDEMPOTENCY_TABLE": "idempotency_table",
     "SCALE_UP_STATE_MACHINE_ARN": "scale_up_state_machine_arn",
     "SCALE_DOWN_STATE_MACHINE_ARN": "scale_down_state_machine_arn",
+    "GANG_LAUNCH_STATE_MACHINE_ARN": "gang_launch_state_machine_arn",
+    "GANG_DEADLINE_SECONDS": "gang_deadline_seconds",
+    "GANG_POLL_SECONDS": "gang_poll_seconds",
     "MAX_SNAPSHOT_AGE_SECONDS": "max_snapshot_age_seconds",
     "SCALE_UP_POLL_SECONDS": "scale_up_poll_seconds",
     "LAUNCH_TIMEOUT_SECONDS": "launch_timeout_seconds",
@@ -103,6 +109,7 @@ _PLANNER_FIELDS = (
     "expendable_priority_cutoff",
     "drain_claim_minutes",
     "orphaned_drain_minutes",
+    "gang_launch_minutes",
 )
 PLANNER_CONFIG_VAR = "PLANNER_CONFIG"
 _REQUIRED = ("CLUSTER_NAME", "REGIONS", "SNAPSHOTS_TABLE", "PLANS_TABLE", "STATE_TABLE")
@@ -122,6 +129,9 @@ class RuntimeConfig(BaseModel):
     idempotency_table: str | None = None
     scale_up_state_machine_arn: str | None = None
     scale_down_state_machine_arn: str | None = None
+    gang_launch_state_machine_arn: str | None = None
+    gang_deadline_seconds: float = Field(default=600, ge=1, le=86_400)  # GangRequest's bounds
+    gang_poll_seconds: float = Field(default=15, ge=0, le=86_400)
     max_snapshot_age_seconds: float = Field(default=180, gt=0)
     scale_up_poll_seconds: float = Field(default=15, gt=0)
     launch_timeout_seconds: float = Field(default=600, gt=0)

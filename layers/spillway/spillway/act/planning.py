@@ -10,9 +10,13 @@
 3. run the pure planner;
 4. commit the new state and the plan record in one transaction, conditional on the state's version
    (:class:`StateConflict` for the loser of two planners: it writes and starts nothing);
-5. start the scale-up execution (when the plan grows or uncordons) and the scale-down execution (when it
-   drains), named ``up-<plan id>`` / ``down-<plan id>``: a duplicate start is refused by Step Functions
-   and reported as ``started=False``;
+5. start the scale-up execution (when the plan grows or uncordons), one gang-launch execution per gang
+   the plan launches in a group tagged ``spillway.io/atomic-launch`` ``fleet``/``rollback``
+   (:func:`spillway.act.gang.execution_request`; those nodes are left out of the scale-up entry of the
+   group) and the scale-down execution (when it drains), named ``up-<plan id>``, ``gang-<plan id>-<hash>``
+   and ``down-<plan id>``: a duplicate start is refused by Step Functions and reported as
+   ``started=False``. The execution list is committed with the state, so a resumed plan restarts the
+   gang launches too;
 6. when given a cluster, post the pod Events of :mod:`spillway.act.events` (``TriggeredScaleUp``,
    ``NotTriggerScaleUp``), rate-limited by the ledger committed with the state in step 4. Only after
    the commit: the loser of a race posts nothing. A failure to post never fails the plan.
@@ -31,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.act.events import EventBatch, EventPolicy, plan_events, post_events
+from spillway.act.gang import execution_request as gang_execution_request
 from spillway.config import PlannerConfig
 from spillway.errors import ConfigurationError, InputError, SnapshotNotFound, StaleSnapshot
 from spillway.model.act import ExecutionRequest, PlanOutcome, PlanRecord, PlanSummary, SnapshotRef
@@ -40,11 +45,13 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
+from spillway.planner.types import GangLaunch, ScaleUp
 from spillway.ports import Cluster, Ledger, Snapshots, Workflows
 
 Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
 SCALE_UP = "scale_up"
 SCALE_DOWN = "scale_down"
+GANG_LAUNCH = "gang_launch"
 
 
 # --- settings and results ---------------------------------------------------------------------
@@ -55,12 +62,15 @@ class PlanSettings:
     planner: PlannerConfig
     scale_up_arn: str | None = None
     scale_down_arn: str | None = None
+    gang_launch_arn: str | None = None
     max_snapshot_age_seconds: float = 180.0
     poll_seconds: float = 15.0  # scale-up: between launch checks
     launch_timeout_seconds: float = 600.0  # scale-up: a launch not Ready by then is a failure
     max_rounds: int = 3  # scale-up: the first attempt and up to two overflow re-plans
     drain_deadline_seconds: float = 900.0
     drain_poll_seconds: float = 15.0
+    gang_deadline_seconds: float = 600.0  # gang launch: the whole gang Ready by then
+    gang_poll_seconds: float = 15.0  # gang launch: between checks
     events: EventPolicy = field(
         default_factory=EventPolicy
     )  # the pod Events a plan posts (when it is given a cluster)
@@ -106,20 +116,27 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
 
     ``to`` is the absolute desired capacity (setting it twice is harmless); ``grow`` is False for a
     group whose nodes are only uncordoned; ``reasons`` is the plan's reason per uncordoned node (the
-    Event ``prepare`` posts says it: reused for pending pods, or an orphaned drain restored). Pod names stay in the plan record: the execution input
-    must stay far below Step Functions' 256 KB.
+    Event ``prepare`` posts says it: reused for pending pods, or an orphaned drain restored). Pod names
+    stay in the plan record: the execution input must stay far below Step Functions' 256 KB.
+
+    The nodes of gangs launched atomically (:func:`atomic_gangs`) are not in ``to``: their gang-launch
+    executions add them. A group left with nothing to grow or uncordon has no entry.
     """
     by_name = {g.name: g for g in groups}
     items: dict[str, dict[str, Any]] = {}
     for s in plan.scale_up:
+        atomic = sum(g.nodes for g in atomic_gangs(s, by_name.get(s.group)))
+        ordinary = s.to_size - s.from_size - atomic
+        if ordinary <= 0:
+            continue
         items[s.group] = {
             "group": s.group,
             "region": s.region,
             "from": s.from_size,
-            "to": s.to_size,
+            "to": s.from_size + ordinary,
             "grow": True,
-            "new_nodes": s.to_size - s.from_size,
-            "pods": len(s.pods),
+            "new_nodes": ordinary,
+            "pods": len(s.pods) - sum(len(g.pods) for g in atomic_gangs(s, by_name.get(s.group))),
             "uncordon": [],
             "reasons": {},
         }
@@ -143,6 +160,40 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
         entry["uncordon"].append(u.node)
         entry["reasons"][u.node] = u.reason
     return [items[name] for name in items]
+
+
+def atomic_gangs(scale_up: ScaleUp, group: NodeGroup | None) -> tuple[GangLaunch, ...]:
+    """The gangs of ``scale_up`` its group launches atomically (tag ``fleet``/``rollback``), else ()."""
+    if group is None or group.atomic_launch == "off":
+        return ()
+    return scale_up.gangs
+
+
+def gang_requests(
+    plan_id: str, plan: ScalingPlan, groups: Sequence[NodeGroup], settings: PlanSettings
+) -> list[ExecutionRequest]:
+    """One gang-launch execution per gang the plan launches atomically; :class:`ConfigurationError`
+    naming ``GANG_LAUNCH_STATE_MACHINE_ARN`` when there are some and no state machine is configured."""
+    by_name = {g.name: g for g in groups}
+    out: list[ExecutionRequest] = []
+    for s in plan.scale_up:
+        group = by_name.get(s.group)
+        for gang in atomic_gangs(s, group):
+            assert group is not None
+            if not settings.gang_launch_arn:
+                raise ConfigurationError(
+                    f"the plan launches gang {gang.gang} atomically in {s.group} but no gang-launch "
+                    "state machine is configured",
+                    field="GANG_LAUNCH_STATE_MACHINE_ARN",
+                )
+            request = gang_execution_request(
+                group, gang.nodes, gang.gang, plan_id, settings.gang_launch_arn,
+                deadline_seconds=_seconds(settings.gang_deadline_seconds),
+                poll_seconds=_seconds(settings.gang_poll_seconds),
+            )  # fmt: skip
+            if request is not None:
+                out.append(request)
+    return out
 
 
 def execution_requests(
@@ -169,6 +220,7 @@ def execution_requests(
             "done": False,
         }
         requests.append(_execution(SCALE_UP, settings.scale_up_arn, f"up-{plan_id}", up))
+    requests += gang_requests(plan_id, plan, groups, settings)
     if plan.drain:
         down = {
             "cluster": cluster,

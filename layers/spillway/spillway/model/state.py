@@ -5,7 +5,15 @@ Wire form (state file and state table item)::
 
     {"nodes": {"<node>": {"idle_since": ISO, "draining_since": ISO (optional)}},
      "groups": {"<asg>": {"backoff_until": ISO, "reason": "..."}},
-     "events": {"<ns>/<pod>": {"fingerprint": "...", "posted_at": ISO}}}      (only when not empty)
+     "events": {"<ns>/<pod>": {"fingerprint": "...", "posted_at": ISO}},     (only when not empty)
+     "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}}}
+                                                                              (only when not empty)
+
+``gangs`` are the gangs a plan launched atomically (a GangLaunch execution): in fleet mode their
+instances are not in the group until attached, so later plans would see nothing launching and launch
+the gang again. The planner writes an entry when it plans the launch and drops it when the gang has no
+pending pod left, when ``gang_launch_minutes`` have passed, or when the group is backed off. States
+written before gangs existed load unchanged.
 
 The planner never reads or writes ``events``: it returns a state without them, and the plan cycle
 (:mod:`spillway.act.events`) puts the new ledger in before the state is committed.
@@ -14,6 +22,7 @@ The planner never reads or writes ``events``: it returns a state without them, a
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,19 +49,30 @@ class EventMark(BaseModel):
     posted_at: datetime
 
 
+class GangState(BaseModel):
+    """A gang launch under way: which group, how many nodes, since when."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    group: str = Field(min_length=1)
+    region: str = ""
+    count: int = Field(ge=1)
+    since: datetime
+
+
 class State(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     nodes: dict[str, NodeState] = Field(default_factory=dict)
     groups: dict[str, GroupState] = Field(default_factory=dict)
     events: dict[str, EventMark] = Field(default_factory=dict)
+    gangs: dict[str, GangState] = Field(default_factory=dict)
 
-    def to_wire(self) -> dict[str, dict[str, dict[str, str]]]:
+    def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""
 
         def iso(value: datetime) -> str:
             return value.isoformat().replace("+00:00", "Z")
 
-        wire = {
+        wire: dict[str, dict[str, dict[str, Any]]] = {
             "nodes": {
                 k: {"idle_since": iso(v.idle_since)}
                 | ({"draining_since": iso(v.draining_since)} if v.draining_since else {})
@@ -67,5 +87,10 @@ class State(BaseModel):
             wire["events"] = {
                 k: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}
                 for k, v in sorted(self.events.items())
+            }
+        if self.gangs:
+            wire["gangs"] = {
+                k: {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)}
+                for k, v in sorted(self.gangs.items())
             }
         return wire

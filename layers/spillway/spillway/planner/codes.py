@@ -24,6 +24,8 @@ CAPACITY_QUOTA = "capacity-quota"  # a CapacityQuota covering the groups that fi
 GANG_INCOMPLETE = "gang-incomplete"  # the pod's gang has fewer pods than its minimum: none placed
 SCHEDULING_GATED = "scheduling-gated"  # spec.schedulingGates set: not demand until the gates lift
 NOMINATED = "nominated"  # status.nominatedNodeName: preemption makes room; nothing is launched
+GANG_LAUNCHING = "gang-launching"  # a recent plan launches the gang atomically; not launched again
+GANG_NO_ZONE = "gang-no-zone"  # the gang needs one zone and no zone holds it whole
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
@@ -61,6 +63,8 @@ PENDING_CODES = (
     GANG_INCOMPLETE,
     SCHEDULING_GATED,
     NOMINATED,
+    GANG_LAUNCHING,
+    GANG_NO_ZONE,
 )
 KEPT_CODES = (
     UNCORDONED,

@@ -16,7 +16,7 @@ from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, add_into, subtract
-from spillway.model.state import State
+from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
 from spillway.planner.types import PendingPod, Placement
 
@@ -106,6 +106,7 @@ class Context:
         self.overflow_notes: dict[str, set[str]] = {}  # group -> why better groups were skipped
         self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
+        self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))

@@ -64,10 +64,11 @@ def plan(
 
 
 def _next_state(ctx: Context, idle_state: dict[str, NodeState]) -> State:
-    """Idle times of idle nodes, and the backoffs that have not expired."""
+    """Idle times of idle nodes, the backoffs that have not expired, and gang launches under way."""
     groups_state = {
         name: GroupState(backoff_until=entry.backoff_until, reason=entry.reason)
         for name, entry in sorted(ctx.state.groups.items())
         if aware(entry.backoff_until) > ctx.now
     }
-    return State(nodes=dict(sorted(idle_state.items())), groups=groups_state)
+    gangs = dict(sorted(ctx.gangs_out.items()))
+    return State(nodes=dict(sorted(idle_state.items())), groups=groups_state, gangs=gangs)

@@ -6,6 +6,12 @@
 4. new nodes: first fit into nodes this plan already opens, then more nodes of the groups the expander
    ranks first. A group never passes MaxSize, a backed-off group is skipped, and what does not fit
    goes on to the next group — which is how demand spills into the secondary region.
+
+Gangs (:class:`GangPlacement`) are placed all or none in one region, or one zone when their pods ask
+for it. A gang a recent plan launched atomically (``State.gangs``, a group tagged
+``spillway.io/atomic-launch``) is not placed again while its launch may still be under way
+(:class:`InFlight`): its pods stay pending (``gang-launching``) and the launching capacity of its group
+is kept for it.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from typing import Any, TypeVar
 
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, describe, fit_count
+from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
-from spillway.planner.context import Context, WorkNode
+from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, options
 from spillway.planner.groups import backoff_reason, empty_room
 from spillway.planner.limits import Limits
@@ -70,12 +77,15 @@ class ScaleUpStage:
         for cls in classes:
             if cls.gang is not None:
                 gangs.setdefault(cls.gang, []).append(cls)
+        in_flight = InFlight(self, gangs)
         for cls in classes:
             if cls.gang is None:
                 self.place(cls)
-            elif cls is gangs[cls.gang][0]:
+            elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
                 GangPlacement(self, cls.gang, gangs[cls.gang]).run()
-        return scale_up_actions(self.ctx)
+        actions = scale_up_actions(self.ctx)
+        in_flight.record_launches(actions)
+        return actions
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
@@ -182,6 +192,76 @@ class ScaleUpStage:
             self.ctx.new_pods.setdefault(group.name, []).extend(pods)
             if cls.gang is not None:
                 self.ctx.gang_pods.setdefault((group.name, cls.gang), []).extend(pods)
+
+
+class InFlight:
+    """Gangs a recent plan launched atomically (``State.gangs``) whose launch may still be under way.
+
+    In fleet mode a gang's instances join its group only once all of them run, so the snapshot shows
+    nothing launching: without this, every plan until then would launch the gang again. An entry holds
+    while it is younger than ``gang_launch_minutes`` and its group is not backed off (a failed gang
+    launch backs the group off: the gang is then placed afresh, elsewhere); it is dropped when the gang
+    has no pending pod left. A held gang's pods stay pending (``gang-launching``) and the launching
+    capacity of its group (rollback mode raises the desired capacity) is kept for it, not for others.
+    """
+
+    def __init__(self, stage: ScaleUpStage, gangs: Mapping[str, list[PodClass]]) -> None:
+        ctx = stage.ctx
+        self.stage = stage
+        window = ctx.config.gang_launch_minutes
+        self.entries: dict[str, GangState] = {}
+        for key, entry in sorted(ctx.state.gangs.items()):
+            if key not in gangs or entry.group not in stage.backoff or stage.backoff[entry.group]:
+                continue  # scheduled (no pending pod left), a group gone, or backed off
+            if (ctx.now - aware(entry.since)).total_seconds() >= window * 60:
+                continue
+            self.entries[key] = entry
+            bins = stage.launching.get(entry.group, [])
+            _reserve(bins, entry.count)
+
+    def hold(self, gang: str, classes: Sequence[PodClass]) -> bool:
+        """True (and the gang's pods pending, its entry kept) when ``gang`` is being launched."""
+        entry = self.entries.get(gang)
+        if entry is None:
+            return False
+        ctx = self.stage.ctx
+        ctx.gangs_out[gang] = entry
+        age = minutes(ctx.now - aware(entry.since))
+        reason = (
+            f"gang {gang} is being launched atomically in {entry.group} ({entry.count} node(s)) since "
+            f"{iso(entry.since)} ({age} ago): not launched again until it is scheduled, "
+            f"gang_launch_minutes ({ctx.config.gang_launch_minutes:g}) pass or {entry.group} backs off"
+        )
+        for cls in classes:
+            for pod in cls.take(cls.remaining):
+                ctx.pending_out.append(PendingPod(pod, reason, codes.GANG_LAUNCHING))
+        return True
+
+    def record_launches(self, actions: Sequence[ScaleUp]) -> None:
+        """An entry per gang this plan launches atomically (its group's tag is fleet or rollback)."""
+        ctx = self.stage.ctx
+        by_name = {g.name: g for g in ctx.groups}
+        for action in actions:
+            group = by_name[action.group]
+            if group.atomic_launch == "off":
+                continue
+            for launch in action.gangs:
+                known = ctx.gangs_out.get(launch.gang)
+                if known is None or launch.nodes > known.count:  # a gang over two groups: the larger
+                    ctx.gangs_out[launch.gang] = GangState(
+                        group=group.name, region=group.region, count=launch.nodes, since=ctx.now
+                    )
+
+
+def _reserve(bins: list[Bin], count: int) -> None:
+    """Take ``count`` launching nodes out of ``bins`` (they are a held gang's)."""
+    while count > 0 and bins:
+        first = bins[0]
+        taken = min(count, len(first.ids))
+        del first.ids[:taken]
+        count -= taken
+        if not first.ids:
+            del bins[0]
 
 
 def node_region(node: WorkNode) -> str | None:
