@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from spillway.local.demo import HOME, TRACE, WEST, DemoOptions, DemoResult, run_demo
+from spillway.local.demo import TRACE, DemoOptions, DemoResult, run_demo
+from spillway.local.rig import HOME, WEST
 
 STORY = ("scale_up", "overflow", "drain_plan", "drain", "terminate", "manual")
 
@@ -64,3 +65,51 @@ def test_the_chart_is_a_png(demo: tuple[DemoResult, str]) -> None:
     assert result.chart is not None
     assert Path(result.chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result.samples and max(sum(s.ready_gpus.values()) for s in result.samples) >= 16
+
+
+SCENE = ("scene", "held", "pod_event", "gang_launched", "gang_runs", "shortfall", "gang_failed", "gang_cancel",
+         "scene_done")  # fmt: skip
+
+
+def test_scene_two_teams_burst_one_is_held_by_its_limit_a_gang_launches_whole_another_leaves_nothing(
+    demo: tuple[DemoResult, str],
+) -> None:
+    result, timeline = demo
+    scene = result.scene
+    assert scene is not None and scene.done, timeline
+    firsts = [result.first(kind) for kind in SCENE]
+    assert None not in firsts, (dict(zip(SCENE, firsts, strict=True)), timeline)
+    assert firsts == sorted(firsts), (dict(zip(SCENE, firsts, strict=True)), timeline)  # type: ignore[type-var]
+    assert result.first("scene") > result.first("manual")  # type: ignore[operator]
+    # Both teams' pods appeared at once; team-b's two over its 2-GPU limit were held, the limit named,
+    # and kubectl describe shows why; team-a was never held.
+    submitted = {
+        p.key: p.submitted_at for p in scene.pods if p.namespace == "team-b" or p.name.startswith("a-")
+    }
+    assert len(submitted) == 7 and len(set(submitted.values())) == 1
+    assert sorted(scene.held) == ["team-b/b-2", "team-b/b-3"], scene.held
+    for pod, reason in scene.held.items():
+        assert "tenant team-b limit nvidia.com/gpu=2 reached" in reason, reason
+        assert "(code: tenant-limit)" in scene.events[pod] and "nvidia.com/gpu=2" in scene.events[pod]
+    # The atomic gang: one GangLaunch execution succeeded with all three instances; their nodes came up
+    # together (one kubelet pass apart at most) and its workers all ran and completed.
+    ok = scene.gang_executions["team-a/train-llm"]
+    assert ok["status"] == "SUCCEEDED" and len(ok["output"]["instances"]) == 3, ok
+    ready = scene.gang_nodes_ready["gpu-gang"]
+    assert len(ready) == 3 and ready[-1] - ready[0] < 1.0, ready
+    workers = [p for p in scene.pods if p.gang == "train-llm"]
+    assert all(p.started_at is not None and p.finished_at is not None for p in workers)
+    assert len({p.node for p in workers}) == 3
+    # The failed atomic launch: the execution failed for capacity, the group was backed off, and from
+    # EC2's view none of the gang's instances is running (nor any instance but the last CPU node).
+    failed = scene.gang_executions["team-a/train-vision"]
+    assert failed["status"] == "FAILED" and failed["error"] == "CapacityUnavailable", failed
+    assert "launched 1 of the gang's 2" in str(failed["cause"])
+    assert "backed-off" in scene.gang_waits, scene.gang_waits
+    assert len(scene.failed_gang_instances) == 2
+    assert scene.failed_gang_instances.isdisjoint(scene.running_at_end)
+    assert not [i for i, tags in scene.running_at_end.items() if tags.get("spillway.io/gang")]
+    assert len(scene.running_at_end) == 1
+    assert not any(p.started_at for p in scene.pods if p.gang == "train-vision")
+    # Every team pod ran once and completed; only the failed gang's pods were deleted.
+    assert all(p.finished_at is not None for p in scene.pods if p.gang != "train-vision")

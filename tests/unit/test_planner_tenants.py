@@ -171,3 +171,31 @@ def test_pods_nominated_for_preemption_are_not_scaled_for() -> None:
     assert scale_up(result)["cpu-east"] == (0, 1, other)
     assert pending_codes(result)[nominated[0]] == "nominated"
     assert "ip-10-0-0-1.ec2.internal" in pending_reasons(result)[nominated[0]]
+
+
+def test_capacity_launching_for_a_tenant_counts_against_its_limit_in_the_next_plan() -> None:
+    """The plan after a scale-up, taken while the tenant's nodes boot: the launching nodes are its
+    own pods' (they fit there), so it may not open more past its limit."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=2)  # 2 launching, no Node yet
+    pods = w.pods("b", 4, namespace="team-b", **BIG)
+
+    result = w.plan(tenants={"team-b": {"limits": {"nodes": 2}}})
+
+    assert result.scale_up == ()
+    codes = pending_codes(result)
+    assert sorted(codes[p] for p in pods) == ["fits-launching"] * 2 + ["tenant-limit"] * 2
+    # Launching capacity is nobody's until claimed: another tenant's limit is not charged for it.
+    other = w.plan(tenants={"team-a": {"limits": {"nodes": 2}}})
+    assert scale_up(other)["cpu-east"][:2] == (2, 4)
+
+
+def test_a_ready_node_without_pods_is_charged_to_the_tenant_whose_pods_it_will_take() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)  # Ready, the scheduler has not bound yet
+    pods = w.pods("b", 2, namespace="team-b", **BIG)
+
+    result = w.plan(tenants={"team-b": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    assert sorted(pending_codes(result)[p] for p in pods) == ["fits-free-room", "tenant-limit"]

@@ -34,8 +34,11 @@ variable                               meaning (default)
 ``ACTIVITY_WINDOW_MINUTES``            scaling activities read back this far (30)
 ``AWS_MAX_ATTEMPTS``                   SDK attempts, adaptive retry mode (5)
 ``AWS_CONNECT_TIMEOUT`` / ``AWS_READ_TIMEOUT``   SDK timeouts in seconds (3 / 10)
+``PLANNER_CONFIG``                     the planner configuration as a JSON object, the keys of
+                                       ``spillway plan --config`` (tenants, cluster totals, ...) (``{}``)
 ``SCALE_DOWN_IDLE_MINUTES`` ...        planner thresholds, one variable per :class:`PlannerConfig`
-                                       field, upper-cased; ``NODE_RESERVE_CPU``/``_MEMORY``
+                                       field, upper-cased; ``NODE_RESERVE_CPU``/``_MEMORY``; each
+                                       overrides the same key in ``PLANNER_CONFIG``
 =====================================  ==========================================================
 
 Errors are :class:`~spillway.errors.ConfigurationError` naming the variable; values are never echoed
@@ -44,6 +47,7 @@ for variables that might hold secrets.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from datetime import timedelta
@@ -107,6 +111,7 @@ _PLANNER_FIELDS = (
     "orphaned_drain_minutes",
     "gang_launch_minutes",
 )
+PLANNER_CONFIG_VAR = "PLANNER_CONFIG"
 _REQUIRED = ("CLUSTER_NAME", "REGIONS", "SNAPSHOTS_TABLE", "PLANS_TABLE", "STATE_TABLE")
 
 
@@ -220,22 +225,49 @@ def _set_fields(env: Mapping[str, str], fields: Mapping[str, str]) -> dict[str, 
 
 
 def _planner_config(env: Mapping[str, str], cluster: str, regions: tuple[str, ...]) -> PlannerConfig:
-    planner: dict[str, Any] = {"cluster": cluster, "regions": regions, **_set_fields(env, _PLANNER_VARS)}
+    document = _planner_document(env)
+    planner: dict[str, Any] = {**document, "cluster": cluster, "regions": regions,
+                               **_set_fields(env, _PLANNER_VARS)}  # fmt: skip
     reserve = _set_fields(env, _RESERVE_VARS)
     try:
         if reserve:
-            planner["node_reserve"] = NodeReserve(**reserve)
+            base = document.get("node_reserve")
+            planner["node_reserve"] = NodeReserve(**{**(base if isinstance(base, dict) else {}), **reserve})
         return PlannerConfig.model_validate(planner)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise ConfigurationError(err["msg"], field=_planner_variable([str(p) for p in err["loc"]])) from None
+        loc = [str(p) for p in err["loc"]]
+        msg = "unknown config key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise ConfigurationError(msg, field=_planner_variable(loc, env)) from None
 
 
-def _planner_variable(loc: list[str]) -> str:
-    """The variable behind a planner validation error's location."""
-    if loc and loc[-1] in _RESERVE_VARS.values():
+def _planner_document(env: Mapping[str, str]) -> dict[str, Any]:
+    """``PLANNER_CONFIG``: a JSON object of planner config keys (``{}`` when unset)."""
+    text = _value(env, PLANNER_CONFIG_VAR)
+    if not text:
+        return {}
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"not valid JSON: {exc}", field=PLANNER_CONFIG_VAR) from None
+    if not isinstance(document, dict):
+        raise ConfigurationError("expected a JSON object of planner config keys", field=PLANNER_CONFIG_VAR)
+    for key in ("cluster", "regions"):
+        if key in document:
+            raise ConfigurationError(
+                f"{key} comes from {key.upper() if key == 'regions' else 'CLUSTER_NAME'}, not from here",
+                field=f"{PLANNER_CONFIG_VAR} {key}",
+            )
+    return document
+
+
+def _planner_variable(loc: list[str], env: Mapping[str, str]) -> str:
+    """The variable (and, inside ``PLANNER_CONFIG``, the key) behind a planner validation error."""
+    if loc and loc[-1] in _RESERVE_VARS.values() and _value(env, "NODE_RESERVE_" + loc[-1].upper()):
         return "NODE_RESERVE_" + loc[-1].upper()
-    return loc[0].upper() if loc else "planner"
+    if loc and loc[0].upper() in _PLANNER_VARS and _value(env, loc[0].upper()):
+        return loc[0].upper()
+    return f"{PLANNER_CONFIG_VAR} {'.'.join(loc)}" if loc else PLANNER_CONFIG_VAR
 
 
 def _runtime_error(exc: ValidationError) -> ConfigurationError:

@@ -19,7 +19,10 @@ waits (through the executions' inputs), never by skipping a step:
 4. a small scheduler (:func:`schedule`) binds pending pods where they fit; jobs finish after their scaled
    durations (Succeeded, then deleted as a Job's TTL would);
 5. idle GPU nodes are drained and terminated by the scale-down execution, overflow region first;
-6. an operator drains a CPU node by hand: a DrainNode execution with ``events/drain-node.json``'s input.
+6. an operator drains a CPU node by hand: a DrainNode execution with ``events/drain-node.json``'s input;
+7. scene 2, the shared cluster (:mod:`spillway.local.demo_teams`, ``DemoOptions.teams``): two teams burst
+   at once, team-b is held by its GPU limit (``PLANNER_CONFIG``), a gang is launched atomically through
+   the GangLaunch state machine, and a second gang's atomic launch fails and leaves nothing behind.
 
 It prints a timeline (elapsed seconds, what was decided and why) and writes a PNG chart of capacity
 against demand per region. The functions' own JSON logs and EMF metrics go to a log file beside it.
@@ -41,6 +44,7 @@ from typing import IO, Any
 
 from spillway.errors import InputError
 from spillway.local import objects as o
+from spillway.local.demo_teams import SceneResult, TeamsScene, scene_tenants
 from spillway.local.rig import CLUSTER, GPU_TOLERATION, HOME, REGIONS, WEST, Rig
 from spillway.local.stack import ROOT
 from spillway.model.cluster import NodeInfo, PodInfo
@@ -71,12 +75,13 @@ class DemoOptions:
     time_scale: float = 36.0  # trace seconds per demo second
     boot_seconds: float = 1.0
     tick_seconds: float = 2.0
-    timeout_seconds: float = 110.0
+    timeout_seconds: float = 170.0  # both scenes
+    teams: bool = True  # scene 2, the shared cluster (spillway.local.demo_teams)
 
     @classmethod
     def short(cls, chart: Path) -> DemoOptions:
         """The test's form: fewer jobs, faster time."""
-        return cls(quick=True, chart=chart, jobs=4, time_scale=45.0, boot_seconds=0.5, timeout_seconds=55.0)
+        return cls(quick=True, chart=chart, jobs=4, time_scale=45.0, boot_seconds=0.5, timeout_seconds=110.0)
 
     def environment(self) -> dict[str, str]:
         """The functions' environment: short planner thresholds and short waits, nothing skipped (the rig
@@ -95,6 +100,9 @@ class DemoOptions:
             "MAX_SCALE_IN_FRACTION": "1.0",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_NAMESPACE": "Spillway",
+            "PLANNER_CONFIG": scene_tenants(),  # scene 2's tenant limits
+            "GANG_DEADLINE_SECONDS": "20",
+            "GANG_POLL_SECONDS": "1",
         }
 
 
@@ -196,6 +204,7 @@ class DemoResult:
     log: Path | None = None
     elapsed: float = 0.0
     complete: bool = False
+    scene: SceneResult | None = None
 
     def first(self, kind: str) -> float | None:
         return next((e.t for e in self.events if e.kind == kind), None)
@@ -312,6 +321,8 @@ class Demo:
         self.manual_node: str | None = None
         self.notebooks = 0
         self.started = False
+        self.scene: TeamsScene | None = TeamsScene(self) if options.teams else None
+        self.result.scene = self.scene.result if self.scene else None
 
     # -- output --
 
@@ -427,9 +438,14 @@ class Demo:
             return False
         if self.executions.get(self.manual_arn) == "RUNNING":
             return False
+        if self.scene is not None and self.scene.started:
+            return self.scene.step(rig)
         self._scheduler(kube)
         self._watch(rig)
         self._sample(kube)
+        if self.scene is not None:
+            self.scene.start(rig)
+            return False
         return True
 
     def _account(self, rig: Rig) -> None:
@@ -438,6 +454,8 @@ class Demo:
             self.result.instances_seen.add(instance)
             if state == "InService":
                 self.result.instances_running.add(instance)
+        if self.scene is not None:
+            self.scene.account(rig)
         self.result.evicted_job_pods = sorted(
             {
                 r.path.split("/")[-2]
@@ -503,7 +521,8 @@ class Demo:
             region = self.nodes_seen.get(node, "?")
             job = by_pod.get(pod)
             if job is None:
-                self.say("bind", f"scheduler: {pod} -> {node} ({region})")
+                if self.scene is None or pod not in self.scene.pods:
+                    self.say("bind", f"scheduler: {pod} -> {node} ({region})")
                 continue
             job.starts += 1
             job.started_at, job.node, job.region = self.now(), node, region
@@ -576,6 +595,8 @@ class Demo:
         for outcome in (result or {}).get("results") or []:
             if outcome.get("status") == "acted":
                 self._print_plan(rig, outcome)
+            if self.scene is not None and self.scene.started and outcome.get("status") in ("acted", "idle"):
+                self._print_scene_plan(rig, outcome)
             elif outcome.get("status") in ("failed", "stale"):
                 self.say(
                     "plan_error",
@@ -607,6 +628,15 @@ class Demo:
         for name in [e["name"] for e in outcome.get("executions") or []]:
             self.say("start", f"plan starts execution {name}")
 
+    def _print_scene_plan(self, rig: Rig, outcome: Mapping[str, Any]) -> None:
+        from spillway.adapters.plans_store import PlanStore
+
+        assert self.scene is not None
+        store = PlanStore(rig.stack.client("dynamodb"), rig.stack.tables["PlansTable"])
+        record = store.get(CLUSTER, str(outcome["snapshot_key"]))
+        if record is not None:
+            self.scene.print_held(dict(record.plan))
+
     def _executions(self, rig: Rig) -> None:
         sfn = rig.stack.client("stepfunctions")
         for logical, e in rig.all_executions():
@@ -623,6 +653,9 @@ class Demo:
     def _print_execution(
         self, logical: str, name: str, status: str, output: Mapping[str, Any], desc: Mapping[str, Any]
     ) -> None:
+        if logical == "GangLaunchStateMachine" and self.scene is not None:
+            self.scene.print_gang_execution(name, status, dict(desc))
+            return
         if status != "SUCCEEDED":
             self.say("exec_failed", f"{name}: {status}: {desc.get('error')} {str(desc.get('cause'))[:200]}")
             return
@@ -753,6 +786,20 @@ class Demo:
             f"  instances: {len(self.result.instances_seen)} seen, {len(self.result.instances_running)} running "
             f"at the end, {len(self.result.instances_drained)} terminated by drains, "
             f"{len(leaked)} unaccounted for\n"
+        )
+        if self.scene is not None:
+            self._scene_summary(self.scene.result)
+
+    def _scene_summary(self, scene: SceneResult) -> None:
+        done = [p for p in scene.pods if p.finished_at is not None]
+        gangs = ", ".join(f"{g} {o['status']}" for g, o in sorted(scene.gang_executions.items()))
+        alive = set(scene.running_at_end) & scene.failed_gang_instances
+        self.out.write(
+            f"  scene 2: {len(done)} of {len(scene.pods)} team pods completed, "
+            f"{sum(p.deleted for p in scene.pods)} deleted (the failed gang); held by tenant limits: "
+            f"{len(scene.held)} ({', '.join(sorted(scene.held))}); "
+            f"gang launches: {gangs or 'none'}; the failed gang's instances: "
+            f"{len(scene.failed_gang_instances)} launched, {len(alive)} running at the end\n"
         )
 
 

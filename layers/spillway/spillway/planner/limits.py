@@ -12,7 +12,10 @@ Charging (README "Tenants, limits and gangs"):
 - an existing node of a managed group is charged to the tenants of its pods (DaemonSet and mirror
   pods excluded) in proportion to their CPU requests (pod count when none requests CPU);
 - cluster totals and CapacityQuotas count every node (allocatable), plus capacity still launching
-  (desired minus Ready, as the group's template node), whoever opened it.
+  (desired minus Ready, as the group's template node), whoever opened it;
+- a node nobody is charged for yet (still launching, or Ready with no pods bound) is charged wholly to
+  the tenant whose pending pods the plan places there first (:meth:`Limits.claim`): a plan taken
+  while a tenant's nodes boot sees them as that tenant's, so successive plans cannot add past its limit.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ class Limits:
         self.constraints += cluster_constraints(ctx.config)
         self.constraints += [quota_constraint(q) for q in ctx.snapshot.quotas]
         self.constraints += tenant_constraints(ctx.config)
+        self.claimed: set[str] = set()  # nodes charged to a tenant: by their pods, or claimed
         if self.constraints:
             self._count_existing()
 
@@ -117,6 +121,7 @@ class Limits:
 
     def _count_existing(self) -> None:
         shares = tenant_shares(self.ctx)
+        self.claimed.update(shares)  # a node with pods is charged to their tenants, limited or not
         for node in self.ctx.nodes.values():
             vector = node_vector(node.info.allocatable)
             labels = node.info.labels
@@ -159,12 +164,29 @@ class Limits:
             if c.covers(tenant, group, group.template.labels):
                 add_into(c.used, c.measure(vector), count)
 
-    def save(self) -> list[Resources]:
-        return [dict(c.used) for c in self.constraints]
+    def claim(
+        self, tenant: str | None, group: NodeGroup | None, node: str, allocatable: Mapping[str, int],
+        labels: Mapping[str, str],
+    ) -> None:  # fmt: skip
+        """The tenant's pending pods go to ``node`` (of a managed group), which no tenant is charged for
+        yet (launching, or Ready without pods): charge it wholly to the tenant, as if it had opened it.
+        Only tenant limits: totals and quotas already count such nodes."""
+        if not self.constraints or group is None or node in self.claimed:
+            return
+        self.claimed.add(node)
+        vector = node_vector(allocatable)
+        for c in self.constraints:
+            if c.tenant is not None and c.covers(tenant, group, labels):
+                add_into(c.used, c.measure(vector))
 
-    def restore(self, saved: list[Resources]) -> None:
-        for c, used in zip(self.constraints, saved, strict=True):
+    def save(self) -> tuple[list[Resources], set[str]]:
+        return [dict(c.used) for c in self.constraints], set(self.claimed)
+
+    def restore(self, saved: tuple[list[Resources], set[str]]) -> None:
+        used_list, claimed = saved
+        for c, used in zip(self.constraints, used_list, strict=True):
             c.used = used
+        self.claimed = set(claimed)
 
 
 def tenant_shares(ctx: Context) -> dict[str, dict[str, tuple[int, int]]]:

@@ -92,7 +92,9 @@ class ScaleUpStage:
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
         (unless a gang is being placed: the gang reports for all its pods)."""
+        start = len(self.ctx.placements)
         place_on_nodes(self.ctx, cls, self._in_region(self.schedulable))
+        self._claim(cls, start)
         if not cls.remaining:
             return None
         choices, rejected = options(self.ctx, cls, self.empty)
@@ -100,7 +102,9 @@ class ScaleUpStage:
         if self.zone is not None:
             choices = [c for c in choices if c.group.zones == (self.zone,)]
         candidates = self.expander.order(self.ctx, cls, choices)
+        start = len(self.ctx.placements)
         place_on_launching(self.ctx, cls, candidates, self.backoff, self.launching)
+        self._claim(cls, start)
         if not cls.remaining:
             return None
         place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
@@ -114,6 +118,23 @@ class ScaleUpStage:
             for pod in cls.take(cls.remaining):
                 self.ctx.pending_out.append(PendingPod(pod, verdict[1], verdict[0]))
         return verdict
+
+    def _claim(self, cls: PodClass, start: int) -> None:
+        """Charge the class's tenant for the unclaimed nodes its pods were just placed on."""
+        if not self.limits.active:
+            return
+        groups = {g.name: g for g in self.ctx.groups}
+        for placement in self.ctx.placements[start:]:
+            node = self.ctx.nodes.get(placement.node)
+            if node is not None:
+                self.limits.claim(
+                    cls.tenant, node.group, node.info.name, node.info.allocatable, node.info.labels
+                )
+                continue
+            group = groups.get(placement.group or "")
+            if group is not None and group.template is not None:
+                self.limits.claim(cls.tenant, group, placement.node, group.template.allocatable,
+                                  group.template.labels)  # fmt: skip
 
     def _in_region(self, pool_list: list[Pool]) -> list[Pool]:
         if self.region is None:
