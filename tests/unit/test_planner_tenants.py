@@ -171,3 +171,20 @@ def test_pods_nominated_for_preemption_are_not_scaled_for() -> None:
     assert scale_up(result)["cpu-east"] == (0, 1, other)
     assert pending_codes(result)[nominated[0]] == "nominated"
     assert "ip-10-0-0-1.ec2.internal" in pending_reasons(result)[nominated[0]]
+
+
+def test_a_scale_up_names_the_tenants_whose_pods_opened_its_nodes() -> None:
+    w = cpu_world()
+    w.namespace("ml-train", tenant="ml")
+    w.pods("train", 2, namespace="ml-train", **BIG)
+    w.pods("web", 1, namespace="web", **BIG)
+    # Small pods of a third tenant fit beside the big ones: they top nodes up and open none.
+    w.pods("tiny", 2, namespace="tools", cpu="100m", memory="64Mi")
+
+    result = w.plan(tenants={"ml": {"limits": {"nodes": 5}}})
+
+    (up,) = result.scale_up
+    assert dict(up.tenants) == {"ml": 2, "web": 1}
+    assert sum(n for _, n in up.tenants) == up.to_size - up.from_size
+    assert up.to_dict()["tenants"] == {"ml": 2, "web": 1}
+    # A plan that adds nothing says nothing of tenants.

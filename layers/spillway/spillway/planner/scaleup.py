@@ -292,9 +292,27 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
                     for (g, gang), nodes in sorted(ctx.gang_nodes.items())
                     if g == group.name and nodes > 0
                 ),
+                tenants=opened_by(ctx, group.name),
             )
         )
     return actions
+
+
+def opened_by(ctx: Context, group: str) -> tuple[tuple[str, int], ...]:
+    """New nodes of ``group`` per tenant whose pods opened them, as the limits charge them.
+
+    A class opens nodes and is the first to fill them (later classes only top them up), so the
+    first pod placed on each ``<group>/new-<n>`` names the node's tenant.
+    """
+    prefix = f"{group}/new-"
+    owners: dict[str, str] = {}
+    for p in ctx.placements:
+        if p.node.startswith(prefix) and p.node not in owners:
+            owners[p.node] = ctx.snapshot.tenant(p.pod.split("/", 1)[0])
+    counts: dict[str, int] = {}
+    for tenant in owners.values():
+        counts[tenant] = counts.get(tenant, 0) + 1
+    return tuple(sorted(counts.items()))
 
 
 def _scale_up_reason(ctx: Context, group: NodeGroup, count: int, pods: int) -> str:
