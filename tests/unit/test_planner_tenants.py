@@ -188,3 +188,22 @@ def test_a_scale_up_names_the_tenants_whose_pods_opened_its_nodes() -> None:
     assert sum(n for _, n in up.tenants) == up.to_size - up.from_size
     assert up.to_dict()["tenants"] == {"ml": 2, "web": 1}
     # A plan that adds nothing says nothing of tenants.
+
+
+def test_a_limited_tenant_takes_launching_capacity_only_within_its_limit() -> None:
+    # Three nodes are booting (opened by the last plan: one for team-a, two for team-b). team-a is
+    # limited to one node: its second pod must not take a booting node team-b's pods wait for, which
+    # would have team-b open a fourth node and team-a's limit leak by one node per plan.
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=3)
+    team_a = w.pods("a", 2, namespace="team-a", **BIG)
+    team_b = w.pods("b", 2, namespace="team-b", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    codes = pending_codes(result)
+    assert sorted(codes[p] for p in team_a) == ["fits-launching", "tenant-limit"]
+    assert all(codes[p] == "fits-launching" for p in team_b)
+    # Unlimited, team-a takes two booting nodes and team-b opens one more.
+    assert scale_up(w.plan())["cpu-east"][:2] == (3, 4)

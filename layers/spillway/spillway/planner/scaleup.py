@@ -86,7 +86,7 @@ class ScaleUpStage:
         choices, rejected = options(self.ctx, cls, self.empty)
         choices = [c for c in choices if self.region is None or c.group.region == self.region]
         candidates = self.expander.order(self.ctx, cls, choices)
-        place_on_launching(self.ctx, cls, candidates, self.backoff, self.launching)
+        place_on_launching(self.ctx, cls, candidates, self.backoff, self.launching, self.limits)
         if not cls.remaining:
             return None
         place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
@@ -247,7 +247,7 @@ K = TypeVar("K")
 
 
 def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
-    return {k: [Bin(dict(b.free), list(b.ids)) for b in v] for k, v in bins.items()}
+    return {k: [Bin(dict(b.free), list(b.ids), b.fresh) for b in v] for k, v in bins.items()}
 
 
 def _at_max_size(group: NodeGroup) -> Skip:
