@@ -228,7 +228,9 @@ def _fresh_nodes(bins: Sequence[Bin]) -> int:
     return sum(len(b.ids) for b in bins if b.fresh)
 
 
-def _launching_cap(cls: PodClass, group: NodeGroup, bins: Sequence[Bin], limits: Limits | None, fresh: int) -> int:
+def _launching_cap(
+    cls: PodClass, group: NodeGroup, bins: Sequence[Bin], limits: Limits | None, fresh: int
+) -> int:
     """Pods of a limited tenant's class launching capacity may take: the room left on launching nodes
     other classes took (topping up, as on new nodes), and the fresh nodes the tenant's limits allow."""
     assert limits is not None
