@@ -24,6 +24,8 @@ CAPACITY_QUOTA = "capacity-quota"  # a CapacityQuota covering the groups that fi
 GANG_INCOMPLETE = "gang-incomplete"  # the pod's gang has fewer pods than its minimum: none placed
 SCHEDULING_GATED = "scheduling-gated"  # spec.schedulingGates set: not demand until the gates lift
 NOMINATED = "nominated"  # status.nominatedNodeName: preemption makes room; nothing is launched
+# the codes of a pod a limit holds (metrics and the simulator count these per tenant)
+LIMIT_CODES = (TENANT_LIMIT, CLUSTER_LIMIT, CAPACITY_QUOTA)
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods

@@ -120,13 +120,10 @@ class SpillwayPolicy:
         return _seconds(world, min(due)) if due else None
 
 
-LIMIT_CODES = frozenset({codes.TENANT_LIMIT, codes.CLUSTER_LIMIT, codes.CAPACITY_QUOTA})
-
-
 def record_held(world: World, result: ScalingPlan) -> None:
     """Pods the plan left pending because a limit binds, by tenant (the namespace) and limit code."""
     for pending in result.pending:
-        if pending.code in LIMIT_CODES:
+        if pending.code in codes.LIMIT_CODES:
             tenant = pending.pod.split("/", 1)[0]
             world.counters.held.setdefault(tenant, {}).setdefault(pending.code, set()).add(pending.pod)
 
