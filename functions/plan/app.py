@@ -19,9 +19,10 @@ After the commit the plan posts Kubernetes Events on the pending pods (Triggered
 NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and counted, never raised.
 
 Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
-primary region), StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not
-sent for lack of time or of an API). (Uncordoned and GroupsBackedOff come from the scale
-function, when it happens.)
+primary region), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
+``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU and TenantPodsHeld;
+StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not sent for lack of
+time or of an API). (Uncordoned and GroupsBackedOff come from the scale function, when it happens.)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from spillway.adapters.store import snapshot_inserts
 from spillway.clients import Clients, get_clients
 from spillway.errors import InputError, SpillwayError, StaleSnapshot, StateConflict
 from spillway.model.act import PlanOutcome, SnapshotRef
-from spillway.observability import add_count, logger, metrics, set_cluster, tracer
+from spillway.observability import add_count, add_tenant_metrics, logger, metrics, set_cluster, tracer
 
 IDEMPOTENCY_SECONDS = 3600
 
@@ -48,6 +49,7 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("DrainsPlanned", summary.get("drains", 0))
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
     add_count("Overflow", summary.get("overflow_nodes", 0))
+    add_tenant_metrics(outcome.get("tenants"))
     events = outcome.get("events") or {}
     add_count("PodEventsPosted", events.get("posted", 0))
     add_count("PodEventsFailed", events.get("failed", 0) + events.get("skipped", 0))

@@ -37,7 +37,9 @@ def test_example_plan_follows_the_contract(capsys: pytest.CaptureFixture[str]) -
     plan = json.loads(out)
     assert list(plan) == ["scale_up", "uncordon", "drain", "pending", "kept"]
     for entry in plan["scale_up"]:
-        assert set(entry) == {"group", "region", "from", "to", "pods", "reason"}
+        assert {"group", "region", "from", "to", "pods", "reason"} <= set(entry)
+        assert set(entry) <= {"group", "region", "from", "to", "pods", "reason", "tenants", "gangs"}
+        assert sum(entry["tenants"].values()) == entry["to"] - entry["from"]
     assert {s["region"] for s in plan["scale_up"]} == {"us-east-1", "us-west-2"}
     assert all(set(d) == {"node", "instance_id", "group", "reason"} for d in plan["drain"])
     assert all(e["reason"] for key in plan for e in plan[key])

@@ -199,3 +199,39 @@ def test_a_ready_node_without_pods_is_charged_to_the_tenant_whose_pods_it_will_t
 
     assert result.scale_up == ()
     assert sorted(pending_codes(result)[p] for p in pods) == ["fits-free-room", "tenant-limit"]
+
+
+def test_a_scale_up_names_the_tenants_whose_pods_opened_its_nodes() -> None:
+    w = cpu_world()
+    w.namespace("ml-train", tenant="ml")
+    w.pods("train", 2, namespace="ml-train", **BIG)
+    w.pods("web", 1, namespace="web", **BIG)
+    # Small pods of a third tenant fit beside the big ones: they top nodes up and open none.
+    w.pods("tiny", 2, namespace="tools", cpu="100m", memory="64Mi")
+
+    result = w.plan(tenants={"ml": {"limits": {"nodes": 5}}})
+
+    (up,) = result.scale_up
+    assert dict(up.tenants) == {"ml": 2, "web": 1}
+    assert sum(n for _, n in up.tenants) == up.to_size - up.from_size
+    assert up.to_dict()["tenants"] == {"ml": 2, "web": 1}
+    # A plan that adds nothing says nothing of tenants.
+
+
+def test_a_limited_tenant_takes_launching_capacity_only_within_its_limit() -> None:
+    # Three nodes are booting (opened by the last plan: one for team-a, two for team-b). team-a is
+    # limited to one node: its second pod must not take a booting node team-b's pods wait for, which
+    # would have team-b open a fourth node and team-a's limit leak by one node per plan.
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=3)
+    team_a = w.pods("a", 2, namespace="team-a", **BIG)
+    team_b = w.pods("b", 2, namespace="team-b", **BIG)
+
+    result = w.plan(tenants={"team-a": {"limits": {"nodes": 1}}})
+
+    assert result.scale_up == ()
+    codes = pending_codes(result)
+    assert sorted(codes[p] for p in team_a) == ["fits-launching", "tenant-limit"]
+    assert all(codes[p] == "fits-launching" for p in team_b)
+    # Unlimited, team-a takes two booting nodes and team-b opens one more.
+    assert scale_up(w.plan())["cpu-east"][:2] == (3, 4)

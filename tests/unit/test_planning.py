@@ -574,3 +574,76 @@ def test_a_plan_that_launches_a_gang_without_a_gang_machine_fails_before_committ
     with pytest.raises(ConfigurationError, match=r"^GANG_LAUNCH_STATE_MACHINE_ARN: the plan launches gang"):
         rig.run(ref)
     assert rig.ledger.commits == 0 and rig.executions.requests == []
+
+
+# --- per-tenant numbers and metrics -------------------------------------------------------------
+
+
+def two_tenant_world() -> World:
+    """team-a (limited to one node) and team-b burst together on an empty 1-GPU group."""
+    w = World()
+    w.group("gpu-east", "g5.xlarge", max_size=8, gpu_taint=True, desired=0)
+    w.gpu_pods("a", 3, gpus=1, cpu="3", memory="12Gi", namespace="team-a")
+    w.gpu_pods("b", 2, gpus=1, cpu="3", memory="12Gi", namespace="team-b")
+    return w
+
+
+def test_the_outcome_gives_each_tenant_of_the_plan_its_added_capacity_and_held_pods() -> None:
+    planner = PlannerConfig(
+        cluster="ml", regions=("us-east-1",), tenants={"team-a": {"limits": {"nodes": "1"}}}
+    )
+    rig = Rig(settings=settings(planner=planner))
+    snapshot = snapshot_of(two_tenant_world())
+    [group] = snapshot.groups
+    assert group.template is not None
+    cores = group.template.allocatable["cpu"] / 1000
+
+    outcome = rig.run(rig.snapshots.add(snapshot))
+
+    assert outcome.tenants == {
+        "team-a": {"nodes": 1, "gpus": 1, "cpu": cores, "held": {"tenant-limit": 2}},
+        "team-b": {"nodes": 2, "gpus": 2, "cpu": 2 * cores, "held": {}},
+    }
+    assert outcome.to_dict()["tenants"]["team-a"]["held"] == {"tenant-limit": 2}
+    # A plan that adds nothing and holds nothing says nothing of tenants.
+    quiet = Rig()
+    assert "tenants" not in quiet.run(quiet.snapshots.add(snapshot_of(World()))).to_dict()
+
+
+def emf_lines(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"')]
+
+
+def test_the_plan_function_emits_per_tenant_metrics_with_a_tenant_dimension(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from spillway.observability import metrics
+
+    app = plan_app()
+    metrics.set_default_dimensions(Cluster="ml")
+    tenants = {
+        "team-a": {"nodes": 1, "gpus": 8, "cpu": 63.9, "held": {"tenant-limit": 2, "cluster-limit": 1}},
+        "team-b": {"nodes": 3, "gpus": 24, "cpu": 191.7, "held": {}},
+    }
+    try:
+        app.record_outcome({"summary": {}, "tenants": tenants})
+        lines = emf_lines(capsys.readouterr().out)
+        assert metrics.metric_set["PodsHeldByLimits"]["Value"] == [3.0]
+    finally:
+        metrics.clear_metrics()
+        metrics.set_default_dimensions()
+
+    by_tenant = {(d["Tenant"], d.get("Limit")): d for d in lines}
+    assert set(by_tenant) == {("team-a", None), ("team-a", "tenant-limit"), ("team-a", "cluster-limit"),
+                              ("team-b", None)}  # fmt: skip
+    a, b = by_tenant[("team-a", None)], by_tenant[("team-b", None)]
+    assert (a["TenantScaleUpNodes"], a["TenantScaleUpGPUs"], a["TenantPodsHeld"]) == ([1.0], [8.0], [3.0])
+    assert (b["TenantScaleUpNodes"], b["TenantScaleUpGPUs"], b["TenantPodsHeld"]) == ([3.0], [24.0], [0.0])
+    assert b["TenantScaleUpCPU"] == [191.7]
+    assert by_tenant[("team-a", "tenant-limit")]["TenantPodsHeld"] == [2.0]
+    assert "TenantScaleUpNodes" not in by_tenant[("team-a", "tenant-limit")]
+    for line in lines:
+        [directive] = line["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == "Spillway"
+        assert line["Cluster"] == "ml" and line["service"] == "spillway"
+        assert "Tenant" in directive["Dimensions"][0]

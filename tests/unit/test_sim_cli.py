@@ -205,3 +205,51 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(
     code = main(["simulate", str(small_trace), "--no-progress", "--policies", "static"])
     assert code == 1
     assert capsys.readouterr().err == ""
+
+
+# --- tenants: namespaces, limits from --config, a per-tenant report --------------------------------
+
+
+@pytest.fixture
+def two_tenants(tmp_path: Path) -> Path:
+    rows = ["0,7300,,,8,1,team-b,0", "0,7300,,,8,1,team-b,0"] + ["0,3600,,,8,1,team-a,0"] * 3
+    path = tmp_path / "tenants.csv"
+    path.write_text(GENERIC + "\n".join(rows) + "\n")
+    return path
+
+
+def test_simulate_with_tenant_limits_reports_per_tenant(
+    two_tenants: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "spillway.yaml"
+    config.write_text("tenants:\n  team-a:\n    limits:\n      nvidia.com/gpu: 8\n")
+    base = ["simulate", str(two_tenants), "--no-progress", "--config", str(config)]
+
+    assert main([*base, "--policies", "spillway,static"]) == 0
+    table = capsys.readouterr().out
+    assert "per tenant, spillway:" in table and "per tenant, static" not in table
+    row = next(line.split() for line in table.splitlines() if line.startswith("team-a "))
+    assert row[1:3] == ["3", "3"] and row[3] == "3.0" and row[5] == "2"  # jobs, started, node-h, held
+
+    assert main([*base, "--policies", "spillway", "--json"]) == 0
+    tenants = json.loads(capsys.readouterr().out)["policies"][0]["tenants"]
+    assert tenants["team-a"]["pods_held_by_limit_code"] == {"tenant-limit": 2}
+    assert tenants["team-b"]["pods_held_by_limits"] == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tenants:\n  team-a:\n    limits:\n      nvidia.com/gpu: lots\n", "tenants.team-a.limits"),
+        ("tenants:\n  team-a:\n    quota: 1\n", "tenants.team-a.quota: unknown config key"),
+        ("max_nodes_total: -1\n", "max_nodes_total"),
+    ],
+)
+def test_simulate_bad_tenant_config_exits_2_with_one_line(
+    two_tenants: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    assert main(["simulate", str(two_tenants), "--no-progress", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

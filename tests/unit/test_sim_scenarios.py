@@ -289,3 +289,49 @@ def test_terminating_a_busy_node_kills_its_pods_and_requeues_the_job() -> None:
     world.t = 60
     world.complete(job, 0)
     assert job.state == "running"
+
+
+# team-b's two long jobs come first in the queue; team-a's three one-node jobs may add one node (8 GPUs).
+TENANT_ROWS = [
+    "0,7300,,,8,1,team-b,0",
+    "0,7300,,,8,1,team-b,0",
+    "0,3600,,,8,1,team-a,0",
+    "0,3600,,,8,1,team-a,0",
+    "0,3600,,,8,1,team-a,0",
+]
+TEAM_A_LIMIT = PlannerConfig.model_validate({"tenants": {"team-a": {"limits": {"nvidia.com/gpu": "8"}}}})
+
+
+def test_a_tenant_limit_holds_its_pods_and_caps_its_node_hours(tmp_path: Path) -> None:
+    # Tick 0: team-b opens two nodes, team-a one (its limit); team-a's other two pods are held
+    # (tenant-limit). Ready at 120: team-a's jobs run one after another on its node (120, 3720, 7320;
+    # the replay ends at 10920), team-b's both from 120 to 7420, then idle from the tick at 7440: drained
+    # 10 minutes later, one a plan (max_scale_in_fraction), at 8040 and 8100.
+    limited = run(tmp_path, TENANT_ROWS, planner=TEAM_A_LIMIT).results[0]
+    team_a, team_b = limited.tenants["team-a"], limited.tenants["team-b"]
+    assert team_a.node_hours == pytest.approx(10920 / 3600)
+    assert team_a.pods_held == 2
+    assert team_a.pods_held_by_code == {"tenant-limit": 2}
+    assert team_a.pending_weighted_seconds == {"p50": 3720.0, "p90": 7320.0, "p99": 7320.0}
+    assert team_b.pods_held == 0
+    assert team_b.pending_weighted_seconds["p90"] == 120.0
+    assert team_b.node_hours == pytest.approx((8040 + 8100) / 3600)
+    assert sum(t.node_hours or 0 for t in limited.tenants.values()) == pytest.approx(limited.node_hours)
+    out = limited.to_dict()["tenants"]["team-a"]
+    assert out["pods_held_by_limits"] == 2 and out["node_hours_charged"] == pytest.approx(3.033, abs=1e-3)
+
+    # Unlimited, team-a opens three nodes and nothing waits; team-b waits no more either way.
+    free = run(tmp_path, TENANT_ROWS).results[0]
+    # idle at 3720, drained one a plan from 4320
+    assert free.tenants["team-a"].node_hours == pytest.approx((4320 + 4380 + 4440) / 3600)
+    assert free.tenants["team-a"].pods_held == 0
+    assert free.tenants["team-a"].pending_weighted_seconds["p90"] == 120.0
+    assert free.tenants["team-b"].pending_weighted_seconds == team_b.pending_weighted_seconds
+
+
+def test_reference_policies_report_waiting_per_tenant_but_charge_no_node_hours(tmp_path: Path) -> None:
+    report = run(tmp_path, TENANT_ROWS, planner=TEAM_A_LIMIT, policies=("cluster-autoscaler",))
+    tenants = report.results[0].tenants
+    assert set(tenants) == {"team-a", "team-b"}
+    assert tenants["team-a"].node_hours is None and tenants["team-a"].pods_held == 0
+    assert tenants["team-a"].jobs == 3 and tenants["team-a"].jobs_started == 3

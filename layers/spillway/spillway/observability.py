@@ -26,11 +26,11 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 SERVICE = "spillway"
 NAMESPACE = "Spillway"
@@ -183,3 +183,32 @@ def add_bytes(name: str, value: float) -> None:
 def set_cluster(cluster: str) -> None:
     """Every metric of this container carries the ``Cluster`` dimension."""
     metrics.set_default_dimensions(Cluster=cluster)
+
+
+TENANT_METRICS = (("nodes", "TenantScaleUpNodes"), ("gpus", "TenantScaleUpGPUs"), ("cpu", "TenantScaleUpCPU"))
+
+
+def add_tenant_metrics(tenants: Mapping[str, Mapping[str, Any]] | None) -> None:
+    """Per tenant of a plan, with a ``Tenant`` dimension (beside this container's defaults): capacity
+    added (``TenantScaleUpNodes``, ``TenantScaleUpGPUs``, ``TenantScaleUpCPU`` cores) and pods held by
+    limits (``TenantPodsHeld``; again with a ``Limit`` dimension per limit code). One EMF line per
+    tenant (and per tenant and limit), written at once; only the tenants the plan names. And
+    ``PodsHeldByLimits``, all tenants together, among this invocation's metrics (0 too: its alarm needs
+    a value every plan)."""
+    tenants = tenants or {}
+    add_count("PodsHeldByLimits", sum(sum((t.get("held") or {}).values()) for t in tenants.values()))
+    defaults = dict(metrics.default_dimensions)
+    for tenant, numbers in sorted(tenants.items()):
+        held: Mapping[str, int] = numbers.get("held") or {}
+        line = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE, default_dimensions=defaults)
+        line.add_dimension(name="Tenant", value=tenant)
+        for key, name in TENANT_METRICS:
+            line.add_metric(name=name, unit=MetricUnit.Count, value=numbers.get(key, 0))
+        line.add_metric(name="TenantPodsHeld", unit=MetricUnit.Count, value=sum(held.values()))
+        line.flush_metrics()
+        for code, count in sorted(held.items()):
+            by_limit = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE, default_dimensions=defaults)
+            by_limit.add_dimension(name="Tenant", value=tenant)
+            by_limit.add_dimension(name="Limit", value=code)
+            by_limit.add_metric(name="TenantPodsHeld", unit=MetricUnit.Count, value=count)
+            by_limit.flush_metrics()

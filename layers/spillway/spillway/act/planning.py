@@ -43,7 +43,7 @@ from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
-from spillway.planner import ScalingPlan
+from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
 from spillway.planner.types import GangLaunch, ScaleUp
 from spillway.ports import Cluster, Ledger, Snapshots, Workflows
@@ -109,6 +109,37 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         pending=len(plan.pending),
         unplaceable=sum(1 for p in plan.pending if p.pod not in placed),
     )
+
+
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+
+
+def tenant_summary(
+    plan: ScalingPlan, cluster: ClusterSnapshot, groups: Sequence[NodeGroup]
+) -> dict[str, dict[str, Any]]:
+    """Per tenant the plan names: capacity it adds for the tenant (new nodes charged to it, their GPUs
+    and CPU cores, from the group's template node) and its pods held by a limit, per limit code.
+
+    Only tenants that appear in the plan: metrics with a ``Tenant`` dimension stay few."""
+    templates = {g.name: g.template for g in groups}
+    out: dict[str, dict[str, Any]] = {}
+
+    def entry(tenant: str) -> dict[str, Any]:
+        return out.setdefault(tenant, {"nodes": 0, "gpus": 0, "cpu": 0.0, "held": {}})
+
+    for s in plan.scale_up:
+        template = templates.get(s.group)
+        room = template.allocatable if template is not None else {}
+        for tenant, nodes in s.tenants:
+            e = entry(tenant)
+            e["nodes"] += nodes
+            e["gpus"] += nodes * sum(room.get(r, 0) for r in GPU_RESOURCES) // 1000
+            e["cpu"] = round(e["cpu"] + nodes * room.get("cpu", 0) / 1000, 3)
+    for p in plan.pending:
+        if p.code in codes.LIMIT_CODES:
+            held = entry(cluster.tenant(p.pod.split("/", 1)[0]))["held"]
+            held[p.code] = held.get(p.code, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
@@ -352,6 +383,7 @@ def run_plan(
         summary=summary,
         executions=started,
         events=posted,
+        tenants=tenant_summary(result, snapshot.cluster, snapshot.groups),
     )
 
 

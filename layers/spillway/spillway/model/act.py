@@ -176,6 +176,8 @@ class PlanOutcome:
     # the pod Events the plan posted after its commit ({"posted", "failed", "skipped", "errors",
     # "suppressed", "capped"}); None when it posted none
     events: Mapping[str, Any] | None = None
+    # per tenant that appears in the plan: {"nodes", "gpus", "cpu" (cores) added; "held": {code: pods}}
+    tenants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -190,4 +192,6 @@ class PlanOutcome:
         }
         if self.events is not None:
             out["events"] = dict(self.events)
+        if self.tenants:
+            out["tenants"] = {k: dict(v) for k, v in self.tenants.items()}
         return out

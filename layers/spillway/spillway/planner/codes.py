@@ -26,6 +26,8 @@ SCHEDULING_GATED = "scheduling-gated"  # spec.schedulingGates set: not demand un
 NOMINATED = "nominated"  # status.nominatedNodeName: preemption makes room; nothing is launched
 GANG_LAUNCHING = "gang-launching"  # a recent plan launches the gang atomically; not launched again
 GANG_NO_ZONE = "gang-no-zone"  # the gang needs one zone and no zone holds it whole
+# the codes of a pod a limit holds (metrics and the simulator count these per tenant)
+LIMIT_CODES = (TENANT_LIMIT, CLUSTER_LIMIT, CAPACITY_QUOTA)
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods

@@ -13,9 +13,13 @@ Charging (README "Tenants, limits and gangs"):
   pods excluded) in proportion to their CPU requests (pod count when none requests CPU);
 - cluster totals and CapacityQuotas count every node (allocatable), plus capacity still launching
   (desired minus Ready, as the group's template node), whoever opened it;
-- a node nobody is charged for yet (still launching, or Ready with no pods bound) is charged wholly to
-  the tenant whose pending pods the plan places there first (:meth:`Limits.claim`): a plan taken
-  while a tenant's nodes boot sees them as that tenant's, so successive plans cannot add past its limit.
+- capacity still launching is charged to no tenant until a plan places a tenant's pods there: a
+  launching node a limited tenant's class is the first to take is charged to that tenant, within its
+  limits (else a tenant held at its limit would take the nodes another tenant's pods are waiting for,
+  and the other tenant open more: the limit leaked by a node per plan while nodes boot).
+- a Ready node nobody is charged for yet (no pods bound) is charged wholly to the tenant whose pending
+  pods the plan places there first (:meth:`Limits.claim`), so plans taken before the scheduler binds
+  cannot add past a tenant's limit.
 """
 
 from __future__ import annotations
@@ -138,13 +142,20 @@ class Limits:
             if launching > 0 and group.template is not None:
                 self.charge(None, group, launching)
 
-    def allowed(self, tenant: str | None, group: NodeGroup, want: int) -> tuple[int, Constraint | None]:
-        """How many of ``want`` new nodes of ``group`` the limits allow, and the one that binds."""
+    def allowed(
+        self, tenant: str | None, group: NodeGroup, want: int, *, tenant_only: bool = False
+    ) -> tuple[int, Constraint | None]:
+        """How many of ``want`` new nodes of ``group`` the limits allow, and the one that binds.
+
+        ``tenant_only``: the tenant's own limits only (capacity already launching, which the totals
+        and quotas count already, taken by the tenant's pods)."""
         if not self.constraints or group.template is None:
             return want, None
         vector = node_vector(group.template.allocatable)
         count, binding = want, None
         for c in self.constraints:
+            if tenant_only and c.tenant is None:
+                continue
             if c.covers(tenant, group, group.template.labels):
                 room = c.room_for(vector, count)
                 if room < count:
@@ -155,12 +166,15 @@ class Limits:
         assert group.template is not None
         return f"{group.name}: {constraint.binding(node_vector(group.template.allocatable))}"
 
-    def charge(self, tenant: str | None, group: NodeGroup, count: int) -> None:
-        """``count`` new nodes of ``group`` opened for ``tenant`` (None: nobody's, e.g. launching)."""
+    def charge(self, tenant: str | None, group: NodeGroup, count: int, *, tenant_only: bool = False) -> None:
+        """``count`` new nodes of ``group`` opened for ``tenant`` (None: nobody's, e.g. launching);
+        ``tenant_only``: launching nodes the tenant's pods take, charged to its own limits only."""
         if not self.constraints or group.template is None or count <= 0:
             return
         vector = node_vector(group.template.allocatable)
         for c in self.constraints:
+            if tenant_only and c.tenant is None:
+                continue
             if c.covers(tenant, group, group.template.labels):
                 add_into(c.used, c.measure(vector), count)
 

@@ -16,6 +16,7 @@ from spillway.model.resources import Resources, add_into, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, has_taint, shape_of, without_taint
+from spillway.planner.limits import Limits
 
 UNBOUNDED = 1 << 40
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
@@ -37,6 +38,7 @@ class Bin:
 
     free: Resources
     ids: list[str]
+    fresh: bool = False  # launching nodes no pod of this plan has taken yet
 
 
 def _max_into(bound: Resources, free: Mapping[str, int]) -> None:
@@ -93,7 +95,7 @@ def launching_bins(ctx: Context, empty: Mapping[str, Resources]) -> dict[str, li
         launching = g.desired - ctx.ready_in_group.get(g.name, 0)
         if launching > 0 and g.template is not None:
             ids = [f"{g.name}/launching-{i + 1}" for i in range(launching)]
-            bins[g.name] = [Bin(dict(empty[g.name]), ids)]
+            bins[g.name] = [Bin(dict(empty[g.name]), ids, fresh=True)]
     return bins
 
 
@@ -202,14 +204,37 @@ def place_on_launching(
     candidates: Sequence[NodeGroup],
     backoff: Mapping[str, str | None],
     bins: Mapping[str, list[Bin]],
+    limits: Limits | None = None,
 ) -> None:
     """Capacity already launching. A group whose launches fail is not really launching: its raised
-    desired capacity is a promise EC2 is not keeping."""
+    desired capacity is a promise EC2 is not keeping. A limited tenant's class takes fresh launching
+    nodes only as far as its limits allow, and is charged for them (``spillway.planner.limits``)."""
     for group in candidates:
         if backoff[group.name]:
             continue
         group_bins = bins.get(group.name)
         if group_bins and cls.remaining:
+            limited = limits is not None and cls.tenant is not None and limits.active
+            fresh = _fresh_nodes(group_bins)
+            want = _launching_cap(cls, group, group_bins, limits, fresh) if limited else cls.remaining
             note = f"fits on capacity already launching in {group.name}; nothing new to launch"
-            for node_id, count in fill_bins(cls.requests, group_bins, cls.remaining):
+            for node_id, count in fill_bins(cls.requests, group_bins, want):
                 ctx.record(cls.take(count), node_id, group.name, note, codes.FITS_LAUNCHING)
+            if limited and limits is not None:
+                limits.charge(cls.tenant, group, fresh - _fresh_nodes(group_bins), tenant_only=True)
+
+
+def _fresh_nodes(bins: Sequence[Bin]) -> int:
+    return sum(len(b.ids) for b in bins if b.fresh)
+
+
+def _launching_cap(
+    cls: PodClass, group: NodeGroup, bins: Sequence[Bin], limits: Limits | None, fresh: int
+) -> int:
+    """Pods of a limited tenant's class launching capacity may take: the room left on launching nodes
+    other classes took (topping up, as on new nodes), and the fresh nodes the tenant's limits allow."""
+    assert limits is not None
+    touched = sum(fit_count(cls.requests, b.free, UNBOUNDED) * len(b.ids) for b in bins if not b.fresh)
+    per = next((fit_count(cls.requests, b.free, UNBOUNDED) for b in bins if b.fresh), 0)
+    allowed, _ = limits.allowed(cls.tenant, group, fresh, tenant_only=True)
+    return min(cls.remaining, touched + allowed * per)

@@ -102,9 +102,7 @@ class ScaleUpStage:
         if self.zone is not None:
             choices = [c for c in choices if c.group.zones == (self.zone,)]
         candidates = self.expander.order(self.ctx, cls, choices)
-        start = len(self.ctx.placements)
-        place_on_launching(self.ctx, cls, candidates, self.backoff, self.launching)
-        self._claim(cls, start)
+        place_on_launching(self.ctx, cls, candidates, self.backoff, self.launching, self.limits)
         if not cls.remaining:
             return None
         place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
@@ -120,21 +118,16 @@ class ScaleUpStage:
         return verdict
 
     def _claim(self, cls: PodClass, start: int) -> None:
-        """Charge the class's tenant for the unclaimed nodes its pods were just placed on."""
+        """Charge the class's tenant for the unclaimed Ready nodes its pods were just placed on (launching
+        capacity is charged by :func:`place_on_launching`, within the tenant's limits)."""
         if not self.limits.active:
             return
-        groups = {g.name: g for g in self.ctx.groups}
         for placement in self.ctx.placements[start:]:
             node = self.ctx.nodes.get(placement.node)
             if node is not None:
                 self.limits.claim(
                     cls.tenant, node.group, node.info.name, node.info.allocatable, node.info.labels
                 )
-                continue
-            group = groups.get(placement.group or "")
-            if group is not None and group.template is not None:
-                self.limits.claim(cls.tenant, group, placement.node, group.template.allocatable,
-                                  group.template.labels)  # fmt: skip
 
     def _in_region(self, pool_list: list[Pool]) -> list[Pool]:
         if self.region is None:
@@ -392,7 +385,7 @@ K = TypeVar("K")
 
 
 def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
-    return {k: [Bin(dict(b.free), list(b.ids)) for b in v] for k, v in bins.items()}
+    return {k: [Bin(dict(b.free), list(b.ids), b.fresh) for b in v] for k, v in bins.items()}
 
 
 def _at_max_size(group: NodeGroup) -> Skip:
@@ -437,9 +430,27 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
                     for (g, gang), nodes in sorted(ctx.gang_nodes.items())
                     if g == group.name and nodes > 0
                 ),
+                tenants=opened_by(ctx, group.name),
             )
         )
     return actions
+
+
+def opened_by(ctx: Context, group: str) -> tuple[tuple[str, int], ...]:
+    """New nodes of ``group`` per tenant whose pods opened them, as the limits charge them.
+
+    A class opens nodes and is the first to fill them (later classes only top them up), so the
+    first pod placed on each ``<group>/new-<n>`` names the node's tenant.
+    """
+    prefix = f"{group}/new-"
+    owners: dict[str, str] = {}
+    for p in ctx.placements:
+        if p.node.startswith(prefix) and p.node not in owners:
+            owners[p.node] = ctx.snapshot.tenant(p.pod.split("/", 1)[0])
+    counts: dict[str, int] = {}
+    for tenant in owners.values():
+        counts[tenant] = counts.get(tenant, 0) + 1
+    return tuple(sorted(counts.items()))
 
 
 def _scale_up_reason(ctx: Context, group: NodeGroup, count: int, pods: int) -> str:

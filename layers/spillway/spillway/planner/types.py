@@ -34,6 +34,8 @@ class ScaleUp:
     pods: tuple[str, ...]
     reason: str
     gangs: tuple[GangLaunch, ...] = ()  # part of the new nodes, per gang (all or none)
+    # new nodes per tenant whose pods opened them (the tenant the limits charge), sorted by tenant
+    tenants: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -46,6 +48,8 @@ class ScaleUp:
         }
         if self.gangs:
             out["gangs"] = [g.to_dict() for g in self.gangs]
+        if self.tenants:
+            out["tenants"] = dict(self.tenants)
         return out
 
 

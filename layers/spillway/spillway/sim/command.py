@@ -74,7 +74,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="policies to compare, comma-separated",
     )
-    p.add_argument("--config", metavar="FILE", help="Spillway planner configuration, YAML or JSON")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="Spillway planner configuration, YAML or JSON, as for `spillway plan` (tenant limits: a "
+        "tenant is a namespace, vc-<cluster> for Philly's virtual clusters)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
     p.add_argument(
         "--price",
@@ -233,7 +238,7 @@ def check_chart_path(text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from spillway.config import PlannerConfig, load_config_file
     from spillway.sim.prices import ON_DEMAND_USD_PER_HOUR
-    from spillway.sim.report import format_table
+    from spillway.sim.report import format_table, format_tenants
     from spillway.sim.run import SimConfig, simulate
     from spillway.sim.trace import read_trace
     from spillway.sim.world import SchedulerConfig, SimError
@@ -295,5 +300,10 @@ def run(args: argparse.Namespace) -> int:
             f"{config.boot_seconds} s boot, {config.interval} s interval, seed {config.seed}\n"
         )
         print(format_table(report.results, report.bounds))
+        for result in report.results:
+            charged = any(t.node_hours is not None for t in result.tenants.values())
+            if charged and (len(result.tenants) > 1 or planner.tenants):
+                print()
+                print(format_tenants(result))
         print(f"\nreplayed in {report.wall_seconds:.1f} s")
     return 0

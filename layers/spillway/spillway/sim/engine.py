@@ -35,6 +35,7 @@ class Replay:
     decisions: int
     wall_seconds: float
     unstarted: int  # jobs some group could run that never started (the horizon was reached)
+    charges_tenants: bool = False  # the policy said which tenant opened each node
 
 
 def _ceil_tick(t: int, interval: int) -> int:
@@ -120,4 +121,5 @@ def replay(
         decisions=decisions,
         wall_seconds=time.perf_counter() - started_wall,
         unstarted=unstarted,
+        charges_tenants=policy.charges_tenants,
     )

@@ -22,13 +22,14 @@ from typing import Protocol
 
 from spillway.config import PlannerConfig
 from spillway.model.state import State
-from spillway.planner import plan
+from spillway.planner import ScalingPlan, codes, plan
 from spillway.sim.world import SimGroup, SimNode, Vector, World
 
 
 class Policy(Protocol):
     name: str
     reactive: bool  # False: never acts after the start, so it is never asked
+    charges_tenants: bool  # True: says which tenant opened each node it launches (node-hours per tenant)
 
     def start(self, world: World) -> None:
         """Called once at time 0, before any job arrives."""
@@ -74,6 +75,7 @@ class SpillwayPolicy:
 
     name = "spillway"
     reactive = True
+    charges_tenants = True
 
     def __init__(self, config: PlannerConfig) -> None:
         self.config = config
@@ -92,10 +94,12 @@ class SpillwayPolicy:
             world.snapshot(), world.node_groups(self.window), self.config, self.state, world.at(world.t)
         )
         self.state = result.state
+        record_held(world, result)
         for uncordon in result.uncordon:
             world.uncordon(uncordon.node)
         for scale_up in result.scale_up:
-            world.set_desired(scale_up.group, scale_up.to_size)
+            owners = [tenant for tenant, count in scale_up.tenants for _ in range(count)]
+            world.set_desired(scale_up.group, scale_up.to_size, owners)
         for drain in result.drain:
             world.cordon(drain.node, "spillway")
             world.terminate(drain.node)
@@ -116,6 +120,14 @@ class SpillwayPolicy:
         return _seconds(world, min(due)) if due else None
 
 
+def record_held(world: World, result: ScalingPlan) -> None:
+    """Pods the plan left pending because a limit binds, by tenant (the namespace) and limit code."""
+    for pending in result.pending:
+        if pending.code in codes.LIMIT_CODES:
+            tenant = pending.pod.split("/", 1)[0]
+            world.counters.held.setdefault(tenant, {}).setdefault(pending.code, set()).add(pending.pod)
+
+
 class StaticPolicy:
     """Static provisioning for the peak: the peak of the step lower bound, Ready from the start, never changed.
 
@@ -124,6 +136,7 @@ class StaticPolicy:
 
     name = "static"
     reactive = False
+    charges_tenants = False
 
     def __init__(self, nodes: int) -> None:
         self.nodes = nodes
@@ -168,6 +181,7 @@ class Ec2AutoscalerPolicy:
 
     name = "ec2-autoscaler"
     reactive = True
+    charges_tenants = False
     OVER_PROVISION = 5
     IDLE_THRESHOLD = 3300
     TYPE_IDLE_THRESHOLD = 7 * 24 * 3600
@@ -316,6 +330,7 @@ class ClusterAutoscalerPolicy:
 
     name = "cluster-autoscaler"
     reactive = True
+    charges_tenants = False
     UNNEEDED = 600
     DELAY_AFTER_ADD = 600
     UTILISATION = 0.5

@@ -11,13 +11,22 @@
   for the measured resource (GPUs on a GPU trace, else CPU);
 * **actions/h**: SetDesiredCapacity calls (failed ones too), uncordons and node terminations, per hour;
 * **killed**: pods running on a node when it was terminated (each kills its job, which starts over).
+
+Per tenant (a namespace: Philly's virtual clusters are ``vc-<name>``):
+
+* **node-hours charged**: the node-hours of the nodes the tenant's pods opened, a node's whole life
+  charged to the tenant the planner charged when it opened it (the plan's ``ScaleUp.tenants``); only
+  for a policy that says who opened a node (Spillway). Nodes nobody opened (MinSize) are charged to none;
+* **pods held by limits**: distinct pods some plan left pending because a limit binds (codes
+  ``tenant-limit``, ``cluster-limit``, ``capacity-quota``), in total and per code;
+* **waiting**: the tenant's jobs' pending added, GPU-weighted p50/p90/p99 as above.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.sim.bounds import Bounds
@@ -40,6 +49,29 @@ def percentile(samples: Sequence[tuple[int, int]], share: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantResult:
+    tenant: str
+    jobs: int
+    jobs_started: int
+    node_hours: float | None  # charged: nodes the tenant's pods opened; None when the policy does not say
+    pods_held: int  # distinct pods held by a limit at some plan
+    pods_held_by_code: dict[str, int]
+    pending_weighted_seconds: dict[str, float]  # p50/p90/p99, GPU-weighted
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "jobs": self.jobs,
+            "jobs_started": self.jobs_started,
+            "node_hours_charged": None if self.node_hours is None else round(self.node_hours, 3),
+            "pods_held_by_limits": self.pods_held,
+            "pods_held_by_limit_code": dict(self.pods_held_by_code),
+            "pending_added_gpu_weighted_seconds": {
+                k: round(v, 1) for k, v in self.pending_weighted_seconds.items()
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyResult:
     policy: str
     node_hours: float
@@ -59,6 +91,7 @@ class PolicyResult:
     decisions: int
     hours: float
     wall_seconds: float
+    tenants: dict[str, TenantResult] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +116,7 @@ class PolicyResult:
             "jobs_never_started": self.jobs_unstarted,
             "decisions": self.decisions,
             "simulated_hours": round(self.hours, 3),
+            "tenants": {name: t.to_dict() for name, t in sorted(self.tenants.items())},
         }
 
 
@@ -133,7 +167,68 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float]) -> PolicyR
         decisions=run.decisions,
         hours=hours,
         wall_seconds=run.wall_seconds,
+        tenants=measure_tenants(run),
     )
+
+
+def measure_tenants(run: Replay) -> dict[str, TenantResult]:
+    """Per tenant (namespace): node-hours charged, pods held by limits, GPU-weighted waiting."""
+    world = run.world
+    counters = world.counters
+    jobs: dict[str, list[int]] = {}
+    for sim_job in world.jobs:
+        jobs.setdefault(sim_job.job.namespace, []).append(sim_job.job.id)
+    out: dict[str, TenantResult] = {}
+    for tenant in sorted(set(jobs) | set(counters.held)):
+        ids = jobs.get(tenant, [])
+        waits = [world.waits[i] for i in ids if i in world.waits]
+        held = counters.held.get(tenant, {})
+        pods = set().union(*held.values()) if held else set()
+        out[tenant] = TenantResult(
+            tenant=tenant,
+            jobs=len(ids),
+            jobs_started=len(waits),
+            node_hours=counters.tenant_seconds.get(tenant, 0) / 3600 if run.charges_tenants else None,
+            pods_held=len(pods),
+            pods_held_by_code={code: len(p) for code, p in sorted(held.items())},
+            pending_weighted_seconds={f"p{p}": percentile(waits, p / 100) for p in (50, 90, 99)},
+        )
+    return out
+
+
+def format_tenants(result: PolicyResult) -> str:
+    """The per-tenant table of one policy's run."""
+    head = [
+        "tenant",
+        "jobs",
+        "started",
+        "node-hours charged",
+        "share",
+        "pods held",
+        "GPU-weighted p50/p90 min",
+    ]
+    total = sum(t.node_hours or 0.0 for t in result.tenants.values())
+    rows = [head]
+    for t in result.tenants.values():
+        rows.append(
+            [
+                t.tenant,
+                f"{t.jobs:,}",
+                f"{t.jobs_started:,}",
+                "-" if t.node_hours is None else f"{t.node_hours:,.1f}",
+                "-" if t.node_hours is None or not total else f"{100 * t.node_hours / total:.1f}%",
+                f"{t.pods_held:,}",
+                "/".join(_minutes(t.pending_weighted_seconds[k]) for k in ("p50", "p90")),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [f"per tenant, {result.policy}:"]
+    for n, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i]
+        lines.append("  ".join(cells))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def _minutes(seconds: float) -> str:

@@ -192,6 +192,7 @@ class SimNode:
 
     __slots__ = (
         "alloc",
+        "batch",
         "cordoned",
         "cordoned_by",
         "free",
@@ -205,6 +206,7 @@ class SimNode:
         "ready_at",
         "scores",
         "seq",
+        "tenant",
         "used",
     )
 
@@ -224,6 +226,8 @@ class SimNode:
         self.cordoned_by: str | None = None
         self.scores: dict[Vector, int] = {}
         self.info: NodeInfo | None = None
+        self.tenant: str | None = None  # the tenant charged for it (see World.set_desired)
+        self.batch: list[str] | None = None  # tenants of its launch not yet given a node
 
     @property
     def workload(self) -> int:
@@ -286,6 +290,9 @@ class Counters:
     jobs_killed: int = 0
     node_seconds: dict[str, int] = field(default_factory=dict)  # by instance type
     group_seconds: dict[str, int] = field(default_factory=dict)  # by group
+    tenant_seconds: dict[str, int] = field(default_factory=dict)  # by the tenant that opened the node
+    # pods a policy's limits held: tenant -> limit code -> pod keys (Spillway: its plans' pending codes)
+    held: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     used_seconds: int = 0  # milli-units of the measured resource x seconds
     capacity_seconds: int = 0
 
@@ -380,8 +387,15 @@ class World:
         group.desired += count
         group.version += 1
 
-    def set_desired(self, group_name: str, desired: int) -> bool:
-        """SetDesiredCapacity. Raising it launches instances now; during an outage the launch fails."""
+    def set_desired(self, group_name: str, desired: int, owners: Sequence[str] = ()) -> bool:
+        """SetDesiredCapacity. Raising it launches instances now; during an outage the launch fails.
+
+        ``owners`` names the tenants the new instances are charged to, one each (Spillway's
+        ``ScaleUp.tenants``). Which instance is whose is settled when work lands: an instance of the
+        launch goes to the tenant of the first pod that runs on it, if that tenant has one of the
+        launch's instances still to take, else to the first tenant left; one that never runs a pod is
+        charged, when billed, to the first tenant left.
+        """
         group = self.groups[group_name]
         if desired < group.spec.min_size or desired > group.spec.max_size:
             raise SimError(
@@ -403,8 +417,10 @@ class World:
             group.version += 1
             return False
         self.counters.scale_up_calls += 1
+        batch = list(owners) or None
         for _ in range(desired - len(group.instances)):
             node = self._launch(group)
+            node.batch = batch
             self.push(self.t + self.boot_seconds, BOOT, node)
         group.desired = desired
         group.version += 1
@@ -475,11 +491,16 @@ class World:
             self.node_infos.pop(node_name, None)
 
     def _bill(self, node: SimNode) -> None:
+        if node.tenant is None and node.batch:
+            node.tenant = node.batch.pop(0)
         seconds = self.t - node.launched
         group = node.group
         by_type, by_group = self.counters.node_seconds, self.counters.group_seconds
         by_type[group.spec.instance_type] = by_type.get(group.spec.instance_type, 0) + seconds
         by_group[group.name] = by_group.get(group.name, 0) + seconds
+        if node.tenant is not None:
+            by_tenant = self.counters.tenant_seconds
+            by_tenant[node.tenant] = by_tenant.get(node.tenant, 0) + seconds
 
     def cordon(self, node_name: str, by: str) -> None:
         node = self.nodes[node_name]
@@ -695,6 +716,9 @@ class World:
         for key, node in zip(sim_job.pod_keys, chosen, strict=True):
             if not node.pods:
                 self.dirty = True  # an idle node got work
+                if node.tenant is None and node.batch:
+                    claim = sim_job.job.namespace
+                    node.tenant = node.batch.pop(node.batch.index(claim) if claim in node.batch else 0)
             node.pods[key] = sim_job
         sim_job.nodes = chosen
         sim_job.state = "running"
