@@ -13,6 +13,12 @@ variable                               meaning (default)
 ``KUBE_URL``                           a plain API URL: the local emulator (required for ``url``)
 ``IDEMPOTENCY_TABLE``                  Powertools idempotency table (plan function)
 ``SCALE_UP_STATE_MACHINE_ARN`` / ``SCALE_DOWN_STATE_MACHINE_ARN``   state machines the plan starts
+``DRAIN_NODE_STATE_MACHINE_ARN``       the DrainNode state machine the interrupt function starts
+``INTERRUPTION_DEADLINE_SECONDS``      interrupt: drain deadline after a Spot warning's time (90)
+``REBALANCE_DEADLINE_SECONDS``         interrupt: drain deadline after a rebalance recommendation (600)
+``SCHEDULED_MARGIN_SECONDS``           interrupt: a scheduled change's drain ends this long before it (300)
+``INTERRUPT_POLL_SECONDS``             interrupt: seconds between eviction rounds (5)
+``INTERRUPTION_BACKOFF_MINUTES``       interrupt: back-off of an interrupted type in its zone (15)
 ``MAX_SNAPSHOT_AGE_SECONDS``           the plan refuses older snapshots (180)
 ``SCALE_UP_POLL_SECONDS``              scale-up: between launch checks (15)
 ``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600)
@@ -69,6 +75,12 @@ _RUNTIME_VARS: dict[str, str] = {
     "IDEMPOTENCY_TABLE": "idempotency_table",
     "SCALE_UP_STATE_MACHINE_ARN": "scale_up_state_machine_arn",
     "SCALE_DOWN_STATE_MACHINE_ARN": "scale_down_state_machine_arn",
+    "DRAIN_NODE_STATE_MACHINE_ARN": "drain_node_state_machine_arn",
+    "INTERRUPTION_DEADLINE_SECONDS": "interruption_deadline_seconds",
+    "REBALANCE_DEADLINE_SECONDS": "rebalance_deadline_seconds",
+    "SCHEDULED_MARGIN_SECONDS": "scheduled_margin_seconds",
+    "INTERRUPT_POLL_SECONDS": "interrupt_poll_seconds",
+    "INTERRUPTION_BACKOFF_MINUTES": "interruption_backoff_minutes",
     "MAX_SNAPSHOT_AGE_SECONDS": "max_snapshot_age_seconds",
     "SCALE_UP_POLL_SECONDS": "scale_up_poll_seconds",
     "LAUNCH_TIMEOUT_SECONDS": "launch_timeout_seconds",
@@ -117,6 +129,13 @@ class RuntimeConfig(BaseModel):
     idempotency_table: str | None = None
     scale_up_state_machine_arn: str | None = None
     scale_down_state_machine_arn: str | None = None
+    drain_node_state_machine_arn: str | None = None
+    # A Spot warning comes two minutes before EC2 reclaims the instance: the drain must end before.
+    interruption_deadline_seconds: int = Field(default=90, ge=0, le=115)
+    rebalance_deadline_seconds: int = Field(default=600, ge=0, le=86_400)
+    scheduled_margin_seconds: int = Field(default=300, ge=0, le=86_400)
+    interrupt_poll_seconds: int = Field(default=5, ge=1, le=60)
+    interruption_backoff_minutes: float = Field(default=15, ge=0, le=1440)
     max_snapshot_age_seconds: float = Field(default=180, gt=0)
     scale_up_poll_seconds: float = Field(default=15, gt=0)
     launch_timeout_seconds: float = Field(default=600, gt=0)
