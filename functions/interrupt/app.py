@@ -48,9 +48,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     clients = get_clients()
     set_cluster(clients.config.cluster_name)
     interrupter = clients.interrupter(add_count)
-    return process_partial_response(
+    response = process_partial_response(
         event=event,
         record_handler=lambda record: handle_record(interrupter, record),
         processor=processor,
         context=context,
     )
+    return dict(response)

@@ -83,7 +83,11 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
                 "Detail": json.dumps({"instance-id": "i-0fffffffffffffff0", "instance-action": "terminate"}),
             },
             # Another source the rules do not take: never reaches the queue.
-            {"Source": "aws.ec2", "DetailType": "EC2 Fleet Error", "Detail": json.dumps({"instance-id": instance})},
+            {
+                "Source": "aws.ec2",
+                "DetailType": "EC2 Fleet Error",
+                "Detail": json.dumps({"instance-id": instance}),
+            },
         ]
     )
     queue_arn, messages = receive(cloud)

@@ -15,8 +15,8 @@ import pytest
 from fakes import FakeLedger, FakeSnapshots, FakeWorkflows
 
 from spillway.act.interrupt import (
-    InterruptSettings,
     Interrupter,
+    InterruptSettings,
     MalformedNotice,
     Notice,
     drain_plan,
@@ -43,7 +43,9 @@ def body(doc: dict[str, Any]) -> str:
     return json.dumps(doc)
 
 
-def group(name: str, itype: str, zones: tuple[str, ...], instances: tuple[str, ...] = (), **kw: Any) -> NodeGroup:
+def group(
+    name: str, itype: str, zones: tuple[str, ...], instances: tuple[str, ...] = (), **kw: Any
+) -> NodeGroup:
     return NodeGroup(
         name=name, region="us-east-1", min_size=kw.get("min_size", 0), max_size=10,
         desired=kw.get("desired", len(instances)), instance_type=itype, template=None, zones=zones,
@@ -58,7 +60,9 @@ def world(*, desired: int = 2, min_size: int = 0) -> Snapshot:
         labels={"node.kubernetes.io/instance-type": "g5.xlarge", "topology.kubernetes.io/zone": "us-east-1a"},
         provider_id=f"aws:///us-east-1a/{INSTANCE}",
     )
-    other = NodeInfo(name="ip-10-0-1-8.ec2.internal", allocatable={}, provider_id="aws:///us-east-1b/i-0aaaaaaaaaaaaaaa1")
+    other = NodeInfo(
+        name="ip-10-0-1-8.ec2.internal", allocatable={}, provider_id="aws:///us-east-1b/i-0aaaaaaaaaaaaaaa1"
+    )
     groups = [
         group("spot-a", "g5.xlarge", ("us-east-1a",), (INSTANCE,), desired=desired, min_size=min_size),
         group("spot-a2", "g5.xlarge", ("us-east-1a",)),  # same type, same only zone: backed off too
@@ -70,7 +74,9 @@ def world(*, desired: int = 2, min_size: int = 0) -> Snapshot:
 
 
 class Rig:
-    def __init__(self, snapshot: Snapshot | None = None, now: datetime = WARNED_AT + timedelta(seconds=10)) -> None:
+    def __init__(
+        self, snapshot: Snapshot | None = None, now: datetime = WARNED_AT + timedelta(seconds=10)
+    ) -> None:
         self.snapshots = FakeSnapshots()
         if snapshot is not None:
             self.snapshots.add(snapshot)
@@ -313,5 +319,48 @@ def test_the_handler_drops_malformed_messages_and_reports_only_retryable_failure
 
 
 def test_notice_is_plain_data() -> None:
-    notice = Notice(kind="rebalance", event_id="x", region="us-east-1", time=WARNED_AT, instance_ids=(INSTANCE,))
+    notice = Notice(
+        kind="rebalance", event_id="x", region="us-east-1", time=WARNED_AT, instance_ids=(INSTANCE,)
+    )
     assert execution_name(notice, INSTANCE) == f"rebalance-{INSTANCE}"
+
+
+# --- the template's wiring -------------------------------------------------------------------------
+
+
+def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_may_write() -> None:
+    from spillway.local.cfn import load_template
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    rules = {k: v for k, v in res.items() if isinstance(v, dict) and v.get("Type") == "AWS::Events::Rule"}
+    routed = set()
+    for rule in rules.values():
+        pattern = rule["Properties"]["EventPattern"]
+        assert rule["Properties"]["Targets"] == [
+            {"Id": "interrupt-queue", "Arn": {"Fn::GetAtt": ["InterruptQueue", "Arn"]}}
+        ]
+        assert "region" not in pattern  # forwarded events of the other regions match too
+        routed |= {(source, dt) for source in pattern["source"] for dt in pattern["detail-type"]}
+    from spillway.act.interrupt import KINDS
+
+    assert routed == set(KINDS)
+    queue = res["InterruptQueue"]["Properties"]
+    assert queue["SqsManagedSseEnabled"] is True
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
+        "Fn::GetAtt": ["InterruptDeadLetterQueue", "Arn"]
+    }
+    [statement] = res["InterruptQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "sqs:SendMessage"
+    assert {a["Fn::GetAtt"][0] for a in statement["Condition"]["ArnEquals"]["aws:SourceArn"]} == set(rules)
+    fn = res["InterruptFunction"]["Properties"]
+    assert fn["Events"]["Notices"]["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    statements = [
+        s for p in fn["Policies"] if isinstance(p, dict) and "Statement" in p for s in p["Statement"]
+    ]
+    assert {s["Sid"]: s["Action"] for s in statements} == {
+        "WriteBackoffItemsOnly": "dynamodb:PutItem",
+        "StartDrainNodeOnly": "states:StartExecution",
+    }
+    assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
+    alarm = res["InterruptDeadLetterAlarm"]["Properties"]
+    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}

@@ -126,7 +126,9 @@ class Clients:
         """The interrupt function's notice handling (made per invocation: it reads the snapshot once)."""
         c = self.config
         if not c.drain_node_state_machine_arn:
-            raise ConfigurationError("required by the interrupt function", field="DRAIN_NODE_STATE_MACHINE_ARN")
+            raise ConfigurationError(
+                "required by the interrupt function", field="DRAIN_NODE_STATE_MACHINE_ARN"
+            )
         return Interrupter(
             snapshots=self.snapshots,
             workflows=self.executions,

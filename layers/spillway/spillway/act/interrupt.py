@@ -65,7 +65,11 @@ GONE_STATES = frozenset({"shutting-down", "terminated"})
 ZONE_LABEL = "topology.kubernetes.io/zone"
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
 _REGION = re.compile(r"^[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+$")
-NAME_PREFIX: dict[Kind, str] = {"interruption": "interrupt", "rebalance": "rebalance", "scheduled": "scheduled"}
+NAME_PREFIX: dict[Kind, str] = {
+    "interruption": "interrupt",
+    "rebalance": "rebalance",
+    "scheduled": "scheduled",
+}
 
 
 class MalformedNotice(InputError):
@@ -139,7 +143,9 @@ def parse_notice(body: Any) -> Notice:
     source, detail_type = _text(event, "source", "source"), _text(event, "detail-type", "detail-type")
     kind = KINDS.get((source, detail_type))
     if kind is None:
-        raise MalformedNotice(f"{source} / {detail_type!r} is not a notice Spillway handles", field="detail-type")
+        raise MalformedNotice(
+            f"{source} / {detail_type!r} is not a notice Spillway handles", field="detail-type"
+        )
     detail = event.get("detail")
     if not isinstance(detail, Mapping):
         raise MalformedNotice("must be an object", field="detail")

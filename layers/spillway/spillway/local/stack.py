@@ -299,7 +299,9 @@ class LocalStack:
             for target in props.get("Targets") or []:
                 arn = self.resolve(target["Arn"])
                 if arn is None:
-                    raise ValueError(f"{logical}: target {target.get('Id')}: cannot resolve {target['Arn']!r}")
+                    raise ValueError(
+                        f"{logical}: target {target.get('Id')}: cannot resolve {target['Arn']!r}"
+                    )
                 targets.append({"Id": target["Id"], "Arn": arn})
             if targets:
                 events.put_targets(Rule=name, Targets=targets)
