@@ -143,4 +143,4 @@ def test_the_real_template_expands_every_block_and_keeps_every_other_resource(tm
     )
     assert len(set(out) - plain) == expected
     log_groups = [r for r in out.values() if r["Type"] == "AWS::Logs::LogGroup"]
-    assert len(log_groups) == 8 and all(r["Metadata"]["checkov"]["skip"] for r in log_groups)
+    assert len(log_groups) == 9 and all(r["Metadata"]["checkov"]["skip"] for r in log_groups)

@@ -24,6 +24,7 @@ import boto3
 from spillway.act.drain import Drainer, OutcomeHook
 from spillway.act.events import EventPolicy
 from spillway.act.gang import GangSteps
+from spillway.act.interrupt import Interrupter, InterruptSettings
 from spillway.act.planning import PlanSettings
 from spillway.act.scale import Metric, ScaleSteps
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
@@ -118,6 +119,30 @@ class Clients:
             ledger=self.state,
             cluster=self.config.cluster_name,
             backoff_minutes=self.config.planner.launch_failure_backoff_minutes,
+            metric=metric,
+        )
+
+    def interrupter(self, metric: Metric) -> Interrupter:
+        """The interrupt function's notice handling (made per invocation: it reads the snapshot once)."""
+        c = self.config
+        if not c.drain_node_state_machine_arn:
+            raise ConfigurationError(
+                "required by the interrupt function", field="DRAIN_NODE_STATE_MACHINE_ARN"
+            )
+        return Interrupter(
+            snapshots=self.snapshots,
+            workflows=self.executions,
+            ledger=self.state,
+            cluster=c.cluster_name,
+            regions=c.regions,
+            drain_node_arn=c.drain_node_state_machine_arn,
+            settings=InterruptSettings(
+                interruption_deadline_seconds=c.interruption_deadline_seconds,
+                rebalance_deadline_seconds=c.rebalance_deadline_seconds,
+                scheduled_margin_seconds=c.scheduled_margin_seconds,
+                poll_seconds=c.interrupt_poll_seconds,
+                backoff_minutes=c.interruption_backoff_minutes,
+            ),
             metric=metric,
         )
 

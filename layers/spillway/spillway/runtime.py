@@ -16,6 +16,12 @@ variable                               meaning (default)
 ``GANG_LAUNCH_STATE_MACHINE_ARN``      the gang-launch state machine the plan starts for atomic gangs
 ``GANG_DEADLINE_SECONDS``              gang launch: the whole gang Ready by then, else given back (600)
 ``GANG_POLL_SECONDS``                  gang launch: between checks (15)
+``DRAIN_NODE_STATE_MACHINE_ARN``       the DrainNode state machine the interrupt function starts
+``INTERRUPTION_DEADLINE_SECONDS``      interrupt: drain deadline after a Spot warning's time (90)
+``REBALANCE_DEADLINE_SECONDS``         interrupt: drain deadline after a rebalance recommendation (600)
+``SCHEDULED_MARGIN_SECONDS``           interrupt: a scheduled change's drain ends this long before it (300)
+``INTERRUPT_POLL_SECONDS``             interrupt: seconds between eviction rounds (5)
+``INTERRUPTION_BACKOFF_MINUTES``       interrupt: back-off of an interrupted type in its zone (15)
 ``MAX_SNAPSHOT_AGE_SECONDS``           the plan refuses older snapshots (180)
 ``SCALE_UP_POLL_SECONDS``              scale-up: between launch checks (15)
 ``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600)
@@ -79,6 +85,12 @@ _RUNTIME_VARS: dict[str, str] = {
     "GANG_LAUNCH_STATE_MACHINE_ARN": "gang_launch_state_machine_arn",
     "GANG_DEADLINE_SECONDS": "gang_deadline_seconds",
     "GANG_POLL_SECONDS": "gang_poll_seconds",
+    "DRAIN_NODE_STATE_MACHINE_ARN": "drain_node_state_machine_arn",
+    "INTERRUPTION_DEADLINE_SECONDS": "interruption_deadline_seconds",
+    "REBALANCE_DEADLINE_SECONDS": "rebalance_deadline_seconds",
+    "SCHEDULED_MARGIN_SECONDS": "scheduled_margin_seconds",
+    "INTERRUPT_POLL_SECONDS": "interrupt_poll_seconds",
+    "INTERRUPTION_BACKOFF_MINUTES": "interruption_backoff_minutes",
     "MAX_SNAPSHOT_AGE_SECONDS": "max_snapshot_age_seconds",
     "SCALE_UP_POLL_SECONDS": "scale_up_poll_seconds",
     "LAUNCH_TIMEOUT_SECONDS": "launch_timeout_seconds",
@@ -132,6 +144,13 @@ class RuntimeConfig(BaseModel):
     gang_launch_state_machine_arn: str | None = None
     gang_deadline_seconds: float = Field(default=600, ge=1, le=86_400)  # GangRequest's bounds
     gang_poll_seconds: float = Field(default=15, ge=0, le=86_400)
+    drain_node_state_machine_arn: str | None = None
+    # A Spot warning comes two minutes before EC2 reclaims the instance: the drain must end before.
+    interruption_deadline_seconds: int = Field(default=90, ge=0, le=115)
+    rebalance_deadline_seconds: int = Field(default=600, ge=0, le=86_400)
+    scheduled_margin_seconds: int = Field(default=300, ge=0, le=86_400)
+    interrupt_poll_seconds: int = Field(default=5, ge=1, le=60)
+    interruption_backoff_minutes: float = Field(default=15, ge=0, le=1440)
     max_snapshot_age_seconds: float = Field(default=180, gt=0)
     scale_up_poll_seconds: float = Field(default=15, gt=0)
     launch_timeout_seconds: float = Field(default=600, gt=0)

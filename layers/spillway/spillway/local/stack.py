@@ -4,7 +4,9 @@ Everything comes from the template that is deployed, so tests, the demo and ``sa
 drift: the DynamoDB tables (through :mod:`spillway.local.cfn`), every ``AWS::Serverless::Function``
 (created in moto; its invocations are answered in-process by the real handler named by ``CodeUri`` and
 ``Handler``), and every ``AWS::Serverless::StateMachine`` (its ``DefinitionUri`` file with the
-``DefinitionSubstitutions`` applied), executed by moto's ASL interpreter.
+``DefinitionSubstitutions`` applied), executed by moto's ASL interpreter, and every ``AWS::SQS::Queue``
+and ``AWS::Events::Rule`` (pattern and targets on the default bus: moto delivers matching events to the
+queues).
 
 Two things are adjusted so that moto behaves like AWS where the product depends on it:
 
@@ -45,6 +47,8 @@ ROOT = Path(__file__).resolve().parents[4]
 TEMPLATE = ROOT / "template.yaml"
 FUNCTION_TYPE = "AWS::Serverless::Function"
 STATE_MACHINE_TYPE = "AWS::Serverless::StateMachine"
+QUEUE_TYPE = "AWS::SQS::Queue"
+RULE_TYPE = "AWS::Events::Rule"
 # AWS's service names in aws-sdk error names (PascalCase), by the lower-case name in the resource ARN.
 _SDK_SERVICE_NAMES = {
     "autoscaling": "AutoScaling",
@@ -151,6 +155,8 @@ class LocalStack:
         self.tables: dict[str, str] = {}
         self.functions: dict[str, str] = {}  # logical id -> ARN
         self.state_machines: dict[str, str] = {}  # logical id -> ARN
+        self.queues: dict[str, str] = {}  # logical id -> URL
+        self.rules: dict[str, str] = {}  # logical id -> rule name
         self.invocations: list[Invocation] = []
         self.faults = FunctionFaults()
         self._handlers: dict[str, Handler] = {}  # function name -> handler
@@ -202,6 +208,7 @@ class LocalStack:
         self.tables = {logical: f"{self.prefix}-{logical}" for logical in table_resources(self.template)}
         if self.tables:
             create_tables(self.template_path, self.client("dynamodb"), self.tables, self.parameters)
+        self._create_queues_and_rules(resources)
         lam = self.client("lambda")
         globals_env = (
             ((self.template.get("Globals") or {}).get("Function") or {}).get("Environment") or {}
@@ -271,6 +278,35 @@ class LocalStack:
         env.update(self.environment)
         os.environ.update(env)
 
+    def _create_queues_and_rules(self, resources: Mapping[str, Any]) -> None:
+        """Every SQS queue (plain: moto needs no SSE, redrive or policy to deliver) and every EventBridge
+        rule on the default bus with its pattern and targets, so events put on the bus reach the queues
+        as they would on AWS."""
+        sqs = self.client("sqs")
+        for logical, resource in resources.items():
+            if resource.get("Type") == QUEUE_TYPE:
+                self.queues[logical] = sqs.create_queue(QueueName=f"{self.prefix}-{logical}")["QueueUrl"]
+        events = self.client("events")
+        for logical, resource in resources.items():
+            if resource.get("Type") != RULE_TYPE:
+                continue
+            props = resource.get("Properties") or {}
+            name = f"{self.prefix}-{logical}"
+            events.put_rule(
+                Name=name, EventPattern=json.dumps(props["EventPattern"]), State=props.get("State", "ENABLED")
+            )
+            targets = []
+            for target in props.get("Targets") or []:
+                arn = self.resolve(target["Arn"])
+                if arn is None:
+                    raise ValueError(
+                        f"{logical}: target {target.get('Id')}: cannot resolve {target['Arn']!r}"
+                    )
+                targets.append({"Id": target["Id"], "Arn": arn})
+            if targets:
+                events.put_targets(Rule=name, Targets=targets)
+            self.rules[logical] = name
+
     def resolve(self, value: Any) -> Any:
         """A template value with Ref/GetAtt/Sub resolved against this stack; None when unknowable."""
         if isinstance(value, (str, int, float, bool)):
@@ -337,6 +373,8 @@ class LocalStack:
             return self.functions[name].rsplit(":", 1)[-1]
         if name in self.state_machines:
             return self.state_machines[name]
+        if name in self.queues:
+            return self.queues[name]
         return None
 
     def _get_att(self, target: str, attribute: str) -> Any:
@@ -347,6 +385,9 @@ class LocalStack:
                 return self.state_machines[target]
             if target in self.tables:
                 return f"arn:aws:dynamodb:{self.region}:{ACCOUNT}:table/{self.tables[target]}"
+        if target in self.queues and attribute in ("Arn", "QueueName"):
+            queue = f"{self.prefix}-{target}"
+            return f"arn:aws:sqs:{self.region}:{ACCOUNT}:{queue}" if attribute == "Arn" else queue
         if attribute == "Name" and target in self.state_machines:
             return self.state_machines[target].rsplit(":", 1)[-1]
         if attribute == "StreamArn" and target in self.tables:

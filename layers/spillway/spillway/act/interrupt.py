@@ -1,0 +1,424 @@
+"""EC2 interruption notices → drains: what the interrupt function does with each SQS message.
+
+The messages are EventBridge events (the queue's rules forward them unchanged), one per message:
+
+=======================  ==============================================  ==================================
+source / detail-type     what it means                                   what Spillway does
+=======================  ==============================================  ==================================
+``aws.ec2`` EC2 Spot     EC2 reclaims the instance two minutes after     drain now, ``force``, deadline
+Instance Interruption    the event's ``time``                            ``interruption_deadline_seconds``
+Warning                                                                  (90) counted from that time; back
+                                                                         off the instance type in its zone
+``aws.ec2`` EC2 Instance the instance is at elevated risk of             drain, no ``force``, deadline
+Rebalance Recommendation interruption (no deadline from AWS)             ``rebalance_deadline_seconds``
+``aws.health`` AWS       a scheduled change (retirement, reboot,         drain with a deadline before the
+Health Event (EC2,       maintenance) of the ``affectedEntities``        change's ``startTime`` (``force``
+scheduledChange)                                                         when it is within a day)
+``aws.ec2`` EC2 Instance the instance is ``shutting-down`` or            nothing left to drain: logged and
+State-change             ``terminated``                                  counted when it is still a Node
+Notification
+``aws.autoscaling`` EC2  the group is terminating the instance and a     logged and counted: the hook's
+Instance-terminate       terminate lifecycle hook holds it in            heartbeat timeout and default
+Lifecycle Action         ``Terminating:Wait``                            result govern (README, Spot)
+=======================  ==============================================  ==================================
+
+An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
+instance is ignored. A drain is one DrainNode execution named after the notice and the instance
+(``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
+
+Messages are untrusted input. :func:`parse_notice` raises :class:`MalformedNotice` naming the field: such a
+message can never succeed, so the handler logs it, counts it and lets it go. Anything else that fails
+(the snapshot table, Step Functions, the state table) raises and the message is retried (then DLQ).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
+
+from spillway.errors import InputError
+from spillway.model.act import ExecutionRequest
+from spillway.model.cluster import NodeInfo
+from spillway.model.drain import MAX_DEADLINE_SECONDS, MAX_ROUNDS
+from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
+from spillway.model.snapshot import Snapshot
+from spillway.ports import Ledger, Snapshots, Workflows
+
+Kind = Literal["interruption", "rebalance", "scheduled", "state_change", "lifecycle"]
+
+# (source, detail-type) → kind
+KINDS: dict[tuple[str, str], Kind] = {
+    ("aws.ec2", "EC2 Spot Instance Interruption Warning"): "interruption",
+    ("aws.ec2", "EC2 Instance Rebalance Recommendation"): "rebalance",
+    ("aws.ec2", "EC2 Instance State-change Notification"): "state_change",
+    ("aws.health", "AWS Health Event"): "scheduled",
+    ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action"): "lifecycle",
+}
+GONE_STATES = frozenset({"shutting-down", "terminated"})
+ZONE_LABEL = "topology.kubernetes.io/zone"
+_INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
+_REGION = re.compile(r"^[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+$")
+NAME_PREFIX: dict[Kind, str] = {
+    "interruption": "interrupt",
+    "rebalance": "rebalance",
+    "scheduled": "scheduled",
+}
+
+
+class MalformedNotice(InputError):
+    """A message that is not a notice Spillway can act on, now or ever (dropped, never retried)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One EventBridge event, reduced to what a drain needs."""
+
+    kind: Kind
+    event_id: str
+    region: str
+    time: datetime
+    instance_ids: tuple[str, ...]
+    start: datetime | None = None  # a scheduled change's startTime
+    state: str = ""  # a state-change notification's new state
+    group: str = ""  # a lifecycle action's group
+    hook: str = ""  # a lifecycle action's hook
+    code: str = ""  # a health event's eventTypeCode (or its eventArn, which names it)
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptSettings:
+    interruption_deadline_seconds: int = 90
+    rebalance_deadline_seconds: int = 600
+    scheduled_margin_seconds: int = 300
+    poll_seconds: int = 5
+    backoff_minutes: float = 15.0
+
+
+# --- parsing ---------------------------------------------------------------------------------------
+
+
+def _text(doc: Mapping[str, Any], key: str, where: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str) or not value:
+        raise MalformedNotice(f"must be a non-empty string, got {json.dumps(value)[:80]}", field=where)
+    return value
+
+
+def _instance(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _INSTANCE_ID.match(value):
+        raise MalformedNotice(f"not an instance id: {json.dumps(value)[:80]}", field=where)
+    return value
+
+
+def _time(value: Any, where: str) -> datetime:
+    """ISO 8601 (EventBridge's ``time``) or RFC 1123 (AWS Health's ``startTime``), in UTC."""
+    if isinstance(value, str) and value:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            try:
+                parsed = parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                parsed = None
+        if parsed is not None:
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    raise MalformedNotice(f"not a time: {json.dumps(value)[:80]}", field=where)
+
+
+def parse_notice(body: Any) -> Notice:
+    """An SQS message body (the EventBridge event as JSON) → :class:`Notice`, or :class:`MalformedNotice`."""
+    try:
+        event = json.loads(body) if isinstance(body, str | bytes) else body
+    except ValueError:
+        raise MalformedNotice("not JSON", field="body") from None
+    if not isinstance(event, Mapping):
+        raise MalformedNotice("not a JSON object", field="body")
+    source, detail_type = _text(event, "source", "source"), _text(event, "detail-type", "detail-type")
+    kind = KINDS.get((source, detail_type))
+    if kind is None:
+        raise MalformedNotice(
+            f"{source} / {detail_type!r} is not a notice Spillway handles", field="detail-type"
+        )
+    detail = event.get("detail")
+    if not isinstance(detail, Mapping):
+        raise MalformedNotice("must be an object", field="detail")
+    region = _text(event, "region", "region")
+    if not _REGION.match(region):
+        raise MalformedNotice(f"not a region: {region[:40]!r}", field="region")
+    base = {
+        "kind": kind,
+        "event_id": _text(event, "id", "id"),
+        "region": region,
+        "time": _time(event.get("time"), "time"),
+    }
+    return Notice(**base, **_PARSE_DETAIL[kind](detail))  # type: ignore[arg-type]
+
+
+def _ec2_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+    return {"instance_ids": (_instance(detail.get("instance-id"), "detail.instance-id"),)}
+
+
+def _state_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+    return {**_ec2_detail(detail), "state": _text(detail, "state", "detail.state")}
+
+
+def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+    if detail.get("service") != "EC2" or detail.get("eventTypeCategory") != "scheduledChange":
+        raise MalformedNotice(
+            "only EC2 scheduledChange events are handled, got "
+            f"{json.dumps(detail.get('service'))}/{json.dumps(detail.get('eventTypeCategory'))}",
+            field="detail.eventTypeCategory",
+        )
+    entities = detail.get("affectedEntities")
+    if not isinstance(entities, list) or not entities:
+        raise MalformedNotice("must be a non-empty list", field="detail.affectedEntities")
+    ids = []
+    for i, entity in enumerate(entities):
+        value = entity.get("entityValue") if isinstance(entity, Mapping) else None
+        if isinstance(value, str) and value.startswith("i-"):
+            ids.append(_instance(value, f"detail.affectedEntities[{i}].entityValue"))
+    if not ids:
+        raise MalformedNotice("names no EC2 instance", field="detail.affectedEntities")
+    code = detail.get("eventArn") or detail.get("eventTypeCode")
+    return {
+        "instance_ids": tuple(dict.fromkeys(ids)),
+        "start": _time(detail.get("startTime"), "detail.startTime"),
+        "code": _text({"code": code}, "code", "detail.eventArn"),
+    }
+
+
+def _lifecycle_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+    if detail.get("LifecycleTransition") != "autoscaling:EC2_INSTANCE_TERMINATING":
+        raise MalformedNotice("not a terminate transition", field="detail.LifecycleTransition")
+    return {
+        "instance_ids": (_instance(detail.get("EC2InstanceId"), "detail.EC2InstanceId"),),
+        "group": _text(detail, "AutoScalingGroupName", "detail.AutoScalingGroupName"),
+        "hook": _text(detail, "LifecycleHookName", "detail.LifecycleHookName"),
+    }
+
+
+_PARSE_DETAIL: dict[Kind, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "interruption": _ec2_detail,
+    "rebalance": _ec2_detail,
+    "state_change": _state_detail,
+    "scheduled": _health_detail,
+    "lifecycle": _lifecycle_detail,
+}
+
+
+# --- the drain a notice asks for -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DrainPlan:
+    """How to drain for a notice: deadline (seconds from now), poll, force."""
+
+    deadline_seconds: int
+    poll_seconds: int
+    force: bool
+    reason: str
+
+
+def drain_plan(notice: Notice, now: datetime, settings: InterruptSettings) -> DrainPlan | None:
+    """The drain ``notice`` calls for, or None (state changes and lifecycle actions drain nothing)."""
+    if notice.kind == "interruption":
+        # The two minutes run from the event's time, not from when the message reached us.
+        left = settings.interruption_deadline_seconds - (now - notice.time).total_seconds()
+        return _plan(left, settings, force=True, reason=f"spot interruption warning {notice.event_id}")
+    if notice.kind == "rebalance":
+        return _plan(
+            settings.rebalance_deadline_seconds,
+            settings,
+            force=False,
+            reason=f"rebalance recommendation {notice.event_id}",
+        )
+    if notice.kind == "scheduled" and notice.start is not None:
+        left = (notice.start - now).total_seconds() - settings.scheduled_margin_seconds
+        # A change more than a day out: drain without force (a timeout undoes the cordon, and the next
+        # notice or a person tries again); within a day the instance goes whatever the pods say.
+        return _plan(
+            left, settings, force=left <= MAX_DEADLINE_SECONDS, reason=f"scheduled change {notice.code}"[:256]
+        )
+    return None
+
+
+def _plan(seconds: float, settings: InterruptSettings, *, force: bool, reason: str) -> DrainPlan:
+    deadline = int(min(max(seconds, 0), MAX_DEADLINE_SECONDS))
+    # The drain refuses more than MAX_ROUNDS eviction rounds, and 0 s polls for long deadlines.
+    poll = max(settings.poll_seconds, math.ceil(deadline / MAX_ROUNDS), 1)
+    return DrainPlan(deadline_seconds=deadline, poll_seconds=poll, force=force, reason=reason)
+
+
+def execution_name(notice: Notice, instance_id: str) -> str:
+    """Deterministic: the same notice for the same instance always has the same name (≤ 80 chars)."""
+    prefix = NAME_PREFIX.get(notice.kind, notice.kind)
+    if notice.kind == "scheduled":
+        digest = hashlib.sha256(notice.code.encode()).hexdigest()[:10]
+        return f"{prefix}-{instance_id}-{digest}"
+    return f"{prefix}-{instance_id}"
+
+
+# --- mapping to the cluster ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A node of the cluster backed by the notice's instance, and where it is."""
+
+    node: NodeInfo
+    instance_id: str
+    region: str
+    zone: str
+    instance_type: str
+    group: NodeGroup | None
+
+
+def _zone(node: NodeInfo) -> str:
+    provider = (node.provider_id or "").removeprefix("aws://").strip("/").split("/")
+    return provider[0] if len(provider) == 2 and provider[0] else node.labels.get(ZONE_LABEL, "")
+
+
+def find_target(snapshot: Snapshot, instance_id: str, region: str) -> Target | None:
+    """The Node whose providerID names ``instance_id`` (in ``region``), or None: not our node."""
+    node = next((n for n in snapshot.cluster.nodes if n.instance_id == instance_id), None)
+    if node is None:
+        return None
+    zone = _zone(node)
+    if zone and not zone.startswith(region):
+        return None
+    group = next((g for g in snapshot.groups if instance_id in g.instance_ids), None)
+    itype = node.labels.get(INSTANCE_TYPE_LABEL) or (group.instance_type if group else None) or ""
+    return Target(node, instance_id, region, zone, itype, group)
+
+
+def backoff_groups(snapshot: Snapshot, target: Target) -> list[NodeGroup]:
+    """The groups an interruption of ``target`` backs off: those in its region that launch only its
+    instance type, only in its zone (back-off is per group; a group with other zones or types may still
+    launch elsewhere, so it is left alone)."""
+    if not target.instance_type or not target.zone:
+        return []
+    return [
+        g
+        for g in snapshot.groups
+        if g.region == target.region and g.instance_type == target.instance_type and g.zones == (target.zone,)
+    ]
+
+
+# --- acting ----------------------------------------------------------------------------------------
+
+Metric = Callable[[str, float], None]
+
+
+def _no_metric(name: str, value: float) -> None:
+    return None
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Interrupter:
+    """Handles notices for one cluster. Build per invocation: the snapshot is read once, on first need."""
+
+    snapshots: Snapshots
+    workflows: Workflows
+    ledger: Ledger
+    cluster: str
+    regions: Sequence[str]
+    drain_node_arn: str
+    settings: InterruptSettings = field(default_factory=InterruptSettings)
+    clock: Callable[[], datetime] = utcnow
+    metric: Metric = _no_metric
+    _snapshot: Snapshot | None = None
+
+    def snapshot(self) -> Snapshot:
+        if self._snapshot is None:
+            from spillway.errors import SnapshotNotFound
+
+            latest = self.snapshots.latest(self.cluster)
+            if latest is None:  # observe has not run yet: retry later
+                raise SnapshotNotFound(f"no snapshot of cluster {self.cluster!r} yet")
+            self._snapshot = latest
+        return self._snapshot
+
+    def handle(self, notice: Notice) -> list[dict[str, Any]]:
+        """One outcome per instance the notice names (see the module docstring)."""
+        if notice.region not in self.regions:
+            self.metric("InterruptIgnored", 1)
+            return [{"instance_id": i, "outcome": "other_region"} for i in notice.instance_ids]
+        return [self._one(notice, instance_id) for instance_id in notice.instance_ids]
+
+    def _one(self, notice: Notice, instance_id: str) -> dict[str, Any]:
+        target = find_target(self.snapshot(), instance_id, notice.region)
+        out: dict[str, Any] = {"instance_id": instance_id, "kind": notice.kind}
+        if target is None:
+            self.metric("InterruptIgnored", 1)
+            return {**out, "outcome": "not_our_node"}
+        out["node"] = target.node.name
+        if notice.kind == "state_change":
+            gone = notice.state in GONE_STATES
+            if gone:
+                self.metric("InstanceGoneUndrained", 1)
+            return {**out, "outcome": "gone_undrained" if gone else "ignored", "state": notice.state}
+        if notice.kind == "lifecycle":
+            self.metric("LifecycleActionSeen", 1)
+            return {**out, "outcome": "hook_governs", "group": notice.group, "hook": notice.hook}
+        plan = drain_plan(notice, self.clock(), self.settings)
+        assert plan is not None
+        if notice.kind == "interruption":
+            out["backed_off"] = self._back_off(notice, target)
+        started = self.workflows.start(self._request(notice, target, plan))
+        self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
+        return {
+            **out,
+            "outcome": "drain_started" if started.started else "duplicate",
+            "execution": started.arn,
+            "deadline_seconds": plan.deadline_seconds,
+        }
+
+    def _request(self, notice: Notice, target: Target, plan: DrainPlan) -> ExecutionRequest:
+        group = target.group
+        # Terminating decrements the group; at its MinSize the drain would refuse, so only drain and
+        # let EC2 reclaim the instance (the group then replaces it).
+        terminate = group is None or group.desired - 1 >= group.min_size
+        request: dict[str, Any] = {
+            "cluster": self.cluster,
+            "node": target.node.name,
+            "instance_id": target.instance_id,
+            "region": target.region,
+            "reason": plan.reason,
+            "deadline_seconds": plan.deadline_seconds,
+            "poll_seconds": plan.poll_seconds,
+            "force": plan.force,
+            "terminate": terminate,
+        }
+        if group is not None:
+            request["group"] = group.name
+        return ExecutionRequest(
+            kind="drain_node",
+            state_machine_arn=self.drain_node_arn,
+            name=execution_name(notice, target.instance_id),
+            input=request,
+        )
+
+    def _back_off(self, notice: Notice, target: Target) -> list[str]:
+        until = notice.time + timedelta(minutes=self.settings.backoff_minutes)
+        reason = (
+            f"spot interruption of {target.instance_type} in {target.zone} "
+            f"({target.instance_id}, {notice.time.isoformat().replace('+00:00', 'Z')})"
+        )
+        names = []
+        for group in backoff_groups(self.snapshot(), target):
+            self.ledger.put_backoff(self.cluster, group.name, until, reason, region=group.region)
+            names.append(group.name)
+        if names:
+            self.metric("GroupsBackedOff", len(names))
+        return names

@@ -1,0 +1,122 @@
+"""A Spot interruption end to end on the local stack: the warning is put on the default event bus, the
+template's rule delivers it to the interrupt queue (moto), the interrupt function (in-process, with the SQS
+message as Lambda hands it over) starts the DrainNode execution, and moto runs the real ASL: the node is
+cordoned, its pods evicted through a PodDisruptionBudget and the instance terminated inside the warning's
+deadline; the instance type is backed off in its zone."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import boto3
+import pytest
+from conftest import CLUSTER, HOME, Cloud
+from test_drain import ReplicaSetController
+
+from spillway.adapters.sfn import execution_arn
+from spillway.local import objects
+
+ACCOUNT = "123456789012"
+
+
+def sqs_event(queue_arn: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Received SQS messages as the Lambda event source mapping delivers them."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": str(int(time.time() * 1000))},
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": HOME,
+            }
+            for m in messages
+        ]
+    }
+
+
+def receive(cloud: Cloud) -> tuple[str, list[dict[str, Any]]]:
+    sqs = boto3.client("sqs", region_name=HOME)
+    url = cloud.stack.queues["InterruptQueue"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+    return arn, list(got.get("Messages") or [])
+
+
+def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_type_in_its_zone(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
+    cloud.group("spot", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    by_instance = dict(cloud.registrar.registered)
+    ids = sorted(i["InstanceId"] for i in cloud.asg("spot")["Instances"])
+    instance, spare_instance = ids
+    node, spare = by_instance[instance], by_instance[spare_instance]
+    for i in range(3):
+        cloud.kube.add(
+            objects.pod(f"web-{i}", "team-a", node_name=node, labels={"app": "web"},
+                        owner=("ReplicaSet", "web-5d9c"), cpu="100m", memory="128Mi")
+        )  # fmt: skip
+    cloud.kube.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=2))
+    cloud.snapshot()  # what the observe function stores every minute: the interrupt function maps from it
+
+    warned = time.monotonic()
+    boto3.client("events", region_name=HOME).put_events(
+        Entries=[
+            {
+                "Source": "aws.ec2",
+                "DetailType": "EC2 Spot Instance Interruption Warning",
+                "Detail": json.dumps({"instance-id": instance, "instance-action": "terminate"}),
+                "Resources": [f"arn:aws:ec2:{HOME}:{ACCOUNT}:instance/{instance}"],
+            },
+            # Not ours: no Node is backed by it. Reaches the queue, starts nothing.
+            {
+                "Source": "aws.ec2",
+                "DetailType": "EC2 Spot Instance Interruption Warning",
+                "Detail": json.dumps({"instance-id": "i-0fffffffffffffff0", "instance-action": "terminate"}),
+            },
+            # Another source the rules do not take: never reaches the queue.
+            {
+                "Source": "aws.ec2",
+                "DetailType": "EC2 Fleet Error",
+                "Detail": json.dumps({"instance-id": instance}),
+            },
+        ]
+    )
+    queue_arn, messages = receive(cloud)
+    assert len(messages) == 2  # the rules took the two warnings and nothing else
+    event = sqs_event(queue_arn, messages)
+
+    with ReplicaSetController(cloud.kube, "web", 3, spare) as controller:
+        answer = cloud.stack.invoke("InterruptFunction", event)
+        assert answer == {"batchItemFailures": []}
+        arn = execution_arn(cloud.stack.state_machines["DrainNodeStateMachine"], f"interrupt-{instance}")
+        result = cloud.stack.wait(arn, timeout=90)
+    elapsed = time.monotonic() - warned
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "terminated" and out["node"] == node and out["instance_id"] == instance
+    assert sorted(out["evicted"]) == ["team-a/web-0", "team-a/web-1", "team-a/web-2"]
+    assert controller.created >= 2  # the PDB let one pod go at a time
+    assert elapsed < 90  # inside the deadline the warning left
+    assert instance not in {i["InstanceId"] for i in cloud.asg("spot")["Instances"]}
+    assert cloud.kube.get("Node", node) is None
+    backoff = cloud.state_item("backoff#spot")
+    assert backoff is not None and "m5.large in us-east-1a" in backoff["reason"]["S"]
+
+    # The same message again (SQS delivers at least once): nothing new starts.
+    again = cloud.stack.invoke("InterruptFunction", event)
+    assert again == {"batchItemFailures": []}
+    drains = cloud.stack.client("stepfunctions").list_executions(
+        stateMachineArn=cloud.stack.state_machines["DrainNodeStateMachine"]
+    )["executions"]
+    assert [e["name"] for e in drains] == [f"interrupt-{instance}"]
+    assert CLUSTER == "ml"

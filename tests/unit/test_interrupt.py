@@ -1,0 +1,366 @@
+"""Interruption notices (spillway.act.interrupt and functions/interrupt): parsing each event type from
+the samples in events/ (shaped as AWS documents them), mapping an instance to our Node through the latest
+snapshot, the drain each notice asks for, deterministic execution names, back-offs, and what a malformed
+message does (dropped, counted, never retried) against a failure that may pass (retried)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeLedger, FakeSnapshots, FakeWorkflows
+
+from spillway.act.interrupt import (
+    Interrupter,
+    InterruptSettings,
+    MalformedNotice,
+    Notice,
+    drain_plan,
+    execution_name,
+    parse_notice,
+)
+from spillway.errors import AwsThrottled, SnapshotNotFound
+from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.snapshot import Snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTANCE = "i-0b662ef9931388ba0"
+WARNED_AT = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-prod-drain-node"
+
+
+def sample(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((ROOT / "events" / name).read_text())
+    return doc
+
+
+def body(doc: dict[str, Any]) -> str:
+    return json.dumps(doc)
+
+
+def group(
+    name: str, itype: str, zones: tuple[str, ...], instances: tuple[str, ...] = (), **kw: Any
+) -> NodeGroup:
+    return NodeGroup(
+        name=name, region="us-east-1", min_size=kw.get("min_size", 0), max_size=10,
+        desired=kw.get("desired", len(instances)), instance_type=itype, template=None, zones=zones,
+        instance_ids=instances,
+    )  # fmt: skip
+
+
+def world(*, desired: int = 2, min_size: int = 0) -> Snapshot:
+    node = NodeInfo(
+        name="ip-10-0-1-7.ec2.internal",
+        allocatable={"cpu": 4000},
+        labels={"node.kubernetes.io/instance-type": "g5.xlarge", "topology.kubernetes.io/zone": "us-east-1a"},
+        provider_id=f"aws:///us-east-1a/{INSTANCE}",
+    )
+    other = NodeInfo(
+        name="ip-10-0-1-8.ec2.internal", allocatable={}, provider_id="aws:///us-east-1b/i-0aaaaaaaaaaaaaaa1"
+    )
+    groups = [
+        group("spot-a", "g5.xlarge", ("us-east-1a",), (INSTANCE,), desired=desired, min_size=min_size),
+        group("spot-a2", "g5.xlarge", ("us-east-1a",)),  # same type, same only zone: backed off too
+        group("spot-ab", "g5.xlarge", ("us-east-1a", "us-east-1b")),  # can launch elsewhere: left alone
+        group("other-type", "g5.2xlarge", ("us-east-1a",)),
+    ]
+    cluster = ClusterSnapshot(cluster="prod", taken_at=WARNED_AT, nodes=(node, other), pods=())
+    return Snapshot.build(cluster, groups, WARNED_AT)
+
+
+class Rig:
+    def __init__(
+        self, snapshot: Snapshot | None = None, now: datetime = WARNED_AT + timedelta(seconds=10)
+    ) -> None:
+        self.snapshots = FakeSnapshots()
+        if snapshot is not None:
+            self.snapshots.add(snapshot)
+        self.workflows = FakeWorkflows()
+        self.ledger = FakeLedger()
+        self.metrics: list[tuple[str, float]] = []
+        self.now = now
+
+    def interrupter(self) -> Interrupter:
+        return Interrupter(
+            snapshots=self.snapshots, workflows=self.workflows, ledger=self.ledger, cluster="prod",
+            regions=("us-east-1", "us-west-2"), drain_node_arn=ARN, clock=lambda: self.now,
+            metric=lambda name, value: self.metrics.append((name, value)),
+        )  # fmt: skip
+
+    def handle(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.interrupter().handle(parse_notice(body(doc)))
+
+    def counted(self, name: str) -> float:
+        return sum(v for n, v in self.metrics if n == name)
+
+
+# --- parsing each sample ---------------------------------------------------------------------------
+
+
+def test_each_documented_event_parses_to_its_kind_and_instance() -> None:
+    kinds = {
+        "interrupt-spot-warning.json": "interruption",
+        "interrupt-rebalance.json": "rebalance",
+        "interrupt-state-change.json": "state_change",
+        "interrupt-health-scheduled.json": "scheduled",
+        "interrupt-lifecycle-terminate.json": "lifecycle",
+    }
+    for name, kind in kinds.items():
+        notice = parse_notice(body(sample(name)))
+        assert (notice.kind, notice.instance_ids, notice.region) == (kind, (INSTANCE,), "us-east-1"), name
+
+
+def test_a_health_event_keeps_its_rfc1123_start_time_and_arn() -> None:
+    notice = parse_notice(body(sample("interrupt-health-scheduled.json")))
+    assert notice.start == datetime(2026, 3, 4, 9, 0, tzinfo=UTC)
+    assert "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED" in notice.code
+
+
+def test_the_sqs_sample_carries_the_spot_warning_as_its_body() -> None:
+    record = sample("interrupt-sqs.json")["Records"][0]
+    assert parse_notice(record["body"]).kind == "interruption"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d.pop("detail"), "detail"),
+        (lambda d: d["detail"].update({"instance-id": "not-an-instance"}), "detail.instance-id"),
+        (lambda d: d.update({"time": "yesterday"}), "time"),
+        (lambda d: d.update({"region": "Mars"}), "region"),
+        (lambda d: d.update({"detail-type": "EC2 Fleet Error"}), "detail-type"),
+        (lambda d: d.update({"source": 7}), "source"),
+    ],
+)
+def test_a_malformed_warning_names_its_field(mutate: Any, field: str) -> None:
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    mutate(doc)
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == field
+
+
+def test_not_json_and_health_events_of_other_services_are_malformed() -> None:
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice("{not json")
+    assert err.value.field == "body"
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    doc["detail"]["eventTypeCategory"] = "issue"
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == "detail.eventTypeCategory"
+    doc = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    del doc["detail"]["LifecycleHookName"]
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == "detail.LifecycleHookName"
+
+
+# --- the drain each notice asks for -----------------------------------------------------------------
+
+
+def test_the_interruption_deadline_counts_from_the_warning_not_from_delivery() -> None:
+    notice = parse_notice(body(sample("interrupt-spot-warning.json")))
+    settings = InterruptSettings()
+    assert drain_plan(notice, WARNED_AT + timedelta(seconds=30), settings).deadline_seconds == 60  # type: ignore[union-attr]
+    late = drain_plan(notice, WARNED_AT + timedelta(minutes=5), settings)
+    assert late is not None and late.deadline_seconds == 0 and late.force
+
+
+def test_a_rebalance_drains_longer_and_without_force() -> None:
+    plan = drain_plan(parse_notice(body(sample("interrupt-rebalance.json"))), WARNED_AT, InterruptSettings())
+    assert plan is not None and (plan.deadline_seconds, plan.force) == (600, False)
+
+
+def test_a_scheduled_change_ends_its_drain_a_margin_before_the_start_and_keeps_rounds_bounded() -> None:
+    notice = parse_notice(body(sample("interrupt-health-scheduled.json")))
+    soon = drain_plan(notice, datetime(2026, 3, 4, 8, 0, tzinfo=UTC), InterruptSettings())
+    assert soon is not None and (soon.deadline_seconds, soon.force) == (3600 - 300, True)
+    far = drain_plan(notice, datetime(2026, 2, 1, tzinfo=UTC), InterruptSettings())
+    assert far is not None and (far.deadline_seconds, far.force) == (86_400, False)
+    assert far.deadline_seconds / far.poll_seconds <= 2000
+
+
+def test_execution_names_are_deterministic_and_valid() -> None:
+    notice = parse_notice(body(sample("interrupt-spot-warning.json")))
+    assert execution_name(notice, INSTANCE) == f"interrupt-{INSTANCE}"
+    health = parse_notice(body(sample("interrupt-health-scheduled.json")))
+    name = execution_name(health, INSTANCE)
+    assert name == execution_name(health, INSTANCE) and len(name) <= 80 and name.startswith("scheduled-")
+
+
+# --- acting on the cluster -------------------------------------------------------------------------
+
+
+def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_type_in_its_zone() -> None:
+    rig = Rig(world())
+    [out] = rig.handle(sample("interrupt-spot-warning.json"))
+    assert out["outcome"] == "drain_started"
+    [request] = rig.workflows.requests
+    assert request.name == f"interrupt-{INSTANCE}" and request.state_machine_arn == ARN
+    assert request.input == {
+        "cluster": "prod", "node": "ip-10-0-1-7.ec2.internal", "instance_id": INSTANCE, "region": "us-east-1",
+        "group": "spot-a", "reason": "spot interruption warning 1e5527d7-bb36-4607-3370-4164db56a40e",
+        "deadline_seconds": 80, "poll_seconds": 5, "force": True, "terminate": True,
+    }  # fmt: skip
+    assert sorted(g for g, _, _ in rig.ledger.backoffs) == ["spot-a", "spot-a2"]
+    assert {until for _, until, _ in rig.ledger.backoffs} == {WARNED_AT + timedelta(minutes=15)}
+    assert rig.counted("GroupsBackedOff") == 2
+
+
+def test_the_same_message_twice_starts_nothing_new() -> None:
+    rig = Rig(world())
+    rig.handle(sample("interrupt-spot-warning.json"))
+    [again] = rig.handle(sample("interrupt-spot-warning.json"))
+    assert again["outcome"] == "duplicate" and len(rig.workflows.names) == 1
+    assert rig.counted("InterruptDuplicates") == 1
+
+
+def test_a_group_at_its_minimum_is_drained_without_terminating() -> None:
+    rig = Rig(world(desired=1, min_size=1))
+    rig.handle(sample("interrupt-spot-warning.json"))
+    assert rig.workflows.requests[0].input["terminate"] is False
+
+
+def test_a_rebalance_recommendation_drains_but_backs_nothing_off() -> None:
+    rig = Rig(world())
+    [out] = rig.handle(sample("interrupt-rebalance.json"))
+    assert out["outcome"] == "drain_started" and rig.workflows.requests[0].name == f"rebalance-{INSTANCE}"
+    assert rig.ledger.backoffs == []
+
+
+def test_an_instance_that_is_not_our_node_is_ignored() -> None:
+    rig = Rig(world())
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["detail"]["instance-id"] = "i-0fffffffffffffff0"
+    [out] = rig.handle(doc)
+    assert out["outcome"] == "not_our_node" and rig.workflows.requests == [] and rig.ledger.backoffs == []
+    assert rig.counted("InterruptIgnored") == 1
+
+
+def test_a_notice_from_a_region_we_do_not_manage_is_ignored() -> None:
+    rig = Rig(world())
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["region"] = "eu-west-1"
+    [out] = rig.handle(doc)
+    assert out["outcome"] == "other_region" and rig.workflows.requests == []
+
+
+def test_a_node_already_shutting_down_has_nothing_to_drain() -> None:
+    rig = Rig(world())
+    [out] = rig.handle(sample("interrupt-state-change.json"))
+    assert out["outcome"] == "gone_undrained" and rig.workflows.requests == []
+    assert rig.counted("InstanceGoneUndrained") == 1
+    running = copy.deepcopy(sample("interrupt-state-change.json"))
+    running["detail"]["state"] = "running"
+    assert rig.handle(running)[0]["outcome"] == "ignored"
+
+
+def test_a_terminate_lifecycle_action_is_left_to_the_hook() -> None:
+    rig = Rig(world())
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "hook_governs" and out["hook"] == "drain-before-terminate"
+    assert rig.workflows.requests == []
+
+
+def test_a_scheduled_retirement_drains_under_a_name_of_that_event() -> None:
+    rig = Rig(world(), now=datetime(2026, 3, 4, 8, 0, tzinfo=UTC))
+    [out] = rig.handle(sample("interrupt-health-scheduled.json"))
+    assert out["outcome"] == "drain_started" and out["deadline_seconds"] == 3300
+    assert rig.workflows.requests[0].name.startswith(f"scheduled-{INSTANCE}-")
+
+
+def test_no_snapshot_yet_is_a_failure_that_may_pass() -> None:
+    rig = Rig(None)
+    with pytest.raises(SnapshotNotFound):
+        rig.handle(sample("interrupt-spot-warning.json"))
+
+
+# --- the handler: partial batch failures -------------------------------------------------------------
+
+
+def sqs_event(*bodies: str) -> dict[str, Any]:
+    template = sample("interrupt-sqs.json")["Records"][0]
+    return {"Records": [{**template, "messageId": f"m-{i}", "body": b} for i, b in enumerate(bodies)]}
+
+
+def test_the_handler_drops_malformed_messages_and_reports_only_retryable_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("interrupt_app", ROOT / "functions/interrupt/app.py")
+    assert spec and spec.loader
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    rig = Rig(world())
+    interrupter = rig.interrupter()
+    warning = body(sample("interrupt-spot-warning.json"))
+    other = copy.deepcopy(sample("interrupt-rebalance.json"))
+    rig.workflows.fail("start", AwsThrottled("StartExecution throttled"), times=1)
+
+    from aws_lambda_powertools.utilities.batch import process_partial_response
+
+    counted: list[str] = []
+    monkeypatch.setattr(app, "add_count", lambda name, value: counted.append(name))
+    result = process_partial_response(
+        event=sqs_event("{broken", warning, body(other)),
+        record_handler=lambda record: app.handle_record(interrupter, record),
+        processor=app.processor,
+    )
+    # m-0 malformed: dropped; m-1 throttled: retried; m-2 fine.
+    assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert counted == ["InterruptMalformed"]
+
+
+def test_notice_is_plain_data() -> None:
+    notice = Notice(
+        kind="rebalance", event_id="x", region="us-east-1", time=WARNED_AT, instance_ids=(INSTANCE,)
+    )
+    assert execution_name(notice, INSTANCE) == f"rebalance-{INSTANCE}"
+
+
+# --- the template's wiring -------------------------------------------------------------------------
+
+
+def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_may_write() -> None:
+    from spillway.local.cfn import load_template
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    rules = {k: v for k, v in res.items() if isinstance(v, dict) and v.get("Type") == "AWS::Events::Rule"}
+    routed = set()
+    for rule in rules.values():
+        pattern = rule["Properties"]["EventPattern"]
+        assert rule["Properties"]["Targets"] == [
+            {"Id": "interrupt-queue", "Arn": {"Fn::GetAtt": ["InterruptQueue", "Arn"]}}
+        ]
+        assert "region" not in pattern  # forwarded events of the other regions match too
+        routed |= {(source, dt) for source in pattern["source"] for dt in pattern["detail-type"]}
+    from spillway.act.interrupt import KINDS
+
+    assert routed == set(KINDS)
+    queue = res["InterruptQueue"]["Properties"]
+    assert queue["SqsManagedSseEnabled"] is True
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
+        "Fn::GetAtt": ["InterruptDeadLetterQueue", "Arn"]
+    }
+    [statement] = res["InterruptQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "sqs:SendMessage"
+    assert {a["Fn::GetAtt"][0] for a in statement["Condition"]["ArnEquals"]["aws:SourceArn"]} == set(rules)
+    fn = res["InterruptFunction"]["Properties"]
+    assert fn["Events"]["Notices"]["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    statements = [
+        s for p in fn["Policies"] if isinstance(p, dict) and "Statement" in p for s in p["Statement"]
+    ]
+    assert {s["Sid"]: s["Action"] for s in statements} == {
+        "WriteBackoffItemsOnly": "dynamodb:PutItem",
+        "StartDrainNodeOnly": "states:StartExecution",
+    }
+    assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
+    alarm = res["InterruptDeadLetterAlarm"]["Properties"]
+    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
