@@ -261,6 +261,92 @@ def test_kubernetes_api_down_through_the_client(kubeapi: Any, aws: AwsAdapter, s
     assert stored_items(store) == []
 
 
+# --- the shared-cluster objects, live -----------------------------------------------------------------
+
+
+def shared_cluster(server: Any, kobj: Any, *, quota_nodes: str | None) -> list[str]:
+    """A tenant namespace with pending pods, a Volcano gang not yet Inqueue and, when given, a
+    CapacityQuota on every node; returns the pending pods' keys."""
+    server.add(
+        {"kind": "Namespace", "metadata": {"name": "vision", "labels": {"spillway.io/tenant": "research"}}}
+    )
+    server.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "train", "namespace": "vision"},
+                "spec": {"minMember": 4, "minResources": {"cpu": "4"}}, "status": {"phase": "Pending"}})  # fmt: skip
+    if quota_nodes is not None:
+        server.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+                    "metadata": {"name": "freeze"}, "spec": {"limits": {"resources": {"nodes": quota_nodes}}}})  # fmt: skip
+    keys = []
+    for i in range(3):
+        # only the "general" group (m5.large) offers this: no existing node has room for them
+        selector = {"node.kubernetes.io/instance-type": "m5.large"}
+        server.add(kobj.pod(f"resnet-{i}", "vision", cpu="1", memory="1Gi", node_selector=selector))
+        keys.append(f"vision/resnet-{i}")
+    return keys
+
+
+def plan_of(snapshot: Any) -> Any:
+    from spillway.config import PlannerConfig
+    from spillway.model.state import State
+    from spillway.planner import plan
+
+    config = PlannerConfig(cluster="prod", regions=("us-east-1", "us-west-2"))
+    return plan(snapshot.cluster, snapshot.groups, config, State(), T0)
+
+
+@pytest.mark.parametrize("quota", [None, "0"], ids=["no-quota", "quota-of-no-node"])
+def test_a_live_snapshot_carries_tenants_gangs_and_quotas_into_the_plan(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter, quota: str | None
+) -> None:
+    from spillway.adapters.kube import KubeClient
+
+    pending = shared_cluster(kubeapi, kobj, quota_nodes=quota)
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    cluster = snapshot.cluster
+    assert cluster.tenant("vision") == "research"
+    (gang,) = cluster.gangs
+    assert (gang.key, gang.source, gang.min_member, gang.pending) == ("vision/train", "volcano", 4, True)
+    result = plan_of(snapshot)
+    codes = {p.pod: p.code for p in result.pending}
+    if quota is None:
+        assert not cluster.quotas
+        assert result.scale_up  # the pending pods open nodes
+    else:
+        assert [q.name for q in cluster.quotas] == ["freeze"]
+        assert not result.scale_up  # the quota allows no node: nothing opens
+        # what launching capacity cannot hold waits on the quota
+        assert "capacity-quota" in {codes[p] for p in pending}
+
+
+def test_a_cluster_without_the_crds_still_observes(kubeapi: Any, kobj: Any, aws: AwsAdapter) -> None:
+    from spillway.adapters.kube import KubeClient
+
+    shared_cluster(kubeapi, kobj, quota_nodes="0")
+    kubeapi.optional_resources = []  # no CRD installed, no alpha API switched on
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.tenant("vision") == "research"  # namespaces are always there
+    assert snapshot.cluster.gangs == () and snapshot.cluster.quotas == ()
+    assert len(snapshot.cluster.nodes) == 20
+
+
+def test_shared_objects_change_the_fingerprint(kube: FakeCluster, aws: AwsAdapter) -> None:
+    before = observe_once(kube, aws, CONFIG, lambda: T0)
+    kube.custom.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                        "metadata": {"name": "g", "namespace": "team-1"},
+                        "spec": {"minMember": 2}, "status": {"phase": "Pending"}})  # fmt: skip
+
+    after = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert [g.key for g in after.cluster.gangs] == ["team-1/g"]
+    assert after.fingerprint != before.fingerprint
+
+
 # --- the Lambda handler and its configuration ------------------------------------------------------
 
 ENV = {

@@ -1,4 +1,5 @@
-"""Observe a cluster: Kubernetes (nodes, pods, PDBs) and its Auto Scaling groups in every region.
+"""Observe a cluster: Kubernetes (nodes, pods, PDBs, and the shared-cluster objects: namespaces,
+pod groups, Workloads, CapacityQuotas) and its Auto Scaling groups in every region.
 
 ``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
@@ -89,10 +90,15 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     ]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: tuple(PdbInfo.from_pdb(p) for p in kube.iter_pdbs()))
+    # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come
+    shared_future = pool.submit(
+        lambda: ClusterSnapshot.from_objects(config.cluster, taken_at, kube.iter_shared_objects())
+    )
     try:
         pods = tuple(_pod_infos(kube.iter_pods(), keep_terminal=config.keep_terminal_pods))
         nodes = node_future.result()
         pdbs = pdb_future.result()
+        shared = shared_future.result()
         groups = [group for future in futures for group in future.result()]
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -106,6 +112,9 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         pods=pods,
         pdbs=pdbs,
         observe_seconds=seconds,
+        tenants=shared.tenants,
+        gangs=shared.gangs,
+        quotas=shared.quotas,
     )
     return Snapshot.build(cluster, groups, taken_at, seconds)
 
