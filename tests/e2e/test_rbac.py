@@ -1,11 +1,12 @@
 """deploy/rbac.yaml grants each function exactly the Kubernetes requests its code sends.
 
 The real handlers run on the e2e rig (moto executing the real state machines, the API emulator as the
-cluster): observe once, plan a snapshot that reuses a node Spillway cordoned (the scale-up execution
-uncordons it) and has a pod no group can run (the plan posts it a NotTriggerScaleUp Event), drain a
-node with a pod on it (the drain-node execution). Every request the emulator
-answers carries, as its bearer token, the name of the function whose invocation sent it; each is
-turned into the (API group, resource, verb) RBAC checks, and the set per function must equal what the
+cluster, every optional CRD installed, one CapacityQuota): observe once (its lists include the
+shared-cluster objects, and it writes the quota's status.used), plan a snapshot that reuses a node
+Spillway cordoned (the scale-up execution uncordons it) and has a pod no group can run (the plan posts
+it a NotTriggerScaleUp Event), drain a node with a pod on it (the drain-node execution). Every request
+the emulator answers carries, as its bearer token, the name of the function whose invocation sent it;
+each is turned into the (API group, resource, verb) RBAC checks, and the set per function must equal what the
 function's ClusterRole grants: nothing missing (the function would be refused) and nothing unused.
 """
 
@@ -138,6 +139,16 @@ def test_parsing_requests_into_rbac_attributes() -> None:
     )
     assert permission(rec("GET", "/api/v1/namespaces/a/pods")) == ("", "pods", "list")
     assert permission(rec("DELETE", "/api/v1/namespaces/a/pods")) == ("", "pods", "deletecollection")
+    assert permission(rec("PATCH", "/apis/autoscaling.x-k8s.io/v1beta1/capacityquotas/q/status")) == (
+        "autoscaling.x-k8s.io",
+        "capacityquotas/status",
+        "patch",
+    )
+    assert permission(rec("GET", "/apis/scheduling.volcano.sh/v1beta1/namespaces/a/podgroups")) == (
+        "scheduling.volcano.sh",
+        "podgroups",
+        "list",
+    )
 
 
 def spillway_cordoned(cloud: Cloud, name: str) -> None:
@@ -163,6 +174,9 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     spillway_cordoned(cloud, gpu_node)
     cloud.kube.add(objects.pod("train-0", "ml", cpu="1", memory="2Gi", gpus=1, tolerations=[GPU_TOLERATION]))
     cloud.kube.add(objects.pod("huge-0", "ml", cpu="500", memory="2Gi"))  # no group fits: an Event
+    # observe lists the shared-cluster objects and writes this quota's status.used
+    cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+                    "metadata": {"name": "gpu-cap"}, "spec": {"limits": {"resources": {"nodes": "10"}}}})  # fmt: skip
     cloud.kube.clear_requests()
 
     # observe (one observation), then plan it: the plan uncordons the GPU node (scale function) and

@@ -19,7 +19,13 @@ from fakes import FakeCloud, FakeCluster
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.adapters.store import SnapshotStore
 from spillway.clients import build_clients
-from spillway.errors import AwsThrottled, ConfigurationError, KubeUnavailable, ObservationFailed
+from spillway.errors import (
+    AwsThrottled,
+    ConfigurationError,
+    KubeAuthError,
+    KubeUnavailable,
+    ObservationFailed,
+)
 from spillway.observe import ObserveConfig, deadline_for, observe_once, run_observe
 from spillway.runtime import load_runtime_config
 
@@ -259,6 +265,162 @@ def test_kubernetes_api_down_through_the_client(kubeapi: Any, aws: AwsAdapter, s
 
     assert isinstance(caught.value.__cause__, KubeUnavailable)
     assert stored_items(store) == []
+
+
+# --- the shared-cluster objects, live -----------------------------------------------------------------
+
+
+def shared_cluster(server: Any, kobj: Any, *, quota_nodes: str | None) -> list[str]:
+    """A tenant namespace with pending pods, a Volcano gang not yet Inqueue and, when given, a
+    CapacityQuota on every node; returns the pending pods' keys."""
+    server.add(
+        {"kind": "Namespace", "metadata": {"name": "vision", "labels": {"spillway.io/tenant": "research"}}}
+    )
+    server.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "train", "namespace": "vision"},
+                "spec": {"minMember": 4, "minResources": {"cpu": "4"}}, "status": {"phase": "Pending"}})  # fmt: skip
+    if quota_nodes is not None:
+        server.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+                    "metadata": {"name": "freeze"}, "spec": {"limits": {"resources": {"nodes": quota_nodes}}}})  # fmt: skip
+    keys = []
+    for i in range(3):
+        # only the "general" group (m5.large) offers this: no existing node has room for them
+        selector = {"node.kubernetes.io/instance-type": "m5.large"}
+        server.add(kobj.pod(f"resnet-{i}", "vision", cpu="1", memory="1Gi", node_selector=selector))
+        keys.append(f"vision/resnet-{i}")
+    return keys
+
+
+def plan_of(snapshot: Any) -> Any:
+    from spillway.config import PlannerConfig
+    from spillway.model.state import State
+    from spillway.planner import plan
+
+    config = PlannerConfig(cluster="prod", regions=("us-east-1", "us-west-2"))
+    return plan(snapshot.cluster, snapshot.groups, config, State(), T0)
+
+
+@pytest.mark.parametrize("quota", [None, "0"], ids=["no-quota", "quota-of-no-node"])
+def test_a_live_snapshot_carries_tenants_gangs_and_quotas_into_the_plan(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter, quota: str | None
+) -> None:
+    from spillway.adapters.kube import KubeClient
+
+    pending = shared_cluster(kubeapi, kobj, quota_nodes=quota)
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    cluster = snapshot.cluster
+    assert cluster.tenant("vision") == "research"
+    (gang,) = cluster.gangs
+    assert (gang.key, gang.source, gang.min_member, gang.pending) == ("vision/train", "volcano", 4, True)
+    result = plan_of(snapshot)
+    codes = {p.pod: p.code for p in result.pending}
+    if quota is None:
+        assert not cluster.quotas
+        assert result.scale_up  # the pending pods open nodes
+    else:
+        assert [q.name for q in cluster.quotas] == ["freeze"]
+        assert not result.scale_up  # the quota allows no node: nothing opens
+        # what launching capacity cannot hold waits on the quota
+        assert "capacity-quota" in {codes[p] for p in pending}
+
+
+def test_a_cluster_without_the_crds_still_observes(kubeapi: Any, kobj: Any, aws: AwsAdapter) -> None:
+    from spillway.adapters.kube import KubeClient
+
+    shared_cluster(kubeapi, kobj, quota_nodes="0")
+    kubeapi.optional_resources = []  # no CRD installed, no alpha API switched on
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.tenant("vision") == "research"  # namespaces are always there
+    assert snapshot.cluster.gangs == () and snapshot.cluster.quotas == ()
+    assert len(snapshot.cluster.nodes) == 20
+
+
+def test_shared_objects_change_the_fingerprint(kube: FakeCluster, aws: AwsAdapter) -> None:
+    before = observe_once(kube, aws, CONFIG, lambda: T0)
+    kube.custom.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                        "metadata": {"name": "g", "namespace": "team-1"},
+                        "spec": {"minMember": 2}, "status": {"phase": "Pending"}})  # fmt: skip
+
+    after = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert [g.key for g in after.cluster.gangs] == ["team-1/g"]
+    assert after.fingerprint != before.fingerprint
+
+
+# --- CapacityQuota status.used ---------------------------------------------------------------------
+
+
+def quota_obj(
+    name: str, limits: dict[str, str], match_labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"limits": {"resources": limits}}
+    if match_labels:
+        spec["selector"] = {"matchLabels": match_labels}
+    return {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota", "metadata": {"name": name},
+            "spec": spec}  # fmt: skip
+
+
+def test_quota_status_used_is_written_once_and_only_when_it_changes(
+    kubeapi: Any, aws: AwsAdapter, store: SnapshotStore
+) -> None:
+    from spillway.adapters.kube import KubeClient
+
+    gpu = {"node.kubernetes.io/instance-type": "g5.2xlarge"}
+    kubeapi.add(quota_obj("gpu-cap", {"nvidia.com/gpu": "16", "nodes": "4", "memory": "1Ti"}, gpu))
+    kubeapi.add({**quota_obj("all", {"cpu": "1000"}), "status": {"used": {"resources": {"pods": "3"}}}})
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+    gpu_nodes = [n for n in kubeapi.list("nodes") if n["metadata"]["labels"].get("node.kubernetes.io/instance-type") == "g5.2xlarge"]  # fmt: skip
+    gpus = sum(int(n["status"]["allocatable"]["nvidia.com/gpu"]) for n in gpu_nodes)
+    kubeapi.clear_requests()
+    time = FakeTime()
+
+    run = run_observe(kube, aws, store, CONFIG, time.clock, time.sleep, T0 + timedelta(seconds=50))
+
+    assert len(run.observations) == 3
+    patches = [r for r in kubeapi.requests if r.method == "PATCH"]
+    assert sorted(r.path for r in patches) == [  # one per quota, the first time only
+        "/apis/autoscaling.x-k8s.io/v1beta1/capacityquotas/all/status",
+        "/apis/autoscaling.x-k8s.io/v1beta1/capacityquotas/gpu-cap/status",
+    ]
+    used = kubeapi.get("capacityquotas", "gpu-cap")["status"]["used"]["resources"]
+    assert set(used) == {"nvidia.com/gpu", "nodes", "memory"}
+    assert (used["nvidia.com/gpu"], used["nodes"]) == (str(gpus), str(len(gpu_nodes)))
+    assert used["memory"].endswith(("Gi", "Mi", "Ki")) or used["memory"].isdigit()
+    everything = kubeapi.get("capacityquotas", "all")["status"]["used"]["resources"]
+    assert list(everything) == ["cpu"]  # the stale "pods" the limits do not name is removed
+    (quota,) = [q for q in run.observations[-1].snapshot.cluster.quotas if q.name == "gpu-cap"]
+    assert quota.used["nodes"] == 1000 * len(gpu_nodes)
+
+    # a new matching node changes the usage: written again at the next observation
+    new = dict(gpu_nodes[0], metadata={**gpu_nodes[0]["metadata"], "name": "gpu-extra", "uid": None})
+    kubeapi.add(new)
+    kubeapi.clear_requests()
+    observe_once(kube, aws, CONFIG, lambda: T0)
+    assert len([r for r in kubeapi.requests if r.method == "PATCH"]) == 2  # both quotas select it
+    assert kubeapi.get("capacityquotas", "gpu-cap")["status"]["used"]["resources"]["nodes"] == str(
+        len(gpu_nodes) + 1
+    )
+
+
+def test_a_failed_quota_status_write_does_not_fail_observe(
+    kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube.custom.append(quota_obj("q", {"nodes": "100"}))
+    kube.fail("patch_custom_status", KubeAuthError("patch status of capacityquotas: HTTP 403 Forbidden"))
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.quotas[0].used == {"nodes": 12_000}
+    assert any("CapacityQuota q" in r.getMessage() and "403" in r.getMessage() for r in caplog.records)
+    kube.heal()
+    observe_once(kube, aws, CONFIG, lambda: T0)
+    assert kube.custom[0]["status"] == {"used": {"resources": {"nodes": "12"}}}
 
 
 # --- the Lambda handler and its configuration ------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Observe a cluster: Kubernetes (nodes, pods, PDBs) and its Auto Scaling groups in every region.
+"""Observe a cluster: Kubernetes (nodes, pods, PDBs, and the shared-cluster objects: namespaces,
+pod groups, Workloads, CapacityQuotas) and its Auto Scaling groups in every region.
 
 ``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -28,14 +29,18 @@ from spillway.config import NodeReserve
 from spillway.errors import ObservationFailed
 from spillway.model.act import SaveResult
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo
-from spillway.model.k8s import Node, Pod
+from spillway.model.k8s import AUTOSCALING_GROUP, Node, Pod
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.resources import Resources
+from spillway.model.shared import NODES, QuotaInfo
 from spillway.model.snapshot import Snapshot, SnapshotCounts
 from spillway.ports import Cloud, Cluster, Snapshots
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+#: where CapacityQuota ``status.used`` is written (the status subresource)
+QUOTA_API = (AUTOSCALING_GROUP, "v1beta1", "capacityquotas")
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
 
 
@@ -89,10 +94,15 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     ]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: tuple(PdbInfo.from_pdb(p) for p in kube.iter_pdbs()))
+    # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come
+    shared_future = pool.submit(
+        lambda: ClusterSnapshot.from_objects(config.cluster, taken_at, kube.iter_shared_objects())
+    )
     try:
         pods = tuple(_pod_infos(kube.iter_pods(), keep_terminal=config.keep_terminal_pods))
         nodes = node_future.result()
         pdbs = pdb_future.result()
+        shared = shared_future.result()
         groups = [group for future in futures for group in future.result()]
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -106,8 +116,65 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         pods=pods,
         pdbs=pdbs,
         observe_seconds=seconds,
+        tenants=shared.tenants,
+        gangs=shared.gangs,
+        quotas=shared.quotas,
     )
+    cluster = update_quota_status(kube, cluster)
     return Snapshot.build(cluster, groups, taken_at, seconds)
+
+
+def quota_usage(quota: QuotaInfo, nodes: Iterable[NodeInfo]) -> Resources:
+    """What a CapacityQuota's ``status.used`` says: the summed allocatable of the nodes its selector
+    matches (and their number, ``nodes``), in the resource names its limits use (milli-units)."""
+    used = dict.fromkeys(quota.limits, 0)
+    for node in nodes:
+        if quota.matches(node.labels):
+            for name in used:
+                used[name] += 1000 if name == NODES else node.allocatable.get(name, 0)
+    return used
+
+
+def update_quota_status(kube: Cluster, cluster: ClusterSnapshot) -> ClusterSnapshot:
+    """Write each CapacityQuota's ``status.used`` (status subresource, one merge patch per quota) when
+    it changed; the snapshot carries the usage computed. A failed write is logged, never raised: the
+    status is informative, the planner counts the nodes itself."""
+    quotas = []
+    for quota in cluster.quotas:
+        used = quota_usage(quota, cluster.nodes)
+        if used != quota.used:
+            resources: dict[str, str | None] = {name: _quantity(name, v) for name, v in used.items()}
+            resources |= dict.fromkeys(set(quota.used) - set(used))  # null removes a stale name
+            try:
+                kube.patch_custom_status(*QUOTA_API, None, quota.name, {"used": {"resources": resources}})
+            except Exception as exc:  # best effort: observing must go on
+                log.warning(
+                    "CapacityQuota %s: writing status.used failed: %s: %s",
+                    quota.name,
+                    type(exc).__name__,
+                    exc,
+                )
+        quotas.append(replace(quota, used=used))
+    return replace(cluster, quotas=tuple(quotas))
+
+
+def _quantity(name: str, milli: int) -> str:
+    """An exact Kubernetes quantity: whole units, binary suffixes for byte amounts, else millis."""
+    if milli % 1000:
+        return f"{milli}m"
+    units = milli // 1000
+    if name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+        for suffix, size in (
+            ("Ei", 2**60),
+            ("Pi", 2**50),
+            ("Ti", 2**40),
+            ("Gi", 2**30),
+            ("Mi", 2**20),
+            ("Ki", 2**10),
+        ):
+            if units and units % size == 0:
+                return f"{units // size}{suffix}"
+    return str(units)
 
 
 def _pod_infos(pods: Iterator[Pod], *, keep_terminal: bool) -> Iterator[PodInfo]:

@@ -165,6 +165,17 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
         ),
         "groups": sorted(_group_entry(g) for g in groups),
     }
+    # the shared-cluster objects decide too (a Pending Volcano PodGroup is demand without pods; a quota
+    # or tenant label changes what may open); left out when absent, so older fingerprints stand
+    if cluster.tenants:
+        doc["tenants"] = sorted(cluster.tenants.items())
+    if cluster.gangs:
+        doc["gangs"] = sorted((g.to_dict() for g in cluster.gangs), key=lambda g: str(g["k"]))
+    if cluster.quotas:
+        doc["quotas"] = sorted(
+            ({k: v for k, v in q.to_dict().items() if k != "u"} for q in cluster.quotas),
+            key=lambda q: str(q["n"]),
+        )
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
