@@ -6,6 +6,7 @@ other stand-ins for the world.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +17,7 @@ from spillway.errors import (
     AsgNotFound,
     AwsError,
     InstanceNotFound,
+    KubeError,
     NodeNotFound,
     PodNotFound,
     SnapshotNotFound,
@@ -108,6 +110,8 @@ class FakeCluster(Recorder):
         self.pdbs: list[dict[str, Any]] = list(pdbs)
         self.events: list[str] = []
         self.posted: list[dict[str, Any]] = []  # every Event as the API would store its fields
+        self.custom: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (group, version, plural)
+        self.pod_templates: list[dict[str, Any]] = []
 
     def iter_nodes(self) -> Iterator[Node]:
         return self._iter("iter_nodes", list(self.nodes.values()), Node.model_validate)
@@ -188,10 +192,44 @@ class FakeCluster(Recorder):
              "type": type_, "uid": kw.get("uid")}
         )  # fmt: skip
 
+    def list_custom(
+        self, group: str, version: str, plural: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        self._call("list_custom", group, version, plural, namespace)
+        items = self.custom.get((group, version, plural), [])
+        return [copy.deepcopy(o) for o in items if namespace is None or _ns(o) == namespace]
+
+    def patch_custom_status(
+        self, group: str, version: str, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        self._call("patch_custom_status", group, version, plural, namespace, name, status)
+        for obj in self.custom.get((group, version, plural), []):
+            if _ns(obj) == namespace and obj["metadata"]["name"] == name:
+                merged = {**obj.get("status", {}), **status}
+                obj["status"] = {k: v for k, v in merged.items() if v is not None}
+                return copy.deepcopy(obj)
+        raise KubeError(f"patch {plural} {namespace}/{name} status: not found")
+
+    def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        self._call("list_pod_templates", namespace)
+        return [copy.deepcopy(t) for t in self.pod_templates if namespace is None or _ns(t) == namespace]
+
+    def label_node(self, name: str, labels: Mapping[str, str]) -> bool:
+        self._call("label_node", name, dict(labels))
+        current = self._node(name)["metadata"].setdefault("labels", {})
+        if all(current.get(k) == v for k, v in labels.items()):
+            return False
+        current.update(labels)
+        return True
+
     def _node(self, name: str) -> dict[str, Any]:
         if name not in self.nodes:
             raise NodeNotFound(f"get node {name}: not found")
         return self.nodes[name]
+
+
+def _ns(obj: dict[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("namespace") or "default")
 
 
 # --- the cloud ---------------------------------------------------------------------------------

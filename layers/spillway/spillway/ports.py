@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from spillway.errors import (
     AsgLimitExceeded,
@@ -90,6 +90,17 @@ class Cluster(Protocol):
         uid: str | None = None,
         api_version: str = "v1",
     ) -> None: ...
+    # Custom resources (ProvisioningRequest) and PodTemplates. ``list_custom`` answers [] when the
+    # API server does not serve the resource (its CRD is not installed).
+    def list_custom(
+        self, group: str, version: str, plural: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]: ...
+    def patch_custom_status(
+        self, group: str, version: str, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]: ...
+    def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    # Merge ``labels`` into the Node's labels; False when it already had them all.
+    def label_node(self, name: str, labels: Mapping[str, str]) -> bool: ...
 
 
 class Cloud(Protocol):

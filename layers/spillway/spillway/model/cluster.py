@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spillway.model.k8s import (
+    CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
     DO_NOT_DISRUPT,
+    LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
@@ -28,6 +30,9 @@ from spillway.model.k8s import (
 )
 from spillway.model.resources import Resources, parse_resource_list
 from spillway.model.shared import GangInfo, QuotaInfo, gang_of, gangs_of, quota_of, tenant_of
+
+if TYPE_CHECKING:
+    from spillway.model.provreq import ProvisioningRequestInfo
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -83,6 +88,8 @@ class PodInfo:
     gang_min: int = 0  # the pod's own word on the gang's size (Kueue's pod-group-total-count), else 0
     gated: bool = False  # spec.schedulingGates is not empty: not for the scheduler (nor us) yet
     nominated: str | None = None  # status.nominatedNodeName: preemption makes room there
+    # the ProvisioningRequest (same namespace) whose capacity the pod uses (consume annotation)
+    consumes: str | None = None
 
     @property
     def key(self) -> str:
@@ -159,6 +166,9 @@ class PodInfo:
             gang_min=gang_min,
             gated=bool(spec.scheduling_gates),
             nominated=status.nominated_node_name or None,
+            consumes=annotations.get(CONSUME_ANNOTATION)
+            or annotations.get(LEGACY_CONSUME_ANNOTATION)
+            or None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +209,7 @@ class PodInfo:
             gang_min=int(d.get("gm", 0)),
             gated=bool(d.get("gt")),
             nominated=d.get("nom"),
+            consumes=d.get("cpr"),
         )
 
 
@@ -233,6 +244,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("gm", lambda p: p.gang_min or None),
     ("gt", lambda p: _one_if(p.gated)),
     ("nom", lambda p: p.nominated),
+    ("cpr", lambda p: p.consumes),
 )
 
 
@@ -423,6 +435,7 @@ class ClusterSnapshot:
     tenants: Mapping[str, str] = field(default_factory=dict)
     gangs: tuple[GangInfo, ...] = ()
     quotas: tuple[QuotaInfo, ...] = ()
+    provreqs: tuple[ProvisioningRequestInfo, ...] = ()
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -502,10 +515,14 @@ class ClusterSnapshot:
             out["gangs"] = [g.to_dict() for g in self.gangs]
         if self.quotas:
             out["quotas"] = [q.to_dict() for q in self.quotas]
+        if self.provreqs:
+            out["provreqs"] = [r.to_dict() for r in self.provreqs]
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClusterSnapshot:
+        from spillway.model.provreq import ProvisioningRequestInfo  # it reads PodInfo from here
+
         taken_at = parse_time(d["taken_at"])
         assert taken_at is not None
         return cls(
@@ -518,6 +535,7 @@ class ClusterSnapshot:
             tenants=dict(d.get("tenants", {})),
             gangs=tuple(GangInfo.from_dict(g) for g in d.get("gangs", ())),
             quotas=tuple(QuotaInfo.from_dict(q) for q in d.get("quotas", ())),
+            provreqs=tuple(ProvisioningRequestInfo.from_dict(r) for r in d.get("provreqs", ())),
         )
 
 

@@ -165,6 +165,8 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
         ),
         "groups": sorted(_group_entry(g) for g in groups),
     }
+    if cluster.provreqs:  # their spec and conditions (written by the plan) decide the next conditions
+        doc["provreqs"] = [r.to_dict() for r in cluster.provreqs]
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

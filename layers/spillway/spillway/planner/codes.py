@@ -24,6 +24,9 @@ CAPACITY_QUOTA = "capacity-quota"  # a CapacityQuota covering the groups that fi
 GANG_INCOMPLETE = "gang-incomplete"  # the pod's gang has fewer pods than its minimum: none placed
 SCHEDULING_GATED = "scheduling-gated"  # spec.schedulingGates set: not demand until the gates lift
 NOMINATED = "nominated"  # status.nominatedNodeName: preemption makes room; nothing is launched
+# consumes a ProvisioningRequest (autoscaling.x-k8s.io/consume-provisioning-request) that holds its
+# capacity or is still being served: the request is the demand, not the pod
+PROVISIONING_REQUEST = "provisioning-request"
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
@@ -61,6 +64,7 @@ PENDING_CODES = (
     GANG_INCOMPLETE,
     SCHEDULING_GATED,
     NOMINATED,
+    PROVISIONING_REQUEST,
 )
 KEPT_CODES = (
     UNCORDONED,
