@@ -346,7 +346,7 @@ def test_requests_round_trip_through_the_snapshot_and_old_snapshots_still_load()
 
 
 def test_bad_fields_never_raise() -> None:
-    odd = [
+    odd: list[Any] = [
         {"metadata": {"name": "a"}, "spec": {"podSets": "nope", "parameters": [1]}, "status": {"conditions": [7]}},
         {"metadata": {}},
         {"metadata": {"name": "b", "namespace": "x"}, "spec": {"podSets": [{"podTemplateRef": {"name": "t"},
