@@ -6,7 +6,6 @@ other stand-ins for the world.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,8 +16,9 @@ from spillway.errors import (
     AsgNotFound,
     AwsError,
     InstanceNotFound,
-    KubeError,
+    KubeConflict,
     NodeNotFound,
+    ObjectNotFound,
     PodNotFound,
     SnapshotNotFound,
     StateConflict,
@@ -36,7 +36,15 @@ from spillway.model.act import (
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import Placement
-from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, Node, Pod, PodDisruptionBudget
+from spillway.model.k8s import (
+    CORDONED_BY_SPILLWAY,
+    DRAINING_TAINT,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    SharedObject,
+    parse_kube_list,
+)
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
@@ -103,15 +111,18 @@ class FakeCluster(Recorder):
         nodes: Sequence[dict[str, Any]] = (),
         pods: Sequence[dict[str, Any]] = (),
         pdbs: Sequence[dict[str, Any]] = (),
+        custom: Sequence[dict[str, Any]] = (),
     ) -> None:
         super().__init__()
         self.nodes: dict[str, dict[str, Any]] = {n["metadata"]["name"]: n for n in nodes}
         self.pods: list[dict[str, Any]] = list(pods)
         self.pdbs: list[dict[str, Any]] = list(pdbs)
+        #: every other object (namespaces, custom resources, pod templates), by its own apiVersion/kind
+        self.custom: list[dict[str, Any]] = list(custom)
+        #: CRDs "not installed": ``(group, plural)`` whose list answers [] and status patch not found
+        self.not_installed: set[tuple[str, str]] = set()
         self.events: list[str] = []
         self.posted: list[dict[str, Any]] = []  # every Event as the API would store its fields
-        self.custom: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (group, version, plural)
-        self.pod_templates: list[dict[str, Any]] = []
 
     def iter_nodes(self) -> Iterator[Node]:
         return self._iter("iter_nodes", list(self.nodes.values()), Node.model_validate)
@@ -121,6 +132,51 @@ class FakeCluster(Recorder):
 
     def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
         return self._iter("iter_pdbs", self.pdbs, PodDisruptionBudget.model_validate)
+
+    def iter_shared_objects(self) -> Iterator[SharedObject]:
+        shared = [o for o in self.custom if (_group(o), _plural(o)) not in self.not_installed]
+        return self._iter("iter_shared_objects", shared, _shared_object)
+
+    def list_custom(
+        self, group: str, version: str, plural: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        self._call("list_custom", group, version, plural, namespace)
+        if (group, plural) in self.not_installed:
+            return []
+        return [
+            o for o in self.custom
+            if _group(o) == group and _plural(o) == plural
+            and (namespace is None or o["metadata"].get("namespace") == namespace)
+        ]  # fmt: skip
+
+    def patch_custom_status(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        status: dict[str, Any],
+    ) -> dict[str, Any]:
+        """A merge patch of ``status`` (``None`` removes a key); 409 when the stored object carries
+        ``metadata.annotations["fake/conflict"]``."""
+        self._call("patch_custom_status", group, version, plural, namespace, name, status)
+        for obj in self.list_custom(group, version, plural, namespace):
+            if obj["metadata"]["name"] == name:
+                self.calls.pop()  # the lookup above is not the caller's
+                if "fake/conflict" in (obj["metadata"].get("annotations") or {}):
+                    raise KubeConflict(f"patch status of {plural}.{group} {name}: conflict")
+                obj["status"] = _merge(obj.get("status") or {}, status)
+                return obj
+        self.calls.pop()
+        raise ObjectNotFound(f"patch status of {plural}.{group} {name}: not found")
+
+    def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        self._call("list_pod_templates", namespace)
+        return [
+            o for o in self.custom
+            if o.get("kind") == "PodTemplate" and namespace in (None, o["metadata"].get("namespace"))
+        ]  # fmt: skip
 
     def get_node(self, name: str) -> Node:
         self._call("get_node", name)
@@ -192,28 +248,6 @@ class FakeCluster(Recorder):
              "type": type_, "uid": kw.get("uid")}
         )  # fmt: skip
 
-    def list_custom(
-        self, group: str, version: str, plural: str, namespace: str | None = None
-    ) -> list[dict[str, Any]]:
-        self._call("list_custom", group, version, plural, namespace)
-        items = self.custom.get((group, version, plural), [])
-        return [copy.deepcopy(o) for o in items if namespace is None or _ns(o) == namespace]
-
-    def patch_custom_status(
-        self, group: str, version: str, plural: str, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
-        self._call("patch_custom_status", group, version, plural, namespace, name, status)
-        for obj in self.custom.get((group, version, plural), []):
-            if _ns(obj) == namespace and obj["metadata"]["name"] == name:
-                merged = {**obj.get("status", {}), **status}
-                obj["status"] = {k: v for k, v in merged.items() if v is not None}
-                return copy.deepcopy(obj)
-        raise KubeError(f"patch {plural} {namespace}/{name} status: not found")
-
-    def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        self._call("list_pod_templates", namespace)
-        return [copy.deepcopy(t) for t in self.pod_templates if namespace is None or _ns(t) == namespace]
-
     def label_node(self, name: str, labels: Mapping[str, str]) -> bool:
         self._call("label_node", name, dict(labels))
         current = self._node(name)["metadata"].setdefault("labels", {})
@@ -228,8 +262,31 @@ class FakeCluster(Recorder):
         return self.nodes[name]
 
 
-def _ns(obj: dict[str, Any]) -> str:
-    return str(obj.get("metadata", {}).get("namespace") or "default")
+def _group(obj: dict[str, Any]) -> str:
+    return str(obj.get("apiVersion", "")).rpartition("/")[0]
+
+
+def _plural(obj: dict[str, Any]) -> str:
+    return str(obj.get("kind", "")).lower() + "s"  # podgroups, workloads, capacityquotas, ...
+
+
+def _shared_object(obj: dict[str, Any]) -> SharedObject:
+    parsed = parse_kube_list({"kind": "List", "items": [obj]}).others
+    if len(parsed) != 1:
+        raise ValueError(f"not a shared-cluster object: {obj.get('apiVersion')} {obj.get('kind')}")
+    return parsed[0]
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 # --- the cloud ---------------------------------------------------------------------------------

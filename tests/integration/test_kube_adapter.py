@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import logging
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -15,13 +16,15 @@ from spillway.adapters.kube import KubeClient
 from spillway.errors import (
     EvictionBlocked,
     KubeAuthError,
+    KubeConflict,
     KubeUnavailable,
     NodeNotFound,
+    ObjectNotFound,
     PodNotFound,
 )
 from spillway.local import objects as kobj
 from spillway.local.kubeapi import KubeApiServer, RequestRecord
-from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
+from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, CapacityQuota, VolcanoPodGroup
 
 NOW = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
 
@@ -453,3 +456,142 @@ def test_record_event_about_a_node(server: KubeApiServer, kube: KubeClient) -> N
     assert pod_event["metadata"]["namespace"] == "shop"
     assert pod_event["involvedObject"]["namespace"] == "shop"
     assert pod_event["type"] == "Warning"
+
+
+# --- shared-cluster objects and custom resources ----------------------------------------------------
+
+QUOTA_GV = ("autoscaling.x-k8s.io", "v1beta1", "capacityquotas")
+PROVREQ_GV = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
+
+
+def shared_fixtures(server: KubeApiServer) -> None:
+    server.add(
+        {"kind": "Namespace", "metadata": {"name": "ml", "labels": {"spillway.io/tenant": "research"}}}
+    )
+    server.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "train", "namespace": "ml"},
+                "spec": {"minMember": 8, "queue": "gpu"}, "status": {"phase": "Pending"}})  # fmt: skip
+    server.add({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": "sim", "namespace": "ml"}, "spec": {"minMember": 3}})  # fmt: skip
+    server.add({"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+                "metadata": {"name": "job", "namespace": "ml"},
+                "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 4}}}]}})  # fmt: skip
+    server.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+                "metadata": {"name": "gpu-cap"},
+                "spec": {"selector": {"matchLabels": {"pool": "gpu"}},
+                         "limits": {"resources": {"nvidia.com/gpu": "16"}}}})  # fmt: skip
+
+
+def test_shared_objects_are_read_into_the_models(server: KubeApiServer, kube: KubeClient) -> None:
+    shared_fixtures(server)
+    objects = kube.list_shared_objects()
+    by_kind = {(type(o).__name__, o.metadata.name) for o in objects}
+    assert {("VolcanoPodGroup", "train"), ("CoschedulingPodGroup", "sim"), ("Workload", "job"),
+            ("CapacityQuota", "gpu-cap"), ("Namespace", "ml")} <= by_kind  # fmt: skip
+    volcano = next(o for o in objects if isinstance(o, VolcanoPodGroup))
+    assert (volcano.spec.min_member, volcano.spec.queue, volcano.status.phase) == (8, "gpu", "Pending")
+    quota = next(o for o in objects if isinstance(o, CapacityQuota))
+    assert quota.spec.limits.resources["nvidia.com/gpu"] == "16"
+    lists = {r.path for r in server.requests if r.method == "GET"}
+    assert "/apis/scheduling.volcano.sh/v1beta1/podgroups" in lists
+    assert "/apis/autoscaling.x-k8s.io/v1beta1/capacityquotas" in lists
+    assert all(r.query.get("limit") for r in server.requests if r.path.startswith("/apis/"))
+
+
+def test_a_crd_not_installed_gives_none_of_its_kind_logged_once(
+    server: KubeApiServer, kube: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    shared_fixtures(server)
+    server.optional_resources = ["capacityquotas.autoscaling.x-k8s.io"]  # no Volcano, no coscheduling
+    caplog.set_level("DEBUG", logger="spillway.adapters.kube")
+    kinds = {type(o).__name__ for o in kube.list_shared_objects()}
+    assert kinds == {"Namespace", "CapacityQuota"}
+    kube.list_shared_objects()
+    infos = [r for r in caplog.records if r.levelname == "INFO" and "not served" in r.getMessage()]
+    assert len(infos) == 4  # coscheduling, Volcano, upstream PodGroup, Workload: each once
+    assert any("podgroups.scheduling.volcano.sh" in r.getMessage() for r in infos)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert kube.list_custom(*PROVREQ_GV) == []
+
+
+def test_rbac_refusing_an_optional_kind_is_a_warning_naming_it(
+    server: KubeApiServer, kube: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    shared_fixtures(server)
+    server.faults.fail_next(1, 403, "/apis/scheduling.volcano.sh/")
+    kinds = {type(o).__name__ for o in kube.list_shared_objects()}
+    assert "VolcanoPodGroup" not in kinds
+    assert {"CoschedulingPodGroup", "CapacityQuota", "Workload", "Namespace"} <= kinds
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("podgroups.scheduling.volcano.sh" in w for w in warnings)
+    # the generic list does not hide a refusal: the ProvisioningRequest logic must know
+    server.faults.fail_next(1, 403, "/apis/autoscaling.x-k8s.io/v1/")
+    with pytest.raises(KubeAuthError):
+        kube.list_custom(*PROVREQ_GV)
+
+
+def test_a_malformed_object_is_skipped_not_fatal(
+    server: KubeApiServer, kube: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "bad", "namespace": "default"}, "spec": {"minMember": -1}})  # fmt: skip
+    server.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "good", "namespace": "default"}, "spec": {"minMember": 2}})  # fmt: skip
+    names = [o.metadata.name for o in kube.list_shared_objects() if isinstance(o, VolcanoPodGroup)]
+    assert names == ["good"]
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "default/bad" in error and "spec.minMember" in error
+
+
+def test_list_custom_pages_and_filters_by_namespace(server: KubeApiServer, sleeps: Sleeps) -> None:
+    kube = KubeClient.for_url(server.url, sleep=sleeps, page_size=2)
+    server.add({"kind": "Namespace", "metadata": {"name": "other"}})
+    for i in range(5):
+        ns = "other" if i == 4 else "default"
+        server.add({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+                    "metadata": {"name": f"pr{i}", "namespace": ns},
+                    "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": []}})  # fmt: skip
+    everything = kube.list_custom(*PROVREQ_GV)
+    assert [o["metadata"]["name"] for o in everything] == ["pr0", "pr1", "pr2", "pr3", "pr4"]
+    assert everything[0]["kind"] == "ProvisioningRequest"
+    assert [o["metadata"]["name"] for o in kube.list_custom(*PROVREQ_GV, namespace="other")] == ["pr4"]
+    pages = requests_to(server, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests", "GET")
+    assert len(pages) == 3 and all(p.query["limit"] == "2" for p in pages)
+
+
+def test_patch_custom_status_merges_on_the_status_subresource(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    server.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+                "metadata": {"name": "q"}, "spec": {"limits": {"resources": {"cpu": "64"}}},
+                "status": {"conditions": [{"type": "x", "status": "True"}]}})  # fmt: skip
+    used = {"used": {"resources": {"cpu": "8", "nodes": "1"}}}
+    answered = kube.patch_custom_status(*QUOTA_GV, None, "q", used)
+    assert answered["status"] == {"conditions": [{"type": "x", "status": "True"}], **used}
+    assert answered["spec"] == {"limits": {"resources": {"cpu": "64"}}}
+    (patch,) = requests_to(server, "/apis/autoscaling.x-k8s.io/v1beta1/capacityquotas/q/status", "PATCH")
+    assert patch.content_type == "application/merge-patch+json"
+    with pytest.raises(ObjectNotFound):
+        kube.patch_custom_status(*QUOTA_GV, None, "missing", used)
+    server.add({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+                "metadata": {"name": "pr", "namespace": "default"},
+                "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": []}})  # fmt: skip
+    accepted = {"conditions": [{"type": "Accepted", "status": "True", "reason": "Ok", "message": "",
+                                "lastTransitionTime": "2026-03-02T09:30:00Z"}]}  # fmt: skip
+    assert kube.patch_custom_status(*PROVREQ_GV, "default", "pr", accepted)["status"] == accepted
+    server.faults.fail_next(
+        1, 409, "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests/pr"
+    )
+    with pytest.raises(KubeConflict):
+        kube.patch_custom_status(*PROVREQ_GV, "default", "pr", accepted)
+
+
+def test_list_pod_templates(server: KubeApiServer, kube: KubeClient) -> None:
+    server.add({"kind": "Namespace", "metadata": {"name": "ml"}})
+    for ns in ("default", "ml"):
+        server.add({"kind": "PodTemplate", "metadata": {"name": "tpl", "namespace": ns},
+                    "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}})  # fmt: skip
+    assert [t["metadata"]["namespace"] for t in kube.list_pod_templates()] == ["default", "ml"]
+    (only,) = kube.list_pod_templates("ml")
+    assert only["kind"] == "PodTemplate"
+    assert only["template"]["spec"]["containers"][0]["image"] == "i"

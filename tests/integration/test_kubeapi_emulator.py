@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes.client import ApiClient, CoreV1Api, EventsV1Api, PolicyV1Api
+from kubernetes.client import ApiClient, ApisApi, CoreV1Api, CustomObjectsApi, EventsV1Api, PolicyV1Api
 from kubernetes.client.exceptions import ApiException
 
 from spillway.local.kubeapi import KubeApiServer
@@ -16,6 +16,7 @@ from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 
 SMP = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -478,3 +479,227 @@ def test_a_required_token_refuses_others_with_401() -> None:
             assert CoreV1Api(good).list_node().items == []
         assert api.last_token == "abc"
         assert [r.status for r in api.requests] == [401, 200]
+
+
+# --- custom resources and pod templates ------------------------------------------------------------
+
+COSCHED = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+VOLCANO = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+UPSTREAM = ("scheduling.k8s.io", "v1alpha2", "podgroups")
+WORKLOADS = ("scheduling.k8s.io", "v1alpha1", "workloads")
+QUOTAS = ("autoscaling.x-k8s.io", "v1beta1", "capacityquotas")
+PROVREQS = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
+CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+
+
+@pytest.fixture
+def custom(client: ApiClient) -> CustomObjectsApi:
+    return CustomObjectsApi(client)
+
+
+def podgroup(
+    group: str, version: str, name: str, min_member: int, namespace: str = "default"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }
+
+
+def quota(name: str, cpu: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+        "kind": "CapacityQuota",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"selector": {"matchLabels": {"team": name}}, "limits": {"resources": {"cpu": cpu}}},
+    }
+
+
+def provreq(name: str, cls: str = CHECK_CAPACITY) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"provisioningClassName": cls, "podSets": [{"podTemplateRef": {"name": "tpl"}, "count": 4}]},
+    }
+
+
+def test_three_kinds_named_podgroup_are_kept_apart(api: KubeApiServer, custom: CustomObjectsApi) -> None:
+    for group, version, plural in (COSCHED, VOLCANO, UPSTREAM):
+        body = podgroup(group, version, "gang", 2 if group == "scheduling.volcano.sh" else 3)
+        custom.create_namespaced_custom_object(group, version, "default", plural, body)
+    volcano = custom.get_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", "gang")
+    assert volcano["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert volcano["spec"]["minMember"] == 2
+    assert volcano["metadata"]["generation"] == 1
+    custom.delete_namespaced_custom_object(*COSCHED[:2], "default", "podgroups", "gang")
+    listed = custom.list_namespaced_custom_object(*UPSTREAM[:2], "default", "podgroups")
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["gang"]
+    assert listed["kind"] == "PodGroupList"
+    assert custom.list_cluster_custom_object(*COSCHED)["items"] == []
+    assert api.get("podgroups.scheduling.volcano.sh", "gang") is not None
+    with pytest.raises(KeyError, match="ambiguous"):
+        api.get("PodGroup", "gang")
+
+
+def test_discovery_lists_the_custom_resources(client: ApiClient) -> None:
+    groups = {g.name: g for g in ApisApi(client).get_api_versions().groups}
+    assert groups["autoscaling.x-k8s.io"].preferred_version.version == "v1"
+    assert [v.version for v in groups["autoscaling.x-k8s.io"].versions] == ["v1", "v1beta1"]
+    assert groups["scheduling.k8s.io"].preferred_version.version == "v1alpha2"
+    assert {"scheduling.x-k8s.io", "scheduling.volcano.sh"} <= set(groups)
+    volcano = CustomObjectsApi(client).get_api_resources("scheduling.volcano.sh", "v1beta1")
+    names = {r.name: r for r in volcano.resources}
+    assert set(names) == {"podgroups"}  # Volcano's CRD has no status subresource
+    assert names["podgroups"].short_names == ["pg", "podgroup-v1beta1"]
+    quotas = CustomObjectsApi(client).get_api_resources("autoscaling.x-k8s.io", "v1beta1")
+    assert {(r.name, r.namespaced) for r in quotas.resources} == {
+        ("capacityquotas", False),
+        ("capacityquotas/status", False),
+    }
+    core = {r.name for r in CoreV1Api(client).get_api_resources().resources}
+    assert "podtemplates" in core
+
+
+def test_status_subresource_of_a_custom_resource(custom: CustomObjectsApi) -> None:
+    created = custom.create_cluster_custom_object(*QUOTAS, {**quota("ml", "64"), "status": {"used": {}}})
+    assert "status" not in created or created["status"] in ({}, None)
+    used = {"used": {"resources": {"cpu": "32", "nodes": "2"}}}
+    after = custom.patch_cluster_custom_object_status(*QUOTAS, "ml", {"status": used, "spec": {"limits": {}}})
+    assert after["status"] == used
+    assert after["spec"]["limits"] == {"resources": {"cpu": "64"}}  # a status write leaves spec alone
+    assert after["metadata"]["generation"] == 1
+    # a main-resource write keeps status and bumps the generation
+    spec = {"spec": {"limits": {"resources": {"cpu": "128"}}}, "status": {"used": {}}}
+    changed = custom.patch_cluster_custom_object(*QUOTAS, "ml", spec)
+    assert changed["status"] == used
+    assert changed["spec"]["limits"]["resources"]["cpu"] == "128"
+    assert changed["metadata"]["generation"] == 2
+    assert custom.get_cluster_custom_object_status(*QUOTAS, "ml")["status"] == used
+
+
+def test_volcano_podgroup_status_is_written_through_the_main_resource(custom: CustomObjectsApi) -> None:
+    custom.create_namespaced_custom_object(
+        *VOLCANO[:2], "default", "podgroups", podgroup(*VOLCANO[:2], "pg", 4)
+    )
+    patched = custom.patch_namespaced_custom_object(
+        *VOLCANO[:2], "default", "podgroups", "pg", {"status": {"phase": "Inqueue"}}
+    )
+    assert patched["status"] == {"phase": "Inqueue"}
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object_status(
+            *VOLCANO[:2], "default", "podgroups", "pg", {"status": {"phase": "Running"}}
+        )
+    assert caught.value.status == 404
+
+
+def test_json_patch_and_merge_patch_work_but_strategic_merge_patch_is_415(custom: CustomObjectsApi) -> None:
+    args = (*COSCHED[:2], "default", "podgroups", "pg")
+    custom.create_namespaced_custom_object(
+        *COSCHED[:2], "default", "podgroups", podgroup(*COSCHED[:2], "pg", 2)
+    )
+    ops = [{"op": "replace", "path": "/spec/minMember", "value": 5}]
+    # the v37 client sends merge-patch+json by default, even for a list: JSON patch must be named
+    assert (
+        custom.patch_namespaced_custom_object(*args, ops, _content_type=JSON_PATCH)["spec"]["minMember"] == 5
+    )
+    merged = custom.patch_namespaced_custom_object(
+        *args, {"metadata": {"labels": {"a": "b"}}}, _content_type=MERGE
+    )
+    assert merged["metadata"]["labels"] == {"a": "b"}
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object(*args, {"spec": {"minMember": 1}}, _content_type=SMP)
+    assert caught.value.status == 415
+    assert SMP not in error_body(caught.value)["message"]
+    assert custom.get_namespaced_custom_object(*args)["spec"]["minMember"] == 5
+
+
+def test_provisioning_class_name_is_immutable(custom: CustomObjectsApi) -> None:
+    custom.create_namespaced_custom_object(*PROVREQS[:2], "default", "provisioningrequests", provreq("pr"))
+    args = (*PROVREQS[:2], "default", "provisioningrequests", "pr")
+    other = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object(*args, {"spec": {"provisioningClassName": other}})
+    assert caught.value.status == 422
+    body = error_body(caught.value)
+    assert body["reason"] == "Invalid"
+    assert body["details"]["causes"][0]["field"] == "spec.provisioningClassName"
+    assert "immutable" in body["message"]
+    current = custom.get_namespaced_custom_object(*args)
+    current["spec"]["provisioningClassName"] = other
+    with pytest.raises(ApiException) as caught:
+        custom.replace_namespaced_custom_object(*args, current)
+    assert caught.value.status == 422
+    # other fields and the status subresource may change
+    status = {
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Ok",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    custom.patch_namespaced_custom_object_status(*args, {"status": status})
+    kept = custom.get_namespaced_custom_object(*args)
+    assert kept["spec"]["provisioningClassName"] == CHECK_CAPACITY
+    assert kept["status"] == status
+
+
+def test_custom_resources_page_and_select_by_label(custom: CustomObjectsApi) -> None:
+    for i in range(5):
+        custom.create_cluster_custom_object(
+            *QUOTAS, quota(f"q{i}", "8", {"tier": "gold" if i % 2 else "silver"})
+        )
+    page = custom.list_cluster_custom_object(*QUOTAS, limit=2)
+    names = [o["metadata"]["name"] for o in page["items"]]
+    while page["metadata"].get("continue"):
+        page = custom.list_cluster_custom_object(*QUOTAS, limit=2, _continue=page["metadata"]["continue"])
+        names += [o["metadata"]["name"] for o in page["items"]]
+    assert names == ["q0", "q1", "q2", "q3", "q4"]
+    gold = custom.list_cluster_custom_object(*QUOTAS, label_selector="tier=gold")
+    assert [o["metadata"]["name"] for o in gold["items"]] == ["q1", "q3"]
+    one = custom.list_cluster_custom_object(*QUOTAS, field_selector="metadata.name=q2")
+    assert [o["metadata"]["name"] for o in one["items"]] == ["q2"]
+
+
+def test_pod_templates(core: CoreV1Api) -> None:
+    template = {
+        "metadata": {"name": "tpl", "namespace": "default"},
+        "template": {
+            "spec": {
+                "containers": [
+                    {"name": "main", "image": "trainer", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+                ]
+            }
+        },
+    }
+    core.create_namespaced_pod_template("default", template)
+    read = core.read_namespaced_pod_template("tpl", "default")
+    assert read.template.spec.containers[0].resources.requests == {"nvidia.com/gpu": "8"}
+    assert [t.metadata.name for t in core.list_pod_template_for_all_namespaces().items] == ["tpl"]
+    patch = {"template": {"spec": {"containers": [{"name": "main", "image": "trainer:2"}]}}}
+    patched = core.patch_namespaced_pod_template("tpl", "default", patch)  # strategic: merged by name
+    assert patched.template.spec.containers[0].image == "trainer:2"
+    assert patched.template.spec.containers[0].resources.requests == {"nvidia.com/gpu": "8"}
+
+
+def test_a_crd_not_installed_answers_404_and_leaves_discovery() -> None:
+    only_quotas = ["capacityquotas.autoscaling.x-k8s.io"]
+    with KubeApiServer(optional_resources=only_quotas) as server, server.api_client() as c:
+        custom = CustomObjectsApi(c)
+        assert custom.list_cluster_custom_object(*QUOTAS)["items"] == []
+        with pytest.raises(ApiException) as caught:
+            custom.list_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups")
+        assert caught.value.status == 404
+        groups = {g.name: g for g in ApisApi(c).get_api_versions().groups}
+        assert "scheduling.volcano.sh" not in groups
+        assert [v.version for v in groups["autoscaling.x-k8s.io"].versions] == ["v1beta1"]
+        server.optional_resources = None  # installing the rest while serving
+        assert custom.list_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups")["items"] == []
+    with pytest.raises(ValueError, match="unknown optional"):
+        KubeApiServer(optional_resources=["podgroups.example.com"])

@@ -57,6 +57,10 @@ class EvictionBlocked(KubeError):
     """The Eviction API answered 429: a PodDisruptionBudget allows no disruption right now."""
 
 
+class ObjectNotFound(KubeError):
+    """The named Kubernetes object (a custom resource, a pod template ...) does not exist."""
+
+
 class KubeConflict(KubeError):
     """A write lost a race (409 Conflict)."""
 

@@ -41,6 +41,7 @@ from spillway.errors import (
     KubeError,
     KubeUnavailable,
     NodeNotFound,
+    ObjectNotFound,
     PodNotFound,
     SnapshotError,
     SnapshotNotFound,
@@ -58,7 +59,7 @@ from spillway.model.act import (
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import Placement
-from spillway.model.k8s import Node, Pod, PodDisruptionBudget
+from spillway.model.k8s import Node, Pod, PodDisruptionBudget, SharedObject
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
@@ -70,6 +71,22 @@ class Cluster(Protocol):
     def iter_nodes(self) -> Iterator[Node]: ...
     def iter_pods(self) -> Iterator[Pod]: ...
     def iter_pdbs(self) -> Iterator[PodDisruptionBudget]: ...
+    # Shared-cluster objects (namespaces, pod groups, workloads, quotas); optional kinds absent → none.
+    def iter_shared_objects(self) -> Iterator[SharedObject]: ...
+    # Custom resources as plain JSON objects ([] when the CRD is not installed) and their status.
+    def list_custom(
+        self, group: str, version: str, plural: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]: ...
+    def patch_custom_status(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        status: dict[str, Any],
+    ) -> dict[str, Any]: ...
+    def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
     def get_node(self, name: str) -> Node: ...
     def pods_on_node(self, node: str) -> list[Pod]: ...
     def cordon(self, node: str, reason: str = "") -> bool: ...
@@ -90,15 +107,6 @@ class Cluster(Protocol):
         uid: str | None = None,
         api_version: str = "v1",
     ) -> None: ...
-    # Custom resources (ProvisioningRequest) and PodTemplates. ``list_custom`` answers [] when the
-    # API server does not serve the resource (its CRD is not installed).
-    def list_custom(
-        self, group: str, version: str, plural: str, namespace: str | None = None
-    ) -> list[dict[str, Any]]: ...
-    def patch_custom_status(
-        self, group: str, version: str, plural: str, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]: ...
-    def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
     # Merge ``labels`` into the Node's labels; False when it already had them all.
     def label_node(self, name: str, labels: Mapping[str, str]) -> bool: ...
 
@@ -190,4 +198,5 @@ ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
 # Errors only one method of a port may raise, besides the port's own (``port.method``).
 METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Cloud.create_fleet_instant": (CapacityUnavailable,),
+    "Cluster.patch_custom_status": (ObjectNotFound,),
 }

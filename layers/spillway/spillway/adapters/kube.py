@@ -23,6 +23,14 @@ first pages: the restarted pass skips every object (by ``metadata.uid``, else na
 pass yielded. The caller so sees each object exactly once; an object yielded before the restart is
 the version of the first snapshot. Only the keys are remembered, not the objects.
 
+**Shared-cluster objects** (:meth:`KubeClient.iter_shared_objects`): namespaces, the three kinds of
+PodGroup, Workloads and CapacityQuotas, read as raw JSON and parsed one by one (an object the model
+refuses is logged and skipped). These kinds are optional: a CRD that is not installed (404) gives no
+objects and is logged once at info; RBAC refusing one (403) gives no objects and a warning naming it,
+so a cluster without Volcano still works. :meth:`KubeClient.list_custom`,
+:meth:`KubeClient.patch_custom_status` and :meth:`KubeClient.list_pod_templates` are the generic
+custom-resource calls the ProvisioningRequest logic uses.
+
 **Writes** send JSON merge patches (``application/merge-patch+json``, set explicitly: for a dict body
 the v37 client would otherwise send ``strategic-merge-patch+json``). Read-modify-write patches carry
 ``metadata.resourceVersion``, so a concurrent change makes the server answer 409 and we re-read and
@@ -38,7 +46,8 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -54,6 +63,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 from kubernetes.client.api.core_v1_api import CoreV1Api
+from kubernetes.client.api.custom_objects_api import CustomObjectsApi
 from kubernetes.client.api.policy_v1_api import PolicyV1Api
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
@@ -80,10 +90,28 @@ from spillway.errors import (
     KubeError,
     KubeUnavailable,
     NodeNotFound,
+    ObjectNotFound,
     PodNotFound,
     SpillwayError,
 )
-from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, Node, Pod, PodDisruptionBudget
+from spillway.model.k8s import (
+    AUTOSCALING_GROUP,
+    CORDONED_BY_SPILLWAY,
+    COSCHEDULING_GROUP,
+    DRAINING_TAINT,
+    UPSTREAM_GROUP,
+    VOLCANO_GROUP,
+    CapacityQuota,
+    CoschedulingPodGroup,
+    Namespace,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    SharedObject,
+    UpstreamPodGroup,
+    VolcanoPodGroup,
+    Workload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +124,34 @@ COMPONENT = "spillway"
 DRAINING_TAINT_EFFECT = "NoSchedule"
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+RawObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SharedKind:
+    """An optional kind of the shared-cluster ecosystem: where to list it and the model it parses into.
+    ``versions`` are tried in order; the first one served is read."""
+
+    kind: str
+    group: str
+    versions: tuple[str, ...]
+    plural: str
+    model: type[SharedObject]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+#: what :meth:`KubeClient.iter_shared_objects` reads, besides namespaces (deploy/rbac.yaml grants these)
+SHARED_KINDS: tuple[SharedKind, ...] = (
+    SharedKind("PodGroup", COSCHEDULING_GROUP, ("v1alpha1",), "podgroups", CoschedulingPodGroup),
+    SharedKind("PodGroup", VOLCANO_GROUP, ("v1beta1",), "podgroups", VolcanoPodGroup),
+    SharedKind("PodGroup", UPSTREAM_GROUP, ("v1alpha2",), "podgroups", UpstreamPodGroup),
+    SharedKind("Workload", UPSTREAM_GROUP, ("v1alpha1", "v1alpha2"), "workloads", Workload),
+    SharedKind("CapacityQuota", AUTOSCALING_GROUP, ("v1beta1",), "capacityquotas", CapacityQuota),
+)
 
 
 class _ListMeta(BaseModel):
@@ -111,6 +167,14 @@ class _Page(BaseModel, Generic[M]):
     items: list[M] | None = None
 
 
+class _RawPage(BaseModel):
+    """One page of a list response with its items kept as plain JSON objects."""
+
+    model_config = ConfigDict(extra="ignore")
+    metadata: _ListMeta = Field(default_factory=_ListMeta)
+    items: list[RawObject] | None = None
+
+
 _NodePage = _Page[Node]
 _PodPage = _Page[Pod]
 _PdbPage = _Page[PodDisruptionBudget]
@@ -118,6 +182,27 @@ _PdbPage = _Page[PodDisruptionBudget]
 
 class _ContinueExpired(KubeError):
     """410 Gone on a list page; handled inside the paging loop, never raised to callers."""
+
+
+class _NotServed(KubeError):
+    """404 on a list: the resource is not served (its CRD is not installed)."""
+
+
+class _Forbidden(KubeAuthError):
+    """403 on a list of an optional kind: RBAC does not grant it."""
+
+
+def _parse_page(page_model: type[_Page[M]]) -> Callable[[bytes], tuple[Sequence[M], str | None]]:
+    def parse(raw: bytes) -> tuple[Sequence[M], str | None]:
+        page = page_model.model_validate_json(raw)
+        return page.items or (), page.metadata.continue_ or None
+
+    return parse
+
+
+def _parse_raw_page(raw: bytes) -> tuple[Sequence[RawObject], str | None]:
+    page = _RawPage.model_validate_json(raw)
+    return page.items or (), page.metadata.continue_ or None
 
 
 def _utcnow() -> datetime:
@@ -186,7 +271,11 @@ def _retry_or_raise(
     return last, _retry_after(exc) if status in (429, 503) else None
 
 
-def _key(obj: BaseModel) -> str:
+def _key(obj: Any) -> str:
+    if isinstance(obj, dict):
+        found = obj.get("metadata")
+        raw: dict[str, Any] = found if isinstance(found, dict) else {}
+        return str(raw.get("uid") or f"{raw.get('namespace') or ''}/{raw.get('name')}")
     meta = getattr(obj, "metadata", None)
     if meta is None:
         return repr(obj)
@@ -284,6 +373,8 @@ class KubeClient:
         self._reauth = reauth
         self._core = CoreV1Api(api_client)
         self._policy = PolicyV1Api(api_client)
+        self._custom = CustomObjectsApi(api_client)
+        self._not_served_logged: set[str] = set()  # kinds whose absence was logged at info already
 
     # --- factories ------------------------------------------------------------------------------
 
@@ -405,7 +496,9 @@ class KubeClient:
 
     def iter_nodes(self, *, label_selector: str | None = None) -> Iterator[Node]:
         """All nodes, page by page."""
-        return self._paged("nodes", self._core.list_node, _NodePage, label_selector=label_selector)
+        return self._paged(
+            "nodes", self._core.list_node, _parse_page(_NodePage), label_selector=label_selector
+        )
 
     def iter_pods(
         self, *, field_selector: str | None = None, label_selector: str | None = None
@@ -414,7 +507,7 @@ class KubeClient:
         return self._paged(
             "pods",
             self._core.list_pod_for_all_namespaces,
-            _PodPage,
+            _parse_page(_PodPage),
             field_selector=field_selector,
             label_selector=label_selector,
         )
@@ -422,7 +515,9 @@ class KubeClient:
     def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
         """All PodDisruptionBudgets (policy/v1) of all namespaces, page by page."""
         return self._paged(
-            "poddisruptionbudgets", self._policy.list_pod_disruption_budget_for_all_namespaces, _PdbPage
+            "poddisruptionbudgets",
+            self._policy.list_pod_disruption_budget_for_all_namespaces,
+            _parse_page(_PdbPage),
         )
 
     def list_nodes(self, *, label_selector: str | None = None) -> list[Node]:
@@ -449,6 +544,112 @@ class KubeClient:
             return Node.model_validate_json(raw)
         except ValidationError as exc:
             raise self._unparsable(f"get node {name}", exc) from None
+
+    # --- custom resources and the shared-cluster objects ------------------------------------------
+
+    def list_custom(
+        self, group: str, version: str, plural: str, namespace: str | None = None
+    ) -> list[RawObject]:
+        """Every object of a custom resource (in ``namespace``, or cluster-wide / all namespaces), as
+        plain JSON objects, all pages; ``[]`` when the resource is not served (CRD not installed).
+        403 raises ``KubeAuthError``."""
+        try:
+            return list(self._iter_custom(group, version, plural, namespace))
+        except _NotServed:
+            self._log_not_served(f"{plural}.{group}/{version}")
+            return []
+
+    def patch_custom_status(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        status: dict[str, Any],
+    ) -> RawObject:
+        """Merge-patch ``{"status": status}`` on the object's ``/status`` subresource; returns the object.
+        ``ObjectNotFound`` (404: no such object, or no status subresource), ``KubeConflict`` (409)."""
+        if not name:
+            raise ValueError("patch_custom_status needs an object name")
+        where = f"{namespace}/{name}" if namespace else name
+        op = f"patch status of {plural}.{group} {where}"
+        body = {"status": status}
+        opts = {"field_manager": COMPONENT, "_content_type": MERGE_PATCH, **self._opts()}
+        if namespace:
+            send = partial(
+                self._custom.patch_namespaced_custom_object_status,
+                group, version, namespace, plural, name, body, **opts,
+            )  # fmt: skip
+        else:
+            send = partial(
+                self._custom.patch_cluster_custom_object_status, group, version, plural, name, body, **opts
+            )
+        return _json_object(op, self._request(op, send, on_status={404: ObjectNotFound}))
+
+    def list_pod_templates(self, namespace: str | None = None) -> list[RawObject]:
+        """Every core/v1 PodTemplate (of ``namespace``, or of all namespaces), as plain JSON objects."""
+        if namespace:
+            call: Callable[..., Any] = partial(self._core.list_namespaced_pod_template, namespace)
+        else:
+            call = self._core.list_pod_template_for_all_namespaces
+        items = self._paged("podtemplates", call, _parse_raw_page)
+        return [{"apiVersion": "v1", "kind": "PodTemplate", **obj} for obj in items]
+
+    def iter_shared_objects(self) -> Iterator[SharedObject]:
+        """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads and CapacityQuotas.
+
+        Each kind is optional: not installed (404) or not granted (403) gives none of it, logged; an
+        object the model refuses is logged and skipped. Other failures raise as every read does."""
+        yield from self._optional("namespaces", Namespace, self._core.list_namespace)
+        for shared in SHARED_KINDS:
+            for index, version in enumerate(shared.versions):
+                call = partial(self._custom.list_cluster_custom_object, shared.group, version, shared.plural)
+                what = f"{shared.qualified}/{version}"
+                try:
+                    yield from self._optional(what, shared.model, call, quiet=True)
+                    break
+                except _NotServed:
+                    if index == len(shared.versions) - 1:
+                        self._log_not_served(f"{shared.qualified} ({', '.join(shared.versions)})")
+
+    def list_shared_objects(self) -> list[SharedObject]:
+        return list(self.iter_shared_objects())
+
+    def _iter_custom(
+        self, group: str, version: str, plural: str, namespace: str | None
+    ) -> Iterator[RawObject]:
+        if namespace:
+            call: Callable[..., Any] = partial(
+                self._custom.list_namespaced_custom_object, group, version, namespace, plural
+            )
+        else:
+            call = partial(self._custom.list_cluster_custom_object, group, version, plural)
+        return self._paged(f"{plural}.{group}/{version}", call, _parse_raw_page, on_status={404: _NotServed})
+
+    def _optional(
+        self, what: str, model: type[M], call: Callable[..., Any], *, quiet: bool = False
+    ) -> Iterator[M]:
+        """Parse each object of an optional kind; 403 gives none (warned). 404 raises ``_NotServed``
+        when ``quiet`` (the caller may try another version), else gives none (logged once)."""
+        items = self._paged(what, call, _parse_raw_page, on_status={404: _NotServed, 403: _Forbidden})
+        try:
+            for obj in items:
+                try:
+                    yield model.model_validate(obj)
+                except ValidationError as exc:
+                    log.error("kube list %s: %s skipped: %s", what, _where(obj), _first_error(exc))
+        except _Forbidden as exc:
+            log.warning("kube list %s: not allowed (%s); reading none of them", what, exc)
+        except _NotServed:
+            if quiet:
+                raise
+            self._log_not_served(what)
+
+    def _log_not_served(self, what: str) -> None:
+        level = logging.DEBUG if what in self._not_served_logged else logging.INFO
+        self._not_served_logged.add(what)
+        log.log(level, "kube %s: not served by this cluster (CRD not installed); reading none", what)
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -492,6 +693,19 @@ class KubeClient:
             }
 
         return self._modify_node(op, name, change)
+
+    def label_node(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Merge ``labels`` into the Node's labels (one merge patch, guarded by the resourceVersion);
+        False, touching nothing, when it already carries them all. ``NodeNotFound`` when it is gone."""
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
+            meta = obj.get("metadata")
+            current = meta.get("labels") if isinstance(meta, dict) else None
+            current = current if isinstance(current, dict) else {}
+            missing = {k: v for k, v in labels.items() if current.get(k) != v}
+            return {"metadata": {"labels": missing}} if missing else False
+
+        return self._modify_node(f"label node {name}", name, change)
 
     def add_draining_taint(self, node: str | Node) -> bool:
         """Add ``spillway.io/draining:NoSchedule``; False when it was already there."""
@@ -653,10 +867,17 @@ class KubeClient:
         self._sleep(delay)
 
     def _paged(
-        self, what: str, call: Callable[..., Any], page_model: type[_Page[M]], **params: Any
-    ) -> Iterator[M]:
+        self,
+        what: str,
+        call: Callable[..., Any],
+        parse: Callable[[bytes], tuple[Sequence[T], str | None]],
+        *,
+        on_status: Mapping[int, type[KubeError]] | None = None,
+        **params: Any,
+    ) -> Iterator[T]:
         """Yield every object of a list, ``page_size`` at a time; restart once on an expired token."""
         op = f"list {what}"
+        special = {**(on_status or {}), 410: _ContinueExpired}
         params = {k: v for k, v in params.items() if v is not None}
         yielded: set[str] = set()  # keys handed out before a restart: skipped after it
         restarted = False
@@ -665,12 +886,12 @@ class KubeClient:
             try:
                 while True:
                     send = partial(call, limit=self.page_size, _continue=token, **params, **self._opts())
-                    raw = self._request(op, send, on_status={410: _ContinueExpired})
+                    raw = self._request(op, send, on_status=special)
                     try:
-                        page = page_model.model_validate_json(raw)
+                        items, token = parse(raw)
                     except ValidationError as exc:
                         raise self._unparsable(op, exc) from None
-                    for obj in page.items or ():
+                    for obj in items:
                         key = _key(obj)
                         if restarted:
                             if key in yielded:
@@ -678,7 +899,6 @@ class KubeClient:
                         else:
                             yielded.add(key)
                         yield obj
-                    token = page.metadata.continue_ or None
                     if token is None:
                         return
             except _ContinueExpired as exc:
@@ -752,6 +972,29 @@ class KubeClient:
             except KubeConflict:
                 continue
         raise KubeConflict(f"{op}: the node kept changing ({CONFLICT_ATTEMPTS} attempts)")
+
+
+def _json_object(op: str, raw: bytes) -> RawObject:
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        raise KubeError(f"{op}: the API server did not answer JSON") from None
+    if not isinstance(obj, dict):
+        raise KubeError(f"{op}: the API server did not answer an object")
+    return obj
+
+
+def _where(obj: RawObject) -> str:
+    """``namespace/name`` (or ``name``) of a raw object, for logs."""
+    found = obj.get("metadata")
+    meta: dict[str, Any] = found if isinstance(found, dict) else {}
+    name = str(meta.get("name", "?"))
+    return f"{meta['namespace']}/{name}" if meta.get("namespace") else name
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
 
 
 def _spec(obj: dict[str, Any]) -> dict[str, Any]:

@@ -176,6 +176,8 @@ class PlanOutcome:
     # the pod Events the plan posted after its commit ({"posted", "failed", "skipped", "errors",
     # "suppressed", "capped"}); None when it posted none
     events: Mapping[str, Any] | None = None
+    # the ProvisioningRequest statuses it wrote ({"written", "failed", "errors"}); None when none changed
+    provisioning: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -190,4 +192,6 @@ class PlanOutcome:
         }
         if self.events is not None:
             out["events"] = dict(self.events)
+        if self.provisioning is not None:
+            out["provisioning"] = dict(self.provisioning)
         return out

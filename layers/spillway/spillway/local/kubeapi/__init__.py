@@ -17,13 +17,24 @@ What it serves (JSON only)
 * ``/api/v1/nodes`` (+ ``/status``), ``/api/v1/namespaces/{ns}/pods`` (+ ``/status``, ``/eviction``,
   ``/binding``), ``/api/v1/pods``, ``/apis/policy/v1/[namespaces/{ns}/]poddisruptionbudgets``
   (+ ``/status``), ``/api/v1/[namespaces/{ns}/]events``, ``/apis/events.k8s.io/v1/[namespaces/{ns}/]events``
-  (one store, converted between the two versions), ``/api/v1/namespaces``; get, list, create, replace
-  (PUT), patch, delete and deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
+  (one store, converted between the two versions), ``/api/v1/namespaces``,
+  ``/api/v1/[namespaces/{ns}/]podtemplates``; get, list, create, replace (PUT), patch, delete and
+  deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
   ``/api/v1``, ``/apis/<group>[/<version>]``) and ``/healthz``.
+* Optional resources, served only while installed (``KubeApiServer(optional_resources=[...])``, a
+  settable property; default all; others answer 404 and are left out of discovery, as on a cluster
+  without the CRD): the custom resources PodGroup ``scheduling.x-k8s.io/v1alpha1`` (coscheduling,
+  ``/status``), PodGroup ``scheduling.volcano.sh/v1beta1`` (Volcano: no status subresource, as its CRD),
+  CapacityQuota ``autoscaling.x-k8s.io/v1beta1`` (cluster-scoped, ``/status``), ProvisioningRequest
+  ``autoscaling.x-k8s.io/v1`` (``/status``; changing ``spec.provisioningClassName`` answers 422 as the
+  CRD's ``self == oldSelf`` rule does), and the alpha built-ins PodGroup ``scheduling.k8s.io/v1alpha2``
+  (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>``
+  (``resources.OPTIONAL``). Custom resources refuse strategic merge patch with 415, as a real server does.
 * Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a
   stale one, or a DeleteOptions precondition that fails, answers 409 ``Conflict``; an empty one is
   unconditional. A write that changes nothing does not bump the version. Writes to the main resource of
-  Pods, Nodes and PDBs keep the old ``status``; the ``/status`` subresource changes only ``status``.
+  a kind with a status subresource (Pods, Nodes, PDBs, and the resources above marked ``/status``) keep
+  the old ``status``; the ``/status`` subresource changes only ``status``.
 * Patches: JSON merge patch, strategic merge patch and JSON patch (see :mod:`.patch`). As on a real
   server, ``Node.spec.taints`` is an *atomic* list: a strategic merge patch carrying taints replaces
   the whole list (read, modify, and send the full list with the ``resourceVersion`` to be safe).

@@ -1,13 +1,18 @@
 """The resources the emulator serves, their REST names, and discovery documents.
 
 Objects are stored in one canonical shape per *store kind* (``Node``, ``Pod``, ``PodDisruptionBudget``,
-``Event``, ``Namespace``). ``events.k8s.io/v1`` Events share the store with ``v1`` Events, as on a real
-cluster, and are converted on the way in and out (``regarding`` <-> ``involvedObject``, ``note`` <->
-``message`` ...).
+``Event``, ``Namespace``, ``PodTemplate``, and ``<Kind>.<group>`` for the custom and alpha resources, so
+that the three kinds named ``PodGroup`` stay apart). ``events.k8s.io/v1`` Events share the store with
+``v1`` Events, as on a real cluster, and are converted on the way in and out (``regarding`` <->
+``involvedObject``, ``note`` <-> ``message`` ...).
+
+The *optional* resources (custom resources, and the alpha ``scheduling.k8s.io`` APIs a cluster must
+switch on) are served only when installed: see ``KubeApiServer(optional_resources=...)``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +73,12 @@ class ResourceType:
     merge_keys: dict[tuple[str, ...], str | None] = field(default_factory=dict)
     to_external: Callable[[JsonObj], JsonObj] = _identity
     to_internal: Callable[[JsonObj], JsonObj] = _identity
+    #: a custom resource (CRD): strategic merge patch answers 415, as on a real server
+    custom: bool = False
+    #: served only when installed (a CRD, or an alpha API that must be switched on)
+    optional: bool = False
+    #: fields that may not change once created (a CRD's ``self == oldSelf`` validation rule)
+    immutable: tuple[tuple[str, ...], ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -176,8 +187,123 @@ NAMESPACES = ResourceType(
     merge_keys=dict(_META_KEYS),
 )
 
-ALL: tuple[ResourceType, ...] = (NODES, PODS, PDBS, EVENTS, EVENTS_V1, NAMESPACES)
-BY_STORE_KIND: dict[str, ResourceType] = {rt.kind: rt for rt in ALL if rt.identity}
+POD_TEMPLATES = ResourceType(
+    "PodTemplate",
+    "podtemplates",
+    "podtemplate",
+    "",
+    "v1",
+    namespaced=True,
+    merge_keys={
+        **_META_KEYS,
+        ("template", "spec", "containers"): "name",
+        ("template", "spec", "initContainers"): "name",
+        ("template", "spec", "containers", "env"): "name",
+        ("template", "spec", "volumes"): "name",
+        ("template", "spec", "tolerations"): None,
+    },
+)
+
+# --- optional resources: CRDs of the shared-cluster ecosystem and alpha upstream APIs ----------------
+
+#: scheduler-plugins coscheduling (CRD ``podgroups.scheduling.x-k8s.io``: status subresource)
+COSCHEDULING_PODGROUPS = ResourceType(
+    "PodGroup",
+    "podgroups",
+    "podgroup",
+    "scheduling.x-k8s.io",
+    "v1alpha1",
+    namespaced=True,
+    short_names=("pg", "pgs"),
+    store_kind="PodGroup.scheduling.x-k8s.io",
+    has_status=True,
+    custom=True,
+    optional=True,
+)
+#: Volcano (CRD ``podgroups.scheduling.volcano.sh``: ``subresources: {}``, no status subresource)
+VOLCANO_PODGROUPS = ResourceType(
+    "PodGroup",
+    "podgroups",
+    "podgroup",
+    "scheduling.volcano.sh",
+    "v1beta1",
+    namespaced=True,
+    short_names=("pg", "podgroup-v1beta1"),
+    store_kind="PodGroup.scheduling.volcano.sh",
+    custom=True,
+    optional=True,
+)
+#: upstream Kubernetes gang scheduling (built in, alpha: a cluster must enable it)
+UPSTREAM_PODGROUPS = ResourceType(
+    "PodGroup",
+    "podgroups",
+    "podgroup",
+    "scheduling.k8s.io",
+    "v1alpha2",
+    namespaced=True,
+    store_kind="PodGroup.scheduling.k8s.io",
+    has_status=True,
+    optional=True,
+    merge_keys={**_META_KEYS, ("status", "conditions"): "type"},
+)
+WORKLOADS = ResourceType(
+    "Workload",
+    "workloads",
+    "workload",
+    "scheduling.k8s.io",
+    "v1alpha1",
+    namespaced=True,
+    store_kind="Workload.scheduling.k8s.io",
+    optional=True,
+    merge_keys={**_META_KEYS, ("spec", "podGroups"): "name"},
+)
+#: sig-autoscaling granular resource limits (CRD ``capacityquotas.autoscaling.x-k8s.io``, cluster-scoped)
+CAPACITY_QUOTAS = ResourceType(
+    "CapacityQuota",
+    "capacityquotas",
+    "capacityquota",
+    "autoscaling.x-k8s.io",
+    "v1beta1",
+    namespaced=False,
+    store_kind="CapacityQuota.autoscaling.x-k8s.io",
+    has_status=True,
+    custom=True,
+    optional=True,
+)
+#: cluster-autoscaler's ProvisioningRequest (CRD; ``spec.provisioningClassName`` is immutable)
+PROVISIONING_REQUESTS = ResourceType(
+    "ProvisioningRequest",
+    "provisioningrequests",
+    "provisioningrequest",
+    "autoscaling.x-k8s.io",
+    "v1",
+    namespaced=True,
+    short_names=("provreq", "provreqs"),
+    store_kind="ProvisioningRequest.autoscaling.x-k8s.io",
+    has_status=True,
+    custom=True,
+    optional=True,
+    immutable=(("spec", "provisioningClassName"),),
+)
+
+ALL: tuple[ResourceType, ...] = (
+    NODES,
+    PODS,
+    PDBS,
+    EVENTS,
+    EVENTS_V1,
+    NAMESPACES,
+    POD_TEMPLATES,
+    COSCHEDULING_PODGROUPS,
+    VOLCANO_PODGROUPS,
+    UPSTREAM_PODGROUPS,
+    WORKLOADS,
+    CAPACITY_QUOTAS,
+    PROVISIONING_REQUESTS,
+)
+BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}
+#: qualified names (``podgroups.scheduling.volcano.sh``) of the resources served only when installed
+OPTIONAL: tuple[str, ...] = tuple(rt.qualified for rt in ALL if rt.optional)
 _BY_PATH: dict[tuple[str, str], ResourceType] = {(rt.api_version, rt.plural): rt for rt in ALL}
 
 
@@ -193,11 +319,23 @@ def by_api_version(api_version: str, kind: str) -> ResourceType | None:
 
 
 def resolve_kind(name: str) -> ResourceType:
-    """The store resource for a kind (``Pod``), plural (``pods``) or short name (``po``), any case."""
+    """The store resource for a kind (``Pod``), plural (``pods``) or short name (``po``), any case;
+    ``<kind or plural>.<group>`` (``podgroups.scheduling.volcano.sh``) picks one of several kinds that
+    share a name."""
     wanted = name.lower()
-    for rt in ALL:
-        if rt.identity and wanted in (rt.kind.lower(), rt.plural, rt.singular, *rt.short_names):
+    found = []
+    for rt in BY_STORE_KIND.values():
+        names = (rt.kind.lower(), rt.plural, rt.singular, *rt.short_names)
+        qualified = {f"{n}.{rt.group}" for n in names[:3]} if rt.group else set()
+        if wanted in qualified:
             return rt
+        if wanted in names:
+            found.append(rt)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        options = ", ".join(rt.qualified for rt in found)
+        raise KeyError(f"kind {name!r} is ambiguous: name its group ({options})")
     raise KeyError(f"unknown kind {name!r}; the emulator serves {', '.join(BY_STORE_KIND)}")
 
 
@@ -226,11 +364,17 @@ SUBRESOURCES: dict[tuple[str, str], list[JsonObj]] = {
 }
 
 
-def resource_list(group_version: str) -> JsonObj | None:
+def served(rt: ResourceType, installed: frozenset[str] | None = None) -> bool:
+    """Whether ``rt`` is served: always unless optional, then when named in ``installed`` (all when
+    ``None``)."""
+    return not rt.optional or installed is None or rt.qualified in installed
+
+
+def resource_list(group_version: str, installed: frozenset[str] | None = None) -> JsonObj | None:
     """``APIResourceList`` for ``/api/v1`` or ``/apis/<group>/<version>``."""
     resources: list[JsonObj] = []
     for rt in ALL:
-        if rt.api_version != group_version:
+        if rt.api_version != group_version or not served(rt, installed):
             continue
         entry: JsonObj = {
             "name": rt.plural,
@@ -242,7 +386,12 @@ def resource_list(group_version: str) -> JsonObj | None:
         if rt.short_names:
             entry["shortNames"] = list(rt.short_names)
         resources.append(entry)
-        for sub in SUBRESOURCES.get((group_version, rt.plural), []):
+        subresources = SUBRESOURCES.get((group_version, rt.plural))
+        if subresources is None and rt.has_status:
+            subresources = [
+                {"name": f"{rt.plural}/status", "kind": rt.kind, "verbs": ["get", "patch", "update"]}
+            ]
+        for sub in subresources or []:
             resources.append({"singularName": "", "namespaced": rt.namespaced, **sub})
     if not resources:
         return None
@@ -254,17 +403,34 @@ def resource_list(group_version: str) -> JsonObj | None:
     }
 
 
-def api_groups() -> list[JsonObj]:
-    groups: dict[str, JsonObj] = {}
+_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+def version_priority(version: str) -> tuple[int, int, int]:
+    """Sort key (highest first) of Kubernetes versions: GA before beta before alpha, then by number."""
+    match = _VERSION.match(version)
+    if match is None:
+        return (0, 0, 0)
+    level = {"alpha": 1, "beta": 2}.get(match.group(2) or "", 3)
+    return (level, int(match.group(1)), int(match.group(3) or 0))
+
+
+def api_groups(installed: frozenset[str] | None = None) -> list[JsonObj]:
+    """The ``APIGroupList`` entries: each group with its served versions, preferred (highest) first."""
+    versions: dict[str, list[str]] = {}
     for rt in ALL:
-        if rt.group and rt.group not in groups:
-            gv = {"groupVersion": rt.api_version, "version": rt.version}
-            groups[rt.group] = {"name": rt.group, "versions": [gv], "preferredVersion": gv}
-    return list(groups.values())
+        if rt.group and served(rt, installed) and rt.version not in versions.setdefault(rt.group, []):
+            versions[rt.group].append(rt.version)
+    groups = []
+    for name, found in versions.items():
+        ordered = sorted(found, key=version_priority, reverse=True)
+        gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in ordered]
+        groups.append({"name": name, "versions": gvs, "preferredVersion": gvs[0]})
+    return groups
 
 
-def api_group(name: str) -> JsonObj | None:
-    for group in api_groups():
+def api_group(name: str, installed: frozenset[str] | None = None) -> JsonObj | None:
+    for group in api_groups(installed):
         if group["name"] == name:
             return {"kind": "APIGroup", "apiVersion": "v1", **group}
     return None

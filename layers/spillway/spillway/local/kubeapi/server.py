@@ -8,7 +8,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -137,9 +137,11 @@ def _method_not_allowed() -> KubeApiError:
 class _Router:
     """Maps a request to the store: the REST layout of ``/api/v1`` and ``/apis/<group>/<version>``."""
 
-    def __init__(self, store: Store, address: Callable[[], str]) -> None:
+    def __init__(self, store: Store, address: Callable[[], str], installed: frozenset[str] | None) -> None:
         self.store = store
         self._address = address
+        #: qualified names of the optional resources served (``None``: all of them)
+        self.installed = installed
 
     def handle(
         self, method: str, path: str, query: Mapping[str, str], content_type: str, raw: bytes
@@ -160,12 +162,13 @@ class _Router:
                 },
             )
         if path == "/apis":
-            return _json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": resources.api_groups()})
+            groups = resources.api_groups(self.installed)
+            return _json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         segments = [unquote(s) for s in path.strip("/").split("/")]
         if segments[0] == "api" and len(segments) >= 2:
             group_version, rest = segments[1], segments[2:]
         elif segments[0] == "apis" and len(segments) == 2:
-            group = resources.api_group(segments[1])
+            group = resources.api_group(segments[1], self.installed)
             if group is None:
                 raise _page_not_found()
             return _json(200, group)
@@ -174,7 +177,7 @@ class _Router:
         else:
             raise _page_not_found()
         if not rest:
-            listing = resources.resource_list(group_version)
+            listing = resources.resource_list(group_version, self.installed)
             if listing is None:
                 raise _page_not_found()
             return _json(200, listing)
@@ -184,7 +187,9 @@ class _Router:
         if len(rest) > 3:
             raise _page_not_found()
         rt = resources.by_path(group_version, rest[0])
-        if rt is None or (namespace is not None and not rt.namespaced):
+        if rt is None or not resources.served(rt, self.installed):
+            raise _page_not_found()
+        if namespace is not None and not rt.namespaced:
             raise _page_not_found()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
@@ -431,19 +436,42 @@ class KubeApiServer:
         require_token: str | None = None,
         clock: Callable[[], datetime] | None = None,
         max_snapshots: int = 64,
+        optional_resources: Iterable[str] | None = None,
     ) -> None:
         #: when set, requests must carry ``Authorization: Bearer <require_token>`` or get 401;
         #: may be changed while the server runs (token rotation)
         self.require_token = require_token
         self.store = Store(clock=clock or (lambda: datetime.now(UTC)), max_snapshots=max_snapshots)
         self.faults = Faults(self.store.expire_snapshots)
-        self._router = _Router(self.store, lambda: self.url.removeprefix("http://"))
+        self._router = _Router(self.store, lambda: self.url.removeprefix("http://"), None)
+        self.optional_resources = optional_resources
         self._requests: list[RequestRecord] = []
         self._requests_lock = threading.Lock()
         self._last_token: str | None = None
         self._address = (host, port)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def optional_resources(self) -> frozenset[str]:
+        """Qualified names (``podgroups.scheduling.volcano.sh``) of the optional resources served: the
+        CRDs installed and the alpha APIs switched on (see ``resources.OPTIONAL``)."""
+        installed = self._router.installed
+        return frozenset(resources.OPTIONAL) if installed is None else installed
+
+    @optional_resources.setter
+    def optional_resources(self, names: Iterable[str] | None) -> None:
+        """Install (or uninstall) optional resources, also while serving; ``None`` installs them all.
+        Others answer 404 and are left out of discovery, as on a cluster without the CRD; objects
+        stored for them are kept."""
+        if names is None:
+            self._router.installed = None
+            return
+        chosen = frozenset(names)
+        unknown = sorted(chosen - set(resources.OPTIONAL))
+        if unknown:
+            raise ValueError(f"unknown optional resources {unknown}; choose among {list(resources.OPTIONAL)}")
+        self._router.installed = chosen
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -548,7 +576,8 @@ class KubeApiServer:
 
     def add(self, obj: Mapping[str, Any]) -> JsonObj:
         """Store any object of a served kind (``kind`` required; ``apiVersion`` picks ``v1`` or
-        ``events.k8s.io/v1`` Events). Fills uid, resourceVersion, creationTimestamp, the namespace
+        ``events.k8s.io/v1`` Events, and which ``PodGroup``; an optional resource not installed may be
+        added too). Fills uid, resourceVersion, creationTimestamp, the namespace
         (``default``, created when missing). Status given for a Pod is kept. Returns the stored object."""
         kind = obj.get("kind")
         if not isinstance(kind, str):
@@ -562,7 +591,8 @@ class KubeApiServer:
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> JsonObj | None:
         """A copy of the object (PDBs with their status computed), or ``None``. ``kind`` is a kind,
-        plural or short name; namespaced kinds default to ``default``."""
+        plural or short name, or ``<plural>.<group>`` where several kinds share it
+        (``podgroups.scheduling.volcano.sh``); namespaced kinds default to ``default``."""
         rt = resources.resolve_kind(kind)
         found = self.store.find(rt, namespace or "default", name)
         return None if found is None else clone(found)

@@ -111,6 +111,25 @@ def _omit_empty(obj: JsonObj) -> JsonObj:
     return obj
 
 
+def _dig(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def _type_name(value: Any) -> str:
+    """How a CEL validation error names the rejected value: its JSON type in quotes."""
+    if isinstance(value, bool):
+        return '"boolean"'
+    if isinstance(value, (int, float)):
+        return '"number"'
+    if isinstance(value, dict):
+        return '"object"'
+    if isinstance(value, list):
+        return '"array"'
+    return '"null"' if value is None else '"string"'
+
+
 def _without_rv(obj: JsonObj) -> JsonObj:
     meta = {k: v for k, v in _meta(obj).items() if k != "resourceVersion"}
     return {**obj, "metadata": meta}
@@ -309,6 +328,20 @@ class Store:
         if kind and kind != rt.kind:
             raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
 
+    @staticmethod
+    def _check_immutable(rt: ResourceType, current: JsonObj, updated: JsonObj) -> None:
+        """A CRD's ``self == oldSelf`` rule: 422 naming the field, as CEL validation answers."""
+        for path in rt.immutable:
+            old, new = _dig(current, path), _dig(updated, path)
+            if old != new:
+                kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+                raise invalid(
+                    kind,
+                    _meta(current).get("name", ""),
+                    ".".join(path),
+                    f"Invalid value: {_type_name(new)}: Value is immutable",
+                )
+
     def _validate(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
         name = _meta(obj).get("name", "")
         if rt.canonical == "PodDisruptionBudget":
@@ -368,7 +401,7 @@ class Store:
                 meta.pop(server_owned, None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = self.now()
-            if rt.canonical in ("PodDisruptionBudget", "Pod"):
+            if rt.canonical in ("PodDisruptionBudget", "Pod") or rt.optional:
                 meta["generation"] = 1
             obj = {**obj, "apiVersion": resources.BY_STORE_KIND[rt.canonical].api_version, "kind": rt.kind}
             obj["metadata"] = meta
@@ -399,6 +432,8 @@ class Store:
         elif rt.canonical == "Namespace":
             obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
             obj["status"] = {"phase": "Active"}
+        elif rt.optional and rt.has_status and via_api:
+            obj.pop("status", None)  # with a status subresource, create ignores the status given
 
     def replace(
         self,
@@ -450,15 +485,21 @@ class Store:
                     if not isinstance(body, dict):
                         raise PatchError("a merge patch must be a JSON object", bad_request=True)
                     patched = merge_patch(current, body)
-                elif content_type == STRATEGIC_MERGE_PATCH:
+                elif content_type == STRATEGIC_MERGE_PATCH and not rt.custom:
                     patched = strategic_merge_patch(current, body, rt.merge_keys)
                 elif content_type in APPLY_PATCH:
                     raise KubeApiError(415, "server-side apply is not supported by the emulator")
                 else:
+                    # a custom resource has no Go type to merge strategically: a real server refuses
+                    accepted = (
+                        JSON_PATCH,
+                        MERGE_PATCH,
+                        APPLY_PATCH[0] if rt.custom else STRATEGIC_MERGE_PATCH,
+                    )
                     raise KubeApiError(
                         415,
                         f"the body of the request was in an unknown format - accepted media "
-                        f"types include: {JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}",
+                        f"types include: {', '.join(accepted)}",
                     )
             except PatchError as exc:
                 if exc.bad_request:
@@ -540,6 +581,7 @@ class Store:
                 new_meta["generation"] = cur_meta["generation"] + 1
         updated = _omit_empty(updated)
         self._validate(rt, updated, via_api=True)
+        self._check_immutable(rt, current, updated)
         if _without_rv(updated) == _without_rv(current):
             return self.present(rt, current)  # a no-op write does not bump the resourceVersion
         if dry_run:
