@@ -358,3 +358,30 @@ def test_bad_fields_never_raise() -> None:
     assert [i.name for i in infos] == ["a", "b"]
     assert isinstance(infos[0], ProvisioningRequestInfo)
     assert "count must be at least 1" in infos[1].problem
+
+
+# --- the plan function writes the statuses -------------------------------------------------------
+
+
+def test_statuses_are_written_and_a_failed_write_never_fails_the_plan() -> None:
+    from fakes import FakeCluster
+
+    from spillway.act.planning import write_provisioning
+    from spillway.errors import KubeUnavailable
+
+    w, _ = cpu_world(nodes=1)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+    kube = FakeCluster(custom=[request("r", CHECK_CAPACITY, [("t", 1)])])
+
+    assert write_provisioning(lambda: kube, result.provisioning) == {"written": 1, "failed": 0, "errors": []}
+    stored = kube.list_custom("autoscaling.x-k8s.io", "v1", "provisioningrequests")[0]["status"]
+    assert {c["type"]: c["status"] for c in stored["conditions"]} == {
+        "Accepted": "True",
+        "Provisioned": "True",
+    }
+    assert write_provisioning(lambda: kube, ()) is None
+
+    def down() -> FakeCluster:
+        raise KubeUnavailable("no API server")
+
+    assert write_provisioning(down, result.provisioning)["failed"] == 1  # type: ignore[index]
