@@ -248,6 +248,14 @@ class FakeCluster(Recorder):
              "type": type_, "uid": kw.get("uid")}
         )  # fmt: skip
 
+    def label_node(self, name: str, labels: Mapping[str, str]) -> bool:
+        self._call("label_node", name, dict(labels))
+        current = self._node(name)["metadata"].setdefault("labels", {})
+        if all(current.get(k) == v for k, v in labels.items()):
+            return False
+        current.update(labels)
+        return True
+
     def _node(self, name: str) -> dict[str, Any]:
         if name not in self.nodes:
             raise NodeNotFound(f"get node {name}: not found")

@@ -28,9 +28,11 @@ def gang_group(cloud: Cloud, name: str, mode: str, max_size: int = 8) -> None:
     )  # fmt: skip
 
 
-def launch(cloud: Cloud, group: str, count: int, mode: str, deadline: int = 20) -> dict[str, Any]:
+def launch(
+    cloud: Cloud, group: str, count: int, mode: str, deadline: int = 20, **extra: Any
+) -> dict[str, Any]:
     payload = {"group": group, "region": HOME, "count": count, "gang": "ml/train", "mode": mode,
-               "deadline_seconds": deadline, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+               "deadline_seconds": deadline, "poll_seconds": 1, "plan_id": "p-1", **extra}  # fmt: skip
     return cloud.stack.run(MACHINE, payload, timeout=90)
 
 
@@ -92,6 +94,27 @@ def test_fleet_launches_the_whole_gang_attaches_it_in_batches_of_20_and_its_node
     assert all(running()[i][TAG_ATTEMPT].startswith("spillway-") for i in whole)
     assert len(out["nodes"]) == 21 and len(cloud.kube.list("Node")) == 22
     assert_no_half_gang(cloud, "gang", whole, busy)
+
+
+def test_a_provisioning_requests_gang_labels_its_nodes_once_all_are_ready(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    gang_group(cloud, "gang", "fleet")
+    labels = {"spillway.io/provisioning-request": "ml.train-check-1"}
+
+    execution = launch(cloud, "gang", 2, "fleet", node_labels=labels)
+
+    assert execution["status"] == "SUCCEEDED", execution
+    nodes = execution["output"]["nodes"]
+    assert len(nodes) == 2
+    for name in nodes:
+        node = cloud.kube.get("Node", name)
+        assert (
+            node is not None
+            and node["metadata"]["labels"]["spillway.io/provisioning-request"] == "ml.train-check-1"
+        )
+    others = [n for n in cloud.kube.list("Node") if n["metadata"]["name"] not in nodes]
+    assert all("spillway.io/provisioning-request" not in n["metadata"].get("labels", {}) for n in others)
 
 
 def test_a_partial_fleet_is_terminated_whole_and_the_group_backed_off(cloud: Cloud, busy: set[str]) -> None:

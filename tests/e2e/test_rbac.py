@@ -177,6 +177,14 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     # observe lists the shared-cluster objects and writes this quota's status.used
     cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
                     "metadata": {"name": "gpu-cap"}, "spec": {"limits": {"resources": {"nodes": "10"}}}})  # fmt: skip
+    # a ProvisioningRequest: observe lists it and its PodTemplate, the plan writes its conditions
+    template = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}
+    cloud.kube.add({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t", "namespace": "ml"},
+                    "template": {"spec": template}})  # fmt: skip
+    cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+                    "metadata": {"name": "check", "namespace": "ml"},
+                    "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                             "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]}})  # fmt: skip
     cloud.kube.clear_requests()
 
     # observe (one observation), then plan it: the plan uncordons the GPU node (scale function) and
@@ -186,6 +194,7 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     result = cloud.plan(cloud.stream_event(key))
     assert result["results"][0]["status"] == "acted", result
     assert result["results"][0]["events"]["posted"] == 1, result
+    assert result["results"][0]["provisioning"]["written"] == 1, result
     [up] = cloud.wait_all()
     assert up["status"] == "SUCCEEDED", up
     assert not cloud.kube.get("Node", gpu_node)["spec"].get("unschedulable")  # type: ignore[index]

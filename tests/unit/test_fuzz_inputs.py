@@ -211,6 +211,15 @@ class FakeKube:
     def iter_pdbs(self) -> Iterator[Any]:
         return iter(())
 
+    def iter_shared_objects(self) -> Iterator[Any]:
+        return iter(())
+
+    def list_custom(self, group: str, version: str, plural: str, namespace: str | None = None) -> list[Any]:
+        return []
+
+    def list_pod_templates(self, namespace: str | None = None) -> list[Any]:
+        return []
+
 
 class NoAws:
     regions: tuple[str, ...] = ()

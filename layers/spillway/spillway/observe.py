@@ -26,11 +26,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.config import NodeReserve
-from spillway.errors import ObservationFailed
+from spillway.errors import KubeError, ObservationFailed
+from spillway.model import provreq
 from spillway.model.act import SaveResult
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo
 from spillway.model.k8s import AUTOSCALING_GROUP, Node, Pod
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
 from spillway.model.shared import NODES, QuotaInfo
 from spillway.model.snapshot import Snapshot, SnapshotCounts
@@ -88,7 +90,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     regions = aws.regions
     # AWS regions, nodes and PDBs in worker threads (mostly waiting on the network); the pods, the
     # bulk of the data, in this thread.
-    pool = ThreadPoolExecutor(max_workers=len(regions) + 2, thread_name_prefix="observe")
+    pool = ThreadPoolExecutor(max_workers=len(regions) + 3, thread_name_prefix="observe")
     futures: list[Future[list[NodeGroup]]] = [
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
@@ -98,11 +100,13 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     shared_future = pool.submit(
         lambda: ClusterSnapshot.from_objects(config.cluster, taken_at, kube.iter_shared_objects())
     )
+    provreq_future = pool.submit(provisioning_requests, kube)
     try:
         pods = tuple(_pod_infos(kube.iter_pods(), keep_terminal=config.keep_terminal_pods))
         nodes = node_future.result()
         pdbs = pdb_future.result()
         shared = shared_future.result()
+        provreqs = provreq_future.result()
         groups = [group for future in futures for group in future.result()]
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -119,6 +123,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         tenants=shared.tenants,
         gangs=shared.gangs,
         quotas=shared.quotas,
+        provreqs=provreqs,
     )
     cluster = update_quota_status(kube, cluster)
     return Snapshot.build(cluster, groups, taken_at, seconds)
@@ -175,6 +180,20 @@ def _quantity(name: str, milli: int) -> str:
             if units and units % size == 0:
                 return f"{units // size}{suffix}"
     return str(units)
+
+
+def provisioning_requests(kube: Cluster) -> tuple[ProvisioningRequestInfo, ...]:
+    """The cluster's ProvisioningRequests with their PodTemplates (read only in the namespaces that
+    have requests). A cluster that refuses the read (no CRD, no RBAC) has none, with a warning: the
+    rest of the snapshot must not depend on an optional API."""
+    try:
+        requests = kube.list_custom(provreq.GROUP, provreq.VERSION, provreq.PLURAL)
+        namespaces = sorted({str((r.get("metadata") or {}).get("namespace") or "default") for r in requests})
+        templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
+    except KubeError as exc:
+        log.warning("ProvisioningRequests not read (%s: %s); none are served", type(exc).__name__, exc)
+        return ()
+    return provreq.request_infos(requests, templates)
 
 
 def _pod_infos(pods: Iterator[Pod], *, keep_terminal: bool) -> Iterator[PodInfo]:

@@ -107,6 +107,8 @@ class Cluster(Protocol):
         uid: str | None = None,
         api_version: str = "v1",
     ) -> None: ...
+    # Merge ``labels`` into the Node's labels; False when it already had them all.
+    def label_node(self, name: str, labels: Mapping[str, str]) -> bool: ...
 
 
 class Cloud(Protocol):

@@ -131,6 +131,8 @@ def _candidates(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[tuple[st
     ups: dict[str, list[tuple[str, str, int, int]]] = {}
     for s in plan.scale_up:
         for pod in s.pods:
+            if ":" in pod:  # a ProvisioningRequest's pod (<ns>/<request>:<set>:<i>): no object to tell
+                continue
             ups.setdefault(pod, []).append((s.group, s.region, s.from_size, s.to_size))
     out: list[tuple[str, str, str, str]] = []
     for pod, targets in ups.items():

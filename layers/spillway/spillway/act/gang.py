@@ -49,8 +49,9 @@ Composition with an ordinary scale-up of the same group (checked; NOT fixed yet)
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -130,6 +131,7 @@ class GangRequest:
     deadline_seconds: float
     poll_seconds: float
     plan_id: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)  # put on the nodes once all are Ready
 
     @classmethod
     def parse(cls, event: Mapping[str, Any], regions: Sequence[str]) -> GangRequest:
@@ -172,7 +174,37 @@ class GangRequest:
             deadline_seconds=number("deadline_seconds", 1, 900),
             poll_seconds=number("poll_seconds", 0, 15),
             plan_id=text("plan_id", required=False),
+            # verify reads them from the execution's input: an optional field has no JSONPath of its own
+            node_labels=_labels(
+                event.get("node_labels", _map(event.get("execution_input")).get("node_labels"))
+            ),
         )
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _labels(value: Any) -> dict[str, str]:
+    """``node_labels``: a map of label keys to values, as Kubernetes allows them (or absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(
+            f"must be a map of label keys to values, got {type(value).__name__}", field="node_labels"
+        )
+    for key, val in value.items():
+        if not isinstance(key, str) or not _LABEL_KEY.match(key):
+            raise InputError(f"{key!r} is not a label key", field="node_labels")
+        if not isinstance(val, str) or not _LABEL_VALUE.match(val):
+            raise InputError(f"{key}: {val!r} is not a label value", field="node_labels")
+    return dict(value)
+
+
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 
 
 def attempt_token(cluster: str, request: GangRequest) -> str:
@@ -364,6 +396,8 @@ class GangSteps:
                             and i.LifecycleState == "InService")  # fmt: skip
         ready = _ready_nodes(self.kube, self.aws, req.region, in_service)
         if len(ready) >= count:
+            for node in sorted(ready.values()) if req.node_labels else ():
+                self.kube.label_node(node, req.node_labels)  # Kueue pins the request's pods with it
             self.metric("GangsLaunched", 1)
             return {"status": "ready", "ready": len(ready), "instances": sorted(ready),
                     "nodes": sorted(ready.values()), "reason": f"{where}: all {count} node(s) of the gang Ready"}  # fmt: skip
@@ -509,10 +543,12 @@ def execution_request(
     *,
     deadline_seconds: float = 600.0,
     poll_seconds: float = 15.0,
+    node_labels: Mapping[str, str] | None = None,
 ) -> ExecutionRequest | None:
     """The GangLaunch execution for ``count`` nodes of ``group`` for ``gang``, or None when the group's
     tag says ``off`` (the gang then goes through the ordinary scale-up). Named after the plan, group and
-    gang, so a plan started twice starts it once."""
+    gang, so a plan started twice starts it once. ``node_labels`` (a ProvisioningRequest's gang: the
+    label naming the request) are put on the gang's nodes once all of them are Ready."""
     if group.atomic_launch == "off":
         return None
     digest = hashlib.sha256(f"{group.region}/{group.name}/{gang}".encode()).hexdigest()[:12]
@@ -529,5 +565,6 @@ def execution_request(
             "deadline_seconds": deadline_seconds,
             "poll_seconds": poll_seconds,
             "plan_id": plan_id,
+            **({"node_labels": dict(node_labels)} if node_labels else {}),
         },
     )

@@ -17,7 +17,8 @@
    and ``down-<plan id>``: a duplicate start is refused by Step Functions and reported as
    ``started=False``. The execution list is committed with the state, so a resumed plan restarts the
    gang launches too;
-6. when given a cluster, post the pod Events of :mod:`spillway.act.events` (``TriggeredScaleUp``,
+6. when given a cluster, write the ProvisioningRequest statuses the plan changed (conditions and
+   ``provisioningClassDetails``, through ``patch_custom_status``) and post the pod Events of :mod:`spillway.act.events` (``TriggeredScaleUp``,
    ``NotTriggerScaleUp``), rate-limited by the ledger committed with the state in step 4. Only after
    the commit: the loser of a race posts nothing. A failure to post never fails the plan.
 
@@ -29,6 +30,7 @@ in the unit tests.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -37,7 +39,8 @@ from typing import Any
 from spillway.act.events import EventBatch, EventPolicy, plan_events, post_events
 from spillway.act.gang import execution_request as gang_execution_request
 from spillway.config import PlannerConfig
-from spillway.errors import ConfigurationError, InputError, SnapshotNotFound, StaleSnapshot
+from spillway.errors import ConfigurationError, InputError, SnapshotNotFound, SpillwayError, StaleSnapshot
+from spillway.model import provreq
 from spillway.model.act import ExecutionRequest, PlanOutcome, PlanRecord, PlanSummary, SnapshotRef
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
@@ -45,10 +48,11 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
-from spillway.planner.types import GangLaunch, ScaleUp
+from spillway.planner.types import GangLaunch, ProvisioningUpdate, ScaleUp
 from spillway.ports import Cluster, Ledger, Snapshots, Workflows
 
 Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
+log = logging.getLogger(__name__)
 SCALE_UP = "scale_up"
 SCALE_DOWN = "scale_down"
 GANG_LAUNCH = "gang_launch"
@@ -221,6 +225,7 @@ def gang_requests(
                 group, gang.nodes, gang.gang, plan_id, settings.gang_launch_arn,
                 deadline_seconds=_seconds(settings.gang_deadline_seconds),
                 poll_seconds=_seconds(settings.gang_poll_seconds),
+                node_labels=gang.node_labels,  # a ProvisioningRequest's: Kueue pins its pods with them
             )  # fmt: skip
             if request is not None:
                 out.append(request)
@@ -374,6 +379,7 @@ def run_plan(
     )
     started = tuple(executions.start(r) for r in requests)
     posted = _post(cluster, batch, settings.events) if cluster else None
+    written = write_provisioning(cluster, result.provisioning) if cluster else None
     return PlanOutcome(
         ref.cluster,
         ref.key,
@@ -384,6 +390,7 @@ def run_plan(
         executions=started,
         events=posted,
         tenants=tenant_summary(result, snapshot.cluster, snapshot.groups),
+        provisioning=written,
     )
 
 
@@ -391,6 +398,33 @@ def _post(cluster: Callable[[], Cluster], batch: EventBatch, policy: EventPolicy
     """Post the batch (never raises); what happened, for the outcome, the log and the metrics."""
     sent = post_events(cluster, batch.events, budget_seconds=policy.budget_seconds)
     return {**sent.to_dict(), "suppressed": batch.suppressed, "capped": batch.capped}
+
+
+def write_provisioning(
+    cluster: Callable[[], Cluster], updates: Sequence[ProvisioningUpdate]
+) -> dict[str, Any] | None:
+    """Write each ProvisioningRequest's new status (after the commit; never raises): a write that fails
+    is counted and logged, and the next plan, seeing the old conditions, decides again. None when the
+    plan changed none."""
+    if not updates:
+        return None
+    written, failed, errors = 0, 0, []
+    try:
+        kube = cluster()
+    except SpillwayError as exc:
+        log.warning("ProvisioningRequest statuses not written: %s", exc)
+        return {"written": 0, "failed": len(updates), "errors": [str(exc)[:200]]}
+    for update in updates:
+        try:
+            kube.patch_custom_status(
+                provreq.GROUP, provreq.VERSION, provreq.PLURAL, update.namespace, update.name, update.status()
+            )
+            written += 1
+        except SpillwayError as exc:
+            failed += 1
+            errors.append(f"{update.key}: {type(exc).__name__}: {exc}"[:200])
+            log.warning("ProvisioningRequest %s: status not written: %s", update.key, exc)
+    return {"written": written, "failed": failed, "errors": errors[:5]}
 
 
 def snapshot_age(snapshot: Snapshot, now: datetime) -> timedelta:

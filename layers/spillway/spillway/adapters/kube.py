@@ -694,6 +694,19 @@ class KubeClient:
 
         return self._modify_node(op, name, change)
 
+    def label_node(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Merge ``labels`` into the Node's labels (one merge patch, guarded by the resourceVersion);
+        False, touching nothing, when it already carries them all. ``NodeNotFound`` when it is gone."""
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
+            meta = obj.get("metadata")
+            current = meta.get("labels") if isinstance(meta, dict) else None
+            current = current if isinstance(current, dict) else {}
+            missing = {k: v for k, v in labels.items() if current.get(k) != v}
+            return {"metadata": {"labels": missing}} if missing else False
+
+        return self._modify_node(f"label node {name}", name, change)
+
     def add_draining_taint(self, node: str | Node) -> bool:
         """Add ``spillway.io/draining:NoSchedule``; False when it was already there."""
 

@@ -178,6 +178,8 @@ class PlanOutcome:
     events: Mapping[str, Any] | None = None
     # per tenant that appears in the plan: {"nodes", "gpus", "cpu" (cores) added; "held": {code: pods}}
     tenants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # the ProvisioningRequest statuses it wrote ({"written", "failed", "errors"}); None when none changed
+    provisioning: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -194,4 +196,6 @@ class PlanOutcome:
             out["events"] = dict(self.events)
         if self.tenants:
             out["tenants"] = {k: dict(v) for k, v in self.tenants.items()}
+        if self.provisioning is not None:
+            out["provisioning"] = dict(self.provisioning)
         return out

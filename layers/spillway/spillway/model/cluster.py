@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spillway.model.k8s import (
+    CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
     DO_NOT_DISRUPT,
+    LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
@@ -28,6 +30,9 @@ from spillway.model.k8s import (
 )
 from spillway.model.resources import Resources, parse_resource_list
 from spillway.model.shared import GangInfo, QuotaInfo, gang_of, gangs_of, quota_of, tenant_of
+
+if TYPE_CHECKING:
+    from spillway.model.provreq import ProvisioningRequestInfo
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -84,6 +89,8 @@ class PodInfo:
     gated: bool = False  # spec.schedulingGates is not empty: not for the scheduler (nor us) yet
     nominated: str | None = None  # status.nominatedNodeName: preemption makes room there
     one_zone: bool = False  # its gang must run in one zone (Kueue topology or a required pod affinity)
+    # the ProvisioningRequest (same namespace) whose capacity the pod uses (consume annotation)
+    consumes: str | None = None
 
     @property
     def key(self) -> str:
@@ -161,6 +168,9 @@ class PodInfo:
             gated=bool(spec.scheduling_gates),
             nominated=status.nominated_node_name or None,
             one_zone=_one_zone(pod),
+            consumes=annotations.get(CONSUME_ANNOTATION)
+            or annotations.get(LEGACY_CONSUME_ANNOTATION)
+            or None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -202,6 +212,7 @@ class PodInfo:
             gated=bool(d.get("gt")),
             nominated=d.get("nom"),
             one_zone=bool(d.get("oz")),
+            consumes=d.get("cpr"),
         )
 
 
@@ -237,6 +248,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("gt", lambda p: _one_if(p.gated)),
     ("nom", lambda p: p.nominated),
     ("oz", lambda p: _one_if(p.one_zone)),
+    ("cpr", lambda p: p.consumes),
 )
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -441,6 +453,7 @@ class ClusterSnapshot:
     tenants: Mapping[str, str] = field(default_factory=dict)
     gangs: tuple[GangInfo, ...] = ()
     quotas: tuple[QuotaInfo, ...] = ()
+    provreqs: tuple[ProvisioningRequestInfo, ...] = ()
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -520,10 +533,14 @@ class ClusterSnapshot:
             out["gangs"] = [g.to_dict() for g in self.gangs]
         if self.quotas:
             out["quotas"] = [q.to_dict() for q in self.quotas]
+        if self.provreqs:
+            out["provreqs"] = [r.to_dict() for r in self.provreqs]
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClusterSnapshot:
+        from spillway.model.provreq import ProvisioningRequestInfo  # it reads PodInfo from here
+
         taken_at = parse_time(d["taken_at"])
         assert taken_at is not None
         return cls(
@@ -536,6 +553,7 @@ class ClusterSnapshot:
             tenants=dict(d.get("tenants", {})),
             gangs=tuple(GangInfo.from_dict(g) for g in d.get("gangs", ())),
             quotas=tuple(QuotaInfo.from_dict(q) for q in d.get("quotas", ())),
+            provreqs=tuple(ProvisioningRequestInfo.from_dict(r) for r in d.get("provreqs", ())),
         )
 
 

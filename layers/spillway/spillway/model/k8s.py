@@ -336,6 +336,11 @@ class PodDisruptionBudget(KubeModel):
 # -- the shared cluster: tenants, pod groups (gangs), capacity quotas --
 
 TENANT_LABEL = "spillway.io/tenant"
+# ProvisioningRequest consumers (spillway.model.provreq): the request a pod uses, and its class
+CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
+# the key cluster-autoscaler still honours from before the API moved to autoscaling.x-k8s.io
+LEGACY_CONSUME_ANNOTATION = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coscheduling
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"

@@ -165,8 +165,16 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
         ),
         "groups": sorted(_group_entry(g) for g in groups),
     }
-    # the shared-cluster objects decide too (a Pending Volcano PodGroup is demand without pods; a quota
-    # or tenant label changes what may open); left out when absent, so older fingerprints stand
+    doc |= _shared_entries(cluster)
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
+    """The shared-cluster objects decide too (a Pending Volcano PodGroup is demand without pods; a quota
+    or tenant label changes what may open; a ProvisioningRequest's spec and conditions, written by the
+    plan, decide its next conditions); each left out when absent, so older fingerprints stand."""
+    doc: dict[str, Any] = {}
     if cluster.tenants:
         doc["tenants"] = sorted(cluster.tenants.items())
     if cluster.gangs:
@@ -176,8 +184,9 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
             ({k: v for k, v in q.to_dict().items() if k != "u"} for q in cluster.quotas),
             key=lambda q: str(q["n"]),
         )
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    if cluster.provreqs:
+        doc["provreqs"] = [r.to_dict() for r in cluster.provreqs]
+    return doc
 
 
 def _pending_entries(pods: Iterable[PodInfo]) -> list[Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
+from spillway.model.provreq import PROVISIONED, TERMINAL, ProvisioningRequestInfo
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
@@ -72,7 +73,7 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         key = (pod.scheduling_key(), tenant if tenant in limited else None, gang)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = _new_class(pod, key[1], gang)
+            cls = classes[key] = new_class(pod, key[1], gang)
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return sorted(classes.values(), key=PodClass.sort_key)
@@ -91,6 +92,10 @@ def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | N
             codes.NOMINATED,
             f"nominated for node {pod.nominated} (status.nominatedNodeName): preemption makes room there",
         )
+    if pod.consumes:
+        verdict = consumer_verdict(ctx.provreqs, pod)
+        if verdict is not None:
+            return verdict
     return gangs.incomplete(pod.gang)
 
 
@@ -148,7 +153,7 @@ class Gangs:
         return out
 
 
-def _new_class(pod: PodInfo, tenant: str | None = None, gang: str | None = None) -> PodClass:
+def new_class(pod: PodInfo, tenant: str | None = None, gang: str | None = None) -> PodClass:
     requests = dict(pod.requests)
     requests[PODS] = requests.get(PODS, 0) + ONE_POD
     return PodClass(
@@ -161,4 +166,19 @@ def _new_class(pod: PodInfo, tenant: str | None = None, gang: str | None = None)
         node_specific=references_node_identity(pod.node_selector, pod.required_terms),
         tenant=tenant,
         gang=gang,
+    )
+
+
+def consumer_verdict(requests: Mapping[str, ProvisioningRequestInfo], pod: PodInfo) -> tuple[str, str] | None:
+    """Why a pending pod that consumes a ProvisioningRequest is not demand (code, reason), or None when
+    it is: its request is gone, or ended (failed, booking expired, capacity revoked)."""
+    if not pod.consumes:
+        return None
+    info = requests.get(f"{pod.namespace}/{pod.consumes}")
+    if info is None or any(info.is_true(t) for t in TERMINAL):
+        return None
+    held = "its booked capacity is held for it" if info.is_true(PROVISIONED) else "the request is the demand"
+    return (
+        codes.PROVISIONING_REQUEST,
+        f"consumes ProvisioningRequest {info.key} ({info.class_name}): {held}; not scaled for twice",
     )

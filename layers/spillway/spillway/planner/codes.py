@@ -28,6 +28,9 @@ GANG_LAUNCHING = "gang-launching"  # a recent plan launches the gang atomically;
 GANG_NO_ZONE = "gang-no-zone"  # the gang needs one zone and no zone holds it whole
 # the codes of a pod a limit holds (metrics and the simulator count these per tenant)
 LIMIT_CODES = (TENANT_LIMIT, CLUSTER_LIMIT, CAPACITY_QUOTA)
+# consumes a ProvisioningRequest (autoscaling.x-k8s.io/consume-provisioning-request) that holds its
+# capacity or is still being served: the request is the demand, not the pod
+PROVISIONING_REQUEST = "provisioning-request"
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
@@ -67,6 +70,7 @@ PENDING_CODES = (
     NOMINATED,
     GANG_LAUNCHING,
     GANG_NO_ZONE,
+    PROVISIONING_REQUEST,
 )
 KEPT_CODES = (
     UNCORDONED,

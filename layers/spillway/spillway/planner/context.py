@@ -15,6 +15,7 @@ from typing import Any
 from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
@@ -95,6 +96,7 @@ class Context:
         self.pending: list[PodInfo] = []  # pending, unschedulable pods, in snapshot order
         self.gated: list[PodInfo] = []  # unbound pods held by scheduling gates
         self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
+        self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
         self._index_pods(snapshot.pods)
         self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
         # -- decisions --
@@ -107,6 +109,7 @@ class Context:
         self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
+        self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))

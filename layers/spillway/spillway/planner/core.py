@@ -25,9 +25,10 @@ from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import GroupState, NodeState, State
-from spillway.planner.classes import pod_classes
+from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
+from spillway.planner.provreq import Provisioning
 from spillway.planner.scaledown import ScaleDownStage
 from spillway.planner.scaleup import ScaleUpStage
 from spillway.planner.types import ScalingPlan, Uncordon
@@ -46,8 +47,10 @@ def plan(
 ) -> ScalingPlan:
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     ctx = Context(snapshot, groups, config, state, aware(now))
-    classes = pod_classes(ctx)
+    provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
+    classes = sorted([*provisioning.book(), *pod_classes(ctx)], key=PodClass.sort_key)
     scale_up = ScaleUpStage(ctx, expander or RegionThenLeastWaste()).run(classes)
+    provisioning.settle()
     scale_down = ScaleDownStage(ctx)
     drains, kept, idle_state = scale_down.run()
     uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]
@@ -60,6 +63,7 @@ def plan(
         kept=tuple(sorted(kept, key=lambda k: k.node)),
         state=_next_state(ctx, idle_state),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
+        provisioning=provisioning.updates(),
     )
 
 

@@ -426,7 +426,12 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
                 pods=tuple(pods),
                 reason=_scale_up_reason(ctx, group, count, len(pods)),
                 gangs=tuple(
-                    GangLaunch(gang, nodes, tuple(sorted(ctx.gang_pods.get((g, gang), ()))))
+                    GangLaunch(
+                        gang,
+                        nodes,
+                        tuple(sorted(ctx.gang_pods.get((g, gang), ()))),
+                        dict(ctx.gang_labels.get(gang, {})),
+                    )
                     for (g, gang), nodes in sorted(ctx.gang_nodes.items())
                     if g == group.name and nodes > 0
                 ),

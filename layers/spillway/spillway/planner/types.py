@@ -7,6 +7,7 @@ carry a machine-readable ``code`` (:mod:`spillway.planner.codes`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,14 +16,46 @@ from spillway.model.state import State
 
 @dataclass(frozen=True, slots=True)
 class GangLaunch:
-    """New nodes of a scale-up that one gang needs all of: launch them together or not at all."""
+    """New nodes of a scale-up that one gang needs all of: launch them together or not at all.
+
+    A ProvisioningRequest's gang (``gang`` is ``<namespace>/<request>``) carries ``node_labels``: the
+    label naming the request, which the launch puts on the new nodes once they are Ready.
+    """
 
     gang: str  # "<namespace>/<pod group>"
     nodes: int
     pods: tuple[str, ...]
+    node_labels: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gang": self.gang, "nodes": self.nodes, "pods": list(self.pods)}
+        out: dict[str, Any] = {"gang": self.gang, "nodes": self.nodes, "pods": list(self.pods)}
+        if self.node_labels:
+            out["node_labels"] = dict(self.node_labels)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningUpdate:
+    """A ProvisioningRequest's next status: all its conditions (as ``metav1.Condition`` dicts) and its
+    ``provisioningClassDetails``; the plan function writes it after the commit."""
+
+    namespace: str
+    name: str
+    conditions: tuple[Mapping[str, Any], ...]
+    details: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"conditions": [dict(c) for c in self.conditions]}
+        if self.details:
+            out["provisioningClassDetails"] = dict(self.details)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request": self.key, **self.status()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +155,7 @@ class ScalingPlan:
     kept: tuple[KeptNode, ...] = ()
     state: State = field(default_factory=State)
     placements: tuple[Placement, ...] = ()
+    provisioning: tuple[ProvisioningUpdate, ...] = ()  # ProvisioningRequest statuses that change
 
     @property
     def acts(self) -> bool:
@@ -135,4 +169,4 @@ class ScalingPlan:
             "drain": [d.to_dict() for d in self.drain],
             "pending": [p.to_dict() for p in self.pending],
             "kept": [k.to_dict() for k in self.kept],
-        }
+        } | ({"provisioning": [p.to_dict() for p in self.provisioning]} if self.provisioning else {})

@@ -1,0 +1,326 @@
+"""ProvisioningRequests: each request's next conditions, bookings, and the demand of the atomic class.
+
+Two classes are served (any other ``provisioningClassName`` belongs to another autoscaler and is left
+alone, as cluster-autoscaler does):
+
+``check-capacity.autoscaling.x-k8s.io``
+    Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted)? Yes:
+    ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan.
+``best-effort-atomic-scale-up.autoscaling.x-k8s.io``
+    Fits in free room: ``Provisioned=True`` and booked, as above. Else its pod sets become one gang of
+    virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none); their new
+    nodes go to a :class:`~spillway.planner.types.GangLaunch` carrying the node label naming the
+    request. ``Provisioned=False`` while they launch; ``True`` once a later plan finds the pod sets fit
+    (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). A request
+    that no group can ever hold fails; one whose groups are backed off waits and is tried again.
+
+For both: ``Accepted=True`` on first sight of a readable request (one whose PodTemplate is missing
+fails instead); a request not provisioned by ``ValidUntilSeconds`` after its creation (else 7 days)
+fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room is taken
+out of the free room before any pending pod is placed (pods consuming the request are not demand: the
+booking is theirs). It ends with ``BookingExpired=True`` when its 10 minutes pass or once all its pods
+run, and with ``CapacityRevoked=True`` when the booked room no longer exists (nodes gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from spillway.model.cluster import PodInfo
+from spillway.model.k8s import DRAINING_TAINT
+from spillway.model.provreq import (
+    ACCEPTED,
+    BEST_EFFORT_ATOMIC,
+    BOOKING_EXPIRED,
+    CAPACITY_REVOKED,
+    CHECK_CAPACITY,
+    CLASSES,
+    DETAIL_LABEL_KEY,
+    DETAIL_LABEL_VALUE,
+    FAILED,
+    NODE_LABEL,
+    PROVISIONED,
+    TERMINAL,
+    VALID_UNTIL,
+    ConditionInfo,
+    PodSetInfo,
+    ProvisioningRequestInfo,
+    label_value,
+)
+from spillway.model.resources import PODS, Resources, add_into, fit_count
+from spillway.planner import codes
+from spillway.planner.classes import PodClass, new_class
+from spillway.planner.context import ONE_POD, Context, WorkNode, has_taint, minutes
+from spillway.planner.predicates import why_not_placeable
+from spillway.planner.types import PendingPod, ProvisioningUpdate
+
+# reasons: cluster-autoscaler's where it has one for the same state, else Spillway's own
+R_ACCEPTED = "Accepted"
+R_FOUND = "CapacityIsFound"
+R_PROVISIONED = "CapacityIsProvisioned"
+R_NOT_FOUND = "CapacityIsNotFound"
+R_LAUNCHING = "CapacityIsLaunching"
+R_BAD_PODS = "FailedToCreatePods"
+R_EXPIRED = "Expired"
+R_IMPOSSIBLE = "CapacityCannotBeProvisioned"
+R_BOOKING_TIME = "CapacityReservationTimeExpired"
+R_CONSUMED = "CapacityBookingConsumed"
+R_REVOKED = "BookedCapacityGone"
+
+BOOKING = timedelta(minutes=10)
+DEFAULT_VALIDITY = timedelta(days=7)
+# scale-up verdicts after which a request waits and is tried again; any other fails it
+RETRY_CODES = frozenset({codes.BACKED_OFF, codes.GROUPS_EXHAUSTED})
+_PLACED = frozenset({codes.FITS_FREE_ROOM, codes.FITS_LAUNCHING, codes.FITS_UNCORDONED})
+
+
+def gang_key(info: ProvisioningRequestInfo) -> str:
+    return info.key
+
+
+def virtual_pod(info: ProvisioningRequestInfo, set_index: int, i: int) -> str:
+    """A request's pod as the plan names it: ``<ns>/<request>:<set>:<i>`` (no real pod has a colon)."""
+    return f"{info.key}:{set_index}:{i}"
+
+
+def is_virtual(pod: str) -> bool:
+    return ":" in pod
+
+
+@dataclass(slots=True)
+class Work:
+    """One request as this plan sees it: the conditions so far and what the plan decides."""
+
+    info: ProvisioningRequestInfo
+    conditions: list[ConditionInfo]
+    details: dict[str, str]
+    pods: list[str] = field(default_factory=list)  # its virtual pods, when it went to scale-up
+
+    def set(self, type_: str, status: str, reason: str, message: str, now: datetime) -> None:
+        """Set a condition; its lastTransitionTime moves only when its status changes."""
+        old = next((c for c in self.conditions if c.type == type_), None)
+        moved = old is None or old.status != status or old.last_transition_time is None
+        cond = ConditionInfo(
+            type_,
+            status,
+            reason,
+            message[:32768],
+            now.replace(microsecond=0) if moved or old is None else old.last_transition_time,
+            self.info.generation,
+        )
+        if old is None:
+            self.conditions.append(cond)
+        else:
+            self.conditions[self.conditions.index(old)] = cond
+
+    def update(self) -> ProvisioningUpdate | None:
+        if tuple(self.conditions) == self.info.conditions and self.details == dict(self.info.details):
+            return None
+        return ProvisioningUpdate(
+            self.info.namespace,
+            self.info.name,
+            tuple(c.to_api() for c in self.conditions),
+            dict(self.details),
+        )
+
+
+class Provisioning:
+    """The requests of one plan: :meth:`book` before scale-up (bookings and free-room checks, the
+    atomic class's demand as classes), :meth:`settle` after it, :meth:`updates` for the plan."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.work = [
+            Work(r, list(r.conditions), dict(r.details))
+            for r in sorted(ctx.snapshot.provreqs, key=_age_order)
+            if r.class_name in CLASSES
+        ]
+        self.bound: dict[str, int] = {}  # request key -> its consumers running (bound) now
+        for pod in ctx.snapshot.pods:
+            if pod.consumes and pod.node_name and not pod.terminal:
+                key = f"{pod.namespace}/{pod.consumes}"
+                self.bound[key] = self.bound.get(key, 0) + 1
+
+    def book(self) -> list[PodClass]:
+        """Hold the bookings, then decide every request not provisioned yet; the classes of the
+        atomic requests that need new nodes."""
+        now = self.ctx.now
+        waiting: list[Work] = []
+        for w in self.work:
+            if any(w.info.is_true(t) for t in TERMINAL):
+                continue
+            if w.info.is_true(PROVISIONED):
+                self._hold(w, now)
+            else:
+                waiting.append(w)
+        classes: list[PodClass] = []
+        for w in waiting:
+            classes += self._decide(w, now)
+        return classes
+
+    def _hold(self, w: Work, now: datetime) -> None:
+        provisioned = w.info.condition(PROVISIONED)
+        since = provisioned.last_transition_time if provisioned else None
+        running = self.bound.get(w.info.key, 0)
+        if running >= w.info.count:
+            w.set(
+                BOOKING_EXPIRED, "True", R_CONSUMED, "all pods of the request run: the booking is used", now
+            )
+        elif since is None or now >= since + BOOKING:
+            w.set(BOOKING_EXPIRED, "True", R_BOOKING_TIME,
+                  f"capacity was booked for {minutes(BOOKING)} and is released", now)  # fmt: skip
+        elif not self._reserve(w, w.info.count - running):
+            w.set(CAPACITY_REVOKED, "True", R_REVOKED,
+                  f"the booked room for {w.info.count - running} pod(s) no longer exists (nodes gone)", now)  # fmt: skip
+
+    def _decide(self, w: Work, now: datetime) -> list[PodClass]:
+        info = w.info
+        if info.problem:
+            w.set(FAILED, "True", R_BAD_PODS, f"the request's pods cannot be made: {info.problem}", now)
+            return []
+        w.set(ACCEPTED, "True", R_ACCEPTED, "Spillway serves this ProvisioningRequest", now)
+        deadline, why = _deadline(info)
+        if deadline is not None and now >= deadline:
+            w.set(FAILED, "True", R_EXPIRED, f"not provisioned within {why}", now)
+            return []
+        label = label_value(info.namespace, info.name)
+        if self._labelled(label) and self._reserve(w, info.count, label):
+            w.details = {DETAIL_LABEL_KEY: NODE_LABEL, DETAIL_LABEL_VALUE: label}
+            w.set(PROVISIONED, "True", R_PROVISIONED,
+                  f"the nodes launched for the request are Ready; they carry {NODE_LABEL}={label}", now)  # fmt: skip
+            return []
+        if self._reserve(w, info.count):
+            w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room; booked for "
+                  f"{minutes(BOOKING)}", now)  # fmt: skip
+            return []
+        if info.class_name == CHECK_CAPACITY:
+            w.set(PROVISIONED, "False", R_NOT_FOUND,
+                  f"{info.count} pod(s) do not fit in the free room of the cluster; checked again", now)  # fmt: skip
+            return []
+        return self._gang(w, label)
+
+    def _gang(self, w: Work, label: str) -> list[PodClass]:
+        """The atomic request's pod sets as one gang of classes, tagged with the request."""
+        out: list[PodClass] = []
+        for index, pod_set in enumerate(w.info.pod_sets):
+            assert pod_set.pod is not None
+            cls = new_class(pod_set.pod, gang=gang_key(w.info))
+            cls.pods = [virtual_pod(w.info, index, i) for i in range(pod_set.count)]
+            cls.tenant = self._tenant(w.info.namespace)
+            w.pods += cls.pods
+            out.append(cls)
+        self.ctx.gang_labels[gang_key(w.info)] = {NODE_LABEL: label}
+        return out
+
+    def _tenant(self, namespace: str) -> str | None:
+        tenant = self.ctx.snapshot.tenant(namespace)
+        return tenant if tenant in self.ctx.config.tenants else None
+
+    def settle(self) -> None:
+        """After scale-up: what became of each atomic request sent there."""
+        pending = {p.pod: p for p in self.ctx.pending_out}
+        for w in self.work:
+            if w.pods:
+                self._settle(w, pending)
+        virtual = {p for w in self.work for p in w.pods}
+        self.ctx.pending_out[:] = [p for p in self.ctx.pending_out if p.pod not in virtual]
+
+    def _settle(self, w: Work, pending: Mapping[str, PendingPod]) -> None:
+        now, mine = self.ctx.now, set(w.pods)
+        verdict = next((pending[p] for p in w.pods if p in pending and pending[p].code not in _PLACED), None)
+        if verdict is None:
+            placed_new = any(p.pod in mine and "/new-" in p.node for p in self.ctx.placements)
+            what = "new nodes are launched" if placed_new else "capacity is launching"
+            w.set(PROVISIONED, "False", R_LAUNCHING,
+                  f"{what} for the request's {w.info.count} pod(s), all or none", now)  # fmt: skip
+        elif verdict.code in RETRY_CODES:
+            w.set(PROVISIONED, "False", R_NOT_FOUND, f"{verdict.reason}; tried again", now)
+        else:
+            w.set(FAILED, "True", R_IMPOSSIBLE, verdict.reason, now)
+
+    def updates(self) -> tuple[ProvisioningUpdate, ...]:
+        found = (w.update() for w in self.work)
+        return tuple(sorted((u for u in found if u is not None), key=lambda u: u.key))
+
+    # --- free room ---------------------------------------------------------------------------------
+
+    def _labelled(self, label: str) -> bool:
+        return any(n.info.labels.get(NODE_LABEL) == label for n in self.ctx.nodes.values())
+
+    def _reserve(self, w: Work, count: int, label: str | None = None) -> bool:
+        """Take room for ``count`` pods of the request's sets (in order) out of the free room of Ready,
+        schedulable nodes (only those labelled ``label`` when given): all of them, or none."""
+        nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
+        free = {n.info.name: dict(n.free) for n in nodes}
+        left = count
+        for pod_set in w.info.pod_sets:
+            want = min(left, pod_set.count)
+            if want and not _fit(pod_set, want, nodes, free):
+                return False
+            left -= want
+        for node in nodes:
+            node.free = free[node.info.name]
+        return True
+
+
+def _fit(pod_set: PodSetInfo, want: int, nodes: Sequence[WorkNode], free: dict[str, Resources]) -> bool:
+    pod = pod_set.pod
+    if pod is None:
+        return False
+    requests = _with_slot(pod.requests)
+    for node in nodes:
+        if want <= 0:
+            break
+        if _blocked(pod, node):
+            continue
+        count = fit_count(requests, free[node.info.name], want)
+        if count > 0:
+            add_into(free[node.info.name], requests, -count)
+            want -= count
+    return want <= 0
+
+
+def _with_slot(requests: Mapping[str, int]) -> Resources:
+    out = dict(requests)
+    out[PODS] = out.get(PODS, 0) + ONE_POD
+    return out
+
+
+def _blocked(pod: PodInfo, node: WorkNode) -> bool:
+    info = node.info
+    why = why_not_placeable(
+        pod.node_selector, pod.required_terms, pod.tolerations, info.labels, info.taints, info.name
+    )
+    return why is not None
+
+
+def _usable(node: WorkNode, label: str | None) -> bool:
+    info = node.info
+    if not info.ready or info.unschedulable or has_taint(info, DRAINING_TAINT):
+        return False
+    return label is None or info.labels.get(NODE_LABEL) == label
+
+
+def _deadline(info: ProvisioningRequestInfo) -> tuple[datetime | None, str]:
+    raw = info.parameters.get(VALID_UNTIL)
+    validity, why = DEFAULT_VALIDITY, "7 days of its creation"
+    if raw is not None:
+        try:
+            validity = timedelta(seconds=max(0, int(raw)))
+            why = f"spec.parameters.{VALID_UNTIL} ({raw}s) of its creation"
+        except ValueError:
+            why = f"7 days of its creation (spec.parameters.{VALID_UNTIL}={raw!r} is not a number)"
+    if info.created_at is None:
+        return None, why
+    return info.created_at + validity, why
+
+
+def _age_order(info: ProvisioningRequestInfo) -> tuple[Any, ...]:
+    created = info.created_at.isoformat() if info.created_at else ""
+    return (created, info.namespace, info.name)
+
+
+__all__ = ["BEST_EFFORT_ATOMIC", "CHECK_CAPACITY", "Provisioning", "is_virtual"]

@@ -1,0 +1,387 @@
+"""ProvisioningRequests: both standard classes, every condition transition, consumers not scaled twice."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from plan_world import NOW, World, pending_codes, scale_up
+
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.provreq import (
+    BEST_EFFORT_ATOMIC,
+    CHECK_CAPACITY,
+    NODE_LABEL,
+    ProvisioningRequestInfo,
+    label_value,
+    request_infos,
+)
+from spillway.planner import ScalingPlan, plan
+
+BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
+
+
+def template(name: str, namespace: str = "default", **requests: str) -> dict[str, Any]:
+    resources = {"requests": requests or dict(BIG)}
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "template": {"spec": {"containers": [{"name": "main", "image": "x", "resources": resources}]}},
+    }
+
+
+def condition(type_: str, status: str, reason: str, at: datetime) -> dict[str, Any]:
+    stamp = at.isoformat().replace("+00:00", "Z")
+    return {"type": type_, "status": status, "reason": reason, "message": "", "lastTransitionTime": stamp,
+            "observedGeneration": 1}  # fmt: skip
+
+
+def request(
+    name: str,
+    class_name: str,
+    sets: list[tuple[str, int]],
+    *,
+    conditions: list[dict[str, Any]] | None = None,
+    parameters: dict[str, str] | None = None,
+    created: datetime = NOW - timedelta(minutes=1),
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "creationTimestamp": created.isoformat().replace("+00:00", "Z"),
+        },
+        "spec": {
+            "provisioningClassName": class_name,
+            "podSets": [{"podTemplateRef": {"name": t}, "count": c} for t, c in sets],
+            **({"parameters": parameters} if parameters else {}),
+        },
+        "status": {"conditions": conditions or []},
+    }
+
+
+def run(
+    w: World,
+    requests: list[dict[str, Any]],
+    templates: list[dict[str, Any]],
+    now: datetime = NOW,
+) -> ScalingPlan:
+    snapshot, groups, cfg, state = w.parsed()
+    snapshot = replace(snapshot, provreqs=request_infos(requests, templates))
+    return plan(snapshot, groups, cfg, state, now)
+
+
+def conds(result: ScalingPlan, name: str = "r") -> dict[str, tuple[str, str]]:
+    update = next(u for u in result.provisioning if u.name == name)
+    return {c["type"]: (c["status"], c["reason"]) for c in update.conditions}
+
+
+def cpu_world(nodes: int = 0, max_size: int = 10, **kwargs: Any) -> tuple[World, list[str]]:
+    w = World()
+    names = w.group("cpu-east", "m5.2xlarge", nodes=nodes, max_size=max_size, **kwargs)
+    return w, names
+
+
+# --- check-capacity -----------------------------------------------------------------------------
+
+
+def test_check_capacity_that_fits_is_accepted_provisioned_and_launches_nothing() -> None:
+    w, _ = cpu_world(nodes=2)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 2)])], [template("t")])
+
+    assert conds(result) == {"Accepted": ("True", "Accepted"), "Provisioned": ("True", "CapacityIsFound")}
+    assert result.scale_up == ()
+    assert "provisioning" in result.to_dict()
+
+
+def test_check_capacity_that_does_not_fit_is_provisioned_false_and_never_scales() -> None:
+    w, _ = cpu_world(nodes=1)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 2)])], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert result.scale_up == ()
+
+
+def test_a_booking_holds_its_room_against_other_pending_pods() -> None:
+    w, _ = cpu_world(nodes=1)
+    pods = w.pods("web", 1, **BIG)
+    booked = [condition("Accepted", "True", "Accepted", NOW - timedelta(minutes=2)),
+              condition("Provisioned", "True", "CapacityIsFound", NOW - timedelta(minutes=2))]  # fmt: skip
+    reqs = [request("r", CHECK_CAPACITY, [("t", 1)], conditions=booked)]
+
+    held = run(w, reqs, [template("t")])
+    free = run(w, [], [template("t")])
+
+    assert scale_up(held)["cpu-east"][2] == pods  # the booked node is not free: a new one for web
+    assert scale_up(free) == {}  # without the booking, web fits on the node
+    assert held.provisioning == ()  # nothing changed on the request
+
+
+def test_a_new_check_capacity_request_books_before_pending_pods_take_the_room() -> None:
+    w, _ = cpu_world(nodes=1)
+    pods = w.pods("web", 1, **BIG)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+    assert scale_up(result)["cpu-east"][2] == pods
+
+
+def test_the_booking_expires_after_ten_minutes() -> None:
+    w, _ = cpu_world(nodes=1)
+    at = NOW - timedelta(minutes=10, seconds=1)
+    booked = [
+        condition("Accepted", "True", "Accepted", at),
+        condition("Provisioned", "True", "CapacityIsFound", at),
+    ]
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=booked)], [template("t")])
+
+    assert conds(result)["BookingExpired"] == ("True", "CapacityReservationTimeExpired")
+    # the Provisioned condition keeps its time: only BookingExpired is new
+    update = result.provisioning[0]
+    provisioned = next(c for c in update.conditions if c["type"] == "Provisioned")
+    assert provisioned["lastTransitionTime"] == at.isoformat().replace("+00:00", "Z")
+
+
+def test_the_booking_ends_when_all_its_pods_run() -> None:
+    w, names = cpu_world(nodes=1)
+    at = NOW - timedelta(minutes=1)
+    booked = [
+        condition("Accepted", "True", "Accepted", at),
+        condition("Provisioned", "True", "CapacityIsFound", at),
+    ]
+    w.pods(
+        "job",
+        1,
+        node_name=names[0],
+        annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"},
+        **BIG,
+    )
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=booked)], [template("t")])
+
+    assert conds(result)["BookingExpired"] == ("True", "CapacityBookingConsumed")
+
+
+def test_capacity_is_revoked_when_the_booked_node_is_gone() -> None:
+    w, _ = cpu_world(nodes=0)
+    at = NOW - timedelta(minutes=1)
+    booked = [
+        condition("Accepted", "True", "Accepted", at),
+        condition("Provisioned", "True", "CapacityIsFound", at),
+    ]
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=booked)], [template("t")])
+
+    assert conds(result)["CapacityRevoked"][0] == "True"
+    assert result.scale_up == ()
+
+
+def test_valid_until_seconds_fails_a_request_not_provisioned_in_time() -> None:
+    w, _ = cpu_world(nodes=0)
+    old = request("r", CHECK_CAPACITY, [("t", 1)], parameters={"ValidUntilSeconds": "60"},
+                  created=NOW - timedelta(seconds=61))  # fmt: skip
+    young = request("y", CHECK_CAPACITY, [("t", 1)], parameters={"ValidUntilSeconds": "600"})
+    result = run(w, [old, young], [template("t")])
+
+    assert conds(result, "r")["Failed"] == ("True", "Expired")
+    assert conds(result, "y")["Provisioned"] == ("False", "CapacityIsNotFound")
+
+
+def test_without_valid_until_a_request_expires_after_seven_days() -> None:
+    w, _ = cpu_world(nodes=0)
+    result = run(
+        w, [request("r", CHECK_CAPACITY, [("t", 1)], created=NOW - timedelta(days=7))], [template("t")]
+    )
+
+    assert conds(result)["Failed"] == ("True", "Expired")
+
+
+def test_a_missing_pod_template_fails_the_request_with_the_reason() -> None:
+    w, _ = cpu_world(nodes=1)
+    result = run(w, [request("r", CHECK_CAPACITY, [("missing", 1)])], [])
+
+    assert conds(result) == {"Failed": ("True", "FailedToCreatePods")}
+    message = result.provisioning[0].conditions[0]["message"]
+    assert "PodTemplate default/missing not found" in message
+
+
+def test_an_unknown_class_is_left_to_its_own_autoscaler() -> None:
+    w, _ = cpu_world(nodes=0)
+    pods = w.pods("q", 1, annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"}, **BIG)
+    result = run(w, [request("r", "queued-provisioning.gke.io", [("t", 1)])], [template("t")])
+
+    assert result.provisioning == ()
+    assert result.scale_up == ()
+    assert pending_codes(result)[pods[0]] == "provisioning-request"
+
+
+def test_unchanged_conditions_are_not_written_again() -> None:
+    w, _ = cpu_world(nodes=0)
+    at = NOW - timedelta(minutes=3)
+    seen = [
+        {**condition("Accepted", "True", "Accepted", at), "message": "Spillway serves this ProvisioningRequest"},
+        {**condition("Provisioned", "False", "CapacityIsNotFound", at),
+         "message": "1 pod(s) do not fit in the free room of the cluster; checked again"},
+    ]  # fmt: skip
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=seen)], [template("t")])
+
+    assert result.provisioning == ()
+
+
+# --- best-effort-atomic ---------------------------------------------------------------------------
+
+
+def test_best_effort_atomic_launches_its_pod_sets_as_one_labelled_gang() -> None:
+    w, _ = cpu_world(nodes=0)
+    reqs = [request("r", BEST_EFFORT_ATOMIC, [("a", 2), ("b", 1)])]
+    result = run(w, reqs, [template("a"), template("b", cpu="1", memory="1Gi")])
+
+    assert conds(result) == {
+        "Accepted": ("True", "Accepted"),
+        "Provisioned": ("False", "CapacityIsLaunching"),
+    }
+    (up,) = result.scale_up
+    assert up.to_size - up.from_size == 2
+    (gang,) = up.gangs
+    assert gang.gang == "default/r"
+    assert gang.nodes == 2
+    assert gang.node_labels == {NODE_LABEL: "default.r"}
+    assert gang.to_dict()["node_labels"] == {NODE_LABEL: "default.r"}
+    assert result.pending == ()  # the request's pods are not pods: its status says it
+
+
+def test_best_effort_atomic_waits_for_capacity_already_launching() -> None:
+    w, _ = cpu_world(nodes=0, desired=2)
+    launching = [condition("Accepted", "True", "Accepted", NOW - timedelta(minutes=1)),
+                 condition("Provisioned", "False", "CapacityIsLaunching", NOW - timedelta(minutes=1))]  # fmt: skip
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)], conditions=launching)], [template("a")])
+
+    assert result.scale_up == ()  # not launched twice
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+
+
+def test_best_effort_atomic_is_provisioned_on_its_labelled_nodes_and_publishes_the_label() -> None:
+    w, _ = cpu_world(nodes=2, labels={NODE_LABEL: label_value("default", "r")})
+    launching = [condition("Provisioned", "False", "CapacityIsLaunching", NOW - timedelta(minutes=3))]
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)], conditions=launching)], [template("a")])
+
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsProvisioned")
+    assert result.provisioning[0].details == {"NodeSelectorKey": NODE_LABEL, "NodeSelectorValue": "default.r"}
+
+
+def test_best_effort_atomic_that_fits_now_is_provisioned_without_launching() -> None:
+    w, _ = cpu_world(nodes=2)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)])], [template("a")])
+
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+    assert result.scale_up == ()
+    assert result.provisioning[0].details == {}
+
+
+def test_best_effort_atomic_that_can_never_fit_fails_and_adds_nothing() -> None:
+    w, _ = cpu_world(nodes=0, max_size=2)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")])
+
+    assert conds(result)["Failed"][0] == "True"
+    assert result.scale_up == ()
+
+
+def test_best_effort_atomic_on_a_backed_off_group_waits_and_is_retried() -> None:
+    w, _ = cpu_world(nodes=0)
+    w.launch_failure("cpu-east", minutes_ago=1)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 1)])], [template("a")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "Failed" not in conds(result)
+
+
+def test_pods_consuming_a_request_being_served_are_not_scaled_for_twice() -> None:
+    w, _ = cpu_world(nodes=0)
+    consume = {"autoscaling.x-k8s.io/consume-provisioning-request": "r",
+               "autoscaling.x-k8s.io/provisioning-class-name": BEST_EFFORT_ATOMIC}  # fmt: skip
+    pods = w.pods("job", 2, annotations=consume, **BIG)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)])], [template("a")])
+
+    (up,) = result.scale_up
+    assert up.to_size - up.from_size == 2  # for the request, not again for its pods
+    assert {pending_codes(result)[p] for p in pods} == {"provisioning-request"}
+
+
+def test_consumers_of_an_ended_request_are_ordinary_demand() -> None:
+    w, _ = cpu_world(nodes=0)
+    pods = w.pods("job", 1, annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"}, **BIG)
+    ended = [condition("Failed", "True", "Expired", NOW - timedelta(minutes=1))]
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 1)], conditions=ended)], [template("a")])
+
+    assert scale_up(result)["cpu-east"][2] == pods
+
+
+# --- the model -----------------------------------------------------------------------------------
+
+
+def test_requests_round_trip_through_the_snapshot_and_old_snapshots_still_load() -> None:
+    w, _ = cpu_world(nodes=1)
+    snapshot, *_ = w.parsed()
+    infos = request_infos(
+        [
+            request(
+                "r",
+                CHECK_CAPACITY,
+                [("t", 2)],
+                parameters={"ValidUntilSeconds": "60"},
+                conditions=[condition("Accepted", "True", "Accepted", NOW)],
+            )
+        ],
+        [template("t")],
+    )
+    full = replace(snapshot, provreqs=infos)
+
+    assert ClusterSnapshot.from_dict(full.to_dict()) == full
+    assert "provreqs" not in snapshot.to_dict()
+    assert ClusterSnapshot.from_dict(snapshot.to_dict()).provreqs == ()
+
+
+def test_bad_fields_never_raise() -> None:
+    odd: list[Any] = [
+        {"metadata": {"name": "a"}, "spec": {"podSets": "nope", "parameters": [1]}, "status": {"conditions": [7]}},
+        {"metadata": {}},
+        {"metadata": {"name": "b", "namespace": "x"}, "spec": {"podSets": [{"podTemplateRef": {"name": "t"},
+                                                                           "count": "two"}]}},
+    ]  # fmt: skip
+    bad_template = template("t", "x", cpu="lots")
+    infos = request_infos(odd, [bad_template])
+
+    assert [i.name for i in infos] == ["a", "b"]
+    assert isinstance(infos[0], ProvisioningRequestInfo)
+    assert "count must be at least 1" in infos[1].problem
+
+
+# --- the plan function writes the statuses -------------------------------------------------------
+
+
+def test_statuses_are_written_and_a_failed_write_never_fails_the_plan() -> None:
+    from fakes import FakeCluster
+
+    from spillway.act.planning import write_provisioning
+    from spillway.errors import KubeUnavailable
+
+    w, _ = cpu_world(nodes=1)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+    kube = FakeCluster(custom=[request("r", CHECK_CAPACITY, [("t", 1)])])
+
+    assert write_provisioning(lambda: kube, result.provisioning) == {"written": 1, "failed": 0, "errors": []}
+    stored = kube.list_custom("autoscaling.x-k8s.io", "v1", "provisioningrequests")[0]["status"]
+    assert {c["type"]: c["status"] for c in stored["conditions"]} == {
+        "Accepted": "True",
+        "Provisioned": "True",
+    }
+    assert write_provisioning(lambda: kube, ()) is None
+
+    def down() -> FakeCluster:
+        raise KubeUnavailable("no API server")
+
+    assert write_provisioning(down, result.provisioning)["failed"] == 1  # type: ignore[index]
