@@ -1,0 +1,119 @@
+"""Time windows: when a buffer, a tenant limit or a disruption budget applies, in a named time zone.
+
+One type for every "by the clock" setting (issue 12)::
+
+    {"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "20:00",
+     "timezone": "Europe/Berlin"}
+
+- ``days``: the days the window *opens* on, local time (default: every day);
+- ``start``/``end``: local wall-clock times ``HH:MM``; an ``end`` at or before ``start`` runs past
+  midnight into the next day (``22:00``-``06:00``); ``00:00``-``00:00`` is the whole day;
+- ``timezone``: an IANA name (default ``UTC``). Local times are resolved with :mod:`zoneinfo`, so the
+  window follows daylight saving time: 08:00 Berlin is 07:00 UTC in winter and 06:00 UTC in summer.
+  A wall-clock time that does not exist (skipped at the spring change) opens the window at the first
+  instant after the gap; one that occurs twice (the autumn change) opens it at the first occurrence.
+
+:meth:`TimeWindow.active` is pure: the caller passes ``now`` (the planner's clock argument), so tests walk
+a simulated week across a DST change without touching a real clock. Karpenter's disruption budgets take a
+UTC-only cron; users ask for zones (karpenter#2711, #2590, #1177), hence named zones here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def _clock(value: Any) -> str:
+    text = str(value).strip()
+    hours, sep, minutes = text.partition(":")
+    if not (sep and hours.isdigit() and minutes.isdigit() and len(minutes) == 2 and len(hours) <= 2):
+        raise ValueError(f"expected a time HH:MM, got {text!r}"[:80])
+    if int(hours) > 23 or int(minutes) > 59:
+        raise ValueError(f"no such time of day: {text!r}")
+    return f"{int(hours):02d}:{minutes}"
+
+
+class TimeWindow(BaseModel):
+    """A weekly window of local time in a named zone (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    days: tuple[str, ...] = DAYS
+    start: str = "00:00"
+    end: str = "00:00"
+    timezone: str = "UTC"
+
+    @field_validator("days", mode="before")
+    @classmethod
+    def _days(cls, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+            raise ValueError(f"expected a non-empty list of days ({', '.join(DAYS)})")
+        out = []
+        for day in value:
+            name = str(day).strip().lower()[:3]
+            if name not in DAYS:
+                raise ValueError(f"{day!r} is not a day ({', '.join(DAYS)})"[:120])
+            out.append(name)
+        return tuple(sorted(set(out), key=DAYS.index))
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> str:
+        return _clock(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not an IANA time zone (e.g. Europe/Berlin)"[:120]) from None
+        return value
+
+    def _local(self, day: datetime, clock: str) -> datetime:
+        """The instant of ``clock`` local time on ``day``'s date, in UTC. A time the spring change skips
+        resolves to the first minute after the gap; one the autumn change repeats, to its first time."""
+        zone = ZoneInfo(self.timezone)
+        hours, minutes = (int(x) for x in clock.split(":"))
+        wall = datetime.combine(day.date(), time(hours, minutes))
+        instant = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: the first of two readings
+        if instant.astimezone(zone).replace(tzinfo=None) == wall:
+            return instant
+        probe = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)  # just before the gap
+        while probe.astimezone(zone).replace(tzinfo=None) < wall:
+            probe += timedelta(minutes=1)
+        return probe
+
+    def opening(self, day: datetime) -> tuple[datetime, datetime] | None:
+        """The window that opens on ``day``'s local date, as UTC instants, or None on other days."""
+        if DAYS[day.weekday()] not in self.days:
+            return None
+        opens = self._local(day, self.start)
+        closes_on = day if self.end > self.start else day + timedelta(days=1)
+        return opens, self._local(closes_on, self.end)
+
+    def active(self, now: datetime) -> bool:
+        """Whether ``now`` (aware, or naive UTC) falls inside the window."""
+        instant = now if now.tzinfo else now.replace(tzinfo=UTC)
+        local = instant.astimezone(ZoneInfo(self.timezone))
+        for back in (0, 1):  # a window that opened yesterday may still run past midnight
+            span = self.opening(local - timedelta(days=back))
+            if span is not None and span[0] <= instant < span[1]:
+                return True
+        return False
+
+
+class Windowed(BaseModel):
+    """Mixin for settings that may carry ``windows``: active when any window is (always, without)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    windows: tuple[TimeWindow, ...] = Field(default=())
+
+    def active_at(self, now: datetime) -> bool:
+        return not self.windows or any(w.active(now) for w in self.windows)

@@ -1,0 +1,100 @@
+"""Time windows in a named zone: a simulated week walked minute by minute, DST changes included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from spillway.model.windows import TimeWindow, Windowed
+
+BERLIN_WEEKDAYS = TimeWindow(days=["mon", "tue", "wed", "thu", "fri"], start="08:00", end="20:00",
+                             timezone="Europe/Berlin")  # fmt: skip
+
+
+def walk(window: TimeWindow, start: datetime, days: int) -> list[tuple[datetime, datetime]]:
+    """The UTC spans the window is active in, found by checking every minute."""
+    spans: list[tuple[datetime, datetime]] = []
+    t, opened = start, None
+    while t < start + timedelta(days=days):
+        on = window.active(t)
+        if on and opened is None:
+            opened = t
+        if not on and opened is not None:
+            spans.append((opened, t))
+            opened = None
+        t += timedelta(minutes=1)
+    return spans
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+def test_a_weekday_window_in_berlin_follows_daylight_saving_across_the_spring_change() -> None:
+    # 2026-03-29 (Sunday) 02:00 CET -> 03:00 CEST. Week of Mon 23 March .. Sun 5 April.
+    spans = walk(BERLIN_WEEKDAYS, utc(2026, 3, 23), 14)
+    assert len(spans) == 10  # ten weekdays, none at the weekend
+    assert spans[0] == (utc(2026, 3, 23, 7), utc(2026, 3, 23, 19))  # winter: UTC+1
+    assert spans[4] == (utc(2026, 3, 27, 7), utc(2026, 3, 27, 19))  # Friday before the change
+    assert spans[5] == (utc(2026, 3, 30, 6), utc(2026, 3, 30, 18))  # Monday after: UTC+2
+    assert all(b - a == timedelta(hours=12) for a, b in spans)
+
+
+def test_the_autumn_change_gives_a_weekday_window_its_winter_offset() -> None:
+    # 2026-10-25 (Sunday) 03:00 CEST -> 02:00 CET
+    spans = walk(BERLIN_WEEKDAYS, utc(2026, 10, 22), 5)
+    assert spans == [
+        (utc(2026, 10, 22, 6), utc(2026, 10, 22, 18)),
+        (utc(2026, 10, 23, 6), utc(2026, 10, 23, 18)),
+        (utc(2026, 10, 26, 7), utc(2026, 10, 26, 19)),
+    ]
+
+
+def test_a_night_window_runs_past_midnight_and_a_dst_night_is_an_hour_short_or_long() -> None:
+    night = TimeWindow(start="22:00", end="06:00", timezone="Europe/Berlin")
+    spans = walk(night, utc(2026, 3, 27, 12), 3)
+    lengths = [b - a for a, b in spans]
+    # Fri->Sat 8 h; Sat->Sun crosses the spring change: 7 h; Sun->Mon 8 h
+    assert lengths == [timedelta(hours=8), timedelta(hours=7), timedelta(hours=8)]
+    autumn = [b - a for a, b in walk(night, utc(2026, 10, 24, 12), 2)]
+    assert autumn == [timedelta(hours=9), timedelta(hours=8)]
+
+
+def test_a_window_opening_in_the_skipped_hour_opens_when_the_gap_ends() -> None:
+    w = TimeWindow(days=["sun"], start="02:30", end="04:00", timezone="Europe/Berlin")
+    # 02:30 does not exist on 2026-03-29: the window opens at 03:00 CEST = 01:00 UTC
+    assert walk(w, utc(2026, 3, 28), 2) == [(utc(2026, 3, 29, 1), utc(2026, 3, 29, 2))]
+
+
+def test_whole_day_utc_default_and_naive_times_are_utc() -> None:
+    always = TimeWindow()
+    assert always.active(datetime(2026, 1, 1, 0, 0)) and always.active(utc(2026, 7, 4, 23, 59))
+    assert not TimeWindow(days=["sat"]).active(utc(2026, 12, 4, 12))  # a Friday
+
+
+def test_windowed_settings_apply_always_without_windows_and_in_any_of_theirs() -> None:
+    assert Windowed().active_at(utc(2026, 1, 1))
+    w = Windowed.model_validate(
+        {"windows": [{"start": "08:00", "end": "09:00"}, {"start": "20:00", "end": "21:00"}]}
+    )
+    assert w.active_at(utc(2026, 1, 1, 8, 30)) and w.active_at(utc(2026, 1, 1, 20, 0))
+    assert not w.active_at(utc(2026, 1, 1, 12))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("timezone", "Mars/Olympus", "not an IANA time zone"),
+        ("start", "25:00", "no such time of day"),
+        ("end", "8h", "expected a time HH:MM"),
+        ("days", ["mon", "someday"], "is not a day"),
+        ("days", [], "non-empty list"),
+    ],
+)
+def test_bad_windows_are_refused_naming_the_field(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        TimeWindow.model_validate({field: value})
+    [error] = info.value.errors()
+    assert error["loc"] == (field,) and message in error["msg"]
