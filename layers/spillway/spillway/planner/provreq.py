@@ -53,7 +53,8 @@ from spillway.model.provreq import (
 from spillway.model.resources import PODS, Resources, add_into, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import ONE_POD, Context, WorkNode, has_taint, minutes
+from spillway.planner.context import ONE_POD, Context, WorkNode, aware, has_taint, minutes
+from spillway.planner.groups import backoff_reason
 from spillway.planner.predicates import why_not_placeable
 from spillway.planner.types import PendingPod, ProvisioningUpdate
 
@@ -192,6 +193,10 @@ class Provisioning:
             w.set(PROVISIONED, "True", R_PROVISIONED,
                   f"the nodes launched for the request are Ready; they carry {NODE_LABEL}={label}", now)  # fmt: skip
             return []
+        if info.class_name == BEST_EFFORT_ATOMIC and self._launch_under_way(info):
+            # its own nodes may be Ready and not labelled yet: free room there is not enough, Kueue
+            # would admit without the label to pin the pods with; the gang stays held (in flight)
+            return self._gang(w, label)
         if self._reserve(w, info.count):
             w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room; booked for "
                   f"{minutes(BOOKING)}", now)  # fmt: skip
@@ -215,6 +220,17 @@ class Provisioning:
         self.ctx.gang_labels[gang_key(w.info)] = {NODE_LABEL: label}
         return out
 
+    def _launch_under_way(self, info: ProvisioningRequestInfo) -> bool:
+        """A recent plan launched the request's nodes atomically (``State.gangs``) and the launch may
+        still be under way: the entry is younger than ``gang_launch_minutes`` and its group is not
+        backed off (as :class:`~spillway.planner.scaleup.InFlight` holds it)."""
+        entry = self.ctx.state.gangs.get(gang_key(info))
+        window = timedelta(minutes=self.ctx.config.gang_launch_minutes)
+        if entry is None or self.ctx.now - aware(entry.since) >= window:
+            return False
+        group = next((g for g in self.ctx.groups if g.name == entry.group), None)
+        return group is not None and backoff_reason(self.ctx, group) is None
+
     def _tenant(self, namespace: str) -> str | None:
         tenant = self.ctx.snapshot.tenant(namespace)
         return tenant if tenant in self.ctx.config.tenants else None
@@ -231,8 +247,10 @@ class Provisioning:
     def _settle(self, w: Work, pending: Mapping[str, PendingPod]) -> None:
         now, mine = self.ctx.now, set(w.pods)
         verdict = next((pending[p] for p in w.pods if p in pending and pending[p].code not in _PLACED), None)
-        if verdict is None:
-            placed_new = any(p.pod in mine and "/new-" in p.node for p in self.ctx.placements)
+        if verdict is None or verdict.code == codes.GANG_LAUNCHING:  # the latter: a recent plan's launch
+            placed_new = verdict is not None or any(
+                p.pod in mine and "/new-" in p.node for p in self.ctx.placements
+            )
             what = "new nodes are launched" if placed_new else "capacity is launching"
             w.set(PROVISIONED, "False", R_LAUNCHING,
                   f"{what} for the request's {w.info.count} pod(s), all or none", now)  # fmt: skip
