@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from spillway.config import PlannerConfig, load_config_file
 from spillway.errors import InputError
+from spillway.model import provreq
 from spillway.model.aws import (
     AutoScalingGroup,
     InstanceTypeInfo,
@@ -83,9 +85,11 @@ def _parse(path: str | Path, key: str, parser: Callable[[Any], T]) -> T:
 
 def load_cluster(path: str | Path, cluster: str, taken_at: datetime) -> ClusterSnapshot:
     doc = read_json(path)
+    provreqs = provreq.from_list(doc)  # before the List's items are released as they are parsed
     try:
         with bulk_allocation():
-            return ClusterSnapshot.from_objects(cluster, taken_at, iter_kube_list(doc, release=True))
+            snapshot = ClusterSnapshot.from_objects(cluster, taken_at, iter_kube_list(doc, release=True))
+            return replace(snapshot, provreqs=provreqs) if provreqs else snapshot
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")
         raise InputError(msg or field, source=str(path), field=field if msg else None) from None

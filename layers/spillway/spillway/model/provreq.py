@@ -302,6 +302,30 @@ def _pod_set(
     return PodSetInfo(ref, count, pod=pod, problem=problem)
 
 
+def from_list(doc: Any) -> tuple[ProvisioningRequestInfo, ...]:
+    """The requests of a Kubernetes List as ``kubectl get ...,provisioningrequests,podtemplates -A -o
+    json`` prints it (``ProvisioningRequest`` items of ``autoscaling.x-k8s.io``, ``PodTemplate`` items of
+    the core group), with their templates resolved. Other items are not looked at; never raises."""
+    items = doc.get("items") if isinstance(doc, Mapping) else None
+    if not isinstance(items, list):
+        return ()
+    list_kind = str(doc.get("kind") or "")
+    default_kind = list_kind[: -len("List")] if list_kind.endswith("List") and list_kind != "List" else ""
+    default_version = str(doc.get("apiVersion") or "") if default_kind else ""
+    requests: list[Mapping[str, Any]] = []
+    templates: list[Mapping[str, Any]] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        kind = str(item.get("kind") or default_kind)
+        version = str(item.get("apiVersion") or default_version)
+        if kind == "ProvisioningRequest" and version.startswith(GROUP + "/"):
+            requests.append(item)
+        elif kind == "PodTemplate" and version == "v1":
+            templates.append(item)
+    return request_infos(requests, templates) if requests else ()
+
+
 def request_infos(
     requests: Sequence[Mapping[str, Any]], templates: Sequence[Mapping[str, Any]]
 ) -> tuple[ProvisioningRequestInfo, ...]:
