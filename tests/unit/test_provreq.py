@@ -450,3 +450,18 @@ def test_without_a_launch_under_way_free_room_provisions_an_atomic_request() -> 
     result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)])], [template("a")])
 
     assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+
+
+def test_a_booked_idle_node_is_not_drained_while_the_booking_holds() -> None:
+    w, names = cpu_world(nodes=1, min_size=0)
+    w.idle_since(names[0], minutes_ago=60)
+    at = NOW - timedelta(minutes=2)
+    booked = [condition("Accepted", "True", "Accepted", at),
+              condition("Provisioned", "True", "CapacityIsFound", at)]  # fmt: skip
+
+    held = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=booked)], [template("t")])
+    free = run(w, [], [template("t")])
+
+    assert [d.node for d in free.drain] == names  # idle an hour: drained without the booking
+    assert held.drain == ()
+    assert {k.node: k.code for k in held.kept}[names[0]] == "pending-fits"

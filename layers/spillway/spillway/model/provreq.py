@@ -311,19 +311,25 @@ def from_list(doc: Any) -> tuple[ProvisioningRequestInfo, ...]:
         return ()
     list_kind = str(doc.get("kind") or "")
     default_kind = list_kind[: -len("List")] if list_kind.endswith("List") and list_kind != "List" else ""
-    default_version = str(doc.get("apiVersion") or "") if default_kind else ""
-    requests: list[Mapping[str, Any]] = []
-    templates: list[Mapping[str, Any]] = []
+    default = (default_kind, str(doc.get("apiVersion") or "") if default_kind else "")
+    found: dict[str, list[Mapping[str, Any]]] = {"ProvisioningRequest": [], "PodTemplate": []}
     for item in items:
-        if not isinstance(item, Mapping):
-            continue
-        kind = str(item.get("kind") or default_kind)
-        version = str(item.get("apiVersion") or default_version)
-        if kind == "ProvisioningRequest" and version.startswith(GROUP + "/"):
-            requests.append(item)
-        elif kind == "PodTemplate" and version == "v1":
-            templates.append(item)
-    return request_infos(requests, templates) if requests else ()
+        kind = _ours(item, default)
+        if kind:
+            found[kind].append(item)
+    requests = found["ProvisioningRequest"]
+    return request_infos(requests, found["PodTemplate"]) if requests else ()
+
+
+def _ours(item: Any, default: tuple[str, str]) -> str:
+    """``ProvisioningRequest`` or ``PodTemplate`` when the List item is one of those, else ``""``."""
+    if not isinstance(item, Mapping):
+        return ""
+    kind = str(item.get("kind") or default[0])
+    version = str(item.get("apiVersion") or default[1])
+    if kind == "ProvisioningRequest" and version.startswith(GROUP + "/"):
+        return kind
+    return kind if kind == "PodTemplate" and version == "v1" else ""
 
 
 def request_infos(

@@ -273,18 +273,26 @@ class Provisioning:
         schedulable nodes (only those labelled ``label`` when given): all of them, or none."""
         nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
         free = {n.info.name: dict(n.free) for n in nodes}
+        booked: dict[str, int] = {}
         left = count
         for pod_set in w.info.pod_sets:
             want = min(left, pod_set.count)
-            if want and not _fit(pod_set, want, nodes, free):
+            if want and not _fit(pod_set, want, nodes, free, booked):
                 return False
             left -= want
         for node in nodes:
             node.free = free[node.info.name]
+            node.receives += booked.get(node.info.name, 0)  # the booked pods run here: not drained
         return True
 
 
-def _fit(pod_set: PodSetInfo, want: int, nodes: Sequence[WorkNode], free: dict[str, Resources]) -> bool:
+def _fit(
+    pod_set: PodSetInfo,
+    want: int,
+    nodes: Sequence[WorkNode],
+    free: dict[str, Resources],
+    booked: dict[str, int],
+) -> bool:
     pod = pod_set.pod
     if pod is None:
         return False
@@ -297,6 +305,7 @@ def _fit(pod_set: PodSetInfo, want: int, nodes: Sequence[WorkNode], free: dict[s
         count = fit_count(requests, free[node.info.name], want)
         if count > 0:
             add_into(free[node.info.name], requests, -count)
+            booked[node.info.name] = booked.get(node.info.name, 0) + count
             want -= count
     return want <= 0
 
