@@ -73,7 +73,7 @@ class Kueue:
             self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NS)))
 
     def request(
-        self, workload: str, check: str, class_name: str, pod_sets: dict[str, tuple[dict[str, Any], int]],
+        self, workload: str, check: str, class_name: str, pod_sets: dict[str, tuple[k8s.V1PodSpec, int]],
         parameters: dict[str, str] | None = None,
     ) -> str:  # fmt: skip
         """Create the request of attempt 1 and its PodTemplates; returns the request's name."""
@@ -93,7 +93,9 @@ class Kueue:
                 ],
             },
         }
-        created = self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+        created: dict[str, Any] = self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, NS, PLURAL, body
+        )  # type: ignore[assignment]
         for ps, (spec, _) in pod_sets.items():
             template = k8s.V1PodTemplate(
                 metadata=k8s.V1ObjectMeta(
@@ -110,7 +112,7 @@ class Kueue:
         return name
 
     def read(self, name: str) -> dict[str, Any]:
-        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)  # type: ignore[assignment]
         return obj
 
     def conditions(self, name: str) -> dict[str, tuple[str, str]]:

@@ -11,14 +11,17 @@ alone, as cluster-autoscaler does):
     virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none); their new
     nodes go to a :class:`~spillway.planner.types.GangLaunch` carrying the node label naming the
     request. ``Provisioned=False`` while they launch; ``True`` once a later plan finds the pod sets fit
-    (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). A request
-    that no group can ever hold fails; one whose groups are backed off waits and is tried again.
+    (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). While the
+    launch is under way (``State.gangs``; fleet mode shows nothing launching until the attach) the
+    request is held like any gang and free room does not provision it: its own nodes may be Ready
+    before the gang launch labels them. A request that no group can ever hold fails; one whose groups
+    are backed off waits and is tried again.
 
 For both: ``Accepted=True`` on first sight of a readable request (one whose PodTemplate is missing
 fails instead); a request not provisioned by ``ValidUntilSeconds`` after its creation (else 7 days)
 fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room is taken
 out of the free room before any pending pod is placed (pods consuming the request are not demand: the
-booking is theirs). It ends with ``BookingExpired=True`` when its 10 minutes pass or once all its pods
+booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. It ends with ``BookingExpired=True`` when its 10 minutes pass or once all its pods
 run, and with ``CapacityRevoked=True`` when the booked room no longer exists (nodes gone).
 """
 
