@@ -465,3 +465,23 @@ def test_a_booked_idle_node_is_not_drained_while_the_booking_holds() -> None:
     assert [d.node for d in free.drain] == names  # idle an hour: drained without the booking
     assert held.drain == ()
     assert {k.node: k.code for k in held.kept}[names[0]] == "pending-fits"
+
+
+def test_a_labelled_booking_is_revoked_when_its_labelled_nodes_go_though_other_room_exists() -> None:
+    w, _ = cpu_world(nodes=2)  # free room, not labelled for the request
+    w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=1, labels={NODE_LABEL: "default.r"})
+    at = NOW - timedelta(minutes=1)
+    provisioned = request("r", BEST_EFFORT_ATOMIC, [("a", 2)], conditions=[
+        condition("Accepted", "True", "Accepted", at), condition("Provisioned", "True", "CapacityIsProvisioned", at)])  # fmt: skip
+    provisioned["status"]["provisioningClassDetails"] = {
+        "NodeSelectorKey": NODE_LABEL,
+        "NodeSelectorValue": "default.r",
+    }
+
+    result = run(
+        w, [provisioned], [template("a")]
+    )  # one labelled node of the two left: its pods can't all run
+
+    assert conds(result)["CapacityRevoked"] == ("True", "BookedCapacityGone")
+    unlabelled = dict(provisioned, status={"conditions": provisioned["status"]["conditions"]})
+    assert run(w, [unlabelled], [template("a")]).provisioning == ()  # a plain booking holds in free room

@@ -176,7 +176,7 @@ class Provisioning:
         elif since is None or now >= since + BOOKING:
             w.set(BOOKING_EXPIRED, "True", R_BOOKING_TIME,
                   f"capacity was booked for {minutes(BOOKING)} and is released", now)  # fmt: skip
-        elif not self._reserve(w, w.info.count - running):
+        elif not self._reserve(w, w.info.count - running, _published_label(w.info)):
             w.set(CAPACITY_REVOKED, "True", R_REVOKED,
                   f"the booked room for {w.info.count - running} pod(s) no longer exists (nodes gone)", now)  # fmt: skip
 
@@ -332,6 +332,14 @@ def _usable(node: WorkNode, label: str | None) -> bool:
     if not info.ready or info.unschedulable or has_taint(info, DRAINING_TAINT):
         return False
     return label is None or info.labels.get(NODE_LABEL) == label
+
+
+def _published_label(info: ProvisioningRequestInfo) -> str | None:
+    """The node label value a provisioned request published (Kueue pins its pods with it): its booking
+    holds only on the nodes carrying it. None for a booking in plain free room."""
+    if info.details.get(DETAIL_LABEL_KEY) != NODE_LABEL:
+        return None
+    return info.details.get(DETAIL_LABEL_VALUE) or None
 
 
 def _deadline(info: ProvisioningRequestInfo) -> tuple[datetime | None, str]:
