@@ -420,6 +420,7 @@ class FakeLedger(Recorder):
     backoffs: list[tuple[str, datetime, str]] = field(default_factory=list)
     before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
     commits: int = 0  # commits that succeeded
+    claimed: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)  # (cluster, item)
 
     def __post_init__(self) -> None:
         Recorder.__init__(self)
@@ -463,6 +464,24 @@ class FakeLedger(Recorder):
     def save_plan(self, record: PlanRecord) -> None:
         self._call("save_plan", record.key)
         self.plans[record.key] = record
+
+    def claim(
+        self, cluster: str, item: str, value: Mapping[str, object], *, expires: datetime
+    ) -> tuple[dict[str, object], bool]:
+        self._call("claim", cluster, item)
+        key = (cluster, item)
+        if key in self.claimed:
+            return dict(self.claimed[key]), False
+        self.claimed[key] = dict(value)
+        return dict(value), True
+
+    def release(self, cluster: str, item: str) -> None:
+        self._call("release", cluster, item)
+        self.claimed.pop((cluster, item), None)
+
+    def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
+        self._call("claims", cluster, prefix)
+        return {i: dict(v) for (c, i), v in sorted(self.claimed.items()) if c == cluster and i.startswith(prefix)}
 
 
 # --- the executions ----------------------------------------------------------------------------

@@ -11,39 +11,32 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
     tagged with the attempt) → ``gang_attach`` (once every instance runs: ``AttachInstances``, 20 a call,
     which raises the desired capacity) → ``gang_verify`` (every instance InService, its Node Ready).
 ``rollback``
-    ``gang_prepare`` → ``gang_raise`` (desired capacity + count, absolute) → ``gang_verify`` (the whole
-    count of new instances InService and Ready; a Failed launch activity for capacity ends it early).
+    ``gang_prepare`` → ``gang_raise`` (desired capacity + count relative to the live value, once per
+    attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
+    attempt's own instances InService and Ready; a Failed launch activity for capacity ends it early).
 
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
 deadline) ends in ``gang_give_back``: every instance of the attempt is terminated (those in the group
 with ``ShouldDecrementDesiredCapacity``, those not yet attached with EC2 ``TerminateInstances``; the
-attempt's tag finds even instances whose ids a lost response never told us), the desired capacity is set
-back to what it was, and the group is backed off in the state table as scale-up's ``backoff`` does. The
-execution then fails with a named error: ``CapacityUnavailable``, ``GangIncomplete`` or the step's own.
-No half gang is ever left running.
+attempt's tag finds even instances whose ids a lost response never told us); in rollback mode the
+capacity the attempt raised but never launched is given back relative to the live desired capacity
+(:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
+scale-up's ``backoff`` does. The execution then fails with a named error: ``CapacityUnavailable``,
+``GangIncomplete`` or the step's own. No half gang is ever left running.
 
-Every step is idempotent (absolute capacities, a CreateFleet ``ClientToken`` per attempt, attaching only
-what is not attached yet), so the state machine retries any of them on ``AwsThrottled``.
+Every step is idempotent (a raise marker per attempt, a CreateFleet ``ClientToken`` per attempt,
+attaching only what is not attached yet, terminating only what still runs), so the state machine
+retries any of them on ``AwsThrottled``.
 
 :func:`execution_request` is what planning (:func:`spillway.act.planning.gang_requests`) calls to start
 ``gang_launch.asl.json`` for each gang a plan places on a group whose tag says ``fleet`` or ``rollback``.
 
-Composition with an ordinary scale-up of the same group (checked; NOT fixed yet):
-
-* fleet mode composes: AttachInstances adds to the live desired capacity, and scale-up's ``prepare``
-  only ever raises the desired capacity to its absolute ``to``.
-* rollback mode does not yet: ``gang_raise`` sets ``prep.desired + count`` (the desired capacity read at
-  ``gang_prepare``), absolute so that a retry is harmless. A scale-up (or another gang) that raised the
-  group between this gang's prepare and raise is overwritten (lowered); and when the gang raises first,
-  a scale-up whose ``to`` is not above the raised value sets nothing, so its nodes are absorbed. A raise
-  relative to the live value at raise time, exactly once, needs a per-attempt marker (e.g. a
-  conditional item in the state table) that this module does not have yet.
-* ``gang_give_back`` sets the desired capacity back to ``prep.desired`` (never below MinSize), which also
-  gives back what a concurrent scale-up added meanwhile; and scale-up's ``backoff`` terminates every
-  new instance without a Ready Node and lowers the desired capacity to the live instances, which can
-  take instances or capacity a concurrent gang launch (either mode) owns. Until these are bounded to
-  each execution's own increment, keep a group's gangs and its ordinary pods apart (a dedicated
-  ``rollback`` group) or use ``fleet``.
+Composition with ordinary scale-ups and other gangs on the same group (:mod:`spillway.act.claims`):
+every execution adds and gives back only its own capacity. Fleet mode adds by ``AttachInstances``
+(relative) and claims its fleet's instances before attaching them; rollback mode raises relative to the
+live value once, and claims new instances of the group up to its count, so its ``verify`` counts and its
+``give_back`` terminates only those; a scale-up does the same with its own count
+(:mod:`spillway.act.scale`).
 """
 
 from __future__ import annotations
@@ -54,6 +47,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
 from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
@@ -103,9 +97,9 @@ _AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, I
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "gang_prepare": frozenset({InputError, *_AWS}),
     "gang_launch": frozenset({InputError, *_AWS, CapacityUnavailable}),
-    "gang_raise": frozenset({InputError, *_AWS}),
-    "gang_attach": frozenset({InputError, *_AWS}),
-    "gang_verify": frozenset({InputError, *_KUBE, *_AWS}),
+    "gang_raise": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
+    "gang_attach": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
+    "gang_verify": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
     "gang_give_back": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
 }
 
@@ -312,6 +306,7 @@ class GangSteps:
         not_yet = self._not_running(req, prep, ids)
         if not_yet is not None:
             return not_yet
+        own_instances(self._owner(req, prep), ids, len(ids), self.clock())  # no scale-up counts them
         asg = self.aws.describe_group(req.region, req.group)
         member = {i.InstanceId for i in asg.Instances}
         todo = [i for i in ids if i not in member]
@@ -340,11 +335,14 @@ class GangSteps:
     # --- rollback mode -------------------------------------------------------------------------
 
     def raise_desired(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Desired capacity = what it was + the gang (absolute: a retry sets the same value)."""
+        """Desired capacity + the gang, relative to the live value, once per attempt (a retry finds the
+        attempt's marker and raises nothing more: :func:`spillway.act.claims.raise_once`)."""
         req, prep = self._request(event), _prep(event)
-        target = int(prep["desired"]) + int(prep["count"])
-        previous = self.aws.set_desired_capacity(req.region, req.group, target)
-        return {"status": "raised", "desired": target, "previous": previous, "instances": []}
+        raised = raise_once(self.aws, self._owner(req, prep), int(prep["count"]), self.clock())
+        return {**raised, "desired": raised["after"], "previous": raised["before"], "instances": []}
+
+    def _owner(self, req: GangRequest, prep: Mapping[str, Any]) -> Owner:
+        return Owner(self.ledger, self.cluster, req.region, req.group, str(prep["attempt"]))
 
     # --- both ----------------------------------------------------------------------------------
 
@@ -359,7 +357,7 @@ class GangSteps:
                 return {"status": "failed", "error": "CapacityUnavailable",
                         "reason": f"{where}: launch failed: {failure}"[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
-        members = _members(prep, event, asg)
+        members = self._members(req, prep, event, asg)
         in_service = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in members
                             and i.LifecycleState == "InService")  # fmt: skip
         ready = _ready_nodes(self.kube, self.aws, req.region, in_service)
@@ -389,7 +387,9 @@ class GangSteps:
         return ""
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Terminate every instance of the attempt, set the desired capacity back, back the group off.
+        """Terminate every instance of the attempt (decrementing the desired capacity by each), give
+        back what the attempt raised but never launched (relative, rollback mode), back the group off.
+        Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")
         if not isinstance(state, Mapping):
@@ -397,25 +397,40 @@ class GangSteps:
         req, prep = self._request(state), _prep(state)
         error, cause = _why(state, f"{req.region}/{req.group}")
         asg = self.aws.describe_group(req.region, req.group)
-        members = _members(prep, state, asg)
+        members = self._members(req, prep, state, asg)
         if prep["mode"] == "fleet":  # the attempt's tag also finds instances a lost response never named
             tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
             members |= {i for i, s in tagged.items() if s in EC2_ALIVE}
-        terminated = self._terminate(req.region, members, {i.InstanceId for i in asg.Instances})
-        asg = self.aws.describe_group(req.region, req.group)
-        desired = asg.DesiredCapacity
-        if desired > int(prep["desired"]):
-            desired = max(asg.MinSize, int(prep["desired"]))
-            self.aws.set_desired_capacity(req.region, req.group, desired)
+        in_group = {i.InstanceId for i in asg.Instances}
+        terminated = self._terminate(req.region, members, in_group)
+        desired: int | None = None
+        if prep["mode"] == "rollback":  # raised, never launched: only that much, relative to now
+            owner = self._owner(req, prep)
+            delivered = len(members & in_group)
+            desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered)
         until = self.clock() + timedelta(minutes=self.backoff_minutes)
         self.ledger.put_backoff(
             self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000], region=req.region
         )
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
+        if desired is None:
+            desired = self.aws.describe_group(req.region, req.group).DesiredCapacity
         return {"group": req.group, "region": req.region, "outcome": "given_back", "error": error,
                 "cause": cause[:1000], "terminated": terminated, "desired": desired,
                 "backoff_until": iso(until)}  # fmt: skip
+
+    def _members(
+        self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup
+    ) -> set[str]:
+        """The attempt's instances: the fleet's (fleet mode); in rollback mode the new instances of the
+        group it claimed (up to the gang), so a concurrent scale-up's or gang's are never counted."""
+        if prep["mode"] == "fleet":
+            return {str(i) for i in (state.get("launch") or {}).get("instances") or []}
+        before = set(prep.get("before") or [])
+        new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
+               and i.LifecycleState in LIVE_STATES]  # fmt: skip
+        return set(own_instances(self._owner(req, prep), new, int(prep["count"]), self.clock()))
 
     def _terminate(self, region: str, members: set[str], in_group: set[str]) -> list[str]:
         """In the group: TerminateInstanceInAutoScalingGroup with decrement; outside: EC2 TerminateInstances."""
@@ -461,16 +476,6 @@ def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
         if key not in prep:
             raise InputError("required", field=f"prep.{key}")
     return dict(prep)
-
-
-def _members(prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup) -> set[str]:
-    """The attempt's instances: the fleet's (fleet mode), or the group's live ones new since prepare."""
-    if prep["mode"] == "fleet":
-        return {str(i) for i in (state.get("launch") or {}).get("instances") or []}
-    before = set(prep.get("before") or [])
-    return {
-        i.InstanceId for i in asg.Instances if i.InstanceId not in before and i.LifecycleState in LIVE_STATES
-    }
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:
