@@ -214,6 +214,7 @@ class FakeCloud(Recorder):
         self.fleet_error = ("InsufficientInstanceCapacity", "We currently do not have sufficient capacity.")
         self.fleet_state = "running"  # the state fleet instances start in
         self.fleets: list[FleetRequest] = []
+        self.subnets: dict[str, str] = {}  # subnet id -> its Availability Zone
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -355,6 +356,14 @@ class FakeCloud(Recorder):
             and (iid in instance_ids or (tag is not None and i["tags"].get(tag[0]) == tag[1]))
         }
 
+    def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
+        """As DescribeSubnets: an unknown subnet id is an error (InvalidSubnetID.NotFound)."""
+        self._call("subnet_zones", region, tuple(subnet_ids))
+        unknown = [s for s in subnet_ids if s not in self.subnets]
+        if unknown:
+            raise AwsError(f"DescribeSubnets({region}): InvalidSubnetID.NotFound: {', '.join(unknown)}")
+        return {s: self.subnets[s] for s in sorted(subnet_ids)}
+
     def running(self) -> list[str]:
         """Instances EC2 runs (or is starting): what a gang must never leave behind half."""
         return sorted(i for i, v in self.ec2.items() if v["state"] in ("pending", "running"))
@@ -481,7 +490,9 @@ class FakeLedger(Recorder):
 
     def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
         self._call("claims", cluster, prefix)
-        return {i: dict(v) for (c, i), v in sorted(self.claimed.items()) if c == cluster and i.startswith(prefix)}
+        return {
+            i: dict(v) for (c, i), v in sorted(self.claimed.items()) if c == cluster and i.startswith(prefix)
+        }
 
 
 # --- the executions ----------------------------------------------------------------------------

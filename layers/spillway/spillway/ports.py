@@ -119,6 +119,7 @@ class Cloud(Protocol):
     def instance_states(
         self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None
     ) -> dict[str, str]: ...
+    def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]: ...
 
 
 class Snapshots(Protocol):

@@ -114,7 +114,8 @@ def _parse(value: str) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class GangRequest:
-    """The execution input: ``{group, region, count, gang, mode, deadline_seconds, poll_seconds, plan_id}``."""
+    """The execution input: ``{group, region, count, gang, mode, deadline_seconds, poll_seconds, plan_id,
+    zone}``; ``zone`` (optional) keeps a fleet-mode launch in that one of the group's zones."""
 
     group: str
     region: str
@@ -124,6 +125,7 @@ class GangRequest:
     deadline_seconds: float
     poll_seconds: float
     plan_id: str
+    zone: str | None = None
 
     @classmethod
     def parse(cls, event: Mapping[str, Any], regions: Sequence[str]) -> GangRequest:
@@ -166,6 +168,7 @@ class GangRequest:
             deadline_seconds=number("deadline_seconds", 1, 900),
             poll_seconds=number("poll_seconds", 0, 15),
             plan_id=text("plan_id", required=False),
+            zone=text("zone", required=False) or None,
         )
 
 
@@ -193,10 +196,32 @@ def launch_template_of(asg: AutoScalingGroup) -> dict[str, str]:
     return out
 
 
-def fleet_request(asg: AutoScalingGroup, count: int, token: str, cluster: str, gang: str) -> FleetRequest:
+def _subnets(asg: AutoScalingGroup) -> tuple[str, ...]:
+    return tuple(s.strip() for s in (asg.VPCZoneIdentifier or "").split(",") if s.strip())
+
+
+def fleet_request(
+    asg: AutoScalingGroup,
+    count: int,
+    token: str,
+    cluster: str,
+    gang: str,
+    *,
+    zone: str | None = None,
+    subnet_zones: Mapping[str, str] | None = None,
+) -> FleetRequest:
     """CreateFleet for the gang from the group itself: its launch template, its instance type, its
-    subnets (VPCZoneIdentifier) else its zones, and the tags it would propagate to its own instances."""
-    subnets = tuple(s.strip() for s in (asg.VPCZoneIdentifier or "").split(",") if s.strip())
+    subnets (VPCZoneIdentifier) else its zones, and the tags it would propagate to its own instances.
+    With ``zone``: only the subnets in that zone (``subnet_zones``: subnet → zone), or only that zone."""
+    subnets = _subnets(asg)
+    zones = tuple(asg.AvailabilityZones)
+    if zone is not None:
+        zones = (zone,)
+        if subnets:
+            where = f"{asg.region}/{asg.AutoScalingGroupName}"
+            subnets = tuple(s for s in subnets if (subnet_zones or {}).get(s) == zone)
+            if not subnets:
+                raise InputError(f"{where} has no subnet in {zone}", field="zone")
     tags = {t.Key: t.Value for t in asg.Tags if t.PropagateAtLaunch and not t.Key.startswith("aws:")}
     tags.update({TAG_ATTEMPT: token, TAG_GANG: gang[:255], TAG_CLUSTER: cluster})
     return FleetRequest(
@@ -205,7 +230,7 @@ def fleet_request(asg: AutoScalingGroup, count: int, token: str, cluster: str, g
         client_token=token,
         instance_type=resolve_instance_type(asg),
         subnets=subnets,
-        zones=() if subnets else tuple(asg.AvailabilityZones),
+        zones=() if subnets else zones,
         tags=tags,
     )
 
@@ -237,6 +262,12 @@ class GangSteps:
         if mode not in MODES:
             raise InputError(f"{where} is not tagged {TAG_ATOMIC_LAUNCH}=fleet|rollback {problem}".strip(),
                              field="mode")  # fmt: skip
+        if req.zone is not None and req.zone not in asg.AvailabilityZones:
+            raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
+                             field="zone")  # fmt: skip
+        if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
+            raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
+                             field="zone")  # fmt: skip
         if asg.DesiredCapacity + req.count > asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{where}: a gang of {req.count} on desired capacity {asg.DesiredCapacity} is above MaxSize "
@@ -254,7 +285,8 @@ class GangSteps:
             "deadline": iso(now + timedelta(seconds=req.deadline_seconds)),
         }
         if mode == "fleet":
-            request = fleet_request(asg, req.count, token, self.cluster, req.gang)
+            request = fleet_request(asg, req.count, token, self.cluster, req.gang,
+                                    zone=req.zone, subnet_zones=self._subnet_zones(req, asg))  # fmt: skip
             prep["fleet"] = {
                 "launch_template": dict(request.launch_template),
                 "instance_type": request.instance_type,
@@ -263,6 +295,11 @@ class GangSteps:
                 "tags": dict(request.tags),
             }
         return prep
+
+    def _subnet_zones(self, req: GangRequest, asg: AutoScalingGroup) -> Mapping[str, str]:
+        """The group's subnets' zones, read only when a zone is asked for and the group has subnets."""
+        subnets = _subnets(asg)
+        return self.aws.subnet_zones(req.region, subnets) if req.zone and subnets else {}
 
     # --- fleet mode ----------------------------------------------------------------------------
 
@@ -514,10 +551,12 @@ def execution_request(
     *,
     deadline_seconds: float = 600.0,
     poll_seconds: float = 15.0,
+    zone: str | None = None,
 ) -> ExecutionRequest | None:
     """The GangLaunch execution for ``count`` nodes of ``group`` for ``gang``, or None when the group's
     tag says ``off`` (the gang then goes through the ordinary scale-up). Named after the plan, group and
-    gang, so a plan started twice starts it once."""
+    gang, so a plan started twice starts it once. ``zone``: the one zone the planner placed the gang in
+    (a fleet group spanning several)."""
     if group.atomic_launch == "off":
         return None
     digest = hashlib.sha256(f"{group.region}/{group.name}/{gang}".encode()).hexdigest()[:12]
@@ -534,5 +573,6 @@ def execution_request(
             "deadline_seconds": deadline_seconds,
             "poll_seconds": poll_seconds,
             "plan_id": plan_id,
+            **({"zone": zone} if zone else {}),
         },
     )

@@ -20,9 +20,13 @@ class GangLaunch:
     gang: str  # "<namespace>/<pod group>"
     nodes: int
     pods: tuple[str, ...]
+    zone: str | None = None  # the one zone of a fleet group spanning several, when the gang needs one
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gang": self.gang, "nodes": self.nodes, "pods": list(self.pods)}
+        out: dict[str, Any] = {"gang": self.gang, "nodes": self.nodes, "pods": list(self.pods)}
+        if self.zone:
+            out["zone"] = self.zone
+        return out
 
 
 @dataclass(frozen=True, slots=True)
