@@ -251,7 +251,7 @@ class ScaleSteps:
         """Back the group off, and give back what this launch did not deliver, and only that: each of
         this plan's own instances (:meth:`_own`) that runs no Ready Node is terminated (decrementing
         the desired capacity: precisely those, never a working node), and the capacity it raised that
-        never launched (raised − its instances) is taken off the live desired capacity
+        never launched (raised - its instances) is taken off the live desired capacity
         (:func:`~spillway.act.claims.give_back_undelivered`). A concurrent gang's or scale-up's
         instances and capacity are left alone."""
         cluster = str(_field(event, "cluster"))
