@@ -67,7 +67,9 @@ class World:
         return ids
 
 
-def test_a_scale_up_between_the_gangs_prepare_and_raise_is_kept_and_the_failed_gang_gives_back_only_its_own() -> None:
+def test_a_scale_up_between_the_gangs_prepare_and_raise_is_kept_and_the_failed_gang_gives_back_only_its_own() -> (
+    None
+):
     w = World()
     gprep = w.gang.prepare(GANG)
     uprep = w.up.prepare(UP)

@@ -207,7 +207,9 @@ class ScaleSteps:
             return {"status": "ready", "reason": "nothing to launch", "ready": 0, "wanted": 0}
         asg = self.aws.describe_group(region, name)
         mine = set(self._own(event, prep, asg, wanted))
-        new = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in mine and i.LifecycleState == "InService")
+        new = sorted(
+            i.InstanceId for i in asg.Instances if i.InstanceId in mine and i.LifecycleState == "InService"
+        )
         ready = self._ready_nodes(region, new)
         if len(ready) >= wanted:
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),

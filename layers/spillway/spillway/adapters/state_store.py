@@ -254,7 +254,6 @@ class StateStore:
             raise map_aws_error(exc, f"PutItem back-off of {cluster}/{group}") from exc
         return True
 
-
     # --- claims ---------------------------------------------------------------------------------
 
     def claim(
