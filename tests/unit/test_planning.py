@@ -472,9 +472,10 @@ def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_t
         o.node(f"node-{iid}", instance=iid, ready=(iid != stuck)) for iid in (before, ready_new, stuck)
     ])  # fmt: skip
     ledger = FakeLedger()
+    ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": 4, "count": 3}  # it raised 3
 
     out = steps(cloud, kube, ledger).backoff(
-        {"cluster": "ml", "group": {**GROUP, "to": 4}, "prep": {"before": [before]},
+        {"cluster": "ml", "group": {**GROUP, "to": 4}, "prep": {"before": [before], "owner": "up-p1", "count": 3},
          "launch": {"status": "timeout", "reason": "1 of 3 new node(s) Ready by the launch deadline"}}
     )  # fmt: skip
 

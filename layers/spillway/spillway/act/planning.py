@@ -224,7 +224,7 @@ def gang_requests(
             request = gang_execution_request(
                 group, gang.nodes, gang.gang, plan_id, settings.gang_launch_arn,
                 deadline_seconds=_seconds(settings.gang_deadline_seconds),
-                poll_seconds=_seconds(settings.gang_poll_seconds),
+                poll_seconds=_seconds(settings.gang_poll_seconds), zone=gang.zone,
                 node_labels=gang.node_labels,  # a ProvisioningRequest's: Kueue pins its pods with them
             )  # fmt: skip
             if request is not None:

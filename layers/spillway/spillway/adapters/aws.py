@@ -573,6 +573,22 @@ class AwsAdapter:
 
         return _call(f"DescribeInstances({region})", fetch)
 
+    def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
+        """Subnet id → its Availability Zone (``ec2:DescribeSubnets``), for the gang launch that must
+        stay in one zone of a group whose subnets span several."""
+        if not subnet_ids:
+            return {}
+        client = self._clients.ec2(region)
+
+        def fetch() -> dict[str, str]:
+            zones: dict[str, str] = {}
+            for page in client.get_paginator("describe_subnets").paginate(SubnetIds=list(subnet_ids)):
+                for subnet in page.get("Subnets", []):
+                    zones[str(subnet["SubnetId"])] = str(subnet["AvailabilityZone"])
+            return dict(sorted(zones.items()))
+
+        return _call(f"DescribeSubnets({region}, {len(subnet_ids)} subnet(s))", fetch)
+
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

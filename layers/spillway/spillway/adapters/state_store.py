@@ -7,6 +7,13 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  updated_at
     group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
                                                  expires_at (N, epoch seconds: the table's TTL)
+    claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
+                      "owner#<region>#<id>"
+
+**Claims** (:meth:`StateStore.claim`) are written once and never overwritten (``attribute_not_exists``):
+a raise marker makes an execution's relative capacity raise happen once however often Step Functions
+retries the step, and an instance claim says which execution an instance of a shared group belongs to
+(:mod:`spillway.act.claims`).
 
 **Claiming a tick.** :meth:`StateStore.commit` writes the new state with ``version = old + 1`` on the
 condition that the stored version is still the one loaded (``attribute_not_exists`` for the first), in
@@ -246,6 +253,68 @@ class StateStore:
         except BotoCoreError as exc:
             raise map_aws_error(exc, f"PutItem back-off of {cluster}/{group}") from exc
         return True
+
+    # --- claims ---------------------------------------------------------------------------------
+
+    def claim(
+        self, cluster: str, item: str, value: Mapping[str, object], *, expires: datetime
+    ) -> tuple[dict[str, object], bool]:
+        """Write ``value`` under ``item`` unless the item exists. Returns the stored value and whether
+        this call wrote it (False: an earlier claim stands, returned as it was stored)."""
+        what = f"claim {cluster}/{item}"
+        record = {
+            "cluster": {"S": cluster},
+            "item": {"S": item},
+            "value": {"S": json.dumps(dict(value), separators=(",", ":"), sort_keys=True)},
+            "expires_at": {"N": str(int(_aware(expires).timestamp()))},
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=record,
+                ConditionExpression="attribute_not_exists(#i)",
+                ExpressionAttributeNames={"#i": "item"},
+            )
+            return dict(value), True
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise map_aws_error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, what) from exc
+        try:
+            got = self.client.get_item(
+                TableName=self.table,
+                Key={"cluster": {"S": cluster}, "item": {"S": item}},
+                ConsistentRead=True,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise map_aws_error(exc, what) from exc
+        if "Item" not in got:  # released between the put and the read: the caller tries again
+            raise StateConflict(f"{what}: the claim went away while it was read")
+        return _claim_value(got["Item"]), False
+
+    def release(self, cluster: str, item: str) -> None:
+        """Delete a claim (a raise that did not happen gives its marker back)."""
+        try:
+            self.client.delete_item(
+                TableName=self.table, Key={"cluster": {"S": cluster}, "item": {"S": item}}
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise map_aws_error(exc, f"release {cluster}/{item}") from exc
+
+    def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
+        """Every claim whose item starts with ``prefix``: item -> value."""
+        return {i["item"]["S"]: _claim_value(i) for i in self._items(cluster, prefix=prefix)}
+
+
+def _claim_value(item: Mapping[str, Any]) -> dict[str, object]:
+    try:
+        value = json.loads(item["value"]["S"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StateCorrupt(f"claim {item.get('item')}: malformed ({type(exc).__name__})") from exc
+    if not isinstance(value, dict):
+        raise StateCorrupt(f"claim {item.get('item')}: not an object")
+    return value
 
 
 def _condition_failed(exc: ClientError) -> bool:

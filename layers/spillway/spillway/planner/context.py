@@ -108,6 +108,7 @@ class Context:
         self.overflow_notes: dict[str, set[str]] = {}  # group -> why better groups were skipped
         self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
+        self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
 

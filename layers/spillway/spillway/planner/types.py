@@ -26,11 +26,14 @@ class GangLaunch:
     nodes: int
     pods: tuple[str, ...]
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    zone: str | None = None  # the one zone of a fleet group spanning several, when the gang needs one
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"gang": self.gang, "nodes": self.nodes, "pods": list(self.pods)}
         if self.node_labels:
             out["node_labels"] = dict(self.node_labels)
+        if self.zone:
+            out["zone"] = self.zone
         return out
 
 
