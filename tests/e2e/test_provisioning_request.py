@@ -74,9 +74,10 @@ class Kueue:
 
     def request(
         self, workload: str, check: str, class_name: str, pod_sets: dict[str, tuple[k8s.V1PodSpec, int]],
-        parameters: dict[str, str] | None = None,
+        parameters: dict[str, str] | None = None, templates: bool = True,
     ) -> str:  # fmt: skip
-        """Create the request of attempt 1 and its PodTemplates; returns the request's name."""
+        """Create the request of attempt 1 and (unless not ``templates``) its PodTemplates; returns the
+        request's name."""
         name = f"{workload}-{check}-1"
         owner = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "name": workload,
                  "uid": f"uid-{workload}", "controller": True, "blockOwnerDeletion": True}  # fmt: skip
@@ -96,7 +97,7 @@ class Kueue:
         created: dict[str, Any] = self.custom.create_namespaced_custom_object(
             GROUP, VERSION, NS, PLURAL, body
         )  # type: ignore[assignment]
-        for ps, (spec, _) in pod_sets.items():
+        for ps, (spec, _) in pod_sets.items() if templates else ():
             template = k8s.V1PodTemplate(
                 metadata=k8s.V1ObjectMeta(
                     name=f"ppt-{name}-{ps}", namespace=NS,
@@ -291,8 +292,13 @@ def test_a_request_that_can_never_fit_fails_and_a_gone_node_revokes_a_booking(
     kueue = Kueue(cloud)
     never = kueue.request("job-huge-0a0b0", "spillway-atomic", ATOMIC, {"main": (pod_spec("3", gpus=1), 6)})
     booked = kueue.request("job-small-1c1d1", "spillway-check", CHECK, {"main": (pod_spec("2"), 1)})
+    # seen between the request and its PodTemplates (Kueue creates them in that order)
+    orphan = kueue.request(
+        "job-lost-3e3f3", "spillway-check", CHECK, {"main": (pod_spec("1"), 1)}, templates=False
+    )
 
     cycle(cloud, clock)
+    assert kueue.conditions(orphan) == {}  # young: its templates may come yet
     conditions = kueue.conditions(never)
     assert conditions["Failed"] == ("True", "CapacityCannotBeProvisioned")
     assert "max" in kueue.condition(never, "Failed")["message"].lower()
@@ -304,3 +310,8 @@ def test_a_request_that_can_never_fit_fails_and_a_gone_node_revokes_a_booking(
     assert kueue.conditions(booked)["CapacityRevoked"] == ("True", "BookedCapacityGone")
     assert kueue.conditions(never)["Failed"][0] == "True"  # ended: left alone
     assert [e for e in started(cloud) if e.startswith("gang-")] == []
+
+    clock.offset = timedelta(minutes=2)  # they never came
+    cycle(cloud, clock)
+    assert kueue.conditions(orphan) == {"Failed": ("True", "FailedToCreatePods")}
+    assert "not found" in kueue.condition(orphan, "Failed")["message"]

@@ -485,3 +485,18 @@ def test_a_labelled_booking_is_revoked_when_its_labelled_nodes_go_though_other_r
     assert conds(result)["CapacityRevoked"] == ("True", "BookedCapacityGone")
     unlabelled = dict(provisioned, status={"conditions": provisioned["status"]["conditions"]})
     assert run(w, [unlabelled], [template("a")]).provisioning == ()  # a plain booking holds in free room
+
+
+def test_a_young_request_waits_a_minute_for_its_pod_templates() -> None:
+    w, _ = cpu_world(nodes=1)
+    young = request("r", CHECK_CAPACITY, [("ppt-r-main", 1)], created=NOW - timedelta(seconds=5))
+
+    before = run(w, [young], [])  # Kueue creates the request, then its PodTemplates
+    created = run(w, [young], [template("ppt-r-main")])
+    never = run(w, [young], [], now=NOW + timedelta(minutes=1))
+
+    assert before.provisioning == ()  # untouched, not failed
+    assert conds(created)["Provisioned"] == ("True", "CapacityIsFound")
+    assert conds(never) == {"Failed": ("True", "FailedToCreatePods")}
+    bad_count = request("b", CHECK_CAPACITY, [("ppt-r-main", 0)], created=NOW - timedelta(seconds=5))
+    assert conds(run(w, [bad_count], [template("ppt-r-main")]), "b")["Failed"][0] == "True"  # at once

@@ -40,6 +40,7 @@ FAILED = "Failed"
 BOOKING_EXPIRED = "BookingExpired"
 CAPACITY_REVOKED = "CapacityRevoked"
 TERMINAL = (FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED)  # True: nothing more happens to the request
+NOT_FOUND = " not found"  # the end of a pod set's problem when its PodTemplate does not exist
 NODE_LABEL = "spillway.io/provisioning-request"  # on nodes launched for a request
 # status.provisioningClassDetails keys naming that label (Kueue: valueFromProvisioningClassDetail)
 DETAIL_LABEL_KEY = "NodeSelectorKey"
@@ -157,6 +158,14 @@ class ProvisioningRequestInfo:
         if not self.pod_sets:
             return "spec.podSets is empty"
         return "; ".join(s.problem for s in self.pod_sets if s.problem)
+
+    @property
+    def templates_missing_only(self) -> bool:
+        """Its only problem is PodTemplates not found (yet: Kueue creates them just after the request)."""
+        problems = [s.problem for s in self.pod_sets if s.problem]
+        return bool(problems) and all(
+            p.startswith("PodTemplate ") and p.endswith(NOT_FOUND) for p in problems
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -297,7 +306,7 @@ def _pod_set(
         return PodSetInfo(ref, count, problem=f"spec.podSets[{index}].podTemplateRef.name is missing")
     template = templates.get((namespace, ref))
     if template is None:
-        return PodSetInfo(ref, count, problem=f"PodTemplate {namespace}/{ref} not found")
+        return PodSetInfo(ref, count, problem=f"PodTemplate {namespace}/{ref}{NOT_FOUND}")
     pod, problem = template_pod(template, namespace, f"{request}[{index}]")
     return PodSetInfo(ref, count, pod=pod, problem=problem)
 

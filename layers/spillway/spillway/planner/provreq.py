@@ -75,6 +75,7 @@ R_CONSUMED = "CapacityBookingConsumed"
 R_REVOKED = "BookedCapacityGone"
 
 BOOKING = timedelta(minutes=10)
+TEMPLATE_GRACE = timedelta(minutes=1)  # a request's missing PodTemplates fail it only once it is this old
 DEFAULT_VALIDITY = timedelta(days=7)
 # scale-up verdicts after which a request waits and is tried again; any other fails it
 RETRY_CODES = frozenset({codes.BACKED_OFF, codes.GROUPS_EXHAUSTED})
@@ -183,6 +184,8 @@ class Provisioning:
     def _decide(self, w: Work, now: datetime) -> list[PodClass]:
         info = w.info
         if info.problem:
+            if not self._templates_due(info):
+                return []  # untouched: its PodTemplates may be created yet (Kueue: just after it)
             w.set(FAILED, "True", R_BAD_PODS, f"the request's pods cannot be made: {info.problem}", now)
             return []
         w.set(ACCEPTED, "True", R_ACCEPTED, "Spillway serves this ProvisioningRequest", now)
@@ -222,6 +225,14 @@ class Provisioning:
             out.append(cls)
         self.ctx.gang_labels[gang_key(w.info)] = {NODE_LABEL: label}
         return out
+
+    def _templates_due(self, info: ProvisioningRequestInfo) -> bool:
+        """Whether a request whose pods cannot be made fails now: any problem but missing PodTemplates
+        does; missing ones fail it once it is :data:`TEMPLATE_GRACE` old (Kueue creates the request,
+        then its PodTemplates: an observation may fall between the two)."""
+        if not info.templates_missing_only or info.created_at is None:
+            return True
+        return self.ctx.now - aware(info.created_at) >= TEMPLATE_GRACE
 
     def _launch_under_way(self, info: ProvisioningRequestInfo) -> bool:
         """A recent plan launched the request's nodes atomically (``State.gangs``) and the launch may
