@@ -412,11 +412,11 @@ def test_plan_reads_provisioning_requests_and_their_pod_templates(
          "template": {"spec": spec}},
         {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
          "metadata": {"name": "small", "namespace": "default", "generation": 1,
-                      "creationTimestamp": "2026-11-02T09:59:00Z"},
+                      "creationTimestamp": "2026-11-02T09:55:00Z"},
          "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
                   "podSets": [{"podTemplateRef": {"name": "ppt-small"}, "count": 1}]}},
         {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
-         "metadata": {"name": "orphan", "namespace": "default", "creationTimestamp": "2026-11-02T09:59:00Z"},
+         "metadata": {"name": "orphan", "namespace": "default", "creationTimestamp": "2026-11-02T09:55:00Z"},
          "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
                   "podSets": [{"podTemplateRef": {"name": "gone"}, "count": 1}]}},
     ]  # fmt: skip
