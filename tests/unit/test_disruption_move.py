@@ -348,3 +348,15 @@ def test_the_operator_drain_predicate_is_unchanged_by_the_move_rules() -> None:
     info = snapshot(pod()).pods[0]
     assert assess(info).verdict == "movable"
     assert assess_move(info, None, None, NOW, CUTOFF).movable is False
+
+
+def test_a_job_that_changes_what_may_move_changes_the_fingerprint() -> None:
+    from spillway.model.snapshot import fingerprint
+
+    workers = [_worker("bert", i) for i in range(3)]
+    plain = fingerprint(snapshot(*workers), [])
+    elastic = fingerprint(snapshot(pytorchjob("bert", {"minReplicas": 1, "maxReplicas": 4}), *workers), [])
+    wider = fingerprint(snapshot(pytorchjob("bert", {"minReplicas": 1, "maxReplicas": 8}), *workers), [])
+    assert len({plain, elastic, wider}) == 3
+    # a job that says nothing about moving its pods is not kept, and changes nothing
+    assert fingerprint(snapshot(pytorchjob("bert", None), *workers), []) == plain
