@@ -142,6 +142,9 @@ class PlannerConfig(BaseModel):
     # A gang launched atomically is not scaled for again this long (unless its group backs off): in
     # fleet mode its instances are not in the group until attached. Above the gang deadline (10 min).
     gang_launch_minutes: float = _minutes(15)
+    # A raise a plan made is assumed under way this long when a later snapshot does not show it yet
+    # (State.raises): snapshots taken before it landed must not scale the same pods again.
+    scale_up_claim_minutes: float = _minutes(5)
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
     # -- the shared cluster: tenant limits and cluster totals (README "Tenants, limits and gangs") --
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)

@@ -29,6 +29,7 @@ from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.provreq import Provisioning
+from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
 from spillway.planner.scaleup import ScaleUpStage
 from spillway.planner.types import ScalingPlan, Uncordon
@@ -46,7 +47,9 @@ def plan(
     expander: Expander | None = None,
 ) -> ScalingPlan:
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
-    ctx = Context(snapshot, groups, config, state, aware(now))
+    now = aware(now)
+    raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
+    ctx = Context(snapshot, with_raises(groups, raises), config, state, now)
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
     classes = sorted([*provisioning.book(), *pod_classes(ctx)], key=PodClass.sort_key)
     scale_up = ScaleUpStage(ctx, expander or RegionThenLeastWaste()).run(classes)
@@ -61,7 +64,9 @@ def plan(
         drain=tuple(drains),
         pending=tuple(sorted(ctx.pending_out, key=lambda p: p.pod)),
         kept=tuple(sorted(kept, key=lambda k: k.node)),
-        state=_next_state(ctx, idle_state),
+        state=_next_state(ctx, idle_state).model_copy(
+            update={"raises": next_raises(raises, scale_up, ctx.now)}
+        ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
         provisioning=provisioning.updates(),
     )
