@@ -27,7 +27,9 @@ def world() -> Any:
 
 def calls(client: Any, operation: str) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
-    client.meta.events.register(f"provide-client-params.*.{operation}", lambda params, **_: seen.append(params))
+    client.meta.events.register(
+        f"provide-client-params.*.{operation}", lambda params, **_: seen.append(params)
+    )
     return seen
 
 
@@ -81,7 +83,8 @@ def test_mixed_policy_spot_distribution_and_smallest_override(world: Any) -> Non
     clients, adapter = world
     ec2 = clients.ec2("us-east-1")
     ec2.create_launch_template(
-        LaunchTemplateName="spot-lt", LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"}
+        LaunchTemplateName="spot-lt",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
     )
     clients.autoscaling("us-east-1").create_auto_scaling_group(
         AutoScalingGroupName="spot",
