@@ -208,7 +208,9 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
         "group": "spot-a", "reason": "spot interruption warning 1e5527d7-bb36-4607-3370-4164db56a40e",
         "deadline_seconds": 80, "poll_seconds": 5, "force": True, "terminate": True,
     }  # fmt: skip
-    assert sorted(g for g, _, _ in rig.ledger.backoffs) == ["spot-a", "spot-a2"]
+    # the type in its zone (State.pools: the planner weighs spot-ab's other zone), and the groups that
+    # launch nothing else
+    assert sorted(g for g, _, _ in rig.ledger.backoffs) == ["pool#us-east-1a/g5.xlarge", "spot-a", "spot-a2"]
     assert {until for _, until, _ in rig.ledger.backoffs} == {WARNED_AT + timedelta(minutes=15)}
     assert rig.counted("GroupsBackedOff") == 2
 

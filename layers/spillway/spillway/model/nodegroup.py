@@ -239,7 +239,7 @@ def capacity_type(asg: AutoScalingGroup) -> tuple[CapacityType, str]:
     if TAG_CAPACITY_TYPE in tags:
         value = tags[TAG_CAPACITY_TYPE].strip().lower()
         if value in CAPACITY_TYPES:
-            return value, ""  # type: ignore[return-value]
+            return value, ""
         problem = (
             f"Tags[{TAG_CAPACITY_TYPE}]: {tags[TAG_CAPACITY_TYPE][:64]!r} is not one of spot | on-demand;"
             " ignored"
@@ -378,6 +378,26 @@ def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None =
                 )
 
 
+def launch_failures(
+    activities: Iterable[ScalingActivity],
+) -> tuple[dict[str, list[LaunchFailure]], dict[str, list[LaunchFailure]]]:
+    """Capacity failures of launches, by group ARN and (for activities without one) by group name."""
+    by_arn: dict[str, list[LaunchFailure]] = {}
+    by_name: dict[str, list[LaunchFailure]] = {}
+    for act in activities:
+        if act.StatusCode != "Failed" or not act.is_launch:
+            continue
+        message = act.StatusMessage or act.Description
+        if not is_capacity_failure(message):
+            continue
+        failure = LaunchFailure(at=act.EndTime or act.StartTime, message=message)
+        if act.AutoScalingGroupARN:
+            by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
+        else:
+            by_name.setdefault(act.AutoScalingGroupName, []).append(failure)
+    return by_arn, by_name
+
+
 def build_node_groups(
     asgs: Iterable[AutoScalingGroup],
     activities: Iterable[ScalingActivity],
@@ -394,53 +414,48 @@ def build_node_groups(
     actions: dict[str, list[ScheduledAction]] = {}
     for action in scheduled:
         actions.setdefault(action.AutoScalingGroupName, []).append(action)
-    by_arn: dict[str, list[LaunchFailure]] = {}
-    by_name: dict[str, list[LaunchFailure]] = {}
-    for act in activities:
-        if act.StatusCode != "Failed" or not act.is_launch:
-            continue
-        message = act.StatusMessage or act.Description
-        if not is_capacity_failure(message):
-            continue
-        failure = LaunchFailure(at=act.EndTime or act.StartTime, message=message)
-        if act.AutoScalingGroupARN:
-            by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
-        else:
-            by_name.setdefault(act.AutoScalingGroupName, []).append(failure)
+    by_arn, by_name = launch_failures(activities)
     asgs = list(asgs)
     check_unique(asgs)
     groups: list[NodeGroup] = []
     for asg in asgs:
         if not is_managed(asg, cluster) or asg.Status:
             continue
-        itype = resolve_instance_type(asg, catalogue)
-        atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
         failures = by_arn.get(asg.AutoScalingGroupARN, []) + by_name.get(asg.AutoScalingGroupName, [])
-        capacity, capacity_problem = capacity_type(asg)
         floors = scheduled_floors(actions.get(asg.AutoScalingGroupName, ()))
-        problems = tuple(p for p in (capacity_problem, *check_actions(floors)) if p)
-        groups.append(
-            NodeGroup(
-                name=asg.AutoScalingGroupName,
-                region=asg.region,
-                arn=asg.AutoScalingGroupARN,
-                min_size=asg.MinSize,
-                max_size=asg.MaxSize,
-                desired=asg.DesiredCapacity,
-                instance_type=itype,
-                template=build_template(asg, itype, catalogue, reserve),
-                zones=tuple(asg.AvailabilityZones),
-                instance_ids=tuple(
-                    sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)
-                ),
-                launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
-                atomic_launch=atomic,
-                atomic_launch_problem=problem,
-                scheduled=floors,
-                warm_instances=warm_count((warm_pools or {}).get(asg.AutoScalingGroupName)),
-                capacity_type=capacity,
-                instance_types=override_types(asg),
-                problems=problems,
-            )
-        )
+        warm = warm_count((warm_pools or {}).get(asg.AutoScalingGroupName))
+        groups.append(node_group(asg, catalogue, reserve, failures, floors, warm))
     return sorted(groups, key=lambda g: (g.region, g.name))
+
+
+def node_group(
+    asg: AutoScalingGroup,
+    catalogue: Mapping[str, InstanceTypeInfo],
+    reserve: Mapping[str, int],
+    failures: Iterable[LaunchFailure],
+    floors: tuple[ScheduledFloor, ...],
+    warm: int,
+) -> NodeGroup:
+    itype = resolve_instance_type(asg, catalogue)
+    atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
+    capacity, capacity_problem = capacity_type(asg)
+    return NodeGroup(
+        name=asg.AutoScalingGroupName,
+        region=asg.region,
+        arn=asg.AutoScalingGroupARN,
+        min_size=asg.MinSize,
+        max_size=asg.MaxSize,
+        desired=asg.DesiredCapacity,
+        instance_type=itype,
+        template=build_template(asg, itype, catalogue, reserve),
+        zones=tuple(asg.AvailabilityZones),
+        instance_ids=tuple(sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)),
+        launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
+        atomic_launch=atomic,
+        atomic_launch_problem=problem,
+        scheduled=floors,
+        warm_instances=warm,
+        capacity_type=capacity,
+        instance_types=override_types(asg),
+        problems=tuple(p for p in (capacity_problem, *check_actions(floors)) if p),
+    )
