@@ -25,7 +25,7 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, describe, dominant_share, fit_count
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
-from spillway.planner.disruption import assess_move
+from spillway.planner.groups import why_not_movable
 from spillway.planner.placement import UNBOUNDED
 
 SPOT_TAINT_KEYS = frozenset({"karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType"})
@@ -49,7 +49,7 @@ class RegionThenLeastWaste:
     fills best, then a group whose warm instances hold it, then the group's name."""
 
     def order(self, ctx: Context, cls: PodClass, choices: Sequence[Option]) -> list[NodeGroup]:
-        movable = why_not_movable(ctx, cls) is None if any(o.group.spot for o in choices) else False
+        movable = class_not_movable(ctx, cls) is None if any(o.group.spot for o in choices) else False
         keyed = [
             (
                 (
@@ -79,21 +79,13 @@ def declares_spot_taint(group: NodeGroup) -> bool:
     return any("spot" in key.lower() or key in SPOT_TAINT_KEYS for key, _, _ in taints)
 
 
-def why_not_movable(ctx: Context, cls: PodClass) -> str | None:
+def class_not_movable(ctx: Context, cls: PodClass) -> str | None:
     """Why some pod of the class may not be moved (so must not run on spot), or None when all may.
-    Asked of :func:`~spillway.planner.disruption.assess_move` once per pod and plan."""
-    pods = {p.key: p for p in ctx.pending} if any(k not in ctx.movable for k in cls.pods) else {}
-    jobs = ctx.snapshot.jobs_by_key() if pods else {}
+    Classes are split by movability when the cluster has spot groups (:mod:`~spillway.planner.classes`)."""
+    pending = {p.key: p for p in ctx.pending} if any(k not in ctx.movable for k in cls.pods) else {}
     for key in cls.pods:
-        if key not in ctx.movable:
-            pod = pods.get(key)
-            if pod is None:
-                ctx.movable[key] = "a pod not created yet"
-            else:
-                allow = ctx.snapshot.pdb_allowance(pod)
-                move = assess_move(pod, None, allow, ctx.now, ctx.config.expendable_priority_cutoff, jobs)
-                ctx.movable[key] = None if move.movable else move.reason
-        why = ctx.movable[key]
+        pod = pending.get(key)
+        why = why_not_movable(ctx, pod) if pod is not None else ctx.movable.get(key, "a pod not created yet")
         if why is not None:
             return f"{key}: {why}"
     return None
@@ -128,7 +120,7 @@ def options(
 def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
     if not group.spot or declares_spot_taint(group):
         return None
-    why = why_not_movable(ctx, cls)
+    why = class_not_movable(ctx, cls)
     if why is None:
         return None
     return f"a spot group runs only pods that may move or tolerate a spot taint it declares ({why})"

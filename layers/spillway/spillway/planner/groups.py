@@ -3,14 +3,18 @@ instance type in a zone), and the MinSize floor of scheduled actions."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
+from spillway.model.cluster import PodInfo
+from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import pool_key
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, aware, iso, minutes
+from spillway.planner.disruption import assess_move
 from spillway.planner.predicates import why_not_placeable
 
 
@@ -115,3 +119,20 @@ def floor_report(ctx: Context) -> list[tuple[str, int, str]]:
         if floor is not None and floor.min_size > group.min_size:
             out.append((group.name, floor.min_size, floor.describe()))
     return out
+
+
+def why_not_movable(ctx: Context, pod: PodInfo, jobs: Mapping[str, JobInfo] | None = None) -> str | None:
+    """Why a pending pod may not be moved once it runs (so must not run on spot unless it tolerates a
+    spot taint), or None when it may: :func:`~spillway.planner.disruption.assess_move`, once per plan.
+    ``jobs``: the snapshot's jobs by key, when the caller asks for many pods."""
+    if pod.key not in ctx.movable:
+        allow = ctx.snapshot.pdb_allowance(pod)
+        cutoff = ctx.config.expendable_priority_cutoff
+        jobs = ctx.snapshot.jobs_by_key() if jobs is None else jobs
+        move = assess_move(pod, None, allow, ctx.now, cutoff, jobs)
+        ctx.movable[pod.key] = None if move.movable else move.reason
+    return ctx.movable[pod.key]
+
+
+def has_spot(ctx: Context) -> bool:
+    return any(g.spot for g in ctx.groups)
