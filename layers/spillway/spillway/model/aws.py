@@ -97,6 +97,12 @@ class ScheduledAction(AwsModel):
     DesiredCapacity: int | None = Field(default=None, ge=0)
     TimeZone: str | None = None
 
+    @property
+    def region(self) -> str | None:
+        """From ``ScheduledActionARN`` (``arn:aws:autoscaling:<region>:...``), when it names one."""
+        parts = (self.ScheduledActionARN or "").split(":")
+        return parts[3] if len(parts) > 3 and parts[2] == "autoscaling" and parts[3] else None
+
 
 class AsgInstance(AwsModel):
     InstanceId: str
@@ -307,6 +313,11 @@ def parse_asgs(doc: Any) -> list[AutoScalingGroup]:
 
 def parse_activities(doc: Any) -> list[ScalingActivity]:
     return [ScalingActivity.model_validate(a) for a in _items(doc, "Activities")]
+
+
+def parse_scheduled_actions(doc: Any) -> list[ScheduledAction]:
+    """``aws autoscaling describe-scheduled-actions`` output."""
+    return [ScheduledAction.model_validate(a) for a in _items(doc, "ScheduledUpdateGroupActions")]
 
 
 def parse_instance_types(doc: Any) -> dict[str, InstanceTypeInfo]:

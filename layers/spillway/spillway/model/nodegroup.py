@@ -408,12 +408,12 @@ def build_node_groups(
     scheduled: Iterable[ScheduledAction] = (),
     warm_pools: Mapping[str, WarmPool] | None = None,
 ) -> list[NodeGroup]:
-    """The managed node groups, sorted by (region, name). ``scheduled`` are the regions' scheduled
-    actions (matched to groups by name within a region: pass one region's, or groups named uniquely);
+    """The managed node groups, sorted by (region, name). ``scheduled`` are the scheduled actions,
+    matched to a group by name within the region their ARN names (by name alone without an ARN);
     ``warm_pools`` maps a group's name to its DescribeWarmPool answer."""
-    actions: dict[str, list[ScheduledAction]] = {}
-    for action in scheduled:
-        actions.setdefault(action.AutoScalingGroupName, []).append(action)
+    actions: dict[tuple[str | None, str], list[ScheduledAction]] = {}
+    for action in scheduled:  # by the region its ARN names, else by group name alone
+        actions.setdefault((action.region, action.AutoScalingGroupName), []).append(action)
     by_arn, by_name = launch_failures(activities)
     asgs = list(asgs)
     check_unique(asgs)
@@ -422,7 +422,8 @@ def build_node_groups(
         if not is_managed(asg, cluster) or asg.Status:
             continue
         failures = by_arn.get(asg.AutoScalingGroupARN, []) + by_name.get(asg.AutoScalingGroupName, [])
-        floors = scheduled_floors(actions.get(asg.AutoScalingGroupName, ()))
+        name = asg.AutoScalingGroupName
+        floors = scheduled_floors([*actions.get((asg.region, name), ()), *actions.get((None, name), ())])
         warm = warm_count((warm_pools or {}).get(asg.AutoScalingGroupName))
         groups.append(node_group(asg, catalogue, reserve, failures, floors, warm))
     return sorted(groups, key=lambda g: (g.region, g.name))
