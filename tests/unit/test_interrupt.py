@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -366,3 +367,15 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
+
+
+def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backed_off_whole() -> None:
+    snapshot = world()
+    mixed = replace(
+        group("mixed-a", "g5.xlarge", ("us-east-1a",)), instance_types=("g5.xlarge", "g5.2xlarge")
+    )
+    snapshot = replace(snapshot, groups=(*snapshot.groups, mixed))
+    rig = Rig(snapshot)
+    rig.handle(sample("interrupt-spot-warning.json"))
+    backed = sorted(g for g, _, _ in rig.ledger.backoffs)
+    assert "mixed-a" not in backed and "pool#us-east-1a/g5.xlarge" in backed
