@@ -18,14 +18,17 @@ from spillway.model.aws import (
     AutoScalingGroup,
     InstanceTypeInfo,
     ScalingActivity,
+    ScheduledAction,
     bundled_instance_types,
     parse_activities,
     parse_asgs,
     parse_instance_types,
+    parse_scheduled_actions,
 )
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import iter_kube_list
 from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique
+from spillway.model.schedule import Cron, zone_of
 from spillway.model.state import State
 from spillway.perf import bulk_allocation
 
@@ -133,6 +136,27 @@ def load_activities(paths: Sequence[str | Path]) -> list[ScalingActivity]:
     return out
 
 
+def load_scheduled_actions(paths: Sequence[str | Path]) -> list[ScheduledAction]:
+    """``aws autoscaling describe-scheduled-actions`` outputs. A Recurrence or TimeZone that cannot be
+    read is refused here, naming the field (observe keeps it as a problem of the group instead)."""
+    out: list[ScheduledAction] = []
+    for path in paths:
+        parsed = _parse(path, "ScheduledUpdateGroupActions", parse_scheduled_actions)
+        for index, action in enumerate(parsed):
+            where = f"ScheduledUpdateGroupActions[{index}]"
+            try:
+                if action.Recurrence:
+                    Cron.parse(action.Recurrence)
+            except ValueError as exc:
+                raise InputError(str(exc), source=str(path), field=f"{where}.Recurrence") from None
+            try:
+                zone_of(action.TimeZone)
+            except ValueError as exc:
+                raise InputError(str(exc), source=str(path), field=f"{where}.TimeZone") from None
+        out.extend(parsed)
+    return out
+
+
 def load_instance_types(path: str | Path | None) -> dict[str, InstanceTypeInfo]:
     catalogue = dict(bundled_instance_types())
     if path is not None:
@@ -174,10 +198,16 @@ def node_groups(
     catalogue: dict[str, InstanceTypeInfo],
     config: PlannerConfig,
     source: str = "--asgs",
+    scheduled: Sequence[ScheduledAction] = (),
 ) -> list[NodeGroup]:
     try:
         return build_node_groups(
-            asgs, activities, catalogue, config.node_reserve.as_resources(), config.cluster
+            asgs,
+            activities,
+            catalogue,
+            config.node_reserve.as_resources(),
+            config.cluster,
+            scheduled=scheduled,
         )
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")

@@ -7,6 +7,7 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  updated_at
     group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
                                                  expires_at (N, epoch seconds: the table's TTL)
+    type/zone back-off item = "backoff#pool#<zone>/<type>"   the same attributes (a Spot interruption)
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
                       "owner#<region>#<id>"
 
@@ -24,7 +25,8 @@ can resume (start the same, deterministically named, executions again) instead o
 
 **Back-offs** are separate items written by the scale-up execution (not by the planner), so a back-off
 never races the planner's version. Each expires (TTL) when its window ends. :meth:`load` merges them
-into ``State.groups`` (the later ``backoff_until`` wins).
+into ``State.groups``, or ``State.pools`` for a ``pool#`` name (the later ``backoff_until`` wins). A
+reader that predates pools merges those as a group no group is named like: it ignores them.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
 from spillway.errors import StateConflict, StateCorrupt
 from spillway.model.act import PlanRecord, StoredState, iso
-from spillway.model.state import GroupState, State
+from spillway.model.state import POOL_PREFIX, GroupState, State
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -70,13 +72,23 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
     if not backoffs:
         return state
     groups = dict(state.groups)
+    pools = dict(state.pools)
     for b in backoffs:
-        current = groups.get(b.group)
+        into, name = (
+            (pools, b.group[len(POOL_PREFIX) :]) if b.group.startswith(POOL_PREFIX) else (groups, b.group)
+        )
+        current = into.get(name)
         until = b.until if b.until.tzinfo else b.until.replace(tzinfo=UTC)
         if current is None or _aware(current.backoff_until) < until:
-            groups[b.group] = GroupState(backoff_until=until, reason=b.reason)
+            into[name] = GroupState(backoff_until=until, reason=b.reason)
     # model_copy keeps every other part of the state (the pod-event ledger) as it was stored
-    return state.model_copy(update={"nodes": dict(state.nodes), "groups": dict(sorted(groups.items()))})
+    return state.model_copy(
+        update={
+            "nodes": dict(state.nodes),
+            "groups": dict(sorted(groups.items())),
+            "pools": dict(sorted(pools.items())),
+        }
+    )
 
 
 def _aware(value: datetime) -> datetime:

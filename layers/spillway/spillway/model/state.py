@@ -8,7 +8,13 @@ Wire form (state file and state table item)::
      "events": {"<ns>/<pod>": {"fingerprint": "...", "posted_at": ISO}},     (only when not empty)
      "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
-     "raises": {"<asg>": {"to": N, "since": ISO}}}                         (only when not empty)
+     "raises": {"<asg>": {"to": N, "since": ISO}},                         (only when not empty)
+     "pools": {"<zone>/<instance type>": {"backoff_until": ISO, "reason": "..."}}}
+                                                                              (only when not empty)
+
+``pools`` back off one instance type in one zone (a Spot interruption there): the planner skips a group
+only when every (zone, type) it may launch is backed off, and otherwise notes it in the scale-up reason
+(a group cannot be pinned to a zone or type through SetDesiredCapacity). Use :func:`pool_key`.
 
 ``gangs`` are the gangs a plan launched atomically (a GangLaunch execution): in fleet mode their
 instances are not in the group until attached, so later plans would see nothing launching and launch
@@ -49,6 +55,14 @@ class GroupState(BaseModel):
     reason: str = ""
 
 
+POOL_PREFIX = "pool#"  # a back-off stored under this "group" name is a pool: State.pools
+
+
+def pool_key(zone: str, instance_type: str) -> str:
+    """The ``pools`` key of one instance type in one zone."""
+    return f"{zone}/{instance_type}"
+
+
 class EventMark(BaseModel):
     """The last Event posted on a pod: what it said (a fingerprint of reason, code and target) and when."""
 
@@ -82,6 +96,7 @@ class State(BaseModel):
     events: dict[str, EventMark] = Field(default_factory=dict)
     gangs: dict[str, GangState] = Field(default_factory=dict)
     raises: dict[str, RaiseState] = Field(default_factory=dict)
+    pools: dict[str, GroupState] = Field(default_factory=dict)  # pool_key(zone, type) -> back-off
 
     def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""
@@ -104,6 +119,11 @@ class State(BaseModel):
             wire["events"] = {
                 k: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}
                 for k, v in sorted(self.events.items())
+            }
+        if self.pools:
+            wire["pools"] = {
+                k: {"backoff_until": iso(v.backoff_until), "reason": v.reason}
+                for k, v in sorted(self.pools.items())
             }
         if self.gangs:
             wire["gangs"] = {

@@ -18,6 +18,7 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context
+from spillway.planner.groups import has_spot, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.types import PendingPod
 
@@ -60,6 +61,8 @@ def pod_classes(ctx: Context) -> list[PodClass]:
     classes: dict[tuple[Any, ...], PodClass] = {}
     gangs = Gangs(ctx)
     limited = frozenset(ctx.config.tenants)
+    spot = has_spot(ctx)
+    jobs = ctx.snapshot.jobs_by_key() if spot else {}
     for pod in ctx.gated:
         reason = "held by scheduling gates (spec.schedulingGates): not demand until they are lifted"
         ctx.pending_out.append(PendingPod(pod.key, reason, codes.SCHEDULING_GATED))
@@ -70,7 +73,9 @@ def pod_classes(ctx: Context) -> list[PodClass]:
             continue
         tenant = ctx.snapshot.tenant(pod.namespace)
         gang = pod.gang if gangs.is_gang(pod.gang) else None
-        key = (pod.scheduling_key(), tenant if tenant in limited else None, gang)
+        # with spot groups, pods that may move (spot) and pods that may not are served apart
+        movable = why_not_movable(ctx, pod, jobs) is None if spot else None
+        key = (pod.scheduling_key(), tenant if tenant in limited else None, gang, movable)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = new_class(pod, key[1], gang)

@@ -17,6 +17,7 @@ from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
+from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
 from spillway.planner.types import PendingPod, Placement
@@ -111,6 +112,8 @@ class Context:
         self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
+        self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
+        self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))

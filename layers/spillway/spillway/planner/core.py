@@ -28,11 +28,12 @@ from spillway.model.state import GroupState, NodeState, State
 from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
+from spillway.planner.groups import floor_report
 from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
 from spillway.planner.scaleup import ScaleUpStage
-from spillway.planner.types import ScalingPlan, Uncordon
+from spillway.planner.types import GroupFloor, ScalingPlan, Uncordon
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
 
@@ -69,6 +70,7 @@ def plan(
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
         provisioning=provisioning.updates(),
+        floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
     )
 
 
@@ -79,5 +81,10 @@ def _next_state(ctx: Context, idle_state: dict[str, NodeState]) -> State:
         for name, entry in sorted(ctx.state.groups.items())
         if aware(entry.backoff_until) > ctx.now
     }
+    pools = {
+        key: GroupState(backoff_until=entry.backoff_until, reason=entry.reason)
+        for key, entry in sorted(ctx.state.pools.items())
+        if aware(entry.backoff_until) > ctx.now
+    }
     gangs = dict(sorted(ctx.gangs_out.items()))
-    return State(nodes=dict(sorted(idle_state.items())), groups=groups_state, gangs=gangs)
+    return State(nodes=dict(sorted(idle_state.items())), groups=groups_state, gangs=gangs, pools=pools)

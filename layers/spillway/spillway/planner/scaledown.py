@@ -28,6 +28,7 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState
 from spillway.planner import codes
 from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.groups import scheduled_min
 from spillway.planner.types import Drain, KeptNode, Uncordon
 
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
@@ -243,8 +244,12 @@ class ScaleDownStage:
         group = node.group
         assert group is not None
         taken = self.taken.get(group.name, 0)
-        if group.desired - self.draining_now.get(group.name, 0) - taken <= group.min_size:
+        left = group.desired - self.draining_now.get(group.name, 0) - taken
+        if left <= group.min_size:
             return codes.MIN_SIZE, f"group {group.name} at MinSize {group.min_size}"
+        floor = scheduled_min(self.ctx, group, left)
+        if floor is not None:
+            return floor
         cap = max(1, math.floor(self.ctx.config.max_scale_in_fraction * group.desired))
         if taken >= cap:
             return (

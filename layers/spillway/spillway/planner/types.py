@@ -150,6 +150,18 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupFloor:
+    """A group held above its own MinSize by a scheduled action (now, or within the idle threshold)."""
+
+    group: str
+    min_size: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "min_size": self.min_size, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class ScalingPlan:
     scale_up: tuple[ScaleUp, ...] = ()
     uncordon: tuple[Uncordon, ...] = ()
@@ -159,6 +171,7 @@ class ScalingPlan:
     state: State = field(default_factory=State)
     placements: tuple[Placement, ...] = ()
     provisioning: tuple[ProvisioningUpdate, ...] = ()  # ProvisioningRequest statuses that change
+    floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
 
     @property
     def acts(self) -> bool:
@@ -166,10 +179,14 @@ class ScalingPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """The plan contract: five lists, each entry with a reason."""
-        return {
-            "scale_up": [s.to_dict() for s in self.scale_up],
-            "uncordon": [u.to_dict() for u in self.uncordon],
-            "drain": [d.to_dict() for d in self.drain],
-            "pending": [p.to_dict() for p in self.pending],
-            "kept": [k.to_dict() for k in self.kept],
-        } | ({"provisioning": [p.to_dict() for p in self.provisioning]} if self.provisioning else {})
+        return (
+            {
+                "scale_up": [s.to_dict() for s in self.scale_up],
+                "uncordon": [u.to_dict() for u in self.uncordon],
+                "drain": [d.to_dict() for d in self.drain],
+                "pending": [p.to_dict() for p in self.pending],
+                "kept": [k.to_dict() for k in self.kept],
+            }
+            | ({"provisioning": [p.to_dict() for p in self.provisioning]} if self.provisioning else {})
+            | ({"floors": [f.to_dict() for f in self.floors]} if self.floors else {})
+        )
