@@ -26,6 +26,9 @@ TAG_RESOURCE = "k8s.io/cluster-autoscaler/node-template/resources/"
 # Gang launches (act/gang.py): "fleet" (EC2 CreateFleet instant, then AttachInstances), "rollback"
 # (raise the desired capacity, give all of it back unless the whole gang is up by a deadline), "off".
 TAG_ATOMIC_LAUNCH = "spillway.io/atomic-launch"
+# Per group: off | when-empty | when-underutilized (spillway.planner.consolidation); absent: the config's.
+TAG_CONSOLIDATION = "spillway.io/consolidation"
+CONSOLIDATION_MODES = ("off", "when-empty", "when-underutilized")
 AtomicLaunch = Literal["fleet", "rollback", "off"]
 ATOMIC_LAUNCH_MODES: tuple[AtomicLaunch, ...] = ("fleet", "rollback", "off")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -63,6 +66,8 @@ class NodeGroup:
     arn: str = ""
     atomic_launch: AtomicLaunch = "off"
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
+    consolidation: str | None = None  # the group's spillway.io/consolidation tag; None: the config's
+    consolidation_problem: str = ""  # a tag value that is not a mode (the group is then "off")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +93,8 @@ class NodeGroup:
             # Only when set, so groups without the tag serialize exactly as before.
             **({"atomic_launch": self.atomic_launch} if self.atomic_launch != "off" else {}),
             **({"atomic_launch_problem": self.atomic_launch_problem} if self.atomic_launch_problem else {}),
+            **({"consolidation": self.consolidation} if self.consolidation is not None else {}),
+            **({"consolidation_problem": self.consolidation_problem} if self.consolidation_problem else {}),
         }
 
     @classmethod
@@ -118,6 +125,8 @@ class NodeGroup:
             launch_failures=tuple(failures),
             atomic_launch=parse_atomic_launch(d.get("atomic_launch"))[0],
             atomic_launch_problem=str(d.get("atomic_launch_problem", "")),
+            consolidation=parse_consolidation(d.get("consolidation"))[0],
+            consolidation_problem=str(d.get("consolidation_problem", "")),
         )
 
 
@@ -139,6 +148,18 @@ def parse_atomic_launch(value: object) -> tuple[AtomicLaunch, str]:
         return text, ""
     modes = " | ".join(ATOMIC_LAUNCH_MODES)
     return "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: {str(value)[:64]!r} is not one of {modes}; treated as off"
+
+
+def parse_consolidation(value: object) -> tuple[str | None, str]:
+    """The ``spillway.io/consolidation`` tag's mode (None without the tag: the config decides), and a
+    problem when the value is not one: a bad value is ``off`` with the problem kept on the group."""
+    if value is None:
+        return None, ""
+    text = str(value).strip().lower()
+    if text in CONSOLIDATION_MODES:
+        return text, ""
+    modes = " | ".join(CONSOLIDATION_MODES)
+    return "off", f"Tags[{TAG_CONSOLIDATION}]: {str(value)[:64]!r} is not one of {modes}; treated as off"
 
 
 def resolve_instance_type(asg: AutoScalingGroup) -> str | None:
@@ -286,6 +307,7 @@ def build_node_groups(
             continue
         itype = resolve_instance_type(asg)
         atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
+        consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
         failures = by_arn.get(asg.AutoScalingGroupARN, []) + by_name.get(asg.AutoScalingGroupName, [])
         groups.append(
             NodeGroup(
@@ -304,6 +326,8 @@ def build_node_groups(
                 launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
                 atomic_launch=atomic,
                 atomic_launch_problem=problem,
+                consolidation=consolidation,
+                consolidation_problem=consolidation_problem,
             )
         )
     return sorted(groups, key=lambda g: (g.region, g.name))

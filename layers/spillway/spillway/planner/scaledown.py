@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState
 from spillway.planner import codes
+from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.types import Drain, KeptNode, Uncordon
 
@@ -79,6 +80,13 @@ def _disabled(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     return None
 
 
+def _consolidation_off(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
+    if node.group is None or mode(ctx, node.group) != OFF:
+        return None
+    problem = f" ({node.group.consolidation_problem})" if node.group.consolidation_problem else ""
+    return codes.CONSOLIDATION_OFF, f"consolidation is off for group {node.group.name}{problem}"
+
+
 def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     created = node.info.created_at
     delay = timedelta(minutes=ctx.config.scale_down_delay_after_launch_minutes)
@@ -99,7 +107,15 @@ def _not_idle_long_enough(ctx: Context, node: WorkNode, idle_since: datetime) ->
 # Checked in order; the first that holds keeps the node. IN_USE nodes are not idle at all (no idle
 # time is kept for them); PROTECTIONS apply to idle nodes.
 IN_USE: tuple[Check, ...] = (_uncordoned, _unmanaged, _not_ready, _busy, _receives)
-PROTECTIONS: tuple[TimedCheck, ...] = (_draining, _disabled, _young, _not_idle_long_enough)
+PROTECTIONS: tuple[TimedCheck, ...] = (
+    _draining,
+    _consolidation_off,
+    _disabled,
+    _young,
+    _not_idle_long_enough,
+)
+# What keeps a busy node of a consolidating group (spillway.planner.consolidation) from being judged.
+BUSY_PROTECTIONS: tuple[TimedCheck, ...] = (_draining, _disabled, _young)
 
 
 def utilisation(node: WorkNode) -> str:
@@ -128,6 +144,8 @@ class ScaleDownStage:
         self.draining_now: dict[str, int] = {}  # group -> nodes Spillway is draining already
         self.orphans: set[str] = self._orphans()  # Spillway's cordons no drain owns any more
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
+        self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
+        self.budgets = Budgets(ctx, self.draining_now)
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
         for node in self.ctx.nodes.values():
@@ -136,6 +154,10 @@ class ScaleDownStage:
         self._count_draining()
         for node, idle_since in self.candidates:
             self.choose(node, idle_since)
+        if self.busy:
+            judged = Consolidation(self).run(self.busy)  # busy nodes were kept as "workload" so far
+            drained = {d.node for d in self.drains}
+            self.kept = [judged.get(k.node, k) for k in self.kept if k.node not in drained]
         return self.drains, self.kept, self.idle_state
 
     def keep(self, node: WorkNode, verdict: tuple[str, str]) -> None:
@@ -149,6 +171,8 @@ class ScaleDownStage:
             verdict = check(self.ctx, node)
             if verdict is not None:
                 self._keep_or_restore(node, verdict, orphan=orphan)
+                if check is _busy and not orphan and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
+                    self.busy.append(node)
                 return
         idle_since = self._idle_since(node)
         if self._claimed(node, idle_since):
@@ -238,8 +262,32 @@ class ScaleDownStage:
             ):
                 self.draining_now[group.name] = self.draining_now.get(group.name, 0) + 1
 
-    def _limit(self, node: WorkNode) -> Verdict:
-        """MinSize, the per-plan scale-in cap, and an instance to terminate."""
+    def protected(self, node: WorkNode) -> Verdict:
+        """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
+        plan claimed, a pending pod planned onto it, a cordon, ``scale-down-disabled``, its youth."""
+        previous = self.ctx.state.nodes.get(node.info.name)
+        if previous is not None and self._claimed(node, aware(previous.idle_since)):
+            self.kept.pop()  # _claimed kept it; the consolidation's verdict replaces that entry
+            claimed = aware(previous.draining_since or self.ctx.now)
+            return (
+                codes.DRAIN_PLANNED,
+                f"drain planned {minutes(self.ctx.now - claimed)} ago; the drain owns it",
+            )
+        verdict = _receives(self.ctx, node)
+        for protection in BUSY_PROTECTIONS:
+            verdict = verdict or protection(self.ctx, node, self.ctx.now)
+        return verdict
+
+    def take(self, node: WorkNode) -> None:
+        """Count a drain of ``node`` against its group, and claim the node in the next state."""
+        assert node.group is not None
+        self.taken[node.group.name] = self.taken.get(node.group.name, 0) + 1
+        previous = self.ctx.state.nodes.get(node.info.name)
+        idle_since = aware(previous.idle_since) if previous else self.ctx.now
+        self.idle_state[node.info.name] = NodeState(idle_since=idle_since, draining_since=self.ctx.now)
+
+    def limit(self, node: WorkNode) -> Verdict:
+        """MinSize, the per-plan scale-in cap, an instance to terminate, and the disruption budgets."""
         group = node.group
         assert group is not None
         taken = self.taken.get(group.name, 0)
@@ -253,11 +301,11 @@ class ScaleDownStage:
             )
         if node.info.instance_id is None:
             return codes.NO_INSTANCE_ID, "no EC2 instance id in spec.providerID"
-        return None
+        return self.budgets.refusal(group.name, taken)
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
-        verdict = self._limit(node)
+        verdict = self.limit(node)
         if verdict is not None:
             self._keep_or_restore(node, verdict, orphan=orphan)
             return

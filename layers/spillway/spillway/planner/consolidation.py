@@ -1,0 +1,298 @@
+"""Stage 4b: consolidation — drain a node that runs work when the rest of the cluster holds that work.
+
+A group opts in with ``consolidation: when-underutilized`` (config, or its ``spillway.io/consolidation``
+tag). Every busy node of such a group that nothing else keeps (managed, Ready, not cordoned, not
+``scale-down-disabled``, not freshly launched, no pending pod planned onto it) is judged; the first
+refusal keeps it, with its code:
+
+* ``launching-this-plan``: this plan grows its group, or another group of its instance type (never
+  free capacity the same plan is launching);
+* ``pod-never``: a pod on it must not be disturbed (:func:`spillway.planner.disruption.assess_move`);
+* ``elastic-min``: moving its workers would take an elastic job below its minimum;
+* ``saving-too-small``: the saving does not outlast the restart cost (below);
+* ``min-size`` / ``scale-in-cap`` / ``no-instance-id`` / ``disruption-budget``: the group's limits;
+* ``receives-moved-pods``: this plan moves another node's pods onto it;
+* ``does-not-fit``: the free room of the rest of the cluster (Ready, schedulable nodes, less what this
+  plan already placed there, less every node this plan drains) does not hold its pods. The simulation
+  is the scale-up's first fit (:func:`spillway.planner.placement.fit_on_nodes`); nodes this plan
+  launches are never counted. Workers of an elastic job above its minimum need no room: the job shrinks.
+
+Candidates go cheapest first: the smallest restart cost, then the fewest pods, then the least used.
+
+**The saving rule** (price-free: both sides are in the drained node's own price, which cancels): a drain
+saves the node for ``consolidation_horizon_minutes``; each moved pod loses
+``consolidation_restart_minutes`` of the share of the node it uses (its dominant share of the node's
+allocatable). Drain when ``horizon > restart * sum(share)``. With the defaults (60 and 10) a node is
+consolidated whenever its pods fit elsewhere; a short horizon protects long restarts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from spillway.model.cluster import PodInfo
+from spillway.model.k8s import DRAINING_TAINT
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.resources import add_into, dominant_share
+from spillway.planner import codes
+from spillway.planner.classes import PodClass, new_class
+from spillway.planner.context import Context, WorkNode, has_taint
+from spillway.planner.disruption import assess, keeps_node_busy
+from spillway.planner.placement import fit_on_nodes, pools
+from spillway.planner.types import Drain, KeptNode
+
+if TYPE_CHECKING:
+    from spillway.planner.scaledown import ScaleDownStage
+
+WHEN_UNDERUTILIZED = "when-underutilized"
+OFF = "off"
+Verdict = tuple[str, str] | None
+
+
+def mode(ctx: Context, group: NodeGroup | None) -> str:
+    """The group's consolidation mode: its tag's, else the configuration's."""
+    if group is not None and group.consolidation is not None:
+        return group.consolidation
+    return ctx.config.consolidation
+
+
+# --- stand-in for spillway.planner.disruption.assess_move / elastic_room (h-disrupt) -------------
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    movable: bool
+    reason: str
+    code: str
+    cost: tuple[int, ...]
+    elastic: str | None = None  # the elastic job the pod is a worker of
+
+
+def assess_move(pod: PodInfo) -> Move:
+    judged = assess(pod)
+    return Move(judged.verdict == "movable", judged.reason, judged.code, judged.cost)
+
+
+def elastic_room(pods: Iterable[PodInfo]) -> dict[str, int]:
+    return {}
+
+
+# --- budgets ------------------------------------------------------------------------------------
+
+
+class Budgets:
+    """Disruption budgets (Karpenter's semantics): per group, the most restrictive active budget binds;
+    a percentage is of the group's nodes, rounded up; nodes Spillway drains already count."""
+
+    def __init__(self, ctx: Context, draining_now: Mapping[str, int]) -> None:
+        self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
+        self.nodes: dict[str, int] = {}
+        for node in ctx.nodes.values():
+            if node.group is not None:
+                self.nodes[node.group.name] = self.nodes.get(node.group.name, 0) + 1
+        self.draining_now = draining_now
+
+    def refusal(self, group: str, taken: int) -> Verdict:
+        """Why one more drain in ``group`` is refused (``taken``: this plan's drains there), or None."""
+        size = self.nodes.get(group, 0)
+        binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group)]
+        if not binding:
+            return None
+        allowed, nodes = min(binding)
+        busy = self.draining_now.get(group, 0) + taken
+        if busy < allowed:
+            return None
+        return (
+            codes.DISRUPTION_BUDGET,
+            f"disruption budget nodes {nodes} allows {allowed} of group {group}'s {size} node(s) at once; "
+            f"{busy} already being drained",
+        )
+
+
+# --- the stage ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Candidate:
+    node: WorkNode
+    pods: list[PodInfo]  # the pods that move (or shrink an elastic job)
+    elastic: dict[str, int]  # job -> its workers here
+    cost: float  # node-minutes lost to restarts
+
+    def order(self) -> tuple[object, ...]:
+        _, used = dominant_share(self.node.used, self.node.info.allocatable)
+        return (self.cost, len(self.pods), used, self.node.info.name)
+
+
+class Consolidation:
+    """Judges the busy nodes of groups that consolidate; drains the cheapest whose pods fit elsewhere."""
+
+    def __init__(self, stage: ScaleDownStage) -> None:
+        self.stage = stage
+        self.ctx = stage.ctx
+        on_node: dict[str, list[PodInfo]] = {}
+        for pod in self.ctx.snapshot.pods:
+            if pod.node_name is not None and keeps_node_busy(pod):
+                on_node.setdefault(pod.node_name, []).append(pod)
+        self.on_node = on_node
+        self.elastic_left = elastic_room(p for pods in on_node.values() for p in pods)
+        self.receiving: set[str] = set()
+        self.room: dict[str, WorkNode] = {}
+
+    def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
+        """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
+        kept: dict[str, KeptNode] = {}
+        candidates: list[Candidate] = []
+        for node in busy:
+            verdict, candidate = self.judge(node)
+            if candidate is not None:
+                candidates.append(candidate)
+            elif verdict is not None:
+                kept[node.info.name] = KeptNode(node.info.name, verdict[1], verdict[0])
+        drained = {d.node for d in self.stage.drains}
+        self.room = {
+            n.info.name: replace(n, free=dict(n.free))
+            for n in self.ctx.nodes.values()
+            if n.info.ready
+            and not n.info.unschedulable
+            and not has_taint(n.info, DRAINING_TAINT)
+            and n.info.name not in drained
+        }
+        for candidate in sorted(candidates, key=Candidate.order):
+            verdict = self.choose(candidate)
+            if verdict is not None:
+                name = candidate.node.info.name
+                kept[name] = KeptNode(name, verdict[1], verdict[0])
+        return kept
+
+    def judge(self, node: WorkNode) -> tuple[Verdict, Candidate | None]:
+        """The first static refusal, or the node as a candidate."""
+        verdict = self.stage.protected(node) or self._launching(node)
+        if verdict is not None:
+            return verdict, None
+        pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
+        moves = [(pod, assess_move(pod)) for pod in pods]
+        never = [(pod, move) for pod, move in moves if not move.movable]
+        if never:
+            pod, move = never[0]
+            more = f" and {len(never) - 1} more" if len(never) > 1 else ""
+            return (
+                codes.POD_NEVER,
+                f"runs {pod.key}, which must not be disturbed ({move.reason}){more}",
+            ), None
+        elastic: dict[str, int] = {}
+        for _, move in moves:
+            if move.elastic is not None:
+                elastic[move.elastic] = elastic.get(move.elastic, 0) + 1
+        short = sorted(job for job, n in elastic.items() if n > self.elastic_left.get(job, 0))
+        if short:
+            job = short[0]
+            return (
+                codes.ELASTIC_MIN,
+                f"runs {elastic[job]} worker(s) of elastic job {job}, which may lose "
+                f"{self.elastic_left.get(job, 0)} before its minimum",
+            ), None
+        cost = self._restart_cost(node, pods)
+        horizon = self.ctx.config.consolidation_horizon_minutes
+        if cost >= horizon:
+            return (
+                codes.SAVING_TOO_SMALL,
+                f"moving its {len(pods)} pod(s) loses {cost:.1f} node-minutes to restarts, not less than the "
+                f"{horizon:g} saved (consolidation_horizon_minutes)",
+            ), None
+        return None, Candidate(node, pods, elastic, cost)
+
+    def _restart_cost(self, node: WorkNode, pods: Sequence[PodInfo]) -> float:
+        """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node."""
+        restart = self.ctx.config.consolidation_restart_minutes
+        return sum(restart * dominant_share(p.requests, node.info.allocatable)[1] for p in pods)
+
+    def _launching(self, node: WorkNode) -> Verdict:
+        group = node.group
+        assert group is not None
+        if self.ctx.new_nodes.get(group.name):
+            return codes.LAUNCHING_THIS_PLAN, f"this plan launches nodes in its group {group.name}"
+        kind = group.instance_type
+        for other in self.ctx.groups:
+            if kind and other.instance_type == kind and self.ctx.new_nodes.get(other.name):
+                return (
+                    codes.LAUNCHING_THIS_PLAN,
+                    f"this plan launches {kind} nodes in {other.name}: it never frees what it launches",
+                )
+        return None
+
+    def choose(self, candidate: Candidate) -> Verdict:
+        node = candidate.node
+        name = node.info.name
+        if name in self.receiving:
+            return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
+        verdict = self.stage.limit(node)
+        if verdict is not None:
+            return verdict
+        trial = self._fit(candidate)
+        if trial is None:
+            return (
+                codes.DOES_NOT_FIT,
+                f"its {len(candidate.pods)} pod(s) do not fit in the free room of the rest of the cluster",
+            )
+        room, destinations = trial
+        self.room = room
+        self.receiving |= destinations
+        for job, workers in candidate.elastic.items():
+            self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
+        self._drain(candidate, destinations)
+        return None
+
+    def _fit(self, candidate: Candidate) -> tuple[dict[str, WorkNode], set[str]] | None:
+        """The room after placing the candidate's pods elsewhere, and where they went; None if they do
+        not all fit. Works on copies: a refusal changes nothing."""
+        name = candidate.node.info.name
+        room = {n: replace(w, free=dict(w.free)) for n, w in self.room.items() if n != name}
+        destinations: set[str] = set()
+
+        def commit(cls: PodClass, node: WorkNode, count: int) -> None:
+            add_into(node.free, cls.requests, -count)
+            cls.take(count)
+            destinations.add(node.info.name)
+
+        for cls in _classes(p for p in candidate.pods if not _elastic(p, candidate)):
+            fit_on_nodes(cls, pools(room.values()), commit)
+            if cls.remaining:
+                return None
+        return room, destinations
+
+    def _drain(self, candidate: Candidate, destinations: set[str]) -> None:
+        node, ctx = candidate.node, self.ctx
+        group, info = node.group, node.info
+        assert group is not None and info.instance_id is not None
+        self.stage.take(node)
+        where = ", ".join(sorted(destinations)[:3]) + (" ..." if len(destinations) > 3 else "")
+        shrink = "".join(
+            f"; elastic job {job} gives up {n} worker(s)" for job, n in candidate.elastic.items()
+        )
+        reason = (
+            f"{codes.CONSOLIDATION}: its {len(candidate.pods)} pod(s) fit on {where or 'no other node'}"
+            f"{shrink}; restart cost {candidate.cost:.1f} node-minutes < "
+            f"{ctx.config.consolidation_horizon_minutes:g} saved; group {group.name} in {group.region}"
+        )
+        pods = tuple(p.key for p in candidate.pods)
+        self.stage.drains.append(
+            Drain(info.name, info.instance_id, group.name, group.region, reason, codes.CONSOLIDATION, pods)
+        )
+
+
+def _elastic(pod: PodInfo, candidate: Candidate) -> bool:
+    return bool(candidate.elastic) and assess_move(pod).elastic is not None
+
+
+def _classes(pods: Iterable[PodInfo]) -> list[PodClass]:
+    """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first."""
+    classes: dict[tuple[object, ...], PodClass] = {}
+    for pod in pods:
+        cls = classes.get(pod.scheduling_key())
+        if cls is None:
+            cls = classes[pod.scheduling_key()] = new_class(pod)
+        cls.pods.append(pod.key)
+    return sorted(classes.values(), key=PodClass.sort_key)
