@@ -178,10 +178,21 @@ class ResourceRequirements(KubeModel):
     limits: QuantityMap | None = None
 
 
+class EnvVar(KubeModel):
+    """Only literal values are read (``valueFrom`` is resolved by the kubelet, not visible here)."""
+
+    name: str
+    value: str | None = None
+
+
 class Container(KubeModel):
     name: str = ""
     resources: ResourceRequirements | None = None
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
+    # read only for an elastic job's size: torchrun --nnodes=MIN:MAX, env PET_NNODES=MIN:MAX
+    command: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
 
     def requests(self) -> Resources:
         """Requests, defaulting to limits where only a limit is set (as the API server does)."""
@@ -467,8 +478,95 @@ class CapacityQuota(KubeModel):
     status: CapacityQuotaStatus = Field(default_factory=CapacityQuotaStatus)
 
 
+# -- jobs whose pods the autoscaler may move (spillway.model.jobs, spillway.planner.disruption) --
+
+KUBEFLOW_GROUP = "kubeflow.org"  # Kubeflow training operator v1: PyTorchJob, PaddleJob, ...
+BATCH_GROUP = "batch"
+
+
+class ElasticPolicy(KubeModel):
+    """``spec.elasticPolicy`` of a PyTorchJob or PaddleJob (``kubeflow.org/v1``): the Worker replicas may
+    run anywhere between ``minReplicas`` and ``maxReplicas`` (the operator defaults an unset bound to the
+    Worker replicas)."""
+
+    min_replicas: int | None = Field(default=None, ge=0)
+    max_replicas: int | None = Field(default=None, ge=0)
+
+
+class ReplicaSpec(KubeModel):
+    replicas: int | None = Field(default=None, ge=0)
+
+
+class PyTorchJobSpec(KubeModel):
+    elastic_policy: ElasticPolicy | None = None
+    pytorch_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+
+class PyTorchJob(KubeModel):
+    """Kubeflow ``PyTorchJob`` (``kubeflow.org/v1``); replica types ``Master`` and ``Worker``."""
+
+    kind: Literal["PyTorchJob"] = "PyTorchJob"
+    api_version: str = KUBEFLOW_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: PyTorchJobSpec = Field(default_factory=PyTorchJobSpec)
+
+
+class PaddleJobSpec(KubeModel):
+    elastic_policy: ElasticPolicy | None = None
+    paddle_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+
+class PaddleJob(KubeModel):
+    """Kubeflow ``PaddleJob`` (``kubeflow.org/v1``); replica types ``Master`` and ``Worker``."""
+
+    kind: Literal["PaddleJob"] = "PaddleJob"
+    api_version: str = KUBEFLOW_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: PaddleJobSpec = Field(default_factory=PaddleJobSpec)
+
+
+class PodConditionPattern(KubeModel):
+    type: str
+    status: str = "True"
+
+
+class PodFailurePolicyRule(KubeModel):
+    """``action`` is FailJob, FailIndex, Ignore or Count; only ``onPodConditions`` rules are read (an
+    ``onExitCodes`` rule never matches an eviction)."""
+
+    action: str
+    on_pod_conditions: list[PodConditionPattern] = Field(default_factory=list)
+
+
+class PodFailurePolicy(KubeModel):
+    rules: list[PodFailurePolicyRule] = Field(default_factory=list)
+
+
+class JobSpec(KubeModel):
+    pod_failure_policy: PodFailurePolicy | None = None
+
+
+class BatchJob(KubeModel):
+    """Kubernetes ``Job`` (``batch/v1``): only ``spec.podFailurePolicy`` is read."""
+
+    kind: Literal["Job"] = "Job"
+    api_version: str = BATCH_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: JobSpec = Field(default_factory=JobSpec)
+
+
+TrainingJob = PyTorchJob | PaddleJob | BatchJob
+
 SharedObject = (
-    Namespace | CoschedulingPodGroup | VolcanoPodGroup | UpstreamPodGroup | Workload | CapacityQuota
+    Namespace
+    | CoschedulingPodGroup
+    | VolcanoPodGroup
+    | UpstreamPodGroup
+    | Workload
+    | CapacityQuota
+    | PyTorchJob
+    | PaddleJob
+    | BatchJob
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota"})
@@ -498,6 +596,9 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("PodGroup", UPSTREAM_GROUP): UpstreamPodGroup,
     ("Workload", UPSTREAM_GROUP): Workload,
     ("CapacityQuota", AUTOSCALING_GROUP): CapacityQuota,
+    ("PyTorchJob", KUBEFLOW_GROUP): PyTorchJob,
+    ("PaddleJob", KUBEFLOW_GROUP): PaddleJob,
+    ("Job", BATCH_GROUP): BatchJob,  # not Volcano's Job (batch.volcano.sh)
 }
 
 

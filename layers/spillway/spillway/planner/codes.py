@@ -118,3 +118,32 @@ POD_NOT_SAFE_TO_EVICT = "not-safe-to-evict"  # cluster-autoscaler.kubernetes.io/
 POD_NO_CONTROLLER = "no-controller"  # nothing would recreate it
 POD_MOVABLE = "movable"  # may be evicted; its controller recreates it elsewhere
 POD_FORCED = "forced"  # protected, but the caller forces its eviction
+
+# -- may consolidation move a pod to save cost (Move.code, spillway.planner.disruption.assess_move) --
+NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"  # its node is annotated karpenter.sh/do-not-disrupt=true
+POD_DO_NOT_DRAIN = "do-not-drain"  # openai/do-not-drain=true
+POD_PDB_ALLOWS_NONE = "pdb-allows-none"  # a PodDisruptionBudget selecting it allows no disruption now
+POD_EXPENDABLE = "pod-expendable"  # priority below expendable_priority_cutoff: free to move
+POD_SAFE_TO_EVICT = "safe-to-evict"  # cluster-autoscaler.kubernetes.io/safe-to-evict=true
+POD_PREEMPTABLE = "preemptable"  # volcano.sh/preemptable=true
+POD_ELASTIC = "elastic-worker"  # a worker of an elastic job: movable while the job keeps its minimum
+POD_DISRUPTION_TOLERATED = "disruption-tolerated"  # its Job's podFailurePolicy ignores DisruptionTarget
+POD_NOT_KNOWN_MOVABLE = "not-known-movable"  # of no kind known to tolerate a move: never (the default)
+MOVE_CODES = (
+    POD_FINISHED,
+    POD_MIRROR,
+    POD_DAEMONSET,
+    POD_TERMINATING,
+    NODE_DO_NOT_DISRUPT,
+    POD_DO_NOT_DISRUPT,
+    POD_NOT_SAFE_TO_EVICT,
+    POD_DO_NOT_DRAIN,
+    POD_PDB_ALLOWS_NONE,
+    POD_EXPENDABLE,
+    POD_SAFE_TO_EVICT,
+    POD_PREEMPTABLE,
+    POD_ELASTIC,
+    POD_DISRUPTION_TOLERATED,
+    POD_NO_CONTROLLER,
+    POD_NOT_KNOWN_MOVABLE,
+)
