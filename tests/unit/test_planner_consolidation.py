@@ -1,8 +1,8 @@
 """Consolidation: a busy node is drained only when its pods fit elsewhere, and each refusal says why.
 
 Every scenario is built from kubectl / AWS CLI objects (``plan_world``). The cluster is a group of
-m5.2xlarge nodes (7910m CPU, 30Gi allocatable) whose pods are ReplicaSet replicas unless a test says
-otherwise.
+m5.2xlarge nodes (7910m CPU, 30Gi allocatable) whose pods are ReplicaSet replicas annotated
+``safe-to-evict=true`` unless a test says otherwise.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from spillway.planner import ScalingPlan, codes
 UNDER: dict[str, Any] = {"consolidation": "when-underutilized"}
 
 
+MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
 def replicas(w: World, node: str, prefix: str, count: int, cpu: str = "1500m", **kw: Any) -> list[str]:
+    kw.setdefault("annotations", MOVABLE)
     return w.pods(prefix, count, cpu=cpu, memory="1Gi", node_name=node, owner=("ReplicaSet", prefix), **kw)
 
 
@@ -121,6 +125,60 @@ def test_refused_when_a_pod_must_not_be_disturbed_the_other_node_still_consolida
     code, reason = kept(result)[a]
     assert code == codes.POD_NEVER and "default/web0-0" in reason
     assert [d.node for d in result.drain] == [b]
+
+
+def test_refused_when_a_replica_of_no_kind_known_to_tolerate_a_move_runs_there() -> None:
+    w, (a, b) = half_full()
+    del w.pod_item("default/web0-1")["metadata"]["annotations"][
+        "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    ]
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    code, reason = kept(result)[a]
+    assert code == codes.POD_NEVER and "default/web0-1" in reason and "no kind known" in reason
+    assert [d.node for d in result.drain] == [b]
+
+
+def test_refused_when_a_pod_disruption_budget_allows_nothing_now() -> None:
+    w, (a, _) = half_full()
+    budget = o.pdb("web0", "default", {"app": "web0"}, min_available=2, disruptions_allowed=0)
+    w.items.append(budget)
+    for key in ("default/web0-0", "default/web0-1"):
+        w.pod_item(key)["metadata"].setdefault("labels", {})["app"] = "web0"
+
+    code, reason = kept(w.plan(max_scale_in_fraction=1.0, **UNDER))[a]
+    assert code == codes.POD_NEVER and "PodDisruptionBudget" in reason
+
+    budget["status"]["disruptionsAllowed"] = 1  # one at a time: the drain's rounds take them in turn
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a]
+
+
+def elastic_workers(w: World, node: str, names: list[str]) -> None:
+    """Workers of PyTorchJob ``train`` (elastic, 2 to 4 workers: ``PET_NNODES``)."""
+    for name in names:
+        item = o.pod(name, cpu="1", memory="1Gi", node_name=node, owner=("PyTorchJob", "train"),
+                     labels={"training.kubeflow.org/job-name": "train",
+                             "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
+        item["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": "2:4"}]
+        w.items.append(item)
+
+
+def test_elastic_jobs_shrink_to_their_minimum_never_below() -> None:
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    elastic_workers(w, a, ["w-0", "w-1"])  # 3 workers, minimum 2: the job may lose one
+    elastic_workers(w, b, ["w-2"])
+    replicas(w, c, "big", 1, cpu="7")  # room for nobody
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    code, reason = kept(result)[a]
+    assert code == codes.ELASTIC_MIN and "/default/train" in reason and "may lose 1" in reason
+    (drain,) = result.drain
+    assert drain.node == b and drain.pods == ("default/w-2",)
+    assert "gives up 1 worker" in drain.reason
+    assert kept(result)[c][0] == codes.DOES_NOT_FIT
 
 
 def test_refused_when_a_bare_pod_nothing_would_recreate_runs_there() -> None:

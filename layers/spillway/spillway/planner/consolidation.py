@@ -7,7 +7,9 @@ refusal keeps it, with its code:
 
 * ``launching-this-plan``: this plan grows its group, or another group of its instance type (never
   free capacity the same plan is launching);
-* ``pod-never``: a pod on it must not be disturbed (:func:`spillway.planner.disruption.assess_move`);
+* ``pod-never``: a pod on it may not be moved (:func:`spillway.planner.disruption.assess_move`: a
+  protection, a PodDisruptionBudget that allows nothing now, or a pod of no kind known to tolerate a
+  move: a plain Deployment replica moves only when annotated ``safe-to-evict=true``);
 * ``elastic-min``: moving its workers would take an elastic job below its minimum;
 * ``saving-too-small``: the saving does not outlast the restart cost (below);
 * ``min-size`` / ``scale-in-cap`` / ``no-instance-id`` / ``disruption-budget``: the group's limits;
@@ -15,7 +17,8 @@ refusal keeps it, with its code:
 * ``does-not-fit``: the free room of the rest of the cluster (Ready, schedulable nodes, less what this
   plan already placed there, less every node this plan drains) does not hold its pods. The simulation
   is the scale-up's first fit (:func:`spillway.planner.placement.fit_on_nodes`); nodes this plan
-  launches are never counted. Workers of an elastic job above its minimum need no room: the job shrinks.
+  launches are never counted. Expendable pods need no room; workers of an elastic job above its
+  minimum are re-placed where they fit, else their job runs with fewer workers.
 
 Candidates go cheapest first: the smallest restart cost, then the fewest pods, then the least used.
 
@@ -39,7 +42,7 @@ from spillway.model.resources import add_into, dominant_share
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, has_taint
-from spillway.planner.disruption import assess, keeps_node_busy
+from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_node_busy
 from spillway.planner.placement import fit_on_nodes, pools
 from spillway.planner.types import Drain, KeptNode
 
@@ -56,27 +59,6 @@ def mode(ctx: Context, group: NodeGroup | None) -> str:
     if group is not None and group.consolidation is not None:
         return group.consolidation
     return ctx.config.consolidation
-
-
-# --- stand-in for spillway.planner.disruption.assess_move / elastic_room (h-disrupt) -------------
-
-
-@dataclass(frozen=True, slots=True)
-class Move:
-    movable: bool
-    reason: str
-    code: str
-    cost: tuple[int, ...]
-    elastic: str | None = None  # the elastic job the pod is a worker of
-
-
-def assess_move(pod: PodInfo) -> Move:
-    judged = assess(pod)
-    return Move(judged.verdict == "movable", judged.reason, judged.code, judged.cost)
-
-
-def elastic_room(pods: Iterable[PodInfo]) -> dict[str, int]:
-    return {}
 
 
 # --- budgets ------------------------------------------------------------------------------------
@@ -117,13 +99,17 @@ class Budgets:
 @dataclass(slots=True)
 class Candidate:
     node: WorkNode
-    pods: list[PodInfo]  # the pods that move (or shrink an elastic job)
-    elastic: dict[str, int]  # job -> its workers here
+    pods: list[PodInfo]  # every pod that keeps it busy: the drain evicts these and cancels on others
+    place: list[PodInfo]  # the ones that need room elsewhere (not elastic, expendable or leaving)
+    shrink: list[PodInfo]  # elastic workers: re-placed where they fit, else their job runs smaller
+    elastic: dict[str, int]  # job -> its workers here (the job shrinks by as many)
     cost: float  # node-minutes lost to restarts
+    moves: float  # the sum of the pods' move costs (spillway.planner.disruption.move_cost)
 
     def order(self) -> tuple[object, ...]:
+        """Cheapest first: the lowest move cost, the fewest pods, the least used, then by name."""
         _, used = dominant_share(self.node.used, self.node.info.allocatable)
-        return (self.cost, len(self.pods), used, self.node.info.name)
+        return (self.moves, len(self.pods), used, self.node.info.name)
 
 
 class Consolidation:
@@ -137,7 +123,8 @@ class Consolidation:
             if pod.node_name is not None and keeps_node_busy(pod):
                 on_node.setdefault(pod.node_name, []).append(pod)
         self.on_node = on_node
-        self.elastic_left = elastic_room(p for pods in on_node.values() for p in pods)
+        self.jobs = self.ctx.snapshot.jobs_by_key()
+        self.elastic_left = elastic_room(self.ctx.snapshot.pods, self.jobs)
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
 
@@ -173,7 +160,7 @@ class Consolidation:
         if verdict is not None:
             return verdict, None
         pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
-        moves = [(pod, assess_move(pod)) for pod in pods]
+        moves = [(pod, self._move(pod, node)) for pod in pods]
         never = [(pod, move) for pod, move in moves if not move.movable]
         if never:
             pod, move = never[0]
@@ -185,7 +172,7 @@ class Consolidation:
         elastic: dict[str, int] = {}
         for _, move in moves:
             if move.elastic is not None:
-                elastic[move.elastic] = elastic.get(move.elastic, 0) + 1
+                elastic[move.elastic.job] = elastic.get(move.elastic.job, 0) + 1
         short = sorted(job for job, n in elastic.items() if n > self.elastic_left.get(job, 0))
         if short:
             job = short[0]
@@ -194,7 +181,7 @@ class Consolidation:
                 f"runs {elastic[job]} worker(s) of elastic job {job}, which may lose "
                 f"{self.elastic_left.get(job, 0)} before its minimum",
             ), None
-        cost = self._restart_cost(node, pods)
+        cost = self._restart_cost(node, moves)
         horizon = self.ctx.config.consolidation_horizon_minutes
         if cost >= horizon:
             return (
@@ -202,12 +189,22 @@ class Consolidation:
                 f"moving its {len(pods)} pod(s) loses {cost:.1f} node-minutes to restarts, not less than the "
                 f"{horizon:g} saved (consolidation_horizon_minutes)",
             ), None
-        return None, Candidate(node, pods, elastic, cost)
+        place = [p for p, m in moves if m.cost > 0 and m.elastic is None]  # free moves need no room
+        shrink = [p for p, m in moves if m.cost > 0 and m.elastic is not None]
+        total = sum(m.cost for _, m in moves)
+        return None, Candidate(node, pods, place, shrink, elastic, cost, total)
 
-    def _restart_cost(self, node: WorkNode, pods: Sequence[PodInfo]) -> float:
-        """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node."""
+    def _move(self, pod: PodInfo, node: WorkNode) -> Move:
+        allowance = self.ctx.snapshot.pdb_allowance(pod)
+        cutoff = self.ctx.config.expendable_priority_cutoff
+        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs)
+
+    def _restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
+        """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node
+        (a free move, of an expendable or terminating pod, loses nothing)."""
         restart = self.ctx.config.consolidation_restart_minutes
-        return sum(restart * dominant_share(p.requests, node.info.allocatable)[1] for p in pods)
+        alloc = node.info.allocatable
+        return sum(restart * dominant_share(p.requests, alloc)[1] for p, m in moves if m.cost > 0)
 
     def _launching(self, node: WorkNode) -> Verdict:
         group = node.group
@@ -235,7 +232,7 @@ class Consolidation:
         if trial is None:
             return (
                 codes.DOES_NOT_FIT,
-                f"its {len(candidate.pods)} pod(s) do not fit in the free room of the rest of the cluster",
+                f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster",
             )
         room, destinations = trial
         self.room = room
@@ -257,10 +254,12 @@ class Consolidation:
             cls.take(count)
             destinations.add(node.info.name)
 
-        for cls in _classes(p for p in candidate.pods if not _elastic(p, candidate)):
+        for cls in _classes(candidate.place):
             fit_on_nodes(cls, pools(room.values()), commit)
             if cls.remaining:
                 return None
+        for cls in _classes(candidate.shrink):  # elastic workers: where they fit, else the job shrinks
+            fit_on_nodes(cls, pools(room.values()), commit)
         return room, destinations
 
     def _drain(self, candidate: Candidate, destinations: set[str]) -> None:
@@ -273,7 +272,7 @@ class Consolidation:
             f"; elastic job {job} gives up {n} worker(s)" for job, n in candidate.elastic.items()
         )
         reason = (
-            f"{codes.CONSOLIDATION}: its {len(candidate.pods)} pod(s) fit on {where or 'no other node'}"
+            f"{codes.CONSOLIDATION}: its {len(candidate.place)} pod(s) fit on {where or 'no other node'}"
             f"{shrink}; restart cost {candidate.cost:.1f} node-minutes < "
             f"{ctx.config.consolidation_horizon_minutes:g} saved; group {group.name} in {group.region}"
         )
@@ -281,10 +280,6 @@ class Consolidation:
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, codes.CONSOLIDATION, pods)
         )
-
-
-def _elastic(pod: PodInfo, candidate: Candidate) -> bool:
-    return bool(candidate.elastic) and assess_move(pod).elastic is not None
 
 
 def _classes(pods: Iterable[PodInfo]) -> list[PodClass]:
