@@ -106,6 +106,22 @@ class Candidate:
     cost: float  # node-minutes lost to restarts
     moves: float  # the sum of the pods' move costs (spillway.planner.disruption.move_cost)
 
+    @classmethod
+    def of(cls, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]], cost: float) -> Candidate:
+        elastic: dict[str, int] = {}
+        for _, move in moves:
+            if move.elastic is not None:
+                elastic[move.elastic.job] = elastic.get(move.elastic.job, 0) + 1
+        return cls(
+            node,
+            [p for p, _ in moves],
+            [p for p, m in moves if m.cost > 0 and m.elastic is None],  # free moves need no room
+            [p for p, m in moves if m.cost > 0 and m.elastic is not None],
+            elastic,
+            cost,
+            sum(m.cost for _, m in moves if m.movable),
+        )
+
     def order(self) -> tuple[object, ...]:
         """Cheapest first: the lowest move cost, the fewest pods, the least used, then by name."""
         _, used = dominant_share(self.node.used, self.node.info.allocatable)
@@ -161,38 +177,32 @@ class Consolidation:
             return verdict, None
         pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
         moves = [(pod, self._move(pod, node)) for pod in pods]
-        never = [(pod, move) for pod, move in moves if not move.movable]
-        if never:
-            pod, move = never[0]
-            more = f" and {len(never) - 1} more" if len(never) > 1 else ""
-            return (
-                codes.POD_NEVER,
-                f"runs {pod.key}, which must not be disturbed ({move.reason}){more}",
-            ), None
-        elastic: dict[str, int] = {}
-        for _, move in moves:
-            if move.elastic is not None:
-                elastic[move.elastic.job] = elastic.get(move.elastic.job, 0) + 1
+        candidate = Candidate.of(node, moves, self._restart_cost(node, moves))
+        verdict = (
+            _never(moves) or self._elastic_min(candidate.elastic) or self._saving(len(pods), candidate.cost)
+        )
+        return (verdict, None) if verdict is not None else (None, candidate)
+
+    def _elastic_min(self, elastic: Mapping[str, int]) -> Verdict:
         short = sorted(job for job, n in elastic.items() if n > self.elastic_left.get(job, 0))
-        if short:
-            job = short[0]
-            return (
-                codes.ELASTIC_MIN,
-                f"runs {elastic[job]} worker(s) of elastic job {job}, which may lose "
-                f"{self.elastic_left.get(job, 0)} before its minimum",
-            ), None
-        cost = self._restart_cost(node, moves)
+        if not short:
+            return None
+        job = short[0]
+        return (
+            codes.ELASTIC_MIN,
+            f"runs {elastic[job]} worker(s) of elastic job {job}, which may lose "
+            f"{self.elastic_left.get(job, 0)} before its minimum",
+        )
+
+    def _saving(self, pods: int, cost: float) -> Verdict:
         horizon = self.ctx.config.consolidation_horizon_minutes
-        if cost >= horizon:
-            return (
-                codes.SAVING_TOO_SMALL,
-                f"moving its {len(pods)} pod(s) loses {cost:.1f} node-minutes to restarts, not less than the "
-                f"{horizon:g} saved (consolidation_horizon_minutes)",
-            ), None
-        place = [p for p, m in moves if m.cost > 0 and m.elastic is None]  # free moves need no room
-        shrink = [p for p, m in moves if m.cost > 0 and m.elastic is not None]
-        total = sum(m.cost for _, m in moves)
-        return None, Candidate(node, pods, place, shrink, elastic, cost, total)
+        if cost < horizon:
+            return None
+        return (
+            codes.SAVING_TOO_SMALL,
+            f"moving its {pods} pod(s) loses {cost:.1f} node-minutes to restarts, not less than the "
+            f"{horizon:g} saved (consolidation_horizon_minutes)",
+        )
 
     def _move(self, pod: PodInfo, node: WorkNode) -> Move:
         allowance = self.ctx.snapshot.pdb_allowance(pod)
@@ -280,6 +290,15 @@ class Consolidation:
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, codes.CONSOLIDATION, pods)
         )
+
+
+def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
+    never = [(pod, move) for pod, move in moves if not move.movable]
+    if not never:
+        return None
+    pod, move = never[0]
+    more = f" and {len(never) - 1} more" if len(never) > 1 else ""
+    return codes.POD_NEVER, f"runs {pod.key}, which may not be moved ({move.reason}){more}"
 
 
 def _classes(pods: Iterable[PodInfo]) -> list[PodClass]:
