@@ -277,7 +277,9 @@ class Consolidation:
         group, info = node.group, node.info
         assert group is not None and info.instance_id is not None
         self.stage.take(node)
-        where = ", ".join(sorted(destinations)[:3]) + (" ..." if len(destinations) > 3 else "")
+        where = ", ".join(sorted(destinations)[:2]) + (
+            f" and {len(destinations) - 2} more" if len(destinations) > 2 else ""
+        )
         shrink = "".join(
             f"; elastic job {job} gives up {n} worker(s)" for job, n in candidate.elastic.items()
         )
