@@ -149,6 +149,12 @@ def test_parsing_requests_into_rbac_attributes() -> None:
         "podgroups",
         "list",
     )
+    assert permission(rec("GET", "/apis/batch/v1/jobs")) == ("batch", "jobs", "list")
+    assert permission(rec("GET", "/apis/kubeflow.org/v1/pytorchjobs")) == (
+        "kubeflow.org",
+        "pytorchjobs",
+        "list",
+    )
 
 
 def spillway_cordoned(cloud: Cloud, name: str) -> None:

@@ -1,5 +1,6 @@
 """Observe a cluster: Kubernetes (nodes, pods, PDBs, and the shared-cluster objects: namespaces,
-pod groups, Workloads, CapacityQuotas) and its Auto Scaling groups in every region.
+pod groups, Workloads, CapacityQuotas, and the jobs that say whether their pods may move: PyTorchJobs,
+PaddleJobs, batch Jobs) and its Auto Scaling groups in every region.
 
 ``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
@@ -29,7 +30,7 @@ from spillway.config import NodeReserve
 from spillway.errors import KubeError, ObservationFailed
 from spillway.model import provreq
 from spillway.model.act import SaveResult
-from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PdbMatcher, PodInfo
 from spillway.model.k8s import AUTOSCALING_GROUP, Node, Pod
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
@@ -95,16 +96,17 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
-    pdb_future = pool.submit(lambda: tuple(PdbInfo.from_pdb(p) for p in kube.iter_pdbs()))
+    pdb_future = pool.submit(lambda: list(kube.iter_pdbs()))
     # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come
     shared_future = pool.submit(
         lambda: ClusterSnapshot.from_objects(config.cluster, taken_at, kube.iter_shared_objects())
     )
     provreq_future = pool.submit(provisioning_requests, kube)
+    budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
     try:
-        pods = tuple(_pod_infos(kube.iter_pods(), keep_terminal=config.keep_terminal_pods))
+        pod_list = list(_pod_infos(kube.iter_pods(), budgets, keep_terminal=config.keep_terminal_pods))
         nodes = node_future.result()
-        pdbs = pdb_future.result()
+        raw_pdbs = pdb_future.result()
         shared = shared_future.result()
         provreqs = provreq_future.result()
         groups = [group for future in futures for group in future.result()]
@@ -112,6 +114,10 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         pool.shutdown(wait=False, cancel_futures=True)
         raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc
     pool.shutdown(wait=True)
+    for pdb in raw_pdbs:
+        budgets.add(pdb)
+    pods = budgets.apply(pod_list)
+    pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started
     cluster = ClusterSnapshot(
         cluster=config.cluster,
@@ -124,6 +130,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         gangs=shared.gangs,
         quotas=shared.quotas,
         provreqs=provreqs,
+        jobs=shared.jobs,
     )
     cluster = update_quota_status(kube, cluster)
     return Snapshot.build(cluster, groups, taken_at, seconds)
@@ -196,14 +203,18 @@ def provisioning_requests(kube: Cluster) -> tuple[ProvisioningRequestInfo, ...]:
     return provreq.request_infos(requests, templates)
 
 
-def _pod_infos(pods: Iterator[Pod], *, keep_terminal: bool) -> Iterator[PodInfo]:
-    """Each API pod becomes a compact record as soon as its page arrives; the model is dropped."""
+def _pod_infos(pods: Iterator[Pod], budgets: PdbMatcher, *, keep_terminal: bool) -> Iterator[PodInfo]:
+    """Each API pod becomes a compact record as soon as its page arrives; the model is dropped (a bound
+    pod's labels are kept by ``budgets`` until the PodDisruptionBudgets are known)."""
+    index = 0
     for pod in pods:
         if not _usable(pod):
             continue
         info = PodInfo.from_pod(pod)
         if info.terminal and not info.daemonset and not keep_terminal:
             continue
+        budgets.remember(index, pod)
+        index += 1
         yield info
 
 

@@ -13,7 +13,15 @@ from datetime import UTC, datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from spillway.model.jobs import DO_NOT_DRAIN, VOLCANO_PREEMPTABLE, JobInfo, flag, job_of, pod_job_facts
+from spillway.model.jobs import (
+    DO_NOT_DRAIN,
+    VOLCANO_PREEMPTABLE,
+    JobInfo,
+    flag,
+    job_key,
+    job_of,
+    pod_job_facts,
+)
 from spillway.model.k8s import (
     CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
@@ -292,18 +300,31 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
 )
 
 
+def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
+    """Bound, and neither a DaemonSet's pod nor a static (mirror) pod."""
+    daemon = owner is not None and owner.kind == "DaemonSet"
+    return pod.spec.node_name is not None and not daemon and MIRROR_POD not in pod.metadata.annotations
+
+
 def _move_facts(pod: Pod) -> dict[str, Any]:
     """The PodInfo fields that say whether the autoscaler may move the pod (spillway.model.jobs)."""
     labels, annotations = pod.metadata.labels, pod.metadata.annotations
     facts = pod_job_facts(pod)
     low, high = facts.elastic or (0, 0)
+    # what the controller owner already says is not stored twice (spillway.planner.disruption reads it)
+    owner, is_controller = _owner(pod.metadata.owner_references)
+    namespace = pod.metadata.namespace or "default"
+    owner_key = job_key(owner.kind, namespace, owner.name) if owner and is_controller else None
     return {
         "do_not_drain": flag(labels.get(DO_NOT_DRAIN)) or flag(annotations.get(DO_NOT_DRAIN)),
         "preemptable": flag(labels.get(VOLCANO_PREEMPTABLE)) or flag(annotations.get(VOLCANO_PREEMPTABLE)),
-        "started_at": pod.status.start_time if pod.spec.node_name else None,
-        "job": facts.job,
+        # its age matters only for a pod that might move
+        "started_at": pod.status.start_time if _may_move_some_day(pod, owner) else None,
+        "job": None if facts.job == owner_key else facts.job,
         "job_role": facts.role,
-        "batch_job": facts.batch_job,
+        "batch_job": None
+        if owner_key == job_key("Job", namespace, facts.batch_job or "")
+        else facts.batch_job,
         "elastic_min": low,
         "elastic_max": high,
     }

@@ -186,6 +186,8 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
         )
     if cluster.provreqs:
         doc["provreqs"] = [r.to_dict() for r in cluster.provreqs]
+    if cluster.jobs:  # what consolidation may move (spillway.planner.disruption.assess_move)
+        doc["jobs"] = [j.to_dict() for j in cluster.jobs]
     return doc
 
 

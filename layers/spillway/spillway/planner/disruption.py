@@ -191,7 +191,7 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
         why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
         return Move(True, why, codes.POD_ELASTIC, cost, elastic)
     if tolerates_disruption(pod, jobs):
-        why = f"Job {pod.batch_job}'s podFailurePolicy ignores DisruptionTarget"
+        why = "its Job's podFailurePolicy ignores DisruptionTarget: an eviction is not a failure"
         return Move(True, why, codes.POD_DISRUPTION_TOLERATED, cost)
     if not pod.controlled:
         return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
@@ -238,9 +238,9 @@ def elastic_of(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRe
 
 
 def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> bool:
-    if not pod.batch_job:
-        return False
-    job = jobs.get(job_key("Job", pod.namespace, pod.batch_job))
+    """The pod's batch/v1 Job (its label, else its controller owner Job) ignores DisruptionTarget."""
+    name = pod.batch_job or (pod.owner_name if pod.controlled and pod.owner_kind == "Job" else None)
+    job = jobs.get(job_key("Job", pod.namespace, name)) if name else None
     return job is not None and job.tolerates_disruption
 
 

@@ -204,6 +204,25 @@ POD_TEMPLATES = ResourceType(
     },
 )
 
+#: batch/v1 Jobs (built in; observe reads ``spec.podFailurePolicy``)
+JOBS = ResourceType(
+    "Job",
+    "jobs",
+    "job",
+    "batch",
+    "v1",
+    namespaced=True,
+    has_status=True,
+    merge_keys={
+        **_META_KEYS,
+        ("spec", "template", "spec", "containers"): "name",
+        ("spec", "template", "spec", "initContainers"): "name",
+        ("spec", "template", "spec", "containers", "env"): "name",
+        ("spec", "template", "spec", "volumes"): "name",
+        ("status", "conditions"): "type",
+    },
+)
+
 # --- optional resources: CRDs of the shared-cluster ecosystem and alpha upstream APIs ----------------
 
 #: scheduler-plugins coscheduling (CRD ``podgroups.scheduling.x-k8s.io``: status subresource)
@@ -286,6 +305,33 @@ PROVISIONING_REQUESTS = ResourceType(
     immutable=(("spec", "provisioningClassName"),),
 )
 
+#: Kubeflow training operator v1 (CRDs ``pytorchjobs.kubeflow.org``, ``paddlejobs.kubeflow.org``:
+#: status subresource); observe reads ``spec.elasticPolicy`` and the Worker replicas
+PYTORCH_JOBS = ResourceType(
+    "PyTorchJob",
+    "pytorchjobs",
+    "pytorchjob",
+    "kubeflow.org",
+    "v1",
+    namespaced=True,
+    store_kind="PyTorchJob.kubeflow.org",
+    has_status=True,
+    custom=True,
+    optional=True,
+)
+PADDLE_JOBS = ResourceType(
+    "PaddleJob",
+    "paddlejobs",
+    "paddlejob",
+    "kubeflow.org",
+    "v1",
+    namespaced=True,
+    store_kind="PaddleJob.kubeflow.org",
+    has_status=True,
+    custom=True,
+    optional=True,
+)
+
 ALL: tuple[ResourceType, ...] = (
     NODES,
     PODS,
@@ -294,12 +340,15 @@ ALL: tuple[ResourceType, ...] = (
     EVENTS_V1,
     NAMESPACES,
     POD_TEMPLATES,
+    JOBS,
     COSCHEDULING_PODGROUPS,
     VOLCANO_PODGROUPS,
     UPSTREAM_PODGROUPS,
     WORKLOADS,
     CAPACITY_QUOTAS,
     PROVISIONING_REQUESTS,
+    PYTORCH_JOBS,
+    PADDLE_JOBS,
 )
 BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}
 #: qualified names (``podgroups.scheduling.volcano.sh``) of the resources served only when installed
