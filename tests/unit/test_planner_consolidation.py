@@ -7,17 +7,34 @@ m5.2xlarge nodes (7910m CPU, 30Gi allocatable) whose pods are ReplicaSet replica
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from plan_world import NOW, World
+from test_planner_properties import (
+    PROFILE,
+    SCALE_IN_FRACTION,
+    bound_st,
+    build,
+    check_codes,
+    check_cordons,
+    check_scale_in_cap,
+    group_st,
+    pending_st,
+)
 
 from spillway.config import load_config_file
 from spillway.errors import ConfigurationError
 from spillway.local import objects as o
-from spillway.planner import ScalingPlan, codes
+from spillway.model.resources import add_into
+from spillway.planner import ScalingPlan, codes, plan
+from spillway.planner.disruption import assess_move, keeps_node_busy
 
 UNDER: dict[str, Any] = {"consolidation": "when-underutilized"}
 
@@ -188,6 +205,31 @@ def test_refused_when_a_bare_pod_nothing_would_recreate_runs_there() -> None:
     assert kept(w.plan(max_scale_in_fraction=1.0, **UNDER))[a][0] == codes.POD_NEVER
 
 
+@pytest.mark.parametrize("protection", ["young", "human-cordon", "scale-down-disabled", "not-ready"])
+def test_a_busy_node_nothing_may_drain_is_not_consolidated(protection: str) -> None:
+    w, (a, _) = half_full()
+    node = w.node(a)
+    if protection == "young":
+        node["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=4))
+    elif protection == "human-cordon":
+        w.cordon(a, by_spillway=False)
+    elif protection == "not-ready":
+        node["status"]["conditions"][0]["status"] = "False"
+    else:
+        node["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/scale-down-disabled"] = "true"
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    expected = {
+        "young": codes.RECENTLY_LAUNCHED,
+        "human-cordon": codes.CORDONED_BY_OTHERS,
+        "scale-down-disabled": codes.SCALE_DOWN_DISABLED,
+        "not-ready": codes.NOT_READY,
+    }[protection]
+    assert kept(result)[a][0] == expected
+    assert a not in {d.node for d in result.drain}
+
+
 def test_refused_when_the_pods_do_not_fit_the_rest_of_the_cluster() -> None:
     w, (a, b) = half_full(cpu="2500m")  # 5 CPU per node: 10 do not fit in 7.9
 
@@ -311,3 +353,86 @@ def test_bad_consolidation_settings_name_the_key(tmp_path: Path, text: str, fiel
     with pytest.raises(ConfigurationError) as raised:
         load_config_file(path)
     assert raised.value.field == field
+
+
+# --- properties on random clusters, consolidation on --------------------------------------------------
+
+
+@settings(PROFILE)
+@given(
+    groups=st.lists(group_st, min_size=1, max_size=4),
+    pendings=st.lists(pending_st, max_size=3),
+    bound=bound_st,
+    movable=st.lists(st.booleans(), min_size=12, max_size=12),
+    budget=st.sampled_from([None, 0, 1, "50%"]),
+)
+def test_consolidation_moves_only_movable_pods_into_room_that_exists_within_every_limit(
+    groups: list[dict[str, Any]],
+    pendings: list[dict[str, Any]],
+    bound: list[Any],
+    movable: list[bool],
+    budget: int | str | None,
+) -> None:
+    w = build(groups, pendings, bound, 30)
+    for item in w.items:
+        name = item["metadata"]["name"]
+        if item["kind"] == "Pod" and name.startswith("run-") and movable[int(name[4:]) % 12]:
+            item["metadata"].setdefault("annotations", {}).update(MOVABLE)
+    budgets = [] if budget is None else [{"nodes": budget}]
+    snapshot, node_groups, config, state = w.parsed(
+        max_scale_in_fraction=SCALE_IN_FRACTION, disruption_budgets=budgets, **UNDER
+    )
+    result = plan(snapshot, node_groups, config, state, NOW)
+    by_name = {g.name: g for g in node_groups}
+    nodes = {n.name: n for n in snapshot.nodes}
+
+    verdicts = [k.node for k in result.kept] + [d.node for d in result.drain]
+    assert sorted(verdicts) == sorted(nodes)
+    check_codes(result)
+    check_cordons(snapshot, result)
+    check_scale_in_cap(result, by_name)
+    grown = {s.group for s in result.scale_up}
+    busy: dict[str, set[str]] = defaultdict(set)
+    for p in snapshot.pods:
+        if p.node_name and keeps_node_busy(p):
+            busy[p.node_name].add(p.key)
+    pods = {p.key: p for p in snapshot.pods}
+    moved: dict[str, int] = defaultdict(int)
+    for d in result.drain:
+        assert set(d.pods) == busy[d.node]  # every busy pod is planned to move, and only those
+        assert bool(d.code) == bool(d.pods)
+        if d.code:
+            assert d.group not in grown
+        for key in d.pods:
+            move = assess_move(pods[key], nodes[d.node], snapshot.pdb_allowance(pods[key]), NOW, -10)
+            assert move.movable, key
+            if move.cost > 0:
+                add_into(moved, pods[key].requests)
+    # Budgets: drains under way and this plan's, per group, within the budget.
+    if budget is not None:
+        for name, group in by_name.items():
+            size = sum(1 for n in nodes.values() if n.instance_id in group.instance_ids)
+            allowed = -(-size * 50 // 100) if budget == "50%" else int(budget)
+            draining = sum(1 for n in nodes.values() if n.instance_id in group.instance_ids
+                           and n.cordoned_by_spillway)  # fmt: skip
+            planned = sum(1 for d in result.drain if d.group == name)
+            assert planned == 0 or draining + planned <= allowed, (name, draining, planned, allowed)
+    # The moved pods fit, in total, the room left on the nodes that stay (after this plan's placements).
+    drained = {d.node for d in result.drain}
+    load: dict[str, dict[str, int]] = defaultdict(dict)
+    for p in snapshot.pods:
+        if p.node_name in nodes and not p.terminal:
+            add_into(load[p.node_name], p.requests)
+    for placement in result.placements:
+        if placement.node in nodes:
+            add_into(load[placement.node], pods[placement.pod].requests)
+    room: dict[str, int] = defaultdict(int)
+    for name, info in nodes.items():
+        if name not in drained and info.ready and not info.unschedulable:
+            for resource in ("cpu", "memory"):
+                room[resource] += max(0, info.allocatable.get(resource, 0) - load[name].get(resource, 0))
+    for resource in ("cpu", "memory"):
+        assert moved.get(resource, 0) <= room.get(resource, 0), resource
+
+    again = plan(snapshot, node_groups, config, state, NOW)
+    assert json.dumps(again.to_dict()) == json.dumps(result.to_dict())
