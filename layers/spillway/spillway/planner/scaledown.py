@@ -10,6 +10,12 @@ home), then least useful, then oldest; then a group never goes below MinSize and
 Each check is a small function in :data:`IN_USE` or :data:`PROTECTIONS`: a new reason to keep a node
 is one more function, not a branch in a loop.
 
+A group's ``consolidation`` mode (config, or its ``spillway.io/consolidation`` tag) decides what may go:
+``off`` keeps even its empty nodes (``consolidation-off``), ``when-empty`` is the above, and
+``when-underutilized`` also hands its busy nodes to :class:`~spillway.planner.consolidation.Consolidation`
+once the empty ones are chosen. Every drain, empty or not, is within the disruption budgets
+(:class:`~spillway.planner.consolidation.Budgets`).
+
 Orphaned drains: a node carrying Spillway's cordon longer than ``orphaned_drain_minutes`` (above the
 longest a DrainNode execution can run) whose drain no recent plan claimed has no drain that owns it
 (the execution was stopped, or its compensation could not reach the API). It goes through the same
@@ -226,17 +232,21 @@ class ScaleDownStage:
 
     def _claimed(self, node: WorkNode, idle_since: datetime) -> bool:
         """A recent plan drained the node and its drain has not cordoned it yet: the drain owns it."""
+        verdict = self._claim(node, idle_since)
+        if verdict is not None:
+            self.keep(node, verdict)
+        return verdict is not None
+
+    def _claim(self, node: WorkNode, idle_since: datetime) -> Verdict:
+        """Why a recent plan's drain owns the node (its claim carried into the next state), or None."""
         ctx, name = self.ctx, node.info.name
         previous = ctx.state.nodes.get(name)
         claimed = aware(previous.draining_since) if previous and previous.draining_since else None
         claim = timedelta(minutes=ctx.config.drain_claim_minutes)
         if claimed is None or ctx.now - claimed >= claim or node.info.unschedulable:
-            return False
+            return None
         self.idle_state[name] = NodeState(idle_since=idle_since, draining_since=claimed)
-        self.keep(
-            node, (codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it")
-        )
-        return True
+        return codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it"
 
     def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
         """Orphaned drains first (already cordoned and emptied), then overflow regions (bring work
@@ -266,14 +276,8 @@ class ScaleDownStage:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
         plan claimed, a pending pod planned onto it, a cordon, ``scale-down-disabled``, its youth."""
         previous = self.ctx.state.nodes.get(node.info.name)
-        if previous is not None and self._claimed(node, aware(previous.idle_since)):
-            self.kept.pop()  # _claimed kept it; the consolidation's verdict replaces that entry
-            claimed = aware(previous.draining_since or self.ctx.now)
-            return (
-                codes.DRAIN_PLANNED,
-                f"drain planned {minutes(self.ctx.now - claimed)} ago; the drain owns it",
-            )
-        verdict = _receives(self.ctx, node)
+        verdict = self._claim(node, aware(previous.idle_since)) if previous is not None else None
+        verdict = verdict or _receives(self.ctx, node)
         for protection in BUSY_PROTECTIONS:
             verdict = verdict or protection(self.ctx, node, self.ctx.now)
         return verdict
