@@ -254,6 +254,20 @@ def test_never_counts_the_room_of_a_node_this_plan_drains() -> None:
     assert kept(result)[a][0] == kept(result)[b][0] == codes.DOES_NOT_FIT
 
 
+def test_capacity_already_launching_holds_the_pods_unless_its_launches_fail() -> None:
+    w, (a, b) = half_full(cpu="2500m")  # 5 CPU per node: neither holds both of the other's pods
+    w.groups["cpu"]["DesiredCapacity"] = 3  # a third node is launching (an earlier plan's)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    (drain,) = result.drain
+    assert drain.node == a and f"fit on cpu/launching-1, {b}" in drain.reason  # one each
+    assert kept(result)[b][0] == codes.RECEIVES_MOVED_PODS
+
+    w.launch_failure("cpu", 5)  # that launch is failing: the capacity is not coming
+    assert w.plan(max_scale_in_fraction=1.0, **UNDER).drain == ()
+
+
 def test_refused_when_the_saving_does_not_outlast_the_restart_cost() -> None:
     w, (a, _) = half_full()
 

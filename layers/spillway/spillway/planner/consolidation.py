@@ -15,9 +15,11 @@ refusal keeps it, with its code:
 * ``min-size`` / ``scale-in-cap`` / ``no-instance-id`` / ``disruption-budget``: the group's limits;
 * ``receives-moved-pods``: this plan moves another node's pods onto it;
 * ``does-not-fit``: the free room of the rest of the cluster (Ready, schedulable nodes, less what this
-  plan already placed there, less every node this plan drains) does not hold its pods. The simulation
-  is the scale-up's first fit (:func:`spillway.planner.placement.fit_on_nodes`); nodes this plan
-  launches are never counted. Expendable pods need no room; workers of an elastic job above its
+  plan already placed there, less every node this plan drains; then capacity already launching since an
+  earlier plan, in groups whose launches do not fail, less what this plan's pending pods took) does not
+  hold its pods. The simulation is the scale-up's own first fit
+  (:func:`spillway.planner.placement.fit_on_nodes`, :func:`~spillway.planner.placement.fill_bins`);
+  nodes this plan launches are never counted. Expendable pods need no room; workers of an elastic job above its
   minimum are re-placed where they fit, else their job runs with fewer workers.
 
 Candidates go cheapest first: the smallest restart cost, then the fewest pods, then the least used.
@@ -43,7 +45,8 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, has_taint
 from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_node_busy
-from spillway.planner.placement import fit_on_nodes, pools
+from spillway.planner.groups import backoff_reason
+from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -143,6 +146,8 @@ class Consolidation:
         self.elastic_left = elastic_room(self.ctx.snapshot.pods, self.jobs)
         self.receiving: set[str] = set()
         self.room: dict[str, WorkNode] = {}
+        self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
+        self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
@@ -244,19 +249,21 @@ class Consolidation:
                 codes.DOES_NOT_FIT,
                 f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster",
             )
-        room, destinations = trial
-        self.room = room
+        room, launching, destinations = trial
+        self.room, self.launching = room, launching
         self.receiving |= destinations
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
         self._drain(candidate, destinations)
         return None
 
-    def _fit(self, candidate: Candidate) -> tuple[dict[str, WorkNode], set[str]] | None:
-        """The room after placing the candidate's pods elsewhere, and where they went; None if they do
-        not all fit. Works on copies: a refusal changes nothing."""
+    def _fit(self, candidate: Candidate) -> tuple[dict[str, WorkNode], dict[str, list[Bin]], set[str]] | None:
+        """The room after placing the candidate's pods elsewhere (existing nodes first, then capacity
+        launching since an earlier plan), and where they went; None if they do not all fit. Works on
+        copies: a refusal changes nothing."""
         name = candidate.node.info.name
         room = {n: replace(w, free=dict(w.free)) for n, w in self.room.items() if n != name}
+        launching = _copy_bins(self.launching)
         destinations: set[str] = set()
 
         def commit(cls: PodClass, node: WorkNode, count: int) -> None:
@@ -266,11 +273,26 @@ class Consolidation:
 
         for cls in _classes(candidate.place):
             fit_on_nodes(cls, pools(room.values()), commit)
+            self._fit_launching(cls, launching, destinations)
             if cls.remaining:
                 return None
         for cls in _classes(candidate.shrink):  # elastic workers: where they fit, else the job shrinks
             fit_on_nodes(cls, pools(room.values()), commit)
-        return room, destinations
+            self._fit_launching(cls, launching, destinations)
+        return room, launching, destinations
+
+    def _fit_launching(self, cls: PodClass, bins: Mapping[str, list[Bin]], destinations: set[str]) -> None:
+        """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
+        counted), in groups whose template node the pods may run on and whose launches do not fail."""
+        for group in self.ctx.groups:
+            group_bins, template = bins.get(group.name), group.template
+            if not cls.remaining or not group_bins or template is None or group.name in self.backed_off:
+                continue
+            if cls.blocker(template.labels, template.taints, None) is not None:
+                continue
+            for node_id, count in fill_bins(cls.requests, group_bins, cls.remaining):
+                cls.take(count)
+                destinations.add(node_id)
 
     def _drain(self, candidate: Candidate, destinations: set[str]) -> None:
         node, ctx = candidate.node, self.ctx
@@ -301,6 +323,10 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
     pod, move = never[0]
     more = f" and {len(never) - 1} more" if len(never) > 1 else ""
     return codes.POD_NEVER, f"runs {pod.key}, which may not be moved ({move.reason}){more}"
+
+
+def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
+    return {g: [Bin(dict(b.free), list(b.ids), b.fresh) for b in group] for g, group in bins.items()}
 
 
 def _classes(pods: Iterable[PodInfo]) -> list[PodClass]:

@@ -27,7 +27,7 @@ scale-up execution (``orphaned-drain-restored``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
@@ -35,6 +35,7 @@ from spillway.model.state import NodeState
 from spillway.planner import codes
 from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.placement import Bin
 from spillway.planner.types import Drain, KeptNode, Uncordon
 
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
@@ -140,8 +141,9 @@ def usefulness(node: WorkNode) -> float:
 class ScaleDownStage:
     """Judges every node once; drains the best candidates within MinSize and the scale-in cap."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, launching: Mapping[str, list[Bin]] | None = None) -> None:
         self.ctx = ctx
+        self.launching: Mapping[str, list[Bin]] = launching or {}  # room left on launching nodes
         self.drains: list[Drain] = []
         self.kept: list[KeptNode] = []
         self.idle_state: dict[str, NodeState] = {}
