@@ -683,7 +683,7 @@ class PdbMatcher:
 
     def __init__(self) -> None:
         self._labels: list[tuple[int, str, dict[str, str]]] = []
-        self._budgets: list[tuple[str, str, tuple[LabelRequirement, ...]]] = []
+        self._budgets: dict[str, list[tuple[str, tuple[LabelRequirement, ...]]]] = {}  # by namespace
 
     def remember(self, index: int, pod: Pod) -> None:
         if pod.spec.node_name and pod.status.phase not in TERMINAL_PHASES:
@@ -692,12 +692,12 @@ class PdbMatcher:
     def add(self, pdb: PodDisruptionBudget) -> None:
         if pdb.spec.selector is not None:
             namespace = pdb.metadata.namespace or "default"
-            self._budgets.append((namespace, pdb.metadata.name, selector_requirements(pdb.spec.selector)))
+            selector = selector_requirements(pdb.spec.selector)
+            self._budgets.setdefault(namespace, []).append((pdb.metadata.name, selector))
 
     def names(self, namespace: str, labels: Mapping[str, str]) -> tuple[str, ...]:
-        return tuple(
-            sorted(n for ns, n, sel in self._budgets if ns == namespace and selector_matches(sel, labels))
-        )
+        budgets = self._budgets.get(namespace, ())
+        return tuple(sorted(name for name, sel in budgets if selector_matches(sel, labels)))
 
     def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
         if self._budgets:
