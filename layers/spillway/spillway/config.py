@@ -8,13 +8,14 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from spillway.errors import ConfigurationError
 from spillway.model.quantity import QuantityError, to_milli
+from spillway.model.windows import Windowed
 
 # Longest delay a *_minutes setting may hold: ten years is "never" for an autoscaler, and anything
 # finite this size still fits the timedeltas the planner builds from it (inf and 1e300 do not).
@@ -82,6 +83,40 @@ class TenantLimits(BaseModel):
 
     def as_resources(self) -> dict[str, int]:
         return {k: to_milli(v) for k, v in self.limits.items()}
+
+
+ConsolidationMode = Literal["off", "when-empty", "when-underutilized"]
+
+
+def _budget_nodes(value: Any) -> str:
+    """Karpenter's ``nodes``: a count (``3``) or a percentage of the group's nodes (``"10%"``)."""
+    if isinstance(value, bool):
+        raise ValueError('expected a count of nodes (3) or a percentage ("10%")')
+    text = str(value).strip()
+    number = text[:-1] if text.endswith("%") else text
+    if not number.isdigit() or (text.endswith("%") and int(number) > 100):
+        raise ValueError(f'expected a count of nodes (3) or a percentage 0-100% ("10%"), got {text!r}'[:120])
+    return f"{int(number)}%" if text.endswith("%") else str(int(number))
+
+
+class DisruptionBudget(Windowed):
+    """At most ``nodes`` (a count, or a percentage of the group's nodes, rounded up as Karpenter does)
+    of each group in ``groups`` (empty: every group) disrupted at once, while any of ``windows`` is
+    active (always without). The most restrictive active budget binds."""
+
+    nodes: str
+    groups: tuple[str, ...] = ()
+
+    _nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: _budget_nodes(v)))
+
+    def applies_to(self, group: str) -> bool:
+        return not self.groups or group in self.groups
+
+    def allowed(self, group_nodes: int) -> int:
+        """Nodes of a group of ``group_nodes`` this budget lets be disrupted at once."""
+        if self.nodes.endswith("%"):
+            return -(-group_nodes * int(self.nodes[:-1]) // 100)  # rounded up (Karpenter)
+        return int(self.nodes)
 
 
 def parse_range(text: str) -> tuple[int, int]:
@@ -152,6 +187,11 @@ class PlannerConfig(BaseModel):
     cores_total: str | None = None  # "<min>:<max>" cores
     memory_total: str | None = None  # "<min>:<max>" GiB
     gpu_total: tuple[str, ...] = ()  # "<type>:<min>:<max>", repeatable
+    # -- consolidation (README "Consolidation"); a group's spillway.io/consolidation tag overrides --
+    consolidation: ConsolidationMode = "when-empty"
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()
+    consolidation_restart_minutes: float = _minutes(10)  # the time a moved pod loses
+    consolidation_horizon_minutes: float = Field(default=60, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
 
     _cores = field_validator("cores_total", "memory_total", mode="before")(
         classmethod(lambda cls, v: _range_or_none(v))

@@ -33,6 +33,9 @@ TAG_RESOURCE = "k8s.io/cluster-autoscaler/node-template/resources/"
 # Gang launches (act/gang.py): "fleet" (EC2 CreateFleet instant, then AttachInstances), "rollback"
 # (raise the desired capacity, give all of it back unless the whole gang is up by a deadline), "off".
 TAG_ATOMIC_LAUNCH = "spillway.io/atomic-launch"
+# Per group: off | when-empty | when-underutilized (spillway.planner.consolidation); absent: the config's.
+TAG_CONSOLIDATION = "spillway.io/consolidation"
+CONSOLIDATION_MODES = ("off", "when-empty", "when-underutilized")
 AtomicLaunch = Literal["fleet", "rollback", "off"]
 ATOMIC_LAUNCH_MODES: tuple[AtomicLaunch, ...] = ("fleet", "rollback", "off")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -99,6 +102,9 @@ class NodeGroup:
             return self.instance_types
         return (self.instance_type,) if self.instance_type else ()
 
+    consolidation: str | None = None  # the group's spillway.io/consolidation tag; None: the config's
+    consolidation_problem: str = ""  # a tag value that is not a mode (the group is then "off")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -129,6 +135,8 @@ class NodeGroup:
             **({"capacity_type": self.capacity_type} if self.spot else {}),
             **({"instance_types": list(self.instance_types)} if self.instance_types else {}),
             **({"problems": list(self.problems)} if self.problems else {}),
+            **({"consolidation": self.consolidation} if self.consolidation is not None else {}),
+            **({"consolidation_problem": self.consolidation_problem} if self.consolidation_problem else {}),
         }
 
     @classmethod
@@ -164,6 +172,8 @@ class NodeGroup:
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
             instance_types=tuple(d.get("instance_types", ())),
             problems=tuple(d.get("problems", ())),
+            consolidation=parse_consolidation(d.get("consolidation"))[0],
+            consolidation_problem=str(d.get("consolidation_problem", "")),
         )
 
 
@@ -185,6 +195,18 @@ def parse_atomic_launch(value: object) -> tuple[AtomicLaunch, str]:
         return text, ""
     modes = " | ".join(ATOMIC_LAUNCH_MODES)
     return "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: {str(value)[:64]!r} is not one of {modes}; treated as off"
+
+
+def parse_consolidation(value: object) -> tuple[str | None, str]:
+    """The ``spillway.io/consolidation`` tag's mode (None without the tag: the config decides), and a
+    problem when the value is not one: a bad value is ``off`` with the problem kept on the group."""
+    if value is None:
+        return None, ""
+    text = str(value).strip().lower()
+    if text in CONSOLIDATION_MODES:
+        return text, ""
+    modes = " | ".join(CONSOLIDATION_MODES)
+    return "off", f"Tags[{TAG_CONSOLIDATION}]: {str(value)[:64]!r} is not one of {modes}; treated as off"
 
 
 def override_types(asg: AutoScalingGroup) -> tuple[str, ...]:
@@ -439,6 +461,7 @@ def node_group(
 ) -> NodeGroup:
     itype = resolve_instance_type(asg, catalogue)
     atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
+    consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
     capacity, capacity_problem = capacity_type(asg)
     return NodeGroup(
         name=asg.AutoScalingGroupName,
@@ -454,6 +477,8 @@ def node_group(
         launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
         atomic_launch=atomic,
         atomic_launch_problem=problem,
+        consolidation=consolidation,
+        consolidation_problem=consolidation_problem,
         scheduled=floors,
         warm_instances=warm,
         capacity_type=capacity,

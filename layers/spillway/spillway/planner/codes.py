@@ -52,6 +52,16 @@ NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
 # whose reason starts with ORPHANED_DRAIN_FINISHED) or restores the node (uncordon, KeptNode code).
 ORPHANED_DRAIN_FINISHED = "orphaned-drain-finished"
 ORPHANED_DRAIN_RESTORED = "orphaned-drain-restored"
+# -- consolidation (spillway.planner.consolidation) --
+CONSOLIDATION = "consolidation"  # Drain.code of a drain that moves pods (an empty node's drain has none)
+CONSOLIDATION_OFF = "consolidation-off"  # the group's consolidation is off: its nodes are never drained
+DISRUPTION_BUDGET = "disruption-budget"  # the most restrictive active disruption budget is used up
+POD_NEVER = "pod-never"  # runs a pod that must not be disturbed
+ELASTIC_MIN = "elastic-min"  # moving its pods would shrink an elastic job below its minimum
+DOES_NOT_FIT = "does-not-fit"  # the rest of the cluster's free room does not hold its pods
+SAVING_TOO_SMALL = "saving-too-small"  # the node-time saved does not outlast the moved pods' restart cost
+LAUNCHING_THIS_PLAN = "launching-this-plan"  # this plan grows its group (or its instance type)
+RECEIVES_MOVED_PODS = "receives-moved-pods"  # this plan moves another node's pods onto it
 
 PENDING_CODES = (
     EXPENDABLE,
@@ -90,6 +100,14 @@ KEPT_CODES = (
     SCALE_IN_CAP,
     NO_INSTANCE_ID,
     ORPHANED_DRAIN_RESTORED,
+    CONSOLIDATION_OFF,
+    DISRUPTION_BUDGET,
+    POD_NEVER,
+    ELASTIC_MIN,
+    DOES_NOT_FIT,
+    SAVING_TOO_SMALL,
+    LAUNCHING_THIS_PLAN,
+    RECEIVES_MOVED_PODS,
 )
 
 # -- may a pod be disturbed (Disruption.code, spillway.planner.disruption) --

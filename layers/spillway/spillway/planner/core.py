@@ -53,9 +53,10 @@ def plan(
     ctx = Context(snapshot, with_raises(groups, raises), config, state, now)
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
     classes = sorted([*provisioning.book(), *pod_classes(ctx)], key=PodClass.sort_key)
-    scale_up = ScaleUpStage(ctx, expander or RegionThenLeastWaste()).run(classes)
+    up = ScaleUpStage(ctx, expander or RegionThenLeastWaste())
+    scale_up = up.run(classes)
     provisioning.settle()
-    scale_down = ScaleDownStage(ctx)
+    scale_down = ScaleDownStage(ctx, launching=up.launching)  # what launching capacity has left
     drains, kept, idle_state = scale_down.run()
     uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]
     uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains

@@ -106,14 +106,19 @@ class Drain:
     group: str
     region: str
     reason: str
+    code: str = ""  # codes.CONSOLIDATION for a drain that moves pods; "" for an empty node's
+    pods: tuple[str, ...] = ()  # a consolidation's pods to move: the drain evicts these and no others
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "node": self.node,
             "instance_id": self.instance_id,
             "group": self.group,
             "reason": self.reason,
         }
+        if self.code:  # only then, so an empty node's drain reads exactly as before
+            out |= {"code": self.code, "pods": list(self.pods)}
+        return out
 
 
 @dataclass(frozen=True, slots=True)
