@@ -21,17 +21,20 @@ from spillway.model.k8s import (
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
     Affinity,
+    CapacityBuffer,
     Condition,
     KubeObject,
     Node,
     OwnerReference,
     Pod,
     PodDisruptionBudget,
+    PodTemplate,
 )
 from spillway.model.resources import Resources, parse_resource_list
 from spillway.model.shared import GangInfo, QuotaInfo, gang_of, gangs_of, quota_of, tenant_of
 
 if TYPE_CHECKING:
+    from spillway.model.buffer import BufferInfo
     from spillway.model.provreq import ProvisioningRequestInfo
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -454,6 +457,7 @@ class ClusterSnapshot:
     gangs: tuple[GangInfo, ...] = ()
     quotas: tuple[QuotaInfo, ...] = ()
     provreqs: tuple[ProvisioningRequestInfo, ...] = ()
+    buffers: tuple[BufferInfo, ...] = ()  # CapacityBuffers (spillway.model.buffer)
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -480,6 +484,7 @@ class ClusterSnapshot:
             tenants=base.tenants,
             gangs=base.gangs,
             quotas=base.quotas,
+            buffers=base.buffers,
         )
 
     @classmethod
@@ -497,6 +502,8 @@ class ClusterSnapshot:
         tenants: dict[str, str] = {}
         gangs: list[GangInfo] = []
         quotas: list[QuotaInfo] = []
+        buffers: list[CapacityBuffer] = []
+        templates: list[PodTemplate] = []
         for obj in objects:
             if isinstance(obj, Pod):
                 pods.append(PodInfo.from_pod(obj))
@@ -504,6 +511,10 @@ class ClusterSnapshot:
                 nodes.append(NodeInfo.from_node(obj))
             elif isinstance(obj, PodDisruptionBudget):
                 pdbs.append(PdbInfo.from_pdb(obj))
+            elif isinstance(obj, CapacityBuffer):
+                buffers.append(obj)
+            elif isinstance(obj, PodTemplate):
+                templates.append(obj)
             else:
                 _distil_shared(obj, tenants, gangs, quotas)
         return cls(
@@ -516,6 +527,7 @@ class ClusterSnapshot:
             dict(sorted(tenants.items())),
             tuple(sorted(gangs, key=lambda g: g.key)),
             tuple(sorted(quotas, key=lambda q: q.name)),
+            buffers=_buffers(buffers, templates),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -535,11 +547,14 @@ class ClusterSnapshot:
             out["quotas"] = [q.to_dict() for q in self.quotas]
         if self.provreqs:
             out["provreqs"] = [r.to_dict() for r in self.provreqs]
+        if self.buffers:
+            out["buffers"] = [b.to_dict() for b in self.buffers]
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClusterSnapshot:
-        from spillway.model.provreq import ProvisioningRequestInfo  # it reads PodInfo from here
+        from spillway.model.buffer import BufferInfo  # these read PodInfo from here
+        from spillway.model.provreq import ProvisioningRequestInfo
 
         taken_at = parse_time(d["taken_at"])
         assert taken_at is not None
@@ -554,7 +569,17 @@ class ClusterSnapshot:
             gangs=tuple(GangInfo.from_dict(g) for g in d.get("gangs", ())),
             quotas=tuple(QuotaInfo.from_dict(q) for q in d.get("quotas", ())),
             provreqs=tuple(ProvisioningRequestInfo.from_dict(r) for r in d.get("provreqs", ())),
+            buffers=tuple(BufferInfo.from_dict(b) for b in d.get("buffers", ())),
         )
+
+
+def _buffers(buffers: list[CapacityBuffer], templates: list[PodTemplate]) -> tuple[BufferInfo, ...]:
+    """CapacityBuffers of a List, their PodTemplates resolved from the same List."""
+    if not buffers:
+        return ()
+    from spillway.model.buffer import buffer_infos  # it reads PodInfo from here
+
+    return buffer_infos(buffers, templates)
 
 
 def _distil_shared(

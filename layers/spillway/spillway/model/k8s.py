@@ -118,6 +118,7 @@ class ObjectMeta(KubeModel):
     namespace: str | None = None
     uid: str = ""
     resource_version: str | None = None
+    generation: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: list[OwnerReference] = Field(default_factory=list)
@@ -467,8 +468,67 @@ class CapacityQuota(KubeModel):
     status: CapacityQuotaStatus = Field(default_factory=CapacityQuotaStatus)
 
 
+class LocalObjectRef(KubeModel):
+    name: str = ""
+
+
+class ScalableRef(KubeModel):
+    api_group: str = ""
+    kind: str = ""
+    name: str = ""
+
+
+class CapacityBufferSpec(KubeModel):
+    """``provisioningStrategy`` (default ``buffer.x-k8s.io/active-capacity``); one of ``podTemplateRef``
+    (a PodTemplate of the namespace: the shape of one chunk) or ``scalableRef`` (a workload with a scale
+    subresource); ``replicas`` and/or ``percentage`` (of the scalable object's replicas; both set: the
+    larger); ``limits`` caps the chunks' summed requests (alone: as many chunks as fit)."""
+
+    provisioning_strategy: str | None = None
+    pod_template_ref: LocalObjectRef | None = None
+    scalable_ref: ScalableRef | None = None
+    replicas: int | None = Field(default=None, ge=0)
+    percentage: int | None = Field(default=None, ge=0)
+    limits: QuantityMap | None = None
+
+
+class CapacityBufferStatus(KubeModel):
+    pod_template_ref: LocalObjectRef | None = None
+    replicas: int | None = None
+    pod_template_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    provisioning_strategy: str | None = None
+
+
+class CapacityBuffer(KubeModel):
+    """sig-autoscaling ``CapacityBuffer`` (``autoscaling.x-k8s.io`` v1beta1; v1alpha1, which Karpenter
+    implements, has the same fields): spare capacity held as placeholder pods (namespaced)."""
+
+    kind: Literal["CapacityBuffer"] = "CapacityBuffer"
+    api_version: str = AUTOSCALING_GROUP + "/v1beta1"
+    metadata: ObjectMeta
+    spec: CapacityBufferSpec = Field(default_factory=CapacityBufferSpec)
+    status: CapacityBufferStatus = Field(default_factory=CapacityBufferStatus)
+
+
+class PodTemplate(KubeModel):
+    """core/v1 ``PodTemplate``: ``template`` is a pod's metadata and spec (kept raw: read when named)."""
+
+    kind: Literal["PodTemplate"] = "PodTemplate"
+    api_version: str = "v1"
+    metadata: ObjectMeta
+    template: dict[str, Any] = Field(default_factory=dict)
+
+
 SharedObject = (
-    Namespace | CoschedulingPodGroup | VolcanoPodGroup | UpstreamPodGroup | Workload | CapacityQuota
+    Namespace
+    | CoschedulingPodGroup
+    | VolcanoPodGroup
+    | UpstreamPodGroup
+    | Workload
+    | CapacityQuota
+    | CapacityBuffer
+    | PodTemplate
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota"})
@@ -481,7 +541,7 @@ class KubeList(BaseModel):
     nodes: list[Node] = Field(default_factory=list)
     pods: list[Pod] = Field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = Field(default_factory=list)
-    others: list[SharedObject] = Field(default_factory=list)  # namespaces, pod groups, quotas
+    others: list[SharedObject] = Field(default_factory=list)  # namespaces, pod groups, quotas, buffers
 
 
 ModelType = type[KubeModel]
@@ -490,6 +550,7 @@ _KINDS: dict[str, ModelType] = {
     "Pod": Pod,
     "PodDisruptionBudget": PodDisruptionBudget,
     "Namespace": Namespace,
+    "PodTemplate": PodTemplate,
 }
 # Kinds whose meaning depends on the API group: PodGroup is spelled the same by three projects.
 _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
@@ -498,6 +559,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("PodGroup", UPSTREAM_GROUP): UpstreamPodGroup,
     ("Workload", UPSTREAM_GROUP): Workload,
     ("CapacityQuota", AUTOSCALING_GROUP): CapacityQuota,
+    ("CapacityBuffer", AUTOSCALING_GROUP): CapacityBuffer,  # v1beta1 and v1alpha1 alike
 }
 
 
@@ -540,7 +602,7 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
     """The objects Spillway reads in a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
 
     Nodes, Pods, PDBs, Namespaces, pod groups (coscheduling, Volcano, Kubernetes ``PodGroup`` and
-    ``Workload``) and CapacityQuotas; other kinds are skipped. With ``release`` each raw item is dropped
+    ``Workload``), CapacityQuotas, CapacityBuffers and PodTemplates; other kinds are skipped. With ``release`` each raw item is dropped
     from ``doc`` once parsed, so a large List is not held twice (raw and parsed). Raises ``ValueError``
     naming the item and field: for an unusable quantity (see :class:`RefusableModel`) and for a second
     object of one kind and name.

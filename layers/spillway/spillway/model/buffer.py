@@ -1,0 +1,159 @@
+"""CapacityBuffers (``autoscaling.x-k8s.io`` v1beta1, and v1alpha1 as Karpenter implements it), and the
+``buffers`` of the configuration, distilled for the planner.
+
+A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
+CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace); its count is
+``spec.replicas``, capped by ``spec.limits`` (the chunks' summed requests) when both are set, or as many
+chunks as ``spec.limits`` holds when only it is set. ``spec.scalableRef`` with ``spec.percentage`` (a
+share of a Deployment's replicas) is not served yet: such a buffer holds nothing and says so in its
+status. Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
+buffer of another strategy belongs to another controller and is left alone.
+
+:func:`buffer_infos` never raises: a buffer that cannot be served keeps the problem in
+:attr:`BufferInfo.problem` (and holds nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from spillway.model.cluster import PodInfo
+from spillway.model.k8s import CapacityBuffer, PodTemplate
+from spillway.model.provreq import template_pod
+from spillway.model.resources import parse_resource_list
+from spillway.model.windows import TimeWindow
+
+GROUP = "autoscaling.x-k8s.io"
+VERSIONS = ("v1beta1", "v1alpha1")  # read in this order: the first one served
+PLURAL = "capacitybuffers"
+ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
+# status.conditions types, as cluster-autoscaler's buffer controller writes them
+READY_FOR_PROVISIONING = "ReadyForProvisioning"
+PROVISIONING = "Provisioning"
+
+
+@dataclass(frozen=True, slots=True)
+class BufferInfo:
+    """One buffer: ``replicas`` virtual pods shaped like ``pod``, or why none (``problem``).
+
+    ``namespace`` is ``""`` for a buffer of the configuration (which may carry ``windows``: outside
+    them it holds nothing); a CapacityBuffer's namespace decides its tenant."""
+
+    namespace: str
+    name: str
+    replicas: int
+    pod: PodInfo | None = None
+    problem: str = ""
+    template: str = ""  # the PodTemplate named (CapacityBuffer)
+    generation: int = 0  # the PodTemplate's metadata.generation (status.podTemplateGeneration)
+    strategy: str = ACTIVE_CAPACITY
+    windows: tuple[TimeWindow, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``<namespace>/<name>`` for a CapacityBuffer, ``config/<name>`` for a configured buffer."""
+        return f"{self.namespace or 'config'}/{self.name}"
+
+    def active_at(self, now: datetime) -> bool:
+        """Served now: its strategy, a shape, some replicas, and inside one of its windows (if any)."""
+        if self.strategy != ACTIVE_CAPACITY or self.pod is None or self.problem or self.replicas <= 0:
+            return False
+        return not self.windows or any(w.active(now) for w in self.windows)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ns": self.namespace, "n": self.name, "r": self.replicas}
+        optional: dict[str, Any] = {
+            "p": self.pod.to_dict() if self.pod is not None else None,
+            "x": self.problem,
+            "t": self.template,
+            "g": self.generation,
+            "s": self.strategy if self.strategy != ACTIVE_CAPACITY else "",
+            "w": [w.model_dump() for w in self.windows],
+        }
+        out.update({k: v for k, v in optional.items() if v})
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BufferInfo:
+        pod = d.get("p")
+        return cls(
+            namespace=str(d.get("ns", "")),
+            name=str(d["n"]),
+            replicas=int(d.get("r", 0)),
+            pod=PodInfo.from_dict(pod) if pod else None,
+            problem=str(d.get("x", "")),
+            template=str(d.get("t", "")),
+            generation=int(d.get("g", 0)),
+            strategy=str(d.get("s") or ACTIVE_CAPACITY),
+            windows=tuple(TimeWindow.model_validate(w) for w in d.get("w", ())),
+        )
+
+
+def _chunks(buffer: CapacityBuffer, pod: PodInfo | None) -> tuple[int, str]:
+    """How many chunks the spec asks for, or why it cannot be known."""
+    spec = buffer.spec
+    if spec.scalable_ref is not None:
+        return 0, (
+            f"spec.scalableRef ({spec.scalable_ref.kind} {spec.scalable_ref.name}) is not served yet: "
+            "use spec.podTemplateRef"
+        )
+    count = spec.replicas
+    if spec.limits and pod is not None:
+        limits = parse_resource_list(spec.limits)
+        fits = [limits[r] // v for r, v in pod.requests.items() if r in limits and v > 0]
+        by_limits = min(fits) if fits else None
+        if by_limits is not None:
+            count = by_limits if count is None else min(count, by_limits)
+    if count is None:
+        return 0, "neither spec.replicas nor spec.limits sets the number of chunks"
+    return count, ""
+
+
+def buffer_info(buffer: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate]) -> BufferInfo:
+    """A CapacityBuffer as the planner needs it, its PodTemplate resolved."""
+    namespace = buffer.metadata.namespace or "default"
+    name = buffer.metadata.name
+    spec = buffer.spec
+    base = BufferInfo(namespace, name, 0, strategy=spec.provisioning_strategy or ACTIVE_CAPACITY)
+    ref = spec.pod_template_ref.name if spec.pod_template_ref else ""
+    if not ref:
+        if spec.scalable_ref is None:
+            return replace(base, problem="spec.podTemplateRef.name is missing")
+        return replace(base, problem=_chunks(buffer, None)[1])
+    template = templates.get((namespace, ref))
+    if template is None:
+        return replace(base, template=ref, problem=f"PodTemplate {namespace}/{ref} not found")
+    pod, problem = template_pod(template.model_dump(by_alias=True), namespace, f"{name}:buffer")
+    generation = template.metadata.generation or 0
+    base = replace(base, template=ref, generation=generation)
+    if pod is None:
+        return replace(base, problem=problem)
+    count, problem = _chunks(buffer, pod)
+    return replace(base, replicas=count, pod=pod, problem=problem)
+
+
+def buffer_infos(buffers: Iterable[CapacityBuffer], templates: Iterable[PodTemplate]) -> tuple[BufferInfo, ...]:
+    """Every buffer with its PodTemplate resolved, sorted by namespace and name."""
+    by_name = {(t.metadata.namespace or "default", t.metadata.name): t for t in templates}
+    infos = (buffer_info(b, by_name) for b in buffers)
+    return tuple(sorted(infos, key=lambda i: (i.namespace, i.name)))
+
+
+def parse_buffers(raw: Sequence[Any]) -> tuple[list[CapacityBuffer], list[str]]:
+    """Raw objects (a custom-resource list) as models; the ones refused, each with why."""
+    out: list[CapacityBuffer] = []
+    refused: list[str] = []
+    for obj in raw:
+        try:
+            out.append(CapacityBuffer.model_validate(obj))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+            refused.append(f"CapacityBuffer {name}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}")
+    return out, refused
