@@ -137,7 +137,9 @@ def buffer_info(buffer: CapacityBuffer, templates: Mapping[tuple[str, str], PodT
     return replace(base, replicas=count, pod=pod, problem=problem)
 
 
-def buffer_infos(buffers: Iterable[CapacityBuffer], templates: Iterable[PodTemplate]) -> tuple[BufferInfo, ...]:
+def buffer_infos(
+    buffers: Iterable[CapacityBuffer], templates: Iterable[PodTemplate]
+) -> tuple[BufferInfo, ...]:
     """Every buffer with its PodTemplate resolved, sorted by namespace and name."""
     by_name = {(t.metadata.namespace or "default", t.metadata.name): t for t in templates}
     infos = (buffer_info(b, by_name) for b in buffers)

@@ -47,6 +47,7 @@ IDLE_BELOW_THRESHOLD = "idle-below-threshold"  # idle, but not for scale_down_id
 MIN_SIZE = "min-size"  # draining it would take the group below MinSize
 SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
 NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
+BUFFER = "buffer"  # its free room holds an active capacity buffer's virtual pods (spillway.planner.buffers)
 # Spillway's cordon outlived any drain (orphaned_drain_minutes): the plan finishes the drain (a Drain
 # whose reason starts with ORPHANED_DRAIN_FINISHED) or restores the node (uncordon, KeptNode code).
 ORPHANED_DRAIN_FINISHED = "orphaned-drain-finished"
@@ -88,6 +89,7 @@ KEPT_CODES = (
     SCALE_IN_CAP,
     NO_INSTANCE_ID,
     ORPHANED_DRAIN_RESTORED,
+    BUFFER,
 )
 
 # -- may a pod be disturbed (Disruption.code, spillway.planner.disruption) --

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.config import PlannerConfig
+from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
@@ -110,6 +111,8 @@ class Context:
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
+        self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
+        self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))

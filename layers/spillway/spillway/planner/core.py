@@ -25,6 +25,8 @@ from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import GroupState, NodeState, State
+from spillway.planner.buffers import buffer_classes
+from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
@@ -48,9 +50,12 @@ def plan(
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     ctx = Context(snapshot, groups, config, state, aware(now))
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
-    classes = sorted([*provisioning.book(), *pod_classes(ctx)], key=PodClass.sort_key)
-    scale_up = ScaleUpStage(ctx, expander or RegionThenLeastWaste()).run(classes)
+    demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
+    scale_up = ScaleUpStage(ctx, expander or RegionThenLeastWaste()).run(
+        sorted(demand, key=PodClass.sort_key)
+    )
     provisioning.settle()
+    settle_buffers(ctx)
     scale_down = ScaleDownStage(ctx)
     drains, kept, idle_state = scale_down.run()
     uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]
