@@ -185,6 +185,10 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
                     "metadata": {"name": "check", "namespace": "ml"},
                     "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
                              "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]}})  # fmt: skip
+    # a CapacityBuffer of that PodTemplate: observe lists it and writes its status
+    cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                    "metadata": {"name": "headroom", "namespace": "ml"},
+                    "spec": {"podTemplateRef": {"name": "t"}, "replicas": 1}})  # fmt: skip
     cloud.kube.clear_requests()
 
     # observe (one observation), then plan it: the plan uncordons the GPU node (scale function) and
@@ -198,6 +202,8 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     [up] = cloud.wait_all()
     assert up["status"] == "SUCCEEDED", up
     assert not cloud.kube.get("Node", gpu_node)["spec"].get("unschedulable")  # type: ignore[index]
+    buffer = cloud.kube.get("CapacityBuffer.autoscaling.x-k8s.io", "headroom", "ml")
+    assert buffer is not None and buffer["status"]["replicas"] == 1, buffer
 
     # drain a general node that runs a pod.
     victim = sorted(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -159,3 +159,67 @@ def parse_buffers(raw: Sequence[Any]) -> tuple[list[CapacityBuffer], list[str]]:
             name = meta.get("name", "?") if isinstance(meta, dict) else "?"
             refused.append(f"CapacityBuffer {name}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}")
     return out, refused
+
+
+R_RESOLVED = "BufferResolved"
+R_UNRESOLVED = "BufferNotResolved"
+
+
+def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> dict[str, Any] | None:
+    """The ``status`` a buffer's controller writes (cluster-autoscaler's buffer controller does the same
+    translation): ``podTemplateRef``, ``replicas`` and ``podTemplateGeneration`` resolved from the spec,
+    ``provisioningStrategy``, and condition ``ReadyForProvisioning`` (``False`` with the problem when
+    the buffer cannot be served). None when the status says so already, or when the buffer's strategy
+    is not Spillway's (another controller owns it)."""
+    if info.strategy != ACTIVE_CAPACITY:
+        return None
+    ready = info.pod is not None and not info.problem
+    condition, same_condition = _ready_condition(buffer, info, ready, now)
+    wanted = _resolved(info) if ready else dict.fromkeys(_resolved(info))
+    wanted["provisioningStrategy"] = ACTIVE_CAPACITY
+    if wanted == _observed(buffer) and same_condition:
+        return None
+    others = [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in buffer.status.conditions
+              if c.type != READY_FOR_PROVISIONING]  # fmt: skip
+    return {**wanted, "conditions": [*others, condition]}
+
+
+def _resolved(info: BufferInfo) -> dict[str, Any]:
+    return {
+        "podTemplateRef": {"name": info.template},
+        "replicas": info.replicas,
+        "podTemplateGeneration": info.generation or None,
+    }
+
+
+def _observed(buffer: CapacityBuffer) -> dict[str, Any]:
+    current = buffer.status
+    return {
+        "podTemplateRef": {"name": current.pod_template_ref.name} if current.pod_template_ref else None,
+        "replicas": current.replicas,
+        "podTemplateGeneration": current.pod_template_generation,
+        "provisioningStrategy": current.provisioning_strategy,
+    }
+
+
+def _ready_condition(
+    buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime
+) -> tuple[dict[str, Any], bool]:
+    """The ``ReadyForProvisioning`` condition, and whether the buffer carries it already (its
+    ``lastTransitionTime`` moves only when its status does)."""
+    status = "True" if ready else "False"
+    reason = R_RESOLVED if ready else R_UNRESOLVED
+    message = (info.problem or f"{info.replicas} chunk(s) shaped by PodTemplate {info.template}")[:32768]
+    old = next((c for c in buffer.status.conditions if c.type == READY_FOR_PROVISIONING), None)
+    kept = old is not None and old.status == status
+    since = old.last_transition_time if kept and old is not None else None
+    condition = {
+        "type": READY_FOR_PROVISIONING,
+        "status": status,
+        "observedGeneration": buffer.metadata.generation or 0,
+        "lastTransitionTime": (since or now).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "reason": reason,
+        "message": message,
+    }
+    same = kept and old is not None and old.reason == reason and (old.message or "") == message
+    return condition, same

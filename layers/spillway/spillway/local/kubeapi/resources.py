@@ -285,6 +285,20 @@ PROVISIONING_REQUESTS = ResourceType(
     optional=True,
     immutable=(("spec", "provisioningClassName"),),
 )
+#: sig-autoscaling CapacityBuffer (CRD ``capacitybuffers.autoscaling.x-k8s.io``; v1beta1 the storage version)
+CAPACITY_BUFFERS = ResourceType(
+    "CapacityBuffer",
+    "capacitybuffers",
+    "capacitybuffer",
+    "autoscaling.x-k8s.io",
+    "v1beta1",
+    namespaced=True,
+    short_names=("cb",),
+    store_kind="CapacityBuffer.autoscaling.x-k8s.io",
+    has_status=True,
+    custom=True,
+    optional=True,
+)
 
 ALL: tuple[ResourceType, ...] = (
     NODES,
@@ -300,6 +314,7 @@ ALL: tuple[ResourceType, ...] = (
     WORKLOADS,
     CAPACITY_QUOTAS,
     PROVISIONING_REQUESTS,
+    CAPACITY_BUFFERS,
 )
 BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}
 #: qualified names (``podgroups.scheduling.volcano.sh``) of the resources served only when installed
