@@ -68,13 +68,49 @@ def test_buffers_that_cannot_be_served_say_why() -> None:
     missing = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "nope"}, replicas=1))
     scalable = CapacityBuffer.model_validate(
         buffer(scalableRef={"apiGroup": "apps", "kind": "Deployment", "name": "web"}, percentage=20)
-    )
+    )  # no such Deployment
     unsized = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}))
     problems = [i.problem for i in (buffer_infos([b], [template])[0] for b in (missing, scalable, unsized))]
     assert problems[0] == "PodTemplate shop/nope not found"
-    assert "spec.scalableRef (Deployment web) is not served yet" in problems[1]
-    assert problems[2] == "neither spec.replicas nor spec.limits sets the number of chunks"
+    assert problems[1] == "Deployment shop/web not found"
+    assert problems[2] == "neither spec.replicas, spec.percentage nor spec.limits sets the number of chunks"
     assert not any(i.active_at(NOW) for i in buffer_infos([missing, scalable, unsized], [template]))
+
+
+DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {"replicas": 12, "template": TEMPLATE["template"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "chunks"),
+    [
+        ({"percentage": 20}, 3),  # 20 % of 12 = 2.4, rounded up
+        ({"percentage": 1}, 1),  # at least one
+        ({"percentage": 20, "replicas": 5}, 5),  # both: the larger
+        ({"percentage": 50, "limits": {"cpu": "9"}}, 4),  # 6 asked, 4 chunks of 2 CPUs fit in 9
+        ({"percentage": 0}, 0),
+    ],
+)
+def test_a_scalable_ref_takes_the_workloads_pod_shape_and_a_percentage_of_its_replicas(
+    spec: dict[str, Any], chunks: int
+) -> None:
+    ref = {"apiGroup": "apps", "kind": "Deployment", "name": "web"}
+    doc = {"kind": "List", "items": [DEPLOYMENT, buffer(scalableRef=ref, **spec)]}
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list(doc).others).buffers
+    assert (info.problem, info.replicas) == ("", chunks)
+    assert info.pod is not None and info.pod.node_selector == (("pool", "serving"),)
+    status = status_update(CapacityBuffer.model_validate(buffer(scalableRef=ref, **spec)), info, NOW)
+    assert status is not None and status["podTemplateRef"] is None and status["replicas"] == chunks
+
+
+def test_a_scalable_ref_of_another_kind_is_not_served() -> None:
+    ref = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}
+    [info] = buffer_infos([CapacityBuffer.model_validate(buffer(scalableRef=ref, replicas=2))], [])
+    assert info.problem.startswith("spec.scalableRef: Rollout shop/web (argoproj.io) is not served")
 
 
 def test_status_is_written_once_as_the_buffer_controller_writes_it() -> None:

@@ -31,7 +31,7 @@ from spillway.model import buffer as capacity_buffer
 from spillway.model import provreq
 from spillway.model.act import SaveResult
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo
-from spillway.model.k8s import AUTOSCALING_GROUP, CapacityBuffer, Node, Pod, PodTemplate
+from spillway.model.k8s import AUTOSCALING_GROUP, CapacityBuffer, Node, Pod, PodTemplate, Scalable
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
@@ -224,18 +224,42 @@ def capacity_buffers(kube: Cluster) -> Buffers:
         objects, refused = capacity_buffer.parse_buffers(raw)
         namespaces = sorted({b.metadata.namespace or "default" for b in objects})
         templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
+        workloads = _scalables(kube, objects)
     except KubeError as exc:
         log.warning("CapacityBuffers not read (%s: %s); none are served", type(exc).__name__, exc)
         return Buffers()
     for why in refused:
         log.error("%s; the buffer is left out", why)
-    models = []
-    for template in templates:
-        try:
-            models.append(PodTemplate.model_validate(template))
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            log.error("PodTemplate not readable: %s", str(exc).splitlines()[0])
-    return Buffers(tuple(objects), version, capacity_buffer.buffer_infos(objects, models))
+    models = [m for m in (_readable(PodTemplate, t) for t in templates) if isinstance(m, PodTemplate)]
+    scalables = [m for m in (_readable(Scalable, w) for w in workloads) if isinstance(m, Scalable)]
+    return Buffers(tuple(objects), version, capacity_buffer.buffer_infos(objects, models, scalables))
+
+
+def _scalables(kube: Cluster, buffers: Iterable[CapacityBuffer]) -> list[dict[str, object]]:
+    """The apps/v1 objects the buffers' ``scalableRef`` may name: each kind named, listed in the
+    namespaces whose buffers name it (kind set on each item: list items carry none)."""
+    wanted = sorted(
+        {
+            (ref.kind, b.metadata.namespace or "default")
+            for b in buffers
+            if (ref := b.spec.scalable_ref) is not None
+            and ref.api_group == "apps"
+            and ref.kind in capacity_buffer.SCALABLE
+        }
+    )
+    out: list[dict[str, object]] = []
+    for kind, namespace in wanted:
+        items = kube.list_custom("apps", "v1", capacity_buffer.SCALABLE[kind], namespace)
+        out += [{**item, "kind": kind, "apiVersion": "apps/v1"} for item in items]
+    return out
+
+
+def _readable(model: type[PodTemplate] | type[Scalable], raw: dict[str, object]) -> object:
+    try:
+        return model.model_validate(raw)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        log.error("%s not readable: %s", model.__name__, str(exc).splitlines()[0])
+        return None
 
 
 def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None:

@@ -2,11 +2,11 @@
 ``buffers`` of the configuration, distilled for the planner.
 
 A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
-CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace); its count is
-``spec.replicas``, capped by ``spec.limits`` (the chunks' summed requests) when both are set, or as many
-chunks as ``spec.limits`` holds when only it is set. ``spec.scalableRef`` with ``spec.percentage`` (a
-share of a Deployment's replicas) is not served yet: such a buffer holds nothing and says so in its
-status. Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
+CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace) or by
+``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet of its namespace: its pod
+template). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the scalable object's
+``spec.replicas`` (rounded up, at least 1), capped by ``spec.limits`` (the chunks' summed requests); with
+neither, as many chunks as ``spec.limits`` holds. Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
 buffer of another strategy belongs to another controller and is left alone.
 
 :func:`buffer_infos` never raises: a buffer that cannot be served keeps the problem in
@@ -15,6 +15,7 @@ buffer of another strategy belongs to another controller and is left alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -23,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from spillway.model.cluster import PodInfo
-from spillway.model.k8s import CapacityBuffer, PodTemplate
+from spillway.model.k8s import CapacityBuffer, PodTemplate, Scalable
 from spillway.model.provreq import template_pod
 from spillway.model.resources import parse_resource_list
 from spillway.model.windows import TimeWindow
@@ -35,6 +36,9 @@ ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 # status.conditions types, as cluster-autoscaler's buffer controller writes them
 READY_FOR_PROVISIONING = "ReadyForProvisioning"
 PROVISIONING = "Provisioning"
+# the kinds a scalableRef may name, with their resource (plural) in apps/v1
+SCALABLE = {"Deployment": "deployments", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}
+Workloads = Mapping[tuple[str, str, str], Scalable]  # (namespace, kind, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,55 +98,87 @@ class BufferInfo:
         )
 
 
-def _chunks(buffer: CapacityBuffer, pod: PodInfo | None) -> tuple[int, str]:
-    """How many chunks the spec asks for, or why it cannot be known."""
+def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[int, str]:
+    """How many chunks the spec asks for (``current``: the scalable object's replicas), or why it
+    cannot be known."""
     spec = buffer.spec
-    if spec.scalable_ref is not None:
-        return 0, (
-            f"spec.scalableRef ({spec.scalable_ref.kind} {spec.scalable_ref.name}) is not served yet: "
-            "use spec.podTemplateRef"
-        )
-    count = spec.replicas
-    if spec.limits and pod is not None:
+    asked: list[int] = [] if spec.replicas is None else [spec.replicas]
+    if spec.percentage is not None:
+        if current is None:
+            return 0, "spec.percentage applies only with spec.scalableRef"
+        asked.append(max(1, math.ceil(spec.percentage * current / 100)) if spec.percentage else 0)
+    count = max(asked) if asked else None
+    if spec.limits:
         limits = parse_resource_list(spec.limits)
         fits = [limits[r] // v for r, v in pod.requests.items() if r in limits and v > 0]
-        by_limits = min(fits) if fits else None
-        if by_limits is not None:
-            count = by_limits if count is None else min(count, by_limits)
+        if fits:
+            count = min(fits) if count is None else min(count, *fits)
     if count is None:
-        return 0, "neither spec.replicas nor spec.limits sets the number of chunks"
+        return 0, "neither spec.replicas, spec.percentage nor spec.limits sets the number of chunks"
     return count, ""
 
 
-def buffer_info(buffer: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate]) -> BufferInfo:
-    """A CapacityBuffer as the planner needs it, its PodTemplate resolved."""
+def _shape(
+    buffer: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate], workloads: Workloads
+) -> tuple[PodInfo | None, int | None, str, int, str]:
+    """(pod, the scalable object's replicas, the template's name, its generation, problem)."""
+    namespace, name, spec = buffer.metadata.namespace or "default", buffer.metadata.name, buffer.spec
+    if spec.pod_template_ref is not None and spec.pod_template_ref.name:
+        ref = spec.pod_template_ref.name
+        template = templates.get((namespace, ref))
+        if template is None:
+            return None, None, ref, 0, f"PodTemplate {namespace}/{ref} not found"
+        pod, problem = template_pod(template.model_dump(by_alias=True), namespace, f"{name}:buffer")
+        return pod, None, ref, template.metadata.generation or 0, problem
+    scalable = spec.scalable_ref
+    if scalable is None:
+        return None, None, "", 0, "neither spec.podTemplateRef nor spec.scalableRef names the chunk's shape"
+    what = f"{scalable.kind} {namespace}/{scalable.name}"
+    if scalable.api_group != "apps" or scalable.kind not in SCALABLE:
+        kinds = ", ".join(f"apps {k}" for k in SCALABLE)
+        return (
+            None,
+            None,
+            "",
+            0,
+            f"spec.scalableRef: {what} ({scalable.api_group or 'core'}) is not served ({kinds} are)",
+        )
+    workload = workloads.get((namespace, scalable.kind, scalable.name))
+    if workload is None:
+        return None, None, "", 0, f"{what} not found"
+    raw = {"metadata": {"name": f"{scalable.kind} {scalable.name}"}, "template": workload.spec.template}
+    pod, problem = template_pod(raw, namespace, f"{name}:buffer")
+    current = 1 if workload.spec.replicas is None else workload.spec.replicas
+    return pod, current, "", 0, problem.replace("PodTemplate ", "", 1)
+
+
+def buffer_info(
+    buffer: CapacityBuffer,
+    templates: Mapping[tuple[str, str], PodTemplate],
+    workloads: Workloads | None = None,
+) -> BufferInfo:
+    """A CapacityBuffer as the planner needs it, its PodTemplate (or scalable object) resolved."""
     namespace = buffer.metadata.namespace or "default"
-    name = buffer.metadata.name
-    spec = buffer.spec
-    base = BufferInfo(namespace, name, 0, strategy=spec.provisioning_strategy or ACTIVE_CAPACITY)
-    ref = spec.pod_template_ref.name if spec.pod_template_ref else ""
-    if not ref:
-        if spec.scalable_ref is None:
-            return replace(base, problem="spec.podTemplateRef.name is missing")
-        return replace(base, problem=_chunks(buffer, None)[1])
-    template = templates.get((namespace, ref))
-    if template is None:
-        return replace(base, template=ref, problem=f"PodTemplate {namespace}/{ref} not found")
-    pod, problem = template_pod(template.model_dump(by_alias=True), namespace, f"{name}:buffer")
-    generation = template.metadata.generation or 0
-    base = replace(base, template=ref, generation=generation)
-    if pod is None:
+    base = BufferInfo(
+        namespace, buffer.metadata.name, 0, strategy=buffer.spec.provisioning_strategy or ACTIVE_CAPACITY
+    )
+    pod, current, template, generation, problem = _shape(buffer, templates, workloads or {})
+    base = replace(base, template=template, generation=generation)
+    if pod is None or problem:
         return replace(base, problem=problem)
-    count, problem = _chunks(buffer, pod)
+    count, problem = _chunks(buffer, pod, current)
     return replace(base, replicas=count, pod=pod, problem=problem)
 
 
 def buffer_infos(
-    buffers: Iterable[CapacityBuffer], templates: Iterable[PodTemplate]
+    buffers: Iterable[CapacityBuffer], templates: Iterable[PodTemplate], workloads: Iterable[Scalable] = ()
 ) -> tuple[BufferInfo, ...]:
-    """Every buffer with its PodTemplate resolved, sorted by namespace and name."""
+    """Every buffer with what it names resolved, sorted by namespace and name."""
     by_name = {(t.metadata.namespace or "default", t.metadata.name): t for t in templates}
-    infos = (buffer_info(b, by_name) for b in buffers)
+    by_kind: dict[tuple[str, str, str], Scalable] = {
+        (w.metadata.namespace or "default", w.kind, w.metadata.name): w for w in workloads
+    }
+    infos = (buffer_info(b, by_name, by_kind) for b in buffers)
     return tuple(sorted(infos, key=lambda i: (i.namespace, i.name)))
 
 
@@ -186,7 +222,7 @@ def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> di
 
 def _resolved(info: BufferInfo) -> dict[str, Any]:
     return {
-        "podTemplateRef": {"name": info.template},
+        "podTemplateRef": {"name": info.template} if info.template else None,
         "replicas": info.replicas,
         "podTemplateGeneration": info.generation or None,
     }
@@ -202,6 +238,11 @@ def _observed(buffer: CapacityBuffer) -> dict[str, Any]:
     }
 
 
+def _message(info: BufferInfo) -> str:
+    shape = f"PodTemplate {info.template}" if info.template else "spec.scalableRef"
+    return (info.problem or f"{info.replicas} chunk(s) shaped by {shape}")[:32768]
+
+
 def _ready_condition(
     buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime
 ) -> tuple[dict[str, Any], bool]:
@@ -209,7 +250,7 @@ def _ready_condition(
     ``lastTransitionTime`` moves only when its status does)."""
     status = "True" if ready else "False"
     reason = R_RESOLVED if ready else R_UNRESOLVED
-    message = (info.problem or f"{info.replicas} chunk(s) shaped by PodTemplate {info.template}")[:32768]
+    message = _message(info)
     old = next((c for c in buffer.status.conditions if c.type == READY_FOR_PROVISIONING), None)
     kept = old is not None and old.status == status
     since = old.last_transition_time if kept and old is not None else None

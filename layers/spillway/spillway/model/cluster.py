@@ -29,6 +29,7 @@ from spillway.model.k8s import (
     Pod,
     PodDisruptionBudget,
     PodTemplate,
+    Scalable,
 )
 from spillway.model.resources import Resources, parse_resource_list
 from spillway.model.shared import GangInfo, QuotaInfo, gang_of, gangs_of, quota_of, tenant_of
@@ -504,6 +505,7 @@ class ClusterSnapshot:
         quotas: list[QuotaInfo] = []
         buffers: list[CapacityBuffer] = []
         templates: list[PodTemplate] = []
+        workloads: list[Scalable] = []
         for obj in objects:
             if isinstance(obj, Pod):
                 pods.append(PodInfo.from_pod(obj))
@@ -515,6 +517,8 @@ class ClusterSnapshot:
                 buffers.append(obj)
             elif isinstance(obj, PodTemplate):
                 templates.append(obj)
+            elif isinstance(obj, Scalable):
+                workloads.append(obj)
             else:
                 _distil_shared(obj, tenants, gangs, quotas)
         return cls(
@@ -527,7 +531,7 @@ class ClusterSnapshot:
             dict(sorted(tenants.items())),
             tuple(sorted(gangs, key=lambda g: g.key)),
             tuple(sorted(quotas, key=lambda q: q.name)),
-            buffers=_buffers(buffers, templates),
+            buffers=_buffers(buffers, templates, workloads),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -573,13 +577,15 @@ class ClusterSnapshot:
         )
 
 
-def _buffers(buffers: list[CapacityBuffer], templates: list[PodTemplate]) -> tuple[BufferInfo, ...]:
-    """CapacityBuffers of a List, their PodTemplates resolved from the same List."""
+def _buffers(
+    buffers: list[CapacityBuffer], templates: list[PodTemplate], workloads: list[Scalable]
+) -> tuple[BufferInfo, ...]:
+    """CapacityBuffers of a List, what they name resolved from the same List."""
     if not buffers:
         return ()
     from spillway.model.buffer import buffer_infos  # it reads PodInfo from here
 
-    return buffer_infos(buffers, templates)
+    return buffer_infos(buffers, templates, workloads)
 
 
 def _distil_shared(

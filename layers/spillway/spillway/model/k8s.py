@@ -520,6 +520,21 @@ class PodTemplate(KubeModel):
     template: dict[str, Any] = Field(default_factory=dict)
 
 
+class ScalableSpec(KubeModel):
+    replicas: int | None = Field(default=None, ge=0)
+    template: dict[str, Any] = Field(default_factory=dict)  # the pod template, kept raw
+
+
+class Scalable(KubeModel):
+    """An ``apps/v1`` Deployment, StatefulSet or ReplicaSet: what a CapacityBuffer's ``scalableRef``
+    names (its pods' shape, and ``spec.replicas`` for ``percentage``)."""
+
+    kind: Literal["Deployment", "StatefulSet", "ReplicaSet"]
+    api_version: str = "apps/v1"
+    metadata: ObjectMeta
+    spec: ScalableSpec = Field(default_factory=ScalableSpec)
+
+
 SharedObject = (
     Namespace
     | CoschedulingPodGroup
@@ -529,6 +544,7 @@ SharedObject = (
     | CapacityQuota
     | CapacityBuffer
     | PodTemplate
+    | Scalable
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota"})
@@ -560,6 +576,9 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("Workload", UPSTREAM_GROUP): Workload,
     ("CapacityQuota", AUTOSCALING_GROUP): CapacityQuota,
     ("CapacityBuffer", AUTOSCALING_GROUP): CapacityBuffer,  # v1beta1 and v1alpha1 alike
+    ("Deployment", "apps"): Scalable,
+    ("StatefulSet", "apps"): Scalable,
+    ("ReplicaSet", "apps"): Scalable,
 }
 
 
@@ -602,7 +621,8 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
     """The objects Spillway reads in a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
 
     Nodes, Pods, PDBs, Namespaces, pod groups (coscheduling, Volcano, Kubernetes ``PodGroup`` and
-    ``Workload``), CapacityQuotas, CapacityBuffers and PodTemplates; other kinds are skipped. With ``release`` each raw item is dropped
+    ``Workload``), CapacityQuotas, CapacityBuffers and what they name (PodTemplates, apps/v1
+    Deployments, StatefulSets, ReplicaSets); other kinds are skipped. With ``release`` each raw item is dropped
     from ``doc`` once parsed, so a large List is not held twice (raw and parsed). Raises ``ValueError``
     naming the item and field: for an unusable quantity (see :class:`RefusableModel`) and for a second
     object of one kind and name.

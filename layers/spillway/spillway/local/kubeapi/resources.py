@@ -300,6 +300,30 @@ CAPACITY_BUFFERS = ResourceType(
     optional=True,
 )
 
+
+def _apps(kind: str, plural: str, short: str) -> ResourceType:
+    """An ``apps/v1`` workload (served by every cluster): CapacityBuffers' ``scalableRef`` names one."""
+    return ResourceType(
+        kind,
+        plural,
+        kind.lower(),
+        "apps",
+        "v1",
+        namespaced=True,
+        short_names=(short,),
+        has_status=True,
+        merge_keys={
+            **_META_KEYS,
+            ("spec", "template", "spec", "containers"): "name",
+            ("status", "conditions"): "type",
+        },
+    )
+
+
+DEPLOYMENTS = _apps("Deployment", "deployments", "deploy")
+STATEFULSETS = _apps("StatefulSet", "statefulsets", "sts")
+REPLICASETS = _apps("ReplicaSet", "replicasets", "rs")
+
 ALL: tuple[ResourceType, ...] = (
     NODES,
     PODS,
@@ -315,6 +339,9 @@ ALL: tuple[ResourceType, ...] = (
     CAPACITY_QUOTAS,
     PROVISIONING_REQUESTS,
     CAPACITY_BUFFERS,
+    DEPLOYMENTS,
+    STATEFULSETS,
+    REPLICASETS,
 )
 BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}
 #: qualified names (``podgroups.scheduling.volcano.sh``) of the resources served only when installed
