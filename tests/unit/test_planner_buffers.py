@@ -257,3 +257,29 @@ def test_a_night_training_limit_replaces_the_day_limit_across_dst() -> None:
     # 05:30 UTC is 06:30 before (night), 07:30 after (day).
     assert opened(at("2026-03-28T05:30:00+00:00")) == 8
     assert opened(at("2026-03-30T05:30:00+00:00")) == 2
+
+
+def test_under_a_binding_limit_the_real_pod_gets_the_last_node_and_the_buffer_none() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    pods = w.pods("web", 1, priority=-5, **BIG)
+    buffer = {**SERVING, "replicas": 2, "windows": []}
+
+    result = w.plan(buffers=[buffer], max_nodes_total=1)
+
+    assert scale_up(result)["cpu"] == (0, 1, pods)  # the one node the total allows is the real pod's
+    assert "capacity buffer" not in result.scale_up[0].reason
+    assert result.pending == ()  # the buffer's pods held by the limit are not reported
+
+
+def test_a_capacity_buffer_in_a_limited_tenants_namespace_is_charged_to_the_tenant() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    w.namespace("web")
+    pod_template(w, "web")
+    capacity_buffer(w, "headroom", "web", {"podTemplateRef": {"name": "tpl"}, "replicas": 8})
+
+    result = w.plan(tenants={"web": {"limits": {"nodes": 2}}})
+
+    assert scale_up(result)["cpu"][:2] == (0, 2)  # 8 pods would need 4 nodes; the tenant may add 2
+    assert result.scale_up[0].tenants == (("web", 2),)
