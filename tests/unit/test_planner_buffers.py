@@ -283,3 +283,19 @@ def test_a_capacity_buffer_in_a_limited_tenants_namespace_is_charged_to_the_tena
 
     assert scale_up(result)["cpu"][:2] == (0, 2)  # 8 pods would need 4 nodes; the tenant may add 2
     assert result.scale_up[0].tenants == (("web", 2),)
+
+
+def test_a_buffer_takes_the_spare_room_of_a_busy_node_before_an_idle_one() -> None:
+    w = World()
+    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    for node in nodes:
+        w.idle_since(node, 60)
+    # the node that sorts last runs a small pod; the buffer fits beside it
+    w.pods("api", 1, node_name=nodes[1], owner=("ReplicaSet", "api-1"), cpu="1")
+    buffer = {**SERVING, "replicas": 1, "windows": []}
+
+    result = w.plan(buffers=[buffer])
+
+    assert kept_codes(result)[nodes[1]] == "workload"
+    assert [d.node for d in result.drain] == [nodes[0]]  # the idle node goes: the buffer is held beside
+    assert {p.pod: p.node for p in result.placements}["config/serving:buffer:0"] == nodes[1]

@@ -5,7 +5,8 @@ now (:meth:`~spillway.model.buffer.BufferInfo.active_at`: outside its windows a 
 becomes one :class:`~spillway.planner.classes.PodClass` of ``replicas`` virtual pods named
 ``<namespace>/<buffer>:buffer:<i>`` (``config/<buffer>:buffer:<i>`` for a configured one). Buffer
 classes sort after every real class (:meth:`PodClass.sort_key`), so they only take room no real
-pending pod of this plan wants: free room first, then capacity launching, then nodes Spillway
+pending pod of this plan wants: free room first (on nodes in use before idle ones, so a buffer held
+in busy nodes' spare room lets idle nodes go), then capacity launching, then nodes Spillway
 cordoned, then new nodes (the ScaleUp reason names the buffer).
 
 After scale-up, :func:`settle` takes the virtual pods out of ``pending`` (they are never reported nor
@@ -16,12 +17,15 @@ real pods first again: a buffer whose room real pods took is placed anew, which 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from spillway.config import BufferConfig
 from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import Pod
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context
+from spillway.planner.placement import Pool, pools
 
 MARK = ":buffer:"
 
@@ -60,6 +64,13 @@ def buffer_classes(ctx: Context) -> list[PodClass]:
         ctx.buffer_pods.update(dict.fromkeys(cls.pods, buffer))
         out.append(cls)
     return out
+
+
+def busy_first(pool_list: Sequence[Pool]) -> list[Pool]:
+    """The pools' nodes with the ones in use (running workload, or receiving pending pods) first: a
+    buffer held in the spare room of busy nodes lets idle nodes go."""
+    nodes = [n for pool in pool_list for n in pool.nodes]
+    return pools(sorted(nodes, key=lambda n: (n.workload == 0 and n.receives == 0, n.info.name)))
 
 
 def settle(ctx: Context) -> None:

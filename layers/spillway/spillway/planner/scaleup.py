@@ -25,6 +25,7 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, describe, fit_count
 from spillway.model.state import GangState
 from spillway.planner import codes
+from spillway.planner.buffers import busy_first
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, options
@@ -93,7 +94,8 @@ class ScaleUpStage:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
         (unless a gang is being placed: the gang reports for all its pods)."""
         start = len(self.ctx.placements)
-        place_on_nodes(self.ctx, cls, self._in_region(self.schedulable))
+        existing = self._in_region(self.schedulable)
+        place_on_nodes(self.ctx, cls, busy_first(existing) if cls.buffer else existing)
         self._claim(cls, start)
         if not cls.remaining:
             return None
