@@ -166,6 +166,7 @@ def test_a_buffer_of_another_strategy_is_left_to_its_controller() -> None:
         ({"buffers": [{"name": "a", "pod": {}, "replicas": 1, "size": 3}]}, "buffers.0.size"),
         ({"tenants": {"t": {"schedule": [{"windows": [{"start": "25:00"}], "limits": {}}]}}},
          "tenants.t.schedule.0.windows.0.start"),
+        ({"tenants": {"t": {"schedule": [{"limits": {"cpu": "8"}}]}}}, "tenants.t.schedule.0.windows"),
     ],
 )  # fmt: skip
 def test_bad_buffer_and_schedule_values_name_the_key(config: dict[str, Any], where: str) -> None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from spillway.errors import ConfigurationError
 from spillway.model.quantity import QuantityError, to_milli
-from spillway.model.windows import Windowed
+from spillway.model.windows import TimeWindow, Windowed
 
 # Longest delay a *_minutes setting may hold: ten years is "never" for an autoscaler, and anything
 # finite this size still fits the timedeltas the planner builds from it (inf and 1e300 do not).
@@ -76,6 +76,7 @@ class LimitScope(BaseModel):
 class LimitSchedule(Windowed):
     """Limits that replace a tenant's base ``limits`` while one of their ``windows`` is open."""
 
+    windows: tuple[TimeWindow, ...] = Field(min_length=1)  # an entry without windows would always hold
     limits: dict[str, str] = Field(default_factory=dict)
 
     _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
@@ -94,7 +95,7 @@ class TenantLimits(BaseModel):
 
     def limits_at(self, now: datetime) -> dict[str, str]:
         """The limits in force at ``now``: the first open schedule entry's, else the base ones."""
-        entry = next((e for e in self.schedule if e.windows and e.active_at(now)), None)
+        entry = next((e for e in self.schedule if e.active_at(now)), None)
         return dict(entry.limits) if entry is not None else dict(self.limits)
 
     def as_resources(self, now: datetime | None = None) -> dict[str, int]:

@@ -2,8 +2,8 @@
 
 Pods the scheduler cannot tell apart (same requests, selector, affinity, tolerations, priority) form one
 :class:`PodClass`; scale-up places a class at a time, higher priority first, then the biggest
-requests (GPU, CPU, memory); capacity buffers' virtual pods come after every real pod. Expendable pods (priority below ``expendable_priority_cutoff``) get their
-final reason here and never reach scale-up.
+requests (GPU, CPU, memory); capacity buffers' virtual pods come after every real pod. Expendable pods
+(priority below ``expendable_priority_cutoff``) get their final reason here and never reach scale-up.
 """
 
 from __future__ import annotations
