@@ -470,6 +470,46 @@ def test_a_failed_quota_status_write_does_not_fail_observe(
     assert kube.custom[0]["status"] == {"used": {"resources": {"nodes": "12"}}}
 
 
+def buffer_objs(version: str = "v1alpha1") -> list[dict[str, Any]]:
+    template = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
+    return [
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "web", "namespace": "shop"},
+         "template": {"spec": template}},
+        {"apiVersion": f"autoscaling.x-k8s.io/{version}", "kind": "CapacityBuffer",
+         "metadata": {"name": "headroom", "namespace": "shop"},
+         "spec": {"podTemplateRef": {"name": "web"}, "replicas": 2}},
+    ]  # fmt: skip
+
+
+def test_capacity_buffers_are_read_with_their_template_and_their_status_written_once(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    kube.custom.extend(buffer_objs())
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    [info] = snapshot.cluster.buffers
+    assert (info.key, info.replicas, info.template) == ("shop/headroom", 2, "web")
+    assert info.pod is not None and info.pod.requests["cpu"] == 2000
+    status = kube.custom[1]["status"]
+    assert status["replicas"] == 2 and status["conditions"][0]["type"] == "ReadyForProvisioning"
+    writes = [c for c in kube.calls if c[0] == "patch_custom_status"]
+    observe_once(kube, aws, CONFIG, lambda: T0 + timedelta(minutes=1))
+    assert [c for c in kube.calls if c[0] == "patch_custom_status"] == writes  # unchanged: not written again
+
+
+def test_capacity_buffers_refused_by_rbac_are_none_and_observe_goes_on(
+    kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube.custom.extend(buffer_objs("v1beta1"))
+    kube.fail("list_custom", KubeAuthError("list capacitybuffers: HTTP 403 Forbidden"))
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.buffers == ()
+    assert any("CapacityBuffers not read" in r.getMessage() for r in caplog.records)
+
+
 # --- the Lambda handler and its configuration ------------------------------------------------------
 
 ENV = {

@@ -7,6 +7,7 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from spillway.errors import ConfigurationError
 from spillway.model.quantity import QuantityError, to_milli
-from spillway.model.windows import Windowed
+from spillway.model.windows import TimeWindow, Windowed
 
 # Longest delay a *_minutes setting may hold: ten years is "never" for an autoscaler, and anything
 # finite this size still fits the timedeltas the planner builds from it (inf and 1e300 do not).
@@ -72,17 +73,79 @@ class LimitScope(BaseModel):
         return {k: to_milli(v) for k, v in self.limits.items()}
 
 
+class LimitSchedule(Windowed):
+    """Limits that replace a tenant's base ``limits`` while one of their ``windows`` is open."""
+
+    windows: tuple[TimeWindow, ...] = Field(min_length=1)  # an entry without windows would always hold
+    limits: dict[str, str] = Field(default_factory=dict)
+
+    _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
+
+
 class TenantLimits(BaseModel):
-    """What Spillway may add for one tenant's pods, overall (``limits``) and per scope."""
+    """What Spillway may add for one tenant's pods, overall (``limits``, or those of the first
+    ``schedule`` entry whose window is open) and per scope."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     limits: dict[str, str] = Field(default_factory=dict)
     scopes: tuple[LimitScope, ...] = ()
+    schedule: tuple[LimitSchedule, ...] = ()
 
     _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
 
-    def as_resources(self) -> dict[str, int]:
-        return {k: to_milli(v) for k, v in self.limits.items()}
+    def limits_at(self, now: datetime) -> dict[str, str]:
+        """The limits in force at ``now``: the first open schedule entry's, else the base ones."""
+        entry = next((e for e in self.schedule if e.active_at(now)), None)
+        return dict(entry.limits) if entry is not None else dict(self.limits)
+
+    def as_resources(self, now: datetime | None = None) -> dict[str, int]:
+        limits = self.limits if now is None else self.limits_at(now)
+        return {k: to_milli(v) for k, v in limits.items()}
+
+
+class BufferPod(BaseModel):
+    """The shape of one virtual pod of a configured buffer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    cpu: str | None = None
+    memory: str | None = None
+    gpu: str | None = Field(default=None, alias="nvidia.com/gpu")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+
+    @field_validator("cpu", "memory", "gpu", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        text = value if isinstance(value, str) else str(value)
+        try:
+            to_milli(text)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+        return text
+
+    @field_validator("tolerations", mode="before")
+    @classmethod
+    def _tolerations(cls, value: Any) -> Any:
+        from spillway.model.k8s import Toleration  # the API's own type checks each entry
+
+        if not isinstance(value, list | tuple):
+            raise ValueError("expected a list of tolerations")
+        return tuple(Toleration.model_validate(t).model_dump(by_alias=True, exclude_none=True) for t in value)
+
+    def requests(self) -> dict[str, str]:
+        named = {"cpu": self.cpu, "memory": self.memory, "nvidia.com/gpu": self.gpu}
+        return {k: v for k, v in named.items() if v is not None}
+
+
+class BufferConfig(Windowed):
+    """Spare capacity held by the clock: ``replicas`` virtual pods shaped like ``pod`` while one of
+    ``windows`` is open (always, without windows). README "Buffers"."""
+
+    name: str = Field(min_length=1)
+    pod: BufferPod
+    replicas: int = Field(ge=0)
 
 
 ConsolidationMode = Literal["off", "when-empty", "when-underutilized"]
@@ -192,11 +255,22 @@ class PlannerConfig(BaseModel):
     disruption_budgets: tuple[DisruptionBudget, ...] = ()
     consolidation_restart_minutes: float = _minutes(10)  # the time a moved pod loses
     consolidation_horizon_minutes: float = Field(default=60, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
+    # -- capacity by the clock: spare room held as virtual pods (README "Buffers") --
+    buffers: tuple[BufferConfig, ...] = ()
 
     _cores = field_validator("cores_total", "memory_total", mode="before")(
         classmethod(lambda cls, v: _range_or_none(v))
     )
     _gpus = field_validator("gpu_total", mode="before")(classmethod(lambda cls, v: _gpu_ranges(v)))
+
+    @field_validator("buffers")
+    @classmethod
+    def _unique_buffers(cls, value: tuple[BufferConfig, ...]) -> tuple[BufferConfig, ...]:
+        names = [b.name for b in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"buffer name {twice[0]!r} is used twice")
+        return value
 
 
 def _read_document(path: str | Path) -> Any:

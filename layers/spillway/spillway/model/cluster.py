@@ -31,12 +31,15 @@ from spillway.model.k8s import (
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
     Affinity,
+    CapacityBuffer,
     Condition,
     KubeObject,
     Node,
     OwnerReference,
     Pod,
     PodDisruptionBudget,
+    PodTemplate,
+    Scalable,
 )
 from spillway.model.resources import Resources, parse_resource_list
 from spillway.model.shared import (
@@ -52,6 +55,7 @@ from spillway.model.shared import (
 )
 
 if TYPE_CHECKING:
+    from spillway.model.buffer import BufferInfo
     from spillway.model.provreq import ProvisioningRequestInfo
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -540,6 +544,7 @@ class ClusterSnapshot:
     quotas: tuple[QuotaInfo, ...] = ()
     provreqs: tuple[ProvisioningRequestInfo, ...] = ()
     jobs: tuple[JobInfo, ...] = ()
+    buffers: tuple[BufferInfo, ...] = ()  # CapacityBuffers (spillway.model.buffer)
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -586,6 +591,9 @@ class ClusterSnapshot:
         quotas: list[QuotaInfo] = []
         jobs: list[JobInfo] = []
         budgets = PdbMatcher()
+        buffers: list[CapacityBuffer] = []
+        templates: list[PodTemplate] = []
+        workloads: list[Scalable] = []
         for obj in objects:
             if isinstance(obj, Pod):
                 pods.append(PodInfo.from_pod(obj))
@@ -595,6 +603,12 @@ class ClusterSnapshot:
             elif isinstance(obj, PodDisruptionBudget):
                 pdbs.append(PdbInfo.from_pdb(obj))
                 budgets.add(obj)
+            elif isinstance(obj, CapacityBuffer):
+                buffers.append(obj)
+            elif isinstance(obj, PodTemplate):
+                templates.append(obj)
+            elif isinstance(obj, Scalable):
+                workloads.append(obj)
             else:
                 _distil_shared(obj, tenants, gangs, quotas, jobs)
         return cls(
@@ -608,6 +622,7 @@ class ClusterSnapshot:
             tuple(sorted(gangs, key=lambda g: g.key)),
             tuple(sorted(quotas, key=lambda q: q.name)),
             jobs=tuple(sorted(jobs, key=lambda j: j.key)),
+            buffers=_buffers(buffers, templates, workloads),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -629,11 +644,14 @@ class ClusterSnapshot:
             out["provreqs"] = [r.to_dict() for r in self.provreqs]
         if self.jobs:
             out["jobs"] = [j.to_dict() for j in self.jobs]
+        if self.buffers:
+            out["buffers"] = [b.to_dict() for b in self.buffers]
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClusterSnapshot:
-        from spillway.model.provreq import ProvisioningRequestInfo  # it reads PodInfo from here
+        from spillway.model.buffer import BufferInfo  # these read PodInfo from here
+        from spillway.model.provreq import ProvisioningRequestInfo
 
         taken_at = parse_time(d["taken_at"])
         assert taken_at is not None
@@ -649,7 +667,19 @@ class ClusterSnapshot:
             quotas=tuple(QuotaInfo.from_dict(q) for q in d.get("quotas", ())),
             provreqs=tuple(ProvisioningRequestInfo.from_dict(r) for r in d.get("provreqs", ())),
             jobs=tuple(JobInfo.from_dict(j) for j in d.get("jobs", ())),
+            buffers=tuple(BufferInfo.from_dict(b) for b in d.get("buffers", ())),
         )
+
+
+def _buffers(
+    buffers: list[CapacityBuffer], templates: list[PodTemplate], workloads: list[Scalable]
+) -> tuple[BufferInfo, ...]:
+    """CapacityBuffers of a List, what they name resolved from the same List."""
+    if not buffers:
+        return ()
+    from spillway.model.buffer import buffer_infos  # it reads PodInfo from here
+
+    return buffer_infos(buffers, templates, workloads)
 
 
 def _distil_shared(

@@ -2,8 +2,8 @@
 
 Pods the scheduler cannot tell apart (same requests, selector, affinity, tolerations, priority) form one
 :class:`PodClass`; scale-up places a class at a time, higher priority first, then the biggest
-requests (GPU, CPU, memory). Expendable pods (priority below ``expendable_priority_cutoff``) get their
-final reason here and never reach scale-up.
+requests (GPU, CPU, memory); capacity buffers' virtual pods come after every real pod. Expendable pods
+(priority below ``expendable_priority_cutoff``) get their final reason here and never reach scale-up.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class PodClass:
     tenant: str | None = None  # set only for a tenant with configured limits
     gang: str | None = None  # placed all or none with the other classes of its gang
     one_zone: bool = False  # a pod of the class asks its gang to share one zone
+    buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
     next: int = 0  # pods before this index are placed
 
     @property
@@ -53,7 +54,14 @@ class PodClass:
 
     def sort_key(self) -> tuple[Any, ...]:
         r = self.requests
-        return (-self.priority, -r.get(NVIDIA_GPU, 0), -r.get(CPU, 0), -r.get(MEMORY, 0), self.pods[0])
+        return (
+            self.buffer is not None,
+            -self.priority,
+            -r.get(NVIDIA_GPU, 0),
+            -r.get(CPU, 0),
+            -r.get(MEMORY, 0),
+            self.pods[0],
+        )
 
 
 def pod_classes(ctx: Context) -> list[PodClass]:

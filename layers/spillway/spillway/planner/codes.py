@@ -48,6 +48,7 @@ MIN_SIZE = "min-size"  # draining it would take the group below MinSize
 SCHEDULED_MIN = "scheduled-min"  # below the MinSize a scheduled action sets now or within the idle threshold
 SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
 NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
+BUFFER = "buffer"  # its free room holds an active capacity buffer's virtual pods (spillway.planner.buffers)
 # Spillway's cordon outlived any drain (orphaned_drain_minutes): the plan finishes the drain (a Drain
 # whose reason starts with ORPHANED_DRAIN_FINISHED) or restores the node (uncordon, KeptNode code).
 ORPHANED_DRAIN_FINISHED = "orphaned-drain-finished"
@@ -108,6 +109,7 @@ KEPT_CODES = (
     SAVING_TOO_SMALL,
     LAUNCHING_THIS_PLAN,
     RECEIVES_MOVED_PODS,
+    BUFFER,
 )
 
 # -- may a pod be disturbed (Disruption.code, spillway.planner.disruption) --

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.config import PlannerConfig
+from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
@@ -114,6 +115,8 @@ class Context:
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
         self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
         self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
+        self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
+        self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))

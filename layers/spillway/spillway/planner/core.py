@@ -25,6 +25,8 @@ from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import GroupState, NodeState, State
+from spillway.planner.buffers import buffer_classes
+from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
@@ -52,10 +54,11 @@ def plan(
     raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
     ctx = Context(snapshot, with_raises(groups, raises), config, state, now)
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
-    classes = sorted([*provisioning.book(), *pod_classes(ctx)], key=PodClass.sort_key)
+    demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
     up = ScaleUpStage(ctx, expander or RegionThenLeastWaste())
-    scale_up = up.run(classes)
+    scale_up = up.run(sorted(demand, key=PodClass.sort_key))
     provisioning.settle()
+    settle_buffers(ctx)
     scale_down = ScaleDownStage(ctx, launching=up.launching)  # what launching capacity has left
     drains, kept, idle_state = scale_down.run()
     uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]

@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState
 from spillway.planner import codes
+from spillway.planner.buffers import held_here
 from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.groups import scheduled_min
@@ -112,9 +113,18 @@ def _not_idle_long_enough(ctx: Context, node: WorkNode, idle_since: datetime) ->
     return None
 
 
+def _holds_buffer(ctx: Context, node: WorkNode) -> Verdict:
+    """Its free room holds an active capacity buffer's virtual pods: draining it would only make the
+    buffer open a node again. The node counts as in use (no idle time) until the buffer lets go."""
+    held = held_here(ctx, node.info.name)
+    if held is not None:
+        return codes.BUFFER, f"holds room for capacity buffer {held}"
+    return None
+
+
 # Checked in order; the first that holds keeps the node. IN_USE nodes are not idle at all (no idle
 # time is kept for them); PROTECTIONS apply to idle nodes.
-IN_USE: tuple[Check, ...] = (_uncordoned, _unmanaged, _not_ready, _busy, _receives)
+IN_USE: tuple[Check, ...] = (_uncordoned, _unmanaged, _not_ready, _busy, _receives, _holds_buffer)
 PROTECTIONS: tuple[TimedCheck, ...] = (
     _draining,
     _consolidation_off,

@@ -25,6 +25,7 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, describe, fit_count
 from spillway.model.state import GangState
 from spillway.planner import codes
+from spillway.planner.buffers import busy_first
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, options
@@ -93,7 +94,8 @@ class ScaleUpStage:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
         (unless a gang is being placed: the gang reports for all its pods)."""
         start = len(self.ctx.placements)
-        place_on_nodes(self.ctx, cls, self._in_region(self.schedulable))
+        existing = self._in_region(self.schedulable)
+        place_on_nodes(self.ctx, cls, busy_first(existing) if cls.buffer else existing)
         self._claim(cls, start)
         if not cls.remaining:
             return None
@@ -436,7 +438,8 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
         count = ctx.new_nodes.get(group.name, 0)
         if count <= 0:
             continue
-        pods = sorted(ctx.new_pods.get(group.name, []))
+        placed = ctx.new_pods.get(group.name, [])
+        pods = sorted(p for p in placed if p not in ctx.buffer_pods)
         actions.append(
             ScaleUp(
                 group=group.name,
@@ -444,7 +447,7 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
                 from_size=group.desired,
                 to_size=group.desired + count,
                 pods=tuple(pods),
-                reason=_scale_up_reason(ctx, group, count, len(pods)),
+                reason=_scale_up_reason(ctx, group, count, len(pods), _buffers_on(ctx, placed)),
                 gangs=tuple(
                     GangLaunch(
                         gang,
@@ -472,16 +475,34 @@ def opened_by(ctx: Context, group: str) -> tuple[tuple[str, int], ...]:
     owners: dict[str, str] = {}
     for p in ctx.placements:
         if p.node.startswith(prefix) and p.node not in owners:
-            owners[p.node] = ctx.snapshot.tenant(p.pod.split("/", 1)[0])
+            buffer = ctx.buffer_pods.get(p.pod)
+            namespace = p.pod.split("/", 1)[0] if buffer is None else buffer.namespace
+            owners[p.node] = ctx.snapshot.tenant(namespace) if namespace else ""
+    owners = {node: tenant for node, tenant in owners.items() if tenant}  # a configured buffer's: nobody's
     counts: dict[str, int] = {}
     for tenant in owners.values():
         counts[tenant] = counts.get(tenant, 0) + 1
     return tuple(sorted(counts.items()))
 
 
-def _scale_up_reason(ctx: Context, group: NodeGroup, count: int, pods: int) -> str:
+def _buffers_on(ctx: Context, pods: Sequence[str]) -> dict[str, int]:
+    """Capacity buffers whose virtual pods go to new nodes: buffer key -> pods."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        buffer = ctx.buffer_pods.get(pod)
+        if buffer is not None:
+            out[buffer.key] = out.get(buffer.key, 0) + 1
+    return out
+
+
+def _scale_up_reason(
+    ctx: Context, group: NodeGroup, count: int, pods: int, buffers: Mapping[str, int]
+) -> str:
     noun = "node" if count == 1 else "nodes"
-    reason = f"{pods} pending pod(s) need {count} new {group.instance_type} {noun} in {group.region}"
+    who = [f"{pods} pending pod(s)"] if pods or not buffers else []
+    who += [f"capacity buffer {key} ({n} virtual pod(s))" for key, n in sorted(buffers.items())]
+    need = "needs" if len(who) == 1 and buffers and not pods else "need"
+    reason = f"{' and '.join(who)} {need} {count} new {group.instance_type} {noun} in {group.region}"
     if ctx.primary and group.region != ctx.primary:
         reason += f" (overflow from primary region {ctx.primary})"
     notes = sorted(ctx.overflow_notes.get(group.name, ()))
