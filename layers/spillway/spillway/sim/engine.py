@@ -1,6 +1,7 @@
 """The event loop: simulated time jumps from one thing happening to the next.
 
-Things that happen: a job arrives, a job completes, an instance finishes booting, an autoscaler tick.
+Things that happen: a job arrives, a job completes, an instance finishes booting, a Spot instance is
+taken back, an autoscaler tick.
 All events at one instant are handled together, in this order: completions and boots (capacity frees
 up), arrivals, one scheduling pass, then the tick if one falls there.
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from spillway.sim.policies import Policy
 from spillway.sim.trace import Job
-from spillway.sim.world import BOOT, COMPLETE, SimJob, World, runnable
+from spillway.sim.world import BOOT, COMPLETE, INTERRUPT, SimJob, World, runnable
 
 # A replay stops this long after the last submit plus the longest duration, whatever is left.
 HORIZON_SLACK = 30 * 24 * 3600
@@ -88,6 +89,8 @@ def replay(
                 world.complete(sim_job, generation)
             elif kind == BOOT:
                 world.boot(payload)
+            elif kind == INTERRUPT:
+                world.interrupt(payload)
             handled += 1
         while next_arrival < count and sim_jobs[next_arrival].job.submit == t:
             world.arrive(sim_jobs[next_arrival])

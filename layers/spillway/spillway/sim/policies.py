@@ -69,15 +69,18 @@ class SpillwayPolicy:
 
     Its plan is carried out the way the act layer does: uncordon, raise desired capacities (a launch
     refused for capacity leaves a Failed activity the next plan sees, and backs the group off), drain
-    (cordon, evict, terminate with the desired capacity decremented; here at once, since the planner
-    only drains nodes without workload pods). The state the planner returns is passed to the next plan.
+    (cordon, evict, terminate with the desired capacity decremented; here at once). A drain of a node
+    that runs pods (consolidation) evicts them first: a movable job restarts elsewhere with the restart
+    penalty, an unmovable pod is killed and counted (:meth:`World.drain`). The state the planner returns
+    is passed to the next plan.
     """
 
     name = "spillway"
     reactive = True
     charges_tenants = True
 
-    def __init__(self, config: PlannerConfig) -> None:
+    def __init__(self, config: PlannerConfig, name: str = "spillway") -> None:
+        self.name = name
         self.config = config
         self.state = State()
         self.window = timedelta(minutes=config.launch_failure_backoff_minutes)
@@ -102,7 +105,10 @@ class SpillwayPolicy:
             world.set_desired(scale_up.group, scale_up.to_size, owners)
         for drain in result.drain:
             world.cordon(drain.node, "spillway")
-            world.terminate(drain.node)
+            if world.nodes[drain.node].pods:
+                world.drain(drain.node)  # consolidation: evict (movable pods move), then terminate
+            else:
+                world.terminate(drain.node)
 
     def wakeup(self, world: World) -> int | None:
         now = world.at(world.t)
