@@ -9,8 +9,8 @@ offers node types with ``cap_g(r)`` allocatable room and ``price_g`` USD an hour
   pods and the largest node type for each resource; the resource giving the maximum is the one that
   binds at that step;
 * the **step** lower bound on cost is ``∫ max_r cost_r(t) dt`` where ``cost_r`` is the cheapest way to
-  hold ``demand_r`` with whole nodes when a single node type offers ``r`` (``⌈demand / cap⌉ × price``),
-  and its fluid form ``demand_r × min_g price_g / cap_g(r)`` when several do (a cheaper type could
+  hold ``demand_r`` with whole nodes when a single node type offers ``r`` (``⌈demand / cap⌉ * price``),
+  and its fluid form ``demand_r * min_g price_g / cap_g(r)`` when several do (a cheaper type could
   take a remainder, so rounding up one type is not a bound there);
 * the **fluid** lower bound is ``∫ max_r demand_r(t) / max_g cap_g(r) dt``;
 * the **peak** is ``max`` of the step bound's nodes: what static provisioning for the peak keeps.
@@ -89,7 +89,9 @@ def _offers(jobs: Sequence[Job], types: Sequence[NodeType]) -> list[_Offer]:
         if not offering or not any(j.total(r) for j in jobs):
             continue
         priced = all(t.price is not None for t in offering)
-        per_unit = min(t.price / t.allocatable[r] for t in offering if t.price is not None) if priced else None
+        per_unit = (
+            min(t.price / t.allocatable[r] for t in offering if t.price is not None) if priced else None
+        )
         distinct = {(t.allocatable[r], t.price) for t in offering}
         single = None
         if len(distinct) == 1 and priced:
@@ -155,7 +157,9 @@ def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> 
     )
 
 
-def _at_step(offers: Sequence[_Offer], demand: Sequence[int], priced: bool) -> tuple[int, float, int, float, float]:
+def _at_step(
+    offers: Sequence[_Offer], demand: Sequence[int], priced: bool
+) -> tuple[int, float, int, float, float]:
     """Nodes, fluid nodes, binding resource index, USD an hour (step and fluid) for one demand vector."""
     nodes = 0
     fluid = 0.0

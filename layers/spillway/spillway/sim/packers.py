@@ -72,7 +72,9 @@ def pack(jobs: Sequence[Job], types: Sequence[NodeType], packer: str) -> PackerR
     best = packer == "best-fit"
     allocs = [tuple(t.allocatable.get(r, 0) for r in _RESOURCES) for t in types]
     # cheapest first: price (unknown last), then the smallest room
-    order = sorted(range(len(types)), key=lambda k: (types[k].price is None, types[k].price or 0.0, allocs[k]))
+    order = sorted(
+        range(len(types)), key=lambda k: (types[k].price is None, types[k].price or 0.0, allocs[k])
+    )
     open_nodes: list[_Node] = []
     ends: list[tuple[int, int, list[tuple[_Node, tuple[int, ...]]]]] = []  # (end, seq, pods' nodes)
     seconds = [0] * len(types)

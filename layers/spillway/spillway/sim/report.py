@@ -195,7 +195,9 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         hours=hours,
         wall_seconds=run.wall_seconds,
         tenants=measure_tenants(run),
-        ratio_to_cost_bound=cost / bounds.step_cost_usd if cost is not None and bounds.step_cost_usd else None,
+        ratio_to_cost_bound=cost / bounds.step_cost_usd
+        if cost is not None and bounds.step_cost_usd
+        else None,
         moves=counters.moves,
         moves_per_job=counters.moves / len(world.jobs) if world.jobs else 0.0,
         jobs_moved=sum(1 for j in world.jobs if j.moves),

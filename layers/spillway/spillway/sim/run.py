@@ -17,6 +17,7 @@ from spillway.config import PlannerConfig
 from spillway.model.resources import CPU, NVIDIA_GPU
 from spillway.sim.bounds import Bounds, NodeType, lower_bounds
 from spillway.sim.engine import Replay, replay
+from spillway.sim.packers import PackerResult, pack
 from spillway.sim.policies import (
     ClusterAutoscalerPolicy,
     Ec2AutoscalerPolicy,
@@ -24,7 +25,6 @@ from spillway.sim.policies import (
     SpillwayPolicy,
     StaticPolicy,
 )
-from spillway.sim.packers import PackerResult, pack
 from spillway.sim.prices import ON_DEMAND_USD_PER_HOUR, PRICE_SOURCE
 from spillway.sim.progress import ProgressBar
 from spillway.sim.report import PolicyResult, measure
@@ -126,7 +126,8 @@ class Report:
             },
             "lower_bound": self.bounds.to_dict(),
             "ideal_packers": {
-                p.packer: p.to_dict(self.bounds.step_node_hours, self.bounds.step_cost_usd) for p in self.packers
+                p.packer: p.to_dict(self.bounds.step_node_hours, self.bounds.step_cost_usd)
+                for p in self.packers
             },
             "policies": [r.to_dict() for r in self.results],
         }
@@ -214,7 +215,9 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     types = fleet(config)
     runnable_jobs = [j for j in jobs if runnable(j, allocatables)]
     bounds = lower_bounds(runnable_jobs, types)
-    packers = tuple(pack(runnable_jobs, types, p) for p in ("first-fit", "best-fit")) if config.packers else ()
+    packers = (
+        tuple(pack(runnable_jobs, types, p) for p in ("first-fit", "best-fit")) if config.packers else ()
+    )
     measure_resource = NVIDIA_GPU if any(j.gpus for j in jobs) else CPU
     regions: list[str] = list(config.planner.regions)
     for g in config.groups:
