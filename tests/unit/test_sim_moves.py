@@ -379,3 +379,12 @@ def test_variants_and_the_pareto_chart(tmp_path: Path, capsys: pytest.CaptureFix
     assert [p["policy"] for p in data["policies"]] == ["spillway", "cluster-autoscaler", "spillway[idle1]"]
     assert data["config"]["variants"]["idle1"]["scale_down_idle_minutes"] == 1
     assert data["config"]["movable_jobs"] == 1 and data["config"]["restart_penalty_seconds"] == 600
+
+
+def test_a_drain_naming_its_pods_kills_the_ones_it_left_out() -> None:
+    world = _world()
+    job = _running(world, movable=True)
+    world.t = 600
+    world.drain(job.nodes[0].name, pods=("ml/other-0",))
+    assert (world.counters.moves, world.counters.pods_killed, world.counters.unmovable_killed) == (0, 1, 0)
+    assert job.state == "pending"

@@ -106,7 +106,8 @@ class SpillwayPolicy:
         for drain in result.drain:
             world.cordon(drain.node, "spillway")
             if world.nodes[drain.node].pods:
-                world.drain(drain.node)  # consolidation: evict (movable pods move), then terminate
+                # consolidation: evict (movable pods move), then terminate
+                world.drain(drain.node, getattr(drain, "pods", None) or None)
             else:
                 world.terminate(drain.node)
 

@@ -514,13 +514,15 @@ class World:
         group.version += 1
         self.counters.nodes_terminated += 1
 
-    def drain(self, node_name: str) -> None:
+    def drain(self, node_name: str, pods: Sequence[str] | None = None) -> None:
         """A drain of a node that runs pods, as the drain state machine does it: evict, then terminate.
 
         The pods of a job marked movable are evicted and the job restarts elsewhere (back to the queue,
         its remaining time grown by the restart penalty: :meth:`_restart`). A pod not marked movable is
         evicted all the same (a real drain would, once a PDB allows it) but counted as killed: a policy
-        that drains one breaks the rule it must keep, and the report shows it.
+        that drains one breaks the rule it must keep, and the report shows it. ``pods``, when given, are
+        the pods the plan said it moves; a pod left out dies with the node, and counts as killed (as
+        unmovable killed too when it is not marked movable).
         """
         node = self.nodes.get(node_name)
         if node is None:
@@ -530,12 +532,13 @@ class World:
         for key, job in list(node.pods.items()):
             if key not in node.pods:
                 continue  # a pod of a job already evicted from this node
-            if job.movable:
+            if job.movable and (pods is None or key in pods):
                 self.counters.moves += 1
             else:
                 killed = sum(1 for n in job.nodes if n is node)
-                self.counters.unmovable_killed += killed
                 self.counters.pods_killed += killed
+                if not job.movable:
+                    self.counters.unmovable_killed += killed
             self._restart(job)
         self.terminate(node_name)
 
