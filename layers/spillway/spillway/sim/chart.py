@@ -116,6 +116,11 @@ def write_pareto(
 
     points = pareto_points(results)
     usd = all(r.cost_usd is not None for r in results)
+    # A run costing over twice the cheapest (static provisioning) would squeeze the others together:
+    # it is named in a note instead of drawn.
+    cheapest = min((x for _, x, _, _ in points if x > 0), default=0.0)
+    far = [p for p in points if cheapest and p[1] > 2 * cheapest]
+    points = [p for p in points if p not in far]
     fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
     ours = sorted((x, y, name) for name, x, y, spill in points if spill)
     if ours:
@@ -133,9 +138,10 @@ def write_pareto(
     bound = bounds.step_cost_usd if usd else bounds.step_node_hours
     if bound:
         ax.axvline(bound, color="black", linewidth=0.8, linestyle=":", label="step lower bound")
-    xs = [x for _, x, _, _ in points if x > 0]
-    if xs and max(xs) > 5 * min(xs):
-        ax.set_xscale("log")  # static provisioning would squeeze every other point together
+    if far:
+        unit = "$" if usd else ""
+        note = "; ".join(f"{name}: {unit}{x:,.0f}, p90 {y:.1f} min" for name, x, y, _ in far)
+        ax.text(0.99, 0.01, f"off the chart: {note}", transform=ax.transAxes, ha="right", fontsize=7)
     ax.set_xlabel("cost, USD" if usd else "node-hours")
     ax.set_ylabel("GPU-weighted p90 pending added, minutes")
     ax.set_title(title, fontsize=9)
