@@ -309,6 +309,7 @@ class FakeCloud(Recorder):
         self.fleet_error = ("InsufficientInstanceCapacity", "We currently do not have sufficient capacity.")
         self.fleet_state = "running"  # the state fleet instances start in
         self.fleets: list[FleetRequest] = []
+        self.subnets: dict[str, str] = {}  # subnet id -> its Availability Zone
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -450,6 +451,14 @@ class FakeCloud(Recorder):
             and (iid in instance_ids or (tag is not None and i["tags"].get(tag[0]) == tag[1]))
         }
 
+    def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
+        """As DescribeSubnets: an unknown subnet id is an error (InvalidSubnetID.NotFound)."""
+        self._call("subnet_zones", region, tuple(subnet_ids))
+        unknown = [s for s in subnet_ids if s not in self.subnets]
+        if unknown:
+            raise AwsError(f"DescribeSubnets({region}): InvalidSubnetID.NotFound: {', '.join(unknown)}")
+        return {s: self.subnets[s] for s in sorted(subnet_ids)}
+
     def running(self) -> list[str]:
         """Instances EC2 runs (or is starting): what a gang must never leave behind half."""
         return sorted(i for i, v in self.ec2.items() if v["state"] in ("pending", "running"))
@@ -515,6 +524,7 @@ class FakeLedger(Recorder):
     backoffs: list[tuple[str, datetime, str]] = field(default_factory=list)
     before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
     commits: int = 0  # commits that succeeded
+    claimed: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)  # (cluster, item)
 
     def __post_init__(self) -> None:
         Recorder.__init__(self)
@@ -558,6 +568,26 @@ class FakeLedger(Recorder):
     def save_plan(self, record: PlanRecord) -> None:
         self._call("save_plan", record.key)
         self.plans[record.key] = record
+
+    def claim(
+        self, cluster: str, item: str, value: Mapping[str, object], *, expires: datetime
+    ) -> tuple[dict[str, object], bool]:
+        self._call("claim", cluster, item)
+        key = (cluster, item)
+        if key in self.claimed:
+            return dict(self.claimed[key]), False
+        self.claimed[key] = dict(value)
+        return dict(value), True
+
+    def release(self, cluster: str, item: str) -> None:
+        self._call("release", cluster, item)
+        self.claimed.pop((cluster, item), None)
+
+    def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
+        self._call("claims", cluster, prefix)
+        return {
+            i: dict(v) for (c, i), v in sorted(self.claimed.items()) if c == cluster and i.startswith(prefix)
+        }
 
 
 # --- the executions ----------------------------------------------------------------------------

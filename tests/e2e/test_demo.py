@@ -67,8 +67,9 @@ def test_the_chart_is_a_png(demo: tuple[DemoResult, str]) -> None:
     assert result.samples and max(sum(s.ready_gpus.values()) for s in result.samples) >= 16
 
 
-SCENE = ("scene", "held", "pod_event", "gang_launched", "gang_runs", "shortfall", "gang_failed", "gang_cancel",
-         "scene_done")  # fmt: skip
+SCENE = ("scene", "held", "pod_event", "gang_runs", "shortfall", "gang_failed", "gang_cancel", "scene_done")
+# The GangLaunch execution's output is read when the demo polls executions: its workers may be seen
+# running before that poll, so "gang_launched" is only ordered within the scene, not against "gang_runs".
 
 
 def test_scene_two_teams_burst_one_is_held_by_its_limit_a_gang_launches_whole_another_leaves_nothing(
@@ -81,6 +82,8 @@ def test_scene_two_teams_burst_one_is_held_by_its_limit_a_gang_launches_whole_an
     assert None not in firsts, (dict(zip(SCENE, firsts, strict=True)), timeline)
     assert firsts == sorted(firsts), (dict(zip(SCENE, firsts, strict=True)), timeline)  # type: ignore[type-var]
     assert result.first("scene") > result.first("manual")  # type: ignore[operator]
+    launched = result.first("gang_launched")
+    assert launched is not None and firsts[0] < launched < result.first("scene_done"), timeline  # type: ignore[operator]
     # Both teams' pods appeared at once; team-b's two over its 2-GPU limit were held, the limit named,
     # and kubectl describe shows why; team-a was never held.
     submitted = {

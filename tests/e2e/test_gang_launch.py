@@ -219,3 +219,34 @@ def test_a_gang_above_max_size_is_refused_before_anything_launches(cloud: Cloud,
     assert "above MaxSize 2; nothing launched" in execution["cause"]
     assert cloud.state_item("backoff#gang") is None
     assert_no_half_gang(cloud, "gang", set(), busy)
+
+
+def test_a_fleet_gang_given_a_zone_launches_only_in_that_zones_subnets(cloud: Cloud, busy: set[str]) -> None:
+    gang_group(cloud, "gang", "fleet")
+    ec2 = boto3.client("ec2", region_name=HOME)
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    subnets = {
+        zone: ec2.create_subnet(VpcId=vpc, CidrBlock=f"172.31.{200 + n}.0/24", AvailabilityZone=zone)[
+            "Subnet"
+        ]["SubnetId"]
+        for n, zone in enumerate([f"{HOME}a", f"{HOME}b", f"{HOME}c"])
+    }
+    template = {"LaunchTemplateName": "lt-gang", "Version": "$Latest"}
+    boto3.client("autoscaling", region_name=HOME).update_auto_scaling_group(
+        AutoScalingGroupName="gang",
+        VPCZoneIdentifier=",".join(subnets.values()),
+        # moto drops the group's MixedInstancesPolicy on any update: give it again, as it was
+        MixedInstancesPolicy={"LaunchTemplate": {"LaunchTemplateSpecification": template,
+                                                 "Overrides": [{"InstanceType": "g5.xlarge"}]}},
+    )  # fmt: skip
+    payload = {"group": "gang", "region": HOME, "count": 3, "gang": "ml/train", "mode": "fleet", "zone": f"{HOME}b",
+               "deadline_seconds": 20, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+
+    execution = cloud.stack.run(MACHINE, payload, timeout=90)
+
+    assert execution["status"] == "SUCCEEDED", execution
+    whole = set(execution["output"]["instances"])
+    described = ec2.describe_instances(InstanceIds=sorted(whole))["Reservations"]
+    placed = {i["SubnetId"] for r in described for i in r["Instances"]}
+    assert placed == {subnets[f"{HOME}b"]}
+    assert_no_half_gang(cloud, "gang", whole, busy)

@@ -149,6 +149,12 @@ def test_parsing_requests_into_rbac_attributes() -> None:
         "podgroups",
         "list",
     )
+    assert permission(rec("GET", "/apis/batch/v1/jobs")) == ("batch", "jobs", "list")
+    assert permission(rec("GET", "/apis/kubeflow.org/v1/pytorchjobs")) == (
+        "kubeflow.org",
+        "pytorchjobs",
+        "list",
+    )
 
 
 def spillway_cordoned(cloud: Cloud, name: str) -> None:
@@ -185,6 +191,18 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
                     "metadata": {"name": "check", "namespace": "ml"},
                     "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
                              "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]}})  # fmt: skip
+    # CapacityBuffers of that PodTemplate and of each kind of workload: observe lists them, and the
+    # workloads they name, and writes their status
+    cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                    "metadata": {"name": "headroom", "namespace": "ml"},
+                    "spec": {"podTemplateRef": {"name": "t"}, "replicas": 1}})  # fmt: skip
+    cloud.kube.add({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ml"},
+                    "spec": {"replicas": 10, "template": {"spec": template}}})  # fmt: skip
+    for kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                        "metadata": {"name": f"of-{kind.lower()}", "namespace": "ml"},
+                        "spec": {"scalableRef": {"apiGroup": "apps", "kind": kind, "name": "web"},
+                                 "percentage": 10}})  # fmt: skip
     cloud.kube.clear_requests()
 
     # observe (one observation), then plan it: the plan uncordons the GPU node (scale function) and
@@ -198,6 +216,10 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     [up] = cloud.wait_all()
     assert up["status"] == "SUCCEEDED", up
     assert not cloud.kube.get("Node", gpu_node)["spec"].get("unschedulable")  # type: ignore[index]
+    buffer = cloud.kube.get("CapacityBuffer.autoscaling.x-k8s.io", "headroom", "ml")
+    assert buffer is not None and buffer["status"]["replicas"] == 1, buffer
+    of_deployment = cloud.kube.get("CapacityBuffer", "of-deployment", "ml")
+    assert of_deployment is not None and of_deployment["status"]["replicas"] == 1, of_deployment  # 10 % of 10
 
     # drain a general node that runs a pod.
     victim = sorted(

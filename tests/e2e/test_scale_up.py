@@ -134,7 +134,7 @@ def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows
     assert cloud.desired("gpu-west", WEST) == 4
 
 
-@pytest.mark.parametrize("region", [HOME, WEST], ids=["aws-sdk task", "scale function"])
+@pytest.mark.parametrize("region", [HOME, WEST], ids=["home region", "other region"])
 def test_throttling_and_activity_in_progress_are_retried_and_capacity_is_set_once(
     cloud: Cloud, region: str
 ) -> None:
@@ -158,8 +158,8 @@ def test_throttling_and_activity_in_progress_are_retried_and_capacity_is_set_onc
     assert [c.desired for c in cloud.sim.calls_for("gpu", region)] == [3]  # the one call that took effect
     assert cloud.desired("gpu", region) == 3
     retried = history_errors(cloud, execution["executionArn"])
-    expected = "AutoScaling.ScalingActivityInProgressException" if region == HOME else "AwsThrottled"
-    assert retried.count(expected) >= 2, retried
+    # Every region's raise is the scale function's (relative, once): our adapter names both AwsThrottled.
+    assert retried.count("AwsThrottled") >= 2, retried
 
 
 def test_the_same_stream_record_twice_gives_one_plan_and_one_execution(cloud: Cloud) -> None:

@@ -111,6 +111,8 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
     assert cloud.kube.get("Node", node) is None
     backoff = cloud.state_item("backoff#spot")
     assert backoff is not None and "m5.large in us-east-1a" in backoff["reason"]["S"]
+    pool = cloud.state_item("backoff#pool#us-east-1a/m5.large")  # the type in its zone (State.pools)
+    assert pool is not None and pool["backoff_until"] == backoff["backoff_until"]
 
     # The same message again (SQS delivers at least once): nothing new starts.
     again = cloud.stack.invoke("InterruptFunction", event)

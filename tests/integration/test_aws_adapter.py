@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from botocore.stub import Stubber
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
-from spillway.errors import AsgLimitExceeded, AsgNotFound, AwsThrottled, AwsUnavailable
+from spillway.errors import AsgLimitExceeded, AsgNotFound, AwsError, AwsThrottled, AwsUnavailable
 from spillway.model.aws import ScalingActivity
 from spillway.model.resources import NVIDIA_GPU
 
@@ -324,3 +324,21 @@ def test_clients_are_built_once_with_adaptive_retries_and_timeouts(clients: AwsC
     assert config.retries == {"mode": "adaptive", "total_max_attempts": 2}
     assert (config.connect_timeout, config.read_timeout) == (1, 2)
     assert first.meta.region_name == "us-west-2"
+
+
+def test_subnet_zones_reads_each_subnets_zone_and_an_unknown_subnet_is_a_named_error(
+    adapter: AwsAdapter,
+) -> None:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    a = ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.1.0/24", AvailabilityZone="us-east-1a")["Subnet"][
+        "SubnetId"
+    ]
+    b = ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.2.0/24", AvailabilityZone="us-east-1b")["Subnet"][
+        "SubnetId"
+    ]
+
+    assert adapter.subnet_zones("us-east-1", [a, b]) == {a: "us-east-1a", b: "us-east-1b"}
+    assert adapter.subnet_zones("us-east-1", []) == {}
+    with pytest.raises(AwsError, match="DescribeSubnets"):
+        adapter.subnet_zones("us-east-1", ["subnet-0000000000000dead"])

@@ -24,7 +24,16 @@ from spillway.errors import (
 )
 from spillway.local import objects as kobj
 from spillway.local.kubeapi import KubeApiServer, RequestRecord
-from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, CapacityQuota, VolcanoPodGroup
+from spillway.model.k8s import (
+    CORDONED_BY_SPILLWAY,
+    DRAINING_TAINT,
+    BatchJob,
+    CapacityQuota,
+    ElasticPolicy,
+    PaddleJob,
+    PyTorchJob,
+    VolcanoPodGroup,
+)
 
 NOW = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
 
@@ -498,6 +507,36 @@ def test_shared_objects_are_read_into_the_models(server: KubeApiServer, kube: Ku
     assert all(r.query.get("limit") for r in server.requests if r.path.startswith("/apis/"))
 
 
+def test_jobs_that_say_whether_their_pods_may_move_are_read(server: KubeApiServer, kube: KubeClient) -> None:
+    server.add({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": "ml"},
+                "spec": {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8, "rdzvBackend": "c10d"},
+                         "pytorchReplicaSpecs": {"Worker": {"replicas": 4, "template": {}}}}})  # fmt: skip
+    server.add({"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {"name": "ernie", "namespace": "ml"},
+                "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 3},
+                         "paddleReplicaSpecs": {"Worker": {"replicas": 2}}}})  # fmt: skip
+    server.add({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl", "namespace": "ml"},
+                "spec": {"podFailurePolicy": {"rules": [{"action": "Ignore",
+                                                         "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                         "template": {"spec": {"restartPolicy": "Never",
+                                               "containers": [{"name": "c", "image": "x"}]}}}})  # fmt: skip
+    objects = {type(o).__name__: o for o in kube.list_shared_objects()}
+    assert isinstance(objects["PyTorchJob"], PyTorchJob) and isinstance(objects["PaddleJob"], PaddleJob)
+    assert objects["PyTorchJob"].spec.elastic_policy == ElasticPolicy(min_replicas=2, max_replicas=8)
+    assert objects["PaddleJob"].spec.paddle_replica_specs["Worker"].replicas == 2
+    job = objects["BatchJob"]
+    assert isinstance(job, BatchJob) and job.spec.pod_failure_policy is not None
+    assert job.spec.pod_failure_policy.rules[0].action == "Ignore"
+    lists = {r.path for r in server.requests if r.method == "GET"}
+    assert {
+        "/apis/kubeflow.org/v1/pytorchjobs",
+        "/apis/kubeflow.org/v1/paddlejobs",
+        "/apis/batch/v1/jobs",
+    } <= lists
+    # no Kubeflow CRDs: none of them, and batch Jobs are still read
+    server.optional_resources = []
+    assert {type(o).__name__ for o in kube.list_shared_objects()} == {"Namespace", "BatchJob"}
+
+
 def test_a_crd_not_installed_gives_none_of_its_kind_logged_once(
     server: KubeApiServer, kube: KubeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -508,7 +547,7 @@ def test_a_crd_not_installed_gives_none_of_its_kind_logged_once(
     assert kinds == {"Namespace", "CapacityQuota"}
     kube.list_shared_objects()
     infos = [r for r in caplog.records if r.levelname == "INFO" and "not served" in r.getMessage()]
-    assert len(infos) == 4  # coscheduling, Volcano, upstream PodGroup, Workload: each once
+    assert len(infos) == 6  # coscheduling, Volcano, upstream PodGroup, Workload, PyTorchJob, PaddleJob: once
     assert any("podgroups.scheduling.volcano.sh" in r.getMessage() for r in infos)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert kube.list_custom(*PROVREQ_GV) == []

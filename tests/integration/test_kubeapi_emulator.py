@@ -558,9 +558,13 @@ def test_discovery_lists_the_custom_resources(client: ApiClient) -> None:
     assert {(r.name, r.namespaced) for r in quotas.resources} == {
         ("capacityquotas", False),
         ("capacityquotas/status", False),
+        ("capacitybuffers", True),
+        ("capacitybuffers/status", True),
     }
     core = {r.name for r in CoreV1Api(client).get_api_resources().resources}
     assert "podtemplates" in core
+    apps = {r.name for r in CustomObjectsApi(client).get_api_resources("apps", "v1").resources}
+    assert {"deployments", "statefulsets", "replicasets"} <= apps
 
 
 def test_status_subresource_of_a_custom_resource(custom: CustomObjectsApi) -> None:

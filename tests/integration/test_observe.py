@@ -353,6 +353,53 @@ def test_shared_objects_change_the_fingerprint(kube: FakeCluster, aws: AwsAdapte
     assert after.fingerprint != before.fingerprint
 
 
+def test_a_live_snapshot_says_which_pods_consolidation_may_move(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """Jobs, budgets and the pods' own words arrive through the client into the snapshot's stored form,
+    and assess_move decides on them."""
+    from spillway.adapters.kube import KubeClient
+    from spillway.model.cluster import ClusterSnapshot
+    from spillway.planner import codes
+    from spillway.planner.disruption import assess_move, elastic_room
+
+    host = kobj.cluster(1, 0)[0][0]["metadata"]["name"]
+    kubeapi.add({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": "ml"},
+                 "spec": {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8},
+                          "pytorchReplicaSpecs": {"Worker": {"replicas": 3, "template": {}}}}})  # fmt: skip
+    for i in range(3):
+        worker = kobj.pod(f"bert-worker-{i}", "ml", node_name=host, owner=("PyTorchJob", "bert"), cpu="100m",
+                          labels={"training.kubeflow.org/job-name": "bert",
+                                  "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
+        worker["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
+        kubeapi.add(worker)
+    kubeapi.add({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl", "namespace": "ml"},
+                 "spec": {"podFailurePolicy": {"rules": [{"action": "Ignore",
+                                                          "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                          "template": {"spec": {"restartPolicy": "Never",
+                                                "containers": [{"name": "c", "image": "x"}]}}}})  # fmt: skip
+    kubeapi.add(kobj.pod("etl-x1", "ml", node_name=host, owner=("Job", "etl"), cpu="100m",
+                         labels={"batch.kubernetes.io/job-name": "etl", "app": "etl"}))  # fmt: skip
+    kubeapi.add(kobj.pod("db-0", "ml", node_name=host, owner=("StatefulSet", "db"), cpu="100m", labels={"app": "db"},
+                         annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}))  # fmt: skip
+    kubeapi.add({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db", "namespace": "ml"},
+                 "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}}})  # fmt: skip
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    cluster = ClusterSnapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).cluster.to_dict())
+
+    jobs = cluster.jobs_by_key()
+    assert set(jobs) == {"PyTorchJob/ml/bert", "Job/ml/etl"}
+    pods = {p.name: p for p in cluster.pods if p.namespace == "ml"}
+    moves = {name: assess_move(p, None, cluster.pdb_allowance(p), T0, -10, jobs) for name, p in pods.items()}
+    assert {n: m.code for n, m in moves.items()} == {
+        "bert-worker-0": codes.POD_ELASTIC, "bert-worker-1": codes.POD_ELASTIC, "bert-worker-2": codes.POD_ELASTIC,
+        "etl-x1": codes.POD_DISRUPTION_TOLERATED,
+        "db-0": codes.POD_PDB_ALLOWS_NONE,  # safe-to-evict=true, but its budget allows no disruption
+    }  # fmt: skip
+    assert elastic_room(cluster.pods, jobs) == {"PyTorchJob/ml/bert": 1}
+
+
 # --- CapacityQuota status.used ---------------------------------------------------------------------
 
 
@@ -421,6 +468,46 @@ def test_a_failed_quota_status_write_does_not_fail_observe(
     kube.heal()
     observe_once(kube, aws, CONFIG, lambda: T0)
     assert kube.custom[0]["status"] == {"used": {"resources": {"nodes": "12"}}}
+
+
+def buffer_objs(version: str = "v1alpha1") -> list[dict[str, Any]]:
+    template = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
+    return [
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "web", "namespace": "shop"},
+         "template": {"spec": template}},
+        {"apiVersion": f"autoscaling.x-k8s.io/{version}", "kind": "CapacityBuffer",
+         "metadata": {"name": "headroom", "namespace": "shop"},
+         "spec": {"podTemplateRef": {"name": "web"}, "replicas": 2}},
+    ]  # fmt: skip
+
+
+def test_capacity_buffers_are_read_with_their_template_and_their_status_written_once(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    kube.custom.extend(buffer_objs())
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    [info] = snapshot.cluster.buffers
+    assert (info.key, info.replicas, info.template) == ("shop/headroom", 2, "web")
+    assert info.pod is not None and info.pod.requests["cpu"] == 2000
+    status = kube.custom[1]["status"]
+    assert status["replicas"] == 2 and status["conditions"][0]["type"] == "ReadyForProvisioning"
+    writes = [c for c in kube.calls if c[0] == "patch_custom_status"]
+    observe_once(kube, aws, CONFIG, lambda: T0 + timedelta(minutes=1))
+    assert [c for c in kube.calls if c[0] == "patch_custom_status"] == writes  # unchanged: not written again
+
+
+def test_capacity_buffers_refused_by_rbac_are_none_and_observe_goes_on(
+    kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube.custom.extend(buffer_objs("v1beta1"))
+    kube.fail("list_custom", KubeAuthError("list capacitybuffers: HTTP 403 Forbidden"))
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.buffers == ()
+    assert any("CapacityBuffers not read" in r.getMessage() for r in caplog.records)
 
 
 # --- the Lambda handler and its configuration ------------------------------------------------------

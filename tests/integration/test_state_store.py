@@ -174,3 +174,20 @@ def test_starting_an_execution_twice_under_one_name_is_not_an_error() -> None:
         assert len(sfn.list_executions(stateMachineArn=arn)["executions"]) == 1
         with pytest.raises(InputError, match="execution name"):
             executions.start(ExecutionRequest("scale_up", arn, "up/with:bad chars", {}))
+
+
+def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateStore, ddb: Any) -> None:
+    expires = NOW + timedelta(days=2)
+    first = store.claim("ml", "raise#up-p1", {"before": 1, "after": 3, "count": 2}, expires=expires)
+    again = store.claim("ml", "raise#up-p1", {"before": 3, "after": 5, "count": 2}, expires=expires)
+    other = store.claim("ml", "owner#us-east-1#i-1", {"owner": "up-p1"}, expires=expires)
+
+    assert first == ({"before": 1, "after": 3, "count": 2}, True)
+    assert again == ({"before": 1, "after": 3, "count": 2}, False)  # the retry raises nothing more
+    assert other[1] and store.claims("ml", "owner#") == {"owner#us-east-1#i-1": {"owner": "up-p1"}}
+    item = ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": "raise#up-p1"}})["Item"]
+    assert int(item["expires_at"]["N"]) == int(expires.timestamp())  # the table's TTL removes it
+    assert store.load("ml").version == 0  # claims are not the planner's state
+
+    store.release("ml", "raise#up-p1")
+    assert store.claim("ml", "raise#up-p1", {"count": 4}, expires=expires) == ({"count": 4}, True)

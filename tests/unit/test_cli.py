@@ -50,8 +50,9 @@ def test_state_out_writes_the_new_state(tmp_path: Path, capsys: pytest.CaptureFi
     code, _, _ = run([*EXAMPLE, "--state-out", str(out_file)], capsys)
     assert code == 0
     state = json.loads(out_file.read_text())
-    assert set(state) == {"nodes", "groups"}
+    assert set(state) == {"nodes", "groups", "raises"}  # the example plan scales up: its raises
     assert all("idle_since" in v for v in state["nodes"].values())
+    assert set(state["raises"]) and all(set(v) == {"to", "since"} for v in state["raises"].values())
 
 
 def write(tmp_path: Path, name: str, content: str | dict[str, object]) -> str:
@@ -398,3 +399,39 @@ def test_a_bad_quantity_in_a_capacity_quota_is_refused_naming_the_item(
     cluster = write(tmp_path, "c.json", o.kube_list([quota]))
     code, out, err = run(replace_arg("--cluster", cluster), capsys)
     assert_one_line_error(code, out, err, "c.json: items[0].spec.limits.resources.cpu")
+
+
+def test_plan_reads_provisioning_requests_and_their_pod_templates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kubectl get nodes,pods,pdb,provisioningrequests,podtemplates -A -o json: the plan prints the
+    statuses it would write."""
+    items = json.loads((EVENTS / "example-cluster.json").read_text())["items"]
+    spec = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "10m"}}}]}
+    items += [
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "ppt-small", "namespace": "default"},
+         "template": {"spec": spec}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+         "metadata": {"name": "small", "namespace": "default", "generation": 1,
+                      "creationTimestamp": "2026-11-02T09:55:00Z"},
+         "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                  "podSets": [{"podTemplateRef": {"name": "ppt-small"}, "count": 1}]}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+         "metadata": {"name": "orphan", "namespace": "default", "creationTimestamp": "2026-11-02T09:55:00Z"},
+         "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                  "podSets": [{"podTemplateRef": {"name": "gone"}, "count": 1}]}},
+    ]  # fmt: skip
+    cluster = write(tmp_path, "c.json", {"apiVersion": "v1", "kind": "List", "items": items})
+
+    code, out, _ = run(replace_arg("--cluster", cluster), capsys)
+
+    assert code == 0
+    statuses = {p["request"]: p for p in json.loads(out)["provisioning"]}
+    assert set(statuses) == {"default/small", "default/orphan"}
+
+    def reasons(name: str) -> dict[str, tuple[str, str]]:
+        return {c["type"]: (c["status"], c["reason"]) for c in statuses[f"default/{name}"]["conditions"]}
+
+    assert reasons("small") == {"Accepted": ("True", "Accepted"), "Provisioned": ("True", "CapacityIsFound")}
+    assert reasons("orphan") == {"Failed": ("True", "FailedToCreatePods")}
+    assert "PodTemplate default/gone not found" in statuses["default/orphan"]["conditions"][0]["message"]

@@ -796,3 +796,69 @@ def test_a_planned_drain_leaves_a_node_that_gained_work_since_the_plan(rig: Rig)
     # The same node, asked for by an operator (no plan), is drained: eviction is the point.
     out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE})
     assert out["preview"]["would_evict"] == ["team-a/late-job"]
+
+
+# --- consolidation: a plan's drain of a node that runs work -----------------------------------------
+
+PLAN = "20261102T100000Z-abc"
+
+
+def consolidation(*pods: str, **more: Any) -> dict[str, Any]:
+    return {"plan_id": PLAN, "consolidation": True, "pods": [f"team-a/{p}" for p in pods], **more}
+
+
+def test_a_consolidation_evicts_the_pods_it_planned_to_move_under_their_budget(rig: Rig) -> None:
+    rig.api.add(objects.daemonset_pod("aws-node-x", NODE))
+    rig.pod("web-0")
+    rig.pod("web-1")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+
+    drain = rig.cordoned(**consolidation("web-0", "web-1"), poll_seconds=1, deadline_seconds=60)
+    assert drain.consolidation and drain.pods == ("team-a/web-0", "team-a/web-1")
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"] and first["blocked"] == ["team-a/web-1"]
+    rig.pod("web-2", node=SPARE)  # the replacement runs elsewhere: the budget allows the next
+    last = rig.drainer.evict(drain, first)
+    assert last["done"] is True and last["evicted"] == ["team-a/web-0", "team-a/web-1"]
+    assert rig.drainer.record({"drain": drain.model_dump()}, "drained")["consolidation"] is True
+
+
+def test_a_consolidation_is_cancelled_before_touching_anything_when_other_work_arrived(rig: Rig) -> None:
+    rig.pod("web-0")
+    rig.pod("late-job", app="late")
+    rig.api.clear_requests()
+
+    with pytest.raises(DrainCancelled, match=r"did not plan to move .*team-a/late-job"):
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
+    assert rig.writes() == []
+
+
+def test_a_consolidation_is_cancelled_when_a_pod_it_moves_became_protected(rig: Rig) -> None:
+    rig.pod("web-0", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    rig.api.clear_requests()
+
+    with pytest.raises(DrainCancelled, match="may no longer be evicted"):
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
+    assert rig.writes() == []
+
+
+def test_a_pod_that_arrives_during_a_consolidation_is_left_running_and_the_drain_times_out(rig: Rig) -> None:
+    rig.pod("web-0")
+    drain = rig.cordoned(**consolidation("web-0"), poll_seconds=5, deadline_seconds=30)
+    rig.pod("late-0", app="late", tolerations=[{"operator": "Exists"}])  # tolerates the draining taint
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-0"]
+    assert [r["pod"] for r in first["remaining"]] == ["team-a/late-0"]
+    rig.clock.advance(31)
+    with pytest.raises(DrainTimeout, match="late-0"):
+        rig.drainer.evict(drain, first)
+    assert rig.api.get("Pod", "late-0", "team-a") is not None
+    assert rig.drainer.check(drain)["ready"] is False
+
+
+def test_a_consolidation_is_never_forced() -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        parse_request({"cluster": CLUSTER, "node": NODE, **consolidation("web-0", force=True)})
+    assert caught.value.field == "force"

@@ -168,14 +168,16 @@ def scale_events() -> dict[str, dict[str, Any]]:
     prep = {
         "before": [INSTANCE],
         "target": 2,
+        "count": 1,
+        "owner": "up-p1-1-us-east-1-gpu",
         "since": "2026-11-02T11:59:00Z",
         "deadline": "2026-11-02T12:10:00Z",
     }
     return {
         "prepare": {"action": "prepare", "group": GROUP},
-        "set_desired": {"action": "set_desired", "group": GROUP},
-        "verify": {"action": "verify", "group": GROUP, "prep": prep},
-        "backoff": {"action": "backoff", "cluster": "prod", "group": GROUP, "prep": {"before": []}},
+        "set_desired": {"action": "set_desired", "cluster": "prod", "group": GROUP, "prep": prep},
+        "verify": {"action": "verify", "cluster": "prod", "group": GROUP, "prep": prep},
+        "backoff": {"action": "backoff", "cluster": "prod", "group": GROUP, "prep": {**prep, "before": []}},
         "next_round": {"action": "next_round", "cluster": "prod", "round": 1, "max_rounds": 3,
                        "results": [{"group": "gpu", "outcome": "backed_off"}]},
     }  # fmt: skip
@@ -185,6 +187,9 @@ def run_scale(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, Fake
     kube, cloud, ledger, snapshots = fakes
     settings = PlanSettings(planner=PlannerConfig(cluster="prod", regions=("us-east-1", "us-west-2")))
     steps = scale.ScaleSteps(kube=kube, aws=cloud, ledger=ledger, snapshots=snapshots, settings=settings)
+    ledger.claimed[("prod", "raise#up-p1-1-us-east-1-gpu")] = {"count": 1}  # backoff: it raised 1
+    if action == "set_desired":
+        ledger.claimed.clear()
     steps.run(scale_events()[action])
 
 

@@ -197,3 +197,47 @@ def test_execution_request_for_a_tagged_group_and_none_for_an_untagged_one() -> 
     assert other is not None and other.name != request.name
     _, _, steps = world()
     assert steps.prepare({**request.input, "count": 3})["mode"] == "fleet"  # the input is what prepare reads
+
+
+def test_a_zone_keeps_the_fleet_to_that_zones_subnets() -> None:
+    cloud, _, steps = world()
+    cloud.groups[("us-east-1", "gpu")]["VPCZoneIdentifier"] = "subnet-a1,subnet-b1,subnet-a2"
+    cloud.subnets = {"subnet-a1": "us-east-1a", "subnet-a2": "us-east-1a", "subnet-b1": "us-east-1b"}
+    prep = steps.prepare({**REQUEST, "zone": "us-east-1b"})
+    steps.launch({**REQUEST, "zone": "us-east-1b", "prep": prep})
+
+    [config] = cloud.fleets[0].to_api()["LaunchTemplateConfigs"]
+    assert config["Overrides"] == [{"InstanceType": "g5.xlarge", "SubnetId": "subnet-b1"}]
+    assert cloud.called("subnet_zones") == [("us-east-1", ("subnet-a1", "subnet-b1", "subnet-a2"))]
+
+
+def test_a_zone_without_subnets_names_only_that_zone_and_no_zone_reads_no_subnets() -> None:
+    cloud, _, steps = world()
+    assert steps.prepare({**REQUEST, "zone": "us-east-1a"})["fleet"]["zones"] == ["us-east-1a"]
+    cloud.groups[("us-east-1", "gpu")]["VPCZoneIdentifier"] = "subnet-a1,subnet-b1"
+    assert steps.prepare(REQUEST)["fleet"]["subnets"] == ["subnet-a1", "subnet-b1"]
+    assert cloud.called("subnet_zones") == []
+
+
+@pytest.mark.parametrize(
+    ("zone", "mode", "message"),
+    [("us-east-1c", "fleet", "is not one of us-east-1/gpu's zones"), (7, "fleet", "must be a string"),
+     ("us-east-1a", "rollback", "rollback mode cannot choose a zone"), ("us-east-1b", "fleet", "no subnet in us-east-1b")],
+)  # fmt: skip
+def test_a_bad_zone_is_refused_naming_the_field_before_anything_launches(
+    zone: Any, mode: str, message: str
+) -> None:
+    cloud, _, steps = world()
+    cloud.groups[("us-east-1", "gpu")]["VPCZoneIdentifier"] = "subnet-a1"
+    cloud.subnets = {"subnet-a1": "us-east-1a"}
+    with pytest.raises(InputError, match=message) as raised:
+        steps.prepare({**REQUEST, "mode": mode, "zone": zone})
+    assert raised.value.field == "zone" and cloud.fleets == []
+
+
+def test_execution_request_passes_the_planners_zone_to_prepare() -> None:
+    tagged = NodeGroup("gpu", "us-east-1", 0, 8, 0, "g5.xlarge", None, atomic_launch="fleet")
+    request = gang.execution_request(tagged, 3, "ml/train", "p-1", "arn:sm", zone="us-east-1b")
+    assert request is not None and request.input["zone"] == "us-east-1b"
+    _, _, steps = world()
+    assert steps.prepare(request.input)["fleet"]["zones"] == ["us-east-1b"]

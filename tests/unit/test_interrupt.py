@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -208,7 +209,9 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
         "group": "spot-a", "reason": "spot interruption warning 1e5527d7-bb36-4607-3370-4164db56a40e",
         "deadline_seconds": 80, "poll_seconds": 5, "force": True, "terminate": True,
     }  # fmt: skip
-    assert sorted(g for g, _, _ in rig.ledger.backoffs) == ["spot-a", "spot-a2"]
+    # the type in its zone (State.pools: the planner weighs spot-ab's other zone), and the groups that
+    # launch nothing else
+    assert sorted(g for g, _, _ in rig.ledger.backoffs) == ["pool#us-east-1a/g5.xlarge", "spot-a", "spot-a2"]
     assert {until for _, until, _ in rig.ledger.backoffs} == {WARNED_AT + timedelta(minutes=15)}
     assert rig.counted("GroupsBackedOff") == 2
 
@@ -364,3 +367,15 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
+
+
+def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backed_off_whole() -> None:
+    snapshot = world()
+    mixed = replace(
+        group("mixed-a", "g5.xlarge", ("us-east-1a",)), instance_types=("g5.xlarge", "g5.2xlarge")
+    )
+    snapshot = replace(snapshot, groups=(*snapshot.groups, mixed))
+    rig = Rig(snapshot)
+    rig.handle(sample("interrupt-spot-warning.json"))
+    backed = sorted(g for g, _, _ in rig.ledger.backoffs)
+    assert "mixed-a" not in backed and "pool#us-east-1a/g5.xlarge" in backed

@@ -201,3 +201,50 @@ def test_the_zone_requirement_survives_a_snapshot_round_trip() -> None:
     again = ClusterSnapshot.from_dict(snapshot.to_dict())
     assert [p.one_zone for p in again.pods] == [True] * 3
     assert "oz" not in zone_world()[0].parsed()[0].to_dict()["pods"][0]  # old form unchanged
+
+
+def _gangs(result: object) -> dict[str, tuple[object, ...]]:
+    return {s.group: s.gangs for s in result.scale_up}  # type: ignore[attr-defined]
+
+
+def test_a_one_zone_gang_uses_a_fleet_group_spanning_three_zones_and_names_the_zone() -> None:
+    w = World()
+    w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b", "us-east-1c"])
+    tag(w, "fleet", "fleet")
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    pods = w.pods(
+        "train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, annotations=ZONE_TOPOLOGY, **BIG
+    )
+
+    result = w.plan()
+
+    assert scale_up(result) == {"fleet": (0, 3, pods)}
+    [launch] = _gangs(result)["fleet"]
+    assert launch.zone == "us-east-1a" and launch.to_dict()["zone"] == "us-east-1a"  # type: ignore[attr-defined]
+
+
+def test_the_same_group_in_rollback_mode_is_still_not_used_for_a_one_zone_gang() -> None:
+    w = World()
+    w.group("spread", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b", "us-east-1c"])
+    tag(w, "spread", "rollback")
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    pods = w.pods(
+        "train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, annotations=ZONE_TOPOLOGY, **BIG
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"gang-no-zone"}
+
+
+def test_a_gang_without_a_zone_requirement_on_a_fleet_group_gets_no_zone() -> None:
+    w = World()
+    w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b"])
+    tag(w, "fleet", "fleet")
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    w.pods("train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+
+    [launch] = _gangs(w.plan())["fleet"]
+
+    assert launch.zone is None and "zone" not in launch.to_dict()  # type: ignore[attr-defined]

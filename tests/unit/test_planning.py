@@ -239,6 +239,30 @@ def test_idle_nodes_are_drained_through_the_scale_down_execution() -> None:
     assert outcome.summary.drains == 1
 
 
+def test_a_consolidation_reaches_the_drain_with_the_pods_it_moves_and_a_drain_sized_reason() -> None:
+    w = World()
+    a, b = sorted(w.group("general", "m5.2xlarge", nodes=2))
+    for i, node in enumerate((a, b)):
+        w.pods(f"web{i}", 2, cpu="1500m", memory="1Gi", node_name=node, owner=("ReplicaSet", f"web{i}"),
+               annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+    rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", regions=("us-east-1",),
+                                                      consolidation="when-underutilized")))  # fmt: skip
+    cluster, groups, _, state = w.parsed()
+    rig.ledger.stored = StoredState(state=state, version=1, snapshot_key="2026-11-02T11:00:00.000000Z")
+    ref = rig.snapshots.add(Snapshot.build(cluster, groups, NOW))
+
+    rig.run(ref)
+
+    [request] = rig.executions.requests
+    [drain] = request.input["drains"]
+    assert drain["node"] == a and drain["consolidation"] is True
+    assert drain["pods"] == ["default/web0-0", "default/web0-1"]
+    assert "code" not in drain and len(drain["reason"]) <= 256
+    [record] = rig.ledger.plans.values()
+    [recorded] = record.plan["drain"]  # the plan record keeps the code and the whole reason
+    assert recorded["code"] == "consolidation" and recorded["pods"] == drain["pods"]
+
+
 def test_a_plan_with_nothing_to_do_still_records_the_plan_and_the_idle_clock() -> None:
     w = World()
     [node] = w.group("general", "m5.2xlarge", nodes=1)
@@ -472,9 +496,10 @@ def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_t
         o.node(f"node-{iid}", instance=iid, ready=(iid != stuck)) for iid in (before, ready_new, stuck)
     ])  # fmt: skip
     ledger = FakeLedger()
+    ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": 4, "count": 3}  # it raised 3
 
     out = steps(cloud, kube, ledger).backoff(
-        {"cluster": "ml", "group": {**GROUP, "to": 4}, "prep": {"before": [before]},
+        {"cluster": "ml", "group": {**GROUP, "to": 4}, "prep": {"before": [before], "owner": "up-p1", "count": 3},
          "launch": {"status": "timeout", "reason": "1 of 3 new node(s) Ready by the launch deadline"}}
     )  # fmt: skip
 

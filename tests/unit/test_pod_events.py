@@ -237,11 +237,21 @@ def test_the_plan_posts_its_events_on_the_pods_after_committing_the_ledger() -> 
     }  # fmt: skip
     assert set(rig.ledger.stored.state.events) == {f"default/train{i:02d}-0" for i in range(3)}
 
-    # the next snapshot, a minute later, the pods still pending: nothing said twice
+    # a minute later, the pods still pending and the raise not in the snapshot yet: it is assumed under
+    # way (State.raises), the pods fit on it, nothing is scaled or said again
     rig.ledger.stored = replace(rig.ledger.stored, executions=())
     later = rig.snapshots.add(snapshot_of(gpu_world(), NOW + timedelta(minutes=1)))
     second = rig.run(later, now=NOW + timedelta(minutes=1, seconds=5))
-    assert len(rig.cluster.posted) == 3 and second.events["suppressed"] == 3
+    assert (
+        len(rig.cluster.posted) == 3 and second.events["posted"] == 0 and second.summary.scale_up_nodes == 0
+    )
+    # six minutes later the raise never showed (past scale_up_claim_minutes): scaled for again, but the
+    # same Event inside the window is not posted twice
+    rig.ledger.stored = replace(rig.ledger.stored, executions=())
+    much_later = rig.snapshots.add(snapshot_of(gpu_world(), NOW + timedelta(minutes=6)))
+    third = rig.run(much_later, now=NOW + timedelta(minutes=6, seconds=5))
+    assert third.summary.scale_up_nodes == 3
+    assert len(rig.cluster.posted) == 3 and third.events["suppressed"] == 3
 
 
 def test_a_planner_that_loses_the_commit_race_posts_nothing() -> None:

@@ -385,3 +385,118 @@ def test_statuses_are_written_and_a_failed_write_never_fails_the_plan() -> None:
         raise KubeUnavailable("no API server")
 
     assert write_provisioning(down, result.provisioning)["failed"] == 1  # type: ignore[index]
+
+
+# --- in-flight launches (fleet mode: the group grows only at attach) ------------------------------
+
+
+def atomic_world(mode: str = "fleet", **group: Any) -> World:
+    w, _ = cpu_world(**group)
+    w.groups["cpu-east"]["Tags"].append(
+        {"ResourceId": "cpu-east", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
+         "Value": mode, "PropagateAtLaunch": False}
+    )  # fmt: skip
+    return w
+
+
+def with_conditions(raw: dict[str, Any], result: ScalingPlan) -> dict[str, Any]:
+    """The request as the API holds it after the plan function wrote ``result``'s status."""
+    update = next(u for u in result.provisioning if u.name == raw["metadata"]["name"])
+    return {**raw, "status": update.status()}
+
+
+def test_a_request_being_launched_is_not_launched_again_nor_failed() -> None:
+    w = atomic_world()
+    raw = request("r", BEST_EFFORT_ATOMIC, [("a", 2)])
+    first = run(w, [raw], [template("a")])
+    assert scale_up(first)["cpu-east"][:2] == (0, 2)
+    assert first.state.gangs["default/r"].count == 2
+    w.state = first.state.to_wire()
+
+    # CreateFleet ran, attach has not: the group still shows desired 0, nothing launching
+    later = run(w, [with_conditions(raw, first)], [template("a")], now=NOW + timedelta(minutes=2))
+
+    assert later.scale_up == ()
+    assert later.provisioning == ()  # still Provisioned=False / CapacityIsLaunching: nothing to write
+    assert later.state.gangs["default/r"] == first.state.gangs["default/r"]
+    assert later.pending == ()
+
+
+def test_ready_nodes_not_yet_labelled_do_not_provision_a_request_launched_for() -> None:
+    w = atomic_world(nodes=2)  # the fleet attached and is Ready; the gang launch has not labelled it
+    raw = request("r", BEST_EFFORT_ATOMIC, [("a", 2)])
+    w.state = {"nodes": {}, "groups": {}, "gangs": {"default/r": {
+        "group": "cpu-east", "region": "us-east-1", "count": 2, "since": "2026-11-02T11:56:00Z"}}}  # fmt: skip
+    launching = [condition("Accepted", "True", "Accepted", NOW - timedelta(minutes=4)),
+                 condition("Provisioned", "False", "CapacityIsLaunching", NOW - timedelta(minutes=4))]  # fmt: skip
+    raw["status"]["conditions"] = launching
+
+    result = run(w, [raw], [template("a")])
+
+    assert result.scale_up == ()
+    assert all(c["status"] != "True" for u in result.provisioning for c in u.conditions
+               if c["type"] == "Provisioned")  # fmt: skip
+    # once labelled, it is provisioned with the label published
+    for node in w.items:
+        if node["kind"] == "Node":
+            node["metadata"]["labels"][NODE_LABEL] = "default.r"
+    labelled = run(w, [raw], [template("a")])
+    assert conds(labelled)["Provisioned"] == ("True", "CapacityIsProvisioned")
+    assert labelled.provisioning[0].details["NodeSelectorValue"] == "default.r"
+
+
+def test_without_a_launch_under_way_free_room_provisions_an_atomic_request() -> None:
+    w = atomic_world(nodes=2)  # the nodes were there: nothing was launched for the request
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)])], [template("a")])
+
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+
+
+def test_a_booked_idle_node_is_not_drained_while_the_booking_holds() -> None:
+    w, names = cpu_world(nodes=1, min_size=0)
+    w.idle_since(names[0], minutes_ago=60)
+    at = NOW - timedelta(minutes=2)
+    booked = [condition("Accepted", "True", "Accepted", at),
+              condition("Provisioned", "True", "CapacityIsFound", at)]  # fmt: skip
+
+    held = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=booked)], [template("t")])
+    free = run(w, [], [template("t")])
+
+    assert [d.node for d in free.drain] == names  # idle an hour: drained without the booking
+    assert held.drain == ()
+    assert {k.node: k.code for k in held.kept}[names[0]] == "pending-fits"
+
+
+def test_a_labelled_booking_is_revoked_when_its_labelled_nodes_go_though_other_room_exists() -> None:
+    w, _ = cpu_world(nodes=2)  # free room, not labelled for the request
+    w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=1, labels={NODE_LABEL: "default.r"})
+    at = NOW - timedelta(minutes=1)
+    provisioned = request("r", BEST_EFFORT_ATOMIC, [("a", 2)], conditions=[
+        condition("Accepted", "True", "Accepted", at), condition("Provisioned", "True", "CapacityIsProvisioned", at)])  # fmt: skip
+    provisioned["status"]["provisioningClassDetails"] = {
+        "NodeSelectorKey": NODE_LABEL,
+        "NodeSelectorValue": "default.r",
+    }
+
+    result = run(
+        w, [provisioned], [template("a")]
+    )  # one labelled node of the two left: its pods can't all run
+
+    assert conds(result)["CapacityRevoked"] == ("True", "BookedCapacityGone")
+    unlabelled = dict(provisioned, status={"conditions": provisioned["status"]["conditions"]})
+    assert run(w, [unlabelled], [template("a")]).provisioning == ()  # a plain booking holds in free room
+
+
+def test_a_young_request_waits_a_minute_for_its_pod_templates() -> None:
+    w, _ = cpu_world(nodes=1)
+    young = request("r", CHECK_CAPACITY, [("ppt-r-main", 1)], created=NOW - timedelta(seconds=5))
+
+    before = run(w, [young], [])  # Kueue creates the request, then its PodTemplates
+    created = run(w, [young], [template("ppt-r-main")])
+    never = run(w, [young], [], now=NOW + timedelta(minutes=1))
+
+    assert before.provisioning == ()  # untouched, not failed
+    assert conds(created)["Provisioned"] == ("True", "CapacityIsFound")
+    assert conds(never) == {"Failed": ("True", "FailedToCreatePods")}
+    bad_count = request("b", CHECK_CAPACITY, [("ppt-r-main", 0)], created=NOW - timedelta(seconds=5))
+    assert conds(run(w, [bad_count], [template("ppt-r-main")]), "b")["Failed"][0] == "True"  # at once

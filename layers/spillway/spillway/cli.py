@@ -28,9 +28,10 @@ def _plan(args: argparse.Namespace) -> int:
     snapshot = inputs.load_cluster(args.cluster, config.cluster or "cluster", now)
     asgs = inputs.load_asgs(args.asgs)
     activities = inputs.load_activities(args.activities)
+    scheduled = inputs.load_scheduled_actions(args.scheduled_actions)
     catalogue = inputs.load_instance_types(args.instance_types)
     state = inputs.load_state(args.state)
-    groups = inputs.node_groups(asgs, activities, catalogue, config)
+    groups = inputs.node_groups(asgs, activities, catalogue, config, scheduled=scheduled)
     with bulk_allocation():
         result = plan(snapshot, groups, config, state, now)
     if args.state_out:
@@ -81,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FILE",
         help="aws autoscaling describe-scaling-activities (repeatable)",
+    )
+    p.add_argument(
+        "--scheduled-actions",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="aws autoscaling describe-scheduled-actions (repeatable): MinSize floors for scale-down",
     )
     p.add_argument(
         "--instance-types",

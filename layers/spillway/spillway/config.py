@@ -7,14 +7,16 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from spillway.errors import ConfigurationError
 from spillway.model.quantity import QuantityError, to_milli
+from spillway.model.windows import TimeWindow, Windowed
 
 # Longest delay a *_minutes setting may hold: ten years is "never" for an autoscaler, and anything
 # finite this size still fits the timedeltas the planner builds from it (inf and 1e300 do not).
@@ -71,17 +73,113 @@ class LimitScope(BaseModel):
         return {k: to_milli(v) for k, v in self.limits.items()}
 
 
+class LimitSchedule(Windowed):
+    """Limits that replace a tenant's base ``limits`` while one of their ``windows`` is open."""
+
+    windows: tuple[TimeWindow, ...] = Field(min_length=1)  # an entry without windows would always hold
+    limits: dict[str, str] = Field(default_factory=dict)
+
+    _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
+
+
 class TenantLimits(BaseModel):
-    """What Spillway may add for one tenant's pods, overall (``limits``) and per scope."""
+    """What Spillway may add for one tenant's pods, overall (``limits``, or those of the first
+    ``schedule`` entry whose window is open) and per scope."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     limits: dict[str, str] = Field(default_factory=dict)
     scopes: tuple[LimitScope, ...] = ()
+    schedule: tuple[LimitSchedule, ...] = ()
 
     _limits = field_validator("limits", mode="before")(classmethod(lambda cls, v: _check_limits(v)))
 
-    def as_resources(self) -> dict[str, int]:
-        return {k: to_milli(v) for k, v in self.limits.items()}
+    def limits_at(self, now: datetime) -> dict[str, str]:
+        """The limits in force at ``now``: the first open schedule entry's, else the base ones."""
+        entry = next((e for e in self.schedule if e.active_at(now)), None)
+        return dict(entry.limits) if entry is not None else dict(self.limits)
+
+    def as_resources(self, now: datetime | None = None) -> dict[str, int]:
+        limits = self.limits if now is None else self.limits_at(now)
+        return {k: to_milli(v) for k, v in limits.items()}
+
+
+class BufferPod(BaseModel):
+    """The shape of one virtual pod of a configured buffer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    cpu: str | None = None
+    memory: str | None = None
+    gpu: str | None = Field(default=None, alias="nvidia.com/gpu")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+
+    @field_validator("cpu", "memory", "gpu", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        text = value if isinstance(value, str) else str(value)
+        try:
+            to_milli(text)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+        return text
+
+    @field_validator("tolerations", mode="before")
+    @classmethod
+    def _tolerations(cls, value: Any) -> Any:
+        from spillway.model.k8s import Toleration  # the API's own type checks each entry
+
+        if not isinstance(value, list | tuple):
+            raise ValueError("expected a list of tolerations")
+        return tuple(Toleration.model_validate(t).model_dump(by_alias=True, exclude_none=True) for t in value)
+
+    def requests(self) -> dict[str, str]:
+        named = {"cpu": self.cpu, "memory": self.memory, "nvidia.com/gpu": self.gpu}
+        return {k: v for k, v in named.items() if v is not None}
+
+
+class BufferConfig(Windowed):
+    """Spare capacity held by the clock: ``replicas`` virtual pods shaped like ``pod`` while one of
+    ``windows`` is open (always, without windows). README "Buffers"."""
+
+    name: str = Field(min_length=1)
+    pod: BufferPod
+    replicas: int = Field(ge=0)
+
+
+ConsolidationMode = Literal["off", "when-empty", "when-underutilized"]
+
+
+def _budget_nodes(value: Any) -> str:
+    """Karpenter's ``nodes``: a count (``3``) or a percentage of the group's nodes (``"10%"``)."""
+    if isinstance(value, bool):
+        raise ValueError('expected a count of nodes (3) or a percentage ("10%")')
+    text = str(value).strip()
+    number = text[:-1] if text.endswith("%") else text
+    if not number.isdigit() or (text.endswith("%") and int(number) > 100):
+        raise ValueError(f'expected a count of nodes (3) or a percentage 0-100% ("10%"), got {text!r}'[:120])
+    return f"{int(number)}%" if text.endswith("%") else str(int(number))
+
+
+class DisruptionBudget(Windowed):
+    """At most ``nodes`` (a count, or a percentage of the group's nodes, rounded up as Karpenter does)
+    of each group in ``groups`` (empty: every group) disrupted at once, while any of ``windows`` is
+    active (always without). The most restrictive active budget binds."""
+
+    nodes: str
+    groups: tuple[str, ...] = ()
+
+    _nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: _budget_nodes(v)))
+
+    def applies_to(self, group: str) -> bool:
+        return not self.groups or group in self.groups
+
+    def allowed(self, group_nodes: int) -> int:
+        """Nodes of a group of ``group_nodes`` this budget lets be disrupted at once."""
+        if self.nodes.endswith("%"):
+            return -(-group_nodes * int(self.nodes[:-1]) // 100)  # rounded up (Karpenter)
+        return int(self.nodes)
 
 
 def parse_range(text: str) -> tuple[int, int]:
@@ -142,6 +240,9 @@ class PlannerConfig(BaseModel):
     # A gang launched atomically is not scaled for again this long (unless its group backs off): in
     # fleet mode its instances are not in the group until attached. Above the gang deadline (10 min).
     gang_launch_minutes: float = _minutes(15)
+    # A raise a plan made is assumed under way this long when a later snapshot does not show it yet
+    # (State.raises): snapshots taken before it landed must not scale the same pods again.
+    scale_up_claim_minutes: float = _minutes(5)
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
     # -- the shared cluster: tenant limits and cluster totals (README "Tenants, limits and gangs") --
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)
@@ -149,11 +250,27 @@ class PlannerConfig(BaseModel):
     cores_total: str | None = None  # "<min>:<max>" cores
     memory_total: str | None = None  # "<min>:<max>" GiB
     gpu_total: tuple[str, ...] = ()  # "<type>:<min>:<max>", repeatable
+    # -- consolidation (README "Consolidation"); a group's spillway.io/consolidation tag overrides --
+    consolidation: ConsolidationMode = "when-empty"
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()
+    consolidation_restart_minutes: float = _minutes(10)  # the time a moved pod loses
+    consolidation_horizon_minutes: float = Field(default=60, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
+    # -- capacity by the clock: spare room held as virtual pods (README "Buffers") --
+    buffers: tuple[BufferConfig, ...] = ()
 
     _cores = field_validator("cores_total", "memory_total", mode="before")(
         classmethod(lambda cls, v: _range_or_none(v))
     )
     _gpus = field_validator("gpu_total", mode="before")(classmethod(lambda cls, v: _gpu_ranges(v)))
+
+    @field_validator("buffers")
+    @classmethod
+    def _unique_buffers(cls, value: tuple[BufferConfig, ...]) -> tuple[BufferConfig, ...]:
+        names = [b.name for b in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"buffer name {twice[0]!r} is used twice")
+        return value
 
 
 def _read_document(path: str | Path) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,18 +13,22 @@ from pydantic import ValidationError
 
 from spillway.config import PlannerConfig, load_config_file
 from spillway.errors import InputError
+from spillway.model import provreq
 from spillway.model.aws import (
     AutoScalingGroup,
     InstanceTypeInfo,
     ScalingActivity,
+    ScheduledAction,
     bundled_instance_types,
     parse_activities,
     parse_asgs,
     parse_instance_types,
+    parse_scheduled_actions,
 )
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import iter_kube_list
 from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique
+from spillway.model.schedule import Cron, zone_of
 from spillway.model.state import State
 from spillway.perf import bulk_allocation
 
@@ -83,9 +88,11 @@ def _parse(path: str | Path, key: str, parser: Callable[[Any], T]) -> T:
 
 def load_cluster(path: str | Path, cluster: str, taken_at: datetime) -> ClusterSnapshot:
     doc = read_json(path)
+    provreqs = provreq.from_list(doc)  # before the List's items are released as they are parsed
     try:
         with bulk_allocation():
-            return ClusterSnapshot.from_objects(cluster, taken_at, iter_kube_list(doc, release=True))
+            snapshot = ClusterSnapshot.from_objects(cluster, taken_at, iter_kube_list(doc, release=True))
+            return replace(snapshot, provreqs=provreqs) if provreqs else snapshot
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")
         raise InputError(msg or field, source=str(path), field=field if msg else None) from None
@@ -126,6 +133,27 @@ def load_activities(paths: Sequence[str | Path]) -> list[ScalingActivity]:
     out: list[ScalingActivity] = []
     for path in paths:
         out.extend(_parse(path, "Activities", parse_activities))
+    return out
+
+
+def load_scheduled_actions(paths: Sequence[str | Path]) -> list[ScheduledAction]:
+    """``aws autoscaling describe-scheduled-actions`` outputs. A Recurrence or TimeZone that cannot be
+    read is refused here, naming the field (observe keeps it as a problem of the group instead)."""
+    out: list[ScheduledAction] = []
+    for path in paths:
+        parsed = _parse(path, "ScheduledUpdateGroupActions", parse_scheduled_actions)
+        for index, action in enumerate(parsed):
+            where = f"ScheduledUpdateGroupActions[{index}]"
+            try:
+                if action.Recurrence:
+                    Cron.parse(action.Recurrence)
+            except ValueError as exc:
+                raise InputError(str(exc), source=str(path), field=f"{where}.Recurrence") from None
+            try:
+                zone_of(action.TimeZone)
+            except ValueError as exc:
+                raise InputError(str(exc), source=str(path), field=f"{where}.TimeZone") from None
+        out.extend(parsed)
     return out
 
 
@@ -170,10 +198,16 @@ def node_groups(
     catalogue: dict[str, InstanceTypeInfo],
     config: PlannerConfig,
     source: str = "--asgs",
+    scheduled: Sequence[ScheduledAction] = (),
 ) -> list[NodeGroup]:
     try:
         return build_node_groups(
-            asgs, activities, catalogue, config.node_reserve.as_resources(), config.cluster
+            asgs,
+            activities,
+            catalogue,
+            config.node_reserve.as_resources(),
+            config.cluster,
+            scheduled=scheduled,
         )
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")

@@ -1,5 +1,7 @@
 """Observe a cluster: Kubernetes (nodes, pods, PDBs, and the shared-cluster objects: namespaces,
-pod groups, Workloads, CapacityQuotas) and its Auto Scaling groups in every region.
+pod groups, Workloads, CapacityQuotas, and the jobs that say whether their pods may move: PyTorchJobs,
+PaddleJobs, batch Jobs) and its Auto Scaling groups in every region.
+pod groups, Workloads, CapacityQuotas, ProvisioningRequests, CapacityBuffers) and its Auto Scaling groups in every region.
 
 ``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
@@ -27,10 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.config import NodeReserve
 from spillway.errors import KubeError, ObservationFailed
+from spillway.model import buffer as capacity_buffer
 from spillway.model import provreq
 from spillway.model.act import SaveResult
-from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PodInfo
-from spillway.model.k8s import AUTOSCALING_GROUP, Node, Pod
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PdbMatcher, PodInfo
+from spillway.model.k8s import AUTOSCALING_GROUP, CapacityBuffer, Node, Pod, PodTemplate, Scalable
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
@@ -90,28 +93,35 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     regions = aws.regions
     # AWS regions, nodes and PDBs in worker threads (mostly waiting on the network); the pods, the
     # bulk of the data, in this thread.
-    pool = ThreadPoolExecutor(max_workers=len(regions) + 3, thread_name_prefix="observe")
+    pool = ThreadPoolExecutor(max_workers=len(regions) + 5, thread_name_prefix="observe")
     futures: list[Future[list[NodeGroup]]] = [
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
-    pdb_future = pool.submit(lambda: tuple(PdbInfo.from_pdb(p) for p in kube.iter_pdbs()))
+    pdb_future = pool.submit(lambda: list(kube.iter_pdbs()))
     # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come
     shared_future = pool.submit(
         lambda: ClusterSnapshot.from_objects(config.cluster, taken_at, kube.iter_shared_objects())
     )
     provreq_future = pool.submit(provisioning_requests, kube)
+    budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
+    buffer_future = pool.submit(capacity_buffers, kube)
     try:
-        pods = tuple(_pod_infos(kube.iter_pods(), keep_terminal=config.keep_terminal_pods))
+        pod_list = list(_pod_infos(kube.iter_pods(), budgets, keep_terminal=config.keep_terminal_pods))
         nodes = node_future.result()
-        pdbs = pdb_future.result()
+        raw_pdbs = pdb_future.result()
         shared = shared_future.result()
         provreqs = provreq_future.result()
+        buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
         raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc
     pool.shutdown(wait=True)
+    for pdb in raw_pdbs:
+        budgets.add(pdb)
+    pods = budgets.apply(pod_list)
+    pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started
     cluster = ClusterSnapshot(
         cluster=config.cluster,
@@ -124,8 +134,11 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         gangs=shared.gangs,
         quotas=shared.quotas,
         provreqs=provreqs,
+        jobs=shared.jobs,
+        buffers=buffers.infos,
     )
     cluster = update_quota_status(kube, cluster)
+    update_buffer_status(kube, buffers, taken_at)
     return Snapshot.build(cluster, groups, taken_at, seconds)
 
 
@@ -196,14 +209,103 @@ def provisioning_requests(kube: Cluster) -> tuple[ProvisioningRequestInfo, ...]:
     return provreq.request_infos(requests, templates)
 
 
-def _pod_infos(pods: Iterator[Pod], *, keep_terminal: bool) -> Iterator[PodInfo]:
-    """Each API pod becomes a compact record as soon as its page arrives; the model is dropped."""
+@dataclass(frozen=True, slots=True)
+class Buffers:
+    """The CapacityBuffers read (as models, for their status), the version served, and their infos."""
+
+    objects: tuple[CapacityBuffer, ...] = ()
+    version: str = ""
+    infos: tuple[capacity_buffer.BufferInfo, ...] = ()
+
+
+def capacity_buffers(kube: Cluster) -> Buffers:
+    """The cluster's CapacityBuffers (v1beta1, else v1alpha1) with the PodTemplates they name (read only
+    in the namespaces that have buffers). No CRD, no RBAC: none, with a warning; a buffer the model
+    refuses is logged and left out."""
+    try:
+        raw: list[dict[str, object]] = []
+        version = ""
+        for version in capacity_buffer.VERSIONS:
+            raw = kube.list_custom(capacity_buffer.GROUP, version, capacity_buffer.PLURAL)
+            if raw:
+                break
+        objects, refused = capacity_buffer.parse_buffers(raw)
+        namespaces = sorted({b.metadata.namespace or "default" for b in objects})
+        templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
+        workloads = _scalables(kube, objects)
+    except KubeError as exc:
+        log.warning("CapacityBuffers not read (%s: %s); none are served", type(exc).__name__, exc)
+        return Buffers()
+    for why in refused:
+        log.error("%s; the buffer is left out", why)
+    models = [m for m in (_readable(PodTemplate, t) for t in templates) if isinstance(m, PodTemplate)]
+    scalables = [m for m in (_readable(Scalable, w) for w in workloads) if isinstance(m, Scalable)]
+    return Buffers(tuple(objects), version, capacity_buffer.buffer_infos(objects, models, scalables))
+
+
+def _scalables(kube: Cluster, buffers: Iterable[CapacityBuffer]) -> list[dict[str, object]]:
+    """The apps/v1 objects the buffers' ``scalableRef`` may name: each kind named, listed in the
+    namespaces whose buffers name it (kind set on each item: list items carry none)."""
+    wanted = sorted(
+        {
+            (ref.kind, b.metadata.namespace or "default")
+            for b in buffers
+            if (ref := b.spec.scalable_ref) is not None
+            and ref.api_group == "apps"
+            and ref.kind in capacity_buffer.SCALABLE
+        }
+    )
+    out: list[dict[str, object]] = []
+    for kind, namespace in wanted:
+        items = kube.list_custom("apps", "v1", capacity_buffer.SCALABLE[kind], namespace)
+        out += [{**item, "kind": kind, "apiVersion": "apps/v1"} for item in items]
+    return out
+
+
+def _readable(model: type[PodTemplate] | type[Scalable], raw: dict[str, object]) -> object:
+    try:
+        return model.model_validate(raw)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        log.error("%s not readable: %s", model.__name__, str(exc).splitlines()[0])
+        return None
+
+
+def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None:
+    """Write each buffer's status as its controller does (:func:`spillway.model.buffer.status_update`)
+    when it changed. Best effort, as for CapacityQuotas: a failed write is logged, never raised."""
+    infos = {(i.namespace, i.name): i for i in buffers.infos}
+    for obj in buffers.objects:
+        namespace = obj.metadata.namespace or "default"
+        info = infos.get((namespace, obj.metadata.name))
+        status = capacity_buffer.status_update(obj, info, now) if info is not None else None
+        if status is None:
+            continue
+        try:
+            kube.patch_custom_status(
+                capacity_buffer.GROUP,
+                buffers.version,
+                capacity_buffer.PLURAL,
+                namespace,
+                obj.metadata.name,
+                status,
+            )
+        except Exception as exc:  # best effort: observing must go on
+            log.warning("CapacityBuffer %s/%s: writing status failed: %s: %s", namespace, obj.metadata.name,
+                        type(exc).__name__, exc)  # fmt: skip
+
+
+def _pod_infos(pods: Iterator[Pod], budgets: PdbMatcher, *, keep_terminal: bool) -> Iterator[PodInfo]:
+    """Each API pod becomes a compact record as soon as its page arrives; the model is dropped (a bound
+    pod's labels are kept by ``budgets`` until the PodDisruptionBudgets are known)."""
+    index = 0
     for pod in pods:
         if not _usable(pod):
             continue
         info = PodInfo.from_pod(pod)
         if info.terminal and not info.daemonset and not keep_terminal:
             continue
+        budgets.remember(index, pod)
+        index += 1
         yield info
 
 

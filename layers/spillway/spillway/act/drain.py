@@ -164,6 +164,7 @@ def parse_request(raw: Any) -> DrainRequest:
         rest = "".join(f"; {f}: {t}" for f, t in problems[1:])
         raise InvalidDrainRequest(first_text + rest, field=first_field) from None
     _refuse(_too_many_rounds(request))
+    _refuse(_consolidation_refusal(request))
     return request
 
 
@@ -391,13 +392,46 @@ GROUP_CHECKS = (_unmanaged_group, _leaving_group, _cordoned_by_others, _scale_do
 
 def _refuse_busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> None:
     """A plan drains only nodes it saw empty; work that landed since must not be evicted by a
-    scale-down ("no running job killed"). Nothing has been touched yet."""
+    scale-down ("no running job killed"). Nothing has been touched yet. A consolidation saw the node
+    busy: it moves the pods it names and only those (:func:`_refuse_changed_consolidation`)."""
+    if request.consolidation:
+        _refuse_changed_consolidation(request, verdicts)
+        return
     busy = [v.pod for v in verdicts if v.action != "ignore"]
     if request.plan_id and busy and not request.force:
         raise DrainCancelled(
             f"Node {request.node!r} runs {len(busy)} workload pod(s) now ({', '.join(busy[:3])}); the plan "
             "that chose it saw it empty, so this scale-down leaves it alone"
         )
+
+
+def _refuse_changed_consolidation(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> None:
+    """A consolidation is cancelled, before it touches anything, when the node runs a workload pod the
+    plan did not plan to move, or when one it planned to move may no longer be evicted."""
+    expected = set(request.pods)
+    arrived = [v.pod for v in verdicts if v.action != "ignore" and v.pod not in expected]
+    if arrived:
+        raise DrainCancelled(
+            f"Node {request.node!r} runs {len(arrived)} workload pod(s) the plan did not plan to move "
+            f"({', '.join(arrived[:3])}); the consolidation leaves it alone"
+        )
+    protected = [v for v in verdicts if v.action == "keep"]
+    if protected:
+        raise DrainCancelled(
+            f"Node {request.node!r}: {protected[0].pod} may no longer be evicted ({protected[0].reason}); "
+            "the consolidation leaves the node alone"
+        )
+
+
+def _consolidation_refusal(request: DrainRequest) -> Refusal:
+    if request.consolidation and request.force:
+        return InvalidDrainRequest(
+            "a consolidation moves only pods that may be evicted: it is never forced", field="force"
+        )
+    return None
+
+
+ARRIVED = "not among the pods the consolidation moves (it arrived after the plan): left running"
 
 
 # --- pods --------------------------------------------------------------------------------------
@@ -413,6 +447,18 @@ def classify(pod: Pod, *, force: bool) -> PodVerdict:
     judged = assess(info, force=force)
     action = _ACTION[judged.verdict]
     return PodVerdict(info.key, action, "" if action == "evict" else judged.reason, info.priority)
+
+
+def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]:
+    """A consolidation's pods to evict are the plan's: any other workload pod is kept (it keeps the node
+    busy: at the deadline the drain fails and is compensated, the pod still running)."""
+    if not drain.consolidation:
+        return verdicts
+    expected = set(drain.pods)
+    return [
+        PodVerdict(v.pod, "keep", ARRIVED, v.priority) if v.action == "evict" and v.pod not in expected else v
+        for v in verdicts
+    ]
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -493,6 +539,7 @@ class Drainer:
         drain = self._new_drain(request, node, placement)
         verdicts = [classify(p, force=request.force) for p in self.kube.pods_on_node(drain.node)]
         _refuse_busy_planned_drain(request, verdicts)
+        verdicts = _only_expected(drain, verdicts)
         if request.dry_run:
             self.on_outcome("dry_run", drain)
         return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
@@ -514,6 +561,8 @@ class Drainer:
             group=placement.group,
             region=region,
             plan_id=request.plan_id,
+            consolidation=request.consolidation,
+            pods=tuple(request.pods),
             started_at=iso(now),
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
@@ -581,13 +630,9 @@ class Drainer:
         (with ``force``, ``done`` and ``forced`` instead)."""
         self._our_node(drain)
         previous = previous or {}
-        before = [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
+        before = self._verdicts(drain)
         evicted_now, blocked = self._evict_round(before)
-        after = (
-            [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
-            if evicted_now
-            else before
-        )
+        after = self._verdicts(drain) if evicted_now else before
         remaining = _remaining(after, evicted_now, blocked)
         forced = self._forced_at_deadline(drain, remaining)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
@@ -620,6 +665,11 @@ class Drainer:
                 evicted.append(verdict.pod)
         return evicted, blocked
 
+    def _verdicts(self, drain: Drain) -> list[PodVerdict]:
+        """What to do with each pod on the node now (a consolidation evicts only its own pods)."""
+        verdicts = [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
+        return _only_expected(drain, verdicts)
+
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""
         if not remaining or self.clock() < drain.deadline:
@@ -642,7 +692,7 @@ class Drainer:
             raise DrainCancelled(
                 f"Node {drain.node!r} is instance {now_instance} now, not {drain.instance_id}; nothing terminated"
             )
-        verdicts = [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
+        verdicts = self._verdicts(drain)
         remaining = [{"pod": v.pod, "reason": v.reason} for v in verdicts if v.action != "ignore"]
         forced = bool(remaining) and drain.force and self.clock() >= drain.deadline
         return {"ready": not remaining or forced, "forced": forced, "remaining": remaining[:LIST_LIMIT]}
@@ -808,7 +858,7 @@ class Drainer:
             "plan_id": drain.plan_id,
             "started_at": drain.started_at,
             "deadline_at": drain.deadline_at,
-        }
+        } | ({"consolidation": True} if drain.consolidation else {})
 
     def _compensation_note(self, drain: Drain, state: Mapping[str, Any]) -> str:
         done = state.get("compensation")

@@ -11,39 +11,32 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
     tagged with the attempt) → ``gang_attach`` (once every instance runs: ``AttachInstances``, 20 a call,
     which raises the desired capacity) → ``gang_verify`` (every instance InService, its Node Ready).
 ``rollback``
-    ``gang_prepare`` → ``gang_raise`` (desired capacity + count, absolute) → ``gang_verify`` (the whole
-    count of new instances InService and Ready; a Failed launch activity for capacity ends it early).
+    ``gang_prepare`` → ``gang_raise`` (desired capacity + count relative to the live value, once per
+    attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
+    attempt's own instances InService and Ready; a Failed launch activity for capacity ends it early).
 
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
 deadline) ends in ``gang_give_back``: every instance of the attempt is terminated (those in the group
 with ``ShouldDecrementDesiredCapacity``, those not yet attached with EC2 ``TerminateInstances``; the
-attempt's tag finds even instances whose ids a lost response never told us), the desired capacity is set
-back to what it was, and the group is backed off in the state table as scale-up's ``backoff`` does. The
-execution then fails with a named error: ``CapacityUnavailable``, ``GangIncomplete`` or the step's own.
-No half gang is ever left running.
+attempt's tag finds even instances whose ids a lost response never told us); in rollback mode the
+capacity the attempt raised but never launched is given back relative to the live desired capacity
+(:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
+scale-up's ``backoff`` does. The execution then fails with a named error: ``CapacityUnavailable``,
+``GangIncomplete`` or the step's own. No half gang is ever left running.
 
-Every step is idempotent (absolute capacities, a CreateFleet ``ClientToken`` per attempt, attaching only
-what is not attached yet), so the state machine retries any of them on ``AwsThrottled``.
+Every step is idempotent (a raise marker per attempt, a CreateFleet ``ClientToken`` per attempt,
+attaching only what is not attached yet, terminating only what still runs), so the state machine
+retries any of them on ``AwsThrottled``.
 
 :func:`execution_request` is what planning (:func:`spillway.act.planning.gang_requests`) calls to start
 ``gang_launch.asl.json`` for each gang a plan places on a group whose tag says ``fleet`` or ``rollback``.
 
-Composition with an ordinary scale-up of the same group (checked; NOT fixed yet):
-
-* fleet mode composes: AttachInstances adds to the live desired capacity, and scale-up's ``prepare``
-  only ever raises the desired capacity to its absolute ``to``.
-* rollback mode does not yet: ``gang_raise`` sets ``prep.desired + count`` (the desired capacity read at
-  ``gang_prepare``), absolute so that a retry is harmless. A scale-up (or another gang) that raised the
-  group between this gang's prepare and raise is overwritten (lowered); and when the gang raises first,
-  a scale-up whose ``to`` is not above the raised value sets nothing, so its nodes are absorbed. A raise
-  relative to the live value at raise time, exactly once, needs a per-attempt marker (e.g. a
-  conditional item in the state table) that this module does not have yet.
-* ``gang_give_back`` sets the desired capacity back to ``prep.desired`` (never below MinSize), which also
-  gives back what a concurrent scale-up added meanwhile; and scale-up's ``backoff`` terminates every
-  new instance without a Ready Node and lowers the desired capacity to the live instances, which can
-  take instances or capacity a concurrent gang launch (either mode) owns. Until these are bounded to
-  each execution's own increment, keep a group's gangs and its ordinary pods apart (a dedicated
-  ``rollback`` group) or use ``fleet``.
+Composition with ordinary scale-ups and other gangs on the same group (:mod:`spillway.act.claims`):
+every execution adds and gives back only its own capacity. Fleet mode adds by ``AttachInstances``
+(relative) and claims its fleet's instances before attaching them; rollback mode raises relative to the
+live value once, and claims new instances of the group up to its count, so its ``verify`` counts and its
+``give_back`` terminates only those; a scale-up does the same with its own count
+(:mod:`spillway.act.scale`).
 """
 
 from __future__ import annotations
@@ -55,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
 from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
@@ -104,9 +98,9 @@ _AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, I
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "gang_prepare": frozenset({InputError, *_AWS}),
     "gang_launch": frozenset({InputError, *_AWS, CapacityUnavailable}),
-    "gang_raise": frozenset({InputError, *_AWS}),
-    "gang_attach": frozenset({InputError, *_AWS}),
-    "gang_verify": frozenset({InputError, *_KUBE, *_AWS}),
+    "gang_raise": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
+    "gang_attach": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
+    "gang_verify": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
     "gang_give_back": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
 }
 
@@ -121,7 +115,8 @@ def _parse(value: str) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class GangRequest:
-    """The execution input: ``{group, region, count, gang, mode, deadline_seconds, poll_seconds, plan_id}``."""
+    """The execution input: ``{group, region, count, gang, mode, deadline_seconds, poll_seconds, plan_id,
+    zone}``; ``zone`` (optional) keeps a fleet-mode launch in that one of the group's zones."""
 
     group: str
     region: str
@@ -132,6 +127,7 @@ class GangRequest:
     poll_seconds: float
     plan_id: str
     node_labels: Mapping[str, str] = field(default_factory=dict)  # put on the nodes once all are Ready
+    zone: str | None = None
 
     @classmethod
     def parse(cls, event: Mapping[str, Any], regions: Sequence[str]) -> GangRequest:
@@ -178,6 +174,7 @@ class GangRequest:
             node_labels=_labels(
                 event.get("node_labels", _map(event.get("execution_input")).get("node_labels"))
             ),
+            zone=text("zone", required=False) or None,
         )
 
 
@@ -231,10 +228,32 @@ def launch_template_of(asg: AutoScalingGroup) -> dict[str, str]:
     return out
 
 
-def fleet_request(asg: AutoScalingGroup, count: int, token: str, cluster: str, gang: str) -> FleetRequest:
+def _subnets(asg: AutoScalingGroup) -> tuple[str, ...]:
+    return tuple(s.strip() for s in (asg.VPCZoneIdentifier or "").split(",") if s.strip())
+
+
+def fleet_request(
+    asg: AutoScalingGroup,
+    count: int,
+    token: str,
+    cluster: str,
+    gang: str,
+    *,
+    zone: str | None = None,
+    subnet_zones: Mapping[str, str] | None = None,
+) -> FleetRequest:
     """CreateFleet for the gang from the group itself: its launch template, its instance type, its
-    subnets (VPCZoneIdentifier) else its zones, and the tags it would propagate to its own instances."""
-    subnets = tuple(s.strip() for s in (asg.VPCZoneIdentifier or "").split(",") if s.strip())
+    subnets (VPCZoneIdentifier) else its zones, and the tags it would propagate to its own instances.
+    With ``zone``: only the subnets in that zone (``subnet_zones``: subnet → zone), or only that zone."""
+    subnets = _subnets(asg)
+    zones = tuple(asg.AvailabilityZones)
+    if zone is not None:
+        zones = (zone,)
+        if subnets:
+            where = f"{asg.region}/{asg.AutoScalingGroupName}"
+            subnets = tuple(s for s in subnets if (subnet_zones or {}).get(s) == zone)
+            if not subnets:
+                raise InputError(f"{where} has no subnet in {zone}", field="zone")
     tags = {t.Key: t.Value for t in asg.Tags if t.PropagateAtLaunch and not t.Key.startswith("aws:")}
     tags.update({TAG_ATTEMPT: token, TAG_GANG: gang[:255], TAG_CLUSTER: cluster})
     return FleetRequest(
@@ -243,7 +262,7 @@ def fleet_request(asg: AutoScalingGroup, count: int, token: str, cluster: str, g
         client_token=token,
         instance_type=resolve_instance_type(asg),
         subnets=subnets,
-        zones=() if subnets else tuple(asg.AvailabilityZones),
+        zones=() if subnets else zones,
         tags=tags,
     )
 
@@ -275,6 +294,12 @@ class GangSteps:
         if mode not in MODES:
             raise InputError(f"{where} is not tagged {TAG_ATOMIC_LAUNCH}=fleet|rollback {problem}".strip(),
                              field="mode")  # fmt: skip
+        if req.zone is not None and req.zone not in asg.AvailabilityZones:
+            raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
+                             field="zone")  # fmt: skip
+        if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
+            raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
+                             field="zone")  # fmt: skip
         if asg.DesiredCapacity + req.count > asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{where}: a gang of {req.count} on desired capacity {asg.DesiredCapacity} is above MaxSize "
@@ -292,7 +317,8 @@ class GangSteps:
             "deadline": iso(now + timedelta(seconds=req.deadline_seconds)),
         }
         if mode == "fleet":
-            request = fleet_request(asg, req.count, token, self.cluster, req.gang)
+            request = fleet_request(asg, req.count, token, self.cluster, req.gang,
+                                    zone=req.zone, subnet_zones=self._subnet_zones(req, asg))  # fmt: skip
             prep["fleet"] = {
                 "launch_template": dict(request.launch_template),
                 "instance_type": request.instance_type,
@@ -301,6 +327,11 @@ class GangSteps:
                 "tags": dict(request.tags),
             }
         return prep
+
+    def _subnet_zones(self, req: GangRequest, asg: AutoScalingGroup) -> Mapping[str, str]:
+        """The group's subnets' zones, read only when a zone is asked for and the group has subnets."""
+        subnets = _subnets(asg)
+        return self.aws.subnet_zones(req.region, subnets) if req.zone and subnets else {}
 
     # --- fleet mode ----------------------------------------------------------------------------
 
@@ -344,6 +375,7 @@ class GangSteps:
         not_yet = self._not_running(req, prep, ids)
         if not_yet is not None:
             return not_yet
+        own_instances(self._owner(req, prep), ids, len(ids), self.clock())  # no scale-up counts them
         asg = self.aws.describe_group(req.region, req.group)
         member = {i.InstanceId for i in asg.Instances}
         todo = [i for i in ids if i not in member]
@@ -372,11 +404,14 @@ class GangSteps:
     # --- rollback mode -------------------------------------------------------------------------
 
     def raise_desired(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Desired capacity = what it was + the gang (absolute: a retry sets the same value)."""
+        """Desired capacity + the gang, relative to the live value, once per attempt (a retry finds the
+        attempt's marker and raises nothing more: :func:`spillway.act.claims.raise_once`)."""
         req, prep = self._request(event), _prep(event)
-        target = int(prep["desired"]) + int(prep["count"])
-        previous = self.aws.set_desired_capacity(req.region, req.group, target)
-        return {"status": "raised", "desired": target, "previous": previous, "instances": []}
+        raised = raise_once(self.aws, self._owner(req, prep), int(prep["count"]), self.clock())
+        return {**raised, "desired": raised["after"], "previous": raised["before"], "instances": []}
+
+    def _owner(self, req: GangRequest, prep: Mapping[str, Any]) -> Owner:
+        return Owner(self.ledger, self.cluster, req.region, req.group, str(prep["attempt"]))
 
     # --- both ----------------------------------------------------------------------------------
 
@@ -391,7 +426,7 @@ class GangSteps:
                 return {"status": "failed", "error": "CapacityUnavailable",
                         "reason": f"{where}: launch failed: {failure}"[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
-        members = _members(prep, event, asg)
+        members = self._members(req, prep, event, asg)
         in_service = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in members
                             and i.LifecycleState == "InService")  # fmt: skip
         ready = _ready_nodes(self.kube, self.aws, req.region, in_service)
@@ -423,7 +458,9 @@ class GangSteps:
         return ""
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Terminate every instance of the attempt, set the desired capacity back, back the group off.
+        """Terminate every instance of the attempt (decrementing the desired capacity by each), give
+        back what the attempt raised but never launched (relative, rollback mode), back the group off.
+        Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")
         if not isinstance(state, Mapping):
@@ -431,25 +468,40 @@ class GangSteps:
         req, prep = self._request(state), _prep(state)
         error, cause = _why(state, f"{req.region}/{req.group}")
         asg = self.aws.describe_group(req.region, req.group)
-        members = _members(prep, state, asg)
+        members = self._members(req, prep, state, asg)
         if prep["mode"] == "fleet":  # the attempt's tag also finds instances a lost response never named
             tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
             members |= {i for i, s in tagged.items() if s in EC2_ALIVE}
-        terminated = self._terminate(req.region, members, {i.InstanceId for i in asg.Instances})
-        asg = self.aws.describe_group(req.region, req.group)
-        desired = asg.DesiredCapacity
-        if desired > int(prep["desired"]):
-            desired = max(asg.MinSize, int(prep["desired"]))
-            self.aws.set_desired_capacity(req.region, req.group, desired)
+        in_group = {i.InstanceId for i in asg.Instances}
+        terminated = self._terminate(req.region, members, in_group)
+        desired: int | None = None
+        if prep["mode"] == "rollback":  # raised, never launched: only that much, relative to now
+            owner = self._owner(req, prep)
+            delivered = len(members & in_group)
+            desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered)
         until = self.clock() + timedelta(minutes=self.backoff_minutes)
         self.ledger.put_backoff(
             self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000], region=req.region
         )
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
+        if desired is None:
+            desired = self.aws.describe_group(req.region, req.group).DesiredCapacity
         return {"group": req.group, "region": req.region, "outcome": "given_back", "error": error,
                 "cause": cause[:1000], "terminated": terminated, "desired": desired,
                 "backoff_until": iso(until)}  # fmt: skip
+
+    def _members(
+        self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup
+    ) -> set[str]:
+        """The attempt's instances: the fleet's (fleet mode); in rollback mode the new instances of the
+        group it claimed (up to the gang), so a concurrent scale-up's or gang's are never counted."""
+        if prep["mode"] == "fleet":
+            return {str(i) for i in (state.get("launch") or {}).get("instances") or []}
+        before = set(prep.get("before") or [])
+        new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
+               and i.LifecycleState in LIVE_STATES]  # fmt: skip
+        return set(own_instances(self._owner(req, prep), new, int(prep["count"]), self.clock()))
 
     def _terminate(self, region: str, members: set[str], in_group: set[str]) -> list[str]:
         """In the group: TerminateInstanceInAutoScalingGroup with decrement; outside: EC2 TerminateInstances."""
@@ -497,16 +549,6 @@ def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
     return dict(prep)
 
 
-def _members(prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup) -> set[str]:
-    """The attempt's instances: the fleet's (fleet mode), or the group's live ones new since prepare."""
-    if prep["mode"] == "fleet":
-        return {str(i) for i in (state.get("launch") or {}).get("instances") or []}
-    before = set(prep.get("before") or [])
-    return {
-        i.InstanceId for i in asg.Instances if i.InstanceId not in before and i.LifecycleState in LIVE_STATES
-    }
-
-
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:
     """The error the execution fails with, and why: a caught error, else the step that said no."""
     caught = state.get("error")
@@ -544,11 +586,13 @@ def execution_request(
     deadline_seconds: float = 600.0,
     poll_seconds: float = 15.0,
     node_labels: Mapping[str, str] | None = None,
+    zone: str | None = None,
 ) -> ExecutionRequest | None:
     """The GangLaunch execution for ``count`` nodes of ``group`` for ``gang``, or None when the group's
     tag says ``off`` (the gang then goes through the ordinary scale-up). Named after the plan, group and
     gang, so a plan started twice starts it once. ``node_labels`` (a ProvisioningRequest's gang: the
-    label naming the request) are put on the gang's nodes once all of them are Ready."""
+    label naming the request) are put on the gang's nodes once all of them are Ready; ``zone``: the one
+    zone the planner placed the gang in (a fleet group spanning several)."""
     if group.atomic_launch == "off":
         return None
     digest = hashlib.sha256(f"{group.region}/{group.name}/{gang}".encode()).hexdigest()[:12]
@@ -566,5 +610,6 @@ def execution_request(
             "poll_seconds": poll_seconds,
             "plan_id": plan_id,
             **({"node_labels": dict(node_labels)} if node_labels else {}),
+            **({"zone": zone} if zone else {}),
         },
     )

@@ -49,6 +49,7 @@ from spillway.model.cluster import NodeInfo
 from spillway.model.drain import MAX_DEADLINE_SECONDS, MAX_ROUNDS
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.snapshot import Snapshot
+from spillway.model.state import POOL_PREFIX, pool_key
 from spillway.ports import Ledger, Snapshots, Workflows
 
 Kind = Literal["interruption", "rebalance", "scheduled", "state_change", "lifecycle"]
@@ -299,15 +300,17 @@ def find_target(snapshot: Snapshot, instance_id: str, region: str) -> Target | N
 
 
 def backoff_groups(snapshot: Snapshot, target: Target) -> list[NodeGroup]:
-    """The groups an interruption of ``target`` backs off: those in its region that launch only its
-    instance type, only in its zone (back-off is per group; a group with other zones or types may still
-    launch elsewhere, so it is left alone)."""
+    """The groups an interruption of ``target`` backs off whole: those in its region that launch only its
+    instance type, only in its zone. Others (more zones or types) are covered by the type/zone back-off,
+    which the planner weighs per group."""
     if not target.instance_type or not target.zone:
         return []
     return [
         g
         for g in snapshot.groups
-        if g.region == target.region and g.instance_type == target.instance_type and g.zones == (target.zone,)
+        if g.region == target.region
+        and g.launch_types() == (target.instance_type,)
+        and g.zones == (target.zone,)
     ]
 
 
@@ -410,15 +413,22 @@ class Interrupter:
         )
 
     def _back_off(self, notice: Notice, target: Target) -> list[str]:
+        """Back off the instance type in its zone (``State.pools``: every group that may launch it there
+        avoids it), and the groups that launch nothing else (as before pools existed)."""
         until = notice.time + timedelta(minutes=self.settings.backoff_minutes)
         reason = (
             f"spot interruption of {target.instance_type} in {target.zone} "
             f"({target.instance_id}, {notice.time.isoformat().replace('+00:00', 'Z')})"
         )
         names = []
-        for group in backoff_groups(self.snapshot(), target):
+        if target.instance_type and target.zone:
+            pool = POOL_PREFIX + pool_key(target.zone, target.instance_type)
+            self.ledger.put_backoff(self.cluster, pool, until, reason, region=target.region)
+            names.append(pool)
+        groups = backoff_groups(self.snapshot(), target)
+        for group in groups:
             self.ledger.put_backoff(self.cluster, group.name, until, reason, region=group.region)
             names.append(group.name)
-        if names:
-            self.metric("GroupsBackedOff", len(names))
+        if groups:
+            self.metric("GroupsBackedOff", len(groups))
         return names

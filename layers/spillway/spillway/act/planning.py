@@ -48,7 +48,7 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
-from spillway.planner.types import GangLaunch, ProvisioningUpdate, ScaleUp
+from spillway.planner.types import Drain, GangLaunch, ProvisioningUpdate, ScaleUp
 from spillway.ports import Cluster, Ledger, Snapshots, Workflows
 
 Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
@@ -224,7 +224,7 @@ def gang_requests(
             request = gang_execution_request(
                 group, gang.nodes, gang.gang, plan_id, settings.gang_launch_arn,
                 deadline_seconds=_seconds(settings.gang_deadline_seconds),
-                poll_seconds=_seconds(settings.gang_poll_seconds),
+                poll_seconds=_seconds(settings.gang_poll_seconds), zone=gang.zone,
                 node_labels=gang.node_labels,  # a ProvisioningRequest's: Kueue pins its pods with them
             )  # fmt: skip
             if request is not None:
@@ -261,12 +261,26 @@ def execution_requests(
         down = {
             "cluster": cluster,
             "plan_id": plan_id,
-            "drains": [{**d.to_dict(), "region": d.region} for d in plan.drain],
+            "drains": [drain_item(d) for d in plan.drain],
             "deadline_seconds": _seconds(settings.drain_deadline_seconds),
             "poll_seconds": _seconds(settings.drain_poll_seconds),
         }
         requests.append(_execution(SCALE_DOWN, settings.scale_down_arn, f"down-{plan_id}", down))
     return requests
+
+
+REASON_LIMIT = 256  # a DrainRequest's reason (the plan record keeps the whole of it)
+
+
+def drain_item(drain: Drain) -> dict[str, Any]:
+    """One drain of the scale-down's Map: a DrainNode request. A consolidation carries the pods it moves:
+    the drain evicts those only, and is cancelled if the node runs any other workload pod by then."""
+    item: dict[str, Any] = {**drain.to_dict(), "region": drain.region, "reason": drain.reason[:REASON_LIMIT]}
+    item.pop("code", None)
+    item.pop("pods", None)
+    if drain.code == codes.CONSOLIDATION:
+        item |= {"consolidation": True, "pods": list(drain.pods)}
+    return item
 
 
 # kind → (what the plan does that needs it, the variable naming its state machine)

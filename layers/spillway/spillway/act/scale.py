@@ -4,26 +4,30 @@ The state machine maps over the plan's groups; for each group it calls, in order
 
 ``prepare``      uncordon the planned nodes (and lift Spillway's draining taint; the Event on each says
                  the plan's reason: reused for pending pods, or an orphaned drain restored); read the live group;
-                 refuse a ``to`` above MaxSize (:class:`AsgLimitExceeded`); say whether the desired
-                 capacity must be set (``set``), which instances existed before (``before``), and the
-                 launch deadline.
-``set_desired``  for a group outside the state machine's own region only (an ``aws-sdk`` task can call
-                 its own region alone): SetDesiredCapacity to the absolute ``to``, HonorCooldown false.
-``verify``       ``ready`` when every instance launched for this plan runs a Ready Node; ``failed`` when
+                 refuse a raise of ``to - from`` above MaxSize (:class:`AsgLimitExceeded`); say whether the
+                 desired capacity must be raised (``set``) and by how much (``count``), the execution's
+                 ``owner`` id, which instances existed before (``before``), and the launch deadline.
+``set_desired``  raise the desired capacity by ``count`` relative to the live value, once however often
+                 the step is retried (:func:`spillway.act.claims.raise_once`), in any region.
+``verify``       ``ready`` when the ``count`` instances launched for this plan (claimed by it among the
+                 group's new ones: :func:`spillway.act.claims.own_instances`) run Ready Nodes; ``failed`` when
                  a scaling activity since ``prepare`` failed for capacity
                  (:func:`~spillway.model.nodegroup.is_capacity_failure`); ``timeout`` past the deadline;
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
-                 window); terminate the new instances that run no Ready Node (decrementing the
-                 desired capacity), and lower a desired capacity still above the live instances.
+                 window); terminate this plan's instances that run no Ready Node (decrementing the
+                 desired capacity), and give back the capacity it raised that never launched, relative
+                 to the live value. A gang or another scale-up on the group keeps its own.
 
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
 same pure planner on the latest snapshot, the groups as AWS has them now and the state with the new
 back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
 the new groups. At most ``max_rounds`` rounds.
 
-Every step is idempotent (absolute capacities, conditional back-off writes), so Step Functions may retry
-any of them. Errors are our named types, matched by the state machine's ``Retry``/``Catch``.
+Every step is idempotent (a raise marker per execution and group, conditional instance claims and
+back-off writes), so Step Functions may retry any of them. A plan adds its own ``to - from`` to whatever
+the group has when it raises: two plans made from snapshots that both predate the first one's raise each
+add theirs (the planner sees a raise only in a later snapshot). Errors are our named types, matched by the state machine's ``Retry``/``Catch``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
 from spillway.act.planning import (
     PlanSettings,
     plan_id_for,
@@ -78,8 +83,8 @@ _KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, 
 _AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "prepare": frozenset({InputError, *_KUBE, *_AWS}),
-    "set_desired": frozenset({InputError, *_AWS}),
-    "verify": frozenset({InputError, *_KUBE, *_AWS}),
+    "set_desired": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
+    "verify": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
     "backoff": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
     "next_round": frozenset(
         {InputError, *_AWS, StateConflict, StateCorrupt, SnapshotError, SnapshotNotFound}
@@ -138,14 +143,19 @@ class ScaleSteps:
         if uncordoned:
             self.metric("Uncordoned", len(uncordoned))
         asg = self.aws.describe_group(region, name)
-        if grow and to > asg.MaxSize:
+        count = max(0, to - int(group.get("from", to))) if grow else 0
+        if count and asg.DesiredCapacity + count > asg.MaxSize:
             raise AsgLimitExceeded(
-                f"{region}/{name}: desired capacity {to} is above MaxSize {asg.MaxSize}; not set"
+                f"{region}/{name}: desired capacity {asg.DesiredCapacity} + {count} is above MaxSize "
+                f"{asg.MaxSize}; not set"
             )
         now = self.clock()
         before = sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)
+        owner = f"up-{event.get('plan_id', '?')}-{event.get('round', 1)}-{region}-{name}"
         return {
-            "set": grow and to > asg.DesiredCapacity,
+            "set": count > 0,
+            "count": count,
+            "owner": owner[:200],
             "target": to if grow else asg.DesiredCapacity,
             "live_desired": asg.DesiredCapacity,
             "max_size": asg.MaxSize,
@@ -159,10 +169,19 @@ class ScaleSteps:
     # --- set_desired (groups outside the state machine's region) ---------------------------------
 
     def set_desired(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Raise the group by this plan's own count relative to its live desired capacity, once
+        (:func:`spillway.act.claims.raise_once`: a retried step finds its marker and raises nothing)."""
+        group, prep = _field(event, "group"), _field(event, "prep")
+        name, region = str(group["group"]), str(group["region"])
+        raised = raise_once(self.aws, self._owner(event, prep), int(prep.get("count", 0)), self.clock())
+        return {"group": name, "region": region, "desired": raised["after"], "previous": raised["before"],
+                "raised": raised["count"], "again": raised["again"]}  # fmt: skip
+
+    def _owner(self, event: Mapping[str, Any], prep: Mapping[str, Any]) -> Owner:
         group = _field(event, "group")
-        name, region, to = str(group["group"]), str(group["region"]), int(group["to"])
-        previous = self.aws.set_desired_capacity(region, name, to)
-        return {"group": name, "region": region, "desired": to, "previous": previous}
+        name, region = str(group["group"]), str(group["region"])
+        owner = str(prep.get("owner") or f"up-{event.get('plan_id', '?')}-{region}-{name}")
+        return Owner(self.ledger, str(event.get("cluster", "")), region, name, owner)
 
     # --- verify --------------------------------------------------------------------------------
 
@@ -183,15 +202,13 @@ class ScaleSteps:
                 and is_capacity_failure(message)
             ):
                 return {"status": "failed", "reason": f"{region}/{name}: launch failed: {message}"[:1000]}
-        asg = self.aws.describe_group(region, name)
-        before = set(prep.get("before", []))
-        wanted = int(prep["target"]) - len(before)
+        wanted = int(prep.get("count", 0))
         if wanted <= 0:
             return {"status": "ready", "reason": "nothing to launch", "ready": 0, "wanted": 0}
+        asg = self.aws.describe_group(region, name)
+        mine = set(self._own(event, prep, asg, wanted))
         new = sorted(
-            i.InstanceId
-            for i in asg.Instances
-            if i.InstanceId not in before and i.LifecycleState == "InService"
+            i.InstanceId for i in asg.Instances if i.InstanceId in mine and i.LifecycleState == "InService"
         )
         ready = self._ready_nodes(region, new)
         if len(ready) >= wanted:
@@ -206,6 +223,14 @@ class ScaleSteps:
                 "wanted": wanted,
             }
         return {"status": "launching", "ready": len(ready), "wanted": wanted, "in_service": len(new)}
+
+    def _own(self, event: Mapping[str, Any], prep: Mapping[str, Any], asg: Any, limit: int) -> list[str]:
+        """This plan's instances of the group: new since ``prepare`` and claimed by it, up to ``limit``
+        (a concurrent gang or scale-up claims its own)."""
+        before = set(prep.get("before", []))
+        new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
+               and i.LifecycleState in LIVE_STATES]  # fmt: skip
+        return own_instances(self._owner(event, prep), new, limit, self.clock())
 
     def _ready_nodes(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
         """Instance id → name of the Ready Node it runs, for those of ``instance_ids`` that run one
@@ -225,10 +250,12 @@ class ScaleSteps:
     # --- backoff -------------------------------------------------------------------------------
 
     def backoff(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Back the group off, and give back what this launch did not deliver: each new instance that
-        runs no Ready Node is terminated (decrementing the desired capacity: precisely those, never a
-        working node), then a desired capacity still above the live instances (capacity that never
-        launched) is lowered to them."""
+        """Back the group off, and give back what this launch did not deliver, and only that: each of
+        this plan's own instances (:meth:`_own`) that runs no Ready Node is terminated (decrementing
+        the desired capacity: precisely those, never a working node), and the capacity it raised that
+        never launched (raised - its instances) is taken off the live desired capacity
+        (:func:`~spillway.act.claims.give_back_undelivered`). A concurrent gang's or scale-up's
+        instances and capacity are left alone."""
         cluster = str(_field(event, "cluster"))
         group = _field(event, "group")
         prep = event.get("prep") or {}
@@ -238,13 +265,10 @@ class ScaleSteps:
         now = self.clock()
         until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
         self.ledger.put_backoff(cluster, name, until, reason, region=region)
+        owner = self._owner({**event, "cluster": cluster}, prep)
+        raised = owner.raised()
         asg = self.aws.describe_group(region, name)
-        before = set(prep.get("before", [instance.InstanceId for instance in asg.Instances]))
-        new = [
-            i.InstanceId
-            for i in asg.Instances
-            if i.InstanceId not in before and i.LifecycleState in LIVE_STATES
-        ]
+        new = self._own({**event, "cluster": cluster}, prep, asg, raised) if raised else []
         ready = self._ready_nodes(region, new)
         terminated = []
         for iid in new:
@@ -255,12 +279,8 @@ class ScaleSteps:
             except InstanceNotFound:
                 continue  # already gone
             terminated.append(iid)
-        if terminated:
-            asg = self.aws.describe_group(region, name)
-        live = sum(1 for i in asg.Instances if i.LifecycleState in LIVE_STATES)
-        desired = max(asg.MinSize, min(asg.DesiredCapacity, live))
-        if desired != asg.DesiredCapacity:
-            self.aws.set_desired_capacity(region, name, desired)
+        lowered = give_back_undelivered(self.aws, owner, raised - len(new))
+        desired = lowered if lowered is not None else self.aws.describe_group(region, name).DesiredCapacity
         self.metric("GroupsBackedOff", 1)
         return {
             "group": name,

@@ -43,6 +43,8 @@ from spillway.model.aws import (
     FleetRequest,
     InstanceTypeInfo,
     ScalingActivity,
+    ScheduledAction,
+    WarmPool,
     bundled_instance_types,
 )
 from spillway.model.drain import Placement
@@ -51,7 +53,7 @@ from spillway.model.nodegroup import (
     TAG_ENABLED,
     NodeGroup,
     build_node_groups,
-    resolve_instance_type,
+    candidate_types,
 )
 
 if TYPE_CHECKING:
@@ -204,12 +206,15 @@ def cluster_tag_filters(cluster: str) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class RegionView:
-    """One region's groups and their recent scaling activities, as AWS returned them."""
+    """One region's groups, their recent scaling activities, scheduled actions and warm pools, as AWS
+    returned them."""
 
     region: str
     groups: tuple[AutoScalingGroup, ...]
     activities: tuple[ScalingActivity, ...]
     calls: int = 0
+    scheduled: tuple[ScheduledAction, ...] = ()
+    warm_pools: Mapping[str, WarmPool] = field(default_factory=dict)  # group name -> its warm pool
 
 
 @dataclass(slots=True)
@@ -293,15 +298,67 @@ class AwsAdapter:
 
         return _call(f"DescribeScalingActivities({region}, {group})", fetch)
 
+    def describe_scheduled_actions(self, region: str, groups: Iterable[str]) -> list[ScheduledAction]:
+        """The scheduled actions of ``groups`` (one paginated call for the whole region, then filtered:
+        the call takes one group name at most)."""
+        wanted = set(groups)
+        if not wanted:
+            return []
+        client = self._clients.autoscaling(region)
+
+        def fetch() -> list[ScheduledAction]:
+            out: list[ScheduledAction] = []
+            pages = client.get_paginator("describe_scheduled_actions").paginate(
+                PaginationConfig={"PageSize": 100}
+            )
+            for page in pages:
+                for raw in page.get("ScheduledUpdateGroupActions", []):
+                    if raw.get("AutoScalingGroupName") in wanted:
+                        out.append(ScheduledAction.model_validate(raw))
+            return out
+
+        return _call(f"DescribeScheduledActions({region})", fetch)
+
+    def describe_warm_pool(self, region: str, group: str) -> WarmPool:
+        """The group's warm pool: its configuration and every instance in it (paginated)."""
+        client = self._clients.autoscaling(region)
+
+        def fetch() -> WarmPool:
+            config: Any = None
+            instances: list[Any] = []
+            token: str | None = None
+            while True:
+                kwargs: dict[str, Any] = {"AutoScalingGroupName": group, "MaxRecords": 50}
+                if token:
+                    kwargs["NextToken"] = token
+                page = client.describe_warm_pool(**kwargs)
+                config = page.get("WarmPoolConfiguration") or config
+                instances.extend(page.get("Instances", []))
+                token = page.get("NextToken")
+                if not token:
+                    return WarmPool.model_validate({"WarmPoolConfiguration": config, "Instances": instances})
+
+        return _call(f"DescribeWarmPool({region}, {group})", fetch)
+
     def observe_region(self, region: str, now: datetime | None = None) -> RegionView:
+        """Groups, then per live group its activities (and warm pool, when it has one), then the
+        region's scheduled actions of those groups."""
         groups = self.describe_groups(region)
         activities: list[ScalingActivity] = []
-        for group in groups:
-            if group.Status:  # being deleted
-                continue
+        warm: dict[str, WarmPool] = {}
+        live = [g for g in groups if not g.Status]  # Status: being deleted
+        for group in live:
             activities.extend(self.describe_activities(region, group.AutoScalingGroupName, now))
+            if group.WarmPoolConfiguration is not None:
+                warm[group.AutoScalingGroupName] = self.describe_warm_pool(region, group.AutoScalingGroupName)
+        scheduled = self.describe_scheduled_actions(region, (g.AutoScalingGroupName for g in live))
         return RegionView(
-            region=region, groups=tuple(groups), activities=tuple(activities), calls=1 + len(groups)
+            region=region,
+            groups=tuple(groups),
+            activities=tuple(activities),
+            calls=1 + len(live) + len(warm) + (1 if live else 0),
+            scheduled=tuple(scheduled),
+            warm_pools=warm,
         )
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
@@ -390,13 +447,19 @@ class AwsAdapter:
         return self.build_groups(view, reserve)
 
     def build_groups(self, view: RegionView, reserve: Mapping[str, int]) -> list[NodeGroup]:
-        types = set()
+        types: set[str] = set()
         for asg in view.groups:
-            itype = resolve_instance_type(asg)
-            if itype:
-                types.add(itype)
+            types |= candidate_types(asg)  # a mixed group's overrides too: its smallest is the template
         catalogue = self.instance_types(view.region, types) if types else {}
-        return build_node_groups(view.groups, view.activities, catalogue, reserve, self.cluster)
+        return build_node_groups(
+            view.groups,
+            view.activities,
+            catalogue,
+            reserve,
+            self.cluster,
+            scheduled=view.scheduled,
+            warm_pools=view.warm_pools,
+        )
 
     def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]:
         """Managed node groups of every configured region, sorted by (region, name)."""
@@ -572,6 +635,22 @@ class AwsAdapter:
             return dict(sorted(states.items()))
 
         return _call(f"DescribeInstances({region})", fetch)
+
+    def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
+        """Subnet id → its Availability Zone (``ec2:DescribeSubnets``), for the gang launch that must
+        stay in one zone of a group whose subnets span several."""
+        if not subnet_ids:
+            return {}
+        client = self._clients.ec2(region)
+
+        def fetch() -> dict[str, str]:
+            zones: dict[str, str] = {}
+            for page in client.get_paginator("describe_subnets").paginate(SubnetIds=list(subnet_ids)):
+                for subnet in page.get("Subnets", []):
+                    zones[str(subnet["SubnetId"])] = str(subnet["AvailabilityZone"])
+            return dict(sorted(zones.items()))
+
+        return _call(f"DescribeSubnets({region}, {len(subnet_ids)} subnet(s))", fetch)
 
 
 def _aware(value: datetime) -> datetime:

@@ -96,17 +96,22 @@ from spillway.errors import (
 )
 from spillway.model.k8s import (
     AUTOSCALING_GROUP,
+    BATCH_GROUP,
     CORDONED_BY_SPILLWAY,
     COSCHEDULING_GROUP,
     DRAINING_TAINT,
+    KUBEFLOW_GROUP,
     UPSTREAM_GROUP,
     VOLCANO_GROUP,
+    BatchJob,
     CapacityQuota,
     CoschedulingPodGroup,
     Namespace,
     Node,
+    PaddleJob,
     Pod,
     PodDisruptionBudget,
+    PyTorchJob,
     SharedObject,
     UpstreamPodGroup,
     VolcanoPodGroup,
@@ -151,6 +156,10 @@ SHARED_KINDS: tuple[SharedKind, ...] = (
     SharedKind("PodGroup", UPSTREAM_GROUP, ("v1alpha2",), "podgroups", UpstreamPodGroup),
     SharedKind("Workload", UPSTREAM_GROUP, ("v1alpha1", "v1alpha2"), "workloads", Workload),
     SharedKind("CapacityQuota", AUTOSCALING_GROUP, ("v1beta1",), "capacityquotas", CapacityQuota),
+    # jobs that say whether their pods may move (spillway.model.jobs): elasticPolicy, podFailurePolicy
+    SharedKind("PyTorchJob", KUBEFLOW_GROUP, ("v1",), "pytorchjobs", PyTorchJob),
+    SharedKind("PaddleJob", KUBEFLOW_GROUP, ("v1",), "paddlejobs", PaddleJob),
+    SharedKind("Job", BATCH_GROUP, ("v1",), "jobs", BatchJob),  # built in; same REST layout
 )
 
 
@@ -597,7 +606,8 @@ class KubeClient:
         return [{"apiVersion": "v1", "kind": "PodTemplate", **obj} for obj in items]
 
     def iter_shared_objects(self) -> Iterator[SharedObject]:
-        """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads and CapacityQuotas.
+        """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, CapacityQuotas, and the
+        jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs).
 
         Each kind is optional: not installed (404) or not granted (403) gives none of it, logged; an
         object the model refuses is logged and skipped. Other failures raise as every read does."""

@@ -7,6 +7,14 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  updated_at
     group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
                                                  expires_at (N, epoch seconds: the table's TTL)
+    type/zone back-off item = "backoff#pool#<zone>/<type>"   the same attributes (a Spot interruption)
+    claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
+                      "owner#<region>#<id>"
+
+**Claims** (:meth:`StateStore.claim`) are written once and never overwritten (``attribute_not_exists``):
+a raise marker makes an execution's relative capacity raise happen once however often Step Functions
+retries the step, and an instance claim says which execution an instance of a shared group belongs to
+(:mod:`spillway.act.claims`).
 
 **Claiming a tick.** :meth:`StateStore.commit` writes the new state with ``version = old + 1`` on the
 condition that the stored version is still the one loaded (``attribute_not_exists`` for the first), in
@@ -17,7 +25,8 @@ can resume (start the same, deterministically named, executions again) instead o
 
 **Back-offs** are separate items written by the scale-up execution (not by the planner), so a back-off
 never races the planner's version. Each expires (TTL) when its window ends. :meth:`load` merges them
-into ``State.groups`` (the later ``backoff_until`` wins).
+into ``State.groups``, or ``State.pools`` for a ``pool#`` name (the later ``backoff_until`` wins). A
+reader that predates pools merges those as a group no group is named like: it ignores them.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
 from spillway.errors import StateConflict, StateCorrupt
 from spillway.model.act import PlanRecord, StoredState, iso
-from spillway.model.state import GroupState, State
+from spillway.model.state import POOL_PREFIX, GroupState, State
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -63,13 +72,23 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
     if not backoffs:
         return state
     groups = dict(state.groups)
+    pools = dict(state.pools)
     for b in backoffs:
-        current = groups.get(b.group)
+        into, name = (
+            (pools, b.group[len(POOL_PREFIX) :]) if b.group.startswith(POOL_PREFIX) else (groups, b.group)
+        )
+        current = into.get(name)
         until = b.until if b.until.tzinfo else b.until.replace(tzinfo=UTC)
         if current is None or _aware(current.backoff_until) < until:
-            groups[b.group] = GroupState(backoff_until=until, reason=b.reason)
+            into[name] = GroupState(backoff_until=until, reason=b.reason)
     # model_copy keeps every other part of the state (the pod-event ledger) as it was stored
-    return state.model_copy(update={"nodes": dict(state.nodes), "groups": dict(sorted(groups.items()))})
+    return state.model_copy(
+        update={
+            "nodes": dict(state.nodes),
+            "groups": dict(sorted(groups.items())),
+            "pools": dict(sorted(pools.items())),
+        }
+    )
 
 
 def _aware(value: datetime) -> datetime:
@@ -246,6 +265,68 @@ class StateStore:
         except BotoCoreError as exc:
             raise map_aws_error(exc, f"PutItem back-off of {cluster}/{group}") from exc
         return True
+
+    # --- claims ---------------------------------------------------------------------------------
+
+    def claim(
+        self, cluster: str, item: str, value: Mapping[str, object], *, expires: datetime
+    ) -> tuple[dict[str, object], bool]:
+        """Write ``value`` under ``item`` unless the item exists. Returns the stored value and whether
+        this call wrote it (False: an earlier claim stands, returned as it was stored)."""
+        what = f"claim {cluster}/{item}"
+        record = {
+            "cluster": {"S": cluster},
+            "item": {"S": item},
+            "value": {"S": json.dumps(dict(value), separators=(",", ":"), sort_keys=True)},
+            "expires_at": {"N": str(int(_aware(expires).timestamp()))},
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=record,
+                ConditionExpression="attribute_not_exists(#i)",
+                ExpressionAttributeNames={"#i": "item"},
+            )
+            return dict(value), True
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise map_aws_error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, what) from exc
+        try:
+            got = self.client.get_item(
+                TableName=self.table,
+                Key={"cluster": {"S": cluster}, "item": {"S": item}},
+                ConsistentRead=True,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise map_aws_error(exc, what) from exc
+        if "Item" not in got:  # released between the put and the read: the caller tries again
+            raise StateConflict(f"{what}: the claim went away while it was read")
+        return _claim_value(got["Item"]), False
+
+    def release(self, cluster: str, item: str) -> None:
+        """Delete a claim (a raise that did not happen gives its marker back)."""
+        try:
+            self.client.delete_item(
+                TableName=self.table, Key={"cluster": {"S": cluster}, "item": {"S": item}}
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise map_aws_error(exc, f"release {cluster}/{item}") from exc
+
+    def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
+        """Every claim whose item starts with ``prefix``: item -> value."""
+        return {i["item"]["S"]: _claim_value(i) for i in self._items(cluster, prefix=prefix)}
+
+
+def _claim_value(item: Mapping[str, Any]) -> dict[str, object]:
+    try:
+        value = json.loads(item["value"]["S"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StateCorrupt(f"claim {item.get('item')}: malformed ({type(exc).__name__})") from exc
+    if not isinstance(value, dict):
+        raise StateCorrupt(f"claim {item.get('item')}: not an object")
+    return value
 
 
 def _condition_failed(exc: ClientError) -> bool:

@@ -15,7 +15,11 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
   instant fleets (:meth:`CloudSim.fleet_shortfall`: moto honours no ``MinTargetCapacity``, and neither
   may EC2's answer be trusted to, so CreateFleet launches fewer and lists EC2's ``Errors`` for the rest);
   launches that never reach InService (:meth:`CloudSim.stall_launches`); and throttling
-  (:meth:`CloudSim.throttle`: the next calls of an operation answer ``RequestLimitExceeded``).
+  (:meth:`CloudSim.throttle`: the next calls of an operation answer ``RequestLimitExceeded``);
+* warm pools: moto keeps a group's ``WarmPoolConfiguration`` but ``DescribeWarmPool`` lists no instances.
+  CloudSim lists as many as AWS documents the pool holds: ``MaxGroupPreparedCapacity`` (else the group's
+  MaxSize) less the desired capacity, at least the pool's ``MinSize``, each in ``Warmed:<PoolState>``
+  (ids ``i-warm…``: they are not EC2 instances); an unknown group is AWS's ``ValidationError``.
 
 :class:`NodeRegistrar` plays the kubelets: every InService instance of a group tagged for the cluster
 becomes a Ready Node in the Kubernetes API emulator after a boot delay, shaped by the group's template
@@ -25,6 +29,7 @@ lifecycle controller removes it.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import time
@@ -154,6 +159,7 @@ class CloudSim:
         original_attach = backend_cls.attach_instances
         original_active = group_cls.active_instances
         original_fleet = Fleets.create_fleet
+        original_warm = response_cls.describe_warm_pool
 
         def group_set(self: Any, new_capacity: int | None) -> None:
             region, name = self.region, self.name
@@ -292,6 +298,16 @@ class CloudSim:
             return ActionResult({**body, "Instances": [e for e in kept if e["InstanceIds"]],
                                  "Errors": [dict(error) for _ in drop]})  # fmt: skip
 
+        def warm_pool(self: Any) -> Any:
+            name = self._get_param("AutoScalingGroupName")
+            group = self.autoscaling_backend.autoscaling_groups.get(name)
+            if group is None:
+                raise ValidationError(f"AutoScalingGroup name not found - {name}")
+            pool = group.warm_pool
+            if pool is None:
+                return ActionResult({"Instances": []})
+            return ActionResult({"WarmPoolConfiguration": pool, "Instances": _warm_instances(group, pool)})
+
         def active(self: Any) -> list[Any]:
             # AWS counts a launching (Pending) instance towards the desired capacity; moto only InService
             # ones, and would launch replacements for stalled launches (stall_launches) without end.
@@ -304,6 +320,7 @@ class CloudSim:
         backend_cls.set_desired_capacity = backend_set  # type: ignore[method-assign]
         backend_cls.terminate_instance = terminate  # type: ignore[method-assign]
         response_cls.describe_scaling_activities = describe  # type: ignore[method-assign]
+        response_cls.describe_warm_pool = warm_pool  # type: ignore[method-assign]
         try:
             yield
         finally:
@@ -314,6 +331,25 @@ class CloudSim:
             backend_cls.attach_instances = original_attach  # type: ignore[method-assign]
             group_cls.active_instances = original_active  # type: ignore[method-assign]
             Fleets.create_fleet = original_fleet  # type: ignore[method-assign]
+            response_cls.describe_warm_pool = original_warm  # type: ignore[method-assign]
+
+
+def _warm_instances(group: Any, pool: Any) -> list[dict[str, Any]]:
+    """The instances AWS keeps in ``group``'s warm pool (see the module docstring)."""
+    prepared = pool.max_group_prepared_capacity
+    ceiling = int(prepared) if prepared is not None and int(prepared) >= 0 else int(group.max_size)
+    size = max(int(pool.min_size or 0), ceiling - int(group.desired_capacity or 0))
+    zones = list(group.availability_zones) or [""]
+    return [
+        {
+            "InstanceId": "i-warm" + hashlib.sha256(f"{group.name}/{n}".encode()).hexdigest()[:12],
+            "InstanceType": _instance_type(group),
+            "AvailabilityZone": zones[n % len(zones)],
+            "LifecycleState": f"Warmed:{pool.pool_state or 'Stopped'}",
+            "HealthStatus": "Healthy",
+        }
+        for n in range(size)
+    ]
 
 
 def _instance_type(group: Any) -> str:

@@ -46,8 +46,62 @@ class MixedLaunchTemplate(AwsModel):
     Overrides: list[LaunchTemplateOverride] = Field(default_factory=list)
 
 
+class Distribution(AwsModel):
+    OnDemandBaseCapacity: int | None = None
+    OnDemandPercentageAboveBaseCapacity: int | None = None
+    SpotAllocationStrategy: str | None = None
+    OnDemandAllocationStrategy: str | None = None
+
+
 class MixedInstances(AwsModel):
     LaunchTemplate: MixedLaunchTemplate | None = None
+    InstancesDistribution: Distribution | None = None
+
+
+class WarmPoolConfig(AwsModel):
+    MaxGroupPreparedCapacity: int | None = None
+    MinSize: int | None = None
+    PoolState: str | None = None  # Stopped | Running | Hibernated
+    Status: str | None = None  # PendingDelete while the pool is being deleted
+
+
+class WarmPoolInstance(AwsModel):
+    """``describe-warm-pool`` ``Instances[]``: an instance kept ready outside the group's capacity."""
+
+    InstanceId: str
+    InstanceType: str | None = None
+    AvailabilityZone: str | None = None
+    LifecycleState: str  # Warmed:Stopped, Warmed:Running, Warmed:Hibernated, Warmed:Pending, ...
+
+
+class WarmPool(AwsModel):
+    """``describe-warm-pool``'s answer for one group."""
+
+    WarmPoolConfiguration: WarmPoolConfig | None = None
+    Instances: list[WarmPoolInstance] = Field(default_factory=list)
+
+
+class ScheduledAction(AwsModel):
+    """``describe-scheduled-actions`` ``ScheduledUpdateGroupActions[]``: sets MinSize/MaxSize/desired at
+    ``StartTime`` (once) or at every ``Recurrence`` (a 5-field cron) in ``TimeZone`` (IANA; UTC without)
+    between ``StartTime`` and ``EndTime``."""
+
+    AutoScalingGroupName: str
+    ScheduledActionName: str
+    ScheduledActionARN: str | None = None
+    StartTime: datetime | None = None
+    EndTime: datetime | None = None
+    Recurrence: str | None = None
+    MinSize: int | None = Field(default=None, ge=0)
+    MaxSize: int | None = Field(default=None, ge=0)
+    DesiredCapacity: int | None = Field(default=None, ge=0)
+    TimeZone: str | None = None
+
+    @property
+    def region(self) -> str | None:
+        """From ``ScheduledActionARN`` (``arn:aws:autoscaling:<region>:...``), when it names one."""
+        parts = (self.ScheduledActionARN or "").split(":")
+        return parts[3] if len(parts) > 3 and parts[2] == "autoscaling" and parts[3] else None
 
 
 class AsgInstance(AwsModel):
@@ -74,6 +128,8 @@ class AutoScalingGroup(AwsModel):
     VPCZoneIdentifier: str | None = None  # comma-separated subnet ids
     CreatedTime: datetime | None = None
     Status: str | None = None  # "Delete in progress" while being deleted
+    WarmPoolConfiguration: WarmPoolConfig | None = None
+    WarmPoolSize: int | None = None
 
     @property
     def region(self) -> str:
@@ -257,6 +313,11 @@ def parse_asgs(doc: Any) -> list[AutoScalingGroup]:
 
 def parse_activities(doc: Any) -> list[ScalingActivity]:
     return [ScalingActivity.model_validate(a) for a in _items(doc, "Activities")]
+
+
+def parse_scheduled_actions(doc: Any) -> list[ScheduledAction]:
+    """``aws autoscaling describe-scheduled-actions`` output."""
+    return [ScheduledAction.model_validate(a) for a in _items(doc, "ScheduledUpdateGroupActions")]
 
 
 def parse_instance_types(doc: Any) -> dict[str, InstanceTypeInfo]:

@@ -8,10 +8,20 @@ round-trips through plain JSON-able dicts (:meth:`ClusterSnapshot.to_dict` / ``f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from spillway.model.jobs import (
+    DO_NOT_DRAIN,
+    VOLCANO_PREEMPTABLE,
+    JobInfo,
+    flag,
+    job_key,
+    job_of,
+    pod_job_facts,
+)
 from spillway.model.k8s import (
     CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
@@ -21,17 +31,31 @@ from spillway.model.k8s import (
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
     Affinity,
+    CapacityBuffer,
     Condition,
     KubeObject,
     Node,
     OwnerReference,
     Pod,
     PodDisruptionBudget,
+    PodTemplate,
+    Scalable,
 )
 from spillway.model.resources import Resources, parse_resource_list
-from spillway.model.shared import GangInfo, QuotaInfo, gang_of, gangs_of, quota_of, tenant_of
+from spillway.model.shared import (
+    GangInfo,
+    LabelRequirement,
+    QuotaInfo,
+    gang_of,
+    gangs_of,
+    quota_of,
+    selector_matches,
+    selector_requirements,
+    tenant_of,
+)
 
 if TYPE_CHECKING:
+    from spillway.model.buffer import BufferInfo
     from spillway.model.provreq import ProvisioningRequestInfo
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -91,6 +115,16 @@ class PodInfo:
     one_zone: bool = False  # its gang must run in one zone (Kueue topology or a required pod affinity)
     # the ProvisioningRequest (same namespace) whose capacity the pod uses (consume annotation)
     consumes: str | None = None
+    # -- may the autoscaler move it (spillway.planner.disruption.assess_move; spillway.model.jobs) --
+    do_not_drain: bool = False  # openai/do-not-drain=true (label, or annotation)
+    preemptable: bool = False  # volcano.sh/preemptable=true (label or annotation)
+    started_at: datetime | None = None  # status.startTime, kept for bound pods only (its age)
+    job: str | None = None  # "<Kind>/<namespace>/<name>" of the job a label names
+    job_role: str | None = None  # training.kubeflow.org/replica-type, lower case
+    batch_job: str | None = None  # batch.kubernetes.io/job-name: its batch/v1 Job
+    elastic_min: int = 0  # the pod's own word on its elastic job's size (PET_NNODES, torchrun
+    elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
+    pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
 
     @property
     def key(self) -> str:
@@ -171,6 +205,7 @@ class PodInfo:
             consumes=annotations.get(CONSUME_ANNOTATION)
             or annotations.get(LEGACY_CONSUME_ANNOTATION)
             or None,
+            **_move_facts(pod),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -213,6 +248,15 @@ class PodInfo:
             nominated=d.get("nom"),
             one_zone=bool(d.get("oz")),
             consumes=d.get("cpr"),
+            do_not_drain=bool(d.get("odn")),
+            preemptable=bool(d.get("vp")),
+            started_at=parse_time(d.get("st")),
+            job=d.get("job"),
+            job_role=d.get("jr"),
+            batch_job=d.get("bj"),
+            elastic_min=int(d.get("el", (0, 0))[0]),
+            elastic_max=int(d.get("el", (0, 0))[1]),
+            pdbs=tuple(d.get("pdb", ())),
         )
 
 
@@ -249,7 +293,46 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("nom", lambda p: p.nominated),
     ("oz", lambda p: _one_if(p.one_zone)),
     ("cpr", lambda p: p.consumes),
+    ("odn", lambda p: _one_if(p.do_not_drain)),
+    ("vp", lambda p: _one_if(p.preemptable)),
+    ("st", lambda p: format_time(p.started_at)),
+    ("job", lambda p: p.job),
+    ("jr", lambda p: p.job_role),
+    ("bj", lambda p: p.batch_job),
+    ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
+    ("pdb", lambda p: list(p.pdbs) or None),
 )
+
+
+def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
+    """Bound, and neither a DaemonSet's pod nor a static (mirror) pod."""
+    daemon = owner is not None and owner.kind == "DaemonSet"
+    return pod.spec.node_name is not None and not daemon and MIRROR_POD not in pod.metadata.annotations
+
+
+def _move_facts(pod: Pod) -> dict[str, Any]:
+    """The PodInfo fields that say whether the autoscaler may move the pod (spillway.model.jobs)."""
+    labels, annotations = pod.metadata.labels, pod.metadata.annotations
+    facts = pod_job_facts(pod)
+    low, high = facts.elastic or (0, 0)
+    # what the controller owner already says is not stored twice (spillway.planner.disruption reads it)
+    owner, is_controller = _owner(pod.metadata.owner_references)
+    namespace = pod.metadata.namespace or "default"
+    owner_key = job_key(owner.kind, namespace, owner.name) if owner and is_controller else None
+    return {
+        "do_not_drain": flag(labels.get(DO_NOT_DRAIN)) or flag(annotations.get(DO_NOT_DRAIN)),
+        "preemptable": flag(labels.get(VOLCANO_PREEMPTABLE)) or flag(annotations.get(VOLCANO_PREEMPTABLE)),
+        # its age matters only for a pod that might move
+        "started_at": pod.status.start_time if _may_move_some_day(pod, owner) else None,
+        "job": None if facts.job == owner_key else facts.job,
+        "job_role": facts.role,
+        "batch_job": None
+        if owner_key == job_key("Job", namespace, facts.batch_job or "")
+        else facts.batch_job,
+        "elastic_min": low,
+        "elastic_max": high,
+    }
+
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
@@ -342,6 +425,7 @@ class NodeInfo:
     # When Spillway cordoned it: the leading time of its spillway.io/cordoned annotation ("<ISO> <why>");
     # None for a value without one (written by an older version): its age is unknown.
     cordoned_at: datetime | None = None
+    do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt=true on the Node: none of its pods move
 
     @property
     def instance_id(self) -> str | None:
@@ -362,6 +446,7 @@ class NodeInfo:
             cordoned_by_spillway=CORDONED_BY_SPILLWAY in meta.annotations,
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
+            do_not_disrupt=flag(meta.annotations.get(DO_NOT_DISRUPT)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -382,6 +467,8 @@ class NodeInfo:
             out["sdd"] = 1
         if self.cordoned_at:
             out["sca"] = format_time(self.cordoned_at)
+        if self.do_not_disrupt:
+            out["dnd"] = 1
         return out
 
     @classmethod
@@ -398,6 +485,7 @@ class NodeInfo:
             cordoned_by_spillway=bool(d.get("sc")),
             scale_down_disabled=bool(d.get("sdd")),
             cordoned_at=parse_time(d.get("sca")),
+            do_not_disrupt=bool(d.get("dnd")),
         )
 
 
@@ -441,7 +529,8 @@ class ClusterSnapshot:
     """What Kubernetes looked like at ``taken_at``.
 
     ``tenants`` maps a namespace labelled ``spillway.io/tenant`` to its tenant (any other namespace is
-    its own tenant); ``gangs`` are the pod groups read from the cluster; ``quotas`` its CapacityQuotas.
+    its own tenant); ``gangs`` are the pod groups read from the cluster; ``quotas`` its CapacityQuotas;
+    ``jobs`` the jobs that say something about moving their pods (elastic size, podFailurePolicy).
     """
 
     cluster: str
@@ -454,9 +543,22 @@ class ClusterSnapshot:
     gangs: tuple[GangInfo, ...] = ()
     quotas: tuple[QuotaInfo, ...] = ()
     provreqs: tuple[ProvisioningRequestInfo, ...] = ()
+    jobs: tuple[JobInfo, ...] = ()
+    buffers: tuple[BufferInfo, ...] = ()  # CapacityBuffers (spillway.model.buffer)
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
+
+    def jobs_by_key(self) -> dict[str, JobInfo]:
+        return {job.key: job for job in self.jobs}
+
+    def pdb_allowance(self, pod: PodInfo) -> int | None:
+        """How many more disruptions the budgets selecting ``pod`` allow now (the least of them); None
+        when no budget selects it."""
+        if not pod.pdbs:
+            return None
+        allowed = {p.name: p.disruptions_allowed for p in self.pdbs if p.namespace == pod.namespace}
+        return min(allowed.get(name, 0) for name in pod.pdbs)
 
     @classmethod
     def build(
@@ -469,18 +571,8 @@ class ClusterSnapshot:
         observe_seconds: float = 0.0,
         others: Iterable[KubeObject] = (),
     ) -> ClusterSnapshot:
-        base = cls.from_objects(cluster, taken_at, others, observe_seconds)
-        return cls(
-            cluster=cluster,
-            taken_at=taken_at,
-            nodes=tuple(NodeInfo.from_node(n) for n in nodes) + base.nodes,
-            pods=tuple(PodInfo.from_pod(p) for p in pods) + base.pods,
-            pdbs=tuple(PdbInfo.from_pdb(p) for p in pdbs) + base.pdbs,
-            observe_seconds=observe_seconds,
-            tenants=base.tenants,
-            gangs=base.gangs,
-            quotas=base.quotas,
-        )
+        objects: Iterable[KubeObject] = chain(nodes, pods, pdbs, others)
+        return cls.from_objects(cluster, taken_at, objects, observe_seconds)
 
     @classmethod
     def from_objects(
@@ -497,25 +589,40 @@ class ClusterSnapshot:
         tenants: dict[str, str] = {}
         gangs: list[GangInfo] = []
         quotas: list[QuotaInfo] = []
+        jobs: list[JobInfo] = []
+        budgets = PdbMatcher()
+        buffers: list[CapacityBuffer] = []
+        templates: list[PodTemplate] = []
+        workloads: list[Scalable] = []
         for obj in objects:
             if isinstance(obj, Pod):
                 pods.append(PodInfo.from_pod(obj))
+                budgets.remember(len(pods) - 1, obj)
             elif isinstance(obj, Node):
                 nodes.append(NodeInfo.from_node(obj))
             elif isinstance(obj, PodDisruptionBudget):
                 pdbs.append(PdbInfo.from_pdb(obj))
+                budgets.add(obj)
+            elif isinstance(obj, CapacityBuffer):
+                buffers.append(obj)
+            elif isinstance(obj, PodTemplate):
+                templates.append(obj)
+            elif isinstance(obj, Scalable):
+                workloads.append(obj)
             else:
-                _distil_shared(obj, tenants, gangs, quotas)
+                _distil_shared(obj, tenants, gangs, quotas, jobs)
         return cls(
             cluster,
             taken_at,
             tuple(nodes),
-            tuple(pods),
+            budgets.apply(pods),
             tuple(pdbs),
             observe_seconds,
             dict(sorted(tenants.items())),
             tuple(sorted(gangs, key=lambda g: g.key)),
             tuple(sorted(quotas, key=lambda q: q.name)),
+            jobs=tuple(sorted(jobs, key=lambda j: j.key)),
+            buffers=_buffers(buffers, templates, workloads),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -535,11 +642,16 @@ class ClusterSnapshot:
             out["quotas"] = [q.to_dict() for q in self.quotas]
         if self.provreqs:
             out["provreqs"] = [r.to_dict() for r in self.provreqs]
+        if self.jobs:
+            out["jobs"] = [j.to_dict() for j in self.jobs]
+        if self.buffers:
+            out["buffers"] = [b.to_dict() for b in self.buffers]
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClusterSnapshot:
-        from spillway.model.provreq import ProvisioningRequestInfo  # it reads PodInfo from here
+        from spillway.model.buffer import BufferInfo  # these read PodInfo from here
+        from spillway.model.provreq import ProvisioningRequestInfo
 
         taken_at = parse_time(d["taken_at"])
         assert taken_at is not None
@@ -554,13 +666,31 @@ class ClusterSnapshot:
             gangs=tuple(GangInfo.from_dict(g) for g in d.get("gangs", ())),
             quotas=tuple(QuotaInfo.from_dict(q) for q in d.get("quotas", ())),
             provreqs=tuple(ProvisioningRequestInfo.from_dict(r) for r in d.get("provreqs", ())),
+            jobs=tuple(JobInfo.from_dict(j) for j in d.get("jobs", ())),
+            buffers=tuple(BufferInfo.from_dict(b) for b in d.get("buffers", ())),
         )
 
 
+def _buffers(
+    buffers: list[CapacityBuffer], templates: list[PodTemplate], workloads: list[Scalable]
+) -> tuple[BufferInfo, ...]:
+    """CapacityBuffers of a List, what they name resolved from the same List."""
+    if not buffers:
+        return ()
+    from spillway.model.buffer import buffer_infos  # it reads PodInfo from here
+
+    return buffer_infos(buffers, templates, workloads)
+
+
 def _distil_shared(
-    obj: KubeObject, tenants: dict[str, str], gangs: list[GangInfo], quotas: list[QuotaInfo]
+    obj: KubeObject,
+    tenants: dict[str, str],
+    gangs: list[GangInfo],
+    quotas: list[QuotaInfo],
+    jobs: list[JobInfo],
 ) -> None:
-    """Namespaces → tenants, pod groups and Workloads → gangs, CapacityQuotas → quotas."""
+    """Namespaces → tenants, pod groups and Workloads → gangs, CapacityQuotas → quotas, PyTorchJobs,
+    PaddleJobs and batch Jobs → jobs."""
     tenant = tenant_of(obj)
     if tenant is not None:
         tenants[tenant[0]] = tenant[1]
@@ -568,3 +698,41 @@ def _distil_shared(
     quota = quota_of(obj)
     if quota is not None:
         quotas.append(quota)
+    job = job_of(obj)
+    if job is not None:
+        jobs.append(job)
+
+
+class PdbMatcher:
+    """Which PodDisruptionBudgets select which pods, for a stream where pods and budgets come in any
+    order: the labels of bound, running pods are kept (nothing else of them) until :meth:`apply`.
+
+    A budget's ``spec.selector`` selects by labels in its namespace; an empty selector selects every
+    pod there, a missing one none (``policy/v1``).
+    """
+
+    def __init__(self) -> None:
+        self._labels: list[tuple[int, str, dict[str, str]]] = []
+        self._budgets: dict[str, list[tuple[str, tuple[LabelRequirement, ...]]]] = {}  # by namespace
+
+    def remember(self, index: int, pod: Pod) -> None:
+        if pod.spec.node_name and pod.status.phase not in TERMINAL_PHASES:
+            self._labels.append((index, pod.metadata.namespace or "default", pod.metadata.labels))
+
+    def add(self, pdb: PodDisruptionBudget) -> None:
+        if pdb.spec.selector is not None:
+            namespace = pdb.metadata.namespace or "default"
+            selector = selector_requirements(pdb.spec.selector)
+            self._budgets.setdefault(namespace, []).append((pdb.metadata.name, selector))
+
+    def names(self, namespace: str, labels: Mapping[str, str]) -> tuple[str, ...]:
+        budgets = self._budgets.get(namespace, ())
+        return tuple(sorted(name for name, sel in budgets if selector_matches(sel, labels)))
+
+    def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
+        if self._budgets:
+            for index, namespace, labels in self._labels:
+                names = self.names(namespace, labels)
+                if names:
+                    pods[index] = replace(pods[index], pdbs=names)
+        return tuple(pods)

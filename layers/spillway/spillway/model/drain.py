@@ -23,6 +23,7 @@ MAX_BUSY_DEADLINE_SECONDS = 60  # the longest deadline polled with poll_seconds 
 # no drain that owns it (the planner's orphaned_drain_minutes is above this).
 MAX_EXECUTION_SECONDS = MAX_DEADLINE_SECONDS + MAX_POLL_SECONDS + 3_600
 LIST_LIMIT = 100  # pod names kept in a step's output: a state machine's state is at most 256 KiB
+MAX_EXPECTED_PODS = 1_000  # a consolidation's pods to move (a node runs at most a few hundred)
 
 
 def parse_iso(text: str) -> datetime:
@@ -34,6 +35,10 @@ class DrainRequest(BaseModel):
 
     ``instance_id``, ``group`` and ``region`` come from a plan: when given they must still match the
     node, so a plan never drains a node that changed since it was made.
+
+    ``consolidation`` (a plan's drain of a node that runs work, ``pods`` the pods it moves): the drain
+    evicts those pods and no others; it is cancelled before touching anything when the node runs any
+    other workload pod, or when one of them may no longer be evicted.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -50,6 +55,8 @@ class DrainRequest(BaseModel):
     group: str | None = Field(default=None, min_length=1, max_length=255)
     region: str | None = Field(default=None, min_length=1, max_length=32)
     plan_id: str | None = Field(default=None, max_length=200)
+    consolidation: bool = False
+    pods: list[str] = Field(default_factory=list, max_length=MAX_EXPECTED_PODS)
 
 
 class Drain(BaseModel):
@@ -72,6 +79,8 @@ class Drain(BaseModel):
     plan_id: str | None = None
     started_at: str
     deadline_at: str
+    consolidation: bool = False
+    pods: tuple[str, ...] = ()  # a consolidation's pods to move ("<namespace>/<name>")
 
     @property
     def deadline(self) -> datetime:

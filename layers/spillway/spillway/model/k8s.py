@@ -118,6 +118,7 @@ class ObjectMeta(KubeModel):
     namespace: str | None = None
     uid: str = ""
     resource_version: str | None = None
+    generation: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: list[OwnerReference] = Field(default_factory=list)
@@ -178,10 +179,21 @@ class ResourceRequirements(KubeModel):
     limits: QuantityMap | None = None
 
 
+class EnvVar(KubeModel):
+    """Only literal values are read (``valueFrom`` is resolved by the kubelet, not visible here)."""
+
+    name: str
+    value: str | None = None
+
+
 class Container(KubeModel):
     name: str = ""
     resources: ResourceRequirements | None = None
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
+    # read only for an elastic job's size: torchrun --nnodes=MIN:MAX, env PET_NNODES=MIN:MAX
+    command: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
 
     def requests(self) -> Resources:
         """Requests, defaulting to limits where only a limit is set (as the API server does)."""
@@ -467,8 +479,166 @@ class CapacityQuota(KubeModel):
     status: CapacityQuotaStatus = Field(default_factory=CapacityQuotaStatus)
 
 
+# -- jobs whose pods the autoscaler may move (spillway.model.jobs, spillway.planner.disruption) --
+
+KUBEFLOW_GROUP = "kubeflow.org"  # Kubeflow training operator v1: PyTorchJob, PaddleJob, ...
+BATCH_GROUP = "batch"
+
+
+class ElasticPolicy(KubeModel):
+    """``spec.elasticPolicy`` of a PyTorchJob or PaddleJob (``kubeflow.org/v1``): the Worker replicas may
+    run anywhere between ``minReplicas`` and ``maxReplicas`` (the operator defaults an unset bound to the
+    Worker replicas)."""
+
+    min_replicas: int | None = Field(default=None, ge=0)
+    max_replicas: int | None = Field(default=None, ge=0)
+
+
+class ReplicaSpec(KubeModel):
+    replicas: int | None = Field(default=None, ge=0)
+
+
+class PyTorchJobSpec(KubeModel):
+    elastic_policy: ElasticPolicy | None = None
+    pytorch_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+
+class PyTorchJob(KubeModel):
+    """Kubeflow ``PyTorchJob`` (``kubeflow.org/v1``); replica types ``Master`` and ``Worker``."""
+
+    kind: Literal["PyTorchJob"] = "PyTorchJob"
+    api_version: str = KUBEFLOW_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: PyTorchJobSpec = Field(default_factory=PyTorchJobSpec)
+
+
+class PaddleJobSpec(KubeModel):
+    elastic_policy: ElasticPolicy | None = None
+    paddle_replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+
+class PaddleJob(KubeModel):
+    """Kubeflow ``PaddleJob`` (``kubeflow.org/v1``); replica types ``Master`` and ``Worker``."""
+
+    kind: Literal["PaddleJob"] = "PaddleJob"
+    api_version: str = KUBEFLOW_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: PaddleJobSpec = Field(default_factory=PaddleJobSpec)
+
+
+class PodConditionPattern(KubeModel):
+    type: str
+    status: str = "True"
+
+
+class PodFailurePolicyRule(KubeModel):
+    """``action`` is FailJob, FailIndex, Ignore or Count; only ``onPodConditions`` rules are read (an
+    ``onExitCodes`` rule never matches an eviction)."""
+
+    action: str
+    on_pod_conditions: list[PodConditionPattern] = Field(default_factory=list)
+
+
+class PodFailurePolicy(KubeModel):
+    rules: list[PodFailurePolicyRule] = Field(default_factory=list)
+
+
+class JobSpec(KubeModel):
+    pod_failure_policy: PodFailurePolicy | None = None
+
+
+class BatchJob(KubeModel):
+    """Kubernetes ``Job`` (``batch/v1``): only ``spec.podFailurePolicy`` is read."""
+
+    kind: Literal["Job"] = "Job"
+    api_version: str = BATCH_GROUP + "/v1"
+    metadata: ObjectMeta
+    spec: JobSpec = Field(default_factory=JobSpec)
+
+
+TrainingJob = PyTorchJob | PaddleJob | BatchJob
+
+
+class LocalObjectRef(KubeModel):
+    name: str = ""
+
+
+class ScalableRef(KubeModel):
+    api_group: str = ""
+    kind: str = ""
+    name: str = ""
+
+
+class CapacityBufferSpec(KubeModel):
+    """``provisioningStrategy`` (default ``buffer.x-k8s.io/active-capacity``); one of ``podTemplateRef``
+    (a PodTemplate of the namespace: the shape of one chunk) or ``scalableRef`` (a workload with a scale
+    subresource); ``replicas`` and/or ``percentage`` (of the scalable object's replicas; both set: the
+    larger); ``limits`` caps the chunks' summed requests (alone: as many chunks as fit)."""
+
+    provisioning_strategy: str | None = None
+    pod_template_ref: LocalObjectRef | None = None
+    scalable_ref: ScalableRef | None = None
+    replicas: int | None = Field(default=None, ge=0)
+    percentage: int | None = Field(default=None, ge=0)
+    limits: QuantityMap | None = None
+
+
+class CapacityBufferStatus(KubeModel):
+    pod_template_ref: LocalObjectRef | None = None
+    replicas: int | None = None
+    pod_template_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    provisioning_strategy: str | None = None
+
+
+class CapacityBuffer(KubeModel):
+    """sig-autoscaling ``CapacityBuffer`` (``autoscaling.x-k8s.io`` v1beta1; v1alpha1, which Karpenter
+    implements, has the same fields): spare capacity held as placeholder pods (namespaced)."""
+
+    kind: Literal["CapacityBuffer"] = "CapacityBuffer"
+    api_version: str = AUTOSCALING_GROUP + "/v1beta1"
+    metadata: ObjectMeta
+    spec: CapacityBufferSpec = Field(default_factory=CapacityBufferSpec)
+    status: CapacityBufferStatus = Field(default_factory=CapacityBufferStatus)
+
+
+class PodTemplate(KubeModel):
+    """core/v1 ``PodTemplate``: ``template`` is a pod's metadata and spec (kept raw: read when named)."""
+
+    kind: Literal["PodTemplate"] = "PodTemplate"
+    api_version: str = "v1"
+    metadata: ObjectMeta
+    template: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScalableSpec(KubeModel):
+    replicas: int | None = Field(default=None, ge=0)
+    template: dict[str, Any] = Field(default_factory=dict)  # the pod template, kept raw
+
+
+class Scalable(KubeModel):
+    """An ``apps/v1`` Deployment, StatefulSet or ReplicaSet: what a CapacityBuffer's ``scalableRef``
+    names (its pods' shape, and ``spec.replicas`` for ``percentage``)."""
+
+    kind: Literal["Deployment", "StatefulSet", "ReplicaSet"]
+    api_version: str = "apps/v1"
+    metadata: ObjectMeta
+    spec: ScalableSpec = Field(default_factory=ScalableSpec)
+
+
 SharedObject = (
-    Namespace | CoschedulingPodGroup | VolcanoPodGroup | UpstreamPodGroup | Workload | CapacityQuota
+    Namespace
+    | CoschedulingPodGroup
+    | VolcanoPodGroup
+    | UpstreamPodGroup
+    | Workload
+    | CapacityQuota
+    | PyTorchJob
+    | PaddleJob
+    | BatchJob
+    | CapacityBuffer
+    | PodTemplate
+    | Scalable
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota"})
@@ -481,7 +651,7 @@ class KubeList(BaseModel):
     nodes: list[Node] = Field(default_factory=list)
     pods: list[Pod] = Field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = Field(default_factory=list)
-    others: list[SharedObject] = Field(default_factory=list)  # namespaces, pod groups, quotas
+    others: list[SharedObject] = Field(default_factory=list)  # namespaces, pod groups, quotas, buffers
 
 
 ModelType = type[KubeModel]
@@ -490,6 +660,7 @@ _KINDS: dict[str, ModelType] = {
     "Pod": Pod,
     "PodDisruptionBudget": PodDisruptionBudget,
     "Namespace": Namespace,
+    "PodTemplate": PodTemplate,
 }
 # Kinds whose meaning depends on the API group: PodGroup is spelled the same by three projects.
 _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
@@ -498,6 +669,13 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("PodGroup", UPSTREAM_GROUP): UpstreamPodGroup,
     ("Workload", UPSTREAM_GROUP): Workload,
     ("CapacityQuota", AUTOSCALING_GROUP): CapacityQuota,
+    ("PyTorchJob", KUBEFLOW_GROUP): PyTorchJob,
+    ("PaddleJob", KUBEFLOW_GROUP): PaddleJob,
+    ("Job", BATCH_GROUP): BatchJob,  # not Volcano's Job (batch.volcano.sh)
+    ("CapacityBuffer", AUTOSCALING_GROUP): CapacityBuffer,  # v1beta1 and v1alpha1 alike
+    ("Deployment", "apps"): Scalable,
+    ("StatefulSet", "apps"): Scalable,
+    ("ReplicaSet", "apps"): Scalable,
 }
 
 
@@ -540,7 +718,9 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
     """The objects Spillway reads in a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
 
     Nodes, Pods, PDBs, Namespaces, pod groups (coscheduling, Volcano, Kubernetes ``PodGroup`` and
-    ``Workload``) and CapacityQuotas; other kinds are skipped. With ``release`` each raw item is dropped
+    ``Workload``), CapacityQuotas, PyTorchJobs, PaddleJobs and batch/v1 Jobs; other kinds are skipped. With ``release`` each raw item is dropped
+    ``Workload``), CapacityQuotas, CapacityBuffers and what they name (PodTemplates, apps/v1
+    Deployments, StatefulSets, ReplicaSets); other kinds are skipped. With ``release`` each raw item is dropped
     from ``doc`` once parsed, so a large List is not held twice (raw and parsed). Raises ``ValueError``
     naming the item and field: for an unusable quantity (see :class:`RefusableModel`) and for a second
     object of one kind and name.

@@ -13,10 +13,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from spillway.model.aws import AutoScalingGroup, InstanceTypeInfo, ScalingActivity
+from spillway.model.aws import (
+    AutoScalingGroup,
+    InstanceTypeInfo,
+    ScalingActivity,
+    ScheduledAction,
+    WarmPool,
+)
 from spillway.model.cluster import TaintT, format_time, parse_time
 from spillway.model.quantity import to_milli
 from spillway.model.resources import CPU, MEMORY, NEURON, NVIDIA_GPU, PODS, Resources
+from spillway.model.schedule import ScheduledFloor, check_actions
 
 TAG_ENABLED = "k8s.io/cluster-autoscaler/enabled"
 TAG_CLUSTER_PREFIX = "k8s.io/cluster-autoscaler/"
@@ -26,9 +33,25 @@ TAG_RESOURCE = "k8s.io/cluster-autoscaler/node-template/resources/"
 # Gang launches (act/gang.py): "fleet" (EC2 CreateFleet instant, then AttachInstances), "rollback"
 # (raise the desired capacity, give all of it back unless the whole gang is up by a deadline), "off".
 TAG_ATOMIC_LAUNCH = "spillway.io/atomic-launch"
+# Per group: off | when-empty | when-underutilized (spillway.planner.consolidation); absent: the config's.
+TAG_CONSOLIDATION = "spillway.io/consolidation"
+CONSOLIDATION_MODES = ("off", "when-empty", "when-underutilized")
 AtomicLaunch = Literal["fleet", "rollback", "off"]
 ATOMIC_LAUNCH_MODES: tuple[AtomicLaunch, ...] = ("fleet", "rollback", "off")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# Spot or on-demand: Spillway's own tag first, then the capacity-type labels a node template declares
+# (Karpenter's and EKS managed node groups'), then the mixed instances policy's distribution.
+TAG_CAPACITY_TYPE = "spillway.io/capacity-type"
+CapacityType = Literal["spot", "on-demand"]
+CAPACITY_TYPES: tuple[CapacityType, ...] = ("spot", "on-demand")
+CAPACITY_LABELS = {
+    "karpenter.sh/capacity-type": {"spot": "spot", "on-demand": "on-demand"},
+    "eks.amazonaws.com/capacityType": {"SPOT": "spot", "ON_DEMAND": "on-demand"},
+}
+# Warm pool instances that can join the group quickly (not those leaving the pool).
+WARM_READY_STATES = frozenset(
+    {"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated", "Warmed:Pending", "Warmed:Pending:Proceed"}
+)
 DEFAULT_MAX_PODS = 110
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
@@ -63,6 +86,24 @@ class NodeGroup:
     arn: str = ""
     atomic_launch: AtomicLaunch = "off"
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
+    scheduled: tuple[ScheduledFloor, ...] = ()  # the group's scheduled actions (DescribeScheduledActions)
+    warm_instances: int = 0  # warm pool instances ready to join (DescribeWarmPool)
+    capacity_type: CapacityType = "on-demand"
+    instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
+    problems: tuple[str, ...] = ()  # tags or scheduled actions that could not be read, naming the field
+
+    @property
+    def spot(self) -> bool:
+        return self.capacity_type == "spot"
+
+    def launch_types(self) -> tuple[str, ...]:
+        """The instance types a launch may get: the overrides, else the one type (empty: unknown)."""
+        if self.instance_types:
+            return self.instance_types
+        return (self.instance_type,) if self.instance_type else ()
+
+    consolidation: str | None = None  # the group's spillway.io/consolidation tag; None: the config's
+    consolidation_problem: str = ""  # a tag value that is not a mode (the group is then "off")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +129,14 @@ class NodeGroup:
             # Only when set, so groups without the tag serialize exactly as before.
             **({"atomic_launch": self.atomic_launch} if self.atomic_launch != "off" else {}),
             **({"atomic_launch_problem": self.atomic_launch_problem} if self.atomic_launch_problem else {}),
+            # Likewise: only what a group has, so older readers and fixtures see the form they know.
+            **({"scheduled": [a.to_dict() for a in self.scheduled]} if self.scheduled else {}),
+            **({"warm_instances": self.warm_instances} if self.warm_instances else {}),
+            **({"capacity_type": self.capacity_type} if self.spot else {}),
+            **({"instance_types": list(self.instance_types)} if self.instance_types else {}),
+            **({"problems": list(self.problems)} if self.problems else {}),
+            **({"consolidation": self.consolidation} if self.consolidation is not None else {}),
+            **({"consolidation_problem": self.consolidation_problem} if self.consolidation_problem else {}),
         }
 
     @classmethod
@@ -118,6 +167,13 @@ class NodeGroup:
             launch_failures=tuple(failures),
             atomic_launch=parse_atomic_launch(d.get("atomic_launch"))[0],
             atomic_launch_problem=str(d.get("atomic_launch_problem", "")),
+            scheduled=tuple(ScheduledFloor.from_dict(a) for a in d.get("scheduled", ())),
+            warm_instances=int(d.get("warm_instances", 0)),
+            capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
+            instance_types=tuple(d.get("instance_types", ())),
+            problems=tuple(d.get("problems", ())),
+            consolidation=parse_consolidation(d.get("consolidation"))[0],
+            consolidation_problem=str(d.get("consolidation_problem", "")),
         )
 
 
@@ -141,21 +197,108 @@ def parse_atomic_launch(value: object) -> tuple[AtomicLaunch, str]:
     return "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: {str(value)[:64]!r} is not one of {modes}; treated as off"
 
 
-def resolve_instance_type(asg: AutoScalingGroup) -> str | None:
-    """From the group's instances, else its mixed-instances overrides, else the node-template label tag."""
+def parse_consolidation(value: object) -> tuple[str | None, str]:
+    """The ``spillway.io/consolidation`` tag's mode (None without the tag: the config decides), and a
+    problem when the value is not one: a bad value is ``off`` with the problem kept on the group."""
+    if value is None:
+        return None, ""
+    text = str(value).strip().lower()
+    if text in CONSOLIDATION_MODES:
+        return text, ""
+    modes = " | ".join(CONSOLIDATION_MODES)
+    return "off", f"Tags[{TAG_CONSOLIDATION}]: {str(value)[:64]!r} is not one of {modes}; treated as off"
+
+
+def override_types(asg: AutoScalingGroup) -> tuple[str, ...]:
+    """A mixed instances policy's override instance types, in the policy's order (empty without)."""
+    mixed = asg.MixedInstancesPolicy
+    if not (mixed and mixed.LaunchTemplate):
+        return ()
+    return tuple(dict.fromkeys(o.InstanceType for o in mixed.LaunchTemplate.Overrides if o.InstanceType))
+
+
+def candidate_types(asg: AutoScalingGroup) -> set[str]:
+    """Every instance type the group's template may be taken from (to look up before resolving)."""
+    types = {i.InstanceType for i in asg.Instances if i.InstanceType}
+    first = resolve_instance_type(asg)
+    return types | set(override_types(asg)) | ({first} if first else set())
+
+
+def resolve_instance_type(
+    asg: AutoScalingGroup, catalogue: Mapping[str, InstanceTypeInfo] | None = None
+) -> str | None:
+    """A mixed instances policy: its smallest override (by vCPUs, then memory, of those the catalogue
+    knows; without one, the first). Else the type most of the group's instances run, else the
+    node-template label tag. The smallest override is what a pod can count on whatever EC2 launches."""
+    overrides = override_types(asg)
+    if overrides:
+        known = [t for t in overrides if catalogue and t in catalogue]
+        if not known or catalogue is None:
+            return overrides[0]
+        return min(
+            known,
+            key=lambda t: (catalogue[t].VCpuInfo.DefaultVCpus, catalogue[t].MemoryInfo.SizeInMiB, t),
+        )
     live = Counter(
         i.InstanceType for i in asg.Instances if i.InstanceType and i.LifecycleState in LIVE_STATES
     )
     if live:
         return sorted(live.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-    mixed = asg.MixedInstancesPolicy
-    if mixed and mixed.LaunchTemplate:
-        for override in mixed.LaunchTemplate.Overrides:
-            if override.InstanceType:
-                return override.InstanceType
     tags = asg.tag_map()
     return tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL) or tags.get(
         TAG_LABEL + "beta.kubernetes.io/instance-type"
+    )
+
+
+def capacity_type(asg: AutoScalingGroup) -> tuple[CapacityType, str]:
+    """Spot or on-demand, and a problem when a tag says neither (the tag is then ignored).
+
+    The ``spillway.io/capacity-type`` tag decides; else a node-template label tag
+    (``karpenter.sh/capacity-type``, ``eks.amazonaws.com/capacityType``); else a mixed instances policy
+    whose distribution asks for no on-demand instance at all (base 0, 0 % above it) is spot."""
+    tags = asg.tag_map()
+    problem = ""
+    if TAG_CAPACITY_TYPE in tags:
+        value = tags[TAG_CAPACITY_TYPE].strip().lower()
+        if value in CAPACITY_TYPES:
+            return value, ""
+        problem = (
+            f"Tags[{TAG_CAPACITY_TYPE}]: {tags[TAG_CAPACITY_TYPE][:64]!r} is not one of spot | on-demand;"
+            " ignored"
+        )
+    for label, values in CAPACITY_LABELS.items():
+        found = values.get(tags.get(TAG_LABEL + label, "").strip())
+        if found is not None:
+            return found, problem  # type: ignore[return-value]
+    mixed = asg.MixedInstancesPolicy
+    dist = mixed.InstancesDistribution if mixed else None
+    if dist is not None and not dist.OnDemandBaseCapacity and dist.OnDemandPercentageAboveBaseCapacity == 0:
+        return "spot", problem
+    return "on-demand", problem
+
+
+def warm_count(pool: WarmPool | None) -> int:
+    """The warm pool's instances that can join the group (a pool being deleted has none)."""
+    if pool is None or pool.WarmPoolConfiguration is None:
+        return 0
+    if (pool.WarmPoolConfiguration.Status or "") == "PendingDelete":
+        return 0
+    return sum(1 for i in pool.Instances if i.LifecycleState in WARM_READY_STATES)
+
+
+def scheduled_floors(actions: Iterable[ScheduledAction]) -> tuple[ScheduledFloor, ...]:
+    return tuple(
+        ScheduledFloor(
+            name=a.ScheduledActionName,
+            min_size=a.MinSize,
+            desired=a.DesiredCapacity,
+            max_size=a.MaxSize,
+            recurrence=a.Recurrence or None,
+            start=a.StartTime,
+            end=a.EndTime,
+            timezone=a.TimeZone or None,
+        )
+        for a in sorted(actions, key=lambda a: a.ScheduledActionName)
     )
 
 
@@ -257,14 +400,10 @@ def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None =
                 )
 
 
-def build_node_groups(
-    asgs: Iterable[AutoScalingGroup],
+def launch_failures(
     activities: Iterable[ScalingActivity],
-    catalogue: Mapping[str, InstanceTypeInfo],
-    reserve: Mapping[str, int],
-    cluster: str | None,
-) -> list[NodeGroup]:
-    """The managed node groups, sorted by (region, name)."""
+) -> tuple[dict[str, list[LaunchFailure]], dict[str, list[LaunchFailure]]]:
+    """Capacity failures of launches, by group ARN and (for activities without one) by group name."""
     by_arn: dict[str, list[LaunchFailure]] = {}
     by_name: dict[str, list[LaunchFailure]] = {}
     for act in activities:
@@ -278,32 +417,71 @@ def build_node_groups(
             by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
         else:
             by_name.setdefault(act.AutoScalingGroupName, []).append(failure)
+    return by_arn, by_name
+
+
+def build_node_groups(
+    asgs: Iterable[AutoScalingGroup],
+    activities: Iterable[ScalingActivity],
+    catalogue: Mapping[str, InstanceTypeInfo],
+    reserve: Mapping[str, int],
+    cluster: str | None,
+    *,
+    scheduled: Iterable[ScheduledAction] = (),
+    warm_pools: Mapping[str, WarmPool] | None = None,
+) -> list[NodeGroup]:
+    """The managed node groups, sorted by (region, name). ``scheduled`` are the scheduled actions,
+    matched to a group by name within the region their ARN names (by name alone without an ARN);
+    ``warm_pools`` maps a group's name to its DescribeWarmPool answer."""
+    actions: dict[tuple[str | None, str], list[ScheduledAction]] = {}
+    for action in scheduled:  # by the region its ARN names, else by group name alone
+        actions.setdefault((action.region, action.AutoScalingGroupName), []).append(action)
+    by_arn, by_name = launch_failures(activities)
     asgs = list(asgs)
     check_unique(asgs)
     groups: list[NodeGroup] = []
     for asg in asgs:
         if not is_managed(asg, cluster) or asg.Status:
             continue
-        itype = resolve_instance_type(asg)
-        atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
         failures = by_arn.get(asg.AutoScalingGroupARN, []) + by_name.get(asg.AutoScalingGroupName, [])
-        groups.append(
-            NodeGroup(
-                name=asg.AutoScalingGroupName,
-                region=asg.region,
-                arn=asg.AutoScalingGroupARN,
-                min_size=asg.MinSize,
-                max_size=asg.MaxSize,
-                desired=asg.DesiredCapacity,
-                instance_type=itype,
-                template=build_template(asg, itype, catalogue, reserve),
-                zones=tuple(asg.AvailabilityZones),
-                instance_ids=tuple(
-                    sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)
-                ),
-                launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
-                atomic_launch=atomic,
-                atomic_launch_problem=problem,
-            )
-        )
+        name = asg.AutoScalingGroupName
+        floors = scheduled_floors([*actions.get((asg.region, name), ()), *actions.get((None, name), ())])
+        warm = warm_count((warm_pools or {}).get(asg.AutoScalingGroupName))
+        groups.append(node_group(asg, catalogue, reserve, failures, floors, warm))
     return sorted(groups, key=lambda g: (g.region, g.name))
+
+
+def node_group(
+    asg: AutoScalingGroup,
+    catalogue: Mapping[str, InstanceTypeInfo],
+    reserve: Mapping[str, int],
+    failures: Iterable[LaunchFailure],
+    floors: tuple[ScheduledFloor, ...],
+    warm: int,
+) -> NodeGroup:
+    itype = resolve_instance_type(asg, catalogue)
+    atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
+    consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
+    capacity, capacity_problem = capacity_type(asg)
+    return NodeGroup(
+        name=asg.AutoScalingGroupName,
+        region=asg.region,
+        arn=asg.AutoScalingGroupARN,
+        min_size=asg.MinSize,
+        max_size=asg.MaxSize,
+        desired=asg.DesiredCapacity,
+        instance_type=itype,
+        template=build_template(asg, itype, catalogue, reserve),
+        zones=tuple(asg.AvailabilityZones),
+        instance_ids=tuple(sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)),
+        launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
+        atomic_launch=atomic,
+        atomic_launch_problem=problem,
+        consolidation=consolidation,
+        consolidation_problem=consolidation_problem,
+        scheduled=floors,
+        warm_instances=warm,
+        capacity_type=capacity,
+        instance_types=override_types(asg),
+        problems=tuple(p for p in (capacity_problem, *check_actions(floors)) if p),
+    )

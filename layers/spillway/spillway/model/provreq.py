@@ -40,6 +40,7 @@ FAILED = "Failed"
 BOOKING_EXPIRED = "BookingExpired"
 CAPACITY_REVOKED = "CapacityRevoked"
 TERMINAL = (FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED)  # True: nothing more happens to the request
+NOT_FOUND = " not found"  # the end of a pod set's problem when its PodTemplate does not exist
 NODE_LABEL = "spillway.io/provisioning-request"  # on nodes launched for a request
 # status.provisioningClassDetails keys naming that label (Kueue: valueFromProvisioningClassDetail)
 DETAIL_LABEL_KEY = "NodeSelectorKey"
@@ -157,6 +158,14 @@ class ProvisioningRequestInfo:
         if not self.pod_sets:
             return "spec.podSets is empty"
         return "; ".join(s.problem for s in self.pod_sets if s.problem)
+
+    @property
+    def templates_missing_only(self) -> bool:
+        """Its only problem is PodTemplates not found (yet: Kueue creates them just after the request)."""
+        problems = [s.problem for s in self.pod_sets if s.problem]
+        return bool(problems) and all(
+            p.startswith("PodTemplate ") and p.endswith(NOT_FOUND) for p in problems
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -297,9 +306,39 @@ def _pod_set(
         return PodSetInfo(ref, count, problem=f"spec.podSets[{index}].podTemplateRef.name is missing")
     template = templates.get((namespace, ref))
     if template is None:
-        return PodSetInfo(ref, count, problem=f"PodTemplate {namespace}/{ref} not found")
+        return PodSetInfo(ref, count, problem=f"PodTemplate {namespace}/{ref}{NOT_FOUND}")
     pod, problem = template_pod(template, namespace, f"{request}[{index}]")
     return PodSetInfo(ref, count, pod=pod, problem=problem)
+
+
+def from_list(doc: Any) -> tuple[ProvisioningRequestInfo, ...]:
+    """The requests of a Kubernetes List as ``kubectl get ...,provisioningrequests,podtemplates -A -o
+    json`` prints it (``ProvisioningRequest`` items of ``autoscaling.x-k8s.io``, ``PodTemplate`` items of
+    the core group), with their templates resolved. Other items are not looked at; never raises."""
+    items = doc.get("items") if isinstance(doc, Mapping) else None
+    if not isinstance(items, list):
+        return ()
+    list_kind = str(doc.get("kind") or "")
+    default_kind = list_kind[: -len("List")] if list_kind.endswith("List") and list_kind != "List" else ""
+    default = (default_kind, str(doc.get("apiVersion") or "") if default_kind else "")
+    found: dict[str, list[Mapping[str, Any]]] = {"ProvisioningRequest": [], "PodTemplate": []}
+    for item in items:
+        kind = _ours(item, default)
+        if kind:
+            found[kind].append(item)
+    requests = found["ProvisioningRequest"]
+    return request_infos(requests, found["PodTemplate"]) if requests else ()
+
+
+def _ours(item: Any, default: tuple[str, str]) -> str:
+    """``ProvisioningRequest`` or ``PodTemplate`` when the List item is one of those, else ``""``."""
+    if not isinstance(item, Mapping):
+        return ""
+    kind = str(item.get("kind") or default[0])
+    version = str(item.get("apiVersion") or default[1])
+    if kind == "ProvisioningRequest" and version.startswith(GROUP + "/"):
+        return kind
+    return kind if kind == "PodTemplate" and version == "v1" else ""
 
 
 def request_infos(

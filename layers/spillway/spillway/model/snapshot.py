@@ -173,7 +173,7 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
 def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
     """The shared-cluster objects decide too (a Pending Volcano PodGroup is demand without pods; a quota
     or tenant label changes what may open; a ProvisioningRequest's spec and conditions, written by the
-    plan, decide its next conditions); each left out when absent, so older fingerprints stand."""
+    plan, decide its next conditions; a CapacityBuffer holds room); each left out when absent, so older fingerprints stand."""
     doc: dict[str, Any] = {}
     if cluster.tenants:
         doc["tenants"] = sorted(cluster.tenants.items())
@@ -186,6 +186,10 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
         )
     if cluster.provreqs:
         doc["provreqs"] = [r.to_dict() for r in cluster.provreqs]
+    if cluster.jobs:  # what consolidation may move (spillway.planner.disruption.assess_move)
+        doc["jobs"] = [j.to_dict() for j in cluster.jobs]
+    if cluster.buffers:
+        doc["buffers"] = [b.to_dict() for b in cluster.buffers]
     return doc
 
 

@@ -6,14 +6,28 @@ Wire form (state file and state table item)::
     {"nodes": {"<node>": {"idle_since": ISO, "draining_since": ISO (optional)}},
      "groups": {"<asg>": {"backoff_until": ISO, "reason": "..."}},
      "events": {"<ns>/<pod>": {"fingerprint": "...", "posted_at": ISO}},     (only when not empty)
-     "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}}}
+     "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
+     "raises": {"<asg>": {"to": N, "since": ISO}},                         (only when not empty)
+     "pools": {"<zone>/<instance type>": {"backoff_until": ISO, "reason": "..."}}}
+                                                                              (only when not empty)
+
+``pools`` back off one instance type in one zone (a Spot interruption there): the planner skips a group
+only when every (zone, type) it may launch is backed off, and otherwise notes it in the scale-up reason
+(a group cannot be pinned to a zone or type through SetDesiredCapacity). Use :func:`pool_key`.
 
 ``gangs`` are the gangs a plan launched atomically (a GangLaunch execution): in fleet mode their
 instances are not in the group until attached, so later plans would see nothing launching and launch
 the gang again. The planner writes an entry when it plans the launch and drops it when the gang has no
 pending pod left, when ``gang_launch_minutes`` have passed, or when the group is backed off. States
 written before gangs existed load unchanged.
+
+``raises`` are the desired capacities recent plans raised groups to. A scale-up raises a group by its
+own count relative to the live value (so it composes with gangs growing the same group); a later plan
+whose snapshot was taken before that raise landed would otherwise see the same pods with nothing
+launching and add them again. While an entry is younger than ``scale_up_claim_minutes``, its group is
+not backed off and the snapshot shows a lower desired capacity, the planner takes the group's desired
+capacity to be the entry's (the difference is capacity launching). States without it load unchanged.
 
 The planner never reads or writes ``events``: it returns a state without them, and the plan cycle
 (:mod:`spillway.act.events`) puts the new ledger in before the state is committed.
@@ -41,6 +55,14 @@ class GroupState(BaseModel):
     reason: str = ""
 
 
+POOL_PREFIX = "pool#"  # a back-off stored under this "group" name is a pool: State.pools
+
+
+def pool_key(zone: str, instance_type: str) -> str:
+    """The ``pools`` key of one instance type in one zone."""
+    return f"{zone}/{instance_type}"
+
+
 class EventMark(BaseModel):
     """The last Event posted on a pod: what it said (a fingerprint of reason, code and target) and when."""
 
@@ -59,12 +81,22 @@ class GangState(BaseModel):
     since: datetime
 
 
+class RaiseState(BaseModel):
+    """A plan raised this group's desired capacity to ``to`` at ``since``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    to: int = Field(ge=0)
+    since: datetime
+
+
 class State(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     nodes: dict[str, NodeState] = Field(default_factory=dict)
     groups: dict[str, GroupState] = Field(default_factory=dict)
     events: dict[str, EventMark] = Field(default_factory=dict)
     gangs: dict[str, GangState] = Field(default_factory=dict)
+    raises: dict[str, RaiseState] = Field(default_factory=dict)
+    pools: dict[str, GroupState] = Field(default_factory=dict)  # pool_key(zone, type) -> back-off
 
     def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""
@@ -88,9 +120,16 @@ class State(BaseModel):
                 k: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}
                 for k, v in sorted(self.events.items())
             }
+        if self.pools:
+            wire["pools"] = {
+                k: {"backoff_until": iso(v.backoff_until), "reason": v.reason}
+                for k, v in sorted(self.pools.items())
+            }
         if self.gangs:
             wire["gangs"] = {
                 k: {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)}
                 for k, v in sorted(self.gangs.items())
             }
+        if self.raises:
+            wire["raises"] = {k: {"to": v.to, "since": iso(v.since)} for k, v in sorted(self.raises.items())}
         return wire

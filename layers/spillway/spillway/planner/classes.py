@@ -2,8 +2,8 @@
 
 Pods the scheduler cannot tell apart (same requests, selector, affinity, tolerations, priority) form one
 :class:`PodClass`; scale-up places a class at a time, higher priority first, then the biggest
-requests (GPU, CPU, memory). Expendable pods (priority below ``expendable_priority_cutoff``) get their
-final reason here and never reach scale-up.
+requests (GPU, CPU, memory); capacity buffers' virtual pods come after every real pod. Expendable pods
+(priority below ``expendable_priority_cutoff``) get their final reason here and never reach scale-up.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context
+from spillway.planner.groups import has_spot, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.types import PendingPod
 
@@ -36,6 +37,7 @@ class PodClass:
     tenant: str | None = None  # set only for a tenant with configured limits
     gang: str | None = None  # placed all or none with the other classes of its gang
     one_zone: bool = False  # a pod of the class asks its gang to share one zone
+    buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
     next: int = 0  # pods before this index are placed
 
     @property
@@ -52,7 +54,14 @@ class PodClass:
 
     def sort_key(self) -> tuple[Any, ...]:
         r = self.requests
-        return (-self.priority, -r.get(NVIDIA_GPU, 0), -r.get(CPU, 0), -r.get(MEMORY, 0), self.pods[0])
+        return (
+            self.buffer is not None,
+            -self.priority,
+            -r.get(NVIDIA_GPU, 0),
+            -r.get(CPU, 0),
+            -r.get(MEMORY, 0),
+            self.pods[0],
+        )
 
 
 def pod_classes(ctx: Context) -> list[PodClass]:
@@ -60,6 +69,8 @@ def pod_classes(ctx: Context) -> list[PodClass]:
     classes: dict[tuple[Any, ...], PodClass] = {}
     gangs = Gangs(ctx)
     limited = frozenset(ctx.config.tenants)
+    spot = has_spot(ctx)
+    jobs = ctx.snapshot.jobs_by_key() if spot else {}
     for pod in ctx.gated:
         reason = "held by scheduling gates (spec.schedulingGates): not demand until they are lifted"
         ctx.pending_out.append(PendingPod(pod.key, reason, codes.SCHEDULING_GATED))
@@ -70,7 +81,9 @@ def pod_classes(ctx: Context) -> list[PodClass]:
             continue
         tenant = ctx.snapshot.tenant(pod.namespace)
         gang = pod.gang if gangs.is_gang(pod.gang) else None
-        key = (pod.scheduling_key(), tenant if tenant in limited else None, gang)
+        # with spot groups, pods that may move (spot) and pods that may not are served apart
+        movable = why_not_movable(ctx, pod, jobs) is None if spot else None
+        key = (pod.scheduling_key(), tenant if tenant in limited else None, gang, movable)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = new_class(pod, key[1], gang)

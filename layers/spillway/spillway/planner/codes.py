@@ -45,12 +45,24 @@ SCALE_DOWN_DISABLED = "scale-down-disabled"  # cluster-autoscaler.kubernetes.io/
 RECENTLY_LAUNCHED = "recently-launched"  # younger than scale_down_delay_after_launch_minutes
 IDLE_BELOW_THRESHOLD = "idle-below-threshold"  # idle, but not for scale_down_idle_minutes yet
 MIN_SIZE = "min-size"  # draining it would take the group below MinSize
+SCHEDULED_MIN = "scheduled-min"  # below the MinSize a scheduled action sets now or within the idle threshold
 SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
 NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
+BUFFER = "buffer"  # its free room holds an active capacity buffer's virtual pods (spillway.planner.buffers)
 # Spillway's cordon outlived any drain (orphaned_drain_minutes): the plan finishes the drain (a Drain
 # whose reason starts with ORPHANED_DRAIN_FINISHED) or restores the node (uncordon, KeptNode code).
 ORPHANED_DRAIN_FINISHED = "orphaned-drain-finished"
 ORPHANED_DRAIN_RESTORED = "orphaned-drain-restored"
+# -- consolidation (spillway.planner.consolidation) --
+CONSOLIDATION = "consolidation"  # Drain.code of a drain that moves pods (an empty node's drain has none)
+CONSOLIDATION_OFF = "consolidation-off"  # the group's consolidation is off: its nodes are never drained
+DISRUPTION_BUDGET = "disruption-budget"  # the most restrictive active disruption budget is used up
+POD_NEVER = "pod-never"  # runs a pod that must not be disturbed
+ELASTIC_MIN = "elastic-min"  # moving its pods would shrink an elastic job below its minimum
+DOES_NOT_FIT = "does-not-fit"  # the rest of the cluster's free room does not hold its pods
+SAVING_TOO_SMALL = "saving-too-small"  # the node-time saved does not outlast the moved pods' restart cost
+LAUNCHING_THIS_PLAN = "launching-this-plan"  # this plan grows its group (or its instance type)
+RECEIVES_MOVED_PODS = "receives-moved-pods"  # this plan moves another node's pods onto it
 
 PENDING_CODES = (
     EXPENDABLE,
@@ -85,9 +97,19 @@ KEPT_CODES = (
     RECENTLY_LAUNCHED,
     IDLE_BELOW_THRESHOLD,
     MIN_SIZE,
+    SCHEDULED_MIN,
     SCALE_IN_CAP,
     NO_INSTANCE_ID,
     ORPHANED_DRAIN_RESTORED,
+    CONSOLIDATION_OFF,
+    DISRUPTION_BUDGET,
+    POD_NEVER,
+    ELASTIC_MIN,
+    DOES_NOT_FIT,
+    SAVING_TOO_SMALL,
+    LAUNCHING_THIS_PLAN,
+    RECEIVES_MOVED_PODS,
+    BUFFER,
 )
 
 # -- may a pod be disturbed (Disruption.code, spillway.planner.disruption) --
@@ -100,3 +122,32 @@ POD_NOT_SAFE_TO_EVICT = "not-safe-to-evict"  # cluster-autoscaler.kubernetes.io/
 POD_NO_CONTROLLER = "no-controller"  # nothing would recreate it
 POD_MOVABLE = "movable"  # may be evicted; its controller recreates it elsewhere
 POD_FORCED = "forced"  # protected, but the caller forces its eviction
+
+# -- may consolidation move a pod to save cost (Move.code, spillway.planner.disruption.assess_move) --
+NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"  # its node is annotated karpenter.sh/do-not-disrupt=true
+POD_DO_NOT_DRAIN = "do-not-drain"  # openai/do-not-drain=true
+POD_PDB_ALLOWS_NONE = "pdb-allows-none"  # a PodDisruptionBudget selecting it allows no disruption now
+POD_EXPENDABLE = "pod-expendable"  # priority below expendable_priority_cutoff: free to move
+POD_SAFE_TO_EVICT = "safe-to-evict"  # cluster-autoscaler.kubernetes.io/safe-to-evict=true
+POD_PREEMPTABLE = "preemptable"  # volcano.sh/preemptable=true
+POD_ELASTIC = "elastic-worker"  # a worker of an elastic job: movable while the job keeps its minimum
+POD_DISRUPTION_TOLERATED = "disruption-tolerated"  # its Job's podFailurePolicy ignores DisruptionTarget
+POD_NOT_KNOWN_MOVABLE = "not-known-movable"  # of no kind known to tolerate a move: never (the default)
+MOVE_CODES = (
+    POD_FINISHED,
+    POD_MIRROR,
+    POD_DAEMONSET,
+    POD_TERMINATING,
+    NODE_DO_NOT_DISRUPT,
+    POD_DO_NOT_DISRUPT,
+    POD_NOT_SAFE_TO_EVICT,
+    POD_DO_NOT_DRAIN,
+    POD_PDB_ALLOWS_NONE,
+    POD_EXPENDABLE,
+    POD_SAFE_TO_EVICT,
+    POD_PREEMPTABLE,
+    POD_ELASTIC,
+    POD_DISRUPTION_TOLERATED,
+    POD_NO_CONTROLLER,
+    POD_NOT_KNOWN_MOVABLE,
+)

@@ -13,10 +13,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.config import PlannerConfig
+from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
+from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
 from spillway.planner.types import PendingPod, Placement
@@ -108,8 +110,13 @@ class Context:
         self.overflow_notes: dict[str, set[str]] = {}  # group -> why better groups were skipped
         self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
+        self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
+        self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
+        self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
+        self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
+        self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))

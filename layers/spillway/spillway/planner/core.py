@@ -25,13 +25,17 @@ from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import GroupState, NodeState, State
+from spillway.planner.buffers import buffer_classes
+from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
+from spillway.planner.groups import floor_report
 from spillway.planner.provreq import Provisioning
+from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
 from spillway.planner.scaleup import ScaleUpStage
-from spillway.planner.types import ScalingPlan, Uncordon
+from spillway.planner.types import GroupFloor, ScalingPlan, Uncordon
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
 
@@ -46,12 +50,16 @@ def plan(
     expander: Expander | None = None,
 ) -> ScalingPlan:
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
-    ctx = Context(snapshot, groups, config, state, aware(now))
+    now = aware(now)
+    raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
+    ctx = Context(snapshot, with_raises(groups, raises), config, state, now)
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
-    classes = sorted([*provisioning.book(), *pod_classes(ctx)], key=PodClass.sort_key)
-    scale_up = ScaleUpStage(ctx, expander or RegionThenLeastWaste()).run(classes)
+    demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
+    up = ScaleUpStage(ctx, expander or RegionThenLeastWaste())
+    scale_up = up.run(sorted(demand, key=PodClass.sort_key))
     provisioning.settle()
-    scale_down = ScaleDownStage(ctx)
+    settle_buffers(ctx)
+    scale_down = ScaleDownStage(ctx, launching=up.launching)  # what launching capacity has left
     drains, kept, idle_state = scale_down.run()
     uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]
     uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains
@@ -61,9 +69,12 @@ def plan(
         drain=tuple(drains),
         pending=tuple(sorted(ctx.pending_out, key=lambda p: p.pod)),
         kept=tuple(sorted(kept, key=lambda k: k.node)),
-        state=_next_state(ctx, idle_state),
+        state=_next_state(ctx, idle_state).model_copy(
+            update={"raises": next_raises(raises, scale_up, ctx.now)}
+        ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
         provisioning=provisioning.updates(),
+        floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
     )
 
 
@@ -74,5 +85,10 @@ def _next_state(ctx: Context, idle_state: dict[str, NodeState]) -> State:
         for name, entry in sorted(ctx.state.groups.items())
         if aware(entry.backoff_until) > ctx.now
     }
+    pools = {
+        key: GroupState(backoff_until=entry.backoff_until, reason=entry.reason)
+        for key, entry in sorted(ctx.state.pools.items())
+        if aware(entry.backoff_until) > ctx.now
+    }
     gangs = dict(sorted(ctx.gangs_out.items()))
-    return State(nodes=dict(sorted(idle_state.items())), groups=groups_state, gangs=gangs)
+    return State(nodes=dict(sorted(idle_state.items())), groups=groups_state, gangs=gangs, pools=pools)

@@ -14,14 +14,36 @@ drain's pod classification maps one to one: ignore→ignore, wait→wait, never�
 with the same reasons.
 
 ``cost`` orders victims, cheapest first: ``(priority, controller.kubernetes.io/pod-deletion-cost)``.
+
+:func:`assess_move` asks the stricter question of consolidation (draining a node that still runs work,
+to save cost): may the autoscaler *move* this pod of its own accord, and at what cost? In order:
+
+1. not busy (finished, mirror, DaemonSet) or already terminating: nothing to move, free;
+2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
+   ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
+   labelled ``openai/do-not-drain=true``; a PodDisruptionBudget selecting it allows no disruption now;
+3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
+   ``volcano.sh/preemptable=true``; a worker of an elastic job (see :class:`ElasticRef`: movable only
+   while its job keeps its minimum, :func:`elastic_room`); a pod of a batch Job whose
+   ``podFailurePolicy`` ignores ``DisruptionTarget``;
+4. anything else never: a pod of no kind known to tolerate a move is not moved to save money (an
+   operator's DrainNode still evicts controlled pods, through :func:`assess`).
+
+The cost of a move (:func:`move_cost`) grows with priority, ``controller.kubernetes.io/pod-deletion-cost``
+and the work lost (the pod's age, up to a day); never-movable pods cost ``inf``.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
 from typing import Literal
 
-from spillway.model.cluster import PodInfo
+from spillway.model.cluster import NodeInfo, PodInfo
+from spillway.model.jobs import DO_NOT_DRAIN, VOLCANO_PREEMPTABLE, JobInfo, job_key
 from spillway.model.k8s import DO_NOT_DISRUPT, SAFE_TO_EVICT
 from spillway.planner import codes
 
@@ -85,3 +107,153 @@ def _protection(pod: PodInfo) -> tuple[str, str] | None:
     if not pod.controlled and pod.safe_to_evict is not True:
         return codes.POD_NO_CONTROLLER, "no controller would recreate it"
     return None
+
+
+# -- consolidation: may the autoscaler move a pod to save cost --
+
+NO_JOBS: Mapping[str, JobInfo] = MappingProxyType({})
+# replica types that hold an elastic job together (rendezvous host, launcher): never shrunk away
+FIXED_ROLES = frozenset({"master", "launcher", "chief", "ps", "evaluator"})
+AGE_CAP_SECONDS = 86400.0  # the age term of the cost stops growing after a day
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticRef:
+    """The pod is one of ``job``'s workers, which may run anywhere from ``min`` to ``max``: moving it is
+    allowed only while the job keeps at least ``min`` workers (count with :func:`elastic_room`)."""
+
+    job: str
+    min: int
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """The answer of :func:`assess_move`. ``cost`` orders victims (0 for free, ``inf`` when not movable)."""
+
+    movable: bool
+    reason: str
+    code: str
+    cost: float
+    elastic: ElasticRef | None = None
+
+
+def assess_move(
+    pod: PodInfo,
+    node: NodeInfo | None,
+    pdbs_allow: int | None,
+    now: datetime,
+    cutoff: int,
+    jobs: Mapping[str, JobInfo] = NO_JOBS,
+) -> Move:
+    """May consolidation move ``pod`` off ``node`` to save cost, and at what cost (module docstring).
+
+    ``pdbs_allow``: the disruptions the budgets selecting the pod still allow (the least of them; None
+    when none selects it; see ``ClusterSnapshot.pdb_allowance``). ``cutoff``: the config's
+    ``expendable_priority_cutoff``. ``jobs``: the snapshot's jobs by key (``ClusterSnapshot.jobs_by_key``).
+    """
+    if not keeps_node_busy(pod):
+        code, why = _ignored(pod)
+        return Move(True, why, code, 0.0)
+    if pod.terminating:
+        return Move(True, "terminating: already leaving", codes.POD_TERMINATING, 0.0)
+    blocked = _never_move(pod, node, pdbs_allow)
+    if blocked is not None:
+        return Move(False, blocked[1], blocked[0], math.inf)
+    return _may_move(pod, now, cutoff, jobs)
+
+
+def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> tuple[str, str] | None:
+    if node is not None and node.do_not_disrupt:
+        return codes.NODE_DO_NOT_DISRUPT, f"its node {node.name} is annotated {DO_NOT_DISRUPT}=true"
+    if pod.do_not_disrupt:
+        return codes.POD_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"
+    if pod.safe_to_evict is False:
+        return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
+    if pod.do_not_drain:
+        return codes.POD_DO_NOT_DRAIN, f"labelled {DO_NOT_DRAIN}=true"
+    if pdbs_allow is not None and pdbs_allow <= 0:
+        return codes.POD_PDB_ALLOWS_NONE, "a PodDisruptionBudget selecting it allows no disruption now"
+    return None
+
+
+def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobInfo]) -> Move:
+    if pod.priority < cutoff:
+        why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
+        return Move(True, why, codes.POD_EXPENDABLE, 0.0)
+    cost = move_cost(pod, now)
+    if pod.safe_to_evict is True:
+        return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
+    if pod.preemptable:
+        return Move(True, f"{VOLCANO_PREEMPTABLE}=true", codes.POD_PREEMPTABLE, cost)
+    elastic = elastic_of(pod, jobs)
+    if elastic is not None:
+        why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
+        return Move(True, why, codes.POD_ELASTIC, cost, elastic)
+    if tolerates_disruption(pod, jobs):
+        why = "its Job's podFailurePolicy ignores DisruptionTarget: an eviction is not a failure"
+        return Move(True, why, codes.POD_DISRUPTION_TOLERATED, cost)
+    if not pod.controlled:
+        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
+    kind = pod.owner_kind or "bare"
+    return Move(
+        False, f"a {kind} pod, of no kind known to tolerate a move", codes.POD_NOT_KNOWN_MOVABLE, math.inf
+    )
+
+
+def move_cost(pod: PodInfo, now: datetime) -> float:
+    """Relative cost of moving a movable pod: 1 (a restart) plus terms for priority and pod-deletion-cost
+    (each squashed into (-1, 1), ordered as the numbers are) and for the work lost (its age, a day at
+    most, 0 to 1). Never below 0."""
+    age = (now - pod.started_at).total_seconds() if pod.started_at else 0.0
+    lost = min(max(age, 0.0), AGE_CAP_SECONDS) / AGE_CAP_SECONDS
+    return max(0.0, 1.0 + _squash(pod.priority) + _squash(pod.deletion_cost) + lost)
+
+
+def _squash(value: int, scale: float = 1000.0) -> float:
+    return value / (abs(value) + scale)
+
+
+def job_key_of(pod: PodInfo) -> str | None:
+    """The job the pod works for: the one a label names, else its controller owner."""
+    if pod.job:
+        return pod.job
+    if pod.controlled and pod.owner_kind and pod.owner_name:
+        return job_key(pod.owner_kind, pod.namespace, pod.owner_name)
+    return None
+
+
+def elastic_of(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
+    """The elastic job ``pod`` is a worker of: the job object's range (PyTorchJob/PaddleJob
+    ``elasticPolicy``) first, else the pod's own (``PET_NNODES``, ``torchrun --nnodes``); None for a fixed
+    role (master, launcher), a fixed size (min = max) or a pod of no job."""
+    key = job_key_of(pod)
+    if key is None or pod.job_role in FIXED_ROLES:
+        return None
+    job = jobs.get(key)
+    low, high = (
+        (job.elastic_min, job.elastic_max) if job and job.elastic else (pod.elastic_min, pod.elastic_max)
+    )
+    return ElasticRef(key, low, high) if high > low else None
+
+
+def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> bool:
+    """The pod's batch/v1 Job (its label, else its controller owner Job) ignores DisruptionTarget."""
+    name = pod.batch_job or (pod.owner_name if pod.controlled and pod.owner_kind == "Job" else None)
+    job = jobs.get(job_key("Job", pod.namespace, name)) if name else None
+    return job is not None and job.tolerates_disruption
+
+
+def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
+    """Elastic job key → how many workers it may lose now: its running workers (bound, not finished,
+    not terminating) minus its minimum, never below 0. Jobs with no running worker are left out."""
+    running: dict[str, int] = {}
+    minimum: dict[str, int] = {}
+    for pod in pods:
+        if pod.node_name is None or pod.terminal or pod.terminating:
+            continue
+        ref = elastic_of(pod, jobs)
+        if ref is not None:
+            running[ref.job] = running.get(ref.job, 0) + 1
+            minimum[ref.job] = ref.min
+    return {key: max(0, count - minimum[key]) for key, count in running.items()}

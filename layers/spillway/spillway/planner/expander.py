@@ -3,8 +3,15 @@
 :func:`options` says which groups could ever run the class (a template node, constraints that allow
 it, enough room on an empty node) and why each other group cannot; an :class:`Expander` orders the
 groups that can. :class:`RegionThenLeastWaste` is the default: region preference (configured order),
-then least waste of the class's dominant resource on the nodes it would need, then name. Another
-strategy (price, priority lists, spot) is another class with the same ``order`` method.
+then spot groups first for pods that may move and on-demand groups first for the rest, then least
+waste of the class's dominant resource on the nodes it would need, then a group whose warm pool holds
+the nodes the class needs (warm instances start faster), then name. Another strategy (price, priority
+lists) is another class with the same ``order`` method.
+
+Spot: a spot group (``NodeGroup.capacity_type``) runs only pods that may move
+(:func:`spillway.planner.disruption.assess_move`), or pods that tolerate a spot taint the group declares
+(a ``node-template/taint`` tag whose key names spot or a capacity type): an interruption can take the
+node at two minutes' notice.
 """
 
 from __future__ import annotations
@@ -18,7 +25,10 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, describe, dominant_share, fit_count
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
+from spillway.planner.groups import why_not_movable
 from spillway.planner.placement import UNBOUNDED
+
+SPOT_TAINT_KEYS = frozenset({"karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +45,50 @@ class Expander(Protocol):
 
 
 class RegionThenLeastWaste:
-    """Preferred region first, then the group the class fills best, then the group's name."""
+    """Preferred region first, then the capacity type the class should use, then the group the class
+    fills best, then a group whose warm instances hold it, then the group's name."""
 
     def order(self, ctx: Context, cls: PodClass, choices: Sequence[Option]) -> list[NodeGroup]:
+        movable = class_not_movable(ctx, cls) is None if any(o.group.spot for o in choices) else False
         keyed = [
-            ((ctx.region_key(o.group), round(_waste(cls, o), 6), o.group.name), o.group) for o in choices
+            (
+                (
+                    ctx.region_key(o.group),
+                    o.group.spot is not movable,  # spot first for pods that may move, else on-demand
+                    round(_waste(cls, o), 6),
+                    not warm_fits(cls, o),
+                    o.group.name,
+                ),
+                o.group,
+            )
+            for o in choices
         ]
         keyed.sort(key=lambda kv: kv[0])
         return [group for _, group in keyed]
+
+
+def warm_fits(cls: PodClass, option: Option) -> bool:
+    """The group's warm pool holds every new node the class's remaining pods need."""
+    warm = option.group.warm_instances
+    return warm > 0 and math.ceil(cls.remaining / max(option.per_node, 1)) <= warm
+
+
+def declares_spot_taint(group: NodeGroup) -> bool:
+    """The group's template carries a taint naming spot or a capacity type (pods opt in by tolerating it)."""
+    taints = group.template.taints if group.template else ()
+    return any("spot" in key.lower() or key in SPOT_TAINT_KEYS for key, _, _ in taints)
+
+
+def class_not_movable(ctx: Context, cls: PodClass) -> str | None:
+    """Why some pod of the class may not be moved (so must not run on spot), or None when all may.
+    Classes are split by movability when the cluster has spot groups (:mod:`~spillway.planner.classes`)."""
+    pending = {p.key: p for p in ctx.pending} if any(k not in ctx.movable for k in cls.pods) else {}
+    for key in cls.pods:
+        pod = pending.get(key)
+        why = why_not_movable(ctx, pod) if pod is not None else ctx.movable.get(key, "a pod not created yet")
+        if why is not None:
+            return f"{key}: {why}"
+    return None
 
 
 def _waste(cls: PodClass, option: Option) -> float:
@@ -61,7 +107,7 @@ def options(
     fitting: list[Option] = []
     rejected: dict[str, str] = {}
     for group in ctx.groups:
-        why = _rejection(cls, group, empty[group.name])
+        why = _rejection(cls, group, empty[group.name]) or _spot_rejection(ctx, cls, group)
         if why is not None:
             rejected[group.name] = f"{group.name}: {why}"
         else:
@@ -69,6 +115,15 @@ def options(
                 Option(group, empty[group.name], fit_count(cls.requests, empty[group.name], UNBOUNDED))
             )
     return fitting, rejected
+
+
+def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
+    if not group.spot or declares_spot_taint(group):
+        return None
+    why = class_not_movable(ctx, cls)
+    if why is None:
+        return None
+    return f"a spot group runs only pods that may move or tolerate a spot taint it declares ({why})"
 
 
 def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:

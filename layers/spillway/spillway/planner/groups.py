@@ -1,12 +1,20 @@
-"""Facts about node groups the scale-up stages share: the room on a new node, and backoff."""
+"""Facts about node groups the stages share: the room on a new node, back-off (of the group or of an
+instance type in a zone), and the MinSize floor of scheduled actions."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
+from spillway.model.cluster import PodInfo
+from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, add_into, subtract
+from spillway.model.schedule import Floor, scheduled_floor
+from spillway.model.state import pool_key
+from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, aware, iso, minutes
+from spillway.planner.disruption import assess_move
 from spillway.planner.predicates import why_not_placeable
 
 
@@ -39,11 +47,23 @@ def empty_room(ctx: Context) -> dict[str, Resources]:
 
 
 def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
-    """Why the group must not be asked for nodes now (backed off, or a launch failed lately), or None."""
+    """Why the group must not be asked for nodes now (backed off, every instance type it may launch in
+    every zone backed off, or a launch failed lately), or None. Some of its types or zones backed off:
+    a note in its scale-up reason (SetDesiredCapacity cannot steer AWS away from them)."""
     entry = ctx.state.groups.get(group.name)
     if entry is not None and aware(entry.backoff_until) > ctx.now:
         why = f" ({entry.reason})" if entry.reason else ""
         return f"{group.name} backed off until {iso(entry.backoff_until)}{why}"
+    pools = pool_backoffs(ctx, group)
+    if pools is not None:
+        backed, total = pools
+        if backed and len(backed) == total:
+            return (
+                f"{group.name}: every instance type and zone it launches is backed off ({'; '.join(backed)})"
+            )
+        if backed:
+            note = f"{'; '.join(backed)} (AWS may still launch there: a group cannot be pinned to a zone or type)"
+            ctx.overflow_notes.setdefault(group.name, set()).add(note)
     window = timedelta(minutes=ctx.config.launch_failure_backoff_minutes)
     recent = [f for f in group.launch_failures if aware(f.at) > ctx.now - window]
     if recent:
@@ -51,3 +71,68 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
         message = last.message if len(last.message) <= 160 else last.message[:157] + "..."
         return f"{group.name} launch failed {minutes(ctx.now - aware(last.at))} ago: {message}"
     return None
+
+
+def pool_backoffs(ctx: Context, group: NodeGroup) -> tuple[list[str], int] | None:
+    """The group's (zone, instance type) pairs that are backed off now, described, and how many pairs it
+    has; None when it has none known (no zone or no type)."""
+    if not ctx.state.pools or not group.zones or not group.launch_types():
+        return None
+    pairs = [(zone, itype) for zone in group.zones for itype in group.launch_types()]
+    backed = []
+    for zone, itype in pairs:
+        entry = ctx.state.pools.get(pool_key(zone, itype))
+        if entry is not None and aware(entry.backoff_until) > ctx.now:
+            why = f": {entry.reason}" if entry.reason else ""
+            backed.append(f"{itype} in {zone} backed off until {iso(entry.backoff_until)}{why}")
+    return backed, len(pairs)
+
+
+def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
+    """The MinSize the group's scheduled actions hold it at now, or set within the scale-down idle
+    threshold (a node drained now would be launched again then); None without one (computed once)."""
+    if group.name not in ctx.floors:
+        horizon = timedelta(minutes=ctx.config.scale_down_idle_minutes)
+        ctx.floors[group.name] = (
+            scheduled_floor(group.scheduled, ctx.now, horizon) if group.scheduled else None
+        )
+    return ctx.floors[group.name]
+
+
+def scheduled_min(ctx: Context, group: NodeGroup, left: int) -> tuple[str, str] | None:
+    """Scale-down's scheduled floor: (code, reason) when ``left`` nodes (what the group keeps before this
+    drain) are at or below the MinSize a scheduled action sets now or soon."""
+    floor = group_floor(ctx, group)
+    if floor is None or left > floor.min_size:
+        return None
+    return (
+        codes.SCHEDULED_MIN,
+        f"group {group.name} at its scheduled MinSize {floor.min_size}: {floor.describe()}",
+    )
+
+
+def floor_report(ctx: Context) -> list[tuple[str, int, str]]:
+    """(group, MinSize, why) for every group whose scheduled floor is above its own MinSize now."""
+    out = []
+    for group in ctx.groups:
+        floor = group_floor(ctx, group)
+        if floor is not None and floor.min_size > group.min_size:
+            out.append((group.name, floor.min_size, floor.describe()))
+    return out
+
+
+def why_not_movable(ctx: Context, pod: PodInfo, jobs: Mapping[str, JobInfo] | None = None) -> str | None:
+    """Why a pending pod may not be moved once it runs (so must not run on spot unless it tolerates a
+    spot taint), or None when it may: :func:`~spillway.planner.disruption.assess_move`, once per plan.
+    ``jobs``: the snapshot's jobs by key, when the caller asks for many pods."""
+    if pod.key not in ctx.movable:
+        allow = ctx.snapshot.pdb_allowance(pod)
+        cutoff = ctx.config.expendable_priority_cutoff
+        jobs = ctx.snapshot.jobs_by_key() if jobs is None else jobs
+        move = assess_move(pod, None, allow, ctx.now, cutoff, jobs)
+        ctx.movable[pod.key] = None if move.movable else move.reason
+    return ctx.movable[pod.key]
+
+
+def has_spot(ctx: Context) -> bool:
+    return any(g.spot for g in ctx.groups)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
 from spillway.model.nodegroup import NodeGroup
@@ -114,7 +115,7 @@ class Limits:
         self.constraints: list[Constraint] = []
         self.constraints += cluster_constraints(ctx.config)
         self.constraints += [quota_constraint(q) for q in ctx.snapshot.quotas]
-        self.constraints += tenant_constraints(ctx.config)
+        self.constraints += tenant_constraints(ctx.config, ctx.now)
         self.claimed: set[str] = set()  # nodes charged to a tenant: by their pods, or claimed
         if self.constraints:
             self._count_existing()
@@ -266,14 +267,17 @@ def quota_constraint(quota: QuotaInfo) -> Constraint:
     )
 
 
-def tenant_constraints(config: PlannerConfig) -> list[Constraint]:
+def tenant_constraints(config: PlannerConfig, now: datetime) -> list[Constraint]:
+    """Each tenant's limits in force at ``now`` (a ``schedule`` entry whose window is open replaces the
+    base ``limits``: the first such entry), and its scopes."""
     out: list[Constraint] = []
     for tenant in sorted(config.tenants):
         limits = config.tenants[tenant]
-        if limits.limits:
-            out.append(
-                Constraint(f"tenant {tenant}", codes.TENANT_LIMIT, limits.as_resources(), tenant=tenant)
-            )
+        in_force = limits.as_resources(now)
+        if in_force:
+            scheduled = in_force != limits.as_resources()
+            name = f"tenant {tenant} (scheduled)" if scheduled else f"tenant {tenant}"
+            out.append(Constraint(name, codes.TENANT_LIMIT, in_force, tenant=tenant))
         out += [_scope_constraint(tenant, i, s) for i, s in enumerate(limits.scopes)]
     return out
 

@@ -7,7 +7,7 @@ per shape; launching and new nodes are :class:`Bin` s of identical template node
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spillway.model.k8s import DRAINING_TAINT
@@ -148,8 +148,17 @@ def _split_bin(
     return inserted, full * per
 
 
+Commit = Callable[[PodClass, WorkNode, int], None]  # count pods of the class go on the node
+
+
 def place_on_nodes(ctx: Context, cls: PodClass, pool_list: Sequence[Pool], *, uncordon: bool = False) -> None:
     """Place the class on existing nodes, first fit, pool by pool (nodes of one shape)."""
+    fit_on_nodes(cls, pool_list, lambda c, node, count: _place_on_node(ctx, c, node, count, uncordon))
+
+
+def fit_on_nodes(cls: PodClass, pool_list: Sequence[Pool], commit: Commit) -> None:
+    """First fit of the class's remaining pods on the pools' nodes; ``commit`` takes each share (it must
+    take the pods from the class and charge the node's ``free``). Consolidation simulates with it."""
     for pool in pool_list:
         if not cls.remaining:
             return
@@ -157,7 +166,7 @@ def place_on_nodes(ctx: Context, cls: PodClass, pool_list: Sequence[Pool], *, un
             continue
         if fit_count(cls.requests, pool.bound, 1) == 0:
             continue  # no node of the pool has that much room left
-        _place_in_pool(ctx, cls, pool, uncordon)
+        _place_in_pool(cls, pool, commit)
 
 
 def _pool_ruled_out(cls: PodClass, pool: Pool) -> bool:
@@ -170,7 +179,7 @@ def _pool_ruled_out(cls: PodClass, pool: Pool) -> bool:
     return blocked
 
 
-def _place_in_pool(ctx: Context, cls: PodClass, pool: Pool, uncordon: bool) -> None:
+def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
     bound: Resources = {}
     for node in pool.nodes:
         if not cls.remaining:
@@ -180,7 +189,7 @@ def _place_in_pool(ctx: Context, cls: PodClass, pool: Pool, uncordon: bool) -> N
             continue
         count = fit_count(cls.requests, node.free, cls.remaining)
         if count > 0:
-            _place_on_node(ctx, cls, node, count, uncordon)
+            commit(cls, node, count)
         _max_into(bound, node.free)
     pool.bound = bound  # every node was visited: the bound is now exact
 

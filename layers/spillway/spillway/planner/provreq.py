@@ -11,14 +11,17 @@ alone, as cluster-autoscaler does):
     virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none); their new
     nodes go to a :class:`~spillway.planner.types.GangLaunch` carrying the node label naming the
     request. ``Provisioned=False`` while they launch; ``True`` once a later plan finds the pod sets fit
-    (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). A request
-    that no group can ever hold fails; one whose groups are backed off waits and is tried again.
+    (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). While the
+    launch is under way (``State.gangs``; fleet mode shows nothing launching until the attach) the
+    request is held like any gang and free room does not provision it: its own nodes may be Ready
+    before the gang launch labels them. A request that no group can ever hold fails; one whose groups
+    are backed off waits and is tried again.
 
 For both: ``Accepted=True`` on first sight of a readable request (one whose PodTemplate is missing
 fails instead); a request not provisioned by ``ValidUntilSeconds`` after its creation (else 7 days)
 fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room is taken
 out of the free room before any pending pod is placed (pods consuming the request are not demand: the
-booking is theirs). It ends with ``BookingExpired=True`` when its 10 minutes pass or once all its pods
+booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. It ends with ``BookingExpired=True`` when its 10 minutes pass or once all its pods
 run, and with ``CapacityRevoked=True`` when the booked room no longer exists (nodes gone).
 """
 
@@ -53,7 +56,8 @@ from spillway.model.provreq import (
 from spillway.model.resources import PODS, Resources, add_into, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import ONE_POD, Context, WorkNode, has_taint, minutes
+from spillway.planner.context import ONE_POD, Context, WorkNode, aware, has_taint, minutes
+from spillway.planner.groups import backoff_reason
 from spillway.planner.predicates import why_not_placeable
 from spillway.planner.types import PendingPod, ProvisioningUpdate
 
@@ -71,6 +75,7 @@ R_CONSUMED = "CapacityBookingConsumed"
 R_REVOKED = "BookedCapacityGone"
 
 BOOKING = timedelta(minutes=10)
+TEMPLATE_GRACE = timedelta(minutes=1)  # a request's missing PodTemplates fail it only once it is this old
 DEFAULT_VALIDITY = timedelta(days=7)
 # scale-up verdicts after which a request waits and is tried again; any other fails it
 RETRY_CODES = frozenset({codes.BACKED_OFF, codes.GROUPS_EXHAUSTED})
@@ -172,13 +177,15 @@ class Provisioning:
         elif since is None or now >= since + BOOKING:
             w.set(BOOKING_EXPIRED, "True", R_BOOKING_TIME,
                   f"capacity was booked for {minutes(BOOKING)} and is released", now)  # fmt: skip
-        elif not self._reserve(w, w.info.count - running):
+        elif not self._reserve(w, w.info.count - running, _published_label(w.info)):
             w.set(CAPACITY_REVOKED, "True", R_REVOKED,
                   f"the booked room for {w.info.count - running} pod(s) no longer exists (nodes gone)", now)  # fmt: skip
 
     def _decide(self, w: Work, now: datetime) -> list[PodClass]:
         info = w.info
         if info.problem:
+            if not self._templates_due(info):
+                return []  # untouched: its PodTemplates may be created yet (Kueue: just after it)
             w.set(FAILED, "True", R_BAD_PODS, f"the request's pods cannot be made: {info.problem}", now)
             return []
         w.set(ACCEPTED, "True", R_ACCEPTED, "Spillway serves this ProvisioningRequest", now)
@@ -192,6 +199,10 @@ class Provisioning:
             w.set(PROVISIONED, "True", R_PROVISIONED,
                   f"the nodes launched for the request are Ready; they carry {NODE_LABEL}={label}", now)  # fmt: skip
             return []
+        if info.class_name == BEST_EFFORT_ATOMIC and self._launch_under_way(info):
+            # its own nodes may be Ready and not labelled yet: free room there is not enough, Kueue
+            # would admit without the label to pin the pods with; the gang stays held (in flight)
+            return self._gang(w, label)
         if self._reserve(w, info.count):
             w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room; booked for "
                   f"{minutes(BOOKING)}", now)  # fmt: skip
@@ -215,6 +226,25 @@ class Provisioning:
         self.ctx.gang_labels[gang_key(w.info)] = {NODE_LABEL: label}
         return out
 
+    def _templates_due(self, info: ProvisioningRequestInfo) -> bool:
+        """Whether a request whose pods cannot be made fails now: any problem but missing PodTemplates
+        does; missing ones fail it once it is :data:`TEMPLATE_GRACE` old (Kueue creates the request,
+        then its PodTemplates: an observation may fall between the two)."""
+        if not info.templates_missing_only or info.created_at is None:
+            return True
+        return self.ctx.now - aware(info.created_at) >= TEMPLATE_GRACE
+
+    def _launch_under_way(self, info: ProvisioningRequestInfo) -> bool:
+        """A recent plan launched the request's nodes atomically (``State.gangs``) and the launch may
+        still be under way: the entry is younger than ``gang_launch_minutes`` and its group is not
+        backed off (as :class:`~spillway.planner.scaleup.InFlight` holds it)."""
+        entry = self.ctx.state.gangs.get(gang_key(info))
+        window = timedelta(minutes=self.ctx.config.gang_launch_minutes)
+        if entry is None or self.ctx.now - aware(entry.since) >= window:
+            return False
+        group = next((g for g in self.ctx.groups if g.name == entry.group), None)
+        return group is not None and backoff_reason(self.ctx, group) is None
+
     def _tenant(self, namespace: str) -> str | None:
         tenant = self.ctx.snapshot.tenant(namespace)
         return tenant if tenant in self.ctx.config.tenants else None
@@ -231,8 +261,10 @@ class Provisioning:
     def _settle(self, w: Work, pending: Mapping[str, PendingPod]) -> None:
         now, mine = self.ctx.now, set(w.pods)
         verdict = next((pending[p] for p in w.pods if p in pending and pending[p].code not in _PLACED), None)
-        if verdict is None:
-            placed_new = any(p.pod in mine and "/new-" in p.node for p in self.ctx.placements)
+        if verdict is None or verdict.code == codes.GANG_LAUNCHING:  # the latter: a recent plan's launch
+            placed_new = verdict is not None or any(
+                p.pod in mine and "/new-" in p.node for p in self.ctx.placements
+            )
             what = "new nodes are launched" if placed_new else "capacity is launching"
             w.set(PROVISIONED, "False", R_LAUNCHING,
                   f"{what} for the request's {w.info.count} pod(s), all or none", now)  # fmt: skip
@@ -255,18 +287,26 @@ class Provisioning:
         schedulable nodes (only those labelled ``label`` when given): all of them, or none."""
         nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
         free = {n.info.name: dict(n.free) for n in nodes}
+        booked: dict[str, int] = {}
         left = count
         for pod_set in w.info.pod_sets:
             want = min(left, pod_set.count)
-            if want and not _fit(pod_set, want, nodes, free):
+            if want and not _fit(pod_set, want, nodes, free, booked):
                 return False
             left -= want
         for node in nodes:
             node.free = free[node.info.name]
+            node.receives += booked.get(node.info.name, 0)  # the booked pods run here: not drained
         return True
 
 
-def _fit(pod_set: PodSetInfo, want: int, nodes: Sequence[WorkNode], free: dict[str, Resources]) -> bool:
+def _fit(
+    pod_set: PodSetInfo,
+    want: int,
+    nodes: Sequence[WorkNode],
+    free: dict[str, Resources],
+    booked: dict[str, int],
+) -> bool:
     pod = pod_set.pod
     if pod is None:
         return False
@@ -279,6 +319,7 @@ def _fit(pod_set: PodSetInfo, want: int, nodes: Sequence[WorkNode], free: dict[s
         count = fit_count(requests, free[node.info.name], want)
         if count > 0:
             add_into(free[node.info.name], requests, -count)
+            booked[node.info.name] = booked.get(node.info.name, 0) + count
             want -= count
     return want <= 0
 
@@ -302,6 +343,14 @@ def _usable(node: WorkNode, label: str | None) -> bool:
     if not info.ready or info.unschedulable or has_taint(info, DRAINING_TAINT):
         return False
     return label is None or info.labels.get(NODE_LABEL) == label
+
+
+def _published_label(info: ProvisioningRequestInfo) -> str | None:
+    """The node label value a provisioned request published (Kueue pins its pods with it): its booking
+    holds only on the nodes carrying it. None for a booking in plain free room."""
+    if info.details.get(DETAIL_LABEL_KEY) != NODE_LABEL:
+        return None
+    return info.details.get(DETAIL_LABEL_VALUE) or None
 
 
 def _deadline(info: ProvisioningRequestInfo) -> tuple[datetime | None, str]:

@@ -10,6 +10,12 @@ home), then least useful, then oldest; then a group never goes below MinSize and
 Each check is a small function in :data:`IN_USE` or :data:`PROTECTIONS`: a new reason to keep a node
 is one more function, not a branch in a loop.
 
+A group's ``consolidation`` mode (config, or its ``spillway.io/consolidation`` tag) decides what may go:
+``off`` keeps even its empty nodes (``consolidation-off``), ``when-empty`` is the above, and
+``when-underutilized`` also hands its busy nodes to :class:`~spillway.planner.consolidation.Consolidation`
+once the empty ones are chosen. Every drain, empty or not, is within the disruption budgets
+(:class:`~spillway.planner.consolidation.Budgets`).
+
 Orphaned drains: a node carrying Spillway's cordon longer than ``orphaned_drain_minutes`` (above the
 longest a DrainNode execution can run) whose drain no recent plan claimed has no drain that owns it
 (the execution was stopped, or its compensation could not reach the API). It goes through the same
@@ -21,13 +27,17 @@ scale-up execution (``orphaned-drain-restored``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState
 from spillway.planner import codes
+from spillway.planner.buffers import held_here
+from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.groups import scheduled_min
+from spillway.planner.placement import Bin
 from spillway.planner.types import Drain, KeptNode, Uncordon
 
 Verdict = tuple[str, str] | None  # (code, reason) when the node is kept
@@ -79,6 +89,13 @@ def _disabled(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     return None
 
 
+def _consolidation_off(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
+    if node.group is None or mode(ctx, node.group) != OFF:
+        return None
+    problem = f" ({node.group.consolidation_problem})" if node.group.consolidation_problem else ""
+    return codes.CONSOLIDATION_OFF, f"consolidation is off for group {node.group.name}{problem}"
+
+
 def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     created = node.info.created_at
     delay = timedelta(minutes=ctx.config.scale_down_delay_after_launch_minutes)
@@ -96,10 +113,27 @@ def _not_idle_long_enough(ctx: Context, node: WorkNode, idle_since: datetime) ->
     return None
 
 
+def _holds_buffer(ctx: Context, node: WorkNode) -> Verdict:
+    """Its free room holds an active capacity buffer's virtual pods: draining it would only make the
+    buffer open a node again. The node counts as in use (no idle time) until the buffer lets go."""
+    held = held_here(ctx, node.info.name)
+    if held is not None:
+        return codes.BUFFER, f"holds room for capacity buffer {held}"
+    return None
+
+
 # Checked in order; the first that holds keeps the node. IN_USE nodes are not idle at all (no idle
 # time is kept for them); PROTECTIONS apply to idle nodes.
-IN_USE: tuple[Check, ...] = (_uncordoned, _unmanaged, _not_ready, _busy, _receives)
-PROTECTIONS: tuple[TimedCheck, ...] = (_draining, _disabled, _young, _not_idle_long_enough)
+IN_USE: tuple[Check, ...] = (_uncordoned, _unmanaged, _not_ready, _busy, _receives, _holds_buffer)
+PROTECTIONS: tuple[TimedCheck, ...] = (
+    _draining,
+    _consolidation_off,
+    _disabled,
+    _young,
+    _not_idle_long_enough,
+)
+# What keeps a busy node of a consolidating group (spillway.planner.consolidation) from being judged.
+BUSY_PROTECTIONS: tuple[TimedCheck, ...] = (_draining, _disabled, _young)
 
 
 def utilisation(node: WorkNode) -> str:
@@ -118,8 +152,9 @@ def usefulness(node: WorkNode) -> float:
 class ScaleDownStage:
     """Judges every node once; drains the best candidates within MinSize and the scale-in cap."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, launching: Mapping[str, list[Bin]] | None = None) -> None:
         self.ctx = ctx
+        self.launching: Mapping[str, list[Bin]] = launching or {}  # room left on launching nodes
         self.drains: list[Drain] = []
         self.kept: list[KeptNode] = []
         self.idle_state: dict[str, NodeState] = {}
@@ -128,6 +163,8 @@ class ScaleDownStage:
         self.draining_now: dict[str, int] = {}  # group -> nodes Spillway is draining already
         self.orphans: set[str] = self._orphans()  # Spillway's cordons no drain owns any more
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
+        self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
+        self.budgets = Budgets(ctx, self.draining_now)
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
         for node in self.ctx.nodes.values():
@@ -136,6 +173,10 @@ class ScaleDownStage:
         self._count_draining()
         for node, idle_since in self.candidates:
             self.choose(node, idle_since)
+        if self.busy:
+            judged = Consolidation(self).run(self.busy)  # busy nodes were kept as "workload" so far
+            drained = {d.node for d in self.drains}
+            self.kept = [judged.get(k.node, k) for k in self.kept if k.node not in drained]
         return self.drains, self.kept, self.idle_state
 
     def keep(self, node: WorkNode, verdict: tuple[str, str]) -> None:
@@ -149,6 +190,8 @@ class ScaleDownStage:
             verdict = check(self.ctx, node)
             if verdict is not None:
                 self._keep_or_restore(node, verdict, orphan=orphan)
+                if check is _busy and not orphan and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
+                    self.busy.append(node)
                 return
         idle_since = self._idle_since(node)
         if self._claimed(node, idle_since):
@@ -202,17 +245,21 @@ class ScaleDownStage:
 
     def _claimed(self, node: WorkNode, idle_since: datetime) -> bool:
         """A recent plan drained the node and its drain has not cordoned it yet: the drain owns it."""
+        verdict = self._claim(node, idle_since)
+        if verdict is not None:
+            self.keep(node, verdict)
+        return verdict is not None
+
+    def _claim(self, node: WorkNode, idle_since: datetime) -> Verdict:
+        """Why a recent plan's drain owns the node (its claim carried into the next state), or None."""
         ctx, name = self.ctx, node.info.name
         previous = ctx.state.nodes.get(name)
         claimed = aware(previous.draining_since) if previous and previous.draining_since else None
         claim = timedelta(minutes=ctx.config.drain_claim_minutes)
         if claimed is None or ctx.now - claimed >= claim or node.info.unschedulable:
-            return False
+            return None
         self.idle_state[name] = NodeState(idle_since=idle_since, draining_since=claimed)
-        self.keep(
-            node, (codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it")
-        )
-        return True
+        return codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it"
 
     def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
         """Orphaned drains first (already cordoned and emptied), then overflow regions (bring work
@@ -238,13 +285,35 @@ class ScaleDownStage:
             ):
                 self.draining_now[group.name] = self.draining_now.get(group.name, 0) + 1
 
-    def _limit(self, node: WorkNode) -> Verdict:
-        """MinSize, the per-plan scale-in cap, and an instance to terminate."""
+    def protected(self, node: WorkNode) -> Verdict:
+        """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
+        plan claimed, a pending pod planned onto it, a cordon, ``scale-down-disabled``, its youth."""
+        previous = self.ctx.state.nodes.get(node.info.name)
+        verdict = self._claim(node, aware(previous.idle_since)) if previous is not None else None
+        verdict = verdict or _receives(self.ctx, node)
+        for protection in BUSY_PROTECTIONS:
+            verdict = verdict or protection(self.ctx, node, self.ctx.now)
+        return verdict
+
+    def take(self, node: WorkNode) -> None:
+        """Count a drain of ``node`` against its group, and claim the node in the next state."""
+        assert node.group is not None
+        self.taken[node.group.name] = self.taken.get(node.group.name, 0) + 1
+        previous = self.ctx.state.nodes.get(node.info.name)
+        idle_since = aware(previous.idle_since) if previous else self.ctx.now
+        self.idle_state[node.info.name] = NodeState(idle_since=idle_since, draining_since=self.ctx.now)
+
+    def limit(self, node: WorkNode) -> Verdict:
+        """MinSize, the per-plan scale-in cap, an instance to terminate, and the disruption budgets."""
         group = node.group
         assert group is not None
         taken = self.taken.get(group.name, 0)
-        if group.desired - self.draining_now.get(group.name, 0) - taken <= group.min_size:
+        left = group.desired - self.draining_now.get(group.name, 0) - taken
+        if left <= group.min_size:
             return codes.MIN_SIZE, f"group {group.name} at MinSize {group.min_size}"
+        floor = scheduled_min(self.ctx, group, left)
+        if floor is not None:
+            return floor
         cap = max(1, math.floor(self.ctx.config.max_scale_in_fraction * group.desired))
         if taken >= cap:
             return (
@@ -253,11 +322,11 @@ class ScaleDownStage:
             )
         if node.info.instance_id is None:
             return codes.NO_INSTANCE_ID, "no EC2 instance id in spec.providerID"
-        return None
+        return self.budgets.refusal(group.name, taken)
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
-        verdict = self._limit(node)
+        verdict = self.limit(node)
         if verdict is not None:
             self._keep_or_restore(node, verdict, orphan=orphan)
             return

@@ -25,6 +25,7 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, describe, fit_count
 from spillway.model.state import GangState
 from spillway.planner import codes
+from spillway.planner.buffers import busy_first
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, options
@@ -93,16 +94,15 @@ class ScaleUpStage:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
         (unless a gang is being placed: the gang reports for all its pods)."""
         start = len(self.ctx.placements)
-        place_on_nodes(self.ctx, cls, self._in_region(self.schedulable))
+        existing = self._in_region(self.schedulable)
+        place_on_nodes(self.ctx, cls, busy_first(existing) if cls.buffer else existing)
         self._claim(cls, start)
         if not cls.remaining:
             return None
         choices, rejected = options(self.ctx, cls, self.empty)
-        choices = [c for c in choices if self.region is None or c.group.region == self.region]
-        if self.zone is not None:
-            choices = [c for c in choices if c.group.zones == (self.zone,)]
-        candidates = self.expander.order(self.ctx, cls, choices)
-        place_on_launching(self.ctx, cls, candidates, self.backoff, self.launching, self.limits)
+        candidates = self.expander.order(self.ctx, cls, [c for c in choices if self._in_domain(c.group)])
+        launching = [g for g in candidates if self.zone is None or g.zones == (self.zone,)]
+        place_on_launching(self.ctx, cls, launching, self.backoff, self.launching, self.limits)
         if not cls.remaining:
             return None
         place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
@@ -128,6 +128,13 @@ class ScaleUpStage:
                 self.limits.claim(
                     cls.tenant, node.group, node.info.name, node.info.allocatable, node.info.labels
                 )
+
+    def _in_domain(self, group: NodeGroup) -> bool:
+        """May ``group`` open nodes in the region (and zone) being tried? A group spanning several zones
+        may for one of them only in fleet mode (its gang launch is kept to the zone)."""
+        if self.region is not None and group.region != self.region:
+            return False
+        return self.zone is None or group.zones == (self.zone,) or _fleet_in(group, self.zone)
 
     def _in_region(self, pool_list: list[Pool]) -> list[Pool]:
         if self.region is None:
@@ -178,6 +185,8 @@ class ScaleUpStage:
             ctx.new_nodes[name] = opened + opening
             if cls.gang is not None:
                 ctx.gang_nodes[(name, cls.gang)] = ctx.gang_nodes.get((name, cls.gang), 0) + opening
+                if self.zone is not None and len(group.zones) > 1:
+                    ctx.gang_zones[(name, cls.gang)] = self.zone
             ids = [f"{name}/new-{opened + i + 1}" for i in range(opening)]
             self.new_bins.setdefault((name, cls.gang), []).append(Bin(dict(self.empty[name]), ids))
             self.limits.charge(cls.tenant, group, opening)
@@ -266,6 +275,18 @@ def _reserve(bins: list[Bin], count: int) -> None:
             del bins[0]
 
 
+def _group_zones(groups: Sequence[NodeGroup]) -> set[tuple[str | None, str | None]]:
+    """(region, zone) a one-zone gang can get new nodes in: single-AZ groups, and every zone of a
+    fleet-mode group."""
+    found: set[tuple[str | None, str | None]] = {(g.region, g.zones[0]) for g in groups if len(g.zones) == 1}
+    return found | {(g.region, z) for g in groups if g.atomic_launch == "fleet" for z in g.zones}
+
+
+def _fleet_in(group: NodeGroup, zone: str) -> bool:
+    """A fleet-mode group spanning ``zone`` among others: its gang launch can be kept to that zone."""
+    return group.atomic_launch == "fleet" and len(group.zones) > 1 and zone in group.zones
+
+
 def node_region(node: WorkNode) -> str | None:
     return node.group.region if node.group else node.info.labels.get(REGION_LABEL)
 
@@ -279,9 +300,11 @@ class GangPlacement:
     on a checkpoint of the stage, and rolled back when any pod of the gang is left over.
 
     A gang whose pods ask for one zone (:attr:`PodClass.one_zone`) tries (region, zone) domains instead:
-    free room only on nodes labelled with that zone, launching and new nodes only from groups confined
-    to it (a single-AZ group). A group spanning several zones cannot promise one, so it is not used for
-    such a gang (not even in fleet mode: the gang launch does not choose the zone yet)."""
+    free room only on nodes labelled with that zone, launching nodes only from groups confined to it (a
+    single-AZ group), new nodes from those and from groups tagged ``spillway.io/atomic-launch: fleet``
+    that span the zone among others: the gang launch then gets the zone (:attr:`GangLaunch.zone`) and
+    asks CreateFleet for that zone's subnets only. Other groups spanning several zones cannot promise
+    one, so they are not used for such a gang."""
 
     def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass]) -> None:
         self.stage = stage
@@ -301,10 +324,7 @@ class GangPlacement:
         if not any(c.one_zone for c in self.classes):
             return [(r, None) for r in self.regions()]
         ctx = self.stage.ctx
-        found: set[tuple[str | None, str | None]] = {
-            (g.region, g.zones[0]) for g in ctx.groups if len(g.zones) == 1
-        }
-        found |= {(node_region(n), node_zone(n)) for n in ctx.nodes.values()}
+        found = _group_zones(ctx.groups) | {(node_region(n), node_zone(n)) for n in ctx.nodes.values()}
         rank = {r: i for i, r in enumerate(self.regions())}
         named = [(r, z) for r, z in found if r and z]
         return sorted(named, key=lambda d: (rank.get(d[0], len(rank)), d[0] or "", d[1] or ""))
@@ -333,7 +353,7 @@ class GangPlacement:
             first = (
                 codes.GANG_NO_ZONE,
                 f"its pods require one zone and none of the {len(domains)} zone(s) holds it whole "
-                f"(groups spanning several zones are not used); first: {first[1]}",
+                f"(groups spanning several zones are used only in fleet mode); first: {first[1]}",
             )
         reason = f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {first[1]}"
         for cls in self.classes:
@@ -359,6 +379,7 @@ class GangPlacement:
             "new_pods": {k: list(v) for k, v in ctx.new_pods.items()},
             "gang_nodes": dict(ctx.gang_nodes),
             "gang_pods": {k: list(v) for k, v in ctx.gang_pods.items()},
+            "gang_zones": dict(ctx.gang_zones),
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "uncordoned": dict(ctx.uncordoned),
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
@@ -373,6 +394,7 @@ class GangPlacement:
         stage.limits.restore(saved["limits"])
         ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
         ctx.gang_nodes, ctx.gang_pods = saved["gang_nodes"], saved["gang_pods"]
+        ctx.gang_zones = saved["gang_zones"]
         ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
@@ -416,7 +438,8 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
         count = ctx.new_nodes.get(group.name, 0)
         if count <= 0:
             continue
-        pods = sorted(ctx.new_pods.get(group.name, []))
+        placed = ctx.new_pods.get(group.name, [])
+        pods = sorted(p for p in placed if p not in ctx.buffer_pods)
         actions.append(
             ScaleUp(
                 group=group.name,
@@ -424,13 +447,14 @@ def scale_up_actions(ctx: Context) -> list[ScaleUp]:
                 from_size=group.desired,
                 to_size=group.desired + count,
                 pods=tuple(pods),
-                reason=_scale_up_reason(ctx, group, count, len(pods)),
+                reason=_scale_up_reason(ctx, group, count, len(pods), _buffers_on(ctx, placed)),
                 gangs=tuple(
                     GangLaunch(
                         gang,
                         nodes,
                         tuple(sorted(ctx.gang_pods.get((g, gang), ()))),
                         dict(ctx.gang_labels.get(gang, {})),
+                        zone=ctx.gang_zones.get((g, gang)),
                     )
                     for (g, gang), nodes in sorted(ctx.gang_nodes.items())
                     if g == group.name and nodes > 0
@@ -451,16 +475,34 @@ def opened_by(ctx: Context, group: str) -> tuple[tuple[str, int], ...]:
     owners: dict[str, str] = {}
     for p in ctx.placements:
         if p.node.startswith(prefix) and p.node not in owners:
-            owners[p.node] = ctx.snapshot.tenant(p.pod.split("/", 1)[0])
+            buffer = ctx.buffer_pods.get(p.pod)
+            namespace = p.pod.split("/", 1)[0] if buffer is None else buffer.namespace
+            owners[p.node] = ctx.snapshot.tenant(namespace) if namespace else ""
+    owners = {node: tenant for node, tenant in owners.items() if tenant}  # a configured buffer's: nobody's
     counts: dict[str, int] = {}
     for tenant in owners.values():
         counts[tenant] = counts.get(tenant, 0) + 1
     return tuple(sorted(counts.items()))
 
 
-def _scale_up_reason(ctx: Context, group: NodeGroup, count: int, pods: int) -> str:
+def _buffers_on(ctx: Context, pods: Sequence[str]) -> dict[str, int]:
+    """Capacity buffers whose virtual pods go to new nodes: buffer key -> pods."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        buffer = ctx.buffer_pods.get(pod)
+        if buffer is not None:
+            out[buffer.key] = out.get(buffer.key, 0) + 1
+    return out
+
+
+def _scale_up_reason(
+    ctx: Context, group: NodeGroup, count: int, pods: int, buffers: Mapping[str, int]
+) -> str:
     noun = "node" if count == 1 else "nodes"
-    reason = f"{pods} pending pod(s) need {count} new {group.instance_type} {noun} in {group.region}"
+    who = [f"{pods} pending pod(s)"] if pods or not buffers else []
+    who += [f"capacity buffer {key} ({n} virtual pod(s))" for key, n in sorted(buffers.items())]
+    need = "needs" if len(who) == 1 and buffers and not pods else "need"
+    reason = f"{' and '.join(who)} {need} {count} new {group.instance_type} {noun} in {group.region}"
     if ctx.primary and group.region != ctx.primary:
         reason += f" (overflow from primary region {ctx.primary})"
     notes = sorted(ctx.overflow_notes.get(group.name, ()))

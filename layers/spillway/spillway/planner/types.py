@@ -26,11 +26,14 @@ class GangLaunch:
     nodes: int
     pods: tuple[str, ...]
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    zone: str | None = None  # the one zone of a fleet group spanning several, when the gang needs one
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"gang": self.gang, "nodes": self.nodes, "pods": list(self.pods)}
         if self.node_labels:
             out["node_labels"] = dict(self.node_labels)
+        if self.zone:
+            out["zone"] = self.zone
         return out
 
 
@@ -103,14 +106,19 @@ class Drain:
     group: str
     region: str
     reason: str
+    code: str = ""  # codes.CONSOLIDATION for a drain that moves pods; "" for an empty node's
+    pods: tuple[str, ...] = ()  # a consolidation's pods to move: the drain evicts these and no others
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "node": self.node,
             "instance_id": self.instance_id,
             "group": self.group,
             "reason": self.reason,
         }
+        if self.code:  # only then, so an empty node's drain reads exactly as before
+            out |= {"code": self.code, "pods": list(self.pods)}
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +155,18 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupFloor:
+    """A group held above its own MinSize by a scheduled action (now, or within the idle threshold)."""
+
+    group: str
+    min_size: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "min_size": self.min_size, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class ScalingPlan:
     scale_up: tuple[ScaleUp, ...] = ()
     uncordon: tuple[Uncordon, ...] = ()
@@ -156,6 +176,7 @@ class ScalingPlan:
     state: State = field(default_factory=State)
     placements: tuple[Placement, ...] = ()
     provisioning: tuple[ProvisioningUpdate, ...] = ()  # ProvisioningRequest statuses that change
+    floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
 
     @property
     def acts(self) -> bool:
@@ -163,10 +184,14 @@ class ScalingPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """The plan contract: five lists, each entry with a reason."""
-        return {
-            "scale_up": [s.to_dict() for s in self.scale_up],
-            "uncordon": [u.to_dict() for u in self.uncordon],
-            "drain": [d.to_dict() for d in self.drain],
-            "pending": [p.to_dict() for p in self.pending],
-            "kept": [k.to_dict() for k in self.kept],
-        } | ({"provisioning": [p.to_dict() for p in self.provisioning]} if self.provisioning else {})
+        return (
+            {
+                "scale_up": [s.to_dict() for s in self.scale_up],
+                "uncordon": [u.to_dict() for u in self.uncordon],
+                "drain": [d.to_dict() for d in self.drain],
+                "pending": [p.to_dict() for p in self.pending],
+                "kept": [k.to_dict() for k in self.kept],
+            }
+            | ({"provisioning": [p.to_dict() for p in self.provisioning]} if self.provisioning else {})
+            | ({"floors": [f.to_dict() for f in self.floors]} if self.floors else {})
+        )

@@ -18,7 +18,10 @@ What it serves (JSON only)
   ``/binding``), ``/api/v1/pods``, ``/apis/policy/v1/[namespaces/{ns}/]poddisruptionbudgets``
   (+ ``/status``), ``/api/v1/[namespaces/{ns}/]events``, ``/apis/events.k8s.io/v1/[namespaces/{ns}/]events``
   (one store, converted between the two versions), ``/api/v1/namespaces``,
-  ``/api/v1/[namespaces/{ns}/]podtemplates``; get, list, create, replace (PUT), patch, delete and
+  ``/api/v1/[namespaces/{ns}/]podtemplates``, ``/apis/batch/v1/[namespaces/{ns}/]jobs`` (+ ``/status``);
+  get, list, create, replace (PUT), patch, delete and
+  ``/api/v1/[namespaces/{ns}/]podtemplates``, ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and
+  ``statefulsets``, ``replicasets``: stored as given, no controller runs them); get, list, create, replace (PUT), patch, delete and
   deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
   ``/api/v1``, ``/apis/<group>[/<version>]``) and ``/healthz``.
 * Optional resources, served only while installed (``KubeApiServer(optional_resources=[...])``, a
@@ -28,6 +31,10 @@ What it serves (JSON only)
   CapacityQuota ``autoscaling.x-k8s.io/v1beta1`` (cluster-scoped, ``/status``), ProvisioningRequest
   ``autoscaling.x-k8s.io/v1`` (``/status``; changing ``spec.provisioningClassName`` answers 422 as the
   CRD's ``self == oldSelf`` rule does), and the alpha built-ins PodGroup ``scheduling.k8s.io/v1alpha2``
+  (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``, PyTorchJob and PaddleJob
+  ``kubeflow.org/v1`` (``/status``). Names are ``<plural>.<group>``
+  CRD's ``self == oldSelf`` rule does), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``),
+  and the alpha built-ins PodGroup ``scheduling.k8s.io/v1alpha2``
   (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>``
   (``resources.OPTIONAL``). Custom resources refuse strategic merge patch with 415, as a real server does.
 * Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a

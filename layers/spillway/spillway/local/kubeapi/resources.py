@@ -204,6 +204,25 @@ POD_TEMPLATES = ResourceType(
     },
 )
 
+#: batch/v1 Jobs (built in; observe reads ``spec.podFailurePolicy``)
+JOBS = ResourceType(
+    "Job",
+    "jobs",
+    "job",
+    "batch",
+    "v1",
+    namespaced=True,
+    has_status=True,
+    merge_keys={
+        **_META_KEYS,
+        ("spec", "template", "spec", "containers"): "name",
+        ("spec", "template", "spec", "initContainers"): "name",
+        ("spec", "template", "spec", "containers", "env"): "name",
+        ("spec", "template", "spec", "volumes"): "name",
+        ("status", "conditions"): "type",
+    },
+)
+
 # --- optional resources: CRDs of the shared-cluster ecosystem and alpha upstream APIs ----------------
 
 #: scheduler-plugins coscheduling (CRD ``podgroups.scheduling.x-k8s.io``: status subresource)
@@ -285,6 +304,71 @@ PROVISIONING_REQUESTS = ResourceType(
     optional=True,
     immutable=(("spec", "provisioningClassName"),),
 )
+#: sig-autoscaling CapacityBuffer (CRD ``capacitybuffers.autoscaling.x-k8s.io``; v1beta1 the storage version)
+CAPACITY_BUFFERS = ResourceType(
+    "CapacityBuffer",
+    "capacitybuffers",
+    "capacitybuffer",
+    "autoscaling.x-k8s.io",
+    "v1beta1",
+    namespaced=True,
+    short_names=("cb",),
+    store_kind="CapacityBuffer.autoscaling.x-k8s.io",
+    has_status=True,
+    custom=True,
+    optional=True,
+)
+
+
+def _apps(kind: str, plural: str, short: str) -> ResourceType:
+    """An ``apps/v1`` workload (served by every cluster): CapacityBuffers' ``scalableRef`` names one."""
+    return ResourceType(
+        kind,
+        plural,
+        kind.lower(),
+        "apps",
+        "v1",
+        namespaced=True,
+        short_names=(short,),
+        has_status=True,
+        merge_keys={
+            **_META_KEYS,
+            ("spec", "template", "spec", "containers"): "name",
+            ("status", "conditions"): "type",
+        },
+    )
+
+
+DEPLOYMENTS = _apps("Deployment", "deployments", "deploy")
+STATEFULSETS = _apps("StatefulSet", "statefulsets", "sts")
+REPLICASETS = _apps("ReplicaSet", "replicasets", "rs")
+
+#: Kubeflow training operator v1 (CRDs ``pytorchjobs.kubeflow.org``, ``paddlejobs.kubeflow.org``:
+#: status subresource); observe reads ``spec.elasticPolicy`` and the Worker replicas
+PYTORCH_JOBS = ResourceType(
+    "PyTorchJob",
+    "pytorchjobs",
+    "pytorchjob",
+    "kubeflow.org",
+    "v1",
+    namespaced=True,
+    store_kind="PyTorchJob.kubeflow.org",
+    has_status=True,
+    custom=True,
+    optional=True,
+)
+PADDLE_JOBS = ResourceType(
+    "PaddleJob",
+    "paddlejobs",
+    "paddlejob",
+    "kubeflow.org",
+    "v1",
+    namespaced=True,
+    store_kind="PaddleJob.kubeflow.org",
+    has_status=True,
+    custom=True,
+    optional=True,
+)
 
 ALL: tuple[ResourceType, ...] = (
     NODES,
@@ -294,12 +378,19 @@ ALL: tuple[ResourceType, ...] = (
     EVENTS_V1,
     NAMESPACES,
     POD_TEMPLATES,
+    JOBS,
     COSCHEDULING_PODGROUPS,
     VOLCANO_PODGROUPS,
     UPSTREAM_PODGROUPS,
     WORKLOADS,
     CAPACITY_QUOTAS,
     PROVISIONING_REQUESTS,
+    PYTORCH_JOBS,
+    PADDLE_JOBS,
+    CAPACITY_BUFFERS,
+    DEPLOYMENTS,
+    STATEFULSETS,
+    REPLICASETS,
 )
 BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}
 #: qualified names (``podgroups.scheduling.volcano.sh``) of the resources served only when installed

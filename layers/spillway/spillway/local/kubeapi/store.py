@@ -401,7 +401,7 @@ class Store:
                 meta.pop(server_owned, None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = self.now()
-            if rt.canonical in ("PodDisruptionBudget", "Pod") or rt.optional:
+            if rt.canonical in ("PodDisruptionBudget", "Pod", "Job") or rt.optional:
                 meta["generation"] = 1
             obj = {**obj, "apiVersion": resources.BY_STORE_KIND[rt.canonical].api_version, "kind": rt.kind}
             obj["metadata"] = meta

@@ -1,0 +1,110 @@
+"""Who owns what in an Auto Scaling group that several executions grow at once.
+
+A scale-up and any number of rollback-mode gangs may raise one group at the same time. Each must add
+only its own capacity and give back only its own, whatever the order of their steps:
+
+* :func:`raise_once` raises the desired capacity by the execution's own count *relative to the live
+  value read at raise time*, exactly once per owner: a marker item (``raise#<owner>``, a conditional put
+  in the state table) records the desired capacity before and after; a retried step finds it and does
+  not raise again. A raise that fails gives its marker back, so the retry raises.
+* :func:`own_instances` attributes new instances: the group's instances are interchangeable when they
+  launch, so each execution claims (``owner#<region>#<instance>``, conditional put, first wins) new
+  instances nobody claimed, up to the count it raised. An instance belongs to exactly one execution.
+* :func:`give_back_undelivered` lowers the desired capacity by the capacity an execution raised but
+  never launched, relative to the live value, never below MinSize, and never below the instances the
+  group runs (lowering further would make Auto Scaling terminate somebody's running instance).
+
+The one window left is Auto Scaling's own: SetDesiredCapacity has no compare-and-set, so two raises
+whose describe and set interleave within milliseconds can still lose one increment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from spillway.errors import AsgLimitExceeded, SpillwayError
+from spillway.model.nodegroup import LIVE_STATES
+from spillway.ports import Cloud, Ledger
+
+RAISE_PREFIX = "raise#"
+OWNER_PREFIX = "owner#"
+KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that made them
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """One execution's identity in one group: the raise marker and instance claims are keyed by it."""
+
+    ledger: Ledger
+    cluster: str
+    region: str
+    group: str
+    owner: str
+
+    def raised(self) -> int:
+        """What this owner's raise added (0 when it never raised)."""
+        marker = self.ledger.claims(self.cluster, RAISE_PREFIX + self.owner).get(RAISE_PREFIX + self.owner)
+        return int(marker.get("count", 0)) if marker else 0  # type: ignore[call-overload]
+
+
+def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str, Any]:
+    """Raise ``owner.group`` by ``count`` relative to its live desired capacity, once per owner.
+
+    :class:`AsgLimitExceeded` (nothing raised) when the live value + count is above MaxSize."""
+    where = f"{owner.region}/{owner.group}"
+    asg = aws.describe_group(owner.region, owner.group)
+    before, after = asg.DesiredCapacity, asg.DesiredCapacity + count
+    item = RAISE_PREFIX + owner.owner
+    marker, created = owner.ledger.claim(
+        owner.cluster, item, {"before": before, "after": after, "count": count, "group": where},
+        expires=now + KEEP,
+    )  # fmt: skip
+    if not created:  # a retry: the raise happened (or is this very call's twin); never twice
+        return {"status": "raised", "again": True, **marker}
+    if after > asg.MaxSize:
+        owner.ledger.release(owner.cluster, item)
+        raise AsgLimitExceeded(
+            f"{where}: desired capacity {before} + {count} is above MaxSize {asg.MaxSize}; not raised"
+        )
+    try:
+        aws.set_desired_capacity(owner.region, owner.group, after)
+    except SpillwayError:
+        owner.ledger.release(owner.cluster, item)  # not raised: the retry must raise
+        raise
+    return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
+
+
+def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: datetime) -> list[str]:
+    """The live instances this owner holds among ``candidates`` (the group's live instances that are
+    new to it), claiming unclaimed ones until it holds ``limit``."""
+    live = sorted(set(candidates))
+    prefix = f"{OWNER_PREFIX}{owner.region}#"
+    claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in
+               owner.ledger.claims(owner.cluster, prefix).items()}  # fmt: skip
+    mine = [i for i in live if claimed.get(i) == owner.owner]
+    for iid in live:
+        if len(mine) >= limit:
+            break
+        if iid in claimed:
+            continue
+        value, _ = owner.ledger.claim(owner.cluster, prefix + iid, {"owner": owner.owner}, expires=now + KEEP)
+        if value.get("owner") == owner.owner:
+            mine.append(iid)
+    return sorted(mine)
+
+
+def give_back_undelivered(aws: Cloud, owner: Owner, undelivered: int) -> int | None:
+    """Lower the desired capacity by ``undelivered`` relative to the live value (never below MinSize
+    nor below the instances running). Returns the new desired capacity, or None when left as it was."""
+    if undelivered <= 0:
+        return None
+    asg = aws.describe_group(owner.region, owner.group)
+    live = sum(1 for i in asg.Instances if i.LifecycleState in LIVE_STATES)
+    target = max(asg.MinSize, live, asg.DesiredCapacity - undelivered)
+    if target >= asg.DesiredCapacity:
+        return None
+    aws.set_desired_capacity(owner.region, owner.group, target)
+    return target

@@ -1,0 +1,266 @@
+"""CapacityBuffers (``autoscaling.x-k8s.io`` v1beta1, and v1alpha1 as Karpenter implements it), and the
+``buffers`` of the configuration, distilled for the planner.
+
+A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
+CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace) or by
+``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet of its namespace: its pod
+template). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the scalable object's
+``spec.replicas`` (rounded up, at least 1), capped by ``spec.limits`` (the chunks' summed requests); with
+neither, as many chunks as ``spec.limits`` holds. Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
+buffer of another strategy belongs to another controller and is left alone.
+
+:func:`buffer_infos` never raises: a buffer that cannot be served keeps the problem in
+:attr:`BufferInfo.problem` (and holds nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from spillway.model.cluster import PodInfo
+from spillway.model.k8s import CapacityBuffer, PodTemplate, Scalable
+from spillway.model.provreq import template_pod
+from spillway.model.resources import parse_resource_list
+from spillway.model.windows import TimeWindow
+
+GROUP = "autoscaling.x-k8s.io"
+VERSIONS = ("v1beta1", "v1alpha1")  # read in this order: the first one served
+PLURAL = "capacitybuffers"
+ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
+# status.conditions types, as cluster-autoscaler's buffer controller writes them
+READY_FOR_PROVISIONING = "ReadyForProvisioning"
+PROVISIONING = "Provisioning"
+# the kinds a scalableRef may name, with their resource (plural) in apps/v1
+SCALABLE = {"Deployment": "deployments", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}
+Workloads = Mapping[tuple[str, str, str], Scalable]  # (namespace, kind, name)
+
+
+@dataclass(frozen=True, slots=True)
+class BufferInfo:
+    """One buffer: ``replicas`` virtual pods shaped like ``pod``, or why none (``problem``).
+
+    ``namespace`` is ``""`` for a buffer of the configuration (which may carry ``windows``: outside
+    them it holds nothing); a CapacityBuffer's namespace decides its tenant."""
+
+    namespace: str
+    name: str
+    replicas: int
+    pod: PodInfo | None = None
+    problem: str = ""
+    template: str = ""  # the PodTemplate named (CapacityBuffer)
+    generation: int = 0  # the PodTemplate's metadata.generation (status.podTemplateGeneration)
+    strategy: str = ACTIVE_CAPACITY
+    windows: tuple[TimeWindow, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``<namespace>/<name>`` for a CapacityBuffer, ``config/<name>`` for a configured buffer."""
+        return f"{self.namespace or 'config'}/{self.name}"
+
+    def active_at(self, now: datetime) -> bool:
+        """Served now: its strategy, a shape, some replicas, and inside one of its windows (if any)."""
+        if self.strategy != ACTIVE_CAPACITY or self.pod is None or self.problem or self.replicas <= 0:
+            return False
+        return not self.windows or any(w.active(now) for w in self.windows)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ns": self.namespace, "n": self.name, "r": self.replicas}
+        optional: dict[str, Any] = {
+            "p": self.pod.to_dict() if self.pod is not None else None,
+            "x": self.problem,
+            "t": self.template,
+            "g": self.generation,
+            "s": self.strategy if self.strategy != ACTIVE_CAPACITY else "",
+            "w": [w.model_dump() for w in self.windows],
+        }
+        out.update({k: v for k, v in optional.items() if v})
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BufferInfo:
+        pod = d.get("p")
+        return cls(
+            namespace=str(d.get("ns", "")),
+            name=str(d["n"]),
+            replicas=int(d.get("r", 0)),
+            pod=PodInfo.from_dict(pod) if pod else None,
+            problem=str(d.get("x", "")),
+            template=str(d.get("t", "")),
+            generation=int(d.get("g", 0)),
+            strategy=str(d.get("s") or ACTIVE_CAPACITY),
+            windows=tuple(TimeWindow.model_validate(w) for w in d.get("w", ())),
+        )
+
+
+def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[int, str]:
+    """How many chunks the spec asks for (``current``: the scalable object's replicas), or why it
+    cannot be known."""
+    spec = buffer.spec
+    asked: list[int] = [] if spec.replicas is None else [spec.replicas]
+    if spec.percentage is not None:
+        if current is None:
+            return 0, "spec.percentage applies only with spec.scalableRef"
+        asked.append(max(1, math.ceil(spec.percentage * current / 100)) if spec.percentage else 0)
+    count = max(asked) if asked else None
+    if spec.limits:
+        limits = parse_resource_list(spec.limits)
+        fits = [limits[r] // v for r, v in pod.requests.items() if r in limits and v > 0]
+        if fits:
+            count = min(fits) if count is None else min(count, *fits)
+    if count is None:
+        return 0, "neither spec.replicas, spec.percentage nor spec.limits sets the number of chunks"
+    return count, ""
+
+
+def _shape(
+    buffer: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate], workloads: Workloads
+) -> tuple[PodInfo | None, int | None, str, int, str]:
+    """(pod, the scalable object's replicas, the template's name, its generation, problem)."""
+    namespace, name, spec = buffer.metadata.namespace or "default", buffer.metadata.name, buffer.spec
+    if spec.pod_template_ref is not None and spec.pod_template_ref.name:
+        ref = spec.pod_template_ref.name
+        template = templates.get((namespace, ref))
+        if template is None:
+            return None, None, ref, 0, f"PodTemplate {namespace}/{ref} not found"
+        pod, problem = template_pod(template.model_dump(by_alias=True), namespace, f"{name}:buffer")
+        return pod, None, ref, template.metadata.generation or 0, problem
+    scalable = spec.scalable_ref
+    if scalable is None:
+        return None, None, "", 0, "neither spec.podTemplateRef nor spec.scalableRef names the chunk's shape"
+    what = f"{scalable.kind} {namespace}/{scalable.name}"
+    if scalable.api_group != "apps" or scalable.kind not in SCALABLE:
+        kinds = ", ".join(f"apps {k}" for k in SCALABLE)
+        return (
+            None,
+            None,
+            "",
+            0,
+            f"spec.scalableRef: {what} ({scalable.api_group or 'core'}) is not served ({kinds} are)",
+        )
+    workload = workloads.get((namespace, scalable.kind, scalable.name))
+    if workload is None:
+        return None, None, "", 0, f"{what} not found"
+    raw = {"metadata": {"name": f"{scalable.kind} {scalable.name}"}, "template": workload.spec.template}
+    pod, problem = template_pod(raw, namespace, f"{name}:buffer")
+    current = 1 if workload.spec.replicas is None else workload.spec.replicas
+    return pod, current, "", 0, problem.replace("PodTemplate ", "", 1)
+
+
+def buffer_info(
+    buffer: CapacityBuffer,
+    templates: Mapping[tuple[str, str], PodTemplate],
+    workloads: Workloads | None = None,
+) -> BufferInfo:
+    """A CapacityBuffer as the planner needs it, its PodTemplate (or scalable object) resolved."""
+    namespace = buffer.metadata.namespace or "default"
+    base = BufferInfo(
+        namespace, buffer.metadata.name, 0, strategy=buffer.spec.provisioning_strategy or ACTIVE_CAPACITY
+    )
+    pod, current, template, generation, problem = _shape(buffer, templates, workloads or {})
+    base = replace(base, template=template, generation=generation)
+    if pod is None or problem:
+        return replace(base, problem=problem)
+    count, problem = _chunks(buffer, pod, current)
+    return replace(base, replicas=count, pod=pod, problem=problem)
+
+
+def buffer_infos(
+    buffers: Iterable[CapacityBuffer], templates: Iterable[PodTemplate], workloads: Iterable[Scalable] = ()
+) -> tuple[BufferInfo, ...]:
+    """Every buffer with what it names resolved, sorted by namespace and name."""
+    by_name = {(t.metadata.namespace or "default", t.metadata.name): t for t in templates}
+    by_kind: dict[tuple[str, str, str], Scalable] = {
+        (w.metadata.namespace or "default", w.kind, w.metadata.name): w for w in workloads
+    }
+    infos = (buffer_info(b, by_name, by_kind) for b in buffers)
+    return tuple(sorted(infos, key=lambda i: (i.namespace, i.name)))
+
+
+def parse_buffers(raw: Sequence[Any]) -> tuple[list[CapacityBuffer], list[str]]:
+    """Raw objects (a custom-resource list) as models; the ones refused, each with why."""
+    out: list[CapacityBuffer] = []
+    refused: list[str] = []
+    for obj in raw:
+        try:
+            out.append(CapacityBuffer.model_validate(obj))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+            refused.append(f"CapacityBuffer {name}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}")
+    return out, refused
+
+
+R_RESOLVED = "BufferResolved"
+R_UNRESOLVED = "BufferNotResolved"
+
+
+def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> dict[str, Any] | None:
+    """The ``status`` a buffer's controller writes (cluster-autoscaler's buffer controller does the same
+    translation): ``podTemplateRef``, ``replicas`` and ``podTemplateGeneration`` resolved from the spec,
+    ``provisioningStrategy``, and condition ``ReadyForProvisioning`` (``False`` with the problem when
+    the buffer cannot be served). None when the status says so already, or when the buffer's strategy
+    is not Spillway's (another controller owns it)."""
+    if info.strategy != ACTIVE_CAPACITY:
+        return None
+    ready = info.pod is not None and not info.problem
+    condition, same_condition = _ready_condition(buffer, info, ready, now)
+    wanted = _resolved(info) if ready else dict.fromkeys(_resolved(info))
+    wanted["provisioningStrategy"] = ACTIVE_CAPACITY
+    if wanted == _observed(buffer) and same_condition:
+        return None
+    others = [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in buffer.status.conditions
+              if c.type != READY_FOR_PROVISIONING]  # fmt: skip
+    return {**wanted, "conditions": [*others, condition]}
+
+
+def _resolved(info: BufferInfo) -> dict[str, Any]:
+    return {
+        "podTemplateRef": {"name": info.template} if info.template else None,
+        "replicas": info.replicas,
+        "podTemplateGeneration": info.generation or None,
+    }
+
+
+def _observed(buffer: CapacityBuffer) -> dict[str, Any]:
+    current = buffer.status
+    return {
+        "podTemplateRef": {"name": current.pod_template_ref.name} if current.pod_template_ref else None,
+        "replicas": current.replicas,
+        "podTemplateGeneration": current.pod_template_generation,
+        "provisioningStrategy": current.provisioning_strategy,
+    }
+
+
+def _message(info: BufferInfo) -> str:
+    shape = f"PodTemplate {info.template}" if info.template else "spec.scalableRef"
+    return (info.problem or f"{info.replicas} chunk(s) shaped by {shape}")[:32768]
+
+
+def _ready_condition(
+    buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime
+) -> tuple[dict[str, Any], bool]:
+    """The ``ReadyForProvisioning`` condition, and whether the buffer carries it already (its
+    ``lastTransitionTime`` moves only when its status does)."""
+    status = "True" if ready else "False"
+    reason = R_RESOLVED if ready else R_UNRESOLVED
+    message = _message(info)
+    old = next((c for c in buffer.status.conditions if c.type == READY_FOR_PROVISIONING), None)
+    kept = old is not None and old.status == status
+    since = old.last_transition_time if kept and old is not None else None
+    condition = {
+        "type": READY_FOR_PROVISIONING,
+        "status": status,
+        "observedGeneration": buffer.metadata.generation or 0,
+        "lastTransitionTime": (since or now).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "reason": reason,
+        "message": message,
+    }
+    same = kept and old is not None and old.reason == reason and (old.message or "") == message
+    return condition, same

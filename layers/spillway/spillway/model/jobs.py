@@ -1,0 +1,207 @@
+"""Jobs whose pods the autoscaler may move, distilled: which job a pod works for, and what the job says.
+
+A pod names its job by the labels its controller sets (first match wins):
+
+- ``training.kubeflow.org/job-name`` (Kubeflow training operator v1; the kind is the controller owner's,
+  or read from ``training.kubeflow.org/operator-name``), role ``training.kubeflow.org/replica-type``;
+- ``jobset.sigs.k8s.io/jobset-name`` (JobSet, and so Kubeflow Trainer v2's TrainJob, whose JobSet has
+  the TrainJob's name);
+- ``volcano.sh/job-name`` (Volcano ``Job``, label or annotation);
+- ``batch.kubernetes.io/job-name`` (a ``batch/v1`` Job; kept apart too, for its ``podFailurePolicy``).
+
+A job key is ``"<Kind>/<namespace>/<name>"``. A pod without such a label still belongs to its
+controller (``"<owner kind>/<namespace>/<owner name>"``, see :func:`job_key`).
+
+An elastic job's size range comes from the job (PyTorchJob/PaddleJob ``spec.elasticPolicy``) or, for
+any launcher, from the pod itself: the env ``PET_NNODES=MIN:MAX`` (set by the Kubeflow training operator
+for elastic PyTorchJobs and by Kubeflow Trainer v2 from its runtime's ``elasticPolicy.minNodes/maxNodes``)
+or ``torchrun --nnodes=MIN:MAX`` in the container's command or args. TrainJob itself states only
+``spec.trainer.numNodes`` (a fixed size): its minimum reaches the pods as ``PET_NNODES``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spillway.model.k8s import (
+    KUBEFLOW_GROUP,
+    BatchJob,
+    ElasticPolicy,
+    KubeObject,
+    PaddleJob,
+    Pod,
+    PyTorchJob,
+    ReplicaSpec,
+    api_group,
+)
+
+DO_NOT_DRAIN = "openai/do-not-drain"  # kubernetes-ec2-autoscaler's label (annotation accepted too)
+VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"  # label or annotation, "true"
+KUBEFLOW_JOB_NAME = "training.kubeflow.org/job-name"
+KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+KUBEFLOW_OPERATOR = "training.kubeflow.org/operator-name"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+VOLCANO_JOB_NAME = "volcano.sh/job-name"
+BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
+PET_NNODES = "PET_NNODES"
+DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition an eviction (or preemption) sets
+
+# training.kubeflow.org/operator-name → kind, for a pod whose controller owner is not the job itself
+_OPERATOR_KINDS = {
+    "pytorchjob-controller": "PyTorchJob",
+    "paddlejob-controller": "PaddleJob",
+    "tfjob-controller": "TFJob",
+    "mpijob-controller": "MPIJob",
+    "xgboostjob-controller": "XGBoostJob",
+    "jaxjob-controller": "JAXJob",
+}
+_NNODES = re.compile(r"--nnodes(?:=|\s+)(\d+):(\d+)")
+
+
+def job_key(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """What a job object says about moving its pods.
+
+    ``elastic_min``/``elastic_max``: its workers may run anywhere in that range (both 0: not elastic);
+    ``tolerates_disruption``: a ``batch/v1`` Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``
+    (an evicted pod is replaced without counting against ``backoffLimit``).
+    """
+
+    key: str
+    elastic_min: int = 0
+    elastic_max: int = 0
+    tolerates_disruption: bool = False
+
+    @property
+    def elastic(self) -> bool:
+        return self.elastic_max > self.elastic_min
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"k": self.key}
+        if self.elastic_max:
+            out["mn"], out["mx"] = self.elastic_min, self.elastic_max
+        if self.tolerates_disruption:
+            out["td"] = 1
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> JobInfo:
+        return cls(
+            key=d["k"],
+            elastic_min=int(d.get("mn", 0)),
+            elastic_max=int(d.get("mx", 0)),
+            tolerates_disruption=bool(d.get("td")),
+        )
+
+
+def job_of(obj: KubeObject) -> JobInfo | None:
+    """The JobInfo of a PyTorchJob, PaddleJob or batch/v1 Job; None for any other object, and for a job
+    that says nothing about moving its pods."""
+    if isinstance(obj, PyTorchJob | PaddleJob):
+        specs = (
+            obj.spec.pytorch_replica_specs if isinstance(obj, PyTorchJob) else obj.spec.paddle_replica_specs
+        )
+        low, high = _elastic_range(obj.spec.elastic_policy, specs.get("Worker"))
+        if high <= low:
+            return None
+        return JobInfo(job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name), low, high)
+    if isinstance(obj, BatchJob) and _ignores_disruption(obj):
+        key = job_key("Job", obj.metadata.namespace or "default", obj.metadata.name)
+        return JobInfo(key, tolerates_disruption=True)
+    return None
+
+
+def _elastic_range(policy: ElasticPolicy | None, worker: ReplicaSpec | None) -> tuple[int, int]:
+    """(min, max) Worker replicas; an unset bound is the Worker replicas, as the operator defaults it."""
+    if policy is None:
+        return 0, 0
+    replicas = worker.replicas if worker and worker.replicas is not None else None
+    low = policy.min_replicas if policy.min_replicas is not None else replicas
+    high = policy.max_replicas if policy.max_replicas is not None else replicas
+    if low is None or high is None:
+        return 0, 0
+    return low, high
+
+
+def _ignores_disruption(job: BatchJob) -> bool:
+    """The first rule matching an evicted pod (condition DisruptionTarget=True) is ``Ignore``."""
+    policy = job.spec.pod_failure_policy
+    for rule in policy.rules if policy else ():
+        if any(c.type == DISRUPTION_TARGET and c.status == "True" for c in rule.on_pod_conditions):
+            return rule.action == "Ignore"
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class PodJobFacts:
+    """What a pod says about its job: see the module docstring."""
+
+    job: str | None = None  # a job key named by a label (None: the controller owner is the job)
+    role: str | None = None  # the replica type, lower case ("worker", "master")
+    batch_job: str | None = None  # the batch/v1 Job's name (batch.kubernetes.io/job-name)
+    elastic: tuple[int, int] | None = None  # (MIN, MAX) from PET_NNODES or torchrun --nnodes
+
+
+def pod_job_facts(pod: Pod) -> PodJobFacts:
+    meta = pod.metadata
+    role = meta.labels.get(KUBEFLOW_REPLICA_TYPE)
+    return PodJobFacts(
+        job=_labelled_job(pod, meta.namespace or "default"),
+        role=role.lower() if role else None,
+        batch_job=meta.labels.get(BATCH_JOB_NAME) or None,
+        elastic=_pod_elastic(pod),
+    )
+
+
+def _labelled_job(pod: Pod, namespace: str) -> str | None:
+    meta = pod.metadata
+    labels = meta.labels
+    name = labels.get(KUBEFLOW_JOB_NAME)
+    if name:
+        owner = next((o for o in meta.owner_references if o.controller), None)
+        if owner is not None and api_group(owner.api_version) == KUBEFLOW_GROUP:
+            kind = owner.kind
+        else:
+            kind = _OPERATOR_KINDS.get(labels.get(KUBEFLOW_OPERATOR, ""), "KubeflowJob")
+        return job_key(kind, namespace, name)
+    name = labels.get(JOBSET_NAME)
+    if name:
+        return job_key("JobSet", namespace, name)
+    name = labels.get(VOLCANO_JOB_NAME) or meta.annotations.get(VOLCANO_JOB_NAME)
+    if name:
+        return job_key("VolcanoJob", namespace, name)
+    name = labels.get(BATCH_JOB_NAME)
+    return job_key("Job", namespace, name) if name else None
+
+
+def _pod_elastic(pod: Pod) -> tuple[int, int] | None:
+    """``PET_NNODES=MIN:MAX`` in any container's env, else ``--nnodes=MIN:MAX`` in its command or args."""
+    for container in pod.spec.containers:
+        for env in container.env:
+            if env.name == PET_NNODES and env.value:
+                parsed = _range(env.value)
+                if parsed:
+                    return parsed
+    for container in pod.spec.containers:
+        match = _NNODES.search(" ".join(container.command + container.args))
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    return None
+
+
+def _range(value: str) -> tuple[int, int] | None:
+    low, sep, high = value.strip().partition(":")
+    if not sep or not low.isdigit() or not high.isdigit():
+        return None
+    return int(low), int(high)
+
+
+def flag(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"

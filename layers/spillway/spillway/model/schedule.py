@@ -1,0 +1,272 @@
+"""ASG scheduled actions: when they fire, and the MinSize floor they put under a group now and soon.
+
+A scheduled action sets a group's MinSize / MaxSize / DesiredCapacity once (at ``StartTime``) or at
+every occurrence of ``Recurrence``, a 5-field Unix cron (``minute hour day-of-month month
+day-of-week``) read in ``TimeZone`` (IANA; UTC without one), never before ``StartTime`` nor after
+``EndTime``. :class:`Cron` is a small parser for that format: ``*``, lists (``,``), ranges (``-``),
+steps (``/``), month and day names (``jan``, ``mon``), day-of-week ``0``-``7`` (0 and 7 are Sunday); as
+in Vixie cron, when both day fields are restricted a day matching either one fires.
+
+Daylight saving time: a local time the spring change skips fires at the first instant after the gap;
+one the autumn change repeats fires once, at its first occurrence (the rule of
+:mod:`spillway.model.windows`).
+
+:func:`scheduled_floor` is pure: the planner passes ``now``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from spillway.model.cluster import format_time, parse_time
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+# (field name, lowest, highest, names for lowest.. )
+_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day-of-month", 1, 31, ()),
+    ("month", 1, 12, _MONTHS),
+    ("day-of-week", 0, 7, _DAYS),
+)
+LOOKBACK_DAYS = 400  # how far back "the last time it fired" is searched (a yearly cron fits)
+
+
+def _value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> int:
+    lowered = text.lower()
+    if lowered in names:
+        return low + names.index(lowered)
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise ValueError(f"{name}: {text!r} is not a number in {low}-{high}")
+    return int(text)
+
+
+def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> frozenset[int]:
+    values: set[int] = set()
+    for part in text.split(","):
+        span, slash, step_text = part.partition("/")
+        step = 1
+        if slash:
+            if not step_text.isdigit() or int(step_text) < 1:
+                raise ValueError(f"{name}: step {step_text!r} is not a positive number")
+            step = int(step_text)
+        if span == "*":
+            first, last = low, high
+        elif "-" in span:
+            a, _, b = span.partition("-")
+            first, last = _value(a, name, low, high, names), _value(b, name, low, high, names)
+            if first > last:
+                raise ValueError(f"{name}: range {span!r} runs backwards")
+        else:
+            first = _value(span, name, low, high, names)
+            last = high if slash else first
+        values.update(range(first, last + 1, step))
+    return frozenset(values)
+
+
+@dataclass(frozen=True, slots=True)
+class Cron:
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday
+    any_day: bool  # day-of-month is *
+    any_weekday: bool  # day-of-week is *
+
+    @classmethod
+    def parse(cls, text: str) -> Cron:
+        """``ValueError`` naming the field when ``text`` is not a 5-field cron expression."""
+        parts = text.split()
+        if len(parts) != 5:
+            raise ValueError(f"expected 5 fields (minute hour day month weekday), got {len(parts)}")
+        sets = [_field(p, *spec) for p, spec in zip(parts, _FIELDS, strict=True)]
+        weekdays = frozenset(d % 7 for d in sets[4])
+        return cls(sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] == "*", parts[4] == "*")
+
+    def on(self, day: date) -> bool:
+        """Whether the cron fires at some time of ``day`` (a local date)."""
+        if day.month not in self.months:
+            return False
+        by_date = day.day in self.days
+        by_weekday = (day.isoweekday() % 7) in self.weekdays
+        if self.any_day or self.any_weekday:
+            return by_date and by_weekday
+        return by_date or by_weekday
+
+    def times(self) -> list[time]:
+        return [time(h, m) for h in sorted(self.hours) for m in sorted(self.minutes)]
+
+
+def local_instant(zone: ZoneInfo, day: date, clock: time) -> datetime:
+    """``clock`` on ``day`` in ``zone`` as a UTC instant (DST rule: see the module docstring)."""
+    wall = datetime.combine(day, clock)
+    instant = wall.replace(tzinfo=zone).astimezone(UTC)
+    if instant.astimezone(zone).replace(tzinfo=None) == wall:
+        return instant
+    probe = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    while probe.astimezone(zone).replace(tzinfo=None) < wall:
+        probe += timedelta(minutes=1)
+    return probe
+
+
+def zone_of(name: str | None) -> ZoneInfo:
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{name!r} is not an IANA time zone") from None
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledFloor:
+    """One scheduled action of a group, as much of it as the planner needs."""
+
+    name: str
+    min_size: int | None = None
+    desired: int | None = None
+    max_size: int | None = None
+    recurrence: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    timezone: str | None = None
+
+    def _first(self, lo: datetime, hi: datetime, *, latest: bool) -> datetime | None:
+        """The earliest (or ``latest``) run in ``[lo, hi]``.
+
+        ``StartTime`` is a run of its own (for a recurring action too, as PutScheduledUpdateGroupAction
+        documents); it does not bound the recurrence from below, since a described recurring action may
+        carry its next run there. ``EndTime`` ends the recurrence."""
+        runs = []
+        start = _aware(self.start) if self.start else None
+        if start is not None and lo <= start <= hi:
+            runs.append(start)
+        if self.recurrence:
+            end = min(hi, _aware(self.end)) if self.end else hi
+            cron = self._cron_run(lo, end, latest=latest)
+            if cron is not None:
+                runs.append(cron)
+        if not runs:
+            return None
+        return max(runs) if latest else min(runs)
+
+    def _cron_run(self, lo: datetime, hi: datetime, *, latest: bool) -> datetime | None:
+        assert self.recurrence
+        cron, zone = Cron.parse(self.recurrence), zone_of(self.timezone)
+        first, last = lo.astimezone(zone).date(), hi.astimezone(zone).date()
+        days = (last - first).days
+        clocks = cron.times()
+        for offset in range(days, -1, -1) if latest else range(days + 1):
+            day = first + timedelta(days=offset)
+            if not cron.on(day):
+                continue
+            for clock in reversed(clocks) if latest else clocks:
+                at = local_instant(zone, day, clock)
+                if lo <= at <= hi:
+                    return at
+        return None
+
+    def last_fired(self, now: datetime) -> datetime | None:
+        """When the action last ran, at or before ``now`` (searched ``LOOKBACK_DAYS`` back)."""
+        return self._first(now - timedelta(days=LOOKBACK_DAYS), now, latest=True)
+
+    def next_fire(self, now: datetime, horizon: timedelta) -> datetime | None:
+        """When the action runs next, after ``now`` and at most ``horizon`` later."""
+        return self._first(now + timedelta(microseconds=1), now + horizon, latest=False)
+
+    def describe(self) -> str:
+        when = f"cron {self.recurrence!r} {self.timezone or 'UTC'}" if self.recurrence else "once"
+        return f"scheduled action {self.name} ({when})"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        for key, value in (
+            ("min", self.min_size),
+            ("desired", self.desired),
+            ("max", self.max_size),
+            ("recurrence", self.recurrence),
+            ("timezone", self.timezone),
+        ):
+            if value is not None:
+                out[key] = value
+        if self.start is not None:
+            out["start"] = format_time(self.start)
+        if self.end is not None:
+            out["end"] = format_time(self.end)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Any) -> ScheduledFloor:
+        return cls(
+            name=str(d["name"]),
+            min_size=d.get("min"),
+            desired=d.get("desired"),
+            max_size=d.get("max"),
+            recurrence=d.get("recurrence"),
+            start=parse_time(d["start"]) if d.get("start") else None,
+            end=parse_time(d["end"]) if d.get("end") else None,
+            timezone=d.get("timezone"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """The MinSize scheduled actions hold a group at, now or within the horizon, and which one."""
+
+    min_size: int
+    action: ScheduledFloor
+    at: datetime  # when the action ran (in effect) or will run (soon)
+    soon: bool
+
+    def describe(self) -> str:
+        verb = "runs at" if self.soon else "ran at"
+        return f"{self.action.describe()} {verb} {format_time(self.at)} with MinSize {self.min_size}"
+
+
+def scheduled_floor(actions: Sequence[ScheduledFloor], now: datetime, horizon: timedelta) -> Floor | None:
+    """The MinSize in effect now (that of the action that ran last, among those that set MinSize) or
+    set within ``horizon`` (the highest such), whichever is higher; None when no action sets one.
+    An action whose cron cannot be read is skipped (it was checked when the group was read)."""
+    now = _aware(now)
+    fired: list[Floor] = []
+    coming: list[Floor] = []
+    for action in actions:
+        if action.min_size is None:
+            continue
+        try:
+            last, upcoming = action.last_fired(now), action.next_fire(now, horizon)
+        except ValueError:
+            continue
+        if last is not None:
+            fired.append(Floor(action.min_size, action, last, soon=False))
+        if upcoming is not None:
+            coming.append(Floor(action.min_size, action, upcoming, soon=True))
+    candidates: list[Floor] = []
+    if fired:
+        candidates.append(max(fired, key=lambda f: (f.at, f.action.name)))
+    if coming:
+        candidates.append(max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name)))
+    if not candidates:
+        return None
+    return max(candidates, key=lambda f: (f.min_size, not f.soon))
+
+
+def check_actions(actions: Iterable[ScheduledFloor]) -> list[str]:
+    """Problems with the actions' recurrence or time zone, naming the action (empty when all read)."""
+    problems = []
+    for action in actions:
+        try:
+            if action.recurrence:
+                Cron.parse(action.recurrence)
+            zone_of(action.timezone)
+        except ValueError as exc:
+            problems.append(f"ScheduledActions[{action.name}]: {exc}")
+    return problems

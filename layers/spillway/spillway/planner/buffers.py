@@ -1,0 +1,96 @@
+"""Capacity buffers: spare room held as virtual pods, lowest of all demand.
+
+A buffer (a CapacityBuffer of the cluster, or one of the configuration's ``buffers``) that is active
+now (:meth:`~spillway.model.buffer.BufferInfo.active_at`: outside its windows a buffer is nothing)
+becomes one :class:`~spillway.planner.classes.PodClass` of ``replicas`` virtual pods named
+``<namespace>/<buffer>:buffer:<i>`` (``config/<buffer>:buffer:<i>`` for a configured one). Buffer
+classes sort after every real class (:meth:`PodClass.sort_key`), so they only take room no real
+pending pod of this plan wants: free room first (on nodes in use before idle ones, so a buffer held
+in busy nodes' spare room lets idle nodes go), then capacity launching, then nodes Spillway
+cordoned, then new nodes (the ScaleUp reason names the buffer).
+
+After scale-up, :func:`settle` takes the virtual pods out of ``pending`` (they are never reported nor
+get Events) and records per existing node the buffer pods its free room holds
+(:attr:`Context.buffer_room`): scale-down keeps such nodes (code ``buffer``). The next plan places
+real pods first again: a buffer whose room real pods took is placed anew, which may open nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spillway.config import BufferConfig
+from spillway.model.buffer import BufferInfo
+from spillway.model.cluster import PodInfo
+from spillway.model.k8s import Pod
+from spillway.planner.classes import PodClass, new_class
+from spillway.planner.context import Context
+from spillway.planner.placement import Pool, pools
+
+MARK = ":buffer:"
+
+
+def virtual_pod(buffer: BufferInfo, index: int) -> str:
+    return f"{buffer.key}{MARK}{index}"
+
+
+def configured(buffer: BufferConfig) -> BufferInfo:
+    """A buffer of the configuration, its pod shape read as the API reads a pod."""
+    spec = {
+        "containers": [{"name": "buffer", "resources": {"requests": buffer.pod.requests()}}],
+        "nodeSelector": dict(buffer.pod.node_selector),
+        "tolerations": list(buffer.pod.tolerations),
+    }
+    pod = Pod.model_validate({"metadata": {"name": f"{buffer.name}:buffer", "namespace": ""}, "spec": spec})
+    info = PodInfo.from_pod(pod)
+    return BufferInfo("", buffer.name, buffer.replicas, pod=info, windows=tuple(buffer.windows))
+
+
+def active_buffers(ctx: Context) -> list[BufferInfo]:
+    """Every buffer that holds room now, by key."""
+    found = [configured(b) for b in ctx.config.buffers] + list(ctx.snapshot.buffers)
+    return sorted((b for b in found if b.active_at(ctx.now)), key=lambda b: b.key)
+
+
+def buffer_classes(ctx: Context) -> list[PodClass]:
+    """One class of virtual pods per active buffer; ``ctx.buffer_pods`` names each pod's buffer."""
+    out: list[PodClass] = []
+    for buffer in active_buffers(ctx):
+        assert buffer.pod is not None
+        tenant = ctx.snapshot.tenant(buffer.namespace) if buffer.namespace else None
+        cls = new_class(buffer.pod, tenant if tenant in ctx.config.tenants else None)
+        cls.buffer = buffer.key
+        cls.pods = [virtual_pod(buffer, i) for i in range(buffer.replicas)]
+        ctx.buffer_pods.update(dict.fromkeys(cls.pods, buffer))
+        out.append(cls)
+    return out
+
+
+def busy_first(pool_list: Sequence[Pool]) -> list[Pool]:
+    """The pools' nodes with the ones in use (running workload, or receiving pending pods) first: a
+    buffer held in the spare room of busy nodes lets idle nodes go."""
+    nodes = [n for pool in pool_list for n in pool.nodes]
+    return pools(sorted(nodes, key=lambda n: (n.workload == 0 and n.receives == 0, n.info.name)))
+
+
+def settle(ctx: Context) -> None:
+    """After scale-up: the buffer pods each existing node holds, and none of them in ``pending``."""
+    if not ctx.buffer_pods:
+        return
+    for placement in ctx.placements:
+        buffer = ctx.buffer_pods.get(placement.pod)
+        node = ctx.nodes.get(placement.node)
+        if buffer is None or node is None:
+            continue
+        node.receives -= 1  # room held for a buffer, not for a pending pod
+        held = ctx.buffer_room.setdefault(node.info.name, {})
+        held[buffer.key] = held.get(buffer.key, 0) + 1
+    ctx.pending_out[:] = [p for p in ctx.pending_out if p.pod not in ctx.buffer_pods]
+
+
+def held_here(ctx: Context, node: str) -> str | None:
+    """``web/serving (2 pod(s)), config/night (1 pod(s))``: the buffers a node holds room for."""
+    held = ctx.buffer_room.get(node)
+    if not held:
+        return None
+    return ", ".join(f"{key} ({count} pod(s))" for key, count in sorted(held.items()))

@@ -1,0 +1,340 @@
+"""Stage 4b: consolidation — drain a node that runs work when the rest of the cluster holds that work.
+
+A group opts in with ``consolidation: when-underutilized`` (config, or its ``spillway.io/consolidation``
+tag). Every busy node of such a group that nothing else keeps (managed, Ready, not cordoned, not
+``scale-down-disabled``, not freshly launched, no pending pod planned onto it) is judged; the first
+refusal keeps it, with its code:
+
+* ``launching-this-plan``: this plan grows its group, or another group of its instance type (never
+  free capacity the same plan is launching);
+* ``pod-never``: a pod on it may not be moved (:func:`spillway.planner.disruption.assess_move`: a
+  protection, a PodDisruptionBudget that allows nothing now, or a pod of no kind known to tolerate a
+  move: a plain Deployment replica moves only when annotated ``safe-to-evict=true``);
+* ``elastic-min``: moving its workers would take an elastic job below its minimum;
+* ``saving-too-small``: the saving does not outlast the restart cost (below);
+* ``min-size`` / ``scale-in-cap`` / ``no-instance-id`` / ``disruption-budget``: the group's limits;
+* ``receives-moved-pods``: this plan moves another node's pods onto it;
+* ``does-not-fit``: the free room of the rest of the cluster (Ready, schedulable nodes, less what this
+  plan already placed there, less every node this plan drains; then capacity already launching since an
+  earlier plan, in groups whose launches do not fail, less what this plan's pending pods took) does not
+  hold its pods. The simulation is the scale-up's own first fit
+  (:func:`spillway.planner.placement.fit_on_nodes`, :func:`~spillway.planner.placement.fill_bins`);
+  nodes this plan launches are never counted. Expendable pods need no room; workers of an elastic job above its
+  minimum are re-placed where they fit, else their job runs with fewer workers.
+
+Candidates go cheapest first: the smallest restart cost, then the fewest pods, then the least used.
+
+**The saving rule** (price-free: both sides are in the drained node's own price, which cancels): a drain
+saves the node for ``consolidation_horizon_minutes``; each moved pod loses
+``consolidation_restart_minutes`` of the share of the node it uses (its dominant share of the node's
+allocatable). Drain when ``horizon > restart * sum(share)``. With the defaults (60 and 10) a node is
+consolidated whenever its pods fit elsewhere; a short horizon protects long restarts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from spillway.model.cluster import PodInfo
+from spillway.model.k8s import DRAINING_TAINT
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.resources import add_into, dominant_share
+from spillway.planner import codes
+from spillway.planner.classes import PodClass, new_class
+from spillway.planner.context import Context, WorkNode, has_taint
+from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_node_busy
+from spillway.planner.groups import backoff_reason
+from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
+from spillway.planner.types import Drain, KeptNode
+
+if TYPE_CHECKING:
+    from spillway.planner.scaledown import ScaleDownStage
+
+WHEN_UNDERUTILIZED = "when-underutilized"
+OFF = "off"
+Verdict = tuple[str, str] | None
+
+
+def mode(ctx: Context, group: NodeGroup | None) -> str:
+    """The group's consolidation mode: its tag's, else the configuration's."""
+    if group is not None and group.consolidation is not None:
+        return group.consolidation
+    return ctx.config.consolidation
+
+
+# --- budgets ------------------------------------------------------------------------------------
+
+
+class Budgets:
+    """Disruption budgets (Karpenter's semantics): per group, the most restrictive active budget binds;
+    a percentage is of the group's nodes, rounded up; nodes Spillway drains already count."""
+
+    def __init__(self, ctx: Context, draining_now: Mapping[str, int]) -> None:
+        self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
+        self.nodes: dict[str, int] = {}
+        for node in ctx.nodes.values():
+            if node.group is not None:
+                self.nodes[node.group.name] = self.nodes.get(node.group.name, 0) + 1
+        self.draining_now = draining_now
+
+    def refusal(self, group: str, taken: int) -> Verdict:
+        """Why one more drain in ``group`` is refused (``taken``: this plan's drains there), or None."""
+        size = self.nodes.get(group, 0)
+        binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group)]
+        if not binding:
+            return None
+        allowed, nodes = min(binding)
+        busy = self.draining_now.get(group, 0) + taken
+        if busy < allowed:
+            return None
+        return (
+            codes.DISRUPTION_BUDGET,
+            f"disruption budget nodes {nodes} allows {allowed} of group {group}'s {size} node(s) at once; "
+            f"{busy} already being drained",
+        )
+
+
+# --- the stage ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Candidate:
+    node: WorkNode
+    pods: list[PodInfo]  # every pod that keeps it busy: the drain evicts these and cancels on others
+    place: list[PodInfo]  # the ones that need room elsewhere (not elastic, expendable or leaving)
+    shrink: list[PodInfo]  # elastic workers: re-placed where they fit, else their job runs smaller
+    elastic: dict[str, int]  # job -> its workers here (the job shrinks by as many)
+    cost: float  # node-minutes lost to restarts
+    moves: float  # the sum of the pods' move costs (spillway.planner.disruption.move_cost)
+
+    @classmethod
+    def of(cls, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]], cost: float) -> Candidate:
+        elastic: dict[str, int] = {}
+        for _, move in moves:
+            if move.elastic is not None:
+                elastic[move.elastic.job] = elastic.get(move.elastic.job, 0) + 1
+        return cls(
+            node,
+            [p for p, _ in moves],
+            [p for p, m in moves if m.cost > 0 and m.elastic is None],  # free moves need no room
+            [p for p, m in moves if m.cost > 0 and m.elastic is not None],
+            elastic,
+            cost,
+            sum(m.cost for _, m in moves if m.movable),
+        )
+
+    def order(self) -> tuple[object, ...]:
+        """Cheapest first: the lowest move cost, the fewest pods, the least used, then by name."""
+        _, used = dominant_share(self.node.used, self.node.info.allocatable)
+        return (self.moves, len(self.pods), used, self.node.info.name)
+
+
+class Consolidation:
+    """Judges the busy nodes of groups that consolidate; drains the cheapest whose pods fit elsewhere."""
+
+    def __init__(self, stage: ScaleDownStage) -> None:
+        self.stage = stage
+        self.ctx = stage.ctx
+        on_node: dict[str, list[PodInfo]] = {}
+        for pod in self.ctx.snapshot.pods:
+            if pod.node_name is not None and keeps_node_busy(pod):
+                on_node.setdefault(pod.node_name, []).append(pod)
+        self.on_node = on_node
+        self.jobs = self.ctx.snapshot.jobs_by_key()
+        self.elastic_left = elastic_room(self.ctx.snapshot.pods, self.jobs)
+        self.receiving: set[str] = set()
+        self.room: dict[str, WorkNode] = {}
+        self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
+        self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}
+
+    def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
+        """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
+        kept: dict[str, KeptNode] = {}
+        candidates: list[Candidate] = []
+        for node in busy:
+            verdict, candidate = self.judge(node)
+            if candidate is not None:
+                candidates.append(candidate)
+            elif verdict is not None:
+                kept[node.info.name] = KeptNode(node.info.name, verdict[1], verdict[0])
+        drained = {d.node for d in self.stage.drains}
+        self.room = {
+            n.info.name: replace(n, free=dict(n.free))
+            for n in self.ctx.nodes.values()
+            if n.info.ready
+            and not n.info.unschedulable
+            and not has_taint(n.info, DRAINING_TAINT)
+            and n.info.name not in drained
+        }
+        for candidate in sorted(candidates, key=Candidate.order):
+            verdict = self.choose(candidate)
+            if verdict is not None:
+                name = candidate.node.info.name
+                kept[name] = KeptNode(name, verdict[1], verdict[0])
+        return kept
+
+    def judge(self, node: WorkNode) -> tuple[Verdict, Candidate | None]:
+        """The first static refusal, or the node as a candidate."""
+        verdict = self.stage.protected(node) or self._launching(node)
+        if verdict is not None:
+            return verdict, None
+        pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
+        moves = [(pod, self._move(pod, node)) for pod in pods]
+        candidate = Candidate.of(node, moves, self._restart_cost(node, moves))
+        verdict = (
+            _never(moves) or self._elastic_min(candidate.elastic) or self._saving(len(pods), candidate.cost)
+        )
+        return (verdict, None) if verdict is not None else (None, candidate)
+
+    def _elastic_min(self, elastic: Mapping[str, int]) -> Verdict:
+        short = sorted(job for job, n in elastic.items() if n > self.elastic_left.get(job, 0))
+        if not short:
+            return None
+        job = short[0]
+        return (
+            codes.ELASTIC_MIN,
+            f"runs {elastic[job]} worker(s) of elastic job {job}, which may lose "
+            f"{self.elastic_left.get(job, 0)} before its minimum",
+        )
+
+    def _saving(self, pods: int, cost: float) -> Verdict:
+        horizon = self.ctx.config.consolidation_horizon_minutes
+        if cost < horizon:
+            return None
+        return (
+            codes.SAVING_TOO_SMALL,
+            f"moving its {pods} pod(s) loses {cost:.1f} node-minutes to restarts, not less than the "
+            f"{horizon:g} saved (consolidation_horizon_minutes)",
+        )
+
+    def _move(self, pod: PodInfo, node: WorkNode) -> Move:
+        allowance = self.ctx.snapshot.pdb_allowance(pod)
+        cutoff = self.ctx.config.expendable_priority_cutoff
+        return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs)
+
+    def _restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
+        """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node
+        (a free move, of an expendable or terminating pod, loses nothing)."""
+        restart = self.ctx.config.consolidation_restart_minutes
+        alloc = node.info.allocatable
+        return sum(restart * dominant_share(p.requests, alloc)[1] for p, m in moves if m.cost > 0)
+
+    def _launching(self, node: WorkNode) -> Verdict:
+        group = node.group
+        assert group is not None
+        if self.ctx.new_nodes.get(group.name):
+            return codes.LAUNCHING_THIS_PLAN, f"this plan launches nodes in its group {group.name}"
+        kind = group.instance_type
+        for other in self.ctx.groups:
+            if kind and other.instance_type == kind and self.ctx.new_nodes.get(other.name):
+                return (
+                    codes.LAUNCHING_THIS_PLAN,
+                    f"this plan launches {kind} nodes in {other.name}: it never frees what it launches",
+                )
+        return None
+
+    def choose(self, candidate: Candidate) -> Verdict:
+        node = candidate.node
+        name = node.info.name
+        if name in self.receiving:
+            return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
+        verdict = self.stage.limit(node)
+        if verdict is not None:
+            return verdict
+        trial = self._fit(candidate)
+        if trial is None:
+            return (
+                codes.DOES_NOT_FIT,
+                f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster",
+            )
+        room, launching, destinations = trial
+        self.room, self.launching = room, launching
+        self.receiving |= destinations
+        for job, workers in candidate.elastic.items():
+            self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
+        self._drain(candidate, destinations)
+        return None
+
+    def _fit(self, candidate: Candidate) -> tuple[dict[str, WorkNode], dict[str, list[Bin]], set[str]] | None:
+        """The room after placing the candidate's pods elsewhere (existing nodes first, then capacity
+        launching since an earlier plan), and where they went; None if they do not all fit. Works on
+        copies: a refusal changes nothing."""
+        name = candidate.node.info.name
+        room = {n: replace(w, free=dict(w.free)) for n, w in self.room.items() if n != name}
+        launching = _copy_bins(self.launching)
+        destinations: set[str] = set()
+
+        def commit(cls: PodClass, node: WorkNode, count: int) -> None:
+            add_into(node.free, cls.requests, -count)
+            cls.take(count)
+            destinations.add(node.info.name)
+
+        for cls in _classes(candidate.place):
+            fit_on_nodes(cls, pools(room.values()), commit)
+            self._fit_launching(cls, launching, destinations)
+            if cls.remaining:
+                return None
+        for cls in _classes(candidate.shrink):  # elastic workers: where they fit, else the job shrinks
+            fit_on_nodes(cls, pools(room.values()), commit)
+            self._fit_launching(cls, launching, destinations)
+        return room, launching, destinations
+
+    def _fit_launching(self, cls: PodClass, bins: Mapping[str, list[Bin]], destinations: set[str]) -> None:
+        """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
+        counted), in groups whose template node the pods may run on and whose launches do not fail."""
+        for group in self.ctx.groups:
+            group_bins, template = bins.get(group.name), group.template
+            if not cls.remaining or not group_bins or template is None or group.name in self.backed_off:
+                continue
+            if cls.blocker(template.labels, template.taints, None) is not None:
+                continue
+            for node_id, count in fill_bins(cls.requests, group_bins, cls.remaining):
+                cls.take(count)
+                destinations.add(node_id)
+
+    def _drain(self, candidate: Candidate, destinations: set[str]) -> None:
+        node, ctx = candidate.node, self.ctx
+        group, info = node.group, node.info
+        assert group is not None and info.instance_id is not None
+        self.stage.take(node)
+        where = ", ".join(sorted(destinations)[:2]) + (
+            f" and {len(destinations) - 2} more" if len(destinations) > 2 else ""
+        )
+        shrink = "".join(
+            f"; elastic job {job} gives up {n} worker(s)" for job, n in candidate.elastic.items()
+        )
+        reason = (
+            f"{codes.CONSOLIDATION}: its {len(candidate.place)} pod(s) fit on {where or 'no other node'}"
+            f"{shrink}; restart cost {candidate.cost:.1f} node-minutes < "
+            f"{ctx.config.consolidation_horizon_minutes:g} saved; group {group.name} in {group.region}"
+        )
+        pods = tuple(p.key for p in candidate.pods)
+        self.stage.drains.append(
+            Drain(info.name, info.instance_id, group.name, group.region, reason, codes.CONSOLIDATION, pods)
+        )
+
+
+def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
+    never = [(pod, move) for pod, move in moves if not move.movable]
+    if not never:
+        return None
+    pod, move = never[0]
+    more = f" and {len(never) - 1} more" if len(never) > 1 else ""
+    return codes.POD_NEVER, f"runs {pod.key}, which may not be moved ({move.reason}){more}"
+
+
+def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
+    return {g: [Bin(dict(b.free), list(b.ids), b.fresh) for b in group] for g, group in bins.items()}
+
+
+def _classes(pods: Iterable[PodInfo]) -> list[PodClass]:
+    """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first."""
+    classes: dict[tuple[object, ...], PodClass] = {}
+    for pod in pods:
+        cls = classes.get(pod.scheduling_key())
+        if cls is None:
+            cls = classes[pod.scheduling_key()] = new_class(pod)
+        cls.pods.append(pod.key)
+    return sorted(classes.values(), key=PodClass.sort_key)

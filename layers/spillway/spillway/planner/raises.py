@@ -1,0 +1,62 @@
+"""Raises under way: what recent plans asked of each group that the snapshot may not show yet.
+
+A scale-up raises its group by its own count relative to the live desired capacity (so it composes with
+gangs and other executions growing the same group: :mod:`spillway.act.claims`). The price is that two
+plans of two snapshots both taken before the first raise landed would each add the same pods' nodes.
+The state remembers each raise (``State.raises``: the desired capacity planned and when); a later plan
+whose snapshot shows the group below it, within ``scale_up_claim_minutes`` and with the group not
+backed off, takes the planned value as the group's desired capacity: the difference is capacity still
+launching, which its pods fit on, so nothing is added twice. An entry ends when a snapshot shows the
+raise (the desired capacity at or above it), when the window passes or when the group backs off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.state import RaiseState, State
+from spillway.planner.context import aware
+from spillway.planner.types import ScaleUp
+
+
+def _live(entry: RaiseState, group: NodeGroup | None, state: State, now: datetime, minutes: float) -> bool:
+    if group is None or group.desired >= entry.to:
+        return False  # gone, or the snapshot shows the raise
+    if now - aware(entry.since) >= timedelta(minutes=minutes):
+        return False
+    backoff = state.groups.get(group.name)
+    return backoff is None or aware(backoff.backoff_until) <= now
+
+
+def pending_raises(
+    groups: Sequence[NodeGroup], state: State, now: datetime, minutes: float
+) -> dict[str, RaiseState]:
+    """The raises still under way and not yet in the snapshot, by group name."""
+    by_name = {g.name: g for g in groups}
+    return {
+        name: entry
+        for name, entry in sorted(state.raises.items())
+        if _live(entry, by_name.get(name), state, now, minutes)
+    }
+
+
+def with_raises(groups: Sequence[NodeGroup], raises: Mapping[str, RaiseState]) -> list[NodeGroup]:
+    """The groups with the desired capacity recent plans raised them to (never above MaxSize)."""
+    out = []
+    for g in groups:
+        entry = raises.get(g.name)
+        out.append(replace(g, desired=min(entry.to, g.max_size)) if entry else g)
+    return out
+
+
+def next_raises(
+    still: Mapping[str, RaiseState], scale_up: Iterable[ScaleUp], now: datetime
+) -> dict[str, RaiseState]:
+    """The state's raises after this plan: the ones still under way, and this plan's own."""
+    out = dict(still)
+    for s in scale_up:
+        out[s.group] = RaiseState(to=s.to_size, since=now)
+    return dict(sorted(out.items()))

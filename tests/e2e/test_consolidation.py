@@ -1,0 +1,81 @@
+"""Consolidation end to end: the real plan function on a snapshot of two half-empty nodes drains one
+through the real scale-down and DrainNode state machines on moto. Its pods move under a
+PodDisruptionBudget that allows one disruption: evicted one at a time (a 429 in between), the instance
+terminated and the group shrunk; the other node's pod, which may not be moved, is never touched."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from conftest import ENVIRONMENT, HOME, Cloud
+from test_drain import ReplicaSetController
+
+from spillway.local import objects as o
+
+PLANNER = {"consolidation": "when-underutilized"}
+MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+@pytest.fixture
+def cloud() -> Iterator[Cloud]:
+    environment = {
+        **ENVIRONMENT,
+        "PLANNER_CONFIG": json.dumps(PLANNER),
+        "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0",  # the rig's nodes are seconds old
+        "MAX_SCALE_IN_FRACTION": "1.0",
+        "DRAIN_POLL_SECONDS": "1",
+        "DRAIN_DEADLINE_SECONDS": "40",
+    }
+    with Cloud(environment, boot_seconds=0.3, tick=0.1) as rig:
+        yield rig
+        assert not rig.registrar.errors, rig.registrar.errors
+
+
+def test_a_plan_consolidates_a_node_through_its_pods_budget_and_touches_nothing_unmovable(
+    cloud: Cloud,
+) -> None:
+    cloud.group("general", instance_type="m5.xlarge", desired=2, gpu=False)
+    busy, spare = sorted(cloud.wait_nodes(2))
+    instance = {name: iid for iid, name in dict(cloud.registrar.registered).items()}[busy]
+    for i in range(2):
+        cloud.kube.add(o.pod(f"web-{i}", "team-a", cpu="500m", memory="512Mi", node_name=busy,
+                             labels={"app": "web"}, owner=("ReplicaSet", "web-5d9c"), annotations=MOVABLE))  # fmt: skip
+    cloud.kube.add(o.pdb("web", "team-a", {"app": "web"}, min_available=1))  # allows one of two
+    # On the other node: a pod of no kind known to tolerate a move (a plain replica), and a DaemonSet's.
+    cloud.kube.add(o.pod("db-0", "team-a", cpu="500m", memory="512Mi", node_name=spare,
+                         labels={"app": "db"}, owner=("ReplicaSet", "db-7f8e")))  # fmt: skip
+    cloud.kube.add(o.daemonset_pod("aws-node-spare", spare))
+    cloud.kube.clear_requests()
+
+    with ReplicaSetController(cloud.kube, "web", 2, spare):
+        [outcome] = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"]
+        assert outcome["status"] == "acted", [json.loads(p["plan"]["S"])["kept"] for p in cloud.plans()]
+        [down] = cloud.executions("ScaleDownStateMachine")
+        result = cloud.stack.wait(down["executionArn"], 60)
+
+    assert result["status"] == "SUCCEEDED", result
+    [line] = result["output"]["drains"]
+    assert line["node"] == busy and line["outcome"] == "terminated", line
+    assert line["evicted_count"] == 2
+    [record] = [json.loads(p["plan"]["S"]) for p in cloud.plans()]
+    [drain] = record["drain"]
+    assert drain["code"] == "consolidation" and drain["pods"] == ["team-a/web-0", "team-a/web-1"]
+    kept = {k["node"]: k["code"] for k in record["kept"]}
+    assert kept[spare] == "pod-never"
+    # One at a time: the budget refused the second eviction until the first replica ran elsewhere.
+    evictions = [(r.path, r.status) for r in cloud.kube.requests if r.path.endswith("/eviction")]
+    assert {p for p, s in evictions if s == 201} == {
+        "/api/v1/namespaces/team-a/pods/web-0/eviction",
+        "/api/v1/namespaces/team-a/pods/web-1/eviction",
+    }
+    assert 429 in [s for _, s in evictions]
+    # Nothing unmovable was touched: only the web pods saw an eviction, the spare node kept running.
+    assert all("/pods/web-" in p for p, _ in evictions)
+    assert cloud.kube.get("Pod", "db-0", "team-a") is not None
+    node = cloud.kube.get("Node", spare)
+    assert node is not None and not node["spec"].get("unschedulable")
+    asg = cloud.asg("general", HOME)
+    assert asg["DesiredCapacity"] == 1
+    assert instance not in {i["InstanceId"] for i in asg["Instances"]}

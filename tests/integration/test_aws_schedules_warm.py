@@ -1,0 +1,107 @@
+"""The AWS adapter's scheduled actions and warm pools, against moto (warm instances: CloudSim)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.errors import AwsError
+from spillway.local.cloud import CloudSim
+from spillway.local.rig import create_group
+
+NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+RESERVE = {"cpu": 100, "memory": 2**30 * 1000}
+
+
+@pytest.fixture
+def world() -> Any:
+    with mock_aws(), CloudSim():
+        clients = AwsClients(["us-east-1"], boto3.Session(), AwsSettings(max_attempts=1))
+        yield clients, AwsAdapter(clients, "prod")
+
+
+def calls(client: Any, operation: str) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    client.meta.events.register(
+        f"provide-client-params.*.{operation}", lambda params, **_: seen.append(params)
+    )
+    return seen
+
+
+def test_scheduled_actions_reach_their_group_with_time_zone_and_recurrence(world: Any) -> None:
+    clients, adapter = world
+    create_group("day", region="us-east-1", cluster="prod", desired=1, max_size=10, mixed=False)
+    create_group("other", region="us-east-1", cluster="prod", desired=1, max_size=10, mixed=False)
+    create_group("foreign", region="us-east-1", cluster="staging", desired=1, mixed=False)
+    asg = clients.autoscaling("us-east-1")
+    asg.put_scheduled_update_group_action(
+        AutoScalingGroupName="day", ScheduledActionName="morning", Recurrence="0 8 * * 1-5",
+        MinSize=4, DesiredCapacity=4, TimeZone="Europe/Berlin",
+    )  # fmt: skip
+    asg.put_scheduled_update_group_action(
+        AutoScalingGroupName="foreign", ScheduledActionName="x", Recurrence="0 8 * * *", MinSize=9
+    )
+    seen = calls(asg, "DescribeScheduledActions")
+
+    by_name = {g.name: g for g in adapter.node_groups(RESERVE, NOW)}
+
+    (morning,) = by_name["day"].scheduled
+    assert (morning.name, morning.min_size, morning.desired) == ("morning", 4, 4)
+    assert (morning.recurrence, morning.timezone) == ("0 8 * * 1-5", "Europe/Berlin")
+    assert by_name["other"].scheduled == ()
+    assert "foreign" not in by_name
+    assert len(seen) == 1  # one call for the region, not one per group
+
+
+def test_warm_pool_instances_are_counted_only_for_groups_with_a_pool(world: Any) -> None:
+    clients, adapter = world
+    create_group("warm", region="us-east-1", cluster="prod", desired=2, max_size=5, mixed=False)
+    create_group("cold", region="us-east-1", cluster="prod", desired=1, max_size=5, mixed=False)
+    asg = clients.autoscaling("us-east-1")
+    asg.put_warm_pool(AutoScalingGroupName="warm", MinSize=1, PoolState="Stopped")
+    seen = calls(asg, "DescribeWarmPool")
+
+    by_name = {g.name: g for g in adapter.node_groups(RESERVE, NOW)}
+
+    assert by_name["warm"].warm_instances == 3  # MaxSize 5 - desired 2 (above the pool's MinSize 1)
+    assert by_name["cold"].warm_instances == 0
+    assert [c["AutoScalingGroupName"] for c in seen] == ["warm"]
+
+
+def test_warm_pool_errors_are_translated(world: Any) -> None:
+    _, adapter = world
+    with pytest.raises(AwsError, match=r"DescribeWarmPool\(us-east-1, ghost\)"):
+        adapter.describe_warm_pool("us-east-1", "ghost")
+
+
+def test_mixed_policy_spot_distribution_and_smallest_override(world: Any) -> None:
+    clients, adapter = world
+    ec2 = clients.ec2("us-east-1")
+    ec2.create_launch_template(
+        LaunchTemplateName="spot-lt",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
+    )
+    clients.autoscaling("us-east-1").create_auto_scaling_group(
+        AutoScalingGroupName="spot",
+        MinSize=0, MaxSize=5, DesiredCapacity=0, AvailabilityZones=["us-east-1a", "us-east-1b"],
+        MixedInstancesPolicy={
+            "LaunchTemplate": {
+                "LaunchTemplateSpecification": {"LaunchTemplateName": "spot-lt"},
+                "Overrides": [{"InstanceType": "m5.2xlarge"}, {"InstanceType": "m5.large"}, {"InstanceType": "m5.xlarge"}],
+            },
+            "InstancesDistribution": {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 0},
+        },
+        Tags=[{"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true"},
+              {"Key": "k8s.io/cluster-autoscaler/prod", "Value": "owned"}],
+    )  # fmt: skip
+
+    (group,) = adapter.node_groups(RESERVE, NOW + timedelta(minutes=1))
+
+    assert group.capacity_type == "spot"
+    assert group.instance_type == "m5.large"  # the smallest override, not the first
+    assert group.instance_types == ("m5.2xlarge", "m5.large", "m5.xlarge")

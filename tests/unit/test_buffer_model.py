@@ -1,0 +1,185 @@
+"""CapacityBuffers read as the API serves them (v1beta1 and Karpenter's v1alpha1), their PodTemplate
+resolved, kept in the snapshot, and the status observe writes back; configured buffers' bad values."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from spillway.config import PlannerConfig
+from spillway.model.buffer import buffer_infos, status_update
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.k8s import CapacityBuffer, PodTemplate, parse_kube_list
+from spillway.model.snapshot import Snapshot
+
+NOW = datetime(2026, 3, 24, 9, 0, tzinfo=UTC)
+TEMPLATE = {
+    "apiVersion": "v1",
+    "kind": "PodTemplate",
+    "metadata": {"name": "web", "namespace": "shop", "generation": 3},
+    "template": {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {
+            "nodeSelector": {"pool": "serving"},
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}],
+        },
+    },
+}
+
+
+def buffer(version: str = "v1beta1", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"autoscaling.x-k8s.io/{version}",
+        "kind": "CapacityBuffer",
+        "metadata": {"name": "headroom", "namespace": "shop", "generation": 1},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha1"])
+def test_both_versions_resolve_their_pod_template_and_count(version: str) -> None:
+    doc = {"kind": "List", "items": [TEMPLATE, buffer(version, podTemplateRef={"name": "web"}, replicas=3)]}
+    cluster = ClusterSnapshot.from_objects("c", NOW, parse_kube_list(doc).others)
+    [info] = cluster.buffers
+    assert (info.key, info.replicas, info.template, info.generation) == ("shop/headroom", 3, "web", 3)
+    assert info.pod is not None and info.pod.requests["cpu"] == 2000
+    assert info.pod.node_selector == (("pool", "serving"),)
+    # kept in the stored snapshot, and part of the fingerprint
+    snap = Snapshot.build(cluster, (), NOW)
+    assert Snapshot.from_dict(snap.to_dict()).cluster.buffers == cluster.buffers
+    bare = Snapshot.build(ClusterSnapshot.from_objects("c", NOW, []), (), NOW)
+    assert snap.fingerprint != bare.fingerprint
+
+
+def test_limits_cap_the_replicas_or_alone_give_as_many_chunks_as_fit() -> None:
+    template = PodTemplate.model_validate(TEMPLATE)
+    capped = CapacityBuffer.model_validate(
+        buffer(podTemplateRef={"name": "web"}, replicas=9, limits={"cpu": "5"})
+    )
+    alone = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, limits={"memory": "16Gi"}))
+    assert buffer_infos([capped], [template])[0].replicas == 2
+    assert buffer_infos([alone], [template])[0].replicas == 4
+
+
+def test_buffers_that_cannot_be_served_say_why() -> None:
+    template = PodTemplate.model_validate(TEMPLATE)
+    missing = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "nope"}, replicas=1))
+    scalable = CapacityBuffer.model_validate(
+        buffer(scalableRef={"apiGroup": "apps", "kind": "Deployment", "name": "web"}, percentage=20)
+    )  # no such Deployment
+    unsized = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}))
+    problems = [i.problem for i in (buffer_infos([b], [template])[0] for b in (missing, scalable, unsized))]
+    assert problems[0] == "PodTemplate shop/nope not found"
+    assert problems[1] == "Deployment shop/web not found"
+    assert problems[2] == "neither spec.replicas, spec.percentage nor spec.limits sets the number of chunks"
+    assert not any(i.active_at(NOW) for i in buffer_infos([missing, scalable, unsized], [template]))
+
+
+DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {"replicas": 12, "template": TEMPLATE["template"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "chunks"),
+    [
+        ({"percentage": 20}, 3),  # 20 % of 12 = 2.4, rounded up
+        ({"percentage": 1}, 1),  # at least one
+        ({"percentage": 20, "replicas": 5}, 5),  # both: the larger
+        ({"percentage": 50, "limits": {"cpu": "9"}}, 4),  # 6 asked, 4 chunks of 2 CPUs fit in 9
+        ({"percentage": 0}, 0),
+    ],
+)
+def test_a_scalable_ref_takes_the_workloads_pod_shape_and_a_percentage_of_its_replicas(
+    spec: dict[str, Any], chunks: int
+) -> None:
+    ref = {"apiGroup": "apps", "kind": "Deployment", "name": "web"}
+    doc = {"kind": "List", "items": [DEPLOYMENT, buffer(scalableRef=ref, **spec)]}
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list(doc).others).buffers
+    assert (info.problem, info.replicas) == ("", chunks)
+    assert info.pod is not None and info.pod.node_selector == (("pool", "serving"),)
+    status = status_update(CapacityBuffer.model_validate(buffer(scalableRef=ref, **spec)), info, NOW)
+    assert status is not None and status["podTemplateRef"] is None and status["replicas"] == chunks
+
+
+def test_a_scalable_ref_of_another_kind_is_not_served() -> None:
+    ref = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}
+    [info] = buffer_infos([CapacityBuffer.model_validate(buffer(scalableRef=ref, replicas=2))], [])
+    assert info.problem.startswith("spec.scalableRef: Rollout shop/web (argoproj.io) is not served")
+
+
+def test_status_is_written_once_as_the_buffer_controller_writes_it() -> None:
+    template = PodTemplate.model_validate(TEMPLATE)
+    obj = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=2))
+    [info] = buffer_infos([obj], [template])
+
+    status = status_update(obj, info, NOW)
+
+    assert status is not None
+    assert (status["podTemplateRef"], status["replicas"], status["podTemplateGeneration"]) == (
+        {"name": "web"},
+        2,
+        3,
+    )
+    assert status["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
+    [ready] = status["conditions"]
+    assert (ready["type"], ready["status"], ready["lastTransitionTime"]) == (
+        "ReadyForProvisioning",
+        "True",
+        "2026-03-24T09:00:00Z",
+    )
+    written = CapacityBuffer.model_validate(
+        {**buffer(podTemplateRef={"name": "web"}, replicas=2), "status": status}
+    )
+    assert status_update(written, info, NOW) is None  # nothing changed: nothing written
+    # the template goes away: ReadyForProvisioning=False with the problem, the resolved fields cleared
+    [gone] = buffer_infos([written], [])
+    failed = status_update(written, gone, NOW)
+    assert failed is not None and failed["replicas"] is None
+    assert failed["conditions"][0]["status"] == "False"
+    assert failed["conditions"][0]["message"] == "PodTemplate shop/web not found"
+
+
+def test_a_buffer_of_another_strategy_is_left_to_its_controller() -> None:
+    template = PodTemplate.model_validate(TEMPLATE)
+    obj = CapacityBuffer.model_validate(
+        buffer(podTemplateRef={"name": "web"}, replicas=2, provisioningStrategy="example.com/other")
+    )
+    [info] = buffer_infos([obj], [template])
+    assert status_update(obj, info, NOW) is None
+    assert not info.active_at(NOW)
+
+
+@pytest.mark.parametrize(
+    ("config", "where"),
+    [
+        ({"buffers": [{"name": "a", "pod": {"cpu": "lots"}, "replicas": 1}]}, "buffers.0.pod.cpu"),
+        ({"buffers": [{"name": "a", "pod": {"nvidia.com/gpu": "-1"}, "replicas": 1}]}, "buffers.0.pod.nvidia.com/gpu"),
+        ({"buffers": [{"name": "a", "pod": {}, "replicas": -1}]}, "buffers.0.replicas"),
+        ({"buffers": [{"name": "a", "pod": {}, "replicas": 1, "windows": [{"timezone": "Mars/Olympus"}]}]},
+         "buffers.0.windows.0.timezone"),
+        ({"buffers": [{"name": "a", "pod": {}, "replicas": 1, "size": 3}]}, "buffers.0.size"),
+        ({"tenants": {"t": {"schedule": [{"windows": [{"start": "25:00"}], "limits": {}}]}}},
+         "tenants.t.schedule.0.windows.0.start"),
+        ({"tenants": {"t": {"schedule": [{"limits": {"cpu": "8"}}]}}}, "tenants.t.schedule.0.windows"),
+    ],
+)  # fmt: skip
+def test_bad_buffer_and_schedule_values_name_the_key(config: dict[str, Any], where: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        PlannerConfig.model_validate(config)
+    assert ".".join(str(p) for p in caught.value.errors()[0]["loc"]) == where
+
+
+def test_two_buffers_of_one_name_are_refused() -> None:
+    from pydantic import ValidationError
+
+    one = {"name": "a", "pod": {"cpu": "1"}, "replicas": 1}
+    with pytest.raises(ValidationError, match="buffer name 'a' is used twice"):
+        PlannerConfig.model_validate({"buffers": [one, one]})

@@ -1,0 +1,82 @@
+"""`spillway plan --scheduled-actions`: describe-scheduled-actions output holds scale-down at a floor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spillway.cli import main
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+EXAMPLE = [
+    "plan",
+    "--cluster", str(EVENTS / "example-cluster.json"),
+    "--asgs", str(EVENTS / "example-asgs-us-east-1.json"),
+    "--asgs", str(EVENTS / "example-asgs-us-west-2.json"),
+    "--activities", str(EVENTS / "example-activities.json"),
+    "--config", str(EVENTS / "example-config.yaml"),
+    "--state", str(EVENTS / "example-state.json"),
+    "--now", "2026-11-02T10:00:00Z",
+]  # fmt: skip
+
+
+def action(region: str = "us-east-1", **kw: Any) -> dict[str, Any]:
+    return {
+        "AutoScalingGroupName": "ml-cpu-east",
+        "ScheduledActionName": "business-hours",
+        "ScheduledActionARN": f"arn:aws:autoscaling:{region}:123456789012:scheduledUpdateGroupAction:"
+        "0a1b2c3d-0000-0000-0000-000000000000:autoScalingGroupName/ml-cpu-east:scheduledActionName/business-hours",
+        "Recurrence": "0 8 * * 1-5",
+        "TimeZone": "Europe/Berlin",
+        "MinSize": 3,
+        "DesiredCapacity": 3,
+        **kw,
+    }
+
+
+def plan_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], *actions: dict[str, Any]
+) -> tuple[int, str, str]:
+    path = tmp_path / "scheduled.json"
+    path.write_text(json.dumps({"ScheduledUpdateGroupActions": list(actions)}))
+    code = main([*EXAMPLE, "--scheduled-actions", str(path)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_scheduled_floor_keeps_the_node_the_plan_would_drain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = plan_with(tmp_path, capsys, action())  # without the action, ml-cpu-east loses a node
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["drain"] == []
+    assert [k["code"] for k in plan["kept"] if k["code"] == "scheduled-min"] == ["scheduled-min"]
+    (floor,) = plan["floors"]
+    assert (floor["group"], floor["min_size"]) == ("ml-cpu-east", 3)
+    assert "business-hours (cron '0 8 * * 1-5' Europe/Berlin) ran at 2026-11-02T07:00:00Z" in floor["reason"]
+
+
+def test_an_action_of_another_regions_group_of_that_name_does_not_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = plan_with(tmp_path, capsys, action(region="us-west-2"))
+    assert code == 0 and len(json.loads(out)["drain"]) == 1 and "floors" not in json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"Recurrence": "0 25 * * *"}, "ScheduledUpdateGroupActions[0].Recurrence"),
+        ({"TimeZone": "Europe/Atlantis"}, "ScheduledUpdateGroupActions[0].TimeZone"),
+        ({"MinSize": -1}, "ScheduledUpdateGroupActions[0].MinSize"),
+    ],
+)
+def test_a_bad_action_is_refused_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: dict[str, Any], field: str
+) -> None:
+    code, out, err = plan_with(tmp_path, capsys, action(**bad))
+    assert code == 2 and out == "" and field in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,362 @@
+"""assess_move: may consolidation move a pod to save cost, and at what cost (one test per rule).
+
+Each case goes the whole way a live pod goes: API objects (pod, node, PDBs, job objects) → a snapshot →
+its stored form → the predicate, so a rule is exercised together with the fields it reads.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from spillway.local import objects
+from spillway.model.cluster import ClusterSnapshot, PodInfo
+from spillway.model.jobs import JobInfo
+from spillway.model.k8s import iter_kube_list
+from spillway.planner import codes
+from spillway.planner.disruption import ElasticRef, Move, assess, assess_move, elastic_room, move_cost
+
+NODE = "ip-10-0-0-1.ec2.internal"
+NS = "ml"
+NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+CUTOFF = -10
+SAFE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+def node(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    raw = objects.node(NODE, instance="i-0abc")
+    if annotations:
+        raw["metadata"].setdefault("annotations", {}).update(annotations)
+    return raw
+
+
+def pod(
+    name: str = "p-0",
+    *,
+    owner: tuple[str, str] | None = ("ReplicaSet", "web-5d9c"),
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    owner_api: str | None = None,
+    deleting: bool = False,
+    **kw: Any,
+) -> dict[str, Any]:
+    raw = objects.pod(
+        name, NS, node_name=kw.pop("node_name", NODE), owner=owner, labels=labels or {"app": "x"},
+        annotations=annotations, created=NOW - timedelta(hours=1), **kw,
+    )  # fmt: skip
+    container = raw["spec"]["containers"][0]
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    if command:
+        container["command"] = command
+    if args:
+        container["args"] = args
+    if owner_api:
+        raw["metadata"]["ownerReferences"][0]["apiVersion"] = owner_api
+    if deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    return raw
+
+
+def pdb(name: str, allowed: int, selector: dict[str, Any] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minAvailable": 1}
+    if selector is not None:
+        spec["selector"] = selector
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def pytorchjob(name: str, elastic: dict[str, int] | None, workers: int = 4) -> dict[str, Any]:
+    spec: dict[str, Any] = {"pytorchReplicaSpecs": {"Worker": {"replicas": workers, "template": {}}}}
+    if elastic is not None:
+        spec["elasticPolicy"] = {**elastic, "rdzvBackend": "c10d"}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": NS},
+            "spec": spec}  # fmt: skip
+
+
+def paddlejob(name: str, elastic: dict[str, int]) -> dict[str, Any]:
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"elasticPolicy": elastic, "paddleReplicaSpecs": {"Worker": {"replicas": 3}}}}  # fmt: skip
+
+
+def batch_job(name: str, rules: list[dict[str, Any]] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+    if rules is not None:
+        spec["podFailurePolicy"] = {"rules": rules}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
+
+
+def kubeflow_pod(job: str, role: str = "Worker", kind: str = "PyTorchJob", **kw: Any) -> dict[str, Any]:
+    labels = {
+        "training.kubeflow.org/job-name": job,
+        "training.kubeflow.org/replica-type": role.lower(),
+        "training.kubeflow.org/operator-name": f"{kind.lower()}-controller",
+    }
+    return pod(f"{job}-{role.lower()}-0", owner=(kind, job), owner_api="kubeflow.org/v1", labels=labels, **kw)
+
+
+def job_pod(job: str, **kw: Any) -> dict[str, Any]:
+    labels = {"batch.kubernetes.io/job-name": job, "job-name": job}
+    return pod(f"{job}-abcde", owner=("Job", job), labels=labels, **kw)
+
+
+IGNORE_DISRUPTION = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+FAIL_ON_EXIT = {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}
+
+
+def snapshot(*items: dict[str, Any]) -> ClusterSnapshot:
+    snap = ClusterSnapshot.from_objects("c", NOW, iter_kube_list({"kind": "List", "items": list(items)}))
+    return ClusterSnapshot.from_dict(snap.to_dict())  # decide on the stored form, as the planner does
+
+
+def judge(*items: dict[str, Any], name: str | None = None) -> Move:
+    snap = snapshot(*items)
+    [target] = [p for p in snap.pods if name is None or p.name == name]
+    host = next((n for n in snap.nodes if n.name == target.node_name), None)
+    return assess_move(target, host, snap.pdb_allowance(target), NOW, CUTOFF, snap.jobs_by_key())
+
+
+CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
+    # -- not busy, or already leaving: nothing to move --
+    ("finished", [pod(phase="Succeeded")], True, codes.POD_FINISHED),
+    ("daemonset", [objects.daemonset_pod("ds", NODE)], True, codes.POD_DAEMONSET),
+    ("terminating", [pod(deleting=True, annotations={"karpenter.sh/do-not-disrupt": "true"})], True,
+     codes.POD_TERMINATING),
+    # -- never; each wins over a reason to move (safe-to-evict=true, expendable priority) --
+    ("node-do-not-disrupt", [node({"karpenter.sh/do-not-disrupt": "true"}), pod(annotations=SAFE)], False,
+     codes.NODE_DO_NOT_DISRUPT),
+    ("pod-do-not-disrupt", [pod(priority=-100, annotations={"karpenter.sh/do-not-disrupt": "true"})], False,
+     codes.POD_DO_NOT_DISRUPT),
+    ("safe-to-evict-false", [pod(priority=-100, annotations={
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})], False, codes.POD_NOT_SAFE_TO_EVICT),
+    ("openai-do-not-drain-label", [pod(annotations=SAFE, labels={"openai/do-not-drain": "true"})], False,
+     codes.POD_DO_NOT_DRAIN),
+    ("openai-do-not-drain-annotation", [pod(annotations={**SAFE, "openai/do-not-drain": "True"})], False,
+     codes.POD_DO_NOT_DRAIN),
+    ("pdb-allows-none", [pod(annotations=SAFE, labels={"app": "x"}),
+                         pdb("x", 0, {"matchLabels": {"app": "x"}})], False, codes.POD_PDB_ALLOWS_NONE),
+    ("pdb-expression-allows-none", [pod(priority=-100, labels={"app": "x", "tier": "db"}),
+                                    pdb("x", 0, {"matchExpressions": [
+                                        {"key": "tier", "operator": "In", "values": ["db"]}]})], False,
+     codes.POD_PDB_ALLOWS_NONE),
+    ("pdb-empty-selector-selects-all", [pod(annotations=SAFE), pdb("all", 0, {})], False,
+     codes.POD_PDB_ALLOWS_NONE),
+    # -- a budget that allows one, selects another pod, or has no selector does not block --
+    ("pdb-allows-one", [pod(annotations=SAFE, labels={"app": "x"}), pdb("x", 1, {"matchLabels": {"app": "x"}})],
+     True, codes.POD_SAFE_TO_EVICT),
+    ("pdb-other-pods", [pod(annotations=SAFE, labels={"app": "x"}), pdb("y", 0, {"matchLabels": {"app": "y"}})],
+     True, codes.POD_SAFE_TO_EVICT),
+    ("pdb-null-selector", [pod(annotations=SAFE), pdb("none", 0, None)], True, codes.POD_SAFE_TO_EVICT),
+    # -- may move --
+    ("expendable", [pod(priority=-11)], True, codes.POD_EXPENDABLE),
+    ("at-the-cutoff-is-not-expendable", [pod(priority=-10)], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("expendable-bare", [pod(priority=-11, owner=None)], True, codes.POD_EXPENDABLE),
+    ("safe-to-evict-true", [pod(annotations=SAFE)], True, codes.POD_SAFE_TO_EVICT),
+    ("safe-to-evict-true-bare", [pod(owner=None, annotations=SAFE)], True, codes.POD_SAFE_TO_EVICT),
+    ("volcano-preemptable-annotation", [pod(annotations={"volcano.sh/preemptable": "true"})], True,
+     codes.POD_PREEMPTABLE),
+    ("volcano-preemptable-label", [pod(labels={"volcano.sh/preemptable": "true"})], True, codes.POD_PREEMPTABLE),
+    ("volcano-preemptable-false", [pod(annotations={"volcano.sh/preemptable": "false"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    ("elastic-pet-nnodes", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8"})], True,
+     codes.POD_ELASTIC),
+    ("elastic-torchrun-command", [pod(owner=("StatefulSet", "trainer"), command=[
+        "torchrun", "--nnodes=1:4", "--nproc-per-node=8", "train.py"])], True, codes.POD_ELASTIC),
+    ("elastic-torchrun-shell", [pod(owner=("StatefulSet", "trainer"), command=["sh", "-c"], args=[
+        "python -m torch.distributed.run --nnodes 2:6 train.py"])], True, codes.POD_ELASTIC),
+    ("torchrun-fixed-size", [pod(owner=("StatefulSet", "trainer"), command=["torchrun", "--nnodes=4", "t.py"])],
+     False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("pet-nnodes-min-equals-max", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "4:4"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    ("elastic-pytorchjob", [pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}), kubeflow_pod("bert")],
+     True, codes.POD_ELASTIC),
+    ("elastic-paddlejob", [paddlejob("ernie", {"minReplicas": 1, "maxReplicas": 3}),
+                           kubeflow_pod("ernie", kind="PaddleJob")], True, codes.POD_ELASTIC),
+    ("pytorchjob-elastic-min-defaults-to-replicas", [pytorchjob("bert", {"maxReplicas": 8}, workers=2),
+                                                     kubeflow_pod("bert")], True, codes.POD_ELASTIC),
+    ("pytorchjob-master-never-shrunk", [pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}),
+                                        kubeflow_pod("bert", role="Master")], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("pytorchjob-not-elastic", [pytorchjob("bert", None), kubeflow_pod("bert")], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    ("job-ignores-disruption", [batch_job("etl", [FAIL_ON_EXIT, IGNORE_DISRUPTION]), job_pod("etl")], True,
+     codes.POD_DISRUPTION_TOLERATED),
+    ("job-disruption-fails-first", [batch_job("etl", [
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]}, IGNORE_DISRUPTION]),
+        job_pod("etl")], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("job-ignores-only-disruption-false", [batch_job("etl", [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "False"}]}]),
+        job_pod("etl")], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("job-other-job-ignores", [batch_job("other", [IGNORE_DISRUPTION]), job_pod("etl")], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    # -- the default: a pod of no kind known to tolerate a move is never moved to save cost --
+    ("plain-job", [batch_job("etl", None), job_pod("etl")], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("replicaset", [pod()], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("statefulset", [pod(owner=("StatefulSet", "db"))], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("bare", [pod(owner=None)], False, codes.POD_NO_CONTROLLER),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("items", "movable", "code"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_each_rule_of_assess_move(items: list[dict[str, Any]], movable: bool, code: str) -> None:
+    got = judge(*items)
+    assert (got.movable, got.code) == (movable, code), got.reason
+    assert got.reason
+    assert got.code in codes.MOVE_CODES
+    if not movable:
+        assert got.cost == math.inf
+    elif code in (codes.POD_FINISHED, codes.POD_DAEMONSET, codes.POD_TERMINATING, codes.POD_EXPENDABLE):
+        assert got.cost == 0.0
+    else:
+        assert 0.0 < got.cost < math.inf
+    assert (got.elastic is not None) == (code == codes.POD_ELASTIC)
+
+
+def test_the_elastic_range_comes_from_the_job_first_then_the_pod() -> None:
+    ref = judge(pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}),
+                kubeflow_pod("bert", env={"PET_NNODES": "1:16"})).elastic  # fmt: skip
+    assert ref == ElasticRef("PyTorchJob/ml/bert", 2, 8)
+    # without the job object (CRD not installed, not granted) the pod's own word is used
+    assert judge(kubeflow_pod("bert", env={"PET_NNODES": "1:16"})).elastic == ElasticRef(
+        "PyTorchJob/ml/bert", 1, 16
+    )
+    # env wins over the command line (the operator sets the env; a command may be a template)
+    both = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=1:9"])
+    assert judge(both).elastic == ElasticRef("StatefulSet/ml/t", 3, 5)
+    # a TrainJob's pods: the JobSet label names the job, PET_NNODES its runtime's minNodes:maxNodes
+    trainjob = pod(owner=("Job", "llm-node-0"), labels={"jobset.sigs.k8s.io/jobset-name": "llm"},
+                   env={"PET_NNODES": "2:4"})  # fmt: skip
+    assert judge(trainjob).elastic == ElasticRef("JobSet/ml/llm", 2, 4)
+
+
+def _worker(job: str, index: int, **kw: Any) -> dict[str, Any]:
+    raw = kubeflow_pod(job, **kw)
+    raw["metadata"]["name"] = f"{job}-worker-{index}"
+    return raw
+
+
+def test_elastic_room_counts_running_workers_above_the_minimum() -> None:
+    snap = snapshot(
+        pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}),
+        *[_worker("bert", i) for i in range(5)],
+        _worker("bert", 5, deleting=True),  # leaving: does not count
+        _worker("bert", 6, node_name=None),  # pending: does not count
+        kubeflow_pod("bert", role="Master"),  # not a worker
+        pytorchjob("gpt", {"minReplicas": 3, "maxReplicas": 4}),
+        *[_worker("gpt", i) for i in range(2)],  # below its minimum: no room, never negative
+        pod("solo", owner=("StatefulSet", "solo"), env={"PET_NNODES": "1:2"}),
+        pod("web"),  # not elastic: absent
+    )
+    room = elastic_room(snap.pods, snap.jobs_by_key())
+    assert room == {"PyTorchJob/ml/bert": 3, "PyTorchJob/ml/gpt": 0, "StatefulSet/ml/solo": 0}
+    # without the job objects, only the pods' own word counts (here: none for bert and gpt)
+    assert elastic_room(snap.pods) == {"StatefulSet/ml/solo": 0}
+
+
+def test_the_cost_grows_with_priority_deletion_cost_and_age() -> None:
+    def cost(priority: int = 0, deletion: int = 0, age_h: float = 1.0) -> float:
+        info = PodInfo("ml", "p", {}, node_name=NODE, phase="Running", priority=priority, owner_kind="ReplicaSet",
+                       owner_name="w", deletion_cost=deletion, started_at=NOW - timedelta(hours=age_h))  # fmt: skip
+        return move_cost(info, NOW)
+
+    assert cost(priority=0) < cost(priority=100) < cost(priority=1_000_000)
+    assert cost(priority=-100) < cost(priority=0)
+    assert cost(deletion=-5) < cost(deletion=0) < cost(deletion=7)
+    assert cost(age_h=0.1) < cost(age_h=1) < cost(age_h=20) < cost(age_h=24) == cost(age_h=240)
+    assert cost(priority=-(10**9), deletion=-(10**9), age_h=0) >= 0
+    # expendable pods are free to move, whatever their age
+    expendable = judge(pod(priority=-11, annotations={"controller.kubernetes.io/pod-deletion-cost": "100"}))
+    assert expendable.cost == 0.0
+
+
+def test_older_pods_cost_more_to_move_through_the_snapshot() -> None:
+    young, old = pod("young", annotations=SAFE), pod("old", annotations=SAFE)
+    young["status"]["startTime"] = "2026-11-02T11:55:00Z"
+    old["status"]["startTime"] = "2026-11-02T02:00:00Z"
+    assert judge(young, old, name="young").cost < judge(young, old, name="old").cost
+
+
+def test_new_fields_are_written_only_when_set_and_old_snapshots_read() -> None:
+    plain = ClusterSnapshot.from_objects("c", NOW, iter_kube_list({"kind": "List", "items": [
+        pod("pending", node_name=None), objects.daemonset_pod("ds", NODE), node()]}))  # fmt: skip
+    for info in plain.pods:
+        assert {"odn", "vp", "st", "job", "jr", "bj", "el", "pdb"}.isdisjoint(info.to_dict())
+    assert "dnd" not in plain.nodes[0].to_dict()
+    assert "jobs" not in plain.to_dict()
+    # a controller owner that is the job itself is not stored twice
+    kf = snapshot(pytorchjob("bert", {"minReplicas": 1, "maxReplicas": 2}), kubeflow_pod("bert")).pods[0]
+    assert (kf.job, kf.job_role) == (None, "worker")
+    etl = snapshot(job_pod("etl")).pods[0]
+    assert (etl.job, etl.batch_job) == (None, None)
+    # a snapshot stored before these fields decides "not known movable" for a ReplicaSet pod
+    old = {
+        "ns": "ml",
+        "n": "web-0",
+        "r": {"cpu": 1000},
+        "node": NODE,
+        "ph": "Running",
+        "ok": "ReplicaSet",
+        "on": "w",
+    }
+    info = PodInfo.from_dict(old)
+    assert info.to_dict() == old
+    assert assess_move(info, None, None, NOW, CUTOFF).code == codes.POD_NOT_KNOWN_MOVABLE
+
+
+def test_every_new_field_round_trips() -> None:
+    snap = snapshot(
+        node({"karpenter.sh/do-not-disrupt": "true"}),
+        pod("a", labels={"openai/do-not-drain": "true", "volcano.sh/preemptable": "true", "app": "a",
+                         "training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "Worker",
+                         "batch.kubernetes.io/job-name": "etl"},
+            env={"PET_NNODES": "1:3"}),
+        pdb("a", 1, {"matchLabels": {"app": "a"}}),
+        batch_job("etl", [IGNORE_DISRUPTION]),
+        pytorchjob("bert", {"minReplicas": 1, "maxReplicas": 4}),
+    )  # fmt: skip
+    [info] = snap.pods
+    assert (info.do_not_drain, info.preemptable, info.started_at) == (True, True, NOW - timedelta(hours=1))
+    assert (info.job, info.job_role, info.batch_job) == ("KubeflowJob/ml/bert", "worker", "etl")
+    assert (info.elastic_min, info.elastic_max, info.pdbs) == (1, 3, ("a",))
+    assert snap.nodes[0].do_not_disrupt
+    assert snap.jobs == (
+        JobInfo("Job/ml/etl", tolerates_disruption=True),
+        JobInfo("PyTorchJob/ml/bert", 1, 4),
+    )
+    assert snap.pdb_allowance(info) == 1
+    assert ClusterSnapshot.from_dict(snap.to_dict()) == snap
+
+
+def test_the_operator_drain_predicate_is_unchanged_by_the_move_rules() -> None:
+    # assess (scale-down's busy test, DrainNode's classification) still evicts a ReplicaSet pod, as
+    # kubectl drain does; consolidation never moves it to save cost
+    info = snapshot(pod()).pods[0]
+    assert assess(info).verdict == "movable"
+    assert assess_move(info, None, None, NOW, CUTOFF).movable is False
+
+
+def test_a_job_that_changes_what_may_move_changes_the_fingerprint() -> None:
+    from spillway.model.snapshot import fingerprint
+
+    workers = [_worker("bert", i) for i in range(3)]
+    plain = fingerprint(snapshot(*workers), [])
+    elastic = fingerprint(snapshot(pytorchjob("bert", {"minReplicas": 1, "maxReplicas": 4}), *workers), [])
+    wider = fingerprint(snapshot(pytorchjob("bert", {"minReplicas": 1, "maxReplicas": 8}), *workers), [])
+    assert len({plain, elastic, wider}) == 3
+    # a job that says nothing about moving its pods is not kept, and changes nothing
+    assert fingerprint(snapshot(pytorchjob("bert", None), *workers), []) == plain

@@ -1,0 +1,214 @@
+"""The planner and the node-group facts of issue 12: scheduled MinSize floors, warm pools, spot groups,
+and instance types backed off per zone."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from plan_world import NOW, World, kept_reasons, pending_codes, pending_reasons, scale_up
+
+from spillway.model.schedule import ScheduledFloor
+from spillway.model.state import State
+from spillway.planner import ScalingPlan, codes, plan
+
+SAFE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}  # may move: assess_move says so
+SPOT_TOLERATION = {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+
+
+def planned(
+    world: World, facts: dict[str, dict[str, Any]], now: datetime = NOW, **config: Any
+) -> ScalingPlan:
+    """Plan with some groups' NodeGroup facts replaced (what observe reads from AWS)."""
+    snapshot, groups, cfg, state = world.parsed(**config)
+    groups = [replace(g, **facts.get(g.name, {})) for g in groups]
+    return plan(snapshot, groups, cfg, state, now)
+
+
+# --- scheduled actions: a MinSize floor for scale-down ----------------------------------------------
+
+DAY = ScheduledFloor("day", min_size=2, recurrence="0 8 * * mon-fri", timezone="Europe/Berlin")
+NIGHT = ScheduledFloor("night", min_size=0, recurrence="0 20 * * *", timezone="Europe/Berlin")
+
+
+def idle_world() -> tuple[World, list[str]]:
+    world = World()
+    nodes = world.group("web", "m5.2xlarge", nodes=4)
+    for node in nodes:
+        world.idle_since(node, 60)
+    return world, nodes
+
+
+def test_scale_down_stops_at_the_min_size_a_scheduled_action_set() -> None:
+    world, _ = idle_world()
+    # 2026-11-02 is a Monday: at 12:00 UTC the day action (08:00 Berlin) is the one that ran last
+    result = planned(world, {"web": {"scheduled": (DAY, NIGHT)}}, max_scale_in_fraction=1.0)
+
+    assert len(result.drain) == 2
+    kept = {k.node: k for k in result.kept}
+    held = [k for k in kept.values() if k.code == codes.SCHEDULED_MIN]
+    assert len(held) == 2
+    assert (
+        "scheduled MinSize 2: scheduled action day (cron '0 8 * * mon-fri' Europe/Berlin) ran at"
+        in held[0].reason
+    )
+    assert [f.to_dict() for f in result.floors] == [
+        {"group": "web", "min_size": 2, "reason": held[0].reason.split(": ", 1)[1]}
+    ]
+    assert result.to_dict()["floors"][0]["group"] == "web"
+
+
+def test_at_night_the_floor_is_gone_and_an_action_within_the_idle_threshold_brings_it_back() -> None:
+    world, _ = idle_world()
+    night = datetime.fromisoformat("2026-11-02T22:00:00+00:00")  # 23:00 Berlin: night ran last
+    for node in world.state["nodes"]:
+        world.state["nodes"][node] = {"idle_since": (night - timedelta(hours=1)).isoformat()}
+    result = planned(world, {"web": {"scheduled": (DAY, NIGHT)}}, night, max_scale_in_fraction=1.0)
+    assert len(result.drain) == 4 and not result.floors
+
+    # Tuesday 07:55 Berlin (06:55 UTC): the day action runs in 5 minutes, within the 10-minute threshold
+    morning = datetime.fromisoformat("2026-11-03T06:55:00+00:00")
+    for node in world.state["nodes"]:
+        world.state["nodes"][node] = {"idle_since": (morning - timedelta(hours=1)).isoformat()}
+    soon = planned(world, {"web": {"scheduled": (DAY, NIGHT)}}, morning, max_scale_in_fraction=1.0)
+    assert len(soon.drain) == 2
+    assert "runs at 2026-11-03T07:00:00Z with MinSize 2" in soon.floors[0].reason
+    # ... but not with a 4-minute threshold
+    later = planned(world, {"web": {"scheduled": (DAY, NIGHT)}}, morning, max_scale_in_fraction=1.0,
+                    scale_down_idle_minutes=4)  # fmt: skip
+    assert len(later.drain) == 4
+
+
+def test_a_scheduled_floor_at_or_below_min_size_changes_nothing() -> None:
+    world, _ = idle_world()
+    world.groups["web"]["MinSize"] = 3
+    result = planned(world, {"web": {"scheduled": (DAY,)}}, max_scale_in_fraction=1.0)
+    assert len(result.drain) == 1 and not result.floors
+    assert codes.SCHEDULED_MIN not in {k.code for k in result.kept}
+
+
+# --- warm pools: preferred when their warm instances hold the pods, all else equal -------------------
+
+
+def two_equal_groups() -> World:
+    world = World()
+    world.group("a", "m5.2xlarge")
+    world.group("b", "m5.2xlarge")
+    world.pods("web", 2, cpu="7")  # one per node: two new nodes
+    return world
+
+
+def test_a_group_whose_warm_pool_holds_the_new_nodes_wins_a_tie() -> None:
+    assert set(scale_up(planned(two_equal_groups(), {}))) == {"a"}  # by name without warm pools
+    assert set(scale_up(planned(two_equal_groups(), {"b": {"warm_instances": 2}}))) == {"b"}
+    # a warm pool too small for the class does not tip it
+    assert set(scale_up(planned(two_equal_groups(), {"b": {"warm_instances": 1}}))) == {"a"}
+
+
+def test_warm_instances_do_not_beat_less_waste() -> None:
+    world = World()
+    world.group("big", "m5.2xlarge")
+    world.group("small", "m5.xlarge")
+    world.pods("web", 1, cpu="3")
+    assert set(scale_up(planned(world, {"big": {"warm_instances": 5}}))) == {"small"}
+
+
+# --- spot groups: only pods that may move, spot preferred for them ---------------------------------
+
+
+def spot_world() -> World:
+    world = World()
+    world.group("on-demand", "m5.2xlarge")
+    world.group("spot", "m5.2xlarge")
+    return world
+
+
+SPOT = {"spot": {"capacity_type": "spot"}}
+
+
+def test_pods_that_may_move_go_to_spot_and_the_rest_to_on_demand() -> None:
+    world = spot_world()
+    movable = world.pods("batch", 2, cpu="7", annotations=SAFE)
+    fixed = world.pods("web", 2, cpu="7")  # a Job pod of no kind known to tolerate a move
+    ups = scale_up(planned(world, SPOT))
+    assert sorted(ups["spot"][2]) == sorted(movable)
+    assert sorted(ups["on-demand"][2]) == sorted(fixed)
+
+
+def test_without_spot_groups_nothing_changes() -> None:
+    world = spot_world()
+    world.pods("batch", 1, cpu="7", annotations=SAFE)
+    assert set(scale_up(planned(world, {}))) == {"on-demand"}
+
+
+def test_a_pod_that_may_not_move_is_never_placed_on_spot() -> None:
+    world = World()
+    world.group("spot", "m5.2xlarge")
+    (pod,) = world.pods("web", 1, cpu="7")
+    result = planned(world, SPOT)
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.NO_GROUP_FITS
+    assert "spot: a spot group runs only pods that may move" in pending_reasons(result)[pod]
+    assert "of no kind known to tolerate a move" in pending_reasons(result)[pod]
+
+
+def test_a_pod_tolerating_the_groups_spot_taint_may_go_there() -> None:
+    world = World()
+    world.group("spot", "m5.2xlarge")
+    world.groups["spot"]["Tags"].append(
+        {"Key": "k8s.io/cluster-autoscaler/node-template/taint/spot", "Value": "true:NoSchedule"}
+    )
+    (pod,) = world.pods("web", 1, cpu="7", tolerations=[SPOT_TOLERATION])
+    world.pods("other", 1, cpu="7")  # does not tolerate it: blocked by the taint as before
+    result = planned(world, SPOT)
+    assert scale_up(result)["spot"][2] == [pod]
+
+
+# --- an instance type backed off in one zone (Spot interruption) -------------------------------------
+
+
+def pool_world(zones: list[str]) -> World:
+    world = World()
+    world.group("multi", "m5.2xlarge", zones=zones)
+    world.pods("web", 1, cpu="7")
+    return world
+
+
+def backed_off(*zones: str) -> dict[str, Any]:
+    until = (NOW + timedelta(minutes=10)).isoformat()
+    return {f"{z}/m5.2xlarge": {"backoff_until": until, "reason": "spot interruption"} for z in zones}
+
+
+def test_a_multi_zone_group_with_one_zone_backed_off_still_scales_and_says_so() -> None:
+    world = pool_world(["us-east-1a", "us-east-1b"])
+    world.state["pools"] = backed_off("us-east-1a")
+    result = planned(world, {})
+    (up,) = result.scale_up
+    assert up.group == "multi"
+    assert "m5.2xlarge in us-east-1a backed off until" in up.reason
+    assert "cannot be pinned to a zone or type" in up.reason
+    assert "us-east-1a/m5.2xlarge" in result.state.pools  # carried to the next plan until it expires
+
+
+def test_a_group_is_skipped_when_every_zone_and_type_is_backed_off() -> None:
+    world = pool_world(["us-east-1a", "us-east-1b"])
+    world.state["pools"] = backed_off("us-east-1a", "us-east-1b")
+    result = planned(world, {})
+    assert scale_up(result) == {}
+    (code,) = pending_codes(result).values()
+    assert code == codes.BACKED_OFF
+    # a mixed group with another type there still launches
+    mixed = planned(world, {"multi": {"instance_types": ("m5.2xlarge", "m5.4xlarge")}})
+    assert set(scale_up(mixed)) == {"multi"}
+
+
+def test_expired_pool_backoffs_are_dropped() -> None:
+    world = pool_world(["us-east-1a"])
+    world.state["pools"] = {
+        "us-east-1a/m5.2xlarge": {"backoff_until": (NOW - timedelta(seconds=1)).isoformat(), "reason": "x"}
+    }
+    result = planned(world, {})
+    assert set(scale_up(result)) == {"multi"} and result.state.pools == {}
+    assert State.model_validate(result.state.to_wire()) == result.state
+    assert kept_reasons(result) == {}

@@ -1,0 +1,301 @@
+"""Capacity by the clock: buffers (configured, and CapacityBuffers of the cluster) held as virtual pods,
+and tenant limits with time windows; a simulated week walks across the 2026-03-29 DST change."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from plan_world import World, pending_codes, scale_up
+
+from spillway.local import objects as o
+from spillway.planner import ScalingPlan
+
+BERLIN = ZoneInfo("Europe/Berlin")
+BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge (7910m)
+WEEKDAYS = ["mon", "tue", "wed", "thu", "fri"]
+SERVING = {
+    "name": "serving",
+    "pod": {"cpu": "5", "memory": "4Gi"},
+    "replicas": 6,
+    "windows": [{"days": WEEKDAYS, "start": "08:00", "end": "20:00", "timezone": "Europe/Berlin"}],
+}
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def kept_codes(result: ScalingPlan) -> dict[str, str]:
+    return {k.node: k.code for k in result.kept}
+
+
+class Cluster:
+    """A world whose plans are carried out at once: new nodes join Ready, drained nodes go away."""
+
+    def __init__(self, max_size: int = 10) -> None:
+        self.w = World()
+        self.w.group("cpu", "m5.2xlarge", max_size=max_size)
+        self.count = 0
+
+    def nodes(self) -> list[str]:
+        return sorted(i["metadata"]["name"] for i in self.w.items if i["kind"] == "Node")
+
+    def step(self, now: datetime, **config: Any) -> ScalingPlan:
+        result = self.w.plan(now, **config)
+        group = self.w.groups["cpu"]
+        for action in result.scale_up:
+            for _ in range(action.to_size - action.from_size):
+                self.count += 1
+                iid = o.instance_id(f"cpu-new-{self.count}")
+                group["Instances"].append(
+                    {**group["Instances"][0], "InstanceId": iid} if group["Instances"] else _instance(iid)
+                )
+                group["DesiredCapacity"] += 1
+                self.w.node_for("cpu", iid, "m5.2xlarge", created=now)
+        for drain in result.drain:
+            group["Instances"] = [i for i in group["Instances"] if i["InstanceId"] != drain.instance_id]
+            group["DesiredCapacity"] -= 1
+            self.w.items = [
+                i for i in self.w.items if not (i["kind"] == "Node" and i["metadata"]["name"] == drain.node)
+            ]
+        self.w.state = result.state.to_wire()
+        return result
+
+
+def _instance(iid: str) -> dict[str, Any]:
+    return {
+        "InstanceId": iid,
+        "InstanceType": "m5.2xlarge",
+        "AvailabilityZone": "us-east-1a",
+        "LifecycleState": "InService",
+        "HealthStatus": "Healthy",
+        "ProtectedFromScaleIn": False,
+        "LaunchTemplate": {"LaunchTemplateId": "lt-0", "LaunchTemplateName": "lt", "Version": "1"},
+    }
+
+
+def test_a_weekday_berlin_buffer_opens_at_eight_keeps_its_nodes_and_lets_go_after_twenty_across_dst() -> None:
+    cluster = Cluster()
+    opened: list[datetime] = []  # local times the buffer opened nodes
+    drained: list[datetime] = []
+    sizes: dict[datetime, int] = {}
+    now = at("2026-03-23T00:00:00+00:00")  # Monday; CET (UTC+1) until Sunday 29 March 01:00 UTC
+    while now < at("2026-04-01T00:00:00+00:00"):
+        result = cluster.step(now, buffers=[SERVING], max_scale_in_fraction=1.0)
+        local = now.astimezone(BERLIN)
+        if result.scale_up:
+            opened.append(local)
+            assert "capacity buffer config/serving (6 virtual pod(s))" in result.scale_up[0].reason
+            assert result.scale_up[0].pods == ()  # virtual pods are no pending pods
+        if result.drain:
+            drained.append(local)
+        assert not [p for p in result.pending if "buffer" in p.pod]
+        sizes[local] = len(cluster.nodes())
+        now += timedelta(minutes=30)
+
+    # Opened at 08:00 local every weekday: 07:00 UTC in winter time, 06:00 UTC after the change.
+    assert [t.strftime("%a %d %H:%M") for t in opened] == [
+        "Mon 23 08:00", "Tue 24 08:00", "Wed 25 08:00", "Thu 26 08:00", "Fri 27 08:00",
+        "Mon 30 08:00", "Tue 31 08:00",
+    ]  # fmt: skip
+    assert {t.astimezone(BERLIN).utcoffset() for t in opened[:5]} == {timedelta(hours=1)}
+    assert {t.utcoffset() for t in opened[5:]} == {timedelta(hours=2)}
+    # Kept all day (08:00 to 20:00: six nodes), released after 20:00 (idle 10 minutes, then drained).
+    for local, size in sizes.items():
+        if local.strftime("%a") in ("Sat", "Sun"):
+            assert size == 0, local
+        elif 8 <= local.hour < 20:
+            assert size == 6, local
+        elif local.hour >= 21 or local.hour < 8:
+            assert size == 0, local
+    assert {t.strftime("%H:%M") for t in drained} == {"20:30"}
+
+
+def test_kept_nodes_holding_buffer_room_say_buffer_and_others_drain() -> None:
+    w = World()
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)
+    for node in nodes:
+        w.idle_since(node, 60)
+    buffer = {**SERVING, "replicas": 2, "windows": []}
+
+    result = w.plan(buffers=[buffer])
+
+    assert not result.scale_up
+    codes = kept_codes(result)
+    holding = sorted(n for n, c in codes.items() if c == "buffer")
+    assert len(holding) == 2
+    assert [d.node for d in result.drain] == sorted(set(nodes) - set(holding))
+    assert "holds room for capacity buffer config/serving (1 pod(s))" in next(
+        k.reason for k in result.kept if k.node == holding[0]
+    )
+    # Without the buffer all three are idle and may go (the scale-in cap allows one per plan).
+    assert not any(c == "buffer" for c in kept_codes(w.plan()).values())
+
+
+def test_a_buffer_never_takes_room_from_a_real_pending_pod() -> None:
+    w = World()
+    nodes = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    # a real pod of the lowest priority that still scales (above the cutoff -10)
+    pods = w.pods("web", 1, priority=-5, **BIG)
+    buffer = {**SERVING, "replicas": 1, "windows": [], "pod": {"cpu": "5", "memory": "4Gi"}}
+
+    result = w.plan(buffers=[buffer])
+
+    assert pending_codes(result) == {pods[0]: "fits-free-room"}
+    assert {p.pod: p.node for p in result.placements}[pods[0]] == nodes[0]
+    # the buffer opens a node of its own rather than take the real pod's room
+    assert scale_up(result)["cpu"][:2] == (1, 2)
+    assert "capacity buffer config/serving" in result.scale_up[0].reason
+    assert "1 pending pod(s)" not in result.scale_up[0].reason
+
+
+def test_a_buffer_outside_its_window_is_nothing() -> None:
+    w = World()
+    nodes = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.idle_since(nodes[0], 60)
+    night = at("2026-11-02T22:00:00+00:00")  # Monday 23:00 in Berlin
+
+    result = w.plan(night, buffers=[SERVING])
+
+    assert not result.scale_up
+    assert [d.node for d in result.drain] == nodes
+    day = w.plan(at("2026-11-02T09:00:00+00:00"), buffers=[SERVING])  # Monday 10:00 in Berlin
+    assert scale_up(day)["cpu"][:2] == (1, 6)  # five more: one of the six fits on the idle node
+    assert kept_codes(day)[nodes[0]] == "buffer"
+
+
+def pod_template(w: World, namespace: str, template: str = "tpl") -> None:
+    w.items.append(
+        {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": template, "namespace": namespace},
+            "template": {
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]
+                }
+            },
+        }
+    )
+
+
+def capacity_buffer(w: World, name: str, namespace: str, spec: dict[str, Any]) -> None:
+    w.items.append(
+        {
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+            "kind": "CapacityBuffer",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
+
+
+def test_a_capacity_buffer_of_the_cluster_opens_nodes_for_its_replicas() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    pod_template(w, "web")
+    capacity_buffer(w, "web-headroom", "web", {"podTemplateRef": {"name": "tpl"}, "replicas": 5})
+
+    result = w.plan()
+
+    # 3 CPUs each: two per m5.2xlarge node, so five virtual pods need three nodes
+    assert scale_up(result)["cpu"][:2] == (0, 3)
+    assert "capacity buffer web/web-headroom (5 virtual pod(s))" in result.scale_up[0].reason
+    assert result.pending == ()
+
+
+def test_capacity_buffer_limits_cap_its_replicas_and_other_strategies_are_left_alone() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    pod_template(w, "web")
+    capacity_buffer(
+        w, "capped", "web", {"podTemplateRef": {"name": "tpl"}, "replicas": 10, "limits": {"cpu": "6"}}
+    )
+    capacity_buffer(
+        w, "other", "web", {"podTemplateRef": {"name": "tpl"}, "replicas": 4,
+                            "provisioningStrategy": "example.com/other"},
+    )  # fmt: skip
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (0, 1)  # 6 CPUs: two chunks of 3, one node
+    assert "web/capped (2 virtual pod(s))" in result.scale_up[0].reason
+    assert "web/other" not in result.scale_up[0].reason
+
+
+def test_a_night_training_limit_replaces_the_day_limit_across_dst() -> None:
+    tenants = {
+        "train": {
+            "limits": {"nvidia.com/gpu": 16},
+            "schedule": [
+                {
+                    "windows": [{"start": "20:00", "end": "07:00", "timezone": "Europe/Berlin"}],
+                    "limits": {"nvidia.com/gpu": 64},
+                }
+            ],
+        }
+    }
+
+    def opened(now: datetime) -> int:
+        w = World()
+        w.group("gpu", "p4d.24xlarge", max_size=20, gpu_taint=True)
+        w.namespace("train")
+        w.gpu_pods("job", 10, 8, namespace="train")
+        result = w.plan(now, tenants=tenants)
+        up = scale_up(result).get("gpu")
+        return up[1] - up[0] if up else 0
+
+    assert opened(at("2026-03-24T11:00:00+00:00")) == 2  # Tuesday 12:00 CET: 16 GPUs
+    assert opened(at("2026-03-24T21:00:00+00:00")) == 8  # Tuesday 22:00 CET: 64 GPUs
+    assert opened(at("2026-03-25T05:30:00+00:00")) == 8  # Wednesday 06:30 CET: still night
+    assert opened(at("2026-03-25T06:30:00+00:00")) == 2  # Wednesday 07:30 CET: day again
+    # 18:30 UTC is 19:30 in Berlin before the change (day), 20:30 after it (night).
+    assert opened(at("2026-03-28T18:30:00+00:00")) == 2
+    assert opened(at("2026-03-29T18:30:00+00:00")) == 8
+    # 05:30 UTC is 06:30 before (night), 07:30 after (day).
+    assert opened(at("2026-03-28T05:30:00+00:00")) == 8
+    assert opened(at("2026-03-30T05:30:00+00:00")) == 2
+
+
+def test_under_a_binding_limit_the_real_pod_gets_the_last_node_and_the_buffer_none() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    pods = w.pods("web", 1, priority=-5, **BIG)
+    buffer = {**SERVING, "replicas": 2, "windows": []}
+
+    result = w.plan(buffers=[buffer], max_nodes_total=1)
+
+    assert scale_up(result)["cpu"] == (0, 1, pods)  # the one node the total allows is the real pod's
+    assert "capacity buffer" not in result.scale_up[0].reason
+    assert result.pending == ()  # the buffer's pods held by the limit are not reported
+
+
+def test_a_capacity_buffer_in_a_limited_tenants_namespace_is_charged_to_the_tenant() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    w.namespace("web")
+    pod_template(w, "web")
+    capacity_buffer(w, "headroom", "web", {"podTemplateRef": {"name": "tpl"}, "replicas": 8})
+
+    result = w.plan(tenants={"web": {"limits": {"nodes": 2}}})
+
+    assert scale_up(result)["cpu"][:2] == (0, 2)  # 8 pods would need 4 nodes; the tenant may add 2
+    assert result.scale_up[0].tenants == (("web", 2),)
+
+
+def test_a_buffer_takes_the_spare_room_of_a_busy_node_before_an_idle_one() -> None:
+    w = World()
+    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    for node in nodes:
+        w.idle_since(node, 60)
+    # the node that sorts last runs a small pod; the buffer fits beside it
+    w.pods("api", 1, node_name=nodes[1], owner=("ReplicaSet", "api-1"), cpu="1")
+    buffer = {**SERVING, "replicas": 1, "windows": []}
+
+    result = w.plan(buffers=[buffer])
+
+    assert kept_codes(result)[nodes[1]] == "workload"
+    assert [d.node for d in result.drain] == [nodes[0]]  # the idle node goes: the buffer is held beside
+    assert {p.pod: p.node for p in result.placements}["config/serving:buffer:0"] == nodes[1]

@@ -1,0 +1,452 @@
+"""Consolidation: a busy node is drained only when its pods fit elsewhere, and each refusal says why.
+
+Every scenario is built from kubectl / AWS CLI objects (``plan_world``). The cluster is a group of
+m5.2xlarge nodes (7910m CPU, 30Gi allocatable) whose pods are ReplicaSet replicas annotated
+``safe-to-evict=true`` unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from plan_world import NOW, World
+from test_planner_properties import (
+    PROFILE,
+    SCALE_IN_FRACTION,
+    bound_st,
+    build,
+    check_codes,
+    check_cordons,
+    check_scale_in_cap,
+    group_st,
+    pending_st,
+)
+
+from spillway.config import load_config_file
+from spillway.errors import ConfigurationError
+from spillway.local import objects as o
+from spillway.model.resources import add_into
+from spillway.planner import ScalingPlan, codes, plan
+from spillway.planner.disruption import assess_move, keeps_node_busy
+
+UNDER: dict[str, Any] = {"consolidation": "when-underutilized"}
+
+
+MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+def replicas(w: World, node: str, prefix: str, count: int, cpu: str = "1500m", **kw: Any) -> list[str]:
+    kw.setdefault("annotations", MOVABLE)
+    return w.pods(prefix, count, cpu=cpu, memory="1Gi", node_name=node, owner=("ReplicaSet", prefix), **kw)
+
+
+def half_full(count: int = 2, cpu: str = "1500m") -> tuple[World, list[str]]:
+    """``count`` nodes, each running two replicas of ``cpu``."""
+    w = World(regions=("us-east-1",))
+    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=count, max_size=10))  # the planner's order
+    for i, n in enumerate(nodes):
+        replicas(w, n, f"web{i}", 2, cpu=cpu)
+        w.items.append(o.daemonset_pod(f"aws-node-{i}", n))  # ignored: a DaemonSet pod never moves
+    return w, nodes
+
+
+def tag(w: World, group: str, key: str, value: str) -> None:
+    w.groups[group]["Tags"].append(
+        {"ResourceId": group, "ResourceType": "auto-scaling-group", "Key": key, "Value": value,
+         "PropagateAtLaunch": True}
+    )  # fmt: skip
+
+
+def kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
+    return {k.node: (k.code, k.reason) for k in result.kept}
+
+
+def test_two_half_empty_nodes_become_one_the_drain_lists_the_pods_it_moves() -> None:
+    w, (a, b) = half_full()
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    (drain,) = result.drain
+    assert drain.node == a and drain.code == codes.CONSOLIDATION
+    assert drain.pods == ("default/web0-0", "default/web0-1")  # not the DaemonSet pod
+    assert w.node(a)["spec"]["providerID"].endswith("/" + drain.instance_id)
+    assert f"fit on {b}" in drain.reason
+    assert drain.to_dict()["code"] == "consolidation" and drain.to_dict()["pods"] == list(drain.pods)
+    assert kept(result)[b][0] == codes.RECEIVES_MOVED_PODS
+    assert result.state.nodes[a].draining_since == NOW  # later plans leave it to its drain
+    # Every node is accounted for exactly once.
+    assert sorted([*kept(result), drain.node]) == [a, b]
+
+
+def test_a_recent_consolidation_owns_its_node_until_the_drain_cordons_it() -> None:
+    w, (a, b) = half_full()
+    w.state["nodes"][a] = {
+        "idle_since": NOW.isoformat(),
+        "draining_since": (NOW - timedelta(minutes=2)).isoformat(),
+    }
+
+    result = w.plan(now=NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert kept(result)[a][0] == codes.DRAIN_PLANNED
+    assert result.state.nodes[a].draining_since is not None
+    assert [d.node for d in result.drain] == [b]  # a's claim does not keep b from consolidating onto a
+
+
+def test_empty_nodes_only_by_default_busy_nodes_are_kept_as_workload() -> None:
+    w, (a, b) = half_full()
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert result.drain == ()
+    assert kept(result)[a][0] == kept(result)[b][0] == codes.WORKLOAD
+
+
+def test_a_group_tag_opts_in_without_the_cluster_default() -> None:
+    w, (a, _) = half_full()
+    tag(w, "cpu", "spillway.io/consolidation", "when-underutilized")
+
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0).drain] == [a]
+
+
+def test_consolidation_off_keeps_even_an_empty_node_and_a_bad_tag_means_off() -> None:
+    w = World(regions=("us-east-1",))
+    (idle,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=3)
+    w.idle_since(idle, 60)
+    (other,) = w.group("gpu", "m5.2xlarge", nodes=1, max_size=3)
+    w.idle_since(other, 60)
+    tag(w, "cpu", "spillway.io/consolidation", "yes")
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    code, reason = kept(result)[idle]
+    assert code == codes.CONSOLIDATION_OFF and "'yes' is not one of" in reason
+    assert [d.node for d in result.drain] == [other]
+    assert [d.node for d in w.plan(consolidation="off").drain] == []
+
+
+def test_refused_when_a_pod_must_not_be_disturbed_the_other_node_still_consolidates_onto_it() -> None:
+    w, (a, b) = half_full()
+    w.pod_item("default/web0-0")["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = (
+        "true"
+    )
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    code, reason = kept(result)[a]
+    assert code == codes.POD_NEVER and "default/web0-0" in reason
+    assert [d.node for d in result.drain] == [b]
+
+
+def test_refused_when_a_replica_of_no_kind_known_to_tolerate_a_move_runs_there() -> None:
+    w, (a, b) = half_full()
+    del w.pod_item("default/web0-1")["metadata"]["annotations"][
+        "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    ]
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    code, reason = kept(result)[a]
+    assert code == codes.POD_NEVER and "default/web0-1" in reason and "no kind known" in reason
+    assert [d.node for d in result.drain] == [b]
+
+
+def test_refused_when_a_pod_disruption_budget_allows_nothing_now() -> None:
+    w, (a, _) = half_full()
+    budget = o.pdb("web0", "default", {"app": "web0"}, min_available=2, disruptions_allowed=0)
+    w.items.append(budget)
+    for key in ("default/web0-0", "default/web0-1"):
+        w.pod_item(key)["metadata"].setdefault("labels", {})["app"] = "web0"
+
+    code, reason = kept(w.plan(max_scale_in_fraction=1.0, **UNDER))[a]
+    assert code == codes.POD_NEVER and "PodDisruptionBudget" in reason
+
+    budget["status"]["disruptionsAllowed"] = 1  # one at a time: the drain's rounds take them in turn
+    assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a]
+
+
+def elastic_workers(w: World, node: str, names: list[str]) -> None:
+    """Workers of PyTorchJob ``train`` (elastic, 2 to 4 workers: ``PET_NNODES``)."""
+    for name in names:
+        item = o.pod(name, cpu="1", memory="1Gi", node_name=node, owner=("PyTorchJob", "train"),
+                     labels={"training.kubeflow.org/job-name": "train",
+                             "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
+        item["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": "2:4"}]
+        w.items.append(item)
+
+
+def test_elastic_jobs_shrink_to_their_minimum_never_below() -> None:
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    elastic_workers(w, a, ["w-0", "w-1"])  # 3 workers, minimum 2: the job may lose one
+    elastic_workers(w, b, ["w-2"])
+    replicas(w, c, "big", 1, cpu="7")  # room for nobody
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    code, reason = kept(result)[a]
+    assert code == codes.ELASTIC_MIN and "/default/train" in reason and "may lose 1" in reason
+    (drain,) = result.drain
+    assert drain.node == b and drain.pods == ("default/w-2",)
+    assert "gives up 1 worker" in drain.reason
+    assert kept(result)[c][0] == codes.DOES_NOT_FIT
+
+
+def test_refused_when_a_bare_pod_nothing_would_recreate_runs_there() -> None:
+    w, (a, _) = half_full()
+    w.items.append(o.pod("bare", cpu="100m", memory="100Mi", node_name=a, owner=None))
+
+    assert kept(w.plan(max_scale_in_fraction=1.0, **UNDER))[a][0] == codes.POD_NEVER
+
+
+@pytest.mark.parametrize("protection", ["young", "human-cordon", "scale-down-disabled", "not-ready"])
+def test_a_busy_node_nothing_may_drain_is_not_consolidated(protection: str) -> None:
+    w, (a, _) = half_full()
+    node = w.node(a)
+    if protection == "young":
+        node["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=4))
+    elif protection == "human-cordon":
+        w.cordon(a, by_spillway=False)
+    elif protection == "not-ready":
+        node["status"]["conditions"][0]["status"] = "False"
+    else:
+        node["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/scale-down-disabled"] = "true"
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    expected = {
+        "young": codes.RECENTLY_LAUNCHED,
+        "human-cordon": codes.CORDONED_BY_OTHERS,
+        "scale-down-disabled": codes.SCALE_DOWN_DISABLED,
+        "not-ready": codes.NOT_READY,
+    }[protection]
+    assert kept(result)[a][0] == expected
+    assert a not in {d.node for d in result.drain}
+
+
+def test_refused_when_the_pods_do_not_fit_the_rest_of_the_cluster() -> None:
+    w, (a, b) = half_full(cpu="2500m")  # 5 CPU per node: 10 do not fit in 7.9
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert kept(result)[a][0] == kept(result)[b][0] == codes.DOES_NOT_FIT
+
+
+def test_never_counts_the_room_of_a_node_this_plan_drains() -> None:
+    w, (a, b) = half_full(cpu="2")  # 4 CPU per node: a's pods do not fit in b's 3.9 left
+    idle = w.node_for("cpu", o.instance_id("cpu-idle"), "m5.2xlarge")
+    w.groups["cpu"]["Instances"].append(
+        {**w.groups["cpu"]["Instances"][0], "InstanceId": o.instance_id("cpu-idle")}
+    )
+    w.groups["cpu"]["DesiredCapacity"] += 1
+    w.idle_since(idle, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.code) for d in result.drain] == [(idle, "")]  # drained as empty, holds nothing
+    assert kept(result)[a][0] == kept(result)[b][0] == codes.DOES_NOT_FIT
+
+
+def test_capacity_already_launching_holds_the_pods_unless_its_launches_fail() -> None:
+    w, (a, b) = half_full(cpu="2500m")  # 5 CPU per node: neither holds both of the other's pods
+    w.groups["cpu"]["DesiredCapacity"] = 3  # a third node is launching (an earlier plan's)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    (drain,) = result.drain
+    assert drain.node == a and f"fit on cpu/launching-1, {b}" in drain.reason  # one each
+    assert kept(result)[b][0] == codes.RECEIVES_MOVED_PODS
+
+    w.launch_failure("cpu", 5)  # that launch is failing: the capacity is not coming
+    assert w.plan(max_scale_in_fraction=1.0, **UNDER).drain == ()
+
+
+def test_refused_when_the_saving_does_not_outlast_the_restart_cost() -> None:
+    w, (a, _) = half_full()
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation_horizon_minutes=3, **UNDER)
+
+    code, reason = kept(result)[a]
+    assert code == codes.SAVING_TOO_SMALL
+    assert "3.8 node-minutes" in reason  # 10 min x 3 of 7.91 CPU
+    # A cheaper restart makes the same move worth it.
+    assert len(w.plan(max_scale_in_fraction=1.0, consolidation_horizon_minutes=3,
+                      consolidation_restart_minutes=5, **UNDER).drain) == 1  # fmt: skip
+
+
+def test_refused_in_a_group_this_plan_grows() -> None:
+    w, (a, b) = half_full()
+    w.pods("big", 1, cpu="7", memory="1Gi")  # fits no existing node: a new cpu node
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [s.group for s in result.scale_up] == ["cpu"]
+    assert result.drain == ()
+    assert kept(result)[a][0] == kept(result)[b][0] == codes.LAUNCHING_THIS_PLAN
+
+
+def test_refused_when_a_pending_pod_is_planned_onto_it() -> None:
+    w, (a, b) = half_full()
+    w.pods("small", 1, cpu="4", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.scale_up == ()
+    assert kept(result)[a][0] == codes.PENDING_FITS  # the pending pod goes to the first node with room
+    assert kept(result)[b][0] == codes.DOES_NOT_FIT  # 3 + 4 CPU on a: b's 3 more do not fit
+
+
+def test_refused_by_a_disruption_budget_of_zero() -> None:
+    w, (a, _) = half_full()
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 0}], **UNDER)
+
+    assert result.drain == ()
+    code, reason = kept(result)[a]
+    assert code == codes.DISRUPTION_BUDGET and "nodes 0" in reason
+
+
+def test_a_budget_binds_only_inside_its_window_in_its_time_zone() -> None:
+    w, (a, _) = half_full()
+    night = [{"nodes": 0, "windows": [{"start": "22:00", "end": "06:00", "timezone": "Europe/Berlin"}]}]
+
+    noon = w.plan(max_scale_in_fraction=1.0, disruption_budgets=night, **UNDER)
+    late = w.plan(now=NOW.replace(hour=22), max_scale_in_fraction=1.0, disruption_budgets=night, **UNDER)
+
+    assert len(noon.drain) == 1  # 13:00 in Berlin
+    assert late.drain == () and kept(late)[a][0] == codes.DISRUPTION_BUDGET  # 23:00 in Berlin
+
+
+def test_the_most_restrictive_budget_binds_and_percentages_round_up_as_karpenter() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=5, max_size=10)
+    for n in nodes:
+        w.idle_since(n, 60)
+    budgets = [{"nodes": "30%"}, {"nodes": 4}, {"nodes": 0, "groups": ["other"]}]
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=budgets)
+
+    assert len(result.drain) == 2  # 30% of 5 is 1.5, rounded up; the budget of "other" does not apply
+    assert sum(c == codes.DISRUPTION_BUDGET for c, _ in kept(result).values()) == 3
+
+
+def test_nodes_spillway_drains_already_count_against_the_budget() -> None:
+    w, (a, b, _) = half_full(count=3)
+    w.cordon(b, by_spillway=True)  # a drain under way
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}], **UNDER)
+
+    assert result.drain == ()
+    assert kept(result)[a][0] == codes.DISRUPTION_BUDGET
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("consolidation: sometimes\n", "consolidation"),
+        ("disruption_budgets: [{nodes: '150%'}]\n", "disruption_budgets.0.nodes"),
+        (
+            "disruption_budgets: [{nodes: 2, windows: [{start: '25:00'}]}]\n",
+            "disruption_budgets.0.windows.0.start",
+        ),
+        ("disruption_budgets: [{nodes: 2, group: [a]}]\n", "disruption_budgets.0.group"),
+        ("consolidation_restart_minutes: -1\n", "consolidation_restart_minutes"),
+        ("consolidation_horizon_minutes: 0\n", "consolidation_horizon_minutes"),
+    ],
+)
+def test_bad_consolidation_settings_name_the_key(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "spillway.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigurationError) as raised:
+        load_config_file(path)
+    assert raised.value.field == field
+
+
+# --- properties on random clusters, consolidation on --------------------------------------------------
+
+
+@settings(PROFILE)
+@given(
+    groups=st.lists(group_st, min_size=1, max_size=4),
+    pendings=st.lists(pending_st, max_size=3),
+    bound=bound_st,
+    movable=st.lists(st.booleans(), min_size=12, max_size=12),
+    budget=st.sampled_from([None, 0, 1, "50%"]),
+)
+def test_consolidation_moves_only_movable_pods_into_room_that_exists_within_every_limit(
+    groups: list[dict[str, Any]],
+    pendings: list[dict[str, Any]],
+    bound: list[Any],
+    movable: list[bool],
+    budget: int | str | None,
+) -> None:
+    w = build(groups, pendings, bound, 30)
+    for item in w.items:
+        name = item["metadata"]["name"]
+        if item["kind"] == "Pod" and name.startswith("run-") and movable[int(name[4:]) % 12]:
+            item["metadata"].setdefault("annotations", {}).update(MOVABLE)
+    budgets = [] if budget is None else [{"nodes": budget}]
+    snapshot, node_groups, config, state = w.parsed(
+        max_scale_in_fraction=SCALE_IN_FRACTION, disruption_budgets=budgets, **UNDER
+    )
+    result = plan(snapshot, node_groups, config, state, NOW)
+    by_name = {g.name: g for g in node_groups}
+    nodes = {n.name: n for n in snapshot.nodes}
+
+    verdicts = [k.node for k in result.kept] + [d.node for d in result.drain]
+    assert sorted(verdicts) == sorted(nodes)
+    check_codes(result)
+    check_cordons(snapshot, result)
+    check_scale_in_cap(result, by_name)
+    grown = {s.group for s in result.scale_up}
+    busy: dict[str, set[str]] = defaultdict(set)
+    for p in snapshot.pods:
+        if p.node_name and keeps_node_busy(p):
+            busy[p.node_name].add(p.key)
+    pods = {p.key: p for p in snapshot.pods}
+    moved: dict[str, int] = defaultdict(int)
+    for d in result.drain:
+        assert set(d.pods) == busy[d.node]  # every busy pod is planned to move, and only those
+        assert bool(d.code) == bool(d.pods)
+        if d.code:
+            assert d.group not in grown
+        for key in d.pods:
+            move = assess_move(pods[key], nodes[d.node], snapshot.pdb_allowance(pods[key]), NOW, -10)
+            assert move.movable, key
+            if move.cost > 0:
+                add_into(moved, pods[key].requests)
+    # Budgets: drains under way and this plan's, per group, within the budget.
+    if budget is not None:
+        for name, group in by_name.items():
+            size = sum(1 for n in nodes.values() if n.instance_id in group.instance_ids)
+            allowed = -(-size * 50 // 100) if budget == "50%" else int(budget)
+            draining = sum(1 for n in nodes.values() if n.instance_id in group.instance_ids
+                           and n.cordoned_by_spillway)  # fmt: skip
+            planned = sum(1 for d in result.drain if d.group == name)
+            assert planned == 0 or draining + planned <= allowed, (name, draining, planned, allowed)
+    # The moved pods fit, in total, the room left on the nodes that stay (after this plan's placements).
+    drained = {d.node for d in result.drain}
+    load: dict[str, dict[str, int]] = defaultdict(dict)
+    for p in snapshot.pods:
+        if p.node_name in nodes and not p.terminal:
+            add_into(load[p.node_name], p.requests)
+    for placement in result.placements:
+        if placement.node in nodes:
+            add_into(load[placement.node], pods[placement.pod].requests)
+    room: dict[str, int] = defaultdict(int)
+    for name, info in nodes.items():
+        if name not in drained and info.ready and not info.unschedulable:
+            for resource in ("cpu", "memory"):
+                room[resource] += max(0, info.allocatable.get(resource, 0) - load[name].get(resource, 0))
+    for resource in ("cpu", "memory"):
+        assert moved.get(resource, 0) <= room.get(resource, 0), resource
+
+    again = plan(snapshot, node_groups, config, state, NOW)
+    assert json.dumps(again.to_dict()) == json.dumps(result.to_dict())

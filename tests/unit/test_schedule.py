@@ -1,0 +1,141 @@
+"""model.schedule: the 5-field cron of ASG scheduled actions, in a named zone, and the MinSize floor."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from spillway.model.schedule import Cron, ScheduledFloor, check_actions, scheduled_floor
+
+H = timedelta(hours=1)
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "day", "fires"),
+    [
+        ("0 8 * * 1-5", date(2026, 3, 6), True),  # a Friday
+        ("0 8 * * 1-5", date(2026, 3, 7), False),  # a Saturday
+        ("0 8 * * sat,sun", date(2026, 3, 8), True),
+        ("0 8 * * 7", date(2026, 3, 8), True),  # 7 is Sunday too
+        ("0 0 1 jan-mar *", date(2026, 2, 1), True),
+        ("0 0 1 jan-mar *", date(2026, 4, 1), False),
+        ("0 0 1 * mon", date(2026, 3, 2), True),  # both day fields set: either matches (a Monday)
+        ("0 0 1 * mon", date(2026, 3, 1), True),  # the 1st (a Sunday)
+        ("0 0 1 * mon", date(2026, 3, 3), False),
+        ("0 0 */10 * *", date(2026, 3, 21), True),
+        ("0 0 */10 * *", date(2026, 3, 20), False),
+    ],
+)
+def test_cron_days(text: str, day: date, fires: bool) -> None:
+    assert Cron.parse(text).on(day) is fires
+
+
+def test_cron_times_steps_lists_and_ranges() -> None:
+    cron = Cron.parse("*/20 8-9,18 * * *")
+    assert [t.strftime("%H:%M") for t in cron.times()] == [
+        "08:00", "08:20", "08:40", "09:00", "09:20", "09:40", "18:00", "18:20", "18:40",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("0 8 * *", "5 fields"),
+        ("60 8 * * *", "minute"),
+        ("0 24 * * *", "hour"),
+        ("0 8 0 * *", "day-of-month"),
+        ("0 8 * 13 *", "month"),
+        ("0 8 * * 8", "day-of-week"),
+        ("0 8 * * fri-mon", "day-of-week: range"),
+        ("*/0 8 * * *", "minute: step"),
+    ],
+)
+def test_bad_cron_names_the_field(text: str, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        Cron.parse(text)
+
+
+def test_recurrence_runs_in_its_time_zone_across_dst() -> None:
+    action = ScheduledFloor("day", min_size=6, recurrence="0 8 * * *", timezone="Europe/Berlin")
+    # winter: 08:00 Berlin is 07:00 UTC; summer (after 2026-03-29): 06:00 UTC
+    assert action.last_fired(utc(2026, 3, 27, 12)) == utc(2026, 3, 27, 7)
+    assert action.last_fired(utc(2026, 3, 30, 12)) == utc(2026, 3, 30, 6)
+    assert action.next_fire(utc(2026, 3, 28, 12), 24 * H) == utc(2026, 3, 29, 6)
+
+
+def test_a_time_the_spring_change_skips_runs_right_after_the_gap() -> None:
+    action = ScheduledFloor("x", min_size=1, recurrence="30 2 * * *", timezone="Europe/Berlin")
+    # 2026-03-29 02:30 Berlin does not exist: the clocks jump from 02:00 to 03:00 (01:00 UTC)
+    assert action.next_fire(utc(2026, 3, 28, 12), 24 * H) == utc(2026, 3, 29, 1)
+
+
+def test_a_time_the_autumn_change_repeats_runs_once() -> None:
+    action = ScheduledFloor("x", min_size=1, recurrence="30 2 * * *", timezone="Europe/Berlin")
+    # 2026-10-25 02:30 Berlin happens twice (00:30 and 01:30 UTC): the first one only
+    assert action.next_fire(utc(2026, 10, 25, 0), 3 * H) == utc(2026, 10, 25, 0, 30)
+    assert action.next_fire(utc(2026, 10, 25, 0, 31), 3 * H) is None
+
+
+def test_end_time_stops_the_recurrence_and_start_time_is_a_run() -> None:
+    action = ScheduledFloor(
+        "x", min_size=2, recurrence="0 * * * *", start=utc(2026, 3, 2, 9, 15), end=utc(2026, 3, 2, 12)
+    )
+    assert action.next_fire(utc(2026, 3, 2, 9, 10), H) == utc(2026, 3, 2, 9, 15)
+    assert action.last_fired(utc(2026, 3, 2, 18)) == utc(2026, 3, 2, 12)
+    once = ScheduledFloor("once", min_size=2, start=utc(2026, 3, 2, 10))
+    assert once.last_fired(utc(2026, 3, 2, 9)) is None
+    assert once.next_fire(utc(2026, 3, 2, 9), 2 * H) == utc(2026, 3, 2, 10)
+
+
+DAY_NIGHT = (
+    ScheduledFloor("day", min_size=6, recurrence="0 8 * * mon-fri", timezone="Europe/Berlin"),
+    ScheduledFloor("night", min_size=1, recurrence="0 20 * * *", timezone="Europe/Berlin"),
+)
+
+
+def test_floor_is_the_min_size_of_the_action_that_ran_last() -> None:
+    floor = scheduled_floor(DAY_NIGHT, utc(2026, 3, 3, 12), 10 * timedelta(minutes=1))  # Tue 13:00 Berlin
+    assert floor is not None and (floor.min_size, floor.action.name, floor.soon) == (6, "day", False)
+    night = scheduled_floor(DAY_NIGHT, utc(2026, 3, 3, 21), timedelta(minutes=10))
+    assert night is not None and (night.min_size, night.action.name) == (1, "night")
+
+
+def test_floor_rises_for_an_action_that_runs_within_the_horizon() -> None:
+    # Wed 07:55 Berlin (06:55 UTC): the night action is in effect, the day one runs in 5 minutes
+    now = utc(2026, 3, 4, 6, 55)
+    floor = scheduled_floor(DAY_NIGHT, now, timedelta(minutes=10))
+    assert floor is not None and (floor.min_size, floor.action.name, floor.soon) == (6, "day", True)
+    assert floor.at == utc(2026, 3, 4, 7)
+    assert "runs at 2026-03-04T07:00:00Z with MinSize 6" in floor.describe()
+    later = scheduled_floor(DAY_NIGHT, now, timedelta(minutes=4))
+    assert later is not None and later.min_size == 1
+    # Saturday: no day action
+    weekend = scheduled_floor(DAY_NIGHT, utc(2026, 3, 7, 6, 55), timedelta(minutes=10))
+    assert weekend is not None and weekend.min_size == 1
+
+
+def test_actions_without_min_size_or_unreadable_set_no_floor() -> None:
+    actions = (
+        ScheduledFloor("desired-only", desired=5, recurrence="* * * * *"),
+        ScheduledFloor("broken", min_size=9, recurrence="every day"),
+    )
+    assert scheduled_floor(actions, utc(2026, 3, 2), H) is None
+    assert check_actions(actions) == [
+        "ScheduledActions[broken]: expected 5 fields (minute hour day month weekday), got 2"
+    ]
+    assert check_actions([ScheduledFloor("z", min_size=1, timezone="Mars/Olympus")]) == [
+        "ScheduledActions[z]: 'Mars/Olympus' is not an IANA time zone"
+    ]
+
+
+def test_wire_form_round_trips() -> None:
+    action = ScheduledFloor(
+        "x", min_size=2, desired=3, recurrence="0 8 * * *", start=utc(2026, 3, 2), timezone="Asia/Tokyo"
+    )
+    assert ScheduledFloor.from_dict(action.to_dict()) == action
+    assert ScheduledFloor("y").to_dict() == {"name": "y"}

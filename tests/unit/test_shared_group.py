@@ -1,0 +1,168 @@
+"""A scale-up and rollback-mode gangs growing one Auto Scaling group at once (act/claims.py): whatever
+the order of their steps, each adds only its own capacity and gives back only its own, and none loses
+the nodes of another."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots
+
+from spillway.act import gang
+from spillway.act.planning import PlanSettings
+from spillway.act.scale import ScaleSteps
+from spillway.config import PlannerConfig
+from spillway.errors import AsgLimitExceeded, AwsThrottled
+from spillway.local import objects as o
+from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH
+
+NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+OLD = "i-0old0000000000000"
+GANG = {"group": "gpu", "region": "us-east-1", "count": 3, "gang": "ml/train", "mode": "rollback",
+        "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+UP = {"cluster": "prod", "plan_id": "p-1", "round": 1, "launch_timeout_seconds": 60,
+      "group": {"group": "gpu", "region": "us-east-1", "from": 1, "to": 3, "grow": True, "uncordon": []}}  # fmt: skip
+
+
+class World:
+    def __init__(self) -> None:
+        self.cloud = FakeCloud(cluster="prod")
+        raw = self.cloud.add_group("gpu", [OLD], max_size=10, instance_type="g5.xlarge")
+        raw["Tags"].append({"Key": TAG_ATOMIC_LAUNCH, "Value": "rollback", "PropagateAtLaunch": False})
+        self.kube = FakeCluster([o.node(f"node-{OLD}", instance=OLD)])
+        self.ledger = FakeLedger()
+        self.now = NOW
+        self.launched = 0
+        self.gang = gang.GangSteps(kube=self.kube, aws=self.cloud, ledger=self.ledger, cluster="prod",
+                                   clock=lambda: self.now)  # fmt: skip
+        settings = PlanSettings(planner=PlannerConfig(cluster="prod", regions=("us-east-1",)))
+        self.up = ScaleSteps(kube=self.kube, aws=self.cloud, ledger=self.ledger, snapshots=FakeSnapshots(),
+                             settings=settings, clock=lambda: self.now)  # fmt: skip
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self.cloud.groups[("us-east-1", "gpu")]
+
+    @property
+    def desired(self) -> int:
+        return int(self.raw["DesiredCapacity"])
+
+    @property
+    def instances(self) -> list[str]:
+        return sorted(i["InstanceId"] for i in self.raw["Instances"])
+
+    def asg_launches(self, n: int, ready: bool = True) -> list[str]:
+        """Auto Scaling fills ``n`` of the desired capacity: instances InService, their Nodes join."""
+        ids = []
+        for _ in range(n):
+            self.launched += 1
+            iid = f"i-0new{self.launched:014d}"
+            self.raw["Instances"].append({"InstanceId": iid, "LifecycleState": "InService",
+                                          "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+            self.cloud.dns[iid] = f"node-{iid}"
+            self.kube.nodes[f"node-{iid}"] = o.node(f"node-{iid}", instance=iid, ready=ready)
+            ids.append(iid)
+        return ids
+
+
+def test_a_scale_up_between_the_gangs_prepare_and_raise_is_kept_and_the_failed_gang_gives_back_only_its_own() -> (
+    None
+):
+    w = World()
+    gprep = w.gang.prepare(GANG)
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    assert w.desired == 3
+    w.gang.raise_desired({**GANG, "prep": gprep})
+    assert w.desired == 6  # 1 + the scale-up's 2 + the gang's 3: nothing lowered
+
+    ups = w.asg_launches(2)  # the scale-up claims first what launches first
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "ready"
+    gangs = w.asg_launches(3, ready=False)  # the gang's never become Ready
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "waiting"
+    w.now = NOW + timedelta(seconds=61)
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "timeout"
+
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+
+    assert sorted(out["terminated"]) == gangs
+    assert w.instances == sorted([OLD, *ups])  # the scale-up's nodes run on
+    assert w.desired == 3 and out["desired"] == 3  # 1 + the scale-up's 2
+
+
+def test_a_gang_raised_first_does_not_absorb_the_scale_up_and_its_back_off_gives_back_only_its_own() -> None:
+    w = World()
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})
+    uprep = w.up.prepare(UP)
+    assert uprep["set"] and uprep["count"] == 2  # live desired 4 >= to 3: still the plan's own 2
+    w.up.set_desired({**UP, "prep": uprep})
+    assert w.desired == 6
+
+    w.asg_launches(4)  # EC2 had room for 4 of the 5
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "ready"
+    gangs = w.gang.verify({**GANG, "prep": gprep})["instances"]
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout" and launch["ready"] == 1
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})
+
+    assert out["terminated"] == []  # its one instance runs a Ready Node: delivered, kept
+    assert set(gangs) <= set(w.instances) and len(w.instances) == 5  # the whole gang runs on
+    assert w.desired == 5 and out["desired"] == 5  # only the undelivered 1 given back
+
+
+def test_two_gangs_on_one_group_the_failed_one_leaves_the_other_whole() -> None:
+    w = World()
+    other = {**GANG, "gang": "ml/eval", "count": 2}
+    a, b = w.gang.prepare(GANG), w.gang.prepare(other)
+    w.gang.raise_desired({**GANG, "prep": a})
+    w.gang.raise_desired({**other, "prep": b})
+    assert w.desired == 6
+    w.asg_launches(2)
+    assert w.gang.verify({**other, "prep": b})["status"] == "ready"  # b claims the first two
+    w.now = NOW + timedelta(seconds=61)
+    verify = w.gang.verify({**GANG, "prep": a})
+    assert verify["status"] == "timeout"
+
+    out = w.gang.give_back({"state": {**GANG, "prep": a, "verify": verify}})
+
+    assert out["terminated"] == [] and len(w.instances) == 3  # b's two and the old one
+    assert w.desired == 3  # a's 3 never launched: exactly those given back
+
+
+def test_a_retried_raise_raises_once_and_a_failed_one_raises_on_the_retry() -> None:
+    w = World()
+    prep = w.gang.prepare(GANG)
+    w.cloud.fail("set_desired_capacity", AwsThrottled("Rate exceeded"), times=1)
+    with pytest.raises(AwsThrottled):
+        w.gang.raise_desired({**GANG, "prep": prep})
+    assert w.desired == 1
+
+    first = w.gang.raise_desired({**GANG, "prep": prep})  # Step Functions retries
+    again = w.gang.raise_desired({**GANG, "prep": prep})  # and again (the answer was lost)
+
+    assert w.desired == 4 and first["desired"] == again["desired"] == 4 and again["again"]
+    assert len(w.cloud.called("set_desired_capacity")) == 2  # the throttled call and one raise
+
+
+def test_a_retried_scale_up_raise_raises_once_relative_to_the_live_value() -> None:
+    w = World()
+    prep = w.up.prepare(UP)
+    w.raw["DesiredCapacity"] = 2  # somebody else raised meanwhile
+    w.up.set_desired({**UP, "prep": prep})
+    w.up.set_desired({**UP, "prep": prep})
+    assert w.desired == 4
+
+
+def test_a_raise_above_max_size_at_raise_time_raises_nothing_and_can_be_retried() -> None:
+    w = World()
+    prep = w.gang.prepare(GANG)
+    w.raw["DesiredCapacity"] = 9  # a scale-up took the room meanwhile
+    with pytest.raises(AsgLimitExceeded, match="above MaxSize 10"):
+        w.gang.raise_desired({**GANG, "prep": prep})
+    assert w.desired == 9 and w.ledger.claimed == {}
