@@ -7,7 +7,7 @@ m5.xlarge (3.9 CPU, 15 GiB allocatable, no GPU, $0.192/h). A GPU row gets 7.9 CP
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -388,3 +388,45 @@ def test_a_drain_naming_its_pods_kills_the_ones_it_left_out() -> None:
     world.drain(job.nodes[0].name, pods=("ml/other-0",))
     assert (world.counters.moves, world.counters.pods_killed, world.counters.unmovable_killed) == (0, 1, 0)
     assert job.state == "pending"
+
+
+def test_a_spot_group_is_spot_to_the_planner_and_running_pods_have_an_age() -> None:
+    world = World(
+        (GroupSpec("spot", "us-east-1", "p3.16xlarge", 0, 10, spot_rate=0.05),),
+        epoch=datetime(2026, 1, 1, tzinfo=UTC),
+        boot_seconds=120,
+        scheduler=SchedulerConfig("most-allocated"),
+        track_infos=True,
+    )
+    world.preprovision("spot", 1)
+    assert world.node_groups(timedelta(minutes=15))[0].spot
+    world.t = 300
+    _running(world, movable=True)
+    pod = next(iter(world.pod_infos.values()))
+    assert pod.started_at == datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+
+
+def test_consolidation_moves_a_movable_job_and_kills_nothing(tmp_path: Path) -> None:
+    # Two 7-GPU jobs of 10 minutes and two 1-GPU jobs of 5 hours (movable): two nodes, each left with
+    # one 1-GPU pod once the big jobs end. With consolidation, one of them moves and a node goes.
+    rows = ["0,600,,,7,1,ml,0", "0,18000,,,1,1,ml,0", "0,600,,,7,1,ml,0", "0,18000,,,1,1,ml,0"]
+    config = PlannerConfig(consolidation="when-underutilized")
+    results = {}
+    for fraction in (0.0, 1.0):
+        report = simulate(
+            SimConfig(
+                groups=(GPU,),
+                policies=("spillway",),
+                planner=config,
+                movable_fraction=fraction,
+                restart_penalty=600,
+                scheduler=SchedulerConfig("most-allocated"),
+            ),
+            read_trace(trace(tmp_path, rows)),
+        )
+        results[fraction] = report.results[0]
+    assert results[0.0].moves == 0 and results[0.0].unmovable_killed == 0
+    moved = results[1.0]
+    assert moved.moves >= 1 and moved.unmovable_killed == 0 and moved.pods_killed == 0
+    assert moved.node_hours < results[0.0].node_hours
+    assert moved.gpu_hours_lost == pytest.approx(moved.moves * 600 / 3600)

@@ -7,7 +7,8 @@ up), arrivals, one scheduling pass, then the tick if one falls there.
 
 Ticks are ``interval`` seconds apart, but a policy only decides at a tick where something it looks
 at changed since its last decision (``World.dirty``: a pod became pending or started, a node became idle
-or busy, a node joined or left, a launch failed; and, while pods are pending, any change of free room),
+or busy, a node joined or left, a launch failed; and, while pods are pending or the policy consolidates
+busy nodes, any change of free room),
 where its last decision acted, or where one of its own timers runs out (``Policy.wakeup``: an idle
 timer, a backoff, a cooldown). At any other tick it would see the same inputs and decide the same, so
 the loop skips it and per-tick work follows what changed. Between events nothing is computed at all.

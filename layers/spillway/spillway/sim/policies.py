@@ -87,9 +87,12 @@ class SpillwayPolicy:
         self.idle = timedelta(minutes=config.scale_down_idle_minutes)
         self.launch_delay = timedelta(minutes=config.scale_down_delay_after_launch_minutes)
         self.plans = 0
+        # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
+        # each node is past its launch delay, though nothing else changes.
+        self.consolidates = config.consolidation == "when-underutilized"
 
     def start(self, world: World) -> None:
-        return None
+        world.watch_room = self.consolidates
 
     def decide(self, world: World) -> None:
         self.plans += 1
@@ -121,6 +124,11 @@ class SpillwayPolicy:
             when = max(entry.idle_since + self.idle, world.at(node.ready_at) + self.launch_delay)
             if when > now:
                 due.append(when)
+        if self.consolidates:
+            for node in world.nodes.values():
+                when = world.at(node.ready_at) + self.launch_delay
+                if when > now:
+                    due.append(when)
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)

@@ -193,6 +193,8 @@ class SimGroup:
                 instance_ids=tuple(self.instances),
                 launch_failures=recent,
                 arn=f"arn:aws:autoscaling:{self.region}:{ACCOUNT}:autoScalingGroup:sim:autoScalingGroupName/{self.name}",
+                # what the spillway.io/capacity-type tag says of a Spot group
+                capacity_type="spot" if self.spec.spot_rate > 0 else "on-demand",
             )
             self._cached_key = key
         return self._cached
@@ -387,6 +389,7 @@ class World:
         self.running = 0
         self.done = 0
         self.dirty = False  # something the autoscaler would see changed since it last decided
+        self.watch_room = False  # the policy consolidates: room freed on a busy node is a change too
         self.counters = Counters()
         # job id -> (seconds pending, every time it was queued, to its last start; weight: its GPUs, >= 1)
         self.waits: dict[int, tuple[int, int]] = {}
@@ -651,7 +654,7 @@ class World:
             u[3] -= sreq[3]
             node.scores.clear()
             self.freed[node.name] = node
-            if not node.pods or pending_exist:
+            if not node.pods or pending_exist or self.watch_room:
                 self.dirty = True
             if self.track:
                 self.pod_infos.pop(key, None)
@@ -862,6 +865,7 @@ class World:
             unschedulable=node is None,
             pending_since=None if node else self.at(job.submit),
             safe_to_evict=sim_job.movable,
+            started_at=self.at(sim_job.start) if node else None,  # the pod's age: a cost of moving it
         )
 
     def _pending_infos(self, sim_job: SimJob) -> None:
