@@ -1,26 +1,48 @@
-"""Lower bounds on node-hours, computed from the trace alone.
+"""Lower bounds on node-hours and cost, computed from the trace alone, over every group's node type.
 
 Demand at time ``t`` is what the jobs running at ``t`` request when every job starts at its submit time
-and runs for its duration (no waiting at all). With ``cap`` a node's allocatable room:
+and runs for its duration (no waiting at all). For each resource ``r`` (GPUs, CPU, memory) the fleet
+offers node types with ``cap_g(r)`` allocatable room and ``price_g`` USD an hour:
 
-* the **step** lower bound is ``∫ ⌈demand(t) / cap⌉ dt`` over the dominant resource: at every instant no
-  fewer whole nodes can hold the demand, even with free migration of pods;
-* the **fluid** lower bound is ``∫ demand(t) / cap dt`` (for a GPU trace: requested GPU-time / GPUs a node);
-* the **peak** is ``max ⌈demand(t) / cap⌉``: what static provisioning for the peak keeps all the time.
+* the **step** lower bound on node-hours is ``∫ max_r ⌈demand_r(t) / max_g cap_g(r)⌉ dt``: at every
+  instant no fewer whole nodes can hold the demand of any one resource, even with free migration of
+  pods and the largest node type for each resource; the resource giving the maximum is the one that
+  binds at that step;
+* the **step** lower bound on cost is ``∫ max_r cost_r(t) dt`` where ``cost_r`` is the cheapest way to
+  hold ``demand_r`` with whole nodes when a single node type offers ``r`` (``⌈demand / cap⌉ * price``),
+  and its fluid form ``demand_r * min_g price_g / cap_g(r)`` when several do (a cheaper type could
+  take a remainder, so rounding up one type is not a bound there);
+* the **fluid** lower bound is ``∫ max_r demand_r(t) / max_g cap_g(r) dt``;
+* the **peak** is ``max`` of the step bound's nodes: what static provisioning for the peak keeps.
+
+With one node type (any number of groups of it) this is the single-type bound. With a mixed fleet
+(a CPU group and a GPU group) each resource is measured against the types that offer it: the GPUs'
+demand against the GPU nodes, so a CPU group listed first no longer makes the bound meaningless, and
+the cost bound weighs a $31 node and a $0.77 node for what they cost.
 
 No autoscaler can beat the step bound without moving running pods; the ratio of a policy's node-hours
-to it is the report's main figure.
+to it is the report's main figure. :mod:`spillway.sim.packers` gives what packing jobs without moving
+them reaches, with instant nodes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, Resources
 from spillway.sim.trace import Job
 
 BOUND_RESOURCES = (NVIDIA_GPU, CPU, MEMORY)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeType:
+    """A node type the fleet may launch: its allocatable room and its price (None: unknown)."""
+
+    name: str
+    allocatable: Resources
+    price: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,15 +54,63 @@ class Bounds:
     end: int  # the last job's end when every job starts at submit
     # (time, nodes by the step bound, demand in node units) at every change, for the chart
     series: tuple[tuple[int, int, float], ...]
-    resource: str  # the resource that dominated most often (the one the bound is about)
+    resource: str  # the resource that bound most often (the one the node bound is mostly about)
+    step_cost_usd: float | None = None  # None when a node type offering a demanded resource has no price
+    fluid_cost_usd: float | None = None
+    binding_hours: Mapping[str, float] | None = None  # hours each resource bound the node bound
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "resource": self.resource,
+            "step_node_hours": round(self.step_node_hours, 3),
+            "fluid_node_hours": round(self.fluid_node_hours, 3),
+            "step_cost_usd": None if self.step_cost_usd is None else round(self.step_cost_usd, 2),
+            "fluid_cost_usd": None if self.fluid_cost_usd is None else round(self.fluid_cost_usd, 2),
+            "peak_nodes": self.peak_nodes,
+            "binding_hours": {k: round(v, 3) for k, v in (self.binding_hours or {}).items()},
+            "hours": round(self.end / 3600, 3),
+        }
 
 
-def lower_bounds(jobs: Sequence[Job], capacity: Resources) -> Bounds:
-    """The step and fluid lower bounds and the peak, for nodes with ``capacity`` allocatable room."""
-    resources = [r for r in BOUND_RESOURCES if capacity.get(r, 0) > 0 and any(j.total(r) for j in jobs)]
-    caps = [capacity[r] for r in resources]
-    if not jobs or not resources:
-        return Bounds(0.0, 0.0, 0, 0, 0, (), resources[0] if resources else NVIDIA_GPU)
+@dataclass(frozen=True, slots=True)
+class _Offer:
+    """What the fleet offers of one resource."""
+
+    resource: str
+    max_cap: int  # the largest room a node type has of it
+    single: tuple[int, float] | None  # (room, price) when one node type alone offers it
+    usd_per_unit: float | None  # cheapest price per unit; None when a type offering it has no price
+
+
+def _offers(jobs: Sequence[Job], types: Sequence[NodeType]) -> list[_Offer]:
+    out = []
+    for r in BOUND_RESOURCES:
+        offering = [t for t in types if t.allocatable.get(r, 0) > 0]
+        if not offering or not any(j.total(r) for j in jobs):
+            continue
+        priced = all(t.price is not None for t in offering)
+        per_unit = (
+            min(t.price / t.allocatable[r] for t in offering if t.price is not None) if priced else None
+        )
+        distinct = {(t.allocatable[r], t.price) for t in offering}
+        single = None
+        if len(distinct) == 1 and priced:
+            cap, price = next(iter(distinct))
+            single = (cap, float(price or 0.0))
+        out.append(_Offer(r, max(t.allocatable[r] for t in offering), single, per_unit))
+    return out
+
+
+def lower_bounds(jobs: Sequence[Job], fleet: Sequence[NodeType] | Resources) -> Bounds:
+    """The step and fluid lower bounds (node-hours and USD) and the peak, for the fleet's node types.
+
+    ``fleet`` may be a single node type's allocatable room (a one-type fleet without prices).
+    """
+    types = [NodeType("", fleet)] if isinstance(fleet, Mapping) else list(fleet)
+    offers = _offers(jobs, types)
+    if not jobs or not offers:
+        return Bounds(0.0, 0.0, 0, 0, 0, (), offers[0].resource if offers else NVIDIA_GPU, 0.0, 0.0, {})
+    resources = [o.resource for o in offers]
     deltas: dict[int, list[int]] = {}
     for job in jobs:
         totals = [job.total(r) for r in resources]
@@ -50,33 +120,29 @@ def lower_bounds(jobs: Sequence[Job], capacity: Resources) -> Bounds:
                 slot[i] += sign * value
     times = sorted(deltas)
     demand = [0] * len(resources)
+    priced = all(o.usd_per_unit is not None for o in offers)
     step_seconds = 0
     fluid_seconds = 0.0
+    step_usd_seconds = 0.0
+    fluid_usd_seconds = 0.0
     peak = 0
     series: list[tuple[int, int, float]] = []
-    dominant_seconds = [0] * len(resources)
+    binding_seconds = [0] * len(resources)
     for i, t in enumerate(times):
         slot = deltas[t]
         for k in range(len(resources)):
             demand[k] += slot[k]
-        nodes = 0
-        fluid = 0.0
-        dominant = 0
-        for k, cap in enumerate(caps):
-            whole = -(-demand[k] // cap)
-            if whole > nodes:
-                nodes = whole
-            share = demand[k] / cap
-            if share > fluid:
-                fluid, dominant = share, k
+        nodes, fluid, binding, step_usd, fluid_usd = _at_step(offers, demand, priced)
         peak = max(peak, nodes)
         series.append((t, nodes, fluid))
         if i + 1 < len(times):
             dt = times[i + 1] - t
             step_seconds += nodes * dt
             fluid_seconds += fluid * dt
-            dominant_seconds[dominant] += dt
-    resource = resources[max(range(len(resources)), key=lambda k: dominant_seconds[k])]
+            step_usd_seconds += step_usd * dt
+            fluid_usd_seconds += fluid_usd * dt
+            binding_seconds[binding] += dt
+    most = max(range(len(resources)), key=lambda k: binding_seconds[k])
     return Bounds(
         step_node_hours=step_seconds / 3600,
         fluid_node_hours=fluid_seconds / 3600,
@@ -84,5 +150,31 @@ def lower_bounds(jobs: Sequence[Job], capacity: Resources) -> Bounds:
         start=times[0],
         end=times[-1],
         series=tuple(series),
-        resource=resource,
+        resource=resources[most],
+        step_cost_usd=step_usd_seconds / 3600 if priced else None,
+        fluid_cost_usd=fluid_usd_seconds / 3600 if priced else None,
+        binding_hours={r: s / 3600 for r, s in zip(resources, binding_seconds, strict=True)},
     )
+
+
+def _at_step(
+    offers: Sequence[_Offer], demand: Sequence[int], priced: bool
+) -> tuple[int, float, int, float, float]:
+    """Nodes, fluid nodes, binding resource index, USD an hour (step and fluid) for one demand vector."""
+    nodes = 0
+    fluid = 0.0
+    binding = 0
+    step_usd = 0.0
+    fluid_usd = 0.0
+    for k, offer in enumerate(offers):
+        d = demand[k]
+        whole = -(-d // offer.max_cap)
+        if whole > nodes:
+            nodes, binding = whole, k
+        fluid = max(fluid, d / offer.max_cap)
+        if priced and offer.usd_per_unit is not None:
+            share = d * offer.usd_per_unit
+            exact = -(-d // offer.single[0]) * offer.single[1] if offer.single is not None else share
+            step_usd = max(step_usd, exact)
+            fluid_usd = max(fluid_usd, share)
+    return nodes, fluid, binding, step_usd, fluid_usd

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import re
 import sys
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING
 from spillway.errors import InputError
 
 if TYPE_CHECKING:
+    from spillway.config import PlannerConfig
+    from spillway.sim.run import Report
     from spillway.sim.trace import Trace
     from spillway.sim.world import GroupSpec, Outage
 
@@ -40,9 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--group",
         action="append",
         default=[],
-        metavar="NAME:REGION[:TYPE[:MIN:MAX]]",
-        help="a node group (repeatable; the first region is the primary). Default: gpu-us-east-1 and "
-        "gpu-us-west-2, MinSize 0, MaxSize --max-nodes",
+        metavar="NAME:REGION[:TYPE[:MIN:MAX]][:spot=RATE/h][:price=USD]",
+        help="a node group (repeatable; the first region is the primary). spot=RATE/h: Spot instances "
+        "taken back at RATE interruptions per instance-hour; price=USD: its price per hour over the "
+        "table (e.g. the Spot price). Default: gpu-us-east-1 and gpu-us-west-2, MinSize 0, MaxSize --max-nodes",
     )
     p.add_argument("--max-nodes", type=int, default=1000, metavar="N", help="MaxSize of the default groups")
     p.add_argument("--node-boot-seconds", type=int, default=120, metavar="S", help="launch to Ready (120)")
@@ -80,6 +84,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="Spillway planner configuration, YAML or JSON, as for `spillway plan` (tenant limits: a "
         "tenant is a namespace, vc-<cluster> for Philly's virtual clusters)",
     )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=FILE",
+        help="one more Spillway run, spillway[LABEL], with the planner configuration in FILE (repeatable; "
+        "e.g. buffers of several sizes for --pareto)",
+    )
+    p.add_argument(
+        "--movable-fraction",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help='share of jobs (chosen by the seed) whose pods are marked safe-to-evict: "true" (0)',
+    )
+    p.add_argument(
+        "--restart-penalty",
+        type=float,
+        default=0.0,
+        metavar="MINUTES",
+        help="progress a job loses when a drain or a Spot interruption restarts it elsewhere (0)",
+    )
+    p.add_argument(
+        "--duration-noise",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="sigma of the lognormal factor on durations known beforehand (0; nothing reads them yet)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
     p.add_argument(
         "--price",
@@ -90,6 +123,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--chart", metavar="FILE", help="write a PNG chart of demand, capacity and the bound")
+    p.add_argument(
+        "--pareto", metavar="FILE", help="write a chart of cost against GPU-weighted p90 pending, every run"
+    )
     progress = p.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None)
     progress.add_argument("--no-progress", dest="progress", action="store_false")
@@ -115,8 +151,18 @@ def parse_groups(specs: list[str], instance_type: str | None, max_nodes: int) ->
     groups = []
     for spec in specs:
         parts = spec.split(":")
+        options = {}
+        while len(parts) > 2 and "=" in parts[-1]:
+            key, _, value = parts.pop().partition("=")
+            if key not in ("spot", "price") or key in options:
+                raise InputError(
+                    f"unknown or repeated option {key!r} (spot=RATE/h, price=USD)", field=f"--group {spec}"
+                )
+            options[key] = value
         if len(parts) not in (2, 3, 5) or not all(parts[:2]):
-            raise InputError("expected NAME:REGION[:TYPE[:MIN:MAX]]", field=f"--group {spec}")
+            raise InputError(
+                "expected NAME:REGION[:TYPE[:MIN:MAX]][:spot=RATE/h][:price=USD]", field=f"--group {spec}"
+            )
         name, region = parts[0], parts[1]
         gtype = parts[2] if len(parts) >= 3 and parts[2] else itype
         low, high = (0, max_nodes)
@@ -125,8 +171,68 @@ def parse_groups(specs: list[str], instance_type: str | None, max_nodes: int) ->
             high = _int_field(parts[4], "MAX", spec)
             if low > high:
                 raise InputError("MIN is above MAX", field=f"--group {spec}")
-        groups.append(GroupSpec(name, region, gtype, low, high))
+        rate = _rate(options["spot"], spec) if "spot" in options else 0.0
+        price = _usd(options["price"], spec) if "price" in options else None
+        groups.append(GroupSpec(name, region, gtype, low, high, rate, price))
     return tuple(groups)
+
+
+def _rate(text: str, spec: str) -> float:
+    """``0.05/h`` or ``0.05``: interruptions per instance-hour; ``1.2/d``: per instance-day."""
+    number, _, unit = text.partition("/")
+    scale = {"": 1.0, "h": 1.0, "d": 1 / 24}.get(unit)
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if scale is None or not math.isfinite(value) or value < 0:
+        raise InputError(
+            f"spot rate is not RATE/h (interruptions per instance-hour): {text!r}", field=f"--group {spec}"
+        )
+    return value * scale
+
+
+def _usd(text: str, spec: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"price is not USD an hour: {text!r}", field=f"--group {spec}")
+    return value
+
+
+def parse_variants(specs: list[str]) -> tuple[tuple[str, PlannerConfig], ...]:
+    """``LABEL=FILE``: a planner configuration file per extra Spillway run, labels unique."""
+    from spillway.config import load_config_file
+
+    out: list[tuple[str, PlannerConfig]] = []
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path or any(c in label for c in "[],"):
+            raise InputError(
+                "expected LABEL=FILE (a label without brackets or commas)", field=f"--variant {spec}"
+            )
+        if label in {seen for seen, _ in out}:
+            raise InputError(f"label {label!r} is used twice", field=f"--variant {spec}")
+        out.append((label, load_config_file(path)))  # ConfigurationError names the file and the field
+    return tuple(out)
+
+
+def write_pareto_chart(path: str, report: Report, trace_name: str) -> None:
+    try:
+        from spillway.sim.chart import write_pareto
+    except ImportError:
+        raise InputError("needs matplotlib: pip install 'spillway[sim]'", field="--pareto") from None
+    cfg = report.config
+    title = (
+        f"{trace_name}: cost against waiting, {cfg.boot_seconds} s boot, {cfg.interval} s interval, "
+        f"{cfg.movable_fraction:.0%} movable"
+    )
+    try:
+        write_pareto(path, report.results, report.bounds, report.packers, title)
+    except OSError as exc:
+        raise InputError(exc.strerror or "cannot be written", field=f"--pareto {path}") from None
 
 
 def parse_when(text: str, first_submit: datetime, spec: str) -> int:
@@ -215,24 +321,32 @@ def check_arguments(args: argparse.Namespace) -> None:
     if not any(p.strip() for p in args.policies.split(",")):
         raise InputError("names no policy (e.g. spillway,static)", field="--policies")
     if args.chart:
-        check_chart_path(args.chart)
+        check_chart_path(args.chart, "--chart")
+    if args.pareto:
+        check_chart_path(args.pareto, "--pareto")
+    if not 0.0 <= args.movable_fraction <= 1.0:
+        raise InputError(f"must be between 0 and 1, not {args.movable_fraction}", field="--movable-fraction")
+    if not math.isfinite(args.restart_penalty) or args.restart_penalty < 0:
+        raise InputError("must be a number of minutes, not negative", field="--restart-penalty")
+    if not math.isfinite(args.duration_noise) or args.duration_noise < 0:
+        raise InputError("must not be negative", field="--duration-noise")
 
 
-def check_chart_path(text: str) -> None:
+def check_chart_path(text: str, option: str = "--chart") -> None:
     """The chart's file must be writable where it is named, with a format we write, before the replay."""
     path = Path(text)
     if path.is_dir() or text.endswith(("/", os.sep)):
-        raise InputError("is a directory; name the chart file (e.g. out/chart.png)", field=f"--chart {text}")
+        raise InputError("is a directory; name the chart file (e.g. out/chart.png)", field=f"{option} {text}")
     if path.suffix.lower() not in CHART_FORMATS:
         raise InputError(
             f"unknown chart format {path.suffix or '(none)'!r}: name a {', '.join(CHART_FORMATS)} file",
-            field=f"--chart {text}",
+            field=f"{option} {text}",
         )
     parent = path.parent
     if not parent.is_dir():
-        raise InputError(f"no directory {str(parent)!r} to write the chart in", field=f"--chart {text}")
+        raise InputError(f"no directory {str(parent)!r} to write the chart in", field=f"{option} {text}")
     if not os.access(parent, os.W_OK):
-        raise InputError(f"directory {str(parent)!r} is not writable", field=f"--chart {text}")
+        raise InputError(f"directory {str(parent)!r} is not writable", field=f"{option} {text}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -256,6 +370,7 @@ def run(args: argparse.Namespace) -> int:
     if not trace.rows:
         raise InputError("no jobs in the trace", source=args.trace)
     groups = parse_groups(args.group, args.instance_type, args.max_nodes)
+    variants = parse_variants(args.variant)
     prices = dict(ON_DEMAND_USD_PER_HOUR)
     prices.update(parse_prices(args.price))
     config = SimConfig(
@@ -268,12 +383,18 @@ def run(args: argparse.Namespace) -> int:
         planner=planner,
         policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
         prices=prices,
+        movable_fraction=args.movable_fraction,
+        restart_penalty=round(args.restart_penalty * 60),
+        duration_noise=args.duration_noise,
+        variants=variants,
     )
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     try:
         report = simulate(config, trace, progress=show_progress)
     except SimError as exc:
         raise InputError(str(exc)) from None
+    if args.pareto:
+        write_pareto_chart(args.pareto, report, Path(args.trace).name)
     if args.chart:
         try:
             from spillway.sim.chart import write_chart
@@ -299,7 +420,7 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(sorted({g.instance_type for g in groups}))}, {config.scheduler.scoring} scoring, "
             f"{config.boot_seconds} s boot, {config.interval} s interval, seed {config.seed}\n"
         )
-        print(format_table(report.results, report.bounds))
+        print(format_table(report.results, report.bounds, packers=report.packers))
         for result in report.results:
             charged = any(t.node_hours is not None for t in result.tenants.values())
             if charged and (len(result.tenants) > 1 or planner.tenants):

@@ -1,12 +1,14 @@
 """The event loop: simulated time jumps from one thing happening to the next.
 
-Things that happen: a job arrives, a job completes, an instance finishes booting, an autoscaler tick.
+Things that happen: a job arrives, a job completes, an instance finishes booting, a Spot instance is
+taken back, an autoscaler tick.
 All events at one instant are handled together, in this order: completions and boots (capacity frees
 up), arrivals, one scheduling pass, then the tick if one falls there.
 
 Ticks are ``interval`` seconds apart, but a policy only decides at a tick where something it looks
 at changed since its last decision (``World.dirty``: a pod became pending or started, a node became idle
-or busy, a node joined or left, a launch failed; and, while pods are pending, any change of free room),
+or busy, a node joined or left, a launch failed; and, while pods are pending or the policy consolidates
+busy nodes, any change of free room),
 where its last decision acted, or where one of its own timers runs out (``Policy.wakeup``: an idle
 timer, a backoff, a cooldown). At any other tick it would see the same inputs and decide the same, so
 the loop skips it and per-tick work follows what changed. Between events nothing is computed at all.
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from spillway.sim.policies import Policy
 from spillway.sim.trace import Job
-from spillway.sim.world import BOOT, COMPLETE, SimJob, World, runnable
+from spillway.sim.world import BOOT, COMPLETE, INTERRUPT, SimJob, World, runnable
 
 # A replay stops this long after the last submit plus the longest duration, whatever is left.
 HORIZON_SLACK = 30 * 24 * 3600
@@ -88,6 +90,8 @@ def replay(
                 world.complete(sim_job, generation)
             elif kind == BOOT:
                 world.boot(payload)
+            elif kind == INTERRUPT:
+                world.interrupt(payload)
             handled += 1
         while next_arrival < count and sim_jobs[next_arrival].job.submit == t:
             world.arrive(sim_jobs[next_arrival])

@@ -69,24 +69,30 @@ class SpillwayPolicy:
 
     Its plan is carried out the way the act layer does: uncordon, raise desired capacities (a launch
     refused for capacity leaves a Failed activity the next plan sees, and backs the group off), drain
-    (cordon, evict, terminate with the desired capacity decremented; here at once, since the planner
-    only drains nodes without workload pods). The state the planner returns is passed to the next plan.
+    (cordon, evict, terminate with the desired capacity decremented; here at once). A drain of a node
+    that runs pods (consolidation) evicts them first: a movable job restarts elsewhere with the restart
+    penalty, an unmovable pod is killed and counted (:meth:`World.drain`). The state the planner returns
+    is passed to the next plan.
     """
 
     name = "spillway"
     reactive = True
     charges_tenants = True
 
-    def __init__(self, config: PlannerConfig) -> None:
+    def __init__(self, config: PlannerConfig, name: str = "spillway") -> None:
+        self.name = name
         self.config = config
         self.state = State()
         self.window = timedelta(minutes=config.launch_failure_backoff_minutes)
         self.idle = timedelta(minutes=config.scale_down_idle_minutes)
         self.launch_delay = timedelta(minutes=config.scale_down_delay_after_launch_minutes)
         self.plans = 0
+        # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
+        # each node is past its launch delay, though nothing else changes.
+        self.consolidates = config.consolidation == "when-underutilized"
 
     def start(self, world: World) -> None:
-        return None
+        world.watch_room = self.consolidates
 
     def decide(self, world: World) -> None:
         self.plans += 1
@@ -102,7 +108,11 @@ class SpillwayPolicy:
             world.set_desired(scale_up.group, scale_up.to_size, owners)
         for drain in result.drain:
             world.cordon(drain.node, "spillway")
-            world.terminate(drain.node)
+            if world.nodes[drain.node].pods:
+                # consolidation: evict (movable pods move), then terminate
+                world.drain(drain.node, getattr(drain, "pods", None) or None)
+            else:
+                world.terminate(drain.node)
 
     def wakeup(self, world: World) -> int | None:
         now = world.at(world.t)
@@ -114,6 +124,11 @@ class SpillwayPolicy:
             when = max(entry.idle_since + self.idle, world.at(node.ready_at) + self.launch_delay)
             if when > now:
                 due.append(when)
+        if self.consolidates:
+            for node in world.nodes.values():
+                when = world.at(node.ready_at) + self.launch_delay
+                if when > now:
+                    due.append(when)
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)

@@ -10,7 +10,13 @@
 * **utilisation**: resource-seconds requested by running pods over resource-seconds of every instance,
   for the measured resource (GPUs on a GPU trace, else CPU);
 * **actions/h**: SetDesiredCapacity calls (failed ones too), uncordons and node terminations, per hour;
-* **killed**: pods running on a node when it was terminated (each kills its job, which starts over).
+* **killed**: pods running on a node when it was terminated (each kills its job, which starts over),
+  and pods not marked movable that a drain evicted (**unmovable killed**: must stay 0);
+* **moves/job**: restarts elsewhere of movable jobs whose pods a drain evicted, over all jobs; jobs
+  restarted because their Spot node was interrupted are counted apart (**interrupted**);
+* **GPU-h lost**: GPU-hours of progress lost to restarts (moves and interruptions): the restart
+  penalty times the job's GPUs, each time;
+* **x cost bound**: cost over the step lower bound on cost (``spillway.sim.bounds``).
 
 Per tenant (a namespace: Philly's virtual clusters are ``vc-<name>``):
 
@@ -31,6 +37,7 @@ from typing import Any
 
 from spillway.sim.bounds import Bounds
 from spillway.sim.engine import Replay
+from spillway.sim.packers import PackerResult
 
 
 def percentile(samples: Sequence[tuple[int, int]], share: float) -> float:
@@ -92,6 +99,14 @@ class PolicyResult:
     hours: float
     wall_seconds: float
     tenants: dict[str, TenantResult] = field(default_factory=dict)
+    ratio_to_cost_bound: float | None = None
+    moves: int = 0
+    moves_per_job: float = 0.0
+    jobs_moved: int = 0
+    unmovable_killed: int = 0
+    interruptions: int = 0
+    interrupted_jobs: int = 0
+    gpu_hours_lost: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,8 +125,18 @@ class PolicyResult:
             "utilisation": None if self.utilisation is None else round(self.utilisation, 4),
             "actions": dict(self.actions),
             "actions_per_hour": round(self.actions_per_hour, 3),
+            "ratio_to_cost_bound": None
+            if self.ratio_to_cost_bound is None
+            else round(self.ratio_to_cost_bound, 4),
             "pods_killed_by_scale_down": self.pods_killed,
             "jobs_killed_by_scale_down": self.jobs_killed,
+            "unmovable_pods_killed": self.unmovable_killed,
+            "moves": self.moves,
+            "moves_per_job": round(self.moves_per_job, 4),
+            "jobs_moved": self.jobs_moved,
+            "spot_interruptions": self.interruptions,
+            "jobs_restarted_by_interruptions": self.interrupted_jobs,
+            "gpu_hours_lost_to_restarts": round(self.gpu_hours_lost, 3),
             "jobs_started": self.jobs_started,
             "jobs_never_started": self.jobs_unstarted,
             "decisions": self.decisions,
@@ -120,17 +145,19 @@ class PolicyResult:
         }
 
 
-def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float]) -> PolicyResult:
+def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> PolicyResult:
+    """What one replay measured; ``prices`` is USD an hour by group name (None: unknown)."""
     world = run.world
     counters = world.counters
     node_hours = sum(counters.node_seconds.values()) / 3600
     cost: float | None = 0.0
-    for itype, seconds in sorted(counters.node_seconds.items()):
-        if seconds and itype not in prices:
+    for group, seconds in sorted(counters.group_seconds.items()):
+        price = prices.get(group)
+        if seconds and price is None:
             cost = None
             break
         if cost is not None and seconds:
-            cost += seconds / 3600 * prices[itype]
+            cost += seconds / 3600 * (price or 0.0)
     plain = [(wait, 1) for wait, _ in world.waits.values()]
     weighted = list(world.waits.values())
     hours = run.end / 3600
@@ -168,6 +195,16 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float]) -> PolicyR
         hours=hours,
         wall_seconds=run.wall_seconds,
         tenants=measure_tenants(run),
+        ratio_to_cost_bound=cost / bounds.step_cost_usd
+        if cost is not None and bounds.step_cost_usd
+        else None,
+        moves=counters.moves,
+        moves_per_job=counters.moves / len(world.jobs) if world.jobs else 0.0,
+        jobs_moved=sum(1 for j in world.jobs if j.moves),
+        unmovable_killed=counters.unmovable_killed,
+        interruptions=counters.interruptions,
+        interrupted_jobs=counters.interrupted_jobs,
+        gpu_hours_lost=counters.lost_gpu_seconds / 3600,
     )
 
 
@@ -235,17 +272,26 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f}"
 
 
-def format_table(results: Sequence[PolicyResult], bounds: Bounds, *, timing: bool = True) -> str:
+def format_table(
+    results: Sequence[PolicyResult],
+    bounds: Bounds,
+    *,
+    timing: bool = True,
+    packers: Sequence[PackerResult] = (),
+) -> str:
     head = [
         "policy",
         "node-hours",
         "x bound",
         "cost $",
+        "x cost bound",
         "pending min p50/p90/p99",
         "GPU-weighted p50/p90/p99",
         "util",
         "actions/h",
         "killed",
+        "moves/job",
+        "GPU-h lost",
         "decisions",
     ]
     if timing:
@@ -257,11 +303,14 @@ def format_table(results: Sequence[PolicyResult], bounds: Bounds, *, timing: boo
             f"{r.node_hours:,.1f}",
             "-" if r.ratio_to_step_bound is None else f"{r.ratio_to_step_bound:.3f}",
             "-" if r.cost_usd is None else f"{r.cost_usd:,.0f}",
+            "-" if r.ratio_to_cost_bound is None else f"{r.ratio_to_cost_bound:.3f}",
             "/".join(_minutes(r.pending_seconds[k]) for k in ("p50", "p90", "p99")),
             "/".join(_minutes(r.pending_weighted_seconds[k]) for k in ("p50", "p90", "p99")),
             "-" if r.utilisation is None else f"{100 * r.utilisation:.1f}%",
             f"{r.actions_per_hour:.2f}",
             str(r.pods_killed),
+            f"{r.moves_per_job:.3f}",
+            f"{r.gpu_hours_lost:,.1f}",
             f"{r.decisions:,}",
         ]
         if timing:
@@ -275,10 +324,24 @@ def format_table(results: Sequence[PolicyResult], bounds: Bounds, *, timing: boo
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("")
+    usd = "" if bounds.step_cost_usd is None else f", ${bounds.step_cost_usd:,.0f}"
+    binding = ", ".join(f"{k} {v:,.1f} h" for k, v in (bounds.binding_hours or {}).items() if v)
     lines.append(
-        f"step lower bound {bounds.step_node_hours:,.1f} node-hours; fluid {bounds.fluid_node_hours:,.1f}; "
-        f"peak {bounds.peak_nodes} nodes; over {bounds.end / 3600:,.1f} h ({bounds.resource})"
+        f"step lower bound {bounds.step_node_hours:,.1f} node-hours{usd}; fluid {bounds.fluid_node_hours:,.1f}; "
+        f"peak {bounds.peak_nodes} nodes; over {bounds.end / 3600:,.1f} h (binding: {binding or bounds.resource})"
     )
+    for p in packers:
+        ratio = f"{p.node_hours / bounds.step_node_hours:.3f} x bound" if bounds.step_node_hours else "-"
+        cost = "" if p.cost_usd is None else f", ${p.cost_usd:,.0f}"
+        if p.cost_usd is not None and bounds.step_cost_usd:
+            cost += f" ({p.cost_usd / bounds.step_cost_usd:.3f} x cost bound)"
+        lines.append(
+            f"ideal {p.packer} (no boot, no moves): {p.node_hours:,.1f} node-hours ({ratio}){cost}; "
+            f"peak {p.peak_nodes} nodes"
+        )
+    for r in results:
+        if r.unmovable_killed:
+            lines.append(f"{r.policy}: {r.unmovable_killed} unmovable pod(s) killed by drains")
     unstarted = [r for r in results if r.jobs_unstarted]
     for r in unstarted:
         lines.append(f"{r.policy}: {r.jobs_unstarted} job(s) never started")

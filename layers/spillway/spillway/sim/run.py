@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -13,8 +15,9 @@ from typing import Any
 
 from spillway.config import PlannerConfig
 from spillway.model.resources import CPU, NVIDIA_GPU
-from spillway.sim.bounds import Bounds, lower_bounds
+from spillway.sim.bounds import Bounds, NodeType, lower_bounds
 from spillway.sim.engine import Replay, replay
+from spillway.sim.packers import PackerResult, pack
 from spillway.sim.policies import (
     ClusterAutoscalerPolicy,
     Ec2AutoscalerPolicy,
@@ -56,6 +59,12 @@ class SimConfig:
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     policies: tuple[str, ...] = POLICIES
     prices: Mapping[str, float] = field(default_factory=lambda: dict(ON_DEMAND_USD_PER_HOUR))
+    movable_fraction: float = 0.0  # share of jobs whose pods are marked safe-to-evict: "true"
+    restart_penalty: int = 0  # seconds of progress a job moved (or interrupted) loses
+    duration_noise: float = 0.0  # sigma of the lognormal factor on the durations known beforehand
+    # more Spillway runs, each with its own planner configuration: (label, config); run as spillway[label]
+    variants: tuple[tuple[str, PlannerConfig], ...] = ()
+    packers: bool = True  # also replay the ideal First Fit and Best Fit packers
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,8 @@ class Report:
     runs: tuple[Replay, ...]
     results: tuple[PolicyResult, ...]
     wall_seconds: float
+    packers: tuple[PackerResult, ...] = ()
+    movable_jobs: int = 0
 
     def to_dict(self, timing: bool = False) -> dict[str, Any]:
         """The report as JSON-able data; the same seed gives the same data, unless ``timing`` adds wall times."""
@@ -91,6 +102,8 @@ class Report:
                         "instance_type": g.instance_type,
                         "min": g.min_size,
                         "max": g.max_size,
+                        "spot_interruptions_per_hour": g.spot_rate,
+                        "price_usd_per_hour": g.price,
                     }
                     for g in cfg.groups
                 ],
@@ -100,18 +113,21 @@ class Report:
                 "score_resources": {name: weight for name, weight in cfg.scheduler.resources},
                 "outages": [{"group": o.group, "start": o.start, "end": o.end} for o in cfg.outages],
                 "seed": cfg.seed,
+                "movable_fraction": cfg.movable_fraction,
+                "movable_jobs": self.movable_jobs,
+                "restart_penalty_seconds": cfg.restart_penalty,
+                "duration_noise": cfg.duration_noise,
                 "planner": cfg.planner.model_dump(mode="json"),
+                "variants": {label: v.model_dump(mode="json") for label, v in cfg.variants},
             },
             "prices": {
                 "source": PRICE_SOURCE,
                 "usd_per_hour": {t: cfg.prices[t] for t in used_types if t in cfg.prices},
             },
-            "lower_bound": {
-                "resource": self.bounds.resource,
-                "step_node_hours": round(self.bounds.step_node_hours, 3),
-                "fluid_node_hours": round(self.bounds.fluid_node_hours, 3),
-                "peak_nodes": self.bounds.peak_nodes,
-                "hours": round(self.bounds.end / 3600, 3),
+            "lower_bound": self.bounds.to_dict(),
+            "ideal_packers": {
+                p.packer: p.to_dict(self.bounds.step_node_hours, self.bounds.step_cost_usd)
+                for p in self.packers
             },
             "policies": [r.to_dict() for r in self.results],
         }
@@ -127,6 +143,40 @@ def aligned_epoch(first_submit: datetime, interval: int) -> datetime:
     """The first submit, rounded down to a tick: ticks fall on multiples of the interval."""
     stamp = int(first_submit.timestamp())
     return datetime.fromtimestamp(stamp - stamp % interval, tz=UTC)
+
+
+def group_price(group: GroupSpec, prices: Mapping[str, float]) -> float | None:
+    """USD an hour of a group's instances: its own price (e.g. Spot), else the type's, else unknown."""
+    return group.price if group.price is not None else prices.get(group.instance_type)
+
+
+def fleet(config: SimConfig) -> list[NodeType]:
+    """Every distinct (node type, price) of the groups: what the bound and the packers may open."""
+    reserve = config.planner.node_reserve.as_resources()
+    out: dict[tuple[str, float | None], NodeType] = {}
+    for g in config.groups:
+        price = group_price(g, config.prices)
+        if (g.instance_type, price) not in out:
+            template = group_template(g, reserve, "sim")
+            out[(g.instance_type, price)] = NodeType(g.instance_type, template.allocatable, price)
+    return list(out.values())
+
+
+def mark_jobs(jobs: Sequence[Job], config: SimConfig) -> list[Job]:
+    """Jobs marked movable (exactly round(F x jobs) of them, chosen by the seed) and given noisy
+    known durations (the real one times a lognormal factor of median 1)."""
+    count = round(config.movable_fraction * len(jobs))
+    chosen = set(random.Random(f"movable/{config.seed}").sample(range(len(jobs)), count)) if count else set()
+    noise = random.Random(f"duration-noise/{config.seed}")
+    out = []
+    for i, job in enumerate(jobs):
+        expected = None
+        if config.duration_noise > 0:
+            expected = max(1, round(job.duration * math.exp(noise.gauss(0.0, config.duration_noise))))
+        if i in chosen or expected is not None:
+            job = replace(job, movable=i in chosen, expected=expected)
+        out.append(job)
+    return out
 
 
 def make_policy(name: str, config: SimConfig, planner: PlannerConfig, bounds: Bounds) -> Policy:
@@ -152,13 +202,22 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     template = group_template(primary, config.planner.node_reserve.as_resources(), "sim")
     epoch = aligned_epoch(trace.epoch, config.interval)
     shift = round((trace.epoch - epoch).total_seconds())
-    jobs = shifted(build_jobs(trace, template.allocatable), shift)
+    if not 0.0 <= config.movable_fraction <= 1.0:
+        raise SimError(f"movable fraction must be between 0 and 1, not {config.movable_fraction}")
+    if config.restart_penalty < 0 or config.duration_noise < 0:
+        raise SimError("restart penalty and duration noise must not be negative")
+    jobs = mark_jobs(shifted(build_jobs(trace, template.allocatable), shift), config)
     allocatables = [
         vector(group_template(g, config.planner.node_reserve.as_resources(), "sim").allocatable)
         for g in config.groups
     ]
     unrunnable = sum(1 for j in jobs if not runnable(j, allocatables))
-    bounds = lower_bounds([j for j in jobs if runnable(j, allocatables)], template.allocatable)
+    types = fleet(config)
+    runnable_jobs = [j for j in jobs if runnable(j, allocatables)]
+    bounds = lower_bounds(runnable_jobs, types)
+    packers = (
+        tuple(pack(runnable_jobs, types, p) for p in ("first-fit", "best-fit")) if config.packers else ()
+    )
     measure_resource = NVIDIA_GPU if any(j.gpus for j in jobs) else CPU
     regions: list[str] = list(config.planner.regions)
     for g in config.groups:
@@ -168,8 +227,15 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     outages = tuple(replace(o, start=o.start + shift, end=o.end + shift) for o in config.outages)
     bar = ProgressBar(max(bounds.end, 1)) if progress else None
     runs: list[Replay] = []
-    for name in config.policies:
-        policy = make_policy(name, config, planner, bounds)
+    variants = [(f"spillway[{label}]", v) for label, v in config.variants]
+    for name in [*config.policies, *(label for label, _ in variants)]:
+        if name in dict(variants):
+            variant = dict(variants)[name]
+            policy: Policy = SpillwayPolicy(
+                variant.model_copy(update={"regions": planner.regions, "cluster": "sim"}), name
+            )
+        else:
+            policy = make_policy(name, config, planner, bounds)
         world = World(
             config.groups,
             epoch=epoch,
@@ -178,8 +244,9 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
             outages=outages,
             reserve=planner.node_reserve.as_resources(),
             seed=config.seed,
-            track_infos=name == "spillway",
+            track_infos=isinstance(policy, SpillwayPolicy),
             measure=measure_resource,
+            restart_penalty=config.restart_penalty,
         )
         for group in config.groups:
             if group.min_size:
@@ -190,7 +257,8 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
         if bar is not None:
             bar.end(run.end)
         runs.append(run)
-    results = tuple(measure(run, bounds, config.prices) for run in runs)
+    prices = {g.name: group_price(g, config.prices) for g in config.groups}
+    results = tuple(measure(run, bounds, prices) for run in runs)
     return Report(
         config=config,
         trace=trace,
@@ -201,6 +269,8 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
         runs=tuple(runs),
         results=results,
         wall_seconds=time.perf_counter() - started,
+        packers=packers,
+        movable_jobs=sum(1 for j in jobs if j.movable),
     )
 
 

@@ -73,6 +73,8 @@ class Job:
     duration: int
     priority: int
     pods: tuple[Resources, ...]  # each pod's requests, milli-units, with the "pods" slot
+    movable: bool = False  # its pods are marked safe-to-evict: "true" (--movable-fraction)
+    expected: int | None = None  # the duration as it is known beforehand (--duration-noise), seconds
 
     @property
     def gpus(self) -> int:

@@ -35,7 +35,16 @@ others could not hold it and have not changed: kube-scheduler's queueing hints m
 **Gangs.** A job of several pods starts only when all of its pods are placed: they are placed
 together or not at all (all-or-nothing, as the scheduler-plugins Coscheduling plugin does with a
 PodGroup whose minMember is the job's size; without it, pods of a job would hold nodes while waiting
-for the rest). Pending time is measured from submit to the start of the whole job.
+for the rest). Pending time is measured from submit to the start of the whole job, plus, for a job
+restarted elsewhere, the time from each eviction to its next start.
+
+**Moves.** A drain of a node that runs pods (:meth:`World.drain`) evicts them and terminates the node.
+A job whose pods are marked movable (``safe-to-evict: "true"``, :attr:`SimJob.movable`) goes back to
+the queue and resumes elsewhere, its remaining time grown by ``restart_penalty`` (progress since its
+last checkpoint, and the restart itself); a pod not marked movable is killed, and counted. **Spot**:
+an instance of a group with an interruption rate is taken back after an exponentially distributed
+time (seeded) from its launch; its pods restart as moved ones do and the group launches a replacement
+(its desired capacity is unchanged), as an Auto Scaling group does.
 """
 
 from __future__ import annotations
@@ -73,7 +82,7 @@ ICE_MESSAGE = (
 )
 
 # Event kinds, in the order they are handled at one instant: capacity frees up before new work arrives.
-COMPLETE, BOOT, ARRIVE = 0, 1, 2
+COMPLETE, BOOT, ARRIVE, INTERRUPT = 0, 1, 2, 3
 
 Vector = tuple[int, int, int, int]
 
@@ -89,6 +98,8 @@ class GroupSpec:
     instance_type: str
     min_size: int = 0
     max_size: int = 1000
+    spot_rate: float = 0.0  # Spot interruptions per instance-hour (0: on-demand, never interrupted)
+    price: float | None = None  # USD an hour of its instances, over the price table (e.g. a Spot price)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +193,8 @@ class SimGroup:
                 instance_ids=tuple(self.instances),
                 launch_failures=recent,
                 arn=f"arn:aws:autoscaling:{self.region}:{ACCOUNT}:autoScalingGroup:sim:autoScalingGroupName/{self.name}",
+                # what the spillway.io/capacity-type tag says of a Spot group
+                capacity_type="spot" if self.spec.spot_rate > 0 else "on-demand",
             )
             self._cached_key = key
         return self._cached
@@ -243,17 +256,23 @@ class SimJob:
 
     __slots__ = (
         "attempted",
+        "expected",
         "generation",
         "job",
         "key",
+        "movable",
+        "moves",
         "nodes",
         "pod_keys",
         "pod_requests",
+        "queued",
+        "remaining",
         "reqs",
         "runnable",
         "sreqs",
         "start",
         "state",
+        "waited",
     )
 
     def __init__(self, job: Job) -> None:
@@ -276,6 +295,12 @@ class SimJob:
         self.start = -1
         self.nodes: list[SimNode] = []
         self.generation = 0
+        self.remaining = job.duration  # seconds it runs once started (a restart adds its penalty)
+        self.movable = job.movable  # its pods are marked safe-to-evict: "true" (the planner may move them)
+        self.moves = 0  # restarts elsewhere: evicted by a drain, or its node interrupted
+        self.expected = job.expected if job.expected is not None else job.duration  # --duration-noise
+        self.queued = job.submit  # when it last joined the queue
+        self.waited = 0  # seconds pending, over every time it was queued
 
 
 @dataclass(slots=True)
@@ -288,6 +313,11 @@ class Counters:
     uncordons: int = 0
     pods_killed: int = 0  # pods running on a node when it was terminated
     jobs_killed: int = 0
+    moves: int = 0  # jobs restarted elsewhere because a drain evicted a pod of theirs (movable ones)
+    unmovable_killed: int = 0  # pods not marked movable that a drain evicted (must stay 0)
+    interruptions: int = 0  # Spot instances taken back
+    interrupted_jobs: int = 0  # jobs restarted because their node was interrupted
+    lost_gpu_seconds: int = 0  # GPU-seconds of progress lost to restarts (penalty x GPUs)
     node_seconds: dict[str, int] = field(default_factory=dict)  # by instance type
     group_seconds: dict[str, int] = field(default_factory=dict)  # by group
     tenant_seconds: dict[str, int] = field(default_factory=dict)  # by the tenant that opened the node
@@ -313,6 +343,7 @@ class World:
         cluster: str = "sim",
         track_infos: bool = False,
         measure: str = NVIDIA_GPU,
+        restart_penalty: int = 0,
     ) -> None:
         if not groups:
             raise SimError("no node groups")
@@ -331,6 +362,8 @@ class World:
             template = group_template(spec, reserve, cluster)
             self.groups[spec.name] = SimGroup(spec, template, [o for o in outages if o.group == spec.name])
         self.rng = random.Random(seed)
+        self.spot_rng = random.Random(f"spot/{seed}")
+        self.restart_penalty = restart_penalty
         self.most = scheduler.scoring == "most-allocated"
         if scheduler.scoring not in ("least-allocated", "most-allocated"):
             raise SimError(f"unknown scoring strategy {scheduler.scoring!r}")
@@ -356,8 +389,9 @@ class World:
         self.running = 0
         self.done = 0
         self.dirty = False  # something the autoscaler would see changed since it last decided
+        self.watch_room = False  # the policy consolidates: room freed on a busy node is a change too
         self.counters = Counters()
-        # job id -> (seconds from submit to its last start, weight: its GPUs, at least 1)
+        # job id -> (seconds pending, every time it was queued, to its last start; weight: its GPUs, >= 1)
         self.waits: dict[int, tuple[int, int]] = {}
         self.alive = 0
         self.series: list[tuple[int, int]] = [(0, 0)]  # (time, instances alive) at every change
@@ -435,6 +469,9 @@ class World:
         group.instances[instance_id] = node
         self.counters.nodes_launched += 1
         self._alive(+1)
+        if group.spec.spot_rate > 0:
+            hours = self.spot_rng.expovariate(group.spec.spot_rate)
+            self.push(self.t + max(1, round(hours * 3600)), INTERRUPT, node)
         return node
 
     def _alive(self, delta: int) -> None:
@@ -475,20 +512,80 @@ class World:
             if key in node.pods:
                 self.counters.pods_killed += sum(1 for n in job.nodes if n is node)
                 self._kill(job)
-        del self.nodes[node_name]
-        self.order.remove(node)
-        self.freed.pop(node_name, None)
-        del group.instances[node.instance_id]
-        group.ready -= 1
+        self._remove(node)
         group.desired -= 1
         group.version += 1
         self.counters.nodes_terminated += 1
+
+    def drain(self, node_name: str, pods: Sequence[str] | None = None) -> None:
+        """A drain of a node that runs pods, as the drain state machine does it: evict, then terminate.
+
+        The pods of a job marked movable are evicted and the job restarts elsewhere (back to the queue,
+        its remaining time grown by the restart penalty: :meth:`_restart`). A pod not marked movable is
+        evicted all the same (a real drain would, once a PDB allows it) but counted as killed: a policy
+        that drains one breaks the rule it must keep, and the report shows it. ``pods``, when given, are
+        the pods the plan said it moves; a pod left out dies with the node, and counts as killed (as
+        unmovable killed too when it is not marked movable).
+        """
+        node = self.nodes.get(node_name)
+        if node is None:
+            raise SimError(f"no Ready node {node_name}")
+        if node.group.desired - 1 < node.group.spec.min_size:
+            raise SimError(f"terminating {node_name} would take {node.group.name} below MinSize")
+        for key, job in list(node.pods.items()):
+            if key not in node.pods:
+                continue  # a pod of a job already evicted from this node
+            if job.movable and (pods is None or key in pods):
+                self.counters.moves += 1
+            else:
+                killed = sum(1 for n in job.nodes if n is node)
+                self.counters.pods_killed += killed
+                if not job.movable:
+                    self.counters.unmovable_killed += killed
+            self._restart(job)
+        self.terminate(node_name)
+
+    def interrupt(self, node: SimNode) -> None:
+        """EC2 takes a Spot instance back: its pods restart elsewhere, and the group replaces it."""
+        group = node.group
+        if group.instances.get(node.instance_id) is not node:
+            return  # terminated before
+        self.counters.interruptions += 1
+        if node.ready:
+            for key, job in list(node.pods.items()):
+                if key in node.pods:
+                    self.counters.interrupted_jobs += 1
+                    self._restart(job)
+            self._remove(node)
+        else:
+            del group.instances[node.instance_id]
+            self._bill(node)
+            self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
+            self._alive(-1)
+        group.version += 1
+        self.dirty = True
+        if group.in_outage(self.t):  # no replacement: the group shrinks by one
+            group.desired = max(group.spec.min_size, group.desired - 1, len(group.instances))
+            return
+        replacement = self._launch(group)
+        replacement.batch = None
+        self.push(self.t + self.boot_seconds, BOOT, replacement)
+
+    def _remove(self, node: SimNode) -> None:
+        """A Ready node's instance is gone: out of the scheduler, billed up to now."""
+        del self.nodes[node.name]
+        self.order.remove(node)
+        self.freed.pop(node.name, None)
+        group = node.group
+        del group.instances[node.instance_id]
+        group.ready -= 1
+        group.version += 1
         self._bill(node)
         self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
         self._alive(-1)
         self.dirty = True
         if self.track:
-            self.node_infos.pop(node_name, None)
+            self.node_infos.pop(node.name, None)
 
     def _bill(self, node: SimNode) -> None:
         if node.tenant is None and node.batch:
@@ -527,6 +624,7 @@ class World:
 
     def arrive(self, sim_job: SimJob) -> None:
         sim_job.state = "pending"
+        sim_job.queued = self.t
         sim_job.attempted = False
         self.new_jobs.append(sim_job)
 
@@ -536,7 +634,7 @@ class World:
         sim_job.state = "done"
         self.running -= 1
         self.done += 1
-        self.counters.used_seconds += sim_job.job.duration * sim_job.job.total(RESOURCES[self.measure])
+        self.counters.used_seconds += (self.t - sim_job.start) * sim_job.job.total(RESOURCES[self.measure])
         self._release(sim_job)
 
     def _release(self, sim_job: SimJob) -> None:
@@ -556,7 +654,7 @@ class World:
             u[3] -= sreq[3]
             node.scores.clear()
             self.freed[node.name] = node
-            if not node.pods or pending_exist:
+            if not node.pods or pending_exist or self.watch_room:
                 self.dirty = True
             if self.track:
                 self.pod_infos.pop(key, None)
@@ -569,7 +667,22 @@ class World:
         self._release(sim_job)
         sim_job.generation += 1
         sim_job.start = -1
+        sim_job.remaining = sim_job.job.duration
         self.arrive(sim_job)  # back to the queue; it starts over
+        self.dirty = True
+
+    def _restart(self, sim_job: SimJob) -> None:
+        """The job's pods are evicted; it resumes elsewhere, ``restart_penalty`` seconds of progress lost."""
+        ran = self.t - sim_job.start
+        self.counters.used_seconds += ran * sim_job.job.total(RESOURCES[self.measure])
+        self.counters.lost_gpu_seconds += self.restart_penalty * sim_job.job.gpus
+        self.running -= 1
+        self._release(sim_job)
+        sim_job.moves += 1
+        sim_job.generation += 1
+        sim_job.start = -1
+        sim_job.remaining = sim_job.remaining - ran + self.restart_penalty
+        self.arrive(sim_job)
         self.dirty = True
 
     # -- the scheduler --
@@ -725,8 +838,9 @@ class World:
         sim_job.start = self.t
         self.running += 1
         weight = max(1, sim_job.job.gpus)
-        self.waits[sim_job.job.id] = (self.t - sim_job.job.submit, weight)
-        self.push(self.t + sim_job.job.duration, COMPLETE, (sim_job, sim_job.generation))
+        sim_job.waited += self.t - sim_job.queued
+        self.waits[sim_job.job.id] = (sim_job.waited, weight)
+        self.push(self.t + sim_job.remaining, COMPLETE, (sim_job, sim_job.generation))
         if self.track:
             for key, request, node in zip(sim_job.pod_keys, sim_job.pod_requests, chosen, strict=True):
                 self.pod_infos[key] = self._pod_info(sim_job, key, request, node.name)
@@ -750,7 +864,8 @@ class World:
             owner_name=job.name,
             unschedulable=node is None,
             pending_since=None if node else self.at(job.submit),
-            safe_to_evict=False,
+            safe_to_evict=sim_job.movable,
+            started_at=self.at(sim_job.start) if node else None,  # the pod's age: a cost of moving it
         )
 
     def _pending_infos(self, sim_job: SimJob) -> None:

@@ -1,0 +1,432 @@
+"""The simulator's bound over mixed fleets, its ideal packers, movable jobs, drains that evict, Spot.
+
+Hand-computed on tiny traces. Node types: p3.16xlarge (8 GPUs, 63.9 CPU allocatable, $24.48/h) and
+m5.xlarge (3.9 CPU, 15 GiB allocatable, no GPU, $0.192/h). A GPU row gets 7.9 CPU and 60 GiB a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from spillway.config import PlannerConfig
+from spillway.errors import InputError
+from spillway.planner import ScalingPlan
+from spillway.planner.types import Drain
+from spillway.sim import policies
+from spillway.sim.bounds import lower_bounds
+from spillway.sim.command import check_arguments, parse_groups
+from spillway.sim.packers import pack
+from spillway.sim.run import SimConfig, fleet, mark_jobs, simulate
+from spillway.sim.trace import Job, build_jobs, read_trace
+from spillway.sim.world import GroupSpec, SchedulerConfig, SimJob, World
+
+HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
+GPU = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10)
+CPU = GroupSpec("cpu", "us-east-1", "m5.xlarge", 0, 10)
+GIB = 2**30 * 1000
+
+
+def trace(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "trace.csv"
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    return path
+
+
+def jobs_of(tmp_path: Path, rows: list[str], config: SimConfig) -> list[Job]:
+    types = fleet(config)
+    gpu_type = next(t for t in types if t.name == "p3.16xlarge")
+    return build_jobs(read_trace(trace(tmp_path, rows)), gpu_type.allocatable)
+
+
+# -- the bound over every group, per resource, in node-hours and USD --
+
+MIXED_ROWS = ["0,3600,1,4,0,2,web,0", "0,3600,,,4,1,ml,0"]  # two 1-CPU 4-GiB pods; one 4-GPU pod
+
+
+def test_the_bound_of_a_mixed_fleet_counts_gpus_on_gpu_nodes(tmp_path: Path) -> None:
+    # CPU group listed first. Over [0, 3600): 4 GPUs -> 1 p3 node (the only GPU type); CPU 31.6 + 2 =
+    # 33.6 < 63.9 and memory 240 + 8 GiB fit one p3 too: 1 node-hour. Cost: the GPUs alone need a p3,
+    # $24.48; CPU and memory are offered by two types, so their fluid cost (at m5's cheaper rate) is
+    # the bound there: 33.6 CPU * 0.192 / 3.9 = $1.65 < $24.48.
+    config = SimConfig(groups=(CPU, GPU))
+    jobs = jobs_of(tmp_path, MIXED_ROWS, config)
+    bounds = lower_bounds(jobs, fleet(config))
+    assert bounds.step_node_hours == pytest.approx(1.0)
+    assert bounds.step_cost_usd == pytest.approx(24.48)
+    assert bounds.resource == "nvidia.com/gpu"
+    assert bounds.binding_hours == {"nvidia.com/gpu": 1.0, "cpu": 0.0, "memory": 0.0}
+    # The old bound, on the first group's node type alone, left the GPUs out and counted the GPU
+    # pod's 31.6 CPU and 240 GiB against m5.xlarge nodes: 17 nodes by memory.
+    old = lower_bounds(jobs, fleet(config)[0].allocatable)
+    assert old.step_node_hours == pytest.approx(17.0)
+
+
+def test_the_bound_of_one_node_type_is_the_single_type_bound(tmp_path: Path) -> None:
+    # Two groups of one type (two regions) give the bound one group gives: 13 GPUs -> 2 nodes.
+    rows = ["0,3600,,,8,1,ml,0", "0,3600,,,5,1,ml,0"]
+    two = SimConfig(groups=(GPU, GroupSpec("gpu-west", "us-west-2", "p3.16xlarge")))
+    jobs = jobs_of(tmp_path, rows, two)
+    bounds = lower_bounds(jobs, fleet(two))
+    single = lower_bounds(jobs, fleet(two)[0].allocatable)
+    assert bounds.step_node_hours == single.step_node_hours == pytest.approx(2.0)
+    assert bounds.step_cost_usd == pytest.approx(2 * 24.48)
+
+
+def test_a_memory_bound_step_names_memory() -> None:
+    # m5.xlarge alone: two pods of 1 CPU and 10 GiB: CPU needs 1 node, memory 2.
+    req = {"cpu": 1000, "memory": 10 * GIB, "pods": 1000}
+    job = Job(1, "j", "a", 0, 3600, 0, (req, req))
+    m5 = fleet(SimConfig(groups=(CPU,)))
+    bounds = lower_bounds([job], m5)
+    assert bounds.step_node_hours == pytest.approx(2.0)
+    assert bounds.resource == "memory"
+    assert bounds.step_cost_usd == pytest.approx(2 * 0.192)
+
+
+# -- ideal packers --
+
+
+def test_packers_open_the_cheapest_type_that_fits(tmp_path: Path) -> None:
+    # The CPU job (first row) opens the cheapest fitting type, an m5.xlarge; the GPU pod needs a p3:
+    # 2 node-hours, $24.672, where the bound is 1 node-hour and $24.48.
+    config = SimConfig(groups=(GPU, CPU))
+    jobs = jobs_of(tmp_path, MIXED_ROWS, config)
+    for name in ("first-fit", "best-fit"):
+        result = pack(jobs, fleet(config), name)
+        assert result.node_hours == pytest.approx(2.0)
+        assert result.cost_usd == pytest.approx(24.48 + 0.192)
+        assert result.nodes_opened == 2
+
+
+def test_best_fit_beats_first_fit_where_the_tightest_node_matters(tmp_path: Path) -> None:
+    # Every job ends at 3600. t=0: 3 GPUs -> N1 (5 free). t=1: 6 -> N2 (2 free). t=2: 2 GPUs: first
+    # fit takes N1 (3 left), best fit N2 (0 left). t=3: 5 GPUs: first fit opens N3, best fit fits N1.
+    rows = ["0,3600,,,3,1,a,0", "1,3599,,,6,1,a,0", "2,3598,,,2,1,a,0", "3,3597,,,5,1,a,0"]
+    config = SimConfig(groups=(GPU,))
+    jobs = jobs_of(tmp_path, rows, config)
+    first = pack(jobs, fleet(config), "first-fit")
+    best = pack(jobs, fleet(config), "best-fit")
+    assert first.node_hours == pytest.approx((3600 + 3599 + 3597) / 3600)
+    assert best.node_hours == pytest.approx((3600 + 3599) / 3600)
+    assert (first.peak_nodes, best.peak_nodes) == (3, 2)
+    # the bound: 3 GPUs on [0,1), then at most 16: 2 nodes
+    bounds = lower_bounds(jobs, fleet(config))
+    assert bounds.step_node_hours == pytest.approx((1 + 2 * 3599) / 3600)
+
+
+def test_the_report_carries_the_packers_and_the_cost_bound(tmp_path: Path) -> None:
+    report = simulate(
+        SimConfig(groups=(GPU,), policies=("spillway",)), read_trace(trace(tmp_path, ["0,3600,,,1,1,ml,0"]))
+    )
+    data = report.to_dict()
+    assert data["lower_bound"]["step_cost_usd"] == pytest.approx(24.48)
+    assert data["ideal_packers"]["first-fit"]["node_hours"] == pytest.approx(1.0)
+    assert data["ideal_packers"]["best-fit"]["ratio_to_step_bound"] == pytest.approx(1.0)
+    result = report.results[0]
+    assert result.ratio_to_cost_bound == pytest.approx(3720 / 3600)
+
+
+# -- movable jobs --
+
+
+def test_a_seeded_fraction_of_jobs_is_movable_and_their_pods_say_so() -> None:
+    req = {"nvidia.com/gpu": 1000, "pods": 1000}
+    jobs = [Job(i, f"j{i}", "a", i, 60, 0, (req,)) for i in range(10)]
+    marked = mark_jobs(jobs, SimConfig(movable_fraction=0.3, seed=7))
+    again = mark_jobs(jobs, SimConfig(movable_fraction=0.3, seed=7))
+    assert sum(j.movable for j in marked) == 3
+    assert [j.movable for j in marked] == [j.movable for j in again]
+    assert [j.movable for j in marked] != [
+        j.movable for j in mark_jobs(jobs, SimConfig(movable_fraction=0.3))
+    ]
+    world = _world(nodes=1, track=True)
+    sim_job = SimJob(next(j for j in marked if j.movable))
+    world.arrive(sim_job)
+    world.schedule()
+    pod = next(iter(world.pod_infos.values()))
+    assert pod.safe_to_evict is True  # the planner reads safe-to-evict: "true"
+
+
+def test_duration_noise_is_kept_as_the_known_duration() -> None:
+    req = {"nvidia.com/gpu": 1000, "pods": 1000}
+    jobs = [Job(i, f"j{i}", "a", 0, 3600, 0, (req,)) for i in range(50)]
+    noisy = mark_jobs(jobs, SimConfig(duration_noise=0.5))
+    assert all(j.expected is not None and j.expected > 0 for j in noisy)
+    assert len({j.expected for j in noisy}) > 10
+    assert all(j.duration == 3600 for j in noisy)  # the real durations do not change
+    assert all(j.expected is None for j in mark_jobs(jobs, SimConfig()))
+
+
+# -- drains that evict --
+
+
+def _world(nodes: int = 2, penalty: int = 0, track: bool = False) -> World:
+    world = World(
+        (GPU,),
+        epoch=datetime(2026, 1, 1, tzinfo=UTC),
+        boot_seconds=120,
+        scheduler=SchedulerConfig("most-allocated"),
+        restart_penalty=penalty,
+        track_infos=track,
+    )
+    world.preprovision("gpu", nodes)
+    return world
+
+
+def _running(world: World, movable: bool, gpus: int = 4, duration: int = 3600) -> SimJob:
+    request = {"cpu": 7900 * gpus, "memory": 60 * GIB * gpus, "nvidia.com/gpu": 1000 * gpus, "pods": 1000}
+    sim_job = SimJob(Job(1, "job-1", "ml", 0, duration, 0, (request,), movable=movable))
+    world.jobs.append(sim_job)
+    world.arrive(sim_job)
+    world.schedule()
+    assert sim_job.state == "running"
+    return sim_job
+
+
+def test_a_drain_moves_a_movable_job_which_resumes_with_the_penalty() -> None:
+    # Started at 0 for 3600 s; drained at 600 with a 600 s penalty: 3000 s left + 600 = 3600 s more,
+    # on the other node from 600: done at 4200. 4 GPUs x 600 s lost = 2400 GPU-seconds.
+    world = _world(penalty=600)
+    job = _running(world, movable=True)
+    first = job.nodes[0]
+    world.t = 600
+    world.drain(first.name)
+    assert job.state == "pending" and job.moves == 1
+    world.schedule()
+    assert job.state == "running" and job.nodes[0] is not first
+    assert (world.counters.moves, world.counters.unmovable_killed, world.counters.pods_killed) == (1, 0, 0)
+    assert world.counters.lost_gpu_seconds == 4 * 600
+    completion = [e for e in world.events if e[3] == (job, job.generation)]
+    assert completion[0][0] == 4200
+    assert first.name not in world.nodes and world.groups["gpu"].desired == 1
+
+
+def test_a_drain_of_an_unmovable_pod_is_counted_as_killed() -> None:
+    world = _world()
+    job = _running(world, movable=False)
+    world.t = 600
+    world.drain(job.nodes[0].name)
+    assert world.counters.unmovable_killed == 1
+    assert world.counters.pods_killed == 1
+    assert world.counters.moves == 0
+
+
+def _plan_draining(node: str) -> ScalingPlan:
+    return ScalingPlan(
+        drain=(Drain(node=node, instance_id="i-x", group="gpu", region="us-east-1", reason="x"),)
+    )
+
+
+def test_spillway_policy_carries_out_a_drain_of_a_busy_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = _world(track=True)
+    job = _running(world, movable=True)
+    node = job.nodes[0].name
+    monkeypatch.setattr(policies, "plan", lambda *args: _plan_draining(node))
+    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    assert node not in world.nodes
+    assert world.counters.moves == 1 and world.counters.unmovable_killed == 0
+
+
+def test_spillway_policy_draining_an_unmovable_pod_breaks_the_invariant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What the report checks: a drain that evicts a pod not marked movable shows as unmovable killed.
+    world = _world(track=True)
+    job = _running(world, movable=False)
+    node = job.nodes[0].name
+    monkeypatch.setattr(policies, "plan", lambda *args: _plan_draining(node))
+    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    assert world.counters.unmovable_killed == 1
+
+
+def test_the_planner_kills_no_unmovable_pod_with_half_the_jobs_movable(tmp_path: Path) -> None:
+    rows = [f"{60 * i},{600 + 300 * (i % 7)},,,{1 + i % 4},1,ml,0" for i in range(40)]
+    report = simulate(
+        SimConfig(groups=(GPU,), policies=("spillway",), movable_fraction=0.5, restart_penalty=600),
+        read_trace(trace(tmp_path, rows)),
+    )
+    result = report.results[0]
+    assert report.movable_jobs == 20
+    assert result.unmovable_killed == 0 and result.pods_killed == 0
+    assert result.jobs_started == 40
+
+
+# -- Spot --
+
+
+def test_spot_instances_are_interrupted_replaced_and_their_jobs_restarted(tmp_path: Path) -> None:
+    # Ten interruptions an instance-hour: the 2-hour jobs on a Spot group are interrupted many times;
+    # each restart loses the 5-minute penalty, the group replaces every instance it lost.
+    spot = GroupSpec("spot", "us-east-1", "p3.16xlarge", 0, 10, spot_rate=10.0, price=7.5)
+    rows = ["0,7200,,,8,1,ml,0", "0,7200,,,8,1,ml,0"]
+    report = simulate(
+        SimConfig(groups=(spot,), policies=("cluster-autoscaler",), restart_penalty=300),
+        read_trace(trace(tmp_path, rows)),
+    )
+    result = report.results[0]
+    counters = report.runs[0].world.counters
+    assert result.interruptions > 0 and result.interrupted_jobs > 0
+    assert result.gpu_hours_lost == pytest.approx(result.interrupted_jobs * 8 * 300 / 3600)
+    assert result.jobs_started == 2 and result.jobs_unstarted == 0
+    assert counters.nodes_launched >= 2 + result.interruptions - 1
+    assert result.moves == 0  # interruptions are not moves
+    assert result.cost_usd == pytest.approx(result.node_hours * 7.5)
+
+
+def test_spot_draws_follow_the_seed(tmp_path: Path) -> None:
+    spot = GroupSpec("spot", "us-east-1", "p3.16xlarge", 0, 10, spot_rate=2.0)
+    rows = ["0,7200,,,8,1,ml,0"]
+
+    def interruptions(seed: int) -> int:
+        config = SimConfig(groups=(spot,), policies=("spillway",), seed=seed)
+        return simulate(config, read_trace(trace(tmp_path, rows))).results[0].interruptions
+
+    assert interruptions(3) == interruptions(3)
+
+
+# -- flags --
+
+
+def test_group_spot_form_is_parsed() -> None:
+    groups = parse_groups(
+        [
+            "gpu:us-east-1:p3.16xlarge",
+            "spot:us-east-1:p3.16xlarge:0:50:spot=0.05/h:price=7.34",
+            "s2:us-west-2:spot=1.2/d",
+        ],
+        None,
+        1000,
+    )
+    assert (groups[0].spot_rate, groups[0].price) == (0.0, None)
+    assert (groups[1].spot_rate, groups[1].price, groups[1].max_size) == (0.05, 7.34, 50)
+    assert groups[2].spot_rate == pytest.approx(0.05)
+    assert groups[2].instance_type == "p3.16xlarge"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("s:us-east-1:p3.16xlarge:spot=often", "spot rate"),
+        ("s:us-east-1:p3.16xlarge:spot=-1/h", "spot rate"),
+        ("s:us-east-1:p3.16xlarge:price=x", "price"),
+        ("s:us-east-1:p3.16xlarge:colour=red", "unknown or repeated option"),
+    ],
+)
+def test_bad_group_options_name_the_group(spec: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as caught:
+        parse_groups([spec], None, 1000)
+    assert caught.value.field == f"--group {spec}"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("movable_fraction", 1.5),
+        ("movable_fraction", -0.1),
+        ("restart_penalty", -1.0),
+        ("duration_noise", -1.0),
+    ],
+)
+def test_bad_move_flags_are_refused_before_the_replay(flag: str, value: float) -> None:
+    import argparse
+
+    from spillway.sim.command import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["t.csv"])
+    setattr(args, flag, value)
+    with pytest.raises(InputError) as caught:
+        check_arguments(args)
+    assert caught.value.field == "--" + flag.replace("_", "-")
+
+
+def test_variants_and_the_pareto_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    from spillway.cli import main
+
+    config = tmp_path / "idle.yaml"
+    config.write_text("scale_down_idle_minutes: 1\n")
+    chart = tmp_path / "pareto.png"
+    path = trace(tmp_path, ["0,3600,,,1,1,ml,0", "4000,600,,,1,1,ml,0"])
+    code = main(
+        [
+            "simulate",
+            str(path),
+            "--group",
+            "gpu:us-east-1:p3.16xlarge",
+            "--policies",
+            "spillway,cluster-autoscaler",
+            "--variant",
+            f"idle1={config}",
+            "--movable-fraction",
+            "0.5",
+            "--restart-penalty",
+            "10",
+            "--pareto",
+            str(chart),
+            "--json",
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    assert chart.read_bytes()[:4] == b"\x89PNG"
+    data = json.loads(capsys.readouterr().out)
+    assert [p["policy"] for p in data["policies"]] == ["spillway", "cluster-autoscaler", "spillway[idle1]"]
+    assert data["config"]["variants"]["idle1"]["scale_down_idle_minutes"] == 1
+    assert data["config"]["movable_jobs"] == 1 and data["config"]["restart_penalty_seconds"] == 600
+
+
+def test_a_drain_naming_its_pods_kills_the_ones_it_left_out() -> None:
+    world = _world()
+    job = _running(world, movable=True)
+    world.t = 600
+    world.drain(job.nodes[0].name, pods=("ml/other-0",))
+    assert (world.counters.moves, world.counters.pods_killed, world.counters.unmovable_killed) == (0, 1, 0)
+    assert job.state == "pending"
+
+
+def test_a_spot_group_is_spot_to_the_planner_and_running_pods_have_an_age() -> None:
+    world = World(
+        (GroupSpec("spot", "us-east-1", "p3.16xlarge", 0, 10, spot_rate=0.05),),
+        epoch=datetime(2026, 1, 1, tzinfo=UTC),
+        boot_seconds=120,
+        scheduler=SchedulerConfig("most-allocated"),
+        track_infos=True,
+    )
+    world.preprovision("spot", 1)
+    assert world.node_groups(timedelta(minutes=15))[0].spot
+    world.t = 300
+    _running(world, movable=True)
+    pod = next(iter(world.pod_infos.values()))
+    assert pod.started_at == datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+
+
+def test_consolidation_moves_a_movable_job_and_kills_nothing(tmp_path: Path) -> None:
+    # Two 7-GPU jobs of 10 minutes and two 1-GPU jobs of 5 hours (movable): two nodes, each left with
+    # one 1-GPU pod once the big jobs end. With consolidation, one of them moves and a node goes.
+    rows = ["0,600,,,7,1,ml,0", "0,18000,,,1,1,ml,0", "0,600,,,7,1,ml,0", "0,18000,,,1,1,ml,0"]
+    config = PlannerConfig(consolidation="when-underutilized")
+    results = {}
+    for fraction in (0.0, 1.0):
+        report = simulate(
+            SimConfig(
+                groups=(GPU,),
+                policies=("spillway",),
+                planner=config,
+                movable_fraction=fraction,
+                restart_penalty=600,
+                scheduler=SchedulerConfig("most-allocated"),
+            ),
+            read_trace(trace(tmp_path, rows)),
+        )
+        results[fraction] = report.results[0]
+    assert results[0.0].moves == 0 and results[0.0].unmovable_killed == 0
+    moved = results[1.0]
+    assert moved.moves >= 1 and moved.unmovable_killed == 0 and moved.pods_killed == 0
+    assert moved.node_hours < results[0.0].node_hours
+    assert moved.gpu_hours_lost == pytest.approx(moved.moves * 600 / 3600)
