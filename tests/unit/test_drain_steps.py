@@ -762,7 +762,7 @@ def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_through_the_functio
         "AutoScaling.ThrottlingException",
     }
     assert retry["JitterStrategy"] == "FULL"
-    choice = states["ShouldTerminate"]["Choices"][1]
+    choice = states["ShouldTerminate"]["Choices"][2]
     assert choice == {
         "Variable": "$.drain.region",
         "StringEquals": "${HomeRegion}",
