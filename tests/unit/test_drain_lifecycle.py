@@ -6,12 +6,14 @@ completes the group's terminate hooks for it. On the Kubernetes API emulator and
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from test_drain_steps import CLUSTER, INSTANCE, NODE, Rig, rig  # noqa: F401 (the fixture)
 
-from spillway.act.drain import RAISES, run_action
+from spillway.act.drain import RAISES, parse_request, run_action
 from spillway.errors import InvalidDrainRequest, LifecycleActionPending
 from spillway.model.drain import Drain
 from spillway.model.k8s import CORDONED_BY_SPILLWAY
@@ -169,3 +171,9 @@ def test_completing_its_own_action_waits_until_the_instance_waits_and_is_a_no_op
         rig.drainer.complete_lifecycle(drain)
     assert LifecycleActionPending in RAISES["complete_lifecycle"]
     assert rig.cloud.completed == []
+
+
+def test_the_sample_lifecycle_drain_request_parses() -> None:
+    raw = json.loads((Path(__file__).resolve().parents[2] / "events/drain-node-lifecycle.json").read_text())
+    request = parse_request(raw)
+    assert request.lifecycle is not None and request.lifecycle.heartbeat_seconds == 300
