@@ -55,6 +55,8 @@ def request(**kw: Any) -> dict[str, Any]:
         ({"lifecycle": lifecycle(result="ABANDON")}, "lifecycle.result"),
         ({"group": None}, "group"),
         ({"consolidation": True, "force": False}, "lifecycle"),
+        ({"poll_seconds": 101}, "poll_seconds"),  # a round (and a heartbeat) at least every 100 s of 300
+        ({"deadline_seconds": 30_000}, "deadline_seconds"),  # past 100 heartbeat timeouts
     ],
 )
 def test_bad_or_missing_hook_details_are_refused_naming_the_field_and_nothing_changes(

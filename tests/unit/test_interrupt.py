@@ -439,6 +439,7 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert {s["Sid"]: s["Action"] for s in statements} == {
         "WriteBackoffItemsOnly": "dynamodb:PutItem",
         "StartDrainNodeOnly": "states:StartExecution",
+        "ReadLifecycleHooks": "autoscaling:DescribeLifecycleHooks",  # a hook's HeartbeatTimeout
     }
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
@@ -455,3 +456,27 @@ def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backe
     rig.handle(sample("interrupt-spot-warning.json"))
     backed = sorted(g for g, _, _ in rig.ledger.backoffs)
     assert "mixed-a" not in backed and "pool#us-east-1a/g5.xlarge" in backed
+
+
+def test_only_the_drain_function_completes_lifecycle_actions_and_only_on_the_clusters_groups() -> None:
+    from spillway.local.cfn import load_template
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    _, _, policies = res["Fn::ForEach::ClusterGroups"]
+    policy = policies["AsgLifecyclePolicy&{Cluster}"]["Properties"]
+    assert policy["Roles"] == [{"Ref": "DrainFunctionRole"}]
+    [statement] = policy["PolicyDocument"]["Statement"]
+    assert sorted(statement["Action"]) == [
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+    ]
+    assert statement["Condition"] == {
+        "Null": {
+            "autoscaling:ResourceTag/k8s.io/cluster-autoscaler/enabled": "false",
+            "autoscaling:ResourceTag/k8s.io/cluster-autoscaler/${Cluster}": "false",
+        }
+    }
+    read = res["AsgReadPolicy"]["Properties"]["PolicyDocument"]["Statement"][0]["Action"]
+    assert "autoscaling:DescribeLifecycleHooks" in read  # the drain's own terminations read the hooks
+    granted = json.dumps({k: v for k, v in res.items() if k != "Fn::ForEach::ClusterGroups"})
+    assert "CompleteLifecycleAction" not in granted and "RecordLifecycleActionHeartbeat" not in granted

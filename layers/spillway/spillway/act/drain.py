@@ -67,6 +67,7 @@ from spillway.errors import (
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.cluster import PodInfo, instance_id_from_provider_id
 from spillway.model.drain import (
+    GLOBAL_TIMEOUT_SECONDS,
     LIFECYCLE_CONTINUE,
     LIST_LIMIT,
     MAX_BUSY_DEADLINE_SECONDS,
@@ -76,6 +77,7 @@ from spillway.model.drain import (
     Action,
     Drain,
     DrainRequest,
+    LifecycleAction,
     Placement,
     PodVerdict,
     parse_iso,
@@ -462,6 +464,27 @@ def _lifecycle_refusal(request: DrainRequest) -> Refusal:
         return InvalidDrainRequest(
             "a consolidation chooses its nodes; a lifecycle action's node is chosen by its group",
             field="lifecycle",
+        )
+    return _heartbeat_refusal(request.lifecycle, request)
+
+
+def _heartbeat_refusal(lifecycle: LifecycleAction, request: DrainRequest) -> Refusal:
+    """Heartbeats go with eviction rounds: a round at least every third of the HeartbeatTimeout, and no
+    drain past the hook's global timeout (48 hours or 100 heartbeat timeouts, whichever is smaller)."""
+    heartbeat = lifecycle.heartbeat_seconds
+    if request.poll_seconds > heartbeat // 3:
+        return InvalidDrainRequest(
+            f"at most {heartbeat // 3} with a lifecycle action whose HeartbeatTimeout is {heartbeat} s "
+            f"(a heartbeat goes with an eviction round), got {request.poll_seconds}",
+            field="poll_seconds",
+        )
+    ceiling = min(GLOBAL_TIMEOUT_SECONDS, 100 * heartbeat)
+    if request.deadline_seconds >= ceiling:
+        return InvalidDrainRequest(
+            f"below {ceiling} with a lifecycle action whose HeartbeatTimeout is {heartbeat} s (the hook's "
+            f"global timeout, after which its DefaultResult applies whatever the heartbeats), got "
+            f"{request.deadline_seconds}",
+            field="deadline_seconds",
         )
     return None
 

@@ -30,6 +30,7 @@ MAX_EXPECTED_PODS = 1_000  # a consolidation's pods to move (a node runs at most
 MIN_HEARTBEAT_SECONDS = 30
 MAX_HEARTBEAT_SECONDS = 7_200
 LIFECYCLE_CONTINUE = "CONTINUE"
+GLOBAL_TIMEOUT_SECONDS = 172_800  # a lifecycle action waits at most 48 h (or 100 heartbeat timeouts)
 
 
 def parse_iso(text: str) -> datetime:
