@@ -908,15 +908,16 @@ class Drainer:
         skip the group's other terminate hooks, or retain the instance where the group's instance
         lifecycle policy says so), so the compensation completes the action with CONTINUE at once and
         leaves the cordon and taint: nothing may be scheduled on a node that is going away."""
-        done = self._complete(drain, drain.lifecycle.hook, drain.lifecycle.token) if drain.lifecycle else {}
+        assert drain.lifecycle is not None
+        done = self._complete(drain, drain.lifecycle.hook, drain.lifecycle.token)
+        how = "completed with CONTINUE" if done["result"] else "its action no longer waited"
         return {
             "untainted": False,
             "uncordoned": False,
             "lifecycle": done,
             "note": (
-                f"the group is terminating {drain.instance_id} (lifecycle hook "
-                f"{drain.lifecycle.hook if drain.lifecycle else '?'}, completed with CONTINUE): the node stays "
-                "cordoned and its remaining pods go with it"
+                f"the group is terminating {drain.instance_id} (lifecycle hook {drain.lifecycle.hook}, "
+                f"{how}): the node stays cordoned and its remaining pods go with it"
             ),
         }
 
