@@ -17,6 +17,7 @@ from spillway.errors import (
     AwsError,
     InstanceNotFound,
     KubeConflict,
+    LifecycleActionNotFound,
     NodeNotFound,
     ObjectNotFound,
     PodNotFound,
@@ -35,7 +36,7 @@ from spillway.model.act import (
     format_key,
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
-from spillway.model.drain import Placement
+from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
@@ -310,6 +311,11 @@ class FakeCloud(Recorder):
         self.fleet_state = "running"  # the state fleet instances start in
         self.fleets: list[FleetRequest] = []
         self.subnets: dict[str, str] = {}  # subnet id -> its Availability Zone
+        self.hooks: dict[tuple[str, str], list[LifecycleHook]] = {}  # (region, group) -> its hooks
+        # Terminate lifecycle actions waiting: instance id -> {hook name: action token}.
+        self.waiting: dict[str, dict[str, str]] = {}
+        self.completed: list[tuple[str, str, str, str]] = []  # (group, hook, instance id, result)
+        self.heartbeats: list[tuple[str, str, str]] = []  # (group, hook, instance id)
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -375,20 +381,94 @@ class FakeCloud(Recorder):
         if placement is None:
             raise InstanceNotFound(f"{region}/{instance_id}: no managed instance")
         raw = self._group(region, placement.group)
-        raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != instance_id]
         raw["DesiredCapacity"] -= 1 if decrement else 0
+        if placement.lifecycle_state.startswith("Terminating"):
+            return ScalingActivity.model_validate(self._termination(placement.group, instance_id))
+        hooks = [h for h in self.hooks.get((region, placement.group), []) if h.terminating]
+        if hooks:  # AWS: the instance waits in Terminating:Wait until every hook's action completes
+            self.hold(
+                region,
+                instance_id,
+                {h.name: f"00000000-0000-4000-8000-{len(self.waiting):012d}" for h in hooks},
+            )
+            return ScalingActivity.model_validate(self._termination(placement.group, instance_id))
+        raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != instance_id]
         if instance_id in self.ec2:
             self.ec2[instance_id]["state"] = "shutting-down"
-        return ScalingActivity.model_validate(
-            {
-                "ActivityId": f"a-{instance_id}",
-                "AutoScalingGroupName": placement.group,
-                "Description": f"Terminating EC2 instance: {instance_id}",
-                "Cause": "terminated by Spillway",
-                "StartTime": "2026-01-01T00:00:00Z",
-                "StatusCode": "InProgress",
-            }
+        return ScalingActivity.model_validate(self._termination(placement.group, instance_id))
+
+    @staticmethod
+    def _termination(group: str, instance_id: str) -> dict[str, Any]:
+        return {
+            "ActivityId": f"a-{instance_id}",
+            "AutoScalingGroupName": group,
+            "Description": f"Terminating EC2 instance: {instance_id}",
+            "Cause": "terminated by Spillway",
+            "StartTime": "2026-01-01T00:00:00Z",
+            "StatusCode": "InProgress",
+        }
+
+    # terminate lifecycle hooks ---------------------------------------------------------------------
+
+    def add_hook(
+        self,
+        group: str,
+        name: str = "drain-hook",
+        *,
+        region: str = "us-east-1",
+        heartbeat: int = 300,
+        default_result: str = "ABANDON",
+    ) -> LifecycleHook:
+        hook = LifecycleHook(
+            name, "autoscaling:EC2_INSTANCE_TERMINATING", heartbeat, 100 * heartbeat, default_result
         )
+        self.hooks.setdefault((region, group), []).append(hook)
+        return hook
+
+    def hold(self, region: str, instance_id: str, tokens: Mapping[str, str]) -> None:
+        """The group terminates ``instance_id`` and its hooks hold it in Terminating:Wait."""
+        for raw in (g for (r, _), g in self.groups.items() if r == region):
+            for instance in raw["Instances"]:
+                if instance["InstanceId"] == instance_id:
+                    instance["LifecycleState"] = "Terminating:Wait"
+        self.waiting[instance_id] = dict(tokens)
+
+    def describe_lifecycle_hooks(self, region: str, group: str) -> list[LifecycleHook]:
+        self._call("describe_lifecycle_hooks", region, group)
+        self._group(region, group)
+        return list(self.hooks.get((region, group), []))
+
+    def _action(self, group: str, hook: str, instance_id: str, token: str | None) -> None:
+        waiting = self.waiting.get(instance_id, {})
+        if hook not in waiting or (token is not None and waiting[hook] != token):
+            raise LifecycleActionNotFound(
+                f"No active Lifecycle Action found with instance ID {instance_id} ({group}, {hook})"
+            )
+
+    def complete_lifecycle_action(
+        self,
+        region: str,
+        group: str,
+        hook: str,
+        instance_id: str,
+        token: str | None = None,
+        result: str = "CONTINUE",
+    ) -> None:
+        self._call("complete_lifecycle_action", region, group, hook, instance_id, token, result)
+        self._action(group, hook, instance_id, token)
+        self.completed.append((group, hook, instance_id, result))
+        del self.waiting[instance_id][hook]
+        if not self.waiting[instance_id]:  # every hook done: the instance terminates
+            del self.waiting[instance_id]
+            raw = self._group(region, group)
+            raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != instance_id]
+
+    def record_heartbeat(
+        self, region: str, group: str, hook: str, instance_id: str, token: str | None = None
+    ) -> None:
+        self._call("record_heartbeat", region, group, hook, instance_id, token)
+        self._action(group, hook, instance_id, token)
+        self.heartbeats.append((group, hook, instance_id))
 
     def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult:
         """Launches ``count`` instances, or ``fleet_capacity`` of them with EC2's errors for the rest

@@ -743,7 +743,7 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
         assert [c["Next"] for c in states[name]["Catch"]] == ["CompensateTerminate"], name
     assert states["CompensateTerminate"]["Parameters"]["after_terminate"] is True
     gone = states["InstanceGone"]
-    assert (gone["Choices"][0]["Next"], gone["Default"]) == ("DeleteNode", "RecordFailure")
+    assert (gone["Choices"][0]["Next"], gone["Default"]) == ("CompleteOwnLifecycleAction", "RecordFailure")
     assert states["RecordRejection"]["Parameters"]["outcome"] == "rejected"
     assert [c["Next"] for c in states["Validate"]["Catch"]] == ["RecordRejection"]  # nothing to undo
     assert [c["Next"] for c in states["DeleteNode"]["Catch"]] == ["RecordTerminated"]  # instance gone
@@ -762,7 +762,7 @@ def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_through_the_functio
         "AutoScaling.ThrottlingException",
     }
     assert retry["JitterStrategy"] == "FULL"
-    choice = states["ShouldTerminate"]["Choices"][1]
+    choice = states["ShouldTerminate"]["Choices"][2]
     assert choice == {
         "Variable": "$.drain.region",
         "StringEquals": "${HomeRegion}",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeLedger, FakeSnapshots, FakeWorkflows
+from fakes import FakeCloud, FakeLedger, FakeSnapshots, FakeWorkflows
 
 from spillway.act.interrupt import (
     Interrupter,
@@ -85,12 +85,13 @@ class Rig:
         self.ledger = FakeLedger()
         self.metrics: list[tuple[str, float]] = []
         self.now = now
+        self.cloud: FakeCloud | None = None
 
     def interrupter(self) -> Interrupter:
         return Interrupter(
             snapshots=self.snapshots, workflows=self.workflows, ledger=self.ledger, cluster="prod",
             regions=("us-east-1", "us-west-2"), drain_node_arn=ARN, clock=lambda: self.now,
-            metric=lambda name, value: self.metrics.append((name, value)),
+            metric=lambda name, value: self.metrics.append((name, value)), cloud=self.cloud,
         )  # fmt: skip
 
     def handle(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -264,11 +265,86 @@ def test_a_node_already_shutting_down_has_nothing_to_drain() -> None:
     assert rig.handle(running)[0]["outcome"] == "ignored"
 
 
-def test_a_terminate_lifecycle_action_is_left_to_the_hook() -> None:
+LIFECYCLE_AT = datetime(2026, 3, 2, 9, 31, tzinfo=UTC)  # the sample's time
+TOKEN = "87654321-4321-4321-4321-210987654321"
+
+
+def hooked(heartbeat: int = 300, *, now: datetime = LIFECYCLE_AT + timedelta(seconds=60)) -> Rig:
+    rig = Rig(world(), now=now)
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("spot-gpu", [INSTANCE], desired=1)
+    rig.cloud.add_hook("spot-gpu", "drain-before-terminate", heartbeat=heartbeat)
+    return rig
+
+
+def test_a_terminate_lifecycle_action_starts_a_drain_that_completes_it_inside_the_heartbeat_timeout() -> None:
+    rig = hooked(heartbeat=300)
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "drain_started" and out["hook"] == "drain-before-terminate"
+    # 300 s heartbeat timeout, 60 s since the event, 30 s margin for the last steps
+    assert out["deadline_seconds"] == 210
+    [request] = rig.workflows.requests
+    assert request.name.startswith(f"lifecycle-{INSTANCE}-") and len(request.name) <= 80
+    assert request.input["lifecycle"] == {
+        "hook": "drain-before-terminate",
+        "token": TOKEN,
+        "heartbeat_seconds": 300,
+    }
+    assert (request.input["group"], request.input["terminate"], request.input["force"]) == (
+        "spot-gpu",
+        False,
+        True,
+    )
+    assert request.input["deadline_seconds"] == 210
+    assert rig.counted("LifecycleActionSeen") == 1 and rig.counted("InterruptDrainsStarted") == 1
+    assert rig.cloud is not None and rig.cloud.completed == []  # the drain completes it, not this function
+    # A long heartbeat timeout: the drain takes at most lifecycle_deadline_seconds (600).
+    assert (
+        hooked(heartbeat=7200).handle(sample("interrupt-lifecycle-terminate.json"))[0]["deadline_seconds"]
+        == 600
+    )
+    # Past the timeout already: a drain of one round (deadline 0), forced, still completes the action.
+    late = hooked(heartbeat=60, now=LIFECYCLE_AT + timedelta(seconds=120))
+    assert late.handle(sample("interrupt-lifecycle-terminate.json"))[0]["deadline_seconds"] == 0
+
+
+def test_a_lifecycle_action_on_a_node_spillway_drains_is_left_to_that_drain() -> None:
+    rig = hooked()
+    snapshot = world()
+    node = replace(snapshot.cluster.nodes[0], unschedulable=True, cordoned_by_spillway=True)
+    rig.snapshots = FakeSnapshots()
+    rig.snapshots.add(
+        replace(snapshot, cluster=replace(snapshot.cluster, nodes=(node, *snapshot.cluster.nodes[1:])))
+    )
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "own_drain" and rig.workflows.requests == []
+
+
+def test_a_lifecycle_action_whose_hook_is_gone_starts_nothing() -> None:
+    rig = hooked()
+    assert rig.cloud is not None
+    rig.cloud.hooks.clear()
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "hook_gone" and rig.workflows.requests == []
+
+
+def test_a_lifecycle_action_is_only_logged_without_a_cloud_to_read_its_hook() -> None:
     rig = Rig(world())
     [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
     assert out["outcome"] == "hook_governs" and out["hook"] == "drain-before-terminate"
     assert rig.workflows.requests == []
+
+
+@pytest.mark.parametrize("token", [None, "", "not-a-uuid", 42])
+def test_a_lifecycle_action_without_a_token_is_malformed(token: Any) -> None:
+    doc = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    if token is None:
+        del doc["detail"]["LifecycleActionToken"]
+    else:
+        doc["detail"]["LifecycleActionToken"] = token
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == "detail.LifecycleActionToken"
 
 
 def test_a_scheduled_retirement_drains_under_a_name_of_that_event() -> None:
@@ -363,6 +439,7 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert {s["Sid"]: s["Action"] for s in statements} == {
         "WriteBackoffItemsOnly": "dynamodb:PutItem",
         "StartDrainNodeOnly": "states:StartExecution",
+        "ReadLifecycleHooks": "autoscaling:DescribeLifecycleHooks",  # a hook's HeartbeatTimeout
     }
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
@@ -379,3 +456,27 @@ def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backe
     rig.handle(sample("interrupt-spot-warning.json"))
     backed = sorted(g for g, _, _ in rig.ledger.backoffs)
     assert "mixed-a" not in backed and "pool#us-east-1a/g5.xlarge" in backed
+
+
+def test_only_the_drain_function_completes_lifecycle_actions_and_only_on_the_clusters_groups() -> None:
+    from spillway.local.cfn import load_template
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    _, _, policies = res["Fn::ForEach::ClusterGroups"]
+    policy = policies["AsgLifecyclePolicy&{Cluster}"]["Properties"]
+    assert policy["Roles"] == [{"Ref": "DrainFunctionRole"}]
+    [statement] = policy["PolicyDocument"]["Statement"]
+    assert sorted(statement["Action"]) == [
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+    ]
+    assert statement["Condition"] == {
+        "Null": {
+            "autoscaling:ResourceTag/k8s.io/cluster-autoscaler/enabled": "false",
+            "autoscaling:ResourceTag/k8s.io/cluster-autoscaler/${Cluster}": "false",
+        }
+    }
+    read = res["AsgReadPolicy"]["Properties"]["PolicyDocument"]["Statement"][0]["Action"]
+    assert "autoscaling:DescribeLifecycleHooks" in read  # the drain's own terminations read the hooks
+    granted = json.dumps({k: v for k, v in res.items() if k != "Fn::ForEach::ClusterGroups"})
+    assert "CompleteLifecycleAction" not in granted and "RecordLifecycleActionHeartbeat" not in granted

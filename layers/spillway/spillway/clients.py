@@ -136,12 +136,14 @@ class Clients:
             cluster=c.cluster_name,
             regions=c.regions,
             drain_node_arn=c.drain_node_state_machine_arn,
+            cloud=self.aws,
             settings=InterruptSettings(
                 interruption_deadline_seconds=c.interruption_deadline_seconds,
                 rebalance_deadline_seconds=c.rebalance_deadline_seconds,
                 scheduled_margin_seconds=c.scheduled_margin_seconds,
                 poll_seconds=c.interrupt_poll_seconds,
                 backoff_minutes=c.interruption_backoff_minutes,
+                lifecycle_deadline_seconds=c.lifecycle_deadline_seconds,
             ),
             metric=metric,
         )

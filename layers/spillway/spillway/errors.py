@@ -92,6 +92,16 @@ class InstanceNotFound(AwsError):
     """The instance is not (or no longer) in any Auto Scaling group of that region."""
 
 
+class LifecycleActionNotFound(AwsError):
+    """No lifecycle action waits for that instance (or token) under that hook: it was completed, timed
+    out (the hook's DefaultResult applied) or never started. AWS answers it with a ValidationError."""
+
+
+class LifecycleActionPending(AwsError):
+    """The instance Spillway terminated is not in ``Terminating:Wait`` yet (it is ``Terminating``): its
+    terminate lifecycle action cannot be completed until it is; the state machine retries."""
+
+
 class CapacityUnavailable(AwsError):
     """EC2 has not the capacity asked for (InsufficientInstanceCapacity, a vCPU or instance limit...):
     this group cannot grow right now. A gang launch raises it (after giving back every instance of the

@@ -40,6 +40,7 @@ from spillway.errors import (
     KubeConflict,
     KubeError,
     KubeUnavailable,
+    LifecycleActionNotFound,
     NodeNotFound,
     ObjectNotFound,
     PodNotFound,
@@ -58,7 +59,7 @@ from spillway.model.act import (
     StoredState,
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
-from spillway.model.drain import Placement
+from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.k8s import Node, Pod, PodDisruptionBudget, SharedObject
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
@@ -131,6 +132,20 @@ class Cloud(Protocol):
     def terminate_instance(
         self, region: str, instance_id: str, decrement: bool = True
     ) -> ScalingActivity: ...
+    # Terminate lifecycle hooks (act/drain.py): the group waits in Terminating:Wait for these.
+    def describe_lifecycle_hooks(self, region: str, group: str) -> list[LifecycleHook]: ...
+    def complete_lifecycle_action(
+        self,
+        region: str,
+        group: str,
+        hook: str,
+        instance_id: str,
+        token: str | None = None,
+        result: str = "CONTINUE",
+    ) -> None: ...
+    def record_heartbeat(
+        self, region: str, group: str, hook: str, instance_id: str, token: str | None = None
+    ) -> None: ...
     # Gang launches (act/gang.py): EC2 instant fleets, attached to the group or terminated whole.
     def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult: ...
     def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int: ...
@@ -205,5 +220,7 @@ ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
 # Errors only one method of a port may raise, besides the port's own (``port.method``).
 METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Cloud.create_fleet_instant": (CapacityUnavailable,),
+    "Cloud.complete_lifecycle_action": (LifecycleActionNotFound,),
+    "Cloud.record_heartbeat": (LifecycleActionNotFound,),
     "Cluster.patch_custom_status": (ObjectNotFound,),
 }

@@ -88,6 +88,7 @@ _RUNTIME_VARS: dict[str, str] = {
     "DRAIN_NODE_STATE_MACHINE_ARN": "drain_node_state_machine_arn",
     "INTERRUPTION_DEADLINE_SECONDS": "interruption_deadline_seconds",
     "REBALANCE_DEADLINE_SECONDS": "rebalance_deadline_seconds",
+    "LIFECYCLE_DEADLINE_SECONDS": "lifecycle_deadline_seconds",
     "SCHEDULED_MARGIN_SECONDS": "scheduled_margin_seconds",
     "INTERRUPT_POLL_SECONDS": "interrupt_poll_seconds",
     "INTERRUPTION_BACKOFF_MINUTES": "interruption_backoff_minutes",
@@ -148,6 +149,8 @@ class RuntimeConfig(BaseModel):
     # A Spot warning comes two minutes before EC2 reclaims the instance: the drain must end before.
     interruption_deadline_seconds: int = Field(default=90, ge=0, le=115)
     rebalance_deadline_seconds: int = Field(default=600, ge=0, le=86_400)
+    # A terminate lifecycle action's drain: at most this, and always inside the hook's HeartbeatTimeout.
+    lifecycle_deadline_seconds: int = Field(default=600, ge=0, le=7_200)
     scheduled_margin_seconds: int = Field(default=300, ge=0, le=86_400)
     interrupt_poll_seconds: int = Field(default=5, ge=1, le=60)
     interruption_backoff_minutes: float = Field(default=15, ge=0, le=1440)

@@ -58,6 +58,8 @@ from spillway.errors import (
     KubeConflict,
     KubeError,
     KubeUnavailable,
+    LifecycleActionNotFound,
+    LifecycleActionPending,
     NodeNotFound,
     PodNotFound,
     SpillwayError,
@@ -65,6 +67,8 @@ from spillway.errors import (
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.cluster import PodInfo, instance_id_from_provider_id
 from spillway.model.drain import (
+    GLOBAL_TIMEOUT_SECONDS,
+    LIFECYCLE_CONTINUE,
     LIST_LIMIT,
     MAX_BUSY_DEADLINE_SECONDS,
     MAX_DEADLINE_SECONDS,
@@ -73,8 +77,10 @@ from spillway.model.drain import (
     Action,
     Drain,
     DrainRequest,
+    LifecycleAction,
     Placement,
     PodVerdict,
+    parse_iso,
 )
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
@@ -94,6 +100,7 @@ ACTIONS = (
     "evict",
     "check",
     "terminate",
+    "complete_lifecycle",
     "delete_node",
     "uncordon",
     "record",
@@ -112,6 +119,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "evict": frozenset({*_ALWAYS, DrainCancelled, DrainTimeout, *_KUBE}),
     "check": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
     "terminate": frozenset({*_ALWAYS, *_AWS}),
+    "complete_lifecycle": frozenset({*_ALWAYS, *_AWS, LifecycleActionPending}),
     "delete_node": frozenset({*_ALWAYS, *_KUBE}),
     "uncordon": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # AWS only after a failed terminate
     "record": frozenset(_ALWAYS),
@@ -165,6 +173,7 @@ def parse_request(raw: Any) -> DrainRequest:
         raise InvalidDrainRequest(first_text + rest, field=first_field) from None
     _refuse(_too_many_rounds(request))
     _refuse(_consolidation_refusal(request))
+    _refuse(_lifecycle_refusal(request))
     return request
 
 
@@ -339,6 +348,15 @@ def _unmanaged_group(
 def _leaving_group(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
+    if request.lifecycle is not None:  # the group is terminating it: it must be waiting for the hook
+        if placement.lifecycle_state == WAITING:
+            return None
+        return InvalidDrainRequest(
+            f"instance {placement.instance_id} of Node {request.node!r} is {placement.lifecycle_state} in "
+            f"its group, not {WAITING}: lifecycle hook {request.lifecycle.hook!r} holds it no longer "
+            "(completed, or timed out and its DefaultResult applied); nothing was done",
+            field="lifecycle",
+        )
     if not placement.lifecycle_state.startswith(("Terminat", "Detach", "Standby")):
         return None
     return InvalidDrainRequest(
@@ -376,7 +394,7 @@ def _scale_down_disabled(
 def _at_min_size(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
-    if not request.terminate or asg.DesiredCapacity - 1 >= asg.MinSize:
+    if not request.terminate or request.lifecycle or asg.DesiredCapacity - 1 >= asg.MinSize:
         return None
     return InvalidDrainRequest(
         f"Auto Scaling group {placement.group!r} ({region_of(node)}) is at its minimum size "
@@ -427,6 +445,46 @@ def _consolidation_refusal(request: DrainRequest) -> Refusal:
     if request.consolidation and request.force:
         return InvalidDrainRequest(
             "a consolidation moves only pods that may be evicted: it is never forced", field="force"
+        )
+    return None
+
+
+WAITING = "Terminating:Wait"
+
+
+def _lifecycle_refusal(request: DrainRequest) -> Refusal:
+    """A lifecycle drain names the group whose hook holds the instance, and is no consolidation."""
+    if request.lifecycle is None:
+        return None
+    if request.group is None:
+        return InvalidDrainRequest(
+            "required with lifecycle (the Auto Scaling group whose hook holds the instance)", field="group"
+        )
+    if request.consolidation:
+        return InvalidDrainRequest(
+            "a consolidation chooses its nodes; a lifecycle action's node is chosen by its group",
+            field="lifecycle",
+        )
+    return _heartbeat_refusal(request.lifecycle, request)
+
+
+def _heartbeat_refusal(lifecycle: LifecycleAction, request: DrainRequest) -> Refusal:
+    """Heartbeats go with eviction rounds: a round at least every third of the HeartbeatTimeout, and no
+    drain past the hook's global timeout (48 hours or 100 heartbeat timeouts, whichever is smaller)."""
+    heartbeat = lifecycle.heartbeat_seconds
+    if request.poll_seconds > heartbeat // 3:
+        return InvalidDrainRequest(
+            f"at most {heartbeat // 3} with a lifecycle action whose HeartbeatTimeout is {heartbeat} s "
+            f"(a heartbeat goes with an eviction round), got {request.poll_seconds}",
+            field="poll_seconds",
+        )
+    ceiling = min(GLOBAL_TIMEOUT_SECONDS, 100 * heartbeat)
+    if request.deadline_seconds >= ceiling:
+        return InvalidDrainRequest(
+            f"below {ceiling} with a lifecycle action whose HeartbeatTimeout is {heartbeat} s (the hook's "
+            f"global timeout, after which its DefaultResult applies whatever the heartbeats), got "
+            f"{request.deadline_seconds}",
+            field="deadline_seconds",
         )
     return None
 
@@ -554,7 +612,7 @@ class Drainer:
             reason=request.reason or ("a plan's scale-down" if request.plan_id else "requested"),
             deadline_seconds=request.deadline_seconds,
             poll_seconds=request.poll_seconds,
-            terminate=request.terminate,
+            terminate=request.terminate and request.lifecycle is None,  # the group terminates it
             force=request.force,
             dry_run=request.dry_run,
             instance_id=instance_id,
@@ -563,6 +621,7 @@ class Drainer:
             plan_id=request.plan_id,
             consolidation=request.consolidation,
             pods=tuple(request.pods),
+            lifecycle=request.lifecycle,
             started_at=iso(now),
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
@@ -586,6 +645,9 @@ class Drainer:
             "would_keep": _listing(keep),
             "would_ignore": _listing([v for v in verdicts if v.action == "ignore"]),
             "would_terminate": terminates if drain.terminate else None,
+            "would_complete": (
+                {"hook": drain.lifecycle.hook, "result": LIFECYCLE_CONTINUE} if drain.lifecycle else None
+            ),
             "would_time_out": bool(keep) and not drain.force,
         }
 
@@ -615,6 +677,11 @@ class Drainer:
             if drain.terminate
             else "and leave the node cordoned"
         )
+        if drain.lifecycle is not None:
+            target = (
+                f"then complete lifecycle hook {drain.lifecycle.hook} of {drain.group} with CONTINUE "
+                f"(the group is terminating {drain.instance_id})"
+            )
         self._event(
             drain,
             "SpillwayDraining",
@@ -636,7 +703,9 @@ class Drainer:
         remaining = _remaining(after, evicted_now, blocked)
         forced = self._forced_at_deadline(drain, remaining)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
+        heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
         return {
+            **heartbeat,
             "rounds": int(previous.get("rounds") or 0) + 1,
             "evicted": evicted[:LIST_LIMIT],
             "evicted_count": int(previous.get("evicted_count") or 0) + len(evicted_now),
@@ -646,6 +715,30 @@ class Drainer:
             "done": not remaining or forced,
             "forced": forced,
         }
+
+    def _heartbeat(self, drain: Drain, previous: Mapping[str, Any]) -> dict[str, Any]:
+        """Keep the lifecycle action waiting while pods leave: RecordLifecycleActionHeartbeat once half
+        the hook's HeartbeatTimeout has passed since the last one (or since the drain started, which is
+        at most a few seconds after the group began waiting). Best effort: a failed heartbeat is retried
+        next round, and an action that no longer waits is noted (the group proceeds whatever we do)."""
+        assert drain.lifecycle is not None
+        last_text = previous.get("heartbeat_at")
+        last = parse_iso(last_text) if isinstance(last_text, str) else parse_iso(drain.started_at)
+        now = self.clock()
+        if (
+            previous.get("lifecycle_gone")
+            or (now - last).total_seconds() < drain.lifecycle.heartbeat_seconds / 2
+        ):
+            return {k: previous[k] for k in ("heartbeat_at", "lifecycle_gone") if k in previous}
+        try:
+            self.cloud.record_heartbeat(
+                drain.region, drain.group, drain.lifecycle.hook, drain.instance_id, drain.lifecycle.token
+            )
+        except LifecycleActionNotFound as exc:
+            return {"heartbeat_at": iso(last), "lifecycle_gone": str(exc)[:300]}
+        except AwsError as exc:
+            return {"heartbeat_at": iso(last), "heartbeat_error": str(exc)[:300]}
+        return {"heartbeat_at": iso(now)}
 
     def _evict_round(self, verdicts: Sequence[PodVerdict]) -> tuple[list[str], set[str]]:
         """Evict every pod that may go, lowest priority first: (evicted, blocked by a PDB)."""
@@ -736,6 +829,43 @@ class Drainer:
             "description": f"instance {drain.instance_id} was already {where}",
         }
 
+    # complete_lifecycle ------------------------------------------------------------------------
+
+    def complete_lifecycle(self, drain: Drain) -> dict[str, Any]:
+        """CompleteLifecycleAction with CONTINUE: the group may go on terminating the instance.
+
+        A lifecycle drain completes its own action (by its token) once the pods are evicted or the
+        deadline passed. Any other drain runs this right after its own TerminateInstanceInAutoScalingGroup:
+        on a group with terminate hooks the instance then waits in Terminating:Wait, and the drain
+        completes every terminate hook's action for it (by instance id), so a scale-down never waits out
+        a HeartbeatTimeout. :class:`LifecycleActionPending` while the instance is still ``Terminating``
+        (the state machine retries). An action that no longer waits is done already: not an error."""
+        if drain.lifecycle is not None:
+            done = self._complete(drain, drain.lifecycle.hook, drain.lifecycle.token)
+            return {"status": "LifecycleCompleted", "hooks": [done], **_lifecycle_identity(drain)}
+        hooks = [h for h in self.cloud.describe_lifecycle_hooks(drain.region, drain.group) if h.terminating]
+        if not hooks:
+            return {"status": "NoTerminateHook", "hooks": []}
+        placement = self.cloud.placement(drain.region, drain.instance_id)
+        state = placement.lifecycle_state if placement is not None else "gone"
+        if state in ("Terminating", "Pending", "InService"):  # not waiting for the hooks yet
+            raise LifecycleActionPending(
+                f"instance {drain.instance_id} is {state} in {drain.group}, not {WAITING} yet; "
+                f"its terminate hooks ({', '.join(h.name for h in hooks)}) cannot be completed until it is"
+            )
+        if state != WAITING:
+            return {"status": "NotWaiting", "lifecycle_state": state, "hooks": []}
+        return {"status": "LifecycleCompleted", "hooks": [self._complete(drain, h.name, None) for h in hooks]}
+
+    def _complete(self, drain: Drain, hook: str, token: str | None) -> dict[str, Any]:
+        try:
+            self.cloud.complete_lifecycle_action(
+                drain.region, drain.group, hook, drain.instance_id, token, LIFECYCLE_CONTINUE
+            )
+        except LifecycleActionNotFound as exc:
+            return {"hook": hook, "result": None, "note": f"no action waited any more ({exc})"[:300]}
+        return {"hook": hook, "result": LIFECYCLE_CONTINUE}
+
     # delete_node -------------------------------------------------------------------------------
 
     def delete_node(self, drain: Drain) -> dict[str, Any]:
@@ -756,6 +886,8 @@ class Drainer:
         ``after_terminate`` (the terminate step failed): first ask Auto Scaling whether the instance is
         gone anyway (the call terminated it, then timed out or was throttled on a retry); then nothing is
         undone and ``instance_gone`` sends the drain on to delete the Node and record it terminated."""
+        if drain.lifecycle is not None:
+            return self._release(drain)
         if after_terminate:
             gone = self._instance_gone(drain)
             if gone is not None:
@@ -769,6 +901,25 @@ class Drainer:
         untainted = self.kube.remove_draining_taint(drain.node)
         uncordoned = self.kube.uncordon(drain.node)
         return {"untainted": untainted, "uncordoned": uncordoned}
+
+    def _release(self, drain: Drain) -> dict[str, Any]:
+        """A lifecycle drain that failed: the group terminates the instance whatever the drain says
+        (CONTINUE and ABANDON both end in termination for a terminating instance; ABANDON would also
+        skip the group's other terminate hooks, or retain the instance where the group's instance
+        lifecycle policy says so), so the compensation completes the action with CONTINUE at once and
+        leaves the cordon and taint: nothing may be scheduled on a node that is going away."""
+        assert drain.lifecycle is not None
+        done = self._complete(drain, drain.lifecycle.hook, drain.lifecycle.token)
+        how = "completed with CONTINUE" if done["result"] else "its action no longer waited"
+        return {
+            "untainted": False,
+            "uncordoned": False,
+            "lifecycle": done,
+            "note": (
+                f"the group is terminating {drain.instance_id} (lifecycle hook {drain.lifecycle.hook}, "
+                f"{how}): the node stays cordoned and its remaining pods go with it"
+            ),
+        }
 
     # record ------------------------------------------------------------------------------------
 
@@ -848,17 +999,21 @@ class Drainer:
             self.kube.record_event("Node", drain.node, None, reason, message, type, uid=drain.node_uid)
 
     def _identity(self, drain: Drain) -> dict[str, Any]:
-        return {
-            "cluster": drain.cluster,
-            "node": drain.node,
-            "instance_id": drain.instance_id,
-            "group": drain.group,
-            "region": drain.region,
-            "reason": drain.reason,
-            "plan_id": drain.plan_id,
-            "started_at": drain.started_at,
-            "deadline_at": drain.deadline_at,
-        } | ({"consolidation": True} if drain.consolidation else {})
+        return (
+            {
+                "cluster": drain.cluster,
+                "node": drain.node,
+                "instance_id": drain.instance_id,
+                "group": drain.group,
+                "region": drain.region,
+                "reason": drain.reason,
+                "plan_id": drain.plan_id,
+                "started_at": drain.started_at,
+                "deadline_at": drain.deadline_at,
+            }
+            | ({"consolidation": True} if drain.consolidation else {})
+            | _lifecycle_identity(drain)
+        )
 
     def _compensation_note(self, drain: Drain, state: Mapping[str, Any]) -> str:
         done = state.get("compensation")
@@ -874,6 +1029,12 @@ class Drainer:
                 f"{CORDONED_BY_SPILLWAY}-`"
             )
         return ""
+
+
+def _lifecycle_identity(drain: Drain) -> dict[str, Any]:
+    if drain.lifecycle is None:
+        return {}
+    return {"lifecycle": {"hook": drain.lifecycle.hook, "result": LIFECYCLE_CONTINUE}}
 
 
 def _field(doc: Mapping[str, Any], name: str) -> Any:
@@ -1045,6 +1206,8 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
         return drainer.check(drain)
     if action == "terminate":
         return drainer.terminate(drain)
+    if action == "complete_lifecycle":
+        return drainer.complete_lifecycle(drain)
     if action == "delete_node":
         return drainer.delete_node(drain)
     return drainer.uncordon(drain, after_terminate=event.get("after_terminate") is True)

@@ -17,9 +17,12 @@ scheduledChange)                                                         when it
 ``aws.ec2`` EC2 Instance the instance is ``shutting-down`` or            nothing left to drain: logged and
 State-change             ``terminated``                                  counted when it is still a Node
 Notification
-``aws.autoscaling`` EC2  the group is terminating the instance and a     logged and counted: the hook's
-Instance-terminate       terminate lifecycle hook holds it in            heartbeat timeout and default
-Lifecycle Action         ``Terminating:Wait``                            result govern (README, Spot)
+``aws.autoscaling`` EC2  the group is terminating the instance and a     drain, ``force``, no terminate,
+Instance-terminate       terminate lifecycle hook holds it in            deadline inside the hook's
+Lifecycle Action         ``Terminating:Wait``                            HeartbeatTimeout; the drain ends
+                                                                         with CompleteLifecycleAction
+                                                                         CONTINUE (nothing when a Spillway
+                                                                         drain already owns the node)
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
@@ -46,11 +49,11 @@ from typing import Any, Literal
 from spillway.errors import InputError
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
-from spillway.model.drain import MAX_DEADLINE_SECONDS, MAX_ROUNDS
+from spillway.model.drain import MAX_DEADLINE_SECONDS, MAX_ROUNDS, LifecycleHook
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import POOL_PREFIX, pool_key
-from spillway.ports import Ledger, Snapshots, Workflows
+from spillway.ports import Cloud, Ledger, Snapshots, Workflows
 
 Kind = Literal["interruption", "rebalance", "scheduled", "state_change", "lifecycle"]
 
@@ -65,11 +68,13 @@ KINDS: dict[tuple[str, str], Kind] = {
 GONE_STATES = frozenset({"shutting-down", "terminated"})
 ZONE_LABEL = "topology.kubernetes.io/zone"
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
+_TOKEN = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _REGION = re.compile(r"^[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+$")
 NAME_PREFIX: dict[Kind, str] = {
     "interruption": "interrupt",
     "rebalance": "rebalance",
     "scheduled": "scheduled",
+    "lifecycle": "lifecycle",
 }
 
 
@@ -91,6 +96,7 @@ class Notice:
     group: str = ""  # a lifecycle action's group
     hook: str = ""  # a lifecycle action's hook
     code: str = ""  # a health event's eventTypeCode (or its eventArn, which names it)
+    token: str = ""  # a lifecycle action's LifecycleActionToken
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,8 @@ class InterruptSettings:
     scheduled_margin_seconds: int = 300
     poll_seconds: int = 5
     backoff_minutes: float = 15.0
+    lifecycle_deadline_seconds: int = 600
+    lifecycle_margin_seconds: int = 30
 
 
 # --- parsing ---------------------------------------------------------------------------------------
@@ -202,7 +210,17 @@ def _lifecycle_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
         "instance_ids": (_instance(detail.get("EC2InstanceId"), "detail.EC2InstanceId"),),
         "group": _text(detail, "AutoScalingGroupName", "detail.AutoScalingGroupName"),
         "hook": _text(detail, "LifecycleHookName", "detail.LifecycleHookName"),
+        "token": _token(detail.get("LifecycleActionToken")),
     }
+
+
+def _token(value: Any) -> str:
+    if not isinstance(value, str) or not _TOKEN.match(value):
+        raise MalformedNotice(
+            f"not a lifecycle action token (a UUID): {json.dumps(value)[:80]}",
+            field="detail.LifecycleActionToken",
+        )
+    return value
 
 
 _PARSE_DETAIL: dict[Kind, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
@@ -257,11 +275,27 @@ def _plan(seconds: float, settings: InterruptSettings, *, force: bool, reason: s
     return DrainPlan(deadline_seconds=deadline, poll_seconds=poll, force=force, reason=reason)
 
 
+def lifecycle_plan(
+    notice: Notice, hook: LifecycleHook, now: datetime, settings: InterruptSettings
+) -> DrainPlan:
+    """A lifecycle action's drain: it must end (and complete the action) inside what is left of the
+    hook's HeartbeatTimeout, counted from the event's time, less a margin for the last steps (the drain
+    also records heartbeats while it evicts); at most ``lifecycle_deadline_seconds``. ``force``: the
+    group terminates the instance whatever the pods say."""
+    left = hook.heartbeat_timeout - (now - notice.time).total_seconds() - settings.lifecycle_margin_seconds
+    return _plan(
+        min(left, settings.lifecycle_deadline_seconds),
+        settings,
+        force=True,
+        reason=f"{notice.group} is terminating it (lifecycle hook {notice.hook})"[:256],
+    )
+
+
 def execution_name(notice: Notice, instance_id: str) -> str:
     """Deterministic: the same notice for the same instance always has the same name (≤ 80 chars)."""
     prefix = NAME_PREFIX.get(notice.kind, notice.kind)
-    if notice.kind == "scheduled":
-        digest = hashlib.sha256(notice.code.encode()).hexdigest()[:10]
+    if notice.kind in ("scheduled", "lifecycle"):
+        digest = hashlib.sha256((notice.code or notice.token).encode()).hexdigest()[:10]
         return f"{prefix}-{instance_id}-{digest}"
     return f"{prefix}-{instance_id}"
 
@@ -337,6 +371,7 @@ class Interrupter:
     cluster: str
     regions: Sequence[str]
     drain_node_arn: str
+    cloud: Cloud | None = None  # DescribeLifecycleHooks (None: lifecycle actions are only logged)
     settings: InterruptSettings = field(default_factory=InterruptSettings)
     clock: Callable[[], datetime] = utcnow
     metric: Metric = _no_metric
@@ -373,7 +408,7 @@ class Interrupter:
             return {**out, "outcome": "gone_undrained" if gone else "ignored", "state": notice.state}
         if notice.kind == "lifecycle":
             self.metric("LifecycleActionSeen", 1)
-            return {**out, "outcome": "hook_governs", "group": notice.group, "hook": notice.hook}
+            return {**out, **self._lifecycle(notice, target)}
         plan = drain_plan(notice, self.clock(), self.settings)
         assert plan is not None
         if notice.kind == "interruption":
@@ -387,7 +422,40 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
         }
 
-    def _request(self, notice: Notice, target: Target, plan: DrainPlan) -> ExecutionRequest:
+    def _lifecycle(self, notice: Notice, target: Target) -> dict[str, Any]:
+        """A terminate lifecycle action on one of our nodes: a drain that completes it (see the module
+        docstring). A node Spillway already drains is left to that drain: it terminated the instance
+        and completes the group's terminate hooks for it itself."""
+        out: dict[str, Any] = {"group": notice.group, "hook": notice.hook}
+        if target.node.cordoned_by_spillway:
+            return {**out, "outcome": "own_drain"}
+        if self.cloud is None:
+            return {**out, "outcome": "hook_governs"}
+        hook = next(
+            (
+                h
+                for h in self.cloud.describe_lifecycle_hooks(notice.region, notice.group)
+                if h.name == notice.hook
+            ),
+            None,
+        )
+        if hook is None or not hook.terminating:
+            return {**out, "outcome": "hook_gone"}  # deleted since: nothing waits for us
+        plan = lifecycle_plan(notice, hook, self.clock(), self.settings)
+        lifecycle = {"hook": notice.hook, "token": notice.token, "heartbeat_seconds": hook.heartbeat_timeout}
+        request = self._request(
+            notice, target, plan, terminate=False, group=notice.group, lifecycle=lifecycle
+        )
+        started = self.workflows.start(request)
+        self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
+        return {
+            **out,
+            "outcome": "drain_started" if started.started else "duplicate",
+            "execution": started.arn,
+            "deadline_seconds": plan.deadline_seconds,
+        }
+
+    def _request(self, notice: Notice, target: Target, plan: DrainPlan, **extra: Any) -> ExecutionRequest:
         group = target.group
         # Terminating decrements the group; at its MinSize the drain would refuse, so only drain and
         # let EC2 reclaim the instance (the group then replaces it).
@@ -405,6 +473,7 @@ class Interrupter:
         }
         if group is not None:
             request["group"] = group.name
+        request.update(extra)
         return ExecutionRequest(
             kind="drain_node",
             state_machine_arn=self.drain_node_arn,

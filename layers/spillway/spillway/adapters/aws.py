@@ -36,6 +36,7 @@ from spillway.errors import (
     AwsUnavailable,
     CapacityUnavailable,
     InstanceNotFound,
+    LifecycleActionNotFound,
 )
 from spillway.model.aws import (
     AutoScalingGroup,
@@ -47,7 +48,7 @@ from spillway.model.aws import (
     WarmPool,
     bundled_instance_types,
 )
-from spillway.model.drain import Placement
+from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.nodegroup import (
     TAG_CLUSTER_PREFIX,
     TAG_ENABLED,
@@ -563,6 +564,81 @@ class AwsAdapter:
         except (BotoCoreError, ValidationError, KeyError) as exc:
             raise map_aws_error(exc, what) from exc
 
+    # --- terminate lifecycle hooks (act/drain.py) -----------------------------------------------
+
+    def describe_lifecycle_hooks(self, region: str, group: str) -> list[LifecycleHook]:
+        """The group's lifecycle hooks (both transitions; :attr:`LifecycleHook.terminating` tells)."""
+        client = self._clients.autoscaling(region)
+
+        def fetch() -> list[LifecycleHook]:
+            resp = client.describe_lifecycle_hooks(AutoScalingGroupName=group)
+            return [_hook(h) for h in resp.get("LifecycleHooks", [])]
+
+        what = f"DescribeLifecycleHooks({region}, {group})"
+        try:
+            return _call(what, fetch)
+        except AwsError as exc:
+            if "not found" in str(exc).lower() and type(exc) is AwsError:
+                raise AsgNotFound(str(exc)) from exc
+            raise
+
+    def complete_lifecycle_action(
+        self,
+        region: str,
+        group: str,
+        hook: str,
+        instance_id: str,
+        token: str | None = None,
+        result: str = "CONTINUE",
+    ) -> None:
+        """CompleteLifecycleAction: by ``token`` when given, else by the instance. An action that no
+        longer waits (completed, timed out) is :class:`LifecycleActionNotFound`."""
+        client = self._clients.autoscaling(region)
+        params: dict[str, Any] = {
+            "AutoScalingGroupName": group,
+            "LifecycleHookName": hook,
+            "LifecycleActionResult": result,
+            "InstanceId": instance_id,
+        }
+        if token:
+            params["LifecycleActionToken"] = token
+        self._lifecycle_call(
+            f"CompleteLifecycleAction({region}, {group}, {hook}, {instance_id}, {result})",
+            lambda: client.complete_lifecycle_action(**params),
+        )
+
+    def record_heartbeat(
+        self, region: str, group: str, hook: str, instance_id: str, token: str | None = None
+    ) -> None:
+        """RecordLifecycleActionHeartbeat: the action waits another HeartbeatTimeout (up to the hook's
+        GlobalTimeout). An action that no longer waits is :class:`LifecycleActionNotFound`."""
+        client = self._clients.autoscaling(region)
+        params: dict[str, Any] = {
+            "AutoScalingGroupName": group,
+            "LifecycleHookName": hook,
+            "InstanceId": instance_id,
+        }
+        if token:
+            params["LifecycleActionToken"] = token
+        self._lifecycle_call(
+            f"RecordLifecycleActionHeartbeat({region}, {group}, {hook}, {instance_id})",
+            lambda: client.record_lifecycle_action_heartbeat(**params),
+        )
+
+    @staticmethod
+    def _lifecycle_call(what: str, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except ClientError as exc:
+            message = str(exc.response.get("Error", {}).get("Message", ""))
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code == "ValidationError" and "lifecycle action" in message.lower():
+                # "No active Lifecycle Action found with instance ID i-…" / "… with token …"
+                raise LifecycleActionNotFound(f"{what}: {message}") from exc
+            raise map_aws_error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, what) from exc
+
     # --- gang launches (act/gang.py) ------------------------------------------------------------
 
     def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult:
@@ -651,6 +727,17 @@ class AwsAdapter:
             return dict(sorted(zones.items()))
 
         return _call(f"DescribeSubnets({region}, {len(subnet_ids)} subnet(s))", fetch)
+
+
+def _hook(doc: Mapping[str, Any]) -> LifecycleHook:
+    heartbeat = int(doc.get("HeartbeatTimeout") or 3600)
+    return LifecycleHook(
+        name=str(doc.get("LifecycleHookName") or ""),
+        transition=str(doc.get("LifecycleTransition") or ""),
+        heartbeat_timeout=heartbeat,
+        global_timeout=int(doc.get("GlobalTimeout") or min(172_800, 100 * heartbeat)),
+        default_result=str(doc.get("DefaultResult") or "ABANDON"),
+    )
 
 
 def _aware(value: datetime) -> datetime:

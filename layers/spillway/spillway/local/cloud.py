@@ -19,7 +19,17 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
 * warm pools: moto keeps a group's ``WarmPoolConfiguration`` but ``DescribeWarmPool`` lists no instances.
   CloudSim lists as many as AWS documents the pool holds: ``MaxGroupPreparedCapacity`` (else the group's
   MaxSize) less the desired capacity, at least the pool's ``MinSize``, each in ``Warmed:<PoolState>``
-  (ids ``i-warm…``: they are not EC2 instances); an unknown group is AWS's ``ValidationError``.
+  (ids ``i-warm…``: they are not EC2 instances); an unknown group is AWS's ``ValidationError``;
+* terminate lifecycle hooks: moto stores hooks (PutLifecycleHook, DescribeLifecycleHooks) but terminates
+  at once and has no CompleteLifecycleAction. CloudSim does what AWS documents: when the group terminates
+  an instance (a lower desired capacity, or TerminateInstanceInAutoScalingGroup) and it has terminate
+  hooks, the instance goes to ``Terminating:Wait`` (still in the group, still running, no longer counted
+  towards the desired capacity) and one ``EC2 Instance-terminate Lifecycle Action`` event per hook goes
+  to the region's default event bus; ``CompleteLifecycleAction`` (by token or instance id, CONTINUE or
+  ABANDON: a terminating instance terminates either way) ends that hook's action, and when none is left
+  the instance terminates; ``RecordLifecycleActionHeartbeat`` pushes the timeout back by the hook's
+  HeartbeatTimeout; an action past its timeout ends as its DefaultResult says (checked on every call);
+  an action that no longer waits is AWS's ``ValidationError`` "No active Lifecycle Action found".
 
 :class:`NodeRegistrar` plays the kubelets: every InService instance of a group tagged for the cluster
 becomes a Ready Node in the Kubernetes API emulator after a boot delay, shaped by the group's template
@@ -31,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import threading
 import time
 import uuid
@@ -77,6 +88,11 @@ class CloudSim:
         self._stalled: set[tuple[str, str]] = set()
         self._throttles: dict[str, int] = {}
         self.attach_calls: list[tuple[str, str, tuple[str, ...]]] = []  # (region, group, ids) that worked
+        # Terminate lifecycle actions waiting: instance id -> {"region", "group", "hooks": {hook: [token,
+        # timeout at]}}; and every completion as (group, hook, instance id, result).
+        self.waiting: dict[str, dict[str, Any]] = {}
+        self.completed: list[tuple[str, str, str, str]] = []
+        self.heartbeats: list[tuple[str, str, str]] = []
         self._stack = ExitStack()
 
     # -- test controls --
@@ -164,6 +180,14 @@ class CloudSim:
         def group_set(self: Any, new_capacity: int | None) -> None:
             region, name = self.region, self.name
             before = {s.instance.id for s in self.active_instances()}
+            target = self.min_size if new_capacity is None else new_capacity
+            if target < len(before) and sim._terminate_hooks(self):
+                # Scale-in on a hooked group: the instances it picks wait for the hooks instead.
+                victims = [s for s in self.active_instances() if not s.protected_from_scale_in]
+                self.desired_capacity = target
+                for state in victims[: len(before) - target]:
+                    sim._hold(self, state)
+                return
             with sim._lock:
                 outage = (region, name) in sim._outages
                 message = sim._outages.get((region, name))
@@ -229,7 +253,31 @@ class CloudSim:
                 raise ValidationError(
                     f"Instance Id not found - No managed instance found for instance ID: {instance_id}"
                 )
+            if sim._terminate_hooks(owner):
+                state = next(s for s in owner.instance_states if s.instance.id == instance_id)
+                original_size = owner.desired_capacity
+                if should_decrement and state.lifecycle_state in ("InService", "Pending"):
+                    owner.desired_capacity = max(int(owner.desired_capacity or 0) - 1, 0)
+                if instance_id not in sim.waiting:
+                    sim._hold(owner, state)
+                return models.TerminateInstanceActivity(state.instance, original_size)
             return original_terminate(self, instance_id, should_decrement)
+
+        def complete_action(self: Any) -> Any:
+            result = str(self._get_param("LifecycleActionResult") or "")
+            if result not in ("CONTINUE", "ABANDON"):
+                raise ValidationError(f"Invalid LifecycleActionResult {result!r}: CONTINUE or ABANDON")
+            group, hook, iid = sim._waiting_action(self)
+            sim._complete(self.autoscaling_backend, group, hook, iid, result)
+            return ActionResult({})
+
+        def heartbeat(self: Any) -> Any:
+            group, hook, iid = sim._waiting_action(self)
+            with sim._lock:
+                entry = sim.waiting[iid]["hooks"][hook]
+                entry[1] = time.time() + entry[2]
+                sim.heartbeats.append((group, hook, iid))
+            return ActionResult({})
 
         def describe(self: Any) -> Any:
             name = self._get_param("AutoScalingGroupName")
@@ -321,6 +369,12 @@ class CloudSim:
         backend_cls.terminate_instance = terminate  # type: ignore[method-assign]
         response_cls.describe_scaling_activities = describe  # type: ignore[method-assign]
         response_cls.describe_warm_pool = warm_pool  # type: ignore[method-assign]
+        originals = {
+            name: response_cls.__dict__.get(name)
+            for name in ("complete_lifecycle_action", "record_lifecycle_action_heartbeat")
+        }
+        response_cls.complete_lifecycle_action = complete_action  # type: ignore[attr-defined]
+        response_cls.record_lifecycle_action_heartbeat = heartbeat  # type: ignore[attr-defined]
         try:
             yield
         finally:
@@ -332,6 +386,130 @@ class CloudSim:
             group_cls.active_instances = original_active  # type: ignore[method-assign]
             Fleets.create_fleet = original_fleet  # type: ignore[method-assign]
             response_cls.describe_warm_pool = original_warm  # type: ignore[method-assign]
+            for name, original in originals.items():
+                if original is None:
+                    delattr(response_cls, name)
+                else:
+                    setattr(response_cls, name, original)
+
+    # terminate lifecycle hooks (see the module docstring) ------------------------------------------
+
+    @staticmethod
+    def _terminate_hooks(group: Any) -> list[Any]:
+        backend = group.autoscaling_backend
+        return [
+            h
+            for h in backend.describe_lifecycle_hooks(group.name)
+            if h.lifecycle_transition == "autoscaling:EC2_INSTANCE_TERMINATING"
+        ]
+
+    def _hold(self, group: Any, state: Any) -> None:
+        """``state``'s instance waits in Terminating:Wait; one lifecycle event per terminate hook."""
+        from moto.events.models import events_backends
+
+        state.lifecycle_state = "Terminating:Wait"
+        iid = state.instance.id
+        hooks = self._terminate_hooks(group)
+        now = time.time()
+        with self._lock:
+            self.waiting[iid] = {
+                "region": group.region,
+                "group": group.name,
+                "hooks": {
+                    h.name: [
+                        str(uuid.uuid4()),
+                        now + int(h.heartbeat_timeout),
+                        int(h.heartbeat_timeout),
+                        h.default_result,
+                    ]
+                    for h in hooks
+                },
+            }
+            tokens = {name: entry[0] for name, entry in self.waiting[iid]["hooks"].items()}
+        self.record(
+            group.region, group.name, _activity(group, "InProgress", f"Terminating EC2 instance: {iid}")
+        )
+        events = [
+            {
+                "Source": "aws.autoscaling",
+                "DetailType": "EC2 Instance-terminate Lifecycle Action",
+                "Resources": [group.arn],
+                "Detail": json.dumps(
+                    {
+                        "Origin": "AutoScalingGroup",
+                        "Destination": "EC2",
+                        "LifecycleActionToken": tokens[h.name],
+                        "AutoScalingGroupName": group.name,
+                        "LifecycleHookName": h.name,
+                        "EC2InstanceId": iid,
+                        "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+                    }
+                ),
+                "EventBusName": "default",
+            }
+            for h in hooks
+        ]
+        if events:
+            events_backends[ACCOUNT][group.region].put_events(events)
+
+    def _expire(self, backend: Any) -> None:
+        """Actions past their timeout end as the hook's DefaultResult says (both terminate the instance)."""
+        now = time.time()
+        with self._lock:
+            late = [
+                (entry["group"], hook, iid, parts[3])
+                for iid, entry in self.waiting.items()
+                for hook, parts in entry["hooks"].items()
+                if parts[1] <= now
+            ]
+        for group, hook, iid, result in late:
+            self._complete(backend, group, hook, iid, f"{result} (timed out)")
+
+    def _waiting_action(self, response: Any) -> tuple[str, str, str]:
+        """(group, hook, instance id) of the action a Complete/Heartbeat call names, or ValidationError."""
+        from moto.autoscaling.exceptions import ValidationError
+
+        self._expire(response.autoscaling_backend)
+        group = str(response._get_param("AutoScalingGroupName") or "")
+        hook = str(response._get_param("LifecycleHookName") or "")
+        iid = response._get_param("InstanceId")
+        token = response._get_param("LifecycleActionToken")
+        with self._lock:
+            if not iid and token:
+                iid = next(
+                    (
+                        i
+                        for i, e in self.waiting.items()
+                        if e["group"] == group and e["hooks"].get(hook, [None])[0] == token
+                    ),
+                    None,
+                )
+            entry = self.waiting.get(str(iid)) if iid else None
+            parts = entry["hooks"].get(hook) if entry and entry["group"] == group else None
+        if parts is None or (token and parts[0] != token):
+            what = f"token {token}" if token and not iid else f"instance ID {iid}"
+            raise ValidationError(f"No active Lifecycle Action found with {what}")
+        return group, hook, str(iid)
+
+    def _complete(self, backend: Any, group_name: str, hook: str, iid: str, result: str) -> None:
+        with self._lock:
+            entry = self.waiting.get(iid)
+            if entry is None or hook not in entry["hooks"]:
+                return
+            del entry["hooks"][hook]
+            self.completed.append((group_name, hook, iid, result))
+            done = not entry["hooks"]
+            if done:
+                del self.waiting[iid]
+        if not done:
+            return
+        group = backend.autoscaling_groups.get(group_name)
+        if group is not None:
+            group.instance_states = [s for s in group.instance_states if s.instance.id != iid]
+            self.record(
+                group.region, group_name, _activity(group, "Successful", f"Terminating EC2 instance: {iid}")
+            )
+        backend.ec2_backend.terminate_instances([iid])
 
 
 def _warm_instances(group: Any, pool: Any) -> list[dict[str, Any]]:
@@ -440,6 +618,9 @@ class NodeRegistrar:
                     template = build_template(group, itype, catalogue, self.reserve)
                     for instance in group.Instances:
                         if instance.LifecycleState != "InService":
+                            # A terminating instance runs (its kubelet too) until it is terminated.
+                            if instance.LifecycleState.startswith("Terminating"):
+                                live.add(instance.InstanceId)
                             continue
                         live.add(instance.InstanceId)
                         if instance.InstanceId in self.registered:

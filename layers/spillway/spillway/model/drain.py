@@ -26,8 +26,34 @@ LIST_LIMIT = 100  # pod names kept in a step's output: a state machine's state i
 MAX_EXPECTED_PODS = 1_000  # a consolidation's pods to move (a node runs at most a few hundred)
 
 
+# A terminate lifecycle hook's HeartbeatTimeout is 30 s to 7,200 s (PutLifecycleHook); its action token a UUID.
+MIN_HEARTBEAT_SECONDS = 30
+MAX_HEARTBEAT_SECONDS = 7_200
+LIFECYCLE_CONTINUE = "CONTINUE"
+GLOBAL_TIMEOUT_SECONDS = 172_800  # a lifecycle action waits at most 48 h (or 100 heartbeat timeouts)
+
+
 def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class LifecycleAction(BaseModel):
+    """A terminate lifecycle action that holds the node's instance in ``Terminating:Wait``: the group is
+    terminating it (scale-in by someone else, AZ rebalance, instance refresh, capacity rebalancing) and
+    waits for ``CompleteLifecycleAction`` on ``hook`` (or the hook's ``HeartbeatTimeout``, after which its
+    DefaultResult applies). A drain that carries one never terminates the instance: it evicts, then
+    completes the action with CONTINUE; ``heartbeat_seconds`` (the hook's HeartbeatTimeout) says how
+    often it must record a heartbeat to keep the instance waiting."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    hook: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9\-_/]+$")
+    token: str = Field(
+        min_length=36,
+        max_length=36,
+        pattern=r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+    )
+    heartbeat_seconds: int = Field(ge=MIN_HEARTBEAT_SECONDS, le=MAX_HEARTBEAT_SECONDS)
 
 
 class DrainRequest(BaseModel):
@@ -57,6 +83,7 @@ class DrainRequest(BaseModel):
     plan_id: str | None = Field(default=None, max_length=200)
     consolidation: bool = False
     pods: list[str] = Field(default_factory=list, max_length=MAX_EXPECTED_PODS)
+    lifecycle: LifecycleAction | None = None
 
 
 class Drain(BaseModel):
@@ -81,6 +108,7 @@ class Drain(BaseModel):
     deadline_at: str
     consolidation: bool = False
     pods: tuple[str, ...] = ()  # a consolidation's pods to move ("<namespace>/<name>")
+    lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
 
     @property
     def deadline(self) -> datetime:
@@ -94,6 +122,21 @@ class Placement:
     instance_id: str
     group: str
     lifecycle_state: str
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleHook:
+    """A group's lifecycle hook (DescribeLifecycleHooks), reduced to what a drain needs."""
+
+    name: str
+    transition: str  # autoscaling:EC2_INSTANCE_TERMINATING | autoscaling:EC2_INSTANCE_LAUNCHING
+    heartbeat_timeout: int
+    global_timeout: int
+    default_result: str
+
+    @property
+    def terminating(self) -> bool:
+        return self.transition == "autoscaling:EC2_INSTANCE_TERMINATING"
 
 
 Action = Literal["ignore", "evict", "wait", "keep"]

@@ -1,0 +1,120 @@
+"""Terminate lifecycle hooks end to end on the local stack. moto keeps hooks but terminates at once and has
+no CompleteLifecycleAction; CloudSim holds a hooked group's terminating instance in Terminating:Wait, puts
+the ``EC2 Instance-terminate Lifecycle Action`` event on the default bus and terminates the instance once
+every hook's action is completed, as AWS documents.
+
+1. The group scales in (somebody else lowers its desired capacity) an instance that backs a Node with
+   pods: the template's rule delivers the event to the interrupt queue, the interrupt function starts a
+   lifecycle drain, moto runs the real ASL: the pods are evicted through a PDB, the drain completes the
+   action with CONTINUE, and only then does the instance terminate.
+2. Spillway's own drain (terminate with ShouldDecrementDesiredCapacity) on a hooked group completes its
+   own instance's action, so the scale-down does not wait out the HeartbeatTimeout; the event that
+   action sent starts no second drain."""
+
+from __future__ import annotations
+
+import time
+
+import boto3
+from conftest import HOME, Cloud
+from test_drain import ReplicaSetController
+from test_spot_interruption import receive, sqs_event
+
+from spillway.local import objects
+
+HOOK = "drain-before-terminate"
+
+
+def hooked_group(cloud: Cloud, name: str) -> tuple[list[str], dict[str, str]]:
+    cloud.group(name, instance_type="m5.large", desired=2, gpu=False)
+    boto3.client("autoscaling", region_name=HOME).put_lifecycle_hook(
+        LifecycleHookName=HOOK,
+        AutoScalingGroupName=name,
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=300,
+        DefaultResult="ABANDON",
+    )
+    cloud.wait_nodes(2)
+    ids = sorted(i["InstanceId"] for i in cloud.asg(name)["Instances"])
+    return ids, dict(cloud.registrar.registered)
+
+
+def drains(cloud: Cloud) -> list[str]:
+    listed = cloud.stack.client("stepfunctions").list_executions(
+        stateMachineArn=cloud.stack.state_machines["DrainNodeStateMachine"]
+    )["executions"]
+    return sorted(e["name"] for e in listed)
+
+
+def test_a_scale_in_by_the_group_waits_for_the_drain_which_completes_the_lifecycle_action(
+    cloud: Cloud,
+) -> None:
+    (victim, spare_instance), by_instance = hooked_group(cloud, "hooked")
+    autoscaling = boto3.client("autoscaling", region_name=HOME)
+    autoscaling.set_instance_protection(  # so the scale-in picks the instance whose node runs the pods
+        AutoScalingGroupName="hooked", InstanceIds=[spare_instance], ProtectedFromScaleIn=True
+    )
+    node, spare = by_instance[victim], by_instance[spare_instance]
+    for i in range(3):
+        cloud.kube.add(
+            objects.pod(f"web-{i}", "team-a", node_name=node, labels={"app": "web"},
+                        owner=("ReplicaSet", "web-5d9c"), cpu="100m", memory="128Mi")
+        )  # fmt: skip
+    cloud.kube.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=2))
+    cloud.snapshot()
+
+    autoscaling.set_desired_capacity(AutoScalingGroupName="hooked", DesiredCapacity=1)  # not Spillway
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("hooked")["Instances"]}
+    assert states[victim] == "Terminating:Wait"  # the hook holds it: still there, pods still running
+    assert cloud.kube.get("Node", node) is not None
+
+    queue_arn, messages = receive(cloud)
+    assert len(messages) == 1
+    with ReplicaSetController(cloud.kube, "web", 3, spare) as controller:
+        answer = cloud.stack.invoke("InterruptFunction", sqs_event(queue_arn, messages))
+        assert answer == {"batchItemFailures": []}
+        [name] = drains(cloud)
+        assert name.startswith(f"lifecycle-{victim}-")
+        arn = f"{cloud.stack.state_machines['DrainNodeStateMachine'].replace(':stateMachine:', ':execution:')}:{name}"
+        result = cloud.stack.wait(arn, timeout=90)
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "terminated" and out["node"] == node and out["instance_id"] == victim
+    assert sorted(out["evicted"]) == ["team-a/web-0", "team-a/web-1", "team-a/web-2"]
+    assert controller.created >= 2  # the PDB let one pod go at a time
+    assert out["lifecycle"] == {"hook": HOOK, "result": "CONTINUE"}
+    assert cloud.sim.completed == [("hooked", HOOK, victim, "CONTINUE")]
+    assert victim not in {i["InstanceId"] for i in cloud.asg("hooked")["Instances"]}  # terminated now
+    ec2 = boto3.client("ec2", region_name=HOME)
+    state = ec2.describe_instances(InstanceIds=[victim])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state in ("shutting-down", "terminated")
+    assert cloud.kube.get("Node", node) is None
+    assert cloud.desired("hooked") == 1
+
+
+def test_spillways_own_drain_on_a_hooked_group_completes_its_own_lifecycle_action(cloud: Cloud) -> None:
+    (instance, _), by_instance = hooked_group(cloud, "hooked-down")
+    node = by_instance[instance]
+    started = time.monotonic()
+    result = cloud.stack.run(
+        "DrainNodeStateMachine",
+        {"cluster": "ml", "node": node, "instance_id": instance, "group": "hooked-down", "region": HOME,
+         "poll_seconds": 1, "deadline_seconds": 10},
+        timeout=60,
+    )  # fmt: skip
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "terminated"
+    assert time.monotonic() - started < 60  # not the hook's 300 s HeartbeatTimeout
+    assert cloud.sim.completed == [("hooked-down", HOOK, instance, "CONTINUE")]
+    assert instance not in {i["InstanceId"] for i in cloud.asg("hooked-down")["Instances"]}
+    assert cloud.desired("hooked-down") == 1
+
+    # The action's event reached the queue too; it starts nothing (the node is gone, the action done).
+    queue_arn, messages = receive(cloud)
+    assert len(messages) == 1
+    cloud.snapshot()
+    assert cloud.stack.invoke("InterruptFunction", sqs_event(queue_arn, messages)) == {
+        "batchItemFailures": []
+    }
+    assert len(drains(cloud)) == 1  # only the drain above

@@ -1,0 +1,99 @@
+"""The AWS adapter's lifecycle-hook calls: DescribeLifecycleHooks against moto; CompleteLifecycleAction and
+RecordLifecycleActionHeartbeat (which moto lacks) with botocore's Stubber: the parameters sent, and each
+SDK error translated to the error a state machine matches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.errors import AwsError, AwsThrottled, AwsUnavailable, LifecycleActionNotFound
+
+TOKEN = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+INSTANCE = "i-0a1b2c3d4e5f60718"
+
+
+@pytest.fixture
+def clients(moto_aws: None) -> AwsClients:
+    return AwsClients(["us-east-1"], boto3.Session(), AwsSettings(max_attempts=1))
+
+
+@pytest.fixture
+def adapter(clients: AwsClients) -> AwsAdapter:
+    return AwsAdapter(clients, "prod")
+
+
+def test_describe_lifecycle_hooks_reads_both_transitions(
+    adapter: AwsAdapter, two_regions: dict[str, Any]
+) -> None:
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    autoscaling.put_lifecycle_hook(
+        LifecycleHookName="drain", AutoScalingGroupName="general",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING", HeartbeatTimeout=300, DefaultResult="CONTINUE",
+    )  # fmt: skip
+    autoscaling.put_lifecycle_hook(
+        LifecycleHookName="warm-up", AutoScalingGroupName="general",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+    )  # fmt: skip
+    hooks = {h.name: h for h in adapter.describe_lifecycle_hooks("us-east-1", "general")}
+    assert hooks["drain"].terminating and hooks["drain"].heartbeat_timeout == 300
+    assert hooks["drain"].default_result == "CONTINUE"
+    assert not hooks["warm-up"].terminating
+    assert adapter.describe_lifecycle_hooks("us-east-1", "gpu") == []
+
+
+def test_complete_sends_the_token_and_the_instance_and_continue(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    with Stubber(clients.autoscaling("us-east-1")) as stub:
+        stub.add_response(
+            "complete_lifecycle_action", {},
+            {"AutoScalingGroupName": "general", "LifecycleHookName": "drain", "LifecycleActionResult": "CONTINUE",
+             "InstanceId": INSTANCE, "LifecycleActionToken": TOKEN},
+        )  # fmt: skip
+        stub.add_response(
+            "complete_lifecycle_action", {},
+            {"AutoScalingGroupName": "general", "LifecycleHookName": "drain", "LifecycleActionResult": "CONTINUE",
+             "InstanceId": INSTANCE},
+        )  # fmt: skip
+        stub.add_response(
+            "record_lifecycle_action_heartbeat", {},
+            {"AutoScalingGroupName": "general", "LifecycleHookName": "drain", "InstanceId": INSTANCE,
+             "LifecycleActionToken": TOKEN},
+        )  # fmt: skip
+        adapter.complete_lifecycle_action("us-east-1", "general", "drain", INSTANCE, TOKEN)
+        adapter.complete_lifecycle_action("us-east-1", "general", "drain", INSTANCE)  # by instance id
+        adapter.record_heartbeat("us-east-1", "general", "drain", INSTANCE, TOKEN)
+        stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "status", "error"),
+    [
+        ("ValidationError", f"No active Lifecycle Action found with instance ID {INSTANCE}", 400,
+         LifecycleActionNotFound),
+        ("ValidationError", f"No active Lifecycle Action found with token {TOKEN}", 400, LifecycleActionNotFound),
+        ("Throttling", "Rate exceeded", 400, AwsThrottled),
+        ("InternalFailure", "oops", 500, AwsUnavailable),
+        ("AccessDenied", "not authorized to perform: autoscaling:CompleteLifecycleAction", 403, AwsError),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("operation", ["complete_lifecycle_action", "record_lifecycle_action_heartbeat"])
+def test_lifecycle_errors_become_named_errors(
+    adapter: AwsAdapter, clients: AwsClients, operation: str, code: str, message: str, status: int,
+    error: type[Exception],
+) -> None:  # fmt: skip
+    with Stubber(clients.autoscaling("us-east-1")) as stub:
+        stub.add_client_error(
+            operation, service_error_code=code, service_message=message, http_status_code=status
+        )
+        with pytest.raises(error) as caught:
+            if operation == "complete_lifecycle_action":
+                adapter.complete_lifecycle_action("us-east-1", "general", "drain", INSTANCE, TOKEN)
+            else:
+                adapter.record_heartbeat("us-east-1", "general", "drain", INSTANCE, TOKEN)
+    assert type(caught.value) is error and message in str(caught.value)

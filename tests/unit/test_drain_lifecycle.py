@@ -1,0 +1,181 @@
+# ruff: noqa: F811  (the rig fixture of test_drain_steps is imported and taken by name)
+"""Drains and terminate lifecycle hooks (spillway.act.drain): a drain of an instance its group is
+terminating (a hook holds it in Terminating:Wait) evicts, records heartbeats, never terminates, and
+completes the action with CONTINUE, also when it fails; a drain that terminates an instance itself
+completes the group's terminate hooks for it. On the Kubernetes API emulator and a fake Auto Scaling."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_drain_steps import CLUSTER, INSTANCE, NODE, Rig, rig  # noqa: F401 (the fixture)
+
+from spillway.act.drain import RAISES, parse_request, run_action
+from spillway.errors import InvalidDrainRequest, LifecycleActionPending
+from spillway.model.drain import Drain
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
+
+TOKEN = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+HOOK = "drain-before-terminate"
+
+
+def lifecycle(**kw: Any) -> dict[str, Any]:
+    return {"hook": HOOK, "token": TOKEN, "heartbeat_seconds": 300, **kw}
+
+
+def held(rig: Rig) -> None:
+    """The group terminates INSTANCE (scale-in by someone else) and its hook holds it."""
+    rig.cloud.add_hook("general", HOOK, heartbeat=300)
+    rig.cloud.hold("us-east-1", INSTANCE, {HOOK: TOKEN})
+
+
+def request(**kw: Any) -> dict[str, Any]:
+    return {
+        "cluster": CLUSTER,
+        "node": NODE,
+        "group": "general",
+        "force": True,
+        "lifecycle": lifecycle(),
+        **kw,
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"lifecycle": lifecycle(token="not-a-token")}, "lifecycle.token"),
+        ({"lifecycle": {"hook": HOOK, "heartbeat_seconds": 300}}, "lifecycle.token"),
+        ({"lifecycle": lifecycle(hook="")}, "lifecycle.hook"),
+        ({"lifecycle": lifecycle(hook="bad hook!")}, "lifecycle.hook"),
+        ({"lifecycle": lifecycle(heartbeat_seconds=10)}, "lifecycle.heartbeat_seconds"),
+        ({"lifecycle": lifecycle(heartbeat_seconds="300")}, "lifecycle.heartbeat_seconds"),
+        ({"lifecycle": lifecycle(result="ABANDON")}, "lifecycle.result"),
+        ({"group": None}, "group"),
+        ({"consolidation": True, "force": False}, "lifecycle"),
+        ({"poll_seconds": 101}, "poll_seconds"),  # a round (and a heartbeat) at least every 100 s of 300
+        ({"deadline_seconds": 30_000}, "deadline_seconds"),  # past 100 heartbeat timeouts
+    ],
+)
+def test_bad_or_missing_hook_details_are_refused_naming_the_field_and_nothing_changes(
+    rig: Rig, change: dict[str, Any], field: str
+) -> None:
+    held(rig)
+    raw = {k: v for k, v in {**request(), **change}.items() if v is not None}
+    with pytest.raises(InvalidDrainRequest) as err:
+        rig.drainer.validate(raw)
+    assert err.value.field == field
+    assert rig.writes() == []
+    assert rig.cloud.completed == [] and rig.cloud.waiting == {INSTANCE: {HOOK: TOKEN}}
+
+
+def test_a_lifecycle_drain_needs_its_instance_waiting_for_the_hook(rig: Rig) -> None:
+    # InService: the action is not (or no longer) waiting
+    with pytest.raises(InvalidDrainRequest, match="not Terminating:Wait") as err:
+        rig.drainer.validate(request())
+    assert err.value.field == "lifecycle"
+    # An ordinary drain of an instance in Terminating:Wait is still refused: it cannot complete the hook.
+    held(rig)
+    with pytest.raises(InvalidDrainRequest, match="Terminating:Wait in its group") as err:
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE})
+    assert err.value.field == "node"
+    assert rig.writes() == []
+
+
+def test_a_lifecycle_drain_evicts_then_completes_the_action_with_continue_and_never_terminates(
+    rig: Rig,
+) -> None:
+    held(rig)
+    rig.cloud.groups[("us-east-1", "general")]["MinSize"] = 2  # at MinSize: the group decides, not us
+    rig.pod("web-1")
+    out = rig.drainer.validate(request())
+    drain = Drain.model_validate(out["drain"])
+    assert drain.terminate is False and drain.lifecycle is not None and drain.lifecycle.token == TOKEN
+    assert out["preview"]["would_terminate"] is None
+    assert out["preview"]["would_complete"] == {"hook": HOOK, "result": "CONTINUE"}
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/web-1"]
+    assert rig.cloud.heartbeats == []  # not yet half the heartbeat timeout
+    done = run_action(rig.drainer, {"action": "complete_lifecycle", "drain": out["drain"]})
+    assert done["status"] == "LifecycleCompleted" and done["hooks"] == [{"hook": HOOK, "result": "CONTINUE"}]
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+    assert rig.cloud.called("terminate_instance") == []
+    assert INSTANCE not in {i["InstanceId"] for i in rig.cloud.groups[("us-east-1", "general")]["Instances"]}
+    # Done twice (a retry after a lost answer): the action no longer waits, which is success.
+    again = rig.drainer.complete_lifecycle(drain)
+    assert again["hooks"][0]["result"] is None and "no action waited" in again["hooks"][0]["note"]
+
+
+def test_a_lifecycle_drain_records_a_heartbeat_every_half_timeout_while_pods_stay(rig: Rig) -> None:
+    held(rig)
+    rig.pod("solo", bare=True)  # kept until the deadline (no controller), so the drain lasts
+    drain = Drain.model_validate(rig.drainer.validate(request(force=False, deadline_seconds=900))["drain"])
+    rig.drainer.cordon(drain)
+    round1 = rig.drainer.evict(drain)
+    rig.clock.advance(160)
+    round2 = rig.drainer.evict(drain, round1)
+    assert rig.cloud.heartbeats == [("general", HOOK, INSTANCE)]
+    assert round2["heartbeat_at"] == "2026-11-02T10:02:40Z"
+    rig.clock.advance(100)  # 100 s after the last heartbeat: none yet
+    round3 = rig.drainer.evict(drain, round2)
+    assert len(rig.cloud.heartbeats) == 1 and round3["heartbeat_at"] == round2["heartbeat_at"]
+    # The group gave up waiting (timed out): noted once, never an error, no more heartbeats.
+    rig.cloud.waiting.clear()
+    rig.clock.advance(60)
+    round4 = rig.drainer.evict(drain, round3)
+    assert "No active Lifecycle Action" in round4["lifecycle_gone"]
+    rig.clock.advance(200)
+    rig.drainer.evict(drain, round4)
+    assert len(rig.cloud.called("record_heartbeat")) == 2
+
+
+def test_a_failed_lifecycle_drain_completes_with_continue_and_keeps_the_node_cordoned(rig: Rig) -> None:
+    held(rig)
+    drain = Drain.model_validate(rig.drainer.validate(request())["drain"])
+    rig.drainer.cordon(drain)
+    out = run_action(rig.drainer, {"action": "uncordon", "drain": drain.model_dump()})
+    assert out["uncordoned"] is False and "stays cordoned" in out["note"]
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+    node = rig.node()
+    assert node["spec"]["unschedulable"] is True and CORDONED_BY_SPILLWAY in node["metadata"]["annotations"]
+
+
+def test_a_drain_that_terminates_on_a_hooked_group_completes_its_own_action(rig: Rig) -> None:
+    rig.cloud.add_hook("general", HOOK, heartbeat=3600)
+    rig.cloud.add_hook("general", "ship-logs", heartbeat=3600)
+    drain = rig.cordoned()
+    rig.drainer.terminate(drain)
+    assert rig.cloud.placement("us-east-1", INSTANCE) is not None  # waiting, as AWS holds it
+    out = rig.drainer.complete_lifecycle(drain)
+    assert out["status"] == "LifecycleCompleted"
+    assert sorted(rig.cloud.completed) == [
+        ("general", HOOK, INSTANCE, "CONTINUE"),
+        ("general", "ship-logs", INSTANCE, "CONTINUE"),
+    ]
+    assert rig.cloud.placement("us-east-1", INSTANCE) is None  # every hook done: terminated
+    assert rig.cloud.groups[("us-east-1", "general")]["DesiredCapacity"] == 1
+
+
+def test_completing_its_own_action_waits_until_the_instance_waits_and_is_a_no_op_without_hooks(
+    rig: Rig,
+) -> None:
+    drain = rig.cordoned()
+    assert rig.drainer.complete_lifecycle(drain) == {"status": "NoTerminateHook", "hooks": []}
+    rig.cloud.add_hook("general", HOOK)
+    for raw in rig.cloud.groups.values():
+        for instance in raw["Instances"]:
+            if instance["InstanceId"] == INSTANCE:
+                instance["LifecycleState"] = "Terminating"  # the terminate call returned; not waiting yet
+    with pytest.raises(LifecycleActionPending):
+        rig.drainer.complete_lifecycle(drain)
+    assert LifecycleActionPending in RAISES["complete_lifecycle"]
+    assert rig.cloud.completed == []
+
+
+def test_the_sample_lifecycle_drain_request_parses() -> None:
+    raw = json.loads((Path(__file__).resolve().parents[2] / "events/drain-node-lifecycle.json").read_text())
+    request = parse_request(raw)
+    assert request.lifecycle is not None and request.lifecycle.heartbeat_seconds == 300
