@@ -44,20 +44,13 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from spillway.errors import (
-    AsgLimitExceeded,
-    AsgNotFound,
     AwsError,
-    AwsThrottled,
-    AwsUnavailable,
     DrainCancelled,
     DrainTimeout,
     EvictionBlocked,
     InstanceNotFound,
     InvalidDrainRequest,
-    KubeAuthError,
-    KubeConflict,
     KubeError,
-    KubeUnavailable,
     LifecycleActionNotFound,
     LifecycleActionPending,
     NodeNotFound,
@@ -91,7 +84,7 @@ from spillway.model.k8s import (
 )
 from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED, is_managed
 from spillway.planner.disruption import assess
-from spillway.ports import Cloud, Cluster
+from spillway.ports import ERRORS, Cloud, Cluster
 
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
 ACTIONS = (
@@ -110,8 +103,9 @@ ACTIONS = (
 # What each step may raise, by exact class (a state machine matches names, not subclasses):
 # tests/unit/test_error_contract.py checks every one is retried or caught where drain_node.asl.json
 # and scale_down.asl.json run that step, and that a step given any port error raises nothing else.
-_KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, PodNotFound, EvictionBlocked)
-_AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
+# what a step may raise is what the ports it calls may raise (spillway.ports.ERRORS)
+_KUBE = ERRORS["Cluster"]
+_AWS = ERRORS["Cloud"]
 _ALWAYS = (InvalidDrainRequest,)  # an unknown action or a malformed drain
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "validate": frozenset({*_ALWAYS, DrainCancelled, *_KUBE, *_AWS}),

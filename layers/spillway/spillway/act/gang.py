@@ -51,20 +51,10 @@ from typing import Any
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
 from spillway.errors import (
     AsgLimitExceeded,
-    AsgNotFound,
-    AwsError,
-    AwsThrottled,
-    AwsUnavailable,
     CapacityUnavailable,
-    EvictionBlocked,
     InputError,
     InstanceNotFound,
-    KubeAuthError,
-    KubeConflict,
-    KubeError,
-    KubeUnavailable,
     NodeNotFound,
-    PodNotFound,
     SpillwayError,
     StateConflict,
     StateCorrupt,
@@ -81,7 +71,7 @@ from spillway.model.nodegroup import (
     parse_atomic_launch,
     resolve_instance_type,
 )
-from spillway.ports import Cloud, Cluster, Ledger
+from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 Metric = Callable[[str, float], None]
 
@@ -91,8 +81,9 @@ TAG_CLUSTER = "spillway.io/cluster"  # TerminateInstances is allowed only on ins
 MODES = ("fleet", "rollback")
 EC2_ALIVE = frozenset({"pending", "running"})
 
-_KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, PodNotFound, EvictionBlocked)
-_AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
+# what a step may raise is what the ports it calls may raise (spillway.ports.ERRORS)
+_KUBE = ERRORS["Cluster"]
+_AWS = ERRORS["Cloud"]
 # What each step may raise, by exact class; tests/unit/test_error_contract.py checks gang_launch.asl.json
 # retries or catches every one where it runs the step.
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {

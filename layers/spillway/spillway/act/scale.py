@@ -47,19 +47,9 @@ from spillway.act.planning import (
 )
 from spillway.errors import (
     AsgLimitExceeded,
-    AsgNotFound,
-    AwsError,
-    AwsThrottled,
-    AwsUnavailable,
-    EvictionBlocked,
     InputError,
     InstanceNotFound,
-    KubeAuthError,
-    KubeConflict,
-    KubeError,
-    KubeUnavailable,
     NodeNotFound,
-    PodNotFound,
     SnapshotError,
     SnapshotNotFound,
     SpillwayError,
@@ -72,15 +62,16 @@ from spillway.model.nodegroup import LIVE_STATES, is_capacity_failure
 from spillway.model.snapshot import Snapshot
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
-from spillway.ports import Cloud, Cluster, Ledger, Snapshots
+from spillway.ports import ERRORS, Cloud, Cluster, Ledger, Snapshots
 
 Metric = Callable[[str, float], None]
 
 # What each step may raise, by exact class (a state machine matches names, not subclasses):
 # tests/unit/test_error_contract.py checks every one is retried or caught where scale_up.asl.json
 # runs that step, and that a step given any port error raises nothing outside its set.
-_KUBE = (KubeError, KubeUnavailable, KubeAuthError, KubeConflict, NodeNotFound, PodNotFound, EvictionBlocked)
-_AWS = (AwsError, AwsThrottled, AwsUnavailable, AsgNotFound, AsgLimitExceeded, InstanceNotFound)
+# what a step may raise is what the ports it calls may raise (spillway.ports.ERRORS)
+_KUBE = ERRORS["Cluster"]
+_AWS = ERRORS["Cloud"]
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "prepare": frozenset({InputError, *_KUBE, *_AWS}),
     "set_desired": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
