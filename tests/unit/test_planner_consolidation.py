@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from plan_world import NOW, World
+from plan_world import NOW, World, kept_reasons
 from test_planner_properties import (
     PROFILE,
     SCALE_IN_FRACTION,
@@ -36,7 +36,8 @@ from spillway.model.resources import add_into
 from spillway.planner import ScalingPlan, codes, plan
 from spillway.planner.disruption import assess_move, keeps_node_busy
 
-UNDER: dict[str, Any] = {"consolidation": "when-underutilized"}
+# Every busy node judged (threshold 1): the refusals below are tested apart from the utilization one.
+UNDER: dict[str, Any] = {"consolidation": "when-underutilized", "consolidation_utilization_threshold": 1.0}
 
 
 MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
@@ -450,3 +451,19 @@ def test_consolidation_moves_only_movable_pods_into_room_that_exists_within_ever
 
     again = plan(snapshot, node_groups, config, state, NOW)
     assert json.dumps(again.to_dict()) == json.dumps(result.to_dict())
+
+
+def test_only_nodes_at_or_below_the_utilization_threshold_are_candidates() -> None:
+    # two nodes at 5 of 7.9 CPU (63 %): with cluster-autoscaler's default threshold, 0.5, neither is
+    # underutilized; at 38 % (3 CPU) each is, and one is consolidated onto the other
+    w, (a, b) = half_full(cpu="2500m")
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+    codes_of = {k.node: k.code for k in result.kept}
+    assert result.drain == () and codes_of[a] == codes_of[b] == codes.UTILIZED
+    assert "above consolidation_utilization_threshold (0.5)" in kept_reasons(result)[a]
+    # a threshold of 0.7 makes them candidates: then they are refused for room, not utilization
+    higher = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized",
+                    consolidation_utilization_threshold=0.7)  # fmt: skip
+    assert {k.node: k.code for k in higher.kept}[a] == codes.DOES_NOT_FIT
+    w, (a, b) = half_full(cpu="1500m")
+    assert len(w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized").drain) == 1

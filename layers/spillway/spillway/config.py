@@ -255,6 +255,9 @@ class PlannerConfig(BaseModel):
     disruption_budgets: tuple[DisruptionBudget, ...] = ()
     consolidation_restart_minutes: float = _minutes(10)  # the time a moved pod loses
     consolidation_horizon_minutes: float = Field(default=60, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
+    # cluster-autoscaler's --scale-down-utilization-threshold: only a node whose requests use at most this
+    # share (its dominant resource) of its allocatable is a consolidation candidate
+    consolidation_utilization_threshold: float = Field(default=0.5, ge=0, le=1, allow_inf_nan=False)
     # -- capacity by the clock: spare room held as virtual pods (README "Buffers") --
     buffers: tuple[BufferConfig, ...] = ()
 

@@ -5,6 +5,9 @@ tag). Every busy node of such a group that nothing else keeps (managed, Ready, n
 ``scale-down-disabled``, not freshly launched, no pending pod planned onto it) is judged; the first
 refusal keeps it, with its code:
 
+* ``utilized``: its pods' requests use more than ``consolidation_utilization_threshold`` (0.5, as
+  cluster-autoscaler's ``--scale-down-utilization-threshold``) of its dominant resource: moving them
+  costs more restarts than an underutilized node's, and kube-scheduler's packing fills it anyway;
 * ``launching-this-plan``: this plan grows its group, or another group of its instance type (never
   free capacity the same plan is launching);
 * ``pod-never``: a pod on it may not be moved (:func:`spillway.planner.disruption.assess_move`: a
@@ -177,7 +180,7 @@ class Consolidation:
 
     def judge(self, node: WorkNode) -> tuple[Verdict, Candidate | None]:
         """The first static refusal, or the node as a candidate."""
-        verdict = self.stage.protected(node) or self._launching(node)
+        verdict = self.stage.protected(node) or self._launching(node) or self._utilized(node)
         if verdict is not None:
             return verdict, None
         pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
@@ -187,6 +190,17 @@ class Consolidation:
             _never(moves) or self._elastic_min(candidate.elastic) or self._saving(len(pods), candidate.cost)
         )
         return (verdict, None) if verdict is not None else (None, candidate)
+
+    def _utilized(self, node: WorkNode) -> Verdict:
+        threshold = self.ctx.config.consolidation_utilization_threshold
+        resource, used = dominant_share(node.used, node.info.allocatable)
+        if used <= threshold:
+            return None
+        return (
+            codes.UTILIZED,
+            f"requests use {100 * used:.0f}% of its {resource}, above "
+            f"consolidation_utilization_threshold ({threshold:g})",
+        )
 
     def _elastic_min(self, elastic: Mapping[str, int]) -> Verdict:
         short = sorted(job for job, n in elastic.items() if n > self.elastic_left.get(job, 0))
