@@ -116,3 +116,58 @@ def test_scene_two_teams_burst_one_is_held_by_its_limit_a_gang_launches_whole_an
     assert not any(p.started_at for p in scene.pods if p.gang == "train-vision")
     # Every team pod ran once and completed; only the failed gang's pods were deleted.
     assert all(p.finished_at is not None for p in scene.pods if p.gang != "train-vision")
+
+
+NIGHT = ("night", "night_held", "buffer_kept", "dusk", "serving_drain", "nightfall", "train_runs",
+         "consolidate_plan", "spot_warning", "consolidated", "spot_drained", "job_done", "night_done")  # fmt: skip
+
+
+def test_scene_three_dusk_scales_serving_in_training_takes_the_night_an_elastic_job_shrinks_spot_is_drained(
+    demo: tuple[DemoResult, str],
+) -> None:
+    result, timeline = demo
+    night = result.night
+    assert night is not None and night.done, timeline
+    firsts = [result.first(kind) for kind in NIGHT]
+    assert None not in firsts, (dict(zip(NIGHT, firsts, strict=True)), timeline)
+    # The spot drain runs beside the consolidation's: only its warning follows the consolidation plan.
+    order = [k for k in NIGHT if k not in ("consolidated", "spot_drained")]
+    at = {k: result.first(k) for k in NIGHT}
+    assert [at[k] for k in order] == sorted(at[k] for k in order), (at, timeline)  # type: ignore[type-var]
+    assert at["consolidate_plan"] < at["consolidated"] < at["job_done"]  # type: ignore[operator]
+    assert at["spot_warning"] < at["spot_drained"] < at["job_done"]  # type: ignore[operator]
+    assert result.first("night") > result.first("scene_done")  # type: ignore[operator]
+    # (1) By day the buffer held two serving nodes; after dusk scale-down drained exactly those.
+    assert len(night.buffer_kept) == 2 and all("config/serving" in r for r in night.buffer_kept.values())
+    assert set(night.serving_drains) == set(night.buffer_kept), night.serving_drains
+    # (2) By day training was held by its limit, naming it; at night all three pods ran.
+    assert sorted(night.held_by_day) == ["train/train-0", "train/train-1", "train/train-2"]
+    assert all("tenant train limit nvidia.com/gpu=0 reached" in r for r in night.held_by_day.values())
+    # (3) One elastic node consolidated: its two workers (the room above the minimum) evicted through
+    # the PDB and the instance terminated; the other node kept; the job never below its minimum.
+    drain = night.consolidation
+    assert drain["code"] == "consolidation" and len(drain["pods"]) == 2, drain
+    assert all(p.startswith("nlp/bert-worker-") for p in drain["pods"])
+    assert "gives up 2 worker" in drain["reason"]
+    assert night.consolidated["outcome"] == "terminated" and night.consolidated["evicted_count"] == 2
+    assert night.min_workers_running == 2
+    evicted_workers = [p for p in night.pods if p.role == "worker" and p.evicted]
+    assert sorted(p.key for p in evicted_workers) == sorted(drain["pods"])
+    # (4) The spot warning reached the queue and the interrupt function; the DrainNode terminated the
+    # node inside the deadline, its crawlers moved and were replaced.
+    spot = night.interrupt
+    assert spot["messages"] == 1 and spot["status"] == "SUCCEEDED" and spot["outcome"] == "terminated", spot
+    assert spot["took"] < 90
+    assert sorted(spot["evicted"]) == ["crawl/crawl-0", "crawl/crawl-1"]
+    assert spot["instance"] in night.drained_instances
+    # (5) Nothing lost: every pod that may not move ran once and completed, none was evicted; every
+    # instance of the scene was terminated by a drain, none is left running.
+    fixed = [p for p in night.pods if not p.movable]
+    assert len(fixed) == 5 and all(
+        p.starts == 1 and p.finished_at is not None and not p.evicted for p in fixed
+    )
+    evicted = {pod for pod, status in night.evictions if status == 201}
+    assert evicted == {p.name for p in night.pods if p.evicted}, night.evictions
+    assert not evicted & {p.name for p in fixed}
+    assert night.instances and set(night.instances) <= night.drained_instances, night.instances
+    assert not night.running_at_end

@@ -435,3 +435,24 @@ def test_plan_reads_provisioning_requests_and_their_pod_templates(
     assert reasons("small") == {"Accepted": ("True", "Accepted"), "Provisioned": ("True", "CapacityIsFound")}
     assert reasons("orphan") == {"Failed": ("True", "FailedToCreatePods")}
     assert "PodTemplate default/gone not found" in statuses["default/orphan"]["conditions"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "teams", "night"),
+    [([], True, True), (["--no-night"], True, False), (["--no-teams", "--no-night"], False, False)],
+)
+def test_demo_scenes_two_and_three_can_be_skipped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flags: list[str], teams: bool, night: bool
+) -> None:
+    import spillway.local.demo as demo
+
+    seen: list[demo.DemoOptions] = []
+
+    def fake(options: demo.DemoOptions, out: object = None) -> demo.DemoResult:
+        seen.append(options)
+        return demo.DemoResult(complete=True)
+
+    monkeypatch.setattr(demo, "run_demo", fake)
+    assert main(["demo", "--quick", "--chart", str(tmp_path / "d.png"), *flags]) == 0
+    [options] = seen
+    assert (options.quick, options.teams, options.night) == (True, teams, night)

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from spillway import __version__
@@ -51,6 +52,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     chart = Path(args.chart)
     options = DemoOptions.short(chart) if args.quick else DemoOptions(chart=chart)
+    if args.no_teams or args.no_night:
+        options = replace(options, teams=not args.no_teams, night=not args.no_night)
     result = run_demo(options)
     print(f"\nchart: {result.chart}   the functions' logs: {result.log}   ({result.elapsed:.0f} s)")
     return 0 if result.complete else 1
@@ -106,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--chart", metavar="FILE", default="out/demo.png", help="the PNG chart (default: %(default)s)"
     )
     d.add_argument("--quick", action="store_true", help="a shorter run (fewer jobs, faster time)")
+    d.add_argument("--no-teams", action="store_true", help="skip scene 2, the shared cluster")
+    d.add_argument("--no-night", action="store_true", help="skip scene 3, the night")
     d.set_defaults(func=_demo)
 
     from spillway.sim.command import add_arguments as simulate_arguments

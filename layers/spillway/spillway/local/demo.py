@@ -22,7 +22,11 @@ waits (through the executions' inputs), never by skipping a step:
 6. an operator drains a CPU node by hand: a DrainNode execution with ``events/drain-node.json``'s input;
 7. scene 2, the shared cluster (:mod:`spillway.local.demo_teams`, ``DemoOptions.teams``): two teams burst
    at once, team-b is held by its GPU limit (``PLANNER_CONFIG``), a gang is launched atomically through
-   the GangLaunch state machine, and a second gang's atomic launch fails and leaves nothing behind.
+   the GangLaunch state machine, and a second gang's atomic launch fails and leaves nothing behind;
+8. scene 3, the night (:mod:`spillway.local.demo_night`, ``DemoOptions.night``): a serving buffer's window
+   closes at dusk and its nodes are drained, training's night limit opens and a burst takes GPU machines,
+   an elastic job is consolidated to its minimum, a spot node is interrupted (EventBridge -> SQS -> the
+   interrupt function -> DrainNode), and nothing is lost.
 
 It prints a timeline (elapsed seconds, what was decided and why) and writes a PNG chart of capacity
 against demand per region. The functions' own JSON logs and EMF metrics go to a log file beside it.
@@ -44,6 +48,7 @@ from typing import IO, Any
 
 from spillway.errors import InputError
 from spillway.local import objects as o
+from spillway.local.demo_night import NightResult, NightScene
 from spillway.local.demo_teams import SceneResult, TeamsScene, scene_tenants
 from spillway.local.rig import CLUSTER, GPU_TOLERATION, HOME, REGIONS, WEST, Rig
 from spillway.local.stack import ROOT
@@ -75,13 +80,14 @@ class DemoOptions:
     time_scale: float = 36.0  # trace seconds per demo second
     boot_seconds: float = 1.0
     tick_seconds: float = 2.0
-    timeout_seconds: float = 170.0  # both scenes
+    timeout_seconds: float = 240.0  # every scene
     teams: bool = True  # scene 2, the shared cluster (spillway.local.demo_teams)
+    night: bool = True  # scene 3, the night (spillway.local.demo_night)
 
     @classmethod
     def short(cls, chart: Path) -> DemoOptions:
         """The test's form: fewer jobs, faster time."""
-        return cls(quick=True, chart=chart, jobs=4, time_scale=45.0, boot_seconds=0.5, timeout_seconds=110.0)
+        return cls(quick=True, chart=chart, jobs=4, time_scale=45.0, boot_seconds=0.5, timeout_seconds=170.0)
 
     def environment(self) -> dict[str, str]:
         """The functions' environment: short planner thresholds and short waits, nothing skipped (the rig
@@ -94,7 +100,7 @@ class DemoOptions:
             "LAUNCH_TIMEOUT_SECONDS": "20",
             "DRAIN_POLL_SECONDS": "1",
             "DRAIN_DEADLINE_SECONDS": "30",
-            "MAX_SNAPSHOT_AGE_SECONDS": "180",
+            "MAX_SNAPSHOT_AGE_SECONDS": "300",  # scene 3 moves the plan's clock up to ~2.5 min ahead
             "SCALE_DOWN_IDLE_MINUTES": "0.05",
             "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0",
             "MAX_SCALE_IN_FRACTION": "1.0",
@@ -103,6 +109,7 @@ class DemoOptions:
             "PLANNER_CONFIG": scene_tenants(),  # scene 2's tenant limits
             "GANG_DEADLINE_SECONDS": "20",
             "GANG_POLL_SECONDS": "1",
+            "INTERRUPT_POLL_SECONDS": "1",  # scene 3's spot drain
         }
 
 
@@ -205,6 +212,7 @@ class DemoResult:
     elapsed: float = 0.0
     complete: bool = False
     scene: SceneResult | None = None
+    night: NightResult | None = None
 
     def first(self, kind: str) -> float | None:
         return next((e.t for e in self.events if e.kind == kind), None)
@@ -323,6 +331,8 @@ class Demo:
         self.started = False
         self.scene: TeamsScene | None = TeamsScene(self) if options.teams else None
         self.result.scene = self.scene.result if self.scene else None
+        self.night: NightScene | None = NightScene(self) if options.night else None
+        self.result.night = self.night.result if self.night else None
 
     # -- output --
 
@@ -366,7 +376,11 @@ class Demo:
         rig = Rig(self.options.environment(), cluster=CLUSTER, regions=REGIONS,
                   boot_seconds=self.options.boot_seconds, tick=0.1, prefix="spillway-demo")  # fmt: skip
         with rig:
-            self._script(rig)
+            try:
+                self._script(rig)
+            finally:
+                if self.night is not None:
+                    self.night.close()
         if rig.registrar.errors:
             self.say("error", f"kubelet stand-in errors: {rig.registrar.errors[:3]}")
 
@@ -438,14 +452,20 @@ class Demo:
             return False
         if self.executions.get(self.manual_arn) == "RUNNING":
             return False
-        if self.scene is not None and self.scene.started:
-            return self.scene.step(rig)
-        self._scheduler(kube)
-        self._watch(rig)
-        self._sample(kube)
-        if self.scene is not None:
-            self.scene.start(rig)
-            return False
+        return self._scenes(rig)
+
+    def _scenes(self, rig: Rig) -> bool:
+        """Scenes 2 and 3, each started once the one before is over; True once the last is."""
+        scenes: list[TeamsScene | NightScene] = [s for s in (self.scene, self.night) if s is not None]
+        for scene in scenes:
+            if not scene.started:
+                self._scheduler(rig.kube)
+                self._watch(rig)
+                self._sample(rig.kube)
+                scene.start(rig)
+                return False
+            if not scene.result.done:
+                return scene.step(rig) and scene is scenes[-1]
         return True
 
     def _account(self, rig: Rig) -> None:
@@ -456,6 +476,8 @@ class Demo:
                 self.result.instances_running.add(instance)
         if self.scene is not None:
             self.scene.account(rig)
+        if self.night is not None:
+            self.night.account(rig)
         self.result.evicted_job_pods = sorted(
             {
                 r.path.split("/")[-2]
@@ -595,7 +617,7 @@ class Demo:
         for outcome in (result or {}).get("results") or []:
             if outcome.get("status") == "acted":
                 self._print_plan(rig, outcome)
-            if self.scene is not None and self.scene.started and outcome.get("status") in ("acted", "idle"):
+            if outcome.get("status") in ("acted", "idle"):
                 self._print_scene_plan(rig, outcome)
             elif outcome.get("status") in ("failed", "stale"):
                 self.say(
@@ -631,11 +653,24 @@ class Demo:
     def _print_scene_plan(self, rig: Rig, outcome: Mapping[str, Any]) -> None:
         from spillway.adapters.plans_store import PlanStore
 
-        assert self.scene is not None
+        scene = (
+            self.scene
+            if self.scene is not None and self.scene.started and not self.scene.result.done
+            else None
+        )
+        night = (
+            self.night
+            if self.night is not None and self.night.started and not self.night.result.done
+            else None
+        )
+        if scene is None and night is None:
+            return
         store = PlanStore(rig.stack.client("dynamodb"), rig.stack.tables["PlansTable"])
         record = store.get(CLUSTER, str(outcome["snapshot_key"]))
-        if record is not None:
-            self.scene.print_held(dict(record.plan))
+        if record is not None and scene is not None:
+            scene.print_held(dict(record.plan))
+        if record is not None and night is not None:
+            night.on_plan(dict(record.plan))
 
     def _executions(self, rig: Rig) -> None:
         sfn = rig.stack.client("stepfunctions")
@@ -655,6 +690,11 @@ class Demo:
     ) -> None:
         if logical == "GangLaunchStateMachine" and self.scene is not None:
             self.scene.print_gang_execution(name, status, dict(desc))
+            return
+        if logical == "DrainNodeStateMachine" and name.startswith("interrupt-") and self.night is not None:
+            self.night.print_interrupt_execution(name, status, dict(output))
+            if output.get("outcome") == "terminated" and isinstance(output.get("instance_id"), str):
+                self.result.instances_drained.add(str(output["instance_id"]))
             return
         if status != "SUCCEEDED":
             self.say("exec_failed", f"{name}: {status}: {desc.get('error')} {str(desc.get('cause'))[:200]}")
@@ -694,6 +734,10 @@ class Demo:
             )
             return
         pods = f", {len(evicted)} pod(s) evicted" if isinstance(evicted, list) else ""
+        if not pods and d.get("evicted_count"):
+            pods = f", {d.get('evicted_count')} pod(s) evicted"
+        if self.night is not None and self.night.started:
+            self.night.on_drain_outcome(name, dict(d))
         self.say("drain", f"{name}: {where} cordoned and drained{pods}")
         if outcome == "terminated":
             if isinstance(instance, str):
@@ -789,6 +833,8 @@ class Demo:
         )
         if self.scene is not None:
             self._scene_summary(self.scene.result)
+        if self.night is not None:
+            self._night_summary(self.night.result)
 
     def _scene_summary(self, scene: SceneResult) -> None:
         done = [p for p in scene.pods if p.finished_at is not None]
@@ -800,6 +846,23 @@ class Demo:
             f"{len(scene.held)} ({', '.join(sorted(scene.held))}); "
             f"gang launches: {gangs or 'none'}; the failed gang's instances: "
             f"{len(scene.failed_gang_instances)} launched, {len(alive)} running at the end\n"
+        )
+
+    def _night_summary(self, night: NightResult) -> None:
+        jobs = [p for p in night.pods if p.role != "crawler" and not p.evicted]  # evicted: the job shrank
+        done = [p for p in jobs if p.finished_at is not None]
+        fixed = [p for p in night.pods if not p.movable]
+        evicted = sorted({pod for pod, status in night.evictions if status == 201})
+        unmovable = sorted({p.key.split("/")[1] for p in fixed} & set(evicted))
+        leaked = set(night.instances) - night.drained_instances
+        self.out.write(
+            f"  scene 3: {len(done)} of {len(jobs)} training, preprocessing and elastic pods completed (the "
+            f"rest evicted by the consolidation); serving nodes drained at dusk: {len(night.serving_drains)}; consolidated: "
+            f"{night.consolidation.get('node', 'none')} (elastic workers never below {night.min_workers_running}); "
+            f"spot drain: {night.interrupt.get('outcome', 'none')} in {night.interrupt.get('took', 0):.1f} s; "
+            f"pods evicted: {len(evicted)} ({len(unmovable)} not movable); instances: {len(night.instances)} "
+            f"launched, {len(night.drained_instances & set(night.instances))} terminated by drains, "
+            f"{len(leaked)} otherwise\n"
         )
 
 

@@ -254,7 +254,8 @@ class Consolidation:
         name = node.info.name
         if name in self.receiving:
             return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
-        verdict = self.stage.limit(node)
+        # The elastic room again: a node drained earlier in this plan may have taken what judge() saw.
+        verdict = self._elastic_min(candidate.elastic) or self.stage.limit(node)
         if verdict is not None:
             return verdict
         trial = self._fit(candidate)
