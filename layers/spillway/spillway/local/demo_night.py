@@ -269,7 +269,7 @@ class NightScene:
         self.say("arrive", "train submits 3 one-GPU training pods (tenant train)")
 
     def _worker(self, kube: Any, name: str, node: str, created: datetime) -> None:
-        raw = o.pod(name, "nlp", cpu="1500m", memory="4Gi", node_name=node, tolerations=[TRAINING_TOLERATION],
+        raw = o.pod(name, "nlp", cpu="750m", memory="3Gi", node_name=node, tolerations=[TRAINING_TOLERATION],
                     node_selector={POOL: ELASTIC}, labels={KUBEFLOW_JOB: "bert", KUBEFLOW_ROLE: "worker"},
                     owner=("PyTorchJob", "bert"), created=created)  # fmt: skip
         raw["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
