@@ -8,21 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from examples import EVENTS, EXAMPLE
 
 from spillway.cli import main
 from spillway.local import objects as o
-
-EVENTS = Path(__file__).resolve().parents[2] / "events"
-EXAMPLE = [
-    "plan",
-    "--cluster", str(EVENTS / "example-cluster.json"),
-    "--asgs", str(EVENTS / "example-asgs-us-east-1.json"),
-    "--asgs", str(EVENTS / "example-asgs-us-west-2.json"),
-    "--activities", str(EVENTS / "example-activities.json"),
-    "--config", str(EVENTS / "example-config.yaml"),
-    "--state", str(EVENTS / "example-state.json"),
-    "--now", "2026-11-02T10:00:00Z",
-]  # fmt: skip
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
