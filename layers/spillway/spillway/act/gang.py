@@ -66,7 +66,7 @@ from spillway.model.nodegroup import (
     LIVE_STATES,
     TAG_ATOMIC_LAUNCH,
     NodeGroup,
-    is_capacity_failure,
+    capacity_failure_since,
     is_managed,
     parse_atomic_launch,
     resolve_instance_type,
@@ -434,19 +434,7 @@ class GangSteps:
         return {"status": "waiting", "ready": len(ready), "in_service": len(in_service)}
 
     def _capacity_failure(self, req: GangRequest, since: datetime, now: datetime) -> str:
-        for activity in self.aws.describe_activities(req.region, req.group, now):
-            start = (
-                activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
-            )
-            message = activity.StatusMessage or activity.Description
-            if (
-                start >= since
-                and activity.StatusCode == "Failed"
-                and activity.is_launch
-                and is_capacity_failure(message)
-            ):
-                return message
-        return ""
+        return capacity_failure_since(self.aws.describe_activities(req.region, req.group, now), since)
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each), give

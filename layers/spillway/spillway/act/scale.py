@@ -12,7 +12,7 @@ The state machine maps over the plan's groups; for each group it calls, in order
 ``verify``       ``ready`` when the ``count`` instances launched for this plan (claimed by it among the
                  group's new ones: :func:`spillway.act.claims.own_instances`) run Ready Nodes; ``failed`` when
                  a scaling activity since ``prepare`` failed for capacity
-                 (:func:`~spillway.model.nodegroup.is_capacity_failure`); ``timeout`` past the deadline;
+                 (:func:`~spillway.model.nodegroup.capacity_failure_since`); ``timeout`` past the deadline;
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
                  window); terminate this plan's instances that run no Ready Node (decrementing the
@@ -58,7 +58,7 @@ from spillway.errors import (
 )
 from spillway.model.act import PlanRecord, PlanSummary, format_key, iso, replan_key
 from spillway.model.cluster import instance_id_from_provider_id
-from spillway.model.nodegroup import LIVE_STATES, is_capacity_failure
+from spillway.model.nodegroup import LIVE_STATES, capacity_failure_since
 from spillway.model.snapshot import Snapshot
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
@@ -181,18 +181,9 @@ class ScaleSteps:
         name, region = str(group["group"]), str(group["region"])
         now = self.clock()
         since = _parse(prep["since"])
-        for activity in self.aws.describe_activities(region, name, now):
-            start = (
-                activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
-            )
-            message = activity.StatusMessage or activity.Description
-            if (
-                start >= since
-                and activity.StatusCode == "Failed"
-                and activity.is_launch
-                and is_capacity_failure(message)
-            ):
-                return {"status": "failed", "reason": f"{region}/{name}: launch failed: {message}"[:1000]}
+        message = capacity_failure_since(self.aws.describe_activities(region, name, now), since)
+        if message:
+            return {"status": "failed", "reason": f"{region}/{name}: launch failed: {message}"[:1000]}
         wanted = int(prep.get("count", 0))
         if wanted <= 0:
             return {"status": "ready", "reason": "nothing to launch", "ready": 0, "wanted": 0}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from spillway.model.aws import (
@@ -370,6 +370,22 @@ def is_capacity_failure(message: str) -> bool:
         return True
     lowered = message.lower()
     return "do not have sufficient" in lowered and "capacity" in lowered
+
+
+def capacity_failure_since(activities: Iterable[ScalingActivity], since: datetime) -> str:
+    """The message of a launch activity that failed for capacity at or after ``since`` (naive times are
+    UTC), or ``""``: how a scale-up or a gang launch learns that EC2 will not deliver."""
+    for activity in activities:
+        start = activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
+        message = activity.StatusMessage or activity.Description
+        if (
+            start >= since
+            and activity.StatusCode == "Failed"
+            and activity.is_launch
+            and is_capacity_failure(message)
+        ):
+            return message
+    return ""
 
 
 def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None = None) -> None:
