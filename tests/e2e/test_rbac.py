@@ -230,6 +230,9 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
             "web-0", "team-a", node_name=victim, owner=("ReplicaSet", "web-5d9c"), cpu="100m", memory="64Mi"
         )
     )
+    # The kubelets' stand-in forgets a terminated instance's Node at once (as the cloud controller does,
+    # a few seconds after); stopped here so the drain's own DeleteNode is what removes it, and is recorded.
+    cloud.registrar.stop()
     drained = cloud.stack.run(
         "DrainNodeStateMachine",
         {"cluster": CLUSTER, "node": victim, "reason": "rbac", "poll_seconds": 1, "deadline_seconds": 20},
