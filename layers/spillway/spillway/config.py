@@ -258,6 +258,9 @@ class PlannerConfig(BaseModel):
     # cluster-autoscaler's --scale-down-utilization-threshold: only a node whose requests use at most this
     # share (its dominant resource) of its allocatable is a consolidation candidate
     consolidation_utilization_threshold: float = Field(default=0.5, ge=0, le=1, allow_inf_nan=False)
+    # Karpenter's consolidateAfter, cluster-autoscaler's --scale-down-unneeded-time for busy nodes: a node
+    # is consolidated only once it has been a candidate (underutilized, its pods movable) this long
+    consolidation_after_minutes: float = _minutes(0)
     # -- capacity by the clock: spare room held as virtual pods (README "Buffers") --
     buffers: tuple[BufferConfig, ...] = ()
 

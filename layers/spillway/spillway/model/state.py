@@ -89,6 +89,13 @@ class RaiseState(BaseModel):
     since: datetime
 
 
+class Since(BaseModel):
+    """When a condition that a timer waits on started (a busy node found underutilized)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    since: datetime
+
+
 class State(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     nodes: dict[str, NodeState] = Field(default_factory=dict)
@@ -97,6 +104,8 @@ class State(BaseModel):
     gangs: dict[str, GangState] = Field(default_factory=dict)
     raises: dict[str, RaiseState] = Field(default_factory=dict)
     pools: dict[str, GroupState] = Field(default_factory=dict)  # pool_key(zone, type) -> back-off
+    # busy nodes a consolidation could drain, since when (consolidation_after_minutes waits on it)
+    underutilized: dict[str, Since] = Field(default_factory=dict)
 
     def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""
@@ -130,6 +139,8 @@ class State(BaseModel):
                 k: {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)}
                 for k, v in sorted(self.gangs.items())
             }
+        if self.underutilized:
+            wire["underutilized"] = {k: {"since": iso(v.since)} for k, v in sorted(self.underutilized.items())}
         if self.raises:
             wire["raises"] = {k: {"to": v.to, "since": iso(v.since)} for k, v in sorted(self.raises.items())}
         return wire

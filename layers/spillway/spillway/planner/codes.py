@@ -55,6 +55,8 @@ ORPHANED_DRAIN_FINISHED = "orphaned-drain-finished"
 ORPHANED_DRAIN_RESTORED = "orphaned-drain-restored"
 # -- consolidation (spillway.planner.consolidation) --
 CONSOLIDATION = "consolidation"  # Drain.code of a drain that moves pods (an empty node's drain has none)
+# Drain.code of a drain that moves a node's pods so pending pods take the node instead of a new one
+MAKE_ROOM = "make-room"
 CONSOLIDATION_OFF = "consolidation-off"  # the group's consolidation is off: its nodes are never drained
 DISRUPTION_BUDGET = "disruption-budget"  # the most restrictive active disruption budget is used up
 POD_NEVER = "pod-never"  # runs a pod that must not be disturbed
@@ -65,6 +67,8 @@ SAVING_TOO_SMALL = "saving-too-small"  # the node-time saved does not outlast th
 UTILIZED = "utilized"
 LAUNCHING_THIS_PLAN = "launching-this-plan"  # this plan grows its group (or its instance type)
 RECEIVES_MOVED_PODS = "receives-moved-pods"  # this plan moves another node's pods onto it
+# a candidate for less than consolidation_after_minutes: demand may come back to it
+UNDERUTILIZED_NOT_LONG_ENOUGH = "underutilized-not-long-enough"
 
 PENDING_CODES = (
     EXPENDABLE,
@@ -112,6 +116,7 @@ KEPT_CODES = (
     UTILIZED,
     LAUNCHING_THIS_PLAN,
     RECEIVES_MOVED_PODS,
+    UNDERUTILIZED_NOT_LONG_ENOUGH,
     BUFFER,
 )
 

@@ -38,15 +38,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import add_into, dominant_share
+from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import Context, WorkNode, has_taint
+from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
 from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_node_busy
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
@@ -159,6 +161,7 @@ class Consolidation:
         for node in busy:
             verdict, candidate = self.judge(node)
             if candidate is not None:
+                self._since(node)
                 candidates.append(candidate)
             elif verdict is not None:
                 kept[node.info.name] = KeptNode(node.info.name, verdict[1], verdict[0])
@@ -249,9 +252,29 @@ class Consolidation:
                 )
         return None
 
+    def _since(self, node: WorkNode) -> None:
+        """Remember since when the node is a candidate (the timer of consolidation_after_minutes)."""
+        previous = self.ctx.state.underutilized.get(node.info.name)
+        since = aware(previous.since) if previous is not None else self.ctx.now
+        self.stage.underutilized[node.info.name] = Since(since=since)
+
+    def _not_long_enough(self, node: WorkNode) -> Verdict:
+        needed = timedelta(minutes=self.ctx.config.consolidation_after_minutes)
+        so_far = self.ctx.now - self.stage.underutilized[node.info.name].since
+        if so_far >= needed:
+            return None
+        return (
+            codes.UNDERUTILIZED_NOT_LONG_ENOUGH,
+            f"a consolidation candidate for {minutes(so_far)} of the {minutes(needed)} needed "
+            "(consolidation_after_minutes)",
+        )
+
     def choose(self, candidate: Candidate) -> Verdict:
         node = candidate.node
         name = node.info.name
+        verdict = self._not_long_enough(node)
+        if verdict is not None:
+            return verdict
         if name in self.receiving:
             return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
         # The elastic room again: a node drained earlier in this plan may have taken what judge() saw.

@@ -70,7 +70,10 @@ def plan(
         pending=tuple(sorted(ctx.pending_out, key=lambda p: p.pod)),
         kept=tuple(sorted(kept, key=lambda k: k.node)),
         state=_next_state(ctx, idle_state).model_copy(
-            update={"raises": next_raises(raises, scale_up, ctx.now)}
+            update={
+                "raises": next_raises(raises, scale_up, ctx.now),
+                "underutilized": dict(sorted(scale_down.underutilized.items())),
+            }
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
         provisioning=provisioning.updates(),

@@ -106,8 +106,10 @@ class Drain:
     group: str
     region: str
     reason: str
-    code: str = ""  # codes.CONSOLIDATION for a drain that moves pods; "" for an empty node's
+    code: str = ""  # codes.CONSOLIDATION / MAKE_ROOM for a drain that moves pods; "" for an empty node's
     pods: tuple[str, ...] = ()  # a consolidation's pods to move: the drain evicts these and no others
+    # False for make-room: the node is kept and uncordoned once its pods are evicted, for pending pods
+    terminate: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -118,6 +120,8 @@ class Drain:
         }
         if self.code:  # only then, so an empty node's drain reads exactly as before
             out |= {"code": self.code, "pods": list(self.pods)}
+        if not self.terminate:
+            out["terminate"] = False
         return out
 
 

@@ -86,6 +86,7 @@ class SpillwayPolicy:
         self.window = timedelta(minutes=config.launch_failure_backoff_minutes)
         self.idle = timedelta(minutes=config.scale_down_idle_minutes)
         self.launch_delay = timedelta(minutes=config.scale_down_delay_after_launch_minutes)
+        self.consolidate_after = timedelta(minutes=config.consolidation_after_minutes)
         self.plans = 0
         # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
         # each node is past its launch delay, though nothing else changes.
@@ -129,6 +130,9 @@ class SpillwayPolicy:
                 when = world.at(node.ready_at) + self.launch_delay
                 if when > now:
                     due.append(when)
+            for entry in self.state.underutilized.values():
+                if entry.since + self.consolidate_after > now:
+                    due.append(entry.since + self.consolidate_after)
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)
