@@ -302,13 +302,15 @@ def test_refused_when_the_saving_does_not_outlast_the_restart_cost() -> None:
 
 def test_refused_in_a_group_this_plan_grows() -> None:
     w, (a, b) = half_full()
-    w.pods("big", 1, cpu="7", memory="1Gi")  # fits no existing node: a new cpu node
+    w.pods("big", 2, cpu="7", memory="1Gi")  # fit no existing node: new cpu nodes
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 
-    assert [s.group for s in result.scale_up] == ["cpu"]
-    assert result.drain == ()
-    assert kept(result)[a][0] == kept(result)[b][0] == codes.LAUNCHING_THIS_PLAN
+    # One big pod takes a, whose pods move to b (make room: test_planner_makeroom); the other needs a
+    # new node, and b is not consolidated while the plan launches in its group.
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)]
+    assert kept(result)[b][0] == codes.LAUNCHING_THIS_PLAN
 
 
 def test_refused_when_a_pending_pod_is_planned_onto_it() -> None:

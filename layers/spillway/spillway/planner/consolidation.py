@@ -165,7 +165,21 @@ class Consolidation:
                 candidates.append(candidate)
             elif verdict is not None:
                 kept[node.info.name] = KeptNode(node.info.name, verdict[1], verdict[0])
+        self.reset_room()
+        for candidate in sorted(candidates, key=Candidate.order):
+            verdict = self.choose(candidate)
+            if verdict is not None:
+                name = candidate.node.info.name
+                kept[name] = KeptNode(name, verdict[1], verdict[0])
+        return kept
+
+    def reset_room(self) -> None:
+        """The room pods may move to: Ready, schedulable nodes no drain of this plan takes. Built once
+        (a make-room swap may have taken some already); later only the nodes drained since leave it."""
         drained = {d.node for d in self.stage.drains}
+        if self.room:
+            self.room = {name: node for name, node in self.room.items() if name not in drained}
+            return
         self.room = {
             n.info.name: replace(n, free=dict(n.free))
             for n in self.ctx.nodes.values()
@@ -174,16 +188,28 @@ class Consolidation:
             and not has_taint(n.info, DRAINING_TAINT)
             and n.info.name not in drained
         }
-        for candidate in sorted(candidates, key=Candidate.order):
-            verdict = self.choose(candidate)
-            if verdict is not None:
-                name = candidate.node.info.name
-                kept[name] = KeptNode(name, verdict[1], verdict[0])
-        return kept
 
-    def judge(self, node: WorkNode) -> tuple[Verdict, Candidate | None]:
-        """The first static refusal, or the node as a candidate."""
-        verdict = self.stage.protected(node) or self._launching(node) or self._utilized(node)
+    def candidates(self, group: str) -> list[Candidate]:
+        """The busy nodes of ``group`` that pass every static rule but the launching one: a make-room
+        swap (:mod:`spillway.planner.makeroom`) gives them this plan's new nodes' pods."""
+        out = []
+        for node in self.ctx.nodes.values():
+            if node.group is None or node.group.name != group or not self.on_node.get(node.info.name):
+                continue
+            _, candidate = self.judge(node, launching=False)
+            if candidate is not None:
+                self._since(node)
+                out.append(candidate)
+        return out
+
+    def judge(self, node: WorkNode, *, launching: bool = True) -> tuple[Verdict, Candidate | None]:
+        """The first static refusal, or the node as a candidate (``launching``: refuse it when this plan
+        launches in its group)."""
+        verdict = (
+            self.stage.protected(node)
+            or (self._launching(node) if launching else None)
+            or self._utilized(node)
+        )
         if verdict is not None:
             return verdict, None
         pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
@@ -281,6 +307,18 @@ class Consolidation:
         verdict = self._elastic_min(candidate.elastic) or self.stage.limit(node)
         if verdict is not None:
             return verdict
+        return self._move_pods(candidate, make_room=False)
+
+    def swap(self, candidate: Candidate) -> Verdict:
+        """Make room: move the candidate's pods (the node stays, for pending pods); a refusal or None."""
+        node = candidate.node
+        if node.info.name in self.receiving:
+            return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
+        verdict = self._not_long_enough(node) or self._elastic_min(candidate.elastic)
+        verdict = verdict or self.stage.limit(node)
+        return verdict or self._move_pods(candidate, make_room=True)
+
+    def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
         trial = self._fit(candidate)
         if trial is None:
             return (
@@ -292,7 +330,7 @@ class Consolidation:
         self.receiving |= destinations
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
-        self._drain(candidate, destinations)
+        self._drain(candidate, destinations, make_room=make_room)
         return None
 
     def _fit(self, candidate: Candidate) -> tuple[dict[str, WorkNode], dict[str, list[Bin]], set[str]] | None:
@@ -332,25 +370,30 @@ class Consolidation:
                 cls.take(count)
                 destinations.add(node_id)
 
-    def _drain(self, candidate: Candidate, destinations: set[str]) -> None:
+    def _drain(self, candidate: Candidate, destinations: set[str], *, make_room: bool) -> None:
         node, ctx = candidate.node, self.ctx
         group, info = node.group, node.info
         assert group is not None and info.instance_id is not None
         self.stage.take(node)
+        self.room.pop(info.name, None)
         where = ", ".join(sorted(destinations)[:2]) + (
             f" and {len(destinations) - 2} more" if len(destinations) > 2 else ""
         )
         shrink = "".join(
             f"; elastic job {job} gives up {n} worker(s)" for job, n in candidate.elastic.items()
         )
+        if make_room:
+            code, saved = codes.MAKE_ROOM, "; pending pods take the node instead of a new one"
+        else:
+            code, saved = codes.CONSOLIDATION, f" < {ctx.config.consolidation_horizon_minutes:g} saved"
         reason = (
-            f"{codes.CONSOLIDATION}: its {len(candidate.place)} pod(s) fit on {where or 'no other node'}"
-            f"{shrink}; restart cost {candidate.cost:.1f} node-minutes < "
-            f"{ctx.config.consolidation_horizon_minutes:g} saved; group {group.name} in {group.region}"
+            f"{code}: its {len(candidate.place)} pod(s) fit on {where or 'no other node'}"
+            f"{shrink}; restart cost {candidate.cost:.1f} node-minutes{saved}; "
+            f"group {group.name} in {group.region}"
         )
         pods = tuple(p.key for p in candidate.pods)
         self.stage.drains.append(
-            Drain(info.name, info.instance_id, group.name, group.region, reason, codes.CONSOLIDATION, pods)
+            Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods, not make_room)
         )
 
 

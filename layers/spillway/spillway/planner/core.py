@@ -31,10 +31,11 @@ from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.groups import floor_report
+from spillway.planner.makeroom import make_room
 from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
-from spillway.planner.scaleup import ScaleUpStage
+from spillway.planner.scaleup import ScaleUpStage, scale_up_actions
 from spillway.planner.types import GroupFloor, ScalingPlan, Uncordon
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
@@ -57,9 +58,11 @@ def plan(
     demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
     up = ScaleUpStage(ctx, expander or RegionThenLeastWaste())
     scale_up = up.run(sorted(demand, key=PodClass.sort_key))
+    scale_down = ScaleDownStage(ctx, launching=up.launching)  # what launching capacity has left
+    if make_room(scale_down):  # new nodes swapped for moves: the scale-ups change
+        scale_up = scale_up_actions(ctx)
     provisioning.settle()
     settle_buffers(ctx)
-    scale_down = ScaleDownStage(ctx, launching=up.launching)  # what launching capacity has left
     drains, kept, idle_state = scale_down.run()
     uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]
     uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains

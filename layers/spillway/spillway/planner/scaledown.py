@@ -166,6 +166,7 @@ class ScaleDownStage:
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         self.budgets = Budgets(ctx, self.draining_now)
+        self._consolidation: Consolidation | None = None
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
         for node in self.ctx.nodes.values():
@@ -175,10 +176,16 @@ class ScaleDownStage:
         for node, idle_since in self.candidates:
             self.choose(node, idle_since)
         if self.busy:
-            judged = Consolidation(self).run(self.busy)  # busy nodes were kept as "workload" so far
+            judged = self.consolidation().run(self.busy)  # busy nodes were kept as "workload" so far
             drained = {d.node for d in self.drains}
             self.kept = [judged.get(k.node, k) for k in self.kept if k.node not in drained]
         return self.drains, self.kept, self.idle_state
+
+    def consolidation(self) -> Consolidation:
+        """The plan's one consolidation: make-room swaps and consolidation drains share its room."""
+        if self._consolidation is None:
+            self._consolidation = Consolidation(self)
+        return self._consolidation
 
     def keep(self, node: WorkNode, verdict: tuple[str, str]) -> None:
         code, reason = verdict

@@ -111,7 +111,7 @@ class SpillwayPolicy:
             world.cordon(drain.node, "spillway")
             if world.nodes[drain.node].pods:
                 # consolidation: evict (movable pods move), then terminate
-                world.drain(drain.node, getattr(drain, "pods", None) or None)
+                world.drain(drain.node, drain.pods or None, terminate=drain.terminate)
             else:
                 world.terminate(drain.node)
 
@@ -130,9 +130,9 @@ class SpillwayPolicy:
                 when = world.at(node.ready_at) + self.launch_delay
                 if when > now:
                     due.append(when)
-            for entry in self.state.underutilized.values():
-                if entry.since + self.consolidate_after > now:
-                    due.append(entry.since + self.consolidate_after)
+            for mark in self.state.underutilized.values():
+                if mark.since + self.consolidate_after > now:
+                    due.append(mark.since + self.consolidate_after)
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)

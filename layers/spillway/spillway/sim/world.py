@@ -517,7 +517,7 @@ class World:
         group.version += 1
         self.counters.nodes_terminated += 1
 
-    def drain(self, node_name: str, pods: Sequence[str] | None = None) -> None:
+    def drain(self, node_name: str, pods: Sequence[str] | None = None, *, terminate: bool = True) -> None:
         """A drain of a node that runs pods, as the drain state machine does it: evict, then terminate.
 
         The pods of a job marked movable are evicted and the job restarts elsewhere (back to the queue,
@@ -526,11 +526,15 @@ class World:
         that drains one breaks the rule it must keep, and the report shows it. ``pods``, when given, are
         the pods the plan said it moves; a pod left out dies with the node, and counts as killed (as
         unmovable killed too when it is not marked movable).
+
+        ``terminate`` false (make room): the node stays; the evicted jobs are placed again while it is
+        cordoned, as their replacement pods are during the drain's eviction rounds, then it is
+        uncordoned for the pending pods the plan gave it.
         """
         node = self.nodes.get(node_name)
         if node is None:
             raise SimError(f"no Ready node {node_name}")
-        if node.group.desired - 1 < node.group.spec.min_size:
+        if terminate and node.group.desired - 1 < node.group.spec.min_size:
             raise SimError(f"terminating {node_name} would take {node.group.name} below MinSize")
         for key, job in list(node.pods.items()):
             if key not in node.pods:
@@ -543,7 +547,11 @@ class World:
                 if not job.movable:
                     self.counters.unmovable_killed += killed
             self._restart(job)
-        self.terminate(node_name)
+        if terminate:
+            self.terminate(node_name)
+            return
+        self.schedule()
+        self.uncordon(node_name)
 
     def interrupt(self, node: SimNode) -> None:
         """EC2 takes a Spot instance back: its pods restart elsewhere, and the group replaces it."""

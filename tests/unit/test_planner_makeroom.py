@@ -1,0 +1,108 @@
+"""Make room: a pending pod takes an underutilized node whose pods move, instead of a new node.
+
+Built like test_planner_consolidation: m5.2xlarge nodes (7910m CPU) running ReplicaSet replicas annotated
+``safe-to-evict=true`` unless a test says otherwise; ``big`` pods (7 CPU) fit no node that runs anything.
+"""
+
+from __future__ import annotations
+
+from plan_world import World
+from test_planner_consolidation import UNDER, half_full, kept, replicas
+from test_planner_gang_launch import COSCHED
+
+from spillway.planner import codes
+
+
+def test_a_pending_pod_takes_a_node_whose_pods_move_instead_of_a_new_node() -> None:
+    w, (a, b) = half_full()
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.scale_up == ()  # no launch
+    (drain,) = result.drain
+    assert (drain.node, drain.code, drain.terminate) == (a, codes.MAKE_ROOM, False)
+    assert drain.pods == ("default/web0-0", "default/web0-1")  # not the DaemonSet pod
+    assert drain.to_dict()["terminate"] is False
+    assert {p.pod: p.node for p in result.placements}[big] == a
+    assert drain.reason.startswith(f"{codes.MAKE_ROOM}: its 2 pod(s) fit on {b}")
+    assert kept(result)[b][0] == codes.RECEIVES_MOVED_PODS or kept(result)[b][0] == codes.UTILIZED
+
+
+def test_without_consolidation_the_pending_pod_gets_a_new_node() -> None:
+    w, (a, b) = half_full()
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0)  # when-empty: running pods are never moved
+
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
+    assert result.drain == ()
+
+
+def test_pods_that_may_not_move_are_never_moved_to_make_room() -> None:
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, a, "web0", 2, annotations={})  # a ReplicaSet replica not marked safe to evict
+    replicas(w, b, "web1", 2)
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    # b's pods may move, onto a: b makes room; a's never move.
+    assert [(d.node, d.code) for d in result.drain] == [(b, codes.MAKE_ROOM)]
+    assert result.scale_up == ()
+    w2 = World(regions=("us-east-1",))
+    nodes = sorted(w2.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    for i, n in enumerate(nodes):
+        replicas(w2, n, f"web{i}", 2, annotations={})
+    w2.pods("big", 1, cpu="7", memory="1Gi")
+    result = w2.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert result.drain == () and len(result.scale_up) == 1
+
+
+def test_no_room_elsewhere_means_a_new_node() -> None:
+    w, _ = half_full(cpu="2500m")  # 5 of 7.9 CPU on each: neither's pods fit on the other
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
+
+
+def test_a_disruption_budget_of_zero_forbids_making_room() -> None:
+    w, _ = half_full()
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 0}], **UNDER)
+
+    assert result.drain == () and len(result.scale_up) == 1
+
+
+def test_a_gangs_new_nodes_are_never_swapped() -> None:
+    w, _ = half_full()
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    w.pod_group(COSCHED, "train", spec={"minMember": 2})
+    w.pods("big", 2, cpu="7", memory="1Gi", labels=labels)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 2)]
+
+
+def test_each_swap_removes_one_launch_and_the_moves_never_land_on_a_swapped_node() -> None:
+    w, nodes = half_full(count=4)
+    bigs = w.pods("big", 3, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    swapped = {d.node for d in result.drain if d.code == codes.MAKE_ROOM}
+    launched = sum(s.to_size - s.from_size for s in result.scale_up)
+    assert len(swapped) + launched == 3  # every big pod has a node
+    assert len(swapped) == 2  # four nodes of 3 CPU: two take the other two's pods
+    on = {p.pod: p.node for p in result.placements}
+    assert {on[b] for b in bigs} >= swapped
+    survivors = set(nodes) - swapped
+    assert all(kept(result)[n][0] != codes.MAKE_ROOM for n in survivors)
+
