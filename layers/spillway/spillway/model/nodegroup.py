@@ -486,7 +486,7 @@ def build_node_groups(
 ) -> list[NodeGroup]:
     """The managed node groups, sorted by (region, name). ``scheduled`` are the scheduled actions,
     matched to a group by name within the region their ARN names (by name alone without an ARN);
-    ``warm_pools`` maps a group's name to its DescribeWarmPool answer."""
+    ``warm_pools`` maps a group's ARN (or its name, within one region) to its DescribeWarmPool answer."""
     actions: dict[tuple[str | None, str], list[ScheduledAction]] = {}
     for action in scheduled:  # by the region its ARN names, else by group name alone
         actions.setdefault((action.region, action.AutoScalingGroupName), []).append(action)
@@ -500,7 +500,8 @@ def build_node_groups(
         failures = by_arn.get(asg.AutoScalingGroupARN, []) + by_name.get(asg.AutoScalingGroupName, [])
         name = asg.AutoScalingGroupName
         floors = scheduled_floors([*actions.get((asg.region, name), ()), *actions.get((None, name), ())])
-        warm = warm_count((warm_pools or {}).get(asg.AutoScalingGroupName))
+        pools = warm_pools or {}
+        warm = warm_count(pools.get(asg.AutoScalingGroupARN, pools.get(name)))
         groups.append(node_group(asg, catalogue, reserve, failures, floors, warm))
     return sorted(groups, key=lambda g: (g.region, g.name))
 
