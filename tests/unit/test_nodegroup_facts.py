@@ -48,12 +48,16 @@ def group(**kw: Any) -> AutoScalingGroup:
         ({"labels": {"eks.amazonaws.com/capacityType": "ON_DEMAND"}}, "on-demand"),
         ({"distribution": {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 0}}, "spot"),
         ({"distribution": {"OnDemandPercentageAboveBaseCapacity": 0}}, "spot"),
+        # the type of the capacity above the on-demand base: any share of spot makes it spot
+        ({"distribution": {"OnDemandBaseCapacity": 1, "OnDemandPercentageAboveBaseCapacity": 0}}, "spot"),
+        ({"distribution": {"OnDemandPercentageAboveBaseCapacity": 50}}, "spot"),
+        ({"distribution": {"OnDemandBaseCapacity": 2, "OnDemandPercentageAboveBaseCapacity": 99}}, "spot"),
         (
-            {"distribution": {"OnDemandBaseCapacity": 1, "OnDemandPercentageAboveBaseCapacity": 0}},
+            {"distribution": {"OnDemandBaseCapacity": 2, "OnDemandPercentageAboveBaseCapacity": 100}},
             "on-demand",
         ),
-        ({"distribution": {"OnDemandPercentageAboveBaseCapacity": 50}}, "on-demand"),
-        ({"distribution": {}}, "on-demand"),  # AWS's default: 100 % on-demand
+        ({"distribution": {"OnDemandBaseCapacity": 3}}, "on-demand"),  # AWS's default: 100 % above base
+        ({"distribution": {}}, "on-demand"),
         # the tag wins over the policy
         (
             {
@@ -66,6 +70,56 @@ def group(**kw: Any) -> AutoScalingGroup:
 )
 def test_capacity_type(kw: dict[str, Any], expected: str) -> None:
     assert capacity_type(group(**kw)) == (expected, "")
+
+
+def mixed(base: int | None, percent: int | None, desired: int) -> NodeGroup:
+    dist = {"OnDemandBaseCapacity": base, "OnDemandPercentageAboveBaseCapacity": percent}
+    asg = group(distribution={k: v for k, v in dist.items() if v is not None}, desired=desired, max_size=20)
+    (built,) = build_node_groups([asg], [], CATALOGUE, {}, "ml")
+    return built
+
+
+@pytest.mark.parametrize(
+    ("base", "percent", "desired", "count", "expected"),
+    [
+        (0, 50, 0, 1, "spot"),  # half of everything above a zero base may be spot
+        (0, 50, 4, 1, "spot"),
+        (2, 50, 2, 1, "spot"),  # the base is filled: the next launch is above it
+        (2, 0, 5, 1, "spot"),
+        (2, 50, 0, 1, "on-demand"),  # the base is launched first, on-demand
+        (2, 50, 0, 2, "on-demand"),  # ... the whole launch fits below it
+        (2, 50, 0, 3, "spot"),  # ... the third node is above it
+        (2, 50, 1, 2, "spot"),
+        (2, 100, 5, 10, "on-demand"),  # 100 % above base: never spot
+        (None, None, 5, 10, "on-demand"),  # AWS's defaults: base 0, 100 % on-demand
+    ],
+)
+def test_a_mixed_group_is_spot_once_its_next_launches_may_be(
+    base: int | None, percent: int | None, desired: int, count: int, expected: str
+) -> None:
+    built = mixed(base, percent, desired)
+    assert built.launch_capacity_type(count) == expected
+    assert built.spot is (built.launch_capacity_type(1) == "spot")
+
+
+def test_nodes_a_plan_opens_already_count_against_the_on_demand_base() -> None:
+    built = mixed(3, 50, 1)
+    assert (built.spot, built.sure_on_demand()) == (False, 2)
+    assert built.launch_capacity_type(1, opened=1) == "on-demand"
+    assert built.launch_capacity_type(1, opened=2) == "spot" and built.sure_on_demand(2) == 0
+    # a tag saying on-demand is believed over the policy; a tag saying spot keeps the policy's base
+    tagged = group(tags={"spillway.io/capacity-type": "spot"}, desired=0,
+                   distribution={"OnDemandBaseCapacity": 1, "OnDemandPercentageAboveBaseCapacity": 100})  # fmt: skip
+    (spot,) = build_node_groups([tagged], [], CATALOGUE, {}, "ml")
+    assert (spot.launch_capacity_type(1), spot.launch_capacity_type(2)) == ("on-demand", "spot")
+
+
+def test_the_on_demand_base_round_trips_in_the_wire_form() -> None:
+    built = mixed(2, 50, 0)
+    wire = built.to_dict()
+    assert (wire["capacity_type"], wire["on_demand_base"]) == ("spot", 2)
+    assert NodeGroup.from_dict(wire) == built
+    assert "on_demand_base" not in mixed(0, 50, 0).to_dict()
 
 
 def test_a_bad_capacity_type_tag_is_a_problem_on_the_group_not_a_refusal() -> None:

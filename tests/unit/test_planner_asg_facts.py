@@ -165,6 +165,75 @@ def test_a_pod_tolerating_the_groups_spot_taint_may_go_there() -> None:
     assert scale_up(result)["spot"][2] == [pod]
 
 
+# --- mixed instances groups: on-demand up to OnDemandBaseCapacity, then a share of spot -------------
+
+
+def mixed_group(world: World, name: str, base: int, percent: int, **kw: Any) -> None:
+    world.group(name, "m5.2xlarge", **kw)
+    world.groups[name]["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt"},
+            "Overrides": [{"InstanceType": "m5.2xlarge"}],
+        },
+        "InstancesDistribution": {
+            "OnDemandBaseCapacity": base,
+            "OnDemandPercentageAboveBaseCapacity": percent,
+        },
+    }
+
+
+def test_a_half_spot_group_takes_only_pods_that_may_move_and_is_preferred_for_them() -> None:
+    world = World()
+    mixed_group(world, "mixed", 0, 50)  # sorts before "on-demand": a tie would go to it
+    world.group("on-demand", "m5.2xlarge")
+    fixed = world.pods("web", 2, cpu="7")
+    movable = world.pods("batch", 2, cpu="7", annotations=SAFE)
+    ups = scale_up(planned(world, {}))
+    assert sorted(ups["on-demand"][2]) == sorted(fixed)
+    assert sorted(ups["mixed"][2]) == sorted(movable)
+
+
+def test_a_pod_that_may_not_move_waits_rather_than_go_where_ec2_may_launch_spot() -> None:
+    world = World()
+    mixed_group(world, "mixed", 1, 50, desired=1)  # the base is filled (by a node still launching)
+    (pod,) = world.pods("web", 1, cpu="7")
+    result = planned(world, {})
+    assert scale_up(result) == {}
+    assert pending_codes(result)[pod] == codes.NO_GROUP_FITS
+    assert (
+        "mixed: a spot group (OnDemandBaseCapacity 1 filled) runs only pods that may move"
+        in (pending_reasons(result)[pod])
+    )
+
+
+def test_below_its_on_demand_base_a_mixed_group_takes_any_pod_but_only_up_to_the_base() -> None:
+    world = World()
+    mixed_group(world, "mixed", 2, 0)
+    pods = world.pods("web", 3, cpu="7")  # one node each
+    result = planned(world, {})
+    assert scale_up(result)["mixed"][:2] == (0, 2)
+    waiting = [p for p in pods if p not in scale_up(result)["mixed"][2]]
+    assert len(waiting) == 1
+    assert pending_codes(result)[waiting[0]] == codes.ON_DEMAND_BASE
+    assert "on-demand only up to OnDemandBaseCapacity 2" in pending_reasons(result)[waiting[0]]
+    # pods that may move are not held back by the base
+    world = World()
+    mixed_group(world, "mixed", 2, 0)
+    world.pods("batch", 3, cpu="7", annotations=SAFE)
+    assert scale_up(planned(world, {}))["mixed"][:2] == (0, 3)
+
+
+def test_a_mixed_group_all_on_demand_above_its_base_is_on_demand() -> None:
+    world = World()
+    mixed_group(world, "mixed", 0, 100)
+    world.group("spot", "m5.2xlarge")
+    pods = world.pods("web", 3, cpu="7")
+    movable = world.pods("batch", 1, cpu="7", annotations=SAFE)
+    ups = scale_up(planned(world, SPOT))
+    assert sorted(ups["mixed"][2]) == sorted(pods)
+    assert ups["spot"][2] == movable
+
+
 # --- an instance type backed off in one zone (Spot interruption) -------------------------------------
 
 

@@ -98,3 +98,55 @@ def test_bad_windows_are_refused_naming_the_field(field: str, value: object, mes
         TimeWindow.model_validate({field: value})
     [error] = info.value.errors()
     assert error["loc"] == (field,) and message in error["msg"]
+
+
+# --- next_edge: the instants a window turns on or off, computed from its definition ------------------
+
+EDGE_CASES = [
+    (BERLIN_WEEKDAYS, utc(2026, 3, 23)),  # across the spring change
+    (BERLIN_WEEKDAYS, utc(2026, 10, 19)),  # across the autumn change
+    (TimeWindow(start="22:00", end="06:00", timezone="America/New_York"), utc(2026, 10, 28)),
+    (TimeWindow(start="02:30", end="04:00", timezone="Europe/Berlin"), utc(2026, 3, 26)),  # in the gap
+    (
+        TimeWindow(days=["sun"], start="02:30", end="02:45", timezone="Europe/Berlin"),
+        utc(2026, 10, 20),
+    ),  # repeated hour
+    (TimeWindow(days=["sat"], start="00:00", end="00:00", timezone="Asia/Kolkata"), utc(2026, 6, 1)),
+]
+
+
+def chained_edges(window: TimeWindow, start: datetime, days: int) -> list[datetime]:
+    edges, t = [], start
+    while (edge := window.next_edge(t)) is not None and edge < start + timedelta(days=days):
+        edges.append(edge)
+        t = edge
+    return edges
+
+
+@pytest.mark.parametrize(("window", "start"), EDGE_CASES)
+def test_next_edge_finds_every_opening_and_closing_the_minute_walk_finds(
+    window: TimeWindow, start: datetime
+) -> None:
+    walked = [edge for span in walk(window, start, 14) for edge in span]
+    if window.active(start):
+        walked = walked[1:]  # the walk starts inside a window: its first "opening" is the start
+    assert chained_edges(window, start, 14) == [e for e in walked if e < start + timedelta(days=14)]
+
+
+def test_next_edge_is_strictly_after_and_none_when_nothing_ever_changes() -> None:
+    monday_8 = utc(2026, 11, 2, 7)  # 08:00 Berlin: the window opens now; the next edge is its closing
+    assert BERLIN_WEEKDAYS.next_edge(monday_8) == utc(2026, 11, 2, 19)
+    assert BERLIN_WEEKDAYS.next_edge(monday_8 - timedelta(seconds=1)) == monday_8
+    friday_night = utc(2026, 11, 6, 19)
+    assert BERLIN_WEEKDAYS.next_edge(friday_night) == utc(2026, 11, 9, 7)  # over the weekend
+    assert BERLIN_WEEKDAYS.next_edge(datetime(2026, 11, 6, 19)) == utc(2026, 11, 9, 7)  # naive: UTC
+    assert TimeWindow().next_edge(monday_8) is None  # every day, all day
+    assert Windowed().next_edge(monday_8) is None  # no windows: always on
+
+
+def test_a_windowed_settings_edge_skips_instants_where_its_windows_hand_over() -> None:
+    morning = TimeWindow(start="08:00", end="12:00")
+    afternoon = TimeWindow(start="12:00", end="18:00")
+    both = Windowed(windows=(morning, afternoon))
+    assert both.next_edge(utc(2026, 11, 2, 9)) == utc(2026, 11, 2, 18)  # not 12:00: still on
+    assert both.next_edge(utc(2026, 11, 2, 18)) == utc(2026, 11, 3, 8)

@@ -31,8 +31,9 @@ def _plan(args: argparse.Namespace) -> int:
     activities = inputs.load_activities(args.activities)
     scheduled = inputs.load_scheduled_actions(args.scheduled_actions)
     catalogue = inputs.load_instance_types(args.instance_types)
+    warm = inputs.load_warm_pools(args.warm_pool, asgs)
     state = inputs.load_state(args.state)
-    groups = inputs.node_groups(asgs, activities, catalogue, config, scheduled=scheduled)
+    groups = inputs.node_groups(asgs, activities, catalogue, config, scheduled=scheduled, warm_pools=warm)
     with bulk_allocation():
         result = plan(snapshot, groups, config, state, now)
     if args.state_out:
@@ -92,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FILE",
         help="aws autoscaling describe-scheduled-actions (repeatable): MinSize floors for scale-down",
+    )
+    p.add_argument(
+        "--warm-pool",
+        action="append",
+        default=[],
+        metavar="GROUP=FILE",
+        help="aws autoscaling describe-warm-pool for GROUP (its name or ARN; repeatable, one per group)",
     )
     p.add_argument(
         "--instance-types",

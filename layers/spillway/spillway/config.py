@@ -278,6 +278,19 @@ class PlannerConfig(BaseModel):
             raise ValueError(f"buffer name {twice[0]!r} is used twice")
         return value
 
+    def windowed(self) -> list[Windowed]:
+        """Every setting that holds by the clock: buffers, disruption budgets, tenants' limit schedules."""
+        items: list[Windowed] = [*self.buffers, *self.disruption_budgets]
+        for name in sorted(self.tenants):
+            items.extend(self.tenants[name].schedule)
+        return items
+
+    def next_window_edge(self, after: datetime) -> datetime | None:
+        """The first instant after ``after`` when one of :meth:`windowed` turns on or off (each on its
+        own: a tenant's first open schedule entry can change while another stays open), or None."""
+        edges = [edge for item in self.windowed() if (edge := item.next_edge(after)) is not None]
+        return min(edges, default=None)
+
 
 def _read_document(path: str | Path) -> Any:
     source = str(path)

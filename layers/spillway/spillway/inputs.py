@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from spillway.model.aws import (
     InstanceTypeInfo,
     ScalingActivity,
     ScheduledAction,
+    WarmPool,
     bundled_instance_types,
     parse_activities,
     parse_asgs,
@@ -157,6 +158,53 @@ def load_scheduled_actions(paths: Sequence[str | Path]) -> list[ScheduledAction]
     return out
 
 
+def load_warm_pools(specs: Sequence[str], asgs: Sequence[AutoScalingGroup]) -> dict[str, WarmPool]:
+    """``--warm-pool GROUP=FILE``: ``aws autoscaling describe-warm-pool --auto-scaling-group-name GROUP``
+    outputs, by the ARN of the group of ``asgs`` that GROUP names (its name, or its ARN when groups of
+    that name are in several regions). The output does not name its group: the option does."""
+    by_key: dict[str, list[str]] = {}
+    for asg in asgs:
+        by_key.setdefault(asg.AutoScalingGroupName, []).append(asg.AutoScalingGroupARN)
+        by_key.setdefault(asg.AutoScalingGroupARN, []).append(asg.AutoScalingGroupARN)
+    pools: dict[str, WarmPool] = {}
+    for spec in specs:
+        group, path = _split_group_spec(spec, by_key)
+        arns = by_key.get(group, [])
+        where = f"--warm-pool {group}"
+        if not arns:
+            raise InputError("names no group of --asgs (GROUP=FILE: a group's name or ARN)", field=where)
+        if len(arns) > 1:
+            raise InputError(f"{len(arns)} groups of --asgs have that name: give its ARN", field=where)
+        if arns[0] in pools:
+            raise InputError("given twice", field=where)
+        pools[arns[0]] = _parse_warm_pool(path)
+    return pools
+
+
+def _split_group_spec(spec: str, known: Mapping[str, object]) -> tuple[str, str]:
+    """``GROUP=FILE``, at the ``=`` after which GROUP is a known group (names and paths may hold ``=``)."""
+    if "=" not in spec:
+        raise InputError(f"{spec!r} is not GROUP=FILE", field="--warm-pool")
+    for at in (i for i, ch in enumerate(spec) if ch == "="):
+        if spec[:at] in known:
+            return spec[:at], spec[at + 1 :]
+    group, _, path = spec.partition("=")
+    return group, path
+
+
+def _parse_warm_pool(path: str) -> WarmPool:
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError("not a describe-warm-pool output (a JSON object)", source=path, field="top level")
+    if not isinstance(doc.get("Instances", []), list):
+        raise InputError("not a list", source=path, field="Instances")
+    try:
+        return WarmPool.model_validate(doc)
+    except ValidationError as exc:
+        field, msg = _validation_field(exc, "")
+        raise InputError(msg, source=path, field=field) from None
+
+
 def load_instance_types(path: str | Path | None) -> dict[str, InstanceTypeInfo]:
     catalogue = dict(bundled_instance_types())
     if path is not None:
@@ -199,6 +247,7 @@ def node_groups(
     config: PlannerConfig,
     source: str = "--asgs",
     scheduled: Sequence[ScheduledAction] = (),
+    warm_pools: Mapping[str, WarmPool] | None = None,
 ) -> list[NodeGroup]:
     try:
         return build_node_groups(
@@ -208,6 +257,7 @@ def node_groups(
             config.node_reserve.as_resources(),
             config.cluster,
             scheduled=scheduled,
+            warm_pools=warm_pools,
         )
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")

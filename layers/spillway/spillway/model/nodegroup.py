@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from spillway.model.aws import (
     AutoScalingGroup,
+    Distribution,
     InstanceTypeInfo,
     ScalingActivity,
     ScheduledAction,
@@ -88,13 +89,31 @@ class NodeGroup:
     atomic_launch_problem: str = ""  # a tag value that is not a mode (the group is then "off")
     scheduled: tuple[ScheduledFloor, ...] = ()  # the group's scheduled actions (DescribeScheduledActions)
     warm_instances: int = 0  # warm pool instances ready to join (DescribeWarmPool)
-    capacity_type: CapacityType = "on-demand"
+    capacity_type: CapacityType = "on-demand"  # of launches beyond on_demand_base (see launch_capacity_type)
+    on_demand_base: int = 0  # a mixed instances policy's OnDemandBaseCapacity
     instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
     problems: tuple[str, ...] = ()  # tags or scheduled actions that could not be read, naming the field
 
+    def sure_on_demand(self, opened: int = 0) -> int | None:
+        """How many more launches are on-demand for certain, after ``opened`` new nodes a plan opens
+        already: all of them (None) for an on-demand group; for a spot or mixed group, those that still
+        fill its ``OnDemandBaseCapacity`` (EC2 launches the base first, as on-demand, then splits the
+        capacity above it by ``OnDemandPercentageAboveBaseCapacity``)."""
+        if self.capacity_type == "on-demand":
+            return None
+        return max(0, self.on_demand_base - self.desired - opened)
+
+    def launch_capacity_type(self, count: int = 1, opened: int = 0) -> CapacityType:
+        """The capacity type of the group's next ``count`` launches (after ``opened`` a plan opens
+        already): spot as soon as any of them may be spot, on-demand when all of them are."""
+        sure = self.sure_on_demand(opened)
+        return "on-demand" if sure is None or count <= sure else "spot"
+
     @property
     def spot(self) -> bool:
-        return self.capacity_type == "spot"
+        """The group's next launch may be spot: only pods that may move (or tolerate its spot taint)
+        are placed on it."""
+        return self.launch_capacity_type() == "spot"
 
     def launch_types(self) -> tuple[str, ...]:
         """The instance types a launch may get: the overrides, else the one type (empty: unknown)."""
@@ -132,7 +151,8 @@ class NodeGroup:
             # Likewise: only what a group has, so older readers and fixtures see the form they know.
             **({"scheduled": [a.to_dict() for a in self.scheduled]} if self.scheduled else {}),
             **({"warm_instances": self.warm_instances} if self.warm_instances else {}),
-            **({"capacity_type": self.capacity_type} if self.spot else {}),
+            **({"capacity_type": self.capacity_type} if self.capacity_type == "spot" else {}),
+            **({"on_demand_base": self.on_demand_base} if self.on_demand_base else {}),
             **({"instance_types": list(self.instance_types)} if self.instance_types else {}),
             **({"problems": list(self.problems)} if self.problems else {}),
             **({"consolidation": self.consolidation} if self.consolidation is not None else {}),
@@ -170,6 +190,7 @@ class NodeGroup:
             scheduled=tuple(ScheduledFloor.from_dict(a) for a in d.get("scheduled", ())),
             warm_instances=int(d.get("warm_instances", 0)),
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
+            on_demand_base=int(d.get("on_demand_base", 0)),
             instance_types=tuple(d.get("instance_types", ())),
             problems=tuple(d.get("problems", ())),
             consolidation=parse_consolidation(d.get("consolidation"))[0],
@@ -251,11 +272,14 @@ def resolve_instance_type(
 
 
 def capacity_type(asg: AutoScalingGroup) -> tuple[CapacityType, str]:
-    """Spot or on-demand, and a problem when a tag says neither (the tag is then ignored).
+    """Spot or on-demand (for a mixed group: the capacity above its on-demand base, see
+    :meth:`NodeGroup.launch_capacity_type`), and a problem when a tag says neither (the tag is then
+    ignored).
 
     The ``spillway.io/capacity-type`` tag decides; else a node-template label tag
     (``karpenter.sh/capacity-type``, ``eks.amazonaws.com/capacityType``); else a mixed instances policy
-    whose distribution asks for no on-demand instance at all (base 0, 0 % above it) is spot."""
+    whose distribution may launch spot above its base (``OnDemandPercentageAboveBaseCapacity`` below
+    100; AWS's default is 100, all on-demand) is spot."""
     tags = asg.tag_map()
     problem = ""
     if TAG_CAPACITY_TYPE in tags:
@@ -270,11 +294,25 @@ def capacity_type(asg: AutoScalingGroup) -> tuple[CapacityType, str]:
         found = values.get(tags.get(TAG_LABEL + label, "").strip())
         if found is not None:
             return found, problem  # type: ignore[return-value]
+    dist = _distribution(asg)
+    above = (
+        100
+        if dist is None or dist.OnDemandPercentageAboveBaseCapacity is None
+        else dist.OnDemandPercentageAboveBaseCapacity
+    )
+    return ("spot" if above < 100 else "on-demand"), problem
+
+
+def on_demand_base(asg: AutoScalingGroup) -> int:
+    """The mixed instances policy's ``OnDemandBaseCapacity`` (AWS's default 0): that much of the group's
+    capacity is launched first, as on-demand."""
+    dist = _distribution(asg)
+    return max(0, dist.OnDemandBaseCapacity or 0) if dist is not None else 0
+
+
+def _distribution(asg: AutoScalingGroup) -> Distribution | None:
     mixed = asg.MixedInstancesPolicy
-    dist = mixed.InstancesDistribution if mixed else None
-    if dist is not None and not dist.OnDemandBaseCapacity and dist.OnDemandPercentageAboveBaseCapacity == 0:
-        return "spot", problem
-    return "on-demand", problem
+    return mixed.InstancesDistribution if mixed else None
 
 
 def warm_count(pool: WarmPool | None) -> int:
@@ -448,7 +486,7 @@ def build_node_groups(
 ) -> list[NodeGroup]:
     """The managed node groups, sorted by (region, name). ``scheduled`` are the scheduled actions,
     matched to a group by name within the region their ARN names (by name alone without an ARN);
-    ``warm_pools`` maps a group's name to its DescribeWarmPool answer."""
+    ``warm_pools`` maps a group's ARN (or its name, within one region) to its DescribeWarmPool answer."""
     actions: dict[tuple[str | None, str], list[ScheduledAction]] = {}
     for action in scheduled:  # by the region its ARN names, else by group name alone
         actions.setdefault((action.region, action.AutoScalingGroupName), []).append(action)
@@ -462,7 +500,8 @@ def build_node_groups(
         failures = by_arn.get(asg.AutoScalingGroupARN, []) + by_name.get(asg.AutoScalingGroupName, [])
         name = asg.AutoScalingGroupName
         floors = scheduled_floors([*actions.get((asg.region, name), ()), *actions.get((None, name), ())])
-        warm = warm_count((warm_pools or {}).get(asg.AutoScalingGroupName))
+        pools = warm_pools or {}
+        warm = warm_count(pools.get(asg.AutoScalingGroupARN, pools.get(name)))
         groups.append(node_group(asg, catalogue, reserve, failures, floors, warm))
     return sorted(groups, key=lambda g: (g.region, g.name))
 
@@ -498,6 +537,7 @@ def node_group(
         scheduled=floors,
         warm_instances=warm,
         capacity_type=capacity,
+        on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
         problems=tuple(p for p in (capacity_problem, *check_actions(floors)) if p),
     )

@@ -98,6 +98,24 @@ class TimeWindow(BaseModel):
         closes_on = day if self.end > self.start else day + timedelta(days=1)
         return opens, self._local(closes_on, self.end)
 
+    def edges(self, after: datetime) -> list[datetime]:
+        """Every instant the window opens or closes from the window that may still run at ``after`` to
+        the ones that open within the next week, ascending; computed from the definition, one day at a
+        time (a few local-date resolutions), never by walking the clock."""
+        instant = _aware(after)
+        local = instant.astimezone(ZoneInfo(self.timezone))
+        out: set[datetime] = set()
+        for shift in range(-1, EDGE_HORIZON_DAYS):
+            span = self.opening(local + timedelta(days=shift))
+            if span is not None:
+                out.update(span)
+        return sorted(out)
+
+    def next_edge(self, after: datetime) -> datetime | None:
+        """The first instant after ``after`` when the window opens or closes (it becomes active or stops
+        being), in UTC; None for a window that never does (every day, ``00:00``-``00:00``)."""
+        return next_edge((self,), after)
+
     def active(self, now: datetime) -> bool:
         """Whether ``now`` (aware, or naive UTC) falls inside the window."""
         instant = now if now.tzinfo else now.replace(tzinfo=UTC)
@@ -117,3 +135,32 @@ class Windowed(BaseModel):
 
     def active_at(self, now: datetime) -> bool:
         return not self.windows or any(w.active(now) for w in self.windows)
+
+    def next_edge(self, after: datetime) -> datetime | None:
+        """The first instant after ``after`` when the setting turns on or off (None without windows, or
+        when its windows together never change)."""
+        return next_edge(self.windows, after)
+
+
+# A weekly window opens again within 7 days: a day more covers one that opened the day before ``after``
+# and a DST change on the way.
+EDGE_HORIZON_DAYS = 9
+_TICK = timedelta(microseconds=1)
+
+
+def _aware(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def next_edge(windows: Sequence[TimeWindow], after: datetime) -> datetime | None:
+    """The first instant after ``after`` (aware, or naive UTC) when "any of ``windows`` is active"
+    changes, in UTC, or None when it never does. Pure and DST-correct: candidate instants are the
+    windows' openings and closings (:meth:`TimeWindow.edges`); one where the union does not change (a
+    window closing as another opens, a whole-day window on consecutive days) is skipped."""
+    instant = _aware(after)
+    candidates = sorted({edge for w in windows for edge in w.edges(instant) if edge > instant})
+    for edge in candidates:
+        now_on = any(w.active(edge) for w in windows)
+        if now_on != any(w.active(edge - _TICK) for w in windows):
+            return edge.astimezone(UTC)
+    return None

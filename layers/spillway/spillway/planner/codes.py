@@ -26,6 +26,8 @@ SCHEDULING_GATED = "scheduling-gated"  # spec.schedulingGates set: not demand un
 NOMINATED = "nominated"  # status.nominatedNodeName: preemption makes room; nothing is launched
 GANG_LAUNCHING = "gang-launching"  # a recent plan launches the gang atomically; not launched again
 GANG_NO_ZONE = "gang-no-zone"  # the gang needs one zone and no zone holds it whole
+# a mixed group's on-demand base is full; beyond it EC2 may launch spot, and the pod may not move
+ON_DEMAND_BASE = "on-demand-base"
 # the codes of a pod a limit holds (metrics and the simulator count these per tenant)
 LIMIT_CODES = (TENANT_LIMIT, CLUSTER_LIMIT, CAPACITY_QUOTA)
 # consumes a ProvisioningRequest (autoscaling.x-k8s.io/consume-provisioning-request) that holds its
@@ -88,6 +90,7 @@ PENDING_CODES = (
     NOMINATED,
     GANG_LAUNCHING,
     GANG_NO_ZONE,
+    ON_DEMAND_BASE,
     PROVISIONING_REQUEST,
 )
 KEPT_CODES = (

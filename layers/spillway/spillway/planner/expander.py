@@ -8,10 +8,12 @@ waste of the class's dominant resource on the nodes it would need, then a group 
 the nodes the class needs (warm instances start faster), then name. Another strategy (price, priority
 lists) is another class with the same ``order`` method.
 
-Spot: a spot group (``NodeGroup.capacity_type``) runs only pods that may move
-(:func:`spillway.planner.disruption.assess_move`), or pods that tolerate a spot taint the group declares
-(a ``node-template/taint`` tag whose key names spot or a capacity type): an interruption can take the
-node at two minutes' notice.
+Spot: a group whose next launch may be spot (:meth:`NodeGroup.launch_capacity_type`, after the nodes
+this plan opens in it already; a mixed group is on-demand only while its ``OnDemandBaseCapacity`` is not
+filled) runs only pods that may move (:func:`spillway.planner.disruption.assess_move`), or pods that
+tolerate a spot taint the group declares (a ``node-template/taint`` tag whose key names spot or a
+capacity type): an interruption can take the node at two minutes' notice. :func:`on_demand_cap` keeps
+the other pods within the on-demand launches left.
 """
 
 from __future__ import annotations
@@ -118,12 +120,24 @@ def options(
 
 
 def _spot_rejection(ctx: Context, cls: PodClass, group: NodeGroup) -> str | None:
-    if not group.spot or declares_spot_taint(group):
+    opened = ctx.new_nodes.get(group.name, 0)
+    if group.launch_capacity_type(1, opened) == "on-demand" or declares_spot_taint(group):
         return None
     why = class_not_movable(ctx, cls)
     if why is None:
         return None
-    return f"a spot group runs only pods that may move or tolerate a spot taint it declares ({why})"
+    base = f" (OnDemandBaseCapacity {group.on_demand_base} filled)" if group.on_demand_base else ""
+    return f"a spot group{base} runs only pods that may move or tolerate a spot taint it declares ({why})"
+
+
+def on_demand_cap(ctx: Context, cls: PodClass, group: NodeGroup) -> int | None:
+    """How many new nodes of ``group`` the class may open: None (no cap) unless the group launches spot
+    beyond its on-demand base and some pod of the class must not run on spot; then the on-demand
+    launches left."""
+    sure = group.sure_on_demand(ctx.new_nodes.get(group.name, 0))
+    if sure is None or declares_spot_taint(group) or class_not_movable(ctx, cls) is None:
+        return None
+    return sure
 
 
 def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:

@@ -135,4 +135,5 @@ def why_not_movable(ctx: Context, pod: PodInfo, jobs: Mapping[str, JobInfo] | No
 
 
 def has_spot(ctx: Context) -> bool:
-    return any(g.spot for g in ctx.groups)
+    """Some group may launch spot (a mixed group counts, even while its on-demand base is not full)."""
+    return any(g.capacity_type == "spot" for g in ctx.groups)

@@ -28,7 +28,7 @@ from spillway.planner import codes
 from spillway.planner.buffers import busy_first
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
-from spillway.planner.expander import Expander, options
+from spillway.planner.expander import Expander, on_demand_cap, options
 from spillway.planner.groups import backoff_reason, empty_room
 from spillway.planner.limits import Limits
 from spillway.planner.placement import (
@@ -178,7 +178,8 @@ class ScaleUpStage:
         ctx, name = self.ctx, group.name
         per_node = fit_count(cls.requests, self.empty[name], UNBOUNDED)
         need = math.ceil(cls.remaining / per_node)
-        opening, binding = self.limits.allowed(cls.tenant, group, min(self.room[name], need))
+        cap = on_demand_cap(ctx, cls, group)
+        opening, binding = self.limits.allowed(cls.tenant, group, min(self.room[name], need, _or(cap, need)))
         if opening > 0:
             self.room[name] -= opening
             opened = ctx.new_nodes.get(name, 0)
@@ -193,6 +194,8 @@ class ScaleUpStage:
             self._fill_new(cls, group)
         if binding is not None:
             return Skip(binding.code, self.limits.reason(binding, group))
+        if cap is not None and opening >= cap and cls.remaining:
+            return _base_filled(group)
         return _at_max_size(group) if self.room[name] <= 0 else None
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
@@ -408,6 +411,18 @@ K = TypeVar("K")
 
 def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
     return {k: [Bin(dict(b.free), list(b.ids), b.fresh) for b in v] for k, v in bins.items()}
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+def _base_filled(group: NodeGroup) -> Skip:
+    return Skip(
+        codes.ON_DEMAND_BASE,
+        f"{group.name} launches on-demand only up to OnDemandBaseCapacity {group.on_demand_base}; "
+        "beyond it EC2 may launch spot, and this pod may not move",
+    )
 
 
 def _at_max_size(group: NodeGroup) -> Skip:

@@ -10,7 +10,8 @@ at changed since its last decision (``World.dirty``: a pod became pending or sta
 or busy, a node joined or left, a launch failed; and, while pods are pending or the policy consolidates
 busy nodes, any change of free room),
 where its last decision acted, or where one of its own timers runs out (``Policy.wakeup``: an idle
-timer, a backoff, a cooldown). At any other tick it would see the same inputs and decide the same, so
+timer, a backoff, a cooldown; for Spillway also the next edge of a time window in its config, as a
+buffer opening changes its plan though nothing in the world does). At any other tick it would see the same inputs and decide the same, so
 the loop skips it and per-tick work follows what changed. Between events nothing is computed at all.
 """
 

@@ -91,6 +91,9 @@ class SpillwayPolicy:
         # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
         # each node is past its launch delay, though nothing else changes.
         self.consolidates = config.consolidation == "when-underutilized"
+        # The config's next window edge (:meth:`_window_edge`), and the time it was computed from.
+        self._edge: datetime | None = None
+        self._edge_after: datetime | None = None
 
     def start(self, world: World) -> None:
         world.watch_room = self.consolidates
@@ -136,7 +139,20 @@ class SpillwayPolicy:
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)
+        edge = self._window_edge(now)
+        if edge is not None:
+            due.append(edge)
         return _seconds(world, min(due)) if due else None
+
+    def _window_edge(self, now: datetime) -> datetime | None:
+        """The config's next window edge after ``now`` (a buffer opening, a budget closing, ...): the
+        world need not change for the plan to. Kept until passed, so it is computed once per edge (None,
+        windows that never change, is kept for good)."""
+        stale = self._edge_after is None or now < self._edge_after
+        if stale or (self._edge is not None and now >= self._edge):
+            self._edge_after = now
+            self._edge = self.config.next_window_edge(now)
+        return self._edge
 
 
 def record_held(world: World, result: ScalingPlan) -> None:
