@@ -3,7 +3,9 @@ act.planning.drain_item) runs through the real scale-down and DrainNode state ma
 move under a PodDisruptionBudget that allows one disruption (a ReplicaSet stand-in runs each replacement on
 the other node); then the node is uncordoned and its draining taint lifted: it stays Ready and schedulable
 for the pending pod the plan gave it to, its instance InService and the group's desired capacity as it
-was. Nothing is launched, nothing terminated."""
+was. Nothing is launched, nothing terminated. A make-room that cannot empty its node is compensated as any
+drain (uncordoned, pods left running), and a drain with terminate false but no uncordon still leaves its
+node cordoned."""
 
 from __future__ import annotations
 
@@ -84,3 +86,46 @@ def test_a_make_room_moves_its_pods_and_keeps_the_node_ready_and_schedulable(clo
     assert not [n for n in entered if n.startswith("Terminate")]
     reasons = [e.get("reason") for e in cloud.kube.list("Event") if e["involvedObject"]["name"] == busy]
     assert "SpillwayDraining" in reasons and "SpillwayReleased" in reasons
+
+
+def test_a_make_room_that_cannot_empty_its_node_is_compensated_and_changes_nothing(cloud: Cloud) -> None:
+    cloud.group("general", instance_type="m5.xlarge", desired=2, gpu=False)
+    busy, _ = sorted(cloud.wait_nodes(2))
+    instance = {name: iid for iid, name in dict(cloud.registrar.registered).items()}[busy]
+    cloud.kube.add(o.pod("db-0", "team-a", cpu="500m", memory="512Mi", node_name=busy, labels={"app": "db"},
+                         owner=("ReplicaSet", "db-7f8e"), annotations=MOVABLE))  # fmt: skip
+    cloud.kube.add(o.pdb("db", "team-a", {"app": "db"}, min_available=1))  # allows none: never evicted
+    room = Drain(node=busy, instance_id=instance, group="general", region=HOME, reason="make-room",
+                 code=codes.MAKE_ROOM, pods=("team-a/db-0",), terminate=False)  # fmt: skip
+    plan = {"cluster": CLUSTER, "plan_id": PLAN_ID, "drains": [drain_item(room)],
+            "poll_seconds": 1, "deadline_seconds": 2}  # fmt: skip
+
+    result = cloud.stack.run("ScaleDownStateMachine", plan, timeout=60)
+
+    assert result["status"] == "SUCCEEDED", result  # the scale-down reports its drains' failures
+    [line] = result["output"]["drains"]
+    assert (line["outcome"], line["error"]) == ("timeout", "DrainTimeout"), line
+    assert "uncordoned" in line["cause"]
+    node = cloud.kube.get("Node", busy)
+    assert node is not None and not node["spec"].get("unschedulable")
+    assert all(t["key"] != DRAINING_TAINT for t in node["spec"].get("taints") or [])
+    assert cloud.kube.get("Pod", "db-0", "team-a") is not None
+    assert cloud.desired("general") == 2
+    [drain_execution] = cloud.executions("DrainNodeStateMachine")
+    history = cloud.stack.history(drain_execution["executionArn"])
+    entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+    assert "Compensate" in entered and "Release" not in entered
+
+
+def test_a_drain_with_terminate_false_and_no_uncordon_still_leaves_its_node_cordoned(cloud: Cloud) -> None:
+    cloud.group("general", instance_type="m5.xlarge", desired=2, gpu=False)
+    node, _ = sorted(cloud.wait_nodes(2))
+
+    result = cloud.stack.run("DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "terminate": False,
+                                                        "poll_seconds": 1, "deadline_seconds": 10})  # fmt: skip
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "drained"
+    after = cloud.kube.get("Node", node)
+    assert after is not None and after["spec"].get("unschedulable") is True
+    assert cloud.desired("general") == 2
