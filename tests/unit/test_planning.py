@@ -18,9 +18,11 @@ import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows
 from plan_world import NOW, World
 
+from spillway.act.drain import parse_request
 from spillway.act.planning import (
     PlanSettings,
     SnapshotRef,
+    drain_item,
     plan_id_for,
     run_plan,
 )
@@ -41,7 +43,9 @@ from spillway.model.act import StoredState
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import GroupState, State
+from spillway.planner import codes
 from spillway.planner.core import UNCORDON_REASON
+from spillway.planner.types import Drain
 
 UP_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleUpStateMachine"
 DOWN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleDownStateMachine"
@@ -261,6 +265,20 @@ def test_a_consolidation_reaches_the_drain_with_the_pods_it_moves_and_a_drain_si
     [record] = rig.ledger.plans.values()
     [recorded] = record.plan["drain"]  # the plan record keeps the code and the whole reason
     assert recorded["code"] == "consolidation" and recorded["pods"] == drain["pods"]
+
+
+def test_a_make_room_drain_moves_its_pods_and_asks_to_keep_the_node_uncordoned() -> None:
+    pods = ("team-a/web-0", "team-a/web-1")
+    where = {"node": "ip-10-0-1-10.ec2.internal", "instance_id": "i-0a1b2c3d4e5f60718", "group": "general",
+             "region": "us-east-1", "reason": "make-room: gives the node to ml/train-0"}  # fmt: skip
+    room = drain_item(Drain(**where, code=codes.MAKE_ROOM, pods=pods, terminate=False))
+    moved = drain_item(Drain(**where, code=codes.CONSOLIDATION, pods=pods))
+
+    assert room == {**where, "consolidation": True, "pods": list(pods), "terminate": False, "uncordon": True}
+    assert moved == {**where, "consolidation": True, "pods": list(pods)}  # terminates, as before
+    request = parse_request({"cluster": "ml", "plan_id": "p", **room})  # DrainNode accepts it as it is
+    assert (request.consolidation, request.terminate, request.uncordon) == (True, False, True)
+    assert request.pods == list(pods)
 
 
 def test_a_plan_with_nothing_to_do_still_records_the_plan_and_the_idle_clock() -> None:

@@ -3,7 +3,12 @@
 ::
 
     validate ─▶ cordon + taint ─▶ evict ⟲ wait poll_seconds ─▶ check ─▶ terminate ─▶ delete_node ─▶ record
+                    │                                             └─(uncordon: true)─▶ uncordon ─▶ record "released"
                     └───── any failure before termination ─────▶ uncordon (compensation) ─▶ record ─▶ Fail
+
+A drain with ``uncordon`` (a plan's make-room, or a person's "empty it and keep it") ends with the
+compensation's own step run as a success: the node is uncordoned, its taint lifted and it stays in
+service; nothing is terminated.
 
 Every step is a method of :class:`Drainer` and takes/returns plain JSON-able dicts, because the state
 machine carries them from one Lambda invocation to the next (the normalised request, :class:`Drain`, is
@@ -120,7 +125,9 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "summarize": frozenset(_ALWAYS),
 }
 
-Outcome = Literal["terminated", "drained", "dry_run", "timeout", "cancelled", "rejected", "failed"]
+Outcome = Literal[
+    "terminated", "drained", "released", "dry_run", "timeout", "cancelled", "rejected", "failed"
+]
 OUTCOME_OF_ERROR: dict[str, Outcome] = {
     "DrainTimeout": "timeout",
     "DrainCancelled": "cancelled",
@@ -136,6 +143,7 @@ _FIELD_HELP = {
     "terminate": "true or false",
     "force": "true or false",
     "dry_run": "true or false",
+    "uncordon": "true or false",
 }
 
 
@@ -168,6 +176,7 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_too_many_rounds(request))
     _refuse(_consolidation_refusal(request))
     _refuse(_lifecycle_refusal(request))
+    _refuse(_uncordon_refusal(request))
     return request
 
 
@@ -483,6 +492,26 @@ def _heartbeat_refusal(lifecycle: LifecycleAction, request: DrainRequest) -> Ref
     return None
 
 
+def _uncordon_refusal(request: DrainRequest) -> Refusal:
+    """A drain that uncordons keeps its node: it never terminates it, and a lifecycle action's node is
+    being terminated by its group whatever the drain does."""
+    if not request.uncordon:
+        return None
+    if request.lifecycle is not None:
+        return InvalidDrainRequest(
+            "not with lifecycle: the group is terminating the instance, so its node is never given back "
+            "(uncordon keeps a node in service)",
+            field="uncordon",
+        )
+    if request.terminate:
+        return InvalidDrainRequest(
+            'only with "terminate": false (uncordon keeps the node in service once its pods are evicted; '
+            "a drain that terminates has no node to give back)",
+            field="uncordon",
+        )
+    return None
+
+
 ARRIVED = "not among the pods the consolidation moves (it arrived after the plan): left running"
 
 
@@ -616,6 +645,7 @@ class Drainer:
             consolidation=request.consolidation,
             pods=tuple(request.pods),
             lifecycle=request.lifecycle,
+            uncordon=request.uncordon,
             started_at=iso(now),
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
@@ -639,6 +669,7 @@ class Drainer:
             "would_keep": _listing(keep),
             "would_ignore": _listing([v for v in verdicts if v.action == "ignore"]),
             "would_terminate": terminates if drain.terminate else None,
+            "would_uncordon": drain.uncordon,
             "would_complete": (
                 {"hook": drain.lifecycle.hook, "result": LIFECYCLE_CONTINUE} if drain.lifecycle else None
             ),
@@ -671,6 +702,8 @@ class Drainer:
             if drain.terminate
             else "and leave the node cordoned"
         )
+        if drain.uncordon:
+            target = "then uncordon the node and lift the taint: it stays in service for pending pods"
         if drain.lifecycle is not None:
             target = (
                 f"then complete lifecycle hook {drain.lifecycle.hook} of {drain.group} with CONTINUE "
@@ -1006,6 +1039,7 @@ class Drainer:
                 "deadline_at": drain.deadline_at,
             }
             | ({"consolidation": True} if drain.consolidation else {})
+            | ({"uncordon": True} if drain.uncordon else {})
             | _lifecycle_identity(drain)
         )
 
@@ -1069,9 +1103,12 @@ def _request_identity(state: Mapping[str, Any], cluster: str) -> dict[str, Any]:
 
 
 def _success(state: Mapping[str, Any], outcome: str | None) -> dict[str, Any]:
-    """A drain that ended well: drained (``terminate`` false) or terminated, and the Node's fate."""
+    """A drain that ended well: drained (``terminate`` false), released (``uncordon``: the node emptied,
+    uncordoned and kept) or terminated, and the Node's fate."""
     if outcome == "drained":
         return {"outcome": "drained"}
+    if outcome == "released":
+        return _released(_mapping(state.get("released")))
     compensation = _mapping(state.get("compensation"))
     out: dict[str, Any] = {
         "outcome": "terminated",
@@ -1093,6 +1130,19 @@ def _success(state: Mapping[str, Any], outcome: str | None) -> dict[str, Any]:
     return out
 
 
+def _released(done: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``uncordon`` drain's success: what its uncordon step undid (it finds the node as the check
+    before it left it, cordoned by Spillway; a note says otherwise)."""
+    out: dict[str, Any] = {
+        "outcome": "released",
+        "uncordoned": bool(done.get("uncordoned")),
+        "untainted": bool(done.get("untainted")),
+    }
+    if done.get("note"):
+        out["note"] = str(done["note"])
+    return out
+
+
 def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]:
     evicted = summary.get("evicted_count", 0)
     if outcome == "terminated":
@@ -1105,6 +1155,13 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
         )
     if outcome == "drained":
         return ("SpillwayDrained", f"Drained ({summary.get('reason')}): evicted {evicted} pod(s)", "Normal")
+    if outcome == "released":
+        return (
+            "SpillwayReleased",
+            f"Released ({summary.get('reason')}): evicted {evicted} pod(s), then uncordoned the node and "
+            "lifted its draining taint; it stays in service for pending pods",
+            "Normal",
+        )
     reason = {"timeout": "SpillwayDrainTimeout", "cancelled": "SpillwayDrainCancelled"}.get(
         outcome, "SpillwayDrainFailed"
     )
@@ -1142,7 +1199,9 @@ def _summarize_one(item: Any) -> dict[str, Any]:
 
 def _succeeded_line(output: Mapping[str, Any], execution: Any) -> dict[str, Any]:
     line = {k: output.get(k) for k in ("node", "instance_id", "group", "region", "outcome")}
-    line.update({key: output[key] for key in ("evicted_count", "node_deleted", "note") if key in output})
+    line.update(
+        {key: output[key] for key in ("evicted_count", "node_deleted", "uncordoned", "note") if key in output}
+    )
     line["outcome"] = str(line.get("outcome") or "terminated")
     line["execution"] = execution
     return line

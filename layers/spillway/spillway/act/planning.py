@@ -274,12 +274,16 @@ REASON_LIMIT = 256  # a DrainRequest's reason (the plan record keeps the whole o
 
 def drain_item(drain: Drain) -> dict[str, Any]:
     """One drain of the scale-down's Map: a DrainNode request. A consolidation carries the pods it moves:
-    the drain evicts those only, and is cancelled if the node runs any other workload pod by then."""
+    the drain evicts those only, and is cancelled if the node runs any other workload pod by then. A
+    make-room moves its pods the same way, then keeps the node: ``terminate`` false, ``uncordon`` true
+    (uncordoned and untainted once empty, for the pending pods the plan gave it to)."""
     item: dict[str, Any] = {**drain.to_dict(), "region": drain.region, "reason": drain.reason[:REASON_LIMIT]}
     item.pop("code", None)
     item.pop("pods", None)
-    if drain.code == codes.CONSOLIDATION:
+    if drain.code in (codes.CONSOLIDATION, codes.MAKE_ROOM):
         item |= {"consolidation": True, "pods": list(drain.pods)}
+    if drain.code == codes.MAKE_ROOM:
+        item |= {"terminate": False, "uncordon": True}
     return item
 
 

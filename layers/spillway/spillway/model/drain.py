@@ -65,6 +65,10 @@ class DrainRequest(BaseModel):
     ``consolidation`` (a plan's drain of a node that runs work, ``pods`` the pods it moves): the drain
     evicts those pods and no others; it is cancelled before touching anything when the node runs any
     other workload pod, or when one of them may no longer be evicted.
+
+    ``uncordon`` (with ``terminate`` false; never with ``lifecycle``): once the pods are evicted the node
+    is uncordoned and its draining taint lifted, and it stays in service (a plan's make-room: the node
+    is given to pending pods instead of launching one). Failures compensate as any drain's.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -84,6 +88,7 @@ class DrainRequest(BaseModel):
     consolidation: bool = False
     pods: list[str] = Field(default_factory=list, max_length=MAX_EXPECTED_PODS)
     lifecycle: LifecycleAction | None = None
+    uncordon: bool = False
 
 
 class Drain(BaseModel):
@@ -109,6 +114,7 @@ class Drain(BaseModel):
     consolidation: bool = False
     pods: tuple[str, ...] = ()  # a consolidation's pods to move ("<namespace>/<name>")
     lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
+    uncordon: bool = False  # once empty: uncordon and keep the node (never with terminate or lifecycle)
 
     @property
     def deadline(self) -> datetime:
