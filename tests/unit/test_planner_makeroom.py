@@ -105,4 +105,3 @@ def test_each_swap_removes_one_launch_and_the_moves_never_land_on_a_swapped_node
     assert {on[b] for b in bigs} >= swapped
     survivors = set(nodes) - swapped
     assert all(kept(result)[n][0] != codes.MAKE_ROOM for n in survivors)
-

@@ -140,7 +140,9 @@ class State(BaseModel):
                 for k, v in sorted(self.gangs.items())
             }
         if self.underutilized:
-            wire["underutilized"] = {k: {"since": iso(v.since)} for k, v in sorted(self.underutilized.items())}
+            wire["underutilized"] = {
+                k: {"since": iso(v.since)} for k, v in sorted(self.underutilized.items())
+            }
         if self.raises:
             wire["raises"] = {k: {"to": v.to, "since": iso(v.since)} for k, v in sorted(self.raises.items())}
         return wire
