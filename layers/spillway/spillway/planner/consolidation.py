@@ -191,9 +191,7 @@ class Consolidation:
         pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
         moves = [(pod, self._move(pod, node)) for pod in pods]
         candidate = Candidate.of(node, moves, self._restart_cost(node, moves))
-        verdict = (
-            _never(moves) or self._elastic_min(candidate.elastic) or self._saving(pods, candidate.cost)
-        )
+        verdict = _never(moves) or self._elastic_min(candidate.elastic) or self._saving(pods, candidate.cost)
         return (verdict, None) if verdict is not None else (None, candidate)
 
     def _utilized(self, node: WorkNode) -> Verdict:
