@@ -4,19 +4,27 @@ stored, and used by consolidation's saving rule (a node whose pods all end soon 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from plan_world import NOW, World
 from test_disruption_move import IGNORE_DISRUPTION, batch_job, job_pod, pod, snapshot
+from test_sim_moves import GPU, HEADER
+from test_sim_moves import _world as sim_world
 
+from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.jobs import JobInfo
 from spillway.model.k8s import iter_kube_list
 from spillway.model.snapshot import Snapshot
 from spillway.planner import codes
 from spillway.planner.durations import all_end_within, remaining_seconds
+from spillway.sim.run import SimConfig, mark_jobs, simulate
+from spillway.sim.trace import Job, read_trace
+from spillway.sim.world import SchedulerConfig, SimJob
 
 T0 = datetime(2026, 11, 2, 11, 0, tzinfo=UTC)  # the pods of test_disruption_move start an hour before noon
 NOON = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -187,3 +195,76 @@ def test_a_passed_deadline_leaves_only_the_idle_time_to_save() -> None:
 def test_the_jobs_deadline_counts_when_the_pods_have_none() -> None:
     assert {c for c, _ in kept(two_half_full(None, None, job=52 * 60)).values()} == {codes.SAVING_TOO_SMALL}
     assert len(two_half_full(None, None, job=24 * 3600).plan(**CONSOLIDATE).drain) == 1
+
+
+# -- the simulator: --duration-noise publishes deadlines --
+
+
+def _sim_jobs(count: int = 40) -> list[Job]:
+    req = {"nvidia.com/gpu": 1000, "pods": 1000}
+    return [Job(i, f"j{i}", "ml", 0, 600 + 97 * i, 0, (req,)) for i in range(count)]
+
+
+def test_without_duration_noise_no_pod_has_a_deadline() -> None:
+    world = sim_world(track=True)
+    for job in mark_jobs(_sim_jobs(), SimConfig()):
+        world.arrive(SimJob(job))
+    world.schedule()
+    assert world.pod_infos and all(p.active_deadline is None for p in world.pod_infos.values())
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.5])
+def test_with_duration_noise_every_started_pod_ends_before_its_deadline(sigma: float) -> None:
+    jobs = mark_jobs(_sim_jobs(), SimConfig(duration_noise=sigma, seed=3))
+    assert jobs == mark_jobs(_sim_jobs(), SimConfig(duration_noise=sigma, seed=3))  # seeded
+    world = sim_world(track=True)
+    sims = [SimJob(job) for job in jobs]
+    for sim_job in sims:
+        world.arrive(sim_job)
+    world.schedule()
+    started = [s for s in sims if s.state == "running"]
+    assert len(started) == 16  # two 8-GPU nodes
+    for sim_job in started:
+        [key] = sim_job.pod_keys
+        deadline = world.pod_infos[key].active_deadline
+        assert deadline is not None and deadline >= sim_job.remaining
+        if sigma == 0.0:
+            assert deadline == sim_job.remaining  # exact
+    if sigma:
+        assert sum(world.pod_infos[s.pod_keys[0]].active_deadline != s.remaining for s in started) > 8
+
+
+def test_a_moved_jobs_new_pods_get_a_deadline_from_their_new_remaining_time() -> None:
+    [job] = mark_jobs([replace(_sim_jobs(1)[0], duration=3600, movable=True)], SimConfig(duration_noise=0.0))
+    world = sim_world(penalty=600, track=True)
+    sim_job = SimJob(job)
+    world.jobs.append(sim_job)
+    world.arrive(sim_job)
+    world.schedule()
+    assert world.pod_infos[sim_job.pod_keys[0]].active_deadline == 3600
+    world.t = 1000
+    world.drain(sim_job.nodes[0].name)
+    world.schedule()
+    assert sim_job.state == "running"
+    assert world.pod_infos[sim_job.pod_keys[0]].active_deadline == 3600 - 1000 + 600
+
+
+def test_known_durations_spare_a_move_that_saves_less_than_it_costs(tmp_path: Path) -> None:
+    # Two 7-GPU jobs of 10 minutes and two 1-GPU jobs of 12 (movable): two nodes, each left with one
+    # 1-GPU pod with 2 minutes to run when the big jobs end. Moving one costs 120 min x 1/8 = 15
+    # node-minutes: worth it against the 60-minute horizon (durations unknown), not against the 2 + 10
+    # minutes until its node would go by itself (durations known).
+    path = tmp_path / "trace.csv"
+    path.write_text(HEADER + "0,600,,,7,1,ml,0\n0,720,,,1,1,ml,0\n0,600,,,7,1,ml,0\n0,720,,,1,1,ml,0\n")
+    planner = PlannerConfig(consolidation="when-underutilized", consolidation_restart_minutes=120)
+    results = {}
+    for noise in (None, 0.0, 0.5):
+        config = SimConfig(groups=(GPU,), policies=("spillway",), planner=planner, movable_fraction=1.0,
+                           restart_penalty=600, scheduler=SchedulerConfig("most-allocated"),
+                           duration_noise=noise)  # fmt: skip
+        report = simulate(config, read_trace(path))
+        results[noise] = report.results[0]
+        assert report.to_dict()["config"]["duration_noise"] == noise
+    assert results[None].moves >= 1
+    assert results[0.0].moves == 0 and results[0.0].unmovable_killed == 0
+    assert results[0.5].moves <= results[None].moves
