@@ -400,6 +400,39 @@ def test_a_live_snapshot_says_which_pods_consolidation_may_move(
     assert elastic_room(cluster.pods, jobs) == {"PyTorchJob/ml/bert": 1}
 
 
+def test_deadlines_arrive_through_the_client_and_the_store_into_what_the_planner_knows(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter, store: SnapshotStore
+) -> None:
+    """A pod's and a running Job's activeDeadlineSeconds (with their start times) survive the client, the
+    snapshot and its compressed stored form; the planner reads the tighter one."""
+    from spillway.adapters.kube import KubeClient
+    from spillway.planner.durations import remaining_seconds
+
+    host = kobj.cluster(1, 0)[0][0]["metadata"]["name"]
+    started = (T0 - timedelta(minutes=30)).isoformat().replace("+00:00", "Z")
+    kubeapi.add({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl", "namespace": "ml"},
+                 "spec": {"activeDeadlineSeconds": 2400,
+                          "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}},
+                 "status": {"startTime": started}})  # fmt: skip
+    job_pod = kobj.pod("etl-x1", "ml", node_name=host, owner=("Job", "etl"), cpu="100m",
+                       labels={"batch.kubernetes.io/job-name": "etl"})  # fmt: skip
+    job_pod["spec"]["activeDeadlineSeconds"] = 3600
+    job_pod["status"]["startTime"] = started
+    kubeapi.add(job_pod)
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    store.save(observe_once(kube, aws, CONFIG, lambda: T0))
+    stored = store.latest("prod")
+
+    assert stored is not None
+    cluster = stored.cluster
+    [pod] = [p for p in cluster.pods if p.name == "etl-x1"]
+    assert (pod.active_deadline, pod.started_at) == (3600, T0 - timedelta(minutes=30))
+    job = cluster.jobs_by_key()["Job/ml/etl"]
+    assert (job.active_deadline, job.started_at) == (2400, T0 - timedelta(minutes=30))
+    assert remaining_seconds(pod, cluster.jobs_by_key(), T0) == 600  # the Job's: 40 - 30 minutes
+
+
 # --- CapacityQuota status.used ---------------------------------------------------------------------
 
 

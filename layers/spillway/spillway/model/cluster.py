@@ -119,6 +119,9 @@ class PodInfo:
     do_not_drain: bool = False  # openai/do-not-drain=true (label, or annotation)
     preemptable: bool = False  # volcano.sh/preemptable=true (label or annotation)
     started_at: datetime | None = None  # status.startTime, kept for bound pods only (its age)
+    # spec.activeDeadlineSeconds, kept for bound pods only: the kubelet fails the pod that many seconds
+    # after started_at, so it ends by then (spillway.planner.durations)
+    active_deadline: int | None = None
     job: str | None = None  # "<Kind>/<namespace>/<name>" of the job a label names
     job_role: str | None = None  # training.kubeflow.org/replica-type, lower case
     batch_job: str | None = None  # batch.kubernetes.io/job-name: its batch/v1 Job
@@ -251,6 +254,7 @@ class PodInfo:
             do_not_drain=bool(d.get("odn")),
             preemptable=bool(d.get("vp")),
             started_at=parse_time(d.get("st")),
+            active_deadline=_int_or_none(d.get("ads")),
             job=d.get("job"),
             job_role=d.get("jr"),
             batch_job=d.get("bj"),
@@ -296,6 +300,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("odn", lambda p: _one_if(p.do_not_drain)),
     ("vp", lambda p: _one_if(p.preemptable)),
     ("st", lambda p: format_time(p.started_at)),
+    ("ads", lambda p: p.active_deadline),
     ("job", lambda p: p.job),
     ("jr", lambda p: p.job_role),
     ("bj", lambda p: p.batch_job),
@@ -319,11 +324,13 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
     owner, is_controller = _owner(pod.metadata.owner_references)
     namespace = pod.metadata.namespace or "default"
     owner_key = job_key(owner.kind, namespace, owner.name) if owner and is_controller else None
+    may_move = _may_move_some_day(pod, owner)
     return {
         "do_not_drain": flag(labels.get(DO_NOT_DRAIN)) or flag(annotations.get(DO_NOT_DRAIN)),
         "preemptable": flag(labels.get(VOLCANO_PREEMPTABLE)) or flag(annotations.get(VOLCANO_PREEMPTABLE)),
         # its age matters only for a pod that might move
-        "started_at": pod.status.start_time if _may_move_some_day(pod, owner) else None,
+        "started_at": pod.status.start_time if may_move else None,
+        "active_deadline": pod.spec.active_deadline_seconds if may_move else None,
         "job": None if facts.job == owner_key else facts.job,
         "job_role": facts.role,
         "batch_job": None
@@ -383,6 +390,10 @@ def _flag(value: str | None) -> bool | None:
     """An annotation read as the drain reads it: "true" / "false" (any case), anything else unset."""
     lowered = (value or "").lower()
     return True if lowered == "true" else False if lowered == "false" else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _int_or_zero(value: str | None) -> int:

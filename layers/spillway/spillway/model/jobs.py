@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from spillway.model.k8s import (
@@ -71,13 +72,17 @@ class JobInfo:
 
     ``elastic_min``/``elastic_max``: its workers may run anywhere in that range (both 0: not elastic);
     ``tolerates_disruption``: a ``batch/v1`` Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``
-    (an evicted pod is replaced without counting against ``backoffLimit``).
+    (an evicted pod is replaced without counting against ``backoffLimit``);
+    ``active_deadline``/``started_at``: a running ``batch/v1`` Job's ``spec.activeDeadlineSeconds`` and
+    ``status.startTime``: the controller terminates its pods that many seconds after it started.
     """
 
     key: str
     elastic_min: int = 0
     elastic_max: int = 0
     tolerates_disruption: bool = False
+    active_deadline: int | None = None
+    started_at: datetime | None = None
 
     @property
     def elastic(self) -> bool:
@@ -89,6 +94,9 @@ class JobInfo:
             out["mn"], out["mx"] = self.elastic_min, self.elastic_max
         if self.tolerates_disruption:
             out["td"] = 1
+        if self.active_deadline is not None and self.started_at is not None:
+            out["ad"] = self.active_deadline
+            out["st"] = self.started_at.isoformat().replace("+00:00", "Z")
         return out
 
     @classmethod
@@ -98,6 +106,8 @@ class JobInfo:
             elastic_min=int(d.get("mn", 0)),
             elastic_max=int(d.get("mx", 0)),
             tolerates_disruption=bool(d.get("td")),
+            active_deadline=int(d["ad"]) if "ad" in d else None,
+            started_at=datetime.fromisoformat(d["st"].replace("Z", "+00:00")) if "st" in d else None,
         )
 
 
@@ -112,10 +122,21 @@ def job_of(obj: KubeObject) -> JobInfo | None:
         if high <= low:
             return None
         return JobInfo(job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name), low, high)
-    if isinstance(obj, BatchJob) and _ignores_disruption(obj):
-        key = job_key("Job", obj.metadata.namespace or "default", obj.metadata.name)
-        return JobInfo(key, tolerates_disruption=True)
+    if isinstance(obj, BatchJob):
+        return _batch_job(obj)
     return None
+
+
+def _batch_job(job: BatchJob) -> JobInfo | None:
+    """A batch/v1 Job that tolerates disruption, or whose deadline runs (started, not suspended)."""
+    tolerates = _ignores_disruption(job)
+    deadline, started = job.spec.active_deadline_seconds, job.status.start_time
+    if deadline is None or started is None or job.spec.suspend:
+        deadline = started = None
+    if not tolerates and deadline is None:
+        return None
+    key = job_key("Job", job.metadata.namespace or "default", job.metadata.name)
+    return JobInfo(key, tolerates_disruption=tolerates, active_deadline=deadline, started_at=started)
 
 
 def _elastic_range(policy: ElasticPolicy | None, worker: ReplicaSpec | None) -> tuple[int, int]:

@@ -41,6 +41,7 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 MIRROR_POD = "kubernetes.io/config.mirror"
+INT64_MAX = 2**63 - 1  # an int64 field of the API
 
 
 class KubeModel(BaseModel):
@@ -237,6 +238,9 @@ class PodSpec(KubeModel):
     scheduling_gates: list[PodSchedulingGate] = Field(default_factory=list)
     workload_ref: WorkloadReference | None = None
     scheduling_group: SchedulingGroup | None = None
+    # seconds the pod may be active, from status.startTime, before the kubelet fails it (a positive
+    # integer: the API server refuses anything else)
+    active_deadline_seconds: int | None = Field(default=None, gt=0, le=INT64_MAX, strict=True)
 
 
 class Condition(KubeModel):
@@ -545,15 +549,25 @@ class PodFailurePolicy(KubeModel):
 
 class JobSpec(KubeModel):
     pod_failure_policy: PodFailurePolicy | None = None
+    # seconds the Job may be active, from status.startTime, before the controller terminates its pods
+    # (a positive integer); a suspended Job's timer is stopped, and reset when it resumes
+    active_deadline_seconds: int | None = Field(default=None, gt=0, le=INT64_MAX, strict=True)
+    suspend: bool = False
+
+
+class JobStatus(KubeModel):
+    start_time: datetime | None = None  # when the controller started (or last resumed) the Job
 
 
 class BatchJob(KubeModel):
-    """Kubernetes ``Job`` (``batch/v1``): only ``spec.podFailurePolicy`` is read."""
+    """Kubernetes ``Job`` (``batch/v1``): ``spec.podFailurePolicy``, ``spec.activeDeadlineSeconds``,
+    ``spec.suspend`` and ``status.startTime`` are read."""
 
     kind: Literal["Job"] = "Job"
     api_version: str = BATCH_GROUP + "/v1"
     metadata: ObjectMeta
     spec: JobSpec = Field(default_factory=JobSpec)
+    status: JobStatus = Field(default_factory=JobStatus)
 
 
 TrainingJob = PyTorchJob | PaddleJob | BatchJob

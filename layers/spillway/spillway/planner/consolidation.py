@@ -31,11 +31,15 @@ Candidates go cheapest first: the smallest restart cost, then the fewest pods, t
 saves the node for ``consolidation_horizon_minutes``; each moved pod loses
 ``consolidation_restart_minutes`` of the share of the node it uses (its dominant share of the node's
 allocatable). Drain when ``horizon > restart * sum(share)``. With the defaults (60 and 10) a node is
-consolidated whenever its pods fit elsewhere; a short horizon protects long restarts.
+consolidated whenever its pods fit elsewhere; a short horizon protects long restarts. When every pod on
+the node has a known end (a pod's or its Job's ``activeDeadlineSeconds``:
+:mod:`spillway.planner.durations`), the node would empty by itself after the last of them and go after
+``scale_down_idle_minutes``: the drain saves only ``min(horizon, that end + idle)``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -50,6 +54,7 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
 from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_node_busy
+from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
 from spillway.planner.types import Drain, KeptNode
@@ -215,9 +220,7 @@ class Consolidation:
         pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
         moves = [(pod, self._move(pod, node)) for pod in pods]
         candidate = Candidate.of(node, moves, self._restart_cost(node, moves))
-        verdict = (
-            _never(moves) or self._elastic_min(candidate.elastic) or self._saving(len(pods), candidate.cost)
-        )
+        verdict = _never(moves) or self._elastic_min(candidate.elastic) or self._saving(pods, candidate.cost)
         return (verdict, None) if verdict is not None else (None, candidate)
 
     def _utilized(self, node: WorkNode) -> Verdict:
@@ -242,13 +245,26 @@ class Consolidation:
             f"{self.elastic_left.get(job, 0)} before its minimum",
         )
 
-    def _saving(self, pods: int, cost: float) -> Verdict:
-        horizon = self.ctx.config.consolidation_horizon_minutes
-        if cost < horizon:
+    def _saving(self, pods: Sequence[PodInfo], cost: float) -> Verdict:
+        """Refuse unless the restart cost is less than the node-minutes the drain saves: the horizon, or,
+        when every pod's end is known (spillway.planner.durations), the time until the node would have
+        emptied by itself and then been idle long enough to go (the horizon at most)."""
+        config = self.ctx.config
+        horizon = config.consolidation_horizon_minutes
+        ends = all_end_within(pods, self.jobs, self.ctx.now)
+        saving = horizon if ends is None else min(horizon, ends / 60 + config.scale_down_idle_minutes)
+        if cost < saving:
             return None
+        if ends is not None and saving < horizon:
+            return (
+                codes.SAVING_TOO_SMALL,
+                f"its {len(pods)} pod(s) end within {math.ceil(ends / 60)} minute(s) (activeDeadlineSeconds): "
+                f"draining saves {saving:.1f} node-minutes (with scale_down_idle_minutes), not more than "
+                f"the {cost:.1f} lost to restarts",
+            )
         return (
             codes.SAVING_TOO_SMALL,
-            f"moving its {pods} pod(s) loses {cost:.1f} node-minutes to restarts, not less than the "
+            f"moving its {len(pods)} pod(s) loses {cost:.1f} node-minutes to restarts, not less than the "
             f"{horizon:g} saved (consolidation_horizon_minutes)",
         )
 

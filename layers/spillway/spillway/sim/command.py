@@ -109,9 +109,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--duration-noise",
         type=float,
-        default=0.0,
-        metavar="F",
-        help="sigma of the lognormal factor on durations known beforehand (0; nothing reads them yet)",
+        default=None,
+        metavar="SIGMA",
+        help="durations are known: each started pod gets activeDeadlineSeconds = its remaining run time "
+        "x exp(|N(0, SIGMA)|), seeded (0: exact); consolidation keeps nodes whose pods end soon "
+        "(default: unknown, no deadlines)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
     p.add_argument(
@@ -328,7 +330,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InputError(f"must be between 0 and 1, not {args.movable_fraction}", field="--movable-fraction")
     if not math.isfinite(args.restart_penalty) or args.restart_penalty < 0:
         raise InputError("must be a number of minutes, not negative", field="--restart-penalty")
-    if not math.isfinite(args.duration_noise) or args.duration_noise < 0:
+    noise = args.duration_noise
+    if noise is not None and (not math.isfinite(noise) or noise < 0):
         raise InputError("must not be negative", field="--duration-noise")
 
 

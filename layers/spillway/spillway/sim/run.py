@@ -61,7 +61,9 @@ class SimConfig:
     prices: Mapping[str, float] = field(default_factory=lambda: dict(ON_DEMAND_USD_PER_HOUR))
     movable_fraction: float = 0.0  # share of jobs whose pods are marked safe-to-evict: "true"
     restart_penalty: int = 0  # seconds of progress a job moved (or interrupted) loses
-    duration_noise: float = 0.0  # sigma of the lognormal factor on the durations known beforehand
+    # None: durations are unknown (no pod has a deadline); else the sigma of the factor exp(|N(0, sigma)|)
+    # by which each job's deadline (its pods' activeDeadlineSeconds) exceeds its run time (0: exact)
+    duration_noise: float | None = None
     # more Spillway runs, each with its own planner configuration: (label, config); run as spillway[label]
     variants: tuple[tuple[str, PlannerConfig], ...] = ()
     packers: bool = True  # also replay the ideal First Fit and Best Fit packers
@@ -163,16 +165,18 @@ def fleet(config: SimConfig) -> list[NodeType]:
 
 
 def mark_jobs(jobs: Sequence[Job], config: SimConfig) -> list[Job]:
-    """Jobs marked movable (exactly round(F x jobs) of them, chosen by the seed) and given noisy
-    known durations (the real one times a lognormal factor of median 1)."""
+    """Jobs marked movable (exactly round(F x jobs) of them, chosen by the seed) and, with a duration
+    noise, given a known upper bound of their duration: the real one times exp(|N(0, sigma)|), at least
+    1 (a user sets a deadline generously: it never ends the job early)."""
     count = round(config.movable_fraction * len(jobs))
     chosen = set(random.Random(f"movable/{config.seed}").sample(range(len(jobs)), count)) if count else set()
     noise = random.Random(f"duration-noise/{config.seed}")
     out = []
     for i, job in enumerate(jobs):
         expected = None
-        if config.duration_noise > 0:
-            expected = max(1, round(job.duration * math.exp(noise.gauss(0.0, config.duration_noise))))
+        if config.duration_noise is not None:
+            factor = math.exp(abs(noise.gauss(0.0, config.duration_noise)))
+            expected = max(1, math.ceil(job.duration * factor))
         if i in chosen or expected is not None:
             job = replace(job, movable=i in chosen, expected=expected)
         out.append(job)
@@ -204,7 +208,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     shift = round((trace.epoch - epoch).total_seconds())
     if not 0.0 <= config.movable_fraction <= 1.0:
         raise SimError(f"movable fraction must be between 0 and 1, not {config.movable_fraction}")
-    if config.restart_penalty < 0 or config.duration_noise < 0:
+    if config.restart_penalty < 0 or (config.duration_noise or 0.0) < 0:
         raise SimError("restart penalty and duration noise must not be negative")
     jobs = mark_jobs(shifted(build_jobs(trace, template.allocatable), shift), config)
     allocatables = [

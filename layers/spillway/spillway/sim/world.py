@@ -45,6 +45,11 @@ last checkpoint, and the restart itself); a pod not marked movable is killed, an
 an instance of a group with an interruption rate is taken back after an exponentially distributed
 time (seeded) from its launch; its pods restart as moved ones do and the group launches a replacement
 (its desired capacity is unchanged), as an Auto Scaling group does.
+
+**Deadlines.** With known durations (``--duration-noise``: :attr:`SimJob.expected`) each pod of a job
+that starts carries ``activeDeadlineSeconds`` (:meth:`SimJob.deadline`): the job's remaining run time
+grown by the factor its known duration exceeds the real one by; a restarted job's new pods get one from
+their new remaining time. It is never shorter than the run, so no pod is ended by its deadline.
 """
 
 from __future__ import annotations
@@ -298,9 +303,18 @@ class SimJob:
         self.remaining = job.duration  # seconds it runs once started (a restart adds its penalty)
         self.movable = job.movable  # its pods are marked safe-to-evict: "true" (the planner may move them)
         self.moves = 0  # restarts elsewhere: evicted by a drain, or its node interrupted
-        self.expected = job.expected if job.expected is not None else job.duration  # --duration-noise
+        self.expected = job.expected  # a known upper bound of its duration (--duration-noise), else None
         self.queued = job.submit  # when it last joined the queue
         self.waited = 0  # seconds pending, over every time it was queued
+
+    def deadline(self) -> int | None:
+        """The activeDeadlineSeconds its pods started now carry: the remaining run time grown by the
+        factor of its known duration over its real one (never less than the remaining time: no pod is
+        ended by its deadline); None when durations are unknown."""
+        if self.expected is None:
+            return None
+        duration = max(1, self.job.duration)
+        return max(1, -(-self.remaining * max(self.expected, duration) // duration))
 
 
 @dataclass(slots=True)
@@ -874,6 +888,7 @@ class World:
             pending_since=None if node else self.at(job.submit),
             safe_to_evict=sim_job.movable,
             started_at=self.at(sim_job.start) if node else None,  # the pod's age: a cost of moving it
+            active_deadline=sim_job.deadline() if node else None,
         )
 
     def _pending_infos(self, sim_job: SimJob) -> None:
