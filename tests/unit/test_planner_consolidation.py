@@ -487,3 +487,25 @@ def test_only_nodes_at_or_below_the_utilization_threshold_are_candidates() -> No
     assert {k.node: k.code for k in higher.kept}[a] == codes.DOES_NOT_FIT
     w, (a, b) = half_full(cpu="1500m")
     assert len(w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized").drain) == 1
+
+
+def test_consolidation_after_minutes_waits_on_a_timer_the_state_remembers() -> None:
+    w, (a, _) = half_full()
+    config: dict[str, Any] = {"max_scale_in_fraction": 1.0, "consolidation_after_minutes": 5, **UNDER}
+
+    first = w.plan(**config)
+
+    assert first.drain == ()
+    assert kept(first)[a][0] == codes.UNDERUTILIZED_NOT_LONG_ENOUGH
+    assert first.state.underutilized[a].since == NOW
+    wire = first.state.to_wire()
+    assert wire["underutilized"][a] == {"since": "2026-11-02T12:00:00Z"}
+    w.state = wire  # the next plan reads the state this one wrote
+    assert w.plan(NOW + timedelta(minutes=4), **config).drain == ()
+    later = w.plan(NOW + timedelta(minutes=5), **config)
+    assert [(d.node, d.code) for d in later.drain] == [(a, codes.CONSOLIDATION)]
+    # A node that stops being a candidate starts over: the timer is not kept for it.
+    assert (
+        w.plan(NOW + timedelta(minutes=5), **{**config, "consolidation": "when-empty"}).state.underutilized
+        == {}
+    )
