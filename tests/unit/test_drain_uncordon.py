@@ -15,6 +15,7 @@ from test_drain_steps import CLUSTER, INSTANCE, NODE, Rig, rig  # noqa: F401 (th
 
 from spillway.act.drain import parse_request, run_action, summarize
 from spillway.errors import DrainCancelled, DrainTimeout, InvalidDrainRequest
+from spillway.local import objects
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +146,8 @@ def test_a_make_room_evicts_its_pods_then_uncordons_the_node_and_terminates_noth
 def test_a_make_room_whose_pods_cannot_leave_times_out_and_is_compensated_as_any_drain(rig: Rig) -> None:
     rig.pod("web-0")
     drain = rig.cordoned(**as_kwargs(make_room("web-0")))
-    rig.pod("late-0", app="late", tolerations=[{"operator": "Exists"}])  # arrived: kept, node stays busy
+    # after the plan, a budget that allows nothing now covers the pod the make-room moves
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
 
     first = rig.drainer.evict(drain)
     rig.clock.advance(31)
@@ -153,19 +155,30 @@ def test_a_make_room_whose_pods_cannot_leave_times_out_and_is_compensated_as_any
         rig.drainer.evict(drain, first)
     rig.drainer.uncordon(drain)  # Compensate
     out = rig.drainer.record(
-        {"drain": drain.model_dump(), "round": first, "error": {"Error": "DrainTimeout", "Cause": "late-0"}}
+        {"drain": drain.model_dump(), "round": first, "error": {"Error": "DrainTimeout", "Cause": "web-0"}}
     )
     assert out["outcome"] == "timeout" and rig.outcomes == [("timeout", NODE)]
-    assert schedulable(rig) and rig.api.get("Pod", "late-0", "team-a") is not None
+    assert schedulable(rig) and rig.api.get("Pod", "web-0", "team-a") is not None
 
 
-def test_a_make_room_is_cancelled_like_a_consolidation_when_other_work_arrived(rig: Rig) -> None:
+def test_a_make_room_moves_only_its_pods_and_every_other_pod_stays(rig: Rig) -> None:
     rig.pod("web-0")
-    rig.pod("late-job", app="late")
-    rig.api.clear_requests()
+    rig.pod("db-0", app="db")  # on the node at plan time, not moved: the make-room needs only web-0's room
+    drain = rig.cordoned(**as_kwargs(make_room("web-0")))
+    rig.pod("late-0", app="late", tolerations=[{"operator": "Exists"}])  # arrived after the cordon
+
+    round_ = rig.drainer.evict(drain)
+
+    assert round_["done"] is True and round_["evicted"] == ["team-a/web-0"]
+    assert rig.drainer.check(drain)["ready"] is True
+    assert rig.api.get("Pod", "web-0", "team-a") is None
+    assert (
+        rig.api.get("Pod", "db-0", "team-a") is not None
+        and rig.api.get("Pod", "late-0", "team-a") is not None
+    )
+    # a consolidation of the same pods would leave the node alone: it terminates the node
     with pytest.raises(DrainCancelled, match="did not plan to move"):
-        rig.drainer.validate(make_room("web-0"))
-    assert rig.writes() == []
+        rig.drainer.validate({**make_room("web-0"), "uncordon": False, "terminate": True})
 
 
 def test_the_scale_down_summary_counts_released_drains() -> None:

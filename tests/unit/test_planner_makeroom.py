@@ -105,3 +105,25 @@ def test_each_swap_removes_one_launch_and_the_moves_never_land_on_a_swapped_node
     assert {on[b] for b in bigs} >= swapped
     survivors = set(nodes) - swapped
     assert all(kept(result)[n][0] != codes.MAKE_ROOM for n in survivors)
+
+
+def test_only_the_pods_that_cover_what_the_node_lacks_move_and_the_others_stay() -> None:
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    replicas(w, a, "keep", 1, cpu="1", annotations={})  # may not move: it stays
+    replicas(w, a, "small", 1, cpu="500m")
+    replicas(w, a, "mid", 1, cpu="2500m")
+    replicas(w, a, "large", 1, cpu="3")
+    replicas(w, b, "full", 2, cpu="3", annotations={})  # b and c run pods that may not move
+    replicas(w, c, "big", 1, cpu="5", annotations={})  # c: 2.9 CPU free, room for a's 2.5
+    (pod,) = w.pods("half", 1, cpu="3", memory="1Gi")  # a has 0.9 free: lacks 2.1 CPU
+
+    # a is 7 of 7.9 CPU used, above the default threshold (0.5): make room ignores it, moving only part
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    assert result.scale_up == ()
+    (drain,) = result.drain
+    assert (drain.node, drain.code) == (a, codes.MAKE_ROOM)
+    assert drain.pods == ("default/mid-0",)  # the smallest pod that covers the lack alone
+    assert {p.pod: p.node for p in result.placements}[pod] == a
+    assert f"its 1 pod(s) fit on {c}" in drain.reason

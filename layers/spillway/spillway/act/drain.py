@@ -428,10 +428,12 @@ def _refuse_busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerd
 
 def _refuse_changed_consolidation(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> None:
     """A consolidation is cancelled, before it touches anything, when the node runs a workload pod the
-    plan did not plan to move, or when one it planned to move may no longer be evicted."""
+    plan did not plan to move, or when one it planned to move may no longer be evicted. A drain that
+    keeps its node (``uncordon``: make room) moves the pods it names and leaves the others running, so
+    other pods do not cancel it."""
     expected = set(request.pods)
     arrived = [v.pod for v in verdicts if v.action != "ignore" and v.pod not in expected]
-    if arrived:
+    if arrived and not request.uncordon:
         raise DrainCancelled(
             f"Node {request.node!r} runs {len(arrived)} workload pod(s) the plan did not plan to move "
             f"({', '.join(arrived[:3])}); the consolidation leaves it alone"
@@ -513,6 +515,7 @@ def _uncordon_refusal(request: DrainRequest) -> Refusal:
 
 
 ARRIVED = "not among the pods the consolidation moves (it arrived after the plan): left running"
+STAYS = "not among the pods that make room: it stays, as the node does"
 
 
 # --- pods --------------------------------------------------------------------------------------
@@ -536,6 +539,10 @@ def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]
     if not drain.consolidation:
         return verdicts
     expected = set(drain.pods)
+    if drain.uncordon:  # make room: the node stays, and so do the pods the plan does not move
+        return [
+            PodVerdict(v.pod, "ignore", STAYS, v.priority) if v.pod not in expected else v for v in verdicts
+        ]
     return [
         PodVerdict(v.pod, "keep", ARRIVED, v.priority) if v.action == "evict" and v.pod not in expected else v
         for v in verdicts

@@ -194,33 +194,37 @@ class Consolidation:
             and n.info.name not in drained
         }
 
-    def candidates(self, group: str) -> list[Candidate]:
-        """The busy nodes of ``group`` that pass every static rule but the launching one: a make-room
-        swap (:mod:`spillway.planner.makeroom`) gives them this plan's new nodes' pods."""
-        out = []
-        for node in self.ctx.nodes.values():
-            if node.group is None or node.group.name != group or not self.on_node.get(node.info.name):
-                continue
-            _, candidate = self.judge(node, launching=False)
-            if candidate is not None:
-                self._since(node)
-                out.append(candidate)
-        return out
+    def hosts(self, group: str) -> list[WorkNode]:
+        """The busy nodes of ``group`` that may give room to pending pods (make room,
+        :mod:`spillway.planner.makeroom`): in the room, and nothing keeps them (a drain claim, pending
+        pods planned there, a cordon, ``scale-down-disabled``, youth)."""
+        return [
+            node
+            for name, node in sorted(self.ctx.nodes.items())
+            if node.group is not None
+            and node.group.name == group
+            and name in self.room
+            and self.on_node.get(name)
+            and self.stage.protected(node) is None
+        ]
 
-    def judge(self, node: WorkNode, *, launching: bool = True) -> tuple[Verdict, Candidate | None]:
-        """The first static refusal, or the node as a candidate (``launching``: refuse it when this plan
-        launches in its group)."""
-        verdict = (
-            self.stage.protected(node)
-            or (self._launching(node) if launching else None)
-            or self._utilized(node)
-        )
+    def moves(self, node: WorkNode) -> list[tuple[PodInfo, Move]]:
+        """Each pod that keeps the node busy, with whether and at what cost it may move."""
+        pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
+        return [(pod, self._move(pod, node)) for pod in pods]
+
+    def refuse_move(self, candidate: Candidate) -> Verdict:
+        """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
+        return self._elastic_min(candidate.elastic) or self._saving(candidate.pods, candidate.cost)
+
+    def judge(self, node: WorkNode) -> tuple[Verdict, Candidate | None]:
+        """The first static refusal, or the node as a candidate."""
+        verdict = self.stage.protected(node) or self._launching(node) or self._utilized(node)
         if verdict is not None:
             return verdict, None
-        pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
-        moves = [(pod, self._move(pod, node)) for pod in pods]
-        candidate = Candidate.of(node, moves, self._restart_cost(node, moves))
-        verdict = _never(moves) or self._elastic_min(candidate.elastic) or self._saving(pods, candidate.cost)
+        moves = self.moves(node)
+        candidate = Candidate.of(node, moves, self.restart_cost(node, moves))
+        verdict = _never(moves) or self.refuse_move(candidate)
         return (verdict, None) if verdict is not None else (None, candidate)
 
     def _utilized(self, node: WorkNode) -> Verdict:
@@ -273,7 +277,7 @@ class Consolidation:
         cutoff = self.ctx.config.expendable_priority_cutoff
         return assess_move(pod, node.info, allowance, self.ctx.now, cutoff, self.jobs)
 
-    def _restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
+    def restart_cost(self, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]]) -> float:
         """Node-minutes the moved pods lose: restart minutes times each pod's dominant share of the node
         (a free move, of an expendable or terminating pod, loses nothing)."""
         restart = self.ctx.config.consolidation_restart_minutes
@@ -326,12 +330,17 @@ class Consolidation:
         return self._move_pods(candidate, make_room=False)
 
     def swap(self, candidate: Candidate) -> Verdict:
-        """Make room: move the candidate's pods (the node stays, for pending pods); a refusal or None."""
+        """Make room: move the candidate's pods (the node stays, for pending pods); a refusal or None.
+        The elastic room again (an earlier move of this plan may have taken it), the disruption budget,
+        then where the pods go."""
         node = candidate.node
+        assert node.group is not None
         if node.info.name in self.receiving:
             return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
-        verdict = self._not_long_enough(node) or self._elastic_min(candidate.elastic)
-        verdict = verdict or self.stage.limit(node)
+        verdict = self._elastic_min(candidate.elastic)
+        verdict = verdict or self.stage.budgets.refusal(
+            node.group.name, self.stage.taken.get(node.group.name, 0)
+        )
         return verdict or self._move_pods(candidate, make_room=True)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
@@ -407,7 +416,7 @@ class Consolidation:
             f"{shrink}; restart cost {candidate.cost:.1f} node-minutes{saved}; "
             f"group {group.name} in {group.region}"
         )
-        pods = tuple(p.key for p in candidate.pods)
+        pods = tuple(sorted(p.key for p in candidate.pods))
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods, not make_room)
         )

@@ -1,18 +1,24 @@
-"""Stage 4a: make room — give pending pods a node whose pods move, instead of launching one.
+"""Stage 4a: make room — give pending pods a node some of whose pods move, instead of launching one.
 
 When this plan opens a new node in a group that consolidates (``when-underutilized``), and a busy node
-of that group would be a consolidation candidate (underutilized, every pod on it may move, the saving
-rule holds, the disruption budget allows it) whose pods the rest of the cluster holds, the plan swaps
-the launch for a move: the node's pods are evicted (drain code ``make-room``, ``terminate`` false: the
-drain uncordons the node once they are gone), the new node's pending pods are planned onto it, and the
-group grows by one node less. Without it the pending pods wait for a boot while the underutilized node
-waits to be consolidated later; with it they start as soon as the evictions are done, and one node is
-never paid for.
+of that group would hold the new node's pending pods once some of its own pods moved elsewhere, the plan
+swaps the launch for the move: those pods are evicted (drain code ``make-room``, ``terminate`` false:
+the drain uncordons the node once they are gone, and leaves every other pod running), the pending pods
+are planned onto the node, and the group grows by one node less. Without it the pending pods wait for a
+boot while free room lies scattered over busy nodes; with it they start once the evictions are done,
+and one node is never paid for.
+
+The pods moved are the fewest resources that cover what the node lacks (the smallest single pod that
+covers it, else the largest first): each may move (:func:`spillway.planner.disruption.assess_move`; a
+pod that may not stays where it is), their restart cost obeys the saving rule, an elastic job keeps its
+minimum, and the rest of the cluster holds them (the consolidation's own fit, on the room of this plan:
+:class:`spillway.planner.consolidation.Consolidation`, which make room and consolidation share). Of the
+nodes that qualify, the cheapest move wins. The utilization threshold does not apply: it judges whether
+a node is worth emptying, and make room empties none.
 
 Only new nodes whose every pod is a real pending pod are swapped (never a gang's nodes, which launch
 together, a capacity buffer's room or a provisioning request's booking), and only onto a node of the
-same group, whose template they were placed on. A swap counts against the group's disruption budget and
-scale-in cap as a drain does.
+same group, whose template they were placed on. A swap counts against the group's disruption budget.
 """
 
 from __future__ import annotations
@@ -21,18 +27,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spillway.model.cluster import PodInfo
-from spillway.model.resources import PODS, Resources, add_into
+from spillway.model.resources import PODS, Resources, add_into, dominant_share
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
 from spillway.planner.context import WorkNode
+from spillway.planner.disruption import Move
 from spillway.planner.types import Placement
 
 if TYPE_CHECKING:
+    from spillway.planner.consolidation import Consolidation
     from spillway.planner.scaledown import ScaleDownStage
 
 
 def make_room(stage: ScaleDownStage) -> bool:
-    """Swap new nodes of this plan for moves where the saving rule allows; True if any was swapped
-    (the scale-up actions must then be computed again)."""
+    """Swap new nodes of this plan for moves where the rules allow; True if any was swapped (the
+    scale-up actions must then be computed again)."""
     ctx = stage.ctx
     groups = [g for g in ctx.groups if ctx.new_nodes.get(g.name) and mode(ctx, g) == WHEN_UNDERUTILIZED]
     if not groups:
@@ -44,13 +52,14 @@ def make_room(stage: ScaleDownStage) -> bool:
     judge.reset_room()
     swapped = False
     for group in groups:
-        candidates = sorted(judge.candidates(group.name), key=Candidate.order)
+        hosts = judge.hosts(group.name)
         for node_id in sorted(new.get(group.name, {}), key=_newest_first):
             pods = new[group.name][node_id]
-            for candidate in candidates:
-                if _holds(candidate, pods) and judge.swap(candidate) is None:
+            options = [c for c in (_room_on(judge, node, pods) for node in hosts) if c is not None]
+            for candidate in sorted(options, key=Candidate.order):
+                if judge.swap(candidate) is None:
                     _move_placements(stage, candidate, node_id, pods, group.name)
-                    candidates.remove(candidate)
+                    hosts.remove(candidate.node)
                     swapped = True
                     break
     return swapped
@@ -79,35 +88,73 @@ def _swappable(stage: ScaleDownStage) -> dict[str, dict[str, list[PodInfo]]]:
     return {g: {n: p for n, p in nodes.items() if n not in excluded} for g, nodes in out.items()}
 
 
-def _holds(candidate: Candidate, pods: Sequence[PodInfo]) -> bool:
-    """Does the candidate, its moved pods gone, hold all of ``pods``? (One node: requests add up.)"""
-    room: Resources = dict(candidate.node.free)
-    for pod in candidate.pods:  # what stays (DaemonSet pods) keeps its room
-        add_into(room, pod.requests, 1)
-    if PODS in room:
-        room[PODS] += len(candidate.pods)
-    need: Resources = {PODS: len(pods)} if PODS in room else {}
+def _needs(pods: Sequence[PodInfo], free: Resources) -> Resources:
+    """What ``pods`` need beyond ``free`` (one node: requests add up), per resource; empty if they fit."""
+    need: Resources = {PODS: len(pods)} if PODS in free else {}
     for pod in pods:
         add_into(need, pod.requests, 1)
-    return all(room.get(k, 0) >= v for k, v in need.items() if v > 0)
+    return {k: v - free.get(k, 0) for k, v in need.items() if v > free.get(k, 0)}
+
+
+def _covers(pods: Sequence[PodInfo], lack: Resources) -> bool:
+    got: Resources = {PODS: len(pods)} if PODS in lack else {}
+    for pod in pods:
+        add_into(got, pod.requests, 1)
+    return all(got.get(k, 0) >= v for k, v in lack.items())
+
+
+def _room_on(judge: Consolidation, node: WorkNode, pods: Sequence[PodInfo]) -> Candidate | None:
+    """The cheapest move that lets ``node`` hold ``pods``, as a candidate; None if no such move obeys
+    the rules (where the moved pods go is checked later, by the swap)."""
+    lack = _needs(pods, node.free)
+    if not lack:
+        return None  # they fit already: the scale-up would have placed them here
+    movable = [(p, m) for p, m in judge.moves(node) if m.movable]
+    chosen = _victims(movable, lack, node)
+    if chosen is None:
+        return None
+    candidate = Candidate.of(node, chosen, judge.restart_cost(node, chosen))
+    if judge.refuse_move(candidate):
+        return None
+    return candidate
+
+
+def _victims(
+    movable: list[tuple[PodInfo, Move]], lack: Resources, node: WorkNode
+) -> list[tuple[PodInfo, Move]] | None:
+    """The pods to move: the smallest one that covers ``lack`` alone, else the largest first until
+    covered (None if all of them do not)."""
+    alloc = node.info.allocatable
+
+    def size(item: tuple[PodInfo, Move]) -> tuple[float, float, str]:
+        return (dominant_share(item[0].requests, alloc)[1], item[1].cost, item[0].key)
+
+    singles = [item for item in movable if _covers([item[0]], lack)]
+    if singles:
+        return [min(singles, key=size)]
+    chosen: list[tuple[PodInfo, Move]] = []
+    for item in sorted(movable, key=size, reverse=True):
+        chosen.append(item)
+        if _covers([p for p, _ in chosen], lack):
+            return chosen
+    return None
 
 
 def _move_placements(
     stage: ScaleDownStage, candidate: Candidate, node_id: str, pods: Sequence[PodInfo], group: str
 ) -> None:
-    """The pending pods go to the candidate instead of the new node; the group opens one node less."""
-    ctx = stage.ctx
+    """The pending pods go to the candidate's node instead of the new node (whose room its moved pods
+    leave); the group opens one node less."""
+    ctx, node = stage.ctx, candidate.node
+    for pod in candidate.pods:
+        add_into(node.free, pod.requests, 1)
     keys = {p.key for p in pods}
-    target = candidate.node.info.name
+    target = node.info.name
     ctx.placements[:] = [
         Placement(p.pod, target, p.group) if p.node == node_id else p for p in ctx.placements
     ]
     ctx.new_pods[group] = [p for p in ctx.new_pods.get(group, []) if p not in keys]
     ctx.new_nodes[group] -= 1
-    candidate.node.receives += len(pods)
-    _claim_room(candidate.node, pods)
-
-
-def _claim_room(node: WorkNode, pods: Sequence[PodInfo]) -> None:
+    node.receives += len(pods)
     for pod in pods:
         add_into(node.free, pod.requests, -1)

@@ -541,9 +541,9 @@ class World:
         the pods the plan said it moves; a pod left out dies with the node, and counts as killed (as
         unmovable killed too when it is not marked movable).
 
-        ``terminate`` false (make room): the node stays; the evicted jobs are placed again while it is
-        cordoned, as their replacement pods are during the drain's eviction rounds, then it is
-        uncordoned for the pending pods the plan gave it.
+        ``terminate`` false (make room): the node stays, and so does every pod the plan did not name; the
+        evicted jobs are placed again while it is cordoned, as their replacement pods are during the
+        drain's eviction rounds, then it is uncordoned for the pending pods the plan gave it.
         """
         node = self.nodes.get(node_name)
         if node is None:
@@ -553,6 +553,8 @@ class World:
         for key, job in list(node.pods.items()):
             if key not in node.pods:
                 continue  # a pod of a job already evicted from this node
+            if not terminate and pods is not None and key not in pods:
+                continue  # make room: the pods it does not name stay
             if job.movable and (pods is None or key in pods):
                 self.counters.moves += 1
             else:
