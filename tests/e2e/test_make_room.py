@@ -63,7 +63,9 @@ def test_a_make_room_moves_its_pods_and_keeps_the_node_ready_and_schedulable(clo
         "/api/v1/namespaces/team-a/pods/web-0/eviction",
         "/api/v1/namespaces/team-a/pods/web-1/eviction",
     }
-    assert 429 in [s for _, s in evictions] and controller.created >= 2
+    # the budget let the second pod go only once the first one's replacement ran (the second one's may
+    # still be on its way when the release is done: the make-room does not wait for it)
+    assert 429 in [s for _, s in evictions] and controller.created >= 1
     assert not [p for p in cloud.kube.list("Pod", "team-a") if p["spec"].get("nodeName") == busy]
     # The node is kept: Ready, schedulable, without Spillway's cordon or taint.
     node = cloud.kube.get("Node", busy)

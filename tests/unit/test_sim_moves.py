@@ -177,9 +177,9 @@ def _world(nodes: int = 2, penalty: int = 0, track: bool = False) -> World:
     return world
 
 
-def _running(world: World, movable: bool, gpus: int = 4, duration: int = 3600) -> SimJob:
+def _running(world: World, movable: bool, gpus: int = 4, duration: int = 3600, ident: int = 1) -> SimJob:
     request = {"cpu": 7900 * gpus, "memory": 60 * GIB * gpus, "nvidia.com/gpu": 1000 * gpus, "pods": 1000}
-    sim_job = SimJob(Job(1, "job-1", "ml", 0, duration, 0, (request,), movable=movable))
+    sim_job = SimJob(Job(ident, f"job-{ident}", "ml", 0, duration, 0, (request,), movable=movable))
     world.jobs.append(sim_job)
     world.arrive(sim_job)
     world.schedule()
@@ -213,6 +213,23 @@ def test_a_drain_of_an_unmovable_pod_is_counted_as_killed() -> None:
     assert world.counters.unmovable_killed == 1
     assert world.counters.pods_killed == 1
     assert world.counters.moves == 0
+
+
+def test_a_make_room_moves_the_named_job_keeps_the_others_and_gives_the_node_back() -> None:
+    # Two 4-GPU jobs on one node (most-allocated packs them); the make-room names the first one only.
+    world = _world(penalty=600)
+    moved = _running(world, movable=True)
+    stays = _running(world, movable=True, ident=2)
+    node = moved.nodes[0]
+    assert stays.nodes[0] is node
+    world.t = 600
+    world.cordon(node.name, "spillway")  # as the policy does before any drain
+    world.drain(node.name, [moved.pod_keys[0]], terminate=False)
+    assert moved.state == "running" and moved.nodes[0] is not node  # placed again while node was cordoned
+    assert stays.state == "running" and stays.nodes[0] is node  # not named: it stays
+    assert node.name in world.nodes and not node.cordoned  # kept, and schedulable again
+    assert world.groups["gpu"].desired == 2
+    assert (world.counters.moves, world.counters.pods_killed) == (1, 0)
 
 
 def _plan_draining(node: str) -> ScalingPlan:
