@@ -33,9 +33,9 @@ def cloud() -> Iterator[Cloud]:
         assert not rig.registrar.errors, rig.registrar.errors
 
 
-def test_a_plan_consolidates_a_node_through_its_pods_budget_and_touches_nothing_unmovable(
-    cloud: Cloud,
-) -> None:
+def two_movable_pods_under_a_budget(cloud: Cloud) -> tuple[str, str, str]:
+    """Two m5.xlarge nodes; on the first, two movable ReplicaSet replicas whose PodDisruptionBudget allows
+    one of them to go at a time. Returns (that node, the other node, the first node's instance id)."""
     cloud.group("general", instance_type="m5.xlarge", desired=2, gpu=False)
     busy, spare = sorted(cloud.wait_nodes(2))
     instance = {name: iid for iid, name in dict(cloud.registrar.registered).items()}[busy]
@@ -43,6 +43,13 @@ def test_a_plan_consolidates_a_node_through_its_pods_budget_and_touches_nothing_
         cloud.kube.add(o.pod(f"web-{i}", "team-a", cpu="500m", memory="512Mi", node_name=busy,
                              labels={"app": "web"}, owner=("ReplicaSet", "web-5d9c"), annotations=MOVABLE))  # fmt: skip
     cloud.kube.add(o.pdb("web", "team-a", {"app": "web"}, min_available=1))  # allows one of two
+    return busy, spare, instance
+
+
+def test_a_plan_consolidates_a_node_through_its_pods_budget_and_touches_nothing_unmovable(
+    cloud: Cloud,
+) -> None:
+    busy, spare, instance = two_movable_pods_under_a_budget(cloud)
     # On the other node: a pod of no kind known to tolerate a move (a plain replica), and a DaemonSet's.
     cloud.kube.add(o.pod("db-0", "team-a", cpu="500m", memory="512Mi", node_name=spare,
                          labels={"app": "db"}, owner=("ReplicaSet", "db-7f8e")))  # fmt: skip

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import CLUSTER, ENVIRONMENT, HOME, Cloud
+from test_consolidation import two_movable_pods_under_a_budget
 from test_drain import ReplicaSetController
 
 from spillway.act.planning import drain_item
@@ -33,13 +34,7 @@ def cloud() -> Iterator[Cloud]:
 
 
 def test_a_make_room_moves_its_pods_and_keeps_the_node_ready_and_schedulable(cloud: Cloud) -> None:
-    cloud.group("general", instance_type="m5.xlarge", desired=2, gpu=False)
-    busy, spare = sorted(cloud.wait_nodes(2))
-    instance = {name: iid for iid, name in dict(cloud.registrar.registered).items()}[busy]
-    for i in range(2):
-        cloud.kube.add(o.pod(f"web-{i}", "team-a", cpu="500m", memory="512Mi", node_name=busy,
-                             labels={"app": "web"}, owner=("ReplicaSet", "web-5d9c"), annotations=MOVABLE))  # fmt: skip
-    cloud.kube.add(o.pdb("web", "team-a", {"app": "web"}, min_available=1))  # allows one of two
+    busy, spare, instance = two_movable_pods_under_a_budget(cloud)
     cloud.kube.add(o.pod("train-0", "ml", cpu="3", memory="12Gi"))  # pending: the pod the room is for
     pods = ("team-a/web-0", "team-a/web-1")
     room = Drain(node=busy, instance_id=instance, group="general", region=HOME,
