@@ -6,7 +6,9 @@ Built like test_planner_consolidation: m5.2xlarge nodes (7910m CPU) running Repl
 
 from __future__ import annotations
 
-from plan_world import World
+from datetime import timedelta
+
+from plan_world import NOW, World
 from test_planner_consolidation import UNDER, half_full, kept, replicas
 from test_planner_gang_launch import COSCHED
 
@@ -127,3 +129,49 @@ def test_only_the_pods_that_cover_what_the_node_lacks_move_and_the_others_stay()
     assert drain.pods == ("default/mid-0",)  # the smallest pod that covers the lack alone
     assert {p.pod: p.node for p in result.placements}[pod] == a
     assert f"its 1 pod(s) fit on {c}" in drain.reason
+
+
+def test_later_plans_wait_for_the_room_being_made_instead_of_scaling_again() -> None:
+    w, (a, _) = half_full()
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert [d.code for d in first.drain] == [codes.MAKE_ROOM]
+    assert {p.pod: p.code for p in first.pending}[big] == codes.MAKING_ROOM
+    assert first.state.rooms[a].pods == (big,)
+    assert first.state.to_wire()["rooms"][a] == {"pods": [big], "since": "2026-11-02T12:00:00Z"}
+
+    # A minute on: the drain has cordoned a and evicted its pods, which are still terminating; big waits.
+    w.state = first.state.to_wire()
+    w.cordon(a, by_spillway=True)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("web0-"):
+            item["metadata"]["deletionTimestamp"] = "2026-11-02T12:00:30Z"
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert second.scale_up == () and second.drain == ()
+    assert {p.pod: p.node for p in second.placements}[big] == a
+    assert {p.pod: p.code for p in second.pending}[big] == codes.MAKING_ROOM
+    assert second.state.rooms[a].pods == (big,) and second.state.rooms[a].since == NOW
+
+    # The claim lapses after drain_claim_minutes (20): the pod still pending is scaled for again.
+    w.state = second.state.to_wire()
+    late = w.plan(NOW + timedelta(minutes=20), max_scale_in_fraction=1.0, **UNDER)
+    assert big in {p for s in late.scale_up for p in s.pods}
+    assert late.state.rooms == {}
+
+
+def test_once_the_node_is_released_a_pod_still_pending_is_planned_as_any_other() -> None:
+    w, (a, _) = half_full()
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    w.state = first.state.to_wire()
+    # a is released (not cordoned) but another pod took its room: big is not held there, it gets a node
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("web0-"):
+            item["spec"]["nodeName"] = "elsewhere"
+    w.pods("thief", 1, cpu="7", memory="1Gi", node_name=a)
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert big in {p for s in second.scale_up for p in s.pods}
+    assert second.state.rooms == {}

@@ -44,13 +44,13 @@ from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import EventMark
 from spillway.planner import ScalingPlan
-from spillway.planner.codes import FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED
+from spillway.planner.codes import FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED, MAKING_ROOM
 from spillway.ports import Cluster
 
 TRIGGERED = "TriggeredScaleUp"
 NOT_TRIGGERED = "NotTriggerScaleUp"
 # pending codes that mean "a node has, or will have, room": no Event (cluster-autoscaler is silent too)
-QUIET_CODES = frozenset({FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED})
+QUIET_CODES = frozenset({FITS_FREE_ROOM, FITS_LAUNCHING, FITS_UNCORDONED, MAKING_ROOM})
 _FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
 MAX_ERRORS = 5  # failures kept in a PostResult
 

@@ -35,6 +35,7 @@ The planner never reads or writes ``events``: it returns a state without them, a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -96,6 +97,14 @@ class Since(BaseModel):
     since: datetime
 
 
+class RoomState(BaseModel):
+    """A make-room drain gives this node to ``pods`` (planned at ``since``): later plans wait for it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pods: tuple[str, ...] = Field(min_length=1)
+    since: datetime
+
+
 class State(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     nodes: dict[str, NodeState] = Field(default_factory=dict)
@@ -106,6 +115,8 @@ class State(BaseModel):
     pools: dict[str, GroupState] = Field(default_factory=dict)  # pool_key(zone, type) -> back-off
     # busy nodes a consolidation could drain, since when (consolidation_after_minutes waits on it)
     underutilized: dict[str, Since] = Field(default_factory=dict)
+    # nodes a make-room drain is emptying for pending pods (planner.makeroom), by node name
+    rooms: dict[str, RoomState] = Field(default_factory=dict)
 
     def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""
@@ -113,36 +124,29 @@ class State(BaseModel):
         def iso(value: datetime) -> str:
             return value.isoformat().replace("+00:00", "Z")
 
+        def group(v: GroupState) -> dict[str, Any]:
+            return {"backoff_until": iso(v.backoff_until), "reason": v.reason}
+
         wire: dict[str, dict[str, dict[str, Any]]] = {
             "nodes": {
                 k: {"idle_since": iso(v.idle_since)}
                 | ({"draining_since": iso(v.draining_since)} if v.draining_since else {})
                 for k, v in sorted(self.nodes.items())
             },
-            "groups": {
-                k: {"backoff_until": iso(v.backoff_until), "reason": v.reason}
-                for k, v in sorted(self.groups.items())
-            },
+            "groups": {k: group(v) for k, v in sorted(self.groups.items())},
         }
-        if self.events:
-            wire["events"] = {
-                k: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}
-                for k, v in sorted(self.events.items())
-            }
-        if self.pools:
-            wire["pools"] = {
-                k: {"backoff_until": iso(v.backoff_until), "reason": v.reason}
-                for k, v in sorted(self.pools.items())
-            }
-        if self.gangs:
-            wire["gangs"] = {
-                k: {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)}
-                for k, v in sorted(self.gangs.items())
-            }
-        if self.underutilized:
-            wire["underutilized"] = {
-                k: {"since": iso(v.since)} for k, v in sorted(self.underutilized.items())
-            }
-        if self.raises:
-            wire["raises"] = {k: {"to": v.to, "since": iso(v.since)} for k, v in sorted(self.raises.items())}
+        optional: dict[str, tuple[Mapping[str, Any], Callable[[Any], dict[str, Any]]]] = {
+            "events": (self.events, lambda v: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}),
+            "pools": (self.pools, group),
+            "gangs": (
+                self.gangs,
+                lambda v: {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)},
+            ),
+            "rooms": (self.rooms, lambda v: {"pods": list(v.pods), "since": iso(v.since)}),
+            "underutilized": (self.underutilized, lambda v: {"since": iso(v.since)}),
+            "raises": (self.raises, lambda v: {"to": v.to, "since": iso(v.since)}),
+        }
+        for key, (entries, form) in optional.items():
+            if entries:  # a section only when it has entries, so older states read exactly as before
+                wire[key] = {k: form(v) for k, v in sorted(entries.items())}
         return wire

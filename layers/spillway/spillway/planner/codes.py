@@ -12,6 +12,9 @@ EXPENDABLE = "expendable"  # priority below expendable_priority_cutoff: never tr
 FITS_FREE_ROOM = "fits-free-room"  # free room on a Ready node; the scheduler will get there
 FITS_LAUNCHING = "fits-launching"  # capacity already launching in a group
 FITS_UNCORDONED = "fits-uncordoned"  # a node Spillway cordoned, which this plan uncordons
+MAKING_ROOM = (
+    "making-room"  # a make-room drain evicts pods from a node to give it this pod (planner.makeroom)
+)
 NO_MANAGED_GROUPS = "no-managed-groups"  # the cluster has no managed node group at all
 NO_GROUP_FITS = "no-group-fits"  # no group's template node can ever run the pod
 BACKED_OFF = "backed-off"  # every group that fits is backed off after failed launches
@@ -77,6 +80,7 @@ PENDING_CODES = (
     FITS_FREE_ROOM,
     FITS_LAUNCHING,
     FITS_UNCORDONED,
+    MAKING_ROOM,
     NO_MANAGED_GROUPS,
     NO_GROUP_FITS,
     BACKED_OFF,

@@ -31,7 +31,7 @@ from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.groups import floor_report
-from spillway.planner.makeroom import make_room
+from spillway.planner.makeroom import hold_rooms, make_room
 from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
@@ -54,6 +54,7 @@ def plan(
     now = aware(now)
     raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
     ctx = Context(snapshot, with_raises(groups, raises), config, state, now)
+    rooms = hold_rooms(ctx)  # pods an earlier plan made room for wait for that room
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
     demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
     up = ScaleUpStage(ctx, expander or RegionThenLeastWaste())
@@ -76,6 +77,7 @@ def plan(
             update={
                 "raises": next_raises(raises, scale_up, ctx.now),
                 "underutilized": dict(sorted(scale_down.underutilized.items())),
+                "rooms": dict(sorted({**rooms, **scale_down.rooms}.items())),
             }
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),

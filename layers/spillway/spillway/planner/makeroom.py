@@ -16,6 +16,13 @@ minimum, and the rest of the cluster holds them (the consolidation's own fit, on
 nodes that qualify, the cheapest move wins. The utilization threshold does not apply: it judges whether
 a node is worth emptying, and make room empties none.
 
+The plan remembers each node it makes room on (``State.rooms``: the node, its pending pods, since when).
+While the drain still has the node cordoned (at most ``drain_claim_minutes``), a later plan places those
+pods, while still pending, on that node (``making-room``) instead of scaling for them again: the
+evicted pods take their grace period to leave, and a snapshot taken meanwhile shows the node cordoned
+and still full. Once the node is released they are planned as any pending pod (the scheduler may have
+given the room to another).
+
 Only new nodes whose every pod is a real pending pod are swapped (never a gang's nodes, which launch
 together, a capacity buffer's room or a provisioning request's booking), and only onto a node of the
 same group, whose template they were placed on. A swap counts against the group's disruption budget.
@@ -24,14 +31,17 @@ same group, whose template they were placed on. A swap counts against the group'
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from spillway.model.cluster import PodInfo
 from spillway.model.resources import PODS, Resources, add_into, dominant_share
+from spillway.model.state import RoomState
+from spillway.planner import codes
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
-from spillway.planner.context import WorkNode
+from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move
-from spillway.planner.types import Placement
+from spillway.planner.types import PendingPod, Placement
 
 if TYPE_CHECKING:
     from spillway.planner.consolidation import Consolidation
@@ -63,6 +73,38 @@ def make_room(stage: ScaleDownStage) -> bool:
                     swapped = True
                     break
     return swapped
+
+
+def hold_rooms(ctx: Context) -> dict[str, RoomState]:
+    """Pending pods an earlier plan made room for go to that node again (taken out of the demand);
+    returns the rooms still being made, for the next state."""
+    pending = {p.key: p for p in ctx.pending}
+    kept: dict[str, RoomState] = {}
+    for name, room in sorted(ctx.state.rooms.items()):
+        node = _still_draining(ctx, name, room)
+        waiting = [k for k in room.pods if k in pending]
+        if node is None or not waiting:
+            continue  # released (its room may be another pod's now), gone or too old: planned as any pod
+        kept[name] = RoomState(pods=tuple(waiting), since=room.since)
+        note = (
+            f"a make-room drain planned {minutes(ctx.now - aware(room.since))} ago is emptying node {name} "
+            "for it; waiting for its pods to leave"
+        )
+        ctx.record(waiting, name, node.group.name if node.group else None, note, codes.MAKING_ROOM)
+        for key in waiting:
+            del pending[key]
+    ctx.pending[:] = [p for p in ctx.pending if p.key in pending]
+    return kept
+
+
+def _still_draining(ctx: Context, name: str, room: RoomState) -> WorkNode | None:
+    """The node, while the make-room drain still has it cordoned and the claim has not lapsed."""
+    node = ctx.nodes.get(name)
+    if node is None or not node.info.ready or not node.info.cordoned_by_spillway:
+        return None
+    if ctx.now - aware(room.since) >= timedelta(minutes=ctx.config.drain_claim_minutes):
+        return None
+    return node
 
 
 def _newest_first(node_id: str) -> tuple[int, str]:
@@ -158,3 +200,6 @@ def _move_placements(
     node.receives += len(pods)
     for pod in pods:
         add_into(node.free, pod.requests, -1)
+    stage.rooms[target] = RoomState(pods=tuple(sorted(keys)), since=ctx.now)
+    note = f"make room: node {target} is given to it once {len(candidate.pods)} of its pod(s) move"
+    ctx.pending_out.extend(PendingPod(p.key, note, codes.MAKING_ROOM) for p in pods)

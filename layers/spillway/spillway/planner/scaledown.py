@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
-from spillway.model.state import NodeState, Since
+from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
 from spillway.planner.buffers import held_here
 from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, mode
@@ -159,6 +159,7 @@ class ScaleDownStage:
         self.kept: list[KeptNode] = []
         self.idle_state: dict[str, NodeState] = {}
         self.underutilized: dict[str, Since] = {}  # consolidation candidates, since when (next state)
+        self.rooms: dict[str, RoomState] = {}  # nodes this plan makes room on (planner.makeroom)
         self.candidates: list[tuple[WorkNode, datetime]] = []
         self.taken: dict[str, int] = {}  # group -> nodes drained by this plan
         self.draining_now: dict[str, int] = {}  # group -> nodes Spillway is draining already
