@@ -39,7 +39,7 @@ def test_a_make_room_moves_its_pods_and_keeps_the_node_ready_and_schedulable(clo
     pods = ("team-a/web-0", "team-a/web-1")
     room = Drain(node=busy, instance_id=instance, group="general", region=HOME,
                  reason="make-room: its pods fit on other nodes; given to ml/train-0", code=codes.MAKE_ROOM,
-                 pods=pods, terminate=False)  # fmt: skip
+                 pods=pods)  # fmt: skip
     plan = {"cluster": CLUSTER, "plan_id": PLAN_ID, "drains": [drain_item(room)],
             "poll_seconds": 1, "deadline_seconds": 30}  # fmt: skip
     cloud.kube.clear_requests()
@@ -93,7 +93,7 @@ def test_a_make_room_that_cannot_empty_its_node_is_compensated_and_changes_nothi
                          owner=("ReplicaSet", "db-7f8e"), annotations=MOVABLE))  # fmt: skip
     cloud.kube.add(o.pdb("db", "team-a", {"app": "db"}, min_available=1))  # allows none: never evicted
     room = Drain(node=busy, instance_id=instance, group="general", region=HOME, reason="make-room",
-                 code=codes.MAKE_ROOM, pods=("team-a/db-0",), terminate=False)  # fmt: skip
+                 code=codes.MAKE_ROOM, pods=("team-a/db-0",))  # fmt: skip
     plan = {"cluster": CLUSTER, "plan_id": PLAN_ID, "drains": [drain_item(room)],
             "poll_seconds": 1, "deadline_seconds": 2}  # fmt: skip
 

@@ -271,7 +271,7 @@ def test_a_make_room_drain_moves_its_pods_and_asks_to_keep_the_node_uncordoned()
     pods = ("team-a/web-0", "team-a/web-1")
     where = {"node": "ip-10-0-1-10.ec2.internal", "instance_id": "i-0a1b2c3d4e5f60718", "group": "general",
              "region": "us-east-1", "reason": "make-room: gives the node to ml/train-0"}  # fmt: skip
-    room = drain_item(Drain(**where, code=codes.MAKE_ROOM, pods=pods, terminate=False))
+    room = drain_item(Drain(**where, code=codes.MAKE_ROOM, pods=pods))
     moved = drain_item(Drain(**where, code=codes.CONSOLIDATION, pods=pods))
 
     assert room == {**where, "consolidation": True, "pods": list(pods), "terminate": False, "uncordon": True}

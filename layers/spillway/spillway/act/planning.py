@@ -282,8 +282,8 @@ def drain_item(drain: Drain) -> dict[str, Any]:
     item.pop("pods", None)
     if drain.code in (codes.CONSOLIDATION, codes.MAKE_ROOM):
         item |= {"consolidation": True, "pods": list(drain.pods)}
-    if drain.code == codes.MAKE_ROOM:
-        item |= {"terminate": False, "uncordon": True}
+    if not drain.terminate:  # make room: to_dict says terminate false; the node is given back
+        item["uncordon"] = True
     return item
 
 

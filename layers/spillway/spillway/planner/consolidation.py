@@ -158,6 +158,7 @@ class Consolidation:
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}
+        self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
@@ -209,9 +210,13 @@ class Consolidation:
         ]
 
     def moves(self, node: WorkNode) -> list[tuple[PodInfo, Move]]:
-        """Each pod that keeps the node busy, with whether and at what cost it may move."""
-        pods = sorted(self.on_node.get(node.info.name, ()), key=lambda p: p.key)
-        return [(pod, self._move(pod, node)) for pod in pods]
+        """Each pod that keeps the node busy, with whether and at what cost it may move (judged once a
+        plan: make room asks again for every new node it tries to swap)."""
+        name = node.info.name
+        if name not in self._moves:
+            pods = sorted(self.on_node.get(name, ()), key=lambda p: p.key)
+            self._moves[name] = [(pod, self._move(pod, node)) for pod in pods]
+        return self._moves[name]
 
     def refuse_move(self, candidate: Candidate) -> Verdict:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
@@ -317,31 +322,26 @@ class Consolidation:
 
     def choose(self, candidate: Candidate) -> Verdict:
         node = candidate.node
-        name = node.info.name
-        verdict = self._not_long_enough(node)
-        if verdict is not None:
-            return verdict
-        if name in self.receiving:
-            return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
-        # The elastic room again: a node drained earlier in this plan may have taken what judge() saw.
-        verdict = self._elastic_min(candidate.elastic) or self.stage.limit(node)
-        if verdict is not None:
-            return verdict
-        return self._move_pods(candidate, make_room=False)
+        verdict = self._not_long_enough(node) or self._changed(candidate) or self.stage.limit(node)
+        return verdict or self._move_pods(candidate, make_room=False)
 
     def swap(self, candidate: Candidate) -> Verdict:
         """Make room: move the candidate's pods (the node stays, for pending pods); a refusal or None.
         The elastic room again (an earlier move of this plan may have taken it), the disruption budget,
         then where the pods go."""
-        node = candidate.node
-        assert node.group is not None
-        if node.info.name in self.receiving:
-            return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
-        verdict = self._elastic_min(candidate.elastic)
-        verdict = verdict or self.stage.budgets.refusal(
-            node.group.name, self.stage.taken.get(node.group.name, 0)
+        group = candidate.node.group
+        assert group is not None
+        verdict = self._changed(candidate) or self.stage.budgets.refusal(
+            group.name, self.stage.taken.get(group.name, 0)
         )
         return verdict or self._move_pods(candidate, make_room=True)
+
+    def _changed(self, candidate: Candidate) -> Verdict:
+        """What an earlier move of this plan changed since the candidate was judged: it receives moved
+        pods, or a node drained before took the elastic room its workers needed."""
+        if candidate.node.info.name in self.receiving:
+            return codes.RECEIVES_MOVED_PODS, "this plan moves another node's pods onto it"
+        return self._elastic_min(candidate.elastic)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
         trial = self._fit(candidate)
@@ -418,7 +418,7 @@ class Consolidation:
         )
         pods = tuple(sorted(p.key for p in candidate.pods))
         self.stage.drains.append(
-            Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods, not make_room)
+            Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods)
         )
 
 

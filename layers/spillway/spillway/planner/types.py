@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.model.state import State
+from spillway.planner.codes import MAKE_ROOM
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +109,11 @@ class Drain:
     reason: str
     code: str = ""  # codes.CONSOLIDATION / MAKE_ROOM for a drain that moves pods; "" for an empty node's
     pods: tuple[str, ...] = ()  # a consolidation's pods to move: the drain evicts these and no others
-    # False for make-room: the node is kept and uncordoned once its pods are evicted, for pending pods
-    terminate: bool = True
+
+    @property
+    def terminate(self) -> bool:
+        """False for make-room: the node is kept and uncordoned once its pods are evicted, for pending pods."""
+        return self.code != MAKE_ROOM
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
