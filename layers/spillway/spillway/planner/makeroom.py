@@ -63,16 +63,36 @@ def make_room(stage: ScaleDownStage) -> bool:
     swapped = False
     for group in groups:
         hosts = judge.hosts(group.name)
+        # (host, what the new node holds) found wanting: a burst opens many alike new nodes, and nothing
+        # changes for them until a swap succeeds (each try fits the moved pods on a copy of the room)
+        refused: set[tuple[str, Signature]] = set()
         for node_id in sorted(new.get(group.name, {}), key=_newest_first):
             pods = new[group.name][node_id]
-            options = [c for c in (_room_on(judge, node, pods) for node in hosts) if c is not None]
+            shape = _signature(pods)
+            options = []
+            for node in hosts:
+                candidate = None if (node.info.name, shape) in refused else _room_on(judge, node, pods)
+                if candidate is None:
+                    refused.add((node.info.name, shape))
+                else:
+                    options.append(candidate)
             for candidate in sorted(options, key=Candidate.order):
                 if judge.swap(candidate) is None:
                     _move_placements(stage, candidate, node_id, pods, group.name)
                     hosts.remove(candidate.node)
+                    refused.clear()
                     swapped = True
                     break
+                refused.add((candidate.node.info.name, shape))
     return swapped
+
+
+Signature = tuple[tuple[tuple[str, int], ...], ...]
+
+
+def _signature(pods: Sequence[PodInfo]) -> Signature:
+    """What a make-room has to hold for these pods: their requests, in any order."""
+    return tuple(sorted(tuple(sorted(p.requests.items())) for p in pods))
 
 
 def hold_rooms(ctx: Context) -> dict[str, RoomState]:
