@@ -230,6 +230,9 @@ class PlannerConfig(BaseModel):
     scale_down_idle_minutes: float = _minutes(10)
     scale_down_delay_after_launch_minutes: float = _minutes(10)
     max_scale_in_fraction: float = Field(default=0.1, ge=0, le=1, allow_inf_nan=False)
+    # cluster-autoscaler's --max-bulk-soft-taint-count: at most this many nodes a plan gives the
+    # PreferNoSchedule scale-down candidate taint (spillway.planner.softtaint); 0: none
+    max_bulk_soft_taint_count: int = Field(default=10, ge=0, le=10_000)
     launch_failure_backoff_minutes: float = _minutes(15)
     # A drained node is not planned again for this long: its drain (deadline 15 min) owns it.
     drain_claim_minutes: float = _minutes(20)

@@ -37,6 +37,10 @@ QuantityMap = dict[str, Quantity]
 
 CORDONED_BY_SPILLWAY = "spillway.io/cordoned"
 DRAINING_TAINT = "spillway.io/draining"
+# PreferNoSchedule on a node the planner expects to remove once a timer runs out (cluster-autoscaler's
+# DeletionCandidateOfClusterAutoscaler): kube-scheduler puts new pods elsewhere when it can
+CANDIDATE_TAINT = "spillway.io/scale-down-candidate"
+CANDIDATE_TAINT_EFFECT = "PreferNoSchedule"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"

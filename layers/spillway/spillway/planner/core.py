@@ -9,7 +9,8 @@ estimator / expander / scale-down split:
 2. :mod:`~spillway.planner.placement`: placement on what exists (free room, capacity already launching,
    nodes Spillway cordoned);
 3. :mod:`~spillway.planner.expander`: which groups get new nodes (region, then least waste, then name);
-4. :mod:`~spillway.planner.scaledown`: which idle nodes to drain, within MinSize and the scale-in cap.
+4. :mod:`~spillway.planner.scaledown`: which idle nodes to drain, within MinSize and the scale-in cap;
+5. :mod:`~spillway.planner.softtaint`: which nodes kept only by a timer new pods should avoid.
 
 :mod:`~spillway.planner.scaleup` runs 2 and 3 class by class. Every path that asks whether a pod may
 be disturbed asks :func:`spillway.planner.disruption.assess`. Every kept node and pending pod carries a
@@ -36,6 +37,7 @@ from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
 from spillway.planner.scaleup import ScaleUpStage, scale_up_actions
+from spillway.planner.softtaint import soft_taints
 from spillway.planner.types import GroupFloor, ScalingPlan, Uncordon
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
@@ -65,6 +67,9 @@ def plan(
     provisioning.settle()
     settle_buffers(ctx)
     drains, kept, idle_state = scale_down.run()
+    since = {n: s.idle_since for n, s in idle_state.items()} | {
+        n: s.since for n, s in scale_down.underutilized.items()
+    }
     uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]
     uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains
     return ScalingPlan(
@@ -83,6 +88,7 @@ def plan(
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
         provisioning=provisioning.updates(),
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
+        soft_taint=soft_taints(ctx, drains, kept, since),
     )
 
 

@@ -101,6 +101,18 @@ class Uncordon:
 
 
 @dataclass(frozen=True, slots=True)
+class SoftTaint:
+    """Add (``add``) or remove the scale-down candidate taint on a node (:mod:`spillway.planner.softtaint`)."""
+
+    node: str
+    add: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "add": self.add, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class Drain:
     node: str
     instance_id: str
@@ -185,6 +197,7 @@ class ScalingPlan:
     placements: tuple[Placement, ...] = ()
     provisioning: tuple[ProvisioningUpdate, ...] = ()  # ProvisioningRequest statuses that change
     floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
+    soft_taint: tuple[SoftTaint, ...] = ()  # scale-down candidate taints to add or remove
 
     @property
     def acts(self) -> bool:
@@ -202,4 +215,5 @@ class ScalingPlan:
             }
             | ({"provisioning": [p.to_dict() for p in self.provisioning]} if self.provisioning else {})
             | ({"floors": [f.to_dict() for f in self.floors]} if self.floors else {})
+            | ({"soft_taint": [t.to_dict() for t in self.soft_taint]} if self.soft_taint else {})
         )

@@ -1,0 +1,72 @@
+"""Stage 5: mark the nodes a plan expects to remove soon, so new pods go elsewhere first.
+
+A node kept only by a timer (``idle-below-threshold``: empty, not idle for ``scale_down_idle_minutes``
+yet; ``underutilized-not-long-enough``: a consolidation candidate inside
+``consolidation_after_minutes``) gets the taint ``spillway.io/scale-down-candidate:PreferNoSchedule``,
+as cluster-autoscaler gives its unneeded nodes ``DeletionCandidateOfClusterAutoscaler``. The effect is
+soft: kube-scheduler's TaintToleration score ranks every node without the taint above it, and still
+uses it when nothing else fits, so no pod waits for it. Without it, kube-scheduler's default scoring
+(``LeastAllocated``) puts each new pod on the emptiest node, which is the idle one: the idle timer
+starts again with every arrival and the node is kept for a pod the rest of the cluster had room for.
+
+Every node carrying the taint that is no longer such a node (a pod landed on it anyway, pending pods
+are planned onto it, it is protected now) loses it, in the same plan and without a cap: a stale taint
+would keep pods away from a node that stays. Additions are capped at ``max_bulk_soft_taint_count`` a
+plan (cluster-autoscaler's flag of that name; 0 adds none), the longest-idle first, and never take a
+group's untainted nodes below its MinSize: a node the group keeps anyway is not marked for removal. A
+node this plan drains is left alone (the drain cordons it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from spillway.model.k8s import CANDIDATE_TAINT
+from spillway.planner import codes
+from spillway.planner.context import Context, aware, has_taint
+from spillway.planner.types import Drain, KeptNode, SoftTaint
+
+TIMERS = frozenset({codes.IDLE_BELOW_THRESHOLD, codes.UNDERUTILIZED_NOT_LONG_ENOUGH})
+
+
+def soft_taints(
+    ctx: Context, drains: Sequence[Drain], kept: Iterable[KeptNode], since: Mapping[str, datetime]
+) -> tuple[SoftTaint, ...]:
+    """The taints to add and remove; ``since``: when each timer-kept node's timer started."""
+    drained = {d.node for d in drains}
+    kept_by = {k.node: k for k in kept}
+    waiting = {name: k for name, k in kept_by.items() if k.code in TIMERS}
+    tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
+    out = [
+        SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
+        for name in sorted(tainted - drained - set(waiting))
+    ]
+    room = _room_above_min(ctx, drains, tainted & set(waiting))
+    budget = ctx.config.max_bulk_soft_taint_count
+    for name in sorted(set(waiting) - tainted, key=lambda n: (aware(since.get(n, ctx.now)), n)):
+        group = ctx.nodes[name].group
+        if budget <= 0 or group is None or room.get(group.name, 0) <= 0:
+            continue
+        budget -= 1
+        room[group.name] -= 1
+        reason = (
+            f"{waiting[name].code}: {waiting[name].reason}; new pods go elsewhere first (PreferNoSchedule)"
+        )
+        out.append(SoftTaint(name, True, reason))
+    return tuple(out)
+
+
+def _room_above_min(ctx: Context, drains: Sequence[Drain], staying: set[str]) -> dict[str, int]:
+    """Per group, how many more nodes may be marked: its size less MinSize, the nodes this plan drains
+    and the marked nodes that stay marked."""
+    room = {g.name: g.desired - g.min_size for g in ctx.groups}
+    for name in [d.node for d in drains] + sorted(staying):
+        group = ctx.nodes[name].group if name in ctx.nodes else None
+        if group is not None and group.name in room:
+            room[group.name] -= 1
+    return room
+
+
+def _why(kept: KeptNode | None) -> str:
+    return f"{kept.code} ({kept.reason})" if kept is not None else "not a node the plan keeps"

@@ -1,0 +1,122 @@
+"""The scale-down candidate taint (spillway.planner.softtaint): PreferNoSchedule on nodes kept only by a
+timer, lifted from every node that is no longer one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_world import NOW, World
+
+from spillway.local import objects as o
+from spillway.model.k8s import CANDIDATE_TAINT
+from spillway.planner import ScalingPlan, codes
+
+SOFT = {"key": CANDIDATE_TAINT, "effect": "PreferNoSchedule"}
+MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+def marks(result: ScalingPlan) -> dict[str, bool]:
+    return {t.node: t.add for t in result.soft_taint}
+
+
+def taint(w: World, node: str) -> None:
+    w.node(node)["spec"].setdefault("taints", []).append(dict(SOFT))
+
+
+def test_nodes_idle_below_the_threshold_are_marked_longest_idle_first_within_the_cap() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=4, max_size=10)
+    for minutes, n in zip((1, 7, 4, 30), nodes, strict=True):
+        w.idle_since(n, minutes)
+
+    result = w.plan(max_bulk_soft_taint_count=2, max_scale_in_fraction=0.25)
+
+    assert [d.node for d in result.drain] == [nodes[3]]  # idle 30 minutes: drained, not marked
+    assert marks(result) == {nodes[1]: True, nodes[2]: True}  # 7 and 4 minutes; the 1-minute one waits
+    (entry,) = [t for t in result.soft_taint if t.node == nodes[1]]
+    assert entry.reason.startswith(codes.IDLE_BELOW_THRESHOLD) and "idle for 7m" in entry.reason
+    assert result.to_dict()["soft_taint"][0] == {"node": nodes[1], "add": True, "reason": entry.reason}
+
+
+def test_zero_turns_marking_off_and_a_plan_with_nothing_to_mark_has_no_list() -> None:
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.idle_since(node, 3)
+
+    assert marks(w.plan()) == {node: True}
+    off = w.plan(max_bulk_soft_taint_count=0)
+    assert off.soft_taint == () and "soft_taint" not in off.to_dict()
+
+
+def test_a_marked_node_that_is_already_tainted_is_left_as_it_is() -> None:
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.idle_since(node, 3)
+    taint(w, node)
+
+    assert w.plan().soft_taint == ()
+
+
+def test_the_taint_is_lifted_from_a_node_a_pod_landed_on_even_with_marking_off() -> None:
+    w = World(regions=("us-east-1",))
+    busy, pending_target = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    for n in (busy, pending_target):
+        taint(w, n)
+        w.idle_since(n, 3)
+    w.items.append(o.pod("svc-0", cpu="2", memory="2Gi", node_name=busy, owner=("ReplicaSet", "svc")))
+    (pod,) = w.pods("job", 1, cpu="2", memory="2Gi", owner=("Job", "job"))  # pending: fits pending_target
+
+    result = w.plan(max_bulk_soft_taint_count=0)
+
+    assert marks(result) == {busy: False, pending_target: False}
+    reasons = {t.node: t.reason for t in result.soft_taint}
+    assert codes.WORKLOAD in reasons[busy] and codes.PENDING_FITS in reasons[pending_target]
+    assert result.scale_up == ()  # the pending pod is expected on the idle node, not on a new one
+    assert pod in {p.pod for p in result.placements}
+
+
+def test_a_group_at_min_size_keeps_its_nodes_unmarked() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, min_size=2, max_size=10)
+    for n in nodes:
+        w.idle_since(n, 3)
+    taint(w, nodes[2])  # marked earlier: it takes the one place above MinSize
+
+    result = w.plan()
+
+    assert marks(result) == {}
+    w.node(nodes[2])["spec"]["taints"] = []
+    assert list(marks(w.plan()).values()) == [True]  # one node of three, down to MinSize 2
+
+
+def test_a_node_this_plan_drains_keeps_whatever_it_has() -> None:
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.idle_since(node, 30)
+    taint(w, node)
+
+    result = w.plan()
+
+    assert [d.node for d in result.drain] == [node] and result.soft_taint == ()
+
+
+def test_a_consolidation_candidate_waiting_for_consolidation_after_minutes_is_marked() -> None:
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    for i, n in enumerate((a, b)):
+        w.pods(f"web{i}", 1, cpu="1500m", memory="1Gi", node_name=n, owner=("ReplicaSet", f"web{i}"),
+               annotations=MOVABLE)  # fmt: skip
+    config: dict[str, Any] = {
+        "consolidation": "when-underutilized",
+        "consolidation_after_minutes": 5,
+        "max_scale_in_fraction": 1.0,
+    }
+
+    result = w.plan(**config)
+
+    assert result.drain == ()
+    assert {k.node: k.code for k in result.kept} == {a: codes.UNDERUTILIZED_NOT_LONG_ENOUGH,
+                                                     b: codes.UNDERUTILIZED_NOT_LONG_ENOUGH}  # fmt: skip
+    assert marks(result) == {a: True, b: True}
+    assert all(t.reason.startswith(codes.UNDERUTILIZED_NOT_LONG_ENOUGH) for t in result.soft_taint)
+    assert result.state.underutilized[a].since == NOW
