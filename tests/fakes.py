@@ -38,6 +38,7 @@ from spillway.model.act import (
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.k8s import (
+    CANDIDATE_TAINT,
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
     Node,
@@ -221,6 +222,16 @@ class FakeCluster(Recorder):
         taints = spec.get("taints", [])
         spec["taints"] = [t for t in taints if t["key"] != DRAINING_TAINT]
         return len(taints) != len(spec["taints"])
+
+    def set_candidate_taint(self, node: str, present: bool) -> bool:
+        self._call("set_candidate_taint", node, present)
+        spec = self._node(node)["spec"]
+        taints = spec.get("taints", [])
+        others = [t for t in taints if t["key"] != CANDIDATE_TAINT]
+        spec["taints"] = (
+            [*others, {"key": CANDIDATE_TAINT, "effect": "PreferNoSchedule"}] if present else others
+        )
+        return spec["taints"] != taints
 
     def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
         self._call("evict", namespace, name)

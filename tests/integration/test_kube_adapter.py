@@ -25,6 +25,7 @@ from spillway.errors import (
 from spillway.local import objects as kobj
 from spillway.local.kubeapi import KubeApiServer, RequestRecord
 from spillway.model.k8s import (
+    CANDIDATE_TAINT,
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
     BatchJob,
@@ -373,6 +374,29 @@ def test_draining_taint_add_and_remove_keep_other_taints(server: KubeApiServer, 
     patches = requests_to(server, "/api/v1/nodes/n1", "PATCH")
     assert len(patches) == 2
     assert {p.content_type for p in patches} == {"application/merge-patch+json"}
+
+
+def test_candidate_taint_is_set_once_lifted_once_and_keeps_the_draining_and_other_taints(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    add_node(server, "n1", taints=[gpu_taint])
+    soft = {"key": CANDIDATE_TAINT, "effect": "PreferNoSchedule"}
+
+    assert kube.set_candidate_taint("n1", True) is True
+    assert kube.set_candidate_taint("n1", True) is False
+    assert node_obj(server, "n1")["spec"]["taints"] == [gpu_taint, soft]
+    assert kube.add_draining_taint("n1") is True
+
+    assert kube.set_candidate_taint("n1", False) is True
+    assert kube.set_candidate_taint("n1", False) is False
+    assert node_obj(server, "n1")["spec"]["taints"] == [
+        gpu_taint,
+        {"key": DRAINING_TAINT, "effect": "NoSchedule"},
+    ]
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == 3
+    with pytest.raises(NodeNotFound):
+        kube.set_candidate_taint("ghost", True)
 
 
 def test_taint_update_retries_on_a_concurrent_change(

@@ -34,6 +34,8 @@ from spillway.errors import (
     AsgLimitExceeded,
     AwsThrottled,
     ConfigurationError,
+    KubeUnavailable,
+    NodeNotFound,
     SnapshotNotFound,
     StaleSnapshot,
     StateConflict,
@@ -690,3 +692,53 @@ def test_the_plan_function_emits_per_tenant_metrics_with_a_tenant_dimension(
         assert directive["Namespace"] == "Spillway"
         assert line["Cluster"] == "ml" and line["service"] == "spillway"
         assert "Tenant" in directive["Dimensions"][0]
+
+
+# --- the scale-down candidate taint, written after the commit ------------------------------------
+
+
+def idle_world() -> World:
+    w = World(regions=("us-east-1",))
+    idle, busy = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    w.idle_since(idle, 3)
+    w.node(busy)["spec"]["taints"] = [
+        {"key": "spillway.io/scale-down-candidate", "effect": "PreferNoSchedule"}
+    ]
+    w.pods("web", 1, cpu="2", memory="2Gi", node_name=busy, owner=("ReplicaSet", "web"))
+    return w
+
+
+def test_the_plan_marks_an_idle_node_and_unmarks_a_busy_one_after_its_commit() -> None:
+    w = idle_world()
+    idle, busy = (n["metadata"]["name"] for n in w.items if n["kind"] == "Node")
+    w.state["nodes"] = {}  # the plan's own idle clock starts now: still below the threshold
+    rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", regions=("us-east-1",))))
+    ref = rig.snapshots.add(snapshot_of(w))
+    kube = FakeCluster([i for i in w.items if i["kind"] == "Node"])
+
+    outcome = run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions,
+                       settings=rig.settings, now=NOW + timedelta(seconds=20), cluster=lambda: kube)  # fmt: skip
+
+    assert outcome.soft_taints == {"written": 2, "failed": 0, "errors": []}
+    taints = {n: [t["key"] for t in kube.get_node(n).model_dump(by_alias=True)["spec"]["taints"] or []]
+              for n in (idle, busy)}  # fmt: skip
+    assert taints == {idle: ["spillway.io/scale-down-candidate"], busy: []}
+    assert rig.ledger.plans[ref.key].plan["soft_taint"][0]["node"] in (idle, busy)
+    assert outcome.to_dict()["soft_taints"]["written"] == 2
+
+
+@pytest.mark.parametrize("error", [KubeUnavailable("no API server"), NodeNotFound("gone")], ids=type)
+def test_a_taint_that_cannot_be_written_never_fails_the_plan(error: Exception) -> None:
+    rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", regions=("us-east-1",))))
+    ref = rig.snapshots.add(snapshot_of(idle_world()))
+    kube = FakeCluster([i for i in idle_world().items if i["kind"] == "Node"])
+    kube.fail("set_candidate_taint", error, times=1)
+
+    outcome = run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions,
+                       settings=rig.settings, now=NOW + timedelta(seconds=20), cluster=lambda: kube)  # fmt: skip
+
+    assert rig.ledger.plans[ref.key]  # committed all the same
+    stops = isinstance(error, KubeUnavailable)  # the API is down: the other write is not tried
+    assert outcome.soft_taints["failed"] == (2 if stops else 1)  # type: ignore[index]
+    assert outcome.soft_taints["written"] == (0 if stops else 1)  # type: ignore[index]
+    assert type(error).__name__ in outcome.soft_taints["errors"][0]  # type: ignore[index]

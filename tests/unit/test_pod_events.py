@@ -272,12 +272,13 @@ def test_a_planner_that_loses_the_commit_race_posts_nothing() -> None:
 def test_a_plan_with_nothing_to_say_never_builds_a_kubernetes_client() -> None:
     rig = Rig()
     w = World()
-    w.group("general", "m5.2xlarge", nodes=1)
+    [node] = w.group("general", "m5.2xlarge", nodes=1)
+    w.pods("web", 1, cpu="2", memory="2Gi", node_name=node, owner=("ReplicaSet", "web"))  # no taint to set
     ref = rig.snapshots.add(snapshot_of(w))
 
     outcome = rig.run(ref)
 
-    assert rig.built == 0 and outcome.events["posted"] == 0
+    assert rig.built == 0 and outcome.events["posted"] == 0 and outcome.soft_taints is None
 
 
 def test_an_api_that_takes_no_events_fails_no_plan() -> None:

@@ -19,8 +19,9 @@
    gang launches too;
 6. when given a cluster, write the ProvisioningRequest statuses the plan changed (conditions and
    ``provisioningClassDetails``, through ``patch_custom_status``) and post the pod Events of :mod:`spillway.act.events` (``TriggeredScaleUp``,
-   ``NotTriggerScaleUp``), rate-limited by the ledger committed with the state in step 4. Only after
-   the commit: the loser of a race posts nothing. A failure to post never fails the plan.
+   ``NotTriggerScaleUp``), rate-limited by the ledger committed with the state in step 4, and set or
+   lift the scale-down candidate taints (:mod:`spillway.planner.softtaint`). Only after the commit:
+   the loser of a race posts nothing. A failure to post or taint never fails the plan.
 
 The plan id is derived from the cluster and the snapshot key, so every retry of one snapshot names the
 same executions. The stores, the execution starter and the clock are passed in; fakes stand in for them
@@ -34,12 +35,20 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from spillway.act.events import EventBatch, EventPolicy, plan_events, post_events
 from spillway.act.gang import execution_request as gang_execution_request
 from spillway.config import PlannerConfig
-from spillway.errors import ConfigurationError, InputError, SnapshotNotFound, SpillwayError, StaleSnapshot
+from spillway.errors import (
+    ConfigurationError,
+    InputError,
+    KubeAuthError,
+    KubeUnavailable,
+    SnapshotNotFound,
+    SpillwayError,
+    StaleSnapshot,
+)
 from spillway.model import provreq
 from spillway.model.act import ExecutionRequest, PlanOutcome, PlanRecord, PlanSummary, SnapshotRef
 from spillway.model.cluster import ClusterSnapshot
@@ -48,11 +57,12 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
-from spillway.planner.types import Drain, GangLaunch, ProvisioningUpdate, ScaleUp
+from spillway.planner.types import Drain, GangLaunch, ProvisioningUpdate, ScaleUp, SoftTaint
 from spillway.ports import Cluster, Ledger, Snapshots, Workflows
 
 Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 SCALE_UP = "scale_up"
 SCALE_DOWN = "scale_down"
 GANG_LAUNCH = "gang_launch"
@@ -396,8 +406,7 @@ def run_plan(
         plan=record,
     )
     started = tuple(executions.start(r) for r in requests)
-    posted = _post(cluster, batch, settings.events) if cluster else None
-    written = write_provisioning(cluster, result.provisioning) if cluster else None
+    posted, written, marked = _write_to_cluster(cluster, batch, result, settings) if cluster else (None,) * 3
     return PlanOutcome(
         ref.cluster,
         ref.key,
@@ -409,6 +418,18 @@ def run_plan(
         events=posted,
         tenants=tenant_summary(result, snapshot.cluster, snapshot.groups),
         provisioning=written,
+        soft_taints=marked,
+    )
+
+
+def _write_to_cluster(
+    cluster: Callable[[], Cluster], batch: EventBatch, result: ScalingPlan, settings: PlanSettings
+) -> tuple[dict[str, Any] | None, ...]:
+    """After the commit: the pod Events, the ProvisioningRequest statuses, the candidate taints."""
+    return (
+        _post(cluster, batch, settings.events),
+        write_provisioning(cluster, result.provisioning),
+        write_soft_taints(cluster, result.soft_taint),
     )
 
 
@@ -424,24 +445,52 @@ def write_provisioning(
     """Write each ProvisioningRequest's new status (after the commit; never raises): a write that fails
     is counted and logged, and the next plan, seeing the old conditions, decides again. None when the
     plan changed none."""
-    if not updates:
+
+    def write(kube: Cluster, update: ProvisioningUpdate) -> None:
+        kube.patch_custom_status(
+            provreq.GROUP, provreq.VERSION, provreq.PLURAL, update.namespace, update.name, update.status()
+        )
+
+    return _write_each(cluster, "ProvisioningRequest status", [(u.key, u) for u in updates], write)
+
+
+def write_soft_taints(cluster: Callable[[], Cluster], taints: Sequence[SoftTaint]) -> dict[str, Any] | None:
+    """Set or lift the scale-down candidate taints (after the commit; never raises): the taint only
+    steers kube-scheduler, so a write that fails is counted and logged, and the next plan, seeing the
+    node as it is, asks again. None when the plan changed none."""
+    items = [(t.node, t) for t in taints]
+    return _write_each(
+        cluster, "scale-down candidate taint", items, lambda k, t: k.set_candidate_taint(t.node, t.add)
+    )
+
+
+def _write_each(
+    cluster: Callable[[], Cluster],
+    what: str,
+    items: Sequence[tuple[str, T]],
+    write: Callable[[Cluster, T], object],
+) -> dict[str, Any] | None:
+    """Write each item through the Kubernetes client, counting what failed; never raises. An API that
+    cannot be reached or refuses Spillway's credentials fails the rest without trying them."""
+    if not items:
         return None
     written, failed, errors = 0, 0, []
     try:
         kube = cluster()
     except SpillwayError as exc:
-        log.warning("ProvisioningRequest statuses not written: %s", exc)
-        return {"written": 0, "failed": len(updates), "errors": [str(exc)[:200]]}
-    for update in updates:
+        log.warning("%s: none written: %s", what, exc)
+        return {"written": 0, "failed": len(items), "errors": [str(exc)[:200]]}
+    for key, item in items:
         try:
-            kube.patch_custom_status(
-                provreq.GROUP, provreq.VERSION, provreq.PLURAL, update.namespace, update.name, update.status()
-            )
+            write(kube, item)
             written += 1
         except SpillwayError as exc:
             failed += 1
-            errors.append(f"{update.key}: {type(exc).__name__}: {exc}"[:200])
-            log.warning("ProvisioningRequest %s: status not written: %s", update.key, exc)
+            errors.append(f"{key}: {type(exc).__name__}: {exc}"[:200])
+            log.warning("%s of %s not written: %s", what, key, exc)
+            if isinstance(exc, KubeUnavailable | KubeAuthError):
+                failed += len(items) - written - failed
+                break
     return {"written": written, "failed": failed, "errors": errors[:5]}
 
 

@@ -97,6 +97,8 @@ from spillway.errors import (
 from spillway.model.k8s import (
     AUTOSCALING_GROUP,
     BATCH_GROUP,
+    CANDIDATE_TAINT,
+    CANDIDATE_TAINT_EFFECT,
     CORDONED_BY_SPILLWAY,
     COSCHEDULING_GROUP,
     DRAINING_TAINT,
@@ -739,6 +741,20 @@ class KubeClient:
         return self._update_taints(
             f"remove draining taint from node {_name_of(node)}", _name_of(node), remove
         )
+
+    def set_candidate_taint(self, node: str, present: bool) -> bool:
+        """Add (``present``) or remove ``spillway.io/scale-down-candidate:PreferNoSchedule``; False when
+        the node already was that way. Other taints are kept."""
+
+        def change(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            others = [t for t in taints if t.get("key") != CANDIDATE_TAINT]
+            if present:
+                mine = {"key": CANDIDATE_TAINT, "effect": CANDIDATE_TAINT_EFFECT}
+                return None if [*others, mine] == taints else [*others, mine]
+            return None if len(others) == len(taints) else others
+
+        verb = "add scale-down candidate taint to" if present else "remove scale-down candidate taint from"
+        return self._update_taints(f"{verb} node {node}", node, change)
 
     def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
         """Evict through the policy/v1 Eviction subresource, which honours PodDisruptionBudgets.

@@ -180,6 +180,8 @@ class PlanOutcome:
     tenants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # the ProvisioningRequest statuses it wrote ({"written", "failed", "errors"}); None when none changed
     provisioning: Mapping[str, Any] | None = None
+    # the scale-down candidate taints it set or lifted ({"written", "failed", "errors"}); None when none
+    soft_taints: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -198,4 +200,6 @@ class PlanOutcome:
             out["tenants"] = {k: dict(v) for k, v in self.tenants.items()}
         if self.provisioning is not None:
             out["provisioning"] = dict(self.provisioning)
+        if self.soft_taints is not None:
+            out["soft_taints"] = dict(self.soft_taints)
         return out
