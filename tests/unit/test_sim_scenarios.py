@@ -335,3 +335,51 @@ def test_reference_policies_report_waiting_per_tenant_but_charge_no_node_hours(t
     assert set(tenants) == {"team-a", "team-b"}
     assert tenants["team-a"].node_hours is None and tenants["team-a"].pods_held == 0
     assert tenants["team-a"].jobs == 3 and tenants["team-a"].jobs_started == 3
+
+
+# --- the scale-down candidate taint (PreferNoSchedule) ----------------------------------------------
+
+
+def test_the_scheduler_puts_a_pod_elsewhere_than_a_candidate_node_unless_only_it_fits() -> None:
+    world = _world("least-allocated")
+    busy_job = _job(1, 4)
+    world.arrive(busy_job)
+    world.schedule()
+    busy = busy_job.nodes[0]
+    (idle,) = (n for n in world.nodes.values() if n is not busy)
+    world.track = True
+    world.set_candidate_taint(idle.name, True)
+    assert ("spillway.io/scale-down-candidate", None, "PreferNoSchedule") in world.node_infos[
+        idle.name
+    ].taints
+
+    small = _job(2, 1)  # LeastAllocated alone would pick the empty node
+    world.arrive(small)
+    world.schedule()
+    assert small.nodes[0] is busy
+    large = _job(3, 8)  # fits only the candidate: the taint is a preference, never a block
+    world.arrive(large)
+    world.schedule()
+    assert large.nodes[0] is idle
+    world.set_candidate_taint(idle.name, False)
+    assert world.node_infos[idle.name].taints == () and world.counters.soft_taints == 2
+
+
+# Two nodes from t=0 (Ready at 120): a long 4-GPU job on one, an 8-GPU job that ends at 720 on the
+# other. At 900 a long 1-GPU job arrives: LeastAllocated prefers the idle node, which then stays.
+CANDIDATE_ROWS = ["0,20000,,,4,1,ml,0", "0,600,,,8,1,ml,0", "900,20000,,,1,1,ml,0"]
+
+
+@pytest.mark.parametrize("policy", ["spillway", "cluster-autoscaler"])
+def test_a_marked_idle_node_is_passed_over_and_removed_on_time(tmp_path: Path, policy: str) -> None:
+    scheduler = SchedulerConfig("least-allocated")
+    marked = run(tmp_path, CANDIDATE_ROWS, policies=(policy,), scheduler=scheduler)
+    world = marked.runs[0].world
+    assert world.series[:2] == [(0, 2), (720 + 600, 1)]  # idle from 720, gone after 10 idle minutes
+    assert world.counters.soft_taints >= 1 and marked.results[0].pods_killed == 0
+
+    if policy == "spillway":  # the same replay without marking keeps both nodes for the long job
+        unmarked = run(tmp_path, CANDIDATE_ROWS, scheduler=scheduler,
+                       planner=PlannerConfig(max_bulk_soft_taint_count=0))  # fmt: skip
+        assert unmarked.runs[0].world.series[1][0] > 20000  # both up until the 4-GPU job ends
+        assert unmarked.results[0].node_hours > marked.results[0].node_hours + 5

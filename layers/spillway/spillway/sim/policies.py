@@ -110,6 +110,8 @@ class SpillwayPolicy:
         for scale_up in result.scale_up:
             owners = [tenant for tenant, count in scale_up.tenants for _ in range(count)]
             world.set_desired(scale_up.group, scale_up.to_size, owners)
+        for taint in result.soft_taint:
+            world.set_candidate_taint(taint.node, taint.add)
         for drain in result.drain:
             world.cordon(drain.node, "spillway")
             if world.nodes[drain.node].pods:
@@ -356,7 +358,10 @@ class ClusterAutoscalerPolicy:
     its pods can move elsewhere; pods marked ``safe-to-evict: "false"`` never can, so only empty nodes
     qualify here. After 10 minutes unneeded (``--scale-down-unneeded-time``) empty nodes are deleted, at
     most 10 at a time (``--max-empty-bulk-delete``), never below MinSize, and not within 10 minutes of a
-    scale-up (``--scale-down-delay-after-add``; unneeded time still accrues meanwhile).
+    scale-up (``--scale-down-delay-after-add``; unneeded time still accrues meanwhile). A pass that
+    deletes nothing gives unneeded nodes the ``PreferNoSchedule`` deletion candidate taint and lifts it
+    from the others, at most 10 changes a loop (``--max-bulk-soft-taint-count``; the world's scheduler
+    then puts new pods elsewhere first).
 
     Left out: the 10 s scan interval (every policy decides at the same ``--interval`` here, to compare
     decisions rather than loop periods), balancing of similar groups, non-empty node consolidation
@@ -370,6 +375,7 @@ class ClusterAutoscalerPolicy:
     DELAY_AFTER_ADD = 600
     UTILISATION = 0.5
     MAX_EMPTY_BULK_DELETE = 10
+    MAX_BULK_SOFT_TAINT = 10
     BACKOFF_INITIAL = 300
     BACKOFF_MAX = 1800
     BACKOFF_RESET = 3 * 3600
@@ -470,6 +476,18 @@ class ClusterAutoscalerPolicy:
             world.terminate(name)
             del self.unneeded[name]
             deleted += 1
+        if not deleted:
+            self._soft_taints(world)
+
+    def _soft_taints(self, world: World) -> None:
+        """After a scale-down pass that deleted nothing, as ``RunOnce`` does: lift the candidate taint from
+        nodes no longer unneeded, then give it to unneeded ones, ``--max-bulk-soft-taint-count`` (10) a
+        loop in all, lifting first."""
+        budget = self.MAX_BULK_SOFT_TAINT
+        needed = sorted(n for n, node in world.nodes.items() if node.candidate and n not in self.unneeded)
+        unneeded = sorted(n for n in self.unneeded if not world.nodes[n].candidate)
+        for name, present in [*((n, False) for n in needed), *((n, True) for n in unneeded)][:budget]:
+            world.set_candidate_taint(name, present)
 
     def wakeup(self, world: World) -> int | None:
         t = world.t

@@ -168,6 +168,7 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         "nodes_terminated": counters.nodes_terminated,
         "cordons": counters.cordons,
         "uncordons": counters.uncordons,
+        "soft_taints": counters.soft_taints,
     }
     acted = (
         counters.scale_up_calls

@@ -24,9 +24,11 @@ pod that requests none), and an extended resource (GPUs) is left out of the scor
 request it. The highest score wins; ties are broken at random (seeded), as ``selectHost`` does. In
 clusters over 100 nodes only the first ``numFeasibleNodesToFind`` feasible nodes (adaptive
 ``percentageOfNodesToScore``: 50% - nodes/125, at least 5% and 100 nodes), searched round robin from
-where the previous search stopped, are scored. Other score plugins (BalancedAllocation, ImageLocality,
-topology spreading, affinity) are not modelled: with requests proportional to GPUs, as a GPU-only trace
-has, BalancedAllocation scores every node alike.
+where the previous search stopped, are scored. A node carrying the scale-down candidate taint
+(``PreferNoSchedule``, which no simulated pod tolerates) loses to every scored node without it, as
+TaintToleration's score makes it, and still wins when the scored nodes all carry it. Other score
+plugins (BalancedAllocation, ImageLocality, topology spreading, affinity) are not modelled: with
+requests proportional to GPUs, as a GPU-only trace has, BalancedAllocation scores every node alike.
 
 Pending pods are tried in queue order (priority, then submit time). A pod the scheduler could not place
 is retried when capacity frees up or a node becomes Ready, against the nodes that changed only (the
@@ -64,6 +66,7 @@ from typing import Any
 
 from spillway.model.aws import AutoScalingGroup, Tag, bundled_instance_types
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
+from spillway.model.k8s import CANDIDATE_TAINT, CANDIDATE_TAINT_EFFECT
 from spillway.model.nodegroup import (
     TAG_ENABLED,
     LaunchFailure,
@@ -80,6 +83,12 @@ _NONZERO_CPU = 100  # milli-CPU counted for a pod that requests none (scoring on
 _NONZERO_MEMORY = 200 * 2**20 * 1000  # 200 MiB, milli
 _MIN_FEASIBLE = 100
 _MIN_PERCENT = 5
+# TaintToleration's score (weight 3 in the default profile, NodeResourcesFit's 1) normalizes the count of
+# PreferNoSchedule taints a pod does not tolerate so that a node with none scores 100 and the node with
+# the most scores 0: with one such taint in play, any node without it outscores one with it (3 x 100 is
+# more than the 100 NodeResourcesFit can give); among nodes alike in that, NodeResourcesFit decides.
+_CANDIDATE_PENALTY = 1000
+_CANDIDATE = (CANDIDATE_TAINT, None, CANDIDATE_TAINT_EFFECT)
 ACCOUNT = "123456789012"
 ICE_MESSAGE = (
     "We currently do not have sufficient {itype} capacity in the Availability Zone you requested ({zone}). "
@@ -211,6 +220,7 @@ class SimNode:
     __slots__ = (
         "alloc",
         "batch",
+        "candidate",
         "cordoned",
         "cordoned_by",
         "free",
@@ -246,6 +256,7 @@ class SimNode:
         self.info: NodeInfo | None = None
         self.tenant: str | None = None  # the tenant charged for it (see World.set_desired)
         self.batch: list[str] | None = None  # tenants of its launch not yet given a node
+        self.candidate = False  # carries the PreferNoSchedule scale-down candidate taint
 
     @property
     def workload(self) -> int:
@@ -325,6 +336,7 @@ class Counters:
     nodes_terminated: int = 0
     cordons: int = 0
     uncordons: int = 0
+    soft_taints: int = 0  # scale-down candidate taints set or lifted
     pods_killed: int = 0  # pods running on a node when it was terminated
     jobs_killed: int = 0
     moves: int = 0  # jobs restarted elsewhere because a drain evicted a pod of theirs (movable ones)
@@ -633,6 +645,16 @@ class World:
             if self.track:
                 self._node_info(node)
 
+    def set_candidate_taint(self, node_name: str, present: bool) -> None:
+        """Add or lift the PreferNoSchedule scale-down candidate taint (a node gone since: nothing)."""
+        node = self.nodes.get(node_name)
+        if node is None or node.candidate == present:
+            return
+        node.candidate = present
+        self.counters.soft_taints += 1
+        if self.track:
+            self._node_info(node)
+
     def uncordon(self, node_name: str) -> None:
         node = self.nodes[node_name]
         if node.cordoned:
@@ -748,7 +770,7 @@ class World:
         want = self._feasible_to_find(n)
         start = self.next_start % n
         best: SimNode | None = None
-        best_score = -1
+        best_score = -_CANDIDATE_PENALTY - 1
         ties = 0
         found = 0
         processed = 0
@@ -760,7 +782,7 @@ class World:
             if f[2] < r2 or f[0] < r0 or f[1] < r1 or f[3] < r3 or node.cordoned:
                 continue
             found += 1
-            score = self._score(node, sreq)
+            score = self._score(node, sreq) - _CANDIDATE_PENALTY * node.candidate
             if score > best_score:
                 best, best_score, ties = node, score, 1
             elif score == best_score:
@@ -774,12 +796,12 @@ class World:
 
     def _pick_among(self, candidates: Iterable[SimNode], req: Vector, sreq: Vector) -> SimNode | None:
         best: SimNode | None = None
-        best_score = -1
+        best_score = -_CANDIDATE_PENALTY - 1
         ties = 0
         for node in candidates:
             if node.cordoned or not node.fits(req):
                 continue
-            score = self._score(node, sreq)
+            score = self._score(node, sreq) - _CANDIDATE_PENALTY * node.candidate
             if score > best_score:
                 best, best_score, ties = node, score, 1
             elif score == best_score:
@@ -905,7 +927,7 @@ class World:
             name=node.name,
             allocatable=template.allocatable,
             labels=labels,
-            taints=template.taints,
+            taints=(*template.taints, _CANDIDATE) if node.candidate else template.taints,
             provider_id=f"aws:///{node.group.region}a/{node.instance_id}",
             unschedulable=node.cordoned,
             ready=True,
