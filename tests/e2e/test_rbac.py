@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLUSTER, GPU_TOLERATION, HOME, Cloud
+from conftest import CLUSTER, ENVIRONMENT, GPU_TOLERATION, HOME, Cloud
 
 from spillway.adapters.kube import KubeClient
 from spillway.local import objects
@@ -61,6 +61,15 @@ class Attribution:
         with self._lock:
             running = [f for f, n in self._active.items() if n > 0]
         return running[0] if len(running) == 1 else "unattributed"
+
+
+@pytest.fixture
+def cloud() -> Iterator[Cloud]:
+    with Cloud(
+        {**ENVIRONMENT, "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0"}, boot_seconds=0.3, tick=0.1
+    ) as rig:
+        yield rig
+        assert not rig.registrar.errors, rig.registrar.errors
 
 
 @pytest.fixture
@@ -205,14 +214,17 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
                                  "percentage": 10}})  # fmt: skip
     cloud.kube.clear_requests()
 
-    # observe (one observation), then plan it: the plan uncordons the GPU node (scale function) and
-    # tells huge-0 why it stays pending (plan function).
+    # observe (one observation), then plan it: the plan uncordons the GPU node (scale function), tells
+    # huge-0 why it stays pending and marks idle general nodes scale-down candidates (plan
+    # function; launch delay 0: the rig's nodes are seconds old).
     observed = cloud.stack.invoke("ObserveFunction", {})
     [key] = observed["written"]
     result = cloud.plan(cloud.stream_event(key))
     assert result["results"][0]["status"] == "acted", result
     assert result["results"][0]["events"]["posted"] == 1, result
     assert result["results"][0]["provisioning"]["written"] == 1, result
+    marked = result["results"][0]["soft_taints"]
+    assert marked["written"] >= 1 and marked["failed"] == 0, result  # idle general nodes (others hold room)
     [up] = cloud.wait_all()
     assert up["status"] == "SUCCEEDED", up
     assert not cloud.kube.get("Node", gpu_node)["spec"].get("unschedulable")  # type: ignore[index]
