@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from spillway.planner.predicates import affinity_holds, tolerates, untolerated_taint, why_not_placeable
+from spillway.planner.predicates import (
+    affinity_holds,
+    preferred_against,
+    tolerates,
+    untolerated_taint,
+    why_not_placeable,
+)
 
 LABELS = {"zone": "a", "gen": "5", "gpu": "a10g"}
 
@@ -56,6 +62,20 @@ def test_tolerations() -> None:
     assert tolerates((None, "Exists", None, None), taint)
     assert untolerated_taint([], [("soft", None, "PreferNoSchedule")]) is None
     assert untolerated_taint([], [taint]) == taint
+
+
+def test_preferred_against_counts_only_the_prefer_no_schedule_taints_a_pod_does_not_tolerate() -> None:
+    soft, other = (
+        ("spillway.io/scale-down-candidate", None, "PreferNoSchedule"),
+        ("x", "y", "PreferNoSchedule"),
+    )
+    hard = ("nvidia.com/gpu", "present", "NoSchedule")
+    assert preferred_against([], [soft, other, hard]) == 2
+    assert preferred_against([("x", "Equal", "y", None)], [soft, other, hard]) == 1
+    assert preferred_against([(None, "Exists", None, None)], [soft, other]) == 0
+    assert (
+        preferred_against([("spillway.io/scale-down-candidate", "Exists", None, "NoSchedule")], [soft]) == 1
+    )
 
 
 def test_why_not_names_the_first_failing_constraint() -> None:

@@ -55,7 +55,7 @@ from spillway.local.stack import ROOT
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.k8s import Node, Pod
 from spillway.model.resources import NVIDIA_GPU, Resources, fits, subtract
-from spillway.planner.predicates import why_not_placeable
+from spillway.planner.predicates import preferred_against, why_not_placeable
 
 NAMESPACE = "ml"
 GPU_TYPE = "p3.16xlarge"  # 8 V100s, as Philly's 8-GPU servers
@@ -231,7 +231,8 @@ def _ready(node: Mapping[str, Any]) -> bool:
 
 def schedule(kube: Any, now: str) -> list[tuple[str, str]]:
     """One pass of a first-fit scheduler: bind each unbound pending pod (oldest first) to the first Ready,
-    schedulable node (by name) whose free room, labels and taints allow it; mark the others
+    schedulable node whose free room, labels and taints allow it, nodes with fewer PreferNoSchedule taints
+    it does not tolerate first (TaintToleration's score), then by name; mark the others
     ``PodScheduled=False/Unschedulable`` with kube-scheduler's kind of message. Returns (pod, node)
     pairs bound, as ``namespace/name``."""
     nodes = _schedulable_nodes(kube)
@@ -239,7 +240,10 @@ def schedule(kube: Any, now: str) -> list[tuple[str, str]]:
     bound: list[tuple[str, str]] = []
     for raw, pod in _pending_pods(kube, free):
         reasons: dict[str, int] = {}
-        node = _first_fit(pod, nodes, free, reasons)
+        preferred = sorted(
+            nodes, key=lambda n: preferred_against(pod.tolerations, n.taints)
+        )  # stable: by name
+        node = _first_fit(pod, preferred, free, reasons)
         if node is not None:
             kube.bind(pod.name, node, pod.namespace)
             free[node] = subtract(free[node], pod.requests)

@@ -38,6 +38,16 @@ def untolerated_taint(tolerations: Sequence[TolerationT], taints: Sequence[Taint
     return None
 
 
+def preferred_against(tolerations: Sequence[TolerationT], taints: Sequence[TaintT]) -> int:
+    """How many PreferNoSchedule taints no toleration covers: kube-scheduler's TaintToleration score
+    ranks a node with fewer of them first (the taints never filter)."""
+    return sum(
+        1
+        for taint in taints
+        if taint[2] == "PreferNoSchedule" and not any(tolerates(t, taint) for t in tolerations)
+    )
+
+
 def _requirement_holds(req: Requirement, labels: Mapping[str, str], node_name: str | None) -> bool:
     key, operator, values, is_field = req
     if is_field:
