@@ -22,7 +22,8 @@ Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes pla
 primary region), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
 ``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU and TenantPodsHeld;
 StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not sent for lack of
-time or of an API). (Uncordoned and GroupsBackedOff come from the scale function, when it happens.)
+time or of an API), CandidateTaintsWritten and CandidateTaintsFailed (the scale-down candidate taints
+set or lifted; a failure is most often RBAC without ``patch`` on nodes). (Uncordoned and GroupsBackedOff come from the scale function, when it happens.)
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("PodEventsFailed", events.get("failed", 0) + events.get("skipped", 0))
     if events.get("errors"):
         logger.warning("pod events not posted", extra={"events": events})
+    marked = outcome.get("soft_taints") or {}
+    add_count("CandidateTaintsWritten", marked.get("written", 0))
+    add_count("CandidateTaintsFailed", marked.get("failed", 0))
+    if marked.get("errors"):
+        logger.warning("scale-down candidate taints not written", extra={"soft_taints": marked})
     logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}
                 | {"summary": summary, "executions": [e["name"] for e in outcome.get("executions", [])]})  # fmt: skip
 

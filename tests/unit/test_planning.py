@@ -742,3 +742,18 @@ def test_a_taint_that_cannot_be_written_never_fails_the_plan(error: Exception) -
     assert outcome.soft_taints["failed"] == (2 if stops else 1)  # type: ignore[index]
     assert outcome.soft_taints["written"] == (0 if stops else 1)  # type: ignore[index]
     assert type(error).__name__ in outcome.soft_taints["errors"][0]  # type: ignore[index]
+    counted = record_metrics(outcome.to_dict())
+    assert (counted["CandidateTaintsWritten"], counted["CandidateTaintsFailed"]) == (
+        (0.0, 2.0) if stops else (1.0, 1.0)
+    )
+
+
+def record_metrics(outcome: dict[str, Any]) -> dict[str, float]:
+    """What the plan function's ``record_outcome`` counts for one outcome."""
+    from spillway.observability import metrics
+
+    try:
+        plan_app().record_outcome(outcome)
+        return {name: sum(m["Value"]) for name, m in metrics.metric_set.items()}
+    finally:
+        metrics.clear_metrics()
