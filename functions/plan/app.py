@@ -39,7 +39,15 @@ from spillway.adapters.store import snapshot_inserts
 from spillway.clients import Clients, get_clients
 from spillway.errors import InputError, SpillwayError, StaleSnapshot, StateConflict
 from spillway.model.act import PlanOutcome, SnapshotRef
-from spillway.observability import add_count, add_tenant_metrics, logger, metrics, set_cluster, tracer
+from spillway.observability import (
+    add_cluster_writes,
+    add_count,
+    add_tenant_metrics,
+    logger,
+    metrics,
+    set_cluster,
+    tracer,
+)
 
 IDEMPOTENCY_SECONDS = 3600
 
@@ -51,16 +59,7 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
     add_count("Overflow", summary.get("overflow_nodes", 0))
     add_tenant_metrics(outcome.get("tenants"))
-    events = outcome.get("events") or {}
-    add_count("PodEventsPosted", events.get("posted", 0))
-    add_count("PodEventsFailed", events.get("failed", 0) + events.get("skipped", 0))
-    if events.get("errors"):
-        logger.warning("pod events not posted", extra={"events": events})
-    marked = outcome.get("soft_taints") or {}
-    add_count("CandidateTaintsWritten", marked.get("written", 0))
-    add_count("CandidateTaintsFailed", marked.get("failed", 0))
-    if marked.get("errors"):
-        logger.warning("scale-down candidate taints not written", extra={"soft_taints": marked})
+    add_cluster_writes(outcome)
     logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}
                 | {"summary": summary, "executions": [e["name"] for e in outcome.get("executions", [])]})  # fmt: skip
 

@@ -185,6 +185,22 @@ def set_cluster(cluster: str) -> None:
     metrics.set_default_dimensions(Cluster=cluster)
 
 
+def add_cluster_writes(outcome: Mapping[str, Any]) -> None:
+    """What a plan wrote to the Kubernetes API after its commit: pod Events (``PodEventsPosted``;
+    ``PodEventsFailed``: refused, or not sent for lack of time or of an API) and scale-down candidate
+    taints (``CandidateTaintsWritten``, ``CandidateTaintsFailed``); a warning gives the errors."""
+    events = outcome.get("events") or {}
+    add_count("PodEventsPosted", events.get("posted", 0))
+    add_count("PodEventsFailed", events.get("failed", 0) + events.get("skipped", 0))
+    if events.get("errors"):
+        logger.warning("pod events not posted", extra={"events": events})
+    marked = outcome.get("soft_taints") or {}
+    add_count("CandidateTaintsWritten", marked.get("written", 0))
+    add_count("CandidateTaintsFailed", marked.get("failed", 0))
+    if marked.get("errors"):
+        logger.warning("scale-down candidate taints not written", extra={"soft_taints": marked})
+
+
 TENANT_METRICS = (("nodes", "TenantScaleUpNodes"), ("gpus", "TenantScaleUpGPUs"), ("cpu", "TenantScaleUpCPU"))
 
 
