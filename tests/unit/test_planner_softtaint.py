@@ -120,3 +120,41 @@ def test_a_consolidation_candidate_waiting_for_consolidation_after_minutes_is_ma
     assert marks(result) == {a: True, b: True}
     assert all(t.reason.startswith(codes.UNDERUTILIZED_NOT_LONG_ENOUGH) for t in result.soft_taint)
     assert result.state.underutilized[a].since == NOW
+
+
+def consolidating(pending: bool = False) -> tuple[World, str, str]:
+    """Two busy nodes of a group that consolidates: one runs only movable replicas, the other a pod that
+    may not move (a replica with no safe-to-evict); neither's pods fit on the other."""
+    w = World(regions=("us-east-1",))
+    movable, pinned = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    w.pods(
+        "web", 3, cpu="2", memory="1Gi", node_name=movable, owner=("ReplicaSet", "web"), annotations=MOVABLE
+    )
+    w.pods("db", 1, cpu="6", memory="1Gi", node_name=pinned, owner=("ReplicaSet", "db"))
+    if pending:
+        w.pods("job", 1, cpu="1", memory="1Gi", owner=("Job", "job"))  # fits both; planned on one
+    return w, movable, pinned
+
+
+def test_a_busy_node_whose_pods_may_all_move_is_marked_when_its_group_consolidates() -> None:
+    w, movable, pinned = consolidating()
+
+    result = w.plan(consolidation="when-underutilized")
+
+    assert result.drain == ()
+    assert {k.node: k.code for k in result.kept} == {movable: codes.UTILIZED, pinned: codes.UTILIZED}
+    assert marks(result) == {movable: True}  # new pods fill the node that must stay first
+    (entry,) = result.soft_taint
+    assert entry.reason.startswith(f"every pod on it may move ({codes.UTILIZED})")
+    assert marks(w.plan()) == {}  # when-empty (the default): busy nodes are never marked
+
+
+def test_a_node_pending_pods_are_planned_onto_is_not_marked_and_a_pinned_one_is_unmarked() -> None:
+    w, movable, pinned = consolidating(pending=True)
+    taint(w, pinned)  # marked earlier, when all its pods could move
+
+    result = w.plan(consolidation="when-underutilized")
+
+    assert [p.node for p in result.placements] == [movable] and result.scale_up == ()
+    assert {k.node: k.code for k in result.kept} == {movable: codes.PENDING_FITS, pinned: codes.UTILIZED}
+    assert marks(result) == {pinned: False}  # the planned node is left for the pod; the pinned one lifted

@@ -223,8 +223,13 @@ class Consolidation:
         return self._elastic_min(candidate.elastic) or self._saving(candidate.pods, candidate.cost)
 
     def judge(self, node: WorkNode) -> tuple[Verdict, Candidate | None]:
-        """The first static refusal, or the node as a candidate."""
-        verdict = self.stage.protected(node) or self._launching(node) or self._utilized(node)
+        """The first static refusal, or the node as a candidate. A node no drain, cordon or pending pod
+        claims whose every pod may move is also remembered as one the plan marks
+        (:mod:`spillway.planner.softtaint`), whatever keeps it now."""
+        verdict = self.stage.protected(node)
+        if (verdict is None or verdict[0] == codes.RECENTLY_LAUNCHED) and _never(self.moves(node)) is None:
+            self.stage.movable.add(node.info.name)
+        verdict = verdict or self._launching(node) or self._utilized(node)
         if verdict is not None:
             return verdict, None
         moves = self.moves(node)

@@ -88,7 +88,7 @@ def plan(
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
         provisioning=provisioning.updates(),
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
-        soft_taint=soft_taints(ctx, drains, kept, since),
+        soft_taint=soft_taints(ctx, drains, kept, since, scale_down.movable),
     )
 
 

@@ -159,6 +159,7 @@ class ScaleDownStage:
         self.kept: list[KeptNode] = []
         self.idle_state: dict[str, NodeState] = {}
         self.underutilized: dict[str, Since] = {}  # consolidation candidates, since when (next state)
+        self.movable: set[str] = set()  # busy nodes of consolidating groups whose every pod may move
         self.rooms: dict[str, RoomState] = {}  # nodes this plan makes room on (planner.makeroom)
         self.candidates: list[tuple[WorkNode, datetime]] = []
         self.taken: dict[str, int] = {}  # group -> nodes drained by this plan

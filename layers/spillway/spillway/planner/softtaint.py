@@ -1,13 +1,22 @@
-"""Stage 5: mark the nodes a plan expects to remove soon, so new pods go elsewhere first.
+"""Stage 5: mark the nodes a plan expects to remove, so new pods go to nodes that stay first.
 
-A node kept only by a timer (``idle-below-threshold``: empty, not idle for ``scale_down_idle_minutes``
-yet; ``underutilized-not-long-enough``: a consolidation candidate inside
-``consolidation_after_minutes``) gets the taint ``spillway.io/scale-down-candidate:PreferNoSchedule``,
-as cluster-autoscaler gives its unneeded nodes ``DeletionCandidateOfClusterAutoscaler``. The effect is
-soft: kube-scheduler's TaintToleration score ranks every node without the taint above it, and still
-uses it when nothing else fits, so no pod waits for it. Without it, kube-scheduler's default scoring
-(``LeastAllocated``) puts each new pod on the emptiest node, which is the idle one: the idle timer
-starts again with every arrival and the node is kept for a pod the rest of the cluster had room for.
+A node the plan would remove but for something that passes gets the taint
+``spillway.io/scale-down-candidate:PreferNoSchedule``, as cluster-autoscaler gives its unneeded nodes
+``DeletionCandidateOfClusterAutoscaler``:
+
+* kept only by a timer: ``idle-below-threshold`` (empty, not idle for ``scale_down_idle_minutes`` yet)
+  or ``underutilized-not-long-enough`` (a consolidation candidate inside ``consolidation_after_minutes``);
+* in a group that consolidates (``when-underutilized``), a busy node whose every pod may move
+  (:func:`spillway.planner.disruption.assess_move`) and that no drain, cordon or pending pod claims,
+  whatever keeps it now (``utilized``, ``does-not-fit``, its youth, ...): the rest of the cluster lacks
+  the room today, and every new pod placed on it is one more to move. New pods then fill the holes of
+  nodes that must stay, the ones running pods that may not move, which no plan can ever empty.
+
+The effect is soft: kube-scheduler's TaintToleration score ranks every node without the taint above
+it, and still uses it when nothing else fits, so no pod waits for it. Without it, kube-scheduler's
+default scoring (``LeastAllocated``) puts each new pod on the emptiest node, which is the idle one: the
+idle timer starts again with every arrival and the node is kept for a pod the rest of the cluster had
+room for; and ``MostAllocated`` puts it on the fullest node, which may be one consolidation could empty.
 
 Every node carrying the taint that is no longer such a node (a pod landed on it anyway, pending pods
 are planned onto it, it is protected now) loses it, in the same plan and without a cap: a stale taint
@@ -19,7 +28,7 @@ node this plan drains is left alone (the drain cordons it).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from spillway.model.k8s import CANDIDATE_TAINT
@@ -31,12 +40,17 @@ TIMERS = frozenset({codes.IDLE_BELOW_THRESHOLD, codes.UNDERUTILIZED_NOT_LONG_ENO
 
 
 def soft_taints(
-    ctx: Context, drains: Sequence[Drain], kept: Iterable[KeptNode], since: Mapping[str, datetime]
+    ctx: Context,
+    drains: Sequence[Drain],
+    kept: Iterable[KeptNode],
+    since: Mapping[str, datetime],
+    movable: Collection[str] = (),
 ) -> tuple[SoftTaint, ...]:
-    """The taints to add and remove; ``since``: when each timer-kept node's timer started."""
+    """The taints to add and remove; ``since``: when each timer-kept node's timer started; ``movable``:
+    the busy nodes of consolidating groups whose every pod may move."""
     drained = {d.node for d in drains}
     kept_by = {k.node: k for k in kept}
-    waiting = {name: k for name, k in kept_by.items() if k.code in TIMERS}
+    waiting = {name: k for name, k in kept_by.items() if k.code in TIMERS or name in movable}
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
     out = [
         SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
@@ -50,9 +64,9 @@ def soft_taints(
             continue
         budget -= 1
         room[group.name] -= 1
-        reason = (
-            f"{waiting[name].code}: {waiting[name].reason}; new pods go elsewhere first (PreferNoSchedule)"
-        )
+        why = waiting[name]
+        held = f"{why.code}: {why.reason}" if why.code in TIMERS else f"every pod on it may move ({why.code})"
+        reason = f"{held}; new pods go elsewhere first (PreferNoSchedule)"
         out.append(SoftTaint(name, True, reason))
     return tuple(out)
 
