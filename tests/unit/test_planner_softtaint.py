@@ -158,3 +158,20 @@ def test_a_node_pending_pods_are_planned_onto_is_not_marked_and_a_pinned_one_is_
     assert [p.node for p in result.placements] == [movable] and result.scale_up == ()
     assert {k.node: k.code for k in result.kept} == {movable: codes.PENDING_FITS, pinned: codes.UTILIZED}
     assert marks(result) == {pinned: False}  # the planned node is left for the pod; the pinned one lifted
+
+
+def test_a_node_made_room_on_loses_its_mark_and_the_node_taking_the_moved_pods_is_not_marked() -> None:
+    from test_planner_consolidation import UNDER, half_full
+
+    w, (a, b) = half_full()
+    for n in (a, b):
+        taint(w, n)  # both marked earlier: every pod on them may move
+    w.pods("big", 1, cpu="7", memory="1Gi")  # fits a node only once its replicas move
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    ((drain,), up) = (result.drain, result.scale_up)
+    assert (drain.node, drain.code, up) == (a, codes.MAKE_ROOM, ())
+    assert marks(result) == {a: False, b: False}
+    reasons = {t.node: t.reason for t in result.soft_taint}
+    assert codes.MAKE_ROOM in reasons[a] and codes.RECEIVES_MOVED_PODS in reasons[b]

@@ -7,7 +7,8 @@ A node the plan would remove but for something that passes gets the taint
 * kept only by a timer: ``idle-below-threshold`` (empty, not idle for ``scale_down_idle_minutes`` yet)
   or ``underutilized-not-long-enough`` (a consolidation candidate inside ``consolidation_after_minutes``);
 * in a group that consolidates (``when-underutilized``), a busy node whose every pod may move
-  (:func:`spillway.planner.disruption.assess_move`) and that no drain, cordon or pending pod claims,
+  (:func:`spillway.planner.disruption.assess_move`) and that no drain, cordon, pending pod or pod this
+  plan moves claims,
   whatever keeps it now (``utilized``, ``does-not-fit``, its youth, ...): the rest of the cluster lacks
   the room today, and every new pod placed on it is one more to move. New pods then fill the holes of
   nodes that must stay, the ones running pods that may not move, which no plan can ever empty.
@@ -23,7 +24,8 @@ are planned onto it, it is protected now) loses it, in the same plan and without
 would keep pods away from a node that stays. Additions are capped at ``max_bulk_soft_taint_count`` a
 plan (cluster-autoscaler's flag of that name; 0 adds none), the longest-idle first, and never take a
 group's untainted nodes below its MinSize: a node the group keeps anyway is not marked for removal. A
-node this plan drains is left alone (the drain cordons it).
+node this plan drains is left alone (the drain cordons it), unless the drain makes room on it for
+pending pods (``make-room``): that node stays, and its mark is lifted.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from spillway.planner.context import Context, aware, has_taint
 from spillway.planner.types import Drain, KeptNode, SoftTaint
 
 TIMERS = frozenset({codes.IDLE_BELOW_THRESHOLD, codes.UNDERUTILIZED_NOT_LONG_ENOUGH})
+# the plan expects pods on these nodes (pending pods, or pods it moves there): never steer them away
+PLANNED_ONTO = frozenset({codes.PENDING_FITS, codes.RECEIVES_MOVED_PODS})
 
 
 def soft_taints(
@@ -48,9 +52,13 @@ def soft_taints(
 ) -> tuple[SoftTaint, ...]:
     """The taints to add and remove; ``since``: when each timer-kept node's timer started; ``movable``:
     the busy nodes of consolidating groups whose every pod may move."""
-    drained = {d.node for d in drains}
+    drained = {d.node for d in drains if d.terminate}  # make room keeps its node, for pending pods
     kept_by = {k.node: k for k in kept}
-    waiting = {name: k for name, k in kept_by.items() if k.code in TIMERS or name in movable}
+    waiting = {
+        name: k
+        for name, k in kept_by.items()
+        if k.code in TIMERS or (name in movable and k.code not in PLANNED_ONTO)
+    }
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
     out = [
         SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
@@ -83,4 +91,4 @@ def _room_above_min(ctx: Context, drains: Sequence[Drain], staying: set[str]) ->
 
 
 def _why(kept: KeptNode | None) -> str:
-    return f"{kept.code} ({kept.reason})" if kept is not None else "not a node the plan keeps"
+    return f"{kept.code} ({kept.reason})" if kept is not None else f"{codes.MAKE_ROOM}: pending pods take it"
