@@ -60,23 +60,29 @@ def soft_taints(
         if k.code in TIMERS or (name in movable and k.code not in PLANNED_ONTO)
     }
     tainted = {name for name, node in ctx.nodes.items() if has_taint(node.info, CANDIDATE_TAINT)}
-    out = [
+    lifted = [
         SoftTaint(name, False, f"no longer a scale-down candidate: {_why(kept_by.get(name))}")
         for name in sorted(tainted - drained - set(waiting))
     ]
     room = _room_above_min(ctx, drains, tainted & set(waiting))
-    budget = ctx.config.max_bulk_soft_taint_count
-    for name in sorted(set(waiting) - tainted, key=lambda n: (aware(since.get(n, ctx.now)), n)):
+    order = sorted(set(waiting) - tainted, key=lambda n: (aware(since.get(n, ctx.now)), n))
+    return (*lifted, *_marks(ctx, order, waiting, room))
+
+
+def _marks(
+    ctx: Context, order: Sequence[str], waiting: Mapping[str, KeptNode], room: dict[str, int]
+) -> list[SoftTaint]:
+    """New marks in ``order``, within ``max_bulk_soft_taint_count`` and each group's ``room``."""
+    out: list[SoftTaint] = []
+    for name in order:
         group = ctx.nodes[name].group
-        if budget <= 0 or group is None or room.get(group.name, 0) <= 0:
+        if len(out) >= ctx.config.max_bulk_soft_taint_count or group is None or room.get(group.name, 0) <= 0:
             continue
-        budget -= 1
         room[group.name] -= 1
         why = waiting[name]
         held = f"{why.code}: {why.reason}" if why.code in TIMERS else f"every pod on it may move ({why.code})"
-        reason = f"{held}; new pods go elsewhere first (PreferNoSchedule)"
-        out.append(SoftTaint(name, True, reason))
-    return tuple(out)
+        out.append(SoftTaint(name, True, f"{held}; new pods go elsewhere first (PreferNoSchedule)"))
+    return out
 
 
 def _room_above_min(ctx: Context, drains: Sequence[Drain], staying: set[str]) -> dict[str, int]:
