@@ -218,6 +218,22 @@ class Consolidation:
             self._moves[name] = [(pod, self._move(pod, node)) for pod in pods]
         return self._moves[name]
 
+    def _all_may_move(self, node: WorkNode) -> bool:
+        """Whether every pod that keeps the node busy may move. Stops at the first that may not (most
+        busy nodes run one), so a node judged only for the mark costs no more than that; when all may,
+        the judgement is kept as :meth:`moves`'s."""
+        name = node.info.name
+        if name in self._moves:
+            return _never(self._moves[name]) is None
+        judged = []
+        for pod in sorted(self.on_node.get(name, ()), key=lambda p: p.key):
+            move = self._move(pod, node)
+            if not move.movable:
+                return False
+            judged.append((pod, move))
+        self._moves[name] = judged
+        return True
+
     def refuse_move(self, candidate: Candidate) -> Verdict:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
         return self._elastic_min(candidate.elastic) or self._saving(candidate.pods, candidate.cost)
@@ -227,7 +243,7 @@ class Consolidation:
         claims whose every pod may move is also remembered as one the plan marks
         (:mod:`spillway.planner.softtaint`), whatever keeps it now."""
         verdict = self.stage.protected(node)
-        if (verdict is None or verdict[0] == codes.RECENTLY_LAUNCHED) and _never(self.moves(node)) is None:
+        if (verdict is None or verdict[0] == codes.RECENTLY_LAUNCHED) and self._all_may_move(node):
             self.stage.movable.add(node.info.name)
         verdict = verdict or self._launching(node) or self._utilized(node)
         if verdict is not None:
