@@ -117,8 +117,8 @@ class World:
             }
         )
         g["DesiredCapacity"] += 1
-        if register:
-            return self.node_for(group, iid, itype, ready=ready)
+        if register:  # it joined a minute ago
+            return self.node_for(group, iid, itype, ready=ready, created=NOW - timedelta(minutes=1))
         return iid
 
     def node(self, name: str) -> dict[str, Any]:

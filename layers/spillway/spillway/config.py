@@ -234,6 +234,9 @@ class PlannerConfig(BaseModel):
     # PreferNoSchedule scale-down candidate taint (spillway.planner.softtaint); 0: none
     max_bulk_soft_taint_count: int = Field(default=10, ge=0, le=10_000)
     launch_failure_backoff_minutes: float = _minutes(15)
+    # cluster-autoscaler's --max-node-provision-time: an instance no Node has joined for this long is
+    # not capacity coming; its group backs off and the plan removes it (spillway.planner.joins)
+    max_node_provision_minutes: float = Field(default=15, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
     # A drained node is not planned again for this long: its drain (deadline 15 min) owns it.
     drain_claim_minutes: float = _minutes(20)
     # A node still carrying Spillway's cordon this long after it was made has no drain that owns it

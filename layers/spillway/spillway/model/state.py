@@ -117,6 +117,8 @@ class State(BaseModel):
     underutilized: dict[str, Since] = Field(default_factory=dict)
     # nodes a make-room drain is emptying for pending pods (planner.makeroom), by node name
     rooms: dict[str, RoomState] = Field(default_factory=dict)
+    # instances of managed groups no Node has joined for yet, since when (planner.joins)
+    joining: dict[str, Since] = Field(default_factory=dict)
 
     def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""
@@ -144,6 +146,7 @@ class State(BaseModel):
             ),
             "rooms": (self.rooms, lambda v: {"pods": list(v.pods), "since": iso(v.since)}),
             "underutilized": (self.underutilized, lambda v: {"since": iso(v.since)}),
+            "joining": (self.joining, lambda v: {"since": iso(v.since)}),
             "raises": (self.raises, lambda v: {"to": v.to, "since": iso(v.since)}),
         }
         for key, (entries, form) in optional.items():

@@ -7,7 +7,7 @@ durations and instants the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -86,6 +86,8 @@ class Context:
         config: PlannerConfig,
         state: State,
         now: datetime,
+        *,
+        stale: Mapping[str, int] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.groups: list[NodeGroup] = sorted(groups, key=lambda g: (g.region, g.name))
@@ -101,6 +103,7 @@ class Context:
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
         self._index_pods(snapshot.pods)
         self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
+        self.stale: Mapping[str, int] = stale or {}  # group -> instances not capacity coming (planner.joins)
         # -- decisions --
         self.pending_out: list[PendingPod] = []
         self.placements: list[Placement] = []
@@ -117,6 +120,11 @@ class Context:
         self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
+
+    def launching(self, group: NodeGroup) -> int:
+        """The group's nodes still launching: its desired capacity less its Ready nodes, less the
+        instances that are no longer expected to join (:mod:`spillway.planner.joins`)."""
+        return group.desired - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))

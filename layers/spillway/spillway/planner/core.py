@@ -12,6 +12,9 @@ estimator / expander / scale-down split:
 4. :mod:`~spillway.planner.scaledown`: which idle nodes to drain, within MinSize and the scale-in cap;
 5. :mod:`~spillway.planner.softtaint`: which nodes kept only by a timer new pods should avoid.
 
+Before them, :mod:`~spillway.planner.joins` finds launches no Node joined: not capacity coming, their
+group backed off, the instance removed.
+
 :mod:`~spillway.planner.scaleup` runs 2 and 3 class by class. Every path that asks whether a pod may
 be disturbed asks :func:`spillway.planner.disruption.assess`. Every kept node and pending pod carries a
 reason and a code (:mod:`spillway.planner.codes`).
@@ -32,6 +35,7 @@ from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.groups import floor_report
+from spillway.planner.joins import watch_joins
 from spillway.planner.makeroom import hold_rooms, make_room
 from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
@@ -54,8 +58,10 @@ def plan(
 ) -> ScalingPlan:
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     now = aware(now)
+    joins = watch_joins(snapshot.nodes, groups, config, state, now)
+    state = joins.backed_off(state)  # a group whose launch never joined backs off from this plan on
     raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
-    ctx = Context(snapshot, with_raises(groups, raises), config, state, now)
+    ctx = Context(snapshot, with_raises(joins.shrunk(groups), raises), config, state, now, stale=joins.stale)
     rooms = hold_rooms(ctx)  # pods an earlier plan made room for wait for that room
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
     demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
@@ -83,12 +89,14 @@ def plan(
                 "raises": next_raises(raises, scale_up, ctx.now),
                 "underutilized": dict(sorted(scale_down.underutilized.items())),
                 "rooms": dict(sorted({**rooms, **scale_down.rooms}.items())),
+                "joining": dict(sorted(joins.joining.items())),
             }
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
         provisioning=provisioning.updates(),
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
         soft_taint=soft_taints(ctx, drains, kept, since, scale_down.movable),
+        unregistered=tuple(joins.unregistered),
     )
 
 

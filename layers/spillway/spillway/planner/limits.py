@@ -139,7 +139,7 @@ class Limits:
                     if share:
                         add_into(c.used, {k: v * share[0] // share[1] for k, v in c.measure(vector).items()})
         for group in self.ctx.groups:
-            launching = group.desired - self.ctx.ready_in_group.get(group.name, 0)
+            launching = group.desired - self.ctx.ready_in_group.get(group.name, 0)  # stale ones too: paid for
             if launching > 0 and group.template is not None:
                 self.charge(None, group, launching)
 

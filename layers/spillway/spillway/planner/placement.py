@@ -89,10 +89,10 @@ def reclaimable_pools(ctx: Context) -> list[Pool]:
 
 
 def launching_bins(ctx: Context, empty: Mapping[str, Resources]) -> dict[str, list[Bin]]:
-    """Per group, nodes already launching (desired minus Ready), as empty template nodes."""
+    """Per group, nodes already launching (:meth:`Context.launching`), as empty template nodes."""
     bins: dict[str, list[Bin]] = {}
     for g in ctx.groups:
-        launching = g.desired - ctx.ready_in_group.get(g.name, 0)
+        launching = ctx.launching(g)
         if launching > 0 and g.template is not None:
             ids = [f"{g.name}/launching-{i + 1}" for i in range(launching)]
             bins[g.name] = [Bin(dict(empty[g.name]), ids, fresh=True)]

@@ -113,6 +113,27 @@ class SoftTaint:
 
 
 @dataclass(frozen=True, slots=True)
+class Unregistered:
+    """An instance no Node joined for within ``max_node_provision_minutes`` (:mod:`spillway.planner.joins`):
+    ``remove`` it (terminate, decrementing the desired capacity), or only report it (the group at MinSize)."""
+
+    instance_id: str
+    group: str
+    region: str
+    remove: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.instance_id,
+            "group": self.group,
+            "region": self.region,
+            "remove": self.remove,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Drain:
     node: str
     instance_id: str
@@ -198,10 +219,11 @@ class ScalingPlan:
     provisioning: tuple[ProvisioningUpdate, ...] = ()  # ProvisioningRequest statuses that change
     floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
     soft_taint: tuple[SoftTaint, ...] = ()  # scale-down candidate taints to add or remove
+    unregistered: tuple[Unregistered, ...] = ()  # instances that never joined: removed, or reported
 
     @property
     def acts(self) -> bool:
-        return bool(self.scale_up or self.uncordon or self.drain)
+        return bool(self.scale_up or self.uncordon or self.drain or any(u.remove for u in self.unregistered))
 
     def to_dict(self) -> dict[str, Any]:
         """The plan contract: five lists, each entry with a reason."""
@@ -216,4 +238,5 @@ class ScalingPlan:
             | ({"provisioning": [p.to_dict() for p in self.provisioning]} if self.provisioning else {})
             | ({"floors": [f.to_dict() for f in self.floors]} if self.floors else {})
             | ({"soft_taint": [t.to_dict() for t in self.soft_taint]} if self.soft_taint else {})
+            | ({"unregistered": [u.to_dict() for u in self.unregistered]} if self.unregistered else {})
         )

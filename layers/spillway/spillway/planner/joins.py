@@ -1,0 +1,112 @@
+"""Stage 0: launches that never became nodes — cluster-autoscaler's ``--max-node-provision-time``.
+
+The planner counts a group's capacity still launching as its desired capacity less its Ready nodes, and
+plans pending pods onto it rather than launching again. An instance that never joins the cluster (a
+broken AMI or bootstrap script, a GPU driver that does not load, a node role the cluster does not map)
+would stay "launching" for ever: its pods would wait on it, nothing else would be launched for them, and
+the instance would be paid for. So each instance of a managed group that no Node names
+(``spec.providerID``) is remembered from the first plan that sees it (``State.joining``); once it has
+been missing for ``max_node_provision_minutes`` (15, as cluster-autoscaler's flag and Karpenter's
+registration timeout):
+
+* it is no longer capacity coming: pending pods are planned elsewhere;
+* its group backs off for ``launch_failure_backoff_minutes``, as after a failed launch (launching again
+  would most likely fail the same way), so the pods go to another group or region;
+* the plan removes it (``unregistered``: TerminateInstanceInAutoScalingGroup, decrementing the desired
+  capacity) unless that would take the group below its MinSize (the instance is then only reported).
+  The plan Lambda checks first that no Node runs on the instance by now.
+
+A Node that registered but is not Ready counts as launching while it is younger than
+``max_node_provision_minutes`` (a kubelet takes a moment to become Ready); after that it is no longer
+capacity coming either (cluster-autoscaler's "unready" nodes), but it is a Node: it is left alone.
+
+Pure: what was seen when comes from the state, ``now`` from the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from spillway.config import PlannerConfig
+from spillway.model.cluster import NodeInfo
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.state import GroupState, Since, State
+from spillway.planner.context import aware, iso, minutes
+from spillway.planner.types import Unregistered
+
+
+@dataclass(slots=True)
+class Joins:
+    """What the plan makes of the managed groups' instances that are not Ready nodes."""
+
+    joining: dict[str, Since] = field(default_factory=dict)  # next state: unregistered, since when
+    stale: dict[str, int] = field(default_factory=dict)  # group -> instances kept but not capacity coming
+    removed: dict[str, int] = field(default_factory=dict)  # group -> instances this plan removes
+    backoffs: dict[str, GroupState] = field(default_factory=dict)  # group -> its new back-off
+    unregistered: list[Unregistered] = field(default_factory=list)  # overdue instances, removed or not
+
+    def backed_off(self, state: State) -> State:
+        """``state`` with this plan's back-offs (an existing longer one stays)."""
+        if not self.backoffs:
+            return state
+        groups = dict(state.groups)
+        for name, entry in self.backoffs.items():
+            current = groups.get(name)
+            if current is None or aware(current.backoff_until) < entry.backoff_until:
+                groups[name] = entry
+        return state.model_copy(update={"groups": dict(sorted(groups.items()))})
+
+    def shrunk(self, groups: Sequence[NodeGroup]) -> list[NodeGroup]:
+        """``groups`` with the desired capacity they have once this plan's removals are done."""
+        return [
+            replace(g, desired=g.desired - self.removed[g.name]) if g.name in self.removed else g
+            for g in groups
+        ]
+
+
+def watch_joins(
+    nodes: Iterable[NodeInfo], groups: Sequence[NodeGroup], config: PlannerConfig, state: State, now: datetime
+) -> Joins:
+    """Judge every instance of ``groups`` that is not a Ready node (see the module docstring)."""
+    limit = timedelta(minutes=config.max_node_provision_minutes)
+    registered = {n.instance_id: n for n in nodes if n.instance_id}
+    out = Joins()
+    for group in sorted(groups, key=lambda g: g.name):
+        removable = group.desired - group.min_size
+        for iid in group.instance_ids:
+            node = registered.get(iid)
+            if node is not None:
+                if not node.ready and node.created_at is not None and now - aware(node.created_at) >= limit:
+                    out.stale[group.name] = out.stale.get(group.name, 0) + 1
+                continue
+            previous = state.joining.get(iid)
+            since = aware(previous.since) if previous is not None else now
+            out.joining[iid] = Since(since=since)
+            if now - since < limit:
+                continue
+            remove = removable > 0
+            removable -= remove
+            counts = out.removed if remove else out.stale
+            counts[group.name] = counts.get(group.name, 0) + 1
+            out.unregistered.append(_overdue(group, iid, now - since, remove))
+            out.backoffs[group.name] = GroupState(
+                backoff_until=now + timedelta(minutes=config.launch_failure_backoff_minutes),
+                reason=f"instance {iid} did not join the cluster within {minutes(limit)} "
+                f"(max_node_provision_minutes) since {iso(since)}",
+            )
+    return out
+
+
+def _overdue(group: NodeGroup, iid: str, missing: timedelta, remove: bool) -> Unregistered:
+    what = (
+        "terminate it, decrementing the desired capacity"
+        if remove
+        else f"not removed: group {group.name} is at its MinSize {group.min_size}"
+    )
+    reason = (
+        f"no Node has joined for instance {iid} of {group.name} ({group.region}) in {minutes(missing)} "
+        f"(max_node_provision_minutes): not counted as capacity coming; the group backs off; {what}"
+    )
+    return Unregistered(iid, group.name, group.region, remove, reason)
