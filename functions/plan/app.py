@@ -19,7 +19,8 @@ After the commit the plan posts Kubernetes Events on the pending pods (Triggered
 NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and counted, never raised.
 
 Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
-primary region), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
+primary region), UnregisteredInstances (instances no Node joined for within max_node_provision_minutes:
+the scale-down removes them), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
 ``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU and TenantPodsHeld;
 StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not sent for lack of
 time or of an API), CandidateTaintsWritten and CandidateTaintsFailed (the scale-down candidate taints
@@ -58,6 +59,7 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("DrainsPlanned", summary.get("drains", 0))
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
     add_count("Overflow", summary.get("overflow_nodes", 0))
+    add_count("UnregisteredInstances", summary.get("unregistered", 0))
     add_tenant_metrics(outcome.get("tenants"))
     add_cluster_writes(outcome)
     logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}

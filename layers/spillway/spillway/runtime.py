@@ -119,6 +119,7 @@ _PLANNER_FIELDS = (
     "scale_down_delay_after_launch_minutes",
     "max_scale_in_fraction",
     "launch_failure_backoff_minutes",
+    "max_node_provision_minutes",
     "expendable_priority_cutoff",
     "drain_claim_minutes",
     "orphaned_drain_minutes",

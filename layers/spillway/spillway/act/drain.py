@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
     AwsError,
     DrainCancelled,
@@ -103,6 +104,7 @@ ACTIONS = (
     "uncordon",
     "record",
     "summarize",
+    "remove_unregistered",
 )
 
 # What each step may raise, by exact class (a state machine matches names, not subclasses):
@@ -123,6 +125,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "uncordon": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # AWS only after a failed terminate
     "record": frozenset(_ALWAYS),
     "summarize": frozenset(_ALWAYS),
+    "remove_unregistered": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.unregistered
 }
 
 Outcome = Literal[
@@ -692,6 +695,15 @@ class Drainer:
                 field="node",
             ) from None
 
+    # remove an instance no Node joined for ------------------------------------------------------
+
+    def remove_unregistered(self, raw: Any) -> dict[str, Any]:
+        """A plan's ``unregistered`` entry: checked again, then terminated (:mod:`spillway.act.unregistered`).
+        Its outcome goes to the ``DrainOutcome`` metric as ``unregistered-<outcome>``."""
+        line = remove_unregistered(self.kube, self.cloud, self.cluster, self.regions, raw)
+        self.on_outcome(f"unregistered-{line['outcome']}", None)
+        return line
+
     # cordon ------------------------------------------------------------------------------------
 
     def cordon(self, drain: Drain) -> dict[str, Any]:
@@ -1248,6 +1260,8 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
         return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
     if action == "validate":
         return drainer.validate(event.get("request"))
+    if action == "remove_unregistered":
+        return drainer.remove_unregistered(event.get("request"))
     if action == "record":
         state = event.get("state")
         if not isinstance(state, Mapping):

@@ -57,7 +57,7 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
-from spillway.planner.types import Drain, GangLaunch, ProvisioningUpdate, ScaleUp, SoftTaint
+from spillway.planner.types import Drain, GangLaunch, ProvisioningUpdate, ScaleUp, SoftTaint, Unregistered
 from spillway.ports import Cluster, Ledger, Snapshots, Workflows
 
 Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
@@ -122,6 +122,7 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         drains=len(plan.drain),
         pending=len(plan.pending),
         unplaceable=sum(1 for p in plan.pending if p.pod not in placed),
+        unregistered=len(plan.unregistered),
     )
 
 
@@ -267,11 +268,12 @@ def execution_requests(
         }
         requests.append(_execution(SCALE_UP, settings.scale_up_arn, f"up-{plan_id}", up))
     requests += gang_requests(plan_id, plan, groups, settings)
-    if plan.drain:
+    removals = [removal_item(u) for u in plan.unregistered if u.remove]
+    if plan.drain or removals:
         down = {
             "cluster": cluster,
             "plan_id": plan_id,
-            "drains": [drain_item(d) for d in plan.drain],
+            "drains": [drain_item(d) for d in plan.drain] + removals,
             "deadline_seconds": _seconds(settings.drain_deadline_seconds),
             "poll_seconds": _seconds(settings.drain_poll_seconds),
         }
@@ -297,10 +299,22 @@ def drain_item(drain: Drain) -> dict[str, Any]:
     return item
 
 
+def removal_item(entry: Unregistered) -> dict[str, Any]:
+    """One item of the scale-down's Map for an instance no Node joined for: the drain function checks it
+    again and terminates it (:mod:`spillway.act.unregistered`); no DrainNode execution."""
+    return {
+        "unregistered": True,
+        "instance_id": entry.instance_id,
+        "group": entry.group,
+        "region": entry.region,
+        "reason": entry.reason[:REASON_LIMIT],
+    }
+
+
 # kind → (what the plan does that needs it, the variable naming its state machine)
 _NEEDS = {
     SCALE_UP: ("grows groups", "SCALE_UP_STATE_MACHINE_ARN"),
-    SCALE_DOWN: ("drains nodes", "SCALE_DOWN_STATE_MACHINE_ARN"),
+    SCALE_DOWN: ("drains nodes or removes instances", "SCALE_DOWN_STATE_MACHINE_ARN"),
 }
 
 

@@ -150,6 +150,7 @@ class PlanSummary:
     drains: int = 0
     pending: int = 0
     unplaceable: int = 0  # pending pods the plan found no place for
+    unregistered: int = 0  # instances no Node joined for within max_node_provision_minutes
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -160,6 +161,7 @@ class PlanSummary:
             "drains": self.drains,
             "pending": self.pending,
             "unplaceable": self.unplaceable,
+            "unregistered": self.unregistered,
         }
 
 

@@ -1,0 +1,133 @@
+"""Remove an instance no Node joined for (the scale-down's ``remove_unregistered`` step).
+
+A plan lists the instances of managed groups that no Node has named for ``max_node_provision_minutes``
+(:mod:`spillway.planner.joins`); the scale-down state machine gives each to this step, on the drain
+function, which already reaches the cluster and may terminate instances of the cluster's groups. The
+step checks the world again before it terminates anything, because the plan's snapshot is older:
+
+* the instance is no longer in its group, or is terminating: ``gone``, nothing done;
+* a Node runs on it by now (EKS names a Node after the instance's private DNS name, and its
+  ``spec.providerID`` names the instance): ``joined``, nothing done;
+* the group is a group of another cluster or no managed group: refused (:class:`InvalidDrainRequest`);
+* the group's live desired capacity is at its MinSize (AWS refuses to decrement below it):
+  ``at_min_size``, nothing done;
+* else TerminateInstanceInAutoScalingGroup, decrementing the desired capacity: ``removed``.
+
+Idempotent: a retry after the terminate finds the instance terminating (``gone``). A removal that fails
+is retried by the next plan, which still finds the instance overdue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from spillway.errors import InstanceNotFound, InvalidDrainRequest, NodeNotFound
+from spillway.model.cluster import instance_id_from_provider_id
+from spillway.model.nodegroup import is_managed
+from spillway.ports import Cloud, Cluster
+
+Removal = Literal["removed", "joined", "gone", "at_min_size"]
+
+
+class RemovalRequest(BaseModel):
+    """One ``unregistered`` entry of a plan, with the cluster it is of."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster: str = Field(min_length=1)
+    plan_id: str | None = None
+    instance_id: str = Field(pattern=r"^i-[0-9a-f]{8,17}$")
+    group: str = Field(min_length=1, max_length=255)
+    region: str = Field(min_length=1, max_length=32)
+    reason: str = Field(default="", max_length=1024)
+
+
+def parse_removal(raw: Any) -> RemovalRequest:
+    """The request, or :class:`InvalidDrainRequest` naming the first bad field."""
+    if not isinstance(raw, Mapping):
+        raise InvalidDrainRequest("the step's input has no request object", field="request")
+    try:
+        return RemovalRequest.model_validate(dict(raw))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "request"
+        raise InvalidDrainRequest(f"{where}: {err['msg']}", field=where) from None
+
+
+def remove_unregistered(
+    kube: Cluster, cloud: Cloud, cluster: str, regions: tuple[str, ...], raw: Any
+) -> dict[str, Any]:
+    """Check, then terminate (see the module docstring). The result is one line of the scale-down's
+    summary: ``{node: None, instance_id, group, region, outcome, note}``."""
+    request = parse_removal(raw)
+    if request.cluster != cluster:
+        raise InvalidDrainRequest(
+            f"the instance is of cluster {request.cluster!r}; this function serves {cluster!r}",
+            field="cluster",
+        )
+    if request.region not in regions:
+        raise InvalidDrainRequest(
+            f"region {request.region!r} is not one of this deployment's ({', '.join(regions)})",
+            field="region",
+        )
+    outcome, note = _remove(kube, cloud, cluster, request)
+    return {
+        "node": None,
+        "instance_id": request.instance_id,
+        "group": request.group,
+        "region": request.region,
+        "outcome": outcome,
+        "note": note,
+    }
+
+
+def _remove(kube: Cluster, cloud: Cloud, cluster: str, request: RemovalRequest) -> tuple[Removal, str]:
+    iid, region, group = request.instance_id, request.region, request.group
+    gone = _gone(cloud, request)
+    if gone is not None:
+        return "gone", gone
+    node = _joined(kube, cloud, region, iid)
+    if node is not None:
+        return "joined", f"Node {node} runs on {iid} now: left alone"
+    asg = cloud.describe_group(region, group)
+    if not is_managed(asg, cluster):
+        raise InvalidDrainRequest(
+            f"Auto Scaling group {group} ({region}) is not a managed group of cluster {cluster!r}",
+            field="group",
+        )
+    if asg.DesiredCapacity <= asg.MinSize:
+        return "at_min_size", f"{group} is at its MinSize {asg.MinSize}: {iid} left for a person to look at"
+    try:
+        activity = cloud.terminate_instance(region, iid, decrement=True)
+    except InstanceNotFound:
+        gone = _gone(cloud, request)
+        if gone is None:
+            raise
+        return "gone", gone
+    return "removed", f"terminated {iid} ({activity.StatusCode}): {request.reason}"[:1024]
+
+
+def _gone(cloud: Cloud, request: RemovalRequest) -> str | None:
+    placement = cloud.placement(request.region, request.instance_id)
+    if placement is None or placement.group != request.group:
+        return f"{request.instance_id} is no longer in {request.group} ({request.region})"
+    if placement.lifecycle_state.startswith("Terminat"):
+        return f"{request.instance_id} is {placement.lifecycle_state} in {request.group} already"
+    return None
+
+
+def _joined(kube: Cluster, cloud: Cloud, region: str, iid: str) -> str | None:
+    """The name of the Node that runs on the instance now, if one does."""
+    for named, dns in cloud.private_dns_names(region, [iid]).items():
+        if named != iid or not dns:
+            continue
+        try:
+            node = kube.get_node(dns)
+        except NodeNotFound:
+            return None
+        if instance_id_from_provider_id(node.spec.provider_id) == iid:
+            return dns
+    return None

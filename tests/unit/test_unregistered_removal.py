@@ -1,0 +1,211 @@
+"""The scale-down's remove_unregistered step (spillway.act.unregistered) on the Kubernetes API emulator and a
+fake Auto Scaling, and how a plan's unregistered instances reach it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fakes import FakeCloud
+
+from spillway.act.drain import Drainer, run_action, summarize
+from spillway.act.planning import PlanSettings, execution_requests
+from spillway.adapters.kube import KubeClient
+from spillway.config import PlannerConfig
+from spillway.errors import AwsThrottled, InvalidDrainRequest
+from spillway.local import objects
+from spillway.local.kubeapi import KubeApiServer
+from spillway.planner import ScalingPlan
+from spillway.planner.types import Drain as PlannedDrain
+from spillway.planner.types import Unregistered
+
+CLUSTER = "prod"
+LOST, FINE = "i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60719"
+
+
+@dataclass
+class Rig:
+    api: KubeApiServer
+    cloud: FakeCloud
+    drainer: Drainer
+    outcomes: list[str]
+
+    def request(self, **changes: Any) -> dict[str, Any]:
+        return {
+            "cluster": CLUSTER,
+            "plan_id": "p-1",
+            "instance_id": LOST,
+            "group": "gpu",
+            "region": "us-east-1",
+            "reason": "no Node has joined for it in 15m",
+        } | changes
+
+    def set_state(self, instance_id: str, state: str) -> None:
+        for instance in self.cloud.groups[("us-east-1", "gpu")]["Instances"]:
+            if instance["InstanceId"] == instance_id:
+                instance["LifecycleState"] = state
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    with KubeApiServer() as api:
+        kube = KubeClient.for_url(api.url, max_attempts=1, sleep=lambda _: None)
+        cloud = FakeCloud()
+        cloud.add_group("gpu", [LOST, FINE], desired=2, min_size=0, max_size=4)
+        api.add(objects.node(f"node-{FINE}", instance=FINE, zone="us-east-1a"))
+        outcomes: list[str] = []
+        drainer = Drainer(
+            kube,
+            cloud,
+            cluster=CLUSTER,
+            regions=["us-east-1", "us-west-2"],
+            on_outcome=lambda outcome, _: outcomes.append(outcome),
+        )
+        yield Rig(api, cloud, drainer, outcomes)
+        kube.close()
+
+
+def _desired(rig: Rig) -> int:
+    return int(rig.cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"])
+
+
+def test_an_instance_still_without_a_node_is_terminated_decrementing_its_group(rig: Rig) -> None:
+    line = rig.drainer.remove_unregistered(rig.request())
+
+    assert rig.cloud.terminated() == [("us-east-1", LOST, True)]
+    assert _desired(rig) == 1
+    assert line["outcome"] == "removed" and line["instance_id"] == LOST and line["node"] is None
+    assert "no Node has joined" in line["note"]
+    assert rig.outcomes == ["unregistered-removed"]
+
+
+def test_a_retry_after_the_terminate_finds_it_gone_and_terminates_nothing_more(rig: Rig) -> None:
+    rig.drainer.remove_unregistered(rig.request())
+
+    again = rig.drainer.remove_unregistered(rig.request())
+
+    assert again["outcome"] == "gone"
+    assert rig.cloud.terminated() == [("us-east-1", LOST, True)]
+    assert _desired(rig) == 1
+
+
+def test_an_instance_already_terminating_is_gone(rig: Rig) -> None:
+    rig.set_state(LOST, "Terminating:Wait")
+
+    line = rig.drainer.remove_unregistered(rig.request())
+
+    assert line["outcome"] == "gone" and "Terminating:Wait" in line["note"]
+    assert rig.cloud.terminated() == [] and _desired(rig) == 2
+
+
+def test_an_instance_whose_node_joined_since_the_snapshot_is_left_alone(rig: Rig) -> None:
+    rig.api.add(objects.node(f"node-{LOST}", instance=LOST, zone="us-east-1a", ready=False))
+
+    line = rig.drainer.remove_unregistered(rig.request())
+
+    assert line["outcome"] == "joined" and f"node-{LOST}" in line["note"]
+    assert rig.cloud.terminated() == [] and _desired(rig) == 2
+
+
+def test_a_node_of_that_name_on_another_instance_is_not_the_instance_joining(rig: Rig) -> None:
+    rig.api.add(objects.node(f"node-{LOST}", instance="i-0fffffffffffffff0", zone="us-east-1a"))
+
+    assert rig.drainer.remove_unregistered(rig.request())["outcome"] == "removed"
+
+
+def test_an_instance_no_longer_in_its_group_is_gone(rig: Rig) -> None:
+    line = rig.drainer.remove_unregistered(rig.request(instance_id="i-0123456789abcdef0"))
+
+    assert line["outcome"] == "gone" and "no longer in gpu" in line["note"]
+    assert rig.cloud.terminated() == []
+
+
+def test_a_group_at_its_min_size_keeps_the_instance(rig: Rig) -> None:
+    rig.cloud.groups[("us-east-1", "gpu")]["MinSize"] = 2  # AWS refuses to decrement below it
+
+    line = rig.drainer.remove_unregistered(rig.request())
+
+    assert line["outcome"] == "at_min_size" and "MinSize 2" in line["note"]
+    assert rig.cloud.terminated() == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"cluster": "other"}, "cluster"),
+        ({"region": "eu-west-1"}, "region"),
+        ({"instance_id": "node-1"}, "instance_id"),
+        ({"group": ""}, "group"),
+        ({"extra": 1}, "extra"),
+    ],
+)
+def test_a_bad_request_is_refused_naming_the_field_and_nothing_is_terminated(
+    rig: Rig, changes: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.remove_unregistered(rig.request(**changes))
+
+    assert caught.value.field == field
+    assert rig.cloud.terminated() == []
+
+
+def test_a_group_of_another_cluster_is_refused(rig: Rig) -> None:
+    rig.cloud.add_group("theirs", [LOST], desired=1, cluster="other")
+    del rig.cloud.groups[("us-east-1", "gpu")]
+
+    with pytest.raises(InvalidDrainRequest, match="not a managed group of cluster 'prod'") as caught:
+        rig.drainer.remove_unregistered(rig.request(group="theirs"))
+
+    assert caught.value.field == "group" and rig.cloud.terminated() == []
+
+
+def test_an_aws_error_is_raised_as_ours_for_the_state_machine_to_retry(rig: Rig) -> None:
+    rig.cloud.fail("terminate_instance", AwsThrottled("Rate exceeded"), times=1)
+
+    with pytest.raises(AwsThrottled):
+        rig.drainer.remove_unregistered(rig.request())
+    assert rig.drainer.remove_unregistered(rig.request())["outcome"] == "removed"
+
+
+def test_the_step_is_an_action_of_the_drain_function_and_its_line_joins_the_summary(rig: Rig) -> None:
+    line = run_action(rig.drainer, {"action": "remove_unregistered", "request": rig.request()})
+
+    summary = summarize(CLUSTER, "p-1", [{"output": line}])  # the Map result, as the ResultSelector makes it
+
+    (entry,) = summary["drains"]
+    assert entry["instance_id"] == LOST and entry["outcome"] == "removed" and entry["node"] is None
+    assert summary["counts"] == {"removed": 1}
+
+
+def _plan(*entries: Unregistered, drains: tuple[PlannedDrain, ...] = ()) -> ScalingPlan:
+    return ScalingPlan(drain=drains, unregistered=entries)
+
+
+SETTINGS = PlanSettings(
+    PlannerConfig(), scale_down_arn="arn:aws:states:us-east-1:123456789012:stateMachine:down"
+)
+
+
+def test_a_plan_sends_the_instances_it_removes_through_the_scale_down() -> None:
+    removed = Unregistered(LOST, "gpu", "us-east-1", True, "no Node joined")
+    kept = Unregistered(FINE, "gpu", "us-east-1", False, "at MinSize")
+
+    (request,) = execution_requests(CLUSTER, "p-1", "k", _plan(removed, kept), [], SETTINGS)
+
+    assert request.input["drains"] == [
+        {
+            "unregistered": True,
+            "instance_id": LOST,
+            "group": "gpu",
+            "region": "us-east-1",
+            "reason": "no Node joined",
+        }
+    ]
+
+
+def test_a_plan_that_only_reports_an_instance_starts_nothing() -> None:
+    kept = Unregistered(FINE, "gpu", "us-east-1", False, "at MinSize")
+
+    assert execution_requests(CLUSTER, "p-1", "k", _plan(kept), [], SETTINGS) == []
