@@ -144,6 +144,9 @@ def test_simulate_bad_arguments_exit_2(
         (["--chart", "/nonexistent-dir/chart.png"], "no directory '/nonexistent-dir'"),
         (["--chart", "chart.gif"], "--chart chart.gif: unknown chart format '.gif'"),
         (["--chart", "chart"], "unknown chart format '(none)'"),
+        (["--join-failure-rate", "1"], "--join-failure-rate: must be at least 0 and below 1, not 1.0"),
+        (["--join-failure-rate", "-0.1"], "--join-failure-rate: must be at least 0 and below 1"),
+        (["--join-failure-rate", "nan"], "--join-failure-rate: must be at least 0 and below 1"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_replay(

@@ -383,3 +383,30 @@ def test_a_marked_idle_node_is_passed_over_and_removed_on_time(tmp_path: Path, p
                        planner=PlannerConfig(max_bulk_soft_taint_count=0))  # fmt: skip
         assert unmarked.runs[0].world.series[1][0] > 20000  # both up until the 4-GPU job ends
         assert unmarked.results[0].node_hours > marked.results[0].node_hours + 5
+
+
+@pytest.mark.parametrize("policy", ["spillway", "cluster-autoscaler"])
+def test_a_launch_that_never_joins_is_removed_after_the_provision_time(tmp_path: Path, policy: str) -> None:
+    # Seed 0's join draws are 0.422, 0.432, ...: at a rate of 0.425 the first launch is broken, the
+    # second is not. t=0 the job's node is launched (whichever group); it never becomes a node. t=60
+    # the policy first sees the instance without a node; 15 minutes later, at t=960, it removes it,
+    # backs that group off and launches in the other, Ready at 1080, when the job starts.
+    report = run(
+        tmp_path, ["0,3600,,,1,1,ml,0"], groups=(EAST, WEST), join_failure_rate=0.425, policies=(policy,)
+    )
+    world, result = report.runs[0].world, report.results[0]
+
+    assert (world.counters.never_joined, world.counters.unregistered_removed) == (1, 1)
+    assert world.waits[0] == (1080, 1)
+    assert sorted(result.node_hours_by_group.values())[0] == pytest.approx(960 / 3600)  # the broken one
+    assert result.pods_killed == 0 and result.jobs_unstarted == 0
+
+
+def test_without_the_provision_time_a_launch_that_never_joins_holds_its_pods_for_ever(tmp_path: Path) -> None:
+    never = PlannerConfig(max_node_provision_minutes=5_000_000)
+    report = run(tmp_path, ["0,3600,,,1,1,ml,0"], groups=(EAST, WEST), join_failure_rate=0.425, planner=never)
+    world, result = report.runs[0].world, report.results[0]
+
+    assert world.counters.never_joined == 1 and world.counters.unregistered_removed == 0
+    assert result.jobs_unstarted == 1  # its pod waited on capacity "launching" until the replay gave up
+    assert len(world.groups["gpu-east"].instances) == 1

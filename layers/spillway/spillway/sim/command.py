@@ -115,6 +115,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "x exp(|N(0, SIGMA)|), seeded (0: exact); consolidation keeps nodes whose pods end soon "
         "(default: unknown, no deadlines)",
     )
+    p.add_argument(
+        "--join-failure-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="share of launches whose instance never becomes a node (a broken bootstrap), seeded: it stays "
+        "in its group, paid for, until a policy removes it (0)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
     p.add_argument(
         "--price",
@@ -333,6 +341,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     noise = args.duration_noise
     if noise is not None and (not math.isfinite(noise) or noise < 0):
         raise InputError("must not be negative", field="--duration-noise")
+    if not 0.0 <= args.join_failure_rate < 1.0:
+        raise InputError(
+            f"must be at least 0 and below 1, not {args.join_failure_rate}", field="--join-failure-rate"
+        )
 
 
 def check_chart_path(text: str, option: str = "--chart") -> None:
@@ -389,6 +401,7 @@ def run(args: argparse.Namespace) -> int:
         movable_fraction=args.movable_fraction,
         restart_penalty=round(args.restart_penalty * 60),
         duration_noise=args.duration_noise,
+        join_failure_rate=args.join_failure_rate,
         variants=variants,
     )
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress

@@ -69,7 +69,8 @@ class SpillwayPolicy:
 
     Its plan is carried out the way the act layer does: uncordon, raise desired capacities (a launch
     refused for capacity leaves a Failed activity the next plan sees, and backs the group off), drain
-    (cordon, evict, terminate with the desired capacity decremented; here at once). A drain of a node
+    (cordon, evict, terminate with the desired capacity decremented; here at once), remove the instances
+    no node joined for (:mod:`spillway.planner.joins`). A drain of a node
     that runs pods (consolidation) evicts them first: a movable job restarts elsewhere with the restart
     penalty, an unmovable pod is killed and counted (:meth:`World.drain`). The state the planner returns
     is passed to the next plan.
@@ -87,6 +88,7 @@ class SpillwayPolicy:
         self.idle = timedelta(minutes=config.scale_down_idle_minutes)
         self.launch_delay = timedelta(minutes=config.scale_down_delay_after_launch_minutes)
         self.consolidate_after = timedelta(minutes=config.consolidation_after_minutes)
+        self.provision = timedelta(minutes=config.max_node_provision_minutes)
         self.plans = 0
         # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
         # each node is past its launch delay, though nothing else changes.
@@ -119,6 +121,9 @@ class SpillwayPolicy:
                 world.drain(drain.node, drain.pods or None, terminate=drain.terminate)
             else:
                 world.terminate(drain.node)
+        for entry in result.unregistered:  # the scale-down's remove_unregistered step
+            if entry.remove:
+                world.remove_instance(entry.group, entry.instance_id)
 
     def wakeup(self, world: World) -> int | None:
         now = world.at(world.t)
@@ -138,6 +143,9 @@ class SpillwayPolicy:
             for mark in self.state.underutilized.values():
                 if mark.since + self.consolidate_after > now:
                     due.append(mark.since + self.consolidate_after)
+        for mark in self.state.joining.values():  # an instance that has not joined comes due
+            if mark.since + self.provision > now:
+                due.append(mark.since + self.provision)
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)
@@ -363,9 +371,13 @@ class ClusterAutoscalerPolicy:
     from the others, at most 10 changes a loop (``--max-bulk-soft-taint-count``; the world's scheduler
     then puts new pods elsewhere first).
 
+    An instance that has not registered ``--max-node-provision-time`` (15 minutes) after it was first
+    seen is deleted (the group's size decremented, not below MinSize) and its group backed off as after a
+    failed launch; meanwhile it counts as a node coming.
+
     Left out: the 10 s scan interval (every policy decides at the same ``--interval`` here, to compare
     decisions rather than loop periods), balancing of similar groups, non-empty node consolidation
-    (it never applies when pods cannot be evicted), ``max-node-provision-time``, unready nodes.
+    (it never applies when pods cannot be evicted), unready nodes.
     """
 
     name = "cluster-autoscaler"
@@ -379,10 +391,12 @@ class ClusterAutoscalerPolicy:
     BACKOFF_INITIAL = 300
     BACKOFF_MAX = 1800
     BACKOFF_RESET = 3 * 3600
+    MAX_NODE_PROVISION = 900
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(f"cluster-autoscaler/{seed}")
         self.unneeded: dict[str, int] = {}
+        self.unregistered: dict[str, int] = {}  # instance id -> when first seen without a node
         self.last_scale_up = -(10**12)
         self.backoff: dict[str, tuple[int, int, int]] = {}  # group -> (until, duration, last failure)
 
@@ -390,11 +404,29 @@ class ClusterAutoscalerPolicy:
         return None
 
     def decide(self, world: World) -> None:
+        self._remove_unregistered(world)
         scaled = self._scale_up(world)
         self._update_unneeded(world)
         if scaled or world.t < self.last_scale_up + self.DELAY_AFTER_ADD:
             return
         self._scale_down(world)
+
+    def _remove_unregistered(self, world: World) -> None:
+        t = world.t
+        seen = {
+            node.instance_id: (node, self.unregistered.get(node.instance_id, t))
+            for node in world.unregistered()
+        }
+        self.unregistered = {iid: since for iid, (_, since) in seen.items()}
+        for iid, (node, since) in seen.items():
+            if t - since < self.MAX_NODE_PROVISION:
+                continue
+            group = node.group
+            if group.desired - 1 >= group.spec.min_size:
+                world.remove_instance(group.name, iid)
+                del self.unregistered[iid]
+            if not self._backed_off(group, t):
+                self._fail(group, t)
 
     def _backed_off(self, group: SimGroup, t: int) -> bool:
         entry = self.backoff.get(group.name)
@@ -495,4 +527,6 @@ class ClusterAutoscalerPolicy:
         if self.unneeded and self.last_scale_up + self.DELAY_AFTER_ADD > t:
             due.append(self.last_scale_up + self.DELAY_AFTER_ADD)
         due.extend(entry[0] for entry in self.backoff.values() if entry[0] > t)
+        due.extend(since + self.MAX_NODE_PROVISION for since in self.unregistered.values())
+        due = [d for d in due if d > t]
         return min(due) if due else None

@@ -107,6 +107,8 @@ class PolicyResult:
     interruptions: int = 0
     interrupted_jobs: int = 0
     gpu_hours_lost: float = 0.0
+    never_joined: int = 0  # launches that never became a node (--join-failure-rate)
+    unregistered_removed: int = 0  # of those, instances the policy removed
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,6 +139,8 @@ class PolicyResult:
             "spot_interruptions": self.interruptions,
             "jobs_restarted_by_interruptions": self.interrupted_jobs,
             "gpu_hours_lost_to_restarts": round(self.gpu_hours_lost, 3),
+            "launches_never_joined": self.never_joined,
+            "never_joined_removed": self.unregistered_removed,
             "jobs_started": self.jobs_started,
             "jobs_never_started": self.jobs_unstarted,
             "decisions": self.decisions,
@@ -206,6 +210,8 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         interruptions=counters.interruptions,
         interrupted_jobs=counters.interrupted_jobs,
         gpu_hours_lost=counters.lost_gpu_seconds / 3600,
+        never_joined=counters.never_joined,
+        unregistered_removed=counters.unregistered_removed,
     )
 
 

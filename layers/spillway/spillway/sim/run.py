@@ -64,6 +64,7 @@ class SimConfig:
     # None: durations are unknown (no pod has a deadline); else the sigma of the factor exp(|N(0, sigma)|)
     # by which each job's deadline (its pods' activeDeadlineSeconds) exceeds its run time (0: exact)
     duration_noise: float | None = None
+    join_failure_rate: float = 0.0  # share of launches whose instance never becomes a node (seeded)
     # more Spillway runs, each with its own planner configuration: (label, config); run as spillway[label]
     variants: tuple[tuple[str, PlannerConfig], ...] = ()
     packers: bool = True  # also replay the ideal First Fit and Best Fit packers
@@ -119,6 +120,7 @@ class Report:
                 "movable_jobs": self.movable_jobs,
                 "restart_penalty_seconds": cfg.restart_penalty,
                 "duration_noise": cfg.duration_noise,
+                "join_failure_rate": cfg.join_failure_rate,
                 "planner": cfg.planner.model_dump(mode="json"),
                 "variants": {label: v.model_dump(mode="json") for label, v in cfg.variants},
             },
@@ -251,6 +253,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
             track_infos=isinstance(policy, SpillwayPolicy),
             measure=measure_resource,
             restart_penalty=config.restart_penalty,
+            join_failure_rate=config.join_failure_rate,
         )
         for group in config.groups:
             if group.min_size:

@@ -342,6 +342,8 @@ class Counters:
     moves: int = 0  # jobs restarted elsewhere because a drain evicted a pod of theirs (movable ones)
     unmovable_killed: int = 0  # pods not marked movable that a drain evicted (must stay 0)
     interruptions: int = 0  # Spot instances taken back
+    never_joined: int = 0  # launches whose instance never became a node (--join-failure-rate)
+    unregistered_removed: int = 0  # of those, instances a policy removed (terminate with decrement)
     interrupted_jobs: int = 0  # jobs restarted because their node was interrupted
     lost_gpu_seconds: int = 0  # GPU-seconds of progress lost to restarts (penalty x GPUs)
     node_seconds: dict[str, int] = field(default_factory=dict)  # by instance type
@@ -370,6 +372,7 @@ class World:
         track_infos: bool = False,
         measure: str = NVIDIA_GPU,
         restart_penalty: int = 0,
+        join_failure_rate: float = 0.0,
     ) -> None:
         if not groups:
             raise SimError("no node groups")
@@ -379,6 +382,8 @@ class World:
         unknown = sorted({o.group for o in outages} - set(names))
         if unknown:
             raise SimError(f"outage for unknown group(s): {', '.join(unknown)}")
+        if not 0 <= join_failure_rate < 1:
+            raise SimError(f"join failure rate {join_failure_rate!r} is not in [0, 1)")
         reserve = dict(reserve) if reserve is not None else {CPU: 100, MEMORY: 2**30 * 1000}
         self.epoch = epoch
         self.cluster = cluster
@@ -389,6 +394,8 @@ class World:
             self.groups[spec.name] = SimGroup(spec, template, [o for o in outages if o.group == spec.name])
         self.rng = random.Random(seed)
         self.spot_rng = random.Random(f"spot/{seed}")
+        self.join_rng = random.Random(f"join/{seed}")
+        self.join_failure_rate = join_failure_rate
         self.restart_penalty = restart_penalty
         self.most = scheduler.scoring == "most-allocated"
         if scheduler.scoring not in ("least-allocated", "most-allocated"):
@@ -481,7 +488,7 @@ class World:
         for _ in range(desired - len(group.instances)):
             node = self._launch(group)
             node.batch = batch
-            self.push(self.t + self.boot_seconds, BOOT, node)
+            self._boot_later(node)
         group.desired = desired
         group.version += 1
         return True
@@ -506,6 +513,38 @@ class World:
             self.series[-1] = (self.t, self.alive)
         else:
             self.series.append((self.t, self.alive))
+
+    def _boot_later(self, node: SimNode) -> None:
+        """The instance becomes a node after the boot time, unless its launch is one of the broken ones
+        (``join_failure_rate``, seeded): then it stays an instance of its group, paid for, that no node
+        ever names, until a policy removes it (:meth:`remove_instance`)."""
+        if self.join_failure_rate and self.join_rng.random() < self.join_failure_rate:
+            self.counters.never_joined += 1
+            return
+        self.push(self.t + self.boot_seconds, BOOT, node)
+
+    def unregistered(self) -> list[SimNode]:
+        """Instances that are no node (yet: booting, or never: a broken launch)."""
+        return [node for group in self.groups.values() for node in group.instances.values() if not node.ready]
+
+    def remove_instance(self, group_name: str, instance_id: str) -> None:
+        """TerminateInstanceInAutoScalingGroup, decrementing the desired capacity, of an instance that is
+        no node (a broken launch; AWS refuses to go below MinSize)."""
+        group = self.groups[group_name]
+        node = group.instances.get(instance_id)
+        if node is None or node.ready:
+            raise SimError(f"{instance_id} is not an instance of {group_name} without a node")
+        if group.desired - 1 < group.spec.min_size:
+            raise SimError(f"removing {instance_id} would take {group_name} below MinSize")
+        del group.instances[instance_id]
+        group.desired -= 1
+        group.version += 1
+        self._bill(node)
+        self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
+        self._alive(-1)
+        self.dirty = True
+        self.counters.nodes_terminated += 1
+        self.counters.unregistered_removed += 1
 
     def boot(self, node: SimNode) -> None:
         if node.instance_id in node.group.instances:
@@ -605,7 +644,7 @@ class World:
             return
         replacement = self._launch(group)
         replacement.batch = None
-        self.push(self.t + self.boot_seconds, BOOT, replacement)
+        self._boot_later(replacement)
 
     def _remove(self, node: SimNode) -> None:
         """A Ready node's instance is gone: out of the scheduler, billed up to now."""
