@@ -10,6 +10,7 @@ import json
 import math
 import os
 from collections import defaultdict
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -141,12 +142,16 @@ def test_plans_respect_limits_never_drain_work_and_never_overcommit(
     for name, count in drained_per_group.items():
         assert by_name[name].desired - count >= by_name[name].min_size
 
-    # No drained node holds a workload pod; drains are Ready nodes.
+    # No drained node holds a workload pod; drains are Ready nodes, or nodes NotReady for at least
+    # scale_down_unready_minutes.
     nodes = {n.name: n for n in snapshot.nodes}
     workload = {p.node_name for p in snapshot.pods if p.node_name and p.is_workload}
+    unready = timedelta(minutes=config.scale_down_unready_minutes)
     for d in result.drain:
         assert d.node not in workload
-        assert nodes[d.node].ready
+        info = nodes[d.node]
+        since = info.ready_changed_at or info.created_at
+        assert info.ready or (since is not None and NOW - since >= unready)
 
     # Every node has exactly one verdict; every pending pod exactly one outcome.
     verdicts = [k.node for k in result.kept] + [d.node for d in result.drain]

@@ -276,7 +276,9 @@ def test_scale_down_drains_only_empty_long_idle_nodes_and_keeps_each_protected_k
         "true"
     )
     w.cordon(humans, by_spillway=False)
-    w.node(notready)["status"]["conditions"][0]["status"] = "False"
+    w.node(notready)["status"]["conditions"][0].update(
+        status="False", lastTransitionTime=o.iso(NOW - timedelta(minutes=5))
+    )  # within scale_down_unready_minutes (20): it may come back
     w.node(young)["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=4))
 
     result = w.plan(max_scale_in_fraction=1.0)

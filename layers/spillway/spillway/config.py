@@ -237,6 +237,9 @@ class PlannerConfig(BaseModel):
     # cluster-autoscaler's --max-node-provision-time: an instance no Node has joined for this long is
     # not capacity coming; its group backs off and the plan removes it (spillway.planner.joins)
     max_node_provision_minutes: float = Field(default=15, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
+    # cluster-autoscaler's --scale-down-unready-time: a node NotReady this long is judged for scale-down
+    # like a Ready one (idle: drained after scale_down_idle_minutes); before that it is kept (not-ready)
+    scale_down_unready_minutes: float = _minutes(20)
     # A drained node is not planned again for this long: its drain (deadline 15 min) owns it.
     drain_claim_minutes: float = _minutes(20)
     # A node still carrying Spillway's cordon this long after it was made has no drain that owns it

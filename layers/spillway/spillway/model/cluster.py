@@ -431,6 +431,9 @@ class NodeInfo:
     unschedulable: bool = False
     ready: bool = True
     created_at: datetime | None = None
+    # a NotReady node's: when its Ready condition last changed (lastTransitionTime), since when it is
+    # not Ready; None for a Ready node, or when the condition gives no time
+    ready_changed_at: datetime | None = None
     cordoned_by_spillway: bool = False
     scale_down_disabled: bool = False
     # When Spillway cordoned it: the leading time of its spillway.io/cordoned annotation ("<ISO> <why>");
@@ -445,6 +448,7 @@ class NodeInfo:
     @classmethod
     def from_node(cls, node: Node) -> NodeInfo:
         meta = node.metadata
+        ready = node.is_ready()
         return cls(
             name=meta.name,
             allocatable=parse_resource_list(node.status.allocatable or node.status.capacity),
@@ -452,8 +456,9 @@ class NodeInfo:
             taints=tuple((t.key, t.value, t.effect) for t in node.spec.taints),
             provider_id=node.spec.provider_id,
             unschedulable=node.spec.unschedulable,
-            ready=node.is_ready(),
+            ready=ready,
             created_at=meta.creation_timestamp,
+            ready_changed_at=None if ready else node.ready_changed_at(),
             cordoned_by_spillway=CORDONED_BY_SPILLWAY in meta.annotations,
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
@@ -472,6 +477,8 @@ class NodeInfo:
             out["nr"] = 1
         if self.created_at:
             out["c"] = format_time(self.created_at)
+        if self.ready_changed_at:
+            out["rt"] = format_time(self.ready_changed_at)
         if self.cordoned_by_spillway:
             out["sc"] = 1
         if self.scale_down_disabled:
@@ -493,6 +500,7 @@ class NodeInfo:
             unschedulable=bool(d.get("u")),
             ready=not d.get("nr"),
             created_at=parse_time(d.get("c")),
+            ready_changed_at=parse_time(d.get("rt")),
             cordoned_by_spillway=bool(d.get("sc")),
             scale_down_disabled=bool(d.get("sdd")),
             cordoned_at=parse_time(d.get("sca")),

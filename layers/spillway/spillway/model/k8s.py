@@ -321,6 +321,10 @@ class Node(RefusableModel):
     def is_ready(self) -> bool:
         return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
 
+    def ready_changed_at(self) -> datetime | None:
+        """The Ready condition's ``lastTransitionTime``: since when the node is (or is not) Ready."""
+        return next((c.last_transition_time for c in self.status.conditions if c.type == "Ready"), None)
+
 
 class LabelSelectorRequirement(KubeModel):
     key: str

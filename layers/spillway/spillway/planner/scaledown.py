@@ -56,7 +56,28 @@ def _unmanaged(ctx: Context, node: WorkNode) -> Verdict:
 
 
 def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
-    return None if node.info.ready else (codes.NOT_READY, "not Ready")
+    """A NotReady node is kept while it may still come (back): for ``scale_down_unready_minutes`` since
+    its Ready condition last changed (else since it was created). After that an idle one is judged like
+    any idle node, and drained once idle long enough (cluster-autoscaler's ``--scale-down-unready-time``).
+    One that runs workload pods is left alone (its pods cannot be evicted without a kubelet; neither
+    scale-down nor consolidation touches it), as is one whose NotReady time is unknown."""
+    info = node.info
+    if info.ready:
+        return None
+    since = info.ready_changed_at or info.created_at
+    if since is None:
+        return codes.NOT_READY, "not Ready, since when unknown"
+    limit = timedelta(minutes=ctx.config.scale_down_unready_minutes)
+    unready = ctx.now - aware(since)
+    if unready < limit:
+        return (
+            codes.NOT_READY,
+            f"not Ready for {minutes(unready)}; judged for scale-down after {minutes(limit)} "
+            "(scale_down_unready_minutes)",
+        )
+    if node.workload:
+        return codes.NOT_READY, f"not Ready for {minutes(unready)} and runs {node.workload} workload pod(s)"
+    return None
 
 
 def _busy(ctx: Context, node: WorkNode) -> Verdict:
@@ -272,12 +293,13 @@ class ScaleDownStage:
         return codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it"
 
     def _order(self, candidate: tuple[WorkNode, datetime]) -> tuple[object, ...]:
-        """Orphaned drains first (already cordoned and emptied), then overflow regions (bring work
-        home), then the least useful, then the oldest."""
+        """Orphaned drains first (already cordoned and emptied), then NotReady nodes (of no use), then
+        overflow regions (bring work home), then the least useful, then the oldest."""
         node = candidate[0]
         created = node.info.created_at
         return (
             node.info.name not in self.orphans,
+            node.info.ready,
             -self.ctx.region_key(node.group) if node.group else 0,
             usefulness(node),
             aware(created) if created else self.ctx.now,

@@ -1,0 +1,137 @@
+"""Launches and nodes that broke, end to end, on snapshots the real observe code takes:
+
+* an instance that never becomes a Node: the real plan function stops counting it as capacity coming
+  once max_node_provision_minutes pass, backs its group off and removes it through the real scale-down
+  state machine (moto runs the ASL), whose step, on the real drain function, checks again that no Node
+  joined before it terminates the instance;
+* a Node NotReady for longer than scale_down_unready_minutes, idle: drained through the real DrainNode
+  state machine, its instance terminated and the Node deleted; a busy NotReady node stays."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from conftest import ENVIRONMENT, HOME, Cloud
+
+from spillway.local import objects as o
+
+LIMIT_MINUTES = 0.02  # 1.2 s
+
+
+@pytest.fixture
+def cloud() -> Iterator[Cloud]:
+    environment = {**ENVIRONMENT, "MAX_NODE_PROVISION_MINUTES": str(LIMIT_MINUTES)}
+    with Cloud(environment, boot_seconds=0.3, tick=0.1) as rig:
+        yield rig
+        assert not rig.registrar.errors, rig.registrar.errors
+
+
+def plan_once(cloud: Cloud) -> dict[str, Any]:
+    [outcome] = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"]
+    return dict(outcome)
+
+
+def records(cloud: Cloud) -> list[dict[str, Any]]:
+    items = sorted(cloud.plans(), key=lambda p: p["snapshot_key"]["S"])
+    return [json.loads(p["plan"]["S"]) for p in items]
+
+
+def test_an_instance_that_never_joins_is_removed_and_its_group_backs_off(cloud: Cloud) -> None:
+    cloud.group("gpu", desired=1)
+    (joined,) = cloud.wait_nodes(1)
+    before = set(cloud.instances())
+    cloud.registrar.stop()  # the next instance's kubelet never comes up
+    boto3.client("autoscaling", region_name=HOME).set_desired_capacity(
+        AutoScalingGroupName="gpu", DesiredCapacity=2
+    )
+    (lost,) = set(cloud.instances()) - before
+
+    first = plan_once(cloud)
+    assert first["summary"]["unregistered"] == 0 and first["status"] == "idle", first
+
+    time.sleep(LIMIT_MINUTES * 60 + 0.5)
+    second = plan_once(cloud)
+
+    assert second["summary"]["unregistered"] == 1 and second["status"] == "acted", second
+    (entry,) = records(cloud)[-1]["unregistered"]
+    assert entry["instance_id"] == lost and entry["remove"] is True
+    [down] = cloud.executions("ScaleDownStateMachine")
+    execution = cloud.stack.wait(down["executionArn"], 60)
+    assert execution["status"] == "SUCCEEDED", execution
+    (line,) = execution["output"]["drains"]
+    assert (line["instance_id"], line["outcome"]) == (lost, "removed"), line
+    assert cloud.desired("gpu") == 1
+    states = cloud.instances()
+    assert states.get(lost, "gone").startswith(("Terminat", "gone")) and states[before.pop()] == "InService"
+    assert [n["metadata"]["name"] for n in cloud.kube.list("Node")] == [joined]
+    item = cloud.state_item("state")
+    assert item is not None and "state" in item  # small enough to be stored plain
+    state = json.loads(item["state"]["S"])
+    assert lost in state["groups"]["gpu"]["reason"], state["groups"]  # the next plans launch elsewhere
+
+
+@pytest.fixture
+def eager() -> Iterator[Cloud]:
+    """Idle nodes go at once (no idle time, no launch delay), as an idle NotReady node then should."""
+    environment = {
+        **ENVIRONMENT,
+        "SCALE_DOWN_IDLE_MINUTES": "0",
+        "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0",
+    }
+    with Cloud(environment, boot_seconds=0.3, tick=0.1) as rig:
+        yield rig
+        assert not rig.registrar.errors, rig.registrar.errors
+
+
+def kubelet_stopped(cloud: Cloud, node: str, minutes_ago: float) -> None:
+    """The node lifecycle controller's mark once the kubelet stops posting status."""
+    obj = cloud.kube.get("Node", node)
+    assert obj is not None
+    since = datetime.now(UTC) - timedelta(minutes=minutes_ago)
+    obj["status"]["conditions"] = [
+        {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.",
+            "lastTransitionTime": o.iso(since),
+        }
+    ]
+    cloud.kube.update("Node", obj)
+
+
+def test_an_idle_node_not_ready_past_the_unready_time_is_drained_and_a_busy_one_stays(eager: Cloud) -> None:
+    cloud = eager
+    cloud.group("general", instance_type="m5.xlarge", desired=3, gpu=False)
+    dead, busy_dead, alive = sorted(cloud.wait_nodes(3))
+    for node in (busy_dead, alive):
+        cloud.kube.add(o.pod(f"web-{node[:8]}", "team-a", cpu="500m", memory="512Mi", node_name=node,
+                             owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
+    cloud.registrar.stop()
+    kubelet_stopped(cloud, dead, 30)
+    kubelet_stopped(cloud, busy_dead, 30)
+    instance = {
+        n["metadata"]["name"]: n["spec"]["providerID"].rsplit("/", 1)[1] for n in cloud.kube.list("Node")
+    }
+
+    outcome = plan_once(cloud)
+
+    assert outcome["summary"]["drains"] == 1, outcome
+    (record,) = records(cloud)
+    assert [d["node"] for d in record["drain"]] == [dead]
+    kept = {k["node"]: k for k in record["kept"]}
+    assert kept[busy_dead]["code"] == "not-ready" and "runs 1 workload pod(s)" in kept[busy_dead]["reason"]
+    [down] = cloud.executions("ScaleDownStateMachine")
+    result = cloud.stack.wait(down["executionArn"], 60)
+    assert result["status"] == "SUCCEEDED", result
+    [line] = result["output"]["drains"]
+    assert (line["node"], line["outcome"], line["node_deleted"]) == (dead, "terminated", True), line
+    assert cloud.instances().get(instance[dead], "gone").startswith(("Terminat", "gone"))
+    assert cloud.desired("general") == 2
+    assert sorted(n["metadata"]["name"] for n in cloud.kube.list("Node")) == sorted([busy_dead, alive])

@@ -1,0 +1,114 @@
+"""NotReady nodes and scale-down: cluster-autoscaler's --scale-down-unready-time (scale_down_unready_minutes)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from spillway.local import objects as o
+from spillway.model.cluster import NodeInfo
+from spillway.model.k8s import Node
+from spillway.planner import ScalingPlan, codes
+from tests.unit.plan_world import NOW, World
+
+
+def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
+    return {k.node: (k.code, k.reason) for k in result.kept}
+
+
+def _not_ready(w: World, node: str, minutes_ago: float) -> None:
+    """The node's Ready condition turned False ``minutes_ago`` (the kubelet stopped reporting)."""
+    item = w.node(node)
+    (condition,) = item["status"]["conditions"]
+    condition.update(
+        status="False",
+        reason="KubeletNotReady",
+        lastTransitionTime=(NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z"),
+    )
+
+
+def _world() -> tuple[World, str, str]:
+    w = World()
+    dead, spare = w.group("cpu", "m5.2xlarge", nodes=2, max_size=5)
+    return w, dead, spare
+
+
+def test_a_node_not_ready_for_less_than_the_unready_time_is_kept() -> None:
+    w, dead, _ = _world()
+    _not_ready(w, dead, 19)
+    w.idle_since(dead, 60)
+
+    result = w.plan()
+
+    code, reason = _kept(result)[dead]
+    assert (
+        code == codes.NOT_READY and "not Ready for 19m" in reason and "scale_down_unready_minutes" in reason
+    )
+    assert result.drain == ()
+
+
+def test_an_idle_node_not_ready_past_the_unready_time_is_drained_first() -> None:
+    w, dead, spare = _world()
+    _not_ready(w, dead, 20)
+    w.idle_since(dead, 60)
+    w.idle_since(spare, 60)
+
+    result = w.plan(max_scale_in_fraction=0.5)  # one node of the two this plan
+
+    assert [d.node for d in result.drain] == [dead]  # of two idle nodes, the NotReady one goes
+    assert _kept(result)[spare][0] == codes.SCALE_IN_CAP
+
+
+def test_its_idle_timer_starts_when_it_is_judged() -> None:
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+
+    first = w.plan()
+    assert first.drain == () and _kept(first)[dead][0] == codes.IDLE_BELOW_THRESHOLD
+    w.state = first.state.to_wire()
+
+    later = w.plan(NOW + timedelta(minutes=10))
+    assert [d.node for d in later.drain] == [dead]
+
+
+def test_a_not_ready_node_with_workload_pods_stays_and_is_not_consolidated() -> None:
+    w, dead, _ = _world()
+    _not_ready(w, dead, 120)
+    w.items.append(o.pod("job-0", cpu="1", memory="1Gi", node_name=dead, owner=("Job", "job")))
+
+    result = w.plan(consolidation="when-underutilized")
+
+    code, reason = _kept(result)[dead]
+    assert code == codes.NOT_READY and "runs 1 workload pod(s)" in reason  # no kubelet to evict it
+    assert result.drain == ()
+
+
+def test_a_node_that_never_became_ready_counts_from_its_creation() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    iid = w.add_instance("cpu", register=False)
+    node = w.node_for("cpu", iid, "m5.2xlarge", ready=False, created=NOW - timedelta(minutes=45))
+    del w.node(node)["status"]["conditions"][0]["lastTransitionTime"]
+    w.idle_since(node, 30)
+
+    result = w.plan()
+
+    assert [d.node for d in result.drain] == [node]
+
+
+def test_the_unready_time_is_a_setting() -> None:
+    w, dead, _ = _world()
+    _not_ready(w, dead, 30)
+    w.idle_since(dead, 60)
+
+    assert _kept(w.plan(scale_down_unready_minutes=60))[dead][0] == codes.NOT_READY
+    assert [d.node for d in w.plan(scale_down_unready_minutes=30).drain] == [dead]
+
+
+def test_a_not_ready_nodes_transition_time_survives_the_snapshot() -> None:
+    item = o.node("ip-10-0-0-1.ec2.internal", instance="i-0123456789abcdef0", ready=False, created=NOW)
+    info = NodeInfo.from_node(Node.model_validate(item))
+
+    assert info.ready_changed_at == NOW
+    assert NodeInfo.from_dict(info.to_dict()) == info
+    ready = NodeInfo.from_node(Node.model_validate({**item, "status": {**item["status"], "conditions": []}}))
+    assert ready.ready_changed_at is None
