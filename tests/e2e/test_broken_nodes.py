@@ -60,7 +60,7 @@ def test_an_instance_that_never_joins_is_removed_and_its_group_backs_off(cloud: 
 
     assert second["summary"]["unregistered"] == 1 and second["status"] == "acted", second
     (entry,) = records(cloud)[-1]["unregistered"]
-    assert entry["instance_id"] == lost and entry["remove"] is True
+    assert entry["instance_id"] == lost and entry["decrement"] is True
     [down] = cloud.executions("ScaleDownStateMachine")
     execution = cloud.stack.wait(down["executionArn"], 60)
     assert execution["status"] == "SUCCEEDED", execution

@@ -6,13 +6,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from plan_world import NOW, World, pending_codes, scale_up
 from pydantic import ValidationError
 
 from spillway.config import PlannerConfig
 from spillway.local import objects as o
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes
-from tests.unit.plan_world import NOW, World, pending_codes, scale_up
 
 
 def _world(*, min_size: int = 0) -> tuple[World, str, list[str]]:
@@ -67,7 +67,7 @@ def test_overdue_instance_is_removed_its_group_backs_off_and_the_pods_go_elsewhe
     result = w.plan(later)
 
     (entry,) = result.unregistered
-    assert (entry.instance_id, entry.group, entry.region, entry.remove) == (iid, "cpu", "us-east-1", True)
+    assert (entry.instance_id, entry.group, entry.region, entry.decrement) == (iid, "cpu", "us-east-1", True)
     assert "in 15m (" in entry.reason and "max_node_provision_minutes" in entry.reason
     backoff = result.state.groups["cpu"]
     assert backoff.backoff_until == later + timedelta(minutes=15)
@@ -90,20 +90,20 @@ def test_the_removal_counts_against_min_size_for_scale_down() -> None:
 
     result = w.plan(NOW + timedelta(minutes=15))
 
-    assert [(u.instance_id, u.remove) for u in result.unregistered] == [(iid, True)]
+    assert [(u.instance_id, u.decrement) for u in result.unregistered] == [(iid, True)]
     assert result.drain == ()
     assert {k.node: k.code for k in result.kept}[idle] == codes.MIN_SIZE
 
 
-def test_at_min_size_the_instance_is_only_reported_and_no_longer_capacity_coming() -> None:
+def test_at_min_size_the_instance_is_replaced_and_no_longer_capacity_coming() -> None:
     w, iid, pods = _world(min_size=2)  # desired 2 = MinSize: removing it would go below
     _carry(w, w.plan())
 
     result = w.plan(NOW + timedelta(minutes=20))
 
     (entry,) = result.unregistered
-    assert entry.instance_id == iid and not entry.remove
-    assert "MinSize 2" in entry.reason
+    assert entry.instance_id == iid and not entry.decrement  # AWS would refuse: the group replaces it
+    assert "MinSize 2" in entry.reason and "launches a replacement" in entry.reason
     assert scale_up(result) == {"spare": (0, 1, sorted(pods))}
 
 

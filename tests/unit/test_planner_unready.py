@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from plan_world import NOW, World
+
 from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo
 from spillway.model.k8s import Node
 from spillway.planner import ScalingPlan, codes
-from tests.unit.plan_world import NOW, World
 
 
 def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:

@@ -410,3 +410,26 @@ def test_without_the_provision_time_a_launch_that_never_joins_holds_its_pods_for
     assert world.counters.never_joined == 1 and world.counters.unregistered_removed == 0
     assert result.jobs_unstarted == 1  # its pod waited on capacity "launching" until the replay gave up
     assert len(world.groups["gpu-east"].instances) == 1
+
+
+def test_removing_a_broken_instance_at_min_size_launches_a_replacement() -> None:
+    from datetime import UTC, datetime
+
+    world = World(
+        (GroupSpec("gpu-east", "us-east-1", "p3.16xlarge", 1, 10),),
+        epoch=datetime(2026, 1, 1, tzinfo=UTC),
+        boot_seconds=120,
+        scheduler=SchedulerConfig("most-allocated"),
+        join_failure_rate=0.425,  # seed 0's draws: 0.422 (broken), 0.432 (joins)
+    )
+    world.set_desired("gpu-east", 1)
+    (broken,) = world.unregistered()
+    assert world.counters.never_joined == 1 and not world.events  # no boot coming
+
+    world.remove_instance("gpu-east", broken.instance_id, decrement=False)
+
+    group = world.groups["gpu-east"]
+    (replacement,) = world.unregistered()
+    assert group.desired == 1 and replacement.instance_id != broken.instance_id
+    assert [(t, kind) for t, kind, _, _ in world.events] == [(120, BOOT)]
+    assert world.counters.unregistered_removed == 1

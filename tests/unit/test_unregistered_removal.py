@@ -122,13 +122,21 @@ def test_an_instance_no_longer_in_its_group_is_gone(rig: Rig) -> None:
     assert rig.cloud.terminated() == []
 
 
-def test_a_group_at_its_min_size_keeps_the_instance(rig: Rig) -> None:
+def test_at_its_min_size_the_group_replaces_the_instance(rig: Rig) -> None:
     rig.cloud.groups[("us-east-1", "gpu")]["MinSize"] = 2  # AWS refuses to decrement below it
 
-    line = rig.drainer.remove_unregistered(rig.request())
+    line = rig.drainer.remove_unregistered(rig.request())  # the plan saw it above MinSize: live wins
 
-    assert line["outcome"] == "at_min_size" and "MinSize 2" in line["note"]
-    assert rig.cloud.terminated() == []
+    assert line["outcome"] == "replaced" and "MinSize 2" in line["note"]
+    assert rig.cloud.terminated() == [("us-east-1", LOST, False)]
+    assert _desired(rig) == 2
+
+
+def test_a_plan_that_says_not_to_decrement_is_obeyed(rig: Rig) -> None:
+    line = rig.drainer.remove_unregistered(rig.request(decrement=False))
+
+    assert line["outcome"] == "replaced"
+    assert rig.cloud.terminated() == [("us-east-1", LOST, False)] and _desired(rig) == 2
 
 
 @pytest.mark.parametrize(
@@ -188,24 +196,24 @@ SETTINGS = PlanSettings(
 )
 
 
-def test_a_plan_sends_the_instances_it_removes_through_the_scale_down() -> None:
+def test_a_plan_sends_the_instances_it_removes_through_the_scale_down_after_its_drains() -> None:
     removed = Unregistered(LOST, "gpu", "us-east-1", True, "no Node joined")
-    kept = Unregistered(FINE, "gpu", "us-east-1", False, "at MinSize")
+    replaced = Unregistered(FINE, "gpu", "us-east-1", False, "at MinSize")
+    drain = PlannedDrain("node-a", "i-0aaaaaaaaaaaaaaaa", "gpu", "us-east-1", "idle")
 
-    (request,) = execution_requests(CLUSTER, "p-1", "k", _plan(removed, kept), [], SETTINGS)
+    (request,) = execution_requests(
+        CLUSTER, "p-1", "k", _plan(removed, replaced, drains=(drain,)), [], SETTINGS
+    )
 
-    assert request.input["drains"] == [
-        {
-            "unregistered": True,
-            "instance_id": LOST,
-            "group": "gpu",
-            "region": "us-east-1",
-            "reason": "no Node joined",
-        }
-    ]
+    items = request.input["drains"]
+    assert items[0]["node"] == "node-a"
+    assert items[1:] == [
+        {"unregistered": True, "instance_id": LOST, "group": "gpu", "region": "us-east-1", "decrement": True,
+         "reason": "no Node joined"},
+        {"unregistered": True, "instance_id": FINE, "group": "gpu", "region": "us-east-1", "decrement": False,
+         "reason": "at MinSize"},
+    ]  # fmt: skip
 
 
-def test_a_plan_that_only_reports_an_instance_starts_nothing() -> None:
-    kept = Unregistered(FINE, "gpu", "us-east-1", False, "at MinSize")
-
-    assert execution_requests(CLUSTER, "p-1", "k", _plan(kept), [], SETTINGS) == []
+def test_a_plan_without_drains_or_removals_starts_no_scale_down() -> None:
+    assert execution_requests(CLUSTER, "p-1", "k", _plan(), [], SETTINGS) == []

@@ -268,7 +268,7 @@ def execution_requests(
         }
         requests.append(_execution(SCALE_UP, settings.scale_up_arn, f"up-{plan_id}", up))
     requests += gang_requests(plan_id, plan, groups, settings)
-    removals = [removal_item(u) for u in plan.unregistered if u.remove]
+    removals = [removal_item(u) for u in plan.unregistered]
     if plan.drain or removals:
         down = {
             "cluster": cluster,
@@ -307,6 +307,7 @@ def removal_item(entry: Unregistered) -> dict[str, Any]:
         "instance_id": entry.instance_id,
         "group": entry.group,
         "region": entry.region,
+        "decrement": entry.decrement,
         "reason": entry.reason[:REASON_LIMIT],
     }
 

@@ -9,9 +9,9 @@ step checks the world again before it terminates anything, because the plan's sn
 * a Node runs on it by now (EKS names a Node after the instance's private DNS name, and its
   ``spec.providerID`` names the instance): ``joined``, nothing done;
 * the group is a group of another cluster or no managed group: refused (:class:`InvalidDrainRequest`);
-* the group's live desired capacity is at its MinSize (AWS refuses to decrement below it):
-  ``at_min_size``, nothing done;
-* else TerminateInstanceInAutoScalingGroup, decrementing the desired capacity: ``removed``.
+* else TerminateInstanceInAutoScalingGroup, decrementing the desired capacity (``removed``), unless
+  the plan said not to or the group's live desired capacity is at its MinSize (AWS refuses to
+  decrement below it): then without, and the group launches a replacement (``replaced``).
 
 Idempotent: a retry after the terminate finds the instance terminating (``gone``). A removal that fails
 is retried by the next plan, which still finds the instance overdue.
@@ -29,7 +29,7 @@ from spillway.model.cluster import instance_id_from_provider_id
 from spillway.model.nodegroup import is_managed
 from spillway.ports import Cloud, Cluster
 
-Removal = Literal["removed", "joined", "gone", "at_min_size"]
+Removal = Literal["removed", "replaced", "joined", "gone"]
 
 
 class RemovalRequest(BaseModel):
@@ -42,6 +42,7 @@ class RemovalRequest(BaseModel):
     instance_id: str = Field(pattern=r"^i-[0-9a-f]{8,17}$")
     group: str = Field(min_length=1, max_length=255)
     region: str = Field(min_length=1, max_length=32)
+    decrement: bool = True
     reason: str = Field(default="", max_length=1024)
 
 
@@ -98,16 +99,21 @@ def _remove(kube: Cluster, cloud: Cloud, cluster: str, request: RemovalRequest) 
             f"Auto Scaling group {group} ({region}) is not a managed group of cluster {cluster!r}",
             field="group",
         )
-    if asg.DesiredCapacity <= asg.MinSize:
-        return "at_min_size", f"{group} is at its MinSize {asg.MinSize}: {iid} left for a person to look at"
+    decrement = request.decrement and asg.DesiredCapacity > asg.MinSize
     try:
-        activity = cloud.terminate_instance(region, iid, decrement=True)
+        activity = cloud.terminate_instance(region, iid, decrement=decrement)
     except InstanceNotFound:
         gone = _gone(cloud, request)
         if gone is None:
             raise
         return "gone", gone
-    return "removed", f"terminated {iid} ({activity.StatusCode}): {request.reason}"[:1024]
+    if decrement:
+        return "removed", f"terminated {iid} ({activity.StatusCode}): {request.reason}"[:1024]
+    return (
+        "replaced",
+        f"terminated {iid} ({activity.StatusCode}) without decrementing {group} (desired "
+        f"{asg.DesiredCapacity}, MinSize {asg.MinSize}): the group launches a replacement",
+    )
 
 
 def _gone(cloud: Cloud, request: RemovalRequest) -> str | None:

@@ -13,8 +13,9 @@ registration timeout):
 * its group backs off for ``launch_failure_backoff_minutes``, as after a failed launch (launching again
   would most likely fail the same way), so the pods go to another group or region;
 * the plan removes it (``unregistered``: TerminateInstanceInAutoScalingGroup, decrementing the desired
-  capacity) unless that would take the group below its MinSize (the instance is then only reported).
-  The plan Lambda checks first that no Node runs on the instance by now.
+  capacity; at the group's MinSize, which AWS will not decrement below, without: the group then
+  launches a replacement, as after a failed health check). The removal step checks first that no Node
+  runs on the instance by now.
 
 A Node that registered but is not Ready counts as launching while it is younger than
 ``max_node_provision_minutes`` (a kubelet takes a moment to become Ready); after that it is no longer
@@ -42,10 +43,10 @@ class Joins:
     """What the plan makes of the managed groups' instances that are not Ready nodes."""
 
     joining: dict[str, Since] = field(default_factory=dict)  # next state: unregistered, since when
-    stale: dict[str, int] = field(default_factory=dict)  # group -> instances kept but not capacity coming
-    removed: dict[str, int] = field(default_factory=dict)  # group -> instances this plan removes
+    stale: dict[str, int] = field(default_factory=dict)  # group -> instances not capacity coming, not removed
+    removed: dict[str, int] = field(default_factory=dict)  # group -> instances removed, desired decremented
     backoffs: dict[str, GroupState] = field(default_factory=dict)  # group -> its new back-off
-    unregistered: list[Unregistered] = field(default_factory=list)  # overdue instances, removed or not
+    unregistered: list[Unregistered] = field(default_factory=list)  # overdue instances, all removed
 
     def backed_off(self, state: State) -> State:
         """``state`` with this plan's back-offs (an existing longer one stays)."""
@@ -86,11 +87,11 @@ def watch_joins(
             out.joining[iid] = Since(since=since)
             if now - since < limit:
                 continue
-            remove = removable > 0
-            removable -= remove
-            counts = out.removed if remove else out.stale
+            decrement = removable > 0
+            removable -= decrement
+            counts = out.removed if decrement else out.stale  # a replacement shows in a later snapshot
             counts[group.name] = counts.get(group.name, 0) + 1
-            out.unregistered.append(_overdue(group, iid, now - since, remove))
+            out.unregistered.append(_overdue(group, iid, now - since, decrement))
             out.backoffs[group.name] = GroupState(
                 backoff_until=now + timedelta(minutes=config.launch_failure_backoff_minutes),
                 reason=f"instance {iid} did not join the cluster within {minutes(limit)} "
@@ -99,14 +100,14 @@ def watch_joins(
     return out
 
 
-def _overdue(group: NodeGroup, iid: str, missing: timedelta, remove: bool) -> Unregistered:
+def _overdue(group: NodeGroup, iid: str, missing: timedelta, decrement: bool) -> Unregistered:
     what = (
         "terminate it, decrementing the desired capacity"
-        if remove
-        else f"not removed: group {group.name} is at its MinSize {group.min_size}"
+        if decrement
+        else f"terminate it; group {group.name} is at its MinSize {group.min_size}, so it launches a replacement"
     )
     reason = (
         f"no Node has joined for instance {iid} of {group.name} ({group.region}) in {minutes(missing)} "
         f"(max_node_provision_minutes): not counted as capacity coming; the group backs off; {what}"
     )
-    return Unregistered(iid, group.name, group.region, remove, reason)
+    return Unregistered(iid, group.name, group.region, decrement, reason)

@@ -115,12 +115,13 @@ class SoftTaint:
 @dataclass(frozen=True, slots=True)
 class Unregistered:
     """An instance no Node joined for within ``max_node_provision_minutes`` (:mod:`spillway.planner.joins`):
-    ``remove`` it (terminate, decrementing the desired capacity), or only report it (the group at MinSize)."""
+    terminate it, decrementing the desired capacity (``decrement``), or, the group at its MinSize, not
+    (the group launches a replacement)."""
 
     instance_id: str
     group: str
     region: str
-    remove: bool
+    decrement: bool
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,7 +129,7 @@ class Unregistered:
             "instance_id": self.instance_id,
             "group": self.group,
             "region": self.region,
-            "remove": self.remove,
+            "decrement": self.decrement,
             "reason": self.reason,
         }
 
@@ -219,11 +220,11 @@ class ScalingPlan:
     provisioning: tuple[ProvisioningUpdate, ...] = ()  # ProvisioningRequest statuses that change
     floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
     soft_taint: tuple[SoftTaint, ...] = ()  # scale-down candidate taints to add or remove
-    unregistered: tuple[Unregistered, ...] = ()  # instances that never joined: removed, or reported
+    unregistered: tuple[Unregistered, ...] = ()  # instances that never joined, to remove
 
     @property
     def acts(self) -> bool:
-        return bool(self.scale_up or self.uncordon or self.drain or any(u.remove for u in self.unregistered))
+        return bool(self.scale_up or self.uncordon or self.drain or self.unregistered)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan contract: five lists, each entry with a reason."""

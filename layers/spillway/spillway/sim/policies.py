@@ -122,8 +122,7 @@ class SpillwayPolicy:
             else:
                 world.terminate(drain.node)
         for entry in result.unregistered:  # the scale-down's remove_unregistered step
-            if entry.remove:
-                world.remove_instance(entry.group, entry.instance_id)
+            world.remove_instance(entry.group, entry.instance_id, decrement=entry.decrement)
 
     def wakeup(self, world: World) -> int | None:
         now = world.at(world.t)

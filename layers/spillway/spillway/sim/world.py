@@ -527,17 +527,18 @@ class World:
         """Instances that are no node (yet: booting, or never: a broken launch)."""
         return [node for group in self.groups.values() for node in group.instances.values() if not node.ready]
 
-    def remove_instance(self, group_name: str, instance_id: str) -> None:
-        """TerminateInstanceInAutoScalingGroup, decrementing the desired capacity, of an instance that is
-        no node (a broken launch; AWS refuses to go below MinSize)."""
+    def remove_instance(self, group_name: str, instance_id: str, *, decrement: bool = True) -> None:
+        """TerminateInstanceInAutoScalingGroup of an instance that is no node (a broken launch):
+        decrementing the desired capacity (AWS refuses to go below MinSize), or not, and the group
+        launches a replacement."""
         group = self.groups[group_name]
         node = group.instances.get(instance_id)
         if node is None or node.ready:
             raise SimError(f"{instance_id} is not an instance of {group_name} without a node")
-        if group.desired - 1 < group.spec.min_size:
+        if decrement and group.desired - 1 < group.spec.min_size:
             raise SimError(f"removing {instance_id} would take {group_name} below MinSize")
         del group.instances[instance_id]
-        group.desired -= 1
+        group.desired -= 1 if decrement else 0
         group.version += 1
         self._bill(node)
         self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
@@ -545,6 +546,10 @@ class World:
         self.dirty = True
         self.counters.nodes_terminated += 1
         self.counters.unregistered_removed += 1
+        if not decrement:
+            replacement = self._launch(group)
+            replacement.batch = None
+            self._boot_later(replacement)
 
     def boot(self, node: SimNode) -> None:
         if node.instance_id in node.group.instances:
