@@ -19,7 +19,8 @@ registration timeout):
 
 A Node that registered but is not Ready counts as launching while it is younger than
 ``max_node_provision_minutes`` (a kubelet takes a moment to become Ready); after that it is no longer
-capacity coming either (cluster-autoscaler's "unready" nodes), but it is a Node: it is left alone.
+capacity coming either (cluster-autoscaler's "unready" nodes). Being a Node, it is scale-down's: idle
+and NotReady for ``scale_down_unready_minutes``, it is drained (:mod:`spillway.planner.scaledown`).
 
 Pure: what was seen when comes from the state, ``now`` from the caller.
 """
