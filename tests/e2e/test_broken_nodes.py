@@ -4,8 +4,9 @@
   once max_node_provision_minutes pass, backs its group off and removes it through the real scale-down
   state machine (moto runs the ASL), whose step, on the real drain function, checks again that no Node
   joined before it terminates the instance;
-* a Node NotReady for longer than scale_down_unready_minutes, idle: drained through the real DrainNode
-  state machine, its instance terminated and the Node deleted; a busy NotReady node stays."""
+* Nodes NotReady for longer than scale_down_unready_minutes, idle or with only a pod stuck terminating:
+  drained through the real DrainNode state machine, their instances terminated and Nodes deleted; one
+  whose pod still runs as far as the API knows stays."""
 
 from __future__ import annotations
 
@@ -78,11 +79,13 @@ def test_an_instance_that_never_joins_is_removed_and_its_group_backs_off(cloud: 
 
 @pytest.fixture
 def eager() -> Iterator[Cloud]:
-    """Idle nodes go at once (no idle time, no launch delay), as an idle NotReady node then should."""
+    """Idle nodes go at once (no idle time, no launch delay, no scale-in cap), as idle NotReady ones then
+    should."""
     environment = {
         **ENVIRONMENT,
         "SCALE_DOWN_IDLE_MINUTES": "0",
         "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0",
+        "MAX_SCALE_IN_FRACTION": "1",
     }
     with Cloud(environment, boot_seconds=0.3, tick=0.1) as rig:
         yield rig
@@ -106,32 +109,41 @@ def kubelet_stopped(cloud: Cloud, node: str, minutes_ago: float) -> None:
     cloud.kube.update("Node", obj)
 
 
-def test_an_idle_node_not_ready_past_the_unready_time_is_drained_and_a_busy_one_stays(eager: Cloud) -> None:
+def test_dead_nodes_past_the_unready_time_are_drained_unless_a_pod_still_needs_them(eager: Cloud) -> None:
+    """Three nodes whose kubelets stopped half an hour ago: one idle, one whose pod the node controller
+    evicted and which stays Terminating for want of a kubelet (stuck), one whose pod is still Running
+    as far as the API knows. The first two are drained and terminated; the third stays."""
     cloud = eager
-    cloud.group("general", instance_type="m5.xlarge", desired=3, gpu=False)
-    dead, busy_dead, alive = sorted(cloud.wait_nodes(3))
-    for node in (busy_dead, alive):
-        cloud.kube.add(o.pod(f"web-{node[:8]}", "team-a", cpu="500m", memory="512Mi", node_name=node,
+    cloud.group("general", instance_type="m5.xlarge", desired=4, gpu=False)
+    idle_dead, stuck_dead, busy_dead, alive = sorted(cloud.wait_nodes(4))
+    for node in (stuck_dead, busy_dead, alive):
+        cloud.kube.add(o.pod(f"web-{node[3:12]}", "team-a", cpu="500m", memory="512Mi", node_name=node,
                              owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
+    stuck = cloud.kube.get("Pod", f"web-{stuck_dead[3:12]}", "team-a")
+    assert stuck is not None
+    stuck["metadata"]["deletionTimestamp"] = o.iso(datetime.now(UTC) - timedelta(minutes=25))
+    cloud.kube.update("Pod", stuck)
     cloud.registrar.stop()
-    kubelet_stopped(cloud, dead, 30)
-    kubelet_stopped(cloud, busy_dead, 30)
+    for node in (idle_dead, stuck_dead, busy_dead):
+        kubelet_stopped(cloud, node, 30)
     instance = {
         n["metadata"]["name"]: n["spec"]["providerID"].rsplit("/", 1)[1] for n in cloud.kube.list("Node")
     }
 
     outcome = plan_once(cloud)
 
-    assert outcome["summary"]["drains"] == 1, outcome
+    assert outcome["summary"]["drains"] == 2, outcome
     (record,) = records(cloud)
-    assert [d["node"] for d in record["drain"]] == [dead]
+    assert sorted(d["node"] for d in record["drain"]) == sorted([idle_dead, stuck_dead])
     kept = {k["node"]: k for k in record["kept"]}
     assert kept[busy_dead]["code"] == "not-ready" and "runs 1 workload pod(s)" in kept[busy_dead]["reason"]
     [down] = cloud.executions("ScaleDownStateMachine")
     result = cloud.stack.wait(down["executionArn"], 60)
     assert result["status"] == "SUCCEEDED", result
-    [line] = result["output"]["drains"]
-    assert (line["node"], line["outcome"], line["node_deleted"]) == (dead, "terminated", True), line
-    assert cloud.instances().get(instance[dead], "gone").startswith(("Terminat", "gone"))
+    lines = {line["node"]: line for line in result["output"]["drains"]}
+    for node in (idle_dead, stuck_dead):
+        assert (lines[node]["outcome"], lines[node]["node_deleted"]) == ("terminated", True), lines
+        assert cloud.instances().get(instance[node], "gone").startswith(("Terminat", "gone"))
+    assert lines[stuck_dead].get("evicted_count", 0) == 0  # nothing to evict: it was ignored, not waited for
     assert cloud.desired("general") == 2
     assert sorted(n["metadata"]["name"] for n in cloud.kube.list("Node")) == sorted([busy_dead, alive])

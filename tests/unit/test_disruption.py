@@ -104,3 +104,37 @@ def test_a_pod_stored_before_the_new_facts_reads_as_controlled_and_not_terminati
     assert (info.terminating, info.controlled, info.deletion_cost) == (False, True, 0)
     assert info.to_dict() == old
     assert assess(info).verdict == "movable"
+
+
+# --- stuck terminating: deleted, and still listed well past its grace period -----------------------
+
+
+def _deleted(at: str, grace: int | None = None, **kw: Any) -> dict[str, Any]:
+    raw = _raw(owner=("ReplicaSet", "web"), **kw)
+    raw["metadata"]["deletionTimestamp"] = at
+    if grace is not None:
+        raw["spec"]["terminationGracePeriodSeconds"] = grace
+    return raw
+
+
+def test_a_terminating_pod_becomes_stuck_its_grace_period_and_30_s_after_its_deletion_timestamp() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    deleted = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
+    default = PodInfo.from_pod(Pod.model_validate(_deleted("2026-11-02T10:00:00Z")))
+    long_grace = PodInfo.from_pod(Pod.model_validate(_deleted("2026-11-02T10:00:00Z", grace=600)))
+    assert default.stuck_after == deleted + timedelta(seconds=60)  # the default 30 s, and 30 s more
+    assert long_grace.stuck_after == deleted + timedelta(seconds=630)
+    assert PodInfo.from_dict(default.to_dict()) == default
+    assert PodInfo.from_pod(Pod.model_validate(_raw())).stuck_after is None
+
+    before, after = deleted + timedelta(seconds=60), deleted + timedelta(seconds=61)
+    assert assess(default, now=before).verdict == "wait"
+    judged = assess(default, now=after)
+    assert (judged.verdict, judged.code) == ("ignore", codes.POD_STUCK) and "no kubelet" in judged.reason
+    assert assess(default).verdict == "wait"  # without a clock nothing is stuck
+    pod = Pod.model_validate(_deleted("2026-11-02T10:00:00Z"))
+    assert (classify(pod, force=False, now=before).action, classify(pod, force=False, now=after).action) == (
+        "wait",
+        "ignore",
+    )

@@ -113,3 +113,18 @@ def test_a_not_ready_nodes_transition_time_survives_the_snapshot() -> None:
     assert NodeInfo.from_dict(info.to_dict()) == info
     ready = NodeInfo.from_node(Node.model_validate({**item, "status": {**item["status"], "conditions": []}}))
     assert ready.ready_changed_at is None
+
+
+def test_a_dead_node_whose_only_workload_is_stuck_terminating_is_drained() -> None:
+    """The node controller evicted the pod when the kubelet went away; with no kubelet to finish it, the
+    pod stays Terminating: cluster-autoscaler's long-terminating pods, which hold nothing up."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 30)
+    pod = o.pod("job-0", cpu="1", memory="1Gi", node_name=dead, owner=("Job", "job"))
+    pod["metadata"]["deletionTimestamp"] = (NOW - timedelta(minutes=25)).isoformat().replace("+00:00", "Z")
+    w.items.append(pod)
+    w.idle_since(dead, 20)
+
+    assert [d.node for d in w.plan().drain] == [dead]
+    pod["metadata"]["deletionTimestamp"] = (NOW - timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
+    assert _kept(w.plan())[dead][0] == codes.NOT_READY  # still within its grace period: waited for

@@ -527,11 +527,12 @@ STAYS = "not among the pods that make room: it stays, as the node does"
 _ACTION: dict[str, Action] = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict"}
 
 
-def classify(pod: Pod, *, force: bool) -> PodVerdict:
+def classify(pod: Pod, *, force: bool, now: datetime | None = None) -> PodVerdict:
     """What the drain does with ``pod``: the planner's disruption predicate, mapped one to one
-    (ignore→ignore, wait→wait, never→keep, movable→evict). An evictable pod needs no reason."""
+    (ignore→ignore, wait→wait, never→keep, movable→evict). An evictable pod needs no reason. ``now``:
+    a pod stuck terminating (its kubelet gone) is ignored, not waited for."""
     info = PodInfo.from_pod(pod)
-    judged = assess(info, force=force)
+    judged = assess(info, force=force, now=now)
     action = _ACTION[judged.verdict]
     return PodVerdict(info.key, action, "" if action == "evict" else judged.reason, info.priority)
 
@@ -628,7 +629,8 @@ class Drainer:
         asg = self.cloud.describe_group(region, placement.group)
         _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
         drain = self._new_drain(request, node, placement)
-        verdicts = [classify(p, force=request.force) for p in self.kube.pods_on_node(drain.node)]
+        now = self.clock()
+        verdicts = [classify(p, force=request.force, now=now) for p in self.kube.pods_on_node(drain.node)]
         _refuse_busy_planned_drain(request, verdicts)
         verdicts = _only_expected(drain, verdicts)
         if request.dry_run:
@@ -806,7 +808,8 @@ class Drainer:
 
     def _verdicts(self, drain: Drain) -> list[PodVerdict]:
         """What to do with each pod on the node now (a consolidation evicts only its own pods)."""
-        verdicts = [classify(p, force=drain.force) for p in self.kube.pods_on_node(drain.node)]
+        now = self.clock()
+        verdicts = [classify(p, force=drain.force, now=now) for p in self.kube.pods_on_node(drain.node)]
         return _only_expected(drain, verdicts)
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:

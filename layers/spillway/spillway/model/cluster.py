@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,21 @@ def format_time(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z")
 
 
+DEFAULT_GRACE_SECONDS = 30  # a pod's terminationGracePeriodSeconds when it gives none
+STUCK_MARGIN = timedelta(seconds=30)
+
+
+def stuck_after(deleted: datetime | None, grace: int | None) -> datetime | None:
+    """When a terminating pod still there counts as stuck (cluster-autoscaler's long-terminating pods):
+    its ``deletionTimestamp`` (the time its grace period ends) plus its ``terminationGracePeriodSeconds``
+    again plus 30 s. By then a kubelet would have killed it and the API removed it; a pod still listed
+    runs on a node whose kubelet is gone, and no longer holds anything up. None when not deleted."""
+    if deleted is None:
+        return None
+    seconds = DEFAULT_GRACE_SECONDS if grace is None else grace
+    return deleted + timedelta(seconds=min(seconds, 10**9)) + STUCK_MARGIN
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
@@ -100,6 +115,8 @@ class PodInfo:
     safe_to_evict: bool | None = None  # the safe-to-evict annotation: "true", "false", else None
     do_not_disrupt: bool = False
     terminating: bool = False  # metadata.deletionTimestamp is set
+    # a terminating pod still there after this is stuck: no kubelet is left to stop it (see stuck_after)
+    stuck_after: datetime | None = None
     # The owner above is the pod's controller (an ownerReference with controller: true); False when
     # only a non-controller owner exists, so nothing would recreate the pod.
     owner_is_controller: bool = True
@@ -197,6 +214,7 @@ class PodInfo:
             safe_to_evict=_flag(annotations.get(SAFE_TO_EVICT)),
             do_not_disrupt=annotations.get(DO_NOT_DISRUPT, "").lower() == "true",
             terminating=meta.deletion_timestamp is not None,
+            stuck_after=stuck_after(meta.deletion_timestamp, spec.termination_grace_period_seconds),
             owner_is_controller=is_controller,
             deletion_cost=_int_or_zero(annotations.get(POD_DELETION_COST)),
             uid=meta.uid if unschedulable and spec.node_name is None else "",
@@ -242,6 +260,7 @@ class PodInfo:
             safe_to_evict=d.get("ste"),
             do_not_disrupt=bool(d.get("dnd")),
             terminating=bool(d.get("del")),
+            stuck_after=parse_time(d.get("stk")),
             owner_is_controller=not d.get("onc"),
             deletion_cost=int(d.get("dc", 0)),
             uid=str(d.get("uid", "")),
@@ -288,6 +307,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("ste", lambda p: p.safe_to_evict),
     ("dnd", lambda p: _one_if(p.do_not_disrupt)),
     ("del", lambda p: _one_if(p.terminating)),
+    ("stk", lambda p: format_time(p.stuck_after)),
     ("onc", lambda p: _one_if(bool(p.owner_kind) and not p.owner_is_controller)),
     ("dc", lambda p: p.deletion_cost or None),
     ("uid", lambda p: p.uid or None),

@@ -245,6 +245,8 @@ class PodSpec(KubeModel):
     # seconds the pod may be active, from status.startTime, before the kubelet fails it (a positive
     # integer: the API server refuses anything else)
     active_deadline_seconds: int | None = Field(default=None, gt=0, le=INT64_MAX, strict=True)
+    # how long the kubelet gives the pod to stop once deleted (the API's default: 30)
+    termination_grace_period_seconds: int | None = Field(default=None, ge=0, le=INT64_MAX, strict=True)
 
 
 class Condition(KubeModel):

@@ -132,6 +132,7 @@ POD_FINISHED = "finished"  # Succeeded or Failed: nothing runs
 POD_MIRROR = "mirror"  # a static pod: the kubelet runs it
 POD_DAEMONSET = "daemonset"  # a DaemonSet pod: it runs on every node anyway
 POD_TERMINATING = "terminating"  # already being deleted: wait for it
+POD_STUCK = "stuck-terminating"  # deleted and still listed well past its grace period: its kubelet is gone
 POD_DO_NOT_DISRUPT = "do-not-disrupt"  # karpenter.sh/do-not-disrupt=true
 POD_NOT_SAFE_TO_EVICT = "not-safe-to-evict"  # cluster-autoscaler.kubernetes.io/safe-to-evict=false
 POD_NO_CONTROLLER = "no-controller"  # nothing would recreate it
@@ -153,6 +154,7 @@ MOVE_CODES = (
     POD_MIRROR,
     POD_DAEMONSET,
     POD_TERMINATING,
+    POD_STUCK,
     NODE_DO_NOT_DISRUPT,
     POD_DO_NOT_DISRUPT,
     POD_NOT_SAFE_TO_EVICT,

@@ -149,7 +149,7 @@ class Consolidation:
         self.ctx = stage.ctx
         on_node: dict[str, list[PodInfo]] = {}
         for pod in self.ctx.snapshot.pods:
-            if pod.node_name is not None and keeps_node_busy(pod):
+            if pod.node_name is not None and keeps_node_busy(pod, self.ctx.now):
                 on_node.setdefault(pod.node_name, []).append(pod)
         self.on_node = on_node
         self.jobs = self.ctx.snapshot.jobs_by_key()

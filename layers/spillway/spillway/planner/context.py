@@ -144,7 +144,7 @@ class Context:
             if pod.node_name is not None:
                 node = self.nodes.get(pod.node_name)
                 if node is not None:
-                    _charge(node, pod)
+                    _charge(node, pod, self.now)
             elif pod.is_pending_unschedulable():
                 self.pending.append(pod)
             elif pod.gated and not pod.daemonset:
@@ -169,11 +169,11 @@ def _work_nodes(nodes: Iterable[NodeInfo], groups: Iterable[NodeGroup]) -> dict[
     return out
 
 
-def _charge(node: WorkNode, pod: PodInfo) -> None:
+def _charge(node: WorkNode, pod: PodInfo, now: datetime) -> None:
     """A pod bound to ``node``: its requests, its pod slot, and whether it keeps the node busy."""
     add_into(node.used, pod.requests)
     node.used[PODS] = node.used.get(PODS, 0) + ONE_POD
-    if keeps_node_busy(pod):
+    if keeps_node_busy(pod, now):
         node.workload += 1
 
 

@@ -2,7 +2,9 @@
 
 :func:`assess` is pure and looks only at a :class:`~spillway.model.cluster.PodInfo`. Its verdicts:
 
-* ``ignore``: the pod does not keep its node busy and is not evicted (finished, mirror, DaemonSet);
+* ``ignore``: the pod does not keep its node busy and is not evicted (finished, mirror, DaemonSet, or,
+  given ``now``, stuck terminating: still listed past ``PodInfo.stuck_after``, so no kubelet is left to
+  stop it; cluster-autoscaler ignores such long-terminating pods too);
 * ``wait``: already terminating; it keeps the node busy until it is gone, nothing to evict;
 * ``never``: protected (``karpenter.sh/do-not-disrupt=true``,
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or no controller would recreate it and it
@@ -67,10 +69,11 @@ class Disruption:
         return self.verdict != IGNORE
 
 
-def assess(pod: PodInfo, *, force: bool = False) -> Disruption:
-    """May ``pod`` be disturbed, and at what cost. ``force`` overrides the protections, nothing else."""
+def assess(pod: PodInfo, *, force: bool = False, now: datetime | None = None) -> Disruption:
+    """May ``pod`` be disturbed, and at what cost. ``force`` overrides the protections, nothing else;
+    ``now`` tells a stuck terminating pod (ignored) from one still terminating (waited for)."""
     cost = (pod.priority, pod.deletion_cost)
-    if not keeps_node_busy(pod):
+    if not keeps_node_busy(pod, now):
         code, why = _ignored(pod)
         return Disruption(IGNORE, why, code, cost)
     if pod.terminating:
@@ -85,15 +88,27 @@ def assess(pod: PodInfo, *, force: bool = False) -> Disruption:
     return Disruption(NEVER, f"{why} (evicted only with force)", code, cost)
 
 
-def keeps_node_busy(pod: PodInfo) -> bool:
-    """``assess(pod).keeps_node_busy`` without building the verdict (the planner asks it for every pod)."""
-    return not (pod.terminal or pod.mirror or pod.daemonset)
+def keeps_node_busy(pod: PodInfo, now: datetime | None = None) -> bool:
+    """``assess(pod, now=now).keeps_node_busy`` without building the verdict (the planner asks it for
+    every pod)."""
+    return not (pod.terminal or pod.mirror or pod.daemonset or stuck(pod, now))
+
+
+def stuck(pod: PodInfo, now: datetime | None) -> bool:
+    """Terminating and still listed past ``stuck_after``: its kubelet is gone (never, without ``now``)."""
+    return now is not None and pod.stuck_after is not None and now > pod.stuck_after
 
 
 def _ignored(pod: PodInfo) -> tuple[str, str]:
     """Why a pod that does not keep its node busy is ignored."""
     if pod.terminal:
         return codes.POD_FINISHED, f"finished ({pod.phase})"
+    if pod.stuck_after is not None and not (pod.mirror or pod.daemonset):
+        return (
+            codes.POD_STUCK,
+            f"terminating and still there past {pod.stuck_after.isoformat()} (deletionTimestamp + its grace "
+            "period + 30 s): no kubelet is left to stop it",
+        )
     if pod.mirror:
         return codes.POD_MIRROR, "a static (mirror) pod: the kubelet runs it"
     return codes.POD_DAEMONSET, f"a DaemonSet pod ({pod.owner_name})"
@@ -152,7 +167,7 @@ def assess_move(
     when none selects it; see ``ClusterSnapshot.pdb_allowance``). ``cutoff``: the config's
     ``expendable_priority_cutoff``. ``jobs``: the snapshot's jobs by key (``ClusterSnapshot.jobs_by_key``).
     """
-    if not keeps_node_busy(pod):
+    if not keeps_node_busy(pod, now):
         code, why = _ignored(pod)
         return Move(True, why, code, 0.0)
     if pod.terminating:
