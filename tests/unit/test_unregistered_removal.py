@@ -115,6 +115,15 @@ def test_a_node_of_that_name_on_another_instance_is_not_the_instance_joining(rig
     assert rig.drainer.remove_unregistered(rig.request())["outcome"] == "removed"
 
 
+def test_a_node_of_that_name_whose_provider_id_names_no_instance_counts_as_joined(rig: Rig) -> None:
+    node = objects.node(f"node-{LOST}", instance=LOST, zone="us-east-1a")
+    node["spec"]["providerID"] = "kind://docker/ml/node-1"
+    rig.api.add(node)
+
+    assert rig.drainer.remove_unregistered(rig.request())["outcome"] == "joined"
+    assert rig.cloud.terminated() == []
+
+
 def test_an_instance_no_longer_in_its_group_is_gone(rig: Rig) -> None:
     line = rig.drainer.remove_unregistered(rig.request(instance_id="i-0123456789abcdef0"))
 

@@ -6,8 +6,8 @@ function, which already reaches the cluster and may terminate instances of the c
 step checks the world again before it terminates anything, because the plan's snapshot is older:
 
 * the instance is no longer in its group, or is terminating: ``gone``, nothing done;
-* a Node runs on it by now (EKS names a Node after the instance's private DNS name, and its
-  ``spec.providerID`` names the instance): ``joined``, nothing done;
+* a Node runs on it by now (EKS names a Node after the instance's private DNS name; one whose
+  ``spec.providerID`` names another instance does not count): ``joined``, nothing done;
 * the group is a group of another cluster or no managed group: refused (:class:`InvalidDrainRequest`);
 * else TerminateInstanceInAutoScalingGroup, decrementing the desired capacity (``removed``), unless
   the plan said not to or the group's live desired capacity is at its MinSize (AWS refuses to
@@ -126,7 +126,9 @@ def _gone(cloud: Cloud, request: RemovalRequest) -> str | None:
 
 
 def _joined(kube: Cluster, cloud: Cloud, region: str, iid: str) -> str | None:
-    """The name of the Node that runs on the instance now, if one does."""
+    """The name of the Node that runs on the instance now, if one does: a Node named after its private
+    DNS name, unless that Node's ``spec.providerID`` names another instance (one whose providerID names
+    no instance at all is taken as this one's: terminating a working node is the worse mistake)."""
     for named, dns in cloud.private_dns_names(region, [iid]).items():
         if named != iid or not dns:
             continue
@@ -134,6 +136,6 @@ def _joined(kube: Cluster, cloud: Cloud, region: str, iid: str) -> str | None:
             node = kube.get_node(dns)
         except NodeNotFound:
             return None
-        if instance_id_from_provider_id(node.spec.provider_id) == iid:
+        if instance_id_from_provider_id(node.spec.provider_id) in (iid, None):
             return dns
     return None
