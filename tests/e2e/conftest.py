@@ -9,13 +9,14 @@ Two regions: us-east-1 (the stack's own, primary) and us-west-2. Groups are tagg
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from spillway.local import objects as o
 from spillway.local.rig import CLUSTER, GPU_TOLERATION, HOME, REGIONS, WEST, Rig
 
-__all__ = ["CLUSTER", "HOME", "REGIONS", "WEST", "Cloud"]
+__all__ = ["CLUSTER", "HOME", "REGIONS", "WEST", "Cloud", "running"]
 
 ENVIRONMENT = {
     "CLUSTER_ACCESS": "url",
@@ -38,8 +39,16 @@ class Cloud(Rig):
         return [f"ml/{prefix}-{i}" for i in range(count)]
 
 
-@pytest.fixture
-def cloud() -> Iterator[Cloud]:
-    with Cloud(ENVIRONMENT, boot_seconds=0.3, tick=0.1) as rig:
+@contextmanager
+def running(**overrides: str) -> Iterator[Cloud]:
+    """The rig, its functions' environment ENVIRONMENT with ``overrides``; on the way out, the kubelet
+    stand-ins must have had no error."""
+    with Cloud({**ENVIRONMENT, **overrides}, boot_seconds=0.3, tick=0.1) as rig:
         yield rig
         assert not rig.registrar.errors, rig.registrar.errors
+
+
+@pytest.fixture
+def cloud() -> Iterator[Cloud]:
+    with running() as rig:
+        yield rig

@@ -18,7 +18,7 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import ENVIRONMENT, HOME, Cloud
+from conftest import HOME, Cloud, running
 
 from spillway.local import objects as o
 
@@ -27,10 +27,8 @@ LIMIT_MINUTES = 0.02  # 1.2 s
 
 @pytest.fixture
 def cloud() -> Iterator[Cloud]:
-    environment = {**ENVIRONMENT, "MAX_NODE_PROVISION_MINUTES": str(LIMIT_MINUTES)}
-    with Cloud(environment, boot_seconds=0.3, tick=0.1) as rig:
+    with running(MAX_NODE_PROVISION_MINUTES=str(LIMIT_MINUTES)) as rig:
         yield rig
-        assert not rig.registrar.errors, rig.registrar.errors
 
 
 def plan_once(cloud: Cloud) -> dict[str, Any]:
@@ -81,15 +79,10 @@ def test_an_instance_that_never_joins_is_removed_and_its_group_backs_off(cloud: 
 def eager() -> Iterator[Cloud]:
     """Idle nodes go at once (no idle time, no launch delay, no scale-in cap), as idle NotReady ones then
     should."""
-    environment = {
-        **ENVIRONMENT,
-        "SCALE_DOWN_IDLE_MINUTES": "0",
-        "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0",
-        "MAX_SCALE_IN_FRACTION": "1",
-    }
-    with Cloud(environment, boot_seconds=0.3, tick=0.1) as rig:
+    with running(
+        SCALE_DOWN_IDLE_MINUTES="0", SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0", MAX_SCALE_IN_FRACTION="1"
+    ) as rig:
         yield rig
-        assert not rig.registrar.errors, rig.registrar.errors
 
 
 def kubelet_stopped(cloud: Cloud, node: str, minutes_ago: float) -> None:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from conftest import ENVIRONMENT, HOME, Cloud
+from conftest import HOME, Cloud, running
 from test_drain import ReplicaSetController
 
 from spillway.local import objects as o
@@ -20,17 +20,14 @@ MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 
 @pytest.fixture
 def cloud() -> Iterator[Cloud]:
-    environment = {
-        **ENVIRONMENT,
-        "PLANNER_CONFIG": json.dumps(PLANNER),
-        "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0",  # the rig's nodes are seconds old
-        "MAX_SCALE_IN_FRACTION": "1.0",
-        "DRAIN_POLL_SECONDS": "1",
-        "DRAIN_DEADLINE_SECONDS": "40",
-    }
-    with Cloud(environment, boot_seconds=0.3, tick=0.1) as rig:
+    with running(
+        PLANNER_CONFIG=json.dumps(PLANNER),
+        SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0",  # the rig's nodes are seconds old
+        MAX_SCALE_IN_FRACTION="1.0",
+        DRAIN_POLL_SECONDS="1",
+        DRAIN_DEADLINE_SECONDS="40",
+    ) as rig:
         yield rig
-        assert not rig.registrar.errors, rig.registrar.errors
 
 
 def two_movable_pods_under_a_budget(cloud: Cloud) -> tuple[str, str, str]:

@@ -9,10 +9,7 @@ node cordoned."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from conftest import CLUSTER, ENVIRONMENT, HOME, Cloud
+from conftest import CLUSTER, HOME, Cloud
 from test_consolidation import two_movable_pods_under_a_budget
 from test_drain import ReplicaSetController
 
@@ -24,13 +21,6 @@ from spillway.planner.types import Drain
 
 MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 PLAN_ID = "ml-2026-12-01T08:00:00Z"
-
-
-@pytest.fixture
-def cloud() -> Iterator[Cloud]:
-    with Cloud(ENVIRONMENT, boot_seconds=0.3, tick=0.1) as rig:
-        yield rig
-        assert not rig.registrar.errors, rig.registrar.errors
 
 
 def test_a_make_room_moves_its_pods_and_keeps_the_node_ready_and_schedulable(cloud: Cloud) -> None:

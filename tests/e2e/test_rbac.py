@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLUSTER, ENVIRONMENT, GPU_TOLERATION, HOME, Cloud
+from conftest import CLUSTER, GPU_TOLERATION, HOME, Cloud, running
 
 from spillway.adapters.kube import KubeClient
 from spillway.local import objects
@@ -65,11 +65,8 @@ class Attribution:
 
 @pytest.fixture
 def cloud() -> Iterator[Cloud]:
-    with Cloud(
-        {**ENVIRONMENT, "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0"}, boot_seconds=0.3, tick=0.1
-    ) as rig:
+    with running(SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0") as rig:
         yield rig
-        assert not rig.registrar.errors, rig.registrar.errors
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import ENVIRONMENT, Cloud
+from conftest import Cloud, running
 
 from spillway.local import objects as o
 
@@ -18,10 +18,8 @@ CANDIDATE = {"key": "spillway.io/scale-down-candidate", "effect": "PreferNoSched
 
 @pytest.fixture
 def cloud() -> Iterator[Cloud]:
-    environment = {**ENVIRONMENT, "SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES": "0"}  # the rig's nodes are new
-    with Cloud(environment, boot_seconds=0.3, tick=0.1) as rig:
+    with running(SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0") as rig:  # the rig's nodes are new
         yield rig
-        assert not rig.registrar.errors, rig.registrar.errors
 
 
 def taints(cloud: Cloud, node: str) -> list[dict[str, Any]]:
