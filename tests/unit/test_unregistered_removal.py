@@ -127,7 +127,7 @@ def test_a_node_of_that_name_whose_provider_id_names_no_instance_counts_as_joine
 def test_an_instance_no_longer_in_its_group_is_gone(rig: Rig) -> None:
     line = rig.drainer.remove_unregistered(rig.request(instance_id="i-0123456789abcdef0"))
 
-    assert line["outcome"] == "gone" and "no longer in gpu" in line["note"]
+    assert line["outcome"] == "gone" and "no longer in Auto Scaling group gpu" in line["note"]
     assert rig.cloud.terminated() == []
 
 

@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from spillway.act.instances import where_gone
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
     AwsError,
@@ -866,11 +867,8 @@ class Drainer:
     def _instance_gone(self, drain: Drain) -> dict[str, Any] | None:
         """The terminate result when the drained instance is already terminating or out of its group."""
         placement = self.cloud.placement(drain.region, drain.instance_id)
-        if placement is None or placement.group != drain.group:
-            where = f"no longer in Auto Scaling group {drain.group} ({drain.region})"
-        elif placement.lifecycle_state.startswith("Terminat"):
-            where = f"{placement.lifecycle_state} in {drain.group} ({drain.region})"
-        else:
+        where = where_gone(placement, drain.instance_id, drain.group, drain.region)
+        if where is None:
             return None
         return {
             "activity_id": None,

@@ -49,19 +49,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
+from spillway.act.instances import ready_nodes
 from spillway.errors import (
     AsgLimitExceeded,
     CapacityUnavailable,
     InputError,
     InstanceNotFound,
-    NodeNotFound,
     SpillwayError,
     StateConflict,
     StateCorrupt,
 )
 from spillway.model.act import ExecutionRequest, iso
 from spillway.model.aws import AutoScalingGroup, FleetRequest
-from spillway.model.cluster import instance_id_from_provider_id
 from spillway.model.nodegroup import (
     LIVE_STATES,
     TAG_ATOMIC_LAUNCH,
@@ -420,7 +419,7 @@ class GangSteps:
         members = self._members(req, prep, event, asg)
         in_service = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in members
                             and i.LifecycleState == "InService")  # fmt: skip
-        ready = _ready_nodes(self.kube, self.aws, req.region, in_service)
+        ready = ready_nodes(self.kube, self.aws, req.region, in_service)
         if len(ready) >= count:
             for node in sorted(ready.values()) if req.node_labels else ():
                 self.kube.label_node(node, req.node_labels)  # Kueue pins the request's pods with it
@@ -538,21 +537,6 @@ def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:
         if isinstance(result, Mapping) and result.get("error"):
             return str(result["error"]), str(result.get("reason") or result["error"])
     return "GangIncomplete", f"{where}: the gang did not launch whole"
-
-
-def _ready_nodes(kube: Cluster, aws: Cloud, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
-    """Instance id → name of the Ready Node it runs (EKS names a Node after the private DNS name)."""
-    if not instance_ids:
-        return {}
-    ready: dict[str, str] = {}
-    for iid, dns in aws.private_dns_names(region, instance_ids).items():
-        try:
-            node = kube.get_node(dns)
-        except NodeNotFound:
-            continue
-        if node.is_ready() and instance_id_from_provider_id(node.spec.provider_id) == iid:
-            ready[iid] = dns
-    return dict(sorted(ready.items()))
 
 
 def execution_request(

@@ -32,12 +32,13 @@ add theirs (the planner sees a raise only in a later snapshot). Errors are our n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
+from spillway.act.instances import ready_nodes
 from spillway.act.planning import (
     PlanSettings,
     plan_id_for,
@@ -57,7 +58,6 @@ from spillway.errors import (
     StateCorrupt,
 )
 from spillway.model.act import PlanRecord, PlanSummary, format_key, iso, replan_key
-from spillway.model.cluster import instance_id_from_provider_id
 from spillway.model.nodegroup import LIVE_STATES, capacity_failure_since
 from spillway.model.snapshot import Snapshot
 from spillway.planner import ScalingPlan
@@ -192,7 +192,7 @@ class ScaleSteps:
         new = sorted(
             i.InstanceId for i in asg.Instances if i.InstanceId in mine and i.LifecycleState == "InService"
         )
-        ready = self._ready_nodes(region, new)
+        ready = ready_nodes(self.kube, self.aws, region, new)
         if len(ready) >= wanted:
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
                     "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
@@ -213,21 +213,6 @@ class ScaleSteps:
         new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
                and i.LifecycleState in LIVE_STATES]  # fmt: skip
         return own_instances(self._owner(event, prep), new, limit, self.clock())
-
-    def _ready_nodes(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
-        """Instance id → name of the Ready Node it runs, for those of ``instance_ids`` that run one
-        (EKS names a Node after the instance's private DNS name; its providerID names the instance)."""
-        if not instance_ids:
-            return {}
-        ready: dict[str, str] = {}
-        for iid, dns in self.aws.private_dns_names(region, instance_ids).items():
-            try:
-                node = self.kube.get_node(dns)
-            except NodeNotFound:
-                continue
-            if node.is_ready() and instance_id_from_provider_id(node.spec.provider_id) == iid:
-                ready[iid] = dns
-        return dict(sorted(ready.items()))
 
     # --- backoff -------------------------------------------------------------------------------
 
@@ -251,7 +236,7 @@ class ScaleSteps:
         raised = owner.raised()
         asg = self.aws.describe_group(region, name)
         new = self._own({**event, "cluster": cluster}, prep, asg, raised) if raised else []
-        ready = self._ready_nodes(region, new)
+        ready = ready_nodes(self.kube, self.aws, region, new)
         terminated = []
         for iid in new:
             if iid in ready:

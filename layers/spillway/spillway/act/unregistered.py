@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spillway.errors import InstanceNotFound, InvalidDrainRequest, NodeNotFound
-from spillway.model.cluster import instance_id_from_provider_id
+from spillway.act.instances import nodes_on, where_gone
+from spillway.errors import InstanceNotFound, InvalidDrainRequest
 from spillway.model.nodegroup import is_managed
 from spillway.ports import Cloud, Cluster
 
@@ -118,24 +118,13 @@ def _remove(kube: Cluster, cloud: Cloud, cluster: str, request: RemovalRequest) 
 
 def _gone(cloud: Cloud, request: RemovalRequest) -> str | None:
     placement = cloud.placement(request.region, request.instance_id)
-    if placement is None or placement.group != request.group:
-        return f"{request.instance_id} is no longer in {request.group} ({request.region})"
-    if placement.lifecycle_state.startswith("Terminat"):
-        return f"{request.instance_id} is {placement.lifecycle_state} in {request.group} already"
-    return None
+    where = where_gone(placement, request.instance_id, request.group, request.region)
+    return None if where is None else f"{request.instance_id}: {where}"
 
 
 def _joined(kube: Cluster, cloud: Cloud, region: str, iid: str) -> str | None:
-    """The name of the Node that runs on the instance now, if one does: a Node named after its private
-    DNS name, unless that Node's ``spec.providerID`` names another instance (one whose providerID names
-    no instance at all is taken as this one's: terminating a working node is the worse mistake)."""
-    for named, dns in cloud.private_dns_names(region, [iid]).items():
-        if named != iid or not dns:
-            continue
-        try:
-            node = kube.get_node(dns)
-        except NodeNotFound:
-            return None
-        if instance_id_from_provider_id(node.spec.provider_id) in (iid, None):
-            return dns
-    return None
+    """The name of the Node that runs on the instance now, if one does (:func:`nodes_on`: one whose
+    providerID names no instance at all is taken as this one's, since terminating a working node is the
+    worse mistake)."""
+    node = nodes_on(kube, cloud, region, [iid]).get(iid)
+    return None if node is None else node.metadata.name
