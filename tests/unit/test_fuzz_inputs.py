@@ -68,11 +68,17 @@ def run_plan(replace: dict[str, bytes]) -> tuple[int, str, str, float]:
         return code, out.getvalue(), err.getvalue(), time.perf_counter() - started
 
 
+# Sections a plan shows only when they have entries (ScalingPlan.to_dict): an empty --state, for one,
+# leaves every idle node young, and the plan marks those with the candidate taint (soft_taint).
+OPTIONAL_SECTIONS = {"provisioning", "floors", "soft_taint", "unregistered", "unhealthy"}
+
+
 def assert_plan_or_one_line(code: int, out: str, err: str, seconds: float) -> None:
     assert seconds < SECONDS, f"took {seconds:.1f} s"
     if code == 0:
         plan = json.loads(out)
-        assert list(plan) == ["scale_up", "uncordon", "drain", "pending", "kept"]
+        assert list(plan)[:5] == ["scale_up", "uncordon", "drain", "pending", "kept"]
+        assert set(list(plan)[5:]) <= OPTIONAL_SECTIONS, list(plan)
         return
     assert code == 2, (code, err)
     assert out == ""
