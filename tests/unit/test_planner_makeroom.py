@@ -81,6 +81,21 @@ def test_a_disruption_budget_of_zero_forbids_making_room() -> None:
     assert result.drain == () and len(result.scale_up) == 1
 
 
+def test_an_unhealthy_cluster_makes_no_room() -> None:
+    """Four nodes of another group lost their kubelets: the cluster is unhealthy (spillway.planner.health),
+    so no pod is moved; the healthy group still gets its new node."""
+    w, _ = half_full()
+    for name in w.group("broken", "m5.2xlarge", nodes=4):
+        (condition,) = w.node(name)["status"]["conditions"]
+        condition.update(status="Unknown", lastTransitionTime="2026-11-02T11:00:00Z")
+    w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
+
+
 def test_a_gangs_new_nodes_are_never_swapped() -> None:
     w, _ = half_full()
     labels = {"scheduling.x-k8s.io/pod-group": "train"}

@@ -240,6 +240,10 @@ class PlannerConfig(BaseModel):
     # cluster-autoscaler's --scale-down-unready-time: a node NotReady this long is judged for scale-down
     # like a Ready one (idle: drained after scale_down_idle_minutes); before that it is kept (not-ready)
     scale_down_unready_minutes: float = _minutes(20)
+    # cluster-autoscaler's --ok-total-unready-count and --max-total-unready-percentage: with more unready
+    # nodes than both, the cluster removes nothing and a group gets no new nodes (spillway.planner.health)
+    ok_total_unready_count: int = Field(default=3, ge=0, le=100_000)
+    max_total_unready_percentage: float = Field(default=45, ge=0, le=100, allow_inf_nan=False)
     # A drained node is not planned again for this long: its drain (deadline 15 min) owns it.
     drain_claim_minutes: float = _minutes(20)
     # A node still carrying Spillway's cordon this long after it was made has no drain that owns it

@@ -41,6 +41,7 @@ PROVISIONING_REQUEST = "provisioning-request"
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
 UNMANAGED = "unmanaged"  # not in a managed node group
 NOT_READY = "not-ready"
+CLUSTER_UNHEALTHY = "cluster-unhealthy"  # too many unready nodes: nothing is removed (planner.health)
 WORKLOAD = "workload"  # runs pods whose disruption matters (see spillway.planner.disruption)
 PENDING_FITS = "pending-fits"  # a pending pod is expected to run on it
 DRAIN_PLANNED = "drain-planned"  # a recent plan drained it; that drain owns it
@@ -100,6 +101,7 @@ PENDING_CODES = (
 KEPT_CODES = (
     UNCORDONED,
     UNMANAGED,
+    CLUSTER_UNHEALTHY,
     NOT_READY,
     WORKLOAD,
     PENDING_FITS,

@@ -21,7 +21,7 @@ from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
-from spillway.planner.types import PendingPod, Placement
+from spillway.planner.types import PendingPod, Placement, Unhealthy
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -88,6 +88,7 @@ class Context:
         now: datetime,
         *,
         stale: Mapping[str, int] | None = None,
+        unhealthy: Sequence[Unhealthy] = (),
     ) -> None:
         self.snapshot = snapshot
         self.groups: list[NodeGroup] = sorted(groups, key=lambda g: (g.region, g.name))
@@ -104,6 +105,9 @@ class Context:
         self._index_pods(snapshot.pods)
         self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
         self.stale: Mapping[str, int] = stale or {}  # group -> instances not capacity coming (planner.joins)
+        # too many unready nodes (planner.health): the cluster's verdict, and each group's
+        self.cluster_unhealthy = next((u for u in unhealthy if u.group is None), None)
+        self.unhealthy: dict[str, Unhealthy] = {u.group: u for u in unhealthy if u.group is not None}
         # -- decisions --
         self.pending_out: list[PendingPod] = []
         self.placements: list[Placement] = []

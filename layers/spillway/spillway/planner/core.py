@@ -13,7 +13,8 @@ estimator / expander / scale-down split:
 5. :mod:`~spillway.planner.softtaint`: which nodes kept only by a timer new pods should avoid.
 
 Before them, :mod:`~spillway.planner.joins` finds launches no Node joined: not capacity coming, their
-group backed off, the instance removed.
+group backed off, the instance removed; then :mod:`~spillway.planner.health` counts unready nodes: an
+unhealthy cluster drains no node, an unhealthy group gets no new nodes.
 
 :mod:`~spillway.planner.scaleup` runs 2 and 3 class by class. Every path that asks whether a pod may
 be disturbed asks :func:`spillway.planner.disruption.assess`. Every kept node and pending pod carries a
@@ -35,6 +36,7 @@ from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
 from spillway.planner.groups import floor_report
+from spillway.planner.health import judge_health
 from spillway.planner.joins import watch_joins
 from spillway.planner.makeroom import hold_rooms, make_room
 from spillway.planner.provreq import Provisioning
@@ -59,9 +61,11 @@ def plan(
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     now = aware(now)
     joins = watch_joins(snapshot.nodes, groups, config, state, now)
+    health = judge_health(snapshot.nodes, groups, joins.overdue, config, now)
     state = joins.backed_off(state)  # a group whose launch never joined backs off from this plan on
     raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
-    ctx = Context(snapshot, with_raises(joins.shrunk(groups), raises), config, state, now, stale=joins.stale)
+    groups = with_raises(joins.shrunk(groups), raises)
+    ctx = Context(snapshot, groups, config, state, now, stale=joins.stale, unhealthy=health.report())
     rooms = hold_rooms(ctx)  # pods an earlier plan made room for wait for that room
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
     demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
@@ -97,6 +101,7 @@ def plan(
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
         soft_taint=soft_taints(ctx, drains, kept, since, scale_down.movable),
         unregistered=tuple(joins.unregistered),
+        unhealthy=health.report(),
     )
 
 

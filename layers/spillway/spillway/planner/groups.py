@@ -47,9 +47,13 @@ def empty_room(ctx: Context) -> dict[str, Resources]:
 
 
 def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
-    """Why the group must not be asked for nodes now (backed off, every instance type it may launch in
-    every zone backed off, or a launch failed lately), or None. Some of its types or zones backed off:
-    a note in its scale-up reason (SetDesiredCapacity cannot steer AWS away from them)."""
+    """Why the group must not be asked for nodes now (too many of its nodes unready, backed off, every
+    instance type it may launch in every zone backed off, or a launch failed lately), or None. Some of
+    its types or zones backed off: a note in its scale-up reason (SetDesiredCapacity cannot steer AWS
+    away from them)."""
+    unhealthy = ctx.unhealthy.get(group.name)
+    if unhealthy is not None:
+        return unhealthy.reason
     entry = ctx.state.groups.get(group.name)
     if entry is not None and aware(entry.backoff_until) > ctx.now:
         why = f" ({entry.reason})" if entry.reason else ""

@@ -60,6 +60,11 @@ class Joins:
                 groups[name] = entry
         return state.model_copy(update={"groups": dict(sorted(groups.items()))})
 
+    @property
+    def overdue(self) -> list[str]:
+        """The instances no Node joined for within ``max_node_provision_minutes``."""
+        return [u.instance_id for u in self.unregistered]
+
     def shrunk(self, groups: Sequence[NodeGroup]) -> list[NodeGroup]:
         """``groups`` with the desired capacity they have once this plan's removals are done."""
         return [

@@ -53,7 +53,7 @@ def make_room(stage: ScaleDownStage) -> bool:
     scale-up actions must then be computed again)."""
     ctx = stage.ctx
     groups = [g for g in ctx.groups if ctx.new_nodes.get(g.name) and mode(ctx, g) == WHEN_UNDERUTILIZED]
-    if not groups:
+    if not groups or ctx.cluster_unhealthy is not None:  # an unhealthy cluster moves no pod
         return False
     new = _swappable(stage)
     if not new:

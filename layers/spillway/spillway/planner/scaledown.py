@@ -55,6 +55,13 @@ def _unmanaged(ctx: Context, node: WorkNode) -> Verdict:
     return (codes.UNMANAGED, "not in a managed node group") if node.group is None else None
 
 
+def _cluster_unhealthy(ctx: Context, node: WorkNode) -> Verdict:
+    """Too many unready nodes (:mod:`spillway.planner.health`): the snapshot is a poor picture of the
+    cluster, and nothing is removed. In use, so no idle time is kept: timers start again after."""
+    unhealthy = ctx.cluster_unhealthy
+    return (codes.CLUSTER_UNHEALTHY, unhealthy.reason) if unhealthy is not None else None
+
+
 def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
     """A NotReady node is kept while it may still come (back): for ``scale_down_unready_minutes`` since
     its Ready condition last changed (else since it was created). After that an idle one is judged like
@@ -145,7 +152,15 @@ def _holds_buffer(ctx: Context, node: WorkNode) -> Verdict:
 
 # Checked in order; the first that holds keeps the node. IN_USE nodes are not idle at all (no idle
 # time is kept for them); PROTECTIONS apply to idle nodes.
-IN_USE: tuple[Check, ...] = (_uncordoned, _unmanaged, _not_ready, _busy, _receives, _holds_buffer)
+IN_USE: tuple[Check, ...] = (
+    _uncordoned,
+    _unmanaged,
+    _cluster_unhealthy,
+    _not_ready,
+    _busy,
+    _receives,
+    _holds_buffer,
+)
 PROTECTIONS: tuple[TimedCheck, ...] = (
     _draining,
     _consolidation_off,

@@ -197,6 +197,20 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class Unhealthy:
+    """The cluster (``group`` None) or a group with too many unready nodes (:mod:`spillway.planner.health`):
+    the cluster removes nothing, a group gets no new nodes."""
+
+    group: str | None
+    unready: int  # unready nodes past their start, plus instances that never joined
+    nodes: int  # the nodes counted (registered, not being drained by Spillway)
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "unready": self.unready, "nodes": self.nodes, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class GroupFloor:
     """A group held above its own MinSize by a scheduled action (now, or within the idle threshold)."""
 
@@ -221,23 +235,26 @@ class ScalingPlan:
     floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
     soft_taint: tuple[SoftTaint, ...] = ()  # scale-down candidate taints to add or remove
     unregistered: tuple[Unregistered, ...] = ()  # instances that never joined, to remove
+    unhealthy: tuple[Unhealthy, ...] = ()  # the cluster first, then groups, with too many unready nodes
 
     @property
     def acts(self) -> bool:
         return bool(self.scale_up or self.uncordon or self.drain or self.unregistered)
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan contract: five lists, each entry with a reason."""
-        return (
-            {
-                "scale_up": [s.to_dict() for s in self.scale_up],
-                "uncordon": [u.to_dict() for u in self.uncordon],
-                "drain": [d.to_dict() for d in self.drain],
-                "pending": [p.to_dict() for p in self.pending],
-                "kept": [k.to_dict() for k in self.kept],
-            }
-            | ({"provisioning": [p.to_dict() for p in self.provisioning]} if self.provisioning else {})
-            | ({"floors": [f.to_dict() for f in self.floors]} if self.floors else {})
-            | ({"soft_taint": [t.to_dict() for t in self.soft_taint]} if self.soft_taint else {})
-            | ({"unregistered": [u.to_dict() for u in self.unregistered]} if self.unregistered else {})
-        )
+        """The plan contract: five lists, each entry with a reason; then the optional sections."""
+        out: dict[str, Any] = {
+            "scale_up": [s.to_dict() for s in self.scale_up],
+            "uncordon": [u.to_dict() for u in self.uncordon],
+            "drain": [d.to_dict() for d in self.drain],
+            "pending": [p.to_dict() for p in self.pending],
+            "kept": [k.to_dict() for k in self.kept],
+        }
+        optional: dict[str, tuple[Any, ...]] = {  # shown only when they have entries
+            "provisioning": self.provisioning,
+            "floors": self.floors,
+            "soft_taint": self.soft_taint,
+            "unregistered": self.unregistered,
+            "unhealthy": self.unhealthy,
+        }
+        return out | {key: [e.to_dict() for e in entries] for key, entries in optional.items() if entries}

@@ -1,0 +1,129 @@
+"""Stage 0b: is the cluster, and is each group, healthy enough to act on? (cluster-autoscaler's
+``--max-total-unready-percentage`` and ``--ok-total-unready-count``).
+
+When many nodes are unready at once, the cause is rarely the nodes: a network partition between the
+kubelets and the API server, a CNI or DNS outage, an expired node credential, a broken AMI rolled out to
+a whole group. The snapshot is then a poor picture of the cluster, and the rule that drains idle
+unready nodes (:mod:`spillway.planner.scaledown`'s ``scale_down_unready_minutes``) would delete
+capacity whose pods may come back the moment the fault is mended. So, as cluster-autoscaler does:
+
+* **unready** counts the registered nodes that are not Ready, except those still starting (never Ready
+  yet, and younger than ``max_node_provision_minutes``), plus the instances no Node joined for that
+  long; nodes Spillway is draining are not counted (they are going anyway);
+* the **cluster** is unhealthy when its unready count is above ``ok_total_unready_count`` (3) **and**
+  above ``max_total_unready_percentage`` (45 %) of its nodes. Then the plan drains no node: no drain of
+  any kind (idle, unready, consolidation, make room), and idle times start again (cluster-autoscaler
+  forgets its unneeded nodes too), so nothing is drained in a burst the moment the cluster is healthy
+  again. Instances that never joined are still removed, as cluster-autoscaler removes them before it
+  judges health: no pod can come back to an instance that never was a node, and a rollout whose
+  instances never join must not leave them running and billed because it made the cluster unhealthy;
+* a **group** is unhealthy by the same two thresholds over its own nodes and instances. It gets no new
+  nodes (cluster-autoscaler's "node group not safe to scale up"): its pods go to another group or
+  region, as from a group backed off (:func:`spillway.planner.groups.backoff_reason`).
+
+One deliberate difference: cluster-autoscaler stops scaling up as well while the cluster is unhealthy.
+Spillway keeps scaling up in healthy groups, so the region whose nodes are all unready spills its
+pending pods over to the next one: that is what the overflow region is for.
+
+Pure: counts from the snapshot and :class:`~spillway.planner.joins.Joins`, ``now`` from the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from spillway.config import PlannerConfig
+from spillway.model.cluster import NodeInfo
+from spillway.model.nodegroup import NodeGroup
+from spillway.planner.context import aware
+from spillway.planner.types import Unhealthy
+
+# A Ready condition that last changed this soon after the Node was created was set at registration:
+# the node has never been Ready (cluster-autoscaler's MaxStatusSettingDelayAfterCreation).
+SET_AT_CREATION = timedelta(minutes=2)
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    unready: int = 0
+    nodes: int = 0
+
+
+@dataclass(slots=True)
+class Health:
+    """The plan's verdicts: the whole cluster, and each group found unhealthy."""
+
+    cluster: Unhealthy | None = None
+    groups: dict[str, Unhealthy] = field(default_factory=dict)
+
+    def report(self) -> tuple[Unhealthy, ...]:
+        head = (self.cluster,) if self.cluster is not None else ()
+        return (*head, *(self.groups[name] for name in sorted(self.groups)))
+
+
+def judge_health(
+    nodes: Iterable[NodeInfo],
+    groups: Sequence[NodeGroup],
+    overdue: Iterable[str],
+    config: PlannerConfig,
+    now: datetime,
+) -> Health:
+    """Count unready nodes and overdue instances (``overdue``: instance ids no Node joined for within
+    ``max_node_provision_minutes``, :attr:`spillway.planner.joins.Joins.overdue`), for the cluster and
+    for each group, and judge each count against the thresholds."""
+    starting = timedelta(minutes=config.max_node_provision_minutes)
+    group_of = {iid: g.name for g in groups for iid in g.instance_ids}
+    total = Count()
+    per_group: dict[str, Count] = {}
+    for node in nodes:
+        if node.unschedulable and node.cordoned_by_spillway:
+            continue  # being drained: going anyway (cluster-autoscaler leaves out nodes being deleted)
+        unready = not node.ready and not _starting(node, starting, now)
+        total = Count(total.unready + unready, total.nodes + 1)
+        name = group_of.get(node.instance_id) if node.instance_id else None
+        if name is not None:
+            count = per_group.get(name, Count())
+            per_group[name] = Count(count.unready + unready, count.nodes + 1)
+    for iid in overdue:
+        total = Count(total.unready + 1, total.nodes)
+        name = group_of.get(iid)
+        if name is not None:
+            count = per_group.get(name, Count())
+            per_group[name] = Count(count.unready + 1, count.nodes)
+    health = Health(cluster=_verdict(None, total, config))
+    for name, count in sorted(per_group.items()):
+        verdict = _verdict(name, count, config)
+        if verdict is not None:
+            health.groups[name] = verdict
+    return health
+
+
+def _starting(node: NodeInfo, starting: timedelta, now: datetime) -> bool:
+    """A NotReady node that has never been Ready (its Ready condition last changed within
+    :data:`SET_AT_CREATION` of its creation, as the kubelet sets it at registration) and is younger than
+    ``max_node_provision_minutes`` is still starting. One that was Ready and is not any more, or whose
+    creation time is unknown, counts as unready at once."""
+    if node.created_at is None:
+        return False
+    created = aware(node.created_at)
+    changed = aware(node.ready_changed_at) if node.ready_changed_at is not None else created
+    return changed - created < SET_AT_CREATION and now - created < starting
+
+
+def _verdict(group: str | None, count: Count, config: PlannerConfig) -> Unhealthy | None:
+    ok, percentage = config.ok_total_unready_count, config.max_total_unready_percentage
+    if count.unready <= ok or count.unready <= percentage / 100 * count.nodes:
+        return None
+    what = "the cluster" if group is None else f"group {group}"
+    effect = (
+        "nothing is drained or removed until it recovers; idle times start again"
+        if group is None
+        else "it gets no new nodes until it recovers"
+    )
+    reason = (
+        f"{what} is unhealthy: {count.unready} of {count.nodes} node(s) unready or never joined, above "
+        f"ok_total_unready_count {ok} and max_total_unready_percentage {percentage:g}%; {effect}"
+    )
+    return Unhealthy(group, count.unready, count.nodes, reason)

@@ -1,0 +1,198 @@
+"""Too many unready nodes (spillway.planner.health): cluster-autoscaler's --ok-total-unready-count and
+--max-total-unready-percentage. An unhealthy cluster drains nothing; an unhealthy group gets no new nodes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
+from pydantic import ValidationError
+
+from spillway.config import PlannerConfig
+from spillway.local import objects as o
+from spillway.planner import ScalingPlan, codes
+
+
+def _not_ready(w: World, node: str, minutes_ago: float = 60) -> None:
+    """The node's kubelet stopped reporting ``minutes_ago``."""
+    (condition,) = w.node(node)["status"]["conditions"]
+    condition.update(
+        status="Unknown",
+        reason="NodeStatusUnknown",
+        lastTransitionTime=(NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z"),
+    )
+
+
+def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
+    return {k.node: (k.code, k.reason) for k in result.kept}
+
+
+def _cluster(nodes: int, dead: int) -> tuple[World, list[str]]:
+    """One group of ``nodes`` idle nodes (idle an hour), the first ``dead`` of them NotReady an hour."""
+    w = World()
+    names = w.group("cpu", "m5.2xlarge", nodes=nodes, max_size=nodes + 5)
+    for name in names:
+        w.idle_since(name, 60)
+    for name in names[:dead]:
+        _not_ready(w, name)
+    return w, names
+
+
+def test_unready_nodes_within_the_ok_count_leave_the_cluster_healthy() -> None:
+    w, names = _cluster(4, 3)  # 75 % unready, but only 3: at ok_total_unready_count
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert result.unhealthy == ()
+    assert {d.node for d in result.drain} == set(names)  # the idle unready ones and the idle Ready one
+
+
+def test_more_unready_than_both_thresholds_drains_nothing_and_says_why() -> None:
+    w, _ = _cluster(8, 4)  # 4 > 3 and 4 > 45 % of 8
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert result.drain == ()
+    verdict, group = result.unhealthy  # the cluster's, then its one group's
+    assert (verdict.group, verdict.unready, verdict.nodes) == (None, 4, 8)
+    assert (group.group, group.unready, group.nodes) == ("cpu", 4, 8)
+    assert (
+        "ok_total_unready_count 3" in verdict.reason and "max_total_unready_percentage 45%" in verdict.reason
+    )
+    assert {code for code, _ in _kept(result).values()} == {codes.CLUSTER_UNHEALTHY}
+    assert result.state.nodes == {}  # idle times start again: no burst of drains once it recovers
+    assert result.to_dict()["unhealthy"][0]["unready"] == 4
+
+
+def test_the_percentage_is_of_all_nodes_and_is_a_setting() -> None:
+    w, _ = _cluster(9, 4)  # 4 of 9 is 44 %: not above 45 %
+
+    assert w.plan(max_scale_in_fraction=1.0).unhealthy == ()
+    assert w.plan(max_scale_in_fraction=1.0, max_total_unready_percentage=40).drain == ()
+    assert w.plan(max_scale_in_fraction=1.0, ok_total_unready_count=5, max_total_unready_percentage=40).drain
+
+
+def test_idle_times_start_again_once_the_cluster_recovers() -> None:
+    w, names = _cluster(8, 4)
+    held = w.plan(max_scale_in_fraction=1.0)
+    w.state = held.state.to_wire()
+    for name in names[:4]:
+        (condition,) = w.node(name)["status"]["conditions"]
+        condition.update(status="True", reason="KubeletReady")
+
+    later = w.plan(NOW + timedelta(minutes=2), max_scale_in_fraction=1.0)
+
+    assert later.unhealthy == () and later.drain == ()
+    assert {code for code, _ in _kept(later).values()} == {codes.IDLE_BELOW_THRESHOLD}
+
+
+def test_nodes_still_starting_and_nodes_being_drained_are_not_counted() -> None:
+    w, names = _cluster(4, 0)
+    for _ in range(4):  # registered five minutes ago, not Ready yet: starting, not unready
+        iid = w.add_instance("cpu", register=False)
+        w.node_for("cpu", iid, "m5.2xlarge", ready=False, created=NOW - timedelta(minutes=5))
+    for name in names[:2]:  # Spillway drains these; their kubelets are gone
+        _not_ready(w, name)
+        w.cordon(name, by_spillway=True)
+
+    assert w.plan().unhealthy == ()
+
+
+def test_a_young_node_that_was_ready_counts_at_once() -> None:
+    """Still starting means never Ready yet: a node Ready once and lost since is unready, however young."""
+    w, _ = _cluster(4, 0)
+    young = []
+    for _ in range(4):
+        iid = w.add_instance("cpu", register=False)
+        young.append(w.node_for("cpu", iid, "m5.2xlarge", created=NOW - timedelta(minutes=5)))
+    for name in young:
+        _not_ready(w, name, minutes_ago=1)
+
+    (cluster, group) = w.plan().unhealthy
+
+    assert (cluster.unready, cluster.nodes, group.group) == (4, 8, "cpu")
+
+
+def test_instances_that_never_joined_count_and_are_still_removed() -> None:
+    w, _ = _cluster(2, 0)
+    overdue = [w.add_instance("cpu", register=False) for _ in range(4)]
+    w.state["joining"] = {iid: {"since": (NOW - timedelta(minutes=20)).isoformat()} for iid in overdue}
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [(u.group, u.unready, u.nodes) for u in result.unhealthy] == [(None, 4, 2), ("cpu", 4, 2)]
+    assert sorted(u.instance_id for u in result.unregistered) == sorted(overdue)  # no pod can come back
+    assert result.drain == ()  # the two idle Ready nodes stay
+
+
+def test_an_unhealthy_cluster_moves_no_pod() -> None:
+    w, names = _cluster(8, 4)
+    for name in names[4:6]:  # two light nodes whose pods may move, and room elsewhere
+        w.items.append(
+            o.pod(
+                f"light-{name}",
+                cpu="500m",
+                memory="1Gi",
+                node_name=name,
+                owner=("ReplicaSet", "web-1"),
+                annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+            )
+        )
+    config = {"consolidation": "when-underutilized", "max_scale_in_fraction": 1.0}
+    healthy = w.plan(ok_total_unready_count=10, **config)
+    assert any(d.code == codes.CONSOLIDATION for d in healthy.drain)  # the rule would move them
+
+    assert w.plan(**config).drain == ()
+
+
+def test_an_unhealthy_group_gets_no_new_nodes_and_its_pods_go_elsewhere() -> None:
+    w = World()
+    east = w.group("east", "m5.2xlarge", nodes=4, max_size=10)
+    west = w.group("west", "m5.2xlarge", region="us-west-2", nodes=6, max_size=10)
+    for name in east:  # a network fault in us-east-1: 4 of 10 nodes, 40 % of the cluster
+        _not_ready(w, name)
+    for name in west:
+        w.items.append(o.pod(f"resident-{name}", cpu="7", memory="8Gi", node_name=name))
+    pods = w.pods("batch", 2, cpu="6", memory="8Gi")
+
+    result = w.plan()
+
+    assert [u.group for u in result.unhealthy] == ["east"]  # the cluster is healthy
+    assert scale_up(result) == {"west": (6, 8, sorted(pods))}  # the primary region is skipped
+
+    for name in west[:2]:  # now the cluster is unhealthy too (6 of 10): scale-up in west goes on
+        _not_ready(w, name)
+    worse = w.plan()
+    assert [u.group for u in worse.unhealthy] == [None, "east"]
+    assert scale_up(worse) == {"west": (6, 8, sorted(pods))}
+
+
+def test_pods_only_an_unhealthy_group_can_run_wait_and_say_why() -> None:
+    w = World()
+    east = w.group("east", "m5.2xlarge", nodes=4, max_size=10)
+    w.group("west", "m5.2xlarge", region="us-west-2", nodes=6, max_size=10)
+    for name in east:
+        _not_ready(w, name)
+    (pod,) = w.pods(
+        "pinned", 1, cpu="6", memory="8Gi", node_selector={"topology.kubernetes.io/region": "us-east-1"}
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[pod] == codes.BACKED_OFF
+    assert "group east is unhealthy: 4 of 4 node(s) unready" in pending_reasons(result)[pod]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("ok_total_unready_count", -1),
+        ("max_total_unready_percentage", 101),
+        ("max_total_unready_percentage", -1),
+    ],
+)
+def test_the_thresholds_are_checked(field: str, value: float) -> None:
+    with pytest.raises(ValidationError, match=field):
+        PlannerConfig(**{field: value})
