@@ -20,7 +20,8 @@ NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and 
 
 Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
 primary region), UnregisteredInstances (instances no Node joined for within max_node_provision_minutes:
-the scale-down removes them), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
+the scale-down removes them), ClusterUnhealthy (1 when the plan found too many unready nodes and
+drained nothing) and UnhealthyGroups (groups that got no new nodes for the same reason), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
 ``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU and TenantPodsHeld;
 StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not sent for lack of
 time or of an API), CandidateTaintsWritten and CandidateTaintsFailed (the scale-down candidate taints
@@ -60,6 +61,8 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
     add_count("Overflow", summary.get("overflow_nodes", 0))
     add_count("UnregisteredInstances", summary.get("unregistered", 0))
+    add_count("ClusterUnhealthy", summary.get("cluster_unhealthy", 0))
+    add_count("UnhealthyGroups", summary.get("unhealthy_groups", 0))
     add_tenant_metrics(outcome.get("tenants"))
     add_cluster_writes(outcome)
     logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}

@@ -78,9 +78,12 @@ def test_an_instance_that_never_joins_is_removed_and_its_group_backs_off(cloud: 
 @pytest.fixture
 def eager() -> Iterator[Cloud]:
     """Idle nodes go at once (no idle time, no launch delay, no scale-in cap), as idle NotReady ones then
-    should."""
+    should; a node is past its start (max_node_provision_minutes) in a second."""
     with running(
-        SCALE_DOWN_IDLE_MINUTES="0", SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0", MAX_SCALE_IN_FRACTION="1"
+        SCALE_DOWN_IDLE_MINUTES="0",
+        SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0",
+        MAX_SCALE_IN_FRACTION="1",
+        MAX_NODE_PROVISION_MINUTES=str(LIMIT_MINUTES),
     ) as rig:
         yield rig
 
@@ -140,3 +143,30 @@ def test_dead_nodes_past_the_unready_time_are_drained_unless_a_pod_still_needs_t
     assert lines[stuck_dead].get("evicted_count", 0) == 0  # nothing to evict: it was ignored, not waited for
     assert cloud.desired("general") == 2
     assert sorted(n["metadata"]["name"] for n in cloud.kube.list("Node")) == sorted([busy_dead, alive])
+
+
+def test_when_most_kubelets_are_gone_nothing_is_drained(eager: Cloud) -> None:
+    """Four of six idle nodes lost their kubelets half an hour ago (a network fault, not four broken
+    nodes): the cluster is unhealthy, so the real plan function drains none of them, though each is
+    past scale_down_unready_minutes, nor the idle Ready ones; it says why and counts it. (The rig's nodes
+    are seconds old: once past max_node_provision_minutes, a NotReady one is not still starting.)"""
+    cloud = eager
+    cloud.group("general", instance_type="m5.xlarge", desired=6, gpu=False)
+    nodes = sorted(cloud.wait_nodes(6))
+    cloud.registrar.stop()
+    time.sleep(LIMIT_MINUTES * 60 + 0.5)
+    for node in nodes[:4]:
+        kubelet_stopped(cloud, node, 30)
+
+    outcome = plan_once(cloud)
+
+    assert outcome["summary"]["drains"] == 0, outcome
+    assert (outcome["summary"]["cluster_unhealthy"], outcome["summary"]["unhealthy_groups"]) == (1, 1)
+    (record,) = records(cloud)
+    assert [(u["group"], u["unready"], u["nodes"]) for u in record["unhealthy"]] == [
+        (None, 4, 6),
+        ("general", 4, 6),
+    ]
+    assert {k["code"] for k in record["kept"]} == {"cluster-unhealthy"}
+    assert cloud.executions("ScaleDownStateMachine") == []
+    assert cloud.desired("general") == 6 and len(cloud.kube.list("Node")) == 6

@@ -25,6 +25,7 @@ from spillway.act.planning import (
     drain_item,
     plan_id_for,
     run_plan,
+    summarize,
 )
 from spillway.act.scale import ScaleSteps
 from spillway.adapters.sfn import NAME_PATTERN
@@ -757,3 +758,22 @@ def record_metrics(outcome: dict[str, Any]) -> dict[str, float]:
         return {name: sum(m["Value"]) for name, m in metrics.metric_set.items()}
     finally:
         metrics.clear_metrics()
+
+
+def test_an_unhealthy_cluster_and_group_are_summarized_and_counted() -> None:
+    """Five of six nodes lost their kubelets: the plan drains nothing, and the plan function counts
+    ClusterUnhealthy (the alarm's metric) and UnhealthyGroups from the plan's summary."""
+    w = World()
+    names = w.group("cpu", "m5.2xlarge", nodes=6)
+    for name in names[:5]:
+        (condition,) = w.node(name)["status"]["conditions"]
+        condition.update(status="Unknown", lastTransitionTime="2026-11-02T11:00:00Z")
+    result = w.plan()
+
+    summary = summarize(result, "us-east-1").to_dict()
+
+    assert (summary["cluster_unhealthy"], summary["unhealthy_groups"], summary["drains"]) == (1, 1, 0)
+    counted = record_metrics({"summary": summary})
+    assert (counted["ClusterUnhealthy"], counted["UnhealthyGroups"]) == (1.0, 1.0)
+    healthy = record_metrics({"summary": summarize(World().plan(), "us-east-1").to_dict()})
+    assert (healthy["ClusterUnhealthy"], healthy["UnhealthyGroups"]) == (0.0, 0.0)

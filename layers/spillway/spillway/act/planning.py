@@ -123,6 +123,8 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         pending=len(plan.pending),
         unplaceable=sum(1 for p in plan.pending if p.pod not in placed),
         unregistered=len(plan.unregistered),
+        cluster_unhealthy=sum(1 for u in plan.unhealthy if u.group is None),
+        unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
     )
 
 

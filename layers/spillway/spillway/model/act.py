@@ -151,6 +151,8 @@ class PlanSummary:
     pending: int = 0
     unplaceable: int = 0  # pending pods the plan found no place for
     unregistered: int = 0  # instances no Node joined for within max_node_provision_minutes
+    cluster_unhealthy: int = 0  # 1: too many unready nodes, nothing drained (spillway.planner.health)
+    unhealthy_groups: int = 0  # groups with too many unready nodes: they get no new nodes
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -162,6 +164,8 @@ class PlanSummary:
             "pending": self.pending,
             "unplaceable": self.unplaceable,
             "unregistered": self.unregistered,
+            "cluster_unhealthy": self.cluster_unhealthy,
+            "unhealthy_groups": self.unhealthy_groups,
         }
 
 
