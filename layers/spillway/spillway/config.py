@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -240,6 +240,10 @@ class PlannerConfig(BaseModel):
     # cluster-autoscaler's --scale-down-unready-time: a node NotReady this long is judged for scale-down
     # like a Ready one (idle: drained after scale_down_idle_minutes); before that it is kept (not-ready)
     scale_down_unready_minutes: float = _minutes(20)
+    # cluster-autoscaler's --startup-taint, Karpenter's NodePool startupTaints: a Ready node carrying one
+    # of these taint keys is still starting (capacity launching), as is one with cluster-autoscaler's
+    # startup-taint prefix or without the GPUs its template has (spillway.planner.startup)
+    startup_taints: tuple[Annotated[str, Field(min_length=1, max_length=317)], ...] = ()
     # cluster-autoscaler's --ok-total-unready-count and --max-total-unready-percentage: with more unready
     # nodes than both, the cluster removes nothing and a group gets no new nodes (spillway.planner.health)
     ok_total_unready_count: int = Field(default=3, ge=0, le=100_000)

@@ -42,6 +42,7 @@ UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
 UNMANAGED = "unmanaged"  # not in a managed node group
 NOT_READY = "not-ready"
 CLUSTER_UNHEALTHY = "cluster-unhealthy"  # too many unready nodes: nothing is removed (planner.health)
+STARTING = "starting"  # Ready, not initialized yet (startup taint, GPUs not registered): launching
 WORKLOAD = "workload"  # runs pods whose disruption matters (see spillway.planner.disruption)
 PENDING_FITS = "pending-fits"  # a pending pod is expected to run on it
 DRAIN_PLANNED = "drain-planned"  # a recent plan drained it; that drain owns it
@@ -103,6 +104,7 @@ KEPT_CODES = (
     UNMANAGED,
     CLUSTER_UNHEALTHY,
     NOT_READY,
+    STARTING,
     WORKLOAD,
     PENDING_FITS,
     DRAIN_PLANNED,

@@ -46,13 +46,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from spillway.model.cluster import PodInfo
-from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import add_into, dominant_share
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
+from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_node_busy
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
@@ -180,7 +179,7 @@ class Consolidation:
         return kept
 
     def reset_room(self) -> None:
-        """The room pods may move to: Ready, schedulable nodes no drain of this plan takes. Built once
+        """The room pods may move to: schedulable nodes (Ready, initialized) no drain of this plan takes. Built once
         (a make-room swap may have taken some already); later only the nodes drained since leave it."""
         drained = {d.node for d in self.stage.drains}
         if self.room:
@@ -189,10 +188,7 @@ class Consolidation:
         self.room = {
             n.info.name: replace(n, free=dict(n.free))
             for n in self.ctx.nodes.values()
-            if n.info.ready
-            and not n.info.unschedulable
-            and not has_taint(n.info, DRAINING_TAINT)
-            and n.info.name not in drained
+            if n.schedulable and n.info.name not in drained
         }
 
     def hosts(self, group: str) -> list[WorkNode]:

@@ -15,6 +15,7 @@ from typing import Any
 from spillway.config import PlannerConfig
 from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
+from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
@@ -51,6 +52,17 @@ class WorkNode:
     free: Resources = field(default_factory=dict)
     receives: int = 0  # pending pods this plan expects to run here
     shape: tuple[Any, ...] = ()
+    starting: str | None = None  # Ready but not initialized: capacity launching (planner.startup)
+
+    @property
+    def schedulable(self) -> bool:
+        """Room for pods now: Ready and initialized, not cordoned, not tainted for draining."""
+        return (
+            self.info.ready
+            and self.starting is None
+            and not self.info.unschedulable
+            and not has_taint(self.info, DRAINING_TAINT)
+        )
 
 
 def shape_of(info: NodeInfo) -> tuple[Any, ...]:
@@ -89,6 +101,7 @@ class Context:
         *,
         stale: Mapping[str, int] | None = None,
         unhealthy: Sequence[Unhealthy] = (),
+        starting: Mapping[str, str] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.groups: list[NodeGroup] = sorted(groups, key=lambda g: (g.region, g.name))
@@ -97,7 +110,7 @@ class Context:
         self.now = now
         self.region_rank = region_ranks(config, self.groups)
         self.primary: str | None = config.regions[0] if config.regions else None
-        self.nodes: dict[str, WorkNode] = _work_nodes(snapshot.nodes, self.groups)
+        self.nodes: dict[str, WorkNode] = _work_nodes(snapshot.nodes, self.groups, starting or {})
         self.pending: list[PodInfo] = []  # pending, unschedulable pods, in snapshot order
         self.gated: list[PodInfo] = []  # unbound pods held by scheduling gates
         self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
@@ -126,8 +139,9 @@ class Context:
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
 
     def launching(self, group: NodeGroup) -> int:
-        """The group's nodes still launching: its desired capacity less its Ready nodes, less the
-        instances that are no longer expected to join (:mod:`spillway.planner.joins`)."""
+        """The group's nodes still launching: its desired capacity less its Ready nodes (a node still
+        starting is not one: :mod:`spillway.planner.startup`), less the instances that are no longer
+        expected to join (:mod:`spillway.planner.joins`)."""
         return group.desired - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
 
     def region_key(self, group: NodeGroup) -> int:
@@ -163,13 +177,17 @@ class Context:
             self.ds_representatives[rep_key] = pod
 
 
-def _work_nodes(nodes: Iterable[NodeInfo], groups: Iterable[NodeGroup]) -> dict[str, WorkNode]:
+def _work_nodes(
+    nodes: Iterable[NodeInfo], groups: Iterable[NodeGroup], starting: Mapping[str, str]
+) -> dict[str, WorkNode]:
     by_instance = {iid: g for g in groups for iid in g.instance_ids}
     out: dict[str, WorkNode] = {}
     for info in sorted(nodes, key=lambda n: n.name):
         instance = info.instance_id
         group = by_instance.get(instance) if instance else None
-        out[info.name] = WorkNode(info=info, group=group, shape=shape_of(info))
+        out[info.name] = WorkNode(
+            info=info, group=group, shape=shape_of(info), starting=starting.get(info.name)
+        )
     return out
 
 
@@ -183,7 +201,7 @@ def _charge(node: WorkNode, pod: PodInfo, now: datetime) -> None:
 
 def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[str, int]:
     ready: dict[str, int] = {}
-    for node in nodes:
-        if node.group is not None and node.info.ready:
+    for node in nodes:  # a node still starting is capacity launching (planner.startup)
+        if node.group is not None and node.info.ready and node.starting is None:
             ready[node.group.name] = ready.get(node.group.name, 0) + 1
     return ready

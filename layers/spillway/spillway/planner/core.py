@@ -14,7 +14,9 @@ estimator / expander / scale-down split:
 
 Before them, :mod:`~spillway.planner.joins` finds launches no Node joined: not capacity coming, their
 group backed off, the instance removed; then :mod:`~spillway.planner.health` counts unready nodes: an
-unhealthy cluster drains no node, an unhealthy group gets no new nodes.
+unhealthy cluster drains no node, an unhealthy group gets no new nodes. A Ready node that is not
+initialized yet (a startup taint, GPUs not registered) is capacity launching
+(:mod:`~spillway.planner.startup`).
 
 :mod:`~spillway.planner.scaleup` runs 2 and 3 class by class. Every path that asks whether a pod may
 be disturbed asks :func:`spillway.planner.disruption.assess`. Every kept node and pending pod carries a
@@ -44,6 +46,7 @@ from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
 from spillway.planner.scaleup import ScaleUpStage, scale_up_actions
 from spillway.planner.softtaint import soft_taints
+from spillway.planner.startup import sanitized, starting_nodes
 from spillway.planner.types import GroupFloor, ScalingPlan, Uncordon
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
@@ -60,12 +63,16 @@ def plan(
 ) -> ScalingPlan:
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     now = aware(now)
+    groups = sanitized(groups, config)  # template nodes without startup or status taints
     joins = watch_joins(snapshot.nodes, groups, config, state, now)
     health = judge_health(snapshot.nodes, groups, joins.overdue, config, now)
+    starting = starting_nodes(snapshot.nodes, groups, config, now)  # Ready, not initialized: launching
     state = joins.backed_off(state)  # a group whose launch never joined backs off from this plan on
     raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
     groups = with_raises(joins.shrunk(groups), raises)
-    ctx = Context(snapshot, groups, config, state, now, stale=joins.stale, unhealthy=health.report())
+    ctx = Context(
+        snapshot, groups, config, state, now, stale=joins.stale, unhealthy=health.report(), starting=starting
+    )
     rooms = hold_rooms(ctx)  # pods an earlier plan made room for wait for that room
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
     demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last

@@ -7,9 +7,10 @@ a whole group. The snapshot is then a poor picture of the cluster, and the rule 
 unready nodes (:mod:`spillway.planner.scaledown`'s ``scale_down_unready_minutes``) would delete
 capacity whose pods may come back the moment the fault is mended. So, as cluster-autoscaler does:
 
-* **unready** counts the registered nodes that are not Ready, except those still starting (never Ready
-  yet, and younger than ``max_node_provision_minutes``), plus the instances no Node joined for that
-  long; nodes Spillway is draining are not counted (they are going anyway);
+* **unready** counts the registered nodes that are not Ready, except those still registering (never
+  Ready yet, and younger than ``max_node_provision_minutes``), the Ready nodes that never initialized
+  within that time (:mod:`spillway.planner.startup`), and the instances no Node joined for that long;
+  nodes Spillway is draining are not counted (they are going anyway);
 * the **cluster** is unhealthy when its unready count is above ``ok_total_unready_count`` (3) **and**
   above ``max_total_unready_percentage`` (45 %) of its nodes. Then the plan drains no node: no drain of
   any kind (idle, unready, consolidation, make room), and idle times start again (cluster-autoscaler
@@ -38,6 +39,7 @@ from spillway.config import PlannerConfig
 from spillway.model.cluster import NodeInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.planner.context import aware
+from spillway.planner.startup import starting, uninitialized
 from spillway.planner.types import Unhealthy
 
 # A Ready condition that last changed this soon after the Node was created was set at registration:
@@ -73,22 +75,22 @@ def judge_health(
     """Count unready nodes and overdue instances (``overdue``: instance ids no Node joined for within
     ``max_node_provision_minutes``, :attr:`spillway.planner.joins.Joins.overdue`), for the cluster and
     for each group, and judge each count against the thresholds."""
-    starting = timedelta(minutes=config.max_node_provision_minutes)
-    group_of = {iid: g.name for g in groups for iid in g.instance_ids}
+    window = timedelta(minutes=config.max_node_provision_minutes)
+    by_instance = {iid: g for g in groups for iid in g.instance_ids}
     total = Count()
     per_group: dict[str, Count] = {}
     for node in nodes:
         if node.unschedulable and node.cordoned_by_spillway:
             continue  # being drained: going anyway (cluster-autoscaler leaves out nodes being deleted)
-        unready = not node.ready and not _starting(node, starting, now)
+        group = by_instance.get(node.instance_id) if node.instance_id else None
+        unready = _unready(node, group, config, window, now)
         total = Count(total.unready + unready, total.nodes + 1)
-        name = group_of.get(node.instance_id) if node.instance_id else None
-        if name is not None:
-            count = per_group.get(name, Count())
-            per_group[name] = Count(count.unready + unready, count.nodes + 1)
+        if group is not None:
+            count = per_group.get(group.name, Count())
+            per_group[group.name] = Count(count.unready + unready, count.nodes + 1)
     for iid in overdue:
         total = Count(total.unready + 1, total.nodes)
-        name = group_of.get(iid)
+        name = by_instance[iid].name if iid in by_instance else None
         if name is not None:
             count = per_group.get(name, Count())
             per_group[name] = Count(count.unready + 1, count.nodes)
@@ -100,16 +102,26 @@ def judge_health(
     return health
 
 
-def _starting(node: NodeInfo, starting: timedelta, now: datetime) -> bool:
+def _unready(
+    node: NodeInfo, group: NodeGroup | None, config: PlannerConfig, window: timedelta, now: datetime
+) -> bool:
+    """NotReady and not still registering; or Ready, never initialized (:mod:`spillway.planner.startup`)
+    and past the start window (cluster-autoscaler's "long not started")."""
+    if not node.ready:
+        return not _registering(node, window, now)
+    return uninitialized(node, group, config) is not None and starting(node, group, config, now) is None
+
+
+def _registering(node: NodeInfo, window: timedelta, now: datetime) -> bool:
     """A NotReady node that has never been Ready (its Ready condition last changed within
     :data:`SET_AT_CREATION` of its creation, as the kubelet sets it at registration) and is younger than
-    ``max_node_provision_minutes`` is still starting. One that was Ready and is not any more, or whose
+    ``max_node_provision_minutes`` is still registering. One that was Ready and is not any more, or whose
     creation time is unknown, counts as unready at once."""
     if node.created_at is None:
         return False
     created = aware(node.created_at)
     changed = aware(node.ready_changed_at) if node.ready_changed_at is not None else created
-    return changed - created < SET_AT_CREATION and now - created < starting
+    return changed - created < SET_AT_CREATION and now - created < window
 
 
 def _verdict(group: str | None, count: Count, config: PlannerConfig) -> Unhealthy | None:

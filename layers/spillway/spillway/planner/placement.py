@@ -15,7 +15,7 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, add_into, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
-from spillway.planner.context import Context, WorkNode, has_taint, shape_of, without_taint
+from spillway.planner.context import Context, WorkNode, shape_of, without_taint
 from spillway.planner.limits import Limits
 
 UNBOUNDED = 1 << 40
@@ -61,12 +61,8 @@ def pools(nodes: Iterable[WorkNode]) -> list[Pool]:
 
 
 def schedulable_pools(ctx: Context) -> list[Pool]:
-    """Ready, schedulable nodes not tainted for draining."""
-    return pools(
-        n
-        for n in ctx.nodes.values()
-        if n.info.ready and not n.info.unschedulable and not has_taint(n.info, DRAINING_TAINT)
-    )
+    """Ready, initialized, schedulable nodes not tainted for draining (:attr:`WorkNode.schedulable`)."""
+    return pools(n for n in ctx.nodes.values() if n.schedulable)
 
 
 def reclaimable_pools(ctx: Context) -> list[Pool]:

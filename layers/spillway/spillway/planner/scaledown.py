@@ -87,6 +87,11 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
     return None
 
 
+def _starting(ctx: Context, node: WorkNode) -> Verdict:
+    """Ready but not initialized (:mod:`spillway.planner.startup`): capacity launching, not idle."""
+    return (codes.STARTING, node.starting) if node.starting is not None else None
+
+
 def _busy(ctx: Context, node: WorkNode) -> Verdict:
     if node.workload:
         return codes.WORKLOAD, f"runs {node.workload} workload pod(s); {utilisation(node)}"
@@ -157,6 +162,7 @@ IN_USE: tuple[Check, ...] = (
     _unmanaged,
     _cluster_unhealthy,
     _not_ready,
+    _starting,
     _busy,
     _receives,
     _holds_buffer,

@@ -1,0 +1,112 @@
+"""Nodes still starting: Ready, but not yet able to run the pods they were launched for.
+
+A kubelet reports Ready before the node is of use. A GPU node's device plugin registers
+``nvidia.com/gpu`` a minute or more later (the driver, the container toolkit, the plugin); a CNI or
+CSI agent holds its own ``NoSchedule`` taint until it runs (Cilium's ``node.cilium.io/agent-not-ready``,
+the EBS CSI driver's ``ebs.csi.aws.com/agent-not-ready``). In that window the node has no room for the
+pods it was launched for, and a planner that took it as an ordinary node would launch another node for
+them: a second p4d for one pending job. So, as cluster-autoscaler does with its startup taints and GPU
+nodes whose GPUs are not registered, and as Karpenter waits for a node to be initialized:
+
+A Ready node of a managed group is **starting** while it is younger than ``max_node_provision_minutes``
+and either
+
+* carries a startup taint: a key with cluster-autoscaler's prefix
+  ``startup-taint.cluster-autoscaler.kubernetes.io/`` (or the older ``ignore-taint.…/``), or one listed
+  in ``startup_taints`` (cluster-autoscaler's ``--startup-taint``, Karpenter's NodePool
+  ``startupTaints``); or
+* lacks an extended resource (a name with a ``/``: GPUs, Neuron devices, EFA) that its group's template
+  node has: its device plugin has not registered it yet.
+
+A starting node is capacity still launching (:meth:`spillway.planner.context.Context.launching`), not a
+node with room of its own: pending pods are planned onto its group's template, and no pod moves there.
+Past the window it is an ordinary node: one whose GPUs never came has room for no GPU pod, and goes
+idle the usual way.
+
+Startup taints, and cluster-autoscaler's ``status-taint.cluster-autoscaler.kubernetes.io/`` taints, are
+also left out of the groups' template nodes (a tag may declare them, as the kubelet registers them): a
+new node will not keep them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from spillway.config import PlannerConfig
+from spillway.model.cluster import NodeInfo
+from spillway.model.nodegroup import NodeGroup
+from spillway.planner.context import aware, minutes
+
+STARTUP_PREFIXES = (
+    "startup-taint.cluster-autoscaler.kubernetes.io/",
+    "ignore-taint.cluster-autoscaler.kubernetes.io/",  # cluster-autoscaler's older name for the same
+)
+STATUS_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
+
+
+def is_startup_taint(key: str, config: PlannerConfig) -> bool:
+    return key.startswith(STARTUP_PREFIXES) or key in config.startup_taints
+
+
+def uninitialized(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig) -> str | None:
+    """Why a Ready node of a managed group cannot run its group's pods yet, or None."""
+    if group is None or not info.ready:
+        return None
+    tainted = sorted(key for key, _, _ in info.taints if is_startup_taint(key, config))
+    if tainted:
+        return f"startup taint {', '.join(tainted)}"
+    template = group.template
+    if template is None:
+        return None
+    missing = sorted(
+        r
+        for r, value in template.allocatable.items()
+        if "/" in r and value > 0 and info.allocatable.get(r, 0) <= 0
+    )
+    if missing:
+        return f"{', '.join(missing)} not registered yet (device plugin)"
+    return None
+
+
+def starting(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig, now: datetime) -> str | None:
+    """Why the node is still starting (see the module docstring), or None: initialized, not Ready,
+    unmanaged, or past ``max_node_provision_minutes``."""
+    why = uninitialized(info, group, config)
+    if why is None or info.created_at is None:
+        return None
+    age = now - aware(info.created_at)
+    if age >= timedelta(minutes=config.max_node_provision_minutes):
+        return None
+    return f"Ready {minutes(age)} after launch, but not initialized: {why}"
+
+
+def starting_nodes(
+    nodes: Iterable[NodeInfo], groups: Sequence[NodeGroup], config: PlannerConfig, now: datetime
+) -> dict[str, str]:
+    """Node name -> why it is still starting, for every node that is."""
+    by_instance = {iid: g for g in groups for iid in g.instance_ids}
+    out = {}
+    for info in nodes:
+        group = by_instance.get(info.instance_id) if info.instance_id else None
+        why = starting(info, group, config, now)
+        if why is not None:
+            out[info.name] = why
+    return out
+
+
+def sanitized(groups: Sequence[NodeGroup], config: PlannerConfig) -> list[NodeGroup]:
+    """``groups`` whose template nodes carry no startup or status taint."""
+    out = []
+    for group in groups:
+        template = group.template
+        if template is not None and any(_transient(t[0], config) for t in template.taints):
+            kept = tuple(t for t in template.taints if not _transient(t[0], config))
+            group = replace(group, template=replace(template, taints=kept))
+        out.append(group)
+    return out
+
+
+def _transient(key: str, config: PlannerConfig) -> bool:
+    return is_startup_taint(key, config) or key.startswith(STATUS_PREFIX)

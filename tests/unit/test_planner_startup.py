@@ -1,0 +1,154 @@
+"""Nodes still starting (spillway.planner.startup): Ready, but their GPUs not registered yet or a startup
+taint still on them. They are capacity launching, so pending pods wait for them instead of opening
+another node; past max_node_provision_minutes they are ordinary nodes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
+from pydantic import ValidationError
+
+from spillway.config import PlannerConfig
+from spillway.local import objects as o
+from spillway.planner import ScalingPlan, codes
+
+CNI = {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoSchedule"}
+PREFIXED = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/disk-setup", "effect": "NoSchedule"}
+
+
+def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
+    return {k.node: (k.code, k.reason) for k in result.kept}
+
+
+def _joined(w: World, node: str, minutes_ago: float) -> dict[str, Any]:
+    item = w.node(node)
+    item["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=minutes_ago))
+    return item
+
+
+def _gpu_world(minutes_ago: float) -> tuple[World, str, str]:
+    """A p4d node that joined ``minutes_ago`` and is Ready, its device plugin not registered yet (no
+    ``nvidia.com/gpu``), and an 8-GPU job it was launched for."""
+    w = World()
+    (node,) = w.group("gpu", "p4d.24xlarge", nodes=1, max_size=5, gpu_taint=True)
+    status = _joined(w, node, minutes_ago)["status"]
+    for key in ("allocatable", "capacity"):
+        status[key].pop("nvidia.com/gpu")
+    (job,) = w.gpu_pods("train", 1, 8)
+    return w, node, job
+
+
+def test_a_gpu_node_whose_gpus_are_not_registered_yet_is_capacity_launching() -> None:
+    w, node, job = _gpu_world(minutes_ago=1)
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # not a second p4d for the one job
+    assert pending_codes(result)[job] == codes.FITS_LAUNCHING
+    code, reason = _kept(result)[node]
+    assert code == codes.STARTING and "nvidia.com/gpu not registered yet" in reason
+
+
+def test_past_the_start_window_it_is_an_ordinary_node_without_gpus() -> None:
+    w, node, job = _gpu_world(minutes_ago=16)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"gpu": (1, 2, [job])}
+    assert _kept(result)[node][0] == codes.IDLE_BELOW_THRESHOLD  # idle, drained the usual way
+
+
+def test_once_its_gpus_are_registered_the_job_goes_there() -> None:
+    w, node, job = _gpu_world(minutes_ago=1)
+    status = w.node(node)["status"]
+    for key in ("allocatable", "capacity"):
+        status[key]["nvidia.com/gpu"] = "8"
+
+    result = w.plan()
+
+    assert result.scale_up == () and {p.pod: p.node for p in result.placements}[job] == node
+
+
+@pytest.mark.parametrize(
+    "taint", [PREFIXED, {**PREFIXED, "key": "ignore-taint.cluster-autoscaler.kubernetes.io/x"}]
+)
+def test_a_node_with_a_startup_taint_by_prefix_is_starting(taint: dict[str, str]) -> None:
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _joined(w, node, 1)["spec"]["taints"] = [taint]
+    (pod,) = w.pods("web", 1, cpu="2", memory="4Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)[pod] == codes.FITS_LAUNCHING
+    assert taint["key"] in _kept(result)[node][1]
+
+
+def test_a_taint_named_in_startup_taints_is_one_and_others_are_not() -> None:
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    _joined(w, node, 1)["spec"]["taints"] = [CNI]
+    (pod,) = w.pods("web", 1, cpu="2", memory="4Gi")
+
+    assert w.plan(startup_taints=["node.cilium.io/agent-not-ready"]).scale_up == ()
+    unlisted = w.plan()  # a taint the pod does not tolerate, not known to go away: a new node
+    assert scale_up(unlisted) == {"cpu": (1, 2, [pod])}
+
+
+def test_template_nodes_drop_startup_and_status_taints_but_keep_the_others() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=5)
+    w.group("dedicated", "m5.2xlarge", max_size=5)
+    for group, taints in (
+        (
+            "cpu",
+            {
+                "startup-taint.cluster-autoscaler.kubernetes.io/disk-setup",
+                "status-taint.cluster-autoscaler.kubernetes.io/x",
+            },
+        ),
+        ("dedicated", {"dedicated"}),
+    ):
+        w.groups[group]["Tags"] += [
+            {"Key": f"k8s.io/cluster-autoscaler/node-template/taint/{key}", "Value": "true:NoSchedule"}
+            for key in sorted(taints)
+        ]
+    (pod,) = w.pods("web", 1, cpu="2", memory="4Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu": (0, 1, [pod])}  # from zero: its template is what a node keeps
+
+
+def test_a_starting_node_is_not_unready_and_one_that_never_initializes_is() -> None:
+    """Four p4d nodes whose GPUs never registered (a driver the AMI lacks): while young they are
+    capacity launching; past the window they count as unready, and their group gets no new nodes."""
+    w = World()
+    names = w.group("gpu", "p4d.24xlarge", nodes=4, max_size=10, gpu_taint=True)
+    w.group("spare", "p4d.24xlarge", region="us-west-2", max_size=10, gpu_taint=True)
+    for name in names:
+        status = _joined(w, name, 1)["status"]
+        for key in ("allocatable", "capacity"):
+            status[key].pop("nvidia.com/gpu")
+    jobs = w.gpu_pods("train", 5, 8)
+
+    young = w.plan()
+    assert young.unhealthy == ()
+    assert scale_up(young) == {"gpu": (4, 5, [jobs[4]])}  # four jobs wait for the four starting nodes
+
+    for name in names:
+        _joined(w, name, 20)
+    old = w.plan()
+    assert [u.group for u in old.unhealthy] == [None, "gpu"]
+    assert set(scale_up(old)) == {"spare"}
+    assert "group gpu is unhealthy: 4 of 4" in pending_reasons(old).get(jobs[0], "") or all(
+        j in scale_up(old)["spare"][2] for j in jobs
+    )
+
+
+def test_startup_taints_are_checked() -> None:
+    with pytest.raises(ValidationError, match="startup_taints"):
+        PlannerConfig(startup_taints=[""])
