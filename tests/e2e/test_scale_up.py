@@ -4,6 +4,7 @@ the scale function in-process, Auto Scaling made AWS-like by CloudSim, Nodes by 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -240,3 +241,36 @@ def serialized_transactions() -> Iterator[None]:
 
     with mock.patch.object(DynamoDBBackend, "transact_write_items", locked):
         yield
+
+
+def latest_plan(cloud: Cloud) -> dict[str, Any]:
+    item = max(cloud.plans(), key=lambda p: p["snapshot_key"]["S"])
+    return dict(json.loads(item["plan"]["S"]))
+
+
+def test_gpu_nodes_waiting_for_their_device_plugin_are_not_launched_again(cloud: Cloud) -> None:
+    """The launched GPU nodes are Ready before their device plugin registers nvidia.com/gpu: the next
+    plan counts them as capacity launching (code starting), not as nodes with no room, and launches
+    nothing more; once the GPUs register, the pods fit on them."""
+    cloud.registrar.plugin_seconds = 3600  # until plugins_up()
+    gpu_cluster(cloud)
+    first = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"][0]
+    assert first["summary"]["scale_up_nodes"] == 4, first
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED", execution
+    assert len(cloud.kube.list("Node")) == 5
+    assert all("nvidia.com/gpu" not in n["status"]["allocatable"] for n in cloud.kube.list("Node"))
+
+    waiting = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"][0]
+
+    assert waiting["summary"]["scale_up_nodes"] == 0, waiting
+    record = latest_plan(cloud)
+    assert {p["code"] for p in record["pending"]} == {"fits-launching"}
+    starting = [k for k in record["kept"] if k["code"] == "starting"]
+    assert len(starting) == 4 and all("nvidia.com/gpu not registered yet" in k["reason"] for k in starting)
+    assert cloud.desired("gpu-east") == 4
+
+    cloud.registrar.plugins_up()
+    ready = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"][0]
+    assert ready["summary"]["scale_up_nodes"] == 0, ready
+    assert {p["code"] for p in latest_plan(cloud)["pending"]} == {"fits-free-room"}

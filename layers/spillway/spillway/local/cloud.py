@@ -566,6 +566,8 @@ def _activity(group: Any, status: str, description: str, message: str | None = N
 
 class NodeRegistrar:
     """Kubelets for moto's instances: InService instances become Ready Nodes after ``boot_seconds``.
+    With ``plugin_seconds``, a Node registers without its extended resources (GPUs), and its device
+    plugin adds them that much later, as on a real GPU node.
 
     ``step()`` does one pass (tests call it directly); ``start()`` runs passes every ``tick`` seconds in a
     background thread until ``stop()``. Groups are those tagged for ``cluster`` in ``regions``.
@@ -581,8 +583,11 @@ class NodeRegistrar:
         tick: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
         reserve: dict[str, int] | None = None,
+        plugin_seconds: float = 0.0,
     ) -> None:
         self.kube = kube  # spillway.local.kubeapi.KubeApiServer
+        self.plugin_seconds = plugin_seconds
+        self.plugins: dict[str, tuple[float, dict[str, str]]] = {}  # node -> (due, resources held back)
         self.cluster = cluster
         self.regions = list(regions)
         self.boot_seconds = boot_seconds
@@ -632,15 +637,44 @@ class NodeRegistrar:
                         info = described["Reservations"][0]["Instances"][0]
                         name = info.get("PrivateDnsName") or f"node-{instance.InstanceId}"
                         zone = instance.AvailabilityZone or f"{region}a"
-                        self.kube.add(_node(name, instance.InstanceId, zone, region, template))
+                        node = _node(name, instance.InstanceId, zone, region, template)
+                        self._hold_back(node, now)
+                        self.kube.add(node)
                         self.registered[instance.InstanceId] = name
                         added.append(name)
+        self._register_plugins(now)
         for iid in sorted(set(self.registered) - live):
             name = self.registered.pop(iid)
             self.first_seen.pop(iid, None)
             if self.kube.get("Node", name) is not None:
                 self.kube.delete("Node", name)
         return added
+
+    def _hold_back(self, node: dict[str, Any], now: float) -> None:
+        """Without ``plugin_seconds``, nothing; else the node's extended resources wait for its plugin."""
+        status = node["status"]
+        extended = {r: v for r, v in status["allocatable"].items() if "/" in r}
+        if self.plugin_seconds <= 0 or not extended:
+            return
+        for key in ("allocatable", "capacity"):
+            status[key] = {r: v for r, v in status[key].items() if r not in extended}
+        self.plugins[node["metadata"]["name"]] = (now + self.plugin_seconds, extended)
+
+    def plugins_up(self) -> None:
+        """Every device plugin still held back registers its resources now."""
+        self._register_plugins(float("inf"))
+
+    def _register_plugins(self, now: float) -> None:
+        for name, (due, extended) in sorted(self.plugins.items()):
+            if now < due:
+                continue
+            del self.plugins[name]
+            node = self.kube.get("Node", name)
+            if node is None:
+                continue
+            for key in ("allocatable", "capacity"):
+                node["status"][key] = {**node["status"][key], **extended}
+            self.kube.update("Node", node)
 
     def start(self) -> NodeRegistrar:
         def loop() -> None:
