@@ -78,12 +78,12 @@ def test_an_instance_that_never_joins_is_removed_and_its_group_backs_off(cloud: 
 @pytest.fixture
 def eager() -> Iterator[Cloud]:
     """Idle nodes go at once (no idle time, no launch delay, no scale-in cap), as idle NotReady ones then
-    should; a node is past its start (max_node_provision_minutes) in a second."""
+    should; a node is past its start (max_node_startup_minutes) in a second."""
     with running(
         SCALE_DOWN_IDLE_MINUTES="0",
         SCALE_DOWN_DELAY_AFTER_LAUNCH_MINUTES="0",
         MAX_SCALE_IN_FRACTION="1",
-        MAX_NODE_PROVISION_MINUTES=str(LIMIT_MINUTES),
+        PLANNER_CONFIG=json.dumps({"max_node_startup_minutes": LIMIT_MINUTES}),
     ) as rig:
         yield rig
 
@@ -149,7 +149,7 @@ def test_when_most_kubelets_are_gone_nothing_is_drained(eager: Cloud) -> None:
     """Four of six idle nodes lost their kubelets half an hour ago (a network fault, not four broken
     nodes): the cluster is unhealthy, so the real plan function drains none of them, though each is
     past scale_down_unready_minutes, nor the idle Ready ones; it says why and counts it. (The rig's nodes
-    are seconds old: once past max_node_provision_minutes, a NotReady one is not still starting.)"""
+    are seconds old: once past max_node_startup_minutes, a NotReady one is not still starting.)"""
     cloud = eager
     cloud.group("general", instance_type="m5.xlarge", desired=6, gpu=False)
     nodes = sorted(cloud.wait_nodes(6))

@@ -152,3 +152,12 @@ def test_a_starting_node_is_not_unready_and_one_that_never_initializes_is() -> N
 def test_startup_taints_are_checked() -> None:
     with pytest.raises(ValidationError, match="startup_taints"):
         PlannerConfig(startup_taints=[""])
+
+
+def test_the_start_window_is_its_own_setting() -> None:
+    """cluster-autoscaler's --max-node-startup-time, apart from --max-node-provision-time: 0 takes every
+    Ready node as it is."""
+    w, _, job = _gpu_world(minutes_ago=1)
+
+    assert scale_up(w.plan(max_node_startup_minutes=0)) == {"gpu": (1, 2, [job])}
+    assert w.plan(max_node_provision_minutes=0.5).scale_up == ()

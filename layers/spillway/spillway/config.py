@@ -237,6 +237,9 @@ class PlannerConfig(BaseModel):
     # cluster-autoscaler's --max-node-provision-time: an instance no Node has joined for this long is
     # not capacity coming; its group backs off and the plan removes it (spillway.planner.joins)
     max_node_provision_minutes: float = Field(default=15, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
+    # cluster-autoscaler's --max-node-startup-time: a registered node not Ready, or Ready but not
+    # initialized (spillway.planner.startup), counts as launching this long after it was created; 0: never
+    max_node_startup_minutes: float = _minutes(15)
     # cluster-autoscaler's --scale-down-unready-time: a node NotReady this long is judged for scale-down
     # like a Ready one (idle: drained after scale_down_idle_minutes); before that it is kept (not-ready)
     scale_down_unready_minutes: float = _minutes(20)

@@ -8,7 +8,7 @@ unready nodes (:mod:`spillway.planner.scaledown`'s ``scale_down_unready_minutes`
 capacity whose pods may come back the moment the fault is mended. So, as cluster-autoscaler does:
 
 * **unready** counts the registered nodes that are not Ready, except those still registering (never
-  Ready yet, and younger than ``max_node_provision_minutes``), the Ready nodes that never initialized
+  Ready yet, and younger than ``max_node_startup_minutes``), the Ready nodes that never initialized
   within that time (:mod:`spillway.planner.startup`), and the instances no Node joined for that long;
   nodes Spillway is draining are not counted (they are going anyway);
 * the **cluster** is unhealthy when its unready count is above ``ok_total_unready_count`` (3) **and**
@@ -75,7 +75,7 @@ def judge_health(
     """Count unready nodes and overdue instances (``overdue``: instance ids no Node joined for within
     ``max_node_provision_minutes``, :attr:`spillway.planner.joins.Joins.overdue`), for the cluster and
     for each group, and judge each count against the thresholds."""
-    window = timedelta(minutes=config.max_node_provision_minutes)
+    window = timedelta(minutes=config.max_node_startup_minutes)
     by_instance = {iid: g for g in groups for iid in g.instance_ids}
     total = Count()
     per_group: dict[str, Count] = {}
@@ -115,7 +115,7 @@ def _unready(
 def _registering(node: NodeInfo, window: timedelta, now: datetime) -> bool:
     """A NotReady node that has never been Ready (its Ready condition last changed within
     :data:`SET_AT_CREATION` of its creation, as the kubelet sets it at registration) and is younger than
-    ``max_node_provision_minutes`` is still registering. One that was Ready and is not any more, or whose
+    ``max_node_startup_minutes`` is still registering. One that was Ready and is not any more, or whose
     creation time is unknown, counts as unready at once."""
     if node.created_at is None:
         return False

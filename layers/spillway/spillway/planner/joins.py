@@ -18,8 +18,9 @@ registration timeout):
   runs on the instance by now.
 
 A Node that registered but is not Ready counts as launching while it is younger than
-``max_node_provision_minutes`` (a kubelet takes a moment to become Ready); after that it is no longer
-capacity coming either (cluster-autoscaler's "unready" nodes). Being a Node, it is scale-down's: idle
+``max_node_startup_minutes`` (cluster-autoscaler's ``--max-node-startup-time``, 15: a kubelet takes a
+moment to become Ready); after that it is no longer capacity coming either (cluster-autoscaler's
+"unready" nodes). Being a Node, it is scale-down's: idle
 and NotReady for ``scale_down_unready_minutes``, it is drained (:mod:`spillway.planner.scaledown`).
 
 Pure: what was seen when comes from the state, ``now`` from the caller.
@@ -78,6 +79,7 @@ def watch_joins(
 ) -> Joins:
     """Judge every instance of ``groups`` that is not a Ready node (see the module docstring)."""
     limit = timedelta(minutes=config.max_node_provision_minutes)
+    startup = timedelta(minutes=config.max_node_startup_minutes)
     registered = {n.instance_id: n for n in nodes if n.instance_id}
     out = Joins()
     for group in sorted(groups, key=lambda g: g.name):
@@ -85,7 +87,7 @@ def watch_joins(
         for iid in group.instance_ids:
             node = registered.get(iid)
             if node is not None:
-                if not node.ready and node.created_at is not None and now - aware(node.created_at) >= limit:
+                if not node.ready and node.created_at is not None and now - aware(node.created_at) >= startup:
                     out.stale[group.name] = out.stale.get(group.name, 0) + 1
                 continue
             previous = state.joining.get(iid)

@@ -8,8 +8,8 @@ pods it was launched for, and a planner that took it as an ordinary node would l
 them: a second p4d for one pending job. So, as cluster-autoscaler does with its startup taints and GPU
 nodes whose GPUs are not registered, and as Karpenter waits for a node to be initialized:
 
-A Ready node of a managed group is **starting** while it is younger than ``max_node_provision_minutes``
-and either
+A Ready node of a managed group is **starting** while it is younger than ``max_node_startup_minutes``
+(cluster-autoscaler's ``--max-node-startup-time``, 15; 0: never) and either
 
 * carries a startup taint: a key with cluster-autoscaler's prefix
   ``startup-taint.cluster-autoscaler.kubernetes.io/`` (or the older ``ignore-taint.…/``), or one listed
@@ -72,12 +72,12 @@ def uninitialized(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig
 
 def starting(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig, now: datetime) -> str | None:
     """Why the node is still starting (see the module docstring), or None: initialized, not Ready,
-    unmanaged, or past ``max_node_provision_minutes``."""
+    unmanaged, or past ``max_node_startup_minutes``."""
     why = uninitialized(info, group, config)
     if why is None or info.created_at is None:
         return None
     age = now - aware(info.created_at)
-    if age >= timedelta(minutes=config.max_node_provision_minutes):
+    if age >= timedelta(minutes=config.max_node_startup_minutes):
         return None
     return f"Ready {minutes(age)} after launch, but not initialized: {why}"
 
