@@ -147,6 +147,7 @@ def test_simulate_bad_arguments_exit_2(
         (["--join-failure-rate", "1"], "--join-failure-rate: must be at least 0 and below 1, not 1.0"),
         (["--join-failure-rate", "-0.1"], "--join-failure-rate: must be at least 0 and below 1"),
         (["--join-failure-rate", "nan"], "--join-failure-rate: must be at least 0 and below 1"),
+        (["--device-plugin-seconds", "-1"], "--device-plugin-seconds: must not be negative"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_replay(

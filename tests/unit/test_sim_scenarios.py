@@ -433,3 +433,26 @@ def test_removing_a_broken_instance_at_min_size_launches_a_replacement() -> None
     assert group.desired == 1 and replacement.instance_id != broken.instance_id
     assert [(t, kind) for t, kind, _, _ in world.events] == [(120, BOOT)]
     assert world.counters.unregistered_removed == 1
+
+
+@pytest.mark.parametrize("policy", ["spillway", "cluster-autoscaler"])
+def test_a_gpu_node_waiting_for_its_device_plugin_is_not_launched_again(tmp_path: Path, policy: str) -> None:
+    # t=0 an 8-GPU job; its node is launched, registers at 120 without GPUs, and its device plugin adds
+    # them at 210, when the job starts. The plan at 120 sees a Ready node without GPUs: still starting,
+    # so capacity launching, not a node that lacks room for the job.
+    report = run(tmp_path, ["0,3600,,,8,1,ml,0"], plugin_seconds=90, policies=(policy,))
+    world, result = report.runs[0].world, report.results[0]
+
+    assert result.actions["nodes_launched"] == 1
+    assert world.waits[0] == (210, 8)
+    assert result.node_hours == pytest.approx(3810 / 3600)
+
+
+def test_without_the_start_window_the_job_gets_a_second_node(tmp_path: Path) -> None:
+    no_window = PlannerConfig(max_node_startup_minutes=0)
+    report = run(tmp_path, ["0,3600,,,8,1,ml,0"], plugin_seconds=90, planner=no_window)
+    world, result = report.runs[0].world, report.results[0]
+
+    assert result.actions["nodes_launched"] == 2  # the second for a job the first was launched for
+    assert world.waits[0] == (210, 8)  # it starts on the first all the same
+    assert result.node_hours > 3810 / 3600 + 0.1

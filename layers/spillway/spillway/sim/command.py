@@ -123,6 +123,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="share of launches whose instance never becomes a node (a broken bootstrap), seeded: it stays "
         "in its group, paid for, until a policy removes it (0)",
     )
+    p.add_argument(
+        "--device-plugin-seconds",
+        type=int,
+        default=0,
+        metavar="S",
+        help="a GPU node is Ready S seconds before its device plugin registers its GPUs: the autoscaler "
+        "sees it without GPUs, the scheduler places nothing on it (0)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
     p.add_argument(
         "--price",
@@ -341,6 +349,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     noise = args.duration_noise
     if noise is not None and (not math.isfinite(noise) or noise < 0):
         raise InputError("must not be negative", field="--duration-noise")
+    if args.device_plugin_seconds < 0:
+        raise InputError("must not be negative", field="--device-plugin-seconds")
     if not 0.0 <= args.join_failure_rate < 1.0:
         raise InputError(
             f"must be at least 0 and below 1, not {args.join_failure_rate}", field="--join-failure-rate"
@@ -402,6 +412,7 @@ def run(args: argparse.Namespace) -> int:
         restart_penalty=round(args.restart_penalty * 60),
         duration_noise=args.duration_noise,
         join_failure_rate=args.join_failure_rate,
+        plugin_seconds=args.device_plugin_seconds,
         variants=variants,
     )
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from spillway.sim.policies import Policy
 from spillway.sim.trace import Job
-from spillway.sim.world import BOOT, COMPLETE, INTERRUPT, SimJob, World, runnable
+from spillway.sim.world import BOOT, COMPLETE, INTERRUPT, PLUGIN, SimJob, World, runnable
 
 # A replay stops this long after the last submit plus the longest duration, whatever is left.
 HORIZON_SLACK = 30 * 24 * 3600
@@ -93,6 +93,8 @@ def replay(
                 world.boot(payload)
             elif kind == INTERRUPT:
                 world.interrupt(payload)
+            elif kind == PLUGIN:
+                world.plugin(payload)
             handled += 1
         while next_arrival < count and sim_jobs[next_arrival].job.submit == t:
             world.arrive(sim_jobs[next_arrival])

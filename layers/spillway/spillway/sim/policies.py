@@ -89,6 +89,7 @@ class SpillwayPolicy:
         self.launch_delay = timedelta(minutes=config.scale_down_delay_after_launch_minutes)
         self.consolidate_after = timedelta(minutes=config.consolidation_after_minutes)
         self.provision = timedelta(minutes=config.max_node_provision_minutes)
+        self.startup = timedelta(minutes=config.max_node_startup_minutes)
         self.plans = 0
         # Consolidation judges busy nodes: it must be asked again whenever room frees on one, and once
         # each node is past its launch delay, though nothing else changes.
@@ -131,12 +132,12 @@ class SpillwayPolicy:
             node = world.nodes.get(name)
             if node is None:
                 continue
-            when = max(entry.idle_since + self.idle, world.at(node.ready_at) + self.launch_delay)
+            when = max(entry.idle_since + self.idle, world.at(node.joined) + self.launch_delay)
             if when > now:
                 due.append(when)
         if self.consolidates:
             for node in world.nodes.values():
-                when = world.at(node.ready_at) + self.launch_delay
+                when = world.at(node.joined) + self.launch_delay
                 if when > now:
                     due.append(when)
             for mark in self.state.underutilized.values():
@@ -145,6 +146,9 @@ class SpillwayPolicy:
         for mark in self.state.joining.values():  # an instance that has not joined comes due
             if mark.since + self.provision > now:
                 due.append(mark.since + self.provision)
+        for node in world.registering():  # a node whose GPUs are late stops counting as launching
+            if world.at(node.joined) + self.startup > now:
+                due.append(world.at(node.joined) + self.startup)
         for group in world.groups.values():
             due.extend(f.at + self.window for f in group.failures if f.at + self.window > now)
         due.extend(g.backoff_until for g in self.state.groups.values() if g.backoff_until > now)
@@ -372,7 +376,9 @@ class ClusterAutoscalerPolicy:
 
     An instance that has not registered ``--max-node-provision-time`` (15 minutes) after it was first
     seen is deleted (the group's size decremented, not below MinSize) and its group backed off as after a
-    failed launch; meanwhile it counts as a node coming.
+    failed launch; meanwhile it counts as a node coming. So does a GPU node whose device plugin has not
+    registered its GPUs yet (``--device-plugin-seconds``), as cluster-autoscaler's GPU handling makes it
+    (for nodes that carry its GPU label).
 
     Left out: the 10 s scan interval (every policy decides at the same ``--interval`` here, to compare
     decisions rather than loop periods), balancing of similar groups, non-empty node consolidation

@@ -65,6 +65,7 @@ class SimConfig:
     # by which each job's deadline (its pods' activeDeadlineSeconds) exceeds its run time (0: exact)
     duration_noise: float | None = None
     join_failure_rate: float = 0.0  # share of launches whose instance never becomes a node (seeded)
+    plugin_seconds: int = 0  # a GPU node is Ready this long before its device plugin registers its GPUs
     # more Spillway runs, each with its own planner configuration: (label, config); run as spillway[label]
     variants: tuple[tuple[str, PlannerConfig], ...] = ()
     packers: bool = True  # also replay the ideal First Fit and Best Fit packers
@@ -121,6 +122,7 @@ class Report:
                 "restart_penalty_seconds": cfg.restart_penalty,
                 "duration_noise": cfg.duration_noise,
                 "join_failure_rate": cfg.join_failure_rate,
+                "device_plugin_seconds": cfg.plugin_seconds,
                 "planner": cfg.planner.model_dump(mode="json"),
                 "variants": {label: v.model_dump(mode="json") for label, v in cfg.variants},
             },
@@ -254,6 +256,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
             measure=measure_resource,
             restart_penalty=config.restart_penalty,
             join_failure_rate=config.join_failure_rate,
+            plugin_seconds=config.plugin_seconds,
         )
         for group in config.groups:
             if group.min_size:

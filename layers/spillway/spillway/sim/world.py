@@ -96,7 +96,7 @@ ICE_MESSAGE = (
 )
 
 # Event kinds, in the order they are handled at one instant: capacity frees up before new work arrives.
-COMPLETE, BOOT, ARRIVE, INTERRUPT = 0, 1, 2, 3
+COMPLETE, BOOT, ARRIVE, INTERRUPT, PLUGIN = 0, 1, 2, 3, 4
 
 Vector = tuple[int, int, int, int]
 
@@ -227,6 +227,7 @@ class SimNode:
         "group",
         "info",
         "instance_id",
+        "joined",
         "launched",
         "name",
         "pods",
@@ -244,6 +245,7 @@ class SimNode:
         self.group = group
         self.launched = launched
         self.ready_at = -1
+        self.joined = -1  # when it registered as a node (with plugin_seconds, before it is ready)
         self.ready = False
         self.seq = seq
         self.alloc = group.alloc
@@ -373,6 +375,7 @@ class World:
         measure: str = NVIDIA_GPU,
         restart_penalty: int = 0,
         join_failure_rate: float = 0.0,
+        plugin_seconds: int = 0,
     ) -> None:
         if not groups:
             raise SimError("no node groups")
@@ -384,6 +387,8 @@ class World:
             raise SimError(f"outage for unknown group(s): {', '.join(unknown)}")
         if not 0 <= join_failure_rate < 1:
             raise SimError(f"join failure rate {join_failure_rate!r} is not in [0, 1)")
+        if plugin_seconds < 0:
+            raise SimError(f"device plugin delay {plugin_seconds!r} is negative")
         reserve = dict(reserve) if reserve is not None else {CPU: 100, MEMORY: 2**30 * 1000}
         self.epoch = epoch
         self.cluster = cluster
@@ -396,6 +401,7 @@ class World:
         self.spot_rng = random.Random(f"spot/{seed}")
         self.join_rng = random.Random(f"join/{seed}")
         self.join_failure_rate = join_failure_rate
+        self.plugin_seconds = plugin_seconds
         self.restart_penalty = restart_penalty
         self.most = scheduler.scoring == "most-allocated"
         if scheduler.scoring not in ("least-allocated", "most-allocated"):
@@ -525,7 +531,21 @@ class World:
 
     def unregistered(self) -> list[SimNode]:
         """Instances that are no node (yet: booting, or never: a broken launch)."""
-        return [node for group in self.groups.values() for node in group.instances.values() if not node.ready]
+        return [
+            node
+            for group in self.groups.values()
+            for node in group.instances.values()
+            if not node.ready and node.joined < 0
+        ]
+
+    def registering(self) -> list[SimNode]:
+        """Nodes registered whose GPUs have not (``plugin_seconds``)."""
+        return [
+            node
+            for group in self.groups.values()
+            for node in group.instances.values()
+            if not node.ready and node.joined >= 0
+        ]
 
     def remove_instance(self, group_name: str, instance_id: str, *, decrement: bool = True) -> None:
         """TerminateInstanceInAutoScalingGroup of an instance that is no node (a broken launch):
@@ -552,12 +572,29 @@ class World:
             self._boot_later(replacement)
 
     def boot(self, node: SimNode) -> None:
+        """The instance registers as a Node. A GPU node with ``plugin_seconds`` is Ready without its GPUs
+        (the device plugin registers them that much later): the autoscaler sees it so, and the
+        scheduler has no room on it for any pod until then (every pod of a GPU trace asks for GPUs)."""
+        if node.instance_id not in node.group.instances:
+            return
+        node.joined = self.t
+        if self.plugin_seconds and node.alloc[_GPU]:
+            self.dirty = True
+            if self.track:
+                self._node_info(node)
+            self.push(self.t + self.plugin_seconds, PLUGIN, node)
+            return
+        self._ready(node)
+
+    def plugin(self, node: SimNode) -> None:
+        """The node's device plugin registered its GPUs."""
         if node.instance_id in node.group.instances:
             self._ready(node)
 
     def _ready(self, node: SimNode) -> None:
         node.ready = True
         node.ready_at = self.t
+        node.joined = self.t if node.joined < 0 else node.joined
         node.group.ready += 1
         node.group.version += 1
         self.nodes[node.name] = node
@@ -642,6 +679,8 @@ class World:
             self._bill(node)
             self.counters.capacity_seconds += node.alloc[self.measure] * (self.t - node.launched)
             self._alive(-1)
+            if self.track:
+                self.node_infos.pop(node.name, None)  # a node whose GPUs had not registered yet
         group.version += 1
         self.dirty = True
         if group.in_outage(self.t):  # no replacement: the group shrinks by one
@@ -967,15 +1006,18 @@ class World:
         template = node.group.template
         labels = dict(template.labels)
         labels["kubernetes.io/hostname"] = node.name
+        allocatable = template.allocatable
+        if not node.ready:  # registered, its GPUs not yet
+            allocatable = {r: v for r, v in allocatable.items() if "/" not in r}
         self.node_infos[node.name] = NodeInfo(
             name=node.name,
-            allocatable=template.allocatable,
+            allocatable=allocatable,
             labels=labels,
             taints=(*template.taints, _CANDIDATE) if node.candidate else template.taints,
             provider_id=f"aws:///{node.group.region}a/{node.instance_id}",
             unschedulable=node.cordoned,
             ready=True,
-            created_at=self.at(node.ready_at),
+            created_at=self.at(node.joined),
             cordoned_by_spillway=node.cordoned_by == "spillway",
         )
 
