@@ -20,6 +20,7 @@ from moto.autoscaling.models import AutoScalingBackend
 from spillway.adapters.state_store import StateStore
 from spillway.errors import StaleSnapshot, StateConflict
 from spillway.local import cloud as cloud_module
+from spillway.local import objects as o
 
 
 def gpu_cluster(cloud: Cloud, pods: int = 4) -> None:
@@ -274,3 +275,26 @@ def test_gpu_nodes_waiting_for_their_device_plugin_are_not_launched_again(cloud:
     ready = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"][0]
     assert ready["summary"]["scale_up_nodes"] == 0, ready
     assert {p["code"] for p in latest_plan(cloud)["pending"]} == {"fits-free-room"}
+
+
+def test_replicas_that_must_not_share_a_node_get_a_node_each(cloud: Cloud) -> None:
+    """A Deployment's replicas repel each other per node (required pod anti-affinity on the hostname):
+    one runs, two wait though the running node has room. The snapshot the real observe code takes keeps
+    the terms, and the plan opens a node for each waiting replica instead of counting on that room."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    (node,) = cloud.wait_nodes(1)
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    for i in range(3):
+        cloud.kube.add(o.pod(f"web-{i}", "shop", cpu="250m", memory="256Mi", labels={"app": "web"},
+                             owner=("ReplicaSet", "web-7d4f"), affinity=affinity,
+                             node_name=node if i == 0 else None))  # fmt: skip
+
+    outcome = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"][0]
+
+    record = latest_plan(cloud)
+    assert outcome["summary"]["scale_up_nodes"] == 2, record
+    assert [(s["group"], s["from"], s["to"]) for s in record["scale_up"]] == [("general", 1, 3)]
+    [execution] = cloud.wait_all()
+    assert execution["status"] == "SUCCEEDED", execution
+    assert len(cloud.kube.list("Node")) == 3

@@ -32,7 +32,14 @@ from spillway.errors import KubeError, ObservationFailed
 from spillway.model import buffer as capacity_buffer
 from spillway.model import provreq
 from spillway.model.act import SaveResult
-from spillway.model.cluster import ClusterSnapshot, NodeInfo, PdbInfo, PdbMatcher, PodInfo
+from spillway.model.cluster import (
+    AntiAffinityMatcher,
+    ClusterSnapshot,
+    NodeInfo,
+    PdbInfo,
+    PdbMatcher,
+    PodInfo,
+)
 from spillway.model.k8s import AUTOSCALING_GROUP, CapacityBuffer, Node, Pod, PodTemplate, Scalable
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
@@ -105,9 +112,12 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     )
     provreq_future = pool.submit(provisioning_requests, kube)
     budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
+    anti = AntiAffinityMatcher()  # which required anti-affinity terms select which pods
     buffer_future = pool.submit(capacity_buffers, kube)
     try:
-        pod_list = list(_pod_infos(kube.iter_pods(), budgets, keep_terminal=config.keep_terminal_pods))
+        pod_list = list(
+            _pod_infos(kube.iter_pods(), (budgets, anti), keep_terminal=config.keep_terminal_pods)
+        )
         nodes = node_future.result()
         raw_pdbs = pdb_future.result()
         shared = shared_future.result()
@@ -120,7 +130,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     pool.shutdown(wait=True)
     for pdb in raw_pdbs:
         budgets.add(pdb)
-    pods = budgets.apply(pod_list)
+    pods = anti.apply(list(budgets.apply(pod_list)))
     pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started
     cluster = ClusterSnapshot(
@@ -294,9 +304,11 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
                         type(exc).__name__, exc)  # fmt: skip
 
 
-def _pod_infos(pods: Iterator[Pod], budgets: PdbMatcher, *, keep_terminal: bool) -> Iterator[PodInfo]:
-    """Each API pod becomes a compact record as soon as its page arrives; the model is dropped (a bound
-    pod's labels are kept by ``budgets`` until the PodDisruptionBudgets are known)."""
+def _pod_infos(
+    pods: Iterator[Pod], matchers: tuple[PdbMatcher, AntiAffinityMatcher], *, keep_terminal: bool
+) -> Iterator[PodInfo]:
+    """Each API pod becomes a compact record as soon as its page arrives; the model is dropped (the
+    labels the matchers need are kept until every pod and PodDisruptionBudget is known)."""
     index = 0
     for pod in pods:
         if not _usable(pod):
@@ -304,7 +316,8 @@ def _pod_infos(pods: Iterator[Pod], budgets: PdbMatcher, *, keep_terminal: bool)
         info = PodInfo.from_pod(pod)
         if info.terminal and not info.daemonset and not keep_terminal:
             continue
-        budgets.remember(index, pod)
+        for matcher in matchers:
+            matcher.remember(index, pod)
         index += 1
         yield info
 

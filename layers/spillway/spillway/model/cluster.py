@@ -145,6 +145,11 @@ class PodInfo:
     elastic_min: int = 0  # the pod's own word on its elastic job's size (PET_NNODES, torchrun
     elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
+    # required pod anti-affinity (AntiAffinityMatcher): the ids of its own terms, with their topology
+    # keys, and the ids of every term (its own or another pod's) whose selector matches it; an id names
+    # one distinct term within one snapshot
+    anti_own: tuple[tuple[int, str], ...] = ()
+    anti_matched: tuple[int, ...] = ()
 
     @property
     def key(self) -> str:
@@ -182,6 +187,8 @@ class PodInfo:
             self.required_terms,
             self.tolerations,
             self.priority,
+            self.anti_own,
+            self.anti_matched,
         )
 
     @classmethod
@@ -280,6 +287,8 @@ class PodInfo:
             elastic_min=int(d.get("el", (0, 0))[0]),
             elastic_max=int(d.get("el", (0, 0))[1]),
             pdbs=tuple(d.get("pdb", ())),
+            anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
+            anti_matched=tuple(int(i) for i in d.get("am", ())),
         )
 
 
@@ -326,6 +335,8 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("bj", lambda p: p.batch_job),
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
     ("pdb", lambda p: list(p.pdbs) or None),
+    ("ao", lambda p: [list(t) for t in p.anti_own] or None),
+    ("am", lambda p: list(p.anti_matched) or None),
 )
 
 
@@ -630,6 +641,7 @@ class ClusterSnapshot:
         quotas: list[QuotaInfo] = []
         jobs: list[JobInfo] = []
         budgets = PdbMatcher()
+        anti = AntiAffinityMatcher()
         buffers: list[CapacityBuffer] = []
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
@@ -637,6 +649,7 @@ class ClusterSnapshot:
             if isinstance(obj, Pod):
                 pods.append(PodInfo.from_pod(obj))
                 budgets.remember(len(pods) - 1, obj)
+                anti.remember(len(pods) - 1, obj)
             elif isinstance(obj, Node):
                 nodes.append(NodeInfo.from_node(obj))
             elif isinstance(obj, PodDisruptionBudget):
@@ -654,7 +667,7 @@ class ClusterSnapshot:
             cluster,
             taken_at,
             tuple(nodes),
-            budgets.apply(pods),
+            anti.apply(list(budgets.apply(pods))),
             tuple(pdbs),
             observe_seconds,
             dict(sorted(tenants.items())),
@@ -740,6 +753,70 @@ def _distil_shared(
     job = job_of(obj)
     if job is not None:
         jobs.append(job)
+
+
+AntiScope = frozenset[str] | None  # the namespaces a term looks in; None: every namespace
+
+
+class AntiAffinityMatcher:
+    """Required pod anti-affinity, matched while the snapshot is built (pods come in any order): each
+    distinct term (topology key, namespaces, selector) gets an id; a pod keeps the ids of its own terms
+    and of the terms that select it (:attr:`PodInfo.anti_own`, :attr:`PodInfo.anti_matched`). Only the
+    labels of pods not finished are kept, and only until :meth:`apply`.
+
+    As ``core/v1`` has it: a term whose ``labelSelector`` is null selects no pod; ``matchLabelKeys`` and
+    ``mismatchLabelKeys`` add ``key in``/``notin`` the pod's own value; the term looks in its
+    ``namespaces``, else the pod's own namespace. A ``namespaceSelector`` (namespace labels are not in
+    the snapshot) is taken as every namespace: a conflict too many delays a pod by one launch, one too
+    few would leave it pending for good.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, AntiScope, tuple[LabelRequirement, ...]], int] = {}
+        self._pods: list[tuple[int, str, dict[str, str]]] = []
+        self._own: dict[int, tuple[tuple[int, str], ...]] = {}
+
+    def remember(self, index: int, pod: Pod) -> None:
+        if pod.status.phase in TERMINAL_PHASES:
+            return
+        namespace, labels = pod.metadata.namespace or "default", pod.metadata.labels
+        self._pods.append((index, namespace, labels))
+        affinity = pod.spec.affinity
+        terms = affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution if (
+            affinity and affinity.pod_anti_affinity) else []  # fmt: skip
+        own = []
+        for term in terms:
+            if term.label_selector is None or not term.topology_key:
+                continue
+            selector = selector_requirements(term.label_selector) + tuple(
+                (key, op, (labels[key],))
+                for keys, op in ((term.match_label_keys, "In"), (term.mismatch_label_keys, "NotIn"))
+                for key in keys
+                if key in labels
+            )
+            scope: AntiScope = (
+                None if term.namespace_selector is not None else frozenset(term.namespaces or (namespace,))
+            )
+            key = (term.topology_key, scope, selector)
+            own.append((self._ids.setdefault(key, len(self._ids)), term.topology_key))
+        if own:
+            self._own[index] = tuple(sorted(set(own)))
+
+    def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
+        if self._ids:
+            terms = [(i, scope, selector) for (_, scope, selector), i in self._ids.items()]
+            for index, namespace, labels in self._pods:
+                matched = tuple(
+                    sorted(
+                        i
+                        for i, scope, selector in terms
+                        if (scope is None or namespace in scope) and selector_matches(selector, labels)
+                    )
+                )
+                own = self._own.get(index, ())
+                if matched or own:
+                    pods[index] = replace(pods[index], anti_own=own, anti_matched=matched)
+        return tuple(pods)
 
 
 class PdbMatcher:

@@ -164,10 +164,28 @@ class NodeAffinity(KubeModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
 
 
+class LabelSelectorRequirement(KubeModel):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(KubeModel):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
 class PodAffinityTerm(KubeModel):
-    """Only the topology key is read: a required term on the zone key keeps a gang in one zone."""
+    """A required pod (anti-)affinity term (``core/v1`` PodAffinityTerm). A pod affinity term on the zone
+    key keeps a gang in one zone; an anti-affinity term keeps the pod out of every domain of
+    ``topologyKey`` that runs a pod its selector matches (spillway.model.cluster.AntiAffinityMatcher)."""
 
     topology_key: str = ""
+    label_selector: LabelSelector | None = None  # null matches no pod; empty, every pod
+    namespaces: list[str] = Field(default_factory=list)
+    namespace_selector: LabelSelector | None = None  # null (and no namespaces): the pod's own namespace
+    match_label_keys: list[str] = Field(default_factory=list)  # key in (the pod's value), ANDed in
+    mismatch_label_keys: list[str] = Field(default_factory=list)  # key notin (the pod's value)
 
 
 class PodAffinity(KubeModel):
@@ -177,6 +195,7 @@ class PodAffinity(KubeModel):
 class Affinity(KubeModel):
     node_affinity: NodeAffinity | None = None
     pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
 
 
 class ResourceRequirements(KubeModel):
@@ -326,17 +345,6 @@ class Node(RefusableModel):
     def ready_changed_at(self) -> datetime | None:
         """The Ready condition's ``lastTransitionTime``: since when the node is (or is not) Ready."""
         return next((c.last_transition_time for c in self.status.conditions if c.type == "Ready"), None)
-
-
-class LabelSelectorRequirement(KubeModel):
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
-
-
-class LabelSelector(KubeModel):
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
 
 
 class PodDisruptionBudgetSpec(KubeModel):

@@ -389,12 +389,14 @@ class Consolidation:
             cls.take(count)
             destinations.add(node.info.name)
 
-        for cls in _classes(candidate.place):
+        for cls in _classes(candidate.place, self.ctx, name):
             fit_on_nodes(cls, pools(room.values()), commit)
             self._fit_launching(cls, launching, destinations)
             if cls.remaining:
                 return None
-        for cls in _classes(candidate.shrink):  # elastic workers: where they fit, else the job shrinks
+        for cls in _classes(
+            candidate.shrink, self.ctx, name
+        ):  # elastic workers: where they fit, else the job shrinks
             fit_on_nodes(cls, pools(room.values()), commit)
             self._fit_launching(cls, launching, destinations)
         return room, launching, destinations
@@ -408,7 +410,7 @@ class Consolidation:
                 continue
             if cls.blocker(template.labels, template.taints, None) is not None:
                 continue
-            for node_id, count in fill_bins(cls.requests, group_bins, cls.remaining):
+            for node_id, count in fill_bins(cls, group_bins, cls.remaining):
                 cls.take(count)
                 destinations.add(node_id)
 
@@ -449,15 +451,16 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
 
 
 def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
-    return {g: [Bin(dict(b.free), list(b.ids), b.fresh) for b in group] for g, group in bins.items()}
+    return {g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds) for b in group] for g, group in bins.items()}
 
 
-def _classes(pods: Iterable[PodInfo]) -> list[PodClass]:
-    """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first."""
+def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: str) -> list[PodClass]:
+    """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first; their
+    anti-affinity as if node ``leaving`` were empty already."""
     classes: dict[tuple[object, ...], PodClass] = {}
     for pod in pods:
         cls = classes.get(pod.scheduling_key())
         if cls is None:
-            cls = classes[pod.scheduling_key()] = new_class(pod)
+            cls = classes[pod.scheduling_key()] = new_class(pod, anti=ctx.anti.constraint(pod, leaving))
         cls.pods.append(pod.key)
     return sorted(classes.values(), key=PodClass.sort_key)

@@ -14,11 +14,11 @@ from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, add_into, fit_count
 from spillway.planner import codes
+from spillway.planner.antiaffinity import UNBOUNDED
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, shape_of, without_taint
 from spillway.planner.limits import Limits
 
-UNBOUNDED = 1 << 40
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
 UNCORDON_NOTE = "will run on node {node}, which this plan uncordons"
 
@@ -39,6 +39,7 @@ class Bin:
     free: Resources
     ids: list[str]
     fresh: bool = False  # launching nodes no pod of this plan has taken yet
+    holds: frozenset[str] = frozenset()  # classes with a per-node cap that have a pod on each node
 
 
 def _max_into(bound: Resources, free: Mapping[str, int]) -> None:
@@ -95,7 +96,7 @@ def launching_bins(ctx: Context, empty: Mapping[str, Resources]) -> dict[str, li
     return bins
 
 
-def fill_bins(request: Mapping[str, int], bins: list[Bin], want: int) -> list[tuple[str, int]]:
+def fill_bins(cls: PodClass, bins: list[Bin], want: int) -> list[tuple[str, int]]:
     """First-fit ``want`` copies of ``request`` into ``bins``, splitting bins as they fill.
 
     Returns ``(node id, pods placed there)`` in placement order; the sum is what fitted.
@@ -105,11 +106,11 @@ def fill_bins(request: Mapping[str, int], bins: list[Bin], want: int) -> list[tu
     i = 0
     while i < len(bins) and placed < want:
         current = bins[i]
-        per = fit_count(request, current.free, UNBOUNDED)
-        if per <= 0:
+        per = fit_count(cls.requests, current.free, cls.per_node)
+        if per <= 0 or _tag(cls) in current.holds:
             i += 1
             continue
-        inserted, count = _split_bin(request, current, per, want - placed, out)
+        inserted, count = _split_bin(cls, current, per, want - placed, out)
         placed += count
         bins[i:i] = inserted
         i += len(inserted)
@@ -118,27 +119,34 @@ def fill_bins(request: Mapping[str, int], bins: list[Bin], want: int) -> list[tu
     return out
 
 
+def _tag(cls: PodClass) -> str | None:
+    """What marks a bin as holding a pod of ``cls`` on each node (classes capped per node only)."""
+    return cls.pods[0] if cls.per_node < UNBOUNDED else None
+
+
 def _split_bin(
-    request: Mapping[str, int], current: Bin, per: int, want: int, out: list[tuple[str, int]]
+    cls: PodClass, current: Bin, per: int, want: int, out: list[tuple[str, int]]
 ) -> tuple[list[Bin], int]:
     """Fill whole nodes of ``current`` (``per`` pods each), then part of one.
 
     Appends the placements to ``out``; returns the filled bins and how many pods they took.
     """
     inserted: list[Bin] = []
+    tag = _tag(cls)
+    holds = current.holds | {tag} if tag is not None else current.holds
     full = min(len(current.ids), want // per)
     if full:
         after = dict(current.free)
-        add_into(after, request, -per)
+        add_into(after, cls.requests, -per)
         ids, current.ids = current.ids[:full], current.ids[full:]
-        inserted.append(Bin(after, ids))
+        inserted.append(Bin(after, ids, holds=holds))
         out.extend((node_id, per) for node_id in ids)
     rest = want - full * per
     if rest and current.ids:
         after = dict(current.free)
-        add_into(after, request, -rest)
+        add_into(after, cls.requests, -rest)
         ids, current.ids = current.ids[:1], current.ids[1:]
-        inserted.append(Bin(after, ids))
+        inserted.append(Bin(after, ids, holds=holds))
         out.append((ids[0], rest))
         return inserted, want
     return inserted, full * per
@@ -183,7 +191,7 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
         info = node.info
         if cls.node_specific and cls.blocker(info.labels, info.taints, info.name) is not None:
             continue
-        count = fit_count(cls.requests, node.free, cls.remaining)
+        count = fit_count(cls.requests, node.free, min(cls.remaining, cls.per_node))
         if count > 0:
             commit(cls, node, count)
         _max_into(bound, node.free)
@@ -223,7 +231,7 @@ def place_on_launching(
             fresh = _fresh_nodes(group_bins)
             want = _launching_cap(cls, group, group_bins, limits, fresh) if limited else cls.remaining
             note = f"fits on capacity already launching in {group.name}; nothing new to launch"
-            for node_id, count in fill_bins(cls.requests, group_bins, want):
+            for node_id, count in fill_bins(cls, group_bins, want):
                 ctx.record(cls.take(count), node_id, group.name, note, codes.FITS_LAUNCHING)
             if limited and limits is not None:
                 limits.charge(cls.tenant, group, fresh - _fresh_nodes(group_bins), tenant_only=True)
@@ -239,7 +247,7 @@ def _launching_cap(
     """Pods of a limited tenant's class launching capacity may take: the room left on launching nodes
     other classes took (topping up, as on new nodes), and the fresh nodes the tenant's limits allow."""
     assert limits is not None
-    touched = sum(fit_count(cls.requests, b.free, UNBOUNDED) * len(b.ids) for b in bins if not b.fresh)
-    per = next((fit_count(cls.requests, b.free, UNBOUNDED) for b in bins if b.fresh), 0)
+    touched = sum(fit_count(cls.requests, b.free, cls.per_node) * len(b.ids) for b in bins if not b.fresh)
+    per = next((fit_count(cls.requests, b.free, cls.per_node) for b in bins if b.fresh), 0)
     allowed, _ = limits.allowed(cls.tenant, group, fresh, tenant_only=True)
     return min(cls.remaining, touched + allowed * per)

@@ -32,7 +32,6 @@ from spillway.planner.expander import Expander, on_demand_cap, options
 from spillway.planner.groups import backoff_reason, empty_room
 from spillway.planner.limits import Limits
 from spillway.planner.placement import (
-    UNBOUNDED,
     Bin,
     Pool,
     fill_bins,
@@ -176,7 +175,7 @@ class ScaleUpStage:
         """Open as many new nodes of ``group`` as the class needs and MaxSize and the limits allow,
         fill them, and say why it stopped short (if it did)."""
         ctx, name = self.ctx, group.name
-        per_node = fit_count(cls.requests, self.empty[name], UNBOUNDED)
+        per_node = fit_count(cls.requests, self.empty[name], cls.per_node)
         need = math.ceil(cls.remaining / per_node)
         cap = on_demand_cap(ctx, cls, group)
         opening, binding = self.limits.allowed(cls.tenant, group, min(self.room[name], need, _or(cap, need)))
@@ -200,7 +199,7 @@ class ScaleUpStage:
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
         bins = self.new_bins[(group.name, cls.gang)]
-        for node_id, count in fill_bins(cls.requests, bins, cls.remaining):
+        for node_id, count in fill_bins(cls, bins, cls.remaining):
             pods = cls.take(count)
             self.ctx.placements.extend(Placement(pod, node_id, group.name) for pod in pods)
             self.ctx.new_pods.setdefault(group.name, []).extend(pods)
@@ -410,7 +409,7 @@ K = TypeVar("K")
 
 
 def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
-    return {k: [Bin(dict(b.free), list(b.ids), b.fresh) for b in v] for k, v in bins.items()}
+    return {k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds) for b in v] for k, v in bins.items()}
 
 
 def _or(value: int | None, default: int) -> int:
