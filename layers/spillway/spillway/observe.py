@@ -33,12 +33,12 @@ from spillway.model import buffer as capacity_buffer
 from spillway.model import provreq
 from spillway.model.act import SaveResult
 from spillway.model.cluster import (
-    AntiAffinityMatcher,
     ClusterSnapshot,
     NodeInfo,
     PdbInfo,
     PdbMatcher,
     PodInfo,
+    TopologyMatcher,
 )
 from spillway.model.k8s import AUTOSCALING_GROUP, CapacityBuffer, Node, Pod, PodTemplate, Scalable
 from spillway.model.nodegroup import NodeGroup
@@ -112,11 +112,11 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     )
     provreq_future = pool.submit(provisioning_requests, kube)
     budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
-    anti = AntiAffinityMatcher()  # which required anti-affinity terms select which pods
+    topology = TopologyMatcher()  # which anti-affinity terms and spread constraints select which pods
     buffer_future = pool.submit(capacity_buffers, kube)
     try:
         pod_list = list(
-            _pod_infos(kube.iter_pods(), (budgets, anti), keep_terminal=config.keep_terminal_pods)
+            _pod_infos(kube.iter_pods(), (budgets, topology), keep_terminal=config.keep_terminal_pods)
         )
         nodes = node_future.result()
         raw_pdbs = pdb_future.result()
@@ -130,7 +130,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     pool.shutdown(wait=True)
     for pdb in raw_pdbs:
         budgets.add(pdb)
-    pods = anti.apply(list(budgets.apply(pod_list)))
+    pods = topology.apply(list(budgets.apply(pod_list)))
     pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started
     cluster = ClusterSnapshot(
@@ -305,7 +305,7 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
 
 
 def _pod_infos(
-    pods: Iterator[Pod], matchers: tuple[PdbMatcher, AntiAffinityMatcher], *, keep_terminal: bool
+    pods: Iterator[Pod], matchers: tuple[PdbMatcher, TopologyMatcher], *, keep_terminal: bool
 ) -> Iterator[PodInfo]:
     """Each API pod becomes a compact record as soon as its page arrives; the model is dropped (the
     labels the matchers need are kept until every pod and PodDisruptionBudget is known)."""

@@ -145,11 +145,13 @@ class PodInfo:
     elastic_min: int = 0  # the pod's own word on its elastic job's size (PET_NNODES, torchrun
     elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
-    # required pod anti-affinity (AntiAffinityMatcher): the ids of its own terms, with their topology
-    # keys, and the ids of every term (its own or another pod's) whose selector matches it; an id names
-    # one distinct term within one snapshot
+    # pod topology (TopologyMatcher): the ids of its own required anti-affinity terms, with their
+    # topology keys; its DoNotSchedule spread constraints (id, topology key, maxSkew, minDomains); and
+    # the ids of every term or constraint (its own or another pod's) whose selector matches it. An id
+    # names one distinct selector within one snapshot.
     anti_own: tuple[tuple[int, str], ...] = ()
-    anti_matched: tuple[int, ...] = ()
+    spread: tuple[tuple[int, str, int, int], ...] = ()
+    selected_by: tuple[int, ...] = ()
 
     @property
     def key(self) -> str:
@@ -188,7 +190,8 @@ class PodInfo:
             self.tolerations,
             self.priority,
             self.anti_own,
-            self.anti_matched,
+            self.spread,
+            self.selected_by,
         )
 
     @classmethod
@@ -288,7 +291,8 @@ class PodInfo:
             elastic_max=int(d.get("el", (0, 0))[1]),
             pdbs=tuple(d.get("pdb", ())),
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
-            anti_matched=tuple(int(i) for i in d.get("am", ())),
+            spread=tuple((int(i), str(k), int(s), int(m)) for i, k, s, m in d.get("sp", ())),
+            selected_by=tuple(int(i) for i in d.get("sb", ())),
         )
 
 
@@ -336,7 +340,8 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
     ("pdb", lambda p: list(p.pdbs) or None),
     ("ao", lambda p: [list(t) for t in p.anti_own] or None),
-    ("am", lambda p: list(p.anti_matched) or None),
+    ("sp", lambda p: [list(t) for t in p.spread] or None),
+    ("sb", lambda p: list(p.selected_by) or None),
 )
 
 
@@ -641,7 +646,7 @@ class ClusterSnapshot:
         quotas: list[QuotaInfo] = []
         jobs: list[JobInfo] = []
         budgets = PdbMatcher()
-        anti = AntiAffinityMatcher()
+        topology = TopologyMatcher()
         buffers: list[CapacityBuffer] = []
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
@@ -649,7 +654,7 @@ class ClusterSnapshot:
             if isinstance(obj, Pod):
                 pods.append(PodInfo.from_pod(obj))
                 budgets.remember(len(pods) - 1, obj)
-                anti.remember(len(pods) - 1, obj)
+                topology.remember(len(pods) - 1, obj)
             elif isinstance(obj, Node):
                 nodes.append(NodeInfo.from_node(obj))
             elif isinstance(obj, PodDisruptionBudget):
@@ -667,7 +672,7 @@ class ClusterSnapshot:
             cluster,
             taken_at,
             tuple(nodes),
-            anti.apply(list(budgets.apply(pods))),
+            topology.apply(list(budgets.apply(pods))),
             tuple(pdbs),
             observe_seconds,
             dict(sorted(tenants.items())),
@@ -755,32 +760,40 @@ def _distil_shared(
         jobs.append(job)
 
 
-AntiScope = frozenset[str] | None  # the namespaces a term looks in; None: every namespace
+TermScope = frozenset[str] | None  # the namespaces a selector looks in; None: every namespace
 
 
-class AntiAffinityMatcher:
-    """Required pod anti-affinity, matched while the snapshot is built (pods come in any order): each
-    distinct term (topology key, namespaces, selector) gets an id; a pod keeps the ids of its own terms
-    and of the terms that select it (:attr:`PodInfo.anti_own`, :attr:`PodInfo.anti_matched`). Only the
-    labels of pods not finished are kept, and only until :meth:`apply`.
+class TopologyMatcher:
+    """Pod topology, matched while the snapshot is built (pods come in any order): each distinct
+    selector of a required anti-affinity term or a ``DoNotSchedule`` spread constraint (topology key,
+    namespaces, selector) gets an id; a pod keeps its own terms' and constraints' ids
+    (:attr:`PodInfo.anti_own`, :attr:`PodInfo.spread`) and the ids of those that select it
+    (:attr:`PodInfo.selected_by`). Only the labels of pods not finished are kept, and only until
+    :meth:`apply`.
 
-    As ``core/v1`` has it: a term whose ``labelSelector`` is null selects no pod; ``matchLabelKeys`` and
-    ``mismatchLabelKeys`` add ``key in``/``notin`` the pod's own value; the term looks in its
-    ``namespaces``, else the pod's own namespace. A ``namespaceSelector`` (namespace labels are not in
-    the snapshot) is taken as every namespace: a conflict too many delays a pod by one launch, one too
-    few would leave it pending for good.
+    As ``core/v1`` has it: a null ``labelSelector`` selects no pod; ``matchLabelKeys`` (and, for
+    anti-affinity, ``mismatchLabelKeys``) add ``key in`` (``notin``) the pod's own value; a spread
+    constraint counts pods of the pod's namespace; an anti-affinity term looks in its ``namespaces``,
+    else the pod's own namespace. A ``namespaceSelector`` (namespace labels are not in the snapshot)
+    is taken as every namespace: a conflict too many delays a pod by one launch, one too few would
+    leave it pending for good.
     """
 
     def __init__(self) -> None:
-        self._ids: dict[tuple[str, AntiScope, tuple[LabelRequirement, ...]], int] = {}
+        self._ids: dict[tuple[str, TermScope, tuple[LabelRequirement, ...]], int] = {}
         self._pods: list[tuple[int, str, dict[str, str]]] = []
-        self._own: dict[int, tuple[tuple[int, str], ...]] = {}
+        self._own: dict[int, tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str, int, int], ...]]] = {}
 
     def remember(self, index: int, pod: Pod) -> None:
         if pod.status.phase in TERMINAL_PHASES:
             return
         namespace, labels = pod.metadata.namespace or "default", pod.metadata.labels
         self._pods.append((index, namespace, labels))
+        own, spread = self._anti_terms(pod, namespace, labels), self._spreads(pod, namespace, labels)
+        if own or spread:
+            self._own[index] = (tuple(sorted(set(own))), tuple(sorted(set(spread))))
+
+    def _anti_terms(self, pod: Pod, namespace: str, labels: Mapping[str, str]) -> list[tuple[int, str]]:
         affinity = pod.spec.affinity
         terms = affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution if (
             affinity and affinity.pod_anti_affinity) else []  # fmt: skip
@@ -788,35 +801,64 @@ class AntiAffinityMatcher:
         for term in terms:
             if term.label_selector is None or not term.topology_key:
                 continue
-            selector = selector_requirements(term.label_selector) + tuple(
-                (key, op, (labels[key],))
-                for keys, op in ((term.match_label_keys, "In"), (term.mismatch_label_keys, "NotIn"))
-                for key in keys
-                if key in labels
+            selector = selector_requirements(term.label_selector) + _own_values(
+                labels, term.match_label_keys, term.mismatch_label_keys
             )
-            scope: AntiScope = (
+            scope: TermScope = (
                 None if term.namespace_selector is not None else frozenset(term.namespaces or (namespace,))
             )
-            key = (term.topology_key, scope, selector)
-            own.append((self._ids.setdefault(key, len(self._ids)), term.topology_key))
-        if own:
-            self._own[index] = tuple(sorted(set(own)))
+            own.append((self._id(term.topology_key, scope, selector), term.topology_key))
+        return own
+
+    def _spreads(
+        self, pod: Pod, namespace: str, labels: Mapping[str, str]
+    ) -> list[tuple[int, str, int, int]]:
+        spread = []
+        for constraint in pod.spec.topology_spread_constraints:
+            key = constraint.topology_key
+            if (
+                constraint.when_unsatisfiable != "DoNotSchedule"
+                or constraint.label_selector is None
+                or not key
+            ):
+                continue
+            selector = selector_requirements(constraint.label_selector) + _own_values(
+                labels, constraint.match_label_keys, ()
+            )
+            term_id = self._id(key, frozenset((namespace,)), selector)
+            spread.append((term_id, key, constraint.max_skew, constraint.min_domains or 1))
+        return spread
+
+    def _id(self, key: str, scope: TermScope, selector: tuple[LabelRequirement, ...]) -> int:
+        return self._ids.setdefault((key, scope, selector), len(self._ids))
 
     def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
         if self._ids:
             terms = [(i, scope, selector) for (_, scope, selector), i in self._ids.items()]
             for index, namespace, labels in self._pods:
-                matched = tuple(
+                selected = tuple(
                     sorted(
                         i
                         for i, scope, selector in terms
                         if (scope is None or namespace in scope) and selector_matches(selector, labels)
                     )
                 )
-                own = self._own.get(index, ())
-                if matched or own:
-                    pods[index] = replace(pods[index], anti_own=own, anti_matched=matched)
+                own, spread = self._own.get(index, ((), ()))
+                if selected or own or spread:
+                    pods[index] = replace(pods[index], anti_own=own, spread=spread, selected_by=selected)
         return tuple(pods)
+
+
+def _own_values(
+    labels: Mapping[str, str], match: Sequence[str], mismatch: Sequence[str]
+) -> tuple[LabelRequirement, ...]:
+    """``matchLabelKeys``/``mismatchLabelKeys``: ``key in``/``notin`` the pod's own value, ANDed in."""
+    return tuple(
+        (key, op, (labels[key],))
+        for keys, op in ((match, "In"), (mismatch, "NotIn"))
+        for key in keys
+        if key in labels
+    )
 
 
 class PdbMatcher:

@@ -247,10 +247,22 @@ class SchedulingGroup(KubeModel):
     pod_group_name: str
 
 
+class TopologySpreadConstraint(KubeModel):
+    """``core/v1`` TopologySpreadConstraint; only ``whenUnsatisfiable: DoNotSchedule`` ones bind."""
+
+    max_skew: int = Field(default=1, ge=1)
+    topology_key: str = ""
+    when_unsatisfiable: str = "DoNotSchedule"
+    label_selector: LabelSelector | None = None  # null: no pod counted, nothing to spread
+    min_domains: int | None = Field(default=None, ge=1)
+    match_label_keys: list[str] = Field(default_factory=list)
+
+
 class PodSpec(KubeModel):
     node_name: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
     affinity: Affinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
     tolerations: list[Toleration] = Field(default_factory=list)
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)

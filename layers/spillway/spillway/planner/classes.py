@@ -17,10 +17,10 @@ from spillway.model.provreq import PROVISIONED, TERMINAL, ProvisioningRequestInf
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
-from spillway.planner.antiaffinity import NONE, Anti
 from spillway.planner.context import ONE_POD, Context
 from spillway.planner.groups import has_spot, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
+from spillway.planner.topology import FREE, Domains
 from spillway.planner.types import PendingPod
 
 
@@ -39,7 +39,7 @@ class PodClass:
     gang: str | None = None  # placed all or none with the other classes of its gang
     one_zone: bool = False  # a pod of the class asks its gang to share one zone
     buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
-    anti: Anti = NONE  # required pod anti-affinity (spillway.planner.antiaffinity)
+    domains: Domains = FREE  # pod anti-affinity and topology spread (spillway.planner.topology)
     next: int = 0  # pods before this index are placed
 
     @property
@@ -53,12 +53,12 @@ class PodClass:
 
     def blocker(self, labels: Mapping[str, str], taints: Sequence[TaintT], node: str | None) -> str | None:
         why = why_not_placeable(self.node_selector, self.terms, self.tolerations, labels, taints, node)
-        return why or self.anti.blocker(labels, node)
+        return why or self.domains.blocker(labels, node)
 
     @property
     def per_node(self) -> int:
-        """At most this many of the class on one node (1: its pods repel each other per node)."""
-        return self.anti.per_node
+        """At most this many of the class on one new node (1: its pods repel each other per node)."""
+        return self.domains.per_node
 
     def sort_key(self) -> tuple[Any, ...]:
         r = self.requests
@@ -94,7 +94,7 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         key = (pod.scheduling_key(), tenant if tenant in limited else None, gang, movable)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = new_class(pod, key[1], gang, ctx.anti.constraint(pod))
+            cls = classes[key] = new_class(pod, key[1], gang, ctx.topology.domains(pod))
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return sorted(classes.values(), key=PodClass.sort_key)
@@ -175,7 +175,7 @@ class Gangs:
 
 
 def new_class(
-    pod: PodInfo, tenant: str | None = None, gang: str | None = None, anti: Anti = NONE
+    pod: PodInfo, tenant: str | None = None, gang: str | None = None, domains: Domains = FREE
 ) -> PodClass:
     requests = dict(pod.requests)
     requests[PODS] = requests.get(PODS, 0) + ONE_POD
@@ -186,10 +186,11 @@ def new_class(
         tolerations=pod.tolerations,
         priority=pod.priority,
         pods=[],
-        node_specific=references_node_identity(pod.node_selector, pod.required_terms) or anti.node_specific,
+        node_specific=references_node_identity(pod.node_selector, pod.required_terms)
+        or domains.node_specific,
         tenant=tenant,
         gang=gang,
-        anti=anti,
+        domains=domains,
     )
 
 

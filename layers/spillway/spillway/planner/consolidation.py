@@ -461,6 +461,6 @@ def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: str) -> list[PodCla
     for pod in pods:
         cls = classes.get(pod.scheduling_key())
         if cls is None:
-            cls = classes[pod.scheduling_key()] = new_class(pod, anti=ctx.anti.constraint(pod, leaving))
+            cls = classes[pod.scheduling_key()] = new_class(pod, domains=ctx.topology.domains(pod, leaving))
         cls.pods.append(pod.key)
     return sorted(classes.values(), key=PodClass.sort_key)

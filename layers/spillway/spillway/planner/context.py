@@ -21,8 +21,8 @@ from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
-from spillway.planner.antiaffinity import AntiIndex
 from spillway.planner.disruption import keeps_node_busy
+from spillway.planner.topology import TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
@@ -117,7 +117,7 @@ class Context:
         self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
         self._index_pods(snapshot.pods)
-        self.anti = AntiIndex({name: n.info for name, n in self.nodes.items()}, snapshot.pods)
+        self.topology = TopologyIndex({name: n.info for name, n in self.nodes.items()}, snapshot.pods)
         self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
         self.stale: Mapping[str, int] = stale or {}  # group -> instances not capacity coming (planner.joins)
         # too many unready nodes (planner.health): the cluster's verdict, and each group's

@@ -25,10 +25,10 @@ from typing import Protocol
 
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, describe, dominant_share, fit_count
-from spillway.planner.antiaffinity import UNBOUNDED
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
 from spillway.planner.groups import why_not_movable
+from spillway.planner.topology import UNBOUNDED
 
 SPOT_TAINT_KEYS = frozenset({"karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType"})
 

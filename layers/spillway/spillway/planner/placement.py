@@ -14,10 +14,10 @@ from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, add_into, fit_count
 from spillway.planner import codes
-from spillway.planner.antiaffinity import UNBOUNDED
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, shape_of, without_taint
 from spillway.planner.limits import Limits
+from spillway.planner.topology import UNBOUNDED
 
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
 UNCORDON_NOTE = "will run on node {node}, which this plan uncordons"
@@ -191,7 +191,7 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
         info = node.info
         if cls.node_specific and cls.blocker(info.labels, info.taints, info.name) is not None:
             continue
-        count = fit_count(cls.requests, node.free, min(cls.remaining, cls.per_node))
+        count = fit_count(cls.requests, node.free, min(cls.remaining, cls.domains.cap(info.name)))
         if count > 0:
             commit(cls, node, count)
         _max_into(bound, node.free)

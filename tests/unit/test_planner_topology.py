@@ -164,7 +164,97 @@ def test_the_snapshot_keeps_the_terms_and_who_they_select() -> None:
 
     ((term, key),) = pods["web-0"].anti_own
     assert key == HOST and pods["web-1"].anti_own == ((term, HOST),)
-    assert pods["web-0"].anti_matched == pods["web-1"].anti_matched == (term,)
+    assert pods["web-0"].selected_by == pods["web-1"].selected_by == (term,)
     assert ClusterSnapshot.from_dict(snapshot.to_dict()) == snapshot
     plain = PodInfo.from_pod(Pod.model_validate(replica("web-9")))
-    assert (plain.anti_own, plain.anti_matched, "ao" in plain.to_dict()) == ((), (), False)
+    assert (plain.anti_own, plain.selected_by, "ao" in plain.to_dict()) == ((), (), False)
+
+
+# --- topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule) ---------------------------------------
+
+
+def spread(key: str = ZONE, skew: int = 1, **constraint: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "maxSkew": skew,
+            "topologyKey": key,
+            "whenUnsatisfiable": constraint.pop("when", "DoNotSchedule"),
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            **constraint,
+        }
+    ]
+
+
+def spread_replica(name: str, node: str | None = None, **constraint: Any) -> dict[str, Any]:
+    item = replica(name, node)
+    item["spec"]["topologySpreadConstraints"] = spread(**constraint)
+    return item
+
+
+def two_zones(*, full_b: bool = True) -> World:
+    """Zone a: a node running one replica, with room. Zone b: a node with no replica, full when
+    ``full_b``. One more replica waits, spread over zones."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    (b,) = w.group("cpu-b", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1b"])
+    w.node(b)["metadata"]["labels"][ZONE] = "us-east-1b"  # the world's nodes default to zone a
+    w.items.append(spread_replica("web-0", a))
+    if full_b:
+        w.items.append(o.pod("resident", cpu="7", memory="8Gi", node_name=b))
+    return w
+
+
+def test_a_zone_spread_sends_the_replica_to_the_zone_that_has_fewest() -> None:
+    w = two_zones()
+    w.items.append(spread_replica("web-1"))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-b": (1, 2, ["default/web-1"])}  # zone a's room would skew it to 2:0
+
+
+def test_without_the_constraint_or_with_schedule_anyway_it_takes_zone_as_room() -> None:
+    w = two_zones()
+    w.items.append(replica("web-1"))
+    assert w.plan().scale_up == ()
+
+    w.items[-1] = spread_replica("web-1", when="ScheduleAnyway")
+    assert w.plan().scale_up == ()
+
+
+def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
+    """As kube-scheduler counts: domains are those of existing nodes that pass the pod's node
+    constraints, so with only zone a the skew is 0 there; minDomains 2 makes the least 0."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    w.group("cpu-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.items.append(spread_replica("web-0", a))
+    w.items.append(spread_replica("web-1"))
+    assert w.plan().scale_up == ()
+
+    w.items[-2:] = [spread_replica("web-0", a, minDomains=2), spread_replica("web-1", minDomains=2)]
+    assert scale_up(w.plan()) == {"cpu-b": (0, 1, ["default/web-1"])}
+
+
+def test_a_spread_over_nodes_fills_the_emptiest_and_opens_a_node_per_replica() -> None:
+    w = World()
+    first, second = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    w.items.append(spread_replica("web-0", first, key=HOST))
+    w.items += [spread_replica(f"web-{i}", key=HOST) for i in (1, 2, 3)]
+
+    result = w.plan()
+
+    on_existing = {p.pod: p.node for p in result.placements if not p.node.startswith("cpu/")}
+    assert list(on_existing.values()) == [second]  # not first (1:0 already), one on second
+    assert scale_up(result)["cpu"][:2] == (2, 4)  # the other two get a node each (maxSkew 1)
+
+
+def test_the_snapshot_keeps_spread_constraints() -> None:
+    w = two_zones()
+    w.items.append(spread_replica("web-1", skew=2, minDomains=3))
+    snapshot, *_ = w.parsed()
+    pod = next(p for p in snapshot.pods if p.name == "web-1")
+
+    ((term, key, skew, min_domains),) = pod.spread
+    assert (key, skew, min_domains) == (ZONE, 2, 3) and term in pod.selected_by
+    assert ClusterSnapshot.from_dict(snapshot.to_dict()) == snapshot

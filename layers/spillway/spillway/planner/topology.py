@@ -1,0 +1,163 @@
+"""Pod topology: where a pod may not go because of the pods already there.
+
+kube-scheduler keeps a pod out of
+
+* every domain of a required ``podAntiAffinity`` term's ``topologyKey`` (one node for
+  ``kubernetes.io/hostname``, one zone for ``topology.kubernetes.io/zone``) that runs a pod the term
+  selects, and every domain where a running pod's own term selects it;
+* every domain of a ``whenUnsatisfiable: DoNotSchedule`` spread constraint where one more matching pod
+  would put it more than ``maxSkew`` above the least loaded domain (the domains of the nodes that pass
+  the pod's node selector and affinity; the least is 0 while there are fewer than ``minDomains``).
+
+A planner that ignored this would place the pending replicas of a "one per node" Deployment on the free
+room of the node that runs one, or a zone-spread replica on room in the zone that has the most: they
+would wait there for good, nothing launched for them.
+
+The snapshot has matched the selectors (:class:`spillway.model.cluster.TopologyMatcher`); here
+:class:`TopologyIndex` records which nodes run pods that own or match each, and
+:meth:`TopologyIndex.domains` gives a pod's class its :class:`Domains`:
+
+* ``forbidden``: per topology key, the domain values it may not enter (node names for the hostname);
+* ``per_node``: how many of the class a new node takes: 1 when its anti-affinity term selects the pod
+  itself on the hostname, ``maxSkew`` for a spread over hostnames; ``node_caps`` the same for the
+  existing nodes a hostname spread still allows (``maxSkew`` + least - its count).
+
+Pods this plan places are seen only as far as those caps go. Two different classes that repel each other
+may be planned onto one new node; a zone-keyed term or spread does not spread one plan's new nodes over
+zones; a hostname spread's least loaded node is taken as it is before the plan. Each errs towards a
+pod the scheduler then refuses, which the next plan, seeing the others run, sends elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from spillway.model.cluster import NodeInfo, PodInfo
+from spillway.planner.predicates import HOSTNAME_LABEL, affinity_holds, selector_holds
+
+UNBOUNDED = 1 << 40  # no cap on pods per node (placement's too)
+
+
+@dataclass(frozen=True, slots=True)
+class Domains:
+    """What pod topology leaves a class (see the module docstring)."""
+
+    forbidden: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    per_node: int = UNBOUNDED
+    node_caps: Mapping[str, int] = field(default_factory=dict)
+
+    def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
+        """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or None."""
+        for key, values in self.forbidden.items():
+            value = node if key == HOSTNAME_LABEL else labels.get(key)
+            if value is not None and value in values:
+                return f"pod topology: {key}={value} is closed to it (anti-affinity or topology spread)"
+        return None
+
+    def cap(self, node: str) -> int:
+        """How many of the class the existing ``node`` may take."""
+        return min(self.per_node, self.node_caps.get(node, UNBOUNDED))
+
+    @property
+    def node_specific(self) -> bool:
+        return bool(self.forbidden.get(HOSTNAME_LABEL) or self.node_caps)
+
+
+FREE = Domains()
+
+
+class TopologyIndex:
+    """Per selector id: the anti-affinity term's topology key, the nodes running pods it selects, and
+    the nodes running pods whose anti-affinity term it is."""
+
+    def __init__(self, nodes: Mapping[str, NodeInfo], pods: Iterable[PodInfo]) -> None:
+        self.nodes = nodes
+        self.key: dict[int, str] = {}
+        self.selected_on: dict[int, list[tuple[str, str]]] = {}  # id -> (node, pod key)
+        self.owned_on: dict[int, list[tuple[str, str]]] = {}
+        for pod in pods:
+            for term, key in pod.anti_own:
+                self.key[term] = key
+            if pod.node_name is None or pod.terminal:
+                continue
+            for term in pod.selected_by:
+                self.selected_on.setdefault(term, []).append((pod.node_name, pod.key))
+            for term, _ in pod.anti_own:
+                self.owned_on.setdefault(term, []).append((pod.node_name, pod.key))
+
+    def domains(self, pod: PodInfo, leaving: str | None = None) -> Domains:
+        """The class of ``pod``; pods on node ``leaving`` (being emptied) do not count."""
+        if not pod.anti_own and not pod.selected_by and not pod.spread:
+            return FREE
+        forbidden: dict[str, set[str]] = {}
+        for term, key in pod.anti_own:  # its terms, against the pods they select
+            for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
+                forbidden.setdefault(key, set()).add(value)
+        for term in pod.selected_by:  # the terms of running pods that select it
+            owner_key = self.key.get(term)
+            if owner_key is not None:
+                for value in self._values(owner_key, self.owned_on.get(term, ()), pod.key, leaving):
+                    forbidden.setdefault(owner_key, set()).add(value)
+        own = {term for term, key in pod.anti_own if key == HOSTNAME_LABEL}
+        per_node = 1 if own & set(pod.selected_by) else UNBOUNDED
+        node_caps: dict[str, int] = {}
+        for term, key, skew, min_domains in pod.spread:
+            per_node = min(
+                per_node, self._spread(pod, term, key, skew, min_domains, leaving, forbidden, node_caps)
+            )
+        return Domains({k: frozenset(v) for k, v in sorted(forbidden.items()) if v}, per_node, node_caps)
+
+    def _spread(
+        self,
+        pod: PodInfo,
+        term: int,
+        key: str,
+        skew: int,
+        min_domains: int,
+        leaving: str | None,
+        forbidden: dict[str, set[str]],
+        node_caps: dict[str, int],
+    ) -> int:
+        """Close the domains one more pod would skew too far; the cap of a new node (``maxSkew`` for a
+        spread over hostnames, else none)."""
+        counts: dict[str, int] = {}
+        for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
+            counts[value] = counts.get(value, 0) + 1
+        eligible = set(self._eligible(pod, key, leaving))
+        least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
+        for domain in eligible | set(counts):
+            room = skew + least - counts.get(domain, 0)
+            if room <= 0:
+                forbidden.setdefault(key, set()).add(domain)
+            elif key == HOSTNAME_LABEL:
+                node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
+        return skew if key == HOSTNAME_LABEL else UNBOUNDED
+
+    def _eligible(self, pod: PodInfo, key: str, leaving: str | None) -> Iterable[str]:
+        """The ``key`` domains of the nodes that pass the pod's node selector and required affinity
+        (the spread's default ``nodeAffinityPolicy: Honor``; taints are ignored, ``nodeTaintsPolicy``'s
+        default)."""
+        for name, info in self.nodes.items():
+            if name == leaving or not selector_holds(pod.node_selector, info.labels):
+                continue
+            if not affinity_holds(pod.required_terms, info.labels, name):
+                continue
+            value = name if key == HOSTNAME_LABEL else info.labels.get(key)
+            if value is not None:
+                yield value
+
+    def _values(
+        self, key: str, where: Iterable[tuple[str, str]], me: str, leaving: str | None
+    ) -> Iterable[str]:
+        """The ``key`` domain of each node in ``where``, but ``me`` and the node ``leaving``."""
+        for node_name, other in where:
+            if other == me or node_name == leaving:
+                continue
+            if key == HOSTNAME_LABEL:
+                yield node_name
+                continue
+            info = self.nodes.get(node_name)
+            value = info.labels.get(key) if info else None
+            if value is not None:
+                yield value
