@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plan_world import World, pending_codes, scale_up
+from plan_world import World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
 from spillway.model.cluster import ClusterSnapshot, PodInfo
@@ -258,3 +258,19 @@ def test_the_snapshot_keeps_spread_constraints() -> None:
     ((term, key, skew, min_domains),) = pod.spread
     assert (key, skew, min_domains) == (ZONE, 2, 3) and term in pod.selected_by
     assert ClusterSnapshot.from_dict(snapshot.to_dict()) == snapshot
+
+
+def test_when_topology_closes_every_group_the_pod_says_so() -> None:
+    """Only zone a has a group, and a replica there repels the waiting one: not "no group can ever run
+    it", but no group now."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    w.items.append(replica("web-0", node, affinity=anti({"app": "web"}, ZONE)))
+    w.items.append(replica("web-1", affinity=anti({"app": "web"}, ZONE)))
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
+    reason = pending_reasons(result)["default/web-1"]
+    assert reason.startswith("no node group can run this pod now") and "us-east-1a is closed" in reason

@@ -17,6 +17,8 @@ MAKING_ROOM = (
 )
 NO_MANAGED_GROUPS = "no-managed-groups"  # the cluster has no managed node group at all
 NO_GROUP_FITS = "no-group-fits"  # no group's template node can ever run the pod
+# pod anti-affinity or topology spread closes the domains of the groups that could (while those pods run)
+POD_TOPOLOGY = "pod-topology"
 BACKED_OFF = "backed-off"  # every group that fits is backed off after failed launches
 MAX_SIZE = "max-size"  # every group that fits is at MaxSize
 GROUPS_EXHAUSTED = "groups-exhausted"  # groups that fit are some backed off, some at MaxSize
@@ -85,6 +87,7 @@ PENDING_CODES = (
     MAKING_ROOM,
     NO_MANAGED_GROUPS,
     NO_GROUP_FITS,
+    POD_TOPOLOGY,
     BACKED_OFF,
     MAX_SIZE,
     GROUPS_EXHAUSTED,

@@ -110,7 +110,8 @@ class ScaleUpStage:
         skipped = self._new_nodes(cls, candidates)
         if not cls.remaining:
             return None
-        verdict = why_unplaceable(cls, candidates, rejected, skipped)
+        closed = any(g.template and cls.domains.blocker(g.template.labels, None) for g in self.ctx.groups)
+        verdict = why_unplaceable(cls, candidates, rejected, skipped, closed=closed)
         if cls.gang is None:
             for pod in cls.take(cls.remaining):
                 self.ctx.pending_out.append(PendingPod(pod, verdict[1], verdict[0]))
@@ -433,11 +434,16 @@ def why_unplaceable(
     candidates: Sequence[NodeGroup],
     rejected: dict[str, str],
     skipped: list[Skip],
+    *,
+    closed: bool = False,
 ) -> tuple[str, str]:
-    """Why nothing can run the rest of the class now: (code, reason)."""
+    """Why nothing can run the rest of the class now: (code, reason). ``closed``: pod topology rules
+    out some group's template (for as long as the pods that close its domain run there)."""
     needs = describe(cls.requests, [r for r in sorted(cls.requests) if r != PODS])
     if not candidates:
         why = "; ".join(rejected[name] for name in sorted(rejected))
+        if closed:
+            return codes.POD_TOPOLOGY, f"no node group can run this pod now ({needs}): {why}"
         code = codes.NO_GROUP_FITS if rejected else codes.NO_MANAGED_GROUPS
         return code, f"no node group can ever run this pod ({needs}): {why or 'no managed node groups'}"
     kinds = {s.code for s in skipped}
