@@ -834,14 +834,17 @@ class TopologyMatcher:
 
     def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
         if self._ids:
-            terms = [(i, scope, selector) for (_, scope, selector), i in self._ids.items()]
+            anywhere: list[tuple[int, tuple[LabelRequirement, ...]]] = []  # a pod is matched only against
+            by_namespace: dict[str, list[tuple[int, tuple[LabelRequirement, ...]]]] = {}  # its namespace's
+            for (_, scope, selector), i in self._ids.items():
+                for bucket in (
+                    [anywhere] if scope is None else [by_namespace.setdefault(n, []) for n in scope]
+                ):
+                    bucket.append((i, selector))
             for index, namespace, labels in self._pods:
+                candidates = [*anywhere, *by_namespace.get(namespace, ())]
                 selected = tuple(
-                    sorted(
-                        i
-                        for i, scope, selector in terms
-                        if (scope is None or namespace in scope) and selector_matches(selector, labels)
-                    )
+                    sorted(i for i, selector in candidates if selector_matches(selector, labels))
                 )
                 own, spread = self._own.get(index, ((), ()))
                 if selected or own or spread:
