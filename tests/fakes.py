@@ -42,6 +42,8 @@ from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
     Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
     SharedObject,
@@ -137,7 +139,12 @@ class FakeCluster(Recorder):
 
     def iter_shared_objects(self) -> Iterator[SharedObject]:
         shared = [o for o in self.custom if (_group(o), _plural(o)) not in self.not_installed]
+        shared = [o for o in shared if o.get("kind") not in VOLUME_KINDS]
         return self._iter("iter_shared_objects", shared, _shared_object)
+
+    def iter_volume_objects(self) -> Iterator[PersistentVolumeClaim | PersistentVolume]:
+        volumes = [o for o in self.custom if o.get("kind") in VOLUME_KINDS]
+        return self._iter("iter_volume_objects", volumes, _volume_object)
 
     def list_custom(
         self, group: str, version: str, plural: str, namespace: str | None = None
@@ -280,6 +287,14 @@ def _group(obj: dict[str, Any]) -> str:
 
 def _plural(obj: dict[str, Any]) -> str:
     return str(obj.get("kind", "")).lower() + "s"  # podgroups, workloads, capacityquotas, ...
+
+
+VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")  # served by iter_volume_objects
+
+
+def _volume_object(obj: dict[str, Any]) -> PersistentVolumeClaim | PersistentVolume:
+    model = PersistentVolumeClaim if obj.get("kind") == "PersistentVolumeClaim" else PersistentVolume
+    return model.model_validate(obj)
 
 
 def _shared_object(obj: dict[str, Any]) -> SharedObject:

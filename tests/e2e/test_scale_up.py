@@ -298,3 +298,29 @@ def test_replicas_that_must_not_share_a_node_get_a_node_each(cloud: Cloud) -> No
     [execution] = cloud.wait_all()
     assert execution["status"] == "SUCCEEDED", execution
     assert len(cloud.kube.list("Node")) == 3
+
+
+def test_a_pod_whose_volume_lives_elsewhere_gets_a_node_where_its_volume_is(cloud: Cloud) -> None:
+    """A StatefulSet pod's claim is bound to an EBS volume in us-west-2a; the home region's node has
+    room. The real observe code reads the claim and the volume, and the plan grows the western group,
+    not the room the pod could never use."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    cloud.group("general-west", region=WEST, instance_type="m5.xlarge", gpu=False)
+    cloud.wait_nodes(1)
+    zone = {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": [f"{WEST}a"]}
+    cloud.kube.add({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-db-0"},
+                    "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
+                             "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}}}})  # fmt: skip
+    cloud.kube.add({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "data-db-0", "namespace": "shop"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-db-0",
+                             "resources": {"requests": {"storage": "100Gi"}}}})  # fmt: skip
+    pod = o.pod("db-0", "shop", cpu="500m", memory="1Gi", owner=("StatefulSet", "db"))
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]
+    cloud.kube.add(pod)
+
+    outcome = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"][0]
+
+    record = latest_plan(cloud)
+    assert [(s["group"], s["from"], s["to"]) for s in record["scale_up"]] == [("general-west", 0, 1)], record
+    assert outcome["summary"]["scale_up_nodes"] == 1

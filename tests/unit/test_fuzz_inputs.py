@@ -235,6 +235,9 @@ class FakeKube:
     def iter_shared_objects(self) -> Iterator[Any]:
         return iter(())
 
+    def iter_volume_objects(self) -> Iterator[Any]:
+        return iter(())
+
     def list_custom(self, group: str, version: str, plural: str, namespace: str | None = None) -> list[Any]:
         return []
 

@@ -39,6 +39,7 @@ from spillway.model.cluster import (
     PdbMatcher,
     PodInfo,
     TopologyMatcher,
+    VolumeMatcher,
 )
 from spillway.model.k8s import AUTOSCALING_GROUP, CapacityBuffer, Node, Pod, PodTemplate, Scalable
 from spillway.model.nodegroup import NodeGroup
@@ -111,17 +112,22 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         lambda: ClusterSnapshot.from_objects(config.cluster, taken_at, kube.iter_shared_objects())
     )
     provreq_future = pool.submit(provisioning_requests, kube)
+    volume_future = pool.submit(lambda: list(kube.iter_volume_objects()))  # claims and volumes: zones
     budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
     topology = TopologyMatcher()  # which anti-affinity terms and spread constraints select which pods
+    volumes = VolumeMatcher()  # where each pod's persistent volumes let it run
     buffer_future = pool.submit(capacity_buffers, kube)
     try:
         pod_list = list(
-            _pod_infos(kube.iter_pods(), (budgets, topology), keep_terminal=config.keep_terminal_pods)
+            _pod_infos(
+                kube.iter_pods(), (budgets, topology, volumes), keep_terminal=config.keep_terminal_pods
+            )
         )
         nodes = node_future.result()
         raw_pdbs = pdb_future.result()
         shared = shared_future.result()
         provreqs = provreq_future.result()
+        volume_objects = volume_future.result()
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
     except Exception as exc:
@@ -130,7 +136,9 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     pool.shutdown(wait=True)
     for pdb in raw_pdbs:
         budgets.add(pdb)
-    pods = topology.apply(list(budgets.apply(pod_list)))
+    for volume in volume_objects:
+        volumes.add(volume)
+    pods = topology.apply(list(volumes.apply(list(budgets.apply(pod_list)))))
     pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started
     cluster = ClusterSnapshot(
@@ -305,7 +313,10 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
 
 
 def _pod_infos(
-    pods: Iterator[Pod], matchers: tuple[PdbMatcher, TopologyMatcher], *, keep_terminal: bool
+    pods: Iterator[Pod],
+    matchers: tuple[PdbMatcher, TopologyMatcher, VolumeMatcher],
+    *,
+    keep_terminal: bool,
 ) -> Iterator[PodInfo]:
     """Each API pod becomes a compact record as soon as its page arrives; the model is dropped (the
     labels the matchers need are kept until every pod and PodDisruptionBudget is known)."""

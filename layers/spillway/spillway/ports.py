@@ -60,7 +60,14 @@ from spillway.model.act import (
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import LifecycleHook, Placement
-from spillway.model.k8s import Node, Pod, PodDisruptionBudget, SharedObject
+from spillway.model.k8s import (
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    SharedObject,
+)
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
@@ -74,6 +81,8 @@ class Cluster(Protocol):
     def iter_pdbs(self) -> Iterator[PodDisruptionBudget]: ...
     # Shared-cluster objects (namespaces, pod groups, workloads, quotas); optional kinds absent → none.
     def iter_shared_objects(self) -> Iterator[SharedObject]: ...
+    # PersistentVolumeClaims, then PersistentVolumes (where pods' volumes let them run); 403 → none.
+    def iter_volume_objects(self) -> Iterator[PersistentVolumeClaim | PersistentVolume]: ...
     # Custom resources as plain JSON objects ([] when the CRD is not installed) and their status.
     def list_custom(
         self, group: str, version: str, plural: str, namespace: str | None = None

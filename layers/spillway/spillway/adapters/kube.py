@@ -111,6 +111,8 @@ from spillway.model.k8s import (
     Namespace,
     Node,
     PaddleJob,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
     PyTorchJob,
@@ -624,6 +626,16 @@ class KubeClient:
                 except _NotServed:
                     if index == len(shared.versions) - 1:
                         self._log_not_served(f"{shared.qualified} ({', '.join(shared.versions)})")
+
+    def iter_volume_objects(self) -> Iterator[PersistentVolumeClaim | PersistentVolume]:
+        """PersistentVolumeClaims of all namespaces, then PersistentVolumes: where pods' volumes let
+        them run (spillway.model.cluster.VolumeMatcher). Not granted (403): none, warned."""
+        yield from self._optional(
+            "persistentvolumeclaims",
+            PersistentVolumeClaim,
+            self._core.list_persistent_volume_claim_for_all_namespaces,
+        )
+        yield from self._optional("persistentvolumes", PersistentVolume, self._core.list_persistent_volume)
 
     def list_shared_objects(self) -> list[SharedObject]:
         return list(self.iter_shared_objects())

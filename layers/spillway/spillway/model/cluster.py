@@ -35,7 +35,10 @@ from spillway.model.k8s import (
     Condition,
     KubeObject,
     Node,
+    NodeSelector,
     OwnerReference,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
     PodTemplate,
@@ -411,7 +414,12 @@ def _unschedulable(conditions: Sequence[Condition]) -> tuple[bool, datetime | No
 
 def _required_terms(affinity: Affinity | None) -> tuple[Term, ...]:
     node_affinity = affinity.node_affinity if affinity else None
-    required = node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
+    return _selector_terms(
+        node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
+    )
+
+
+def _selector_terms(required: NodeSelector | None) -> tuple[Term, ...]:
     terms: list[Term] = []
     for term in required.node_selector_terms if required else ():
         reqs: list[Requirement] = [
@@ -647,6 +655,7 @@ class ClusterSnapshot:
         jobs: list[JobInfo] = []
         budgets = PdbMatcher()
         topology = TopologyMatcher()
+        volumes = VolumeMatcher()
         buffers: list[CapacityBuffer] = []
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
@@ -655,6 +664,7 @@ class ClusterSnapshot:
                 pods.append(PodInfo.from_pod(obj))
                 budgets.remember(len(pods) - 1, obj)
                 topology.remember(len(pods) - 1, obj)
+                volumes.remember(len(pods) - 1, obj)
             elif isinstance(obj, Node):
                 nodes.append(NodeInfo.from_node(obj))
             elif isinstance(obj, PodDisruptionBudget):
@@ -666,13 +676,15 @@ class ClusterSnapshot:
                 templates.append(obj)
             elif isinstance(obj, Scalable):
                 workloads.append(obj)
+            elif isinstance(obj, PersistentVolumeClaim | PersistentVolume):
+                volumes.add(obj)
             else:
                 _distil_shared(obj, tenants, gangs, quotas, jobs)
         return cls(
             cluster,
             taken_at,
             tuple(nodes),
-            topology.apply(list(budgets.apply(pods))),
+            topology.apply(list(volumes.apply(list(budgets.apply(pods))))),
             tuple(pdbs),
             observe_seconds,
             dict(sorted(tenants.items())),
@@ -758,6 +770,79 @@ def _distil_shared(
     job = job_of(obj)
     if job is not None:
         jobs.append(job)
+
+
+# Zone labels a volume's node affinity (or, before volume topology, its labels) may name, each meaning the
+# zone: the EBS CSI driver's own key, and the beta label. Template nodes carry only ZONE_LABEL.
+ZONE_ALIASES = frozenset(
+    {ZONE_LABEL, "topology.ebs.csi.aws.com/zone", "failure-domain.beta.kubernetes.io/zone"}
+)
+
+
+class VolumeMatcher:
+    """Where a pod's persistent volumes let it run, folded into its required node affinity while the
+    snapshot is built: kube-scheduler's volume binding and volume zone checks.
+
+    A pod's claims (``persistentVolumeClaim``, and the ``<pod>-<volume>`` claim of a generic
+    ``ephemeral`` volume) bound to a PersistentVolume add that volume's ``spec.nodeAffinity.required``
+    terms (ANDed with the pod's own: an EBS volume lives in one zone), else, for a volume made before
+    volume topology, ``zone In`` its zone labels. A claim not bound yet (``WaitForFirstConsumer``) adds
+    nothing: its volume is made where the pod lands. The zone keys of ``ZONE_ALIASES`` are read as
+    ``topology.kubernetes.io/zone``, the key new nodes' templates carry.
+    """
+
+    def __init__(self) -> None:
+        self._pods: list[tuple[int, str, tuple[str, ...]]] = []
+        self._claims: dict[str, str] = {}  # "<namespace>/<claim>" -> its PersistentVolume
+        self._volumes: dict[str, tuple[Term, ...]] = {}  # PersistentVolume -> where it can be used
+
+    def remember(self, index: int, pod: Pod) -> None:
+        if pod.status.phase in TERMINAL_PHASES:
+            return
+        claims = tuple(
+            v.persistent_volume_claim.claim_name
+            if v.persistent_volume_claim
+            else f"{pod.metadata.name}-{v.name}"
+            for v in pod.spec.volumes
+            if v.persistent_volume_claim is not None or v.ephemeral is not None
+        )
+        if claims:
+            self._pods.append((index, pod.metadata.namespace or "default", claims))
+
+    def add(self, obj: PersistentVolumeClaim | PersistentVolume) -> None:
+        if isinstance(obj, PersistentVolumeClaim):
+            if obj.spec.volume_name:
+                self._claims[f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"] = (
+                    obj.spec.volume_name
+                )
+            return
+        required = obj.spec.node_affinity.required if obj.spec.node_affinity else None
+        terms = tuple(tuple(_zone_key(r) for r in term) for term in _selector_terms(required))
+        if not terms:
+            zones = sorted(
+                {z for k, v in obj.metadata.labels.items() if k in ZONE_ALIASES for z in v.split("__")}
+            )
+            terms = (((ZONE_LABEL, "In", tuple(zones), False),),) if zones else ()
+        if terms:
+            self._volumes[obj.metadata.name] = terms
+
+    def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
+        if self._volumes:
+            for index, namespace, claims in self._pods:
+                terms = pods[index].required_terms
+                for claim in claims:
+                    volume = self._claims.get(f"{namespace}/{claim}")
+                    where = self._volumes.get(volume) if volume else None
+                    if where:
+                        terms = tuple(t + w for t in terms for w in where) if terms else where
+                if terms != pods[index].required_terms:
+                    pods[index] = replace(pods[index], required_terms=terms)
+        return tuple(pods)
+
+
+def _zone_key(requirement: Requirement) -> Requirement:
+    key, operator, values, is_field = requirement
+    return (ZONE_LABEL if key in ZONE_ALIASES and not is_field else key, operator, values, is_field)
 
 
 TermScope = frozenset[str] | None  # the namespaces a selector looks in; None: every namespace

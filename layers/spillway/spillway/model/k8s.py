@@ -258,11 +258,24 @@ class TopologySpreadConstraint(KubeModel):
     match_label_keys: list[str] = Field(default_factory=list)
 
 
+class ClaimSource(KubeModel):
+    claim_name: str = ""
+
+
+class Volume(KubeModel):
+    """A pod volume; only claims are read (a generic ``ephemeral`` volume's claim is ``<pod>-<volume>``)."""
+
+    name: str = ""
+    persistent_volume_claim: ClaimSource | None = None
+    ephemeral: dict[str, Any] | None = None
+
+
 class PodSpec(KubeModel):
     node_name: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
     affinity: Affinity | None = None
     topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    volumes: list[Volume] = Field(default_factory=list)
     tolerations: list[Toleration] = Field(default_factory=list)
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
@@ -646,6 +659,37 @@ class CapacityBuffer(KubeModel):
     status: CapacityBufferStatus = Field(default_factory=CapacityBufferStatus)
 
 
+class PersistentVolumeClaimSpec(KubeModel):
+    volume_name: str | None = None  # the PersistentVolume it is bound to
+
+
+class PersistentVolumeClaim(KubeModel):
+    """core/v1 PersistentVolumeClaim: only what it is bound to is read."""
+
+    kind: Literal["PersistentVolumeClaim"] = "PersistentVolumeClaim"
+    api_version: str = "v1"
+    metadata: ObjectMeta
+    spec: PersistentVolumeClaimSpec = Field(default_factory=PersistentVolumeClaimSpec)
+
+
+class VolumeNodeAffinity(KubeModel):
+    required: NodeSelector | None = None
+
+
+class PersistentVolumeSpec(KubeModel):
+    node_affinity: VolumeNodeAffinity | None = None
+
+
+class PersistentVolume(KubeModel):
+    """core/v1 PersistentVolume: where it can be used (``spec.nodeAffinity``, else the zone labels of
+    volumes made before volume topology: spillway.model.cluster.VolumeMatcher)."""
+
+    kind: Literal["PersistentVolume"] = "PersistentVolume"
+    api_version: str = "v1"
+    metadata: ObjectMeta
+    spec: PersistentVolumeSpec = Field(default_factory=PersistentVolumeSpec)
+
+
 class PodTemplate(KubeModel):
     """core/v1 ``PodTemplate``: ``template`` is a pod's metadata and spec (kept raw: read when named)."""
 
@@ -683,9 +727,11 @@ SharedObject = (
     | CapacityBuffer
     | PodTemplate
     | Scalable
+    | PersistentVolumeClaim
+    | PersistentVolume
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
-CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota"})
+CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota", "PersistentVolume"})
 
 
 class KubeList(BaseModel):
@@ -705,6 +751,8 @@ _KINDS: dict[str, ModelType] = {
     "PodDisruptionBudget": PodDisruptionBudget,
     "Namespace": Namespace,
     "PodTemplate": PodTemplate,
+    "PersistentVolumeClaim": PersistentVolumeClaim,
+    "PersistentVolume": PersistentVolume,
 }
 # Kinds whose meaning depends on the API group: PodGroup is spelled the same by three projects.
 _GROUP_KINDS: dict[tuple[str, str], ModelType] = {

@@ -204,6 +204,31 @@ POD_TEMPLATES = ResourceType(
     },
 )
 
+#: core/v1 PersistentVolumeClaims and PersistentVolumes (observe reads which volume a claim is bound to,
+#: and where the volume can be used: ``spec.nodeAffinity``); both have a status subresource
+PERSISTENT_VOLUME_CLAIMS = ResourceType(
+    "PersistentVolumeClaim",
+    "persistentvolumeclaims",
+    "persistentvolumeclaim",
+    "",
+    "v1",
+    namespaced=True,
+    short_names=("pvc",),
+    has_status=True,
+    merge_keys=dict(_META_KEYS),
+)
+PERSISTENT_VOLUMES = ResourceType(
+    "PersistentVolume",
+    "persistentvolumes",
+    "persistentvolume",
+    "",
+    "v1",
+    namespaced=False,
+    short_names=("pv",),
+    has_status=True,
+    merge_keys=dict(_META_KEYS),
+)
+
 #: batch/v1 Jobs (built in; observe reads ``spec.podFailurePolicy``)
 JOBS = ResourceType(
     "Job",
@@ -378,6 +403,8 @@ ALL: tuple[ResourceType, ...] = (
     EVENTS_V1,
     NAMESPACES,
     POD_TEMPLATES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     JOBS,
     COSCHEDULING_PODGROUPS,
     VOLCANO_PODGROUPS,
