@@ -274,3 +274,52 @@ def test_when_topology_closes_every_group_the_pod_says_so() -> None:
     assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
     reason = pending_reasons(result)["default/web-1"]
     assert reason.startswith("no node group can run this pod now") and "us-east-1a is closed" in reason
+
+
+# --- required pod affinity ----------------------------------------------------------------------------
+
+
+def near(labels: dict[str, str], key: str = ZONE) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def cache_in_zone_b() -> World:
+    """Zone a: a node with room. Zone b: a full node running the cache."""
+    w = two_zones()
+    b = next(
+        i["metadata"]["name"] for i in w.items if i["kind"] == "Node" and "us-east-1b" in str(i["metadata"])
+    )
+    w.items.append(replica("cache-0", b, labels={"app": "cache"}))
+    return w
+
+
+def test_a_pod_that_must_join_the_cache_zone_gets_a_node_there() -> None:
+    w = cache_in_zone_b()
+    w.items.append(replica("web-1", affinity=near({"app": "cache"})))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-b": (1, 2, ["default/web-1"])}  # not zone a's free room
+
+
+def test_affinity_to_a_full_node_opens_nothing_and_says_why() -> None:
+    w = cache_in_zone_b()
+    w.items.append(replica("web-1", affinity=near({"app": "cache"}, HOST)))
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # a new node would not run the cache, so not this pod either
+    assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
+
+
+def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    w.items.append(replica("web-0", affinity=near({"app": "web"}, HOST)))  # nothing with app=web runs yet
+    w.items.append(replica("lone-0", labels={"app": "lone"}, affinity=near({"app": "absent"})))
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu": (0, 1, ["default/web-0"])}
+    assert pending_codes(result)["default/lone-0"] == codes.POD_TOPOLOGY  # what it must join runs nowhere

@@ -40,6 +40,7 @@ from spillway.model.k8s import (
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
+    PodAffinityTerm,
     PodDisruptionBudget,
     PodTemplate,
     Scalable,
@@ -153,6 +154,7 @@ class PodInfo:
     # the ids of every term or constraint (its own or another pod's) whose selector matches it. An id
     # names one distinct selector within one snapshot.
     anti_own: tuple[tuple[int, str], ...] = ()
+    affinity_own: tuple[tuple[int, str], ...] = ()  # its required pod affinity terms, likewise
     spread: tuple[tuple[int, str, int, int], ...] = ()
     selected_by: tuple[int, ...] = ()
 
@@ -193,6 +195,7 @@ class PodInfo:
             self.tolerations,
             self.priority,
             self.anti_own,
+            self.affinity_own,
             self.spread,
             self.selected_by,
         )
@@ -294,6 +297,7 @@ class PodInfo:
             elastic_max=int(d.get("el", (0, 0))[1]),
             pdbs=tuple(d.get("pdb", ())),
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
+            affinity_own=tuple((int(i), str(k)) for i, k in d.get("pa", ())),
             spread=tuple((int(i), str(k), int(s), int(m)) for i, k, s, m in d.get("sp", ())),
             selected_by=tuple(int(i) for i in d.get("sb", ())),
         )
@@ -343,6 +347,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
     ("pdb", lambda p: list(p.pdbs) or None),
     ("ao", lambda p: [list(t) for t in p.anti_own] or None),
+    ("pa", lambda p: [list(t) for t in p.affinity_own] or None),
     ("sp", lambda p: [list(t) for t in p.spread] or None),
     ("sb", lambda p: list(p.selected_by) or None),
 )
@@ -867,21 +872,29 @@ class TopologyMatcher:
     def __init__(self) -> None:
         self._ids: dict[tuple[str, TermScope, tuple[LabelRequirement, ...]], int] = {}
         self._pods: list[tuple[int, str, dict[str, str]]] = []
-        self._own: dict[int, tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str, int, int], ...]]] = {}
+        self._own: dict[int, dict[str, Any]] = {}  # pod index -> its own anti_own, affinity_own, spread
 
     def remember(self, index: int, pod: Pod) -> None:
         if pod.status.phase in TERMINAL_PHASES:
             return
         namespace, labels = pod.metadata.namespace or "default", pod.metadata.labels
         self._pods.append((index, namespace, labels))
-        own, spread = self._anti_terms(pod, namespace, labels), self._spreads(pod, namespace, labels)
-        if own or spread:
-            self._own[index] = (tuple(sorted(set(own))), tuple(sorted(set(spread))))
-
-    def _anti_terms(self, pod: Pod, namespace: str, labels: Mapping[str, str]) -> list[tuple[int, str]]:
         affinity = pod.spec.affinity
-        terms = affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution if (
-            affinity and affinity.pod_anti_affinity) else []  # fmt: skip
+        anti = affinity.pod_anti_affinity if affinity else None
+        near = affinity.pod_affinity if affinity else None
+        anti_terms = anti.required_during_scheduling_ignored_during_execution if anti else []
+        near_terms = near.required_during_scheduling_ignored_during_execution if near else []
+        own: dict[str, Any] = {
+            "anti_own": tuple(sorted(set(self._terms(anti_terms, namespace, labels)))),
+            "affinity_own": tuple(sorted(set(self._terms(near_terms, namespace, labels)))),
+            "spread": tuple(sorted(set(self._spreads(pod, namespace, labels)))),
+        }
+        if any(own.values()):
+            self._own[index] = own
+
+    def _terms(
+        self, terms: Sequence[PodAffinityTerm], namespace: str, labels: Mapping[str, str]
+    ) -> list[tuple[int, str]]:
         own = []
         for term in terms:
             if term.label_selector is None or not term.topology_key:
@@ -931,9 +944,9 @@ class TopologyMatcher:
                 selected = tuple(
                     sorted(i for i, selector in candidates if selector_matches(selector, labels))
                 )
-                own, spread = self._own.get(index, ((), ()))
-                if selected or own or spread:
-                    pods[index] = replace(pods[index], anti_own=own, spread=spread, selected_by=selected)
+                own = self._own.get(index, {})
+                if selected or own:
+                    pods[index] = replace(pods[index], **own, selected_by=selected)
         return tuple(pods)
 
 

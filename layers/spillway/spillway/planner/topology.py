@@ -46,13 +46,20 @@ class Domains:
     forbidden: Mapping[str, frozenset[str]] = field(default_factory=dict)
     per_node: int = UNBOUNDED
     node_caps: Mapping[str, int] = field(default_factory=dict)
+    required: Mapping[str, frozenset[str]] = field(default_factory=dict)  # the only domains it may enter
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
-        """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or None."""
+        """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
+        domains its pod affinity requires, or None."""
         for key, values in self.forbidden.items():
             value = node if key == HOSTNAME_LABEL else labels.get(key)
             if value is not None and value in values:
                 return f"pod topology: {key}={value} is closed to it (anti-affinity or topology spread)"
+        for key, values in self.required.items():
+            value = node if key == HOSTNAME_LABEL else labels.get(key)
+            if value is None or value not in values:
+                where = ", ".join(sorted(values)[:3]) + (" ..." if len(values) > 3 else "") or "none runs"
+                return f"pod topology: its pod affinity requires the {key} of the pods it selects ({where})"
         return None
 
     def cap(self, node: str) -> int:
@@ -61,7 +68,7 @@ class Domains:
 
     @property
     def node_specific(self) -> bool:
-        return bool(self.forbidden.get(HOSTNAME_LABEL) or self.node_caps)
+        return bool(self.forbidden.get(HOSTNAME_LABEL) or self.node_caps or HOSTNAME_LABEL in self.required)
 
 
 FREE = Domains()
@@ -88,17 +95,9 @@ class TopologyIndex:
 
     def domains(self, pod: PodInfo, leaving: str | None = None) -> Domains:
         """The class of ``pod``; pods on node ``leaving`` (being emptied) do not count."""
-        if not pod.anti_own and not pod.selected_by and not pod.spread:
+        if not pod.anti_own and not pod.selected_by and not pod.spread and not pod.affinity_own:
             return FREE
-        forbidden: dict[str, set[str]] = {}
-        for term, key in pod.anti_own:  # its terms, against the pods they select
-            for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
-                forbidden.setdefault(key, set()).add(value)
-        for term in pod.selected_by:  # the terms of running pods that select it
-            owner_key = self.key.get(term)
-            if owner_key is not None:
-                for value in self._values(owner_key, self.owned_on.get(term, ()), pod.key, leaving):
-                    forbidden.setdefault(owner_key, set()).add(value)
+        forbidden = self._repelled(pod, leaving)
         own = {term for term, key in pod.anti_own if key == HOSTNAME_LABEL}
         per_node = 1 if own & set(pod.selected_by) else UNBOUNDED
         node_caps: dict[str, int] = {}
@@ -106,7 +105,38 @@ class TopologyIndex:
             per_node = min(
                 per_node, self._spread(pod, term, key, skew, min_domains, leaving, forbidden, node_caps)
             )
-        return Domains({k: frozenset(v) for k, v in sorted(forbidden.items()) if v}, per_node, node_caps)
+        return Domains(
+            {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
+            per_node,
+            node_caps,
+            self._required(pod, leaving),
+        )
+
+    def _repelled(self, pod: PodInfo, leaving: str | None) -> dict[str, set[str]]:
+        """Per topology key, the domains anti-affinity closes: its own terms against the pods they
+        select, and running pods' terms that select it."""
+        forbidden: dict[str, set[str]] = {}
+        for term, key in pod.anti_own:
+            for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
+                forbidden.setdefault(key, set()).add(value)
+        for term in pod.selected_by:
+            owner_key = self.key.get(term)
+            if owner_key is not None:
+                for value in self._values(owner_key, self.owned_on.get(term, ()), pod.key, leaving):
+                    forbidden.setdefault(owner_key, set()).add(value)
+        return forbidden
+
+    def _required(self, pod: PodInfo, leaving: str | None) -> dict[str, frozenset[str]]:
+        """Per topology key, the domains its required pod affinity leaves it: those running a pod each
+        term selects. A term that selects no running pod leaves none, unless it selects the pod itself
+        (the first of a group may go anywhere, as kube-scheduler lets it)."""
+        required: dict[str, frozenset[str]] = {}
+        for term, key in pod.affinity_own:
+            values = frozenset(self._values(key, self.selected_on.get(term, ()), pod.key, leaving))
+            if not values and term in pod.selected_by:
+                continue
+            required[key] = required[key] & values if key in required else values
+        return dict(sorted(required.items()))
 
     def _spread(
         self,
