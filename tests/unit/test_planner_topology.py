@@ -323,3 +323,32 @@ def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
 
     assert scale_up(result) == {"cpu": (0, 1, ["default/web-0"])}
     assert pending_codes(result)["default/lone-0"] == codes.POD_TOPOLOGY  # what it must join runs nowhere
+
+
+# --- host ports (kube-scheduler's NodePorts) -------------------------------------------------------------
+
+
+def exporter(
+    name: str, node: str | None = None, *, port: int = 9400, protocol: str = "TCP"
+) -> dict[str, Any]:
+    item = replica(name, node, labels={"app": "exporter"})
+    item["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port, "protocol": protocol}]
+    return item
+
+
+def test_pods_that_take_the_same_host_port_get_a_node_each() -> None:
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items += [exporter("exp-0", node), exporter("exp-1"), exporter("exp-2")]
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu": (1, 3, ["default/exp-1", "default/exp-2"])}
+
+
+def test_another_port_or_protocol_shares_the_node() -> None:
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items += [exporter("exp-0", node), exporter("exp-1", port=9401), exporter("exp-2", protocol="UDP")]
+
+    assert w.plan().scale_up == ()

@@ -155,6 +155,8 @@ class PodInfo:
     # names one distinct selector within one snapshot.
     anti_own: tuple[tuple[int, str], ...] = ()
     affinity_own: tuple[tuple[int, str], ...] = ()  # its required pod affinity terms, likewise
+    # the node ports its containers take (hostPort, protocol, hostIP): no two pods share one on a node
+    host_ports: tuple[tuple[int, str, str], ...] = ()
     spread: tuple[tuple[int, str, int, int], ...] = ()
     selected_by: tuple[int, ...] = ()
 
@@ -196,6 +198,7 @@ class PodInfo:
             self.priority,
             self.anti_own,
             self.affinity_own,
+            self.host_ports,
             self.spread,
             self.selected_by,
         )
@@ -239,6 +242,7 @@ class PodInfo:
             gated=bool(spec.scheduling_gates),
             nominated=status.nominated_node_name or None,
             one_zone=_one_zone(pod),
+            host_ports=_host_ports(pod),
             consumes=annotations.get(CONSUME_ANNOTATION)
             or annotations.get(LEGACY_CONSUME_ANNOTATION)
             or None,
@@ -298,6 +302,7 @@ class PodInfo:
             pdbs=tuple(d.get("pdb", ())),
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
             affinity_own=tuple((int(i), str(k)) for i, k in d.get("pa", ())),
+            host_ports=tuple((int(p), str(proto), str(ip)) for p, proto, ip in d.get("hp", ())),
             spread=tuple((int(i), str(k), int(s), int(m)) for i, k, s, m in d.get("sp", ())),
             selected_by=tuple(int(i) for i in d.get("sb", ())),
         )
@@ -348,6 +353,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("pdb", lambda p: list(p.pdbs) or None),
     ("ao", lambda p: [list(t) for t in p.anti_own] or None),
     ("pa", lambda p: [list(t) for t in p.affinity_own] or None),
+    ("hp", lambda p: [list(t) for t in p.host_ports] or None),
     ("sp", lambda p: [list(t) for t in p.spread] or None),
     ("sb", lambda p: list(p.selected_by) or None),
 )
@@ -398,6 +404,21 @@ def _one_zone(pod: Pod) -> bool:
     terms = affinity.pod_affinity.required_during_scheduling_ignored_during_execution if (
         affinity and affinity.pod_affinity) else []  # fmt: skip
     return any(t.topology_key == ZONE_LABEL for t in terms)
+
+
+def _host_ports(pod: Pod) -> tuple[tuple[int, str, str], ...]:
+    """The node ports the pod's containers (and sidecars, init containers) take; hostIP "" is every
+    address, as the scheduler's NodePorts check reads an unset one."""
+    return tuple(
+        sorted(
+            {
+                (port.host_port, port.protocol or "TCP", port.host_ip or "")
+                for container in (*pod.spec.containers, *pod.spec.init_containers)
+                for port in container.ports
+                if port.host_port
+            }
+        )
+    )
 
 
 def _owner(references: Sequence[OwnerReference]) -> tuple[OwnerReference | None, bool]:

@@ -210,9 +210,17 @@ class EnvVar(KubeModel):
     value: str | None = None
 
 
+class ContainerPort(KubeModel):
+    container_port: int = 0
+    host_port: int | None = None  # set: the node's port, which two pods cannot both take
+    protocol: str = "TCP"
+    host_ip: str | None = None
+
+
 class Container(KubeModel):
     name: str = ""
     resources: ResourceRequirements | None = None
+    ports: list[ContainerPort] = Field(default_factory=list)
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
     # read only for an elastic job's size: torchrun --nnodes=MIN:MAX, env PET_NNODES=MIN:MAX
     command: list[str] = Field(default_factory=list)

@@ -5,22 +5,29 @@ kube-scheduler keeps a pod out of
 * every domain of a required ``podAntiAffinity`` term's ``topologyKey`` (one node for
   ``kubernetes.io/hostname``, one zone for ``topology.kubernetes.io/zone``) that runs a pod the term
   selects, and every domain where a running pod's own term selects it;
+* every node where a running pod holds a ``hostPort`` it asks for (same port and protocol, and host IP
+  or either one every address: the NodePorts check), two of its own kind included;
 * every domain of a ``whenUnsatisfiable: DoNotSchedule`` spread constraint where one more matching pod
   would put it more than ``maxSkew`` above the least loaded domain (the domains of the nodes that pass
-  the pod's node selector and affinity; the least is 0 while there are fewer than ``minDomains``).
+  the pod's node selector and affinity; the least is 0 while there are fewer than ``minDomains``);
+
+and runs a pod with a required ``podAffinity`` term only in a domain where a pod the term selects runs
+(the first of a group, whose term selects itself, may go anywhere).
 
 A planner that ignored this would place the pending replicas of a "one per node" Deployment on the free
-room of the node that runs one, or a zone-spread replica on room in the zone that has the most: they
-would wait there for good, nothing launched for them.
+room of the node that runs one, a zone-spread replica on room in the zone that has the most, or a pod
+that must join its cache on room in another zone: they would wait there for good, nothing launched.
 
 The snapshot has matched the selectors (:class:`spillway.model.cluster.TopologyMatcher`); here
 :class:`TopologyIndex` records which nodes run pods that own or match each, and
 :meth:`TopologyIndex.domains` gives a pod's class its :class:`Domains`:
 
 * ``forbidden``: per topology key, the domain values it may not enter (node names for the hostname);
+* ``required``: per topology key, the only domain values it may enter (its pod affinity);
 * ``per_node``: how many of the class a new node takes: 1 when its anti-affinity term selects the pod
-  itself on the hostname, ``maxSkew`` for a spread over hostnames; ``node_caps`` the same for the
-  existing nodes a hostname spread still allows (``maxSkew`` + least - its count).
+  itself on the hostname or it takes a host port, ``maxSkew`` for a spread over hostnames;
+  ``node_caps`` the same for the existing nodes a hostname spread still allows (``maxSkew`` + least -
+  its count).
 
 Pods this plan places are seen only as far as those caps go. Two different classes that repel each other
 may be planned onto one new node; a zone-keyed term or spread does not spread one plan's new nodes over
@@ -83,11 +90,14 @@ class TopologyIndex:
         self.key: dict[int, str] = {}
         self.selected_on: dict[int, list[tuple[str, str]]] = {}  # id -> (node, pod key)
         self.owned_on: dict[int, list[tuple[str, str]]] = {}
+        self.ports_on: dict[str, list[tuple[tuple[int, str, str], str]]] = {}  # node -> (port, pod key)
         for pod in pods:
             for term, key in pod.anti_own:
                 self.key[term] = key
             if pod.node_name is None or pod.terminal:
                 continue
+            for port in pod.host_ports:
+                self.ports_on.setdefault(pod.node_name, []).append((port, pod.key))
             for term in pod.selected_by:
                 self.selected_on.setdefault(term, []).append((pod.node_name, pod.key))
             for term, _ in pod.anti_own:
@@ -95,11 +105,14 @@ class TopologyIndex:
 
     def domains(self, pod: PodInfo, leaving: str | None = None) -> Domains:
         """The class of ``pod``; pods on node ``leaving`` (being emptied) do not count."""
-        if not pod.anti_own and not pod.selected_by and not pod.spread and not pod.affinity_own:
+        if not (pod.anti_own or pod.selected_by or pod.spread or pod.affinity_own or pod.host_ports):
             return FREE
         forbidden = self._repelled(pod, leaving)
         own = {term for term, key in pod.anti_own if key == HOSTNAME_LABEL}
-        per_node = 1 if own & set(pod.selected_by) else UNBOUNDED
+        per_node = 1 if own & set(pod.selected_by) or pod.host_ports else UNBOUNDED
+        taken = self._ports_taken(pod, leaving)
+        if taken:
+            forbidden.setdefault(HOSTNAME_LABEL, set()).update(taken)
         node_caps: dict[str, int] = {}
         for term, key, skew, min_domains in pod.spread:
             per_node = min(
@@ -111,6 +124,18 @@ class TopologyIndex:
             node_caps,
             self._required(pod, leaving),
         )
+
+    def _ports_taken(self, pod: PodInfo, leaving: str | None) -> set[str]:
+        """The nodes where a running pod holds a node port this pod asks for (kube-scheduler's
+        NodePorts check: same port and protocol, and the same host IP or either one every address)."""
+        return {
+            node
+            for node, held in self.ports_on.items()
+            if node != leaving
+            and any(
+                other != pod.key and _clash(mine, theirs) for mine in pod.host_ports for theirs, other in held
+            )
+        }
 
     def _repelled(self, pod: PodInfo, leaving: str | None) -> dict[str, set[str]]:
         """Per topology key, the domains anti-affinity closes: its own terms against the pods they
@@ -191,3 +216,9 @@ class TopologyIndex:
             value = info.labels.get(key) if info else None
             if value is not None:
                 yield value
+
+
+def _clash(mine: tuple[int, str, str], theirs: tuple[int, str, str]) -> bool:
+    port, protocol, ip = mine
+    other_port, other_protocol, other_ip = theirs
+    return port == other_port and protocol == other_protocol and (not ip or not other_ip or ip == other_ip)
