@@ -243,6 +243,11 @@ class PlannerConfig(BaseModel):
     # cluster-autoscaler's --scale-down-unready-time: a node NotReady this long is judged for scale-down
     # like a Ready one (idle: drained after scale_down_idle_minutes); before that it is kept (not-ready)
     scale_down_unready_minutes: float = _minutes(20)
+    # cluster-autoscaler's --balance-similar-node-groups and --balancing-ignore-label: a class's new
+    # nodes are spread over the groups of one region whose template nodes differ only in zone and the
+    # ignored labels, smallest group first (spillway.planner.scaleup)
+    balance_similar_node_groups: bool = False
+    balancing_ignore_labels: tuple[Annotated[str, Field(min_length=1, max_length=317)], ...] = ()
     # cluster-autoscaler's --startup-taint, Karpenter's NodePool startupTaints: a Ready node carrying one
     # of these taint keys is still starting (capacity launching), as is one with cluster-autoscaler's
     # startup-taint prefix or without the GPUs its template has (spillway.planner.startup)

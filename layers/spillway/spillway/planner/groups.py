@@ -3,7 +3,7 @@ instance type in a zone), and the MinSize floor of scheduled actions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from spillway.model.cluster import PodInfo
@@ -141,3 +141,44 @@ def why_not_movable(ctx: Context, pod: PodInfo, jobs: Mapping[str, JobInfo] | No
 def has_spot(ctx: Context) -> bool:
     """Some group may launch spot (a mixed group counts, even while its on-demand base is not full)."""
     return any(g.capacity_type == "spot" for g in ctx.groups)
+
+
+# Labels two groups' template nodes may differ in and still be balanced (cluster-autoscaler's
+# --balance-similar-node-groups ignores these, and the node group identity labels EKS and eksctl set).
+BALANCE_IGNORED = frozenset(
+    {
+        "topology.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.ebs.csi.aws.com/zone",
+        "topology.k8s.aws/zone-id",
+        "kubernetes.io/hostname",
+        "eks.amazonaws.com/nodegroup",
+        "eks.amazonaws.com/sourceLaunchTemplateId",
+        "eks.amazonaws.com/sourceLaunchTemplateVersion",
+        "alpha.eksctl.io/nodegroup-name",
+        "alpha.eksctl.io/instance-id",
+        "k8s.amazonaws.com/eniConfig",
+    }
+)
+
+
+def similar_groups(ctx: Context, group: NodeGroup, candidates: Sequence[NodeGroup]) -> list[NodeGroup]:
+    """With ``balance_similar_node_groups``: the other candidates of ``group``'s region whose template
+    nodes differ from its only in zone and ignored labels (same allocatable, taints, other labels,
+    capacity type), so that new nodes can be spread over them."""
+    if not ctx.config.balance_similar_node_groups or group.template is None:
+        return []
+    key = _balance_key(ctx, group)
+    return [
+        g for g in candidates if g is not group and g.region == group.region and _balance_key(ctx, g) == key
+    ]
+
+
+def _balance_key(ctx: Context, group: NodeGroup) -> tuple[object, ...] | None:
+    template = group.template
+    if template is None:
+        return None
+    ignored = BALANCE_IGNORED | set(ctx.config.balancing_ignore_labels)
+    labels = tuple(sorted((k, v) for k, v in template.labels.items() if k not in ignored))
+    allocatable = tuple(sorted(template.allocatable.items()))
+    return (labels, tuple(sorted(template.taints)), allocatable, group.launch_capacity_type())

@@ -29,7 +29,7 @@ from spillway.planner.buffers import busy_first
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, on_demand_cap, options
-from spillway.planner.groups import backoff_reason, empty_room
+from spillway.planner.groups import backoff_reason, empty_room, similar_groups
 from spillway.planner.limits import Limits
 from spillway.planner.placement import (
     Bin,
@@ -157,7 +157,8 @@ class ScaleUpStage:
                 break
             skip = self._why_skip(group)
             if skip is None:
-                skip = self._open(cls, group)
+                twins = similar_groups(self.ctx, group, candidates) if cls.gang is None else []
+                skip = self._open_balanced(cls, [group, *twins]) if twins else self._open(cls, group)
                 if skipped:
                     self.ctx.overflow_notes.setdefault(group.name, set()).update(s.reason for s in skipped)
             if skip is not None and cls.remaining:
@@ -172,12 +173,27 @@ class ScaleUpStage:
             return _at_max_size(group)
         return None
 
-    def _open(self, cls: PodClass, group: NodeGroup) -> Skip | None:
-        """Open as many new nodes of ``group`` as the class needs and MaxSize and the limits allow,
-        fill them, and say why it stopped short (if it did)."""
+    def _open_balanced(self, cls: PodClass, groups: list[NodeGroup]) -> Skip | None:
+        """Open the class's new nodes one at a time in the smallest of ``groups`` (its desired capacity
+        plus what this plan opens there), as cluster-autoscaler's balancing does; a group that can open
+        no more leaves the set. The skip of the last group to leave, if pods remain."""
+        skip: Skip | None = None
+        left = list(groups)
+        while cls.remaining and left:
+            group = min(left, key=lambda g: (g.desired + self.ctx.new_nodes.get(g.name, 0), g.name))
+            before = self.ctx.new_nodes.get(group.name, 0)
+            skip = self._why_skip(group) or self._open(cls, group, at_most=1)
+            if self.ctx.new_nodes.get(group.name, 0) == before:
+                left.remove(group)
+        return skip if cls.remaining else None
+
+    def _open(self, cls: PodClass, group: NodeGroup, at_most: int | None = None) -> Skip | None:
+        """Open as many new nodes of ``group`` as the class needs (at most ``at_most``) and MaxSize and
+        the limits allow, fill them, and say why it stopped short (if it did)."""
         ctx, name = self.ctx, group.name
         per_node = fit_count(cls.requests, self.empty[name], cls.per_node)
         need = math.ceil(cls.remaining / per_node)
+        need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
         opening, binding = self.limits.allowed(cls.tenant, group, min(self.room[name], need, _or(cap, need)))
         if opening > 0:
