@@ -104,3 +104,15 @@ def test_a_generic_ephemeral_volumes_claim_is_the_pods_name_and_the_volumes() ->
     w.items += [volume("pv-9", "us-east-1b"), claim("scratch-0-cache", "pv-9"), pod]
 
     assert set(scale_up(w.plan())) == {"db-b"}
+
+
+def test_a_group_over_several_zones_cannot_promise_the_volumes_zone() -> None:
+    """EC2 picks the zone of a multi-zone group's new instance: its template node has no zone, and a
+    pod whose volume names one gets no node from it (one group per zone does)."""
+    w = World(regions=("us-east-1",))
+    w.group("db", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    w.items += [volume("pv-1", "us-east-1b"), claim("data-db-0", "pv-1"), stateful("db-0", "data-db-0")]
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)["default/db-0"] == codes.NO_GROUP_FITS
