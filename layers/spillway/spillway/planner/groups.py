@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
-from spillway.model.cluster import PodInfo
+from spillway.model.cluster import ZONE_ALIASES, PodInfo
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, add_into, subtract
@@ -145,11 +145,8 @@ def has_spot(ctx: Context) -> bool:
 
 # Labels two groups' template nodes may differ in and still be balanced (cluster-autoscaler's
 # --balance-similar-node-groups ignores these, and the node group identity labels EKS and eksctl set).
-BALANCE_IGNORED = frozenset(
+BALANCE_IGNORED = ZONE_ALIASES | frozenset(
     {
-        "topology.kubernetes.io/zone",
-        "failure-domain.beta.kubernetes.io/zone",
-        "topology.ebs.csi.aws.com/zone",
         "topology.k8s.aws/zone-id",
         "kubernetes.io/hostname",
         "eks.amazonaws.com/nodegroup",
