@@ -22,11 +22,11 @@ from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
+from spillway.planner.predicates import HOSTNAME_LABEL
 from spillway.planner.topology import TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def aware(value: datetime) -> datetime:
