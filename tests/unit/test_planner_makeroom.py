@@ -190,3 +190,48 @@ def test_once_the_node_is_released_a_pod_still_pending_is_planned_as_any_other()
 
     assert big in {p for s in second.scale_up for p in s.pods}
     assert second.state.rooms == {}
+
+
+def _guarded(w: World, node: str) -> None:
+    """A pod that may not move, which the ``picky`` pods' anti-affinity keeps them away from."""
+    w.pods("guard", 1, cpu="100m", memory="1Gi", node_name=node, labels={"app": "guard"},
+           owner=("ReplicaSet", "guard"))  # fmt: skip
+
+
+def test_room_is_made_only_on_a_node_the_pending_pod_may_run_on() -> None:
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, a, "one", 1)  # a: moving one replica (1.5 CPU) would make room
+    _guarded(w, a)
+    replicas(w, b, "two", 2)  # b: both replicas must move
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "guard"}}, "topologyKey": "kubernetes.io/hostname"}
+    ]}}  # fmt: skip
+    (picky,) = w.pods("picky", 1, cpu="7", memory="1Gi", affinity=anti)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    # a is the cheaper move, but kube-scheduler would never bind picky there: b makes room instead
+    (drain,) = result.drain
+    assert (drain.node, drain.code) == (b, codes.MAKE_ROOM)
+    assert {p.pod: p.node for p in result.placements}[picky] == b
+
+
+def test_room_is_not_made_on_a_node_whose_labels_the_pending_pod_does_not_select() -> None:
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    replicas(w, a, "one", 1)
+    replicas(w, b, "two", 2)
+    w.node(a)["metadata"]["labels"]["disk"] = "hdd"  # a label its kubelet set, not the template's
+    for n in (a, b):
+        w.node(n)["metadata"]["labels"].setdefault("disk", "ssd")
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "disk", "operator": "NotIn", "values": ["hdd"]}]}
+    ]}}}  # fmt: skip
+    (picky,) = w.pods("picky", 1, cpu="7", memory="1Gi", affinity=affinity)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    (drain,) = result.drain
+    assert (drain.node, drain.code) == (b, codes.MAKE_ROOM)
+    assert {p.pod: p.node for p in result.placements}[picky] == b

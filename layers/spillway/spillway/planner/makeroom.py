@@ -25,19 +25,23 @@ given the room to another).
 
 Only new nodes whose every pod is a real pending pod are swapped (never a gang's nodes, which launch
 together, a capacity buffer's room or a provisioning request's booking), and only onto a node of the
-same group, whose template they were placed on. A swap counts against the group's disruption budget.
+same group, whose template they were placed on, that kube-scheduler would give them as it is: its labels
+(a zone, what its kubelet added) pass their node selector and required affinity, they tolerate its
+taints, and their pod topology (anti-affinity, spread, host ports) leaves it open to them. A swap counts
+against the group's disruption budget.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spillway.model.cluster import PodInfo
 from spillway.model.resources import PODS, Resources, add_into, dominant_share
 from spillway.model.state import RoomState
 from spillway.planner import codes
+from spillway.planner.classes import PodClass, new_class
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move
@@ -69,9 +73,11 @@ def make_room(stage: ScaleDownStage) -> bool:
         for node_id in sorted(new.get(group.name, {}), key=_newest_first):
             pods = new[group.name][node_id]
             shape = _signature(pods)
+            classes = _classes(ctx, pods)
             options = []
             for node in hosts:
-                candidate = None if (node.info.name, shape) in refused else _room_on(judge, node, pods)
+                skip = (node.info.name, shape) in refused or _refuses(classes, node)
+                candidate = None if skip else _room_on(judge, node, pods)
                 if candidate is None:
                     refused.add((node.info.name, shape))
                 else:
@@ -87,12 +93,34 @@ def make_room(stage: ScaleDownStage) -> bool:
     return swapped
 
 
-Signature = tuple[tuple[tuple[str, int], ...], ...]
+Signature = tuple[tuple[Any, ...], ...]
 
 
 def _signature(pods: Sequence[PodInfo]) -> Signature:
-    """What a make-room has to hold for these pods: their requests, in any order."""
-    return tuple(sorted(tuple(sorted(p.requests.items())) for p in pods))
+    """What a make-room has to hold for these pods: their requests and constraints, in any order."""
+    return tuple(sorted((p.scheduling_key() for p in pods), key=repr))
+
+
+def _classes(ctx: Context, pods: Sequence[PodInfo]) -> list[tuple[PodClass, int]]:
+    """The pods as classes (with their pod topology as it is now), and how many of each."""
+    out: dict[tuple[Any, ...], tuple[PodClass, int]] = {}
+    for pod in pods:
+        key = pod.scheduling_key()
+        cls, count = out.get(key) or (new_class(pod, domains=ctx.topology.domains(pod)), 0)
+        out[key] = (cls, count + 1)
+    return list(out.values())
+
+
+def _refuses(classes: Sequence[tuple[PodClass, int]], node: WorkNode) -> bool:
+    """Whether kube-scheduler would refuse one of the pods on ``node`` whatever moved off it: its node
+    selector or required affinity, a taint it does not tolerate, or its pod topology (a domain closed to
+    it, or more of it than the node may take). The new node they were placed on is the group's template;
+    a real node of the group may carry other labels (its zone, what its kubelet added) and other pods."""
+    info = node.info
+    return any(
+        cls.blocker(info.labels, info.taints, info.name) is not None or count > cls.domains.cap(info.name)
+        for cls, count in classes
+    )
 
 
 def hold_rooms(ctx: Context) -> dict[str, RoomState]:
