@@ -96,16 +96,76 @@ def test_an_unhealthy_cluster_makes_no_room() -> None:
     assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
 
 
-def test_a_gangs_new_nodes_are_never_swapped() -> None:
-    w, _ = half_full()
-    labels = {"scheduling.x-k8s.io/pod-group": "train"}
-    w.pod_group(COSCHED, "train", spec={"minMember": 2})
-    w.pods("big", 2, cpu="7", memory="1Gi", labels=labels)
+GANG = {"scheduling.x-k8s.io/pod-group": "train"}
+
+
+def _gang(w: World, workers: int) -> list[str]:
+    w.pod_group(COSCHED, "train", spec={"minMember": workers})
+    return w.pods("big", workers, cpu="7", memory="1Gi", labels=GANG)
+
+
+def test_a_gang_gets_room_on_busy_nodes_for_all_of_its_workers_instead_of_new_nodes() -> None:
+    w, nodes = half_full(count=4)  # 3 of 7.9 CPU on each: two nodes' pods fit on the other two
+    workers = _gang(w, 2)
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 
+    assert result.scale_up == ()
+    rooms = {d.node for d in result.drain if d.code == codes.MAKE_ROOM}
+    assert len(rooms) == 2
+    on = {p.pod: p.node for p in result.placements}
+    assert {on[p] for p in workers} == rooms  # one worker per node given
+    assert {p.pod: p.code for p in result.pending}.keys() >= set(workers)
+    assert all(p.code == codes.MAKING_ROOM for p in result.pending if p.pod in workers)
+    for survivor in set(nodes) - rooms:
+        assert kept(result)[survivor][0] == codes.RECEIVES_MOVED_PODS
+    assert sorted(result.state.rooms) == sorted(rooms)
+
+
+def test_a_gang_gets_room_for_all_of_its_workers_or_for_none() -> None:
+    w, _ = half_full()  # room for one 7-CPU worker (the other node takes its pods), never for two
+    _gang(w, 2)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()  # nothing moved for half a gang
+    (action,) = result.scale_up
+    assert (action.group, action.to_size - action.from_size) == ("cpu", 2)
+    assert [(g.gang, g.nodes) for g in action.gangs] == [("default/train", 2)]
+    assert result.state.rooms == {}
+
+
+def test_a_disruption_budget_that_allows_part_of_a_gang_moves_nothing() -> None:
+    w, _ = half_full(count=4)
+    _gang(w, 2)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}], **UNDER)
+
     assert result.drain == ()
     assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 2)]
+
+
+def test_a_gang_given_room_is_not_recorded_as_launching_and_later_plans_wait_for_its_room() -> None:
+    w, _ = half_full(count=4)
+    w.groups["cpu"]["Tags"].append(
+        {"ResourceId": "cpu", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
+         "Value": "fleet", "PropagateAtLaunch": False}
+    )  # fmt: skip
+    workers = _gang(w, 2)
+
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert first.scale_up == () and first.state.gangs == {}
+    rooms = {d.node for d in first.drain}
+
+    w.state = first.state.to_wire()
+    for node in rooms:  # the drains cordoned them; the evicted pods are still terminating
+        w.cordon(node, by_spillway=True)
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert second.scale_up == () and not rooms & {d.node for d in second.drain}
+    assert {p.pod: p.code for p in second.pending if p.pod in workers} == dict.fromkeys(
+        workers, codes.MAKING_ROOM
+    )
 
 
 def test_each_swap_removes_one_launch_and_the_moves_never_land_on_a_swapped_node() -> None:
@@ -235,3 +295,30 @@ def test_room_is_not_made_on_a_node_whose_labels_the_pending_pod_does_not_select
     (drain,) = result.drain
     assert (drain.node, drain.code) == (b, codes.MAKE_ROOM)
     assert {p.pod: p.node for p in result.placements}[picky] == b
+
+
+def test_a_gang_kept_to_one_zone_gets_room_in_that_zone_only() -> None:
+    w = World(regions=("us-east-1",))
+    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=4, max_size=10, zones=["us-east-1a", "us-east-1b"]))
+    w.groups["cpu"]["Tags"].append(
+        {"ResourceId": "cpu", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
+         "Value": "fleet", "PropagateAtLaunch": False}
+    )  # fmt: skip
+    for i, n in enumerate(nodes):  # by name: a, b, a, b (the cheapest two are in different zones)
+        w.node(n)["metadata"]["labels"]["topology.kubernetes.io/zone"] = "us-east-1" + "ab"[i % 2]
+        replicas(w, n, f"web{i}", 2, cpu="3500m")  # they fit on no other node of the group
+    w.group("spare", "g5.12xlarge", nodes=1)  # where the moved pods go (48 CPU)
+    w.pod_group(COSCHED, "train", spec={"minMember": 2})
+    zone_bound = {"kueue.x-k8s.io/podset-required-topology": "topology.kubernetes.io/zone"}
+    only_cpu = {"node.kubernetes.io/instance-type": "m5.2xlarge"}  # not the spare node
+    workers = w.pods(
+        "big", 2, cpu="7", memory="1Gi", labels=GANG, annotations=zone_bound, node_selector=only_cpu
+    )
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.scale_up == ()
+    rooms = {d.node for d in result.drain if d.code == codes.MAKE_ROOM}
+    zones = {w.node(n)["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in rooms}
+    assert len(rooms) == 2 and len(zones) == 1
+    assert {p.node for p in result.placements if p.pod in workers} == rooms

@@ -23,8 +23,14 @@ evicted pods take their grace period to leave, and a snapshot taken meanwhile sh
 and still full. Once the node is released they are planned as any pending pod (the scheduler may have
 given the room to another).
 
-Only new nodes whose every pod is a real pending pod are swapped (never a gang's nodes, which launch
-together, a capacity buffer's room or a provisioning request's booking), and only onto a node of the
+**Gangs.** A gang runs only once all of its pods do: room made for some of its workers while the others
+wait for a boot saves no time and moves pods for nothing. So a gang's new nodes are swapped all or none
+(after the pods of no gang): each gets a host as above, and if one finds none every move made for the
+gang is undone (:meth:`Consolidation.checkpoint`) and the gang launches as planned. A gang the plan keeps
+to one zone gets room in that zone only, and a gang given room is not recorded as launching.
+
+Only new nodes whose every pod is a real pending pod are swapped (never a capacity buffer's room or a
+provisioning request's booking), and only onto a node of the
 same group, whose template they were placed on, that kube-scheduler would give them as it is: its labels
 (a zone, what its kubelet added) pass their node selector and required affinity, they tolerate its
 taints, and their pod topology (anti-affinity, spread, host ports) leaves it open to them. A swap counts
@@ -37,7 +43,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from spillway.model.cluster import PodInfo
+from spillway.model.cluster import ZONE_LABEL, PodInfo
 from spillway.model.resources import PODS, Resources, add_into, dominant_share
 from spillway.model.state import RoomState
 from spillway.planner import codes
@@ -45,52 +51,120 @@ from spillway.planner.classes import PodClass, new_class
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move
+from spillway.planner.topology import UNBOUNDED
 from spillway.planner.types import PendingPod, Placement
 
 if TYPE_CHECKING:
     from spillway.planner.consolidation import Consolidation
     from spillway.planner.scaledown import ScaleDownStage
 
+NewNode = tuple[str, str, list[PodInfo]]  # a new node: its group, its id, its pods
+
 
 def make_room(stage: ScaleDownStage) -> bool:
     """Swap new nodes of this plan for moves where the rules allow; True if any was swapped (the
-    scale-up actions must then be computed again)."""
+    scale-up actions must then be computed again). Pods that are no gang's first, then each gang whole."""
     ctx = stage.ctx
     groups = [g for g in ctx.groups if ctx.new_nodes.get(g.name) and mode(ctx, g) == WHEN_UNDERUTILIZED]
     if not groups or ctx.cluster_unhealthy is not None:  # an unhealthy cluster moves no pod
         return False
-    new = _swappable(stage)
-    if not new:
+    singles, gangs = _swappable(stage, {g.name for g in groups})
+    if not singles and not gangs:
         return False
     judge = stage.consolidation()
     judge.reset_room()
+    hosts = _Hosts(judge)
     swapped = False
     for group in groups:
-        hosts = judge.hosts(group.name)
         # (host, what the new node holds) found wanting: a burst opens many alike new nodes, and nothing
         # changes for them until a swap succeeds (each try fits the moved pods on a copy of the room)
         refused: set[tuple[str, Signature]] = set()
-        for node_id in sorted(new.get(group.name, {}), key=_newest_first):
-            pods = new[group.name][node_id]
-            shape = _signature(pods)
-            classes = _classes(ctx, pods)
-            options = []
-            for node in hosts:
-                skip = (node.info.name, shape) in refused or _refuses(classes, node)
-                candidate = None if skip else _room_on(judge, node, pods)
-                if candidate is None:
-                    refused.add((node.info.name, shape))
-                else:
-                    options.append(candidate)
-            for candidate in sorted(options, key=Candidate.order):
-                if judge.swap(candidate) is None:
-                    _move_placements(stage, candidate, node_id, pods, group.name)
-                    hosts.remove(candidate.node)
-                    refused.clear()
-                    swapped = True
-                    break
-                refused.add((candidate.node.info.name, shape))
+        for node_id in sorted(singles.get(group.name, {}), key=_newest_first):
+            pods = singles[group.name][node_id]
+            candidate = _swap_one(judge, hosts.of(group.name), pods, refused)
+            if candidate is not None:
+                _move_placements(stage, candidate, node_id, pods, group.name)
+                hosts.of(group.name).remove(candidate.node)
+                swapped = True
+    for gang, nodes in sorted(gangs.items()):
+        swapped = _swap_gang(stage, judge, hosts, gang, nodes) or swapped
     return swapped
+
+
+class _Hosts:
+    """Per group, the busy nodes that may still give room (:meth:`Consolidation.hosts`), found once."""
+
+    def __init__(self, judge: Consolidation) -> None:
+        self.judge = judge
+        self.by_group: dict[str, list[WorkNode]] = {}
+
+    def of(self, group: str) -> list[WorkNode]:
+        if group not in self.by_group:
+            self.by_group[group] = self.judge.hosts(group)
+        return self.by_group[group]
+
+
+def _swap_one(
+    judge: Consolidation,
+    hosts: Sequence[WorkNode],
+    pods: Sequence[PodInfo],
+    refused: set[tuple[str, Signature]],
+) -> Candidate | None:
+    """Make room for ``pods`` (one new node's) on the host whose move is cheapest and fits; the swapped
+    candidate (its move committed in ``judge``), or None. Clears ``refused`` on a swap."""
+    shape = _signature(pods)
+    classes = _classes(judge.ctx, pods)
+    options = []
+    for node in hosts:
+        skip = (node.info.name, shape) in refused or _refuses(classes, node)
+        candidate = None if skip else _room_on(judge, node, pods)
+        if candidate is None:
+            refused.add((node.info.name, shape))
+        else:
+            options.append(candidate)
+    for candidate in sorted(options, key=Candidate.order):
+        if judge.swap(candidate) is None:
+            refused.clear()
+            return candidate
+        refused.add((candidate.node.info.name, shape))
+    return None
+
+
+def _swap_gang(
+    stage: ScaleDownStage, judge: Consolidation, hosts: _Hosts, gang: str, nodes: Sequence[NewNode]
+) -> bool:
+    """Every new node of ``gang`` swapped for room on busy nodes, or none: a gang runs only once all of
+    its pods do, so room made for part of it while the rest boots saves nothing and moves pods for
+    nothing. A gang this plan keeps to one zone gets room in that zone only."""
+    ctx = stage.ctx
+    mark = judge.checkpoint()
+    done: list[tuple[Candidate, NewNode]] = []
+    used: set[str] = set()
+    refused: set[tuple[str, Signature]] = set()
+    for entry in nodes:
+        group, _, pods = entry
+        zone = ctx.gang_zones.get((group, gang))
+        free = [
+            h
+            for h in hosts.of(group)
+            if h.info.name not in used and (zone is None or h.info.labels.get(ZONE_LABEL) == zone)
+        ]
+        candidate = _swap_one(judge, free, pods, refused)
+        if candidate is None:
+            judge.restore(mark)
+            return False
+        used.add(candidate.node.info.name)
+        done.append((candidate, entry))
+    for candidate, (group, node_id, pods) in done:
+        _move_placements(stage, candidate, node_id, pods, group)
+        hosts.of(group).remove(candidate.node)
+        ctx.gang_nodes[(group, gang)] -= 1
+        moved = {p.key for p in pods}
+        ctx.gang_pods[(group, gang)] = [k for k in ctx.gang_pods.get((group, gang), []) if k not in moved]
+    launch = ctx.gangs_out.get(gang)
+    if launch is not None and launch.since == ctx.now:  # recorded for the launch this swap replaces
+        del ctx.gangs_out[gang]
+    return True
 
 
 Signature = tuple[tuple[Any, ...], ...]
@@ -160,22 +234,48 @@ def _newest_first(node_id: str) -> tuple[int, str]:
     return (-int(tail) if tail.isdigit() else 0, node_id)
 
 
-def _swappable(stage: ScaleDownStage) -> dict[str, dict[str, list[PodInfo]]]:
-    """group -> new node id -> its pods, for new nodes that hold real pending pods only."""
+def _swappable(
+    stage: ScaleDownStage, consolidating: set[str]
+) -> tuple[dict[str, dict[str, list[PodInfo]]], dict[str, list[NewNode]]]:
+    """The new nodes that hold real pending pods only: group -> node id -> pods for pods of no gang, and
+    gang -> its new nodes, for gangs whose every new node is in a group that consolidates."""
+    ctx = stage.ctx
+    gang_of = {pod: gang for (_, gang), pods in ctx.gang_pods.items() for pod in pods}
+    singles: dict[str, dict[str, list[PodInfo]]] = {}
+    gangs: dict[str, list[NewNode]] = {}
+    for group, node_id, pods in _new_nodes(stage):
+        gang = gang_of.get(pods[0].key)
+        if gang is None:
+            singles.setdefault(group, {})[node_id] = pods
+        else:
+            gangs.setdefault(gang, []).append((group, node_id, pods))
+    opened: dict[str, int] = {}  # gang -> its new nodes, in every group
+    for (group, gang), count in ctx.gang_nodes.items():
+        opened[gang] = opened.get(gang, 0) + (count if group in consolidating else UNBOUNDED)
+    whole = {
+        gang: sorted(nodes, key=lambda n: (n[0], _newest_first(n[1])))
+        for gang, nodes in gangs.items()
+        if len(nodes) == opened.get(gang)  # every one of them may be swapped
+    }
+    return {g: n for g, n in singles.items() if g in consolidating}, whole
+
+
+def _new_nodes(stage: ScaleDownStage) -> list[NewNode]:
+    """This plan's new nodes whose every pod is a real pending pod (no capacity buffer's virtual pod, no
+    provisioning request's booking): (group, node id, pods)."""
     ctx = stage.ctx
     pending = {p.key: p for p in ctx.snapshot.pods if p.node_name is None}
-    gang = {pod for pods in ctx.gang_pods.values() for pod in pods}
-    out: dict[str, dict[str, list[PodInfo]]] = {}
+    by_node: dict[str, NewNode] = {}
     excluded: set[str] = set()
     for placement in ctx.placements:
         if "/new-" not in placement.node or placement.group is None:
             continue
         pod = pending.get(placement.pod)
-        if pod is None or placement.pod in gang or placement.pod in ctx.buffer_pods:
+        if pod is None or placement.pod in ctx.buffer_pods:
             excluded.add(placement.node)
-            continue
-        out.setdefault(placement.group, {}).setdefault(placement.node, []).append(pod)
-    return {g: {n: p for n, p in nodes.items() if n not in excluded} for g, nodes in out.items()}
+        else:
+            by_node.setdefault(placement.node, (placement.group, placement.node, []))[2].append(pod)
+    return [entry for node_id, entry in by_node.items() if node_id not in excluded]
 
 
 def _needs(pods: Sequence[PodInfo], free: Resources) -> Resources:
