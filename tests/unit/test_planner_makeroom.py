@@ -104,6 +104,13 @@ def _gang(w: World, workers: int) -> list[str]:
     return w.pods("big", workers, cpu="7", memory="1Gi", labels=GANG)
 
 
+def _fleet(w: World) -> None:
+    w.groups["cpu"]["Tags"].append(
+        {"ResourceId": "cpu", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
+         "Value": "fleet", "PropagateAtLaunch": False}
+    )  # fmt: skip
+
+
 def test_a_gang_gets_room_on_busy_nodes_for_all_of_its_workers_instead_of_new_nodes() -> None:
     w, nodes = half_full(count=4)  # 3 of 7.9 CPU on each: two nodes' pods fit on the other two
     workers = _gang(w, 2)
@@ -122,35 +129,37 @@ def test_a_gang_gets_room_on_busy_nodes_for_all_of_its_workers_instead_of_new_no
     assert sorted(result.state.rooms) == sorted(rooms)
 
 
-def test_a_gang_gets_room_for_all_of_its_workers_or_for_none() -> None:
-    w, _ = half_full()  # room for one 7-CPU worker (the other node takes its pods), never for two
-    _gang(w, 2)
+def test_room_for_part_of_a_gang_launches_the_rest_and_the_atomic_launch_counts_only_the_rest() -> None:
+    w, (a, _) = half_full()  # room for one 7-CPU worker (the other node takes a's pods), not for two
+    _fleet(w)
+    workers = _gang(w, 2)
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 
-    assert result.drain == ()  # nothing moved for half a gang
+    # the swap saves a node whether or not the gang starts sooner: one node is given, one launched
+    assert [(d.node, d.code) for d in result.drain] == [(a, codes.MAKE_ROOM)]
     (action,) = result.scale_up
-    assert (action.group, action.to_size - action.from_size) == ("cpu", 2)
-    assert [(g.gang, g.nodes) for g in action.gangs] == [("default/train", 2)]
-    assert result.state.rooms == {}
+    assert (action.group, action.to_size - action.from_size) == ("cpu", 1)
+    ((gang, nodes, pods),) = [(g.gang, g.nodes, g.pods) for g in action.gangs]
+    assert (gang, nodes) == ("default/train", 1) and len(pods) == 1
+    on = {p.pod: p.node for p in result.placements}
+    assert sorted(on[p] == a for p in workers) == [False, True]
+    assert result.state.gangs["default/train"].count == 1  # the fleet launches one instance, not two
 
 
-def test_a_disruption_budget_that_allows_part_of_a_gang_moves_nothing() -> None:
+def test_a_disruption_budget_limits_how_much_of_a_gang_gets_room() -> None:
     w, _ = half_full(count=4)
     _gang(w, 2)
 
     result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}], **UNDER)
 
-    assert result.drain == ()
-    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 2)]
+    assert [d.code for d in result.drain] == [codes.MAKE_ROOM]
+    assert [(s.group, s.to_size - s.from_size) for s in result.scale_up] == [("cpu", 1)]
 
 
 def test_a_gang_given_room_is_not_recorded_as_launching_and_later_plans_wait_for_its_room() -> None:
     w, _ = half_full(count=4)
-    w.groups["cpu"]["Tags"].append(
-        {"ResourceId": "cpu", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
-         "Value": "fleet", "PropagateAtLaunch": False}
-    )  # fmt: skip
+    _fleet(w)
     workers = _gang(w, 2)
 
     first = w.plan(max_scale_in_fraction=1.0, **UNDER)
@@ -300,10 +309,7 @@ def test_room_is_not_made_on_a_node_whose_labels_the_pending_pod_does_not_select
 def test_a_gang_kept_to_one_zone_gets_room_in_that_zone_only() -> None:
     w = World(regions=("us-east-1",))
     nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=4, max_size=10, zones=["us-east-1a", "us-east-1b"]))
-    w.groups["cpu"]["Tags"].append(
-        {"ResourceId": "cpu", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
-         "Value": "fleet", "PropagateAtLaunch": False}
-    )  # fmt: skip
+    _fleet(w)
     for i, n in enumerate(nodes):  # by name: a, b, a, b (the cheapest two are in different zones)
         w.node(n)["metadata"]["labels"]["topology.kubernetes.io/zone"] = "us-east-1" + "ab"[i % 2]
         replicas(w, n, f"web{i}", 2, cpu="3500m")  # they fit on no other node of the group

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 from spillway.model.cluster import PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import add_into, dominant_share
-from spillway.model.state import NodeState, Since
+from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
@@ -138,19 +138,6 @@ class Candidate:
         """Cheapest first: the lowest move cost, the fewest pods, the least used, then by name."""
         _, used = dominant_share(self.node.used, self.node.info.allocatable)
         return (self.moves, len(self.pods), used, self.node.info.name)
-
-
-@dataclass(frozen=True, slots=True)
-class Mark:
-    """A checkpoint of :class:`Consolidation` and its stage (:meth:`Consolidation.checkpoint`)."""
-
-    room: dict[str, WorkNode]
-    launching: dict[str, list[Bin]]
-    receiving: set[str]
-    elastic_left: dict[str, int]
-    drains: int
-    taken: dict[str, int]
-    idle_state: dict[str, NodeState]
 
 
 class Consolidation:
@@ -365,23 +352,6 @@ class Consolidation:
             group.name, self.stage.taken.get(group.name, 0)
         )
         return verdict or self._move_pods(candidate, make_room=True)
-
-    def checkpoint(self) -> Mark:
-        """What the moves of this plan have changed so far (make room swaps a gang's nodes all or none)."""
-        stage = self.stage
-        return Mark(
-            self.room, self.launching, set(self.receiving), dict(self.elastic_left), len(stage.drains),
-            dict(stage.taken), dict(stage.idle_state),
-        )  # fmt: skip
-
-    def restore(self, mark: Mark) -> None:
-        """Undo every move since ``mark`` (the room and launching maps are replaced, never changed, by a
-        move: the marked ones are as they were)."""
-        stage = self.stage
-        self.room, self.launching = mark.room, mark.launching
-        self.receiving, self.elastic_left = set(mark.receiving), dict(mark.elastic_left)
-        del stage.drains[mark.drains :]
-        stage.taken, stage.idle_state = dict(mark.taken), dict(mark.idle_state)
 
     def _changed(self, candidate: Candidate) -> Verdict:
         """What an earlier move of this plan changed since the candidate was judged: it receives moved

@@ -44,7 +44,7 @@ from spillway.planner.makeroom import hold_rooms, make_room
 from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
-from spillway.planner.scaleup import ScaleUpStage, scale_up_actions
+from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, scale_up_actions
 from spillway.planner.softtaint import soft_taints
 from spillway.planner.startup import sanitized, starting_nodes
 from spillway.planner.types import GroupFloor, ScalingPlan, Uncordon
@@ -81,6 +81,7 @@ def plan(
     scale_down = ScaleDownStage(ctx, launching=up.launching)  # what launching capacity has left
     if make_room(scale_down):  # new nodes swapped for moves: the scale-ups change
         scale_up = scale_up_actions(ctx)
+        record_gang_launches(ctx, scale_up)
     provisioning.settle()
     settle_buffers(ctx)
     drains, kept, idle_state = scale_down.run()

@@ -86,7 +86,7 @@ class ScaleUpStage:
             elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
                 GangPlacement(self, cls.gang, gangs[cls.gang]).run()
         actions = scale_up_actions(self.ctx)
-        in_flight.record_launches(actions)
+        record_gang_launches(self.ctx, actions)
         return actions
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
@@ -267,20 +267,23 @@ class InFlight:
                 ctx.pending_out.append(PendingPod(pod, reason, codes.GANG_LAUNCHING))
         return True
 
-    def record_launches(self, actions: Sequence[ScaleUp]) -> None:
-        """An entry per gang this plan launches atomically (its group's tag is fleet or rollback)."""
-        ctx = self.stage.ctx
-        by_name = {g.name: g for g in ctx.groups}
-        for action in actions:
-            group = by_name[action.group]
-            if group.atomic_launch == "off":
-                continue
-            for launch in action.gangs:
-                known = ctx.gangs_out.get(launch.gang)
-                if known is None or launch.nodes > known.count:  # a gang over two groups: the larger
-                    ctx.gangs_out[launch.gang] = GangState(
-                        group=group.name, region=group.region, count=launch.nodes, since=ctx.now
-                    )
+
+def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
+    """An entry per gang this plan launches atomically (its group's tag is fleet or rollback), recorded
+    again when the actions change (make room may take some of a gang's new nodes, or all of them)."""
+    placed = {gang for _, gang in ctx.gang_nodes}  # a gang held as launching is not placed again
+    ctx.gangs_out = {gang: entry for gang, entry in ctx.gangs_out.items() if gang not in placed}
+    by_name = {g.name: g for g in ctx.groups}
+    for action in actions:
+        group = by_name[action.group]
+        if group.atomic_launch == "off":
+            continue
+        for launch in action.gangs:
+            known = ctx.gangs_out.get(launch.gang)
+            if known is None or launch.nodes > known.count:  # a gang over two groups: the larger
+                ctx.gangs_out[launch.gang] = GangState(
+                    group=group.name, region=group.region, count=launch.nodes, since=ctx.now
+                )
 
 
 def _reserve(bins: list[Bin], count: int) -> None:
