@@ -352,3 +352,52 @@ def test_another_port_or_protocol_shares_the_node() -> None:
     w.items += [exporter("exp-0", node), exporter("exp-1", port=9401), exporter("exp-2", protocol="UDP")]
 
     assert w.plan().scale_up == ()
+
+
+# --- pending pods of different kinds that repel each other, within one plan --------------------------
+
+
+def test_two_pending_kinds_that_repel_each_other_get_separate_new_nodes() -> None:
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    w.items.append(replica("api-0", labels={"app": "api"}, affinity=anti({"app": "batch"})))
+    w.items.append(replica("batch-0", labels={"app": "batch"}))
+
+    result = w.plan()
+
+    # one node would hold both by resources; kube-scheduler would never bind them together
+    assert scale_up(result) == {"cpu": (0, 2, ["default/api-0", "default/batch-0"])}
+    on = {p.pod: p.node for p in result.placements}
+    assert on["default/api-0"] != on["default/batch-0"]
+
+
+def test_the_term_of_the_pod_placed_second_counts_too() -> None:
+    """batch sorts first (bigger): api's term must keep api off batch's new node."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    w.items.append(replica("api-0", labels={"app": "api"}, affinity=anti({"app": "batch"})))
+    batch = replica("batch-0", labels={"app": "batch"})
+    batch["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    w.items.append(batch)
+    w.items.append(replica("other-0", labels={"app": "other"}))  # no term: shares either node
+
+    result = w.plan()
+
+    on = {p.pod: p.node for p in result.placements}
+    assert on["default/api-0"] != on["default/batch-0"]
+    assert scale_up(result)["cpu"][1] == 2
+
+
+def test_two_pending_kinds_on_one_host_port_do_not_share_free_room() -> None:
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    first = exporter("exp-a")
+    second = exporter("exp-b")
+    second["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # another kind, the same port
+
+    w.items += [first, second]
+    result = w.plan()
+
+    on = {p.pod: p.node for p in result.placements}
+    assert on["default/exp-a"] != on["default/exp-b"]
+    assert node in on.values() and scale_up(result) == {"cpu": (1, 2, [p for p, n in on.items() if n != node])}

@@ -386,6 +386,7 @@ class Consolidation:
 
         def commit(cls: PodClass, node: WorkNode, count: int) -> None:
             add_into(node.free, cls.requests, -count)
+            node.marks = node.marks | cls.domains.marks
             cls.take(count)
             destinations.add(node.info.name)
 
@@ -451,7 +452,10 @@ def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
 
 
 def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
-    return {g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds) for b in group] for g, group in bins.items()}
+    return {
+        g: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks) for b in group]
+        for g, group in bins.items()
+    }
 
 
 def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: str) -> list[PodClass]:

@@ -23,7 +23,7 @@ from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
 from spillway.planner.predicates import HOSTNAME_LABEL
-from spillway.planner.topology import TopologyIndex
+from spillway.planner.topology import NO_MARKS, Marks, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
@@ -54,6 +54,7 @@ class WorkNode:
     receives: int = 0  # pending pods this plan expects to run here
     shape: tuple[Any, ...] = ()
     starting: str | None = None  # Ready but not initialized: capacity launching (planner.startup)
+    marks: Marks = NO_MARKS  # what the pods this plan puts here bring (pod topology)
 
     @property
     def schedulable(self) -> bool:

@@ -17,7 +17,7 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, shape_of, without_taint
 from spillway.planner.limits import Limits
-from spillway.planner.topology import UNBOUNDED
+from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks
 
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
 UNCORDON_NOTE = "will run on node {node}, which this plan uncordons"
@@ -40,6 +40,7 @@ class Bin:
     ids: list[str]
     fresh: bool = False  # launching nodes no pod of this plan has taken yet
     holds: frozenset[str] = frozenset()  # classes with a per-node cap that have a pod on each node
+    marks: Marks = NO_MARKS  # what the classes placed on each node bring (pod topology)
 
 
 def _max_into(bound: Resources, free: Mapping[str, int]) -> None:
@@ -107,7 +108,7 @@ def fill_bins(cls: PodClass, bins: list[Bin], want: int) -> list[tuple[str, int]
     while i < len(bins) and placed < want:
         current = bins[i]
         per = fit_count(cls.requests, current.free, cls.per_node)
-        if per <= 0 or _tag(cls) in current.holds:
+        if per <= 0 or _tag(cls) in current.holds or cls.domains.marks.repels(current.marks):
             i += 1
             continue
         inserted, count = _split_bin(cls, current, per, want - placed, out)
@@ -134,19 +135,20 @@ def _split_bin(
     inserted: list[Bin] = []
     tag = _tag(cls)
     holds = current.holds | {tag} if tag is not None else current.holds
+    marks = current.marks | cls.domains.marks
     full = min(len(current.ids), want // per)
     if full:
         after = dict(current.free)
         add_into(after, cls.requests, -per)
         ids, current.ids = current.ids[:full], current.ids[full:]
-        inserted.append(Bin(after, ids, holds=holds))
+        inserted.append(Bin(after, ids, holds=holds, marks=marks))
         out.extend((node_id, per) for node_id in ids)
     rest = want - full * per
     if rest and current.ids:
         after = dict(current.free)
         add_into(after, cls.requests, -rest)
         ids, current.ids = current.ids[:1], current.ids[1:]
-        inserted.append(Bin(after, ids, holds=holds))
+        inserted.append(Bin(after, ids, holds=holds, marks=marks))
         out.append((ids[0], rest))
         return inserted, want
     return inserted, full * per
@@ -191,6 +193,8 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
         info = node.info
         if cls.node_specific and cls.blocker(info.labels, info.taints, info.name) is not None:
             continue
+        if cls.domains.marks.repels(node.marks):
+            continue  # a pod this plan put there keeps it off
         count = fit_count(cls.requests, node.free, min(cls.remaining, cls.domains.cap(info.name)))
         if count > 0:
             commit(cls, node, count)
@@ -201,6 +205,7 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
 def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, uncordon: bool) -> None:
     add_into(node.free, cls.requests, -count)
     node.receives += count
+    node.marks = node.marks | cls.domains.marks
     name = node.info.name
     group_name = node.group.name if node.group else None
     if uncordon:

@@ -392,7 +392,7 @@ class GangPlacement:
     def _save(self) -> dict[str, object]:
         stage, ctx = self.stage, self.stage.ctx
         return {
-            "nodes": {name: (dict(n.free), n.receives) for name, n in ctx.nodes.items()},
+            "nodes": {name: (dict(n.free), n.receives, n.marks) for name, n in ctx.nodes.items()},
             "launching": _copy_bins(stage.launching),
             "new_bins": _copy_bins(stage.new_bins),
             "room": dict(stage.room),
@@ -410,8 +410,9 @@ class GangPlacement:
 
     def _restore(self, saved: dict[str, Any]) -> None:
         stage, ctx = self.stage, self.stage.ctx
-        for name, (free, receives) in saved["nodes"].items():
-            ctx.nodes[name].free, ctx.nodes[name].receives = free, receives
+        for name, (free, receives, marks) in saved["nodes"].items():
+            node = ctx.nodes[name]
+            node.free, node.receives, node.marks = free, receives, marks
         stage.launching, stage.new_bins, stage.room = saved["launching"], saved["new_bins"], saved["room"]
         stage.limits.restore(saved["limits"])
         ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
@@ -429,7 +430,9 @@ K = TypeVar("K")
 
 
 def _copy_bins(bins: Mapping[K, list[Bin]]) -> dict[K, list[Bin]]:
-    return {k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds) for b in v] for k, v in bins.items()}
+    return {
+        k: [Bin(dict(b.free), list(b.ids), b.fresh, b.holds, b.marks) for b in v] for k, v in bins.items()
+    }
 
 
 def _or(value: int | None, default: int) -> int:

@@ -29,10 +29,12 @@ The snapshot has matched the selectors (:class:`spillway.model.cluster.TopologyM
   ``node_caps`` the same for the existing nodes a hostname spread still allows (``maxSkew`` + least -
   its count).
 
-Pods this plan places are seen only as far as those caps go. Two different classes that repel each other
-may be planned onto one new node; a zone-keyed term or spread does not spread one plan's new nodes over
-zones; a hostname spread's least loaded node is taken as it is before the plan. Each errs towards a
-pod the scheduler then refuses, which the next plan, seeing the others run, sends elsewhere.
+Pods this plan places beside each other are seen at the node level: every node (new, launching or
+existing) keeps the :class:`Marks` of the classes planned onto it (their hostname anti-affinity terms,
+the terms that select them, their host ports), and a class they repel goes elsewhere. A zone-keyed term
+or spread does not spread one plan's new nodes over zones, and a hostname spread's least loaded node is
+taken as it is before the plan; each errs towards a pod the scheduler then refuses, which the next
+plan, seeing the others run, sends elsewhere.
 """
 
 from __future__ import annotations
@@ -47,6 +49,42 @@ UNBOUNDED = 1 << 40  # no cap on pods per node (placement's too)
 
 
 @dataclass(frozen=True, slots=True)
+class Marks:
+    """What the pods of one class bring to a node that pods placed beside them in the same plan must
+    respect: the hostname anti-affinity terms they own, the terms that select them, their host ports.
+    (Running pods are the index's: :attr:`Domains.forbidden` already keeps a class off their nodes.)"""
+
+    anti: frozenset[int] = frozenset()
+    selected: frozenset[int] = frozenset()
+    ports: frozenset[tuple[int, str, str]] = frozenset()
+
+    def __or__(self, other: Marks) -> Marks:
+        if not other:
+            return self
+        return Marks(self.anti | other.anti, self.selected | other.selected, self.ports | other.ports)
+
+    def __bool__(self) -> bool:
+        return bool(self.anti or self.selected or self.ports)
+
+    def repels(self, other: Marks) -> bool:
+        """Whether kube-scheduler keeps pods with these marks off a node that holds ``other``'s: a
+        hostname anti-affinity term of either selects the other, or they ask for one host port."""
+        if not self or not other:
+            return False
+        if self.anti & other.selected or other.anti & self.selected:
+            return True
+        return any(_clash(mine, theirs) for mine in self.ports for theirs in other.ports)
+
+
+NO_MARKS = Marks()
+
+
+def marks_of(pod: PodInfo) -> Marks:
+    anti = frozenset(term for term, key in pod.anti_own if key == HOSTNAME_LABEL)
+    return Marks(anti, frozenset(pod.selected_by), frozenset(pod.host_ports))
+
+
+@dataclass(frozen=True, slots=True)
 class Domains:
     """What pod topology leaves a class (see the module docstring)."""
 
@@ -54,6 +92,7 @@ class Domains:
     per_node: int = UNBOUNDED
     node_caps: Mapping[str, int] = field(default_factory=dict)
     required: Mapping[str, frozenset[str]] = field(default_factory=dict)  # the only domains it may enter
+    marks: Marks = NO_MARKS  # what its pods bring to a node for the pods of this plan beside them
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -123,6 +162,7 @@ class TopologyIndex:
             per_node,
             node_caps,
             self._required(pod, leaving),
+            marks_of(pod),
         )
 
     def _ports_taken(self, pod: PodInfo, leaving: str | None) -> set[str]:
