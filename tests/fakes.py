@@ -47,6 +47,8 @@ from spillway.model.k8s import (
     Pod,
     PodDisruptionBudget,
     SharedObject,
+    StorageClass,
+    VolumeObject,
     parse_kube_list,
 )
 from spillway.model.nodegroup import NodeGroup
@@ -142,7 +144,7 @@ class FakeCluster(Recorder):
         shared = [o for o in shared if o.get("kind") not in VOLUME_KINDS]
         return self._iter("iter_shared_objects", shared, _shared_object)
 
-    def iter_volume_objects(self) -> Iterator[PersistentVolumeClaim | PersistentVolume]:
+    def iter_volume_objects(self) -> Iterator[VolumeObject]:
         volumes = [o for o in self.custom if o.get("kind") in VOLUME_KINDS]
         return self._iter("iter_volume_objects", volumes, _volume_object)
 
@@ -289,12 +291,16 @@ def _plural(obj: dict[str, Any]) -> str:
     return str(obj.get("kind", "")).lower() + "s"  # podgroups, workloads, capacityquotas, ...
 
 
-VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")  # served by iter_volume_objects
+VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")  # iter_volume_objects
 
 
-def _volume_object(obj: dict[str, Any]) -> PersistentVolumeClaim | PersistentVolume:
-    model = PersistentVolumeClaim if obj.get("kind") == "PersistentVolumeClaim" else PersistentVolume
-    return model.model_validate(obj)
+def _volume_object(obj: dict[str, Any]) -> VolumeObject:
+    kind = obj.get("kind")
+    if kind == "PersistentVolumeClaim":
+        return PersistentVolumeClaim.model_validate(obj)
+    if kind == "StorageClass":
+        return StorageClass.model_validate(obj)
+    return PersistentVolume.model_validate(obj)
 
 
 def _shared_object(obj: dict[str, Any]) -> SharedObject:

@@ -324,3 +324,37 @@ def test_a_pod_whose_volume_lives_elsewhere_gets_a_node_where_its_volume_is(clou
     record = latest_plan(cloud)
     assert [(s["group"], s["from"], s["to"]) for s in record["scale_up"]] == [("general-west", 0, 1)], record
     assert outcome["summary"]["scale_up_nodes"] == 1
+
+
+def test_a_pod_whose_claim_binds_at_once_and_is_not_bound_gets_no_node_until_it_is(cloud: Cloud) -> None:
+    """kube-scheduler holds a pod whose claim binds Immediately and is not bound ("pod has unbound
+    immediate PersistentVolumeClaims"): a node launched for it would never run it. The real observe code
+    reads the claim and its StorageClass (the emulator defaults ``volumeBindingMode`` to Immediate, as
+    the API server does); the plan launches nothing until the claim is bound, then grows the group."""
+    cloud.group("general", instance_type="m5.xlarge", gpu=False)
+    cloud.kube.add({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp2"},
+                    "provisioner": "ebs.csi.aws.com"})  # fmt: skip
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "data-db-0", "namespace": "shop"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp2",
+                      "resources": {"requests": {"storage": "100Gi"}}}}  # fmt: skip
+    cloud.kube.add(claim)
+    pod = o.pod("db-0", "shop", cpu="500m", memory="1Gi", owner=("StatefulSet", "db"))
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]
+    cloud.kube.add(pod)
+
+    cloud.plan(cloud.stream_event(cloud.snapshot()))
+    held = latest_plan(cloud)
+    assert held["scale_up"] == [], held
+    assert [(p["pod"], p["code"]) for p in held["pending"]] == [("shop/db-0", "volume-unbound")]
+
+    cloud.kube.add({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-db-0"},
+                    "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
+                             "storageClassName": "gp2"}})  # fmt: skip
+    stored = cloud.kube.get("PersistentVolumeClaim", "data-db-0", "shop")
+    assert stored is not None
+    stored["spec"]["volumeName"] = "pv-db-0"  # the PV controller bound it
+    cloud.kube.update("PersistentVolumeClaim", stored)
+    cloud.plan(cloud.stream_event(cloud.snapshot()))
+    bound = latest_plan(cloud)
+    assert [(s["group"], s["from"], s["to"]) for s in bound["scale_up"]] == [("general", 0, 1)], bound

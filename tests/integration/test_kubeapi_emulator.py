@@ -8,7 +8,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes.client import ApiClient, ApisApi, CoreV1Api, CustomObjectsApi, EventsV1Api, PolicyV1Api
+from kubernetes.client import (
+    ApiClient,
+    ApisApi,
+    CoreV1Api,
+    CustomObjectsApi,
+    EventsV1Api,
+    PolicyV1Api,
+    StorageV1Api,
+)
 from kubernetes.client.exceptions import ApiException
 
 from spillway.local.kubeapi import KubeApiServer
@@ -466,6 +474,29 @@ def test_default_namespaces_exist(core: CoreV1Api) -> None:
     names = {ns.metadata.name for ns in core.list_namespace().items}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names
     assert core.read_namespace("kube-system").status.phase == "Active"
+
+
+def test_storage_classes_are_cluster_scoped_and_default_their_binding_mode(client: ApiClient) -> None:
+    """storage.k8s.io/v1 StorageClass through the official client: created without a binding mode or
+    reclaim policy, it reads back ``Immediate`` and ``Delete`` (the API server's defaults); one given is
+    kept; discovery lists the resource."""
+    storage = StorageV1Api(client)
+    storage.create_storage_class({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                  "metadata": {"name": "gp2"}, "provisioner": "ebs.csi.aws.com"})  # fmt: skip
+    storage.create_storage_class({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                  "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com",
+                                  "volumeBindingMode": "WaitForFirstConsumer",
+                                  "allowedTopologies": [{"matchLabelExpressions": [
+                                      {"key": "topology.ebs.csi.aws.com/zone", "values": ["us-east-1a"]}]}]})  # fmt: skip
+
+    by_name = {sc.metadata.name: sc for sc in storage.list_storage_class().items}
+
+    assert (by_name["gp2"].volume_binding_mode, by_name["gp2"].reclaim_policy) == ("Immediate", "Delete")
+    assert by_name["gp3"].volume_binding_mode == "WaitForFirstConsumer"
+    assert by_name["gp3"].allowed_topologies[0].match_label_expressions[0].values == ["us-east-1a"]
+    assert by_name["gp2"].metadata.namespace is None  # cluster-scoped
+    resources = {r.name for r in storage.get_api_resources().resources}
+    assert "storageclasses" in resources
 
 
 def test_a_required_token_refuses_others_with_401() -> None:

@@ -400,4 +400,6 @@ def test_two_pending_kinds_on_one_host_port_do_not_share_free_room() -> None:
 
     on = {p.pod: p.node for p in result.placements}
     assert on["default/exp-a"] != on["default/exp-b"]
-    assert node in on.values() and scale_up(result) == {"cpu": (1, 2, [p for p, n in on.items() if n != node])}
+    assert node in on.values() and scale_up(result) == {
+        "cpu": (1, 2, [p for p, n in on.items() if n != node])
+    }

@@ -14,15 +14,34 @@ ZONE = "topology.kubernetes.io/zone"
 EBS_ZONE = "topology.ebs.csi.aws.com/zone"
 
 
-def claim(name: str, volume: str | None, namespace: str = "default") -> dict[str, Any]:
-    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}}}
+def claim(
+    name: str, volume: str | None, namespace: str = "default", storage_class: str | None = "gp3"
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {**spec, **({"volumeName": volume} if volume else {}), "storageClassName": "gp3"},
+        "spec": {**spec, **({"volumeName": volume} if volume else {})},
         "status": {"phase": "Bound" if volume else "Pending"},
     }
+
+
+def storage_class(name: str, mode: str, zones: list[str] | None = None) -> dict[str, Any]:
+    """A StorageClass of the EBS CSI driver, as the API server returns it (binding mode defaulted)."""
+    sc: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": "ebs.csi.aws.com",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": mode,
+    }
+    if zones:
+        sc["allowedTopologies"] = [{"matchLabelExpressions": [{"key": EBS_ZONE, "values": zones}]}]
+    return sc
 
 
 def volume(name: str, zone: str, key: str = EBS_ZONE, *, legacy: bool = False) -> dict[str, Any]:
@@ -116,3 +135,125 @@ def test_a_group_over_several_zones_cannot_promise_the_volumes_zone() -> None:
     result = w.plan()
 
     assert result.scale_up == () and pending_codes(result)["default/db-0"] == codes.NO_GROUP_FITS
+
+
+# --- claims not bound yet: when they bind (StorageClass volumeBindingMode) ------------------------------
+
+
+def test_a_claim_that_waits_for_its_first_consumer_lets_the_pod_take_the_room() -> None:
+    w, _ = two_zones()
+    w.items += [
+        storage_class("gp3", "WaitForFirstConsumer"),
+        claim("data-db-0", None),
+        stateful("db-0", "data-db-0"),
+    ]
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)["default/db-0"] == codes.FITS_FREE_ROOM
+
+
+def test_a_claim_that_binds_at_once_and_is_not_bound_gets_no_node() -> None:
+    """kube-scheduler: "pod has unbound immediate PersistentVolumeClaims". A node launched for it would
+    sit with the pod planned onto its room, never idle, never used."""
+    w = World(regions=("us-east-1",))
+    w.group("db-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.items += [storage_class("gp2", "Immediate"), claim("data-db-0", None, storage_class="gp2"),
+                stateful("db-0", "data-db-0")]  # fmt: skip
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    ((pod, code, reason),) = [(p.pod, p.code, p.reason) for p in result.pending]
+    assert (pod, code) == ("default/db-0", codes.VOLUME_UNBOUND)
+    assert "PersistentVolumeClaim data-db-0 is not bound" in reason and "gp2 binds Immediately" in reason
+
+
+def test_bound_it_is_planned_as_any_pod() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("db-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.items += [storage_class("gp2", "Immediate"), volume("pv-1", "us-east-1b"),
+                claim("data-db-0", "pv-1", storage_class="gp2"), stateful("db-0", "data-db-0")]  # fmt: skip
+
+    assert scale_up(w.plan()) == {"db-b": (0, 1, ["default/db-0"])}
+
+
+def test_a_claim_of_no_class_or_of_a_class_that_does_not_exist_binds_at_once() -> None:
+    for kwargs, words in (({"storage_class": ""}, "names no StorageClass"),
+                          ({"storage_class": "fast"}, "StorageClass fast does not exist")):  # fmt: skip
+        w = World(regions=("us-east-1",))
+        w.group("db-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+        w.items += [storage_class("gp3", "WaitForFirstConsumer"), claim("data-db-0", None, **kwargs),
+                    stateful("db-0", "data-db-0")]  # fmt: skip
+        result = w.plan()
+        assert result.scale_up == () and pending_codes(result)["default/db-0"] == codes.VOLUME_UNBOUND
+        assert words in result.pending[0].reason
+
+
+def test_the_beta_annotation_names_the_class_before_the_spec() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("db-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    old = claim("data-db-0", None, storage_class="gp3")
+    old["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "gp2"}
+    w.items += [storage_class("gp2", "Immediate"), storage_class("gp3", "WaitForFirstConsumer"), old,
+                stateful("db-0", "data-db-0")]  # fmt: skip
+
+    assert pending_codes(w.plan())["default/db-0"] == codes.VOLUME_UNBOUND
+
+
+def test_a_missing_claim_or_one_being_deleted_holds_the_pod() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("db-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    going = claim("data-db-1", "pv-1")
+    going["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    going["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+    w.items += [
+        volume("pv-1", "us-east-1b"),
+        going,
+        stateful("db-0", "data-db-0"),
+        stateful("db-1", "data-db-1"),
+    ]
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    reasons = {p.pod: p.reason for p in result.pending if p.code == codes.VOLUME_UNBOUND}
+    assert "data-db-0 does not exist" in reasons["default/db-0"]
+    assert "data-db-1 is being deleted" in reasons["default/db-1"]
+
+
+def test_with_no_claim_or_class_listed_nothing_is_held() -> None:
+    """observe may not be allowed to list claims or classes (a ClusterRole rule removed): a pod is never
+    held for what the snapshot cannot know."""
+    w = World(regions=("us-east-1",))
+    w.group("db-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    w.items += [stateful("db-0", "data-db-0")]  # no claim listed at all
+    assert set(scale_up(w.plan())) == {"db-b"}
+
+    w.items += [claim("data-db-0", None, storage_class="gp2")]  # claims listed, classes not
+    assert set(scale_up(w.plan())) == {"db-b"}
+
+
+def test_a_class_that_may_make_volumes_in_one_zone_only_sends_the_pod_there() -> None:
+    w, _ = two_zones()  # zone a has room; the class makes volumes in zone b only
+    w.items += [storage_class("gp3-b", "WaitForFirstConsumer", zones=["us-east-1b"]),
+                claim("data-db-0", None, storage_class="gp3-b"), stateful("db-0", "data-db-0")]  # fmt: skip
+    snapshot, *_ = w.parsed()
+    (pod,) = [p for p in snapshot.pods if p.name == "db-0"]
+
+    assert pod.required_terms == (((ZONE, "In", ("us-east-1b",), False),),)
+    assert scale_up(w.plan()) == {"db-b": (0, 1, ["default/db-0"])}
+
+
+def test_the_snapshot_keeps_why_a_pod_waits_for_its_volume() -> None:
+    from spillway.model.cluster import PodInfo
+
+    w = World(regions=("us-east-1",))
+    w.items += [storage_class("gp2", "Immediate"), claim("data-db-0", None, storage_class="gp2"),
+                stateful("db-0", "data-db-0")]  # fmt: skip
+    snapshot, *_ = w.parsed()
+    (pod,) = [p for p in snapshot.pods if p.name == "db-0"]
+
+    assert pod.volume_wait is not None and "data-db-0" in pod.volume_wait
+    assert pod.to_dict()["vw"] == pod.volume_wait
+    assert PodInfo.from_dict(pod.to_dict()) == pod

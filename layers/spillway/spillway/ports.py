@@ -62,11 +62,10 @@ from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.k8s import (
     Node,
-    PersistentVolume,
-    PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
     SharedObject,
+    VolumeObject,
 )
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
@@ -82,7 +81,7 @@ class Cluster(Protocol):
     # Shared-cluster objects (namespaces, pod groups, workloads, quotas); optional kinds absent → none.
     def iter_shared_objects(self) -> Iterator[SharedObject]: ...
     # PersistentVolumeClaims, then PersistentVolumes (where pods' volumes let them run); 403 → none.
-    def iter_volume_objects(self) -> Iterator[PersistentVolumeClaim | PersistentVolume]: ...
+    def iter_volume_objects(self) -> Iterator[VolumeObject]: ...
     # Custom resources as plain JSON objects ([] when the CRD is not installed) and their status.
     def list_custom(
         self, group: str, version: str, plural: str, namespace: str | None = None

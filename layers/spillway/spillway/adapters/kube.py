@@ -65,6 +65,7 @@ from botocore.exceptions import (
 from kubernetes.client.api.core_v1_api import CoreV1Api
 from kubernetes.client.api.custom_objects_api import CustomObjectsApi
 from kubernetes.client.api.policy_v1_api import PolicyV1Api
+from kubernetes.client.api.storage_v1_api import StorageV1Api
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
 from kubernetes.client.exceptions import ApiException
@@ -117,8 +118,10 @@ from spillway.model.k8s import (
     PodDisruptionBudget,
     PyTorchJob,
     SharedObject,
+    StorageClass,
     UpstreamPodGroup,
     VolcanoPodGroup,
+    VolumeObject,
     Workload,
 )
 
@@ -387,6 +390,7 @@ class KubeClient:
         self._core = CoreV1Api(api_client)
         self._policy = PolicyV1Api(api_client)
         self._custom = CustomObjectsApi(api_client)
+        self._storage = StorageV1Api(api_client)
         self._not_served_logged: set[str] = set()  # kinds whose absence was logged at info already
 
     # --- factories ------------------------------------------------------------------------------
@@ -627,15 +631,19 @@ class KubeClient:
                     if index == len(shared.versions) - 1:
                         self._log_not_served(f"{shared.qualified} ({', '.join(shared.versions)})")
 
-    def iter_volume_objects(self) -> Iterator[PersistentVolumeClaim | PersistentVolume]:
-        """PersistentVolumeClaims of all namespaces, then PersistentVolumes: where pods' volumes let
-        them run (spillway.model.cluster.VolumeMatcher). Not granted (403): none, warned."""
+    def iter_volume_objects(self) -> Iterator[VolumeObject]:
+        """PersistentVolumeClaims of all namespaces, PersistentVolumes, then StorageClasses: where pods'
+        volumes let them run, and whether they wait for one (spillway.model.cluster.VolumeMatcher).
+        Not granted (403): none of that kind, warned."""
         yield from self._optional(
             "persistentvolumeclaims",
             PersistentVolumeClaim,
             self._core.list_persistent_volume_claim_for_all_namespaces,
         )
         yield from self._optional("persistentvolumes", PersistentVolume, self._core.list_persistent_volume)
+        yield from self._optional(
+            "storageclasses.storage.k8s.io", StorageClass, self._storage.list_storage_class
+        )
 
     def list_shared_objects(self) -> list[SharedObject]:
         return list(self.iter_shared_objects())

@@ -44,6 +44,8 @@ from spillway.model.k8s import (
     PodDisruptionBudget,
     PodTemplate,
     Scalable,
+    StorageClass,
+    VolumeObject,
 )
 from spillway.model.resources import Resources, parse_resource_list
 from spillway.model.shared import (
@@ -159,6 +161,9 @@ class PodInfo:
     host_ports: tuple[tuple[int, str, str], ...] = ()
     spread: tuple[tuple[int, str, int, int], ...] = ()
     selected_by: tuple[int, ...] = ()
+    # why kube-scheduler holds it whatever nodes there are: a claim of its that binds at once and is
+    # not bound, or is missing or being deleted (VolumeMatcher); None for every other pod
+    volume_wait: str | None = None
 
     @property
     def key(self) -> str:
@@ -305,6 +310,7 @@ class PodInfo:
             host_ports=tuple((int(p), str(proto), str(ip)) for p, proto, ip in d.get("hp", ())),
             spread=tuple((int(i), str(k), int(s), int(m)) for i, k, s, m in d.get("sp", ())),
             selected_by=tuple(int(i) for i in d.get("sb", ())),
+            volume_wait=d.get("vw"),
         )
 
 
@@ -356,6 +362,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("hp", lambda p: [list(t) for t in p.host_ports] or None),
     ("sp", lambda p: [list(t) for t in p.spread] or None),
     ("sb", lambda p: list(p.selected_by) or None),
+    ("vw", lambda p: p.volume_wait),
 )
 
 
@@ -702,7 +709,7 @@ class ClusterSnapshot:
                 templates.append(obj)
             elif isinstance(obj, Scalable):
                 workloads.append(obj)
-            elif isinstance(obj, PersistentVolumeClaim | PersistentVolume):
+            elif isinstance(obj, PersistentVolumeClaim | PersistentVolume | StorageClass):
                 volumes.add(obj)
             else:
                 _distil_shared(obj, tenants, gangs, quotas, jobs)
@@ -809,18 +816,32 @@ class VolumeMatcher:
     """Where a pod's persistent volumes let it run, folded into its required node affinity while the
     snapshot is built: kube-scheduler's volume binding and volume zone checks.
 
-    A pod's claims (``persistentVolumeClaim``, and the ``<pod>-<volume>`` claim of a generic
-    ``ephemeral`` volume) bound to a PersistentVolume add that volume's ``spec.nodeAffinity.required``
-    terms (ANDed with the pod's own: an EBS volume lives in one zone), else, for a volume made before
-    volume topology, ``zone In`` its zone labels. A claim not bound yet (``WaitForFirstConsumer``) adds
-    nothing: its volume is made where the pod lands. The zone keys of ``ZONE_ALIASES`` are read as
-    ``topology.kubernetes.io/zone``, the key new nodes' templates carry.
+    A pod's claims are its ``persistentVolumeClaim`` volumes and the ``<pod>-<volume>`` claim of each
+    generic ``ephemeral`` volume.
+
+    * A claim bound to a PersistentVolume adds that volume's ``spec.nodeAffinity.required`` terms (ANDed
+      with the pod's own: an EBS volume lives in one zone), else, for a volume made before volume
+      topology, ``zone In`` its zone labels.
+    * A claim not bound whose StorageClass binds ``WaitForFirstConsumer`` gets its volume where the pod
+      lands: it adds the class's ``allowedTopologies`` (where the provisioner may make it), else
+      nothing.
+    * A claim not bound that binds at once (its class says ``Immediate``, names no class, or names one
+      that does not exist), and a claim being deleted or missing, hold the pod whatever nodes there are
+      (kube-scheduler: "pod has unbound immediate PersistentVolumeClaims", "persistentvolumeclaim ...
+      not found"): :attr:`PodInfo.volume_wait` says why, and no node is launched for it. A claim is
+      taken as missing only when the snapshot holds some claims, and a class as missing only when it
+      holds some classes: with none, observe may not be allowed to list them (every EKS cluster has a
+      StorageClass), and a missing grant must never hold a pod.
+
+    The zone keys of ``ZONE_ALIASES`` are read as ``topology.kubernetes.io/zone``, the key new nodes'
+    templates carry.
     """
 
     def __init__(self) -> None:
         self._pods: list[tuple[int, str, tuple[str, ...]]] = []
-        self._claims: dict[str, str] = {}  # "<namespace>/<claim>" -> its PersistentVolume
+        self._claims: dict[str, PersistentVolumeClaim] = {}  # "<namespace>/<claim>"
         self._volumes: dict[str, tuple[Term, ...]] = {}  # PersistentVolume -> where it can be used
+        self._classes: dict[str, StorageClass] = {}
 
     def remember(self, index: int, pod: Pod) -> None:
         if pod.status.phase in TERMINAL_PHASES:
@@ -835,12 +856,12 @@ class VolumeMatcher:
         if claims:
             self._pods.append((index, pod.metadata.namespace or "default", claims))
 
-    def add(self, obj: PersistentVolumeClaim | PersistentVolume) -> None:
+    def add(self, obj: VolumeObject) -> None:
         if isinstance(obj, PersistentVolumeClaim):
-            if obj.spec.volume_name:
-                self._claims[f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"] = (
-                    obj.spec.volume_name
-                )
+            self._claims[f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"] = obj
+            return
+        if isinstance(obj, StorageClass):
+            self._classes[obj.metadata.name] = obj
             return
         required = obj.spec.node_affinity.required if obj.spec.node_affinity else None
         terms = tuple(tuple(_zone_key(r) for r in term) for term in _selector_terms(required))
@@ -853,17 +874,52 @@ class VolumeMatcher:
             self._volumes[obj.metadata.name] = terms
 
     def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
-        if self._volumes:
-            for index, namespace, claims in self._pods:
-                terms = pods[index].required_terms
-                for claim in claims:
-                    volume = self._claims.get(f"{namespace}/{claim}")
-                    where = self._volumes.get(volume) if volume else None
-                    if where:
-                        terms = tuple(t + w for t in terms for w in where) if terms else where
-                if terms != pods[index].required_terms:
-                    pods[index] = replace(pods[index], required_terms=terms)
+        for index, namespace, claims in self._pods:
+            terms, wait = pods[index].required_terms, None
+            for claim in claims:
+                where, why = self._claim(namespace, claim)
+                wait = wait or why
+                if where:
+                    terms = tuple(t + w for t in terms for w in where) if terms else where
+            if terms != pods[index].required_terms or wait:
+                pods[index] = replace(pods[index], required_terms=terms, volume_wait=wait)
         return tuple(pods)
+
+    def _claim(self, namespace: str, name: str) -> tuple[tuple[Term, ...], str | None]:
+        """Where the claim lets its pod run (terms, ORed; none: anywhere), and why it holds the pod."""
+        claim = self._claims.get(f"{namespace}/{name}")
+        if claim is None:
+            return (), f"its PersistentVolumeClaim {name} does not exist" if self._claims else None
+        if claim.metadata.deletion_timestamp is not None:
+            return (), f"its PersistentVolumeClaim {name} is being deleted"
+        if claim.spec.volume_name:
+            return self._volumes.get(claim.spec.volume_name, ()), None
+        class_name = claim.class_name
+        storage = self._classes.get(class_name)
+        if storage is None and class_name and not self._classes:
+            return (), None  # classes unknown: taken to wait for the pod
+        if storage is None or storage.volume_binding_mode == "Immediate":
+            how = (
+                f"StorageClass {class_name} binds Immediately"
+                if storage
+                else (
+                    f"StorageClass {class_name} does not exist" if class_name else "it names no StorageClass"
+                )
+            )
+            return (), (
+                f"its PersistentVolumeClaim {name} is not bound and {how}: kube-scheduler waits for the "
+                "volume, which no new node brings"
+            )
+        return _allowed_topologies(storage), None
+
+
+def _allowed_topologies(storage: StorageClass) -> tuple[Term, ...]:
+    """A WaitForFirstConsumer class's ``allowedTopologies`` as node affinity terms (none: anywhere)."""
+    return tuple(
+        tuple(_zone_key((r.key, "In", tuple(r.values), False)) for r in term.match_label_expressions)
+        for term in storage.allowed_topologies
+        if term.match_label_expressions
+    )
 
 
 def _zone_key(requirement: Requirement) -> Requirement:

@@ -669,15 +669,26 @@ class CapacityBuffer(KubeModel):
 
 class PersistentVolumeClaimSpec(KubeModel):
     volume_name: str | None = None  # the PersistentVolume it is bound to
+    storage_class_name: str | None = None
+
+
+# The class of a claim made before ``spec.storageClassName``; read first, as kube-scheduler reads it.
+BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
 
 
 class PersistentVolumeClaim(KubeModel):
-    """core/v1 PersistentVolumeClaim: only what it is bound to is read."""
+    """core/v1 PersistentVolumeClaim: what it is bound to, else its StorageClass (how it binds)."""
 
     kind: Literal["PersistentVolumeClaim"] = "PersistentVolumeClaim"
     api_version: str = "v1"
     metadata: ObjectMeta
     spec: PersistentVolumeClaimSpec = Field(default_factory=PersistentVolumeClaimSpec)
+
+    @property
+    def class_name(self) -> str:
+        """Its StorageClass ("" for none: only a volume made for it binds it, at once)."""
+        beta = self.metadata.annotations.get(BETA_STORAGE_CLASS)
+        return beta if beta is not None else self.spec.storage_class_name or ""
 
 
 class VolumeNodeAffinity(KubeModel):
@@ -696,6 +707,28 @@ class PersistentVolume(KubeModel):
     api_version: str = "v1"
     metadata: ObjectMeta
     spec: PersistentVolumeSpec = Field(default_factory=PersistentVolumeSpec)
+
+
+class TopologySelectorRequirement(KubeModel):
+    key: str
+    values: list[str] = Field(default_factory=list)
+
+
+class TopologySelectorTerm(KubeModel):
+    match_label_expressions: list[TopologySelectorRequirement] = Field(default_factory=list)
+
+
+class StorageClass(KubeModel):
+    """storage.k8s.io/v1 StorageClass: when its claims bind (``volumeBindingMode``: ``Immediate``, the
+    API's default, or ``WaitForFirstConsumer``) and where its volumes can be made
+    (``allowedTopologies``: terms ORed, each expression ``key In values``, ANDed)."""
+
+    kind: Literal["StorageClass"] = "StorageClass"
+    api_version: str = "storage.k8s.io/v1"
+    metadata: ObjectMeta
+    provisioner: str = ""
+    volume_binding_mode: Literal["Immediate", "WaitForFirstConsumer"] = "Immediate"
+    allowed_topologies: list[TopologySelectorTerm] = Field(default_factory=list)
 
 
 class PodTemplate(KubeModel):
@@ -722,6 +755,8 @@ class Scalable(KubeModel):
     spec: ScalableSpec = Field(default_factory=ScalableSpec)
 
 
+VolumeObject = PersistentVolumeClaim | PersistentVolume | StorageClass  # what observe lists for volumes
+
 SharedObject = (
     Namespace
     | CoschedulingPodGroup
@@ -737,9 +772,10 @@ SharedObject = (
     | Scalable
     | PersistentVolumeClaim
     | PersistentVolume
+    | StorageClass
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
-CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota", "PersistentVolume"})
+CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass"})
 
 
 class KubeList(BaseModel):
@@ -776,6 +812,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("Deployment", "apps"): Scalable,
     ("StatefulSet", "apps"): Scalable,
     ("ReplicaSet", "apps"): Scalable,
+    ("StorageClass", "storage.k8s.io"): StorageClass,
 }
 
 

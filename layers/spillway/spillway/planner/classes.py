@@ -108,6 +108,8 @@ def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | N
             codes.EXPENDABLE,
             f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}: never triggers a scale-up",
         )
+    if pod.volume_wait:
+        return codes.VOLUME_UNBOUND, f"{pod.volume_wait}; not scaled for until it is bound"
     if pod.nominated:
         return (
             codes.NOMINATED,

@@ -38,6 +38,9 @@ LIMIT_CODES = (TENANT_LIMIT, CLUSTER_LIMIT, CAPACITY_QUOTA)
 # consumes a ProvisioningRequest (autoscaling.x-k8s.io/consume-provisioning-request) that holds its
 # capacity or is still being served: the request is the demand, not the pod
 PROVISIONING_REQUEST = "provisioning-request"
+# a claim of its binds at once and is not bound (or is missing or being deleted): kube-scheduler waits
+# for the volume, which no new node brings (spillway.model.cluster.VolumeMatcher)
+VOLUME_UNBOUND = "volume-unbound"
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
@@ -101,6 +104,7 @@ PENDING_CODES = (
     GANG_NO_ZONE,
     ON_DEMAND_BASE,
     PROVISIONING_REQUEST,
+    VOLUME_UNBOUND,
 )
 KEPT_CODES = (
     UNCORDONED,

@@ -18,10 +18,12 @@ What it serves (JSON only)
   ``/binding``), ``/api/v1/pods``, ``/apis/policy/v1/[namespaces/{ns}/]poddisruptionbudgets``
   (+ ``/status``), ``/api/v1/[namespaces/{ns}/]events``, ``/apis/events.k8s.io/v1/[namespaces/{ns}/]events``
   (one store, converted between the two versions), ``/api/v1/namespaces``,
-  ``/api/v1/[namespaces/{ns}/]podtemplates``, ``/apis/batch/v1/[namespaces/{ns}/]jobs`` (+ ``/status``);
-  get, list, create, replace (PUT), patch, delete and
-  ``/api/v1/[namespaces/{ns}/]podtemplates``, ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and
-  ``statefulsets``, ``replicasets``: stored as given, no controller runs them); get, list, create, replace (PUT), patch, delete and
+  ``/api/v1/[namespaces/{ns}/]podtemplates``, ``/apis/batch/v1/[namespaces/{ns}/]jobs`` (+ ``/status``),
+  ``/api/v1/[namespaces/{ns}/]persistentvolumeclaims`` and ``/api/v1/persistentvolumes`` (+ ``/status``),
+  ``/apis/storage.k8s.io/v1/storageclasses`` (``volumeBindingMode`` defaulted to ``Immediate`` and
+  ``reclaimPolicy`` to ``Delete`` on create, as the API server does),
+  ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``: stored as
+  given, no controller runs them); get, list, create, replace (PUT), patch, delete and
   deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
   ``/api/v1``, ``/apis/<group>[/<version>]``) and ``/healthz``.
 * Optional resources, served only while installed (``KubeApiServer(optional_resources=[...])``, a

@@ -229,6 +229,19 @@ PERSISTENT_VOLUMES = ResourceType(
     merge_keys=dict(_META_KEYS),
 )
 
+#: storage.k8s.io/v1 StorageClasses (built in, cluster-scoped, no status; observe reads when claims
+#: bind, ``volumeBindingMode``, defaulted to ``Immediate`` on create, and ``allowedTopologies``)
+STORAGE_CLASSES = ResourceType(
+    "StorageClass",
+    "storageclasses",
+    "storageclass",
+    "storage.k8s.io",
+    "v1",
+    namespaced=False,
+    short_names=("sc",),
+    merge_keys=dict(_META_KEYS),
+)
+
 #: batch/v1 Jobs (built in; observe reads ``spec.podFailurePolicy``)
 JOBS = ResourceType(
     "Job",
@@ -405,6 +418,7 @@ ALL: tuple[ResourceType, ...] = (
     POD_TEMPLATES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    STORAGE_CLASSES,
     JOBS,
     COSCHEDULING_PODGROUPS,
     VOLCANO_PODGROUPS,

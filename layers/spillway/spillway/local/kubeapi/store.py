@@ -429,6 +429,9 @@ class Store:
             obj["status"] = status
         elif rt.canonical == "PodDisruptionBudget":
             obj.pop("status", None)  # always computed on read
+        elif rt.canonical == "StorageClass":
+            obj.setdefault("reclaimPolicy", "Delete")
+            obj.setdefault("volumeBindingMode", "Immediate")
         elif rt.canonical == "Namespace":
             obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
             obj["status"] = {"phase": "Active"}
