@@ -474,6 +474,11 @@ def test_default_namespaces_exist(core: CoreV1Api) -> None:
     names = {ns.metadata.name for ns in core.list_namespace().items}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names
     assert core.read_namespace("kube-system").status.phase == "Active"
+    core.create_namespace({"metadata": {"name": "team-a", "labels": {"team": "a"}}})
+    assert core.read_namespace("team-a").metadata.labels == {
+        "team": "a",
+        "kubernetes.io/metadata.name": "team-a",
+    }
 
 
 def test_storage_classes_are_cluster_scoped_and_default_their_binding_mode(client: ApiClient) -> None:

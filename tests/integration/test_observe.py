@@ -253,6 +253,34 @@ def test_observes_through_the_kubernetes_client(kubeapi: Any, aws: AwsAdapter) -
     assert len(snapshot.groups) == 3
 
 
+def test_a_namespace_selector_is_matched_against_the_namespaces_observe_lists(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """Through the client: the emulator labels each namespace with its name, as the API server does,
+    and observe matches a pod anti-affinity term's namespaceSelector with those labels."""
+    from spillway.adapters.kube import KubeClient
+    from spillway.local import objects as o
+
+    kubeapi.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
+    kubeapi.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-c"}})
+    node = kubeapi.list("Node")[0]["metadata"]["name"]
+    for namespace in ("team-b", "team-c"):
+        kubeapi.add(
+            o.pod("web-0", namespace, cpu="100m", memory="64Mi", labels={"app": "web"}, node_name=node)
+        )
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname",
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-b"}}}  # fmt: skip
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    kubeapi.add(o.pod("web-1", "default", cpu="100m", memory="64Mi", affinity=affinity))
+
+    snapshot = observe_once(KubeClient.for_url(kubeapi.url, page_size=30), aws, CONFIG, lambda: T0)
+
+    pods = {p.key: p for p in snapshot.cluster.pods}
+    ((term_id, _),) = pods["default/web-1"].anti_own
+    assert term_id in pods["team-b/web-0"].selected_by
+    assert term_id not in pods["team-c/web-0"].selected_by
+
+
 def test_kubernetes_api_down_through_the_client(kubeapi: Any, aws: AwsAdapter, store: SnapshotStore) -> None:
     from spillway.adapters.kube import KubeClient
 

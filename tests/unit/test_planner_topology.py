@@ -125,6 +125,58 @@ def test_a_term_looks_only_in_its_own_namespace_unless_it_names_others() -> None
     assert scale_up(w.plan()) == {"cpu": (1, 2, ["default/web-1"])}
 
 
+def _labelled_namespace(w: World, name: str, **labels: str) -> None:
+    w.items.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+
+
+def test_a_namespace_selector_looks_in_the_namespaces_it_selects_only() -> None:
+    """A term's namespaceSelector selects namespaces by their labels (and kubernetes.io/metadata.name,
+    which the API server sets on each): team-b's web pod repels, team-c's does not."""
+    w = World()
+    (b_node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    [c_node] = w.group("cpu-c", "m5.2xlarge", nodes=1, max_size=10)
+    _labelled_namespace(w, "team-b", shared="yes")
+    _labelled_namespace(w, "team-c")
+    w.items.append(replica("web-0", b_node, namespace="team-b"))
+    w.items.append(replica("web-0", c_node, namespace="team-c"))
+    w.items.append(
+        replica("web-1", affinity=anti({"app": "web"}, namespaceSelector={"matchLabels": {"shared": "yes"}}))
+    )
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # the node beside team-c's web pod takes it
+    assert {p.pod: p.node for p in result.placements}["default/web-1"] == c_node
+
+
+def test_a_namespace_selector_on_the_name_label_and_an_empty_one() -> None:
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    _labelled_namespace(w, "team-b")
+    w.items.append(replica("web-0", node, namespace="team-b"))
+    by_name = {"matchLabels": {"kubernetes.io/metadata.name": "team-b"}}
+    w.items.append(replica("web-1", affinity=anti({"app": "web"}, namespaceSelector=by_name)))
+    assert scale_up(w.plan()) == {"cpu": (1, 2, ["default/web-1"])}
+
+    w.items[-1] = replica("web-1", affinity=anti({"app": "web"}, namespaceSelector={}))  # every namespace
+    assert scale_up(w.plan()) == {"cpu": (1, 2, ["default/web-1"])}
+
+    other = {"matchLabels": {"kubernetes.io/metadata.name": "team-z"}}
+    w.items[-1] = replica("web-1", affinity=anti({"app": "web"}, namespaceSelector=other))
+    assert w.plan().scale_up == ()
+
+
+def test_without_the_namespaces_a_selector_is_taken_as_every_namespace() -> None:
+    """observe may not list namespaces: a conflict too many costs a launch, one too few a stuck pod."""
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items.append(replica("web-0", node, namespace="team-b"))
+    nobody = {"matchLabels": {"kubernetes.io/metadata.name": "team-z"}}
+    w.items.append(replica("web-1", affinity=anti({"app": "web"}, namespaceSelector=nobody)))
+
+    assert scale_up(w.plan()) == {"cpu": (1, 2, ["default/web-1"])}
+
+
 def test_a_null_selector_selects_nothing() -> None:
     w = World()
     (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)

@@ -41,7 +41,16 @@ from spillway.model.cluster import (
     TopologyMatcher,
     VolumeMatcher,
 )
-from spillway.model.k8s import AUTOSCALING_GROUP, CapacityBuffer, Node, Pod, PodTemplate, Scalable
+from spillway.model.k8s import (
+    AUTOSCALING_GROUP,
+    CapacityBuffer,
+    Namespace,
+    Node,
+    Pod,
+    PodTemplate,
+    Scalable,
+    SharedObject,
+)
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
@@ -107,9 +116,13 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     ]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: list(kube.iter_pdbs()))
-    # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come
+    # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come;
+    # the namespaces' labels are kept for pod affinity's namespaceSelector
+    namespaces: dict[str, dict[str, str]] = {}
     shared_future = pool.submit(
-        lambda: ClusterSnapshot.from_objects(config.cluster, taken_at, kube.iter_shared_objects())
+        lambda: ClusterSnapshot.from_objects(
+            config.cluster, taken_at, _noting_namespaces(kube.iter_shared_objects(), namespaces)
+        )
     )
     provreq_future = pool.submit(provisioning_requests, kube)
     volume_future = pool.submit(lambda: list(kube.iter_volume_objects()))  # claims and volumes: zones
@@ -138,7 +151,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         budgets.add(pdb)
     for volume in volume_objects:
         volumes.add(volume)
-    pods = topology.apply(list(volumes.apply(list(budgets.apply(pod_list)))))
+    pods = topology.apply(list(volumes.apply(list(budgets.apply(pod_list)))), namespaces or None)
     pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started
     cluster = ClusterSnapshot(
@@ -310,6 +323,16 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
         except Exception as exc:  # best effort: observing must go on
             log.warning("CapacityBuffer %s/%s: writing status failed: %s: %s", namespace, obj.metadata.name,
                         type(exc).__name__, exc)  # fmt: skip
+
+
+def _noting_namespaces(
+    objects: Iterator[SharedObject], labels: dict[str, dict[str, str]]
+) -> Iterator[SharedObject]:
+    """The objects as they come, each Namespace's labels noted in ``labels`` on the way."""
+    for obj in objects:
+        if isinstance(obj, Namespace):
+            labels[obj.metadata.name] = obj.metadata.labels
+        yield obj
 
 
 def _pod_infos(

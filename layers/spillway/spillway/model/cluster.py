@@ -34,6 +34,7 @@ from spillway.model.k8s import (
     CapacityBuffer,
     Condition,
     KubeObject,
+    Namespace,
     Node,
     NodeSelector,
     OwnerReference,
@@ -690,6 +691,7 @@ class ClusterSnapshot:
         topology = TopologyMatcher()
         volumes = VolumeMatcher()
         buffers: list[CapacityBuffer] = []
+        namespaces: dict[str, dict[str, str]] = {}  # labels, for pod affinity's namespaceSelector
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
         for obj in objects:
@@ -712,12 +714,14 @@ class ClusterSnapshot:
             elif isinstance(obj, PersistentVolumeClaim | PersistentVolume | StorageClass):
                 volumes.add(obj)
             else:
+                if isinstance(obj, Namespace):
+                    namespaces[obj.metadata.name] = obj.metadata.labels
                 _distil_shared(obj, tenants, gangs, quotas, jobs)
         return cls(
             cluster,
             taken_at,
             tuple(nodes),
-            topology.apply(list(volumes.apply(list(budgets.apply(pods))))),
+            topology.apply(list(volumes.apply(list(budgets.apply(pods)))), namespaces or None),
             tuple(pdbs),
             observe_seconds,
             dict(sorted(tenants.items())),
@@ -928,6 +932,9 @@ def _zone_key(requirement: Requirement) -> Requirement:
 
 
 TermScope = frozenset[str] | None  # the namespaces a selector looks in; None: every namespace
+# a term's namespaces as written: those it names, and its namespaceSelector (None: none; (): every one)
+RawScope = tuple[frozenset[str], tuple[LabelRequirement, ...] | None]
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace
 
 
 class TopologyMatcher:
@@ -940,14 +947,16 @@ class TopologyMatcher:
 
     As ``core/v1`` has it: a null ``labelSelector`` selects no pod; ``matchLabelKeys`` (and, for
     anti-affinity, ``mismatchLabelKeys``) add ``key in`` (``notin``) the pod's own value; a spread
-    constraint counts pods of the pod's namespace; an anti-affinity term looks in its ``namespaces``,
-    else the pod's own namespace. A ``namespaceSelector`` (namespace labels are not in the snapshot)
-    is taken as every namespace: a conflict too many delays a pod by one launch, one too few would
-    leave it pending for good.
+    constraint counts pods of the pod's namespace; a pod affinity or anti-affinity term looks in the
+    union of its ``namespaces`` and the namespaces its ``namespaceSelector`` selects (an empty selector:
+    every namespace), and in the pod's own namespace when it has neither. The namespaces' labels are
+    given to :meth:`apply` (each carries ``kubernetes.io/metadata.name``, as the API server sets it);
+    without them (observe may not list namespaces) a selector is taken as every namespace: a conflict
+    too many delays a pod by one launch, one too few could leave it pending for good.
     """
 
     def __init__(self) -> None:
-        self._ids: dict[tuple[str, TermScope, tuple[LabelRequirement, ...]], int] = {}
+        self._ids: dict[tuple[str, RawScope, tuple[LabelRequirement, ...]], int] = {}
         self._pods: list[tuple[int, str, dict[str, str]]] = []
         self._own: dict[int, dict[str, Any]] = {}  # pod index -> its own anti_own, affinity_own, spread
 
@@ -979,9 +988,10 @@ class TopologyMatcher:
             selector = selector_requirements(term.label_selector) + _own_values(
                 labels, term.match_label_keys, term.mismatch_label_keys
             )
-            scope: TermScope = (
-                None if term.namespace_selector is not None else frozenset(term.namespaces or (namespace,))
-            )
+            if term.namespace_selector is None:
+                scope: RawScope = (frozenset(term.namespaces or (namespace,)), None)
+            else:
+                scope = (frozenset(term.namespaces), selector_requirements(term.namespace_selector))
             own.append((self._id(term.topology_key, scope, selector), term.topology_key))
         return own
 
@@ -1000,18 +1010,23 @@ class TopologyMatcher:
             selector = selector_requirements(constraint.label_selector) + _own_values(
                 labels, constraint.match_label_keys, ()
             )
-            term_id = self._id(key, frozenset((namespace,)), selector)
+            term_id = self._id(key, (frozenset((namespace,)), None), selector)
             spread.append((term_id, key, constraint.max_skew, constraint.min_domains or 1))
         return spread
 
-    def _id(self, key: str, scope: TermScope, selector: tuple[LabelRequirement, ...]) -> int:
+    def _id(self, key: str, scope: RawScope, selector: tuple[LabelRequirement, ...]) -> int:
         return self._ids.setdefault((key, scope, selector), len(self._ids))
 
-    def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
+    def apply(
+        self, pods: list[PodInfo], namespaces: Mapping[str, Mapping[str, str]] | None = None
+    ) -> tuple[PodInfo, ...]:
+        """Give each pod its terms' ids and the ids of the terms that select it; ``namespaces``: every
+        namespace's labels, when known."""
         if self._ids:
             anywhere: list[tuple[int, tuple[LabelRequirement, ...]]] = []  # a pod is matched only against
             by_namespace: dict[str, list[tuple[int, tuple[LabelRequirement, ...]]]] = {}  # its namespace's
-            for (_, scope, selector), i in self._ids.items():
+            for (_, raw, selector), i in self._ids.items():
+                scope = _resolve(raw, namespaces)
                 for bucket in (
                     [anywhere] if scope is None else [by_namespace.setdefault(n, []) for n in scope]
                 ):
@@ -1025,6 +1040,21 @@ class TopologyMatcher:
                 if selected or own:
                     pods[index] = replace(pods[index], **own, selected_by=selected)
         return tuple(pods)
+
+
+def _resolve(raw: RawScope, namespaces: Mapping[str, Mapping[str, str]] | None) -> TermScope:
+    """The namespaces a term looks in (None: every one)."""
+    named, selector = raw
+    if selector is None:
+        return named
+    if not selector or namespaces is None:
+        return None  # an empty selector selects every namespace; unknown labels: taken as every one
+    chosen = {
+        name
+        for name, labels in namespaces.items()
+        if selector_matches(selector, {**labels, NAMESPACE_NAME_LABEL: name})
+    }
+    return frozenset(named | chosen)
 
 
 def _own_values(

@@ -433,6 +433,11 @@ class Store:
             obj.setdefault("reclaimPolicy", "Delete")
             obj.setdefault("volumeBindingMode", "Immediate")
         elif rt.canonical == "Namespace":
+            meta = obj["metadata"]  # the API server labels every namespace with its own name
+            meta["labels"] = {
+                **(meta.get("labels") or {}),
+                "kubernetes.io/metadata.name": meta.get("name", ""),
+            }
             obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
             obj["status"] = {"phase": "Active"}
         elif rt.optional and rt.has_status and via_api:
