@@ -7,6 +7,7 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -283,6 +284,14 @@ class PlannerConfig(BaseModel):
     # cluster-autoscaler's --scale-down-utilization-threshold: only a node whose requests use at most this
     # share (its dominant resource) of its allocatable is a consolidation candidate
     consolidation_utilization_threshold: float = Field(default=0.5, ge=0, le=1, allow_inf_nan=False)
+    # cluster-autoscaler's --scale-down-gpu-utilization-threshold: set, a node with GPUs is judged by the
+    # share of its GPUs requested alone, against this; unset, like any node (its dominant resource)
+    consolidation_gpu_utilization_threshold: float | None = Field(
+        default=None, ge=0, le=1, allow_inf_nan=False
+    )
+    # cluster-autoscaler's --ignore-daemonsets-utilization: DaemonSet pods' requests are left out of a
+    # node's utilization
+    ignore_daemonsets_utilization: bool = False
     # Karpenter's consolidateAfter, cluster-autoscaler's --scale-down-unneeded-time for busy nodes: a node
     # is consolidated only once it has been a candidate (underutilized, its pods movable) this long
     consolidation_after_minutes: float = _minutes(0)
@@ -302,6 +311,11 @@ class PlannerConfig(BaseModel):
         if twice:
             raise ValueError(f"buffer name {twice[0]!r} is used twice")
         return value
+
+    def with_options(self, options: Sequence[tuple[str, float | bool]]) -> PlannerConfig:
+        """This configuration as a group's autoscaling-options tags override it for the group's nodes
+        (spillway.model.options: already read and range-checked, by setting name)."""
+        return self.model_copy(update=dict(options)) if options else self
 
     def windowed(self) -> list[Windowed]:
         """Every setting that holds by the clock: buffers, disruption budgets, tenants' limit schedules."""

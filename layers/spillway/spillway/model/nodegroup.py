@@ -8,7 +8,7 @@ resources that cluster-autoscaler's ``node-template`` tags declare.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -22,6 +22,7 @@ from spillway.model.aws import (
     WarmPool,
 )
 from spillway.model.cluster import TaintT, format_time, parse_time
+from spillway.model.options import Options, parse_options
 from spillway.model.quantity import to_milli
 from spillway.model.resources import CPU, MEMORY, NEURON, NVIDIA_GPU, PODS, Resources
 from spillway.model.schedule import ScheduledFloor, check_actions
@@ -123,6 +124,8 @@ class NodeGroup:
 
     consolidation: str | None = None  # the group's spillway.io/consolidation tag; None: the config's
     consolidation_problem: str = ""  # a tag value that is not a mode (the group is then "off")
+    # cluster-autoscaler's autoscaling-options tags, as planner settings (spillway.model.options)
+    options: Options = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -145,18 +148,9 @@ class NodeGroup:
             "launch_failures": [
                 {"at": format_time(f.at), "message": f.message} for f in self.launch_failures
             ],
-            # Only when set, so groups without the tag serialize exactly as before.
-            **({"atomic_launch": self.atomic_launch} if self.atomic_launch != "off" else {}),
-            **({"atomic_launch_problem": self.atomic_launch_problem} if self.atomic_launch_problem else {}),
-            # Likewise: only what a group has, so older readers and fixtures see the form they know.
-            **({"scheduled": [a.to_dict() for a in self.scheduled]} if self.scheduled else {}),
-            **({"warm_instances": self.warm_instances} if self.warm_instances else {}),
-            **({"capacity_type": self.capacity_type} if self.capacity_type == "spot" else {}),
-            **({"on_demand_base": self.on_demand_base} if self.on_demand_base else {}),
-            **({"instance_types": list(self.instance_types)} if self.instance_types else {}),
-            **({"problems": list(self.problems)} if self.problems else {}),
-            **({"consolidation": self.consolidation} if self.consolidation is not None else {}),
-            **({"consolidation_problem": self.consolidation_problem} if self.consolidation_problem else {}),
+            # Only what a group has (None leaves the key out), so groups without a tag, older readers and
+            # fixtures see the form they know.
+            **{key: value for key, encode in _OPTIONAL_KEYS if (value := encode(self)) is not None},
         }
 
     @classmethod
@@ -195,6 +189,7 @@ class NodeGroup:
             problems=tuple(d.get("problems", ())),
             consolidation=parse_consolidation(d.get("consolidation"))[0],
             consolidation_problem=str(d.get("consolidation_problem", "")),
+            options=tuple(sorted(dict(d.get("options", {})).items())),
         )
 
 
@@ -204,6 +199,22 @@ def is_managed(asg: AutoScalingGroup, cluster: str | None) -> bool:
     if TAG_ENABLED not in tags:
         return False
     return cluster is None or f"{TAG_CLUSTER_PREFIX}{cluster}" in tags
+
+
+# The optional keys of NodeGroup.to_dict, in order; an encoder returning None leaves its key out.
+_OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
+    ("atomic_launch", lambda g: g.atomic_launch if g.atomic_launch != "off" else None),
+    ("atomic_launch_problem", lambda g: g.atomic_launch_problem or None),
+    ("scheduled", lambda g: [a.to_dict() for a in g.scheduled] or None),
+    ("warm_instances", lambda g: g.warm_instances or None),
+    ("capacity_type", lambda g: "spot" if g.capacity_type == "spot" else None),
+    ("on_demand_base", lambda g: g.on_demand_base or None),
+    ("instance_types", lambda g: list(g.instance_types) or None),
+    ("problems", lambda g: list(g.problems) or None),
+    ("consolidation", lambda g: g.consolidation),
+    ("consolidation_problem", lambda g: g.consolidation_problem or None),
+    ("options", lambda g: dict(g.options) or None),
+)
 
 
 def parse_atomic_launch(value: object) -> tuple[AtomicLaunch, str]:
@@ -518,6 +529,7 @@ def node_group(
     atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
     consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
     capacity, capacity_problem = capacity_type(asg)
+    options, option_problems = parse_options(asg.tag_map())
     return NodeGroup(
         name=asg.AutoScalingGroupName,
         region=asg.region,
@@ -539,5 +551,6 @@ def node_group(
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
-        problems=tuple(p for p in (capacity_problem, *check_actions(floors)) if p),
+        problems=tuple(p for p in (capacity_problem, *check_actions(floors), *option_problems) if p),
+        options=options,
     )

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from spillway.model.cluster import PodInfo
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import add_into, dominant_share
+from spillway.model.resources import NVIDIA_GPU, add_into, dominant_share, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -232,7 +232,8 @@ class Consolidation:
 
     def refuse_move(self, candidate: Candidate) -> Verdict:
         """An elastic job taken below its minimum, or a restart cost the saving rule refuses."""
-        return self._elastic_min(candidate.elastic) or self._saving(candidate.pods, candidate.cost)
+        group = candidate.node.group
+        return self._elastic_min(candidate.elastic) or self._saving(candidate.pods, candidate.cost, group)
 
     def judge(self, node: WorkNode) -> tuple[Verdict, Candidate | None]:
         """The first static refusal, or the node as a candidate. A node no drain, cordon or pending pod
@@ -250,14 +251,28 @@ class Consolidation:
         return (verdict, None) if verdict is not None else (None, candidate)
 
     def _utilized(self, node: WorkNode) -> Verdict:
-        threshold = self.ctx.config.consolidation_utilization_threshold
-        resource, used = dominant_share(node.used, node.info.allocatable)
-        if used <= threshold:
+        config = self.ctx.config_for(node.group)
+        used, alloc = node.used, node.info.allocatable
+        if config.ignore_daemonsets_utilization:
+            used = subtract(used, node.daemon_used)
+        gpus = alloc.get(NVIDIA_GPU, 0)
+        if gpus and config.consolidation_gpu_utilization_threshold is not None:
+            resource, share = NVIDIA_GPU, used.get(NVIDIA_GPU, 0) / gpus
+            threshold, setting = (
+                config.consolidation_gpu_utilization_threshold,
+                "consolidation_gpu_utilization_threshold",
+            )
+        else:
+            (resource, share), threshold = (
+                dominant_share(used, alloc),
+                config.consolidation_utilization_threshold,
+            )
+            setting = "consolidation_utilization_threshold"
+        if share <= threshold:
             return None
         return (
             codes.UTILIZED,
-            f"requests use {100 * used:.0f}% of its {resource}, above "
-            f"consolidation_utilization_threshold ({threshold:g})",
+            f"requests use {100 * share:.0f}% of its {resource}, above {setting} ({threshold:g})",
         )
 
     def _elastic_min(self, elastic: Mapping[str, int]) -> Verdict:
@@ -271,11 +286,11 @@ class Consolidation:
             f"{self.elastic_left.get(job, 0)} before its minimum",
         )
 
-    def _saving(self, pods: Sequence[PodInfo], cost: float) -> Verdict:
+    def _saving(self, pods: Sequence[PodInfo], cost: float, group: NodeGroup | None) -> Verdict:
         """Refuse unless the restart cost is less than the node-minutes the drain saves: the horizon, or,
         when every pod's end is known (spillway.planner.durations), the time until the node would have
         emptied by itself and then been idle long enough to go (the horizon at most)."""
-        config = self.ctx.config
+        config = self.ctx.config_for(group)
         horizon = config.consolidation_horizon_minutes
         ends = all_end_within(pods, self.jobs, self.ctx.now)
         saving = horizon if ends is None else min(horizon, ends / 60 + config.scale_down_idle_minutes)
@@ -327,7 +342,7 @@ class Consolidation:
         self.stage.underutilized[node.info.name] = Since(since=since)
 
     def _not_long_enough(self, node: WorkNode) -> Verdict:
-        needed = timedelta(minutes=self.ctx.config.consolidation_after_minutes)
+        needed = timedelta(minutes=self.ctx.config_for(node.group).consolidation_after_minutes)
         so_far = self.ctx.now - self.stage.underutilized[node.info.name].since
         if so_far >= needed:
             return None

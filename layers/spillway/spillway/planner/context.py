@@ -55,6 +55,7 @@ class WorkNode:
     shape: tuple[Any, ...] = ()
     starting: str | None = None  # Ready but not initialized: capacity launching (planner.startup)
     marks: Marks = NO_MARKS  # what the pods this plan puts here bring (pod topology)
+    daemon_used: Resources = field(default_factory=dict)  # what its DaemonSet pods request (of used)
 
     @property
     def schedulable(self) -> bool:
@@ -140,12 +141,23 @@ class Context:
         self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
+        self._group_configs: dict[str, PlannerConfig] = {}  # group -> config_for(group)
 
     def launching(self, group: NodeGroup) -> int:
         """The group's nodes still launching: its desired capacity less its Ready nodes (a node still
         starting is not one: :mod:`spillway.planner.startup`), less the instances that are no longer
         expected to join (:mod:`spillway.planner.joins`)."""
         return group.desired - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
+
+    def config_for(self, group: NodeGroup | None) -> PlannerConfig:
+        """The configuration for ``group``'s nodes: its autoscaling-options tags override the cluster's
+        (:mod:`spillway.model.options`)."""
+        if group is None or not group.options:
+            return self.config
+        found = self._group_configs.get(group.name)
+        if found is None:
+            found = self._group_configs[group.name] = self.config.with_options(group.options)
+        return found
 
     def region_key(self, group: NodeGroup) -> int:
         return self.region_rank.get(group.region, len(self.region_rank))
@@ -198,6 +210,9 @@ def _charge(node: WorkNode, pod: PodInfo, now: datetime) -> None:
     """A pod bound to ``node``: its requests, its pod slot, and whether it keeps the node busy."""
     add_into(node.used, pod.requests)
     node.used[PODS] = node.used.get(PODS, 0) + ONE_POD
+    if pod.daemonset:
+        add_into(node.daemon_used, pod.requests)
+        node.daemon_used[PODS] = node.daemon_used.get(PODS, 0) + ONE_POD
     if keeps_node_busy(pod, now):
         node.workload += 1
 

@@ -96,7 +96,7 @@ def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
     """The MinSize the group's scheduled actions hold it at now, or set within the scale-down idle
     threshold (a node drained now would be launched again then); None without one (computed once)."""
     if group.name not in ctx.floors:
-        horizon = timedelta(minutes=ctx.config.scale_down_idle_minutes)
+        horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
         ctx.floors[group.name] = (
             scheduled_floor(group.scheduled, ctx.now, horizon) if group.scheduled else None
         )

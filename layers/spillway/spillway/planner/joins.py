@@ -78,11 +78,11 @@ def watch_joins(
     nodes: Iterable[NodeInfo], groups: Sequence[NodeGroup], config: PlannerConfig, state: State, now: datetime
 ) -> Joins:
     """Judge every instance of ``groups`` that is not a Ready node (see the module docstring)."""
-    limit = timedelta(minutes=config.max_node_provision_minutes)
     startup = timedelta(minutes=config.max_node_startup_minutes)
     registered = {n.instance_id: n for n in nodes if n.instance_id}
     out = Joins()
     for group in sorted(groups, key=lambda g: g.name):
+        limit = timedelta(minutes=config.with_options(group.options).max_node_provision_minutes)
         removable = group.desired - group.min_size
         for iid in group.instance_ids:
             node = registered.get(iid)

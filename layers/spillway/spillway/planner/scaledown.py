@@ -74,7 +74,7 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
     since = info.ready_changed_at or info.created_at
     if since is None:
         return codes.NOT_READY, "not Ready, since when unknown"
-    limit = timedelta(minutes=ctx.config.scale_down_unready_minutes)
+    limit = timedelta(minutes=ctx.config_for(node.group).scale_down_unready_minutes)
     unready = ctx.now - aware(since)
     if unready < limit:
         return (
@@ -139,7 +139,7 @@ def _young(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
 
 
 def _not_idle_long_enough(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
-    needed = timedelta(minutes=ctx.config.scale_down_idle_minutes)
+    needed = timedelta(minutes=ctx.config_for(node.group).scale_down_idle_minutes)
     idle_for = ctx.now - idle_since
     if idle_for < needed:
         return codes.IDLE_BELOW_THRESHOLD, f"idle for {minutes(idle_for)} of the {minutes(needed)} needed"
@@ -390,7 +390,7 @@ class ScaleDownStage:
         where = group.region
         if ctx.primary and group.region != ctx.primary:
             where += f", overflow region (bringing work home to {ctx.primary})"
-        needed = timedelta(minutes=ctx.config.scale_down_idle_minutes)
+        needed = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
         reason = (
             f"no workload pods for {minutes(ctx.now - idle_since)} "
             f"(threshold {minutes(needed)}); group {group.name} in {where}"
