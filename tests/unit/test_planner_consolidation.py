@@ -368,6 +368,87 @@ def test_nodes_spillway_drains_already_count_against_the_budget() -> None:
     assert kept(result)[a][0] == codes.DISRUPTION_BUDGET
 
 
+def test_a_budget_for_one_reason_limits_only_those_disruptions() -> None:
+    """Karpenter's ``reasons``: a budget of 0 for Underutilized stops consolidation and make room while
+    empty nodes still go; one for Empty the other way round."""
+    w, (a, _, c) = half_full(count=3)
+    w.items = [i for i in w.items if not (i["kind"] == "Pod" and i["spec"].get("nodeName") == c)]
+    w.idle_since(c, 60)  # c is empty and has been idle for an hour
+
+    busy = w.plan(
+        max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 0, "reasons": ["Underutilized"]}], **UNDER
+    )
+    assert [d.node for d in busy.drain] == [c]
+    assert kept(busy)[a][0] == codes.DISRUPTION_BUDGET
+
+    empty = w.plan(
+        max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 0, "reasons": ["Empty"]}], **UNDER
+    )
+    assert kept(empty)[c][0] == codes.DISRUPTION_BUDGET
+    assert [d.code for d in empty.drain] == [codes.CONSOLIDATION]
+
+
+def test_a_budget_timed_by_schedule_and_duration_binds_for_that_long_after_each_run() -> None:
+    """Karpenter's ``schedule`` (cron, UTC) and ``duration``: no consolidation for 8 hours from 09:00
+    on weekdays (NOW is Monday 2 November 2026, 12:00 UTC)."""
+    w, (a, _) = half_full()
+    office = [{"nodes": 0, "schedule": "0 9 * * mon-fri", "duration": "8h"}]
+
+    noon = w.plan(max_scale_in_fraction=1.0, disruption_budgets=office, **UNDER)
+    evening = w.plan(now=NOW.replace(hour=17), max_scale_in_fraction=1.0, disruption_budgets=office, **UNDER)
+    daily = w.plan(
+        max_scale_in_fraction=1.0,
+        disruption_budgets=[{"nodes": 0, "schedule": "@daily", "duration": "12h30m"}],
+        **UNDER,
+    )
+
+    assert noon.drain == () and kept(noon)[a][0] == codes.DISRUPTION_BUDGET
+    assert len(evening.drain) == 1  # 17:00: the window that opened at 09:00 closed
+    assert daily.drain == ()  # from midnight for 12 h 30
+
+
+def test_a_scheduled_budget_says_when_it_turns_on_and_off() -> None:
+    from spillway.config import DisruptionBudget
+
+    budget = DisruptionBudget(nodes="0", schedule="0 9 * * mon-fri", duration="8h")
+    friday_evening = NOW.replace(day=6, hour=18)
+
+    assert budget.active_at(NOW) and not budget.active_at(NOW.replace(hour=17))
+    assert budget.next_edge(NOW) == NOW.replace(hour=17)
+    assert budget.next_edge(friday_evening) == NOW.replace(day=9, hour=9)  # Monday
+    berlin = DisruptionBudget(nodes="0", schedule="0 9 * * *", duration="1h", timezone="Europe/Berlin")
+    assert berlin.active_at(NOW.replace(hour=8, minute=30)) and not berlin.active_at(
+        NOW.replace(hour=9, minute=30)
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("disruption_budgets: [{nodes: 0, schedule: '0 9 * * *'}]\n", "disruption_budgets.0"),
+        (
+            "disruption_budgets: [{nodes: 0, schedule: '0 25 * * *', duration: 1h}]\n",
+            "disruption_budgets.0.schedule",
+        ),
+        (
+            "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: soon}]\n",
+            "disruption_budgets.0.duration",
+        ),
+        ("disruption_budgets: [{nodes: 0, reasons: [Drained]}]\n", "disruption_budgets.0.reasons.0"),
+        (
+            "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 1h, windows: [{start: '09:00'}]}]\n",
+            "disruption_budgets.0",
+        ),
+    ],
+)
+def test_bad_karpenter_budget_fields_name_the_key(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "spillway.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigurationError) as raised:
+        load_config_file(path)
+    assert raised.value.field == field
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [

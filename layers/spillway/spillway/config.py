@@ -7,17 +7,19 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from spillway.errors import ConfigurationError
+from spillway.model.options import parse_duration_minutes
 from spillway.model.quantity import QuantityError, to_milli
-from spillway.model.windows import TimeWindow, Windowed
+from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, zone_of
+from spillway.model.windows import EDGE_HORIZON_DAYS, TimeWindow, Windowed
 
 # Longest delay a *_minutes setting may hold: ten years is "never" for an autoscaler, and anything
 # finite this size still fits the timedeltas the planner builds from it (inf and 1e300 do not).
@@ -163,24 +165,102 @@ def _budget_nodes(value: Any) -> str:
     return f"{int(number)}%" if text.endswith("%") else str(int(number))
 
 
+# Karpenter's budget reasons: what kind of disruption a budget limits. Spillway drains an empty node
+# (Empty) or moves the pods of a busy one, consolidation or make room (Underutilized); it never drifts.
+BudgetReason = Literal["Empty", "Underutilized", "Drifted"]
+EMPTY: BudgetReason = "Empty"
+UNDERUTILIZED: BudgetReason = "Underutilized"
+
+
 class DisruptionBudget(Windowed):
     """At most ``nodes`` (a count, or a percentage of the group's nodes, rounded up as Karpenter does)
-    of each group in ``groups`` (empty: every group) disrupted at once, while any of ``windows`` is
-    active (always without). The most restrictive active budget binds."""
+    of each group in ``groups`` (empty: every group) disrupted at once, for the disruptions ``reasons``
+    names (empty: all), while any of ``windows`` is active, or, as Karpenter writes it, for ``duration``
+    after each run of the cron ``schedule`` (read in ``timezone``, UTC by default as in Karpenter);
+    always without either. The most restrictive active budget binds."""
 
     nodes: str
     groups: tuple[str, ...] = ()
+    reasons: tuple[BudgetReason, ...] = ()
+    schedule: str | None = None
+    duration: str | None = None
+    timezone: str = "UTC"
 
     _nodes = field_validator("nodes", mode="before")(classmethod(lambda cls, v: _budget_nodes(v)))
 
-    def applies_to(self, group: str) -> bool:
-        return not self.groups or group in self.groups
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str | None) -> str | None:
+        if value is not None:
+            Cron.parse(CRON_MACROS.get(value.strip(), value))
+        return value
+
+    @field_validator("duration")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None and parse_duration_minutes(value) <= 0:
+            raise ValueError("a duration above 0 (10m, 8h, 1h30m)")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        zone_of(value)
+        return value
+
+    @model_validator(mode="after")
+    def _schedule_with_duration(self) -> DisruptionBudget:
+        if (self.schedule is None) != (self.duration is None):
+            raise ValueError("schedule and duration go together (Karpenter's rule): set both or neither")
+        if self.schedule is not None and self.windows:
+            raise ValueError("a budget is timed by windows or by schedule and duration, not both")
+        return self
+
+    def applies_to(self, group: str, reason: str | None = None) -> bool:
+        """Whether the budget limits ``group``'s disruptions (of ``reason``, when given)."""
+        in_group = not self.groups or group in self.groups
+        return in_group and (reason is None or not self.reasons or reason in self.reasons)
 
     def allowed(self, group_nodes: int) -> int:
         """Nodes of a group of ``group_nodes`` this budget lets be disrupted at once."""
         if self.nodes.endswith("%"):
             return -(-group_nodes * int(self.nodes[:-1]) // 100)  # rounded up (Karpenter)
         return int(self.nodes)
+
+    def active_at(self, now: datetime) -> bool:
+        if self.schedule is None:
+            return super().active_at(now)
+        instant = now if now.tzinfo else now.replace(tzinfo=UTC)
+        span = self._span()
+        return next(self._runs(instant - span + _TICK, instant), None) is not None
+
+    def next_edge(self, after: datetime) -> datetime | None:
+        """The first instant after ``after`` when the budget turns on or off (a schedule's runs and
+        their ends, within the windows' horizon)."""
+        if self.schedule is None:
+            return super().next_edge(after)
+        instant = after if after.tzinfo else after.replace(tzinfo=UTC)
+        span, horizon = self._span(), instant + timedelta(days=EDGE_HORIZON_DAYS)
+        candidates = sorted(
+            {run for run in self._runs(instant - span, horizon) if run > instant}
+            | {run + span for run in self._runs(instant - span, horizon) if run + span > instant}
+        )
+        for edge in candidates:
+            if self.active_at(edge) != self.active_at(edge - _TICK):
+                return edge.astimezone(UTC)
+        return None
+
+    def _span(self) -> timedelta:
+        assert self.duration is not None
+        return timedelta(minutes=parse_duration_minutes(self.duration))
+
+    def _runs(self, lo: datetime, hi: datetime) -> Iterator[datetime]:
+        assert self.schedule is not None
+        cron = Cron.parse(CRON_MACROS.get(self.schedule.strip(), self.schedule))
+        return cron_runs(cron, zone_of(self.timezone), lo, hi)
+
+
+_TICK = timedelta(microseconds=1)
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -16,7 +16,7 @@ one the autumn change repeats fires once, at its first occurrence (the rule of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -103,6 +103,32 @@ class Cron:
         return [time(h, m) for h in sorted(self.hours) for m in sorted(self.minutes)]
 
 
+# robfig/cron's descriptors (Karpenter's budget schedules take them): each a 5-field expression.
+CRON_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+def cron_runs(cron: Cron, zone: ZoneInfo, lo: datetime, hi: datetime) -> Iterator[datetime]:
+    """Every run of ``cron`` (read in ``zone``) in ``[lo, hi]``, ascending, as UTC instants."""
+    first, last = lo.astimezone(zone).date(), hi.astimezone(zone).date()
+    clocks = cron.times()
+    for offset in range((last - first).days + 1):
+        day = first + timedelta(days=offset)
+        if not cron.on(day):
+            continue
+        for clock in clocks:
+            at = local_instant(zone, day, clock)
+            if lo <= at <= hi:
+                yield at
+
+
 def local_instant(zone: ZoneInfo, day: date, clock: time) -> datetime:
     """``clock`` on ``day`` in ``zone`` as a UTC instant (DST rule: see the module docstring)."""
     wall = datetime.combine(day, clock)
@@ -161,14 +187,15 @@ class ScheduledFloor:
     def _cron_run(self, lo: datetime, hi: datetime, *, latest: bool) -> datetime | None:
         assert self.recurrence
         cron, zone = Cron.parse(self.recurrence), zone_of(self.timezone)
+        if not latest:
+            return next(cron_runs(cron, zone, lo, hi), None)
         first, last = lo.astimezone(zone).date(), hi.astimezone(zone).date()
-        days = (last - first).days
         clocks = cron.times()
-        for offset in range(days, -1, -1) if latest else range(days + 1):
+        for offset in range((last - first).days, -1, -1):
             day = first + timedelta(days=offset)
             if not cron.on(day):
                 continue
-            for clock in reversed(clocks) if latest else clocks:
+            for clock in reversed(clocks):
                 at = local_instant(zone, day, clock)
                 if lo <= at <= hi:
                     return at

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import NVIDIA_GPU, add_into, dominant_share, subtract
@@ -88,10 +89,11 @@ class Budgets:
                 self.nodes[node.group.name] = self.nodes.get(node.group.name, 0) + 1
         self.draining_now = draining_now
 
-    def refusal(self, group: str, taken: int) -> Verdict:
-        """Why one more drain in ``group`` is refused (``taken``: this plan's drains there), or None."""
+    def refusal(self, group: str, taken: int, reason: BudgetReason) -> Verdict:
+        """Why one more drain in ``group`` (a disruption of ``reason``) is refused (``taken``: this plan's
+        drains there, of any reason, as Karpenter counts every node being disrupted), or None."""
         size = self.nodes.get(group, 0)
-        binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group)]
+        binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group, reason)]
         if not binding:
             return None
         allowed, nodes = min(binding)
@@ -354,7 +356,9 @@ class Consolidation:
 
     def choose(self, candidate: Candidate) -> Verdict:
         node = candidate.node
-        verdict = self._not_long_enough(node) or self._changed(candidate) or self.stage.limit(node)
+        verdict = (
+            self._not_long_enough(node) or self._changed(candidate) or self.stage.limit(node, UNDERUTILIZED)
+        )
         return verdict or self._move_pods(candidate, make_room=False)
 
     def swap(self, candidate: Candidate) -> Verdict:
@@ -364,7 +368,7 @@ class Consolidation:
         group = candidate.node.group
         assert group is not None
         verdict = self._changed(candidate) or self.stage.budgets.refusal(
-            group.name, self.stage.taken.get(group.name, 0)
+            group.name, self.stage.taken.get(group.name, 0), UNDERUTILIZED
         )
         return verdict or self._move_pods(candidate, make_room=True)
 

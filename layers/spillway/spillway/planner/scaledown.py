@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
+from spillway.config import EMPTY, BudgetReason
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
@@ -356,8 +357,9 @@ class ScaleDownStage:
         idle_since = aware(previous.idle_since) if previous else self.ctx.now
         self.idle_state[node.info.name] = NodeState(idle_since=idle_since, draining_since=self.ctx.now)
 
-    def limit(self, node: WorkNode) -> Verdict:
-        """MinSize, the per-plan scale-in cap, an instance to terminate, and the disruption budgets."""
+    def limit(self, node: WorkNode, reason: BudgetReason = EMPTY) -> Verdict:
+        """MinSize, the per-plan scale-in cap, an instance to terminate, and the disruption budgets that
+        limit disruptions of ``reason`` (an empty node's drain, unless consolidation says otherwise)."""
         group = node.group
         assert group is not None
         taken = self.taken.get(group.name, 0)
@@ -375,7 +377,7 @@ class ScaleDownStage:
             )
         if node.info.instance_id is None:
             return codes.NO_INSTANCE_ID, "no EC2 instance id in spec.providerID"
-        return self.budgets.refusal(group.name, taken)
+        return self.budgets.refusal(group.name, taken, reason)
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
