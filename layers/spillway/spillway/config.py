@@ -7,6 +7,7 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -356,6 +357,10 @@ class PlannerConfig(BaseModel):
     cores_total: str | None = None  # "<min>:<max>" cores
     memory_total: str | None = None  # "<min>:<max>" GiB
     gpu_total: tuple[str, ...] = ()  # "<type>:<min>:<max>", repeatable
+    # cluster-autoscaler's priority expander (its ConfigMap's ``priorities``, as written there): within a
+    # region, the groups whose names match a regex of the highest priority are tried first; a group no
+    # regex matches comes after every group that one does
+    expander_priorities: dict[int, tuple[str, ...]] = Field(default_factory=dict)
     # -- consolidation (README "Consolidation"); a group's spillway.io/consolidation tag overrides --
     consolidation: ConsolidationMode = "when-empty"
     disruption_budgets: tuple[DisruptionBudget, ...] = ()
@@ -382,6 +387,29 @@ class PlannerConfig(BaseModel):
         classmethod(lambda cls, v: _range_or_none(v))
     )
     _gpus = field_validator("gpu_total", mode="before")(classmethod(lambda cls, v: _gpu_ranges(v)))
+
+    @field_validator("expander_priorities")
+    @classmethod
+    def _regexes(cls, value: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ...]]:
+        for priority, patterns in value.items():
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(
+                        f"priority {priority}: {pattern[:64]!r} is not a regular expression: {exc}"
+                    ) from None
+        return value
+
+    def priority_of(self, group: str) -> int | None:
+        """The highest priority whose regexes match the group's name (searched anywhere in it, as
+        cluster-autoscaler's Go ``regexp.MatchString`` does), or None when none does."""
+        matching = [
+            p
+            for p, patterns in self.expander_priorities.items()
+            if any(re.search(x, group) for x in patterns)
+        ]
+        return max(matching, default=None)
 
     @field_validator("buffers")
     @classmethod

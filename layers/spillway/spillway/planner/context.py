@@ -142,6 +142,7 @@ class Context:
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
         self._group_configs: dict[str, PlannerConfig] = {}  # group -> config_for(group)
+        self._priorities: dict[str, float] = {}  # group -> group_priority(group)
 
     def launching(self, group: NodeGroup) -> int:
         """The group's nodes still launching: its desired capacity less its Ready nodes (a node still
@@ -157,6 +158,14 @@ class Context:
         found = self._group_configs.get(group.name)
         if found is None:
             found = self._group_configs[group.name] = self.config.with_options(group.options)
+        return found
+
+    def group_priority(self, group: NodeGroup) -> float:
+        """The group's rank by ``expander_priorities`` (higher first; -inf for a group none matches)."""
+        found = self._priorities.get(group.name)
+        if found is None:
+            priority = self.config.priority_of(group.name)
+            found = self._priorities[group.name] = float("-inf") if priority is None else float(priority)
         return found
 
     def region_key(self, group: NodeGroup) -> int:

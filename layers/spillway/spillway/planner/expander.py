@@ -5,8 +5,9 @@ it, enough room on an empty node) and why each other group cannot; an :class:`Ex
 groups that can. :class:`RegionThenLeastWaste` is the default: region preference (configured order),
 then spot groups first for pods that may move and on-demand groups first for the rest, then least
 waste of the class's dominant resource on the nodes it would need, then a group whose warm pool holds
-the nodes the class needs (warm instances start faster), then name. Another strategy (price, priority
-lists) is another class with the same ``order`` method.
+the nodes the class needs (warm instances start faster), then name. Within a region,
+``expander_priorities`` (cluster-autoscaler's priority expander) ranks groups before all of that.
+Another strategy (price) is another class with the same ``order`` method.
 
 Spot: a group whose next launch may be spot (:meth:`NodeGroup.launch_capacity_type`, after the nodes
 this plan opens in it already; a mixed group is on-demand only while its ``OnDemandBaseCapacity`` is not
@@ -47,7 +48,8 @@ class Expander(Protocol):
 
 
 class RegionThenLeastWaste:
-    """Preferred region first, then the capacity type the class should use, then the group the class
+    """Preferred region first, then the groups cluster-autoscaler's priority expander ranks highest
+    (``expander_priorities``), then the capacity type the class should use, then the group the class
     fills best, then a group whose warm instances hold it, then the group's name."""
 
     def order(self, ctx: Context, cls: PodClass, choices: Sequence[Option]) -> list[NodeGroup]:
@@ -56,6 +58,7 @@ class RegionThenLeastWaste:
             (
                 (
                     ctx.region_key(o.group),
+                    -ctx.group_priority(o.group),
                     o.group.spot is not movable,  # spot first for pods that may move, else on-demand
                     round(_waste(cls, o), 6),
                     not warm_fits(cls, o),
