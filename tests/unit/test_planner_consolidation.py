@@ -425,6 +425,15 @@ def test_a_scheduled_budget_says_when_it_turns_on_and_off() -> None:
 @pytest.mark.parametrize(
     ("text", "field"),
     [
+        ("consolidation: sometimes\n", "consolidation"),
+        ("disruption_budgets: [{nodes: '150%'}]\n", "disruption_budgets.0.nodes"),
+        (
+            "disruption_budgets: [{nodes: 2, windows: [{start: '25:00'}]}]\n",
+            "disruption_budgets.0.windows.0.start",
+        ),
+        ("disruption_budgets: [{nodes: 2, group: [a]}]\n", "disruption_budgets.0.group"),
+        ("consolidation_restart_minutes: -1\n", "consolidation_restart_minutes"),
+        ("consolidation_horizon_minutes: 0\n", "consolidation_horizon_minutes"),
         ("disruption_budgets: [{nodes: 0, schedule: '0 9 * * *'}]\n", "disruption_budgets.0"),
         (
             "disruption_budgets: [{nodes: 0, schedule: '0 25 * * *', duration: 1h}]\n",
@@ -439,28 +448,6 @@ def test_a_scheduled_budget_says_when_it_turns_on_and_off() -> None:
             "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 1h, windows: [{start: '09:00'}]}]\n",
             "disruption_budgets.0",
         ),
-    ],
-)
-def test_bad_karpenter_budget_fields_name_the_key(tmp_path: Path, text: str, field: str) -> None:
-    path = tmp_path / "spillway.yaml"
-    path.write_text(text)
-    with pytest.raises(ConfigurationError) as raised:
-        load_config_file(path)
-    assert raised.value.field == field
-
-
-@pytest.mark.parametrize(
-    ("text", "field"),
-    [
-        ("consolidation: sometimes\n", "consolidation"),
-        ("disruption_budgets: [{nodes: '150%'}]\n", "disruption_budgets.0.nodes"),
-        (
-            "disruption_budgets: [{nodes: 2, windows: [{start: '25:00'}]}]\n",
-            "disruption_budgets.0.windows.0.start",
-        ),
-        ("disruption_budgets: [{nodes: 2, group: [a]}]\n", "disruption_budgets.0.group"),
-        ("consolidation_restart_minutes: -1\n", "consolidation_restart_minutes"),
-        ("consolidation_horizon_minutes: 0\n", "consolidation_horizon_minutes"),
     ],
 )
 def test_bad_consolidation_settings_name_the_key(tmp_path: Path, text: str, field: str) -> None:

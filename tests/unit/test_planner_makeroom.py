@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from plan_world import NOW, World
 from test_planner_consolidation import UNDER, half_full, kept, replicas
 from test_planner_gang_launch import COSCHED
@@ -267,36 +268,28 @@ def _guarded(w: World, node: str) -> None:
            owner=("ReplicaSet", "guard"))  # fmt: skip
 
 
-def test_room_is_made_only_on_a_node_the_pending_pod_may_run_on() -> None:
-    w = World(regions=("us-east-1",))
-    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
-    replicas(w, a, "one", 1)  # a: moving one replica (1.5 CPU) would make room
-    _guarded(w, a)
-    replicas(w, b, "two", 2)  # b: both replicas must move
-    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "guard"}}, "topologyKey": "kubernetes.io/hostname"}
-    ]}}  # fmt: skip
-    (picky,) = w.pods("picky", 1, cpu="7", memory="1Gi", affinity=anti)
-
-    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
-
-    # a is the cheaper move, but kube-scheduler would never bind picky there: b makes room instead
-    (drain,) = result.drain
-    assert (drain.node, drain.code) == (b, codes.MAKE_ROOM)
-    assert {p.pod: p.node for p in result.placements}[picky] == b
+GUARD_AFFINITY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"app": "guard"}}, "topologyKey": "kubernetes.io/hostname"}
+]}}  # fmt: skip
+NO_HDD = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "disk", "operator": "NotIn", "values": ["hdd"]}]}
+]}}}  # fmt: skip
 
 
-def test_room_is_not_made_on_a_node_whose_labels_the_pending_pod_does_not_select() -> None:
+@pytest.mark.parametrize("rule", ["pod anti-affinity", "node label"])
+def test_room_is_made_only_on_a_node_the_pending_pod_may_run_on(rule: str) -> None:
+    """Node a is the cheaper move (one replica of 1.5 CPU, against b's two), but kube-scheduler would
+    never bind the pending pod there: a runs a pod its anti-affinity repels, or carries a label (its
+    kubelet set it, the template has none) its node affinity rules out. b makes room instead."""
     w = World(regions=("us-east-1",))
     a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
     replicas(w, a, "one", 1)
     replicas(w, b, "two", 2)
-    w.node(a)["metadata"]["labels"]["disk"] = "hdd"  # a label its kubelet set, not the template's
-    for n in (a, b):
-        w.node(n)["metadata"]["labels"].setdefault("disk", "ssd")
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "disk", "operator": "NotIn", "values": ["hdd"]}]}
-    ]}}}  # fmt: skip
+    if rule == "pod anti-affinity":
+        _guarded(w, a)
+    else:
+        w.node(a)["metadata"]["labels"]["disk"] = "hdd"
+    affinity = GUARD_AFFINITY if rule == "pod anti-affinity" else NO_HDD
     (picky,) = w.pods("picky", 1, cpu="7", memory="1Gi", affinity=affinity)
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
