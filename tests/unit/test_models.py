@@ -85,6 +85,37 @@ def test_sidecar_init_containers_add_to_the_pod_request() -> None:
     assert Pod.model_validate(raw).effective_requests()["cpu"] == 1500
 
 
+def test_pod_level_resources_replace_the_containers_cpu_and_memory_only() -> None:
+    """Kubernetes 1.34's pod-level resources (beta, on by default): spec.resources sets CPU, memory and
+    huge pages for the whole pod; other resources (GPUs) still add up from the containers; overhead
+    comes on top. A limit alone is the request, as the API server defaults it."""
+    raw = o.pod("p", cpu="100m", memory="128Mi", gpus=1)
+    raw["spec"]["resources"] = {"requests": {"cpu": "6"}, "limits": {"memory": "24Gi", "nvidia.com/gpu": "4"}}
+    raw["spec"]["overhead"] = {"cpu": "250m"}
+
+    requests = Pod.model_validate(raw).effective_requests()
+
+    assert requests["cpu"] == 6000 + 250
+    assert requests["memory"] == 24 * 2**30 * 1000
+    assert requests["nvidia.com/gpu"] == 1000  # not a pod-level resource: the container's
+
+
+def test_a_pod_with_only_pod_level_requests_is_planned_at_its_size() -> None:
+    """Its containers ask for nothing: read container by container, it would fit any node's room."""
+    from plan_world import World, scale_up
+
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.pods("busy", 1, cpu="6", memory="8Gi", node_name=node)
+    raw = o.pod("whole", cpu="0", memory="0")
+    raw["spec"]["resources"] = {"requests": {"cpu": "4", "memory": "8Gi"}}
+    w.items.append(raw)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu": (1, 2, ["default/whole"])}  # not the 1.9 CPU left on the node
+
+
 def test_extended_resources_come_from_limits_and_pending_state_is_read() -> None:
     info = PodInfo.from_pod(Pod.model_validate(o.pod("g", gpus=2, priority=5)))
     assert info.requests["nvidia.com/gpu"] == 2000

@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from spillway.model.quantity import QuantityError, to_milli
-from spillway.model.resources import Resources, add_into, parse_resource_list
+from spillway.model.resources import CPU, MEMORY, Resources, add_into, parse_resource_list
 
 
 def _check_quantity(value: str | int | float) -> str | int | float:
@@ -288,6 +288,9 @@ class PodSpec(KubeModel):
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
     overhead: QuantityMap | None = None
+    # pod-level resources (PodLevelResources, beta and on by default since Kubernetes 1.34): for CPU,
+    # memory and huge pages they replace what the containers add up to
+    resources: ResourceRequirements | None = None
     priority: int | None = None
     priority_class_name: str | None = None
     scheduler_name: str | None = None
@@ -349,9 +352,24 @@ class Pod(RefusableModel):
         for name, value in init_peak.items():
             if value > total.get(name, 0):
                 total[name] = value
+        total.update(self._pod_level_requests())
         if self.spec.overhead:
             add_into(total, parse_resource_list(self.spec.overhead))
         return total
+
+    def _pod_level_requests(self) -> Resources:
+        """``spec.resources``' requests (a limit where only a limit is set, as the API server defaults
+        them) for the resources a pod may set at its level: CPU, memory and huge pages."""
+        res = self.spec.resources
+        if res is None:
+            return {}
+        merged: dict[str, str | int | float] = dict(res.limits or {})
+        merged.update(res.requests or {})
+        return {
+            name: value
+            for name, value in parse_resource_list(merged).items()
+            if name in (CPU, MEMORY) or name.startswith("hugepages-")
+        }
 
 
 class NodeSpec(KubeModel):
