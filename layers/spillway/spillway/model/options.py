@@ -16,8 +16,10 @@ option                              planner setting(s)
 ``ignoredaemonsetsutilization``     ``ignore_daemonsets_utilization``
 ==================================  =============================================================
 
-A value that cannot be read (or is out of range) is left out and named in the group's ``problems``; so
-is an option Spillway does not read. The planner applies a group's options to its configuration
+cluster-autoscaler's AWS provider reads the first four and ``ignoredaemonsetsutilization``;
+``maxnodeprovisiontime`` is an option its other providers read, which Spillway honours on AWS groups
+too. A value that cannot be read (or is out of range) is left out and named in the group's
+``problems``; so is an option Spillway does not read. The planner applies a group's options to its configuration
 (:meth:`spillway.planner.context.Context.config_for`).
 """
 
@@ -66,11 +68,10 @@ def parse_duration_minutes(text: str) -> float:
 
 
 def _value(kind: str, text: str) -> float | bool:
-    if kind == "bool":
-        lowered = text.strip().lower()  # Go's strconv.ParseBool
-        if lowered in ("1", "t", "true"):
+    if kind == "bool":  # Go's strconv.ParseBool, spelling for spelling
+        if text in ("1", "t", "T", "TRUE", "true", "True"):
             return True
-        if lowered in ("0", "f", "false"):
+        if text in ("0", "f", "F", "FALSE", "false", "False"):
             return False
         raise ValueError("not true or false")
     if kind == "share":
