@@ -116,6 +116,26 @@ def test_a_pod_with_only_pod_level_requests_is_planned_at_its_size() -> None:
     assert scale_up(result) == {"cpu": (1, 2, ["default/whole"])}  # not the 1.9 CPU left on the node
 
 
+def test_a_pod_that_claims_devices_through_dra_is_neither_placed_nor_scaled_for() -> None:
+    """A GPU asked for through a ResourceClaim is no nvidia.com/gpu request: read as a CPU pod, it would
+    be planned onto a CPU node's room that kube-scheduler refuses, plan after plan. It is told apart."""
+    from plan_world import World, pending_codes
+
+    w = World()
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    raw = o.pod("infer", cpu="1", memory="1Gi")
+    raw["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    w.items.append(raw)
+    snapshot, *_ = w.parsed()
+    (pod,) = [p for p in snapshot.pods if p.name == "infer"]
+
+    result = w.plan()
+
+    assert pod.claims_devices and PodInfo.from_dict(pod.to_dict()) == pod
+    assert result.scale_up == () and result.placements == ()
+    assert pending_codes(result)["default/infer"] == "dynamic-resources"
+
+
 def test_extended_resources_come_from_limits_and_pending_state_is_read() -> None:
     info = PodInfo.from_pod(Pod.model_validate(o.pod("g", gpus=2, priority=5)))
     assert info.requests["nvidia.com/gpu"] == 2000

@@ -135,6 +135,7 @@ class PodInfo:
     gang: str | None = None  # "<namespace>/<pod group>" of any gang convention (spillway.model.shared)
     gang_min: int = 0  # the pod's own word on the gang's size (Kueue's pod-group-total-count), else 0
     gated: bool = False  # spec.schedulingGates is not empty: not for the scheduler (nor us) yet
+    claims_devices: bool = False  # spec.resourceClaims is not empty: devices through DRA
     nominated: str | None = None  # status.nominatedNodeName: preemption makes room there
     one_zone: bool = False  # its gang must run in one zone (Kueue topology or a required pod affinity)
     # the ProvisioningRequest (same namespace) whose capacity the pod uses (consume annotation)
@@ -246,6 +247,7 @@ class PodInfo:
             gang=gang,
             gang_min=gang_min,
             gated=bool(spec.scheduling_gates),
+            claims_devices=bool(spec.resource_claims),
             nominated=status.nominated_node_name or None,
             one_zone=_one_zone(pod),
             host_ports=_host_ports(pod),
@@ -293,6 +295,7 @@ class PodInfo:
             gang=d.get("g"),
             gang_min=int(d.get("gm", 0)),
             gated=bool(d.get("gt")),
+            claims_devices=bool(d.get("dra")),
             nominated=d.get("nom"),
             one_zone=bool(d.get("oz")),
             consumes=d.get("cpr"),
@@ -346,6 +349,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("g", lambda p: p.gang),
     ("gm", lambda p: p.gang_min or None),
     ("gt", lambda p: _one_if(p.gated)),
+    ("dra", lambda p: _one_if(p.claims_devices)),
     ("nom", lambda p: p.nominated),
     ("oz", lambda p: _one_if(p.one_zone)),
     ("cpr", lambda p: p.consumes),

@@ -295,6 +295,8 @@ class PodSpec(KubeModel):
     priority_class_name: str | None = None
     scheduler_name: str | None = None
     scheduling_gates: list[PodSchedulingGate] = Field(default_factory=list)
+    # dynamic resource allocation (resource.k8s.io): devices the pod claims; only their presence is read
+    resource_claims: list[dict[str, Any]] = Field(default_factory=list)
     workload_ref: WorkloadReference | None = None
     scheduling_group: SchedulingGroup | None = None
     # seconds the pod may be active, from status.startTime, before the kubelet fails it (a positive

@@ -110,6 +110,12 @@ def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | N
         )
     if pod.volume_wait:
         return codes.VOLUME_UNBOUND, f"{pod.volume_wait}; not scaled for until it is bound"
+    if pod.claims_devices:
+        return (
+            codes.DYNAMIC_RESOURCES,
+            "claims devices through dynamic resource allocation (spec.resourceClaims), which Spillway does "
+            "not model: neither placed on free room it may not fit nor scaled for",
+        )
     if pod.nominated:
         return (
             codes.NOMINATED,

@@ -41,6 +41,9 @@ PROVISIONING_REQUEST = "provisioning-request"
 # a claim of its binds at once and is not bound (or is missing or being deleted): kube-scheduler waits
 # for the volume, which no new node brings (spillway.model.cluster.VolumeMatcher)
 VOLUME_UNBOUND = "volume-unbound"
+# it claims devices through dynamic resource allocation (spec.resourceClaims), which the planner does not
+# model: which nodes hold them is the DRA drivers' ResourceSlices, not the node's allocatable
+DYNAMIC_RESOURCES = "dynamic-resources"
 
 # -- why a node is not drained (KeptNode.code) --
 UNCORDONED = "uncordoned"  # this plan uncordons it for pending pods
@@ -105,6 +108,7 @@ PENDING_CODES = (
     ON_DEMAND_BASE,
     PROVISIONING_REQUEST,
     VOLUME_UNBOUND,
+    DYNAMIC_RESOURCES,
 )
 KEPT_CODES = (
     UNCORDONED,
