@@ -41,6 +41,7 @@ from spillway.model.k8s import (
     CANDIDATE_TAINT,
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
+    ConfigMap,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -52,6 +53,7 @@ from spillway.model.k8s import (
     parse_kube_list,
 )
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 
@@ -141,12 +143,23 @@ class FakeCluster(Recorder):
 
     def iter_shared_objects(self) -> Iterator[SharedObject]:
         shared = [o for o in self.custom if (_group(o), _plural(o)) not in self.not_installed]
-        shared = [o for o in shared if o.get("kind") not in VOLUME_KINDS]
+        shared = [o for o in shared if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap")]
         return self._iter("iter_shared_objects", shared, _shared_object)
 
     def iter_volume_objects(self) -> Iterator[VolumeObject]:
         volumes = [o for o in self.custom if o.get("kind") in VOLUME_KINDS]
         return self._iter("iter_volume_objects", volumes, _volume_object)
+
+    def priority_expander(self) -> ConfigMap | None:
+        self._call("priority_expander")
+        for obj in self.custom:
+            meta = obj.get("metadata", {})
+            if obj.get("kind") == "ConfigMap" and (meta.get("namespace"), meta.get("name")) == (
+                CONFIGMAP_NAMESPACE,
+                CONFIGMAP_NAME,
+            ):
+                return ConfigMap.model_validate(obj)
+        return None
 
     def list_custom(
         self, group: str, version: str, plural: str, namespace: str | None = None

@@ -281,6 +281,26 @@ def test_a_namespace_selector_is_matched_against_the_namespaces_observe_lists(
     assert term_id not in pods["team-c/web-0"].selected_by
 
 
+def test_the_priority_expander_configmap_is_read_through_the_client(kubeapi: Any, aws: AwsAdapter) -> None:
+    """cluster-autoscaler's priority expander ConfigMap (kube-system) reaches the snapshot; a bad one is
+    warned about and ignored, as cluster-autoscaler goes on without it; none is none."""
+    from spillway.adapters.kube import KubeClient
+
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+    assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.expander_priorities == {}
+
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "cluster-autoscaler-priority-expander", "namespace": "kube-system"},
+          "data": {"priorities": "10:\n  - .*\n50:\n  - .*p4d.*\n"}}  # fmt: skip
+    kubeapi.add(cm)
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+    assert snapshot.cluster.expander_priorities == {10: (".*",), 50: (".*p4d.*",)}
+
+    kubeapi.delete("ConfigMap", "cluster-autoscaler-priority-expander", "kube-system")
+    kubeapi.add({**cm, "data": {"priorities": "50: p4d"}})
+    assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.expander_priorities == {}
+
+
 def test_kubernetes_api_down_through_the_client(kubeapi: Any, aws: AwsAdapter, store: SnapshotStore) -> None:
     from spillway.adapters.kube import KubeClient
 

@@ -238,6 +238,9 @@ class FakeKube:
     def iter_volume_objects(self) -> Iterator[Any]:
         return iter(())
 
+    def priority_expander(self) -> Any:
+        return None
+
     def list_custom(self, group: str, version: str, plural: str, namespace: str | None = None) -> list[Any]:
         return []
 

@@ -7,7 +7,6 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from spillway.errors import ConfigurationError
 from spillway.model.options import parse_duration_minutes
+from spillway.model.priorities import check_priorities
 from spillway.model.quantity import QuantityError, to_milli
 from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, zone_of
 from spillway.model.windows import EDGE_HORIZON_DAYS, TimeWindow, Windowed
@@ -388,28 +388,10 @@ class PlannerConfig(BaseModel):
     )
     _gpus = field_validator("gpu_total", mode="before")(classmethod(lambda cls, v: _gpu_ranges(v)))
 
-    @field_validator("expander_priorities")
+    @field_validator("expander_priorities", mode="before")
     @classmethod
-    def _regexes(cls, value: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ...]]:
-        for priority, patterns in value.items():
-            for pattern in patterns:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(
-                        f"priority {priority}: {pattern[:64]!r} is not a regular expression: {exc}"
-                    ) from None
-        return value
-
-    def priority_of(self, group: str) -> int | None:
-        """The highest priority whose regexes match the group's name (searched anywhere in it, as
-        cluster-autoscaler's Go ``regexp.MatchString`` does), or None when none does."""
-        matching = [
-            p
-            for p, patterns in self.expander_priorities.items()
-            if any(re.search(x, group) for x in patterns)
-        ]
-        return max(matching, default=None)
+    def _priorities(cls, value: Any) -> Any:
+        return check_priorities(value) if isinstance(value, dict) else value
 
     @field_validator("buffers")
     @classmethod

@@ -40,10 +40,12 @@ from spillway.model.cluster import (
     PodInfo,
     TopologyMatcher,
     VolumeMatcher,
+    expander_priorities,
 )
 from spillway.model.k8s import (
     AUTOSCALING_GROUP,
     CapacityBuffer,
+    ConfigMap,
     Namespace,
     Node,
     Pod,
@@ -52,6 +54,7 @@ from spillway.model.k8s import (
     SharedObject,
 )
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.priorities import Priorities
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
 from spillway.model.shared import NODES, QuotaInfo
@@ -126,6 +129,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     )
     provreq_future = pool.submit(provisioning_requests, kube)
     volume_future = pool.submit(lambda: list(kube.iter_volume_objects()))  # claims and volumes: zones
+    priorities_future = pool.submit(kube.priority_expander)  # cluster-autoscaler's group priorities
     budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
     topology = TopologyMatcher()  # which anti-affinity terms and spread constraints select which pods
     volumes = VolumeMatcher()  # where each pod's persistent volumes let it run
@@ -141,6 +145,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         shared = shared_future.result()
         provreqs = provreq_future.result()
         volume_objects = volume_future.result()
+        priorities = _priorities(priorities_future.result())
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
     except Exception as exc:
@@ -167,6 +172,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         provreqs=provreqs,
         jobs=shared.jobs,
         buffers=buffers.infos,
+        expander_priorities=priorities,
     )
     cluster = update_quota_status(kube, cluster)
     update_buffer_status(kube, buffers, taken_at)
@@ -323,6 +329,18 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
         except Exception as exc:  # best effort: observing must go on
             log.warning("CapacityBuffer %s/%s: writing status failed: %s: %s", namespace, obj.metadata.name,
                         type(exc).__name__, exc)  # fmt: skip
+
+
+def _priorities(config_map: ConfigMap | None) -> Priorities:
+    """The priority expander ConfigMap's priorities; none (warned, naming why) when they cannot be read:
+    cluster-autoscaler too goes on without them."""
+    if config_map is None:
+        return {}
+    try:
+        return expander_priorities(config_map)
+    except ValueError as exc:
+        log.warning("%s; ignored", exc)
+        return {}
 
 
 def _noting_namespaces(

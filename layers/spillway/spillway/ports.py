@@ -61,6 +61,7 @@ from spillway.model.act import (
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.k8s import (
+    ConfigMap,
     Node,
     Pod,
     PodDisruptionBudget,
@@ -82,6 +83,8 @@ class Cluster(Protocol):
     def iter_shared_objects(self) -> Iterator[SharedObject]: ...
     # PersistentVolumeClaims, then PersistentVolumes (where pods' volumes let them run); 403 → none.
     def iter_volume_objects(self) -> Iterator[VolumeObject]: ...
+    # cluster-autoscaler's priority expander ConfigMap; None when absent or not granted (403).
+    def priority_expander(self) -> ConfigMap | None: ...
     # Custom resources as plain JSON objects ([] when the CRD is not installed) and their status.
     def list_custom(
         self, group: str, version: str, plural: str, namespace: str | None = None

@@ -108,6 +108,7 @@ from spillway.model.k8s import (
     VOLCANO_GROUP,
     BatchJob,
     CapacityQuota,
+    ConfigMap,
     CoschedulingPodGroup,
     Namespace,
     Node,
@@ -124,6 +125,7 @@ from spillway.model.k8s import (
     VolumeObject,
     Workload,
 )
+from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -561,6 +563,25 @@ class KubeClient:
             return Node.model_validate_json(raw)
         except ValidationError as exc:
             raise self._unparsable(f"get node {name}", exc) from None
+
+    def priority_expander(self) -> ConfigMap | None:
+        """cluster-autoscaler's priority expander ConfigMap (``kube-system``), or None when there is none
+        (404) or reading it is not granted (403, warned)."""
+        op = f"get configmap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
+        send = partial(
+            self._core.read_namespaced_config_map, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, **self._opts()
+        )
+        try:
+            raw = self._request(op, send, on_status={404: ObjectNotFound, 403: _Forbidden})
+        except ObjectNotFound:
+            return None
+        except _Forbidden as exc:
+            log.warning("kube %s: not allowed (%s); group priorities from the configuration only", op, exc)
+            return None
+        try:
+            return ConfigMap.model_validate_json(raw)
+        except ValidationError as exc:
+            raise self._unparsable(op, exc) from None
 
     # --- custom resources and the shared-cluster objects ------------------------------------------
 

@@ -33,6 +33,7 @@ from spillway.model.k8s import (
     Affinity,
     CapacityBuffer,
     Condition,
+    ConfigMap,
     KubeObject,
     Namespace,
     Node,
@@ -48,6 +49,7 @@ from spillway.model.k8s import (
     StorageClass,
     VolumeObject,
 )
+from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, parse_priorities
 from spillway.model.resources import Resources, parse_resource_list
 from spillway.model.shared import (
     GangInfo,
@@ -646,6 +648,8 @@ class ClusterSnapshot:
     provreqs: tuple[ProvisioningRequestInfo, ...] = ()
     jobs: tuple[JobInfo, ...] = ()
     buffers: tuple[BufferInfo, ...] = ()  # CapacityBuffers (spillway.model.buffer)
+    # cluster-autoscaler's priority expander ConfigMap, when there is one (spillway.model.priorities)
+    expander_priorities: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -696,6 +700,7 @@ class ClusterSnapshot:
         volumes = VolumeMatcher()
         buffers: list[CapacityBuffer] = []
         namespaces: dict[str, dict[str, str]] = {}  # labels, for pod affinity's namespaceSelector
+        priorities: Priorities = {}
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
         for obj in objects:
@@ -717,6 +722,8 @@ class ClusterSnapshot:
                 workloads.append(obj)
             elif isinstance(obj, PersistentVolumeClaim | PersistentVolume | StorageClass):
                 volumes.add(obj)
+            elif isinstance(obj, ConfigMap):
+                priorities = expander_priorities(obj) or priorities
             else:
                 if isinstance(obj, Namespace):
                     namespaces[obj.metadata.name] = obj.metadata.labels
@@ -733,6 +740,7 @@ class ClusterSnapshot:
             tuple(sorted(quotas, key=lambda q: q.name)),
             jobs=tuple(sorted(jobs, key=lambda j: j.key)),
             buffers=_buffers(buffers, templates, workloads),
+            expander_priorities=priorities,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -746,16 +754,18 @@ class ClusterSnapshot:
         }
         if self.tenants:
             out["tenants"] = dict(self.tenants)
-        if self.gangs:
-            out["gangs"] = [g.to_dict() for g in self.gangs]
-        if self.quotas:
-            out["quotas"] = [q.to_dict() for q in self.quotas]
-        if self.provreqs:
-            out["provreqs"] = [r.to_dict() for r in self.provreqs]
-        if self.jobs:
-            out["jobs"] = [j.to_dict() for j in self.jobs]
-        if self.buffers:
-            out["buffers"] = [b.to_dict() for b in self.buffers]
+        optional: tuple[tuple[str, Sequence[Any]], ...] = (
+            ("gangs", self.gangs),
+            ("quotas", self.quotas),
+            ("provreqs", self.provreqs),
+            ("jobs", self.jobs),
+            ("buffers", self.buffers),
+        )
+        for key, items in optional:  # only what the cluster has: older snapshots read the same
+            if items:
+                out[key] = [item.to_dict() for item in items]
+        if self.expander_priorities:
+            out["priorities"] = [[p, list(x)] for p, x in sorted(self.expander_priorities.items())]
         return out
 
     @classmethod
@@ -778,7 +788,20 @@ class ClusterSnapshot:
             provreqs=tuple(ProvisioningRequestInfo.from_dict(r) for r in d.get("provreqs", ())),
             jobs=tuple(JobInfo.from_dict(j) for j in d.get("jobs", ())),
             buffers=tuple(BufferInfo.from_dict(b) for b in d.get("buffers", ())),
+            expander_priorities={int(p): tuple(x) for p, x in d.get("priorities", ())},
         )
+
+
+def expander_priorities(config_map: ConfigMap) -> Priorities:
+    """The priorities of cluster-autoscaler's priority expander ConfigMap (kube-system's, by its name);
+    none for another ConfigMap. ``ValueError`` naming the field when its ``priorities`` cannot be read."""
+    meta = config_map.metadata
+    if meta.name != CONFIGMAP_NAME or (meta.namespace or "default") != CONFIGMAP_NAMESPACE:
+        return {}
+    try:
+        return parse_priorities(config_map.data.get("priorities", ""))
+    except ValueError as exc:
+        raise ValueError(f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} data.priorities: {exc}") from None
 
 
 def _buffers(

@@ -729,6 +729,15 @@ class PersistentVolume(KubeModel):
     spec: PersistentVolumeSpec = Field(default_factory=PersistentVolumeSpec)
 
 
+class ConfigMap(KubeModel):
+    """core/v1 ConfigMap: only cluster-autoscaler's priority expander's is read (spillway.model.priorities)."""
+
+    kind: Literal["ConfigMap"] = "ConfigMap"
+    api_version: str = "v1"
+    metadata: ObjectMeta
+    data: dict[str, str] = Field(default_factory=dict)
+
+
 class TopologySelectorRequirement(KubeModel):
     key: str
     values: list[str] = Field(default_factory=list)
@@ -793,6 +802,7 @@ SharedObject = (
     | PersistentVolumeClaim
     | PersistentVolume
     | StorageClass
+    | ConfigMap
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass"})
@@ -817,6 +827,7 @@ _KINDS: dict[str, ModelType] = {
     "PodTemplate": PodTemplate,
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "PersistentVolume": PersistentVolume,
+    "ConfigMap": ConfigMap,
 }
 # Kinds whose meaning depends on the API group: PodGroup is spelled the same by three projects.
 _GROUP_KINDS: dict[tuple[str, str], ModelType] = {

@@ -184,12 +184,12 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
             ({k: v for k, v in q.to_dict().items() if k != "u"} for q in cluster.quotas),
             key=lambda q: str(q["n"]),
         )
-    if cluster.provreqs:
-        doc["provreqs"] = [r.to_dict() for r in cluster.provreqs]
-    if cluster.jobs:  # what consolidation may move (spillway.planner.disruption.assess_move)
-        doc["jobs"] = [j.to_dict() for j in cluster.jobs]
-    if cluster.buffers:
-        doc["buffers"] = [b.to_dict() for b in cluster.buffers]
+    # jobs: what consolidation may move (spillway.planner.disruption.assess_move)
+    for key, items in (("provreqs", cluster.provreqs), ("jobs", cluster.jobs), ("buffers", cluster.buffers)):
+        if items:
+            doc[key] = [item.to_dict() for item in items]
+    if cluster.expander_priorities:  # they rank the groups new nodes go to
+        doc["priorities"] = sorted((p, list(x)) for p, x in cluster.expander_priorities.items())
     return doc
 
 

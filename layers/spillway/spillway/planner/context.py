@@ -17,6 +17,7 @@ from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.priorities import priority_of
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
@@ -161,10 +162,12 @@ class Context:
         return found
 
     def group_priority(self, group: NodeGroup) -> float:
-        """The group's rank by ``expander_priorities`` (higher first; -inf for a group none matches)."""
+        """The group's rank by ``expander_priorities``, else by cluster-autoscaler's priority expander
+        ConfigMap observe read (higher first; -inf for a group none matches)."""
         found = self._priorities.get(group.name)
         if found is None:
-            priority = self.config.priority_of(group.name)
+            ranks = self.config.expander_priorities or self.snapshot.expander_priorities
+            priority = priority_of(ranks, group.name)
             found = self._priorities[group.name] = float("-inf") if priority is None else float(priority)
         return found
 

@@ -229,6 +229,18 @@ PERSISTENT_VOLUMES = ResourceType(
     merge_keys=dict(_META_KEYS),
 )
 
+#: core/v1 ConfigMaps (observe reads cluster-autoscaler's priority expander's)
+CONFIG_MAPS = ResourceType(
+    "ConfigMap",
+    "configmaps",
+    "configmap",
+    "",
+    "v1",
+    namespaced=True,
+    short_names=("cm",),
+    merge_keys=dict(_META_KEYS),
+)
+
 #: storage.k8s.io/v1 StorageClasses (built in, cluster-scoped, no status; observe reads when claims
 #: bind, ``volumeBindingMode``, defaulted to ``Immediate`` on create, and ``allowedTopologies``)
 STORAGE_CLASSES = ResourceType(
@@ -419,6 +431,7 @@ ALL: tuple[ResourceType, ...] = (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
+    CONFIG_MAPS,
     JOBS,
     COSCHEDULING_PODGROUPS,
     VOLCANO_PODGROUPS,
