@@ -257,3 +257,17 @@ def test_the_snapshot_keeps_why_a_pod_waits_for_its_volume() -> None:
     assert pod.volume_wait is not None and "data-db-0" in pod.volume_wait
     assert pod.to_dict()["vw"] == pod.volume_wait
     assert PodInfo.from_dict(pod.to_dict()) == pod
+
+
+def test_a_claim_getting_bound_changes_the_fingerprint() -> None:
+    """Observe writes a snapshot only when the fingerprint changes (else at the heartbeat): the pod held
+    for its volume must be planned as soon as the claim is bound, not minutes later."""
+    from spillway.model.snapshot import fingerprint
+
+    w = World(regions=("us-east-1",))
+    w.items += [storage_class("gp2", "Immediate"), claim("data-db-0", None, storage_class="gp2"),
+                stateful("db-0", "data-db-0")]  # fmt: skip
+    held = fingerprint(w.parsed()[0], [])
+    w.items[1] = claim("data-db-0", "pv-1", storage_class="gp2")
+
+    assert fingerprint(w.parsed()[0], []) != held

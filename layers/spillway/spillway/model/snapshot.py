@@ -194,9 +194,15 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
 
 
 def _pending_entries(pods: Iterable[PodInfo]) -> list[Any]:
-    """The unbound, live, non-DaemonSet pods: key, unschedulable and scheduling class."""
+    """The unbound, live, non-DaemonSet pods: key, unschedulable and scheduling class, and why one waits
+    for a volume (only when it does, so other pods' entries stand): a claim bound is news to plan on."""
     return [
-        (pod.key, pod.unschedulable, repr(pod.scheduling_key()))
+        (
+            pod.key,
+            pod.unschedulable,
+            repr(pod.scheduling_key()),
+            *((pod.volume_wait,) if pod.volume_wait else ()),
+        )
         for pod in pods
         if not pod.terminal and pod.node_name is None and not pod.daemonset
     ]
