@@ -101,6 +101,26 @@ def test_finds_only_the_clusters_tagged_groups_in_every_region(
     assert general.arn.startswith("arn:aws:autoscaling:us-east-1:")
 
 
+def test_autoscaling_options_tags_reach_the_group_through_moto(
+    adapter: AwsAdapter, two_regions: dict[str, Any]
+) -> None:
+    """cluster-autoscaler's per-ASG autoscaling-options tags, written with CreateOrUpdateTags, come back
+    through DescribeAutoScalingGroups as the group's options; a bad one is named in its problems."""
+    prefix = "k8s.io/cluster-autoscaler/node-template/autoscaling-options/"
+    boto3.client("autoscaling", region_name="us-east-1").create_or_update_tags(
+        Tags=[
+            {"ResourceId": "general", "ResourceType": "auto-scaling-group", "Key": prefix + key, "Value": value,
+             "PropagateAtLaunch": False}
+            for key, value in (("scaledownunneededtime", "2m0s"), ("scaledownunreadytime", "soon"))
+        ]
+    )  # fmt: skip
+
+    general = next(g for g in adapter.node_groups(RESERVE, NOW) if g.name == "general")
+
+    assert dict(general.options) == {"scale_down_idle_minutes": 2.0, "consolidation_after_minutes": 2.0}
+    assert any("scaledownunreadytime]: 'soon' is not a duration" in p for p in general.problems)
+
+
 def test_tag_filters_are_applied_by_aws_not_after_the_fact(
     adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
 ) -> None:
