@@ -455,3 +455,54 @@ def test_two_pending_kinds_on_one_host_port_do_not_share_free_room() -> None:
     assert node in on.values() and scale_up(result) == {
         "cpu": (1, 2, [p for p, n in on.items() if n != node])
     }
+
+
+# --- a zone spread within one plan ----------------------------------------------------------------------
+
+
+def _three_zones(pending: int) -> tuple[World, list[str]]:
+    """Zones a, b and c: a full node each, running one replica; ``pending`` replicas of one node each
+    wait, spread over zones with maxSkew 1."""
+    w = World(regions=("us-east-1",))
+    for zone in "abc":
+        (node,) = w.group(f"cpu-{zone}", "m5.2xlarge", nodes=1, max_size=10, zones=[f"us-east-1{zone}"])
+        w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+        w.items.append(spread_replica(f"web-{zone}", node))
+        w.pods(f"fill-{zone}", 1, cpu="6", memory="1Gi", node_name=node)
+    names = []
+    for i in range(pending):
+        item = spread_replica(f"new-{i}")
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"  # one per node
+        w.items.append(item)
+        names.append(f"default/new-{i}")
+    return w, names
+
+
+def test_one_plan_opens_no_more_nodes_in_a_zone_than_its_spread_takes() -> None:
+    """Each zone runs one replica: with maxSkew 1 each takes one more before the least loaded catches
+    up. Six waiting replicas went to six new nodes of the best group (zone a), five of which kube-scheduler
+    would never use for them; now the plan opens one node per zone and leaves three pending for the
+    next plan (which sees the three start)."""
+    w, pods = _three_zones(6)
+
+    result = w.plan()
+
+    assert {g: s[1] - s[0] for g, s in scale_up(result).items()} == {"cpu-a": 1, "cpu-b": 1, "cpu-c": 1}
+    placed = {p.pod for p in result.placements}
+    assert len(placed & set(pods)) == 3
+    waiting = {p: c for p, c in pending_codes(result).items() if p not in placed}
+    assert set(waiting.values()) == {codes.POD_TOPOLOGY} and len(waiting) == 3
+    assert "lets us-east-1a take no more of it in this plan" in pending_reasons(result)[next(iter(waiting))]
+
+
+def test_a_replica_the_spread_does_not_count_is_not_capped() -> None:
+    """A pod whose own labels the spread does not select adds nothing to any zone: no cap."""
+    w, _ = _three_zones(3)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("new-"):
+            item["metadata"]["labels"] = {"app": "other"}
+
+    result = w.plan()
+
+    assert sum(s[1] - s[0] for s in scale_up(result).values()) == 3
+    assert len(scale_up(result)) == 1  # all in the best group, as before

@@ -9,7 +9,7 @@ requests (GPU, CPU, memory); capacity buffers' virtual pods come after every rea
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.model.cluster import PodInfo, TaintT, Term, TolerationT
@@ -41,10 +41,24 @@ class PodClass:
     buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
     domains: Domains = FREE  # pod anti-affinity and topology spread (spillway.planner.topology)
     next: int = 0  # pods before this index are placed
+    # (topology key, domain) -> pods of the class this plan put there, for its spread's domain caps
+    placed_in: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def remaining(self) -> int:
         return len(self.pods) - self.next
+
+    def room_in(self, labels: Mapping[str, str]) -> int:
+        """How many more of the class a node with ``labels`` takes for its zone spread (UNBOUNDED
+        without one): :meth:`spillway.planner.topology.Domains.domain_room`."""
+        return self.domains.domain_room(labels, self.placed_in)
+
+    def note_placed(self, labels: Mapping[str, str], count: int) -> None:
+        """``count`` pods of the class go to a node with ``labels``: they fill its domains' room."""
+        for key in self.domains.domain_caps:
+            value = labels.get(key)
+            if value is not None:
+                self.placed_in[(key, value)] = self.placed_in.get((key, value), 0) + count
 
     def take(self, count: int) -> list[str]:
         taken = self.pods[self.next : self.next + count]

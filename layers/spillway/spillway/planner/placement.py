@@ -195,9 +195,11 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
             continue
         if cls.domains.marks.repels(node.marks):
             continue  # a pod this plan put there keeps it off
-        count = fit_count(cls.requests, node.free, min(cls.remaining, cls.domains.cap(info.name)))
+        limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
+        count = fit_count(cls.requests, node.free, limit)
         if count > 0:
             commit(cls, node, count)
+            cls.note_placed(info.labels, count)
         _max_into(bound, node.free)
     pool.bound = bound  # every node was visited: the bound is now exact
 
@@ -236,8 +238,10 @@ def place_on_launching(
             fresh = _fresh_nodes(group_bins)
             want = _launching_cap(cls, group, group_bins, limits, fresh) if limited else cls.remaining
             note = f"fits on capacity already launching in {group.name}; nothing new to launch"
-            for node_id, count in fill_bins(cls, group_bins, want):
+            labels = group.template.labels if group.template else {}
+            for node_id, count in fill_bins(cls, group_bins, min(want, cls.room_in(labels))):
                 ctx.record(cls.take(count), node_id, group.name, note, codes.FITS_LAUNCHING)
+                cls.note_placed(labels, count)
             if limited and limits is not None:
                 limits.charge(cls.tenant, group, fresh - _fresh_nodes(group_bins), tenant_only=True)
 

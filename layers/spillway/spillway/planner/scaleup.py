@@ -192,31 +192,44 @@ class ScaleUpStage:
         the limits allow, fill them, and say why it stopped short (if it did)."""
         ctx, name = self.ctx, group.name
         per_node = fit_count(cls.requests, self.empty[name], cls.per_node)
-        need = math.ceil(cls.remaining / per_node)
+        labels = group.template.labels if group.template else {}
+        fits = min(cls.remaining, cls.room_in(labels))
+        if fits <= 0:
+            return _spread_full(group)
+        need = math.ceil(fits / per_node)
         need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
         opening, binding = self.limits.allowed(cls.tenant, group, min(self.room[name], need, _or(cap, need)))
         if opening > 0:
-            self.room[name] -= opening
-            opened = ctx.new_nodes.get(name, 0)
-            ctx.new_nodes[name] = opened + opening
-            if cls.gang is not None:
-                ctx.gang_nodes[(name, cls.gang)] = ctx.gang_nodes.get((name, cls.gang), 0) + opening
-                if self.zone is not None and len(group.zones) > 1:
-                    ctx.gang_zones[(name, cls.gang)] = self.zone
-            ids = [f"{name}/new-{opened + i + 1}" for i in range(opening)]
-            self.new_bins.setdefault((name, cls.gang), []).append(Bin(dict(self.empty[name]), ids))
-            self.limits.charge(cls.tenant, group, opening)
-            self._fill_new(cls, group)
+            self._add_nodes(cls, group, opening)
         if binding is not None:
             return Skip(binding.code, self.limits.reason(binding, group))
         if cap is not None and opening >= cap and cls.remaining:
             return _base_filled(group)
-        return _at_max_size(group) if self.room[name] <= 0 else None
+        if self.room[name] <= 0:
+            return _at_max_size(group)
+        return _spread_full(group) if cls.remaining and cls.room_in(labels) <= 0 else None
+
+    def _add_nodes(self, cls: PodClass, group: NodeGroup, opening: int) -> None:
+        """``opening`` new nodes of ``group`` for the class (a gang's are its own), filled."""
+        ctx, name = self.ctx, group.name
+        self.room[name] -= opening
+        opened = ctx.new_nodes.get(name, 0)
+        ctx.new_nodes[name] = opened + opening
+        if cls.gang is not None:
+            ctx.gang_nodes[(name, cls.gang)] = ctx.gang_nodes.get((name, cls.gang), 0) + opening
+            if self.zone is not None and len(group.zones) > 1:
+                ctx.gang_zones[(name, cls.gang)] = self.zone
+        ids = [f"{name}/new-{opened + i + 1}" for i in range(opening)]
+        self.new_bins.setdefault((name, cls.gang), []).append(Bin(dict(self.empty[name]), ids))
+        self.limits.charge(cls.tenant, group, opening)
+        self._fill_new(cls, group)
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
         bins = self.new_bins[(group.name, cls.gang)]
-        for node_id, count in fill_bins(cls, bins, cls.remaining):
+        labels = group.template.labels if group.template else {}
+        for node_id, count in fill_bins(cls, bins, min(cls.remaining, cls.room_in(labels))):
+            cls.note_placed(labels, count)
             pods = cls.take(count)
             self.ctx.placements.extend(Placement(pod, node_id, group.name) for pod in pods)
             self.ctx.new_pods.setdefault(group.name, []).extend(pods)
@@ -405,7 +418,7 @@ class GangPlacement:
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "uncordoned": dict(ctx.uncordoned),
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
-            "next": [c.next for c in self.classes],
+            "next": [(c.next, dict(c.placed_in)) for c in self.classes],
         }
 
     def _restore(self, saved: dict[str, Any]) -> None:
@@ -422,8 +435,8 @@ class GangPlacement:
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
-        for cls, index in zip(self.classes, saved["next"], strict=True):
-            cls.next = index
+        for cls, (index, placed) in zip(self.classes, saved["next"], strict=True):
+            cls.next, cls.placed_in = index, placed
 
 
 K = TypeVar("K")
@@ -449,6 +462,15 @@ def _base_filled(group: NodeGroup) -> Skip:
 
 def _at_max_size(group: NodeGroup) -> Skip:
     return Skip(codes.MAX_SIZE, f"{group.name} at MaxSize {group.max_size}")
+
+
+def _spread_full(group: NodeGroup) -> Skip:
+    zone = group.zones[0] if group.zones else "its zone"
+    return Skip(
+        codes.POD_TOPOLOGY,
+        f"{group.name}: its topology spread lets {zone} take no more of it in this plan (it waits for the "
+        "ones placed to run, as kube-scheduler would)",
+    )
 
 
 def why_unplaceable(

@@ -31,10 +31,13 @@ The snapshot has matched the selectors (:class:`spillway.model.cluster.TopologyM
 
 Pods this plan places beside each other are seen at the node level: every node (new, launching or
 existing) keeps the :class:`Marks` of the classes planned onto it (their hostname anti-affinity terms,
-the terms that select them, their host ports), and a class they repel goes elsewhere. A zone-keyed term
-or spread does not spread one plan's new nodes over zones, and a hostname spread's least loaded node is
-taken as it is before the plan; each errs towards a pod the scheduler then refuses, which the next
-plan, seeing the others run, sends elsewhere.
+the terms that select them, their host ports), and a class they repel goes elsewhere. A zone spread that
+counts the class's own pods caps each zone at the room it has before the plan (``domain_caps``: its
+``maxSkew`` above the least loaded zone, less its count), over existing, launching and new nodes alike,
+so one plan opens no more nodes in a zone than kube-scheduler would fill; the rest wait for the next
+plan (``pod-topology``), which sees the placed ones run. A zone no node is in yet is not a domain and
+takes any number, and a hostname spread's least loaded node is taken as it is before the plan; each
+errs towards a pod the scheduler then refuses, which the next plan sends elsewhere.
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ class Domains:
     node_caps: Mapping[str, int] = field(default_factory=dict)
     required: Mapping[str, frozenset[str]] = field(default_factory=dict)  # the only domains it may enter
     marks: Marks = NO_MARKS  # what its pods bring to a node for the pods of this plan beside them
+    # per topology key other than the hostname: how many more of the class each domain (a zone) takes
+    # before its spread is skewed too far, counted before the plan (spread constraints that count the
+    # class's own pods)
+    domain_caps: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -111,6 +118,17 @@ class Domains:
     def cap(self, node: str) -> int:
         """How many of the class the existing ``node`` may take."""
         return min(self.per_node, self.node_caps.get(node, UNBOUNDED))
+
+    def domain_room(self, labels: Mapping[str, str], placed: Mapping[tuple[str, str], int]) -> int:
+        """How many more of the class a node with ``labels`` may take for its domains' spread, after the
+        ``placed`` (key, value) -> pods this plan put there already; UNBOUNDED without a cap (a template
+        node of a group over several zones has no zone: EC2 picks it)."""
+        room = UNBOUNDED
+        for key, caps in self.domain_caps.items():
+            value = labels.get(key)
+            if value is not None and value in caps:
+                room = min(room, caps[value] - placed.get((key, value), 0))
+        return max(room, 0)
 
     @property
     def node_specific(self) -> bool:
@@ -153,17 +171,36 @@ class TopologyIndex:
         if taken:
             forbidden.setdefault(HOSTNAME_LABEL, set()).update(taken)
         node_caps: dict[str, int] = {}
-        for term, key, skew, min_domains in pod.spread:
-            per_node = min(
-                per_node, self._spread(pod, term, key, skew, min_domains, leaving, forbidden, node_caps)
-            )
+        domain_caps: dict[str, dict[str, int]] = {}
+        per_node = min(per_node, self._spreads(pod, leaving, forbidden, node_caps, domain_caps))
         return Domains(
             {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
             per_node,
             node_caps,
             self._required(pod, leaving),
             marks_of(pod),
+            {k: v for k, v in domain_caps.items() if v},
         )
+
+    def _spreads(
+        self,
+        pod: PodInfo,
+        leaving: str | None,
+        forbidden: dict[str, set[str]],
+        node_caps: dict[str, int],
+        domain_caps: dict[str, dict[str, int]],
+    ) -> int:
+        """Every DoNotSchedule spread constraint of the pod (see :meth:`_spread`); the per-node cap.
+        Domain caps are kept only for a constraint that counts the pod itself (its placements fill
+        the domain)."""
+        per_node = UNBOUNDED
+        for term, key, skew, min_domains in pod.spread:
+            own = key != HOSTNAME_LABEL and term in pod.selected_by
+            caps = domain_caps.setdefault(key, {}) if own else None
+            per_node = min(
+                per_node, self._spread(pod, term, key, skew, min_domains, leaving, forbidden, node_caps, caps)
+            )
+        return per_node
 
     def _ports_taken(self, pod: PodInfo, leaving: str | None) -> set[str]:
         """The nodes where a running pod holds a node port this pod asks for (kube-scheduler's
@@ -213,9 +250,10 @@ class TopologyIndex:
         leaving: str | None,
         forbidden: dict[str, set[str]],
         node_caps: dict[str, int],
+        domain_caps: dict[str, int] | None = None,
     ) -> int:
         """Close the domains one more pod would skew too far; the cap of a new node (``maxSkew`` for a
-        spread over hostnames, else none)."""
+        spread over hostnames, else none); ``domain_caps``, when given, gets each open domain's room."""
         counts: dict[str, int] = {}
         for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
             counts[value] = counts.get(value, 0) + 1
@@ -227,6 +265,8 @@ class TopologyIndex:
                 forbidden.setdefault(key, set()).add(domain)
             elif key == HOSTNAME_LABEL:
                 node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
+            elif domain_caps is not None:
+                domain_caps[domain] = min(room, domain_caps.get(domain, UNBOUNDED))
         return skew if key == HOSTNAME_LABEL else UNBOUNDED
 
     def _eligible(self, pod: PodInfo, key: str, leaving: str | None) -> Iterable[str]:
