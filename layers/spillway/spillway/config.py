@@ -7,24 +7,21 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from spillway.errors import ConfigurationError
-from spillway.model.options import parse_duration_minutes
+from spillway.model.options import MAX_MINUTES, parse_duration_minutes
 from spillway.model.priorities import check_priorities
 from spillway.model.quantity import QuantityError, to_milli
 from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, zone_of
 from spillway.model.windows import EDGE_HORIZON_DAYS, TimeWindow, Windowed
-
-# Longest delay a *_minutes setting may hold: ten years is "never" for an autoscaler, and anything
-# finite this size still fits the timedeltas the planner builds from it (inf and 1e300 do not).
-MAX_MINUTES = 10 * 366 * 24 * 60
 
 
 class NodeReserve(BaseModel):
@@ -209,12 +206,19 @@ class DisruptionBudget(Windowed):
         zone_of(value)
         return value
 
+    # the schedule read once: its cron, the zone it is read in, how long each run keeps the budget on
+    _timing: tuple[Cron, ZoneInfo, timedelta] | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _schedule_with_duration(self) -> DisruptionBudget:
         if (self.schedule is None) != (self.duration is None):
             raise ValueError("schedule and duration go together (Karpenter's rule): set both or neither")
         if self.schedule is not None and self.windows:
             raise ValueError("a budget is timed by windows or by schedule and duration, not both")
+        if self.schedule is not None and self.duration is not None:
+            cron = Cron.parse(CRON_MACROS.get(self.schedule.strip(), self.schedule))
+            span = timedelta(minutes=parse_duration_minutes(self.duration))
+            self._timing = (cron, zone_of(self.timezone), span)
         return self
 
     def applies_to(self, group: str, reason: str | None = None) -> bool:
@@ -229,36 +233,25 @@ class DisruptionBudget(Windowed):
         return int(self.nodes)
 
     def active_at(self, now: datetime) -> bool:
-        if self.schedule is None:
+        if self._timing is None:
             return super().active_at(now)
+        cron, zone, span = self._timing
         instant = now if now.tzinfo else now.replace(tzinfo=UTC)
-        span = self._span()
-        return next(self._runs(instant - span + _TICK, instant), None) is not None
+        return next(cron_runs(cron, zone, instant - span + _TICK, instant), None) is not None
 
     def next_edge(self, after: datetime) -> datetime | None:
         """The first instant after ``after`` when the budget turns on or off (a schedule's runs and
         their ends, within the windows' horizon)."""
-        if self.schedule is None:
+        if self._timing is None:
             return super().next_edge(after)
+        cron, zone, span = self._timing
         instant = after if after.tzinfo else after.replace(tzinfo=UTC)
-        span, horizon = self._span(), instant + timedelta(days=EDGE_HORIZON_DAYS)
-        candidates = sorted(
-            {run for run in self._runs(instant - span, horizon) if run > instant}
-            | {run + span for run in self._runs(instant - span, horizon) if run + span > instant}
-        )
+        runs = list(cron_runs(cron, zone, instant - span, instant + timedelta(days=EDGE_HORIZON_DAYS)))
+        candidates = sorted({r for r in runs if r > instant} | {r + span for r in runs if r + span > instant})
         for edge in candidates:
             if self.active_at(edge) != self.active_at(edge - _TICK):
                 return edge.astimezone(UTC)
         return None
-
-    def _span(self) -> timedelta:
-        assert self.duration is not None
-        return timedelta(minutes=parse_duration_minutes(self.duration))
-
-    def _runs(self, lo: datetime, hi: datetime) -> Iterator[datetime]:
-        assert self.schedule is not None
-        cron = Cron.parse(CRON_MACROS.get(self.schedule.strip(), self.schedule))
-        return cron_runs(cron, zone_of(self.timezone), lo, hi)
 
 
 _TICK = timedelta(microseconds=1)
