@@ -460,15 +460,18 @@ def test_two_pending_kinds_on_one_host_port_do_not_share_free_room() -> None:
 # --- a zone spread within one plan ----------------------------------------------------------------------
 
 
-def _three_zones(pending: int) -> tuple[World, list[str]]:
-    """Zones a, b and c: a full node each, running one replica; ``pending`` replicas of one node each
-    wait, spread over zones with maxSkew 1."""
+def _three_zones(
+    pending: int, running: tuple[int, int, int] = (1, 1, 1), **group: Any
+) -> tuple[World, list[str]]:
+    """Zones a, b and c: a full node each, running ``running`` replicas; ``pending`` replicas of one
+    node each wait, spread over zones with maxSkew 1. ``group``: settings of every zone's group."""
     w = World(regions=("us-east-1",))
-    for zone in "abc":
-        (node,) = w.group(f"cpu-{zone}", "m5.2xlarge", nodes=1, max_size=10, zones=[f"us-east-1{zone}"])
+    for zone, count in zip("abc", running, strict=True):
+        settings = {"max_size": 20, **group}
+        (node,) = w.group(f"cpu-{zone}", "m5.2xlarge", nodes=1, zones=[f"us-east-1{zone}"], **settings)
         w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
-        w.items.append(spread_replica(f"web-{zone}", node))
-        w.pods(f"fill-{zone}", 1, cpu="6", memory="1Gi", node_name=node)
+        w.items += [spread_replica(f"web-{zone}{i}", node) for i in range(count)]
+        w.pods(f"fill-{zone}", 1, cpu=str(7 - count), memory="1Gi", node_name=node)
     names = []
     for i in range(pending):
         item = spread_replica(f"new-{i}")
@@ -478,21 +481,71 @@ def _three_zones(pending: int) -> tuple[World, list[str]]:
     return w, names
 
 
-def test_one_plan_opens_no_more_nodes_in_a_zone_than_its_spread_takes() -> None:
-    """Each zone runs one replica: with maxSkew 1 each takes one more before the least loaded catches
-    up. Six waiting replicas went to six new nodes of the best group (zone a), five of which kube-scheduler
-    would never use for them; now the plan opens one node per zone and leaves three pending for the
-    next plan (which sees the three start)."""
-    w, pods = _three_zones(6)
+def _opened(result: Any) -> dict[str, int]:
+    return {g: s[1] - s[0] for g, s in scale_up(result).items()}
+
+
+def test_a_burst_of_a_zone_spread_gets_its_nodes_in_every_zone_in_one_plan() -> None:
+    """Each zone runs one replica. Twelve more wait: the plan opens four nodes per zone, as
+    kube-scheduler fills them. (Without the spread counted, all twelve went to the best group, zone a,
+    where kube-scheduler would run one; with each zone's room fixed before the plan, one per zone a plan,
+    and every later plan gave the launching nodes the same three.)"""
+    w, pods = _three_zones(12)
 
     result = w.plan()
 
-    assert {g: s[1] - s[0] for g, s in scale_up(result).items()} == {"cpu-a": 1, "cpu-b": 1, "cpu-c": 1}
+    assert _opened(result) == {"cpu-a": 4, "cpu-b": 4, "cpu-c": 4}
+    assert {p.pod for p in result.placements} == set(pods) and not pending_codes(result)
+
+
+def test_a_zone_ahead_waits_for_the_others_to_catch_up() -> None:
+    """Zone a runs three replicas, b and c one each: four more go two to b and two to c, none to the
+    cheapest group's zone a (the skew would be too large), which opens only once the others catch up."""
+    w, _ = _three_zones(4, running=(3, 1, 1))
+
+    result = w.plan()
+
+    assert _opened(result) == {"cpu-b": 2, "cpu-c": 2}
+
+
+def test_a_zone_that_cannot_grow_holds_the_others_within_the_skew() -> None:
+    """Zone a's group is at MaxSize. b and c may each take one more (maxSkew 1 above a's one); the rest
+    wait with the zone named, as kube-scheduler would leave them."""
+    w, _ = _three_zones(6)
+    w.groups["cpu-a"]["MaxSize"] = 1
+
+    result = w.plan()
+
+    assert _opened(result) == {"cpu-b": 1, "cpu-c": 1}
     placed = {p.pod for p in result.placements}
-    assert len(placed & set(pods)) == 3
     waiting = {p: c for p, c in pending_codes(result).items() if p not in placed}
-    assert set(waiting.values()) == {codes.POD_TOPOLOGY} and len(waiting) == 3
-    assert "lets us-east-1a take no more of it in this plan" in pending_reasons(result)[next(iter(waiting))]
+    assert len(waiting) == 4 and set(waiting.values()) == {codes.GROUPS_EXHAUSTED}
+    assert "lets us-east-1b take no more of it in this plan" in pending_reasons(result)[next(iter(waiting))]
+
+
+def test_a_zone_with_no_node_yet_becomes_a_domain_when_the_plan_opens_one() -> None:
+    """A fourth group in zone d has no node. Once its new node registers, zone d counts (with none of
+    the replicas): eight waiting replicas end with every zone within maxSkew, not five in zone d."""
+    w, pods = _three_zones(8)
+    w.group("cpu-d", "m5.2xlarge", max_size=20, zones=["us-east-1d"])
+
+    result = w.plan()
+
+    opened = _opened(result)
+    after = [1 + opened.get(f"cpu-{zone}", 0) for zone in "abc"] + [opened.get("cpu-d", 0)]
+    assert sum(opened.values()) == 8 and max(after) - min(after) <= 1
+    assert {p.pod for p in result.placements} == set(pods)
+
+
+def test_launching_capacity_takes_a_burst_evenly_and_nothing_more_opens() -> None:
+    """The plan after a burst: four nodes launch in each zone (desired above Ready), the twelve still
+    wait. They are planned onto the launching nodes, four per zone, and nothing new is launched."""
+    w, _ = _three_zones(12, desired=5)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert set(pending_codes(result).values()) == {codes.FITS_LAUNCHING}
 
 
 def test_a_replica_the_spread_does_not_count_is_not_capped() -> None:

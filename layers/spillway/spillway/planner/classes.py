@@ -41,8 +41,10 @@ class PodClass:
     buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
     domains: Domains = FREE  # pod anti-affinity and topology spread (spillway.planner.topology)
     next: int = 0  # pods before this index are placed
-    # (topology key, domain) -> pods of the class this plan put there, for its spread's domain caps
+    # (topology key, domain) -> pods of the class this plan put there, for its zone spreads' room; and
+    # as it was when scale-up's current round began (the least loaded zone is taken from it)
     placed_in: dict[tuple[str, str], int] = field(default_factory=dict)
+    settled: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def remaining(self) -> int:
@@ -51,11 +53,16 @@ class PodClass:
     def room_in(self, labels: Mapping[str, str]) -> int:
         """How many more of the class a node with ``labels`` takes for its zone spread (UNBOUNDED
         without one): :meth:`spillway.planner.topology.Domains.domain_room`."""
-        return self.domains.domain_room(labels, self.placed_in)
+        return self.domains.domain_room(labels, self.placed_in, self.settled)
+
+    def next_round(self) -> None:
+        """Scale-up places a zone-spread class in rounds: what this one placed raises the least loaded
+        zone for the next."""
+        self.settled = dict(self.placed_in)
 
     def note_placed(self, labels: Mapping[str, str], count: int) -> None:
         """``count`` pods of the class go to a node with ``labels``: they fill its domains' room."""
-        for key in self.domains.domain_caps:
+        for key in {spread.key for spread in self.domains.spreads}:
             value = labels.get(key)
             if value is not None:
                 self.placed_in[(key, value)] = self.placed_in.get((key, value), 0) + count

@@ -430,8 +430,11 @@ class Consolidation:
                 continue
             if cls.blocker(template.labels, template.taints, None) is not None:
                 continue
-            for node_id, count in fill_bins(cls, group_bins, cls.remaining):
+            for node_id, count in fill_bins(
+                cls, group_bins, min(cls.remaining, cls.room_in(template.labels))
+            ):
                 cls.take(count)
+                cls.note_placed(template.labels, count)
                 destinations.add(node_id)
 
     def _drain(self, candidate: Candidate, destinations: set[str], *, make_room: bool) -> None:

@@ -163,11 +163,13 @@ def _classes(ctx: Context, pods: Sequence[PodInfo]) -> list[tuple[PodClass, int]
 def _refuses(classes: Sequence[tuple[PodClass, int]], node: WorkNode) -> bool:
     """Whether kube-scheduler would refuse one of the pods on ``node`` whatever moved off it: its node
     selector or required affinity, a taint it does not tolerate, or its pod topology (a domain closed to
-    it, or more of it than the node may take). The new node they were placed on is the group's template;
-    a real node of the group may carry other labels (its zone, what its kubelet added) and other pods."""
+    it, or more of it than the node or its zone may take). The new node they were placed on is the
+    group's template; a real node of the group may carry other labels (its zone, what its kubelet added)
+    and other pods."""
     info = node.info
     return any(
-        cls.blocker(info.labels, info.taints, info.name) is not None or count > cls.domains.cap(info.name)
+        cls.blocker(info.labels, info.taints, info.name) is not None
+        or count > min(cls.domains.cap(info.name), cls.room_in(info.labels))
         for cls, count in classes
     )
 

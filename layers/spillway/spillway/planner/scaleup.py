@@ -91,31 +91,56 @@ class ScaleUpStage:
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
-        (unless a gang is being placed: the gang reports for all its pods)."""
-        start = len(self.ctx.placements)
-        existing = self._in_region(self.schedulable)
-        place_on_nodes(self.ctx, cls, busy_first(existing) if cls.buffer else existing)
-        self._claim(cls, start)
-        if not cls.remaining:
-            return None
-        choices, rejected = options(self.ctx, cls, self.empty)
-        candidates = self.expander.order(self.ctx, cls, [c for c in choices if self._in_domain(c.group)])
-        launching = [g for g in candidates if self.zone is None or g.zones == (self.zone,)]
-        place_on_launching(self.ctx, cls, launching, self.backoff, self.launching, self.limits)
-        if not cls.remaining:
-            return None
-        place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
-        if not cls.remaining:
-            return None
-        skipped = self._new_nodes(cls, candidates)
-        if not cls.remaining:
-            return None
+        (unless a gang is being placed: the gang reports for all its pods).
+
+        A class with a zone spread is placed in rounds until one places nothing: a round gives each zone
+        what its skew allows above the least loaded zone as the round began, free room and launching
+        capacity before new nodes; the next round starts from the zones the last one filled
+        (:class:`spillway.planner.topology.ZoneSpread`)."""
+        choices: tuple[list[NodeGroup], dict[str, str]] | None = None
+        while True:
+            before = cls.remaining
+            self._place_existing(cls)
+            if not cls.remaining:
+                return None
+            if choices is None:
+                choices = self._choices(cls)
+            candidates, rejected = choices
+            skipped = self._place_more(cls, candidates)
+            if not cls.remaining:
+                return None
+            if not cls.domains.spreads or cls.remaining == before:
+                break
+            cls.next_round()
         closed = any(g.template and cls.domains.blocker(g.template.labels, None) for g in self.ctx.groups)
         verdict = why_unplaceable(cls, candidates, rejected, skipped, closed=closed)
         if cls.gang is None:
             for pod in cls.take(cls.remaining):
                 self.ctx.pending_out.append(PendingPod(pod, verdict[1], verdict[0]))
         return verdict
+
+    def _place_existing(self, cls: PodClass) -> None:
+        """Free room on Ready nodes (a buffer's pods: busy nodes first)."""
+        start = len(self.ctx.placements)
+        existing = self._in_region(self.schedulable)
+        place_on_nodes(self.ctx, cls, busy_first(existing) if cls.buffer else existing)
+        self._claim(cls, start)
+
+    def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[str, str]]:
+        """The groups that may run the class, best first, and why each other may not."""
+        choices, rejected = options(self.ctx, cls, self.empty)
+        return self.expander.order(self.ctx, cls, [c for c in choices if self._in_domain(c.group)]), rejected
+
+    def _place_more(self, cls: PodClass, candidates: list[NodeGroup]) -> list[Skip]:
+        """Launching capacity, then nodes to uncordon, then new nodes; the groups that gave no more."""
+        launching = [g for g in candidates if self.zone is None or g.zones == (self.zone,)]
+        place_on_launching(self.ctx, cls, launching, self.backoff, self.launching, self.limits)
+        if not cls.remaining:
+            return []
+        place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
+        if not cls.remaining:
+            return []
+        return self._new_nodes(cls, candidates)
 
     def _claim(self, cls: PodClass, start: int) -> None:
         """Charge the class's tenant for the unclaimed Ready nodes its pods were just placed on (launching
@@ -418,7 +443,7 @@ class GangPlacement:
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "uncordoned": dict(ctx.uncordoned),
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
-            "next": [(c.next, dict(c.placed_in)) for c in self.classes],
+            "next": [(c.next, dict(c.placed_in), dict(c.settled)) for c in self.classes],
         }
 
     def _restore(self, saved: dict[str, Any]) -> None:
@@ -435,8 +460,8 @@ class GangPlacement:
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
-        for cls, (index, placed) in zip(self.classes, saved["next"], strict=True):
-            cls.next, cls.placed_in = index, placed
+        for cls, (index, placed, settled) in zip(self.classes, saved["next"], strict=True):
+            cls.next, cls.placed_in, cls.settled = index, placed, settled
 
 
 K = TypeVar("K")

@@ -32,12 +32,14 @@ The snapshot has matched the selectors (:class:`spillway.model.cluster.TopologyM
 Pods this plan places beside each other are seen at the node level: every node (new, launching or
 existing) keeps the :class:`Marks` of the classes planned onto it (their hostname anti-affinity terms,
 the terms that select them, their host ports), and a class they repel goes elsewhere. A zone spread that
-counts the class's own pods caps each zone at the room it has before the plan (``domain_caps``: its
-``maxSkew`` above the least loaded zone, less its count), over existing, launching and new nodes alike,
-so one plan opens no more nodes in a zone than kube-scheduler would fill; the rest wait for the next
-plan (``pod-topology``), which sees the placed ones run. A zone no node is in yet is not a domain and
-takes any number, and a hostname spread's least loaded node is taken as it is before the plan; each
-errs towards a pod the scheduler then refuses, which the next plan sends elsewhere.
+counts the class's own pods is a :class:`ZoneSpread`: it counts, as the plan goes, the pods placed in
+each zone (existing, launching and new nodes alike), so a zone takes one more only while it stays within
+``maxSkew`` of the least loaded zone, and a zone closed before the plan opens as the others catch up.
+Scale-up places such a class in rounds until a round places nothing: a burst of a zone-spread Deployment
+gets its nodes in every zone in one plan, evenly, as kube-scheduler will fill them. A zone the plan
+opens a node in becomes a domain (kube-scheduler counts it once the node registers). A hostname
+spread's least loaded node is taken as it is before the plan, which errs towards a pod the scheduler
+then refuses, which the next plan sends elsewhere.
 """
 
 from __future__ import annotations
@@ -88,6 +90,34 @@ def marks_of(pod: PodInfo) -> Marks:
 
 
 @dataclass(frozen=True, slots=True)
+class ZoneSpread:
+    """A ``DoNotSchedule`` spread over ``key`` (a zone) whose selector counts the class's own pods:
+    ``counts`` the pods it selects per domain before the plan, ``eligible`` the domains of the nodes that
+    pass the pod's node selector and affinity (the skew's least loaded domain is one of them)."""
+
+    key: str
+    skew: int
+    min_domains: int
+    counts: Mapping[str, int]
+    eligible: frozenset[str]
+
+    def room(
+        self, value: str, placed: Mapping[tuple[str, str], int], settled: Mapping[tuple[str, str], int]
+    ) -> int:
+        """How many more pods domain ``value`` takes while it is no more than ``maxSkew`` above the least
+        loaded domain, after ``placed`` ((key, value) -> pods this plan put there). The least loaded is
+        taken as of ``settled`` (what was placed when the current round began: it only grows, so a
+        round never places a pod the skew refuses). A domain the plan placed pods in counts as one (its
+        new node registers there), and so does ``value``."""
+        domains = self.eligible | {value} | {d for k, d in settled if k == self.key}
+        if len(domains) < self.min_domains:
+            least = 0
+        else:
+            least = min(self.counts.get(d, 0) + settled.get((self.key, d), 0) for d in domains)
+        return self.skew + least - self.counts.get(value, 0) - placed.get((self.key, value), 0)
+
+
+@dataclass(frozen=True, slots=True)
 class Domains:
     """What pod topology leaves a class (see the module docstring)."""
 
@@ -96,10 +126,9 @@ class Domains:
     node_caps: Mapping[str, int] = field(default_factory=dict)
     required: Mapping[str, frozenset[str]] = field(default_factory=dict)  # the only domains it may enter
     marks: Marks = NO_MARKS  # what its pods bring to a node for the pods of this plan beside them
-    # per topology key other than the hostname: how many more of the class each domain (a zone) takes
-    # before its spread is skewed too far, counted before the plan (spread constraints that count the
-    # class's own pods)
-    domain_caps: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # spread constraints over a key other than the hostname that count the class's own pods: its
+    # placements fill their domains, so their room is counted as the plan goes
+    spreads: tuple[ZoneSpread, ...] = ()
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -119,15 +148,21 @@ class Domains:
         """How many of the class the existing ``node`` may take."""
         return min(self.per_node, self.node_caps.get(node, UNBOUNDED))
 
-    def domain_room(self, labels: Mapping[str, str], placed: Mapping[tuple[str, str], int]) -> int:
-        """How many more of the class a node with ``labels`` may take for its domains' spread, after the
-        ``placed`` (key, value) -> pods this plan put there already; UNBOUNDED without a cap (a template
-        node of a group over several zones has no zone: EC2 picks it)."""
+    def domain_room(
+        self,
+        labels: Mapping[str, str],
+        placed: Mapping[tuple[str, str], int],
+        settled: Mapping[tuple[str, str], int],
+    ) -> int:
+        """How many more of the class a node with ``labels`` may take for its domains' spreads, after the
+        ``placed`` (key, value) -> pods this plan put there already (:meth:`ZoneSpread.room`); UNBOUNDED
+        without a spread (or for a template node of a group over several zones, which has no zone: EC2
+        picks it)."""
         room = UNBOUNDED
-        for key, caps in self.domain_caps.items():
-            value = labels.get(key)
-            if value is not None and value in caps:
-                room = min(room, caps[value] - placed.get((key, value), 0))
+        for spread in self.spreads:
+            value = labels.get(spread.key)
+            if value is not None:
+                room = min(room, spread.room(value, placed, settled))
         return max(room, 0)
 
     @property
@@ -171,15 +206,15 @@ class TopologyIndex:
         if taken:
             forbidden.setdefault(HOSTNAME_LABEL, set()).update(taken)
         node_caps: dict[str, int] = {}
-        domain_caps: dict[str, dict[str, int]] = {}
-        per_node = min(per_node, self._spreads(pod, leaving, forbidden, node_caps, domain_caps))
+        spreads: list[ZoneSpread] = []
+        per_node = min(per_node, self._spreads(pod, leaving, forbidden, node_caps, spreads))
         return Domains(
             {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
             per_node,
             node_caps,
             self._required(pod, leaving),
             marks_of(pod),
-            {k: v for k, v in domain_caps.items() if v},
+            tuple(spreads),
         )
 
     def _spreads(
@@ -188,18 +223,31 @@ class TopologyIndex:
         leaving: str | None,
         forbidden: dict[str, set[str]],
         node_caps: dict[str, int],
-        domain_caps: dict[str, dict[str, int]],
+        spreads: list[ZoneSpread],
     ) -> int:
-        """Every DoNotSchedule spread constraint of the pod (see :meth:`_spread`); the per-node cap.
-        Domain caps are kept only for a constraint that counts the pod itself (its placements fill
-        the domain)."""
+        """Every DoNotSchedule spread constraint of the pod; the cap of a new node (``maxSkew`` for a
+        spread over hostnames, else none). A spread over another key that counts the pod itself goes to
+        ``spreads`` (its placements fill the domains); any other closes the domains one more pod would
+        skew too far (``forbidden``), and a hostname spread caps the nodes it leaves open
+        (``node_caps``)."""
         per_node = UNBOUNDED
         for term, key, skew, min_domains in pod.spread:
-            own = key != HOSTNAME_LABEL and term in pod.selected_by
-            caps = domain_caps.setdefault(key, {}) if own else None
-            per_node = min(
-                per_node, self._spread(pod, term, key, skew, min_domains, leaving, forbidden, node_caps, caps)
-            )
+            counts: dict[str, int] = {}
+            for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
+                counts[value] = counts.get(value, 0) + 1
+            eligible = frozenset(self._eligible(pod, key, leaving))
+            if key != HOSTNAME_LABEL and term in pod.selected_by:
+                spreads.append(ZoneSpread(key, skew, min_domains, counts, eligible))
+                continue
+            least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
+            for domain in eligible | set(counts):
+                room = skew + least - counts.get(domain, 0)
+                if room <= 0:
+                    forbidden.setdefault(key, set()).add(domain)
+                elif key == HOSTNAME_LABEL:
+                    node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
+            if key == HOSTNAME_LABEL:
+                per_node = min(per_node, skew)
         return per_node
 
     def _ports_taken(self, pod: PodInfo, leaving: str | None) -> set[str]:
@@ -239,35 +287,6 @@ class TopologyIndex:
                 continue
             required[key] = required[key] & values if key in required else values
         return dict(sorted(required.items()))
-
-    def _spread(
-        self,
-        pod: PodInfo,
-        term: int,
-        key: str,
-        skew: int,
-        min_domains: int,
-        leaving: str | None,
-        forbidden: dict[str, set[str]],
-        node_caps: dict[str, int],
-        domain_caps: dict[str, int] | None = None,
-    ) -> int:
-        """Close the domains one more pod would skew too far; the cap of a new node (``maxSkew`` for a
-        spread over hostnames, else none); ``domain_caps``, when given, gets each open domain's room."""
-        counts: dict[str, int] = {}
-        for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
-            counts[value] = counts.get(value, 0) + 1
-        eligible = set(self._eligible(pod, key, leaving))
-        least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
-        for domain in eligible | set(counts):
-            room = skew + least - counts.get(domain, 0)
-            if room <= 0:
-                forbidden.setdefault(key, set()).add(domain)
-            elif key == HOSTNAME_LABEL:
-                node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
-            elif domain_caps is not None:
-                domain_caps[domain] = min(room, domain_caps.get(domain, UNBOUNDED))
-        return skew if key == HOSTNAME_LABEL else UNBOUNDED
 
     def _eligible(self, pod: PodInfo, key: str, leaving: str | None) -> Iterable[str]:
         """The ``key`` domains of the nodes that pass the pod's node selector and required affinity
