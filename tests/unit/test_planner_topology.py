@@ -559,3 +559,21 @@ def test_a_replica_the_spread_does_not_count_is_not_capped() -> None:
 
     assert sum(s[1] - s[0] for s in scale_up(result).values()) == 3
     assert len(scale_up(result)) == 1  # all in the best group, as before
+
+
+def test_replicas_one_per_zone_get_new_nodes_in_different_zones() -> None:
+    """A required anti-affinity over zones that selects the replicas themselves: zone a runs one, two
+    wait. They get a new node in zone b and one in zone c; both went to the best group (b), where
+    kube-scheduler runs one and the other node sat idle."""
+    w = World(regions=("us-east-1",))
+    for zone in "abc":
+        (node,) = w.group(f"cpu-{zone}", "m5.2xlarge", nodes=1, zones=[f"us-east-1{zone}"])
+        w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+        w.pods(f"fill-{zone}", 1, cpu="7", memory="1Gi", node_name=node)
+        if zone == "a":
+            w.items.append(replica("web-a", node, affinity=anti({"app": "web"}, key=ZONE)))
+    w.items += [replica(f"web-{i}", affinity=anti({"app": "web"}, key=ZONE)) for i in (1, 2)]
+
+    result = w.plan()
+
+    assert _opened(result) == {"cpu-b": 1, "cpu-c": 1}

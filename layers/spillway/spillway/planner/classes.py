@@ -41,7 +41,7 @@ class PodClass:
     buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
     domains: Domains = FREE  # pod anti-affinity and topology spread (spillway.planner.topology)
     next: int = 0  # pods before this index are placed
-    # (topology key, domain) -> pods of the class this plan put there, for its zone spreads' room; and
+    # (topology key, domain) -> pods of the class this plan put there, for its counted rules' room; and
     # as it was when scale-up's current round began (the least loaded zone is taken from it)
     placed_in: dict[tuple[str, str], int] = field(default_factory=dict)
     settled: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -62,7 +62,7 @@ class PodClass:
 
     def note_placed(self, labels: Mapping[str, str], count: int) -> None:
         """``count`` pods of the class go to a node with ``labels``: they fill its domains' room."""
-        for key in {spread.key for spread in self.domains.spreads}:
+        for key in {rule.key for rule in self.domains.counted}:
             value = labels.get(key)
             if value is not None:
                 self.placed_in[(key, value)] = self.placed_in.get((key, value), 0) + count

@@ -109,7 +109,7 @@ class ScaleUpStage:
             skipped = self._place_more(cls, candidates)
             if not cls.remaining:
                 return None
-            if not cls.domains.spreads or cls.remaining == before:
+            if not cls.domains.counted or cls.remaining == before:
                 break
             cls.next_round()
         closed = any(g.template and cls.domains.blocker(g.template.labels, None) for g in self.ctx.groups)

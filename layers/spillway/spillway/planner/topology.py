@@ -37,7 +37,9 @@ each zone (existing, launching and new nodes alike), so a zone takes one more on
 ``maxSkew`` of the least loaded zone, and a zone closed before the plan opens as the others catch up.
 Scale-up places such a class in rounds until a round places nothing: a burst of a zone-spread Deployment
 gets its nodes in every zone in one plan, evenly, as kube-scheduler will fill them. A zone the plan
-opens a node in becomes a domain (kube-scheduler counts it once the node registers). A hostname
+opens a node in becomes a domain (kube-scheduler counts it once the node registers). A zone-keyed
+anti-affinity term that selects the class's own pods is counted the same way (:class:`OnePerDomain`:
+one pod per zone, over the plan's placements too). A hostname
 spread's least loaded node is taken as it is before the plan, which errs towards a pod the scheduler
 then refuses, which the next plan sends elsewhere.
 """
@@ -118,6 +120,19 @@ class ZoneSpread:
 
 
 @dataclass(frozen=True, slots=True)
+class OnePerDomain:
+    """A required anti-affinity term over ``key`` (a zone) that selects the class's own pods: one pod per
+    domain. (The domains where a pod it selects runs are closed already: ``Domains.forbidden``.)"""
+
+    key: str
+
+    def room(
+        self, value: str, placed: Mapping[tuple[str, str], int], settled: Mapping[tuple[str, str], int]
+    ) -> int:
+        return 1 - placed.get((self.key, value), 0)
+
+
+@dataclass(frozen=True, slots=True)
 class Domains:
     """What pod topology leaves a class (see the module docstring)."""
 
@@ -126,9 +141,9 @@ class Domains:
     node_caps: Mapping[str, int] = field(default_factory=dict)
     required: Mapping[str, frozenset[str]] = field(default_factory=dict)  # the only domains it may enter
     marks: Marks = NO_MARKS  # what its pods bring to a node for the pods of this plan beside them
-    # spread constraints over a key other than the hostname that count the class's own pods: its
-    # placements fill their domains, so their room is counted as the plan goes
-    spreads: tuple[ZoneSpread, ...] = ()
+    # rules over a key other than the hostname that count the class's own pods (zone spreads, one per
+    # zone): its placements fill their domains, so their room is counted as the plan goes
+    counted: tuple[ZoneSpread | OnePerDomain, ...] = ()
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -154,15 +169,15 @@ class Domains:
         placed: Mapping[tuple[str, str], int],
         settled: Mapping[tuple[str, str], int],
     ) -> int:
-        """How many more of the class a node with ``labels`` may take for its domains' spreads, after the
-        ``placed`` (key, value) -> pods this plan put there already (:meth:`ZoneSpread.room`); UNBOUNDED
-        without a spread (or for a template node of a group over several zones, which has no zone: EC2
-        picks it)."""
+        """How many more of the class a node with ``labels`` may take for its ``counted`` rules, after
+        the ``placed`` (key, value) -> pods this plan put there already (:meth:`ZoneSpread.room`);
+        UNBOUNDED without one (or for a template node of a group over several zones, which has no zone:
+        EC2 picks it)."""
         room = UNBOUNDED
-        for spread in self.spreads:
-            value = labels.get(spread.key)
+        for rule in self.counted:
+            value = labels.get(rule.key)
             if value is not None:
-                room = min(room, spread.room(value, placed, settled))
+                room = min(room, rule.room(value, placed, settled))
         return max(room, 0)
 
     @property
@@ -171,6 +186,13 @@ class Domains:
 
 
 FREE = Domains()
+
+
+def _one_per_domain(pod: PodInfo) -> Iterable[OnePerDomain]:
+    """The pod's required anti-affinity terms over a key other than the hostname that select it."""
+    for term, key in pod.anti_own:
+        if key != HOSTNAME_LABEL and term in pod.selected_by:
+            yield OnePerDomain(key)
 
 
 class TopologyIndex:
@@ -206,15 +228,15 @@ class TopologyIndex:
         if taken:
             forbidden.setdefault(HOSTNAME_LABEL, set()).update(taken)
         node_caps: dict[str, int] = {}
-        spreads: list[ZoneSpread] = []
-        per_node = min(per_node, self._spreads(pod, leaving, forbidden, node_caps, spreads))
+        counted: list[ZoneSpread | OnePerDomain] = list(_one_per_domain(pod))
+        per_node = min(per_node, self._spreads(pod, leaving, forbidden, node_caps, counted))
         return Domains(
             {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
             per_node,
             node_caps,
             self._required(pod, leaving),
             marks_of(pod),
-            tuple(spreads),
+            tuple(counted),
         )
 
     def _spreads(
@@ -223,11 +245,11 @@ class TopologyIndex:
         leaving: str | None,
         forbidden: dict[str, set[str]],
         node_caps: dict[str, int],
-        spreads: list[ZoneSpread],
+        counted: list[ZoneSpread | OnePerDomain],
     ) -> int:
         """Every DoNotSchedule spread constraint of the pod; the cap of a new node (``maxSkew`` for a
         spread over hostnames, else none). A spread over another key that counts the pod itself goes to
-        ``spreads`` (its placements fill the domains); any other closes the domains one more pod would
+        ``counted`` (its placements fill the domains); any other closes the domains one more pod would
         skew too far (``forbidden``), and a hostname spread caps the nodes it leaves open
         (``node_caps``)."""
         per_node = UNBOUNDED
@@ -237,7 +259,7 @@ class TopologyIndex:
                 counts[value] = counts.get(value, 0) + 1
             eligible = frozenset(self._eligible(pod, key, leaving))
             if key != HOSTNAME_LABEL and term in pod.selected_by:
-                spreads.append(ZoneSpread(key, skew, min_domains, counts, eligible))
+                counted.append(ZoneSpread(key, skew, min_domains, counts, eligible))
                 continue
             least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
             for domain in eligible | set(counts):
