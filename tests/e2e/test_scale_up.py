@@ -300,6 +300,33 @@ def test_replicas_that_must_not_share_a_node_get_a_node_each(cloud: Cloud) -> No
     assert len(cloud.kube.list("Node")) == 3
 
 
+def test_a_burst_spread_over_zones_gets_new_nodes_in_every_zone_in_one_plan(cloud: Cloud) -> None:
+    """Three single-zone groups (4-CPU nodes) run a 2-CPU replica each of a Deployment spread over zones
+    (maxSkew 1, DoNotSchedule), beside a filler that leaves no room. Six more replicas wait. The real observe code
+    keeps the spread and the zones (from the instances' AZs, through the kubelet stand-in), and one plan
+    grows every group by two, as kube-scheduler will fill them, not one group by six."""
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+               "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]  # fmt: skip
+    for zone in "abc":
+        cloud.group(f"general-{zone}", instance_type="m5.xlarge", desired=1, gpu=False, zone=zone)
+    nodes = cloud.wait_nodes(3)
+    for i, node in enumerate(nodes):
+        cloud.kube.add(o.pod(f"fill-{i}", "shop", cpu="1", memory="1Gi", owner=("ReplicaSet", "fill-1"),
+                             node_name=node))  # fmt: skip
+    for i in range(len(nodes) + 6):
+        pod = o.pod(f"web-{i}", "shop", cpu="2", memory="256Mi", labels={"app": "web"},
+                    owner=("ReplicaSet", "web-7d4f"), node_name=nodes[i] if i < len(nodes) else None)  # fmt: skip
+        pod["spec"]["topologySpreadConstraints"] = spread
+        cloud.kube.add(pod)
+
+    outcome = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"][0]
+
+    record = latest_plan(cloud)
+    grown = sorted((s["group"], s["from"], s["to"]) for s in record["scale_up"])
+    assert grown == [(f"general-{zone}", 1, 3) for zone in "abc"], record
+    assert outcome["summary"]["scale_up_nodes"] == 6
+
+
 def test_a_pod_whose_volume_lives_elsewhere_gets_a_node_where_its_volume_is(cloud: Cloud) -> None:
     """A StatefulSet pod's claim is bound to an EBS volume in us-west-2a; the home region's node has
     room. The real observe code reads the claim and the volume, and the plan grows the western group,

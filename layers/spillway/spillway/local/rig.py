@@ -51,12 +51,14 @@ def create_group(
     gpu: bool = False,
     tags: Mapping[str, str] | None = None,
     mixed: bool = True,
+    zone: str = "a",
 ) -> dict[str, Any]:
     """An Auto Scaling group in moto with a launch template ``lt-<name>``, tagged for ``cluster`` the
     cluster-autoscaler way (``enabled`` and ``<cluster>: owned``; ``gpu`` adds the nvidia.com/gpu taint
     tag; ``tags`` more). ``mixed`` names the instance type in a MixedInstancesPolicy override, so an empty
-    group still has a template node; otherwise the group has the plain LaunchTemplate. Returns the group
-    as DescribeAutoScalingGroups prints it."""
+    group still has a template node; otherwise the group has the plain LaunchTemplate. It launches in the
+    region's availability zone ``zone`` (a letter). Returns the group as DescribeAutoScalingGroups prints
+    it."""
     import boto3
 
     client: Any = boto3.client  # typed per service literal; these are plain dicts
@@ -89,7 +91,7 @@ def create_group(
         MinSize=min_size,
         MaxSize=max_size,
         DesiredCapacity=desired,
-        AvailabilityZones=[f"{region}a"],
+        AvailabilityZones=[f"{region}{zone}"],
         Tags=[
             {
                 "Key": k,
@@ -228,12 +230,13 @@ class Rig:
 
     def group(
         self, name: str, *, region: str | None = None, instance_type: str = "g5.xlarge", desired: int = 0,
-        max_size: int = 8, gpu: bool = True,
+        max_size: int = 8, gpu: bool = True, zone: str = "a",
     ) -> dict[str, Any]:  # fmt: skip
-        """A group of this rig's cluster (GPU-tainted unless ``gpu=False``)."""
+        """A group of this rig's cluster (GPU-tainted unless ``gpu=False``), in availability zone
+        ``zone`` (a letter) of its region."""
         return create_group(
             name, region=region or self.home, instance_type=instance_type, desired=desired, max_size=max_size,
-            cluster=self.cluster, gpu=gpu,
+            cluster=self.cluster, gpu=gpu, zone=zone,
         )  # fmt: skip
 
     def asg(self, name: str, region: str | None = None) -> dict[str, Any]:
