@@ -301,6 +301,57 @@ def test_a_spread_over_nodes_fills_the_emptiest_and_opens_a_node_per_replica() -
     assert scale_up(result)["cpu"][:2] == (2, 4)  # the other two get a node each (maxSkew 1)
 
 
+def _nodes_running_one_each(w: World, pending: int, *, labels: dict[str, str] | None = None) -> None:
+    """Three full nodes that run a replica each (spread over nodes, maxSkew 1); ``pending`` small
+    replicas wait (with ``labels``, if given, instead of the ones the spread selects)."""
+    nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=50)
+    for i, node in enumerate(nodes):
+        w.items.append(spread_replica(f"web-{i}", node, key=HOST))
+        w.pods(f"fill-{i}", 1, cpu="7", memory="1Gi", node_name=node)
+    for i in range(pending):
+        item = spread_replica(f"new-{i}", key=HOST)
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "250m"
+        if labels is not None:
+            item["metadata"]["labels"] = labels
+        w.items.append(item)
+
+
+def test_new_nodes_take_max_skew_above_the_least_loaded_existing_node() -> None:
+    """Every node runs one replica, so kube-scheduler lets a new node reach two (maxSkew 1 above the
+    least loaded): thirty small replicas need fifteen new nodes, not one each."""
+    w = World()
+    _nodes_running_one_each(w, 30)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (3, 18)
+    assert len(result.placements) == 30
+
+
+def test_a_node_that_runs_none_pins_new_nodes_to_max_skew() -> None:
+    """A fourth node of the pods' group runs no replica (it is full of other pods): the least loaded
+    stays 0, and each new node takes one."""
+    w = World()
+    _nodes_running_one_each(w, 4)
+    (idle,) = w.group("cpu-full", "m5.2xlarge", nodes=1, max_size=1)
+    w.pods("other", 1, cpu="8", memory="1Gi", node_name=idle)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (3, 7)
+
+
+def test_a_spread_that_does_not_select_the_pending_pods_caps_no_new_node() -> None:
+    """The spread counts app=web; the waiting pods are app=batch, so placing them skews nothing: they
+    share one new node as their requests allow."""
+    w = World()
+    _nodes_running_one_each(w, 30, labels={"app": "batch"})
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (3, 4)
+
+
 def test_the_snapshot_keeps_spread_constraints() -> None:
     w = two_zones()
     w.items.append(spread_replica("web-1", skew=2, minDomains=3))

@@ -25,8 +25,8 @@ The snapshot has matched the selectors (:class:`spillway.model.cluster.TopologyM
 * ``forbidden``: per topology key, the domain values it may not enter (node names for the hostname);
 * ``required``: per topology key, the only domain values it may enter (its pod affinity);
 * ``per_node``: how many of the class a new node takes: 1 when its anti-affinity term selects the pod
-  itself on the hostname or it takes a host port, ``maxSkew`` for a spread over hostnames;
-  ``node_caps`` the same for the existing nodes a hostname spread still allows (``maxSkew`` + least -
+  itself on the hostname or it takes a host port, ``maxSkew`` above the least loaded existing node for
+  a spread over hostnames that counts it (:func:`_new_node_cap`); ``node_caps`` the same for the existing nodes a hostname spread still allows (``maxSkew`` + least -
   its count).
 
 Pods this plan places beside each other are seen at the node level: every node (new, launching or
@@ -188,6 +188,18 @@ class Domains:
 FREE = Domains()
 
 
+def _new_node_cap(skew: int, least: int, eligible: frozenset[str], min_domains: int) -> int:
+    """How many pods of a class a new node takes under a hostname spread that counts them: ``maxSkew``
+    above the least loaded existing node. A new node joins empty and lowers the least only until
+    kube-scheduler, which scores the emptiest node first, has filled it as far as the others; so three
+    full nodes running one replica each leave new nodes room for two, and a node that runs none pins
+    every node to ``maxSkew``. With no existing node among the domains the new nodes are the only ones,
+    and nothing but their room caps them (unless ``minDomains`` holds the least at 0)."""
+    if not eligible and min_domains <= 1:
+        return UNBOUNDED
+    return skew + least
+
+
 def _one_per_domain(pod: PodInfo) -> Iterable[OnePerDomain]:
     """The pod's required anti-affinity terms over a key other than the hostname that select it."""
     for term, key in pod.anti_own:
@@ -247,8 +259,8 @@ class TopologyIndex:
         node_caps: dict[str, int],
         counted: list[ZoneSpread | OnePerDomain],
     ) -> int:
-        """Every DoNotSchedule spread constraint of the pod; the cap of a new node (``maxSkew`` for a
-        spread over hostnames, else none). A spread over another key that counts the pod itself goes to
+        """Every DoNotSchedule spread constraint of the pod; the cap of a new node (for a spread over
+        hostnames that counts the pod itself, :func:`_new_node_cap`; else none). A spread over another key that counts the pod itself goes to
         ``counted`` (its placements fill the domains); any other closes the domains one more pod would
         skew too far (``forbidden``), and a hostname spread caps the nodes it leaves open
         (``node_caps``)."""
@@ -268,8 +280,8 @@ class TopologyIndex:
                     forbidden.setdefault(key, set()).add(domain)
                 elif key == HOSTNAME_LABEL:
                     node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
-            if key == HOSTNAME_LABEL:
-                per_node = min(per_node, skew)
+            if key == HOSTNAME_LABEL and term in pod.selected_by:
+                per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
         return per_node
 
     def _ports_taken(self, pod: PodInfo, leaving: str | None) -> set[str]:
