@@ -20,7 +20,7 @@ from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context
 from spillway.planner.groups import has_spot, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
-from spillway.planner.topology import FREE, Domains
+from spillway.planner.topology import FREE, UNBOUNDED, Domains
 from spillway.planner.types import PendingPod
 
 
@@ -45,20 +45,34 @@ class PodClass:
     # as it was when scale-up's current round began (the least loaded zone is taken from it)
     placed_in: dict[tuple[str, str], int] = field(default_factory=dict)
     settled: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (rule index, domain) -> the rule's ceiling there for the current round (settled: it holds)
+    ceilings: dict[tuple[int, str], int] = field(default_factory=dict)
 
     @property
     def remaining(self) -> int:
         return len(self.pods) - self.next
 
     def room_in(self, labels: Mapping[str, str]) -> int:
-        """How many more of the class a node with ``labels`` takes for its zone spread (UNBOUNDED
-        without one): :meth:`spillway.planner.topology.Domains.domain_room`."""
-        return self.domains.domain_room(labels, self.placed_in, self.settled)
+        """How many more of the class a node with ``labels`` takes for the rules its own placements fill
+        (zone spreads, one per zone: :class:`spillway.planner.topology.ZoneSpread`): each domain's
+        ceiling this round less what it holds. UNBOUNDED without one (or on a template node of a group
+        over several zones, which has no zone: EC2 picks it)."""
+        room = UNBOUNDED
+        for index, rule in enumerate(self.domains.counted):
+            value = labels.get(rule.key)
+            if value is None:
+                continue
+            ceiling = self.ceilings.get((index, value))
+            if ceiling is None:
+                ceiling = self.ceilings[(index, value)] = rule.ceiling(value, self.settled)
+            room = min(room, ceiling - rule.held(value, self.placed_in))
+        return max(room, 0)
 
-    def next_round(self) -> None:
-        """Scale-up places a zone-spread class in rounds: what this one placed raises the least loaded
-        zone for the next."""
-        self.settled = dict(self.placed_in)
+    def next_round(self, settled: Mapping[tuple[str, str], int] | None = None) -> None:
+        """Scale-up places a class with such rules in rounds: what was placed when the next one begins
+        (``settled``, else what is placed now) sets the least loaded domain for it."""
+        self.settled = dict(self.placed_in if settled is None else settled)
+        self.ceilings = {}
 
     def note_placed(self, labels: Mapping[str, str], count: int) -> None:
         """``count`` pods of the class go to a node with ``labels``: they fill its domains' room."""

@@ -30,6 +30,9 @@ class Pool:
     nodes: list[WorkNode]
     bound: Resources  # at least the free room of any node of the pool, per resource
     blocked: dict[int, bool] = field(default_factory=dict)  # by class id: constraints rule the pool out
+    # by class id: its nodes before this index have no room for one pod of the class (room only shrinks
+    # while a plan places pods, so first fit need not look at them again)
+    full: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -172,6 +175,8 @@ def fit_on_nodes(cls: PodClass, pool_list: Sequence[Pool], commit: Commit) -> No
             continue
         if fit_count(cls.requests, pool.bound, 1) == 0:
             continue  # no node of the pool has that much room left
+        if cls.room_in(pool.nodes[0].info.labels) <= 0:
+            continue  # its domains take no more of the class now (a pool's nodes share every label)
         _place_in_pool(cls, pool, commit)
 
 
@@ -187,21 +192,30 @@ def _pool_ruled_out(cls: PodClass, pool: Pool) -> bool:
 
 def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
     bound: Resources = {}
-    for node in pool.nodes:
-        if not cls.remaining:
-            return  # not every node was visited: keep the old bound
+    first = start = pool.full.get(id(cls), 0)
+    for index in range(first, len(pool.nodes)):
+        if not cls.remaining or cls.room_in(pool.nodes[index].info.labels) <= 0:
+            return  # not every node was visited: keep the old bound (a pool's nodes share every label)
+        node = pool.nodes[index]
         info = node.info
         if cls.node_specific and cls.blocker(info.labels, info.taints, info.name) is not None:
+            start = -1
             continue
         if cls.domains.marks.repels(node.marks):
+            start = -1
             continue  # a pod this plan put there keeps it off
         limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
         count = fit_count(cls.requests, node.free, limit)
         if count > 0:
             commit(cls, node, count)
             cls.note_placed(info.labels, count)
+        if start == index and fit_count(cls.requests, node.free, 1) == 0:
+            start = pool.full[id(cls)] = index + 1  # full for the class: skipped from now on
+        else:
+            start = -1
         _max_into(bound, node.free)
-    pool.bound = bound  # every node was visited: the bound is now exact
+    if first == 0:
+        pool.bound = bound  # every node was visited: the bound is now exact
 
 
 def _place_on_node(ctx: Context, cls: PodClass, node: WorkNode, count: int, uncordon: bool) -> None:

@@ -461,7 +461,8 @@ class GangPlacement:
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
         for cls, (index, placed, settled) in zip(self.classes, saved["next"], strict=True):
-            cls.next, cls.placed_in, cls.settled = index, placed, settled
+            cls.next, cls.placed_in = index, placed
+            cls.next_round(settled)
 
 
 K = TypeVar("K")

@@ -103,20 +103,19 @@ class ZoneSpread:
     counts: Mapping[str, int]
     eligible: frozenset[str]
 
-    def room(
-        self, value: str, placed: Mapping[tuple[str, str], int], settled: Mapping[tuple[str, str], int]
-    ) -> int:
-        """How many more pods domain ``value`` takes while it is no more than ``maxSkew`` above the least
-        loaded domain, after ``placed`` ((key, value) -> pods this plan put there). The least loaded is
-        taken as of ``settled`` (what was placed when the current round began: it only grows, so a
-        round never places a pod the skew refuses). A domain the plan placed pods in counts as one (its
-        new node registers there), and so does ``value``."""
+    def ceiling(self, value: str, settled: Mapping[tuple[str, str], int]) -> int:
+        """The most pods domain ``value`` may hold: ``maxSkew`` above the least loaded domain, taken as of
+        ``settled`` ((key, value) -> pods this plan had put there when the current round began: it only
+        grows, so a round never places a pod the skew refuses). A domain the plan placed pods in counts
+        as one (its new node registers there), and so does ``value``."""
         domains = self.eligible | {value} | {d for k, d in settled if k == self.key}
         if len(domains) < self.min_domains:
-            least = 0
-        else:
-            least = min(self.counts.get(d, 0) + settled.get((self.key, d), 0) for d in domains)
-        return self.skew + least - self.counts.get(value, 0) - placed.get((self.key, value), 0)
+            return self.skew
+        return self.skew + min(self.counts.get(d, 0) + settled.get((self.key, d), 0) for d in domains)
+
+    def held(self, value: str, placed: Mapping[tuple[str, str], int]) -> int:
+        """The pods domain ``value`` holds: those running and those ``placed`` there by this plan."""
+        return self.counts.get(value, 0) + placed.get((self.key, value), 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +125,11 @@ class OnePerDomain:
 
     key: str
 
-    def room(
-        self, value: str, placed: Mapping[tuple[str, str], int], settled: Mapping[tuple[str, str], int]
-    ) -> int:
-        return 1 - placed.get((self.key, value), 0)
+    def ceiling(self, value: str, settled: Mapping[tuple[str, str], int]) -> int:
+        return 1
+
+    def held(self, value: str, placed: Mapping[tuple[str, str], int]) -> int:
+        return placed.get((self.key, value), 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,23 +162,6 @@ class Domains:
     def cap(self, node: str) -> int:
         """How many of the class the existing ``node`` may take."""
         return min(self.per_node, self.node_caps.get(node, UNBOUNDED))
-
-    def domain_room(
-        self,
-        labels: Mapping[str, str],
-        placed: Mapping[tuple[str, str], int],
-        settled: Mapping[tuple[str, str], int],
-    ) -> int:
-        """How many more of the class a node with ``labels`` may take for its ``counted`` rules, after
-        the ``placed`` (key, value) -> pods this plan put there already (:meth:`ZoneSpread.room`);
-        UNBOUNDED without one (or for a template node of a group over several zones, which has no zone:
-        EC2 picks it)."""
-        room = UNBOUNDED
-        for rule in self.counted:
-            value = labels.get(rule.key)
-            if value is not None:
-                room = min(room, rule.room(value, placed, settled))
-        return max(room, 0)
 
     @property
     def node_specific(self) -> bool:
