@@ -57,6 +57,7 @@ from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_n
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
+from spillway.planner.topology import Marks
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -386,40 +387,46 @@ class Consolidation:
                 codes.DOES_NOT_FIT,
                 f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster",
             )
-        room, launching, destinations = trial
-        self.room, self.launching = room, launching
+        launching, destinations = trial
+        self.launching = launching
         self.receiving |= destinations
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
         self._drain(candidate, destinations, make_room=make_room)
         return None
 
-    def _fit(self, candidate: Candidate) -> tuple[dict[str, WorkNode], dict[str, list[Bin]], set[str]] | None:
-        """The room after placing the candidate's pods elsewhere (existing nodes first, then capacity
-        launching since an earlier plan), and where they went; None if they do not all fit. Works on
-        copies: a refusal changes nothing."""
+    def _fit(self, candidate: Candidate) -> tuple[dict[str, list[Bin]], set[str]] | None:
+        """Place the candidate's pods elsewhere (existing nodes first, then capacity launching since an
+        earlier plan): the launching capacity left, and where they went; None if they do not all fit.
+        The room's nodes take them in place, and a refusal puts back what it took (an undo log, not a
+        copy of every node per candidate)."""
         name = candidate.node.info.name
-        room = {n: replace(w, free=dict(w.free)) for n, w in self.room.items() if n != name}
+        room = [w for n, w in self.room.items() if n != name]
         launching = _copy_bins(self.launching)
         destinations: set[str] = set()
+        taken: dict[str, tuple[dict[str, int], Marks]] = {}  # node -> its free room and marks before
 
         def commit(cls: PodClass, node: WorkNode, count: int) -> None:
+            if node.info.name not in taken:
+                taken[node.info.name] = (dict(node.free), node.marks)
             add_into(node.free, cls.requests, -count)
             node.marks = node.marks | cls.domains.marks
             cls.take(count)
             destinations.add(node.info.name)
 
         for cls in _classes(candidate.place, self.ctx, name):
-            fit_on_nodes(cls, pools(room.values()), commit)
+            fit_on_nodes(cls, pools(room), commit)
             self._fit_launching(cls, launching, destinations)
             if cls.remaining:
+                for node_name, (free, marks) in taken.items():
+                    self.room[node_name].free, self.room[node_name].marks = free, marks
                 return None
         for cls in _classes(
             candidate.shrink, self.ctx, name
         ):  # elastic workers: where they fit, else the job shrinks
-            fit_on_nodes(cls, pools(room.values()), commit)
+            fit_on_nodes(cls, pools(room), commit)
             self._fit_launching(cls, launching, destinations)
-        return room, launching, destinations
+        return launching, destinations
 
     def _fit_launching(self, cls: PodClass, bins: Mapping[str, list[Bin]], destinations: set[str]) -> None:
         """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
