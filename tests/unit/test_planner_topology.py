@@ -8,7 +8,7 @@ from typing import Any
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
-from spillway.model.cluster import ClusterSnapshot, PodInfo
+from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, ClusterSnapshot, PodInfo
 from spillway.model.k8s import Pod
 from spillway.planner import codes
 
@@ -352,15 +352,68 @@ def test_a_spread_that_does_not_select_the_pending_pods_caps_no_new_node() -> No
     assert scale_up(result)["cpu"][:2] == (3, 4)
 
 
+def _spread_policies(w: World, **policies: str) -> None:
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith(("web-", "new-")):
+            item["spec"]["topologySpreadConstraints"][0].update(policies)
+
+
+def test_a_tainted_node_the_pods_do_not_tolerate_counts_unless_taints_are_honoured() -> None:
+    """A GPU node (tainted, no replica) is a domain by default (nodeTaintsPolicy Ignore): it holds the
+    least loaded at 0, one replica per new node. With Honor it is not, and new nodes take two."""
+    w = World()
+    _nodes_running_one_each(w, 4)
+    w.group("gpu", "g5.xlarge", nodes=1, max_size=1, gpu_taint=True)
+    assert scale_up(w.plan())["cpu"][:2] == (3, 7)
+
+    _spread_policies(w, nodeTaintsPolicy="Honor")
+    assert scale_up(w.plan())["cpu"][:2] == (3, 5)
+
+
+def test_a_node_the_pods_do_not_select_counts_when_node_affinity_is_ignored() -> None:
+    """The replicas select the cpu group's nodes; a node of another group runs none. By default
+    (nodeAffinityPolicy Honor) it is no domain and new nodes take two; with Ignore it holds the least
+    loaded at 0."""
+    w = World()
+    _nodes_running_one_each(w, 4)
+    (other,) = w.group("other", "m5.2xlarge", nodes=1, max_size=1, labels={"team": "other"})
+    w.pods("busy", 1, cpu="8", memory="1Gi", node_name=other)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith(("web-", "new-")):
+            item["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "m5.2xlarge"}
+            item["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}]}}}  # fmt: skip
+    assert scale_up(w.plan())["cpu"][:2] == (3, 5)
+
+    _spread_policies(w, nodeAffinityPolicy="Ignore")
+    assert scale_up(w.plan())["cpu"][:2] == (3, 7)
+
+
 def test_the_snapshot_keeps_spread_constraints() -> None:
     w = two_zones()
     w.items.append(spread_replica("web-1", skew=2, minDomains=3))
     snapshot, *_ = w.parsed()
     pod = next(p for p in snapshot.pods if p.name == "web-1")
 
-    ((term, key, skew, min_domains),) = pod.spread
-    assert (key, skew, min_domains) == (ZONE, 2, 3) and term in pod.selected_by
+    ((term, key, skew, min_domains, flags),) = pod.spread
+    assert (key, skew, min_domains, flags) == (ZONE, 2, 3, 0) and term in pod.selected_by
     assert ClusterSnapshot.from_dict(snapshot.to_dict()) == snapshot
+
+
+def test_the_snapshot_keeps_a_spreads_node_inclusion_policies_and_reads_older_ones() -> None:
+    w = two_zones()
+    w.items.append(spread_replica("web-1", nodeAffinityPolicy="Ignore", nodeTaintsPolicy="Honor"))
+    snapshot, *_ = w.parsed()
+    pod = next(p for p in snapshot.pods if p.name == "web-1")
+
+    assert pod.spread[0][4] == SPREAD_ALL_NODES | SPREAD_TOLERATED_NODES
+    stored = snapshot.to_dict()
+    assert ClusterSnapshot.from_dict(stored) == snapshot
+    for item in stored["pods"]:  # as an older version stored them: no flags
+        if "sp" in item:
+            item["sp"] = [entry[:4] for entry in item["sp"]]
+    older = next(p for p in ClusterSnapshot.from_dict(stored).pods if p.name == "web-1")
+    assert older.spread[0][4] == 0
 
 
 def test_when_topology_closes_every_group_the_pod_says_so() -> None:

@@ -156,14 +156,15 @@ class PodInfo:
     elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
     # pod topology (TopologyMatcher): the ids of its own required anti-affinity terms, with their
-    # topology keys; its DoNotSchedule spread constraints (id, topology key, maxSkew, minDomains); and
+    # topology keys; its DoNotSchedule spread constraints (id, topology key, maxSkew, minDomains, node
+    # inclusion flags: SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES); and
     # the ids of every term or constraint (its own or another pod's) whose selector matches it. An id
     # names one distinct selector within one snapshot.
     anti_own: tuple[tuple[int, str], ...] = ()
     affinity_own: tuple[tuple[int, str], ...] = ()  # its required pod affinity terms, likewise
     # the node ports its containers take (hostPort, protocol, hostIP): no two pods share one on a node
     host_ports: tuple[tuple[int, str, str], ...] = ()
-    spread: tuple[tuple[int, str, int, int], ...] = ()
+    spread: tuple[tuple[int, str, int, int, int], ...] = ()
     selected_by: tuple[int, ...] = ()
     # why kube-scheduler holds it whatever nodes there are: a claim of its that binds at once and is
     # not bound, or is missing or being deleted (VolumeMatcher); None for every other pod
@@ -314,7 +315,9 @@ class PodInfo:
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
             affinity_own=tuple((int(i), str(k)) for i, k in d.get("pa", ())),
             host_ports=tuple((int(p), str(proto), str(ip)) for p, proto, ip in d.get("hp", ())),
-            spread=tuple((int(i), str(k), int(s), int(m)) for i, k, s, m in d.get("sp", ())),
+            spread=tuple(
+                (int(i), str(k), int(s), int(m), int(f[0]) if f else 0) for i, k, s, m, *f in d.get("sp", ())
+            ),
             selected_by=tuple(int(i) for i in d.get("sb", ())),
             volume_wait=d.get("vw"),
         )
@@ -406,6 +409,11 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
 
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+# a spread constraint's node inclusion policies, as flags: nodeAffinityPolicy Ignore (every node is a
+# domain, whatever the pod's node selector and affinity) and nodeTaintsPolicy Honor (only nodes whose
+# NoSchedule and NoExecute taints the pod tolerates are)
+SPREAD_ALL_NODES = 1
+SPREAD_TOLERATED_NODES = 2
 KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 
 
@@ -1024,7 +1032,7 @@ class TopologyMatcher:
 
     def _spreads(
         self, pod: Pod, namespace: str, labels: Mapping[str, str]
-    ) -> list[tuple[int, str, int, int]]:
+    ) -> list[tuple[int, str, int, int, int]]:
         spread = []
         for constraint in pod.spec.topology_spread_constraints:
             key = constraint.topology_key
@@ -1038,7 +1046,10 @@ class TopologyMatcher:
                 labels, constraint.match_label_keys, ()
             )
             term_id = self._id(key, (frozenset((namespace,)), None), selector)
-            spread.append((term_id, key, constraint.max_skew, constraint.min_domains or 1))
+            flags = (SPREAD_ALL_NODES if constraint.node_affinity_policy == "Ignore" else 0) | (
+                SPREAD_TOLERATED_NODES if constraint.node_taints_policy == "Honor" else 0
+            )
+            spread.append((term_id, key, constraint.max_skew, constraint.min_domains or 1, flags))
         return spread
 
     def _id(self, key: str, scope: RawScope, selector: tuple[LabelRequirement, ...]) -> int:

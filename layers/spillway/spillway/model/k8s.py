@@ -264,6 +264,10 @@ class TopologySpreadConstraint(KubeModel):
     label_selector: LabelSelector | None = None  # null: no pod counted, nothing to spread
     min_domains: int | None = Field(default=None, ge=1)
     match_label_keys: list[str] = Field(default_factory=list)
+    # which nodes count as domains: those passing the pod's node affinity (Honor, the default) or all
+    # (Ignore); all whatever their taints (Ignore, the default) or those whose taints it tolerates (Honor)
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
 
 
 class ClaimSource(KubeModel):

@@ -49,8 +49,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from spillway.model.cluster import NodeInfo, PodInfo
-from spillway.planner.predicates import HOSTNAME_LABEL, affinity_holds, selector_holds
+from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo
+from spillway.planner.predicates import HOSTNAME_LABEL, affinity_holds, selector_holds, untolerated_taint
 
 UNBOUNDED = 1 << 40  # no cap on pods per node (placement's too)
 
@@ -248,11 +248,11 @@ class TopologyIndex:
         skew too far (``forbidden``), and a hostname spread caps the nodes it leaves open
         (``node_caps``)."""
         per_node = UNBOUNDED
-        for term, key, skew, min_domains in pod.spread:
+        for term, key, skew, min_domains, flags in pod.spread:
             counts: dict[str, int] = {}
             for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
                 counts[value] = counts.get(value, 0) + 1
-            eligible = frozenset(self._eligible(pod, key, leaving))
+            eligible = frozenset(self._eligible(pod, key, leaving, flags))
             if key != HOSTNAME_LABEL and term in pod.selected_by:
                 counted.append(ZoneSpread(key, skew, min_domains, counts, eligible))
                 continue
@@ -305,14 +305,20 @@ class TopologyIndex:
             required[key] = required[key] & values if key in required else values
         return dict(sorted(required.items()))
 
-    def _eligible(self, pod: PodInfo, key: str, leaving: str | None) -> Iterable[str]:
-        """The ``key`` domains of the nodes that pass the pod's node selector and required affinity
-        (the spread's default ``nodeAffinityPolicy: Honor``; taints are ignored, ``nodeTaintsPolicy``'s
-        default)."""
+    def _eligible(self, pod: PodInfo, key: str, leaving: str | None, flags: int = 0) -> Iterable[str]:
+        """The ``key`` domains of the nodes a spread counts: by its node inclusion policies, those that
+        pass the pod's node selector and required affinity (``nodeAffinityPolicy: Honor``, the default;
+        every node with ``Ignore``), whatever their taints (``nodeTaintsPolicy: Ignore``, the default;
+        only those whose NoSchedule and NoExecute taints it tolerates with ``Honor``)."""
         for name, info in self.nodes.items():
-            if name == leaving or not selector_holds(pod.node_selector, info.labels):
+            if name == leaving:
                 continue
-            if not affinity_holds(pod.required_terms, info.labels, name):
+            if not flags & SPREAD_ALL_NODES and not (
+                selector_holds(pod.node_selector, info.labels)
+                and affinity_holds(pod.required_terms, info.labels, name)
+            ):
+                continue
+            if flags & SPREAD_TOLERATED_NODES and untolerated_taint(pod.tolerations, info.taints) is not None:
                 continue
             value = name if key == HOSTNAME_LABEL else info.labels.get(key)
             if value is not None:
