@@ -184,8 +184,9 @@ class ScaleUpStage:
             if skip is None:
                 twins = similar_groups(self.ctx, group, candidates) if cls.gang is None else []
                 skip = self._open_balanced(cls, [group, *twins]) if twins else self._open(cls, group)
-                if skipped:
-                    self.ctx.overflow_notes.setdefault(group.name, set()).update(s.reason for s in skipped)
+                spilled = [s.reason for s in skipped if s.code != codes.POD_TOPOLOGY]  # a spread is no spill
+                if spilled:
+                    self.ctx.overflow_notes.setdefault(group.name, set()).update(spilled)
             if skip is not None and cls.remaining:
                 skipped.append(skip)
         return skipped
@@ -494,8 +495,8 @@ def _spread_full(group: NodeGroup) -> Skip:
     zone = group.zones[0] if group.zones else "its zone"
     return Skip(
         codes.POD_TOPOLOGY,
-        f"{group.name}: its topology spread lets {zone} take no more of it in this plan (it waits for the "
-        "ones placed to run, as kube-scheduler would)",
+        f"{group.name}: its topology spread lets {zone} take no more of it until the least loaded zone "
+        "takes more (maxSkew), which nothing in this plan gives it",
     )
 
 
