@@ -685,3 +685,45 @@ def test_replicas_one_per_zone_get_new_nodes_in_different_zones() -> None:
     result = w.plan()
 
     assert _opened(result) == {"cpu-b": 1, "cpu-c": 1}
+
+
+def _cache_and_web(w: World, *, cache_cpu: str = "6") -> None:
+    """Zones a, b and c each have a full node; a cache pod and a web pod wait, the web pod with a required
+    pod affinity to the cache's zone (no cache runs yet). The cache is the smaller, so it is served
+    second in size order."""
+    for zone in "abc":
+        (node,) = w.group(f"cpu-{zone}", "m5.2xlarge", nodes=1, zones=[f"us-east-1{zone}"])
+        w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+        w.pods(f"fill-{zone}", 1, cpu="8", memory="1Gi", node_name=node)
+    w.items.append(o.pod("cache-0", cpu=cache_cpu, memory="1Gi", labels={"app": "cache"},
+                         owner=("ReplicaSet", "cache-1")))  # fmt: skip
+    follow = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": ZONE}]}}  # fmt: skip
+    web = replica("web-0", affinity=follow)
+    web["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "7"
+    w.items.append(web)
+
+
+def test_a_pod_that_must_join_a_pending_pods_zone_follows_it_in_the_same_plan() -> None:
+    """The cache gets a new node; the web pod gets one in the cache's zone in the same plan, instead of
+    waiting a plan (and a boot) for the cache to run."""
+    w = World(regions=("us-east-1",))
+    _cache_and_web(w)
+
+    result = w.plan()
+
+    on = {p.pod: p.node for p in result.placements}
+    assert set(on) == {"default/cache-0", "default/web-0"}
+    assert on["default/cache-0"].split("/")[0] == on["default/web-0"].split("/")[0]
+    assert not pending_codes(result)
+
+
+def test_a_pod_whose_leader_gets_no_node_still_waits_for_it() -> None:
+    """The cache fits no group: the web pod has nowhere to follow it and waits (pod-topology)."""
+    w = World(regions=("us-east-1",))
+    _cache_and_web(w, cache_cpu="64")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)["default/web-0"] == codes.POD_TOPOLOGY

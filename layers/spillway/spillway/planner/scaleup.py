@@ -72,6 +72,9 @@ class ScaleUpStage:
         self.backoff: dict[str, str | None] = {g.name: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
         self.region: str | None = None  # while a gang is placed: the one region it may use
+        # per term id: the labels of the nodes where this plan placed pods the term selects (for the
+        # classes whose required pod affinity follows them: Domains.joining)
+        self.joined: dict[int, list[Mapping[str, str]]] = {}
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
@@ -80,9 +83,12 @@ class ScaleUpStage:
             if cls.gang is not None:
                 gangs.setdefault(cls.gang, []).append(cls)
         in_flight = InFlight(self, gangs)
-        for cls in classes:
+        for cls in _leaders_first(classes):
             if cls.gang is None:
+                cls.domains = cls.domains.joining(self.joined)
+                start = len(self.ctx.placements)
                 self.place(cls)
+                self._join(cls, start)
             elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
                 GangPlacement(self, cls.gang, gangs[cls.gang]).run()
         actions = scale_up_actions(self.ctx)
@@ -118,6 +124,21 @@ class ScaleUpStage:
             for pod in cls.take(cls.remaining):
                 self.ctx.pending_out.append(PendingPod(pod, verdict[1], verdict[0]))
         return verdict
+
+    def _join(self, cls: PodClass, start: int) -> None:
+        """Record where the class's pods went for the terms that select them."""
+        if not cls.domains.marks.selected:
+            return
+        templates = {g.name: g.template.labels for g in self.ctx.groups if g.template is not None}
+        seen: set[str] = set()
+        for placement in self.ctx.placements[start:]:
+            node = self.ctx.nodes.get(placement.node)
+            labels = node.info.labels if node is not None else templates.get(placement.group or "")
+            if labels is None or placement.node in seen:
+                continue
+            seen.add(placement.node)
+            for term in cls.domains.marks.selected:
+                self.joined.setdefault(term, []).append(labels)
 
     def _place_existing(self, cls: PodClass) -> None:
         """Free room on Ready nodes (a buffer's pods: busy nodes first)."""
@@ -323,6 +344,24 @@ def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
                 ctx.gangs_out[launch.gang] = GangState(
                     group=group.name, region=group.region, count=launch.nodes, since=ctx.now
                 )
+
+
+def _leaders_first(classes: Sequence[PodClass]) -> list[PodClass]:
+    """The classes in service order, but a class whose required pod affinity has no domain yet and
+    selects the pods of a later class moves to just after it (gangs keep their place): it may follow
+    where this plan places them (:meth:`spillway.planner.topology.Domains.joining`)."""
+    order = list(classes)
+    for cls in list(order):
+        if cls.gang is not None or not cls.domains.affinity:
+            continue
+        at = order.index(cls)
+        leaders = [
+            i for i, other in enumerate(order) if i > at and cls.domains.follows(other.domains.marks.selected)
+        ]
+        if leaders:
+            order.insert(leaders[-1] + 1, cls)
+            del order[at]
+    return order
 
 
 def _reserve(bins: list[Bin], count: int) -> None:

@@ -39,7 +39,8 @@ Scale-up places such a class in rounds until a round places nothing: a burst of 
 gets its nodes in every zone in one plan, evenly, as kube-scheduler will fill them. A zone the plan
 opens a node in becomes a domain (kube-scheduler counts it once the node registers). A zone-keyed
 anti-affinity term that selects the class's own pods is counted the same way (:class:`OnePerDomain`:
-one pod per zone, over the plan's placements too). A hostname
+one pod per zone, over the plan's placements too). A required pod affinity over a zone follows pods
+the plan places (:meth:`Domains.joining`): scale-up serves the class after the one it selects. A hostname
 spread's least loaded node is taken as it is before the plan, which errs towards a pod the scheduler
 then refuses, which the next plan sends elsewhere.
 """
@@ -47,7 +48,7 @@ then refuses, which the next plan sends elsewhere.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo
 from spillway.planner.predicates import HOSTNAME_LABEL, affinity_holds, selector_holds, untolerated_taint
@@ -144,6 +145,9 @@ class Domains:
     # rules over a key other than the hostname that count the class's own pods (zone spreads, one per
     # zone): its placements fill their domains, so their room is counted as the plan goes
     counted: tuple[ZoneSpread | OnePerDomain, ...] = ()
+    # its required pod affinity terms behind ``required``: (term id, topology key, the domains of the
+    # running pods it selects)
+    affinity: tuple[tuple[int, str, frozenset[str]], ...] = ()
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -162,6 +166,28 @@ class Domains:
     def cap(self, node: str) -> int:
         """How many of the class the existing ``node`` may take."""
         return min(self.per_node, self.node_caps.get(node, UNBOUNDED))
+
+    def joining(self, joined: Mapping[int, Iterable[Mapping[str, str]]]) -> Domains:
+        """These domains with the pods this plan placed counted as running: a required pod affinity
+        term over a key other than the hostname also admits the domains of the nodes (their labels,
+        ``joined`` per term id) where the plan placed pods it selects. Their new nodes' zone, say: a
+        pod that must join its cache's zone follows the cache's new node in the same plan instead of
+        waiting for it to run. (Joining a pod on its node, the hostname key, is not planned.)"""
+        if not any(key != HOSTNAME_LABEL and term in joined for term, key, _ in self.affinity):
+            return self
+        required: dict[str, frozenset[str]] = {}
+        for term, key, values in self.affinity:
+            if key != HOSTNAME_LABEL:
+                values = values | {v for labels in joined.get(term, ()) if (v := labels.get(key)) is not None}
+            required[key] = required[key] & values if key in required else values
+        return replace(self, required=dict(sorted(required.items())))
+
+    def follows(self, selected: frozenset[int]) -> bool:
+        """Whether pods with these ``selected`` term ids would open a domain this class's pod affinity
+        has none of yet (see :meth:`joining`)."""
+        return any(
+            key != HOSTNAME_LABEL and not values and term in selected for term, key, values in self.affinity
+        )
 
     @property
     def node_specific(self) -> bool:
@@ -225,13 +251,18 @@ class TopologyIndex:
         node_caps: dict[str, int] = {}
         counted: list[ZoneSpread | OnePerDomain] = list(_one_per_domain(pod))
         per_node = min(per_node, self._spreads(pod, leaving, forbidden, node_caps, counted))
+        affinity = self._affinity(pod, leaving)
+        required: dict[str, frozenset[str]] = {}
+        for _, key, values in affinity:
+            required[key] = required[key] & values if key in required else values
         return Domains(
             {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
             per_node,
             node_caps,
-            self._required(pod, leaving),
+            dict(sorted(required.items())),
             marks_of(pod),
             tuple(counted),
+            affinity,
         )
 
     def _spreads(
@@ -293,17 +324,18 @@ class TopologyIndex:
                     forbidden.setdefault(owner_key, set()).add(value)
         return forbidden
 
-    def _required(self, pod: PodInfo, leaving: str | None) -> dict[str, frozenset[str]]:
-        """Per topology key, the domains its required pod affinity leaves it: those running a pod each
-        term selects. A term that selects no running pod leaves none, unless it selects the pod itself
-        (the first of a group may go anywhere, as kube-scheduler lets it)."""
-        required: dict[str, frozenset[str]] = {}
+    def _affinity(self, pod: PodInfo, leaving: str | None) -> tuple[tuple[int, str, frozenset[str]], ...]:
+        """Its required pod affinity terms, each with the domains of the running pods it selects: the
+        domains it leaves the pod (per key, ``Domains.required`` takes what every term leaves). A term
+        that selects no running pod leaves none, unless it selects the pod itself (the first of a group
+        may go anywhere, as kube-scheduler lets it): such a term is left out."""
+        out = []
         for term, key in pod.affinity_own:
             values = frozenset(self._values(key, self.selected_on.get(term, ()), pod.key, leaving))
             if not values and term in pod.selected_by:
                 continue
-            required[key] = required[key] & values if key in required else values
-        return dict(sorted(required.items()))
+            out.append((term, key, values))
+        return tuple(out)
 
     def _eligible(self, pod: PodInfo, key: str, leaving: str | None, flags: int = 0) -> Iterable[str]:
         """The ``key`` domains of the nodes a spread counts: by its node inclusion policies, those that
