@@ -354,7 +354,7 @@ def _leaders_first(classes: Sequence[PodClass]) -> list[PodClass]:
     for cls in list(order):
         if cls.gang is not None or not cls.domains.affinity:
             continue
-        at = order.index(cls)
+        at = next(i for i, other in enumerate(order) if other is cls)
         leaders = [
             i for i, other in enumerate(order) if i > at and cls.domains.follows(other.domains.marks.selected)
         ]
