@@ -727,3 +727,20 @@ def test_a_pod_whose_leader_gets_no_node_still_waits_for_it() -> None:
 
     assert result.scale_up == ()
     assert pending_codes(result)["default/web-0"] == codes.POD_TOPOLOGY
+
+
+def test_a_spread_that_does_not_select_the_pod_closes_only_a_domain_past_max_skew() -> None:
+    """kube-scheduler counts the pod itself only when its spread selects it. A batch pod whose spread
+    counts the web pods may join node a (one web pod, node b none: 1 - 0 is within maxSkew 1), where a
+    web pod may not (1 + 1 - 0). It used to be kept off a as if it were one of them, and got a node."""
+    w = World()
+    a, b = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    w.pods("busy", 1, cpu="8", memory="1Gi", node_name=b)
+    w.items.append(spread_replica("web-0", a, key=HOST))
+    batch = spread_replica("batch-0", key=HOST)
+    batch["metadata"]["labels"] = {"app": "batch"}
+    w.items.append(batch)
+
+    result = w.plan()
+
+    assert result.scale_up == () and {p.pod: p.node for p in result.placements} == {"default/batch-0": a}

@@ -26,8 +26,8 @@ The snapshot has matched the selectors (:class:`spillway.model.cluster.TopologyM
 * ``required``: per topology key, the only domain values it may enter (its pod affinity);
 * ``per_node``: how many of the class a new node takes: 1 when its anti-affinity term selects the pod
   itself on the hostname or it takes a host port, ``maxSkew`` above the least loaded existing node for
-  a spread over hostnames that counts it (:func:`_new_node_cap`); ``node_caps`` the same for the existing nodes a hostname spread still allows (``maxSkew`` + least -
-  its count).
+  a spread over hostnames that counts it (:func:`_new_node_cap`); ``node_caps`` the same for the
+  existing nodes such a spread still allows (``maxSkew`` + least - its count).
 
 Pods this plan places beside each other are seen at the node level: every node (new, launching or
 existing) keeps the :class:`Marks` of the classes planned onto it (their hostname anti-affinity terms,
@@ -40,9 +40,9 @@ gets its nodes in every zone in one plan, evenly, as kube-scheduler will fill th
 opens a node in becomes a domain (kube-scheduler counts it once the node registers). A zone-keyed
 anti-affinity term that selects the class's own pods is counted the same way (:class:`OnePerDomain`:
 one pod per zone, over the plan's placements too). A required pod affinity over a zone follows pods
-the plan places (:meth:`Domains.joining`): scale-up serves the class after the one it selects. A hostname
-spread's least loaded node is taken as it is before the plan, which errs towards a pod the scheduler
-then refuses, which the next plan sends elsewhere.
+the plan places (:meth:`Domains.joining`): scale-up serves the class after the one it selects. A
+hostname spread's least loaded node is taken as it is before the plan (pods the plan puts on existing
+nodes do not raise it for the new ones: at worst a node more than needed).
 """
 
 from __future__ import annotations
@@ -274,10 +274,11 @@ class TopologyIndex:
         counted: list[ZoneSpread | OnePerDomain],
     ) -> int:
         """Every DoNotSchedule spread constraint of the pod; the cap of a new node (for a spread over
-        hostnames that counts the pod itself, :func:`_new_node_cap`; else none). A spread over another key that counts the pod itself goes to
-        ``counted`` (its placements fill the domains); any other closes the domains one more pod would
-        skew too far (``forbidden``), and a hostname spread caps the nodes it leaves open
-        (``node_caps``)."""
+        hostnames that counts the pod itself, :func:`_new_node_cap`; else none). A spread over another
+        key that counts the pod itself goes to ``counted`` (its placements fill the domains); any other
+        closes the domains one more pod would skew too far (``forbidden``), and a hostname spread that
+        counts the pod caps the nodes it leaves open (``node_caps``: a pod it does not select skews
+        nothing)."""
         per_node = UNBOUNDED
         for term, key, skew, min_domains, flags in pod.spread:
             counts: dict[str, int] = {}
@@ -288,13 +289,16 @@ class TopologyIndex:
                 counted.append(ZoneSpread(key, skew, min_domains, counts, eligible))
                 continue
             least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
+            own = term in pod.selected_by
             for domain in eligible | set(counts):
+                # kube-scheduler refuses a domain where its count, plus 1 if the spread selects the pod
+                # itself, stands more than maxSkew above the least loaded
                 room = skew + least - counts.get(domain, 0)
-                if room <= 0:
+                if room < (1 if own else 0):
                     forbidden.setdefault(key, set()).add(domain)
-                elif key == HOSTNAME_LABEL:
+                elif key == HOSTNAME_LABEL and own:
                     node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
-            if key == HOSTNAME_LABEL and term in pod.selected_by:
+            if key == HOSTNAME_LABEL and own:
                 per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
         return per_node
 
