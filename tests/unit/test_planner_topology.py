@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
@@ -744,3 +745,27 @@ def test_a_spread_that_does_not_select_the_pod_closes_only_a_domain_past_max_ske
     result = w.plan()
 
     assert result.scale_up == () and {p.pod: p.node for p in result.placements} == {"default/batch-0": a}
+
+
+@pytest.mark.parametrize(("api_cpu", "batch_cpu"), [("7", "6"), ("6", "7")], ids=["api-first", "batch-first"])
+def test_two_pending_kinds_that_must_not_share_a_zone_get_different_zones(
+    api_cpu: str, batch_cpu: str
+) -> None:
+    """An API pod's anti-affinity over zones selects batch pods; one of each waits, and no node has room.
+    Whichever is served first, the other gets a new node in another zone, not in the best group's zone
+    beside it (kube-scheduler would leave it pending there)."""
+    w = World(regions=("us-east-1",))
+    for zone in "abc":
+        (node,) = w.group(f"cpu-{zone}", "m5.2xlarge", nodes=1, zones=[f"us-east-1{zone}"])
+        w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+        w.pods(f"fill-{zone}", 1, cpu="8", memory="1Gi", node_name=node)
+    w.items.append(o.pod("api-0", cpu=api_cpu, memory="1Gi", labels={"app": "api"}, owner=("ReplicaSet", "api-1"),
+                         affinity=anti({"app": "batch"}, key=ZONE)))  # fmt: skip
+    w.items.append(o.pod("batch-0", cpu=batch_cpu, memory="1Gi", labels={"app": "batch"},
+                         owner=("ReplicaSet", "batch-1")))  # fmt: skip
+
+    result = w.plan()
+
+    groups = {p.pod: p.group for p in result.placements}
+    assert set(groups) == {"default/api-0", "default/batch-0"}
+    assert groups["default/api-0"] != groups["default/batch-0"]

@@ -42,6 +42,7 @@ from spillway.planner.placement import (
     reclaimable_pools,
     schedulable_pools,
 )
+from spillway.planner.topology import Planned
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -72,9 +73,7 @@ class ScaleUpStage:
         self.backoff: dict[str, str | None] = {g.name: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
         self.region: str | None = None  # while a gang is placed: the one region it may use
-        # per term id: the labels of the nodes where this plan placed pods the term selects (for the
-        # classes whose required pod affinity follows them: Domains.joining)
-        self.joined: dict[int, list[Mapping[str, str]]] = {}
+        self.planned = Planned()  # where this plan placed pods, for the pod topology of later classes
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
@@ -85,7 +84,7 @@ class ScaleUpStage:
         in_flight = InFlight(self, gangs)
         for cls in _leaders_first(classes):
             if cls.gang is None:
-                cls.domains = cls.domains.joining(self.joined)
+                cls.domains = cls.domains.after(self.planned)
                 start = len(self.ctx.placements)
                 self.place(cls)
                 self._join(cls, start)
@@ -126,8 +125,8 @@ class ScaleUpStage:
         return verdict
 
     def _join(self, cls: PodClass, start: int) -> None:
-        """Record where the class's pods went for the terms that select them."""
-        if not cls.domains.marks.selected:
+        """Record where the class's pods went (:class:`spillway.planner.topology.Planned`)."""
+        if not (cls.domains.marks.selected or cls.domains.zone_anti):
             return
         templates = {g.name: g.template.labels for g in self.ctx.groups if g.template is not None}
         seen: set[str] = set()
@@ -137,8 +136,7 @@ class ScaleUpStage:
             if labels is None or placement.node in seen:
                 continue
             seen.add(placement.node)
-            for term in cls.domains.marks.selected:
-                self.joined.setdefault(term, []).append(labels)
+            self.planned.record(cls.domains, labels)
 
     def _place_existing(self, cls: PodClass) -> None:
         """Free room on Ready nodes (a buffer's pods: busy nodes first)."""
@@ -349,7 +347,7 @@ def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
 def _leaders_first(classes: Sequence[PodClass]) -> list[PodClass]:
     """The classes in service order, but a class whose required pod affinity has no domain yet and
     selects the pods of a later class moves to just after it (gangs keep their place): it may follow
-    where this plan places them (:meth:`spillway.planner.topology.Domains.joining`)."""
+    where this plan places them (:meth:`spillway.planner.topology.Domains.after`)."""
     order = list(classes)
     for cls in list(order):
         if cls.gang is not None or not cls.domains.affinity:

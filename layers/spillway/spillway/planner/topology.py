@@ -40,7 +40,8 @@ gets its nodes in every zone in one plan, evenly, as kube-scheduler will fill th
 opens a node in becomes a domain (kube-scheduler counts it once the node registers). A zone-keyed
 anti-affinity term that selects the class's own pods is counted the same way (:class:`OnePerDomain`:
 one pod per zone, over the plan's placements too). A required pod affinity over a zone follows pods
-the plan places (:meth:`Domains.joining`): scale-up serves the class after the one it selects. A
+the plan places, and a zone-keyed anti-affinity term keeps away from them (:meth:`Domains.after`):
+scale-up serves a class that follows others after them. A
 hostname spread's least loaded node is taken as it is before the plan (pods the plan puts on existing
 nodes do not raise it for the new ones: at worst a node more than needed).
 """
@@ -148,6 +149,7 @@ class Domains:
     # its required pod affinity terms behind ``required``: (term id, topology key, the domains of the
     # running pods it selects)
     affinity: tuple[tuple[int, str, frozenset[str]], ...] = ()
+    zone_anti: tuple[tuple[int, str], ...] = ()  # its required anti-affinity terms over other keys
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -167,24 +169,38 @@ class Domains:
         """How many of the class the existing ``node`` may take."""
         return min(self.per_node, self.node_caps.get(node, UNBOUNDED))
 
-    def joining(self, joined: Mapping[int, Iterable[Mapping[str, str]]]) -> Domains:
-        """These domains with the pods this plan placed counted as running: a required pod affinity
-        term over a key other than the hostname also admits the domains of the nodes (their labels,
-        ``joined`` per term id) where the plan placed pods it selects. Their new nodes' zone, say: a
-        pod that must join its cache's zone follows the cache's new node in the same plan instead of
-        waiting for it to run. (Joining a pod on its node, the hostname key, is not planned.)"""
-        if not any(key != HOSTNAME_LABEL and term in joined for term, key, _ in self.affinity):
+    def after(self, planned: Planned) -> Domains:
+        """These domains with the pods this plan placed before the class counted as running (over keys
+        other than the hostname: their new nodes' zones, say):
+
+        * a required pod affinity term also admits the domains where the plan placed pods it selects:
+          a pod that must join its cache's zone follows the cache's new node in the same plan instead of
+          waiting for it to run;
+        * a required anti-affinity term closes them, and so does a placed pod's term that selects the
+          class: two kinds of pods that must not share a zone get new nodes in different zones.
+
+        (The hostname key is the node's: :class:`Marks`; joining a pending pod on its node is not
+        planned.)"""
+        if not (
+            self.affinity or self.zone_anti or any(term in planned.owning for term in self.marks.selected)
+        ):
             return self
-        required: dict[str, frozenset[str]] = {}
-        for term, key, values in self.affinity:
-            if key != HOSTNAME_LABEL:
-                values = values | {v for labels in joined.get(term, ()) if (v := labels.get(key)) is not None}
-            required[key] = required[key] & values if key in required else values
-        return replace(self, required=dict(sorted(required.items())))
+        forbidden = {k: set(v) for k, v in self.forbidden.items()}
+        for term, key in self.zone_anti:
+            forbidden.setdefault(key, set()).update(_values_of(key, planned.selected.get(term, ())))
+        for term in self.marks.selected:
+            for key, labels in planned.owning.get(term, ()):
+                if (value := labels.get(key)) is not None:
+                    forbidden.setdefault(key, set()).add(value)
+        return replace(
+            self,
+            forbidden={k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
+            required=_required_of(self.affinity, planned),
+        )
 
     def follows(self, selected: frozenset[int]) -> bool:
         """Whether pods with these ``selected`` term ids would open a domain this class's pod affinity
-        has none of yet (see :meth:`joining`)."""
+        has none of yet (see :meth:`after`)."""
         return any(
             key != HOSTNAME_LABEL and not values and term in selected for term, key, values in self.affinity
         )
@@ -195,6 +211,44 @@ class Domains:
 
 
 FREE = Domains()
+
+
+@dataclass(slots=True)
+class Planned:
+    """Where this plan has placed pods so far, for the classes placed after them (:meth:`Domains.after`):
+    per term id, the labels of the nodes holding pods the term selects, and (with the term's key) of the
+    nodes holding pods that own it as an anti-affinity term over a key other than the hostname."""
+
+    selected: dict[int, list[Mapping[str, str]]] = field(default_factory=dict)
+    owning: dict[int, list[tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
+
+    def record(self, domains: Domains, labels: Mapping[str, str]) -> None:
+        """Pods of a class with ``domains`` went to a node with ``labels``."""
+        for term in domains.marks.selected:
+            self.selected.setdefault(term, []).append(labels)
+        for term, key in domains.zone_anti:
+            self.owning.setdefault(term, []).append((key, labels))
+
+
+def _required_of(
+    affinity: Iterable[tuple[int, str, frozenset[str]]], planned: Planned | None = None
+) -> dict[str, frozenset[str]]:
+    """Per topology key, the domains every required pod affinity term leaves (with ``planned``, over
+    keys other than the hostname, also those where the plan placed pods a term selects)."""
+    required: dict[str, frozenset[str]] = {}
+    for term, key, values in affinity:
+        if planned is not None and key != HOSTNAME_LABEL:
+            values = values | _values_of(key, planned.selected.get(term, ()))
+        required[key] = required[key] & values if key in required else values
+    return dict(sorted(required.items()))
+
+
+def _zone_anti(pod: PodInfo) -> tuple[tuple[int, str], ...]:
+    return tuple((term, key) for term, key in pod.anti_own if key != HOSTNAME_LABEL)
+
+
+def _values_of(key: str, nodes: Iterable[Mapping[str, str]]) -> frozenset[str]:
+    return frozenset(v for labels in nodes if (v := labels.get(key)) is not None)
 
 
 def _new_node_cap(skew: int, least: int, eligible: frozenset[str], min_domains: int) -> int:
@@ -252,17 +306,15 @@ class TopologyIndex:
         counted: list[ZoneSpread | OnePerDomain] = list(_one_per_domain(pod))
         per_node = min(per_node, self._spreads(pod, leaving, forbidden, node_caps, counted))
         affinity = self._affinity(pod, leaving)
-        required: dict[str, frozenset[str]] = {}
-        for _, key, values in affinity:
-            required[key] = required[key] & values if key in required else values
         return Domains(
             {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
             per_node,
             node_caps,
-            dict(sorted(required.items())),
+            _required_of(affinity),
             marks_of(pod),
             tuple(counted),
             affinity,
+            _zone_anti(pod),
         )
 
     def _spreads(
