@@ -769,3 +769,24 @@ def test_two_pending_kinds_that_must_not_share_a_zone_get_different_zones(
     groups = {p.pod: p.group for p in result.placements}
     assert set(groups) == {"default/api-0", "default/batch-0"}
     assert groups["default/api-0"] != groups["default/batch-0"]
+
+
+def test_a_spread_over_zones_and_nodes_fills_new_nodes_to_the_node_cap_over_rounds() -> None:
+    """Replicas spread over zones and over nodes (both maxSkew 1); each zone's full node runs one, so a
+    new node may take two. Twelve small replicas: two per new node, two new nodes per zone. The zone
+    rounds place one pod per zone at a time; a new node that holds one takes its second in a later
+    round instead of a node being opened for each pod (twelve nodes)."""
+    w, _ = _three_zones(0)
+    for i in range(12):
+        item = spread_replica(f"new-{i}")
+        item["spec"]["topologySpreadConstraints"] += spread(key=HOST)
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+        w.items.append(item)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("web-"):
+            item["spec"]["topologySpreadConstraints"] += spread(key=HOST)
+
+    result = w.plan()
+
+    assert _opened(result) == {"cpu-a": 2, "cpu-b": 2, "cpu-c": 2}
+    assert len(result.placements) == 12

@@ -42,7 +42,8 @@ class Bin:
     free: Resources
     ids: list[str]
     fresh: bool = False  # launching nodes no pod of this plan has taken yet
-    holds: frozenset[str] = frozenset()  # classes with a per-node cap that have a pod on each node
+    # per class with a per-node cap (by its tag): how many of its pods each node holds
+    holds: Mapping[str, int] = field(default_factory=dict)
     marks: Marks = NO_MARKS  # what the classes placed on each node bring (pod topology)
 
 
@@ -110,8 +111,8 @@ def fill_bins(cls: PodClass, bins: list[Bin], want: int) -> list[tuple[str, int]
     i = 0
     while i < len(bins) and placed < want:
         current = bins[i]
-        per = fit_count(cls.requests, current.free, cls.per_node)
-        if per <= 0 or _tag(cls) in current.holds or cls.domains.marks.repels(current.marks):
+        per = fit_count(cls.requests, current.free, cls.per_node - _held(cls, current))
+        if per <= 0 or cls.domains.marks.repels(current.marks):
             i += 1
             continue
         inserted, count = _split_bin(cls, current, per, want - placed, out)
@@ -124,8 +125,20 @@ def fill_bins(cls: PodClass, bins: list[Bin], want: int) -> list[tuple[str, int]
 
 
 def _tag(cls: PodClass) -> str | None:
-    """What marks a bin as holding a pod of ``cls`` on each node (classes capped per node only)."""
+    """What marks a bin as holding pods of ``cls`` on each node (classes capped per node only)."""
     return cls.pods[0] if cls.per_node < UNBOUNDED else None
+
+
+def _held(cls: PodClass, current: Bin) -> int:
+    """How many pods of ``cls`` each node of ``current`` holds already (counted for a per-node cap)."""
+    tag = _tag(cls)
+    return current.holds.get(tag, 0) if tag is not None else 0
+
+
+def _holding(cls: PodClass, current: Bin, count: int) -> Mapping[str, int]:
+    """``current``'s holds once each of its nodes takes ``count`` more pods of ``cls``."""
+    tag = _tag(cls)
+    return {**current.holds, tag: current.holds.get(tag, 0) + count} if tag is not None else current.holds
 
 
 def _split_bin(
@@ -136,22 +149,20 @@ def _split_bin(
     Appends the placements to ``out``; returns the filled bins and how many pods they took.
     """
     inserted: list[Bin] = []
-    tag = _tag(cls)
-    holds = current.holds | {tag} if tag is not None else current.holds
     marks = current.marks | cls.domains.marks
     full = min(len(current.ids), want // per)
     if full:
         after = dict(current.free)
         add_into(after, cls.requests, -per)
         ids, current.ids = current.ids[:full], current.ids[full:]
-        inserted.append(Bin(after, ids, holds=holds, marks=marks))
+        inserted.append(Bin(after, ids, holds=_holding(cls, current, per), marks=marks))
         out.extend((node_id, per) for node_id in ids)
     rest = want - full * per
     if rest and current.ids:
         after = dict(current.free)
         add_into(after, cls.requests, -rest)
         ids, current.ids = current.ids[:1], current.ids[1:]
-        inserted.append(Bin(after, ids, holds=holds, marks=marks))
+        inserted.append(Bin(after, ids, holds=_holding(cls, current, rest), marks=marks))
         out.append((ids[0], rest))
         return inserted, want
     return inserted, full * per
