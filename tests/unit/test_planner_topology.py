@@ -790,3 +790,20 @@ def test_a_spread_over_zones_and_nodes_fills_new_nodes_to_the_node_cap_over_roun
 
     assert _opened(result) == {"cpu-a": 2, "cpu-b": 2, "cpu-c": 2}
     assert len(result.placements) == 12
+
+
+def test_a_zone_spread_counts_only_pods_on_the_nodes_it_counts() -> None:
+    """Three replicas still run on an old pool's node in zone a, which the waiting replicas' node selector
+    leaves out: kube-scheduler counts neither that node nor its pods, so zone a is one replica like the
+    others and the three waiting go one per zone (counting them closed zone a)."""
+    w, pods = _three_zones(3, labels={"pool": "new"})
+    (old,) = w.group("old", "m5.2xlarge", nodes=1, max_size=1, zones=["us-east-1a"], labels={"pool": "old"})
+    w.items += [spread_replica(f"old-{i}", old) for i in range(3)]
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("new-"):
+            item["spec"]["nodeSelector"] = {"pool": "new"}
+
+    result = w.plan()
+
+    assert _opened(result) == {"cpu-a": 1, "cpu-b": 1, "cpu-c": 1}
+    assert {p.pod for p in result.placements} == set(pods)

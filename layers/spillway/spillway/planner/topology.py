@@ -333,10 +333,7 @@ class TopologyIndex:
         nothing)."""
         per_node = UNBOUNDED
         for term, key, skew, min_domains, flags in pod.spread:
-            counts: dict[str, int] = {}
-            for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
-                counts[value] = counts.get(value, 0) + 1
-            eligible = frozenset(self._eligible(pod, key, leaving, flags))
+            counts, eligible = self._counts(pod, term, key, leaving, flags)
             if key != HOSTNAME_LABEL and term in pod.selected_by:
                 counted.append(ZoneSpread(key, skew, min_domains, counts, eligible))
                 continue
@@ -393,11 +390,27 @@ class TopologyIndex:
             out.append((term, key, values))
         return tuple(out)
 
-    def _eligible(self, pod: PodInfo, key: str, leaving: str | None, flags: int = 0) -> Iterable[str]:
-        """The ``key`` domains of the nodes a spread counts: by its node inclusion policies, those that
-        pass the pod's node selector and required affinity (``nodeAffinityPolicy: Honor``, the default;
-        every node with ``Ignore``), whatever their taints (``nodeTaintsPolicy: Ignore``, the default;
-        only those whose NoSchedule and NoExecute taints it tolerates with ``Honor``)."""
+    def _counts(
+        self, pod: PodInfo, term: int, key: str, leaving: str | None, flags: int
+    ) -> tuple[dict[str, int], frozenset[str]]:
+        """A spread's count of the pods it selects per domain, and its domains, over the nodes it counts
+        (:meth:`_eligible`)."""
+        nodes = dict(self._eligible(pod, key, leaving, flags))
+        counts: dict[str, int] = {}
+        selected = [(node, other) for node, other in self.selected_on.get(term, ()) if node in nodes]
+        for value in self._values(key, selected, pod.key, leaving):
+            counts[value] = counts.get(value, 0) + 1
+        return counts, frozenset(nodes.values())
+
+    def _eligible(
+        self, pod: PodInfo, key: str, leaving: str | None, flags: int = 0
+    ) -> Iterable[tuple[str, str]]:
+        """The nodes a spread counts, with their ``key`` domain (a node without the key is none; the
+        pods on a node not counted are not counted either, as kube-scheduler's): by its node inclusion
+        policies, those that pass the pod's node selector and required affinity (``nodeAffinityPolicy:
+        Honor``, the default; every node with ``Ignore``), whatever their taints (``nodeTaintsPolicy:
+        Ignore``, the default; only those whose NoSchedule and NoExecute taints it tolerates with
+        ``Honor``)."""
         for name, info in self.nodes.items():
             if name == leaving:
                 continue
@@ -410,7 +423,7 @@ class TopologyIndex:
                 continue
             value = name if key == HOSTNAME_LABEL else info.labels.get(key)
             if value is not None:
-                yield value
+                yield name, value
 
     def _values(
         self, key: str, where: Iterable[tuple[str, str]], me: str, leaving: str | None
