@@ -1,0 +1,74 @@
+"""A zone spread within one plan, on random clusters (hypothesis; profiles as in
+``test_planner_properties``): whatever the zones run, how far each zone's group may grow and how many
+replicas wait, the plan leaves every zone it puts replicas in within ``maxSkew`` of the least loaded
+zone (so kube-scheduler can bind each of them), and when no group is short of room every replica gets
+a place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from plan_world import World
+from test_planner_properties import PROFILE
+from test_planner_topology import ZONE, spread, spread_replica
+
+zone_st = st.fixed_dictionaries(
+    {
+        "running": st.integers(0, 4),  # replicas running on the zone's one (full) node
+        "grow": st.integers(0, 6),  # how many nodes its group may still add
+    }
+)
+
+
+def _world(zones: list[dict[str, Any]], pending: int, skew: int) -> tuple[World, list[str]]:
+    w = World(regions=("us-east-1",))
+    for i, zone in enumerate(zones):
+        name = f"us-east-1{'abcd'[i]}"
+        (node,) = w.group(f"cpu-{i}", "m5.2xlarge", nodes=1, max_size=1 + zone["grow"], zones=[name])
+        w.node(node)["metadata"]["labels"][ZONE] = name
+        for r in range(zone["running"]):
+            item = spread_replica(f"web-{i}-{r}", node)
+            item["spec"]["topologySpreadConstraints"] = spread(skew=skew)
+            w.items.append(item)
+        w.pods(f"fill-{i}", 1, cpu="8", memory="1Gi", node_name=node)
+    names = []
+    for p in range(pending):
+        item = spread_replica(f"new-{p}")
+        item["spec"]["topologySpreadConstraints"] = spread(skew=skew)
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"  # two per new node
+        w.items.append(item)
+        names.append(f"default/new-{p}")
+    return w, names
+
+
+@settings(PROFILE)
+@given(
+    zones=st.lists(zone_st, min_size=2, max_size=4),
+    pending=st.integers(1, 24),
+    skew=st.integers(1, 2),
+)
+def test_a_plan_keeps_every_zone_it_fills_within_max_skew(
+    zones: list[dict[str, Any]], pending: int, skew: int
+) -> None:
+    w, names = _world(zones, pending, skew)
+
+    result = w.plan()
+
+    zone_of = {f"cpu-{i}": i for i in range(len(zones))}
+    final = [z["running"] for z in zones]
+    placed = [0] * len(zones)
+    for p in result.placements:
+        assert p.pod in names and p.group is not None
+        placed[zone_of[p.group]] += 1
+    for i in range(len(zones)):
+        final[i] += placed[i]
+    least = min(final)
+    for i, count in enumerate(placed):
+        if count:
+            assert final[i] - least <= skew, (final, placed)
+    for s in result.scale_up:
+        assert s.to_size <= 1 + zones[zone_of[s.group]]["grow"]
+    if all(z["grow"] * 2 >= pending for z in zones):
+        assert len(result.placements) == pending, (final, placed)
