@@ -532,10 +532,11 @@ class NodeInfo:
     # None for a value without one (written by an older version): its age is unknown.
     cordoned_at: datetime | None = None
     do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt=true on the Node: none of its pods move
+    # the EC2 instance its providerID names (aws:///<zone>/<id>), read once: every stage asks for it
+    instance_id: str | None = field(init=False, default=None, compare=False, repr=False)
 
-    @property
-    def instance_id(self) -> str | None:
-        return instance_id_from_provider_id(self.provider_id)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "instance_id", instance_id_from_provider_id(self.provider_id))
 
     @classmethod
     def from_node(cls, node: Node) -> NodeInfo:
