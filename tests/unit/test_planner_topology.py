@@ -807,3 +807,30 @@ def test_a_zone_spread_counts_only_pods_on_the_nodes_it_counts() -> None:
 
     assert _opened(result) == {"cpu-a": 1, "cpu-b": 1, "cpu-c": 1}
     assert {p.pod for p in result.placements} == set(pods)
+
+
+def test_a_tenant_limit_holds_on_launching_capacity_over_the_rounds() -> None:
+    """Zone a has four nodes launching; team-a may have three nodes in cpu-a, one of them Ready. Its
+    one-per-node replicas, spread over zones, take launching nodes round after round: each round saw
+    the nodes it had filled as room again, and the class took all four."""
+    w = World(regions=("us-east-1",))
+    w.namespace("team-a")
+
+    def web(name: str, node: str | None = None) -> dict[str, Any]:
+        item = replica(name, node, namespace="team-a", affinity=anti({"app": "web"}))
+        item["spec"]["topologySpreadConstraints"] = spread()
+        return item
+
+    for zone in "abc":
+        extra = {"desired": 5} if zone == "a" else {}
+        (node,) = w.group(
+            f"cpu-{zone}", "m5.2xlarge", nodes=1, max_size=20, zones=[f"us-east-1{zone}"], **extra
+        )
+        w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+        w.pods(f"fill-{zone}", 1, cpu="6", memory="1Gi", node_name=node)
+        w.items.append(web(f"web-{zone}", node))
+    w.items += [web(f"new-{i}") for i in range(12)]
+
+    result = w.plan(tenants={"team-a": {"scopes": [{"node_groups": ["cpu-a"], "limits": {"nodes": 3}}]}})
+
+    assert len({p.node for p in result.placements if "launching" in p.node}) == 2

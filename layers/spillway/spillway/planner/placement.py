@@ -281,7 +281,11 @@ def _launching_cap(
     """Pods of a limited tenant's class launching capacity may take: the room left on launching nodes
     other classes took (topping up, as on new nodes), and the fresh nodes the tenant's limits allow."""
     assert limits is not None
-    touched = sum(fit_count(cls.requests, b.free, cls.per_node) * len(b.ids) for b in bins if not b.fresh)
+    touched = sum(
+        fit_count(cls.requests, b.free, cls.per_node - _held(cls, b)) * len(b.ids)
+        for b in bins
+        if not b.fresh
+    )
     per = next((fit_count(cls.requests, b.free, cls.per_node) for b in bins if b.fresh), 0)
     allowed, _ = limits.allowed(cls.tenant, group, fresh, tenant_only=True)
     return min(cls.remaining, touched + allowed * per)
