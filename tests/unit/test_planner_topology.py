@@ -834,3 +834,30 @@ def test_a_tenant_limit_holds_on_launching_capacity_over_the_rounds() -> None:
     result = w.plan(tenants={"team-a": {"scopes": [{"node_groups": ["cpu-a"], "limits": {"nodes": 3}}]}})
 
     assert len({p.node for p in result.placements if "launching" in p.node}) == 2
+
+
+def test_a_chain_of_pods_that_follow_each_others_zone_is_placed_in_one_plan() -> None:
+    """web must join api's zone, api must join cache's zone; all three wait and web is the biggest,
+    cache the smallest. Each follows the one before it in the same plan (moving each class once put
+    web back before api, and web waited a plan)."""
+    w = World(regions=("us-east-1",))
+    for zone in "abc":
+        (node,) = w.group(f"cpu-{zone}", "m5.2xlarge", nodes=1, zones=[f"us-east-1{zone}"])
+        w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+        w.pods(f"fill-{zone}", 1, cpu="8", memory="1Gi", node_name=node)
+
+    def follower(name: str, cpu: str, leader: str | None) -> dict[str, Any]:
+        terms = [{"labelSelector": {"matchLabels": {"app": leader}}, "topologyKey": ZONE}] if leader else []
+        affinity = (
+            {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}} if terms else None
+        )
+        return o.pod(name, cpu=cpu, memory="1Gi", labels={"app": name}, owner=("ReplicaSet", f"{name}-1"),
+                     affinity=affinity)  # fmt: skip
+
+    w.items += [follower("web", "7", "api"), follower("api", "6", "cache"), follower("cache", "5", None)]
+
+    result = w.plan()
+
+    groups = {p.pod: p.group for p in result.placements}
+    assert set(groups) == {"default/web", "default/api", "default/cache"}
+    assert len(set(groups.values())) == 1  # one zone: each joins the one it follows

@@ -347,18 +347,29 @@ def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
 def _leaders_first(classes: Sequence[PodClass]) -> list[PodClass]:
     """The classes in service order, but a class whose required pod affinity has no domain yet and
     selects the pods of a later class moves to just after it (gangs keep their place): it may follow
-    where this plan places them (:meth:`spillway.planner.topology.Domains.after`)."""
+    where this plan places them (:meth:`spillway.planner.topology.Domains.after`). Passes repeat until
+    nothing moves, so a chain (web follows api, which follows cache) ends in order; affinities that
+    select each other in a ring stop after as many passes as there are classes."""
     order = list(classes)
-    for cls in list(order):
-        if cls.gang is not None or not cls.domains.affinity:
-            continue
-        at = next(i for i, other in enumerate(order) if other is cls)
-        leaders = [
-            i for i, other in enumerate(order) if i > at and cls.domains.follows(other.domains.marks.selected)
-        ]
-        if leaders:
-            order.insert(leaders[-1] + 1, cls)
-            del order[at]
+    followers = [c for c in order if c.gang is None and c.domains.affinity]
+    for _ in range(len(followers)):
+        moved = False
+        for cls in followers:
+            at = next(i for i, other in enumerate(order) if other is cls)
+            last = max(
+                (
+                    i
+                    for i, other in enumerate(order)
+                    if i > at and cls.domains.follows(other.domains.marks.selected)
+                ),
+                default=None,
+            )
+            if last is not None:
+                order.insert(last + 1, cls)
+                del order[at]
+                moved = True
+        if not moved:
+            break
     return order
 
 
