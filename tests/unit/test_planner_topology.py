@@ -861,3 +861,27 @@ def test_a_chain_of_pods_that_follow_each_others_zone_is_placed_in_one_plan() ->
     groups = {p.pod: p.group for p in result.placements}
     assert set(groups) == {"default/web", "default/api", "default/cache"}
     assert len(set(groups.values())) == 1  # one zone: each joins the one it follows
+
+
+def test_a_zone_the_plan_opens_holds_the_least_from_the_same_round() -> None:
+    """Zones a, b and c run five replicas each; zone d's group (MaxSize 1) has no node. Once d's node
+    registers the least is d's, so a, b and c take none until d catches up: the plan opens d's node
+    only, not one more in a, b and c that would sit idle (the zone counted from the next round only)."""
+    w, _ = _three_zones(10, running=(5, 5, 5))
+    w.group("cpu-d", "m5.2xlarge", max_size=1, zones=["us-east-1d"])
+
+    result = w.plan()
+
+    assert _opened(result) == {"cpu-d": 1}
+
+
+def test_a_zone_whose_group_cannot_open_a_node_holds_nothing() -> None:
+    """The same, zone d's group backed off after a failed launch: no node will join d, so a, b and c
+    take the ten between them, evenly, as the scheduler will let them."""
+    w, _ = _three_zones(10, running=(5, 5, 5))
+    w.group("cpu-d", "m5.2xlarge", max_size=1, zones=["us-east-1d"])
+    w.launch_failure("cpu-d", minutes_ago=1)
+
+    result = w.plan()
+
+    assert _opened(result) == {"cpu-a": 4, "cpu-b": 3, "cpu-c": 3}

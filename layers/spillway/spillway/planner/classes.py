@@ -47,6 +47,7 @@ class PodClass:
     settled: dict[tuple[str, str], int] = field(default_factory=dict)
     # (rule index, domain) -> the rule's ceiling there for the current round (settled: it holds)
     ceilings: dict[tuple[int, str], int] = field(default_factory=dict)
+    opening: tuple[Mapping[str, str], ...] = ()  # template labels of the groups that may open nodes for it
 
     @property
     def remaining(self) -> int:
@@ -64,14 +65,18 @@ class PodClass:
                 continue
             ceiling = self.ceilings.get((index, value))
             if ceiling is None:
-                ceiling = self.ceilings[(index, value)] = rule.ceiling(value, self.settled)
+                ceiling = self.ceilings[(index, value)] = rule.ceiling(value, self.settled, self.opening)
             room = min(room, ceiling - rule.held(value, self.placed_in))
         return max(room, 0)
 
-    def next_round(self, settled: Mapping[tuple[str, str], int] | None = None) -> None:
+    def next_round(
+        self, settled: Mapping[tuple[str, str], int] | None = None, opening: Sequence[Mapping[str, str]] = ()
+    ) -> None:
         """Scale-up places a class with such rules in rounds: what was placed when the next one begins
-        (``settled``, else what is placed now) sets the least loaded domain for it."""
+        (``settled``, else what is placed now) and the template labels of the groups that may still
+        open a node for it (``opening``: their zones are domains too) set the least loaded domain."""
         self.settled = dict(self.placed_in if settled is None else settled)
+        self.opening = tuple(opening)
         self.ceilings = {}
 
     def note_placed(self, labels: Mapping[str, str], count: int) -> None:

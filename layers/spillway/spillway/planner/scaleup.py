@@ -96,27 +96,48 @@ class ScaleUpStage:
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
-        (unless a gang is being placed: the gang reports for all its pods).
+        (unless a gang is being placed: the gang reports for all its pods)."""
+        if cls.domains.counted:
+            return self._place_in_rounds(cls)
+        self._place_existing(cls)
+        if not cls.remaining:
+            return None
+        candidates, rejected = self._choices(cls)
+        skipped = self._place_more(cls, candidates)
+        return self._left(cls, candidates, rejected, skipped) if cls.remaining else None
 
-        A class with a zone spread is placed in rounds until one places nothing: a round gives each zone
-        what its skew allows above the least loaded zone as the round began, free room and launching
-        capacity before new nodes; the next round starts from the zones the last one filled
-        (:class:`spillway.planner.topology.ZoneSpread`)."""
-        choices: tuple[list[NodeGroup], dict[str, str]] | None = None
-        while True:
+    def _place_in_rounds(self, cls: PodClass) -> tuple[str, str] | None:
+        """A class with a zone spread (or one pod per zone) is placed in rounds until one places nothing:
+        a round gives each zone what its skew allows above the least loaded zone as the round began,
+        free room before launching capacity before new nodes; the next round starts from the zones the
+        last one filled (:class:`spillway.planner.topology.ZoneSpread`). Free room binds now, so it is
+        judged on the domains there are; launching and new nodes also count the zones the class's
+        groups may still open a node in (once one registers, the scheduler counts its zone), and a zone
+        none of them could open after all is dropped for one more round."""
+        candidates, rejected = self._choices(cls)
+        opening = self._opening(candidates)
+        skipped: list[Skip] = []
+        while cls.remaining:
             before = cls.remaining
+            cls.next_round()
             self._place_existing(cls)
             if not cls.remaining:
                 return None
-            if choices is None:
-                choices = self._choices(cls)
-            candidates, rejected = choices
+            cls.next_round(opening=opening)
             skipped = self._place_more(cls, candidates)
-            if not cls.remaining:
-                return None
-            if not cls.domains.counted or cls.remaining == before:
-                break
-            cls.next_round()
+            if cls.remaining == before:
+                opened = [labels for labels in opening if self._opened_in(cls, labels)]
+                if len(opened) == len(opening):
+                    break
+                opening = opened
+            else:
+                opening = self._opening(candidates)
+        return self._left(cls, candidates, rejected, skipped) if cls.remaining else None
+
+    def _left(
+        self, cls: PodClass, candidates: list[NodeGroup], rejected: dict[str, str], skipped: list[Skip]
+    ) -> tuple[str, str]:
+        """Why the class's remaining pods get no place (recorded pending, but a gang's)."""
         closed = any(g.template and cls.domains.blocker(g.template.labels, None) for g in self.ctx.groups)
         verdict = why_unplaceable(cls, candidates, rejected, skipped, closed=closed)
         if cls.gang is None:
@@ -137,6 +158,20 @@ class ScaleUpStage:
                 continue
             seen.add(placement.node)
             self.planned.record(cls.domains, labels)
+
+    def _opening(self, candidates: Sequence[NodeGroup]) -> list[Mapping[str, str]]:
+        """The template labels of the candidate groups that may still open a node (room below MaxSize,
+        not backed off): for a zone spread, a zone one of them is in is a domain already."""
+        return [
+            g.template.labels
+            for g in candidates
+            if g.template is not None and self.room[g.name] > 0 and not self.backoff[g.name]
+        ]
+
+    @staticmethod
+    def _opened_in(cls: PodClass, labels: Mapping[str, str]) -> bool:
+        """Whether the class has pods in the domains of a template with ``labels``."""
+        return any((rule.key, labels.get(rule.key)) in cls.placed_in for rule in cls.domains.counted)
 
     def _place_existing(self, cls: PodClass) -> None:
         """Free room on Ready nodes (a buffer's pods: busy nodes first)."""

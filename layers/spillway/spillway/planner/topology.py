@@ -105,14 +105,23 @@ class ZoneSpread:
     counts: Mapping[str, int]
     eligible: frozenset[str]
 
-    def ceiling(self, value: str, settled: Mapping[tuple[str, str], int]) -> int:
+    def ceiling(
+        self, value: str, settled: Mapping[tuple[str, str], int], opening: Iterable[Mapping[str, str]] = ()
+    ) -> int:
         """The most pods domain ``value`` may hold: ``maxSkew`` above the least loaded domain, taken as of
         ``settled`` ((key, value) -> pods this plan had put there when the current round began: it only
         grows, so a round never places a pod the skew refuses). A domain the plan placed pods in counts
-        as one (its new node registers there), and so does ``value``."""
-        domains = self.eligible | {value} | {d for k, d in settled if k == self.key}
+        as one (its new node registers there), and so do ``value`` and the domains of ``opening`` (the
+        template labels of the groups that may still open a node for the class: a zone with no node
+        yet holds the least at 0 from the round the plan could open one there, not only from the round
+        after). With a single domain the skew is always 0: no ceiling."""
+        domains = (
+            self.eligible | {value} | {d for k, d in settled if k == self.key} | _values_of(self.key, opening)
+        )
         if len(domains) < self.min_domains:
             return self.skew
+        if len(domains) == 1:
+            return UNBOUNDED
         return self.skew + min(self.counts.get(d, 0) + settled.get((self.key, d), 0) for d in domains)
 
     def held(self, value: str, placed: Mapping[tuple[str, str], int]) -> int:
@@ -127,7 +136,9 @@ class OnePerDomain:
 
     key: str
 
-    def ceiling(self, value: str, settled: Mapping[tuple[str, str], int]) -> int:
+    def ceiling(
+        self, value: str, settled: Mapping[tuple[str, str], int], opening: Iterable[Mapping[str, str]] = ()
+    ) -> int:
         return 1
 
     def held(self, value: str, placed: Mapping[tuple[str, str], int]) -> int:
