@@ -1,6 +1,6 @@
 """A zone spread within one plan, on random clusters (hypothesis; profiles as in
-``test_planner_properties``): whatever the zones run, how far each zone's group may grow and how many
-replicas wait, the plan leaves every zone it puts replicas in within ``maxSkew`` of the least loaded
+``test_planner_properties``): whatever the zones run (a zone may have no node yet), how far each zone's
+group may grow and how many replicas wait, the plan leaves every zone it puts replicas in within ``maxSkew`` of the least loaded
 zone (so kube-scheduler can bind each of them), and when no group is short of room every replica gets
 a place."""
 
@@ -16,7 +16,8 @@ from test_planner_topology import ZONE, spread, spread_replica
 
 zone_st = st.fixed_dictionaries(
     {
-        "running": st.integers(0, 4),  # replicas running on the zone's one (full) node
+        "node": st.booleans(),  # the zone has a (full) node; without one it is no domain until one joins
+        "running": st.integers(0, 4),  # replicas running on that node
         "grow": st.integers(0, 6),  # how many nodes its group may still add
     }
 )
@@ -26,13 +27,16 @@ def _world(zones: list[dict[str, Any]], pending: int, skew: int) -> tuple[World,
     w = World(regions=("us-east-1",))
     for i, zone in enumerate(zones):
         name = f"us-east-1{'abcd'[i]}"
-        (node,) = w.group(f"cpu-{i}", "m5.2xlarge", nodes=1, max_size=1 + zone["grow"], zones=[name])
-        w.node(node)["metadata"]["labels"][ZONE] = name
-        for r in range(zone["running"]):
-            item = spread_replica(f"web-{i}-{r}", node)
-            item["spec"]["topologySpreadConstraints"] = spread(skew=skew)
-            w.items.append(item)
-        w.pods(f"fill-{i}", 1, cpu="8", memory="1Gi", node_name=node)
+        nodes = w.group(
+            f"cpu-{i}", "m5.2xlarge", nodes=int(zone["node"]), max_size=1 + zone["grow"], zones=[name]
+        )
+        for node in nodes:
+            w.node(node)["metadata"]["labels"][ZONE] = name
+            for r in range(zone["running"]):
+                item = spread_replica(f"web-{i}-{r}", node)
+                item["spec"]["topologySpreadConstraints"] = spread(skew=skew)
+                w.items.append(item)
+            w.pods(f"fill-{i}", 1, cpu="8", memory="1Gi", node_name=node)
     names = []
     for p in range(pending):
         item = spread_replica(f"new-{p}")
@@ -57,18 +61,19 @@ def test_a_plan_keeps_every_zone_it_fills_within_max_skew(
     result = w.plan()
 
     zone_of = {f"cpu-{i}": i for i in range(len(zones))}
-    final = [z["running"] for z in zones]
+    final = [z["running"] if z["node"] else 0 for z in zones]
     placed = [0] * len(zones)
     for p in result.placements:
         assert p.pod in names and p.group is not None
         placed[zone_of[p.group]] += 1
     for i in range(len(zones)):
         final[i] += placed[i]
-    least = min(final)
+    # the domains once the plan's nodes join: zones with a node, and zones the plan opens one in
+    least = min(final[i] for i, z in enumerate(zones) if z["node"] or placed[i])
     for i, count in enumerate(placed):
         if count:
             assert final[i] - least <= skew, (final, placed)
     for s in result.scale_up:
-        assert s.to_size <= 1 + zones[zone_of[s.group]]["grow"]
+        assert s.to_size <= 1 + zones[zone_of[s.group]]["grow"]  # MaxSize
     if all(z["grow"] * 2 >= pending for z in zones):
         assert len(result.placements) == pending, (final, placed)
