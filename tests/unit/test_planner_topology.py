@@ -885,3 +885,18 @@ def test_a_zone_whose_group_cannot_open_a_node_holds_nothing() -> None:
     result = w.plan()
 
     assert _opened(result) == {"cpu-a": 4, "cpu-b": 3, "cpu-c": 3}
+
+
+def test_a_node_without_the_spreads_key_takes_no_spread_replica() -> None:
+    """kube-scheduler refuses a node that lacks a DoNotSchedule spread's topology key ("missing
+    required label"): the waiting replica gets a node in zone a, not the free room of a node without
+    a zone label, where it would wait for good."""
+    w = World(regions=("us-east-1",))
+    (bare,) = w.group("bare", "m5.2xlarge", nodes=1, max_size=1)
+    del w.node(bare)["metadata"]["labels"][ZONE]
+    w.group("cpu-a", "m5.2xlarge", max_size=5, zones=["us-east-1a"])
+    w.items.append(spread_replica("web-0"))
+
+    result = w.plan()
+
+    assert [(p.pod, p.group) for p in result.placements] == [("default/web-0", "cpu-a")]

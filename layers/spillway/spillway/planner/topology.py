@@ -161,10 +161,14 @@ class Domains:
     # running pods it selects)
     affinity: tuple[tuple[int, str, frozenset[str]], ...] = ()
     zone_anti: tuple[tuple[int, str], ...] = ()  # its required anti-affinity terms over other keys
+    spread_keys: frozenset[str] = frozenset()  # its DoNotSchedule spreads' keys: a node needs each label
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
         domains its pod affinity requires, or None."""
+        missing = self._missing_key(labels, node)
+        if missing is not None:
+            return f"pod topology: the node has no {missing} label, which its topology spread needs"
         for key, values in self.forbidden.items():
             value = node if key == HOSTNAME_LABEL else labels.get(key)
             if value is not None and value in values:
@@ -175,6 +179,13 @@ class Domains:
                 where = ", ".join(sorted(values)[:3]) + (" ..." if len(values) > 3 else "") or "none runs"
                 return f"pod topology: its pod affinity requires the {key} of the pods it selects ({where})"
         return None
+
+    def _missing_key(self, labels: Mapping[str, str], node: str | None) -> str | None:
+        """A spread key an existing node lacks (kube-scheduler refuses such a node for a DoNotSchedule
+        spread); a template node has no zone (EC2 picks it), so it lacks none."""
+        if node is None:
+            return None
+        return min((k for k in self.spread_keys if k != HOSTNAME_LABEL and k not in labels), default=None)
 
     def cap(self, node: str) -> int:
         """How many of the class the existing ``node`` may take."""
@@ -326,6 +337,7 @@ class TopologyIndex:
             tuple(counted),
             affinity,
             _zone_anti(pod),
+            frozenset(spread[1] for spread in pod.spread),
         )
 
     def _spreads(
