@@ -900,3 +900,22 @@ def test_a_node_without_the_spreads_key_takes_no_spread_replica() -> None:
     result = w.plan()
 
     assert [(p.pod, p.group) for p in result.placements] == [("default/web-0", "cpu-a")]
+
+
+def test_two_pending_kinds_of_one_spread_share_its_skew() -> None:
+    """Zone a's group is at MaxSize with one replica; b and c run one each. Two big and two small
+    replicas of one Deployment wait (two classes, one spread): b and c may reach two, so two of the
+    four get a place. Each class used to get the whole skew, four were placed, and kube-scheduler
+    would leave two of their nodes idle."""
+    w, _ = _three_zones(0)
+    w.groups["cpu-a"]["MaxSize"] = 1
+    for i in range(2):
+        for kind, cpu in (("big", "5"), ("small", "4")):
+            item = spread_replica(f"{kind}-{i}")
+            item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+            w.items.append(item)
+
+    result = w.plan()
+
+    assert _opened(result) == {"cpu-b": 1, "cpu-c": 1}
+    assert len(result.placements) == 2

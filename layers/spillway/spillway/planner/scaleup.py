@@ -150,14 +150,14 @@ class ScaleUpStage:
         if not (cls.domains.marks.selected or cls.domains.zone_anti):
             return
         templates = {g.name: g.template.labels for g in self.ctx.groups if g.template is not None}
-        seen: set[str] = set()
+        on: dict[str, tuple[Mapping[str, str], int]] = {}  # node -> its labels, the class's pods there
         for placement in self.ctx.placements[start:]:
             node = self.ctx.nodes.get(placement.node)
             labels = node.info.labels if node is not None else templates.get(placement.group or "")
-            if labels is None or placement.node in seen:
-                continue
-            seen.add(placement.node)
-            self.planned.record(cls.domains, labels)
+            if labels is not None:
+                on[placement.node] = (labels, on[placement.node][1] + 1 if placement.node in on else 1)
+        for labels, count in on.values():
+            self.planned.record(cls.domains, labels, count)
 
     def _opening(self, candidates: Sequence[NodeGroup]) -> list[Mapping[str, str]]:
         """The template labels of the candidate groups that may still open a node (room below MaxSize,

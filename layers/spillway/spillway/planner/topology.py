@@ -104,6 +104,21 @@ class ZoneSpread:
     min_domains: int
     counts: Mapping[str, int]
     eligible: frozenset[str]
+    term: int = -1  # the spread's selector id
+
+    def joined(self, planned: Planned) -> ZoneSpread:
+        """The spread with the pods of other classes it selects that this plan placed already counted
+        (two pending kinds of one Deployment share its skew; their zones become domains)."""
+        entries = planned.selected.get(self.term)
+        if not entries:
+            return self
+        counts, eligible = dict(self.counts), set(self.eligible)
+        for labels, count in entries:
+            value = labels.get(self.key)
+            if value is not None:
+                counts[value] = counts.get(value, 0) + count
+                eligible.add(value)
+        return replace(self, counts=counts, eligible=frozenset(eligible))
 
     def ceiling(
         self, value: str, settled: Mapping[tuple[str, str], int], opening: Iterable[Mapping[str, str]] = ()
@@ -199,17 +214,18 @@ class Domains:
           a pod that must join its cache's zone follows the cache's new node in the same plan instead of
           waiting for it to run;
         * a required anti-affinity term closes them, and so does a placed pod's term that selects the
-          class: two kinds of pods that must not share a zone get new nodes in different zones.
+          class: two kinds of pods that must not share a zone get new nodes in different zones;
+        * a zone spread counts them where it selects them (:meth:`ZoneSpread.joined`).
 
         (The hostname key is the node's: :class:`Marks`; joining a pending pod on its node is not
         planned.)"""
         if not (
-            self.affinity or self.zone_anti or any(term in planned.owning for term in self.marks.selected)
+            self.affinity or self.zone_anti or self.counted or planned.owning.keys() & self.marks.selected
         ):
             return self
         forbidden = {k: set(v) for k, v in self.forbidden.items()}
         for term, key in self.zone_anti:
-            forbidden.setdefault(key, set()).update(_values_of(key, planned.selected.get(term, ())))
+            forbidden.setdefault(key, set()).update(_values_of(key, planned.nodes(term)))
         for term in self.marks.selected:
             for key, labels in planned.owning.get(term, ()):
                 if (value := labels.get(key)) is not None:
@@ -218,6 +234,7 @@ class Domains:
             self,
             forbidden={k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
             required=_required_of(self.affinity, planned),
+            counted=tuple(r.joined(planned) if isinstance(r, ZoneSpread) else r for r in self.counted),
         )
 
     def follows(self, selected: frozenset[int]) -> bool:
@@ -241,15 +258,19 @@ class Planned:
     per term id, the labels of the nodes holding pods the term selects, and (with the term's key) of the
     nodes holding pods that own it as an anti-affinity term over a key other than the hostname."""
 
-    selected: dict[int, list[Mapping[str, str]]] = field(default_factory=dict)
+    selected: dict[int, list[tuple[Mapping[str, str], int]]] = field(default_factory=dict)  # with pods
     owning: dict[int, list[tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
 
-    def record(self, domains: Domains, labels: Mapping[str, str]) -> None:
-        """Pods of a class with ``domains`` went to a node with ``labels``."""
+    def record(self, domains: Domains, labels: Mapping[str, str], count: int) -> None:
+        """``count`` pods of a class with ``domains`` went to a node with ``labels``."""
         for term in domains.marks.selected:
-            self.selected.setdefault(term, []).append(labels)
+            self.selected.setdefault(term, []).append((labels, count))
         for term, key in domains.zone_anti:
             self.owning.setdefault(term, []).append((key, labels))
+
+    def nodes(self, term: int) -> Iterable[Mapping[str, str]]:
+        """The labels of the nodes holding pods ``term`` selects."""
+        return (labels for labels, _ in self.selected.get(term, ()))
 
 
 def _required_of(
@@ -260,7 +281,7 @@ def _required_of(
     required: dict[str, frozenset[str]] = {}
     for term, key, values in affinity:
         if planned is not None and key != HOSTNAME_LABEL:
-            values = values | _values_of(key, planned.selected.get(term, ()))
+            values = values | _values_of(key, planned.nodes(term))
         required[key] = required[key] & values if key in required else values
     return dict(sorted(required.items()))
 
@@ -358,7 +379,7 @@ class TopologyIndex:
         for term, key, skew, min_domains, flags in pod.spread:
             counts, eligible = self._counts(pod, term, key, leaving, flags)
             if key != HOSTNAME_LABEL and term in pod.selected_by:
-                counted.append(ZoneSpread(key, skew, min_domains, counts, eligible))
+                counted.append(ZoneSpread(key, skew, min_domains, counts, eligible, term))
                 continue
             least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
             own = term in pod.selected_by
