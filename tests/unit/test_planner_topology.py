@@ -919,3 +919,22 @@ def test_two_pending_kinds_of_one_spread_share_its_skew() -> None:
 
     assert _opened(result) == {"cpu-b": 1, "cpu-c": 1}
     assert len(result.placements) == 2
+
+
+def test_zone_rounds_use_free_room_before_new_nodes() -> None:
+    """Each zone's node runs one replica and has room for three small ones; twelve wait. Nine take the
+    free room and three a new node each: a round gives a zone's share to free room first (refreshing
+    the least loaded between free room and new nodes gave new nodes half the pods)."""
+    w, _ = _three_zones(0)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("fill-"):
+            item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5400m"
+    for i in range(12):
+        item = spread_replica(f"new-{i}")
+        item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+        w.items.append(item)
+
+    result = w.plan()
+
+    on_new = [p for p in result.placements if "/new-" in p.node]
+    assert len(result.placements) == 12 and len(on_new) == 3

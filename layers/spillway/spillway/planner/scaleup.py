@@ -118,12 +118,12 @@ class ScaleUpStage:
         opening = self._opening(candidates)
         skipped: list[Skip] = []
         while cls.remaining:
-            before = cls.remaining
-            cls.next_round()
+            before, settled = cls.remaining, dict(cls.placed_in)
+            cls.next_round(settled)
             self._place_existing(cls)
             if not cls.remaining:
                 return None
-            cls.next_round(opening=opening)
+            cls.next_round(settled, opening)  # the same round: free room first
             skipped = self._place_more(cls, candidates)
             if cls.remaining == before:
                 opened = [labels for labels in opening if self._opened_in(cls, labels)]
