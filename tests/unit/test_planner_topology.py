@@ -938,3 +938,99 @@ def test_zone_rounds_use_free_room_before_new_nodes() -> None:
 
     on_new = [p for p in result.placements if "/new-" in p.node]
     assert len(result.placements) == 12 and len(on_new) == 3
+
+
+# --- pods a plan moves keep their zone spread -----------------------------------------------------------
+
+UNDER = {"consolidation": "when-underutilized", "consolidation_utilization_threshold": 1.0}
+
+
+def _zoned(w: World, group: str, zone: str, itype: str, count: int) -> list[str]:
+    nodes = sorted(w.group(group, itype, nodes=count, max_size=10, zones=[f"us-east-1{zone}"]))
+    for node in nodes:
+        w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+        w.idle_since(node, 60)
+    return nodes
+
+
+def _sized(item: dict[str, Any], cpu: str) -> dict[str, Any]:
+    item["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    return item
+
+
+def _spread_pod(name: str, node: str | None, cpu: str, *, movable: bool) -> dict[str, Any]:
+    item = _sized(spread_replica(name, node), cpu)
+    if movable:
+        item["metadata"].setdefault("annotations", {}).update(EVICTABLE)
+    return item
+
+
+def _two_movable_replicas_in_zone_a() -> World:
+    """Zone a: two small nodes running one movable replica each (nothing else fits beside it) and a
+    third whose replica may not move. Zone b: a node with one replica that may not move, and room for
+    two more. maxSkew 1 over zones, so 3:1 before."""
+    w = World(regions=("us-east-1",))
+    first, second, pinned = _zoned(w, "cpu-a", "a", "m5.xlarge", 3)
+    (b,) = _zoned(w, "cpu-b", "b", "m5.2xlarge", 1)
+    w.items += [
+        _spread_pod("web-a1", first, "3", movable=True),
+        _spread_pod("web-a2", second, "3", movable=True),
+        _spread_pod("web-a3", pinned, "3", movable=False),
+        _spread_pod("web-b", b, "1", movable=False),
+    ]
+    return w
+
+
+def test_consolidation_counts_the_pods_it_moved_already_in_the_zone_spread() -> None:
+    """Moving one zone-a replica to zone b leaves 2:2; moving the second too would leave 1:3, which
+    kube-scheduler refuses: it would wait, evicted, for a node. Each candidate used to be judged on the
+    counts before the plan, and both nodes were drained."""
+    result = _two_movable_replicas_in_zone_a().plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [d.code for d in result.drain] == [codes.CONSOLIDATION]
+    kept = {k.code for k in result.kept if k.node not in {d.node for d in result.drain}}
+    assert codes.DOES_NOT_FIT in kept
+
+
+def test_consolidation_counts_the_pods_this_plan_places_in_the_zone_spread() -> None:
+    """Two bigger replicas wait; the spread sends both to zone b (3:1 before, 3:3 after), on new
+    nodes. Moving the one movable zone-a replica to zone b's room would leave 2:4, which kube-scheduler
+    refuses to the last of them: the move was judged on the counts before the plan (2:1 after it)."""
+    w = _two_movable_replicas_in_zone_a()
+    del w.items[-3]["metadata"]["annotations"]  # web-a2 may not move
+    w.items += [_spread_pod(f"web-new{i}", None, "7", movable=False) for i in range(2)]
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert scale_up(result) == {"cpu-b": (1, 3, ["default/web-new0", "default/web-new1"])}
+    assert result.drain == ()
+    assert {k.code for k in result.kept} >= {codes.DOES_NOT_FIT}
+
+
+def test_make_room_counts_the_replicas_that_stay_on_the_node_it_empties() -> None:
+    """Node n in zone a runs two replicas; one may move, to make room for a big pod. Zone a runs three
+    and zone b one: the moved replica may go to zone b only (a's other node would make 3:1), and zone b
+    is full, so a node is launched instead. Make room used to take every pod of n as gone (1:1 before
+    the move) and sent the replica to zone a, where kube-scheduler would leave it pending."""
+    w = World(regions=("us-east-1",))
+    n, m = _zoned(w, "cpu-a", "a", "m5.2xlarge", 2)
+    (b,) = _zoned(w, "cpu-b", "b", "m5.2xlarge", 1)
+    w.items += [
+        _spread_pod("web-moves", n, "3", movable=True),
+        _spread_pod("web-stays", n, "3", movable=False),
+        _spread_pod("web-m", m, "3", movable=False),
+        o.pod("fill-m", cpu="1", memory="1Gi", node_name=m),  # m keeps room for a replica, not the big pod
+        _spread_pod("web-b", b, "3", movable=False),
+        o.pod("fill-b", cpu="4500m", memory="1Gi", node_name=b),
+        o.pod("big", cpu="4500m", memory="1Gi", node_selector={ZONE: "us-east-1a"}),
+    ]
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert scale_up(result) == {"cpu-a": (2, 3, ["default/big"])}
+    # without the spread the same move is made
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith("web-"):
+            del item["spec"]["topologySpreadConstraints"]
+    assert [d.code for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [codes.MAKE_ROOM]

@@ -57,7 +57,7 @@ from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_n
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
-from spillway.planner.topology import Marks
+from spillway.planner.topology import Domains, Marks
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -66,6 +66,9 @@ if TYPE_CHECKING:
 WHEN_UNDERUTILIZED = "when-underutilized"
 OFF = "off"
 Verdict = tuple[str, str] | None
+# a fit of a candidate's pods: the launching capacity left, the nodes they went to, and per placement the
+# class's pod topology, the labels of the node it went to and how many
+Trial = tuple[dict[str, list[Bin]], set[str], list[tuple[Domains, Mapping[str, str], int]]]
 
 
 def mode(ctx: Context, group: NodeGroup | None) -> str:
@@ -381,29 +384,33 @@ class Consolidation:
         return self._elastic_min(candidate.elastic)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
-        trial = self._fit(candidate)
+        trial = self._fit(candidate, make_room=make_room)
         if trial is None:
             return (
                 codes.DOES_NOT_FIT,
                 f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster",
             )
-        launching, destinations = trial
+        launching, destinations, arrivals = trial
         self.launching = launching
         self.receiving |= destinations
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
+        self._record(candidate, arrivals)
         self._drain(candidate, destinations, make_room=make_room)
         return None
 
-    def _fit(self, candidate: Candidate) -> tuple[dict[str, list[Bin]], set[str]] | None:
+    def _fit(self, candidate: Candidate, *, make_room: bool) -> Trial | None:
         """Place the candidate's pods elsewhere (existing nodes first, then capacity launching since an
-        earlier plan): the launching capacity left, and where they went; None if they do not all fit.
-        The room's nodes take them in place, and a refusal puts back what it took (an undo log, not a
-        copy of every node per candidate)."""
+        earlier plan): the launching capacity left, where they went, and with what labels; None if they
+        do not all fit. The room's nodes take them in place, and a refusal puts back what it took (an
+        undo log, not a copy of every node per candidate). Their pod topology counts the pods this plan
+        placed and moved before (``Context.planned``), not the node emptied (make room: not the pods
+        it moves)."""
         name = candidate.node.info.name
         room = [w for n, w in self.room.items() if n != name]
         launching = _copy_bins(self.launching)
         destinations: set[str] = set()
+        arrivals: list[tuple[Domains, Mapping[str, str], int]] = []
         taken: dict[str, tuple[dict[str, int], Marks]] = {}  # node -> its free room and marks before
 
         def commit(cls: PodClass, node: WorkNode, count: int) -> None:
@@ -413,22 +420,30 @@ class Consolidation:
             node.marks = node.marks | cls.domains.marks
             cls.take(count)
             destinations.add(node.info.name)
+            arrivals.append((cls.domains, node.info.labels, count))
 
-        for cls in _classes(candidate.place, self.ctx, name):
+        gone = _Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
+        for cls in gone.classes(candidate.place, self.ctx):
             fit_on_nodes(cls, pools(room), commit)
-            self._fit_launching(cls, launching, destinations)
+            self._fit_launching(cls, launching, destinations, arrivals)
             if cls.remaining:
                 for node_name, (free, marks) in taken.items():
                     self.room[node_name].free, self.room[node_name].marks = free, marks
                 return None
-        for cls in _classes(
-            candidate.shrink, self.ctx, name
+        for cls in gone.classes(
+            candidate.shrink, self.ctx
         ):  # elastic workers: where they fit, else the job shrinks
             fit_on_nodes(cls, pools(room), commit)
-            self._fit_launching(cls, launching, destinations)
-        return launching, destinations
+            self._fit_launching(cls, launching, destinations, arrivals)
+        return launching, destinations, arrivals
 
-    def _fit_launching(self, cls: PodClass, bins: Mapping[str, list[Bin]], destinations: set[str]) -> None:
+    def _fit_launching(
+        self,
+        cls: PodClass,
+        bins: Mapping[str, list[Bin]],
+        destinations: set[str],
+        arrivals: list[tuple[Domains, Mapping[str, str], int]],
+    ) -> None:
         """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
         counted), in groups whose template node the pods may run on and whose launches do not fail."""
         for group in self.ctx.groups:
@@ -443,6 +458,18 @@ class Consolidation:
                 cls.take(count)
                 cls.note_placed(template.labels, count)
                 destinations.add(node_id)
+                arrivals.append((cls.domains, template.labels, count))
+
+    def _record(
+        self, candidate: Candidate, arrivals: Sequence[tuple[Domains, Mapping[str, str], int]]
+    ) -> None:
+        """The moved pods leave the candidate's node and arrive where they fit, for the pod topology of
+        what the plan places and moves after them."""
+        planned, labels = self.ctx.planned, candidate.node.info.labels
+        for pod in candidate.pods:
+            planned.left(pod, labels)
+        for domains, where, count in arrivals:
+            planned.record(domains, where, count)
 
     def _drain(self, candidate: Candidate, destinations: set[str], *, make_room: bool) -> None:
         node, ctx = candidate.node, self.ctx
@@ -487,13 +514,21 @@ def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
     }
 
 
-def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: str) -> list[PodClass]:
-    """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first; their
-    anti-affinity as if node ``leaving`` were empty already."""
-    classes: dict[tuple[object, ...], PodClass] = {}
-    for pod in pods:
-        cls = classes.get(pod.scheduling_key())
-        if cls is None:
-            cls = classes[pod.scheduling_key()] = new_class(pod, domains=ctx.topology.domains(pod, leaving))
-        cls.pods.append(pod.key)
-    return sorted(classes.values(), key=PodClass.sort_key)
+@dataclass(frozen=True, slots=True)
+class _Leaving:
+    """What a candidate's moved pods leave behind, for their own pod topology: the node (emptied by
+    consolidation; None for make room, whose node stays) and the pods that move off it."""
+
+    node: str | None
+    pods: frozenset[str]
+
+    def classes(self, pods: Iterable[PodInfo], ctx: Context) -> list[PodClass]:
+        """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first."""
+        classes: dict[tuple[object, ...], PodClass] = {}
+        for pod in pods:
+            cls = classes.get(pod.scheduling_key())
+            if cls is None:
+                domains = ctx.topology.domains(pod, self.node, self.pods).after(ctx.planned)
+                cls = classes[pod.scheduling_key()] = new_class(pod, domains=domains)
+            cls.pods.append(pod.key)
+        return sorted(classes.values(), key=PodClass.sort_key)

@@ -24,7 +24,7 @@ from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
 from spillway.planner.predicates import HOSTNAME_LABEL
-from spillway.planner.topology import NO_MARKS, Marks, TopologyIndex
+from spillway.planner.topology import NO_MARKS, Marks, Planned, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
@@ -129,6 +129,7 @@ class Context:
         # -- decisions --
         self.pending_out: list[PendingPod] = []
         self.placements: list[Placement] = []
+        self.planned = Planned()  # where this plan places and moves pods, for the pod topology of the rest
         self.uncordoned: dict[str, str] = {}  # node -> group
         self.new_pods: dict[str, list[str]] = {}  # group -> pods on new nodes
         self.new_nodes: dict[str, int] = {}  # group -> nodes this plan launches

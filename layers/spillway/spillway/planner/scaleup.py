@@ -42,7 +42,6 @@ from spillway.planner.placement import (
     reclaimable_pools,
     schedulable_pools,
 )
-from spillway.planner.topology import Planned
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -73,7 +72,6 @@ class ScaleUpStage:
         self.backoff: dict[str, str | None] = {g.name: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
         self.region: str | None = None  # while a gang is placed: the one region it may use
-        self.planned = Planned()  # where this plan placed pods, for the pod topology of later classes
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
@@ -84,7 +82,7 @@ class ScaleUpStage:
         in_flight = InFlight(self, gangs)
         for cls in _leaders_first(classes):
             if cls.gang is None:
-                cls.domains = cls.domains.after(self.planned)
+                cls.domains = cls.domains.after(self.ctx.planned)
                 start = len(self.ctx.placements)
                 self.place(cls)
                 self._join(cls, start)
@@ -157,7 +155,7 @@ class ScaleUpStage:
             if labels is not None:
                 on[placement.node] = (labels, on[placement.node][1] + 1 if placement.node in on else 1)
         for labels, count in on.values():
-            self.planned.record(cls.domains, labels, count)
+            self.ctx.planned.record(cls.domains, labels, count)
 
     def _opening(self, candidates: Sequence[NodeGroup]) -> list[Mapping[str, str]]:
         """The template labels of the candidate groups that may still open a node (room below MaxSize,

@@ -48,7 +48,7 @@ nodes do not raise it for the new ones: at worst a node more than needed).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo
@@ -117,7 +117,8 @@ class ZoneSpread:
             value = labels.get(self.key)
             if value is not None:
                 counts[value] = counts.get(value, 0) + count
-                eligible.add(value)
+                if count > 0:
+                    eligible.add(value)
         return replace(self, counts=counts, eligible=frozenset(eligible))
 
     def ceiling(
@@ -255,8 +256,11 @@ FREE = Domains()
 @dataclass(slots=True)
 class Planned:
     """Where this plan has placed pods so far, for the classes placed after them (:meth:`Domains.after`):
-    per term id, the labels of the nodes holding pods the term selects, and (with the term's key) of the
-    nodes holding pods that own it as an anti-affinity term over a key other than the hostname."""
+    per term id, the labels of the nodes holding pods the term selects (a negative count: pods the plan
+    moves off such a node), and (with the term's key) of the nodes holding pods that own it as an
+    anti-affinity term over a key other than the hostname. Scale-up records the pending pods it places,
+    consolidation and make room the pods they move, so a zone spread counts every pod where the plan
+    leaves it."""
 
     selected: dict[int, list[tuple[Mapping[str, str], int]]] = field(default_factory=dict)  # with pods
     owning: dict[int, list[tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
@@ -268,9 +272,15 @@ class Planned:
         for term, key in domains.zone_anti:
             self.owning.setdefault(term, []).append((key, labels))
 
+    def left(self, pod: PodInfo, labels: Mapping[str, str]) -> None:
+        """``pod`` moves off a node with ``labels``: the terms that select it count one less there (a
+        zone its own anti-affinity term closed stays closed: at worst a move fewer)."""
+        for term in pod.selected_by:
+            self.selected.setdefault(term, []).append((labels, -1))
+
     def nodes(self, term: int) -> Iterable[Mapping[str, str]]:
-        """The labels of the nodes holding pods ``term`` selects."""
-        return (labels for labels, _ in self.selected.get(term, ()))
+        """The labels of the nodes a plan placed pods ``term`` selects on."""
+        return (labels for labels, count in self.selected.get(term, ()) if count > 0)
 
 
 def _required_of(
@@ -313,6 +323,15 @@ def _one_per_domain(pod: PodInfo) -> Iterable[OnePerDomain]:
             yield OnePerDomain(key)
 
 
+@dataclass(frozen=True, slots=True)
+class _Gone:
+    """What a pod's class does not count: the node being emptied (its pods with it), and the pods that
+    leave their nodes (the pod itself among them)."""
+
+    node: str | None
+    pods: frozenset[str]
+
+
 class TopologyIndex:
     """Per selector id: the anti-affinity term's topology key, the nodes running pods it selects, and
     the nodes running pods whose anti-affinity term it is."""
@@ -335,20 +354,22 @@ class TopologyIndex:
             for term, _ in pod.anti_own:
                 self.owned_on.setdefault(term, []).append((pod.node_name, pod.key))
 
-    def domains(self, pod: PodInfo, leaving: str | None = None) -> Domains:
-        """The class of ``pod``; pods on node ``leaving`` (being emptied) do not count."""
+    def domains(self, pod: PodInfo, leaving: str | None = None, moving: Collection[str] = ()) -> Domains:
+        """The class of ``pod``; node ``leaving`` (being emptied) is gone, with its pods, and the pods
+        ``moving`` (keys: pods a plan moves off a node that stays) do not count where they run."""
         if not (pod.anti_own or pod.selected_by or pod.spread or pod.affinity_own or pod.host_ports):
             return FREE
-        forbidden = self._repelled(pod, leaving)
+        gone = _Gone(leaving, frozenset(moving) | {pod.key})
+        forbidden = self._repelled(pod, gone)
         own = {term for term, key in pod.anti_own if key == HOSTNAME_LABEL}
         per_node = 1 if own & set(pod.selected_by) or pod.host_ports else UNBOUNDED
-        taken = self._ports_taken(pod, leaving)
+        taken = self._ports_taken(pod, gone)
         if taken:
             forbidden.setdefault(HOSTNAME_LABEL, set()).update(taken)
         node_caps: dict[str, int] = {}
         counted: list[ZoneSpread | OnePerDomain] = list(_one_per_domain(pod))
-        per_node = min(per_node, self._spreads(pod, leaving, forbidden, node_caps, counted))
-        affinity = self._affinity(pod, leaving)
+        per_node = min(per_node, self._spreads(pod, gone, forbidden, node_caps, counted))
+        affinity = self._affinity(pod, gone)
         return Domains(
             {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
             per_node,
@@ -364,7 +385,7 @@ class TopologyIndex:
     def _spreads(
         self,
         pod: PodInfo,
-        leaving: str | None,
+        gone: _Gone,
         forbidden: dict[str, set[str]],
         node_caps: dict[str, int],
         counted: list[ZoneSpread | OnePerDomain],
@@ -377,7 +398,7 @@ class TopologyIndex:
         nothing)."""
         per_node = UNBOUNDED
         for term, key, skew, min_domains, flags in pod.spread:
-            counts, eligible = self._counts(pod, term, key, leaving, flags)
+            counts, eligible = self._counts(pod, term, key, gone, flags)
             if key != HOSTNAME_LABEL and term in pod.selected_by:
                 counted.append(ZoneSpread(key, skew, min_domains, counts, eligible, term))
                 continue
@@ -395,54 +416,56 @@ class TopologyIndex:
                 per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
         return per_node
 
-    def _ports_taken(self, pod: PodInfo, leaving: str | None) -> set[str]:
+    def _ports_taken(self, pod: PodInfo, gone: _Gone) -> set[str]:
         """The nodes where a running pod holds a node port this pod asks for (kube-scheduler's
         NodePorts check: same port and protocol, and the same host IP or either one every address)."""
         return {
             node
             for node, held in self.ports_on.items()
-            if node != leaving
+            if node != gone.node
             and any(
-                other != pod.key and _clash(mine, theirs) for mine in pod.host_ports for theirs, other in held
+                other not in gone.pods and _clash(mine, theirs)
+                for mine in pod.host_ports
+                for theirs, other in held
             )
         }
 
-    def _repelled(self, pod: PodInfo, leaving: str | None) -> dict[str, set[str]]:
+    def _repelled(self, pod: PodInfo, gone: _Gone) -> dict[str, set[str]]:
         """Per topology key, the domains anti-affinity closes: its own terms against the pods they
         select, and running pods' terms that select it."""
         forbidden: dict[str, set[str]] = {}
         for term, key in pod.anti_own:
-            for value in self._values(key, self.selected_on.get(term, ()), pod.key, leaving):
+            for value in self._values(key, self.selected_on.get(term, ()), gone):
                 forbidden.setdefault(key, set()).add(value)
         for term in pod.selected_by:
             owner_key = self.key.get(term)
             if owner_key is not None:
-                for value in self._values(owner_key, self.owned_on.get(term, ()), pod.key, leaving):
+                for value in self._values(owner_key, self.owned_on.get(term, ()), gone):
                     forbidden.setdefault(owner_key, set()).add(value)
         return forbidden
 
-    def _affinity(self, pod: PodInfo, leaving: str | None) -> tuple[tuple[int, str, frozenset[str]], ...]:
+    def _affinity(self, pod: PodInfo, gone: _Gone) -> tuple[tuple[int, str, frozenset[str]], ...]:
         """Its required pod affinity terms, each with the domains of the running pods it selects: the
         domains it leaves the pod (per key, ``Domains.required`` takes what every term leaves). A term
         that selects no running pod leaves none, unless it selects the pod itself (the first of a group
         may go anywhere, as kube-scheduler lets it): such a term is left out."""
         out = []
         for term, key in pod.affinity_own:
-            values = frozenset(self._values(key, self.selected_on.get(term, ()), pod.key, leaving))
+            values = frozenset(self._values(key, self.selected_on.get(term, ()), gone))
             if not values and term in pod.selected_by:
                 continue
             out.append((term, key, values))
         return tuple(out)
 
     def _counts(
-        self, pod: PodInfo, term: int, key: str, leaving: str | None, flags: int
+        self, pod: PodInfo, term: int, key: str, gone: _Gone, flags: int
     ) -> tuple[dict[str, int], frozenset[str]]:
         """A spread's count of the pods it selects per domain, and its domains, over the nodes it counts
         (:meth:`_eligible`)."""
-        nodes = dict(self._eligible(pod, key, leaving, flags))
+        nodes = dict(self._eligible(pod, key, gone.node, flags))
         counts: dict[str, int] = {}
         selected = [(node, other) for node, other in self.selected_on.get(term, ()) if node in nodes]
-        for value in self._values(key, selected, pod.key, leaving):
+        for value in self._values(key, selected, gone):
             counts[value] = counts.get(value, 0) + 1
         return counts, frozenset(nodes.values())
 
@@ -469,12 +492,10 @@ class TopologyIndex:
             if value is not None:
                 yield name, value
 
-    def _values(
-        self, key: str, where: Iterable[tuple[str, str]], me: str, leaving: str | None
-    ) -> Iterable[str]:
-        """The ``key`` domain of each node in ``where``, but ``me`` and the node ``leaving``."""
+    def _values(self, key: str, where: Iterable[tuple[str, str]], gone: _Gone) -> Iterable[str]:
+        """The ``key`` domain of each (node, pod) in ``where``, but those ``gone``."""
         for node_name, other in where:
-            if other == me or node_name == leaving:
+            if other in gone.pods or node_name == gone.node:
                 continue
             if key == HOSTNAME_LABEL:
                 yield node_name
