@@ -57,7 +57,7 @@ from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_n
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
-from spillway.planner.topology import Domains, Marks
+from spillway.planner.topology import Domains, Leaving, Marks
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -422,16 +422,16 @@ class Consolidation:
             destinations.add(node.info.name)
             arrivals.append((cls.domains, node.info.labels, count))
 
-        gone = _Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
-        for cls in gone.classes(candidate.place, self.ctx):
+        leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
+        for cls in _classes(candidate.place, self.ctx, leaving):
             fit_on_nodes(cls, pools(room), commit)
             self._fit_launching(cls, launching, destinations, arrivals)
             if cls.remaining:
                 for node_name, (free, marks) in taken.items():
                     self.room[node_name].free, self.room[node_name].marks = free, marks
                 return None
-        for cls in gone.classes(
-            candidate.shrink, self.ctx
+        for cls in _classes(
+            candidate.shrink, self.ctx, leaving
         ):  # elastic workers: where they fit, else the job shrinks
             fit_on_nodes(cls, pools(room), commit)
             self._fit_launching(cls, launching, destinations, arrivals)
@@ -514,21 +514,14 @@ def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class _Leaving:
-    """What a candidate's moved pods leave behind, for their own pod topology: the node (emptied by
-    consolidation; None for make room, whose node stays) and the pods that move off it."""
-
-    node: str | None
-    pods: frozenset[str]
-
-    def classes(self, pods: Iterable[PodInfo], ctx: Context) -> list[PodClass]:
-        """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first."""
-        classes: dict[tuple[object, ...], PodClass] = {}
-        for pod in pods:
-            cls = classes.get(pod.scheduling_key())
-            if cls is None:
-                domains = ctx.topology.domains(pod, self.node, self.pods).after(ctx.planned)
-                cls = classes[pod.scheduling_key()] = new_class(pod, domains=domains)
-            cls.pods.append(pod.key)
-        return sorted(classes.values(), key=PodClass.sort_key)
+def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: Leaving) -> list[PodClass]:
+    """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first; their pod
+    topology without what is ``leaving`` and with what this plan placed and moved before."""
+    classes: dict[tuple[object, ...], PodClass] = {}
+    for pod in pods:
+        cls = classes.get(pod.scheduling_key())
+        if cls is None:
+            domains = ctx.topology.domains(pod, leaving).after(ctx.planned)
+            cls = classes[pod.scheduling_key()] = new_class(pod, domains=domains)
+        cls.pods.append(pod.key)
+    return sorted(classes.values(), key=PodClass.sort_key)

@@ -48,7 +48,7 @@ nodes do not raise it for the new ones: at worst a node more than needed).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo
@@ -324,12 +324,12 @@ def _one_per_domain(pod: PodInfo) -> Iterable[OnePerDomain]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Gone:
-    """What a pod's class does not count: the node being emptied (its pods with it), and the pods that
-    leave their nodes (the pod itself among them)."""
+class Leaving:
+    """What pod topology does not count: the node a plan empties (gone with its pods; None: none) and
+    the pods that leave their nodes (make room moves some pods off a node that stays)."""
 
-    node: str | None
-    pods: frozenset[str]
+    node: str | None = None
+    pods: frozenset[str] = frozenset()
 
 
 class TopologyIndex:
@@ -354,12 +354,12 @@ class TopologyIndex:
             for term, _ in pod.anti_own:
                 self.owned_on.setdefault(term, []).append((pod.node_name, pod.key))
 
-    def domains(self, pod: PodInfo, leaving: str | None = None, moving: Collection[str] = ()) -> Domains:
-        """The class of ``pod``; node ``leaving`` (being emptied) is gone, with its pods, and the pods
-        ``moving`` (keys: pods a plan moves off a node that stays) do not count where they run."""
+    def domains(self, pod: PodInfo, leaving: Leaving = Leaving()) -> Domains:
+        """The class of ``pod``, without what is ``leaving`` (pods a plan moves, the node it empties)
+        and without the pod itself."""
         if not (pod.anti_own or pod.selected_by or pod.spread or pod.affinity_own or pod.host_ports):
             return FREE
-        gone = _Gone(leaving, frozenset(moving) | {pod.key})
+        gone = Leaving(leaving.node, leaving.pods | {pod.key})
         forbidden = self._repelled(pod, gone)
         own = {term for term, key in pod.anti_own if key == HOSTNAME_LABEL}
         per_node = 1 if own & set(pod.selected_by) or pod.host_ports else UNBOUNDED
@@ -385,7 +385,7 @@ class TopologyIndex:
     def _spreads(
         self,
         pod: PodInfo,
-        gone: _Gone,
+        gone: Leaving,
         forbidden: dict[str, set[str]],
         node_caps: dict[str, int],
         counted: list[ZoneSpread | OnePerDomain],
@@ -416,7 +416,7 @@ class TopologyIndex:
                 per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
         return per_node
 
-    def _ports_taken(self, pod: PodInfo, gone: _Gone) -> set[str]:
+    def _ports_taken(self, pod: PodInfo, gone: Leaving) -> set[str]:
         """The nodes where a running pod holds a node port this pod asks for (kube-scheduler's
         NodePorts check: same port and protocol, and the same host IP or either one every address)."""
         return {
@@ -430,7 +430,7 @@ class TopologyIndex:
             )
         }
 
-    def _repelled(self, pod: PodInfo, gone: _Gone) -> dict[str, set[str]]:
+    def _repelled(self, pod: PodInfo, gone: Leaving) -> dict[str, set[str]]:
         """Per topology key, the domains anti-affinity closes: its own terms against the pods they
         select, and running pods' terms that select it."""
         forbidden: dict[str, set[str]] = {}
@@ -444,7 +444,7 @@ class TopologyIndex:
                     forbidden.setdefault(owner_key, set()).add(value)
         return forbidden
 
-    def _affinity(self, pod: PodInfo, gone: _Gone) -> tuple[tuple[int, str, frozenset[str]], ...]:
+    def _affinity(self, pod: PodInfo, gone: Leaving) -> tuple[tuple[int, str, frozenset[str]], ...]:
         """Its required pod affinity terms, each with the domains of the running pods it selects: the
         domains it leaves the pod (per key, ``Domains.required`` takes what every term leaves). A term
         that selects no running pod leaves none, unless it selects the pod itself (the first of a group
@@ -458,7 +458,7 @@ class TopologyIndex:
         return tuple(out)
 
     def _counts(
-        self, pod: PodInfo, term: int, key: str, gone: _Gone, flags: int
+        self, pod: PodInfo, term: int, key: str, gone: Leaving, flags: int
     ) -> tuple[dict[str, int], frozenset[str]]:
         """A spread's count of the pods it selects per domain, and its domains, over the nodes it counts
         (:meth:`_eligible`)."""
@@ -492,7 +492,7 @@ class TopologyIndex:
             if value is not None:
                 yield name, value
 
-    def _values(self, key: str, where: Iterable[tuple[str, str]], gone: _Gone) -> Iterable[str]:
+    def _values(self, key: str, where: Iterable[tuple[str, str]], gone: Leaving) -> Iterable[str]:
         """The ``key`` domain of each (node, pod) in ``where``, but those ``gone``."""
         for node_name, other in where:
             if other in gone.pods or node_name == gone.node:
