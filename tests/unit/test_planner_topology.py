@@ -1034,3 +1034,28 @@ def test_make_room_counts_the_replicas_that_stay_on_the_node_it_empties() -> Non
         if item["kind"] == "Pod" and item["metadata"]["name"].startswith("web-"):
             del item["spec"]["topologySpreadConstraints"]
     assert [d.code for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [codes.MAKE_ROOM]
+
+
+def test_two_kinds_of_one_spread_moved_off_one_node_share_its_skew() -> None:
+    """A node in zone a runs a big and a small replica of one Deployment, both movable; zone a's other
+    node runs one that may not move and has no room, zone b's node runs one and has room for both:
+    3:1. Emptied, the node leaves 1:1, and zone b may take one of the two, not both (1:3). Each kind
+    used to be judged without the other, and the node was drained."""
+    w = World(regions=("us-east-1",))
+    node, full = _zoned(w, "cpu-a", "a", "m5.2xlarge", 2)
+    (b,) = _zoned(w, "cpu-b", "b", "m5.2xlarge", 1)
+    w.items += [
+        _spread_pod("web-big", node, "2", movable=True),
+        _spread_pod("web-small", node, "1", movable=True),
+        _spread_pod("web-full", full, "7", movable=False),
+        _spread_pod("web-b", b, "1", movable=False),
+    ]
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert {k.node: k.code for k in result.kept}[node] == codes.DOES_NOT_FIT
+    w.items[-2] = _spread_pod("web-full", full, "3", movable=False)  # room in zone a for one of them
+    assert [(d.node, d.code) for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [
+        (node, codes.CONSOLIDATION)
+    ]

@@ -57,7 +57,7 @@ from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_n
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
-from spillway.planner.topology import Domains, Leaving, Marks
+from spillway.planner.topology import Leaving, Marks, Planned
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -66,9 +66,8 @@ if TYPE_CHECKING:
 WHEN_UNDERUTILIZED = "when-underutilized"
 OFF = "off"
 Verdict = tuple[str, str] | None
-# a fit of a candidate's pods: the launching capacity left, the nodes they went to, and per placement the
-# class's pod topology, the labels of the node it went to and how many
-Trial = tuple[dict[str, list[Bin]], set[str], list[tuple[Domains, Mapping[str, str], int]]]
+# a fit of a candidate's pods: the launching capacity left, the nodes they went to, the plan's placements
+Trial = tuple[dict[str, list[Bin]], set[str], Planned]
 
 
 def mode(ctx: Context, group: NodeGroup | None) -> str:
@@ -390,27 +389,26 @@ class Consolidation:
                 codes.DOES_NOT_FIT,
                 f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster",
             )
-        launching, destinations, arrivals = trial
-        self.launching = launching
+        self.launching, destinations, self.ctx.planned = trial
         self.receiving |= destinations
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
-        self._record(candidate, arrivals)
         self._drain(candidate, destinations, make_room=make_room)
         return None
 
     def _fit(self, candidate: Candidate, *, make_room: bool) -> Trial | None:
         """Place the candidate's pods elsewhere (existing nodes first, then capacity launching since an
-        earlier plan): the launching capacity left, where they went, and with what labels; None if they
-        do not all fit. The room's nodes take them in place, and a refusal puts back what it took (an
-        undo log, not a copy of every node per candidate). Their pod topology counts the pods this plan
-        placed and moved before (``Context.planned``), not the node emptied (make room: not the pods
-        it moves)."""
+        earlier plan): the launching capacity left, where they went, and the plan's placements with
+        them (:class:`~spillway.planner.topology.Planned`); None if they do not all fit. The room's
+        nodes take them in place, and a refusal puts back what it took (an undo log, not a copy of
+        every node per candidate). Their pod topology counts the pods this plan placed and moved before
+        them, its own classes included, and not what leaves: the node emptied (make room: only the
+        pods it moves)."""
         name = candidate.node.info.name
         room = [w for n, w in self.room.items() if n != name]
         launching = _copy_bins(self.launching)
         destinations: set[str] = set()
-        arrivals: list[tuple[Domains, Mapping[str, str], int]] = []
+        planned = self.ctx.planned.copy()
         taken: dict[str, tuple[dict[str, int], Marks]] = {}  # node -> its free room and marks before
 
         def commit(cls: PodClass, node: WorkNode, count: int) -> None:
@@ -420,29 +418,25 @@ class Consolidation:
             node.marks = node.marks | cls.domains.marks
             cls.take(count)
             destinations.add(node.info.name)
-            arrivals.append((cls.domains, node.info.labels, count))
+            planned.record(cls.domains, node.info.labels, count)
 
         leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
-        for cls in _classes(candidate.place, self.ctx, leaving):
-            fit_on_nodes(cls, pools(room), commit)
-            self._fit_launching(cls, launching, destinations, arrivals)
-            if cls.remaining:
-                for node_name, (free, marks) in taken.items():
-                    self.room[node_name].free, self.room[node_name].marks = free, marks
-                return None
-        for cls in _classes(
-            candidate.shrink, self.ctx, leaving
-        ):  # elastic workers: where they fit, else the job shrinks
-            fit_on_nodes(cls, pools(room), commit)
-            self._fit_launching(cls, launching, destinations, arrivals)
-        return launching, destinations, arrivals
+        # the pods that must fit, then elastic workers: where they fit, else the job shrinks
+        for pods, must in ((candidate.place, True), (candidate.shrink, False)):
+            for cls in _classes(pods, self.ctx, leaving):
+                cls.domains = cls.domains.after(planned)
+                fit_on_nodes(cls, pools(room), commit)
+                self._fit_launching(cls, launching, destinations, planned)
+                if must and cls.remaining:
+                    for node_name, (free, marks) in taken.items():
+                        self.room[node_name].free, self.room[node_name].marks = free, marks
+                    return None
+        for pod in candidate.pods:
+            planned.left(pod, candidate.node.info.labels)
+        return launching, destinations, planned
 
     def _fit_launching(
-        self,
-        cls: PodClass,
-        bins: Mapping[str, list[Bin]],
-        destinations: set[str],
-        arrivals: list[tuple[Domains, Mapping[str, str], int]],
+        self, cls: PodClass, bins: Mapping[str, list[Bin]], destinations: set[str], planned: Planned
     ) -> None:
         """First fit on nodes already launching (an earlier plan's: this plan's new nodes are never
         counted), in groups whose template node the pods may run on and whose launches do not fail."""
@@ -458,18 +452,7 @@ class Consolidation:
                 cls.take(count)
                 cls.note_placed(template.labels, count)
                 destinations.add(node_id)
-                arrivals.append((cls.domains, template.labels, count))
-
-    def _record(
-        self, candidate: Candidate, arrivals: Sequence[tuple[Domains, Mapping[str, str], int]]
-    ) -> None:
-        """The moved pods leave the candidate's node and arrive where they fit, for the pod topology of
-        what the plan places and moves after them."""
-        planned, labels = self.ctx.planned, candidate.node.info.labels
-        for pod in candidate.pods:
-            planned.left(pod, labels)
-        for domains, where, count in arrivals:
-            planned.record(domains, where, count)
+                planned.record(cls.domains, template.labels, count)
 
     def _drain(self, candidate: Candidate, destinations: set[str], *, make_room: bool) -> None:
         node, ctx = candidate.node, self.ctx
@@ -516,12 +499,12 @@ def _copy_bins(bins: Mapping[str, list[Bin]]) -> dict[str, list[Bin]]:
 
 def _classes(pods: Iterable[PodInfo], ctx: Context, leaving: Leaving) -> list[PodClass]:
     """The pods to re-place as classes (pods the scheduler cannot tell apart), biggest first; their pod
-    topology without what is ``leaving`` and with what this plan placed and moved before."""
+    topology without what is ``leaving``."""
     classes: dict[tuple[object, ...], PodClass] = {}
     for pod in pods:
         cls = classes.get(pod.scheduling_key())
         if cls is None:
-            domains = ctx.topology.domains(pod, leaving).after(ctx.planned)
+            domains = ctx.topology.domains(pod, leaving)
             cls = classes[pod.scheduling_key()] = new_class(pod, domains=domains)
         cls.pods.append(pod.key)
     return sorted(classes.values(), key=PodClass.sort_key)

@@ -278,6 +278,11 @@ class Planned:
         for term in pod.selected_by:
             self.selected.setdefault(term, []).append((labels, -1))
 
+    def copy(self) -> Planned:
+        return Planned(
+            {t: list(v) for t, v in self.selected.items()}, {t: list(v) for t, v in self.owning.items()}
+        )
+
     def nodes(self, term: int) -> Iterable[Mapping[str, str]]:
         """The labels of the nodes a plan placed pods ``term`` selects on."""
         return (labels for labels, count in self.selected.get(term, ()) if count > 0)
