@@ -981,18 +981,18 @@ def _two_movable_replicas_in_zone_a() -> World:
     return w
 
 
-def test_consolidation_counts_the_pods_it_moved_already_in_the_zone_spread() -> None:
+def test_consolidation_moves_the_pods_of_one_spread_once_per_plan() -> None:
     """Moving one zone-a replica to zone b leaves 2:2; moving the second too would leave 1:3, which
     kube-scheduler refuses: it would wait, evicted, for a node. Each candidate used to be judged on the
-    counts before the plan, and both nodes were drained."""
+    counts before the plan, and both nodes were drained; now the second waits for a later plan."""
     result = _two_movable_replicas_in_zone_a().plan(max_scale_in_fraction=1.0, **UNDER)
 
     assert [d.code for d in result.drain] == [codes.CONSOLIDATION]
-    kept = {k.code for k in result.kept if k.node not in {d.node for d in result.drain}}
-    assert codes.DOES_NOT_FIT in kept
+    (other,) = [k for k in result.kept if k.code == codes.DOES_NOT_FIT]
+    assert "web-a" in other.reason and "topology spread this plan changes already" in other.reason
 
 
-def test_consolidation_counts_the_pods_this_plan_places_in_the_zone_spread() -> None:
+def test_consolidation_moves_no_pod_of_a_spread_this_plan_places_pods_of() -> None:
     """Two bigger replicas wait; the spread sends both to zone b (3:1 before, 3:3 after), on new
     nodes. Moving the one movable zone-a replica to zone b's room would leave 2:4, which kube-scheduler
     refuses to the last of them: the move was judged on the counts before the plan (2:1 after it)."""
@@ -1005,6 +1005,39 @@ def test_consolidation_counts_the_pods_this_plan_places_in_the_zone_spread() -> 
     assert scale_up(result) == {"cpu-b": (1, 3, ["default/web-new0", "default/web-new1"])}
     assert result.drain == ()
     assert {k.code for k in result.kept} >= {codes.DOES_NOT_FIT}
+
+
+def test_a_move_out_of_the_least_loaded_zone_would_refuse_a_pending_replica() -> None:
+    """maxSkew 2; zones a, b and c run one replica each, zone a's may move and zone c has room for it.
+    Two big replicas wait and only zone b's group can grow: 3 there is within the skew while zone a
+    holds one. Moved to c on its own the zone-a replica is fine (0:1:2), but the second pending replica,
+    placed when its node boots, would see 0:2:2 and be refused (3 - 0 > 2), for good: zone a's group is
+    at MaxSize. So the replica stays; with nothing pending it moves."""
+
+    def world(pending: int) -> World:
+        w = World(regions=("us-east-1",))
+        a, full = _zoned(w, "cpu-a", "a", "m5.xlarge", 2)
+        (b,) = _zoned(w, "cpu-b", "b", "m5.2xlarge", 1)
+        (c,) = _zoned(w, "cpu-c", "c", "m5.xlarge", 1)
+        w.groups["cpu-a"]["MaxSize"] = w.groups["cpu-c"]["MaxSize"] = 2
+        pods = [
+            _spread_pod("web-a", a, "1", movable=True),
+            _sized(o.pod("fill-a", node_name=full), "3800m"),
+            _spread_pod("web-b", b, "7", movable=False),
+            _spread_pod("web-c", c, "1", movable=False),
+            *(_spread_pod(f"web-new{i}", None, "7", movable=False) for i in range(pending)),
+        ]
+        for item in pods:
+            for constraint in item["spec"].get("topologySpreadConstraints", []):
+                constraint["maxSkew"] = 2
+        w.items += pods
+        return w
+
+    result = world(2).plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert scale_up(result) == {"cpu-b": (1, 3, ["default/web-new0", "default/web-new1"])}
+    assert result.drain == ()
+    assert [d.pods for d in world(0).plan(max_scale_in_fraction=1.0, **UNDER).drain] == [("default/web-a",)]
 
 
 def test_make_room_counts_the_replicas_that_stay_on_the_node_it_empties() -> None:

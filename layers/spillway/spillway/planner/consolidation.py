@@ -383,6 +383,9 @@ class Consolidation:
         return self._elastic_min(candidate.elastic)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
+        verdict = _spread_settling(candidate, self.ctx.planned)
+        if verdict is not None:
+            return verdict
         trial = self._fit(candidate, make_room=make_room)
         if trial is None:
             return (
@@ -479,6 +482,24 @@ class Consolidation:
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods)
         )
+
+
+def _spread_settling(candidate: Candidate, planned: Planned) -> Verdict:
+    """A pod of the candidate whose topology spread counts it and selects pods this plan already places
+    or moves: the candidate waits for a later plan. kube-scheduler checks each pod's skew when it places
+    that pod, against the pods placed before it; a move judged on the counts of the plan's end could
+    lower the least loaded domain under pods the plan placed earlier (a replica moved out of the
+    emptiest zone leaves a pending replica of its Deployment, bound for the fullest, refused there), so
+    a plan changes where one spread's pods run by one candidate at most."""
+    for pod in candidate.pods:
+        for term, key, *_ in pod.spread:
+            if term in pod.selected_by and planned.selected.get(term):
+                return (
+                    codes.DOES_NOT_FIT,
+                    f"runs {pod.key}, whose {key} topology spread this plan changes already "
+                    "(pods placed or moved): moved once that settles",
+                )
+    return None
 
 
 def _never(moves: Sequence[tuple[PodInfo, Move]]) -> Verdict:
