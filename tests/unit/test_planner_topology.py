@@ -1092,3 +1092,35 @@ def test_two_kinds_of_one_spread_moved_off_one_node_share_its_skew() -> None:
     assert [(d.node, d.code) for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [
         (node, codes.CONSOLIDATION)
     ]
+
+
+def test_a_kind_bound_to_other_nodes_does_not_count_for_the_spread_of_another() -> None:
+    """Two pending kinds of one spread (one selector), bound to different pools by their node selectors:
+    kube-scheduler counts each kind's spread on its own pool's nodes. Pool y runs one replica in zone a
+    and none in b (its node there is full): the y replica must go to b, on a new node. The x replica,
+    placed first, goes to zone b's pool-x room; counted for the y kind too, it made zone b look like
+    zone a, and the y replica was planned on zone a's room, where it would wait for good."""
+    w = World(regions=("us-east-1",))
+    nodes = {}
+    for pool in "xy":
+        for zone in "ab":
+            (node,) = w.group(f"{pool}-{zone}", "m5.2xlarge", nodes=1, labels={"pool": pool},
+                              zones=[f"us-east-1{zone}"])  # fmt: skip
+            w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+            nodes[pool + zone] = node
+    kinds = {"web-x": "x", "web-y": "y", "web-ya": "y"}
+    w.items += [
+        _spread_pod("web-ya", nodes["ya"], "1", movable=False),
+        _sized(o.pod("fill-xa", node_name=nodes["xa"]), "7"),
+        _sized(o.pod("fill-yb", node_name=nodes["yb"]), "7"),
+        _spread_pod("web-x", None, "5", movable=False),  # bigger: placed first
+        _spread_pod("web-y", None, "2", movable=False),
+    ]
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"] in kinds:
+            item["spec"]["nodeSelector"] = {"pool": kinds[item["metadata"]["name"]]}
+
+    result = w.plan()
+
+    assert {p.pod: p.group for p in result.placements} == {"default/web-x": "x-b", "default/web-y": "y-b"}
+    assert scale_up(result) == {"y-b": (1, 2, ["default/web-y"])}

@@ -57,7 +57,7 @@ from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_n
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
-from spillway.planner.topology import Leaving, Marks, Planned
+from spillway.planner.topology import Leaving, Marks, Planned, Spot
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -421,7 +421,7 @@ class Consolidation:
             node.marks = node.marks | cls.domains.marks
             cls.take(count)
             destinations.add(node.info.name)
-            planned.record(cls.domains, node.info.labels, count)
+            planned.record(cls.domains, node.spot, count)
 
         leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
         # the pods that must fit, then elastic workers: where they fit, else the job shrinks
@@ -435,7 +435,7 @@ class Consolidation:
                         self.room[node_name].free, self.room[node_name].marks = free, marks
                     return None
         for pod in candidate.pods:
-            planned.left(pod, candidate.node.info.labels)
+            planned.left(pod, candidate.node.spot)
         return launching, destinations, planned
 
     def _fit_launching(
@@ -455,7 +455,7 @@ class Consolidation:
                 cls.take(count)
                 cls.note_placed(template.labels, count)
                 destinations.add(node_id)
-                planned.record(cls.domains, template.labels, count)
+                planned.record(cls.domains, Spot(template.labels, template.taints), count)
 
     def _drain(self, candidate: Candidate, destinations: set[str], *, make_room: bool) -> None:
         node, ctx = candidate.node, self.ctx

@@ -24,7 +24,7 @@ from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import keeps_node_busy
 from spillway.planner.predicates import HOSTNAME_LABEL
-from spillway.planner.topology import NO_MARKS, Marks, Planned, TopologyIndex
+from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
@@ -57,6 +57,11 @@ class WorkNode:
     starting: str | None = None  # Ready but not initialized: capacity launching (planner.startup)
     marks: Marks = NO_MARKS  # what the pods this plan puts here bring (pod topology)
     daemon_used: Resources = field(default_factory=dict)  # what its DaemonSet pods request (of used)
+
+    @property
+    def spot(self) -> Spot:
+        """The node as pod topology sees it."""
+        return Spot(self.info.labels, self.info.taints, self.info.name)
 
     @property
     def schedulable(self) -> bool:

@@ -42,6 +42,7 @@ from spillway.planner.placement import (
     reclaimable_pools,
     schedulable_pools,
 )
+from spillway.planner.topology import Spot
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -147,15 +148,19 @@ class ScaleUpStage:
         """Record where the class's pods went (:class:`spillway.planner.topology.Planned`)."""
         if not (cls.domains.marks.selected or cls.domains.zone_anti):
             return
-        templates = {g.name: g.template.labels for g in self.ctx.groups if g.template is not None}
-        on: dict[str, tuple[Mapping[str, str], int]] = {}  # node -> its labels, the class's pods there
+        templates = {
+            g.name: Spot(g.template.labels, g.template.taints)
+            for g in self.ctx.groups
+            if g.template is not None
+        }
+        on: dict[str, tuple[Spot, int]] = {}  # node -> where, the class's pods there
         for placement in self.ctx.placements[start:]:
             node = self.ctx.nodes.get(placement.node)
-            labels = node.info.labels if node is not None else templates.get(placement.group or "")
-            if labels is not None:
-                on[placement.node] = (labels, on[placement.node][1] + 1 if placement.node in on else 1)
-        for labels, count in on.values():
-            self.ctx.planned.record(cls.domains, labels, count)
+            spot = node.spot if node is not None else templates.get(placement.group or "")
+            if spot is not None:
+                on[placement.node] = (spot, on[placement.node][1] + 1 if placement.node in on else 1)
+        for spot, count in on.values():
+            self.ctx.planned.record(cls.domains, spot, count)
 
     def _opening(self, candidates: Sequence[NodeGroup]) -> list[Mapping[str, str]]:
         """The template labels of the candidate groups that may still open a node (room below MaxSize,

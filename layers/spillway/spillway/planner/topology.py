@@ -48,10 +48,10 @@ nodes do not raise it for the new ones: at worst a node more than needed).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo
+from spillway.model.cluster import SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES, NodeInfo, PodInfo, TaintT
 from spillway.planner.predicates import HOSTNAME_LABEL, affinity_holds, selector_holds, untolerated_taint
 
 UNBOUNDED = 1 << 40  # no cap on pods per node (placement's too)
@@ -94,6 +94,31 @@ def marks_of(pod: PodInfo) -> Marks:
 
 
 @dataclass(frozen=True, slots=True)
+class Spot:
+    """A node a plan puts pods on, as pod topology sees it: an existing node (its name) or a new or
+    launching node of a group's template (no name)."""
+
+    labels: Mapping[str, str]
+    taints: tuple[TaintT, ...] = ()
+    name: str | None = None
+
+
+def counted_node(
+    pod: PodInfo, flags: int, labels: Mapping[str, str], taints: Sequence[TaintT], name: str | None
+) -> bool:
+    """Whether a spread of ``pod`` with node inclusion ``flags`` counts a node (and the pods on it), as
+    kube-scheduler's: those that pass the pod's node selector and required affinity
+    (``nodeAffinityPolicy: Honor``, the default; every node with ``Ignore``), whatever their taints
+    (``nodeTaintsPolicy: Ignore``, the default; only those whose NoSchedule and NoExecute taints it
+    tolerates with ``Honor``)."""
+    if not flags & SPREAD_ALL_NODES and not (
+        selector_holds(pod.node_selector, labels) and affinity_holds(pod.required_terms, labels, name)
+    ):
+        return False
+    return not (flags & SPREAD_TOLERATED_NODES and untolerated_taint(pod.tolerations, taints) is not None)
+
+
+@dataclass(frozen=True, slots=True)
 class ZoneSpread:
     """A ``DoNotSchedule`` spread over ``key`` (a zone) whose selector counts the class's own pods:
     ``counts`` the pods it selects per domain before the plan, ``eligible`` the domains of the nodes that
@@ -105,16 +130,23 @@ class ZoneSpread:
     counts: Mapping[str, int]
     eligible: frozenset[str]
     term: int = -1  # the spread's selector id
+    pod: PodInfo | None = None  # whose node selector, affinity and tolerations pick the nodes it counts
+    flags: int = 0  # its node inclusion policies
 
     def joined(self, planned: Planned) -> ZoneSpread:
-        """The spread with the pods of other classes it selects that this plan placed already counted
-        (two pending kinds of one Deployment share its skew; their zones become domains)."""
+        """The spread with the pods of other classes it selects that this plan placed already counted,
+        on the nodes it counts (two pending kinds of one Deployment share its skew; their zones become
+        domains; a kind bound to other nodes counts for neither)."""
         entries = planned.selected.get(self.term)
         if not entries:
             return self
         counts, eligible = dict(self.counts), set(self.eligible)
-        for labels, count in entries:
-            value = labels.get(self.key)
+        for spot, count in entries:
+            if self.pod is not None and not counted_node(
+                self.pod, self.flags, spot.labels, spot.taints, spot.name
+            ):
+                continue
+            value = spot.labels.get(self.key)
             if value is not None:
                 counts[value] = counts.get(value, 0) + count
                 if count > 0:
@@ -262,21 +294,21 @@ class Planned:
     consolidation and make room the pods they move, so a zone spread counts every pod where the plan
     leaves it."""
 
-    selected: dict[int, list[tuple[Mapping[str, str], int]]] = field(default_factory=dict)  # with pods
+    selected: dict[int, list[tuple[Spot, int]]] = field(default_factory=dict)  # with pods
     owning: dict[int, list[tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
 
-    def record(self, domains: Domains, labels: Mapping[str, str], count: int) -> None:
-        """``count`` pods of a class with ``domains`` went to a node with ``labels``."""
+    def record(self, domains: Domains, spot: Spot, count: int) -> None:
+        """``count`` pods of a class with ``domains`` went to node ``spot``."""
         for term in domains.marks.selected:
-            self.selected.setdefault(term, []).append((labels, count))
+            self.selected.setdefault(term, []).append((spot, count))
         for term, key in domains.zone_anti:
-            self.owning.setdefault(term, []).append((key, labels))
+            self.owning.setdefault(term, []).append((key, spot.labels))
 
-    def left(self, pod: PodInfo, labels: Mapping[str, str]) -> None:
-        """``pod`` moves off a node with ``labels``: the terms that select it count one less there (a
-        zone its own anti-affinity term closed stays closed: at worst a move fewer)."""
+    def left(self, pod: PodInfo, spot: Spot) -> None:
+        """``pod`` moves off node ``spot``: the terms that select it count one less there (a zone its own
+        anti-affinity term closed stays closed: at worst a move fewer)."""
         for term in pod.selected_by:
-            self.selected.setdefault(term, []).append((labels, -1))
+            self.selected.setdefault(term, []).append((spot, -1))
 
     def copy(self) -> Planned:
         return Planned(
@@ -285,7 +317,7 @@ class Planned:
 
     def nodes(self, term: int) -> Iterable[Mapping[str, str]]:
         """The labels of the nodes a plan placed pods ``term`` selects on."""
-        return (labels for labels, count in self.selected.get(term, ()) if count > 0)
+        return (spot.labels for spot, count in self.selected.get(term, ()) if count > 0)
 
 
 def _required_of(
@@ -405,7 +437,7 @@ class TopologyIndex:
         for term, key, skew, min_domains, flags in pod.spread:
             counts, eligible = self._counts(pod, term, key, gone, flags)
             if key != HOSTNAME_LABEL and term in pod.selected_by:
-                counted.append(ZoneSpread(key, skew, min_domains, counts, eligible, term))
+                counted.append(ZoneSpread(key, skew, min_domains, counts, eligible, term, pod, flags))
                 continue
             least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
             own = term in pod.selected_by
@@ -477,21 +509,10 @@ class TopologyIndex:
     def _eligible(
         self, pod: PodInfo, key: str, leaving: str | None, flags: int = 0
     ) -> Iterable[tuple[str, str]]:
-        """The nodes a spread counts, with their ``key`` domain (a node without the key is none; the
-        pods on a node not counted are not counted either, as kube-scheduler's): by its node inclusion
-        policies, those that pass the pod's node selector and required affinity (``nodeAffinityPolicy:
-        Honor``, the default; every node with ``Ignore``), whatever their taints (``nodeTaintsPolicy:
-        Ignore``, the default; only those whose NoSchedule and NoExecute taints it tolerates with
-        ``Honor``)."""
+        """The nodes a spread counts (:func:`counted_node`), with their ``key`` domain (a node without
+        the key is none; the pods on a node not counted are not counted either, as kube-scheduler's)."""
         for name, info in self.nodes.items():
-            if name == leaving:
-                continue
-            if not flags & SPREAD_ALL_NODES and not (
-                selector_holds(pod.node_selector, info.labels)
-                and affinity_holds(pod.required_terms, info.labels, name)
-            ):
-                continue
-            if flags & SPREAD_TOLERATED_NODES and untolerated_taint(pod.tolerations, info.taints) is not None:
+            if name == leaving or not counted_node(pod, flags, info.labels, info.taints, name):
                 continue
             value = name if key == HOSTNAME_LABEL else info.labels.get(key)
             if value is not None:
