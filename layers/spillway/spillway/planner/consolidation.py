@@ -23,7 +23,11 @@ refusal keeps it, with its code:
   hold its pods. The simulation is the scale-up's own first fit
   (:func:`spillway.planner.placement.fit_on_nodes`, :func:`~spillway.planner.placement.fill_bins`);
   nodes this plan launches are never counted. Expendable pods need no room; workers of an elastic job above its
-  minimum are re-placed where they fit, else their job runs with fewer workers.
+  minimum are re-placed where they fit, else their job runs with fewer workers. Their pod topology
+  (:mod:`spillway.planner.topology`) counts what this plan placed and moved before them, not the pods
+  that leave; and a pod whose topology spread selects pods this plan already places or moves keeps
+  the node for a later plan (kube-scheduler checks each pod's skew as it places it: a second change to
+  one spread, judged on the counts at the plan's end, may refuse the first).
 
 Candidates go cheapest first: the smallest restart cost, then the fewest pods, then the least used.
 
