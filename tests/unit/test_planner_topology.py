@@ -965,13 +965,19 @@ def _spread_pod(name: str, node: str | None, cpu: str, *, movable: bool) -> dict
     return item
 
 
+def _zones_a_and_b(a_nodes: int, a_type: str = "m5.2xlarge") -> tuple[World, list[str], str]:
+    """Group cpu-a with ``a_nodes`` nodes in zone a, group cpu-b with one m5.2xlarge node in zone b."""
+    w = World(regions=("us-east-1",))
+    a = _zoned(w, "cpu-a", "a", a_type, a_nodes)
+    (b,) = _zoned(w, "cpu-b", "b", "m5.2xlarge", 1)
+    return w, a, b
+
+
 def _two_movable_replicas_in_zone_a() -> World:
     """Zone a: two small nodes running one movable replica each (nothing else fits beside it) and a
     third whose replica may not move. Zone b: a node with one replica that may not move, and room for
     two more. maxSkew 1 over zones, so 3:1 before."""
-    w = World(regions=("us-east-1",))
-    first, second, pinned = _zoned(w, "cpu-a", "a", "m5.xlarge", 3)
-    (b,) = _zoned(w, "cpu-b", "b", "m5.2xlarge", 1)
+    w, (first, second, pinned), b = _zones_a_and_b(3, "m5.xlarge")
     w.items += [
         _spread_pod("web-a1", first, "3", movable=True),
         _spread_pod("web-a2", second, "3", movable=True),
@@ -1045,9 +1051,7 @@ def test_make_room_counts_the_replicas_that_stay_on_the_node_it_empties() -> Non
     and zone b one: the moved replica may go to zone b only (a's other node would make 3:1), and zone b
     is full, so a node is launched instead. Make room used to take every pod of n as gone (1:1 before
     the move) and sent the replica to zone a, where kube-scheduler would leave it pending."""
-    w = World(regions=("us-east-1",))
-    n, m = _zoned(w, "cpu-a", "a", "m5.2xlarge", 2)
-    (b,) = _zoned(w, "cpu-b", "b", "m5.2xlarge", 1)
+    w, (n, m), b = _zones_a_and_b(2)
     w.items += [
         _spread_pod("web-moves", n, "3", movable=True),
         _spread_pod("web-stays", n, "3", movable=False),
@@ -1074,9 +1078,7 @@ def test_two_kinds_of_one_spread_moved_off_one_node_share_its_skew() -> None:
     node runs one that may not move and has no room, zone b's node runs one and has room for both:
     3:1. Emptied, the node leaves 1:1, and zone b may take one of the two, not both (1:3). Each kind
     used to be judged without the other, and the node was drained."""
-    w = World(regions=("us-east-1",))
-    node, full = _zoned(w, "cpu-a", "a", "m5.2xlarge", 2)
-    (b,) = _zoned(w, "cpu-b", "b", "m5.2xlarge", 1)
+    w, (node, full), b = _zones_a_and_b(2)
     w.items += [
         _spread_pod("web-big", node, "2", movable=True),
         _spread_pod("web-small", node, "1", movable=True),
