@@ -171,14 +171,30 @@ def _split_bin(
 Commit = Callable[[PodClass, WorkNode, int], None]  # count pods of the class go on the node
 
 
-def place_on_nodes(ctx: Context, cls: PodClass, pool_list: Sequence[Pool], *, uncordon: bool = False) -> None:
+def place_on_nodes(
+    ctx: Context,
+    cls: PodClass,
+    pool_list: Sequence[Pool],
+    *,
+    uncordon: bool = False,
+    one_domain: bool = False,
+) -> None:
     """Place the class on existing nodes, first fit, pool by pool (nodes of one shape)."""
-    fit_on_nodes(cls, pool_list, lambda c, node, count: _place_on_node(ctx, c, node, count, uncordon))
+    fit_on_nodes(
+        cls,
+        pool_list,
+        lambda c, node, count: _place_on_node(ctx, c, node, count, uncordon),
+        one_domain=one_domain,
+    )
 
 
-def fit_on_nodes(cls: PodClass, pool_list: Sequence[Pool], commit: Commit) -> None:
+def fit_on_nodes(
+    cls: PodClass, pool_list: Sequence[Pool], commit: Commit, *, one_domain: bool = False
+) -> None:
     """First fit of the class's remaining pods on the pools' nodes; ``commit`` takes each share (it must
-    take the pods from the class and charge the node's ``free``). Consolidation simulates with it."""
+    take the pods from the class and charge the node's ``free``). Consolidation simulates with it.
+    ``one_domain``: the pools share the domains of the class's counted rules (:class:`DomainPools`), so
+    once those take no more of it, none will."""
     for pool in pool_list:
         if not cls.remaining:
             return
@@ -187,8 +203,45 @@ def fit_on_nodes(cls: PodClass, pool_list: Sequence[Pool], commit: Commit) -> No
         if fit_count(cls.requests, pool.bound, 1) == 0:
             continue  # no node of the pool has that much room left
         if cls.room_in(pool.nodes[0].info.labels) <= 0:
+            if one_domain:
+                return
             continue  # its domains take no more of the class now (a pool's nodes share every label)
         _place_in_pool(cls, pool, commit)
+
+
+class DomainPools:
+    """The free room of a class placed in rounds (a zone spread): its pools by the domains of the rules
+    that count its placements, so a round visits only the domains it leaves room in. A pool that can
+    take no more of the class (ruled out, or no node with room for one as far as its bound knows) is
+    dropped from the front of its domain's list: while only the class is placed, room only shrinks,
+    and first fit fills the pools in order."""
+
+    def __init__(self, cls: PodClass, pool_list: Sequence[Pool]) -> None:
+        self.cls = cls
+        self.domains: dict[tuple[str | None, ...], list[Pool]] = {}
+        for pool in pool_list:
+            labels = pool.nodes[0].info.labels
+            key = tuple(labels.get(rule.key) for rule in cls.domains.counted)
+            self.domains.setdefault(key, []).append(pool)
+
+    def with_room(self) -> list[list[Pool]]:
+        """The pools of each domain the class may still take pods in this round."""
+        out = []
+        for key, pool_list in list(self.domains.items()):
+            if self.cls.room_in(pool_list[0].nodes[0].info.labels) <= 0:
+                continue
+            closed = 0
+            while closed < len(pool_list) and not self._open(pool_list[closed]):
+                closed += 1
+            del pool_list[:closed]
+            if pool_list:
+                out.append(pool_list)
+            else:
+                del self.domains[key]
+        return out
+
+    def _open(self, pool: Pool) -> bool:
+        return not _pool_ruled_out(self.cls, pool) and fit_count(self.cls.requests, pool.bound, 1) > 0
 
 
 def _pool_ruled_out(cls: PodClass, pool: Pool) -> bool:

@@ -33,6 +33,7 @@ from spillway.planner.groups import backoff_reason, empty_room, similar_groups
 from spillway.planner.limits import Limits
 from spillway.planner.placement import (
     Bin,
+    DomainPools,
     Pool,
     fill_bins,
     launching_bins,
@@ -116,10 +117,12 @@ class ScaleUpStage:
         candidates, rejected = self._choices(cls)
         opening = self._opening(candidates)
         skipped: list[Skip] = []
+        existing = DomainPools(cls, self._in_region(self.schedulable))
         while cls.remaining:
             before, settled = cls.remaining, dict(cls.placed_in)
             cls.next_round(settled)
-            self._place_existing(cls)
+            for domain in existing.with_room():
+                self._place_existing(cls, domain, one_domain=True)
             if not cls.remaining:
                 return None
             cls.next_round(settled, opening)  # the same round: free room first
@@ -176,11 +179,14 @@ class ScaleUpStage:
         """Whether the class has pods in the domains of a template with ``labels``."""
         return any((rule.key, labels.get(rule.key)) in cls.placed_in for rule in cls.domains.counted)
 
-    def _place_existing(self, cls: PodClass) -> None:
+    def _place_existing(
+        self, cls: PodClass, existing: list[Pool] | None = None, *, one_domain: bool = False
+    ) -> None:
         """Free room on Ready nodes (a buffer's pods: busy nodes first)."""
         start = len(self.ctx.placements)
-        existing = self._in_region(self.schedulable)
-        place_on_nodes(self.ctx, cls, busy_first(existing) if cls.buffer else existing)
+        if existing is None:
+            existing = self._in_region(self.schedulable)
+        place_on_nodes(self.ctx, cls, busy_first(existing) if cls.buffer else existing, one_domain=one_domain)
         self._claim(cls, start)
 
     def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[str, str]]:
