@@ -1126,3 +1126,66 @@ def test_a_kind_bound_to_other_nodes_does_not_count_for_the_spread_of_another() 
 
     assert {p.pod: p.group for p in result.placements} == {"default/web-x": "x-b", "default/web-y": "y-b"}
     assert scale_up(result) == {"y-b": (1, 2, ["default/web-y"])}
+
+
+def test_a_pod_that_follows_a_moved_pod_waits_for_it_to_settle() -> None:
+    """The only cache runs in zone a and may move to zone b; a web pod must run in a zone that runs a
+    cache, and may move to the only other room, in zone a. Both were moved in one plan, each judged on
+    the zones before it: the web pod sent where no cache would run. Now the first move (the cheaper,
+    the web pod's) holds the other for a later plan."""
+    affinity = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": ZONE}
+            ]
+        }
+    }
+
+    def world(cache_moves: bool) -> World:
+        w, (cache_node, web_node, room), b = _zones_a_and_b(3, "m5.xlarge")
+        cache = _sized(replica("cache-0", cache_node, labels={"app": "cache"}), "3")
+        if cache_moves:
+            cache["metadata"]["annotations"] = dict(EVICTABLE)
+        w.items += [
+            cache,
+            _sized(replica("web-0", web_node, affinity=affinity, annotations=EVICTABLE), "2500m"),
+            _sized(o.pod("fill-a", node_name=room), "1200m"),
+            _sized(o.pod("fill-b", node_name=b), "4500m"),
+        ]
+        return w
+
+    result = world(True).plan(max_scale_in_fraction=1.0, **UNDER)
+    assert [d.pods for d in result.drain] == [("default/web-0",)]
+    assert any(
+        "cache-0, which pods this plan places or moves must run beside" in k.reason for k in result.kept
+    )
+    stays = {p for d in world(False).plan(max_scale_in_fraction=1.0, **UNDER).drain for p in d.pods}
+    assert stays == {"default/web-0"}  # with the cache staying in zone a, the web pod moves next to it
+
+
+def test_a_pod_that_pending_pods_follow_stays_where_they_are_sent() -> None:
+    """A pending web pod must run in a zone that runs a cache: the plan sends it to zone a, the cache's.
+    The cache may move to zone b's room; moved in the same plan, it would leave the web pod refused when
+    its node boots. So it stays this plan, and moves once the web pod runs (required affinity is not
+    checked again then)."""
+    affinity = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": ZONE}
+            ]
+        }
+    }
+    w, (cache_node, full), b = _zones_a_and_b(2, "m5.xlarge")
+    w.items += [
+        _sized(replica("cache-0", cache_node, labels={"app": "cache"}, annotations=EVICTABLE), "3"),
+        _sized(o.pod("fill-a", node_name=full), "3800m"),
+        _sized(o.pod("fill-b", node_name=b), "4"),
+        _sized(replica("web-0", affinity=affinity), "3"),
+    ]
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert scale_up(result) == {"cpu-a": (2, 3, ["default/web-0"])}
+    assert result.drain == ()
+    w.items.pop()
+    assert [d.pods for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [("default/cache-0",)]

@@ -25,9 +25,9 @@ refusal keeps it, with its code:
   nodes this plan launches are never counted. Expendable pods need no room; workers of an elastic job above its
   minimum are re-placed where they fit, else their job runs with fewer workers. Their pod topology
   (:mod:`spillway.planner.topology`) counts what this plan placed and moved before them, not the pods
-  that leave; and a pod whose topology spread selects pods this plan already places or moves keeps
-  the node for a later plan (kube-scheduler checks each pod's skew as it places it: a second change to
-  one spread, judged on the counts at the plan's end, may refuse the first).
+  that leave; and a pod whose pod topology this plan already changes (its spread's or its affinity's
+  pods placed or moved, or pods placed or moved that must run beside it: :func:`_topology_settling`)
+  keeps the node for a later plan.
 
 Candidates go cheapest first: the smallest restart cost, then the fewest pods, then the least used.
 
@@ -387,7 +387,7 @@ class Consolidation:
         return self._elastic_min(candidate.elastic)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
-        verdict = _spread_settling(candidate, self.ctx.planned)
+        verdict = _topology_settling(candidate, self.ctx.planned)
         if verdict is not None:
             return verdict
         trial = self._fit(candidate, make_room=make_room)
@@ -488,13 +488,19 @@ class Consolidation:
         )
 
 
-def _spread_settling(candidate: Candidate, planned: Planned) -> Verdict:
-    """A pod of the candidate whose topology spread counts it and selects pods this plan already places
-    or moves: the candidate waits for a later plan. kube-scheduler checks each pod's skew when it places
-    that pod, against the pods placed before it; a move judged on the counts of the plan's end could
-    lower the least loaded domain under pods the plan placed earlier (a replica moved out of the
-    emptiest zone leaves a pending replica of its Deployment, bound for the fullest, refused there), so
-    a plan changes where one spread's pods run by one candidate at most."""
+def _topology_settling(candidate: Candidate, planned: Planned) -> Verdict:
+    """A pod of the candidate whose pod topology this plan changes already: the candidate waits for a
+    later plan.
+
+    * A topology spread that counts the pod and selects pods this plan places or moves. kube-scheduler
+      checks each pod's skew when it places that pod, against the pods placed before it; a move judged
+      on the counts of the plan's end could lower the least loaded domain under pods the plan placed
+      earlier (a replica moved out of the emptiest zone leaves a pending replica of its Deployment,
+      bound for the fullest, refused there), so a plan changes where one spread's pods run by one
+      candidate at most.
+    * A required pod affinity that selects pods this plan moves, or a pod that the required pod
+      affinity of pods this plan places or moves selects: the domains such a term leaves are those of
+      the pods before the plan, and the pod followed may be on its way out of one."""
     for pod in candidate.pods:
         for term, key, *_ in pod.spread:
             if term in pod.selected_by and planned.selected.get(term):
@@ -503,6 +509,19 @@ def _spread_settling(candidate: Candidate, planned: Planned) -> Verdict:
                     f"runs {pod.key}, whose {key} topology spread this plan changes already "
                     "(pods placed or moved): moved once that settles",
                 )
+        for term, key in pod.affinity_own:
+            if any(count < 0 for _, count in planned.selected.get(term, ())):
+                return (
+                    codes.DOES_NOT_FIT,
+                    f"runs {pod.key}, whose {key} pod affinity selects pods this plan moves: moved once "
+                    "they settle",
+                )
+        if planned.following.intersection(pod.selected_by):
+            return (
+                codes.DOES_NOT_FIT,
+                f"runs {pod.key}, which pods this plan places or moves must run beside (pod affinity): "
+                "moved once they settle",
+            )
     return None
 
 

@@ -149,7 +149,7 @@ class ScaleUpStage:
 
     def _join(self, cls: PodClass, start: int) -> None:
         """Record where the class's pods went (:class:`spillway.planner.topology.Planned`)."""
-        if not (cls.domains.marks.selected or cls.domains.zone_anti):
+        if not (cls.domains.marks.selected or cls.domains.zone_anti or cls.domains.affinity):
             return
         templates = {
             g.name: Spot(g.template.labels, g.template.taints)

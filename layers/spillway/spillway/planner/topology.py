@@ -296,6 +296,7 @@ class Planned:
 
     selected: dict[int, list[tuple[Spot, int]]] = field(default_factory=dict)  # with pods
     owning: dict[int, list[tuple[str, Mapping[str, str]]]] = field(default_factory=dict)
+    following: set[int] = field(default_factory=set)  # required pod affinity terms of pods placed
 
     def record(self, domains: Domains, spot: Spot, count: int) -> None:
         """``count`` pods of a class with ``domains`` went to node ``spot``."""
@@ -303,6 +304,7 @@ class Planned:
             self.selected.setdefault(term, []).append((spot, count))
         for term, key in domains.zone_anti:
             self.owning.setdefault(term, []).append((key, spot.labels))
+        self.following.update(term for term, _, _ in domains.affinity)
 
     def left(self, pod: PodInfo, spot: Spot) -> None:
         """``pod`` moves off node ``spot``: the terms that select it count one less there (a zone its own
@@ -312,7 +314,9 @@ class Planned:
 
     def copy(self) -> Planned:
         return Planned(
-            {t: list(v) for t, v in self.selected.items()}, {t: list(v) for t, v in self.owning.items()}
+            {t: list(v) for t, v in self.selected.items()},
+            {t: list(v) for t, v in self.owning.items()},
+            set(self.following),
         )
 
     def nodes(self, term: int) -> Iterable[Mapping[str, str]]:
