@@ -1189,3 +1189,36 @@ def test_a_pod_that_pending_pods_follow_stays_where_they_are_sent() -> None:
     assert result.drain == ()
     w.items.pop()
     assert [d.pods for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [("default/cache-0",)]
+
+
+def test_zone_rounds_fill_free_room_in_first_fit_order() -> None:
+    """maxSkew 3, four replicas, none running: zone a's small node and zone b's node have room for two
+    each, zone a's empty node comes last. First fit gives the small node two and zone b's two (2:2) and
+    leaves the empty node to the big pod placed after them; visiting zone a whole first gave 3:1, the
+    empty node a replica, and the big pod a new node."""
+    w = World(regions=("us-east-1",))
+    names = []
+    for group, zone, itype in (
+        ("b1", "a", "m5.xlarge"),
+        ("b2", "b", "m5.2xlarge"),
+        ("a3", "a", "m5.2xlarge"),
+    ):
+        (node,) = w.group(group, itype, nodes=1, zones=[f"us-east-1{zone}"])
+        w.node(node)["metadata"]["labels"][ZONE] = f"us-east-1{zone}"
+        names.append(node)
+    assert names == sorted(names)  # the pools' order
+    w.items += [
+        _sized(o.pod("fill-1", node_name=names[0]), "1900m"),
+        _sized(o.pod("fill-2", node_name=names[1]), "5900m"),
+    ]
+    for i in range(4):
+        item = _sized(spread_replica(f"web-{i}", skew=3), "1")
+        item["spec"]["priority"] = 100
+        w.items.append(item)
+    w.items.append(_sized(o.pod("big-0"), "7500m"))
+
+    result = w.plan()
+
+    on = {p.pod: p.node for p in result.placements}
+    assert sorted(on[f"default/web-{i}"] for i in range(4)) == sorted([names[0]] * 2 + [names[1]] * 2)
+    assert on["default/big-0"] == names[2] and result.scale_up == ()

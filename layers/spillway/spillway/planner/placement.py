@@ -7,7 +7,7 @@ per shape; launching and new nodes are :class:`Bin` s of identical template node
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spillway.model.k8s import DRAINING_TAINT
@@ -171,30 +171,14 @@ def _split_bin(
 Commit = Callable[[PodClass, WorkNode, int], None]  # count pods of the class go on the node
 
 
-def place_on_nodes(
-    ctx: Context,
-    cls: PodClass,
-    pool_list: Sequence[Pool],
-    *,
-    uncordon: bool = False,
-    one_domain: bool = False,
-) -> None:
+def place_on_nodes(ctx: Context, cls: PodClass, pool_list: Iterable[Pool], *, uncordon: bool = False) -> None:
     """Place the class on existing nodes, first fit, pool by pool (nodes of one shape)."""
-    fit_on_nodes(
-        cls,
-        pool_list,
-        lambda c, node, count: _place_on_node(ctx, c, node, count, uncordon),
-        one_domain=one_domain,
-    )
+    fit_on_nodes(cls, pool_list, lambda c, node, count: _place_on_node(ctx, c, node, count, uncordon))
 
 
-def fit_on_nodes(
-    cls: PodClass, pool_list: Sequence[Pool], commit: Commit, *, one_domain: bool = False
-) -> None:
+def fit_on_nodes(cls: PodClass, pool_list: Iterable[Pool], commit: Commit) -> None:
     """First fit of the class's remaining pods on the pools' nodes; ``commit`` takes each share (it must
-    take the pods from the class and charge the node's ``free``). Consolidation simulates with it.
-    ``one_domain``: the pools share the domains of the class's counted rules (:class:`DomainPools`), so
-    once those take no more of it, none will."""
+    take the pods from the class and charge the node's ``free``). Consolidation simulates with it."""
     for pool in pool_list:
         if not cls.remaining:
             return
@@ -203,42 +187,52 @@ def fit_on_nodes(
         if fit_count(cls.requests, pool.bound, 1) == 0:
             continue  # no node of the pool has that much room left
         if cls.room_in(pool.nodes[0].info.labels) <= 0:
-            if one_domain:
-                return
             continue  # its domains take no more of the class now (a pool's nodes share every label)
         _place_in_pool(cls, pool, commit)
 
 
 class DomainPools:
-    """The free room of a class placed in rounds (a zone spread): its pools by the domains of the rules
-    that count its placements, so a round visits only the domains it leaves room in. A pool that can
-    take no more of the class (ruled out, or no node with room for one as far as its bound knows) is
-    dropped from the front of its domain's list: while only the class is placed, room only shrinks,
-    and first fit fills the pools in order."""
+    """The free room of a class placed in rounds (a zone spread), visited in pool order as first fit
+    does, but only in the domains (of the rules that count its placements) the round leaves room in: a
+    domain the class may take no more of this round is not visited again until the next, and a pool
+    that can take no more of the class (ruled out, or no node with room for one as far as its bound
+    knows) is dropped from the front of its domain's list for good (while only the class is placed,
+    room only shrinks, and first fit fills pools in order). The pools a round visits, and their order,
+    are those first fit visits over every pool, less the ones it would pass over."""
 
     def __init__(self, cls: PodClass, pool_list: Sequence[Pool]) -> None:
         self.cls = cls
-        self.domains: dict[tuple[str | None, ...], list[Pool]] = {}
-        for pool in pool_list:
+        self.domains: list[list[tuple[int, Pool]]] = []
+        by_key: dict[tuple[str | None, ...], list[tuple[int, Pool]]] = {}
+        for index, pool in enumerate(pool_list):
             labels = pool.nodes[0].info.labels
             key = tuple(labels.get(rule.key) for rule in cls.domains.counted)
-            self.domains.setdefault(key, []).append(pool)
+            if key not in by_key:
+                by_key[key] = []
+                self.domains.append(by_key[key])
+            by_key[key].append((index, pool))
 
-    def with_room(self) -> list[list[Pool]]:
-        """The pools of each domain the class may still take pods in this round."""
-        out = []
-        for key, pool_list in list(self.domains.items()):
-            if self.cls.room_in(pool_list[0].nodes[0].info.labels) <= 0:
-                continue
+    def round(self) -> Iterator[Pool]:
+        """This round's pools, lazily, in pool order: a domain is left once it takes no more."""
+        for domain in self.domains:
             closed = 0
-            while closed < len(pool_list) and not self._open(pool_list[closed]):
+            while closed < len(domain) and not self._open(domain[closed][1]):
                 closed += 1
-            del pool_list[:closed]
-            if pool_list:
-                out.append(pool_list)
-            else:
-                del self.domains[key]
-        return out
+            del domain[:closed]
+        at = [0] * len(self.domains)
+        live = list(range(len(self.domains)))
+        while True:
+            live = [
+                i for i in live if at[i] < len(self.domains[i]) and self._takes(self.domains[i][at[i]][1])
+            ]
+            if not live:
+                return
+            first = min(live, key=lambda i: self.domains[i][at[i]][0])
+            at[first] += 1
+            yield self.domains[first][at[first] - 1][1]
+
+    def _takes(self, pool: Pool) -> bool:
+        return self.cls.room_in(pool.nodes[0].info.labels) > 0
 
     def _open(self, pool: Pool) -> bool:
         return not _pool_ruled_out(self.cls, pool) and fit_count(self.cls.requests, pool.bound, 1) > 0

@@ -17,7 +17,7 @@ is kept for it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -121,8 +121,7 @@ class ScaleUpStage:
         while cls.remaining:
             before, settled = cls.remaining, dict(cls.placed_in)
             cls.next_round(settled)
-            for domain in existing.with_room():
-                self._place_existing(cls, domain, one_domain=True)
+            self._place_existing(cls, existing.round())
             if not cls.remaining:
                 return None
             cls.next_round(settled, opening)  # the same round: free room first
@@ -179,14 +178,14 @@ class ScaleUpStage:
         """Whether the class has pods in the domains of a template with ``labels``."""
         return any((rule.key, labels.get(rule.key)) in cls.placed_in for rule in cls.domains.counted)
 
-    def _place_existing(
-        self, cls: PodClass, existing: list[Pool] | None = None, *, one_domain: bool = False
-    ) -> None:
-        """Free room on Ready nodes (a buffer's pods: busy nodes first)."""
+    def _place_existing(self, cls: PodClass, existing: Iterable[Pool] | None = None) -> None:
+        """Free room on Ready nodes (a buffer's pods: busy nodes first; a class placed in rounds: the
+        round's pools)."""
         start = len(self.ctx.placements)
         if existing is None:
-            existing = self._in_region(self.schedulable)
-        place_on_nodes(self.ctx, cls, busy_first(existing) if cls.buffer else existing, one_domain=one_domain)
+            pool_list = self._in_region(self.schedulable)
+            existing = busy_first(pool_list) if cls.buffer else pool_list
+        place_on_nodes(self.ctx, cls, existing)
         self._claim(cls, start)
 
     def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[str, str]]:
