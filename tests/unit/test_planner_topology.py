@@ -995,7 +995,7 @@ def test_consolidation_moves_the_pods_of_one_spread_once_per_plan() -> None:
 
     assert [d.code for d in result.drain] == [codes.CONSOLIDATION]
     (other,) = [k for k in result.kept if k.code == codes.DOES_NOT_FIT]
-    assert "web-a" in other.reason and "topology spread this plan changes already" in other.reason
+    assert "web-a" in other.reason and "counts with pods this plan places or moves" in other.reason
 
 
 def test_consolidation_moves_no_pod_of_a_spread_this_plan_places_pods_of() -> None:
@@ -1222,3 +1222,29 @@ def test_zone_rounds_fill_free_room_in_first_fit_order() -> None:
     on = {p.pod: p.node for p in result.placements}
     assert sorted(on[f"default/web-{i}"] for i in range(4)) == sorted([names[0]] * 2 + [names[1]] * 2)
     assert on["default/big-0"] == names[2] and result.scale_up == ()
+
+
+def test_a_pod_a_spread_counts_moves_no_more_than_the_spreads_own_pods() -> None:
+    """A canary labelled like a Deployment's replicas, movable, with no spread of its own: the replicas'
+    zone spread counts it. With a replica waiting and planned on zone b's room (1:1 before, 1:2), moving
+    the canary from zone a to zone b too would leave 0:3, and the replica, placed after it, refused for
+    good (zone a's group is at MaxSize). It stays; with no replica waiting, it moves."""
+
+    def world(waiting: bool) -> World:
+        w, (a, full), b = _zones_a_and_b(2, "m5.xlarge")
+        w.groups["cpu-a"]["MaxSize"] = 2
+        w.items += [
+            _sized(o.pod("fill-a", node_name=full), "3800m"),
+            _sized(replica("canary", a, annotations=EVICTABLE), "3"),
+            _spread_pod("web-b", b, "1", movable=False),
+        ]
+        if waiting:
+            w.items.append(_spread_pod("web-new", None, "1", movable=False))
+        return w
+
+    result = world(True).plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [p.pod for p in result.placements] == ["default/web-new"] and result.drain == ()
+    assert [d.pods for d in world(False).plan(max_scale_in_fraction=1.0, **UNDER).drain] == [
+        ("default/canary",)
+    ]

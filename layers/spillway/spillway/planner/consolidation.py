@@ -492,22 +492,23 @@ def _topology_settling(candidate: Candidate, planned: Planned) -> Verdict:
     """A pod of the candidate whose pod topology this plan changes already: the candidate waits for a
     later plan.
 
-    * A topology spread that counts the pod and selects pods this plan places or moves. kube-scheduler
-      checks each pod's skew when it places that pod, against the pods placed before it; a move judged
-      on the counts of the plan's end could lower the least loaded domain under pods the plan placed
-      earlier (a replica moved out of the emptiest zone leaves a pending replica of its Deployment,
-      bound for the fullest, refused there), so a plan changes where one spread's pods run by one
-      candidate at most.
+    * A selector of a topology spread (or of a pod affinity term) that selects the pod and pods this
+      plan places or moves. kube-scheduler checks each pod's skew when it places that pod, against the
+      pods placed before it; a move judged on the counts of the plan's end could lower the least loaded
+      domain under pods the plan placed earlier (a replica moved out of the emptiest zone leaves a
+      pending replica of its Deployment, bound for the fullest, refused there; the same for a canary
+      the Deployment's spread counts but which has no spread of its own), so a plan changes where the
+      pods of one selector run by one candidate at most.
     * A required pod affinity that selects pods this plan moves, or a pod that the required pod
       affinity of pods this plan places or moves selects: the domains such a term leaves are those of
       the pods before the plan, and the pod followed may be on its way out of one."""
     for pod in candidate.pods:
-        for term, key, *_ in pod.spread:
-            if term in pod.selected_by and planned.selected.get(term):
+        for term in pod.selected_by:
+            if planned.selected.get(term):
                 return (
                     codes.DOES_NOT_FIT,
-                    f"runs {pod.key}, whose {key} topology spread this plan changes already "
-                    "(pods placed or moved): moved once that settles",
+                    f"runs {pod.key}, which a topology spread or pod (anti-)affinity counts with pods "
+                    "this plan places or moves already: moved once they settle",
                 )
         for term, key in pod.affinity_own:
             if any(count < 0 for _, count in planned.selected.get(term, ())):
