@@ -1248,3 +1248,21 @@ def test_a_pod_a_spread_counts_moves_no_more_than_the_spreads_own_pods() -> None
     assert [d.pods for d in world(False).plan(max_scale_in_fraction=1.0, **UNDER).drain] == [
         ("default/canary",)
     ]
+
+
+def test_a_node_closed_to_one_class_keeps_its_room_for_the_next() -> None:
+    """One pool of two nodes; a one-per-node replica runs on the first. Two more wait: the second node
+    takes one, the other gets a new node. A pod of another kind, placed after them, fits the first
+    node's free room; the pool's bound of free room left that node out (closed to the replicas), and
+    the pod got a new node too. (Found by review; older than this work.)"""
+    w = World()
+    first, _ = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    w.items.append(replica("web-0", first, affinity=anti({"app": "web"})))
+    for i in (1, 2):
+        w.items.append(_sized(replica(f"web-{i}", affinity=anti({"app": "web"}), priority=100), "3"))
+    w.items.append(o.pod("other", cpu="6", memory="1Gi"))
+
+    result = w.plan()
+
+    assert {p.pod: p.node for p in result.placements}["default/other"] == first
+    assert scale_up(result) == {"cpu": (2, 3, ["default/web-2"])}

@@ -258,9 +258,11 @@ def _place_in_pool(cls: PodClass, pool: Pool, commit: Commit) -> None:
         info = node.info
         if cls.node_specific and cls.blocker(info.labels, info.taints, info.name) is not None:
             start = -1
+            _max_into(bound, node.free)  # closed to this class, not to the next
             continue
         if cls.domains.marks.repels(node.marks):
             start = -1
+            _max_into(bound, node.free)
             continue  # a pod this plan put there keeps it off
         limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
         count = fit_count(cls.requests, node.free, limit)
