@@ -99,9 +99,11 @@ class ScaleUpStage:
         (unless a gang is being placed: the gang reports for all its pods)."""
         if cls.domains.counted:
             return self._place_in_rounds(cls)
+        start = len(self.ctx.placements)
         self._place_existing(cls)
         if not cls.remaining:
             return None
+        self._raise_new_node_cap(cls, start)
         candidates, rejected = self._choices(cls)
         skipped = self._place_more(cls, candidates)
         return self._left(cls, candidates, rejected, skipped) if cls.remaining else None
@@ -118,10 +120,12 @@ class ScaleUpStage:
         opening = self._opening(candidates)
         skipped: list[Skip] = []
         existing = DomainPools(cls, self._in_region(self.schedulable))
+        start = len(self.ctx.placements)
         while cls.remaining:
             before, settled = cls.remaining, dict(cls.placed_in)
             cls.next_round(settled)
             self._place_existing(cls, existing.round())
+            self._raise_new_node_cap(cls, start)
             if not cls.remaining:
                 return None
             cls.next_round(settled, opening)  # the same round: free room first
@@ -203,6 +207,17 @@ class ScaleUpStage:
         if not cls.remaining:
             return []
         return self._new_nodes(cls, candidates)
+
+    def _raise_new_node_cap(self, cls: PodClass, start: int) -> None:
+        """The class's pods placed on existing nodes since ``start`` raise the least loaded node of its
+        hostname spreads, and so what a new node takes (:meth:`Domains.raised`)."""
+        if not cls.domains.host_spreads:
+            return
+        placed: dict[str, int] = {}
+        for placement in self.ctx.placements[start:]:
+            if placement.node in self.ctx.nodes:
+                placed[placement.node] = placed.get(placement.node, 0) + 1
+        cls.domains = cls.domains.raised(placed)
 
     def _claim(self, cls: PodClass, start: int) -> None:
         """Charge the class's tenant for the unclaimed Ready nodes its pods were just placed on (launching

@@ -210,6 +210,10 @@ class Domains:
     affinity: tuple[tuple[int, str, frozenset[str]], ...] = ()
     zone_anti: tuple[tuple[int, str], ...] = ()  # its required anti-affinity terms over other keys
     spread_keys: frozenset[str] = frozenset()  # its DoNotSchedule spreads' keys: a node needs each label
+    # its hostname spreads that count it, for the cap of a new node once the plan's pods on existing
+    # nodes count: (maxSkew, minDomains, pods per node, the nodes counted); and per_node without them
+    host_spreads: tuple[tuple[int, int, Mapping[str, int], frozenset[str]], ...] = ()
+    per_node_without_spreads: int = UNBOUNDED
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -269,6 +273,23 @@ class Domains:
             required=_required_of(self.affinity, planned),
             counted=tuple(r.joined(planned) if isinstance(r, ZoneSpread) else r for r in self.counted),
         )
+
+    def raised(self, placed: Mapping[str, int]) -> Domains:
+        """These domains once ``placed`` (existing node -> pods of the class this plan put there) count
+        for the cap of a new node under a hostname spread: the least loaded existing node rises with
+        them, and kube-scheduler, filling the new nodes from empty, takes each to ``maxSkew`` above it
+        (:func:`_new_node_cap`). The existing nodes keep their caps."""
+        if not self.host_spreads or not placed:
+            return self
+        per_node = self.per_node_without_spreads
+        for skew, min_domains, counts, eligible in self.host_spreads:
+            least = (
+                0
+                if len(eligible) < min_domains
+                else min((counts.get(n, 0) + placed.get(n, 0) for n in eligible), default=0)
+            )
+            per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
+        return replace(self, per_node=per_node)
 
     def follows(self, selected: frozenset[int]) -> bool:
         """Whether pods with these ``selected`` term ids would open a domain this class's pod affinity
@@ -409,11 +430,12 @@ class TopologyIndex:
             forbidden.setdefault(HOSTNAME_LABEL, set()).update(taken)
         node_caps: dict[str, int] = {}
         counted: list[ZoneSpread | OnePerDomain] = list(_one_per_domain(pod))
-        per_node = min(per_node, self._spreads(pod, gone, forbidden, node_caps, counted))
+        hosts: list[tuple[int, int, Mapping[str, int], frozenset[str]]] = []
+        spreads_cap = self._spreads(pod, gone, forbidden, node_caps, counted, hosts)
         affinity = self._affinity(pod, gone)
         return Domains(
             {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
-            per_node,
+            min(per_node, spreads_cap),
             node_caps,
             _required_of(affinity),
             marks_of(pod),
@@ -421,6 +443,8 @@ class TopologyIndex:
             affinity,
             _zone_anti(pod),
             frozenset(spread[1] for spread in pod.spread),
+            tuple(hosts),
+            per_node,
         )
 
     def _spreads(
@@ -430,6 +454,7 @@ class TopologyIndex:
         forbidden: dict[str, set[str]],
         node_caps: dict[str, int],
         counted: list[ZoneSpread | OnePerDomain],
+        hosts: list[tuple[int, int, Mapping[str, int], frozenset[str]]],
     ) -> int:
         """Every DoNotSchedule spread constraint of the pod; the cap of a new node (for a spread over
         hostnames that counts the pod itself, :func:`_new_node_cap`; else none). A spread over another
@@ -455,6 +480,7 @@ class TopologyIndex:
                     node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
             if key == HOSTNAME_LABEL and own:
                 per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
+                hosts.append((skew, min_domains, counts, eligible))
         return per_node
 
     def _ports_taken(self, pod: PodInfo, gone: Leaving) -> set[str]:
