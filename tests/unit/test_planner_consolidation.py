@@ -577,3 +577,19 @@ def test_consolidation_after_minutes_waits_on_a_timer_the_state_remembers() -> N
         w.plan(NOW + timedelta(minutes=5), **{**config, "consolidation": "when-empty"}).state.underutilized
         == {}
     )
+
+
+def test_a_pod_with_the_lowest_deletion_cost_still_needs_room_elsewhere() -> None:
+    """A movable replica annotated with the lowest pod-deletion-cost, and no room for it elsewhere: the
+    node stays. Its move cost used to reach 0, the mark of a free move (an expendable pod), and the node
+    was drained with "0 pod(s) fit": the replica evicted with nowhere to run. (Found by review.)"""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2))
+    cheapest = {**MOVABLE, "controller.kubernetes.io/pod-deletion-cost": "-2147483648"}
+    replicas(w, a, "web", 1, cpu="6", priority=-5, annotations=cheapest, created=NOW)  # no work lost
+    replicas(w, b, "pin", 1, cpu="6", annotations={})  # 1.9 CPU free there, and nowhere else
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert kept(result)[a][0] == codes.DOES_NOT_FIT

@@ -219,10 +219,14 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
 def move_cost(pod: PodInfo, now: datetime) -> float:
     """Relative cost of moving a movable pod: 1 (a restart) plus terms for priority and pod-deletion-cost
     (each squashed into (-1, 1), ordered as the numbers are) and for the work lost (its age, a day at
-    most, 0 to 1). Never below 0."""
+    most, 0 to 1). Never below ``MIN_MOVE_COST``: 0 is a free move (an expendable or leaving pod), which
+    needs no room elsewhere, and a pod that restarts must have room, however low its deletion cost."""
     age = (now - pod.started_at).total_seconds() if pod.started_at else 0.0
     lost = min(max(age, 0.0), AGE_CAP_SECONDS) / AGE_CAP_SECONDS
-    return max(0.0, 1.0 + _squash(pod.priority) + _squash(pod.deletion_cost) + lost)
+    return max(MIN_MOVE_COST, 1.0 + _squash(pod.priority) + _squash(pod.deletion_cost) + lost)
+
+
+MIN_MOVE_COST = 0.001
 
 
 def _squash(value: int, scale: float = 1000.0) -> float:
