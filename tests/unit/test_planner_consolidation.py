@@ -593,3 +593,29 @@ def test_a_pod_with_the_lowest_deletion_cost_still_needs_room_elsewhere() -> Non
 
     assert result.drain == ()
     assert kept(result)[a][0] == codes.DOES_NOT_FIT
+
+
+def test_a_busy_node_that_holds_a_buffers_room_is_not_consolidated() -> None:
+    """A capacity buffer's pod is planned on the spare room of a busy node; consolidating that node
+    would leave the buffer no room, and the next plan would launch a node for it again. It is kept,
+    as an idle node that holds buffer room is. (Found by review.)"""
+    w, (a, b) = half_full()
+
+    result = w.plan(buffers=[{"name": "serving", "replicas": 1, "pod": {"cpu": "4", "memory": "1Gi"}}],
+                    max_scale_in_fraction=1.0, **UNDER)  # fmt: skip
+
+    held = {p.node for p in result.placements if ":buffer:" in p.pod}
+    assert held and not held & {d.node for d in result.drain}
+    assert {kept(result)[n][0] for n in held} == {codes.BUFFER}
+
+
+def test_a_node_annotated_do_not_disrupt_is_kept_even_empty() -> None:
+    """karpenter.sh/do-not-disrupt=true on a node: Karpenter disrupts it for nothing, empty or not."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu", "m5.2xlarge", nodes=1)
+    w.idle_since(a, 60)
+    w.node(a)["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert result.drain == () and kept(result)[a][0] == codes.NODE_DO_NOT_DISRUPT

@@ -110,6 +110,7 @@ PENDING_CODES = (
     VOLUME_UNBOUND,
     DYNAMIC_RESOURCES,
 )
+NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"  # its node is annotated karpenter.sh/do-not-disrupt=true
 KEPT_CODES = (
     UNCORDONED,
     UNMANAGED,
@@ -122,6 +123,7 @@ KEPT_CODES = (
     DRAINING,
     CORDONED_BY_OTHERS,
     SCALE_DOWN_DISABLED,
+    NODE_DO_NOT_DISRUPT,
     RECENTLY_LAUNCHED,
     IDLE_BELOW_THRESHOLD,
     MIN_SIZE,
@@ -155,7 +157,6 @@ POD_MOVABLE = "movable"  # may be evicted; its controller recreates it elsewhere
 POD_FORCED = "forced"  # protected, but the caller forces its eviction
 
 # -- may consolidation move a pod to save cost (Move.code, spillway.planner.disruption.assess_move) --
-NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"  # its node is annotated karpenter.sh/do-not-disrupt=true
 POD_DO_NOT_DRAIN = "do-not-drain"  # openai/do-not-drain=true
 POD_PDB_ALLOWS_NONE = "pdb-allows-none"  # a PodDisruptionBudget selecting it allows no disruption now
 POD_EXPENDABLE = "pod-expendable"  # priority below expendable_priority_cutoff: free to move

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from spillway.config import EMPTY, BudgetReason
+from spillway.model.k8s import DO_NOT_DISRUPT
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
@@ -120,6 +121,8 @@ def _disabled(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
             codes.SCALE_DOWN_DISABLED,
             "annotated cluster-autoscaler.kubernetes.io/scale-down-disabled=true",
         )
+    if node.info.do_not_disrupt:  # Karpenter disrupts such a node for nothing, empty or not
+        return codes.NODE_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"
     return None
 
 
@@ -341,10 +344,11 @@ class ScaleDownStage:
 
     def protected(self, node: WorkNode) -> Verdict:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
-        plan claimed, a pending pod planned onto it, a cordon, ``scale-down-disabled``, its youth."""
+        plan claimed, a pending pod planned onto it, room it holds for a capacity buffer, a cordon,
+        ``scale-down-disabled`` or ``do-not-disrupt``, its youth."""
         previous = self.ctx.state.nodes.get(node.info.name)
         verdict = self._claim(node, aware(previous.idle_since)) if previous is not None else None
-        verdict = verdict or _receives(self.ctx, node)
+        verdict = verdict or _receives(self.ctx, node) or _holds_buffer(self.ctx, node)
         for protection in BUSY_PROTECTIONS:
             verdict = verdict or protection(self.ctx, node, self.ctx.now)
         return verdict
