@@ -188,7 +188,8 @@ class Consolidation:
         return kept
 
     def reset_room(self) -> None:
-        """The room pods may move to: schedulable nodes (Ready, initialized) no drain of this plan takes. Built once
+        """The room pods may move to: schedulable nodes (Ready, initialized) no drain of this plan, or of a
+        recent plan still to cordon it, takes. Built once
         (a make-room swap may have taken some already); later only the nodes drained since leave it."""
         drained = {d.node for d in self.stage.drains}
         if self.room:
@@ -197,7 +198,7 @@ class Consolidation:
         self.room = {
             n.info.name: replace(n, free=dict(n.free))
             for n in self.ctx.nodes.values()
-            if n.schedulable and n.info.name not in drained
+            if n.schedulable and n.info.name not in drained and self.stage.claimed_at(n) is None
         }
 
     def hosts(self, group: str) -> list[WorkNode]:

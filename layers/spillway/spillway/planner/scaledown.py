@@ -215,12 +215,12 @@ class ScaleDownStage:
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         self.budgets = Budgets(ctx, self.draining_now)
         self._consolidation: Consolidation | None = None
+        self._count_draining()  # before make room, which drains within the same budgets
 
     def run(self) -> tuple[list[Drain], list[KeptNode], dict[str, NodeState]]:
         for node in self.ctx.nodes.values():
             self.judge(node)
         self.candidates.sort(key=self._order)
-        self._count_draining()
         for node, idle_since in self.candidates:
             self.choose(node, idle_since)
         if self.busy:
@@ -249,6 +249,9 @@ class ScaleDownStage:
                 if check is _busy and not orphan and mode(self.ctx, node.group) == WHEN_UNDERUTILIZED:
                     self.busy.append(node)
                 return
+        if self._consolidation is not None and node.info.name in self._consolidation.receiving:
+            self.keep(node, (codes.RECEIVES_MOVED_PODS, "make room moves another node's pods onto it"))
+            return  # in use from now on (a busy node's consolidation says the same)
         idle_since = self._idle_since(node)
         if self._claimed(node, idle_since):
             return
@@ -306,13 +309,21 @@ class ScaleDownStage:
             self.keep(node, verdict)
         return verdict is not None
 
+    def claimed_at(self, node: WorkNode) -> datetime | None:
+        """When a recent plan drained the node, if its drain has not cordoned it yet: the drain owns it
+        (and will evict what runs there), so no pod is planned or moved onto it."""
+        previous = self.ctx.state.nodes.get(node.info.name)
+        claimed = aware(previous.draining_since) if previous and previous.draining_since else None
+        claim = timedelta(minutes=self.ctx.config.drain_claim_minutes)
+        if claimed is None or self.ctx.now - claimed >= claim or node.info.unschedulable:
+            return None
+        return claimed
+
     def _claim(self, node: WorkNode, idle_since: datetime) -> Verdict:
         """Why a recent plan's drain owns the node (its claim carried into the next state), or None."""
         ctx, name = self.ctx, node.info.name
-        previous = ctx.state.nodes.get(name)
-        claimed = aware(previous.draining_since) if previous and previous.draining_since else None
-        claim = timedelta(minutes=ctx.config.drain_claim_minutes)
-        if claimed is None or ctx.now - claimed >= claim or node.info.unschedulable:
+        claimed = self.claimed_at(node)
+        if claimed is None:
             return None
         self.idle_state[name] = NodeState(idle_since=idle_since, draining_since=claimed)
         return codes.DRAIN_PLANNED, f"drain planned {minutes(ctx.now - claimed)} ago; the drain owns it"
@@ -332,14 +343,15 @@ class ScaleDownStage:
         )
 
     def _count_draining(self) -> None:
+        """The drains under way per group, for the budgets: nodes Spillway cordoned, and nodes a recent
+        plan drained whose drain has not cordoned them yet."""
         for node in self.ctx.nodes.values():
             group = node.group
-            if (
-                group is not None
-                and node.info.cordoned_by_spillway
-                and node.info.name not in self.ctx.uncordoned
-                and node.info.name not in self.orphans  # restored, or counted when drained again
-            ):
+            if group is None or node.info.name in self.ctx.uncordoned:
+                continue
+            cordoned = node.info.cordoned_by_spillway and node.info.name not in self.orphans  # an orphan is
+            # restored, or counted when drained again
+            if cordoned or self.claimed_at(node) is not None:
                 self.draining_now[group.name] = self.draining_now.get(group.name, 0) + 1
 
     def protected(self, node: WorkNode) -> Verdict:
