@@ -163,6 +163,7 @@ class Consolidation:
         self.jobs = self.ctx.snapshot.jobs_by_key()
         self.elastic_left = elastic_room(self.ctx.snapshot.pods, self.jobs)
         self.receiving: set[str] = set()
+        self.pdb_spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> evictions this plan makes
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}
@@ -388,7 +389,7 @@ class Consolidation:
         return self._elastic_min(candidate.elastic)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
-        verdict = _topology_settling(candidate, self.ctx.planned)
+        verdict = _topology_settling(candidate, self.ctx.planned) or self._budgets_spent(candidate)
         if verdict is not None:
             return verdict
         trial = self._fit(candidate, make_room=make_room)
@@ -399,9 +400,27 @@ class Consolidation:
             )
         self.launching, destinations, self.ctx.planned = trial
         self.receiving |= destinations
+        for key in _evicted_budgets(candidate):
+            self.pdb_spent[key] = self.pdb_spent.get(key, 0) + 1
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
         self._drain(candidate, destinations, make_room=make_room)
+        return None
+
+    def _budgets_spent(self, candidate: Candidate) -> Verdict:
+        """A PodDisruptionBudget that this plan's earlier drains already use up. A drain evicts a
+        budget's pods one at a time, as it allows (the drain's rounds), so each drain counts once against
+        what the budget allows now: two drains that each evict the one pod a budget lets go at once
+        would wait on each other, the second likely past its deadline."""
+        allowed = {(p.namespace, p.name): p.disruptions_allowed for p in self.ctx.snapshot.pdbs}
+        for namespace, name in sorted(_evicted_budgets(candidate)):
+            can = allowed.get((namespace, name), 0)
+            if self.pdb_spent.get((namespace, name), 0) + 1 > can:
+                return (
+                    codes.POD_NEVER,
+                    f"PodDisruptionBudget {namespace}/{name} allows {can} disruption(s) now, and this "
+                    "plan's other drains use them",
+                )
         return None
 
     def _fit(self, candidate: Candidate, *, make_room: bool) -> Trial | None:
@@ -487,6 +506,12 @@ class Consolidation:
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods)
         )
+
+
+def _evicted_budgets(candidate: Candidate) -> set[tuple[str, str]]:
+    """(namespace, name) of the PodDisruptionBudgets selecting a pod the candidate's drain evicts (a
+    terminating pod is leaving already)."""
+    return {(pod.namespace, name) for pod in candidate.pods if not pod.terminating for name in pod.pdbs}
 
 
 def _topology_settling(candidate: Candidate, planned: Planned) -> Verdict:
