@@ -235,3 +235,17 @@ def test_a_limited_tenant_takes_launching_capacity_only_within_its_limit() -> No
     assert all(codes[p] == "fits-launching" for p in team_b)
     # Unlimited, team-a takes two booting nodes and team-b opens one more.
     assert scale_up(w.plan())["cpu-east"][:2] == (3, 4)
+
+
+def test_a_registered_node_not_ready_yet_is_charged_once() -> None:
+    """A group of two instances: one Ready node, one registered and not Ready yet. Against a cluster
+    total of three nodes it is one node, not two (it was charged as a node and again as capacity
+    launching): the third waiting pod gets the third node. (Found by review.)"""
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.add_instance("cpu", register=True, ready=False)
+    w.pods("web", 3, cpu="5", memory="4Gi")  # one per node
+
+    result = w.plan(max_nodes_total=3)
+
+    assert scale_up(result)["cpu"][:2] == (2, 3)

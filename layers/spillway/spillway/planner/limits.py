@@ -127,7 +127,10 @@ class Limits:
     def _count_existing(self) -> None:
         shares = tenant_shares(self.ctx)
         self.claimed.update(shares)  # a node with pods is charged to their tenants, limited or not
+        registered: dict[str, int] = {}  # group -> its nodes charged here, Ready or not
         for node in self.ctx.nodes.values():
+            if node.group is not None:
+                registered[node.group.name] = registered.get(node.group.name, 0) + 1
             vector = node_vector(node.info.allocatable)
             labels = node.info.labels
             for c in self.constraints:
@@ -139,7 +142,9 @@ class Limits:
                     if share:
                         add_into(c.used, {k: v * share[0] // share[1] for k, v in c.measure(vector).items()})
         for group in self.ctx.groups:
-            launching = group.desired - self.ctx.ready_in_group.get(group.name, 0)  # stale ones too: paid for
+            # instances not registered yet, stale ones too (paid for); a registered node that is not
+            # Ready (or still starting) is charged above, as a node, not again as one launching
+            launching = group.desired - registered.get(group.name, 0)
             if launching > 0 and group.template is not None:
                 self.charge(None, group, launching)
 
