@@ -7,10 +7,12 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from plan_world import World, pending_codes, scale_up
+from plan_world import NOW, World, pending_codes, scale_up
 
 from spillway.local import objects as o
 from spillway.planner import ScalingPlan
+from spillway.planner.buffers import buffer_classes
+from spillway.planner.context import Context
 
 BERLIN = ZoneInfo("Europe/Berlin")
 BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge (7910m)
@@ -299,3 +301,22 @@ def test_a_buffer_takes_the_spare_room_of_a_busy_node_before_an_idle_one() -> No
     assert kept_codes(result)[nodes[1]] == "workload"
     assert [d.node for d in result.drain] == [nodes[0]]  # the idle node goes: the buffer is held beside
     assert {p.pod: p.node for p in result.placements}["config/serving:buffer:0"] == nodes[1]
+
+
+def test_a_buffer_larger_than_the_cluster_could_ever_hold_is_planned_as_what_fits() -> None:
+    """A million chunks (replicas is an int32: up to two billion) in a group of at most ten nodes that
+    hold two each: twenty virtual pods are planned, not a million (one per chunk, in every plan, until
+    the Lambda ran out of memory). (Found by review.)"""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    pod_template(w, "web")
+    capacity_buffer(w, "huge", "web", {"podTemplateRef": {"name": "tpl"}, "replicas": 10**6})
+
+    snapshot, groups, config, state = w.parsed()
+    (chunks,) = buffer_classes(Context(snapshot, groups, config, state, NOW))
+    assert len(chunks.pods) == 20
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (0, 10)
+    assert "capacity buffer web/huge (20 virtual pod(s))" in result.scale_up[0].reason

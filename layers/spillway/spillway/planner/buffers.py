@@ -23,9 +23,11 @@ from spillway.config import BufferConfig
 from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import Pod
+from spillway.model.resources import PODS, fit_count
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context
 from spillway.planner.placement import Pool, pools
+from spillway.planner.topology import UNBOUNDED
 
 MARK = ":buffer:"
 
@@ -52,6 +54,19 @@ def active_buffers(ctx: Context) -> list[BufferInfo]:
     return sorted((b for b in found if b.active_at(ctx.now)), key=lambda b: b.key)
 
 
+def _room_bound(ctx: Context, cls: PodClass) -> int:
+    """The most chunks of the class the cluster could ever hold: what fits the free room of every node
+    and every node each group may still open, up to MaxSize. The chunks past it could never be placed,
+    and a buffer of two billion (``replicas`` is an int32) would otherwise be two billion virtual pods
+    in every plan."""
+    one = {**cls.requests, PODS: 1}  # a pod's slot too: a chunk that requests nothing still takes one
+    total = sum(fit_count(one, node.free, UNBOUNDED) for node in ctx.nodes.values())
+    for group in ctx.groups:
+        if group.template is not None:
+            total += group.max_size * fit_count(one, group.template.allocatable, UNBOUNDED)
+    return total
+
+
 def buffer_classes(ctx: Context) -> list[PodClass]:
     """One class of virtual pods per active buffer; ``ctx.buffer_pods`` names each pod's buffer."""
     out: list[PodClass] = []
@@ -60,7 +75,7 @@ def buffer_classes(ctx: Context) -> list[PodClass]:
         tenant = ctx.snapshot.tenant(buffer.namespace) if buffer.namespace else None
         cls = new_class(buffer.pod, tenant if tenant in ctx.config.tenants else None)
         cls.buffer = buffer.key
-        cls.pods = [virtual_pod(buffer, i) for i in range(buffer.replicas)]
+        cls.pods = [virtual_pod(buffer, i) for i in range(min(buffer.replicas, _room_bound(ctx, cls)))]
         ctx.buffer_pods.update(dict.fromkeys(cls.pods, buffer))
         out.append(cls)
     return out
