@@ -320,3 +320,32 @@ def test_a_buffer_larger_than_the_cluster_could_ever_hold_is_planned_as_what_fit
 
     assert scale_up(result)["cpu"][:2] == (0, 10)
     assert "capacity buffer web/huge (20 virtual pod(s))" in result.scale_up[0].reason
+
+
+def _two_idle_nodes(home: str, other_region: str) -> tuple[World, str, str]:
+    """An idle node of group ``home*`` (MinSize 1 in us-east-1 when ``other_region`` is us-east-1)
+    and one of group ``other`` in ``other_region``, named so the second sorts first."""
+    for i in range(50):
+        w = World()
+        (stays,) = w.group(f"{home}{i}", "m5.2xlarge", nodes=1, min_size=int(other_region == "us-east-1"))
+        (goes,) = w.group("other", "m5.2xlarge", region=other_region, nodes=1)
+        if goes < stays:
+            for node in (stays, goes):
+                w.idle_since(node, 60)
+            return w, stays, goes
+    raise AssertionError("no name order found")
+
+
+def test_a_buffer_holds_room_on_the_idle_node_scale_down_keeps_anyway() -> None:
+    """Two idle nodes: one its group's MinSize keeps, one that may go. The buffer's room goes on the
+    first, and the second is drained; held on the second (first by name), it kept both. Likewise an
+    idle node of the home region is used before one of an overflow region, which then goes home.
+    (Found by review.)"""
+    buffer = {"name": "serving", "pod": {"cpu": "4", "memory": "4Gi"}, "replicas": 1}
+    for home, other_region in (("base", "us-east-1"), ("east", "us-west-2")):
+        w, stays, goes = _two_idle_nodes(home, other_region)
+
+        result = w.plan(buffers=[buffer], max_scale_in_fraction=1.0)
+
+        assert [d.node for d in result.drain] == [goes]
+        assert kept_codes(result)[stays] == "buffer"

@@ -25,7 +25,7 @@ from spillway.model.cluster import PodInfo
 from spillway.model.k8s import Pod
 from spillway.model.resources import PODS, fit_count
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import Context
+from spillway.planner.context import Context, WorkNode
 from spillway.planner.placement import Pool, pools
 from spillway.planner.topology import UNBOUNDED
 
@@ -81,11 +81,19 @@ def buffer_classes(ctx: Context) -> list[PodClass]:
     return out
 
 
-def busy_first(pool_list: Sequence[Pool]) -> list[Pool]:
-    """The pools' nodes with the ones in use (running workload, or receiving pending pods) first: a
-    buffer held in the spare room of busy nodes lets idle nodes go."""
-    nodes = [n for pool in pool_list for n in pool.nodes]
-    return pools(sorted(nodes, key=lambda n: (n.workload == 0 and n.receives == 0, n.info.name)))
+def busy_first(ctx: Context, pool_list: Sequence[Pool]) -> list[Pool]:
+    """The pools' nodes, those scale-down keeps anyway first: in use (running workload, or receiving
+    pending pods), then in a group at its MinSize, then by region (home first) and name. A buffer held
+    in room that stays lets the other idle nodes go; held on an idle node that could go (another
+    group's, an overflow region's), it would keep that node and let the one that stays anyway idle."""
+
+    def key(node: WorkNode) -> tuple[bool, bool, int, str]:
+        group = node.group
+        at_min = group is not None and group.desired <= group.min_size
+        region = ctx.region_key(group) if group is not None else len(ctx.region_rank)
+        return (node.workload == 0 and node.receives == 0, not at_min, region, node.info.name)
+
+    return pools(sorted((n for pool in pool_list for n in pool.nodes), key=key))
 
 
 def settle(ctx: Context) -> None:

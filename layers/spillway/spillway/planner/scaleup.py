@@ -188,7 +188,7 @@ class ScaleUpStage:
         start = len(self.ctx.placements)
         if existing is None:
             pool_list = self._in_region(self.schedulable)
-            existing = busy_first(pool_list) if cls.buffer else pool_list
+            existing = busy_first(self.ctx, pool_list) if cls.buffer else pool_list
         place_on_nodes(self.ctx, cls, existing)
         self._claim(cls, start)
 
