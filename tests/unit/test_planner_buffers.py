@@ -349,3 +349,33 @@ def test_a_buffer_holds_room_on_the_idle_node_scale_down_keeps_anyway() -> None:
 
         assert [d.node for d in result.drain] == [goes]
         assert kept_codes(result)[stays] == "buffer"
+
+
+def test_a_buffer_of_a_one_per_node_deployment_holds_room_on_as_many_nodes_as_chunks() -> None:
+    """The Deployment's replicas repel each other per node; a buffer of three of its replicas holds a
+    node each, as three more replicas would take. Its chunks ignored the template's anti-affinity and
+    shared one node, where only one more replica could run. (Found by review.)"""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items.append(o.pod("web-0", "web", cpu="1", memory="1Gi", node_name=node, labels={"app": "web"},
+                         affinity=anti, owner=("ReplicaSet", "web-1")))  # fmt: skip
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": {"affinity": anti, "containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}  # fmt: skip
+    w.items.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "web"},
+                    "spec": {"replicas": 1, "template": template}})  # fmt: skip
+    capacity_buffer(w, "headroom", "web", {"scalableRef": {"apiGroup": "apps", "kind": "Deployment",
+                                                          "name": "web"}, "replicas": 3})  # fmt: skip
+
+    result = w.plan()
+
+    # the running replica's node takes none (its replica repels them): three new nodes, one chunk each
+    assert scale_up(result)["cpu"][:2] == (1, 4)
+    on = [p.node for p in result.placements if ":buffer:" in p.pod]
+    assert len(on) == 3 and len(set(on)) == 3 and node not in on

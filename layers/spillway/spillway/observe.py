@@ -156,7 +156,9 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         budgets.add(pdb)
     for volume in volume_objects:
         volumes.add(volume)
-    pods = topology.apply(list(volumes.apply(list(budgets.apply(pod_list)))), namespaces or None)
+    pods, buffer_infos = capacity_buffer.with_topology(
+        buffers.infos, topology, list(volumes.apply(list(budgets.apply(pod_list)))), namespaces or None
+    )
     pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started
     cluster = ClusterSnapshot(
@@ -171,7 +173,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         quotas=shared.quotas,
         provreqs=provreqs,
         jobs=shared.jobs,
-        buffers=buffers.infos,
+        buffers=buffer_infos,
         expander_priorities=priorities,
     )
     cluster = update_quota_status(kube, cluster)

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from spillway.model.cluster import PodInfo
-from spillway.model.k8s import CapacityBuffer, PodTemplate, Scalable
-from spillway.model.provreq import template_pod
+from spillway.model.cluster import PodInfo, TopologyMatcher
+from spillway.model.k8s import CapacityBuffer, Pod, PodTemplate, Scalable
+from spillway.model.provreq import pending_info, template_pod_object
 from spillway.model.resources import parse_resource_list
 from spillway.model.windows import TimeWindow
 
@@ -57,6 +57,8 @@ class BufferInfo:
     generation: int = 0  # the PodTemplate's metadata.generation (status.podTemplateGeneration)
     strategy: str = ACTIVE_CAPACITY
     windows: tuple[TimeWindow, ...] = ()
+    # the template's Pod, until its pod topology is matched against the cluster's pods (with_topology)
+    source: Pod | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -120,7 +122,7 @@ def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[
 
 def _shape(
     buffer: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate], workloads: Workloads
-) -> tuple[PodInfo | None, int | None, str, int, str]:
+) -> tuple[Pod | None, int | None, str, int, str]:
     """(pod, the scalable object's replicas, the template's name, its generation, problem)."""
     namespace, name, spec = buffer.metadata.namespace or "default", buffer.metadata.name, buffer.spec
     if spec.pod_template_ref is not None and spec.pod_template_ref.name:
@@ -128,7 +130,7 @@ def _shape(
         template = templates.get((namespace, ref))
         if template is None:
             return None, None, ref, 0, f"PodTemplate {namespace}/{ref} not found"
-        pod, problem = template_pod(template.model_dump(by_alias=True), namespace, f"{name}:buffer")
+        pod, problem = template_pod_object(template.model_dump(by_alias=True), namespace, f"{name}:buffer")
         return pod, None, ref, template.metadata.generation or 0, problem
     scalable = spec.scalable_ref
     if scalable is None:
@@ -147,7 +149,7 @@ def _shape(
     if workload is None:
         return None, None, "", 0, f"{what} not found"
     raw = {"metadata": {"name": f"{scalable.kind} {scalable.name}"}, "template": workload.spec.template}
-    pod, problem = template_pod(raw, namespace, f"{name}:buffer")
+    pod, problem = template_pod_object(raw, namespace, f"{name}:buffer")
     current = 1 if workload.spec.replicas is None else workload.spec.replicas
     return pod, current, "", 0, problem.replace("PodTemplate ", "", 1)
 
@@ -162,12 +164,33 @@ def buffer_info(
     base = BufferInfo(
         namespace, buffer.metadata.name, 0, strategy=buffer.spec.provisioning_strategy or ACTIVE_CAPACITY
     )
-    pod, current, template, generation, problem = _shape(buffer, templates, workloads or {})
+    source, current, template, generation, problem = _shape(buffer, templates, workloads or {})
     base = replace(base, template=template, generation=generation)
-    if pod is None or problem:
+    if source is None or problem:
         return replace(base, problem=problem)
+    pod = pending_info(source)
     count, problem = _chunks(buffer, pod, current)
-    return replace(base, replicas=count, pod=pod, problem=problem)
+    return replace(base, replicas=count, pod=pod, problem=problem, source=source)
+
+
+def with_topology(
+    infos: Sequence[BufferInfo],
+    topology: TopologyMatcher,
+    pods: list[PodInfo],
+    namespaces: Mapping[str, Mapping[str, str]] | None,
+) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...]]:
+    """The cluster's pods and the buffers, each buffer's chunk given the pod topology of its template
+    (its anti-affinity and spread terms, the cluster's terms that select it), as the cluster's pending
+    pods get theirs: a buffer of a one-per-node Deployment holds room on as many nodes as chunks, as a
+    replica would take. ``topology`` has remembered the cluster's pods (indexes in ``pods``)."""
+    start, matched = len(pods), list[BufferInfo]()
+    for info in infos:
+        if info.source is not None and info.pod is not None:
+            topology.remember(start + len(matched), info.source)
+            matched.append(info)
+    out = topology.apply([*pods, *(i.pod for i in matched if i.pod is not None)], namespaces)
+    given = {id(info): out[start + k] for k, info in enumerate(matched)}
+    return out[:start], tuple(replace(i, pod=given[id(i)]) if id(i) in given else i for i in infos)
 
 
 def buffer_infos(

@@ -737,18 +737,26 @@ class ClusterSnapshot:
                 if isinstance(obj, Namespace):
                     namespaces[obj.metadata.name] = obj.metadata.labels
                 _distil_shared(obj, tenants, gangs, quotas, jobs)
+        matched, buffer_infos = _buffers(
+            buffers,
+            templates,
+            workloads,
+            topology,
+            list(volumes.apply(list(budgets.apply(pods)))),
+            namespaces,
+        )
         return cls(
             cluster,
             taken_at,
             tuple(nodes),
-            topology.apply(list(volumes.apply(list(budgets.apply(pods)))), namespaces or None),
+            matched,
             tuple(pdbs),
             observe_seconds,
             dict(sorted(tenants.items())),
             tuple(sorted(gangs, key=lambda g: g.key)),
             tuple(sorted(quotas, key=lambda q: q.name)),
             jobs=tuple(sorted(jobs, key=lambda j: j.key)),
-            buffers=_buffers(buffers, templates, workloads),
+            buffers=buffer_infos,
             expander_priorities=priorities,
         )
 
@@ -814,14 +822,19 @@ def expander_priorities(config_map: ConfigMap) -> Priorities:
 
 
 def _buffers(
-    buffers: list[CapacityBuffer], templates: list[PodTemplate], workloads: list[Scalable]
-) -> tuple[BufferInfo, ...]:
-    """CapacityBuffers of a List, what they name resolved from the same List."""
-    if not buffers:
-        return ()
-    from spillway.model.buffer import buffer_infos  # it reads PodInfo from here
+    buffers: list[CapacityBuffer],
+    templates: list[PodTemplate],
+    workloads: list[Scalable],
+    topology: TopologyMatcher,
+    pods: list[PodInfo],
+    namespaces: Mapping[str, Mapping[str, str]],
+) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...]]:
+    """The pods with their pod topology, and the CapacityBuffers of a List with what they name resolved
+    from the same List, their chunks' pod topology too."""
+    from spillway.model.buffer import buffer_infos, with_topology  # they read PodInfo from here
 
-    return buffer_infos(buffers, templates, workloads)
+    infos = buffer_infos(buffers, templates, workloads) if buffers else ()
+    return with_topology(infos, topology, pods, namespaces or None)
 
 
 def _distil_shared(

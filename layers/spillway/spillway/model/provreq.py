@@ -244,6 +244,18 @@ def _conditions(status: Mapping[str, Any]) -> tuple[ConditionInfo, ...]:
 
 def template_pod(template: Mapping[str, Any], namespace: str, name: str) -> tuple[PodInfo | None, str]:
     """The pod a PodTemplate object (``template.spec``) makes, as the planner sees a pending pod."""
+    pod, problem = template_pod_object(template, namespace, name)
+    return (None, problem) if pod is None else (pending_info(pod), "")
+
+
+def pending_info(pod: Pod) -> PodInfo:
+    """A template's pod as the planner sees a pending pod."""
+    info = PodInfo.from_pod(pod)
+    return replace(info, unschedulable=True, uid="", phase="Pending", owner_is_controller=True)
+
+
+def template_pod_object(template: Mapping[str, Any], namespace: str, name: str) -> tuple[Pod | None, str]:
+    """The Pod a PodTemplate object (``template.spec``) makes, or why it cannot be made."""
     body = _map(template.get("template"))
     raw = {
         "metadata": {**_map(body.get("metadata")), "name": name, "namespace": namespace},
@@ -257,8 +269,7 @@ def template_pod(template: Mapping[str, Any], namespace: str, name: str) -> tupl
         return None, f"PodTemplate {namespace}/{template_name(template)}: template.{where}: {first['msg']}"
     if pod.refused:
         return None, f"PodTemplate {namespace}/{template_name(template)}: template.{pod.refused[0]}"
-    info = PodInfo.from_pod(pod)
-    return replace(info, unschedulable=True, uid="", phase="Pending", owner_is_controller=True), ""
+    return pod, ""
 
 
 def template_name(template: Mapping[str, Any]) -> str:

@@ -73,7 +73,11 @@ def buffer_classes(ctx: Context) -> list[PodClass]:
     for buffer in active_buffers(ctx):
         assert buffer.pod is not None
         tenant = ctx.snapshot.tenant(buffer.namespace) if buffer.namespace else None
-        cls = new_class(buffer.pod, tenant if tenant in ctx.config.tenants else None)
+        cls = new_class(
+            buffer.pod,
+            tenant if tenant in ctx.config.tenants else None,
+            domains=ctx.topology.domains(buffer.pod),
+        )
         cls.buffer = buffer.key
         cls.pods = [virtual_pod(buffer, i) for i in range(min(buffer.replicas, _room_bound(ctx, cls)))]
         ctx.buffer_pods.update(dict.fromkeys(cls.pods, buffer))

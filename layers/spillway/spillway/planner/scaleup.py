@@ -152,8 +152,8 @@ class ScaleUpStage:
 
     def _join(self, cls: PodClass, start: int) -> None:
         """Record where the class's pods went (:class:`spillway.planner.topology.Planned`)."""
-        if not (cls.domains.marks.selected or cls.domains.zone_anti or cls.domains.affinity):
-            return
+        if cls.buffer or not (cls.domains.marks.selected or cls.domains.zone_anti or cls.domains.affinity):
+            return  # a buffer's virtual pods come last, and no move waits for them
         templates = {
             g.name: Spot(g.template.labels, g.template.taints)
             for g in self.ctx.groups
