@@ -687,3 +687,24 @@ def test_a_disruption_budget_is_spent_across_the_plan_not_per_node() -> None:
     assert len(evicted) == 1
     (spared,) = {a, b} - {d.node for d in result.drain}
     assert kept(result)[spared][0] == codes.POD_NEVER and "default/db allows 1" in kept(result)[spared][1]
+
+
+def test_the_workers_of_a_node_being_drained_are_not_counted_as_elastic_room() -> None:
+    """An elastic job of three workers (minimum two), one on each node. A recent plan drained the first
+    node, whose drain has not cordoned it yet: its worker is leaving. Moving the second node's worker
+    too would leave one; it stays. The workers were counted as all running, and the second plan took
+    the job below its minimum. (Found by review.)"""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    for node, name in ((a, "w-0"), (b, "w-1"), (c, "w-2")):
+        elastic_workers(w, node, [name])
+    replicas(w, c, "big", 1, cpu="6")
+    w.state["nodes"][a] = {
+        "idle_since": NOW.isoformat(),
+        "draining_since": (NOW - timedelta(minutes=2)).isoformat(),
+    }
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert kept(result)[b][0] == codes.ELASTIC_MIN

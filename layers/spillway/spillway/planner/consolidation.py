@@ -161,13 +161,22 @@ class Consolidation:
                 on_node.setdefault(pod.node_name, []).append(pod)
         self.on_node = on_node
         self.jobs = self.ctx.snapshot.jobs_by_key()
-        self.elastic_left = elastic_room(self.ctx.snapshot.pods, self.jobs)
+        # the workers on nodes whose drain is under way (cordoned, or claimed by a recent plan) are
+        # leaving already: the room of their elastic jobs is what the others leave
+        leaving = {n for n, node in self.ctx.nodes.items() if self._drain_under_way(node)}
+        self.elastic_left = elastic_room(
+            (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
+        )
         self.receiving: set[str] = set()
         self.pdb_spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> evictions this plan makes
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
+
+    def _drain_under_way(self, node: WorkNode) -> bool:
+        info = node.info
+        return (info.unschedulable and info.cordoned_by_spillway) or self.stage.claimed_at(node) is not None
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
