@@ -708,3 +708,22 @@ def test_the_workers_of_a_node_being_drained_are_not_counted_as_elastic_room() -
 
     assert result.drain == ()
     assert kept(result)[b][0] == codes.ELASTIC_MIN
+
+
+def test_refused_while_a_mixed_group_that_may_launch_its_type_grows() -> None:
+    """A mixed instances group whose overrides include the busy node's type grows in this plan: the
+    plan may be launching that very type, so the node is not consolidated (it was judged by the
+    group's first type only). (Found by review.)"""
+    w, (a, b) = half_full()
+    w.group("fleet", "m5.xlarge", max_size=10, mixed=True, labels={"pool": "fleet"})
+    w.groups["fleet"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
+        {"InstanceType": "m5.xlarge"},
+        {"InstanceType": "m5.2xlarge"},
+    ]
+    w.pods("fleet-pod", 1, cpu="1", memory="1Gi", node_selector={"pool": "fleet"})
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [s.group for s in result.scale_up] == ["fleet"]
+    assert result.drain == ()
+    assert {kept(result)[n][0] for n in (a, b)} == {codes.LAUNCHING_THIS_PLAN}

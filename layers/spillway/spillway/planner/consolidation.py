@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 
 from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import PodInfo
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.resources import NVIDIA_GPU, add_into, dominant_share, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
@@ -346,9 +346,9 @@ class Consolidation:
         assert group is not None
         if self.ctx.new_nodes.get(group.name):
             return codes.LAUNCHING_THIS_PLAN, f"this plan launches nodes in its group {group.name}"
-        kind = group.instance_type
+        kind = node.info.labels.get(INSTANCE_TYPE_LABEL) or group.instance_type
         for other in self.ctx.groups:
-            if kind and other.instance_type == kind and self.ctx.new_nodes.get(other.name):
+            if kind and kind in other.launch_types() and self.ctx.new_nodes.get(other.name):
                 return (
                     codes.LAUNCHING_THIS_PLAN,
                     f"this plan launches {kind} nodes in {other.name}: it never frees what it launches",
