@@ -176,7 +176,7 @@ class Consolidation:
 
     def _drain_under_way(self, node: WorkNode) -> bool:
         info = node.info
-        return (info.unschedulable and info.cordoned_by_spillway) or self.stage.claimed_at(node) is not None
+        return (info.unschedulable and info.cordoned_by_spillway) or self.stage.terminating_claim(node)
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""
@@ -198,8 +198,9 @@ class Consolidation:
         return kept
 
     def reset_room(self) -> None:
-        """The room pods may move to: schedulable nodes (Ready, initialized) no drain of this plan, or of a
-        recent plan still to cordon it, takes. Built once
+        """The room pods may move to: schedulable nodes (Ready, initialized) no drain of this plan takes (a
+        recent plan's drain that has not cordoned its node yet cancels when it finds the moved pods
+        there: pods planned onto such a node are never evicted by it). Built once
         (a make-room swap may have taken some already); later only the nodes drained since leave it."""
         drained = {d.node for d in self.stage.drains}
         if self.room:
@@ -208,7 +209,7 @@ class Consolidation:
         self.room = {
             n.info.name: replace(n, free=dict(n.free))
             for n in self.ctx.nodes.values()
-            if n.schedulable and n.info.name not in drained and self.stage.claimed_at(n) is None
+            if n.schedulable and n.info.name not in drained
         }
 
     def hosts(self, group: str) -> list[WorkNode]:

@@ -319,6 +319,13 @@ class ScaleDownStage:
             return None
         return claimed
 
+    def terminating_claim(self, node: WorkNode) -> bool:
+        """A recent plan's drain that will take the node away owns it, and has not cordoned it yet: a
+        disruption under way, and no room for anything. (A make-room drain, which keeps the node and
+        gives it to the pods it was made for, is neither once it uncordons the node; its claim only
+        keeps the node from a drain of its own.)"""
+        return self.claimed_at(node) is not None and node.info.name not in self.ctx.state.rooms
+
     def _claim(self, node: WorkNode, idle_since: datetime) -> Verdict:
         """Why a recent plan's drain owns the node (its claim carried into the next state), or None."""
         ctx, name = self.ctx, node.info.name
@@ -351,7 +358,7 @@ class ScaleDownStage:
                 continue
             cordoned = node.info.cordoned_by_spillway and node.info.name not in self.orphans  # an orphan is
             # restored, or counted when drained again
-            if cordoned or self.claimed_at(node) is not None:
+            if cordoned or self.terminating_claim(node):
                 self.draining_now[group.name] = self.draining_now.get(group.name, 0) + 1
 
     def protected(self, node: WorkNode) -> Verdict:
