@@ -727,3 +727,19 @@ def test_refused_while_a_mixed_group_that_may_launch_its_type_grows() -> None:
     assert [s.group for s in result.scale_up] == ["fleet"]
     assert result.drain == ()
     assert {kept(result)[n][0] for n in (a, b)} == {codes.LAUNCHING_THIS_PLAN}
+
+
+def test_a_make_room_claim_is_no_drain_under_way_for_the_budget() -> None:
+    """A recent plan made room on a (its claim and its room in the state): the node stays, given to the
+    pods it was made for, so it does not take the one disruption a budget allows; a drain that will
+    take its node away does."""
+    for room, drained in ((True, 1), (False, 0)):
+        w, (a, *_) = half_full(3)
+        since = (NOW - timedelta(minutes=2)).isoformat()
+        w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": since}
+        if room:
+            w.state["rooms"] = {a: {"pods": ["default/gone"], "since": since}}
+
+        result = w.plan(disruption_budgets=[{"nodes": 1}], max_scale_in_fraction=1.0, **UNDER)
+
+        assert len(result.drain) == drained, room
