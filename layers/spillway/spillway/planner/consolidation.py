@@ -168,7 +168,7 @@ class Consolidation:
             (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
         )
         self.receiving: set[str] = set()
-        self.pdb_spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> evictions this plan makes
+        self.pdb_spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> this plan's drains of its pods
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}

@@ -311,7 +311,8 @@ class ScaleDownStage:
 
     def claimed_at(self, node: WorkNode) -> datetime | None:
         """When a recent plan drained the node, if its drain has not cordoned it yet: the drain owns it
-        (and will evict what runs there), so no pod is planned or moved onto it."""
+        (no drain of this plan takes it; the drain evicts only the pods it was planned for, and
+        cancels when it finds others there)."""
         previous = self.ctx.state.nodes.get(node.info.name)
         claimed = aware(previous.draining_since) if previous and previous.draining_since else None
         claim = timedelta(minutes=self.ctx.config.drain_claim_minutes)
