@@ -163,7 +163,7 @@ class Consolidation:
         self.jobs = self.ctx.snapshot.jobs_by_key()
         # the workers on nodes whose drain is under way (cordoned, or claimed by a recent plan) are
         # leaving already: the room of their elastic jobs is what the others leave
-        leaving = {n for n, node in self.ctx.nodes.items() if self._drain_under_way(node)}
+        leaving = {n for n, node in self.ctx.nodes.items() if stage.drain_under_way(node)}
         self.elastic_left = elastic_room(
             (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
         )
@@ -173,10 +173,6 @@ class Consolidation:
         self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}
         self._moves: dict[str, list[tuple[PodInfo, Move]]] = {}
-
-    def _drain_under_way(self, node: WorkNode) -> bool:
-        info = node.info
-        return (info.unschedulable and info.cordoned_by_spillway) or self.stage.terminating_claim(node)
 
     def run(self, busy: Sequence[WorkNode]) -> dict[str, KeptNode]:
         """The busy nodes kept, by name, with the consolidation's reason (the others were drained)."""

@@ -350,17 +350,20 @@ class ScaleDownStage:
             node.info.name,
         )
 
+    def drain_under_way(self, node: WorkNode) -> bool:
+        """A drain that will take the node away is under way: Spillway cordoned it (but an orphan, which
+        is restored or counted when drained again, and a node this plan uncordons), or a recent plan
+        drained it and has not cordoned it yet (:meth:`terminating_claim`)."""
+        name = node.info.name
+        if name in self.ctx.uncordoned:
+            return False
+        return (node.info.cordoned_by_spillway and name not in self.orphans) or self.terminating_claim(node)
+
     def _count_draining(self) -> None:
-        """The drains under way per group, for the budgets: nodes Spillway cordoned, and nodes a recent
-        plan drained whose drain has not cordoned them yet."""
+        """The drains under way per group, for the budgets."""
         for node in self.ctx.nodes.values():
-            group = node.group
-            if group is None or node.info.name in self.ctx.uncordoned:
-                continue
-            cordoned = node.info.cordoned_by_spillway and node.info.name not in self.orphans  # an orphan is
-            # restored, or counted when drained again
-            if cordoned or self.terminating_claim(node):
-                self.draining_now[group.name] = self.draining_now.get(group.name, 0) + 1
+            if node.group is not None and self.drain_under_way(node):
+                self.draining_now[node.group.name] = self.draining_now.get(node.group.name, 0) + 1
 
     def protected(self, node: WorkNode) -> Verdict:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
