@@ -143,7 +143,10 @@ class FakeCluster(Recorder):
 
     def iter_shared_objects(self) -> Iterator[SharedObject]:
         shared = [o for o in self.custom if (_group(o), _plural(o)) not in self.not_installed]
-        shared = [o for o in shared if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap")]
+        # read by their own calls: volumes, the expander's ConfigMap, ProvisioningRequests (list_custom)
+        shared = [
+            o for o in shared if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap", "ProvisioningRequest")
+        ]
         return self._iter("iter_shared_objects", shared, _shared_object)
 
     def iter_volume_objects(self) -> Iterator[VolumeObject]:

@@ -591,6 +591,39 @@ def test_capacity_buffers_refused_by_rbac_are_none_and_observe_goes_on(
     assert any("CapacityBuffers not read" in r.getMessage() for r in caplog.records)
 
 
+def test_provisioning_requests_pods_get_the_pod_topology_of_their_template(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    """A request's pods repel each other per node (their template's anti-affinity selects them): the
+    snapshot's pod set carries that term as its own and as one that selects it, matched in the same
+    pass as the cluster's pods and a buffer's chunks."""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "worker"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    kube.custom.extend(buffer_objs())
+    kube.custom.extend([
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "w", "namespace": "ml"},
+         "template": {"metadata": {"labels": {"app": "worker"}},
+                      "spec": {"affinity": anti, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+         "metadata": {"name": "r", "namespace": "ml"},
+         "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                  "podSets": [{"podTemplateRef": {"name": "w"}, "count": 2}]}},
+    ])  # fmt: skip
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    [request] = snapshot.cluster.provreqs
+    pod = request.pod_sets[0].pod
+    assert pod is not None and len(pod.anti_own) == 1
+    assert pod.anti_own[0][0] in pod.selected_by
+    assert snapshot.cluster.buffers[0].pod is not None  # the buffer is still read beside it
+
+
 # --- the Lambda handler and its configuration ------------------------------------------------------
 
 ENV = {

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from plan_world import NOW, World, pending_codes, scale_up
 
+from spillway.inputs import load_cluster
+from spillway.local import objects as o
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.provreq import (
     BEST_EFFORT_ATOMIC,
@@ -500,3 +504,102 @@ def test_a_young_request_waits_a_minute_for_its_pod_templates() -> None:
     assert conds(never) == {"Failed": ("True", "FailedToCreatePods")}
     bad_count = request("b", CHECK_CAPACITY, [("ppt-r-main", 0)], created=NOW - timedelta(seconds=5))
     assert conds(run(w, [bad_count], [template("ppt-r-main")]), "b")["Failed"][0] == "True"  # at once
+
+
+# --- pod topology: the request's pods are placed as pending pods of their templates ------------------
+
+ONE_PER_NODE = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "worker"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
+def worker_template(name: str, affinity: dict[str, Any] | None = ONE_PER_NODE) -> dict[str, Any]:
+    """Small workers (1 CPU; seven fit an m5.2xlarge), labelled ``app: worker``."""
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "main", "image": "x", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+        ]
+    }
+    if affinity:
+        spec["affinity"] = affinity
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "template": {"metadata": {"labels": {"app": "worker"}}, "spec": spec},
+    }
+
+
+def run_offline(
+    w: World, requests: list[dict[str, Any]], templates: list[dict[str, Any]], tmp_path: Path
+) -> ScalingPlan:
+    """Plan from one List holding the cluster, the requests and their templates, as ``spillway plan``
+    reads it: the templates' pods get the cluster's pod topology."""
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(o.kube_list([*w.items, *requests, *templates])))
+    _, groups, cfg, state = w.parsed()
+    return plan(load_cluster(path, w.cluster, NOW), groups, cfg, state, NOW)
+
+
+def test_a_request_of_workers_that_repel_each_other_books_one_per_node(tmp_path: Path) -> None:
+    """Two nodes with room for fourteen such pods hold two of these: each repels the others from its
+    node. The booking put three on one node, where kube-scheduler would run one."""
+    w, _ = cpu_world(nodes=2)
+
+    two = run_offline(w, [request("r", CHECK_CAPACITY, [("t", 2)])], [worker_template("t")], tmp_path)
+    three = run_offline(w, [request("r", CHECK_CAPACITY, [("t", 3)])], [worker_template("t")], tmp_path)
+    plain = run_offline(w, [request("r", CHECK_CAPACITY, [("t", 3)])], [worker_template("t", None)], tmp_path)
+
+    assert conds(two)["Provisioned"] == ("True", "CapacityIsFound")
+    assert conds(three)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert conds(plain)["Provisioned"] == ("True", "CapacityIsFound")  # without the term: free room
+
+
+def test_a_running_pod_that_repels_the_templates_pods_keeps_its_node_out_of_the_booking(
+    tmp_path: Path,
+) -> None:
+    w, (node,) = cpu_world(nodes=1)
+    w.items.append(o.pod("loner", cpu="1", memory="1Gi", node_name=node, labels={"app": "loner"},
+                         affinity=ONE_PER_NODE))  # fmt: skip
+    req = [request("r", CHECK_CAPACITY, [("t", 1)])]
+
+    result = run_offline(w, req, [worker_template("t", None)], tmp_path)
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    other = o.pod("loner", cpu="1", memory="1Gi", node_name=node, labels={"app": "loner"})
+    w.items[-1] = other  # the same pod without the term: the room is free
+    assert conds(run_offline(w, req, [worker_template("t", None)], tmp_path))["Provisioned"][0] == "True"
+
+
+def test_an_atomic_request_of_one_per_node_workers_launches_a_node_per_worker(tmp_path: Path) -> None:
+    """Three workers that repel each other need three nodes; one node held all three, and two of the
+    pods Kueue then admits would wait for a node the gang launch never brought."""
+    w, _ = cpu_world(nodes=0)
+
+    result = run_offline(w, [request("r", BEST_EFFORT_ATOMIC, [("t", 3)])], [worker_template("t")], tmp_path)
+    plain = run_offline(
+        w, [request("r", BEST_EFFORT_ATOMIC, [("t", 3)])], [worker_template("t", None)], tmp_path
+    )
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 3)
+    assert scale_up(plain)["cpu-east"][:2] == (0, 1)
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+
+
+def test_bookings_in_one_plan_see_each_other_and_pending_pods_see_them(tmp_path: Path) -> None:
+    """Two requests of the same one-per-node workers on two nodes: the older books both nodes' one
+    slot, the younger finds none. A pending replica of them then goes to a new node."""
+    w, _ = cpu_world(nodes=2)
+    older = request("a", CHECK_CAPACITY, [("t", 2)], created=NOW - timedelta(minutes=3))
+    younger = request("b", CHECK_CAPACITY, [("t", 1)], created=NOW - timedelta(minutes=2))
+    w.items.append(o.pod("worker-x", cpu="1", memory="1Gi", labels={"app": "worker"}, affinity=ONE_PER_NODE))
+
+    result = run_offline(w, [older, younger], [worker_template("t")], tmp_path)
+
+    assert conds(result, "a")["Provisioned"] == ("True", "CapacityIsFound")
+    assert conds(result, "b")["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert scale_up(result)["cpu-east"][:2] == (2, 3)  # the pending worker: the booked nodes repel it

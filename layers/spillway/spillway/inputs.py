@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -92,8 +91,8 @@ def load_cluster(path: str | Path, cluster: str, taken_at: datetime) -> ClusterS
     provreqs = provreq.from_list(doc)  # before the List's items are released as they are parsed
     try:
         with bulk_allocation():
-            snapshot = ClusterSnapshot.from_objects(cluster, taken_at, iter_kube_list(doc, release=True))
-            return replace(snapshot, provreqs=provreqs) if provreqs else snapshot
+            objects = iter_kube_list(doc, release=True)
+            return ClusterSnapshot.from_objects(cluster, taken_at, objects, provreqs=provreqs)
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")
         raise InputError(msg or field, source=str(path), field=field if msg else None) from None

@@ -59,6 +59,7 @@ from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
 from spillway.model.shared import NODES, QuotaInfo
 from spillway.model.snapshot import Snapshot, SnapshotCounts
+from spillway.model.templates import with_topology
 from spillway.ports import Cloud, Cluster, Snapshots
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,12 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         budgets.add(pdb)
     for volume in volume_objects:
         volumes.add(volume)
-    pods, buffer_infos = capacity_buffer.with_topology(
-        buffers.infos, topology, list(volumes.apply(list(budgets.apply(pod_list)))), namespaces or None
+    pods, buffer_infos, provreqs = with_topology(
+        topology,
+        list(volumes.apply(list(budgets.apply(pod_list)))),
+        namespaces or None,
+        buffers.infos,
+        provreqs,
     )
     pdbs = tuple(PdbInfo.from_pdb(p) for p in raw_pdbs)
     seconds = time.perf_counter() - started

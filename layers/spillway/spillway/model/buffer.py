@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from spillway.model.cluster import PodInfo, TopologyMatcher
+from spillway.model.cluster import PodInfo
 from spillway.model.k8s import CapacityBuffer, Pod, PodTemplate, Scalable
 from spillway.model.provreq import pending_info, template_pod_object
 from spillway.model.resources import parse_resource_list
@@ -57,7 +57,7 @@ class BufferInfo:
     generation: int = 0  # the PodTemplate's metadata.generation (status.podTemplateGeneration)
     strategy: str = ACTIVE_CAPACITY
     windows: tuple[TimeWindow, ...] = ()
-    # the template's Pod, until its pod topology is matched against the cluster's pods (with_topology)
+    # the template's Pod, until its pod topology is matched against the cluster's pods (spillway.model.templates)
     source: Pod | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -171,26 +171,6 @@ def buffer_info(
     pod = pending_info(source)
     count, problem = _chunks(buffer, pod, current)
     return replace(base, replicas=count, pod=pod, problem=problem, source=source)
-
-
-def with_topology(
-    infos: Sequence[BufferInfo],
-    topology: TopologyMatcher,
-    pods: list[PodInfo],
-    namespaces: Mapping[str, Mapping[str, str]] | None,
-) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...]]:
-    """The cluster's pods and the buffers, each buffer's chunk given the pod topology of its template
-    (its anti-affinity and spread terms, the cluster's terms that select it), as the cluster's pending
-    pods get theirs: a buffer of a one-per-node Deployment holds room on as many nodes as chunks, as a
-    replica would take. ``topology`` has remembered the cluster's pods (indexes in ``pods``)."""
-    start, matched = len(pods), list[BufferInfo]()
-    for info in infos:
-        if info.source is not None and info.pod is not None:
-            topology.remember(start + len(matched), info.source)
-            matched.append(info)
-    out = topology.apply([*pods, *(i.pod for i in matched if i.pod is not None)], namespaces)
-    given = {id(info): out[start + k] for k, info in enumerate(matched)}
-    return out[:start], tuple(replace(i, pod=given[id(i)]) if id(i) in given else i for i in infos)
 
 
 def buffer_infos(

@@ -695,8 +695,10 @@ class ClusterSnapshot:
         taken_at: datetime,
         objects: Iterable[KubeObject],
         observe_seconds: float = 0.0,
+        provreqs: Sequence[ProvisioningRequestInfo] = (),
     ) -> ClusterSnapshot:
-        """From a stream of API objects, each distilled as it arrives (the raw model is not kept)."""
+        """From a stream of API objects, each distilled as it arrives (the raw model is not kept), and the
+        ProvisioningRequests read beside them (raw objects: :func:`spillway.model.provreq.from_list`)."""
         nodes: list[NodeInfo] = []
         pods: list[PodInfo] = []
         pdbs: list[PdbInfo] = []
@@ -737,13 +739,14 @@ class ClusterSnapshot:
                 if isinstance(obj, Namespace):
                     namespaces[obj.metadata.name] = obj.metadata.labels
                 _distil_shared(obj, tenants, gangs, quotas, jobs)
-        matched, buffer_infos = _buffers(
+        matched, buffer_infos, requests = _buffers(
             buffers,
             templates,
             workloads,
             topology,
             list(volumes.apply(list(budgets.apply(pods)))),
             namespaces,
+            provreqs,
         )
         return cls(
             cluster,
@@ -755,6 +758,7 @@ class ClusterSnapshot:
             dict(sorted(tenants.items())),
             tuple(sorted(gangs, key=lambda g: g.key)),
             tuple(sorted(quotas, key=lambda q: q.name)),
+            provreqs=requests,
             jobs=tuple(sorted(jobs, key=lambda j: j.key)),
             buffers=buffer_infos,
             expander_priorities=priorities,
@@ -828,13 +832,15 @@ def _buffers(
     topology: TopologyMatcher,
     pods: list[PodInfo],
     namespaces: Mapping[str, Mapping[str, str]],
-) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...]]:
+    provreqs: Sequence[ProvisioningRequestInfo],
+) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...], tuple[ProvisioningRequestInfo, ...]]:
     """The pods with their pod topology, and the CapacityBuffers of a List with what they name resolved
-    from the same List, their chunks' pod topology too."""
-    from spillway.model.buffer import buffer_infos, with_topology  # they read PodInfo from here
+    from the same List; the buffers' chunks and the requests' pod sets get their pod topology too."""
+    from spillway.model.buffer import buffer_infos  # they read PodInfo from here
+    from spillway.model.templates import with_topology
 
     infos = buffer_infos(buffers, templates, workloads) if buffers else ()
-    return with_topology(infos, topology, pods, namespaces or None)
+    return with_topology(topology, pods, namespaces or None, infos, provreqs)
 
 
 def _distil_shared(

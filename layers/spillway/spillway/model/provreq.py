@@ -104,6 +104,8 @@ class PodSetInfo:
     count: int
     pod: PodInfo | None = None
     problem: str = ""
+    # the template's Pod, until its pod topology is matched against the cluster's pods (spillway.model.templates)
+    source: Pod | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t": self.template, "c": self.count}
@@ -242,12 +244,6 @@ def _conditions(status: Mapping[str, Any]) -> tuple[ConditionInfo, ...]:
     return tuple(out)
 
 
-def template_pod(template: Mapping[str, Any], namespace: str, name: str) -> tuple[PodInfo | None, str]:
-    """The pod a PodTemplate object (``template.spec``) makes, as the planner sees a pending pod."""
-    pod, problem = template_pod_object(template, namespace, name)
-    return (None, problem) if pod is None else (pending_info(pod), "")
-
-
 def pending_info(pod: Pod) -> PodInfo:
     """A template's pod as the planner sees a pending pod."""
     info = PodInfo.from_pod(pod)
@@ -318,8 +314,10 @@ def _pod_set(
     template = templates.get((namespace, ref))
     if template is None:
         return PodSetInfo(ref, count, problem=f"PodTemplate {namespace}/{ref}{NOT_FOUND}")
-    pod, problem = template_pod(template, namespace, f"{request}[{index}]")
-    return PodSetInfo(ref, count, pod=pod, problem=problem)
+    pod, problem = template_pod_object(template, namespace, f"{request}[{index}]")
+    if pod is None:
+        return PodSetInfo(ref, count, problem=problem)
+    return PodSetInfo(ref, count, pod=pending_info(pod), source=pod)
 
 
 def from_list(doc: Any) -> tuple[ProvisioningRequestInfo, ...]:

@@ -27,12 +27,11 @@ run, and with ``CapacityRevoked=True`` when the booked room no longer exists (no
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from spillway.model.cluster import PodInfo
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.provreq import (
     ACCEPTED,
@@ -49,16 +48,16 @@ from spillway.model.provreq import (
     TERMINAL,
     VALID_UNTIL,
     ConditionInfo,
-    PodSetInfo,
     ProvisioningRequestInfo,
     label_value,
 )
-from spillway.model.resources import PODS, Resources, add_into, fit_count
+from spillway.model.resources import Resources, add_into
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import ONE_POD, Context, WorkNode, aware, has_taint, minutes
+from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
 from spillway.planner.groups import backoff_reason
-from spillway.planner.predicates import why_not_placeable
+from spillway.planner.placement import fit_on_nodes, pools
+from spillway.planner.topology import Marks
 from spillway.planner.types import PendingPod, ProvisioningUpdate
 
 # reasons: cluster-autoscaler's where it has one for the same state, else Spillway's own
@@ -218,7 +217,9 @@ class Provisioning:
         out: list[PodClass] = []
         for index, pod_set in enumerate(w.info.pod_sets):
             assert pod_set.pod is not None
-            cls = new_class(pod_set.pod, gang=gang_key(w.info))
+            cls = new_class(
+                pod_set.pod, gang=gang_key(w.info), domains=self.ctx.topology.domains(pod_set.pod)
+            )
             cls.pods = [virtual_pod(w.info, index, i) for i in range(pod_set.count)]
             cls.tenant = self._tenant(w.info.namespace)
             w.pods += cls.pods
@@ -284,58 +285,40 @@ class Provisioning:
 
     def _reserve(self, w: Work, count: int, label: str | None = None) -> bool:
         """Take room for ``count`` pods of the request's sets (in order) out of the free room of Ready,
-        schedulable nodes (only those labelled ``label`` when given): all of them, or none."""
+        schedulable nodes (only those labelled ``label`` when given): all of them, or none. The pods are
+        placed as pending pods of their templates would be (first fit, their pod topology counting
+        what this plan placed before them); the booked pods are the plan's placements for the rest."""
         nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
-        free = {n.info.name: dict(n.free) for n in nodes}
+        planned = self.ctx.planned.copy()
+        taken: dict[str, tuple[Resources, Marks]] = {}  # node -> its free room and marks before
         booked: dict[str, int] = {}
+
+        def commit(cls: PodClass, node: WorkNode, count: int) -> None:
+            name = node.info.name
+            taken.setdefault(name, (dict(node.free), node.marks))
+            add_into(node.free, cls.requests, -count)
+            node.marks = node.marks | cls.domains.marks
+            cls.take(count)
+            booked[name] = booked.get(name, 0) + count
+            planned.record(cls.domains, node.spot, count)
+
         left = count
-        for pod_set in w.info.pod_sets:
+        for index, pod_set in enumerate(w.info.pod_sets):
             want = min(left, pod_set.count)
-            if want and not _fit(pod_set, want, nodes, free, booked):
+            if want and pod_set.pod is not None:
+                cls = new_class(pod_set.pod, domains=self.ctx.topology.domains(pod_set.pod).after(planned))
+                cls.pods = [virtual_pod(w.info, index, i) for i in range(want)]
+                fit_on_nodes(cls, pools(nodes), commit)
+                want = cls.remaining
+            if want:
+                for name, (free, marks) in taken.items():
+                    self.ctx.nodes[name].free, self.ctx.nodes[name].marks = free, marks
                 return False
-            left -= want
-        for node in nodes:
-            node.free = free[node.info.name]
-            node.receives += booked.get(node.info.name, 0)  # the booked pods run here: not drained
+            left -= min(left, pod_set.count)
+        for name, pods in booked.items():
+            self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
+        self.ctx.planned = planned
         return True
-
-
-def _fit(
-    pod_set: PodSetInfo,
-    want: int,
-    nodes: Sequence[WorkNode],
-    free: dict[str, Resources],
-    booked: dict[str, int],
-) -> bool:
-    pod = pod_set.pod
-    if pod is None:
-        return False
-    requests = _with_slot(pod.requests)
-    for node in nodes:
-        if want <= 0:
-            break
-        if _blocked(pod, node):
-            continue
-        count = fit_count(requests, free[node.info.name], want)
-        if count > 0:
-            add_into(free[node.info.name], requests, -count)
-            booked[node.info.name] = booked.get(node.info.name, 0) + count
-            want -= count
-    return want <= 0
-
-
-def _with_slot(requests: Mapping[str, int]) -> Resources:
-    out = dict(requests)
-    out[PODS] = out.get(PODS, 0) + ONE_POD
-    return out
-
-
-def _blocked(pod: PodInfo, node: WorkNode) -> bool:
-    info = node.info
-    why = why_not_placeable(
-        pod.node_selector, pod.required_terms, pod.tolerations, info.labels, info.taints, info.name
-    )
-    return why is not None
 
 
 def _usable(node: WorkNode, label: str | None) -> bool:
