@@ -603,3 +603,48 @@ def test_bookings_in_one_plan_see_each_other_and_pending_pods_see_them(tmp_path:
     assert conds(result, "a")["Provisioned"] == ("True", "CapacityIsFound")
     assert conds(result, "b")["Provisioned"] == ("False", "CapacityIsNotFound")
     assert scale_up(result)["cpu-east"][:2] == (2, 3)  # the pending worker: the booked nodes repel it
+
+
+# --- pod sets of different shapes ------------------------------------------------------------------
+
+
+def test_a_booking_counts_running_consumers_against_their_own_pod_set() -> None:
+    """Pod set 0 (one 7-CPU launcher) runs; the booking holds room for pod set 1 (two 1-CPU workers),
+    which a smaller node still has. It counted the launcher against the first set in order and booked
+    another launcher, found no room for it and revoked the request: Kueue then evicts the workload."""
+    w = World()
+    (big,) = w.group("big", "m5.2xlarge", nodes=1)
+    w.group("small", "m5.xlarge", nodes=1)
+    w.pods("launcher", 1, cpu="7", memory="4Gi", node_name=big, phase="Running",
+           annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"})  # fmt: skip
+    at = NOW - timedelta(minutes=2)
+    booked = [
+        condition("Accepted", "True", "Accepted", at),
+        condition("Provisioned", "True", "CapacityIsFound", at),
+    ]
+    req = request("r", CHECK_CAPACITY, [("launcher", 1), ("worker", 2)], conditions=booked)
+    templates = [template("launcher", cpu="7", memory="4Gi"), template("worker", cpu="1", memory="2Gi")]
+
+    held = run(w, [req], templates)
+    w.pods("worker", 2, cpu="1", memory="2Gi", node_name=big, phase="Running",
+           annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"})  # fmt: skip
+    used = run(w, [req], templates)
+
+    assert all(u.name != "r" for u in held.provisioning)  # the booking holds, unchanged
+    assert conds(used)["BookingExpired"] == ("True", "CapacityBookingConsumed")
+
+
+def test_the_nodes_launched_for_pod_sets_of_two_shapes_provision_the_request() -> None:
+    """Two 3-CPU and two 4.5-CPU pods: the scale-up packs one of each per m5.2xlarge (biggest first)
+    and launches two. The check on those two nodes fitted the sets in spec order (both 3-CPU pods on
+    the first node) and found no room for the second 4.5-CPU pod: never provisioned, on its own nodes."""
+    templates = [template("small", cpu="3", memory="4Gi"), template("large", cpu="4500m", memory="4Gi")]
+    raw = request("r", BEST_EFFORT_ATOMIC, [("small", 2), ("large", 2)])
+    first = run(atomic_world(), [raw], templates)
+    w = atomic_world(nodes=2, labels={NODE_LABEL: "default.r"})
+    w.state = first.state.to_wire()
+
+    later = run(w, [with_conditions(raw, first)], templates, now=NOW + timedelta(minutes=3))
+
+    assert scale_up(first)["cpu-east"][:2] == (0, 2)
+    assert conds(later)["Provisioned"] == ("True", "CapacityIsProvisioned")

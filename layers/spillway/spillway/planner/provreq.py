@@ -27,11 +27,12 @@ run, and with ``CapacityRevoked=True`` when the booked room no longer exists (no
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from spillway.model.cluster import PodInfo
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.provreq import (
     ACCEPTED,
@@ -142,11 +143,10 @@ class Provisioning:
             for r in sorted(ctx.snapshot.provreqs, key=_age_order)
             if r.class_name in CLASSES
         ]
-        self.bound: dict[str, int] = {}  # request key -> its consumers running (bound) now
+        self.bound: dict[str, list[PodInfo]] = {}  # request key -> its consumers running (bound) now
         for pod in ctx.snapshot.pods:
             if pod.consumes and pod.node_name and not pod.terminal:
-                key = f"{pod.namespace}/{pod.consumes}"
-                self.bound[key] = self.bound.get(key, 0) + 1
+                self.bound.setdefault(f"{pod.namespace}/{pod.consumes}", []).append(pod)
 
     def book(self) -> list[PodClass]:
         """Hold the bookings, then decide every request not provisioned yet; the classes of the
@@ -168,17 +168,18 @@ class Provisioning:
     def _hold(self, w: Work, now: datetime) -> None:
         provisioned = w.info.condition(PROVISIONED)
         since = provisioned.last_transition_time if provisioned else None
-        running = self.bound.get(w.info.key, 0)
-        if running >= w.info.count:
+        running = self.bound.get(w.info.key, [])
+        left = still_booked(w.info, running)
+        if not any(left):
             w.set(
                 BOOKING_EXPIRED, "True", R_CONSUMED, "all pods of the request run: the booking is used", now
             )
         elif since is None or now >= since + BOOKING:
             w.set(BOOKING_EXPIRED, "True", R_BOOKING_TIME,
                   f"capacity was booked for {minutes(BOOKING)} and is released", now)  # fmt: skip
-        elif not self._reserve(w, w.info.count - running, _published_label(w.info)):
+        elif not self._reserve(w, left, _published_label(w.info)):
             w.set(CAPACITY_REVOKED, "True", R_REVOKED,
-                  f"the booked room for {w.info.count - running} pod(s) no longer exists (nodes gone)", now)  # fmt: skip
+                  f"the booked room for {sum(left)} pod(s) no longer exists (nodes gone)", now)  # fmt: skip
 
     def _decide(self, w: Work, now: datetime) -> list[PodClass]:
         info = w.info
@@ -193,7 +194,8 @@ class Provisioning:
             w.set(FAILED, "True", R_EXPIRED, f"not provisioned within {why}", now)
             return []
         label = label_value(info.namespace, info.name)
-        if self._labelled(label) and self._reserve(w, info.count, label):
+        whole = [pod_set.count for pod_set in info.pod_sets]
+        if self._labelled(label) and self._reserve(w, whole, label):
             w.details = {DETAIL_LABEL_KEY: NODE_LABEL, DETAIL_LABEL_VALUE: label}
             w.set(PROVISIONED, "True", R_PROVISIONED,
                   f"the nodes launched for the request are Ready; they carry {NODE_LABEL}={label}", now)  # fmt: skip
@@ -202,7 +204,7 @@ class Provisioning:
             # its own nodes may be Ready and not labelled yet: free room there is not enough, Kueue
             # would admit without the label to pin the pods with; the gang stays held (in flight)
             return self._gang(w, label)
-        if self._reserve(w, info.count):
+        if self._reserve(w, whole):
             w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room; booked for "
                   f"{minutes(BOOKING)}", now)  # fmt: skip
             return []
@@ -283,11 +285,13 @@ class Provisioning:
     def _labelled(self, label: str) -> bool:
         return any(n.info.labels.get(NODE_LABEL) == label for n in self.ctx.nodes.values())
 
-    def _reserve(self, w: Work, count: int, label: str | None = None) -> bool:
-        """Take room for ``count`` pods of the request's sets (in order) out of the free room of Ready,
-        schedulable nodes (only those labelled ``label`` when given): all of them, or none. The pods are
-        placed as pending pods of their templates would be (first fit, their pod topology counting
-        what this plan placed before them); the booked pods are the plan's placements for the rest."""
+    def _reserve(self, w: Work, counts: Sequence[int], label: str | None = None) -> bool:
+        """Take room for ``counts[i]`` pods of each of the request's pod sets out of the free room of
+        Ready, schedulable nodes (only those labelled ``label`` when given): all of them, or none. The
+        pods are placed as pending pods of their templates would be, in the scale-up's order (biggest
+        first: the nodes a gang launched for the request hold it as the scale-up packed them), by its
+        first fit, their pod topology counting what this plan placed before them; the booked pods are
+        the plan's placements for the rest."""
         nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
         planned = self.ctx.planned.copy()
         taken: dict[str, tuple[Resources, Marks]] = {}  # node -> its free room and marks before
@@ -302,23 +306,51 @@ class Provisioning:
             booked[name] = booked.get(name, 0) + count
             planned.record(cls.domains, node.spot, count)
 
-        left = count
-        for index, pod_set in enumerate(w.info.pod_sets):
-            want = min(left, pod_set.count)
-            if want and pod_set.pod is not None:
-                cls = new_class(pod_set.pod, domains=self.ctx.topology.domains(pod_set.pod).after(planned))
-                cls.pods = [virtual_pod(w.info, index, i) for i in range(want)]
-                fit_on_nodes(cls, pools(nodes), commit)
-                want = cls.remaining
-            if want:
+        classes = []
+        for index, (pod_set, count) in enumerate(zip(w.info.pod_sets, counts, strict=True)):
+            if count > 0 and pod_set.pod is not None:
+                cls = new_class(pod_set.pod, domains=self.ctx.topology.domains(pod_set.pod))
+                cls.pods = [virtual_pod(w.info, index, i) for i in range(count)]
+                classes.append(cls)
+            elif count > 0:
+                return False
+        for cls in sorted(classes, key=PodClass.sort_key):
+            cls.domains = cls.domains.after(planned)
+            fit_on_nodes(cls, pools(nodes), commit)
+            if cls.remaining:
                 for name, (free, marks) in taken.items():
                     self.ctx.nodes[name].free, self.ctx.nodes[name].marks = free, marks
                 return False
-            left -= min(left, pod_set.count)
         for name, pods in booked.items():
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
         self.ctx.planned = planned
         return True
+
+
+def still_booked(info: ProvisioningRequestInfo, running: Sequence[PodInfo]) -> list[int]:
+    """Per pod set, its pods the booking still holds room for: its count less the request's consumers
+    already running that it made. A consumer belongs to the first set, in order, whose template asks
+    for the same resources and has pods left; one that matches none (a webhook changed its requests)
+    is taken from the first set with pods left, as the request's pods are counted in order."""
+    left = [pod_set.count for pod_set in info.pod_sets]
+    unmatched = 0
+    for pod in running:
+        index = next(
+            (
+                i
+                for i, pod_set in enumerate(info.pod_sets)
+                if left[i] and pod_set.pod is not None and pod_set.pod.requests == pod.requests
+            ),
+            None,
+        )
+        if index is None:
+            unmatched += 1
+        else:
+            left[index] -= 1
+    for i, count in enumerate(left):
+        taken = min(count, unmatched)
+        left[i], unmatched = count - taken, unmatched - taken
+    return left
 
 
 def _usable(node: WorkNode, label: str | None) -> bool:
