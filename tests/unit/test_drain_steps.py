@@ -27,8 +27,9 @@ from spillway.adapters.kube import KubeClient
 from spillway.errors import DrainCancelled, DrainTimeout, InstanceNotFound, InvalidDrainRequest
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
+from spillway.model.cluster import NodeInfo
 from spillway.model.drain import Drain
-from spillway.model.k8s import Pod
+from spillway.model.k8s import Node, Pod
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "prod"
@@ -355,6 +356,23 @@ def test_cordon_marks_the_node_as_spillways_and_taints_it_keeping_other_taints(r
     }
     events = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
     assert [e["reason"] for e in events] == ["SpillwayDraining"]
+
+
+def test_a_drain_no_plan_started_holds_its_node_and_the_snapshot_says_so(rig: Rig) -> None:
+    """A Spot warning's (or an operator's) drain marks its cordon held: a plan must not uncordon that
+    node to reuse its room, which would cancel the drain of an instance EC2 is reclaiming. A plan's own
+    drain does not."""
+    warned = rig.validated(reason="spot interruption warning e-1", force=True)
+    rig.drainer.cordon(warned)
+    held = NodeInfo.from_node(Node.model_validate(rig.node()))
+    rig.drainer.uncordon(warned)
+    planned = rig.validated(reason="idle 12 min", plan_id="20261102T100000Z-abc")
+    rig.drainer.cordon(planned)
+    ours = NodeInfo.from_node(Node.model_validate(rig.node()))
+
+    assert held.cordoned_by_spillway and held.cordon_held
+    assert ours.cordoned_by_spillway and not ours.cordon_held
+    assert NodeInfo.from_dict(held.to_dict()).cordon_held  # kept through the stored snapshot
 
 
 def test_cordon_stops_when_somebody_else_cordoned_the_node_after_validation(rig: Rig) -> None:

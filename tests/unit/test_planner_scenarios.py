@@ -8,6 +8,7 @@ from datetime import timedelta
 from plan_world import GPU_TOLERATION, NOW, World, kept_reasons, pending_reasons, scale_up
 
 from spillway.local import objects as o
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
 
 
 def test_gpu_burst_fills_primary_to_max_then_spills_to_secondary_region() -> None:
@@ -551,3 +552,24 @@ def test_orphaned_drain_minutes_must_be_positive() -> None:
     assert PlannerConfig().orphaned_drain_minutes * 60 > 93_600  # above DrainNode's TimeoutSeconds
     with pytest.raises(ValueError, match="orphaned_drain_minutes"):
         PlannerConfig(orphaned_drain_minutes=0)
+
+
+def test_a_node_held_by_a_drain_no_plan_started_is_not_uncordoned_for_pending_pods() -> None:
+    """A Spot warning's drain cordoned the node and evicted its pods, which now wait. A plan reused the
+    node, Spillway-cordoned and Ready, before launching: its uncordon cancelled the drain and put the pods
+    back on an instance EC2 reclaims within two minutes. A plan's own drain is still reused. (Found by
+    review.)"""
+    for annotation, reused in (("drain: spot interruption warning e-1", False), ("drain: idle 12 min", True)):
+        w = World()
+        interrupted, other = w.group("spot", "m5.2xlarge", nodes=2, max_size=5)
+        w.cordon(interrupted, by_spillway=True)
+        held = "held " if not reused else ""
+        stamp = (NOW - timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
+        w.node(interrupted)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = f"{stamp} {held}{annotation}"
+        w.items.append(o.pod("resident", cpu="7", memory="8Gi", node_name=other))
+        w.pods("web", 3, cpu="2", memory="4Gi", owner=("ReplicaSet", "web-5d9c"))
+
+        result = w.plan()
+
+        assert (interrupted in {u.node for u in result.uncordon}) is reused, annotation
+        assert scale_up(result).get("spot", (2, 2))[1] == (2 if reused else 3)  # held: a new node

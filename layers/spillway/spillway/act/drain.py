@@ -85,6 +85,7 @@ from spillway.model.drain import (
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
+    HELD_DRAIN,
     SCALE_DOWN_DISABLED,
     Node,
     Pod,
@@ -713,7 +714,9 @@ class Drainer:
         """Cordon (``spec.unschedulable`` + the ``spillway.io/cordoned`` annotation) and taint
         ``spillway.io/draining:NoSchedule``; an event on the node says why and until when."""
         self._our_node(drain, require_cordon=False)
-        if not self.kube.cordon(drain.node, reason=f"drain: {drain.reason}"):
+        # a drain no plan started holds its node: a plan must not uncordon it to reuse its room
+        held = "" if drain.plan_id else f"{HELD_DRAIN} "
+        if not self.kube.cordon(drain.node, reason=f"{held}drain: {drain.reason}"):
             raise DrainCancelled(
                 f"Node {drain.node!r} was cordoned by somebody else after the drain was validated; "
                 "Spillway leaves it alone"

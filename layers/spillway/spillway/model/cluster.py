@@ -26,6 +26,7 @@ from spillway.model.k8s import (
     CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
     DO_NOT_DISRUPT,
+    HELD_DRAIN,
     LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
     SAFE_TO_EVICT,
@@ -513,6 +514,12 @@ def cordon_time(value: str | None) -> datetime | None:
     return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
 
+def cordon_held(value: str | None) -> bool:
+    """Whether Spillway's cordon annotation (``<time> held drain: <why>``) is a drain no plan started."""
+    parts = (value or "").split(" ", 2)
+    return len(parts) > 1 and parts[1] == HELD_DRAIN
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
@@ -531,6 +538,7 @@ class NodeInfo:
     # When Spillway cordoned it: the leading time of its spillway.io/cordoned annotation ("<ISO> <why>");
     # None for a value without one (written by an older version): its age is unknown.
     cordoned_at: datetime | None = None
+    cordon_held: bool = False  # Spillway's cordon is a drain no plan started (HELD_DRAIN): not reused
     do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt=true on the Node: none of its pods move
     # the EC2 instance its providerID names (aws:///<zone>/<id>), read once: every stage asks for it
     instance_id: str | None = field(init=False, default=None, compare=False, repr=False)
@@ -555,6 +563,7 @@ class NodeInfo:
             cordoned_by_spillway=CORDONED_BY_SPILLWAY in meta.annotations,
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
+            cordon_held=cordon_held(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             do_not_disrupt=flag(meta.annotations.get(DO_NOT_DISRUPT)),
         )
 
@@ -578,6 +587,8 @@ class NodeInfo:
             out["sdd"] = 1
         if self.cordoned_at:
             out["sca"] = format_time(self.cordoned_at)
+        if self.cordon_held:
+            out["sch"] = 1
         if self.do_not_disrupt:
             out["dnd"] = 1
         return out
@@ -597,6 +608,7 @@ class NodeInfo:
             cordoned_by_spillway=bool(d.get("sc")),
             scale_down_disabled=bool(d.get("sdd")),
             cordoned_at=parse_time(d.get("sca")),
+            cordon_held=bool(d.get("sch")),
             do_not_disrupt=bool(d.get("dnd")),
         )
 

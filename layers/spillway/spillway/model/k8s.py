@@ -36,6 +36,9 @@ Quantity = Annotated[str | int | float, AfterValidator(_check_quantity)]
 QuantityMap = dict[str, Quantity]
 
 CORDONED_BY_SPILLWAY = "spillway.io/cordoned"
+# after the time in that annotation: a drain no plan started (a Spot warning, a terminate lifecycle
+# action, an operator's) holds its node; a plan never uncordons it to reuse its room
+HELD_DRAIN = "held"
 DRAINING_TAINT = "spillway.io/draining"
 # PreferNoSchedule on a node the planner expects to remove once a timer runs out (cluster-autoscaler's
 # DeletionCandidateOfClusterAutoscaler): kube-scheduler puts new pods elsewhere when it can
