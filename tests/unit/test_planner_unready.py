@@ -128,3 +128,48 @@ def test_a_dead_node_whose_only_workload_is_stuck_terminating_is_drained() -> No
     assert [d.node for d in w.plan().drain] == [dead]
     pod["metadata"]["deletionTimestamp"] = (NOW - timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
     assert _kept(w.plan())[dead][0] == codes.NOT_READY  # still within its grace period: waited for
+
+
+# --- disruption budgets count the nodes out of service, as Karpenter's ----------------------------
+
+
+def test_a_not_ready_node_uses_a_budget_of_one_but_may_itself_be_removed() -> None:
+    """Karpenter's allowed disruptions are the budget less the nodes NotReady or being deleted: with one
+    node dead, a budget of one drains no healthy idle node. The dead node's own removal adds no node out
+    of service, so it goes (once past the unready time), and only it. (Found by review.)"""
+    w = World()
+    dead, busy, idle = w.group("cpu", "m5.2xlarge", nodes=3, max_size=5)
+    w.items.append(o.pod("job-0", cpu="1", memory="1Gi", node_name=busy, owner=("Job", "job")))
+    w.items.append(o.pod("job-1", cpu="1", memory="1Gi", node_name=dead, owner=("Job", "job")))
+    _not_ready(w, dead, 5)
+    w.idle_since(idle, 60)
+    budget = {"max_scale_in_fraction": 1.0, "disruption_budgets": [{"nodes": 1}]}
+
+    held = w.plan(**budget)
+    unbudgeted = w.plan(max_scale_in_fraction=1.0)
+    w.items.pop()  # the dead node's pod is gone, and it has been NotReady for long
+    _not_ready(w, dead, 60)
+    w.idle_since(dead, 60)
+    removed = w.plan(**budget)
+
+    assert held.drain == ()
+    code, reason = _kept(held)[idle]
+    assert code == codes.DISRUPTION_BUDGET and "1 NotReady or being deleted" in reason
+    assert [d.node for d in unbudgeted.drain] == [idle]
+    assert [d.node for d in removed.drain] == [dead]  # first: NotReady; then the budget is used
+    assert _kept(removed)[idle][0] == codes.DISRUPTION_BUDGET
+
+
+def test_a_node_somebody_deletes_uses_the_budget() -> None:
+    """``kubectl delete node`` (or another controller) sets the Node's deletionTimestamp: a node out."""
+    w = World()
+    going, busy, idle = w.group("cpu", "m5.2xlarge", nodes=3, max_size=5)
+    for node in (going, busy):
+        w.items.append(o.pod(f"job-{node}", cpu="1", memory="1Gi", node_name=node, owner=("Job", "job")))
+    w.node(going)["metadata"]["deletionTimestamp"] = (NOW - timedelta(minutes=2)).isoformat()
+    w.idle_since(idle, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 1}])
+
+    assert result.drain == () and _kept(result)[idle][0] == codes.DISRUPTION_BUDGET
+    assert NodeInfo.from_dict(NodeInfo.from_node(Node.model_validate(w.node(going))).to_dict()).deleting

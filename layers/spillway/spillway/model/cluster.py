@@ -539,6 +539,7 @@ class NodeInfo:
     # None for a value without one (written by an older version): its age is unknown.
     cordoned_at: datetime | None = None
     cordon_held: bool = False  # Spillway's cordon is a drain no plan started (HELD_DRAIN): not reused
+    deleting: bool = False  # metadata.deletionTimestamp is set: somebody is deleting the Node
     do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt=true on the Node: none of its pods move
     # the EC2 instance its providerID names (aws:///<zone>/<id>), read once: every stage asks for it
     instance_id: str | None = field(init=False, default=None, compare=False, repr=False)
@@ -564,6 +565,7 @@ class NodeInfo:
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             cordon_held=cordon_held(meta.annotations.get(CORDONED_BY_SPILLWAY)),
+            deleting=meta.deletion_timestamp is not None,
             do_not_disrupt=flag(meta.annotations.get(DO_NOT_DISRUPT)),
         )
 
@@ -589,6 +591,8 @@ class NodeInfo:
             out["sca"] = format_time(self.cordoned_at)
         if self.cordon_held:
             out["sch"] = 1
+        if self.deleting:
+            out["del"] = 1
         if self.do_not_disrupt:
             out["dnd"] = 1
         return out
@@ -609,6 +613,7 @@ class NodeInfo:
             scale_down_disabled=bool(d.get("sdd")),
             cordoned_at=parse_time(d.get("sca")),
             cordon_held=bool(d.get("sch")),
+            deleting=bool(d.get("del")),
             do_not_disrupt=bool(d.get("dnd")),
         )
 

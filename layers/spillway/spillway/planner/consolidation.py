@@ -86,7 +86,9 @@ def mode(ctx: Context, group: NodeGroup | None) -> str:
 
 class Budgets:
     """Disruption budgets (Karpenter's semantics): per group, the most restrictive active budget binds;
-    a percentage is of the group's nodes, rounded up; nodes Spillway drains already count."""
+    a percentage is of the group's nodes, rounded up; nodes Spillway drains already count, and so do the
+    nodes out of service (``out``: NotReady, being deleted by anyone), as Karpenter takes them off the
+    allowed disruptions. Removing a node that is out already adds nothing: it is not counted twice."""
 
     def __init__(self, ctx: Context, draining_now: Mapping[str, int]) -> None:
         self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
@@ -95,22 +97,26 @@ class Budgets:
             if node.group is not None:
                 self.nodes[node.group.name] = self.nodes.get(node.group.name, 0) + 1
         self.draining_now = draining_now
+        self.out: dict[str, set[str]] = {}  # group -> its nodes out of service, not being drained
 
-    def refusal(self, group: str, taken: int, reason: BudgetReason) -> Verdict:
-        """Why one more drain in ``group`` (a disruption of ``reason``) is refused (``taken``: this plan's
-        drains there, of any reason, as Karpenter counts every node being disrupted), or None."""
+    def refusal(self, group: str, taken: int, reason: BudgetReason, node: str) -> Verdict:
+        """Why one more drain in ``group`` (a disruption of ``reason``, of ``node``) is refused (``taken``:
+        this plan's drains there, of any reason, as Karpenter counts every node being disrupted), or
+        None."""
         size = self.nodes.get(group, 0)
         binding = [(b.allowed(size), b.nodes) for b in self.active if b.applies_to(group, reason)]
         if not binding:
             return None
         allowed, nodes = min(binding)
-        busy = self.draining_now.get(group, 0) + taken
+        out = len(self.out.get(group, set()) - {node})
+        busy = self.draining_now.get(group, 0) + taken + out
         if busy < allowed:
             return None
+        also = f" or out of service ({out} NotReady or being deleted)" if out else ""
         return (
             codes.DISRUPTION_BUDGET,
             f"disruption budget nodes {nodes} allows {allowed} of group {group}'s {size} node(s) at once; "
-            f"{busy} already being drained",
+            f"{busy} already being drained{also}",
         )
 
 
@@ -383,7 +389,7 @@ class Consolidation:
         group = candidate.node.group
         assert group is not None
         verdict = self._changed(candidate) or self.stage.budgets.refusal(
-            group.name, self.stage.taken.get(group.name, 0), UNDERUTILIZED
+            group.name, self.stage.taken.get(group.name, 0), UNDERUTILIZED, candidate.node.info.name
         )
         return verdict or self._move_pods(candidate, make_room=True)
 

@@ -112,6 +112,13 @@ def _unready(
     return uninitialized(node, group, config) is not None and starting(node, group, config, now) is None
 
 
+def out_of_service(node: NodeInfo, config: PlannerConfig, now: datetime) -> bool:
+    """Disrupted already, as Karpenter's disruption budgets count it: being deleted, or NotReady (but
+    still registering, which a launch is, not a disruption)."""
+    window = timedelta(minutes=config.max_node_startup_minutes)
+    return node.deleting or (not node.ready and not _registering(node, window, now))
+
+
 def _registering(node: NodeInfo, window: timedelta, now: datetime) -> bool:
     """A NotReady node that has never been Ready (its Ready condition last changed within
     :data:`SET_AT_CREATION` of its creation, as the kubelet sets it at registration) and is younger than

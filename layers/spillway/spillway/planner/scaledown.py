@@ -39,6 +39,7 @@ from spillway.planner.buffers import held_here
 from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.groups import scheduled_min
+from spillway.planner.health import out_of_service
 from spillway.planner.placement import Bin
 from spillway.planner.types import Drain, KeptNode, Uncordon
 
@@ -360,10 +361,15 @@ class ScaleDownStage:
         return (node.info.cordoned_by_spillway and name not in self.orphans) or self.terminating_claim(node)
 
     def _count_draining(self) -> None:
-        """The drains under way per group, for the budgets."""
+        """The drains under way per group, and the other nodes out of service (NotReady, being deleted:
+        :func:`~spillway.planner.health.out_of_service`), for the budgets."""
         for node in self.ctx.nodes.values():
-            if node.group is not None and self.drain_under_way(node):
+            if node.group is None:
+                continue
+            if self.drain_under_way(node):
                 self.draining_now[node.group.name] = self.draining_now.get(node.group.name, 0) + 1
+            elif out_of_service(node.info, self.ctx.config, self.ctx.now):
+                self.budgets.out.setdefault(node.group.name, set()).add(node.info.name)
 
     def protected(self, node: WorkNode) -> Verdict:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
@@ -380,6 +386,7 @@ class ScaleDownStage:
         """Count a drain of ``node`` against its group, and claim the node in the next state."""
         assert node.group is not None
         self.taken[node.group.name] = self.taken.get(node.group.name, 0) + 1
+        self.budgets.out.get(node.group.name, set()).discard(node.info.name)  # counted as taken now
         previous = self.ctx.state.nodes.get(node.info.name)
         idle_since = aware(previous.idle_since) if previous else self.ctx.now
         self.idle_state[node.info.name] = NodeState(idle_since=idle_since, draining_since=self.ctx.now)
@@ -404,7 +411,7 @@ class ScaleDownStage:
             )
         if node.info.instance_id is None:
             return codes.NO_INSTANCE_ID, "no EC2 instance id in spec.providerID"
-        return self.budgets.refusal(group.name, taken, reason)
+        return self.budgets.refusal(group.name, taken, reason, node.info.name)
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
