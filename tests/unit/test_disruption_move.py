@@ -196,6 +196,9 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
      codes.POD_NOT_KNOWN_MOVABLE),
     ("job-ignores-disruption", [batch_job("etl", [FAIL_ON_EXIT, IGNORE_DISRUPTION]), job_pod("etl")], True,
      codes.POD_DISRUPTION_TOLERATED),
+    ("job-exit-code-rule-fails-evicted-pod-first", [batch_job("etl", [
+        {"action": "FailJob", "onExitCodes": {"containerName": "c", "operator": "NotIn", "values": [0]}},
+        IGNORE_DISRUPTION]), job_pod("etl")], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("job-disruption-fails-first", [batch_job("etl", [
         {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]}, IGNORE_DISRUPTION]),
         job_pod("etl")], False, codes.POD_NOT_KNOWN_MOVABLE),
@@ -225,6 +228,39 @@ def test_each_rule_of_assess_move(items: list[dict[str, Any]], movable: bool, co
     else:
         assert 0.0 < got.cost < math.inf
     assert (got.elastic is not None) == (code == codes.POD_ELASTIC)
+
+
+def test_a_rule_before_the_ignore_decides_only_if_an_eviction_may_match_it() -> None:
+    # an evicted container exits 143 (SIGTERM) or 137 (SIGKILL after the grace period); the job
+    # controller takes the first rule the failed pod matches, exit codes and conditions alike
+    def rule(action: str, **on: Any) -> dict[str, Any]:
+        return {"action": action, **on}
+
+    def exits(operator: str, *values: int) -> dict[str, Any]:
+        return {"onExitCodes": {"operator": operator, "values": list(values)}}
+
+    def conditions(kind: str, status: str = "True") -> dict[str, Any]:
+        return {"onPodConditions": [{"type": kind, "status": status}]}
+
+    table: list[tuple[str, list[dict[str, Any]], bool]] = [
+        ("the Kubernetes docs' example: FailJob on In [42]", [rule("FailJob", **exits("In", 42))], True),
+        ("FailJob on SIGTERM's exit", [rule("FailJob", **exits("In", 143))], False),
+        ("Count on SIGKILL's exit", [rule("Count", **exits("In", 1, 137))], False),
+        ("FailIndex on another signal's exit", [rule("FailIndex", **exits("In", 255))], False),
+        ("FailJob on NotIn both signal exits", [rule("FailJob", **exits("NotIn", 0, 137, 143))], True),
+        ("FailJob on NotIn SIGTERM's exit only", [rule("FailJob", **exits("NotIn", 0, 143))], False),
+        ("an Ignore on exit codes first", [rule("Ignore", **exits("NotIn", 0))], True),
+        ("FailJob on a condition no eviction sets", [rule("FailJob", **conditions("ConfigIssue"))], True),
+        (
+            "FailJob on DisruptionTarget=False",
+            [rule("FailJob", **conditions("DisruptionTarget", "False"))],
+            True,
+        ),
+        ("FailJob on a condition every pod has", [rule("FailJob", **conditions("Ready", "False"))], False),
+    ]
+    got = {name: judge(batch_job("etl", [*rules, IGNORE_DISRUPTION]), job_pod("etl")).movable
+           for name, rules, _ in table}  # fmt: skip
+    assert got == {name: tolerated for name, _, tolerated in table}
 
 
 def test_the_elastic_range_comes_from_the_job_first_then_the_pod() -> None:

@@ -34,6 +34,8 @@ from spillway.model.k8s import (
     KubeObject,
     PaddleJob,
     Pod,
+    PodConditionPattern,
+    PodFailurePolicyRule,
     PyTorchJob,
     ReplicaSpec,
     api_group,
@@ -72,7 +74,8 @@ class JobInfo:
 
     ``elastic_min``/``elastic_max``: its workers may run anywhere in that range (both 0: not elastic);
     ``tolerates_disruption``: a ``batch/v1`` Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``
-    (an evicted pod is replaced without counting against ``backoffLimit``);
+    before any rule that would fail the Job or count an evicted pod (an evicted pod is replaced without
+    counting against ``backoffLimit``);
     ``active_deadline``/``started_at``: a running ``batch/v1`` Job's ``spec.activeDeadlineSeconds`` and
     ``status.startTime``: the controller terminates its pods that many seconds after it started.
     """
@@ -152,12 +155,56 @@ def _elastic_range(policy: ElasticPolicy | None, worker: ReplicaSpec | None) -> 
 
 
 def _ignores_disruption(job: BatchJob) -> bool:
-    """The first rule matching an evicted pod (condition DisruptionTarget=True) is ``Ignore``."""
+    """An ``Ignore`` rule on ``DisruptionTarget=True`` comes before every other rule an evicted pod may match.
+
+    The job controller takes the rules in order and the first one the failed pod matches decides
+    (``matchPodFailurePolicy``, kubernetes pkg/controller/job/pod_failure_policy.go). An earlier rule
+    that may match an eviction and does not ignore it (FailJob, FailIndex, Count) fails the Job or
+    counts against ``backoffLimit``, so the pods do not tolerate eviction. An ``Ignore`` rule on
+    anything else is passed over: it cannot make an eviction count, and when it does not match (a
+    container that handles SIGTERM, say) the later rules decide.
+    """
     policy = job.spec.pod_failure_policy
     for rule in policy.rules if policy else ():
-        if any(c.type == DISRUPTION_TARGET and c.status == "True" for c in rule.on_pod_conditions):
-            return rule.action == "Ignore"
+        if rule.action == "Ignore":
+            if rule.on_exit_codes is None and any(_is_disruption(c) for c in rule.on_pod_conditions):
+                return True
+        elif _may_match_eviction(rule):
+            return False
     return False
+
+
+# exit codes of a container stopped by a signal it does not handle: 128 + SIGKILL, 128 + SIGTERM
+_EVICTION_EXITS = frozenset({137, 143})
+# conditions the kubelet and the scheduler set on every pod, whatever their status when it fails
+_EVERY_POD_CONDITIONS = frozenset(
+    {"PodScheduled", "PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"}
+)
+
+
+def _is_disruption(pattern: PodConditionPattern) -> bool:
+    return pattern.type == DISRUPTION_TARGET and pattern.status == "True"
+
+
+def _may_match_eviction(rule: PodFailurePolicyRule) -> bool:
+    """Whether ``rule`` may match a pod that failed because it was evicted.
+
+    An evicted container gets SIGTERM and exits 143, or 137 when SIGKILL ends it after the grace
+    period. So ``NotIn`` matches unless its values hold both, and ``In`` matches when a value is a
+    signal's exit (128 or more: a process stopped mid-work may also die of SIGABRT or SIGPIPE, 134 or
+    141). As in the controller, ``onExitCodes`` is read before ``onPodConditions`` and an unknown
+    operator matches nothing. A condition pattern matches when it names ``DisruptionTarget=True`` or a
+    condition every pod carries (the controller compares it with all the pod's conditions); any other
+    condition (``ConfigIssue``, a readiness gate's) is not set by an eviction.
+    """
+    codes = rule.on_exit_codes
+    if codes is not None:
+        if codes.operator == "NotIn":
+            return not _EVICTION_EXITS.issubset(codes.values)
+        if codes.operator == "In":
+            return any(value >= 128 for value in codes.values)
+        return False
+    return any(_is_disruption(c) or c.type in _EVERY_POD_CONDITIONS for c in rule.on_pod_conditions)
 
 
 @dataclass(frozen=True, slots=True)

@@ -613,11 +613,24 @@ class PodConditionPattern(KubeModel):
     status: str = "True"
 
 
+class PodFailurePolicyOnExitCodes(KubeModel):
+    """``operator`` is In or NotIn; the job controller matches it against each terminated container's
+    exit code other than 0 (of the container named ``containerName``, or of any container when unset)."""
+
+    operator: str
+    values: list[int] = Field(default_factory=list)
+    container_name: str | None = None
+
+
 class PodFailurePolicyRule(KubeModel):
-    """``action`` is FailJob, FailIndex, Ignore or Count; only ``onPodConditions`` rules are read (an
-    ``onExitCodes`` rule never matches an eviction)."""
+    """``action`` is FailJob, FailIndex, Ignore or Count; a rule has ``onExitCodes`` or
+    ``onPodConditions``. The job controller takes the rules in order and the first that matches a failed
+    pod decides. Both kinds can match an evicted pod: it carries the condition ``DisruptionTarget=True``,
+    and its containers, stopped by SIGTERM (then SIGKILL after the grace period), exit 143 or 137 unless
+    they handle the signal (see :func:`spillway.model.jobs.job_of`)."""
 
     action: str
+    on_exit_codes: PodFailurePolicyOnExitCodes | None = None
     on_pod_conditions: list[PodConditionPattern] = Field(default_factory=list)
 
 
