@@ -143,15 +143,24 @@ def _batch_job(job: BatchJob) -> JobInfo | None:
 
 
 def _elastic_range(policy: ElasticPolicy | None, worker: ReplicaSpec | None) -> tuple[int, int]:
-    """(min, max) Worker replicas; an unset bound is the Worker replicas, as the operator defaults it."""
+    """(min, max) Worker replicas, with an unset bound defaulted as the training operator does.
+
+    The operator's defaulting (``setElasticPolicy`` in pytorch_defaults.go, ``setPaddleElasticPolicy``
+    in paddlepaddle_defautls.go, the same rule) sets an unset bound to the other one, and both to the
+    Worker replicas (1 when unset) only when both are unset. So a policy with one bound is a fixed size.
+    """
     if policy is None:
         return 0, 0
-    replicas = worker.replicas if worker and worker.replicas is not None else None
-    low = policy.min_replicas if policy.min_replicas is not None else replicas
-    high = policy.max_replicas if policy.max_replicas is not None else replicas
-    if low is None or high is None:
+    low, high = policy.min_replicas, policy.max_replicas
+    if low is not None and high is not None:
+        return low, high
+    bound = low if low is not None else high
+    if bound is not None:
+        return bound, bound
+    if worker is None:
         return 0, 0
-    return low, high
+    replicas = worker.replicas if worker.replicas is not None else 1
+    return replicas, replicas
 
 
 def _ignores_disruption(job: BatchJob) -> bool:

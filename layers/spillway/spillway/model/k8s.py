@@ -570,7 +570,7 @@ BATCH_GROUP = "batch"
 class ElasticPolicy(KubeModel):
     """``spec.elasticPolicy`` of a PyTorchJob or PaddleJob (``kubeflow.org/v1``): the Worker replicas may
     run anywhere between ``minReplicas`` and ``maxReplicas`` (the operator defaults an unset bound to the
-    Worker replicas)."""
+    other one, and both to the Worker replicas when both are unset)."""
 
     min_replicas: int | None = Field(default=None, ge=0)
     max_replicas: int | None = Field(default=None, ge=0)
