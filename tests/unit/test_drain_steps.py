@@ -331,6 +331,23 @@ def test_force_drains_a_scale_down_disabled_node_and_terminate_false_ignores_min
     assert rig.validated(force=True, terminate=False).terminate is False
 
 
+def test_an_instance_going_away_is_drained_without_terminating_at_min_size(rig: Rig) -> None:
+    """Spot reclaims two instances of one pool: the first drain's terminate took the group to its
+    MinSize after the interrupt function read it, so the second drain was refused before it cordoned
+    anything, and its pods died with the instance. With ``keep_at_min_size`` it drains, terminates
+    nothing and leaves the instance to EC2 (the group replaces it). (Found by review.)"""
+    _at_min_size(rig)
+
+    kept = rig.validated(force=True, keep_at_min_size=True)
+    rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=1, desired=2)
+    room = rig.validated(force=True, keep_at_min_size=True)
+
+    assert kept.terminate is False and room.terminate is True
+    with pytest.raises(InvalidDrainRequest, match="minimum size"):
+        _at_min_size(rig)
+        rig.validated(force=True)  # a drain by hand is still refused: lower MinSize, or terminate false
+
+
 def test_a_node_spillway_cordoned_before_may_be_drained_again(rig: Rig) -> None:
     rig.kube.cordon(NODE, "planner")
     assert rig.validated().node == NODE

@@ -402,7 +402,7 @@ def _scale_down_disabled(
 def _at_min_size(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
-    if not request.terminate or request.lifecycle or asg.DesiredCapacity - 1 >= asg.MinSize:
+    if not request.terminate or request.lifecycle or request.keep_at_min_size or not _below_min(asg):
         return None
     return InvalidDrainRequest(
         f"Auto Scaling group {placement.group!r} ({region_of(node)}) is at its minimum size "
@@ -410,6 +410,12 @@ def _at_min_size(
         'would take it below; lower MinSize, or drain with "terminate": false',
         field="node",
     )
+
+
+def _below_min(asg: AutoScalingGroup) -> bool:
+    """Terminating one instance with ShouldDecrementDesiredCapacity takes the group below its MinSize
+    (AWS refuses the call)."""
+    return asg.DesiredCapacity - 1 < asg.MinSize
 
 
 # With the instance's group read, in order.
@@ -630,7 +636,9 @@ class Drainer:
         assert placement is not None
         asg = self.cloud.describe_group(region, placement.group)
         _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
-        drain = self._new_drain(request, node, placement)
+        # an instance going away anyway is only drained at MinSize: EC2 reclaims it, the group replaces it
+        terminate = request.terminate and not (request.keep_at_min_size and _below_min(asg))
+        drain = self._new_drain(request, node, placement, terminate=terminate)
         now = self.clock()
         verdicts = [classify(p, force=request.force, now=now) for p in self.kube.pods_on_node(drain.node)]
         _refuse_busy_planned_drain(request, verdicts)
@@ -639,7 +647,9 @@ class Drainer:
             self.on_outcome("dry_run", drain)
         return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
 
-    def _new_drain(self, request: DrainRequest, node: Node, placement: Placement) -> Drain:
+    def _new_drain(
+        self, request: DrainRequest, node: Node, placement: Placement, *, terminate: bool
+    ) -> Drain:
         now = self.clock()
         instance_id, region = _located(node)
         return Drain(
@@ -649,7 +659,7 @@ class Drainer:
             reason=request.reason or ("a plan's scale-down" if request.plan_id else "requested"),
             deadline_seconds=request.deadline_seconds,
             poll_seconds=request.poll_seconds,
-            terminate=request.terminate and request.lifecycle is None,  # the group terminates it
+            terminate=terminate and request.lifecycle is None,  # the group terminates it
             force=request.force,
             dry_run=request.dry_run,
             instance_id=instance_id,

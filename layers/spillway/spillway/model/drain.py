@@ -69,6 +69,12 @@ class DrainRequest(BaseModel):
     ``uncordon`` (with ``terminate`` false; never with ``lifecycle``): once the pods are evicted the node
     is uncordoned and its draining taint lifted, and it stays in service (a plan's make-room: the node
     is given to pending pods instead of launching one). Failures compensate as any drain's.
+
+    ``keep_at_min_size``: when terminating would take the group below its MinSize, drain without
+    terminating instead of refusing. For an instance that is going away whatever the drain does (a Spot
+    warning, a rebalance recommendation, a scheduled change): EC2 reclaims it and the group replaces it.
+    The interrupt function decides from a snapshot up to a minute old, and Spot reclaims several
+    instances of a pool at once: the group may reach its MinSize in between.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -89,6 +95,7 @@ class DrainRequest(BaseModel):
     pods: list[str] = Field(default_factory=list, max_length=MAX_EXPECTED_PODS)
     lifecycle: LifecycleAction | None = None
     uncordon: bool = False
+    keep_at_min_size: bool = False
 
 
 class Drain(BaseModel):
