@@ -194,6 +194,34 @@ def test_execution_names_are_deterministic_and_valid() -> None:
     health = parse_notice(body(sample("interrupt-health-scheduled.json")))
     name = execution_name(health, INSTANCE)
     assert name == execution_name(health, INSTANCE) and len(name) <= 80 and name.startswith("scheduled-")
+    forced = execution_name(health, INSTANCE, forced=True)
+    assert forced != name and len(forced) <= 80 and forced == execution_name(health, INSTANCE, forced=True)
+
+
+def test_an_update_of_a_scheduled_change_within_a_day_starts_the_forced_drain() -> None:
+    """Three days out the change gets a one-day drain without force; a PDB may make it time out and
+    undo its cordon. AWS Health sends the event's updates under the same ARN: the one that comes two
+    hours before the change was a duplicate of the first execution's name, so the forced drain never
+    started and the instance was retired with its pods. (Found by review.)"""
+    early = Rig(world(), now=datetime(2026, 3, 1, 9, 0, tzinfo=UTC))  # the sample's start: 4 Mar 09:00
+    doc = sample("interrupt-health-scheduled.json")
+    [first] = early.handle(doc)
+    update = copy.deepcopy(doc)
+    update["id"], update["time"] = "another-event-id", "2026-03-04T07:00:00Z"
+    update["detail"]["lastUpdatedTime"] = "Wed, 04 Mar 2026 07:00:00 GMT"
+    early.now = datetime(2026, 3, 4, 7, 0, tzinfo=UTC)
+    [second] = early.handle(update)
+    [again] = early.handle(update)  # the update delivered twice
+
+    assert (first["outcome"], second["outcome"], again["outcome"]) == (
+        "drain_started",
+        "drain_started",
+        "duplicate",
+    )
+    assert {r.name: r.input["force"] for r in early.workflows.requests} == {
+        execution_name(parse_notice(body(doc)), INSTANCE): False,
+        execution_name(parse_notice(body(doc)), INSTANCE, forced=True): True,
+    }
 
 
 # --- acting on the cluster -------------------------------------------------------------------------

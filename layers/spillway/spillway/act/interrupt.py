@@ -291,12 +291,16 @@ def lifecycle_plan(
     )
 
 
-def execution_name(notice: Notice, instance_id: str) -> str:
-    """Deterministic: the same notice for the same instance always has the same name (≤ 80 chars)."""
+def execution_name(notice: Notice, instance_id: str, *, forced: bool = False) -> str:
+    """Deterministic: the same notice for the same instance always has the same name (≤ 80 chars). A
+    scheduled change's forced drain (within a day of it) has a name of its own: AWS Health sends every
+    update of an event under the same ARN, and the update that comes within the day must start the
+    forced drain the first notice's drain without force did not replace."""
     prefix = NAME_PREFIX.get(notice.kind, notice.kind)
     if notice.kind in ("scheduled", "lifecycle"):
         digest = hashlib.sha256((notice.code or notice.token).encode()).hexdigest()[:10]
-        return f"{prefix}-{instance_id}-{digest}"
+        phase = "-force" if forced and notice.kind == "scheduled" else ""
+        return f"{prefix}-{instance_id}-{digest}{phase}"
     return f"{prefix}-{instance_id}"
 
 
@@ -479,7 +483,7 @@ class Interrupter:
         return ExecutionRequest(
             kind="drain_node",
             state_machine_arn=self.drain_node_arn,
-            name=execution_name(notice, target.instance_id),
+            name=execution_name(notice, target.instance_id, forced=plan.force),
             input=request,
         )
 
