@@ -284,6 +284,32 @@ def test_a_notice_from_a_region_we_do_not_manage_is_ignored() -> None:
     assert out["outcome"] == "other_region" and rig.workflows.requests == []
 
 
+def test_a_node_of_no_known_group_is_drained_only_when_aws_puts_it_in_a_group_of_ours() -> None:
+    """The other Node's instance is in no group of the snapshot. In a group not tagged for the cluster
+    (or in none) its drain would be refused by validation: a failed execution and a drain alarm for a
+    node Spillway does not own. In a group of ours (launched since the snapshot) it is drained. (Found by
+    review.)"""
+    other = "i-0aaaaaaaaaaaaaaa1"
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["detail"]["instance-id"] = other
+    outcomes = {}
+    for case in ("untagged", "no group", "ours"):
+        rig = Rig(world())
+        rig.cloud = FakeCloud(cluster="prod")
+        if case != "no group":
+            rig.cloud.add_group(
+                "karpenter-ish" if case == "untagged" else "new", [other], tagged=case == "ours"
+            )
+        [out] = rig.handle(doc)
+        outcomes[case] = (out["outcome"], len(rig.workflows.requests))
+
+    assert outcomes == {
+        "untagged": ("not_managed", 0),
+        "no group": ("not_managed", 0),
+        "ours": ("drain_started", 1),
+    }
+
+
 def test_a_node_already_shutting_down_has_nothing_to_drain() -> None:
     rig = Rig(world())
     [out] = rig.handle(sample("interrupt-state-change.json"))
@@ -292,6 +318,18 @@ def test_a_node_already_shutting_down_has_nothing_to_drain() -> None:
     running = copy.deepcopy(sample("interrupt-state-change.json"))
     running["detail"]["state"] = "running"
     assert rig.handle(running)[0]["outcome"] == "ignored"
+
+
+def test_a_node_spillway_drained_is_not_counted_gone_undrained() -> None:
+    """Every drain's own terminate sends a shutting-down event while the snapshot still shows the
+    cordoned Node: counting those made the metric say nothing about missed interruptions."""
+    snapshot = world()
+    node = replace(snapshot.cluster.nodes[0], unschedulable=True, cordoned_by_spillway=True)
+    rig = Rig(replace(snapshot, cluster=replace(snapshot.cluster, nodes=(node, *snapshot.cluster.nodes[1:]))))
+
+    [out] = rig.handle(sample("interrupt-state-change.json"))
+
+    assert out["outcome"] == "ignored" and rig.counted("InstanceGoneUndrained") == 0
 
 
 LIFECYCLE_AT = datetime(2026, 3, 2, 9, 31, tzinfo=UTC)  # the sample's time
@@ -469,6 +507,11 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
         "WriteBackoffItemsOnly": "dynamodb:PutItem",
         "StartDrainNodeOnly": "states:StartExecution",
         "ReadLifecycleHooks": "autoscaling:DescribeLifecycleHooks",  # a hook's HeartbeatTimeout
+        # a Node of no group the snapshot knows: is it in a group tagged for the cluster?
+        "ReadInstanceGroups": [
+            "autoscaling:DescribeAutoScalingInstances",
+            "autoscaling:DescribeAutoScalingGroups",
+        ],
     }
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]

@@ -26,7 +26,10 @@ Lifecycle Action         ``Terminating:Wait``                            Heartbe
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
-instance is ignored. A drain is one DrainNode execution named after the notice and the instance
+instance is ignored. A Node of no group the snapshot knows is drained only when AWS says its instance is
+in an Auto Scaling group tagged for the cluster (one launched since the snapshot); another (a
+standalone instance, a group not tagged for Spillway, a Karpenter node) is ``not_managed``: its drain
+would be refused, and its failure would raise the drain alarm for nothing Spillway owns. A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
 
 Messages are untrusted input. :func:`parse_notice` raises :class:`MalformedNotice` naming the field: such a
@@ -50,7 +53,7 @@ from spillway.errors import InputError
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import MAX_DEADLINE_SECONDS, MAX_ROUNDS, LifecycleHook
-from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
+from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import POOL_PREFIX, pool_key
 from spillway.ports import Cloud, Ledger, Snapshots, Workflows
@@ -406,13 +409,17 @@ class Interrupter:
             return {**out, "outcome": "not_our_node"}
         out["node"] = target.node.name
         if notice.kind == "state_change":
-            gone = notice.state in GONE_STATES
+            # a node Spillway cordoned was drained (its own drain terminated it, or one was under way)
+            gone = notice.state in GONE_STATES and not target.node.cordoned_by_spillway
             if gone:
                 self.metric("InstanceGoneUndrained", 1)
             return {**out, "outcome": "gone_undrained" if gone else "ignored", "state": notice.state}
         if notice.kind == "lifecycle":
             self.metric("LifecycleActionSeen", 1)
             return {**out, **self._lifecycle(notice, target)}
+        if target.group is None and not self._managed(notice.region, instance_id):
+            self.metric("InterruptIgnored", 1)
+            return {**out, "outcome": "not_managed"}
         plan = drain_plan(notice, self.clock(), self.settings)
         assert plan is not None
         if notice.kind == "interruption":
@@ -425,6 +432,16 @@ class Interrupter:
             "execution": started.arn,
             "deadline_seconds": plan.deadline_seconds,
         }
+
+    def _managed(self, region: str, instance_id: str) -> bool:
+        """Whether the instance is in an Auto Scaling group tagged for the cluster, as AWS says now
+        (DescribeAutoScalingInstances, DescribeAutoScalingGroups); without a cloud, the drain judges."""
+        if self.cloud is None:
+            return True
+        placement = self.cloud.placement(region, instance_id)
+        if placement is None:
+            return False
+        return is_managed(self.cloud.describe_group(region, placement.group), self.cluster)
 
     def _lifecycle(self, notice: Notice, target: Target) -> dict[str, Any]:
         """A terminate lifecycle action on one of our nodes: a drain that completes it (see the module
