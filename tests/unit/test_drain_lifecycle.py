@@ -109,6 +109,27 @@ def test_a_lifecycle_drain_evicts_then_completes_the_action_with_continue_and_ne
     assert again["hooks"][0]["result"] is None and "no action waited" in again["hooks"][0]["note"]
 
 
+def test_a_lifecycle_drain_of_a_node_somebody_else_cordoned_completes_the_action(rig: Rig) -> None:
+    """People cordon nodes before they scale a group in or refresh it. The lifecycle drain of such a
+    node was refused, so the action waited the hook's whole HeartbeatTimeout and the scale-in with it.
+    It now drains under their cordon and completes the action; the cordon is theirs and stays."""
+    held(rig)
+    rig.pod("web-1")
+    node = rig.node()
+    node["spec"]["unschedulable"] = True
+    rig.api.update("Node", node)
+
+    out = rig.drainer.validate(request())
+    drain = Drain.model_validate(out["drain"])
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+    rig.drainer.complete_lifecycle(drain)
+
+    assert drain.leaving and first["evicted"] == ["team-a/web-1"]
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+    assert CORDONED_BY_SPILLWAY not in rig.node()["metadata"]["annotations"]
+
+
 def test_a_lifecycle_drain_records_a_heartbeat_every_half_timeout_while_pods_stay(rig: Rig) -> None:
     held(rig)
     rig.pod("solo", bare=True)  # kept until the deadline (no controller), so the drain lasts

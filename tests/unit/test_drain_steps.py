@@ -334,18 +334,59 @@ def test_force_drains_a_scale_down_disabled_node_and_terminate_false_ignores_min
 def test_an_instance_going_away_is_drained_without_terminating_at_min_size(rig: Rig) -> None:
     """Spot reclaims two instances of one pool: the first drain's terminate took the group to its
     MinSize after the interrupt function read it, so the second drain was refused before it cordoned
-    anything, and its pods died with the instance. With ``keep_at_min_size`` it drains, terminates
+    anything, and its pods died with the instance. With ``leaving`` it drains, terminates
     nothing and leaves the instance to EC2 (the group replaces it). (Found by review.)"""
     _at_min_size(rig)
 
-    kept = rig.validated(force=True, keep_at_min_size=True)
+    kept = rig.validated(force=True, leaving=True)
     rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=1, desired=2)
-    room = rig.validated(force=True, keep_at_min_size=True)
+    room = rig.validated(force=True, leaving=True)
 
     assert kept.terminate is False and room.terminate is True
     with pytest.raises(InvalidDrainRequest, match="minimum size"):
         _at_min_size(rig)
         rig.validated(force=True)  # a drain by hand is still refused: lower MinSize, or terminate false
+
+
+def test_an_instance_going_away_is_drained_under_somebody_elses_cordon_and_it_stays(rig: Rig) -> None:
+    """A node a person cordoned gets a Spot warning: the drain was refused, so its pods got no graceful
+    eviction and died with the instance (a lifecycle action's drain likewise left the instance waiting
+    for the hook's whole timeout). A leaving instance's drain evicts under their cordon, never takes it
+    over, and its compensation never undoes it. (Found by review.)"""
+    rig.pod("web-0")
+    _cordoned_by_somebody(rig)
+
+    drain = rig.validated(force=True, leaving=True)
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+    rig.drainer.uncordon(drain)  # a compensation
+    node = rig.node()
+
+    assert drain.leaving and first["evicted"] == ["team-a/web-0"]
+    assert (
+        node["spec"]["unschedulable"] is True
+        and "spillway.io/cordoned" not in node["metadata"]["annotations"]
+    )
+    with pytest.raises(InvalidDrainRequest, match="cordoned by somebody else"):
+        rig.validated(force=True)  # any other drain is still refused
+
+
+def test_a_leaving_instances_drain_ends_when_its_node_is_gone_and_another_drain_does_not(rig: Rig) -> None:
+    """EC2 reclaimed the instance, or another drain of it (the Spot warning's, beside a rebalance
+    recommendation's) terminated it and deleted the Node: the leaving drain has nothing left to do, and
+    goes on to record the instance terminated instead of failing (a failed execution raises the drain
+    alarm). A plan's drain whose Node disappears is still cancelled."""
+    rig.pod("web-0")
+    leaving = rig.cordoned(leaving=True, deadline_seconds=600)
+    planned = rig.validated()
+    rig.api.delete("Node", NODE)
+
+    done = rig.drainer.evict(leaving)
+    ready = rig.drainer.check(leaving)
+
+    assert (done["done"], done["remaining"], ready["ready"]) == (True, [], True)
+    with pytest.raises(DrainCancelled, match="disappeared"):
+        rig.drainer.evict(planned)
 
 
 def test_a_node_spillway_cordoned_before_may_be_drained_again(rig: Rig) -> None:

@@ -237,7 +237,7 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
         "cluster": "prod", "node": "ip-10-0-1-7.ec2.internal", "instance_id": INSTANCE, "region": "us-east-1",
         "group": "spot-a", "reason": "spot interruption warning 1e5527d7-bb36-4607-3370-4164db56a40e",
         "deadline_seconds": 80, "poll_seconds": 5, "force": True, "terminate": True,
-        "keep_at_min_size": True,
+        "leaving": True,
     }  # fmt: skip
     # the type in its zone (State.pools: the planner weighs spot-ab's other zone), and the groups that
     # launch nothing else

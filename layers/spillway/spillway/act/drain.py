@@ -379,6 +379,8 @@ def _cordoned_by_others(
 ) -> Refusal:
     if not node.spec.unschedulable or CORDONED_BY_SPILLWAY in node.metadata.annotations:
         return None
+    if request.leaving or request.lifecycle is not None:
+        return None  # its pods go with the instance anyway: drained, their cordon left as it is
     return InvalidDrainRequest(
         f"Node {request.node!r} was cordoned by somebody else (it has no {CORDONED_BY_SPILLWAY} "
         "annotation); Spillway never undoes another's cordon, so it does not drain such a node: uncordon "
@@ -402,7 +404,7 @@ def _scale_down_disabled(
 def _at_min_size(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
-    if not request.terminate or request.lifecycle or request.keep_at_min_size or not _below_min(asg):
+    if not request.terminate or request.lifecycle or request.leaving or not _below_min(asg):
         return None
     return InvalidDrainRequest(
         f"Auto Scaling group {placement.group!r} ({region_of(node)}) is at its minimum size "
@@ -416,6 +418,16 @@ def _below_min(asg: AutoScalingGroup) -> bool:
     """Terminating one instance with ShouldDecrementDesiredCapacity takes the group below its MinSize
     (AWS refuses the call)."""
     return asg.DesiredCapacity - 1 < asg.MinSize
+
+
+_GONE: dict[str, Any] = {
+    "blocked": [],
+    "remaining": [],
+    "remaining_count": 0,
+    "done": True,
+    "forced": False,
+    "note": "the Node is gone: its instance went (reclaimed, or terminated by another drain of it)",
+}
 
 
 # With the instance's group read, in order.
@@ -637,7 +649,7 @@ class Drainer:
         asg = self.cloud.describe_group(region, placement.group)
         _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
         # an instance going away anyway is only drained at MinSize: EC2 reclaims it, the group replaces it
-        terminate = request.terminate and not (request.keep_at_min_size and _below_min(asg))
+        terminate = request.terminate and not (request.leaving and _below_min(asg))
         drain = self._new_drain(request, node, placement, terminate=terminate)
         now = self.clock()
         verdicts = [classify(p, force=request.force, now=now) for p in self.kube.pods_on_node(drain.node)]
@@ -670,6 +682,7 @@ class Drainer:
             pods=tuple(request.pods),
             lifecycle=request.lifecycle,
             uncordon=request.uncordon,
+            leaving=request.leaving or request.lifecycle is not None,
             started_at=iso(now),
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
@@ -726,7 +739,7 @@ class Drainer:
         self._our_node(drain, require_cordon=False)
         # a drain no plan started holds its node: a plan must not uncordon it to reuse its room
         held = "" if drain.plan_id else f"{HELD_DRAIN} "
-        if not self.kube.cordon(drain.node, reason=f"{held}drain: {drain.reason}"):
+        if not self.kube.cordon(drain.node, reason=f"{held}drain: {drain.reason}") and not drain.leaving:
             raise DrainCancelled(
                 f"Node {drain.node!r} was cordoned by somebody else after the drain was validated; "
                 "Spillway leaves it alone"
@@ -756,9 +769,12 @@ class Drainer:
     def evict(self, drain: Drain, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One eviction round: evict every pod that may go (lowest priority first), then report what is
         left. ``done`` when nothing is left; :class:`DrainTimeout` when pods are left at the deadline
-        (with ``force``, ``done`` and ``forced`` instead)."""
-        self._our_node(drain)
+        (with ``force``, ``done`` and ``forced`` instead). A leaving instance whose Node is gone (EC2
+        reclaimed it, another drain of it terminated it) is done: nothing is left to evict."""
         previous = previous or {}
+        if self._present(drain) is None:
+            return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
+                    "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
         before = self._verdicts(drain)
         evicted_now, blocked = self._evict_round(before)
         after = self._verdicts(drain) if evicted_now else before
@@ -841,8 +857,11 @@ class Drainer:
 
     def check(self, drain: Drain) -> dict[str, Any]:
         """Right before termination: still our cordon, still the same instance, and empty (or ``force``
-        past the deadline). ``ready`` false sends the drain back to evicting."""
-        node = self._our_node(drain)
+        past the deadline). ``ready`` false sends the drain back to evicting. A leaving instance whose Node
+        is gone is ready: the terminate step finds the instance gone and records it terminated."""
+        node = self._present(drain)
+        if node is None:
+            return {"ready": True, "forced": False, "remaining": [], "note": _GONE["note"]}
         now_instance = instance_id_from_provider_id(node.spec.provider_id)
         if now_instance != drain.instance_id:
             raise DrainCancelled(
@@ -1033,7 +1052,8 @@ class Drainer:
     # helpers -----------------------------------------------------------------------------------
 
     def _our_node(self, drain: Drain, *, require_cordon: bool = True) -> Node:
-        """The node, still the one validated and (after the cordon) still cordoned by Spillway."""
+        """The node, still the one validated and (after the cordon) still cordoned by Spillway; a leaving
+        instance's drain goes on whoever cordoned or uncordoned it (the instance goes anyway)."""
         try:
             node = self.kube.get_node(drain.node)
         except NodeNotFound:
@@ -1044,14 +1064,26 @@ class Drainer:
             raise DrainCancelled(
                 f"Node {drain.node!r} was replaced while it drained (a new uid); nothing terminated"
             )
-        if require_cordon and not (
-            node.spec.unschedulable and CORDONED_BY_SPILLWAY in node.metadata.annotations
+        if (
+            require_cordon
+            and not drain.leaving
+            and not (node.spec.unschedulable and CORDONED_BY_SPILLWAY in node.metadata.annotations)
         ):
             raise DrainCancelled(
                 f"Node {drain.node!r} is no longer cordoned by Spillway (the planner or a person uncordoned "
                 "it while it drained): the drain stops and nothing is terminated"
             )
         return node
+
+    def _present(self, drain: Drain) -> Node | None:
+        """:meth:`_our_node`, or None when a leaving instance's Node is gone: EC2 reclaimed the instance,
+        or another drain of it terminated it; for any other drain that is a cancellation."""
+        if drain.leaving:
+            try:
+                self.kube.get_node(drain.node)
+            except NodeNotFound:
+                return None
+        return self._our_node(drain)
 
     def _event(self, drain: Drain, reason: str, message: str, type: str = "Normal") -> None:
         # An event is a courtesy: the outcome is in the execution and the metric.

@@ -480,7 +480,7 @@ class Interrupter:
         group = target.group
         # Terminating decrements the group; at its MinSize the drain only drains, and EC2 reclaims the
         # instance (the group then replaces it). The drain decides that from the group as it is then:
-        # another instance of the pool may have been reclaimed since this snapshot (keep_at_min_size).
+        # another instance of the pool may have been reclaimed since this snapshot (leaving).
         terminate = group is None or group.desired - 1 >= group.min_size
         request: dict[str, Any] = {
             "cluster": self.cluster,
@@ -492,7 +492,7 @@ class Interrupter:
             "poll_seconds": plan.poll_seconds,
             "force": plan.force,
             "terminate": terminate,
-            "keep_at_min_size": True,
+            "leaving": True,
         }
         if group is not None:
             request["group"] = group.name

@@ -70,11 +70,13 @@ class DrainRequest(BaseModel):
     is uncordoned and its draining taint lifted, and it stays in service (a plan's make-room: the node
     is given to pending pods instead of launching one). Failures compensate as any drain's.
 
-    ``keep_at_min_size``: when terminating would take the group below its MinSize, drain without
-    terminating instead of refusing. For an instance that is going away whatever the drain does (a Spot
-    warning, a rebalance recommendation, a scheduled change): EC2 reclaims it and the group replaces it.
-    The interrupt function decides from a snapshot up to a minute old, and Spot reclaims several
-    instances of a pool at once: the group may reach its MinSize in between.
+    ``leaving``: the instance is going away whatever the drain does (a Spot warning, a rebalance
+    recommendation, a scheduled change; a ``lifecycle`` drain is leaving too). Its pods are evicted all
+    the same, so two refusals give way: when terminating would take the group below its MinSize it
+    drains without terminating (EC2 reclaims the instance and the group replaces it; the interrupt
+    function decides from a snapshot up to a minute old, and Spot reclaims several instances of a pool
+    at once), and a node somebody else cordoned is drained with their cordon left in place (never
+    taken over, never undone).
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -95,7 +97,7 @@ class DrainRequest(BaseModel):
     pods: list[str] = Field(default_factory=list, max_length=MAX_EXPECTED_PODS)
     lifecycle: LifecycleAction | None = None
     uncordon: bool = False
-    keep_at_min_size: bool = False
+    leaving: bool = False
 
 
 class Drain(BaseModel):
@@ -122,6 +124,7 @@ class Drain(BaseModel):
     pods: tuple[str, ...] = ()  # a consolidation's pods to move ("<namespace>/<name>")
     lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
     uncordon: bool = False  # once empty: uncordon and keep the node (never with terminate or lifecycle)
+    leaving: bool = False  # the instance goes whatever the drain does (DrainRequest.leaving, lifecycle)
 
     @property
     def deadline(self) -> datetime:
