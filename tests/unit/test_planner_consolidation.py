@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from plan_world import NOW, World, kept_reasons
+from plan_world import NOW, World, kept_reasons, pending_codes, scale_up
 from test_planner_properties import (
     PROFILE,
     SCALE_IN_FRACTION,
@@ -183,6 +183,76 @@ def elastic_workers(w: World, node: str, names: list[str], cpu: str = "1") -> No
                              "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
         item["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": "2:4"}]
         w.items.append(item)
+
+
+def _shrunk_world() -> tuple[World, str, str]:
+    """Three nodes: a runs two workers of ``train`` (minimum 2) and a replica, b one worker, c is full."""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    elastic_workers(w, a, ["w-0", "w-1"], cpu="3")
+    elastic_workers(w, b, ["w-2"], cpu="3")
+    replicas(w, a, "fill", 1, cpu="1500m")
+    replicas(w, c, "big", 1, cpu="7")
+    return w, a, b
+
+
+def _after_drain(w: World, node: str) -> None:
+    """The node is gone; the operator created the evicted worker again, pending."""
+    w.items = [
+        i for i in w.items
+        if not (i["kind"] == "Node" and i["metadata"]["name"] == node)
+        and not (i["kind"] == "Pod" and i["metadata"]["name"] == "w-2")
+    ]  # fmt: skip
+    group = w.groups["cpu"]
+    group["Instances"] = [
+        x for x in group["Instances"] if o.node_name_for(x["InstanceId"], "us-east-1") != node
+    ]
+    group["DesiredCapacity"] -= 1
+    item = o.pod("w-2b", cpu="3", memory="1Gi", owner=("PyTorchJob", "train"),
+                 labels={"training.kubeflow.org/job-name": "train", "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
+    item["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": "2:4"}]
+    w.items.append(item)
+
+
+def test_a_shrunk_jobs_recreated_worker_waits_for_free_room_for_the_horizon() -> None:
+    """The training operator keeps the job's replicas: the evicted worker comes back pending. Planned as
+    any pod, the next plan launched a node for it, and the drain saved nothing (the cycle repeated).
+    For consolidation_horizon_minutes it takes free room only. (Found by review.)"""
+    w, _, b = _shrunk_world()
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    _after_drain(w, b)
+    w.state = first.state.to_wire()
+
+    held = w.plan(NOW + timedelta(minutes=2), max_scale_in_fraction=1.0, **UNDER)
+    later = w.plan(NOW + timedelta(minutes=61), max_scale_in_fraction=1.0, **UNDER)
+
+    assert [d.node for d in first.drain] == [b] and "gives up 1 worker" in first.drain[0].reason
+    assert first.state.shrunk["KubeflowJob/default/train"].workers == 1
+    assert scale_up(held) == {} and pending_codes(held)["default/w-2b"] == codes.ELASTIC_SHRUNK
+    assert held.state.shrunk == first.state.shrunk  # still held, for the next plan
+    assert scale_up(later)["cpu"][:2] == (2, 3) and later.state.shrunk == {}  # the horizon passed
+
+
+def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launches() -> None:
+    outcomes = {}
+    for case in ("room on c", "a worker failed"):
+        w, a, b = _shrunk_world()
+        first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+        _after_drain(w, b)
+        w.state = first.state.to_wire()
+        gone = "big-0" if case == "room on c" else "w-1"  # the job keeps 1 worker of its minimum 2
+        w.items = [i for i in w.items if i["metadata"].get("name") != gone]
+        if gone == "w-1":  # and its room is taken
+            replicas(w, a, "other", 1, cpu="3")
+
+        result = w.plan(NOW + timedelta(minutes=2), max_scale_in_fraction=1.0, **UNDER)
+        [node] = [p.node for p in result.placements if p.pod == "default/w-2b"]
+        outcomes[case] = ("new" if "/new-" in node else "free room", scale_up(result).get("cpu", (2, 2))[1])
+
+    assert outcomes == {
+        "room on c": ("free room", 2),  # free room is taken at once
+        "a worker failed": ("new", 3),  # below its minimum: launched for, as always
+    }
 
 
 def test_elastic_jobs_shrink_to_their_minimum_never_below() -> None:

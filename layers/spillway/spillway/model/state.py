@@ -97,6 +97,14 @@ class Since(BaseModel):
     since: datetime
 
 
+class ShrinkState(BaseModel):
+    """A consolidation shrank this elastic job by ``workers`` at ``since`` (planner.shrinks)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    workers: int = Field(ge=1)
+    since: datetime
+
+
 class RoomState(BaseModel):
     """A make-room drain gives this node to ``pods`` (planned at ``since``): later plans wait for it."""
 
@@ -119,6 +127,8 @@ class State(BaseModel):
     rooms: dict[str, RoomState] = Field(default_factory=dict)
     # instances of managed groups no Node has joined for yet, since when (planner.joins)
     joining: dict[str, Since] = Field(default_factory=dict)
+    # elastic jobs a consolidation shrank, by job key (planner.shrinks)
+    shrunk: dict[str, ShrinkState] = Field(default_factory=dict)
 
     def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""
@@ -147,6 +157,7 @@ class State(BaseModel):
             "rooms": (self.rooms, lambda v: {"pods": list(v.pods), "since": iso(v.since)}),
             "underutilized": (self.underutilized, lambda v: {"since": iso(v.since)}),
             "joining": (self.joining, lambda v: {"since": iso(v.since)}),
+            "shrunk": (self.shrunk, lambda v: {"workers": v.workers, "since": iso(v.since)}),
             "raises": (self.raises, lambda v: {"to": v.to, "since": iso(v.since)}),
         }
         for key, (entries, form) in optional.items():

@@ -39,6 +39,7 @@ class PodClass:
     gang: str | None = None  # placed all or none with the other classes of its gang
     one_zone: bool = False  # a pod of the class asks its gang to share one zone
     buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
+    free_only: str | None = None  # why its pods take free room only and launch nothing (planner.shrinks)
     domains: Domains = FREE  # pod anti-affinity and topology spread (spillway.planner.topology)
     next: int = 0  # pods before this index are placed
     # (topology key, domain) -> pods of the class this plan put there, for its counted rules' room; and
@@ -131,10 +132,12 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         gang = pod.gang if gangs.is_gang(pod.gang) else None
         # with spot groups, pods that may move (spot) and pods that may not are served apart
         movable = why_not_movable(ctx, pod, jobs) is None if spot else None
-        key = (pod.scheduling_key(), tenant if tenant in limited else None, gang, movable)
+        free_only = ctx.free_only.get(pod.key)
+        key = (pod.scheduling_key(), tenant if tenant in limited else None, gang, movable, free_only)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = new_class(pod, key[1], gang, ctx.topology.domains(pod))
+            cls.free_only = free_only
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return sorted(classes.values(), key=PodClass.sort_key)

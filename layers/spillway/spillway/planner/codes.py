@@ -82,6 +82,8 @@ SAVING_TOO_SMALL = "saving-too-small"  # the node-time saved does not outlast th
 UTILIZED = "utilized"
 LAUNCHING_THIS_PLAN = "launching-this-plan"  # this plan grows its group (or its instance type)
 RECEIVES_MOVED_PODS = "receives-moved-pods"  # this plan moves another node's pods onto it
+# an elastic job a consolidation shrank recently: its recreated workers take free room only
+ELASTIC_SHRUNK = "elastic-shrunk"
 # a candidate for less than consolidation_after_minutes: demand may come back to it
 UNDERUTILIZED_NOT_LONG_ENOUGH = "underutilized-not-long-enough"
 
@@ -106,6 +108,7 @@ PENDING_CODES = (
     GANG_LAUNCHING,
     GANG_NO_ZONE,
     ON_DEMAND_BASE,
+    ELASTIC_SHRUNK,
     PROVISIONING_REQUEST,
     VOLUME_UNBOUND,
     DYNAMIC_RESOURCES,

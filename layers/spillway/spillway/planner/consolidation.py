@@ -514,6 +514,8 @@ class Consolidation:
             f"{shrink}; restart cost {candidate.cost:.1f} node-minutes{saved}; "
             f"group {group.name} in {group.region}"
         )
+        for job, workers in candidate.elastic.items():  # its recreated workers wait for free room
+            ctx.shrunk_out[job] = ctx.shrunk_out.get(job, 0) + workers
         pods = tuple(sorted(p.key for p in candidate.pods))
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods)

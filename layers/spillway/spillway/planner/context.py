@@ -143,6 +143,8 @@ class Context:
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
         self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
+        self.free_only: dict[str, str] = {}  # pending pod -> why it takes free room only (planner.shrinks)
+        self.shrunk_out: dict[str, int] = {}  # elastic job -> workers this plan's drains take (next state)
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
         self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
         self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)

@@ -45,6 +45,7 @@ from spillway.planner.provreq import Provisioning
 from spillway.planner.raises import next_raises, pending_raises, with_raises
 from spillway.planner.scaledown import ScaleDownStage
 from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, scale_up_actions
+from spillway.planner.shrinks import hold_shrunk, shrunk_after
 from spillway.planner.softtaint import soft_taints
 from spillway.planner.startup import sanitized, starting_nodes
 from spillway.planner.types import GroupFloor, ScalingPlan, Uncordon
@@ -74,6 +75,7 @@ def plan(
         snapshot, groups, config, state, now, stale=joins.stale, unhealthy=health.report(), starting=starting
     )
     rooms = hold_rooms(ctx)  # pods an earlier plan made room for wait for that room
+    shrunk = hold_shrunk(ctx)  # workers of jobs a consolidation shrank take free room only
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
     demand = [*provisioning.book(), *pod_classes(ctx), *buffer_classes(ctx)]  # buffers sort last
     up = ScaleUpStage(ctx, expander or RegionThenLeastWaste())
@@ -102,6 +104,7 @@ def plan(
                 "underutilized": dict(sorted(scale_down.underutilized.items())),
                 "rooms": dict(sorted({**rooms, **scale_down.rooms}.items())),
                 "joining": dict(sorted(joins.joining.items())),
+                "shrunk": shrunk_after(shrunk, ctx),
             }
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),

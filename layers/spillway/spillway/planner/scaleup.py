@@ -97,6 +97,8 @@ class ScaleUpStage:
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
         (unless a gang is being placed: the gang reports for all its pods)."""
+        if cls.free_only is not None:
+            return self._place_free_only(cls, cls.free_only)
         if cls.domains.counted:
             return self._place_in_rounds(cls)
         start = len(self.ctx.placements)
@@ -107,6 +109,15 @@ class ScaleUpStage:
         candidates, rejected = self._choices(cls)
         skipped = self._place_more(cls, candidates)
         return self._left(cls, candidates, rejected, skipped) if cls.remaining else None
+
+    def _place_free_only(self, cls: PodClass, why: str) -> tuple[str, str] | None:
+        """Free room on Ready nodes, nothing more (:mod:`spillway.planner.shrinks`)."""
+        self._place_existing(cls)
+        if not cls.remaining:
+            return None
+        for pod in cls.take(cls.remaining):
+            self.ctx.pending_out.append(PendingPod(pod, why, codes.ELASTIC_SHRUNK))
+        return codes.ELASTIC_SHRUNK, why
 
     def _place_in_rounds(self, cls: PodClass) -> tuple[str, str] | None:
         """A class with a zone spread (or one pod per zone) is placed in rounds until one places nothing:

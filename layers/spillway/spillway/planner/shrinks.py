@@ -1,0 +1,73 @@
+"""Elastic jobs a consolidation shrank stay shrunk for the horizon the saving was counted on.
+
+A consolidation may drain a node whose elastic workers fit nowhere else: their job runs with fewer
+workers, never below its minimum (:mod:`spillway.planner.consolidation`). The job's operator keeps its
+replica count, so it creates each evicted worker again, and the new pod is pending. Planned as any
+pending pod it would get a node of its own in the next plan, and the drain would have saved nothing: a
+node paid for again, the workers restarted twice.
+
+So each drain that shrinks a job is remembered (``State.shrunk``: the job, how many workers it gave
+up, since when). For ``consolidation_horizon_minutes`` (the time the drain's saving was counted on)
+that many of the job's pending workers take free room only (code ``elastic-shrunk``): they run as soon
+as the cluster has room for them, and never launch a node. A job below its minimum (a worker failed, a
+node was lost) launches for what it lacks, as always. After the horizon, or once the job has no pod
+left, the record goes.
+
+Pure: the pending pods and the jobs from the context, ``now`` from the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+
+from spillway.model.state import ShrinkState
+from spillway.planner.context import Context, aware, minutes
+from spillway.planner.disruption import elastic_of
+
+
+def hold_shrunk(ctx: Context) -> dict[str, ShrinkState]:
+    """Mark the pending workers of recently shrunk jobs as free room only (``ctx.free_only``, with
+    why); the records that still hold, for the next state."""
+    if not ctx.state.shrunk:
+        return {}
+    jobs = ctx.snapshot.jobs_by_key()
+    horizon = timedelta(minutes=ctx.config.consolidation_horizon_minutes)
+    running: dict[str, int] = {}
+    waiting: dict[str, list[str]] = {}
+    minimum: dict[str, int] = {}
+    for pod in ctx.snapshot.pods:
+        ref = elastic_of(pod, jobs) if not pod.terminal else None
+        if ref is None or ref.job not in ctx.state.shrunk:
+            continue
+        minimum[ref.job] = ref.min
+        if pod.node_name is not None:
+            running[ref.job] = running.get(ref.job, 0) + 1
+        else:
+            waiting.setdefault(ref.job, []).append(pod.key)
+    pending = {p.key for p in ctx.pending}
+    kept: dict[str, ShrinkState] = {}
+    for job, shrink in sorted(ctx.state.shrunk.items()):
+        age = ctx.now - aware(shrink.since)
+        if age >= horizon or job not in minimum:
+            continue  # the horizon passed, or the job has no pod left
+        kept[job] = shrink
+        lacking = max(0, minimum[job] - running.get(job, 0))  # below its minimum: launched for
+        held = sorted(k for k in waiting.get(job, []) if k in pending)[lacking:][: shrink.workers]
+        why = (
+            f"elastic job {job} gave up {shrink.workers} worker(s) to a consolidation "
+            f"{minutes(age)} ago; until {minutes(horizon - age)} from now its recreated workers take free "
+            "room only, and launch no node (consolidation_horizon_minutes)"
+        )
+        ctx.free_only.update(dict.fromkeys(held, why))
+    return kept
+
+
+def shrunk_after(held: Mapping[str, ShrinkState], ctx: Context) -> dict[str, ShrinkState]:
+    """The next state's records: those that still hold, and this plan's drains' (a job shrunk again
+    adds up, from now)."""
+    out = dict(held)
+    for job, workers in ctx.shrunk_out.items():
+        before = out.get(job)
+        out[job] = ShrinkState(workers=workers + (before.workers if before else 0), since=ctx.now)
+    return dict(sorted(out.items()))
