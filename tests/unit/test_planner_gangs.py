@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
+from spillway.planner import codes
+
 BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
 COSCHED = "scheduling.x-k8s.io/v1alpha1"
 VOLCANO = "scheduling.volcano.sh/v1beta1"
@@ -239,3 +241,40 @@ def test_the_shared_cluster_survives_a_snapshot_round_trip_and_old_snapshots_loa
     old["pods"] = [{k: v for k, v in p.items() if k not in ("g", "nom")} for p in old["pods"]]
     restored = ClusterSnapshot.from_dict(old)
     assert restored.gangs == () and all(p.gang is None for p in restored.pods)
+
+
+def test_a_gang_larger_than_its_minimum_starts_with_its_minimum_when_the_whole_cannot_be_placed() -> None:
+    """minMember 4, six pods: coscheduling starts the group once four are placed. Under a tenant limit
+    of four nodes (or MaxSize 4) the whole gang cannot be placed, and nothing was added: a job that
+    could start waited for good. It now gets the four nodes its minimum needs; the other two wait, with
+    the code of what stopped the whole. (Found by review.)"""
+    for limit in ("tenant", "max-size"):
+        w = World()
+        w.group("cpu-east", "m5.2xlarge", max_size=4 if limit == "max-size" else 10)
+        w.namespace("team-a")
+        pods = cosched_pods(w, "train", 6, min_member=4, namespace="team-a", **BIG)
+        tenants = {"team-a": {"limits": {"nodes": 4}}} if limit == "tenant" else {}
+
+        result = w.plan(tenants=tenants)
+
+        up = result.scale_up[0]
+        assert (up.from_size, up.to_size) == (0, 4) and up.gangs[0].pods == tuple(pods[:4]), limit
+        waiting = {p.pod: p for p in result.pending}
+        assert set(waiting) == set(pods[4:]), limit
+        assert {p.code for p in waiting.values()} == {
+            codes.TENANT_LIMIT if limit == "tenant" else codes.MAX_SIZE
+        }
+        assert "starts with the 4 pod(s) it still needs of its 6" in waiting[pods[4]].reason
+
+
+def test_a_gang_that_cannot_place_even_its_minimum_adds_nothing() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=3)
+    pods = cosched_pods(w, "train", 6, min_member=4, **BIG)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {p.pod for p in result.pending} == set(pods) and "cannot be placed whole" in result.pending[
+        0
+    ].reason

@@ -26,7 +26,7 @@ from spillway.model.resources import PODS, Resources, describe, fit_count
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
-from spillway.planner.classes import PodClass
+from spillway.planner.classes import Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, on_demand_cap, options
 from spillway.planner.groups import backoff_reason, empty_room, similar_groups
@@ -82,6 +82,7 @@ class ScaleUpStage:
             if cls.gang is not None:
                 gangs.setdefault(cls.gang, []).append(cls)
         in_flight = InFlight(self, gangs)
+        known = Gangs(self.ctx) if gangs else None
         for cls in _leaders_first(classes):
             if cls.gang is None:
                 cls.domains = cls.domains.after(self.ctx.planned)
@@ -89,7 +90,8 @@ class ScaleUpStage:
                 self.place(cls)
                 self._join(cls, start)
             elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
-                GangPlacement(self, cls.gang, gangs[cls.gang]).run()
+                assert known is not None
+                GangPlacement(self, cls.gang, gangs[cls.gang], known).run()
         actions = scale_up_actions(self.ctx)
         record_gang_launches(self.ctx, actions)
         return actions
@@ -482,12 +484,21 @@ class GangPlacement:
     single-AZ group), new nodes from those and from groups tagged ``spillway.io/atomic-launch: fleet``
     that span the zone among others: the gang launch then gets the zone (:attr:`GangLaunch.zone`) and
     asks CreateFleet for that zone's subnets only. Other groups spanning several zones cannot promise
-    one, so they are not used for such a gang."""
+    one, so they are not used for such a gang.
 
-    def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass]) -> None:
+    A gang whose pending pods outnumber what its minimum still needs (a PodGroup's ``minMember`` of 4,
+    six pods) that cannot be placed whole is tried again with only those it needs: coscheduling and
+    Volcano start the group once its minimum is placed, and the others wait for room. A
+    ProvisioningRequest's gang has no minimum but its whole."""
+
+    def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass], gangs: Gangs) -> None:
         self.stage = stage
         self.gang = gang
         self.classes = classes
+        pending = sum(c.remaining for c in classes)
+        running = max(0, gangs.members.get(gang, 0) - pending)
+        # the pods the gang still needs to start (0: no minimum known, all are needed)
+        self.needed = max(0, gangs.minimum(gang) - running)
 
     def regions(self) -> list[str | None]:
         ctx = self.stage.ctx
@@ -508,19 +519,56 @@ class GangPlacement:
         return sorted(named, key=lambda d: (rank.get(d[0], len(rank)), d[0] or "", d[1] or ""))
 
     def run(self) -> None:
-        first: tuple[str, str] | None = None
+        size = sum(c.remaining for c in self.classes)
         domains = self.domains()
+        placed, first = self._in_some_domain(domains)
+        if placed:
+            return
+        if first is not None and 0 < self.needed < size:
+            cut = self._keep_only(self.needed)
+            placed, _ = self._in_some_domain(domains)
+            if placed:
+                why = (
+                    f"gang {self.gang} starts with the {self.needed} pod(s) it still needs of its {size} "
+                    f"pending; the others wait for room, since the whole gang cannot be placed: {first[1]}"
+                )
+                for _, pods in cut:
+                    for pod in pods:
+                        self.stage.ctx.pending_out.append(PendingPod(pod, why, first[0]))
+                return
+            for cls, pods in cut:  # the classes are as before either attempt, but for their pods
+                cls.pods += pods
+        self._report(first, size, len(domains))
+
+    def _in_some_domain(
+        self, domains: list[tuple[str | None, str | None]]
+    ) -> tuple[bool, tuple[str, str] | None]:
+        """Place the gang whole in the first domain that holds it; else (False, the first refusal)."""
+        first: tuple[str, str] | None = None
         for region, zone in domains:
             saved = self._save()
             self.stage.region, self.stage.zone = region, zone
             failure = self._try()
             self.stage.region = self.stage.zone = None
             if failure is None:
-                return
+                return True, None
             self._restore(saved)
             where = f"{region}/{zone}" if zone else region
             first = first or (failure[0], f"in {where}: {failure[1]}" if where else failure[1])
-        size = sum(len(c.pods) for c in self.classes)
+        return False, first
+
+    def _keep_only(self, count: int) -> list[tuple[PodClass, list[str]]]:
+        """Shorten the classes, in order (leaders first), to ``count`` pods; each class's pods cut."""
+        cut: list[tuple[PodClass, list[str]]] = []
+        left = count
+        for cls in self.classes:
+            keep = min(cls.remaining, left)
+            left -= keep
+            cut.append((cls, cls.pods[cls.next + keep :]))
+            del cls.pods[cls.next + keep :]
+        return cut
+
+    def _report(self, first: tuple[str, str] | None, size: int, tried: int) -> None:
         if first is None:  # one zone asked, and no zone known: no single-AZ group, no labelled node
             first = (
                 codes.GANG_NO_ZONE,
@@ -530,7 +578,7 @@ class GangPlacement:
         elif any(c.one_zone for c in self.classes):
             first = (
                 codes.GANG_NO_ZONE,
-                f"its pods require one zone and none of the {len(domains)} zone(s) holds it whole "
+                f"its pods require one zone and none of the {tried} zone(s) holds it whole "
                 f"(groups spanning several zones are used only in fleet mode); first: {first[1]}",
             )
         reason = f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {first[1]}"
