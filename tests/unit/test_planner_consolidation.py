@@ -516,6 +516,14 @@ def test_a_scheduled_budget_says_when_it_turns_on_and_off() -> None:
             "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: soon}]\n",
             "disruption_budgets.0.duration",
         ),
+        (  # every plan would add 11,000 years to the clock
+            "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 99999999h}]\n",
+            "disruption_budgets.0.duration",
+        ),
+        (  # too large for a float
+            "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: " + "9" * 400 + "h}]\n",
+            "disruption_budgets.0.duration",
+        ),
         ("disruption_budgets: [{nodes: 0, reasons: [Drained]}]\n", "disruption_budgets.0.reasons.0"),
         (
             "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 1h, windows: [{start: '09:00'}]}]\n",

@@ -7,6 +7,7 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -196,8 +197,17 @@ class DisruptionBudget(Windowed):
     @field_validator("duration")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
-        if value is not None and parse_duration_minutes(value) <= 0:
+        """Above 0 and at most ten years (``MAX_MINUTES``, the bound of the ``*_minutes`` settings):
+        every plan adds the duration to the clock, so a longer one (``99999999h``) or one too large for
+        a float would make each plan fail instead of this file. Go's ``time.ParseDuration``, which
+        Karpenter reads it with, refuses above about 2,562,047h anyway."""
+        if value is None:
+            return value
+        minutes = parse_duration_minutes(value)
+        if minutes <= 0:
             raise ValueError("a duration above 0 (10m, 8h, 1h30m)")
+        if not math.isfinite(minutes) or minutes > MAX_MINUTES:
+            raise ValueError(f"a duration of at most ten years ({MAX_MINUTES // 60}h)")
         return value
 
     @field_validator("timezone")
