@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -493,6 +493,24 @@ def test_a_scheduled_budget_says_when_it_turns_on_and_off() -> None:
     assert berlin.active_at(NOW.replace(hour=8, minute=30)) and not berlin.active_at(
         NOW.replace(hour=9, minute=30)
     )
+
+
+def test_a_budget_scheduled_less_often_than_weekly_says_when_it_next_changes() -> None:
+    """Its next run may be weeks or months ahead (NOW is Monday 2 November 2026), and a duration
+    longer than the gap between runs keeps it on across them; neither is "never"."""
+    from spillway.config import DisruptionBudget, PlannerConfig
+
+    monthly = DisruptionBudget(nodes="0", schedule="@monthly", duration="8h")
+    yearly = DisruptionBudget(nodes="0", schedule="@yearly", duration="8h")
+    freeze = DisruptionBudget(nodes="0", schedule="0 0 1 1,2 *", duration="960h")  # 40 days, twice
+
+    assert monthly.next_edge(NOW) == datetime(2026, 12, 1, tzinfo=UTC)
+    assert yearly.next_edge(NOW) == datetime(2027, 1, 1, tzinfo=UTC)
+    assert freeze.next_edge(datetime(2027, 1, 5, tzinfo=UTC)) == datetime(2027, 3, 13, tzinfo=UTC)
+    config = PlannerConfig(
+        cluster="c", disruption_budgets=[{"nodes": 0, "schedule": "0 0 1 * *", "duration": "8h"}]
+    )
+    assert config.next_window_edge(NOW) == datetime(2026, 12, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from datetime import UTC, date, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
-from spillway.model.schedule import Cron, ScheduledFloor, check_actions, scheduled_floor
+from spillway.model.schedule import (
+    Cron,
+    ScheduledFloor,
+    check_actions,
+    cron_runs,
+    next_change,
+    scheduled_floor,
+    zone_of,
+)
 
 H = timedelta(hours=1)
 
@@ -90,6 +100,56 @@ def test_end_time_stops_the_recurrence_and_start_time_is_a_run() -> None:
     once = ScheduledFloor("once", min_size=2, start=utc(2026, 3, 2, 10))
     assert once.last_fired(utc(2026, 3, 2, 9)) is None
     assert once.next_fire(utc(2026, 3, 2, 9), 2 * H) == utc(2026, 3, 2, 10)
+
+
+# --- next_change: when "ran less than a duration ago" turns on or off (Karpenter's schedule + duration) --
+
+M = timedelta(minutes=1)
+CHANGE_CASES = [
+    ("* * * * *", M, "Europe/Berlin", utc(2026, 10, 20)),  # one block a day; the autumn change breaks it
+    ("*/15 9-17 * * mon-fri", 30 * M, "Europe/Berlin", utc(2026, 3, 23)),  # across the spring change
+    ("0 */2 * * *", 150 * M, "America/New_York", utc(2026, 10, 28)),  # 3 h apart once, on 1 November
+    ("30 2 * * *", H, "Europe/Berlin", utc(2026, 3, 26)),  # a run the spring change skips
+    ("0 9,17 * * *", 4 * H, "Australia/Lord_Howe", utc(2026, 9, 30)),  # a half-hour DST change
+    ("0 0 * * *", 24 * H, "UTC", utc(2026, 6, 1)),  # back to back: always on
+]
+
+
+def walked_changes(cron: Cron, zone: str, span: timedelta, start: datetime, days: int) -> list[datetime]:
+    """Every minute in ``(start, start + days)`` where "a run less than ``span`` ago" differs from the
+    minute before, from the runs themselves."""
+    runs = list(cron_runs(cron, zone_of(zone), start - span - M, start + timedelta(days=days)))
+
+    def on(t: datetime) -> bool:
+        i = bisect_right(runs, t)
+        return i > 0 and runs[i - 1] > t - span
+
+    minutes = [(t, on(t)) for t in (start + k * M for k in range(days * 1440))]
+    return [t for (_, was), (t, now) in pairwise(minutes) if now != was]
+
+
+@pytest.mark.parametrize(("text", "span", "zone", "start"), CHANGE_CASES)
+def test_next_change_finds_every_change_the_minute_walk_finds(
+    text: str, span: timedelta, zone: str, start: datetime
+) -> None:
+    cron, days = Cron.parse(text), 10
+    found, t = [], start
+    while (edge := next_change(cron, zone_of(zone), span, t)) is not None and edge < start + timedelta(
+        days=days
+    ):
+        found.append(edge)
+        t = edge
+    assert found == walked_changes(cron, zone, span, start, days)
+
+
+def test_next_change_looks_as_far_ahead_as_the_next_run() -> None:
+    utc_zone = zone_of("UTC")
+    assert next_change(Cron.parse("0 0 1 1 *"), utc_zone, H, utc(2026, 1, 2)) == utc(2027, 1, 1)
+    # 29 February: none in 2100, so eight years from 2096 to 2104
+    assert next_change(Cron.parse("0 0 29 2 *"), utc_zone, H, utc(2096, 3, 1)) == utc(2104, 2, 29)
+    assert next_change(Cron.parse("0 0 31 2 *"), utc_zone, H, utc(2026, 1, 1)) is None  # never runs
+    # the 1st of January and of February, 40 days each: on until 40 days after 1 February
+    assert next_change(Cron.parse("0 0 1 1,2 *"), utc_zone, 40 * 24 * H, utc(2027, 1, 5)) == utc(2027, 3, 13)
 
 
 DAY_NIGHT = (

@@ -21,8 +21,8 @@ from spillway.errors import ConfigurationError
 from spillway.model.options import MAX_MINUTES, parse_duration_minutes
 from spillway.model.priorities import check_priorities
 from spillway.model.quantity import QuantityError, to_milli
-from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, zone_of
-from spillway.model.windows import EDGE_HORIZON_DAYS, TimeWindow, Windowed
+from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, next_change, zone_of
+from spillway.model.windows import TimeWindow, Windowed
 
 
 class NodeReserve(BaseModel):
@@ -250,18 +250,14 @@ class DisruptionBudget(Windowed):
         return next(cron_runs(cron, zone, instant - span + _TICK, instant), None) is not None
 
     def next_edge(self, after: datetime) -> datetime | None:
-        """The first instant after ``after`` when the budget turns on or off (a schedule's runs and
-        their ends, within the windows' horizon)."""
+        """The first instant after ``after`` when the budget turns on or off: for a schedule, a run
+        that turns it on or the end of a run's duration that turns it off, however far ahead
+        (:func:`~spillway.model.schedule.next_change`: ``@monthly`` and ``@yearly`` too), or None
+        when it never changes."""
         if self._timing is None:
             return super().next_edge(after)
         cron, zone, span = self._timing
-        instant = after if after.tzinfo else after.replace(tzinfo=UTC)
-        runs = list(cron_runs(cron, zone, instant - span, instant + timedelta(days=EDGE_HORIZON_DAYS)))
-        candidates = sorted({r for r in runs if r > instant} | {r + span for r in runs if r + span > instant})
-        for edge in candidates:
-            if self.active_at(edge) != self.active_at(edge - _TICK):
-                return edge.astimezone(UTC)
-        return None
+        return next_change(cron, zone, span, after if after.tzinfo else after.replace(tzinfo=UTC))
 
 
 _TICK = timedelta(microseconds=1)

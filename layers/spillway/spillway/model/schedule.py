@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from itertools import pairwise
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -127,6 +128,63 @@ def cron_runs(cron: Cron, zone: ZoneInfo, lo: datetime, hi: datetime) -> Iterato
             at = local_instant(zone, day, clock)
             if lo <= at <= hi:
                 yield at
+
+
+# The longest a 5-field cron that runs at all can go without running: one that runs only on 29 February
+# skips the eight years around a century that is not a leap year (2096 to 2104).
+RUN_GAP_DAYS = 8 * 366
+
+
+def _run_blocks(
+    cron: Cron, zone: ZoneInfo, lo: datetime, hi: datetime, span: timedelta
+) -> Iterator[tuple[datetime, datetime]]:
+    """The runs of ``cron`` from the local date of ``lo`` until one is after ``hi``, ascending, as
+    blocks ``(first, last)`` of consecutive runs no more than ``span`` apart: "a run less than ``span``
+    ago" holds from ``first`` to ``last + span`` without a break. A day whose runs all lie that close
+    is one block found with two time-zone conversions, however many times it runs; a day whose clock
+    gaps are wider, or whose UTC offset changes between its first and last run (which stretches or
+    shrinks the gaps), gives each run as a block of its own."""
+    clocks = cron.times()
+    walls = [datetime.combine(date.min, clock) for clock in clocks]
+    wall_span = walls[-1] - walls[0]
+    widest = max((b - a for a, b in pairwise(walls)), default=timedelta(0))
+    first, last = lo.astimezone(zone).date(), hi.astimezone(zone).date()
+    for offset in range((last - first).days + 1):
+        day = first + timedelta(days=offset)
+        if not cron.on(day):
+            continue
+        block = (local_instant(zone, day, clocks[0]), local_instant(zone, day, clocks[-1]))
+        if widest <= span and block[1] - block[0] == wall_span:
+            blocks = [block]
+        else:
+            blocks = [(at, at) for at in (local_instant(zone, day, clock) for clock in clocks)]
+        for start, end in blocks:
+            if start > hi:
+                return
+            yield start, end
+
+
+def next_change(cron: Cron, zone: ZoneInfo, span: timedelta, after: datetime) -> datetime | None:
+    """The first instant after ``after`` (aware) when "``cron``, read in ``zone``, ran less than ``span``
+    ago" turns true or false, in UTC; None when it never does.
+
+    It holds on the union of ``[run, run + span)``: it turns true at a run more than ``span`` after
+    the one before, and false ``span`` after a run when the next one is more than ``span`` later. The
+    runs are searched from ``span`` before ``after`` to ``RUN_GAP_DAYS`` past ``after + span``, long
+    enough to find the next run of any cron that runs at all (``@monthly``, ``@yearly``, 29 February),
+    so None means what callers read it as: the cron never runs, or its runs overlap all that time. A
+    shorter horizon would answer None for a cron that does run later, and answering "look again at
+    the horizon" instead would name an instant at which nothing changes."""
+    lo, hi = after - span, after + span + timedelta(days=RUN_GAP_DAYS)
+    before: datetime | None = None  # the last run so far
+    for start, end in _run_blocks(cron, zone, lo, hi, span):
+        if before is None or start - before > span:
+            if before is not None and before + span > after:
+                return (before + span).astimezone(UTC)
+            if start > after:
+                return start.astimezone(UTC)
+        before = end
+    return None
 
 
 def local_instant(zone: ZoneInfo, day: date, clock: time) -> datetime:
