@@ -53,6 +53,18 @@ def test_cron_times_steps_lists_and_ranges() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "same_as"),
+    [
+        ("0 9 ? * MON-FRI", "0 9 * * mon-fri"),  # Karpenter's and Kubernetes CronJobs' spelling
+        ("0 0 1 * ?", "0 0 1 * *"),  # an unrestricted day field: the 1st only, not the 1st or any day
+        ("?/15 * * * *", "*/15 * * * *"),
+    ],
+)
+def test_a_question_mark_is_a_star(text: str, same_as: str) -> None:
+    assert Cron.parse(text) == Cron.parse(same_as)
+
+
+@pytest.mark.parametrize(
     ("text", "field"),
     [
         ("0 8 * *", "5 fields"),

@@ -5,7 +5,9 @@ every occurrence of ``Recurrence``, a 5-field Unix cron (``minute hour day-of-mo
 day-of-week``) read in ``TimeZone`` (IANA; UTC without one), never before ``StartTime`` nor after
 ``EndTime``. :class:`Cron` is a small parser for that format: ``*``, lists (``,``), ranges (``-``),
 steps (``/``), month and day names (``jan``, ``mon``), day-of-week ``0``-``7`` (0 and 7 are Sunday); as
-in Vixie cron, when both day fields are restricted a day matching either one fires.
+in Vixie cron, when both day fields are restricted a day matching either one fires. ``?`` is ``*``, as
+in robfig/cron, which reads Karpenter's budget schedules and Kubernetes CronJobs (``0 9 ? * MON-FRI``);
+AWS's traditional cron has no ``?``, so a Recurrence AWS accepted reads the same either way.
 
 Daylight saving time: a local time the spring change skips fires at the first instant after the gap;
 one the autumn change repeats fires once, at its first occurrence (the rule of
@@ -56,7 +58,7 @@ def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
             if not step_text.isdigit() or int(step_text) < 1:
                 raise ValueError(f"{name}: step {step_text!r} is not a positive number")
             step = int(step_text)
-        if span == "*":
+        if span in ("*", "?"):
             first, last = low, high
         elif "-" in span:
             a, _, b = span.partition("-")
@@ -77,8 +79,8 @@ class Cron:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]  # 0 = Sunday
-    any_day: bool  # day-of-month is *
-    any_weekday: bool  # day-of-week is *
+    any_day: bool  # day-of-month is * (or ?)
+    any_weekday: bool  # day-of-week is * (or ?)
 
     @classmethod
     def parse(cls, text: str) -> Cron:
@@ -88,7 +90,9 @@ class Cron:
             raise ValueError(f"expected 5 fields (minute hour day month weekday), got {len(parts)}")
         sets = [_field(p, *spec) for p, spec in zip(parts, _FIELDS, strict=True)]
         weekdays = frozenset(d % 7 for d in sets[4])
-        return cls(sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] == "*", parts[4] == "*")
+        return cls(
+            sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] in ("*", "?"), parts[4] in ("*", "?")
+        )
 
     def on(self, day: date) -> bool:
         """Whether the cron fires at some time of ``day`` (a local date)."""
