@@ -39,6 +39,8 @@ def utc(*args: int) -> datetime:
         ("0 0 1 * mon", date(2026, 3, 3), False),
         ("0 0 */10 * *", date(2026, 3, 21), True),
         ("0 0 */10 * *", date(2026, 3, 20), False),
+        ("0 0 1 * */1", date(2026, 3, 2), False),  # */1 is *: the 1st only, not the 1st or any day
+        ("0 0 */1 * mon", date(2026, 3, 3), False),  # Mondays only
     ],
 )
 def test_cron_days(text: str, day: date, fires: bool) -> None:

@@ -7,7 +7,9 @@ day-of-week``) read in ``TimeZone`` (IANA; UTC without one), never before ``Star
 steps (``/``), month and day names (``jan``, ``mon``), day-of-week ``0``-``7`` (0 and 7 are Sunday); as
 in Vixie cron, when both day fields are restricted a day matching either one fires. ``?`` is ``*``, as
 in robfig/cron, which reads Karpenter's budget schedules and Kubernetes CronJobs (``0 9 ? * MON-FRI``);
-AWS's traditional cron has no ``?``, so a Recurrence AWS accepted reads the same either way.
+AWS's traditional cron has no ``?``, so a Recurrence AWS accepted reads the same either way. A day
+field is unrestricted when it is ``*`` or ``?`` with no step or step 1 (robfig/cron; Vixie cron
+agrees on ``*/1`` and differs only on ``*/2`` and wider steps, which it also takes as unrestricted).
 
 Daylight saving time: a local time the spring change skips fires at the first instant after the gap;
 one the autumn change repeats fires once, at its first occurrence (the rule of
@@ -49,8 +51,13 @@ def _value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
     return int(text)
 
 
-def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> frozenset[int]:
+def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> tuple[frozenset[int], bool]:
+    """The values ``text`` names, and whether it is unrestricted: an item ``*`` or ``?`` without a
+    step or with step 1 (robfig/cron's star bit). ``*/1`` is every value, as ``*`` is, so a day field
+    written that way must not turn on the "either day field matches" rule; ``*/2`` names some days only
+    and does."""
     values: set[int] = set()
+    star = False
     for part in text.split(","):
         span, slash, step_text = part.partition("/")
         step = 1
@@ -60,6 +67,7 @@ def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
             step = int(step_text)
         if span in ("*", "?"):
             first, last = low, high
+            star = star or step == 1
         elif "-" in span:
             a, _, b = span.partition("-")
             first, last = _value(a, name, low, high, names), _value(b, name, low, high, names)
@@ -69,7 +77,7 @@ def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
             first = _value(span, name, low, high, names)
             last = high if slash else first
         values.update(range(first, last + 1, step))
-    return frozenset(values)
+    return frozenset(values), star
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +87,8 @@ class Cron:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]  # 0 = Sunday
-    any_day: bool  # day-of-month is * (or ?)
-    any_weekday: bool  # day-of-week is * (or ?)
+    any_day: bool  # day-of-month is unrestricted: * or ?, step 1 at most (see _field)
+    any_weekday: bool  # day-of-week is unrestricted
 
     @classmethod
     def parse(cls, text: str) -> Cron:
@@ -88,11 +96,10 @@ class Cron:
         parts = text.split()
         if len(parts) != 5:
             raise ValueError(f"expected 5 fields (minute hour day month weekday), got {len(parts)}")
-        sets = [_field(p, *spec) for p, spec in zip(parts, _FIELDS, strict=True)]
+        fields = [_field(p, *spec) for p, spec in zip(parts, _FIELDS, strict=True)]
+        sets = [values for values, _ in fields]
         weekdays = frozenset(d % 7 for d in sets[4])
-        return cls(
-            sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] in ("*", "?"), parts[4] in ("*", "?")
-        )
+        return cls(sets[0], sets[1], sets[2], sets[3], weekdays, fields[2][1], fields[4][1])
 
     def on(self, day: date) -> bool:
         """Whether the cron fires at some time of ``day`` (a local date)."""
