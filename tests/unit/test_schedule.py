@@ -116,6 +116,21 @@ def test_end_time_stops_the_recurrence_and_start_time_is_a_run() -> None:
     assert once.next_fire(utc(2026, 3, 2, 9), 2 * H) == utc(2026, 3, 2, 10)
 
 
+def test_a_recurrence_that_starts_later_has_not_run_and_a_described_next_run_has() -> None:
+    """AWS: StartTime and EndTime bound a recurring action. An action created on 2 November for an
+    office opening on 1 December (daily at 08:00) was read as having run that morning, and its
+    MinSize held a month early. Described, a running recurring action may show its next run as its
+    StartTime: with no cron run before it, the past runs stand. (Found by review.)"""
+    now = utc(2026, 11, 2, 12)
+    later = ScheduledFloor("office", min_size=10, recurrence="0 8 * * *", start=utc(2026, 12, 1, 8))
+    described = ScheduledFloor("office", min_size=10, recurrence="0 8 * * *", start=utc(2026, 11, 3, 8))
+
+    assert later.last_fired(now) is None and later.next_fire(now, 24 * H) is None
+    assert later.next_fire(utc(2026, 11, 30, 12), 24 * H) == utc(2026, 12, 1, 8)
+    assert described.last_fired(now) == utc(2026, 11, 2, 8)
+    assert scheduled_floor([later], now, 10 * M) is None
+
+
 # --- next_change: when "ran less than a duration ago" turns on or off (Karpenter's schedule + duration) --
 
 M = timedelta(minutes=1)

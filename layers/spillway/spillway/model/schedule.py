@@ -234,14 +234,32 @@ class ScheduledFloor:
     end: datetime | None = None
     timezone: str | None = None
 
-    def _first(self, lo: datetime, hi: datetime, *, latest: bool) -> datetime | None:
+    def _starts_later(self, now: datetime) -> bool:
+        """A recurring action whose recurrence has not begun: ``StartTime`` is ahead and the cron runs
+        before it. DescribeScheduledActions may show a recurring action's next run as its StartTime, so a
+        StartTime ahead is not a bound by itself; but when the cron runs between now and then, StartTime
+        is not that next run, and it bounds the recurrence as PutScheduledUpdateGroupAction documents
+        ("they form the boundaries of when the recurring action starts and stops")."""
+        if not self.recurrence or self.start is None:
+            return False
+        start = _aware(self.start)
+        if start <= now:
+            return False
+        return (
+            self._cron_run(now + timedelta(microseconds=1), start - timedelta(microseconds=1), latest=False)
+            is not None
+        )
+
+    def _first(self, lo: datetime, hi: datetime, *, latest: bool, now: datetime) -> datetime | None:
         """The earliest (or ``latest``) run in ``[lo, hi]``.
 
         ``StartTime`` is a run of its own (for a recurring action too, as PutScheduledUpdateGroupAction
-        documents); it does not bound the recurrence from below, since a described recurring action may
-        carry its next run there. ``EndTime`` ends the recurrence."""
+        documents); it bounds the recurrence from below only when the recurrence has not begun
+        (:meth:`_starts_later`). ``EndTime`` ends the recurrence."""
         runs = []
         start = _aware(self.start) if self.start else None
+        if start is not None and self._starts_later(now):
+            lo = max(lo, start)
         if start is not None and lo <= start <= hi:
             runs.append(start)
         if self.recurrence:
@@ -272,11 +290,11 @@ class ScheduledFloor:
 
     def last_fired(self, now: datetime) -> datetime | None:
         """When the action last ran, at or before ``now`` (searched ``LOOKBACK_DAYS`` back)."""
-        return self._first(now - timedelta(days=LOOKBACK_DAYS), now, latest=True)
+        return self._first(now - timedelta(days=LOOKBACK_DAYS), now, latest=True, now=now)
 
     def next_fire(self, now: datetime, horizon: timedelta) -> datetime | None:
         """When the action runs next, after ``now`` and at most ``horizon`` later."""
-        return self._first(now + timedelta(microseconds=1), now + horizon, latest=False)
+        return self._first(now + timedelta(microseconds=1), now + horizon, latest=False, now=now)
 
     def describe(self) -> str:
         when = f"cron {self.recurrence!r} {self.timezone or 'UTC'}" if self.recurrence else "once"
