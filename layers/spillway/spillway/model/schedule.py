@@ -210,9 +210,19 @@ def local_instant(zone: ZoneInfo, day: date, clock: time) -> datetime:
     return probe
 
 
+# files of the zoneinfo directory that are not zones of the IANA database: "localtime" is the host's own
+# zone (a laptop's and Lambda's differ), "posixrules" a default rule, "Factory" a zone of no place; the
+# "posix/" and "right/" trees are copies (the latter counting leap seconds)
+NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+
+
 def zone_of(name: str | None) -> ZoneInfo:
+    """The IANA time zone ``name`` (UTC for none); ValueError for a name that is not one."""
+    key = name or "UTC"
+    if key in NOT_ZONES or key.startswith(("posix/", "right/")):
+        raise ValueError(f"{name!r} is not an IANA time zone")
     try:
-        return ZoneInfo(name or "UTC")
+        return ZoneInfo(key)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"{name!r} is not an IANA time zone") from None
 

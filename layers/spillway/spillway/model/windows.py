@@ -23,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from spillway.model.schedule import zone_of
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -71,8 +73,8 @@ class TimeWindow(BaseModel):
     @classmethod
     def _zone(cls, value: str) -> str:
         try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+            zone_of(value)
+        except ValueError:
             raise ValueError(f"{value!r} is not an IANA time zone (e.g. Europe/Berlin)"[:120]) from None
         return value
 
