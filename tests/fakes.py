@@ -728,8 +728,6 @@ class FakeWorkflows(Recorder):
         super().__init__()
         self.requests: list[ExecutionRequest] = []
         self.names: set[str] = set()
-        self.running: set[str] = set()  # executions still running (a test sets them)
-        self.stopped: list[str] = []
 
     def start(self, request: ExecutionRequest) -> StartedExecution:
         self._call("start", request.name)
@@ -738,16 +736,6 @@ class FakeWorkflows(Recorder):
         started = request.name not in self.names
         self.names.add(request.name)
         return StartedExecution(request.kind, request.name, arn, started=started)
-
-    def stop_running(
-        self, state_machine_arn: str, prefixes: Sequence[str], cause: str, *, keep: Sequence[str] = ()
-    ) -> list[str]:
-        """Stops the executions named in ``running`` (those the test says still run) that match."""
-        self._call("stop_running", tuple(prefixes))
-        hit = sorted(n for n in self.running if n.startswith(tuple(prefixes)) and n not in keep)
-        self.running -= set(hit)
-        self.stopped += hit
-        return hit
 
     @property
     def started(self) -> list[str]:

@@ -176,28 +176,6 @@ def test_starting_an_execution_twice_under_one_name_is_not_an_error() -> None:
             executions.start(ExecutionRequest("scale_up", arn, "up/with:bad chars", {}))
 
 
-def test_stopping_running_executions_by_name_prefix_stops_only_those() -> None:
-    with mock_aws():
-        sfn = boto3.client("stepfunctions", region_name="us-east-1")
-        wait = {"StartAt": "Wait", "States": {"Wait": {"Type": "Wait", "Seconds": 3600, "End": True}}}
-        arn = sfn.create_state_machine(
-            name="drain-node", definition=json.dumps(wait), roleArn="arn:aws:iam::123456789012:role/x"
-        )["stateMachineArn"]
-        executions = Executions(sfn)
-        for name in ("rebalance-i-0a", "scheduled-i-0a-1234", "interrupt-i-0a", "rebalance-i-0b"):
-            executions.start(ExecutionRequest("drain_node", arn, name, {}))
-
-        stopped = executions.stop_running(
-            arn, ("rebalance-i-0a", "scheduled-i-0a-"), "superseded", keep=("scheduled-i-0a-1234",)
-        )
-        again = executions.stop_running(arn, ("rebalance-i-0a",), "superseded")
-
-        status = {e["name"]: e["status"] for e in sfn.list_executions(stateMachineArn=arn)["executions"]}
-        assert stopped == ["rebalance-i-0a"] and again == []
-        assert status == {"rebalance-i-0a": "ABORTED", "scheduled-i-0a-1234": "RUNNING",
-                          "interrupt-i-0a": "RUNNING", "rebalance-i-0b": "RUNNING"}  # fmt: skip
-
-
 def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateStore, ddb: Any) -> None:
     expires = NOW + timedelta(days=2)
     first = store.claim("ml", "raise#up-p1", {"before": 1, "after": 3, "count": 2}, expires=expires)

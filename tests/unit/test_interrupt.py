@@ -386,34 +386,6 @@ def test_a_lifecycle_action_on_a_node_spillway_drains_is_left_to_that_drain() ->
     [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
     assert out["outcome"] == "own_drain" and rig.workflows.requests == []
 
-    # the drain under way is a rebalance recommendation's: it terminates nothing, and holds no action
-    rig.workflows.running = {f"rebalance-{INSTANCE}"}
-    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
-    assert out["outcome"] == "drain_started" and out["superseded"] == [f"rebalance-{INSTANCE}"]
-    assert rig.workflows.requests[0].input["lifecycle"]["hook"] == "drain-before-terminate"
-
-
-def test_a_forced_drain_stops_the_instances_drains_for_a_recommendation_or_a_scheduled_change() -> None:
-    """AWS says a rebalance recommendation may come with the two-minute warning. Two drains of one node
-    then undid each other: the recommendation's, meeting its deadline without force, uncordoned the node
-    EC2 was reclaiming; or, once the warning's drain had terminated the instance, it failed and raised
-    the drain alarm. The forced drain stops them (ABORTED: no compensation), and no other execution.
-    (Found by review.)"""
-    rig = Rig(world())
-    scheduled = f"scheduled-{INSTANCE}-0123456789"
-    rig.workflows.running = {f"rebalance-{INSTANCE}", scheduled, "rebalance-i-0aaaaaaaaaaaaaaa1", "down-p1"}
-
-    [out] = rig.handle(sample("interrupt-spot-warning.json"))
-    rebalance = copy.deepcopy(sample("interrupt-spot-warning.json"))
-    rebalance["detail-type"] = "EC2 Instance Rebalance Recommendation"
-    rebalance["detail"] = {"instance-id": INSTANCE}
-    [weak] = rig.handle(rebalance)
-
-    assert out["outcome"] == "drain_started" and out["superseded"] == [f"rebalance-{INSTANCE}", scheduled]
-    assert rig.workflows.running == {"rebalance-i-0aaaaaaaaaaaaaaa1", "down-p1"}  # others' and plans' run on
-    assert rig.counted("InterruptDrainsSuperseded") == 2
-    assert weak["outcome"] == "drain_started" and "superseded" not in weak  # an unforced drain stops none
-
 
 def test_a_lifecycle_action_whose_hook_is_gone_starts_nothing() -> None:
     rig = hooked()
@@ -534,8 +506,6 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert {s["Sid"]: s["Action"] for s in statements} == {
         "WriteBackoffItemsOnly": "dynamodb:PutItem",
         "StartDrainNodeOnly": "states:StartExecution",
-        "ListDrainNodeExecutions": "states:ListExecutions",
-        "StopSupersededDrainsOnly": "states:StopExecution",  # rebalance-* and scheduled-* only
         "ReadLifecycleHooks": "autoscaling:DescribeLifecycleHooks",  # a hook's HeartbeatTimeout
         # a Node of no group the snapshot knows: is it in a group tagged for the cluster?
         "ReadInstanceGroups": [

@@ -209,13 +209,9 @@ class Ledger(Protocol):
 
 
 class Workflows(Protocol):
-    """Step Functions: start an execution under a deterministic name (a duplicate is ``started=False``);
-    stop the running executions whose names start with given prefixes."""
+    """Step Functions: start an execution under a deterministic name (a duplicate is ``started=False``)."""
 
     def start(self, request: ExecutionRequest) -> StartedExecution: ...
-    def stop_running(
-        self, state_machine_arn: str, prefixes: Sequence[str], cause: str, *, keep: Sequence[str] = ()
-    ) -> list[str]: ...
 
 
 _AWS: tuple[type[SpillwayError], ...] = (AwsError, AwsThrottled, AwsUnavailable)

@@ -22,15 +22,11 @@ Instance-terminate       terminate lifecycle hook holds it in            deadlin
 Lifecycle Action         ``Terminating:Wait``                            HeartbeatTimeout; the drain ends
                                                                          with CompleteLifecycleAction
                                                                          CONTINUE (nothing when a Spillway
-                                                                         drain that terminates owns the
-                                                                         node)
+                                                                         drain already owns the node)
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
-instance is ignored. A forced drain (a Spot warning's, a scheduled change's within a day, a lifecycle
-action's) stops the instance's running drains for a rebalance recommendation or a scheduled change
-(``superseded``): they terminate nothing, and left running they undo the cordon at their deadline or
-fail once the instance is gone. A Node of no group the snapshot knows is drained only when AWS says its instance is
+instance is ignored. A Node of no group the snapshot knows is drained only when AWS says its instance is
 in an Auto Scaling group tagged for the cluster (one launched since the snapshot); another (a
 standalone instance, a group not tagged for Spillway, a Karpenter node) is ``not_managed``: its drain
 would be refused, and its failure would raise the drain alarm for nothing Spillway owns. A drain is one DrainNode execution named after the notice and the instance
@@ -428,10 +424,7 @@ class Interrupter:
         assert plan is not None
         if notice.kind == "interruption":
             out["backed_off"] = self._back_off(notice, target)
-        request = self._request(notice, target, plan)
-        if plan.force:
-            out["superseded"] = self._supersede(target, request.name)
-        started = self.workflows.start(request)
+        started = self.workflows.start(self._request(notice, target, plan))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         return {
             **out,
@@ -439,21 +432,6 @@ class Interrupter:
             "execution": started.arn,
             "deadline_seconds": plan.deadline_seconds,
         }
-
-    def _supersede(self, target: Target, keep: str) -> list[str]:
-        """Stop the running drains of the instance for a rebalance recommendation or a scheduled change
-        (``keep``: the drain about to start). A forced drain (a Spot warning's, a scheduled change's
-        within a day, a lifecycle action's) replaces them: left running, one that meets its deadline
-        without force undoes the cordon (the instance EC2 reclaims becomes schedulable again), or fails
-        when the forced one has terminated the instance. A stopped execution runs no compensation: the
-        node stays cordoned for the drain that replaces it."""
-        iid = target.instance_id
-        prefixes = (f"{NAME_PREFIX['rebalance']}-{iid}", f"{NAME_PREFIX['scheduled']}-{iid}-")
-        cause = f"superseded: instance {iid} gets a forced drain ({keep or 'a lifecycle action'})"
-        stopped = self.workflows.stop_running(self.drain_node_arn, prefixes, cause, keep=(keep,))
-        if stopped:
-            self.metric("InterruptDrainsSuperseded", len(stopped))
-        return stopped
 
     def _managed(self, region: str, instance_id: str) -> bool:
         """Whether the instance is in an Auto Scaling group tagged for the cluster, as AWS says now
@@ -471,11 +449,7 @@ class Interrupter:
         and completes the group's terminate hooks for it itself."""
         out: dict[str, Any] = {"group": notice.group, "hook": notice.hook}
         if target.node.cordoned_by_spillway:
-            # a drain of a notice that terminates nothing (a rebalance recommendation's, a scheduled
-            # change's) would leave the action waiting: it is stopped, and this drain completes it
-            out["superseded"] = self._supersede(target, "")
-            if not out["superseded"]:
-                return {**out, "outcome": "own_drain"}
+            return {**out, "outcome": "own_drain"}
         if self.cloud is None:
             return {**out, "outcome": "hook_governs"}
         hook = next(

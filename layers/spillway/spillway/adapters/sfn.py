@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -66,28 +65,3 @@ class Executions:
         except BotoCoreError as exc:
             raise map_aws_error(exc, what) from exc
         return StartedExecution(request.kind, name, str(resp["executionArn"]), started=True)
-
-    def stop_running(
-        self, state_machine_arn: str, prefixes: Sequence[str], cause: str, *, keep: Sequence[str] = ()
-    ) -> list[str]:
-        """StopExecution of each running execution of the state machine whose name starts with one of
-        ``prefixes`` (but those named in ``keep``); the names stopped. A stopped execution is ABORTED:
-        its Catch and compensation do not run, so what it did to the node stays."""
-        what = f"StopExecution({state_machine_arn.rsplit(':', 1)[-1]}: {', '.join(prefixes)})"
-        stopped: list[str] = []
-        try:
-            pages = self.client.get_paginator("list_executions").paginate(
-                stateMachineArn=state_machine_arn, statusFilter="RUNNING"
-            )
-            for page in pages:
-                for execution in page["executions"]:
-                    name = execution["name"]
-                    if name in keep or not name.startswith(tuple(prefixes)):
-                        continue
-                    self.client.stop_execution(executionArn=execution["executionArn"], cause=cause[:32_768])
-                    stopped.append(name)
-        except ClientError as exc:
-            raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
-            raise map_aws_error(exc, what) from exc
-        return stopped
