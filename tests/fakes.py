@@ -220,7 +220,7 @@ class FakeCluster(Recorder):
         if obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in annotations:
             return False  # somebody else's cordon
         obj["spec"]["unschedulable"] = True
-        annotations[CORDONED_BY_SPILLWAY] = reason
+        annotations[CORDONED_BY_SPILLWAY] = reason  # as the real one: the latest drain's words
         return True
 
     def uncordon(self, node: str) -> bool:

@@ -328,8 +328,15 @@ def test_cordon_and_uncordon_round_trip(server: KubeApiServer, kube: KubeClient)
     assert patches[0].content_type == "application/merge-patch+json"
     assert kube.get_node("n1").spec.unschedulable
 
-    assert kube.cordon("n1", "again") is True  # already ours: nothing to do
+    assert kube.cordon("n1", "idle for 10m") is True  # already ours, the same words: nothing to do
     assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == 1
+    # another reason takes the node over: the annotation only (a Spot warning's drain after a plan's)
+    assert kube.cordon("n1", "held drain: spot interruption warning e-1") is True
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == 2
+    assert node_obj(server, "n1")["spec"]["unschedulable"] is True
+    assert node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY] == (
+        "2026-03-02T09:30:00Z held drain: spot interruption warning e-1"
+    )
 
     assert kube.uncordon("n1") is True
     obj = node_obj(server, "n1")

@@ -433,6 +433,27 @@ def test_a_drain_no_plan_started_holds_its_node_and_the_snapshot_says_so(rig: Ri
     assert NodeInfo.from_dict(held.to_dict()).cordon_held  # kept through the stored snapshot
 
 
+def test_the_latest_drain_holds_the_node_and_a_drain_undoes_only_its_own_cordon(rig: Rig) -> None:
+    """AWS may send a rebalance recommendation with the two-minute warning: two drains of one node. The
+    recommendation's (no force) met its deadline and its compensation uncordoned the node EC2 was
+    reclaiming, under the warning's drain; and a plan's drain that cordoned first kept its words, so the
+    node never read as held and the next plan could reuse it. The cordon now names the drain that
+    holds the node, and a drain's compensation leaves another's cordon and taint. (Found by review.)"""
+    planned = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc")
+    rig.pod("web-0")
+    rebalance = rig.cordoned(reason="rebalance recommendation r-1", leaving=True, deadline_seconds=600)
+    warned = rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+    held = NodeInfo.from_node(Node.model_validate(rig.node()))
+
+    for superseded in (planned, rebalance):
+        assert "another drain holds the node" in rig.drainer.uncordon(superseded)["note"]
+    node = rig.node()
+    assert held.cordon_held and node["spec"]["unschedulable"] is True
+    assert "spot interruption warning w-1" in node["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
+    assert rig.drainer.uncordon(warned)["uncordoned"] is True  # its own: undone
+
+
 def test_cordon_stops_when_somebody_else_cordoned_the_node_after_validation(rig: Rig) -> None:
     drain = rig.validated()
     _cordoned_by_somebody(rig)

@@ -420,6 +420,21 @@ def _below_min(asg: AutoScalingGroup) -> bool:
     return asg.DesiredCapacity - 1 < asg.MinSize
 
 
+def cordon_reason(drain: Drain) -> str:
+    """What the drain writes after the time in Spillway's cordon annotation: the node is its own. A
+    drain no plan started holds it (:data:`HELD_DRAIN`): a plan must not uncordon it to reuse its room."""
+    held = "" if drain.plan_id else f"{HELD_DRAIN} "
+    return f"{held}drain: {drain.reason}"
+
+
+def holds(drain: Drain, annotation: str) -> bool:
+    """Whether Spillway's cordon ``annotation`` (``<time> <reason>``, at most 256 characters) is the
+    drain's own, not a later drain's that took the node over (a Spot warning's, say, beside a
+    rebalance recommendation's): a drain undoes only its own cordon."""
+    stamp = annotation.split(" ", 1)[0]
+    return annotation == f"{stamp} {cordon_reason(drain)}".strip()[:256]
+
+
 _GONE: dict[str, Any] = {
     "blocked": [],
     "remaining": [],
@@ -737,9 +752,7 @@ class Drainer:
         """Cordon (``spec.unschedulable`` + the ``spillway.io/cordoned`` annotation) and taint
         ``spillway.io/draining:NoSchedule``; an event on the node says why and until when."""
         self._our_node(drain, require_cordon=False)
-        # a drain no plan started holds its node: a plan must not uncordon it to reuse its room
-        held = "" if drain.plan_id else f"{HELD_DRAIN} "
-        if not self.kube.cordon(drain.node, reason=f"{held}drain: {drain.reason}") and not drain.leaving:
+        if not self.kube.cordon(drain.node, reason=cordon_reason(drain)) and not drain.leaving:
             raise DrainCancelled(
                 f"Node {drain.node!r} was cordoned by somebody else after the drain was validated; "
                 "Spillway leaves it alone"
@@ -977,6 +990,13 @@ class Drainer:
             return {"untainted": False, "uncordoned": False, "note": "the Node is gone"}
         if node.metadata.uid != drain.node_uid:
             return {"untainted": False, "uncordoned": False, "note": "a new Node took the name; left alone"}
+        holder = node.metadata.annotations.get(CORDONED_BY_SPILLWAY)
+        if holder is not None and not holds(drain, holder):
+            return {
+                "untainted": False,
+                "uncordoned": False,
+                "note": f"another drain holds the node now ({holder[:120]}): its cordon and taint stay",
+            }
         untainted = self.kube.remove_draining_taint(drain.node)
         uncordoned = self.kube.uncordon(drain.node)
         return {"untainted": untainted, "uncordoned": uncordoned}

@@ -711,7 +711,9 @@ class KubeClient:
 
         Returns True when the node is (now) cordoned by Spillway; False when somebody else had
         already cordoned it: then it is left as it is, unannotated, so :meth:`uncordon` never undoes a
-        human's cordon. The annotation's value is ``<UTC ISO time> <reason>``.
+        human's cordon. The annotation's value is ``<UTC ISO time> <reason>``: it names what holds the
+        node, so a node Spillway cordoned already gets the new value (a drain takes over the node from
+        an earlier one; see :mod:`spillway.act.drain`).
         """
         name = _name_of(node)
         op = f"cordon node {name}"
@@ -720,7 +722,10 @@ class KubeClient:
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
             if _spec(obj).get("unschedulable"):
-                return CORDONED_BY_SPILLWAY in _annotations(obj)
+                ours = _annotations(obj).get(CORDONED_BY_SPILLWAY)
+                if ours is None:
+                    return False  # somebody else's cordon
+                return True if ours == value else {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}}}
             return {
                 "metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}},
                 "spec": {"unschedulable": True},
