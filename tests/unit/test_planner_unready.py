@@ -173,3 +173,19 @@ def test_a_node_somebody_deletes_uses_the_budget() -> None:
 
     assert result.drain == () and _kept(result)[idle][0] == codes.DISRUPTION_BUDGET
     assert NodeInfo.from_dict(NodeInfo.from_node(Node.model_validate(w.node(going))).to_dict()).deleting
+
+
+def test_a_dead_node_removed_is_not_counted_twice_against_the_budget() -> None:
+    """A budget of two: the dead empty node and a healthy idle one both go. The dead node's drain
+    counted once as this plan's and once more as out of service, so the idle one was kept. (Found by
+    review.)"""
+    w = World()
+    dead, busy, idle = w.group("cpu", "m5.2xlarge", nodes=3, max_size=5)
+    w.items.append(o.pod("job-0", cpu="1", memory="1Gi", node_name=busy, owner=("Job", "job")))
+    _not_ready(w, dead, 60)
+    w.idle_since(dead, 60)
+    w.idle_since(idle, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 2}])
+
+    assert sorted(d.node for d in result.drain) == sorted([dead, idle])

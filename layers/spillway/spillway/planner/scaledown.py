@@ -421,7 +421,7 @@ class ScaleDownStage:
             return
         ctx, info, group = self.ctx, node.info, node.group
         assert group is not None and info.instance_id is not None
-        self.taken[group.name] = self.taken.get(group.name, 0) + 1
+        self.take(node)
         self.idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=ctx.now)
         where = group.region
         if ctx.primary and group.region != ctx.primary:
