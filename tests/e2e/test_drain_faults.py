@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import boto3
 import pytest
 from conftest import CLUSTER, HOME, WEST, Cloud
 
@@ -348,3 +349,35 @@ def test_a_rejected_request_carrying_a_drain_object_posts_no_event_and_touches_n
     assert [f"{r.method} {r.path}" for r in cloud.kube.requests if r.method in WRITES] == []
     assert marks(cloud.kube.get("Node", node)) == (False, False, False)
     assert cloud.desired("general") == 2
+
+
+@pytest.mark.parametrize(
+    ("region", "when"),
+    [(HOME, "evict"), (WEST, "evict"), (HOME, "cordon")],
+    ids=["aws-sdk-task", "drain-function", "before-the-cordon"],
+)
+def test_a_leaving_drain_whose_node_goes_ends_terminated(cloud: Cloud, region: str, when: str) -> None:
+    """EC2 reclaimed the instance, or another drain of it terminated it and deleted its Node: a drain
+    of an instance leaving anyway ends recording it terminated, through the real state machine, where
+    it failed (and raised the drain alarm). (Found by review, for the cordon step.)"""
+    cloud.group("g", region=region, instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "g", region)
+
+    def reclaim() -> None:
+        boto3.client("autoscaling", region_name=region).terminate_instance_in_auto_scaling_group(
+            InstanceId=instance, ShouldDecrementDesiredCapacity=True
+        )
+        boto3.client("ec2", region_name=region).terminate_instances(InstanceIds=[instance])
+        cloud.kube.delete("Node", node)
+
+    with before_action(cloud, when, reclaim):
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10, "force": True,
+             "leaving": True},
+            timeout=40,
+        )  # fmt: skip
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "terminated"

@@ -751,7 +751,8 @@ class Drainer:
     def cordon(self, drain: Drain) -> dict[str, Any]:
         """Cordon (``spec.unschedulable`` + the ``spillway.io/cordoned`` annotation) and taint
         ``spillway.io/draining:NoSchedule``; an event on the node says why and until when."""
-        self._our_node(drain, require_cordon=False)
+        if self._present(drain, require_cordon=False) is None:
+            return {"cordoned": False, "tainted": False, "note": _GONE["note"]}
         if not self.kube.cordon(drain.node, reason=cordon_reason(drain)) and not drain.leaving:
             raise DrainCancelled(
                 f"Node {drain.node!r} was cordoned by somebody else after the drain was validated; "
@@ -1095,7 +1096,7 @@ class Drainer:
             )
         return node
 
-    def _present(self, drain: Drain) -> Node | None:
+    def _present(self, drain: Drain, *, require_cordon: bool = True) -> Node | None:
         """:meth:`_our_node`, or None when a leaving instance's Node is gone: EC2 reclaimed the instance,
         or another drain of it terminated it; for any other drain that is a cancellation."""
         if drain.leaving:
@@ -1103,7 +1104,7 @@ class Drainer:
                 self.kube.get_node(drain.node)
             except NodeNotFound:
                 return None
-        return self._our_node(drain)
+        return self._our_node(drain, require_cordon=require_cordon)
 
     def _event(self, drain: Drain, reason: str, message: str, type: str = "Normal") -> None:
         # An event is a courtesy: the outcome is in the execution and the metric.
