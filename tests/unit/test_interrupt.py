@@ -254,10 +254,13 @@ def test_the_same_message_twice_starts_nothing_new() -> None:
     assert rig.counted("InterruptDuplicates") == 1
 
 
-def test_a_group_at_its_minimum_is_drained_without_terminating() -> None:
+def test_a_group_at_its_minimum_is_left_to_the_drain_to_judge_when_it_starts() -> None:
+    """The snapshot may be a minute old: the drain judges MinSize from the group as it is when it starts
+    (``leaving``: at MinSize it drains without terminating; test_drain_steps)."""
     rig = Rig(world(desired=1, min_size=1))
     rig.handle(sample("interrupt-spot-warning.json"))
-    assert rig.workflows.requests[0].input["terminate"] is False
+    request = rig.workflows.requests[0].input
+    assert (request["terminate"], request["leaving"]) == (True, True)
 
 
 def test_a_rebalance_recommendation_drains_but_backs_nothing_off() -> None:

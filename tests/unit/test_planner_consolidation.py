@@ -235,15 +235,18 @@ def test_a_shrunk_jobs_recreated_worker_waits_for_free_room_for_the_horizon() ->
 
 def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launches() -> None:
     outcomes = {}
-    for case in ("room on c", "a worker failed"):
+    for case in ("room on c", "a worker failed", "a worker is terminating"):
         w, a, b = _shrunk_world()
         first = w.plan(max_scale_in_fraction=1.0, **UNDER)
         _after_drain(w, b)
         w.state = first.state.to_wire()
-        gone = "big-0" if case == "room on c" else "w-1"  # the job keeps 1 worker of its minimum 2
-        w.items = [i for i in w.items if i["metadata"].get("name") != gone]
-        if gone == "w-1":  # and its room is taken
-            replicas(w, a, "other", 1, cpu="3")
+        if case == "a worker is terminating":  # still bound, its room still taken: leaving all the same
+            w.pod_item("default/w-1")["metadata"]["deletionTimestamp"] = o.iso(NOW)
+        else:
+            gone = "big-0" if case == "room on c" else "w-1"  # the job keeps 1 worker of its minimum 2
+            w.items = [i for i in w.items if i["metadata"].get("name") != gone]
+            if gone == "w-1":  # and its room is taken
+                replicas(w, a, "other", 1, cpu="3")
 
         result = w.plan(NOW + timedelta(minutes=2), max_scale_in_fraction=1.0, **UNDER)
         [node] = [p.node for p in result.placements if p.pod == "default/w-2b"]
@@ -252,6 +255,7 @@ def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launch
     assert outcomes == {
         "room on c": ("free room", 2),  # free room is taken at once
         "a worker failed": ("new", 3),  # below its minimum: launched for, as always
+        "a worker is terminating": ("new", 3),
     }
 
 

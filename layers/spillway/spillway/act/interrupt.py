@@ -479,9 +479,9 @@ class Interrupter:
     def _request(self, notice: Notice, target: Target, plan: DrainPlan, **extra: Any) -> ExecutionRequest:
         group = target.group
         # Terminating decrements the group; at its MinSize the drain only drains, and EC2 reclaims the
-        # instance (the group then replaces it). The drain decides that from the group as it is then:
-        # another instance of the pool may have been reclaimed since this snapshot (leaving).
-        terminate = group is None or group.desired - 1 >= group.min_size
+        # instance (the group then replaces it). The drain judges that (leaving) from the group as it is
+        # when it starts, not from this snapshot: another instance of the pool may have gone since, or
+        # the group may have grown.
         request: dict[str, Any] = {
             "cluster": self.cluster,
             "node": target.node.name,
@@ -491,7 +491,7 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
             "poll_seconds": plan.poll_seconds,
             "force": plan.force,
-            "terminate": terminate,
+            "terminate": True,
             "leaving": True,
         }
         if group is not None:

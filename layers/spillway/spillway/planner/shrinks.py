@@ -41,8 +41,10 @@ def hold_shrunk(ctx: Context) -> dict[str, ShrinkState]:
         if ref is None or ref.job not in ctx.state.shrunk:
             continue
         minimum[ref.job] = ref.min
-        if pod.node_name is not None:
+        if pod.node_name is not None and not pod.terminating:  # a terminating worker is leaving
             running[ref.job] = running.get(ref.job, 0) + 1
+        elif pod.node_name is not None:
+            continue
         else:
             waiting.setdefault(ref.job, []).append(pod.key)
     pending = {p.key for p in ctx.pending}
