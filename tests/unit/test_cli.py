@@ -304,6 +304,15 @@ def test_version_and_plain_help(capsys: pytest.CaptureFixture[str]) -> None:
             "c.yaml: tenants.team-a.limits: Value error, cpu: not a quantity",
         ),
         ("tenants: {team-a: {limit: {cpu: 4}}}\n", "c.yaml: tenants.team-a.limit: unknown config key"),
+        # a misspelt resource was a limit that never binds (found by review)
+        (
+            "tenants: {team-a: {limits: {cpus: 4}}}\n",
+            "tenants.team-a.limits: Value error, cpus: not a resource name",
+        ),
+        (
+            "tenants: {team-a: {limits: {gpu: 4}}}\n",
+            "tenants.team-a.limits: Value error, gpu: not a resource name",
+        ),
         (
             "tenants: {team-a: {scopes: [{node_groups: [g], limits: {nodes: -1}}]}}\n",
             "tenants.team-a.scopes.0.limits",

@@ -8,6 +8,7 @@ cannot use raises :class:`~spillway.errors.ConfigurationError` naming the file a
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,12 +47,29 @@ class NodeReserve(BaseModel):
         return {"cpu": to_milli(self.cpu), "memory": to_milli(self.memory)}
 
 
+# Resource names without a domain prefix are Kubernetes' own (an extended resource must have one, as
+# nvidia.com/gpu does), and ``nodes`` is Spillway's: any other bare name ("cpus", "gpu") is a typo whose
+# limit would never bind.
+BARE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "storage", "pods", "nodes"})
+_QUALIFIED = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _check_resource(name: str) -> None:
+    if name in BARE_RESOURCES or name.startswith("hugepages-") or _QUALIFIED.match(name):
+        return
+    raise ValueError(
+        f"{name}: not a resource name (cpu, memory, nodes, pods, ephemeral-storage, hugepages-<size>, or "
+        "an extended resource with its domain, such as nvidia.com/gpu)"
+    )
+
+
 def _check_limits(value: Any) -> dict[str, str]:
     """``{resource: quantity}``: cpu, memory, nvidia.com/gpu (any resource) and ``nodes``."""
     if not isinstance(value, dict):
         raise ValueError("expected a mapping of resource to quantity")
     out: dict[str, str] = {}
     for name, quantity in value.items():
+        _check_resource(str(name))
         text = quantity if isinstance(quantity, str) else str(quantity)
         try:
             to_milli(text)
