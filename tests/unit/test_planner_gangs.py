@@ -278,3 +278,23 @@ def test_a_gang_that_cannot_place_even_its_minimum_adds_nothing() -> None:
     assert {p.pod for p in result.pending} == set(pods) and "cannot be placed whole" in result.pending[
         0
     ].reason
+
+
+def test_a_gang_tried_in_a_second_region_starts_from_its_own_spread_not_the_first_regions() -> None:
+    """Four pods that spread one per node (hostname, maxSkew 1). In the home region one fits an
+    existing node, which raised what each new node may take to two; the region could not hold the rest
+    and was rolled back, but the raised cap was not: the next region launched two nodes for four pods,
+    where the spread lets each take one while that node holds none. (Found by review.)"""
+    w = World()
+    (home,) = w.group("east", "m5.2xlarge", nodes=1, max_size=2)
+    w.group("west", "m5.2xlarge", region="us-west-2", max_size=10)
+    w.pods("filler", 1, cpu="4", memory="1Gi", node_name=home)  # room for one pod of the gang
+    pods = cosched_pods(w, "train", 4, min_member=4, cpu="3", memory="1Gi")
+    spread = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"scheduling.x-k8s.io/pod-group": "train"}}}  # fmt: skip
+    for pod in pods:
+        w.pod_item(pod)["spec"]["topologySpreadConstraints"] = [spread]
+
+    result = w.plan()
+
+    assert scale_up(result)["west"][:2] == (0, 4)

@@ -609,7 +609,7 @@ class GangPlacement:
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "uncordoned": dict(ctx.uncordoned),
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
-            "next": [(c.next, dict(c.placed_in), dict(c.settled)) for c in self.classes],
+            "next": [(c.next, dict(c.placed_in), dict(c.settled), c.domains) for c in self.classes],
         }
 
     def _restore(self, saved: dict[str, Any]) -> None:
@@ -626,8 +626,8 @@ class GangPlacement:
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
-        for cls, (index, placed, settled) in zip(self.classes, saved["next"], strict=True):
-            cls.next, cls.placed_in = index, placed
+        for cls, (index, placed, settled, domains) in zip(self.classes, saved["next"], strict=True):
+            cls.next, cls.placed_in, cls.domains = index, placed, domains  # a raised cap goes too
             cls.next_round(settled)
 
 
