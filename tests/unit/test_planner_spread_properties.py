@@ -14,6 +14,8 @@ from plan_world import World
 from test_planner_properties import PROFILE
 from test_planner_topology import ZONE, spread, spread_replica
 
+from spillway.local import objects as o
+
 zone_st = st.fixed_dictionaries(
     {
         "node": st.booleans(),  # the zone has a (full) node; without one it is no domain until one joins
@@ -77,3 +79,52 @@ def test_a_plan_keeps_every_zone_it_fills_within_max_skew(
         assert s.to_size <= 1 + zones[zone_of[s.group]]["grow"]  # MaxSize
     if all(z["grow"] * 2 >= pending for z in zones):
         assert len(result.placements) == pending, (final, placed)
+
+
+def _binds_one_at_a_time(counts: list[int], placed: list[int], skew: int) -> bool:
+    """Whether kube-scheduler, binding the pods one at a time, can reach ``counts + placed``: each bind
+    needs its node at most ``skew`` above the least loaded node once it holds the pod (the least loaded
+    first is the order that can reach any reachable end)."""
+    now, want = list(counts), [c + p for c, p in zip(counts, placed, strict=True)]
+    while now != want:
+        open_ = [i for i in range(len(now)) if now[i] < want[i] and now[i] + 1 - min(now) <= skew]
+        if not open_:
+            return False
+        now[min(open_, key=lambda i: now[i])] += 1
+    return True
+
+
+@settings(PROFILE)
+@given(
+    counts=st.lists(st.integers(0, 3), min_size=1, max_size=5),
+    pending=st.integers(1, 12),
+    skew=st.integers(1, 2),
+)
+def test_a_hostname_spread_uses_existing_room_as_kube_scheduler_can_bind_it(
+    counts: list[int], pending: int, skew: int
+) -> None:
+    """Replicas spread over nodes: the plan puts on existing nodes only what kube-scheduler can bind
+    there one pod at a time, and launches no node while an existing node could still take one."""
+    w = World(regions=("us-east-1",))
+    nodes = sorted(w.group("cpu", "m5.2xlarge", nodes=len(counts), max_size=50))
+    spread = [{"maxSkew": skew, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "web"}}}]  # fmt: skip
+
+    def replica(name: str, node: str | None) -> dict[str, Any]:
+        item = o.pod(name, cpu="100m", memory="64Mi", node_name=node, owner=("ReplicaSet", "web-1"),
+                     labels={"app": "web"})  # fmt: skip
+        item["spec"]["topologySpreadConstraints"] = spread
+        return item
+
+    for node, count in zip(nodes, counts, strict=True):
+        w.items += [replica(f"run-{node[:12]}-{i}", node) for i in range(count)]
+    w.items += [replica(f"new-{i}", None) for i in range(pending)]
+
+    result = w.plan()
+
+    placed = [sum(p.node == node for p in result.placements) for node in nodes]
+    assert _binds_one_at_a_time(counts, placed, skew)
+    launched = sum(s.to_size - s.from_size for s in result.scale_up)
+    if launched:  # no existing node could take one more
+        end = [c + p for c, p in zip(counts, placed, strict=True)]
+        assert all(e + 1 - min(end) > skew for e in end)

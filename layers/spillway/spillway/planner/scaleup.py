@@ -105,9 +105,16 @@ class ScaleUpStage:
             return self._place_in_rounds(cls)
         start = len(self.ctx.placements)
         self._place_existing(cls)
+        while cls.remaining:  # under a hostname spread, each pass raises the least loaded node
+            before = cls.remaining
+            self._raise_new_node_cap(cls, start)
+            if not cls.domains.host_spreads:
+                break
+            self._place_existing(cls)
+            if cls.remaining == before:
+                break
         if not cls.remaining:
             return None
-        self._raise_new_node_cap(cls, start)
         candidates, rejected = self._choices(cls)
         skipped = self._place_more(cls, candidates)
         return self._left(cls, candidates, rejected, skipped) if cls.remaining else None
@@ -223,7 +230,7 @@ class ScaleUpStage:
 
     def _raise_new_node_cap(self, cls: PodClass, start: int) -> None:
         """The class's pods placed on existing nodes since ``start`` raise the least loaded node of its
-        hostname spreads, and so what a new node takes (:meth:`Domains.raised`)."""
+        hostname spreads, and so what each existing node and a new node take (:meth:`Domains.raised`)."""
         if not cls.domains.host_spreads:
             return
         placed: dict[str, int] = {}

@@ -214,6 +214,9 @@ class Domains:
     # nodes count: (maxSkew, minDomains, pods per node, the nodes counted); and per_node without them
     host_spreads: tuple[tuple[int, int, Mapping[str, int], frozenset[str]], ...] = ()
     per_node_without_spreads: int = UNBOUNDED
+    # existing nodes its hostname spreads close now (apart from ``forbidden``: they reopen as the plan's
+    # placements raise the least loaded node, :meth:`raised`)
+    host_closed: frozenset[str] = frozenset()
 
     def blocker(self, labels: Mapping[str, str], node: str | None) -> str | None:
         """Why a node (``node`` None: a new node of a template) is in a forbidden domain, or outside the
@@ -225,6 +228,8 @@ class Domains:
             value = node if key == HOSTNAME_LABEL else labels.get(key)
             if value is not None and value in values:
                 return f"pod topology: {key}={value} is closed to it (anti-affinity or topology spread)"
+        if node is not None and node in self.host_closed:
+            return f"pod topology: {HOSTNAME_LABEL}={node} is closed to it (topology spread)"
         for key, values in self.required.items():
             value = node if key == HOSTNAME_LABEL else labels.get(key)
             if value is None or value not in values:
@@ -276,12 +281,16 @@ class Domains:
 
     def raised(self, placed: Mapping[str, int]) -> Domains:
         """These domains once ``placed`` (existing node -> pods of the class this plan put there) count
-        for the cap of a new node under a hostname spread: the least loaded existing node rises with
-        them, and kube-scheduler, filling the new nodes from empty, takes each to ``maxSkew`` above it
-        (:func:`_new_node_cap`). The existing nodes keep their caps."""
+        under its hostname spreads: the least loaded existing node rises with them, so each existing
+        node may take up to ``maxSkew`` above it, less what it holds (a node closed before may reopen:
+        kube-scheduler binds the pods one at a time), and a new node, filled from empty, up to
+        ``maxSkew`` above it (:func:`_new_node_cap`). Computed again from the counts before the plan and
+        every pod placed so far, so it may be called after each pass."""
         if not self.host_spreads or not placed:
             return self
         per_node = self.per_node_without_spreads
+        caps: dict[str, int] = {}
+        closed: set[str] = set()
         for skew, min_domains, counts, eligible in self.host_spreads:
             least = (
                 0
@@ -289,7 +298,13 @@ class Domains:
                 else min((counts.get(n, 0) + placed.get(n, 0) for n in eligible), default=0)
             )
             per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
-        return replace(self, per_node=per_node)
+            for node in eligible | set(counts):
+                room = skew + least - counts.get(node, 0) - placed.get(node, 0)
+                if room < 1:
+                    closed.add(node)
+                else:
+                    caps[node] = min(room, caps.get(node, UNBOUNDED))
+        return replace(self, per_node=per_node, node_caps=caps, host_closed=frozenset(closed))
 
     def follows(self, selected: frozenset[int]) -> bool:
         """Whether pods with these ``selected`` term ids would open a domain this class's pod affinity
@@ -300,7 +315,12 @@ class Domains:
 
     @property
     def node_specific(self) -> bool:
-        return bool(self.forbidden.get(HOSTNAME_LABEL) or self.node_caps or HOSTNAME_LABEL in self.required)
+        return bool(
+            self.forbidden.get(HOSTNAME_LABEL)
+            or self.host_closed
+            or self.node_caps
+            or HOSTNAME_LABEL in self.required
+        )
 
 
 FREE = Domains()
@@ -431,7 +451,8 @@ class TopologyIndex:
         node_caps: dict[str, int] = {}
         counted: list[ZoneSpread | OnePerDomain] = list(_one_per_domain(pod))
         hosts: list[tuple[int, int, Mapping[str, int], frozenset[str]]] = []
-        spreads_cap = self._spreads(pod, gone, forbidden, node_caps, counted, hosts)
+        host_closed: set[str] = set()
+        spreads_cap = self._spreads(pod, gone, forbidden, node_caps, counted, hosts, host_closed)
         affinity = self._affinity(pod, gone)
         return Domains(
             {k: frozenset(v) for k, v in sorted(forbidden.items()) if v},
@@ -445,6 +466,7 @@ class TopologyIndex:
             frozenset(spread[1] for spread in pod.spread),
             tuple(hosts),
             per_node,
+            frozenset(host_closed),
         )
 
     def _spreads(
@@ -455,13 +477,14 @@ class TopologyIndex:
         node_caps: dict[str, int],
         counted: list[ZoneSpread | OnePerDomain],
         hosts: list[tuple[int, int, Mapping[str, int], frozenset[str]]],
+        host_closed: set[str],
     ) -> int:
         """Every DoNotSchedule spread constraint of the pod; the cap of a new node (for a spread over
         hostnames that counts the pod itself, :func:`_new_node_cap`; else none). A spread over another
         key that counts the pod itself goes to ``counted`` (its placements fill the domains); any other
         closes the domains one more pod would skew too far (``forbidden``), and a hostname spread that
         counts the pod caps the nodes it leaves open (``node_caps``: a pod it does not select skews
-        nothing)."""
+        nothing) and closes the others apart (``host_closed``: the class's own placements reopen them)."""
         per_node = UNBOUNDED
         for term, key, skew, min_domains, flags in pod.spread:
             counts, eligible = self._counts(pod, term, key, gone, flags)
@@ -474,10 +497,13 @@ class TopologyIndex:
                 # kube-scheduler refuses a domain where its count, plus 1 if the spread selects the pod
                 # itself, stands more than maxSkew above the least loaded
                 room = skew + least - counts.get(domain, 0)
-                if room < (1 if own else 0):
+                if key == HOSTNAME_LABEL and own:
+                    if room < 1:
+                        host_closed.add(domain)
+                    else:
+                        node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
+                elif room < (1 if own else 0):
                     forbidden.setdefault(key, set()).add(domain)
-                elif key == HOSTNAME_LABEL and own:
-                    node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
             if key == HOSTNAME_LABEL and own:
                 per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
                 hosts.append((skew, min_domains, counts, eligible))
