@@ -490,26 +490,6 @@ def test_an_idle_orphaned_drain_is_finished_and_counts_once_in_min_size_headroom
     assert later.drain == () and kept_reasons(later)[orphan] == "being drained by Spillway"
 
 
-def test_an_idle_orphan_of_a_drain_no_plan_started_is_restored_never_finished() -> None:
-    """An operator's drain (terminate false: drain and keep) or an interruption drain that left its
-    cordon: the plan finished it as its own, terminating an instance no plan chose. It is restored
-    instead, as a busy orphan is. (Found by review.)"""
-    w = World(regions=("us-east-1",))
-    nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)
-    for n in nodes:
-        w.idle_since(n, 600)
-    orphan = nodes[0]
-    _orphaned(w, orphan, minutes_ago=ORPHAN_BOUND + 1)
-    stamp = w.node(orphan)["metadata"]["annotations"]["spillway.io/cordoned"].split(" ", 1)[0]
-    w.node(orphan)["metadata"]["annotations"]["spillway.io/cordoned"] = f"{stamp} held drain: maintenance"
-
-    result = w.plan(orphaned_drain_minutes=ORPHAN_BOUND, max_scale_in_fraction=1.0)
-
-    assert orphan not in {d.node for d in result.drain}
-    assert [u.node for u in result.uncordon] == [orphan]
-    assert kept_reasons(result)[orphan].startswith("orphaned-drain-restored")
-
-
 def test_an_orphaned_drain_younger_than_the_bound_is_still_being_drained() -> None:
     w = World(regions=("us-east-1",))
     nodes = w.group("cpu", "m5.2xlarge", nodes=3, max_size=10)

@@ -21,8 +21,7 @@ longest a DrainNode execution can run) whose drain no recent plan claimed has no
 (the execution was stopped, or its compensation could not reach the API). It goes through the same
 checks, minus "being drained": if it would be drained now it is (the drain accepts a node Spillway
 cordoned; reason ``orphaned-drain-finished``), else it is restored: uncordoned and untainted by the
-scale-up execution (``orphaned-drain-restored``). An orphan of a drain no plan started
-(:attr:`NodeInfo.cordon_held`) is only ever restored: a plan does not terminate what no plan chose.
+scale-up execution (``orphaned-drain-restored``).
 """
 
 from __future__ import annotations
@@ -256,9 +255,6 @@ class ScaleDownStage:
             return  # in use from now on (a busy node's consolidation says the same)
         idle_since = self._idle_since(node)
         if self._claimed(node, idle_since):
-            return
-        if orphan and node.info.cordon_held:  # a drain no plan started: never finished by a plan
-            self._keep_or_restore(node, (codes.DRAINING, "a drain no plan started cordoned it"), orphan=True)
             return
         for protection in PROTECTIONS:
             verdict = None if orphan and protection is _draining else protection(self.ctx, node, idle_since)
