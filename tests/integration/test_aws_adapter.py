@@ -231,6 +231,25 @@ def test_activities_are_paged_until_older_than_the_window(adapter: AwsAdapter, c
     assert seen == [None, "p2"]  # stopped at the first activity older than 30 minutes
 
 
+def test_an_old_activity_in_progress_does_not_hide_the_recent_failures_behind_it(
+    adapter: AwsAdapter, clients: AwsClients
+) -> None:
+    """AWS lists the activities still in progress first. A terminate waiting 40 minutes on its lifecycle
+    hook ended the read at once: the two capacity failures behind it were never seen, so the group never
+    backed off and nothing spilled over. (Found by review.)"""
+    waiting = activity("g", 40, n=0) | {"StatusCode": "WaitingForTerminateLifecycleAction", "Progress": 50}
+    del waiting["EndTime"]
+    launching = activity("g", 1, n=3) | {"StatusCode": "InProgress"}
+    del launching["EndTime"]
+    page = {"Activities": [waiting, launching, activity("g", 2, failed=True, n=1), activity("g", 50, n=2)]}
+    answer(clients.autoscaling("us-east-1"), "DescribeScalingActivities", lambda params: page)
+
+    got = adapter.describe_activities("us-east-1", "g", NOW)
+
+    # the recent one in progress, then the ended ones within the window; the old waiting one is passed over
+    assert [a.ActivityId for a in got] == ["act-g-3", "act-g-1"]
+
+
 def test_activities_stop_after_max_items(adapter: AwsAdapter, clients: AwsClients) -> None:
     answer(
         clients.autoscaling("us-east-1"),

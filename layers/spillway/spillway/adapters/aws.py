@@ -269,16 +269,21 @@ class AwsAdapter:
     def describe_activities(
         self, region: str, group: str, now: datetime | None = None
     ) -> list[ScalingActivity]:
-        """The group's scaling activities that started within the window, newest first.
+        """The group's scaling activities that started within the window: those in progress, then the
+        ended ones newest first (as AWS lists them).
 
-        AWS returns activities newest first, so paging stops at the first older one or after
-        ``max_activities`` items.
+        AWS lists the activities still in progress first, then the others by start time, newest first
+        (DescribeScalingActivities' ``Activities``). So paging stops at the first *ended* activity older
+        than the window, or after ``max_activities`` ended ones; an activity in progress that started
+        before the window (a terminate waiting on a lifecycle hook, a launch in ``Pending:Wait``) is
+        passed over, never taken for the end of the window: the failed launches behind it count.
         """
         client = self._clients.autoscaling(region)
         since = (now or datetime.now(UTC)) - self.activity_window
 
         def fetch() -> list[ScalingActivity]:
-            out: list[ScalingActivity] = []
+            running: list[ScalingActivity] = []
+            ended: list[ScalingActivity] = []
             token: str | None = None
             while True:
                 kwargs: dict[str, Any] = {
@@ -290,12 +295,17 @@ class AwsAdapter:
                 page = client.describe_scaling_activities(**kwargs)
                 for raw in page.get("Activities", []):
                     activity = ScalingActivity.model_validate(raw)
-                    if _aware(activity.StartTime) < since or len(out) >= self.max_activities:
-                        return out
-                    out.append(activity)
+                    recent = _aware(activity.StartTime) >= since
+                    if activity.EndTime is None and activity.StatusCode not in ENDED_ACTIVITY:
+                        if recent:
+                            running.append(activity)
+                        continue
+                    if not recent or len(ended) >= self.max_activities:
+                        return running + ended
+                    ended.append(activity)
                 token = page.get("NextToken")
                 if not token:
-                    return out
+                    return running + ended
 
         return _call(f"DescribeScalingActivities({region}, {group})", fetch)
 
@@ -738,6 +748,10 @@ def _hook(doc: Mapping[str, Any]) -> LifecycleHook:
         global_timeout=int(doc.get("GlobalTimeout") or min(172_800, 100 * heartbeat)),
         default_result=str(doc.get("DefaultResult") or "ABANDON"),
     )
+
+
+# the StatusCode of an activity that has ended (the others are in progress)
+ENDED_ACTIVITY = frozenset({"Successful", "Failed", "Cancelled"})
 
 
 def _aware(value: datetime) -> datetime:
