@@ -14,7 +14,7 @@ from spillway.act import gang
 from spillway.act.planning import PlanSettings
 from spillway.act.scale import ScaleSteps
 from spillway.config import PlannerConfig
-from spillway.errors import AsgLimitExceeded, AwsThrottled
+from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable
 from spillway.local import objects as o
 from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH
 
@@ -148,6 +148,35 @@ def test_a_retried_raise_raises_once_and_a_failed_one_raises_on_the_retry() -> N
 
     assert w.desired == 4 and first["desired"] == again["desired"] == 4 and again["again"]
     assert len(w.cloud.called("set_desired_capacity")) == 2  # the throttled call and one raise
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["applied-then-lost", "never-applied"])
+def test_a_raise_whose_answer_was_lost_is_applied_once(landed: bool) -> None:
+    """A read timeout or a 5xx after SetDesiredCapacity: AWS may have applied it. The marker was given
+    back, so Step Functions' retry added the count again on top (two nodes more than planned, never
+    given back). It is kept now, and the retry sets the marker's value, whether or not the first call
+    landed. (Found by review.)"""
+    w = World()  # desired 1
+    prep = w.up.prepare(UP)  # +2
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def answer_lost(region: str, group: str, desired: int) -> int:
+        calls.append(desired)
+        if len(calls) == 1:
+            if landed:
+                real(region, group, desired)
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
+        return real(region, group, desired)
+
+    w.cloud.set_desired_capacity = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.up.set_desired({**UP, "prep": prep})
+    w.up.set_desired({**UP, "prep": prep})  # the retry
+    w.up.set_desired({**UP, "prep": prep})  # and another
+
+    assert w.desired == 3
+    assert calls == ([3] if landed else [3, 3])  # never 5
 
 
 def test_a_retried_scale_up_raise_raises_once_relative_to_the_live_value() -> None:

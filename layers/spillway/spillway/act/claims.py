@@ -6,7 +6,9 @@ only its own capacity and give back only its own, whatever the order of their st
 * :func:`raise_once` raises the desired capacity by the execution's own count *relative to the live
   value read at raise time*, exactly once per owner: a marker item (``raise#<owner>``, a conditional put
   in the state table) records the desired capacity before and after; a retried step finds it and does
-  not raise again. A raise that fails gives its marker back, so the retry raises.
+  not raise again (it sets the marker's ``after`` only if the live value is below it: the first call
+  may have been lost). A raise refused gives its marker back, so the retry raises; one whose outcome
+  is unknown (a timeout, a 5xx: AWS may have applied it) keeps it, so the retry cannot add it twice.
 * :func:`own_instances` attributes new instances: the group's instances are interchangeable when they
   launch, so each execution claims (``owner#<region>#<instance>``, conditional put, first wins) new
   instances nobody claimed, up to the count it raised. An instance belongs to exactly one execution.
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from spillway.errors import AsgLimitExceeded, SpillwayError
+from spillway.errors import AsgLimitExceeded, AwsUnavailable, SpillwayError
 from spillway.model.nodegroup import LIVE_STATES
 from spillway.ports import Cloud, Ledger
 
@@ -63,6 +65,9 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
         expires=now + KEEP,
     )  # fmt: skip
     if not created:  # a retry: the raise happened (or is this very call's twin); never twice
+        target = int(marker.get("after", 0))  # type: ignore[call-overload]
+        if before < target:  # the first call may not have landed: set its value, not one more count
+            aws.set_desired_capacity(owner.region, owner.group, target)
         return {"status": "raised", "again": True, **marker}
     if after > asg.MaxSize:
         owner.ledger.release(owner.cluster, item)
@@ -71,6 +76,8 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
         )
     try:
         aws.set_desired_capacity(owner.region, owner.group, after)
+    except AwsUnavailable:
+        raise  # AWS may have applied it: the marker stays, and the retry sets ``after`` at most
     except SpillwayError:
         owner.ledger.release(owner.cluster, item)  # not raised: the retry must raise
         raise
