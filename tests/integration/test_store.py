@@ -294,10 +294,20 @@ def test_fingerprint_follows_demand_nodes_and_groups(build_snapshot: Any) -> Non
         "pod finished": replace(
             cluster, pods=tuple(replace(p, phase="Succeeded") if p is bound else p for p in cluster.pods)
         ),
+        # what else the planner reads (found by review: a nomination cleared waited for the heartbeat)
+        "nominated": replace(
+            cluster, pods=tuple(replace(p, nominated="n-1") if p is pending else p for p in cluster.pods)
+        ),
+        "gang": replace(
+            cluster, pods=tuple(replace(p, gang="default/g") if p is pending else p for p in cluster.pods)
+        ),
+        "being deleted": replace(cluster, nodes=(replace(node, deleting=True), *cluster.nodes[1:])),
+        "do-not-disrupt": replace(cluster, nodes=(replace(node, do_not_disrupt=True), *cluster.nodes[1:])),
     }
     prints = {name: fingerprint(c, one.groups) for name, c in variants.items()}
     prints["desired"] = fingerprint(cluster, [group(desired=2)])
     prints["launch failure"] = fingerprint(cluster, [replace(group(), launch_failures=())])
+    prints["warm pool"] = fingerprint(cluster, [replace(group(), warm_instances=2)])
 
     assert one.fingerprint not in prints.values()
     assert len(set(prints.values())) == len(prints)

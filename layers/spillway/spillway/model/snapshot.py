@@ -194,15 +194,11 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
 
 
 def _pending_entries(pods: Iterable[PodInfo]) -> list[Any]:
-    """The unbound, live, non-DaemonSet pods: key, unschedulable and scheduling class, and why one waits
-    for a volume (only when it does, so other pods' entries stand): a claim bound is news to plan on."""
+    """The unbound, live, non-DaemonSet pods, each as the stored snapshot keeps it: everything the
+    planner reads of a pending pod (its class, why it waits for a volume, a nomination cleared, its gang,
+    the request it consumes...) is news to plan on."""
     return [
-        (
-            pod.key,
-            pod.unschedulable,
-            repr(pod.scheduling_key()),
-            *((pod.volume_wait,) if pod.volume_wait else ()),
-        )
+        (pod.key, json.dumps(pod.to_dict(), sort_keys=True, default=str))
         for pod in pods
         if not pod.terminal and pod.node_name is None and not pod.daemonset
     ]
@@ -233,34 +229,13 @@ def _node_entry(
 ) -> tuple[Any, ...]:
     return (
         n.name,
-        n.ready,
-        n.unschedulable,
-        n.cordoned_by_spillway,
-        n.scale_down_disabled,
-        n.provider_id,
-        sorted(n.allocatable.items()),
-        sorted(n.labels.items()),
-        [list(t) for t in n.taints],
+        json.dumps(n.to_dict(), sort_keys=True, default=str),  # all the planner reads of the node
         per_node.get(n.name, [0, 0, 0]),
         sorted(requests_per_node.get(n.name, {}).items()),
     )
 
 
 def _group_entry(g: NodeGroup) -> tuple[Any, ...]:
-    return (
-        g.region,
-        g.name,
-        g.min_size,
-        g.max_size,
-        g.desired,
-        g.instance_type,
-        sorted(g.instance_ids),
-        sorted((format_time(f.at), f.message) for f in g.launch_failures),
-        None if g.template is None else json.dumps(_template(g), sort_keys=True),
-    )
-
-
-def _template(group: NodeGroup) -> dict[str, Any]:
-    tpl = group.to_dict()["template"]
-    assert isinstance(tpl, dict)
-    return tpl
+    """The group as the stored snapshot keeps it: sizes, instances, launch failures, template, warm
+    pool, scheduled floors and its per-group options all decide."""
+    return (g.region, g.name, json.dumps(g.to_dict(), sort_keys=True, default=str))
