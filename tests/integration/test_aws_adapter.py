@@ -381,3 +381,20 @@ def test_subnet_zones_reads_each_subnets_zone_and_an_unknown_subnet_is_a_named_e
     assert adapter.subnet_zones("us-east-1", []) == {}
     with pytest.raises(AwsError, match="DescribeSubnets"):
         adapter.subnet_zones("us-east-1", ["subnet-0000000000000dead"])
+
+
+def test_instance_states_of_ids_ec2_does_not_show_yet_leaves_them_out(moto_aws: None) -> None:
+    """DescribeInstances given an id it does not know yet (just launched: eventual consistency) as
+    InstanceIds fails the whole call with InvalidInstanceID.NotFound; the adapter asks through an
+    instance-id filter, which leaves that id out and answers for the others."""
+    clients = AwsClients(
+        REGIONS, boto3.Session(), AwsSettings(max_attempts=2, connect_timeout=1, read_timeout=2)
+    )
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    known = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    adapter = AwsAdapter(clients, "prod")
+
+    states = adapter.instance_states("us-east-1", [known, "i-0123456789abcdef0"])
+
+    assert states == {known: "running"}

@@ -145,6 +145,21 @@ def test_give_back_of_an_attached_gang_terminates_with_decrement_and_restores_de
     assert cloud.running() == [] and out["error"] == "GangIncomplete"
 
 
+def test_attach_waits_for_instances_ec2_does_not_show_yet() -> None:
+    """EC2 is eventually consistent: ids CreateFleet just returned may be unknown to DescribeInstances
+    for a while. Such an id was taken for lost and the whole gang given back and backed off, though
+    every instance was launching. It is waited for (until the deadline). (Found by review.)"""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    unseen = cloud.ec2.pop(launch["instances"][0])  # not visible yet
+
+    waiting = steps.attach({**REQUEST, "prep": prep, "launch": launch})
+
+    assert waiting["status"] == "waiting"
+    cloud.ec2[launch["instances"][0]] = unseen
+
+
 def test_attach_waits_for_running_instances_and_reports_a_lost_one() -> None:
     cloud, _, steps = world()
     cloud.fleet_state = "pending"

@@ -375,15 +375,17 @@ class GangSteps:
     def _not_running(
         self, req: GangRequest, prep: Mapping[str, Any], ids: Sequence[str]
     ) -> dict[str, Any] | None:
-        """None when every instance runs; else why not: one gone (``lost``), the deadline, or ``waiting``."""
+        """None when every instance runs; else why not: one gone (``lost``), the deadline, or ``waiting``.
+        An id EC2 does not show yet is waited for, not lost: CreateFleet's ids may take a while to be
+        visible to DescribeInstances (EC2's eventual consistency)."""
         states = self.aws.instance_states(req.region, ids)
-        lost = sorted(i for i in ids if states.get(i) not in EC2_ALIVE)
+        lost = sorted(i for i in ids if i in states and states[i] not in EC2_ALIVE)
         where = f"{req.region}/{req.group}"
         if lost:
             found = ", ".join(f"{i} {states.get(i, 'unknown')}" for i in lost[:5])
             return {"status": "lost", "error": "GangIncomplete",
                     "reason": f"{where}: {len(lost)} instance(s) of the gang stopped before joining: {found}"}  # fmt: skip
-        pending = [i for i in ids if states[i] != "running"]
+        pending = [i for i in ids if states.get(i) != "running"]
         if not pending:
             return None
         if self.clock() >= _parse(prep["deadline"]):

@@ -93,7 +93,7 @@ CAPACITY_CODES = frozenset(
     }
 )
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
-DESCRIBE_INSTANCES_BATCH = 1000  # DescribeInstances' limit for InstanceIds per call
+DESCRIBE_INSTANCES_BATCH = 200  # instance ids per DescribeInstances call, as values of one filter
 UNAVAILABLE_CODES = frozenset({"ServiceUnavailable", "InternalFailure", "InternalError", "Unavailable"})
 DESCRIBE_INSTANCE_TYPES_BATCH = 100  # the API's limit for InstanceTypes per call
 _INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
@@ -700,7 +700,12 @@ class AwsAdapter:
         self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None
     ) -> dict[str, str]:
         """Instance id → EC2 state (``pending``, ``running``, ``shutting-down``, ``terminated`` ...), for
-        ``instance_ids`` and/or the instances carrying ``tag`` (key, value)."""
+        ``instance_ids`` and/or the instances carrying ``tag`` (key, value).
+
+        The ids go in an ``instance-id`` filter, not ``InstanceIds``: EC2 is eventually consistent, and
+        ids CreateFleet has just returned may be unknown to DescribeInstances for a while, which answers
+        ``InvalidInstanceID.NotFound`` for the whole call given them as ``InstanceIds`` ("this does not
+        mean the instance does not exist"). A filter leaves such an id out of the answer instead."""
         if not instance_ids and tag is None:
             return {}
         client = self._clients.ec2(region)
@@ -710,7 +715,8 @@ class AwsAdapter:
             queries: list[dict[str, Any]] = []
             ids = list(instance_ids)
             for start in range(0, len(ids), DESCRIBE_INSTANCES_BATCH):
-                queries.append({"InstanceIds": ids[start : start + DESCRIBE_INSTANCES_BATCH]})
+                batch = ids[start : start + DESCRIBE_INSTANCES_BATCH]
+                queries.append({"Filters": [{"Name": "instance-id", "Values": batch}]})
             if tag is not None:
                 queries.append({"Filters": [{"Name": f"tag:{tag[0]}", "Values": [tag[1]]}]})
             for query in queries:
