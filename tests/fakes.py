@@ -6,11 +6,13 @@ other stand-ins for the world.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from spillway.adapters.state_store import Backoff, merge_backoffs
 from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
@@ -662,8 +664,14 @@ class FakeLedger(Recorder):
         return len(self.called("load"))
 
     def load(self, cluster: str) -> StoredState:
+        """As StateStore.load: the back-off items merged into the state."""
         self._call("load", cluster)
-        return self.stored
+        if not self.backoffs:
+            return self.stored
+        merged = merge_backoffs(
+            self.stored.state, [Backoff(g, until, why) for g, until, why in self.backoffs]
+        )
+        return dataclasses.replace(self.stored, state=merged)
 
     def commit(self, cluster: str, state: State, **kw: Any) -> int:
         """As StateStore.commit: ``expected_version``, ``snapshot_key``, ``plan_id``, ``executions``, ``plan``."""

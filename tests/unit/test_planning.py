@@ -546,6 +546,33 @@ def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> 
     assert cloud.called("node_groups") == []  # no re-plan
 
 
+def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> None:
+    """SetDesiredCapacity failed for good (AccessDenied): the group's iteration ended in Errored, and no
+    back-off was written, so the re-plan (and every plan until the raise aged out) still counted the
+    plan's nodes as launching there and nothing spilled over to the other region. (Found by review.)"""
+    rig = Rig()
+    first = snapshot_of(gpu_world(), NOW)
+    ref = rig.snapshots.add(first)
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    cloud = FakeCloud(cluster="ml")
+    for group in first.groups:
+        cloud.node_groups_by_region.setdefault(group.region, []).append(group)
+    snapshots = FakeSnapshots()
+    snapshots.add(first)
+    scale = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=rig.ledger, snapshots=snapshots,
+                       settings=settings(), clock=lambda: NOW + timedelta(seconds=30))  # fmt: skip
+    error = {"group": "gpu-east", "region": "us-east-1", "outcome": "error", "error": "AwsError",
+             "cause": "SetDesiredCapacity(us-east-1, gpu-east, 3): AccessDenied: not authorized"}  # fmt: skip
+
+    out = scale.next_round({"cluster": "ml", "plan_id": plan.plan_id, "snapshot_key": ref.key, "round": 1,
+                            "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
+                            "results": [error]})  # fmt: skip
+
+    assert [g["group"] for g in out["groups"]] == ["gpu-west"]
+    [(group, _, reason)] = rig.ledger.backoffs
+    assert group == "gpu-east" and "AccessDenied" in reason
+
+
 # --- gangs launched atomically ------------------------------------------------------------------
 
 GANG_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-GangLaunchStateMachine"

@@ -32,7 +32,7 @@ add theirs (the planner sees a raise only in a later snapshot). Errors are our n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -271,10 +271,11 @@ class ScaleSteps:
         base = {**carried, "max_rounds": max_rounds, "round": round_, "rounds": rounds, "groups": []}
         if not any(r.get("outcome") in RETRY_OUTCOMES for r in results):
             return {**base, "done": True, "result": "launched"}
+        now = self.clock()
+        self._back_off_errors(cluster, results, now)
         if round_ >= max_rounds:
             return {**base, "done": True, "result": f"gave up after {round_} round(s)"}
         snapshot = self.snapshots.latest(cluster)
-        now = self.clock()
         if snapshot is None:
             return {**base, "done": True, "result": "no snapshot to re-plan on"}
         if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
@@ -290,6 +291,20 @@ class ScaleSteps:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
                     "unplaceable": summary.unplaceable}  # fmt: skip
         return {**base, "round": round_ + 1, "groups": groups, "done": False}
+
+    def _back_off_errors(self, cluster: str, results: Sequence[Mapping[str, Any]], now: datetime) -> None:
+        """A group whose raise ended in an error (AccessDenied, retries run out) is backed off as a
+        failed launch is, so the re-plan and the plans after it send its pods elsewhere (another group,
+        the overflow region) while the error lasts; without it the plan's raise still counted as
+        launching there, and nothing overflowed."""
+        until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
+        for result in results:
+            if result.get("outcome") != "error":
+                continue
+            name, region = str(result.get("group")), str(result.get("region"))
+            error, cause = str(result.get("error") or "error"), str(result.get("cause") or "")[:300]
+            self.ledger.put_backoff(cluster, name, until, f"{region}/{name}: {error}: {cause}", region=region)
+            self.metric("GroupsBackedOff", 1)
 
     def _save_replan(
         self,
