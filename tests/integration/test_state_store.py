@@ -14,11 +14,11 @@ from moto import mock_aws
 
 from spillway.adapters.plans_store import PlanStore
 from spillway.adapters.sfn import Executions
-from spillway.adapters.state_store import StateStore
+from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore
 from spillway.errors import InputError, StateConflict
 from spillway.local.cfn import create_tables
 from spillway.model.act import ExecutionRequest, PlanRecord, replan_key
-from spillway.model.state import GroupState, NodeState, State
+from spillway.model.state import EventMark, GroupState, NodeState, State
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -154,6 +154,33 @@ def test_a_large_state_is_stored_compressed(store: StateStore, ddb: Any) -> None
     item = ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": "state"}})["Item"]
     assert "state_z" in item and "state" not in item
     assert store.load("ml").state.nodes == nodes
+
+
+def test_a_large_state_and_a_large_scale_down_commit_together(store: StateStore, ddb: Any) -> None:
+    """The state was compressed only past 256 KB of its own, while the same item carries the plan's
+    executions (a scale-down names every pod it moves) uncompressed: together over DynamoDB's 400 KB,
+    the commit failed every tick and nothing was planned at all. Both are compressed once their sum is
+    large, and read back as they were. (Found by review.)"""
+    events = {f"team-{i // 100:03d}/job-{i:05d}-worker-abcdefgh": EventMark(fingerprint="0123456789abcdef",
+              posted_at=NOW) for i in range(2000)}  # fmt: skip
+    nodes = {f"ip-10-{i // 250}-{i % 250}-17.ec2.internal": NodeState(idle_since=NOW) for i in range(400)}
+    state = State(nodes=nodes, events=events)
+    assert len(json.dumps(state.to_wire(), separators=(",", ":"))) <= PLAIN_STATE_LIMIT  # plain on its own
+    drains = [{"node": f"ip-10-9-{i}-17.ec2.internal", "reason": "consolidation: " + "x" * 200,
+               "pods": [f"team-{i:03d}/worker-{j:03d}-abcdefgh" for j in range(25)]} for i in range(120)]  # fmt: skip
+    down = {
+        "kind": "scale_down",
+        "name": "down-p1",
+        "input": {"cluster": "ml", "plan_id": "p1", "drains": drains},
+    }
+
+    store.commit("ml", state, expected_version=0, snapshot_key=KEY, plan_id="p1", executions=[down], now=NOW,
+                 plan=record())  # fmt: skip
+
+    loaded = store.load("ml")
+    assert loaded.version == 1 and loaded.state == state and loaded.executions == (down,)
+    item = ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": "state"}})["Item"]
+    assert "executions_z" in item and "state_z" in item
 
 
 def test_starting_an_execution_twice_under_one_name_is_not_an_error() -> None:

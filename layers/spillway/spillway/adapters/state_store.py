@@ -2,9 +2,10 @@
 
 Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``, both strings)::
 
-    planner state     item = "state"             state (the State wire JSON; state_z, zlib, when large),
-                                                 version (N), snapshot_key, plan_id, executions (JSON),
-                                                 updated_at
+    planner state     item = "state"             state (the State wire JSON), version (N), snapshot_key,
+                                                 plan_id, executions (JSON), updated_at; when state and
+                                                 executions together are large, state_z and
+                                                 executions_z (zlib) instead: one item is at most 400 KB
     group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
                                                  expires_at (N, epoch seconds: the table's TTL)
     type/zone back-off item = "backoff#pool#<zone>/<type>"   the same attributes (a Spot interruption)
@@ -220,14 +221,18 @@ class StateStore:
             "version": {"N": str(version)},
             "snapshot_key": {"S": snapshot_key},
             "plan_id": {"S": plan_id},
-            "executions": {"S": json.dumps(list(executions), separators=(",", ":"), sort_keys=True)},
             "updated_at": {"S": iso(now)},
         }
-        text = json.dumps(state.to_wire(), separators=(",", ":"))
-        if len(text.encode()) <= PLAIN_STATE_LIMIT:
-            item["state"] = {"S": text}
+        text = json.dumps(state.to_wire(), separators=(",", ":")).encode()
+        started = json.dumps(list(executions), separators=(",", ":"), sort_keys=True).encode()
+        # DynamoDB refuses an item over 400 KB: state and executions are compressed together once
+        # their sum would pass the limit (the executions of a large scale-down are big too)
+        if len(text) + len(started) <= PLAIN_STATE_LIMIT:
+            item["state"] = {"S": text.decode()}
+            item["executions"] = {"S": started.decode()}
         else:
-            item["state_z"] = {"B": zlib.compress(text.encode(), 6)}
+            item["state_z"] = {"B": zlib.compress(text, 6)}
+            item["executions_z"] = {"B": zlib.compress(started, 6)}
         return item
 
     def save_plan(self, record: PlanRecord) -> None:
@@ -352,7 +357,10 @@ def _stored(item: Mapping[str, Any]) -> StoredState:
         else:
             wire = {}
         state = State.model_validate(wire)
-        executions = json.loads(item.get("executions", {}).get("S", "[]"))
+        if "executions_z" in item:
+            executions = json.loads(zlib.decompress(bytes(item["executions_z"]["B"])))
+        else:
+            executions = json.loads(item.get("executions", {}).get("S", "[]"))
         return StoredState(
             state=state,
             version=int(item["version"]["N"]),
