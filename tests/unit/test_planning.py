@@ -47,6 +47,7 @@ from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import GroupState, State
 from spillway.planner import codes
+from spillway.planner import plan as run_planner
 from spillway.planner.core import UNCORDON_REASON
 from spillway.planner.types import Drain
 
@@ -571,6 +572,32 @@ def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> No
     assert [g["group"] for g in out["groups"]] == ["gpu-west"]
     [(group, _, reason)] = rig.ledger.backoffs
     assert group == "gpu-east" and "AccessDenied" in reason
+
+
+def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -> None:
+    """300 consolidations of nodes running 40 pods each: one scale-down input over Step Functions' 256 KB.
+    The plan was committed, then StartExecution refused it for good, on every resume: the drains never
+    ran. The drains go in as many executions as keep each input small, named in order. (Found by
+    review.)"""
+    drains = tuple(
+        Drain(f"ip-10-1-{i // 250}-{i % 250}.ec2.internal", f"i-0{i:016x}", "general", "us-east-1",
+              "consolidation: its pods fit on other nodes", codes.CONSOLIDATION,
+              tuple(f"team-{i % 20:02d}/job-{i:04d}-worker-{j:03d}" for j in range(40)))
+        for i in range(300)
+    )  # fmt: skip
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+
+    run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
+             now=NOW + timedelta(seconds=20), planner=lambda *a: replace(run_planner(*a), drain=drains))  # fmt: skip
+
+    downs = [r for r in rig.executions.requests if r.kind == "scale_down"]
+    plan_id = downs[0].name.removeprefix("down-")
+    assert [r.name for r in downs] == [f"down-{plan_id}"] + [
+        f"down-{plan_id}-{n}" for n in range(2, len(downs) + 1)
+    ]
+    assert len(downs) > 1 and all(len(json.dumps(r.input)) < 128 * 1024 for r in downs)
+    assert [d["node"] for r in downs for d in r.input["drains"]] == [d.node for d in drains]
 
 
 # --- gangs launched atomically ------------------------------------------------------------------

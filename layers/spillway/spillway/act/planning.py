@@ -31,8 +31,9 @@ in the unit tests.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -271,16 +272,38 @@ def execution_requests(
         requests.append(_execution(SCALE_UP, settings.scale_up_arn, f"up-{plan_id}", up))
     requests += gang_requests(plan_id, plan, groups, settings)
     removals = [removal_item(u) for u in plan.unregistered]
-    if plan.drain or removals:
+    for index, drains in enumerate(_down_batches([drain_item(d) for d in plan.drain] + removals)):
         down = {
             "cluster": cluster,
             "plan_id": plan_id,
-            "drains": [drain_item(d) for d in plan.drain] + removals,
+            "drains": drains,
             "deadline_seconds": _seconds(settings.drain_deadline_seconds),
             "poll_seconds": _seconds(settings.drain_poll_seconds),
         }
-        requests.append(_execution(SCALE_DOWN, settings.scale_down_arn, f"down-{plan_id}", down))
+        name = f"down-{plan_id}" if index == 0 else f"down-{plan_id}-{index + 1}"
+        requests.append(_execution(SCALE_DOWN, settings.scale_down_arn, name, down))
     return requests
+
+
+# the drains of one scale-down execution, in bytes of JSON: Step Functions refuses an input (and a state)
+# over 256 KB, and the Map keeps every drain's outcome beside its input
+DOWN_BATCH_BYTES = 96 * 1024
+
+
+def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The plan's drains in as few scale-down executions as keep each input under
+    :data:`DOWN_BATCH_BYTES` (a large consolidation names every pod it moves); in order, so the names
+    ``down-<plan id>``, ``down-<plan id>-2``... are the same on every retry."""
+    batches: list[list[Mapping[str, Any]]] = []
+    size = DOWN_BATCH_BYTES
+    for item in items:
+        length = len(json.dumps(item, separators=(",", ":"))) + 1
+        if size + length > DOWN_BATCH_BYTES and (not batches or batches[-1]):
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += length
+    return batches
 
 
 REASON_LIMIT = 256  # a DrainRequest's reason (the plan record keeps the whole of it)
