@@ -150,14 +150,8 @@ def test_a_retried_raise_raises_once_and_a_failed_one_raises_on_the_retry() -> N
     assert len(w.cloud.called("set_desired_capacity")) == 2  # the throttled call and one raise
 
 
-@pytest.mark.parametrize("landed", [True, False], ids=["applied-then-lost", "never-applied"])
-def test_a_raise_whose_answer_was_lost_is_applied_once(landed: bool) -> None:
-    """A read timeout or a 5xx after SetDesiredCapacity: AWS may have applied it. The marker was given
-    back, so Step Functions' retry added the count again on top (two nodes more than planned, never
-    given back). It is kept now, and the retry sets the marker's value, whether or not the first call
-    landed. (Found by review.)"""
-    w = World()  # desired 1
-    prep = w.up.prepare(UP)  # +2
+def _answer_lost(w: World, *, landed: bool) -> list[int]:
+    """The first SetDesiredCapacity times out (a 5xx, a reset): applied by AWS when ``landed``, or not."""
     real = w.cloud.set_desired_capacity
     calls: list[int] = []
 
@@ -170,13 +164,38 @@ def test_a_raise_whose_answer_was_lost_is_applied_once(landed: bool) -> None:
         return real(region, group, desired)
 
     w.cloud.set_desired_capacity = answer_lost  # type: ignore[method-assign]
-    with pytest.raises(AwsUnavailable):
-        w.up.set_desired({**UP, "prep": prep})
-    w.up.set_desired({**UP, "prep": prep})  # the retry
-    w.up.set_desired({**UP, "prep": prep})  # and another
+    return calls
 
-    assert w.desired == 3
-    assert calls == ([3] if landed else [3, 3])  # never 5
+
+def test_a_raise_whose_answer_was_lost_but_landed_is_a_success_and_is_not_applied_again() -> None:
+    """A read timeout or a 5xx after SetDesiredCapacity, which AWS applied. The marker was given back,
+    so Step Functions' retry added the count again on top: two nodes more than planned, never given
+    back. The group is read again at once: at the raise's value, the raise landed. (Found by review.)"""
+    w = World()  # desired 1
+    prep = w.up.prepare(UP)  # +2
+    calls = _answer_lost(w, landed=True)
+
+    w.up.set_desired({**UP, "prep": prep})
+    w.up.set_desired({**UP, "prep": prep})  # a retry all the same finds the marker
+
+    assert w.desired == 3 and calls == [3]
+
+
+def test_a_raise_whose_answer_was_lost_and_that_did_not_land_is_raised_on_the_retry_relative_to_the_live_value() -> (
+    None
+):
+    """Not applied, and another owner raised in between (+3): the retry raises by its own count on the
+    live value, so neither raise is lost (a retry that set the first attempt's value lost one)."""
+    w = World()  # desired 1
+    up, gang = w.up.prepare(UP), w.gang.prepare(GANG)
+    _answer_lost(w, landed=False)
+    with pytest.raises(AwsUnavailable):
+        w.up.set_desired({**UP, "prep": up})
+    w.gang.raise_desired({**GANG, "prep": gang})  # 1 -> 4
+
+    w.up.set_desired({**UP, "prep": up})  # Step Functions' retry
+
+    assert w.desired == 6
 
 
 def test_a_retried_scale_up_raise_raises_once_relative_to_the_live_value() -> None:

@@ -6,9 +6,10 @@ only its own capacity and give back only its own, whatever the order of their st
 * :func:`raise_once` raises the desired capacity by the execution's own count *relative to the live
   value read at raise time*, exactly once per owner: a marker item (``raise#<owner>``, a conditional put
   in the state table) records the desired capacity before and after; a retried step finds it and does
-  not raise again (it sets the marker's ``after`` only if the live value is below it: the first call
-  may have been lost). A raise refused gives its marker back, so the retry raises; one whose outcome
-  is unknown (a timeout, a 5xx: AWS may have applied it) keeps it, so the retry cannot add it twice.
+  not raise again. A raise refused gives its marker back, so the retry raises. One whose outcome is
+  unknown (a timeout, a 5xx: AWS may have applied it) reads the group again at once: at its ``after``,
+  the raise landed and is a success; else the marker is given back and the retry raises relative to
+  the live value (a retry that set ``after`` itself could lose another owner's raise, or undo a drain).
 * :func:`own_instances` attributes new instances: the group's instances are interchangeable when they
   launch, so each execution claims (``owner#<region>#<instance>``, conditional put, first wins) new
   instances nobody claimed, up to the count it raised. An instance belongs to exactly one execution.
@@ -65,9 +66,6 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
         expires=now + KEEP,
     )  # fmt: skip
     if not created:  # a retry: the raise happened (or is this very call's twin); never twice
-        target = int(marker.get("after", 0))  # type: ignore[call-overload]
-        if before < target:  # the first call may not have landed: set its value, not one more count
-            aws.set_desired_capacity(owner.region, owner.group, target)
         return {"status": "raised", "again": True, **marker}
     if after > asg.MaxSize:
         owner.ledger.release(owner.cluster, item)
@@ -77,11 +75,22 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     try:
         aws.set_desired_capacity(owner.region, owner.group, after)
     except AwsUnavailable:
-        raise  # AWS may have applied it: the marker stays, and the retry sets ``after`` at most
+        if _landed(aws, owner, after):  # AWS applied it; only the answer was lost
+            return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
+        owner.ledger.release(owner.cluster, item)  # not raised (as far as can be told): the retry raises
+        raise
     except SpillwayError:
         owner.ledger.release(owner.cluster, item)  # not raised: the retry must raise
         raise
     return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
+
+
+def _landed(aws: Cloud, owner: Owner, after: int) -> bool:
+    """Whether the group's desired capacity is ``after`` now (a raise whose answer was lost landed)."""
+    try:
+        return aws.describe_group(owner.region, owner.group).DesiredCapacity == after
+    except SpillwayError:
+        return False
 
 
 def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: datetime) -> list[str]:
