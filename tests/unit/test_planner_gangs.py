@@ -298,3 +298,18 @@ def test_a_gang_tried_in_a_second_region_starts_from_its_own_spread_not_the_firs
     result = w.plan()
 
     assert scale_up(result)["west"][:2] == (0, 4)
+
+
+def test_pending_members_the_plan_does_not_place_are_not_counted_as_running() -> None:
+    """minMember 4, six pods, none running, MaxSize 3; two have not been tried by the scheduler yet. They
+    were taken for running (members less the pods placed), so the gang 'needed' two and got two nodes
+    it can never use. Only members bound to a node run. (Found by review.)"""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=3)
+    pods = cosched_pods(w, "train", 6, min_member=4, **BIG)
+    for key in pods[4:]:
+        w.pod_item(key)["status"].pop("conditions", None)
+
+    result = w.plan()
+
+    assert result.scale_up == ()

@@ -181,11 +181,14 @@ class Gangs:
             if known is None or (g.min_member, g.pending) > (known.min_member, known.pending):
                 self.info[g.key] = g
         self.members: dict[str, int] = {}
+        self.running: dict[str, int] = {}  # members bound to a node and not leaving
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
         for pod in ctx.snapshot.pods:
             if pod.gang and not pod.terminal and not pod.gated:
                 self.members[pod.gang] = self.members.get(pod.gang, 0) + 1
                 self.stated[pod.gang] = max(self.stated.get(pod.gang, 0), pod.gang_min)
+                if pod.node_name is not None and not pod.terminating:
+                    self.running[pod.gang] = self.running.get(pod.gang, 0) + 1
 
     def minimum(self, key: str) -> int:
         info = self.info.get(key) or self.info.get(key.rpartition("/")[0])  # a Workload group's replica

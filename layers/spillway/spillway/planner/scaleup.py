@@ -502,10 +502,10 @@ class GangPlacement:
         self.stage = stage
         self.gang = gang
         self.classes = classes
-        pending = sum(c.remaining for c in classes)
-        running = max(0, gangs.members.get(gang, 0) - pending)
-        # the pods the gang still needs to start (0: no minimum known, all are needed)
-        self.needed = max(0, gangs.minimum(gang) - running)
+        # the pods the gang still needs to start, less those running (0: no minimum known, all needed);
+        # pending members this plan does not place (not yet tried by the scheduler, waiting for a
+        # volume) are not running
+        self.needed = max(0, gangs.minimum(gang) - gangs.running.get(gang, 0))
 
     def regions(self) -> list[str | None]:
         ctx = self.stage.ctx
