@@ -17,6 +17,7 @@ from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
     AwsError,
+    AwsUnavailable,
     InstanceNotFound,
     KubeConflict,
     LifecycleActionNotFound,
@@ -561,7 +562,11 @@ class FakeCloud(Recorder):
         return calls
 
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> list[str]:
+        """As the adapter: an id EC2 does not know (yet) is AwsUnavailable (InvalidInstanceID.NotFound)."""
         self._call("terminate_instances", region, tuple(instance_ids))
+        unknown = [i for i in instance_ids if i not in self.ec2]
+        if unknown:
+            raise AwsUnavailable(f"TerminateInstances({region}): InvalidInstanceID.NotFound: {unknown[0]}")
         for iid in instance_ids:
             if iid in self.ec2:
                 self.ec2[iid]["state"] = "shutting-down"

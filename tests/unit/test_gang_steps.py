@@ -12,7 +12,7 @@ from fakes import FakeCloud, FakeCluster, FakeLedger
 
 from spillway.act import gang
 from spillway.adapters.aws import map_aws_error
-from spillway.errors import AsgLimitExceeded, AwsThrottled, CapacityUnavailable, InputError
+from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, CapacityUnavailable, InputError
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH, NodeGroup, build_node_groups, parse_atomic_launch
 
@@ -158,6 +158,25 @@ def test_attach_waits_for_instances_ec2_does_not_show_yet() -> None:
 
     assert waiting["status"] == "waiting"
     cloud.ec2[launch["instances"][0]] = unseen
+
+
+def test_give_back_terminates_an_instance_ec2_does_not_show_yet_on_a_retry() -> None:
+    """Right after a partial fleet, one instance CreateFleet returned is not visible yet: give-back
+    skipped it (it saw it neither alive nor anything), and it ran outside any group for good. It is
+    terminated; EC2 answers NotFound for it, which is retried until it is visible. (Found by review.)"""
+    cloud, _, steps = world()
+    cloud.fleet_capacity = 2
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    unseen_id = launch["instances"][0]
+    unseen = cloud.ec2.pop(unseen_id)
+
+    with pytest.raises(AwsUnavailable):
+        steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch}})
+    cloud.ec2[unseen_id] = unseen  # visible a second later: the retry
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch}})
+
+    assert sorted(out["terminated"]) == sorted(launch["instances"]) and cloud.running() == []
 
 
 def test_attach_waits_for_running_instances_and_reports_a_lost_one() -> None:

@@ -685,16 +685,25 @@ class AwsAdapter:
         return calls
 
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> list[str]:
-        """EC2 TerminateInstances (instances outside any group); returns the ids EC2 is terminating."""
+        """EC2 TerminateInstances (instances outside any group); returns the ids EC2 is terminating.
+
+        ``InvalidInstanceID.NotFound`` for ids just launched is EC2's eventual consistency, not their
+        absence: it is :class:`AwsUnavailable`, which the caller retries."""
         if not instance_ids:
             return []
         client = self._clients.ec2(region)
+        what = f"TerminateInstances({region}, {len(instance_ids)} instance(s))"
 
         def terminate() -> list[str]:
-            resp = client.terminate_instances(InstanceIds=list(instance_ids))
+            try:
+                resp = client.terminate_instances(InstanceIds=list(instance_ids))
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "InvalidInstanceID.NotFound":
+                    raise AwsUnavailable(f"{what}: {exc} (not visible yet; retried)") from exc
+                raise
             return sorted(str(i["InstanceId"]) for i in resp.get("TerminatingInstances", []))
 
-        return _call(f"TerminateInstances({region}, {len(instance_ids)} instance(s))", terminate)
+        return _call(what, terminate)
 
     def instance_states(
         self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None
