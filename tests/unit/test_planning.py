@@ -573,6 +573,15 @@ def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> No
     [(group, _, reason)] = rig.ledger.backoffs
     assert group == "gpu-east" and "AccessDenied" in reason
 
+    # an error that says nothing of the group (the Kubernetes API down while verifying a raise that
+    # landed) backs nothing off: the same pods would get nodes in both regions
+    rig.ledger.backoffs.clear()
+    kube_down = {**error, "error": "KubeUnavailable", "cause": "list nodes: 503"}
+    scale.next_round({"cluster": "ml", "plan_id": plan.plan_id, "snapshot_key": ref.key, "round": 1,
+                      "max_rounds": 3, "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
+                      "results": [kube_down]})  # fmt: skip
+    assert rig.ledger.backoffs == []
+
 
 def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -> None:
     """300 consolidations of nodes running 40 pods each: one scale-down input over Step Functions' 256 KB.

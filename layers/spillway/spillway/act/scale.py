@@ -293,13 +293,15 @@ class ScaleSteps:
         return {**base, "round": round_ + 1, "groups": groups, "done": False}
 
     def _back_off_errors(self, cluster: str, results: Sequence[Mapping[str, Any]], now: datetime) -> None:
-        """A group whose raise ended in an error (AccessDenied, retries run out) is backed off as a
-        failed launch is, so the re-plan and the plans after it send its pods elsewhere (another group,
-        the overflow region) while the error lasts; without it the plan's raise still counted as
-        launching there, and nothing overflowed."""
+        """A group whose raise AWS refused for good (``AwsError``: AccessDenied, a validation error) is
+        backed off as a failed launch is, so the re-plan and the plans after it send its pods elsewhere
+        (another group, the overflow region) while the error lasts; without it the plan's raise still
+        counted as launching there, and nothing overflowed. Other errors say nothing about the group
+        (the Kubernetes API down while verifying, AWS unavailable when the raise may have landed): a
+        back-off then would launch the same pods twice, once in each region."""
         until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
         for result in results:
-            if result.get("outcome") != "error":
+            if result.get("outcome") != "error" or result.get("error") != "AwsError":
                 continue
             name, region = str(result.get("group")), str(result.get("region"))
             error, cause = str(result.get("error") or "error"), str(result.get("cause") or "")[:300]
