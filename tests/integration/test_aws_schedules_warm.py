@@ -105,3 +105,51 @@ def test_mixed_policy_spot_distribution_and_smallest_override(world: Any) -> Non
     assert group.capacity_type == "spot"
     assert group.instance_type == "m5.large"  # the smallest override, not the first
     assert group.instance_types == ("m5.2xlarge", "m5.large", "m5.xlarge")
+
+
+# --- scaling from zero: the instance type of a group's launch template or configuration ------------
+
+
+def test_a_group_at_zero_takes_its_instance_type_from_its_launch_template(world: Any) -> None:
+    """No instance, no MixedInstancesPolicy override, no node-template tag: the type was unknown and the
+    group had no template node, so it could never be scaled from zero, though cluster-autoscaler reads
+    the launch template for it. (Found by review.)"""
+    clients, adapter = world
+    create_group("gpu-zero", region="us-east-1", cluster="prod", desired=0, max_size=10, mixed=False,
+                 instance_type="g5.xlarge")  # fmt: skip
+    described = calls(clients.ec2("us-east-1"), "DescribeLaunchTemplateVersions")
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert group.instance_type == "g5.xlarge" and group.template is not None
+    assert group.template.allocatable.get("nvidia.com/gpu") == 1000
+    assert [c["Versions"] for c in described] == [["$Latest"]]  # the group's own version
+
+
+def test_a_group_at_zero_with_a_launch_configuration_takes_its_type(world: Any) -> None:
+    clients, adapter = world
+    asg = clients.autoscaling("us-east-1")
+    asg.create_launch_configuration(
+        LaunchConfigurationName="lc-old", ImageId="ami-12c6146b", InstanceType="m5.xlarge"
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName="old", LaunchConfigurationName="lc-old", MinSize=0, MaxSize=5, DesiredCapacity=0,
+        AvailabilityZones=["us-east-1a"],
+        Tags=[{"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true"},
+              {"Key": "k8s.io/cluster-autoscaler/prod", "Value": "owned"}],
+    )  # fmt: skip
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert group.instance_type == "m5.xlarge" and group.template is not None
+
+
+def test_a_group_whose_type_is_known_asks_nothing_more(world: Any) -> None:
+    clients, adapter = world
+    create_group("tagged", region="us-east-1", cluster="prod", desired=0, max_size=10, mixed=True,
+                 instance_type="m5.large")  # fmt: skip
+    described = calls(clients.ec2("us-east-1"), "DescribeLaunchTemplateVersions")
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert group.instance_type == "m5.large" and described == []

@@ -55,6 +55,7 @@ from spillway.model.nodegroup import (
     NodeGroup,
     build_node_groups,
     candidate_types,
+    resolve_instance_type,
 )
 
 if TYPE_CHECKING:
@@ -354,7 +355,7 @@ class AwsAdapter:
     def observe_region(self, region: str, now: datetime | None = None) -> RegionView:
         """Groups, then per live group its activities (and warm pool, when it has one), then the
         region's scheduled actions of those groups."""
-        groups = self.describe_groups(region)
+        groups = [self._with_launch_type(region, g) for g in self.describe_groups(region)]
         activities: list[ScalingActivity] = []
         warm: dict[str, WarmPool] = {}
         live = [g for g in groups if not g.Status]  # Status: being deleted
@@ -371,6 +372,49 @@ class AwsAdapter:
             scheduled=tuple(scheduled),
             warm_pools=warm,
         )
+
+    def _with_launch_type(self, region: str, asg: AutoScalingGroup) -> AutoScalingGroup:
+        """The group with :attr:`AutoScalingGroup.LaunchInstanceType` read when nothing else gives it a
+        type (no overrides, no live instance, no node-template tag): its launch template version
+        (``$Default`` without one; ``ec2:DescribeLaunchTemplateVersions``) or launch configuration
+        (``autoscaling:DescribeLaunchConfigurations``). A read that fails leaves it without (warned):
+        the group then has no template, as before."""
+        if asg.Status or resolve_instance_type(asg) is not None:
+            return asg
+        try:
+            found = self._launch_type(region, asg)
+        except AwsError as exc:
+            log.warning("%s/%s: its launch template's instance type not read: %s", region,
+                        asg.AutoScalingGroupName, exc)  # fmt: skip
+            return asg
+        return asg.model_copy(update={"LaunchInstanceType": found}) if found else asg
+
+    def _launch_type(self, region: str, asg: AutoScalingGroup) -> str | None:
+        spec = asg.LaunchTemplate
+        if spec is None and asg.MixedInstancesPolicy and asg.MixedInstancesPolicy.LaunchTemplate:
+            spec = asg.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
+        if spec is not None and (spec.LaunchTemplateId or spec.LaunchTemplateName):
+            client = self._clients.ec2(region)
+            ask: dict[str, Any] = {"Versions": [spec.Version or "$Default"]}
+            ask |= {"LaunchTemplateId": spec.LaunchTemplateId} if spec.LaunchTemplateId else {
+                "LaunchTemplateName": spec.LaunchTemplateName}  # fmt: skip
+            versions = _call(
+                f"DescribeLaunchTemplateVersions({region}, {spec.LaunchTemplateId or spec.LaunchTemplateName})",
+                lambda: client.describe_launch_template_versions(**ask).get("LaunchTemplateVersions", []),
+            )
+            data = versions[0].get("LaunchTemplateData", {}) if versions else {}
+            return str(data["InstanceType"]) if data.get("InstanceType") else None
+        if asg.LaunchConfigurationName:
+            auto = self._clients.autoscaling(region)
+            name = asg.LaunchConfigurationName
+            configs = _call(
+                f"DescribeLaunchConfigurations({region}, {name})",
+                lambda: auto.describe_launch_configurations(LaunchConfigurationNames=[name]).get(
+                    "LaunchConfigurations", []
+                ),
+            )
+            return str(configs[0]["InstanceType"]) if configs and configs[0].get("InstanceType") else None
+        return None
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
         """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.

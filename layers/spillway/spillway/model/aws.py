@@ -130,6 +130,10 @@ class AutoScalingGroup(AwsModel):
     Status: str | None = None  # "Delete in progress" while being deleted
     WarmPoolConfiguration: WarmPoolConfig | None = None
     WarmPoolSize: int | None = None
+    # Spillway's, not DescribeAutoScalingGroups': the instance type its launch template version (or
+    # launch configuration) names, read by the adapter for a group nothing else gives a type (at zero,
+    # without overrides or a node-template tag), as cluster-autoscaler reads it to scale from zero
+    LaunchInstanceType: str | None = None
 
     @property
     def region(self) -> str:

@@ -261,7 +261,9 @@ def resolve_instance_type(
 ) -> str | None:
     """A mixed instances policy: its smallest override (by vCPUs, then memory, of those the catalogue
     knows; without one, the first). Else the type most of the group's instances run, else the
-    node-template label tag. The smallest override is what a pod can count on whatever EC2 launches."""
+    node-template label tag, else the type of its launch template or configuration (when the adapter
+    read it: :attr:`AutoScalingGroup.LaunchInstanceType`). The smallest override is what a pod can
+    count on whatever EC2 launches."""
     overrides = override_types(asg)
     if overrides:
         known = [t for t in overrides if catalogue and t in catalogue]
@@ -277,8 +279,10 @@ def resolve_instance_type(
     if live:
         return sorted(live.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
     tags = asg.tag_map()
-    return tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL) or tags.get(
-        TAG_LABEL + "beta.kubernetes.io/instance-type"
+    return (
+        tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL)
+        or tags.get(TAG_LABEL + "beta.kubernetes.io/instance-type")
+        or asg.LaunchInstanceType
     )
 
 
