@@ -187,3 +187,26 @@ def test_wire_form_is_backward_compatible_and_round_trips() -> None:
     old = plain.to_dict()
     assert not {"scheduled", "warm_instances", "capacity_type", "instance_types", "problems"} & set(old)
     assert NodeGroup.from_dict(old) == plain
+
+
+@pytest.mark.parametrize(
+    ("itype", "pods"),
+    [("p4d.24xlarge", 737), ("p4de.24xlarge", 737), ("p5.48xlarge", 100), ("trn1.32xlarge", 247),
+     ("trn1n.32xlarge", 247), ("m5.2xlarge", 58), ("g5.xlarge", 58)],
+)  # fmt: skip
+def test_max_pods_counts_the_interfaces_of_the_default_network_card(itype: str, pods: int) -> None:
+    """EKS's eni-max-pods.txt: the VPC CNI gives pods the default network card's interfaces. Counting
+    every card's, p4d's template took 2,942 pods where the kubelet allows 737. (Found by review.)"""
+    assert bundled_instance_types()[itype].max_pods == pods
+
+
+def test_max_pods_reads_network_cards_as_describe_instance_types_answers_them() -> None:
+    from spillway.model.aws import InstanceTypeInfo
+
+    raw = {
+        "InstanceType": "x.big", "VCpuInfo": {"DefaultVCpus": 96}, "MemoryInfo": {"SizeInMiB": 1},
+        "NetworkInfo": {"MaximumNetworkInterfaces": 60, "Ipv4AddressesPerInterface": 50, "DefaultNetworkCardIndex": 1,
+                        "NetworkCards": [{"NetworkCardIndex": 0, "MaximumNetworkInterfaces": 45},
+                                         {"NetworkCardIndex": 1, "MaximumNetworkInterfaces": 15}]},
+    }  # fmt: skip
+    assert InstanceTypeInfo.model_validate(raw).max_pods == 15 * 49 + 2

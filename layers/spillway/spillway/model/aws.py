@@ -272,9 +272,26 @@ class Processor(AwsModel):
     SupportedArchitectures: list[str] = Field(default_factory=list)
 
 
-class Network(AwsModel):
+class NetworkCard(AwsModel):
+    NetworkCardIndex: int = 0
     MaximumNetworkInterfaces: int | None = None
+
+
+class Network(AwsModel):
+    MaximumNetworkInterfaces: int | None = None  # over every network card
     Ipv4AddressesPerInterface: int | None = None
+    NetworkCards: list[NetworkCard] = Field(default_factory=list)
+    DefaultNetworkCardIndex: int | None = None
+
+    @property
+    def pod_interfaces(self) -> int | None:
+        """The interfaces the VPC CNI gives pods: those of the default network card (a type with several
+        cards, p4d's four, has most of its interfaces on the others, for EFA), else all."""
+        default = self.DefaultNetworkCardIndex or 0
+        card = next((c for c in self.NetworkCards if c.NetworkCardIndex == default), None)
+        if card is not None and card.MaximumNetworkInterfaces:
+            return card.MaximumNetworkInterfaces
+        return self.MaximumNetworkInterfaces
 
 
 class InstanceTypeInfo(AwsModel):
@@ -304,11 +321,13 @@ class InstanceTypeInfo(AwsModel):
 
     @property
     def max_pods(self) -> int | None:
-        """EKS's VPC CNI limit: ENIs * (IPv4 addresses per ENI - 1) + 2."""
+        """EKS's VPC CNI limit (its eni-max-pods.txt): ENIs of the default network card * (IPv4
+        addresses per ENI - 1) + 2."""
         net = self.NetworkInfo
-        if net is None or not net.MaximumNetworkInterfaces or not net.Ipv4AddressesPerInterface:
+        enis = net.pod_interfaces if net is not None else None
+        if net is None or not enis or not net.Ipv4AddressesPerInterface:
             return None
-        return net.MaximumNetworkInterfaces * (net.Ipv4AddressesPerInterface - 1) + 2
+        return enis * (net.Ipv4AddressesPerInterface - 1) + 2
 
 
 def parse_asgs(doc: Any) -> list[AutoScalingGroup]:
