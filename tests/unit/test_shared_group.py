@@ -198,6 +198,39 @@ def test_a_raise_whose_answer_was_lost_and_that_did_not_land_is_raised_on_the_re
     assert w.desired == 6
 
 
+@pytest.mark.parametrize("case", ["moved up", "unreadable"])
+def test_a_raise_whose_answer_was_lost_is_not_released_when_the_group_moved_up_or_cannot_be_read(
+    case: str,
+) -> None:
+    """The raise landed (1 -> 3) and a gang raised +3 before the group was read again (6): above the
+    raise's value, it landed. And when the group cannot be read either, the marker is kept: a raise
+    applied twice is the worse of the two. (Found by review.)"""
+    w = World()
+    up, gang = w.up.prepare(UP), w.gang.prepare(GANG)
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def answer_lost(region: str, group: str, desired: int) -> int:
+        calls.append(desired)
+        previous = real(region, group, desired)
+        if len(calls) == 1:
+            if case == "moved up":
+                w.gang.raise_desired({**GANG, "prep": gang})  # 3 -> 6
+            else:
+                w.cloud.fail("describe_group", AwsUnavailable("DescribeAutoScalingGroups: 503"), times=1)
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
+        return previous
+
+    w.cloud.set_desired_capacity = answer_lost  # type: ignore[method-assign]
+    try:
+        w.up.set_desired({**UP, "prep": up})
+    except AwsUnavailable:
+        assert case == "unreadable"
+    w.up.set_desired({**UP, "prep": up})  # a retry
+
+    assert w.desired == (6 if case == "moved up" else 3)
+
+
 def test_a_retried_scale_up_raise_raises_once_relative_to_the_live_value() -> None:
     w = World()
     prep = w.up.prepare(UP)

@@ -7,9 +7,10 @@ only its own capacity and give back only its own, whatever the order of their st
   value read at raise time*, exactly once per owner: a marker item (``raise#<owner>``, a conditional put
   in the state table) records the desired capacity before and after; a retried step finds it and does
   not raise again. A raise refused gives its marker back, so the retry raises. One whose outcome is
-  unknown (a timeout, a 5xx: AWS may have applied it) reads the group again at once: at its ``after``,
-  the raise landed and is a success; else the marker is given back and the retry raises relative to
-  the live value (a retry that set ``after`` itself could lose another owner's raise, or undo a drain).
+  unknown (a timeout, a 5xx: AWS may have applied it) reads the group again at once: at its ``after`` or
+  above (another owner may have raised since), the raise is taken as landed and is a success; below it,
+  the marker is given back and the retry raises relative to the live value; a read that fails too keeps
+  the marker (a raise lost is found by the launch's verification; one applied twice is paid for).
 * :func:`own_instances` attributes new instances: the group's instances are interchangeable when they
   launch, so each execution claims (``owner#<region>#<instance>``, conditional put, first wins) new
   instances nobody claimed, up to the count it raised. An instance belongs to exactly one execution.
@@ -75,9 +76,11 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     try:
         aws.set_desired_capacity(owner.region, owner.group, after)
     except AwsUnavailable:
-        if _landed(aws, owner, after):  # AWS applied it; only the answer was lost
+        landed = _landed(aws, owner, after)
+        if landed:  # AWS applied it; only the answer was lost
             return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
-        owner.ledger.release(owner.cluster, item)  # not raised (as far as can be told): the retry raises
+        if landed is False:  # not raised: the retry raises on the live value
+            owner.ledger.release(owner.cluster, item)
         raise
     except SpillwayError:
         owner.ledger.release(owner.cluster, item)  # not raised: the retry must raise
@@ -85,12 +88,13 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
 
 
-def _landed(aws: Cloud, owner: Owner, after: int) -> bool:
-    """Whether the group's desired capacity is ``after`` now (a raise whose answer was lost landed)."""
+def _landed(aws: Cloud, owner: Owner, after: int) -> bool | None:
+    """Whether a raise whose answer was lost landed: the group's desired capacity is ``after`` or above
+    now; None when the group cannot be read either."""
     try:
-        return aws.describe_group(owner.region, owner.group).DesiredCapacity == after
+        return aws.describe_group(owner.region, owner.group).DesiredCapacity >= after
     except SpillwayError:
-        return False
+        return None
 
 
 def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: datetime) -> list[str]:
