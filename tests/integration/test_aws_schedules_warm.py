@@ -13,6 +13,7 @@ from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.errors import AwsError
 from spillway.local.cloud import CloudSim
 from spillway.local.rig import create_group
+from spillway.model.aws import AutoScalingGroup
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RESERVE = {"cpu": 100, "memory": 2**30 * 1000}
@@ -153,3 +154,17 @@ def test_a_group_whose_type_is_known_asks_nothing_more(world: Any) -> None:
     (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
 
     assert group.instance_type == "m5.large" and described == []
+
+
+def test_a_group_at_zero_with_attribute_overrides_does_not_take_its_launch_templates_type(world: Any) -> None:
+    """Overrides by attributes (InstanceRequirements) replace the launch template's type: reading the
+    template would give the group a type it never launches. It asks nothing. (Found by review.)"""
+    clients, adapter = world
+    raw = create_group("attr", region="us-east-1", cluster="prod", desired=0, max_size=10, mixed=True)
+    raw["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
+        {"InstanceRequirements": {"VCpuCount": {"Min": 16}, "MemoryMiB": {"Min": 65536}}}
+    ]
+    asg = AutoScalingGroup.model_validate(raw)
+    described = calls(clients.ec2("us-east-1"), "DescribeLaunchTemplateVersions")
+
+    assert adapter._with_launch_type("us-east-1", asg) == asg and described == []

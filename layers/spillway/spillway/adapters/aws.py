@@ -379,6 +379,9 @@ class AwsAdapter:
         (``$Default`` without one; ``ec2:DescribeLaunchTemplateVersions``) or launch configuration
         (``autoscaling:DescribeLaunchConfigurations``). A read that fails leaves it without (warned):
         the group then has no template, as before."""
+        mixed = asg.MixedInstancesPolicy
+        if mixed and mixed.LaunchTemplate and mixed.LaunchTemplate.Overrides:
+            return asg  # overrides (by type or by attributes) replace the launch template's type
         if asg.Status or resolve_instance_type(asg) is not None:
             return asg
         try:
