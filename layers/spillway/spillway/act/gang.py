@@ -496,10 +496,13 @@ class GangSteps:
             except InstanceNotFound:
                 outside.append(iid)  # left the group meanwhile: EC2 terminates it below
         if outside:
-            # an id EC2 does not show yet (just launched: eventual consistency) is terminated too
             alive = self.aws.instance_states(region, outside)
-            doomed = sorted(i for i in outside if alive.get(i, "pending") in EC2_ALIVE)
+            doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
             terminated += self.aws.terminate_instances(region, doomed) if doomed else []
+            # an id EC2 does not show yet (just launched: eventual consistency) is terminated on its
+            # own call, after the others: EC2 refuses a whole batch that names an id it does not know
+            unseen = sorted(i for i in outside if i not in alive)
+            terminated += self.aws.terminate_instances(region, unseen) if unseen else []
         return sorted(terminated)
 
     # --- dispatch ------------------------------------------------------------------------------
