@@ -313,3 +313,19 @@ def test_pending_members_the_plan_does_not_place_are_not_counted_as_running() ->
     result = w.plan()
 
     assert result.scale_up == ()
+
+
+def test_a_gang_whose_placeable_pods_cannot_start_it_waits_for_the_others() -> None:
+    """minMember 4, four pods, two not yet tried by the scheduler: the two ready to place cannot start
+    the gang on their own, and nodes for them alone may never be used (MaxSize 3 never holds four). Nothing
+    is added until the others can be placed too. (Found by review.)"""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=3)
+    pods = cosched_pods(w, "train", 4, min_member=4, **BIG)
+    for key in pods[2:]:
+        w.pod_item(key)["status"].pop("conditions", None)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods[:2]} == {codes.GANG_INCOMPLETE}

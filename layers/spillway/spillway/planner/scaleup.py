@@ -527,6 +527,15 @@ class GangPlacement:
 
     def run(self) -> None:
         size = sum(c.remaining for c in self.classes)
+        if self.needed > size:  # its other pending pods wait for the scheduler: the gang cannot start yet
+            reason = (
+                f"gang {self.gang} needs {self.needed} more pod(s) to start and {size} are ready to place "
+                "(the others wait for the scheduler or a volume): nothing is added until they are"
+            )
+            for cls in self.classes:
+                for pod in cls.take(cls.remaining):
+                    self.stage.ctx.pending_out.append(PendingPod(pod, reason, codes.GANG_INCOMPLETE))
+            return
         domains = self.domains()
         placed, first = self._in_some_domain(domains)
         if placed:
