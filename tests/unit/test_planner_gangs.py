@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from plan_world import World, pending_codes, pending_reasons, scale_up
@@ -300,32 +301,21 @@ def test_a_gang_tried_in_a_second_region_starts_from_its_own_spread_not_the_firs
     assert scale_up(result)["west"][:2] == (0, 4)
 
 
-def test_pending_members_the_plan_does_not_place_are_not_counted_as_running() -> None:
-    """minMember 4, six pods, none running, MaxSize 3; two have not been tried by the scheduler yet. They
-    were taken for running (members less the pods placed), so the gang 'needed' two and got two nodes
-    it can never use. Only members bound to a node run. (Found by review.)"""
+@pytest.mark.parametrize(("count", "untried"), [(6, 2), (4, 2)], ids=["six-pods", "four-pods"])
+def test_a_gang_adds_nothing_while_its_pods_ready_to_place_cannot_start_it(count: int, untried: int) -> None:
+    """minMember 4, MaxSize 3 (four never fit), two pods not yet tried by the scheduler. With six pods
+    the two untried were taken for running (members less the pods placed), so the gang 'needed' two; with
+    four, the two ready to place were placed whole. Either way it got nodes it can never use. Only
+    members bound to a node run, and a gang whose pods ready to place cannot start it waits
+    (gang-incomplete). (Found by review.)"""
     w = World()
     w.group("cpu-east", "m5.2xlarge", max_size=3)
-    pods = cosched_pods(w, "train", 6, min_member=4, **BIG)
-    for key in pods[4:]:
+    pods = cosched_pods(w, "train", count, min_member=4, **BIG)
+    for key in pods[count - untried :]:
         w.pod_item(key)["status"].pop("conditions", None)
 
     result = w.plan()
 
     assert result.scale_up == ()
-
-
-def test_a_gang_whose_placeable_pods_cannot_start_it_waits_for_the_others() -> None:
-    """minMember 4, four pods, two not yet tried by the scheduler: the two ready to place cannot start
-    the gang on their own, and nodes for them alone may never be used (MaxSize 3 never holds four). Nothing
-    is added until the others can be placed too. (Found by review.)"""
-    w = World()
-    w.group("cpu-east", "m5.2xlarge", max_size=3)
-    pods = cosched_pods(w, "train", 4, min_member=4, **BIG)
-    for key in pods[2:]:
-        w.pod_item(key)["status"].pop("conditions", None)
-
-    result = w.plan()
-
-    assert result.scale_up == ()
-    assert {pending_codes(result)[p] for p in pods[:2]} == {codes.GANG_INCOMPLETE}
+    if count == 4:
+        assert {pending_codes(result)[p] for p in pods[:2]} == {codes.GANG_INCOMPLETE}
