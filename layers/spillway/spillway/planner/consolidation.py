@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 from spillway.config import UNDERUTILIZED, BudgetReason
 from spillway.model.cluster import PodInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
-from spillway.model.resources import NVIDIA_GPU, add_into, dominant_share, subtract
+from spillway.model.resources import NVIDIA_GPU, dominant_share, subtract
 from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -60,8 +60,8 @@ from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_node_busy
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
-from spillway.planner.placement import Bin, fill_bins, fit_on_nodes, pools
-from spillway.planner.topology import Leaving, Marks, Planned, Spot
+from spillway.planner.placement import Bin, TrialFit, fill_bins, pools
+from spillway.planner.topology import Leaving, Planned, Spot
 from spillway.planner.types import Drain, KeptNode
 
 if TYPE_CHECKING:
@@ -446,33 +446,21 @@ class Consolidation:
         name = candidate.node.info.name
         room = [w for n, w in self.room.items() if n != name]
         launching = _copy_bins(self.launching)
-        destinations: set[str] = set()
-        planned = self.ctx.planned.copy()
-        taken: dict[str, tuple[dict[str, int], Marks]] = {}  # node -> its free room and marks before
-
-        def commit(cls: PodClass, node: WorkNode, count: int) -> None:
-            if node.info.name not in taken:
-                taken[node.info.name] = (dict(node.free), node.marks)
-            add_into(node.free, cls.requests, -count)
-            node.marks = node.marks | cls.domains.marks
-            cls.take(count)
-            destinations.add(node.info.name)
-            planned.record(cls.domains, node.spot, count)
-
+        on_launching: set[str] = set()
+        trial = TrialFit(self.ctx.planned)
         leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
         # the pods that must fit, then elastic workers: where they fit, else the job shrinks
         for pods, must in ((candidate.place, True), (candidate.shrink, False)):
             for cls in _classes(pods, self.ctx, leaving):
-                cls.domains = cls.domains.after(planned)
-                fit_on_nodes(cls, pools(room), commit)
-                self._fit_launching(cls, launching, destinations, planned)
+                cls.domains = cls.domains.after(trial.planned)
+                trial.fit(cls, pools(room))
+                self._fit_launching(cls, launching, on_launching, trial.planned)
                 if must and cls.remaining:
-                    for node_name, (free, marks) in taken.items():
-                        self.room[node_name].free, self.room[node_name].marks = free, marks
+                    trial.undo()
                     return None
         for pod in candidate.pods:
-            planned.left(pod, candidate.node.spot)
-        return launching, destinations, planned
+            trial.planned.left(pod, candidate.node.spot)
+        return launching, set(trial.placed) | on_launching, trial.planned
 
     def _fit_launching(
         self, cls: PodClass, bins: Mapping[str, list[Bin]], destinations: set[str], planned: Planned

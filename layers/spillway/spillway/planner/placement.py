@@ -17,7 +17,7 @@ from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, WorkNode, shape_of, without_taint
 from spillway.planner.limits import Limits
-from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks
+from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks, Planned
 
 FREE_ROOM_NOTE = "fits in free room on Ready node {node}; waiting for the scheduler"
 UNCORDON_NOTE = "will run on node {node}, which this plan uncordons"
@@ -191,6 +191,34 @@ def fit_on_nodes(cls: PodClass, pool_list: Iterable[Pool], commit: Commit) -> No
         if cls.room_in(pool.nodes[0].info.labels) <= 0:
             continue  # its domains take no more of the class now (a pool's nodes share every label)
         _place_in_pool(cls, pool, commit)
+
+
+class TrialFit:
+    """Classes placed on existing nodes in place, first fit, as a trial: into a copy of the plan's
+    placements (``planned``), and with an undo log, so a trial that fails puts back each node's free
+    room and marks (not a copy of every node per trial). Consolidation's moves and a
+    ProvisioningRequest's booking place pods this way."""
+
+    def __init__(self, planned: Planned) -> None:
+        self.planned = planned.copy()
+        self.placed: dict[str, int] = {}  # node -> pods placed there
+        self._before: dict[str, tuple[WorkNode, Resources, Marks]] = {}
+
+    def fit(self, cls: PodClass, pool_list: Iterable[Pool]) -> None:
+        fit_on_nodes(cls, pool_list, self._commit)
+
+    def _commit(self, cls: PodClass, node: WorkNode, count: int) -> None:
+        name = node.info.name
+        self._before.setdefault(name, (node, dict(node.free), node.marks))
+        add_into(node.free, cls.requests, -count)
+        node.marks = node.marks | cls.domains.marks
+        cls.take(count)
+        self.placed[name] = self.placed.get(name, 0) + count
+        self.planned.record(cls.domains, node.spot, count)
+
+    def undo(self) -> None:
+        for node, free, marks in self._before.values():
+            node.free, node.marks = free, marks
 
 
 class DomainPools:

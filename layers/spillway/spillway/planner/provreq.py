@@ -52,13 +52,11 @@ from spillway.model.provreq import (
     ProvisioningRequestInfo,
     label_value,
 )
-from spillway.model.resources import Resources, add_into
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
 from spillway.planner.groups import backoff_reason
-from spillway.planner.placement import fit_on_nodes, pools
-from spillway.planner.topology import Marks
+from spillway.planner.placement import TrialFit, pools
 from spillway.planner.types import PendingPod, ProvisioningUpdate
 
 # reasons: cluster-autoscaler's where it has one for the same state, else Spillway's own
@@ -293,19 +291,7 @@ class Provisioning:
         first fit, their pod topology counting what this plan placed before them; the booked pods are
         the plan's placements for the rest."""
         nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
-        planned = self.ctx.planned.copy()
-        taken: dict[str, tuple[Resources, Marks]] = {}  # node -> its free room and marks before
-        booked: dict[str, int] = {}
-
-        def commit(cls: PodClass, node: WorkNode, count: int) -> None:
-            name = node.info.name
-            taken.setdefault(name, (dict(node.free), node.marks))
-            add_into(node.free, cls.requests, -count)
-            node.marks = node.marks | cls.domains.marks
-            cls.take(count)
-            booked[name] = booked.get(name, 0) + count
-            planned.record(cls.domains, node.spot, count)
-
+        trial = TrialFit(self.ctx.planned)
         classes = []
         for index, (pod_set, count) in enumerate(zip(w.info.pod_sets, counts, strict=True)):
             if count > 0 and pod_set.pod is not None:
@@ -315,15 +301,14 @@ class Provisioning:
             elif count > 0:
                 return False
         for cls in sorted(classes, key=PodClass.sort_key):
-            cls.domains = cls.domains.after(planned)
-            fit_on_nodes(cls, pools(nodes), commit)
+            cls.domains = cls.domains.after(trial.planned)
+            trial.fit(cls, pools(nodes))
             if cls.remaining:
-                for name, (free, marks) in taken.items():
-                    self.ctx.nodes[name].free, self.ctx.nodes[name].marks = free, marks
+                trial.undo()
                 return False
-        for name, pods in booked.items():
+        for name, pods in trial.placed.items():
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
-        self.ctx.planned = planned
+        self.ctx.planned = trial.planned
         return True
 
 
