@@ -116,7 +116,7 @@ class PodClass:
 def pod_classes(ctx: Context) -> list[PodClass]:
     """The pending pods that may trigger a scale-up, as classes in service order."""
     classes: dict[tuple[Any, ...], PodClass] = {}
-    gangs = Gangs(ctx)
+    gangs = ctx.gangs = Gangs(ctx)
     limited = frozenset(ctx.config.tenants)
     spot = has_spot(ctx)
     jobs = ctx.snapshot.jobs_by_key() if spot else {}

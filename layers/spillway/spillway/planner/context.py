@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spillway.config import PlannerConfig
 from spillway.model.buffer import BufferInfo
@@ -26,6 +26,9 @@ from spillway.planner.disruption import keeps_node_busy
 from spillway.planner.predicates import HOSTNAME_LABEL
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
+
+if TYPE_CHECKING:
+    from spillway.planner.classes import Gangs  # which reads the context
 
 ONE_POD = 1000  # every pod takes one of the node's "pods" slots (milli-units)
 
@@ -144,6 +147,7 @@ class Context:
         self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
         self.free_only: dict[str, str] = {}  # pending pod -> why it takes free room only (planner.shrinks)
+        self.gangs: Gangs | None = None  # the pending pods' gangs, once pod_classes read them
         self.shrunk_out: dict[str, int] = {}  # elastic job -> workers this plan's drains take (next state)
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
         self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)

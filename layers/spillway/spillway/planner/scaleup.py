@@ -82,7 +82,7 @@ class ScaleUpStage:
             if cls.gang is not None:
                 gangs.setdefault(cls.gang, []).append(cls)
         in_flight = InFlight(self, gangs)
-        known = Gangs(self.ctx) if gangs else None
+        known = (self.ctx.gangs or Gangs(self.ctx)) if gangs else None  # pod_classes read them
         for cls in _leaders_first(classes):
             if cls.gang is None:
                 cls.domains = cls.domains.after(self.ctx.planned)
@@ -107,7 +107,7 @@ class ScaleUpStage:
         self._place_existing(cls)
         while cls.remaining:  # under a hostname spread, each pass raises the least loaded node
             before = cls.remaining
-            self._raise_new_node_cap(cls, start)
+            self._raise_spread_caps(cls, start)
             if not cls.domains.host_spreads:
                 break
             self._place_existing(cls)
@@ -145,7 +145,7 @@ class ScaleUpStage:
             before, settled = cls.remaining, dict(cls.placed_in)
             cls.next_round(settled)
             self._place_existing(cls, existing.round())
-            self._raise_new_node_cap(cls, start)
+            self._raise_spread_caps(cls, start)
             if not cls.remaining:
                 return None
             cls.next_round(settled, opening)  # the same round: free room first
@@ -228,7 +228,7 @@ class ScaleUpStage:
             return []
         return self._new_nodes(cls, candidates)
 
-    def _raise_new_node_cap(self, cls: PodClass, start: int) -> None:
+    def _raise_spread_caps(self, cls: PodClass, start: int) -> None:
         """The class's pods placed on existing nodes since ``start`` raise the least loaded node of its
         hostname spreads, and so what each existing node and a new node take (:meth:`Domains.raised`)."""
         if not cls.domains.host_spreads:
@@ -528,13 +528,11 @@ class GangPlacement:
     def run(self) -> None:
         size = sum(c.remaining for c in self.classes)
         if self.needed > size:  # its other pending pods wait for the scheduler: the gang cannot start yet
-            reason = (
+            self._pend(
+                codes.GANG_INCOMPLETE,
                 f"gang {self.gang} needs {self.needed} more pod(s) to start and {size} are ready to place "
-                "(the others wait for the scheduler or a volume): nothing is added until they are"
+                "(the others wait for the scheduler or a volume): nothing is added until they are",
             )
-            for cls in self.classes:
-                for pod in cls.take(cls.remaining):
-                    self.stage.ctx.pending_out.append(PendingPod(pod, reason, codes.GANG_INCOMPLETE))
             return
         domains = self.domains()
         placed, first = self._in_some_domain(domains)
@@ -597,10 +595,16 @@ class GangPlacement:
                 f"its pods require one zone and none of the {tried} zone(s) holds it whole "
                 f"(groups spanning several zones are used only in fleet mode); first: {first[1]}",
             )
-        reason = f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {first[1]}"
+        self._pend(
+            first[0],
+            f"gang {self.gang} ({size} pods) cannot be placed whole, so nothing is added; {first[1]}",
+        )
+
+    def _pend(self, code: str, reason: str) -> None:
+        """Every pod the gang has left, pending with one code and reason."""
         for cls in self.classes:
             for pod in cls.take(cls.remaining):
-                self.stage.ctx.pending_out.append(PendingPod(pod, reason, first[0]))
+                self.stage.ctx.pending_out.append(PendingPod(pod, reason, code))
 
     def _try(self) -> tuple[str, str] | None:
         for cls in self.classes:
