@@ -193,6 +193,9 @@ class OnePerDomain:
         return placed.get((self.key, value), 0)
 
 
+HostSpread = tuple[int, int, Mapping[str, int], frozenset[str]]  # maxSkew, minDomains, counts, nodes counted
+
+
 @dataclass(frozen=True, slots=True)
 class Domains:
     """What pod topology leaves a class (see the module docstring)."""
@@ -212,7 +215,7 @@ class Domains:
     spread_keys: frozenset[str] = frozenset()  # its DoNotSchedule spreads' keys: a node needs each label
     # its hostname spreads that count it, for the cap of a new node once the plan's pods on existing
     # nodes count: (maxSkew, minDomains, pods per node, the nodes counted); and per_node without them
-    host_spreads: tuple[tuple[int, int, Mapping[str, int], frozenset[str]], ...] = ()
+    host_spreads: tuple[HostSpread, ...] = ()
     per_node_without_spreads: int = UNBOUNDED
     # existing nodes its hostname spreads close now (apart from ``forbidden``: they reopen as the plan's
     # placements raise the least loaded node, :meth:`raised`)
@@ -288,23 +291,10 @@ class Domains:
         every pod placed so far, so it may be called after each pass."""
         if not self.host_spreads or not placed:
             return self
-        per_node = self.per_node_without_spreads
-        caps: dict[str, int] = {}
-        closed: set[str] = set()
-        for skew, min_domains, counts, eligible in self.host_spreads:
-            least = (
-                0
-                if len(eligible) < min_domains
-                else min((counts.get(n, 0) + placed.get(n, 0) for n in eligible), default=0)
-            )
-            per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
-            for node in eligible | set(counts):
-                room = skew + least - counts.get(node, 0) - placed.get(node, 0)
-                if room < 1:
-                    closed.add(node)
-                else:
-                    caps[node] = min(room, caps.get(node, UNBOUNDED))
-        return replace(self, per_node=per_node, node_caps=caps, host_closed=frozenset(closed))
+        new_node, caps, closed = host_rooms(self.host_spreads, placed)
+        return replace(
+            self, per_node=min(self.per_node_without_spreads, new_node), node_caps=caps, host_closed=closed
+        )
 
     def follows(self, selected: frozenset[int]) -> bool:
         """Whether pods with these ``selected`` term ids would open a domain this class's pod affinity
@@ -386,6 +376,32 @@ def _values_of(key: str, nodes: Iterable[Mapping[str, str]]) -> frozenset[str]:
     return frozenset(v for labels in nodes if (v := labels.get(key)) is not None)
 
 
+def host_rooms(
+    spreads: Sequence[HostSpread], placed: Mapping[str, int]
+) -> tuple[int, dict[str, int], frozenset[str]]:
+    """Under hostname spreads that count the class, with ``placed`` (node -> pods of the class this
+    plan put there) added to the counts: how many a new node takes (:func:`_new_node_cap`), how many
+    more each existing node may take, and the existing nodes that may take none (kube-scheduler
+    refuses a node that would stand more than maxSkew above the least loaded)."""
+    per_node = UNBOUNDED
+    caps: dict[str, int] = {}
+    closed: set[str] = set()
+    for skew, min_domains, counts, eligible in spreads:
+        least = (
+            0
+            if len(eligible) < min_domains
+            else min((counts.get(n, 0) + placed.get(n, 0) for n in eligible), default=0)
+        )
+        per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
+        for node in eligible | set(counts):
+            room = skew + least - counts.get(node, 0) - placed.get(node, 0)
+            if room < 1:
+                closed.add(node)
+            else:
+                caps[node] = min(room, caps.get(node, UNBOUNDED))
+    return per_node, caps, frozenset(closed)
+
+
 def _new_node_cap(skew: int, least: int, eligible: frozenset[str], min_domains: int) -> int:
     """How many pods of a class a new node takes under a hostname spread that counts them: ``maxSkew``
     above the least loaded existing node. A new node joins empty and lowers the least only until
@@ -450,7 +466,7 @@ class TopologyIndex:
             forbidden.setdefault(HOSTNAME_LABEL, set()).update(taken)
         node_caps: dict[str, int] = {}
         counted: list[ZoneSpread | OnePerDomain] = list(_one_per_domain(pod))
-        hosts: list[tuple[int, int, Mapping[str, int], frozenset[str]]] = []
+        hosts: list[HostSpread] = []
         host_closed: set[str] = set()
         spreads_cap = self._spreads(pod, gone, forbidden, node_caps, counted, hosts, host_closed)
         affinity = self._affinity(pod, gone)
@@ -476,7 +492,7 @@ class TopologyIndex:
         forbidden: dict[str, set[str]],
         node_caps: dict[str, int],
         counted: list[ZoneSpread | OnePerDomain],
-        hosts: list[tuple[int, int, Mapping[str, int], frozenset[str]]],
+        hosts: list[HostSpread],
         host_closed: set[str],
     ) -> int:
         """Every DoNotSchedule spread constraint of the pod; the cap of a new node (for a spread over
@@ -485,28 +501,24 @@ class TopologyIndex:
         closes the domains one more pod would skew too far (``forbidden``), and a hostname spread that
         counts the pod caps the nodes it leaves open (``node_caps``: a pod it does not select skews
         nothing) and closes the others apart (``host_closed``: the class's own placements reopen them)."""
-        per_node = UNBOUNDED
         for term, key, skew, min_domains, flags in pod.spread:
             counts, eligible = self._counts(pod, term, key, gone, flags)
-            if key != HOSTNAME_LABEL and term in pod.selected_by:
+            own = term in pod.selected_by
+            if own and key != HOSTNAME_LABEL:
                 counted.append(ZoneSpread(key, skew, min_domains, counts, eligible, term, pod, flags))
                 continue
-            least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
-            own = term in pod.selected_by
-            for domain in eligible | set(counts):
-                # kube-scheduler refuses a domain where its count, plus 1 if the spread selects the pod
-                # itself, stands more than maxSkew above the least loaded
-                room = skew + least - counts.get(domain, 0)
-                if key == HOSTNAME_LABEL and own:
-                    if room < 1:
-                        host_closed.add(domain)
-                    else:
-                        node_caps[domain] = min(room, node_caps.get(domain, UNBOUNDED))
-                elif room < (1 if own else 0):
-                    forbidden.setdefault(key, set()).add(domain)
-            if key == HOSTNAME_LABEL and own:
-                per_node = min(per_node, _new_node_cap(skew, least, eligible, min_domains))
+            if own:  # over hostnames: host_rooms, counted again as the plan places (Domains.raised)
                 hosts.append((skew, min_domains, counts, eligible))
+                continue
+            least = 0 if len(eligible) < min_domains else min((counts.get(d, 0) for d in eligible), default=0)
+            for domain in eligible | set(counts):
+                # kube-scheduler refuses a domain where its count stands more than maxSkew above the
+                # least loaded (a spread that does not select the pod: it adds nothing to the count)
+                if skew + least - counts.get(domain, 0) < 0:
+                    forbidden.setdefault(key, set()).add(domain)
+        per_node, caps, closed = host_rooms(hosts, {})
+        node_caps.update(caps)
+        host_closed.update(closed)
         return per_node
 
     def _ports_taken(self, pod: PodInfo, gone: Leaving) -> set[str]:
