@@ -29,7 +29,9 @@ An instance is ours when the latest snapshot has a Node whose ``spec.providerID`
 instance is ignored. A Node of no group the snapshot knows is drained only when AWS says its instance is
 in an Auto Scaling group tagged for the cluster (one launched since the snapshot); another (a
 standalone instance, a group not tagged for Spillway, a Karpenter node) is ``not_managed``: its drain
-would be refused, and its failure would raise the drain alarm for nothing Spillway owns. A drain is one DrainNode execution named after the notice and the instance
+would be refused, and its failure would raise the drain alarm for nothing Spillway owns.
+
+A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
 
 Messages are untrusted input. :func:`parse_notice` raises :class:`MalformedNotice` naming the field: such a

@@ -303,9 +303,14 @@ class ScaleSteps:
         for result in results:
             if result.get("outcome") != "error" or result.get("error") != "AwsError":
                 continue
-            name, region = str(result.get("group")), str(result.get("region"))
-            error, cause = str(result.get("error") or "error"), str(result.get("cause") or "")[:300]
-            self.ledger.put_backoff(cluster, name, until, f"{region}/{name}: {error}: {cause}", region=region)
+            name, region, cause = (
+                str(result.get("group")),
+                str(result.get("region")),
+                str(result.get("cause")),
+            )
+            self.ledger.put_backoff(
+                cluster, name, until, f"{region}/{name}: AwsError: {cause[:300]}", region=region
+            )
             self.metric("GroupsBackedOff", 1)
 
     def _save_replan(
