@@ -202,20 +202,14 @@ def attempt_token(cluster: str, request: GangRequest) -> str:
 
 def launch_template_of(asg: AutoScalingGroup) -> dict[str, str]:
     """The group's launch template (plain or in its MixedInstancesPolicy), as CreateFleet names it."""
-    spec = asg.LaunchTemplate
-    if spec is None and asg.MixedInstancesPolicy and asg.MixedInstancesPolicy.LaunchTemplate:
-        spec = asg.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
-    if spec is None or not (spec.LaunchTemplateId or spec.LaunchTemplateName):
+    template = asg.launch_template
+    if template is None:
         raise InputError(
             f"{asg.region}/{asg.AutoScalingGroupName} has no launch template (a launch configuration "
             "cannot launch a fleet); use mode rollback or give the group a launch template",
             field="mode",
         )
-    out = {"LaunchTemplateId": spec.LaunchTemplateId} if spec.LaunchTemplateId else {}
-    if not out:
-        out["LaunchTemplateName"] = str(spec.LaunchTemplateName)
-    out["Version"] = spec.Version or "$Default"
-    return out
+    return template
 
 
 def _subnets(asg: AutoScalingGroup) -> tuple[str, ...]:

@@ -393,16 +393,13 @@ class AwsAdapter:
         return asg.model_copy(update={"LaunchInstanceType": found}) if found else asg
 
     def _launch_type(self, region: str, asg: AutoScalingGroup) -> str | None:
-        spec = asg.LaunchTemplate
-        if spec is None and asg.MixedInstancesPolicy and asg.MixedInstancesPolicy.LaunchTemplate:
-            spec = asg.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
-        if spec is not None and (spec.LaunchTemplateId or spec.LaunchTemplateName):
+        template = asg.launch_template
+        if template is not None:
             client = self._clients.ec2(region)
-            ask: dict[str, Any] = {"Versions": [spec.Version or "$Default"]}
-            ask |= {"LaunchTemplateId": spec.LaunchTemplateId} if spec.LaunchTemplateId else {
-                "LaunchTemplateName": spec.LaunchTemplateName}  # fmt: skip
+            version = template.pop("Version")
+            ask: dict[str, Any] = {**template, "Versions": [version]}
             versions = _call(
-                f"DescribeLaunchTemplateVersions({region}, {spec.LaunchTemplateId or spec.LaunchTemplateName})",
+                f"DescribeLaunchTemplateVersions({region}, {next(iter(template.values()))})",
                 lambda: client.describe_launch_template_versions(**ask).get("LaunchTemplateVersions", []),
             )
             data = versions[0].get("LaunchTemplateData", {}) if versions else {}

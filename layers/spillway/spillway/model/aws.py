@@ -136,6 +136,21 @@ class AutoScalingGroup(AwsModel):
     LaunchInstanceType: str | None = None
 
     @property
+    def launch_template(self) -> dict[str, str] | None:
+        """Its launch template (plain or in its MixedInstancesPolicy) as EC2 names one
+        (``LaunchTemplateId`` or ``LaunchTemplateName``, and ``Version``, ``$Default`` without one), or
+        None (a launch configuration)."""
+        spec = self.LaunchTemplate
+        if spec is None and self.MixedInstancesPolicy and self.MixedInstancesPolicy.LaunchTemplate:
+            spec = self.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
+        if spec is None or not (spec.LaunchTemplateId or spec.LaunchTemplateName):
+            return None
+        named = {"LaunchTemplateId": spec.LaunchTemplateId} if spec.LaunchTemplateId else {}
+        return (named or {"LaunchTemplateName": str(spec.LaunchTemplateName)}) | {
+            "Version": spec.Version or "$Default"
+        }
+
+    @property
     def region(self) -> str:
         """``arn:aws:autoscaling:<region>:<account>:autoScalingGroup:...`` → region."""
         parts = self.AutoScalingGroupARN.split(":")
