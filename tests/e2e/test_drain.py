@@ -5,6 +5,7 @@ evictions). Waits come from the inputs (poll_seconds 0-1, deadlines of a few sec
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,13 +115,24 @@ class ReplicaSetController:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.delay):
+        # a replacement comes ``delay`` after a replica went, never sooner: evictions a drain makes in
+        # one round (milliseconds apart) always meet the budget as the first left it
+        missing_since: float | None = None
+        while not self._stop.wait(0.05):
             live = [
                 p
                 for p in self.api.list("Pod", "team-a")
                 if p["metadata"].get("labels", {}).get("app") == self.app
                 and not p["metadata"].get("deletionTimestamp")
             ]
+            if len(live) >= self.replicas:
+                missing_since = None
+                continue
+            now = time.monotonic()
+            missing_since = missing_since if missing_since is not None else now
+            if now - missing_since < self.delay:
+                continue
+            missing_since = None
             for _ in range(self.replicas - len(live)):
                 self.created += 1
                 self.api.add(
