@@ -101,9 +101,10 @@ def _landed(aws: Cloud, owner: Owner, after: int, since: datetime) -> bool | Non
     raised relative to the live value, which holds this raise if it landed; an owner's raise alone may
     lift the group past ``after`` (the scale-up's 1 -> 3 lost, a gang's 1 -> 4 since), and is not
     taken for this one. Markers written earlier were in the value this raise started from. The group
-    is read before the markers, so a raise the value holds has its marker among them; a marker whose
-    raise is not applied yet counts all the same, and this raise is then given back and made again on
-    the live value (the retry): a raise twice is paid for, a raise lost backs a healthy group off."""
+    is read before the markers, so a raise the value holds has its marker among them. A marker whose
+    raise is not applied yet (its owner between claim and SetDesiredCapacity) counts all the same:
+    this raise is then retried and may be made twice, within the window that SetDesiredCapacity's
+    lack of compare-and-set leaves open anyway."""
     where = f"{owner.region}/{owner.group}"
     mine = RAISE_PREFIX + owner.owner
     try:
