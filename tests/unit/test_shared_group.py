@@ -231,6 +231,48 @@ def test_a_raise_whose_answer_was_lost_is_not_released_when_the_group_moved_up_o
     assert w.desired == (6 if case == "moved up" else 3)
 
 
+def test_a_raise_that_did_not_land_is_not_taken_for_another_owners_raise() -> None:
+    """The scale-up asks 1 -> 3 and the call fails without applying (a reset, a 503 before the change);
+    meanwhile a rollback-mode gang reads the live 1 and raises it to 4. Read back, 4 is above the
+    scale-up's 3, so its +2 was taken as landed and never retried: the group ended at 4, not 6, and
+    the scale-up's verification would wait for two nodes that never come. The gang's marker, written
+    since the scale-up's, says its +3 is in the 4: the scale-up's raise is not. (Found by review.)"""
+    w = World()  # desired 1
+    up, gang = w.up.prepare(UP), w.gang.prepare(GANG)  # +2 and +3
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def lost_unapplied(region: str, group: str, desired: int) -> int:
+        calls.append(desired)
+        if len(calls) == 1:  # the scale-up's 1 -> 3: not applied; the gang raises meanwhile
+            w.gang.raise_desired({**GANG, "prep": gang})  # live 1 -> 4
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): connection reset")
+        return real(region, group, desired)
+
+    w.cloud.set_desired_capacity = lost_unapplied  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.up.set_desired({**UP, "prep": up})
+    w.up.set_desired({**UP, "prep": up})  # Step Functions' retry raises on the live value
+
+    assert w.desired == 6 and calls == [3, 4, 6]  # the gang's 4 went through the same call
+
+
+def test_a_lost_answer_after_an_earlier_owners_raise_is_settled_as_landed_once() -> None:
+    """The gang raised 1 -> 4 before the scale-up began; the scale-up's 4 -> 6 landed but its answer
+    was lost. The gang's marker is older than the scale-up's: its +3 was in the 4 the scale-up read,
+    so 6 is the scale-up's raise landed, settled at once and not applied again."""
+    w = World()  # desired 1
+    w.gang.raise_desired({**GANG, "prep": w.gang.prepare(GANG)})  # 1 -> 4
+    w.now += timedelta(seconds=20)
+    up = w.up.prepare(UP)  # +2
+    calls = _answer_lost(w, landed=True)
+
+    w.up.set_desired({**UP, "prep": up})
+    w.up.set_desired({**UP, "prep": up})  # a retry all the same finds the marker
+
+    assert w.desired == 6 and calls == [6]
+
+
 def test_a_retried_scale_up_raise_raises_once_relative_to_the_live_value() -> None:
     w = World()
     prep = w.up.prepare(UP)

@@ -5,12 +5,14 @@ only its own capacity and give back only its own, whatever the order of their st
 
 * :func:`raise_once` raises the desired capacity by the execution's own count *relative to the live
   value read at raise time*, exactly once per owner: a marker item (``raise#<owner>``, a conditional put
-  in the state table) records the desired capacity before and after; a retried step finds it and does
-  not raise again. A raise refused gives its marker back, so the retry raises. One whose outcome is
-  unknown (a timeout, a 5xx: AWS may have applied it) reads the group again at once: at its ``after`` or
-  above (another owner may have raised since), the raise is taken as landed and is a success; below it,
-  the marker is given back and the retry raises relative to the live value; a read that fails too keeps
-  the marker (a raise lost is found by the launch's verification; one applied twice is paid for).
+  in the state table) records the desired capacity before and after, and when it was written; a retried
+  step finds it and does not raise again. A raise refused gives its marker back, so the retry raises.
+  One whose outcome is unknown (a timeout, a 5xx: AWS may have applied it) is settled at once
+  (:func:`_landed`): the group's desired capacity is read again and compared with the raise's ``after``
+  plus what other owners' markers of the group, written since this one, raised; at or above, the raise
+  landed and is a success; below, the marker is given back and the retry raises relative to the live
+  value; a read that fails too keeps the marker (a raise lost is found by the launch's verification;
+  one applied twice is paid for).
 * :func:`own_instances` attributes new instances: the group's instances are interchangeable when they
   launch, so each execution claims (``owner#<region>#<instance>``, conditional put, first wins) new
   instances nobody claimed, up to the count it raised. An instance belongs to exactly one execution.
@@ -26,10 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.errors import AsgLimitExceeded, AwsUnavailable, SpillwayError
+from spillway.model.cluster import format_time, parse_time
 from spillway.model.nodegroup import LIVE_STATES
 from spillway.ports import Cloud, Ledger
 
@@ -63,7 +66,8 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     before, after = asg.DesiredCapacity, asg.DesiredCapacity + count
     item = RAISE_PREFIX + owner.owner
     marker, created = owner.ledger.claim(
-        owner.cluster, item, {"before": before, "after": after, "count": count, "group": where},
+        owner.cluster, item,
+        {"before": before, "after": after, "count": count, "group": where, "at": format_time(now)},
         expires=now + KEEP,
     )  # fmt: skip
     if not created:  # a retry: the raise happened (or is this very call's twin); never twice
@@ -76,7 +80,7 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     try:
         aws.set_desired_capacity(owner.region, owner.group, after)
     except AwsUnavailable:
-        landed = _landed(aws, owner, after)
+        landed = _landed(aws, owner, after, now)
         if landed:  # AWS applied it; only the answer was lost
             return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
         if landed is False:  # not raised: the retry raises on the live value
@@ -88,13 +92,43 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
 
 
-def _landed(aws: Cloud, owner: Owner, after: int) -> bool | None:
-    """Whether a raise whose answer was lost landed: the group's desired capacity is ``after`` or above
-    now; None when the group cannot be read either."""
+def _landed(aws: Cloud, owner: Owner, after: int, since: datetime) -> bool | None:
+    """Whether the raise to ``after`` whose marker was written at ``since``, and whose answer was lost,
+    landed; None when the group or the markers cannot be read.
+
+    The rule: it landed when the group's desired capacity, read now, is at least ``after`` plus the
+    counts of the other owners' raise markers of the group written at ``since`` or later. Those owners
+    raised relative to the live value, which holds this raise if it landed; an owner's raise alone may
+    lift the group past ``after`` (the scale-up's 1 -> 3 lost, a gang's 1 -> 4 since), and is not
+    taken for this one. Markers written earlier were in the value this raise started from. The group
+    is read before the markers, so a raise the value holds has its marker among them. A marker whose
+    raise is not applied yet (its owner between claim and SetDesiredCapacity) counts all the same:
+    this raise is then retried and may be made twice, within the window that SetDesiredCapacity's
+    lack of compare-and-set leaves open anyway."""
+    where = f"{owner.region}/{owner.group}"
+    mine = RAISE_PREFIX + owner.owner
     try:
-        return aws.describe_group(owner.region, owner.group).DesiredCapacity >= after
+        desired = aws.describe_group(owner.region, owner.group).DesiredCapacity
+        markers = owner.ledger.claims(owner.cluster, RAISE_PREFIX)
     except SpillwayError:
         return None
+    since_mine = sum(
+        int(str(value.get("count", 0)))
+        for item, value in markers.items()
+        if item != mine and value.get("group") == where and _written_since(value.get("at"), since)
+    )
+    return desired >= after + since_mine
+
+
+def _written_since(at: object, since: datetime) -> bool:
+    """A marker's ``at`` is ``since`` or later; a marker without one (written before markers said when)
+    is older."""
+    when = parse_time(at) if isinstance(at, str) and at else None
+    return when is not None and _utc(when) >= _utc(since)
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: datetime) -> list[str]:

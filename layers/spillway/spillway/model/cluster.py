@@ -62,6 +62,7 @@ from spillway.model.shared import (
     selector_matches,
     selector_requirements,
     tenant_of,
+    volcano_task,
 )
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ class PodInfo:
     uid: str = ""
     gang: str | None = None  # "<namespace>/<pod group>" of any gang convention (spillway.model.shared)
     gang_min: int = 0  # the pod's own word on the gang's size (Kueue's pod-group-total-count), else 0
+    gang_task: str | None = None  # a gang member's Volcano task (volcano.sh/task-spec), for minTaskMember
     gated: bool = False  # spec.schedulingGates is not empty: not for the scheduler (nor us) yet
     claims_devices: bool = False  # spec.resourceClaims is not empty: devices through DRA
     nominated: str | None = None  # status.nominatedNodeName: preemption makes room there
@@ -250,6 +252,7 @@ class PodInfo:
             uid=meta.uid if unschedulable and spec.node_name is None else "",
             gang=gang,
             gang_min=gang_min,
+            gang_task=volcano_task(pod) if gang else None,
             gated=bool(spec.scheduling_gates),
             claims_devices=bool(spec.resource_claims),
             nominated=status.nominated_node_name or None,
@@ -298,6 +301,7 @@ class PodInfo:
             uid=str(d.get("uid", "")),
             gang=d.get("g"),
             gang_min=int(d.get("gm", 0)),
+            gang_task=d.get("gtk"),
             gated=bool(d.get("gt")),
             claims_devices=bool(d.get("dra")),
             nominated=d.get("nom"),
@@ -354,6 +358,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("uid", lambda p: p.uid or None),
     ("g", lambda p: p.gang),
     ("gm", lambda p: p.gang_min or None),
+    ("gtk", lambda p: p.gang_task),
     ("gt", lambda p: _one_if(p.gated)),
     ("dra", lambda p: _one_if(p.claims_devices)),
     ("nom", lambda p: p.nominated),

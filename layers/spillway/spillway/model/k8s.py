@@ -437,6 +437,7 @@ CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 LEGACY_CONSUME_ANNOTATION = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coscheduling
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano
+VOLCANO_TASK_SPEC = "volcano.sh/task-spec"  # the Volcano Job task a pod is of (annotation, else label)
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"

@@ -9,7 +9,8 @@ README, "Tenants, limits and gangs"):
   (Kubernetes 1.36, ``scheduling.k8s.io/v1alpha2``) or ``spec.workloadRef`` (Kubernetes 1.35, v1alpha1);
 - a gang's size: ``spec.minMember`` (coscheduling, Volcano), ``spec.schedulingPolicy.gang.minCount``
   (PodGroup v1alpha2), ``spec.podGroups[].policy.gang.minCount`` (Workload v1alpha1) or
-  ``spec.podGroupTemplates[].schedulingPolicy.gang.minCount`` (Workload v1alpha2);
+  ``spec.podGroupTemplates[].schedulingPolicy.gang.minCount`` (Workload v1alpha2); a Volcano
+  PodGroup's ``spec.minTaskMember`` per task, a pod's task in ``volcano.sh/task-spec``;
 - a tenant: a namespace, or the namespaces labelled ``spillway.io/tenant: <name>``;
 - a CapacityQuota: a node-label selector and ``limits.resources`` (``nodes`` counts nodes).
 """
@@ -26,6 +27,7 @@ from spillway.model.k8s import (
     KUEUE_TOTAL_ANNOTATION,
     TENANT_LABEL,
     VOLCANO_ANNOTATION,
+    VOLCANO_TASK_SPEC,
     CapacityQuota,
     CoschedulingPodGroup,
     KubeObject,
@@ -49,6 +51,8 @@ class GangInfo:
 
     ``pending`` marks a Volcano PodGroup in phase ``Pending``: Volcano creates its pods only once it is
     ``Inqueue``, so its ``min_member`` pods of ``min_resources`` are demand that has no pods yet.
+    ``task_minimums`` is a Volcano PodGroup's ``minTaskMember``: the pods of each task (a pod's
+    ``volcano.sh/task-spec``) that must run too.
     """
 
     key: str  # "<namespace>/<name>"; a Workload's group: "<namespace>/<workload>/<group>"
@@ -56,6 +60,7 @@ class GangInfo:
     min_member: int = 0
     min_resources: Resources = field(default_factory=dict)
     pending: bool = False
+    task_minimums: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"k": self.key, "s": self.source, "m": self.min_member}
@@ -63,6 +68,8 @@ class GangInfo:
             out["r"] = dict(self.min_resources)
         if self.pending:
             out["p"] = 1
+        if self.task_minimums:
+            out["t"] = dict(self.task_minimums)
         return out
 
     @classmethod
@@ -73,6 +80,7 @@ class GangInfo:
             min_member=int(d.get("m", 0)),
             min_resources=dict(d.get("r", {})),
             pending=bool(d.get("p")),
+            task_minimums={str(k): int(v) for k, v in d.get("t", {}).items()},
         )
 
 
@@ -149,6 +157,13 @@ def gang_of(pod: Pod) -> tuple[str | None, int]:
     return None, 0
 
 
+def volcano_task(pod: Pod) -> str | None:
+    """The Volcano Job task the pod is of, as Volcano's scheduler reads it: annotation
+    ``volcano.sh/task-spec``, else the label of that name; None without either."""
+    meta = pod.metadata
+    return meta.annotations.get(VOLCANO_TASK_SPEC) or meta.labels.get(VOLCANO_TASK_SPEC) or None
+
+
 def _positive_int(value: str | None) -> int:
     try:
         return max(0, int(value)) if value else 0
@@ -173,6 +188,7 @@ def gangs_of(obj: KubeObject) -> list[GangInfo]:
                 spec.min_member,
                 parse_resource_list(spec.min_resources),
                 pending=obj.status.phase == "Pending",
+                task_minimums={task: n for task, n in sorted(spec.min_task_member.items()) if n > 0},
             )
         ]
     if isinstance(obj, UpstreamPodGroup):

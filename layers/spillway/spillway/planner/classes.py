@@ -37,6 +37,9 @@ class PodClass:
     node_specific: bool  # a constraint names one node: judged per node, not per shape
     tenant: str | None = None  # set only for a tenant with configured limits
     gang: str | None = None  # placed all or none with the other classes of its gang
+    # the gang of its pods when that gang's minimum runs (Gangs.started): they are placed one by one,
+    # but held while a recent plan's atomic launch of that gang may be under way
+    started_gang: str | None = None
     one_zone: bool = False  # a pod of the class asks its gang to share one zone
     buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
     free_only: str | None = None  # why its pods take free room only and launch nothing (planner.shrinks)
@@ -130,14 +133,17 @@ def pod_classes(ctx: Context) -> list[PodClass]:
             continue
         tenant = ctx.snapshot.tenant(pod.namespace)
         gang = pod.gang if gangs.is_gang(pod.gang) else None
+        started = gang if gang is not None and gangs.started(gang) else None
+        gang = None if started else gang
         # with spot groups, pods that may move (spot) and pods that may not are served apart
         movable = why_not_movable(ctx, pod, jobs) is None if spot else None
         free_only = ctx.free_only.get(pod.key)
-        key = (pod.scheduling_key(), tenant if tenant in limited else None, gang, movable, free_only)
+        limited_tenant = tenant if tenant in limited else None
+        key = (pod.scheduling_key(), limited_tenant, gang, started, movable, free_only)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = new_class(pod, key[1], gang, ctx.topology.domains(pod))
-            cls.free_only = free_only
+            cls = classes[key] = new_class(pod, limited_tenant, gang, ctx.topology.domains(pod))
+            cls.free_only, cls.started_gang = free_only, started
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return sorted(classes.values(), key=PodClass.sort_key)
@@ -172,7 +178,17 @@ def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | N
 
 
 class Gangs:
-    """The gangs of the pending pods: their minimum size, members, and Volcano's pod-less demand."""
+    """The gangs of the pending pods: their minimum size, members, and Volcano's pod-less demand.
+
+    A gang whose minimum runs (:meth:`started`) is a gang no more for its pending members: every
+    scheduler read here admits a member past a running minimum on its own. scheduler-plugins'
+    coscheduling permits a pod once the members assigned to nodes plus itself reach ``minMember``;
+    Volcano commits a task of a job that is ready, and a job is ready while ``minMember`` of its tasks
+    run and, when ``minMember`` is at least their sum, each task's ``minTaskMember`` too;
+    kube-scheduler's GangScheduling admits a pod once the assumed or assigned pods reach ``minCount``;
+    Kueue admits a pod group as a whole and leaves its ungated pods to kube-scheduler, one by one.
+    Running is counted short (bound, not terminating; Volcano would also count its finished tasks), so
+    a gang is never taken as started too early."""
 
     def __init__(self, ctx: Context) -> None:
         self.info: dict[str, GangInfo] = {}
@@ -182,6 +198,7 @@ class Gangs:
                 self.info[g.key] = g
         self.members: dict[str, int] = {}
         self.running: dict[str, int] = {}  # members bound to a node and not leaving
+        self.tasks_running: dict[tuple[str, str], int] = {}  # ... per Volcano task: (gang, task)
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
         for pod in ctx.snapshot.pods:
             if pod.gang and not pod.terminal and not pod.gated:
@@ -189,10 +206,26 @@ class Gangs:
                 self.stated[pod.gang] = max(self.stated.get(pod.gang, 0), pod.gang_min)
                 if pod.node_name is not None and not pod.terminating:
                     self.running[pod.gang] = self.running.get(pod.gang, 0) + 1
+                    task = (pod.gang, pod.gang_task or "")
+                    self.tasks_running[task] = self.tasks_running.get(task, 0) + 1
+
+    def _info(self, key: str) -> GangInfo | None:
+        return self.info.get(key) or self.info.get(key.rpartition("/")[0])  # a Workload group's replica
 
     def minimum(self, key: str) -> int:
-        info = self.info.get(key) or self.info.get(key.rpartition("/")[0])  # a Workload group's replica
+        info = self._info(key)
         return info.min_member if info and info.min_member else self.stated.get(key, 0)
+
+    def started(self, key: str) -> bool:
+        """The gang's minimum runs: its pending members are placed one by one (see the class)."""
+        minimum = self.minimum(key)
+        if minimum <= 0 or self.running.get(key, 0) < minimum:
+            return False
+        info = self._info(key)
+        tasks = info.task_minimums if info is not None else {}
+        if minimum < sum(tasks.values()):  # Volcano checks the tasks only when minMember covers them
+            return True
+        return all(self.tasks_running.get((key, task), 0) >= n for task, n in tasks.items())
 
     def is_gang(self, key: str | None) -> bool:
         return key is not None and self.minimum(key) > 1

@@ -17,7 +17,7 @@ is kept for it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -81,9 +81,12 @@ class ScaleUpStage:
         for cls in classes:
             if cls.gang is not None:
                 gangs.setdefault(cls.gang, []).append(cls)
-        in_flight = InFlight(self, gangs)
+        started = {cls.started_gang for cls in classes if cls.started_gang is not None}
+        in_flight = InFlight(self, gangs.keys() | started)
         known = (self.ctx.gangs or Gangs(self.ctx)) if gangs else None  # pod_classes read them
         for cls in _leaders_first(classes):
+            if cls.started_gang is not None and in_flight.hold(cls.started_gang, [cls]):
+                continue
             if cls.gang is None:
                 cls.domains = cls.domains.after(self.ctx.planned)
                 start = len(self.ctx.placements)
@@ -369,9 +372,11 @@ class InFlight:
     launch backs the group off: the gang is then placed afresh, elsewhere); it is dropped when the gang
     has no pending pod left. A held gang's pods stay pending (``gang-launching``) and the launching
     capacity of its group (rollback mode raises the desired capacity) is kept for it, not for others.
+    So are the pods of a gang whose minimum runs (:attr:`PodClass.started_gang`), placed one by one
+    otherwise: the minimum may run on room that was free while the launch brings the rest's nodes.
     """
 
-    def __init__(self, stage: ScaleUpStage, gangs: Mapping[str, list[PodClass]]) -> None:
+    def __init__(self, stage: ScaleUpStage, gangs: Collection[str]) -> None:
         ctx = stage.ctx
         self.stage = stage
         window = ctx.config.gang_launch_minutes
@@ -496,13 +501,15 @@ class GangPlacement:
     A gang whose pending pods outnumber what its minimum still needs (a PodGroup's ``minMember`` of 4,
     six pods) that cannot be placed whole is tried again with only those it needs: coscheduling and
     Volcano start the group once its minimum is placed, and the others wait for room. A
-    ProvisioningRequest's gang has no minimum but its whole."""
+    ProvisioningRequest's gang has no minimum but its whole. (A gang whose minimum already runs is
+    not placed here: its pending pods are classes of their own, :meth:`Gangs.started`.)"""
 
     def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass], gangs: Gangs) -> None:
         self.stage = stage
         self.gang = gang
         self.classes = classes
-        # the pods the gang still needs to start, less those running (0: no minimum known, all needed);
+        # the pods the gang still needs to start, less those running (0: no minimum known, all needed:
+        # a ProvisioningRequest's gang, or a Volcano job whose tasks' own minimums do not all run);
         # pending members this plan does not place (not yet tried by the scheduler, waiting for a
         # volume) are not running
         self.needed = max(0, gangs.minimum(gang) - gangs.running.get(gang, 0))
