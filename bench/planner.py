@@ -92,7 +92,7 @@ def parse(cluster_text: str, asg_texts: list[str], config: PlannerConfig) -> tup
         snapshot = ClusterSnapshot.from_objects("bench", NOW, iter_kube_list(doc, release=True))
         del doc
         asgs = [g for text in asg_texts for g in parse_asgs(json.loads(text))]
-        reserve = config.node_reserve.as_resources()
+        reserve = config.node_reserve.reserve()
         groups = build_node_groups(asgs, [], bundled_instance_types(), reserve, "bench")
     return snapshot, groups
 

@@ -228,7 +228,7 @@ class World:
         asgs = parse_asgs(o.asgs_output(list(self.groups.values())))
         acts = parse_activities(o.activities_output(self.activities))
         groups = build_node_groups(
-            asgs, acts, bundled_instance_types(), cfg.node_reserve.as_resources(), self.cluster
+            asgs, acts, bundled_instance_types(), cfg.node_reserve.reserve(), self.cluster
         )
         return snapshot, groups, cfg, State.model_validate(self.state)
 

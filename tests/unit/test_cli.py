@@ -89,6 +89,12 @@ def replace_arg(flag: str, value: str) -> list[str]:
         ("--config", "c.yaml", "clusterr: ml\n", "c.yaml: clusterr: unknown config key"),
         ("--config", "c.yaml", "scale_down_idle_minutes: -5\n", "c.yaml: scale_down_idle_minutes"),
         ("--config", "c.yaml", "node_reserve: {cpu: lots}\n", "c.yaml: node_reserve.cpu"),
+        (
+            "--config",
+            "c.yaml",
+            "node_reserve: {vm_memory_overhead_percent: 7.5}\n",
+            "c.yaml: node_reserve.vm_memory_overhead_percent",
+        ),
         ("--state", "s.json", {"nodes": {"n": {"idle_since": "yesterday"}}}, "s.json: nodes.n.idle_since"),
         ("--activities", "x.json", {"Activities": [{"ActivityId": "a"}]}, "x.json: Activities[0]."),
     ],

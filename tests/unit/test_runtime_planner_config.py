@@ -44,6 +44,11 @@ def test_unset_or_empty_planner_config_is_the_defaults() -> None:
         ('{"tenants": {"b": {"limits": {"cpu": "lots"}}}}', "PLANNER_CONFIG tenants.b.limits", "lots"),
         ('{"max_nodes_total": -1}', "PLANNER_CONFIG max_nodes_total", "greater than or equal to 0"),
         ('{"cluster": "other"}', "PLANNER_CONFIG cluster", "CLUSTER_NAME"),
+        (
+            '{"node_reserve": {"vm_memory_overhead_percent": 7.5}}',
+            "PLANNER_CONFIG node_reserve.vm_memory_overhead_percent",
+            "not a fraction",
+        ),
     ],
 )
 def test_a_bad_planner_config_names_the_variable_and_the_key(value: str, field: str, words: str) -> None:

@@ -1,7 +1,8 @@
 """The simulator's bound over mixed fleets, its ideal packers, movable jobs, drains that evict, Spot.
 
-Hand-computed on tiny traces. Node types: p3.16xlarge (8 GPUs, 63.9 CPU allocatable, $24.48/h) and
-m5.xlarge (3.9 CPU, 15 GiB allocatable, no GPU, $0.192/h). A GPU row gets 7.9 CPU and 60 GiB a GPU.
+Hand-computed on tiny traces. Node types (allocatable as an EKS node's, spillway.model.reserve):
+p3.16xlarge (8 GPUs, 63.77 CPU, 448.5 GiB, $24.48/h) and m5.xlarge (3.92 CPU, 13.8 GiB, no GPU,
+$0.192/h). A GPU row gets 7.9 CPU and 56 GiB a GPU.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ MIXED_ROWS = ["0,3600,1,4,0,2,web,0", "0,3600,,,4,1,ml,0"]  # two 1-CPU 4-GiB po
 
 def test_the_bound_of_a_mixed_fleet_counts_gpus_on_gpu_nodes(tmp_path: Path) -> None:
     # CPU group listed first. Over [0, 3600): 4 GPUs -> 1 p3 node (the only GPU type); CPU 31.6 + 2 =
-    # 33.6 < 63.9 and memory 240 + 8 GiB fit one p3 too: 1 node-hour. Cost: the GPUs alone need a p3,
+    # 33.6 < 63.77 and memory 224 + 8 GiB fit one p3 too: 1 node-hour. Cost: the GPUs alone need a p3,
     # $24.48; CPU and memory are offered by two types, so their fluid cost (at m5's cheaper rate) is
-    # the bound there: 33.6 CPU * 0.192 / 3.9 = $1.65 < $24.48.
+    # the bound there: 33.6 CPU * 0.192 / 3.92 = $1.65 < $24.48.
     config = SimConfig(groups=(CPU, GPU))
     jobs = jobs_of(tmp_path, MIXED_ROWS, config)
     bounds = lower_bounds(jobs, fleet(config))
@@ -60,7 +61,7 @@ def test_the_bound_of_a_mixed_fleet_counts_gpus_on_gpu_nodes(tmp_path: Path) -> 
     assert bounds.resource == "nvidia.com/gpu"
     assert bounds.binding_hours == {"nvidia.com/gpu": 1.0, "cpu": 0.0, "memory": 0.0}
     # The old bound, on the first group's node type alone, left the GPUs out and counted the GPU
-    # pod's 31.6 CPU and 240 GiB against m5.xlarge nodes: 17 nodes by memory.
+    # pod's 31.6 CPU and 224 GiB against m5.xlarge nodes of 13.8 GiB: 17 nodes by memory.
     old = lower_bounds(jobs, fleet(config)[0].allocatable)
     assert old.step_node_hours == pytest.approx(17.0)
 
@@ -178,7 +179,7 @@ def _world(nodes: int = 2, penalty: int = 0, track: bool = False) -> World:
 
 
 def _running(world: World, movable: bool, gpus: int = 4, duration: int = 3600, ident: int = 1) -> SimJob:
-    request = {"cpu": 7900 * gpus, "memory": 60 * GIB * gpus, "nvidia.com/gpu": 1000 * gpus, "pods": 1000}
+    request = {"cpu": 7900 * gpus, "memory": 56 * GIB * gpus, "nvidia.com/gpu": 1000 * gpus, "pods": 1000}
     sim_job = SimJob(Job(ident, f"job-{ident}", "ml", 0, duration, 0, (request,), movable=movable))
     world.jobs.append(sim_job)
     world.arrive(sim_job)

@@ -1,6 +1,6 @@
 """`spillway simulate` on hand-made traces whose answers are worked out by hand.
 
-Conventions of every scenario: p3.16xlarge nodes (8 GPUs; a GPU row gets 7.9 CPU and 60 GiB per GPU),
+Conventions of every scenario: p3.16xlarge nodes (8 GPUs; a GPU row gets 7.9 CPU and 56 GiB per GPU),
 120 s from launch to Ready, a decision every 60 s, ticks at multiples of 60 s from the first submit
 (generic traces start at 0, a tick). Node-hours count every instance from launch until the last job
 completes.
@@ -236,7 +236,7 @@ def _job(job_id: int, gpus: int, pods: int = 1) -> SimJob:
 
     request = {
         "cpu": 7900 * gpus,
-        "memory": 60 * 2**30 * 1000 * gpus,
+        "memory": 56 * 2**30 * 1000 * gpus,
         "nvidia.com/gpu": 1000 * gpus,
         "pods": 1000,
     }

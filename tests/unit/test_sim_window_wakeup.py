@@ -17,7 +17,8 @@ EPOCH = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday, 00:00 UTC
 INTERVAL = 60
 OPENS, CLOSES = 2 * 3600, 4 * 3600  # the buffer's window, 02:00-04:00 UTC
 JOB_SECONDS = 10 * 3600
-GPU_NODE_JOB = {"cpu": 7900 * 8, "memory": 60 * 2**30 * 1000 * 8, "nvidia.com/gpu": 8000, "pods": 1000}
+# A whole p3.16xlarge: eight GPUs' shares of its template (sim.trace.gpu_share: 7.9 CPU, 56 GiB a GPU).
+GPU_NODE_JOB = {"cpu": 7900 * 8, "memory": 56 * 2**30 * 1000 * 8, "nvidia.com/gpu": 8000, "pods": 1000}
 
 
 class Recording(SpillwayPolicy):
@@ -44,7 +45,7 @@ def run(buffer_window: dict[str, object]) -> Recording:
         epoch=EPOCH,
         boot_seconds=120,
         scheduler=SchedulerConfig("most-allocated"),
-        reserve=config.node_reserve.as_resources(),
+        reserve=config.node_reserve.reserve(),
         seed=0,
         cluster="sim",
         track_infos=True,  # what SpillwayPolicy reads, as sim.run sets it

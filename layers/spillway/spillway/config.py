@@ -22,20 +22,33 @@ from spillway.errors import ConfigurationError
 from spillway.model.options import MAX_MINUTES, parse_duration_minutes
 from spillway.model.priorities import check_priorities
 from spillway.model.quantity import QuantityError, to_milli
+from spillway.model.reserve import EKS_RESERVE, Reserve
+from spillway.model.resources import CPU, MEMORY
 from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, next_change, zone_of
 from spillway.model.windows import TimeWindow, Windowed
 
 
 class NodeReserve(BaseModel):
-    """Capacity the OS, kubelet and system daemons keep for themselves on each node."""
+    """What each new node keeps back from its pods (the template node's nominal size less its allocatable).
+
+    Left unset, what a node of an EKS-optimized AMI keeps for its instance type (spillway.model.reserve:
+    kube-reserved from its vCPUs and max pods, the 100Mi eviction threshold, a VM memory overhead of
+    ``vm_memory_overhead_percent``, 0.075 by default). ``cpu`` or ``memory`` set: the flat amounts on
+    every type that ``node_reserve`` always meant (the one not set is 100m, or 1Gi), with no VM overhead
+    unless ``vm_memory_overhead_percent`` is set too: whoever sets them knows their nodes.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    cpu: str = "100m"
-    memory: str = "1Gi"
+    cpu: str | None = None
+    memory: str | None = None
+    # Karpenter's vmMemoryOverheadPercent, with its meaning: a fraction of the nominal memory (0.075 = 7.5 %)
+    vm_memory_overhead_percent: float | None = None
 
     @field_validator("cpu", "memory", mode="before")
     @classmethod
-    def _quantity(cls, value: Any) -> str:
+    def _quantity(cls, value: Any) -> str | None:
+        if value is None:
+            return None
         text = value if isinstance(value, str) else str(value)
         try:
             to_milli(text)
@@ -43,8 +56,23 @@ class NodeReserve(BaseModel):
             raise ValueError(str(exc)) from None
         return text
 
-    def as_resources(self) -> dict[str, int]:
-        return {"cpu": to_milli(self.cpu), "memory": to_milli(self.memory)}
+    @field_validator("vm_memory_overhead_percent")
+    @classmethod
+    def _fraction(cls, value: float | None) -> float | None:
+        if value is not None and not 0 <= value < 1:  # NaN fails both
+            raise ValueError(
+                f"{value!r} is not a fraction of the memory in [0, 1) (as Karpenter's vmMemoryOverheadPercent: "
+                "0.075 is 7.5 %)"
+            )
+        return value
+
+    def reserve(self) -> Reserve:
+        if self.cpu is None and self.memory is None:
+            if self.vm_memory_overhead_percent is None:
+                return EKS_RESERVE
+            return Reserve(vm_memory_overhead=self.vm_memory_overhead_percent)
+        flat = {CPU: to_milli(self.cpu or "100m"), MEMORY: to_milli(self.memory or "1Gi")}
+        return Reserve.flat_amounts(flat, self.vm_memory_overhead_percent or 0.0)
 
 
 # Resource names without a domain prefix are Kubernetes' own (an extended resource must have one, as

@@ -253,7 +253,7 @@ def node_groups(
             asgs,
             activities,
             catalogue,
-            config.node_reserve.as_resources(),
+            config.node_reserve.reserve(),
             config.cluster,
             scheduled=scheduled,
             warm_pools=warm_pools,

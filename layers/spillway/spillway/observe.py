@@ -110,7 +110,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails."""
     started = time.perf_counter()
     taken_at = clock()
-    reserve = config.node_reserve.as_resources()
+    reserve = config.node_reserve.reserve()
     regions = aws.regions
     # AWS regions, nodes and PDBs in worker threads (mostly waiting on the network); the pods, the
     # bulk of the data, in this thread.

@@ -69,6 +69,7 @@ from spillway.model.k8s import (
     VolumeObject,
 )
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.reserve import ReserveLike
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 
@@ -132,9 +133,9 @@ class Cloud(Protocol):
     def regions(self) -> tuple[str, ...]: ...
 
     def node_groups_in(
-        self, region: str, reserve: Mapping[str, int], now: datetime | None = None
+        self, region: str, reserve: ReserveLike, now: datetime | None = None
     ) -> list[NodeGroup]: ...
-    def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]: ...
+    def node_groups(self, reserve: ReserveLike, now: datetime | None = None) -> list[NodeGroup]: ...
     def describe_group(self, region: str, group: str) -> AutoScalingGroup: ...
     def describe_activities(
         self, region: str, group: str, now: datetime | None = None

@@ -280,7 +280,7 @@ class ScaleSteps:
             return {**base, "done": True, "result": "no snapshot to re-plan on"}
         if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
             return {**base, "done": True, "result": f"latest snapshot {iso(snapshot.taken_at)} is stale"}
-        live = self.aws.node_groups(self.settings.planner.node_reserve.as_resources(), now)
+        live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
         state = self.ledger.load(cluster).state
         result = run_planner(snapshot.cluster, live, self.settings.planner, state, now)
         groups = scale_up_groups(result, live)

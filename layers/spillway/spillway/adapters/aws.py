@@ -57,6 +57,7 @@ from spillway.model.nodegroup import (
     candidate_types,
     resolve_instance_type,
 )
+from spillway.model.reserve import ReserveLike
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -496,12 +497,12 @@ class AwsAdapter:
         return out
 
     def node_groups_in(
-        self, region: str, reserve: Mapping[str, int], now: datetime | None = None
+        self, region: str, reserve: ReserveLike, now: datetime | None = None
     ) -> list[NodeGroup]:
         view = self.observe_region(region, now)
         return self.build_groups(view, reserve)
 
-    def build_groups(self, view: RegionView, reserve: Mapping[str, int]) -> list[NodeGroup]:
+    def build_groups(self, view: RegionView, reserve: ReserveLike) -> list[NodeGroup]:
         types: set[str] = set()
         for asg in view.groups:
             types |= candidate_types(asg)  # a mixed group's overrides too: its smallest is the template
@@ -516,7 +517,7 @@ class AwsAdapter:
             warm_pools=view.warm_pools,
         )
 
-    def node_groups(self, reserve: Mapping[str, int], now: datetime | None = None) -> list[NodeGroup]:
+    def node_groups(self, reserve: ReserveLike, now: datetime | None = None) -> list[NodeGroup]:
         """Managed node groups of every configured region, sorted by (region, name)."""
         groups: list[NodeGroup] = []
         for region in self.regions:

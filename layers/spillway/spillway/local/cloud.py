@@ -52,6 +52,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spillway.model.quantity import format_milli
+from spillway.model.reserve import EKS_RESERVE, ReserveLike
 
 ACCOUNT = "123456789012"
 ATTACH_LIMIT = 20
@@ -582,7 +583,7 @@ class NodeRegistrar:
         boot_seconds: float = 0.0,
         tick: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
-        reserve: dict[str, int] | None = None,
+        reserve: ReserveLike | None = None,
         plugin_seconds: float = 0.0,
     ) -> None:
         self.kube = kube  # spillway.local.kubeapi.KubeApiServer
@@ -593,7 +594,7 @@ class NodeRegistrar:
         self.boot_seconds = boot_seconds
         self.tick = tick
         self.clock = clock
-        self.reserve = reserve if reserve is not None else {"cpu": 100, "memory": 2**30 * 1000}
+        self.reserve: ReserveLike = reserve if reserve is not None else EKS_RESERVE
         self.first_seen: dict[str, float] = {}
         self.registered: dict[str, str] = {}  # instance id -> node name
         self._stop = threading.Event()

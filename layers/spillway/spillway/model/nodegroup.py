@@ -24,6 +24,7 @@ from spillway.model.aws import (
 from spillway.model.cluster import TaintT, format_time, parse_time
 from spillway.model.options import Options, parse_options
 from spillway.model.quantity import to_milli
+from spillway.model.reserve import ReserveLike, as_reserve
 from spillway.model.resources import CPU, MEMORY, NEURON, NVIDIA_GPU, PODS, Resources
 from spillway.model.schedule import ScheduledFloor, check_actions
 
@@ -367,8 +368,10 @@ def build_template(
     asg: AutoScalingGroup,
     instance_type: str | None,
     catalogue: Mapping[str, InstanceTypeInfo],
-    reserve: Mapping[str, int],
+    reserve: ReserveLike,
 ) -> TemplateNode | None:
+    """The node a new instance of the group will be: ``reserve`` (spillway.model.reserve) takes the
+    type's nominal CPU and memory to allocatable; the group's node-template tags come on top."""
     tags = asg.tag_map()
     info = catalogue.get(instance_type) if instance_type else None
     allocatable: Resources = {}
@@ -379,9 +382,11 @@ def build_template(
     if len(asg.AvailabilityZones) == 1:
         labels["topology.kubernetes.io/zone"] = asg.AvailabilityZones[0]
     if info is not None:
-        allocatable[CPU] = max(0, info.VCpuInfo.DefaultVCpus * 1000 - reserve.get(CPU, 0))
-        allocatable[MEMORY] = max(0, info.MemoryInfo.SizeInMiB * 2**20 * 1000 - reserve.get(MEMORY, 0))
-        allocatable[PODS] = (info.max_pods or DEFAULT_MAX_PODS) * 1000
+        pods = info.max_pods or DEFAULT_MAX_PODS
+        allocatable.update(
+            as_reserve(reserve).allocatable(info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB, pods)
+        )
+        allocatable[PODS] = pods * 1000
         if info.nvidia_gpus:
             allocatable[NVIDIA_GPU] = info.nvidia_gpus * 1000
         if info.neuron_devices:
@@ -493,7 +498,7 @@ def build_node_groups(
     asgs: Iterable[AutoScalingGroup],
     activities: Iterable[ScalingActivity],
     catalogue: Mapping[str, InstanceTypeInfo],
-    reserve: Mapping[str, int],
+    reserve: ReserveLike,
     cluster: str | None,
     *,
     scheduled: Iterable[ScheduledAction] = (),
@@ -524,7 +529,7 @@ def build_node_groups(
 def node_group(
     asg: AutoScalingGroup,
     catalogue: Mapping[str, InstanceTypeInfo],
-    reserve: Mapping[str, int],
+    reserve: ReserveLike,
     failures: Iterable[LaunchFailure],
     floors: tuple[ScheduledFloor, ...],
     warm: int,

@@ -158,7 +158,7 @@ def group_price(group: GroupSpec, prices: Mapping[str, float]) -> float | None:
 
 def fleet(config: SimConfig) -> list[NodeType]:
     """Every distinct (node type, price) of the groups: what the bound and the packers may open."""
-    reserve = config.planner.node_reserve.as_resources()
+    reserve = config.planner.node_reserve.reserve()
     out: dict[tuple[str, float | None], NodeType] = {}
     for g in config.groups:
         price = group_price(g, config.prices)
@@ -207,7 +207,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
         if name not in POLICIES:
             raise SimError(f"unknown policy {name!r} (one of {', '.join(POLICIES)})")
     primary = config.groups[0]
-    template = group_template(primary, config.planner.node_reserve.as_resources(), "sim")
+    template = group_template(primary, config.planner.node_reserve.reserve(), "sim")
     epoch = aligned_epoch(trace.epoch, config.interval)
     shift = round((trace.epoch - epoch).total_seconds())
     if not 0.0 <= config.movable_fraction <= 1.0:
@@ -216,7 +216,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
         raise SimError("restart penalty and duration noise must not be negative")
     jobs = mark_jobs(shifted(build_jobs(trace, template.allocatable), shift), config)
     allocatables = [
-        vector(group_template(g, config.planner.node_reserve.as_resources(), "sim").allocatable)
+        vector(group_template(g, config.planner.node_reserve.reserve(), "sim").allocatable)
         for g in config.groups
     ]
     unrunnable = sum(1 for j in jobs if not runnable(j, allocatables))
@@ -250,7 +250,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
             boot_seconds=config.boot_seconds,
             scheduler=config.scheduler,
             outages=outages,
-            reserve=planner.node_reserve.as_resources(),
+            reserve=planner.node_reserve.reserve(),
             seed=config.seed,
             track_infos=isinstance(policy, SpillwayPolicy),
             measure=measure_resource,

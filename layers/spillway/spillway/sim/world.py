@@ -74,6 +74,7 @@ from spillway.model.nodegroup import (
     TemplateNode,
     build_template,
 )
+from spillway.model.reserve import EKS_RESERVE, ReserveLike
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.sim.trace import Job
 
@@ -144,7 +145,7 @@ def runnable(job: Job, allocatables: Sequence[Vector]) -> bool:
     return True
 
 
-def group_template(spec: GroupSpec, reserve: Mapping[str, int], cluster: str) -> TemplateNode:
+def group_template(spec: GroupSpec, reserve: ReserveLike, cluster: str) -> TemplateNode:
     """The node a group launches, built by the same code as production (``build_template``)."""
     catalogue = bundled_instance_types()
     if spec.instance_type not in catalogue:
@@ -368,7 +369,7 @@ class World:
         boot_seconds: int,
         scheduler: SchedulerConfig,
         outages: Sequence[Outage] = (),
-        reserve: Mapping[str, int] | None = None,
+        reserve: ReserveLike | None = None,
         seed: int = 0,
         cluster: str = "sim",
         track_infos: bool = False,
@@ -389,7 +390,7 @@ class World:
             raise SimError(f"join failure rate {join_failure_rate!r} is not in [0, 1)")
         if plugin_seconds < 0:
             raise SimError(f"device plugin delay {plugin_seconds!r} is negative")
-        reserve = dict(reserve) if reserve is not None else {CPU: 100, MEMORY: 2**30 * 1000}
+        reserve = reserve if reserve is not None else EKS_RESERVE
         self.epoch = epoch
         self.cluster = cluster
         self.boot_seconds = boot_seconds
