@@ -361,6 +361,8 @@ class FakeCloud(Recorder):
         self.fleet_error = ("InsufficientInstanceCapacity", "We currently do not have sufficient capacity.")
         self.fleet_state = "running"  # the state fleet instances start in
         self.fleets: list[FleetRequest] = []
+        # EC2 remembers a CreateFleet ClientToken: (region, token) -> the request and its answer
+        self.fleet_tokens: dict[tuple[str, str], tuple[FleetRequest, CreateFleetResult]] = {}
         self.subnets: dict[str, str] = {}  # subnet id -> its Availability Zone
         self.hooks: dict[tuple[str, str], list[LifecycleHook]] = {}  # (region, group) -> its hooks
         # Terminate lifecycle actions waiting: instance id -> {hook name: action token}.
@@ -523,8 +525,16 @@ class FakeCloud(Recorder):
 
     def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult:
         """Launches ``count`` instances, or ``fleet_capacity`` of them with EC2's errors for the rest
-        (what AWS does when MinTargetCapacity is not honoured: what the gang steps must survive)."""
+        (what AWS does when MinTargetCapacity is not honoured: what the gang steps must survive).
+        A ClientToken used before is EC2's idempotency: the same request gets the first call's answer
+        again and launches nothing; other parameters are refused (IdempotentParameterMismatch)."""
         self._call("create_fleet_instant", region, request.count)
+        used = self.fleet_tokens.get((region, request.client_token))
+        if used is not None:
+            if used[0] != request:
+                raise AwsError(f"CreateFleet({region}): IdempotentParameterMismatch: client token "
+                               f"{request.client_token} was used with other parameters")  # fmt: skip
+            return used[1]
         self.fleets.append(request)
         launched = request.count if self.fleet_capacity is None else min(request.count, self.fleet_capacity)
         ids = [f"i-0f{len(self.ec2) + n:015x}" for n in range(launched)]
@@ -532,7 +542,7 @@ class FakeCloud(Recorder):
             self.ec2[iid] = {"region": region, "state": self.fleet_state, "tags": dict(request.tags)}
             self.dns.setdefault(iid, f"node-{iid}")
         code, message = self.fleet_error
-        return CreateFleetResult.model_validate(
+        result = CreateFleetResult.model_validate(
             {
                 "FleetId": f"fleet-{len(self.fleets)}",
                 "Instances": [{"InstanceIds": [iid], "InstanceType": request.instance_type} for iid in ids],
@@ -540,6 +550,8 @@ class FakeCloud(Recorder):
                 * (request.count - launched),
             }
         )
+        self.fleet_tokens[(region, request.client_token)] = (request, result)
+        return result
 
     def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int:
         """As AWS: at most 20 ids a call, each running, desired + attached within MaxSize."""

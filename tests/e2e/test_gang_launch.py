@@ -134,6 +134,26 @@ def test_a_partial_fleet_is_terminated_whole_and_the_group_backed_off(cloud: Clo
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
+def test_a_failed_gang_launch_started_again_by_hand_launches_a_new_attempt(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    """An operator starts the failed execution's input again once capacity is back. EC2 (CloudSim here)
+    answers a CreateFleet whose ClientToken it has seen with the first answer: a re-run that reused the
+    first run's token launched nothing and failed again on the instances given back. (Found by review.)"""
+    gang_group(cloud, "gang", "fleet")
+    cloud.sim.fleet_shortfall(HOME, launched=2)
+    first = launch(cloud, "gang", 4, "fleet")
+    assert first["status"] == "FAILED" and first["error"] == "CapacityUnavailable", first
+    cloud.sim.end_fleet_shortfall(HOME)
+
+    again = launch(cloud, "gang", 4, "fleet")  # the same input, a new execution
+
+    assert again["status"] == "SUCCEEDED", again
+    whole = set(again["output"]["instances"])
+    assert len(whole) == 4 and len({running()[i][TAG_ATTEMPT] for i in whole}) == 1
+    assert_no_half_gang(cloud, "gang", whole, busy)
+
+
 def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at_the_deadline(
     cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -103,6 +103,9 @@ def test_no_capacity_in_the_primary_region_backs_off_and_overflows_in_the_same_e
     assert [[g["outcome"] for g in r["groups"]] for r in rounds] == [["backed_off"], ["ready"]]
     replans = [p for p in cloud.plans() if p["kind"]["S"] == "replan"]
     assert len(replans) == 1 and replans[0]["summary"]["M"]["overflow_nodes"]["N"] == "4"
+    # ... and its raise is in the state, so a plan on a snapshot read before it landed does not repeat it
+    state = cloud.state_item("state")
+    assert state is not None and json.loads(state["state"]["S"])["raises"]["gpu-west"]["to"] == 4
 
 
 def test_a_launch_that_never_becomes_ready_times_out_is_given_back_and_overflows(

@@ -249,7 +249,7 @@ def test_a_drain_step_raises_only_what_it_declares(action: str) -> None:
 
 def gang_events() -> dict[str, dict[str, Any]]:
     request = {"group": "gpu", "region": "us-east-1", "count": 2, "gang": "ml/train", "mode": "fleet",
-               "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p1"}  # fmt: skip
+               "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p1", "execution": "gang-p1"}  # fmt: skip
     prep = {"mode": "fleet", "count": 2, "attempt": "spillway-a", "desired": 2, "before": [INSTANCE],
             "since": "2026-11-02T11:59:00Z", "deadline": "2999-01-01T00:00:00Z",
             "fleet": {"launch_template": {"LaunchTemplateName": "gpu", "Version": "$Latest"},
@@ -273,7 +273,8 @@ def run_gang(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeS
     cloud.groups[("us-east-1", "gpu")]["MaxSize"] = 8
     failing = cloud._failures.copy()  # the launch the later steps act on runs healthy
     cloud.heal()
-    cloud.create_fleet_instant("us-east-1", gang.FleetRequest({"LaunchTemplateName": "gpu"}, 2, "spillway-a",
+    # under a token of its own: EC2 answers a call with a used token with that call's result
+    cloud.create_fleet_instant("us-east-1", gang.FleetRequest({"LaunchTemplateName": "gpu"}, 2, "spillway-0",
                                                               tags={gang.TAG_ATTEMPT: "spillway-a"}))  # fmt: skip
     cloud._failures.update(failing)
     steps = gang.GangSteps(kube=kube, aws=cloud, ledger=ledger, cluster="prod")

@@ -17,8 +17,10 @@ from spillway.model.aws import AutoScalingGroup
 from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH, NodeGroup, build_node_groups, parse_atomic_launch
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:spillway-prod-gang-launch:gang-p-1-0a1b2c3d4e5f"
 REQUEST = {"group": "gpu", "region": "us-east-1", "count": 3, "gang": "ml/train", "mode": "fleet",
-           "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+           "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1", "execution": EXECUTION}  # fmt: skip
+RERUN = f"{EXECUTION}-again"  # the same input started again by hand: another execution
 
 
 def world(
@@ -65,18 +67,68 @@ def test_without_subnets_the_fleet_names_the_groups_zones() -> None:
     assert prep["fleet"]["subnets"] == [] and prep["fleet"]["zones"] == ["us-east-1a", "us-east-1b"]
 
 
-def test_the_same_attempt_has_the_same_token_and_another_plan_another() -> None:
+def test_the_same_execution_has_the_same_token_and_another_plan_or_execution_another() -> None:
     _, _, steps = world()
-    first, again = steps.prepare(REQUEST), steps.prepare(REQUEST)
+    first, again = steps.prepare(REQUEST), steps.prepare(REQUEST)  # Step Functions retried Prepare
     other = steps.prepare({**REQUEST, "plan_id": "p-2"})
-    assert first["attempt"] == again["attempt"] != other["attempt"]
+    rerun = steps.prepare({**REQUEST, "execution": RERUN})
+    assert first["attempt"] == again["attempt"]
+    assert len({first["attempt"], other["attempt"], rerun["attempt"]}) == 3
     assert len(first["attempt"]) <= 64  # CreateFleet's ClientToken limit
+
+
+def test_a_retried_launch_is_the_same_call_and_launches_nothing_more() -> None:
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    again = steps.launch({**REQUEST, "prep": prep})  # the answer was lost: Step Functions retries
+    assert again == launch and len(cloud.fleets) == 1 and len(cloud.running()) == 3
+
+
+def test_a_fleet_gang_run_again_by_hand_is_a_new_attempt_that_launches() -> None:
+    """An operator starts a failed gang launch again with the same input. EC2 answers a CreateFleet
+    whose ClientToken it has seen with that first call's result: with the token of the plan alone the
+    re-run launched nothing, got the instances the first run had given back, and failed again.
+    (Found by review.)"""
+    cloud, _, steps = world()
+    cloud.fleet_capacity = 2
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch}})
+    assert cloud.running() == []
+    cloud.fleet_capacity = None  # the capacity is back
+
+    rerun = {**REQUEST, "execution": RERUN}
+    prep2 = steps.prepare(rerun)
+    launch2 = steps.launch({**rerun, "prep": prep2})
+
+    assert launch2["status"] == "launched" and cloud.running() == sorted(launch2["instances"])
+    assert len(launch2["instances"]) == 3 and not set(launch2["instances"]) & set(launch["instances"])
+    assert {cloud.ec2[i]["tags"][gang.TAG_ATTEMPT] for i in launch2["instances"]} == {prep2["attempt"]}
+
+
+def test_a_rollback_gang_run_again_by_hand_raises_the_group_again() -> None:
+    """The raise marker is the attempt's: a re-run that kept the first run's found it, raised nothing
+    and waited for a gang that was never launched. (Found by review.)"""
+    cloud, _, steps = world(mode="rollback")
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    steps.give_back({"state": {**request, "prep": prep, "verify": {"error": "GangIncomplete"}}})
+    assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1  # all given back
+
+    rerun = {**request, "execution": RERUN}
+    raised = steps.raise_desired({**rerun, "prep": steps.prepare(rerun)})
+
+    assert not raised["again"] and raised["desired"] == 4
+    assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 4
 
 
 @pytest.mark.parametrize(
     ("change", "field"),
     [({"count": 0}, "count"), ({"count": True}, "count"), ({"mode": "atomic"}, "mode"),
-     ({"region": "eu-west-1"}, "region"), ({"group": ""}, "group"), ({"deadline_seconds": -1}, "deadline_seconds")],
+     ({"region": "eu-west-1"}, "region"), ({"group": ""}, "group"), ({"deadline_seconds": -1}, "deadline_seconds"),
+     ({"execution": None}, "execution"), ({"execution": 7}, "execution")],
 )  # fmt: skip
 def test_bad_input_is_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
     cloud, _, steps = world()
@@ -233,7 +285,8 @@ def test_execution_request_for_a_tagged_group_and_none_for_an_untagged_one() -> 
     other = gang.execution_request(tagged, 4, "ml/eval", "p-1", "arn:sm")
     assert other is not None and other.name != request.name
     _, _, steps = world()
-    assert steps.prepare({**request.input, "count": 3})["mode"] == "fleet"  # the input is what prepare reads
+    # the input is what prepare reads, with the execution's id the state machine adds
+    assert steps.prepare({**request.input, "count": 3, "execution": EXECUTION})["mode"] == "fleet"
 
 
 def test_a_zone_keeps_the_fleet_to_that_zones_subnets() -> None:
@@ -277,4 +330,4 @@ def test_execution_request_passes_the_planners_zone_to_prepare() -> None:
     request = gang.execution_request(tagged, 3, "ml/train", "p-1", "arn:sm", zone="us-east-1b")
     assert request is not None and request.input["zone"] == "us-east-1b"
     _, _, steps = world()
-    assert steps.prepare(request.input)["fleet"]["zones"] == ["us-east-1b"]
+    assert steps.prepare({**request.input, "execution": EXECUTION})["fleet"]["zones"] == ["us-east-1b"]

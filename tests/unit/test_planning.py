@@ -23,6 +23,7 @@ from spillway.act.planning import (
     PlanSettings,
     SnapshotRef,
     drain_item,
+    execution_raises,
     plan_id_for,
     run_plan,
     summarize,
@@ -44,12 +45,13 @@ from spillway.errors import (
 from spillway.local import objects as o
 from spillway.model.act import StoredState
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
+from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import GroupState, State
+from spillway.model.state import GroupState, RaiseState, State
 from spillway.planner import codes
 from spillway.planner import plan as run_planner
 from spillway.planner.core import UNCORDON_REASON
-from spillway.planner.types import Drain
+from spillway.planner.types import Drain, GangLaunch, ScaleUp, ScalingPlan
 
 UP_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleUpStateMachine"
 DOWN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleDownStateMachine"
@@ -583,6 +585,87 @@ def test_a_group_whose_raise_errored_is_backed_off_and_its_pods_overflow() -> No
     assert rig.ledger.backoffs == []
 
 
+def overflow(
+    rig: Rig, ref: SnapshotRef, plan_id: str, now: datetime, failed: str = "gpu-east"
+) -> tuple[ScaleSteps, dict[str, Any]]:
+    """The first round's launch in ``failed`` (us-east-1) failed: it backed off, the execution re-plans."""
+    cloud = FakeCloud(cluster="ml")
+    for group in rig.snapshots.get("ml", ref.key).groups:
+        cloud.node_groups_by_region.setdefault(group.region, []).append(group)
+    rig.ledger.put_backoff("ml", failed, now + timedelta(minutes=15), "launch failed: no capacity",
+                           region="us-east-1")  # fmt: skip
+    scale = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=rig.ledger, snapshots=rig.snapshots,
+                       settings=settings(), clock=lambda: now)  # fmt: skip
+    event = {"cluster": "ml", "plan_id": plan_id, "snapshot_key": ref.key, "round": 1, "max_rounds": 3,
+             "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
+             "results": [{"group": failed, "region": "us-east-1", "outcome": "backed_off"}]}  # fmt: skip
+    return scale, event
+
+
+def test_an_overflow_replans_raise_is_recorded_so_the_next_plan_does_not_launch_its_pods_again() -> None:
+    """The re-plan raised gpu-west for the 3 pods but recorded nothing in the state: the next plan,
+    on a snapshot read before that raise landed, saw the pods pending, gpu-east backed off and gpu-west
+    at 0, and raised gpu-west by 3 more. (Found by review.)"""
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world(), NOW))
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    scale, event = overflow(rig, ref, plan.plan_id, NOW + timedelta(seconds=30))
+
+    out = scale.next_round(event)
+    assert [(g["group"], g["from"], g["to"]) for g in out["groups"]] == [("gpu-west", 0, 3)]
+
+    later = rig.snapshots.add(snapshot_of(gpu_world(), NOW + timedelta(seconds=40)))  # gpu-west still 0
+    outcome = rig.run(later, now=NOW + timedelta(seconds=45))
+
+    assert outcome.summary is not None and outcome.summary.scale_up_nodes == 0
+    assert [r.name for r in rig.executions.requests] == [f"up-{plan.plan_id}"]
+    record = rig.ledger.plans[later.key]
+    assert {p["code"] for p in record.plan["pending"]} == {codes.FITS_LAUNCHING}
+    assert all("gpu-west" in p["reason"] for p in record.plan["pending"])
+
+
+def test_an_overflow_replan_commits_its_raise_with_its_record_and_the_plan_it_continues_still_resumes() -> (
+    None
+):
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world(), NOW))
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    scale, event = overflow(rig, ref, plan.plan_id, NOW + timedelta(seconds=30))
+
+    scale.next_round(event)
+
+    stored = rig.ledger.stored
+    assert stored.version == 2 and stored.state.raises["gpu-west"].to == 3
+    assert (stored.snapshot_key, stored.plan_id) == (ref.key, plan.plan_id)
+    replan = rig.ledger.plans[f"{ref.key}#replan-2"]
+    assert replan.kind == "replan" and replan.state_version == 2
+    assert rig.run(ref, now=NOW + timedelta(seconds=35)).status == "resumed"
+
+
+def test_an_overflow_replan_that_loses_the_state_to_a_plan_writes_nothing_and_its_retry_defers_to_it() -> (
+    None
+):
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world(), NOW))
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    scale, event = overflow(rig, ref, plan.plan_id, NOW + timedelta(seconds=30))
+    later = rig.snapshots.add(snapshot_of(gpu_world(), NOW + timedelta(seconds=25)))
+    rig.ledger.before_commit = lambda: rig.run(later, now=NOW + timedelta(seconds=28))  # it raises gpu-west
+
+    with pytest.raises(StateConflict):
+        scale.next_round(event)
+    assert f"{ref.key}#replan-2" not in rig.ledger.plans
+
+    retried = scale.next_round(event)  # NextRound retries StateConflict
+    assert (
+        retried["done"]
+        and retried["groups"] == []
+        and retried["result"] == "re-plan found nothing more to launch"
+    )
+    machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
+    assert any("StateConflict" in r["ErrorEquals"] for r in machine["States"]["NextRound"]["Retry"])
+
+
 def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -> None:
     """300 consolidations of nodes running 40 pods each: one scale-down input over Step Functions' 256 KB.
     The plan was committed, then StartExecution refused it for good, on every resume: the drains never
@@ -673,6 +756,56 @@ def test_a_gang_on_an_untagged_group_stays_in_the_ordinary_scale_up() -> None:
 
     [up] = rig.executions.requests
     assert up.input["groups"][0]["to"] == 3 and up.input["groups"][0]["pods"] == 3
+
+
+def test_an_overflow_replans_raise_leaves_out_the_gang_it_leaves_to_the_next_plan() -> None:
+    """The re-plan starts no gang launch (the next plan does): the raise it records for a fleet group is
+    its scale-up's alone, or the next plan would count the gang's nodes as launching and not launch it."""
+    rig = Rig(settings=settings(gang_launch_arn=GANG_ARN))
+    w, _, _ = gang_world("off")  # cpu-east launches the gang in its ordinary scale-up
+    w.group("cpu-west", "m5.2xlarge", region="us-west-2", max_size=8)
+    w.groups["cpu-west"]["Tags"].append({"ResourceId": "cpu-west", "ResourceType": "auto-scaling-group",
+                                         "Key": "spillway.io/atomic-launch", "Value": "fleet",
+                                         "PropagateAtLaunch": False})  # fmt: skip
+    ref = rig.snapshots.add(snapshot_of(w, NOW))
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    scale, event = overflow(rig, ref, plan.plan_id, NOW + timedelta(seconds=30), failed="cpu-east")
+
+    out = scale.next_round(event)
+
+    assert [(g["group"], g["from"], g["to"]) for g in out["groups"]] == [("cpu-west", 0, 1)]  # the loose pod
+    assert rig.ledger.stored.state.raises["cpu-west"].to == 1
+    later = rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=40)))  # cpu-west still at 0
+    outcome = rig.run(later, now=NOW + timedelta(seconds=45))
+    # 3 pods, 1 node launching: 2 more, the gang's launched atomically (none waits on a node not coming)
+    assert outcome.summary is not None and outcome.summary.scale_up_nodes == 2
+    assert [r.input["gang"] for r in rig.executions.requests if r.kind == "gang_launch"] == ["default/train"]
+
+
+def test_execution_raises_leave_out_atomic_gangs_and_a_group_left_with_none_keeps_its_earlier_raise() -> None:
+    def group(name: str, mode: str) -> NodeGroup:
+        return NodeGroup(name, "us-west-2", 0, 8, 0, "m5.2xlarge", None, atomic_launch=mode)
+
+    def up(name: str, from_: int, to: int, *gangs: int) -> ScaleUp:
+        launches = tuple(GangLaunch(f"ml/g{n}", n, ()) for n in gangs)
+        return ScaleUp(name, "us-west-2", from_, to, (), "", gangs=launches)
+
+    now, earlier = NOW + timedelta(seconds=30), NOW - timedelta(minutes=1)
+    raises = {
+        name: RaiseState(to=to, since=now)
+        for name, to in (("off", 5), ("mixed", 4), ("gangs", 3), ("new", 2))
+    }
+    plan = ScalingPlan(scale_up=(up("off", 0, 5, 2), up("mixed", 1, 4, 2), up("gangs", 1, 3, 2), up("new", 0, 2, 2)),
+                       state=State(raises=raises))  # fmt: skip
+    groups = [group("off", "off"), group("mixed", "fleet"), group("gangs", "rollback"), group("new", "fleet")]
+
+    out = execution_raises(plan, groups, {"gangs": RaiseState(to=1, since=earlier)})
+
+    assert out == {
+        "off": RaiseState(to=5, since=now),  # its gangs go in its scale-up
+        "mixed": RaiseState(to=2, since=now),  # 1 + its scale-up's 1
+        "gangs": RaiseState(to=1, since=earlier),  # nothing of this plan's: the earlier plan's raise
+    }  # and "new", only a gang's, has none
 
 
 def test_a_plan_that_launches_a_gang_without_a_gang_machine_fails_before_committing() -> None:

@@ -21,7 +21,7 @@ from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 OLD = "i-0old0000000000000"
 GANG = {"group": "gpu", "region": "us-east-1", "count": 3, "gang": "ml/train", "mode": "rollback",
-        "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+        "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1", "execution": "gang-p-1"}  # fmt: skip
 UP = {"cluster": "prod", "plan_id": "p-1", "round": 1, "launch_timeout_seconds": 60,
       "group": {"group": "gpu", "region": "us-east-1", "from": 1, "to": 3, "grow": True, "uncordon": []}}  # fmt: skip
 

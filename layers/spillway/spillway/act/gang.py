@@ -26,7 +26,13 @@ scale-up's ``backoff`` does. The execution then fails with a named error: ``Capa
 
 Every step is idempotent (a raise marker per attempt, a CreateFleet ``ClientToken`` per attempt,
 attaching only what is not attached yet, terminating only what still runs), so the state machine
-retries any of them on ``AwsThrottled``.
+retries any of them on ``AwsThrottled``. An attempt is one execution (:func:`attempt_token`): its id
+(``$$.Execution.Id``, passed to ``gang_prepare`` only, kept in ``prep.attempt`` for every later step)
+is in the token, so a step retried, or an execution redriven, is the same attempt, while the same input
+started again by hand (a new execution) is a new one. EC2 answers a CreateFleet whose ClientToken it has
+seen with that call's result, launching nothing (and refuses other parameters with
+``IdempotentParameterMismatch``), long after the call: a re-run that reused the token would get the
+instances its first run gave back, and in rollback mode find the first run's raise marker.
 
 :func:`execution_request` is what planning (:func:`spillway.act.planning.gang_requests`) calls to start
 ``gang_launch.asl.json`` for each gang a plan places on a group whose tag says ``fleet`` or ``rollback``.
@@ -106,7 +112,8 @@ def _parse(value: str) -> datetime:
 @dataclass(frozen=True, slots=True)
 class GangRequest:
     """The execution input: ``{group, region, count, gang, mode, deadline_seconds, poll_seconds, plan_id,
-    zone}``; ``zone`` (optional) keeps a fleet-mode launch in that one of the group's zones."""
+    zone}``; ``zone`` (optional) keeps a fleet-mode launch in that one of the group's zones. The state
+    machine adds ``execution`` (its ``$$.Execution.Id``) for ``gang_prepare``, which requires it."""
 
     group: str
     region: str
@@ -118,6 +125,7 @@ class GangRequest:
     plan_id: str
     node_labels: Mapping[str, str] = field(default_factory=dict)  # put on the nodes once all are Ready
     zone: str | None = None
+    execution: str = ""
 
     @classmethod
     def parse(cls, event: Mapping[str, Any], regions: Sequence[str]) -> GangRequest:
@@ -165,6 +173,7 @@ class GangRequest:
                 event.get("node_labels", _map(event.get("execution_input")).get("node_labels"))
             ),
             zone=text("zone", required=False) or None,
+            execution=text("execution", required=False),
         )
 
 
@@ -195,8 +204,11 @@ _LABEL_KEY = re.compile(
 
 
 def attempt_token(cluster: str, request: GangRequest) -> str:
-    """One attempt's id: CreateFleet's ClientToken (a retried call is the same call) and the instance tag."""
-    key = "/".join((cluster, request.region, request.group, request.gang, request.plan_id))
+    """One attempt's id: CreateFleet's ClientToken (a retried call is the same call), the instance tag and
+    the raise marker's owner. One execution is one attempt: the same input run again is another."""
+    if not request.execution:
+        raise InputError("required: the execution's id ($$.Execution.Id)", field="execution")
+    key = "/".join((cluster, request.region, request.group, request.gang, request.plan_id, request.execution))
     return "spillway-" + hashlib.sha256(key.encode()).hexdigest()[:40]
 
 
@@ -269,6 +281,7 @@ class GangSteps:
     def prepare(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Read the group; refuse a gang it cannot hold (MaxSize) or a group not for atomic launch."""
         req = self._request(event)
+        token = attempt_token(self.cluster, req)
         asg = self.aws.describe_group(req.region, req.group)
         where = f"{req.region}/{req.group}"
         if not is_managed(asg, self.cluster):
@@ -290,7 +303,6 @@ class GangSteps:
                 f"{asg.MaxSize}; nothing launched"
             )
         now = self.clock()
-        token = attempt_token(self.cluster, req)
         prep: dict[str, Any] = {
             "mode": mode,
             "count": req.count,

@@ -55,7 +55,7 @@ from spillway.model.act import ExecutionRequest, PlanOutcome, PlanRecord, PlanSu
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import State
+from spillway.model.state import RaiseState, State
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
 from spillway.planner.types import Drain, GangLaunch, ProvisioningUpdate, ScaleUp, SoftTaint, Unregistered
@@ -216,6 +216,27 @@ def atomic_gangs(scale_up: ScaleUp, group: NodeGroup | None) -> tuple[GangLaunch
     if group is None or group.atomic_launch == "off":
         return ()
     return scale_up.gangs
+
+
+def execution_raises(
+    plan: ScalingPlan, groups: Sequence[NodeGroup], before: Mapping[str, RaiseState]
+) -> dict[str, RaiseState]:
+    """The plan's raises (``State.raises``) when only its scale-up execution acts on it, as an overflow
+    re-plan does (it starts no gang launch): a group's raise leaves out the nodes of the gangs it would
+    launch atomically, and a group left with none keeps the raise it had ``before``, if any."""
+    by_name = {g.name: g for g in groups}
+    raises = dict(plan.state.raises)
+    for s in plan.scale_up:
+        atomic = sum(g.nodes for g in atomic_gangs(s, by_name.get(s.group)))
+        if not atomic:
+            continue
+        if s.to_size - atomic > s.from_size:
+            raises[s.group] = RaiseState(to=s.to_size - atomic, since=raises[s.group].since)
+        elif s.group in before:
+            raises[s.group] = before[s.group]
+        else:
+            raises.pop(s.group, None)
+    return dict(sorted(raises.items()))
 
 
 def gang_requests(

@@ -22,7 +22,10 @@ The state machine maps over the plan's groups; for each group it calls, in order
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
 same pure planner on the latest snapshot, the groups as AWS has them now and the state with the new
 back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
-the new groups. At most ``max_rounds`` rounds.
+the new groups. At most ``max_rounds`` rounds. A re-plan that raises groups records its raises in the
+state (``State.raises``) as a plan does, committed with its plan record on the state's version
+(:class:`StateConflict` when a plan committed meanwhile: the step is retried and re-plans on the new
+state), so the plans that follow count those nodes as launching until a snapshot shows them.
 
 Every step is idempotent (a raise marker per execution and group, conditional instance claims and
 back-off writes), so Step Functions may retry any of them. A plan adds its own ``to - from`` to whatever
@@ -32,6 +35,7 @@ add theirs (the planner sees a raise only in a later snapshot). Errors are our n
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,6 +45,7 @@ from spillway.act.claims import Owner, give_back_undelivered, own_instances, rai
 from spillway.act.instances import ready_nodes
 from spillway.act.planning import (
     PlanSettings,
+    execution_raises,
     plan_id_for,
     scale_up_groups,
     snapshot_age,
@@ -57,9 +62,10 @@ from spillway.errors import (
     StateConflict,
     StateCorrupt,
 )
-from spillway.model.act import PlanRecord, PlanSummary, format_key, iso, replan_key
+from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.nodegroup import LIVE_STATES, capacity_failure_since
 from spillway.model.snapshot import Snapshot
+from spillway.model.state import RaiseState
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger, Snapshots
@@ -281,11 +287,12 @@ class ScaleSteps:
         if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
             return {**base, "done": True, "result": f"latest snapshot {iso(snapshot.taken_at)} is stale"}
         live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
-        state = self.ledger.load(cluster).state
-        result = run_planner(snapshot.cluster, live, self.settings.planner, state, now)
+        stored = self.ledger.load(cluster)
+        result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups = scale_up_groups(result, live)
         summary = summarize(result, self.settings.primary_region)
-        self._save_replan(event, cluster, snapshot, result, summary, now, round_)
+        record = _replan_record(event, cluster, snapshot, result, summary, now, round_)
+        self._record_replan(stored, record, execution_raises(result, live, stored.state.raises), groups)
         self._emit_plan_metrics(summary)
         if not groups:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
@@ -313,35 +320,36 @@ class ScaleSteps:
             )
             self.metric("GroupsBackedOff", 1)
 
-    def _save_replan(
+    def _record_replan(
         self,
-        event: Mapping[str, Any],
-        cluster: str,
-        snapshot: Snapshot,
-        result: ScalingPlan,
-        summary: PlanSummary,
-        now: datetime,
-        round_: int,
+        stored: StoredState,
+        record: PlanRecord,
+        raises: Mapping[str, RaiseState],
+        groups: Sequence[Mapping[str, Any]],
     ) -> None:
-        """Record the re-plan beside the plan it continues (sort key: the origin snapshot and round)."""
-        origin = str(event.get("snapshot_key") or "")
-        snapshot_key = format_key(snapshot.taken_at)
-        self.ledger.save_plan(
-            PlanRecord(
-                cluster=cluster,
-                plan_id=str(event.get("plan_id") or plan_id_for(cluster, snapshot_key)),
-                snapshot_key=snapshot_key,
-                fingerprint=snapshot.fingerprint,
-                created_at=now,
-                plan={
-                    "scale_up": [s.to_dict() for s in result.scale_up],
-                    "uncordon": [u.to_dict() for u in result.uncordon],
-                    "pending": [p.to_dict() for p in result.pending],
-                },
-                kind="replan",
-                sort_key=replan_key(origin or snapshot_key, round_ + 1),
-                summary=summary.to_dict(),
-            )
+        """Record the re-plan beside the plan it continues; when it raises groups, its raises go into the
+        state (``State.raises``) as a plan's do: committed with the record in one transaction, on the
+        condition that the state's version is still the one loaded (:class:`StateConflict`, retried,
+        when a plan committed meanwhile). Without them the plans until the raise shows in a snapshot
+        saw the re-plan's pods with nothing launching for them and launched them again. The state's
+        snapshot, plan id and executions stay the last plan's, so that plan still resumes. It is the
+        re-plan's last step that can fail: a retry of the step re-plans only when nothing was written.
+        (Left open: a commit that landed but whose answer was lost after the SDK's own retries; the
+        retried re-plan then finds its own raises, launches nothing, and those pods wait until the
+        raises age out, ``scale_up_claim_minutes``: late, never twice.)"""
+        if not any(g.get("grow") for g in groups):
+            self.ledger.save_plan(record)  # nothing raised: the state is left to the plans
+            return
+        state = stored.state.model_copy(update={"raises": dict(raises)})
+        self.ledger.commit(
+            record.cluster,
+            state,
+            expected_version=stored.version,
+            snapshot_key=stored.snapshot_key or "",
+            plan_id=stored.plan_id or "",
+            executions=stored.executions,
+            now=record.created_at,
+            plan=dataclasses.replace(record, state_version=stored.version + 1),
         )
 
     def _emit_plan_metrics(self, summary: PlanSummary) -> None:
@@ -368,6 +376,35 @@ class ScaleSteps:
                 field="action",
             )
         return step(event)
+
+
+def _replan_record(
+    event: Mapping[str, Any],
+    cluster: str,
+    snapshot: Snapshot,
+    result: ScalingPlan,
+    summary: PlanSummary,
+    now: datetime,
+    round_: int,
+) -> PlanRecord:
+    """The re-plan's record, beside the plan it continues (sort key: the origin snapshot and round)."""
+    origin = str(event.get("snapshot_key") or "")
+    snapshot_key = format_key(snapshot.taken_at)
+    return PlanRecord(
+        cluster=cluster,
+        plan_id=str(event.get("plan_id") or plan_id_for(cluster, snapshot_key)),
+        snapshot_key=snapshot_key,
+        fingerprint=snapshot.fingerprint,
+        created_at=now,
+        plan={
+            "scale_up": [s.to_dict() for s in result.scale_up],
+            "uncordon": [u.to_dict() for u in result.uncordon],
+            "pending": [p.to_dict() for p in result.pending],
+        },
+        kind="replan",
+        sort_key=replan_key(origin or snapshot_key, round_ + 1),
+        summary=summary.to_dict(),
+    )
 
 
 def _uncordon_reason(group: Mapping[str, Any], node: str) -> str:

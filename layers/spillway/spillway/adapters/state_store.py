@@ -236,7 +236,7 @@ class StateStore:
         return item
 
     def save_plan(self, record: PlanRecord) -> None:
-        """A plan record on its own (an overflow re-plan: it claims no state)."""
+        """A plan record on its own (an overflow re-plan that raises nothing: it changes no state)."""
         if self.plans is None:
             raise ValueError("StateStore needs a PlanStore to save a plan")
         self.plans.save(record)

@@ -14,8 +14,11 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
   refused when desired + attached would pass MaxSize, desired raised by the count attached); partial
   instant fleets (:meth:`CloudSim.fleet_shortfall`: moto honours no ``MinTargetCapacity``, and neither
   may EC2's answer be trusted to, so CreateFleet launches fewer and lists EC2's ``Errors`` for the rest);
-  launches that never reach InService (:meth:`CloudSim.stall_launches`); and throttling
-  (:meth:`CloudSim.throttle`: the next calls of an operation answer ``RequestLimitExceeded``);
+  launches that never reach InService (:meth:`CloudSim.stall_launches`); throttling
+  (:meth:`CloudSim.throttle`: the next calls of an operation answer ``RequestLimitExceeded``); and
+  CreateFleet's ``ClientToken`` as EC2 keeps it (moto ignores it): a call with a token seen before gets
+  the first call's answer again and launches nothing, or ``IdempotentParameterMismatch`` when its other
+  parameters differ;
 * warm pools: moto keeps a group's ``WarmPoolConfiguration`` but ``DescribeWarmPool`` lists no instances.
   CloudSim lists as many as AWS documents the pool holds: ``MaxGroupPreparedCapacity`` (else the group's
   MaxSize) less the desired capacity, at least the pool's ``MinSize``, each in ``Warmed:<PoolState>``
@@ -88,6 +91,8 @@ class CloudSim:
         self._shortfalls: dict[str, tuple[int, str, str]] = {}  # region -> (launched, code, message)
         self._stalled: set[tuple[str, str]] = set()
         self._throttles: dict[str, int] = {}
+        # CreateFleet ClientTokens EC2 has seen: (region, token) -> (the other parameters, the answer)
+        self._fleet_tokens: dict[tuple[str, str], tuple[dict[str, Any], Any]] = {}
         self.attach_calls: list[tuple[str, str, tuple[str, ...]]] = []  # (region, group, ids) that worked
         # Terminate lifecycle actions waiting: instance id -> {"region", "group", "hooks": {hook: [token,
         # timeout at]}}; and every completion as (group, hook, instance id, result).
@@ -115,6 +120,11 @@ class CloudSim:
         with self._lock:
             self._shortfalls[region] = (launched, code, message or "We currently do not have sufficient "
                                         "capacity in the Availability Zone you requested.")  # fmt: skip
+
+    def end_fleet_shortfall(self, region: str) -> None:
+        """Instant fleets in ``region`` launch all they ask for again."""
+        with self._lock:
+            self._shortfalls.pop(region, None)
 
     def stall_launches(self, group: str, region: str) -> None:
         """Instances the group launches from now on stay ``Pending`` (never InService, never a Node)."""
@@ -328,7 +338,23 @@ class CloudSim:
         def create_fleet(self: Any) -> Any:
             if sim._throttled("CreateFleet"):
                 raise EC2ClientError(THROTTLED["CreateFleet"], "Request limit exceeded.")
-            result = original_fleet(self)
+            token = self._get_param("ClientToken")
+            asked = {k: v for k, v in self.querystring.items() if k != "ClientToken"}
+            with sim._lock:
+                used = sim._fleet_tokens.get((self.region, token)) if token else None
+            if used is not None:  # EC2's idempotency: the same call answered again, launching nothing
+                if used[0] != asked:
+                    raise EC2ClientError("IdempotentParameterMismatch",
+                                         f"Client token {token} was used with different parameters.")  # fmt: skip
+                return used[1]
+            result = short_of(self, original_fleet(self))
+            if token:
+                with sim._lock:
+                    sim._fleet_tokens[(self.region, token)] = (asked, result)
+            return result
+
+        def short_of(self: Any, result: Any) -> Any:
+            """The fleet as it comes out under fleet_shortfall: fewer instances, EC2's errors for the rest."""
             with sim._lock:
                 shortfall = sim._shortfalls.get(self.region)
             body = result.result if isinstance(result, ActionResult) else None

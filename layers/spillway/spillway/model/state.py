@@ -22,12 +22,13 @@ the gang again. The planner writes an entry when it plans the launch and drops i
 pending pod left, when ``gang_launch_minutes`` have passed, or when the group is backed off. States
 written before gangs existed load unchanged.
 
-``raises`` are the desired capacities recent plans raised groups to. A scale-up raises a group by its
-own count relative to the live value (so it composes with gangs growing the same group); a later plan
-whose snapshot was taken before that raise landed would otherwise see the same pods with nothing
-launching and add them again. While an entry is younger than ``scale_up_claim_minutes``, its group is
-not backed off and the snapshot shows a lower desired capacity, the planner takes the group's desired
-capacity to be the entry's (the difference is capacity launching). States without it load unchanged.
+``raises`` are the desired capacities recent plans (and overflow re-plans) raised groups to. A
+scale-up raises a group by its own count relative to the live value (so it composes with gangs growing
+the same group); a later plan whose snapshot was taken before that raise landed would otherwise see the
+same pods with nothing launching and add them again. While an entry is younger than
+``scale_up_claim_minutes``, its group is not backed off and the snapshot shows a lower desired capacity,
+the planner takes the group's desired capacity to be the entry's (the difference is capacity launching).
+States without it load unchanged.
 
 The planner never reads or writes ``events``: it returns a state without them, and the plan cycle
 (:mod:`spillway.act.events`) puts the new ledger in before the state is committed.
