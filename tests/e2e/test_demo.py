@@ -148,7 +148,11 @@ def test_scene_three_dusk_scales_serving_in_training_takes_the_night_an_elastic_
     drain = night.consolidation
     assert drain["code"] == "consolidation" and len(drain["pods"]) == 2, drain
     assert all(p.startswith("nlp/bert-worker-") for p in drain["pods"])
-    assert "gives up 2 worker" in drain["reason"]
+    # both fit on the other elastic node: the plan moves them there and the job gives up none (it is
+    # not held shrunk); the demo has no training operator to create them again, so it runs on at its
+    # minimum
+    assert "fit on ip-" in drain["reason"] and "gives up" not in drain["reason"], drain
+    assert f"fit on {drain['node']}" not in drain["reason"]
     assert night.consolidated["outcome"] == "terminated" and night.consolidated["evicted_count"] == 2
     assert night.min_workers_running == 2
     evicted_workers = [p for p in night.pods if p.role == "worker" and p.evicted]

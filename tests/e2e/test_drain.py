@@ -4,6 +4,7 @@ evictions). Waits come from the inputs (poll_seconds 0-1, deadlines of a few sec
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -303,3 +304,36 @@ def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_other
     assert any(c.event.get("action") == "terminate" for c in world.stack.calls("DrainFunction"))
     assert world.node(west_node) is None
     assert world.node(ghost) is not None and not world.node(ghost)["spec"].get("unschedulable")  # type: ignore[index]
+
+
+def test_a_split_scale_downs_second_part_drains_only_once_the_first_has_ended(world: World) -> None:
+    """A plan too large for one input runs as parts, each naming the part before it (``after``): the
+    plan drains at most MaxDrainConcurrency nodes at a time, not that many per part. The first part's
+    drain is held by a PodDisruptionBudget until its deadline; the second part waits for it to end."""
+    blocked, idle = world.nodes["general"][:2]
+    world.pod("db-0", blocked, app="db")
+    world.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))  # never disruptable
+    common = {"cluster": CLUSTER, "plan_id": "20261102T100000Z-5p1it", "poll_seconds": 1}
+    first = {**common, "deadline_seconds": 3, "drains": [
+        {"node": blocked, "instance_id": world.instances[blocked], "group": "general", "region": HOME,
+         "reason": "consolidation", "consolidation": True, "pods": ["team-a/db-0"]}]}  # fmt: skip
+    first_arn = world.stack.start("ScaleDownStateMachine", first, name="down-20261102T100000Z-5p1it")
+    second = {**common, "deadline_seconds": 20, "after": first_arn, "after_poll_seconds": 1, "drains": [
+        {"node": idle, "instance_id": world.instances[idle], "group": "general", "region": HOME,
+         "reason": "idle 12 min"}]}  # fmt: skip
+    second_arn = world.stack.start("ScaleDownStateMachine", second, name="down-20261102T100000Z-5p1it-2")
+
+    two = world.stack.wait(second_arn, timeout=60)
+    one = world.stack.wait(first_arn, timeout=5)
+
+    assert one["status"] == "SUCCEEDED" and two["status"] == "SUCCEEDED", (one, two)
+    assert [d["outcome"] for d in one["output"]["drains"]] == ["timeout"], one["output"]
+    assert [d["outcome"] for d in two["output"]["drains"]] == ["terminated"], two["output"]
+    sfn = world.stack.client("stepfunctions")
+    started = {
+        json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["node"]: e["startDate"]
+        for e in world.cloud.executions("DrainNodeStateMachine")
+    }
+    assert started[idle] >= one["stopDate"] > started[blocked]
+    waited = [e for e in world.stack.history(second_arn) if e["type"] == "WaitStateEntered"]
+    assert waited, "the second part never waited for the first"

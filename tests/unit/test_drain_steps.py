@@ -881,6 +881,36 @@ def test_scale_down_maps_drain_node_executions_with_bounded_concurrency() -> Non
     assert [c["Next"] for c in inner["DrainNode"]["Catch"]] == ["DrainFailed"]
 
 
+def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> None:
+    """A plan's drains split over several executions (``after``: the previous part's execution ARN) run
+    one part after another, so the plan drains at most MaxDrainConcurrency nodes at a time. A part
+    polls the one before it while it runs (or waits to be redriven), a minute apart by default, and goes
+    on once it ended or, after some retries for DescribeExecution's eventual consistency, when it does
+    not exist."""
+    states = _asl("scale_down.asl.json")["States"]
+    assert _targets(states) <= set(states)
+    assert states["Prepare"]["Next"] == "AfterPrevious"
+    after = states["AfterPrevious"]
+    assert after["Choices"] == [{"Variable": "$.plan.after", "IsPresent": True, "Next": "DescribePrevious"}]
+    assert after["Default"] == "Settings"
+    describe = states["DescribePrevious"]
+    assert describe["Resource"] == "arn:aws:states:::aws-sdk:sfn:describeExecution"
+    assert describe["Parameters"] == {"ExecutionArn.$": "$.plan.after"}
+    missing = "Sfn.ExecutionDoesNotExistException"
+    assert any(missing in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
+    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "Settings")]
+    ended = states[describe["Next"]]
+    running = {c["StringEquals"] for choice in ended["Choices"] for c in choice["Or"]}
+    assert running == {"RUNNING", "PENDING_REDRIVE"}
+    assert all(c["Variable"] == "$.previous.status" for choice in ended["Choices"] for c in choice["Or"])
+    wait = states[ended["Choices"][0]["Next"]]
+    assert wait["Type"] == "Wait" and wait["SecondsPath"] == "$.plan.after_poll_seconds"
+    assert states["Defaults"]["Result"]["after_poll_seconds"] >= 60  # the history's 25,000 events
+    assert wait["Next"] == "DescribePrevious" and ended["Default"] == "Settings"
+    # nothing reaches the drains but through Settings, which only the checks above lead to
+    assert [n for n, s in states.items() if s.get("Next") == "DrainEach"] == ["Settings"]
+
+
 def test_a_planned_drain_leaves_a_node_that_gained_work_since_the_plan(rig: Rig) -> None:
     rig.api.add(objects.daemonset_pod("aws-node-x", NODE))
     rig.pod("late-job")

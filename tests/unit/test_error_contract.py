@@ -40,6 +40,8 @@ MACHINES = sorted((ROOT / "statemachines").glob("*.asl.json"))
 #   "AWS SDK service integrations": error handling).
 # - StepFunctions.*: StartExecution's ExecutionLimitExceeded and the common ThrottlingException
 #   (AWS Step Functions API Reference).
+# - Sfn.*: DescribeExecution's ExecutionDoesNotExist and the common ThrottlingException (AWS Step
+#   Functions API Reference), as an aws-sdk task names them.
 AWS_ERRORS = {
     "Lambda": {
         "Lambda.ServiceException",
@@ -57,6 +59,10 @@ AWS_ERRORS = {
     "states:startExecution": {
         "StepFunctions.ExecutionLimitExceededException",
         "StepFunctions.ThrottlingException",
+    },
+    "aws-sdk:sfn": {
+        "Sfn.ExecutionDoesNotExistException",
+        "Sfn.ThrottlingException",
     },
 }
 ANY = {"States.ALL", "States.TaskFailed"}

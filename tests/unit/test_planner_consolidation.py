@@ -259,12 +259,47 @@ def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launch
     }
 
 
+def test_a_shrunk_job_is_recorded_by_the_workers_it_gave_up_not_those_moved() -> None:
+    """Four workers (minimum 2); a runs two, b has room for one of them, c for none. The drain of a
+    moves one worker to b and gives up the other: the job is held shrunk by 1. Counted as 2, its moved
+    worker, recreated pending, waited for free room it already had. (Found by review.)"""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    elastic_workers(w, a, ["w-0", "w-1"], cpu="3")
+    elastic_workers(w, b, ["w-2"], cpu="3")
+    elastic_workers(w, c, ["w-3"], cpu="3")
+    replicas(w, b, "stay-b", 1, cpu="1500m", annotations={})  # not movable: b and c are kept
+    replicas(w, c, "stay-c", 1, cpu="4500m", annotations={})
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    (drain,) = result.drain
+    assert drain.node == a and drain.pods == ("default/w-0", "default/w-1")
+    assert "gives up 1 worker" in drain.reason and b in drain.reason
+    assert result.state.shrunk["KubeflowJob/default/train"].workers == 1
+
+
+def test_a_job_whose_workers_all_move_is_not_recorded_as_shrunk() -> None:
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    elastic_workers(w, a, ["w-0", "w-1"], cpu="3")
+    elastic_workers(w, b, ["w-2"], cpu="3")
+    elastic_workers(w, c, ["w-3"], cpu="3")
+    replicas(w, b, "stay-b", 1, cpu="1500m", annotations={})
+    replicas(w, c, "stay-c", 1, cpu="1500m", annotations={})  # c has room for one worker too
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [d.node for d in result.drain] == [a] and "gives up" not in result.drain[0].reason
+    assert result.state.shrunk == {}
+
+
 def test_elastic_jobs_shrink_to_their_minimum_never_below() -> None:
     w = World(regions=("us-east-1",))
     a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
-    elastic_workers(w, a, ["w-0", "w-1"])  # 3 workers, minimum 2: the job may lose one
-    elastic_workers(w, b, ["w-2"])
-    replicas(w, c, "big", 1, cpu="7")  # room for nobody
+    elastic_workers(w, a, ["w-0", "w-1"], cpu="3")  # 3 workers, minimum 2: the job may lose one
+    elastic_workers(w, b, ["w-2"], cpu="3")
+    replicas(w, c, "big", 1, cpu="7")  # room for nobody (a's 1.9 CPU free holds no worker)
 
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 

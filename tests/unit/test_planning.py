@@ -690,6 +690,12 @@ def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -
     ]
     assert len(downs) > 1 and all(len(json.dumps(r.input)) < 128 * 1024 for r in downs)
     assert [d["node"] for r in downs for d in r.input["drains"]] == [d.node for d in drains]
+    # each part drains once the part before it ended: the plan drains at most DrainConcurrency nodes at
+    # a time, as one execution would, not that many per part (found by review)
+    executions = "arn:aws:states:us-east-1:123456789012:execution:spillway-ScaleDownStateMachine"
+    assert executions.replace(":execution:", ":stateMachine:") == DOWN_ARN
+    assert "after" not in downs[0].input
+    assert [r.input["after"] for r in downs[1:]] == [f"{executions}:{r.name}" for r in downs[:-1]]
 
 
 # --- gangs launched atomically ------------------------------------------------------------------

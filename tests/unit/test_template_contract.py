@@ -159,6 +159,18 @@ def test_asg_writes_require_both_cluster_autoscaler_tags_as_is_managed_does() ->
         }, statement
 
 
+def test_a_scale_down_may_describe_only_its_own_state_machines_executions() -> None:
+    """A part of a split scale-down waits for the part before it (DescribeExecution, an aws-sdk task):
+    on the scale-down's own executions, by the name the template gives the state machine."""
+    machine = EXPANDED["ScaleDownStateMachine"]["Properties"]
+    own = {"Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:"
+                      + machine["Name"]["Fn::Sub"] + ":*"}  # fmt: skip
+    inline = [s for p in machine["Policies"] if isinstance(p, dict) for s in p.get("Statement", [])]
+    describing = [s for s in inline if "states:DescribeExecution" in actions(s)]
+    assert [s["Resource"] for s in describing if s["Resource"] == own] == [own], describing
+    assert "arn:aws:states:::aws-sdk:sfn:describeExecution" in (ROOT / machine["DefinitionUri"]).read_text()
+
+
 def test_no_statement_grants_logs_put_resource_policy_or_a_wildcard_action() -> None:
     granted = {a for s in all_statements() if s.get("Effect") == "Allow" for a in actions(s)}
     assert "logs:PutResourcePolicy" not in granted

@@ -14,9 +14,10 @@
    the plan launches in a group tagged ``spillway.io/atomic-launch`` ``fleet``/``rollback``
    (:func:`spillway.act.gang.execution_request`; those nodes are left out of the scale-up entry of the
    group) and the scale-down execution (when it drains), named ``up-<plan id>``, ``gang-<plan id>-<hash>``
-   and ``down-<plan id>``: a duplicate start is refused by Step Functions and reported as
-   ``started=False``. The execution list is committed with the state, so a resumed plan restarts the
-   gang launches too;
+   and ``down-<plan id>`` (a scale-down too large for one input is split into parts ``down-<plan id>-2``,
+   ..., each started now and draining once the part before it ended): a duplicate start is refused by
+   Step Functions and reported as ``started=False``. The execution list is committed with the state, so
+   a resumed plan restarts the gang launches too;
 6. when given a cluster, write the ProvisioningRequest statuses the plan changed (conditions and
    ``provisioningClassDetails``, through ``patch_custom_status``) and post the pod Events of :mod:`spillway.act.events` (``TriggeredScaleUp``,
    ``NotTriggerScaleUp``), rate-limited by the ledger committed with the state in step 4, and set or
@@ -51,7 +52,14 @@ from spillway.errors import (
     StaleSnapshot,
 )
 from spillway.model import provreq
-from spillway.model.act import ExecutionRequest, PlanOutcome, PlanRecord, PlanSummary, SnapshotRef
+from spillway.model.act import (
+    ExecutionRequest,
+    PlanOutcome,
+    PlanRecord,
+    PlanSummary,
+    SnapshotRef,
+    execution_arn,
+)
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
@@ -293,16 +301,20 @@ def execution_requests(
         requests.append(_execution(SCALE_UP, settings.scale_up_arn, f"up-{plan_id}", up))
     requests += gang_requests(plan_id, plan, groups, settings)
     removals = [removal_item(u) for u in plan.unregistered]
+    previous: ExecutionRequest | None = None
     for index, drains in enumerate(_down_batches([drain_item(d) for d in plan.drain] + removals)):
-        down = {
+        down: dict[str, Any] = {
             "cluster": cluster,
             "plan_id": plan_id,
             "drains": drains,
             "deadline_seconds": _seconds(settings.drain_deadline_seconds),
             "poll_seconds": _seconds(settings.drain_poll_seconds),
         }
+        if previous is not None:  # a part drains once the part before it ended (see _down_batches)
+            down["after"] = execution_arn(previous.state_machine_arn, previous.name)
         name = f"down-{plan_id}" if index == 0 else f"down-{plan_id}-{index + 1}"
-        requests.append(_execution(SCALE_DOWN, settings.scale_down_arn, name, down))
+        previous = _execution(SCALE_DOWN, settings.scale_down_arn, name, down)
+        requests.append(previous)
     return requests
 
 
@@ -314,7 +326,14 @@ DOWN_BATCH_BYTES = 96 * 1024
 def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """The plan's drains in as few scale-down executions as keep each input under
     :data:`DOWN_BATCH_BYTES` (a large consolidation names every pod it moves); in order, so the names
-    ``down-<plan id>``, ``down-<plan id>-2``... are the same on every retry."""
+    ``down-<plan id>``, ``down-<plan id>-2``... are the same on every retry.
+
+    The parts run one after another: each part after the first names the one before it (``after``,
+    its execution ARN) and drains nothing until that one has ended. So the plan drains at most
+    ``MaxDrainConcurrency`` nodes at a time, as one execution would; parts that each ran their own Map
+    at once would drain that many per part. (Dividing the concurrency among the parts cannot keep the
+    bound when there are more parts than it allows, each needing at least one.) The parts are started
+    in order, so the one named in ``after`` exists by the time its successor asks."""
     batches: list[list[Mapping[str, Any]]] = []
     size = DOWN_BATCH_BYTES
     for item in items:

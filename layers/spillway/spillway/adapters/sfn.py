@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
 from spillway.errors import InputError
-from spillway.model.act import ExecutionRequest, StartedExecution
+from spillway.model.act import ExecutionRequest, StartedExecution, execution_arn
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -33,11 +33,6 @@ def check_name(name: str) -> str:
     if not NAME_PATTERN.match(name):
         raise InputError(f"execution name {name!r} must be 1-80 characters of [A-Za-z0-9_-]", field="name")
     return name
-
-
-def execution_arn(state_machine_arn: str, name: str) -> str:
-    """``arn:aws:states:<region>:<account>:stateMachine:<machine>`` + name → the execution's ARN."""
-    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
 
 
 class Executions:

@@ -17,7 +17,10 @@ Two things are adjusted so that moto behaves like AWS where the product depends 
   (``AutoScaling.ScalingActivityInProgressException``), where moto would use the boto class name;
 * the ``states:startExecution`` integration takes and returns AWS's PascalCase names
   (``StateMachineArn``, ``Input``; ``ExecutionArn``, ``Output``), where moto 5.2 hands them to boto
-  as they are and returns boto's camelCase.
+  as they are and returns boto's camelCase;
+* so do ``aws-sdk:*`` tasks, of services whose API names its fields in camelCase (``aws-sdk:sfn:
+  describeExecution`` takes ``ExecutionArn`` and returns ``Status``), as the Step Functions Developer
+  Guide documents; moto 5.2 hands the parameters to boto as they are, which drops them.
 """
 
 from __future__ import annotations
@@ -179,6 +182,7 @@ class LocalStack:
         self._stack.enter_context(_lambda_routed_to(self))
         self._stack.enter_context(_aws_sdk_error_names())
         self._stack.enter_context(_sfn_integration_like_aws())
+        self._stack.enter_context(_aws_sdk_fields_like_aws())
         try:
             self._create()
         except BaseException:
@@ -588,6 +592,41 @@ def _sfn_integration_like_aws() -> Iterator[None]:
         if isinstance(response, dict):
             for key in list(response):
                 response[key[:1].upper() + key[1:]] = response.pop(key)
+
+    setattr(cls, "_normalise_parameters", parameters)  # noqa: B010 - a method replaced for the test run
+    setattr(cls, "_normalise_response", response)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(cls, "_normalise_parameters", original_parameters)  # noqa: B010
+        setattr(cls, "_normalise_response", original_response)  # noqa: B010
+
+
+@contextmanager
+def _aws_sdk_fields_like_aws() -> Iterator[None]:
+    """An ``aws-sdk:*`` task's PascalCase parameters become the API's own field names (by its boto model)
+    and its result's fields PascalCase, as AWS does; a PascalCase API (Auto Scaling) is unchanged."""
+    import botocore.session
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_aws_sdk as sdk,
+    )
+
+    cls = sdk.StateTaskServiceAwsSdk
+    original_parameters, original_response = cls._normalise_parameters, cls._normalise_response
+    session = botocore.session.get_session()
+
+    def operation(self: Any) -> Any:
+        action = str(self.resource.api_action)
+        model = session.get_service_model(self._get_boto_service_name())
+        return model.operation_model(action[:1].upper() + action[1:])
+
+    def parameters(self: Any, parameters: dict[str, Any], **kwargs: Any) -> None:
+        original_parameters(self, parameters, **kwargs)
+        self._to_boto_request(parameters, operation(self).input_shape)
+
+    def response(self: Any, response: Any, **kwargs: Any) -> None:
+        original_response(self, response, **kwargs)
+        self._from_boto_response(response, operation(self).output_shape)
 
     setattr(cls, "_normalise_parameters", parameters)  # noqa: B010 - a method replaced for the test run
     setattr(cls, "_normalise_response", response)  # noqa: B010

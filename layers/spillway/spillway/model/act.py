@@ -92,6 +92,11 @@ def replan_key(snapshot_key: str, round_: int) -> str:
     return f"{snapshot_key}#replan-{round_}"
 
 
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """``arn:aws:states:<region>:<account>:stateMachine:<machine>`` + name → the execution's ARN."""
+    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutionRequest:
     """What to start: which state machine (``kind`` is ``scale_up`` or ``scale_down``), name and input."""

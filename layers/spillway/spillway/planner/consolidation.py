@@ -70,8 +70,9 @@ if TYPE_CHECKING:
 WHEN_UNDERUTILIZED = "when-underutilized"
 OFF = "off"
 Verdict = tuple[str, str] | None
-# a fit of a candidate's pods: the launching capacity left, the nodes they went to, the plan's placements
-Trial = tuple[dict[str, list[Bin]], set[str], Planned]
+# a fit of a candidate's pods: the launching capacity left, the nodes they went to, the plan's placements,
+# the elastic workers re-placed (the others are given up)
+Trial = tuple[dict[str, list[Bin]], set[str], Planned, set[str]]
 
 
 def mode(ctx: Context, group: NodeGroup | None) -> str:
@@ -129,16 +130,27 @@ class Candidate:
     pods: list[PodInfo]  # every pod that keeps it busy: the drain evicts these and cancels on others
     place: list[PodInfo]  # the ones that need room elsewhere (not elastic, expendable or leaving)
     shrink: list[PodInfo]  # elastic workers: re-placed where they fit, else their job runs smaller
-    elastic: dict[str, int]  # job -> its workers here (the job shrinks by as many)
+    elastic: dict[str, int]  # job -> its workers here (all evicted: the room before its minimum they take)
     cost: float  # node-minutes lost to restarts
     moves: float  # the sum of the pods' move costs (spillway.planner.disruption.move_cost)
+    jobs: dict[str, str]  # elastic worker's pod key -> its job
+
+    def given_up(self, moved: set[str]) -> dict[str, int]:
+        """Job -> its workers here that the drain takes from it: those not re-placed (``moved``) on
+        another node. A job that keeps every worker is not named."""
+        out = dict(self.elastic)
+        for key in moved:
+            out[self.jobs[key]] -= 1
+        return {job: n for job, n in out.items() if n > 0}
 
     @classmethod
     def of(cls, node: WorkNode, moves: Sequence[tuple[PodInfo, Move]], cost: float) -> Candidate:
         elastic: dict[str, int] = {}
-        for _, move in moves:
+        jobs: dict[str, str] = {}
+        for pod, move in moves:
             if move.elastic is not None:
                 elastic[move.elastic.job] = elastic.get(move.elastic.job, 0) + 1
+                jobs[pod.key] = move.elastic.job
         return cls(
             node,
             [p for p, _ in moves],
@@ -147,6 +159,7 @@ class Candidate:
             elastic,
             cost,
             sum(m.cost for _, m in moves if m.movable),
+            jobs,
         )
 
     def order(self) -> tuple[object, ...]:
@@ -410,13 +423,13 @@ class Consolidation:
                 codes.DOES_NOT_FIT,
                 f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster",
             )
-        self.launching, destinations, self.ctx.planned = trial
+        self.launching, destinations, self.ctx.planned, moved = trial
         self.receiving |= destinations
         for key in _evicted_budgets(candidate):
             self.pdb_spent[key] = self.pdb_spent.get(key, 0) + 1
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
-        self._drain(candidate, destinations, make_room=make_room)
+        self._drain(candidate, destinations, candidate.given_up(moved), make_room=make_room)
         return None
 
     def _budgets_spent(self, candidate: Candidate) -> Verdict:
@@ -437,10 +450,11 @@ class Consolidation:
 
     def _fit(self, candidate: Candidate, *, make_room: bool) -> Trial | None:
         """Place the candidate's pods elsewhere (existing nodes first, then capacity launching since an
-        earlier plan): the launching capacity left, where they went, and the plan's placements with
-        them (:class:`~spillway.planner.topology.Planned`); None if they do not all fit. The room's
-        nodes take them in place, and a refusal puts back what it took (an undo log, not a copy of
-        every node per candidate). Their pod topology counts the pods this plan placed and moved before
+        earlier plan): the launching capacity left, where they went, the plan's placements with
+        them (:class:`~spillway.planner.topology.Planned`) and the elastic workers re-placed (the
+        others are given up); None if the pods that must fit do not all fit. The room's nodes take
+        them in place, and a refusal puts back what it took (an undo log, not a copy of every node per
+        candidate). Their pod topology counts the pods this plan placed and moved before
         them, its own classes included, and not what leaves: the node emptied (make room: only the
         pods it moves)."""
         name = candidate.node.info.name
@@ -449,6 +463,7 @@ class Consolidation:
         on_launching: set[str] = set()
         trial = TrialFit(self.ctx.planned)
         leaving = Leaving(None if make_room else name, frozenset(p.key for p in candidate.pods))
+        moved: set[str] = set()
         # the pods that must fit, then elastic workers: where they fit, else the job shrinks
         for pods, must in ((candidate.place, True), (candidate.shrink, False)):
             for cls in _classes(pods, self.ctx, leaving):
@@ -458,9 +473,11 @@ class Consolidation:
                 if must and cls.remaining:
                     trial.undo()
                     return None
+                if not must:
+                    moved.update(cls.pods[: cls.next])  # the placed ones come first
         for pod in candidate.pods:
             trial.planned.left(pod, candidate.node.spot)
-        return launching, set(trial.placed) | on_launching, trial.planned
+        return launching, set(trial.placed) | on_launching, trial.planned, moved
 
     def _fit_launching(
         self, cls: PodClass, bins: Mapping[str, list[Bin]], destinations: set[str], planned: Planned
@@ -481,7 +498,9 @@ class Consolidation:
                 destinations.add(node_id)
                 planned.record(cls.domains, Spot(template.labels, template.taints), count)
 
-    def _drain(self, candidate: Candidate, destinations: set[str], *, make_room: bool) -> None:
+    def _drain(
+        self, candidate: Candidate, destinations: set[str], given_up: Mapping[str, int], *, make_room: bool
+    ) -> None:
         node, ctx = candidate.node, self.ctx
         group, info = node.group, node.info
         assert group is not None and info.instance_id is not None
@@ -490,9 +509,7 @@ class Consolidation:
         where = ", ".join(sorted(destinations)[:2]) + (
             f" and {len(destinations) - 2} more" if len(destinations) > 2 else ""
         )
-        shrink = "".join(
-            f"; elastic job {job} gives up {n} worker(s)" for job, n in candidate.elastic.items()
-        )
+        shrink = "".join(f"; elastic job {job} gives up {n} worker(s)" for job, n in given_up.items())
         if make_room:
             code, saved = codes.MAKE_ROOM, "; pending pods take the node instead of a new one"
         else:
@@ -502,7 +519,7 @@ class Consolidation:
             f"{shrink}; restart cost {candidate.cost:.1f} node-minutes{saved}; "
             f"group {group.name} in {group.region}"
         )
-        for job, workers in candidate.elastic.items():  # its recreated workers wait for free room
+        for job, workers in given_up.items():  # as many of its recreated workers wait for free room
             ctx.shrunk_out[job] = ctx.shrunk_out.get(job, 0) + workers
         pods = tuple(sorted(p.key for p in candidate.pods))
         self.stage.drains.append(

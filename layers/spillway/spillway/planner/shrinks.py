@@ -7,11 +7,12 @@ pending pod it would get a node of its own in the next plan, and the drain would
 node paid for again, the workers restarted twice.
 
 So each drain that shrinks a job is remembered (``State.shrunk``: the job, how many workers it gave
-up, since when). For ``consolidation_horizon_minutes`` (the time the drain's saving was counted on)
-that many of the job's pending workers take free room only (code ``elastic-shrunk``): they run as soon
-as the cluster has room for them, and never launch a node. A job below its minimum (a worker failed, a
-node was lost) launches for what it lacks, as always. After the horizon, or once the job has no pod
-left, the record goes.
+up, since when). Only the workers the plan did not re-place count: one it placed on another node
+moved, and its recreated pod is planned as any pending pod. For ``consolidation_horizon_minutes`` (the
+time the drain's saving was counted on) that many of the job's pending workers take free room only
+(code ``elastic-shrunk``): they run as soon as the cluster has room for them, and never launch a node.
+A job below its minimum (a worker failed, a node was lost) launches for what it lacks, as always. After
+the horizon, or once the job has no pod left, the record goes.
 
 Pure: the pending pods and the jobs from the context, ``now`` from the caller.
 """
