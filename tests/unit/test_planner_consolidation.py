@@ -275,7 +275,7 @@ def test_a_shrunk_job_is_recorded_by_the_workers_it_gave_up_not_those_moved() ->
 
     (drain,) = result.drain
     assert drain.node == a and drain.pods == ("default/w-0", "default/w-1")
-    assert "gives up 1 worker" in drain.reason and b in drain.reason
+    assert "gives up 1 worker" in drain.reason and f"its 1 pod(s) fit on {b}" in drain.reason
     assert result.state.shrunk["KubeflowJob/default/train"].workers == 1
 
 
@@ -291,6 +291,7 @@ def test_a_job_whose_workers_all_move_is_not_recorded_as_shrunk() -> None:
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 
     assert [d.node for d in result.drain] == [a] and "gives up" not in result.drain[0].reason
+    assert "its 2 pod(s) fit on" in result.drain[0].reason  # the moved workers are the pods that fit
     assert result.state.shrunk == {}
 
 

@@ -429,7 +429,7 @@ class Consolidation:
             self.pdb_spent[key] = self.pdb_spent.get(key, 0) + 1
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
-        self._drain(candidate, destinations, candidate.given_up(moved), make_room=make_room)
+        self._drain(candidate, destinations, moved, make_room=make_room)
         return None
 
     def _budgets_spent(self, candidate: Candidate) -> Verdict:
@@ -499,9 +499,12 @@ class Consolidation:
                 planned.record(cls.domains, Spot(template.labels, template.taints), count)
 
     def _drain(
-        self, candidate: Candidate, destinations: set[str], given_up: Mapping[str, int], *, make_room: bool
+        self, candidate: Candidate, destinations: set[str], moved: set[str], *, make_room: bool
     ) -> None:
+        """Stage the drain; its reason counts the pods that fit elsewhere, elastic workers re-placed
+        (``moved``) among them, and the workers each elastic job gives up."""
         node, ctx = candidate.node, self.ctx
+        given_up = candidate.given_up(moved)
         group, info = node.group, node.info
         assert group is not None and info.instance_id is not None
         self.stage.take(node)
@@ -515,7 +518,7 @@ class Consolidation:
         else:
             code, saved = codes.CONSOLIDATION, f" < {ctx.config.consolidation_horizon_minutes:g} saved"
         reason = (
-            f"{code}: its {len(candidate.place)} pod(s) fit on {where or 'no other node'}"
+            f"{code}: its {len(candidate.place) + len(moved)} pod(s) fit on {where or 'no other node'}"
             f"{shrink}; restart cost {candidate.cost:.1f} node-minutes{saved}; "
             f"group {group.name} in {group.region}"
         )
