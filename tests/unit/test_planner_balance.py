@@ -71,3 +71,22 @@ def test_a_gangs_nodes_are_not_spread() -> None:
     gang = w.pods("worker", 4, cpu="7", memory="8Gi", labels={"scheduling.x-k8s.io/pod-group": "train"})
 
     assert scale_up(w.plan(**BALANCE)) == {"cpu-a": (3, 7, gang)}
+
+
+def test_a_twin_without_a_node_is_balanced_with_one_whose_template_a_node_gave() -> None:
+    """cpu-a's template is its nodes' allocatable (30Gi, ephemeral storage), cpu-b's the estimate for the
+    type (29317Mi): as cluster-autoscaler's comparator, within 5 % they are the same node."""
+    w, _ = per_zone(b=0)
+
+    result = w.plan(**BALANCE)
+
+    assert {g: (f, t) for g, (f, t, _) in scale_up(result).items()} == {"cpu-a": (3, 4), "cpu-b": (0, 3)}
+
+
+def test_twins_whose_nodes_differ_more_than_the_tolerance_are_not_balanced() -> None:
+    w, pods = per_zone(b=1)
+    twin = w.node(o.node_name_for(o.instance_id("cpu-b-0"), "us-east-1"))
+    for key in ("allocatable", "capacity"):
+        twin["status"][key]["memory"] = "24Gi"  # 20 % less than cpu-a's 30Gi
+
+    assert scale_up(w.plan(**BALANCE)) == {"cpu-a": (3, 7, pods)}

@@ -33,7 +33,9 @@ def _plan(args: argparse.Namespace) -> int:
     catalogue = inputs.load_instance_types(args.instance_types)
     warm = inputs.load_warm_pools(args.warm_pool, asgs)
     state = inputs.load_state(args.state)
-    groups = inputs.node_groups(asgs, activities, catalogue, config, scheduled=scheduled, warm_pools=warm)
+    groups = inputs.node_groups(
+        asgs, activities, catalogue, config, scheduled=scheduled, warm_pools=warm, nodes=snapshot.nodes
+    )
     with bulk_allocation():
         result = plan(snapshot, groups, config, state, now)
     if args.state_out:

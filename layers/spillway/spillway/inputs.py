@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,8 +25,9 @@ from spillway.model.aws import (
     parse_instance_types,
     parse_scheduled_actions,
 )
-from spillway.model.cluster import ClusterSnapshot
+from spillway.model.cluster import ClusterSnapshot, NodeInfo
 from spillway.model.k8s import iter_kube_list
+from spillway.model.livetemplate import with_live_templates
 from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique
 from spillway.model.schedule import Cron, zone_of
 from spillway.model.state import State
@@ -247,9 +248,12 @@ def node_groups(
     source: str = "--asgs",
     scheduled: Sequence[ScheduledAction] = (),
     warm_pools: Mapping[str, WarmPool] | None = None,
+    nodes: Iterable[NodeInfo] = (),
 ) -> list[NodeGroup]:
+    """The managed groups, each template corrected from a node of its own among ``nodes`` (the
+    cluster file's), as the observe Lambda does (spillway.model.livetemplate)."""
     try:
-        return build_node_groups(
+        groups = build_node_groups(
             asgs,
             activities,
             catalogue,
@@ -261,3 +265,4 @@ def node_groups(
     except ValueError as exc:
         field, _, msg = str(exc).partition(": ")
         raise InputError(msg or field, source=source, field=field if msg else None) from None
+    return with_live_templates(groups, nodes)

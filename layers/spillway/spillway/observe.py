@@ -53,6 +53,7 @@ from spillway.model.k8s import (
     Scalable,
     SharedObject,
 )
+from spillway.model.livetemplate import with_live_templates
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import Priorities
 from spillway.model.provreq import ProvisioningRequestInfo
@@ -153,6 +154,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         pool.shutdown(wait=False, cancel_futures=True)
         raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc
     pool.shutdown(wait=True)
+    groups = with_live_templates(groups, nodes)  # here groups and their nodes first meet
     for pdb in raw_pdbs:
         budgets.add(pdb)
     for volume in volume_objects:

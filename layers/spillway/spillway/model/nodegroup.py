@@ -2,7 +2,8 @@
 
 The template node is what a new instance of the group will look like to the scheduler: allocatable
 from the instance type minus the system reserve, the well-known labels, and the labels, taints and
-resources that cluster-autoscaler's ``node-template`` tags declare.
+resources that cluster-autoscaler's ``node-template`` tags declare. Once the group's nodes are known, a
+node of its own corrects the estimated allocatable (spillway.model.livetemplate).
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class TemplateNode:
     allocatable: Resources
     labels: Mapping[str, str]
     taints: tuple[TaintT, ...]
+    tagged: tuple[str, ...] = ()  # resources a node-template/resources tag declares: no node overrides them
+    node: str | None = None  # the group's node the allocatable was read from (spillway.model.livetemplate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,9 @@ class NodeGroup:
     capacity_type: CapacityType = "on-demand"  # of launches beyond on_demand_base (see launch_capacity_type)
     on_demand_base: int = 0  # a mixed instances policy's OnDemandBaseCapacity
     instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
+    # live instances of another type than the template's (a mixed group's other overrides): their nodes
+    # do not stand for the template (spillway.model.livetemplate)
+    other_type_instances: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()  # tags or scheduled actions that could not be read, naming the field
 
     def sure_on_demand(self, opened: int = 0) -> int | None:
@@ -137,13 +143,7 @@ class NodeGroup:
             "max": self.max_size,
             "desired": self.desired,
             "instance_type": self.instance_type,
-            "template": None
-            if self.template is None
-            else {
-                "allocatable": self.template.allocatable,
-                "labels": dict(self.template.labels),
-                "taints": [list(t) for t in self.template.taints],
-            },
+            "template": None if self.template is None else _template_dict(self.template),
             "zones": list(self.zones),
             "instances": list(self.instance_ids),
             "launch_failures": [
@@ -176,6 +176,8 @@ class NodeGroup:
                 allocatable=dict(tpl["allocatable"]),
                 labels=dict(tpl["labels"]),
                 taints=tuple((k, v, e) for k, v, e in tpl["taints"]),
+                tagged=tuple(tpl.get("tagged", ())),
+                node=tpl.get("node"),
             ),
             zones=tuple(d.get("zones", ())),
             instance_ids=tuple(d.get("instances", ())),
@@ -187,6 +189,7 @@ class NodeGroup:
             capacity_type="spot" if d.get("capacity_type") == "spot" else "on-demand",
             on_demand_base=int(d.get("on_demand_base", 0)),
             instance_types=tuple(d.get("instance_types", ())),
+            other_type_instances=tuple(d.get("other_type_instances", ())),
             problems=tuple(d.get("problems", ())),
             consolidation=parse_consolidation(d.get("consolidation"))[0],
             consolidation_problem=str(d.get("consolidation_problem", "")),
@@ -211,11 +214,25 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("capacity_type", lambda g: "spot" if g.capacity_type == "spot" else None),
     ("on_demand_base", lambda g: g.on_demand_base or None),
     ("instance_types", lambda g: list(g.instance_types) or None),
+    ("other_type_instances", lambda g: list(g.other_type_instances) or None),
     ("problems", lambda g: list(g.problems) or None),
     ("consolidation", lambda g: g.consolidation),
     ("consolidation_problem", lambda g: g.consolidation_problem or None),
     ("options", lambda g: dict(g.options) or None),
 )
+
+
+def _template_dict(template: TemplateNode) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "allocatable": template.allocatable,
+        "labels": dict(template.labels),
+        "taints": [list(t) for t in template.taints],
+    }
+    if template.tagged:  # only what a template has, so templates without read as before
+        out["tagged"] = list(template.tagged)
+    if template.node is not None:
+        out["node"] = template.node
+    return out
 
 
 def parse_atomic_launch(value: object) -> tuple[AtomicLaunch, str]:
@@ -371,7 +388,8 @@ def build_template(
     reserve: ReserveLike,
 ) -> TemplateNode | None:
     """The node a new instance of the group will be: ``reserve`` (spillway.model.reserve) takes the
-    type's nominal CPU and memory to allocatable; the group's node-template tags come on top."""
+    type's nominal CPU and memory to allocatable; the group's node-template tags come on top (the
+    resources they declare are :attr:`TemplateNode.tagged`: a live node does not override them)."""
     tags = asg.tag_map()
     info = catalogue.get(instance_type) if instance_type else None
     allocatable: Resources = {}
@@ -396,6 +414,7 @@ def build_template(
         labels[INSTANCE_TYPE_LABEL] = instance_type
         labels["beta.kubernetes.io/instance-type"] = instance_type
     taints: list[TaintT] = []
+    tagged: list[str] = []
     for key in sorted(tags):
         value = tags[key]
         if key.startswith(TAG_LABEL):
@@ -407,10 +426,11 @@ def build_template(
                 allocatable[key[len(TAG_RESOURCE) :]] = to_milli(value)
             except ValueError:
                 raise ValueError(f"Tags[{key}]: not a quantity: {value!r}") from None
+            tagged.append(key[len(TAG_RESOURCE) :])
     if CPU not in allocatable or MEMORY not in allocatable:
         return None  # an unknown instance type and no resources tags: nothing to plan with
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
-    return TemplateNode(allocatable=allocatable, labels=labels, taints=tuple(taints))
+    return TemplateNode(allocatable=allocatable, labels=labels, taints=tuple(taints), tagged=tuple(tagged))
 
 
 FAILED_LAUNCH_MARKERS = (
@@ -560,6 +580,13 @@ def node_group(
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
+        other_type_instances=tuple(
+            sorted(
+                i.InstanceId
+                for i in asg.Instances
+                if i.LifecycleState in LIVE_STATES and i.InstanceType != itype
+            )
+        ),
         problems=tuple(p for p in (capacity_problem, *check_actions(floors), *option_problems) if p),
         options=options,
     )

@@ -159,16 +159,42 @@ BALANCE_IGNORED = ZONE_ALIASES | frozenset(
 )
 
 
+# cluster-autoscaler's --max-allocatable-difference-ratio (default 0.05): how far twins' allocatable may
+# differ, resource by resource, as a share of the larger (a template read from a node of one group and
+# the estimate for the type of its twin that has none yet; nodes whose kernels keep a little more)
+MAX_ALLOCATABLE_DIFFERENCE_PERCENT = 5
+
+
 def similar_groups(ctx: Context, group: NodeGroup, candidates: Sequence[NodeGroup]) -> list[NodeGroup]:
     """With ``balance_similar_node_groups``: the other candidates of ``group``'s region whose template
-    nodes differ from its only in zone and ignored labels (same allocatable, taints, other labels,
-    capacity type), so that new nodes can be spread over them."""
-    if not ctx.config.balance_similar_node_groups or group.template is None:
+    nodes differ from its only in zone and ignored labels (same taints, other labels and capacity type,
+    allocatable alike), so that new nodes can be spread over them."""
+    template = group.template
+    if not ctx.config.balance_similar_node_groups or template is None:
         return []
     key = _balance_key(ctx, group)
     return [
-        g for g in candidates if g is not group and g.region == group.region and _balance_key(ctx, g) == key
+        g
+        for g in candidates
+        if g is not group
+        and g.region == group.region
+        and _balance_key(ctx, g) == key
+        and g.template is not None
+        and alike(template.allocatable, g.template.allocatable)
     ]
+
+
+def alike(a: Resources, b: Resources) -> bool:
+    """Each resource both report within MAX_ALLOCATABLE_DIFFERENCE_PERCENT of the larger amount. One
+    that only one reports is compared with 0 when it is an extended resource (a name with a ``/``: GPUs
+    are not optional); another (an estimate knows no ephemeral storage) is not compared."""
+    for name in sorted(a.keys() | b.keys()):
+        if "/" not in name and (name not in a or name not in b):
+            continue
+        high, low = max(a.get(name, 0), b.get(name, 0)), min(a.get(name, 0), b.get(name, 0))
+        if (high - low) * 100 > high * MAX_ALLOCATABLE_DIFFERENCE_PERCENT:
+            return False
+    return True
 
 
 def _balance_key(ctx: Context, group: NodeGroup) -> tuple[object, ...] | None:
@@ -177,5 +203,4 @@ def _balance_key(ctx: Context, group: NodeGroup) -> tuple[object, ...] | None:
         return None
     ignored = BALANCE_IGNORED | set(ctx.config.balancing_ignore_labels)
     labels = tuple(sorted((k, v) for k, v in template.labels.items() if k not in ignored))
-    allocatable = tuple(sorted(template.allocatable.items()))
-    return (labels, tuple(sorted(template.taints)), allocatable, group.launch_capacity_type())
+    return (labels, tuple(sorted(template.taints)), group.launch_capacity_type())

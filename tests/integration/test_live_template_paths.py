@@ -1,0 +1,74 @@
+"""The observe Lambda (the AWS adapter on moto, the snapshot as the plan Lambda loads it) and the offline
+``spillway plan`` (the files the AWS CLI and kubectl print) correct a group's template from the same
+node, and so plan the same."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from conftest import T0
+from fakes import FakeCluster
+
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.cli import main
+from spillway.config import PlannerConfig
+from spillway.local import objects as o
+from spillway.model.snapshot import Snapshot
+from spillway.model.state import State
+from spillway.observe import ObserveConfig, observe_once
+from spillway.planner import plan
+
+GIB = 2**30 * 1000
+CONFIG = {"cluster": "prod", "regions": ["us-east-1"]}
+
+
+def _iso(value: object) -> str:
+    assert isinstance(value, datetime)
+    return value.isoformat()
+
+
+def test_both_paths_take_the_template_from_the_groups_node(
+    make_asg: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_asg("us-east-1", "big", instance_type="m5.2xlarge", desired=1, max_size=5)
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    described = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["big"])
+    (instance,) = described["AutoScalingGroups"][0]["Instances"]
+    # its real node offers 30Gi; the estimate for the type (7.5 % VM overhead) is 29317Mi
+    node = o.node("ip-10-0-0-1.ec2.internal", instance=instance["InstanceId"], memory="30Gi", created=T0)
+    busy = o.pod("busy", node_name=node["metadata"]["name"], phase="Running", cpu="7", created=T0)
+    pending = o.pod("wide", memory="30000Mi", created=T0)  # fits the real node, not the estimate
+    aws = AwsAdapter(AwsClients(("us-east-1",), boto3.Session(), AwsSettings(max_attempts=2)), "prod")
+
+    observed = observe_once(
+        FakeCluster([node], [busy, pending]), aws, ObserveConfig(cluster="prod"), lambda: T0
+    )
+    stored = Snapshot.from_dict(json.loads(json.dumps(observed.to_dict())))  # what the plan Lambda loads
+    online = plan(stored.cluster, list(stored.groups), PlannerConfig(**CONFIG), State(), T0).to_dict()
+
+    files = {
+        "cluster.json": o.kube_list([node, busy, pending]),
+        "asgs.json": described,
+        "config.json": CONFIG,
+    }
+    for name, doc in files.items():
+        (tmp_path / name).write_text(json.dumps(doc, default=_iso))
+    code = main(
+        ["plan", "--cluster", str(tmp_path / "cluster.json"), "--asgs", str(tmp_path / "asgs.json"),
+         "--config", str(tmp_path / "config.json"), "--now", T0.isoformat()]
+    )  # fmt: skip
+    offline = json.loads(capsys.readouterr().out)
+
+    assert code == 0
+    assert [(s["group"], s["from"], s["to"], s["pods"]) for s in offline["scale_up"]] == [
+        ("big", 1, 2, ["default/wide"])
+    ]
+    assert offline == online
+    (group,) = stored.groups
+    assert group.template is not None and group.template.node == node["metadata"]["name"]
+    assert group.template.allocatable["memory"] == 30 * GIB
