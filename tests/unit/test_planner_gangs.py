@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from plan_world import World, pending_codes, pending_reasons, scale_up
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
+from test_planner_gang_launch import tag
 
 from spillway.planner import codes
 
@@ -505,6 +507,42 @@ def test_members_past_a_running_minimum_wait_while_their_gang_launch_is_in_fligh
     assert result.scale_up == ()
     assert {pending_codes(result)[p] for p in more} == {codes.GANG_LAUNCHING}
     assert "default/train" in result.state.gangs
+
+
+@pytest.mark.parametrize("launched", ["minimum", "whole"])
+def test_members_past_a_running_minimum_wait_only_for_a_launch_that_brings_their_nodes(launched: str) -> None:
+    """minMember 4. "minimum": six members pending, room for four new nodes and no free room, so a plan
+    launched (fleet) only the four the minimum needs. Once they run, nothing of that launch is coming
+    for the other two, yet they stayed gang-launching until gang_launch_minutes passed (the entry went
+    only when no member was pending). "whole": eight pending, four fit on free room and four got nodes
+    of the launch: once the four on free room run, the other four wait for the launch's nodes.
+    (Found by review.)"""
+    w = World()
+    nodes = w.group("cpu-east", "m5.2xlarge", nodes=4, max_size=8)
+    tag(w, "cpu-east", "fleet")
+    w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    if launched == "minimum":
+        for i, node in enumerate(nodes):
+            w.pods(f"other{i}", 1, node_name=node, **BIG)
+    w.pods(
+        "train", 6 if launched == "minimum" else 8, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG
+    )
+    first = w.plan()
+    assert scale_up(first)["cpu-east"][:2] == (4, 8) and first.scale_up[0].gangs[0].nodes == 4
+
+    w, more = _gang_world("coscheduling", running=4, pending=2 if launched == "minimum" else 4)
+    w.groups["cpu-east"]["MaxSize"] = 10
+    tag(w, "cpu-east", "fleet")
+    w.state = first.state.to_wire()
+
+    result = w.plan(now=NOW + timedelta(minutes=5))
+
+    if launched == "minimum":
+        assert scale_up(result)["cpu-east"] == (4, 6, more), sorted(set(pending_codes(result).values()))
+        assert "default/train" not in result.state.gangs
+    else:
+        assert result.scale_up == ()
+        assert {pending_codes(result)[p] for p in more} == {codes.GANG_LAUNCHING}
 
 
 def test_volcano_task_minimums_and_pod_tasks_survive_a_snapshot_round_trip() -> None:

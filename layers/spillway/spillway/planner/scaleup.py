@@ -82,7 +82,7 @@ class ScaleUpStage:
             if cls.gang is not None:
                 gangs.setdefault(cls.gang, []).append(cls)
         started = {cls.started_gang for cls in classes if cls.started_gang is not None}
-        in_flight = InFlight(self, gangs.keys() | started)
+        in_flight = InFlight(self, gangs.keys(), started)
         known = (self.ctx.gangs or Gangs(self.ctx)) if gangs else None  # pod_classes read them
         for cls in _leaders_first(classes):
             if cls.started_gang is not None and in_flight.hold(cls.started_gang, [cls]):
@@ -373,16 +373,21 @@ class InFlight:
     has no pending pod left. A held gang's pods stay pending (``gang-launching``) and the launching
     capacity of its group (rollback mode raises the desired capacity) is kept for it, not for others.
     So are the pods of a gang whose minimum runs (:attr:`PodClass.started_gang`), placed one by one
-    otherwise: the minimum may run on room that was free while the launch brings the rest's nodes.
+    otherwise: the minimum may run on room that was free while the launch brings the rest's nodes. A
+    launch for no more than the pods the gang needed to start (:attr:`GangState.minimum_only`) brings
+    nothing for the rest: its entry is dropped once the minimum runs, and they are placed at once.
     """
 
-    def __init__(self, stage: ScaleUpStage, gangs: Collection[str]) -> None:
+    def __init__(self, stage: ScaleUpStage, gangs: Collection[str], started: Collection[str] = ()) -> None:
         ctx = stage.ctx
         self.stage = stage
         window = ctx.config.gang_launch_minutes
         self.entries: dict[str, GangState] = {}
         for key, entry in sorted(ctx.state.gangs.items()):
-            if key not in gangs or entry.group not in stage.backoff or stage.backoff[entry.group]:
+            if key in started and entry.minimum_only:
+                continue  # the pods it was for run: nothing of it is coming for the others
+            pending = key in gangs or key in started
+            if not pending or entry.group not in stage.backoff or stage.backoff[entry.group]:
                 continue  # scheduled (no pending pod left), a group gone, or backed off
             if (ctx.now - aware(entry.since)).total_seconds() >= window * 60:
                 continue
@@ -423,7 +428,11 @@ def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
             known = ctx.gangs_out.get(launch.gang)
             if known is None or launch.nodes > known.count:  # a gang over two groups: the larger
                 ctx.gangs_out[launch.gang] = GangState(
-                    group=group.name, region=group.region, count=launch.nodes, since=ctx.now
+                    group=group.name,
+                    region=group.region,
+                    count=launch.nodes,
+                    since=ctx.now,
+                    minimum_only=launch.gang in ctx.minimum_gangs,
                 )
 
 
@@ -551,11 +560,14 @@ class GangPlacement:
         domains = self.domains()
         placed, first = self._in_some_domain(domains)
         if placed:
+            if 0 < self.needed == size:  # no pod beyond what it needs to start
+                self.stage.ctx.minimum_gangs.add(self.gang)
             return
         if first is not None and 0 < self.needed < size:
             cut = self._keep_only(needed)
             placed, _ = self._in_some_domain(domains)
             if placed:
+                self.stage.ctx.minimum_gangs.add(self.gang)
                 why = (
                     f"gang {self.gang} starts with the {self.needed} pod(s) it still needs"
                     f"{self._tasks_text()} of its {size} pending; the others wait for room, since the whole "
