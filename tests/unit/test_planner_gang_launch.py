@@ -46,6 +46,7 @@ def test_an_atomic_gang_launch_is_recorded_in_the_state() -> None:
             "region": "us-east-1",
             "count": 3,
             "since": "2026-11-02T12:00:00Z",
+            "minimum_only": True,  # the three are all its minimum needs
         }
     }
     assert State.model_validate(wire) == result.state  # the wire form loads back

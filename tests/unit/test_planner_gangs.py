@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from plan_world import World, pending_codes, pending_reasons, scale_up
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
+from test_planner_gang_launch import tag
 
 from spillway.planner import codes
 
@@ -403,21 +405,84 @@ def _volcano_roles(w: World, running: dict[str, int], pending: list[tuple[str, s
         w.pod_item(key)["metadata"]["annotations"]["volcano.sh/task-spec"] = role
 
 
-def test_a_volcano_job_whose_task_minimum_is_not_running_stays_a_gang() -> None:
-    """Volcano's job is ready only when each task's minTaskMember also runs (when minMember is at least
-    their sum): four workers run, the parameter server does not (it failed, a replacement is pending),
-    so the pending members stay one gang; once the ps runs, the rest go one by one."""
+def test_a_volcano_job_short_of_a_task_minimum_launches_for_that_task_alone() -> None:
+    """Volcano's job is ready once minMember runs and, when minMember is at least their sum, each task's
+    minTaskMember too (JobInfo.CheckTaskReady). Four workers run (their minimum is 3); the parameter
+    server failed and its replacement waits with three more workers; room for two nodes. The job lacks
+    only the ps: it gets a node as the gang, and the workers wait until it runs, then go one by one.
+    The pending members used to stay one all-or-nothing gang of four: nothing was added and the ps
+    waited for good. (Found by review.)"""
+    w, more = _gang_world("volcano", running=4, pending=4, minTaskMember={"ps": 1, "worker": 3})
+    ps, workers = more[2], [more[0], more[1], more[3]]  # the ps is not first in line: chosen by its task
+    _volcano_roles(w, {"worker": 4}, [(ps, "ps"), *[(key, "worker") for key in workers]])
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (4, 5, [ps]), pending_reasons(result).get(ps)
+    assert [(g.gang, g.pods) for g in result.scale_up[0].gangs] == [("default/train", (ps,))]
+    why = pending_reasons(result)[workers[0]]
+    assert "starts with the 1 pod(s) it still needs (task ps: 1) of its 4 pending" in why
+    assert {pending_codes(result)[key] for key in workers} == {codes.MAX_SIZE}
+
     w, more = _gang_world("volcano", running=4, pending=3, minTaskMember={"ps": 1, "worker": 3})
-    _volcano_roles(w, {"worker": 4}, [(more[0], "ps"), (more[1], "worker"), (more[2], "worker")])
+    _volcano_roles(w, {"ps": 1, "worker": 3}, [(key, "worker") for key in more])
+    assert scale_up(w.plan())["cpu-east"] == (4, 6, more[:2])  # the ps runs: one by one
+
+
+@pytest.mark.parametrize(
+    ("running", "min_member", "needed"),
+    [
+        (3, 4, [2]),  # minMember is one short, and that one must be the ps
+        (3, 5, [0, 2]),  # the ps, and one pod of any task for minMember
+        (2, 4, [0, 2]),  # a worker short of the workers' minimum, and the ps
+    ],
+)
+def test_a_volcano_gang_short_of_its_minimum_starts_with_the_tasks_it_lacks(
+    running: int, min_member: int, needed: list[int]
+) -> None:
+    """minTaskMember ps 1, worker 3; workers running, two workers and the ps pending (the ps last in
+    line); room for two nodes, so the three cannot go whole. The cut to what the gang still needs took
+    the first pods in line, workers, which leave the job unready (no ps): nodes it cannot use."""
+    w, more = _gang_world(
+        "volcano", running=running, pending=3, minMember=min_member, minTaskMember={"ps": 1, "worker": 3}
+    )
+    _volcano_roles(w, {"worker": running}, [(more[0], "worker"), (more[1], "worker"), (more[2], "ps")])
+
+    result = w.plan()
+
+    pods = [more[i] for i in needed]
+    assert scale_up(result)["cpu-east"] == (4, 4 + len(pods), pods), sorted(pending_reasons(result).items())
+    assert result.scale_up[0].gangs[0].pods == tuple(pods)
+
+
+def test_a_volcano_gang_waits_while_the_task_it_lacks_has_no_pod_ready() -> None:
+    """Four workers run, the ps is gone and not yet replaced, three more workers wait; room for six. The
+    workers cannot run before a ps does (the job is not ready), but were launched for as a whole."""
+    w, more = _gang_world("volcano", running=4, pending=3, minTaskMember={"ps": 1, "worker": 3})
+    w.groups["cpu-east"]["MaxSize"] = 10
+    _volcano_roles(w, {"worker": 4}, [(key, "worker") for key in more])
 
     result = w.plan()
 
     assert result.scale_up == ()
-    assert "gang default/train (3 pods) cannot be placed whole" in pending_reasons(result)[more[0]]
+    assert {pending_codes(result)[key] for key in more} == {codes.GANG_INCOMPLETE}
+    assert "task ps: 1" in pending_reasons(result)[more[0]]
 
-    w, more = _gang_world("volcano", running=4, pending=3, minTaskMember={"ps": 1, "worker": 3})
-    _volcano_roles(w, {"ps": 1, "worker": 3}, [(more[0], "worker"), (more[1], "worker"), (more[2], "worker")])
-    assert scale_up(w.plan())["cpu-east"][:2] == (4, 6)
+
+def test_a_pending_volcano_pod_group_with_task_minimums_is_demand_whole() -> None:
+    """A PodGroup still Pending has no pods (so no tasks) yet: its minMember virtual pods go whole."""
+    w = cpu_world()
+    w.pod_group(
+        VOLCANO,
+        "train",
+        spec={"minMember": 4, "minTaskMember": {"ps": 1, "worker": 3}, "minResources": {"cpu": "20"}},
+        phase="Pending",
+    )
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 4)
+    assert result.scale_up[0].gangs[0].gang == "default/train"
 
 
 def test_volcano_skips_task_minimums_that_sum_above_its_min_member() -> None:
@@ -442,6 +507,42 @@ def test_members_past_a_running_minimum_wait_while_their_gang_launch_is_in_fligh
     assert result.scale_up == ()
     assert {pending_codes(result)[p] for p in more} == {codes.GANG_LAUNCHING}
     assert "default/train" in result.state.gangs
+
+
+@pytest.mark.parametrize("launched", ["minimum", "whole"])
+def test_members_past_a_running_minimum_wait_only_for_a_launch_that_brings_their_nodes(launched: str) -> None:
+    """minMember 4. "minimum": six members pending, room for four new nodes and no free room, so a plan
+    launched (fleet) only the four the minimum needs. Once they run, nothing of that launch is coming
+    for the other two, yet they stayed gang-launching until gang_launch_minutes passed (the entry went
+    only when no member was pending). "whole": eight pending, four fit on free room and four got nodes
+    of the launch: once the four on free room run, the other four wait for the launch's nodes.
+    (Found by review.)"""
+    w = World()
+    nodes = w.group("cpu-east", "m5.2xlarge", nodes=4, max_size=8)
+    tag(w, "cpu-east", "fleet")
+    w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    if launched == "minimum":
+        for i, node in enumerate(nodes):
+            w.pods(f"other{i}", 1, node_name=node, **BIG)
+    w.pods(
+        "train", 6 if launched == "minimum" else 8, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG
+    )
+    first = w.plan()
+    assert scale_up(first)["cpu-east"][:2] == (4, 8) and first.scale_up[0].gangs[0].nodes == 4
+
+    w, more = _gang_world("coscheduling", running=4, pending=2 if launched == "minimum" else 4)
+    w.groups["cpu-east"]["MaxSize"] = 10
+    tag(w, "cpu-east", "fleet")
+    w.state = first.state.to_wire()
+
+    result = w.plan(now=NOW + timedelta(minutes=5))
+
+    if launched == "minimum":
+        assert scale_up(result)["cpu-east"] == (4, 6, more), sorted(set(pending_codes(result).values()))
+        assert "default/train" not in result.state.gangs
+    else:
+        assert result.scale_up == ()
+        assert {pending_codes(result)[p] for p in more} == {codes.GANG_LAUNCHING}
 
 
 def test_volcano_task_minimums_and_pod_tasks_survive_a_snapshot_round_trip() -> None:

@@ -74,13 +74,15 @@ class EventMark(BaseModel):
 
 
 class GangState(BaseModel):
-    """A gang launch under way: which group, how many nodes, since when."""
+    """A gang launch under way: which group, how many nodes, since when; ``minimum_only`` when it is for
+    no more pods than the gang needed to start (once they run, nothing of it is coming for the rest)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     group: str = Field(min_length=1)
     region: str = ""
     count: int = Field(ge=1)
     since: datetime
+    minimum_only: bool = False
 
 
 class RaiseState(BaseModel):
@@ -140,6 +142,10 @@ class State(BaseModel):
         def group(v: GroupState) -> dict[str, Any]:
             return {"backoff_until": iso(v.backoff_until), "reason": v.reason}
 
+        def gang(v: GangState) -> dict[str, Any]:
+            out = {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)}
+            return out | ({"minimum_only": True} if v.minimum_only else {})
+
         wire: dict[str, dict[str, dict[str, Any]]] = {
             "nodes": {
                 k: {"idle_since": iso(v.idle_since)}
@@ -151,10 +157,7 @@ class State(BaseModel):
         optional: dict[str, tuple[Mapping[str, Any], Callable[[Any], dict[str, Any]]]] = {
             "events": (self.events, lambda v: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}),
             "pools": (self.pools, group),
-            "gangs": (
-                self.gangs,
-                lambda v: {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)},
-            ),
+            "gangs": (self.gangs, gang),
             "rooms": (self.rooms, lambda v: {"pods": list(v.pods), "since": iso(v.since)}),
             "underutilized": (self.underutilized, lambda v: {"since": iso(v.since)}),
             "joining": (self.joining, lambda v: {"since": iso(v.since)}),

@@ -199,11 +199,14 @@ class Gangs:
         self.members: dict[str, int] = {}
         self.running: dict[str, int] = {}  # members bound to a node and not leaving
         self.tasks_running: dict[tuple[str, str], int] = {}  # ... per Volcano task: (gang, task)
+        self.task_of: dict[str, str] = {}  # a member's Volcano task, by pod key ("" without one)
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
+        self.virtual: set[str] = set()  # Volcano PodGroups whose pods do not exist yet (virtual_pods)
         for pod in ctx.snapshot.pods:
             if pod.gang and not pod.terminal and not pod.gated:
                 self.members[pod.gang] = self.members.get(pod.gang, 0) + 1
                 self.stated[pod.gang] = max(self.stated.get(pod.gang, 0), pod.gang_min)
+                self.task_of[pod.key] = pod.gang_task or ""
                 if pod.node_name is not None and not pod.terminating:
                     self.running[pod.gang] = self.running.get(pod.gang, 0) + 1
                     task = (pod.gang, pod.gang_task or "")
@@ -218,14 +221,21 @@ class Gangs:
 
     def started(self, key: str) -> bool:
         """The gang's minimum runs: its pending members are placed one by one (see the class)."""
+        return self.minimum(key) > 0 and self.shortfall(key) == ({}, 0)
+
+    def shortfall(self, key: str) -> tuple[dict[str, int], int]:
+        """What the gang lacks to start: the pods each Volcano task lacks of its ``minTaskMember``, and
+        how many pods of any task it needs besides for its minimum. ({}, 0) once it started, or with no
+        minimum known. Volcano checks the tasks only when ``minMember`` is at least the sum of their
+        minimums (JobInfo.CheckTaskReady); a PodGroup whose pods do not exist yet has no tasks to count."""
         minimum = self.minimum(key)
-        if minimum <= 0 or self.running.get(key, 0) < minimum:
-            return False
         info = self._info(key)
-        tasks = info.task_minimums if info is not None else {}
-        if minimum < sum(tasks.values()):  # Volcano checks the tasks only when minMember covers them
-            return True
-        return all(self.tasks_running.get((key, task), 0) >= n for task, n in tasks.items())
+        tasks = info.task_minimums if info is not None and key not in self.virtual else {}
+        if minimum < sum(tasks.values()):
+            tasks = {}
+        lacking = {t: n - self.tasks_running.get((key, t), 0) for t, n in sorted(tasks.items())}
+        lacking = {t: n for t, n in lacking.items() if n > 0}
+        return lacking, max(0, minimum - self.running.get(key, 0) - sum(lacking.values()))
 
     def is_gang(self, key: str | None) -> bool:
         return key is not None and self.minimum(key) > 1
@@ -254,6 +264,7 @@ class Gangs:
             namespace, _, name = key.partition("/")
             extended = tuple((r, "Exists", None, None) for r in sorted(share) if "/" in r)
             self.members[key] = n
+            self.virtual.add(key)
             out += [
                 PodInfo(namespace, f"{name}[{i}]", share, unschedulable=True, gang=key, tolerations=extended)
                 for i in range(n)

@@ -146,6 +146,7 @@ class Context:
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
         self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)
         self.gangs_out: dict[str, GangState] = {}  # gang -> its atomic launch under way (next state)
+        self.minimum_gangs: set[str] = set()  # gangs placed with only the pods they need to start
         self.free_only: dict[str, str] = {}  # pending pod -> why it takes free room only (planner.shrinks)
         self.gangs: Gangs | None = None  # the pending pods' gangs, once pod_classes read them
         self.shrunk_out: dict[str, int] = {}  # elastic job -> workers this plan's drains take (next state)

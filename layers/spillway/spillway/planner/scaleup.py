@@ -82,7 +82,7 @@ class ScaleUpStage:
             if cls.gang is not None:
                 gangs.setdefault(cls.gang, []).append(cls)
         started = {cls.started_gang for cls in classes if cls.started_gang is not None}
-        in_flight = InFlight(self, gangs.keys() | started)
+        in_flight = InFlight(self, gangs.keys(), started)
         known = (self.ctx.gangs or Gangs(self.ctx)) if gangs else None  # pod_classes read them
         for cls in _leaders_first(classes):
             if cls.started_gang is not None and in_flight.hold(cls.started_gang, [cls]):
@@ -373,16 +373,21 @@ class InFlight:
     has no pending pod left. A held gang's pods stay pending (``gang-launching``) and the launching
     capacity of its group (rollback mode raises the desired capacity) is kept for it, not for others.
     So are the pods of a gang whose minimum runs (:attr:`PodClass.started_gang`), placed one by one
-    otherwise: the minimum may run on room that was free while the launch brings the rest's nodes.
+    otherwise: the minimum may run on room that was free while the launch brings the rest's nodes. A
+    launch for no more than the pods the gang needed to start (:attr:`GangState.minimum_only`) brings
+    nothing for the rest: its entry is dropped once the minimum runs, and they are placed at once.
     """
 
-    def __init__(self, stage: ScaleUpStage, gangs: Collection[str]) -> None:
+    def __init__(self, stage: ScaleUpStage, gangs: Collection[str], started: Collection[str] = ()) -> None:
         ctx = stage.ctx
         self.stage = stage
         window = ctx.config.gang_launch_minutes
         self.entries: dict[str, GangState] = {}
         for key, entry in sorted(ctx.state.gangs.items()):
-            if key not in gangs or entry.group not in stage.backoff or stage.backoff[entry.group]:
+            if key in started and entry.minimum_only:
+                continue  # the pods it was for run: nothing of it is coming for the others
+            pending = key in gangs or key in started
+            if not pending or entry.group not in stage.backoff or stage.backoff[entry.group]:
                 continue  # scheduled (no pending pod left), a group gone, or backed off
             if (ctx.now - aware(entry.since)).total_seconds() >= window * 60:
                 continue
@@ -423,7 +428,11 @@ def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
             known = ctx.gangs_out.get(launch.gang)
             if known is None or launch.nodes > known.count:  # a gang over two groups: the larger
                 ctx.gangs_out[launch.gang] = GangState(
-                    group=group.name, region=group.region, count=launch.nodes, since=ctx.now
+                    group=group.name,
+                    region=group.region,
+                    count=launch.nodes,
+                    since=ctx.now,
+                    minimum_only=launch.gang in ctx.minimum_gangs,
                 )
 
 
@@ -500,7 +509,10 @@ class GangPlacement:
 
     A gang whose pending pods outnumber what its minimum still needs (a PodGroup's ``minMember`` of 4,
     six pods) that cannot be placed whole is tried again with only those it needs: coscheduling and
-    Volcano start the group once its minimum is placed, and the others wait for room. A
+    Volcano start the group once its minimum is placed, and the others wait for room. For a Volcano job
+    those are first the pods of each task short of its ``minTaskMember``, as many as it lacks
+    (:meth:`Gangs.shortfall`): its job is ready only with each task's minimum (JobInfo.CheckTaskReady),
+    and its allocation stops at a task that fails to fit below its minimum (NeedContinueAllocating). A
     ProvisioningRequest's gang has no minimum but its whole. (A gang whose minimum already runs is
     not placed here: its pending pods are classes of their own, :meth:`Gangs.started`.)"""
 
@@ -508,11 +520,13 @@ class GangPlacement:
         self.stage = stage
         self.gang = gang
         self.classes = classes
-        # the pods the gang still needs to start, less those running (0: no minimum known, all needed:
-        # a ProvisioningRequest's gang, or a Volcano job whose tasks' own minimums do not all run);
-        # pending members this plan does not place (not yet tried by the scheduler, waiting for a
-        # volume) are not running
-        self.needed = max(0, gangs.minimum(gang) - gangs.running.get(gang, 0))
+        self.task_of = gangs.task_of
+        # what the gang still needs to start, less those running: the pods each Volcano task lacks of
+        # its minTaskMember, and more of any task for its minimum (none: no minimum known, all needed:
+        # a ProvisioningRequest's gang); pending members this plan does not place (not yet tried by
+        # the scheduler, waiting for a volume) are not running
+        self.lacking, self.more = gangs.shortfall(gang)
+        self.needed = sum(self.lacking.values()) + self.more
 
     def regions(self) -> list[str | None]:
         ctx = self.stage.ctx
@@ -534,24 +548,30 @@ class GangPlacement:
 
     def run(self) -> None:
         size = sum(c.remaining for c in self.classes)
-        if self.needed > size:  # its other pending pods wait for the scheduler: the gang cannot start yet
+        needed = self._needed_pods()
+        if needed is None:  # its other pending pods wait for the scheduler: the gang cannot start yet
             self._pend(
                 codes.GANG_INCOMPLETE,
-                f"gang {self.gang} needs {self.needed} more pod(s) to start and {size} are ready to place "
-                "(the others wait for the scheduler or a volume): nothing is added until they are",
+                f"gang {self.gang} needs {self.needed} more pod(s){self._tasks_text()} to start and the "
+                f"{size} ready to place do not hold them (the others wait for the scheduler or a volume): "
+                "nothing is added until they are",
             )
             return
         domains = self.domains()
         placed, first = self._in_some_domain(domains)
         if placed:
+            if 0 < self.needed == size:  # no pod beyond what it needs to start
+                self.stage.ctx.minimum_gangs.add(self.gang)
             return
         if first is not None and 0 < self.needed < size:
-            cut = self._keep_only(self.needed)
+            cut = self._keep_only(needed)
             placed, _ = self._in_some_domain(domains)
             if placed:
+                self.stage.ctx.minimum_gangs.add(self.gang)
                 why = (
-                    f"gang {self.gang} starts with the {self.needed} pod(s) it still needs of its {size} "
-                    f"pending; the others wait for room, since the whole gang cannot be placed: {first[1]}"
+                    f"gang {self.gang} starts with the {self.needed} pod(s) it still needs"
+                    f"{self._tasks_text()} of its {size} pending; the others wait for room, since the whole "
+                    f"gang cannot be placed: {first[1]}"
                 )
                 for _, pods in cut:
                     for pod in pods:
@@ -578,15 +598,38 @@ class GangPlacement:
             first = first or (failure[0], f"in {where}: {failure[1]}" if where else failure[1])
         return False, first
 
-    def _keep_only(self, count: int) -> list[tuple[PodClass, list[str]]]:
-        """Shorten the classes, in order (leaders first), to ``count`` pods; each class's pods cut."""
-        cut: list[tuple[PodClass, list[str]]] = []
-        left = count
+    def _needed_pods(self) -> set[str] | None:
+        """The pending pods that start the gang: those of each task short of its minimum, as many as it
+        lacks, then the first others in line (leaders first) for the rest of the minimum. None when the
+        pods ready to place cannot start it."""
+        lacking = dict(self.lacking)
+        chosen: set[str] = set()
+        others: list[str] = []
         for cls in self.classes:
-            keep = min(cls.remaining, left)
-            left -= keep
-            cut.append((cls, cls.pods[cls.next + keep :]))
-            del cls.pods[cls.next + keep :]
+            for pod in cls.pods[cls.next :]:
+                task = self.task_of.get(pod, "")
+                if lacking.get(task, 0) > 0:
+                    lacking[task] -= 1
+                    chosen.add(pod)
+                else:
+                    others.append(pod)
+        if any(lacking.values()) or len(others) < self.more:
+            return None
+        return chosen.union(others[: self.more])
+
+    def _tasks_text(self) -> str:
+        """The tasks short of their minimum, for a reason: " (task ps: 1)"; "" for none."""
+        if not self.lacking:
+            return ""
+        return f" (task {', '.join(f'{task}: {n}' for task, n in self.lacking.items())})"
+
+    def _keep_only(self, keep: set[str]) -> list[tuple[PodClass, list[str]]]:
+        """Shorten the classes to the pods in ``keep``, in their order; each class's pods cut."""
+        cut: list[tuple[PodClass, list[str]]] = []
+        for cls in self.classes:
+            rest = cls.pods[cls.next :]
+            cut.append((cls, [pod for pod in rest if pod not in keep]))
+            cls.pods[cls.next :] = [pod for pod in rest if pod in keep]
         return cut
 
     def _report(self, first: tuple[str, str] | None, size: int, tried: int) -> None:
