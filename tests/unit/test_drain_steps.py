@@ -24,7 +24,13 @@ from spillway.act.drain import (
     summarize,
 )
 from spillway.adapters.kube import KubeClient
-from spillway.errors import DrainCancelled, DrainTimeout, InstanceNotFound, InvalidDrainRequest
+from spillway.errors import (
+    DrainCancelled,
+    DrainTimeout,
+    InstanceNotFound,
+    InvalidDrainRequest,
+    SpillwayError,
+)
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.cluster import NodeInfo
@@ -612,6 +618,62 @@ def test_compensation_after_a_failed_terminate_of_a_live_instance_uncordons(rig:
     assert not rig.node()["spec"].get("unschedulable")
 
 
+def _terminate_or_compensate(rig: Rig, drain: Drain) -> dict[str, Any]:
+    """The terminate step, then, when it fails, CompensateTerminate: as drain_node.asl.json runs them."""
+    try:
+        return {"terminated": run_action(rig.drainer, {"action": "terminate", "drain": drain.model_dump()})}
+    except SpillwayError as exc:
+        event = {"action": "uncordon", "after_terminate": True, "drain": drain.model_dump()}
+        return {"error": type(exc).__name__, "compensation": run_action(rig.drainer, event)}
+
+
+def test_two_spot_drains_at_once_the_second_terminates_without_decrementing_its_group_at_min_size(
+    rig: Rig,
+) -> None:
+    """Spot reclaims two instances of a pool at once: both leaving drains were validated while the group
+    was above its MinSize, so both meant to decrement it. The first terminate took the group to MinSize,
+    AWS refused the second (ValidationError: terminating without replacement would violate the group's
+    min size), and the compensation uncordoned and untainted a node EC2 was reclaiming: new pods landed
+    on it and died with it. A leaving drain whose decrement AWS refuses terminates without decrementing
+    (the group launches the replacement it needs at MinSize). (Found by review.)"""
+    rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=1, desired=2)
+    rig.pod("web-0")
+    rig.pod("web-1", node=SPARE)
+    warning = {"force": True, "leaving": True, "reason": "spot interruption warning", "deadline_seconds": 90,
+               "poll_seconds": 5}  # fmt: skip
+    first, second = rig.validated(**warning), rig.validated(**warning, node=SPARE)
+    assert first.terminate and second.terminate  # both judged with desired 2 > MinSize 1
+    for drain in (first, second):
+        rig.drainer.cordon(drain)
+        rig.drainer.evict(drain)
+
+    _terminate_or_compensate(rig, first)
+    outcome = _terminate_or_compensate(rig, second)
+
+    node = rig.node(SPARE)
+    assert node["spec"].get("unschedulable") is True, f"the reclaimed node was put back in service: {outcome}"
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"].get("taints") or [])
+    assert rig.cloud.terminated() == [
+        ("us-east-1", INSTANCE, True),
+        ("us-east-1", SPARE_INSTANCE, True),  # refused: the group was at its MinSize by then
+        ("us-east-1", SPARE_INSTANCE, False),
+    ]
+    assert "without decrementing" in outcome["terminated"]["note"]
+    assert rig.cloud.describe_group("us-east-1", "general").DesiredCapacity == 1  # MinSize: replaced
+
+
+def test_a_drain_not_leaving_whose_decrement_aws_refuses_fails_and_keeps_its_node(rig: Rig) -> None:
+    """A drain by hand (or a plan's) that meets MinSize at terminate time terminates nothing: the node
+    is not going away, so the compensation gives it back to the scheduler."""
+    drain = rig.cordoned(force=True)
+    rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=2, desired=2)  # raised since
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert outcome == {"error": "AsgLimitExceeded", "compensation": {"untainted": True, "uncordoned": True}}
+    assert rig.cloud.terminated() == [("us-east-1", INSTANCE, True)]
+
+
 def test_delete_node_deletes_only_the_drained_node(rig: Rig) -> None:
     drain = rig.cordoned()
     assert rig.drainer.delete_node(drain) == {"deleted": True}
@@ -836,7 +898,7 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
     for name in ("Cordon", "Evict", "CheckBeforeTerminating"):
         assert [c["Next"] for c in states[name]["Catch"]] == ["Compensate"], name
     # a failed terminate may have terminated all the same: its compensation asks first
-    for name in ("TerminateInstance", "TerminateInstanceInItsRegion"):
+    for name in ("TerminateInstance", "TerminateThroughFunction"):
         assert [c["Next"] for c in states[name]["Catch"]] == ["CompensateTerminate"], name
     assert states["CompensateTerminate"]["Parameters"]["after_terminate"] is True
     gone = states["InstanceGone"]
@@ -848,7 +910,7 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
     assert states["WaitForPods"]["SecondsPath"] == "$.drain.poll_seconds"
 
 
-def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_through_the_function() -> None:
+def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_or_leaving_through_the_function() -> None:
     states = _asl("drain_node.asl.json")["States"]
     here = states["TerminateInstance"]
     assert here["Resource"] == "arn:aws:states:::aws-sdk:autoscaling:terminateInstanceInAutoScalingGroup"
@@ -859,13 +921,24 @@ def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_through_the_functio
         "AutoScaling.ThrottlingException",
     }
     assert retry["JitterStrategy"] == "FULL"
-    choice = states["ShouldTerminate"]["Choices"][2]
-    assert choice == {
+    should = states["ShouldTerminate"]
+    leaving, here_only = should["Choices"][2:]
+    # a leaving instance's drain terminates through the function, which drops the decrement AWS refuses
+    # at MinSize; the aws-sdk task would fail there and its compensation give the node back
+    assert leaving == {
+        "And": [
+            {"Variable": "$.drain.leaving", "IsPresent": True},
+            {"Variable": "$.drain.leaving", "BooleanEquals": True},
+        ],
+        "Next": "TerminateThroughFunction",
+    }
+    assert here_only == {
         "Variable": "$.drain.region",
         "StringEquals": "${HomeRegion}",
         "Next": "TerminateInstance",
     }
-    elsewhere = states["TerminateInstanceInItsRegion"]
+    assert should["Default"] == "TerminateThroughFunction"
+    elsewhere = states["TerminateThroughFunction"]
     assert elsewhere["Parameters"]["action"] == "terminate"
     assert any("AwsThrottled" in r["ErrorEquals"] for r in elsewhere["Retry"])
 

@@ -51,6 +51,7 @@ from pydantic import ValidationError
 from spillway.act.instances import where_gone
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
+    AsgLimitExceeded,
     AwsError,
     DrainCancelled,
     DrainTimeout,
@@ -64,7 +65,7 @@ from spillway.errors import (
     PodNotFound,
     SpillwayError,
 )
-from spillway.model.aws import AutoScalingGroup
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import PodInfo, instance_id_from_provider_id
 from spillway.model.drain import (
     GLOBAL_TIMEOUT_SECONDS,
@@ -889,8 +890,9 @@ class Drainer:
     # terminate ---------------------------------------------------------------------------------
 
     def terminate(self, drain: Drain) -> dict[str, Any]:
-        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity (for the regions a
-        state machine's own aws-sdk task cannot reach). Same result shape as that task's ResultSelector.
+        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, for the regions a
+        state machine's own aws-sdk task cannot reach and for every leaving instance's drain. Same result
+        shape as that task's ResultSelector (with a ``note`` when it did not decrement).
 
         Idempotent: an instance already terminating, or no longer in its group (a retry after the first
         call terminated it and then timed out), is terminated: the step succeeds and says so."""
@@ -898,17 +900,36 @@ class Drainer:
         if already is not None:
             return already
         try:
-            activity = self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True)
+            activity, decremented = self._terminate_instance(drain)
         except InstanceNotFound:
             already = self._instance_gone(drain)
             if already is None:
                 raise
             return already
-        return {
+        out = {
             "activity_id": activity.ActivityId,
             "status": activity.StatusCode,
             "description": activity.Description,
         }
+        if not decremented:
+            out["note"] = (
+                f"terminated without decrementing {drain.group}: it reached its MinSize after the drain "
+                "began (another of its instances went meanwhile), so it launches a replacement"
+            )
+        return out
+
+    def _terminate_instance(self, drain: Drain) -> tuple[ScalingActivity, bool]:
+        """(the termination, whether it decremented the group). AWS refuses the decrement of a group at
+        its MinSize (:class:`AsgLimitExceeded`) and does nothing: a drain that keeps its node then fails
+        and its compensation gives the node back; a leaving instance goes anyway (Spot reclaims several
+        of a pool at once, each drain judged MinSize from the group as it was before the others'
+        terminates), so its drain terminates it without the decrement and the group replaces it."""
+        try:
+            return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True), True
+        except AsgLimitExceeded:
+            if not drain.leaving:
+                raise
+        return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=False), False
 
     def _instance_gone(self, drain: Drain) -> dict[str, Any] | None:
         """The terminate result when the drained instance is already terminating or out of its group."""

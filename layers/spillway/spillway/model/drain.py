@@ -75,7 +75,8 @@ class DrainRequest(BaseModel):
     the same, so two refusals give way: when terminating would take the group below its MinSize it
     drains without terminating (EC2 reclaims the instance and the group replaces it; the interrupt
     function decides from a snapshot up to a minute old, and Spot reclaims several instances of a pool
-    at once), and a node somebody else cordoned is drained with their cordon left in place (never
+    at once), or, when the group reached its MinSize only by the time it terminates, terminates without
+    decrementing; and a node somebody else cordoned is drained with their cordon left in place (never
     taken over, never undone).
     """
 
