@@ -23,6 +23,7 @@ from spillway.act.drain import (
     run_action,
     summarize,
 )
+from spillway.act.interrupt import InterruptSettings, Notice, drain_plan, execution_name
 from spillway.adapters.kube import KubeClient
 from spillway.errors import (
     DrainCancelled,
@@ -458,6 +459,84 @@ def test_the_latest_drain_holds_the_node_and_a_drain_undoes_only_its_own_cordon(
     assert "spot interruption warning w-1" in node["metadata"]["annotations"]["spillway.io/cordoned"]
     assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
     assert rig.drainer.uncordon(warned)["uncordoned"] is True  # its own: undone
+
+
+HEALTH_ARN = "arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/abc"
+
+
+def _scheduled_change_drain(rig: Rig, notice: Notice) -> Drain:
+    """The interrupt function's drain of a scheduled change, validated as DrainNode does (under its
+    execution's name), then cordoned."""
+    plan = drain_plan(notice, rig.clock(), InterruptSettings())
+    assert plan is not None
+    request = {"cluster": CLUSTER, "node": NODE, "instance_id": INSTANCE, "region": "us-east-1",
+               "reason": plan.reason, "deadline_seconds": plan.deadline_seconds, "poll_seconds": plan.poll_seconds,
+               "force": plan.force, "terminate": True, "leaving": True}  # fmt: skip
+    name = execution_name(notice, INSTANCE, forced=plan.force)
+    drain = Drain.model_validate(
+        run_action(rig.drainer, {"action": "validate", "request": request, "execution": name})["drain"]
+    )
+    rig.drainer.cordon(drain)
+    return drain
+
+
+def test_the_two_drains_of_one_scheduled_change_each_undo_only_their_own_cordon(rig: Rig) -> None:
+    """AWS Health announces an instance retirement more than a day ahead (a drain without force), then
+    sends an update of the same event within the day (a forced drain, its execution ``...-force``). Both
+    wrote the cordon ``held drain: scheduled change <arn>``, so when the first met its deadline (a
+    budget kept web-0 there) its compensation took that cordon for its own and uncordoned the node
+    under the forced drain. Each drain's cordon now names its execution. (Found by review.)"""
+    start = T0 + timedelta(hours=30)
+    rig.pod("web-0")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+    unforced = _scheduled_change_drain(
+        rig, Notice("scheduled", "e-1", "us-east-1", T0, (INSTANCE,), start=start, code=HEALTH_ARN)
+    )
+    rig.clock.advance(8 * 3600)
+    update = Notice("scheduled", "e-2", "us-east-1", rig.clock(), (INSTANCE,), start=start, code=HEALTH_ARN)
+    forced = _scheduled_change_drain(rig, update)
+    assert (unforced.force, forced.force, unforced.reason) == (False, True, forced.reason)
+
+    compensation = rig.drainer.uncordon(unforced)  # its deadline (a day) came with web-0 still there
+
+    node = rig.node()
+    assert "another drain holds the node" in compensation["note"]
+    assert node["spec"].get("unschedulable") is True
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"].get("taints") or [])
+    cordon = node["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert cordon.split(" ", 4)[1:4] == ["held", "drain", f"{forced.name}:"]
+    assert forced.name == execution_name(update, INSTANCE, forced=True)
+    assert rig.drainer.uncordon(forced)["uncordoned"] is True  # its own: undone
+
+
+def test_a_cordon_written_before_drains_had_names_is_undone_by_its_drain_and_no_other(rig: Rig) -> None:
+    """A drain validated before the upgrade carries no name (executions in flight keep their drain
+    object): it writes and recognises the old ``<time> held drain: <reason>``. A named drain never
+    takes that cordon for its own, whatever its reason, nor does an unnamed drain take a named one's."""
+    old = rig.validated(reason="scheduled change arn:x", leaving=True).model_dump()
+    old.pop("name")
+    legacy = Drain.model_validate(old)
+    named = rig.validated(reason="scheduled change arn:x", leaving=True, force=True)
+    rig.drainer.cordon(legacy)
+    written = rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
+
+    left = rig.drainer.uncordon(named)  # the legacy drain holds the node
+    rig.drainer.cordon(named)
+    also_left = rig.drainer.uncordon(legacy)  # the named drain took it over
+    rig.drainer.cordon(legacy)
+    undone = rig.drainer.uncordon(legacy)  # its own again
+
+    assert written.split(" ", 1)[1] == "held drain: scheduled change arn:x"
+    assert "another drain holds" in left["note"] and "another drain holds" in also_left["note"]
+    assert undone == {"untainted": True, "uncordoned": True}
+
+
+@pytest.mark.parametrize("name", ["", "two words", "a:b", "x" * 81, 7])
+def test_validate_refuses_an_execution_name_a_cordon_cannot_carry(rig: Rig, name: Any) -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        run_action(rig.drainer, {"action": "validate", "request": {"cluster": CLUSTER, "node": NODE},
+                                 "execution": name})  # fmt: skip
+    assert caught.value.field == "execution"
 
 
 def test_cordon_stops_when_somebody_else_cordoned_the_node_after_validation(rig: Rig) -> None:
@@ -905,6 +984,12 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
     assert (gone["Choices"][0]["Next"], gone["Default"]) == ("CompleteOwnLifecycleAction", "RecordFailure")
     assert states["RecordRejection"]["Parameters"]["outcome"] == "rejected"
     assert [c["Next"] for c in states["Validate"]["Catch"]] == ["RecordRejection"]  # nothing to undo
+    # the drain is named after its execution, and its cordon says so (a drain undoes only its own)
+    assert states["Validate"]["Parameters"] == {
+        "action": "validate",
+        "request.$": "$",
+        "execution.$": "$$.Execution.Name",
+    }
     assert [c["Next"] for c in states["DeleteNode"]["Catch"]] == ["RecordTerminated"]  # instance gone
     assert states["Fail"] == {"Type": "Fail", "ErrorPath": "$.outcome.error", "CausePath": "$.outcome.cause"}
     assert states["WaitForPods"]["SecondsPath"] == "$.drain.poll_seconds"

@@ -126,6 +126,9 @@ class Drain(BaseModel):
     lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
     uncordon: bool = False  # once empty: uncordon and keep the node (never with terminate or lifecycle)
     leaving: bool = False  # the instance goes whatever the drain does (DrainRequest.leaving, lifecycle)
+    # The drain's own name, which its cordon carries so that it undoes only its own: its DrainNode
+    # execution's name. "" for a drain validated before drains had names (an execution in flight then).
+    name: str = ""
 
     @property
     def deadline(self) -> datetime:
