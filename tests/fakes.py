@@ -434,6 +434,14 @@ class FakeCloud(Recorder):
         if placement is None:
             raise InstanceNotFound(f"{region}/{instance_id}: no managed instance")
         raw = self._group(region, placement.group)
+        live = placement.lifecycle_state in ("InService", "Pending")
+        if decrement and live and raw["DesiredCapacity"] - 1 < raw["MinSize"]:
+            raise AsgLimitExceeded(  # AWS's ValidationError, as the adapter maps it; nothing is done
+                f"TerminateInstanceInAutoScalingGroup({region}, {instance_id}): Currently, desiredSize equals "
+                f"minSize ({raw['MinSize']}). Terminating instance without replacement will violate group's "
+                "min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower "
+                "group's min size."
+            )
         raw["DesiredCapacity"] -= 1 if decrement else 0
         if placement.lifecycle_state.startswith("Terminating"):
             return ScalingActivity.model_validate(self._termination(placement.group, instance_id))

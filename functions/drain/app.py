@@ -1,6 +1,6 @@
 """Drain Lambda: one step of the DrainNode state machine per invocation, chosen by ``action``.
 
-``{"action": "validate", "request": {...}}``, ``{"action": "cordon" | "evict" | "check" | "terminate" |
+``{"action": "validate", "request": {...}, "execution": "<its name>"}``, ``{"action": "cordon" | "evict" | "check" | "terminate" |
 "complete_lifecycle" | "delete_node" | "uncordon", "drain": {...}}`` (``evict`` also takes the previous ``round``) and
 ``{"action": "record", "state": {...}, "outcome": ...}``. Thin: the work is :mod:`spillway.act.drain`;
 errors are Spillway's named errors, whose class names the state machine's Retry/Catch match.

@@ -8,7 +8,11 @@ it hurts and asserts what is left of the node, the instance and the group:
 * the Kubernetes API goes down while the drain compensates, or the execution is stopped mid-drain: the
   node keeps Spillway's marks until a plan past ``orphaned_drain_minutes`` restores it (it runs pods)
   or finishes the drain (it is idle);
-* a rejected request that carries a ``drain`` object posts no Event and touches nothing.
+* a rejected request that carries a ``drain`` object posts no Event and touches nothing;
+* a leaving drain whose group reached its MinSize meanwhile (AWS refuses the decrement) terminates
+  without decrementing, never giving the node back;
+* of two drains of one node with the same reason (a scheduled change's, then its forced one), the
+  first that times out leaves the second's cordon: each cordon names its execution.
 
 Step Functions' Retry waits are real sleeps in moto; :func:`fast_retries` shortens them (the attempts
 and their order stay the ASL's) so that each test runs in seconds.
@@ -354,7 +358,7 @@ def test_a_rejected_request_carrying_a_drain_object_posts_no_event_and_touches_n
 @pytest.mark.parametrize(
     ("region", "when"),
     [(HOME, "evict"), (WEST, "evict"), (HOME, "cordon")],
-    ids=["aws-sdk-task", "drain-function", "before-the-cordon"],
+    ids=["home-region", "other-region", "before-the-cordon"],  # a leaving drain terminates by the function
 )
 def test_a_leaving_drain_whose_node_goes_ends_terminated(cloud: Cloud, region: str, when: str) -> None:
     """EC2 reclaimed the instance, or another drain of it terminated it and deleted its Node: a drain
@@ -381,3 +385,78 @@ def test_a_leaving_drain_whose_node_goes_ends_terminated(cloud: Cloud, region: s
 
     assert result["status"] == "SUCCEEDED", result
     assert result["output"]["outcome"] == "terminated"
+
+
+@pytest.mark.parametrize("region", [HOME, WEST], ids=["home", "other-region"])
+def test_a_leaving_drain_that_meets_min_size_at_terminate_terminates_without_decrementing(
+    cloud: Cloud, region: str
+) -> None:
+    """Spot reclaims two instances of a group one above its MinSize: the other warning's drain
+    terminated its instance after this drain was validated, so AWS refuses this one's decrement (CloudSim
+    refuses as AWS does). The drain terminates without decrementing, the group launches the replacement
+    it needs, and the node is never given back to the scheduler; it failed and uncordoned the node EC2
+    was reclaiming. (Found by review.)"""
+    cloud.group("g", region=region, instance_type="m5.large", desired=2, gpu=False)
+    autoscaling = boto3.client("autoscaling", region_name=region)
+    autoscaling.update_auto_scaling_group(AutoScalingGroupName="g", MinSize=1)
+    cloud.wait_nodes(2)
+    (node, instance), (_, other) = nodes_of(cloud, "g", region)
+
+    def other_drain_terminates() -> None:
+        autoscaling.terminate_instance_in_auto_scaling_group(
+            InstanceId=other, ShouldDecrementDesiredCapacity=True
+        )
+
+    with before_action(cloud, "check", other_drain_terminates):
+        result = cloud.stack.run(
+            "DrainNodeStateMachine",
+            {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10, "force": True,
+             "leaving": True, "reason": "spot interruption warning"},
+            timeout=40,
+        )  # fmt: skip
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "terminated" and "without decrementing" in out["terminated"]["note"], out
+    assert not [c for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "uncordon"]
+    assert instance not in cloud.instances() and other not in cloud.instances()
+    assert cloud.desired("g", region) == 1  # MinSize: the group replaces the reclaimed instance
+    wait_for(lambda: cloud.kube.get("Node", node) is None, what=f"Node {node} removed")
+
+
+def test_the_first_of_two_drains_with_one_reason_times_out_leaving_the_seconds_cordon(cloud: Cloud) -> None:
+    """A scheduled change's drain without force, then the forced one AWS Health's update starts (same
+    reason, an execution of its own): the first meets its deadline with a pod still there and its
+    compensation uncordoned the node under the forced drain, which went on to terminate a node the
+    scheduler was filling again (a budget holds both drains; the forced one terminates at its
+    deadline). Each cordon now names its drain's execution (the state machine passes its name), and
+    the first leaves the second's. (Found by review.)"""
+    cloud.group("g", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "g")
+    add_pod(cloud, "web-0", node)
+    cloud.kube.add(objects.pdb("web-0", "team-a", {"app": "web-0"}, min_available=1))  # both drains wait
+    change = {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "leaving": True,
+              "reason": "scheduled change arn:aws:health:us-east-1::event/EC2/X/abc"}  # fmt: skip
+    first = cloud.stack.start("DrainNodeStateMachine", {**change, "deadline_seconds": 4}, name="sched-abc")
+    wait_for(lambda: marks(cloud.kube.get("Node", node)) == (True, True, True), what="the first cordon")
+    second = cloud.stack.start(
+        "DrainNodeStateMachine", {**change, "deadline_seconds": 12, "force": True}, name="sched-abc-force"
+    )
+
+    def both_cordoned() -> bool:
+        done = [c.result for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "cordon"]
+        return len(done) == 2 and all(done)
+
+    wait_for(both_cordoned, what="the second cordon")
+
+    timed_out = cloud.stack.wait(first, timeout=30)
+    left = cloud.kube.get("Node", node)
+    forced = cloud.stack.wait(second, timeout=30)
+
+    assert timed_out["status"] == "FAILED" and timed_out["error"] == "DrainTimeout", timed_out
+    assert "another drain holds the node" in timed_out["cause"]
+    assert marks(left) == (True, True, True)  # the forced drain's cordon and taint stayed
+    assert " held drain sched-abc-force: scheduled change " in left["metadata"]["annotations"][CORDONED]
+    assert forced["status"] == "SUCCEEDED" and forced["output"]["outcome"] == "terminated", forced
+    assert instance not in cloud.instances()

@@ -309,6 +309,30 @@ def test_terminate_instance_decrements_the_group(adapter: AwsAdapter, two_region
     assert victim not in {i.InstanceId for i in group.Instances}
 
 
+def test_terminate_refused_at_min_size_becomes_asg_limit_exceeded(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
+) -> None:
+    """AWS's ValidationError when the decrement would take the group below MinSize: a drain of an
+    instance leaving anyway tells it from any other failure (it then terminates without decrementing)."""
+    victim = two_regions["general"]["Instances"][0]["InstanceId"]
+    message = (
+        "Currently, desiredSize equals minSize (2). Terminating instance without replacement will violate "
+        "group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower "
+        "group's min size."
+    )
+    answer(
+        clients.autoscaling("us-east-1"),
+        "TerminateInstanceInAutoScalingGroup",
+        lambda params: {
+            "Error": {"Code": "ValidationError", "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+    )
+
+    with pytest.raises(AsgLimitExceeded, match=f"{victim}.*min size constraint"):
+        adapter.terminate_instance("us-east-1", victim, decrement=True)
+
+
 # --- errors ----------------------------------------------------------------------------------------
 
 

@@ -105,3 +105,29 @@ def test_terminating_an_unknown_instance_is_a_validation_error(aws: CloudSim) ->
             InstanceId="i-0123456789abcdef0", ShouldDecrementDesiredCapacity=True
         )
     assert err.value.response["Error"]["Code"] == "ValidationError"
+
+
+def test_terminating_with_a_decrement_below_min_size_is_refused_like_aws(aws: CloudSim) -> None:
+    """moto decrements below MinSize; AWS refuses (ValidationError, nothing done) and says how to go on:
+    terminate without decrementing, and the group launches a replacement."""
+    make_group("gpu")
+    client = boto3.client("autoscaling")
+    client.update_auto_scaling_group(AutoScalingGroupName="gpu", MinSize=1, DesiredCapacity=1)
+
+    def instances() -> list[str]:
+        found = client.describe_auto_scaling_groups(AutoScalingGroupNames=["gpu"])["AutoScalingGroups"]
+        return [i["InstanceId"] for i in found[0]["Instances"]]
+
+    [victim] = instances()
+    with pytest.raises(ClientError) as err:
+        client.terminate_instance_in_auto_scaling_group(
+            InstanceId=victim, ShouldDecrementDesiredCapacity=True
+        )
+    still = instances()
+    client.terminate_instance_in_auto_scaling_group(InstanceId=victim, ShouldDecrementDesiredCapacity=False)
+    after = instances()
+
+    assert err.value.response["Error"]["Code"] == "ValidationError"
+    assert "violate group's min size constraint" in err.value.response["Error"]["Message"]
+    assert still == [victim]
+    assert group("gpu")["DesiredCapacity"] == 1 and len(after) == 1 and victim not in after  # replaced

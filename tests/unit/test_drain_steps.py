@@ -23,8 +23,15 @@ from spillway.act.drain import (
     run_action,
     summarize,
 )
+from spillway.act.interrupt import InterruptSettings, Notice, drain_plan, execution_name
 from spillway.adapters.kube import KubeClient
-from spillway.errors import DrainCancelled, DrainTimeout, InstanceNotFound, InvalidDrainRequest
+from spillway.errors import (
+    DrainCancelled,
+    DrainTimeout,
+    InstanceNotFound,
+    InvalidDrainRequest,
+    SpillwayError,
+)
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.cluster import NodeInfo
@@ -454,6 +461,84 @@ def test_the_latest_drain_holds_the_node_and_a_drain_undoes_only_its_own_cordon(
     assert rig.drainer.uncordon(warned)["uncordoned"] is True  # its own: undone
 
 
+HEALTH_ARN = "arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/abc"
+
+
+def _scheduled_change_drain(rig: Rig, notice: Notice) -> Drain:
+    """The interrupt function's drain of a scheduled change, validated as DrainNode does (under its
+    execution's name), then cordoned."""
+    plan = drain_plan(notice, rig.clock(), InterruptSettings())
+    assert plan is not None
+    request = {"cluster": CLUSTER, "node": NODE, "instance_id": INSTANCE, "region": "us-east-1",
+               "reason": plan.reason, "deadline_seconds": plan.deadline_seconds, "poll_seconds": plan.poll_seconds,
+               "force": plan.force, "terminate": True, "leaving": True}  # fmt: skip
+    name = execution_name(notice, INSTANCE, forced=plan.force)
+    drain = Drain.model_validate(
+        run_action(rig.drainer, {"action": "validate", "request": request, "execution": name})["drain"]
+    )
+    rig.drainer.cordon(drain)
+    return drain
+
+
+def test_the_two_drains_of_one_scheduled_change_each_undo_only_their_own_cordon(rig: Rig) -> None:
+    """AWS Health announces an instance retirement more than a day ahead (a drain without force), then
+    sends an update of the same event within the day (a forced drain, its execution ``...-force``). Both
+    wrote the cordon ``held drain: scheduled change <arn>``, so when the first met its deadline (a
+    budget kept web-0 there) its compensation took that cordon for its own and uncordoned the node
+    under the forced drain. Each drain's cordon now names its execution. (Found by review.)"""
+    start = T0 + timedelta(hours=30)
+    rig.pod("web-0")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+    unforced = _scheduled_change_drain(
+        rig, Notice("scheduled", "e-1", "us-east-1", T0, (INSTANCE,), start=start, code=HEALTH_ARN)
+    )
+    rig.clock.advance(8 * 3600)
+    update = Notice("scheduled", "e-2", "us-east-1", rig.clock(), (INSTANCE,), start=start, code=HEALTH_ARN)
+    forced = _scheduled_change_drain(rig, update)
+    assert (unforced.force, forced.force, unforced.reason) == (False, True, forced.reason)
+
+    compensation = rig.drainer.uncordon(unforced)  # its deadline (a day) came with web-0 still there
+
+    node = rig.node()
+    assert "another drain holds the node" in compensation["note"]
+    assert node["spec"].get("unschedulable") is True
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"].get("taints") or [])
+    cordon = node["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert cordon.split(" ", 4)[1:4] == ["held", "drain", f"{forced.name}:"]
+    assert forced.name == execution_name(update, INSTANCE, forced=True)
+    assert rig.drainer.uncordon(forced)["uncordoned"] is True  # its own: undone
+
+
+def test_a_cordon_written_before_drains_had_names_is_undone_by_its_drain_and_no_other(rig: Rig) -> None:
+    """A drain validated before the upgrade carries no name (executions in flight keep their drain
+    object): it writes and recognises the old ``<time> held drain: <reason>``. A named drain never
+    takes that cordon for its own, whatever its reason, nor does an unnamed drain take a named one's."""
+    old = rig.validated(reason="scheduled change arn:x", leaving=True).model_dump()
+    old.pop("name")
+    legacy = Drain.model_validate(old)
+    named = rig.validated(reason="scheduled change arn:x", leaving=True, force=True)
+    rig.drainer.cordon(legacy)
+    written = rig.node()["metadata"]["annotations"]["spillway.io/cordoned"]
+
+    left = rig.drainer.uncordon(named)  # the legacy drain holds the node
+    rig.drainer.cordon(named)
+    also_left = rig.drainer.uncordon(legacy)  # the named drain took it over
+    rig.drainer.cordon(legacy)
+    undone = rig.drainer.uncordon(legacy)  # its own again
+
+    assert written.split(" ", 1)[1] == "held drain: scheduled change arn:x"
+    assert "another drain holds" in left["note"] and "another drain holds" in also_left["note"]
+    assert undone == {"untainted": True, "uncordoned": True}
+
+
+@pytest.mark.parametrize("name", ["", "two words", "a:b", "x" * 81, 7])
+def test_validate_refuses_an_execution_name_a_cordon_cannot_carry(rig: Rig, name: Any) -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        run_action(rig.drainer, {"action": "validate", "request": {"cluster": CLUSTER, "node": NODE},
+                                 "execution": name})  # fmt: skip
+    assert caught.value.field == "execution"
+
+
 def test_cordon_stops_when_somebody_else_cordoned_the_node_after_validation(rig: Rig) -> None:
     drain = rig.validated()
     _cordoned_by_somebody(rig)
@@ -610,6 +695,62 @@ def test_compensation_after_a_failed_terminate_of_a_live_instance_uncordons(rig:
     out = rig.drainer.uncordon(drain, after_terminate=True)
     assert out == {"untainted": True, "uncordoned": True}
     assert not rig.node()["spec"].get("unschedulable")
+
+
+def _terminate_or_compensate(rig: Rig, drain: Drain) -> dict[str, Any]:
+    """The terminate step, then, when it fails, CompensateTerminate: as drain_node.asl.json runs them."""
+    try:
+        return {"terminated": run_action(rig.drainer, {"action": "terminate", "drain": drain.model_dump()})}
+    except SpillwayError as exc:
+        event = {"action": "uncordon", "after_terminate": True, "drain": drain.model_dump()}
+        return {"error": type(exc).__name__, "compensation": run_action(rig.drainer, event)}
+
+
+def test_two_spot_drains_at_once_the_second_terminates_without_decrementing_its_group_at_min_size(
+    rig: Rig,
+) -> None:
+    """Spot reclaims two instances of a pool at once: both leaving drains were validated while the group
+    was above its MinSize, so both meant to decrement it. The first terminate took the group to MinSize,
+    AWS refused the second (ValidationError: terminating without replacement would violate the group's
+    min size), and the compensation uncordoned and untainted a node EC2 was reclaiming: new pods landed
+    on it and died with it. A leaving drain whose decrement AWS refuses terminates without decrementing
+    (the group launches the replacement it needs at MinSize). (Found by review.)"""
+    rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=1, desired=2)
+    rig.pod("web-0")
+    rig.pod("web-1", node=SPARE)
+    warning = {"force": True, "leaving": True, "reason": "spot interruption warning", "deadline_seconds": 90,
+               "poll_seconds": 5}  # fmt: skip
+    first, second = rig.validated(**warning), rig.validated(**warning, node=SPARE)
+    assert first.terminate and second.terminate  # both judged with desired 2 > MinSize 1
+    for drain in (first, second):
+        rig.drainer.cordon(drain)
+        rig.drainer.evict(drain)
+
+    _terminate_or_compensate(rig, first)
+    outcome = _terminate_or_compensate(rig, second)
+
+    node = rig.node(SPARE)
+    assert node["spec"].get("unschedulable") is True, f"the reclaimed node was put back in service: {outcome}"
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"].get("taints") or [])
+    assert rig.cloud.terminated() == [
+        ("us-east-1", INSTANCE, True),
+        ("us-east-1", SPARE_INSTANCE, True),  # refused: the group was at its MinSize by then
+        ("us-east-1", SPARE_INSTANCE, False),
+    ]
+    assert "without decrementing" in outcome["terminated"]["note"]
+    assert rig.cloud.describe_group("us-east-1", "general").DesiredCapacity == 1  # MinSize: replaced
+
+
+def test_a_drain_not_leaving_whose_decrement_aws_refuses_fails_and_keeps_its_node(rig: Rig) -> None:
+    """A drain by hand (or a plan's) that meets MinSize at terminate time terminates nothing: the node
+    is not going away, so the compensation gives it back to the scheduler."""
+    drain = rig.cordoned(force=True)
+    rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=2, desired=2)  # raised since
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert outcome == {"error": "AsgLimitExceeded", "compensation": {"untainted": True, "uncordoned": True}}
+    assert rig.cloud.terminated() == [("us-east-1", INSTANCE, True)]
 
 
 def test_delete_node_deletes_only_the_drained_node(rig: Rig) -> None:
@@ -836,19 +977,25 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
     for name in ("Cordon", "Evict", "CheckBeforeTerminating"):
         assert [c["Next"] for c in states[name]["Catch"]] == ["Compensate"], name
     # a failed terminate may have terminated all the same: its compensation asks first
-    for name in ("TerminateInstance", "TerminateInstanceInItsRegion"):
+    for name in ("TerminateInstance", "TerminateThroughFunction"):
         assert [c["Next"] for c in states[name]["Catch"]] == ["CompensateTerminate"], name
     assert states["CompensateTerminate"]["Parameters"]["after_terminate"] is True
     gone = states["InstanceGone"]
     assert (gone["Choices"][0]["Next"], gone["Default"]) == ("CompleteOwnLifecycleAction", "RecordFailure")
     assert states["RecordRejection"]["Parameters"]["outcome"] == "rejected"
     assert [c["Next"] for c in states["Validate"]["Catch"]] == ["RecordRejection"]  # nothing to undo
+    # the drain is named after its execution, and its cordon says so (a drain undoes only its own)
+    assert states["Validate"]["Parameters"] == {
+        "action": "validate",
+        "request.$": "$",
+        "execution.$": "$$.Execution.Name",
+    }
     assert [c["Next"] for c in states["DeleteNode"]["Catch"]] == ["RecordTerminated"]  # instance gone
     assert states["Fail"] == {"Type": "Fail", "ErrorPath": "$.outcome.error", "CausePath": "$.outcome.cause"}
     assert states["WaitForPods"]["SecondsPath"] == "$.drain.poll_seconds"
 
 
-def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_through_the_function() -> None:
+def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_or_leaving_through_the_function() -> None:
     states = _asl("drain_node.asl.json")["States"]
     here = states["TerminateInstance"]
     assert here["Resource"] == "arn:aws:states:::aws-sdk:autoscaling:terminateInstanceInAutoScalingGroup"
@@ -859,13 +1006,24 @@ def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_through_the_functio
         "AutoScaling.ThrottlingException",
     }
     assert retry["JitterStrategy"] == "FULL"
-    choice = states["ShouldTerminate"]["Choices"][2]
-    assert choice == {
+    should = states["ShouldTerminate"]
+    leaving, here_only = should["Choices"][2:]
+    # a leaving instance's drain terminates through the function, which drops the decrement AWS refuses
+    # at MinSize; the aws-sdk task would fail there and its compensation give the node back
+    assert leaving == {
+        "And": [
+            {"Variable": "$.drain.leaving", "IsPresent": True},
+            {"Variable": "$.drain.leaving", "BooleanEquals": True},
+        ],
+        "Next": "TerminateThroughFunction",
+    }
+    assert here_only == {
         "Variable": "$.drain.region",
         "StringEquals": "${HomeRegion}",
         "Next": "TerminateInstance",
     }
-    elsewhere = states["TerminateInstanceInItsRegion"]
+    assert should["Default"] == "TerminateThroughFunction"
+    elsewhere = states["TerminateThroughFunction"]
     assert elsewhere["Parameters"]["action"] == "terminate"
     assert any("AwsThrottled" in r["ErrorEquals"] for r in elsewhere["Retry"])
 

@@ -34,7 +34,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   right before termination, :meth:`Drainer.check` also requires that no workload pod is left (unless
   ``force`` and the deadline passed);
 * the compensation (:meth:`Drainer.uncordon`) removes the draining taint and Spillway's cordon, never
-  a cordon somebody else made, and never touches a Node that replaced the drained one.
+  a cordon somebody else made nor one another drain of the node made since (the cordon names its
+  drain's execution: :func:`cordon_reason`), and never touches a Node that replaced the drained one.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -51,6 +53,7 @@ from pydantic import ValidationError
 from spillway.act.instances import where_gone
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
+    AsgLimitExceeded,
     AwsError,
     DrainCancelled,
     DrainTimeout,
@@ -64,7 +67,7 @@ from spillway.errors import (
     PodNotFound,
     SpillwayError,
 )
-from spillway.model.aws import AutoScalingGroup
+from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import PodInfo, instance_id_from_provider_id
 from spillway.model.drain import (
     GLOBAL_TIMEOUT_SECONDS,
@@ -421,18 +424,40 @@ def _below_min(asg: AutoScalingGroup) -> bool:
 
 
 def cordon_reason(drain: Drain) -> str:
-    """What the drain writes after the time in Spillway's cordon annotation: the node is its own. A
-    drain no plan started holds it (:data:`HELD_DRAIN`): a plan must not uncordon it to reuse its room."""
+    """What the drain writes after the time in Spillway's cordon annotation: the node is its own, and
+    which drain it is (``drain <name>: <reason>``; two drains of one node may share a reason, as the
+    two of one scheduled change do). A drain no plan started holds it (:data:`HELD_DRAIN`): a plan must
+    not uncordon it to reuse its room. A drain without a name (validated before drains had one) writes
+    ``drain: <reason>`` as it did then."""
     held = "" if drain.plan_id else f"{HELD_DRAIN} "
-    return f"{held}drain: {drain.reason}"
+    named = f" {drain.name}" if drain.name else ""
+    return f"{held}drain{named}: {drain.reason}"
 
 
 def holds(drain: Drain, annotation: str) -> bool:
     """Whether Spillway's cordon ``annotation`` (``<time> <reason>``, at most 256 characters) is the
     drain's own, not a later drain's that took the node over (a Spot warning's, say, beside a
-    rebalance recommendation's): a drain undoes only its own cordon."""
+    rebalance recommendation's): a drain undoes only its own cordon. The name comes before the reason,
+    which the 256 characters may cut; a name has no ``:`` (:func:`drain_name`), so a named drain never
+    reads an unnamed one's ``drain: ...`` as its own, nor an unnamed one a named one's."""
     stamp = annotation.split(" ", 1)[0]
     return annotation == f"{stamp} {cordon_reason(drain)}".strip()[:256]
+
+
+_DRAIN_NAME = re.compile(r"^[^\s:]{1,80}$")
+
+
+def drain_name(execution: Any) -> str:
+    """The drain's name: its execution's (Step Functions names are 1 to 80 characters, no whitespace
+    and no ``:``), or, when none is given (a step called by hand), a new unique one."""
+    if execution is None:
+        return f"drain-{uuid.uuid4().hex[:12]}"
+    if not isinstance(execution, str) or not _DRAIN_NAME.match(execution):
+        raise InvalidDrainRequest(
+            f"an execution name of 1 to 80 characters without whitespace or ':', got {json.dumps(execution)[:100]}",
+            field="execution",
+        )
+    return execution
 
 
 _GONE: dict[str, Any] = {
@@ -650,10 +675,13 @@ class Drainer:
 
     # validate ----------------------------------------------------------------------------------
 
-    def validate(self, raw: Any) -> dict[str, Any]:
+    def validate(self, raw: Any, execution: Any = None) -> dict[str, Any]:
         """Check the request against the cluster and AWS, reading only. Returns ``{"drain", "preview"}``:
-        the normalised drain, and what the drain would do (the whole answer of a ``dry_run``)."""
+        the normalised drain, and what the drain would do (the whole answer of a ``dry_run``).
+        ``execution``: the DrainNode execution's name, which becomes the drain's (one is made up when
+        none is given)."""
         request = parse_request(raw)
+        name = drain_name(execution)
         _refuse(_other_cluster(request, self.cluster))
         node = self._named_node(request)
         _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
@@ -665,7 +693,7 @@ class Drainer:
         _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
         # an instance going away anyway is only drained at MinSize: EC2 reclaims it, the group replaces it
         terminate = request.terminate and not (request.leaving and _below_min(asg))
-        drain = self._new_drain(request, node, placement, terminate=terminate)
+        drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
         verdicts = [classify(p, force=request.force, now=now) for p in self.kube.pods_on_node(drain.node)]
         _refuse_busy_planned_drain(request, verdicts)
@@ -675,7 +703,7 @@ class Drainer:
         return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
 
     def _new_drain(
-        self, request: DrainRequest, node: Node, placement: Placement, *, terminate: bool
+        self, request: DrainRequest, node: Node, placement: Placement, *, terminate: bool, name: str
     ) -> Drain:
         now = self.clock()
         instance_id, region = _located(node)
@@ -698,6 +726,7 @@ class Drainer:
             lifecycle=request.lifecycle,
             uncordon=request.uncordon,
             leaving=request.leaving or request.lifecycle is not None,
+            name=name,
             started_at=iso(now),
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
         )
@@ -889,8 +918,9 @@ class Drainer:
     # terminate ---------------------------------------------------------------------------------
 
     def terminate(self, drain: Drain) -> dict[str, Any]:
-        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity (for the regions a
-        state machine's own aws-sdk task cannot reach). Same result shape as that task's ResultSelector.
+        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, for the regions a
+        state machine's own aws-sdk task cannot reach and for every leaving instance's drain. Same result
+        shape as that task's ResultSelector (with a ``note`` when it did not decrement).
 
         Idempotent: an instance already terminating, or no longer in its group (a retry after the first
         call terminated it and then timed out), is terminated: the step succeeds and says so."""
@@ -898,17 +928,36 @@ class Drainer:
         if already is not None:
             return already
         try:
-            activity = self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True)
+            activity, decremented = self._terminate_instance(drain)
         except InstanceNotFound:
             already = self._instance_gone(drain)
             if already is None:
                 raise
             return already
-        return {
+        out = {
             "activity_id": activity.ActivityId,
             "status": activity.StatusCode,
             "description": activity.Description,
         }
+        if not decremented:
+            out["note"] = (
+                f"terminated without decrementing {drain.group}: it reached its MinSize after the drain "
+                "began (another of its instances went meanwhile), so it launches a replacement"
+            )
+        return out
+
+    def _terminate_instance(self, drain: Drain) -> tuple[ScalingActivity, bool]:
+        """(the termination, whether it decremented the group). AWS refuses the decrement of a group at
+        its MinSize (:class:`AsgLimitExceeded`) and does nothing: a drain that keeps its node then fails
+        and its compensation gives the node back; a leaving instance goes anyway (Spot reclaims several
+        of a pool at once, each drain judged MinSize from the group as it was before the others'
+        terminates), so its drain terminates it without the decrement and the group replaces it."""
+        try:
+            return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=True), True
+        except AsgLimitExceeded:
+            if not drain.leaving:
+                raise
+        return self.cloud.terminate_instance(drain.region, drain.instance_id, decrement=False), False
 
     def _instance_gone(self, drain: Drain) -> dict[str, Any] | None:
         """The terminate result when the drained instance is already terminating or out of its group."""
@@ -1326,7 +1375,7 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     if action == "summarize":
         return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
     if action == "validate":
-        return drainer.validate(event.get("request"))
+        return drainer.validate(event.get("request"), event.get("execution"))
     if action == "remove_unregistered":
         return drainer.remove_unregistered(event.get("request"))
     if action == "record":

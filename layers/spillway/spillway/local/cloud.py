@@ -4,7 +4,9 @@ moto launches instances the instant the desired capacity rises, never runs out o
 scaling activities and accepts a desired capacity above MaxSize. AWS does none of that. :class:`CloudSim`
 (a context manager, used inside a moto mock such as :class:`spillway.local.stack.LocalStack`) adds:
 
-* ``SetDesiredCapacity`` outside ``[MinSize, MaxSize]`` refused with AWS's ``ValidationError``;
+* ``SetDesiredCapacity`` outside ``[MinSize, MaxSize]`` refused with AWS's ``ValidationError``, and so
+  is ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` that would take the
+  group below its MinSize (without the decrement the group launches a replacement);
 * scaling activities, answered by ``DescribeScalingActivities``: a ``Successful`` "Launching a new EC2
   instance" per launch, ``Terminating EC2 instance`` per termination;
 * capacity outages per group (:meth:`CloudSim.capacity_outage`): the desired capacity is accepted but
@@ -264,8 +266,15 @@ class CloudSim:
                 raise ValidationError(
                     f"Instance Id not found - No managed instance found for instance ID: {instance_id}"
                 )
+            state = next(s for s in owner.instance_states if s.instance.id == instance_id)
+            live = state.lifecycle_state in ("InService", "Pending")
+            if should_decrement and live and int(owner.desired_capacity or 0) - 1 < owner.min_size:
+                raise ValidationError(
+                    f"Currently, desiredSize equals minSize ({owner.min_size}). Terminating instance without "
+                    "replacement will violate group's min size constraint. Either set "
+                    "shouldDecrementDesiredCapacity flag to false or lower group's min size."
+                )
             if sim._terminate_hooks(owner):
-                state = next(s for s in owner.instance_states if s.instance.id == instance_id)
                 original_size = owner.desired_capacity
                 if should_decrement and state.lifecycle_state in ("InService", "Pending"):
                     owner.desired_capacity = max(int(owner.desired_capacity or 0) - 1, 0)

@@ -520,7 +520,8 @@ def cordon_time(value: str | None) -> datetime | None:
 
 
 def cordon_held(value: str | None) -> bool:
-    """Whether Spillway's cordon annotation (``<time> held drain: <why>``) is a drain no plan started."""
+    """Whether Spillway's cordon annotation (``<time> held drain <execution>: <why>``, or
+    ``<time> held drain: <why>`` as drains wrote it before they had names) is a drain no plan started."""
     parts = (value or "").split(" ", 2)
     return len(parts) > 1 and parts[1] == HELD_DRAIN
 

@@ -75,7 +75,8 @@ class DrainRequest(BaseModel):
     the same, so two refusals give way: when terminating would take the group below its MinSize it
     drains without terminating (EC2 reclaims the instance and the group replaces it; the interrupt
     function decides from a snapshot up to a minute old, and Spot reclaims several instances of a pool
-    at once), and a node somebody else cordoned is drained with their cordon left in place (never
+    at once), or, when the group reached its MinSize only by the time it terminates, terminates without
+    decrementing; and a node somebody else cordoned is drained with their cordon left in place (never
     taken over, never undone).
     """
 
@@ -125,6 +126,9 @@ class Drain(BaseModel):
     lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
     uncordon: bool = False  # once empty: uncordon and keep the node (never with terminate or lifecycle)
     leaving: bool = False  # the instance goes whatever the drain does (DrainRequest.leaving, lifecycle)
+    # The drain's own name, which its cordon carries so that it undoes only its own: its DrainNode
+    # execution's name. "" for a drain validated before drains had names (an execution in flight then).
+    name: str = ""
 
     @property
     def deadline(self) -> datetime:
