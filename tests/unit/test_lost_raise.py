@@ -1,19 +1,23 @@
 """A raise whose SetDesiredCapacity answer was lost (a timeout, a 5xx: AWS may or may not have applied it),
 while other executions raise the same group (act/claims.py). It is settled only when that is
-unambiguous; otherwise its marker is kept and marked unsettled, never raised twice. (Review r2: a
-fleet's attach, a marker dated before its owner's read, and a marker whose raise never applied were
-each taken into the arithmetic that settled it.)"""
+unambiguous; otherwise its marker is kept and marked unsettled, and what follows stays safe: it is not
+raised twice, it takes no instance another owner waits for, and its shortfall is not a launch failure.
+(Review r2: a fleet's attach, a marker dated before its owner's read, and a marker whose raise never
+applied were each taken into the arithmetic that settled it.)"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from test_shared_group import GANG, NOW, UP, World
 
 from spillway.act.claims import RAISE_PREFIX, Owner
 from spillway.errors import AwsUnavailable
+from spillway.local import objects as o
 
 FLEET = {**GANG, "mode": "fleet", "execution": "gang-fleet-1"}
 UP_OWNER = "up-p-1-1-us-east-1-gpu"
@@ -95,6 +99,20 @@ def test_a_lost_raise_is_not_taken_as_landed_on_a_fleet_gangs_attach() -> None:
     assert up_owner(w).unsettled()
 
 
+def test_an_unsettled_scale_up_short_at_its_deadline_does_not_back_off_the_group() -> None:
+    """On main verify timed out waiting for nodes nobody launched, and the group that had just launched a
+    whole gang was backed off (its pods overflowing elsewhere)."""
+    w = World()
+    up = fleet_attaches_meanwhile(w)
+    settle(w, up)
+    w.now = NOW + timedelta(seconds=61)
+
+    verify = w.up.verify({**UP, "prep": up})
+
+    assert verify["status"] == "unsettled", verify
+    assert "not a launch failure" in verify["reason"]
+
+
 # --- review r2, defect 2: a marker is dated before its owner read the group -------------------------
 
 
@@ -121,6 +139,20 @@ def test_a_lost_raise_is_not_settled_on_a_raise_dated_just_before_it() -> None:
     again = settle(w, up)
 
     assert again["again"] and w.desired == 4 and up_owner(w).unsettled()
+
+
+def test_an_unsettled_scale_up_takes_no_instance_a_gang_still_waits_for() -> None:
+    """On main the scale-up, believing its +2 landed, claimed two of the gang's three new instances
+    (first wins) and the gang, never counting three, was given back whole."""
+    w = World()
+    up, gprep = gang_dated_earlier_raises_meanwhile(w)
+    settle(w, up)
+    w.asg_launches(w.desired - len(w.instances))  # Auto Scaling fills the desired capacity: 3
+
+    early = w.up.verify({**UP, "prep": up})  # the scale-up polls first
+
+    assert early["status"] == "launching" and early["in_service"] == 0
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "ready"
 
 
 # --- review r2, defect 3: a kept marker of a raise that never applied ------------------------------
@@ -178,3 +210,55 @@ def test_a_lost_raise_alone_whose_group_moved_otherwise_is_kept_not_raised_twice
     settle(w, up)
 
     assert w.desired == 2 and up_owner(w).unsettled()
+
+
+# --- what follows an unsettled raise ----------------------------------------------------------------
+
+
+def test_an_unsettled_scale_up_backed_off_for_capacity_gives_back_no_capacity_it_may_never_have_added() -> (
+    None
+):
+    """Its +2 never applied; the gang's 1 -> 4 is still launching when a launch fails for capacity. The
+    scale-up backs the group off (a real failure) but leaves the desired capacity: on main it took its 2
+    'undelivered' off the live value, cutting the gang's launches in flight."""
+    w = World()
+    up, _ = gang_dated_earlier_raises_meanwhile(w)
+    settle(w, up)
+    w.asg_launches(1)  # one of the gang's three so far
+    w.cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(w.raw, NOW + timedelta(seconds=5))]
+    w.now = NOW + timedelta(seconds=10)
+    launch = w.up.verify({**UP, "prep": up})
+    assert launch["status"] == "failed"
+
+    out = w.up.backoff({**UP, "prep": up, "launch": launch})
+
+    assert w.desired == 4 and out["desired"] == 4 and out["terminated"] == []
+    assert [b[0] for b in w.ledger.backoffs] == ["gpu"]
+
+
+def test_an_unsettled_gang_gives_back_its_instances_but_no_capacity_it_may_never_have_added() -> None:
+    """The gang's 1 -> 4 was lost unapplied while a scale-up raised 1 -> 3: the gang's marker is kept
+    unsettled. At its deadline it gives back (whole or nothing) without lowering the group: on main it took
+    3 off the live value and cut the scale-up's launch in flight."""
+    w = World()
+    gprep = w.gang.prepare(GANG)
+    up = w.up.prepare(UP)
+    lose_first_call(w, landed=False, meanwhile=lambda: w.up.set_desired({**UP, "prep": up}))
+    with pytest.raises(AwsUnavailable):
+        w.gang.raise_desired({**GANG, "prep": gprep})
+    assert w.gang.raise_desired({**GANG, "prep": gprep})["again"] and w.desired == 3
+    w.now = NOW + timedelta(seconds=61)
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "timeout"
+
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+
+    assert w.desired == 3 and out["desired"] == 3
+
+
+def test_the_scale_up_state_machine_ends_an_unsettled_group_without_backing_it_off() -> None:
+    machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
+    states = machine["States"]["Groups"]["ItemProcessor"]["States"]
+    choice = next(c for c in states["Launched?"]["Choices"] if c.get("StringEquals") == "unsettled")
+    end = states[choice["Next"]]
+    assert end["Type"] == "Pass" and end.get("End") and end["Parameters"]["outcome"] == "unsettled"

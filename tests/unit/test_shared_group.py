@@ -238,9 +238,9 @@ def test_a_raise_that_did_not_land_is_not_taken_for_another_owners_raise() -> No
     scale-up's 3, so its +2 was taken as landed: reported raised, and the scale-up's verification
     would wait for two nodes that never come and back the group off. (Found by review.) The gang's
     marker is in the window: the outcome is ambiguous, the marker kept and marked unsettled (never
-    raised twice). Counting the gang's +3 into the value instead, as this test once expected (6 on the
-    retry), is not sound: a marker may be dated before its owner read the group, or its raise never
-    have applied (review r2)."""
+    raised twice; what follows is safe: tests/unit/test_lost_raise.py). Counting the gang's +3 into
+    the value instead, as this test once expected (6 on the retry), is not sound: a marker may be dated
+    before its owner read the group, or its raise never have applied (review r2)."""
     w = World()  # desired 1
     up, gang = w.up.prepare(UP), w.gang.prepare(GANG)  # +2 and +3
     real = w.cloud.set_desired_capacity

@@ -10,8 +10,11 @@ capacity and give back only its own, whatever the order of their steps:
   A fleet-mode gang raises by AttachInstances (Auto Scaling adds the instances attached to the desired
   capacity) and writes its marker too, before attaching (:func:`mark_attach`).
 * A raise whose answer was lost (a timeout, a 5xx: AWS may have applied it) is settled at once only when
-  that is unambiguous (:func:`_landed`); otherwise its marker is kept (never raised twice) and marked
-  unsettled (``unsettled#<owner>``).
+  that is unambiguous (:func:`_landed`); otherwise its marker is kept and marked unsettled
+  (``unsettled#<owner>``): never raised twice, and what follows is safe. An unsettled owner claims only
+  instances no other owner of its window still waits for (:func:`own_instances`), gives back no capacity
+  (it may never have added any), and a scale-up that ends short of its count is not a launch failure
+  (:meth:`spillway.act.scale.ScaleSteps.verify`): the next plan sees the pods still pending.
 * :func:`own_instances` attributes new instances: the group's instances are interchangeable when they
   launch, so each execution claims (``owner#<region>#<instance>``, conditional put, first wins) new
   instances nobody claimed, up to the count it raised. An instance belongs to exactly one execution.
@@ -25,6 +28,7 @@ whose describe and set interleave within milliseconds can still lose one increme
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -171,21 +175,45 @@ def _utc(value: datetime) -> datetime:
 
 def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: datetime) -> list[str]:
     """The live instances this owner holds among ``candidates`` (the group's live instances that are
-    new to it), claiming unclaimed ones until it holds ``limit``."""
+    new to it), claiming unclaimed ones until it holds ``limit``. An unsettled owner (its raise may never
+    have applied) leaves as many unclaimed instances as the other, settled, owners of its window still
+    wait for: it never takes one of theirs."""
     live = sorted(set(candidates))
     prefix = f"{OWNER_PREFIX}{owner.region}#"
     claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in
                owner.ledger.claims(owner.cluster, prefix).items()}  # fmt: skip
     mine = [i for i in live if claimed.get(i) == owner.owner]
+    room = limit - len(mine)
+    if room > 0 and owner.unsettled():
+        room = min(room, sum(1 for i in live if i not in claimed) - _awaited(owner, claimed))
     for iid in live:
-        if len(mine) >= limit:
+        if room <= 0:
             break
         if iid in claimed:
             continue
         value, _ = owner.ledger.claim(owner.cluster, prefix + iid, {"owner": owner.owner}, expires=now + KEEP)
         if value.get("owner") == owner.owner:
             mine.append(iid)
+            room -= 1
     return sorted(mine)
+
+
+def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:
+    """The instances the other owners of ``owner``'s window whose raises are settled still wait for: each
+    one's count less the instances it holds (``claimed``: instance -> owner)."""
+    markers = owner.ledger.claims(owner.cluster, RAISE_PREFIX)
+    unsettled = {
+        i.removeprefix(UNSETTLED_PREFIX) for i in owner.ledger.claims(owner.cluster, UNSETTLED_PREFIX)
+    }
+    mine = markers.get(RAISE_PREFIX + owner.owner) or {}
+    raw = mine.get("at")
+    at = parse_time(raw) if isinstance(raw, str) and raw else None
+    held = Counter(claimed.values())
+    return sum(
+        max(0, int(str(value.get("count", 0))) - held[other])
+        for other, value in _others(owner, markers)
+        if other not in unsettled and _in_window(value, at)
+    )
 
 
 def give_back_undelivered(aws: Cloud, owner: Owner, undelivered: int) -> int | None:

@@ -448,7 +448,8 @@ class GangSteps:
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each), give
-        back what the attempt raised but never launched (relative, rollback mode), back the group off.
+        back what the attempt raised but never launched (relative, rollback mode; none when its raise is
+        unsettled: it may never have added any), back the group off.
         Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")
@@ -464,8 +465,8 @@ class GangSteps:
         in_group = {i.InstanceId for i in asg.Instances}
         terminated = self._terminate(req.region, members, in_group)
         desired: int | None = None
-        if prep["mode"] == "rollback":  # raised, never launched: only that much, relative to now
-            owner = self._owner(req, prep)
+        owner = self._owner(req, prep)
+        if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
             delivered = len(members & in_group)
             desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered)
         until = self.clock() + timedelta(minutes=self.backoff_minutes)
