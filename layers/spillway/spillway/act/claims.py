@@ -1,18 +1,20 @@
 """Who owns what in an Auto Scaling group that several executions grow at once.
 
-A scale-up and any number of rollback-mode gangs may raise one group at the same time. Each must add
-only its own capacity and give back only its own, whatever the order of their steps:
+A scale-up and any number of gangs may raise one group at the same time. Each must add only its own
+capacity and give back only its own, whatever the order of their steps:
 
 * :func:`raise_once` raises the desired capacity by the execution's own count *relative to the live
   value read at raise time*, exactly once per owner: a marker item (``raise#<owner>``, a conditional put
   in the state table) records the desired capacity before and after, and when it was written; a retried
   step finds it and does not raise again. A raise refused gives its marker back, so the retry raises.
-  One whose outcome is unknown (a timeout, a 5xx: AWS may have applied it) is settled at once
-  (:func:`_landed`): the group's desired capacity is read again and compared with the raise's ``after``
-  plus what other owners' markers of the group, written since this one, raised; at or above, the raise
-  landed and is a success; below, the marker is given back and the retry raises relative to the live
-  value; a read that fails too keeps the marker (a raise lost is found by the launch's verification;
-  one applied twice is paid for).
+  A fleet-mode gang raises by AttachInstances (Auto Scaling adds the instances attached to the desired
+  capacity) and writes its marker too, before attaching (:func:`mark_attach`).
+* A raise whose answer was lost (a timeout, a 5xx: AWS may have applied it) is settled at once only when
+  that is unambiguous (:func:`_landed`); otherwise its marker is kept and marked unsettled
+  (``unsettled#<owner>``): never raised twice, and what follows is safe. An unsettled owner claims only
+  instances no other owner of its window still waits for (:func:`own_instances`), gives back no capacity
+  (it may never have added any), and a scale-up that ends short of its count is not a launch failure
+  (:meth:`spillway.act.scale.ScaleSteps.verify`): the next plan sees the pods still pending.
 * :func:`own_instances` attributes new instances: the group's instances are interchangeable when they
   launch, so each execution claims (``owner#<region>#<instance>``, conditional put, first wins) new
   instances nobody claimed, up to the count it raised. An instance belongs to exactly one execution.
@@ -26,7 +28,8 @@ whose describe and set interleave within milliseconds can still lose one increme
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,8 +40,13 @@ from spillway.model.nodegroup import LIVE_STATES
 from spillway.ports import Cloud, Ledger
 
 RAISE_PREFIX = "raise#"
+UNSETTLED_PREFIX = "unsettled#"
 OWNER_PREFIX = "owner#"
 KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that made them
+# No Lambda invocation runs longer than 15 minutes, so an owner's raise happens within this of the time
+# its marker names (its step's clock, read before it read the group): raises closer than this to one
+# another may have interleaved.
+WINDOW = timedelta(minutes=15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,17 +59,28 @@ class Owner:
     group: str
     owner: str
 
+    @property
+    def where(self) -> str:
+        return f"{self.region}/{self.group}"
+
     def raised(self) -> int:
         """What this owner's raise added (0 when it never raised)."""
         marker = self.ledger.claims(self.cluster, RAISE_PREFIX + self.owner).get(RAISE_PREFIX + self.owner)
         return int(marker.get("count", 0)) if marker else 0  # type: ignore[call-overload]
 
+    def unsettled(self) -> bool:
+        """Whether this owner's raise was kept without knowing if AWS applied it (:func:`raise_once`)."""
+        item = UNSETTLED_PREFIX + self.owner
+        return item in self.ledger.claims(self.cluster, item)
+
 
 def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str, Any]:
     """Raise ``owner.group`` by ``count`` relative to its live desired capacity, once per owner.
 
-    :class:`AsgLimitExceeded` (nothing raised) when the live value + count is above MaxSize."""
-    where = f"{owner.region}/{owner.group}"
+    :class:`AsgLimitExceeded` (nothing raised) when the live value + count is above MaxSize. When the
+    answer is lost and :func:`_landed` cannot tell, the marker is kept and marked unsettled, and the
+    error goes on: the step's retry finds the marker and raises nothing."""
+    where = owner.where
     asg = aws.describe_group(owner.region, owner.group)
     before, after = asg.DesiredCapacity, asg.DesiredCapacity + count
     item = RAISE_PREFIX + owner.owner
@@ -80,11 +99,14 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     try:
         aws.set_desired_capacity(owner.region, owner.group, after)
     except AwsUnavailable:
-        landed = _landed(aws, owner, after, now)
+        landed = _landed(aws, owner, before, after, now)
         if landed:  # AWS applied it; only the answer was lost
             return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
         if landed is False:  # not raised: the retry raises on the live value
             owner.ledger.release(owner.cluster, item)
+        else:  # applied or not, nobody can tell: kept (never twice), and said so
+            owner.ledger.claim(owner.cluster, UNSETTLED_PREFIX + owner.owner,
+                               {"group": where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
         raise
     except SpillwayError:
         owner.ledger.release(owner.cluster, item)  # not raised: the retry must raise
@@ -92,39 +114,59 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
 
 
-def _landed(aws: Cloud, owner: Owner, after: int, since: datetime) -> bool | None:
-    """Whether the raise to ``after`` whose marker was written at ``since``, and whose answer was lost,
-    landed; None when the group or the markers cannot be read.
+def mark_attach(owner: Owner, desired: int, count: int, now: datetime) -> None:
+    """Record, before AttachInstances, that a fleet-mode gang raises the group by the ``count`` instances
+    it attaches (Auto Scaling adds them to the desired capacity, ``desired`` when read): a marker as
+    :func:`raise_once` writes, once per owner, so a lost raise of another owner meanwhile is not settled
+    on it (:func:`_landed`)."""
+    owner.ledger.claim(
+        owner.cluster, RAISE_PREFIX + owner.owner,
+        {"before": desired, "after": desired + count, "count": count, "group": owner.where,
+         "at": format_time(now), "by": "AttachInstances"},
+        expires=now + KEEP,
+    )  # fmt: skip
 
-    The rule: it landed when the group's desired capacity, read now, is at least ``after`` plus the
-    counts of the other owners' raise markers of the group written at ``since`` or later. Those owners
-    raised relative to the live value, which holds this raise if it landed; an owner's raise alone may
-    lift the group past ``after`` (the scale-up's 1 -> 3 lost, a gang's 1 -> 4 since), and is not
-    taken for this one. Markers written earlier were in the value this raise started from. The group
-    is read before the markers, so a raise the value holds has its marker among them. A marker whose
-    raise is not applied yet (its owner between claim and SetDesiredCapacity) counts all the same:
-    this raise is then retried and may be made twice, within the window that SetDesiredCapacity's
-    lack of compare-and-set leaves open anyway."""
-    where = f"{owner.region}/{owner.group}"
-    mine = RAISE_PREFIX + owner.owner
+
+def _landed(aws: Cloud, owner: Owner, before: int, after: int, at: datetime) -> bool | None:
+    """Whether the raise from ``before`` to ``after`` whose marker is dated ``at``, and whose answer was
+    lost, landed: True or False only when that is unambiguous, else None (the marker is kept).
+
+    The rule: when another owner's raise marker of the group is dated within :data:`WINDOW` of ``at``
+    (before or after it), the outcome is ambiguous: that owner may have raised on a value with or without
+    this raise, and its own raise may or may not have applied (a marker is written before its raise, and
+    one whose outcome is unknown is kept), so no arithmetic on the two values tells them apart. Alone in
+    the window, the raise landed when the group is at ``after`` and did not when it is still at
+    ``before``; any other value (the group moved by something that writes no marker: a drain's
+    terminate with decrement, a give-back, a hand) is ambiguous too. A group or markers that cannot be
+    read are ambiguous."""
     try:
         desired = aws.describe_group(owner.region, owner.group).DesiredCapacity
         markers = owner.ledger.claims(owner.cluster, RAISE_PREFIX)
     except SpillwayError:
         return None
-    since_mine = sum(
-        int(str(value.get("count", 0)))
-        for item, value in markers.items()
-        if item != mine and value.get("group") == where and _written_since(value.get("at"), since)
-    )
-    return desired >= after + since_mine
+    if any(_in_window(value, at) for _, value in _others(owner, markers)):
+        return None
+    return True if desired == after else False if desired == before else None
 
 
-def _written_since(at: object, since: datetime) -> bool:
-    """A marker's ``at`` is ``since`` or later; a marker without one (written before markers said when)
-    is older."""
-    when = parse_time(at) if isinstance(at, str) and at else None
-    return when is not None and _utc(when) >= _utc(since)
+def _others(
+    owner: Owner, markers: Mapping[str, Mapping[str, object]]
+) -> Iterable[tuple[str, Mapping[str, object]]]:
+    """The other owners' raise markers of ``owner``'s group: (owner id, marker)."""
+    mine = RAISE_PREFIX + owner.owner
+    for item, value in markers.items():
+        if item != mine and value.get("group") == owner.where:
+            yield item.removeprefix(RAISE_PREFIX), value
+
+
+def _in_window(marker: Mapping[str, object], at: datetime | None) -> bool:
+    """A marker dated within :data:`WINDOW` of ``at`` (or later); every marker when ``at`` is unknown. A
+    marker without a date (written before markers said when) is older."""
+    if at is None:
+        return True
+    raw = marker.get("at")
+    when = parse_time(raw) if isinstance(raw, str) and raw else None
+    return when is not None and _utc(when) >= _utc(at) - WINDOW
 
 
 def _utc(value: datetime) -> datetime:
@@ -133,21 +175,45 @@ def _utc(value: datetime) -> datetime:
 
 def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: datetime) -> list[str]:
     """The live instances this owner holds among ``candidates`` (the group's live instances that are
-    new to it), claiming unclaimed ones until it holds ``limit``."""
+    new to it), claiming unclaimed ones until it holds ``limit``. An unsettled owner (its raise may never
+    have applied) leaves as many unclaimed instances as the other, settled, owners of its window still
+    wait for: it never takes one of theirs."""
     live = sorted(set(candidates))
     prefix = f"{OWNER_PREFIX}{owner.region}#"
     claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in
                owner.ledger.claims(owner.cluster, prefix).items()}  # fmt: skip
     mine = [i for i in live if claimed.get(i) == owner.owner]
+    room = limit - len(mine)
+    if room > 0 and owner.unsettled():
+        room = min(room, sum(1 for i in live if i not in claimed) - _awaited(owner, claimed))
     for iid in live:
-        if len(mine) >= limit:
+        if room <= 0:
             break
         if iid in claimed:
             continue
         value, _ = owner.ledger.claim(owner.cluster, prefix + iid, {"owner": owner.owner}, expires=now + KEEP)
         if value.get("owner") == owner.owner:
             mine.append(iid)
+            room -= 1
     return sorted(mine)
+
+
+def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:
+    """The instances the other owners of ``owner``'s window whose raises are settled still wait for: each
+    one's count less the instances it holds (``claimed``: instance -> owner)."""
+    markers = owner.ledger.claims(owner.cluster, RAISE_PREFIX)
+    unsettled = {
+        i.removeprefix(UNSETTLED_PREFIX) for i in owner.ledger.claims(owner.cluster, UNSETTLED_PREFIX)
+    }
+    mine = markers.get(RAISE_PREFIX + owner.owner) or {}
+    raw = mine.get("at")
+    at = parse_time(raw) if isinstance(raw, str) and raw else None
+    held = Counter(claimed.values())
+    return sum(
+        max(0, int(str(value.get("count", 0))) - held[other])
+        for other, value in _others(owner, markers)
+        if other not in unsettled and _in_window(value, at)
+    )
 
 
 def give_back_undelivered(aws: Cloud, owner: Owner, undelivered: int) -> int | None:

@@ -39,10 +39,10 @@ instances its first run gave back, and in rollback mode find the first run's rai
 
 Composition with ordinary scale-ups and other gangs on the same group (:mod:`spillway.act.claims`):
 every execution adds and gives back only its own capacity. Fleet mode adds by ``AttachInstances``
-(relative) and claims its fleet's instances before attaching them; rollback mode raises relative to the
-live value once, and claims new instances of the group up to its count, so its ``verify`` counts and its
-``give_back`` terminates only those; a scale-up does the same with its own count
-(:mod:`spillway.act.scale`).
+(relative), and claims its fleet's instances and writes its raise marker before attaching them;
+rollback mode raises relative to the live value once, and claims new instances of the group up to its
+count, so its ``verify`` counts and its ``give_back`` terminates only those; a scale-up does the same
+with its own count (:mod:`spillway.act.scale`).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
+from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
 from spillway.act.instances import ready_nodes
 from spillway.errors import (
     AsgLimitExceeded,
@@ -371,10 +371,13 @@ class GangSteps:
         not_yet = self._not_running(req, prep, ids)
         if not_yet is not None:
             return not_yet
-        own_instances(self._owner(req, prep), ids, len(ids), self.clock())  # no scale-up counts them
+        owner, now = self._owner(req, prep), self.clock()
+        own_instances(owner, ids, len(ids), now)  # no scale-up counts them
         asg = self.aws.describe_group(req.region, req.group)
         member = {i.InstanceId for i in asg.Instances}
         todo = [i for i in ids if i not in member]
+        if todo:  # attaching raises the desired capacity: marked as a raise is, before it happens
+            mark_attach(owner, asg.DesiredCapacity, len(todo), now)
         calls = self.aws.attach_instances(req.region, req.group, todo) if todo else 0
         return {"status": "attached", "attached": len(todo), "calls": calls}
 
@@ -445,7 +448,8 @@ class GangSteps:
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each), give
-        back what the attempt raised but never launched (relative, rollback mode), back the group off.
+        back what the attempt raised but never launched (relative, rollback mode; none when its raise is
+        unsettled: it may never have added any), back the group off.
         Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")
@@ -461,8 +465,8 @@ class GangSteps:
         in_group = {i.InstanceId for i in asg.Instances}
         terminated = self._terminate(req.region, members, in_group)
         desired: int | None = None
-        if prep["mode"] == "rollback":  # raised, never launched: only that much, relative to now
-            owner = self._owner(req, prep)
+        owner = self._owner(req, prep)
+        if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
             delivered = len(members & in_group)
             desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered)
         until = self.clock() + timedelta(minutes=self.backoff_minutes)

@@ -13,11 +13,15 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  group's new ones: :func:`spillway.act.claims.own_instances`) run Ready Nodes; ``failed`` when
                  a scaling activity since ``prepare`` failed for capacity
                  (:func:`~spillway.model.nodegroup.capacity_failure_since`); ``timeout`` past the deadline;
+                 ``unsettled`` past the deadline when its raise is unsettled (its answer was lost and it
+                 may never have applied: not a launch failure, the group is not backed off, the state
+                 machine ends the group there and the next plan sees the pods still pending);
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
                  window); terminate this plan's instances that run no Ready Node (decrementing the
                  desired capacity), and give back the capacity it raised that never launched, relative
-                 to the live value. A gang or another scale-up on the group keeps its own.
+                 to the live value (none when its raise is unsettled). A gang or another scale-up on the
+                 group keeps its own.
 
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
 same pure planner on the latest snapshot, the groups as AWS has them now and the state with the new
@@ -203,10 +207,14 @@ class ScaleSteps:
             return {"status": "ready", "reason": f"{len(ready)} new node(s) Ready", "ready": len(ready),
                     "wanted": wanted, "nodes": sorted(ready.values())}  # fmt: skip
         if now >= _parse(prep["deadline"]):
+            short = f"{region}/{name}: {len(ready)} of {wanted} new node(s) Ready by the launch deadline"
+            if self._owner(event, prep).unsettled():
+                return {"status": "unsettled", "ready": len(ready), "wanted": wanted,
+                        "reason": f"{short}; its raise's answer was lost and it may never have applied: not "
+                        "a launch failure, the group is not backed off"}  # fmt: skip
             return {
                 "status": "timeout",
-                "reason": f"{region}/{name}: {len(ready)} of {wanted} new node(s) Ready by the launch "
-                f"deadline ({len(new)} instance(s) InService)",
+                "reason": f"{short} ({len(new)} instance(s) InService)",
                 "ready": len(ready),
                 "wanted": wanted,
             }
@@ -227,8 +235,9 @@ class ScaleSteps:
         this plan's own instances (:meth:`_own`) that runs no Ready Node is terminated (decrementing
         the desired capacity: precisely those, never a working node), and the capacity it raised that
         never launched (raised - its instances) is taken off the live desired capacity
-        (:func:`~spillway.act.claims.give_back_undelivered`). A concurrent gang's or scale-up's
-        instances and capacity are left alone."""
+        (:func:`~spillway.act.claims.give_back_undelivered`), unless its raise is unsettled (it may
+        never have added any: what it would take off could be another's). A concurrent gang's or
+        scale-up's instances and capacity are left alone."""
         cluster = str(_field(event, "cluster"))
         group = _field(event, "group")
         prep = event.get("prep") or {}
@@ -252,7 +261,8 @@ class ScaleSteps:
             except InstanceNotFound:
                 continue  # already gone
             terminated.append(iid)
-        lowered = give_back_undelivered(self.aws, owner, raised - len(new))
+        undelivered = 0 if owner.unsettled() else raised - len(new)  # unsettled: it may have added none
+        lowered = give_back_undelivered(self.aws, owner, undelivered)
         desired = lowered if lowered is not None else self.aws.describe_group(region, name).DesiredCapacity
         self.metric("GroupsBackedOff", 1)
         return {

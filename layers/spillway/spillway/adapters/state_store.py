@@ -10,11 +10,13 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  expires_at (N, epoch seconds: the table's TTL)
     type/zone back-off item = "backoff#pool#<zone>/<type>"   the same attributes (a Spot interruption)
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
+                      "unsettled#<owner>",
                       "owner#<region>#<id>"
 
 **Claims** (:meth:`StateStore.claim`) are written once and never overwritten (``attribute_not_exists``):
 a raise marker makes an execution's relative capacity raise happen once however often Step Functions
-retries the step, and an instance claim says which execution an instance of a shared group belongs to
+retries the step (an ``unsettled#<owner>`` claim beside it says the raise's answer was lost and
+nobody can tell whether it applied), and an instance claim says which execution an instance of a shared group belongs to
 (:mod:`spillway.act.claims`).
 
 **Claiming a tick.** :meth:`StateStore.commit` writes the new state with ``version = old + 1`` on the

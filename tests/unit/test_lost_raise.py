@@ -1,0 +1,264 @@
+"""A raise whose SetDesiredCapacity answer was lost (a timeout, a 5xx: AWS may or may not have applied it),
+while other executions raise the same group (act/claims.py). It is settled only when that is
+unambiguous; otherwise its marker is kept and marked unsettled, and what follows stays safe: it is not
+raised twice, it takes no instance another owner waits for, and its shortfall is not a launch failure.
+(Review r2: a fleet's attach, a marker dated before its owner's read, and a marker whose raise never
+applied were each taken into the arithmetic that settled it.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from test_shared_group import GANG, NOW, UP, World
+
+from spillway.act.claims import RAISE_PREFIX, Owner
+from spillway.errors import AwsUnavailable
+from spillway.local import objects as o
+
+FLEET = {**GANG, "mode": "fleet", "execution": "gang-fleet-1"}
+UP_OWNER = "up-p-1-1-us-east-1-gpu"
+
+
+def lose_first_call(w: World, *, landed: bool, meanwhile: Callable[[], object] = lambda: None) -> list[int]:
+    """The first SetDesiredCapacity's answer is lost: AWS applied it when ``landed``; ``meanwhile`` runs
+    before the answer would have come (another owner's step)."""
+    real = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def lost(region: str, group: str, desired: int) -> int:
+        calls.append(desired)
+        if len(calls) == 1:
+            if landed:
+                real(region, group, desired)
+            meanwhile()
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): connection reset")
+        return real(region, group, desired)
+
+    w.cloud.set_desired_capacity = lost  # type: ignore[method-assign]
+    return calls
+
+
+def up_owner(w: World) -> Owner:
+    return Owner(w.ledger, "prod", "us-east-1", "gpu", UP_OWNER)
+
+
+def settle(w: World, prep: dict[str, object]) -> dict[str, object]:
+    """The scale-up's SetDesired as Step Functions runs it: the lost answer fails the step, which is retried."""
+    with pytest.raises(AwsUnavailable):
+        w.up.set_desired({**UP, "prep": prep})
+    return w.up.set_desired({**UP, "prep": prep})
+
+
+# --- review r2, defect 1: a fleet-mode gang's AttachInstances raises the group too -------------------
+
+
+def fleet_attaches_meanwhile(w: World) -> dict[str, object]:
+    up = w.up.prepare(UP)  # the plan's +2: 1 -> 3
+    fprep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": fprep})  # CreateFleet instant: 3 instances, outside the group
+    assert launch["status"] == "launched"
+    # the scale-up's 1 -> 3 is not applied, and the gang attaches its 3 meanwhile: 1 -> 4
+    lose_first_call(
+        w, landed=False, meanwhile=lambda: w.gang.attach({**FLEET, "prep": fprep, "launch": launch})
+    )
+    return up
+
+
+def test_a_fleet_gangs_attach_writes_a_raise_marker_before_attaching() -> None:
+    w = World()
+    fprep = w.gang.prepare(FLEET)
+    launch = w.gang.launch({**FLEET, "prep": fprep})
+    attaching: list[dict[str, object]] = []
+    real = w.cloud.attach_instances
+
+    def attach(region: str, group: str, ids: list[str]) -> int:
+        attaching.extend(w.ledger.claims("prod", RAISE_PREFIX).values())
+        return real(region, group, ids)
+
+    w.cloud.attach_instances = attach  # type: ignore[method-assign]
+    w.gang.attach({**FLEET, "prep": fprep, "launch": launch})
+    w.gang.attach({**FLEET, "prep": fprep, "launch": launch})  # a retry: one marker, attached once
+
+    assert [(m["group"], m["count"]) for m in attaching] == [("us-east-1/gpu", 3)]
+    assert w.desired == 4 and len(w.ledger.claims("prod", RAISE_PREFIX)) == 1
+
+
+def test_a_lost_raise_is_not_taken_as_landed_on_a_fleet_gangs_attach() -> None:
+    """On main the group read back at 4 >= 3 said 'landed': the +2 was reported raised and never asked
+    for. The attach is another owner's raise in the window: the outcome is ambiguous, the marker kept."""
+    w = World()
+    up = fleet_attaches_meanwhile(w)
+
+    again = settle(w, up)
+
+    assert again["again"] and w.desired == 4  # not taken as landed, not raised twice
+    assert up_owner(w).unsettled()
+
+
+def test_an_unsettled_scale_up_short_at_its_deadline_does_not_back_off_the_group() -> None:
+    """On main verify timed out waiting for nodes nobody launched, and the group that had just launched a
+    whole gang was backed off (its pods overflowing elsewhere)."""
+    w = World()
+    up = fleet_attaches_meanwhile(w)
+    settle(w, up)
+    w.now = NOW + timedelta(seconds=61)
+
+    verify = w.up.verify({**UP, "prep": up})
+
+    assert verify["status"] == "unsettled", verify
+    assert "not a launch failure" in verify["reason"]
+
+
+# --- review r2, defect 2: a marker is dated before its owner read the group -------------------------
+
+
+def gang_dated_earlier_raises_meanwhile(w: World) -> tuple[dict[str, object], dict[str, object]]:
+    gprep = w.gang.prepare(GANG)  # rollback gang, +3
+    w.now = NOW + timedelta(seconds=1)
+    up = w.up.prepare(UP)  # +2
+
+    def gang_raises() -> None:
+        # the gang's step read its clock (NOW) before the scale-up's, but its DescribeAutoScalingGroups
+        # answered only now: it reads 1 (without the scale-up's raise) and raises 1 -> 4, dated NOW
+        scale_up_clock, w.now = w.now, NOW
+        w.gang.raise_desired({**GANG, "prep": gprep})
+        w.now = scale_up_clock
+
+    lose_first_call(w, landed=False, meanwhile=gang_raises)
+    return up, gprep
+
+
+def test_a_lost_raise_is_not_settled_on_a_raise_dated_just_before_it() -> None:
+    w = World()
+    up, _ = gang_dated_earlier_raises_meanwhile(w)
+
+    again = settle(w, up)
+
+    assert again["again"] and w.desired == 4 and up_owner(w).unsettled()
+
+
+def test_an_unsettled_scale_up_takes_no_instance_a_gang_still_waits_for() -> None:
+    """On main the scale-up, believing its +2 landed, claimed two of the gang's three new instances
+    (first wins) and the gang, never counting three, was given back whole."""
+    w = World()
+    up, gprep = gang_dated_earlier_raises_meanwhile(w)
+    settle(w, up)
+    w.asg_launches(w.desired - len(w.instances))  # Auto Scaling fills the desired capacity: 3
+
+    early = w.up.verify({**UP, "prep": up})  # the scale-up polls first
+
+    assert early["status"] == "launching" and early["in_service"] == 0
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "ready"
+
+
+# --- review r2, defect 3: a kept marker of a raise that never applied ------------------------------
+
+
+def test_a_landed_raise_is_not_applied_again_for_a_kept_marker_whose_raise_never_applied() -> None:
+    """The scale-up's 1 -> 3 lands with its answer lost; meanwhile a gang's 3 -> 6 is lost unapplied
+    and its read-back fails, so its marker stays. On main the +3 was counted (3 < 3 + 3): the scale-up's
+    marker was given back and the retry raised again, 3 -> 5."""
+    w = World()
+    up, gprep = w.up.prepare(UP), w.gang.prepare(GANG)  # +2, +3
+    real_set = w.cloud.set_desired_capacity
+    calls: list[int] = []
+
+    def set_desired(region: str, group: str, desired: int) -> int:
+        calls.append(desired)
+        if len(calls) == 1:  # the scale-up's 1 -> 3: applied, its answer lost
+            real_set(region, group, desired)
+            with pytest.raises(AwsUnavailable):  # meanwhile the gang's 3 -> 6, lost unapplied
+                w.gang.raise_desired({**GANG, "prep": gprep})
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): read timeout")
+        if len(calls) == 2:  # the gang's: not applied, and its read-back fails too
+            w.cloud.fail("describe_group", AwsUnavailable("DescribeAutoScalingGroups: 503"), times=1)
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): 503")
+        return real_set(region, group, desired)
+
+    w.cloud.set_desired_capacity = set_desired  # type: ignore[method-assign]
+
+    settle(w, up)
+
+    assert w.desired == 3 and calls == [3, 6], f"desired {w.desired} after calls {calls}"
+
+
+# --- the rule when no other owner raised the group ---------------------------------------------------
+
+
+def test_a_lost_raise_alone_that_left_the_group_as_it_was_is_raised_on_the_retry() -> None:
+    w = World()
+    up = w.up.prepare(UP)
+    calls = lose_first_call(w, landed=False)
+
+    settle(w, up)
+
+    assert w.desired == 3 and calls == [3, 3] and not up_owner(w).unsettled()
+
+
+def test_a_lost_raise_alone_whose_group_moved_otherwise_is_kept_not_raised_twice() -> None:
+    """The raise landed (1 -> 3) and a drain terminated a node with decrement (3 -> 2) before the group
+    was read again: neither at the raise's value nor where it started. On main, 2 < 3 gave the marker
+    back and the retry raised again, 2 -> 4."""
+    w = World()
+    up = w.up.prepare(UP)
+    lose_first_call(w, landed=True, meanwhile=lambda: w.raw.update(DesiredCapacity=w.desired - 1))
+
+    settle(w, up)
+
+    assert w.desired == 2 and up_owner(w).unsettled()
+
+
+# --- what follows an unsettled raise ----------------------------------------------------------------
+
+
+def test_an_unsettled_scale_up_backed_off_for_capacity_gives_back_no_capacity_it_may_never_have_added() -> (
+    None
+):
+    """Its +2 never applied; the gang's 1 -> 4 is still launching when a launch fails for capacity. The
+    scale-up backs the group off (a real failure) but leaves the desired capacity: on main it took its 2
+    'undelivered' off the live value, cutting the gang's launches in flight."""
+    w = World()
+    up, _ = gang_dated_earlier_raises_meanwhile(w)
+    settle(w, up)
+    w.asg_launches(1)  # one of the gang's three so far
+    w.cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(w.raw, NOW + timedelta(seconds=5))]
+    w.now = NOW + timedelta(seconds=10)
+    launch = w.up.verify({**UP, "prep": up})
+    assert launch["status"] == "failed"
+
+    out = w.up.backoff({**UP, "prep": up, "launch": launch})
+
+    assert w.desired == 4 and out["desired"] == 4 and out["terminated"] == []
+    assert [b[0] for b in w.ledger.backoffs] == ["gpu"]
+
+
+def test_an_unsettled_gang_gives_back_its_instances_but_no_capacity_it_may_never_have_added() -> None:
+    """The gang's 1 -> 4 was lost unapplied while a scale-up raised 1 -> 3: the gang's marker is kept
+    unsettled. At its deadline it gives back (whole or nothing) without lowering the group: on main it took
+    3 off the live value and cut the scale-up's launch in flight."""
+    w = World()
+    gprep = w.gang.prepare(GANG)
+    up = w.up.prepare(UP)
+    lose_first_call(w, landed=False, meanwhile=lambda: w.up.set_desired({**UP, "prep": up}))
+    with pytest.raises(AwsUnavailable):
+        w.gang.raise_desired({**GANG, "prep": gprep})
+    assert w.gang.raise_desired({**GANG, "prep": gprep})["again"] and w.desired == 3
+    w.now = NOW + timedelta(seconds=61)
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "timeout"
+
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+
+    assert w.desired == 3 and out["desired"] == 3
+
+
+def test_the_scale_up_state_machine_ends_an_unsettled_group_without_backing_it_off() -> None:
+    machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
+    states = machine["States"]["Groups"]["ItemProcessor"]["States"]
+    choice = next(c for c in states["Launched?"]["Choices"] if c.get("StringEquals") == "unsettled")
+    end = states[choice["Next"]]
+    assert end["Type"] == "Pass" and end.get("End") and end["Parameters"]["outcome"] == "unsettled"
