@@ -509,14 +509,10 @@ def test_members_past_a_running_minimum_wait_while_their_gang_launch_is_in_fligh
     assert "default/train" in result.state.gangs
 
 
-@pytest.mark.parametrize("launched", ["minimum", "whole"])
-def test_members_past_a_running_minimum_wait_only_for_a_launch_that_brings_their_nodes(launched: str) -> None:
-    """minMember 4. "minimum": six members pending, room for four new nodes and no free room, so a plan
-    launched (fleet) only the four the minimum needs. Once they run, nothing of that launch is coming
-    for the other two, yet they stayed gang-launching until gang_launch_minutes passed (the entry went
-    only when no member was pending). "whole": eight pending, four fit on free room and four got nodes
-    of the launch: once the four on free room run, the other four wait for the launch's nodes.
-    (Found by review.)"""
+def _minimum_launch(launched: str) -> Any:
+    """minMember 4, the group's four nodes full. "minimum": six members pending, room for four new
+    nodes and no free room, so the plan launches (fleet) only the four the minimum needs. "whole": eight
+    pending, four of them placed on free room and four on the launch's nodes. Returns the first plan."""
     w = World()
     nodes = w.group("cpu-east", "m5.2xlarge", nodes=4, max_size=8)
     tag(w, "cpu-east", "fleet")
@@ -529,20 +525,50 @@ def test_members_past_a_running_minimum_wait_only_for_a_launch_that_brings_their
     )
     first = w.plan()
     assert scale_up(first)["cpu-east"][:2] == (4, 8) and first.scale_up[0].gangs[0].nodes == 4
+    assert first.state.gangs["default/train"].minimum_only is (launched == "minimum")
+    return first
 
+
+@pytest.mark.parametrize("launched", ["minimum", "whole"])
+def test_members_past_a_running_minimum_wait_for_a_launch_that_has_not_joined(launched: str) -> None:
+    """The minimum runs on the group's old nodes (room came free while the fleet was being created) and
+    the launch's nodes have not joined: they are coming, empty, and will hold the rest. Launching for
+    the rest now would double the launch. (Found by review, for "minimum".)"""
+    first = _minimum_launch(launched)
     w, more = _gang_world("coscheduling", running=4, pending=2 if launched == "minimum" else 4)
     w.groups["cpu-east"]["MaxSize"] = 10
     tag(w, "cpu-east", "fleet")
     w.state = first.state.to_wire()
 
-    result = w.plan(now=NOW + timedelta(minutes=5))
+    result = w.plan(now=NOW + timedelta(minutes=6))
 
-    if launched == "minimum":
-        assert scale_up(result)["cpu-east"] == (4, 6, more), sorted(set(pending_codes(result).values()))
-        assert "default/train" not in result.state.gangs
-    else:
-        assert result.scale_up == ()
-        assert {pending_codes(result)[p] for p in more} == {codes.GANG_LAUNCHING}
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in more} == {codes.GANG_LAUNCHING}
+    assert "default/train" in result.state.gangs
+
+
+def test_members_past_a_running_minimum_go_at_once_when_its_launch_joined_for_the_minimum() -> None:
+    """A launch for no more than the gang's minimum joined and runs it: nothing more is coming for the
+    other two, which used to wait gang-launching until gang_launch_minutes passed (found by review)."""
+    first = _minimum_launch("minimum")
+    w = World()
+    old = w.group("cpu-east", "m5.2xlarge", nodes=4, max_size=10)
+    tag(w, "cpu-east", "fleet")
+    w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    for i, node in enumerate(old):
+        w.pods(f"other{i}", 1, node_name=node, **BIG)
+    joined = [w.add_instance("cpu-east", register=True) for _ in range(4)]
+    for node in joined:  # they joined two minutes after the launch
+        w.node(node)["metadata"]["creationTimestamp"] = "2026-11-02T12:02:00Z"
+    for i, node in enumerate(joined):
+        w.pods(f"train-run{i}", 1, node_name=node, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+    more = w.pods("train-more", 2, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+    w.state = first.state.to_wire()
+
+    result = w.plan(now=NOW + timedelta(minutes=6))
+
+    assert scale_up(result)["cpu-east"] == (8, 10, more), sorted(set(pending_codes(result).values()))
+    assert "default/train" not in result.state.gangs
 
 
 def test_volcano_task_minimums_and_pod_tasks_survive_a_snapshot_round_trip() -> None:

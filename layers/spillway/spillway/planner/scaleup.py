@@ -375,7 +375,9 @@ class InFlight:
     So are the pods of a gang whose minimum runs (:attr:`PodClass.started_gang`), placed one by one
     otherwise: the minimum may run on room that was free while the launch brings the rest's nodes. A
     launch for no more than the pods the gang needed to start (:attr:`GangState.minimum_only`) brings
-    nothing for the rest: its entry is dropped once the minimum runs, and they are placed at once.
+    nothing more for the rest: its entry is dropped once the minimum runs and the launch's nodes have
+    joined (:func:`_arrived`), and the rest are placed at once, on those nodes if the minimum ran on
+    room that was free meanwhile. Before they join, the rest wait for them.
     """
 
     def __init__(self, stage: ScaleUpStage, gangs: Collection[str], started: Collection[str] = ()) -> None:
@@ -384,8 +386,8 @@ class InFlight:
         window = ctx.config.gang_launch_minutes
         self.entries: dict[str, GangState] = {}
         for key, entry in sorted(ctx.state.gangs.items()):
-            if key in started and entry.minimum_only:
-                continue  # the pods it was for run: nothing of it is coming for the others
+            if key in started and entry.minimum_only and _arrived(ctx, entry):
+                continue  # the pods it was for run and its nodes are here: nothing more is coming
             pending = key in gangs or key in started
             if not pending or entry.group not in stage.backoff or stage.backoff[entry.group]:
                 continue  # scheduled (no pending pod left), a group gone, or backed off
@@ -412,6 +414,22 @@ class InFlight:
             for pod in cls.take(cls.remaining):
                 ctx.pending_out.append(PendingPod(pod, reason, codes.GANG_LAUNCHING))
         return True
+
+
+def _arrived(ctx: Context, entry: GangState) -> bool:
+    """The launch ``entry`` records has joined its group: as many of the group's nodes as it launched
+    were created at its time or since."""
+    since = aware(entry.since)
+    joined = sum(
+        1
+        for node in ctx.nodes.values()
+        if node.group is not None
+        and node.group.name == entry.group
+        and entry.region in ("", node.group.region)
+        and node.info.created_at is not None
+        and aware(node.info.created_at) >= since
+    )
+    return joined >= entry.count
 
 
 def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
