@@ -5,13 +5,12 @@ node, and so plan the same."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from conftest import T0
 from fakes import FakeCluster
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
@@ -24,6 +23,7 @@ from spillway.observe import ObserveConfig, observe_once
 from spillway.planner import plan
 
 GIB = 2**30 * 1000
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # the make_asg fixture's clock (tests/conftest.py)
 CONFIG = {"cluster": "prod", "regions": ["us-east-1"]}
 
 
