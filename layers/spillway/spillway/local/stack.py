@@ -573,25 +573,20 @@ def _aws_sdk_error_names() -> Iterator[None]:
 
 
 @contextmanager
-def _sfn_integration_like_aws() -> Iterator[None]:
-    """Translate the ``states:startExecution(.sync)`` integration's field names as AWS does."""
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-        state_task_service_sfn as sfn,
-    )
-
-    cls = sfn.StateTaskServiceSfn
+def _normalised_after(
+    cls: Any, on_parameters: Callable[[Any, dict[str, Any]], None], on_response: Callable[[Any, Any], None]
+) -> Iterator[None]:
+    """Run ``on_parameters`` / ``on_response`` after moto's own normalising of a service task's request
+    and result, for the test run."""
     original_parameters, original_response = cls._normalise_parameters, cls._normalise_response
 
     def parameters(self: Any, parameters: dict[str, Any], **kwargs: Any) -> None:
         original_parameters(self, parameters, **kwargs)
-        for key in list(parameters):
-            parameters[key[:1].lower() + key[1:]] = parameters.pop(key)
+        on_parameters(self, parameters)
 
     def response(self: Any, response: Any, **kwargs: Any) -> None:
         original_response(self, response, **kwargs)
-        if isinstance(response, dict):
-            for key in list(response):
-                response[key[:1].upper() + key[1:]] = response.pop(key)
+        on_response(self, response)
 
     setattr(cls, "_normalise_parameters", parameters)  # noqa: B010 - a method replaced for the test run
     setattr(cls, "_normalise_response", response)  # noqa: B010
@@ -603,6 +598,26 @@ def _sfn_integration_like_aws() -> Iterator[None]:
 
 
 @contextmanager
+def _sfn_integration_like_aws() -> Iterator[None]:
+    """Translate the ``states:startExecution(.sync)`` integration's field names as AWS does."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_sfn as sfn,
+    )
+
+    def parameters(_: Any, parameters: dict[str, Any]) -> None:
+        for key in list(parameters):
+            parameters[key[:1].lower() + key[1:]] = parameters.pop(key)
+
+    def response(_: Any, response: Any) -> None:
+        if isinstance(response, dict):
+            for key in list(response):
+                response[key[:1].upper() + key[1:]] = response.pop(key)
+
+    with _normalised_after(sfn.StateTaskServiceSfn, parameters, response):
+        yield
+
+
+@contextmanager
 def _aws_sdk_fields_like_aws() -> Iterator[None]:
     """An ``aws-sdk:*`` task's PascalCase parameters become the API's own field names (by its boto model)
     and its result's fields PascalCase, as AWS does; a PascalCase API (Auto Scaling) is unchanged."""
@@ -611,30 +626,21 @@ def _aws_sdk_fields_like_aws() -> Iterator[None]:
         state_task_service_aws_sdk as sdk,
     )
 
-    cls = sdk.StateTaskServiceAwsSdk
-    original_parameters, original_response = cls._normalise_parameters, cls._normalise_response
     session = botocore.session.get_session()
 
-    def operation(self: Any) -> Any:
-        action = str(self.resource.api_action)
-        model = session.get_service_model(self._get_boto_service_name())
+    def operation(task: Any) -> Any:
+        action = str(task.resource.api_action)
+        model = session.get_service_model(task._get_boto_service_name())
         return model.operation_model(action[:1].upper() + action[1:])
 
-    def parameters(self: Any, parameters: dict[str, Any], **kwargs: Any) -> None:
-        original_parameters(self, parameters, **kwargs)
-        self._to_boto_request(parameters, operation(self).input_shape)
+    def parameters(task: Any, parameters: dict[str, Any]) -> None:
+        task._to_boto_request(parameters, operation(task).input_shape)
 
-    def response(self: Any, response: Any, **kwargs: Any) -> None:
-        original_response(self, response, **kwargs)
-        self._from_boto_response(response, operation(self).output_shape)
+    def response(task: Any, response: Any) -> None:
+        task._from_boto_response(response, operation(task).output_shape)
 
-    setattr(cls, "_normalise_parameters", parameters)  # noqa: B010 - a method replaced for the test run
-    setattr(cls, "_normalise_response", response)  # noqa: B010
-    try:
+    with _normalised_after(sdk.StateTaskServiceAwsSdk, parameters, response):
         yield
-    finally:
-        setattr(cls, "_normalise_parameters", original_parameters)  # noqa: B010
-        setattr(cls, "_normalise_response", original_response)  # noqa: B010
 
 
 def regions_of(parameters: Mapping[str, str]) -> Sequence[str]:
