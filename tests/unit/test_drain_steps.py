@@ -1168,15 +1168,50 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     assert any(missing in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
     assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "Settings")]
     ended = states[describe["Next"]]
-    running = {c["StringEquals"] for choice in ended["Choices"] for c in choice["Or"]}
+    running = {c["StringEquals"] for c in ended["Choices"][0]["Or"]}
     assert running == {"RUNNING", "PENDING_REDRIVE"}
-    assert all(c["Variable"] == "$.previous.status" for choice in ended["Choices"] for c in choice["Or"])
+    assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][0]["Or"])
     wait = states[ended["Choices"][0]["Next"]]
     assert wait["Type"] == "Wait" and wait["SecondsPath"] == "$.plan.after_poll_seconds"
     assert states["Defaults"]["Result"]["after_poll_seconds"] >= 60  # the history's 25,000 events
     assert wait["Next"] == "DescribePrevious" and ended["Default"] == "Settings"
     # nothing reaches the drains but through Settings, which only the checks above lead to
     assert [n for n, s in states.items() if s.get("Next") == "DrainEach"] == ["Settings"]
+
+
+def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> None:
+    """An operator who stops a part of a split scale-down (StopExecution: ABORTED) wants the scale-down
+    stopped, but the next part went on to drain as soon as it saw the stopped one had ended. A part
+    after a stopped one now ends at once, draining nothing, and says so; so does a part after one
+    that ended that way, so stopping any part stops every part after it. (Found by review.)"""
+    states = _asl("scale_down.asl.json")["States"]
+    ended = states["PreviousEnded"]
+    by_status = {c["StringEquals"]: c["Next"] for c in ended["Choices"][1:]}
+    assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][1:])
+    assert by_status == {"ABORTED": "Stopped", "SUCCEEDED": "DescribePreviousOutput"}
+    assert ended["Default"] == "Settings"  # FAILED, TIMED_OUT: drains, as before
+
+    stopped = states["Stopped"]
+    assert stopped["Type"] == "Pass" and stopped["End"] is True
+    assert stopped["Parameters"]["outcome"] == "skipped" and stopped["Parameters"]["drains"] == []
+    assert stopped["Parameters"]["stopped.$"] == "$.plan.after"
+    assert "was stopped" in stopped["Parameters"]["reason.$"]
+
+    output = states["DescribePreviousOutput"]
+    assert output["Resource"] == "arn:aws:states:::aws-sdk:sfn:describeExecution"
+    assert output["Parameters"] == {"ExecutionArn.$": "$.plan.after"}
+    assert output["ResultSelector"]["output.$"] == "States.StringToJson($.Output)"
+    assert output["Next"] == "PreviousSkipped"
+    assert [c["Next"] for c in output["Catch"]] == ["Settings"]  # unreadable: drains, as before
+    skipped = states["PreviousSkipped"]
+    assert skipped["Choices"] == [
+        {"Variable": "$.previous.output.stopped", "IsPresent": True, "Next": "StoppedBefore"}
+    ]
+    assert skipped["Default"] == "Settings"
+    before = states["StoppedBefore"]
+    assert before["Type"] == "Pass" and before["End"] is True
+    assert before["Parameters"]["outcome"] == "skipped" and before["Parameters"]["drains"] == []
+    assert before["Parameters"]["stopped.$"] == "$.previous.output.stopped"
 
 
 def test_a_planned_drain_leaves_a_node_that_gained_work_since_the_plan(rig: Rig) -> None:
