@@ -337,3 +337,56 @@ def test_a_split_scale_downs_second_part_drains_only_once_the_first_has_ended(wo
     assert started[idle] >= one["stopDate"] > started[blocked]
     waited = [e for e in world.stack.history(second_arn) if e["type"] == "WaitStateEntered"]
     assert waited, "the second part never waited for the first"
+
+
+def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(world: World) -> None:
+    """An operator stops a part of a split scale-down (StopExecution: ABORTED), here the second while it
+    waits for the first: the part after it used to start draining at once. Every part after the stopped
+    one now ends without draining, saying which part was stopped (the fourth too: the part before it
+    was skipped, not stopped). The parts before it go on. (Found by review.)"""
+    blocked, idle, spare = world.nodes["general"]
+    west = world.nodes["west"][0]
+    world.pod("db-0", blocked, app="db")
+    world.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))  # never disruptable
+    plan = "20261102T100000Z-st0p"
+    common = {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1, "deadline_seconds": 20,
+              "after_poll_seconds": 1}  # fmt: skip
+
+    def part(index: int, node: str, region: str = HOME, **more: Any) -> str:
+        group = "general" if region == HOME else "west"
+        item = {"node": node, "instance_id": world.instances[node], "group": group, "region": region,
+                "reason": "idle 12 min", **more}  # fmt: skip
+        name = f"down-{plan}" if index == 1 else f"down-{plan}-{index}"
+        payload = {**common, "drains": [item], **({"after": arns[-1]} if arns else {})}
+        return world.stack.start("ScaleDownStateMachine", payload, name=name)
+
+    arns: list[str] = []
+    arns.append(part(1, blocked, consolidation=True, pods=["team-a/db-0"]))  # held until its deadline
+    arns.append(part(2, idle))
+    arns.append(part(3, spare))
+    arns.append(part(4, west, WEST))
+    sfn = world.stack.client("stepfunctions")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # the second part waits for the first
+        if any(e["type"] == "WaitStateEntered" for e in world.stack.history(arns[1])):
+            break
+        time.sleep(0.2)
+    sfn.stop_execution(executionArn=arns[1], cause="stop this scale-down")
+
+    first, second, third, fourth = (world.stack.wait(arn, timeout=40) for arn in arns)
+
+    assert (first["status"], second["status"]) == ("SUCCEEDED", "ABORTED"), (first, second)
+    assert [d["outcome"] for d in first["output"]["drains"]] == ["timeout"]
+    for execution, before in ((third, arns[1]), (fourth, arns[2])):
+        assert execution["status"] == "SUCCEEDED", execution
+        out = execution["output"]
+        assert (out["outcome"], out["stopped"], out["drains"]) == ("skipped", arns[1], []), out
+        assert before in out["reason"] and "none of its 1 node(s)" in out["reason"], out
+    drained = {
+        json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["node"]
+        for e in world.cloud.executions("DrainNodeStateMachine")
+    }
+    assert drained == {blocked}
+    assert world.desired("general") == 3 and world.desired("west", WEST) == 2
+    for node in (idle, spare, west):
+        assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]

@@ -130,6 +130,23 @@ def test_a_lifecycle_drain_of_a_node_somebody_else_cordoned_completes_the_action
     assert CORDONED_BY_SPILLWAY not in rig.node()["metadata"]["annotations"]
 
 
+def test_a_lifecycle_drain_goes_on_when_another_drain_takes_its_node_over(rig: Rig) -> None:
+    """A drain that another Spillway drain took the node from stops as ``superseded``, but not a
+    lifecycle drain: the action it holds is completed by its token, by it alone (or the group waits
+    out the hook's HeartbeatTimeout)."""
+    held(rig)
+    rig.pod("web-1")
+    drain = Drain.model_validate(rig.drainer.validate(request(force=False))["drain"])
+    rig.drainer.cordon(drain)
+    assert rig.kube.cordon(NODE, reason="held drain interrupt-x: spot interruption warning w-1")
+
+    first = rig.drainer.evict(drain)
+    rig.drainer.complete_lifecycle(drain)
+
+    assert first["evicted"] == ["team-a/web-1"]
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+
+
 def test_a_lifecycle_drain_records_a_heartbeat_every_half_timeout_while_pods_stay(rig: Rig) -> None:
     held(rig)
     rig.pod("solo", bare=True)  # kept until the deadline (no controller), so the drain lasts

@@ -27,6 +27,7 @@ from spillway.act.interrupt import InterruptSettings, Notice, drain_plan, execut
 from spillway.adapters.kube import KubeClient
 from spillway.errors import (
     DrainCancelled,
+    DrainSuperseded,
     DrainTimeout,
     InstanceNotFound,
     InvalidDrainRequest,
@@ -531,6 +532,99 @@ def test_a_cordon_written_before_drains_had_names_is_undone_by_its_drain_and_no_
     assert undone == {"untainted": True, "uncordoned": True}
 
 
+def test_a_drain_whose_node_another_drain_took_over_ends_superseded_undoing_nothing(rig: Rig) -> None:
+    """The scheduled change's drain without force went on polling after its forced successor took the
+    node over, until its deadline (a day): it then failed with DrainTimeout and raised the drain alarm
+    for what is a normal hand-over. It now stops at its next step, evicting and undoing nothing, and
+    records ``superseded``: a success, the other drain named. (Found by review.)"""
+    start = T0 + timedelta(hours=30)
+    rig.pod("web-0")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))
+    unforced = _scheduled_change_drain(
+        rig, Notice("scheduled", "e-1", "us-east-1", T0, (INSTANCE,), start=start, code=HEALTH_ARN)
+    )
+    first = rig.drainer.evict(unforced)  # web-0 stays: its budget allows no disruption
+    rig.clock.advance(8 * 3600)
+    update = Notice("scheduled", "e-2", "us-east-1", rig.clock(), (INSTANCE,), start=start, code=HEALTH_ARN)
+    forced = _scheduled_change_drain(rig, update)
+    rig.api.clear_requests()
+
+    with pytest.raises(DrainSuperseded) as evicting:
+        rig.drainer.evict(unforced, first)
+    with pytest.raises(DrainSuperseded):
+        rig.drainer.check(unforced)
+    assert rig.writes() == []  # nothing evicted, nothing undone
+    out = run_action(rig.drainer, {"action": "record", "outcome": "superseded", "state": {
+        "drain": unforced.model_dump(), "round": first,
+        "superseded": _lambda_error("DrainSuperseded", str(evicting.value))}})  # fmt: skip
+
+    assert forced.name in str(evicting.value)
+    assert out["outcome"] == "superseded" and "error" not in out and "cause" not in out
+    assert forced.name in out["note"] and out["node"] == NODE and out["rounds"] == 1
+    assert rig.outcomes == [("superseded", NODE)]
+    event = rig.api.list("Event")[-1]
+    assert (event["reason"], event["type"]) == ("SpillwayDrainSuperseded", "Normal")
+    node = rig.node()
+    assert node["spec"]["unschedulable"] is True
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
+    assert f"drain {forced.name}:" in node["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert rig.drainer.evict(forced)["rounds"] == 1  # the drain that holds the node goes on
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"reason": "idle 12 min", "plan_id": "20261102T100000Z-abc"},  # a plan's, overtaken by a warning
+        {"reason": "rebalance recommendation r-1", "leaving": True, "deadline_seconds": 600},
+    ],
+)
+def test_any_drain_overtaken_by_another_stops_as_superseded(rig: Rig, first: dict[str, Any]) -> None:
+    drain = rig.cordoned(**first)
+    rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+    with pytest.raises(DrainSuperseded, match="spot interruption warning w-1"):
+        rig.drainer.evict(drain)
+
+
+def _uncordoned_by_a_person(rig: Rig) -> None:
+    node = rig.node()  # `kubectl uncordon` clears spec.unschedulable and leaves our annotation
+    node["spec"]["unschedulable"] = False
+    rig.api.update("Node", node)
+
+
+def test_only_another_spillway_drains_cordon_supersedes_a_drain(rig: Rig) -> None:
+    """A node a person uncordoned, or that somebody else cordoned since, is no hand-over: a plan's drain
+    is cancelled as before (compensated, the drain alarm raised), and a leaving instance's drain goes on
+    (the instance goes anyway), also when the cordon a person undid was another drain's."""
+    planned = rig.cordoned(plan_id="20261102T100000Z-abc")
+    rig.pod("web-0", annotations={"karpenter.sh/do-not-disrupt": "true"})  # keeps every drain busy
+    leaving = rig.validated(reason="rebalance recommendation r-1", leaving=True)
+    _uncordoned_by_a_person(rig)
+    with pytest.raises(DrainCancelled, match="no longer cordoned by Spillway"):
+        rig.drainer.evict(planned)
+
+    rig.drainer.cordon(leaving)  # takes the node over; then a person uncordons it
+    _uncordoned_by_a_person(rig)
+    with pytest.raises(DrainCancelled, match="no longer cordoned by Spillway"):
+        rig.drainer.evict(planned)  # another drain's cordon, undone: not a hand-over
+    assert rig.drainer.evict(leaving)["done"] is False
+
+    rig.kube.uncordon(NODE)
+    _cordoned_by_somebody(rig)  # a person's cordon, no annotation
+    assert rig.drainer.evict(leaving)["done"] is False
+    with pytest.raises(DrainCancelled, match="no longer cordoned by Spillway"):
+        rig.drainer.evict(planned)
+
+
+def test_a_forced_drain_goes_on_when_a_drain_without_force_takes_its_node_over(rig: Rig) -> None:
+    """A rebalance recommendation may reach Spillway after the Spot warning: its drain (no force) takes
+    the node over. Were the warning's drain superseded, the pods only force evicts would die with the
+    instance; it goes on, as before (a forced drain never times out)."""
+    rig.pod("train-0", app="train", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    warned = rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+    rig.cordoned(reason="rebalance recommendation r-1", leaving=True)
+    assert rig.drainer.evict(warned)["evicted"] == ["team-a/train-0"]
+
+
 @pytest.mark.parametrize("name", ["", "two words", "a:b", "x" * 81, 7])
 def test_validate_refuses_an_execution_name_a_cordon_cannot_carry(rig: Rig, name: Any) -> None:
     with pytest.raises(InvalidDrainRequest) as caught:
@@ -974,8 +1068,9 @@ def _targets(states: dict[str, Any]) -> set[str]:
 def test_drain_node_compensates_every_failure_before_termination_and_only_those() -> None:
     states = _asl("drain_node.asl.json")["States"]
     assert _targets(states) <= set(states)
-    for name in ("Cordon", "Evict", "CheckBeforeTerminating"):
-        assert [c["Next"] for c in states[name]["Catch"]] == ["Compensate"], name
+    assert [c["Next"] for c in states["Cordon"]["Catch"]] == ["Compensate"]
+    for name in ("Evict", "CheckBeforeTerminating"):  # but a drain another took over (not a failure)
+        assert [c["Next"] for c in states[name]["Catch"]] == ["RecordSuperseded", "Compensate"], name
     # a failed terminate may have terminated all the same: its compensation asks first
     for name in ("TerminateInstance", "TerminateThroughFunction"):
         assert [c["Next"] for c in states[name]["Catch"]] == ["CompensateTerminate"], name
@@ -993,6 +1088,21 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
     assert [c["Next"] for c in states["DeleteNode"]["Catch"]] == ["RecordTerminated"]  # instance gone
     assert states["Fail"] == {"Type": "Fail", "ErrorPath": "$.outcome.error", "CausePath": "$.outcome.cause"}
     assert states["WaitForPods"]["SecondsPath"] == "$.drain.poll_seconds"
+
+
+def test_a_drain_another_took_over_ends_superseded_without_compensating() -> None:
+    """DrainSuperseded from a step after the cordon: recorded ``superseded`` and the execution succeeds
+    (no drain alarm); nothing on that path undoes the cordon the other drain holds."""
+    states = _asl("drain_node.asl.json")["States"]
+    for name in ("Evict", "CheckBeforeTerminating"):
+        caught = states[name]["Catch"][0]
+        assert caught == {"ErrorEquals": ["DrainSuperseded"], "ResultPath": "$.superseded",
+                          "Next": "RecordSuperseded"}, name  # fmt: skip
+    record = states["RecordSuperseded"]
+    assert record["Parameters"] == {"action": "record", "outcome": "superseded", "state.$": "$"}
+    assert record.get("End") is True and [c["Next"] for c in record["Catch"]] == ["Superseded"]
+    assert states["Superseded"]["Type"] == "Pass" and states["Superseded"]["End"] is True
+    assert states["Superseded"]["Parameters"]["outcome"] == "superseded"
 
 
 def test_drain_node_terminates_here_by_aws_sdk_and_elsewhere_or_leaving_through_the_function() -> None:
@@ -1058,15 +1168,50 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     assert any(missing in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
     assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "Settings")]
     ended = states[describe["Next"]]
-    running = {c["StringEquals"] for choice in ended["Choices"] for c in choice["Or"]}
+    running = {c["StringEquals"] for c in ended["Choices"][0]["Or"]}
     assert running == {"RUNNING", "PENDING_REDRIVE"}
-    assert all(c["Variable"] == "$.previous.status" for choice in ended["Choices"] for c in choice["Or"])
+    assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][0]["Or"])
     wait = states[ended["Choices"][0]["Next"]]
     assert wait["Type"] == "Wait" and wait["SecondsPath"] == "$.plan.after_poll_seconds"
     assert states["Defaults"]["Result"]["after_poll_seconds"] >= 60  # the history's 25,000 events
     assert wait["Next"] == "DescribePrevious" and ended["Default"] == "Settings"
     # nothing reaches the drains but through Settings, which only the checks above lead to
     assert [n for n, s in states.items() if s.get("Next") == "DrainEach"] == ["Settings"]
+
+
+def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> None:
+    """An operator who stops a part of a split scale-down (StopExecution: ABORTED) wants the scale-down
+    stopped, but the next part went on to drain as soon as it saw the stopped one had ended. A part
+    after a stopped one now ends at once, draining nothing, and says so; so does a part after one
+    that ended that way, so stopping any part stops every part after it. (Found by review.)"""
+    states = _asl("scale_down.asl.json")["States"]
+    ended = states["PreviousEnded"]
+    by_status = {c["StringEquals"]: c["Next"] for c in ended["Choices"][1:]}
+    assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][1:])
+    assert by_status == {"ABORTED": "Stopped", "SUCCEEDED": "DescribePreviousOutput"}
+    assert ended["Default"] == "Settings"  # FAILED, TIMED_OUT: drains, as before
+
+    stopped = states["Stopped"]
+    assert stopped["Type"] == "Pass" and stopped["End"] is True
+    assert stopped["Parameters"]["outcome"] == "skipped" and stopped["Parameters"]["drains"] == []
+    assert stopped["Parameters"]["stopped.$"] == "$.plan.after"
+    assert "was stopped" in stopped["Parameters"]["reason.$"]
+
+    output = states["DescribePreviousOutput"]
+    assert output["Resource"] == "arn:aws:states:::aws-sdk:sfn:describeExecution"
+    assert output["Parameters"] == {"ExecutionArn.$": "$.plan.after"}
+    assert output["ResultSelector"]["output.$"] == "States.StringToJson($.Output)"
+    assert output["Next"] == "PreviousSkipped"
+    assert [c["Next"] for c in output["Catch"]] == ["Settings"]  # unreadable: drains, as before
+    skipped = states["PreviousSkipped"]
+    assert skipped["Choices"] == [
+        {"Variable": "$.previous.output.stopped", "IsPresent": True, "Next": "StoppedBefore"}
+    ]
+    assert skipped["Default"] == "Settings"
+    before = states["StoppedBefore"]
+    assert before["Type"] == "Pass" and before["End"] is True
+    assert before["Parameters"]["outcome"] == "skipped" and before["Parameters"]["drains"] == []
+    assert before["Parameters"]["stopped.$"] == "$.previous.output.stopped"
 
 
 def test_a_planned_drain_leaves_a_node_that_gained_work_since_the_plan(rig: Rig) -> None:

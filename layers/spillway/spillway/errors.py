@@ -154,3 +154,9 @@ class DrainTimeout(SpillwayError):
 class DrainCancelled(SpillwayError):
     """The drain stopped without terminating: the node was uncordoned, cordoned by somebody else,
     replaced or removed while it drained. Nothing is terminated; the node is left schedulable."""
+
+
+class DrainSuperseded(SpillwayError):
+    """Another Spillway drain took the node over while this one drained (Spillway's cordon names that
+    drain now): this one stops, and leaves the node, its cordon and its taint to the other. Not a
+    failure: DrainNode records it ``superseded`` and undoes nothing."""

@@ -3,7 +3,8 @@
 ::
 
     validate ─▶ cordon + taint ─▶ evict ⟲ wait poll_seconds ─▶ check ─▶ terminate ─▶ delete_node ─▶ record
-                    │                                             └─(uncordon: true)─▶ uncordon ─▶ record "released"
+                    │                   │                         └─(uncordon: true)─▶ uncordon ─▶ record "released"
+                    │                   └─ another drain took the node over ─▶ record "superseded" (nothing undone)
                     └───── any failure before termination ─────▶ uncordon (compensation) ─▶ record ─▶ Fail
 
 A drain with ``uncordon`` (a plan's make-room, or a person's "empty it and keep it") ends with the
@@ -30,7 +31,11 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, and pods no controller would recreate, are
   evicted only with ``force``: until then they keep the node busy, up to the deadline;
 * every step after the cordon re-reads the node and stops with ``DrainCancelled`` when it is no longer
-  cordoned by Spillway (the planner or a person uncordoned it), was replaced (a new uid) or is gone;
+  cordoned by Spillway (the planner or a person uncordoned it), was replaced (a new uid) or is gone,
+  and with :class:`~spillway.errors.DrainSuperseded` when another Spillway drain took it over (the
+  cordon names that drain: a scheduled change's forced drain, a Spot warning's): not a failure, the
+  other drain holds the node, so nothing is undone and the outcome is ``superseded`` (a lifecycle
+  drain, or one with ``force``, goes on: :func:`_taken_over_by`);
   right before termination, :meth:`Drainer.check` also requires that no workload pod is left (unless
   ``force`` and the deadline passed);
 * the compensation (:meth:`Drainer.uncordon`) removes the draining taint and Spillway's cordon, never
@@ -56,6 +61,7 @@ from spillway.errors import (
     AsgLimitExceeded,
     AwsError,
     DrainCancelled,
+    DrainSuperseded,
     DrainTimeout,
     EvictionBlocked,
     InstanceNotFound,
@@ -122,8 +128,8 @@ _ALWAYS = (InvalidDrainRequest,)  # an unknown action or a malformed drain
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "validate": frozenset({*_ALWAYS, DrainCancelled, *_KUBE, *_AWS}),
     "cordon": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
-    "evict": frozenset({*_ALWAYS, DrainCancelled, DrainTimeout, *_KUBE}),
-    "check": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
+    "evict": frozenset({*_ALWAYS, DrainCancelled, DrainSuperseded, DrainTimeout, *_KUBE}),
+    "check": frozenset({*_ALWAYS, DrainCancelled, DrainSuperseded, *_KUBE}),
     "terminate": frozenset({*_ALWAYS, *_AWS}),
     "complete_lifecycle": frozenset({*_ALWAYS, *_AWS, LifecycleActionPending}),
     "delete_node": frozenset({*_ALWAYS, *_KUBE}),
@@ -134,7 +140,15 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
 }
 
 Outcome = Literal[
-    "terminated", "drained", "released", "dry_run", "timeout", "cancelled", "rejected", "failed"
+    "terminated",
+    "drained",
+    "released",
+    "superseded",
+    "dry_run",
+    "timeout",
+    "cancelled",
+    "rejected",
+    "failed",
 ]
 OUTCOME_OF_ERROR: dict[str, Outcome] = {
     "DrainTimeout": "timeout",
@@ -442,6 +456,23 @@ def holds(drain: Drain, annotation: str) -> bool:
     reads an unnamed one's ``drain: ...`` as its own, nor an unnamed one a named one's."""
     stamp = annotation.split(" ", 1)[0]
     return annotation == f"{stamp} {cordon_reason(drain)}".strip()[:256]
+
+
+def _taken_over_by(drain: Drain, node: Node) -> str | None:
+    """The cordon of another Spillway drain that took the node over from ``drain`` (the node is
+    cordoned, and Spillway's annotation is not the drain's own: :func:`holds`), else None. A node a
+    person uncordoned, or that somebody else cordoned (no annotation), is no hand-over.
+
+    Two drains are never superseded. A lifecycle drain: the action it holds is completed by its token,
+    by it alone. A forced drain: the one that took over may be without force (a rebalance
+    recommendation's after the Spot warning's), and would leave the pods only force evicts to die
+    with the instance; a forced drain never times out, so going on costs no alarm."""
+    if drain.lifecycle is not None or drain.force:
+        return None
+    holder = node.metadata.annotations.get(CORDONED_BY_SPILLWAY)
+    if not node.spec.unschedulable or holder is None or holds(drain, holder):
+        return None
+    return holder.split(" ", 1)[-1]
 
 
 _DRAIN_NAME = re.compile(r"^[^\s:]{1,80}$")
@@ -1096,6 +1127,8 @@ class Drainer:
             summary["rounds"] = int(rounds.get("rounds") or 0)
         if error is not None:
             summary.update(self._failure(drain, state, error))
+        elif outcome == "superseded":
+            summary.update(_superseded(_mapping(state.get("superseded"))))
         else:
             summary.update(_success(state, outcome))
         final: Outcome = summary["outcome"]
@@ -1123,7 +1156,8 @@ class Drainer:
 
     def _our_node(self, drain: Drain, *, require_cordon: bool = True) -> Node:
         """The node, still the one validated and (after the cordon) still cordoned by Spillway; a leaving
-        instance's drain goes on whoever cordoned or uncordoned it (the instance goes anyway)."""
+        instance's drain goes on whoever cordoned or uncordoned it (the instance goes anyway).
+        :class:`DrainSuperseded` (after the cordon) when another Spillway drain took the node over."""
         try:
             node = self.kube.get_node(drain.node)
         except NodeNotFound:
@@ -1133,6 +1167,12 @@ class Drainer:
         if node.metadata.uid != drain.node_uid:
             raise DrainCancelled(
                 f"Node {drain.node!r} was replaced while it drained (a new uid); nothing terminated"
+            )
+        holder = _taken_over_by(drain, node) if require_cordon else None
+        if holder is not None:
+            raise DrainSuperseded(
+                f"Node {drain.node!r} is held by another Spillway drain now ({holder[:200]}): this drain "
+                "stops and leaves the node, its cordon and its taint to that one"
             )
         if (
             require_cordon
@@ -1278,6 +1318,13 @@ def _released(done: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _superseded(caught: Mapping[str, Any]) -> dict[str, Any]:
+    """A drain another Spillway drain took the node from (the ``DrainSuperseded`` a step raised, as the
+    Catch records it): a success, nothing undone; the note names the drain that holds the node."""
+    why = cause_message(caught.get("Cause")) or "another Spillway drain took the node over"
+    return {"outcome": "superseded", "note": f"{why}; nothing was undone"[:2000]}
+
+
 def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]:
     evicted = summary.get("evicted_count", 0)
     if outcome == "terminated":
@@ -1290,6 +1337,12 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
         )
     if outcome == "drained":
         return ("SpillwayDrained", f"Drained ({summary.get('reason')}): evicted {evicted} pod(s)", "Normal")
+    if outcome == "superseded":
+        return (
+            "SpillwayDrainSuperseded",
+            f"Superseded ({summary.get('reason')}) after evicting {evicted} pod(s): {summary.get('note')}",
+            "Normal",
+        )
     if outcome == "released":
         return (
             "SpillwayReleased",
