@@ -34,10 +34,7 @@ MACHINES = sorted((ROOT / "statemachines").glob("*.asl.json"))
 # - Lambda.*: "Handling transient Lambda service exceptions", AWS Step Functions Developer Guide
 #   (docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html); Sandbox.Timedout:
 #   a Lambda function that ran out of time ("Error handling in Step Functions", Lambda errors).
-# - AutoScaling.*: the errors of SetDesiredCapacity / TerminateInstanceInAutoScalingGroup and the
-#   common errors (ThrottlingException, ValidationError) in the Amazon EC2 Auto Scaling API Reference;
-#   an aws-sdk task names them "<Service>.<ErrorCode>Exception" (Step Functions Developer Guide,
-#   "AWS SDK service integrations": error handling).
+# - No AutoScaling.*: no state machine calls Auto Scaling but through a function (its adapter's names).
 # - StepFunctions.*: StartExecution's ExecutionLimitExceeded and the common ThrottlingException
 #   (AWS Step Functions API Reference).
 # - Sfn.*: DescribeExecution's ExecutionDoesNotExist and the common ThrottlingException (AWS Step
@@ -49,12 +46,6 @@ AWS_ERRORS = {
         "Lambda.SdkClientException",
         "Lambda.TooManyRequestsException",
         "Sandbox.Timedout",
-    },
-    "aws-sdk:autoscaling": {
-        "AutoScaling.ScalingActivityInProgressException",
-        "AutoScaling.ResourceContentionException",
-        "AutoScaling.ThrottlingException",
-        "AutoScaling.ValidationErrorException",
     },
     "states:startExecution": {
         "StepFunctions.ExecutionLimitExceededException",

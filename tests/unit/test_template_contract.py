@@ -159,6 +159,25 @@ def test_asg_writes_require_both_cluster_autoscaler_tags_as_is_managed_does() ->
         }, statement
 
 
+def test_only_the_functions_roles_may_call_auto_scaling_no_state_machines() -> None:
+    """Every Auto Scaling call goes through a function, whose adapter maps AWS's errors to ours (the names
+    the state machines retry); no state machine has an aws-sdk:autoscaling task, so none of their roles
+    is granted an autoscaling action (least privilege)."""
+    machine_roles = {f"{logical}Role" for logical in STATE_MACHINES}
+    granted: dict[str, set[str]] = {}
+    for resource in EXPANDED.values():
+        if resource.get("Type") != "AWS::IAM::ManagedPolicy":
+            continue
+        autoscaling = {a for s in statements(resource) for a in actions(s) if a.startswith("autoscaling:")}
+        for role in references(resource["Properties"].get("Roles") or []):
+            granted.setdefault(role, set()).update(autoscaling)
+    assert {r for r, acts in granted.items() if acts} == {"ScaleFunctionRole", "DrainFunctionRole"}
+    assert not machine_roles & {r for r, acts in granted.items() if acts}
+    for logical, props in STATE_MACHINES.items():
+        assert "autoscaling:" not in json.dumps(props.get("Policies") or []), logical
+        assert "aws-sdk:autoscaling" not in (ROOT / props["DefinitionUri"]).read_text(), logical
+
+
 def test_a_scale_down_may_describe_only_its_own_state_machines_executions() -> None:
     """A part of a split scale-down waits for the part before it (DescribeExecution, an aws-sdk task):
     on the scale-down's own executions, by the name the template gives the state machine."""

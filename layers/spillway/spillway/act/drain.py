@@ -918,9 +918,10 @@ class Drainer:
     # terminate ---------------------------------------------------------------------------------
 
     def terminate(self, drain: Drain) -> dict[str, Any]:
-        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, for the regions a
-        state machine's own aws-sdk task cannot reach and for every leaving instance's drain. Same result
-        shape as that task's ResultSelector (with a ``note`` when it did not decrement).
+        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity: every drain that
+        terminates does it here, in any region (the adapter names Auto Scaling's errors, which the state
+        machine retries). ``{activity_id, status, description}``, with a ``note`` when it did not
+        decrement; the record step and the drain's outcome read it.
 
         Idempotent: an instance already terminating, or no longer in its group (a retry after the first
         call terminated it and then timed out), is terminated: the step succeeds and says so."""
