@@ -35,10 +35,14 @@ MACHINES = sorted((ROOT / "statemachines").glob("*.asl.json"))
 #   (docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html); Sandbox.Timedout:
 #   a Lambda function that ran out of time ("Error handling in Step Functions", Lambda errors).
 # - No AutoScaling.*: no state machine calls Auto Scaling but through a function (its adapter's names).
-# - StepFunctions.*: StartExecution's ExecutionLimitExceeded and the common ThrottlingException
-#   (AWS Step Functions API Reference).
-# - Sfn.*: DescribeExecution's ExecutionDoesNotExist and the common ThrottlingException (AWS Step
-#   Functions API Reference), as an aws-sdk task names them.
+# - StepFunctions.*: the optimized states:startExecution integration names StartExecution's
+#   ExecutionLimitExceeded "StepFunctions.ExecutionLimitExceeded", the API's error code with no suffix
+#   (Step Functions Developer Guide, "Start workflow executions from a task state": its Retry example),
+#   and the common ThrottlingException (AWS Step Functions API Reference).
+# - Sfn.*: an aws-sdk task names an error "<Service>.<ErrorCode>Exception" for the errors the API
+#   models for the call (DescribeExecution: ExecutionDoesNotExist, InvalidArn, ...); any other code,
+#   throttling included, arrives as the service's base exception, "Sfn.SfnException" (Step Functions
+#   Developer Guide, "AWS SDK service integrations"; test_every_error_an_aws_sdk_task_names_can_happen).
 AWS_ERRORS = {
     "Lambda": {
         "Lambda.ServiceException",
@@ -48,12 +52,12 @@ AWS_ERRORS = {
         "Sandbox.Timedout",
     },
     "states:startExecution": {
-        "StepFunctions.ExecutionLimitExceededException",
+        "StepFunctions.ExecutionLimitExceeded",
         "StepFunctions.ThrottlingException",
     },
     "aws-sdk:sfn": {
         "Sfn.ExecutionDoesNotExistException",
-        "Sfn.ThrottlingException",
+        "Sfn.SfnException",
     },
 }
 ANY = {"States.ALL", "States.TaskFailed"}
@@ -104,6 +108,52 @@ def test_a_misspelt_or_foreign_name_is_found() -> None:
                           "Retry": [{"ErrorEquals": ["AwsThrottling", "AutoScaling.ThrottlingException"]}]}) == {
         "AwsThrottling", "AutoScaling.ThrottlingException"}  # fmt: skip
     assert unknown_names({"Type": "Fail", "Error": "DrainTimedOut"}) == {"DrainTimedOut"}
+
+
+# aws-sdk:<service> -> (the PascalCase name Step Functions puts in its error names, botocore's service)
+SDK_SERVICES = {"sfn": ("Sfn", "stepfunctions"), "autoscaling": ("AutoScaling", "autoscaling")}
+
+
+def sdk_error_names(resource: str) -> set[str]:
+    """What an aws-sdk task on ``resource`` can fail with besides ``States.*``: the errors the API models
+    for the call, as "<Service>.<ErrorCode>Exception", and the service's base exception for every other
+    code (throttling among them). From botocore's models: the API models the SDKs are generated from."""
+    import botocore.session
+
+    service, _, action = resource.partition("aws-sdk:")[2].partition(":")
+    prefix, botocore_name = SDK_SERVICES[service]
+    model = botocore.session.get_session().get_service_model(botocore_name)
+    operation = model.operation_model(action[0].upper() + action[1:])
+    names = {f"{prefix}.{prefix}Exception"}
+    for shape in operation.error_shapes:
+        code = (shape.metadata.get("error") or {}).get("code") or shape.name
+        names.add(f"{prefix}.{code}" + ("" if code.endswith("Exception") else "Exception"))
+    return names
+
+
+def dead_names(state: dict[str, Any]) -> set[str]:
+    named = {n for rule in state.get("Retry", []) + state.get("Catch", []) for n in rule["ErrorEquals"]}
+    return {n for n in named if not n.startswith("States.")} - sdk_error_names(state["Resource"])
+
+
+def test_every_error_an_aws_sdk_task_names_can_happen() -> None:
+    tasks = [(m, n, s) for m, n, s in all_states() if "aws-sdk:" in s.get("Resource", "")]
+    assert tasks  # DescribePrevious
+    assert {f"{m}:{n}": dead_names(s) for m, n, s in tasks if dead_names(s)} == {}
+
+
+def test_a_name_an_aws_sdk_task_never_raises_is_found() -> None:
+    describe = "arn:aws:states:::aws-sdk:sfn:describeExecution"
+    assert "Sfn.ExecutionDoesNotExistException" in sdk_error_names(describe)
+    assert dead_names({"Resource": describe, "Retry": [{"ErrorEquals": ["Sfn.ThrottlingException"]}]}) == {
+        "Sfn.ThrottlingException"}  # fmt: skip
+    terminate = "arn:aws:states:::aws-sdk:autoscaling:terminateInstanceInAutoScalingGroup"
+    assert sdk_error_names(terminate) >= {
+        "AutoScaling.ResourceContentionException",
+        "AutoScaling.ScalingActivityInProgressException",
+        "AutoScaling.AutoScalingException",
+    }
+    assert "AutoScaling.ThrottlingException" not in sdk_error_names(terminate)
 
 
 def uncovered(state: dict[str, Any], raises: frozenset[type[errors.SpillwayError]]) -> set[str]:
