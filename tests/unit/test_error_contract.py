@@ -43,8 +43,15 @@ MACHINES = sorted((ROOT / "statemachines").glob("*.asl.json"))
 #   models for the call (DescribeExecution: ExecutionDoesNotExist, InvalidArn, ...); any other code,
 #   throttling included, arrives as the service's base exception, "Sfn.SfnException" (Step Functions
 #   Developer Guide, "AWS SDK service integrations"; test_every_error_an_aws_sdk_task_names_can_happen).
+LAMBDA_SERVICE_ERRORS = {  # "Handle Lambda service exceptions": the transient 500s of invoking Lambda
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+}
 AWS_ERRORS = {
     "Lambda": {
+        "Lambda.ClientExecutionTimeoutException",
         "Lambda.ServiceException",
         "Lambda.AWSLambdaException",
         "Lambda.SdkClientException",
@@ -108,6 +115,31 @@ def test_a_misspelt_or_foreign_name_is_found() -> None:
                           "Retry": [{"ErrorEquals": ["AwsThrottling", "AutoScaling.ThrottlingException"]}]}) == {
         "AwsThrottling", "AutoScaling.ThrottlingException"}  # fmt: skip
     assert unknown_names({"Type": "Fail", "Error": "DrainTimedOut"}) == {"DrainTimedOut"}
+
+
+def lambda_service_errors_unretried(state: dict[str, Any]) -> set[str]:
+    """The transient Lambda service errors no one retrier of the task names together."""
+    rules = [set(rule["ErrorEquals"]) for rule in state.get("Retry", [])]
+    best = max(rules, key=lambda names: len(names & LAMBDA_SERVICE_ERRORS), default=set())
+    return LAMBDA_SERVICE_ERRORS - best
+
+
+def test_every_lambda_task_retries_every_transient_lambda_service_error() -> None:
+    """AWS's guidance: invoking Lambda can fail with a transient 500 (ClientExecutionTimeoutException,
+    ServiceException, AWSLambdaException, SdkClientException); retry them all. Every task on a function
+    of ours, in every state machine, present and future, has one retrier that names the four."""
+    tasks = [(m, n, s) for m, n, s in all_states() if s.get("Resource") in FUNCTIONS]
+    assert len(tasks) >= 29
+    gaps = {f"{m}:{n}": lambda_service_errors_unretried(s) for m, n, s in tasks}
+    assert {k: sorted(v) for k, v in gaps.items() if v} == {}
+
+
+def test_a_lambda_task_that_forgets_a_service_error_is_found() -> None:
+    task = {"Resource": "${DrainFunctionArn}", "Retry": [
+        {"ErrorEquals": ["Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException"]},
+        {"ErrorEquals": ["Lambda.ClientExecutionTimeoutException", "AwsThrottled"]}]}  # fmt: skip
+    assert lambda_service_errors_unretried(task) == {"Lambda.ClientExecutionTimeoutException"}
+    assert lambda_service_errors_unretried({"Resource": "${DrainFunctionArn}"}) == LAMBDA_SERVICE_ERRORS
 
 
 # aws-sdk:<service> -> (the PascalCase name Step Functions puts in its error names, botocore's service)
