@@ -190,6 +190,62 @@ def test_a_scale_down_may_describe_only_its_own_state_machines_executions() -> N
     assert "arn:aws:states:::aws-sdk:sfn:describeExecution" in (ROOT / machine["DefinitionUri"]).read_text()
 
 
+def snake(action: str) -> str:
+    """``dynamodb:BatchWriteItem`` -> ``batch_write_item``, the boto3 method that calls it."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in action.split(":")[1]).lstrip("_")
+
+
+CODE = "\n".join(
+    p.read_text() for d in ("layers/spillway/spillway", "functions") for p in (ROOT / d).rglob("*.py")
+)
+
+
+def test_every_dynamodb_action_a_statement_grants_is_one_the_code_calls() -> None:
+    """Least privilege: a DynamoDB action no code calls is not granted (BatchWriteItem, for one, may
+    delete any item). A transaction's Put is authorised as PutItem (DynamoDB Developer Guide, "Using
+    IAM with DynamoDB transactions")."""
+    granted = {a for s in all_statements() for a in actions(s) if a.startswith("dynamodb:")}
+    assert granted
+    called = {a for a in granted if f".{snake(a)}(" in CODE}
+    if ".transact_write_items(" in CODE:
+        called.add("dynamodb:PutItem")
+    assert granted - called == set()
+
+
+def table_actions(function: str) -> dict[str, set[str]]:
+    """A function's DynamoDB actions per table, from its explicit statements (policy templates apart)."""
+    out: dict[str, set[str]] = {}
+    for policy in FUNCTIONS[function].get("Policies") or []:
+        for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+            for table in references(statement.get("Resource")):
+                out.setdefault(table, set()).update(
+                    a for a in actions(statement) if a.startswith("dynamodb:")
+                )
+    return out
+
+
+def crud_tables(function: str) -> set[str]:
+    policies = FUNCTIONS[function].get("Policies") or []
+    return {next(iter(references(p["DynamoDBCrudPolicy"]))) for p in policies if "DynamoDBCrudPolicy" in p}
+
+
+def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_do() -> None:
+    """Not SAM's DynamoDBCrudPolicy (Scan, BatchWriteItem, DeleteItem, UpdateItem ... on the whole
+    table): the plans table is only written (a plan record, alone or in the state's transaction); the
+    state table is queried and written conditionally, and the scale function's claims also get and
+    delete single items. Powertools' idempotency table keeps the policy template its docs ask for."""
+    assert crud_tables("PlanFunction") == {"IdempotencyTable"}
+    assert crud_tables("ScaleFunction") == set()
+    assert table_actions("PlanFunction") == {
+        "PlansTable": {"dynamodb:PutItem"},
+        "StateTable": {"dynamodb:Query", "dynamodb:PutItem"},
+    }
+    assert table_actions("ScaleFunction") == {
+        "PlansTable": {"dynamodb:PutItem"},
+        "StateTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+    }
+
+
 def test_no_statement_grants_logs_put_resource_policy_or_a_wildcard_action() -> None:
     granted = {a for s in all_statements() if s.get("Effect") == "Allow" for a in actions(s)}
     assert "logs:PutResourcePolicy" not in granted
