@@ -290,3 +290,60 @@ def test_the_role_outputs_the_readme_and_rbac_yaml_name_exist() -> None:
     outputs = TEMPLATE["Outputs"]
     for fn in ("Observe", "Plan", "Scale", "Drain"):
         assert references(outputs[f"{fn}FunctionRoleArn"]["Value"]) == {f"{fn}FunctionRole"}
+
+
+# --- poll loops fit an execution's history (spillway.model.history) ---------------------------------
+
+
+def machine_states(name: str) -> dict[str, dict[str, Any]]:
+    """A state machine's states by path (``Map/Inner`` for a Map's)."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(machine: dict[str, Any], prefix: str) -> None:
+        for state_name, state in machine["States"].items():
+            out[prefix + state_name] = state
+            if "ItemProcessor" in state:
+                walk(state["ItemProcessor"], f"{prefix}{state_name}/")
+
+    walk(json.loads((ROOT / "statemachines" / name).read_text()), "")
+    return out
+
+
+def loop_events(name: str, loop: list[str]) -> int:
+    """History events of one turn of ``loop`` (each state leads to the next, the last back to the first)."""
+    from spillway.model import history
+
+    per_type = {"Task": history.TASK_EVENTS, "Wait": history.WAIT_EVENTS, "Choice": history.CHOICE_EVENTS}
+    states = machine_states(name)
+    for here, there in zip(loop, loop[1:] + loop[:1], strict=True):
+        state, target = states[here], there.rsplit("/", 1)[-1]
+        nexts = {state.get("Next"), state.get("Default")} | {c["Next"] for c in state.get("Choices", [])}
+        assert target in nexts, here
+    return sum(per_type[states[n]["Type"]] for n in loop)
+
+
+def test_the_poll_loops_are_the_events_a_turn_spillway_model_history_counts() -> None:
+    from spillway.model import history
+
+    assert loop_events("gang_launch.asl.json", ["WaitReady", "Verify", "Ready?"]) == history.POLL_EVENTS
+    assert loop_events("gang_launch.asl.json", ["WaitRunning", "Attach", "Attached?"]) == history.POLL_EVENTS
+    up = ["Groups/WaitForLaunch", "Groups/Verify", "Groups/Launched?"]
+    assert loop_events("scale_up.asl.json", up) == history.POLL_EVENTS
+    drain = loop_events("drain_node.asl.json", ["Evict", "IsEmpty", "WaitForPods"])
+    assert drain <= history.LOOP_EVENTS / history.MAX_ROUNDS  # about ten a round
+    assert history.POLL_EVENTS * history.MAX_POLLS <= history.LOOP_EVENTS < history.HISTORY_EVENTS
+
+
+def test_a_scale_up_groups_states_besides_its_checks_are_what_spillway_model_history_counts() -> None:
+    """Each group runs Prepare, SetOrNot, SetDesired, then its checks, then BackOff (or a Pass, fewer)."""
+    from spillway.model import history
+
+    states = machine_states("scale_up.asl.json")
+    per_type = {"Task": history.TASK_EVENTS, "Choice": history.CHOICE_EVENTS, "Pass": history.PASS_EVENTS}
+    path = ["Groups/Prepare", "Groups/SetOrNot", "Groups/SetDesired"]
+    assert [states[n]["Type"] for n in path] == ["Task", "Choice", "Task"]
+    ends = {n: s for n, s in states.items() if n.startswith("Groups/") and s.get("End")}
+    assert set(ends) == {"Groups/" + n for n in ("Launched", "Unsettled", "BackOff", "Refused", "Errored")}
+    most = max(per_type[s["Type"]] for s in ends.values())
+    fixed = history.MAP_ITERATION_EVENTS + sum(per_type[states[n]["Type"]] for n in path) + most
+    assert fixed == history.SCALE_UP_GROUP_EVENTS

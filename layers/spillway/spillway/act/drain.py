@@ -73,10 +73,8 @@ from spillway.model.drain import (
     GLOBAL_TIMEOUT_SECONDS,
     LIFECYCLE_CONTINUE,
     LIST_LIMIT,
-    MAX_BUSY_DEADLINE_SECONDS,
     MAX_DEADLINE_SECONDS,
     MAX_POLL_SECONDS,
-    MAX_ROUNDS,
     Action,
     Drain,
     DrainRequest,
@@ -85,6 +83,7 @@ from spillway.model.drain import (
     PodVerdict,
     parse_iso,
 )
+from spillway.model.history import MAX_BUSY_DEADLINE_SECONDS, MAX_ROUNDS
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
@@ -202,7 +201,8 @@ def _problem(err: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _too_many_rounds(request: DrainRequest) -> Refusal:
-    """The eviction rounds a deadline and a poll make must fit an execution's history."""
+    """The eviction rounds a deadline and a poll make must fit an execution's history
+    (:mod:`spillway.model.history`)."""
     if request.poll_seconds == 0 and request.deadline_seconds > MAX_BUSY_DEADLINE_SECONDS:
         return InvalidDrainRequest(
             f"0 (no pause between eviction rounds) only with deadline_seconds up to "
