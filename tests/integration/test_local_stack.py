@@ -60,6 +60,23 @@ def test_lambda_errors_match_retry_by_exception_name_and_sdk_errors_by_aws_names
         assert len([c for c in stack.calls("Fn") if c.event.get("explode")]) == 3
 
 
+def test_an_sdk_error_the_api_does_not_model_arrives_as_the_services_base_exception(monkeypatch: Any) -> None:
+    """As on AWS: Auto Scaling's throttling is no error SetDesiredCapacity models, so an aws-sdk task
+    fails with "AutoScaling.AutoScalingException", which a Retry on a modelled name does not match."""
+    from moto.autoscaling.exceptions import AutoscalingClientError
+    from moto.autoscaling.models import AutoScalingBackend
+
+    def throttled(self: Any, group_name: str, desired_capacity: int) -> Any:
+        raise AutoscalingClientError("Throttling", "Rate exceeded")
+
+    monkeypatch.setattr(AutoScalingBackend, "set_desired_capacity", throttled)
+    with LocalStack(template=FIXTURE) as stack:
+        make_group("g")
+        failed = stack.run("Machine", {"group": "g", "explode": False}, timeout=30)
+        assert failed["status"] == "FAILED"
+        assert failed["error"] == "AutoScaling.AutoScalingException", failed
+
+
 def test_unresolvable_substitution_is_reported(tmp_path: Path) -> None:
     text = FIXTURE.read_text().replace("FnArn: !GetAtt Fn.Arn", "FnArn: !GetAtt Nothing.Arn")
     (tmp_path / "fn").symlink_to(FIXTURE.parent / "fn")

@@ -34,35 +34,37 @@ MACHINES = sorted((ROOT / "statemachines").glob("*.asl.json"))
 # - Lambda.*: "Handling transient Lambda service exceptions", AWS Step Functions Developer Guide
 #   (docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html); Sandbox.Timedout:
 #   a Lambda function that ran out of time ("Error handling in Step Functions", Lambda errors).
-# - AutoScaling.*: the errors of SetDesiredCapacity / TerminateInstanceInAutoScalingGroup and the
-#   common errors (ThrottlingException, ValidationError) in the Amazon EC2 Auto Scaling API Reference;
-#   an aws-sdk task names them "<Service>.<ErrorCode>Exception" (Step Functions Developer Guide,
-#   "AWS SDK service integrations": error handling).
-# - StepFunctions.*: StartExecution's ExecutionLimitExceeded and the common ThrottlingException
-#   (AWS Step Functions API Reference).
-# - Sfn.*: DescribeExecution's ExecutionDoesNotExist and the common ThrottlingException (AWS Step
-#   Functions API Reference), as an aws-sdk task names them.
+# - No AutoScaling.*: no state machine calls Auto Scaling but through a function (its adapter's names).
+# - StepFunctions.*: the optimized states:startExecution integration names StartExecution's
+#   ExecutionLimitExceeded "StepFunctions.ExecutionLimitExceeded", the API's error code with no suffix
+#   (Step Functions Developer Guide, "Start workflow executions from a task state": its Retry example),
+#   and the common ThrottlingException (AWS Step Functions API Reference).
+# - Sfn.*: an aws-sdk task names an error "<Service>.<ErrorCode>Exception" for the errors the API
+#   models for the call (DescribeExecution: ExecutionDoesNotExist, InvalidArn, ...); any other code,
+#   throttling included, arrives as the service's base exception, "Sfn.SfnException" (Step Functions
+#   Developer Guide, "AWS SDK service integrations"; test_every_error_an_aws_sdk_task_names_can_happen).
+LAMBDA_SERVICE_ERRORS = {  # "Handle Lambda service exceptions": the transient 500s of invoking Lambda
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+}
 AWS_ERRORS = {
     "Lambda": {
+        "Lambda.ClientExecutionTimeoutException",
         "Lambda.ServiceException",
         "Lambda.AWSLambdaException",
         "Lambda.SdkClientException",
         "Lambda.TooManyRequestsException",
         "Sandbox.Timedout",
     },
-    "aws-sdk:autoscaling": {
-        "AutoScaling.ScalingActivityInProgressException",
-        "AutoScaling.ResourceContentionException",
-        "AutoScaling.ThrottlingException",
-        "AutoScaling.ValidationErrorException",
-    },
     "states:startExecution": {
-        "StepFunctions.ExecutionLimitExceededException",
+        "StepFunctions.ExecutionLimitExceeded",
         "StepFunctions.ThrottlingException",
     },
     "aws-sdk:sfn": {
         "Sfn.ExecutionDoesNotExistException",
-        "Sfn.ThrottlingException",
+        "Sfn.SfnException",
     },
 }
 ANY = {"States.ALL", "States.TaskFailed"}
@@ -113,6 +115,77 @@ def test_a_misspelt_or_foreign_name_is_found() -> None:
                           "Retry": [{"ErrorEquals": ["AwsThrottling", "AutoScaling.ThrottlingException"]}]}) == {
         "AwsThrottling", "AutoScaling.ThrottlingException"}  # fmt: skip
     assert unknown_names({"Type": "Fail", "Error": "DrainTimedOut"}) == {"DrainTimedOut"}
+
+
+def lambda_service_errors_unretried(state: dict[str, Any]) -> set[str]:
+    """The transient Lambda service errors no one retrier of the task names together."""
+    rules = [set(rule["ErrorEquals"]) for rule in state.get("Retry", [])]
+    best = max(rules, key=lambda names: len(names & LAMBDA_SERVICE_ERRORS), default=set())
+    return LAMBDA_SERVICE_ERRORS - best
+
+
+def test_every_lambda_task_retries_every_transient_lambda_service_error() -> None:
+    """AWS's guidance: invoking Lambda can fail with a transient 500 (ClientExecutionTimeoutException,
+    ServiceException, AWSLambdaException, SdkClientException); retry them all. Every task on a function
+    of ours, in every state machine, present and future, has one retrier that names the four."""
+    tasks = [(m, n, s) for m, n, s in all_states() if s.get("Resource") in FUNCTIONS]
+    assert len(tasks) >= 29
+    gaps = {f"{m}:{n}": lambda_service_errors_unretried(s) for m, n, s in tasks}
+    assert {k: sorted(v) for k, v in gaps.items() if v} == {}
+
+
+def test_a_lambda_task_that_forgets_a_service_error_is_found() -> None:
+    task = {"Resource": "${DrainFunctionArn}", "Retry": [
+        {"ErrorEquals": ["Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException"]},
+        {"ErrorEquals": ["Lambda.ClientExecutionTimeoutException", "AwsThrottled"]}]}  # fmt: skip
+    assert lambda_service_errors_unretried(task) == {"Lambda.ClientExecutionTimeoutException"}
+    assert lambda_service_errors_unretried({"Resource": "${DrainFunctionArn}"}) == LAMBDA_SERVICE_ERRORS
+
+
+# aws-sdk:<service> -> (the PascalCase name Step Functions puts in its error names, botocore's service)
+SDK_SERVICES = {"sfn": ("Sfn", "stepfunctions"), "autoscaling": ("AutoScaling", "autoscaling")}
+
+
+def sdk_error_names(resource: str) -> set[str]:
+    """What an aws-sdk task on ``resource`` can fail with besides ``States.*``: the errors the API models
+    for the call, as "<Service>.<ErrorCode>Exception", and the service's base exception for every other
+    code (throttling among them). From botocore's models: the API models the SDKs are generated from."""
+    import botocore.session
+
+    service, _, action = resource.partition("aws-sdk:")[2].partition(":")
+    prefix, botocore_name = SDK_SERVICES[service]
+    model = botocore.session.get_session().get_service_model(botocore_name)
+    operation = model.operation_model(action[0].upper() + action[1:])
+    names = {f"{prefix}.{prefix}Exception"}
+    for shape in operation.error_shapes:
+        code = (shape.metadata.get("error") or {}).get("code") or shape.name
+        names.add(f"{prefix}.{code}" + ("" if code.endswith("Exception") else "Exception"))
+    return names
+
+
+def dead_names(state: dict[str, Any]) -> set[str]:
+    named = {n for rule in state.get("Retry", []) + state.get("Catch", []) for n in rule["ErrorEquals"]}
+    return {n for n in named if not n.startswith("States.")} - sdk_error_names(state["Resource"])
+
+
+def test_every_error_an_aws_sdk_task_names_can_happen() -> None:
+    tasks = [(m, n, s) for m, n, s in all_states() if "aws-sdk:" in s.get("Resource", "")]
+    assert tasks  # DescribePrevious
+    assert {f"{m}:{n}": dead_names(s) for m, n, s in tasks if dead_names(s)} == {}
+
+
+def test_a_name_an_aws_sdk_task_never_raises_is_found() -> None:
+    describe = "arn:aws:states:::aws-sdk:sfn:describeExecution"
+    assert "Sfn.ExecutionDoesNotExistException" in sdk_error_names(describe)
+    assert dead_names({"Resource": describe, "Retry": [{"ErrorEquals": ["Sfn.ThrottlingException"]}]}) == {
+        "Sfn.ThrottlingException"}  # fmt: skip
+    terminate = "arn:aws:states:::aws-sdk:autoscaling:terminateInstanceInAutoScalingGroup"
+    assert sdk_error_names(terminate) >= {
+        "AutoScaling.ResourceContentionException",
+        "AutoScaling.ScalingActivityInProgressException",
+        "AutoScaling.AutoScalingException",
+    }
+    assert "AutoScaling.ThrottlingException" not in sdk_error_names(terminate)
 
 
 def uncovered(state: dict[str, Any], raises: frozenset[type[errors.SpillwayError]]) -> set[str]:

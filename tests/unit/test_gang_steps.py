@@ -331,3 +331,29 @@ def test_execution_request_passes_the_planners_zone_to_prepare() -> None:
     assert request is not None and request.input["zone"] == "us-east-1b"
     _, _, steps = world()
     assert steps.prepare({**request.input, "execution": EXECUTION})["fleet"]["zones"] == ["us-east-1b"]
+
+
+# --- the poll loop fits the execution's history (spillway.model.history) --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("deadline", "poll", "words"),
+    [(86_400, 15, "up to 5761 checks"), (86_400, 0, "no pause between checks"),
+     (3_600, 1, "poll at least every 2 s")],
+)  # fmt: skip
+def test_a_gang_request_whose_checks_outgrow_the_execution_history_is_refused(
+    deadline: int, poll: int, words: str
+) -> None:
+    """WaitReady → Verify → Ready? is 9 history events a check: a day's deadline checked every 15 s is
+    51,849 events, and AWS fails the execution at 25,000, before GiveBack: the gang's instances stay."""
+    with pytest.raises(InputError, match=words) as raised:
+        gang.GangRequest.parse({**REQUEST, "deadline_seconds": deadline, "poll_seconds": poll}, ["us-east-1"])
+    assert raised.value.field == "poll_seconds"
+
+
+@pytest.mark.parametrize(("deadline", "poll"), [(86_400, 45), (60, 0), (600, 15), (3_600, 2)])
+def test_a_gang_request_whose_checks_fit_is_accepted(deadline: int, poll: int) -> None:
+    request = gang.GangRequest.parse(
+        {**REQUEST, "deadline_seconds": deadline, "poll_seconds": poll}, ["us-east-1"]
+    )
+    assert (request.deadline_seconds, request.poll_seconds) == (deadline, poll)

@@ -44,6 +44,7 @@ from spillway.errors import (
 )
 from spillway.local import objects as o
 from spillway.model.act import StoredState
+from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
@@ -664,6 +665,64 @@ def test_an_overflow_replan_that_loses_the_state_to_a_plan_writes_nothing_and_it
     )
     machine = json.loads((Path(__file__).parents[2] / "statemachines" / "scale_up.asl.json").read_text())
     assert any("StateConflict" in r["ErrorEquals"] for r in machine["States"]["NextRound"]["Retry"])
+
+
+def pools_world(count: int) -> World:
+    """``count`` groups, each with one pending pod only it can take (a node selector of its own)."""
+    w = World()
+    for i in range(count):
+        w.group(f"pool-{i:02d}", "m5.xlarge", labels={"pool": f"p{i:02d}"})
+        w.pods(f"job-{i:02d}", 1, cpu="2", memory="4Gi", node_selector={"pool": f"p{i:02d}"})
+    return w
+
+
+def test_a_plan_growing_more_groups_than_a_scale_up_round_holds_starts_them_in_parts() -> None:
+    """Each group a scale-up round maps over adds its checks to the execution's history, which AWS
+    caps at 25,000 events: an execution takes MAX_SCALE_UP_GROUPS groups, a plan growing more starts
+    the rest as up-<plan>-2, -3 ... (named in order: a resumed plan starts the same ones)."""
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(pools_world(MAX_SCALE_UP_GROUPS * 2 + 1)))
+
+    outcome = rig.run(ref)
+
+    ups = [r for r in rig.executions.requests if r.kind == "scale_up"]
+    pid = outcome.plan_id
+    assert [r.name for r in ups] == [f"up-{pid}", f"up-{pid}-2", f"up-{pid}-3"]
+    assert [len(r.input["groups"]) for r in ups] == [MAX_SCALE_UP_GROUPS, MAX_SCALE_UP_GROUPS, 1]
+    grown = [g["group"] for r in ups for g in r.input["groups"]]
+    assert sorted(grown) == [f"pool-{i:02d}" for i in range(MAX_SCALE_UP_GROUPS * 2 + 1)]
+    assert all(NAME_PATTERN.match(r.name) for r in ups)
+    assert {r.input["plan_id"] for r in ups} == {pid} and {r.input["round"] for r in ups} == {1}
+    assert rig.run(ref).status == "resumed"
+    assert [r.name for r in rig.executions.requests if r.kind == "scale_up"][3:] == [r.name for r in ups]
+
+
+def test_an_overflow_replan_maps_over_a_rounds_groups_at_most_and_records_only_their_raises() -> None:
+    """A re-plan growing more groups than a round holds keeps the first MAX_SCALE_UP_GROUPS; the others'
+    raises are not recorded, so the next plan, seeing their pods still pending, launches them."""
+    w = pools_world(MAX_SCALE_UP_GROUPS + 2)
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(w, NOW))
+    cloud = FakeCloud(cluster="ml")
+    for group in rig.snapshots.get("ml", ref.key).groups:
+        cloud.node_groups_by_region.setdefault(group.region, []).append(group)
+    scale = ScaleSteps(kube=FakeCluster(), aws=cloud, ledger=rig.ledger, snapshots=rig.snapshots,
+                       settings=settings(), clock=lambda: NOW + timedelta(seconds=30))  # fmt: skip
+    event = {"cluster": "ml", "plan_id": "p-1", "snapshot_key": ref.key, "round": 1, "max_rounds": 3,
+             "poll_seconds": 1, "launch_timeout_seconds": 30, "rounds": [],
+             "results": [{"group": "gone", "region": "us-east-1", "outcome": "refused"}]}  # fmt: skip
+
+    out = scale.next_round(event)
+
+    kept = [g["group"] for g in out["groups"]]
+    assert len(kept) == MAX_SCALE_UP_GROUPS and not out["done"]
+    assert set(rig.ledger.stored.state.raises) == set(kept)
+    later = rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=40)))
+    rig.run(later, now=NOW + timedelta(seconds=45))
+    [up] = [r for r in rig.executions.requests if r.kind == "scale_up"]
+    assert sorted(g["group"] for g in up.input["groups"]) == sorted(
+        {f"pool-{i:02d}" for i in range(MAX_SCALE_UP_GROUPS + 2)} - set(kept)
+    )
 
 
 def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -> None:

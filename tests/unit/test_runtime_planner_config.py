@@ -62,3 +62,37 @@ def test_a_bad_threshold_variable_is_still_named_as_itself() -> None:
         load_runtime_config({**BASE, "PLANNER_CONFIG": '{"scale_down_idle_minutes": 5}',
                              "SCALE_DOWN_IDLE_MINUTES": "-1"})  # fmt: skip
     assert caught.value.field == "SCALE_DOWN_IDLE_MINUTES"
+
+
+# --- poll loops that fit an execution's history (spillway.model.history) ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "variable", "words"),
+    [
+        # one group checked every 5 s for 7,200 s is 12,969 events; 3 rounds of 5 groups, 194,760
+        ({"LAUNCH_TIMEOUT_SECONDS": "7200", "SCALE_UP_POLL_SECONDS": "5"}, "SCALE_UP_POLL_SECONDS", "1441 checks"),
+        ({"LAUNCH_TIMEOUT_SECONDS": "600", "SCALE_UP_POLL_SECONDS": "0.4"}, "SCALE_UP_POLL_SECONDS", "at least 1 s"),
+        ({"SCALE_UP_MAX_ROUNDS": "10", "LAUNCH_TIMEOUT_SECONDS": "1800"}, "SCALE_UP_POLL_SECONDS", "10 round(s)"),
+        ({"GANG_DEADLINE_SECONDS": "86400", "GANG_POLL_SECONDS": "15"}, "GANG_POLL_SECONDS", "5761 checks"),
+        ({"GANG_DEADLINE_SECONDS": "600", "GANG_POLL_SECONDS": "0"}, "GANG_POLL_SECONDS", "no pause"),
+    ],
+)  # fmt: skip
+def test_poll_settings_whose_loop_outgrows_an_execution_history_are_refused(
+    change: dict[str, str], variable: str, words: str
+) -> None:
+    """AWS fails an execution at 25,000 history events: a scale-up then never backs off nor gives back
+    what it raised, a gang launch never gives its instances back. Refused when the function starts."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, **change})
+    assert caught.value.field == variable and words in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{}, {"LAUNCH_TIMEOUT_SECONDS": "1800", "SCALE_UP_POLL_SECONDS": "15"},
+     {"LAUNCH_TIMEOUT_SECONDS": "7200", "SCALE_UP_POLL_SECONDS": "60", "SCALE_UP_MAX_ROUNDS": "2"},
+     {"GANG_DEADLINE_SECONDS": "86400", "GANG_POLL_SECONDS": "60"}],
+)  # fmt: skip
+def test_poll_settings_that_fit_are_accepted(change: dict[str, str]) -> None:
+    assert load_runtime_config({**BASE, **change}).cluster_name == "ml"

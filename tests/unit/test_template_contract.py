@@ -159,6 +159,25 @@ def test_asg_writes_require_both_cluster_autoscaler_tags_as_is_managed_does() ->
         }, statement
 
 
+def test_only_the_functions_roles_may_call_auto_scaling_no_state_machines() -> None:
+    """Every Auto Scaling call goes through a function, whose adapter maps AWS's errors to ours (the names
+    the state machines retry); no state machine has an aws-sdk:autoscaling task, so none of their roles
+    is granted an autoscaling action (least privilege)."""
+    machine_roles = {f"{logical}Role" for logical in STATE_MACHINES}
+    granted: dict[str, set[str]] = {}
+    for resource in EXPANDED.values():
+        if resource.get("Type") != "AWS::IAM::ManagedPolicy":
+            continue
+        autoscaling = {a for s in statements(resource) for a in actions(s) if a.startswith("autoscaling:")}
+        for role in references(resource["Properties"].get("Roles") or []):
+            granted.setdefault(role, set()).update(autoscaling)
+    assert {r for r, acts in granted.items() if acts} == {"ScaleFunctionRole", "DrainFunctionRole"}
+    assert not machine_roles & {r for r, acts in granted.items() if acts}
+    for logical, props in STATE_MACHINES.items():
+        assert "autoscaling:" not in json.dumps(props.get("Policies") or []), logical
+        assert "aws-sdk:autoscaling" not in (ROOT / props["DefinitionUri"]).read_text(), logical
+
+
 def test_a_scale_down_may_describe_only_its_own_state_machines_executions() -> None:
     """A part of a split scale-down waits for the part before it (DescribeExecution, an aws-sdk task):
     on the scale-down's own executions, by the name the template gives the state machine."""
@@ -169,6 +188,62 @@ def test_a_scale_down_may_describe_only_its_own_state_machines_executions() -> N
     describing = [s for s in inline if "states:DescribeExecution" in actions(s)]
     assert [s["Resource"] for s in describing if s["Resource"] == own] == [own], describing
     assert "arn:aws:states:::aws-sdk:sfn:describeExecution" in (ROOT / machine["DefinitionUri"]).read_text()
+
+
+def snake(action: str) -> str:
+    """``dynamodb:BatchWriteItem`` -> ``batch_write_item``, the boto3 method that calls it."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in action.split(":")[1]).lstrip("_")
+
+
+CODE = "\n".join(
+    p.read_text() for d in ("layers/spillway/spillway", "functions") for p in (ROOT / d).rglob("*.py")
+)
+
+
+def test_every_dynamodb_action_a_statement_grants_is_one_the_code_calls() -> None:
+    """Least privilege: a DynamoDB action no code calls is not granted (BatchWriteItem, for one, may
+    delete any item). A transaction's Put is authorised as PutItem (DynamoDB Developer Guide, "Using
+    IAM with DynamoDB transactions")."""
+    granted = {a for s in all_statements() for a in actions(s) if a.startswith("dynamodb:")}
+    assert granted
+    called = {a for a in granted if f".{snake(a)}(" in CODE}
+    if ".transact_write_items(" in CODE:
+        called.add("dynamodb:PutItem")
+    assert granted - called == set()
+
+
+def table_actions(function: str) -> dict[str, set[str]]:
+    """A function's DynamoDB actions per table, from its explicit statements (policy templates apart)."""
+    out: dict[str, set[str]] = {}
+    for policy in FUNCTIONS[function].get("Policies") or []:
+        for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+            for table in references(statement.get("Resource")):
+                out.setdefault(table, set()).update(
+                    a for a in actions(statement) if a.startswith("dynamodb:")
+                )
+    return out
+
+
+def crud_tables(function: str) -> set[str]:
+    policies = FUNCTIONS[function].get("Policies") or []
+    return {next(iter(references(p["DynamoDBCrudPolicy"]))) for p in policies if "DynamoDBCrudPolicy" in p}
+
+
+def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_do() -> None:
+    """Not SAM's DynamoDBCrudPolicy (Scan, BatchWriteItem, DeleteItem, UpdateItem ... on the whole
+    table): the plans table is only written (a plan record, alone or in the state's transaction); the
+    state table is queried and written conditionally, and the scale function's claims also get and
+    delete single items. Powertools' idempotency table keeps the policy template its docs ask for."""
+    assert crud_tables("PlanFunction") == {"IdempotencyTable"}
+    assert crud_tables("ScaleFunction") == set()
+    assert table_actions("PlanFunction") == {
+        "PlansTable": {"dynamodb:PutItem"},
+        "StateTable": {"dynamodb:Query", "dynamodb:PutItem"},
+    }
+    assert table_actions("ScaleFunction") == {
+        "PlansTable": {"dynamodb:PutItem"},
+        "StateTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+    }
 
 
 def test_no_statement_grants_logs_put_resource_policy_or_a_wildcard_action() -> None:
@@ -215,3 +290,60 @@ def test_the_role_outputs_the_readme_and_rbac_yaml_name_exist() -> None:
     outputs = TEMPLATE["Outputs"]
     for fn in ("Observe", "Plan", "Scale", "Drain"):
         assert references(outputs[f"{fn}FunctionRoleArn"]["Value"]) == {f"{fn}FunctionRole"}
+
+
+# --- poll loops fit an execution's history (spillway.model.history) ---------------------------------
+
+
+def machine_states(name: str) -> dict[str, dict[str, Any]]:
+    """A state machine's states by path (``Map/Inner`` for a Map's)."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(machine: dict[str, Any], prefix: str) -> None:
+        for state_name, state in machine["States"].items():
+            out[prefix + state_name] = state
+            if "ItemProcessor" in state:
+                walk(state["ItemProcessor"], f"{prefix}{state_name}/")
+
+    walk(json.loads((ROOT / "statemachines" / name).read_text()), "")
+    return out
+
+
+def loop_events(name: str, loop: list[str]) -> int:
+    """History events of one turn of ``loop`` (each state leads to the next, the last back to the first)."""
+    from spillway.model import history
+
+    per_type = {"Task": history.TASK_EVENTS, "Wait": history.WAIT_EVENTS, "Choice": history.CHOICE_EVENTS}
+    states = machine_states(name)
+    for here, there in zip(loop, loop[1:] + loop[:1], strict=True):
+        state, target = states[here], there.rsplit("/", 1)[-1]
+        nexts = {state.get("Next"), state.get("Default")} | {c["Next"] for c in state.get("Choices", [])}
+        assert target in nexts, here
+    return sum(per_type[states[n]["Type"]] for n in loop)
+
+
+def test_the_poll_loops_are_the_events_a_turn_spillway_model_history_counts() -> None:
+    from spillway.model import history
+
+    assert loop_events("gang_launch.asl.json", ["WaitReady", "Verify", "Ready?"]) == history.POLL_EVENTS
+    assert loop_events("gang_launch.asl.json", ["WaitRunning", "Attach", "Attached?"]) == history.POLL_EVENTS
+    up = ["Groups/WaitForLaunch", "Groups/Verify", "Groups/Launched?"]
+    assert loop_events("scale_up.asl.json", up) == history.POLL_EVENTS
+    drain = loop_events("drain_node.asl.json", ["Evict", "IsEmpty", "WaitForPods"])
+    assert drain <= history.LOOP_EVENTS / history.MAX_ROUNDS  # about ten a round
+    assert history.POLL_EVENTS * history.MAX_POLLS <= history.LOOP_EVENTS < history.HISTORY_EVENTS
+
+
+def test_a_scale_up_groups_states_besides_its_checks_are_what_spillway_model_history_counts() -> None:
+    """Each group runs Prepare, SetOrNot, SetDesired, then its checks, then BackOff (or a Pass, fewer)."""
+    from spillway.model import history
+
+    states = machine_states("scale_up.asl.json")
+    per_type = {"Task": history.TASK_EVENTS, "Choice": history.CHOICE_EVENTS, "Pass": history.PASS_EVENTS}
+    path = ["Groups/Prepare", "Groups/SetOrNot", "Groups/SetDesired"]
+    assert [states[n]["Type"] for n in path] == ["Task", "Choice", "Task"]
+    ends = {n: s for n, s in states.items() if n.startswith("Groups/") and s.get("End")}
+    assert set(ends) == {"Groups/" + n for n in ("Launched", "Unsettled", "BackOff", "Refused", "Errored")}
+    most = max(per_type[s["Type"]] for s in ends.values())
+    fixed = history.MAP_ITERATION_EVENTS + sum(per_type[states[n]["Type"]] for n in path) + most
+    assert fixed == history.SCALE_UP_GROUP_EVENTS

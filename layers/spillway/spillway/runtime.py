@@ -15,7 +15,8 @@ variable                               meaning (default)
 ``SCALE_UP_STATE_MACHINE_ARN`` / ``SCALE_DOWN_STATE_MACHINE_ARN``   state machines the plan starts
 ``GANG_LAUNCH_STATE_MACHINE_ARN``      the gang-launch state machine the plan starts for atomic gangs
 ``GANG_DEADLINE_SECONDS``              gang launch: the whole gang Ready by then, else given back (600)
-``GANG_POLL_SECONDS``                  gang launch: between checks (15)
+``GANG_POLL_SECONDS``                  gang launch: between checks (15); at most 2,000 checks until the
+                                       deadline (an execution's history: :mod:`spillway.model.history`)
 ``DRAIN_NODE_STATE_MACHINE_ARN``       the DrainNode state machine the interrupt function starts
 ``INTERRUPTION_DEADLINE_SECONDS``      interrupt: drain deadline after a Spot warning's time (90)
 ``REBALANCE_DEADLINE_SECONDS``         interrupt: drain deadline after a rebalance recommendation (600)
@@ -25,7 +26,8 @@ variable                               meaning (default)
 ``MAX_SNAPSHOT_AGE_SECONDS``           the plan refuses older snapshots (180)
 ``SCALE_UP_POLL_SECONDS``              scale-up: between launch checks (15)
 ``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600)
-``SCALE_UP_MAX_ROUNDS``                scale-up: first attempt and overflow re-plans (3)
+``SCALE_UP_MAX_ROUNDS``                scale-up: first attempt and overflow re-plans (3); its rounds' checks
+                                       (poll, launch timeout) must fit an execution's history
 ``DRAIN_DEADLINE_SECONDS`` / ``DRAIN_POLL_SECONDS``   drains (900 / 15)
 ``PLAN_TTL_DAYS``                      plans expire after (30)
 ``POD_EVENTS_MAX_PER_PLAN``            pod Events one plan posts at most; 0 posts none (50)
@@ -63,6 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from spillway.config import NodeReserve, PlannerConfig
 from spillway.errors import ConfigurationError
+from spillway.model.history import gang_refusal, scale_up_refusal
 
 if TYPE_CHECKING:
     from spillway.observe import ObserveConfig
@@ -188,7 +191,20 @@ class RuntimeConfig(BaseModel):
             raise ValueError("kubeconfig_secret_id: required when CLUSTER_ACCESS is secret")
         if self.cluster_access == "url" and not self.kube_url:
             raise ValueError("kube_url: required when CLUSTER_ACCESS is url")
+        self._check_poll_loops()
         return self
+
+    def _check_poll_loops(self) -> None:
+        """The scale-up's and the gang launch's poll loops fit an execution's history
+        (:mod:`spillway.model.history`), with the whole seconds their Wait states take."""
+        scale_up = scale_up_refusal(
+            self.launch_timeout_seconds, round(self.scale_up_poll_seconds), self.scale_up_max_rounds
+        )
+        if scale_up:
+            raise ValueError(f"scale_up_poll_seconds: {scale_up}")
+        gang = gang_refusal(self.gang_deadline_seconds, round(self.gang_poll_seconds))
+        if gang:
+            raise ValueError(f"gang_poll_seconds: {gang}")
 
     @property
     def primary_region(self) -> str:

@@ -79,10 +79,8 @@ from spillway.model.drain import (
     GLOBAL_TIMEOUT_SECONDS,
     LIFECYCLE_CONTINUE,
     LIST_LIMIT,
-    MAX_BUSY_DEADLINE_SECONDS,
     MAX_DEADLINE_SECONDS,
     MAX_POLL_SECONDS,
-    MAX_ROUNDS,
     Action,
     Drain,
     DrainRequest,
@@ -91,6 +89,7 @@ from spillway.model.drain import (
     PodVerdict,
     parse_iso,
 )
+from spillway.model.history import MAX_BUSY_DEADLINE_SECONDS, MAX_ROUNDS
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
@@ -216,7 +215,8 @@ def _problem(err: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _too_many_rounds(request: DrainRequest) -> Refusal:
-    """The eviction rounds a deadline and a poll make must fit an execution's history."""
+    """The eviction rounds a deadline and a poll make must fit an execution's history
+    (:mod:`spillway.model.history`)."""
     if request.poll_seconds == 0 and request.deadline_seconds > MAX_BUSY_DEADLINE_SECONDS:
         return InvalidDrainRequest(
             f"0 (no pause between eviction rounds) only with deadline_seconds up to "
@@ -949,9 +949,10 @@ class Drainer:
     # terminate ---------------------------------------------------------------------------------
 
     def terminate(self, drain: Drain) -> dict[str, Any]:
-        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, for the regions a
-        state machine's own aws-sdk task cannot reach and for every leaving instance's drain. Same result
-        shape as that task's ResultSelector (with a ``note`` when it did not decrement).
+        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity: every drain that
+        terminates does it here, in any region (the adapter names Auto Scaling's errors, which the state
+        machine retries). ``{activity_id, status, description}``, with a ``note`` when it did not
+        decrement; the record step and the drain's outcome read it.
 
         Idempotent: an instance already terminating, or no longer in its group (a retry after the first
         call terminated it and then timed out), is terminated: the step succeeds and says so."""

@@ -67,6 +67,7 @@ from spillway.errors import (
 )
 from spillway.model.act import ExecutionRequest, iso
 from spillway.model.aws import AutoScalingGroup, FleetRequest
+from spillway.model.history import gang_refusal
 from spillway.model.nodegroup import (
     LIVE_STATES,
     TAG_ATOMIC_LAUNCH,
@@ -159,14 +160,18 @@ class GangRequest:
         if mode is not None and mode not in MODES:
             raise InputError(f"must be one of {', '.join(MODES)} (or absent: the group's tag), got {mode!r}",
                              field="mode")  # fmt: skip
+        deadline, poll = number("deadline_seconds", 1, 900), number("poll_seconds", 0, 15)
+        refusal = gang_refusal(deadline, poll)  # the check loop must fit the execution's history
+        if refusal:
+            raise InputError(refusal, field="poll_seconds")
         return cls(
             group=text("group"),
             region=region,
             count=count,
             gang=text("gang"),
             mode=mode,
-            deadline_seconds=number("deadline_seconds", 1, 900),
-            poll_seconds=number("poll_seconds", 0, 15),
+            deadline_seconds=deadline,
+            poll_seconds=poll,
             plan_id=text("plan_id", required=False),
             # verify reads them from the execution's input: an optional field has no JSONPath of its own
             node_labels=_labels(

@@ -54,7 +54,8 @@ from typing import Any, Literal
 from spillway.errors import InputError
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
-from spillway.model.drain import MAX_DEADLINE_SECONDS, MAX_ROUNDS, LifecycleHook
+from spillway.model.drain import MAX_DEADLINE_SECONDS, LifecycleHook
+from spillway.model.history import MAX_ROUNDS
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import POOL_PREFIX, pool_key

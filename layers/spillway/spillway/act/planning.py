@@ -10,7 +10,9 @@
 3. run the pure planner;
 4. commit the new state and the plan record in one transaction, conditional on the state's version
    (:class:`StateConflict` for the loser of two planners: it writes and starts nothing);
-5. start the scale-up execution (when the plan grows or uncordons), one gang-launch execution per gang
+5. start the scale-up execution (when the plan grows or uncordons; a plan growing more groups than a
+   scale-up round holds, :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`, starts the rest as
+   ``up-<plan id>-2``, ...), one gang-launch execution per gang
    the plan launches in a group tagged ``spillway.io/atomic-launch`` ``fleet``/``rollback``
    (:func:`spillway.act.gang.execution_request`; those nodes are left out of the scale-up entry of the
    group) and the scale-down execution (when it drains), named ``up-<plan id>``, ``gang-<plan id>-<hash>``
@@ -61,6 +63,7 @@ from spillway.model.act import (
     execution_arn,
 )
 from spillway.model.cluster import ClusterSnapshot
+from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import RaiseState, State
@@ -285,7 +288,9 @@ def execution_requests(
 ) -> list[ExecutionRequest]:
     requests: list[ExecutionRequest] = []
     grow = scale_up_groups(plan, groups)
-    if grow:
+    # A round's groups add their checks to one execution's history (spillway.model.history): a plan
+    # growing more groups than a round holds starts several scale-ups, each with its own history.
+    for index, start in enumerate(range(0, len(grow), MAX_SCALE_UP_GROUPS)):
         up = {
             "cluster": cluster,
             "plan_id": plan_id,
@@ -294,11 +299,12 @@ def execution_requests(
             "max_rounds": settings.max_rounds,
             "poll_seconds": _seconds(settings.poll_seconds),
             "launch_timeout_seconds": _seconds(settings.launch_timeout_seconds),
-            "groups": grow,
+            "groups": grow[start : start + MAX_SCALE_UP_GROUPS],
             "rounds": [],
             "done": False,
         }
-        requests.append(_execution(SCALE_UP, settings.scale_up_arn, f"up-{plan_id}", up))
+        name = f"up-{plan_id}" if index == 0 else f"up-{plan_id}-{index + 1}"
+        requests.append(_execution(SCALE_UP, settings.scale_up_arn, name, up))
     requests += gang_requests(plan_id, plan, groups, settings)
     removals = [removal_item(u) for u in plan.unregistered]
     previous: ExecutionRequest | None = None

@@ -26,7 +26,8 @@ The state machine maps over the plan's groups; for each group it calls, in order
 After all groups, ``next_round``: when a group backed off (or was refused, or failed), re-plan with the
 same pure planner on the latest snapshot, the groups as AWS has them now and the state with the new
 back-off, which sends the pods left unplaced to the next group or region; the execution then maps over
-the new groups. At most ``max_rounds`` rounds. A re-plan that raises groups records its raises in the
+the new groups (at most :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`: the others' pods wait for the
+next plan). At most ``max_rounds`` rounds. A re-plan that raises groups records its raises in the
 state (``State.raises``) as a plan does, committed with its plan record on the state's version
 (:class:`StateConflict` when a plan committed meanwhile: the step is retried and re-plans on the new
 state), so the plans that follow count those nodes as launching until a snapshot shows them.
@@ -67,6 +68,7 @@ from spillway.errors import (
     StateCorrupt,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
+from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.nodegroup import LIVE_STATES, capacity_failure_since
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import RaiseState
@@ -299,10 +301,11 @@ class ScaleSteps:
         live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
         stored = self.ledger.load(cluster)
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
-        groups = scale_up_groups(result, live)
+        groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)
         record = _replan_record(event, cluster, snapshot, result, summary, now, round_)
-        self._record_replan(stored, record, execution_raises(result, live, stored.state.raises), groups)
+        raises = _without(execution_raises(result, live, stored.state.raises), left, stored.state.raises)
+        self._record_replan(stored, record, raises, groups)
         self._emit_plan_metrics(summary)
         if not groups:
             return {**base, "done": True, "result": "re-plan found nothing more to launch",
@@ -415,6 +418,21 @@ def _replan_record(
         sort_key=replan_key(origin or snapshot_key, round_ + 1),
         summary=summary.to_dict(),
     )
+
+
+def _round_groups(groups: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[str]]:
+    """The groups a round maps over (at most :data:`~spillway.model.history.MAX_SCALE_UP_GROUPS`: their
+    checks share the execution's history) and the names of those left to the next plan."""
+    return groups[:MAX_SCALE_UP_GROUPS], {str(g["group"]) for g in groups[MAX_SCALE_UP_GROUPS:]}
+
+
+def _without(
+    raises: Mapping[str, RaiseState], left: set[str], before: Mapping[str, RaiseState]
+) -> dict[str, RaiseState]:
+    """The raises to record when the groups ``left`` are not raised: each keeps the raise it had."""
+    out = {name: r for name, r in raises.items() if name not in left}
+    out.update({name: before[name] for name in left if name in before})
+    return dict(sorted(out.items()))
 
 
 def _uncordon_reason(group: Mapping[str, Any], node: str) -> str:

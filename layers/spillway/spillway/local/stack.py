@@ -14,7 +14,8 @@ Two things are adjusted so that moto behaves like AWS where the product depends 
   ``X-Amz-Function-Error`` header, so ``Retry``/``Catch`` match on our error names as on AWS (a
   :class:`LambdaTimeout` answers ``Sandbox.Timedout``, as a function that ran past its timeout does);
 * errors of ``aws-sdk:*`` tasks are named as AWS documents them, ``<Service>.<ErrorCode>Exception``
-  (``AutoScaling.ScalingActivityInProgressException``), where moto would use the boto class name;
+  (``AutoScaling.ScalingActivityInProgressException``), where moto would use the boto class name, and
+  a code the API does not model (throttling) as the service's base exception (``Sfn.SfnException``);
 * the ``states:startExecution`` integration takes and returns AWS's PascalCase names
   (``StateMachineArn``, ``Input``; ``ExecutionArn``, ``Output``), where moto 5.2 hands them to boto
   as they are and returns boto's camelCase;
@@ -545,7 +546,10 @@ def _lambda_routed_to(stack: LocalStack) -> Iterator[None]:
 
 @contextmanager
 def _aws_sdk_error_names() -> Iterator[None]:
-    """Name aws-sdk task errors ``<Service>.<ErrorCode>Exception`` as AWS does, not after boto classes."""
+    """Name aws-sdk task errors as AWS does, not after boto classes: ``<Service>.<ErrorCode>Exception``
+    for an error the service's API models, and the service's base exception
+    (``<Service>.<Service>Exception``) for any other code, throttling among them (botocore raises a plain
+    ``ClientError`` for those)."""
     from botocore.exceptions import ClientError
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
         state_task_service_aws_sdk as sdk,
@@ -557,8 +561,9 @@ def _aws_sdk_error_names() -> Iterator[None]:
     def from_error(self: Any, env: Any, ex: Exception) -> Any:
         if isinstance(ex, ClientError):
             service = str(self.resource.api_name).lower()
+            pascal = _SDK_SERVICE_NAMES.get(service, service.capitalize())
             code = str(ex.response.get("Error", {}).get("Code", "Unknown"))
-            name = f"{_SDK_SERVICE_NAMES.get(service, service.capitalize())}.{code}"
+            name = f"{pascal}.{pascal if type(ex) is ClientError else code}"
             if not name.endswith("Exception"):
                 name += "Exception"
             cause = str(ex.response.get("Error", {}).get("Message", ""))

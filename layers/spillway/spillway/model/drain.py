@@ -15,9 +15,6 @@ DEFAULT_DEADLINE_SECONDS = 900
 DEFAULT_POLL_SECONDS = 15
 MAX_DEADLINE_SECONDS = 86_400
 MAX_POLL_SECONDS = 3_600
-# Each eviction round adds about ten events to the execution's history, which AWS caps at 25,000.
-MAX_ROUNDS = 2_000
-MAX_BUSY_DEADLINE_SECONDS = 60  # the longest deadline polled with poll_seconds 0
 # No DrainNode execution runs longer (its TimeoutSeconds): the longest deadline, one more poll, and an
 # hour for retries, termination and recording. Past it, a node still carrying Spillway's cordon has
 # no drain that owns it (the planner's orphaned_drain_minutes is above this).
