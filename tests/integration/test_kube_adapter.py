@@ -128,6 +128,47 @@ def test_list_helpers_return_models(server: KubeApiServer, kube: KubeClient) -> 
         kube.get_node("n9")
 
 
+def test_a_resizing_pods_container_statuses_reach_the_model_as_the_kubelet_writes_them(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """A pod resized from 4 CPUs to 250m (its spec already says so): the kubelet admits the shrink at
+    once and writes through pods/status that it allocated 250m while the container still runs with 4.
+    Conditions merge by type; a later write to the pod itself keeps the status."""
+    from kubernetes.client import CoreV1Api
+
+    from spillway.model.cluster import PodInfo
+
+    def container_status(allocated: str, actual: str) -> dict[str, Any]:
+        return {
+            "name": "main",
+            "image": "busybox",
+            "imageID": "",
+            "ready": True,
+            "restartCount": 0,
+            "allocatedResources": {"cpu": allocated, "memory": "2Gi"},
+            "resources": {"requests": {"cpu": actual, "memory": "2Gi"}},
+        }
+
+    raw = kobj.pod("api-0", "team-a", cpu="250m", node_name="n1")
+    raw["status"]["containerStatuses"] = [container_status("4", "4")]
+    server.add(raw)
+    with server.api_client() as client:
+        core = CoreV1Api(client)
+        status = {
+            "conditions": [{"type": "PodResizeInProgress", "status": "True"}],
+            "containerStatuses": [container_status("250m", "4")],
+        }
+        core.patch_namespaced_pod_status("api-0", "team-a", {"status": status})
+        core.patch_namespaced_pod("api-0", "team-a", {"metadata": {"labels": {"tier": "api"}}})
+
+    (pod,) = kube.list_pods()
+    (kept,) = pod.status.container_statuses
+    assert kept.allocated_resources == {"cpu": "250m", "memory": "2Gi"}
+    assert kept.resources is not None and kept.resources.requests == {"cpu": "4", "memory": "2Gi"}
+    assert {c.type for c in pod.status.conditions} == {"PodScheduled", "Ready", "PodResizeInProgress"}
+    assert PodInfo.from_pod(pod).requests["cpu"] == 4000  # max(desired 0.25, allocated 0.25, actual 4)
+
+
 def test_expired_continue_token_restarts_the_list_once_without_duplicates(
     server: KubeApiServer, kube: KubeClient
 ) -> None:

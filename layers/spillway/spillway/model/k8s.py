@@ -7,7 +7,7 @@ fields are ignored so newer servers parse.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -321,11 +321,47 @@ class Condition(KubeModel):
     last_transition_time: datetime | None = None
 
 
+class ContainerStatus(KubeModel):
+    """What the kubelet reports of one container; only what an in-place resize changes is read.
+
+    ``allocatedResources``: the requests the kubelet has admitted; ``resources``: those the runtime
+    runs it with (both as the kubelet writes them; the spec holds the desired ones)."""
+
+    name: str = ""
+    allocated_resources: QuantityMap | None = None
+    resources: ResourceRequirements | None = None
+
+
+# The pod condition of a resize the kubelet has not admitted (Kubernetes 1.33+), with its reason
+# Deferred (it may be once room frees up) or Infeasible (never on this node). PodResizeInProgress (admitted,
+# being applied) changes nothing in what is counted: the largest of spec and status is counted anyway.
+RESIZE_PENDING = "PodResizePending"
+RESIZE_INFEASIBLE = "Infeasible"
+
+
 class PodStatus(KubeModel):
     phase: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
     start_time: datetime | None = None
     nominated_node_name: str | None = None
+    container_statuses: list[ContainerStatus] = Field(default_factory=list)
+    init_container_statuses: list[ContainerStatus] = Field(default_factory=list)
+
+    def resize_infeasible(self) -> bool:
+        """The first ``PodResizePending`` condition gives ``Infeasible`` as its reason (as
+        component-helpers' ``IsPodResizeInfeasible`` reads it)."""
+        pending = next((c for c in self.conditions if c.type == RESIZE_PENDING), None)
+        return pending is not None and pending.reason == RESIZE_INFEASIBLE
+
+
+def _largest(lists: Iterable[Resources]) -> Resources:
+    """Per resource, the largest value any of the lists gives (a resource one list names is kept)."""
+    out: Resources = {}
+    for resources in lists:
+        for name, value in resources.items():
+            if name not in out or value > out[name]:
+                out[name] = value
+    return out
 
 
 class Pod(RefusableModel):
@@ -339,19 +375,23 @@ class Pod(RefusableModel):
 
         ``max(sum of app containers + sidecars, each plain init container + the sidecars started
         before it) + overhead`` — the formula of the scheduler since sidecar containers; without
-        sidecars it is the classic ``max(sum(containers), max(init containers)) + overhead``.
+        sidecars it is the classic ``max(sum(containers), max(init containers)) + overhead``. An app
+        container or sidecar of a bound pod counts what :meth:`_container_requests` says.
         """
+        statuses = self._statuses_by_name()
+        infeasible = self.status.resize_infeasible()
         total: Resources = {}
         for container in self.spec.containers:
-            add_into(total, container.requests())
+            add_into(total, self._container_requests(container, statuses, infeasible))
         init_peak: Resources = {}
         sidecars: Resources = {}
         for init in self.spec.init_containers:
-            req = init.requests()
             if init.restart_policy == "Always":
+                req = self._container_requests(init, statuses, infeasible)
                 add_into(sidecars, req)
                 candidate = dict(sidecars)
             else:
+                req = init.requests()  # not resizable: its spec is what the scheduler reads
                 candidate = dict(sidecars)
                 add_into(candidate, req)
             for name, value in candidate.items():
@@ -365,6 +405,34 @@ class Pod(RefusableModel):
         if self.spec.overhead:
             add_into(total, parse_resource_list(self.spec.overhead))
         return total
+
+    def _statuses_by_name(self) -> dict[str, ContainerStatus]:
+        """The container statuses of a bound pod, app and init alike, by container name (an unbound
+        pod's status holds nothing a kubelet allocated: its spec is what it asks)."""
+        if self.spec.node_name is None:
+            return {}
+        status = self.status
+        return {s.name: s for s in (*status.container_statuses, *status.init_container_statuses)}
+
+    @staticmethod
+    def _container_requests(
+        container: Container, statuses: Mapping[str, ContainerStatus], infeasible: bool
+    ) -> Resources:
+        """What the scheduler counts for one app container or sidecar (component-helpers'
+        ``determineContainerReqs``, Kubernetes 1.35 and 1.36).
+
+        Once the kubelet reports the container's ``resources``, the largest, per resource, of the
+        desired requests (spec), the allocated ones and the actual ones: a shrink holds what it had
+        until the kubelet has applied it, a grow reserves its room at once. An ``Infeasible`` resize
+        will never be granted, so the spec is left out then. Without that status: the spec.
+        """
+        spec = container.requests()
+        found = statuses.get(container.name)
+        if found is None or found.resources is None:
+            return spec
+        actual = parse_resource_list(found.resources.requests)
+        allocated = parse_resource_list(found.allocated_resources)
+        return _largest((actual, allocated) if infeasible else (spec, actual, allocated))
 
     def _pod_level_requests(self) -> Resources:
         """``spec.resources``' requests (a limit where only a limit is set, as the API server defaults

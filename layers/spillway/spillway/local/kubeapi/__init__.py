@@ -74,7 +74,9 @@ What it serves (JSON only)
 Not modelled
 ------------
 Watches (``watch=true`` answers 400), protobuf/CBOR/YAML bodies, server-side apply, field validation
-of object schemas (beyond names, PDB specs, pods needing containers), pod spec immutability, admission,
+of object schemas (beyond names, PDB specs, pods needing containers), pod spec immutability (so no
+``pods/resize`` subresource: an in-place resize is a write to the pod, its containerStatuses a
+``/status`` write, as the kubelet's), admission,
 RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``resourceVersion`` /
 ``resourceVersionMatch`` on lists (always the latest state), controllers (no ReplicaSets; a budget's
 ``expectedPods`` is its matching pods), the kubelet (pods run only when you ``bind`` them or write
