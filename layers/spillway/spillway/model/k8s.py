@@ -975,11 +975,11 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
     """The objects Spillway reads in a List (``kind: List`` or ``NodeList``/``PodList``/...), one at a time.
 
     Nodes, Pods, PDBs, Namespaces, pod groups (coscheduling, Volcano, Kubernetes ``PodGroup`` and
-    ``Workload``), CapacityQuotas, PyTorchJobs, PaddleJobs and batch/v1 Jobs; other kinds are skipped. With ``release`` each raw item is dropped
-    ``Workload``), CapacityQuotas, CapacityBuffers and what they name (PodTemplates, apps/v1
-    Deployments, StatefulSets, ReplicaSets); other kinds are skipped. With ``release`` each raw item is dropped
-    from ``doc`` once parsed, so a large List is not held twice (raw and parsed). Raises ``ValueError``
-    naming the item and field: for an unusable quantity (see :class:`RefusableModel`) and for a second
+    ``Workload``), CapacityQuotas, PyTorchJobs, PaddleJobs, batch/v1 Jobs, CapacityBuffers and what
+    they name (PodTemplates, apps/v1 Deployments, StatefulSets, ReplicaSets); other kinds are skipped.
+    With ``release`` each raw item is dropped from ``doc`` once parsed, so a large List is not held
+    twice (raw and parsed). Raises ``ValueError`` naming the item and field: for an unusable quantity
+    (see :class:`RefusableModel`) and for a second
     object of one kind and name.
     """
     if not isinstance(doc, dict):

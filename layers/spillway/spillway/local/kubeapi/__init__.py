@@ -32,12 +32,10 @@ What it serves (JSON only)
   ``/status``), PodGroup ``scheduling.volcano.sh/v1beta1`` (Volcano: no status subresource, as its CRD),
   CapacityQuota ``autoscaling.x-k8s.io/v1beta1`` (cluster-scoped, ``/status``), ProvisioningRequest
   ``autoscaling.x-k8s.io/v1`` (``/status``; changing ``spec.provisioningClassName`` answers 422 as the
-  CRD's ``self == oldSelf`` rule does), and the alpha built-ins PodGroup ``scheduling.k8s.io/v1alpha2``
-  (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``, PyTorchJob and PaddleJob
-  ``kubeflow.org/v1`` (``/status``). Names are ``<plural>.<group>``
   CRD's ``self == oldSelf`` rule does), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``),
-  and the alpha built-ins PodGroup ``scheduling.k8s.io/v1alpha2``
-  (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>``
+  PyTorchJob and PaddleJob ``kubeflow.org/v1`` (``/status``), and the alpha built-ins PodGroup
+  ``scheduling.k8s.io/v1alpha2`` (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``. Names are
+  ``<plural>.<group>``
   (``resources.OPTIONAL``). Custom resources refuse strategic merge patch with 415, as a real server does.
 * Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a
   stale one, or a DeleteOptions precondition that fails, answers 409 ``Conflict``; an empty one is
