@@ -979,8 +979,7 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
     they name (PodTemplates, apps/v1 Deployments, StatefulSets, ReplicaSets); other kinds are skipped.
     With ``release`` each raw item is dropped from ``doc`` once parsed, so a large List is not held
     twice (raw and parsed). Raises ``ValueError`` naming the item and field: for an unusable quantity
-    (see :class:`RefusableModel`) and for a second
-    object of one kind and name.
+    (see :class:`RefusableModel`) and for a second object of one kind and name.
     """
     if not isinstance(doc, dict):
         raise ValueError("top level: expected a Kubernetes List object")
