@@ -84,13 +84,13 @@ def test_a_capacity_quota_from_the_cluster_limits_the_nodes_it_selects() -> None
 
     result = w.plan()
 
-    # One pod fits the existing node; 16 cores, 7910m of them that node's, as many its template's (8
-    # vCPUs less EKS's 90m kube-reserved): one more node, not two.
+    # One pod fits the existing node; 16 cores, 8 of them that node's capacity (a quota counts
+    # status.capacity, not the 7910m allocatable), as many its template's: one more node, not two.
     assert scale_up(result)["cpu-east"][:2] == (1, 2)
     codes = pending_codes(result)
     assert sorted(codes[p] for p in pods if p in codes) == ["capacity-quota", "fits-free-room"]
     reasons = [r for p, r in pending_reasons(result).items() if codes[p] == "capacity-quota"]
-    assert "CapacityQuota m5-cap limit cpu=16 reached (cpu=15820m used)" in reasons[0]
+    assert "CapacityQuota m5-cap limit cpu=16 reached (cpu=16 used)" in reasons[0]
 
 
 def test_a_capacity_quota_selecting_other_nodes_does_not_bind() -> None:

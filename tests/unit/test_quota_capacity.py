@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from plan_world import World
+from plan_world import World, pending_codes, pending_reasons, scale_up
 
 from spillway.model.cluster import NodeInfo
 from spillway.model.k8s import Node
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.shared import QuotaInfo
+from spillway.observe import quota_usage
 
 MIB = 2**20 * 1000  # the planner's milli-units
 GIB = 1024 * MIB
+SMALL = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge (cpu), far below its memory
 
 
 def kube_node(capacity: dict[str, str] | None, allocatable: dict[str, str] | None) -> Node:
@@ -133,3 +136,72 @@ def test_template_capacity_survives_the_stored_snapshot_and_older_ones_read_as_a
     del stored["template"]["capacity"]
     old = NodeGroup.from_dict(stored).template
     assert old is not None and old.capacity == old.allocatable
+
+
+# --- what CapacityQuotas count ------------------------------------------------------------------------
+
+
+def test_status_used_sums_node_capacity() -> None:
+    quota = QuotaInfo("q", limits={"cpu": 16_000, "memory": 64 * GIB, "nodes": 10_000})
+    used = quota_usage(quota, [NodeInfo.from_node(M5)])
+    assert used == {"cpu": 8000, "memory": 32 * GIB, "nodes": 1000}
+
+
+def test_a_quota_full_by_node_capacity_stops_scale_up() -> None:
+    # One m5.2xlarge: capacity 32Gi (30Gi allocatable). A 62Gi quota has no room for a second
+    # (32 + 32 > 62), though their allocatable (30 + 30) would fit.
+    w = World()
+    [name] = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.node(name)["status"]["capacity"].update({"cpu": "8", "memory": "32Gi"})
+    w.capacity_quota("mem-cap", {"memory": "62Gi"})
+    pods = w.pods("p", 2, **SMALL)
+
+    result = w.plan()
+
+    assert "cpu-east" not in scale_up(result)
+    assert "capacity-quota" in {pending_codes(result).get(p) for p in pods}
+    reason = next(
+        r for p, r in pending_reasons(result).items() if pending_codes(result)[p] == "capacity-quota"
+    )
+    assert "CapacityQuota mem-cap limit memory=62Gi reached (memory=32Gi used)" in reason
+
+
+def test_a_quota_counts_a_new_node_of_a_group_at_zero_at_its_nominal_size() -> None:
+    # Two m5.2xlarge have 64 GiB: a 63Gi quota holds one, though two estimates of allocatable
+    # (2 x 28.6 GiB) would fit.
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    w.capacity_quota("mem-cap", {"memory": "63Gi"})
+    pods = w.pods("p", 2, **SMALL)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 1)
+    assert sorted(pending_codes(result).get(p, "") for p in pods) == ["", "capacity-quota"]
+
+
+def test_launching_capacity_is_charged_to_a_quota_at_the_templates_capacity() -> None:
+    # Desired 1, no node yet: the launching m5.2xlarge is 32 GiB of a 63Gi quota.
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
+    w.capacity_quota("mem-cap", {"memory": "63Gi"})
+    w.pods("p", 2, **SMALL)
+
+    result = w.plan()
+
+    assert "cpu-east" not in scale_up(result)
+
+
+# --- what the other limits count ----------------------------------------------------------------------
+
+
+def test_a_tenant_limit_still_counts_allocatable() -> None:
+    # Two estimates of allocatable (2 x 28.6 GiB) fit a tenant's 58Gi; their capacity (64) would not.
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    w.namespace("team-a")
+    w.pods("a", 2, namespace="team-a", **SMALL)
+
+    result = w.plan(tenants={"team-a": {"limits": {"memory": "58Gi"}}})
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 2)

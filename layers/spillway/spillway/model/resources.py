@@ -33,8 +33,10 @@ def parse_resource_list(raw: Mapping[str, str | int | float] | None) -> Resource
 def with_capacity(capacity: Mapping[str, int], allocatable: Resources) -> Resources:
     """A node's capacity (``status.capacity``): what it reports, and its allocatable for a resource it
     does not report (all of them, for a node that reports no capacity)."""
-    if not capacity:
+    if not capacity or capacity is allocatable:
         return allocatable
+    if isinstance(capacity, dict) and allocatable.keys() <= capacity.keys():
+        return capacity  # reports every resource: kept as it is, not copied
     return {**allocatable, **capacity}
 
 
