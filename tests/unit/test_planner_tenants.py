@@ -131,7 +131,8 @@ def test_max_nodes_total_counts_every_node_of_the_cluster() -> None:
 def test_memory_total_is_in_gib_as_cluster_autoscaler_reads_it() -> None:
     w = cpu_world()
     w.pods("p", 3, **BIG)
-    # Each m5.2xlarge holds 30Gi allocatable: 65 GiB leaves room for two.
+    # A new m5.2xlarge counts its nominal 32 GiB (capacity, as cluster-autoscaler counts it): 65 GiB
+    # leaves room for two.
     assert scale_up(w.plan(memory_total="0:65"))["cpu-east"][:2] == (0, 2)
 
 

@@ -205,3 +205,27 @@ def test_a_tenant_limit_still_counts_allocatable() -> None:
     result = w.plan(tenants={"team-a": {"limits": {"memory": "58Gi"}}})
 
     assert scale_up(result)["cpu-east"][:2] == (0, 2)
+
+
+def test_memory_total_counts_capacity_as_cluster_autoscaler_does() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    w.pods("p", 2, **SMALL)
+
+    # cluster-autoscaler counts a template m5.2xlarge as 32 GiB: 63 holds one, 64 two
+    assert scale_up(w.plan(memory_total="0:63"))["cpu-east"][:2] == (0, 1)
+    assert scale_up(w.plan(memory_total="0:64"))["cpu-east"][:2] == (0, 2)
+
+
+def test_memory_total_counts_an_existing_nodes_capacity() -> None:
+    # One node of 32 GiB (30Gi allocatable) and a total of 62 GiB: no room for a second of 32
+    w = World()
+    [name] = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.node(name)["status"]["capacity"].update({"cpu": "8", "memory": "32Gi"})
+    w.pods("p", 2, **SMALL)
+
+    result = w.plan(memory_total="0:62")
+
+    assert "cpu-east" not in scale_up(result)
+    reasons = " ".join(pending_reasons(result).values())
+    assert "cluster memory_total limit memory=62Gi reached (memory=32Gi used)" in reasons

@@ -15,7 +15,9 @@ Charging (README "Tenants, limits and gangs"):
   Ready, as the group's template node), whoever opened it;
 - a CapacityQuota counts each node's ``status.capacity`` (the sig-autoscaling API: "summing up
   resources reported in the status.capacity field of each node"; a new node's is its template's
-  capacity); tenant limits and the cluster totals count allocatable;
+  capacity), and so do ``cores_total`` and ``memory_total`` (cluster-autoscaler's scale-up resource
+  manager reads cores and memory from ``status.capacity``); tenant limits and ``gpu_total`` count
+  allocatable (cluster-autoscaler counts a node's GPUs from its allocatable), ``max_nodes_total`` nodes;
 - capacity still launching is charged to no tenant until a plan places a tenant's pods there: a
   launching node a limited tenant's class is the first to take is charged to that tenant, within its
   limits (else a tenant held at its limit would take the nodes another tenant's pods are waiting for,
@@ -81,7 +83,8 @@ class Constraint:
     groups: frozenset[str] = frozenset()  # empty: any group
     selector: Callable[[Mapping[str, str]], bool] = lambda labels: True
     measure: Measure = _whole
-    on_capacity: bool = False  # counts the nodes' status.capacity (a CapacityQuota), else allocatable
+    # counts the nodes' status.capacity (a CapacityQuota, cores_total, memory_total), else allocatable
+    on_capacity: bool = False
     used: Resources = field(default_factory=dict)
 
     def vector(self, shape: Shape) -> Resources:
@@ -257,7 +260,8 @@ def tenant_shares(ctx: Context) -> dict[str, dict[str, tuple[int, int]]]:
 
 
 def cluster_constraints(config: PlannerConfig) -> list[Constraint]:
-    """cluster-autoscaler's totals: the whole cluster's size, not only what is added."""
+    """cluster-autoscaler's totals: the whole cluster's size, not only what is added; cores and memory
+    as cluster-autoscaler counts them, from each node's capacity."""
     out: list[Constraint] = []
     if config.max_nodes_total:
         out.append(
@@ -266,14 +270,15 @@ def cluster_constraints(config: PlannerConfig) -> list[Constraint]:
             )
         )
     if config.cores_total:
-        out.append(
-            Constraint(
-                "cluster cores_total", codes.CLUSTER_LIMIT, {CPU: parse_range(config.cores_total)[1] * 1000}
-            )
-        )
+        cores = parse_range(config.cores_total)[1] * 1000
+        out.append(Constraint("cluster cores_total", codes.CLUSTER_LIMIT, {CPU: cores}, on_capacity=True))
     if config.memory_total:
         high = parse_range(config.memory_total)[1]
-        out.append(Constraint("cluster memory_total", codes.CLUSTER_LIMIT, {MEMORY: high * GIB_MILLI}))
+        out.append(
+            Constraint(
+                "cluster memory_total", codes.CLUSTER_LIMIT, {MEMORY: high * GIB_MILLI}, on_capacity=True
+            )
+        )
     for entry in config.gpu_total:
         kind, _, high = parse_gpu_range(entry)
         out.append(_gpu_constraint(kind, high))
