@@ -24,16 +24,28 @@ NOW = datetime.fromisoformat("2026-11-02T12:00:00+00:00")
 GPU_TAINT = {"nvidia.com/gpu": "present:NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
-# Allocatable of real nodes, roughly what the kubelet reports on EKS.
+# Allocatable of real nodes, roughly what the kubelet reports on EKS, and their capacity: every vCPU,
+# and the memory the kernel leaves (below the type's nominal memory, above allocatable by the kubelet's
+# kube-reserved and eviction threshold).
 SHAPES: dict[str, dict[str, Any]] = {
-    "m5.2xlarge": {"cpu": "7910m", "memory": "30Gi", "pods": "58"},
-    "m5.xlarge": {"cpu": "3920m", "memory": "14Gi", "pods": "58"},
-    "g5.xlarge": {"cpu": "3920m", "memory": "14Gi", "pods": "58", "gpus": 1},
-    "g5.12xlarge": {"cpu": "47810m", "memory": "180Gi", "pods": "234", "gpus": 4},
-    "p4d.24xlarge": {"cpu": "95", "memory": "1100Gi", "pods": "737", "gpus": 8},
-    # 488 GiB less Karpenter's measured 7.8 GiB VM overhead, kube-reserved (255Mi + 11Mi x 234 pods), 100Mi
-    "p3.16xlarge": {"cpu": "63770m", "memory": "500527104Ki", "pods": "234", "gpus": 8},
-}
+    "m5.2xlarge": {"cpu": "7910m", "memory": "30Gi", "pods": "58", "capacity": {"cpu": "8", "memory": "31Gi"}},
+    "m5.xlarge": {"cpu": "3920m", "memory": "14Gi", "pods": "58", "capacity": {"cpu": "4", "memory": "15Gi"}},
+    "g5.xlarge": {
+        "cpu": "3920m", "memory": "14Gi", "pods": "58", "gpus": 1, "capacity": {"cpu": "4", "memory": "15Gi"}
+    },
+    "g5.12xlarge": {
+        "cpu": "47810m", "memory": "180Gi", "pods": "234", "gpus": 4, "capacity": {"cpu": "48", "memory": "183Gi"}
+    },
+    "p4d.24xlarge": {
+        "cpu": "95", "memory": "1100Gi", "pods": "737", "gpus": 8, "capacity": {"cpu": "96", "memory": "1110Gi"}
+    },
+    # 488 GiB less Karpenter's measured 7.8 GiB VM overhead (its capacity), less kube-reserved (255Mi +
+    # 11Mi x 234 pods) and 100Mi
+    "p3.16xlarge": {
+        "cpu": "63770m", "memory": "500527104Ki", "pods": "234", "gpus": 8,
+        "capacity": {"cpu": "64", "memory": "503526400Ki"},
+    },
+}  # fmt: skip
 
 
 @dataclass

@@ -84,13 +84,13 @@ def test_a_capacity_quota_from_the_cluster_limits_the_nodes_it_selects() -> None
 
     result = w.plan()
 
-    # One pod fits the existing node; 16 cores, 7910m of them that node's, as many its template's (8
-    # vCPUs less EKS's 90m kube-reserved): one more node, not two.
+    # One pod fits the existing node; 16 cores, 8 of them that node's capacity (a quota counts
+    # status.capacity, not the 7910m allocatable), as many its template's: one more node, not two.
     assert scale_up(result)["cpu-east"][:2] == (1, 2)
     codes = pending_codes(result)
     assert sorted(codes[p] for p in pods if p in codes) == ["capacity-quota", "fits-free-room"]
     reasons = [r for p, r in pending_reasons(result).items() if codes[p] == "capacity-quota"]
-    assert "CapacityQuota m5-cap limit cpu=16 reached (cpu=15820m used)" in reasons[0]
+    assert "CapacityQuota m5-cap limit cpu=16 reached (cpu=16 used)" in reasons[0]
 
 
 def test_a_capacity_quota_selecting_other_nodes_does_not_bind() -> None:
@@ -131,7 +131,8 @@ def test_max_nodes_total_counts_every_node_of_the_cluster() -> None:
 def test_memory_total_is_in_gib_as_cluster_autoscaler_reads_it() -> None:
     w = cpu_world()
     w.pods("p", 3, **BIG)
-    # Each m5.2xlarge holds 30Gi allocatable: 65 GiB leaves room for two.
+    # A new m5.2xlarge counts its nominal 32 GiB (capacity, as cluster-autoscaler counts it): 65 GiB
+    # leaves room for two.
     assert scale_up(w.plan(memory_total="0:65"))["cpu-east"][:2] == (0, 2)
 
 

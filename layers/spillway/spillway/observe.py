@@ -189,13 +189,14 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
 
 
 def quota_usage(quota: QuotaInfo, nodes: Iterable[NodeInfo]) -> Resources:
-    """What a CapacityQuota's ``status.used`` says: the summed allocatable of the nodes its selector
-    matches (and their number, ``nodes``), in the resource names its limits use (milli-units)."""
+    """What a CapacityQuota's ``status.used`` says: the summed ``status.capacity`` of the nodes its
+    selector matches (and their number, ``nodes``), in the resource names its limits use (milli-units),
+    as the API defines a quota's usage."""
     used = dict.fromkeys(quota.limits, 0)
     for node in nodes:
         if quota.matches(node.labels):
             for name in used:
-                used[name] += 1000 if name == NODES else node.allocatable.get(name, 0)
+                used[name] += 1000 if name == NODES else node.capacity.get(name, 0)
     return used
 
 

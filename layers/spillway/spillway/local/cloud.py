@@ -731,10 +731,11 @@ class NodeRegistrar:
 
 
 def _node(name: str, instance_id: str, zone: str, region: str, template: Any) -> dict[str, Any]:
-    allocatable = {
-        r: format_milli(r, v) if r in ("cpu", "memory") else str(v // 1000)
-        for r, v in template.allocatable.items()
-    }
+    """The Node a launched instance registers: its group's template's allocatable and capacity."""
+    allocatable, capacity = (
+        {r: format_milli(r, v) if r in ("cpu", "memory") else str(v // 1000) for r, v in resources.items()}
+        for resources in (template.allocatable, template.capacity)
+    )
     labels = {
         **dict(template.labels),
         "kubernetes.io/hostname": name,
@@ -754,7 +755,7 @@ def _node(name: str, instance_id: str, zone: str, region: str, template: Any) ->
         "spec": spec,
         "status": {
             "allocatable": allocatable,
-            "capacity": dict(allocatable),
+            "capacity": capacity,
             "conditions": [
                 {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": stamp}
             ],

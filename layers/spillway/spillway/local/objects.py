@@ -53,7 +53,11 @@ def node(
     unschedulable: bool = False,
     annotations: Mapping[str, str] | None = None,
     created: datetime = EPOCH,
+    capacity: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A Node as ``kubectl get node -o json`` prints it. Its ``status.capacity`` is its allocatable but for
+    the resources ``capacity`` gives (a real node's cpu and memory capacity are above its allocatable:
+    the kubelet's reserves and eviction threshold)."""
     region = zone[:-1]
     allocatable: dict[str, str] = {
         "cpu": cpu,
@@ -92,7 +96,7 @@ def node(
         "spec": spec,
         "status": {
             "allocatable": allocatable,
-            "capacity": dict(allocatable),
+            "capacity": {**allocatable, **(capacity or {})},
             "conditions": [
                 {
                     "type": "Ready",

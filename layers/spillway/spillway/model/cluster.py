@@ -51,7 +51,7 @@ from spillway.model.k8s import (
     VolumeObject,
 )
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, parse_priorities
-from spillway.model.resources import Resources, parse_resource_list
+from spillway.model.resources import Resources, capacity_delta, parse_resource_list, with_capacity
 from spillway.model.shared import (
     GangInfo,
     LabelRequirement,
@@ -547,10 +547,14 @@ class NodeInfo:
     cordon_held: bool = False  # Spillway's cordon is a drain no plan started (HELD_DRAIN): not reused
     deleting: bool = False  # metadata.deletionTimestamp is set: somebody is deleting the Node
     do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt=true on the Node: none of its pods move
+    # status.capacity: what CapacityQuotas and cluster-autoscaler's cores and memory totals count; a
+    # resource it does not report (every one, for a node that reports no capacity) is its allocatable's
+    capacity: Resources = field(default_factory=dict)
     # the EC2 instance its providerID names (aws:///<zone>/<id>), read once: every stage asks for it
     instance_id: str | None = field(init=False, default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity", with_capacity(self.capacity, self.allocatable))
         object.__setattr__(self, "instance_id", instance_id_from_provider_id(self.provider_id))
 
     @classmethod
@@ -573,10 +577,14 @@ class NodeInfo:
             cordon_held=cordon_held(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             deleting=meta.deletion_timestamp is not None,
             do_not_disrupt=flag(meta.annotations.get(DO_NOT_DISRUPT)),
+            capacity=parse_resource_list(node.status.capacity),
         )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"n": self.name, "a": self.allocatable, "l": dict(self.labels)}
+        delta = capacity_delta(self.capacity, self.allocatable)
+        if delta:  # only what differs from allocatable: a snapshot without reads as allocatable
+            out["ca"] = delta
         if self.taints:
             out["t"] = [list(t) for t in self.taints]
         if self.provider_id:
@@ -621,6 +629,7 @@ class NodeInfo:
             cordon_held=bool(d.get("sch")),
             deleting=bool(d.get("del")),
             do_not_disrupt=bool(d.get("dnd")),
+            capacity=dict(d.get("ca", {})),
         )
 
 

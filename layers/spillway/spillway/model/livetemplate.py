@@ -18,8 +18,9 @@ A node **stands for** its group when it is
   Neuron devices) the template has: a node whose device plugin has not registered them is starting.
 
 Only the node's allocatable is taken, for each resource it reports (cpu, memory, pods,
-ephemeral-storage, GPUs, any extended resource); the template keeps its estimate for the others, and
-a ``node-template/resources/<name>`` tag on the group still wins over the node. Labels and taints stay
+ephemeral-storage, GPUs, any extended resource), and its capacity with it (what CapacityQuotas count);
+the template keeps its estimate (and its nominal capacity) for the others, and a
+``node-template/resources/<name>`` tag on the group still wins over the node, for both. Labels and taints stay
 the template's (the well-known labels and the node-template tags): a node's hostname and its own
 labels, and the taints Spillway or an autoscaler put on it, do not describe the next node.
 
@@ -79,9 +80,12 @@ def pick(candidates: Sequence[NodeInfo]) -> NodeInfo | None:
 
 
 def live_template(template: TemplateNode, node: NodeInfo) -> TemplateNode:
-    """``template`` with the allocatable ``node`` reports, but for the resources a tag declares."""
+    """``template`` with the allocatable and the capacity ``node`` reports, but for the resources a tag
+    declares."""
     allocatable: dict[str, int] = dict(template.allocatable)
     allocatable.update(
         {name: value for name, value in node.allocatable.items() if name not in template.tagged}
     )
-    return replace(template, allocatable=allocatable, node=node.name)
+    capacity: dict[str, int] = dict(template.capacity)
+    capacity.update({name: value for name, value in node.capacity.items() if name not in template.tagged})
+    return replace(template, allocatable=allocatable, capacity=capacity, node=node.name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -26,7 +26,16 @@ from spillway.model.cluster import TaintT, format_time, parse_time
 from spillway.model.options import Options, parse_options
 from spillway.model.quantity import to_milli
 from spillway.model.reserve import ReserveLike, as_reserve
-from spillway.model.resources import CPU, MEMORY, NEURON, NVIDIA_GPU, PODS, Resources
+from spillway.model.resources import (
+    CPU,
+    MEMORY,
+    NEURON,
+    NVIDIA_GPU,
+    PODS,
+    Resources,
+    capacity_delta,
+    with_capacity,
+)
 from spillway.model.schedule import ScheduledFloor, check_actions
 
 TAG_ENABLED = "k8s.io/cluster-autoscaler/enabled"
@@ -60,6 +69,7 @@ DEFAULT_MAX_PODS = 110
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_MIB = 2**20 * 1000  # one MiB in milli-bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,13 @@ class TemplateNode:
     taints: tuple[TaintT, ...]
     tagged: tuple[str, ...] = ()  # resources a node-template/resources tag declares: no node overrides them
     node: str | None = None  # the group's node the allocatable was read from (spillway.model.livetemplate)
+    # what a new node will report in status.capacity (what CapacityQuotas count): the type's nominal
+    # vCPUs and memory, or the capacity of the node the allocatable was read from; the allocatable's
+    # figure for any resource it does not give (a tagged one among them)
+    capacity: Resources = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity", with_capacity(self.capacity, self.allocatable))
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +195,7 @@ class NodeGroup:
                 taints=tuple((k, v, e) for k, v, e in tpl["taints"]),
                 tagged=tuple(tpl.get("tagged", ())),
                 node=tpl.get("node"),
+                capacity=dict(tpl.get("capacity", {})),
             ),
             zones=tuple(d.get("zones", ())),
             instance_ids=tuple(d.get("instances", ())),
@@ -232,6 +250,9 @@ def _template_dict(template: TemplateNode) -> dict[str, Any]:
         out["tagged"] = list(template.tagged)
     if template.node is not None:
         out["node"] = template.node
+    delta = capacity_delta(template.capacity, template.allocatable)
+    if delta:  # only what differs from allocatable: a template without reads as allocatable
+        out["capacity"] = delta
     return out
 
 
@@ -381,6 +402,21 @@ def parse_taint_tag(key: str, value: str) -> TaintT:
     return (key, taint_value or None, effect)
 
 
+def type_resources(info: InstanceTypeInfo, reserve: ReserveLike) -> tuple[Resources, Resources]:
+    """A node of the type: its allocatable (``reserve`` taken off its nominal CPU and memory; its max
+    pods, GPUs and Neuron devices) and its nominal CPU and memory, the capacity it is sold with (what
+    cluster-autoscaler's AWS template node reports)."""
+    vcpus, mib = info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB
+    pods = info.max_pods or DEFAULT_MAX_PODS
+    allocatable = as_reserve(reserve).allocatable(vcpus, mib, pods)
+    allocatable[PODS] = pods * 1000
+    if info.nvidia_gpus:
+        allocatable[NVIDIA_GPU] = info.nvidia_gpus * 1000
+    if info.neuron_devices:
+        allocatable[NEURON] = info.neuron_devices * 1000
+    return allocatable, {CPU: vcpus * 1000, MEMORY: mib * _MIB}
+
+
 def build_template(
     asg: AutoScalingGroup,
     instance_type: str | None,
@@ -388,11 +424,14 @@ def build_template(
     reserve: ReserveLike,
 ) -> TemplateNode | None:
     """The node a new instance of the group will be: ``reserve`` (spillway.model.reserve) takes the
-    type's nominal CPU and memory to allocatable; the group's node-template tags come on top (the
-    resources they declare are :attr:`TemplateNode.tagged`: a live node does not override them)."""
+    type's nominal CPU and memory to allocatable, and they are its capacity; the group's node-template
+    tags come on top (the resources they declare are :attr:`TemplateNode.tagged`: a live node does not
+    override them; a tagged resource's capacity is the tag's value too, as cluster-autoscaler's AWS
+    template node copies its capacity to its allocatable)."""
     tags = asg.tag_map()
     info = catalogue.get(instance_type) if instance_type else None
     allocatable: Resources = {}
+    nominal: Resources = {}
     labels: dict[str, str] = {
         "kubernetes.io/os": "linux",
         "topology.kubernetes.io/region": asg.region,
@@ -400,15 +439,7 @@ def build_template(
     if len(asg.AvailabilityZones) == 1:
         labels["topology.kubernetes.io/zone"] = asg.AvailabilityZones[0]
     if info is not None:
-        pods = info.max_pods or DEFAULT_MAX_PODS
-        allocatable.update(
-            as_reserve(reserve).allocatable(info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB, pods)
-        )
-        allocatable[PODS] = pods * 1000
-        if info.nvidia_gpus:
-            allocatable[NVIDIA_GPU] = info.nvidia_gpus * 1000
-        if info.neuron_devices:
-            allocatable[NEURON] = info.neuron_devices * 1000
+        allocatable, nominal = type_resources(info, reserve)
         labels["kubernetes.io/arch"] = info.architecture
     if instance_type:
         labels[INSTANCE_TYPE_LABEL] = instance_type
@@ -430,7 +461,10 @@ def build_template(
     if CPU not in allocatable or MEMORY not in allocatable:
         return None  # an unknown instance type and no resources tags: nothing to plan with
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
-    return TemplateNode(allocatable=allocatable, labels=labels, taints=tuple(taints), tagged=tuple(tagged))
+    capacity = {name: value for name, value in nominal.items() if name not in tagged}
+    return TemplateNode(
+        allocatable=allocatable, labels=labels, taints=tuple(taints), tagged=tuple(tagged), capacity=capacity
+    )
 
 
 FAILED_LAUNCH_MARKERS = (

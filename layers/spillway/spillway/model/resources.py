@@ -30,6 +30,22 @@ def parse_resource_list(raw: Mapping[str, str | int | float] | None) -> Resource
     return {name: to_milli(value) for name, value in raw.items()}
 
 
+def with_capacity(capacity: Mapping[str, int], allocatable: Resources) -> Resources:
+    """A node's capacity (``status.capacity``): what it reports, and its allocatable for a resource it
+    does not report (all of them, for a node that reports no capacity)."""
+    if not capacity or capacity is allocatable:
+        return allocatable
+    if isinstance(capacity, dict) and allocatable.keys() <= capacity.keys():
+        return capacity  # reports every resource: kept as it is, not copied
+    return {**allocatable, **capacity}
+
+
+def capacity_delta(capacity: Mapping[str, int], allocatable: Mapping[str, int]) -> Resources:
+    """The part of ``capacity`` that differs from ``allocatable``: what :func:`with_capacity` needs, with
+    the allocatable, to give the capacity back (its stored form)."""
+    return {name: value for name, value in capacity.items() if allocatable.get(name) != value}
+
+
 def add_into(total: Resources, extra: Mapping[str, int], times: int = 1) -> None:
     for name, value in extra.items():
         total[name] = total.get(name, 0) + value * times

@@ -11,8 +11,13 @@ Charging (README "Tenants, limits and gangs"):
 - a new node is charged wholly to the tenant whose pods opened it;
 - an existing node of a managed group is charged to the tenants of its pods (DaemonSet and mirror
   pods excluded) in proportion to their CPU requests (pod count when none requests CPU);
-- cluster totals and CapacityQuotas count every node (allocatable), plus capacity still launching
-  (desired minus Ready, as the group's template node), whoever opened it;
+- cluster totals and CapacityQuotas count every node, plus capacity still launching (desired minus
+  Ready, as the group's template node), whoever opened it;
+- a CapacityQuota counts each node's ``status.capacity`` (the sig-autoscaling API: "summing up
+  resources reported in the status.capacity field of each node"; a new node's is its template's
+  capacity), and so do ``cores_total`` and ``memory_total`` (cluster-autoscaler's scale-up resource
+  manager reads cores and memory from ``status.capacity``); tenant limits and ``gpu_total`` count
+  allocatable (cluster-autoscaler counts a node's GPUs from its allocatable), ``max_nodes_total`` nodes;
 - capacity still launching is charged to no tenant until a plan places a tenant's pods there: a
   launching node a limited tenant's class is the first to take is charged to that tenant, within its
   limits (else a tenant held at its limit would take the nodes another tenant's pods are waiting for,
@@ -45,6 +50,20 @@ GPU = "gpu"  # a gpu_total constraint's measure: the node's GPUs of the listed k
 Measure = Callable[[Mapping[str, int]], Resources]
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """One node as the limits count it: its allocatable, and its ``status.capacity`` (each with
+    ``nodes``: one node)."""
+
+    allocatable: Mapping[str, int]
+    capacity: Mapping[str, int]
+
+
+def node_shape(allocatable: Mapping[str, int], capacity: Mapping[str, int]) -> Shape:
+    vector = node_vector(allocatable)
+    return Shape(vector, vector if capacity is allocatable else node_vector(capacity))
+
+
 def _whole(vector: Mapping[str, int]) -> Resources:
     return dict(vector)
 
@@ -64,7 +83,13 @@ class Constraint:
     groups: frozenset[str] = frozenset()  # empty: any group
     selector: Callable[[Mapping[str, str]], bool] = lambda labels: True
     measure: Measure = _whole
+    # counts the nodes' status.capacity (a CapacityQuota, cores_total, memory_total), else allocatable
+    on_capacity: bool = False
     used: Resources = field(default_factory=dict)
+
+    def vector(self, shape: Shape) -> Resources:
+        """What one node of ``shape`` counts against this constraint."""
+        return self.measure(shape.capacity if self.on_capacity else shape.allocatable)
 
     def covers(self, tenant: str | None, group: NodeGroup | None, labels: Mapping[str, str]) -> bool:
         if self.tenant is not None and tenant != self.tenant:
@@ -73,9 +98,9 @@ class Constraint:
             return False
         return self.selector(labels)
 
-    def room_for(self, per_node: Mapping[str, int], want: int) -> int:
+    def room_for(self, per_node: Shape, want: int) -> int:
         """How many more nodes of ``per_node`` fit under the limits, at most ``want``."""
-        vector = self.measure(per_node)
+        vector = self.vector(per_node)
         count = want
         for name, limit in self.limits.items():
             each = vector.get(name, 0)
@@ -83,9 +108,9 @@ class Constraint:
                 count = min(count, max(0, (limit - self.used.get(name, 0)) // each))
         return count
 
-    def binding(self, per_node: Mapping[str, int]) -> str:
+    def binding(self, per_node: Shape) -> str:
         """The limit a node of ``per_node`` would break, for the reason."""
-        vector = self.measure(per_node)
+        vector = self.vector(per_node)
         for name in sorted(self.limits):
             each, limit = vector.get(name, 0), self.limits[name]
             if each > 0 and self.used.get(name, 0) + each > limit:
@@ -131,16 +156,16 @@ class Limits:
         for node in self.ctx.nodes.values():
             if node.group is not None:
                 registered[node.group.name] = registered.get(node.group.name, 0) + 1
-            vector = node_vector(node.info.allocatable)
+            shape = node_shape(node.info.allocatable, node.info.capacity)
             labels = node.info.labels
             for c in self.constraints:
                 if c.tenant is None:
                     if c.covers(None, node.group, labels):
-                        add_into(c.used, c.measure(vector))
+                        add_into(c.used, c.vector(shape))
                 elif node.group is not None and c.covers(c.tenant, node.group, labels):
                     share = shares.get(node.info.name, {}).get(c.tenant)
                     if share:
-                        add_into(c.used, {k: v * share[0] // share[1] for k, v in c.measure(vector).items()})
+                        add_into(c.used, {k: v * share[0] // share[1] for k, v in c.vector(shape).items()})
         for group in self.ctx.groups:
             # instances not registered yet, stale ones too (paid for); a registered node that is not
             # Ready (or still starting) is charged above, as a node, not again as one launching
@@ -157,32 +182,31 @@ class Limits:
         and quotas count already, taken by the tenant's pods)."""
         if not self.constraints or group.template is None:
             return want, None
-        vector = node_vector(group.template.allocatable)
+        shape = template_shape(group)
         count, binding = want, None
         for c in self.constraints:
             if tenant_only and c.tenant is None:
                 continue
             if c.covers(tenant, group, group.template.labels):
-                room = c.room_for(vector, count)
+                room = c.room_for(shape, count)
                 if room < count:
                     count, binding = room, c
         return count, binding
 
     def reason(self, constraint: Constraint, group: NodeGroup) -> str:
-        assert group.template is not None
-        return f"{group.name}: {constraint.binding(node_vector(group.template.allocatable))}"
+        return f"{group.name}: {constraint.binding(template_shape(group))}"
 
     def charge(self, tenant: str | None, group: NodeGroup, count: int, *, tenant_only: bool = False) -> None:
         """``count`` new nodes of ``group`` opened for ``tenant`` (None: nobody's, e.g. launching);
         ``tenant_only``: launching nodes the tenant's pods take, charged to its own limits only."""
         if not self.constraints or group.template is None or count <= 0:
             return
-        vector = node_vector(group.template.allocatable)
+        shape = template_shape(group)
         for c in self.constraints:
             if tenant_only and c.tenant is None:
                 continue
             if c.covers(tenant, group, group.template.labels):
-                add_into(c.used, c.measure(vector), count)
+                add_into(c.used, c.vector(shape), count)
 
     def claim(
         self, tenant: str | None, group: NodeGroup | None, node: str, allocatable: Mapping[str, int],
@@ -190,14 +214,14 @@ class Limits:
     ) -> None:  # fmt: skip
         """The tenant's pending pods go to ``node`` (of a managed group), which no tenant is charged for
         yet (launching, or Ready without pods): charge it wholly to the tenant, as if it had opened it.
-        Only tenant limits: totals and quotas already count such nodes."""
+        Only tenant limits (which count allocatable): totals and quotas already count such nodes."""
         if not self.constraints or group is None or node in self.claimed:
             return
         self.claimed.add(node)
-        vector = node_vector(allocatable)
+        shape = node_shape(allocatable, allocatable)
         for c in self.constraints:
             if c.tenant is not None and c.covers(tenant, group, labels):
-                add_into(c.used, c.measure(vector))
+                add_into(c.used, c.vector(shape))
 
     def save(self) -> tuple[list[Resources], set[str]]:
         return [dict(c.used) for c in self.constraints], set(self.claimed)
@@ -207,6 +231,12 @@ class Limits:
         for c, used in zip(self.constraints, used_list, strict=True):
             c.used = used
         self.claimed = set(claimed)
+
+
+def template_shape(group: NodeGroup) -> Shape:
+    """One new node of ``group``: its template's allocatable and capacity."""
+    assert group.template is not None
+    return node_shape(group.template.allocatable, group.template.capacity)
 
 
 def tenant_shares(ctx: Context) -> dict[str, dict[str, tuple[int, int]]]:
@@ -230,7 +260,8 @@ def tenant_shares(ctx: Context) -> dict[str, dict[str, tuple[int, int]]]:
 
 
 def cluster_constraints(config: PlannerConfig) -> list[Constraint]:
-    """cluster-autoscaler's totals: the whole cluster's size, not only what is added."""
+    """cluster-autoscaler's totals: the whole cluster's size, not only what is added; cores and memory
+    as cluster-autoscaler counts them, from each node's capacity."""
     out: list[Constraint] = []
     if config.max_nodes_total:
         out.append(
@@ -239,14 +270,15 @@ def cluster_constraints(config: PlannerConfig) -> list[Constraint]:
             )
         )
     if config.cores_total:
-        out.append(
-            Constraint(
-                "cluster cores_total", codes.CLUSTER_LIMIT, {CPU: parse_range(config.cores_total)[1] * 1000}
-            )
-        )
+        cores = parse_range(config.cores_total)[1] * 1000
+        out.append(Constraint("cluster cores_total", codes.CLUSTER_LIMIT, {CPU: cores}, on_capacity=True))
     if config.memory_total:
         high = parse_range(config.memory_total)[1]
-        out.append(Constraint("cluster memory_total", codes.CLUSTER_LIMIT, {MEMORY: high * GIB_MILLI}))
+        out.append(
+            Constraint(
+                "cluster memory_total", codes.CLUSTER_LIMIT, {MEMORY: high * GIB_MILLI}, on_capacity=True
+            )
+        )
     for entry in config.gpu_total:
         kind, _, high = parse_gpu_range(entry)
         out.append(_gpu_constraint(kind, high))
@@ -268,7 +300,11 @@ def _gpu_constraint(kind: str, high: int) -> Constraint:
 
 def quota_constraint(quota: QuotaInfo) -> Constraint:
     return Constraint(
-        f"CapacityQuota {quota.name}", codes.CAPACITY_QUOTA, dict(quota.limits), selector=quota.matches
+        f"CapacityQuota {quota.name}",
+        codes.CAPACITY_QUOTA,
+        dict(quota.limits),
+        selector=quota.matches,
+        on_capacity=True,
     )
 
 

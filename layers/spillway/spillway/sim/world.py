@@ -1007,12 +1007,14 @@ class World:
         template = node.group.template
         labels = dict(template.labels)
         labels["kubernetes.io/hostname"] = node.name
-        allocatable = template.allocatable
+        allocatable, capacity = template.allocatable, template.capacity
         if not node.ready:  # registered, its GPUs not yet
             allocatable = {r: v for r, v in allocatable.items() if "/" not in r}
+            capacity = {r: v for r, v in capacity.items() if "/" not in r}
         self.node_infos[node.name] = NodeInfo(
             name=node.name,
             allocatable=allocatable,
+            capacity=capacity,
             labels=labels,
             taints=(*template.taints, _CANDIDATE) if node.candidate else template.taints,
             provider_id=f"aws:///{node.group.region}a/{node.instance_id}",

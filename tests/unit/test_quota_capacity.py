@@ -1,0 +1,231 @@
+"""A CapacityQuota counts what its nodes have, not what they offer pods: the sig-autoscaling API
+(cluster-autoscaler apis/capacityquota/autoscaling.x-k8s.io/v1beta1) sums the resources each selected
+node reports in ``status.capacity``. cluster-autoscaler's ``--cores-total`` and ``--memory-total`` do the
+same (its scale-up resource manager reads ``status.capacity``, a group's template node at its nominal
+size). Tenant limits, ``max_nodes_total`` and ``gpu_total`` keep counting allocatable (or nodes).
+
+Capacity is kept per node (``status.capacity``; a node that reports none counts its allocatable), per
+group template (the instance type's nominal vCPUs and memory for a group with no node; a node of its own
+gives its capacity with its allocatable; a ``node-template/resources`` tag sets both, as
+cluster-autoscaler's AWS template node copies capacity to allocatable)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_world import World, pending_codes, pending_reasons, scale_up
+
+from spillway.model.cluster import NodeInfo
+from spillway.model.k8s import Node
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.shared import QuotaInfo
+from spillway.observe import quota_usage
+
+MIB = 2**20 * 1000  # the planner's milli-units
+GIB = 1024 * MIB
+SMALL = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge (cpu), far below its memory
+
+
+def kube_node(capacity: dict[str, str] | None, allocatable: dict[str, str] | None) -> Node:
+    status: dict[str, Any] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    if capacity is not None:
+        status["capacity"] = capacity
+    if allocatable is not None:
+        status["allocatable"] = allocatable
+    return Node.model_validate({"metadata": {"name": "n1", "labels": {"pool": "a"}}, "status": status})
+
+
+M5 = kube_node({"cpu": "8", "memory": "32Gi", "pods": "58"}, {"cpu": "7910m", "memory": "30Gi", "pods": "58"})
+
+
+# --- a node's capacity --------------------------------------------------------------------------------
+
+
+def test_a_node_keeps_the_capacity_it_reports_beside_its_allocatable() -> None:
+    info = NodeInfo.from_node(M5)
+    assert info.capacity == {"cpu": 8000, "memory": 32 * GIB, "pods": 58_000}
+    assert info.allocatable == {"cpu": 7910, "memory": 30 * GIB, "pods": 58_000}
+
+
+def test_a_node_that_reports_no_capacity_counts_its_allocatable() -> None:
+    info = NodeInfo.from_node(kube_node(None, {"cpu": "7910m", "memory": "30Gi"}))
+    assert info.capacity == info.allocatable == {"cpu": 7910, "memory": 30 * GIB}
+
+
+def test_a_resource_missing_from_capacity_counts_its_allocatable() -> None:
+    info = NodeInfo.from_node(kube_node({"cpu": "8"}, {"cpu": "7910m", "nvidia.com/gpu": "1"}))
+    assert info.capacity == {"cpu": 8000, "nvidia.com/gpu": 1000}
+
+
+def test_capacity_survives_the_stored_snapshot_in_a_compact_form() -> None:
+    info = NodeInfo.from_node(M5)
+    stored = info.to_dict()
+
+    assert stored["ca"] == {"cpu": 8000, "memory": 32 * GIB}  # only what differs from allocatable
+    assert NodeInfo.from_dict(stored) == info
+    same = NodeInfo.from_node(kube_node({"cpu": "8"}, {"cpu": "8"}))
+    assert "ca" not in same.to_dict()  # a node whose capacity is its allocatable stores as before
+
+
+def test_a_snapshot_stored_before_capacity_reads_it_as_allocatable() -> None:
+    stored = NodeInfo.from_node(M5).to_dict()
+    del stored["ca"]
+    info = NodeInfo.from_dict(stored)
+    assert info.capacity == info.allocatable
+
+
+# --- a group's template -------------------------------------------------------------------------------
+
+
+def template_of(world: World, name: str = "g") -> Any:
+    _, groups, _, _ = world.parsed()
+    template = next(g for g in groups if g.name == name).template
+    assert template is not None
+    return template
+
+
+def test_a_group_with_no_node_counts_its_types_nominal_capacity() -> None:
+    world = World()
+    world.group("g", "m5.2xlarge")
+
+    template = template_of(world)
+
+    assert (template.capacity["cpu"], template.capacity["memory"]) == (8000, 32 * GIB)  # 8 vCPUs, 32 GiB
+    assert template.allocatable["memory"] < 30 * GIB  # the estimate pods may use is unchanged
+    assert template.capacity["pods"] == template.allocatable["pods"]
+
+
+def test_a_gpu_group_with_no_node_counts_its_gpus_in_capacity() -> None:
+    world = World()
+    world.group("g", "g5.12xlarge", gpu_taint=True)
+    template = template_of(world)
+    assert template.capacity["nvidia.com/gpu"] == template.allocatable["nvidia.com/gpu"] == 4000
+    assert template.capacity["cpu"] == 48_000
+
+
+def test_a_groups_own_node_gives_its_template_its_capacity() -> None:
+    world = World()
+    (node,) = world.group("g", "m5.2xlarge", nodes=1)
+    world.node(node)["status"]["capacity"].update({"cpu": "8", "memory": "31Gi"})
+
+    template = template_of(world)
+
+    assert (template.capacity["cpu"], template.capacity["memory"]) == (8000, 31 * GIB)
+    assert (template.allocatable["cpu"], template.allocatable["memory"]) == (7910, 30 * GIB)
+
+
+def test_a_resources_tag_sets_capacity_and_allocatable_alike() -> None:
+    world = World()
+    (node,) = world.group("g", "m5.2xlarge", nodes=1, resources={"memory": "28Gi"})
+    world.node(node)["status"]["capacity"]["memory"] = "31Gi"
+    bare = World()
+    bare.group("g", "m5.2xlarge", resources={"memory": "28Gi"})
+
+    for template in (template_of(world), template_of(bare)):
+        assert template.capacity["memory"] == template.allocatable["memory"] == 28 * GIB
+
+
+def test_template_capacity_survives_the_stored_snapshot_and_older_ones_read_as_allocatable() -> None:
+    world = World()
+    world.group("g", "m5.2xlarge")
+    _, groups, _, _ = world.parsed()
+    (group,) = [g for g in groups if g.name == "g"]
+    stored = group.to_dict()
+
+    assert NodeGroup.from_dict(stored) == group
+    del stored["template"]["capacity"]
+    old = NodeGroup.from_dict(stored).template
+    assert old is not None and old.capacity == old.allocatable
+
+
+# --- what CapacityQuotas count ------------------------------------------------------------------------
+
+
+def test_status_used_sums_node_capacity() -> None:
+    quota = QuotaInfo("q", limits={"cpu": 16_000, "memory": 64 * GIB, "nodes": 10_000})
+    used = quota_usage(quota, [NodeInfo.from_node(M5)])
+    assert used == {"cpu": 8000, "memory": 32 * GIB, "nodes": 1000}
+
+
+def test_a_quota_full_by_node_capacity_stops_scale_up() -> None:
+    # One m5.2xlarge: capacity 32Gi (30Gi allocatable). A 62Gi quota has no room for a second
+    # (32 + 32 > 62), though their allocatable (30 + 30) would fit.
+    w = World()
+    [name] = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.node(name)["status"]["capacity"].update({"cpu": "8", "memory": "32Gi"})
+    w.capacity_quota("mem-cap", {"memory": "62Gi"})
+    pods = w.pods("p", 2, **SMALL)
+
+    result = w.plan()
+
+    assert "cpu-east" not in scale_up(result)
+    assert "capacity-quota" in {pending_codes(result).get(p) for p in pods}
+    reason = next(
+        r for p, r in pending_reasons(result).items() if pending_codes(result)[p] == "capacity-quota"
+    )
+    assert "CapacityQuota mem-cap limit memory=62Gi reached (memory=32Gi used)" in reason
+
+
+def test_a_quota_counts_a_new_node_of_a_group_at_zero_at_its_nominal_size() -> None:
+    # Two m5.2xlarge have 64 GiB: a 63Gi quota holds one, though two estimates of allocatable
+    # (2 x 28.6 GiB) would fit.
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    w.capacity_quota("mem-cap", {"memory": "63Gi"})
+    pods = w.pods("p", 2, **SMALL)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 1)
+    assert sorted(pending_codes(result).get(p, "") for p in pods) == ["", "capacity-quota"]
+
+
+def test_launching_capacity_is_charged_to_a_quota_at_the_templates_capacity() -> None:
+    # Desired 1, no node yet: the launching m5.2xlarge is 32 GiB of a 63Gi quota.
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10, desired=1)
+    w.capacity_quota("mem-cap", {"memory": "63Gi"})
+    w.pods("p", 2, **SMALL)
+
+    result = w.plan()
+
+    assert "cpu-east" not in scale_up(result)
+
+
+# --- what the other limits count ----------------------------------------------------------------------
+
+
+def test_a_tenant_limit_still_counts_allocatable() -> None:
+    # Two estimates of allocatable (2 x 28.6 GiB) fit a tenant's 58Gi; their capacity (64) would not.
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    w.namespace("team-a")
+    w.pods("a", 2, namespace="team-a", **SMALL)
+
+    result = w.plan(tenants={"team-a": {"limits": {"memory": "58Gi"}}})
+
+    assert scale_up(result)["cpu-east"][:2] == (0, 2)
+
+
+def test_memory_total_counts_capacity_as_cluster_autoscaler_does() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    w.pods("p", 2, **SMALL)
+
+    # cluster-autoscaler counts a template m5.2xlarge as 32 GiB: 63 holds one, 64 two
+    assert scale_up(w.plan(memory_total="0:63"))["cpu-east"][:2] == (0, 1)
+    assert scale_up(w.plan(memory_total="0:64"))["cpu-east"][:2] == (0, 2)
+
+
+def test_memory_total_counts_an_existing_nodes_capacity() -> None:
+    # One node of 32 GiB (30Gi allocatable) and a total of 62 GiB: no room for a second of 32
+    w = World()
+    [name] = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.node(name)["status"]["capacity"].update({"cpu": "8", "memory": "32Gi"})
+    w.pods("p", 2, **SMALL)
+
+    result = w.plan(memory_total="0:62")
+
+    assert "cpu-east" not in scale_up(result)
+    reasons = " ".join(pending_reasons(result).values())
+    assert "cluster memory_total limit memory=62Gi reached (memory=32Gi used)" in reasons
