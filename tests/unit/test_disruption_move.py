@@ -163,6 +163,10 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("pdb-other-pods", [pod(annotations=SAFE, labels={"app": "x"}), pdb("y", 0, {"matchLabels": {"app": "y"}})],
      True, codes.POD_SAFE_TO_EVICT),
     ("pdb-null-selector", [pod(annotations=SAFE), pdb("none", 0, None)], True, codes.POD_SAFE_TO_EVICT),
+    # -- the Eviction API's own rule: one budget at most --
+    ("two-pdbs", [pod(annotations=SAFE, labels={"app": "x", "tier": "web"}),
+                  pdb("by-app", 1, {"matchLabels": {"app": "x"}}), pdb("by-tier", 5, {"matchLabels": {"tier": "web"}})],
+     False, codes.POD_PDB_MULTIPLE),
     # -- may move --
     ("expendable", [pod(priority=-11)], True, codes.POD_EXPENDABLE),
     ("at-the-cutoff-is-not-expendable", [pod(priority=-10)], False, codes.POD_NOT_KNOWN_MOVABLE),
@@ -381,6 +385,20 @@ def test_every_new_field_round_trips() -> None:
     )
     assert snap.pdb_allowance(info) == 1
     assert ClusterSnapshot.from_dict(snap.to_dict()) == snap
+
+
+def test_a_pod_under_two_budgets_never_moves_and_the_reason_names_both() -> None:
+    # the Eviction API refuses such a pod whatever the budgets allow (500 "This pod has more than one
+    # PodDisruptionBudget, which the eviction subresource does not support."): a drain could only
+    # time out on it
+    labels = {"app": "x", "tier": "web"}
+    items = [pod(annotations=SAFE, labels=labels), pdb("by-tier", 3, {"matchLabels": {"tier": "web"}}),
+             pdb("by-app", 2, {"matchLabels": {"app": "x"}})]  # fmt: skip
+    move = judge(*items)
+    assert (move.movable, move.code, move.cost) == (False, codes.POD_PDB_MULTIPLE, math.inf)
+    assert "by-app" in move.reason and "by-tier" in move.reason, move.reason
+    snap = snapshot(*items)
+    assert snap.pdb_allowance(snap.pods[0]) == 0  # no eviction of it passes
 
 
 def test_the_operator_drain_predicate_is_unchanged_by_the_move_rules() -> None:

@@ -175,6 +175,23 @@ def test_refused_when_a_pod_disruption_budget_allows_nothing_now() -> None:
     assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a]
 
 
+def test_refused_when_two_disruption_budgets_select_a_pod_whatever_they_allow() -> None:
+    """The Eviction API refuses a pod more than one budget selects (500 "This pod has more than one
+    PodDisruptionBudget, which the eviction subresource does not support."): a drain of its node
+    could only time out. The least of the two allowances was taken, and the node drained."""
+    w, (a, b) = half_full()
+    w.pod_item("default/web0-1")["metadata"]["labels"] = {"app": "web0", "tier": "front"}
+    w.items.append(o.pdb("by-app", "default", {"app": "web0"}, max_unavailable=1, disruptions_allowed=1))
+    w.items.append(o.pdb("by-tier", "default", {"tier": "front"}, max_unavailable=1, disruptions_allowed=1))
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    code, reason = kept(result)[a]
+    assert code == codes.POD_NEVER and "default/web0-1" in reason, reason
+    assert "by-app" in reason and "by-tier" in reason, reason
+    assert [d.node for d in result.drain] == [b]
+
+
 def elastic_workers(w: World, node: str, names: list[str], cpu: str = "1") -> None:
     """Workers of PyTorchJob ``train`` (elastic, 2 to 4 workers: ``PET_NNODES``)."""
     for name in names:

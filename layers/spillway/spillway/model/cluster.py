@@ -690,12 +690,18 @@ class ClusterSnapshot:
         return {job.key: job for job in self.jobs}
 
     def pdb_allowance(self, pod: PodInfo) -> int | None:
-        """How many more disruptions the budgets selecting ``pod`` allow now (the least of them); None
-        when no budget selects it."""
+        """How many more disruptions the budgets selecting ``pod`` let its eviction take now, as the
+        Eviction API decides (pkg/registry/core/pod/storage/eviction.go): None when no budget selects
+        it; 0 when more than one does (the API refuses to evict such a pod whatever they allow: 500
+        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not
+        support."); else its budget's ``disruptionsAllowed`` (0 for a budget the snapshot does not hold).
+        """
         if not pod.pdbs:
             return None
-        allowed = {p.name: p.disruptions_allowed for p in self.pdbs if p.namespace == pod.namespace}
-        return min(allowed.get(name, 0) for name in pod.pdbs)
+        if len(pod.pdbs) > 1:
+            return 0
+        budget = next((p for p in self.pdbs if p.namespace == pod.namespace and p.name == pod.pdbs[0]), None)
+        return 0 if budget is None else budget.disruptions_allowed
 
     @classmethod
     def build(
