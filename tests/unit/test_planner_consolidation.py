@@ -192,6 +192,33 @@ def test_refused_when_two_disruption_budgets_select_a_pod_whatever_they_allow() 
     assert [d.node for d in result.drain] == [b]
 
 
+def test_pods_not_ready_that_their_budget_lets_go_move_and_spend_none_of_it() -> None:
+    """Crash-looping replicas (Running, not Ready) under a budget of ``unhealthyPodEvictionPolicy:
+    AlwaysAllow`` that allows no disruption: the Eviction API lets each go and does not count it
+    against the budget, so the plan is the one without the budget, two drains evicting one each. Such a
+    pod was never moved."""
+    w, _ = half_full(count=4)
+    sick = ["default/web0-0", "default/web1-0", "default/web2-0", "default/web3-0"]
+    for key in sick:
+        item = w.pod_item(key)
+        item["metadata"]["labels"] = {"app": "web"}
+        for condition in item["status"]["conditions"]:
+            if condition["type"] == "Ready":
+                condition["status"] = "False"
+    free = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    budget = o.pdb("web", "default", {"app": "web"}, min_available=4, disruptions_allowed=0)
+    budget["spec"]["unhealthyPodEvictionPolicy"] = "AlwaysAllow"
+    budget["status"] |= {"currentHealthy": 0, "desiredHealthy": 4}
+    w.items.append(budget)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.pods) for d in result.drain] == [(d.node, d.pods) for d in free.drain]
+    assert len([p for d in result.drain for p in d.pods if p in sick]) >= 2, kept(result)
+    budget["spec"]["unhealthyPodEvictionPolicy"] = "IfHealthyBudget"  # 0 healthy of 4: they stay
+    assert all(p not in sick for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain for p in d.pods)
+
+
 def elastic_workers(w: World, node: str, names: list[str], cpu: str = "1") -> None:
     """Workers of PyTorchJob ``train`` (elastic, 2 to 4 workers: ``PET_NNODES``)."""
     for name in names:

@@ -24,7 +24,9 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
 2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
    ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
    labelled ``openai/do-not-drain=true``; more than one PodDisruptionBudget selects it (the Eviction
-   API refuses such a pod whatever they allow); its PodDisruptionBudget allows no disruption now;
+   API refuses such a pod whatever they allow); its PodDisruptionBudget allows no disruption now (a pod
+   not running yet, or running and not Ready under a budget whose ``unhealthyPodEvictionPolicy`` lets it
+   go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
 3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
    ``volcano.sh/preemptable=true``; a worker of an elastic job (see :class:`ElasticRef`: movable only
    while its job keeps its minimum, :func:`elastic_room`); a pod of a batch Job whose
