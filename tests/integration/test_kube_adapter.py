@@ -15,6 +15,8 @@ from spillway.adapters.eks_auth import TOKEN_PREFIX, EksTokenProvider
 from spillway.adapters.kube import KubeClient
 from spillway.errors import (
     EvictionBlocked,
+    EvictionRefused,
+    EvictionThrottled,
     KubeAuthError,
     KubeConflict,
     KubeUnavailable,
@@ -507,6 +509,44 @@ def test_eviction_blocked_by_a_budget_then_allowed_once_it_frees(
 
     with pytest.raises(PodNotFound):
         kube.evict("shop", "no-such-pod")
+
+
+def test_a_pod_under_two_budgets_is_refused_at_once_not_retried_as_an_outage(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    # the eviction subresource answers 500 to every attempt ("This pod has more than one
+    # PodDisruptionBudget, which the eviction subresource does not support."): a standing refusal
+    pod = _web_pod("web-0")
+    pod["metadata"]["labels"]["tier"] = "front"
+    server.add(pod)
+    server.add(kobj.pdb("by-app", "shop", {"app": "web"}, max_unavailable=1))
+    server.add(kobj.pdb("by-tier", "shop", {"tier": "front"}, max_unavailable=1))
+
+    with pytest.raises(EvictionRefused, match=r"evict pod shop/web-0.*more than one PodDisruptionBudget"):
+        kube.evict("shop", "web-0")
+    assert len(requests_to(server, "/api/v1/namespaces/shop/pods/web-0/eviction", "POST")) == 1
+    assert sleeps == []
+    # any other 500 is still the server failing: retried, then KubeUnavailable
+    server.faults.fail_next(100, status=500, path_prefix="/api/v1/namespaces/shop/pods/web-1/eviction")
+    server.add(_web_pod("web-1"))
+    with pytest.raises(KubeUnavailable, match=r"evict pod shop/web-1.*4 attempts"):
+        kube.evict("shop", "web-1")
+
+
+def test_a_429_without_a_budgets_cause_is_throttling_not_a_budget(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    # a budget's refusal carries details.causes[].reason "DisruptionBudget"; API Priority and Fairness
+    # (or any other limiter) answers 429 without it
+    server.add(_web_pod("web-0"))
+    server.faults.fail_next(1, status=429, path_prefix="/api/v1/namespaces/shop/pods/web-0/eviction")
+    with pytest.raises(EvictionThrottled, match=r"evict pod shop/web-0.*429") as caught:
+        kube.evict("shop", "web-0")
+    assert not isinstance(caught.value, EvictionBlocked)
+    assert len(requests_to(server, "/api/v1/namespaces/shop/pods/web-0/eviction", "POST")) == 1
+    assert sleeps == []  # the caller's next round is the retry
+    kube.evict("shop", "web-0")
+    assert server.get("Pod", "web-0", namespace="shop") is None
 
 
 def test_delete_node_tolerates_a_node_already_gone(server: KubeApiServer, kube: KubeClient) -> None:

@@ -415,6 +415,65 @@ def test_percentages_round_up_like_the_disruption_controller(api: KubeApiServer,
     assert (budgets["max-half"].desired_healthy, budgets["max-half"].disruptions_allowed) == (1, 2)
 
 
+def test_a_pod_two_budgets_select_is_refused_with_the_real_servers_500_whatever_they_allow(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    # pkg/registry/core/pod/storage/eviction.go returns a bare metav1.Status{Status: Failure, Message,
+    # Code: 500}: no reason, no details (kubernetes.io "API-initiated Eviction": 500 for a
+    # misconfiguration such as several budgets selecting one pod)
+    labels = {"app": "web", "tier": "front"}
+    for i in range(3):
+        api.add(pod(f"web-{i}", labels=labels, node="n1", phase="Running", ready=True))
+    api.add(pdb("by-app", {"app": "web"}, maxUnavailable=2))
+    api.add(pdb("by-tier", {"tier": "front"}, maxUnavailable=2))
+    with pytest.raises(ApiException) as caught:
+        evict(core, "web-0")
+    assert caught.value.status == 500
+    assert error_body(caught.value) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        "code": 500,
+    }
+    assert api.get("Pod", "web-0") is not None
+    api.add(pod("starting", labels=labels, node="n1", phase="Pending"))  # not running: no budget is read
+    evict(core, "starting")
+    assert api.get("Pod", "starting") is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "healthy_pods", "evicted"),
+    [
+        ("AlwaysAllow", 1, True),  # whatever the budget says
+        ("IfHealthyBudget", 2, True),  # the budget is met without it: currentHealthy 2 >= desiredHealthy 2
+        (None, 2, True),  # the default is IfHealthyBudget
+        ("IfHealthyBudget", 1, False),  # 1 healthy of the 2 desired: the budget refuses it (429)
+    ],
+)
+def test_a_running_pod_not_ready_goes_as_its_budgets_unhealthy_pod_eviction_policy_says(
+    api: KubeApiServer, core: CoreV1Api, policy: str | None, healthy_pods: int, evicted: bool
+) -> None:
+    web = {"app": "web"}
+    for i in range(healthy_pods):
+        api.add(pod(f"web-{i}", labels=web, node="n1", phase="Running", ready=True))
+    api.add(pod("crashing", labels=web, node="n1", phase="Running", ready=False))
+    api.add(pdb("web", web, minAvailable=2, **({"unhealthyPodEvictionPolicy": policy} if policy else {})))
+    if evicted:
+        evict(core, "crashing")
+        assert api.get("Pod", "crashing") is None
+    else:
+        with pytest.raises(ApiException) as caught:
+            evict(core, "crashing")
+        assert caught.value.status == 429
+        assert error_body(caught.value)["details"]["causes"][0]["reason"] == "DisruptionBudget"
+    # a Ready pod is held to the budget under either policy (here it allows no disruption)
+    with pytest.raises(ApiException) as caught:
+        evict(core, "web-0")
+    assert caught.value.status == 429
+
+
 def test_eviction_without_a_budget_removes_the_pod_and_a_missing_pod_is_404(
     api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api
 ) -> None:

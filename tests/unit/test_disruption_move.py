@@ -64,17 +64,38 @@ def pod(
     return raw
 
 
-def pdb(name: str, allowed: int, selector: dict[str, Any] | None) -> dict[str, Any]:
+def pdb(
+    name: str,
+    allowed: int,
+    selector: dict[str, Any] | None,
+    *,
+    policy: str | None = None,
+    healthy: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """A budget as the API serves it; ``healthy``: its status (currentHealthy, desiredHealthy)."""
     spec: dict[str, Any] = {"minAvailable": 1}
     if selector is not None:
         spec["selector"] = selector
+    if policy is not None:
+        spec["unhealthyPodEvictionPolicy"] = policy
+    status: dict[str, Any] = {"disruptionsAllowed": allowed}
+    if healthy is not None:
+        status |= {"currentHealthy": healthy[0], "desiredHealthy": healthy[1]}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": name, "namespace": NS},
         "spec": spec,
-        "status": {"disruptionsAllowed": allowed},
+        "status": status,
     }
+
+
+def unready(raw: dict[str, Any]) -> dict[str, Any]:
+    """The pod runs and is not Ready (a crash loop, a failing readiness probe)."""
+    for condition in raw["status"]["conditions"]:
+        if condition["type"] in ("Ready", "ContainersReady"):
+            condition["status"] = "False"
+    return raw
 
 
 def pytorchjob(name: str, elastic: dict[str, int] | None, workers: int = 4) -> dict[str, Any]:
@@ -163,6 +184,35 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("pdb-other-pods", [pod(annotations=SAFE, labels={"app": "x"}), pdb("y", 0, {"matchLabels": {"app": "y"}})],
      True, codes.POD_SAFE_TO_EVICT),
     ("pdb-null-selector", [pod(annotations=SAFE), pdb("none", 0, None)], True, codes.POD_SAFE_TO_EVICT),
+    # -- the Eviction API's own rules: one budget at most; a pod not Ready under its budget's
+    # unhealthyPodEvictionPolicy; a pod not running yet goes whatever its budgets say --
+    ("two-pdbs", [pod(annotations=SAFE, labels={"app": "x", "tier": "web"}),
+                  pdb("by-app", 1, {"matchLabels": {"app": "x"}}), pdb("by-tier", 5, {"matchLabels": {"tier": "web"}})],
+     False, codes.POD_PDB_MULTIPLE),
+    ("two-pdbs-unready-always-allow", [unready(pod(annotations=SAFE, labels={"app": "x", "tier": "web"})),
+                                       pdb("by-app", 0, {"matchLabels": {"app": "x"}}, policy="AlwaysAllow"),
+                                       pdb("by-tier", 0, {"matchLabels": {"tier": "web"}}, policy="AlwaysAllow")],
+     False, codes.POD_PDB_MULTIPLE),
+    ("unready-always-allow", [unready(pod(annotations=SAFE)),
+                              pdb("x", 0, {"matchLabels": {"app": "x"}}, policy="AlwaysAllow", healthy=(0, 1))],
+     True, codes.POD_SAFE_TO_EVICT),
+    ("ready-always-allow", [pod(annotations=SAFE),
+                            pdb("x", 0, {"matchLabels": {"app": "x"}}, policy="AlwaysAllow", healthy=(1, 1))],
+     False, codes.POD_PDB_ALLOWS_NONE),
+    ("unready-if-healthy-budget-met", [unready(pod(annotations=SAFE)),
+                                       pdb("x", 0, {"matchLabels": {"app": "x"}}, policy="IfHealthyBudget",
+                                           healthy=(2, 2))], True, codes.POD_SAFE_TO_EVICT),
+    ("unready-default-policy-met", [unready(pod(annotations=SAFE)),
+                                    pdb("x", 0, {"matchLabels": {"app": "x"}}, healthy=(3, 2))], True,
+     codes.POD_SAFE_TO_EVICT),
+    ("unready-if-healthy-budget-short", [unready(pod(annotations=SAFE)),
+                                         pdb("x", 0, {"matchLabels": {"app": "x"}}, healthy=(1, 2))], False,
+     codes.POD_PDB_ALLOWS_NONE),
+    ("unready-if-healthy-budget-desires-none", [unready(pod(annotations=SAFE)),
+                                                pdb("x", 0, {"matchLabels": {"app": "x"}}, healthy=(0, 0))],
+     False, codes.POD_PDB_ALLOWS_NONE),
+    ("bound-not-running-yet", [unready(pod(annotations=SAFE, phase="Pending")), pdb("x", 0, {"matchLabels": {"app": "x"}}),
+                               pdb("y", 0, {"matchLabels": {"app": "x"}})], True, codes.POD_SAFE_TO_EVICT),
     # -- may move --
     ("expendable", [pod(priority=-11)], True, codes.POD_EXPENDABLE),
     ("at-the-cutoff-is-not-expendable", [pod(priority=-10)], False, codes.POD_NOT_KNOWN_MOVABLE),
@@ -381,6 +431,55 @@ def test_every_new_field_round_trips() -> None:
     )
     assert snap.pdb_allowance(info) == 1
     assert ClusterSnapshot.from_dict(snap.to_dict()) == snap
+
+
+def test_a_pod_under_two_budgets_never_moves_and_the_reason_names_both() -> None:
+    # the Eviction API refuses such a pod whatever the budgets allow (500 "This pod has more than one
+    # PodDisruptionBudget, which the eviction subresource does not support."): a drain could only
+    # time out on it
+    labels = {"app": "x", "tier": "web"}
+    items = [pod(annotations=SAFE, labels=labels), pdb("by-tier", 3, {"matchLabels": {"tier": "web"}}),
+             pdb("by-app", 2, {"matchLabels": {"app": "x"}})]  # fmt: skip
+    move = judge(*items)
+    assert (move.movable, move.code, move.cost) == (False, codes.POD_PDB_MULTIPLE, math.inf)
+    assert "by-app" in move.reason and "by-tier" in move.reason, move.reason
+    snap = snapshot(*items)
+    assert snap.pdb_allowance(snap.pods[0]) == 0  # no eviction of it passes
+
+
+def test_the_budget_fields_are_written_only_when_set_and_old_snapshots_read() -> None:
+    snap = snapshot(unready(pod(annotations=SAFE)), pod("ok", annotations=SAFE),
+                    pdb("x", 0, {"matchLabels": {"app": "x"}}, policy="AlwaysAllow", healthy=(1, 2)),
+                    pdb("y", 0, {"matchLabels": {"app": "y"}}))  # fmt: skip
+    sick, well = (next(p for p in snap.pods if p.name == n) for n in ("p-0", "ok"))
+    assert (sick.ready, well.ready) == (False, True)
+    assert "nr" in sick.to_dict() and "nr" not in well.to_dict()
+    budgets = {b.name: b for b in snap.pdbs}
+    assert (budgets["x"].unhealthy_policy, budgets["x"].current_healthy, budgets["x"].desired_healthy) == (
+        "AlwaysAllow", 1, 2)  # fmt: skip
+    assert {"up", "ch", "dh"}.isdisjoint(budgets["y"].to_dict())
+    # stored before these fields: every pod reads Ready and every budget holds (the old verdicts)
+    old = ClusterSnapshot.from_dict({**snap.to_dict(),
+        "pods": [{k: v for k, v in p.to_dict().items() if k != "nr"} for p in snap.pods],
+        "pdbs": [{"ns": NS, "n": "x", "ml": [["app", "x"]], "da": 0}, {"ns": NS, "n": "y", "ml": [["app", "y"]], "da": 0}],
+    })  # fmt: skip
+    assert all(p.ready for p in old.pods)
+    [sick_then] = [p for p in old.pods if p.name == "p-0"]
+    assert (
+        assess_move(sick_then, None, old.pdb_allowance(sick_then), NOW, CUTOFF).code
+        == codes.POD_PDB_ALLOWS_NONE
+    )
+
+
+def test_a_budget_change_that_lets_an_unready_pod_go_changes_the_fingerprint() -> None:
+    from spillway.model.snapshot import fingerprint
+
+    sick = unready(pod(annotations=SAFE))
+    short = fingerprint(snapshot(sick, pdb("x", 0, {"matchLabels": {"app": "x"}}, healthy=(1, 2))), [])
+    met = fingerprint(snapshot(sick, pdb("x", 0, {"matchLabels": {"app": "x"}}, healthy=(2, 2))), [])
+    always = fingerprint(snapshot(sick, pdb("x", 0, {"matchLabels": {"app": "x"}}, policy="AlwaysAllow",
+                                            healthy=(1, 2))), [])  # fmt: skip
+    assert len({short, met, always}) == 3
 
 
 def test_the_operator_drain_predicate_is_unchanged_by_the_move_rules() -> None:

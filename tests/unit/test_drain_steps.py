@@ -665,6 +665,64 @@ def test_eviction_respects_a_budget_one_pod_per_round(rig: Rig) -> None:
     assert rig.api.get("Pod", "aws-node-x", "kube-system") is not None
 
 
+def _two_budgets(rig: Rig) -> None:
+    """team-a/web-0 (evicted first: the lowest priority) is selected by two budgets that both allow a
+    disruption; team-a/db-0 by none."""
+    rig.api.add(objects.pod("web-0", "team-a", node_name=NODE, labels={"app": "web", "tier": "front"},
+                            owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
+    rig.api.add(objects.pdb("by-app", "team-a", {"app": "web"}, max_unavailable=1))
+    rig.api.add(objects.pdb("by-tier", "team-a", {"tier": "front"}, max_unavailable=1))
+    rig.pod("db-0", app="db", priority=10)
+
+
+def test_a_pod_under_two_budgets_is_reported_and_the_round_goes_on(rig: Rig) -> None:
+    # the Eviction API answers such a pod 500 ("This pod has more than one PodDisruptionBudget, which the
+    # eviction subresource does not support."), every time: a refusal, not an outage
+    _two_budgets(rig)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=30)
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/db-0"]
+    assert first["blocked"] == ["team-a/web-0"]
+    [left] = first["remaining"]
+    assert left["pod"] == "team-a/web-0" and "more than one PodDisruptionBudget" in left["reason"], left
+    assert first["done"] is False
+    assert rig.api.get("Pod", "db-0", "team-a") is None
+
+    rig.clock.advance(30)
+    with pytest.raises(DrainTimeout, match=r"team-a/web-0 \(.*more than one PodDisruptionBudget"):
+        rig.drainer.evict(drain, first)
+    assert rig.api.get("Pod", "web-0", "team-a") is not None
+
+
+def test_a_forced_drain_finishes_at_its_deadline_past_a_pod_under_two_budgets(rig: Rig) -> None:
+    _two_budgets(rig)
+    drain = rig.cordoned(force=True, poll_seconds=5, deadline_seconds=30)
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/db-0"] and first["done"] is False
+    rig.clock.advance(31)
+    last = rig.drainer.evict(drain, first)
+    assert (last["done"], last["forced"]) == (True, True)
+
+
+def test_a_throttled_eviction_is_retried_next_round_and_no_budget_is_blamed(rig: Rig) -> None:
+    # API Priority and Fairness answers 429 too, without the DisruptionBudget cause of a budget's refusal
+    rig.pod("web-0")
+    rig.pod("db-0", app="db", priority=10)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    rig.api.faults.fail_next(1, 429, "/api/v1/namespaces/team-a/pods/web-0/eviction")
+
+    first = rig.drainer.evict(drain)
+    reasons = {r["pod"]: r["reason"] for r in first["remaining"]}
+    assert "PodDisruptionBudget" not in reasons["team-a/web-0"] and "throttled" in reasons["team-a/web-0"]
+    assert first["blocked"] == [] and first["done"] is False
+    # the server asked to slow down: the round stops there, the next pod waits for the next round
+    assert first["evicted"] == [] and reasons["team-a/db-0"] == "not evicted yet"
+
+    again = rig.drainer.evict(drain, first)
+    assert again["evicted"] == ["team-a/web-0", "team-a/db-0"] and again["done"] is True
+
+
 def test_protected_pods_stay_until_the_deadline_then_the_drain_times_out(rig: Rig) -> None:
     rig.pod("train-0", app="train", annotations={"karpenter.sh/do-not-disrupt": "true"})
     rig.pod("solo", bare=True)

@@ -175,6 +175,50 @@ def test_refused_when_a_pod_disruption_budget_allows_nothing_now() -> None:
     assert [d.node for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain] == [a]
 
 
+def test_refused_when_two_disruption_budgets_select_a_pod_whatever_they_allow() -> None:
+    """The Eviction API refuses a pod more than one budget selects (500 "This pod has more than one
+    PodDisruptionBudget, which the eviction subresource does not support."): a drain of its node
+    could only time out. The least of the two allowances was taken, and the node drained."""
+    w, (a, b) = half_full()
+    w.pod_item("default/web0-1")["metadata"]["labels"] = {"app": "web0", "tier": "front"}
+    w.items.append(o.pdb("by-app", "default", {"app": "web0"}, max_unavailable=1, disruptions_allowed=1))
+    w.items.append(o.pdb("by-tier", "default", {"tier": "front"}, max_unavailable=1, disruptions_allowed=1))
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    code, reason = kept(result)[a]
+    assert code == codes.POD_NEVER and "default/web0-1" in reason, reason
+    assert "by-app" in reason and "by-tier" in reason, reason
+    assert [d.node for d in result.drain] == [b]
+
+
+def test_pods_not_ready_that_their_budget_lets_go_move_and_spend_none_of_it() -> None:
+    """Crash-looping replicas (Running, not Ready) under a budget of ``unhealthyPodEvictionPolicy:
+    AlwaysAllow`` that allows no disruption: the Eviction API lets each go and does not count it
+    against the budget, so the plan is the one without the budget, two drains evicting one each. Such a
+    pod was never moved."""
+    w, _ = half_full(count=4)
+    sick = ["default/web0-0", "default/web1-0", "default/web2-0", "default/web3-0"]
+    for key in sick:
+        item = w.pod_item(key)
+        item["metadata"]["labels"] = {"app": "web"}
+        for condition in item["status"]["conditions"]:
+            if condition["type"] == "Ready":
+                condition["status"] = "False"
+    free = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    budget = o.pdb("web", "default", {"app": "web"}, min_available=4, disruptions_allowed=0)
+    budget["spec"]["unhealthyPodEvictionPolicy"] = "AlwaysAllow"
+    budget["status"] |= {"currentHealthy": 0, "desiredHealthy": 4}
+    w.items.append(budget)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.pods) for d in result.drain] == [(d.node, d.pods) for d in free.drain]
+    assert len([p for d in result.drain for p in d.pods if p in sick]) >= 2, kept(result)
+    budget["spec"]["unhealthyPodEvictionPolicy"] = "IfHealthyBudget"  # 0 healthy of 4: they stay
+    assert all(p not in sick for d in w.plan(max_scale_in_fraction=1.0, **UNDER).drain for p in d.pods)
+
+
 def elastic_workers(w: World, node: str, names: list[str], cpu: str = "1") -> None:
     """Workers of PyTorchJob ``train`` (elastic, 2 to 4 workers: ``PET_NNODES``)."""
     for name in names:

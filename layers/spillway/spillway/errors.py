@@ -54,7 +54,19 @@ class PodNotFound(KubeError):
 
 
 class EvictionBlocked(KubeError):
-    """The Eviction API answered 429: a PodDisruptionBudget allows no disruption right now."""
+    """The Eviction API answered 429 for a PodDisruptionBudget (its Status carries a cause of reason
+    ``DisruptionBudget``): the budget allows no disruption right now."""
+
+
+class EvictionRefused(KubeError):
+    """The Eviction API refuses this pod until its budgets change: it answers 500 "This pod has more
+    than one PodDisruptionBudget, which the eviction subresource does not support." to every attempt.
+    Not an outage, and not retried."""
+
+
+class EvictionThrottled(KubeError):
+    """The Eviction API answered 429 without a PodDisruptionBudget cause: the API server limits the
+    request rate (API Priority and Fairness). Try again later; no budget is involved."""
 
 
 class ObjectNotFound(KubeError):

@@ -34,6 +34,8 @@ from spillway.errors import (
     AwsUnavailable,
     CapacityUnavailable,
     EvictionBlocked,
+    EvictionRefused,
+    EvictionThrottled,
     InputError,
     InstanceNotFound,
     KubeAuthError,
@@ -237,4 +239,5 @@ METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Cloud.complete_lifecycle_action": (LifecycleActionNotFound,),
     "Cloud.record_heartbeat": (LifecycleActionNotFound,),
     "Cluster.patch_custom_status": (ObjectNotFound,),
+    "Cluster.evict": (EvictionRefused, EvictionThrottled),
 }

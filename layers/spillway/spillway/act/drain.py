@@ -26,7 +26,10 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   EC2 reuses addresses), never below the group's MinSize, never a node somebody else cordoned, and not
   one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true`` unless ``force``;
 * DaemonSet pods, mirror (static) pods and finished pods are left alone; everything else goes through the
-  Eviction API, so PodDisruptionBudgets hold (a 429 is retried next round);
+  Eviction API, so PodDisruptionBudgets hold: a budget's 429 is retried next round, and so is a pod
+  the API refuses while more than one budget selects it (500; the round goes on with the other pods,
+  the pod is left to the deadline like one a budget holds); a 429 of the server's rate limiting ends
+  the round, and the next round tries again;
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, and pods no controller would recreate, are
   evicted only with ``force``: until then they keep the node busy, up to the deadline;
@@ -64,6 +67,8 @@ from spillway.errors import (
     DrainSuperseded,
     DrainTimeout,
     EvictionBlocked,
+    EvictionRefused,
+    EvictionThrottled,
     InstanceNotFound,
     InvalidDrainRequest,
     KubeError,
@@ -649,14 +654,23 @@ def _split(key: str) -> tuple[str, str]:
     return namespace, name
 
 
+# why the Eviction API turned a pod away this round (spillway.adapters.kube.KubeClient.evict)
+BUDGET_ALLOWS_NONE = "a PodDisruptionBudget allows no disruption now"
+MULTIPLE_BUDGETS = (
+    "more than one PodDisruptionBudget selects it: the Eviction API refuses such a pod (HTTP 500) until "
+    "only one does"
+)
+THROTTLED = "throttled: the API server limits the request rate (HTTP 429, not a budget's); retried next round"
+
+
 def _remaining(
-    verdicts: Sequence[PodVerdict], evicted_now: Sequence[str], blocked: set[str]
+    verdicts: Sequence[PodVerdict], evicted_now: Sequence[str], refused: Mapping[str, str]
 ) -> list[dict[str, str]]:
     """The pods that still keep the node busy after a round, each with why it is still there."""
     remaining = []
     for verdict in (v for v in verdicts if v.action != "ignore"):
-        if verdict.pod in blocked:
-            reason = "a PodDisruptionBudget allows no disruption now"
+        if verdict.pod in refused:
+            reason = refused[verdict.pod]
         elif verdict.pod in evicted_now:
             reason = "evicted, terminating"
         else:
@@ -850,9 +864,10 @@ class Drainer:
             return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
                     "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
         before = self._verdicts(drain)
-        evicted_now, blocked = self._evict_round(before)
+        evicted_now, refused = self._evict_round(before)
         after = self._verdicts(drain) if evicted_now else before
-        remaining = _remaining(after, evicted_now, blocked)
+        remaining = _remaining(after, evicted_now, refused)
+        blocked = [pod for pod, why in refused.items() if why != THROTTLED]
         forced = self._forced_at_deadline(drain, remaining)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
         heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
@@ -892,10 +907,12 @@ class Drainer:
             return {"heartbeat_at": iso(last), "heartbeat_error": str(exc)[:300]}
         return {"heartbeat_at": iso(now)}
 
-    def _evict_round(self, verdicts: Sequence[PodVerdict]) -> tuple[list[str], set[str]]:
-        """Evict every pod that may go, lowest priority first: (evicted, blocked by a PDB)."""
+    def _evict_round(self, verdicts: Sequence[PodVerdict]) -> tuple[list[str], dict[str, str]]:
+        """Evict every pod that may go, lowest priority first: (evicted, refused pod → why). A pod a
+        budget holds, or more than one budget selects, is left for a later round and the round goes
+        on; a throttled eviction ends the round (the server asks to slow down)."""
         evicted: list[str] = []
-        blocked: set[str] = set()
+        refused: dict[str, str] = {}
         for verdict in sorted(
             (v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod)
         ):
@@ -903,12 +920,17 @@ class Drainer:
             try:
                 self.kube.evict(namespace, name)
             except EvictionBlocked:
-                blocked.add(verdict.pod)
+                refused[verdict.pod] = BUDGET_ALLOWS_NONE
+            except EvictionRefused:
+                refused[verdict.pod] = MULTIPLE_BUDGETS
+            except EvictionThrottled:
+                refused[verdict.pod] = THROTTLED
+                break
             except PodNotFound:
                 continue
             else:
                 evicted.append(verdict.pod)
-        return evicted, blocked
+        return evicted, refused
 
     def _verdicts(self, drain: Drain) -> list[PodVerdict]:
         """What to do with each pod on the node now (a consolidation evicts only its own pods)."""

@@ -11,11 +11,20 @@ models (``model_validate_json`` on a page wrapper: no intermediate dicts, no cli
 list holds one page of bytes at a time plus the models handed out.
 
 Every call carries a timeout (``request_timeout``, 10 s) and is retried ``max_attempts`` times (4) with
-exponential backoff and jitter on 429 (at least ``Retry-After``), 5xx, timeouts and connection errors; then
-it raises :class:`~spillway.errors.KubeUnavailable` naming the operation. 403, and 401 (after one retry
-with a freshly signed token when the client can sign one), raise ``KubeAuthError``. None of the client's
+exponential backoff and jitter on 429 (at least ``Retry-After``), 5xx, timeouts and connection errors
+(an eviction answers some of these at once: below); then it raises
+:class:`~spillway.errors.KubeUnavailable` naming the operation. 403, and 401 (after one retry with a
+freshly signed token when the client can sign one), raise ``KubeAuthError``. None of the client's
 own exceptions reaches a caller (they are not even chained), and no message carries a token or
 kubeconfig contents.
+
+**An eviction's refusals** are answered at once, not retried in the call (the drain's next round is
+the retry): a 429 whose Status carries a cause of reason ``DisruptionBudget`` is a budget's refusal
+(:class:`~spillway.errors.EvictionBlocked`), any other 429 is the server limiting the request rate
+(:class:`~spillway.errors.EvictionThrottled`), and the 500 "This pod has more than one
+PodDisruptionBudget, which the eviction subresource does not support." is a refusal that stands until
+the budgets change (:class:`~spillway.errors.EvictionRefused`). Any other 5xx is retried as for every
+call.
 
 **A continue token that expires (410) mid-list** restarts that list once from the top; a second 410
 raises ``KubeUnavailable``. ``iter_*`` yield page by page, so by then the caller already has the
@@ -86,6 +95,8 @@ from spillway.errors import (
     AwsError,
     ConfigurationError,
     EvictionBlocked,
+    EvictionRefused,
+    EvictionThrottled,
     KubeAuthError,
     KubeConflict,
     KubeError,
@@ -227,15 +238,18 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _status_doc(exc: ApiException) -> dict[str, Any]:
+    """The Status object the server sent with an error ({} when the body is not one)."""
+    try:
+        doc = json.loads(exc.body) if exc.body else None
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def _status_message(exc: ApiException) -> str:
     """``HTTP 404 Not Found: nodes "x" not found`` from the server's Status body (bounded)."""
-    message = ""
-    if exc.body:
-        try:
-            doc = json.loads(exc.body)
-            message = str(doc.get("message", "")) if isinstance(doc, dict) else ""
-        except ValueError:
-            message = ""
+    message = str(_status_doc(exc).get("message", ""))
     text = f"HTTP {exc.status} {exc.reason or ''}".rstrip()
     if message:
         text += f": {message[:300]}"
@@ -262,10 +276,43 @@ def _body(resp: Any) -> bytes:
     return data
 
 
-def _final_error(op: str, exc: ApiException, special: Mapping[int, type[KubeError]]) -> KubeError | None:
-    """The error an API answer raises at once, or None when another attempt may succeed (429, 5xx,
-    no answer at all)."""
+# the eviction subresource's words for a pod more than one budget selects (pkg/registry/core/pod/
+# storage/eviction.go: a Status of code 500 with this message, no reason and no details)
+MULTIPLE_BUDGETS_MESSAGE = "more than one PodDisruptionBudget"
+# policy/v1 DisruptionBudgetCause: the cause type (JSON "reason") of a budget's 429
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+
+
+def _budget_cause(doc: Mapping[str, Any]) -> bool:
+    details = doc.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return isinstance(causes, list) and any(
+        isinstance(c, dict) and c.get("reason") == DISRUPTION_BUDGET_CAUSE for c in causes
+    )
+
+
+def _eviction_answer(exc: ApiException) -> type[KubeError] | None:
+    """What an eviction's 429 or 500 means (module docstring); None for every other answer."""
     status = int(exc.status or 0)
+    if status == 429:
+        return EvictionBlocked if _budget_cause(_status_doc(exc)) else EvictionThrottled
+    if status == 500 and MULTIPLE_BUDGETS_MESSAGE in str(_status_doc(exc).get("message", "")):
+        return EvictionRefused
+    return None
+
+
+Classify = Callable[[ApiException], type[KubeError] | None]
+
+
+def _final_error(
+    op: str, exc: ApiException, special: Mapping[int, type[KubeError]], classify: Classify | None = None
+) -> KubeError | None:
+    """The error an API answer raises at once, or None when another attempt may succeed (429, 5xx,
+    no answer at all). ``classify`` reads the answer first: the error class it names, if any, wins."""
+    status = int(exc.status or 0)
+    kind = classify(exc) if classify is not None else None
+    if kind is not None:
+        return kind(f"{op}: {_status_message(exc)}")
     if status in special:
         return special[status](f"{op}: {_status_message(exc)}")
     if status in (401, 403):
@@ -278,10 +325,10 @@ def _final_error(op: str, exc: ApiException, special: Mapping[int, type[KubeErro
 
 
 def _retry_or_raise(
-    op: str, exc: ApiException, special: Mapping[int, type[KubeError]]
+    op: str, exc: ApiException, special: Mapping[int, type[KubeError]], classify: Classify | None = None
 ) -> tuple[str, float | None]:
     """Raise the error of a final answer; else what to log of it, and its Retry-After."""
-    final = _final_error(op, exc, special)
+    final = _final_error(op, exc, special, classify)
     if final is not None:
         raise final from None
     status = int(exc.status or 0)
@@ -805,8 +852,10 @@ class KubeClient:
     def evict(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> None:
         """Evict through the policy/v1 Eviction subresource, which honours PodDisruptionBudgets.
 
-        ``EvictionBlocked`` when a budget allows no disruption now (429: expected, try later);
-        ``PodNotFound`` when the pod is already gone.
+        Answered at once: ``EvictionBlocked`` when a budget allows no disruption now (429 with a
+        ``DisruptionBudget`` cause: expected, try later); ``EvictionThrottled`` for any other 429 (the
+        server limits the rate: try later); ``EvictionRefused`` when more than one budget selects the
+        pod (500: refused until the budgets change); ``PodNotFound`` when the pod is already gone.
         """
         if not namespace or not name:
             raise ValueError("evict needs a namespace and a pod name")
@@ -823,7 +872,8 @@ class KubeClient:
         self._request(
             f"evict pod {namespace}/{name}",
             partial(self._core.create_namespaced_pod_eviction, name, namespace, body, **self._opts()),
-            on_status={429: EvictionBlocked, 404: PodNotFound},
+            on_status={404: PodNotFound},
+            classify=_eviction_answer,
         )
 
     def delete_node(self, name: str) -> bool:
@@ -896,8 +946,10 @@ class KubeClient:
         send: Callable[[], Any],
         *,
         on_status: Mapping[int, type[KubeError]] | None = None,
+        classify: Classify | None = None,
     ) -> bytes:
-        """Send with retries; return the response body. Every failure becomes one of our errors."""
+        """Send with retries; return the response body. Every failure becomes one of our errors.
+        ``on_status`` names the error of a status; ``classify``, of an answer (its body read too)."""
         special = on_status or {}
         reauthed = False
         last = "no attempt"
@@ -912,7 +964,7 @@ class KubeClient:
                     reauthed = True  # a token signed anew may pass (clock skew, early expiry)
                     attempt -= 1
                     continue
-                last, retry_after = _retry_or_raise(op, exc, special)
+                last, retry_after = _retry_or_raise(op, exc, special, classify)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 last = f"{type(exc).__name__}"
             if attempt < self.max_attempts:

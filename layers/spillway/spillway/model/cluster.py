@@ -70,6 +70,9 @@ if TYPE_CHECKING:
     from spillway.model.provreq import ProvisioningRequestInfo
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# a pod in these phases is evicted without looking at any PodDisruptionBudget (the eviction
+# subresource's canIgnorePDB; a deleted pod too, which the disruption predicates take apart)
+BUDGETS_IGNORED_PHASES = TERMINAL_PHASES | {"Pending"}
 
 # (key, operator, values) of a node selector requirement; key "metadata.name" with field=True
 # stands for a matchFields requirement on the node's name.
@@ -158,6 +161,10 @@ class PodInfo:
     elastic_min: int = 0  # the pod's own word on its elastic job's size (PET_NNODES, torchrun
     elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
+    # its Ready condition is True, kept for the pods the Eviction API holds to their budgets (not
+    # Pending, Succeeded or Failed): False only for such a pod that is not Ready, an "unhealthy" pod
+    # its budget's unhealthyPodEvictionPolicy may let go (ClusterSnapshot.pdb_allowance)
+    ready: bool = True
     # pod topology (TopologyMatcher): the ids of its own required anti-affinity terms, with their
     # topology keys; its DoNotSchedule spread constraints (id, topology key, maxSkew, minDomains, node
     # inclusion flags: SPREAD_ALL_NODES, SPREAD_TOLERATED_NODES); and
@@ -317,6 +324,7 @@ class PodInfo:
             elastic_min=int(d.get("el", (0, 0))[0]),
             elastic_max=int(d.get("el", (0, 0))[1]),
             pdbs=tuple(d.get("pdb", ())),
+            ready=not d.get("nr"),
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
             affinity_own=tuple((int(i), str(k)) for i, k in d.get("pa", ())),
             host_ports=tuple((int(p), str(proto), str(ip)) for p, proto, ip in d.get("hp", ())),
@@ -373,6 +381,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("bj", lambda p: p.batch_job),
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
     ("pdb", lambda p: list(p.pdbs) or None),
+    ("nr", lambda p: _one_if(not p.ready)),
     ("ao", lambda p: [list(t) for t in p.anti_own] or None),
     ("pa", lambda p: [list(t) for t in p.affinity_own] or None),
     ("hp", lambda p: [list(t) for t in p.host_ports] or None),
@@ -386,6 +395,12 @@ def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
     """Bound, and neither a DaemonSet's pod nor a static (mirror) pod."""
     daemon = owner is not None and owner.kind == "DaemonSet"
     return pod.spec.node_name is not None and not daemon and MIRROR_POD not in pod.metadata.annotations
+
+
+def _ready_for_budgets(pod: Pod) -> bool:
+    """``PodInfo.ready``: False only for a pod its budgets hold (not Pending, Succeeded or Failed)
+    whose Ready condition is not True."""
+    return (pod.status.phase or "Pending") in BUDGETS_IGNORED_PHASES or pod.is_ready()
 
 
 def _move_facts(pod: Pod) -> dict[str, Any]:
@@ -411,6 +426,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         else facts.batch_job,
         "elastic_min": low,
         "elastic_max": high,
+        "ready": _ready_for_budgets(pod),
     }
 
 
@@ -633,12 +649,34 @@ class NodeInfo:
         )
 
 
+ALWAYS_ALLOW = "AlwaysAllow"
+IF_HEALTHY_BUDGET = "IfHealthyBudget"
+
+
 @dataclass(frozen=True, slots=True)
 class PdbInfo:
+    """A PodDisruptionBudget as the Eviction API reads it: ``disruptions_allowed`` for a healthy (Ready)
+    pod; for a running pod that is not Ready, ``spec.unhealthyPodEvictionPolicy`` (None: the default,
+    IfHealthyBudget) and ``status.currentHealthy``/``desiredHealthy`` (:meth:`lets_unready_go`)."""
+
     namespace: str
     name: str
     match_labels: tuple[tuple[str, str], ...] = ()
     disruptions_allowed: int = 0
+    unhealthy_policy: str | None = None
+    current_healthy: int = 0
+    desired_healthy: int = 0
+
+    def lets_unready_go(self) -> bool:
+        """A running pod of this budget that is not Ready is evicted whatever the budget allows, and
+        without spending it: always with AlwaysAllow; with IfHealthyBudget (or no policy) when the
+        application is not disrupted, ``currentHealthy >= desiredHealthy > 0`` (the eviction
+        subresource's test). A policy of another name holds the pod to the budget."""
+        if self.unhealthy_policy == ALWAYS_ALLOW:
+            return True
+        if self.unhealthy_policy not in (None, IF_HEALTHY_BUDGET):
+            return False
+        return self.desired_healthy > 0 and self.current_healthy >= self.desired_healthy
 
     @classmethod
     def from_pdb(cls, pdb: PodDisruptionBudget) -> PdbInfo:
@@ -648,15 +686,21 @@ class PdbInfo:
             name=pdb.metadata.name,
             match_labels=tuple(sorted(selector.match_labels.items())) if selector else (),
             disruptions_allowed=pdb.status.disruptions_allowed,
+            unhealthy_policy=pdb.spec.unhealthy_pod_eviction_policy or None,
+            current_healthy=pdb.status.current_healthy,
+            desired_healthy=pdb.status.desired_healthy,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "ns": self.namespace,
             "n": self.name,
             "ml": [list(p) for p in self.match_labels],
             "da": self.disruptions_allowed,
         }
+        optional = (("up", self.unhealthy_policy), ("ch", self.current_healthy), ("dh", self.desired_healthy))
+        out.update((key, value) for key, value in optional if value)  # older snapshots read the same
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PdbInfo:
@@ -665,6 +709,9 @@ class PdbInfo:
             name=d["n"],
             match_labels=tuple((k, v) for k, v in d.get("ml", ())),
             disruptions_allowed=d.get("da", 0),
+            unhealthy_policy=d.get("up"),
+            current_healthy=int(d.get("ch", 0)),
+            desired_healthy=int(d.get("dh", 0)),
         )
 
 
@@ -699,12 +746,27 @@ class ClusterSnapshot:
         return {job.key: job for job in self.jobs}
 
     def pdb_allowance(self, pod: PodInfo) -> int | None:
-        """How many more disruptions the budgets selecting ``pod`` allow now (the least of them); None
-        when no budget selects it."""
-        if not pod.pdbs:
+        """How many more disruptions the budgets selecting ``pod`` let its eviction take now, as the
+        Eviction API decides (pkg/registry/core/pod/storage/eviction.go):
+
+        * None when no budget guards its eviction: none selects it; it is not running yet (Pending:
+          evicted whatever its budgets say); or it runs, is not Ready, and its one budget lets such a
+          pod go (:meth:`PdbInfo.lets_unready_go`), spending none of it;
+        * 0 when more than one budget selects it: the API refuses to evict such a pod whatever they
+          allow (500 "This pod has more than one PodDisruptionBudget, which the eviction subresource
+          does not support.");
+        * else its budget's ``disruptionsAllowed`` (0 for a budget the snapshot does not hold).
+        """
+        if not pod.pdbs or pod.phase in BUDGETS_IGNORED_PHASES:
             return None
-        allowed = {p.name: p.disruptions_allowed for p in self.pdbs if p.namespace == pod.namespace}
-        return min(allowed.get(name, 0) for name in pod.pdbs)
+        if len(pod.pdbs) > 1:
+            return 0
+        budget = next((p for p in self.pdbs if p.namespace == pod.namespace and p.name == pod.pdbs[0]), None)
+        if budget is None:
+            return 0
+        if not pod.ready and budget.lets_unready_go():
+            return None
+        return budget.disruptions_allowed
 
     @classmethod
     def build(

@@ -370,6 +370,10 @@ class Pod(RefusableModel):
     spec: PodSpec = Field(default_factory=PodSpec)
     status: PodStatus = Field(default_factory=PodStatus)
 
+    def is_ready(self) -> bool:
+        """Its Ready condition is True: what a PodDisruptionBudget counts as healthy."""
+        return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
+
     def effective_requests(self) -> Resources:
         """What the scheduler reserves for the pod.
 
@@ -479,6 +483,9 @@ class PodDisruptionBudgetSpec(KubeModel):
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
     selector: LabelSelector | None = None
+    # when a running pod that is not Ready may be evicted whatever the budget allows: IfHealthyBudget
+    # (the default) or AlwaysAllow (policy/v1, GA in 1.31; spillway.model.cluster.PdbInfo)
+    unhealthy_pod_eviction_policy: str | None = None
 
 
 class PodDisruptionBudgetStatus(KubeModel):

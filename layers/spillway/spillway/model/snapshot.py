@@ -159,15 +159,21 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
         "pending": sorted(_pending_entries(cluster.pods)),
         "nodes": sorted(nodes, key=lambda n: str(n[0])),
         "orphans": orphans,
-        "pdbs": sorted(
-            (p.namespace, p.name, [list(m) for m in p.match_labels], p.disruptions_allowed)
-            for p in cluster.pdbs
-        ),
+        "pdbs": sorted(_pdb_entry(p) for p in cluster.pdbs),
         "groups": sorted(_group_entry(g) for g in groups),
     }
     doc |= _shared_entries(cluster)
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _pdb_entry(p: PdbInfo) -> tuple[Any, ...]:
+    """What a budget decides: its selector and allowance, and, only when the budget says something of
+    them, what it lets a pod that is not Ready do (so older fingerprints of budgets without stand)."""
+    entry: tuple[Any, ...] = (p.namespace, p.name, [list(m) for m in p.match_labels], p.disruptions_allowed)
+    if p.unhealthy_policy or p.current_healthy or p.desired_healthy:
+        entry += (p.unhealthy_policy or "", p.current_healthy, p.desired_healthy)
+    return entry
 
 
 def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:

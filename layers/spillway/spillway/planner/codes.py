@@ -162,6 +162,7 @@ POD_FORCED = "forced"  # protected, but the caller forces its eviction
 # -- may consolidation move a pod to save cost (Move.code, spillway.planner.disruption.assess_move) --
 POD_DO_NOT_DRAIN = "do-not-drain"  # openai/do-not-drain=true
 POD_PDB_ALLOWS_NONE = "pdb-allows-none"  # a PodDisruptionBudget selecting it allows no disruption now
+POD_PDB_MULTIPLE = "multiple-pdbs"  # more than one PodDisruptionBudget selects it: never evictable
 POD_EXPENDABLE = "pod-expendable"  # priority below expendable_priority_cutoff: free to move
 POD_SAFE_TO_EVICT = "safe-to-evict"  # cluster-autoscaler.kubernetes.io/safe-to-evict=true
 POD_PREEMPTABLE = "preemptable"  # volcano.sh/preemptable=true
@@ -178,6 +179,7 @@ MOVE_CODES = (
     POD_DO_NOT_DISRUPT,
     POD_NOT_SAFE_TO_EVICT,
     POD_DO_NOT_DRAIN,
+    POD_PDB_MULTIPLE,
     POD_PDB_ALLOWS_NONE,
     POD_EXPENDABLE,
     POD_SAFE_TO_EVICT,

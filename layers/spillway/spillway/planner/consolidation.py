@@ -50,7 +50,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from spillway.config import UNDERUTILIZED, BudgetReason
-from spillway.model.cluster import PodInfo
+from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.resources import NVIDIA_GPU, dominant_share, subtract
 from spillway.model.state import Since
@@ -425,7 +425,7 @@ class Consolidation:
             )
         self.launching, destinations, self.ctx.planned, moved = trial
         self.receiving |= destinations
-        for key in _evicted_budgets(candidate):
+        for key in _evicted_budgets(candidate, self.ctx.snapshot):
             self.pdb_spent[key] = self.pdb_spent.get(key, 0) + 1
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
@@ -438,7 +438,7 @@ class Consolidation:
         what the budget allows now: two drains that each evict the one pod a budget lets go at once
         would wait on each other, the second likely past its deadline."""
         allowed = {(p.namespace, p.name): p.disruptions_allowed for p in self.ctx.snapshot.pdbs}
-        for namespace, name in sorted(_evicted_budgets(candidate)):
+        for namespace, name in sorted(_evicted_budgets(candidate, self.ctx.snapshot)):
             can = allowed.get((namespace, name), 0)
             if self.pdb_spent.get((namespace, name), 0) + 1 > can:
                 return (
@@ -530,10 +530,16 @@ class Consolidation:
         )
 
 
-def _evicted_budgets(candidate: Candidate) -> set[tuple[str, str]]:
-    """(namespace, name) of the PodDisruptionBudgets selecting a pod the candidate's drain evicts (a
-    terminating pod is leaving already)."""
-    return {(pod.namespace, name) for pod in candidate.pods if not pod.terminating for name in pod.pdbs}
+def _evicted_budgets(candidate: Candidate, snapshot: ClusterSnapshot) -> set[tuple[str, str]]:
+    """(namespace, name) of the PodDisruptionBudgets an eviction by the candidate's drain spends (a
+    terminating pod is leaving already; a pod no budget guards, not running yet or let go unready,
+    spends none: ``ClusterSnapshot.pdb_allowance``)."""
+    return {
+        (pod.namespace, name)
+        for pod in candidate.pods
+        if not pod.terminating and snapshot.pdb_allowance(pod) is not None
+        for name in pod.pdbs
+    }
 
 
 def _topology_settling(candidate: Candidate, planned: Planned) -> Verdict:

@@ -23,7 +23,10 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
 1. not busy (finished, mirror, DaemonSet) or already terminating: nothing to move, free;
 2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
    ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
-   labelled ``openai/do-not-drain=true``; a PodDisruptionBudget selecting it allows no disruption now;
+   labelled ``openai/do-not-drain=true``; more than one PodDisruptionBudget selects it (the Eviction
+   API refuses such a pod whatever they allow); its PodDisruptionBudget allows no disruption now (a pod
+   not running yet, or running and not Ready under a budget whose ``unhealthyPodEvictionPolicy`` lets it
+   go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
 3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
    ``volcano.sh/preemptable=true``; a worker of an elastic job (see :class:`ElasticRef`: movable only
    while its job keeps its minimum, :func:`elastic_room`); a pod of a batch Job whose
@@ -163,8 +166,9 @@ def assess_move(
 ) -> Move:
     """May consolidation move ``pod`` off ``node`` to save cost, and at what cost (module docstring).
 
-    ``pdbs_allow``: the disruptions the budgets selecting the pod still allow (the least of them; None
-    when none selects it; see ``ClusterSnapshot.pdb_allowance``). ``cutoff``: the config's
+    ``pdbs_allow``: the disruptions the budgets selecting the pod let its eviction take now (None when
+    no budget guards it; ``ClusterSnapshot.pdb_allowance``, which answers 0 for a pod more than one
+    budget selects). ``cutoff``: the config's
     ``expendable_priority_cutoff``. ``jobs``: the snapshot's jobs by key (``ClusterSnapshot.jobs_by_key``).
     """
     if not keeps_node_busy(pod, now):
@@ -187,6 +191,11 @@ def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> 
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
     if pod.do_not_drain:
         return codes.POD_DO_NOT_DRAIN, f"labelled {DO_NOT_DRAIN}=true"
+    if pdbs_allow is not None and len(pod.pdbs) > 1:
+        return codes.POD_PDB_MULTIPLE, (
+            f"selected by more than one PodDisruptionBudget ({', '.join(pod.pdbs)}): the Eviction API "
+            "refuses to evict such a pod whatever they allow"
+        )
     if pdbs_allow is not None and pdbs_allow <= 0:
         return codes.POD_PDB_ALLOWS_NONE, "a PodDisruptionBudget selecting it allows no disruption now"
     return None

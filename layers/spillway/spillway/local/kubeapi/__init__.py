@@ -56,7 +56,9 @@ What it serves (JSON only)
   ``involvedObject.name``; others answer 400 ``field label not supported``).
 * Eviction (policy/v1): see :meth:`Store.evict`; a refusal is 429 ``TooManyRequests`` with
   "Cannot evict pod as it would violate the pod's disruption budget." and a ``details.causes`` entry
-  of reason ``DisruptionBudget``; success is 201 with a ``Success`` Status and the pod is removed at
+  of reason ``DisruptionBudget``; a running pod more than one budget selects is refused with the bare
+  500 Status the real server writes (``Failure``, "This pod has more than one PodDisruptionBudget,
+  which the eviction subresource does not support.", no reason, no details); success is 201 with a ``Success`` Status and the pod is removed at
   once. PDB ``status`` (``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``,
   ``expectedPods``, a ``DisruptionAllowed`` condition) is computed from the pods on every read; see
   :mod:`.disruption` for the arithmetic.

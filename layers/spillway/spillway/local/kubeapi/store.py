@@ -701,11 +701,12 @@ class Store:
                     for k, e in self._objects["PodDisruptionBudget"].items()
                     if k[0] == namespace and disruption.selects(e.obj, pod)
                 ]
-                if len(budgets) > 1:
+                if len(budgets) > 1:  # a Status of code 500 and this message only: no reason, no details
                     raise KubeApiError(
                         500,
                         "This pod has more than one PodDisruptionBudget, which the eviction subresource does not "
                         "support.",
+                        reason="",
                     )
                 if budgets:
                     self._check_budget(budgets[0], pod, pods)
