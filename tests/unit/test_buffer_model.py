@@ -183,3 +183,25 @@ def test_two_buffers_of_one_name_are_refused() -> None:
     one = {"name": "a", "pod": {"cpu": "1"}, "replicas": 1}
     with pytest.raises(ValidationError, match="buffer name 'a' is used twice"):
         PlannerConfig.model_validate({"buffers": [one, one]})
+
+
+def test_ready_for_provisioning_carries_the_controllers_reason_and_message() -> None:
+    # cluster-autoscaler capacitybuffer/common/common.go: True is reason AttributesSetSuccessfully with
+    # message "ready"; False is reason "error" with the error as the message. Tools that read the
+    # condition match these strings; Spillway's own words stay in the message.
+    template = PodTemplate.model_validate(TEMPLATE)
+    obj = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=2))
+    [ok] = buffer_infos([obj], [template])
+    [bad] = buffer_infos([obj], [])
+
+    ready = {c["type"]: c for c in (status_update(obj, ok, NOW) or {})["conditions"]}
+    failed = {c["type"]: c for c in (status_update(obj, bad, NOW) or {})["conditions"]}
+
+    assert (ready["ReadyForProvisioning"]["reason"], ready["ReadyForProvisioning"]["message"]) == (
+        "AttributesSetSuccessfully",
+        "ready",
+    )
+    assert (failed["ReadyForProvisioning"]["reason"], failed["ReadyForProvisioning"]["message"]) == (
+        "error",
+        "PodTemplate shop/web not found",
+    )

@@ -200,15 +200,20 @@ def parse_buffers(raw: Sequence[Any]) -> tuple[list[CapacityBuffer], list[str]]:
     return out, refused
 
 
-R_RESOLVED = "BufferResolved"
-R_UNRESOLVED = "BufferNotResolved"
+# ReadyForProvisioning's reasons and message, as cluster-autoscaler's buffer controller writes them
+# (capacitybuffer/common/common.go): tools that read the condition match these; Spillway's own words go
+# into the message only
+R_READY = "AttributesSetSuccessfully"
+R_NOT_READY = "error"
+READY_MESSAGE = "ready"
 
 
 def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> dict[str, Any] | None:
     """The ``status`` a buffer's controller writes (cluster-autoscaler's buffer controller does the same
     translation): ``podTemplateRef``, ``replicas`` and ``podTemplateGeneration`` resolved from the spec,
-    ``provisioningStrategy``, and condition ``ReadyForProvisioning`` (``False`` with the problem when
-    the buffer cannot be served). None when the status says so already, or when the buffer's strategy
+    ``provisioningStrategy``, and condition ``ReadyForProvisioning`` (``True``, reason
+    ``AttributesSetSuccessfully``, message ``ready``; ``False``, reason ``error``, the problem as the
+    message, when the buffer cannot be served). None when the status says so already, or when the buffer's strategy
     is not Spillway's (another controller owns it)."""
     if info.strategy != ACTIVE_CAPACITY:
         return None
@@ -242,8 +247,7 @@ def _observed(buffer: CapacityBuffer) -> dict[str, Any]:
 
 
 def _message(info: BufferInfo) -> str:
-    shape = f"PodTemplate {info.template}" if info.template else "spec.scalableRef"
-    return (info.problem or f"{info.replicas} chunk(s) shaped by {shape}")[:32768]
+    return (info.problem or READY_MESSAGE)[:32768]
 
 
 def _ready_condition(
@@ -252,7 +256,7 @@ def _ready_condition(
     """The ``ReadyForProvisioning`` condition, and whether the buffer carries it already (its
     ``lastTransitionTime`` moves only when its status does)."""
     status = "True" if ready else "False"
-    reason = R_RESOLVED if ready else R_UNRESOLVED
+    reason = R_READY if ready else R_NOT_READY
     message = _message(info)
     old = next((c for c in buffer.status.conditions if c.type == READY_FOR_PROVISIONING), None)
     kept = old is not None and old.status == status
