@@ -205,3 +205,30 @@ def test_ready_for_provisioning_carries_the_controllers_reason_and_message() -> 
         "error",
         "PodTemplate shop/web not found",
     )
+
+
+def test_a_percentage_beside_a_pod_template_ref_is_ignored_and_the_status_says_so() -> None:
+    # The API accepts it (the CEL rule asks a podTemplateRef buffer for replicas or limits only), and
+    # cluster-autoscaler applies a percentage only to a scalableRef's replicas (translators/replicas.go):
+    # the replicas serve.
+    template = PodTemplate.model_validate(TEMPLATE)
+    obj = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=3, percentage=50))
+    [info] = buffer_infos([obj], [template])
+    assert (info.problem, info.replicas) == ("", 3)
+    assert info.active_at(NOW)
+    status = status_update(obj, info, NOW)
+    assert status is not None and status["replicas"] == 3
+    [ready] = [c for c in status["conditions"] if c["type"] == "ReadyForProvisioning"]
+    assert ready["status"] == "True" and ready["reason"] == "AttributesSetSuccessfully"
+    assert ready["message"].startswith("ready") and "spec.percentage is ignored" in ready["message"]
+    # with limits instead of replicas, the limits give the count
+    capped = CapacityBuffer.model_validate(
+        buffer(podTemplateRef={"name": "web"}, percentage=50, limits={"cpu": "5"})
+    )
+    assert buffer_infos([capped], [template])[0].replicas == 2
+    # alone it sets nothing (the API refuses that buffer; read from a file it says why)
+    [alone] = buffer_infos([CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, percentage=50))],
+                           [template])  # fmt: skip
+    assert alone.problem == (
+        "spec.percentage applies only with spec.scalableRef, and neither spec.replicas nor spec.limits is set"
+    )

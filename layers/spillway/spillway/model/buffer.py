@@ -6,7 +6,8 @@ CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its 
 ``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet of its namespace: its pod
 template). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the scalable object's
 ``spec.replicas`` (rounded up, at least 1), capped by ``spec.limits`` (the chunks' summed requests); with
-neither, as many chunks as ``spec.limits`` holds. Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
+neither, as many chunks as ``spec.limits`` holds. A ``percentage`` beside a ``podTemplateRef`` is ignored,
+as cluster-autoscaler ignores it (its status message says so). Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
 buffer of another strategy belongs to another controller and is left alone.
 
 :func:`buffer_infos` never raises: a buffer that cannot be served keeps the problem in
@@ -100,14 +101,15 @@ class BufferInfo:
         )
 
 
+IGNORED_PERCENTAGE = "spec.percentage applies only with spec.scalableRef"
+
+
 def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[int, str]:
     """How many chunks the spec asks for (``current``: the scalable object's replicas), or why it
     cannot be known."""
     spec = buffer.spec
     asked: list[int] = [] if spec.replicas is None else [spec.replicas]
-    if spec.percentage is not None:
-        if current is None:
-            return 0, "spec.percentage applies only with spec.scalableRef"
+    if spec.percentage is not None and current is not None:  # without a scalableRef it is ignored
         asked.append(max(1, math.ceil(spec.percentage * current / 100)) if spec.percentage else 0)
     count = max(asked) if asked else None
     if spec.limits:
@@ -116,6 +118,8 @@ def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[
         if fits:
             count = min(fits) if count is None else min(count, *fits)
     if count is None:
+        if spec.percentage is not None:
+            return 0, f"{IGNORED_PERCENTAGE}, and neither spec.replicas nor spec.limits is set"
         return 0, "neither spec.replicas, spec.percentage nor spec.limits sets the number of chunks"
     return count, ""
 
@@ -246,8 +250,13 @@ def _observed(buffer: CapacityBuffer) -> dict[str, Any]:
     }
 
 
-def _message(info: BufferInfo) -> str:
-    return (info.problem or READY_MESSAGE)[:32768]
+def _message(buffer: CapacityBuffer, info: BufferInfo) -> str:
+    """The controller's message, and what Spillway left out of the spec."""
+    if info.problem:
+        return info.problem[:32768]
+    if buffer.spec.percentage is not None and buffer.spec.scalable_ref is None:
+        return f"{READY_MESSAGE}; spec.percentage is ignored: it applies only with spec.scalableRef"
+    return READY_MESSAGE
 
 
 def _ready_condition(
@@ -257,7 +266,7 @@ def _ready_condition(
     ``lastTransitionTime`` moves only when its status does)."""
     status = "True" if ready else "False"
     reason = R_READY if ready else R_NOT_READY
-    message = _message(info)
+    message = _message(buffer, info)
     old = next((c for c in buffer.status.conditions if c.type == READY_FOR_PROVISIONING), None)
     kept = old is not None and old.status == status
     since = old.last_transition_time if kept and old is not None else None
