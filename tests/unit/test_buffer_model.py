@@ -232,3 +232,28 @@ def test_a_percentage_beside_a_pod_template_ref_is_ignored_and_the_status_says_s
     assert alone.problem == (
         "spec.percentage applies only with spec.scalableRef, and neither spec.replicas nor spec.limits is set"
     )
+
+
+def test_limits_naming_no_resource_the_chunk_requests_make_the_buffer_not_ready() -> None:
+    # cluster-autoscaler translators/replicas.go calculateMaxPodsFromLimits: "resources in configured
+    # limits not found in the pod template" is an error: ReadyForProvisioning=False, nothing provisioned.
+    template = PodTemplate.model_validate(TEMPLATE)  # requests cpu and memory
+    obj = CapacityBuffer.model_validate(
+        buffer(podTemplateRef={"name": "web"}, replicas=3, limits={"nvidia.com/gpu": "1"})
+    )
+    [info] = buffer_infos([obj], [template])
+    assert info.problem.startswith(
+        "spec.limits: resources in configured limits not found in the pod template"
+    )
+    assert "nvidia.com/gpu" in info.problem
+    assert not info.active_at(NOW)
+    status = status_update(obj, info, NOW)
+    assert status is not None and status["replicas"] is None
+    [ready] = [c for c in status["conditions"] if c["type"] == "ReadyForProvisioning"]
+    assert (ready["status"], ready["reason"], ready["message"]) == ("False", "error", info.problem)
+    # one limit the chunk requests is enough: the others are left out, as the controller does
+    mixed = CapacityBuffer.model_validate(
+        buffer(podTemplateRef={"name": "web"}, replicas=3, limits={"nvidia.com/gpu": "1", "cpu": "4"})
+    )
+    [served] = buffer_infos([mixed], [template])
+    assert (served.problem, served.replicas) == ("", 2)

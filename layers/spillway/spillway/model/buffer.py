@@ -6,7 +6,8 @@ CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its 
 ``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet of its namespace: its pod
 template). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the scalable object's
 ``spec.replicas`` (rounded up, at least 1), capped by ``spec.limits`` (the chunks' summed requests); with
-neither, as many chunks as ``spec.limits`` holds. A ``percentage`` beside a ``podTemplateRef`` is ignored,
+neither, as many chunks as ``spec.limits`` holds (limits on no resource the chunk requests are a
+problem, as for cluster-autoscaler's controller). A ``percentage`` beside a ``podTemplateRef`` is ignored,
 as cluster-autoscaler ignores it (its status message says so). Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
 buffer of another strategy belongs to another controller and is left alone.
 
@@ -112,16 +113,31 @@ def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[
     if spec.percentage is not None and current is not None:  # without a scalableRef it is ignored
         asked.append(max(1, math.ceil(spec.percentage * current / 100)) if spec.percentage else 0)
     count = max(asked) if asked else None
-    if spec.limits:
-        limits = parse_resource_list(spec.limits)
-        fits = [limits[r] // v for r, v in pod.requests.items() if r in limits and v > 0]
-        if fits:
-            count = min(fits) if count is None else min(count, *fits)
+    if spec.limits is not None:
+        fits, problem = _fit_in_limits(spec.limits, pod)
+        if problem:
+            return 0, problem
+        count = fits if count is None else min(count, fits)
     if count is None:
         if spec.percentage is not None:
             return 0, f"{IGNORED_PERCENTAGE}, and neither spec.replicas nor spec.limits is set"
         return 0, "neither spec.replicas, spec.percentage nor spec.limits sets the number of chunks"
     return count, ""
+
+
+def _fit_in_limits(limits: Mapping[str, Any], pod: PodInfo) -> tuple[int, str]:
+    """How many chunks ``spec.limits`` holds: each limit on a resource the chunk requests caps the
+    count, the others are left out. None of them a resource it requests is an error, as for
+    cluster-autoscaler's controller (the buffer is not ready)."""
+    caps = parse_resource_list(limits)
+    fits = [caps[r] // v for r, v in pod.requests.items() if r in caps and v > 0]
+    if not fits:
+        requested = ", ".join(sorted(r for r, v in pod.requests.items() if v > 0)) or "nothing"
+        return 0, (
+            "spec.limits: resources in configured limits not found in the pod template "
+            f"(limits name {', '.join(sorted(caps)) or 'none'}; the chunk requests {requested})"
+        )
+    return min(fits), ""
 
 
 def _shape(
