@@ -3,7 +3,7 @@ resolved, kept in the snapshot, and the status observe writes back; configured b
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -127,7 +127,7 @@ def test_status_is_written_once_as_the_buffer_controller_writes_it() -> None:
         3,
     )
     assert status["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
-    [ready] = status["conditions"]
+    [ready, _provisioning] = status["conditions"]
     assert (ready["type"], ready["status"], ready["lastTransitionTime"]) == (
         "ReadyForProvisioning",
         "True",
@@ -257,3 +257,46 @@ def test_limits_naming_no_resource_the_chunk_requests_make_the_buffer_not_ready(
     )
     [served] = buffer_infos([mixed], [template])
     assert (served.problem, served.replicas) == ("", 2)
+
+
+def conditions(status: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
+    assert status is not None
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def test_a_served_buffer_says_provisioning_as_the_controllers_pod_list_processor_does() -> None:
+    # cluster-autoscaler processors/capacitybuffer/pod_list_processor.go, for a buffer that is (or was)
+    # ready or provisioning: Provisioning=True FakePodsInjected once its fake pods join the unschedulable
+    # pods; False BufferIsEmpty with zero replicas; False NotReadyForProvisioning once it is not ready.
+    # Spillway's plans hold every served buffer's virtual pods (spillway.planner.buffers).
+    template = PodTemplate.model_validate(TEMPLATE)
+    obj = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=2))
+    [info] = buffer_infos([obj], [template])
+
+    served = status_update(obj, info, NOW)
+
+    assert conditions(served) == {
+        "ReadyForProvisioning": ("True", "AttributesSetSuccessfully"),
+        "Provisioning": ("True", "FakePodsInjected"),
+    }
+    written = CapacityBuffer.model_validate(
+        {**buffer(podTemplateRef={"name": "web"}, replicas=2), "status": served}
+    )
+    assert status_update(written, info, NOW + timedelta(minutes=5)) is None  # said already: not written again
+    # the template goes away: not ready, and no longer provisioning
+    [gone] = buffer_infos([written], [])
+    assert conditions(status_update(written, gone, NOW)) == {
+        "ReadyForProvisioning": ("False", "error"),
+        "Provisioning": ("False", "NotReadyForProvisioning"),
+    }
+    # zero chunks: ready, and nothing to provision
+    empty = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=0))
+    assert conditions(status_update(empty, buffer_infos([empty], [template])[0], NOW)) == {
+        "ReadyForProvisioning": ("True", "AttributesSetSuccessfully"),
+        "Provisioning": ("False", "BufferIsEmpty"),
+    }
+    # never ready nor provisioning: the processor passes it by, and writes no Provisioning condition
+    never = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "nope"}, replicas=2))
+    assert conditions(status_update(never, buffer_infos([never], [template])[0], NOW)) == {
+        "ReadyForProvisioning": ("False", "error"),
+    }

@@ -226,26 +226,58 @@ def parse_buffers(raw: Sequence[Any]) -> tuple[list[CapacityBuffer], list[str]]:
 R_READY = "AttributesSetSuccessfully"
 R_NOT_READY = "error"
 READY_MESSAGE = "ready"
+# Provisioning's, as cluster-autoscaler's pod list processor writes them when it injects (or cannot
+# inject) a buffer's fake pods (processors/capacitybuffer/pod_list_processor.go)
+R_INJECTED = "FakePodsInjected"
+R_EMPTY = "BufferIsEmpty"
+R_NOT_PROVISIONABLE = "NotReadyForProvisioning"
+EMPTY_MESSAGE = "CapacityBuffer has zero replicas"
+NOT_PROVISIONABLE_MESSAGE = "CapacityBuffer is not ready for provisioning"
+Wanted = tuple[str, str, str]  # a condition's status, reason, message
 
 
 def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> dict[str, Any] | None:
     """The ``status`` a buffer's controller writes (cluster-autoscaler's buffer controller does the same
     translation): ``podTemplateRef``, ``replicas`` and ``podTemplateGeneration`` resolved from the spec,
-    ``provisioningStrategy``, and condition ``ReadyForProvisioning`` (``True``, reason
+    ``provisioningStrategy``, condition ``ReadyForProvisioning`` (``True``, reason
     ``AttributesSetSuccessfully``, message ``ready``; ``False``, reason ``error``, the problem as the
-    message, when the buffer cannot be served). None when the status says so already, or when the buffer's strategy
-    is not Spillway's (another controller owns it)."""
+    message, when the buffer cannot be served), and condition ``Provisioning`` as cluster-autoscaler's
+    pod list processor writes it (:func:`_provisioning`). None when the status says so already, or when
+    the buffer's strategy is not Spillway's (another controller owns it)."""
     if info.strategy != ACTIVE_CAPACITY:
         return None
     ready = info.pod is not None and not info.problem
-    condition, same_condition = _ready_condition(buffer, info, ready, now)
     wanted = _resolved(info) if ready else dict.fromkeys(_resolved(info))
     wanted["provisioningStrategy"] = ACTIVE_CAPACITY
-    if wanted == _observed(buffer) and same_condition:
+    message = _message(buffer, info)
+    ready_condition = ("True", R_READY, message) if ready else ("False", R_NOT_READY, message)
+    written = {READY_FOR_PROVISIONING: ready_condition}
+    provisioning = _provisioning(buffer, info, ready, now)
+    if provisioning is not None:
+        written[PROVISIONING] = provisioning
+    made = [_condition(buffer, kind, want, now) for kind, want in written.items()]
+    if wanted == _observed(buffer) and all(same for _, same in made):
         return None
     others = [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in buffer.status.conditions
-              if c.type != READY_FOR_PROVISIONING]  # fmt: skip
-    return {**wanted, "conditions": [*others, condition]}
+              if c.type not in written]  # fmt: skip
+    return {**wanted, "conditions": [*others, *(condition for condition, _ in made)]}
+
+
+def _provisioning(buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime) -> Wanted | None:
+    """The ``Provisioning`` condition: ``True`` (``FakePodsInjected``) for a buffer Spillway serves
+    (:meth:`BufferInfo.active_at`: the planner makes its chunks virtual pods of every plan,
+    :func:`spillway.planner.buffers.active_buffers`); ``False`` with
+    ``BufferIsEmpty`` for a ready buffer of zero chunks, and with ``NotReadyForProvisioning`` for one no
+    longer ready that said ``Provisioning=True``. None (left as it is) for a buffer that is neither
+    ready nor said so: the processor passes such a buffer by."""
+    if info.active_at(now):
+        return "True", R_INJECTED, f"{info.replicas} virtual pod(s) in each of Spillway's plans"
+    if ready:
+        return "False", R_EMPTY, EMPTY_MESSAGE
+    old = next((c for c in buffer.status.conditions if c.type == PROVISIONING), None)
+    if old is not None and old.status == "True":
+        return "False", R_NOT_PROVISIONABLE, NOT_PROVISIONABLE_MESSAGE
+    return None
 
 
 def _resolved(info: BufferInfo) -> dict[str, Any]:
@@ -275,19 +307,17 @@ def _message(buffer: CapacityBuffer, info: BufferInfo) -> str:
     return READY_MESSAGE
 
 
-def _ready_condition(
-    buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime
+def _condition(
+    buffer: CapacityBuffer, kind: str, wanted: Wanted, now: datetime
 ) -> tuple[dict[str, Any], bool]:
-    """The ``ReadyForProvisioning`` condition, and whether the buffer carries it already (its
+    """The condition ``kind`` as wanted, and whether the buffer carries it already (its
     ``lastTransitionTime`` moves only when its status does)."""
-    status = "True" if ready else "False"
-    reason = R_READY if ready else R_NOT_READY
-    message = _message(buffer, info)
-    old = next((c for c in buffer.status.conditions if c.type == READY_FOR_PROVISIONING), None)
+    status, reason, message = wanted
+    old = next((c for c in buffer.status.conditions if c.type == kind), None)
     kept = old is not None and old.status == status
     since = old.last_transition_time if kept and old is not None else None
     condition = {
-        "type": READY_FOR_PROVISIONING,
+        "type": kind,
         "status": status,
         "observedGeneration": buffer.metadata.generation or 0,
         "lastTransitionTime": (since or now).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
