@@ -300,3 +300,45 @@ def test_a_served_buffer_says_provisioning_as_the_controllers_pod_list_processor
     assert conditions(status_update(never, buffer_infos([never], [template])[0], NOW)) == {
         "ReadyForProvisioning": ("False", "error"),
     }
+
+
+JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "train", "namespace": "shop"},
+    "spec": {"parallelism": 4, "completions": 16, "template": TEMPLATE["template"]},
+}
+RC = {
+    "apiVersion": "v1",
+    "kind": "ReplicationController",
+    "metadata": {"name": "legacy", "namespace": "shop"},
+    "spec": {"replicas": 6, "template": TEMPLATE["template"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("workload", "ref", "chunks"),
+    [
+        (JOB, {"apiGroup": "batch", "kind": "Job", "name": "train"}, 2),  # 50 % of spec.parallelism 4
+        (RC, {"apiGroup": "", "kind": "ReplicationController", "name": "legacy"}, 3),  # of spec.replicas 6
+        (RC, {"apiGroup": "core", "kind": "ReplicationController", "name": "legacy"}, 3),
+    ],
+)
+def test_a_scalable_ref_to_a_job_or_a_replication_controller_is_served_as_the_controller_resolves_it(
+    workload: dict[str, Any], ref: dict[str, str], chunks: int
+) -> None:
+    # cluster-autoscaler translators/scalable_objects/scalable_object_resolvers.go: besides the apps
+    # kinds, core ReplicationController (its spec.replicas) and batch Job (its spec.parallelism), each
+    # read through its pod template.
+    doc = {"kind": "List", "items": [workload, buffer(scalableRef=ref, percentage=50)]}
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list(doc).others).buffers
+    assert (info.problem, info.replicas) == ("", chunks)
+    assert info.pod is not None and info.pod.node_selector == (("pool", "serving"),)
+    assert info.active_at(NOW)
+
+
+def test_a_kind_served_only_through_a_scale_subresource_is_not_served_and_says_so() -> None:
+    ref = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}
+    [info] = buffer_infos([CapacityBuffer.model_validate(buffer(scalableRef=ref, replicas=2))], [])
+    assert "scale subresource" in info.problem
+    assert not info.active_at(NOW)

@@ -3,13 +3,15 @@
 
 A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
 CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace) or by
-``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet of its namespace: its pod
-template). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the scalable object's
-``spec.replicas`` (rounded up, at least 1), capped by ``spec.limits`` (the chunks' summed requests); with
-neither, as many chunks as ``spec.limits`` holds (limits on no resource the chunk requests are a
-problem, as for cluster-autoscaler's controller). A ``percentage`` beside a ``podTemplateRef`` is ignored,
-as cluster-autoscaler ignores it (its status message says so). Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
-buffer of another strategy belongs to another controller and is left alone.
+``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet, a core
+ReplicationController or a ``batch/v1`` Job of its namespace: its pod template, as cluster-autoscaler's
+resolvers read it). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the
+scalable object's ``spec.replicas`` (a Job's ``spec.parallelism``; rounded up, at least 1), capped by
+``spec.limits`` (the chunks' summed requests); with neither, as many chunks as ``spec.limits`` holds
+(limits on no resource the chunk requests are a problem, as for cluster-autoscaler's controller). A
+``percentage`` beside a ``podTemplateRef`` is ignored, as cluster-autoscaler ignores it (its status
+message says so). Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is
+served; a buffer of another strategy belongs to another controller and is left alone.
 
 :func:`buffer_infos` never raises: a buffer that cannot be served keeps the problem in
 :attr:`BufferInfo.problem` (and holds nothing).
@@ -38,8 +40,27 @@ ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 # status.conditions types, as cluster-autoscaler's buffer controller writes them
 READY_FOR_PROVISIONING = "ReadyForProvisioning"
 PROVISIONING = "Provisioning"
-# the kinds a scalableRef may name, with their resource (plural) in apps/v1
-SCALABLE = {"Deployment": "deployments", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}
+# the kinds a scalableRef may name (cluster-autoscaler's resolvers of a pod template:
+# translators/scalable_objects/scalable_object_resolvers.go), by kind: (API group, version, plural)
+SCALABLE = {
+    "Deployment": ("apps", "v1", "deployments"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "ReplicaSet": ("apps", "v1", "replicasets"),
+    "ReplicationController": ("", "v1", "replicationcontrollers"),
+    "Job": ("batch", "v1", "jobs"),
+}
+# how a scalableRef names the core group: "" as the API documents it, or "core" as the controller does
+CORE_GROUPS = ("", "core")
+
+
+def scalable_resource(api_group: str, kind: str) -> tuple[str, str, str] | None:
+    """(group, version, plural) of the kind a scalableRef names, if Spillway reads its pod template."""
+    found = SCALABLE.get(kind)
+    if found is None or found[0] != ("" if api_group in CORE_GROUPS else api_group):
+        return None
+    return found
+
+
 Workloads = Mapping[tuple[str, str, str], Scalable]  # (namespace, kind, name)
 
 
@@ -156,22 +177,23 @@ def _shape(
     if scalable is None:
         return None, None, "", 0, "neither spec.podTemplateRef nor spec.scalableRef names the chunk's shape"
     what = f"{scalable.kind} {namespace}/{scalable.name}"
-    if scalable.api_group != "apps" or scalable.kind not in SCALABLE:
-        kinds = ", ".join(f"apps {k}" for k in SCALABLE)
-        return (
-            None,
-            None,
-            "",
-            0,
-            f"spec.scalableRef: {what} ({scalable.api_group or 'core'}) is not served ({kinds} are)",
-        )
+    if scalable_resource(scalable.api_group, scalable.kind) is None:
+        return None, None, "", 0, _not_served(what, scalable.api_group)
     workload = workloads.get((namespace, scalable.kind, scalable.name))
     if workload is None:
         return None, None, "", 0, f"{what} not found"
     raw = {"metadata": {"name": f"{scalable.kind} {scalable.name}"}, "template": workload.spec.template}
     pod, problem = template_pod_object(raw, namespace, f"{name}:buffer")
-    current = 1 if workload.spec.replicas is None else workload.spec.replicas
-    return pod, current, "", 0, problem.replace("PodTemplate ", "", 1)
+    return pod, workload.replicas, "", 0, problem.replace("PodTemplate ", "", 1)
+
+
+def _not_served(what: str, api_group: str) -> str:
+    kinds = ", ".join(f"{SCALABLE[k][0] or 'core'} {k}" for k in SCALABLE)
+    return (
+        f"spec.scalableRef: {what} ({api_group or 'core'}) is not served: Spillway reads the pod "
+        f"template of {kinds}; it does not read other kinds through their scale subresource and pods, "
+        "as cluster-autoscaler can"
+    )
 
 
 def buffer_info(

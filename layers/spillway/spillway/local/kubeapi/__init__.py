@@ -22,8 +22,8 @@ What it serves (JSON only)
   ``/api/v1/[namespaces/{ns}/]persistentvolumeclaims`` and ``/api/v1/persistentvolumes`` (+ ``/status``),
   ``/apis/storage.k8s.io/v1/storageclasses`` (``volumeBindingMode`` defaulted to ``Immediate`` and
   ``reclaimPolicy`` to ``Delete`` on create, as the API server does),
-  ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``: stored as
-  given, no controller runs them); get, list, create, replace (PUT), patch, delete and
+  ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``, and
+  ``/api/v1/[namespaces/{ns}/]replicationcontrollers``: stored as given, no controller runs them); get, list, create, replace (PUT), patch, delete and
   deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
   ``/api/v1``, ``/apis/<group>[/<version>]``) and ``/healthz``.
 * Optional resources, served only while installed (``KubeApiServer(optional_resources=[...])``, a
