@@ -49,6 +49,9 @@ SCALABLE = {
     "ReplicationController": ("", "v1", "replicationcontrollers"),
     "Job": ("batch", "v1", "jobs"),
 }
+# a percentage is of a scalable object's count: beside a podTemplateRef it is left out, as cluster-autoscaler
+# leaves it out (translators/replicas.go applies it only when the scalable object's replicas are known)
+IGNORED_PERCENTAGE = "spec.percentage applies only with spec.scalableRef"
 # how a scalableRef names the core group: "" as the API documents it, or "core" as the controller does
 CORE_GROUPS = ("", "core")
 
@@ -121,9 +124,6 @@ class BufferInfo:
             strategy=str(d.get("s") or ACTIVE_CAPACITY),
             windows=tuple(TimeWindow.model_validate(w) for w in d.get("w", ())),
         )
-
-
-IGNORED_PERCENTAGE = "spec.percentage applies only with spec.scalableRef"
 
 
 def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[int, str]:
