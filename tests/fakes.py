@@ -208,6 +208,13 @@ class FakeCluster(Recorder):
             if o.get("kind") == "PodTemplate" and namespace in (None, o["metadata"].get("namespace"))
         ]  # fmt: skip
 
+    def list_replication_controllers(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        self._call("list_replication_controllers", namespace)
+        return [
+            o for o in self.custom
+            if o.get("kind") == "ReplicationController" and namespace in (None, o["metadata"].get("namespace"))
+        ]  # fmt: skip
+
     def get_node(self, name: str) -> Node:
         self._call("get_node", name)
         return Node.model_validate(self._node(name))
@@ -324,9 +331,9 @@ def _volume_object(obj: dict[str, Any]) -> VolumeObject:
 
 def _shared_object(obj: dict[str, Any]) -> SharedObject:
     parsed = parse_kube_list({"kind": "List", "items": [obj]}).others
-    if len(parsed) != 1:
+    if not parsed:
         raise ValueError(f"not a shared-cluster object: {obj.get('apiVersion')} {obj.get('kind')}")
-    return parsed[0]
+    return parsed[0]  # a batch Job as the adapter reads it (a List gives its Scalable too)
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:

@@ -204,10 +204,15 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
                     "spec": {"podTemplateRef": {"name": "t"}, "replicas": 1}})  # fmt: skip
     cloud.kube.add({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ml"},
                     "spec": {"replicas": 10, "template": {"spec": template}}})  # fmt: skip
-    for kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+    cloud.kube.add({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "web", "namespace": "ml"},
+                    "spec": {"parallelism": 10, "template": {"spec": {**template, "restartPolicy": "Never"}}}})  # fmt: skip
+    cloud.kube.add({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "web", "namespace": "ml"},
+                    "spec": {"replicas": 10, "template": {"spec": template}}})  # fmt: skip
+    for group, kind in (("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet"), ("batch", "Job"),
+                        ("", "ReplicationController")):  # fmt: skip
         cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
                         "metadata": {"name": f"of-{kind.lower()}", "namespace": "ml"},
-                        "spec": {"scalableRef": {"apiGroup": "apps", "kind": kind, "name": "web"},
+                        "spec": {"scalableRef": {"apiGroup": group, "kind": kind, "name": "web"},
                                  "percentage": 10}})  # fmt: skip
     cloud.kube.clear_requests()
 
@@ -229,6 +234,9 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     assert buffer is not None and buffer["status"]["replicas"] == 1, buffer
     of_deployment = cloud.kube.get("CapacityBuffer", "of-deployment", "ml")
     assert of_deployment is not None and of_deployment["status"]["replicas"] == 1, of_deployment  # 10 % of 10
+    for kind in ("job", "replicationcontroller"):  # 10 % of a Job's parallelism, of an RC's replicas
+        of_kind = cloud.kube.get("CapacityBuffer", f"of-{kind}", "ml")
+        assert of_kind is not None and of_kind["status"]["replicas"] == 1, of_kind
 
     # drain a general node that runs a pod.
     victim = sorted(

@@ -746,3 +746,14 @@ def test_list_pod_templates(server: KubeApiServer, kube: KubeClient) -> None:
     (only,) = kube.list_pod_templates("ml")
     assert only["kind"] == "PodTemplate"
     assert only["template"]["spec"]["containers"][0]["image"] == "i"
+
+
+def test_list_replication_controllers(server: KubeApiServer, kube: KubeClient) -> None:
+    server.add({"kind": "Namespace", "metadata": {"name": "web"}})
+    template = {"spec": {"containers": [{"name": "c", "image": "i"}]}}
+    for ns in ("default", "web"):
+        server.add({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "old", "namespace": ns},
+                    "spec": {"replicas": 3, "template": template}})  # fmt: skip
+    assert [r["metadata"]["namespace"] for r in kube.list_replication_controllers()] == ["default", "web"]
+    (only,) = kube.list_replication_controllers("web")
+    assert (only["apiVersion"], only["kind"], only["spec"]["replicas"]) == ("v1", "ReplicationController", 3)

@@ -19,7 +19,7 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
-from spillway.local.kubeapi import KubeApiServer
+from spillway.local.kubeapi import KubeApiError, KubeApiServer
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 
 SMP = "application/strategic-merge-patch+json"
@@ -747,6 +747,146 @@ def test_provisioning_class_name_is_immutable(custom: CustomObjectsApi) -> None:
     kept = custom.get_namespaced_custom_object(*args)
     assert kept["spec"]["provisioningClassName"] == CHECK_CAPACITY
     assert kept["status"] == status
+
+
+# The CRDs' published validation (kubernetes/autoscaler cluster-autoscaler/apis, kubebuilder markers):
+# CapacityQuota v1beta1 spec.limits.resources "All resource quantities must be non-negative integers."
+# (its doc lists "32Gi", "2k", "10" as allowed and "3.67Gi", "500m", "0.3" and even "1000m" as invalid);
+# CapacityBuffer v1beta1 spec: a podTemplateRef needs replicas or limits, not both refs, replicas and
+# percentage >= 0, refs' names non-empty, provisioningStrategy defaulted on create.
+BUFFERS = ("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers")
+
+
+def capacity_buffer(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}  # fmt: skip
+
+
+def refused(call: Any) -> str:
+    with pytest.raises(ApiException) as caught:
+        call()
+    assert caught.value.status == 422, caught.value.body
+    return str(json.loads(caught.value.body)["message"])
+
+
+@pytest.mark.parametrize("value", ["500m", "1000m", "0.3", "3.67Gi", "2.0", "-1", -1])
+def test_a_quota_limit_that_is_no_non_negative_integer_is_refused(
+    custom: CustomObjectsApi, value: Any
+) -> None:
+    body = quota("q", "1")
+    body["spec"]["limits"]["resources"]["cpu"] = value
+    message = refused(lambda: custom.create_cluster_custom_object(*QUOTAS, body))
+    assert message == (
+        'CapacityQuota.autoscaling.x-k8s.io "q" is invalid: spec.limits.resources: Invalid value: "object": '
+        "All resource quantities must be non-negative integers."
+    )
+
+
+@pytest.mark.parametrize("value", ["32Gi", "2k", "1.5k", "10", 10, "0"])
+def test_a_quota_limit_that_is_a_non_negative_integer_is_kept(custom: CustomObjectsApi, value: Any) -> None:
+    body = quota("q", "1")
+    body["spec"]["limits"]["resources"]["memory"] = value
+    made = custom.create_cluster_custom_object(*QUOTAS, body)
+    assert made["spec"]["limits"]["resources"]["memory"] == value
+
+
+def test_a_quota_needs_its_limits_and_refuses_a_patch_that_breaks_them(custom: CustomObjectsApi) -> None:
+    bare = {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota", "metadata": {"name": "q"},
+            "spec": {}}  # fmt: skip
+    assert refused(lambda: custom.create_cluster_custom_object(*QUOTAS, bare)).endswith(
+        "spec.limits: Required value"
+    )
+    custom.create_cluster_custom_object(*QUOTAS, quota("q", "8"))
+    patch = {"spec": {"limits": {"resources": {"cpu": "lots"}}}}
+    message = refused(lambda: custom.patch_cluster_custom_object(*QUOTAS, "q", patch))
+    assert message.startswith(
+        'CapacityQuota.autoscaling.x-k8s.io "q" is invalid: spec.limits.resources.cpu: '
+    )
+    assert custom.get_cluster_custom_object(*QUOTAS, "q")["spec"]["limits"]["resources"]["cpu"] == "8"
+
+
+def test_a_buffer_naming_both_a_pod_template_and_a_scalable_object_is_refused(
+    custom: CustomObjectsApi,
+) -> None:
+    body = capacity_buffer("both", podTemplateRef={"name": "web"}, replicas=1,
+                           scalableRef={"apiGroup": "apps", "kind": "Deployment", "name": "web"})  # fmt: skip
+    message = refused(
+        lambda: custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], body)
+    )
+    assert message == (
+        'CapacityBuffer.autoscaling.x-k8s.io "both" is invalid: spec: Invalid value: "object": '
+        "You must define either PodTemplateRef or ScalableRef, but not both"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "accepted"),
+    [
+        ({"podTemplateRef": {"name": "web"}}, False),
+        ({"podTemplateRef": {"name": "web"}, "percentage": 20}, False),
+        ({"podTemplateRef": {"name": "web"}, "replicas": 0}, True),
+        ({"podTemplateRef": {"name": "web"}, "limits": {"cpu": "4"}}, True),
+        ({"scalableRef": {"kind": "Deployment", "name": "web"}}, True),  # the rule asks nothing of it
+    ],
+)
+def test_a_pod_template_buffer_needs_replicas_or_limits(
+    custom: CustomObjectsApi, spec: dict[str, Any], accepted: bool
+) -> None:
+    def create() -> Any:
+        return custom.create_namespaced_custom_object(
+            *BUFFERS[:2], "default", BUFFERS[2], capacity_buffer("b", **spec)
+        )
+
+    if accepted:
+        create()
+    else:
+        assert refused(create).endswith(
+            'spec: Invalid value: "object": If X is set, replicas or limits must also be set'
+        )
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"podTemplateRef": {"name": "web"}, "replicas": -1}, "spec.replicas"),
+        ({"scalableRef": {"kind": "Deployment", "name": "web"}, "percentage": -5}, "spec.percentage"),
+        ({"podTemplateRef": {"name": ""}, "replicas": 1}, "spec.podTemplateRef.name"),
+        ({"scalableRef": {"name": "web"}, "replicas": 1}, "spec.scalableRef.kind"),
+        ({"podTemplateRef": {"name": "web"}, "replicas": "two"}, "spec.replicas"),
+        ({"podTemplateRef": {"name": "web"}, "limits": {"cpu": "lots"}}, "spec.limits.cpu"),
+    ],
+)
+def test_a_buffer_field_out_of_its_schema_is_refused_naming_it(
+    custom: CustomObjectsApi, spec: dict[str, Any], field: str
+) -> None:
+    body = capacity_buffer("b", **spec)
+    message = refused(
+        lambda: custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], body)
+    )
+    assert message.startswith(f'CapacityBuffer.autoscaling.x-k8s.io "b" is invalid: {field}: '), message
+
+
+def test_a_buffer_gets_the_default_provisioning_strategy(
+    api: KubeApiServer, custom: CustomObjectsApi
+) -> None:
+    made = custom.create_namespaced_custom_object(
+        *BUFFERS[:2], "default", BUFFERS[2], capacity_buffer("d", podTemplateRef={"name": "web"}, replicas=1)
+    )
+    assert made["spec"]["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
+    other = capacity_buffer(
+        "o", podTemplateRef={"name": "web"}, replicas=1, provisioningStrategy="example.com/x"
+    )
+    assert (
+        custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], other)["spec"][
+            "provisioningStrategy"
+        ]
+        == "example.com/x"
+    )
+    # a fixture added in-process is defaulted and validated too: the API never holds anything else
+    added = api.add(capacity_buffer("a", podTemplateRef={"name": "web"}, limits={"cpu": "2"}))
+    assert added["spec"]["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
+    with pytest.raises(KubeApiError):
+        api.add(capacity_buffer("bad", podTemplateRef={"name": "web"}))
 
 
 def test_custom_resources_page_and_select_by_label(custom: CustomObjectsApi) -> None:

@@ -579,6 +579,33 @@ def test_capacity_buffers_are_read_with_their_template_and_their_status_written_
     assert [c for c in kube.calls if c[0] == "patch_custom_status"] == writes  # unchanged: not written again
 
 
+def test_capacity_buffers_of_a_job_and_a_replication_controller_read_them_where_they_live(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    template = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+    kube.custom.extend([
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml"},
+         "spec": {"parallelism": 8, "template": template}},
+        {"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "old", "namespace": "web"},
+         "spec": {"replicas": 4, "template": template}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+         "metadata": {"name": "of-job", "namespace": "ml"},
+         "spec": {"scalableRef": {"apiGroup": "batch", "kind": "Job", "name": "train"}, "percentage": 25}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+         "metadata": {"name": "of-rc", "namespace": "web"},
+         "spec": {"scalableRef": {"kind": "ReplicationController", "name": "old"}, "percentage": 50}},
+    ])  # fmt: skip
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert {(b.key, b.problem, b.replicas) for b in snapshot.cluster.buffers} == {
+        ("ml/of-job", "", 2),  # 25 % of parallelism 8
+        ("web/of-rc", "", 2),  # 50 % of 4 replicas
+    }
+    assert ("list_custom", ("batch", "v1", "jobs", "ml")) in kube.calls  # only where a buffer names one
+    assert ("list_replication_controllers", ("web",)) in kube.calls
+
+
 def test_capacity_buffers_refused_by_rbac_are_none_and_observe_goes_on(
     kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
 ) -> None:

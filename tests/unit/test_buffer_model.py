@@ -3,7 +3,7 @@ resolved, kept in the snapshot, and the status observe writes back; configured b
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -127,7 +127,7 @@ def test_status_is_written_once_as_the_buffer_controller_writes_it() -> None:
         3,
     )
     assert status["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
-    [ready] = status["conditions"]
+    [ready, _provisioning] = status["conditions"]
     assert (ready["type"], ready["status"], ready["lastTransitionTime"]) == (
         "ReadyForProvisioning",
         "True",
@@ -183,3 +183,162 @@ def test_two_buffers_of_one_name_are_refused() -> None:
     one = {"name": "a", "pod": {"cpu": "1"}, "replicas": 1}
     with pytest.raises(ValidationError, match="buffer name 'a' is used twice"):
         PlannerConfig.model_validate({"buffers": [one, one]})
+
+
+def test_ready_for_provisioning_carries_the_controllers_reason_and_message() -> None:
+    # cluster-autoscaler capacitybuffer/common/common.go: True is reason AttributesSetSuccessfully with
+    # message "ready"; False is reason "error" with the error as the message. Tools that read the
+    # condition match these strings; Spillway's own words stay in the message.
+    template = PodTemplate.model_validate(TEMPLATE)
+    obj = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=2))
+    [ok] = buffer_infos([obj], [template])
+    [bad] = buffer_infos([obj], [])
+
+    ready = {c["type"]: c for c in (status_update(obj, ok, NOW) or {})["conditions"]}
+    failed = {c["type"]: c for c in (status_update(obj, bad, NOW) or {})["conditions"]}
+
+    assert (ready["ReadyForProvisioning"]["reason"], ready["ReadyForProvisioning"]["message"]) == (
+        "AttributesSetSuccessfully",
+        "ready",
+    )
+    assert (failed["ReadyForProvisioning"]["reason"], failed["ReadyForProvisioning"]["message"]) == (
+        "error",
+        "PodTemplate shop/web not found",
+    )
+
+
+def test_a_percentage_beside_a_pod_template_ref_is_ignored_and_the_status_says_so() -> None:
+    # The API accepts it (the CEL rule asks a podTemplateRef buffer for replicas or limits only), and
+    # cluster-autoscaler applies a percentage only to a scalableRef's replicas (translators/replicas.go):
+    # the replicas serve.
+    template = PodTemplate.model_validate(TEMPLATE)
+    obj = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=3, percentage=50))
+    [info] = buffer_infos([obj], [template])
+    assert (info.problem, info.replicas) == ("", 3)
+    assert info.active_at(NOW)
+    status = status_update(obj, info, NOW)
+    assert status is not None and status["replicas"] == 3
+    [ready] = [c for c in status["conditions"] if c["type"] == "ReadyForProvisioning"]
+    assert ready["status"] == "True" and ready["reason"] == "AttributesSetSuccessfully"
+    assert ready["message"].startswith("ready") and "spec.percentage is ignored" in ready["message"]
+    # with limits instead of replicas, the limits give the count
+    capped = CapacityBuffer.model_validate(
+        buffer(podTemplateRef={"name": "web"}, percentage=50, limits={"cpu": "5"})
+    )
+    assert buffer_infos([capped], [template])[0].replicas == 2
+    # alone it sets nothing (the API refuses that buffer; read from a file it says why)
+    [alone] = buffer_infos([CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, percentage=50))],
+                           [template])  # fmt: skip
+    assert alone.problem == (
+        "spec.percentage applies only with spec.scalableRef, and neither spec.replicas nor spec.limits is set"
+    )
+
+
+def test_limits_naming_no_resource_the_chunk_requests_make_the_buffer_not_ready() -> None:
+    # cluster-autoscaler translators/replicas.go calculateMaxPodsFromLimits: "resources in configured
+    # limits not found in the pod template" is an error: ReadyForProvisioning=False, nothing provisioned.
+    template = PodTemplate.model_validate(TEMPLATE)  # requests cpu and memory
+    obj = CapacityBuffer.model_validate(
+        buffer(podTemplateRef={"name": "web"}, replicas=3, limits={"nvidia.com/gpu": "1"})
+    )
+    [info] = buffer_infos([obj], [template])
+    assert info.problem.startswith(
+        "spec.limits: resources in configured limits not found in the pod template"
+    )
+    assert "nvidia.com/gpu" in info.problem
+    assert not info.active_at(NOW)
+    status = status_update(obj, info, NOW)
+    assert status is not None and status["replicas"] is None
+    [ready] = [c for c in status["conditions"] if c["type"] == "ReadyForProvisioning"]
+    assert (ready["status"], ready["reason"], ready["message"]) == ("False", "error", info.problem)
+    # one limit the chunk requests is enough: the others are left out, as the controller does
+    mixed = CapacityBuffer.model_validate(
+        buffer(podTemplateRef={"name": "web"}, replicas=3, limits={"nvidia.com/gpu": "1", "cpu": "4"})
+    )
+    [served] = buffer_infos([mixed], [template])
+    assert (served.problem, served.replicas) == ("", 2)
+
+
+def conditions(status: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
+    assert status is not None
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def test_a_served_buffer_says_provisioning_as_the_controllers_pod_list_processor_does() -> None:
+    # cluster-autoscaler processors/capacitybuffer/pod_list_processor.go, for a buffer that is (or was)
+    # ready or provisioning: Provisioning=True FakePodsInjected once its fake pods join the unschedulable
+    # pods; False BufferIsEmpty with zero replicas; False NotReadyForProvisioning once it is not ready.
+    # Spillway's plans hold every served buffer's virtual pods (spillway.planner.buffers).
+    template = PodTemplate.model_validate(TEMPLATE)
+    obj = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=2))
+    [info] = buffer_infos([obj], [template])
+
+    served = status_update(obj, info, NOW)
+
+    assert conditions(served) == {
+        "ReadyForProvisioning": ("True", "AttributesSetSuccessfully"),
+        "Provisioning": ("True", "FakePodsInjected"),
+    }
+    written = CapacityBuffer.model_validate(
+        {**buffer(podTemplateRef={"name": "web"}, replicas=2), "status": served}
+    )
+    assert status_update(written, info, NOW + timedelta(minutes=5)) is None  # said already: not written again
+    # the template goes away: not ready, and no longer provisioning
+    [gone] = buffer_infos([written], [])
+    assert conditions(status_update(written, gone, NOW)) == {
+        "ReadyForProvisioning": ("False", "error"),
+        "Provisioning": ("False", "NotReadyForProvisioning"),
+    }
+    # zero chunks: ready, and nothing to provision
+    empty = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "web"}, replicas=0))
+    assert conditions(status_update(empty, buffer_infos([empty], [template])[0], NOW)) == {
+        "ReadyForProvisioning": ("True", "AttributesSetSuccessfully"),
+        "Provisioning": ("False", "BufferIsEmpty"),
+    }
+    # never ready nor provisioning: the processor passes it by, and writes no Provisioning condition
+    never = CapacityBuffer.model_validate(buffer(podTemplateRef={"name": "nope"}, replicas=2))
+    assert conditions(status_update(never, buffer_infos([never], [template])[0], NOW)) == {
+        "ReadyForProvisioning": ("False", "error"),
+    }
+
+
+JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "train", "namespace": "shop"},
+    "spec": {"parallelism": 4, "completions": 16, "template": TEMPLATE["template"]},
+}
+RC = {
+    "apiVersion": "v1",
+    "kind": "ReplicationController",
+    "metadata": {"name": "legacy", "namespace": "shop"},
+    "spec": {"replicas": 6, "template": TEMPLATE["template"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("workload", "ref", "chunks"),
+    [
+        (JOB, {"apiGroup": "batch", "kind": "Job", "name": "train"}, 2),  # 50 % of spec.parallelism 4
+        (RC, {"apiGroup": "", "kind": "ReplicationController", "name": "legacy"}, 3),  # of spec.replicas 6
+        (RC, {"apiGroup": "core", "kind": "ReplicationController", "name": "legacy"}, 3),
+    ],
+)
+def test_a_scalable_ref_to_a_job_or_a_replication_controller_is_served_as_the_controller_resolves_it(
+    workload: dict[str, Any], ref: dict[str, str], chunks: int
+) -> None:
+    # cluster-autoscaler translators/scalable_objects/scalable_object_resolvers.go: besides the apps
+    # kinds, core ReplicationController (its spec.replicas) and batch Job (its spec.parallelism), each
+    # read through its pod template.
+    doc = {"kind": "List", "items": [workload, buffer(scalableRef=ref, percentage=50)]}
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list(doc).others).buffers
+    assert (info.problem, info.replicas) == ("", chunks)
+    assert info.pod is not None and info.pod.node_selector == (("pool", "serving"),)
+    assert info.active_at(NOW)
+
+
+def test_a_kind_served_only_through_a_scale_subresource_is_not_served_and_says_so() -> None:
+    ref = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}
+    [info] = buffer_infos([CapacityBuffer.model_validate(buffer(scalableRef=ref, replicas=2))], [])
+    assert "scale subresource" in info.problem
+    assert not info.active_at(NOW)

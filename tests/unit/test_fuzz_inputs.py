@@ -247,6 +247,9 @@ class FakeKube:
     def list_pod_templates(self, namespace: str | None = None) -> list[Any]:
         return []
 
+    def list_replication_controllers(self, namespace: str | None = None) -> list[Any]:
+        return []
+
 
 class NoAws:
     regions: tuple[str, ...] = ()

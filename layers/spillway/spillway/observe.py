@@ -291,21 +291,27 @@ def capacity_buffers(kube: Cluster) -> Buffers:
 
 
 def _scalables(kube: Cluster, buffers: Iterable[CapacityBuffer]) -> list[dict[str, object]]:
-    """The apps/v1 objects the buffers' ``scalableRef`` may name: each kind named, listed in the
-    namespaces whose buffers name it (kind set on each item: list items carry none)."""
+    """The workloads the buffers' ``scalableRef`` may name (apps Deployments, StatefulSets,
+    ReplicaSets, batch Jobs, core ReplicationControllers): each kind named, listed in the namespaces
+    whose buffers name it (kind set on each item: list items carry none)."""
     wanted = sorted(
         {
             (ref.kind, b.metadata.namespace or "default")
             for b in buffers
             if (ref := b.spec.scalable_ref) is not None
-            and ref.api_group == "apps"
-            and ref.kind in capacity_buffer.SCALABLE
+            and capacity_buffer.scalable_resource(ref.api_group, ref.kind) is not None
         }
     )
     out: list[dict[str, object]] = []
     for kind, namespace in wanted:
-        items = kube.list_custom("apps", "v1", capacity_buffer.SCALABLE[kind], namespace)
-        out += [{**item, "kind": kind, "apiVersion": "apps/v1"} for item in items]
+        group, version, plural = capacity_buffer.SCALABLE[kind]
+        if group:
+            items = kube.list_custom(group, version, plural, namespace)
+        else:
+            items = kube.list_replication_controllers(namespace)
+        out += [
+            {**item, "kind": kind, "apiVersion": f"{group}/{version}" if group else version} for item in items
+        ]
     return out
 
 

@@ -681,6 +681,16 @@ class KubeClient:
         items = self._paged("podtemplates", call, _parse_raw_page)
         return [{"apiVersion": "v1", "kind": "PodTemplate", **obj} for obj in items]
 
+    def list_replication_controllers(self, namespace: str | None = None) -> list[RawObject]:
+        """Every core/v1 ReplicationController (of ``namespace``, or of all namespaces), as plain JSON
+        objects: what a CapacityBuffer's ``scalableRef`` may name besides the apps and batch kinds."""
+        if namespace:
+            call: Callable[..., Any] = partial(self._core.list_namespaced_replication_controller, namespace)
+        else:
+            call = self._core.list_replication_controller_for_all_namespaces
+        items = self._paged("replicationcontrollers", call, _parse_raw_page)
+        return [{"apiVersion": "v1", "kind": "ReplicationController", **obj} for obj in items]
+
     def iter_shared_objects(self) -> Iterator[SharedObject]:
         """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, CapacityQuotas, and the
         jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs).

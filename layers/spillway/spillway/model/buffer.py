@@ -3,11 +3,15 @@
 
 A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
 CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace) or by
-``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet of its namespace: its pod
-template). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the scalable object's
-``spec.replicas`` (rounded up, at least 1), capped by ``spec.limits`` (the chunks' summed requests); with
-neither, as many chunks as ``spec.limits`` holds. Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is served; a
-buffer of another strategy belongs to another controller and is left alone.
+``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet, a core
+ReplicationController or a ``batch/v1`` Job of its namespace: its pod template, as cluster-autoscaler's
+resolvers read it). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the
+scalable object's ``spec.replicas`` (a Job's ``spec.parallelism``; rounded up, at least 1), capped by
+``spec.limits`` (the chunks' summed requests); with neither, as many chunks as ``spec.limits`` holds
+(limits on no resource the chunk requests are a problem, as for cluster-autoscaler's controller). A
+``percentage`` beside a ``podTemplateRef`` is ignored, as cluster-autoscaler ignores it (its status
+message says so). Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is
+served; a buffer of another strategy belongs to another controller and is left alone.
 
 :func:`buffer_infos` never raises: a buffer that cannot be served keeps the problem in
 :attr:`BufferInfo.problem` (and holds nothing).
@@ -36,8 +40,30 @@ ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 # status.conditions types, as cluster-autoscaler's buffer controller writes them
 READY_FOR_PROVISIONING = "ReadyForProvisioning"
 PROVISIONING = "Provisioning"
-# the kinds a scalableRef may name, with their resource (plural) in apps/v1
-SCALABLE = {"Deployment": "deployments", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}
+# the kinds a scalableRef may name (cluster-autoscaler's resolvers of a pod template:
+# translators/scalable_objects/scalable_object_resolvers.go), by kind: (API group, version, plural)
+SCALABLE = {
+    "Deployment": ("apps", "v1", "deployments"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "ReplicaSet": ("apps", "v1", "replicasets"),
+    "ReplicationController": ("", "v1", "replicationcontrollers"),
+    "Job": ("batch", "v1", "jobs"),
+}
+# a percentage is of a scalable object's count: beside a podTemplateRef it is left out, as cluster-autoscaler
+# leaves it out (translators/replicas.go applies it only when the scalable object's replicas are known)
+IGNORED_PERCENTAGE = "spec.percentage applies only with spec.scalableRef"
+# how a scalableRef names the core group: "" as the API documents it, or "core" as the controller does
+CORE_GROUPS = ("", "core")
+
+
+def scalable_resource(api_group: str, kind: str) -> tuple[str, str, str] | None:
+    """(group, version, plural) of the kind a scalableRef names, if Spillway reads its pod template."""
+    found = SCALABLE.get(kind)
+    if found is None or found[0] != ("" if api_group in CORE_GROUPS else api_group):
+        return None
+    return found
+
+
 Workloads = Mapping[tuple[str, str, str], Scalable]  # (namespace, kind, name)
 
 
@@ -105,19 +131,34 @@ def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[
     cannot be known."""
     spec = buffer.spec
     asked: list[int] = [] if spec.replicas is None else [spec.replicas]
-    if spec.percentage is not None:
-        if current is None:
-            return 0, "spec.percentage applies only with spec.scalableRef"
+    if spec.percentage is not None and current is not None:  # without a scalableRef it is ignored
         asked.append(max(1, math.ceil(spec.percentage * current / 100)) if spec.percentage else 0)
     count = max(asked) if asked else None
-    if spec.limits:
-        limits = parse_resource_list(spec.limits)
-        fits = [limits[r] // v for r, v in pod.requests.items() if r in limits and v > 0]
-        if fits:
-            count = min(fits) if count is None else min(count, *fits)
+    if spec.limits is not None:
+        fits, problem = _fit_in_limits(spec.limits, pod)
+        if problem:
+            return 0, problem
+        count = fits if count is None else min(count, fits)
     if count is None:
+        if spec.percentage is not None:
+            return 0, f"{IGNORED_PERCENTAGE}, and neither spec.replicas nor spec.limits is set"
         return 0, "neither spec.replicas, spec.percentage nor spec.limits sets the number of chunks"
     return count, ""
+
+
+def _fit_in_limits(limits: Mapping[str, Any], pod: PodInfo) -> tuple[int, str]:
+    """How many chunks ``spec.limits`` holds: each limit on a resource the chunk requests caps the
+    count, the others are left out. None of them a resource it requests is an error, as for
+    cluster-autoscaler's controller (the buffer is not ready)."""
+    caps = parse_resource_list(limits)
+    fits = [caps[r] // v for r, v in pod.requests.items() if r in caps and v > 0]
+    if not fits:
+        requested = ", ".join(sorted(r for r, v in pod.requests.items() if v > 0)) or "nothing"
+        return 0, (
+            "spec.limits: resources in configured limits not found in the pod template "
+            f"(limits name {', '.join(sorted(caps)) or 'none'}; the chunk requests {requested})"
+        )
+    return min(fits), ""
 
 
 def _shape(
@@ -136,22 +177,23 @@ def _shape(
     if scalable is None:
         return None, None, "", 0, "neither spec.podTemplateRef nor spec.scalableRef names the chunk's shape"
     what = f"{scalable.kind} {namespace}/{scalable.name}"
-    if scalable.api_group != "apps" or scalable.kind not in SCALABLE:
-        kinds = ", ".join(f"apps {k}" for k in SCALABLE)
-        return (
-            None,
-            None,
-            "",
-            0,
-            f"spec.scalableRef: {what} ({scalable.api_group or 'core'}) is not served ({kinds} are)",
-        )
+    if scalable_resource(scalable.api_group, scalable.kind) is None:
+        return None, None, "", 0, _not_served(what, scalable.api_group)
     workload = workloads.get((namespace, scalable.kind, scalable.name))
     if workload is None:
         return None, None, "", 0, f"{what} not found"
     raw = {"metadata": {"name": f"{scalable.kind} {scalable.name}"}, "template": workload.spec.template}
     pod, problem = template_pod_object(raw, namespace, f"{name}:buffer")
-    current = 1 if workload.spec.replicas is None else workload.spec.replicas
-    return pod, current, "", 0, problem.replace("PodTemplate ", "", 1)
+    return pod, workload.replicas, "", 0, problem.replace("PodTemplate ", "", 1)
+
+
+def _not_served(what: str, api_group: str) -> str:
+    kinds = ", ".join(f"{SCALABLE[k][0] or 'core'} {k}" for k in SCALABLE)
+    return (
+        f"spec.scalableRef: {what} ({api_group or 'core'}) is not served: Spillway reads the pod "
+        f"template of {kinds}; it does not read other kinds through their scale subresource and pods, "
+        "as cluster-autoscaler can"
+    )
 
 
 def buffer_info(
@@ -200,27 +242,64 @@ def parse_buffers(raw: Sequence[Any]) -> tuple[list[CapacityBuffer], list[str]]:
     return out, refused
 
 
-R_RESOLVED = "BufferResolved"
-R_UNRESOLVED = "BufferNotResolved"
+# ReadyForProvisioning's reasons and message, as cluster-autoscaler's buffer controller writes them
+# (capacitybuffer/common/common.go): tools that read the condition match these; Spillway's own words go
+# into the message only
+R_READY = "AttributesSetSuccessfully"
+R_NOT_READY = "error"
+READY_MESSAGE = "ready"
+# Provisioning's, as cluster-autoscaler's pod list processor writes them when it injects (or cannot
+# inject) a buffer's fake pods (processors/capacitybuffer/pod_list_processor.go)
+R_INJECTED = "FakePodsInjected"
+R_EMPTY = "BufferIsEmpty"
+R_NOT_PROVISIONABLE = "NotReadyForProvisioning"
+EMPTY_MESSAGE = "CapacityBuffer has zero replicas"
+NOT_PROVISIONABLE_MESSAGE = "CapacityBuffer is not ready for provisioning"
+Wanted = tuple[str, str, str]  # a condition's status, reason, message
 
 
 def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> dict[str, Any] | None:
     """The ``status`` a buffer's controller writes (cluster-autoscaler's buffer controller does the same
     translation): ``podTemplateRef``, ``replicas`` and ``podTemplateGeneration`` resolved from the spec,
-    ``provisioningStrategy``, and condition ``ReadyForProvisioning`` (``False`` with the problem when
-    the buffer cannot be served). None when the status says so already, or when the buffer's strategy
-    is not Spillway's (another controller owns it)."""
+    ``provisioningStrategy``, condition ``ReadyForProvisioning`` (``True``, reason
+    ``AttributesSetSuccessfully``, message ``ready``; ``False``, reason ``error``, the problem as the
+    message, when the buffer cannot be served), and condition ``Provisioning`` as cluster-autoscaler's
+    pod list processor writes it (:func:`_provisioning`). None when the status says so already, or when
+    the buffer's strategy is not Spillway's (another controller owns it)."""
     if info.strategy != ACTIVE_CAPACITY:
         return None
     ready = info.pod is not None and not info.problem
-    condition, same_condition = _ready_condition(buffer, info, ready, now)
     wanted = _resolved(info) if ready else dict.fromkeys(_resolved(info))
     wanted["provisioningStrategy"] = ACTIVE_CAPACITY
-    if wanted == _observed(buffer) and same_condition:
+    message = _message(buffer, info)
+    ready_condition = ("True", R_READY, message) if ready else ("False", R_NOT_READY, message)
+    written = {READY_FOR_PROVISIONING: ready_condition}
+    provisioning = _provisioning(buffer, info, ready, now)
+    if provisioning is not None:
+        written[PROVISIONING] = provisioning
+    made = [_condition(buffer, kind, want, now) for kind, want in written.items()]
+    if wanted == _observed(buffer) and all(same for _, same in made):
         return None
     others = [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in buffer.status.conditions
-              if c.type != READY_FOR_PROVISIONING]  # fmt: skip
-    return {**wanted, "conditions": [*others, condition]}
+              if c.type not in written]  # fmt: skip
+    return {**wanted, "conditions": [*others, *(condition for condition, _ in made)]}
+
+
+def _provisioning(buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime) -> Wanted | None:
+    """The ``Provisioning`` condition: ``True`` (``FakePodsInjected``) for a buffer Spillway serves
+    (:meth:`BufferInfo.active_at`: the planner makes its chunks virtual pods of every plan,
+    :func:`spillway.planner.buffers.active_buffers`); ``False`` with
+    ``BufferIsEmpty`` for a ready buffer of zero chunks, and with ``NotReadyForProvisioning`` for one no
+    longer ready that said ``Provisioning=True``. None (left as it is) for a buffer that is neither
+    ready nor said so: the processor passes such a buffer by."""
+    if info.active_at(now):
+        return "True", R_INJECTED, f"{info.replicas} virtual pod(s) in each of Spillway's plans"
+    if ready:
+        return "False", R_EMPTY, EMPTY_MESSAGE
+    old = next((c for c in buffer.status.conditions if c.type == PROVISIONING), None)
+    if old is not None and old.status == "True":
+        return "False", R_NOT_PROVISIONABLE, NOT_PROVISIONABLE_MESSAGE
+    return None
 
 
 def _resolved(info: BufferInfo) -> dict[str, Any]:
@@ -241,24 +320,26 @@ def _observed(buffer: CapacityBuffer) -> dict[str, Any]:
     }
 
 
-def _message(info: BufferInfo) -> str:
-    shape = f"PodTemplate {info.template}" if info.template else "spec.scalableRef"
-    return (info.problem or f"{info.replicas} chunk(s) shaped by {shape}")[:32768]
+def _message(buffer: CapacityBuffer, info: BufferInfo) -> str:
+    """The controller's message, and what Spillway left out of the spec."""
+    if info.problem:
+        return info.problem[:32768]
+    if buffer.spec.percentage is not None and buffer.spec.scalable_ref is None:
+        return f"{READY_MESSAGE}; spec.percentage is ignored: it applies only with spec.scalableRef"
+    return READY_MESSAGE
 
 
-def _ready_condition(
-    buffer: CapacityBuffer, info: BufferInfo, ready: bool, now: datetime
+def _condition(
+    buffer: CapacityBuffer, kind: str, wanted: Wanted, now: datetime
 ) -> tuple[dict[str, Any], bool]:
-    """The ``ReadyForProvisioning`` condition, and whether the buffer carries it already (its
+    """The condition ``kind`` as wanted, and whether the buffer carries it already (its
     ``lastTransitionTime`` moves only when its status does)."""
-    status = "True" if ready else "False"
-    reason = R_RESOLVED if ready else R_UNRESOLVED
-    message = _message(info)
-    old = next((c for c in buffer.status.conditions if c.type == READY_FOR_PROVISIONING), None)
+    status, reason, message = wanted
+    old = next((c for c in buffer.status.conditions if c.type == kind), None)
     kept = old is not None and old.status == status
     since = old.last_transition_time if kept and old is not None else None
     condition = {
-        "type": READY_FOR_PROVISIONING,
+        "type": kind,
         "status": status,
         "observedGeneration": buffer.metadata.generation or 0,
         "lastTransitionTime": (since or now).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

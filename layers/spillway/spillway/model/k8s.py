@@ -867,17 +867,27 @@ class PodTemplate(KubeModel):
 
 class ScalableSpec(KubeModel):
     replicas: int | None = Field(default=None, ge=0)
+    parallelism: int | None = Field(default=None, ge=0)  # a Job's
     template: dict[str, Any] = Field(default_factory=dict)  # the pod template, kept raw
 
 
 class Scalable(KubeModel):
-    """An ``apps/v1`` Deployment, StatefulSet or ReplicaSet: what a CapacityBuffer's ``scalableRef``
-    names (its pods' shape, and ``spec.replicas`` for ``percentage``)."""
+    """What a CapacityBuffer's ``scalableRef`` names, as cluster-autoscaler's resolvers read it: an
+    ``apps/v1`` Deployment, StatefulSet or ReplicaSet, a core ``v1`` ReplicationController (their
+    ``spec.replicas``) or a ``batch/v1`` Job (its ``spec.parallelism``); its pods' shape is
+    ``spec.template``."""
 
-    kind: Literal["Deployment", "StatefulSet", "ReplicaSet"]
+    kind: Literal["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController", "Job"]
     api_version: str = "apps/v1"
     metadata: ObjectMeta
     spec: ScalableSpec = Field(default_factory=ScalableSpec)
+
+    @property
+    def replicas(self) -> int:
+        """The count a ``percentage`` is of: ``spec.parallelism`` for a Job, else ``spec.replicas``
+        (1 when unset, the API server's default for both)."""
+        count = self.spec.parallelism if self.kind == "Job" else self.spec.replicas
+        return 1 if count is None else count
 
 
 VolumeObject = PersistentVolumeClaim | PersistentVolume | StorageClass  # what observe lists for volumes
@@ -924,6 +934,7 @@ _KINDS: dict[str, ModelType] = {
     "PersistentVolumeClaim": PersistentVolumeClaim,
     "PersistentVolume": PersistentVolume,
     "ConfigMap": ConfigMap,
+    "ReplicationController": Scalable,
 }
 # Kinds whose meaning depends on the API group: PodGroup is spelled the same by three projects.
 _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
@@ -983,10 +994,12 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
 
     Nodes, Pods, PDBs, Namespaces, pod groups (coscheduling, Volcano, Kubernetes ``PodGroup`` and
     ``Workload``), CapacityQuotas, PyTorchJobs, PaddleJobs, batch/v1 Jobs, CapacityBuffers and what
-    they name (PodTemplates, apps/v1 Deployments, StatefulSets, ReplicaSets); other kinds are skipped.
-    With ``release`` each raw item is dropped from ``doc`` once parsed, so a large List is not held
-    twice (raw and parsed). Raises ``ValueError`` naming the item and field: for an unusable quantity
-    (see :class:`RefusableModel`) and for a second object of one kind and name.
+    they name (PodTemplates, apps/v1 Deployments, StatefulSets, ReplicaSets, core
+    ReplicationControllers, batch Jobs: a Job is yielded twice, as a :class:`BatchJob` and as a
+    :class:`Scalable`); other kinds are skipped. With ``release`` each raw item is dropped from ``doc``
+    once parsed, so a large List is not held twice (raw and parsed). Raises ``ValueError`` naming the
+    item and field: for an unusable quantity (see :class:`RefusableModel`) and for a second object of
+    one kind and name.
     """
     if not isinstance(doc, dict):
         raise ValueError("top level: expected a Kubernetes List object")
@@ -1007,9 +1020,13 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
             continue  # other kinds in the same List (Services, ...) are not ours to read
         obj = _validate(model, item, kind, api_version, index)
         _check_item(obj, index, seen)
+        # a batch Job is read twice: whether its pods may move, and as a buffer's scalableRef may name it
+        also = _validate(Scalable, item, kind, api_version, index) if isinstance(obj, BatchJob) else None
         if release:
             items[index] = None
         yield obj
+        if also is not None:
+            yield also
 
 
 def parse_kube_list(doc: Any) -> KubeList:

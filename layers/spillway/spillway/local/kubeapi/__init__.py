@@ -22,9 +22,9 @@ What it serves (JSON only)
   ``/api/v1/[namespaces/{ns}/]persistentvolumeclaims`` and ``/api/v1/persistentvolumes`` (+ ``/status``),
   ``/apis/storage.k8s.io/v1/storageclasses`` (``volumeBindingMode`` defaulted to ``Immediate`` and
   ``reclaimPolicy`` to ``Delete`` on create, as the API server does),
-  ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``: stored as
-  given, no controller runs them); get, list, create, replace (PUT), patch, delete and
-  deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
+  ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``, and
+  ``/api/v1/[namespaces/{ns}/]replicationcontrollers``: stored as given, no controller runs them);
+  get, list, create, replace (PUT), patch, delete and deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
   ``/api/v1``, ``/apis/<group>[/<version>]``) and ``/healthz``.
 * Optional resources, served only while installed (``KubeApiServer(optional_resources=[...])``, a
   settable property; default all; others answer 404 and are left out of discovery, as on a cluster
@@ -35,8 +35,11 @@ What it serves (JSON only)
   CRD's ``self == oldSelf`` rule does), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``),
   PyTorchJob and PaddleJob ``kubeflow.org/v1`` (``/status``), and the alpha built-ins PodGroup
   ``scheduling.k8s.io/v1alpha2`` (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``. Names are
-  ``<plural>.<group>``
-  (``resources.OPTIONAL``). Custom resources refuse strategic merge patch with 415, as a real server does.
+  ``<plural>.<group>`` (``resources.OPTIONAL``). CapacityQuotas and CapacityBuffers are validated as
+  their CRDs' schemas and CEL rules validate them (a quota's limits non-negative integers, a buffer's
+  refs and counts; 422 naming the field) and a buffer's ``provisioningStrategy`` is defaulted, on
+  every write and on ``add()`` alike (see :mod:`.crds`). Custom resources refuse strategic merge patch
+  with 415, as a real server does.
 * Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a
   stale one, or a DeleteOptions precondition that fails, answers 409 ``Conflict``; an empty one is
   unconditional. A write that changes nothing does not bump the version. Writes to the main resource of
@@ -74,9 +77,9 @@ What it serves (JSON only)
 Not modelled
 ------------
 Watches (``watch=true`` answers 400), protobuf/CBOR/YAML bodies, server-side apply, field validation
-of object schemas (beyond names, PDB specs, pods needing containers), pod spec immutability (so no
-``pods/resize`` subresource: an in-place resize is a write to the pod, its containerStatuses a
-``/status`` write, as the kubelet's), admission,
+of object schemas (beyond names, PDB specs, pods needing containers, the two CRDs above), pod spec
+immutability (so no ``pods/resize`` subresource: an in-place resize is a write to the pod, its
+containerStatuses a ``/status`` write, as the kubelet's), admission,
 RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``resourceVersion`` /
 ``resourceVersionMatch`` on lists (always the latest state), controllers (no ReplicaSets; a budget's
 ``expectedPods`` is its matching pods), the kubelet (pods run only when you ``bind`` them or write

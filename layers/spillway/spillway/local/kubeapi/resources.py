@@ -392,6 +392,22 @@ def _apps(kind: str, plural: str, short: str) -> ResourceType:
 DEPLOYMENTS = _apps("Deployment", "deployments", "deploy")
 STATEFULSETS = _apps("StatefulSet", "statefulsets", "sts")
 REPLICASETS = _apps("ReplicaSet", "replicasets", "rs")
+#: core/v1 ReplicationController (a CapacityBuffer's ``scalableRef`` may name one too)
+REPLICATION_CONTROLLERS = ResourceType(
+    "ReplicationController",
+    "replicationcontrollers",
+    "replicationcontroller",
+    "",
+    "v1",
+    namespaced=True,
+    short_names=("rc",),
+    has_status=True,
+    merge_keys={
+        **_META_KEYS,
+        ("spec", "template", "spec", "containers"): "name",
+        ("status", "conditions"): "type",
+    },
+)
 
 #: Kubeflow training operator v1 (CRDs ``pytorchjobs.kubeflow.org``, ``paddlejobs.kubeflow.org``:
 #: status subresource); observe reads ``spec.elasticPolicy`` and the Worker replicas
@@ -445,6 +461,7 @@ ALL: tuple[ResourceType, ...] = (
     DEPLOYMENTS,
     STATEFULSETS,
     REPLICASETS,
+    REPLICATION_CONTROLLERS,
 )
 BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}
 #: qualified names (``podgroups.scheduling.volcano.sh``) of the resources served only when installed

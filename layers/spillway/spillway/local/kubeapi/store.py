@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from spillway.local.kubeapi import disruption, resources
+from spillway.local.kubeapi import crds, disruption, resources
 from spillway.local.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from spillway.local.kubeapi.resources import NAMESPACES, PODS, ResourceType
 from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
@@ -352,6 +352,9 @@ class Store:
             containers = (obj.get("spec") or {}).get("containers")
             if not isinstance(containers, list) or not containers:
                 raise invalid(rt.kind, name, "spec.containers", "Required value")
+        broken = crds.check(rt.canonical, obj)  # add() too: the API never holds what its CRD refuses
+        if broken:
+            raise invalid(rt.canonical, name, *broken)
 
     def create(
         self,
@@ -442,6 +445,7 @@ class Store:
             obj["status"] = {"phase": "Active"}
         elif rt.optional and rt.has_status and via_api:
             obj.pop("status", None)  # with a status subresource, create ignores the status given
+        obj.update(crds.with_defaults(rt.canonical, obj))
 
     def replace(
         self,
@@ -546,7 +550,7 @@ class Store:
                 "kind": entry.obj["kind"],
                 "metadata": new_meta,
             }
-            updated = _omit_empty(updated)
+            updated = _omit_empty(crds.with_defaults(rt.canonical, updated))
             self._validate(rt, updated, via_api=False)
             key = self.key(rt, cur_meta.get("namespace"), name)
             return self.present(rt, self._write(rt.canonical, key, updated).obj)
@@ -585,6 +589,7 @@ class Store:
                 updated.pop("status", None)
                 if "status" in current:
                     updated["status"] = current["status"]
+            updated = crds.with_defaults(rt.canonical, updated)  # an update is defaulted as a create is
             if "generation" in cur_meta and updated.get("spec") != current.get("spec"):
                 new_meta["generation"] = cur_meta["generation"] + 1
         updated = _omit_empty(updated)

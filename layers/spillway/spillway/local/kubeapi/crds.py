@@ -1,0 +1,240 @@
+"""The validation and defaults of the sig-autoscaling CRDs the emulator serves, as a real API server
+applies their published schemas and CEL rules (the kubebuilder markers of kubernetes/autoscaler
+``cluster-autoscaler/apis``):
+
+* CapacityQuota ``v1beta1`` (``capacityquota_types.go``): ``spec.limits.resources`` required, at most 20
+  names of at most 63 characters, each a quantity that is a non-negative integer. The rule reads
+  ``quantity(v).isInteger()``, which holds only when the API server's parser keeps the value as an exact
+  int64 at scale 0: ``32Gi``, ``2k``, ``1.5k`` and ``10`` are integers, ``500m``, ``1000m`` (any milli
+  value), ``0.3``, ``2.0`` and ``3.67Gi`` are not (:func:`integer_quantity`).
+* CapacityBuffer ``v1beta1`` (``types.go``): a ``podTemplateRef`` needs ``replicas`` or ``limits``; not both
+  ``podTemplateRef`` and ``scalableRef``; ``replicas`` and ``percentage`` integers >= 0; the refs' names
+  (and ``scalableRef.kind``) non-empty strings; ``limits`` quantities; ``provisioningStrategy`` defaulted
+  to ``buffer.x-k8s.io/active-capacity``.
+
+Each check answers the first problem as ``(field, message)``, worded as the API server words it (a real
+server lists every problem; the emulator names one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+JsonObj = dict[str, Any]
+Problem = tuple[str, str]
+
+CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
+CAPACITY_BUFFER = "CapacityBuffer.autoscaling.x-k8s.io"
+ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+_PARTS = re.compile(r"^[+-]?([0-9]*)(?:\.([0-9]*))?(.*)$")
+_DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_INT64_MAX = 2**63 - 1
+_MAX_INT64_FACTORS = 18  # decimal digits an int64 always holds (k8s.io/apimachinery resource)
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return "null" if value is None else "string"
+
+
+def _shown(value: Any) -> str:
+    """How a schema error shows the value it refuses: a string quoted, a number as is."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return f'"{_type_name(value)}"'
+
+
+def _wrong_type(field: str, value: Any, wanted: str) -> Problem:
+    return (
+        field,
+        f'Invalid value: "{_type_name(value)}": {field} in body must be of type {wanted}: "{_type_name(value)}"',
+    )
+
+
+def integer_quantity(text: str) -> bool:
+    """Whether the API server's ``quantity(text).isInteger()`` holds: the parser's fast path keeps the
+    value as an int64 amount at a scale >= 0 (``AsInt64``); a negative scale (a milli value, a
+    fraction) or the slow path (a binary suffix with a fraction, too many digits) is no integer."""
+    if not _QUANTITY.match(text) or text.startswith("-"):
+        return False
+    parts = _PARTS.match(text)
+    assert parts is not None  # the pattern matched
+    whole, fraction, suffix = parts.group(1), parts.group(2) or "", parts.group(3)
+    num = whole.lstrip("0") or "0"
+    value = int(num + fraction)
+    if suffix in _BINARY_SI:
+        exponent = _BINARY_SI[suffix]
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        return not fraction and precision >= 0 and value << exponent <= _INT64_MAX
+    decimal = _DECIMAL_SI[suffix] if suffix in _DECIMAL_SI else _exponent(suffix)
+    if decimal is None or _MAX_INT64_FACTORS - len(num) - len(fraction) < 0:
+        return False
+    scale = decimal - len(fraction)
+    return scale >= 0 and value * 10**scale <= _INT64_MAX  # a scale below 0 is kept as such: no int64
+
+
+def _exponent(suffix: str) -> int | None:
+    """``e3`` → 3; a fractional exponent (which the pattern lets through) does not parse."""
+    try:
+        return int(suffix[1:])
+    except ValueError:
+        return None
+
+
+def _quantity(field: str, value: Any) -> Problem | None:
+    """An int-or-string quantity (``anyOf: [integer, string]`` with the quantity pattern)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return _wrong_type(field, value, "integer,string")
+    if isinstance(value, str) and not _QUANTITY.match(value):
+        return field, f"Invalid value: {_shown(value)}: {field} in body should match '{QUANTITY_PATTERN}'"
+    return None
+
+
+def _quantities(field: str, value: Any) -> Problem | None:
+    if not isinstance(value, dict):
+        return _wrong_type(field, value, "object")
+    for name, quantity in value.items():
+        problem = _quantity(f"{field}.{name}", quantity)
+        if problem:
+            return problem
+    return None
+
+
+def _cel(field: str, message: str) -> Problem:
+    return field, f'Invalid value: "object": {message}'
+
+
+# --- CapacityQuota ---------------------------------------------------------------------------------
+
+
+def _quota(obj: JsonObj) -> Problem | None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return ("spec", "Required value") if spec is None else _wrong_type("spec", spec, "object")
+    limits = spec.get("limits")
+    if not isinstance(limits, dict):
+        return (
+            ("spec.limits", "Required value")
+            if limits is None
+            else _wrong_type("spec.limits", limits, "object")
+        )
+    resources = limits.get("resources")
+    field = "spec.limits.resources"
+    if resources is None:
+        return field, "Required value"
+    problem = _quantities(field, resources)
+    if problem:
+        return problem
+    if len(resources) > 20:
+        return field, f"Too many: {len(resources)}: must have at most 20 items"
+    if any(len(name) > 63 for name in resources):
+        return _cel(field, "Resource names must be 63 characters or less.")
+    if not all(_non_negative_integer(v) for v in resources.values()):
+        return _cel(field, "All resource quantities must be non-negative integers.")
+    return None
+
+
+def _non_negative_integer(value: int | str) -> bool:
+    return value >= 0 if isinstance(value, int) else integer_quantity(value)
+
+
+# --- CapacityBuffer --------------------------------------------------------------------------------
+
+
+def _name(field: str, value: Any) -> Problem | None:
+    """A required, non-empty string (``Required``, ``MinLength=1``)."""
+    if value is None:
+        return field, "Required value"
+    if not isinstance(value, str):
+        return _wrong_type(field, value, "string")
+    if not value:
+        return field, f'Invalid value: "": {field} in body should be at least 1 chars long'
+    return None
+
+
+def _ref(field: str, value: Any, required: tuple[str, ...]) -> Problem | None:
+    if not isinstance(value, dict):
+        return _wrong_type(field, value, "object")
+    for key in required:
+        problem = _name(f"{field}.{key}", value.get(key))
+        if problem:
+            return problem
+    group = value.get("apiGroup")
+    if group is not None and not isinstance(group, str):
+        return _wrong_type(f"{field}.apiGroup", group, "string")
+    return None
+
+
+def _count(field: str, value: Any) -> Problem | None:
+    """An int32 that is at least 0 (``Minimum=0``)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return _wrong_type(field, value, "integer")
+    if value < 0:
+        return field, f"Invalid value: {value}: {field} in body should be greater than or equal to 0"
+    return None
+
+
+_BUFFER_FIELDS: dict[str, Callable[[str, Any], Problem | None]] = {
+    "provisioningStrategy": lambda f, v: None if isinstance(v, str) else _wrong_type(f, v, "string"),
+    "podTemplateRef": lambda f, v: _ref(f, v, ("name",)),
+    "scalableRef": lambda f, v: _ref(f, v, ("kind", "name")),
+    "replicas": _count,
+    "percentage": _count,
+    "limits": _quantities,
+}
+
+
+def _buffer(obj: JsonObj) -> Problem | None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return ("spec", "Required value") if spec is None else _wrong_type("spec", spec, "object")
+    for key, check in _BUFFER_FIELDS.items():
+        if key in spec:
+            problem = check(f"spec.{key}", spec[key])
+            if problem:
+                return problem
+    if "podTemplateRef" in spec and "replicas" not in spec and "limits" not in spec:
+        return _cel("spec", "If X is set, replicas or limits must also be set")
+    if "podTemplateRef" in spec and "scalableRef" in spec:
+        return _cel("spec", "You must define either PodTemplateRef or ScalableRef, but not both")
+    return None
+
+
+_CHECKS: Mapping[str, Callable[[JsonObj], Problem | None]] = {
+    CAPACITY_QUOTA: _quota,
+    CAPACITY_BUFFER: _buffer,
+}
+
+
+def check(store_kind: str, obj: JsonObj) -> Problem | None:
+    """The first way ``obj`` breaks its CRD's schema or rules; None when it keeps them (or is no kind
+    modelled here)."""
+    rule = _CHECKS.get(store_kind)
+    return rule(obj) if rule else None
+
+
+def with_defaults(store_kind: str, obj: JsonObj) -> JsonObj:
+    """``obj`` with its CRD's defaults filled in (a CapacityBuffer's ``spec.provisioningStrategy``)."""
+    spec = obj.get("spec")
+    if store_kind == CAPACITY_BUFFER and isinstance(spec, dict) and "provisioningStrategy" not in spec:
+        return {**obj, "spec": {"provisioningStrategy": ACTIVE_CAPACITY, **spec}}
+    return obj
