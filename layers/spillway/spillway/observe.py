@@ -1,7 +1,7 @@
 """Observe a cluster: Kubernetes (nodes, pods, PDBs, and the shared-cluster objects: namespaces,
-pod groups, Workloads, CapacityQuotas, and the jobs that say whether their pods may move: PyTorchJobs,
-PaddleJobs, batch Jobs) and its Auto Scaling groups in every region.
-pod groups, Workloads, CapacityQuotas, ProvisioningRequests, CapacityBuffers) and its Auto Scaling groups in every region.
+pod groups, Workloads, CapacityQuotas, ProvisioningRequests, CapacityBuffers and the workloads they
+name, and the jobs that say whether their pods may move: PyTorchJobs, PaddleJobs, batch Jobs) and its
+Auto Scaling groups in every region.
 
 ``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
