@@ -40,12 +40,15 @@ _INT64_MAX = 2**63 - 1
 _MAX_INT64_FACTORS = 18  # decimal digits an int64 always holds (k8s.io/apimachinery resource)
 
 
-def _type_name(value: Any) -> str:
+def json_type(value: Any, *, integers: bool = True) -> str:
+    """The JSON type of a decoded value, as the API server's errors name it: an OpenAPI schema error
+    tells ``integer`` from ``number``; a CEL rule's error says ``number`` for both (``integers``
+    False)."""
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, int):
+    if isinstance(value, int) and integers:
         return "integer"
-    if isinstance(value, float):
+    if isinstance(value, (int, float)):
         return "number"
     if isinstance(value, dict):
         return "object"
@@ -60,13 +63,13 @@ def _shown(value: Any) -> str:
         return f'"{value}"'
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    return f'"{_type_name(value)}"'
+    return f'"{json_type(value)}"'
 
 
 def _wrong_type(field: str, value: Any, wanted: str) -> Problem:
     return (
         field,
-        f'Invalid value: "{_type_name(value)}": {field} in body must be of type {wanted}: "{_type_name(value)}"',
+        f'Invalid value: "{json_type(value)}": {field} in body must be of type {wanted}: "{json_type(value)}"',
     )
 
 

@@ -117,19 +117,6 @@ def _dig(obj: Any, path: tuple[str, ...]) -> Any:
     return obj
 
 
-def _type_name(value: Any) -> str:
-    """How a CEL validation error names the rejected value: its JSON type in quotes."""
-    if isinstance(value, bool):
-        return '"boolean"'
-    if isinstance(value, (int, float)):
-        return '"number"'
-    if isinstance(value, dict):
-        return '"object"'
-    if isinstance(value, list):
-        return '"array"'
-    return '"null"' if value is None else '"string"'
-
-
 def _without_rv(obj: JsonObj) -> JsonObj:
     meta = {k: v for k, v in _meta(obj).items() if k != "resourceVersion"}
     return {**obj, "metadata": meta}
@@ -339,7 +326,7 @@ class Store:
                     kind,
                     _meta(current).get("name", ""),
                     ".".join(path),
-                    f"Invalid value: {_type_name(new)}: Value is immutable",
+                    f'Invalid value: "{crds.json_type(new, integers=False)}": Value is immutable',
                 )
 
     def _validate(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
