@@ -1,7 +1,9 @@
 """What a node keeps back from its pods: an instance type's nominal vCPUs and memory less the node's
 allocatable, for the template node of a group that has no node to look at.
 
-By default (:data:`EKS_RESERVE`) it is what a node of an EKS-optimized AMI keeps, per instance type.
+By default (:data:`EKS_RESERVE`) it is an estimate per instance type: what the EKS-optimized AMI
+reserves (kube-reserved and the eviction threshold), after Karpenter's estimate of the memory the
+VM itself takes.
 Sources, checked against their code: amazon-eks-ami ``files/bootstrap.sh`` (AL2:
 ``get_memory_mebibytes_to_reserve``, ``get_cpu_millicores_to_reserve``, its ``evictionHard``) and
 ``nodeadm/internal/kubelet/config.go`` (AL2023: the same kubeReserved from the ENI max pods, the same
