@@ -28,6 +28,7 @@ from spillway.errors import (
     StateConflict,
 )
 from spillway.local import objects
+from spillway.local.kubeapi.selectors import labels_match, parse_label_selector
 from spillway.model.act import (
     ExecutionRequest,
     PlanRecord,
@@ -132,6 +133,9 @@ class FakeCluster(Recorder):
         self.custom: list[dict[str, Any]] = list(custom)
         #: CRDs "not installed": ``(group, plural)`` whose list answers [] and status patch not found
         self.not_installed: set[tuple[str, str]] = set()
+        #: kinds with a scale subresource, as their CRDs declare it: (group, kind) -> (statusReplicasPath,
+        #: labelSelectorPath), dotted
+        self.scale_paths: dict[tuple[str, str], tuple[str, str]] = {}
         self.events: list[str] = []
         self.posted: list[dict[str, Any]] = []  # every Event as the API would store its fields
 
@@ -148,8 +152,10 @@ class FakeCluster(Recorder):
         shared = [o for o in self.custom if (_group(o), _plural(o)) not in self.not_installed]
         # read by their own calls: volumes, the expander's ConfigMap, ProvisioningRequests (list_custom)
         shared = [
-            o for o in shared if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap", "ProvisioningRequest")
-        ]
+            o for o in shared
+            if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap", "ProvisioningRequest")
+            and (_group(o), o.get("kind")) not in self.scale_paths  # read through their scale subresource
+        ]  # fmt: skip
         return self._iter("iter_shared_objects", shared, _shared_object)
 
     def iter_volume_objects(self) -> Iterator[VolumeObject]:
@@ -213,6 +219,33 @@ class FakeCluster(Recorder):
         return [
             o for o in self.custom
             if o.get("kind") == "ReplicationController" and namespace in (None, o["metadata"].get("namespace"))
+        ]  # fmt: skip
+
+    def get_scale(self, api_group: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """The Scale as the API server makes it of a custom resource (a missing path reads 0 or "")."""
+        self._call("get_scale", api_group, kind, namespace, name)
+        paths = self.scale_paths.get((api_group, kind))
+        if paths is None:
+            raise ObjectNotFound(f"{kind}.{api_group}: no scale subresource")
+        for obj in self.custom:
+            meta = obj["metadata"]
+            if (_group(obj), obj.get("kind"), meta.get("namespace"), meta["name"]) == (
+                api_group,
+                kind,
+                namespace,
+                name,
+            ):
+                replicas, selector = (_dig(obj, path) for path in paths)
+                return {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": namespace},
+                        "status": {"replicas": replicas or 0, "selector": selector or ""}}  # fmt: skip
+        raise ObjectNotFound(f"get scale of {kind}.{api_group} {namespace}/{name}: not found")
+
+    def pods_selected(self, namespace: str, label_selector: str) -> list[Pod]:
+        self._call("pods_selected", namespace, label_selector)
+        query = parse_label_selector(label_selector)
+        return [
+            Pod.model_validate(p) for p in self.pods
+            if p["metadata"].get("namespace") == namespace and labels_match(query, p["metadata"].get("labels"))
         ]  # fmt: skip
 
     def get_node(self, name: str) -> Node:
@@ -780,3 +813,10 @@ class FakeWorkflows(Recorder):
     @property
     def started(self) -> list[str]:
         return sorted(self.names)
+
+
+def _dig(obj: Mapping[str, Any], path: str) -> Any:
+    found: Any = obj
+    for part in path.strip(".").split("."):
+        found = found.get(part) if isinstance(found, Mapping) else None
+    return found

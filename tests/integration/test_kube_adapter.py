@@ -757,3 +757,49 @@ def test_list_replication_controllers(server: KubeApiServer, kube: KubeClient) -
     assert [r["metadata"]["namespace"] for r in kube.list_replication_controllers()] == ["default", "web"]
     (only,) = kube.list_replication_controllers("web")
     assert (only["apiVersion"], only["kind"], only["spec"]["replicas"]) == ("v1", "ReplicationController", 3)
+
+
+def test_a_custom_kinds_scale_and_its_pods_are_read_over_the_wire_and_the_buffer_status_written(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """Discovery finds rollouts.argoproj.io and its scale subresource; the Scale carries the CRD's
+    status replicas and selector; the most recent selected pod is the chunk; the buffer's status says so."""
+    from datetime import UTC, datetime
+
+    from spillway.observe import capacity_buffers, update_buffer_status
+
+    server.add({"kind": "Namespace", "metadata": {"name": "web"}})
+    server.add({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": {"name": "web", "namespace": "web"},
+                "spec": {"replicas": 10}, "status": {"HPAReplicas": 8, "selector": "app=web"}})  # fmt: skip
+    for name, cpu, labels in (("a", "1", {"app": "web"}), ("b", "2", {"app": "other"})):
+        server.add({"kind": "Pod", "metadata": {"name": name, "namespace": "web", "labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}]}})  # fmt: skip
+    server.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                "metadata": {"name": "headroom", "namespace": "web"},
+                "spec": {"scalableRef": {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}, "percentage": 50}})  # fmt: skip
+
+    scale = kube.get_scale("argoproj.io", "Rollout", "web", "web")
+    assert (scale["kind"], scale["spec"]["replicas"], scale["status"]) == (
+        "Scale",
+        10,
+        {"replicas": 8, "selector": "app=web"},
+    )
+    assert [p.metadata.name for p in kube.pods_selected("web", "app=web")] == ["a"]
+    with pytest.raises(ObjectNotFound, match="no scale subresource"):
+        kube.get_scale("autoscaling.x-k8s.io", "CapacityBuffer", "web", "headroom")
+    with pytest.raises(ObjectNotFound, match="not served"):
+        kube.get_scale("example.com", "Thing", "web", "x")
+
+    buffers = capacity_buffers(kube)
+    [info] = buffers.infos
+    assert (info.problem, info.replicas) == ("", 4)  # 50 % of the Scale's status.replicas
+    assert info.pod is not None and info.pod.requests["cpu"] == 1000
+    update_buffer_status(kube, buffers, datetime(2026, 3, 24, 9, 0, tzinfo=UTC))
+    stored = server.get("CapacityBuffer", "headroom", "web")
+    assert stored is not None
+    ready = {c["type"]: c for c in stored["status"]["conditions"]}["ReadyForProvisioning"]
+    assert (stored["status"]["replicas"], ready["status"], ready["reason"]) == (
+        4,
+        "True",
+        "AttributesSetSuccessfully",
+    )

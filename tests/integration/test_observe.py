@@ -606,6 +606,40 @@ def test_capacity_buffers_of_a_job_and_a_replication_controller_read_them_where_
     assert ("list_replication_controllers", ("web",)) in kube.calls
 
 
+def test_a_capacity_buffer_of_a_custom_kind_reads_its_scale_and_its_most_recent_pod(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler's scale resolver: the Scale's status.selector finds the pods, the most recent
+    one is the chunk, the Scale's status.replicas the count a percentage is of."""
+    kube.scale_paths[("argoproj.io", "Rollout")] = (".status.HPAReplicas", ".status.selector")
+
+    def pod(name: str, created: str, cpu: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "web", "labels": {"app": "web"}, "creationTimestamp": created},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": "Pending"}}  # fmt: skip
+
+    kube.pods.extend([pod("old", "2026-01-01T00:00:00Z", "1"), pod("new", "2026-01-02T00:00:00Z", "3")])
+    kube.custom.extend([
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": {"name": "web", "namespace": "web"},
+         "spec": {"replicas": 10}, "status": {"HPAReplicas": 8, "selector": "app=web"}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+         "metadata": {"name": "of-rollout", "namespace": "web"},
+         "spec": {"scalableRef": {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}, "percentage": 25}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+         "metadata": {"name": "of-missing", "namespace": "web"},
+         "spec": {"scalableRef": {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "gone"}, "replicas": 1}},
+    ])  # fmt: skip
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    served, missing = sorted(snapshot.cluster.buffers, key=lambda b: b.name, reverse=True)
+    assert (served.key, served.problem, served.replicas) == ("web/of-rollout", "", 2)  # 25 % of 8
+    assert served.pod is not None and served.pod.requests["cpu"] == 3000  # the newer pod
+    assert ("pods_selected", ("web", "app=web")) in kube.calls
+    assert missing.key == "web/of-missing" and "not found" in missing.problem
+
+
 def test_capacity_buffers_refused_by_rbac_are_none_and_observe_goes_on(
     kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
 ) -> None:

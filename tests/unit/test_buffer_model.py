@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from spillway.config import PlannerConfig
-from spillway.model.buffer import buffer_infos, status_update
+from spillway.model.buffer import ScaledObject, buffer_infos, status_update
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import CapacityBuffer, PodTemplate, parse_kube_list
 from spillway.model.snapshot import Snapshot
@@ -105,12 +105,6 @@ def test_a_scalable_ref_takes_the_workloads_pod_shape_and_a_percentage_of_its_re
     assert info.pod is not None and info.pod.node_selector == (("pool", "serving"),)
     status = status_update(CapacityBuffer.model_validate(buffer(scalableRef=ref, **spec)), info, NOW)
     assert status is not None and status["podTemplateRef"] is None and status["replicas"] == chunks
-
-
-def test_a_scalable_ref_of_another_kind_is_not_served() -> None:
-    ref = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}
-    [info] = buffer_infos([CapacityBuffer.model_validate(buffer(scalableRef=ref, replicas=2))], [])
-    assert info.problem.startswith("spec.scalableRef: Rollout shop/web (argoproj.io) is not served")
 
 
 def test_status_is_written_once_as_the_buffer_controller_writes_it() -> None:
@@ -337,8 +331,50 @@ def test_a_scalable_ref_to_a_job_or_a_replication_controller_is_served_as_the_co
     assert info.active_at(NOW)
 
 
-def test_a_kind_served_only_through_a_scale_subresource_is_not_served_and_says_so() -> None:
-    ref = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}
-    [info] = buffer_infos([CapacityBuffer.model_validate(buffer(scalableRef=ref, replicas=2))], [])
-    assert "scale subresource" in info.problem
+ROLLOUT_REF = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}
+LIVE_POD = {
+    "metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}},
+    "spec": {
+        "nodeSelector": {"pool": "serving"},
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}],
+    },
+}
+
+
+@pytest.mark.parametrize(("spec", "chunks"), [({"replicas": 2}, 2), ({"percentage": 50}, 3)])
+def test_a_custom_kind_takes_its_most_recent_pods_shape_and_its_scale_status_replicas(
+    spec: dict[str, Any], chunks: int
+) -> None:
+    # cluster-autoscaler (translators/scalable_objects/scalable_object_resolvers.go, ScaleObjectPodResolver):
+    # GET the scale subresource, list the pods its status.selector selects, take the most recent one's
+    # labels, annotations and spec as the chunk; the percentage is of the Scale's status.replicas
+    scaled = ScaledObject(
+        "shop", "argoproj.io", "Rollout", "web", replicas=6, template=LIVE_POD, selector="app=web"
+    )
+    cb = CapacityBuffer.model_validate(buffer(scalableRef=ROLLOUT_REF, **spec))
+    [info] = buffer_infos([cb], [], scaled=[scaled])
+    assert (info.problem, info.replicas) == ("", chunks)
+    assert info.pod is not None and info.pod.requests["cpu"] == 3000
+    assert info.pod.node_selector == (("pool", "serving"),)
+    assert info.active_at(NOW)
+
+
+def test_a_custom_kind_without_a_pod_is_not_ready_as_for_the_controller() -> None:
+    scaled = ScaledObject("shop", "argoproj.io", "Rollout", "web", replicas=0, selector="app=web")
+    cb = CapacityBuffer.model_validate(buffer(scalableRef=ROLLOUT_REF, replicas=2))
+    [info] = buffer_infos([cb], [], scaled=[scaled])
+    assert "no pod of Rollout shop/web" in info.problem and "app=web" in info.problem
     assert not info.active_at(NOW)
+    status = status_update(cb, info, NOW)
+    assert status is not None and status["conditions"][-1]["status"] == "False"
+
+
+def test_a_custom_kind_whose_scale_cannot_be_read_says_why() -> None:
+    why = "Rollout.argoproj.io has no scale subresource"
+    scaled = ScaledObject("shop", "argoproj.io", "Rollout", "web", problem=why)
+    cb = CapacityBuffer.model_validate(buffer(scalableRef=ROLLOUT_REF, replicas=2))
+    [info] = buffer_infos([cb], [], scaled=[scaled])
+    assert info.problem == f"spec.scalableRef: {why}"
+    # not read at all (offline, from a file): the problem says what is needed
+    [offline] = buffer_infos([cb], [])
+    assert "scale subresource" in offline.problem and not offline.active_at(NOW)

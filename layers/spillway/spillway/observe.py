@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -277,9 +277,7 @@ def capacity_buffers(kube: Cluster) -> Buffers:
             if raw:
                 break
         objects, refused = capacity_buffer.parse_buffers(raw)
-        namespaces = sorted({b.metadata.namespace or "default" for b in objects})
-        templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
-        workloads = _scalables(kube, objects)
+        templates, workloads, scaled = _named(kube, objects)
     except KubeError as exc:
         log.warning("CapacityBuffers not read (%s: %s); none are served", type(exc).__name__, exc)
         return Buffers()
@@ -287,7 +285,18 @@ def capacity_buffers(kube: Cluster) -> Buffers:
         log.error("%s; the buffer is left out", why)
     models = [m for m in (_readable(PodTemplate, t) for t in templates) if isinstance(m, PodTemplate)]
     scalables = [m for m in (_readable(Scalable, w) for w in workloads) if isinstance(m, Scalable)]
-    return Buffers(tuple(objects), version, capacity_buffer.buffer_infos(objects, models, scalables))
+    return Buffers(tuple(objects), version, capacity_buffer.buffer_infos(objects, models, scalables, scaled))
+
+
+def _named(
+    kube: Cluster, buffers: list[CapacityBuffer]
+) -> tuple[list[dict[str, object]], list[dict[str, object]], list[capacity_buffer.ScaledObject]]:
+    """What the buffers name: the PodTemplates of their namespaces, the workloads of the kinds read by
+    their pod template, and the objects of other kinds, read through their scale subresource."""
+    namespaces = sorted({b.metadata.namespace or "default" for b in buffers})
+    templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
+    scaled = [_scaled(kube, *ref) for ref in _scaled_refs(buffers)]
+    return templates, _scalables(kube, buffers), scaled
 
 
 def _scalables(kube: Cluster, buffers: Iterable[CapacityBuffer]) -> list[dict[str, object]]:
@@ -313,6 +322,51 @@ def _scalables(kube: Cluster, buffers: Iterable[CapacityBuffer]) -> list[dict[st
             {**item, "kind": kind, "apiVersion": f"{group}/{version}" if group else version} for item in items
         ]
     return out
+
+
+def _scaled_refs(buffers: Iterable[CapacityBuffer]) -> list[tuple[str, str, str, str]]:
+    """(namespace, group, kind, name) of each object a scalableRef names whose kind has no pod template
+    resolver (read through its scale subresource)."""
+    return sorted(
+        {
+            (b.metadata.namespace or "default", capacity_buffer.core_group(ref.api_group), ref.kind, ref.name)
+            for b in buffers
+            if (ref := b.spec.scalable_ref) is not None
+            and capacity_buffer.scalable_resource(ref.api_group, ref.kind) is None
+        }
+    )
+
+
+def _scaled(kube: Cluster, namespace: str, group: str, kind: str, name: str) -> capacity_buffer.ScaledObject:
+    """An object read as cluster-autoscaler's scale resolver reads it: its Scale, then the pods of its
+    namespace the Scale's ``status.selector`` selects, the most recent of them (by ``creationTimestamp``)
+    kept as the chunk's template. What cannot be read is the buffer's problem, not observe's."""
+    found = capacity_buffer.ScaledObject(namespace, group, kind, name)
+    what = f"{kind}.{group or 'core'} {namespace}/{name}"
+    try:
+        scale = kube.get_scale(group, kind, namespace, name)
+        status = scale.get("status") or {}
+        replicas, selector = int(status.get("replicas") or 0), str(status.get("selector") or "")
+        if not selector:  # no labelSelectorPath in its CRD: which pods are its is unknown
+            why = "its scale subresource gives no status.selector, so its pods cannot be found"
+            return replace(found, replicas=replicas, problem=f"{what}: {why}")
+        pods = kube.pods_selected(namespace, selector)
+    except KubeError as exc:
+        return replace(found, problem=f"{what}: {type(exc).__name__}: {exc}")
+    found = replace(found, replicas=replicas, selector=selector)
+    if not pods:
+        return found
+    newest = max(pods, key=lambda p: (p.metadata.creation_timestamp or _EPOCH, p.metadata.name))
+    raw = newest.model_dump(by_alias=True, mode="json", exclude_none=True)
+    meta = raw.get("metadata") or {}
+    template = {
+        "metadata": {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}},
+        "spec": raw.get("spec") or {},
+    }
+    return replace(found, template=template)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _readable(model: type[PodTemplate] | type[Scalable], raw: dict[str, object]) -> object:

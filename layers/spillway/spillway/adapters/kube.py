@@ -71,6 +71,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     PartialCredentialsError,
 )
+from kubernetes.client.api.apis_api import ApisApi
 from kubernetes.client.api.core_v1_api import CoreV1Api
 from kubernetes.client.api.custom_objects_api import CustomObjectsApi
 from kubernetes.client.api.policy_v1_api import PolicyV1Api
@@ -439,6 +440,7 @@ class KubeClient:
         self._core = CoreV1Api(api_client)
         self._policy = PolicyV1Api(api_client)
         self._custom = CustomObjectsApi(api_client)
+        self._apis = ApisApi(api_client)
         self._storage = StorageV1Api(api_client)
         self._not_served_logged: set[str] = set()  # kinds whose absence was logged at info already
 
@@ -690,6 +692,55 @@ class KubeClient:
             call = self._core.list_replication_controller_for_all_namespaces
         items = self._paged("replicationcontrollers", call, _parse_raw_page)
         return [{"apiVersion": "v1", "kind": "ReplicationController", **obj} for obj in items]
+
+    def pods_selected(self, namespace: str, label_selector: str) -> list[Pod]:
+        """The pods of ``namespace`` a label selector (its string form) selects, all pages."""
+        call = partial(self._core.list_namespaced_pod, namespace)
+        return list(self._paged("pods", call, _parse_page(_PodPage), label_selector=label_selector))
+
+    def get_scale(self, api_group: str, kind: str, namespace: str, name: str) -> RawObject:
+        """The ``autoscaling/v1`` Scale of a namespaced object of any kind with a scale subresource, its
+        resource found as client-go's discovery REST mapper finds it (the group's versions, preferred
+        first; the resource whose kind is ``kind``). ``ObjectNotFound`` when the group or kind is not
+        served, the resource has no scale subresource (``<plural>/scale`` in discovery), or the object is
+        not there."""
+        version, plural = self._scalable_resource(api_group, kind)
+        op = f"get scale of {plural}.{api_group} {namespace}/{name}"
+        send = partial(
+            self._custom.get_namespaced_custom_object_scale, api_group, version, namespace, plural, name,
+            **self._opts(),
+        )  # fmt: skip
+        return _json_object(op, self._request(op, send, on_status={404: ObjectNotFound}))
+
+    def _scalable_resource(self, api_group: str, kind: str) -> tuple[str, str]:
+        what = f"{kind}.{api_group or 'core'}"
+        if not api_group:  # the core group's only scalable resource is replicationcontrollers
+            raise ObjectNotFound(
+                f"{what}: no resource of the core group with a scale subresource is of that kind"
+            )
+        for version in self._group_versions(api_group, what):
+            op = f"discover {api_group}/{version}"
+            send = partial(self._custom.get_api_resources, api_group, version, **self._opts())
+            listing = _json_object(op, self._request(op, send, on_status={404: ObjectNotFound}))
+            names = {str(r.get("name")): r for r in listing.get("resources") or []}
+            plural = next((n for n, r in names.items() if "/" not in n and r.get("kind") == kind), None)
+            if plural is None:
+                continue
+            if f"{plural}/scale" not in names:
+                raise ObjectNotFound(f"{what}: {plural}.{api_group}/{version} has no scale subresource")
+            return version, plural
+        raise ObjectNotFound(f"{what}: no resource of kind {kind} is served in API group {api_group}")
+
+    def _group_versions(self, api_group: str, what: str) -> list[str]:
+        """The group's served versions, its preferred one first (as the discovery REST mapper tries them)."""
+        op = "discover API groups"
+        groups = _json_object(op, self._request(op, partial(self._apis.get_api_versions, **self._opts())))
+        entry = next((g for g in groups.get("groups") or [] if g.get("name") == api_group), None)
+        if entry is None:
+            raise ObjectNotFound(f"{what}: API group {api_group} is not served (its CRD is not installed)")
+        preferred = (entry.get("preferredVersion") or {}).get("version")
+        versions = [str(v.get("version")) for v in entry.get("versions") or []]
+        return sorted(versions, key=lambda v: v != preferred)
 
     def iter_shared_objects(self) -> Iterator[SharedObject]:
         """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, CapacityQuotas, and the

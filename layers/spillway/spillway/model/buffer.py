@@ -3,9 +3,12 @@
 
 A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
 CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace) or by
-``spec.scalableRef`` (an ``apps/v1`` Deployment, StatefulSet or ReplicaSet, a core
-ReplicationController or a ``batch/v1`` Job of its namespace: its pod template, as cluster-autoscaler's
-resolvers read it). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the
+``spec.scalableRef``: an ``apps/v1`` Deployment, StatefulSet or ReplicaSet, a core
+ReplicationController or a ``batch/v1`` Job of its namespace by its pod template, as cluster-autoscaler's
+resolvers read it; an object of any other kind (a custom resource) through its scale subresource, as
+cluster-autoscaler's scale resolver reads it (:class:`ScaledObject`: the most recent pod its
+``status.selector`` selects is the chunk, the Scale's ``status.replicas`` the count a percentage is of;
+no such pod, not ready). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the
 scalable object's ``spec.replicas`` (a Job's ``spec.parallelism``; rounded up, at least 1), capped by
 ``spec.limits`` (the chunks' summed requests); with neither, as many chunks as ``spec.limits`` holds
 (limits on no resource the chunk requests are a problem, as for cluster-autoscaler's controller). A
@@ -59,12 +62,39 @@ CORE_GROUPS = ("", "core")
 def scalable_resource(api_group: str, kind: str) -> tuple[str, str, str] | None:
     """(group, version, plural) of the kind a scalableRef names, if Spillway reads its pod template."""
     found = SCALABLE.get(kind)
-    if found is None or found[0] != ("" if api_group in CORE_GROUPS else api_group):
+    if found is None or found[0] != core_group(api_group):
         return None
     return found
 
 
 Workloads = Mapping[tuple[str, str, str], Scalable]  # (namespace, kind, name)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaledObject:
+    """An object a scalableRef names whose kind has no pod template resolver (a custom resource), as
+    cluster-autoscaler's ``ScaleObjectPodResolver`` reads it: its ``autoscaling/v1`` Scale
+    (``status.replicas``, ``status.selector``) and the most recent pod (by ``creationTimestamp``) that
+    selector selects in its namespace, kept as a pod template (``template``: its labels, annotations
+    and spec; ``None``: no pod). ``problem``: why it could not be read (unknown kind, no scale
+    subresource, not found, no selector)."""
+
+    namespace: str
+    api_group: str
+    kind: str
+    name: str
+    replicas: int = 0
+    template: Mapping[str, Any] | None = None
+    selector: str = ""
+    problem: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.namespace, core_group(self.api_group), self.kind, self.name)
+
+
+def core_group(api_group: str) -> str:
+    return "" if api_group in CORE_GROUPS else api_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +191,14 @@ def _fit_in_limits(limits: Mapping[str, Any], pod: PodInfo) -> tuple[int, str]:
     return min(fits), ""
 
 
+Scaled = Mapping[tuple[str, str, str, str], ScaledObject]  # by ScaledObject.key
+
+
 def _shape(
-    buffer: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate], workloads: Workloads
+    buffer: CapacityBuffer,
+    templates: Mapping[tuple[str, str], PodTemplate],
+    workloads: Workloads,
+    scaled: Scaled,
 ) -> tuple[Pod | None, int | None, str, int, str]:
     """(pod, the scalable object's replicas, the template's name, its generation, problem)."""
     namespace, name, spec = buffer.metadata.namespace or "default", buffer.metadata.name, buffer.spec
@@ -178,7 +214,8 @@ def _shape(
         return None, None, "", 0, "neither spec.podTemplateRef nor spec.scalableRef names the chunk's shape"
     what = f"{scalable.kind} {namespace}/{scalable.name}"
     if scalable_resource(scalable.api_group, scalable.kind) is None:
-        return None, None, "", 0, _not_served(what, scalable.api_group)
+        found = scaled.get((namespace, core_group(scalable.api_group), scalable.kind, scalable.name))
+        return _through_scale(name, what, scalable.api_group, found)
     workload = workloads.get((namespace, scalable.kind, scalable.name))
     if workload is None:
         return None, None, "", 0, f"{what} not found"
@@ -187,26 +224,59 @@ def _shape(
     return pod, workload.replicas, "", 0, problem.replace("PodTemplate ", "", 1)
 
 
-def _not_served(what: str, api_group: str) -> str:
-    kinds = ", ".join(f"{SCALABLE[k][0] or 'core'} {k}" for k in SCALABLE)
-    return (
-        f"spec.scalableRef: {what} ({api_group or 'core'}) is not served: Spillway reads the pod "
-        f"template of {kinds}; it does not read other kinds through their scale subresource and pods, "
-        "as cluster-autoscaler can"
-    )
+def _through_scale(
+    buffer: str, what: str, api_group: str, scaled: ScaledObject | None
+) -> tuple[Pod | None, int | None, str, int, str]:
+    """The chunk and count of a kind without a pod template resolver, from its Scale and its most
+    recent pod; without a pod the buffer is not ready, as the controller's ("requires to observe a
+    running pod")."""
+    if scaled is None:
+        return (
+            None,
+            None,
+            "",
+            0,
+            (
+                f"spec.scalableRef: {what} ({api_group or 'core'}) was not read: a kind other than "
+                f"{_builtin_kinds()} is read through its scale subresource and its pods, which only observe "
+                "reads from the cluster"
+            ),
+        )
+    if scaled.problem:
+        return None, None, "", 0, f"spec.scalableRef: {scaled.problem}"
+    if scaled.template is None:
+        return (
+            None,
+            scaled.replicas,
+            "",
+            0,
+            (
+                f"spec.scalableRef: no pod of {what} found by its scale subresource's status.selector "
+                f"{scaled.selector!r}: the chunk's shape of a kind without a pod template is read from its "
+                "most recent pod, as cluster-autoscaler's controller reads it"
+            ),
+        )
+    raw = {"metadata": {"name": f"{scaled.kind} {scaled.name}"}, "template": dict(scaled.template)}
+    pod, problem = template_pod_object(raw, scaled.namespace, f"{buffer}:buffer")
+    return pod, scaled.replicas, "", 0, problem.replace("PodTemplate ", "", 1)
+
+
+def _builtin_kinds() -> str:
+    return ", ".join(f"{SCALABLE[k][0] or 'core'} {k}" for k in SCALABLE)
 
 
 def buffer_info(
     buffer: CapacityBuffer,
     templates: Mapping[tuple[str, str], PodTemplate],
     workloads: Workloads | None = None,
+    scaled: Scaled | None = None,
 ) -> BufferInfo:
     """A CapacityBuffer as the planner needs it, its PodTemplate (or scalable object) resolved."""
     namespace = buffer.metadata.namespace or "default"
     base = BufferInfo(
         namespace, buffer.metadata.name, 0, strategy=buffer.spec.provisioning_strategy or ACTIVE_CAPACITY
     )
-    source, current, template, generation, problem = _shape(buffer, templates, workloads or {})
+    source, current, template, generation, problem = _shape(buffer, templates, workloads or {}, scaled or {})
     base = replace(base, template=template, generation=generation)
     if source is None or problem:
         return replace(base, problem=problem)
@@ -216,14 +286,18 @@ def buffer_info(
 
 
 def buffer_infos(
-    buffers: Iterable[CapacityBuffer], templates: Iterable[PodTemplate], workloads: Iterable[Scalable] = ()
+    buffers: Iterable[CapacityBuffer],
+    templates: Iterable[PodTemplate],
+    workloads: Iterable[Scalable] = (),
+    scaled: Iterable[ScaledObject] = (),
 ) -> tuple[BufferInfo, ...]:
     """Every buffer with what it names resolved, sorted by namespace and name."""
     by_name = {(t.metadata.namespace or "default", t.metadata.name): t for t in templates}
     by_kind: dict[tuple[str, str, str], Scalable] = {
         (w.metadata.namespace or "default", w.kind, w.metadata.name): w for w in workloads
     }
-    infos = (buffer_info(b, by_name, by_kind) for b in buffers)
+    by_ref = {s.key: s for s in scaled}
+    infos = (buffer_info(b, by_name, by_kind, by_ref) for b in buffers)
     return tuple(sorted(infos, key=lambda i: (i.namespace, i.name)))
 
 

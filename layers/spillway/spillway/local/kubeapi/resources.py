@@ -79,6 +79,8 @@ class ResourceType:
     optional: bool = False
     #: fields that may not change once created (a CRD's ``self == oldSelf`` validation rule)
     immutable: tuple[tuple[str, ...], ...] = ()
+    #: a CRD's ``subresources.scale``: (specReplicasPath, statusReplicasPath, labelSelectorPath)
+    scale: tuple[str, str, str] | None = None
 
     @property
     def api_version(self) -> str:
@@ -370,6 +372,49 @@ CAPACITY_BUFFERS = ResourceType(
 )
 
 
+#: Argo Rollouts' Rollout (CRD ``rollouts.argoproj.io``): a custom kind with a scale subresource
+#: (``specReplicasPath: .spec.replicas``, ``statusReplicasPath: .status.HPAReplicas``,
+#: ``labelSelectorPath: .status.selector``), which a CapacityBuffer's ``scalableRef`` may name
+ROLLOUTS = ResourceType(
+    "Rollout",
+    "rollouts",
+    "rollout",
+    "argoproj.io",
+    "v1alpha1",
+    namespaced=True,
+    short_names=("ro",),
+    store_kind="Rollout.argoproj.io",
+    has_status=True,
+    custom=True,
+    optional=True,
+    scale=(".spec.replicas", ".status.HPAReplicas", ".status.selector"),
+)
+
+
+def scale_of(rt: ResourceType, obj: JsonObj) -> JsonObj:
+    """The ``autoscaling/v1`` Scale the API server makes of a custom resource (apiextensions-apiserver's
+    ``scaleFromCustomResource``): the replicas at the spec and status paths (0 when absent), the string at
+    the label selector path ("" when absent)."""
+    assert rt.scale is not None
+    spec_path, status_path, selector_path = rt.scale
+
+    def at(path: str) -> Any:
+        found: Any = obj
+        for part in path.lstrip(".").split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        return found
+
+    meta = obj.get("metadata") or {}
+    kept = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {k: meta[k] for k in kept if k in meta},
+        "spec": {"replicas": int(at(spec_path) or 0)},
+        "status": {"replicas": int(at(status_path) or 0), "selector": str(at(selector_path) or "")},
+    }
+
+
 def _apps(kind: str, plural: str, short: str) -> ResourceType:
     """An ``apps/v1`` workload (served by every cluster): CapacityBuffers' ``scalableRef`` names one."""
     return ResourceType(
@@ -458,6 +503,7 @@ ALL: tuple[ResourceType, ...] = (
     PYTORCH_JOBS,
     PADDLE_JOBS,
     CAPACITY_BUFFERS,
+    ROLLOUTS,
     DEPLOYMENTS,
     STATEFULSETS,
     REPLICASETS,
@@ -553,6 +599,9 @@ def resource_list(group_version: str, installed: frozenset[str] | None = None) -
             subresources = [
                 {"name": f"{rt.plural}/status", "kind": rt.kind, "verbs": ["get", "patch", "update"]}
             ]
+        if rt.scale is not None:
+            scale = {"name": f"{rt.plural}/scale", "group": "autoscaling", "version": "v1", "kind": "Scale"}
+            subresources = [*(subresources or []), {**scale, "verbs": ["get", "patch", "update"]}]
         for sub in subresources or []:
             resources.append({"singularName": "", "namespaced": rt.namespaced, **sub})
     if not resources:

@@ -321,6 +321,10 @@ class _Router:
                     ),
                 )
             raise _method_not_allowed()
+        if sub == "scale" and rt.scale is not None:
+            if method != "GET":  # the emulator reads a Scale; writing one through it is not served
+                raise _method_not_allowed()
+            return _json(200, resources.scale_of(rt, self.store.get(rt, namespace, name)))
         if rt is PODS and namespace is not None and sub == "eviction":
             if method != "POST":
                 raise _method_not_allowed()
