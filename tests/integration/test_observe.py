@@ -109,6 +109,30 @@ def test_terminal_pods_are_kept_when_asked(kube: FakeCluster, aws: AwsAdapter) -
     assert len(snapshot.cluster.pods) == 121
 
 
+def test_a_gangs_succeeded_members_are_kept_as_counts_and_their_pods_dropped(
+    kobj: Any, aws: AwsAdapter
+) -> None:
+    """Volcano counts a gang's Succeeded members toward its minimum, so the planner must know them; the
+    pods themselves are dropped as every finished pod is, and a finished gang leaves nothing."""
+    nodes, pods, pdbs = kobj.cluster(2, 4)
+    volcano = {"scheduling.k8s.io/group-name": "train"}
+    for i, (phase, task) in enumerate([("Succeeded", "worker"), ("Succeeded", "worker"), ("Failed", "ps")]):
+        done = kobj.pod(f"train-done{i}", "ml", phase=phase, node_name=nodes[0]["metadata"]["name"])
+        done["metadata"]["annotations"] = {**volcano, "volcano.sh/task-spec": task}
+        pods.append(done)
+    waiting = kobj.pod("train-wait", "ml")
+    waiting["metadata"]["annotations"] = {**volcano, "volcano.sh/task-spec": "worker"}
+    old = kobj.pod("old-done", "ml", phase="Succeeded")
+    old["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "old"}
+    pods += [waiting, old]
+
+    snapshot = observe_once(FakeCluster(nodes, pods, pdbs), aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.gang_succeeded == {"ml/train": {"worker": 2}}
+    assert not any(p.terminal for p in snapshot.cluster.pods)
+    assert len(snapshot.cluster.pods) == 5
+
+
 def test_api_down_stores_nothing_and_raises(kube: FakeCluster, aws: AwsAdapter, store: SnapshotStore) -> None:
     kube.fail("iter_nodes", KubeUnavailable("list: GET /api/v1/nodes: connection refused (4 attempts)"))
     time = FakeTime()

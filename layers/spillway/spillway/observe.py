@@ -38,6 +38,7 @@ from spillway.model.cluster import (
     PdbInfo,
     PdbMatcher,
     PodInfo,
+    SucceededMembers,
     TopologyMatcher,
     VolumeMatcher,
     expander_priorities,
@@ -80,7 +81,9 @@ class ObserveConfig(BaseModel):
     interval_seconds: float = Field(default=20, gt=0)
     heartbeat_minutes: float = Field(default=5, gt=0)
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
-    keep_terminal_pods: bool = False  # Succeeded/Failed pods hold no resources: dropped unless asked
+    # Succeeded/Failed pods hold no resources: dropped unless asked (a gang's Succeeded members are
+    # counted first: ClusterSnapshot.gang_succeeded)
+    keep_terminal_pods: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +138,15 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
     topology = TopologyMatcher()  # which anti-affinity terms and spread constraints select which pods
     volumes = VolumeMatcher()  # where each pod's persistent volumes let it run
+    succeeded = SucceededMembers()  # how many of each gang's members Succeeded
     buffer_future = pool.submit(capacity_buffers, kube)
     try:
         pod_list = list(
             _pod_infos(
-                kube.iter_pods(), (budgets, topology, volumes), keep_terminal=config.keep_terminal_pods
+                kube.iter_pods(),
+                (budgets, topology, volumes),
+                succeeded,
+                keep_terminal=config.keep_terminal_pods,
             )
         )
         nodes = node_future.result()
@@ -182,6 +189,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         jobs=shared.jobs,
         buffers=buffer_infos,
         expander_priorities=priorities,
+        gang_succeeded=succeeded.counts(),
     )
     cluster = update_quota_status(kube, cluster)
     update_buffer_status(kube, buffers, taken_at)
@@ -426,16 +434,19 @@ def _noting_namespaces(
 def _pod_infos(
     pods: Iterator[Pod],
     matchers: tuple[PdbMatcher, TopologyMatcher, VolumeMatcher],
+    succeeded: SucceededMembers,
     *,
     keep_terminal: bool,
 ) -> Iterator[PodInfo]:
     """Each API pod becomes a compact record as soon as its page arrives; the model is dropped (the
-    labels the matchers need are kept until every pod and PodDisruptionBudget is known)."""
+    labels the matchers need are kept until every pod and PodDisruptionBudget is known). A finished pod
+    is dropped unless asked, once ``succeeded`` has counted it for its gang."""
     index = 0
     for pod in pods:
         if not _usable(pod):
             continue
         info = PodInfo.from_pod(pod)
+        succeeded.note(info)
         if info.terminal and not info.daemonset and not keep_terminal:
             continue
         for matcher in matchers:

@@ -738,6 +738,9 @@ class ClusterSnapshot:
     buffers: tuple[BufferInfo, ...] = ()  # CapacityBuffers (spillway.model.buffer)
     # cluster-autoscaler's priority expander ConfigMap, when there is one (spillway.model.priorities)
     expander_priorities: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    # gang -> Volcano task ("" for none) -> its members that Succeeded (SucceededMembers): the finished
+    # pods themselves need not be kept
+    gang_succeeded: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -808,9 +811,11 @@ class ClusterSnapshot:
         priorities: Priorities = {}
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
+        succeeded = SucceededMembers()
         for obj in objects:
             if isinstance(obj, Pod):
                 pods.append(PodInfo.from_pod(obj))
+                succeeded.note(pods[-1])
                 budgets.remember(len(pods) - 1, obj)
                 topology.remember(len(pods) - 1, obj)
                 volumes.remember(len(pods) - 1, obj)
@@ -856,6 +861,7 @@ class ClusterSnapshot:
             jobs=tuple(sorted(jobs, key=lambda j: j.key)),
             buffers=buffer_infos,
             expander_priorities=priorities,
+            gang_succeeded=succeeded.counts(),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -881,6 +887,8 @@ class ClusterSnapshot:
                 out[key] = [item.to_dict() for item in items]
         if self.expander_priorities:
             out["priorities"] = [[p, list(x)] for p, x in sorted(self.expander_priorities.items())]
+        if self.gang_succeeded:
+            out["gang_succeeded"] = {g: dict(t) for g, t in self.gang_succeeded.items()}
         return out
 
     @classmethod
@@ -904,6 +912,10 @@ class ClusterSnapshot:
             jobs=tuple(JobInfo.from_dict(j) for j in d.get("jobs", ())),
             buffers=tuple(BufferInfo.from_dict(b) for b in d.get("buffers", ())),
             expander_priorities={int(p): tuple(x) for p, x in d.get("priorities", ())},
+            gang_succeeded={
+                str(g): {str(t): int(n) for t, n in tasks.items()}
+                for g, tasks in d.get("gang_succeeded", {}).items()
+            },
         )
 
 
@@ -1219,6 +1231,35 @@ def _own_values(
         for key in keys
         if key in labels
     )
+
+
+class SucceededMembers:
+    """How many members of each gang Succeeded, per Volcano task ("" for none), tallied as the pods
+    stream by: Volcano counts them toward its minimums and Kueue's pod group holds them (see
+    :class:`spillway.planner.classes.Gangs`), but a finished pod holds no node, so the snapshot keeps
+    only these counts, and only for the gangs with a member not finished (the planner asks for no other
+    gang): a cluster's finished pods cost nothing. A Failed member is counted by no scheduler."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, dict[str, int]] = {}
+        self._live: set[str] = set()
+
+    def note(self, pod: PodInfo) -> None:
+        if pod.gang is None:
+            return
+        if pod.phase == "Succeeded":
+            tasks = self._counts.setdefault(pod.gang, {})
+            task = pod.gang_task or ""
+            tasks[task] = tasks.get(task, 0) + 1
+        elif not pod.terminal:
+            self._live.add(pod.gang)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        return {
+            gang: dict(sorted(tasks.items()))
+            for gang, tasks in sorted(self._counts.items())
+            if gang in self._live
+        }
 
 
 class PdbMatcher:

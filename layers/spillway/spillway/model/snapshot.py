@@ -196,6 +196,8 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
             doc[key] = [item.to_dict() for item in items]
     if cluster.expander_priorities:  # they rank the groups new nodes go to
         doc["priorities"] = sorted((p, list(x)) for p, x in cluster.expander_priorities.items())
+    if cluster.gang_succeeded:  # a member finishing changes what its gang still needs
+        doc["gang_succeeded"] = sorted((g, sorted(t.items())) for g, t in cluster.gang_succeeded.items())
     return doc
 
 

@@ -187,8 +187,14 @@ class Gangs:
     run and, when ``minMember`` is at least their sum, each task's ``minTaskMember`` too;
     kube-scheduler's GangScheduling admits a pod once the assumed or assigned pods reach ``minCount``;
     Kueue admits a pod group as a whole and leaves its ungated pods to kube-scheduler, one by one.
-    Running is counted short (bound, not terminating; Volcano would also count its finished tasks), so
-    a gang is never taken as started too early."""
+    Running is counted short (bound, not terminating), so a gang is never taken as started too early.
+
+    Members that finished count as their gang's scheduler counts them (:meth:`finished`): Volcano takes
+    a Succeeded task as ready and valid toward ``minMember`` and its task's ``minTaskMember``
+    (JobInfo.ReadyTaskNum, ValidTaskNum, getJobAllocatedRoles), and Kueue's pod group holds its
+    Succeeded pods against its total count; coscheduling and GangScheduling count only the pods of the
+    scheduler's own informer, which lists none Succeeded or Failed. A Failed member counts for none,
+    and a finished member never holds a node."""
 
     def __init__(self, ctx: Context) -> None:
         self.info: dict[str, GangInfo] = {}
@@ -202,6 +208,8 @@ class Gangs:
         self.task_of: dict[str, str] = {}  # a member's Volcano task, by pod key ("" without one)
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
         self.virtual: set[str] = set()  # Volcano PodGroups whose pods do not exist yet (virtual_pods)
+        # members that Succeeded, per gang and Volcano task; none of them is in the snapshot's pods
+        self.succeeded = ctx.snapshot.gang_succeeded
         for pod in ctx.snapshot.pods:
             if pod.gang and not pod.terminal and not pod.gated:
                 self.members[pod.gang] = self.members.get(pod.gang, 0) + 1
@@ -219,6 +227,16 @@ class Gangs:
         info = self._info(key)
         return info.min_member if info and info.min_member else self.stated.get(key, 0)
 
+    def finished(self, key: str, task: str | None = None) -> int:
+        """The gang's members that Succeeded (of one Volcano task, when given), as many as its scheduler
+        counts toward its minimum (see the class): Volcano's PodGroup, or a size the pods state
+        themselves (Kueue); none for coscheduling and kube-scheduler's GangScheduling."""
+        info = self._info(key)
+        if info is not None and info.min_member and info.source != "volcano":
+            return 0
+        tasks = self.succeeded.get(key, {})
+        return sum(tasks.values()) if task is None else tasks.get(task, 0)
+
     def started(self, key: str) -> bool:
         """The gang's minimum runs: its pending members are placed one by one (see the class)."""
         return self.minimum(key) > 0 and self.shortfall(key) == ({}, 0)
@@ -233,9 +251,13 @@ class Gangs:
         tasks = info.task_minimums if info is not None and key not in self.virtual else {}
         if minimum < sum(tasks.values()):
             tasks = {}
-        lacking = {t: n - self.tasks_running.get((key, t), 0) for t, n in sorted(tasks.items())}
+        lacking = {
+            t: n - self.tasks_running.get((key, t), 0) - self.finished(key, t)
+            for t, n in sorted(tasks.items())
+        }
         lacking = {t: n for t, n in lacking.items() if n > 0}
-        return lacking, max(0, minimum - self.running.get(key, 0) - sum(lacking.values()))
+        have = self.running.get(key, 0) + self.finished(key)
+        return lacking, max(0, minimum - have - sum(lacking.values()))
 
     def is_gang(self, key: str | None) -> bool:
         return key is not None and self.minimum(key) > 1
@@ -243,12 +265,14 @@ class Gangs:
     def incomplete(self, key: str | None) -> tuple[str, str] | None:
         if key is None:
             return None
-        need, have = self.minimum(key), self.members.get(key, 0)
+        finished = self.finished(key)
+        need, have = self.minimum(key), self.members.get(key, 0) + finished
         if have >= need:
             return None
+        done = f" ({finished} of them Succeeded)" if finished else ""
         return (
             codes.GANG_INCOMPLETE,
-            f"gang {key} has {have} of its {need} pods: nothing is added until all exist",
+            f"gang {key} has {have} of its {need} pods{done}: nothing is added until all exist",
         )
 
     def virtual_pods(self) -> list[PodInfo]:
