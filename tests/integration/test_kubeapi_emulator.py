@@ -443,6 +443,77 @@ def test_a_pod_two_budgets_select_is_refused_with_the_real_servers_500_whatever_
     assert api.get("Pod", "starting") is None
 
 
+def test_a_budget_whose_status_forbids_evictions_answers_403_naming_the_budget(
+    api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api
+) -> None:
+    # eviction.go checkAndDecrement: errors.NewForbidden(policy.Resource("poddisruptionbudget"), name, ...)
+    # for disruptionsAllowed < 0 and for more than MaxDisruptedPodSize (2000) entries in disruptedPods
+    for i in range(3):
+        api.add(pod(f"web-{i}", labels={"app": "web"}, node="n1", phase="Running", ready=True))
+    stored = api.add(pdb("web", {"app": "web"}, maxUnavailable=1))
+    api.update("PodDisruptionBudget", {**stored, "status": {"disruptionsAllowed": -1}})
+    assert policy.read_namespaced_pod_disruption_budget("web", "default").status.disruptions_allowed == -1
+    with pytest.raises(ApiException) as caught:
+        evict(core, "web-0")
+    assert caught.value.status == 403
+    assert error_body(caught.value) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'poddisruptionbudget.policy "web" is forbidden: pdb disruptions allowed is negative',
+        "reason": "Forbidden",
+        "details": {"name": "web", "group": "policy", "kind": "poddisruptionbudget"},
+        "code": 403,
+    }
+    waiting = {f"gone-{i}": "2026-01-01T00:00:00Z" for i in range(2001)}
+    api.update("PodDisruptionBudget", {**stored, "status": {"disruptedPods": waiting}})
+    with pytest.raises(ApiException) as caught:
+        evict(core, "web-0")
+    assert caught.value.status == 403 and "DisruptedPods map too big" in error_body(caught.value)["message"]
+    api.update(
+        "PodDisruptionBudget", {**stored, "status": {"disruptedPods": dict(list(waiting.items())[:2000])}}
+    )
+    evict(core, "web-0")  # 2000 is still allowed
+    assert api.get("Pod", "web-0") is None
+
+
+def test_no_eviction_nor_create_in_a_terminating_namespace(api: KubeApiServer, core: CoreV1Api) -> None:
+    # the NamespaceLifecycle admission plugin: 403 with a NamespaceTerminating cause, before the pod is read
+    api.add(pod("web-0", labels={"app": "web"}, node="n1", phase="Running", ready=True))
+    namespace = api.get("Namespace", "default")
+    assert namespace is not None
+    api.update("Namespace", {**namespace, "status": {"phase": "Terminating"}})
+    with pytest.raises(ApiException) as caught:
+        evict(core, "web-0")
+    assert caught.value.status == 403
+    assert error_body(caught.value) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'pods "web-0" is forbidden: unable to create new content in namespace default because it '
+        "is being terminated",
+        "reason": "Forbidden",
+        "details": {
+            "name": "web-0",
+            "kind": "pods",
+            "causes": [
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": "namespace default is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ],
+        },
+        "code": 403,
+    }
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "late"}})
+    assert caught.value.status == 403
+    assert api.get("Pod", "web-0") is not None
+
+
 @pytest.mark.parametrize(
     ("policy", "healthy_pods", "evicted"),
     [

@@ -26,11 +26,13 @@ from spillway.act.drain import (
 from spillway.act.interrupt import InterruptSettings, Notice, drain_plan, execution_name
 from spillway.adapters.kube import KubeClient
 from spillway.errors import (
+    AwsUnavailable,
     DrainCancelled,
     DrainSuperseded,
     DrainTimeout,
     InstanceNotFound,
     InvalidDrainRequest,
+    KubeAuthError,
     SpillwayError,
 )
 from spillway.local import objects
@@ -459,7 +461,8 @@ def test_the_latest_drain_holds_the_node_and_a_drain_undoes_only_its_own_cordon(
     assert held.cordon_held and node["spec"]["unschedulable"] is True
     assert "spot interruption warning w-1" in node["metadata"]["annotations"]["spillway.io/cordoned"]
     assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
-    assert rig.drainer.uncordon(warned)["uncordoned"] is True  # its own: undone
+    # its own, but a forced drain of a leaving instance keeps it: EC2 takes the instance anyway
+    assert rig.drainer.uncordon(warned)["uncordoned"] is False and rig.node()["spec"]["unschedulable"] is True
 
 
 HEALTH_ARN = "arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/abc"
@@ -507,7 +510,8 @@ def test_the_two_drains_of_one_scheduled_change_each_undo_only_their_own_cordon(
     cordon = node["metadata"]["annotations"]["spillway.io/cordoned"]
     assert cordon.split(" ", 4)[1:4] == ["held", "drain", f"{forced.name}:"]
     assert forced.name == execution_name(update, INSTANCE, forced=True)
-    assert rig.drainer.uncordon(forced)["uncordoned"] is True  # its own: undone
+    # its own, but forced within a day of the change: the instance goes, the cordon stays
+    assert "EC2 takes the instance" in rig.drainer.uncordon(forced)["note"]
 
 
 def test_a_cordon_written_before_drains_had_names_is_undone_by_its_drain_and_no_other(rig: Rig) -> None:
@@ -723,6 +727,77 @@ def test_a_throttled_eviction_is_retried_next_round_and_no_budget_is_blamed(rig:
     assert again["evicted"] == ["team-a/web-0", "team-a/db-0"] and again["done"] is True
 
 
+def _budget_status(rig: Rig, name: str, **status: Any) -> None:
+    """Write a budget's status by hand, as a controller other than the emulator's would have."""
+    pdb = rig.api.get("PodDisruptionBudget", name, "team-a")
+    assert pdb is not None
+    rig.api.update("PodDisruptionBudget", {**pdb, "status": {**pdb["status"], **status}})
+
+
+@pytest.mark.parametrize(
+    ("status", "why"),
+    [
+        ({"disruptionsAllowed": -1}, "pdb disruptions allowed is negative"),
+        (
+            {"disruptedPods": {f"gone-{i}": "2026-11-02T09:59:00Z" for i in range(2001)}},
+            "DisruptedPods map too big",
+        ),
+    ],
+)
+def test_a_budget_whose_status_forbids_evictions_refuses_its_pod_and_the_round_goes_on(
+    rig: Rig, status: dict[str, Any], why: str
+) -> None:
+    """The Eviction API answers 403 Forbidden naming the budget (not RBAC's 403): that pod waits for a
+    later round like one a budget's 429 holds, and the other pods go. (Found by review: every 403 was
+    KubeAuthError and aborted the round.)"""
+    rig.pod("web-0")
+    rig.pod("web-1", node=SPARE)
+    rig.pod("db-0", app="db", priority=10)
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, max_unavailable=1))
+    _budget_status(rig, "web", **status)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=30)
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-a/db-0"] and first["blocked"] == ["team-a/web-0"]
+    [left] = first["remaining"]
+    assert left["pod"] == "team-a/web-0" and "its PodDisruptionBudget refuses" in left["reason"], left
+    assert '"web"' in left["reason"] and why in left["reason"] and first["done"] is False
+    assert rig.api.get("Pod", "web-0", "team-a") is not None
+
+    rig.clock.advance(30)
+    with pytest.raises(DrainTimeout, match=r"team-a/web-0 \(its PodDisruptionBudget refuses"):
+        rig.drainer.evict(drain, first)
+
+
+def test_a_pod_whose_namespace_is_terminating_is_waited_for_and_the_round_goes_on(rig: Rig) -> None:
+    """An eviction in a namespace being deleted is 403 Forbidden with a NamespaceTerminating cause: the
+    namespace controller deletes the pod, so the drain waits for it (as kubectl drain does)."""
+    rig.pod("web-0")
+    rig.api.add(objects.pod("api-0", "team-b", node_name=NODE, labels={"app": "api"},
+                            owner=("ReplicaSet", "api-5d9c")))  # fmt: skip
+    namespace = rig.api.get("Namespace", "team-a")
+    assert namespace is not None
+    rig.api.update("Namespace", {**namespace, "status": {"phase": "Terminating"}})
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+
+    first = rig.drainer.evict(drain)
+    assert first["evicted"] == ["team-b/api-0"] and first["blocked"] == []
+    [left] = first["remaining"]
+    assert left["pod"] == "team-a/web-0" and "namespace team-a is being deleted" in left["reason"], left
+    assert first["done"] is False
+
+    rig.api.delete("Pod", "web-0", "team-a")  # the namespace controller
+    assert rig.drainer.evict(drain, first)["done"] is True
+
+
+def test_an_rbac_refusal_of_an_eviction_still_stops_the_drain(rig: Rig) -> None:
+    rig.pod("web-0")
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    rig.api.faults.fail_next(1, 403, "/api/v1/namespaces/team-a/pods/web-0/eviction")
+    with pytest.raises(KubeAuthError, match=r"evict pod team-a/web-0.*403"):
+        rig.drainer.evict(drain)
+
+
 def test_protected_pods_stay_until_the_deadline_then_the_drain_times_out(rig: Rig) -> None:
     rig.pod("train-0", app="train", annotations={"karpenter.sh/do-not-disrupt": "true"})
     rig.pod("solo", bare=True)
@@ -903,6 +978,37 @@ def test_a_drain_not_leaving_whose_decrement_aws_refuses_fails_and_keeps_its_nod
 
     assert outcome == {"error": "AsgLimitExceeded", "compensation": {"untainted": True, "uncordoned": True}}
     assert rig.cloud.terminated() == [("us-east-1", INSTANCE, True)]
+
+
+def test_a_forced_drain_of_a_leaving_instance_keeps_its_node_cordoned_when_it_fails(rig: Rig) -> None:
+    """A Spot warning's drain (or a scheduled change's within a day) that fails for any reason still
+    loses its instance: uncordoning would only let new pods land on a node EC2 reclaims in seconds. The
+    compensation keeps the cordon and the taint and says why. (Found by review.)"""
+    warning = {"force": True, "leaving": True, "reason": "spot interruption warning", "deadline_seconds": 90}
+    drain = rig.cordoned(**warning)
+    rig.cloud.fail("terminate_instance", AwsUnavailable("Auto Scaling did not answer"))
+
+    outcome = _terminate_or_compensate(rig, drain)
+
+    assert outcome["error"] == "AwsUnavailable"
+    assert outcome["compensation"]["uncordoned"] is False and outcome["compensation"]["untainted"] is False
+    assert "EC2 takes the instance" in outcome["compensation"]["note"]
+    node = rig.node()
+    assert node["spec"].get("unschedulable") is True
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"].get("taints") or [])
+    # the same after a failure before the terminate (Compensate, not CompensateTerminate)
+    assert rig.drainer.uncordon(drain)["uncordoned"] is False
+    state = {"drain": drain.model_dump(), "error": _lambda_error("KubeUnavailable", "API server down"),
+             "compensation": outcome["compensation"]}  # fmt: skip
+    assert "stays cordoned" in rig.drainer.record(state)["cause"]
+
+
+def test_a_leaving_drain_without_force_is_undone_when_it_fails(rig: Rig) -> None:
+    """A rebalance recommendation's drain (or a scheduled change's more than a day out) gives the node
+    back when it fails: the instance may well stay."""
+    drain = rig.cordoned(leaving=True, reason="rebalance recommendation", deadline_seconds=600)
+    assert rig.drainer.uncordon(drain) == {"untainted": True, "uncordoned": True}
+    assert not rig.node()["spec"].get("unschedulable")
 
 
 def test_delete_node_deletes_only_the_drained_node(rig: Rig) -> None:

@@ -78,6 +78,18 @@ def test_uncordon_needs_a_drain_that_keeps_its_node_and_is_refused_naming_it(
     assert rig.writes() == [] and rig.outcomes == []
 
 
+def test_a_forced_drain_of_a_leaving_instance_never_uncordons(rig: Rig) -> None:
+    """EC2 takes a leaving instance whatever a forced drain does: its node is never given back."""
+    raw = {"cluster": CLUSTER, "node": NODE, "leaving": True, "force": True, "terminate": False,
+           "uncordon": True}  # fmt: skip
+
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.validate(raw)
+
+    assert caught.value.field == "uncordon" and '"leaving" and "force"' in str(caught.value)
+    assert rig.writes() == []
+
+
 def test_a_lifecycle_drain_never_uncordons(rig: Rig) -> None:
     held(rig)
     raw = {"cluster": CLUSTER, "node": NODE, "group": "general", "lifecycle": lifecycle(),

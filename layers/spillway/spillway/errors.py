@@ -69,6 +69,20 @@ class EvictionThrottled(KubeError):
     request rate (API Priority and Fairness). Try again later; no budget is involved."""
 
 
+class EvictionBudgetForbidden(KubeError):
+    """The Eviction API answered 403 Forbidden naming the pod's PodDisruptionBudget (its Status's
+    ``details`` are group ``policy``, kind ``poddisruptionbudget``): the budget's status refuses every
+    eviction until the disruption controller writes it again (``disruptionsAllowed`` negative, or
+    ``disruptedPods`` holding more evictions than the API server lets wait for the controller). A budget's
+    refusal, not RBAC's: try later."""
+
+
+class EvictionNamespaceTerminating(KubeError):
+    """The Eviction API answered 403 Forbidden with a status cause of type ``NamespaceTerminating``: the
+    pod's namespace is being deleted, no eviction can be created in it, and the namespace controller
+    deletes the pod. Wait for it to go (``kubectl drain`` does the same)."""
+
+
 class ObjectNotFound(KubeError):
     """The named Kubernetes object (a custom resource, a pod template ...) does not exist."""
 

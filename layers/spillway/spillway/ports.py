@@ -34,6 +34,8 @@ from spillway.errors import (
     AwsUnavailable,
     CapacityUnavailable,
     EvictionBlocked,
+    EvictionBudgetForbidden,
+    EvictionNamespaceTerminating,
     EvictionRefused,
     EvictionThrottled,
     InputError,
@@ -245,5 +247,10 @@ METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Cloud.complete_lifecycle_action": (LifecycleActionNotFound,),
     "Cloud.record_heartbeat": (LifecycleActionNotFound,),
     "Cluster.patch_custom_status": (ObjectNotFound,),
-    "Cluster.evict": (EvictionRefused, EvictionThrottled),
+    "Cluster.evict": (
+        EvictionRefused,
+        EvictionThrottled,
+        EvictionBudgetForbidden,
+        EvictionNamespaceTerminating,
+    ),
 }

@@ -27,9 +27,11 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true`` unless ``force``;
 * DaemonSet pods, mirror (static) pods and finished pods are left alone; everything else goes through the
   Eviction API, so PodDisruptionBudgets hold: a budget's 429 is retried next round, and so is a pod
-  the API refuses while more than one budget selects it (500; the round goes on with the other pods,
-  the pod is left to the deadline like one a budget holds); a 429 of the server's rate limiting ends
-  the round, and the next round tries again;
+  the API refuses while more than one budget selects it (500) or while its budget's status forbids
+  evictions (403 naming the budget); the round goes on with the other pods, and such a pod is left to
+  the deadline. A pod whose namespace is being deleted (403, cause ``NamespaceTerminating``) is waited
+  for: the namespace takes it. A 429 of the server's rate limiting ends the round, and the next round
+  tries again; RBAC's 403 fails the step (``KubeAuthError``);
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, and pods no controller would recreate, are
   evicted only with ``force``: until then they keep the node busy, up to the deadline;
@@ -43,7 +45,9 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   ``force`` and the deadline passed);
 * the compensation (:meth:`Drainer.uncordon`) removes the draining taint and Spillway's cordon, never
   a cordon somebody else made nor one another drain of the node made since (the cordon names its
-  drain's execution: :func:`cordon_reason`), and never touches a Node that replaced the drained one.
+  drain's execution: :func:`cordon_reason`), and never touches a Node that replaced the drained one. A
+  lifecycle drain, and a forced drain of a leaving instance (a Spot warning's, a scheduled change's
+  within a day), keep the cordon and the taint: the instance goes whatever the drain does.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ from spillway.errors import (
     DrainSuperseded,
     DrainTimeout,
     EvictionBlocked,
+    EvictionBudgetForbidden,
+    EvictionNamespaceTerminating,
     EvictionRefused,
     EvictionThrottled,
     InstanceNotFound,
@@ -610,6 +616,12 @@ def _uncordon_refusal(request: DrainRequest) -> Refusal:
             "a drain that terminates has no node to give back)",
             field="uncordon",
         )
+    if request.leaving and request.force:
+        return InvalidDrainRequest(
+            'not with "leaving" and "force": EC2 takes the instance whatever the drain does, so its node is '
+            "never given back (uncordon keeps a node in service)",
+            field="uncordon",
+        )
     return None
 
 
@@ -661,6 +673,25 @@ MULTIPLE_BUDGETS = (
     "only one does"
 )
 THROTTLED = "throttled: the API server limits the request rate (HTTP 429, not a budget's); retried next round"
+BUDGET_FORBIDS = (
+    "its PodDisruptionBudget refuses every eviction (HTTP 403) until the disruption controller rewrites "
+    "its status; retried next round"
+)
+NAMESPACE_TERMINATING = (
+    "its namespace {namespace} is being deleted: the Eviction API refuses (HTTP 403) and the namespace "
+    "controller deletes the pod; waited for"
+)
+_GONE_ALREADY = ""  # _try_evict: the pod was gone before the eviction
+
+
+def _server_words(exc: KubeError) -> str:
+    """What the API server said, without our operation's prefix."""
+    return str(exc).rpartition(" Forbidden: ")[2][:300]
+
+
+def _held_by_budget(why: str) -> bool:
+    """A refusal that a PodDisruptionBudget makes (what a round reports as ``blocked``)."""
+    return why in (BUDGET_ALLOWS_NONE, MULTIPLE_BUDGETS) or why.startswith(BUDGET_FORBIDS)
 
 
 def _remaining(
@@ -867,7 +898,7 @@ class Drainer:
         evicted_now, refused = self._evict_round(before)
         after = self._verdicts(drain) if evicted_now else before
         remaining = _remaining(after, evicted_now, refused)
-        blocked = [pod for pod, why in refused.items() if why != THROTTLED]
+        blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
         forced = self._forced_at_deadline(drain, remaining)
         evicted = [*(previous.get("evicted") or []), *evicted_now]
         heartbeat = self._heartbeat(drain, previous) if drain.lifecycle is not None else {}
@@ -909,28 +940,43 @@ class Drainer:
 
     def _evict_round(self, verdicts: Sequence[PodVerdict]) -> tuple[list[str], dict[str, str]]:
         """Evict every pod that may go, lowest priority first: (evicted, refused pod → why). A pod a
-        budget holds, or more than one budget selects, is left for a later round and the round goes
-        on; a throttled eviction ends the round (the server asks to slow down)."""
+        budget holds, or more than one budget selects, or whose budget's status forbids evictions, is
+        left for a later round, and so is one whose namespace is being deleted (it goes with the
+        namespace); the round goes on. A throttled eviction ends the round (the server asks to slow
+        down)."""
         evicted: list[str] = []
         refused: dict[str, str] = {}
         for verdict in sorted(
             (v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod)
         ):
-            namespace, name = _split(verdict.pod)
-            try:
-                self.kube.evict(namespace, name)
-            except EvictionBlocked:
-                refused[verdict.pod] = BUDGET_ALLOWS_NONE
-            except EvictionRefused:
-                refused[verdict.pod] = MULTIPLE_BUDGETS
-            except EvictionThrottled:
-                refused[verdict.pod] = THROTTLED
-                break
-            except PodNotFound:
-                continue
-            else:
+            why = self._try_evict(verdict.pod)
+            if why is None:
                 evicted.append(verdict.pod)
+            elif why != _GONE_ALREADY:
+                refused[verdict.pod] = why
+                if why == THROTTLED:
+                    break
         return evicted, refused
+
+    def _try_evict(self, pod: str) -> str | None:
+        """Evict one pod: None when the API took it, ``_GONE_ALREADY``, or why the API turned it away
+        (:meth:`~spillway.adapters.kube.KubeClient.evict` names each answer; RBAC's 403 raises)."""
+        namespace, name = _split(pod)
+        try:
+            self.kube.evict(namespace, name)
+        except EvictionBlocked:
+            return BUDGET_ALLOWS_NONE
+        except EvictionRefused:
+            return MULTIPLE_BUDGETS
+        except EvictionBudgetForbidden as exc:
+            return f"{BUDGET_FORBIDS} ({_server_words(exc)})"
+        except EvictionNamespaceTerminating:
+            return NAMESPACE_TERMINATING.format(namespace=namespace)
+        except EvictionThrottled:
+            return THROTTLED
+        except PodNotFound:
+            return _GONE_ALREADY
+        return None
 
     def _verdicts(self, drain: Drain) -> list[PodVerdict]:
         """What to do with each pod on the node now (a consolidation evicts only its own pods)."""
@@ -1101,6 +1147,8 @@ class Drainer:
                 "uncordoned": False,
                 "note": f"another drain holds the node now ({holder[:120]}): its cordon and taint stay",
             }
+        if drain.leaving and drain.force:
+            return _keep_leaving(drain)
         untainted = self.kube.remove_draining_taint(drain.node)
         uncordoned = self.kube.uncordon(drain.node)
         return {"untainted": untainted, "uncordoned": uncordoned}
@@ -1249,12 +1297,29 @@ class Drainer:
             return "; the node was uncordoned and its remaining pods left running"
         if state.get("compensation_error"):
             why = cause_message(_mapping(state.get("compensation_error")).get("Cause"))[:300]
+            if drain.leaving and drain.force:  # nothing to undo: the node goes with its instance
+                return f"; {_keep_leaving(drain)['note']} (the compensation failed: {why})"
             return (
                 f"; undoing the cordon failed too ({why}): run `kubectl taint node {drain.node} "
                 f"{DRAINING_TAINT}- ; kubectl uncordon {drain.node} ; kubectl annotate node {drain.node} "
                 f"{CORDONED_BY_SPILLWAY}-`"
             )
         return ""
+
+
+def _keep_leaving(drain: Drain) -> dict[str, Any]:
+    """The compensation of a forced drain of a leaving instance (a Spot warning's, a scheduled change's
+    within a day): EC2 takes the instance whatever the drain did, so the cordon and the draining taint
+    stay; uncordoning would only let new pods land on a node about to go. A drain without force (a
+    rebalance recommendation's, a change more than a day out) is undone as usual: that instance may stay."""
+    return {
+        "untainted": False,
+        "uncordoned": False,
+        "note": (
+            f"EC2 takes the instance {drain.instance_id} anyway ({drain.reason}): the node stays cordoned "
+            "and tainted, and its remaining pods go with it"
+        ),
+    }
 
 
 def _lifecycle_identity(drain: Drain) -> dict[str, Any]:

@@ -24,7 +24,13 @@ the retry): a 429 whose Status carries a cause of reason ``DisruptionBudget`` is
 (:class:`~spillway.errors.EvictionThrottled`), and the 500 "This pod has more than one
 PodDisruptionBudget, which the eviction subresource does not support." is a refusal that stands until
 the budgets change (:class:`~spillway.errors.EvictionRefused`). Any other 5xx is retried as for every
-call.
+call. Three 403s are not RBAC's, and are told apart by the Status's structured fields: a cause of type
+``NamespaceTerminating`` (the pod's namespace is being deleted and takes the pod with it:
+:class:`~spillway.errors.EvictionNamespaceTerminating`), and ``details`` naming group ``policy``, kind
+``poddisruptionbudget`` (the budget's status refuses every eviction until its controller rewrites it:
+``disruptionsAllowed`` negative, or too many evictions it has not confirmed:
+:class:`~spillway.errors.EvictionBudgetForbidden`). Any other 403 (RBAC names ``pods/eviction`` and
+the user) is ``KubeAuthError``.
 
 **A continue token that expires (410) mid-list** restarts that list once from the top; a second 410
 raises ``KubeUnavailable``. ``iter_*`` yield page by page, so by then the caller already has the
@@ -96,6 +102,8 @@ from spillway.errors import (
     AwsError,
     ConfigurationError,
     EvictionBlocked,
+    EvictionBudgetForbidden,
+    EvictionNamespaceTerminating,
     EvictionRefused,
     EvictionThrottled,
     KubeAuthError,
@@ -282,21 +290,41 @@ def _body(resp: Any) -> bytes:
 MULTIPLE_BUDGETS_MESSAGE = "more than one PodDisruptionBudget"
 # policy/v1 DisruptionBudgetCause: the cause type (JSON "reason") of a budget's 429
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+# core/v1 NamespaceTerminatingCause: the NamespaceLifecycle admission plugin's cause on a 403 for a
+# create (an eviction is one) in a namespace being deleted
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+# the details of the eviction subresource's own 403 (errors.NewForbidden of policy's
+# "poddisruptionbudget" resource): a budget's status refuses the eviction, not RBAC
+BUDGET_GROUP, BUDGET_RESOURCE = "policy", "poddisruptionbudget"
 
 
-def _budget_cause(doc: Mapping[str, Any]) -> bool:
+def _details(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     details = doc.get("details")
-    causes = details.get("causes") if isinstance(details, dict) else None
-    return isinstance(causes, list) and any(
-        isinstance(c, dict) and c.get("reason") == DISRUPTION_BUDGET_CAUSE for c in causes
-    )
+    return details if isinstance(details, dict) else {}
+
+
+def _has_cause(doc: Mapping[str, Any], kind: str) -> bool:
+    causes = _details(doc).get("causes")
+    return isinstance(causes, list) and any(isinstance(c, dict) and c.get("reason") == kind for c in causes)
+
+
+def _forbidden_eviction(doc: Mapping[str, Any]) -> type[KubeError] | None:
+    """A 403 that is not RBAC's: a terminating namespace, or the pod's budget naming itself."""
+    if _has_cause(doc, NAMESPACE_TERMINATING_CAUSE):
+        return EvictionNamespaceTerminating
+    details = _details(doc)
+    if details.get("group") == BUDGET_GROUP and details.get("kind") == BUDGET_RESOURCE:
+        return EvictionBudgetForbidden
+    return None
 
 
 def _eviction_answer(exc: ApiException) -> type[KubeError] | None:
-    """What an eviction's 429 or 500 means (module docstring); None for every other answer."""
+    """What an eviction's 403, 429 or 500 means (module docstring); None for every other answer."""
     status = int(exc.status or 0)
+    if status == 403:
+        return _forbidden_eviction(_status_doc(exc))
     if status == 429:
-        return EvictionBlocked if _budget_cause(_status_doc(exc)) else EvictionThrottled
+        return EvictionBlocked if _has_cause(_status_doc(exc), DISRUPTION_BUDGET_CAUSE) else EvictionThrottled
     if status == 500 and MULTIPLE_BUDGETS_MESSAGE in str(_status_doc(exc).get("message", "")):
         return EvictionRefused
     return None
@@ -916,7 +944,10 @@ class KubeClient:
         Answered at once: ``EvictionBlocked`` when a budget allows no disruption now (429 with a
         ``DisruptionBudget`` cause: expected, try later); ``EvictionThrottled`` for any other 429 (the
         server limits the rate: try later); ``EvictionRefused`` when more than one budget selects the
-        pod (500: refused until the budgets change); ``PodNotFound`` when the pod is already gone.
+        pod (500: refused until the budgets change); ``EvictionBudgetForbidden`` when the budget's
+        status refuses every eviction (403 naming the budget: try later); ``EvictionNamespaceTerminating``
+        when the pod's namespace is being deleted (403: the pod goes with it); ``PodNotFound`` when the
+        pod is already gone. Any other 403 is RBAC's: ``KubeAuthError``.
         """
         if not namespace or not name:
             raise ValueError("evict needs a namespace and a pod name")

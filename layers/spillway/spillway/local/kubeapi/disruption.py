@@ -10,6 +10,10 @@
   ``maxUnavailable``: ``desiredHealthy = expectedPods - maxUnavailable`` (a percentage, rounded up).
   Neither set: nothing may be disrupted.
 * ``disruptionsAllowed = max(0, currentHealthy - desiredHealthy)``, and 0 when ``expectedPods`` is 0.
+* A status written through the ``status`` subresource (or by a test's hand) stands for what another
+  writer put there, and its fields win over the computed ones: that is how a budget gets the statuses the
+  eviction subresource refuses with 403 Forbidden (``disruptionsAllowed`` negative, ``disruptedPods``
+  over :data:`MAX_DISRUPTED_PODS` entries), which the real controller never writes itself.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from spillway.local.kubeapi.selectors import label_selector_matches
 
 JsonObj = dict[str, Any]
 _PERCENT = re.compile(r"^(\d+)%$")
+# pkg/registry/core/pod/storage/eviction.go MaxDisruptedPodSize: past it the eviction subresource
+# refuses every pod of the budget until the disruption controller confirms the evictions it approved
+MAX_DISRUPTED_PODS = 2000
 
 
 def _conditions(pod: Mapping[str, Any]) -> list[JsonObj]:
@@ -136,7 +143,22 @@ def with_status(pdb: JsonObj, numbers: Budget) -> JsonObj:
             }
         ],
     }
+    written = pdb.get("status")
+    if isinstance(written, dict):
+        status = {**status, **written}
     return {**pdb, "status": status}
+
+
+def eviction_forbidden(pdb: Mapping[str, Any]) -> str | None:
+    """Why the eviction subresource answers 403 Forbidden for this budget's pods, from its status as
+    :func:`with_status` presents it; None when it does not."""
+    status = pdb.get("status") or {}
+    allowed = status.get("disruptionsAllowed")
+    if isinstance(allowed, int) and allowed < 0:
+        return "pdb disruptions allowed is negative"
+    if len(status.get("disruptedPods") or {}) > MAX_DISRUPTED_PODS:
+        return "DisruptedPods map too big - too many evictions not confirmed by PDB controller"
+    return None
 
 
 def eviction_blocked_message(pdb: Mapping[str, Any], numbers: Budget) -> str:

@@ -131,6 +131,15 @@ def expired_continue() -> KubeApiError:
     )
 
 
+def forbidden(qualified: str, name: str, why: str, causes: list[JsonObj] | None = None) -> KubeApiError:
+    """403 as ``errors.NewForbidden`` writes it: ``<resource> "<name>" is forbidden: <why>``, the details
+    naming the resource (kind is its plural), and any causes an admission plugin adds."""
+    details = _details(qualified, name)
+    if causes:
+        details["causes"] = causes
+    return KubeApiError(403, f'{qualified} "{name}" is forbidden: {why}', details=details)
+
+
 def fault(code: int) -> KubeApiError:
     """The error an injected fault answers with (429 carries ``Retry-After: 1``)."""
     if code == 429:

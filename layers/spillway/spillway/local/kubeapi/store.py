@@ -30,6 +30,7 @@ from spillway.local.kubeapi.status import (
     bad_request,
     conflict,
     expired_continue,
+    forbidden,
     invalid,
     not_found,
     status_object,
@@ -372,6 +373,10 @@ class Store:
                     if via_api:
                         raise not_found("namespaces", namespace)
                     self.create(NAMESPACES, None, {"metadata": {"name": namespace}}, via_api=False)
+                elif via_api:
+                    self._refuse_if_terminating(
+                        rt.qualified, namespace, meta.get("name") or meta.get("generateName")
+                    )
             else:
                 meta.pop("namespace", None)
             name = meta.get("name")
@@ -682,6 +687,7 @@ class Store:
         if given and given != name:
             raise bad_request("name in URL does not match name in Eviction object")
         with self.lock:
+            self._refuse_if_terminating(PODS.qualified, namespace, name)  # admission runs first
             pod = self._entry(PODS, namespace, name).obj
             options = body.get("deleteOptions") or {}
             self._check_preconditions(PODS, pod, options)
@@ -705,13 +711,37 @@ class Store:
             self.delete(PODS, namespace, name, options, dry_run=dry_run)
             return status_object(201, status="Success")
 
+    def _refuse_if_terminating(self, qualified: str, namespace: str, name: str | None) -> None:
+        """The NamespaceLifecycle admission plugin: no create (an eviction is one) in a namespace that
+        is being deleted; 403 Forbidden with a ``NamespaceTerminating`` cause."""
+        entry = self._objects["Namespace"].get(("", namespace))
+        if entry is None or (entry.obj.get("status") or {}).get("phase") != "Terminating":
+            return
+        raise forbidden(
+            qualified,
+            name or "Unknown",
+            f"unable to create new content in namespace {namespace} because it is being terminated",
+            causes=[
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": f"namespace {namespace} is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ],
+        )
+
     def _check_budget(self, pdb: JsonObj, pod: JsonObj, pods: list[JsonObj]) -> None:
         numbers = disruption.budget(pdb, pods)
+        status = disruption.with_status(pdb, numbers)["status"]
+        current, desired = status["currentHealthy"], status["desiredHealthy"]
         if not disruption.pod_is_healthy(pod):
             policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
-            if policy == "AlwaysAllow" or (numbers.current >= numbers.desired and numbers.desired > 0):
+            if policy == "AlwaysAllow" or (current >= desired and desired > 0):
                 return
-        if numbers.allowed > 0:
+        why = disruption.eviction_forbidden({"status": status})
+        if why is not None:
+            raise forbidden("poddisruptionbudget.policy", _meta(pdb).get("name", ""), why)
+        if status["disruptionsAllowed"] > 0:
             return
         raise KubeApiError(
             429,
