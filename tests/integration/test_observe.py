@@ -720,6 +720,31 @@ def test_resource_quotas_refused_by_rbac_leave_the_buffers_uncut_and_observe_goe
     assert any("ResourceQuotas not read" in r.getMessage() for r in caplog.records)
 
 
+def test_a_capacity_buffer_is_cut_by_its_resource_quota_over_the_wire(kubeapi: Any, aws: AwsAdapter) -> None:
+    """The quota as the API serves it (status written by the quota controller), the buffer's status
+    written back through the status subresource: replicas cut, LimitedByQuotas True."""
+    from spillway.adapters.kube import KubeClient
+
+    kubeapi.add({"kind": "Namespace", "metadata": {"name": "shop"}})
+    objs = buffer_objs("v1beta1")
+    objs[1]["spec"]["replicas"] = 5
+    for obj in [*objs, resource_quota("shop", {"cpu": "20", "requests.cpu": "7"}, {"requests.cpu": "1"})]:
+        kubeapi.add(obj)
+    kube = KubeClient.for_url(kubeapi.url)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert [b.replicas for b in snapshot.cluster.buffers] == [3]  # (7 - 1) // 2
+    status = kubeapi.get("capacitybuffers", "headroom", "shop")["status"]
+    limited = next(c for c in status["conditions"] if c["type"] == "LimitedByQuotas")
+    assert (status["replicas"], limited["status"], limited["message"]) == (
+        3,
+        "True",
+        "Buffer replicas limited from 5 to 3 due to quotas: compute",
+    )
+    assert any(r.path.startswith("/api/v1/namespaces/shop/resourcequotas") for r in kubeapi.requests)
+
+
 def test_provisioning_requests_pods_get_the_pod_topology_of_their_template(
     kube: FakeCluster, aws: AwsAdapter
 ) -> None:
