@@ -276,8 +276,8 @@ class Buffers:
 
 def capacity_buffers(kube: Cluster) -> Buffers:
     """The cluster's CapacityBuffers (v1beta1, else v1alpha1) with the PodTemplates they name (read only
-    in the namespaces that have buffers). No CRD, no RBAC: none, with a warning; a buffer the model
-    refuses is logged and left out."""
+    in the namespaces that have buffers), each cut to what its namespace's ResourceQuotas leave. No CRD,
+    no RBAC: none, with a warning; a buffer the model refuses is logged and left out."""
     try:
         raw: list[dict[str, object]] = []
         version = ""

@@ -14,7 +14,9 @@ scalable object's ``spec.replicas`` (a Job's ``spec.parallelism``; rounded up, a
 (limits on no resource the chunk requests are a problem, as for cluster-autoscaler's controller). A
 ``percentage`` beside a ``podTemplateRef`` is ignored, as cluster-autoscaler ignores it (its status
 message says so). Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is
-served; a buffer of another strategy belongs to another controller and is left alone.
+served; a buffer of another strategy belongs to another controller and is left alone. The namespace's
+core ResourceQuotas then cut the count as cluster-autoscaler's controller allocates them
+(:func:`limit_by_quotas`, condition ``LimitedByQuotas``).
 
 :func:`buffer_infos` never raises: a buffer that cannot be served keeps the problem in
 :attr:`BufferInfo.problem` (and holds nothing).
@@ -345,7 +347,9 @@ class QuotaRoom:
 
     @classmethod
     def of(cls, quota: ResourceQuota) -> QuotaRoom:
-        scopes = [(scope, "Exists", ()) for scope in quota.spec.scopes]
+        scopes: list[tuple[str, str, tuple[str, ...]]] = [
+            (scope, "Exists", ()) for scope in quota.spec.scopes
+        ]
         if quota.spec.scope_selector is not None:
             scopes += [
                 (e.scope_name, e.operator, tuple(e.values))
@@ -511,8 +515,9 @@ def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> di
     translation): ``podTemplateRef``, ``replicas`` and ``podTemplateGeneration`` resolved from the spec,
     ``provisioningStrategy``, condition ``ReadyForProvisioning`` (``True``, reason
     ``AttributesSetSuccessfully``, message ``ready``; ``False``, reason ``error``, the problem as the
-    message, when the buffer cannot be served), and condition ``Provisioning`` as cluster-autoscaler's
-    pod list processor writes it (:func:`_provisioning`). None when the status says so already, or when
+    message, when the buffer cannot be served), condition ``LimitedByQuotas`` once its namespace's
+    ResourceQuotas were allocated (:func:`limit_by_quotas`; ``replicas`` is then the cut count), and
+    condition ``Provisioning`` as cluster-autoscaler's pod list processor writes it (:func:`_provisioning`). None when the status says so already, or when
     the buffer's strategy is not Spillway's (another controller owns it)."""
     if info.strategy != ACTIVE_CAPACITY:
         return None
