@@ -150,10 +150,11 @@ class FakeCluster(Recorder):
 
     def iter_shared_objects(self) -> Iterator[SharedObject]:
         shared = [o for o in self.custom if (_group(o), _plural(o)) not in self.not_installed]
-        # read by their own calls: volumes, the expander's ConfigMap, ProvisioningRequests (list_custom)
+        # read by their own calls: volumes, the expander's ConfigMap, ProvisioningRequests (list_custom),
+        # ResourceQuotas (list_resource_quotas)
         shared = [
             o for o in shared
-            if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap", "ProvisioningRequest")
+            if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap", "ProvisioningRequest", "ResourceQuota")
             and (_group(o), o.get("kind")) not in self.scale_paths  # read through their scale subresource
         ]  # fmt: skip
         return self._iter("iter_shared_objects", shared, _shared_object)
@@ -212,6 +213,13 @@ class FakeCluster(Recorder):
         return [
             o for o in self.custom
             if o.get("kind") == "PodTemplate" and namespace in (None, o["metadata"].get("namespace"))
+        ]  # fmt: skip
+
+    def list_resource_quotas(self, namespace: str) -> list[dict[str, Any]]:
+        self._call("list_resource_quotas", namespace)
+        return [
+            o for o in self.custom
+            if o.get("kind") == "ResourceQuota" and o["metadata"].get("namespace") == namespace
         ]  # fmt: skip
 
     def list_replication_controllers(self, namespace: str | None = None) -> list[dict[str, Any]]:

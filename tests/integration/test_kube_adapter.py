@@ -748,6 +748,20 @@ def test_list_pod_templates(server: KubeApiServer, kube: KubeClient) -> None:
     assert only["template"]["spec"]["containers"][0]["image"] == "i"
 
 
+def test_list_resource_quotas_of_one_namespace(server: KubeApiServer, kube: KubeClient) -> None:
+    server.add({"kind": "Namespace", "metadata": {"name": "ml"}})
+    for ns in ("default", "ml"):
+        server.add({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute", "namespace": ns},
+                    "spec": {"hard": {"requests.cpu": "8"}, "scopes": ["NotBestEffort"]},
+                    "status": {"hard": {"requests.cpu": "8"}, "used": {"requests.cpu": "2"}}})  # fmt: skip
+    (only,) = kube.list_resource_quotas("ml")
+    assert (only["apiVersion"], only["kind"], only["metadata"]["namespace"]) == ("v1", "ResourceQuota", "ml")
+    assert only["spec"]["scopes"] == ["NotBestEffort"] and only["status"]["used"] == {"requests.cpu": "2"}
+    server.faults.fail_next(1, 403, "/api/v1/namespaces/ml/resourcequotas")
+    with pytest.raises(KubeAuthError):
+        kube.list_resource_quotas("ml")
+
+
 def test_list_replication_controllers(server: KubeApiServer, kube: KubeClient) -> None:
     server.add({"kind": "Namespace", "metadata": {"name": "web"}})
     template = {"spec": {"containers": [{"name": "c", "image": "i"}]}}

@@ -998,6 +998,30 @@ def test_pod_templates(core: CoreV1Api) -> None:
     assert patched.template.spec.containers[0].resources.requests == {"nvidia.com/gpu": "8"}
 
 
+def test_resource_quotas_keep_the_status_the_quota_controller_writes(core: CoreV1Api) -> None:
+    """As on a real server: spec through the main resource, status.hard/used only through /status
+    (no quota controller runs here: the status is stored as written, not computed)."""
+    quota = {
+        "metadata": {"name": "compute", "namespace": "default"},
+        "spec": {
+            "hard": {"requests.cpu": "10", "requests.nvidia.com/gpu": "4"},
+            "scopeSelector": {
+                "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]
+            },
+        },
+    }
+    core.create_namespaced_resource_quota("default", quota)
+    status = {"status": {"hard": {"requests.cpu": "10"}, "used": {"requests.cpu": "3500m"}}}
+    core.patch_namespaced_resource_quota_status("compute", "default", status)
+    main = {"spec": {"hard": {"requests.cpu": "12"}}, "status": {"used": {"requests.cpu": "99"}}}
+    core.patch_namespaced_resource_quota("compute", "default", main)  # its status part is ignored
+    read = core.read_namespaced_resource_quota("compute", "default")
+    assert read.spec.hard == {"requests.cpu": "12", "requests.nvidia.com/gpu": "4"}
+    assert read.spec.scope_selector.match_expressions[0].values == ["high"]
+    assert (read.status.hard, read.status.used) == ({"requests.cpu": "10"}, {"requests.cpu": "3500m"})
+    assert [q.metadata.name for q in core.list_resource_quota_for_all_namespaces().items] == ["compute"]
+
+
 def test_a_crd_not_installed_answers_404_and_leaves_discovery() -> None:
     only_quotas = ["capacityquotas.autoscaling.x-k8s.io"]
     with KubeApiServer(optional_resources=only_quotas) as server, server.api_client() as c:

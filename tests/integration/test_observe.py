@@ -676,6 +676,75 @@ def test_capacity_buffers_refused_by_rbac_are_none_and_observe_goes_on(
     assert any("CapacityBuffers not read" in r.getMessage() for r in caplog.records)
 
 
+def resource_quota(namespace: str, hard: dict[str, str], used: dict[str, str]) -> dict[str, Any]:
+    """A core ResourceQuota as the API serves it once the quota controller wrote its status."""
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute", "namespace": namespace},
+            "spec": {"hard": hard}, "status": {"hard": hard, "used": used}}  # fmt: skip
+
+
+def test_a_capacity_buffer_is_cut_to_what_its_namespaces_resource_quota_leaves(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    objs = buffer_objs("v1beta1")
+    objs[1]["spec"]["replicas"] = 4  # chunks of 2 CPUs
+    kube.custom.extend([*objs, resource_quota("shop", {"requests.cpu": "10"}, {"requests.cpu": "5"}),
+                        resource_quota("other", {"requests.cpu": "0"}, {})])  # fmt: skip
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    [info] = snapshot.cluster.buffers  # what the planner holds: the cut number of chunks
+    assert info.replicas == 2
+    status = objs[1]["status"]
+    limited = next(c for c in status["conditions"] if c["type"] == "LimitedByQuotas")
+    assert (status["replicas"], limited["status"], limited["reason"], limited["message"]) == (
+        2,
+        "True",
+        "ResourceQuotasAllocated",
+        "Buffer replicas limited from 4 to 2 due to quotas: compute",
+    )
+    assert [c[1] for c in kube.calls if c[0] == "list_resource_quotas"] == [
+        ("shop",)
+    ]  # only where buffers are
+
+
+def test_resource_quotas_refused_by_rbac_leave_the_buffers_uncut_and_observe_goes_on(
+    kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube.custom.extend([*buffer_objs("v1beta1"), resource_quota("shop", {"cpu": "1"}, {})])
+    kube.fail("list_resource_quotas", KubeAuthError("list resourcequotas: HTTP 403 Forbidden"))
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert [b.replicas for b in snapshot.cluster.buffers] == [2]
+    assert "LimitedByQuotas" not in {c["type"] for c in kube.custom[1]["status"]["conditions"]}
+    assert any("ResourceQuotas not read" in r.getMessage() for r in caplog.records)
+
+
+def test_a_capacity_buffer_is_cut_by_its_resource_quota_over_the_wire(kubeapi: Any, aws: AwsAdapter) -> None:
+    """The quota as the API serves it (status written by the quota controller), the buffer's status
+    written back through the status subresource: replicas cut, LimitedByQuotas True."""
+    from spillway.adapters.kube import KubeClient
+
+    kubeapi.add({"kind": "Namespace", "metadata": {"name": "shop"}})
+    objs = buffer_objs("v1beta1")
+    objs[1]["spec"]["replicas"] = 5
+    for obj in [*objs, resource_quota("shop", {"cpu": "20", "requests.cpu": "7"}, {"requests.cpu": "1"})]:
+        kubeapi.add(obj)
+    kube = KubeClient.for_url(kubeapi.url)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert [b.replicas for b in snapshot.cluster.buffers] == [3]  # (7 - 1) // 2
+    status = kubeapi.get("capacitybuffers", "headroom", "shop")["status"]
+    limited = next(c for c in status["conditions"] if c["type"] == "LimitedByQuotas")
+    assert (status["replicas"], limited["status"], limited["message"]) == (
+        3,
+        "True",
+        "Buffer replicas limited from 5 to 3 due to quotas: compute",
+    )
+    assert any(r.path.startswith("/api/v1/namespaces/shop/resourcequotas") for r in kubeapi.requests)
+
+
 def test_provisioning_requests_pods_get_the_pod_topology_of_their_template(
     kube: FakeCluster, aws: AwsAdapter
 ) -> None:

@@ -51,6 +51,7 @@ from spillway.model.k8s import (
     Node,
     Pod,
     PodTemplate,
+    ResourceQuota,
     Scalable,
     SharedObject,
 )
@@ -275,8 +276,8 @@ class Buffers:
 
 def capacity_buffers(kube: Cluster) -> Buffers:
     """The cluster's CapacityBuffers (v1beta1, else v1alpha1) with the PodTemplates they name (read only
-    in the namespaces that have buffers). No CRD, no RBAC: none, with a warning; a buffer the model
-    refuses is logged and left out."""
+    in the namespaces that have buffers), each cut to what its namespace's ResourceQuotas leave. No CRD,
+    no RBAC: none, with a warning; a buffer the model refuses is logged and left out."""
     try:
         raw: list[dict[str, object]] = []
         version = ""
@@ -293,7 +294,34 @@ def capacity_buffers(kube: Cluster) -> Buffers:
         log.error("%s; the buffer is left out", why)
     models = [m for m in (_readable(PodTemplate, t) for t in templates) if isinstance(m, PodTemplate)]
     scalables = [m for m in (_readable(Scalable, w) for w in workloads) if isinstance(m, Scalable)]
-    return Buffers(tuple(objects), version, capacity_buffer.buffer_infos(objects, models, scalables, scaled))
+    infos = capacity_buffer.buffer_infos(objects, models, scalables, scaled)
+    quotas = _resource_quotas(kube, infos)
+    if quotas is not None:
+        infos = capacity_buffer.limit_by_quotas(objects, infos, quotas)
+    return Buffers(tuple(objects), version, infos)
+
+
+def _resource_quotas(
+    kube: Cluster, infos: Iterable[capacity_buffer.BufferInfo]
+) -> list[ResourceQuota] | None:
+    """The core ResourceQuotas of the namespaces that have a buffer to serve, one list per namespace.
+    None (warned) when they cannot be read: the buffers are then not cut, and their LimitedByQuotas
+    condition is left as it is, as cluster-autoscaler's controller leaves it when its list fails."""
+    served = capacity_buffer.ACTIVE_CAPACITY
+    namespaces = sorted(
+        {
+            i.namespace
+            for i in infos
+            if i.namespace and i.strategy == served and i.pod is not None and not i.problem
+        }
+    )
+    try:
+        raw = [q for namespace in namespaces for q in kube.list_resource_quotas(namespace)]
+    except KubeError as exc:
+        log.warning("ResourceQuotas not read (%s: %s); CapacityBuffers are not limited by them",
+                    type(exc).__name__, exc)  # fmt: skip
+        return None
+    return [m for m in (_readable(ResourceQuota, q) for q in raw) if isinstance(m, ResourceQuota)]
 
 
 def _named(
@@ -377,7 +405,9 @@ def _scaled(kube: Cluster, namespace: str, group: str, kind: str, name: str) -> 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _readable(model: type[PodTemplate] | type[Scalable], raw: dict[str, object]) -> object:
+def _readable(
+    model: type[PodTemplate] | type[Scalable] | type[ResourceQuota], raw: dict[str, object]
+) -> object:
     try:
         return model.model_validate(raw)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError

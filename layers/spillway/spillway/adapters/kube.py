@@ -711,6 +711,13 @@ class KubeClient:
         items = self._paged("podtemplates", call, _parse_raw_page)
         return [{"apiVersion": "v1", "kind": "PodTemplate", **obj} for obj in items]
 
+    def list_resource_quotas(self, namespace: str) -> list[RawObject]:
+        """The core/v1 ResourceQuotas of ``namespace``, as plain JSON objects (403 raises
+        ``KubeAuthError``): what cluster-autoscaler's buffer controller allocates to CapacityBuffers."""
+        call = partial(self._core.list_namespaced_resource_quota, namespace)
+        items = self._paged("resourcequotas", call, _parse_raw_page)
+        return [{"apiVersion": "v1", "kind": "ResourceQuota", **obj} for obj in items]
+
     def list_replication_controllers(self, namespace: str | None = None) -> list[RawObject]:
         """Every core/v1 ReplicationController (of ``namespace``, or of all namespaces), as plain JSON
         objects: what a CapacityBuffer's ``scalableRef`` may name besides the apps and batch kinds."""

@@ -14,7 +14,9 @@ scalable object's ``spec.replicas`` (a Job's ``spec.parallelism``; rounded up, a
 (limits on no resource the chunk requests are a problem, as for cluster-autoscaler's controller). A
 ``percentage`` beside a ``podTemplateRef`` is ignored, as cluster-autoscaler ignores it (its status
 message says so). Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is
-served; a buffer of another strategy belongs to another controller and is left alone.
+served; a buffer of another strategy belongs to another controller and is left alone. The namespace's
+core ResourceQuotas then cut the count as cluster-autoscaler's controller allocates them
+(:func:`limit_by_quotas`, condition ``LimitedByQuotas``).
 
 :func:`buffer_infos` never raises: a buffer that cannot be served keeps the problem in
 :attr:`BufferInfo.problem` (and holds nothing).
@@ -31,9 +33,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from spillway.model.cluster import PodInfo
-from spillway.model.k8s import CapacityBuffer, Pod, PodTemplate, Scalable
+from spillway.model.k8s import CapacityBuffer, Pod, PodAffinity, PodTemplate, ResourceQuota, Scalable
 from spillway.model.provreq import pending_info, template_pod_object
-from spillway.model.resources import parse_resource_list
+from spillway.model.resources import CPU, MEMORY, Resources, parse_resource_list
 from spillway.model.windows import TimeWindow
 
 GROUP = "autoscaling.x-k8s.io"
@@ -43,6 +45,7 @@ ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 # status.conditions types, as cluster-autoscaler's buffer controller writes them
 READY_FOR_PROVISIONING = "ReadyForProvisioning"
 PROVISIONING = "Provisioning"
+LIMITED_BY_QUOTAS = "LimitedByQuotas"
 # the kinds a scalableRef may name (cluster-autoscaler's resolvers of a pod template:
 # translators/scalable_objects/scalable_object_resolvers.go), by kind: (API group, version, plural)
 SCALABLE = {
@@ -113,6 +116,9 @@ class BufferInfo:
     generation: int = 0  # the PodTemplate's metadata.generation (status.podTemplateGeneration)
     strategy: str = ACTIVE_CAPACITY
     windows: tuple[TimeWindow, ...] = ()
+    # the LimitedByQuotas condition's (status, message) once the namespace's ResourceQuotas were
+    # allocated (:func:`limit_by_quotas`); None: not allocated (the condition is left as it is)
+    quota: tuple[str, str] | None = None
     # the template's Pod, until its pod topology is matched against the cluster's pods (spillway.model.templates)
     source: Pod | None = field(default=None, compare=False, repr=False)
 
@@ -136,6 +142,7 @@ class BufferInfo:
             "g": self.generation,
             "s": self.strategy if self.strategy != ACTIVE_CAPACITY else "",
             "w": [w.model_dump() for w in self.windows],
+            "q": list(self.quota) if self.quota is not None else None,
         }
         out.update({k: v for k, v in optional.items() if v})
         return out
@@ -153,6 +160,7 @@ class BufferInfo:
             generation=int(d.get("g", 0)),
             strategy=str(d.get("s") or ACTIVE_CAPACITY),
             windows=tuple(TimeWindow.model_validate(w) for w in d.get("w", ())),
+            quota=(str(d["q"][0]), str(d["q"][1])) if d.get("q") else None,
         )
 
 
@@ -316,6 +324,176 @@ def parse_buffers(raw: Sequence[Any]) -> tuple[list[CapacityBuffer], list[str]]:
     return out, refused
 
 
+# --- ResourceQuotas, as cluster-autoscaler's buffer controller allocates them
+# (capacitybuffer/controller/resourcequotas.go) ---
+
+R_QUOTAS = "ResourceQuotasAllocated"  # LimitedByQuotas' one reason, limited or not
+REQUESTS_PREFIX = "requests."
+INT32_MAX = 2**31 - 1
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRoom:
+    """A core ResourceQuota as the allocator reads it: ``status.hard`` and ``status.used`` (milli-units;
+    what the quota controller last wrote, not the spec) and its scopes, each ``spec.scopes`` entry as an
+    ``Exists`` requirement beside ``spec.scopeSelector.matchExpressions``: (scope, operator, values)."""
+
+    namespace: str
+    name: str
+    hard: Resources
+    used: Resources
+    selectors: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of(cls, quota: ResourceQuota) -> QuotaRoom:
+        scopes: list[tuple[str, str, tuple[str, ...]]] = [
+            (scope, "Exists", ()) for scope in quota.spec.scopes
+        ]
+        if quota.spec.scope_selector is not None:
+            scopes += [
+                (e.scope_name, e.operator, tuple(e.values))
+                for e in quota.spec.scope_selector.match_expressions
+            ]
+        return cls(
+            quota.metadata.namespace or "default",
+            quota.metadata.name,
+            parse_resource_list(quota.status.hard),
+            parse_resource_list(quota.status.used),
+            tuple(scopes),
+        )
+
+
+def limit_by_quotas(
+    buffers: Iterable[CapacityBuffer], infos: Sequence[BufferInfo], quotas: Iterable[ResourceQuota]
+) -> tuple[BufferInfo, ...]:
+    """``infos`` with each buffer's chunks cut to what its namespace's ResourceQuotas leave, as
+    cluster-autoscaler's controller allocates them: per namespace, the buffers of Spillway's strategy
+    in ``creationTimestamp`` order (then name), each taking from every quota whose scopes select its chunk
+    ``status.hard`` minus ``status.used`` minus what earlier buffers took. A buffer cut gets
+    ``LimitedByQuotas=True`` naming the quotas that could not hold all its chunks, one not cut
+    ``False``; a buffer not ready, or whose chunk requests nothing, is passed by (``quota`` None)."""
+    rooms: dict[str, list[QuotaRoom]] = {}
+    for quota in sorted((QuotaRoom.of(q) for q in quotas), key=lambda r: (r.namespace, r.name)):
+        rooms.setdefault(quota.namespace, []).append(quota)
+    created = {
+        (b.metadata.namespace or "default", b.metadata.name): b.metadata.creation_timestamp for b in buffers
+    }
+
+    def order(index: int) -> tuple[str, datetime, str]:
+        info = infos[index]
+        return info.namespace, created.get((info.namespace, info.name)) or _NO_TIME, info.name
+
+    taken: dict[tuple[str, str], Resources] = {}
+    out = list(infos)
+    for index in sorted(range(len(infos)), key=order):
+        info = infos[index]
+        if info.namespace and info.strategy == ACTIVE_CAPACITY and info.pod is not None and not info.problem:
+            out[index] = _allocate(info, rooms.get(info.namespace, []), taken)
+    return tuple(out)
+
+
+def _allocate(
+    info: BufferInfo, rooms: Sequence[QuotaRoom], taken: dict[tuple[str, str], Resources]
+) -> BufferInfo:
+    """One buffer's share of its namespace's quotas; what it keeps is taken from them."""
+    assert info.pod is not None
+    requests = quota_requests(info.pod.requests)
+    if not requests:
+        return info
+    matching = [room for room in rooms if in_scope(room, info.pod.requests, info.source)]
+    wanted = info.replicas
+    fits = [(room, _fit(room, requests, taken.get((room.namespace, room.name), {}))) for room in matching]
+    allowed = min([wanted, *(n for _, n in fits)])
+    if allowed > 0:
+        for room in matching:
+            reserved = taken.setdefault((room.namespace, room.name), {})
+            for name, value in requests.items():
+                if name in room.hard:
+                    reserved[name] = reserved.get(name, 0) + value * allowed
+    if allowed < wanted:
+        blocking = ", ".join(room.name for room, n in fits if n < wanted)
+        message = f"Buffer replicas limited from {wanted} to {allowed} due to quotas: {blocking}"
+        return replace(info, replicas=allowed, quota=("True", message))
+    return replace(info, quota=("False", ""))
+
+
+def quota_requests(requests: Mapping[str, int]) -> Resources:
+    """A chunk's requests under both names a quota may give them (``cpu`` and ``requests.cpu``,
+    ``requests.nvidia.com/gpu``). ``pods`` is not counted: the controller leaves it out."""
+    out: Resources = {}
+    for name, value in requests.items():
+        out[name] = value
+        out[REQUESTS_PREFIX + name] = value
+    return out
+
+
+def _fit(room: QuotaRoom, requests: Mapping[str, int], reserved: Mapping[str, int]) -> int:
+    """How many chunks the quota still holds: for each resource of its ``status.hard`` the chunk
+    requests (more than zero), what is left over the request, rounded down; none when any is overdrawn."""
+    fits = INT32_MAX
+    for name, hard in room.hard.items():
+        need = requests.get(name, 0)
+        if need <= 0:
+            continue
+        left = hard - room.used.get(name, 0) - reserved.get(name, 0)
+        if left < 0:
+            return 0
+        fits = min(fits, left // need)
+    return fits
+
+
+def in_scope(room: QuotaRoom, requests: Mapping[str, int], pod: Pod | None) -> bool:
+    """Whether the quota's scopes all select the chunk, as the controller judges a buffer's pod: never
+    terminating; BestEffort when it requests neither CPU nor memory; its ``priorityClassName``; cross-
+    namespace pod affinity when a term names namespaces or a namespace selector. A scope it does not
+    know, or a requirement the API would refuse, selects nothing."""
+    best_effort = CPU not in requests and MEMORY not in requests
+    priority_class = (pod.spec.priority_class_name or "") if pod is not None else ""
+    for scope, operator, values in room.selectors:
+        if scope == "PriorityClass":
+            matched = _priority_class_matches(priority_class, operator, values)
+        else:
+            matched = {
+                "NotTerminating": True,
+                "BestEffort": best_effort,
+                "NotBestEffort": not best_effort,
+                "CrossNamespacePodAffinity": pod is not None and _cross_namespace(pod),
+            }.get(scope, False)
+        if not matched:
+            return False
+    return True
+
+
+def _priority_class_matches(name: str, operator: str, values: Sequence[str]) -> bool:
+    """A ``PriorityClass`` requirement as a label requirement on ``{PriorityClass: name}`` (no label
+    when the chunk names no class); ``Exists`` asks only that it names one."""
+    if operator == "Exists":
+        return bool(name)
+    if operator in ("In", "NotIn"):
+        return bool(values) and (bool(name) and name in values) == (operator == "In")
+    if operator == "DoesNotExist":
+        return not values and not name
+    return False
+
+
+def _cross_namespace(pod: Pod) -> bool:
+    affinity = pod.spec.affinity
+    if affinity is None:
+        return False
+    return any(_names_namespaces(terms) for terms in (affinity.pod_affinity, affinity.pod_anti_affinity))
+
+
+def _names_namespaces(affinity: PodAffinity | None) -> bool:
+    if affinity is None:
+        return False
+    terms = [
+        *affinity.required_during_scheduling_ignored_during_execution,
+        *(w.pod_affinity_term for w in affinity.preferred_during_scheduling_ignored_during_execution),
+    ]
+    return any(t.namespaces or t.namespace_selector is not None for t in terms)
+
+
 # ReadyForProvisioning's reasons and message, as cluster-autoscaler's buffer controller writes them
 # (capacitybuffer/common/common.go): tools that read the condition match these; Spillway's own words go
 # into the message only
@@ -337,8 +515,9 @@ def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> di
     translation): ``podTemplateRef``, ``replicas`` and ``podTemplateGeneration`` resolved from the spec,
     ``provisioningStrategy``, condition ``ReadyForProvisioning`` (``True``, reason
     ``AttributesSetSuccessfully``, message ``ready``; ``False``, reason ``error``, the problem as the
-    message, when the buffer cannot be served), and condition ``Provisioning`` as cluster-autoscaler's
-    pod list processor writes it (:func:`_provisioning`). None when the status says so already, or when
+    message, when the buffer cannot be served), condition ``LimitedByQuotas`` once its namespace's
+    ResourceQuotas were allocated (:func:`limit_by_quotas`; ``replicas`` is then the cut count), and
+    condition ``Provisioning`` as cluster-autoscaler's pod list processor writes it (:func:`_provisioning`). None when the status says so already, or when
     the buffer's strategy is not Spillway's (another controller owns it)."""
     if info.strategy != ACTIVE_CAPACITY:
         return None
@@ -348,6 +527,8 @@ def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> di
     message = _message(buffer, info)
     ready_condition = ("True", R_READY, message) if ready else ("False", R_NOT_READY, message)
     written = {READY_FOR_PROVISIONING: ready_condition}
+    if info.quota is not None:
+        written[LIMITED_BY_QUOTAS] = (info.quota[0], R_QUOTAS, info.quota[1])
     provisioning = _provisioning(buffer, info, ready, now)
     if provisioning is not None:
         written[PROVISIONING] = provisioning

@@ -191,8 +191,19 @@ class PodAffinityTerm(KubeModel):
     mismatch_label_keys: list[str] = Field(default_factory=list)  # key notin (the pod's value)
 
 
+class WeightedPodAffinityTerm(KubeModel):
+    """A preferred pod (anti-)affinity term: the scheduler only scores it; read for the namespaces it
+    names (a ResourceQuota's ``CrossNamespacePodAffinity`` scope)."""
+
+    weight: int = 0
+    pod_affinity_term: PodAffinityTerm = Field(default_factory=PodAffinityTerm)
+
+
 class PodAffinity(KubeModel):
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(default_factory=list)
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = Field(
+        default_factory=list
+    )
 
 
 class Affinity(KubeModel):
@@ -635,6 +646,40 @@ class CapacityQuota(KubeModel):
     metadata: ObjectMeta
     spec: CapacityQuotaSpec = Field(default_factory=CapacityQuotaSpec)
     status: CapacityQuotaStatus = Field(default_factory=CapacityQuotaStatus)
+
+
+class ScopedResourceSelectorRequirement(KubeModel):
+    """One of a ResourceQuota's ``spec.scopeSelector.matchExpressions``."""
+
+    scope_name: str
+    operator: str
+    values: list[str] = Field(default_factory=list)
+
+
+class ScopeSelector(KubeModel):
+    match_expressions: list[ScopedResourceSelectorRequirement] = Field(default_factory=list)
+
+
+class ResourceQuotaSpec(KubeModel):
+    hard: QuantityMap = Field(default_factory=dict)
+    scopes: list[str] = Field(default_factory=list)
+    scope_selector: ScopeSelector | None = None
+
+
+class ResourceQuotaStatus(KubeModel):
+    hard: QuantityMap = Field(default_factory=dict)  # what the quota controller enforces
+    used: QuantityMap = Field(default_factory=dict)  # written by the quota controller
+
+
+class ResourceQuota(KubeModel):
+    """core/v1 ``ResourceQuota`` (namespaced): what the pods of its namespace (those its scopes select)
+    may request together. Read for CapacityBuffers, as cluster-autoscaler's buffer controller reads it."""
+
+    kind: Literal["ResourceQuota"] = "ResourceQuota"
+    api_version: str = "v1"
+    metadata: ObjectMeta
+    spec: ResourceQuotaSpec = Field(default_factory=ResourceQuotaSpec)
+    status: ResourceQuotaStatus = Field(default_factory=ResourceQuotaStatus)
 
 
 # -- jobs whose pods the autoscaler may move (spillway.model.jobs, spillway.planner.disruption) --

@@ -18,7 +18,8 @@ What it serves (JSON only)
   ``/binding``), ``/api/v1/pods``, ``/apis/policy/v1/[namespaces/{ns}/]poddisruptionbudgets``
   (+ ``/status``), ``/api/v1/[namespaces/{ns}/]events``, ``/apis/events.k8s.io/v1/[namespaces/{ns}/]events``
   (one store, converted between the two versions), ``/api/v1/namespaces``,
-  ``/api/v1/[namespaces/{ns}/]podtemplates``, ``/apis/batch/v1/[namespaces/{ns}/]jobs`` (+ ``/status``),
+  ``/api/v1/[namespaces/{ns}/]podtemplates``, ``/api/v1/[namespaces/{ns}/]resourcequotas`` (+ ``/status``:
+  ``status.hard`` and ``status.used`` stored as written, as no quota controller runs here), ``/apis/batch/v1/[namespaces/{ns}/]jobs`` (+ ``/status``),
   ``/api/v1/[namespaces/{ns}/]persistentvolumeclaims`` and ``/api/v1/persistentvolumes`` (+ ``/status``),
   ``/apis/storage.k8s.io/v1/storageclasses`` (``volumeBindingMode`` defaulted to ``Immediate`` and
   ``reclaimPolicy`` to ``Delete`` on create, as the API server does),

@@ -206,6 +206,21 @@ POD_TEMPLATES = ResourceType(
     },
 )
 
+#: core/v1 ResourceQuota: ``spec.hard``, ``spec.scopes``, ``spec.scopeSelector``; ``status.hard`` and
+#: ``status.used`` (a subresource) are written by the quota controller on a real cluster: stored as
+#: written here, never computed
+RESOURCE_QUOTAS = ResourceType(
+    "ResourceQuota",
+    "resourcequotas",
+    "resourcequota",
+    "",
+    "v1",
+    namespaced=True,
+    short_names=("quota",),
+    has_status=True,
+    merge_keys=dict(_META_KEYS),
+)
+
 #: core/v1 PersistentVolumeClaims and PersistentVolumes (observe reads which volume a claim is bound to,
 #: and where the volume can be used: ``spec.nodeAffinity``); both have a status subresource
 PERSISTENT_VOLUME_CLAIMS = ResourceType(
@@ -489,6 +504,7 @@ ALL: tuple[ResourceType, ...] = (
     EVENTS_V1,
     NAMESPACES,
     POD_TEMPLATES,
+    RESOURCE_QUOTAS,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
