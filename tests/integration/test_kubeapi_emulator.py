@@ -1022,6 +1022,20 @@ def test_resource_quotas_keep_the_status_the_quota_controller_writes(core: CoreV
     assert [q.metadata.name for q in core.list_resource_quota_for_all_namespaces().items] == ["compute"]
 
 
+def test_a_resource_quota_created_with_a_status_starts_without_it(core: CoreV1Api) -> None:
+    """The ResourceQuota strategy clears the status a create carries: only the quota controller, through
+    /status, says what is used (a client cannot create a quota that claims room is free)."""
+    quota = {
+        "metadata": {"name": "claims", "namespace": "default"},
+        "spec": {"hard": {"requests.cpu": "10"}},
+        "status": {"hard": {"requests.cpu": "10"}, "used": {"requests.cpu": "0"}},
+    }
+    core.create_namespaced_resource_quota("default", quota)
+    read = core.read_namespaced_resource_quota("claims", "default")
+    assert read.spec.hard == {"requests.cpu": "10"}
+    assert read.status is None or (read.status.hard, read.status.used) == (None, None)
+
+
 def test_a_crd_not_installed_answers_404_and_leaves_discovery() -> None:
     only_quotas = ["capacityquotas.autoscaling.x-k8s.io"]
     with KubeApiServer(optional_resources=only_quotas) as server, server.api_client() as c:

@@ -424,6 +424,8 @@ class Store:
             obj["status"] = status
         elif rt.canonical == "PodDisruptionBudget":
             obj.pop("status", None)  # always computed on read
+        elif rt.canonical == "ResourceQuota" and via_api:
+            obj.pop("status", None)  # its strategy clears it on create; the quota controller writes it
         elif rt.canonical == "StorageClass":
             obj.setdefault("reclaimPolicy", "Delete")
             obj.setdefault("volumeBindingMode", "Immediate")
