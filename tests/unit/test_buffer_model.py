@@ -53,6 +53,24 @@ def test_both_versions_resolve_their_pod_template_and_count(version: str) -> Non
     assert snap.fingerprint != bare.fingerprint
 
 
+def test_a_list_with_resource_quotas_cuts_its_buffers_as_observe_does() -> None:
+    """``spillway plan --cluster`` on a List: its ResourceQuotas cut the buffers as observe's do; a List
+    without any was not read for them, so its buffers are neither cut nor said to be unlimited."""
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "compute", "namespace": "shop"},
+        "spec": {"hard": {"requests.cpu": "10"}},
+        "status": {"hard": {"requests.cpu": "10"}, "used": {"requests.cpu": "4"}},
+    }
+    items = [TEMPLATE, buffer(podTemplateRef={"name": "web"}, replicas=5)]
+    [cut] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list({"items": [*items, quota]}).others).buffers
+    assert cut.replicas == 3  # (10 - 4) cores // 2 per chunk
+    assert cut.quota is not None and cut.quota[0] == "True"
+    [whole] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list({"items": items}).others).buffers
+    assert (whole.replicas, whole.quota) == (5, None)
+
+
 def test_limits_cap_the_replicas_or_alone_give_as_many_chunks_as_fit() -> None:
     template = PodTemplate.model_validate(TEMPLATE)
     capped = CapacityBuffer.model_validate(

@@ -46,6 +46,7 @@ from spillway.model.k8s import (
     PodAffinityTerm,
     PodDisruptionBudget,
     PodTemplate,
+    ResourceQuota,
     Scalable,
     StorageClass,
     VolumeObject,
@@ -811,6 +812,7 @@ class ClusterSnapshot:
         priorities: Priorities = {}
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
+        resource_quotas: list[ResourceQuota] = []  # they cut the buffers, as observe's
         succeeded = SucceededMembers()
         for obj in objects:
             if isinstance(obj, Pod):
@@ -830,6 +832,8 @@ class ClusterSnapshot:
                 templates.append(obj)
             elif isinstance(obj, Scalable):
                 workloads.append(obj)
+            elif isinstance(obj, ResourceQuota):
+                resource_quotas.append(obj)
             elif isinstance(obj, PersistentVolumeClaim | PersistentVolume | StorageClass):
                 volumes.add(obj)
             elif isinstance(obj, ConfigMap):
@@ -842,6 +846,7 @@ class ClusterSnapshot:
             buffers,
             templates,
             workloads,
+            resource_quotas,
             topology,
             list(volumes.apply(list(budgets.apply(pods)))),
             namespaces,
@@ -935,17 +940,21 @@ def _buffers(
     buffers: list[CapacityBuffer],
     templates: list[PodTemplate],
     workloads: list[Scalable],
+    resource_quotas: list[ResourceQuota],
     topology: TopologyMatcher,
     pods: list[PodInfo],
     namespaces: Mapping[str, Mapping[str, str]],
     provreqs: Sequence[ProvisioningRequestInfo],
 ) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...], tuple[ProvisioningRequestInfo, ...]]:
     """The pods with their pod topology, and the CapacityBuffers of a List with what they name resolved
-    from the same List; the buffers' chunks and the requests' pod sets get their pod topology too."""
-    from spillway.model.buffer import buffer_infos  # they read PodInfo from here
+    from the same List and cut to what its ResourceQuotas leave, as observe cuts them; the buffers'
+    chunks and the requests' pod sets get their pod topology too."""
+    from spillway.model.buffer import buffer_infos, limit_by_quotas  # they read PodInfo from here
     from spillway.model.templates import with_topology
 
     infos = buffer_infos(buffers, templates, workloads) if buffers else ()
+    if infos and resource_quotas:  # a List without any: not read, so not taken as "no quota"
+        infos = limit_by_quotas(buffers, infos, resource_quotas)
     return with_topology(topology, pods, namespaces or None, infos, provreqs)
 
 

@@ -954,6 +954,7 @@ SharedObject = (
     | PersistentVolume
     | StorageClass
     | ConfigMap
+    | ResourceQuota
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass"})
@@ -980,6 +981,7 @@ _KINDS: dict[str, ModelType] = {
     "PersistentVolume": PersistentVolume,
     "ConfigMap": ConfigMap,
     "ReplicationController": Scalable,
+    "ResourceQuota": ResourceQuota,
 }
 # Kinds whose meaning depends on the API group: PodGroup is spelled the same by three projects.
 _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
