@@ -17,7 +17,8 @@
    (:func:`spillway.act.gang.execution_request`; those nodes are left out of the scale-up entry of the
    group) and the scale-down execution (when it drains), named ``up-<plan id>``, ``gang-<plan id>-<hash>``
    and ``down-<plan id>`` (a scale-down too large for one input is split into parts ``down-<plan id>-2``,
-   ..., each started now and draining once the part before it ended): a duplicate start is refused by
+   ..., each started now and draining once the part before it ended, or nothing if the plan's claim on
+   its nodes, ``drain_claim_minutes``, lapsed by then): a duplicate start is refused by
    Step Functions and reported as ``started=False``. The execution list is committed with the state, so
    a resumed plan restarts the gang launches too;
 6. when given a cluster, write the ProvisioningRequest statuses the plan changed (conditions and
@@ -361,7 +362,8 @@ def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, 
     ``MaxDrainConcurrency`` nodes at a time, as one execution would; parts that each ran their own Map
     at once would drain that many per part. (Dividing the concurrency among the parts cannot keep the
     bound when there are more parts than it allows, each needing at least one.) The parts are started
-    in order, so the one named in ``after`` exists by the time its successor asks."""
+    in order, so the one named in ``after`` exists by the time its successor asks. A part that could
+    start only after the plan's claim on its nodes lapsed drains nothing (:func:`claim_fields`)."""
     batches: list[list[Mapping[str, Any]]] = []
     size = DOWN_BATCH_BYTES
     for item in items:
