@@ -456,3 +456,29 @@ def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(worl
     assert world.desired("general") == 3 and world.desired("west", WEST) == 2
     for node in (idle, spare, west):
         assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
+
+
+def test_a_scale_down_part_whose_claim_cannot_be_read_drains_nothing(world: World) -> None:
+    """A part started by hand with a claim_until the drain function cannot read: whether its plan's claim
+    lapsed is unknown, so it drains nothing, and its output says why (the error names the field)."""
+    ghost, idle = "ip-10-0-99-99.ec2.internal", world.nodes["general"][0]
+    plan = "20261102T100000Z-bad1"
+    common = {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1, "deadline_seconds": 20}
+    first = world.stack.start("ScaleDownStateMachine", {**common, "drains": [
+        {"node": ghost, "instance_id": "i-0000000000000dead", "group": "general", "region": HOME,
+         "reason": "idle 30 min"}]}, name=f"down-{plan}")  # fmt: skip
+    second = world.stack.start("ScaleDownStateMachine", {**common, "after": first, "after_poll_seconds": 1,
+        "claim_until": "in twenty minutes", "drains": [
+        {"node": idle, "instance_id": world.instances[idle], "group": "general", "region": HOME,
+         "reason": "idle 12 min"}]}, name=f"down-{plan}-2")  # fmt: skip
+
+    one, two = (world.stack.wait(arn, timeout=60) for arn in (first, second))
+
+    assert [d["outcome"] for d in one["output"]["drains"]] == ["rejected"], one
+    assert two["status"] == "SUCCEEDED", two
+    out = two["output"]
+    assert (out["outcome"], out["drains"]) == ("skipped", []), out
+    assert "InvalidDrainRequest" in out["reason"] and "claim_until" in out["reason"], out["reason"]
+    assert "none of its 1 node(s)" in out["reason"], out["reason"]
+    assert world.desired("general") == 3
+    assert not world.node(idle)["spec"].get("unschedulable")  # type: ignore[index]
