@@ -9,11 +9,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from conftest import CLUSTER, HOME, WEST, Cloud
 
+from spillway.act.planning import claim_fields
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.local.rig import create_group
@@ -318,9 +320,11 @@ def test_a_split_scale_downs_second_part_drains_only_once_the_first_has_ended(wo
         {"node": blocked, "instance_id": world.instances[blocked], "group": "general", "region": HOME,
          "reason": "consolidation", "consolidation": True, "pods": ["team-a/db-0"]}]}  # fmt: skip
     first_arn = world.stack.start("ScaleDownStateMachine", first, name="down-20261102T100000Z-5p1it")
-    second = {**common, "deadline_seconds": 20, "after": first_arn, "after_poll_seconds": 1, "drains": [
-        {"node": idle, "instance_id": world.instances[idle], "group": "general", "region": HOME,
-         "reason": "idle 12 min"}]}  # fmt: skip
+    # its plan's claim on its nodes holds long after the first part ends: it drains (CheckClaim says so)
+    claim = claim_fields(datetime.now(UTC), 60)
+    second = {**common, "deadline_seconds": 20, "after": first_arn, "after_poll_seconds": 1, **claim,
+              "drains": [{"node": idle, "instance_id": world.instances[idle], "group": "general",
+                          "region": HOME, "reason": "idle 12 min"}]}  # fmt: skip
     second_arn = world.stack.start("ScaleDownStateMachine", second, name="down-20261102T100000Z-5p1it-2")
 
     two = world.stack.wait(second_arn, timeout=60)
@@ -337,6 +341,66 @@ def test_a_split_scale_downs_second_part_drains_only_once_the_first_has_ended(wo
     assert started[idle] >= one["stopDate"] > started[blocked]
     waited = [e for e in world.stack.history(second_arn) if e["type"] == "WaitStateEntered"]
     assert waited, "the second part never waited for the first"
+    assert "CheckClaim" in entered(world, second_arn)
+
+
+def entered(world: World, arn: str) -> list[str]:
+    """The states an execution entered, in order."""
+    return [
+        e["stateEnteredEventDetails"]["name"]
+        for e in world.stack.history(arn)
+        if e["type"].endswith("StateEntered") and "stateEnteredEventDetails" in e
+    ]
+
+
+def test_the_parts_of_a_split_scale_down_that_outwait_their_plans_claim_drain_nothing(world: World) -> None:
+    """The first part of a split scale-down runs past the plan's claim on the nodes (drain_claim_minutes):
+    by then later plans judge the second part's nodes again, and its consolidations' premise is as old.
+    The second part, and the third after it, end without draining, saying when the claim lapsed; the
+    nodes are left as they were, for the next plan. (Before, they drained whatever the wait.)"""
+    blocked, idle, spare = world.nodes["general"]
+    west = world.nodes["west"][0]
+    world.pod("db-0", blocked, app="db")
+    world.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))  # never disruptable
+    plan = "20261102T100000Z-1aps"
+    # a plan made 20 minutes ago whose claim lapses in a second, while the first part is still held
+    until = datetime.now(UTC) + timedelta(seconds=1)
+    claim = claim_fields(until - timedelta(minutes=20), 20)
+    common = {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1, "deadline_seconds": 20}
+
+    def item(node: str, region: str = HOME, **more: Any) -> dict[str, Any]:
+        group = "general" if region == HOME else "west"
+        return {"node": node, "instance_id": world.instances[node], "group": group, "region": region,
+                "reason": "consolidation: its pods fit on other nodes", **more}  # fmt: skip
+
+    first = world.stack.start("ScaleDownStateMachine", {**common, "deadline_seconds": 4, "drains": [
+        item(blocked, consolidation=True, pods=["team-a/db-0"])]}, name=f"down-{plan}")  # fmt: skip
+    second = world.stack.start("ScaleDownStateMachine", {**common, **claim, "after": first,
+        "after_poll_seconds": 1, "drains": [item(idle), item(spare)]}, name=f"down-{plan}-2")  # fmt: skip
+    third = world.stack.start("ScaleDownStateMachine", {**common, **claim, "after": second,
+        "after_poll_seconds": 1, "drains": [item(west, WEST)]}, name=f"down-{plan}-3")  # fmt: skip
+
+    one, two, three = (world.stack.wait(arn, timeout=60) for arn in (first, second, third))
+
+    assert one["status"] == "SUCCEEDED" and [d["outcome"] for d in one["output"]["drains"]] == ["timeout"]
+    for execution, nodes in ((two, 2), (three, 1)):
+        assert execution["status"] == "SUCCEEDED", execution
+        out = execution["output"]
+        assert (out["outcome"], out["drains"], out["counts"]) == ("lapsed", [], {}), out
+        assert out["claim_until"] == claim["claim_until"] and out["plan_id"] == plan
+        for named in (claim["planned_at"], "drain_claim_minutes (20)", claim["claim_until"],
+                      f"none of its {nodes} node(s)", "the next plan judges them again"):  # fmt: skip
+            assert named in out["reason"], out["reason"]
+    assert "DrainEach" not in entered(world, second) and "DrainEach" not in entered(world, third)
+    sfn = world.stack.client("stepfunctions")
+    drained = {
+        json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["node"]
+        for e in world.cloud.executions("DrainNodeStateMachine")
+    }
+    assert drained == {blocked}
+    assert world.desired("general") == 3 and world.desired("west", WEST) == 2
+    for node in (idle, spare, west):
+        assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
 
 
 def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(world: World) -> None:
@@ -392,3 +456,29 @@ def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(worl
     assert world.desired("general") == 3 and world.desired("west", WEST) == 2
     for node in (idle, spare, west):
         assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
+
+
+def test_a_scale_down_part_whose_claim_cannot_be_read_drains_nothing(world: World) -> None:
+    """A part started by hand with a claim_until the drain function cannot read: whether its plan's claim
+    lapsed is unknown, so it drains nothing, and its output says why (the error names the field)."""
+    ghost, idle = "ip-10-0-99-99.ec2.internal", world.nodes["general"][0]
+    plan = "20261102T100000Z-bad1"
+    common = {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1, "deadline_seconds": 20}
+    first = world.stack.start("ScaleDownStateMachine", {**common, "drains": [
+        {"node": ghost, "instance_id": "i-0000000000000dead", "group": "general", "region": HOME,
+         "reason": "idle 30 min"}]}, name=f"down-{plan}")  # fmt: skip
+    second = world.stack.start("ScaleDownStateMachine", {**common, "after": first, "after_poll_seconds": 1,
+        "claim_until": "in twenty minutes", "drains": [
+        {"node": idle, "instance_id": world.instances[idle], "group": "general", "region": HOME,
+         "reason": "idle 12 min"}]}, name=f"down-{plan}-2")  # fmt: skip
+
+    one, two = (world.stack.wait(arn, timeout=60) for arn in (first, second))
+
+    assert [d["outcome"] for d in one["output"]["drains"]] == ["rejected"], one
+    assert two["status"] == "SUCCEEDED", two
+    out = two["output"]
+    assert (out["outcome"], out["drains"]) == ("skipped", []), out
+    assert "InvalidDrainRequest" in out["reason"] and "claim_until" in out["reason"], out["reason"]
+    assert "none of its 1 node(s)" in out["reason"], out["reason"]
+    assert world.desired("general") == 3
+    assert not world.node(idle)["spec"].get("unschedulable")  # type: ignore[index]

@@ -1325,7 +1325,7 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     assert any(missing in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
     # throttling (any code the API does not model for the call) arrives as the service's base exception
     assert any("Sfn.SfnException" in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
-    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "Settings")]
+    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "ClaimGiven")]
     ended = states[describe["Next"]]
     running = {c["StringEquals"] for c in ended["Choices"][0]["Or"]}
     assert running == {"RUNNING", "PENDING_REDRIVE"}
@@ -1333,7 +1333,7 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     wait = states[ended["Choices"][0]["Next"]]
     assert wait["Type"] == "Wait" and wait["SecondsPath"] == "$.plan.after_poll_seconds"
     assert states["Defaults"]["Result"]["after_poll_seconds"] >= 60  # the history's 25,000 events
-    assert wait["Next"] == "DescribePrevious" and ended["Default"] == "Settings"
+    assert wait["Next"] == "DescribePrevious" and ended["Default"] == "ClaimGiven"  # then drains if in time
     # nothing reaches the drains but through Settings, which only the checks above lead to
     assert [n for n, s in states.items() if s.get("Next") == "DrainEach"] == ["Settings"]
 
@@ -1348,7 +1348,7 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     by_status = {c["StringEquals"]: c["Next"] for c in ended["Choices"][1:]}
     assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][1:])
     assert by_status == {"ABORTED": "Stopped", "SUCCEEDED": "DescribePreviousOutput"}
-    assert ended["Default"] == "Settings"  # FAILED, TIMED_OUT: drains, as before
+    assert ended["Default"] == "ClaimGiven"  # FAILED, TIMED_OUT: drains, as before, if in time
 
     stopped = states["Stopped"]
     assert stopped["Type"] == "Pass" and stopped["End"] is True
@@ -1361,12 +1361,12 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     assert output["Parameters"] == {"ExecutionArn.$": "$.plan.after"}
     assert output["ResultSelector"]["output.$"] == "States.StringToJson($.Output)"
     assert output["Next"] == "PreviousSkipped"
-    assert [c["Next"] for c in output["Catch"]] == ["Settings"]  # unreadable: drains, as before
+    assert [c["Next"] for c in output["Catch"]] == ["ClaimGiven"]  # unreadable: drains if in time
     skipped = states["PreviousSkipped"]
     assert skipped["Choices"] == [
         {"Variable": "$.previous.output.stopped", "IsPresent": True, "Next": "StoppedBefore"}
     ]
-    assert skipped["Default"] == "Settings"
+    assert skipped["Default"] == "ClaimGiven"
     before = states["StoppedBefore"]
     assert before["Type"] == "Pass" and before["End"] is True
     assert before["Parameters"]["outcome"] == "skipped" and before["Parameters"]["drains"] == []

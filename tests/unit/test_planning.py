@@ -757,6 +757,37 @@ def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -
     assert [r.input["after"] for r in downs[1:]] == [f"{executions}:{r.name}" for r in downs[:-1]]
 
 
+def test_a_later_scale_down_part_carries_when_its_plans_claim_on_its_nodes_lapses() -> None:
+    """A part waits for the part before it, maybe longer than drain_claim_minutes: by then later plans
+    judge its nodes again, and its consolidations' premise (the pods fit elsewhere) is that old. Each part
+    after the first carries when the plan's claim lapses (the plan's time plus drain_claim_minutes, as
+    the planner's claimed_at counts it, in the RFC 3339 form Step Functions reads) so it can drain nothing
+    once it has; the first part starts at once and carries nothing new."""
+    drains = tuple(
+        Drain(f"ip-10-1-{i // 250}-{i % 250}.ec2.internal", f"i-0{i:016x}", "general", "us-east-1",
+              "consolidation: its pods fit on other nodes", codes.CONSOLIDATION,
+              tuple(f"team-{i % 20:02d}/job-{i:04d}-worker-{j:03d}" for j in range(40)))
+        for i in range(150)
+    )  # fmt: skip
+    rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", drain_claim_minutes=12.5)))
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+    planned = NOW + timedelta(seconds=20, microseconds=700_000)
+
+    run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
+             now=planned, planner=lambda *a: replace(run_planner(*a), drain=drains))  # fmt: skip
+
+    downs = [r for r in rig.executions.requests if r.kind == "scale_down"]
+    assert len(downs) > 1
+    assert not {"claim_until", "planned_at", "claim_minutes"} & set(downs[0].input)
+    until = (planned + timedelta(minutes=12.5)).replace(microsecond=0)  # whole seconds, never later
+    for part in downs[1:]:
+        assert part.input["claim_until"] == until.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert part.input["planned_at"] == planned.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert part.input["claim_minutes"] == 12.5
+    # the lapse time is committed with the executions: a resumed plan restarts its parts with it
+    assert rig.ledger.stored.executions[-1]["input"]["claim_until"] == downs[-1].input["claim_until"]
+
+
 # --- gangs launched atomically ------------------------------------------------------------------
 
 GANG_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-GangLaunchStateMachine"

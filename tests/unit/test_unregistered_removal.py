@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from fakes import FakeCloud
+from plan_world import NOW
 
 from spillway.act.drain import Drainer, run_action, summarize
 from spillway.act.planning import PlanSettings, execution_requests
@@ -211,7 +212,7 @@ def test_a_plan_sends_the_instances_it_removes_through_the_scale_down_after_its_
     drain = PlannedDrain("node-a", "i-0aaaaaaaaaaaaaaaa", "gpu", "us-east-1", "idle")
 
     (request,) = execution_requests(
-        CLUSTER, "p-1", "k", _plan(removed, replaced, drains=(drain,)), [], SETTINGS
+        CLUSTER, "p-1", "k", _plan(removed, replaced, drains=(drain,)), [], SETTINGS, NOW
     )
 
     items = request.input["drains"]
@@ -225,4 +226,4 @@ def test_a_plan_sends_the_instances_it_removes_through_the_scale_down_after_its_
 
 
 def test_a_plan_without_drains_or_removals_starts_no_scale_down() -> None:
-    assert execution_requests(CLUSTER, "p-1", "k", _plan(), [], SETTINGS) == []
+    assert execution_requests(CLUSTER, "p-1", "k", _plan(), [], SETTINGS, NOW) == []

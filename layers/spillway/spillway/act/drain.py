@@ -63,6 +63,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from spillway.act.instances import where_gone
+from spillway.act.lapse import check_claim
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
     AsgLimitExceeded,
@@ -126,6 +127,7 @@ ACTIONS = (
     "record",
     "summarize",
     "remove_unregistered",
+    "check_claim",
 )
 
 # What each step may raise, by exact class (a state machine matches names, not subclasses):
@@ -147,6 +149,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "record": frozenset(_ALWAYS),
     "summarize": frozenset(_ALWAYS),
     "remove_unregistered": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.unregistered
+    "check_claim": frozenset(_ALWAYS),  # spillway.act.lapse: the scale-down part's claim, no port
 }
 
 Outcome = Literal[
@@ -1510,11 +1513,18 @@ def _child_execution(cause: Any) -> Mapping[str, Any] | None:
     return child if isinstance(child, Mapping) and _field(child, "ExecutionArn") else None
 
 
+# steps of the scale-down that read only their event: no node, no port
+_PLAIN_ACTIONS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "summarize": lambda event: summarize(event.get("cluster"), event.get("plan_id"), event.get("results")),
+    "check_claim": check_claim,
+}
+
+
 def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     """Dispatch one state machine step: ``{"action": ..., ...}`` to the :class:`Drainer` method."""
     action = event.get("action")
-    if action == "summarize":
-        return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
+    if action in _PLAIN_ACTIONS:
+        return _PLAIN_ACTIONS[action](event)
     if action == "validate":
         return drainer.validate(event.get("request"), event.get("execution"))
     if action == "remove_unregistered":

@@ -17,7 +17,8 @@
    (:func:`spillway.act.gang.execution_request`; those nodes are left out of the scale-up entry of the
    group) and the scale-down execution (when it drains), named ``up-<plan id>``, ``gang-<plan id>-<hash>``
    and ``down-<plan id>`` (a scale-down too large for one input is split into parts ``down-<plan id>-2``,
-   ..., each started now and draining once the part before it ended): a duplicate start is refused by
+   ..., each started now and draining once the part before it ended, or nothing if the plan's claim on
+   its nodes, ``drain_claim_minutes``, lapsed by then): a duplicate start is refused by
    Step Functions and reported as ``started=False``. The execution list is committed with the state, so
    a resumed plan restarts the gang launches too;
 6. when given a cluster, write the ProvisioningRequest statuses the plan changed (conditions and
@@ -285,7 +286,9 @@ def execution_requests(
     plan: ScalingPlan,
     groups: Sequence[NodeGroup],
     settings: PlanSettings,
+    now: datetime,
 ) -> list[ExecutionRequest]:
+    """The executions that carry out ``plan``, made at ``now`` (the time the planner was given)."""
     requests: list[ExecutionRequest] = []
     grow = scale_up_groups(plan, groups)
     # A round's groups add their checks to one execution's history (spillway.model.history): a plan
@@ -318,10 +321,30 @@ def execution_requests(
         }
         if previous is not None:  # a part drains once the part before it ended (see _down_batches)
             down["after"] = execution_arn(previous.state_machine_arn, previous.name)
+            down |= claim_fields(now, settings.planner.drain_claim_minutes)
         name = f"down-{plan_id}" if index == 0 else f"down-{plan_id}-{index + 1}"
         previous = _execution(SCALE_DOWN, settings.scale_down_arn, name, down)
         requests.append(previous)
     return requests
+
+
+def claim_fields(now: datetime, claim_minutes: float) -> dict[str, Any]:
+    """When the plan made at ``now`` stops claiming the nodes it drains: later plans leave a node alone
+    for ``drain_claim_minutes`` (:meth:`spillway.planner.scaledown.ScaleDown.claimed_at`) unless its drain
+    has cordoned it. A scale-down part that has not started draining by ``claim_until`` drains nothing
+    (``scale_down.asl.json``, CheckClaim): the next plans judge its nodes again, and a consolidation's
+    premise (its pods fit elsewhere) is that old. RFC 3339 in whole seconds with ``Z``, as Step
+    Functions writes timestamps; rounded down, so a part never drains after the claim lapsed."""
+    planned = _aware(now).astimezone(UTC)
+    until = planned + timedelta(minutes=claim_minutes)
+    return {
+        "planned_at": planned.strftime(_RFC3339),
+        "claim_minutes": claim_minutes,
+        "claim_until": until.strftime(_RFC3339),
+    }
+
+
+_RFC3339 = "%Y-%m-%dT%H:%M:%SZ"  # strftime drops the fraction: whole seconds, rounded down
 
 
 # the drains of one scale-down execution, in bytes of JSON: Step Functions refuses an input (and a state)
@@ -339,7 +362,8 @@ def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, 
     ``MaxDrainConcurrency`` nodes at a time, as one execution would; parts that each ran their own Map
     at once would drain that many per part. (Dividing the concurrency among the parts cannot keep the
     bound when there are more parts than it allows, each needing at least one.) The parts are started
-    in order, so the one named in ``after`` exists by the time its successor asks."""
+    in order, so the one named in ``after`` exists by the time its successor asks. A part that could
+    start only after the plan's claim on its nodes lapsed drains nothing (:func:`claim_fields`)."""
     batches: list[list[Mapping[str, Any]]] = []
     size = DOWN_BATCH_BYTES
     for item in items:
@@ -468,7 +492,7 @@ def run_plan(
     batch = plan_events(result, snapshot.cluster, snapshot.groups, stored.state.events, settings.events, now)
     state = result.state.model_copy(update={"events": batch.ledger}) if cluster else result.state
     summary = summarize(result, settings.primary_region)
-    requests = execution_requests(ref.cluster, pid, ref.key, result, snapshot.groups, settings)
+    requests = execution_requests(ref.cluster, pid, ref.key, result, snapshot.groups, settings, now)
     record = PlanRecord(
         cluster=ref.cluster,
         plan_id=pid,
