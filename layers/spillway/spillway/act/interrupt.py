@@ -21,8 +21,10 @@ Notification
 Instance-terminate       terminate lifecycle hook holds it in            deadline inside the hook's
 Lifecycle Action         ``Terminating:Wait``                            HeartbeatTimeout; the drain ends
                                                                          with CompleteLifecycleAction
-                                                                         CONTINUE (nothing when a Spillway
-                                                                         drain already owns the node)
+                                                                         CONTINUE; when a Spillway drain
+                                                                         cordoned the node, only while
+                                                                         it still runs pods to evict
+                                                                         (else that drain completes it)
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
