@@ -9,7 +9,10 @@ every hook's action is completed, as AWS documents.
    action with CONTINUE, and only then does the instance terminate.
 2. Spillway's own drain (terminate with ShouldDecrementDesiredCapacity) on a hooked group completes its
    own instance's action, so the scale-down does not wait out the HeartbeatTimeout; the event that
-   action sent starts no second drain."""
+   action sent starts no second drain.
+3. The group scales in a node a rebalance recommendation's drain (no force) is still emptying: the
+   lifecycle drain starts all the same, takes the node over and completes the action; the earlier
+   drain ends superseded, undoing nothing."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import time
 import boto3
 from conftest import HOME, Cloud
 from test_drain import ReplicaSetController
+from test_drain_faults import CORDONED, marks, wait_for
 from test_spot_interruption import receive, sqs_event
 
 from spillway.local import objects
@@ -118,3 +122,59 @@ def test_spillways_own_drain_on_a_hooked_group_completes_its_own_lifecycle_actio
         "batchItemFailures": []
     }
     assert len(drains(cloud)) == 1  # only the drain above
+
+
+def test_a_scale_in_of_a_node_a_rebalance_drain_is_emptying_is_drained_by_the_lifecycle_drain(
+    cloud: Cloud,
+) -> None:
+    (victim, spare_instance), by_instance = hooked_group(cloud, "hooked-rb")
+    autoscaling = boto3.client("autoscaling", region_name=HOME)
+    autoscaling.set_instance_protection(
+        AutoScalingGroupName="hooked-rb", InstanceIds=[spare_instance], ProtectedFromScaleIn=True
+    )
+    node = by_instance[victim]
+    cloud.kube.add(
+        objects.pod("train-0", "team-a", node_name=node, labels={"app": "train"},
+                    owner=("ReplicaSet", "train-5d9c"), cpu="100m", memory="128Mi",
+                    annotations={"karpenter.sh/do-not-disrupt": "true"})
+    )  # fmt: skip
+    # train-0: only a forced drain evicts it, so the rebalance drain keeps polling;
+    # its budget holds the lifecycle drain too, until the hand-over has been seen
+    cloud.kube.add(objects.pdb("train", "team-a", {"app": "train"}, min_available=1))
+    rebalance = cloud.stack.start(
+        "DrainNodeStateMachine",
+        {"cluster": "ml", "node": node, "instance_id": victim, "reason": "rebalance recommendation r-1",
+         "leaving": True, "poll_seconds": 1, "deadline_seconds": 60},
+        name=f"rebalance-{victim}",
+    )  # fmt: skip
+    wait_for(lambda: marks(cloud.kube.get("Node", node)) == (True, True, True), what="the rebalance cordon")
+    cloud.snapshot()  # the node cordoned by Spillway, train-0 still on it
+
+    autoscaling.set_desired_capacity(AutoScalingGroupName="hooked-rb", DesiredCapacity=1)  # not Spillway
+    queue_arn, messages = receive(cloud)
+    assert len(messages) == 1
+    assert cloud.stack.invoke("InterruptFunction", sqs_event(queue_arn, messages)) == {
+        "batchItemFailures": []
+    }
+    [name] = [n for n in drains(cloud) if n.startswith("lifecycle-")]
+    arn = f"{cloud.stack.state_machines['DrainNodeStateMachine'].replace(':stateMachine:', ':execution:')}:{name}"
+    wait_for(
+        lambda: f"held drain {name}:" in (cloud.kube.get("Node", node) or {}).get("metadata", {})
+        .get("annotations", {}).get(CORDONED, ""),
+        what="the lifecycle drain's cordon",
+    )  # fmt: skip
+    handed_over = cloud.stack.wait(rebalance, timeout=30)
+    cloud.kube.delete("PodDisruptionBudget", "train", "team-a")
+    result = cloud.stack.wait(arn, timeout=90)
+
+    assert handed_over["status"] == "SUCCEEDED", handed_over
+    assert handed_over["output"]["outcome"] == "superseded" and name in handed_over["output"]["note"]
+    undone = [c for c in cloud.stack.calls("DrainFunction") if c.event.get("action") == "uncordon"]
+    assert undone == []  # no compensation: the node the group terminates is never uncordoned
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert out["outcome"] == "terminated" and out["evicted"] == ["team-a/train-0"]
+    assert out["lifecycle"] == {"hook": HOOK, "result": "CONTINUE"}
+    assert cloud.sim.completed == [("hooked-rb", HOOK, victim, "CONTINUE")]
+    assert victim not in {i["InstanceId"] for i in cloud.asg("hooked-rb")["Instances"]}
+    assert cloud.kube.get("Node", node) is None

@@ -14,7 +14,8 @@ import pytest
 from test_drain_steps import CLUSTER, INSTANCE, NODE, Rig, rig  # noqa: F401 (the fixture)
 
 from spillway.act.drain import RAISES, parse_request, run_action
-from spillway.errors import InvalidDrainRequest, LifecycleActionPending
+from spillway.errors import DrainSuperseded, InvalidDrainRequest, LifecycleActionPending
+from spillway.local import objects
 from spillway.model.drain import Drain
 from spillway.model.k8s import CORDONED_BY_SPILLWAY
 
@@ -217,3 +218,125 @@ def test_the_sample_lifecycle_drain_request_parses() -> None:
     raw = json.loads((Path(__file__).resolve().parents[2] / "events/drain-node-lifecycle.json").read_text())
     request = parse_request(raw)
     assert request.lifecycle is not None and request.lifecycle.heartbeat_seconds == 300
+
+
+# --- a lifecycle action on a node another Spillway drain is still emptying ---------------------------
+
+LIFECYCLE_EXECUTION = f"lifecycle-{INSTANCE}-0f1e2d3c4b"
+
+
+def lifecycle_drain(rig: Rig) -> Drain:
+    """The drain the interrupt function starts for the group's action (validated, cordoned)."""
+    out = rig.drainer.validate(request(deadline_seconds=270, poll_seconds=5), LIFECYCLE_EXECUTION)
+    drain = Drain.model_validate(out["drain"])
+    rig.drainer.cordon(drain)
+    return drain
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"reason": "rebalance recommendation r-1", "leaving": True, "deadline_seconds": 600},
+        {"plan_id": "20261102T100000Z-abc", "consolidation": True, "pods": ["team-a/web-0"]},
+    ],
+    ids=["rebalance", "consolidation"],
+)
+def test_a_lifecycle_drain_takes_over_a_node_a_drain_without_force_is_evicting(
+    rig: Rig, first: dict[str, Any]
+) -> None:
+    """The group terminates a node a rebalance recommendation's drain (or a consolidation) is still
+    emptying: capacity rebalancing's replacement step, say. The lifecycle drain takes the node over
+    (its cordon names it), records heartbeats and completes the action by its token; the earlier drain
+    stops as superseded at its next step, also once past its own deadline, and undoes nothing: no
+    uncordon of a node the group is terminating."""
+    rig.pod("web-0")
+    rig.api.add(objects.pdb("web", "team-a", {"app": "web"}, min_available=1))  # web-0 stays, for now
+    earlier = rig.cordoned(**{"deadline_seconds": 600, **first})
+    assert rig.drainer.evict(earlier)["blocked"] == ["team-a/web-0"]
+    rig.clock.advance(400)
+    held(rig)  # the group terminates the instance; its hook holds it
+
+    taken = lifecycle_drain(rig)
+    annotation = rig.node()["metadata"]["annotations"][CORDONED_BY_SPILLWAY]
+    assert f"held drain {LIFECYCLE_EXECUTION}:" in annotation
+
+    rig.clock.advance(201)  # the earlier drain's deadline passed: superseded, not DrainTimeout
+    rig.api.clear_requests()
+    with pytest.raises(DrainSuperseded, match=LIFECYCLE_EXECUTION):
+        rig.drainer.evict(earlier)
+    with pytest.raises(DrainSuperseded):
+        rig.drainer.check(earlier)
+    undo = rig.drainer.uncordon(earlier)  # were its compensation to run all the same
+    assert "another drain holds the node" in undo["note"]
+    assert rig.writes() == []
+    node = rig.node()
+    assert node["spec"]["unschedulable"] is True
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
+
+    # the lifecycle drain's rounds, 201 s after it started (inside its own 270 s)
+    first_round = rig.drainer.evict(taken)
+    assert first_round["blocked"] == ["team-a/web-0"]
+    assert rig.cloud.heartbeats == [("general", HOOK, INSTANCE)]  # the token's holder keeps it waiting
+    rig.api.delete("PodDisruptionBudget", "web", "team-a")
+    assert rig.drainer.evict(taken, first_round)["evicted"] == ["team-a/web-0"]
+    rig.drainer.complete_lifecycle(taken)
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+
+
+def test_a_forced_drain_goes_on_beside_a_lifecycle_drain_and_both_completing_is_harmless(rig: Rig) -> None:
+    """A Spot warning's drain (forced) is never superseded: it goes on beside the lifecycle drain that
+    took its node over. Its terminate finds the instance terminating already (no second
+    TerminateInstanceInAutoScalingGroup), it completes the action by instance id, and the lifecycle
+    drain's own completion and heartbeat then find no action waiting: noted, not errors."""
+    rig.pod("train-0", app="train", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    warned = rig.cordoned(
+        reason="spot interruption warning w-1", leaving=True, force=True, deadline_seconds=90
+    )
+    held(rig)
+    taken = lifecycle_drain(rig)
+
+    assert rig.drainer.evict(warned)["evicted"] == ["team-a/train-0"]  # goes on, forced
+    assert rig.drainer.check(warned)["ready"] is True
+    terminated = rig.drainer.terminate(warned)
+    assert terminated["status"] == "AlreadyTerminating" and rig.cloud.called("terminate_instance") == []
+    assert rig.drainer.complete_lifecycle(warned)["status"] == "LifecycleCompleted"
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+    assert rig.drainer.delete_node(warned)["deleted"] is True
+    summary = rig.drainer.record({"drain": warned.model_dump(), "terminated": terminated})
+    assert summary["outcome"] == "terminated"
+
+    rig.clock.advance(200)
+    gone = rig.drainer.evict(taken)
+    assert gone["done"] is True and "the Node is gone" in gone["note"]
+    done = rig.drainer.complete_lifecycle(taken)
+    assert "no action waited any more" in done["hooks"][0]["note"]
+    assert len(rig.cloud.completed) == 1
+
+
+def test_a_scale_down_that_terminated_its_node_records_terminated_beside_a_late_lifecycle_drain(
+    rig: Rig,
+) -> None:
+    """A scale-down's own terminate on a hooked group sends the action's event too. The interrupt
+    function leaves an emptied node to its drain; from a snapshot older than the evictions it may
+    start a lifecycle drain, which takes the node over. The scale-down is past its last look at the
+    cordon (the check before its terminate), so it still completes the action and records
+    ``terminated``, not ``superseded``."""
+    rig.cloud.add_hook("general", HOOK, heartbeat=300)
+    rig.pod("web-0")
+    scale_down = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc", force=True)
+    assert rig.drainer.evict(scale_down)["evicted"] == ["team-a/web-0"]
+    rig.api.delete("Pod", "web-0", "team-a")  # its kubelet stopped it
+    assert rig.drainer.check(scale_down)["ready"] is True
+    terminated = rig.drainer.terminate(scale_down)
+    token = rig.cloud.waiting[INSTANCE][HOOK]
+
+    out = rig.drainer.validate(
+        request(lifecycle=lifecycle(token=token), deadline_seconds=270), LIFECYCLE_EXECUTION
+    )
+    late = Drain.model_validate(out["drain"])
+    rig.drainer.cordon(late)  # takes the node over
+    assert rig.drainer.complete_lifecycle(scale_down)["status"] == "LifecycleCompleted"
+    rig.drainer.delete_node(scale_down)
+    summary = rig.drainer.record({"drain": scale_down.model_dump(), "terminated": terminated})
+    assert summary["outcome"] == "terminated"
+    assert rig.drainer.complete_lifecycle(late)["hooks"][0]["result"] is None  # nothing waited: noted

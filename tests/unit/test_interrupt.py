@@ -25,7 +25,7 @@ from spillway.act.interrupt import (
     parse_notice,
 )
 from spillway.errors import AwsThrottled, SnapshotNotFound
-from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
 
@@ -378,16 +378,61 @@ def test_a_terminate_lifecycle_action_starts_a_drain_that_completes_it_inside_th
     assert late.handle(sample("interrupt-lifecycle-terminate.json"))[0]["deadline_seconds"] == 0
 
 
-def test_a_lifecycle_action_on_a_node_spillway_drains_is_left_to_that_drain() -> None:
+NODE = "ip-10-0-1-7.ec2.internal"
+
+
+def pod(name: str, **kw: Any) -> PodInfo:
+    fields: dict[str, Any] = {"node_name": NODE, "phase": "Running", "owner_kind": "ReplicaSet"}
+    return PodInfo(namespace="team-a", name=name, requests={"cpu": 100}, **{**fields, **kw})
+
+
+def draining(*pods: PodInfo) -> Rig:
+    """A hooked group terminating INSTANCE, whose Node a Spillway drain cordoned and runs ``pods``."""
     rig = hooked()
     snapshot = world()
     node = replace(snapshot.cluster.nodes[0], unschedulable=True, cordoned_by_spillway=True)
+    cluster = replace(snapshot.cluster, nodes=(node, *snapshot.cluster.nodes[1:]), pods=pods)
     rig.snapshots = FakeSnapshots()
-    rig.snapshots.add(
-        replace(snapshot, cluster=replace(snapshot.cluster, nodes=(node, *snapshot.cluster.nodes[1:])))
+    rig.snapshots.add(replace(snapshot, cluster=cluster))
+    return rig
+
+
+def test_a_lifecycle_action_on_a_node_a_spillway_drain_emptied_is_left_to_that_drain() -> None:
+    """A scale-down's own terminate: its evictions came first, so the node runs nothing to evict when
+    the event arrives (DaemonSet pods, finished ones, one still terminating after its eviction, and
+    other nodes' pods do not count); that drain completes the action by instance id itself."""
+    rig = draining(
+        pod("agent-x", owner_kind="DaemonSet", daemonset=True),
+        pod("job-1", phase="Succeeded"),
+        pod("web-0", terminating=True),
+        pod("web-9", node_name="ip-10-0-1-8.ec2.internal"),
     )
     [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
     assert out["outcome"] == "own_drain" and rig.workflows.requests == []
+
+
+@pytest.mark.parametrize(
+    "busy",
+    [
+        pod("web-0"),  # a scale-down's or a rebalance recommendation's drain still evicting
+        pod("train-0", do_not_disrupt=True),  # kept by a drain without force: only force evicts it
+    ],
+)
+def test_a_lifecycle_action_on_a_node_a_spillway_drain_is_still_evicting_starts_its_own_drain(
+    busy: PodInfo,
+) -> None:
+    """The group terminates a node another Spillway drain is still emptying (capacity rebalancing's
+    replacement after the recommendation, AZ rebalancing, an instance refresh, a scale-in). That drain
+    holds no action token: it records no heartbeats (the hook's DefaultResult would terminate the
+    instance under its pods when HeartbeatTimeout runs out), and a drain without force that times out
+    would uncordon a node the group is terminating. The lifecycle drain starts anyway and takes the
+    node over."""
+    rig = draining(busy)
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "drain_started" and out["taken_over"] is True
+    [request] = rig.workflows.requests
+    assert request.input["lifecycle"]["token"] == TOKEN and request.input["force"] is True
+    assert request.input["terminate"] is False and request.input["group"] == "spot-gpu"
 
 
 def test_a_lifecycle_action_whose_hook_is_gone_starts_nothing() -> None:

@@ -478,7 +478,8 @@ def _taken_over_by(drain: Drain, node: Node) -> str | None:
     person uncordoned, or that somebody else cordoned (no annotation), is no hand-over.
 
     Two drains are never superseded. A lifecycle drain: the action it holds is completed by its token,
-    by it alone. A forced drain: the one that took over may be without force (a rebalance
+    by it alone; it also takes over a node another drain is still emptying when the group terminates
+    it (:meth:`spillway.act.interrupt.Interrupter._lifecycle`), and that drain, without force, stops. A forced drain: the one that took over may be without force (a rebalance
     recommendation's after the Spot warning's), and would leave the pods only force evicts to die
     with the instance; a forced drain never times out, so going on costs no alarm."""
     if drain.lifecycle is not None or drain.force:

@@ -21,8 +21,10 @@ Notification
 Instance-terminate       terminate lifecycle hook holds it in            deadline inside the hook's
 Lifecycle Action         ``Terminating:Wait``                            HeartbeatTimeout; the drain ends
                                                                          with CompleteLifecycleAction
-                                                                         CONTINUE (nothing when a Spillway
-                                                                         drain already owns the node)
+                                                                         CONTINUE; when a Spillway drain
+                                                                         cordoned the node, only while
+                                                                         it still runs pods to evict
+                                                                         (else that drain completes it)
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
@@ -59,6 +61,7 @@ from spillway.model.history import MAX_ROUNDS
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import POOL_PREFIX, pool_key
+from spillway.planner.disruption import MOVABLE, assess
 from spillway.ports import Cloud, Ledger, Snapshots, Workflows
 
 Kind = Literal["interruption", "rebalance", "scheduled", "state_change", "lifecycle"]
@@ -448,10 +451,16 @@ class Interrupter:
 
     def _lifecycle(self, notice: Notice, target: Target) -> dict[str, Any]:
         """A terminate lifecycle action on one of our nodes: a drain that completes it (see the module
-        docstring). A node Spillway already drains is left to that drain: it terminated the instance
-        and completes the group's terminate hooks for it itself."""
+        docstring). A node a Spillway drain cordoned and emptied is left to that drain (``own_drain``):
+        its own terminate started the action, after its evictions, and it completes the group's
+        terminate hooks by instance id itself. A node such a drain is still evicting is another
+        matter: the group terminates it on its own (capacity rebalancing's replacement, AZ
+        rebalancing, an instance refresh, a scale-in), and the earlier drain holds no token, records no
+        heartbeat, and without force would uncordon the node at its deadline. The lifecycle drain
+        starts anyway and takes the node over (``taken_over``): see :func:`spillway.act.drain.holds`."""
         out: dict[str, Any] = {"group": notice.group, "hook": notice.hook}
-        if target.node.cordoned_by_spillway:
+        taken_over = target.node.cordoned_by_spillway
+        if taken_over and not self._evictable(target.node.name):
             return {**out, "outcome": "own_drain"}
         if self.cloud is None:
             return {**out, "outcome": "hook_governs"}
@@ -477,7 +486,20 @@ class Interrupter:
             "outcome": "drain_started" if started.started else "duplicate",
             "execution": started.arn,
             "deadline_seconds": plan.deadline_seconds,
+            **({"taken_over": True} if taken_over else {}),
         }
+
+    def _evictable(self, node: str) -> list[str]:
+        """The pods on ``node`` in the snapshot that a lifecycle drain (forced) would evict: any that
+        keeps the node busy and is not terminating already. A node the snapshot shows cordoned takes no
+        new pod, so an empty one stays empty; a snapshot older than the earlier drain's last
+        evictions only starts a lifecycle drain that finds nothing to evict."""
+        now = self.clock()
+        return [
+            p.key
+            for p in self.snapshot().cluster.pods
+            if p.node_name == node and assess(p, force=True, now=now).verdict == MOVABLE
+        ]
 
     def _request(self, notice: Notice, target: Target, plan: DrainPlan, **extra: Any) -> ExecutionRequest:
         group = target.group
