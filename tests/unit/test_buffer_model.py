@@ -350,9 +350,10 @@ def test_a_scalable_ref_to_a_job_or_a_replication_controller_is_served_as_the_co
 
 
 ROLLOUT_REF = {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}
-LIVE_POD = {
+LIVE_POD = {  # a running pod's labels, annotations and spec, as observe keeps them: bound to its node
     "metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}},
     "spec": {
+        "nodeName": "ip-10-0-0-1.ec2.internal",
         "nodeSelector": {"pool": "serving"},
         "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}],
     },
@@ -374,6 +375,9 @@ def test_a_custom_kind_takes_its_most_recent_pods_shape_and_its_scale_status_rep
     assert (info.problem, info.replicas) == ("", chunks)
     assert info.pod is not None and info.pod.requests["cpu"] == 3000
     assert info.pod.node_selector == (("pool", "serving"),)
+    # a buffer's chunk is a pending shape, never bound: the sample pod's node is not kept (the
+    # controller's buffer pod processor clears spec.nodeName)
+    assert info.pod.node_name is None and info.pod.is_pending_unschedulable()
     assert info.active_at(NOW)
 
 

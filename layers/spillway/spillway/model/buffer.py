@@ -215,7 +215,7 @@ def _shape(
         template = templates.get((namespace, ref))
         if template is None:
             return None, None, ref, 0, f"PodTemplate {namespace}/{ref} not found"
-        pod, problem = template_pod_object(template.model_dump(by_alias=True), namespace, f"{name}:buffer")
+        pod, problem = _chunk(template.model_dump(by_alias=True), namespace, f"{name}:buffer")
         return pod, None, ref, template.metadata.generation or 0, problem
     scalable = spec.scalable_ref
     if scalable is None:
@@ -228,7 +228,7 @@ def _shape(
     if workload is None:
         return None, None, "", 0, f"{what} not found"
     raw = {"metadata": {"name": f"{scalable.kind} {scalable.name}"}, "template": workload.spec.template}
-    pod, problem = template_pod_object(raw, namespace, f"{name}:buffer")
+    pod, problem = _chunk(raw, namespace, f"{name}:buffer")
     return pod, workload.replicas, "", 0, problem.replace("PodTemplate ", "", 1)
 
 
@@ -265,8 +265,18 @@ def _through_scale(
             ),
         )
     raw = {"metadata": {"name": f"{scaled.kind} {scaled.name}"}, "template": dict(scaled.template)}
-    pod, problem = template_pod_object(raw, scaled.namespace, f"{buffer}:buffer")
+    pod, problem = _chunk(raw, scaled.namespace, f"{buffer}:buffer")
     return pod, scaled.replicas, "", 0, problem.replace("PodTemplate ", "", 1)
+
+
+def _chunk(template: Mapping[str, Any], namespace: str, name: str) -> tuple[Pod | None, str]:
+    """The buffer's chunk: the pod its template makes, unbound. A buffer's pods are pending shapes,
+    never bound, so the template's ``spec.nodeName`` goes, as cluster-autoscaler's buffer pod processor
+    clears it; a template read from a running pod (through the scale subresource) always has one."""
+    body = dict(template.get("template") or {})
+    spec = dict(body.get("spec") or {})
+    spec.pop("nodeName", None)
+    return template_pod_object({**template, "template": {**body, "spec": spec}}, namespace, name)
 
 
 def _builtin_kinds() -> str:
