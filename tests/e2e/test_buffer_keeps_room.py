@@ -60,7 +60,8 @@ def test_an_idle_node_holding_buffer_room_is_kept_and_the_other_drained(cloud: C
     status = buffer["status"]
     assert status["replicas"] == 1 and status["podTemplateRef"] == {"name": "web"}
     ready = {c["type"]: c["status"] for c in status["conditions"]}
-    assert ready == {"ReadyForProvisioning": "True", "Provisioning": "True"}
+    # no ResourceQuota in the namespace: allocated and not limited (the controller writes False)
+    assert ready == {"ReadyForProvisioning": "True", "Provisioning": "True", "LimitedByQuotas": "False"}
 
     # the next plan keeps the last node for the buffer (nothing drains it)
     again = cloud.snapshot()
