@@ -2,13 +2,14 @@
 
 ``{"action": "validate", "request": {...}, "execution": "<its name>"}``, ``{"action": "cordon" | "evict" | "check" | "terminate" |
 "complete_lifecycle" | "delete_node" | "uncordon", "drain": {...}}`` (``evict`` also takes the previous ``round``) and
-``{"action": "record", "state": {...}, "outcome": ...}``; for the scale-down, ``summarize``, ``remove_unregistered``
-and ``check_claim`` (whether a part starts within its plan's claim on its nodes). Thin: the work is :mod:`spillway.act.drain`;
+``{"action": "record", "state": {...}, "outcome": ...}``; for the scale-down, ``summarize``, ``remove_unregistered``,
+``check_claim`` (whether a part starts within its plan's claim on its nodes) and ``undrained`` (a part that drained nothing). Thin: the work is :mod:`spillway.act.drain`;
 errors are Spillway's named errors, whose class names the state machine's Retry/Catch match.
 
 Clients come from :mod:`spillway.clients`, the one wiring of every function (built once per container, on the first invocation: importing
 this module needs no environment; ``CLUSTER_ACCESS=url`` points the Kubernetes client at the local API
-emulator). Metric (EMF): ``DrainOutcome`` (dimension ``Outcome``), once per drain.
+emulator). Metric (EMF): ``DrainOutcome`` (dimension ``Outcome``), once per drain; a scale-down part that drained
+none of its nodes adds them under its outcome (``skipped``, ``lapsed``).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from spillway.model.drain import Drain
 from spillway.observability import NAMESPACE, logger, metrics, set_cluster, tracer
 
 
-def emit_outcome(outcome: str, drain: Drain | None) -> None:
-    """``DrainOutcome`` = 1 with an ``Outcome`` dimension, flushed at once (not mixed with others)."""
+def emit_outcome(outcome: str, drain: Drain | None, count: int = 1, /) -> None:
+    """``DrainOutcome`` = ``count`` (1 but for a scale-down part that drained none of its nodes) with an
+    ``Outcome`` dimension, flushed at once (not mixed with others)."""
     with single_metric(
         name="DrainOutcome",
         unit=MetricUnit.Count,
-        value=1,
+        value=count,
         namespace=NAMESPACE,
         default_dimensions=dict(metrics.default_dimensions),
     ) as metric:
@@ -38,6 +40,7 @@ def emit_outcome(outcome: str, drain: Drain | None) -> None:
         "drain outcome",
         extra={
             "outcome": outcome,
+            "count": count,
             "node": drain.node if drain else None,
             "plan_id": drain.plan_id if drain else None,
         },

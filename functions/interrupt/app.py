@@ -8,7 +8,7 @@ failed for a reason that may pass (Step Functions, DynamoDB, no snapshot yet) is
 the log) is dropped and counted, since no retry can fix it.
 
 Metrics (EMF): InterruptDrainsStarted, InterruptDuplicates, InterruptIgnored, InterruptMalformed,
-InstanceGoneUndrained, LifecycleActionSeen, GroupsBackedOff.
+InstanceGoneUndrained, LifecycleActionSeen, LifecycleActionsCompleted, GroupsBackedOff.
 """
 
 from __future__ import annotations

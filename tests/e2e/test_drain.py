@@ -353,7 +353,15 @@ def entered(world: World, arn: str) -> list[str]:
     ]
 
 
-def test_the_parts_of_a_split_scale_down_that_outwait_their_plans_claim_drain_nothing(world: World) -> None:
+def _undrained_metric(capsys: pytest.CaptureFixture[str], outcome: str) -> float:
+    """The nodes the drain function counted in DrainOutcome under ``outcome``, from its EMF lines."""
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    return sum(sum(m["DrainOutcome"]) for m in lines if "DrainOutcome" in m and m.get("Outcome") == outcome)
+
+
+def test_the_parts_of_a_split_scale_down_that_outwait_their_plans_claim_drain_nothing(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The first part of a split scale-down runs past the plan's claim on the nodes (drain_claim_minutes):
     by then later plans judge the second part's nodes again, and its consolidations' premise is as old.
     The second part, and the third after it, end without draining, saying when the claim lapsed; the
@@ -392,6 +400,11 @@ def test_the_parts_of_a_split_scale_down_that_outwait_their_plans_claim_drain_no
                       f"none of its {nodes} node(s)", "the next plan judges them again"):  # fmt: skip
             assert named in out["reason"], out["reason"]
     assert "DrainEach" not in entered(world, second) and "DrainEach" not in entered(world, third)
+    # each part's nodes are in the DrainOutcome metric as lapsed, and its output is as it was
+    assert "CountUndrained" in entered(world, second) and "Uncounted" not in entered(world, third)
+    assert (two["output"]["nodes"], three["output"]["nodes"]) == (2, 1)
+    assert "metric_error" not in two["output"]
+    assert _undrained_metric(capsys, "lapsed") == 3
     sfn = world.stack.client("stepfunctions")
     drained = {
         json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["node"]
@@ -403,7 +416,9 @@ def test_the_parts_of_a_split_scale_down_that_outwait_their_plans_claim_drain_no
         assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
 
 
-def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(world: World) -> None:
+def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An operator stops a part of a split scale-down (StopExecution: ABORTED), here the second while it
     waits for the first: the part after it used to start draining at once. Every part after the stopped
     one now ends without draining, saying which part was stopped (the fourth too: the part before it
@@ -448,6 +463,8 @@ def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(worl
         out = execution["output"]
         assert (out["outcome"], out["stopped"], out["drains"]) == ("skipped", arns[1], []), out
         assert before in out["reason"] and "none of its 1 node(s)" in out["reason"], out
+        assert out["nodes"] == 1 and "metric_error" not in out, out
+    assert _undrained_metric(capsys, "skipped") == 2  # the third's node and the fourth's
     drained = {
         json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["node"]
         for e in world.cloud.executions("DrainNodeStateMachine")

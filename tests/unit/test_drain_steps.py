@@ -1351,7 +1351,7 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     assert ended["Default"] == "ClaimGiven"  # FAILED, TIMED_OUT: drains, as before, if in time
 
     stopped = states["Stopped"]
-    assert stopped["Type"] == "Pass" and stopped["End"] is True
+    assert stopped["Type"] == "Pass" and stopped["Next"] == "CountUndrained"  # its metric, then the end
     assert stopped["Parameters"]["outcome"] == "skipped" and stopped["Parameters"]["drains"] == []
     assert stopped["Parameters"]["stopped.$"] == "$.plan.after"
     assert "was stopped" in stopped["Parameters"]["reason.$"]
@@ -1368,7 +1368,7 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     ]
     assert skipped["Default"] == "ClaimGiven"
     before = states["StoppedBefore"]
-    assert before["Type"] == "Pass" and before["End"] is True
+    assert before["Type"] == "Pass" and before["Next"] == "CountUndrained"
     assert before["Parameters"]["outcome"] == "skipped" and before["Parameters"]["drains"] == []
     assert before["Parameters"]["stopped.$"] == "$.previous.output.stopped"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -397,18 +398,36 @@ def draining(*pods: PodInfo) -> Rig:
     return rig
 
 
-def test_a_lifecycle_action_on_a_node_a_spillway_drain_emptied_is_left_to_that_drain() -> None:
+def test_a_lifecycle_action_on_a_node_a_spillway_drain_emptied_is_completed_at_once() -> None:
     """A scale-down's own terminate: its evictions came first, so the node runs nothing to evict when
     the event arrives (DaemonSet pods, finished ones, one still terminating after its eviction, and
-    other nodes' pods do not count); that drain completes the action by instance id itself."""
+    other nodes' pods do not count). No drain starts; the action is completed at once, by its token:
+    the emptying drain may complete only its own hooks, or be a lifecycle drain for another hook of the
+    group, and this hook's action would wait out its HeartbeatTimeout, the instance lingering, billed.
+    Nothing is left on the node to protect."""
     rig = draining(
         pod("agent-x", owner_kind="DaemonSet", daemonset=True),
         pod("job-1", phase="Succeeded"),
         pod("web-0", terminating=True),
         pod("web-9", node_name="ip-10-0-1-8.ec2.internal"),
     )
+    assert rig.cloud is not None
+    rig.cloud.hold("us-east-1", INSTANCE, {"drain-before-terminate": TOKEN, "other-hook": str(uuid.uuid4())})
     [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
-    assert out["outcome"] == "own_drain" and rig.workflows.requests == []
+    assert out["outcome"] == "own_drain" and out["completed"] is True and rig.workflows.requests == []
+    assert rig.cloud.completed == [("spot-gpu", "drain-before-terminate", INSTANCE, "CONTINUE")]
+    assert ("complete_lifecycle_action", ("us-east-1", "spot-gpu", "drain-before-terminate", INSTANCE,
+            TOKEN, "CONTINUE")) in rig.cloud.calls  # fmt: skip
+    assert rig.cloud.waiting[INSTANCE] == {"other-hook": rig.cloud.waiting[INSTANCE]["other-hook"]}
+
+
+def test_a_lifecycle_action_an_emptying_drain_completed_already_is_no_error() -> None:
+    """The emptying drain's own terminate completed every hook by instance id before the event came:
+    no action waits for the token (LifecycleActionNotFound), which is the end wanted."""
+    rig = draining(pod("agent-x", owner_kind="DaemonSet", daemonset=True))
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "own_drain" and out["completed"] is False
+    assert "no longer waits" in out["note"] and rig.workflows.requests == []
 
 
 @pytest.mark.parametrize(
@@ -578,13 +597,23 @@ def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backe
     assert "mixed-a" not in backed and "pool#us-east-1a/g5.xlarge" in backed
 
 
-def test_only_the_drain_function_completes_lifecycle_actions_and_only_on_the_clusters_groups() -> None:
+def test_only_the_drain_and_interrupt_functions_complete_lifecycle_actions_on_the_clusters_groups() -> None:
+    """The drain function completes and heartbeats; the interrupt function only completes (an action
+    on a node a Spillway drain emptied), on the same groups."""
     from spillway.local.cfn import load_template
 
     res = load_template(ROOT / "template.yaml")["Resources"]
     _, _, policies = res["Fn::ForEach::ClusterGroups"]
+    complete = policies["InterruptLifecyclePolicy&{Cluster}"]["Properties"]
+    assert complete["Roles"] == [{"Ref": "InterruptFunctionRole"}]
+    [only] = complete["PolicyDocument"]["Statement"]
+    assert only["Action"] == "autoscaling:CompleteLifecycleAction"
     policy = policies["AsgLifecyclePolicy&{Cluster}"]["Properties"]
     assert policy["Roles"] == [{"Ref": "DrainFunctionRole"}]
+    assert (only["Resource"], only["Condition"]) == (
+        policy["PolicyDocument"]["Statement"][0]["Resource"],
+        policy["PolicyDocument"]["Statement"][0]["Condition"],
+    )
     [statement] = policy["PolicyDocument"]["Statement"]
     assert sorted(statement["Action"]) == [
         "autoscaling:CompleteLifecycleAction",

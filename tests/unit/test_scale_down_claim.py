@@ -93,7 +93,7 @@ def test_a_later_part_checks_its_claim_once_the_part_before_ended_and_before_it_
     [catch] = check["Catch"]
     assert catch["ErrorEquals"] == ["States.ALL"] and states[catch["Next"]]["Parameters"]["drains"] == []
     out = states["Lapsed"]
-    assert out["Type"] == "Pass" and out["End"] is True
+    assert out["Type"] == "Pass" and out["Next"] == "CountUndrained"  # its metric, then the end
     assert out["Parameters"]["outcome"] == "lapsed" and out["Parameters"]["drains"] == []
     assert out["Parameters"]["reason.$"] == "$.claim.reason"
     assert out["Parameters"]["claim_until.$"] == "$.plan.claim_until"

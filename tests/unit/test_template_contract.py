@@ -171,7 +171,12 @@ def test_only_the_functions_roles_may_call_auto_scaling_no_state_machines() -> N
         autoscaling = {a for s in statements(resource) for a in actions(s) if a.startswith("autoscaling:")}
         for role in references(resource["Properties"].get("Roles") or []):
             granted.setdefault(role, set()).update(autoscaling)
-    assert {r for r, acts in granted.items() if acts} == {"ScaleFunctionRole", "DrainFunctionRole"}
+    assert {r for r, acts in granted.items() if acts} == {
+        "ScaleFunctionRole",
+        "DrainFunctionRole",
+        "InterruptFunctionRole",  # CompleteLifecycleAction only: an action on a node a drain emptied
+    }
+    assert granted["InterruptFunctionRole"] == {"autoscaling:CompleteLifecycleAction"}
     assert not machine_roles & {r for r, acts in granted.items() if acts}
     for logical, props in STATE_MACHINES.items():
         assert "autoscaling:" not in json.dumps(props.get("Policies") or []), logical

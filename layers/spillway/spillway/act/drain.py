@@ -58,7 +58,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
@@ -128,6 +128,7 @@ ACTIONS = (
     "summarize",
     "remove_unregistered",
     "check_claim",
+    "undrained",
 )
 
 # What each step may raise, by exact class (a state machine matches names, not subclasses):
@@ -150,6 +151,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "summarize": frozenset(_ALWAYS),
     "remove_unregistered": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.unregistered
     "check_claim": frozenset(_ALWAYS),  # spillway.act.lapse: the scale-down part's claim, no port
+    "undrained": frozenset(_ALWAYS),  # a scale-down part that drained nothing: its metric, no port
 }
 
 Outcome = Literal[
@@ -726,11 +728,18 @@ def _describe_pods(entries: Sequence[Mapping[str, str]], limit: int = 5) -> str:
 
 # --- the steps -------------------------------------------------------------------------------------
 
-OutcomeHook = Callable[[str, "Drain | None"], None]
+
+class OutcomeHook(Protocol):
+    """Told each drain's outcome (``count`` drains at once for a scale-down part that drained none)."""
+
+    def __call__(self, outcome: str, drain: Drain | None, count: int = 1, /) -> None: ...
 
 
-def _no_hook(outcome: str, drain: Drain | None) -> None:
+def _no_hook(outcome: str, drain: Drain | None, count: int = 1, /) -> None:
     return None
+
+
+UNDRAINED = ("skipped", "lapsed")  # the outcomes of a scale-down part that drained none of its nodes
 
 
 class Drainer:
@@ -854,6 +863,21 @@ class Drainer:
         line = remove_unregistered(self.kube, self.cloud, self.cluster, self.regions, raw)
         self.on_outcome(f"unregistered-{line['outcome']}", None)
         return line
+
+    def undrained(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """A scale-down part that ended without draining (``outcome`` skipped or lapsed, scale_down.asl.json):
+        its ``nodes`` go to the ``DrainOutcome`` metric under that outcome, as drains that did not happen,
+        so operators see stopped and lapsed parts beside the drains' own outcomes."""
+        outcome, nodes = event.get("outcome"), event.get("nodes")
+        if outcome not in UNDRAINED:
+            raise InvalidDrainRequest(
+                f"outcome must be one of {', '.join(UNDRAINED)}, got {outcome!r}", field="outcome"
+            )
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 0:
+            raise InvalidDrainRequest(f"nodes must be a count of nodes, got {nodes!r}", field="nodes")
+        if nodes:
+            self.on_outcome(outcome, None, nodes)
+        return {"outcome": outcome, "nodes": nodes}
 
     # cordon ------------------------------------------------------------------------------------
 
@@ -1520,6 +1544,12 @@ _PLAIN_ACTIONS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "check_claim": check_claim,
 }
 
+# steps that read their event, not a drain
+_EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]] = {
+    "remove_unregistered": lambda drainer, event: drainer.remove_unregistered(event.get("request")),
+    "undrained": lambda drainer, event: drainer.undrained(event),
+}
+
 
 def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     """Dispatch one state machine step: ``{"action": ..., ...}`` to the :class:`Drainer` method."""
@@ -1528,8 +1558,8 @@ def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
         return _PLAIN_ACTIONS[action](event)
     if action == "validate":
         return drainer.validate(event.get("request"), event.get("execution"))
-    if action == "remove_unregistered":
-        return drainer.remove_unregistered(event.get("request"))
+    if action in _EVENT_ACTIONS:
+        return _EVENT_ACTIONS[action](drainer, event)
     if action == "record":
         state = event.get("state")
         if not isinstance(state, Mapping):

@@ -24,7 +24,8 @@ Lifecycle Action         ``Terminating:Wait``                            Heartbe
                                                                          CONTINUE; when a Spillway drain
                                                                          cordoned the node, only while
                                                                          it still runs pods to evict
-                                                                         (else that drain completes it)
+                                                                         (else no drain: the action is
+                                                                         completed CONTINUE at once)
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
@@ -53,7 +54,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
-from spillway.errors import InputError
+from spillway.errors import InputError, LifecycleActionNotFound
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import MAX_DEADLINE_SECONDS, LifecycleHook
@@ -451,9 +452,10 @@ class Interrupter:
 
     def _lifecycle(self, notice: Notice, target: Target) -> dict[str, Any]:
         """A terminate lifecycle action on one of our nodes: a drain that completes it (see the module
-        docstring). A node a Spillway drain cordoned and emptied is left to that drain (``own_drain``):
-        its own terminate started the action, after its evictions, and it completes the group's
-        terminate hooks by instance id itself. A node such a drain is still evicting is another
+        docstring). A node a Spillway drain cordoned and emptied gets no drain (``own_drain``): its
+        own terminate started the action, after its evictions; the action is completed here at once
+        (``completed``), as that drain may not complete it (:meth:`_complete_emptied`). A node such a
+        drain is still evicting is another
         matter: the group terminates it on its own (capacity rebalancing's replacement, AZ
         rebalancing, an instance refresh, a scale-in), and the earlier drain holds no token, records no
         heartbeat, and without force would uncordon the node at its deadline. The lifecycle drain
@@ -461,7 +463,7 @@ class Interrupter:
         out: dict[str, Any] = {"group": notice.group, "hook": notice.hook}
         taken_over = target.node.cordoned_by_spillway
         if taken_over and not self._evictable(target.node.name):
-            return {**out, "outcome": "own_drain"}
+            return {**out, "outcome": "own_drain", **self._complete_emptied(notice, target.instance_id)}
         if self.cloud is None:
             return {**out, "outcome": "hook_governs"}
         hook = next(
@@ -488,6 +490,22 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
             **({"taken_over": True} if taken_over else {}),
         }
+
+    def _complete_emptied(self, notice: Notice, instance_id: str) -> dict[str, Any]:
+        """Complete (CONTINUE, by its token) the action on a node a Spillway drain emptied: nothing is
+        left on it to protect, and that drain completes by instance id only the hooks it knows of, or
+        is a lifecycle drain for another hook, so this hook's action would wait out its HeartbeatTimeout
+        with the instance billed. An action that no longer waits (the drain completed it) is done."""
+        if self.cloud is None:
+            return {}
+        try:
+            self.cloud.complete_lifecycle_action(
+                notice.region, notice.group, notice.hook, instance_id, token=notice.token, result="CONTINUE"
+            )
+        except LifecycleActionNotFound as exc:
+            return {"completed": False, "note": f"the action no longer waits (completed or timed out): {exc}"}
+        self.metric("LifecycleActionsCompleted", 1)
+        return {"completed": True}
 
     def _evictable(self, node: str) -> list[str]:
         """The pods on ``node`` in the snapshot that a lifecycle drain (forced) would evict: any that

@@ -189,6 +189,15 @@ class Gangs:
     Kueue admits a pod group as a whole and leaves its ungated pods to kube-scheduler, one by one.
     Running is counted short (bound, not terminating), so a gang is never taken as started too early.
 
+    A Volcano gang counts as Volcano's scheduler does two kinds of pending member the others do not
+    (JobInfo in volcano-sh/volcano): a member held by scheduling gates is a Pending task, valid toward
+    ``minMember`` and its task's ``minTaskMember`` (ValidTaskNum, CheckTaskValid), so the gang is not
+    incomplete for it, though it has to be placed, once its gates lift, for the job to be ready; and a
+    pending member that requests nothing, gated or not, is ready as it is, toward ``minMember``
+    (PendingBestEffortTaskNum in IsReady) and its task's minimum (getJobAllocatedRoles), counted with
+    the running ones (:attr:`ready_pending`). coscheduling, GangScheduling and Kueue count no gated member
+    here: a Kueue group's pods are all gated until it is admitted, and are no demand until then.
+
     Members that finished count as their gang's scheduler counts them (:meth:`finished`): Volcano takes
     a Succeeded task as ready and valid toward ``minMember`` and its task's ``minTaskMember``
     (JobInfo.ReadyTaskNum, ValidTaskNum, getJobAllocatedRoles), and Kueue's pod group holds its
@@ -203,22 +212,51 @@ class Gangs:
             if known is None or (g.min_member, g.pending) > (known.min_member, known.pending):
                 self.info[g.key] = g
         self.members: dict[str, int] = {}
-        self.running: dict[str, int] = {}  # members bound to a node and not leaving
+        # members bound to a node and not leaving, and a Volcano gang's pending ones that request nothing
+        self.running: dict[str, int] = {}
         self.tasks_running: dict[tuple[str, str], int] = {}  # ... per Volcano task: (gang, task)
         self.task_of: dict[str, str] = {}  # a member's Volcano task, by pod key ("" without one)
         self.stated: dict[str, int] = {}  # the size pods state themselves (Kueue)
         self.virtual: set[str] = set()  # Volcano PodGroups whose pods do not exist yet (virtual_pods)
         # members that Succeeded, per gang and Volcano task; none of them is in the snapshot's pods
         self.succeeded = ctx.snapshot.gang_succeeded
+        self.gated: dict[str, int] = {}  # members held by scheduling gates, of Volcano gangs only
+        # pending members of Volcano gangs that request nothing: ready without a place (see the class)
+        self.ready_pending: set[str] = set()
         for pod in ctx.snapshot.pods:
-            if pod.gang and not pod.terminal and not pod.gated:
-                self.members[pod.gang] = self.members.get(pod.gang, 0) + 1
-                self.stated[pod.gang] = max(self.stated.get(pod.gang, 0), pod.gang_min)
-                self.task_of[pod.key] = pod.gang_task or ""
-                if pod.node_name is not None and not pod.terminating:
-                    self.running[pod.gang] = self.running.get(pod.gang, 0) + 1
-                    task = (pod.gang, pod.gang_task or "")
-                    self.tasks_running[task] = self.tasks_running.get(task, 0) + 1
+            if pod.gang is None or pod.terminal:
+                continue
+            volcano = self._volcano(pod.gang)
+            if pod.gated:  # to Volcano a Pending task: valid, and ready when it requests nothing
+                if volcano and not pod.terminating:
+                    self.gated[pod.gang] = self.gated.get(pod.gang, 0) + 1
+                    self._ready_unbound(pod)
+                continue
+            self.members[pod.gang] = self.members.get(pod.gang, 0) + 1
+            self.stated[pod.gang] = max(self.stated.get(pod.gang, 0), pod.gang_min)
+            self.task_of[pod.key] = pod.gang_task or ""
+            if pod.terminating:
+                continue
+            if pod.node_name is not None:
+                self._ready(pod)
+            elif volcano:
+                self._ready_unbound(pod)
+
+    def _volcano(self, key: str) -> bool:
+        info = self._info(key)
+        return info is not None and info.source == "volcano"
+
+    def _ready(self, pod: PodInfo) -> None:
+        assert pod.gang is not None
+        self.running[pod.gang] = self.running.get(pod.gang, 0) + 1
+        task = (pod.gang, pod.gang_task or "")
+        self.tasks_running[task] = self.tasks_running.get(task, 0) + 1
+
+    def _ready_unbound(self, pod: PodInfo) -> None:
+        """A pending member of a Volcano gang that requests nothing is ready as it is (see the class)."""
+        if not any(v > 0 for v in pod.requests.values()):
+            self.ready_pending.add(pod.key)
+            self._ready(pod)
 
     def _info(self, key: str) -> GangInfo | None:
         return self.info.get(key) or self.info.get(key.rpartition("/")[0])  # a Workload group's replica
@@ -265,11 +303,12 @@ class Gangs:
     def incomplete(self, key: str | None) -> tuple[str, str] | None:
         if key is None:
             return None
-        finished = self.finished(key)
-        need, have = self.minimum(key), self.members.get(key, 0) + finished
+        finished, gated = self.finished(key), self.gated.get(key, 0)
+        need, have = self.minimum(key), self.members.get(key, 0) + finished + gated
         if have >= need:
             return None
         done = f" ({finished} of them Succeeded)" if finished else ""
+        done += f" ({gated} of them held by scheduling gates)" if gated else ""
         return (
             codes.GANG_INCOMPLETE,
             f"gang {key} has {have} of its {need} pods{done}: nothing is added until all exist",

@@ -545,6 +545,7 @@ class GangPlacement:
         # the scheduler, waiting for a volume) are not running
         self.lacking, self.more = gangs.shortfall(gang)
         self.needed = sum(self.lacking.values()) + self.more
+        self.ready = gangs.ready_pending  # counted already (a Volcano member requesting nothing)
 
     def regions(self) -> list[str | None]:
         ctx = self.stage.ctx
@@ -571,17 +572,18 @@ class GangPlacement:
             self._pend(
                 codes.GANG_INCOMPLETE,
                 f"gang {self.gang} needs {self.needed} more pod(s){self._tasks_text()} to start and the "
-                f"{size} ready to place do not hold them (the others wait for the scheduler or a volume): "
+                f"{size} ready to place do not hold them (the others wait for the scheduler, a volume or "
+                "their scheduling gates): "
                 "nothing is added until they are",
             )
             return
         domains = self.domains()
         placed, first = self._in_some_domain(domains)
         if placed:
-            if 0 < self.needed == size:  # no pod beyond what it needs to start
+            if self.needed > 0 and len(needed) == size:  # no pod beyond what it needs to start
                 self.stage.ctx.minimum_gangs.add(self.gang)
             return
-        if first is not None and 0 < self.needed < size:
+        if first is not None and self.needed > 0 and len(needed) < size:
             cut = self._keep_only(needed)
             placed, _ = self._in_some_domain(domains)
             if placed:
@@ -619,14 +621,17 @@ class GangPlacement:
     def _needed_pods(self) -> set[str] | None:
         """The pending pods that start the gang: those of each task short of its minimum, as many as it
         lacks, then the first others in line (leaders first) for the rest of the minimum. None when the
-        pods ready to place cannot start it."""
+        pods ready to place cannot start it. Pods counted as ready already (:attr:`Gangs.ready_pending`)
+        take no room and are always in."""
         lacking = dict(self.lacking)
         chosen: set[str] = set()
         others: list[str] = []
         for cls in self.classes:
             for pod in cls.pods[cls.next :]:
                 task = self.task_of.get(pod, "")
-                if lacking.get(task, 0) > 0:
+                if pod in self.ready:
+                    chosen.add(pod)
+                elif lacking.get(task, 0) > 0:
                     lacking[task] -= 1
                     chosen.add(pod)
                 else:

@@ -1,0 +1,125 @@
+"""Gang members held by scheduling gates, and members that request nothing, as each scheduler counts them.
+
+- Volcano's scheduler counts a member pending under scheduling gates as a valid task (a gated pod is
+  Pending, and JobInfo.ValidTaskNum and CheckTaskValid count Pending tasks), and counts a pending member
+  that requests no resources as ready toward ``minMember`` (PendingBestEffortTaskNum, in IsReady) and
+  toward its task's ``minTaskMember`` (getJobAllocatedRoles): such a pod needs no room to be bound.
+- The other conventions are left as they were: a gated member does not count toward the minimum.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from plan_world import World, pending_codes, pending_reasons, scale_up
+
+from spillway.planner import codes
+
+BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+COSCHED = "scheduling.x-k8s.io/v1alpha1"
+
+
+def _members(
+    w: World, prefix: str, count: int, convention: str = "volcano", *, task: str | None = None,
+    gated: bool = False, best_effort: bool = False, **kw: Any,
+) -> list[str]:  # fmt: skip
+    keys = w.pods(prefix, count, **({} if best_effort else BIG), **kw)
+    for key in keys:
+        item = w.pod_item(key)
+        meta, spec = item["metadata"], item["spec"]
+        notes = meta.setdefault("annotations", {})
+        if convention == "volcano":
+            notes["scheduling.k8s.io/group-name"] = "train"
+        elif convention == "coscheduling":
+            meta["labels"]["scheduling.x-k8s.io/pod-group"] = "train"
+        else:  # workload
+            spec["workloadRef"] = {"name": "train", "podGroup": "workers"}
+        if task is not None:
+            notes["volcano.sh/task-spec"] = task
+        if best_effort:
+            spec["containers"][0].pop("resources", None)
+        if gated:
+            spec["schedulingGates"] = [{"name": "example.com/launcher-ready"}]
+            item["status"]["conditions"] = [
+                {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}
+            ]
+    return keys
+
+
+def _volcano(w: World, min_member: int = 4, **spec: Any) -> None:
+    w.pod_group(VOLCANO, "train", spec={"minMember": min_member, **spec}, phase="Inqueue")
+
+
+@pytest.mark.parametrize("tasks", [False, True])
+def test_a_volcano_gang_counts_its_gated_best_effort_member(tasks: bool) -> None:
+    """minMember 4: three workers wait, the launcher (no requests) is gated. Volcano's job is valid
+    (four Pending tasks) and ready once the three workers are allocated (three allocated + one pending
+    best-effort task), also per task (launcher 1, worker 3); Spillway left the launcher out and called
+    the gang incomplete ("3 of its 4 pods"), so the workers waited for good."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    _volcano(w, **({"minTaskMember": {"launcher": 1, "worker": 3}} if tasks else {}))
+    (launcher,) = _members(
+        w, "train-launcher", 1, task="launcher" if tasks else None, gated=True, best_effort=True
+    )
+    workers = _members(w, "train-worker", 3, task="worker" if tasks else None)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 3, workers), sorted(pending_reasons(result).items())
+    assert [(g.gang, g.pods) for g in result.scale_up[0].gangs] == [("default/train", tuple(workers))]
+    assert pending_codes(result)[launcher] == codes.SCHEDULING_GATED
+
+
+def test_a_gated_volcano_member_with_requests_is_valid_but_must_be_placed_for_the_job_to_start() -> None:
+    """minMember 4: three wait, the fourth (with requests) is gated. Volcano finds the job valid but it
+    cannot be ready before the gated task is allocated: nothing is launched, and the reason says that
+    the gang has its pods but one waits for its gates (not that a pod is missing)."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    _volcano(w)
+    _members(w, "train-held", 1, gated=True)
+    workers = _members(w, "train-worker", 3)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in workers} == {codes.GANG_INCOMPLETE}
+    why = pending_reasons(result)[workers[0]]
+    assert "needs 4 more pod(s)" in why and "scheduling gates" in why, why
+
+
+def test_no_gang_launch_for_a_minimum_pending_best_effort_members_satisfy() -> None:
+    """minMember 2: one member runs and one that requests nothing waits. Volcano's job is ready (one
+    running + one pending best-effort task), so the two further members start one by one, as far as
+    room allows (one node below MaxSize): no gang launch; Spillway launched for them as a gang."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=1)
+    _volcano(w, min_member=2)
+    _members(w, "train-run", 1, phase="Running", node_name="elsewhere")
+    _members(w, "train-be", 1, best_effort=True)
+    workers = _members(w, "train-worker", 2)
+
+    result = w.plan()
+
+    assert result.scale_up and result.scale_up[0].gangs == (), sorted(pending_reasons(result).items())
+    assert pending_codes(result)[workers[1]] == codes.MAX_SIZE
+
+
+@pytest.mark.parametrize("convention", ["coscheduling", "workload"])
+def test_other_conventions_still_count_no_gated_member(convention: str) -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    if convention == "coscheduling":
+        w.pod_group(COSCHED, "train", spec={"minMember": 4})
+    else:
+        w.workload("train", "default", [{"name": "workers", "policy": {"gang": {"minCount": 4}}}])
+    _members(w, "train-launcher", 1, convention, gated=True, best_effort=True)
+    workers = _members(w, "train-worker", 3, convention)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert "has 3 of its 4 pods" in pending_reasons(result)[workers[0]]
