@@ -212,6 +212,8 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_consolidation_refusal(request))
     _refuse(_lifecycle_refusal(request))
     _refuse(_uncordon_refusal(request))
+    _refuse(_timestamp_refusal(request, "planned_at"))
+    _refuse(_timestamp_refusal(request, "claim_until"))
     return request
 
 
@@ -244,6 +246,52 @@ def _too_many_rounds(request: DrainRequest) -> Refusal:
             field="poll_seconds",
         )
     return None
+
+
+def _timestamp(text: str) -> datetime | None:
+    """An RFC 3339 date and time with its zone (``Z`` or an offset), or None."""
+    try:
+        parsed = datetime.fromisoformat(text) if "T" in text else None
+    except ValueError:
+        return None
+    return parsed if parsed is not None and parsed.tzinfo is not None else None
+
+
+def _timestamp_refusal(request: DrainRequest, field: str) -> Refusal:
+    value = getattr(request, field)
+    if value is None or _timestamp(value) is not None:
+        return None
+    return InvalidDrainRequest(
+        f"an RFC 3339 date and time with its zone such as 2026-11-02T10:20:00Z, got {json.dumps(value)[:80]}",
+        field=field,
+    )
+
+
+def _refuse_lapsed_claim(request: DrainRequest, now: datetime) -> None:
+    """A plan claims the nodes it drains until ``claim_until``: later plans leave them alone until then,
+    unless the drain has cordoned them. A drain that starts at or after it (it waited behind other
+    drains of its scale-down, MaxDrainConcurrency at a time, or behind the part before) has not cordoned
+    its node, so later plans judge it again, and a consolidation's premise (its pods fit elsewhere) is
+    as old as the plan: cancelled, before anything is touched. At ``claim_until`` exactly, as the
+    planner counts it (:meth:`spillway.planner.scaledown.ScaleDown.claimed_at`). A drain without one
+    (started by hand) has no claim to lapse."""
+    if request.claim_until is None:
+        return
+    until = _timestamp(request.claim_until)
+    assert until is not None  # parse_request refused it otherwise
+    if now < until:
+        return
+    if request.planned_at is not None and request.claim_minutes is not None:
+        claim = (
+            f"the plan made at {request.planned_at} claimed Node {request.node!r} for drain_claim_minutes "
+            f"({request.claim_minutes:g}), until {request.claim_until}"
+        )
+    else:
+        claim = f"the plan's claim on Node {request.node!r} lapsed at {request.claim_until}"
+    raise DrainCancelled(
+        f"{claim}; this drain could start only at {iso(now)}, after other drains of its scale-down, "
+        "with the node still uncordoned: it touched nothing, and the next plan judges the node again"
+    )
 
 
 def parse_drain(raw: Any) -> Drain:
@@ -763,6 +811,7 @@ class Drainer:
         request = parse_request(raw)
         name = drain_name(execution)
         _refuse(_other_cluster(request, self.cluster))
+        _refuse_lapsed_claim(request, self.clock())
         node = self._named_node(request)
         _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
         instance_id, region = _located(node)
