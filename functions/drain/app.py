@@ -2,8 +2,8 @@
 
 ``{"action": "validate", "request": {...}, "execution": "<its name>"}``, ``{"action": "cordon" | "evict" | "check" | "terminate" |
 "complete_lifecycle" | "delete_node" | "uncordon", "drain": {...}}`` (``evict`` also takes the previous ``round``) and
-``{"action": "record", "state": {...}, "outcome": ...}``; for the scale-down, ``summarize``, ``remove_unregistered``
-and ``check_claim`` (whether a part starts within its plan's claim on its nodes). Thin: the work is :mod:`spillway.act.drain`;
+``{"action": "record", "state": {...}, "outcome": ...}``; for the scale-down, ``summarize`` and ``remove_unregistered``.
+Thin: the work is :mod:`spillway.act.drain`;
 errors are Spillway's named errors, whose class names the state machine's Retry/Catch match.
 
 Clients come from :mod:`spillway.clients`, the one wiring of every function (built once per container, on the first invocation: importing

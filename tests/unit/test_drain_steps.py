@@ -1325,7 +1325,7 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     assert any(missing in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
     # throttling (any code the API does not model for the call) arrives as the service's base exception
     assert any("Sfn.SfnException" in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
-    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "ClaimGiven")]
+    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "Settings")]
     ended = states[describe["Next"]]
     running = {c["StringEquals"] for c in ended["Choices"][0]["Or"]}
     assert running == {"RUNNING", "PENDING_REDRIVE"}
@@ -1333,7 +1333,7 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     wait = states[ended["Choices"][0]["Next"]]
     assert wait["Type"] == "Wait" and wait["SecondsPath"] == "$.plan.after_poll_seconds"
     assert states["Defaults"]["Result"]["after_poll_seconds"] >= 60  # the history's 25,000 events
-    assert wait["Next"] == "DescribePrevious" and ended["Default"] == "ClaimGiven"  # then drains if in time
+    assert wait["Next"] == "DescribePrevious" and ended["Default"] == "Settings"
     # nothing reaches the drains but through Settings, which only the checks above lead to
     assert [n for n, s in states.items() if s.get("Next") == "DrainEach"] == ["Settings"]
 
@@ -1348,7 +1348,7 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     by_status = {c["StringEquals"]: c["Next"] for c in ended["Choices"][1:]}
     assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][1:])
     assert by_status == {"ABORTED": "Stopped", "SUCCEEDED": "DescribePreviousOutput"}
-    assert ended["Default"] == "ClaimGiven"  # FAILED, TIMED_OUT: drains, as before, if in time
+    assert ended["Default"] == "Settings"  # FAILED, TIMED_OUT: drains, as before
 
     stopped = states["Stopped"]
     assert stopped["Type"] == "Pass" and stopped["End"] is True
@@ -1361,12 +1361,12 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     assert output["Parameters"] == {"ExecutionArn.$": "$.plan.after"}
     assert output["ResultSelector"]["output.$"] == "States.StringToJson($.Output)"
     assert output["Next"] == "PreviousSkipped"
-    assert [c["Next"] for c in output["Catch"]] == ["ClaimGiven"]  # unreadable: drains if in time
+    assert [c["Next"] for c in output["Catch"]] == ["Settings"]  # unreadable: drains, as before
     skipped = states["PreviousSkipped"]
     assert skipped["Choices"] == [
         {"Variable": "$.previous.output.stopped", "IsPresent": True, "Next": "StoppedBefore"}
     ]
-    assert skipped["Default"] == "ClaimGiven"
+    assert skipped["Default"] == "Settings"
     before = states["StoppedBefore"]
     assert before["Type"] == "Pass" and before["End"] is True
     assert before["Parameters"]["outcome"] == "skipped" and before["Parameters"]["drains"] == []
@@ -1426,14 +1426,20 @@ def test_a_planned_drain_that_starts_once_its_plans_claim_lapsed_is_cancelled_to
 
 def test_a_drain_with_only_claim_until_says_when_its_claim_lapsed(rig: Rig) -> None:
     rig.clock.advance(61)
-    with pytest.raises(DrainCancelled, match=r"lapsed at 2026-11-02T10:01:00Z.*next plan judges the node again"):
+    with pytest.raises(
+        DrainCancelled, match=r"lapsed at 2026-11-02T10:01:00Z.*next plan judges the node again"
+    ):
         rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "claim_until": CLAIM["claim_until"]})
 
 
 def test_a_drain_without_claim_until_is_not_bound_by_any_claim(rig: Rig) -> None:
     """Started by hand (or by a plan from before drains carried claims): no claim, however late."""
     rig.clock.advance(86_400)
-    for request in ({}, {"plan_id": CLAIM["plan_id"]}, {"planned_at": CLAIM["planned_at"], "claim_minutes": 20}):
+    for request in (
+        {},
+        {"plan_id": CLAIM["plan_id"]},
+        {"planned_at": CLAIM["planned_at"], "claim_minutes": 20},
+    ):
         out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **request})
         assert out["drain"]["node"] == NODE
 

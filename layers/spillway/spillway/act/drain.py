@@ -35,6 +35,9 @@ Safety rules, checked by the steps themselves (not left to the state machine):
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, and pods no controller would recreate, are
   evicted only with ``force``: until then they keep the node busy, up to the deadline;
+* a plan's drain that starts at or after its ``claim_until`` (the plan's time plus
+  ``drain_claim_minutes``; it waited behind the scale-down's other drains) is cancelled before anything
+  is read: later plans judge its node again, and the plan's premise is as old (:func:`_refuse_lapsed_claim`);
 * every step after the cordon re-reads the node and stops with ``DrainCancelled`` when it is no longer
   cordoned by Spillway (the planner or a person uncordoned it), was replaced (a new uid) or is gone,
   and with :class:`~spillway.errors.DrainSuperseded` when another Spillway drain took it over (the
@@ -63,7 +66,6 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from spillway.act.instances import where_gone
-from spillway.act.lapse import check_claim
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
     AsgLimitExceeded,
@@ -127,7 +129,6 @@ ACTIONS = (
     "record",
     "summarize",
     "remove_unregistered",
-    "check_claim",
 )
 
 # What each step may raise, by exact class (a state machine matches names, not subclasses):
@@ -149,7 +150,6 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "record": frozenset(_ALWAYS),
     "summarize": frozenset(_ALWAYS),
     "remove_unregistered": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.unregistered
-    "check_claim": frozenset(_ALWAYS),  # spillway.act.lapse: the scale-down part's claim, no port
 }
 
 Outcome = Literal[
@@ -1563,18 +1563,11 @@ def _child_execution(cause: Any) -> Mapping[str, Any] | None:
     return child if isinstance(child, Mapping) and _field(child, "ExecutionArn") else None
 
 
-# steps of the scale-down that read only their event: no node, no port
-_PLAIN_ACTIONS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
-    "summarize": lambda event: summarize(event.get("cluster"), event.get("plan_id"), event.get("results")),
-    "check_claim": check_claim,
-}
-
-
 def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     """Dispatch one state machine step: ``{"action": ..., ...}`` to the :class:`Drainer` method."""
     action = event.get("action")
-    if action in _PLAIN_ACTIONS:
-        return _PLAIN_ACTIONS[action](event)
+    if action == "summarize":
+        return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
     if action == "validate":
         return drainer.validate(event.get("request"), event.get("execution"))
     if action == "remove_unregistered":
