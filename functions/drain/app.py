@@ -2,14 +2,14 @@
 
 ``{"action": "validate", "request": {...}, "execution": "<its name>"}``, ``{"action": "cordon" | "evict" | "check" | "terminate" |
 "complete_lifecycle" | "delete_node" | "uncordon", "drain": {...}}`` (``evict`` also takes the previous ``round``) and
-``{"action": "record", "state": {...}, "outcome": ...}``; for the scale-down, ``summarize``, ``remove_unregistered``,
-``check_claim`` (whether a part starts within its plan's claim on its nodes) and ``undrained`` (a part that drained nothing). Thin: the work is :mod:`spillway.act.drain`;
+``{"action": "record", "state": {...}, "outcome": ...}``; for the scale-down, ``summarize``, ``remove_unregistered``
+and ``undrained`` (a part that drained nothing). Thin: the work is :mod:`spillway.act.drain`;
 errors are Spillway's named errors, whose class names the state machine's Retry/Catch match.
 
 Clients come from :mod:`spillway.clients`, the one wiring of every function (built once per container, on the first invocation: importing
 this module needs no environment; ``CLUSTER_ACCESS=url`` points the Kubernetes client at the local API
 emulator). Metric (EMF): ``DrainOutcome`` (dimension ``Outcome``), once per drain; a scale-down part that drained
-none of its nodes adds them under its outcome (``skipped``, ``lapsed``).
+none of its nodes (``skipped``: a part before it was stopped) adds them under that outcome.
 """
 
 from __future__ import annotations

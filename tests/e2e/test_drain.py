@@ -320,11 +320,11 @@ def test_a_split_scale_downs_second_part_drains_only_once_the_first_has_ended(wo
         {"node": blocked, "instance_id": world.instances[blocked], "group": "general", "region": HOME,
          "reason": "consolidation", "consolidation": True, "pods": ["team-a/db-0"]}]}  # fmt: skip
     first_arn = world.stack.start("ScaleDownStateMachine", first, name="down-20261102T100000Z-5p1it")
-    # its plan's claim on its nodes holds long after the first part ends: it drains (CheckClaim says so)
+    # its plan's claim on its node holds long after the first part ends: it drains
     claim = claim_fields(datetime.now(UTC), 60)
-    second = {**common, "deadline_seconds": 20, "after": first_arn, "after_poll_seconds": 1, **claim,
+    second = {**common, "deadline_seconds": 20, "after": first_arn, "after_poll_seconds": 1,
               "drains": [{"node": idle, "instance_id": world.instances[idle], "group": "general",
-                          "region": HOME, "reason": "idle 12 min"}]}  # fmt: skip
+                          "region": HOME, "reason": "idle 12 min", **claim}]}  # fmt: skip
     second_arn = world.stack.start("ScaleDownStateMachine", second, name="down-20261102T100000Z-5p1it-2")
 
     two = world.stack.wait(second_arn, timeout=60)
@@ -341,16 +341,15 @@ def test_a_split_scale_downs_second_part_drains_only_once_the_first_has_ended(wo
     assert started[idle] >= one["stopDate"] > started[blocked]
     waited = [e for e in world.stack.history(second_arn) if e["type"] == "WaitStateEntered"]
     assert waited, "the second part never waited for the first"
-    assert "CheckClaim" in entered(world, second_arn)
 
 
-def entered(world: World, arn: str) -> list[str]:
-    """The states an execution entered, in order."""
-    return [
-        e["stateEnteredEventDetails"]["name"]
-        for e in world.stack.history(arn)
-        if e["type"].endswith("StateEntered") and "stateEnteredEventDetails" in e
-    ]
+def drained_nodes(world: World) -> set[str]:
+    """The nodes a DrainNode execution was started for."""
+    sfn = world.stack.client("stepfunctions")
+    return {
+        json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["node"]
+        for e in world.cloud.executions("DrainNodeStateMachine")
+    }
 
 
 def _undrained_metric(capsys: pytest.CaptureFixture[str], outcome: str) -> float:
@@ -359,61 +358,95 @@ def _undrained_metric(capsys: pytest.CaptureFixture[str], outcome: str) -> float
     return sum(sum(m["DrainOutcome"]) for m in lines if "DrainOutcome" in m and m.get("Outcome") == outcome)
 
 
-def test_the_parts_of_a_split_scale_down_that_outwait_their_plans_claim_drain_nothing(
-    world: World, capsys: pytest.CaptureFixture[str]
+def assert_cancelled_for_its_claim(line: dict[str, Any], claim: dict[str, Any]) -> None:
+    """A scale-down's line for a drain its validation cancelled because its plan's claim had lapsed."""
+    assert (line["outcome"], line["error"]) == ("cancelled", "DrainCancelled"), line
+    for named in (claim["planned_at"], f"drain_claim_minutes ({claim['claim_minutes']:g})",
+                  claim["claim_until"], "the next plan judges the node again"):  # fmt: skip
+        assert named in line["cause"], line["cause"]
+
+
+def test_the_drains_of_a_split_scale_downs_parts_that_outwait_their_plans_claim_are_cancelled(
+    world: World,
 ) -> None:
     """The first part of a split scale-down runs past the plan's claim on the nodes (drain_claim_minutes):
-    by then later plans judge the second part's nodes again, and its consolidations' premise is as old.
-    The second part, and the third after it, end without draining, saying when the claim lapsed; the
-    nodes are left as they were, for the next plan. (Before, they drained whatever the wait.)"""
+    by then later plans judge the later parts' nodes again, and their consolidations' premise is as old.
+    Each drain of the second part, and of the third after it, is cancelled by its validation, touching
+    nothing and saying when the claim lapsed; the nodes are left as they were, for the next plan."""
     blocked, idle, spare = world.nodes["general"]
     west = world.nodes["west"][0]
     world.pod("db-0", blocked, app="db")
     world.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))  # never disruptable
     plan = "20261102T100000Z-1aps"
-    # a plan made 20 minutes ago whose claim lapses in a second, while the first part is still held
-    until = datetime.now(UTC) + timedelta(seconds=1)
+    # a plan made 20 minutes ago whose claim lapses in 3 s, while the first part's drain is still held
+    until = datetime.now(UTC) + timedelta(seconds=3)
     claim = claim_fields(until - timedelta(minutes=20), 20)
     common = {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1, "deadline_seconds": 20}
 
     def item(node: str, region: str = HOME, **more: Any) -> dict[str, Any]:
         group = "general" if region == HOME else "west"
         return {"node": node, "instance_id": world.instances[node], "group": group, "region": region,
-                "reason": "consolidation: its pods fit on other nodes", **more}  # fmt: skip
+                "reason": "consolidation: its pods fit on other nodes", **claim, **more}  # fmt: skip
 
-    first = world.stack.start("ScaleDownStateMachine", {**common, "deadline_seconds": 4, "drains": [
+    first = world.stack.start("ScaleDownStateMachine", {**common, "deadline_seconds": 6, "drains": [
         item(blocked, consolidation=True, pods=["team-a/db-0"])]}, name=f"down-{plan}")  # fmt: skip
-    second = world.stack.start("ScaleDownStateMachine", {**common, **claim, "after": first,
-        "after_poll_seconds": 1, "drains": [item(idle), item(spare)]}, name=f"down-{plan}-2")  # fmt: skip
-    third = world.stack.start("ScaleDownStateMachine", {**common, **claim, "after": second,
-        "after_poll_seconds": 1, "drains": [item(west, WEST)]}, name=f"down-{plan}-3")  # fmt: skip
+    second = world.stack.start("ScaleDownStateMachine", {**common, "after": first, "after_poll_seconds": 1,
+        "drains": [item(idle), item(spare)]}, name=f"down-{plan}-2")  # fmt: skip
+    third = world.stack.start("ScaleDownStateMachine", {**common, "after": second, "after_poll_seconds": 1,
+        "drains": [item(west, WEST)]}, name=f"down-{plan}-3")  # fmt: skip
 
     one, two, three = (world.stack.wait(arn, timeout=60) for arn in (first, second, third))
 
+    # the first part's drain started within the claim: its cordon protected the node from then on
     assert one["status"] == "SUCCEEDED" and [d["outcome"] for d in one["output"]["drains"]] == ["timeout"]
-    for execution, nodes in ((two, 2), (three, 1)):
+    for execution, nodes in ((two, [idle, spare]), (three, [west])):
         assert execution["status"] == "SUCCEEDED", execution
         out = execution["output"]
-        assert (out["outcome"], out["drains"], out["counts"]) == ("lapsed", [], {}), out
-        assert out["claim_until"] == claim["claim_until"] and out["plan_id"] == plan
-        for named in (claim["planned_at"], "drain_claim_minutes (20)", claim["claim_until"],
-                      f"none of its {nodes} node(s)", "the next plan judges them again"):  # fmt: skip
-            assert named in out["reason"], out["reason"]
-    assert "DrainEach" not in entered(world, second) and "DrainEach" not in entered(world, third)
-    # each part's nodes are in the DrainOutcome metric as lapsed, and its output is as it was
-    assert "CountUndrained" in entered(world, second) and "Uncounted" not in entered(world, third)
-    assert (two["output"]["nodes"], three["output"]["nodes"]) == (2, 1)
-    assert "metric_error" not in two["output"]
-    assert _undrained_metric(capsys, "lapsed") == 3
-    sfn = world.stack.client("stepfunctions")
-    drained = {
-        json.loads(sfn.describe_execution(executionArn=e["executionArn"])["input"])["node"]
-        for e in world.cloud.executions("DrainNodeStateMachine")
-    }
-    assert drained == {blocked}
+        assert [d["node"] for d in out["drains"]] == nodes and out["counts"] == {"cancelled": len(nodes)}
+        for line in out["drains"]:
+            assert_cancelled_for_its_claim(line, claim)
+    assert drained_nodes(world) == {blocked, idle, spare, west}  # each validated, and stopped there
     assert world.desired("general") == 3 and world.desired("west", WEST) == 2
     for node in (idle, spare, west):
         assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
+        assert not world.node(node)["spec"].get("taints")  # type: ignore[index]
+
+
+def test_a_drain_queued_behind_max_drain_concurrency_past_its_plans_claim_is_cancelled(world: World) -> None:
+    """One execution, no parts: the Map runs MaxDrainConcurrency (5 here) DrainNode executions at once,
+    and the sixth starts only when one of the first five ends. Those are held by budgets past the plan's
+    claim, so the sixth starts once the claim lapsed, when later plans judge its node again: its
+    validation cancels it, touching nothing. The first five started in time and drained as ever."""
+    world.cloud.group("queued", instance_type="m5.large", desired=1, gpu=False)
+    world.cloud.wait_nodes(7)  # general 3, west 2, the untagged one, and this one
+    world.instances = {name: instance for instance, name in dict(world.cloud.registrar.registered).items()}
+    [late] = [n for n, i in world.instances.items()
+              if i in {x["InstanceId"] for x in world.cloud.asg("queued")["Instances"]}]  # fmt: skip
+    held = [*world.nodes["general"], *world.nodes["west"]]
+    for index, node in enumerate(held):
+        world.pod(f"db-{index}", node, app=f"db-{index}")
+        world.api.add(objects.pdb(f"db-{index}", "team-a", {"app": f"db-{index}"}, min_available=1))
+    plan = "20261102T100000Z-qu3u"
+    until = datetime.now(UTC) + timedelta(seconds=4)  # the first five start well before; last after
+    claim = claim_fields(until - timedelta(minutes=20), 20)
+
+    def item(node: str, **more: Any) -> dict[str, Any]:
+        region = WEST if node in world.nodes["west"] else HOME
+        group = {HOME: "general", WEST: "west"}[region] if node != late else "queued"
+        return {"node": node, "instance_id": world.instances[node], "group": group, "region": region,
+                "reason": "consolidation: its pods fit on other nodes", **claim, **more}  # fmt: skip
+
+    drains = [item(n, consolidation=True, pods=[f"team-a/db-{i}"]) for i, n in enumerate(held)] + [item(late)]
+    out = world.stack.run("ScaleDownStateMachine", {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1,
+                                                    "deadline_seconds": 8, "drains": drains}, timeout=90)  # fmt: skip
+
+    assert out["status"] == "SUCCEEDED", out
+    lines = {line["node"]: line for line in out["output"]["drains"]}
+    assert [lines[n]["outcome"] for n in held] == ["timeout"] * 5, out["output"]
+    assert_cancelled_for_its_claim(lines[late], claim)
+    assert world.desired("queued") == 1
+    assert not world.node(late)["spec"].get("unschedulable")  # type: ignore[index]
+    assert not world.node(late)["spec"].get("taints")  # type: ignore[index]
 
 
 def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(
@@ -475,27 +508,18 @@ def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(
         assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
 
 
-def test_a_scale_down_part_whose_claim_cannot_be_read_drains_nothing(world: World) -> None:
-    """A part started by hand with a claim_until the drain function cannot read: whether its plan's claim
-    lapsed is unknown, so it drains nothing, and its output says why (the error names the field)."""
-    ghost, idle = "ip-10-0-99-99.ec2.internal", world.nodes["general"][0]
-    plan = "20261102T100000Z-bad1"
-    common = {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1, "deadline_seconds": 20}
-    first = world.stack.start("ScaleDownStateMachine", {**common, "drains": [
-        {"node": ghost, "instance_id": "i-0000000000000dead", "group": "general", "region": HOME,
-         "reason": "idle 30 min"}]}, name=f"down-{plan}")  # fmt: skip
-    second = world.stack.start("ScaleDownStateMachine", {**common, "after": first, "after_poll_seconds": 1,
-        "claim_until": "in twenty minutes", "drains": [
+def test_a_drain_whose_claim_cannot_be_read_is_rejected_touching_nothing(world: World) -> None:
+    """A drain item with a claim_until DrainNode cannot read: whether its plan's claim lapsed is unknown,
+    so it is rejected before anything is touched, the error naming the field."""
+    idle = world.nodes["general"][0]
+    out = world.stack.run("ScaleDownStateMachine", {"cluster": CLUSTER, "plan_id": "20261102T100000Z-bad1",
+        "poll_seconds": 1, "deadline_seconds": 20, "drains": [
         {"node": idle, "instance_id": world.instances[idle], "group": "general", "region": HOME,
-         "reason": "idle 12 min"}]}, name=f"down-{plan}-2")  # fmt: skip
+         "reason": "idle 12 min", "claim_until": "in twenty minutes"}]}, timeout=60)  # fmt: skip
 
-    one, two = (world.stack.wait(arn, timeout=60) for arn in (first, second))
-
-    assert [d["outcome"] for d in one["output"]["drains"]] == ["rejected"], one
-    assert two["status"] == "SUCCEEDED", two
-    out = two["output"]
-    assert (out["outcome"], out["drains"]) == ("skipped", []), out
-    assert "InvalidDrainRequest" in out["reason"] and "claim_until" in out["reason"], out["reason"]
-    assert "none of its 1 node(s)" in out["reason"], out["reason"]
+    assert out["status"] == "SUCCEEDED", out
+    [line] = out["output"]["drains"]
+    assert (line["outcome"], line["error"]) == ("rejected", "InvalidDrainRequest"), line
+    assert "claim_until" in line["cause"], line["cause"]
     assert world.desired("general") == 3
     assert not world.node(idle)["spec"].get("unschedulable")  # type: ignore[index]

@@ -9,11 +9,13 @@ node cordoned."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from conftest import CLUSTER, HOME, Cloud
 from test_consolidation import two_movable_pods_under_a_budget
 from test_drain import ReplicaSetController
 
-from spillway.act.planning import drain_item
+from spillway.act.planning import claim_fields, drain_item
 from spillway.local import objects as o
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 from spillway.planner import codes
@@ -23,6 +25,11 @@ MOVABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 PLAN_ID = "ml-2026-12-01T08:00:00Z"
 
 
+def in_time() -> dict[str, object]:
+    """The claim of a plan made now (an hour's drain_claim_minutes): its drains start well within it."""
+    return claim_fields(datetime.now(UTC), 60)
+
+
 def test_a_make_room_moves_its_pods_and_keeps_the_node_ready_and_schedulable(cloud: Cloud) -> None:
     busy, spare, instance = two_movable_pods_under_a_budget(cloud)
     cloud.kube.add(o.pod("train-0", "ml", cpu="3", memory="12Gi"))  # pending: the pod the room is for
@@ -30,7 +37,7 @@ def test_a_make_room_moves_its_pods_and_keeps_the_node_ready_and_schedulable(clo
     room = Drain(node=busy, instance_id=instance, group="general", region=HOME,
                  reason="make-room: its pods fit on other nodes; given to ml/train-0", code=codes.MAKE_ROOM,
                  pods=pods)  # fmt: skip
-    plan = {"cluster": CLUSTER, "plan_id": PLAN_ID, "drains": [drain_item(room)],
+    plan = {"cluster": CLUSTER, "plan_id": PLAN_ID, "drains": [drain_item(room, in_time())],
             "poll_seconds": 1, "deadline_seconds": 30}  # fmt: skip
     cloud.kube.clear_requests()
 
@@ -84,7 +91,7 @@ def test_a_make_room_that_cannot_empty_its_node_is_compensated_and_changes_nothi
     cloud.kube.add(o.pdb("db", "team-a", {"app": "db"}, min_available=1))  # allows none: never evicted
     room = Drain(node=busy, instance_id=instance, group="general", region=HOME, reason="make-room",
                  code=codes.MAKE_ROOM, pods=("team-a/db-0",))  # fmt: skip
-    plan = {"cluster": CLUSTER, "plan_id": PLAN_ID, "drains": [drain_item(room)],
+    plan = {"cluster": CLUSTER, "plan_id": PLAN_ID, "drains": [drain_item(room, in_time())],
             "poll_seconds": 1, "deadline_seconds": 2}  # fmt: skip
 
     result = cloud.stack.run("ScaleDownStateMachine", plan, timeout=60)

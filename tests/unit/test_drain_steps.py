@@ -1325,7 +1325,7 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     assert any(missing in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
     # throttling (any code the API does not model for the call) arrives as the service's base exception
     assert any("Sfn.SfnException" in r["ErrorEquals"] and r["MaxAttempts"] >= 3 for r in describe["Retry"])
-    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "ClaimGiven")]
+    assert [(c["ErrorEquals"], c["Next"]) for c in describe["Catch"]] == [([missing], "Settings")]
     ended = states[describe["Next"]]
     running = {c["StringEquals"] for c in ended["Choices"][0]["Or"]}
     assert running == {"RUNNING", "PENDING_REDRIVE"}
@@ -1333,7 +1333,7 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     wait = states[ended["Choices"][0]["Next"]]
     assert wait["Type"] == "Wait" and wait["SecondsPath"] == "$.plan.after_poll_seconds"
     assert states["Defaults"]["Result"]["after_poll_seconds"] >= 60  # the history's 25,000 events
-    assert wait["Next"] == "DescribePrevious" and ended["Default"] == "ClaimGiven"  # then drains if in time
+    assert wait["Next"] == "DescribePrevious" and ended["Default"] == "Settings"
     # nothing reaches the drains but through Settings, which only the checks above lead to
     assert [n for n, s in states.items() if s.get("Next") == "DrainEach"] == ["Settings"]
 
@@ -1348,7 +1348,7 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     by_status = {c["StringEquals"]: c["Next"] for c in ended["Choices"][1:]}
     assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][1:])
     assert by_status == {"ABORTED": "Stopped", "SUCCEEDED": "DescribePreviousOutput"}
-    assert ended["Default"] == "ClaimGiven"  # FAILED, TIMED_OUT: drains, as before, if in time
+    assert ended["Default"] == "Settings"  # FAILED, TIMED_OUT: drains, as before
 
     stopped = states["Stopped"]
     assert stopped["Type"] == "Pass" and stopped["Next"] == "CountUndrained"  # its metric, then the end
@@ -1361,12 +1361,12 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     assert output["Parameters"] == {"ExecutionArn.$": "$.plan.after"}
     assert output["ResultSelector"]["output.$"] == "States.StringToJson($.Output)"
     assert output["Next"] == "PreviousSkipped"
-    assert [c["Next"] for c in output["Catch"]] == ["ClaimGiven"]  # unreadable: drains if in time
+    assert [c["Next"] for c in output["Catch"]] == ["Settings"]  # unreadable: drains, as before
     skipped = states["PreviousSkipped"]
     assert skipped["Choices"] == [
         {"Variable": "$.previous.output.stopped", "IsPresent": True, "Next": "StoppedBefore"}
     ]
-    assert skipped["Default"] == "ClaimGiven"
+    assert skipped["Default"] == "Settings"
     before = states["StoppedBefore"]
     assert before["Type"] == "Pass" and before["Next"] == "CountUndrained"
     assert before["Parameters"]["outcome"] == "skipped" and before["Parameters"]["drains"] == []
@@ -1385,6 +1385,78 @@ def test_a_planned_drain_leaves_a_node_that_gained_work_since_the_plan(rig: Rig)
     # The same node, asked for by an operator (no plan), is drained: eviction is the point.
     out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE})
     assert out["preview"]["would_evict"] == ["team-a/late-job"]
+
+
+# --- the plan's claim on the node: a drain that starts after it lapsed --------------------------------
+
+# A plan made at T0 - 19 min whose claim (drain_claim_minutes 20) lapses at T0 + 1 min, as
+# act.planning.claim_fields writes it into every drain item of the scale-down.
+CLAIM = {"plan_id": "20261102T094100Z-abc", "planned_at": "2026-11-02T09:41:00Z", "claim_minutes": 20,
+         "claim_until": "2026-11-02T10:01:00Z"}  # fmt: skip
+
+
+def _reads_and_writes(rig: Rig) -> list[str]:
+    return [f"{r.method} {r.path}" for r in rig.api.requests]
+
+
+def test_a_planned_drain_that_starts_within_its_plans_claim_goes_on(rig: Rig) -> None:
+    rig.clock.advance(59.999)  # one millisecond before claim_until
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **CLAIM})
+    assert out["drain"]["node"] == NODE and out["preview"]["outcome"] == "dry_run"
+
+
+@pytest.mark.parametrize("late", [60, 60.001, 3600])  # at claim_until exactly (as the planner counts), after
+def test_a_planned_drain_that_starts_once_its_plans_claim_lapsed_is_cancelled_touching_nothing(
+    rig: Rig, late: float
+) -> None:
+    """A drain queued behind others (MaxDrainConcurrency, or a part waiting for the part before) that
+    starts once its plan's claim on the node lapsed: later plans judge the node again (it is not
+    cordoned yet), and a consolidation's premise is as old. Cancelled before anything is read or
+    written, saying when the plan was made and for how long it claimed the node."""
+    rig.clock.advance(late)
+    with pytest.raises(DrainCancelled) as caught:
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **CLAIM, **consolidation()})
+    words = str(caught.value)
+    for named in ("2026-11-02T09:41:00Z", "drain_claim_minutes (20)", "2026-11-02T10:01:00Z",
+                  NODE, "the next plan judges the node again"):  # fmt: skip
+        assert named in words, words
+    assert _reads_and_writes(rig) == [] and rig.cloud.calls == []
+    assert rig.node()["spec"].get("unschedulable") is None
+
+
+def test_a_drain_with_only_claim_until_says_when_its_claim_lapsed(rig: Rig) -> None:
+    rig.clock.advance(61)
+    with pytest.raises(
+        DrainCancelled, match=r"lapsed at 2026-11-02T10:01:00Z.*next plan judges the node again"
+    ):
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "claim_until": CLAIM["claim_until"]})
+
+
+def test_a_drain_without_claim_until_is_not_bound_by_any_claim(rig: Rig) -> None:
+    """Started by hand (or by a plan from before drains carried claims): no claim, however late."""
+    rig.clock.advance(86_400)
+    for request in (
+        {},
+        {"plan_id": CLAIM["plan_id"]},
+        {"planned_at": CLAIM["planned_at"], "claim_minutes": 20},
+    ):
+        out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **request})
+        assert out["drain"]["node"] == NODE
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("claim_until", "soon"), ("claim_until", "2026-11-02"), ("claim_until", 17),
+     ("claim_until", "2026-11-02T10:01:00"),  # no zone: which time?
+     ("planned_at", "nine forty"), ("planned_at", "2026-11-02T09:41:00"),
+     ("claim_minutes", "twenty"), ("claim_minutes", True), ("claim_minutes", -1)],
+)  # fmt: skip
+def test_a_malformed_claim_is_refused_naming_the_field(rig: Rig, field: str, value: Any) -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **CLAIM, field: value})
+    assert caught.value.field == field, caught.value
+    assert str(caught.value).startswith(f"{field}: ")
+    assert rig.writes() == []
 
 
 # --- consolidation: a plan's drain of a node that runs work -----------------------------------------

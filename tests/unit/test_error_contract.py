@@ -275,11 +275,10 @@ def run_scale(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, Fake
 def run_drain(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]) -> None:
     kube, cloud, _, _ = fakes
     drainer = drain.Drainer(kube, cloud, cluster="prod", regions=["us-east-1"])
-    if action in ("validate", "record", "summarize", "check_claim"):
+    if action in ("validate", "record", "summarize"):
         request = {"cluster": "prod", "node": NODE, "terminate": False}
-        claim = {"claim_until": "2026-11-02T12:20:00Z", "now": "2026-11-02T12:30:00.120Z", "nodes": 2}
         events = {"validate": {"request": request}, "record": {"state": {"drain": None}},
-                  "summarize": {"results": [{}]}, "check_claim": claim}  # fmt: skip
+                  "summarize": {"results": [{}]}}  # fmt: skip
         drain.run_action(drainer, {"action": action, **events[action]})
         return
     failing = kube._failures.copy(), cloud._failures.copy()  # told to fail after the validation

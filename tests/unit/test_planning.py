@@ -52,7 +52,7 @@ from spillway.model.state import GroupState, RaiseState, State
 from spillway.planner import codes
 from spillway.planner import plan as run_planner
 from spillway.planner.core import UNCORDON_REASON
-from spillway.planner.types import Drain, GangLaunch, ScaleUp, ScalingPlan
+from spillway.planner.types import Drain, GangLaunch, ScaleUp, ScalingPlan, Unregistered
 
 UP_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleUpStateMachine"
 DOWN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleDownStateMachine"
@@ -245,7 +245,8 @@ def test_idle_nodes_are_drained_through_the_scale_down_execution() -> None:
     assert request.input["cluster"] == "ml" and request.input["plan_id"] == outcome.plan_id
     assert request.input["deadline_seconds"] == 120 and request.input["poll_seconds"] == 2
     [drain] = request.input["drains"]  # max_scale_in_fraction caps at one node of three
-    assert set(drain) == {"node", "instance_id", "group", "region", "reason"}
+    assert set(drain) == {"node", "instance_id", "group", "region", "reason", "planned_at", "claim_minutes",
+                          "claim_until"}  # fmt: skip
     assert drain["group"] == "general" and drain["region"] == "us-east-1" and drain["node"] in nodes
     assert outcome.summary.drains == 1
 
@@ -278,11 +279,13 @@ def test_a_make_room_drain_moves_its_pods_and_asks_to_keep_the_node_uncordoned()
     pods = ("team-a/web-0", "team-a/web-1")
     where = {"node": "ip-10-0-1-10.ec2.internal", "instance_id": "i-0a1b2c3d4e5f60718", "group": "general",
              "region": "us-east-1", "reason": "make-room: gives the node to ml/train-0"}  # fmt: skip
-    room = drain_item(Drain(**where, code=codes.MAKE_ROOM, pods=pods))
-    moved = drain_item(Drain(**where, code=codes.CONSOLIDATION, pods=pods))
+    claim = {"planned_at": "2026-11-02T10:00:00Z", "claim_minutes": 20, "claim_until": "2026-11-02T10:20:00Z"}
+    room = drain_item(Drain(**where, code=codes.MAKE_ROOM, pods=pods), claim)
+    moved = drain_item(Drain(**where, code=codes.CONSOLIDATION, pods=pods), claim)
 
-    assert room == {**where, "consolidation": True, "pods": list(pods), "terminate": False, "uncordon": True}
-    assert moved == {**where, "consolidation": True, "pods": list(pods)}  # terminates, as before
+    assert room == {**where, "consolidation": True, "pods": list(pods), "terminate": False, "uncordon": True,
+                    **claim}  # fmt: skip
+    assert moved == {**where, "consolidation": True, "pods": list(pods), **claim}  # terminates, as before
     request = parse_request({"cluster": "ml", "plan_id": "p", **room})  # DrainNode accepts it as it is
     assert (request.consolidation, request.terminate, request.uncordon) == (True, False, True)
     assert request.pods == list(pods)
@@ -757,35 +760,47 @@ def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -
     assert [r.input["after"] for r in downs[1:]] == [f"{executions}:{r.name}" for r in downs[:-1]]
 
 
-def test_a_later_scale_down_part_carries_when_its_plans_claim_on_its_nodes_lapses() -> None:
-    """A part waits for the part before it, maybe longer than drain_claim_minutes: by then later plans
-    judge its nodes again, and its consolidations' premise (the pods fit elsewhere) is that old. Each part
-    after the first carries when the plan's claim lapses (the plan's time plus drain_claim_minutes, as
-    the planner's claimed_at counts it, in the RFC 3339 form Step Functions reads) so it can drain nothing
-    once it has; the first part starts at once and carries nothing new."""
+def test_every_drain_of_a_scale_down_carries_when_its_plans_claim_on_the_node_lapses() -> None:
+    """The Map drains MaxDrainConcurrency nodes at a time, and a part waits for the part before it: a
+    drain late in the queue may start after drain_claim_minutes, when later plans judge its node again
+    and its consolidation's premise (the pods fit elsewhere) is as old. So every drain item, in every
+    part (the first included), carries when the plan's claim lapses (the plan's time plus
+    drain_claim_minutes, as the planner's claimed_at counts it), and DrainNode's validation cancels a
+    drain that starts after it. An unregistered instance's removal carries none: its step checks the
+    instance again when it runs, and no claim keeps later plans off it."""
     drains = tuple(
         Drain(f"ip-10-1-{i // 250}-{i % 250}.ec2.internal", f"i-0{i:016x}", "general", "us-east-1",
               "consolidation: its pods fit on other nodes", codes.CONSOLIDATION,
               tuple(f"team-{i % 20:02d}/job-{i:04d}-worker-{j:03d}" for j in range(40)))
         for i in range(150)
     )  # fmt: skip
+    gone = Unregistered("i-0ffffffffffffffff", "general", "us-east-1", True, "no Node joined in 15 min")
     rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", drain_claim_minutes=12.5)))
     ref = rig.snapshots.add(snapshot_of(gpu_world()))
     planned = NOW + timedelta(seconds=20, microseconds=700_000)
 
     run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
-             now=planned, planner=lambda *a: replace(run_planner(*a), drain=drains))  # fmt: skip
+             now=planned, planner=lambda *a: replace(run_planner(*a), drain=drains, unregistered=(gone,)))  # fmt: skip
 
     downs = [r for r in rig.executions.requests if r.kind == "scale_down"]
     assert len(downs) > 1
-    assert not {"claim_until", "planned_at", "claim_minutes"} & set(downs[0].input)
     until = (planned + timedelta(minutes=12.5)).replace(microsecond=0)  # whole seconds, never later
-    for part in downs[1:]:
-        assert part.input["claim_until"] == until.strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert part.input["planned_at"] == planned.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert part.input["claim_minutes"] == 12.5
-    # the lapse time is committed with the executions: a resumed plan restarts its parts with it
-    assert rig.ledger.stored.executions[-1]["input"]["claim_until"] == downs[-1].input["claim_until"]
+    claim = {"planned_at": planned.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ"),
+             "claim_minutes": 12.5, "claim_until": until.strftime("%Y-%m-%dT%H:%M:%SZ")}  # fmt: skip
+    items = [d for r in downs for d in r.input["drains"]]
+    assert [d["node"] for d in items if "node" in d] == [d.node for d in drains]
+    for item in items:
+        if item.get("unregistered"):
+            assert not set(claim) & set(item), item
+        else:
+            assert {k: item[k] for k in claim} == claim
+    assert [d["instance_id"] for d in items if d.get("unregistered")] == [gone.instance_id]
+    for part in downs:  # the claim is the drains', not the parts'
+        assert not set(claim) & set(part.input)
+    # DrainNode accepts the item as it is
+    assert parse_request({"cluster": "ml", "plan_id": "p", **items[0]}).claim_until == claim["claim_until"]
+    # the claim is committed with the executions: a resumed plan restarts its drains with it
+    assert rig.ledger.stored.executions[-1]["input"]["drains"][0]["claim_until"] == claim["claim_until"]
 
 
 # --- gangs launched atomically ------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""A scale-down part that drains nothing (outcome ``skipped`` or ``lapsed``) is counted in ``DrainOutcome``.
+"""A scale-down part that drains nothing (outcome ``skipped``: a part before it was stopped) is counted in
+``DrainOutcome``.
 
 Such a part ends in a Pass state and ran no DrainNode execution, so no drain recorded anything: an
-operator saw stopped or lapsed parts only by reading executions. The scale-down now hands each such
+operator saw skipped parts only by reading executions. The scale-down now hands each such
 ending to the drain function's ``undrained`` step, which adds the part's nodes to ``DrainOutcome`` under
 the part's outcome (the dashboard's outcome widget searches every ``Outcome``)."""
 
@@ -33,21 +34,27 @@ def _drainer(hook: Hook) -> Drainer:
     return Drainer(None, None, cluster="ml", regions=["us-east-1"], on_outcome=hook)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("outcome", ["skipped", "lapsed"])
-def test_a_part_that_drained_nothing_counts_its_nodes_under_its_outcome(outcome: str) -> None:
+def test_a_part_that_drained_nothing_counts_its_nodes_under_its_outcome() -> None:
     hook = Hook()
-    out = run_action(_drainer(hook), {**PART, "outcome": outcome, "nodes": 3})
-    assert hook.calls == [(outcome, None, 3)]
-    assert out == {"outcome": outcome, "nodes": 3}
+    out = run_action(_drainer(hook), {**PART, "outcome": "skipped", "nodes": 3})
+    assert hook.calls == [("skipped", None, 3)]
+    assert out == {"outcome": "skipped", "nodes": 3}
 
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("outcome", "terminated"), ("outcome", None), ("nodes", "3"), ("nodes", -1), ("nodes", True)],
+    [
+        ("outcome", "terminated"),
+        ("outcome", "lapsed"),
+        ("outcome", None),
+        ("nodes", "3"),
+        ("nodes", -1),
+        ("nodes", True),
+    ],
 )
 def test_a_malformed_undrained_step_is_refused_naming_the_field(field: str, value: Any) -> None:
     hook = Hook()
-    event = {**PART, "outcome": "lapsed", "nodes": 2, field: value}
+    event = {**PART, "outcome": "skipped", "nodes": 2, field: value}
     with pytest.raises(InvalidDrainRequest, match=field) as raised:
         run_action(_drainer(hook), event)
     assert raised.value.field == field and hook.calls == []
@@ -63,7 +70,7 @@ def _next_task(name: str) -> dict[str, Any]:
     return MACHINE["States"][state["Next"]]
 
 
-@pytest.mark.parametrize("ending", ["Stopped", "StoppedBefore", "Lapsed", "ClaimUnchecked"])
+@pytest.mark.parametrize("ending", ["Stopped", "StoppedBefore"])
 def test_every_ending_that_drains_nothing_goes_through_the_undrained_step(ending: str) -> None:
     """Each keeps its output (the step's result is discarded) and says how many nodes it left."""
     assert MACHINE["States"][ending]["Parameters"]["nodes.$"] == "States.ArrayLength($.plan.drains)"

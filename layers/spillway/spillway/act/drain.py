@@ -35,6 +35,9 @@ Safety rules, checked by the steps themselves (not left to the state machine):
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, and pods no controller would recreate, are
   evicted only with ``force``: until then they keep the node busy, up to the deadline;
+* a plan's drain that starts at or after its ``claim_until`` (the plan's time plus
+  ``drain_claim_minutes``; it waited behind the scale-down's other drains) is cancelled before anything
+  is read: later plans judge its node again, and the plan's premise is as old (:func:`_refuse_lapsed_claim`);
 * every step after the cordon re-reads the node and stops with ``DrainCancelled`` when it is no longer
   cordoned by Spillway (the planner or a person uncordoned it), was replaced (a new uid) or is gone,
   and with :class:`~spillway.errors.DrainSuperseded` when another Spillway drain took it over (the
@@ -63,7 +66,6 @@ from typing import Any, Literal, Protocol
 from pydantic import ValidationError
 
 from spillway.act.instances import where_gone
-from spillway.act.lapse import check_claim
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
     AsgLimitExceeded,
@@ -127,7 +129,6 @@ ACTIONS = (
     "record",
     "summarize",
     "remove_unregistered",
-    "check_claim",
     "undrained",
 )
 
@@ -150,7 +151,6 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "record": frozenset(_ALWAYS),
     "summarize": frozenset(_ALWAYS),
     "remove_unregistered": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.unregistered
-    "check_claim": frozenset(_ALWAYS),  # spillway.act.lapse: the scale-down part's claim, no port
     "undrained": frozenset(_ALWAYS),  # a scale-down part that drained nothing: its metric, no port
 }
 
@@ -214,6 +214,8 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_consolidation_refusal(request))
     _refuse(_lifecycle_refusal(request))
     _refuse(_uncordon_refusal(request))
+    _refuse(_timestamp_refusal(request, "planned_at"))
+    _refuse(_timestamp_refusal(request, "claim_until"))
     return request
 
 
@@ -246,6 +248,52 @@ def _too_many_rounds(request: DrainRequest) -> Refusal:
             field="poll_seconds",
         )
     return None
+
+
+def _timestamp(text: str) -> datetime | None:
+    """An RFC 3339 date and time with its zone (``Z`` or an offset), or None."""
+    try:
+        parsed = datetime.fromisoformat(text) if "T" in text else None
+    except ValueError:
+        return None
+    return parsed if parsed is not None and parsed.tzinfo is not None else None
+
+
+def _timestamp_refusal(request: DrainRequest, field: str) -> Refusal:
+    value = getattr(request, field)
+    if value is None or _timestamp(value) is not None:
+        return None
+    return InvalidDrainRequest(
+        f"an RFC 3339 date and time with its zone such as 2026-11-02T10:20:00Z, got {json.dumps(value)[:80]}",
+        field=field,
+    )
+
+
+def _refuse_lapsed_claim(request: DrainRequest, now: datetime) -> None:
+    """A plan claims the nodes it drains until ``claim_until``: later plans leave them alone until then,
+    unless the drain has cordoned them. A drain that starts at or after it (it waited behind other
+    drains of its scale-down, MaxDrainConcurrency at a time, or behind the part before) has not cordoned
+    its node, so later plans judge it again, and a consolidation's premise (its pods fit elsewhere) is
+    as old as the plan: cancelled, before anything is touched. At ``claim_until`` exactly, as the
+    planner counts it (:meth:`spillway.planner.scaledown.ScaleDown.claimed_at`). A drain without one
+    (started by hand) has no claim to lapse."""
+    if request.claim_until is None:
+        return
+    until = _timestamp(request.claim_until)
+    assert until is not None  # parse_request refused it otherwise
+    if now < until:
+        return
+    if request.planned_at is not None and request.claim_minutes is not None:
+        claim = (
+            f"the plan made at {request.planned_at} claimed Node {request.node!r} for drain_claim_minutes "
+            f"({request.claim_minutes:g}), until {request.claim_until}"
+        )
+    else:
+        claim = f"the plan's claim on Node {request.node!r} lapsed at {request.claim_until}"
+    raise DrainCancelled(
+        f"{claim}; this drain could start only at {iso(now)}, after other drains of its scale-down, "
+        "with the node still uncordoned: it touched nothing, and the next plan judges the node again"
+    )
 
 
 def parse_drain(raw: Any) -> Drain:
@@ -739,7 +787,7 @@ def _no_hook(outcome: str, drain: Drain | None, count: int = 1, /) -> None:
     return None
 
 
-UNDRAINED = ("skipped", "lapsed")  # the outcomes of a scale-down part that drained none of its nodes
+UNDRAINED = ("skipped",)  # the outcome of a scale-down part that drained none of its nodes
 
 
 class Drainer:
@@ -772,6 +820,7 @@ class Drainer:
         request = parse_request(raw)
         name = drain_name(execution)
         _refuse(_other_cluster(request, self.cluster))
+        _refuse_lapsed_claim(request, self.clock())
         node = self._named_node(request)
         _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
         instance_id, region = _located(node)
@@ -865,9 +914,10 @@ class Drainer:
         return line
 
     def undrained(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """A scale-down part that ended without draining (``outcome`` skipped or lapsed, scale_down.asl.json):
-        its ``nodes`` go to the ``DrainOutcome`` metric under that outcome, as drains that did not happen,
-        so operators see stopped and lapsed parts beside the drains' own outcomes."""
+        """A scale-down part that ended without draining (``outcome`` skipped: a part before it was
+        stopped, scale_down.asl.json): its ``nodes`` go to the ``DrainOutcome`` metric under that
+        outcome, as drains that did not happen, so operators see them beside the drains' own outcomes
+        (a drain that started after its plan's claim lapsed is one of those: ``cancelled``)."""
         outcome, nodes = event.get("outcome"), event.get("nodes")
         if outcome not in UNDRAINED:
             raise InvalidDrainRequest(
@@ -1538,12 +1588,6 @@ def _child_execution(cause: Any) -> Mapping[str, Any] | None:
     return child if isinstance(child, Mapping) and _field(child, "ExecutionArn") else None
 
 
-# steps of the scale-down that read only their event: no node, no port
-_PLAIN_ACTIONS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
-    "summarize": lambda event: summarize(event.get("cluster"), event.get("plan_id"), event.get("results")),
-    "check_claim": check_claim,
-}
-
 # steps that read their event, not a drain
 _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]] = {
     "remove_unregistered": lambda drainer, event: drainer.remove_unregistered(event.get("request")),
@@ -1554,8 +1598,8 @@ _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]
 def run_action(drainer: Drainer, event: Mapping[str, Any]) -> dict[str, Any]:
     """Dispatch one state machine step: ``{"action": ..., ...}`` to the :class:`Drainer` method."""
     action = event.get("action")
-    if action in _PLAIN_ACTIONS:
-        return _PLAIN_ACTIONS[action](event)
+    if action == "summarize":
+        return summarize(event.get("cluster"), event.get("plan_id"), event.get("results"))
     if action == "validate":
         return drainer.validate(event.get("request"), event.get("execution"))
     if action in _EVENT_ACTIONS:

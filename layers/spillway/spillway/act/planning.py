@@ -17,8 +17,8 @@
    (:func:`spillway.act.gang.execution_request`; those nodes are left out of the scale-up entry of the
    group) and the scale-down execution (when it drains), named ``up-<plan id>``, ``gang-<plan id>-<hash>``
    and ``down-<plan id>`` (a scale-down too large for one input is split into parts ``down-<plan id>-2``,
-   ..., each started now and draining once the part before it ended, or nothing if the plan's claim on
-   its nodes, ``drain_claim_minutes``, lapsed by then): a duplicate start is refused by
+   ..., each started now and draining once the part before it ended; a drain that starts once the
+   plan's claim on its node, ``drain_claim_minutes``, lapsed is cancelled): a duplicate start is refused by
    Step Functions and reported as ``started=False``. The execution list is committed with the state, so
    a resumed plan restarts the gang launches too;
 6. when given a cluster, write the ProvisioningRequest statuses the plan changed (conditions and
@@ -309,9 +309,10 @@ def execution_requests(
         name = f"up-{plan_id}" if index == 0 else f"up-{plan_id}-{index + 1}"
         requests.append(_execution(SCALE_UP, settings.scale_up_arn, name, up))
     requests += gang_requests(plan_id, plan, groups, settings)
+    claim = claim_fields(now, settings.planner.drain_claim_minutes)
     removals = [removal_item(u) for u in plan.unregistered]
     previous: ExecutionRequest | None = None
-    for index, drains in enumerate(_down_batches([drain_item(d) for d in plan.drain] + removals)):
+    for index, drains in enumerate(_down_batches([drain_item(d, claim) for d in plan.drain] + removals)):
         down: dict[str, Any] = {
             "cluster": cluster,
             "plan_id": plan_id,
@@ -321,7 +322,6 @@ def execution_requests(
         }
         if previous is not None:  # a part drains once the part before it ended (see _down_batches)
             down["after"] = execution_arn(previous.state_machine_arn, previous.name)
-            down |= claim_fields(now, settings.planner.drain_claim_minutes)
         name = f"down-{plan_id}" if index == 0 else f"down-{plan_id}-{index + 1}"
         previous = _execution(SCALE_DOWN, settings.scale_down_arn, name, down)
         requests.append(previous)
@@ -331,10 +331,11 @@ def execution_requests(
 def claim_fields(now: datetime, claim_minutes: float) -> dict[str, Any]:
     """When the plan made at ``now`` stops claiming the nodes it drains: later plans leave a node alone
     for ``drain_claim_minutes`` (:meth:`spillway.planner.scaledown.ScaleDown.claimed_at`) unless its drain
-    has cordoned it. A scale-down part that has not started draining by ``claim_until`` drains nothing
-    (``scale_down.asl.json``, CheckClaim): the next plans judge its nodes again, and a consolidation's
-    premise (its pods fit elsewhere) is that old. RFC 3339 in whole seconds with ``Z``, as Step
-    Functions writes timestamps; rounded down, so a part never drains after the claim lapsed."""
+    has cordoned it. Every drain item carries it: a drain that starts at or after ``claim_until`` (queued
+    behind ``MaxDrainConcurrency`` others, or in a part waiting for the one before) is cancelled by
+    DrainNode's validation, touching nothing; the next plan judges its node again, and a consolidation's
+    premise (its pods fit elsewhere) is that old. RFC 3339 in whole seconds with ``Z``; rounded down, so
+    a drain never starts after the claim lapsed."""
     planned = _aware(now).astimezone(UTC)
     until = planned + timedelta(minutes=claim_minutes)
     return {
@@ -362,8 +363,8 @@ def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, 
     ``MaxDrainConcurrency`` nodes at a time, as one execution would; parts that each ran their own Map
     at once would drain that many per part. (Dividing the concurrency among the parts cannot keep the
     bound when there are more parts than it allows, each needing at least one.) The parts are started
-    in order, so the one named in ``after`` exists by the time its successor asks. A part that could
-    start only after the plan's claim on its nodes lapsed drains nothing (:func:`claim_fields`)."""
+    in order, so the one named in ``after`` exists by the time its successor asks. A drain that could
+    start only after the plan's claim on its node lapsed drains nothing (:func:`claim_fields`)."""
     batches: list[list[Mapping[str, Any]]] = []
     size = DOWN_BATCH_BYTES
     for item in items:
@@ -379,11 +380,13 @@ def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, 
 REASON_LIMIT = 256  # a DrainRequest's reason (the plan record keeps the whole of it)
 
 
-def drain_item(drain: Drain) -> dict[str, Any]:
-    """One drain of the scale-down's Map: a DrainNode request. A consolidation carries the pods it moves:
-    the drain evicts those only, and is cancelled if the node runs any other workload pod by then. A
-    make-room moves its pods the same way, then keeps the node: ``terminate`` false, ``uncordon`` true
-    (uncordoned and untainted once empty, for the pending pods the plan gave it to)."""
+def drain_item(drain: Drain, claim: Mapping[str, Any]) -> dict[str, Any]:
+    """One drain of the scale-down's Map: a DrainNode request, with the plan's ``claim`` on the node
+    (:func:`claim_fields`: the drain is cancelled if it starts once the claim lapsed). A consolidation
+    carries the pods it moves: the drain evicts those only, and is cancelled if the node runs any other
+    workload pod by then. A make-room moves its pods the same way, then keeps the node: ``terminate``
+    false, ``uncordon`` true (uncordoned and untainted once empty, for the pending pods the plan gave
+    it to)."""
     item: dict[str, Any] = {**drain.to_dict(), "region": drain.region, "reason": drain.reason[:REASON_LIMIT]}
     item.pop("code", None)
     item.pop("pods", None)
@@ -391,12 +394,14 @@ def drain_item(drain: Drain) -> dict[str, Any]:
         item |= {"consolidation": True, "pods": list(drain.pods)}
     if not drain.terminate:  # make room: to_dict says terminate false; the node is given back
         item["uncordon"] = True
-    return item
+    return item | dict(claim)
 
 
 def removal_item(entry: Unregistered) -> dict[str, Any]:
     """One item of the scale-down's Map for an instance no Node joined for: the drain function checks it
-    again and terminates it (:mod:`spillway.act.unregistered`); no DrainNode execution."""
+    again and terminates it (:mod:`spillway.act.unregistered`); no DrainNode execution. No claim: the
+    step judges the instance afresh when it runs (gone, joined, its group), its premise (no Node joined)
+    only grows truer with time, and a second removal of it finds it terminating."""
     return {
         "unregistered": True,
         "instance_id": entry.instance_id,

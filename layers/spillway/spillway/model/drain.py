@@ -75,6 +75,11 @@ class DrainRequest(BaseModel):
     at once), or, when the group reached its MinSize only by the time it terminates, terminates without
     decrementing; and a node somebody else cordoned is drained with their cordon left in place (never
     taken over, never undone).
+
+    ``claim_until`` (a plan's drain; RFC 3339 with its zone): when the plan's claim on the node lapses,
+    its time ``planned_at`` plus ``drain_claim_minutes`` (``claim_minutes``). Until then later plans leave
+    the node alone unless the drain has cordoned it. A drain that starts at or after it, queued behind
+    other drains, is cancelled before it touches anything: the next plan judges the node again.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -96,6 +101,9 @@ class DrainRequest(BaseModel):
     lifecycle: LifecycleAction | None = None
     uncordon: bool = False
     leaving: bool = False
+    planned_at: str | None = Field(default=None, max_length=40)
+    claim_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    claim_until: str | None = Field(default=None, max_length=40)
 
 
 class Drain(BaseModel):
