@@ -379,6 +379,9 @@ def test_the_drains_of_a_split_scale_downs_parts_that_outwait_their_plans_claim_
     world.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))  # never disruptable
     plan = "20261102T100000Z-1aps"
     # a plan made 20 minutes ago whose claim lapses in 3 s, while the first part's drain is still held
+    # (held 6 s: the parts after it start past the claim however slow the machine is). The first
+    # part's own item carries an hour-long claim so that a loaded machine, starting it late, cannot
+    # cancel it: what is tested is the later parts' drains
     until = datetime.now(UTC) + timedelta(seconds=3)
     claim = claim_fields(until - timedelta(minutes=20), 20)
     common = {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1, "deadline_seconds": 20}
@@ -388,8 +391,9 @@ def test_the_drains_of_a_split_scale_downs_parts_that_outwait_their_plans_claim_
         return {"node": node, "instance_id": world.instances[node], "group": group, "region": region,
                 "reason": "consolidation: its pods fit on other nodes", **claim, **more}  # fmt: skip
 
+    in_time = claim_fields(datetime.now(UTC), 60)
     first = world.stack.start("ScaleDownStateMachine", {**common, "deadline_seconds": 6, "drains": [
-        item(blocked, consolidation=True, pods=["team-a/db-0"])]}, name=f"down-{plan}")  # fmt: skip
+        item(blocked, consolidation=True, pods=["team-a/db-0"], **in_time)]}, name=f"down-{plan}")  # fmt: skip
     second = world.stack.start("ScaleDownStateMachine", {**common, "after": first, "after_poll_seconds": 1,
         "drains": [item(idle), item(spare)]}, name=f"down-{plan}-2")  # fmt: skip
     third = world.stack.start("ScaleDownStateMachine", {**common, "after": second, "after_poll_seconds": 1,
@@ -427,8 +431,12 @@ def test_a_drain_queued_behind_max_drain_concurrency_past_its_plans_claim_is_can
         world.pod(f"db-{index}", node, app=f"db-{index}")
         world.api.add(objects.pdb(f"db-{index}", "team-a", {"app": f"db-{index}"}, min_available=1))
     plan = "20261102T100000Z-qu3u"
-    until = datetime.now(UTC) + timedelta(seconds=4)  # the first five start well before; last after
+    # the sixth's claim lapses in 4 s; it starts once one of the first five ended (held 8 s), so past
+    # it however slow the machine. The first five carry an hour-long claim (a loaded machine may start
+    # them late): what is tested is the queued one
+    until = datetime.now(UTC) + timedelta(seconds=4)
     claim = claim_fields(until - timedelta(minutes=20), 20)
+    in_time = claim_fields(datetime.now(UTC), 60)
 
     def item(node: str, **more: Any) -> dict[str, Any]:
         region = WEST if node in world.nodes["west"] else HOME
@@ -436,7 +444,8 @@ def test_a_drain_queued_behind_max_drain_concurrency_past_its_plans_claim_is_can
         return {"node": node, "instance_id": world.instances[node], "group": group, "region": region,
                 "reason": "consolidation: its pods fit on other nodes", **claim, **more}  # fmt: skip
 
-    drains = [item(n, consolidation=True, pods=[f"team-a/db-{i}"]) for i, n in enumerate(held)] + [item(late)]
+    drains = [item(n, consolidation=True, pods=[f"team-a/db-{i}"], **in_time) for i, n in enumerate(held)]
+    drains.append(item(late))
     out = world.stack.run("ScaleDownStateMachine", {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1,
                                                     "deadline_seconds": 8, "drains": drains}, timeout=90)  # fmt: skip
 
