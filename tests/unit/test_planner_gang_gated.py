@@ -11,6 +11,9 @@
   Permit counts only assigned or assumed pods, so the gang starts only once the gated member is placed
   too, and a member that requests nothing is no exception.
 - Kueue is left as it was: a gated member does not count toward the total.
+- A Volcano PodGroup still ``Pending`` whose pods exist, all gated, is no demand: Volcano's allocate
+  skips scheduling-gated tasks, and DeductSchGatedResources only takes their share of ``minResources``
+  off what the job holds of its queue once enqueued (proportion, capacity, overcommit plugins).
 """
 
 from __future__ import annotations
@@ -163,3 +166,25 @@ def test_kueue_still_counts_no_gated_member() -> None:
 
     assert result.scale_up == ()
     assert "has 3 of its 4 pods" in pending_reasons(result)[workers[0]]
+
+
+@pytest.mark.parametrize("ungated", [0, 1])
+def test_a_pending_volcano_pod_group_whose_pods_exist_gated_has_no_virtual_pods(ungated: int) -> None:
+    """A PodGroup still Pending whose pods exist but are gated: Volcano's allocate skips gated tasks,
+    so they use no capacity until their gates lift (DeductSchGatedResources only takes them off what
+    the job holds of its queue). Spillway made minMember virtual pods of minResources for it, as for a
+    PodGroup with no pods, and launched two nodes for pods Volcano would not place."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    spec = {"minMember": 2, "minResources": {"cpu": "10", "memory": "8Gi"}}
+    w.pod_group(VOLCANO, "train", spec=spec, phase="Pending")
+    held = _members(w, "train-held", 2 - ungated, gated=True)
+    workers = _members(w, "train-worker", ungated)
+
+    result = w.plan()
+
+    assert result.scale_up == (), sorted(pending_reasons(result).items())
+    codes_of = pending_codes(result)
+    assert not [p for p in codes_of if p.startswith("default/train[")], sorted(codes_of)
+    assert {codes_of[p] for p in held} == {codes.SCHEDULING_GATED}
+    assert {codes_of[p] for p in workers} <= {codes.GANG_INCOMPLETE}

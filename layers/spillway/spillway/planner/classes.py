@@ -330,11 +330,15 @@ class Gangs:
 
     def virtual_pods(self) -> list[PodInfo]:
         """A Volcano PodGroup still ``Pending`` has no pods yet: ``minMember`` pods, each an equal share
-        of ``minResources``, tolerating the taints of the extended resources they request."""
+        of ``minResources``, tolerating the taints of the extended resources they request. Not once any
+        pod of it exists, gated ones too: its pods are then its demand, and a gated one is none, since
+        Volcano's allocate skips scheduling-gated tasks (DeductSchGatedResources only takes their
+        requests off what the job holds of its queue's ``inqueue`` share, so they do not keep other jobs
+        out; it places nothing)."""
         out: list[PodInfo] = []
         for key in sorted(self.info):
             info = self.info[key]
-            if not info.pending or info.min_member <= 0 or self.members.get(key):
+            if not info.pending or info.min_member <= 0 or self.members.get(key) or self.gated.get(key):
                 continue
             n = info.min_member
             share = {r: -(-v // n) for r, v in info.min_resources.items()}
