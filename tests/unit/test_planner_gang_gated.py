@@ -4,7 +4,16 @@
   Pending, and JobInfo.ValidTaskNum and CheckTaskValid count Pending tasks), and counts a pending member
   that requests no resources as ready toward ``minMember`` (PendingBestEffortTaskNum, in IsReady) and
   toward its task's ``minTaskMember`` (getJobAllocatedRoles): such a pod needs no room to be bound.
-- The other conventions are left as they were: a gated member does not count toward the minimum.
+- scheduler-plugins' coscheduling (PodGroupManager.PreFilter lists the group's pods from the scheduler's
+  pod informer, every pod not Succeeded or Failed, gated ones too, against ``minMember``) and
+  kube-scheduler's GangScheduling (PreEnqueue: the pod group state's AllPodsCount, every pod the
+  scheduler's informer saw, against ``minCount``) count a gated member as one of the gang's pods; their
+  Permit counts only assigned or assumed pods, so the gang starts only once the gated member is placed
+  too, and a member that requests nothing is no exception.
+- Kueue is left as it was: a gated member does not count toward the total.
+- A Volcano PodGroup still ``Pending`` whose pods exist, all gated, is no demand: Volcano's allocate
+  skips scheduling-gated tasks, and DeductSchGatedResources only takes their share of ``minResources``
+  off what the job holds of its queue once enqueued (proportion, capacity, overcommit plugins).
 """
 
 from __future__ import annotations
@@ -34,8 +43,13 @@ def _members(
             notes["scheduling.k8s.io/group-name"] = "train"
         elif convention == "coscheduling":
             meta["labels"]["scheduling.x-k8s.io/pod-group"] = "train"
-        else:  # workload
+        elif convention == "workload":
             spec["workloadRef"] = {"name": "train", "podGroup": "workers"}
+        elif convention == "podgroup-v1alpha2":
+            spec["schedulingGroup"] = {"podGroupName": "train"}
+        else:  # kueue, admitted (gated only by another gate)
+            meta["labels"]["kueue.x-k8s.io/pod-group-name"] = "train"
+            notes["kueue.x-k8s.io/pod-group-total-count"] = "4"
         if task is not None:
             notes["volcano.sh/task-spec"] = task
         if best_effort:
@@ -108,18 +122,69 @@ def test_no_gang_launch_for_a_minimum_pending_best_effort_members_satisfy() -> N
     assert pending_codes(result)[workers[1]] == codes.MAX_SIZE
 
 
-@pytest.mark.parametrize("convention", ["coscheduling", "workload"])
-def test_other_conventions_still_count_no_gated_member(convention: str) -> None:
-    w = World()
-    w.group("cpu-east", "m5.2xlarge", max_size=10)
+def _group(w: World, convention: str) -> None:
     if convention == "coscheduling":
         w.pod_group(COSCHED, "train", spec={"minMember": 4})
-    else:
+    elif convention == "workload":
         w.workload("train", "default", [{"name": "workers", "policy": {"gang": {"minCount": 4}}}])
-    _members(w, "train-launcher", 1, convention, gated=True, best_effort=True)
+    elif convention == "podgroup-v1alpha2":
+        spec = {"schedulingPolicy": {"gang": {"minCount": 4}}}
+        w.pod_group("scheduling.k8s.io/v1alpha2", "train", spec=spec)
+
+
+@pytest.mark.parametrize("best_effort", [False, True])
+@pytest.mark.parametrize("convention", ["coscheduling", "workload", "podgroup-v1alpha2"])
+def test_coscheduling_and_gang_scheduling_count_a_gated_member_among_the_gangs_pods(
+    convention: str, best_effort: bool
+) -> None:
+    """Minimum 4: three wait, the fourth is gated. Coscheduling's PreFilter and GangScheduling's
+    PreEnqueue find four pods (their informer lists gated pods), so the gang is not short of pods; it
+    still cannot start before the gated one is placed (Permit counts assigned pods only, requests or
+    none): nothing is launched, and the reason names the gates, not a missing pod ("has 3 of its 4")."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    _group(w, convention)
+    (held,) = _members(w, "train-held", 1, convention, gated=True, best_effort=best_effort)
     workers = _members(w, "train-worker", 3, convention)
 
     result = w.plan()
 
     assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in workers} == {codes.GANG_INCOMPLETE}
+    assert pending_codes(result)[held] == codes.SCHEDULING_GATED
+    why = pending_reasons(result)[workers[0]]
+    assert "needs 4 more pod(s)" in why and "scheduling gates" in why, why
+
+
+def test_kueue_still_counts_no_gated_member() -> None:
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    _members(w, "train-held", 1, "kueue", gated=True)
+    workers = _members(w, "train-worker", 3, "kueue")
+
+    result = w.plan()
+
+    assert result.scale_up == ()
     assert "has 3 of its 4 pods" in pending_reasons(result)[workers[0]]
+
+
+@pytest.mark.parametrize("ungated", [0, 1])
+def test_a_pending_volcano_pod_group_whose_pods_exist_gated_has_no_virtual_pods(ungated: int) -> None:
+    """A PodGroup still Pending whose pods exist but are gated: Volcano's allocate skips gated tasks,
+    so they use no capacity until their gates lift (DeductSchGatedResources only takes them off what
+    the job holds of its queue). Spillway made minMember virtual pods of minResources for it, as for a
+    PodGroup with no pods, and launched two nodes for pods Volcano would not place."""
+    w = World()
+    w.group("cpu-east", "m5.2xlarge", max_size=10)
+    spec = {"minMember": 2, "minResources": {"cpu": "10", "memory": "8Gi"}}
+    w.pod_group(VOLCANO, "train", spec=spec, phase="Pending")
+    held = _members(w, "train-held", 2 - ungated, gated=True)
+    workers = _members(w, "train-worker", ungated)
+
+    result = w.plan()
+
+    assert result.scale_up == (), sorted(pending_reasons(result).items())
+    codes_of = pending_codes(result)
+    assert not [p for p in codes_of if p.startswith("default/train[")], sorted(codes_of)
+    assert {codes_of[p] for p in held} == {codes.SCHEDULING_GATED}
+    assert {codes_of[p] for p in workers} <= {codes.GANG_INCOMPLETE}

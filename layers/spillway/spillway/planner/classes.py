@@ -195,8 +195,14 @@ class Gangs:
     incomplete for it, though it has to be placed, once its gates lift, for the job to be ready; and a
     pending member that requests nothing, gated or not, is ready as it is, toward ``minMember``
     (PendingBestEffortTaskNum in IsReady) and its task's minimum (getJobAllocatedRoles), counted with
-    the running ones (:attr:`ready_pending`). coscheduling, GangScheduling and Kueue count no gated member
-    here: a Kueue group's pods are all gated until it is admitted, and are no demand until then.
+    the running ones (:attr:`ready_pending`). scheduler-plugins' coscheduling and kube-scheduler's
+    GangScheduling count a gated member among the gang's pods too: coscheduling's PreFilter lists the
+    group's pods from the scheduler's pod informer (every pod not Succeeded or Failed, gated ones
+    included) against ``minMember``, GangScheduling's PreEnqueue takes its pod group state's
+    AllPodsCount (every pod that informer saw) against ``minCount``; their Permit counts only pods
+    assigned or assumed, so the gang starts only once the gated member is placed as well, whatever it
+    requests. Kueue counts no gated member here: a Kueue group's pods are all gated until it is
+    admitted, and are no demand until then.
 
     Members that finished count as their gang's scheduler counts them (:meth:`finished`): Volcano takes
     a Succeeded task as ready and valid toward ``minMember`` and its task's ``minTaskMember``
@@ -220,17 +226,15 @@ class Gangs:
         self.virtual: set[str] = set()  # Volcano PodGroups whose pods do not exist yet (virtual_pods)
         # members that Succeeded, per gang and Volcano task; none of them is in the snapshot's pods
         self.succeeded = ctx.snapshot.gang_succeeded
-        self.gated: dict[str, int] = {}  # members held by scheduling gates, of Volcano gangs only
+        self.gated: dict[str, int] = {}  # members held by scheduling gates, of gangs but Kueue's
         # pending members of Volcano gangs that request nothing: ready without a place (see the class)
         self.ready_pending: set[str] = set()
         for pod in ctx.snapshot.pods:
             if pod.gang is None or pod.terminal:
                 continue
             volcano = self._volcano(pod.gang)
-            if pod.gated:  # to Volcano a Pending task: valid, and ready when it requests nothing
-                if volcano and not pod.terminating:
-                    self.gated[pod.gang] = self.gated.get(pod.gang, 0) + 1
-                    self._ready_unbound(pod)
+            if pod.gated:
+                self._gated(pod, volcano)
                 continue
             self.members[pod.gang] = self.members.get(pod.gang, 0) + 1
             self.stated[pod.gang] = max(self.stated.get(pod.gang, 0), pod.gang_min)
@@ -245,6 +249,16 @@ class Gangs:
     def _volcano(self, key: str) -> bool:
         info = self._info(key)
         return info is not None and info.source == "volcano"
+
+    def _gated(self, pod: PodInfo, volcano: bool) -> None:
+        """A member held by scheduling gates is one of the gang's pods to every scheduler but Kueue; to
+        Volcano a Pending task (not while terminating), ready when it requests nothing (see the class)."""
+        assert pod.gang is not None
+        if self._info(pod.gang) is None or (volcano and pod.terminating):
+            return
+        self.gated[pod.gang] = self.gated.get(pod.gang, 0) + 1
+        if volcano:
+            self._ready_unbound(pod)
 
     def _ready(self, pod: PodInfo) -> None:
         assert pod.gang is not None
@@ -316,11 +330,15 @@ class Gangs:
 
     def virtual_pods(self) -> list[PodInfo]:
         """A Volcano PodGroup still ``Pending`` has no pods yet: ``minMember`` pods, each an equal share
-        of ``minResources``, tolerating the taints of the extended resources they request."""
+        of ``minResources``, tolerating the taints of the extended resources they request. Not once any
+        pod of it exists, gated ones too: its pods are then its demand, and a gated one is none, since
+        Volcano's allocate skips scheduling-gated tasks (DeductSchGatedResources only takes their
+        requests off what the job holds of its queue's ``inqueue`` share, so they do not keep other jobs
+        out; it places nothing)."""
         out: list[PodInfo] = []
         for key in sorted(self.info):
             info = self.info[key]
-            if not info.pending or info.min_member <= 0 or self.members.get(key):
+            if not info.pending or info.min_member <= 0 or self.members.get(key) or self.gated.get(key):
                 continue
             n = info.min_member
             share = {r: -(-v // n) for r, v in info.min_resources.items()}
