@@ -803,6 +803,21 @@ def test_every_drain_of_a_scale_down_carries_when_its_plans_claim_on_the_node_la
     assert rig.ledger.stored.executions[-1]["input"]["drains"][0]["claim_until"] == claim["claim_until"]
 
 
+def test_a_zero_drain_claim_claims_nothing_so_no_drain_is_cancelled_for_it() -> None:
+    """drain_claim_minutes 0: later plans may judge a drained node at once (the planner's claimed_at
+    keeps nothing), so the plan's drains carry no claim; with a claim ending at the plan's own second,
+    DrainNode would cancel every drain, even the first one started at once, and nothing would scale down."""
+    drain = Drain("ip-10-1-0-1.ec2.internal", "i-0aaaaaaaaaaaaaaaa", "general", "us-east-1", "idle 10 min")
+    rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", drain_claim_minutes=0)))
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+    run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
+             now=NOW, planner=lambda *a: replace(run_planner(*a), drain=(drain,)))  # fmt: skip
+    [down] = [r for r in rig.executions.requests if r.kind == "scale_down"]
+    [item] = down.input["drains"]
+    assert not {"planned_at", "claim_minutes", "claim_until"} & set(item)
+    assert parse_request({"cluster": "ml", "plan_id": "p", **item}).claim_until is None
+
+
 # --- gangs launched atomically ------------------------------------------------------------------
 
 GANG_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-GangLaunchStateMachine"

@@ -335,7 +335,10 @@ def claim_fields(now: datetime, claim_minutes: float) -> dict[str, Any]:
     behind ``MaxDrainConcurrency`` others, or in a part waiting for the one before) is cancelled by
     DrainNode's validation, touching nothing; the next plan judges its node again, and a consolidation's
     premise (its pods fit elsewhere) is that old. RFC 3339 in whole seconds with ``Z``; rounded down, so
-    a drain never starts after the claim lapsed."""
+    a drain never starts after the claim lapsed. ``drain_claim_minutes`` 0 claims nothing (later plans
+    may judge the node at once): no fields, so no drain is ever cancelled for a claim."""
+    if claim_minutes <= 0:
+        return {}
     planned = _aware(now).astimezone(UTC)
     until = planned + timedelta(minutes=claim_minutes)
     return {
