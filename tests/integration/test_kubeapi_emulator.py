@@ -1198,3 +1198,16 @@ def test_every_kind_with_a_status_subresource_says_what_a_create_leaves_of_it() 
     """A kind added later must name its strategy's rule, or a create would keep a client's status."""
     missing = [rt.qualified for rt in resources.ALL if rt.has_status and rt.create_status is None]
     assert missing == []
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"])
+def test_a_workload_starts_at_generation_one_and_a_spec_change_bumps_it(
+    api: KubeApiServer, kind: str
+) -> None:
+    """Their strategies set ``metadata.generation`` to 1 on create and bump it when the spec changes
+    (what a controller's ``status.observedGeneration`` is compared with)."""
+    path, spec, _, _ = _CREATE_STATUS_CASES[kind]
+    created = _post(api, path, {"metadata": {"name": "made"}, "spec": spec})
+    assert created["metadata"]["generation"] == 1
+    updated = api.update(kind, {**created, "spec": {**created["spec"], "replicas": 5}})
+    assert updated["metadata"]["generation"] == 2

@@ -47,6 +47,17 @@ APPLY_PATCH = ("application/apply-patch+yaml", "application/apply-patch+cbor")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _NAME_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"
 # metadata the server owns: writes cannot change it
+#: the built-in kinds whose strategies start ``metadata.generation`` at 1 on create (and bump it on a
+#: spec change); custom resources do too
+_GENERATION_FROM_ONE = (
+    "PodDisruptionBudget",
+    "Pod",
+    "Job",
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+    "ReplicationController",
+)
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
 
@@ -397,7 +408,7 @@ class Store:
                 meta.pop(server_owned, None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = self.now()
-            if rt.canonical in ("PodDisruptionBudget", "Pod", "Job") or rt.optional:
+            if rt.canonical in _GENERATION_FROM_ONE or rt.optional:
                 meta["generation"] = 1
             obj = {**obj, "apiVersion": resources.BY_STORE_KIND[rt.canonical].api_version, "kind": rt.kind}
             obj["metadata"] = meta
