@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from kubernetes.client import (
     ApiClient,
     ApisApi,
+    AppsV1Api,
     CoreV1Api,
     CustomObjectsApi,
     EventsV1Api,
@@ -19,7 +21,7 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
-from spillway.local.kubeapi import KubeApiError, KubeApiServer
+from spillway.local.kubeapi import KubeApiError, KubeApiServer, resources
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 
 SMP = "application/strategic-merge-patch+json"
@@ -1051,3 +1053,161 @@ def test_a_crd_not_installed_answers_404_and_leaves_discovery() -> None:
         assert custom.list_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups")["items"] == []
     with pytest.raises(ValueError, match="unknown optional"):
         KubeApiServer(optional_resources=["podgroups.example.com"])
+
+
+# --- status on create: what each kind's registry strategy (PrepareForCreate) leaves --------------
+
+
+def _post(api: KubeApiServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A create over the wire, exactly as sent (no client model drops or reshapes the status)."""
+    request = urllib.request.Request(
+        api.url + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request) as answer:
+        created: dict[str, Any] = json.loads(answer.read())
+    return created
+
+
+_TEMPLATE = {
+    "metadata": {"labels": {"app": "web"}},
+    "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+}
+_WORKLOAD_SPEC = {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": _TEMPLATE}
+_WORKLOAD_STATUS = {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "observedGeneration": 1}
+
+# (path, body without metadata, the status the create sends, the status the created object has)
+_CREATE_STATUS_CASES = {
+    "Deployment": ("/apis/apps/v1/namespaces/default/deployments", _WORKLOAD_SPEC, _WORKLOAD_STATUS, {}),
+    "StatefulSet": (
+        "/apis/apps/v1/namespaces/default/statefulsets",
+        {**_WORKLOAD_SPEC, "serviceName": "web"},
+        _WORKLOAD_STATUS,
+        {},
+    ),
+    "ReplicaSet": ("/apis/apps/v1/namespaces/default/replicasets", _WORKLOAD_SPEC, _WORKLOAD_STATUS, {}),
+    "ReplicationController": (
+        "/api/v1/namespaces/default/replicationcontrollers",
+        {"replicas": 3, "selector": {"app": "web"}, "template": _TEMPLATE},
+        _WORKLOAD_STATUS,
+        {},
+    ),
+    "Job": (
+        "/apis/batch/v1/namespaces/default/jobs",
+        {"template": {**_TEMPLATE, "spec": {**_TEMPLATE["spec"], "restartPolicy": "Never"}}},
+        {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]},
+        {},
+    ),
+    "ResourceQuota": (
+        "/api/v1/namespaces/default/resourcequotas",
+        {"hard": {"requests.cpu": "10"}},
+        {"hard": {"requests.cpu": "10"}, "used": {"requests.cpu": "0"}},
+        {},
+    ),
+    "PersistentVolumeClaim": (
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        {"phase": "Bound", "capacity": {"storage": "1Gi"}},
+        {"phase": "Pending"},
+    ),
+    "Pod": (
+        "/api/v1/namespaces/default/pods",
+        _TEMPLATE["spec"],
+        {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        {"phase": "Pending"},
+    ),
+    "Namespace": ("/api/v1/namespaces", {}, {"phase": "Terminating"}, {"phase": "Active"}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_CREATE_STATUS_CASES))
+def test_a_create_over_the_wire_gets_the_status_its_strategy_leaves(api: KubeApiServer, kind: str) -> None:
+    """The registry strategies of these kinds reset the status a create carries (their controllers
+    write it, through /status): a client cannot create a Deployment that claims ready replicas, a bound
+    claim, or a finished Job."""
+    path, spec, sent, expected = _CREATE_STATUS_CASES[kind]
+    created = _post(api, path, {"metadata": {"name": "made"}, "spec": spec, "status": sent})
+    assert created.get("status") == expected
+    namespace = None if kind == "Namespace" else "default"
+    stored = api.get(kind, "made", namespace)
+    assert stored is not None and stored.get("status") == expected
+
+
+def test_a_persistent_volume_created_with_a_status_starts_pending(api: KubeApiServer) -> None:
+    """The PersistentVolume strategy clears the status and starts it Pending, stamping the phase's
+    transition time itself (the time a create sends is not kept)."""
+    spec = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/d"}}
+    sent = {"phase": "Bound", "lastPhaseTransitionTime": "2001-01-01T00:00:00Z"}
+    created = _post(
+        api, "/api/v1/persistentvolumes", {"metadata": {"name": "pv"}, "spec": spec, "status": sent}
+    )
+    status = created["status"]
+    assert set(status) == {"phase", "lastPhaseTransitionTime"}
+    assert status["phase"] == "Pending"
+    assert status["lastPhaseTransitionTime"] == created["metadata"]["creationTimestamp"]
+
+
+def test_a_budget_created_with_a_status_reports_its_own(api: KubeApiServer) -> None:
+    sent = {"disruptionsAllowed": 5, "currentHealthy": 5, "desiredHealthy": 0, "expectedPods": 5}
+    body = {"metadata": {"name": "pdb"}, "spec": {"minAvailable": 1, "selector": {}}, "status": sent}
+    created = _post(api, "/apis/policy/v1/namespaces/default/poddisruptionbudgets", body)
+    assert (created["status"]["disruptionsAllowed"], created["status"]["expectedPods"]) == (0, 0)
+
+
+def test_a_node_registers_with_its_status_but_not_a_config_source(api: KubeApiServer) -> None:
+    """The Node strategy keeps the status a create carries (the kubelet registers a node with its
+    capacity and conditions) but drops ``status.config`` (dynamic kubelet config, removed)."""
+    sent = {
+        "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+        "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "config": {"assigned": {"configMap": {"name": "kubelet", "namespace": "kube-system"}}},
+    }
+    created = _post(api, "/api/v1/nodes", {"metadata": {"name": "n1"}, "status": sent})
+    assert created["status"] == {k: v for k, v in sent.items() if k != "config"}
+
+
+def test_a_controller_writes_the_status_of_a_created_deployment_through_status(
+    api: KubeApiServer, client: ApiClient
+) -> None:
+    apps = AppsV1Api(client)
+    body = {"metadata": {"name": "web"}, "spec": _WORKLOAD_SPEC, "status": _WORKLOAD_STATUS}
+    apps.create_namespaced_deployment("default", body)
+    assert apps.read_namespaced_deployment("web", "default").status.ready_replicas is None
+    apps.patch_namespaced_deployment_status("web", "default", {"status": {"readyReplicas": 2}})
+    assert apps.read_namespaced_deployment("web", "default").status.ready_replicas == 2
+
+
+def test_the_seeding_path_keeps_the_status_a_controller_wrote(api: KubeApiServer) -> None:
+    """``add()`` stands for objects a controller already wrote: it keeps their status."""
+    api.add(
+        {
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": _WORKLOAD_SPEC,
+            "status": _WORKLOAD_STATUS,
+        }
+    )
+    stored = api.get("Deployment", "web", "default")
+    assert stored is not None and stored["status"] == _WORKLOAD_STATUS
+
+
+def test_every_kind_with_a_status_subresource_says_what_a_create_leaves_of_it() -> None:
+    """A kind added later must name its strategy's rule, or a create would keep a client's status."""
+    missing = [rt.qualified for rt in resources.ALL if rt.has_status and rt.create_status is None]
+    assert missing == []
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"])
+def test_a_workload_starts_at_generation_one_and_a_spec_change_bumps_it(
+    api: KubeApiServer, kind: str
+) -> None:
+    """Their strategies set ``metadata.generation`` to 1 on create and bump it when the spec changes
+    (what a controller's ``status.observedGeneration`` is compared with)."""
+    path, spec, _, _ = _CREATE_STATUS_CASES[kind]
+    created = _post(api, path, {"metadata": {"name": "made"}, "spec": spec})
+    assert created["metadata"]["generation"] == 1
+    updated = api.update(kind, {**created, "spec": {**created["spec"], "replicas": 5}})
+    assert updated["metadata"]["generation"] == 2

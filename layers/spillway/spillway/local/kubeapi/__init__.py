@@ -68,8 +68,13 @@ What it serves (JSON only)
   :mod:`.disruption` for the arithmetic.
 * Deletion is immediate: no graceful termination, no finalizers. Deleting a Pod answers the pod with
   ``deletionTimestamp`` set, as the real registry does; deleting a Namespace removes its contents.
-* Pod create through the API resets ``status`` to ``Pending`` and sets the usual spec defaults;
-  ``add()`` keeps the status you give (fixtures of running pods).
+* A create through the API leaves of the ``status`` it sends what the kind's registry strategy does
+  (``ResourceType.create_status``): Deployments, StatefulSets, ReplicaSets, ReplicationControllers,
+  Jobs, ResourceQuotas and PDBs start with an empty status, Pods and PersistentVolumeClaims
+  ``Pending``, PersistentVolumes ``Pending`` with the transition time stamped, Namespaces ``Active``,
+  custom resources with a ``/status`` subresource without one; Nodes keep theirs (less
+  ``status.config``). Controllers then write status through ``/status``. Pod creates also get the
+  usual spec defaults. ``add()`` keeps the status you give (what a controller already wrote).
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix)``, ``delay(seconds, path_prefix)``,

@@ -54,6 +54,36 @@ def _identity(obj: JsonObj) -> JsonObj:
     return obj
 
 
+# --- the status a create over the wire leaves: each kind's registry strategy (PrepareForCreate) ---
+# Called with the status the create sent and the server's clock; ``None`` stores no status at all.
+
+
+def _cleared(sent: JsonObj, now: str) -> JsonObj | None:
+    """What a controller writes through ``/status`` starts empty: apps and batch workloads, quotas,
+    budgets (an empty Go struct, so ``{}`` on the wire)."""
+    return {}
+
+
+def _dropped(sent: JsonObj, now: str) -> JsonObj | None:
+    """A custom resource with a status subresource: the status a create sends is dropped."""
+    return None
+
+
+def _pending(sent: JsonObj, now: str) -> JsonObj | None:
+    """Pods, and claims (cleared, then ``phase`` defaulted by the v1 defaults)."""
+    return {"phase": "Pending"}
+
+
+def _volume_pending(sent: JsonObj, now: str) -> JsonObj | None:
+    """PersistentVolumes: cleared, then ``Pending`` with the transition stamped by the server."""
+    return {"phase": "Pending", "lastPhaseTransitionTime": now}
+
+
+def _registered(sent: JsonObj, now: str) -> JsonObj | None:
+    """Nodes keep the status they register with (the kubelet's), less the dropped ``config``."""
+    return {k: v for k, v in sent.items() if k != "config"} or None
+
+
 @dataclass(frozen=True)
 class ResourceType:
     kind: str
@@ -81,6 +111,10 @@ class ResourceType:
     immutable: tuple[tuple[str, ...], ...] = ()
     #: a CRD's ``subresources.scale``: (specReplicasPath, statusReplicasPath, labelSelectorPath)
     scale: tuple[str, str, str] | None = None
+    #: the status a create over the wire stores, from the one it sent and the clock (the kind's
+    #: registry strategy, ``PrepareForCreate``); ``None`` keeps the status sent (a kind without one).
+    #: The in-process ``add`` keeps the status given: it seeds what a controller already wrote
+    create_status: Callable[[JsonObj, str], JsonObj | None] | None = None
 
     @property
     def api_version(self) -> str:
@@ -114,6 +148,7 @@ NODES = ResourceType(
     namespaced=False,
     short_names=("no",),
     has_status=True,
+    create_status=_registered,
     merge_keys={
         **_META_KEYS,
         ("spec", "podCIDRs"): None,
@@ -132,6 +167,7 @@ PODS = ResourceType(
     namespaced=True,
     short_names=("po",),
     has_status=True,
+    create_status=_pending,
     merge_keys={
         **_META_KEYS,
         ("spec", "containers"): "name",
@@ -159,6 +195,7 @@ PDBS = ResourceType(
     namespaced=True,
     short_names=("pdb",),
     has_status=True,
+    create_status=_cleared,
     merge_keys={**_META_KEYS, ("status", "conditions"): "type"},
 )
 EVENTS = ResourceType(
@@ -218,6 +255,7 @@ RESOURCE_QUOTAS = ResourceType(
     namespaced=True,
     short_names=("quota",),
     has_status=True,
+    create_status=_cleared,
     merge_keys=dict(_META_KEYS),
 )
 
@@ -232,6 +270,7 @@ PERSISTENT_VOLUME_CLAIMS = ResourceType(
     namespaced=True,
     short_names=("pvc",),
     has_status=True,
+    create_status=_pending,
     merge_keys=dict(_META_KEYS),
 )
 PERSISTENT_VOLUMES = ResourceType(
@@ -243,6 +282,7 @@ PERSISTENT_VOLUMES = ResourceType(
     namespaced=False,
     short_names=("pv",),
     has_status=True,
+    create_status=_volume_pending,
     merge_keys=dict(_META_KEYS),
 )
 
@@ -280,6 +320,7 @@ JOBS = ResourceType(
     "v1",
     namespaced=True,
     has_status=True,
+    create_status=_cleared,
     merge_keys={
         **_META_KEYS,
         ("spec", "template", "spec", "containers"): "name",
@@ -303,6 +344,7 @@ COSCHEDULING_PODGROUPS = ResourceType(
     short_names=("pg", "pgs"),
     store_kind="PodGroup.scheduling.x-k8s.io",
     has_status=True,
+    create_status=_dropped,
     custom=True,
     optional=True,
 )
@@ -329,6 +371,7 @@ UPSTREAM_PODGROUPS = ResourceType(
     namespaced=True,
     store_kind="PodGroup.scheduling.k8s.io",
     has_status=True,
+    create_status=_cleared,
     optional=True,
     merge_keys={**_META_KEYS, ("status", "conditions"): "type"},
 )
@@ -353,6 +396,7 @@ CAPACITY_QUOTAS = ResourceType(
     namespaced=False,
     store_kind="CapacityQuota.autoscaling.x-k8s.io",
     has_status=True,
+    create_status=_dropped,
     custom=True,
     optional=True,
 )
@@ -367,6 +411,7 @@ PROVISIONING_REQUESTS = ResourceType(
     short_names=("provreq", "provreqs"),
     store_kind="ProvisioningRequest.autoscaling.x-k8s.io",
     has_status=True,
+    create_status=_dropped,
     custom=True,
     optional=True,
     immutable=(("spec", "provisioningClassName"),),
@@ -382,6 +427,7 @@ CAPACITY_BUFFERS = ResourceType(
     short_names=("cb",),
     store_kind="CapacityBuffer.autoscaling.x-k8s.io",
     has_status=True,
+    create_status=_dropped,
     custom=True,
     optional=True,
 )
@@ -400,6 +446,7 @@ ROLLOUTS = ResourceType(
     short_names=("ro",),
     store_kind="Rollout.argoproj.io",
     has_status=True,
+    create_status=_dropped,
     custom=True,
     optional=True,
     scale=(".spec.replicas", ".status.HPAReplicas", ".status.selector"),
@@ -441,6 +488,7 @@ def _apps(kind: str, plural: str, short: str) -> ResourceType:
         namespaced=True,
         short_names=(short,),
         has_status=True,
+        create_status=_cleared,
         merge_keys={
             **_META_KEYS,
             ("spec", "template", "spec", "containers"): "name",
@@ -462,6 +510,7 @@ REPLICATION_CONTROLLERS = ResourceType(
     namespaced=True,
     short_names=("rc",),
     has_status=True,
+    create_status=_cleared,
     merge_keys={
         **_META_KEYS,
         ("spec", "template", "spec", "containers"): "name",
@@ -480,6 +529,7 @@ PYTORCH_JOBS = ResourceType(
     namespaced=True,
     store_kind="PyTorchJob.kubeflow.org",
     has_status=True,
+    create_status=_dropped,
     custom=True,
     optional=True,
 )
@@ -492,6 +542,7 @@ PADDLE_JOBS = ResourceType(
     namespaced=True,
     store_kind="PaddleJob.kubeflow.org",
     has_status=True,
+    create_status=_dropped,
     custom=True,
     optional=True,
 )

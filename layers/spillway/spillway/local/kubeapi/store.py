@@ -47,6 +47,17 @@ APPLY_PATCH = ("application/apply-patch+yaml", "application/apply-patch+cbor")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _NAME_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"
 # metadata the server owns: writes cannot change it
+#: the built-in kinds whose strategies start ``metadata.generation`` at 1 on create (and bump it on a
+#: spec change); custom resources do too
+_GENERATION_FROM_ONE = (
+    "PodDisruptionBudget",
+    "Pod",
+    "Job",
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+    "ReplicationController",
+)
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
 
@@ -354,7 +365,8 @@ class Store:
         dry_run: bool = False,
     ) -> JsonObj:
         """POST: store a new object. ``via_api=False`` is the in-process ``add``: the namespace is
-        created when missing and the pod or PDB status given is kept (the API resets it)."""
+        created when missing and the status given is kept (over the wire, ``rt.create_status`` says
+        what the kind's strategy leaves of it)."""
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
         self._check_type(rt, body)
@@ -396,7 +408,7 @@ class Store:
                 meta.pop(server_owned, None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = self.now()
-            if rt.canonical in ("PodDisruptionBudget", "Pod", "Job") or rt.optional:
+            if rt.canonical in _GENERATION_FROM_ONE or rt.optional:
                 meta["generation"] = 1
             obj = {**obj, "apiVersion": resources.BY_STORE_KIND[rt.canonical].api_version, "kind": rt.kind}
             obj["metadata"] = meta
@@ -411,6 +423,10 @@ class Store:
             return self.present(rt, self._write(rt.canonical, key, obj).obj)
 
     def _defaults(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
+        if via_api and rt.create_status is not None:
+            status = rt.create_status(dict(obj.pop("status", None) or {}), self.now())
+            if status is not None:
+                obj["status"] = status
         if rt.canonical == "Pod":
             spec = dict(obj.get("spec") or {})
             spec.setdefault("restartPolicy", "Always")
@@ -419,13 +435,11 @@ class Store:
             spec.setdefault("terminationGracePeriodSeconds", 30)
             spec.setdefault("priority", 0)
             obj["spec"] = spec
-            status = {} if via_api else dict(obj.get("status") or {})
-            status.setdefault("phase", "Pending")
+            status = dict(obj.get("status") or {})
+            status.setdefault("phase", "Pending")  # add() keeps a running pod's status
             obj["status"] = status
         elif rt.canonical == "PodDisruptionBudget":
             obj.pop("status", None)  # always computed on read
-        elif rt.canonical == "ResourceQuota" and via_api:
-            obj.pop("status", None)  # its strategy clears it on create; the quota controller writes it
         elif rt.canonical == "StorageClass":
             obj.setdefault("reclaimPolicy", "Delete")
             obj.setdefault("volumeBindingMode", "Immediate")
@@ -436,9 +450,7 @@ class Store:
                 "kubernetes.io/metadata.name": meta.get("name", ""),
             }
             obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
-            obj["status"] = {"phase": "Active"}
-        elif rt.optional and rt.has_status and via_api:
-            obj.pop("status", None)  # with a status subresource, create ignores the status given
+            obj["status"] = {"phase": "Active"}  # as its strategy sets it on every create
         obj.update(crds.with_defaults(rt.canonical, obj))
 
     def replace(
