@@ -299,6 +299,10 @@ def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_other
     assert by_node[ghost]["error"] == "InvalidDrainRequest"
     assert "no Auto Scaling group" in by_node[ghost]["cause"]
     assert by_node[busy_node]["outcome"] == "cancelled"  # a scale-down never evicts work
+    # cancelled before touching anything: a success, with its reason, no error to alarm on
+    assert "the plan that chose it saw it empty" in by_node[busy_node]["note"], by_node[busy_node]
+    assert "error" not in by_node[busy_node] and drain_statuses(world)[busy_node] == "SUCCEEDED"
+    assert_no_drain_function_error(world, "DrainCancelled")
     assert world.api.get("Pod", "web-0", "team-a") is not None  # still running where it was
     assert out["counts"] == {"cancelled": 1, "rejected": 1, "terminated": 1}
     # The west node is outside the state machine's region: terminated through the function.
@@ -358,12 +362,29 @@ def _undrained_metric(capsys: pytest.CaptureFixture[str], outcome: str) -> float
     return sum(sum(m["DrainOutcome"]) for m in lines if "DrainOutcome" in m and m.get("Outcome") == outcome)
 
 
+def drain_statuses(world: World) -> dict[str, str]:
+    """Each DrainNode execution's status, by the node it was started for."""
+    sfn = world.stack.client("stepfunctions")
+    out: dict[str, str] = {}
+    for e in world.cloud.executions("DrainNodeStateMachine"):
+        described = sfn.describe_execution(executionArn=e["executionArn"])
+        out[json.loads(described["input"])["node"]] = described["status"]
+    return out
+
+
+def assert_no_drain_function_error(world: World, error: str) -> None:
+    """No invocation of the drain function failed with ``error`` (a Lambda error: the Errors alarm)."""
+    failed = [c.event.get("action") for c in world.stack.calls("DrainFunction") if c.error == error]
+    assert failed == [], failed
+
+
 def assert_cancelled_for_its_claim(line: dict[str, Any], claim: dict[str, Any]) -> None:
-    """A scale-down's line for a drain its validation cancelled because its plan's claim had lapsed."""
-    assert (line["outcome"], line["error"]) == ("cancelled", "DrainCancelled"), line
+    """A scale-down's line for a drain its validation cancelled because its plan's claim had lapsed:
+    a success (its DrainNode execution succeeded), the reason in its note, no error."""
+    assert line["outcome"] == "cancelled" and "error" not in line, line
     for named in (claim["planned_at"], f"drain_claim_minutes ({claim['claim_minutes']:g})",
                   claim["claim_until"], "the next plan judges the node again"):  # fmt: skip
-        assert named in line["cause"], line["cause"]
+        assert named in line["note"], line["note"]
 
 
 def test_the_drains_of_a_split_scale_downs_parts_that_outwait_their_plans_claim_are_cancelled(
@@ -410,6 +431,9 @@ def test_the_drains_of_a_split_scale_downs_parts_that_outwait_their_plans_claim_
         for line in out["drains"]:
             assert_cancelled_for_its_claim(line, claim)
     assert drained_nodes(world) == {blocked, idle, spare, west}  # each validated, and stopped there
+    statuses = drain_statuses(world)
+    assert [statuses[n] for n in (idle, spare, west)] == ["SUCCEEDED"] * 3, statuses
+    assert_no_drain_function_error(world, "DrainCancelled")
     assert world.desired("general") == 3 and world.desired("west", WEST) == 2
     for node in (idle, spare, west):
         assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
@@ -453,6 +477,8 @@ def test_a_drain_queued_behind_max_drain_concurrency_past_its_plans_claim_is_can
     lines = {line["node"]: line for line in out["output"]["drains"]}
     assert [lines[n]["outcome"] for n in held] == ["timeout"] * 5, out["output"]
     assert_cancelled_for_its_claim(lines[late], claim)
+    assert drain_statuses(world)[late] == "SUCCEEDED"
+    assert_no_drain_function_error(world, "DrainCancelled")
     assert world.desired("queued") == 1
     assert not world.node(late)["spec"].get("unschedulable")  # type: ignore[index]
     assert not world.node(late)["spec"].get("taints")  # type: ignore[index]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import pytest
 from fakes import FakeCloud
 
 from spillway.act.drain import (
+    RAISES,
     Drainer,
     cause_message,
     classify,
@@ -1268,6 +1270,28 @@ def test_a_drain_another_took_over_ends_superseded_without_compensating() -> Non
     assert states["Superseded"]["Parameters"]["outcome"] == "superseded"
 
 
+def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds() -> None:
+    """Validation's ``cancelled`` answer (nothing touched) goes, before anything else, even a dry run, to
+    a record step with outcome ``cancelled`` that ends the execution as a success: as a superseded
+    drain's, no Fail state and no compensation is reachable from there."""
+    states = _asl("drain_node.asl.json")["States"]
+    assert states["Validate"]["Next"] == "IsCancelled"
+    choice = states["IsCancelled"]
+    assert choice["Type"] == "Choice" and choice["Default"] == "IsDryRun"
+    assert choice["Choices"] == [{"Variable": "$.cancelled", "IsPresent": True, "Next": "RecordCancelled"}]
+    record = states["RecordCancelled"]
+    assert record["Resource"] == "${DrainFunctionArn}"
+    assert record["Parameters"] == {"action": "record", "outcome": "cancelled", "state.$": "$"}
+    assert record["ResultPath"] == "$" and record.get("End") is True
+    assert [c["Next"] for c in record["Catch"]] == ["Cancelled"]
+    fallback = states["Cancelled"]
+    assert fallback["Type"] == "Pass" and fallback.get("End") is True
+    assert fallback["Parameters"]["outcome"] == "cancelled"
+    for key in ("node", "instance_id", "group", "region"):
+        assert fallback["Parameters"][f"{key}.$"] == f"$.cancelled.{key}", key
+    assert "$.cancelled.note" in fallback["Parameters"]["note.$"]
+
+
 def test_every_terminating_drain_terminates_through_the_drain_function() -> None:
     """One terminate path, in every region and for every reason: the drain function, whose adapter maps
     Auto Scaling's errors to ours (AwsThrottled / AwsUnavailable retried here) and which drops the
@@ -1378,13 +1402,51 @@ def test_a_planned_drain_leaves_a_node_that_gained_work_since_the_plan(rig: Rig)
     rig.pod("late-job")
     rig.api.clear_requests()
 
-    with pytest.raises(DrainCancelled, match="runs 1 workload pod"):
-        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": "20261102T100000Z-abc"})
-    assert rig.writes() == []
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": "20261102T100000Z-abc"})
+    assert "runs 1 workload pod" in cancelled(out)["note"]
+    assert cancelled(out) | {"note": ""} == {"node": NODE, "instance_id": INSTANCE, "group": "general",
+                                             "region": "us-east-1", "plan_id": "20261102T100000Z-abc",
+                                             "reason": "a plan's scale-down", "note": ""}  # fmt: skip
+    assert rig.writes() == [] and rig.outcomes == []  # counted once, by the record step
 
     # The same node, asked for by an operator (no plan), is drained: eviction is the point.
     out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE})
     assert out["preview"]["would_evict"] == ["team-a/late-job"]
+
+
+def cancelled(validated: dict[str, Any]) -> dict[str, Any]:
+    """A validation's answer for a drain it cancelled: only ``cancelled`` (no drain, nothing to do)."""
+    assert set(validated) == {"cancelled"}, validated
+    found: dict[str, Any] = validated["cancelled"]
+    return found
+
+
+def test_a_drain_cancelled_at_validation_is_recorded_as_a_success_counted_once(rig: Rig) -> None:
+    """Nothing was touched: the record step's outcome is ``cancelled`` with the reason as its note (no
+    error, no cause: the execution succeeds), no event on the node, and DrainOutcome once."""
+    rig.pod("late-job")
+    rig.api.clear_requests()
+    plan = "20261102T100000Z-abc"
+    state = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": plan, "reason": "idle 12 min"})
+
+    out = run_action(rig.drainer, {"action": "record", "outcome": "cancelled", "state": state})
+
+    assert {k: out[k] for k in ("outcome", "node", "instance_id", "group", "region", "plan_id", "reason")} == {
+        "outcome": "cancelled", "node": NODE, "instance_id": INSTANCE, "group": "general",
+        "region": "us-east-1", "plan_id": plan, "reason": "idle 12 min"}  # fmt: skip
+    assert "runs 1 workload pod" in out["note"] and "error" not in out and "cause" not in out
+    assert rig.outcomes == [("cancelled", None)]
+    assert rig.writes() == []  # not even an Event: the drain never touched the node
+    line = summarize(CLUSTER, plan, [{"execution": "arn:x:drain-1", "output": out}])["drains"][0]
+    assert (line["outcome"], line["note"], line["instance_id"]) == ("cancelled", out["note"], INSTANCE)
+
+
+def test_validation_never_fails_a_drain_it_cancels(rig: Rig) -> None:
+    """A cancellation at validation is an answer, not an error: no Lambda error (the drain function's
+    Errors alarm) and no failed execution (the DrainNode failures alarm) for normal operation."""
+    assert DrainCancelled not in RAISES["validate"]
+    with pytest.raises(InvalidDrainRequest, match="record"):
+        rig.drainer.record({"cancelled": "soon"}, "cancelled")
 
 
 # --- the plan's claim on the node: a drain that starts after it lapsed --------------------------------
@@ -1414,9 +1476,8 @@ def test_a_planned_drain_that_starts_once_its_plans_claim_lapsed_is_cancelled_to
     cordoned yet), and a consolidation's premise is as old. Cancelled before anything is read or
     written, saying when the plan was made and for how long it claimed the node."""
     rig.clock.advance(late)
-    with pytest.raises(DrainCancelled) as caught:
-        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **CLAIM, **consolidation()})
-    words = str(caught.value)
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **CLAIM, **consolidation()})
+    words = cancelled(out)["note"]
     for named in ("2026-11-02T09:41:00Z", "drain_claim_minutes (20)", "2026-11-02T10:01:00Z",
                   NODE, "the next plan judges the node again"):  # fmt: skip
         assert named in words, words
@@ -1426,10 +1487,10 @@ def test_a_planned_drain_that_starts_once_its_plans_claim_lapsed_is_cancelled_to
 
 def test_a_drain_with_only_claim_until_says_when_its_claim_lapsed(rig: Rig) -> None:
     rig.clock.advance(61)
-    with pytest.raises(
-        DrainCancelled, match=r"lapsed at 2026-11-02T10:01:00Z.*next plan judges the node again"
-    ):
-        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "claim_until": CLAIM["claim_until"]})
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "claim_until": CLAIM["claim_until"]})
+    assert re.search(
+        r"lapsed at 2026-11-02T10:01:00Z.*next plan judges the node again", cancelled(out)["note"]
+    )
 
 
 def test_a_drain_without_claim_until_is_not_bound_by_any_claim(rig: Rig) -> None:
@@ -1490,8 +1551,8 @@ def test_a_consolidation_is_cancelled_before_touching_anything_when_other_work_a
     rig.pod("late-job", app="late")
     rig.api.clear_requests()
 
-    with pytest.raises(DrainCancelled, match=r"did not plan to move .*team-a/late-job"):
-        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
+    assert re.search(r"did not plan to move .*team-a/late-job", cancelled(out)["note"])
     assert rig.writes() == []
 
 
@@ -1499,8 +1560,8 @@ def test_a_consolidation_is_cancelled_when_a_pod_it_moves_became_protected(rig: 
     rig.pod("web-0", annotations={"karpenter.sh/do-not-disrupt": "true"})
     rig.api.clear_requests()
 
-    with pytest.raises(DrainCancelled, match="may no longer be evicted"):
-        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
+    assert "may no longer be evicted" in cancelled(out)["note"]
     assert rig.writes() == []
 
 

@@ -3,9 +3,10 @@
 ::
 
     validate ─▶ cordon + taint ─▶ evict ⟲ wait poll_seconds ─▶ check ─▶ terminate ─▶ delete_node ─▶ record
-                    │                   │                         └─(uncordon: true)─▶ uncordon ─▶ record "released"
-                    │                   └─ another drain took the node over ─▶ record "superseded" (nothing undone)
-                    └───── any failure before termination ─────▶ uncordon (compensation) ─▶ record ─▶ Fail
+       │            │                   │                         └─(uncordon: true)─▶ uncordon ─▶ record "released"
+       │            │                   └─ another drain took the node over ─▶ record "superseded" (nothing undone)
+       │            └───── any failure before termination ─────▶ uncordon (compensation) ─▶ record ─▶ Fail
+       └─ its plan's premise is gone (claim lapsed, work arrived) ─▶ record "cancelled" (nothing touched, a success)
 
 A drain with ``uncordon`` (a plan's make-room, or a person's "empty it and keep it") ends with the
 compensation's own step run as a success: the node is uncordoned, its taint lifted and it stays in
@@ -37,7 +38,10 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   evicted only with ``force``: until then they keep the node busy, up to the deadline;
 * a plan's drain that starts at or after its ``claim_until`` (the plan's time plus
   ``drain_claim_minutes``; it waited behind the scale-down's other drains) is cancelled before anything
-  is read: later plans judge its node again, and the plan's premise is as old (:func:`_refuse_lapsed_claim`);
+  is read: later plans judge its node again, and the plan's premise is as old (:func:`_lapsed_claim`);
+  so is one whose node runs work the plan did not plan to move (:func:`_busy_planned_drain`). Such a
+  cancellation touched nothing: validation answers ``cancelled`` (no error) and the drain ends as a
+  success recorded ``cancelled``, as a superseded one does; normal operation raises no alarm;
 * every step after the cordon re-reads the node and stops with ``DrainCancelled`` when it is no longer
   cordoned by Spillway (the planner or a person uncordoned it), was replaced (a new uid) or is gone,
   and with :class:`~spillway.errors.DrainSuperseded` when another Spillway drain took it over (the
@@ -140,7 +144,7 @@ _KUBE = ERRORS["Cluster"]
 _AWS = ERRORS["Cloud"]
 _ALWAYS = (InvalidDrainRequest,)  # an unknown action or a malformed drain
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {
-    "validate": frozenset({*_ALWAYS, DrainCancelled, *_KUBE, *_AWS}),
+    "validate": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # a cancellation is an answer, not an error
     "cordon": frozenset({*_ALWAYS, DrainCancelled, *_KUBE}),
     "evict": frozenset({*_ALWAYS, DrainCancelled, DrainSuperseded, DrainTimeout, *_KUBE}),
     "check": frozenset({*_ALWAYS, DrainCancelled, DrainSuperseded, *_KUBE}),
@@ -269,8 +273,8 @@ def _timestamp_refusal(request: DrainRequest, field: str) -> Refusal:
     )
 
 
-def _refuse_lapsed_claim(request: DrainRequest, now: datetime) -> None:
-    """A plan claims the nodes it drains until ``claim_until``: later plans leave them alone until then,
+def _lapsed_claim(request: DrainRequest, now: datetime) -> str | None:
+    """Why the drain is cancelled when its plan's claim lapsed, else None. A plan claims the nodes it drains until ``claim_until``: later plans leave them alone until then,
     unless the drain has cordoned them. A drain that starts at or after it (it waited behind other
     drains of its scale-down, MaxDrainConcurrency at a time, or behind the part before) has not cordoned
     its node, so later plans judge it again, and a consolidation's premise (its pods fit elsewhere) is
@@ -278,11 +282,11 @@ def _refuse_lapsed_claim(request: DrainRequest, now: datetime) -> None:
     planner counts it (:meth:`spillway.planner.scaledown.ScaleDown.claimed_at`). A drain without one
     (started by hand) has no claim to lapse."""
     if request.claim_until is None:
-        return
+        return None
     until = _timestamp(request.claim_until)
     assert until is not None  # parse_request refused it otherwise
     if now < until:
-        return
+        return None
     if request.planned_at is not None and request.claim_minutes is not None:
         claim = (
             f"the plan made at {request.planned_at} claimed Node {request.node!r} for drain_claim_minutes "
@@ -290,10 +294,36 @@ def _refuse_lapsed_claim(request: DrainRequest, now: datetime) -> None:
         )
     else:
         claim = f"the plan's claim on Node {request.node!r} lapsed at {request.claim_until}"
-    raise DrainCancelled(
+    return (
         f"{claim}; this drain could start only at {iso(now)}, after other drains of its scale-down, "
         "with the node still uncordoned: it touched nothing, and the next plan judges the node again"
     )
+
+
+def _reason_of(request: DrainRequest) -> str:
+    return request.reason or ("a plan's scale-down" if request.plan_id else "requested")
+
+
+# What a drain cancelled at validation carries (the record step's output, a scale-down's line).
+CANCELLED_KEYS = ("node", "instance_id", "group", "region", "plan_id", "reason")
+
+
+def _requested(request: DrainRequest) -> dict[str, Any]:
+    """The drain as its request names it: what a drain cancelled before anything was read carries."""
+    return {
+        "node": request.node,
+        "instance_id": request.instance_id,
+        "group": request.group,
+        "region": request.region,
+        "plan_id": request.plan_id,
+        "reason": _reason_of(request),
+    }
+
+
+def _cancelled(identity: Mapping[str, Any], why: str) -> dict[str, Any]:
+    """Validation's answer for a drain it cancels: every key present (null when unknown), as the state
+    machine's fallback Pass state reads them, and why as the note."""
+    return {"cancelled": {**{key: identity.get(key) for key in CANCELLED_KEYS}, "note": why}}
 
 
 def parse_drain(raw: Any) -> Drain:
@@ -570,22 +600,23 @@ _GONE: dict[str, Any] = {
 GROUP_CHECKS = (_unmanaged_group, _leaving_group, _cordoned_by_others, _scale_down_disabled, _at_min_size)
 
 
-def _refuse_busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> None:
-    """A plan drains only nodes it saw empty; work that landed since must not be evicted by a
-    scale-down ("no running job killed"). Nothing has been touched yet. A consolidation saw the node
-    busy: it moves the pods it names and only those (:func:`_refuse_changed_consolidation`)."""
+def _busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> str | None:
+    """Why a plan's drain is cancelled because its node runs work it did not plan to move, else None.
+    A plan drains only nodes it saw empty; work that landed since must not be evicted by a scale-down
+    ("no running job killed"). Nothing has been touched yet. A consolidation saw the node busy: it moves
+    the pods it names and only those (:func:`_changed_consolidation`)."""
     if request.consolidation:
-        _refuse_changed_consolidation(request, verdicts)
-        return
+        return _changed_consolidation(request, verdicts)
     busy = [v.pod for v in verdicts if v.action != "ignore"]
     if request.plan_id and busy and not request.force:
-        raise DrainCancelled(
+        return (
             f"Node {request.node!r} runs {len(busy)} workload pod(s) now ({', '.join(busy[:3])}); the plan "
             "that chose it saw it empty, so this scale-down leaves it alone"
         )
+    return None
 
 
-def _refuse_changed_consolidation(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> None:
+def _changed_consolidation(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> str | None:
     """A consolidation is cancelled, before it touches anything, when the node runs a workload pod the
     plan did not plan to move, or when one it planned to move may no longer be evicted. A drain that
     keeps its node (``uncordon``: make room) moves the pods it names and leaves the others running, so
@@ -593,16 +624,17 @@ def _refuse_changed_consolidation(request: DrainRequest, verdicts: Sequence[PodV
     expected = set(request.pods)
     arrived = [v.pod for v in verdicts if v.action != "ignore" and v.pod not in expected]
     if arrived and not request.uncordon:
-        raise DrainCancelled(
+        return (
             f"Node {request.node!r} runs {len(arrived)} workload pod(s) the plan did not plan to move "
             f"({', '.join(arrived[:3])}); the consolidation leaves it alone"
         )
     protected = [v for v in verdicts if v.action == "keep"]
     if protected:
-        raise DrainCancelled(
+        return (
             f"Node {request.node!r}: {protected[0].pod} may no longer be evicted ({protected[0].reason}); "
             "the consolidation leaves the node alone"
         )
+    return None
 
 
 def _consolidation_refusal(request: DrainRequest) -> Refusal:
@@ -814,13 +846,19 @@ class Drainer:
 
     def validate(self, raw: Any, execution: Any = None) -> dict[str, Any]:
         """Check the request against the cluster and AWS, reading only. Returns ``{"drain", "preview"}``:
-        the normalised drain, and what the drain would do (the whole answer of a ``dry_run``).
+        the normalised drain, and what the drain would do (the whole answer of a ``dry_run``); or
+        ``{"cancelled": {node, instance_id, group, region, plan_id, reason, note}}`` when the plan's
+        premise is gone (its claim lapsed, its node runs work it did not plan to move): nothing is
+        touched, the next plan judges the node again, and the drain ends as a success recorded
+        ``cancelled`` (an answer, not an error: normal operation raises no alarm).
         ``execution``: the DrainNode execution's name, which becomes the drain's (one is made up when
         none is given)."""
         request = parse_request(raw)
         name = drain_name(execution)
         _refuse(_other_cluster(request, self.cluster))
-        _refuse_lapsed_claim(request, self.clock())
+        lapsed = _lapsed_claim(request, self.clock())
+        if lapsed is not None:
+            return _cancelled(_requested(request), lapsed)
         node = self._named_node(request)
         _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
         instance_id, region = _located(node)
@@ -834,7 +872,9 @@ class Drainer:
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
         verdicts = [classify(p, force=request.force, now=now) for p in self.kube.pods_on_node(drain.node)]
-        _refuse_busy_planned_drain(request, verdicts)
+        busy = _busy_planned_drain(request, verdicts)
+        if busy is not None:
+            return _cancelled(self._identity(drain), busy)
         verdicts = _only_expected(drain, verdicts)
         if request.dry_run:
             self.on_outcome("dry_run", drain)
@@ -849,7 +889,7 @@ class Drainer:
             cluster=self.cluster,
             node=request.node,
             node_uid=node.metadata.uid,
-            reason=request.reason or ("a plan's scale-down" if request.plan_id else "requested"),
+            reason=_reason_of(request),
             deadline_seconds=request.deadline_seconds,
             poll_seconds=request.poll_seconds,
             terminate=terminate and request.lifecycle is None,  # the group terminates it
@@ -1260,6 +1300,8 @@ class Drainer:
         as a Catch records them), the compensation's result is ``compensation`` or
         ``compensation_error``. Recording the event is best effort: the outcome is never lost to it.
         """
+        if outcome == "cancelled":
+            return self._record_cancelled(state)
         # A rejected request touched nothing, not even an Event: a ``drain`` in it is only its input.
         has_drain = outcome != "rejected" and isinstance(state.get("drain"), Mapping)
         drain = parse_drain(state["drain"]) if has_drain else None
@@ -1284,6 +1326,22 @@ class Drainer:
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
         self.on_outcome(final, drain)
+        return summary
+
+    def _record_cancelled(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """A drain its validation cancelled (``state`` is that answer): a success that touched nothing,
+        so no event on the node; the reason is the note, and DrainOutcome counts it once."""
+        cancelled = state.get("cancelled")
+        if not isinstance(cancelled, Mapping):
+            raise InvalidDrainRequest(
+                "record of a cancelled drain needs validation's cancelled answer in the state",
+                field="state.cancelled",
+            )
+        summary: dict[str, Any] = {"cluster": self.cluster, **{k: cancelled.get(k) for k in CANCELLED_KEYS}}
+        summary.update(
+            outcome="cancelled", note=str(cancelled.get("note") or "cancelled at validation")[:2000]
+        )
+        self.on_outcome("cancelled", None)
         return summary
 
     def _failure(

@@ -732,6 +732,9 @@ class Demo:
         )
         evicted = d.get("evicted")
         where = f"{node} ({self.node_regions.get(node, '?')})"
+        if outcome == "cancelled" and "error" not in d:  # validation cancelled it, touching nothing
+            self.say("drain_cancelled", f"{name}: {where}: cancelled: {str(d.get('note'))[:160]}")
+            return
         if outcome not in ("terminated", "drained"):
             self.say(
                 "drain_failed", f"{name}: {where}: {outcome}: {d.get('error')} {str(d.get('cause'))[:160]}"
