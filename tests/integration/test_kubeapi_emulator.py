@@ -1211,3 +1211,27 @@ def test_a_workload_starts_at_generation_one_and_a_spec_change_bumps_it(
     assert created["metadata"]["generation"] == 1
     updated = api.update(kind, {**created, "spec": {**created["spec"], "replicas": 5}})
     assert updated["metadata"]["generation"] == 2
+
+
+def _merge_patch(api: KubeApiServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        api.url + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/merge-patch+json"},
+        method="PATCH",
+    )
+    with urllib.request.urlopen(request) as answer:
+        patched: dict[str, Any] = json.loads(answer.read())
+    return patched
+
+
+@pytest.mark.parametrize(("kind", "bumped"), [("Deployment", 2), ("ReplicaSet", 1)])
+def test_an_annotation_change_bumps_a_deployments_generation_only(
+    api: KubeApiServer, kind: str, bumped: int
+) -> None:
+    """The Deployment strategy's PrepareForUpdate bumps the generation when the annotations change too
+    (the controller copies them to its ReplicaSets); the other workloads' strategies look at the spec."""
+    path, spec, _, _ = _CREATE_STATUS_CASES[kind]
+    created = _post(api, path, {"metadata": {"name": "made"}, "spec": spec})
+    patched = _merge_patch(api, f"{path}/made", {"metadata": {"annotations": {"team": "a"}}})
+    assert (created["metadata"]["generation"], patched["metadata"]["generation"]) == (1, bumped)

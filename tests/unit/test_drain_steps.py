@@ -17,6 +17,7 @@ import pytest
 from fakes import FakeCloud
 
 from spillway.act.drain import (
+    CANCELLED_KEYS,
     RAISES,
     Drainer,
     cause_message,
@@ -1287,7 +1288,7 @@ def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds()
     fallback = states["Cancelled"]
     assert fallback["Type"] == "Pass" and fallback.get("End") is True
     assert fallback["Parameters"]["outcome"] == "cancelled"
-    for key in ("node", "instance_id", "group", "region"):
+    for key in CANCELLED_KEYS:  # the same fields as the record step's output
         assert fallback["Parameters"][f"{key}.$"] == f"$.cancelled.{key}", key
     assert "$.cancelled.note" in fallback["Parameters"]["note.$"]
 

@@ -849,7 +849,8 @@ class Drainer:
         the normalised drain, and what the drain would do (the whole answer of a ``dry_run``); or
         ``{"cancelled": {node, instance_id, group, region, plan_id, reason, note}}`` when the plan's
         premise is gone (its claim lapsed, its node runs work it did not plan to move): nothing is
-        touched, the next plan judges the node again, and the drain ends as a success recorded
+        touched, plans judge the node again once the plan's claim on it lapses (at once for a lapsed
+        claim), and the drain ends as a success recorded
         ``cancelled`` (an answer, not an error: normal operation raises no alarm).
         ``execution``: the DrainNode execution's name, which becomes the drain's (one is made up when
         none is given)."""

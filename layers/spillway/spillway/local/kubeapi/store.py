@@ -46,7 +46,6 @@ APPLY_PATCH = ("application/apply-patch+yaml", "application/apply-patch+cbor")
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _NAME_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"
-# metadata the server owns: writes cannot change it
 #: the built-in kinds whose strategies start ``metadata.generation`` at 1 on create (and bump it on a
 #: spec change); custom resources do too
 _GENERATION_FROM_ONE = (
@@ -58,7 +57,21 @@ _GENERATION_FROM_ONE = (
     "ReplicaSet",
     "ReplicationController",
 )
+# metadata the server owns: writes cannot change it
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+
+
+def _new_generation(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether an update bumps ``metadata.generation``: a spec change, and for a Deployment an
+    annotation change too (its strategy's PrepareForUpdate: the annotations are copied to its
+    ReplicaSets, so the controller must act on them)."""
+    if old.get("spec") != new.get("spec"):
+        return True
+    return kind == "Deployment" and _annotations(old) != _annotations(new)
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
 
 
 def iso(moment: datetime) -> str:
@@ -548,8 +561,8 @@ class Store:
             if rt.namespaced:
                 new_meta["namespace"] = cur_meta["namespace"]
             if "generation" in cur_meta:
-                spec_changed = internal.get("spec") != entry.obj.get("spec")
-                new_meta["generation"] = cur_meta["generation"] + (1 if spec_changed else 0)
+                bumped = _new_generation(rt.canonical, entry.obj, {**internal, "metadata": new_meta})
+                new_meta["generation"] = cur_meta["generation"] + (1 if bumped else 0)
             updated = {
                 **internal,
                 "apiVersion": entry.obj["apiVersion"],
@@ -596,7 +609,7 @@ class Store:
                 if "status" in current:
                     updated["status"] = current["status"]
             updated = crds.with_defaults(rt.canonical, updated)  # an update is defaulted as a create is
-            if "generation" in cur_meta and updated.get("spec") != current.get("spec"):
+            if "generation" in cur_meta and _new_generation(rt.canonical, current, updated):
                 new_meta["generation"] = cur_meta["generation"] + 1
         updated = _omit_empty(updated)
         self._validate(rt, updated, via_api=True)
