@@ -272,7 +272,7 @@ def test_dry_run_reports_what_it_would_do_and_changes_nothing(world: World) -> N
 def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_others(world: World) -> None:
     west_node, busy_node = world.nodes["west"][:2]
     world.pod("web-0", busy_node, app="web")  # work that landed after the plan chose the node
-    ghost = "ip-10-250-0-9.ec2.internal"  # a Node whose instance is in no Auto Scaling group
+    ghost = "ip-10-250-0-9.ec2.internal"  # a Node whose instance left its Auto Scaling group since the plan
     world.api.add(objects.node(ghost, instance="i-0000000000000dead", zone=f"{HOME}a"))
     plan = {
         "cluster": CLUSTER,
@@ -284,6 +284,9 @@ def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_other
              "reason": "idle 30 min"},
             {"node": busy_node, "instance_id": world.instances[busy_node], "group": "west", "region": WEST,
              "reason": "idle 11 min"},
+            # a group not tagged for the cluster: no plan could have chosen it (a bug), so it is rejected
+            {"node": STRAY, "instance_id": world.instances[STRAY], "group": "untagged", "region": HOME,
+             "reason": "idle 13 min"},
         ],
         **FAST,
     }  # fmt: skip
@@ -295,16 +298,25 @@ def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_other
     assert out["plan_id"] == plan["plan_id"]
     by_node = {d["node"]: d for d in out["drains"]}
     assert by_node[west_node]["outcome"] == "terminated"
-    assert by_node[ghost]["outcome"] == "rejected"
-    assert by_node[ghost]["error"] == "InvalidDrainRequest"
-    assert "no Auto Scaling group" in by_node[ghost]["cause"]
+    assert (by_node[STRAY]["outcome"], by_node[STRAY]["error"]) == ("rejected", "InvalidDrainRequest")
+    assert "not tagged for cluster" in by_node[STRAY]["cause"]
+    # the world changed since the plan (its premise is gone): cancelled, touching nothing, no alarm
+    assert by_node[ghost]["outcome"] == "cancelled" and "error" not in by_node[ghost], by_node[ghost]
+    assert "no Auto Scaling group" in by_node[ghost]["note"]
+    assert drain_statuses(world)[ghost] == "SUCCEEDED"
+    refused = [
+        c.event["request"]["node"]
+        for c in world.stack.calls("DrainFunction")
+        if c.error == "InvalidDrainRequest"
+    ]
+    assert refused == [STRAY], refused  # the drain function's Errors alarm: for the bug alone
     assert by_node[busy_node]["outcome"] == "cancelled"  # a scale-down never evicts work
     # cancelled before touching anything: a success, with its reason, no error to alarm on
     assert "the plan that chose it saw it empty" in by_node[busy_node]["note"], by_node[busy_node]
     assert "error" not in by_node[busy_node] and drain_statuses(world)[busy_node] == "SUCCEEDED"
     assert_no_drain_function_error(world, "DrainCancelled")
     assert world.api.get("Pod", "web-0", "team-a") is not None  # still running where it was
-    assert out["counts"] == {"cancelled": 1, "rejected": 1, "terminated": 1}
+    assert out["counts"] == {"cancelled": 2, "rejected": 1, "terminated": 1}
     # The west node is outside the state machine's region: terminated through the function.
     assert world.desired("west", WEST) == 1
     assert any(c.event.get("action") == "terminate" for c in world.stack.calls("DrainFunction"))

@@ -337,6 +337,84 @@ def test_validate_refuses_what_it_must_not_drain_and_touches_nothing(
     assert rig.writes() == []
 
 
+PLAN = "20261102T100000Z-abc"
+# The world changed since the plan: its premise is gone, nothing was touched, the next plan judges again.
+STALE = [
+    (_unknown_node, "no Node named 'ip-10-0-9-9.ec2.internal'"),  # gone since the plan
+    (_planned_instance_changed, f"is instance {INSTANCE} now"),  # replaced: a new instance, a new uid
+    (_no_group, "in no Auto Scaling group in us-east-1"),  # its instance left its group
+    (_planned_group_changed, "not 'gpu' as requested"),  # ... for another
+    (_terminating, "Terminating:Wait"),
+    (_cordoned_by_somebody, "cordoned by somebody else"),
+    (_scale_down_disabled, '"force": true'),
+    (_at_min_size, "minimum size (MinSize 2, desired 2)"),
+]
+
+
+def _other_region(rig: Rig) -> dict[str, Any]:
+    return {"region": "us-west-2"}
+
+
+def _forced_consolidation(rig: Rig) -> dict[str, Any]:
+    return {"consolidation": True, "pods": ["team-a/web-0"], "force": True}
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"), STALE, ids=lambda v: v.__name__.strip("_") if callable(v) else None
+)
+def test_a_plans_drain_whose_premise_changed_is_cancelled_touching_nothing(
+    rig: Rig, setup: Any, words: str
+) -> None:
+    """A refusal that for a plan's drain only means the world changed since the plan (its node gone or
+    replaced, its instance out of its group or terminating, cordoned by somebody, scale-down disabled,
+    its group at MinSize) cancels it, as a lapsed claim does: an answer, not an error (no alarm)."""
+    request = {"cluster": CLUSTER, "node": NODE, "plan_id": PLAN, "reason": "idle 12 min", **setup(rig)}
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate(request)
+
+    note = cancelled(out)["note"]
+    assert words in note and not note.startswith(("node:", "group:", "instance_id:")), note
+    assert cancelled(out) | {"note": ""} == {
+        "node": request["node"], "instance_id": request.get("instance_id"), "group": request.get("group"),
+        "region": None, "plan_id": PLAN, "reason": "idle 12 min", "note": ""}  # fmt: skip
+    assert rig.writes() == [] and rig.outcomes == []  # counted once, by the record step
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"), STALE, ids=lambda v: v.__name__.strip("_") if callable(v) else None
+)
+def test_the_same_refusals_of_a_drain_started_by_hand_are_rejected(rig: Rig, setup: Any, words: str) -> None:
+    """A person asked: they hear why it failed (the execution fails with InvalidDrainRequest)."""
+    request = {"cluster": CLUSTER, "node": NODE, **setup(rig)}
+    with pytest.raises(InvalidDrainRequest, match=re.escape(words)):
+        rig.drainer.validate(request)
+    assert rig.writes() == []
+
+
+@pytest.mark.parametrize(
+    ("setup", "field", "words"),
+    [
+        (_other_cluster, "cluster", "manages cluster 'prod', not 'staging'"),
+        (_not_ec2, "node", "is not an EC2 instance"),
+        (_unmanaged_group, "node", "not tagged for cluster 'prod'"),
+        (_other_clusters_group, "node", "k8s.io/cluster-autoscaler/prod"),
+        (_unmanaged_region, "node", "eu-west-1, a region this Spillway does not manage"),
+        (_other_region, "region", "not us-west-2 as requested"),
+        (_forced_consolidation, "force", "never forced"),
+    ],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
+)
+def test_a_plans_drain_that_could_never_have_been_right_is_still_rejected(
+    rig: Rig, setup: Any, field: str, words: str
+) -> None:
+    """Another cluster, a node outside EC2 or outside the groups and regions Spillway manages, a field
+    that contradicts the node or another field: a bug or a misconfiguration, which must alarm."""
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": PLAN, **setup(rig)})
+    assert caught.value.field == field and words in str(caught.value), str(caught.value)
+
+
 def test_force_drains_a_scale_down_disabled_node_and_terminate_false_ignores_min_size(rig: Rig) -> None:
     _scale_down_disabled(rig)
     assert rig.validated(force=True).force

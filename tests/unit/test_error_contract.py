@@ -370,3 +370,27 @@ def test_an_undeclared_error_is_found() -> None:
     narrower = scale.RAISES["prepare"] - {errors.KubeUnavailable}
     with pytest.raises(AssertionError, match="prepare raised KubeUnavailable"):
         assert_raises_only_declared(run_scale, "prepare", narrower)
+
+
+def run_plan_validate(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]) -> None:
+    kube, cloud, _, _ = fakes
+    drainer = drain.Drainer(kube, cloud, cluster="prod", regions=["us-east-1"])
+    request = {"cluster": "prod", "node": NODE, "plan_id": "p1", "instance_id": INSTANCE, "group": "gpu"}
+    drain.run_action(drainer, {"action": action, "request": request})
+
+
+def test_a_plans_drain_validation_raises_only_what_it_declares() -> None:
+    assert_raises_only_declared(run_plan_validate, "validate", drain.RAISES["validate"])
+
+
+def test_a_plans_drain_whose_node_is_gone_is_an_answer_not_an_error() -> None:
+    """The Node gone since the plan (get_node's NodeNotFound) cancels a plan's drain: validation answers,
+    so neither the drain function's Errors alarm nor the DrainNode failures alarm fires."""
+    kube, cloud, _, _ = world()
+    kube.fail("get_node", errors.NodeNotFound("gone"))
+    drainer = drain.Drainer(kube, cloud, cluster="prod", regions=["us-east-1"])
+    request = {"cluster": "prod", "node": NODE, "plan_id": "p1", "instance_id": INSTANCE, "group": "gpu"}
+    out = drain.run_action(drainer, {"action": "validate", "request": request})
+    assert set(out) == {"cancelled"} and "no Node named" in out["cancelled"]["note"], out
+    with pytest.raises(errors.InvalidDrainRequest, match="no Node named"):  # asked by hand: rejected
+        drain.run_action(drainer, {"action": "validate", "request": {**request, "plan_id": None}})

@@ -170,7 +170,19 @@ class StateCorrupt(SpillwayError):
 
 
 class InvalidDrainRequest(InputError):
-    """A drain request that names an unknown node, a node outside a managed group, or is malformed."""
+    """A drain request that names an unknown node, a node outside a managed group, or is malformed.
+
+    ``stale``: the request may have been right when a plan made it, and the world changed since (the
+    node is gone or replaced, cordoned by somebody, ...): a plan's drain is cancelled for it instead
+    (nothing touched, no alarm), a drain started by hand is rejected. ``detail`` is the message without
+    the field."""
+
+    def __init__(
+        self, message: str, *, source: str | None = None, field: str | None = None, stale: bool = False
+    ) -> None:
+        super().__init__(message, source=source, field=field)
+        self.detail = message
+        self.stale = stale
 
 
 class DrainTimeout(SpillwayError):

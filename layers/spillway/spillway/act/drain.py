@@ -6,7 +6,7 @@
        │            │                   │                         └─(uncordon: true)─▶ uncordon ─▶ record "released"
        │            │                   └─ another drain took the node over ─▶ record "superseded" (nothing undone)
        │            └───── any failure before termination ─────▶ uncordon (compensation) ─▶ record ─▶ Fail
-       └─ its plan's premise is gone (claim lapsed, work arrived) ─▶ record "cancelled" (nothing touched, a success)
+       └─ its plan's premise is gone (claim lapsed, work came, node changed) ─▶ record "cancelled" (a success)
 
 A drain with ``uncordon`` (a plan's make-room, or a person's "empty it and keep it") ends with the
 compensation's own step run as a success: the node is uncordoned, its taint lifted and it stays in
@@ -39,7 +39,12 @@ Safety rules, checked by the steps themselves (not left to the state machine):
 * a plan's drain that starts at or after its ``claim_until`` (the plan's time plus
   ``drain_claim_minutes``; it waited behind the scale-down's other drains) is cancelled before anything
   is read: later plans judge its node again, and the plan's premise is as old (:func:`_lapsed_claim`);
-  so is one whose node runs work the plan did not plan to move (:func:`_busy_planned_drain`). Such a
+  so is one whose node runs work the plan did not plan to move (:func:`_busy_planned_drain`), and one
+  a validation check refuses only because the world changed since the plan (a ``stale`` refusal: the
+  node is gone or replaced, its instance left its group or is terminating, somebody cordoned it,
+  scale-down was disabled on it, its group is at MinSize). A drain started by hand is rejected for
+  those, and any drain for a request that could never have been right (another cluster, a node
+  outside EC2 or the managed groups and regions, malformed fields). Such a
   cancellation touched nothing: validation answers ``cancelled`` (no error) and the drain ends as a
   success recorded ``cancelled``, as a superseded one does; normal operation raises no alarm;
 * every step after the cordon re-reads the node and stops with ``DrainCancelled`` when it is no longer
@@ -326,6 +331,14 @@ def _cancelled(identity: Mapping[str, Any], why: str) -> dict[str, Any]:
     return {"cancelled": {**{key: identity.get(key) for key in CANCELLED_KEYS}, "note": why}}
 
 
+def _stale_premise(refusal: InvalidDrainRequest) -> str:
+    """Why a plan's drain is cancelled for a refusal that only says the world changed since the plan."""
+    return (
+        f"{refusal.detail}; the plan's premise is gone: this drain touched nothing, and plans judge "
+        "the node again once its claim lapses"
+    )
+
+
 def parse_drain(raw: Any) -> Drain:
     if not isinstance(raw, Mapping):
         raise InvalidDrainRequest("the step's input has no drain object", field="drain")
@@ -397,6 +410,7 @@ def _other_instance(request: DrainRequest, node: Node, regions: tuple[str, ...])
         f"Node {request.node!r} is instance {instance_id} now, not {request.instance_id} as requested "
         "(the name was reused by a new instance?); nothing was done",
         field="instance_id",
+        stale=True,
     )
 
 
@@ -441,12 +455,14 @@ def _placement_refusal(request: DrainRequest, node: Node, placement: Placement |
             f"instance {instance_id} of Node {request.node!r} is in no Auto Scaling group in {region}; "
             "Spillway drains only nodes of the groups it manages",
             field="node",
+            stale=True,  # a plan saw it in a managed group: it left it
         )
     if request.group is not None and request.group != placement.group:
         return InvalidDrainRequest(
             f"instance {instance_id} is in Auto Scaling group {placement.group!r}, not "
             f"{request.group!r} as requested",
             field="group",
+            stale=True,
         )
     return None
 
@@ -475,6 +491,7 @@ def _leaving_group(
             f"its group, not {WAITING}: lifecycle hook {request.lifecycle.hook!r} holds it no longer "
             "(completed, or timed out and its DefaultResult applied); nothing was done",
             field="lifecycle",
+            stale=True,
         )
     if not placement.lifecycle_state.startswith(("Terminat", "Detach", "Standby")):
         return None
@@ -482,6 +499,7 @@ def _leaving_group(
         f"instance {placement.instance_id} of Node {request.node!r} is {placement.lifecycle_state} in its "
         "group; there is nothing to drain",
         field="node",
+        stale=True,
     )
 
 
@@ -497,6 +515,7 @@ def _cordoned_by_others(
         "annotation); Spillway never undoes another's cordon, so it does not drain such a node: uncordon "
         "it first, or drain it with kubectl",
         field="node",
+        stale=True,
     )
 
 
@@ -509,6 +528,7 @@ def _scale_down_disabled(
         f'Node {request.node!r} is annotated {SCALE_DOWN_DISABLED}=true; pass "force": true to drain '
         "it anyway",
         field="node",
+        stale=True,
     )
 
 
@@ -522,6 +542,7 @@ def _at_min_size(
         f"(MinSize {asg.MinSize}, desired {asg.DesiredCapacity}): terminating {placement.instance_id} "
         'would take it below; lower MinSize, or drain with "terminate": false',
         field="node",
+        stale=True,
     )
 
 
@@ -848,9 +869,10 @@ class Drainer:
         """Check the request against the cluster and AWS, reading only. Returns ``{"drain", "preview"}``:
         the normalised drain, and what the drain would do (the whole answer of a ``dry_run``); or
         ``{"cancelled": {node, instance_id, group, region, plan_id, reason, note}}`` when the plan's
-        premise is gone (its claim lapsed, its node runs work it did not plan to move): nothing is
-        touched, plans judge the node again once the plan's claim on it lapses (at once for a lapsed
-        claim), and the drain ends as a success recorded
+        premise is gone (its claim lapsed, its node runs work it did not plan to move, or a check
+        refused it ``stale``: the node or its group changed since the plan): nothing is touched, plans
+        judge the node again once the plan's claim on it lapses (at once for a lapsed claim), and the
+        drain ends as a success recorded
         ``cancelled`` (an answer, not an error: normal operation raises no alarm).
         ``execution``: the DrainNode execution's name, which becomes the drain's (one is made up when
         none is given)."""
@@ -860,14 +882,12 @@ class Drainer:
         lapsed = _lapsed_claim(request, self.clock())
         if lapsed is not None:
             return _cancelled(_requested(request), lapsed)
-        node = self._named_node(request)
-        _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
-        instance_id, region = _located(node)
-        placement = self.cloud.placement(region, instance_id)
-        _refuse(_placement_refusal(request, node, placement))
-        assert placement is not None
-        asg = self.cloud.describe_group(region, placement.group)
-        _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
+        try:
+            node, placement, asg = self._checked(request)
+        except InvalidDrainRequest as refusal:
+            if refusal.stale and request.plan_id:
+                return _cancelled(_requested(request), _stale_premise(refusal))
+            raise
         # an instance going away anyway is only drained at MinSize: EC2 reclaims it, the group replaces it
         terminate = request.terminate and not (request.leaving and _below_min(asg))
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
@@ -880,6 +900,19 @@ class Drainer:
         if request.dry_run:
             self.on_outcome("dry_run", drain)
         return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
+
+    def _checked(self, request: DrainRequest) -> tuple[Node, Placement, AutoScalingGroup]:
+        """The node, its instance's place in its group and the group, once every check of them passed;
+        else the first refusal, raised (``stale`` when only the world changed since a plan)."""
+        node = self._named_node(request)
+        _refuse(_first_refusal(NODE_CHECKS, request, node, self.regions))
+        instance_id, region = _located(node)
+        placement = self.cloud.placement(region, instance_id)
+        _refuse(_placement_refusal(request, node, placement))
+        assert placement is not None
+        asg = self.cloud.describe_group(region, placement.group)
+        _refuse(_first_refusal(GROUP_CHECKS, request, node, placement, asg, self.cluster))
+        return node, placement, asg
 
     def _new_drain(
         self, request: DrainRequest, node: Node, placement: Placement, *, terminate: bool, name: str
@@ -943,6 +976,7 @@ class Drainer:
             raise InvalidDrainRequest(
                 f"no Node named {request.node!r} in cluster {self.cluster!r} (`kubectl get nodes` lists them)",
                 field="node",
+                stale=True,  # a plan saw it: it is gone
             ) from None
 
     # remove an instance no Node joined for ------------------------------------------------------

@@ -57,7 +57,9 @@ class DrainRequest(BaseModel):
     """A drain as a person (``aws stepfunctions start-execution``) or the scale-down Map writes it.
 
     ``instance_id``, ``group`` and ``region`` come from a plan: when given they must still match the
-    node, so a plan never drains a node that changed since it was made.
+    node, so a plan never drains a node that changed since it was made (another instance or group
+    cancels its drain, touching nothing, and rejects a drain by hand; a region that is not the node's
+    is a bug, rejected).
 
     ``consolidation`` (a plan's drain of a node that runs work, ``pods`` the pods it moves): the drain
     evicts those pods and no others; it is cancelled before touching anything when the node runs any
