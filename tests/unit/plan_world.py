@@ -232,6 +232,28 @@ class World:
             and i["metadata"]["namespace"] == namespace
         )
 
+    def join_gang(self, key: str, convention: str, task: str | None = None, gang: str = "train") -> None:
+        """Make pod ``key`` a member of gang ``gang`` as one convention marks it: ``volcano``,
+        ``coscheduling``, ``workload`` (pod group ``workers``), ``podgroup-v1alpha2``, or ``kueue`` (an
+        admitted plain pod group of 4); ``task``: its Volcano task."""
+        item = self.pod_item(key)
+        meta, spec = item["metadata"], item["spec"]
+        notes = meta.setdefault("annotations", {})
+        if convention == "volcano":
+            notes["scheduling.k8s.io/group-name"] = gang
+        elif convention == "coscheduling":
+            meta["labels"]["scheduling.x-k8s.io/pod-group"] = gang
+        elif convention == "workload":
+            spec["workloadRef"] = {"name": gang, "podGroup": "workers"}
+        elif convention == "podgroup-v1alpha2":
+            spec["schedulingGroup"] = {"podGroupName": gang}
+        else:
+            assert convention == "kueue", convention
+            meta["labels"]["kueue.x-k8s.io/pod-group-name"] = gang
+            notes["kueue.x-k8s.io/pod-group-total-count"] = "4"
+        if task is not None:
+            notes["volcano.sh/task-spec"] = task
+
     # -- parse and plan --
 
     def parsed(self, **config: Any) -> tuple[ClusterSnapshot, list[NodeGroup], PlannerConfig, State]:

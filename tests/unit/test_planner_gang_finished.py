@@ -27,25 +27,6 @@ VOLCANO = "scheduling.volcano.sh/v1beta1"
 COSCHED = "scheduling.x-k8s.io/v1alpha1"
 
 
-def _join(w: World, key: str, convention: str, task: str | None = None) -> None:
-    """Make pod ``key`` a member of gang ``train`` of one convention (Kueue: total count 4)."""
-    meta, spec = w.pod_item(key)["metadata"], w.pod_item(key)["spec"]
-    notes = meta.setdefault("annotations", {})
-    if convention == "volcano":
-        notes["scheduling.k8s.io/group-name"] = "train"
-    elif convention == "coscheduling":
-        meta["labels"]["scheduling.x-k8s.io/pod-group"] = "train"
-    elif convention == "workload":
-        spec["workloadRef"] = {"name": "train", "podGroup": "workers"}
-    elif convention == "podgroup-v1alpha2":
-        spec["schedulingGroup"] = {"podGroupName": "train"}
-    else:  # kueue, admitted: not gated
-        meta["labels"]["kueue.x-k8s.io/pod-group-name"] = "train"
-        notes["kueue.x-k8s.io/pod-group-total-count"] = "4"
-    if task is not None:
-        notes["volcano.sh/task-spec"] = task
-
-
 def _group(w: World, convention: str, min_member: int = 4, **volcano: Any) -> None:
     if convention == "volcano":
         w.pod_group(VOLCANO, "train", spec={"minMember": min_member, **volcano}, phase="Running")
@@ -65,13 +46,13 @@ def _finished(
     spec.nodeName until it is deleted)."""
     prefix = f"train-{phase.lower()}-{task or 'any'}-{node or 'none'}"
     for key in w.pods(prefix, count, node_name=node, phase=phase, **BIG):
-        _join(w, key, convention, task)
+        w.join_gang(key, convention, task)
 
 
 def _pending(w: World, convention: str, count: int, task: str | None = None) -> list[str]:
     keys = w.pods("train-wait", count, **BIG)
     for key in keys:
-        _join(w, key, convention, task)
+        w.join_gang(key, convention, task)
     return keys
 
 
@@ -171,7 +152,7 @@ def test_a_volcano_task_counts_its_succeeded_pods_toward_its_minimum() -> None:
     nodes = w.group("cpu-east", "m5.2xlarge", nodes=1, max_size=2)
     _group(w, "volcano", minTaskMember={"ps": 1, "worker": 3})
     (ps,) = w.pods("train-ps", 1, node_name=nodes[0], **BIG)
-    _join(w, ps, "volcano", "ps")
+    w.join_gang(ps, "volcano", "ps")
     _finished(w, "volcano", 2, "Succeeded", task="worker")
     workers = _pending(w, "volcano", 2, task="worker")
 

@@ -36,22 +36,9 @@ def _members(
 ) -> list[str]:  # fmt: skip
     keys = w.pods(prefix, count, **({} if best_effort else BIG), **kw)
     for key in keys:
+        w.join_gang(key, convention, task=task)  # kueue: admitted (gated only by another gate)
         item = w.pod_item(key)
-        meta, spec = item["metadata"], item["spec"]
-        notes = meta.setdefault("annotations", {})
-        if convention == "volcano":
-            notes["scheduling.k8s.io/group-name"] = "train"
-        elif convention == "coscheduling":
-            meta["labels"]["scheduling.x-k8s.io/pod-group"] = "train"
-        elif convention == "workload":
-            spec["workloadRef"] = {"name": "train", "podGroup": "workers"}
-        elif convention == "podgroup-v1alpha2":
-            spec["schedulingGroup"] = {"podGroupName": "train"}
-        else:  # kueue, admitted (gated only by another gate)
-            meta["labels"]["kueue.x-k8s.io/pod-group-name"] = "train"
-            notes["kueue.x-k8s.io/pod-group-total-count"] = "4"
-        if task is not None:
-            notes["volcano.sh/task-spec"] = task
+        spec = item["spec"]
         if best_effort:
             spec["containers"][0].pop("resources", None)
         if gated:
