@@ -17,6 +17,7 @@ import pytest
 from fakes import FakeCloud, FakeLedger, FakeSnapshots, FakeWorkflows
 
 from spillway.act.interrupt import (
+    OWN_DRAIN_SNAPSHOT_SECONDS,
     Interrupter,
     InterruptSettings,
     MalformedNotice,
@@ -428,6 +429,24 @@ def test_a_lifecycle_action_an_emptying_drain_completed_already_is_no_error() ->
     [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
     assert out["outcome"] == "own_drain" and out["completed"] is False
     assert "no longer waits" in out["note"] and rig.workflows.requests == []
+
+
+def test_an_emptied_node_in_an_old_snapshot_is_left_to_a_lifecycle_drain() -> None:
+    """The snapshot shows the node cordoned by a Spillway drain and empty, but it is older than
+    OWN_DRAIN_SNAPSHOT_SECONDS at the notice's time: the node may have been uncordoned since (a failed
+    drain's compensation) and taken pods again, so the action is not completed on its word; the
+    lifecycle drain, which reads the cluster as it is, starts instead."""
+    rig = draining()
+    stored = rig.snapshots.latest("prod")
+    assert stored is not None
+    old = stored.cluster.taken_at - timedelta(seconds=OWN_DRAIN_SNAPSHOT_SECONDS + 1)
+    rig.snapshots = FakeSnapshots()
+    rig.snapshots.add(replace(stored, cluster=replace(stored.cluster, taken_at=old)))
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "drain_started" and out["taken_over"] is True
+    assert rig.cloud is not None and rig.cloud.completed == []
+    [request] = rig.workflows.requests
+    assert request.input["lifecycle"]["token"] == TOKEN
 
 
 @pytest.mark.parametrize(

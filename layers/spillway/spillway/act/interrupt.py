@@ -76,6 +76,10 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action"): "lifecycle",
 }
 GONE_STATES = frozenset({"shutting-down", "terminated"})
+# A snapshot at most this old at a lifecycle notice's time may complete the action on a node it shows
+# emptied by a Spillway drain (own_drain): observe writes one every 20 s by default; an older one
+# leaves the node to a lifecycle drain, which reads the cluster as it is
+OWN_DRAIN_SNAPSHOT_SECONDS = 60
 ZONE_LABEL = "topology.kubernetes.io/zone"
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
 _TOKEN = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -462,7 +466,7 @@ class Interrupter:
         starts anyway and takes the node over (``taken_over``): see :func:`spillway.act.drain.holds`."""
         out: dict[str, Any] = {"group": notice.group, "hook": notice.hook}
         taken_over = target.node.cordoned_by_spillway
-        if taken_over and not self._evictable(target.node.name):
+        if taken_over and not self._evictable(target.node.name) and self._fresh(notice):
             return {**out, "outcome": "own_drain", **self._complete_emptied(notice, target.instance_id)}
         if self.cloud is None:
             return {**out, "outcome": "hook_governs"}
@@ -490,6 +494,15 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
             **({"taken_over": True} if taken_over else {}),
         }
+
+    def _fresh(self, notice: Notice) -> bool:
+        """Whether the snapshot is recent enough, at the notice's time, to complete an action on what it
+        shows (:data:`OWN_DRAIN_SNAPSHOT_SECONDS`). An older one may show cordoned and empty a node
+        uncordoned since (a failed drain's compensation, a make-room release) that took pods again:
+        then the lifecycle drain, which reads the cluster as it is, decides instead."""
+        taken = self.snapshot().cluster.taken_at
+        age = notice.time - (taken if taken.tzinfo else taken.replace(tzinfo=UTC))
+        return age <= timedelta(seconds=OWN_DRAIN_SNAPSHOT_SECONDS)
 
     def _complete_emptied(self, notice: Notice, instance_id: str) -> dict[str, Any]:
         """Complete (CONTINUE, by its token) the action on a node a Spillway drain emptied: nothing is
