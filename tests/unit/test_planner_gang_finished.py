@@ -113,12 +113,18 @@ def test_no_gang_launch_for_a_minimum_its_finished_members_satisfy(convention: s
     assert "gang" not in pending_reasons(result)[pods[1]]
 
 
-@pytest.mark.parametrize("convention", COUNTING + NOT_COUNTING)
-def test_failed_members_count_for_no_scheduler(convention: str) -> None:
+@pytest.mark.parametrize(
+    ("convention", "phase"),
+    [(c, "Failed") for c in COUNTING + NOT_COUNTING] + [(c, "Succeeded") for c in NOT_COUNTING],
+)
+def test_members_a_scheduler_does_not_count_leave_the_gang_incomplete(convention: str, phase: str) -> None:
+    """A Failed member counts for no scheduler; a Succeeded one not for coscheduling and GangScheduling,
+    whose scheduler lists only pods that are not Succeeded or Failed: two finished and two waiting of a
+    minimum 4 never pass PreFilter (PreEnqueue), so nothing is launched for them."""
     w = World()
     w.group("cpu-east", "m5.2xlarge", max_size=10)
     _group(w, convention)
-    _finished(w, convention, 2, "Failed")
+    _finished(w, convention, 2, phase)
     pods = _pending(w, convention, 2)
 
     result = w.plan()
@@ -126,22 +132,6 @@ def test_failed_members_count_for_no_scheduler(convention: str) -> None:
     assert result.scale_up == ()
     assert {pending_codes(result)[p] for p in pods} == {codes.GANG_INCOMPLETE}
     assert "has 2 of its 4 pods" in pending_reasons(result)[pods[0]]
-
-
-@pytest.mark.parametrize("convention", NOT_COUNTING)
-def test_coscheduling_and_gang_scheduling_count_no_finished_member(convention: str) -> None:
-    """Their scheduler lists only pods that are not Succeeded or Failed: two finished and two waiting
-    of a minimum 4 never pass PreFilter (PreEnqueue), so nothing is launched for them."""
-    w = World()
-    w.group("cpu-east", "m5.2xlarge", max_size=10)
-    _group(w, convention)
-    _finished(w, convention, 2, "Succeeded")
-    pods = _pending(w, convention, 2)
-
-    result = w.plan()
-
-    assert result.scale_up == ()
-    assert {pending_codes(result)[p] for p in pods} == {codes.GANG_INCOMPLETE}
 
 
 def test_a_volcano_task_counts_its_succeeded_pods_toward_its_minimum() -> None:
