@@ -14,6 +14,7 @@ none of its nodes (``skipped``: a part before it was stopped) adds them under th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -21,13 +22,13 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from spillway.act.drain import run_action
 from spillway.clients import Clients, get_clients
 from spillway.errors import InvalidDrainRequest
-from spillway.model.drain import Drain
 from spillway.observability import NAMESPACE, logger, metrics, set_cluster, tracer
 
 
-def emit_outcome(outcome: str, drain: Drain | None, count: int = 1, /) -> None:
+def emit_outcome(outcome: str, who: Mapping[str, Any] | None, count: int = 1, /) -> None:
     """``DrainOutcome`` = ``count`` (1 but for a scale-down part that drained none of its nodes) with an
-    ``Outcome`` dimension, flushed at once (not mixed with others)."""
+    ``Outcome`` dimension, flushed at once (not mixed with others); the log line names the drain's node
+    and plan (``who``: the outcome's identity, whatever the outcome, a cancelled or rejected one too)."""
     with single_metric(
         name="DrainOutcome",
         unit=MetricUnit.Count,
@@ -41,8 +42,8 @@ def emit_outcome(outcome: str, drain: Drain | None, count: int = 1, /) -> None:
         extra={
             "outcome": outcome,
             "count": count,
-            "node": drain.node if drain else None,
-            "plan_id": drain.plan_id if drain else None,
+            "node": (who or {}).get("node"),
+            "plan_id": (who or {}).get("plan_id"),
         },
     )
 

@@ -117,7 +117,7 @@ def rig() -> Iterator[Rig]:
             cluster=CLUSTER,
             regions=["us-east-1", "us-west-2"],
             clock=clock,
-            on_outcome=lambda outcome, drain: outcomes.append((outcome, drain.node if drain else None)),
+            on_outcome=lambda outcome, who: outcomes.append((outcome, (who or {}).get("node"))),
         )
         api.clear_requests()
         yield Rig(api, kube, cloud, clock, drainer, outcomes)
@@ -1203,7 +1203,7 @@ def test_a_rejected_request_carrying_a_drain_object_posts_no_event(rig: Rig) -> 
     out = rig.drainer.record(state, "rejected")
     assert (out["outcome"], out["node"]) == ("rejected", NODE)
     assert rig.writes() == [] and rig.api.list("Event") == []
-    assert rig.outcomes == [("rejected", None)]
+    assert rig.outcomes == [("rejected", NODE)]  # the log line names the node the request named
 
 
 def test_summarize_reads_both_map_results_as_aws_returns_them() -> None:
@@ -1273,11 +1273,20 @@ def test_the_handler_module_imports_without_environment(monkeypatch: pytest.Monk
     assert not [name for name in vars(app) if name.startswith("_services")]  # the wiring is spillway.clients
 
 
-def test_the_outcome_metric_is_emf_with_an_outcome_dimension(capsys: pytest.CaptureFixture[str]) -> None:
-    _load_app().emit_outcome("timeout", None)
+def test_the_outcome_metric_is_emf_with_an_outcome_dimension(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _load_app()
+    logged: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(app.logger, "info", lambda message, extra: logged.append((message, extra)))
+    app.emit_outcome("cancelled", {"node": NODE, "plan_id": "20261102T100000Z-abc", "note": "x"})
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
-    assert lines and lines[0]["DrainOutcome"] == [1.0] and lines[0]["Outcome"] == "timeout"
+    assert lines and lines[0]["DrainOutcome"] == [1.0] and lines[0]["Outcome"] == "cancelled"
     assert lines[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Spillway"
+    # the log line names the drain, whatever its outcome (a cancelled or rejected one has no Drain)
+    assert [(m, x["node"], x["plan_id"]) for m, x in logged] == [
+        ("drain outcome", NODE, "20261102T100000Z-abc")
+    ]
 
 
 # --- the sample inputs in events/ ---------------------------------------------------------------
@@ -1514,7 +1523,7 @@ def test_a_drain_cancelled_at_validation_is_recorded_as_a_success_counted_once(r
         "outcome": "cancelled", "node": NODE, "instance_id": INSTANCE, "group": "general",
         "region": "us-east-1", "plan_id": plan, "reason": "idle 12 min"}  # fmt: skip
     assert "runs 1 workload pod" in out["note"] and "error" not in out and "cause" not in out
-    assert rig.outcomes == [("cancelled", None)]
+    assert rig.outcomes == [("cancelled", NODE)]  # the log line names the node, as the metric's output does
     assert rig.writes() == []  # not even an Event: the drain never touched the node
     line = summarize(CLUSTER, plan, [{"execution": "arn:x:drain-1", "output": out}])["drains"][0]
     assert (line["outcome"], line["note"], line["instance_id"]) == ("cancelled", out["note"], INSTANCE)

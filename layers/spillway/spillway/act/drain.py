@@ -831,12 +831,14 @@ def _describe_pods(entries: Sequence[Mapping[str, str]], limit: int = 5) -> str:
 
 
 class OutcomeHook(Protocol):
-    """Told each drain's outcome (``count`` drains at once for a scale-down part that drained none)."""
+    """Told each drain's outcome and who it was (the outcome's identity: ``node``, ``plan_id``, ...;
+    None for counts that name no drain: ``count`` drains at once for a scale-down part that drained
+    none, an unregistered instance's removal)."""
 
-    def __call__(self, outcome: str, drain: Drain | None, count: int = 1, /) -> None: ...
+    def __call__(self, outcome: str, who: Mapping[str, Any] | None, count: int = 1, /) -> None: ...
 
 
-def _no_hook(outcome: str, drain: Drain | None, count: int = 1, /) -> None:
+def _no_hook(outcome: str, who: Mapping[str, Any] | None, count: int = 1, /) -> None:
     return None
 
 
@@ -898,7 +900,7 @@ class Drainer:
             return _cancelled(self._identity(drain), busy)
         verdicts = _only_expected(drain, verdicts)
         if request.dry_run:
-            self.on_outcome("dry_run", drain)
+            self.on_outcome("dry_run", self._identity(drain))
         return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
 
     def _checked(self, request: DrainRequest) -> tuple[Node, Placement, AutoScalingGroup]:
@@ -1360,7 +1362,7 @@ class Drainer:
         final: Outcome = summary["outcome"]
         if drain is not None:
             self._event(drain, *_event_for(final, summary))
-        self.on_outcome(final, drain)
+        self.on_outcome(final, summary)
         return summary
 
     def _record_cancelled(self, state: Mapping[str, Any]) -> dict[str, Any]:
@@ -1376,7 +1378,7 @@ class Drainer:
         summary.update(
             outcome="cancelled", note=str(cancelled.get("note") or "cancelled at validation")[:2000]
         )
-        self.on_outcome("cancelled", None)
+        self.on_outcome("cancelled", summary)
         return summary
 
     def _failure(
