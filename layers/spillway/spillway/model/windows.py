@@ -5,7 +5,8 @@ One type for every "by the clock" setting (issue 12)::
     {"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "20:00",
      "timezone": "Europe/Berlin"}
 
-- ``days``: the days the window *opens* on, local time (default: every day);
+- ``days``: the days the window *opens* on, local time (default: every day), each ``mon`` .. ``sun``
+  or its full English name (``Monday``), in any case; any other word is refused;
 - ``start``/``end``: local wall-clock times ``HH:MM``; an ``end`` at or before ``start`` runs past
   midnight into the next day (``22:00``-``06:00``); ``00:00``-``00:00`` is the whole day;
 - ``timezone``: an IANA name (default ``UTC``). Local times are resolved with :mod:`zoneinfo`, so the
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from spillway.model.schedule import zone_of
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
 def _clock(value: Any) -> str:
@@ -58,9 +60,10 @@ class TimeWindow(BaseModel):
             raise ValueError(f"expected a non-empty list of days ({', '.join(DAYS)})")
         out = []
         for day in value:
-            name = str(day).strip().lower()[:3]
+            word = str(day).strip().lower()
+            name = DAYS[DAY_NAMES.index(word)] if word in DAY_NAMES else word
             if name not in DAYS:
-                raise ValueError(f"{day!r} is not a day ({', '.join(DAYS)})"[:120])
+                raise ValueError(f"{day!r} is not a day ({', '.join(DAYS)}, or the full name)"[:120])
             out.append(name)
         return tuple(sorted(set(out), key=DAYS.index))
 
