@@ -61,6 +61,7 @@ def test_an_action_of_another_regions_group_of_that_name_does_not_apply(
     [
         ({"Recurrence": "0 25 * * *"}, "ScheduledUpdateGroupActions[0].Recurrence"),
         ({"TimeZone": "Europe/Atlantis"}, "ScheduledUpdateGroupActions[0].TimeZone"),
+        ({"TimeZone": ""}, "ScheduledUpdateGroupActions[0].TimeZone"),  # AWS: at least 1 character
         ({"MinSize": -1}, "ScheduledUpdateGroupActions[0].MinSize"),
     ],
 )

@@ -92,6 +92,7 @@ def test_windowed_settings_apply_always_without_windows_and_in_any_of_theirs() -
         ("timezone", "localtime", "not an IANA time zone"),
         ("timezone", "posixrules", "not an IANA time zone"),
         ("timezone", "right/Europe/Berlin", "not an IANA time zone"),
+        ("timezone", "", "not an IANA time zone"),  # was read as UTC here and crashed every plan
         ("start", "25:00", "no such time of day"),
         ("end", "8h", "expected a time HH:MM"),
         ("days", ["mon", "someday"], "is not a day"),

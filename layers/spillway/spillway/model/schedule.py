@@ -217,9 +217,10 @@ NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
 
 def zone_of(name: str | None) -> ZoneInfo:
-    """The IANA time zone ``name`` (UTC for none); ValueError for a name that is not one."""
-    key = name or "UTC"
-    if key in NOT_ZONES or key.startswith(("posix/", "right/")):
+    """The IANA time zone ``name`` (UTC for None); ValueError for a name that is not one, the empty
+    string included (no zone of that name; AWS's ``TimeZone`` has at least one character)."""
+    key = "UTC" if name is None else name
+    if not key.strip() or key in NOT_ZONES or key.startswith(("posix/", "right/")):
         raise ValueError(f"{name!r} is not an IANA time zone")
     try:
         return ZoneInfo(key)
