@@ -106,6 +106,17 @@ def test_a_group_whose_warm_pool_holds_the_new_nodes_wins_a_tie() -> None:
     assert set(scale_up(planned(two_equal_groups(), {"b": {"warm_instances": 1}}))) == {"a"}
 
 
+def test_a_warm_pool_is_promised_to_one_class_of_a_plan_not_to_each() -> None:
+    """The warm pool's preference counts the warm instances the plan's earlier classes already take:
+    b's two warm instances hold the first class's two nodes, and the second class's nodes would be cold
+    launches in either group, so the name sends them to a."""
+    world = two_equal_groups()  # class "web": 7 CPUs a pod, two new nodes
+    world.pods("api", 2, cpu="6500m")  # another class, one a node, that does not fit beside a web pod
+    ups = scale_up(planned(world, {"b": {"warm_instances": 2}}))
+    assert ups["b"][1] - ups["b"][0] == 2
+    assert ups["a"][1] - ups["a"][0] == 2
+
+
 def test_warm_instances_do_not_beat_less_waste() -> None:
     world = World()
     world.group("big", "m5.2xlarge")
