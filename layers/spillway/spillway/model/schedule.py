@@ -1,4 +1,4 @@
-"""ASG scheduled actions: when they fire, and the MinSize floor they put under a group now and soon.
+"""ASG scheduled actions: when they run, and the MinSize floor the coming runs put under a group.
 
 A scheduled action sets a group's MinSize / MaxSize / DesiredCapacity once (at ``StartTime``) or at
 every occurrence of ``Recurrence``, a 5-field Unix cron (``minute hour day-of-month month
@@ -15,7 +15,9 @@ Daylight saving time: a local time the spring change skips fires at the first in
 one the autumn change repeats fires once, at its first occurrence (the rule of
 :mod:`spillway.model.windows`).
 
-:func:`scheduled_floor` is pure: the planner passes ``now``.
+:func:`scheduled_floor` is pure: the planner passes ``now``. It looks ahead only: AWS sets a group's
+MinSize once, when an action runs, and keeps no old values, so what a past run set is the group's
+MinSize now (or what somebody changed it to since), which the planner already honours.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ _FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
     ("month", 1, 12, _MONTHS),
     ("day-of-week", 0, 7, _DAYS),
 )
-LOOKBACK_DAYS = 400  # how far back "the last time it fired" is searched (a yearly cron fits)
 
 
 def _value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> int:
@@ -232,6 +233,9 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+_TICK = timedelta(microseconds=1)
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduledFloor:
     """One scheduled action of a group, as much of it as the planner needs."""
@@ -256,17 +260,20 @@ class ScheduledFloor:
         start = _aware(self.start)
         if start <= now:
             return False
-        return (
-            self._cron_run(now + timedelta(microseconds=1), start - timedelta(microseconds=1), latest=False)
-            is not None
-        )
+        return self._cron_run(now + _TICK, start - _TICK) is not None
 
-    def _first(self, lo: datetime, hi: datetime, *, latest: bool, now: datetime) -> datetime | None:
-        """The earliest (or ``latest``) run in ``[lo, hi]``.
+    def _cron_run(self, lo: datetime, hi: datetime) -> datetime | None:
+        """The recurrence's first run in ``[lo, hi]``."""
+        assert self.recurrence
+        return next(cron_runs(Cron.parse(self.recurrence), zone_of(self.timezone), lo, hi), None)
+
+    def next_fire(self, now: datetime, horizon: timedelta) -> datetime | None:
+        """When the action runs next, after ``now`` and at most ``horizon`` later.
 
         ``StartTime`` is a run of its own (for a recurring action too, as PutScheduledUpdateGroupAction
         documents); it bounds the recurrence from below only when the recurrence has not begun
         (:meth:`_starts_later`). ``EndTime`` ends the recurrence."""
+        lo, hi = now + _TICK, now + horizon
         runs = []
         start = _aware(self.start) if self.start else None
         if start is not None and self._starts_later(now):
@@ -274,38 +281,10 @@ class ScheduledFloor:
         if start is not None and lo <= start <= hi:
             runs.append(start)
         if self.recurrence:
-            end = min(hi, _aware(self.end)) if self.end else hi
-            cron = self._cron_run(lo, end, latest=latest)
+            cron = self._cron_run(lo, min(hi, _aware(self.end)) if self.end else hi)
             if cron is not None:
                 runs.append(cron)
-        if not runs:
-            return None
-        return max(runs) if latest else min(runs)
-
-    def _cron_run(self, lo: datetime, hi: datetime, *, latest: bool) -> datetime | None:
-        assert self.recurrence
-        cron, zone = Cron.parse(self.recurrence), zone_of(self.timezone)
-        if not latest:
-            return next(cron_runs(cron, zone, lo, hi), None)
-        first, last = lo.astimezone(zone).date(), hi.astimezone(zone).date()
-        clocks = cron.times()
-        for offset in range((last - first).days, -1, -1):
-            day = first + timedelta(days=offset)
-            if not cron.on(day):
-                continue
-            for clock in reversed(clocks):
-                at = local_instant(zone, day, clock)
-                if lo <= at <= hi:
-                    return at
-        return None
-
-    def last_fired(self, now: datetime) -> datetime | None:
-        """When the action last ran, at or before ``now`` (searched ``LOOKBACK_DAYS`` back)."""
-        return self._first(now - timedelta(days=LOOKBACK_DAYS), now, latest=True, now=now)
-
-    def next_fire(self, now: datetime, horizon: timedelta) -> datetime | None:
-        """When the action runs next, after ``now`` and at most ``horizon`` later."""
-        return self._first(now + timedelta(microseconds=1), now + horizon, latest=False, now=now)
+        return min(runs, default=None)
 
     def describe(self) -> str:
         when = f"cron {self.recurrence!r} {self.timezone or 'UTC'}" if self.recurrence else "once"
@@ -344,44 +323,33 @@ class ScheduledFloor:
 
 @dataclass(frozen=True, slots=True)
 class Floor:
-    """The MinSize scheduled actions hold a group at, now or within the horizon, and which one."""
+    """The MinSize a scheduled action sets within the horizon, which action, and when it runs."""
 
     min_size: int
     action: ScheduledFloor
-    at: datetime  # when the action ran (in effect) or will run (soon)
-    soon: bool
+    at: datetime
 
     def describe(self) -> str:
-        verb = "runs at" if self.soon else "ran at"
-        return f"{self.action.describe()} {verb} {format_time(self.at)} with MinSize {self.min_size}"
+        return f"{self.action.describe()} runs at {format_time(self.at)} with MinSize {self.min_size}"
 
 
 def scheduled_floor(actions: Sequence[ScheduledFloor], now: datetime, horizon: timedelta) -> Floor | None:
-    """The MinSize in effect now (that of the action that ran last, among those that set MinSize) or
-    set within ``horizon`` (the highest such), whichever is higher; None when no action sets one.
-    An action whose cron cannot be read is skipped (it was checked when the group was read)."""
+    """The highest MinSize an action sets when it runs after ``now`` and within ``horizon`` (the
+    earliest such run, then the action's name, on a tie); None when none does. Past runs set no floor:
+    AWS applied them to the group's MinSize, which may have been changed since. An action whose cron
+    or zone cannot be read is skipped (it was checked when the group was read)."""
     now = _aware(now)
-    fired: list[Floor] = []
     coming: list[Floor] = []
     for action in actions:
         if action.min_size is None:
             continue
         try:
-            last, upcoming = action.last_fired(now), action.next_fire(now, horizon)
+            upcoming = action.next_fire(now, horizon)
         except ValueError:
             continue
-        if last is not None:
-            fired.append(Floor(action.min_size, action, last, soon=False))
         if upcoming is not None:
-            coming.append(Floor(action.min_size, action, upcoming, soon=True))
-    candidates: list[Floor] = []
-    if fired:
-        candidates.append(max(fired, key=lambda f: (f.at, f.action.name)))
-    if coming:
-        candidates.append(max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name)))
-    if not candidates:
-        return None
-    return max(candidates, key=lambda f: (f.min_size, not f.soon))
+            coming.append(Floor(action.min_size, action, upcoming))
+    return max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name), default=None)
 
 
 def check_actions(actions: Iterable[ScheduledFloor]) -> list[str]:
