@@ -105,6 +105,36 @@ def test_a_time_the_autumn_change_repeats_runs_once() -> None:
     assert action.next_fire(utc(2026, 10, 25, 0, 31), 3 * H) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # hour (or minute) field a wildcard: every reading of the clock runs, the repeated hour's too
+        ("0 * * * *", ["23:00", "00:00", "01:00", "02:00"]),
+        ("*/30 * * * *", ["23:00", "23:30", "00:00", "00:30", "01:00", "01:30", "02:00", "02:30"]),
+        ("0 */2 * * *", ["00:00", "01:00"]),  # 02:00 Berlin, both times; 00:00 and 04:00 are outside
+        ("30 2 * * *", ["00:30"]),  # a fixed time: once, at its first reading
+        ("0 1-3 * * *", ["23:00", "00:00", "02:00"]),  # fixed hours: 02:00 once
+    ],
+)
+def test_a_cron_run_every_hour_also_runs_in_the_hour_the_autumn_change_repeats(
+    text: str, expected: list[str]
+) -> None:
+    """2026-10-25, Berlin: 03:00 CEST (01:00 UTC) turns back to 02:00 CET, so 02:00-02:59 reads twice.
+    Vixie cron runs a job whose minute or hour field starts with ``*`` in both (its "wildcard" jobs)
+    and a fixed-time job once; Spillway's runs are the same instants. (Found by review.)"""
+    runs = cron_runs(
+        Cron.parse(text), zone_of("Europe/Berlin"), utc(2026, 10, 24, 23), utc(2026, 10, 25, 2, 59)
+    )
+    assert [r.strftime("%H:%M") for r in runs] == expected
+
+
+def test_a_minute_wildcard_with_a_fixed_hour_runs_through_both_readings_of_that_hour() -> None:
+    berlin = zone_of("Europe/Berlin")
+    runs = list(cron_runs(Cron.parse("* 2 * * *"), berlin, utc(2026, 10, 24, 12), utc(2026, 10, 25, 12)))
+    assert len(runs) == 120 and runs[0] == utc(2026, 10, 25, 0) and runs[-1] == utc(2026, 10, 25, 1, 59)
+    assert all(b - a == M for a, b in pairwise(runs))
+
+
 def test_end_time_stops_the_recurrence_and_start_time_is_a_run() -> None:
     action = ScheduledFloor(
         "x", min_size=2, recurrence="0 * * * *", start=utc(2026, 3, 2, 9, 15), end=utc(2026, 3, 2, 12)
@@ -136,7 +166,10 @@ def test_a_recurrence_that_starts_later_does_not_run_before_and_a_described_next
 
 M = timedelta(minutes=1)
 CHANGE_CASES = [
-    ("* * * * *", M, "Europe/Berlin", utc(2026, 10, 20)),  # one block a day; the autumn change breaks it
+    ("* * * * *", M, "Europe/Berlin", utc(2026, 10, 20)),  # one block a day, through the repeated hour
+    ("* 2 * * *", M, "Europe/Berlin", utc(2026, 10, 20)),  # the repeated hour: one block of two hours
+    ("0 * * * *", H, "Europe/Berlin", utc(2026, 10, 20)),  # back to back, the repeated hour too
+    ("30 2 * * *", 10 * M, "Europe/Berlin", utc(2026, 10, 20)),  # a fixed time, once in autumn
     ("*/15 9-17 * * mon-fri", 30 * M, "Europe/Berlin", utc(2026, 3, 23)),  # across the spring change
     ("0 */2 * * *", 150 * M, "America/New_York", utc(2026, 10, 28)),  # 3 h apart once, on 1 November
     ("30 2 * * *", H, "Europe/Berlin", utc(2026, 3, 26)),  # a run the spring change skips

@@ -11,9 +11,14 @@ AWS's traditional cron has no ``?``, so a Recurrence AWS accepted reads the same
 field is unrestricted when it is ``*`` or ``?`` with no step or step 1 (robfig/cron; Vixie cron
 agrees on ``*/1`` and differs only on ``*/2`` and wider steps, which it also takes as unrestricted).
 
-Daylight saving time: a local time the spring change skips fires at the first instant after the gap;
-one the autumn change repeats fires once, at its first occurrence (the rule of
-:mod:`spillway.model.windows`).
+Daylight saving time: a run is an instant at which the zone's wall clock reads a time the cron names.
+The autumn change makes the clock read an hour (or so) twice: a cron whose minute or hour field starts
+with ``*`` or ``?`` (every minute or every hour, steps such as ``*/15`` included) runs at both readings,
+and a cron of fixed minute and hour runs once, at the first. That is Vixie (ISC) cron's rule: such jobs
+are its "wildcard" jobs (flags ``MIN_STAR``/``HR_STAR``), the only ones it runs again when the clock
+goes back, so ``0 * * * *`` runs every hour of a 25-hour day and ``30 2 * * *`` once. A time the
+spring change skips runs at the first instant after the gap (Vixie cron runs its skipped fixed-time
+jobs then too); windows (:mod:`spillway.model.windows`) open at a time's first reading.
 
 :func:`scheduled_floor` is pure: the planner passes ``now``. It looks ahead only: AWS sets a group's
 MinSize once, when an action runs, and keeps no old values, so what a past run set is the group's
@@ -90,6 +95,7 @@ class Cron:
     weekdays: frozenset[int]  # 0 = Sunday
     any_day: bool  # day-of-month is unrestricted: * or ?, step 1 at most (see _field)
     any_weekday: bool  # day-of-week is unrestricted
+    repeats: bool = False  # minute or hour starts with * or ?: runs at both readings of a repeated time
 
     @classmethod
     def parse(cls, text: str) -> Cron:
@@ -100,7 +106,8 @@ class Cron:
         fields = [_field(p, *spec) for p, spec in zip(parts, _FIELDS, strict=True)]
         sets = [values for values, _ in fields]
         weekdays = frozenset(d % 7 for d in sets[4])
-        return cls(sets[0], sets[1], sets[2], sets[3], weekdays, fields[2][1], fields[4][1])
+        repeats = parts[0][0] in "*?" or parts[1][0] in "*?"  # Vixie cron's MIN_STAR | HR_STAR
+        return cls(sets[0], sets[1], sets[2], sets[3], weekdays, fields[2][1], fields[4][1], repeats)
 
     def on(self, day: date) -> bool:
         """Whether the cron fires at some time of ``day`` (a local date)."""
@@ -114,6 +121,12 @@ class Cron:
 
     def times(self) -> list[time]:
         return [time(h, m) for h in sorted(self.hours) for m in sorted(self.minutes)]
+
+    def runs_on(self, zone: ZoneInfo, day: date) -> list[datetime]:
+        """Every run on ``day`` (a local date of ``zone``, which the cron must match), ascending, as UTC
+        instants: each of its times at every reading of the wall clock that counts (module docstring)."""
+        runs = {at for clock in self.times() for at in wall_instants(zone, day, clock, both=self.repeats)}
+        return sorted(runs)
 
 
 # robfig/cron's descriptors (Karpenter's budget schedules take them): each a 5-field expression.
@@ -131,15 +144,10 @@ CRON_MACROS = {
 def cron_runs(cron: Cron, zone: ZoneInfo, lo: datetime, hi: datetime) -> Iterator[datetime]:
     """Every run of ``cron`` (read in ``zone``) in ``[lo, hi]``, ascending, as UTC instants."""
     first, last = lo.astimezone(zone).date(), hi.astimezone(zone).date()
-    clocks = cron.times()
     for offset in range((last - first).days + 1):
         day = first + timedelta(days=offset)
-        if not cron.on(day):
-            continue
-        for clock in clocks:
-            at = local_instant(zone, day, clock)
-            if lo <= at <= hi:
-                yield at
+        if cron.on(day):
+            yield from (at for at in cron.runs_on(zone, day) if lo <= at <= hi)
 
 
 # The longest a 5-field cron that runs at all can go without running: one that runs only on 29 February
@@ -153,9 +161,9 @@ def _run_blocks(
     """The runs of ``cron`` from the local date of ``lo`` until one is after ``hi``, ascending, as
     blocks ``(first, last)`` of consecutive runs no more than ``span`` apart: "a run less than ``span``
     ago" holds from ``first`` to ``last + span`` without a break. A day whose runs all lie that close
-    is one block found with two time-zone conversions, however many times it runs; a day whose clock
+    is one block found with a few time-zone conversions, however many times it runs; a day whose clock
     gaps are wider, or whose UTC offset changes between its first and last run (which stretches or
-    shrinks the gaps), gives each run as a block of its own."""
+    shrinks the gaps, or reads some times twice), gives each run as a block of its own."""
     clocks = cron.times()
     walls = [datetime.combine(date.min, clock) for clock in clocks]
     wall_span = walls[-1] - walls[0]
@@ -165,11 +173,14 @@ def _run_blocks(
         day = first + timedelta(days=offset)
         if not cron.on(day):
             continue
-        block = (local_instant(zone, day, clocks[0]), local_instant(zone, day, clocks[-1]))
+        block = (
+            wall_instants(zone, day, clocks[0], both=cron.repeats)[0],
+            wall_instants(zone, day, clocks[-1], both=cron.repeats)[-1],
+        )
         if widest <= span and block[1] - block[0] == wall_span:
             blocks = [block]
         else:
-            blocks = [(at, at) for at in (local_instant(zone, day, clock) for clock in clocks)]
+            blocks = [(at, at) for at in cron.runs_on(zone, day)]
         for start, end in blocks:
             if start > hi:
                 return
@@ -199,16 +210,24 @@ def next_change(cron: Cron, zone: ZoneInfo, span: timedelta, after: datetime) ->
     return None
 
 
-def local_instant(zone: ZoneInfo, day: date, clock: time) -> datetime:
-    """``clock`` on ``day`` in ``zone`` as a UTC instant (DST rule: see the module docstring)."""
+def wall_instants(zone: ZoneInfo, day: date, clock: time, *, both: bool = False) -> tuple[datetime, ...]:
+    """The UTC instants at which ``zone``'s wall clock reads ``clock`` on ``day``, ascending: one; for
+    a time the autumn change repeats, its first reading, and its second too when ``both``; for a time
+    the spring change skips, the first instant after the gap."""
     wall = datetime.combine(day, clock)
-    instant = wall.replace(tzinfo=zone).astimezone(UTC)
-    if instant.astimezone(zone).replace(tzinfo=None) == wall:
-        return instant
-    probe = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    first = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: the first reading
+    if first.astimezone(zone).replace(tzinfo=None) == wall:
+        second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)  # the same instant unless repeated
+        return (first, second) if both and second != first else (first,)
+    probe = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)  # in the gap: just before it ends
     while probe.astimezone(zone).replace(tzinfo=None) < wall:
         probe += timedelta(minutes=1)
-    return probe
+    return (probe,)
+
+
+def local_instant(zone: ZoneInfo, day: date, clock: time) -> datetime:
+    """``clock`` on ``day`` in ``zone`` as a UTC instant: its first reading (see :func:`wall_instants`)."""
+    return wall_instants(zone, day, clock)[0]
 
 
 # files of the zoneinfo directory that are not zones of the IANA database: "localtime" is the host's own
