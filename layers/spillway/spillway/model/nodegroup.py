@@ -61,10 +61,11 @@ CAPACITY_LABELS = {
     "karpenter.sh/capacity-type": {"spot": "spot", "on-demand": "on-demand"},
     "eks.amazonaws.com/capacityType": {"SPOT": "spot", "ON_DEMAND": "on-demand"},
 }
-# Warm pool instances that can join the group quickly (not those leaving the pool).
-WARM_READY_STATES = frozenset(
-    {"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated", "Warmed:Pending", "Warmed:Pending:Proceed"}
-)
+# Warm pool instances a scale-out can take now: those in the pool's state (WarmPoolConfiguration
+# PoolState, "the instance state to transition to after the lifecycle actions are complete"). One still
+# launching into the pool (Warmed:Pending, :Wait while a lifecycle hook holds it, :Proceed) is not
+# ready yet, whichever of the three it is in; one leaving it (Warmed:Terminating...) never will be.
+WARM_READY_STATES = frozenset({"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated"})
 DEFAULT_MAX_PODS = 110
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})

@@ -212,7 +212,7 @@ class Unhealthy:
 
 @dataclass(frozen=True, slots=True)
 class GroupFloor:
-    """A group held above its own MinSize by a scheduled action (now, or within the idle threshold)."""
+    """A group held above its own MinSize by a scheduled action that runs within the idle threshold."""
 
     group: str
     min_size: int
