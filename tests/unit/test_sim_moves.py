@@ -216,6 +216,19 @@ def test_a_drain_of_an_unmovable_pod_is_counted_as_killed() -> None:
     assert world.counters.moves == 0
 
 
+@pytest.mark.parametrize("movable", [False, True])
+def test_terminating_a_busy_node_counts_the_unmovable_pods_it_kills(movable: bool) -> None:
+    # Every reference policy removes nodes only by terminating them, and so does Spillway a node it
+    # believes empty: an unmovable pod killed that way breaks the same rule as one a drain evicts.
+    world = _world()
+    job = _running(world, movable=movable)
+    world.t = 600
+    world.terminate(job.nodes[0].name)
+    counters = world.counters
+    assert (counters.pods_killed, counters.jobs_killed) == (1, 1)
+    assert counters.unmovable_killed == (0 if movable else 1)
+
+
 def test_a_make_room_moves_the_named_job_keeps_the_others_and_gives_the_node_back() -> None:
     # Two 4-GPU jobs on one node (most-allocated packs them); the make-room names the first one only.
     world = _world(penalty=600)

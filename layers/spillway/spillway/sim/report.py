@@ -11,7 +11,9 @@
   for the measured resource (GPUs on a GPU trace, else CPU);
 * **actions/h**: SetDesiredCapacity calls (failed ones too), uncordons and node terminations, per hour;
 * **killed**: pods running on a node when it was terminated (each kills its job, which starts over),
-  and pods not marked movable that a drain evicted (**unmovable killed**: must stay 0);
+  and pods not marked movable that a drain evicted; **unmovable killed**: the pods not marked movable
+  among them, whichever way the policy removed their node (a drain's eviction or a termination, for
+  every policy alike): must stay 0;
 * **moves/job**: restarts elsewhere of movable jobs whose pods a drain evicted, over all jobs; jobs
   restarted because their Spot node was interrupted are counted apart (**interrupted**);
 * **GPU-h lost**: GPU-hours of progress lost to restarts (moves and interruptions): the restart
@@ -348,7 +350,9 @@ def format_table(
         )
     for r in results:
         if r.unmovable_killed:
-            lines.append(f"{r.policy}: {r.unmovable_killed} unmovable pod(s) killed by drains")
+            lines.append(
+                f"{r.policy}: {r.unmovable_killed} unmovable pod(s) killed by drains or terminations"
+            )
     unstarted = [r for r in results if r.jobs_unstarted]
     for r in unstarted:
         lines.append(f"{r.policy}: {r.jobs_unstarted} job(s) never started")

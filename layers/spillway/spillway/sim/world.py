@@ -343,7 +343,9 @@ class Counters:
     pods_killed: int = 0  # pods running on a node when it was terminated
     jobs_killed: int = 0
     moves: int = 0  # jobs restarted elsewhere because a drain evicted a pod of theirs (movable ones)
-    unmovable_killed: int = 0  # pods not marked movable that a drain evicted (must stay 0)
+    # pods not marked movable that a policy killed, by a drain's eviction or by terminating their node
+    # (must stay 0; Spot interruptions are EC2's doing, counted apart)
+    unmovable_killed: int = 0
     interruptions: int = 0  # Spot instances taken back
     never_joined: int = 0  # launches whose instance never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances a policy removed (terminate with decrement)
@@ -608,7 +610,8 @@ class World:
     def terminate(self, node_name: str) -> None:
         """TerminateInstanceInAutoScalingGroup with the desired capacity decremented.
 
-        Pods still running there are killed (counted); their jobs go back to the queue.
+        Pods still running there are killed (counted, and as unmovable killed when not marked movable);
+        their jobs go back to the queue and start over.
         """
         node = self.nodes.get(node_name)
         if node is None:
@@ -618,8 +621,7 @@ class World:
             raise SimError(f"terminating {node_name} would take {group.name} below MinSize")
         for key, job in list(node.pods.items()):
             if key in node.pods:
-                self.counters.pods_killed += sum(1 for n in job.nodes if n is node)
-                self._kill(job)
+                self._kill_on(node, job)
         self._remove(node)
         group.desired -= 1
         group.version += 1
@@ -789,6 +791,15 @@ class World:
             if self.track:
                 self.pod_infos.pop(key, None)
         sim_job.nodes = []
+
+    def _kill_on(self, node: SimNode, sim_job: SimJob) -> None:
+        """A policy's removal of ``node`` kills the job's pods there, and so the job: its pods there are
+        counted killed, as unmovable killed too when not marked movable (the rule every policy keeps)."""
+        killed = sum(1 for n in sim_job.nodes if n is node)
+        self.counters.pods_killed += killed
+        if not sim_job.movable:
+            self.counters.unmovable_killed += killed
+        self._kill(sim_job)
 
     def _kill(self, sim_job: SimJob) -> None:
         self.counters.jobs_killed += 1
