@@ -206,14 +206,27 @@ def test_a_drain_moves_a_movable_job_which_resumes_with_the_penalty() -> None:
     assert first.name not in world.nodes and world.groups["gpu"].desired == 1
 
 
-def test_a_drain_of_an_unmovable_pod_is_counted_as_killed() -> None:
-    world = _world()
-    job = _running(world, movable=False)
+def _completion(world: World, job: SimJob) -> int:
+    return next(e[0] for e in world.events if e[3] == (job, job.generation))
+
+
+@pytest.mark.parametrize(("movable", "pods"), [(False, None), (True, ("ml/other-0",))])
+def test_a_pod_a_drain_kills_kills_its_job_which_starts_over(movable: bool, pods: tuple[str] | None) -> None:
+    # Started at 0 for 3600 s on 4 GPUs, drained at 600 with a 60 s penalty. A pod that may not move, or
+    # one the plan did not name, dies with its node and its job with it, as on a terminated node: the
+    # job starts over on the other node (done at 600 + 3600), counts as killed and not as moved, and
+    # the 600 s of progress it had on 4 GPUs are lost (not the penalty).
+    world = _world(penalty=60)
+    job = _running(world, movable=movable)
     world.t = 600
-    world.drain(job.nodes[0].name)
-    assert world.counters.unmovable_killed == 1
-    assert world.counters.pods_killed == 1
-    assert world.counters.moves == 0
+    world.drain(job.nodes[0].name, pods)
+    world.schedule()
+    counters = world.counters
+    assert job.state == "running"
+    assert (counters.pods_killed, counters.jobs_killed, counters.moves, job.moves) == (1, 1, 0, 0)
+    assert counters.unmovable_killed == (0 if movable else 1)
+    assert _completion(world, job) == 600 + 3600
+    assert counters.lost_gpu_seconds == 4 * 600
 
 
 @pytest.mark.parametrize("movable", [False, True])
@@ -227,6 +240,7 @@ def test_terminating_a_busy_node_counts_the_unmovable_pods_it_kills(movable: boo
     counters = world.counters
     assert (counters.pods_killed, counters.jobs_killed) == (1, 1)
     assert counters.unmovable_killed == (0 if movable else 1)
+    assert counters.lost_gpu_seconds == 4 * 600  # it starts over: its progress is lost
 
 
 def test_a_make_room_moves_the_named_job_keeps_the_others_and_gives_the_node_back() -> None:
@@ -410,15 +424,6 @@ def test_variants_and_the_pareto_chart(tmp_path: Path, capsys: pytest.CaptureFix
     assert [p["policy"] for p in data["policies"]] == ["spillway", "cluster-autoscaler", "spillway[idle1]"]
     assert data["config"]["variants"]["idle1"]["scale_down_idle_minutes"] == 1
     assert data["config"]["movable_jobs"] == 1 and data["config"]["restart_penalty_seconds"] == 600
-
-
-def test_a_drain_naming_its_pods_kills_the_ones_it_left_out() -> None:
-    world = _world()
-    job = _running(world, movable=True)
-    world.t = 600
-    world.drain(job.nodes[0].name, pods=("ml/other-0",))
-    assert (world.counters.moves, world.counters.pods_killed, world.counters.unmovable_killed) == (0, 1, 0)
-    assert job.state == "pending"
 
 
 def test_a_spot_group_is_spot_to_the_planner_and_running_pods_have_an_age() -> None:

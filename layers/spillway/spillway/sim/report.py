@@ -10,14 +10,15 @@
 * **utilisation**: resource-seconds requested by running pods over resource-seconds of every instance,
   for the measured resource (GPUs on a GPU trace, else CPU);
 * **actions/h**: SetDesiredCapacity calls (failed ones too), uncordons and node terminations, per hour;
-* **killed**: pods running on a node when it was terminated (each kills its job, which starts over),
-  and pods not marked movable that a drain evicted; **unmovable killed**: the pods not marked movable
+* **killed**: pods running on a node when it was terminated, and pods a drain evicted that could not
+  move (not marked movable, or not among the pods its plan named); each kills its job, which starts
+  over from the beginning and counts as killed, not moved; **unmovable killed**: the pods not marked movable
   among them, whichever way the policy removed their node (a drain's eviction or a termination, for
   every policy alike): must stay 0;
 * **moves/job**: restarts elsewhere of movable jobs whose pods a drain evicted, over all jobs; jobs
   restarted because their Spot node was interrupted are counted apart (**interrupted**);
-* **GPU-h lost**: GPU-hours of progress lost to restarts (moves and interruptions): the restart
-  penalty times the job's GPUs, each time;
+* **GPU-h lost**: GPU-hours of progress lost to restarts: for a move or an interruption the restart
+  penalty times the job's GPUs, each time; for a killed job the progress it had made, times its GPUs;
 * **x cost bound**: cost over the step lower bound on cost (``spillway.sim.bounds``).
 
 Per tenant (a namespace: Philly's virtual clusters are ``vc-<name>``):

@@ -43,7 +43,9 @@ restarted elsewhere, the time from each eviction to its next start.
 **Moves.** A drain of a node that runs pods (:meth:`World.drain`) evicts them and terminates the node.
 A job whose pods are marked movable (``safe-to-evict: "true"``, :attr:`SimJob.movable`) goes back to
 the queue and resumes elsewhere, its remaining time grown by ``restart_penalty`` (progress since its
-last checkpoint, and the restart itself); a pod not marked movable is killed, and counted. **Spot**:
+last checkpoint, and the restart itself); a pod not marked movable, or one the drain's plan did not
+name, is killed, and counted: its job starts over from the beginning, as on a node terminated with
+pods on it, its progress lost. **Spot**:
 an instance of a group with an interruption rate is taken back after an exponentially distributed
 time (seeded) from its launch; its pods restart as moved ones do and the group launches a replacement
 (its desired capacity is unchanged), as an Auto Scaling group does.
@@ -350,7 +352,8 @@ class Counters:
     never_joined: int = 0  # launches whose instance never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances a policy removed (terminate with decrement)
     interrupted_jobs: int = 0  # jobs restarted because their node was interrupted
-    lost_gpu_seconds: int = 0  # GPU-seconds of progress lost to restarts (penalty x GPUs)
+    # GPU-seconds of progress lost: a move's or an interruption's penalty x GPUs; a killed job's progress
+    lost_gpu_seconds: int = 0
     node_seconds: dict[str, int] = field(default_factory=dict)  # by instance type
     group_seconds: dict[str, int] = field(default_factory=dict)  # by group
     tenant_seconds: dict[str, int] = field(default_factory=dict)  # by the tenant that opened the node
@@ -632,10 +635,11 @@ class World:
 
         The pods of a job marked movable are evicted and the job restarts elsewhere (back to the queue,
         its remaining time grown by the restart penalty: :meth:`_restart`). A pod not marked movable is
-        evicted all the same (a real drain would, once a PDB allows it) but counted as killed: a policy
-        that drains one breaks the rule it must keep, and the report shows it. ``pods``, when given, are
-        the pods the plan said it moves; a pod left out dies with the node, and counts as killed (as
-        unmovable killed too when it is not marked movable).
+        evicted all the same (a real drain would, once a PDB allows it) but killed: its job starts over
+        from the beginning, as on a terminated node (:meth:`_kill_on`), and counts as killed, not moved;
+        a policy that drains one breaks the rule it must keep, and the report shows it. ``pods``, when
+        given, are the pods the plan said it moves; a pod left out dies with the node, killed the same
+        way (counted as unmovable killed too when it is not marked movable).
 
         ``terminate`` false (make room): the node stays, and so does every pod the plan did not name; the
         evicted jobs are placed again while it is cordoned, as their replacement pods are during the
@@ -649,16 +653,16 @@ class World:
         for key, job in list(node.pods.items()):
             if key not in node.pods:
                 continue  # a pod of a job already evicted from this node
-            if not terminate and pods is not None and key not in pods:
+            here = [k for k, n in zip(job.pod_keys, job.nodes, strict=True) if n is node]
+            if not terminate and pods is not None and not any(k in pods for k in here):
                 continue  # make room: the pods it does not name stay
-            if job.movable and (pods is None or key in pods):
+            # a terminating drain moves a job only when the plan named every pod of it on the node
+            named = pods is None or not terminate or all(k in pods for k in here)
+            if job.movable and named:
                 self.counters.moves += 1
+                self._restart(job)
             else:
-                killed = sum(1 for n in job.nodes if n is node)
-                self.counters.pods_killed += killed
-                if not job.movable:
-                    self.counters.unmovable_killed += killed
-            self._restart(job)
+                self._kill_on(node, job)
         if terminate:
             self.terminate(node_name)
             return
@@ -802,8 +806,12 @@ class World:
         self._kill(sim_job)
 
     def _kill(self, sim_job: SimJob) -> None:
+        """The job starts over from the beginning: the progress it had is lost (GPU-seconds)."""
+        ran = self.t - sim_job.start
         self.counters.jobs_killed += 1
-        self.counters.used_seconds += (self.t - sim_job.start) * sim_job.job.total(RESOURCES[self.measure])
+        self.counters.used_seconds += ran * sim_job.job.total(RESOURCES[self.measure])
+        progress = sim_job.job.duration - (sim_job.remaining - ran)  # what starting over adds to its run
+        self.counters.lost_gpu_seconds += max(0, progress) * sim_job.job.gpus
         self.running -= 1
         self._release(sim_job)
         sim_job.generation += 1
