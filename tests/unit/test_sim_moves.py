@@ -15,7 +15,7 @@ import pytest
 
 from spillway.config import PlannerConfig
 from spillway.errors import InputError
-from spillway.planner import ScalingPlan
+from spillway.planner import ScalingPlan, codes
 from spillway.planner.types import Drain
 from spillway.sim import policies
 from spillway.sim.bounds import lower_bounds
@@ -286,6 +286,89 @@ def test_spillway_policy_draining_an_unmovable_pod_breaks_the_invariant(
     monkeypatch.setattr(policies, "plan", lambda *args: _plan_draining(node))
     policies.SpillwayPolicy(PlannerConfig()).decide(world)
     assert world.counters.unmovable_killed == 1
+
+
+def test_a_plan_s_drain_of_a_node_that_got_pods_since_the_plan_is_cancelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One plan makes room on the busy node (moving job 1) and drains the other node, empty when planned.
+    # Job 1 is placed again on that node, the only one with room: as DrainNode does with a plan's drain
+    # whose node runs work the plan did not plan to move, the drain is cancelled, touching nothing, and
+    # job 1 is moved once (one penalty), not twice.
+    world = _world(penalty=600, track=True)
+    moved = _running(world, movable=True)
+    stays = _running(world, movable=True, ident=2)  # most-allocated: on the same node
+    busy = moved.nodes[0]
+    empty = next(n for n in world.nodes.values() if n is not busy)
+    assert stays.nodes[0] is busy and not empty.pods
+    plan = ScalingPlan(
+        drain=(
+            Drain(
+                busy.name, busy.instance_id, "gpu", "us-east-1", "x", codes.MAKE_ROOM, (moved.pod_keys[0],)
+            ),
+            Drain(empty.name, empty.instance_id, "gpu", "us-east-1", "idle"),
+        )
+    )
+    monkeypatch.setattr(policies, "plan", lambda *args: plan)
+    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    assert moved.nodes == [empty] and moved.moves == 1
+    assert (world.counters.moves, world.counters.pods_killed, world.counters.drains_cancelled) == (1, 0, 1)
+    assert world.counters.lost_gpu_seconds == 4 * 600
+    assert empty.name in world.nodes and not empty.cordoned  # not touched
+
+
+def test_a_make_room_leaves_running_a_pod_placed_since_the_plan_under_a_name_it_gave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A movable gang of two 8-GPU pods on nodes A and B; a third node is empty. One plan makes room on
+    # B (naming pod 1), then on A (naming pod 0). The first restarts the whole gang, placed again on A
+    # and the empty node while B is cordoned: the pod 0 now on A is a new pod, not the one the plan
+    # named, so the second make room leaves it running (its drain ignores pods it does not plan to
+    # move) and the gang is moved once.
+    world = _world(nodes=3, penalty=600, track=True)
+    request = {"cpu": 7900 * 8, "memory": 56 * GIB * 8, "nvidia.com/gpu": 8000, "pods": 1000}
+    gang = SimJob(Job(1, "job-1", "ml", 0, 3600, 0, (request, request), movable=True))
+    world.jobs.append(gang)
+    world.arrive(gang)
+    world.schedule()
+    a, b = gang.nodes
+    plan = ScalingPlan(
+        drain=tuple(
+            Drain(n.name, n.instance_id, "gpu", "us-east-1", "x", codes.MAKE_ROOM, (key,))
+            for n, key in ((b, gang.pod_keys[1]), (a, gang.pod_keys[0]))
+        )
+    )
+    monkeypatch.setattr(policies, "plan", lambda *args: plan)
+    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    assert gang.state == "running" and gang.nodes[0] is a and gang.generation == 1
+    assert (world.counters.moves, gang.moves, world.counters.lost_gpu_seconds) == (1, 1, 16 * 600)
+
+
+def test_a_make_room_whose_node_was_emptied_since_the_plan_keeps_the_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The same gang on the only two nodes; the plan makes room on B, then on A. The first restarts the
+    # gang, which cannot be placed while B is cordoned: A is empty when its make room starts, and a
+    # make room keeps its node whatever it evicts.
+    world = _world(nodes=2, penalty=600, track=True)
+    request = {"cpu": 7900 * 8, "memory": 56 * GIB * 8, "nvidia.com/gpu": 8000, "pods": 1000}
+    gang = SimJob(Job(1, "job-1", "ml", 0, 3600, 0, (request, request), movable=True))
+    world.jobs.append(gang)
+    world.arrive(gang)
+    world.schedule()
+    a, b = gang.nodes
+    plan = ScalingPlan(
+        drain=tuple(
+            Drain(n.name, n.instance_id, "gpu", "us-east-1", "x", codes.MAKE_ROOM, (key,))
+            for n, key in ((b, gang.pod_keys[1]), (a, gang.pod_keys[0]))
+        )
+    )
+    monkeypatch.setattr(policies, "plan", lambda *args: plan)
+    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    assert set(world.nodes) == {a.name, b.name} and world.groups["gpu"].desired == 2
+    assert not a.cordoned and not b.cordoned
+    world.schedule()
+    assert gang.state == "running" and world.counters.moves == 1
 
 
 def test_the_planner_kills_no_unmovable_pod_with_half_the_jobs_movable(tmp_path: Path) -> None:

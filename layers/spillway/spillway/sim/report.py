@@ -176,6 +176,7 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         "cordons": counters.cordons,
         "uncordons": counters.uncordons,
         "soft_taints": counters.soft_taints,
+        "drains_cancelled": counters.drains_cancelled,
     }
     acted = (
         counters.scale_up_calls

@@ -348,6 +348,7 @@ class Counters:
     # pods not marked movable that a policy killed, by a drain's eviction or by terminating their node
     # (must stay 0; Spot interruptions are EC2's doing, counted apart)
     unmovable_killed: int = 0
+    drains_cancelled: int = 0  # a plan's drains cancelled: their node got pods since the plan
     interruptions: int = 0  # Spot instances taken back
     never_joined: int = 0  # launches whose instance never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances a policy removed (terminate with decrement)
