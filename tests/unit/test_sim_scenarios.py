@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from spillway.config import PlannerConfig
+from spillway.sim.report import format_table
 from spillway.sim.run import Report, SimConfig, simulate
 from spillway.sim.trace import read_trace
 from spillway.sim.world import (
@@ -153,6 +154,24 @@ def test_a_pod_no_group_can_run_never_starts_and_holds_nothing_up(tmp_path: Path
     for result, replay in zip(report.results, report.runs, strict=True):
         assert result.jobs_started == 1 and result.jobs_unstarted == 0
         assert replay.end == 3720
+
+
+def test_a_job_that_never_starts_counts_as_waiting_until_the_replay_ends(tmp_path: Path) -> None:
+    # The group holds one node: the gang of two 8-GPU pods never starts, the 1-GPU job waits 120 s. The
+    # gang waits from its submit (0) to the end of the replay (censored there), weighing 16 GPUs: every
+    # weighted percentile is that wait, and so is the plain p90 of the two jobs.
+    group = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 1)
+    report = run(tmp_path, ["0,1000,,,8,2,ml,0", "0,1000,,,1,1,ml,0"], groups=(group,), packers=False)
+    result, end = report.results[0], float(report.runs[0].end)
+    assert (result.jobs_started, result.jobs_unstarted) == (1, 1)
+    assert end > 1120
+    assert result.pending_seconds == {"p50": 120.0, "p90": end, "p99": end}
+    assert result.pending_weighted_seconds == {"p50": end, "p90": end, "p99": end}
+    assert result.max_pending_seconds == end
+    assert result.tenants["ml"].pending_weighted_seconds["p50"] == end
+    assert "1 job(s) never started, counted as waiting until the replay ended" in format_table(
+        report.results, report.bounds
+    )
 
 
 def test_reference_policies_follow_their_published_rules(tmp_path: Path) -> None:

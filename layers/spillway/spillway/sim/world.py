@@ -38,7 +38,7 @@ others could not hold it and have not changed: kube-scheduler's queueing hints m
 together or not at all (all-or-nothing, as the scheduler-plugins Coscheduling plugin does with a
 PodGroup whose minMember is the job's size; without it, pods of a job would hold nodes while waiting
 for the rest). Pending time is measured from submit to the start of the whole job, plus, for a job
-restarted elsewhere, the time from each eviction to its next start.
+sent back to the queue (moved, killed or interrupted), the time from then to its next start.
 
 **Moves.** A drain of a node that runs pods (:meth:`World.drain`) evicts them and terminates the node.
 A job whose pods are marked movable (``safe-to-evict: "true"``, :attr:`SimJob.movable`) goes back to
@@ -437,7 +437,8 @@ class World:
         self.dirty = False  # something the autoscaler would see changed since it last decided
         self.watch_room = False  # the policy consolidates: room freed on a busy node is a change too
         self.counters = Counters()
-        # job id -> (seconds pending, every time it was queued, to its last start; weight: its GPUs, >= 1)
+        # job id -> (seconds pending, every time it was queued, to its last start; weight: its GPUs, >= 1);
+        # jobs that never started are not here (the report counts them waiting until the end)
         self.waits: dict[int, tuple[int, int]] = {}
         self.alive = 0
         self.series: list[tuple[int, int]] = [(0, 0)]  # (time, instances alive) at every change
