@@ -88,6 +88,34 @@ def test_a_memory_bound_step_names_memory() -> None:
     assert bounds.step_cost_usd == pytest.approx(2 * 0.192)
 
 
+def test_a_gpu_trace_replays_on_a_mixed_fleet_with_its_cpu_group_listed_first(tmp_path: Path) -> None:
+    # The group order is a region preference, not the node type a trace is sized for: a Philly job of
+    # 16 GPUs is two pods of 8 (the GPU group's node), each with 8 GPUs' share of a p3's CPU and memory.
+    path = tmp_path / "philly.csv"
+    path.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-03 00:00:00,1000,16,16000,a\n")
+    config = SimConfig(groups=(CPU, GPU), policies=("spillway",), packers=False)
+    report = simulate(config, read_trace(path))
+    assert (report.unrunnable, report.pods) == (0, 2)
+    assert report.results[0].jobs_started == 1
+    pods = report.runs[0].world.jobs[0].job.pods
+    assert [p["nvidia.com/gpu"] for p in pods] == [8000, 8000]
+    assert {(p["cpu"], p["memory"]) for p in pods} == {(8 * 7900, 8 * 56 * GIB)}
+
+
+def test_each_row_is_sized_on_the_first_node_type_that_holds_its_pods(tmp_path: Path) -> None:
+    # A g4dn.xlarge (1 GPU: 3.92 CPU, 14.4 GiB allocatable) listed first: a 1-GPU row takes its share
+    # of that node, a row of 4-GPU pods the p3's (the first type holding such a pod); a row that says
+    # its CPU and memory keeps them.
+    small = GroupSpec("g4", "us-east-1", "g4dn.xlarge", 0, 10)
+    config = SimConfig(groups=(CPU, small, GPU))
+    rows = ["0,60,,,1,1,ml,0", "0,60,,,4,1,ml,0", "0,60,1,4,0,1,web,0"]
+    types = [t.allocatable for t in fleet(config)]
+    one, four, web = (job.pods[0] for job in build_jobs(read_trace(trace(tmp_path, rows)), types))
+    assert (one["cpu"], one["memory"]) == (3900, 14 * GIB)
+    assert (four["cpu"], four["memory"]) == (4 * 7900, 4 * 56 * GIB)
+    assert (web["cpu"], web["memory"]) == (1000, 4 * GIB)
+
+
 # -- ideal packers --
 
 
