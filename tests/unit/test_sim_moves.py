@@ -257,6 +257,18 @@ def test_a_pod_a_drain_kills_kills_its_job_which_starts_over(movable: bool, pods
     assert counters.lost_gpu_seconds == 4 * 600
 
 
+def test_the_penalty_is_charged_whole_to_a_job_moved_before_it_ran_that_long() -> None:
+    # As the report says: moved 60 s after its start with a 600 s penalty, the 3600 s job loses 600 s
+    # on 4 GPUs though it had run 60 s, and needs 3540 + 600 s more: it ends at 4200.
+    world = _world(penalty=600)
+    job = _running(world, movable=True)
+    world.t = 60
+    world.drain(job.nodes[0].name)
+    world.schedule()
+    assert world.counters.lost_gpu_seconds == 4 * 600
+    assert _completion(world, job) == 60 + 3540 + 600
+
+
 @pytest.mark.parametrize("movable", [False, True])
 def test_terminating_a_busy_node_counts_the_unmovable_pods_it_kills(movable: bool) -> None:
     # Every reference policy removes nodes only by terminating them, and so does Spillway a node it
@@ -429,7 +441,7 @@ def test_spot_instances_are_interrupted_replaced_and_their_jobs_restarted(tmp_pa
     assert result.gpu_hours_lost == pytest.approx(result.interrupted_jobs * 8 * 300 / 3600)
     assert result.jobs_started == 2 and result.jobs_unstarted == 0
     assert counters.nodes_launched >= 2 + result.interruptions - 1
-    assert result.moves == 0  # interruptions are not moves
+    assert (result.moves, result.jobs_moved) == (0, 0)  # interruptions are not moves
     assert result.cost_usd == pytest.approx(result.node_hours * 7.5)
 
 

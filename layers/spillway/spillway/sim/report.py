@@ -2,7 +2,10 @@
 
 * **node-hours**: every instance from launch to termination (booting time included: it is billed), and
   cost at on-demand prices (``spillway.sim.prices``);
-* **x bound**: node-hours over the step lower bound computed from the same trace (``spillway.sim.bounds``);
+* **x bound**: node-hours over the step lower bound computed from the same trace (``spillway.sim.bounds``),
+  which starts every job at its submit: a policy that makes jobs wait can come out slightly under it
+  without moving a pod (by about a tick plus a boot per launch at most, while jobs wait only for
+  launches), so a ratio near or under 1 is partly waiting, not packing;
 * **pending added**: per job, every second it spent pending: from submit to its first start, plus,
   each time a move, a kill or a Spot interruption sent it back to the queue, from then to its next
   start (every job would start at submit and never stop on an infinite cluster, so all of it is added
@@ -19,10 +22,14 @@
   over from the beginning and counts as killed, not moved; **unmovable killed**: the pods not marked movable
   among them, whichever way the policy removed their node (a drain's eviction or a termination, for
   every policy alike): must stay 0;
-* **moves/job**: restarts elsewhere of movable jobs whose pods a drain evicted, over all jobs; jobs
-  restarted because their Spot node was interrupted are counted apart (**interrupted**);
+* **moves/job**: moves over every job of the trace (those no group can run included). A move is a
+  restart elsewhere of a movable job whose pods a drain evicted as its plan said, counted each time
+  (JSON ``jobs_moved`` counts the jobs moved at least once); jobs restarted because their Spot node
+  was interrupted are not moves (**interrupted**, counted apart), nor are killed jobs;
 * **GPU-h lost**: GPU-hours of progress lost to restarts: for a move or an interruption the restart
-  penalty times the job's GPUs, each time; for a killed job the progress it had made, times its GPUs;
+  penalty times the job's GPUs, each time, charged whole even to a job that had run less than the
+  penalty since it (re)started (its remaining time then grows past what it had: the penalty stands
+  for the restart's own cost too); for a killed job the progress it had made, times its GPUs;
 * **x cost bound**: cost over the step lower bound on cost (``spillway.sim.bounds``).
 
 Per tenant (a namespace: Philly's virtual clusters are ``vc-<name>``):

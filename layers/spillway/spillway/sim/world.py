@@ -318,7 +318,7 @@ class SimJob:
         self.generation = 0
         self.remaining = job.duration  # seconds it runs once started (a restart adds its penalty)
         self.movable = job.movable  # its pods are marked safe-to-evict: "true" (the planner may move them)
-        self.moves = 0  # restarts elsewhere: evicted by a drain, or its node interrupted
+        self.moves = 0  # restarts elsewhere because a drain moved it (not interruptions, not kills)
         self.expected = job.expected  # a known upper bound of its duration (--duration-noise), else None
         self.queued = job.submit  # when it last joined the queue
         self.waited = 0  # seconds pending, over every time it was queued
@@ -344,7 +344,9 @@ class Counters:
     soft_taints: int = 0  # scale-down candidate taints set or lifted
     pods_killed: int = 0  # pods running on a node when it was terminated
     jobs_killed: int = 0
-    moves: int = 0  # jobs restarted elsewhere because a drain evicted a pod of theirs (movable ones)
+    # restarts elsewhere of movable jobs a drain evicted as its plan said (each time; Spot interruptions
+    # and kills are not moves)
+    moves: int = 0
     # pods not marked movable that a policy killed, by a drain's eviction or by terminating their node
     # (must stay 0; Spot interruptions are EC2's doing, counted apart)
     unmovable_killed: int = 0
@@ -662,6 +664,7 @@ class World:
             named = pods is None or not terminate or all(k in pods for k in here)
             if job.movable and named:
                 self.counters.moves += 1
+                job.moves += 1
                 self._restart(job)
             else:
                 self._kill_on(node, job)
@@ -823,13 +826,14 @@ class World:
         self.dirty = True
 
     def _restart(self, sim_job: SimJob) -> None:
-        """The job's pods are evicted; it resumes elsewhere, ``restart_penalty`` seconds of progress lost."""
+        """The job's pods are evicted; it resumes elsewhere, ``restart_penalty`` seconds of progress lost,
+        charged whole even when it ran less since it (re)started (its remaining time then grows past what
+        it had: the penalty is the restart's cost as well as lost progress)."""
         ran = self.t - sim_job.start
         self.counters.used_seconds += ran * sim_job.job.total(RESOURCES[self.measure])
         self.counters.lost_gpu_seconds += self.restart_penalty * sim_job.job.gpus
         self.running -= 1
         self._release(sim_job)
-        sim_job.moves += 1
         sim_job.generation += 1
         sim_job.start = -1
         sim_job.remaining = sim_job.remaining - ran + self.restart_penalty
