@@ -38,6 +38,7 @@ class LaunchTemplateSpec(AwsModel):
 
 class LaunchTemplateOverride(AwsModel):
     InstanceType: str | None = None
+    # how many units of the group's capacity an instance of the type counts for (1 to 999; absent: 1)
     WeightedCapacity: str | None = None
 
 
@@ -111,6 +112,9 @@ class AsgInstance(AwsModel):
     LifecycleState: str
     HealthStatus: str | None = None
     ProtectedFromScaleIn: bool = False
+    # the units of the group's capacity it counts for: its type's weight when it launched, kept after
+    # the override is changed or removed (absent: 1)
+    WeightedCapacity: str | None = None
 
 
 class AutoScalingGroup(AwsModel):
@@ -119,6 +123,9 @@ class AutoScalingGroup(AwsModel):
     MinSize: int = Field(ge=0)
     MaxSize: int = Field(ge=0)
     DesiredCapacity: int = Field(ge=0)
+    # what MinSize, MaxSize and DesiredCapacity count: units (absent: instances, or weighted units with
+    # WeightedCapacity overrides), vcpu or memory-mib
+    DesiredCapacityType: str | None = None
     AvailabilityZones: list[str] = Field(default_factory=list)
     Instances: list[AsgInstance] = Field(default_factory=list)
     Tags: list[Tag] = Field(default_factory=list)

@@ -118,6 +118,9 @@ class NodeGroup:
     # do not stand for the template (spillway.model.livetemplate)
     other_type_instances: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()  # tags or scheduled actions that could not be read, naming the field
+    # why Spillway does not scale the group at all (its capacity is not a count of instances: see
+    # capacity_unit_problems), one of its problems; "" for a group it scales
+    refusal: str = ""
 
     def sure_on_demand(self, opened: int = 0) -> int | None:
         """How many more launches are on-demand for certain, after ``opened`` new nodes a plan opens
@@ -209,6 +212,7 @@ class NodeGroup:
             instance_types=tuple(d.get("instance_types", ())),
             other_type_instances=tuple(d.get("other_type_instances", ())),
             problems=tuple(d.get("problems", ())),
+            refusal=str(d.get("refusal", "")),
             consolidation=parse_consolidation(d.get("consolidation"))[0],
             consolidation_problem=str(d.get("consolidation_problem", "")),
             options=tuple(sorted(dict(d.get("options", {})).items())),
@@ -234,6 +238,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("instance_types", lambda g: list(g.instance_types) or None),
     ("other_type_instances", lambda g: list(g.other_type_instances) or None),
     ("problems", lambda g: list(g.problems) or None),
+    ("refusal", lambda g: g.refusal or None),
     ("consolidation", lambda g: g.consolidation),
     ("consolidation_problem", lambda g: g.consolidation_problem or None),
     ("options", lambda g: dict(g.options) or None),
@@ -322,6 +327,50 @@ def resolve_instance_type(
         tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL)
         or tags.get(TAG_LABEL + "beta.kubernetes.io/instance-type")
         or asg.LaunchInstanceType
+    )
+
+
+_UNITS = {"vcpu": "vCPUs", "memory-mib": "MiB of memory"}
+_NOT_SCALED = "Spillway counts nodes, so it does not scale the group"
+
+
+def capacity_unit_problems(asg: AutoScalingGroup) -> tuple[str, ...]:
+    """Why the group's DesiredCapacity, MinSize and MaxSize are not counts of instances, each naming its
+    field; empty when they are. ``DesiredCapacityType`` vcpu or memory-mib counts vCPUs or MiB; a
+    ``WeightedCapacity`` other than 1 on an override (or on a live instance, which keeps the weight it
+    launched with after its override changed) makes every instance count its weight in units. Reading
+    either as instances shows capacity launching that never comes, grows the group by the wrong amount
+    and drains it below its MinSize: such a group is refused, not half-modelled (cluster-autoscaler's
+    AWS provider also counts one instance as one)."""
+    problems: list[str] = []
+    kind = asg.DesiredCapacityType
+    if kind is not None and kind.strip().lower() != "units":
+        what = _UNITS.get(kind.strip().lower(), f"{kind[:32]!r}, not instances")
+        problems.append(
+            f"DesiredCapacityType: {kind[:32]!r}: the group's capacity counts {what}; {_NOT_SCALED}"
+        )
+    mixed = asg.MixedInstancesPolicy
+    overrides = mixed.LaunchTemplate.Overrides if mixed and mixed.LaunchTemplate else []
+    for index, override in enumerate(overrides):
+        if not _weighs_one(override.WeightedCapacity):
+            problems.append(_weight_problem(f"MixedInstancesPolicy.LaunchTemplate.Overrides[{index}]",
+                                            override.WeightedCapacity))  # fmt: skip
+    if not any(p.startswith("MixedInstancesPolicy") for p in problems):
+        for index, instance in enumerate(asg.Instances):  # a weight its override no longer gives
+            if not _weighs_one(instance.WeightedCapacity) and instance.LifecycleState in LIVE_STATES:
+                problems.append(_weight_problem(f"Instances[{index}]", instance.WeightedCapacity))
+    return tuple(problems)
+
+
+def _weighs_one(weight: str | None) -> bool:
+    text = (weight or "1").strip()
+    return text.isdigit() and int(text) == 1
+
+
+def _weight_problem(where: str, weight: str | None) -> str:
+    return (
+        f"{where}.WeightedCapacity: {str(weight)[:32]!r}: the group's capacity counts weighted units, not "
+        f"instances; {_NOT_SCALED} (weigh every instance type 1 to have it scaled)"
     )
 
 
@@ -593,6 +642,7 @@ def node_group(
     consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
     capacity, capacity_problem = capacity_type(asg)
     options, option_problems = parse_options(asg.tag_map())
+    units = capacity_unit_problems(asg)
     return NodeGroup(
         name=asg.AutoScalingGroupName,
         region=asg.region,
@@ -621,6 +671,7 @@ def node_group(
                 if i.LifecycleState in LIVE_STATES and i.InstanceType != itype
             )
         ),
-        problems=tuple(p for p in (capacity_problem, *check_actions(floors), *option_problems) if p),
+        problems=tuple(p for p in (*units, capacity_problem, *check_actions(floors), *option_problems) if p),
+        refusal=units[0] if units else "",
         options=options,
     )

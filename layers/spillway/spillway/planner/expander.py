@@ -119,6 +119,10 @@ def options(
             fitting.append(
                 Option(group, empty[group.name], fit_count(cls.requests, empty[group.name], cls.per_node))
             )
+    for group in ctx.refused:  # why a group that might have run it does not
+        template = group.template
+        why = _rejection(cls, group, template.allocatable if template else {})
+        rejected[group.name] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
     return fitting, rejected
 
 
