@@ -169,6 +169,13 @@ class AutoScalingGroup(AwsModel):
     def tag_map(self) -> dict[str, str]:
         return {t.Key: t.Value for t in self.Tags}
 
+    def instance_weight(self, instance_id: str) -> int:
+        """The units of DesiredCapacity the instance counts for, which terminating it with the decrement
+        takes off: its ``WeightedCapacity`` (1 without one, or for an instance not in the group)."""
+        found = next((i for i in self.Instances if i.InstanceId == instance_id), None)
+        text = (found.WeightedCapacity or "1").strip() if found is not None else "1"
+        return int(text) if text.isdigit() and int(text) > 0 else 1
+
 
 class CreateFleetInstance(AwsModel):
     InstanceIds: list[str] = Field(default_factory=list)
