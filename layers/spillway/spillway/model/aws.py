@@ -35,9 +35,22 @@ class LaunchTemplateSpec(AwsModel):
     LaunchTemplateName: str | None = None
     Version: str | None = None
 
+    def named(self) -> dict[str, str] | None:
+        """As EC2 names a template (``LaunchTemplateId`` or ``LaunchTemplateName``, and ``Version``,
+        ``$Default`` without one), or None when it names none."""
+        if self.LaunchTemplateId:
+            return {"LaunchTemplateId": self.LaunchTemplateId, "Version": self.Version or "$Default"}
+        if self.LaunchTemplateName:
+            return {"LaunchTemplateName": self.LaunchTemplateName, "Version": self.Version or "$Default"}
+        return None
+
 
 class LaunchTemplateOverride(AwsModel):
     InstanceType: str | None = None
+    # attribute-based instance type selection instead of InstanceType (not resolved to types here)
+    InstanceRequirements: dict[str, Any] | None = None
+    # the launch template for this type (another AMI, an arm64 one, say) instead of the group's
+    LaunchTemplateSpecification: LaunchTemplateSpec | None = None
     # how many units of the group's capacity an instance of the type counts for (1 to 999; absent: 1)
     WeightedCapacity: str | None = None
 
@@ -150,12 +163,7 @@ class AutoScalingGroup(AwsModel):
         spec = self.LaunchTemplate
         if spec is None and self.MixedInstancesPolicy and self.MixedInstancesPolicy.LaunchTemplate:
             spec = self.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
-        if spec is None or not (spec.LaunchTemplateId or spec.LaunchTemplateName):
-            return None
-        named = {"LaunchTemplateId": spec.LaunchTemplateId} if spec.LaunchTemplateId else {}
-        return (named or {"LaunchTemplateName": str(spec.LaunchTemplateName)}) | {
-            "Version": spec.Version or "$Default"
-        }
+        return spec.named() if spec is not None else None
 
     @property
     def region(self) -> str:

@@ -161,7 +161,9 @@ def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
         for r in sorted(cls.requests)
         if cls.requests[r] > 0 and empty.get(r, 0) < cls.requests[r] and r != "ephemeral-storage"
     ]
-    return (
-        f"a {group.instance_type} node has too little "
-        f"{', '.join(short) or 'room'} (needs {describe(cls.requests, short)})"
+    node = (
+        f"a {group.instance_type} node"
+        if len(group.launch_types()) <= 1
+        else f"a node it may launch ({group.types_text()})"
     )
+    return f"{node} has too little {', '.join(short) or 'room'} (needs {describe(cls.requests, short)})"
