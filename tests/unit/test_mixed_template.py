@@ -13,6 +13,7 @@ from typing import Any
 
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
+from spillway.act.gang import fleet_request
 from spillway.local import objects as o
 from spillway.model.aws import AutoScalingGroup, bundled_instance_types
 from spillway.model.nodegroup import NodeGroup, build_node_groups, type_resources
@@ -116,3 +117,19 @@ def test_an_override_the_catalogue_does_not_know_is_a_problem_and_makes_no_arch_
     )
     assert group.template is not None and group.template.allocatable == allocatable("m5.large")
     assert ARCH not in group.template.labels
+
+
+def test_the_gang_fleet_asks_for_the_type_the_plan_was_made_for_from_its_own_launch_template() -> None:
+    overrides = types("m5.2xlarge", "m5.xlarge")
+    overrides[1]["LaunchTemplateSpecification"] = {"LaunchTemplateId": "lt-0small"}
+    asg = AutoScalingGroup.model_validate(mixed(overrides))
+    (group,) = build_node_groups([asg], [], CATALOGUE, {}, "ml")
+
+    request = fleet_request(asg, 2, "tok", "ml", "gang")
+
+    assert group.instance_type == request.instance_type == "m5.xlarge"
+    assert request.launch_template == {"LaunchTemplateId": "lt-0small", "Version": "$Default"}
+    first = fleet_request(
+        AutoScalingGroup.model_validate(mixed(types("m5.xlarge", "m5.2xlarge"))), 2, "t", "ml", "g"
+    )
+    assert first.launch_template == {"LaunchTemplateName": "lt", "Version": "$Latest"}  # the group's

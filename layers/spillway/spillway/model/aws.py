@@ -165,6 +165,16 @@ class AutoScalingGroup(AwsModel):
             spec = self.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
         return spec.named() if spec is not None else None
 
+    def launch_template_for(self, instance_type: str | None) -> dict[str, str] | None:
+        """The launch template an instance of ``instance_type`` launches from: its override's own
+        ``LaunchTemplateSpecification`` when it has one, else the group's (:attr:`launch_template`)."""
+        mixed = self.MixedInstancesPolicy
+        for override in mixed.LaunchTemplate.Overrides if mixed and mixed.LaunchTemplate else ():
+            own = override.LaunchTemplateSpecification
+            if instance_type and override.InstanceType == instance_type and own is not None and own.named():
+                return own.named()
+        return self.launch_template
+
     @property
     def region(self) -> str:
         """``arn:aws:autoscaling:<region>:<account>:autoScalingGroup:...`` → region."""
