@@ -121,6 +121,10 @@ def options(
             fitting.append(
                 Option(group, empty[group.name], fit_count(cls.requests, empty[group.name], cls.per_node))
             )
+    for group in ctx.refused:  # why a group that might have run it does not
+        template = group.template
+        why = _rejection(cls, group, template.allocatable if template else {})
+        rejected[group.name] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
     return fitting, rejected
 
 
@@ -159,7 +163,9 @@ def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
         for r in sorted(cls.requests)
         if cls.requests[r] > 0 and empty.get(r, 0) < cls.requests[r] and r != "ephemeral-storage"
     ]
-    return (
-        f"a {group.instance_type} node has too little "
-        f"{', '.join(short) or 'room'} (needs {describe(cls.requests, short)})"
+    node = (
+        f"a {group.instance_type} node"
+        if len(group.launch_types()) <= 1
+        else f"a node it may launch ({group.types_text()})"
     )
+    return f"{node} has too little {', '.join(short) or 'room'} (needs {describe(cls.requests, short)})"
