@@ -1228,3 +1228,112 @@ def test_an_annotation_change_bumps_a_deployments_generation_only(
     annotated = {"metadata": {"annotations": {"team": "a"}}}
     patched = _send(api, "PATCH", f"{path}/made", annotated, "application/merge-patch+json")
     assert (created["metadata"]["generation"], patched["metadata"]["generation"]) == (1, bumped)
+
+
+# --- a Pod as the API server stores it: v1 defaults, the Priority admission plugin, the QoS class ----
+
+PODS_PATH = "/api/v1/namespaces/default/pods"
+
+
+def _container(name: str = "main", requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
+               **fields: Any) -> dict[str, Any]:  # fmt: skip
+    resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v is not None}
+    return {
+        "name": name,
+        "image": "busybox:1.36",
+        **({"resources": resources} if resources else {}),
+        **fields,
+    }
+
+
+def _new_pod(api: KubeApiServer, name: str = "p", **spec: Any) -> dict[str, Any]:
+    """A pod created over the wire exactly as sent (one container ``main`` unless ``containers`` given)."""
+    return _post(api, PODS_PATH, {"metadata": {"name": name}, "spec": {"containers": [_container()], **spec}})
+
+
+def test_a_created_pod_gets_the_v1_pod_and_pod_spec_defaults(api: KubeApiServer) -> None:
+    """SetDefaults_PodSpec and SetDefaults_Pod (pkg/apis/core/v1/defaults.go)."""
+    spec = _new_pod(api)["spec"]
+    assert (spec["restartPolicy"], spec["dnsPolicy"], spec["schedulerName"]) == (
+        "Always",
+        "ClusterFirst",
+        "default-scheduler",
+    )
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert spec["securityContext"] == {}
+    assert spec["enableServiceLinks"] is True
+
+
+def test_a_created_pods_containers_get_the_v1_container_defaults(api: KubeApiServer) -> None:
+    """SetDefaults_Container, for init containers too: where a container writes its termination
+    message, and how its image is pulled."""
+    created = _new_pod(api, initContainers=[_container("init")])
+    for container in (created["spec"]["containers"][0], created["spec"]["initContainers"][0]):
+        assert container["terminationMessagePath"] == "/dev/termination-log"
+        assert container["terminationMessagePolicy"] == "File"
+
+
+@pytest.mark.parametrize(
+    ("image", "policy"),
+    [
+        ("busybox", "Always"),  # no tag: latest
+        ("busybox:latest", "Always"),
+        ("public.ecr.aws/docker/library/busybox:1.36", "IfNotPresent"),
+        ("localhost:5000/busybox", "Always"),  # a registry's port is no tag
+        ("busybox@sha256:" + "a" * 64, "IfNotPresent"),  # a digest and no tag
+        ("busybox:latest@sha256:" + "a" * 64, "Always"),
+    ],
+)
+def test_the_image_pull_policy_defaults_by_the_images_tag(
+    api: KubeApiServer, image: str, policy: str
+) -> None:
+    created = _new_pod(api, containers=[{"name": "main", "image": image}])
+    assert created["spec"]["containers"][0]["imagePullPolicy"] == policy
+
+
+def test_a_pull_policy_given_is_kept(api: KubeApiServer) -> None:
+    created = _new_pod(api, containers=[{"name": "main", "image": "busybox", "imagePullPolicy": "Never"}])
+    assert created["spec"]["containers"][0]["imagePullPolicy"] == "Never"
+
+
+def test_requests_a_container_leaves_out_default_to_its_limits(api: KubeApiServer) -> None:
+    """SetDefaults_Pod, per resource: a request given is kept, a missing one copies the limit."""
+    init = _container("init", limits={"cpu": "2"})
+    main = _container(requests={"cpu": "250m"}, limits={"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"})
+    spec = _new_pod(api, containers=[main], initContainers=[init])["spec"]
+    assert spec["containers"][0]["resources"]["requests"] == {
+        "cpu": "250m",
+        "memory": "1Gi",
+        "nvidia.com/gpu": "1",
+    }
+    assert spec["initContainers"][0]["resources"]["requests"] == {"cpu": "2"}
+
+
+def test_pod_level_requests_default_to_the_containers_then_to_the_pod_limits(api: KubeApiServer) -> None:
+    """defaultPodRequests (PodLevelResources): with pod-level limits set, a pod-level request left out
+    is what the containers request together (the larger of the app containers' sum and any init
+    container), else the pod-level limit."""
+    containers = [_container(requests={"cpu": "300m"}), _container("b", requests={"cpu": "200m"})]
+    init = [_container("init", requests={"cpu": "400m"})]
+    limits = {"cpu": "2", "memory": "4Gi"}
+    spec = _new_pod(api, containers=containers, initContainers=init, resources={"limits": limits})["spec"]
+    assert spec["resources"]["requests"] == {"cpu": "500m", "memory": "4Gi"}
+
+
+def test_a_host_network_pods_ports_default_their_host_port(api: KubeApiServer) -> None:
+    """SetDefaults_Pod: with the host's network a container port is a host port (which two pods on one
+    node cannot share); every port's protocol defaults to TCP."""
+    ports = [{"containerPort": 8080}, {"containerPort": 53, "protocol": "UDP"}]
+    spec = _new_pod(api, containers=[_container(ports=ports)], hostNetwork=True)["spec"]
+    assert spec["containers"][0]["ports"] == [
+        {"containerPort": 8080, "hostPort": 8080, "protocol": "TCP"},
+        {"containerPort": 53, "hostPort": 53, "protocol": "UDP"},
+    ]
+
+
+def test_a_pod_written_back_without_its_defaults_gets_them_again(api: KubeApiServer) -> None:
+    """The server defaults every body it decodes, an update's as a create's."""
+    created = _new_pod(api)
+    spec = {k: v for k, v in created["spec"].items() if k not in ("enableServiceLinks", "securityContext")}
+    replaced = _send(api, "PUT", f"{PODS_PATH}/p", {**created, "spec": spec}, "application/json")
+    assert (replaced["spec"]["enableServiceLinks"], replaced["spec"]["securityContext"]) == (True, {})

@@ -22,7 +22,7 @@ What it serves (JSON only)
   ``status.hard`` and ``status.used`` stored as written, as no quota controller runs here), ``/apis/batch/v1/[namespaces/{ns}/]jobs`` (+ ``/status``),
   ``/api/v1/[namespaces/{ns}/]persistentvolumeclaims`` and ``/api/v1/persistentvolumes`` (+ ``/status``),
   ``/apis/storage.k8s.io/v1/storageclasses`` (``volumeBindingMode`` defaulted to ``Immediate`` and
-  ``reclaimPolicy`` to ``Delete`` on create, as the API server does),
+  ``reclaimPolicy`` to ``Delete``, as the API server does),
   ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``, and
   ``/api/v1/[namespaces/{ns}/]replicationcontrollers``: stored as given, no controller runs them);
   get, list, create, replace (PUT), patch, delete and deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
@@ -73,8 +73,13 @@ What it serves (JSON only)
   Jobs, ResourceQuotas and PDBs start with an empty status, Pods and PersistentVolumeClaims
   ``Pending``, PersistentVolumes ``Pending`` with the transition time stamped, Namespaces ``Active``,
   custom resources with a ``/status`` subresource without one; Nodes keep theirs (less
-  ``status.config``). Controllers then write status through ``/status``. Pod creates also get the
-  usual spec defaults. ``add()`` keeps the status you give (what a controller already wrote).
+  ``status.config``). Controllers then write status through ``/status``. ``add()`` keeps the status you
+  give (what a controller already wrote).
+* Pods as the API server stores them (see :mod:`.pods`): every write is defaulted as the ``v1``
+  defaults default it (``restartPolicy``, ``dnsPolicy``, ``schedulerName``,
+  ``terminationGracePeriodSeconds``, ``securityContext``, ``enableServiceLinks``; a container's requests
+  left out copy its limits; pod-level requests; containers' ``imagePullPolicy`` by tag and termination
+  message path and policy; host ports of a ``hostNetwork`` pod)..
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix)``, ``delay(seconds, path_prefix)``,

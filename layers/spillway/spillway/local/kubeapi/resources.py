@@ -12,10 +12,13 @@ switch on) are served only when installed: see ``KubeApiServer(optional_resource
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from spillway.local.kubeapi import crds, pods
 
 JsonObj = dict[str, Any]
 
@@ -109,6 +112,9 @@ class ResourceType:
     optional: bool = False
     #: fields that may not change once created (a CRD's ``self == oldSelf`` validation rule)
     immutable: tuple[tuple[str, ...], ...] = ()
+    #: the kind's defaults (a built-in kind's ``SetDefaults_*``, a CRD's schema defaults), applied to
+    #: every body the server decodes: a create's, an update's, a patched object
+    defaults: Callable[[JsonObj], JsonObj] = _identity
     #: a CRD's ``subresources.scale``: (specReplicasPath, statusReplicasPath, labelSelectorPath)
     scale: tuple[str, str, str] | None = None
     #: the status a create over the wire stores, from the one it sent and the clock (the kind's
@@ -168,6 +174,7 @@ PODS = ResourceType(
     short_names=("po",),
     has_status=True,
     create_status=_pending,
+    defaults=pods.with_defaults,
     merge_keys={
         **_META_KEYS,
         ("spec", "containers"): "name",
@@ -298,8 +305,13 @@ CONFIG_MAPS = ResourceType(
     merge_keys=dict(_META_KEYS),
 )
 
+
+def _storage_class_defaults(obj: JsonObj) -> JsonObj:
+    return {"reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", **obj}
+
+
 #: storage.k8s.io/v1 StorageClasses (built in, cluster-scoped, no status; observe reads when claims
-#: bind, ``volumeBindingMode``, defaulted to ``Immediate`` on create, and ``allowedTopologies``)
+#: bind, ``volumeBindingMode``, defaulted to ``Immediate``, and ``allowedTopologies``)
 STORAGE_CLASSES = ResourceType(
     "StorageClass",
     "storageclasses",
@@ -309,6 +321,7 @@ STORAGE_CLASSES = ResourceType(
     namespaced=False,
     short_names=("sc",),
     merge_keys=dict(_META_KEYS),
+    defaults=_storage_class_defaults,
 )
 
 #: batch/v1 Jobs (built in; observe reads ``spec.podFailurePolicy``)
@@ -430,6 +443,7 @@ CAPACITY_BUFFERS = ResourceType(
     create_status=_dropped,
     custom=True,
     optional=True,
+    defaults=functools.partial(crds.with_defaults, crds.CAPACITY_BUFFER),
 )
 
 

@@ -436,16 +436,15 @@ class Store:
             return self.present(rt, self._write(rt.canonical, key, obj).obj)
 
     def _defaults(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
+        """What a create stores beyond what it sends: the kind's defaults, then what its strategy
+        (``rt.create_status``) sets; ``add()`` keeps the status given."""
+        obj.update(rt.defaults(obj))
         if via_api and rt.create_status is not None:
             status = rt.create_status(dict(obj.pop("status", None) or {}), self.now())
             if status is not None:
                 obj["status"] = status
         if rt.canonical == "Pod":
             spec = dict(obj.get("spec") or {})
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
             spec.setdefault("priority", 0)
             obj["spec"] = spec
             status = dict(obj.get("status") or {})
@@ -453,9 +452,6 @@ class Store:
             obj["status"] = status
         elif rt.canonical == "PodDisruptionBudget":
             obj.pop("status", None)  # always computed on read
-        elif rt.canonical == "StorageClass":
-            obj.setdefault("reclaimPolicy", "Delete")
-            obj.setdefault("volumeBindingMode", "Immediate")
         elif rt.canonical == "Namespace":
             meta = obj["metadata"]  # the API server labels every namespace with its own name
             meta["labels"] = {
@@ -464,7 +460,6 @@ class Store:
             }
             obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
             obj["status"] = {"phase": "Active"}  # as its strategy sets it on every create
-        obj.update(crds.with_defaults(rt.canonical, obj))
 
     def replace(
         self,
@@ -569,7 +564,7 @@ class Store:
                 "kind": entry.obj["kind"],
                 "metadata": new_meta,
             }
-            updated = _omit_empty(crds.with_defaults(rt.canonical, updated))
+            updated = _omit_empty(rt.defaults(updated))
             self._validate(rt, updated, via_api=False)
             key = self.key(rt, cur_meta.get("namespace"), name)
             return self.present(rt, self._write(rt.canonical, key, updated).obj)
@@ -608,7 +603,7 @@ class Store:
                 updated.pop("status", None)
                 if "status" in current:
                     updated["status"] = current["status"]
-            updated = crds.with_defaults(rt.canonical, updated)  # an update is defaulted as a create is
+            updated = rt.defaults(updated)  # an update is defaulted as a create is
             if "generation" in cur_meta and _new_generation(rt.canonical, current, updated):
                 new_meta["generation"] = cur_meta["generation"] + 1
         updated = _omit_empty(updated)
