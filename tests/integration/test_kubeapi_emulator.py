@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -1120,7 +1121,7 @@ _CREATE_STATUS_CASES = {
         "/api/v1/namespaces/default/pods",
         _TEMPLATE["spec"],
         {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        {"phase": "Pending"},
+        {"phase": "Pending", "qosClass": "BestEffort"},
     ),
     "Namespace": ("/api/v1/namespaces", {}, {"phase": "Terminating"}, {"phase": "Active"}),
 }
@@ -1235,6 +1236,15 @@ def test_an_annotation_change_bumps_a_deployments_generation_only(
 PODS_PATH = "/api/v1/namespaces/default/pods"
 
 
+def _refusal(
+    api: KubeApiServer, method: str, path: str, body: dict[str, Any], content_type: str
+) -> tuple[int, str]:
+    """The code and message of a request the server refuses."""
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        _send(api, method, path, body, content_type)
+    return caught.value.code, str(json.loads(caught.value.read())["message"])
+
+
 def _container(name: str = "main", requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
                **fields: Any) -> dict[str, Any]:  # fmt: skip
     resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v is not None}
@@ -1249,6 +1259,147 @@ def _container(name: str = "main", requests: dict[str, Any] | None = None, limit
 def _new_pod(api: KubeApiServer, name: str = "p", **spec: Any) -> dict[str, Any]:
     """A pod created over the wire exactly as sent (one container ``main`` unless ``containers`` given)."""
     return _post(api, PODS_PATH, {"metadata": {"name": name}, "spec": {"containers": [_container()], **spec}})
+
+
+GUARANTEED = {"cpu": "1", "memory": "1Gi"}
+
+# (containers, init containers, pod-level resources or None, the QoS class ComputePodQOS gives)
+_QOS_CASES = {
+    "no resources": ([_container()], [], None, "BestEffort"),
+    "requests equal limits": ([_container(requests=GUARANTEED, limits=GUARANTEED)], [], None, "Guaranteed"),
+    "limits only (requests default to them)": ([_container(limits=GUARANTEED)], [], None, "Guaranteed"),
+    "equal quantities written differently": (
+        [_container(requests={"cpu": "500m", "memory": "1Gi"}, limits={"cpu": "0.5", "memory": "1024Mi"})],
+        [], None, "Guaranteed",
+    ),
+    "requests below limits": (
+        [_container(requests={"cpu": "500m", "memory": "1Gi"}, limits=GUARANTEED)], [], None, "Burstable"
+    ),
+    "requests only": ([_container(requests=GUARANTEED)], [], None, "Burstable"),
+    "a cpu limit but no memory limit": ([_container(limits={"cpu": "1"})], [], None, "Burstable"),
+    "only an extended resource": ([_container(limits={"nvidia.com/gpu": "1"})], [], None, "BestEffort"),
+    "zero requests": ([_container(requests={"cpu": "0", "memory": "0"})], [], None, "BestEffort"),
+    "one of two containers without limits": (
+        [_container(limits=GUARANTEED), _container("side", requests={"cpu": "100m"})], [], None, "Burstable"
+    ),
+    "an init container without resources": (
+        [_container(limits=GUARANTEED)], [_container("init")], None, "Burstable"
+    ),
+    "only an init container asks": ([_container()], [_container("init", limits=GUARANTEED)], None, "Burstable"),
+    "init and app containers at their limits": (
+        [_container(limits=GUARANTEED)], [_container("init", limits={"cpu": "2", "memory": "2Gi"})], None,
+        "Guaranteed",
+    ),
+    "pod-level limits only (requests default to them)": ([_container()], [], {"limits": GUARANTEED}, "Guaranteed"),
+    "pod-level requests only": ([_container()], [], {"requests": GUARANTEED}, "Burstable"),
+    "pod-level resources over guaranteed containers": (
+        [_container(limits=GUARANTEED)], [], {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": GUARANTEED},
+        "Burstable",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(_QOS_CASES))
+def test_a_created_pod_gets_the_qos_class_of_its_resources(api: KubeApiServer, case: str) -> None:
+    """The Pod strategy's PrepareForCreate stamps ``status.qosClass`` (helper/qos ComputePodQOS on the
+    defaulted pod): only CPU and memory count, init containers count, pod-level resources replace
+    the containers' when they name CPU or memory."""
+    containers, init, pod_level, expected = _QOS_CASES[case]
+    spec: dict[str, Any] = {"containers": containers, "initContainers": init}
+    if pod_level is not None:
+        spec["resources"] = pod_level
+    created = _post(api, PODS_PATH, {"metadata": {"name": "p"}, "spec": spec})
+    assert created["status"]["qosClass"] == expected
+    stored = api.get("Pod", "p")
+    assert stored is not None and stored["status"]["qosClass"] == expected
+
+
+def test_a_pod_created_with_a_status_gets_its_qos_class_computed_all_the_same(api: KubeApiServer) -> None:
+    """The status a create sends is dropped (phase Pending), the QoS class computed from the spec."""
+    sent = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    body = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [_container(limits=GUARANTEED)]},
+        "status": sent,
+    }
+    created = _post(api, PODS_PATH, body)
+    assert created["status"] == {"phase": "Pending", "qosClass": "Guaranteed"}
+
+
+def test_a_qos_class_sent_with_the_create_is_the_one_kept(api: KubeApiServer) -> None:
+    """PrepareForCreate takes ``qos.GetPodQOS``, which answers the status's class when it has one and
+    computes it only when it has none: a class the create sends survives the reset of its status."""
+    body = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [_container()]},
+        "status": {"qosClass": "Burstable"},
+    }
+    assert _post(api, PODS_PATH, body)["status"] == {"phase": "Pending", "qosClass": "Burstable"}
+
+
+def test_the_seeding_path_computes_a_missing_qos_class_and_keeps_a_given_one(api: KubeApiServer) -> None:
+    """``add()`` stands for pods a real server already stored, and every one of those has its class."""
+    running = {"phase": "Running"}
+    api.add({"kind": "Pod", "metadata": {"name": "a"}, "spec": {"containers": [_container(limits=GUARANTEED)]},
+             "status": running})  # fmt: skip
+    api.add({"kind": "Pod", "metadata": {"name": "b"}, "spec": {"containers": [_container()]},
+             "status": {**running, "qosClass": "Burstable"}})  # fmt: skip
+    a, b = api.get("Pod", "a"), api.get("Pod", "b")
+    assert a is not None and a["status"] == {"phase": "Running", "qosClass": "Guaranteed"}
+    assert b is not None and b["status"]["qosClass"] == "Burstable"
+
+
+def test_a_status_write_without_a_qos_class_keeps_the_pods(api: KubeApiServer) -> None:
+    """The status strategy's PrepareForUpdate backfills an empty ``qosClass`` from the stored pod (an
+    old kubelet dropped it when it rejected a pod): a PUT of a status without it, or a merge patch
+    removing it, leaves the class as it was."""
+    created = _new_pod(api, containers=[_container(limits=GUARANTEED)])
+    put = {**created, "status": {"phase": "Failed", "reason": "OutOfcpu"}}
+    replaced = _send(api, "PUT", f"{PODS_PATH}/p/status", put, "application/json")
+    assert replaced["status"] == {"phase": "Failed", "reason": "OutOfcpu", "qosClass": "Guaranteed"}
+    patched = _send(api, "PATCH", f"{PODS_PATH}/p/status", {"status": {"qosClass": None}}, MERGE)
+    assert patched["status"]["qosClass"] == "Guaranteed"
+
+
+@pytest.mark.parametrize("content_type", [MERGE, SMP])
+def test_a_status_write_changing_the_qos_class_is_refused(api: KubeApiServer, content_type: str) -> None:
+    """ValidatePodStatusUpdate: the QoS class is immutable (422 naming ``status.qosClass``)."""
+    _new_pod(api)
+    body = {"status": {"qosClass": "Guaranteed"}}
+    code, message = _refusal(api, "PATCH", f"{PODS_PATH}/p/status", body, content_type)
+    assert (code, message) == (
+        422,
+        'Pod "p" is invalid: status.qosClass: Invalid value: "Guaranteed": field is immutable',
+    )
+    stored = api.get("Pod", "p")
+    assert stored is not None and stored["status"]["qosClass"] == "BestEffort"
+
+
+def test_a_resize_that_would_change_the_qos_class_is_refused(api: KubeApiServer) -> None:
+    """An in-place resize (here a write to the pod: the emulator serves no ``pods/resize``) may change
+    requests and limits, not the class they give (ValidatePodResize); one that keeps it is taken."""
+    _new_pod(api, containers=[_container(limits=GUARANTEED)])
+    bigger = {"spec": {"containers": [_container(requests={"cpu": "2", "memory": "2Gi"},
+                                                 limits={"cpu": "2", "memory": "2Gi"})]}}  # fmt: skip
+    resized = _send(api, "PATCH", f"{PODS_PATH}/p", bigger, SMP)
+    assert resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "2"
+    burstable = {"spec": {"containers": [_container(requests={"cpu": "1", "memory": "2Gi"},
+                                                    limits={"cpu": "2", "memory": "2Gi"})]}}  # fmt: skip
+    code, message = _refusal(api, "PATCH", f"{PODS_PATH}/p", burstable, SMP)
+    assert (code, message) == (
+        422,
+        'Pod "p" is invalid: spec: Invalid value: "Guaranteed": Pod QOS Class may not change as a result of resizing',
+    )
+
+
+def test_a_quantity_that_does_not_parse_is_a_bad_request(api: KubeApiServer) -> None:
+    body = {"metadata": {"name": "p"}, "spec": {"containers": [_container(limits={"cpu": "two"})]}}
+    code, message = _refusal(api, "POST", PODS_PATH, body, "application/json")
+    assert (code, message) == (
+        400,
+        'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression '
+        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    )
 
 
 def test_a_created_pod_gets_the_v1_pod_and_pod_spec_defaults(api: KubeApiServer) -> None:

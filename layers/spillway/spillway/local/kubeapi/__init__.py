@@ -79,7 +79,12 @@ What it serves (JSON only)
   defaults default it (``restartPolicy``, ``dnsPolicy``, ``schedulerName``,
   ``terminationGracePeriodSeconds``, ``securityContext``, ``enableServiceLinks``; a container's requests
   left out copy its limits; pod-level requests; containers' ``imagePullPolicy`` by tag and termination
-  message path and policy; host ports of a ``hostNetwork`` pod)..
+  message path and policy; host ports of a ``hostNetwork`` pod). A create gets ``status.qosClass``
+  (Guaranteed, Burstable or BestEffort from the CPU and memory its containers, init containers or
+  pod-level resources request and limit; a class the create's status carries is kept, as ``GetPodQOS``
+  keeps it); ``add()`` computes it when the status given lacks it. A status write that leaves
+  ``qosClass`` out keeps it, one changing it answers 422; a write changing a pod's resources so that its
+  class would change answers 422 (the ``pods/resize`` rule). A quantity that does not parse answers 400.
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix)``, ``delay(seconds, path_prefix)``,

@@ -7,11 +7,13 @@
   from what the containers request or else the pod-level limits; ``enableServiceLinks``; with
   ``hostNetwork`` a container port is a host port) and ``SetDefaults_Container`` for app, init and
   ephemeral containers (``imagePullPolicy`` by the image's tag, ``terminationMessagePath`` and
-  ``terminationMessagePolicy``); a container port's ``protocol`` defaults to TCP.
+  ``terminationMessagePolicy``); a container port's ``protocol`` defaults to TCP;
+* the QoS class the Pod strategy stamps on create (``pkg/apis/core/helper/qos``, :func:`qos_class`).
 
 Not modelled: LimitRanger's and other admission plugins' defaults (DefaultTolerationSeconds' two
 tolerations), probes' and volumes' defaults, a pod template's defaults (Deployments, Jobs ...), pod-level
-limits defaulted from the containers', the rounding of quantities to milli units (kept as sent).
+limits defaulted from the containers', the rounding of quantities to milli units (kept as sent; the QoS
+class is computed on the rounded values).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from spillway.local.kubeapi.status import KubeApiError, bad_request
 
 JsonObj = dict[str, Any]
 
+GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
 _QOS_RESOURCES = ("cpu", "memory")
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 _QUANTITY = re.compile(QUANTITY_PATTERN)
@@ -233,3 +236,63 @@ def with_defaults(obj: JsonObj) -> JsonObj:
     if pod_requests is not None:
         out["resources"] = {**out["resources"], "requests": pod_requests}
     return {**obj, "spec": out}
+
+
+# --- QoS class ---------------------------------------------------------------------------------------
+
+
+def qos_class(spec: JsonObj) -> str:
+    """``ComputePodQOS`` on a defaulted spec: BestEffort when no CPU or memory is requested or limited
+    anywhere; Guaranteed when every container (init containers too) limits both CPU and memory and the
+    requests add up to the limits; else Burstable. Pod-level resources naming CPU, memory or huge pages
+    (PodLevelResources, with its kubelet QoS fix) replace the containers'."""
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    pod_requests, pod_limits = _requirements(spec)
+    if any(_pod_level(name) for name in (*pod_requests, *pod_limits)):
+        holders = [spec]
+    else:
+        holders = _containers(spec, "containers") + _containers(spec, "initContainers")
+    for holder in holders:
+        given, capping = _requirements(holder)
+        capped = _counted(_amounts(capping))
+        _add(requests, _counted(_amounts(given)))
+        _add(limits, capped)
+        # a container must limit both; the pod level, only when it limits anything
+        if (holder is not spec or capping) and not all(r in capped for r in _QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
+        return BEST_EFFORT
+    if guaranteed and requests.keys() == limits.keys() and all(limits[k] == v for k, v in requests.items()):
+        return GUARANTEED
+    return BURSTABLE
+
+
+def _counted(amounts: dict[str, Fraction]) -> dict[str, Fraction]:
+    """The amounts the QoS class looks at: CPU and memory above zero."""
+    return {name: amount for name, amount in amounts.items() if name in _QOS_RESOURCES and amount > 0}
+
+
+def pod_qos(status: JsonObj, spec: JsonObj) -> str:
+    """``GetPodQOS``: the class a pod's status carries, else the one its spec gives."""
+    given = status.get("qosClass")
+    return given if isinstance(given, str) and given else qos_class(spec)
+
+
+def resize_problem(current: JsonObj, updated: JsonObj) -> tuple[str, str] | None:
+    """``ValidatePodResize``'s rule for a write changing a pod's resources: the class they give must stay
+    the pod's (a write leaving the resources alone is no resize)."""
+    old_spec, new_spec = current.get("spec") or {}, updated.get("spec") or {}
+    if _resources(old_spec) == _resources(new_spec):
+        return None
+    kept = pod_qos(current.get("status") or {}, old_spec)
+    if qos_class(new_spec) == kept:
+        return None
+    return "spec", f'Invalid value: "{kept}": Pod QOS Class may not change as a result of resizing'
+
+
+def _resources(spec: JsonObj) -> list[Any]:
+    return [spec.get("resources")] + [
+        c.get("resources") for field in ("containers", "initContainers") for c in _containers(spec, field)
+    ]

@@ -73,8 +73,15 @@ def _dropped(sent: JsonObj, now: str) -> JsonObj | None:
 
 
 def _pending(sent: JsonObj, now: str) -> JsonObj | None:
-    """Pods, and claims (cleared, then ``phase`` defaulted by the v1 defaults)."""
+    """Claims: cleared, then ``phase`` defaulted by the v1 defaults."""
     return {"phase": "Pending"}
+
+
+def _pod_pending(sent: JsonObj, now: str) -> JsonObj | None:
+    """Pods: ``Pending`` and the QoS class of ``qos.GetPodQOS``, which is the class the status sent
+    carries when it has one (the store computes it from the spec otherwise: :func:`pods.pod_qos`)."""
+    given = sent.get("qosClass")
+    return {"phase": "Pending", **({"qosClass": given} if given else {})}
 
 
 def _volume_pending(sent: JsonObj, now: str) -> JsonObj | None:
@@ -110,8 +117,12 @@ class ResourceType:
     custom: bool = False
     #: served only when installed (a CRD, or an alpha API that must be switched on)
     optional: bool = False
-    #: fields that may not change once created (a CRD's ``self == oldSelf`` validation rule)
+    #: fields that may not change once created (a CRD's ``self == oldSelf`` validation rule, a built-in
+    #: kind's ``ValidateImmutableField``)
     immutable: tuple[tuple[str, ...], ...] = ()
+    #: fields a write that leaves them out keeps from the stored object (what a strategy's
+    #: PrepareForUpdate or an admission plugin puts back)
+    kept: tuple[tuple[str, ...], ...] = ()
     #: the kind's defaults (a built-in kind's ``SetDefaults_*``, a CRD's schema defaults), applied to
     #: every body the server decodes: a create's, an update's, a patched object
     defaults: Callable[[JsonObj], JsonObj] = _identity
@@ -173,8 +184,11 @@ PODS = ResourceType(
     namespaced=True,
     short_names=("po",),
     has_status=True,
-    create_status=_pending,
+    create_status=_pod_pending,
     defaults=pods.with_defaults,
+    # the status strategy keeps the QoS class a status write leaves out and refuses to change it
+    immutable=(("status", "qosClass"),),
+    kept=(("status", "qosClass"),),
     merge_keys={
         **_META_KEYS,
         ("spec", "containers"): "name",

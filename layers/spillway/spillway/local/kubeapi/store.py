@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from spillway.local.kubeapi import crds, disruption, resources
+from spillway.local.kubeapi import crds, disruption, pods, resources
 from spillway.local.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from spillway.local.kubeapi.resources import NAMESPACES, PODS, ResourceType
 from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
@@ -140,6 +140,16 @@ def _dig(obj: Any, path: tuple[str, ...]) -> Any:
     for key in path:
         obj = obj.get(key) if isinstance(obj, dict) else None
     return obj
+
+
+def _with(obj: JsonObj, path: tuple[str, ...], value: Any) -> JsonObj:
+    """``obj`` with ``value`` at ``path``: new dicts along the path, the rest shared."""
+    head, *rest = path
+    inner = obj.get(head)
+    return {
+        **obj,
+        head: _with(inner if isinstance(inner, dict) else {}, tuple(rest), value) if rest else value,
+    }
 
 
 def _without_rv(obj: JsonObj) -> JsonObj:
@@ -342,19 +352,31 @@ class Store:
 
     @staticmethod
     def _check_immutable(rt: ResourceType, current: JsonObj, updated: JsonObj) -> None:
-        """A CRD's ``self == oldSelf`` rule: 422 naming the field, as CEL validation answers."""
+        """A CRD's ``self == oldSelf`` rule, a built-in kind's ``ValidateImmutableField``: 422 naming the
+        field, worded as CEL validation or the kind's validation answers."""
         for path in rt.immutable:
             old, new = _dig(current, path), _dig(updated, path)
             if old != new:
                 kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+                shown = crds.json_type(new, integers=False) if rt.custom else new
+                why = "Value is immutable" if rt.custom else "field is immutable"
                 raise invalid(
-                    kind,
-                    _meta(current).get("name", ""),
-                    ".".join(path),
-                    f'Invalid value: "{crds.json_type(new, integers=False)}": Value is immutable',
+                    kind, _meta(current).get("name", ""), ".".join(path), f'Invalid value: "{shown}": {why}'
                 )
 
-    def _validate(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
+    @staticmethod
+    def _keep_left_out(rt: ResourceType, current: JsonObj, updated: JsonObj) -> JsonObj:
+        """``updated`` with the fields of ``rt.kept`` it leaves out (absent, null or empty) put back."""
+        for path in rt.kept:
+            old = _dig(current, path)
+            if _dig(updated, path) in (None, "") and old is not None:
+                updated = _with(updated, path, old)
+        return updated
+
+    def _validate(
+        self, rt: ResourceType, obj: JsonObj, *, via_api: bool, current: JsonObj | None = None
+    ) -> None:
+        """The kind's validation of a create, or of an update of ``current``."""
         name = _meta(obj).get("name", "")
         if rt.canonical == "PodDisruptionBudget":
             problem = disruption.check_spec(obj.get("spec") or {})
@@ -364,6 +386,9 @@ class Store:
             containers = (obj.get("spec") or {}).get("containers")
             if not isinstance(containers, list) or not containers:
                 raise invalid(rt.kind, name, "spec.containers", "Required value")
+            resized = pods.resize_problem(current, obj) if current is not None else None
+            if resized:
+                raise invalid(rt.kind, name, *resized)
         broken = crds.check(rt.canonical, obj)  # add() too: the API never holds what its CRD refuses
         if broken:
             raise invalid(rt.canonical, name, *broken)
@@ -449,6 +474,7 @@ class Store:
             obj["spec"] = spec
             status = dict(obj.get("status") or {})
             status.setdefault("phase", "Pending")  # add() keeps a running pod's status
+            status["qosClass"] = pods.pod_qos(status, spec)  # GetPodQOS: the status's class, else computed
             obj["status"] = status
         elif rt.canonical == "PodDisruptionBudget":
             obj.pop("status", None)  # always computed on read
@@ -606,8 +632,8 @@ class Store:
             updated = rt.defaults(updated)  # an update is defaulted as a create is
             if "generation" in cur_meta and _new_generation(rt.canonical, current, updated):
                 new_meta["generation"] = cur_meta["generation"] + 1
-        updated = _omit_empty(updated)
-        self._validate(rt, updated, via_api=True)
+        updated = _omit_empty(self._keep_left_out(rt, current, updated))
+        self._validate(rt, updated, via_api=True, current=current)
         self._check_immutable(rt, current, updated)
         if _without_rv(updated) == _without_rv(current):
             return self.present(rt, current)  # a no-op write does not bump the resourceVersion
