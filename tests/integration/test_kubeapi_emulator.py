@@ -717,7 +717,9 @@ def test_discovery_lists_the_custom_resources(client: ApiClient) -> None:
     groups = {g.name: g for g in ApisApi(client).get_api_versions().groups}
     assert groups["autoscaling.x-k8s.io"].preferred_version.version == "v1"
     assert [v.version for v in groups["autoscaling.x-k8s.io"].versions] == ["v1", "v1beta1"]
-    assert groups["scheduling.k8s.io"].preferred_version.version == "v1alpha2"
+    # PriorityClasses (v1) are served by every cluster, ahead of the alpha gang-scheduling versions
+    assert [v.version for v in groups["scheduling.k8s.io"].versions] == ["v1", "v1alpha2", "v1alpha1"]
+    assert groups["scheduling.k8s.io"].preferred_version.version == "v1"
     assert {"scheduling.x-k8s.io", "scheduling.volcano.sh"} <= set(groups)
     volcano = CustomObjectsApi(client).get_api_resources("scheduling.volcano.sh", "v1beta1")
     names = {r.name: r for r in volcano.resources}
@@ -1488,3 +1490,120 @@ def test_a_pod_written_back_without_its_defaults_gets_them_again(api: KubeApiSer
     spec = {k: v for k, v in created["spec"].items() if k not in ("enableServiceLinks", "securityContext")}
     replaced = _send(api, "PUT", f"{PODS_PATH}/p", {**created, "spec": spec}, "application/json")
     assert (replaced["spec"]["enableServiceLinks"], replaced["spec"]["securityContext"]) == (True, {})
+
+
+# Priority admission plugin: spec.priority (and preemptionPolicy) from spec.priorityClassName, else from
+# the global default class, else 0 and PreemptLowerPriority
+
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+def _priority_class(api: KubeApiServer, name: str, value: int, **fields: Any) -> dict[str, Any]:
+    return _post(api, PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value, **fields})
+
+
+def test_a_pod_without_a_class_gets_priority_zero_and_may_preempt(api: KubeApiServer) -> None:
+    spec = _new_pod(api)["spec"]
+    assert (spec["priority"], spec["preemptionPolicy"]) == (0, "PreemptLowerPriority")
+    assert "priorityClassName" not in spec
+
+
+def test_a_pod_gets_the_priority_and_preemption_policy_of_its_class(api: KubeApiServer) -> None:
+    _priority_class(api, "batch-low", -10, preemptionPolicy="Never")
+    _priority_class(api, "serving", 1000)
+    low = _new_pod(api, "low", priorityClassName="batch-low")["spec"]
+    serving = _new_pod(api, "serving", priorityClassName="serving")["spec"]
+    assert (low["priority"], low["preemptionPolicy"]) == (-10, "Never")
+    assert (serving["priority"], serving["preemptionPolicy"]) == (1000, "PreemptLowerPriority")
+
+
+def test_a_pod_without_a_class_gets_the_global_default_of_lowest_value(api: KubeApiServer) -> None:
+    """Only one class may be the default, but when a race leaves two the plugin takes the lower."""
+    _priority_class(api, "standard", 100, globalDefault=True)
+    api.add(
+        {"kind": "PriorityClass", "metadata": {"name": "also-default"}, "value": 50, "globalDefault": True}
+    )
+    spec = _new_pod(api)["spec"]
+    assert (spec["priorityClassName"], spec["priority"]) == ("also-default", 50)
+
+
+def test_the_system_priority_classes_are_there_from_the_start(api: KubeApiServer) -> None:
+    listed = _send(api, "GET", PRIORITY_CLASSES, {}, "application/json")
+    values = {c["metadata"]["name"]: (c["value"], c["preemptionPolicy"]) for c in listed["items"]}
+    assert values == {
+        "system-cluster-critical": (2000000000, "PreemptLowerPriority"),
+        "system-node-critical": (2000001000, "PreemptLowerPriority"),
+    }
+    assert _new_pod(api, priorityClassName="system-node-critical")["spec"]["priority"] == 2000001000
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"priorityClassName": "nope"}, "no PriorityClass with name nope was found"),
+        (
+            {"priority": 7},
+            "the integer value of priority (7) must not be provided in pod spec; priority admission "
+            "controller computed 0 from the given PriorityClass name",
+        ),
+        (
+            {"preemptionPolicy": "Never"},
+            "the string value of PreemptionPolicy (Never) must not be provided in pod spec; priority "
+            "admission controller computed PreemptLowerPriority from the given PriorityClass name",
+        ),
+    ],
+)
+def test_a_pod_the_priority_plugin_cannot_admit_is_forbidden(
+    api: KubeApiServer, spec: dict[str, Any], why: str
+) -> None:
+    body = {"metadata": {"name": "p"}, "spec": {"containers": [_container()], **spec}}
+    assert _refusal(api, "POST", PODS_PATH, body, "application/json") == (
+        403,
+        f'pods "p" is forbidden: {why}',
+    )
+    assert api.get("Pod", "p") is None
+
+
+def test_a_pod_may_state_the_priority_its_class_gives(api: KubeApiServer) -> None:
+    _priority_class(api, "serving", 1000)
+    assert _new_pod(api, priorityClassName="serving", priority=1000)["spec"]["priority"] == 1000
+
+
+def test_an_update_leaving_out_the_priority_keeps_it(api: KubeApiServer) -> None:
+    """On update the plugin puts back a ``spec.priority`` the body leaves out."""
+    _priority_class(api, "serving", 1000)
+    created = _new_pod(api, priorityClassName="serving")
+    spec = {k: v for k, v in created["spec"].items() if k not in ("priority", "preemptionPolicy")}
+    replaced = _send(api, "PUT", f"{PODS_PATH}/p", {**created, "spec": spec}, "application/json")
+    assert (replaced["spec"]["priority"], replaced["spec"]["preemptionPolicy"]) == (
+        1000,
+        "PreemptLowerPriority",
+    )
+
+
+def test_a_created_priority_class_defaults_its_preemption_policy(api: KubeApiServer) -> None:
+    assert _priority_class(api, "serving", 1000)["preemptionPolicy"] == "PreemptLowerPriority"
+
+
+def test_the_seeding_path_keeps_a_priority_given_without_a_class(api: KubeApiServer) -> None:
+    """``add()`` stands for pods already admitted: what they carry is kept, what they lack is filled."""
+    api.add(
+        {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [_container()], "priority": 100}}
+    )
+    stored = api.get("Pod", "p")
+    assert stored is not None
+    assert (stored["spec"]["priority"], stored["spec"]["preemptionPolicy"]) == (100, "PreemptLowerPriority")
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [("high", "string"), (3000000000, "number 3000000000"), (1.5, "number 1.5")]
+)
+def test_a_priority_class_value_that_is_no_int32_is_a_bad_request(
+    api: KubeApiServer, value: Any, shown: str
+) -> None:
+    body = {"metadata": {"name": "high"}, "value": value}
+    assert _refusal(api, "POST", PRIORITY_CLASSES, body, "application/json") == (
+        400,
+        'PriorityClass in version "v1" cannot be handled as a PriorityClass: json: cannot unmarshal '
+        f"{shown} into Go struct field PriorityClass.value of type int32",
+    )

@@ -8,7 +8,11 @@
   ``hostNetwork`` a container port is a host port) and ``SetDefaults_Container`` for app, init and
   ephemeral containers (``imagePullPolicy`` by the image's tag, ``terminationMessagePath`` and
   ``terminationMessagePolicy``); a container port's ``protocol`` defaults to TCP;
-* the QoS class the Pod strategy stamps on create (``pkg/apis/core/helper/qos``, :func:`qos_class`).
+* the QoS class the Pod strategy stamps on create (``pkg/apis/core/helper/qos``, :func:`qos_class`);
+* the Priority admission plugin (``plugin/pkg/admission/priority``, :func:`admit_priority`): a pod's
+  ``spec.priority`` and ``spec.preemptionPolicy`` come from its PriorityClass, or the global default
+  one (the lowest valued if several), or are 0 and ``PreemptLowerPriority``; stating others is
+  forbidden; plus the PriorityClasses the API server creates itself and their defaults.
 
 Not modelled: LimitRanger's and other admission plugins' defaults (DefaultTolerationSeconds' two
 tolerations), probes' and volumes' defaults, a pod template's defaults (Deployments, Jobs ...), pod-level
@@ -20,16 +24,32 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from spillway.local.kubeapi.crds import QUANTITY_PATTERN
+from spillway.local.kubeapi.crds import QUANTITY_PATTERN, json_type
 from spillway.local.kubeapi.status import KubeApiError, bad_request
 
 JsonObj = dict[str, Any]
 
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+#: the classes the API server creates at start (``SystemPriorityClasses``), above any a user may define
+SYSTEM_PRIORITY_CLASSES: tuple[JsonObj, ...] = (
+    {
+        "metadata": {"name": "system-node-critical"},
+        "value": 2000001000,
+        "description": "Used for system critical pods that must not be moved from their current node.",
+    },
+    {
+        "metadata": {"name": "system-cluster-critical"},
+        "value": 2000000000,
+        "description": "Used for system critical pods that must run in the cluster, but can be moved to "
+        "another node if necessary.",
+    },
+)
 _QOS_RESOURCES = ("cpu", "memory")
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 _QUANTITY = re.compile(QUANTITY_PATTERN)
@@ -39,6 +59,7 @@ _SCALE = {
     **{s: Fraction(10) ** e for s, e in {"T": 12, "P": 15, "E": 18}.items()},
     **{s: Fraction(2) ** e for s, e in {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}.items()},
 }
+_INT32 = range(-(2**31), 2**31)
 
 
 # --- quantities --------------------------------------------------------------------------------------
@@ -296,3 +317,76 @@ def _resources(spec: JsonObj) -> list[Any]:
     return [spec.get("resources")] + [
         c.get("resources") for field in ("containers", "initContainers") for c in _containers(spec, field)
     ]
+
+
+# --- priority ------------------------------------------------------------------------------------------
+
+
+def priority_class_defaults(obj: JsonObj) -> JsonObj:
+    """``SetDefaults_PriorityClass``; ``value`` (an int32, no pointer) is 0 when left out or null."""
+    out = dict(obj)
+    if out.get("value") is None:
+        out["value"] = 0
+    if not out.get("preemptionPolicy"):
+        out["preemptionPolicy"] = PREEMPT_LOWER_PRIORITY
+    return out
+
+
+def check_priority_class(obj: JsonObj) -> KubeApiError | None:
+    """A ``value`` that is no int32 does not decode (400 naming the field, as the decoder words it)."""
+    value = obj.get("value")
+    if isinstance(value, int) and not isinstance(value, bool) and value in _INT32:
+        return None
+    found = json_type(value)
+    shown = {"boolean": "bool", "integer": f"number {value}", "number": f"number {value}"}.get(found, found)
+    return _undecodable(
+        "PriorityClass",
+        f"json: cannot unmarshal {shown} into Go struct field PriorityClass.value of type int32",
+    )
+
+
+def _resolve(name: str, classes: Iterable[JsonObj]) -> tuple[str, int, str] | None:
+    """The class name, value and preemption policy a pod naming ``name`` (or none) gets; None when no
+    class of that name exists."""
+    by_name = {(c.get("metadata") or {}).get("name"): c for c in classes}
+    if name:
+        found = by_name.get(name)
+    else:
+        defaults = [c for c in by_name.values() if c.get("globalDefault") is True]
+        found = min(defaults, key=lambda c: c["value"], default=None)
+        if found is None:
+            return "", 0, PREEMPT_LOWER_PRIORITY
+    if found is None:
+        return None
+    return found["metadata"]["name"], found["value"], found.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY
+
+
+def admit_priority(spec: JsonObj, classes: Iterable[JsonObj], *, strict: bool) -> tuple[JsonObj, str | None]:
+    """The Priority plugin on a pod's create: its spec with ``priority``, ``preemptionPolicy`` (and the
+    default class's name) set, or why it is forbidden. Not ``strict`` (the seeding path, for pods
+    already admitted), what the spec states is kept and only what it lacks is filled."""
+    named = spec.get("priorityClassName")
+    named = named if isinstance(named, str) else ""
+    resolved = _resolve(named, classes)
+    if resolved is None:
+        if strict:
+            return spec, f"no PriorityClass with name {named} was found"
+        resolved = named, 0, PREEMPT_LOWER_PRIORITY
+    name, value, policy = resolved
+    stated, stated_policy = spec.get("priority"), spec.get("preemptionPolicy")
+    if strict and stated is not None and stated != value:
+        return spec, (
+            f"the integer value of priority ({stated}) must not be provided in pod spec; "
+            f"priority admission controller computed {value} from the given PriorityClass name"
+        )
+    if strict and stated_policy is not None and stated_policy != policy:
+        return spec, (
+            f"the string value of PreemptionPolicy ({stated_policy}) must not be provided in pod "
+            f"spec; priority admission controller computed {policy} from the given PriorityClass name"
+        )
+    out = {**spec, "preemptionPolicy": stated_policy or policy}
+    if strict or stated is None:  # a seeded pod's stated priority is kept, and its class left as it is
+        out["priority"] = value
+        if name:
+            out["priorityClassName"] = name
+    return out, None

@@ -186,9 +186,10 @@ PODS = ResourceType(
     has_status=True,
     create_status=_pod_pending,
     defaults=pods.with_defaults,
-    # the status strategy keeps the QoS class a status write leaves out and refuses to change it
+    # the status strategy keeps the QoS class a status write leaves out and refuses to change it; the
+    # Priority plugin keeps the priority an update leaves out
     immutable=(("status", "qosClass"),),
-    kept=(("status", "qosClass"),),
+    kept=(("status", "qosClass"), ("spec", "priority"), ("spec", "preemptionPolicy")),
     merge_keys={
         **_META_KEYS,
         ("spec", "containers"): "name",
@@ -336,6 +337,21 @@ STORAGE_CLASSES = ResourceType(
     short_names=("sc",),
     merge_keys=dict(_META_KEYS),
     defaults=_storage_class_defaults,
+)
+
+#: scheduling.k8s.io/v1 PriorityClasses (built in, cluster-scoped, no status): what the Priority
+#: admission plugin resolves a pod's ``priorityClassName`` with (:mod:`.pods`); the API server's own
+#: two system classes exist from the start
+PRIORITY_CLASSES = ResourceType(
+    "PriorityClass",
+    "priorityclasses",
+    "priorityclass",
+    "scheduling.k8s.io",
+    "v1",
+    namespaced=False,
+    short_names=("pc",),
+    merge_keys=dict(_META_KEYS),
+    defaults=pods.priority_class_defaults,
 )
 
 #: batch/v1 Jobs (built in; observe reads ``spec.podFailurePolicy``)
@@ -587,6 +603,7 @@ ALL: tuple[ResourceType, ...] = (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
+    PRIORITY_CLASSES,
     CONFIG_MAPS,
     JOBS,
     COSCHEDULING_PODGROUPS,

@@ -21,7 +21,7 @@ from typing import Any
 
 from spillway.local.kubeapi import crds, disruption, pods, resources
 from spillway.local.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
-from spillway.local.kubeapi.resources import NAMESPACES, PODS, ResourceType
+from spillway.local.kubeapi.resources import NAMESPACES, PODS, PRIORITY_CLASSES, ResourceType
 from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
 from spillway.local.kubeapi.status import (
     STALE_OBJECT,
@@ -171,6 +171,8 @@ class Store:
         self._max_snapshots = max_snapshots
         for name in DEFAULT_NAMESPACES:
             self.create(NAMESPACES, None, {"metadata": {"name": name}}, via_api=False)
+        for system_class in pods.SYSTEM_PRIORITY_CLASSES:
+            self.create(PRIORITY_CLASSES, None, system_class, via_api=False)
 
     # --- basics --------------------------------------------------------------------------------
 
@@ -389,6 +391,10 @@ class Store:
             resized = pods.resize_problem(current, obj) if current is not None else None
             if resized:
                 raise invalid(rt.kind, name, *resized)
+        if rt.canonical == "PriorityClass":
+            undecodable = pods.check_priority_class(obj)
+            if undecodable:
+                raise undecodable
         broken = crds.check(rt.canonical, obj)  # add() too: the API never holds what its CRD refuses
         if broken:
             raise invalid(rt.canonical, name, *broken)
@@ -461,21 +467,15 @@ class Store:
             return self.present(rt, self._write(rt.canonical, key, obj).obj)
 
     def _defaults(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
-        """What a create stores beyond what it sends: the kind's defaults, then what its strategy
-        (``rt.create_status``) sets; ``add()`` keeps the status given."""
+        """What a create stores beyond what it sends: the kind's defaults, then what its admission and
+        its strategy (``rt.create_status``) set; ``add()`` keeps the status given."""
         obj.update(rt.defaults(obj))
         if via_api and rt.create_status is not None:
             status = rt.create_status(dict(obj.pop("status", None) or {}), self.now())
             if status is not None:
                 obj["status"] = status
         if rt.canonical == "Pod":
-            spec = dict(obj.get("spec") or {})
-            spec.setdefault("priority", 0)
-            obj["spec"] = spec
-            status = dict(obj.get("status") or {})
-            status.setdefault("phase", "Pending")  # add() keeps a running pod's status
-            status["qosClass"] = pods.pod_qos(status, spec)  # GetPodQOS: the status's class, else computed
-            obj["status"] = status
+            self._admit_pod(obj, via_api=via_api)
         elif rt.canonical == "PodDisruptionBudget":
             obj.pop("status", None)  # always computed on read
         elif rt.canonical == "Namespace":
@@ -486,6 +486,21 @@ class Store:
             }
             obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
             obj["status"] = {"phase": "Active"}  # as its strategy sets it on every create
+
+    def _admit_pod(self, obj: JsonObj, *, via_api: bool) -> None:
+        """The Priority plugin, then the class ``GetPodQOS`` gives (the status's, else computed); the
+        seeding path keeps a running pod's status and fills only what it lacks."""
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return  # refused by validation
+        classes = [entry.obj for entry in self._objects["PriorityClass"].values()]
+        spec, refusal = pods.admit_priority(spec, classes, strict=via_api)
+        if refusal:
+            raise forbidden(PODS.qualified, _meta(obj).get("name", ""), refusal)
+        status = dict(obj.get("status") or {})
+        status.setdefault("phase", "Pending")
+        status["qosClass"] = pods.pod_qos(status, spec)
+        obj["spec"], obj["status"] = spec, status
 
     def replace(
         self,
