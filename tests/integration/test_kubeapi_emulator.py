@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -716,7 +717,9 @@ def test_discovery_lists_the_custom_resources(client: ApiClient) -> None:
     groups = {g.name: g for g in ApisApi(client).get_api_versions().groups}
     assert groups["autoscaling.x-k8s.io"].preferred_version.version == "v1"
     assert [v.version for v in groups["autoscaling.x-k8s.io"].versions] == ["v1", "v1beta1"]
-    assert groups["scheduling.k8s.io"].preferred_version.version == "v1alpha2"
+    # PriorityClasses (v1) are served by every cluster, ahead of the alpha gang-scheduling versions
+    assert [v.version for v in groups["scheduling.k8s.io"].versions] == ["v1", "v1alpha2", "v1alpha1"]
+    assert groups["scheduling.k8s.io"].preferred_version.version == "v1"
     assert {"scheduling.x-k8s.io", "scheduling.volcano.sh"} <= set(groups)
     volcano = CustomObjectsApi(client).get_api_resources("scheduling.volcano.sh", "v1beta1")
     names = {r.name: r for r in volcano.resources}
@@ -1120,7 +1123,7 @@ _CREATE_STATUS_CASES = {
         "/api/v1/namespaces/default/pods",
         _TEMPLATE["spec"],
         {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        {"phase": "Pending"},
+        {"phase": "Pending", "qosClass": "BestEffort"},
     ),
     "Namespace": ("/api/v1/namespaces", {}, {"phase": "Terminating"}, {"phase": "Active"}),
 }
@@ -1228,3 +1231,379 @@ def test_an_annotation_change_bumps_a_deployments_generation_only(
     annotated = {"metadata": {"annotations": {"team": "a"}}}
     patched = _send(api, "PATCH", f"{path}/made", annotated, "application/merge-patch+json")
     assert (created["metadata"]["generation"], patched["metadata"]["generation"]) == (1, bumped)
+
+
+# --- a Pod as the API server stores it: v1 defaults, the Priority admission plugin, the QoS class ----
+
+PODS_PATH = "/api/v1/namespaces/default/pods"
+
+
+def _refusal(
+    api: KubeApiServer, method: str, path: str, body: dict[str, Any], content_type: str
+) -> tuple[int, str]:
+    """The code and message of a request the server refuses."""
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        _send(api, method, path, body, content_type)
+    return caught.value.code, str(json.loads(caught.value.read())["message"])
+
+
+def _container(name: str = "main", requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
+               **fields: Any) -> dict[str, Any]:  # fmt: skip
+    resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v is not None}
+    return {
+        "name": name,
+        "image": "busybox:1.36",
+        **({"resources": resources} if resources else {}),
+        **fields,
+    }
+
+
+def _new_pod(api: KubeApiServer, name: str = "p", **spec: Any) -> dict[str, Any]:
+    """A pod created over the wire exactly as sent (one container ``main`` unless ``containers`` given)."""
+    return _post(api, PODS_PATH, {"metadata": {"name": name}, "spec": {"containers": [_container()], **spec}})
+
+
+GUARANTEED = {"cpu": "1", "memory": "1Gi"}
+
+# (containers, init containers, pod-level resources or None, the QoS class ComputePodQOS gives)
+_QOS_CASES = {
+    "no resources": ([_container()], [], None, "BestEffort"),
+    "requests equal limits": ([_container(requests=GUARANTEED, limits=GUARANTEED)], [], None, "Guaranteed"),
+    "limits only (requests default to them)": ([_container(limits=GUARANTEED)], [], None, "Guaranteed"),
+    "equal quantities written differently": (
+        [_container(requests={"cpu": "500m", "memory": "1Gi"}, limits={"cpu": "0.5", "memory": "1024Mi"})],
+        [], None, "Guaranteed",
+    ),
+    "requests below limits": (
+        [_container(requests={"cpu": "500m", "memory": "1Gi"}, limits=GUARANTEED)], [], None, "Burstable"
+    ),
+    "requests only": ([_container(requests=GUARANTEED)], [], None, "Burstable"),
+    "a cpu limit but no memory limit": ([_container(limits={"cpu": "1"})], [], None, "Burstable"),
+    "only an extended resource": ([_container(limits={"nvidia.com/gpu": "1"})], [], None, "BestEffort"),
+    "zero requests": ([_container(requests={"cpu": "0", "memory": "0"})], [], None, "BestEffort"),
+    "one of two containers without limits": (
+        [_container(limits=GUARANTEED), _container("side", requests={"cpu": "100m"})], [], None, "Burstable"
+    ),
+    "an init container without resources": (
+        [_container(limits=GUARANTEED)], [_container("init")], None, "Burstable"
+    ),
+    "only an init container asks": ([_container()], [_container("init", limits=GUARANTEED)], None, "Burstable"),
+    "init and app containers at their limits": (
+        [_container(limits=GUARANTEED)], [_container("init", limits={"cpu": "2", "memory": "2Gi"})], None,
+        "Guaranteed",
+    ),
+    "pod-level limits only (requests default to them)": ([_container()], [], {"limits": GUARANTEED}, "Guaranteed"),
+    "pod-level requests only": ([_container()], [], {"requests": GUARANTEED}, "Burstable"),
+    "pod-level resources over guaranteed containers": (
+        [_container(limits=GUARANTEED)], [], {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": GUARANTEED},
+        "Burstable",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(_QOS_CASES))
+def test_a_created_pod_gets_the_qos_class_of_its_resources(api: KubeApiServer, case: str) -> None:
+    """The Pod strategy's PrepareForCreate stamps ``status.qosClass`` (helper/qos ComputePodQOS on the
+    defaulted pod): only CPU and memory count, init containers count, pod-level resources replace
+    the containers' when they name CPU or memory."""
+    containers, init, pod_level, expected = _QOS_CASES[case]
+    spec: dict[str, Any] = {"containers": containers, "initContainers": init}
+    if pod_level is not None:
+        spec["resources"] = pod_level
+    created = _post(api, PODS_PATH, {"metadata": {"name": "p"}, "spec": spec})
+    assert created["status"]["qosClass"] == expected
+    stored = api.get("Pod", "p")
+    assert stored is not None and stored["status"]["qosClass"] == expected
+
+
+def test_a_pod_created_with_a_status_gets_its_qos_class_computed_all_the_same(api: KubeApiServer) -> None:
+    """The status a create sends is dropped (phase Pending), the QoS class computed from the spec."""
+    sent = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    body = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [_container(limits=GUARANTEED)]},
+        "status": sent,
+    }
+    created = _post(api, PODS_PATH, body)
+    assert created["status"] == {"phase": "Pending", "qosClass": "Guaranteed"}
+
+
+def test_a_qos_class_sent_with_the_create_is_the_one_kept(api: KubeApiServer) -> None:
+    """PrepareForCreate takes ``qos.GetPodQOS``, which answers the status's class when it has one and
+    computes it only when it has none: a class the create sends survives the reset of its status."""
+    body = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [_container()]},
+        "status": {"qosClass": "Burstable"},
+    }
+    assert _post(api, PODS_PATH, body)["status"] == {"phase": "Pending", "qosClass": "Burstable"}
+
+
+def test_the_seeding_path_computes_a_missing_qos_class_and_keeps_a_given_one(api: KubeApiServer) -> None:
+    """``add()`` stands for pods a real server already stored, and every one of those has its class."""
+    running = {"phase": "Running"}
+    api.add({"kind": "Pod", "metadata": {"name": "a"}, "spec": {"containers": [_container(limits=GUARANTEED)]},
+             "status": running})  # fmt: skip
+    api.add({"kind": "Pod", "metadata": {"name": "b"}, "spec": {"containers": [_container()]},
+             "status": {**running, "qosClass": "Burstable"}})  # fmt: skip
+    a, b = api.get("Pod", "a"), api.get("Pod", "b")
+    assert a is not None and a["status"] == {"phase": "Running", "qosClass": "Guaranteed"}
+    assert b is not None and b["status"]["qosClass"] == "Burstable"
+
+
+def test_a_status_write_without_a_qos_class_keeps_the_pods(api: KubeApiServer) -> None:
+    """The status strategy's PrepareForUpdate backfills an empty ``qosClass`` from the stored pod (an
+    old kubelet dropped it when it rejected a pod): a PUT of a status without it, or a merge patch
+    removing it, leaves the class as it was."""
+    created = _new_pod(api, containers=[_container(limits=GUARANTEED)])
+    put = {**created, "status": {"phase": "Failed", "reason": "OutOfcpu"}}
+    replaced = _send(api, "PUT", f"{PODS_PATH}/p/status", put, "application/json")
+    assert replaced["status"] == {"phase": "Failed", "reason": "OutOfcpu", "qosClass": "Guaranteed"}
+    patched = _send(api, "PATCH", f"{PODS_PATH}/p/status", {"status": {"qosClass": None}}, MERGE)
+    assert patched["status"]["qosClass"] == "Guaranteed"
+
+
+@pytest.mark.parametrize("content_type", [MERGE, SMP])
+def test_a_status_write_changing_the_qos_class_is_refused(api: KubeApiServer, content_type: str) -> None:
+    """ValidatePodStatusUpdate: the QoS class is immutable (422 naming ``status.qosClass``)."""
+    _new_pod(api)
+    body = {"status": {"qosClass": "Guaranteed"}}
+    code, message = _refusal(api, "PATCH", f"{PODS_PATH}/p/status", body, content_type)
+    assert (code, message) == (
+        422,
+        'Pod "p" is invalid: status.qosClass: Invalid value: "Guaranteed": field is immutable',
+    )
+    stored = api.get("Pod", "p")
+    assert stored is not None and stored["status"]["qosClass"] == "BestEffort"
+
+
+def test_a_resize_that_would_change_the_qos_class_is_refused(api: KubeApiServer) -> None:
+    """An in-place resize (here a write to the pod: the emulator serves no ``pods/resize``) may change
+    requests and limits, not the class they give (ValidatePodResize); one that keeps it is taken."""
+    _new_pod(api, containers=[_container(limits=GUARANTEED)])
+    bigger = {"spec": {"containers": [_container(requests={"cpu": "2", "memory": "2Gi"},
+                                                 limits={"cpu": "2", "memory": "2Gi"})]}}  # fmt: skip
+    resized = _send(api, "PATCH", f"{PODS_PATH}/p", bigger, SMP)
+    assert resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "2"
+    burstable = {"spec": {"containers": [_container(requests={"cpu": "1", "memory": "2Gi"},
+                                                    limits={"cpu": "2", "memory": "2Gi"})]}}  # fmt: skip
+    code, message = _refusal(api, "PATCH", f"{PODS_PATH}/p", burstable, SMP)
+    assert (code, message) == (
+        422,
+        'Pod "p" is invalid: spec: Invalid value: "Guaranteed": Pod QOS Class may not change as a result of resizing',
+    )
+
+
+def test_a_quantity_that_does_not_parse_is_a_bad_request(api: KubeApiServer) -> None:
+    body = {"metadata": {"name": "p"}, "spec": {"containers": [_container(limits={"cpu": "two"})]}}
+    code, message = _refusal(api, "POST", PODS_PATH, body, "application/json")
+    assert (code, message) == (
+        400,
+        'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression '
+        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    )
+
+
+def test_a_created_pod_gets_the_v1_pod_and_pod_spec_defaults(api: KubeApiServer) -> None:
+    """SetDefaults_PodSpec and SetDefaults_Pod (pkg/apis/core/v1/defaults.go)."""
+    spec = _new_pod(api)["spec"]
+    assert (spec["restartPolicy"], spec["dnsPolicy"], spec["schedulerName"]) == (
+        "Always",
+        "ClusterFirst",
+        "default-scheduler",
+    )
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert spec["securityContext"] == {}
+    assert spec["enableServiceLinks"] is True
+
+
+def test_a_created_pods_containers_get_the_v1_container_defaults(api: KubeApiServer) -> None:
+    """SetDefaults_Container, for init containers too: where a container writes its termination
+    message, and how its image is pulled."""
+    created = _new_pod(api, initContainers=[_container("init")])
+    for container in (created["spec"]["containers"][0], created["spec"]["initContainers"][0]):
+        assert container["terminationMessagePath"] == "/dev/termination-log"
+        assert container["terminationMessagePolicy"] == "File"
+
+
+@pytest.mark.parametrize(
+    ("image", "policy"),
+    [
+        ("busybox", "Always"),  # no tag: latest
+        ("busybox:latest", "Always"),
+        ("public.ecr.aws/docker/library/busybox:1.36", "IfNotPresent"),
+        ("localhost:5000/busybox", "Always"),  # a registry's port is no tag
+        ("busybox@sha256:" + "a" * 64, "IfNotPresent"),  # a digest and no tag
+        ("busybox:latest@sha256:" + "a" * 64, "Always"),
+    ],
+)
+def test_the_image_pull_policy_defaults_by_the_images_tag(
+    api: KubeApiServer, image: str, policy: str
+) -> None:
+    created = _new_pod(api, containers=[{"name": "main", "image": image}])
+    assert created["spec"]["containers"][0]["imagePullPolicy"] == policy
+
+
+def test_a_pull_policy_given_is_kept(api: KubeApiServer) -> None:
+    created = _new_pod(api, containers=[{"name": "main", "image": "busybox", "imagePullPolicy": "Never"}])
+    assert created["spec"]["containers"][0]["imagePullPolicy"] == "Never"
+
+
+def test_requests_a_container_leaves_out_default_to_its_limits(api: KubeApiServer) -> None:
+    """SetDefaults_Pod, per resource: a request given is kept, a missing one copies the limit."""
+    init = _container("init", limits={"cpu": "2"})
+    main = _container(requests={"cpu": "250m"}, limits={"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"})
+    spec = _new_pod(api, containers=[main], initContainers=[init])["spec"]
+    assert spec["containers"][0]["resources"]["requests"] == {
+        "cpu": "250m",
+        "memory": "1Gi",
+        "nvidia.com/gpu": "1",
+    }
+    assert spec["initContainers"][0]["resources"]["requests"] == {"cpu": "2"}
+
+
+def test_pod_level_requests_default_to_the_containers_then_to_the_pod_limits(api: KubeApiServer) -> None:
+    """defaultPodRequests (PodLevelResources): with pod-level limits set, a pod-level request left out
+    is what the containers request together (the larger of the app containers' sum and any init
+    container), else the pod-level limit."""
+    containers = [_container(requests={"cpu": "300m"}), _container("b", requests={"cpu": "200m"})]
+    init = [_container("init", requests={"cpu": "400m"})]
+    limits = {"cpu": "2", "memory": "4Gi"}
+    spec = _new_pod(api, containers=containers, initContainers=init, resources={"limits": limits})["spec"]
+    assert spec["resources"]["requests"] == {"cpu": "500m", "memory": "4Gi"}
+
+
+def test_a_host_network_pods_ports_default_their_host_port(api: KubeApiServer) -> None:
+    """SetDefaults_Pod: with the host's network a container port is a host port (which two pods on one
+    node cannot share); every port's protocol defaults to TCP."""
+    ports = [{"containerPort": 8080}, {"containerPort": 53, "protocol": "UDP"}]
+    spec = _new_pod(api, containers=[_container(ports=ports)], hostNetwork=True)["spec"]
+    assert spec["containers"][0]["ports"] == [
+        {"containerPort": 8080, "hostPort": 8080, "protocol": "TCP"},
+        {"containerPort": 53, "hostPort": 53, "protocol": "UDP"},
+    ]
+
+
+def test_a_pod_written_back_without_its_defaults_gets_them_again(api: KubeApiServer) -> None:
+    """The server defaults every body it decodes, an update's as a create's."""
+    created = _new_pod(api)
+    spec = {k: v for k, v in created["spec"].items() if k not in ("enableServiceLinks", "securityContext")}
+    replaced = _send(api, "PUT", f"{PODS_PATH}/p", {**created, "spec": spec}, "application/json")
+    assert (replaced["spec"]["enableServiceLinks"], replaced["spec"]["securityContext"]) == (True, {})
+
+
+# Priority admission plugin: spec.priority (and preemptionPolicy) from spec.priorityClassName, else from
+# the global default class, else 0 and PreemptLowerPriority
+
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+def _priority_class(api: KubeApiServer, name: str, value: int, **fields: Any) -> dict[str, Any]:
+    return _post(api, PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value, **fields})
+
+
+def test_a_pod_without_a_class_gets_priority_zero_and_may_preempt(api: KubeApiServer) -> None:
+    spec = _new_pod(api)["spec"]
+    assert (spec["priority"], spec["preemptionPolicy"]) == (0, "PreemptLowerPriority")
+    assert "priorityClassName" not in spec
+
+
+def test_a_pod_gets_the_priority_and_preemption_policy_of_its_class(api: KubeApiServer) -> None:
+    _priority_class(api, "batch-low", -10, preemptionPolicy="Never")
+    _priority_class(api, "serving", 1000)
+    low = _new_pod(api, "low", priorityClassName="batch-low")["spec"]
+    serving = _new_pod(api, "serving", priorityClassName="serving")["spec"]
+    assert (low["priority"], low["preemptionPolicy"]) == (-10, "Never")
+    assert (serving["priority"], serving["preemptionPolicy"]) == (1000, "PreemptLowerPriority")
+
+
+def test_a_pod_without_a_class_gets_the_global_default_of_lowest_value(api: KubeApiServer) -> None:
+    """Only one class may be the default, but when a race leaves two the plugin takes the lower."""
+    _priority_class(api, "standard", 100, globalDefault=True)
+    api.add(
+        {"kind": "PriorityClass", "metadata": {"name": "also-default"}, "value": 50, "globalDefault": True}
+    )
+    spec = _new_pod(api)["spec"]
+    assert (spec["priorityClassName"], spec["priority"]) == ("also-default", 50)
+
+
+def test_the_system_priority_classes_are_there_from_the_start(api: KubeApiServer) -> None:
+    listed = _send(api, "GET", PRIORITY_CLASSES, {}, "application/json")
+    values = {c["metadata"]["name"]: (c["value"], c["preemptionPolicy"]) for c in listed["items"]}
+    assert values == {
+        "system-cluster-critical": (2000000000, "PreemptLowerPriority"),
+        "system-node-critical": (2000001000, "PreemptLowerPriority"),
+    }
+    assert _new_pod(api, priorityClassName="system-node-critical")["spec"]["priority"] == 2000001000
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"priorityClassName": "nope"}, "no PriorityClass with name nope was found"),
+        (
+            {"priority": 7},
+            "the integer value of priority (7) must not be provided in pod spec; priority admission "
+            "controller computed 0 from the given PriorityClass name",
+        ),
+        (
+            {"preemptionPolicy": "Never"},
+            "the string value of PreemptionPolicy (Never) must not be provided in pod spec; priority "
+            "admission controller computed PreemptLowerPriority from the given PriorityClass name",
+        ),
+    ],
+)
+def test_a_pod_the_priority_plugin_cannot_admit_is_forbidden(
+    api: KubeApiServer, spec: dict[str, Any], why: str
+) -> None:
+    body = {"metadata": {"name": "p"}, "spec": {"containers": [_container()], **spec}}
+    assert _refusal(api, "POST", PODS_PATH, body, "application/json") == (
+        403,
+        f'pods "p" is forbidden: {why}',
+    )
+    assert api.get("Pod", "p") is None
+
+
+def test_a_pod_may_state_the_priority_its_class_gives(api: KubeApiServer) -> None:
+    _priority_class(api, "serving", 1000)
+    assert _new_pod(api, priorityClassName="serving", priority=1000)["spec"]["priority"] == 1000
+
+
+def test_an_update_leaving_out_the_priority_keeps_it(api: KubeApiServer) -> None:
+    """On update the plugin puts back a ``spec.priority`` the body leaves out."""
+    _priority_class(api, "serving", 1000)
+    created = _new_pod(api, priorityClassName="serving")
+    spec = {k: v for k, v in created["spec"].items() if k not in ("priority", "preemptionPolicy")}
+    replaced = _send(api, "PUT", f"{PODS_PATH}/p", {**created, "spec": spec}, "application/json")
+    assert (replaced["spec"]["priority"], replaced["spec"]["preemptionPolicy"]) == (
+        1000,
+        "PreemptLowerPriority",
+    )
+
+
+def test_a_created_priority_class_defaults_its_preemption_policy(api: KubeApiServer) -> None:
+    assert _priority_class(api, "serving", 1000)["preemptionPolicy"] == "PreemptLowerPriority"
+
+
+def test_the_seeding_path_keeps_a_priority_given_without_a_class(api: KubeApiServer) -> None:
+    """``add()`` stands for pods already admitted: what they carry is kept, what they lack is filled."""
+    api.add(
+        {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [_container()], "priority": 100}}
+    )
+    stored = api.get("Pod", "p")
+    assert stored is not None
+    assert (stored["spec"]["priority"], stored["spec"]["preemptionPolicy"]) == (100, "PreemptLowerPriority")
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [("high", "string"), (3000000000, "number 3000000000"), (1.5, "number 1.5")]
+)
+def test_a_priority_class_value_that_is_no_int32_is_a_bad_request(
+    api: KubeApiServer, value: Any, shown: str
+) -> None:
+    body = {"metadata": {"name": "high"}, "value": value}
+    assert _refusal(api, "POST", PRIORITY_CLASSES, body, "application/json") == (
+        400,
+        'PriorityClass in version "v1" cannot be handled as a PriorityClass: json: cannot unmarshal '
+        f"{shown} into Go struct field PriorityClass.value of type int32",
+    )

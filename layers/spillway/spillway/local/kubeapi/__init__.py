@@ -22,7 +22,10 @@ What it serves (JSON only)
   ``status.hard`` and ``status.used`` stored as written, as no quota controller runs here), ``/apis/batch/v1/[namespaces/{ns}/]jobs`` (+ ``/status``),
   ``/api/v1/[namespaces/{ns}/]persistentvolumeclaims`` and ``/api/v1/persistentvolumes`` (+ ``/status``),
   ``/apis/storage.k8s.io/v1/storageclasses`` (``volumeBindingMode`` defaulted to ``Immediate`` and
-  ``reclaimPolicy`` to ``Delete`` on create, as the API server does),
+  ``reclaimPolicy`` to ``Delete``, as the API server does),
+  ``/apis/scheduling.k8s.io/v1/priorityclasses`` (``system-node-critical`` and
+  ``system-cluster-critical`` there from the start; ``preemptionPolicy`` defaulted to
+  ``PreemptLowerPriority``; a ``value`` that is no int32 answers 400),
   ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``, and
   ``/api/v1/[namespaces/{ns}/]replicationcontrollers``: stored as given, no controller runs them);
   get, list, create, replace (PUT), patch, delete and deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
@@ -73,8 +76,22 @@ What it serves (JSON only)
   Jobs, ResourceQuotas and PDBs start with an empty status, Pods and PersistentVolumeClaims
   ``Pending``, PersistentVolumes ``Pending`` with the transition time stamped, Namespaces ``Active``,
   custom resources with a ``/status`` subresource without one; Nodes keep theirs (less
-  ``status.config``). Controllers then write status through ``/status``. Pod creates also get the
-  usual spec defaults. ``add()`` keeps the status you give (what a controller already wrote).
+  ``status.config``). Controllers then write status through ``/status``. ``add()`` keeps the status you
+  give (what a controller already wrote).
+* Pods as the API server stores them (see :mod:`.pods`): every write is defaulted as the ``v1``
+  defaults default it (``restartPolicy``, ``dnsPolicy``, ``schedulerName``,
+  ``terminationGracePeriodSeconds``, ``securityContext``, ``enableServiceLinks``; a container's requests
+  left out copy its limits; pod-level requests; containers' ``imagePullPolicy`` by tag and termination
+  message path and policy; host ports of a ``hostNetwork`` pod). A create goes through the Priority
+  admission plugin (``spec.priority`` and ``spec.preemptionPolicy`` from ``priorityClassName``, else the
+  global default class, else 0 and ``PreemptLowerPriority``; an unknown class, or a priority or policy
+  stated otherwise, answers 403) and gets ``status.qosClass`` (Guaranteed, Burstable or BestEffort from
+  the CPU and memory its containers, init containers or pod-level resources request and limit; a class
+  the create's status carries is kept, as ``GetPodQOS`` keeps it). ``add()`` keeps what a pod states and
+  fills what it lacks, its QoS class included. A status write that leaves ``qosClass`` out keeps it, one
+  changing it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
+  resources so that its class would change answers 422 (the ``pods/resize`` rule). A quantity that does
+  not parse answers 400.
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
   ``Unauthorized``); :attr:`KubeApiServer.last_token` is the last token seen.
 * Faults (:class:`Faults`): ``fail_next(n, status, path_prefix)``, ``delay(seconds, path_prefix)``,
@@ -85,7 +102,8 @@ Not modelled
 Watches (``watch=true`` answers 400), protobuf/CBOR/YAML bodies, server-side apply, field validation
 of object schemas (beyond names, PDB specs, pods needing containers, the two CRDs above), pod spec
 immutability (so no ``pods/resize`` subresource: an in-place resize is a write to the pod, its
-containerStatuses a ``/status`` write, as the kubelet's), admission,
+containerStatuses a ``/status`` write, as the kubelet's), admission but the Priority plugin's pod
+side (no LimitRanger, no DefaultTolerationSeconds, no single-global-default rule for PriorityClasses),
 RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``resourceVersion`` /
 ``resourceVersionMatch`` on lists (always the latest state), controllers (no ReplicaSets; a budget's
 ``expectedPods`` is its matching pods), the kubelet (pods run only when you ``bind`` them or write

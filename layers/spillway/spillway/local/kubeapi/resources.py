@@ -12,10 +12,13 @@ switch on) are served only when installed: see ``KubeApiServer(optional_resource
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from spillway.local.kubeapi import crds, pods
 
 JsonObj = dict[str, Any]
 
@@ -70,8 +73,15 @@ def _dropped(sent: JsonObj, now: str) -> JsonObj | None:
 
 
 def _pending(sent: JsonObj, now: str) -> JsonObj | None:
-    """Pods, and claims (cleared, then ``phase`` defaulted by the v1 defaults)."""
+    """Claims: cleared, then ``phase`` defaulted by the v1 defaults."""
     return {"phase": "Pending"}
+
+
+def _pod_pending(sent: JsonObj, now: str) -> JsonObj | None:
+    """Pods: ``Pending`` and the QoS class of ``qos.GetPodQOS``, which is the class the status sent
+    carries when it has one (the store computes it from the spec otherwise: :func:`pods.pod_qos`)."""
+    given = sent.get("qosClass")
+    return {"phase": "Pending", **({"qosClass": given} if given else {})}
 
 
 def _volume_pending(sent: JsonObj, now: str) -> JsonObj | None:
@@ -107,8 +117,15 @@ class ResourceType:
     custom: bool = False
     #: served only when installed (a CRD, or an alpha API that must be switched on)
     optional: bool = False
-    #: fields that may not change once created (a CRD's ``self == oldSelf`` validation rule)
+    #: fields that may not change once created (a CRD's ``self == oldSelf`` validation rule, a built-in
+    #: kind's ``ValidateImmutableField``)
     immutable: tuple[tuple[str, ...], ...] = ()
+    #: fields a write that leaves them out keeps from the stored object (what a strategy's
+    #: PrepareForUpdate or an admission plugin puts back)
+    kept: tuple[tuple[str, ...], ...] = ()
+    #: the kind's defaults (a built-in kind's ``SetDefaults_*``, a CRD's schema defaults), applied to
+    #: every body the server decodes: a create's, an update's, a patched object
+    defaults: Callable[[JsonObj], JsonObj] = _identity
     #: a CRD's ``subresources.scale``: (specReplicasPath, statusReplicasPath, labelSelectorPath)
     scale: tuple[str, str, str] | None = None
     #: the status a create over the wire stores, from the one it sent and the clock (the kind's
@@ -167,7 +184,12 @@ PODS = ResourceType(
     namespaced=True,
     short_names=("po",),
     has_status=True,
-    create_status=_pending,
+    create_status=_pod_pending,
+    defaults=pods.with_defaults,
+    # the status strategy keeps the QoS class a status write leaves out and refuses to change it; the
+    # Priority plugin keeps the priority an update leaves out
+    immutable=(("status", "qosClass"),),
+    kept=(("status", "qosClass"), ("spec", "priority"), ("spec", "preemptionPolicy")),
     merge_keys={
         **_META_KEYS,
         ("spec", "containers"): "name",
@@ -298,8 +320,13 @@ CONFIG_MAPS = ResourceType(
     merge_keys=dict(_META_KEYS),
 )
 
+
+def _storage_class_defaults(obj: JsonObj) -> JsonObj:
+    return {"reclaimPolicy": "Delete", "volumeBindingMode": "Immediate", **obj}
+
+
 #: storage.k8s.io/v1 StorageClasses (built in, cluster-scoped, no status; observe reads when claims
-#: bind, ``volumeBindingMode``, defaulted to ``Immediate`` on create, and ``allowedTopologies``)
+#: bind, ``volumeBindingMode``, defaulted to ``Immediate``, and ``allowedTopologies``)
 STORAGE_CLASSES = ResourceType(
     "StorageClass",
     "storageclasses",
@@ -309,6 +336,22 @@ STORAGE_CLASSES = ResourceType(
     namespaced=False,
     short_names=("sc",),
     merge_keys=dict(_META_KEYS),
+    defaults=_storage_class_defaults,
+)
+
+#: scheduling.k8s.io/v1 PriorityClasses (built in, cluster-scoped, no status): what the Priority
+#: admission plugin resolves a pod's ``priorityClassName`` with (:mod:`.pods`); the API server's own
+#: two system classes exist from the start
+PRIORITY_CLASSES = ResourceType(
+    "PriorityClass",
+    "priorityclasses",
+    "priorityclass",
+    "scheduling.k8s.io",
+    "v1",
+    namespaced=False,
+    short_names=("pc",),
+    merge_keys=dict(_META_KEYS),
+    defaults=pods.priority_class_defaults,
 )
 
 #: batch/v1 Jobs (built in; observe reads ``spec.podFailurePolicy``)
@@ -430,6 +473,7 @@ CAPACITY_BUFFERS = ResourceType(
     create_status=_dropped,
     custom=True,
     optional=True,
+    defaults=functools.partial(crds.with_defaults, crds.CAPACITY_BUFFER),
 )
 
 
@@ -559,6 +603,7 @@ ALL: tuple[ResourceType, ...] = (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
+    PRIORITY_CLASSES,
     CONFIG_MAPS,
     JOBS,
     COSCHEDULING_PODGROUPS,

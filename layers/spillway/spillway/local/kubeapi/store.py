@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from spillway.local.kubeapi import crds, disruption, resources
+from spillway.local.kubeapi import crds, disruption, pods, resources
 from spillway.local.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
-from spillway.local.kubeapi.resources import NAMESPACES, PODS, ResourceType
+from spillway.local.kubeapi.resources import NAMESPACES, PODS, PRIORITY_CLASSES, ResourceType
 from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
 from spillway.local.kubeapi.status import (
     STALE_OBJECT,
@@ -142,6 +142,16 @@ def _dig(obj: Any, path: tuple[str, ...]) -> Any:
     return obj
 
 
+def _with(obj: JsonObj, path: tuple[str, ...], value: Any) -> JsonObj:
+    """``obj`` with ``value`` at ``path``: new dicts along the path, the rest shared."""
+    head, *rest = path
+    inner = obj.get(head)
+    return {
+        **obj,
+        head: _with(inner if isinstance(inner, dict) else {}, tuple(rest), value) if rest else value,
+    }
+
+
 def _without_rv(obj: JsonObj) -> JsonObj:
     meta = {k: v for k, v in _meta(obj).items() if k != "resourceVersion"}
     return {**obj, "metadata": meta}
@@ -161,6 +171,8 @@ class Store:
         self._max_snapshots = max_snapshots
         for name in DEFAULT_NAMESPACES:
             self.create(NAMESPACES, None, {"metadata": {"name": name}}, via_api=False)
+        for system_class in pods.SYSTEM_PRIORITY_CLASSES:
+            self.create(PRIORITY_CLASSES, None, system_class, via_api=False)
 
     # --- basics --------------------------------------------------------------------------------
 
@@ -342,19 +354,31 @@ class Store:
 
     @staticmethod
     def _check_immutable(rt: ResourceType, current: JsonObj, updated: JsonObj) -> None:
-        """A CRD's ``self == oldSelf`` rule: 422 naming the field, as CEL validation answers."""
+        """A CRD's ``self == oldSelf`` rule, a built-in kind's ``ValidateImmutableField``: 422 naming the
+        field, worded as CEL validation or the kind's validation answers."""
         for path in rt.immutable:
             old, new = _dig(current, path), _dig(updated, path)
             if old != new:
                 kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+                shown = crds.json_type(new, integers=False) if rt.custom else new
+                why = "Value is immutable" if rt.custom else "field is immutable"
                 raise invalid(
-                    kind,
-                    _meta(current).get("name", ""),
-                    ".".join(path),
-                    f'Invalid value: "{crds.json_type(new, integers=False)}": Value is immutable',
+                    kind, _meta(current).get("name", ""), ".".join(path), f'Invalid value: "{shown}": {why}'
                 )
 
-    def _validate(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
+    @staticmethod
+    def _keep_left_out(rt: ResourceType, current: JsonObj, updated: JsonObj) -> JsonObj:
+        """``updated`` with the fields of ``rt.kept`` it leaves out (absent, null or empty) put back."""
+        for path in rt.kept:
+            old = _dig(current, path)
+            if _dig(updated, path) in (None, "") and old is not None:
+                updated = _with(updated, path, old)
+        return updated
+
+    def _validate(
+        self, rt: ResourceType, obj: JsonObj, *, via_api: bool, current: JsonObj | None = None
+    ) -> None:
+        """The kind's validation of a create, or of an update of ``current``."""
         name = _meta(obj).get("name", "")
         if rt.canonical == "PodDisruptionBudget":
             problem = disruption.check_spec(obj.get("spec") or {})
@@ -364,6 +388,13 @@ class Store:
             containers = (obj.get("spec") or {}).get("containers")
             if not isinstance(containers, list) or not containers:
                 raise invalid(rt.kind, name, "spec.containers", "Required value")
+            resized = pods.resize_problem(current, obj) if current is not None else None
+            if resized:
+                raise invalid(rt.kind, name, *resized)
+        if rt.canonical == "PriorityClass":
+            undecodable = pods.check_priority_class(obj)
+            if undecodable:
+                raise undecodable
         broken = crds.check(rt.canonical, obj)  # add() too: the API never holds what its CRD refuses
         if broken:
             raise invalid(rt.canonical, name, *broken)
@@ -436,26 +467,17 @@ class Store:
             return self.present(rt, self._write(rt.canonical, key, obj).obj)
 
     def _defaults(self, rt: ResourceType, obj: JsonObj, *, via_api: bool) -> None:
+        """What a create stores beyond what it sends: the kind's defaults, then what its admission and
+        its strategy (``rt.create_status``) set; ``add()`` keeps the status given."""
+        obj.update(rt.defaults(obj))
         if via_api and rt.create_status is not None:
             status = rt.create_status(dict(obj.pop("status", None) or {}), self.now())
             if status is not None:
                 obj["status"] = status
         if rt.canonical == "Pod":
-            spec = dict(obj.get("spec") or {})
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("priority", 0)
-            obj["spec"] = spec
-            status = dict(obj.get("status") or {})
-            status.setdefault("phase", "Pending")  # add() keeps a running pod's status
-            obj["status"] = status
+            self._admit_pod(obj, via_api=via_api)
         elif rt.canonical == "PodDisruptionBudget":
             obj.pop("status", None)  # always computed on read
-        elif rt.canonical == "StorageClass":
-            obj.setdefault("reclaimPolicy", "Delete")
-            obj.setdefault("volumeBindingMode", "Immediate")
         elif rt.canonical == "Namespace":
             meta = obj["metadata"]  # the API server labels every namespace with its own name
             meta["labels"] = {
@@ -464,7 +486,21 @@ class Store:
             }
             obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
             obj["status"] = {"phase": "Active"}  # as its strategy sets it on every create
-        obj.update(crds.with_defaults(rt.canonical, obj))
+
+    def _admit_pod(self, obj: JsonObj, *, via_api: bool) -> None:
+        """The Priority plugin, then the class ``GetPodQOS`` gives (the status's, else computed); the
+        seeding path keeps a running pod's status and fills only what it lacks."""
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return  # refused by validation
+        classes = [entry.obj for entry in self._objects["PriorityClass"].values()]
+        spec, refusal = pods.admit_priority(spec, classes, strict=via_api)
+        if refusal:
+            raise forbidden(PODS.qualified, _meta(obj).get("name", ""), refusal)
+        status = dict(obj.get("status") or {})
+        status.setdefault("phase", "Pending")
+        status["qosClass"] = pods.pod_qos(status, spec)
+        obj["spec"], obj["status"] = spec, status
 
     def replace(
         self,
@@ -569,7 +605,7 @@ class Store:
                 "kind": entry.obj["kind"],
                 "metadata": new_meta,
             }
-            updated = _omit_empty(crds.with_defaults(rt.canonical, updated))
+            updated = _omit_empty(rt.defaults(updated))
             self._validate(rt, updated, via_api=False)
             key = self.key(rt, cur_meta.get("namespace"), name)
             return self.present(rt, self._write(rt.canonical, key, updated).obj)
@@ -608,11 +644,11 @@ class Store:
                 updated.pop("status", None)
                 if "status" in current:
                     updated["status"] = current["status"]
-            updated = crds.with_defaults(rt.canonical, updated)  # an update is defaulted as a create is
+            updated = rt.defaults(updated)  # an update is defaulted as a create is
             if "generation" in cur_meta and _new_generation(rt.canonical, current, updated):
                 new_meta["generation"] = cur_meta["generation"] + 1
-        updated = _omit_empty(updated)
-        self._validate(rt, updated, via_api=True)
+        updated = _omit_empty(self._keep_left_out(rt, current, updated))
+        self._validate(rt, updated, via_api=True, current=current)
         self._check_immutable(rt, current, updated)
         if _without_rv(updated) == _without_rv(current):
             return self.present(rt, current)  # a no-op write does not bump the resourceVersion
