@@ -170,6 +170,61 @@ def test_a_pod_tolerating_the_groups_spot_taint_may_go_there() -> None:
     assert scale_up(result)["spot"][2] == [pod]
 
 
+def spot_tainted(key: str, value: str) -> World:
+    world = World()
+    world.group("spot", "m5.2xlarge")
+    world.groups["spot"]["Tags"].append(
+        {"Key": f"k8s.io/cluster-autoscaler/node-template/taint/{key}", "Value": value}
+    )
+    return world
+
+
+def test_a_soft_spot_taint_does_not_let_a_pod_that_may_not_move_onto_spot() -> None:
+    """PreferNoSchedule is a preference: the scheduler may still put a pod that does not tolerate it on
+    the node (Kubernetes, taints and tolerations), so it keeps nothing off a Spot node. (Review r11.)"""
+    world = spot_tainted("spot", "true:PreferNoSchedule")
+    (pod,) = world.pods("web", 1, cpu="7")  # no toleration; a Job pod of no kind known to tolerate a move
+    result = planned(world, SPOT)
+    assert scale_up(result) == {}
+    assert "spot: a spot group runs only pods that may move" in pending_reasons(result)[pod]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("spot-pool", "gpu:NoSchedule"),  # merely contains "spot"
+        ("example.com/spotless", "true:NoSchedule"),
+        ("karpenter.sh/capacity-type", "on-demand:NoSchedule"),  # names the other capacity type
+        ("eks.amazonaws.com/capacityType", "ON_DEMAND:NoExecute"),
+    ],
+)
+def test_a_taint_that_is_not_a_spot_taint_does_not_open_a_spot_group_to_pods_tolerating_it(
+    key: str, value: str
+) -> None:
+    world = spot_tainted(key, value)
+    tolerate = {"key": key, "operator": "Exists"}
+    (pod,) = world.pods("web", 1, cpu="7", tolerations=[tolerate])
+    result = planned(world, SPOT)
+    assert scale_up(result) == {}, key
+    assert "a spot group runs only pods that may move" in pending_reasons(result)[pod]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("karpenter.sh/capacity-type", "spot:NoSchedule"),
+        ("eks.amazonaws.com/capacityType", "SPOT:NoExecute"),
+        ("spot", "true:NoSchedule"),
+        ("spot", "NoSchedule"),
+    ],
+)
+def test_a_pod_tolerating_a_hard_spot_taint_opts_in(key: str, value: str) -> None:
+    world = spot_tainted(key, value)
+    (pod,) = world.pods("web", 1, cpu="7", tolerations=[{"key": key, "operator": "Exists"}])
+    world.pods("other", 1, cpu="7")  # does not tolerate it: kept off by the taint itself
+    assert scale_up(planned(world, SPOT))["spot"][2] == [pod]
+
+
 # --- mixed instances groups: on-demand up to OnDemandBaseCapacity, then a share of spot -------------
 
 
