@@ -283,6 +283,26 @@ def test_below_its_on_demand_base_a_mixed_group_takes_any_pod_but_only_up_to_the
     assert scale_up(planned(world, {}))["mixed"][:2] == (0, 3)
 
 
+@pytest.mark.parametrize(
+    "tag",
+    [
+        ("spillway.io/capacity-type", "on-demand"),
+        ("k8s.io/cluster-autoscaler/node-template/label/eks.amazonaws.com/capacityType", "ON_DEMAND"),
+        ("k8s.io/cluster-autoscaler/node-template/label/karpenter.sh/capacity-type", "on-demand"),
+    ],
+)
+def test_a_tag_saying_on_demand_does_not_send_a_pod_that_may_not_move_to_an_all_spot_policy(
+    tag: tuple[str, str],
+) -> None:
+    world = World()
+    mixed_group(world, "mixed", 0, 0)
+    world.groups["mixed"]["Tags"].append({"Key": tag[0], "Value": tag[1]})
+    (pod,) = world.pods("web", 1, cpu="7")
+    result = world.plan()
+    assert scale_up(result) == {}
+    assert "mixed: a spot group runs only pods that may move" in pending_reasons(result)[pod]
+
+
 def test_a_mixed_group_all_on_demand_above_its_base_is_on_demand() -> None:
     world = World()
     mixed_group(world, "mixed", 0, 100)
