@@ -9,7 +9,8 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
     group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
                                                  expires_at (N, epoch seconds: the table's TTL)
     pool back-off     item = "backoff#pool#<capacity type>/<zone>/<type>"   the same attributes (a Spot
-                                                 interruption backs off the spot pool); an older
+                                                 interruption backs off the spot pool, a launch failed
+                                                 for capacity the pool that had none); an older
                                                  "backoff#pool#<zone>/<type>" is the spot pool
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
                       "unsettled#<owner>",

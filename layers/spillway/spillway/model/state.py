@@ -13,8 +13,9 @@ Wire form (state file and state table item)::
                                                                               (only when not empty)
 
 ``pools`` back off one capacity pool: a capacity type (``spot`` or ``on-demand``), an instance type, a
-zone (a Spot interruption backs off the Spot pool; on-demand capacity of the type in the zone is another
-pool, as Karpenter keys its unavailable offerings by capacity type, instance type and zone). The planner
+zone (a Spot interruption backs off the Spot pool, a launch that failed for capacity the pool of the
+capacity type that failed; on-demand capacity of the type in the zone is another pool than Spot, as
+Karpenter keys its unavailable offerings by capacity type, instance type and zone). The planner
 skips a group only when every pool it may launch from is backed off, and otherwise notes it in the
 scale-up reason (a group cannot be pinned to a zone or type through SetDesiredCapacity). Use
 :func:`pool_key`. A key of the older form ``<zone>/<instance type>`` (written before pools had a capacity
