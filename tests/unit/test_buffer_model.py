@@ -175,6 +175,10 @@ def test_a_buffer_of_another_strategy_is_left_to_its_controller() -> None:
         ({"buffers": [{"name": "a", "pod": {}, "replicas": -1}]}, "buffers.0.replicas"),
         ({"buffers": [{"name": "a", "pod": {}, "replicas": 1, "windows": [{"timezone": "Mars/Olympus"}]}]},
          "buffers.0.windows.0.timezone"),
+        ({"buffers": [{"name": "a", "pod": {}, "replicas": 1, "windows": [{"timezone": ""}]}]},
+         "buffers.0.windows.0.timezone"),  # no zone at all: was taken here, then crashed every plan
+        ({"tenants": {"t": {"schedule": [{"windows": [{"timezone": ""}], "limits": {}}]}}},
+         "tenants.t.schedule.0.windows.0.timezone"),
         ({"buffers": [{"name": "a", "pod": {}, "replicas": 1, "size": 3}]}, "buffers.0.size"),
         ({"tenants": {"t": {"schedule": [{"windows": [{"start": "25:00"}], "limits": {}}]}}},
          "tenants.t.schedule.0.windows.0.start"),

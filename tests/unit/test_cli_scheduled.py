@@ -36,17 +36,29 @@ def plan_with(
     return code, out, err
 
 
-def test_a_scheduled_floor_keeps_the_node_the_plan_would_drain(
+def test_an_action_running_within_the_idle_threshold_keeps_the_node_the_plan_would_drain(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = plan_with(tmp_path, capsys, action())  # without the action, ml-cpu-east loses a node
+    # the example plans at 10:00 UTC (11:00 Berlin), scale_down_idle_minutes 10: 11:05 Berlin is within
+    code, out, _ = plan_with(tmp_path, capsys, action(Recurrence="5 11 * * 1-5"))
     assert code == 0
     plan = json.loads(out)
     assert plan["drain"] == []
     assert [k["code"] for k in plan["kept"] if k["code"] == "scheduled-min"] == ["scheduled-min"]
     (floor,) = plan["floors"]
     assert (floor["group"], floor["min_size"]) == ("ml-cpu-east", 3)
-    assert "business-hours (cron '0 8 * * 1-5' Europe/Berlin) ran at 2026-11-02T07:00:00Z" in floor["reason"]
+    assert (
+        "business-hours (cron '5 11 * * 1-5' Europe/Berlin) runs at 2026-11-02T10:05:00Z" in floor["reason"]
+    )
+
+
+def test_an_action_that_ran_this_morning_holds_nothing_the_groups_min_size_does_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """08:00 Berlin ran two hours before the example's 10:00 UTC: the MinSize it set is what
+    describe-auto-scaling-groups shows (1 in the example, lowered since), and that is what holds."""
+    code, out, _ = plan_with(tmp_path, capsys, action())
+    assert code == 0 and len(json.loads(out)["drain"]) == 1 and "floors" not in json.loads(out)
 
 
 def test_an_action_of_another_regions_group_of_that_name_does_not_apply(
@@ -61,6 +73,7 @@ def test_an_action_of_another_regions_group_of_that_name_does_not_apply(
     [
         ({"Recurrence": "0 25 * * *"}, "ScheduledUpdateGroupActions[0].Recurrence"),
         ({"TimeZone": "Europe/Atlantis"}, "ScheduledUpdateGroupActions[0].TimeZone"),
+        ({"TimeZone": ""}, "ScheduledUpdateGroupActions[0].TimeZone"),  # AWS: at least 1 character
         ({"MinSize": -1}, "ScheduledUpdateGroupActions[0].MinSize"),
     ],
 )

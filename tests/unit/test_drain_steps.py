@@ -439,6 +439,22 @@ def test_an_instance_going_away_is_drained_without_terminating_at_min_size(rig: 
         rig.validated(force=True)  # a drain by hand is still refused: lower MinSize, or terminate false
 
 
+def test_min_size_counts_the_weight_terminating_a_weighted_instance_takes_off(rig: Rig) -> None:
+    """A weighted group's DesiredCapacity and MinSize are units, and terminating an instance with the
+    decrement takes its WeightedCapacity off (AWS: asg-instance-weighting.html): desired 4, MinSize 3
+    and an instance of weight 2 is at its minimum for that instance, which counting it as one missed
+    (AWS then refused the decrement after the pods were evicted)."""
+    group = rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=3, desired=4)
+    for instance in group["Instances"]:
+        instance["WeightedCapacity"] = "2"
+
+    with pytest.raises(InvalidDrainRequest, match=r"minimum size \(MinSize 3, desired 4\)"):
+        rig.validated(force=True)
+    assert rig.validated(force=True, leaving=True).terminate is False  # EC2 reclaims it, undecremented
+    group["MinSize"] = 2
+    assert rig.validated(force=True).terminate is True
+
+
 def test_an_instance_going_away_is_drained_under_somebody_elses_cordon_and_it_stays(rig: Rig) -> None:
     """A node a person cordoned gets a Spot warning: the drain was refused, so its pods got no graceful
     eviction and died with the instance (a lifecycle action's drain likewise left the instance waiting

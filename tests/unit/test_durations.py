@@ -235,7 +235,10 @@ def test_with_duration_noise_every_started_pod_ends_before_its_deadline(sigma: f
 
 
 def test_a_moved_jobs_new_pods_get_a_deadline_from_their_new_remaining_time() -> None:
-    [job] = mark_jobs([replace(_sim_jobs(1)[0], duration=3600, movable=True)], SimConfig(duration_noise=0.0))
+    # mark_jobs decides movability (the fraction), so the job is made movable there
+    config = SimConfig(duration_noise=0.0, movable_fraction=1.0)
+    [job] = mark_jobs([replace(_sim_jobs(1)[0], duration=3600)], config)
+    assert job.movable
     world = sim_world(penalty=600, track=True)
     sim_job = SimJob(job)
     world.jobs.append(sim_job)

@@ -160,6 +160,22 @@ def test_a_node_of_another_override_type_does_not_stand_for_a_mixed_groups_templ
     assert with_own.allocatable["memory"] == 14 * GIB and with_own.node == small
 
 
+def test_no_node_stands_for_a_mixed_template_no_override_is_the_least_of_in_every_resource() -> None:
+    """g5.xlarge has the GPU, m5.2xlarge the CPU and memory: the template is the least of each (no GPU),
+    and a g5.xlarge node, read as the template, would promise a GPU an m5.2xlarge does not have."""
+    world = World()
+    world.group("g", "g5.xlarge", mixed=True)
+    overrides = world.groups["g"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]
+    overrides.append({"InstanceType": "m5.2xlarge"})
+    add_typed_instance(world, "g", "g5.xlarge", 0)
+
+    template = template_of(world)
+
+    assert template.node is None
+    assert "nvidia.com/gpu" not in template.allocatable
+    assert template.allocatable["cpu"] == 3920  # the g5.xlarge estimate: 4 vCPUs less the EKS reserve
+
+
 def test_a_resources_tag_still_wins_over_the_node() -> None:
     world, node = one_node_world(resources={"memory": "28Gi"})
 

@@ -212,6 +212,10 @@ def test_warm_count_counts_instances_that_can_join() -> None:
     assert warm_count(None) == 0
     assert warm_count(pool("Warmed:Stopped", "Warmed:Running", "Warmed:Terminating", "InService")) == 2
     assert warm_count(pool("Warmed:Stopped", status="PendingDelete")) == 0
+    # still launching into the pool (its lifecycle hook may hold it at Wait): a scale-out now takes a
+    # cold start instead, so none of the three counts, whether or not a hook holds it at that moment
+    assert warm_count(pool("Warmed:Pending", "Warmed:Pending:Wait", "Warmed:Pending:Proceed")) == 0
+    assert warm_count(pool("Warmed:Hibernated", "Warmed:Pending:Proceed")) == 1
 
 
 def test_wire_form_is_backward_compatible_and_round_trips() -> None:

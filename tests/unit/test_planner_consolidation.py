@@ -579,6 +579,26 @@ def test_a_scheduled_budget_says_when_it_turns_on_and_off() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("schedule", "duration"), [("0 * * * *", "1h"), ("*/30 * * * *", "30m"), ("@hourly", "1h")]
+)
+def test_an_hourly_budget_in_a_dst_zone_stays_on_through_the_repeated_hour(
+    schedule: str, duration: str
+) -> None:
+    """2026-10-25 in Berlin, 03:00 CEST (01:00 UTC) turns back to 02:00 CET: an hourly cron runs at the
+    second 02:00 too, as Vixie cron runs its wildcard jobs, so a budget that is always on stays on.
+    It lifted from 01:00 to 02:00 UTC. (Found by review.)"""
+    from spillway.config import DisruptionBudget
+
+    budget = DisruptionBudget(nodes="0", schedule=schedule, duration=duration, timezone="Europe/Berlin")
+    for minute in range(0, 181, 15):  # 00:00 .. 03:00 UTC, the repeated hour and around it
+        assert budget.active_at(datetime(2026, 10, 25, tzinfo=UTC) + timedelta(minutes=minute)), minute
+    assert budget.next_edge(datetime(2026, 10, 24, tzinfo=UTC)) is None  # it never turns off
+    fixed = DisruptionBudget(nodes="0", schedule="0 2 * * *", duration="30m", timezone="Europe/Berlin")
+    assert fixed.active_at(datetime(2026, 10, 25, 0, 15, tzinfo=UTC))  # the first 02:00 only
+    assert not fixed.active_at(datetime(2026, 10, 25, 1, 15, tzinfo=UTC))
+
+
 def test_a_budget_scheduled_less_often_than_weekly_says_when_it_next_changes() -> None:
     """Its next run may be weeks or months ahead (NOW is Monday 2 November 2026), and a duration
     longer than the gap between runs keeps it on across them; neither is "never"."""
@@ -627,6 +647,14 @@ def test_a_budget_scheduled_less_often_than_weekly_says_when_it_next_changes() -
             "disruption_budgets.0.duration",
         ),
         ("disruption_budgets: [{nodes: 0, reasons: [Drained]}]\n", "disruption_budgets.0.reasons.0"),
+        (
+            "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 1h, timezone: ''}]\n",
+            "disruption_budgets.0.timezone",
+        ),
+        (
+            "disruption_budgets: [{nodes: 0, windows: [{start: '09:00', timezone: ''}]}]\n",
+            "disruption_budgets.0.windows.0.timezone",
+        ),
         (
             "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 1h, windows: [{start: '09:00'}]}]\n",
             "disruption_budgets.0",

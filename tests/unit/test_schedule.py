@@ -87,8 +87,8 @@ def test_bad_cron_names_the_field(text: str, field: str) -> None:
 def test_recurrence_runs_in_its_time_zone_across_dst() -> None:
     action = ScheduledFloor("day", min_size=6, recurrence="0 8 * * *", timezone="Europe/Berlin")
     # winter: 08:00 Berlin is 07:00 UTC; summer (after 2026-03-29): 06:00 UTC
-    assert action.last_fired(utc(2026, 3, 27, 12)) == utc(2026, 3, 27, 7)
-    assert action.last_fired(utc(2026, 3, 30, 12)) == utc(2026, 3, 30, 6)
+    assert action.next_fire(utc(2026, 3, 27), 24 * H) == utc(2026, 3, 27, 7)
+    assert action.next_fire(utc(2026, 3, 30), 24 * H) == utc(2026, 3, 30, 6)
     assert action.next_fire(utc(2026, 3, 28, 12), 24 * H) == utc(2026, 3, 29, 6)
 
 
@@ -105,37 +105,71 @@ def test_a_time_the_autumn_change_repeats_runs_once() -> None:
     assert action.next_fire(utc(2026, 10, 25, 0, 31), 3 * H) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # hour (or minute) field a wildcard: every reading of the clock runs, the repeated hour's too
+        ("0 * * * *", ["23:00", "00:00", "01:00", "02:00"]),
+        ("*/30 * * * *", ["23:00", "23:30", "00:00", "00:30", "01:00", "01:30", "02:00", "02:30"]),
+        ("0 */2 * * *", ["00:00", "01:00"]),  # 02:00 Berlin, both times; 00:00 and 04:00 are outside
+        ("30 2 * * *", ["00:30"]),  # a fixed time: once, at its first reading
+        ("0 1-3 * * *", ["23:00", "00:00", "02:00"]),  # fixed hours: 02:00 once
+    ],
+)
+def test_a_cron_run_every_hour_also_runs_in_the_hour_the_autumn_change_repeats(
+    text: str, expected: list[str]
+) -> None:
+    """2026-10-25, Berlin: 03:00 CEST (01:00 UTC) turns back to 02:00 CET, so 02:00-02:59 reads twice.
+    Vixie cron runs a job whose minute or hour field starts with ``*`` in both (its "wildcard" jobs)
+    and a fixed-time job once; Spillway's runs are the same instants. (Found by review.)"""
+    runs = cron_runs(
+        Cron.parse(text), zone_of("Europe/Berlin"), utc(2026, 10, 24, 23), utc(2026, 10, 25, 2, 59)
+    )
+    assert [r.strftime("%H:%M") for r in runs] == expected
+
+
+def test_a_minute_wildcard_with_a_fixed_hour_runs_through_both_readings_of_that_hour() -> None:
+    berlin = zone_of("Europe/Berlin")
+    runs = list(cron_runs(Cron.parse("* 2 * * *"), berlin, utc(2026, 10, 24, 12), utc(2026, 10, 25, 12)))
+    assert len(runs) == 120 and runs[0] == utc(2026, 10, 25, 0) and runs[-1] == utc(2026, 10, 25, 1, 59)
+    assert all(b - a == M for a, b in pairwise(runs))
+
+
 def test_end_time_stops_the_recurrence_and_start_time_is_a_run() -> None:
     action = ScheduledFloor(
         "x", min_size=2, recurrence="0 * * * *", start=utc(2026, 3, 2, 9, 15), end=utc(2026, 3, 2, 12)
     )
     assert action.next_fire(utc(2026, 3, 2, 9, 10), H) == utc(2026, 3, 2, 9, 15)
-    assert action.last_fired(utc(2026, 3, 2, 18)) == utc(2026, 3, 2, 12)
+    assert action.next_fire(utc(2026, 3, 2, 11, 30), 6 * H) == utc(2026, 3, 2, 12)
+    assert action.next_fire(utc(2026, 3, 2, 12), 6 * H) is None
     once = ScheduledFloor("once", min_size=2, start=utc(2026, 3, 2, 10))
-    assert once.last_fired(utc(2026, 3, 2, 9)) is None
     assert once.next_fire(utc(2026, 3, 2, 9), 2 * H) == utc(2026, 3, 2, 10)
+    assert once.next_fire(utc(2026, 3, 2, 10), 2 * H) is None
 
 
-def test_a_recurrence_that_starts_later_has_not_run_and_a_described_next_run_has() -> None:
+def test_a_recurrence_that_starts_later_does_not_run_before_and_a_described_next_run_does() -> None:
     """AWS: StartTime and EndTime bound a recurring action. An action created on 2 November for an
-    office opening on 1 December (daily at 08:00) was read as having run that morning, and its
-    MinSize held a month early. Described, a running recurring action may show its next run as its
-    StartTime: with no cron run before it, the past runs stand. (Found by review.)"""
+    office opening on 1 December (daily at 08:00) must not run before then. Described, a running
+    recurring action may show its next run as its StartTime: with no cron run before it, the cron
+    runs on. (Found by review.)"""
     now = utc(2026, 11, 2, 12)
     later = ScheduledFloor("office", min_size=10, recurrence="0 8 * * *", start=utc(2026, 12, 1, 8))
     described = ScheduledFloor("office", min_size=10, recurrence="0 8 * * *", start=utc(2026, 11, 3, 8))
 
-    assert later.last_fired(now) is None and later.next_fire(now, 24 * H) is None
+    assert later.next_fire(now, 24 * H) is None
     assert later.next_fire(utc(2026, 11, 30, 12), 24 * H) == utc(2026, 12, 1, 8)
-    assert described.last_fired(now) == utc(2026, 11, 2, 8)
-    assert scheduled_floor([later], now, 10 * M) is None
+    assert described.next_fire(utc(2026, 11, 3, 9), 24 * H) == utc(2026, 11, 4, 8)
+    assert scheduled_floor([later], now, 24 * H) is None
 
 
 # --- next_change: when "ran less than a duration ago" turns on or off (Karpenter's schedule + duration) --
 
 M = timedelta(minutes=1)
 CHANGE_CASES = [
-    ("* * * * *", M, "Europe/Berlin", utc(2026, 10, 20)),  # one block a day; the autumn change breaks it
+    ("* * * * *", M, "Europe/Berlin", utc(2026, 10, 20)),  # one block a day, through the repeated hour
+    ("* 2 * * *", M, "Europe/Berlin", utc(2026, 10, 20)),  # the repeated hour: one block of two hours
+    ("0 * * * *", H, "Europe/Berlin", utc(2026, 10, 20)),  # back to back, the repeated hour too
+    ("30 2 * * *", 10 * M, "Europe/Berlin", utc(2026, 10, 20)),  # a fixed time, once in autumn
     ("*/15 9-17 * * mon-fri", 30 * M, "Europe/Berlin", utc(2026, 3, 23)),  # across the spring change
     ("0 */2 * * *", 150 * M, "America/New_York", utc(2026, 10, 28)),  # 3 h apart once, on 1 November
     ("30 2 * * *", H, "Europe/Berlin", utc(2026, 3, 26)),  # a run the spring change skips
@@ -187,25 +221,31 @@ DAY_NIGHT = (
 )
 
 
-def test_floor_is_the_min_size_of_the_action_that_ran_last() -> None:
-    floor = scheduled_floor(DAY_NIGHT, utc(2026, 3, 3, 12), 10 * timedelta(minutes=1))  # Tue 13:00 Berlin
-    assert floor is not None and (floor.min_size, floor.action.name, floor.soon) == (6, "day", False)
-    night = scheduled_floor(DAY_NIGHT, utc(2026, 3, 3, 21), timedelta(minutes=10))
-    assert night is not None and (night.min_size, night.action.name) == (1, "night")
+def test_an_action_that_ran_sets_no_floor() -> None:
+    """AWS sets MinSize once, at the run, and keeps no old values: what a run set is the group's MinSize
+    now (or what somebody changed it to since), so the actions' past runs say nothing more."""
+    assert scheduled_floor(DAY_NIGHT, utc(2026, 3, 3, 12), 10 * M) is None  # Tue 13:00 Berlin
+    assert scheduled_floor(DAY_NIGHT, utc(2026, 3, 3, 21), 10 * M) is None
+    once = ScheduledFloor("once", min_size=3, start=utc(2026, 3, 3, 11, 59))
+    assert scheduled_floor([once], utc(2026, 3, 3, 12), 10 * M) is None
 
 
-def test_floor_rises_for_an_action_that_runs_within_the_horizon() -> None:
-    # Wed 07:55 Berlin (06:55 UTC): the night action is in effect, the day one runs in 5 minutes
+def test_the_floor_is_the_highest_min_size_set_within_the_horizon() -> None:
+    # Wed 07:55 Berlin (06:55 UTC): the day action runs in 5 minutes
     now = utc(2026, 3, 4, 6, 55)
-    floor = scheduled_floor(DAY_NIGHT, now, timedelta(minutes=10))
-    assert floor is not None and (floor.min_size, floor.action.name, floor.soon) == (6, "day", True)
+    floor = scheduled_floor(DAY_NIGHT, now, 10 * M)
+    assert floor is not None and (floor.min_size, floor.action.name) == (6, "day")
     assert floor.at == utc(2026, 3, 4, 7)
-    assert "runs at 2026-03-04T07:00:00Z with MinSize 6" in floor.describe()
-    later = scheduled_floor(DAY_NIGHT, now, timedelta(minutes=4))
-    assert later is not None and later.min_size == 1
+    assert floor.describe() == (
+        "scheduled action day (cron '0 8 * * mon-fri' Europe/Berlin) runs at 2026-03-04T07:00:00Z"
+        " with MinSize 6"
+    )
+    assert scheduled_floor(DAY_NIGHT, now, 4 * M) is None
+    # until the night action (20:00 Berlin) too: the day's MinSize is the higher
+    both = scheduled_floor(DAY_NIGHT, now, 13 * H)
+    assert both is not None and (both.min_size, both.at) == (6, utc(2026, 3, 4, 7))
     # Saturday: no day action
-    weekend = scheduled_floor(DAY_NIGHT, utc(2026, 3, 7, 6, 55), timedelta(minutes=10))
-    assert weekend is not None and weekend.min_size == 1
+    assert scheduled_floor(DAY_NIGHT, utc(2026, 3, 7, 6, 55), 10 * M) is None
 
 
 def test_actions_without_min_size_or_unreadable_set_no_floor() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from spillway.config import PlannerConfig
 from spillway.errors import InputError
-from spillway.planner import ScalingPlan
+from spillway.planner import ScalingPlan, codes
 from spillway.planner.types import Drain
 from spillway.sim import policies
 from spillway.sim.bounds import lower_bounds
@@ -86,6 +86,34 @@ def test_a_memory_bound_step_names_memory() -> None:
     assert bounds.step_node_hours == pytest.approx(2.0)
     assert bounds.resource == "memory"
     assert bounds.step_cost_usd == pytest.approx(2 * 0.192)
+
+
+def test_a_gpu_trace_replays_on_a_mixed_fleet_with_its_cpu_group_listed_first(tmp_path: Path) -> None:
+    # The group order is a region preference, not the node type a trace is sized for: a Philly job of
+    # 16 GPUs is two pods of 8 (the GPU group's node), each with 8 GPUs' share of a p3's CPU and memory.
+    path = tmp_path / "philly.csv"
+    path.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-03 00:00:00,1000,16,16000,a\n")
+    config = SimConfig(groups=(CPU, GPU), policies=("spillway",), packers=False)
+    report = simulate(config, read_trace(path))
+    assert (report.unrunnable, report.pods) == (0, 2)
+    assert report.results[0].jobs_started == 1
+    pods = report.runs[0].world.jobs[0].job.pods
+    assert [p["nvidia.com/gpu"] for p in pods] == [8000, 8000]
+    assert {(p["cpu"], p["memory"]) for p in pods} == {(8 * 7900, 8 * 56 * GIB)}
+
+
+def test_each_row_is_sized_on_the_first_node_type_that_holds_its_pods(tmp_path: Path) -> None:
+    # A g4dn.xlarge (1 GPU: 3.92 CPU, 14.4 GiB allocatable) listed first: a 1-GPU row takes its share
+    # of that node, a row of 4-GPU pods the p3's (the first type holding such a pod); a row that says
+    # its CPU and memory keeps them.
+    small = GroupSpec("g4", "us-east-1", "g4dn.xlarge", 0, 10)
+    config = SimConfig(groups=(CPU, small, GPU))
+    rows = ["0,60,,,1,1,ml,0", "0,60,,,4,1,ml,0", "0,60,1,4,0,1,web,0"]
+    types = [t.allocatable for t in fleet(config)]
+    one, four, web = (job.pods[0] for job in build_jobs(read_trace(trace(tmp_path, rows)), types))
+    assert (one["cpu"], one["memory"]) == (3900, 14 * GIB)
+    assert (four["cpu"], four["memory"]) == (4 * 7900, 4 * 56 * GIB)
+    assert (web["cpu"], web["memory"]) == (1000, 4 * GIB)
 
 
 # -- ideal packers --
@@ -206,14 +234,53 @@ def test_a_drain_moves_a_movable_job_which_resumes_with_the_penalty() -> None:
     assert first.name not in world.nodes and world.groups["gpu"].desired == 1
 
 
-def test_a_drain_of_an_unmovable_pod_is_counted_as_killed() -> None:
-    world = _world()
-    job = _running(world, movable=False)
+def _completion(world: World, job: SimJob) -> int:
+    return next(e[0] for e in world.events if e[3] == (job, job.generation))
+
+
+@pytest.mark.parametrize(("movable", "pods"), [(False, None), (True, ("ml/other-0",))])
+def test_a_pod_a_drain_kills_kills_its_job_which_starts_over(movable: bool, pods: tuple[str] | None) -> None:
+    # Started at 0 for 3600 s on 4 GPUs, drained at 600 with a 60 s penalty. A pod that may not move, or
+    # one the plan did not name, dies with its node and its job with it, as on a terminated node: the
+    # job starts over on the other node (done at 600 + 3600), counts as killed and not as moved, and
+    # the 600 s of progress it had on 4 GPUs are lost (not the penalty).
+    world = _world(penalty=60)
+    job = _running(world, movable=movable)
     world.t = 600
+    world.drain(job.nodes[0].name, pods)
+    world.schedule()
+    counters = world.counters
+    assert job.state == "running"
+    assert (counters.pods_killed, counters.jobs_killed, counters.moves, job.moves) == (1, 1, 0, 0)
+    assert counters.unmovable_killed == (0 if movable else 1)
+    assert _completion(world, job) == 600 + 3600
+    assert counters.lost_gpu_seconds == 4 * 600
+
+
+def test_the_penalty_is_charged_whole_to_a_job_moved_before_it_ran_that_long() -> None:
+    # As the report says: moved 60 s after its start with a 600 s penalty, the 3600 s job loses 600 s
+    # on 4 GPUs though it had run 60 s, and needs 3540 + 600 s more: it ends at 4200.
+    world = _world(penalty=600)
+    job = _running(world, movable=True)
+    world.t = 60
     world.drain(job.nodes[0].name)
-    assert world.counters.unmovable_killed == 1
-    assert world.counters.pods_killed == 1
-    assert world.counters.moves == 0
+    world.schedule()
+    assert world.counters.lost_gpu_seconds == 4 * 600
+    assert _completion(world, job) == 60 + 3540 + 600
+
+
+@pytest.mark.parametrize("movable", [False, True])
+def test_terminating_a_busy_node_counts_the_unmovable_pods_it_kills(movable: bool) -> None:
+    # Every reference policy removes nodes only by terminating them, and so does Spillway a node it
+    # believes empty: an unmovable pod killed that way breaks the same rule as one a drain evicts.
+    world = _world()
+    job = _running(world, movable=movable)
+    world.t = 600
+    world.terminate(job.nodes[0].name)
+    counters = world.counters
+    assert (counters.pods_killed, counters.jobs_killed) == (1, 1)
+    assert counters.unmovable_killed == (0 if movable else 1)
+    assert counters.lost_gpu_seconds == 4 * 600  # it starts over: its progress is lost
 
 
 def test_a_make_room_moves_the_named_job_keeps_the_others_and_gives_the_node_back() -> None:
@@ -261,6 +328,89 @@ def test_spillway_policy_draining_an_unmovable_pod_breaks_the_invariant(
     assert world.counters.unmovable_killed == 1
 
 
+def test_a_plan_s_drain_of_a_node_that_got_pods_since_the_plan_is_cancelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One plan makes room on the busy node (moving job 1) and drains the other node, empty when planned.
+    # Job 1 is placed again on that node, the only one with room: as DrainNode does with a plan's drain
+    # whose node runs work the plan did not plan to move, the drain is cancelled, touching nothing, and
+    # job 1 is moved once (one penalty), not twice.
+    world = _world(penalty=600, track=True)
+    moved = _running(world, movable=True)
+    stays = _running(world, movable=True, ident=2)  # most-allocated: on the same node
+    busy = moved.nodes[0]
+    empty = next(n for n in world.nodes.values() if n is not busy)
+    assert stays.nodes[0] is busy and not empty.pods
+    plan = ScalingPlan(
+        drain=(
+            Drain(
+                busy.name, busy.instance_id, "gpu", "us-east-1", "x", codes.MAKE_ROOM, (moved.pod_keys[0],)
+            ),
+            Drain(empty.name, empty.instance_id, "gpu", "us-east-1", "idle"),
+        )
+    )
+    monkeypatch.setattr(policies, "plan", lambda *args: plan)
+    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    assert moved.nodes == [empty] and moved.moves == 1
+    assert (world.counters.moves, world.counters.pods_killed, world.counters.drains_cancelled) == (1, 0, 1)
+    assert world.counters.lost_gpu_seconds == 4 * 600
+    assert empty.name in world.nodes and not empty.cordoned  # not touched
+
+
+def test_a_make_room_leaves_running_a_pod_placed_since_the_plan_under_a_name_it_gave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A movable gang of two 8-GPU pods on nodes A and B; a third node is empty. One plan makes room on
+    # B (naming pod 1), then on A (naming pod 0). The first restarts the whole gang, placed again on A
+    # and the empty node while B is cordoned: the pod 0 now on A is a new pod, not the one the plan
+    # named, so the second make room leaves it running (its drain ignores pods it does not plan to
+    # move) and the gang is moved once.
+    world = _world(nodes=3, penalty=600, track=True)
+    request = {"cpu": 7900 * 8, "memory": 56 * GIB * 8, "nvidia.com/gpu": 8000, "pods": 1000}
+    gang = SimJob(Job(1, "job-1", "ml", 0, 3600, 0, (request, request), movable=True))
+    world.jobs.append(gang)
+    world.arrive(gang)
+    world.schedule()
+    a, b = gang.nodes
+    plan = ScalingPlan(
+        drain=tuple(
+            Drain(n.name, n.instance_id, "gpu", "us-east-1", "x", codes.MAKE_ROOM, (key,))
+            for n, key in ((b, gang.pod_keys[1]), (a, gang.pod_keys[0]))
+        )
+    )
+    monkeypatch.setattr(policies, "plan", lambda *args: plan)
+    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    assert gang.state == "running" and gang.nodes[0] is a and gang.generation == 1
+    assert (world.counters.moves, gang.moves, world.counters.lost_gpu_seconds) == (1, 1, 16 * 600)
+
+
+def test_a_make_room_whose_node_was_emptied_since_the_plan_keeps_the_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The same gang on the only two nodes; the plan makes room on B, then on A. The first restarts the
+    # gang, which cannot be placed while B is cordoned: A is empty when its make room starts, and a
+    # make room keeps its node whatever it evicts.
+    world = _world(nodes=2, penalty=600, track=True)
+    request = {"cpu": 7900 * 8, "memory": 56 * GIB * 8, "nvidia.com/gpu": 8000, "pods": 1000}
+    gang = SimJob(Job(1, "job-1", "ml", 0, 3600, 0, (request, request), movable=True))
+    world.jobs.append(gang)
+    world.arrive(gang)
+    world.schedule()
+    a, b = gang.nodes
+    plan = ScalingPlan(
+        drain=tuple(
+            Drain(n.name, n.instance_id, "gpu", "us-east-1", "x", codes.MAKE_ROOM, (key,))
+            for n, key in ((b, gang.pod_keys[1]), (a, gang.pod_keys[0]))
+        )
+    )
+    monkeypatch.setattr(policies, "plan", lambda *args: plan)
+    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    assert set(world.nodes) == {a.name, b.name} and world.groups["gpu"].desired == 2
+    assert not a.cordoned and not b.cordoned
+    world.schedule()
+    assert gang.state == "running" and world.counters.moves == 1
+
+
 def test_the_planner_kills_no_unmovable_pod_with_half_the_jobs_movable(tmp_path: Path) -> None:
     rows = [f"{60 * i},{600 + 300 * (i % 7)},,,{1 + i % 4},1,ml,0" for i in range(40)]
     report = simulate(
@@ -291,7 +441,7 @@ def test_spot_instances_are_interrupted_replaced_and_their_jobs_restarted(tmp_pa
     assert result.gpu_hours_lost == pytest.approx(result.interrupted_jobs * 8 * 300 / 3600)
     assert result.jobs_started == 2 and result.jobs_unstarted == 0
     assert counters.nodes_launched >= 2 + result.interruptions - 1
-    assert result.moves == 0  # interruptions are not moves
+    assert (result.moves, result.jobs_moved) == (0, 0)  # interruptions are not moves
     assert result.cost_usd == pytest.approx(result.node_hours * 7.5)
 
 
@@ -397,15 +547,6 @@ def test_variants_and_the_pareto_chart(tmp_path: Path, capsys: pytest.CaptureFix
     assert [p["policy"] for p in data["policies"]] == ["spillway", "cluster-autoscaler", "spillway[idle1]"]
     assert data["config"]["variants"]["idle1"]["scale_down_idle_minutes"] == 1
     assert data["config"]["movable_jobs"] == 1 and data["config"]["restart_penalty_seconds"] == 600
-
-
-def test_a_drain_naming_its_pods_kills_the_ones_it_left_out() -> None:
-    world = _world()
-    job = _running(world, movable=True)
-    world.t = 600
-    world.drain(job.nodes[0].name, pods=("ml/other-0",))
-    assert (world.counters.moves, world.counters.pods_killed, world.counters.unmovable_killed) == (0, 1, 0)
-    assert job.state == "pending"
 
 
 def test_a_spot_group_is_spot_to_the_planner_and_running_pods_have_an_age() -> None:

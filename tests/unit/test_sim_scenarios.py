@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from spillway.config import PlannerConfig
+from spillway.sim.report import format_table
 from spillway.sim.run import Report, SimConfig, simulate
 from spillway.sim.trace import read_trace
 from spillway.sim.world import (
@@ -153,6 +154,40 @@ def test_a_pod_no_group_can_run_never_starts_and_holds_nothing_up(tmp_path: Path
     for result, replay in zip(report.results, report.runs, strict=True):
         assert result.jobs_started == 1 and result.jobs_unstarted == 0
         assert replay.end == 3720
+
+
+def test_a_policy_that_delays_jobs_can_come_out_under_the_step_bound_by_a_tick_and_a_boot(
+    tmp_path: Path,
+) -> None:
+    # As bounds.py and the README say: the bound starts every job at its submit. Two 4-GPU jobs of
+    # 1000 s submitted at 1 and 170 s: the bound (and First Fit) hold one node from 1 to 1170 s. Spillway
+    # launches one node at the tick at 60 s, Ready at 180, where both jobs start, ending at 1180 s: 1120
+    # node-seconds, 49 under the bound without a move, less than the tick and the boot of its launch.
+    report = run(tmp_path, ["1,1000,,,4,1,ml,0", "170,1000,,,4,1,ml,0"])
+    result = report.results[0]
+    first_fit = next(p for p in report.packers if p.packer == "first-fit")
+    assert round(report.bounds.step_node_hours * 3600) == round(first_fit.node_hours * 3600) == 1169
+    assert round(result.node_hours * 3600) == 1120
+    assert result.moves == 0 and result.actions["nodes_launched"] == 1
+    assert (report.bounds.step_node_hours - result.node_hours) * 3600 <= 60 + 120
+
+
+def test_a_job_that_never_starts_counts_as_waiting_until_the_replay_ends(tmp_path: Path) -> None:
+    # The group holds one node: the gang of two 8-GPU pods never starts, the 1-GPU job waits 120 s. The
+    # gang waits from its submit (0) to the end of the replay (censored there), weighing 16 GPUs: every
+    # weighted percentile is that wait, and so is the plain p90 of the two jobs.
+    group = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 1)
+    report = run(tmp_path, ["0,1000,,,8,2,ml,0", "0,1000,,,1,1,ml,0"], groups=(group,), packers=False)
+    result, end = report.results[0], float(report.runs[0].end)
+    assert (result.jobs_started, result.jobs_unstarted) == (1, 1)
+    assert end > 1120
+    assert result.pending_seconds == {"p50": 120.0, "p90": end, "p99": end}
+    assert result.pending_weighted_seconds == {"p50": end, "p90": end, "p99": end}
+    assert result.max_pending_seconds == end
+    assert result.tenants["ml"].pending_weighted_seconds["p50"] == end
+    assert "1 job(s) never started, counted as waiting until the replay ended" in format_table(
+        report.results, report.bounds
+    )
 
 
 def test_reference_policies_follow_their_published_rules(tmp_path: Path) -> None:

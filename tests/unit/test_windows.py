@@ -92,9 +92,16 @@ def test_windowed_settings_apply_always_without_windows_and_in_any_of_theirs() -
         ("timezone", "localtime", "not an IANA time zone"),
         ("timezone", "posixrules", "not an IANA time zone"),
         ("timezone", "right/Europe/Berlin", "not an IANA time zone"),
+        ("timezone", "", "not an IANA time zone"),  # was read as UTC here and crashed every plan
         ("start", "25:00", "no such time of day"),
         ("end", "8h", "expected a time HH:MM"),
         ("days", ["mon", "someday"], "is not a day"),
+        # a day is its name or its first three letters, nothing else that starts like one
+        ("days", ["Saturn"], "is not a day"),
+        ("days", ["Monkey"], "is not a day"),
+        ("days", ["sunrise"], "is not a day"),
+        ("days", ["wedge"], "is not a day"),
+        ("days", ["tues"], "is not a day"),
         ("days", [], "non-empty list"),
     ],
 )
@@ -103,6 +110,11 @@ def test_bad_windows_are_refused_naming_the_field(field: str, value: object, mes
         TimeWindow.model_validate({field: value})
     [error] = info.value.errors()
     assert error["loc"] == (field,) and message in error["msg"]
+
+
+@pytest.mark.parametrize("word", ["mon", "Monday", "THU", " thursday ", "SUNDAY"])
+def test_a_day_is_read_by_its_name_or_its_three_letters_in_any_case(word: str) -> None:
+    assert len(TimeWindow(days=[word]).days) == 1
 
 
 # --- next_edge: the instants a window turns on or off, computed from its definition ------------------

@@ -535,7 +535,12 @@ def _scale_down_disabled(
 def _at_min_size(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
-    if not request.terminate or request.lifecycle or request.leaving or not _below_min(asg):
+    if (
+        not request.terminate
+        or request.lifecycle
+        or request.leaving
+        or not _below_min(asg, placement.instance_id)
+    ):
         return None
     return InvalidDrainRequest(
         f"Auto Scaling group {placement.group!r} ({region_of(node)}) is at its minimum size "
@@ -546,10 +551,10 @@ def _at_min_size(
     )
 
 
-def _below_min(asg: AutoScalingGroup) -> bool:
-    """Terminating one instance with ShouldDecrementDesiredCapacity takes the group below its MinSize
-    (AWS refuses the call)."""
-    return asg.DesiredCapacity - 1 < asg.MinSize
+def _below_min(asg: AutoScalingGroup, instance_id: str) -> bool:
+    """Terminating the instance with ShouldDecrementDesiredCapacity takes the group below its MinSize
+    (AWS refuses the call): the decrement is the instance's weight in a weighted group's units."""
+    return asg.DesiredCapacity - asg.instance_weight(instance_id) < asg.MinSize
 
 
 def cordon_reason(drain: Drain) -> str:
@@ -891,7 +896,7 @@ class Drainer:
                 return _cancelled(_requested(request), _stale_premise(refusal))
             raise
         # an instance going away anyway is only drained at MinSize: EC2 reclaims it, the group replaces it
-        terminate = request.terminate and not (request.leaving and _below_min(asg))
+        terminate = request.terminate and not (request.leaving and _below_min(asg, placement.instance_id))
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
         verdicts = [classify(p, force=request.force, now=now) for p in self.kube.pods_on_node(drain.node)]
@@ -953,7 +958,10 @@ class Drainer:
             "instance_id": drain.instance_id,
             "group": drain.group,
             "region": drain.region,
-            "desired_capacity": {"from": asg.DesiredCapacity, "to": asg.DesiredCapacity - 1},
+            "desired_capacity": {
+                "from": asg.DesiredCapacity,
+                "to": asg.DesiredCapacity - asg.instance_weight(drain.instance_id),
+            },
         }
         return {
             **self._identity(drain),

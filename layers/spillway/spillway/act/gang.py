@@ -66,7 +66,7 @@ from spillway.errors import (
     StateCorrupt,
 )
 from spillway.model.act import ExecutionRequest, iso
-from spillway.model.aws import AutoScalingGroup, FleetRequest
+from spillway.model.aws import AutoScalingGroup, FleetRequest, InstanceTypeInfo, bundled_instance_types
 from spillway.model.history import gang_refusal
 from spillway.model.nodegroup import (
     LIVE_STATES,
@@ -217,9 +217,10 @@ def attempt_token(cluster: str, request: GangRequest) -> str:
     return "spillway-" + hashlib.sha256(key.encode()).hexdigest()[:40]
 
 
-def launch_template_of(asg: AutoScalingGroup) -> dict[str, str]:
-    """The group's launch template (plain or in its MixedInstancesPolicy), as CreateFleet names it."""
-    template = asg.launch_template
+def launch_template_of(asg: AutoScalingGroup, instance_type: str | None = None) -> dict[str, str]:
+    """The launch template the group launches ``instance_type`` from, as CreateFleet names it: its
+    override's own, else the group's (plain or in its MixedInstancesPolicy)."""
+    template = asg.launch_template_for(instance_type)
     if template is None:
         raise InputError(
             f"{asg.region}/{asg.AutoScalingGroupName} has no launch template (a launch configuration "
@@ -242,10 +243,13 @@ def fleet_request(
     *,
     zone: str | None = None,
     subnet_zones: Mapping[str, str] | None = None,
+    catalogue: Mapping[str, InstanceTypeInfo] | None = None,
 ) -> FleetRequest:
-    """CreateFleet for the gang from the group itself: its launch template, its instance type, its
-    subnets (VPCZoneIdentifier) else its zones, and the tags it would propagate to its own instances.
-    With ``zone``: only the subnets in that zone (``subnet_zones``: subnet → zone), or only that zone."""
+    """CreateFleet for the gang from the group itself: its instance type (for a mixed group the override
+    the planner names, by the same rule and ``catalogue``, the bundled one by default: it holds the
+    template the gang was placed on) and that type's launch template, its subnets (VPCZoneIdentifier)
+    else its zones, and the tags it would propagate to its own instances. With ``zone``: only the
+    subnets in that zone (``subnet_zones``: subnet → zone), or only that zone."""
     subnets = _subnets(asg)
     zones = tuple(asg.AvailabilityZones)
     if zone is not None:
@@ -257,11 +261,12 @@ def fleet_request(
                 raise InputError(f"{where} has no subnet in {zone}", field="zone")
     tags = {t.Key: t.Value for t in asg.Tags if t.PropagateAtLaunch and not t.Key.startswith("aws:")}
     tags.update({TAG_ATTEMPT: token, TAG_GANG: gang[:255], TAG_CLUSTER: cluster})
+    instance_type = resolve_instance_type(asg, bundled_instance_types() if catalogue is None else catalogue)
     return FleetRequest(
-        launch_template=launch_template_of(asg),
+        launch_template=launch_template_of(asg, instance_type),
         count=count,
         client_token=token,
-        instance_type=resolve_instance_type(asg),
+        instance_type=instance_type,
         subnets=subnets,
         zones=() if subnets else zones,
         tags=tags,

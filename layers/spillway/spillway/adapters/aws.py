@@ -529,7 +529,7 @@ class AwsAdapter:
     def build_groups(self, view: RegionView, reserve: ReserveLike) -> list[NodeGroup]:
         types: set[str] = set()
         for asg in view.groups:
-            types |= candidate_types(asg)  # a mixed group's overrides too: its smallest is the template
+            types |= candidate_types(asg)  # a mixed group's overrides too: the template is their least
         catalogue = self.instance_types(view.region, types) if types else {}
         return build_node_groups(
             view.groups,

@@ -35,9 +35,23 @@ class LaunchTemplateSpec(AwsModel):
     LaunchTemplateName: str | None = None
     Version: str | None = None
 
+    def named(self) -> dict[str, str] | None:
+        """As EC2 names a template (``LaunchTemplateId`` or ``LaunchTemplateName``, and ``Version``,
+        ``$Default`` without one), or None when it names none."""
+        if self.LaunchTemplateId:
+            return {"LaunchTemplateId": self.LaunchTemplateId, "Version": self.Version or "$Default"}
+        if self.LaunchTemplateName:
+            return {"LaunchTemplateName": self.LaunchTemplateName, "Version": self.Version or "$Default"}
+        return None
+
 
 class LaunchTemplateOverride(AwsModel):
     InstanceType: str | None = None
+    # attribute-based instance type selection instead of InstanceType (not resolved to types here)
+    InstanceRequirements: dict[str, Any] | None = None
+    # the launch template for this type (another AMI, an arm64 one, say) instead of the group's
+    LaunchTemplateSpecification: LaunchTemplateSpec | None = None
+    # how many units of the group's capacity an instance of the type counts for (1 to 999; absent: 1)
     WeightedCapacity: str | None = None
 
 
@@ -111,6 +125,9 @@ class AsgInstance(AwsModel):
     LifecycleState: str
     HealthStatus: str | None = None
     ProtectedFromScaleIn: bool = False
+    # the units of the group's capacity it counts for: its type's weight when it launched, kept after
+    # the override is changed or removed (absent: 1)
+    WeightedCapacity: str | None = None
 
 
 class AutoScalingGroup(AwsModel):
@@ -119,6 +136,9 @@ class AutoScalingGroup(AwsModel):
     MinSize: int = Field(ge=0)
     MaxSize: int = Field(ge=0)
     DesiredCapacity: int = Field(ge=0)
+    # what MinSize, MaxSize and DesiredCapacity count: units (absent: instances, or weighted units with
+    # WeightedCapacity overrides), vcpu or memory-mib
+    DesiredCapacityType: str | None = None
     AvailabilityZones: list[str] = Field(default_factory=list)
     Instances: list[AsgInstance] = Field(default_factory=list)
     Tags: list[Tag] = Field(default_factory=list)
@@ -148,12 +168,17 @@ class AutoScalingGroup(AwsModel):
         spec = self.LaunchTemplate
         if spec is None and self.MixedInstancesPolicy and self.MixedInstancesPolicy.LaunchTemplate:
             spec = self.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
-        if spec is None or not (spec.LaunchTemplateId or spec.LaunchTemplateName):
-            return None
-        named = {"LaunchTemplateId": spec.LaunchTemplateId} if spec.LaunchTemplateId else {}
-        return (named or {"LaunchTemplateName": str(spec.LaunchTemplateName)}) | {
-            "Version": spec.Version or "$Default"
-        }
+        return spec.named() if spec is not None else None
+
+    def launch_template_for(self, instance_type: str | None) -> dict[str, str] | None:
+        """The launch template an instance of ``instance_type`` launches from: its override's own
+        ``LaunchTemplateSpecification`` when it has one, else the group's (:attr:`launch_template`)."""
+        mixed = self.MixedInstancesPolicy
+        for override in mixed.LaunchTemplate.Overrides if mixed and mixed.LaunchTemplate else ():
+            own = override.LaunchTemplateSpecification
+            if instance_type and override.InstanceType == instance_type and own is not None and own.named():
+                return own.named()
+        return self.launch_template
 
     @property
     def region(self) -> str:
@@ -166,6 +191,13 @@ class AutoScalingGroup(AwsModel):
 
     def tag_map(self) -> dict[str, str]:
         return {t.Key: t.Value for t in self.Tags}
+
+    def instance_weight(self, instance_id: str) -> int:
+        """The units of DesiredCapacity the instance counts for, which terminating it with the decrement
+        takes off: its ``WeightedCapacity`` (1 without one, or for an instance not in the group)."""
+        found = next((i for i in self.Instances if i.InstanceId == instance_id), None)
+        text = (found.WeightedCapacity or "1").strip() if found is not None else "1"
+        return int(text) if text.isdigit() and int(text) > 0 else 1
 
 
 class CreateFleetInstance(AwsModel):

@@ -10,7 +10,9 @@ the observe Lambda before it stores its snapshot, ``spillway plan`` after it rea
 A node **stands for** its group when it is
 
 * the node of one of the group's live instances (``spec.providerID``) of the template's instance type:
-  a mixed group's template is its smallest override, and a node of another override says nothing of it;
+  a mixed group's template is the least of each resource over its overrides, so only a node of an
+  override whose estimate is that in every resource stands for it (none when no override is the least
+  of all), and a node of another override says nothing of it (:attr:`NodeGroup.other_type_instances`);
 * Ready, and not being deleted (``metadata.deletionTimestamp``);
 * schedulable, or cordoned by Spillway (a node it drains or keeps for reuse is healthy); a node somebody
   else cordoned may be out of service for a reason Spillway does not know;

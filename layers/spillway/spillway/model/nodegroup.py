@@ -9,7 +9,7 @@ node of its own corrects the estimated allocatable (spillway.model.livetemplate)
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -62,10 +62,11 @@ CAPACITY_LABELS: dict[str, dict[str, CapacityType]] = {
     "karpenter.sh/capacity-type": {"spot": "spot", "on-demand": "on-demand"},
     "eks.amazonaws.com/capacityType": {"SPOT": "spot", "ON_DEMAND": "on-demand"},
 }
-# Warm pool instances that can join the group quickly (not those leaving the pool).
-WARM_READY_STATES = frozenset(
-    {"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated", "Warmed:Pending", "Warmed:Pending:Proceed"}
-)
+# Warm pool instances a scale-out can take now: those in the pool's state (WarmPoolConfiguration
+# PoolState, "the instance state to transition to after the lifecycle actions are complete"). One still
+# launching into the pool (Warmed:Pending, :Wait while a lifecycle hook holds it, :Proceed) is not
+# ready yet, whichever of the three it is in; one leaving it (Warmed:Terminating...) never will be.
+WARM_READY_STATES = frozenset({"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated"})
 DEFAULT_MAX_PODS = 110
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
@@ -115,10 +116,14 @@ class NodeGroup:
     capacity_type: CapacityType = "on-demand"  # of launches beyond on_demand_base (see launch_capacity_type)
     on_demand_base: int = 0  # a mixed instances policy's OnDemandBaseCapacity
     instance_types: tuple[str, ...] = ()  # a mixed instances policy's overrides, else empty
-    # live instances of another type than the template's (a mixed group's other overrides): their nodes
-    # do not stand for the template (spillway.model.livetemplate)
+    # live instances whose nodes do not stand for the template (spillway.model.livetemplate): of another
+    # type than the group's; of a mixed group, of an override that is not the least of every resource
+    # (all of them when none is)
     other_type_instances: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()  # tags or scheduled actions that could not be read, naming the field
+    # why Spillway does not scale the group at all (its capacity is not a count of instances: see
+    # capacity_unit_problems), one of its problems; "" for a group it scales
+    refusal: str = ""
 
     def sure_on_demand(self, opened: int = 0) -> int | None:
         """How many more launches are on-demand for certain, after ``opened`` new nodes a plan opens
@@ -146,6 +151,11 @@ class NodeGroup:
         if self.instance_types:
             return self.instance_types
         return (self.instance_type,) if self.instance_type else ()
+
+    def types_text(self) -> str:
+        """The type a launch gets, or the types it may get (``c5.2xlarge or r5.xlarge``), for reasons."""
+        many = self.launch_types()
+        return " or ".join(many) if len(many) > 1 else str(self.instance_type)
 
     consolidation: str | None = None  # the group's spillway.io/consolidation tag; None: the config's
     consolidation_problem: str = ""  # a tag value that is not a mode (the group is then "off")
@@ -210,6 +220,7 @@ class NodeGroup:
             instance_types=tuple(d.get("instance_types", ())),
             other_type_instances=tuple(d.get("other_type_instances", ())),
             problems=tuple(d.get("problems", ())),
+            refusal=str(d.get("refusal", "")),
             consolidation=parse_consolidation(d.get("consolidation"))[0],
             consolidation_problem=str(d.get("consolidation_problem", "")),
             options=tuple(sorted(dict(d.get("options", {})).items())),
@@ -235,6 +246,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("instance_types", lambda g: list(g.instance_types) or None),
     ("other_type_instances", lambda g: list(g.other_type_instances) or None),
     ("problems", lambda g: list(g.problems) or None),
+    ("refusal", lambda g: g.refusal or None),
     ("consolidation", lambda g: g.consolidation),
     ("consolidation_problem", lambda g: g.consolidation_problem or None),
     ("options", lambda g: dict(g.options) or None),
@@ -289,6 +301,22 @@ def override_types(asg: AutoScalingGroup) -> tuple[str, ...]:
     return tuple(dict.fromkeys(o.InstanceType for o in mixed.LaunchTemplate.Overrides if o.InstanceType))
 
 
+def _facts(info: InstanceTypeInfo) -> tuple[int, ...]:
+    """What a type offers a pod, as the catalogue lists it: vCPUs, memory, max pods, GPUs, Neuron devices."""
+    vcpus, mib = info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB
+    return (vcpus, mib, info.max_pods or DEFAULT_MAX_PODS, info.nvidia_gpus, info.neuron_devices)
+
+
+def least_override(types: Iterable[str], catalogue: Mapping[str, InstanceTypeInfo]) -> str | None:
+    """The first of ``types`` (those the catalogue knows) that has no more of any resource than each of
+    the others, or None when none has (one has more vCPUs, another more memory)."""
+    facts = {t: _facts(catalogue[t]) for t in types if t in catalogue}
+    for name, mine in facts.items():
+        if all(all(a <= b for a, b in zip(mine, theirs, strict=True)) for theirs in facts.values()):
+            return name
+    return None
+
+
 def candidate_types(asg: AutoScalingGroup) -> set[str]:
     """Every instance type the group's template may be taken from (to look up before resolving)."""
     types = {i.InstanceType for i in asg.Instances if i.InstanceType}
@@ -299,20 +327,16 @@ def candidate_types(asg: AutoScalingGroup) -> set[str]:
 def resolve_instance_type(
     asg: AutoScalingGroup, catalogue: Mapping[str, InstanceTypeInfo] | None = None
 ) -> str | None:
-    """A mixed instances policy: its smallest override (by vCPUs, then memory, of those the catalogue
-    knows; without one, the first). Else the type most of the group's instances run, else the
-    node-template label tag, else the type of its launch template or configuration (when the adapter
-    read it: :attr:`AutoScalingGroup.LaunchInstanceType`). The smallest override is what a pod can
-    count on whatever EC2 launches."""
+    """A mixed instances policy: the first of its overrides the catalogue knows that has the least of
+    every resource (:func:`least_override`); when none has, or without a catalogue, its first override.
+    Else the type most of the group's instances run, else the node-template label tag, else the type of
+    its launch template or configuration (when the adapter read it:
+    :attr:`AutoScalingGroup.LaunchInstanceType`). A mixed group's template is the least of each resource
+    over all its overrides (:func:`build_template`), whichever type this is: it is the type a gang's
+    fleet asks for (spillway.act.gang), which holds the template."""
     overrides = override_types(asg)
     if overrides:
-        known = [t for t in overrides if catalogue and t in catalogue]
-        if not known or catalogue is None:
-            return overrides[0]
-        return min(
-            known,
-            key=lambda t: (catalogue[t].VCpuInfo.DefaultVCpus, catalogue[t].MemoryInfo.SizeInMiB, t),
-        )
+        return least_override(overrides, catalogue or {}) or overrides[0]
     live = Counter(
         i.InstanceType for i in asg.Instances if i.InstanceType and i.LifecycleState in LIVE_STATES
     )
@@ -323,6 +347,50 @@ def resolve_instance_type(
         tags.get(TAG_LABEL + INSTANCE_TYPE_LABEL)
         or tags.get(TAG_LABEL + "beta.kubernetes.io/instance-type")
         or asg.LaunchInstanceType
+    )
+
+
+_UNITS = {"vcpu": "vCPUs", "memory-mib": "MiB of memory"}
+_NOT_SCALED = "Spillway counts nodes, so it does not scale the group"
+
+
+def capacity_unit_problems(asg: AutoScalingGroup) -> tuple[str, ...]:
+    """Why the group's DesiredCapacity, MinSize and MaxSize are not counts of instances, each naming its
+    field; empty when they are. ``DesiredCapacityType`` vcpu or memory-mib counts vCPUs or MiB; a
+    ``WeightedCapacity`` other than 1 on an override (or on a live instance, which keeps the weight it
+    launched with after its override changed) makes every instance count its weight in units. Reading
+    either as instances shows capacity launching that never comes, grows the group by the wrong amount
+    and drains it below its MinSize: such a group is refused, not half-modelled (cluster-autoscaler's
+    AWS provider also counts one instance as one)."""
+    problems: list[str] = []
+    kind = asg.DesiredCapacityType
+    if kind is not None and kind.strip().lower() != "units":
+        what = _UNITS.get(kind.strip().lower(), f"{kind[:32]!r}, not instances")
+        problems.append(
+            f"DesiredCapacityType: {kind[:32]!r}: the group's capacity counts {what}; {_NOT_SCALED}"
+        )
+    mixed = asg.MixedInstancesPolicy
+    overrides = mixed.LaunchTemplate.Overrides if mixed and mixed.LaunchTemplate else []
+    for index, override in enumerate(overrides):
+        if not _weighs_one(override.WeightedCapacity):
+            problems.append(_weight_problem(f"MixedInstancesPolicy.LaunchTemplate.Overrides[{index}]",
+                                            override.WeightedCapacity))  # fmt: skip
+    if not any(p.startswith("MixedInstancesPolicy") for p in problems):
+        for index, instance in enumerate(asg.Instances):  # a weight its override no longer gives
+            if not _weighs_one(instance.WeightedCapacity) and instance.LifecycleState in LIVE_STATES:
+                problems.append(_weight_problem(f"Instances[{index}]", instance.WeightedCapacity))
+    return tuple(problems)
+
+
+def _weighs_one(weight: str | None) -> bool:
+    text = (weight or "1").strip()
+    return text.isdigit() and int(text) == 1
+
+
+def _weight_problem(where: str, weight: str | None) -> str:
+    return (
+        f"{where}.WeightedCapacity: {str(weight)[:32]!r}: the group's capacity counts weighted units, not "
+        f"instances; {_NOT_SCALED} (weigh every instance type 1 to have it scaled)"
     )
 
 
@@ -450,6 +518,89 @@ def type_resources(info: InstanceTypeInfo, reserve: ReserveLike) -> tuple[Resour
     return allocatable, {CPU: vcpus * 1000, MEMORY: mib * _MIB}
 
 
+def least_resources(infos: Sequence[InstanceTypeInfo], reserve: ReserveLike) -> tuple[Resources, Resources]:
+    """:func:`type_resources` of a node of any of the types: resource by resource, the least of them
+    (a resource one of them lacks, a GPU, is not promised)."""
+    pairs = [type_resources(info, reserve) for info in infos]
+    return _least([a for a, _ in pairs]), _least([n for _, n in pairs])
+
+
+def _least(all_resources: Sequence[Resources]) -> Resources:
+    first, rest = all_resources[0], all_resources[1:]
+    return {k: min([v, *(r[k] for r in rest)]) for k, v in first.items() if all(k in r for r in rest)}
+
+
+def template_types(
+    asg: AutoScalingGroup,
+    instance_type: str | None,
+    catalogue: Mapping[str, InstanceTypeInfo],
+    reserve: ReserveLike,
+) -> frozenset[str]:
+    """The types whose nodes may stand for the group's template (spillway.model.livetemplate): its one
+    type; of a mixed group's overrides, those whose estimate is the template's in every resource (none
+    when no override is the least of all: a node of one says nothing of the others)."""
+    overrides = override_types(asg)
+    if not overrides:
+        return frozenset({instance_type} if instance_type else ())
+    known = [t for t in overrides if t in catalogue]
+    if not known:
+        return frozenset()
+    least, _ = least_resources([catalogue[t] for t in known], reserve)
+    return frozenset(t for t in known if type_resources(catalogue[t], reserve)[0] == least)
+
+
+def override_problems(asg: AutoScalingGroup, catalogue: Mapping[str, InstanceTypeInfo]) -> list[str]:
+    """What of a mixed group's overrides the template cannot vouch for, each naming its field: a type the
+    catalogue does not know, an override with a launch template of its own (not read: the template's
+    labels, taints and reserve are the group's), attribute-based instance type selection (not resolved)."""
+    mixed = asg.MixedInstancesPolicy
+    if not (mixed and mixed.LaunchTemplate):
+        return []
+    group_template = asg.launch_template
+    problems = []
+    for index, override in enumerate(mixed.LaunchTemplate.Overrides):
+        where = f"MixedInstancesPolicy.LaunchTemplate.Overrides[{index}]"
+        itype = override.InstanceType
+        if itype and itype not in catalogue:
+            problems.append(
+                f"{where}.InstanceType: {itype!r} is not in the instance type catalogue: its resources and "
+                "architecture are unknown; the template is the least of the overrides it knows and names no "
+                "architecture"
+            )
+        own = override.LaunchTemplateSpecification.named() if override.LaunchTemplateSpecification else None
+        if own is not None and own != group_template:
+            name = own.get("LaunchTemplateId") or own.get("LaunchTemplateName")
+            problems.append(
+                f"{where}.LaunchTemplateSpecification: {itype or 'its type'} launches from launch template "
+                f"{name} (version {own['Version']}), which Spillway does not read: the template's labels, "
+                "taints and reserve are the group's (its node-template tags), its architecture the "
+                "instance types'"
+            )
+        if override.InstanceRequirements is not None:
+            problems.append(
+                f"{where}.InstanceRequirements: attribute-based instance type selection is not resolved: "
+                "the template comes from the group's instances, node-template tags or launch template and "
+                "may not hold for every type EC2 selects"
+            )
+    return problems
+
+
+def _well_known_labels(
+    asg: AutoScalingGroup, types: Sequence[str], infos: Sequence[InstanceTypeInfo]
+) -> dict[str, str]:
+    """The labels every node of the group gets whichever of ``types`` it is (``infos``: those known)."""
+    labels = {"kubernetes.io/os": "linux", "topology.kubernetes.io/region": asg.region}
+    if len(asg.AvailabilityZones) == 1:
+        labels["topology.kubernetes.io/zone"] = asg.AvailabilityZones[0]
+    archs = {info.architecture for info in infos}
+    if len(archs) == 1 and len(infos) == len(types):
+        labels["kubernetes.io/arch"] = archs.pop()
+    if len(types) == 1:
+        labels[INSTANCE_TYPE_LABEL] = types[0]
+        labels["beta.kubernetes.io/instance-type"] = types[0]
+    return labels
+
+
 def build_template(
     asg: AutoScalingGroup,
     instance_type: str | None,
@@ -460,23 +611,17 @@ def build_template(
     type's nominal CPU and memory to allocatable, and they are its capacity; the group's node-template
     tags come on top (the resources they declare are :attr:`TemplateNode.tagged`: a live node does not
     override them; a tagged resource's capacity is the tag's value too, as cluster-autoscaler's AWS
-    template node copies its capacity to its allocatable)."""
+    template node copies its capacity to its allocatable).
+
+    A mixed group may launch any of its overrides (EC2's allocation strategy chooses), so its template
+    holds for each: every resource the least of them (:func:`least_resources`), ``kubernetes.io/arch``
+    only when every override is known and of one architecture, the instance type labels only when
+    there is one type."""
     tags = asg.tag_map()
-    info = catalogue.get(instance_type) if instance_type else None
-    allocatable: Resources = {}
-    nominal: Resources = {}
-    labels: dict[str, str] = {
-        "kubernetes.io/os": "linux",
-        "topology.kubernetes.io/region": asg.region,
-    }
-    if len(asg.AvailabilityZones) == 1:
-        labels["topology.kubernetes.io/zone"] = asg.AvailabilityZones[0]
-    if info is not None:
-        allocatable, nominal = type_resources(info, reserve)
-        labels["kubernetes.io/arch"] = info.architecture
-    if instance_type:
-        labels[INSTANCE_TYPE_LABEL] = instance_type
-        labels["beta.kubernetes.io/instance-type"] = instance_type
+    types = override_types(asg) or ((instance_type,) if instance_type else ())
+    infos = [catalogue[t] for t in types if t in catalogue]
+    allocatable, nominal = least_resources(infos, reserve) if infos else ({}, {})
+    labels = _well_known_labels(asg, types, infos)
     taints: list[TaintT] = []
     tagged: list[str] = []
     for key in sorted(tags):
@@ -626,6 +771,9 @@ def node_group(
     consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
     capacity, capacity_problem = capacity_type(asg)
     options, option_problems = parse_options(asg.tag_map())
+    units = capacity_unit_problems(asg)
+    standing = template_types(asg, itype, catalogue, reserve)
+    overrides = override_problems(asg, catalogue)
     return NodeGroup(
         name=asg.AutoScalingGroupName,
         region=asg.region,
@@ -651,9 +799,12 @@ def node_group(
             sorted(
                 i.InstanceId
                 for i in asg.Instances
-                if i.LifecycleState in LIVE_STATES and i.InstanceType != itype
+                if i.LifecycleState in LIVE_STATES and i.InstanceType not in standing
             )
         ),
-        problems=tuple(p for p in (capacity_problem, *check_actions(floors), *option_problems) if p),
+        problems=tuple(
+            p for p in (*units, *overrides, capacity_problem, *check_actions(floors), *option_problems) if p
+        ),
+        refusal=units[0] if units else "",
         options=options,
     )

@@ -1,4 +1,4 @@
-"""ASG scheduled actions: when they fire, and the MinSize floor they put under a group now and soon.
+"""ASG scheduled actions: when they run, and the MinSize floor the coming runs put under a group.
 
 A scheduled action sets a group's MinSize / MaxSize / DesiredCapacity once (at ``StartTime``) or at
 every occurrence of ``Recurrence``, a 5-field Unix cron (``minute hour day-of-month month
@@ -11,11 +11,18 @@ AWS's traditional cron has no ``?``, so a Recurrence AWS accepted reads the same
 field is unrestricted when it is ``*`` or ``?`` with no step or step 1 (robfig/cron; Vixie cron
 agrees on ``*/1`` and differs only on ``*/2`` and wider steps, which it also takes as unrestricted).
 
-Daylight saving time: a local time the spring change skips fires at the first instant after the gap;
-one the autumn change repeats fires once, at its first occurrence (the rule of
-:mod:`spillway.model.windows`).
+Daylight saving time: a run is an instant at which the zone's wall clock reads a time the cron names.
+The autumn change makes the clock read an hour (or so) twice: a cron whose minute or hour field starts
+with ``*`` or ``?`` (every minute or every hour, steps such as ``*/15`` included) runs at both readings,
+and a cron of fixed minute and hour runs once, at the first. That is Vixie (ISC) cron's rule: such jobs
+are its "wildcard" jobs (flags ``MIN_STAR``/``HR_STAR``), the only ones it runs again when the clock
+goes back, so ``0 * * * *`` runs every hour of a 25-hour day and ``30 2 * * *`` once. A time the
+spring change skips runs at the first instant after the gap (Vixie cron runs its skipped fixed-time
+jobs then too); windows (:mod:`spillway.model.windows`) open at a time's first reading.
 
-:func:`scheduled_floor` is pure: the planner passes ``now``.
+:func:`scheduled_floor` is pure: the planner passes ``now``. It looks ahead only: AWS sets a group's
+MinSize once, when an action runs, and keeps no old values, so what a past run set is the group's
+MinSize now (or what somebody changed it to since), which the planner already honours.
 """
 
 from __future__ import annotations
@@ -39,7 +46,6 @@ _FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
     ("month", 1, 12, _MONTHS),
     ("day-of-week", 0, 7, _DAYS),
 )
-LOOKBACK_DAYS = 400  # how far back "the last time it fired" is searched (a yearly cron fits)
 
 
 def _value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> int:
@@ -89,6 +95,7 @@ class Cron:
     weekdays: frozenset[int]  # 0 = Sunday
     any_day: bool  # day-of-month is unrestricted: * or ?, step 1 at most (see _field)
     any_weekday: bool  # day-of-week is unrestricted
+    repeats: bool = False  # minute or hour starts with * or ?: runs at both readings of a repeated time
 
     @classmethod
     def parse(cls, text: str) -> Cron:
@@ -99,7 +106,8 @@ class Cron:
         fields = [_field(p, *spec) for p, spec in zip(parts, _FIELDS, strict=True)]
         sets = [values for values, _ in fields]
         weekdays = frozenset(d % 7 for d in sets[4])
-        return cls(sets[0], sets[1], sets[2], sets[3], weekdays, fields[2][1], fields[4][1])
+        repeats = parts[0][0] in "*?" or parts[1][0] in "*?"  # Vixie cron's MIN_STAR | HR_STAR
+        return cls(sets[0], sets[1], sets[2], sets[3], weekdays, fields[2][1], fields[4][1], repeats)
 
     def on(self, day: date) -> bool:
         """Whether the cron fires at some time of ``day`` (a local date)."""
@@ -113,6 +121,12 @@ class Cron:
 
     def times(self) -> list[time]:
         return [time(h, m) for h in sorted(self.hours) for m in sorted(self.minutes)]
+
+    def runs_on(self, zone: ZoneInfo, day: date) -> list[datetime]:
+        """Every run on ``day`` (a local date of ``zone``, which the cron must match), ascending, as UTC
+        instants: each of its times at every reading of the wall clock that counts (module docstring)."""
+        runs = {at for clock in self.times() for at in wall_instants(zone, day, clock, both=self.repeats)}
+        return sorted(runs)
 
 
 # robfig/cron's descriptors (Karpenter's budget schedules take them): each a 5-field expression.
@@ -130,15 +144,10 @@ CRON_MACROS = {
 def cron_runs(cron: Cron, zone: ZoneInfo, lo: datetime, hi: datetime) -> Iterator[datetime]:
     """Every run of ``cron`` (read in ``zone``) in ``[lo, hi]``, ascending, as UTC instants."""
     first, last = lo.astimezone(zone).date(), hi.astimezone(zone).date()
-    clocks = cron.times()
     for offset in range((last - first).days + 1):
         day = first + timedelta(days=offset)
-        if not cron.on(day):
-            continue
-        for clock in clocks:
-            at = local_instant(zone, day, clock)
-            if lo <= at <= hi:
-                yield at
+        if cron.on(day):
+            yield from (at for at in cron.runs_on(zone, day) if lo <= at <= hi)
 
 
 # The longest a 5-field cron that runs at all can go without running: one that runs only on 29 February
@@ -152,9 +161,9 @@ def _run_blocks(
     """The runs of ``cron`` from the local date of ``lo`` until one is after ``hi``, ascending, as
     blocks ``(first, last)`` of consecutive runs no more than ``span`` apart: "a run less than ``span``
     ago" holds from ``first`` to ``last + span`` without a break. A day whose runs all lie that close
-    is one block found with two time-zone conversions, however many times it runs; a day whose clock
+    is one block found with a few time-zone conversions, however many times it runs; a day whose clock
     gaps are wider, or whose UTC offset changes between its first and last run (which stretches or
-    shrinks the gaps), gives each run as a block of its own."""
+    shrinks the gaps, or reads some times twice), gives each run as a block of its own."""
     clocks = cron.times()
     walls = [datetime.combine(date.min, clock) for clock in clocks]
     wall_span = walls[-1] - walls[0]
@@ -164,11 +173,14 @@ def _run_blocks(
         day = first + timedelta(days=offset)
         if not cron.on(day):
             continue
-        block = (local_instant(zone, day, clocks[0]), local_instant(zone, day, clocks[-1]))
+        block = (
+            wall_instants(zone, day, clocks[0], both=cron.repeats)[0],
+            wall_instants(zone, day, clocks[-1], both=cron.repeats)[-1],
+        )
         if widest <= span and block[1] - block[0] == wall_span:
             blocks = [block]
         else:
-            blocks = [(at, at) for at in (local_instant(zone, day, clock) for clock in clocks)]
+            blocks = [(at, at) for at in cron.runs_on(zone, day)]
         for start, end in blocks:
             if start > hi:
                 return
@@ -198,16 +210,24 @@ def next_change(cron: Cron, zone: ZoneInfo, span: timedelta, after: datetime) ->
     return None
 
 
-def local_instant(zone: ZoneInfo, day: date, clock: time) -> datetime:
-    """``clock`` on ``day`` in ``zone`` as a UTC instant (DST rule: see the module docstring)."""
+def wall_instants(zone: ZoneInfo, day: date, clock: time, *, both: bool = False) -> tuple[datetime, ...]:
+    """The UTC instants at which ``zone``'s wall clock reads ``clock`` on ``day``, ascending: one; for
+    a time the autumn change repeats, its first reading, and its second too when ``both``; for a time
+    the spring change skips, the first instant after the gap."""
     wall = datetime.combine(day, clock)
-    instant = wall.replace(tzinfo=zone).astimezone(UTC)
-    if instant.astimezone(zone).replace(tzinfo=None) == wall:
-        return instant
-    probe = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    first = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: the first reading
+    if first.astimezone(zone).replace(tzinfo=None) == wall:
+        second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)  # the same instant unless repeated
+        return (first, second) if both and second != first else (first,)
+    probe = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)  # in the gap: just before it ends
     while probe.astimezone(zone).replace(tzinfo=None) < wall:
         probe += timedelta(minutes=1)
-    return probe
+    return (probe,)
+
+
+def local_instant(zone: ZoneInfo, day: date, clock: time) -> datetime:
+    """``clock`` on ``day`` in ``zone`` as a UTC instant: its first reading (see :func:`wall_instants`)."""
+    return wall_instants(zone, day, clock)[0]
 
 
 # files of the zoneinfo directory that are not zones of the IANA database: "localtime" is the host's own
@@ -217,9 +237,10 @@ NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
 
 def zone_of(name: str | None) -> ZoneInfo:
-    """The IANA time zone ``name`` (UTC for none); ValueError for a name that is not one."""
-    key = name or "UTC"
-    if key in NOT_ZONES or key.startswith(("posix/", "right/")):
+    """The IANA time zone ``name`` (UTC for None); ValueError for a name that is not one, the empty
+    string included (no zone of that name; AWS's ``TimeZone`` has at least one character)."""
+    key = "UTC" if name is None else name
+    if not key.strip() or key in NOT_ZONES or key.startswith(("posix/", "right/")):
         raise ValueError(f"{name!r} is not an IANA time zone")
     try:
         return ZoneInfo(key)
@@ -229,6 +250,9 @@ def zone_of(name: str | None) -> ZoneInfo:
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+_TICK = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,17 +279,20 @@ class ScheduledFloor:
         start = _aware(self.start)
         if start <= now:
             return False
-        return (
-            self._cron_run(now + timedelta(microseconds=1), start - timedelta(microseconds=1), latest=False)
-            is not None
-        )
+        return self._cron_run(now + _TICK, start - _TICK) is not None
 
-    def _first(self, lo: datetime, hi: datetime, *, latest: bool, now: datetime) -> datetime | None:
-        """The earliest (or ``latest``) run in ``[lo, hi]``.
+    def _cron_run(self, lo: datetime, hi: datetime) -> datetime | None:
+        """The recurrence's first run in ``[lo, hi]``."""
+        assert self.recurrence
+        return next(cron_runs(Cron.parse(self.recurrence), zone_of(self.timezone), lo, hi), None)
+
+    def next_fire(self, now: datetime, horizon: timedelta) -> datetime | None:
+        """When the action runs next, after ``now`` and at most ``horizon`` later.
 
         ``StartTime`` is a run of its own (for a recurring action too, as PutScheduledUpdateGroupAction
         documents); it bounds the recurrence from below only when the recurrence has not begun
         (:meth:`_starts_later`). ``EndTime`` ends the recurrence."""
+        lo, hi = now + _TICK, now + horizon
         runs = []
         start = _aware(self.start) if self.start else None
         if start is not None and self._starts_later(now):
@@ -273,38 +300,10 @@ class ScheduledFloor:
         if start is not None and lo <= start <= hi:
             runs.append(start)
         if self.recurrence:
-            end = min(hi, _aware(self.end)) if self.end else hi
-            cron = self._cron_run(lo, end, latest=latest)
+            cron = self._cron_run(lo, min(hi, _aware(self.end)) if self.end else hi)
             if cron is not None:
                 runs.append(cron)
-        if not runs:
-            return None
-        return max(runs) if latest else min(runs)
-
-    def _cron_run(self, lo: datetime, hi: datetime, *, latest: bool) -> datetime | None:
-        assert self.recurrence
-        cron, zone = Cron.parse(self.recurrence), zone_of(self.timezone)
-        if not latest:
-            return next(cron_runs(cron, zone, lo, hi), None)
-        first, last = lo.astimezone(zone).date(), hi.astimezone(zone).date()
-        clocks = cron.times()
-        for offset in range((last - first).days, -1, -1):
-            day = first + timedelta(days=offset)
-            if not cron.on(day):
-                continue
-            for clock in reversed(clocks):
-                at = local_instant(zone, day, clock)
-                if lo <= at <= hi:
-                    return at
-        return None
-
-    def last_fired(self, now: datetime) -> datetime | None:
-        """When the action last ran, at or before ``now`` (searched ``LOOKBACK_DAYS`` back)."""
-        return self._first(now - timedelta(days=LOOKBACK_DAYS), now, latest=True, now=now)
-
-    def next_fire(self, now: datetime, horizon: timedelta) -> datetime | None:
-        """When the action runs next, after ``now`` and at most ``horizon`` later."""
-        return self._first(now + timedelta(microseconds=1), now + horizon, latest=False, now=now)
+        return min(runs, default=None)
 
     def describe(self) -> str:
         when = f"cron {self.recurrence!r} {self.timezone or 'UTC'}" if self.recurrence else "once"
@@ -343,44 +342,33 @@ class ScheduledFloor:
 
 @dataclass(frozen=True, slots=True)
 class Floor:
-    """The MinSize scheduled actions hold a group at, now or within the horizon, and which one."""
+    """The MinSize a scheduled action sets within the horizon, which action, and when it runs."""
 
     min_size: int
     action: ScheduledFloor
-    at: datetime  # when the action ran (in effect) or will run (soon)
-    soon: bool
+    at: datetime
 
     def describe(self) -> str:
-        verb = "runs at" if self.soon else "ran at"
-        return f"{self.action.describe()} {verb} {format_time(self.at)} with MinSize {self.min_size}"
+        return f"{self.action.describe()} runs at {format_time(self.at)} with MinSize {self.min_size}"
 
 
 def scheduled_floor(actions: Sequence[ScheduledFloor], now: datetime, horizon: timedelta) -> Floor | None:
-    """The MinSize in effect now (that of the action that ran last, among those that set MinSize) or
-    set within ``horizon`` (the highest such), whichever is higher; None when no action sets one.
-    An action whose cron cannot be read is skipped (it was checked when the group was read)."""
+    """The highest MinSize an action sets when it runs after ``now`` and within ``horizon`` (the
+    earliest such run, then the action's name, on a tie); None when none does. Past runs set no floor:
+    AWS applied them to the group's MinSize, which may have been changed since. An action whose cron
+    or zone cannot be read is skipped (it was checked when the group was read)."""
     now = _aware(now)
-    fired: list[Floor] = []
     coming: list[Floor] = []
     for action in actions:
         if action.min_size is None:
             continue
         try:
-            last, upcoming = action.last_fired(now), action.next_fire(now, horizon)
+            upcoming = action.next_fire(now, horizon)
         except ValueError:
             continue
-        if last is not None:
-            fired.append(Floor(action.min_size, action, last, soon=False))
         if upcoming is not None:
-            coming.append(Floor(action.min_size, action, upcoming, soon=True))
-    candidates: list[Floor] = []
-    if fired:
-        candidates.append(max(fired, key=lambda f: (f.at, f.action.name)))
-    if coming:
-        candidates.append(max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name)))
-    if not candidates:
-        return None
-    return max(candidates, key=lambda f: (f.min_size, not f.soon))
+            coming.append(Floor(action.min_size, action, upcoming))
+    return max(coming, key=lambda f: (f.min_size, -f.at.timestamp(), f.action.name), default=None)
 
 
 def check_actions(actions: Iterable[ScheduledFloor]) -> list[str]:

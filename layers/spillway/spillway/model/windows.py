@@ -5,7 +5,8 @@ One type for every "by the clock" setting (issue 12)::
     {"days": ["mon", "tue", "wed", "thu", "fri"], "start": "08:00", "end": "20:00",
      "timezone": "Europe/Berlin"}
 
-- ``days``: the days the window *opens* on, local time (default: every day);
+- ``days``: the days the window *opens* on, local time (default: every day), each ``mon`` .. ``sun``
+  or its full English name (``Monday``), in any case; any other word is refused;
 - ``start``/``end``: local wall-clock times ``HH:MM``; an ``end`` at or before ``start`` runs past
   midnight into the next day (``22:00``-``06:00``); ``00:00``-``00:00`` is the whole day;
 - ``timezone``: an IANA name (default ``UTC``). Local times are resolved with :mod:`zoneinfo`, so the
@@ -23,13 +24,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from spillway.model.schedule import zone_of
+from spillway.model.schedule import local_instant, zone_of
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
 def _clock(value: Any) -> str:
@@ -58,9 +59,10 @@ class TimeWindow(BaseModel):
             raise ValueError(f"expected a non-empty list of days ({', '.join(DAYS)})")
         out = []
         for day in value:
-            name = str(day).strip().lower()[:3]
+            word = str(day).strip().lower()
+            name = DAYS[DAY_NAMES.index(word)] if word in DAY_NAMES else word
             if name not in DAYS:
-                raise ValueError(f"{day!r} is not a day ({', '.join(DAYS)})"[:120])
+                raise ValueError(f"{day!r} is not a day ({', '.join(DAYS)}, or the full name)"[:120])
             out.append(name)
         return tuple(sorted(set(out), key=DAYS.index))
 
@@ -81,16 +83,8 @@ class TimeWindow(BaseModel):
     def _local(self, day: datetime, clock: str) -> datetime:
         """The instant of ``clock`` local time on ``day``'s date, in UTC. A time the spring change skips
         resolves to the first minute after the gap; one the autumn change repeats, to its first time."""
-        zone = ZoneInfo(self.timezone)
         hours, minutes = (int(x) for x in clock.split(":"))
-        wall = datetime.combine(day.date(), time(hours, minutes))
-        instant = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: the first of two readings
-        if instant.astimezone(zone).replace(tzinfo=None) == wall:
-            return instant
-        probe = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)  # just before the gap
-        while probe.astimezone(zone).replace(tzinfo=None) < wall:
-            probe += timedelta(minutes=1)
-        return probe
+        return local_instant(zone_of(self.timezone), day.date(), time(hours, minutes))
 
     def opening(self, day: datetime) -> tuple[datetime, datetime] | None:
         """The window that opens on ``day``'s local date, as UTC instants, or None on other days."""
@@ -105,7 +99,7 @@ class TimeWindow(BaseModel):
         the ones that open within the next week, ascending; computed from the definition, one day at a
         time (a few local-date resolutions), never by walking the clock."""
         instant = _aware(after)
-        local = instant.astimezone(ZoneInfo(self.timezone))
+        local = instant.astimezone(zone_of(self.timezone))
         out: set[datetime] = set()
         for shift in range(-1, EDGE_HORIZON_DAYS):
             span = self.opening(local + timedelta(days=shift))
@@ -121,7 +115,7 @@ class TimeWindow(BaseModel):
     def active(self, now: datetime) -> bool:
         """Whether ``now`` (aware, or naive UTC) falls inside the window."""
         instant = now if now.tzinfo else now.replace(tzinfo=UTC)
-        local = instant.astimezone(ZoneInfo(self.timezone))
+        local = instant.astimezone(zone_of(self.timezone))
         for back in (0, 1):  # a window that opened yesterday may still run past midnight
             span = self.opening(local - timedelta(days=back))
             if span is not None and span[0] <= instant < span[1]:

@@ -114,9 +114,14 @@ class Context:
         stale: Mapping[str, int] | None = None,
         unhealthy: Sequence[Unhealthy] = (),
         starting: Mapping[str, str] | None = None,
+        refused: Sequence[NodeGroup] = (),
     ) -> None:
         self.snapshot = snapshot
         self.groups: list[NodeGroup] = sorted(groups, key=lambda g: (g.region, g.name))
+        # managed groups the plan does not scale (NodeGroup.refusal): not among groups, so their nodes are
+        # unmanaged (kept, never drained) and nothing launches in them; named where a pod or node asks why
+        self.refused: list[NodeGroup] = sorted(refused, key=lambda g: (g.region, g.name))
+        self.refused_by_instance: dict[str, NodeGroup] = {i: g for g in self.refused for i in g.instance_ids}
         self.config = config
         self.state = state
         self.now = now

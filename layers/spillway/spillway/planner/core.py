@@ -48,7 +48,7 @@ from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, scale_u
 from spillway.planner.shrinks import hold_shrunk, shrunk_after
 from spillway.planner.softtaint import soft_taints
 from spillway.planner.startup import sanitized, starting_nodes
-from spillway.planner.types import GroupFloor, ScalingPlan, Uncordon
+from spillway.planner.types import GroupFloor, RefusedGroup, ScalingPlan, Uncordon
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
 
@@ -64,7 +64,8 @@ def plan(
 ) -> ScalingPlan:
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     now = aware(now)
-    groups = sanitized(groups, config)  # template nodes without startup or status taints
+    refused = [g for g in groups if g.refusal]  # neither grown nor drained: their nodes are unmanaged
+    groups = sanitized([g for g in groups if not g.refusal], config)  # templates without startup taints
     joins = watch_joins(snapshot.nodes, groups, config, state, now)
     health = judge_health(snapshot.nodes, groups, joins.overdue, config, now)
     starting = starting_nodes(snapshot.nodes, groups, config, now)  # Ready, not initialized: launching
@@ -72,8 +73,9 @@ def plan(
     raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)
     groups = with_raises(joins.shrunk(groups), raises)
     ctx = Context(
-        snapshot, groups, config, state, now, stale=joins.stale, unhealthy=health.report(), starting=starting
-    )
+        snapshot, groups, config, state, now, stale=joins.stale, unhealthy=health.report(), starting=starting,
+        refused=refused,
+    )  # fmt: skip
     rooms = hold_rooms(ctx)  # pods an earlier plan made room for wait for that room
     shrunk = hold_shrunk(ctx)  # workers of jobs a consolidation shrank take free room only
     provisioning = Provisioning(ctx)  # bookings first: the room they hold is not free for others
@@ -113,6 +115,7 @@ def plan(
         soft_taint=soft_taints(ctx, drains, kept, since, scale_down.movable),
         unregistered=tuple(joins.unregistered),
         unhealthy=health.report(),
+        refused_groups=tuple(RefusedGroup(g.name, g.region, g.refusal) for g in ctx.refused),
     )
 
 

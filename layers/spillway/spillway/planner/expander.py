@@ -5,7 +5,8 @@ it, enough room on an empty node) and why each other group cannot; an :class:`Ex
 groups that can. :class:`RegionThenLeastWaste` is the default: region preference (configured order),
 then spot groups first for pods that may move and on-demand groups first for the rest, then least
 waste of the class's dominant resource on the nodes it would need, then a group whose warm pool holds
-the nodes the class needs (warm instances start faster), then name. Within a region,
+the nodes the class needs (warm instances start faster; those the plan's earlier classes take in the
+group are not offered again), then name. Within a region,
 ``expander_priorities`` (cluster-autoscaler's priority expander) ranks groups before all of that.
 Another strategy (price) is another class with the same ``order`` method.
 
@@ -72,7 +73,7 @@ class RegionThenLeastWaste:
                     -ctx.group_priority(o.group),
                     o.group.spot is not movable,  # spot first for pods that may move, else on-demand
                     round(_waste(cls, o), 6),
-                    not warm_fits(cls, o),
+                    not warm_fits(ctx, cls, o),
                     o.group.name,
                 ),
                 o.group,
@@ -83,9 +84,10 @@ class RegionThenLeastWaste:
         return [group for _, group in keyed]
 
 
-def warm_fits(cls: PodClass, option: Option) -> bool:
-    """The group's warm pool holds every new node the class's remaining pods need."""
-    warm = option.group.warm_instances
+def warm_fits(ctx: Context, cls: PodClass, option: Option) -> bool:
+    """The group's warm pool holds every new node the class's remaining pods need, after the new nodes
+    this plan already opens in the group (earlier classes) have taken theirs."""
+    warm = option.group.warm_instances - ctx.new_nodes.get(option.group.name, 0)
     return warm > 0 and math.ceil(cls.remaining / max(option.per_node, 1)) <= warm
 
 
@@ -133,6 +135,10 @@ def options(
             fitting.append(
                 Option(group, empty[group.name], fit_count(cls.requests, empty[group.name], cls.per_node))
             )
+    for group in ctx.refused:  # why a group that might have run it does not
+        template = group.template
+        why = _rejection(cls, group, template.allocatable if template else {})
+        rejected[group.name] = f"{group.name}: {why or f'not scaled by Spillway: {group.refusal}'}"
     return fitting, rejected
 
 
@@ -171,7 +177,9 @@ def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
         for r in sorted(cls.requests)
         if cls.requests[r] > 0 and empty.get(r, 0) < cls.requests[r] and r != "ephemeral-storage"
     ]
-    return (
-        f"a {group.instance_type} node has too little "
-        f"{', '.join(short) or 'room'} (needs {describe(cls.requests, short)})"
+    node = (
+        f"a {group.instance_type} node"
+        if len(group.launch_types()) <= 1
+        else f"a node it may launch ({group.types_text()})"
     )
+    return f"{node} has too little {', '.join(short) or 'room'} (needs {describe(cls.requests, short)})"

@@ -95,8 +95,9 @@ def pool_backoffs(ctx: Context, group: NodeGroup) -> tuple[list[str], int] | Non
 
 
 def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
-    """The MinSize the group's scheduled actions hold it at now, or set within the scale-down idle
-    threshold (a node drained now would be launched again then); None without one (computed once)."""
+    """The highest MinSize the group's scheduled actions set within the scale-down idle threshold (a
+    node drained now would be launched again then); None without one (computed once). A run already
+    past is no floor: AWS set the group's MinSize then, and the planner honours that MinSize itself."""
     if group.name not in ctx.floors:
         horizon = timedelta(minutes=ctx.config_for(group).scale_down_idle_minutes)
         ctx.floors[group.name] = (
@@ -107,7 +108,7 @@ def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
 
 def scheduled_min(ctx: Context, group: NodeGroup, left: int) -> tuple[str, str] | None:
     """Scale-down's scheduled floor: (code, reason) when ``left`` nodes (what the group keeps before this
-    drain) are at or below the MinSize a scheduled action sets now or soon."""
+    drain) are at or below the MinSize a scheduled action sets within the idle threshold."""
     floor = group_floor(ctx, group)
     if floor is None or left > floor.min_size:
         return None
@@ -118,7 +119,7 @@ def scheduled_min(ctx: Context, group: NodeGroup, left: int) -> tuple[str, str] 
 
 
 def floor_report(ctx: Context) -> list[tuple[str, int, str]]:
-    """(group, MinSize, why) for every group whose scheduled floor is above its own MinSize now."""
+    """(group, MinSize, why) for every group whose scheduled floor is above its own MinSize."""
     out = []
     for group in ctx.groups:
         floor = group_floor(ctx, group)

@@ -55,7 +55,12 @@ def _uncordoned(ctx: Context, node: WorkNode) -> Verdict:
 
 
 def _unmanaged(ctx: Context, node: WorkNode) -> Verdict:
-    return (codes.UNMANAGED, "not in a managed node group") if node.group is None else None
+    if node.group is not None:
+        return None
+    refused = ctx.refused_by_instance.get(node.info.instance_id or "")
+    if refused is not None:
+        return codes.UNMANAGED, f"group {refused.name} is not scaled by Spillway: {refused.refusal}"
+    return codes.UNMANAGED, "not in a managed node group"
 
 
 def _cluster_unhealthy(ctx: Context, node: WorkNode) -> Verdict:

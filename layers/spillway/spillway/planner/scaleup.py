@@ -851,7 +851,7 @@ def _scale_up_reason(
     who = [f"{pods} pending pod(s)"] if pods or not buffers else []
     who += [f"capacity buffer {key} ({n} virtual pod(s))" for key, n in sorted(buffers.items())]
     need = "needs" if len(who) == 1 and buffers and not pods else "need"
-    reason = f"{' and '.join(who)} {need} {count} new {group.instance_type} {noun} in {group.region}"
+    reason = f"{' and '.join(who)} {need} {count} new {group.types_text()} {noun} in {group.region}"
     if ctx.primary and group.region != ctx.primary:
         reason += f" (overflow from primary region {ctx.primary})"
     notes = sorted(ctx.overflow_notes.get(group.name, ()))

@@ -211,8 +211,21 @@ class Unhealthy:
 
 
 @dataclass(frozen=True, slots=True)
+class RefusedGroup:
+    """A managed group the plan neither grows nor drains, and why (:attr:`NodeGroup.refusal`: its
+    capacity is not a count of instances). Its nodes are kept, its pods go to other groups."""
+
+    group: str
+    region: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "region": self.region, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class GroupFloor:
-    """A group held above its own MinSize by a scheduled action (now, or within the idle threshold)."""
+    """A group held above its own MinSize by a scheduled action that runs within the idle threshold."""
 
     group: str
     min_size: int
@@ -236,6 +249,7 @@ class ScalingPlan:
     soft_taint: tuple[SoftTaint, ...] = ()  # scale-down candidate taints to add or remove
     unregistered: tuple[Unregistered, ...] = ()  # instances that never joined, to remove
     unhealthy: tuple[Unhealthy, ...] = ()  # the cluster first, then groups, with too many unready nodes
+    refused_groups: tuple[RefusedGroup, ...] = ()  # managed groups the plan does not scale, and why
 
     @property
     def acts(self) -> bool:
@@ -256,5 +270,6 @@ class ScalingPlan:
             "soft_taint": self.soft_taint,
             "unregistered": self.unregistered,
             "unhealthy": self.unhealthy,
+            "refused_groups": self.refused_groups,
         }
         return out | {key: [e.to_dict() for e in entries] for key, entries in optional.items() if entries}

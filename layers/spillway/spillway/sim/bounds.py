@@ -20,9 +20,16 @@ With one node type (any number of groups of it) this is the single-type bound. W
 demand against the GPU nodes, so a CPU group listed first no longer makes the bound meaningless, and
 the cost bound weighs a $31 node and a $0.77 node for what they cost.
 
-No autoscaler can beat the step bound without moving running pods; the ratio of a policy's node-hours
-to it is the report's main figure. :mod:`spillway.sim.packers` gives what packing jobs without moving
-them reaches, with instant nodes.
+The step bound assumes every job starts at its submit; it is not a floor for a policy that makes jobs
+wait. Jobs that wait for a launch (the next tick, then the boot) can line up on fewer nodes than at
+their submits, and node-hours run from the launch, not the first submit, so a policy can come out
+slightly under the step bound without moving a pod: by at most about a tick plus a boot per launch
+while jobs wait only for launches (jobs held longer, by a MaxSize or a limit, can take it further).
+What no policy goes under however long jobs wait is the trace's work over the largest node's room:
+on a trace where one resource binds throughout (GPUs on Philly) that is the fluid bound. The ratio of
+a policy's node-hours to the step bound is the report's main figure. :mod:`spillway.sim.packers`
+gives what packing jobs at their submits without moving them reaches, with instant nodes (the same
+caveat holds: a policy that delays jobs can come out under it too).
 """
 
 from __future__ import annotations

@@ -429,8 +429,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("needs matplotlib: pip install 'spillway[sim]'", field="--chart") from None
 
         scoring = config.scheduler.scoring
+        types = "/".join(dict.fromkeys(g.instance_type for g in groups))  # every group's, not the first's
         title = (
-            f"{Path(args.trace).name}: {report.jobs:,} jobs, {groups[0].instance_type}, "
+            f"{Path(args.trace).name}: {report.jobs:,} jobs, {types}, "
             f"{scoring} scoring, {config.boot_seconds} s boot, {config.interval} s interval"
         )
         try:

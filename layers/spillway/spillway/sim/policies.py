@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from spillway.config import PlannerConfig
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
+from spillway.planner.types import Drain
 from spillway.sim.world import SimGroup, SimNode, Vector, World
 
 
@@ -69,7 +71,8 @@ class SpillwayPolicy:
 
     Its plan is carried out the way the act layer does: uncordon, raise desired capacities (a launch
     refused for capacity leaves a Failed activity the next plan sees, and backs the group off), drain
-    (cordon, evict, terminate with the desired capacity decremented; here at once), remove the instances
+    (cordon, evict, terminate with the desired capacity decremented; here at once, one drain after the
+    other, each cancelled when its node got pods since the plan: :meth:`_drain`), remove the instances
     no node joined for (:mod:`spillway.planner.joins`). A drain of a node
     that runs pods (consolidation) evicts them first: a movable job restarts elsewhere with the restart
     penalty, an unmovable pod is killed and counted (:meth:`World.drain`). The state the planner returns
@@ -115,15 +118,34 @@ class SpillwayPolicy:
             world.set_desired(scale_up.group, scale_up.to_size, owners)
         for taint in result.soft_taint:
             world.set_candidate_taint(taint.node, taint.add)
-        for drain in result.drain:
-            world.cordon(drain.node, "spillway")
-            if world.nodes[drain.node].pods:
-                # consolidation: evict (movable pods move), then terminate
-                world.drain(drain.node, drain.pods or None, terminate=drain.terminate)
-            else:
-                world.terminate(drain.node)
+        self._drain(world, result.drain)
         for entry in result.unregistered:  # the scale-down's remove_unregistered step
             world.remove_instance(entry.group, entry.instance_id, decrement=entry.decrement)
+
+    def _drain(self, world: World, drains: Sequence[Drain]) -> None:
+        """The plan's drains, one after the other, as DrainNode validates each when it starts: a drain
+        whose node now runs pods the plan did not see there (placed since, e.g. by an earlier make room
+        of the same plan) is cancelled, touching nothing, as ``_busy_planned_drain`` cancels it; a make
+        room leaves such pods running, as its drain does. A pod the plan saw there is carried out as
+        planned, so a drain the plan itself got wrong still kills, and is counted."""
+        planned = {d.node: _pods_on(world.nodes[d.node]) for d in drains}
+        for drain in drains:
+            node = world.nodes[drain.node]
+            arrived = _pods_on(node) - planned[drain.node]
+            if arrived and drain.terminate:
+                world.counters.drains_cancelled += 1
+                continue
+            world.cordon(drain.node, "spillway")
+            if not node.pods and drain.terminate:
+                world.terminate(drain.node)
+                continue
+            pods = drain.pods or None
+            if pods is not None and arrived:  # a pod that came since under a name the plan gave stays
+                pods = tuple(
+                    k for k in pods if k in node.pods and (k, node.pods[k].generation) not in arrived
+                )
+            # consolidation: evict (movable pods move), then terminate; make room: evict, keep the node
+            world.drain(drain.node, pods, terminate=drain.terminate)
 
     def wakeup(self, world: World) -> int | None:
         now = world.at(world.t)
@@ -166,6 +188,11 @@ class SpillwayPolicy:
             self._edge_after = now
             self._edge = self.config.next_window_edge(now)
         return self._edge
+
+
+def _pods_on(node: SimNode) -> set[tuple[str, int]]:
+    """The node's pods, each as (key, its job's generation): a restarted job's pods are new pods."""
+    return {(key, job.generation) for key, job in node.pods.items()}
 
 
 def record_held(world: World, result: ScalingPlan) -> None:

@@ -2,20 +2,34 @@
 
 * **node-hours**: every instance from launch to termination (booting time included: it is billed), and
   cost at on-demand prices (``spillway.sim.prices``);
-* **x bound**: node-hours over the step lower bound computed from the same trace (``spillway.sim.bounds``);
-* **pending added**: per job, seconds from submit to start (every job would start at submit on an
-  infinite cluster, so all of it is added by provisioning); p50/p90/p99 over jobs, and weighted by the
-  job's GPUs (a 32-GPU job weighs 32 one-GPU jobs). Percentiles are nearest-rank: the smallest value
-  with at least that share of the (weighted) jobs at or below it;
+* **x bound**: node-hours over the step lower bound computed from the same trace (``spillway.sim.bounds``),
+  which starts every job at its submit: a policy that makes jobs wait can come out slightly under it
+  without moving a pod (by about a tick plus a boot per launch at most, while jobs wait only for
+  launches), so a ratio near or under 1 is partly waiting, not packing;
+* **pending added**: per job, every second it spent pending: from submit to its first start, plus,
+  each time a move, a kill or a Spot interruption sent it back to the queue, from then to its next
+  start (every job would start at submit and never stop on an infinite cluster, so all of it is added
+  by the autoscaler). A job some group can run that never started, or never started again, counts
+  as waiting until the replay ended: censored there, a lower bound of its wait (the report counts
+  those that never started). p50/p90/p99 over those jobs, and weighted by the job's GPUs (a 32-GPU
+  job weighs 32 one-GPU jobs); jobs no group can run are left out. Percentiles are nearest-rank: the
+  smallest value with at least that share of the (weighted) jobs at or below it;
 * **utilisation**: resource-seconds requested by running pods over resource-seconds of every instance,
   for the measured resource (GPUs on a GPU trace, else CPU);
 * **actions/h**: SetDesiredCapacity calls (failed ones too), uncordons and node terminations, per hour;
-* **killed**: pods running on a node when it was terminated (each kills its job, which starts over),
-  and pods not marked movable that a drain evicted (**unmovable killed**: must stay 0);
-* **moves/job**: restarts elsewhere of movable jobs whose pods a drain evicted, over all jobs; jobs
-  restarted because their Spot node was interrupted are counted apart (**interrupted**);
-* **GPU-h lost**: GPU-hours of progress lost to restarts (moves and interruptions): the restart
-  penalty times the job's GPUs, each time;
+* **killed**: pods running on a node when it was terminated, and pods a drain evicted that could not
+  move (not marked movable, or not among the pods its plan named); each kills its job, which starts
+  over from the beginning and counts as killed, not moved; **unmovable killed**: the pods not marked movable
+  among them, whichever way the policy removed their node (a drain's eviction or a termination, for
+  every policy alike): must stay 0;
+* **moves/job**: moves over every job of the trace (those no group can run included). A move is a
+  restart elsewhere of a movable job whose pods a drain evicted as its plan said, counted each time
+  (JSON ``jobs_moved`` counts the jobs moved at least once); jobs restarted because their Spot node
+  was interrupted are not moves (**interrupted**, counted apart), nor are killed jobs;
+* **GPU-h lost**: GPU-hours of progress lost to restarts: for a move or an interruption the restart
+  penalty times the job's GPUs, each time, charged whole even to a job that had run less than the
+  penalty since it (re)started (its remaining time then grows past what it had: the penalty stands
+  for the restart's own cost too); for a killed job the progress it had made, times its GPUs;
 * **x cost bound**: cost over the step lower bound on cost (``spillway.sim.bounds``).
 
 Per tenant (a namespace: Philly's virtual clusters are ``vc-<name>``):
@@ -162,8 +176,9 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
             break
         if cost is not None and seconds:
             cost += seconds / 3600 * (price or 0.0)
-    plain = [(wait, 1) for wait, _ in world.waits.values()]
-    weighted = list(world.waits.values())
+    waits = job_waits(run)
+    plain = [(wait, 1) for wait, _ in waits.values()]
+    weighted = list(waits.values())
     hours = run.end / 3600
     actions = {
         "scale_up_calls": counters.scale_up_calls,
@@ -173,6 +188,7 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         "cordons": counters.cordons,
         "uncordons": counters.uncordons,
         "soft_taints": counters.soft_taints,
+        "drains_cancelled": counters.drains_cancelled,
     }
     acted = (
         counters.scale_up_calls
@@ -188,7 +204,7 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         ratio_to_step_bound=node_hours / bounds.step_node_hours if bounds.step_node_hours else None,
         pending_seconds={f"p{p}": percentile(plain, p / 100) for p in (50, 90, 99)},
         pending_weighted_seconds={f"p{p}": percentile(weighted, p / 100) for p in (50, 90, 99)},
-        max_pending_seconds=float(max((w for w, _ in world.waits.values()), default=0)),
+        max_pending_seconds=float(max((w for w, _ in waits.values()), default=0)),
         utilisation=counters.used_seconds / counters.capacity_seconds if counters.capacity_seconds else None,
         actions=actions,
         actions_per_hour=acted / hours if hours else 0.0,
@@ -199,7 +215,7 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         decisions=run.decisions,
         hours=hours,
         wall_seconds=run.wall_seconds,
-        tenants=measure_tenants(run),
+        tenants=measure_tenants(run, waits),
         ratio_to_cost_bound=cost / bounds.step_cost_usd
         if cost is not None and bounds.step_cost_usd
         else None,
@@ -215,8 +231,23 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
     )
 
 
-def measure_tenants(run: Replay) -> dict[str, TenantResult]:
-    """Per tenant (namespace): node-hours charged, pods held by limits, GPU-weighted waiting."""
+def job_waits(run: Replay) -> dict[int, tuple[int, int]]:
+    """Seconds each job some group can run spent pending, by job id, with its weight (its GPUs, at least
+    1): every wait up to its last start, and for a job still waiting when the replay ended (it never
+    started, or was requeued and never started again) the wait until then, censored there: a job a
+    policy starves weighs in the percentiles instead of dropping out of them."""
+    world = run.world
+    waits = dict(world.waits)
+    for sim_job in world.jobs:
+        if sim_job.runnable and sim_job.state == "pending":
+            wait = sim_job.waited + max(0, run.end - sim_job.queued)
+            waits[sim_job.job.id] = (wait, max(1, sim_job.job.gpus))
+    return waits
+
+
+def measure_tenants(run: Replay, waits: Mapping[int, tuple[int, int]]) -> dict[str, TenantResult]:
+    """Per tenant (namespace): node-hours charged, pods held by limits, GPU-weighted waiting
+    (``waits``: :func:`job_waits`)."""
     world = run.world
     counters = world.counters
     jobs: dict[str, list[int]] = {}
@@ -225,17 +256,17 @@ def measure_tenants(run: Replay) -> dict[str, TenantResult]:
     out: dict[str, TenantResult] = {}
     for tenant in sorted(set(jobs) | set(counters.held)):
         ids = jobs.get(tenant, [])
-        waits = [world.waits[i] for i in ids if i in world.waits]
+        samples = [waits[i] for i in ids if i in waits]
         held = counters.held.get(tenant, {})
         pods = set().union(*held.values()) if held else set()
         out[tenant] = TenantResult(
             tenant=tenant,
             jobs=len(ids),
-            jobs_started=len(waits),
+            jobs_started=sum(1 for i in ids if i in world.waits),
             node_hours=counters.tenant_seconds.get(tenant, 0) / 3600 if run.charges_tenants else None,
             pods_held=len(pods),
             pods_held_by_code={code: len(p) for code, p in sorted(held.items())},
-            pending_weighted_seconds={f"p{p}": percentile(waits, p / 100) for p in (50, 90, 99)},
+            pending_weighted_seconds={f"p{p}": percentile(samples, p / 100) for p in (50, 90, 99)},
         )
     return out
 
@@ -348,10 +379,14 @@ def format_table(
         )
     for r in results:
         if r.unmovable_killed:
-            lines.append(f"{r.policy}: {r.unmovable_killed} unmovable pod(s) killed by drains")
+            lines.append(
+                f"{r.policy}: {r.unmovable_killed} unmovable pod(s) killed by drains or terminations"
+            )
     unstarted = [r for r in results if r.jobs_unstarted]
     for r in unstarted:
-        lines.append(f"{r.policy}: {r.jobs_unstarted} job(s) never started")
+        lines.append(
+            f"{r.policy}: {r.jobs_unstarted} job(s) never started, counted as waiting until the replay ended"
+        )
     return "\n".join(lines)
 
 

@@ -206,19 +206,17 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
     for name in config.policies:
         if name not in POLICIES:
             raise SimError(f"unknown policy {name!r} (one of {', '.join(POLICIES)})")
-    primary = config.groups[0]
-    template = group_template(primary, config.planner.node_reserve.reserve(), "sim")
+    reserve = config.planner.node_reserve.reserve()
+    templates = [group_template(g, reserve, "sim") for g in config.groups]
     epoch = aligned_epoch(trace.epoch, config.interval)
     shift = round((trace.epoch - epoch).total_seconds())
     if not 0.0 <= config.movable_fraction <= 1.0:
         raise SimError(f"movable fraction must be between 0 and 1, not {config.movable_fraction}")
     if config.restart_penalty < 0 or (config.duration_noise or 0.0) < 0:
         raise SimError("restart penalty and duration noise must not be negative")
-    jobs = mark_jobs(shifted(build_jobs(trace, template.allocatable), shift), config)
-    allocatables = [
-        vector(group_template(g, config.planner.node_reserve.reserve(), "sim").allocatable)
-        for g in config.groups
-    ]
+    # each row sized on the groups' node type that can hold it, whatever the groups' order
+    jobs = mark_jobs(shifted(build_jobs(trace, [t.allocatable for t in templates]), shift), config)
+    allocatables = [vector(t.allocatable) for t in templates]
     unrunnable = sum(1 for j in jobs if not runnable(j, allocatables))
     types = fleet(config)
     runnable_jobs = [j for j in jobs if runnable(j, allocatables)]

@@ -12,10 +12,12 @@ Two formats, told apart by the header line:
 
 A GPU row without CPU and memory gets, per GPU, the node type's allocatable CPU and memory divided by
 its GPUs, rounded down to 100m and to 1 GiB (a little under, so that a full node of GPUs still fits
-beside the system reserve). A Philly job larger than one node becomes one pod per node's worth of GPUs
-(32 GPUs on 8-GPU nodes: 4 pods of 8) that start together; see ``spillway.sim.world`` for the gang
-rule. Rows are read into :class:`TraceRow` (what the file says) and turned into :class:`Job` (pods
-with requests) by :func:`build_jobs` once the node type is known.
+beside the system reserve). The node type is the first of the groups' with GPUs (for a generic row,
+the first whose node holds one of its pods), whatever groups come before it. A Philly job larger
+than one node becomes one pod per node's worth of GPUs (32 GPUs on 8-GPU nodes: 4 pods of 8) that
+start together; see ``spillway.sim.world`` for the gang rule. Rows are read into :class:`TraceRow`
+(what the file says) and turned into :class:`Job` (pods with requests) by :func:`build_jobs` once the
+node types are known.
 
 Bad input raises :class:`TraceError`, whose message names the file, the line and the column.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -293,23 +295,41 @@ def gpu_share(allocatable: Resources) -> Resources:
     return {CPU: cpu, MEMORY: memory}
 
 
-def build_jobs(trace: Trace, allocatable: Resources) -> list[Job]:
-    """Jobs of pods for a node type whose allocatable room is ``allocatable`` (milli-units).
+def sizing_type(row: TraceRow, fleet: Sequence[Resources]) -> Resources | None:
+    """The node type a row's pods are sized on, of the fleet's (allocatable room, in the groups' order):
+    for a GPU row the first type with GPUs, or, for a generic row (its GPUs are per pod), the first
+    whose node holds one of its pods when one does; None for a row without GPUs (it says its CPU and
+    memory) or when no type has GPUs."""
+    if not row.gpus:
+        return None
+    with_gpus = [t for t in fleet if t.get(NVIDIA_GPU, 0) > 0]
+    if not row.split_by_node:
+        holding = [t for t in with_gpus if t[NVIDIA_GPU] >= row.gpus * 1000]
+        with_gpus = holding or with_gpus
+    return with_gpus[0] if with_gpus else None
+
+
+def build_jobs(trace: Trace, fleet: Resources | Sequence[Resources]) -> list[Job]:
+    """Jobs of pods for the fleet's node types: their allocatable room (milli-units) in the groups'
+    order, or one type's. Each row is sized on the type :func:`sizing_type` picks, whatever the order
+    (the order is a region preference): a CPU group listed first does not size a GPU trace.
 
     Submit times are seconds from the trace epoch (the earliest submit).
     """
+    types = [fleet] if isinstance(fleet, Mapping) else list(fleet)
     epoch = trace.epoch
-    share = gpu_share(allocatable)
-    per_node = allocatable.get(NVIDIA_GPU, 0) // 1000
     jobs: list[Job] = []
     for i, row in enumerate(trace.rows):
+        node_type = sizing_type(row, types)
+        share = gpu_share(node_type) if node_type is not None else {}
         if (row.cpu_milli is None or row.memory_milli is None) and not share:
             raise TraceError(
-                "a GPU row without cpu or memory takes each GPU's share from the node type, "
-                "but the node type has no GPUs",
+                "a GPU row without cpu or memory takes each GPU's share from a node type, "
+                "but no node type has GPUs",
                 source=trace.source,
                 field=f"line {row.line}",
             )
+        per_node = node_type.get(NVIDIA_GPU, 0) // 1000 if node_type is not None else 0
         if row.split_by_node and per_node > 0:
             sizes = [per_node] * (row.gpus // per_node) + (
                 [row.gpus % per_node] if row.gpus % per_node else []

@@ -38,12 +38,14 @@ others could not hold it and have not changed: kube-scheduler's queueing hints m
 together or not at all (all-or-nothing, as the scheduler-plugins Coscheduling plugin does with a
 PodGroup whose minMember is the job's size; without it, pods of a job would hold nodes while waiting
 for the rest). Pending time is measured from submit to the start of the whole job, plus, for a job
-restarted elsewhere, the time from each eviction to its next start.
+sent back to the queue (moved, killed or interrupted), the time from then to its next start.
 
 **Moves.** A drain of a node that runs pods (:meth:`World.drain`) evicts them and terminates the node.
 A job whose pods are marked movable (``safe-to-evict: "true"``, :attr:`SimJob.movable`) goes back to
 the queue and resumes elsewhere, its remaining time grown by ``restart_penalty`` (progress since its
-last checkpoint, and the restart itself); a pod not marked movable is killed, and counted. **Spot**:
+last checkpoint, and the restart itself); a pod not marked movable, or one the drain's plan did not
+name, is killed, and counted: its job starts over from the beginning, as on a node terminated with
+pods on it, its progress lost. **Spot**:
 an instance of a group with an interruption rate is taken back after an exponentially distributed
 time (seeded) from its launch; its pods restart as moved ones do and the group launches a replacement
 (its desired capacity is unchanged), as an Auto Scaling group does.
@@ -316,7 +318,7 @@ class SimJob:
         self.generation = 0
         self.remaining = job.duration  # seconds it runs once started (a restart adds its penalty)
         self.movable = job.movable  # its pods are marked safe-to-evict: "true" (the planner may move them)
-        self.moves = 0  # restarts elsewhere: evicted by a drain, or its node interrupted
+        self.moves = 0  # restarts elsewhere because a drain moved it (not interruptions, not kills)
         self.expected = job.expected  # a known upper bound of its duration (--duration-noise), else None
         self.queued = job.submit  # when it last joined the queue
         self.waited = 0  # seconds pending, over every time it was queued
@@ -342,13 +344,19 @@ class Counters:
     soft_taints: int = 0  # scale-down candidate taints set or lifted
     pods_killed: int = 0  # pods running on a node when it was terminated
     jobs_killed: int = 0
-    moves: int = 0  # jobs restarted elsewhere because a drain evicted a pod of theirs (movable ones)
-    unmovable_killed: int = 0  # pods not marked movable that a drain evicted (must stay 0)
+    # restarts elsewhere of movable jobs a drain evicted as its plan said (each time; Spot interruptions
+    # and kills are not moves)
+    moves: int = 0
+    # pods not marked movable that a policy killed, by a drain's eviction or by terminating their node
+    # (must stay 0; Spot interruptions are EC2's doing, counted apart)
+    unmovable_killed: int = 0
+    drains_cancelled: int = 0  # a plan's drains cancelled: their node got pods since the plan
     interruptions: int = 0  # Spot instances taken back
     never_joined: int = 0  # launches whose instance never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances a policy removed (terminate with decrement)
     interrupted_jobs: int = 0  # jobs restarted because their node was interrupted
-    lost_gpu_seconds: int = 0  # GPU-seconds of progress lost to restarts (penalty x GPUs)
+    # GPU-seconds of progress lost: a move's or an interruption's penalty x GPUs; a killed job's progress
+    lost_gpu_seconds: int = 0
     node_seconds: dict[str, int] = field(default_factory=dict)  # by instance type
     group_seconds: dict[str, int] = field(default_factory=dict)  # by group
     tenant_seconds: dict[str, int] = field(default_factory=dict)  # by the tenant that opened the node
@@ -431,7 +439,8 @@ class World:
         self.dirty = False  # something the autoscaler would see changed since it last decided
         self.watch_room = False  # the policy consolidates: room freed on a busy node is a change too
         self.counters = Counters()
-        # job id -> (seconds pending, every time it was queued, to its last start; weight: its GPUs, >= 1)
+        # job id -> (seconds pending, every time it was queued, to its last start; weight: its GPUs, >= 1);
+        # jobs that never started are not here (the report counts them waiting until the end)
         self.waits: dict[int, tuple[int, int]] = {}
         self.alive = 0
         self.series: list[tuple[int, int]] = [(0, 0)]  # (time, instances alive) at every change
@@ -608,7 +617,8 @@ class World:
     def terminate(self, node_name: str) -> None:
         """TerminateInstanceInAutoScalingGroup with the desired capacity decremented.
 
-        Pods still running there are killed (counted); their jobs go back to the queue.
+        Pods still running there are killed (counted, and as unmovable killed when not marked movable);
+        their jobs go back to the queue and start over.
         """
         node = self.nodes.get(node_name)
         if node is None:
@@ -618,8 +628,7 @@ class World:
             raise SimError(f"terminating {node_name} would take {group.name} below MinSize")
         for key, job in list(node.pods.items()):
             if key in node.pods:
-                self.counters.pods_killed += sum(1 for n in job.nodes if n is node)
-                self._kill(job)
+                self._kill_on(node, job)
         self._remove(node)
         group.desired -= 1
         group.version += 1
@@ -630,10 +639,11 @@ class World:
 
         The pods of a job marked movable are evicted and the job restarts elsewhere (back to the queue,
         its remaining time grown by the restart penalty: :meth:`_restart`). A pod not marked movable is
-        evicted all the same (a real drain would, once a PDB allows it) but counted as killed: a policy
-        that drains one breaks the rule it must keep, and the report shows it. ``pods``, when given, are
-        the pods the plan said it moves; a pod left out dies with the node, and counts as killed (as
-        unmovable killed too when it is not marked movable).
+        evicted all the same (a real drain would, once a PDB allows it) but killed: its job starts over
+        from the beginning, as on a terminated node (:meth:`_kill_on`), and counts as killed, not moved;
+        a policy that drains one breaks the rule it must keep, and the report shows it. ``pods``, when
+        given, are the pods the plan said it moves; a pod left out dies with the node, killed the same
+        way (counted as unmovable killed too when it is not marked movable).
 
         ``terminate`` false (make room): the node stays, and so does every pod the plan did not name; the
         evicted jobs are placed again while it is cordoned, as their replacement pods are during the
@@ -647,16 +657,17 @@ class World:
         for key, job in list(node.pods.items()):
             if key not in node.pods:
                 continue  # a pod of a job already evicted from this node
-            if not terminate and pods is not None and key not in pods:
+            here = [k for k, n in zip(job.pod_keys, job.nodes, strict=True) if n is node]
+            if not terminate and pods is not None and not any(k in pods for k in here):
                 continue  # make room: the pods it does not name stay
-            if job.movable and (pods is None or key in pods):
+            # a terminating drain moves a job only when the plan named every pod of it on the node
+            named = pods is None or not terminate or all(k in pods for k in here)
+            if job.movable and named:
                 self.counters.moves += 1
+                job.moves += 1
+                self._restart(job)
             else:
-                killed = sum(1 for n in job.nodes if n is node)
-                self.counters.pods_killed += killed
-                if not job.movable:
-                    self.counters.unmovable_killed += killed
-            self._restart(job)
+                self._kill_on(node, job)
         if terminate:
             self.terminate(node_name)
             return
@@ -790,9 +801,22 @@ class World:
                 self.pod_infos.pop(key, None)
         sim_job.nodes = []
 
+    def _kill_on(self, node: SimNode, sim_job: SimJob) -> None:
+        """A policy's removal of ``node`` kills the job's pods there, and so the job: its pods there are
+        counted killed, as unmovable killed too when not marked movable (the rule every policy keeps)."""
+        killed = sum(1 for n in sim_job.nodes if n is node)
+        self.counters.pods_killed += killed
+        if not sim_job.movable:
+            self.counters.unmovable_killed += killed
+        self._kill(sim_job)
+
     def _kill(self, sim_job: SimJob) -> None:
+        """The job starts over from the beginning: the progress it had is lost (GPU-seconds)."""
+        ran = self.t - sim_job.start
         self.counters.jobs_killed += 1
-        self.counters.used_seconds += (self.t - sim_job.start) * sim_job.job.total(RESOURCES[self.measure])
+        self.counters.used_seconds += ran * sim_job.job.total(RESOURCES[self.measure])
+        progress = sim_job.job.duration - (sim_job.remaining - ran)  # what starting over adds to its run
+        self.counters.lost_gpu_seconds += max(0, progress) * sim_job.job.gpus
         self.running -= 1
         self._release(sim_job)
         sim_job.generation += 1
@@ -802,13 +826,14 @@ class World:
         self.dirty = True
 
     def _restart(self, sim_job: SimJob) -> None:
-        """The job's pods are evicted; it resumes elsewhere, ``restart_penalty`` seconds of progress lost."""
+        """The job's pods are evicted; it resumes elsewhere, ``restart_penalty`` seconds of progress lost,
+        charged whole even when it ran less since it (re)started (its remaining time then grows past what
+        it had: the penalty is the restart's cost as well as lost progress)."""
         ran = self.t - sim_job.start
         self.counters.used_seconds += ran * sim_job.job.total(RESOURCES[self.measure])
         self.counters.lost_gpu_seconds += self.restart_penalty * sim_job.job.gpus
         self.running -= 1
         self._release(sim_job)
-        sim_job.moves += 1
         sim_job.generation += 1
         sim_job.start = -1
         sim_job.remaining = sim_job.remaining - ran + self.restart_penalty

@@ -1,0 +1,135 @@
+"""A mixed instances group's template holds for every override EC2 may launch.
+
+EC2 chooses among all the overrides by its allocation strategy (AWS InstancesDistribution
+SpotAllocationStrategy / OnDemandAllocationStrategy), so what a pod can count on is, resource by
+resource, the least any override offers; a label is only as sure as every override makes it; and the
+gang fleet launches the override the plan was made for, from that override's own launch template when
+it has one (AWS LaunchTemplateOverrides.LaunchTemplateSpecification).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_world import World, pending_codes, pending_reasons, scale_up
+
+from spillway.act.gang import fleet_request
+from spillway.local import objects as o
+from spillway.model.aws import AutoScalingGroup, bundled_instance_types
+from spillway.model.nodegroup import NodeGroup, build_node_groups, type_resources
+from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS
+from spillway.planner import codes
+
+CATALOGUE = bundled_instance_types()
+ARCH = "kubernetes.io/arch"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+
+def mixed(overrides: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
+    raw = o.asg("mixed", cluster="ml", **kw)
+    raw["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "lt", "Version": "$Latest"},
+            "Overrides": overrides,
+        },
+        "InstancesDistribution": {"OnDemandPercentageAboveBaseCapacity": 100},
+    }
+    del raw["LaunchTemplate"]
+    return raw
+
+
+def types(*names: str) -> list[dict[str, Any]]:
+    return [{"InstanceType": n} for n in names]
+
+
+def built(raw: dict[str, Any]) -> NodeGroup:
+    (group,) = build_node_groups([AutoScalingGroup.model_validate(raw)], [], CATALOGUE, {}, "ml")
+    return group
+
+
+def allocatable(itype: str) -> dict[str, int]:
+    return type_resources(CATALOGUE[itype], {})[0]
+
+
+def test_the_template_is_the_least_of_every_resource_over_the_overrides() -> None:
+    group = built(mixed(types("c5.2xlarge", "r5.xlarge")))  # 8 vCPU 16 GiB, 4 vCPU 32 GiB
+
+    assert group.template is not None
+    assert group.template.allocatable[CPU] == allocatable("r5.xlarge")[CPU]
+    assert group.template.allocatable[MEMORY] == allocatable("c5.2xlarge")[MEMORY]
+    assert group.template.capacity[CPU] == 4000 and group.template.capacity[MEMORY] == 16 * 2**30 * 1000
+    assert group.instance_type == "c5.2xlarge"  # neither is the least of all: the first, as EC2 lists them
+    assert INSTANCE_TYPE not in group.template.labels  # EC2 may launch either
+    assert group.template.labels[ARCH] == "amd64"  # both are
+
+
+def test_max_pods_and_gpus_are_the_least_too() -> None:
+    pods = built(mixed(types("c6i.16xlarge", "trn1.32xlarge")))  # 737 pods, 247 pods (and 128 vCPUs)
+    gpus = built(mixed(types("g5.12xlarge", "g5.xlarge")))
+
+    assert pods.template is not None and pods.template.allocatable[PODS] == 247_000
+    assert pods.template.allocatable[CPU] == allocatable("c6i.16xlarge")[CPU]
+    assert gpus.template is not None and gpus.template.allocatable == allocatable("g5.xlarge")
+    assert gpus.template.allocatable[NVIDIA_GPU] == 1000
+    assert gpus.instance_type == "g5.xlarge"  # the least of every resource, listed second
+
+
+def test_a_pod_too_big_for_one_override_waits_and_the_reason_names_the_overrides() -> None:
+    w = World()
+    w.groups["mixed"] = mixed(types("c5.2xlarge", "r5.xlarge"))
+    (memory,) = w.pods("mem", 1, cpu="1", memory="24Gi")  # r5.xlarge only
+    (cpu,) = w.pods("cpu", 1, cpu="6", memory="1Gi")  # c5.2xlarge only
+    (small,) = w.pods("small", 1, cpu="1", memory="1Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {"mixed": (0, 1, [small])}
+    assert pending_codes(result)[memory] == pending_codes(result)[cpu] == codes.NO_GROUP_FITS
+    assert (
+        "a node it may launch (c5.2xlarge or r5.xlarge) has too little memory"
+        in pending_reasons(result)[memory]
+    )
+
+
+def test_overrides_of_two_architectures_give_no_arch_label_and_the_override_template_is_named() -> None:
+    overrides = types("m5.large", "m6g.large")
+    overrides[1]["LaunchTemplateSpecification"] = {"LaunchTemplateName": "lt-arm64", "Version": "$Latest"}
+    group = built(mixed(overrides))
+
+    assert group.template is not None and ARCH not in group.template.labels
+    (problem,) = group.problems
+    assert problem.startswith("MixedInstancesPolicy.LaunchTemplate.Overrides[1].LaunchTemplateSpecification:")
+    assert "lt-arm64" in problem
+    w = World()
+    w.groups["mixed"] = mixed(overrides)
+    w.pods("x86", 1, cpu="1", memory="1Gi", node_selector={ARCH: "amd64"})
+    (anywhere,) = w.pods("any", 1, cpu="1", memory="1Gi")
+    assert scale_up(w.plan()) == {"mixed": (0, 1, [anywhere])}  # the group still scales for the rest
+
+
+def test_an_override_the_catalogue_does_not_know_is_a_problem_and_makes_no_arch_promise() -> None:
+    group = built(mixed(types("m5.large", "m9z.large")))
+
+    assert group.problems == (
+        "MixedInstancesPolicy.LaunchTemplate.Overrides[1].InstanceType: 'm9z.large' is not in the instance "
+        "type catalogue: its resources and architecture are unknown; the template is the least of the "
+        "overrides it knows and names no architecture",
+    )
+    assert group.template is not None and group.template.allocatable == allocatable("m5.large")
+    assert ARCH not in group.template.labels
+
+
+def test_the_gang_fleet_asks_for_the_type_the_plan_was_made_for_from_its_own_launch_template() -> None:
+    overrides = types("m5.2xlarge", "m5.xlarge")
+    overrides[1]["LaunchTemplateSpecification"] = {"LaunchTemplateId": "lt-0small"}
+    asg = AutoScalingGroup.model_validate(mixed(overrides))
+    (group,) = build_node_groups([asg], [], CATALOGUE, {}, "ml")
+
+    request = fleet_request(asg, 2, "tok", "ml", "gang")
+
+    assert group.instance_type == request.instance_type == "m5.xlarge"
+    assert request.launch_template == {"LaunchTemplateId": "lt-0small", "Version": "$Default"}
+    first = fleet_request(
+        AutoScalingGroup.model_validate(mixed(types("m5.xlarge", "m5.2xlarge"))), 2, "t", "ml", "g"
+    )
+    assert first.launch_template == {"LaunchTemplateName": "lt", "Version": "$Latest"}  # the group's
