@@ -53,7 +53,7 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
     cloud: Cloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
-    cloud.group("spot", instance_type="m5.large", desired=2, gpu=False)
+    cloud.group("spot", instance_type="m5.large", desired=2, gpu=False, spot=True)
     cloud.wait_nodes(2)
     by_instance = dict(cloud.registrar.registered)
     ids = sorted(i["InstanceId"] for i in cloud.asg("spot")["Instances"])
@@ -111,7 +111,7 @@ def test_a_spot_warning_drains_its_node_inside_the_deadline_and_backs_off_the_ty
     assert cloud.kube.get("Node", node) is None
     backoff = cloud.state_item("backoff#spot")
     assert backoff is not None and "m5.large in us-east-1a" in backoff["reason"]["S"]
-    pool = cloud.state_item("backoff#pool#us-east-1a/m5.large")  # the type in its zone (State.pools)
+    pool = cloud.state_item("backoff#pool#spot/us-east-1a/m5.large")  # the Spot pool (State.pools)
     assert pool is not None and pool["backoff_until"] == backoff["backoff_until"]
 
     # The same message again (SQS delivers at least once): nothing new starts.

@@ -168,3 +168,87 @@ def test_a_group_at_zero_with_attribute_overrides_does_not_take_its_launch_templ
     described = calls(clients.ec2("us-east-1"), "DescribeLaunchTemplateVersions")
 
     assert adapter._with_launch_type("us-east-1", asg) == asg and described == []
+
+
+# --- Spot requested by the launch template or configuration (no mixed instances policy) -------------
+
+MANAGED = [{"Key": "k8s.io/cluster-autoscaler/enabled", "Value": "true"},
+           {"Key": "k8s.io/cluster-autoscaler/prod", "Value": "owned"}]  # fmt: skip
+SPOT_MARKET = {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}}
+
+
+def spot_template_group(clients: Any, name: str, desired: int, tags: list[dict[str, str]] = MANAGED) -> None:
+    clients.ec2("us-east-1").create_launch_template(
+        LaunchTemplateName=f"lt-{name}",
+        LaunchTemplateData={
+            "ImageId": "ami-12c6146b",
+            "InstanceType": "g5.xlarge",
+            "InstanceMarketOptions": SPOT_MARKET,
+        },
+    )
+    clients.autoscaling("us-east-1").create_auto_scaling_group(
+        AutoScalingGroupName=name, LaunchTemplate={"LaunchTemplateName": f"lt-{name}", "Version": "$Latest"},
+        MinSize=0, MaxSize=5, DesiredCapacity=desired, AvailabilityZones=["us-east-1a"], Tags=tags,
+    )  # fmt: skip
+
+
+def test_a_group_whose_launch_template_requests_spot_is_a_spot_group(world: Any) -> None:
+    """AWS: an Auto Scaling group launches only Spot Instances when its launch template says so
+    (``InstanceMarketOptions.MarketType: spot``; autoscaling userguide, launch-template-spot-instances).
+    Spillway read the version only for its instance type and counted the group on-demand. (Review r11.)"""
+    clients, adapter = world
+    spot_template_group(clients, "gpu-spot", 0)
+    described = calls(clients.ec2("us-east-1"), "DescribeLaunchTemplateVersions")
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert group.instance_type == "g5.xlarge"  # the launch template was read
+    assert group.capacity_type == "spot" and group.problems == ()
+    assert [c["Versions"] for c in described] == [["$Latest"]]
+
+
+def test_the_launch_template_is_read_for_its_market_even_when_instances_give_the_type(world: Any) -> None:
+    clients, adapter = world
+    spot_template_group(
+        clients, "gpu-spot", 2, [*MANAGED, {"Key": "spillway.io/capacity-type", "Value": "on-demand"}]
+    )
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert len(group.instance_ids) == 2 and group.capacity_type == "spot"
+    (problem,) = group.problems  # the tag says otherwise: named, and what EC2 is told to launch wins
+    assert problem.startswith("Tags[spillway.io/capacity-type]: 'on-demand' says on-demand")
+
+
+def test_a_launch_configuration_with_a_spot_price_makes_a_spot_group(world: Any) -> None:
+    clients, adapter = world
+    asg = clients.autoscaling("us-east-1")
+    asg.create_launch_configuration(
+        LaunchConfigurationName="lc-spot", ImageId="ami-12c6146b", InstanceType="m5.xlarge", SpotPrice="0.10"
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName="old-spot", LaunchConfigurationName="lc-spot", MinSize=0, MaxSize=5,
+        DesiredCapacity=1, AvailabilityZones=["us-east-1a"], Tags=MANAGED,
+    )  # fmt: skip
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert group.capacity_type == "spot"
+
+
+def test_a_plain_launch_template_without_spot_makes_an_on_demand_group_whatever_a_tag_says(
+    world: Any,
+) -> None:
+    clients, adapter = world
+    create_group("plain", region="us-east-1", cluster="prod", desired=1, max_size=5, mixed=False,
+                 tags={"spillway.io/capacity-type": "spot"})  # fmt: skip
+    described = calls(clients.ec2("us-east-1"), "DescribeLaunchTemplateVersions")
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert len(described) == 1  # read though its instance gives the type
+    assert group.capacity_type == "on-demand"
+    (problem,) = group.problems
+    assert problem == (
+        "Tags[spillway.io/capacity-type]: 'spot' says spot, but the launch template launches on-demand; ignored"
+    )

@@ -1,4 +1,5 @@
-"""Instance type / zone back-offs (Spot interruptions) in the state table, on moto."""
+"""Pool back-offs (a capacity type of an instance type in a zone: Spot interruptions) in the state table,
+on moto."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from moto import mock_aws
 
 from spillway.adapters.state_store import Backoff, StateStore, merge_backoffs
+from spillway.errors import StateCorrupt
 from spillway.local.cfn import create_tables
 from spillway.model.state import POOL_PREFIX, GroupState, State, pool_key
 
@@ -29,18 +31,41 @@ def store() -> Iterator[StateStore]:
 
 def test_a_pool_backoff_lands_in_state_pools_not_in_groups(store: StateStore) -> None:
     until = NOW + timedelta(minutes=15)
-    pool = POOL_PREFIX + pool_key("us-east-1a", "m5.large")
+    pool = POOL_PREFIX + pool_key("spot", "us-east-1a", "m5.large")
+    assert pool == "pool#spot/us-east-1a/m5.large"
     assert store.put_backoff("ml", pool, until, "spot interruption", region="us-east-1")
     assert not store.put_backoff("ml", pool, NOW + timedelta(minutes=1), "shorter")
     assert store.put_backoff("ml", "gpu", until, "ICE")
 
     state = store.load("ml").state
 
-    assert state.pools == {"us-east-1a/m5.large": GroupState(backoff_until=until, reason="spot interruption")}
+    assert state.pools == {
+        "spot/us-east-1a/m5.large": GroupState(backoff_until=until, reason="spot interruption")
+    }
     assert set(state.groups) == {"gpu"}
     wire: dict[str, Any] = state.to_wire()
-    assert wire["pools"]["us-east-1a/m5.large"]["reason"] == "spot interruption"
+    assert wire["pools"]["spot/us-east-1a/m5.large"]["reason"] == "spot interruption"
     assert State.model_validate(wire) == state
+
+
+def test_an_older_pool_item_without_a_capacity_type_is_the_spot_pool(store: StateStore) -> None:
+    """Items written before pools had a capacity type (``backoff#pool#<zone>/<type>``, by Spot
+    interruptions only) still back off that Spot pool, merged with a newer item for the same pool."""
+    older, newer = NOW + timedelta(minutes=15), NOW + timedelta(minutes=5)
+    assert store.put_backoff("ml", "pool#us-east-1a/m5.large", older, "spot interruption (older item)")
+    assert store.put_backoff("ml", POOL_PREFIX + pool_key("spot", "us-east-1a", "m5.large"), newer, "newer")
+
+    state = store.load("ml").state
+
+    assert state.pools == {
+        "spot/us-east-1a/m5.large": GroupState(backoff_until=older, reason="spot interruption (older item)")
+    }
+
+
+def test_a_pool_item_that_names_no_pool_is_a_corrupt_state_naming_it(store: StateStore) -> None:
+    store.put_backoff("ml", "pool#reserved/us-east-1a/m5.large", NOW, "?")
+    with pytest.raises(StateCorrupt, match=r"key 'reserved/us-east-1a/m5.large' is not <capacity type>"):
+        store.load("ml")
 
 
 def test_a_state_without_pools_keeps_its_wire_form() -> None:

@@ -49,10 +49,11 @@ def body(doc: dict[str, Any]) -> str:
 def group(
     name: str, itype: str, zones: tuple[str, ...], instances: tuple[str, ...] = (), **kw: Any
 ) -> NodeGroup:
+    """A group of the snapshot; Spot when its name starts with ``spot`` (else on-demand)."""
     return NodeGroup(
         name=name, region="us-east-1", min_size=kw.get("min_size", 0), max_size=10,
         desired=kw.get("desired", len(instances)), instance_type=itype, template=None, zones=zones,
-        instance_ids=instances,
+        instance_ids=instances, capacity_type="spot" if name.startswith("spot") else "on-demand",
     )  # fmt: skip
 
 
@@ -71,6 +72,8 @@ def world(*, desired: int = 2, min_size: int = 0) -> Snapshot:
         group("spot-a2", "g5.xlarge", ("us-east-1a",)),  # same type, same only zone: backed off too
         group("spot-ab", "g5.xlarge", ("us-east-1a", "us-east-1b")),  # can launch elsewhere: left alone
         group("other-type", "g5.2xlarge", ("us-east-1a",)),
+        # on-demand, same type, same only zone: another pool than the interrupted Spot one
+        group("od-a", "g5.xlarge", ("us-east-1a",)),
     ]
     cluster = ClusterSnapshot(cluster="prod", taken_at=WARNED_AT, nodes=(node, other), pods=())
     return Snapshot.build(cluster, groups, WARNED_AT)
@@ -241,9 +244,12 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
         "deadline_seconds": 80, "poll_seconds": 5, "force": True, "terminate": True,
         "leaving": True,
     }  # fmt: skip
-    # the type in its zone (State.pools: the planner weighs spot-ab's other zone), and the groups that
-    # launch nothing else
-    assert sorted(g for g, _, _ in rig.ledger.backoffs) == ["pool#us-east-1a/g5.xlarge", "spot-a", "spot-a2"]
+    # the Spot pool of the type in its zone (State.pools: the planner weighs spot-ab's other zone), and
+    # the Spot groups that launch nothing else; not od-a: EC2 reclaiming Spot capacity says nothing of
+    # on-demand capacity (Karpenter's unavailable offerings are keyed by capacity type, type and zone)
+    assert sorted(g for g, _, _ in rig.ledger.backoffs) == [
+        "pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"
+    ]  # fmt: skip
     assert {until for _, until, _ in rig.ledger.backoffs} == {WARNED_AT + timedelta(minutes=15)}
     assert rig.counted("GroupsBackedOff") == 2
 
@@ -613,7 +619,7 @@ def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backe
     rig = Rig(snapshot)
     rig.handle(sample("interrupt-spot-warning.json"))
     backed = sorted(g for g, _, _ in rig.ledger.backoffs)
-    assert "mixed-a" not in backed and "pool#us-east-1a/g5.xlarge" in backed
+    assert "mixed-a" not in backed and "pool#spot/us-east-1a/g5.xlarge" in backed
 
 
 def test_only_the_drain_and_interrupt_functions_complete_lifecycle_actions_on_the_clusters_groups() -> None:

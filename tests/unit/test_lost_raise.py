@@ -233,7 +233,8 @@ def test_an_unsettled_scale_up_backed_off_for_capacity_gives_back_no_capacity_it
     out = w.up.backoff({**UP, "prep": up, "launch": launch})
 
     assert w.desired == 4 and out["desired"] == 4 and out["terminated"] == []
-    assert [b[0] for b in w.ledger.backoffs] == ["gpu"]
+    zone = w.raw["AvailabilityZones"][0]  # and the pool EC2 said it had no capacity of
+    assert [b[0] for b in w.ledger.backoffs] == ["gpu", f"pool#on-demand/{zone}/p4d.24xlarge"]
 
 
 def test_an_unsettled_gang_gives_back_its_instances_but_no_capacity_it_may_never_have_added() -> None:

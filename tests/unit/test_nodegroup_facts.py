@@ -18,6 +18,7 @@ from spillway.model.nodegroup import (
 )
 
 CATALOGUE = bundled_instance_types()
+ALL_SPOT = {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 0}
 
 
 def group(**kw: Any) -> AutoScalingGroup:
@@ -58,18 +59,75 @@ def group(**kw: Any) -> AutoScalingGroup:
         ),
         ({"distribution": {"OnDemandBaseCapacity": 3}}, "on-demand"),  # AWS's default: 100 % above base
         ({"distribution": {}}, "on-demand"),
-        # the tag wins over the policy
-        (
-            {
-                "tags": {"spillway.io/capacity-type": "on-demand"},
-                "distribution": {"OnDemandPercentageAboveBaseCapacity": 0},
-            },
-            "on-demand",
-        ),
+        # a tag that says what the policy launches is no problem
+        ({"tags": {"spillway.io/capacity-type": "spot"}, "distribution": ALL_SPOT}, "spot"),
+        ({"labels": {"karpenter.sh/capacity-type": "on-demand"}, "distribution": {}}, "on-demand"),
     ],
 )
 def test_capacity_type(kw: dict[str, Any], expected: str) -> None:
     assert capacity_type(group(**kw)) == (expected, "")
+
+
+SPOT_TAGS = [
+    ("spillway.io/capacity-type", "on-demand"),
+    ("k8s.io/cluster-autoscaler/node-template/label/eks.amazonaws.com/capacityType", "ON_DEMAND"),
+    ("k8s.io/cluster-autoscaler/node-template/label/karpenter.sh/capacity-type", "on-demand"),
+]
+
+
+@pytest.mark.parametrize("tag", SPOT_TAGS)
+def test_what_the_policy_launches_wins_over_a_tag_that_says_otherwise_and_the_tag_is_a_problem(
+    tag: tuple[str, str],
+) -> None:
+    """A tag cannot change what EC2 launches: with 0 % on-demand above a base of 0 every instance is
+    Spot (AWS InstancesDistribution.OnDemandPercentageAboveBaseCapacity). (Review r11.)"""
+    asg = group(tags={tag[0]: tag[1]}, distribution=ALL_SPOT)
+    (built,) = build_node_groups([asg], [], CATALOGUE, {}, "ml")
+    assert built.capacity_type == "spot"
+    (problem,) = built.problems
+    assert problem.startswith(f"Tags[{tag[0]}]: {tag[1]!r} says on-demand")
+    assert "the mixed instances policy launches spot" in problem
+
+
+def test_a_policy_that_launches_only_on_demand_wins_over_a_spot_tag() -> None:
+    asg = group(tags={"spillway.io/capacity-type": "spot"}, distribution={"OnDemandBaseCapacity": 1})
+    kind, problem = capacity_type(asg)
+    assert kind == "on-demand"
+    assert problem.startswith("Tags[spillway.io/capacity-type]: 'spot' says spot")
+
+
+@pytest.mark.parametrize(
+    ("market", "tags", "expected", "problem"),
+    [
+        ("spot", {}, "spot", ""),
+        (
+            "spot",
+            {"spillway.io/capacity-type": "on-demand"},
+            "spot",
+            "Tags[spillway.io/capacity-type]: 'on-demand'",
+        ),
+        (
+            "on-demand",
+            {"spillway.io/capacity-type": "spot"},
+            "on-demand",
+            "Tags[spillway.io/capacity-type]: 'spot'",
+        ),
+        ("on-demand", {}, "on-demand", ""),
+        (None, {"spillway.io/capacity-type": "spot"}, "spot", ""),  # not read (spillway plan): the tag
+    ],
+)
+def test_a_launch_template_that_requests_spot_makes_a_spot_group(
+    market: str | None, tags: dict[str, str], expected: str, problem: str
+) -> None:
+    """Without a mixed instances policy, what the launch template (or configuration) requests is what EC2
+    launches: ``InstanceMarketOptions.MarketType: spot`` (or a launch configuration's ``SpotPrice``) makes
+    every instance Spot. The adapter reads it into ``LaunchMarketType``. (Review r11.)"""
+    asg = group(tags=tags).model_copy(update={"LaunchMarketType": market})
+    kind, found = capacity_type(asg)
+    assert kind == expected
+    assert found.startswith(problem) and bool(found) is bool(problem)
+    if problem:
+        assert "the launch template launches" in found
 
 
 def mixed(base: int | None, percent: int | None, desired: int) -> NodeGroup:
@@ -107,9 +165,9 @@ def test_nodes_a_plan_opens_already_count_against_the_on_demand_base() -> None:
     assert (built.spot, built.sure_on_demand()) == (False, 2)
     assert built.launch_capacity_type(1, opened=1) == "on-demand"
     assert built.launch_capacity_type(1, opened=2) == "spot" and built.sure_on_demand(2) == 0
-    # a tag saying on-demand is believed over the policy; a tag saying spot keeps the policy's base
+    # a tag agreeing with the policy keeps the policy's base
     tagged = group(tags={"spillway.io/capacity-type": "spot"}, desired=0,
-                   distribution={"OnDemandBaseCapacity": 1, "OnDemandPercentageAboveBaseCapacity": 100})  # fmt: skip
+                   distribution={"OnDemandBaseCapacity": 1, "OnDemandPercentageAboveBaseCapacity": 0})  # fmt: skip
     (spot,) = build_node_groups([tagged], [], CATALOGUE, {}, "ml")
     assert (spot.launch_capacity_type(1), spot.launch_capacity_type(2)) == ("on-demand", "spot")
 
@@ -161,7 +219,7 @@ def test_warm_count_counts_instances_that_can_join() -> None:
 
 
 def test_wire_form_is_backward_compatible_and_round_trips() -> None:
-    asg = group(tags={"spillway.io/capacity-type": "spot"}, overrides=["m5.large", "m5.xlarge"])
+    asg = group(overrides=["m5.large", "m5.xlarge"], distribution=ALL_SPOT)
     actions = [
         ScheduledAction.model_validate(
             {

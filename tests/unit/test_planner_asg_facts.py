@@ -3,12 +3,17 @@ and instance types backed off per zone."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
 from plan_world import NOW, World, kept_reasons, pending_codes, pending_reasons, scale_up
 
+from spillway.errors import InputError
+from spillway.inputs import load_state
 from spillway.model.schedule import ScheduledFloor
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes, plan
@@ -190,6 +195,61 @@ def test_a_pod_tolerating_the_groups_spot_taint_may_go_there() -> None:
     assert scale_up(result)["spot"][2] == [pod]
 
 
+def spot_tainted(key: str, value: str) -> World:
+    world = World()
+    world.group("spot", "m5.2xlarge")
+    world.groups["spot"]["Tags"].append(
+        {"Key": f"k8s.io/cluster-autoscaler/node-template/taint/{key}", "Value": value}
+    )
+    return world
+
+
+def test_a_soft_spot_taint_does_not_let_a_pod_that_may_not_move_onto_spot() -> None:
+    """PreferNoSchedule is a preference: the scheduler may still put a pod that does not tolerate it on
+    the node (Kubernetes, taints and tolerations), so it keeps nothing off a Spot node. (Review r11.)"""
+    world = spot_tainted("spot", "true:PreferNoSchedule")
+    (pod,) = world.pods("web", 1, cpu="7")  # no toleration; a Job pod of no kind known to tolerate a move
+    result = planned(world, SPOT)
+    assert scale_up(result) == {}
+    assert "spot: a spot group runs only pods that may move" in pending_reasons(result)[pod]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("spot-pool", "gpu:NoSchedule"),  # merely contains "spot"
+        ("example.com/spotless", "true:NoSchedule"),
+        ("karpenter.sh/capacity-type", "on-demand:NoSchedule"),  # names the other capacity type
+        ("eks.amazonaws.com/capacityType", "ON_DEMAND:NoExecute"),
+    ],
+)
+def test_a_taint_that_is_not_a_spot_taint_does_not_open_a_spot_group_to_pods_tolerating_it(
+    key: str, value: str
+) -> None:
+    world = spot_tainted(key, value)
+    tolerate = {"key": key, "operator": "Exists"}
+    (pod,) = world.pods("web", 1, cpu="7", tolerations=[tolerate])
+    result = planned(world, SPOT)
+    assert scale_up(result) == {}, key
+    assert "a spot group runs only pods that may move" in pending_reasons(result)[pod]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("karpenter.sh/capacity-type", "spot:NoSchedule"),
+        ("eks.amazonaws.com/capacityType", "SPOT:NoExecute"),
+        ("spot", "true:NoSchedule"),
+        ("spot", "NoSchedule"),
+    ],
+)
+def test_a_pod_tolerating_a_hard_spot_taint_opts_in(key: str, value: str) -> None:
+    world = spot_tainted(key, value)
+    (pod,) = world.pods("web", 1, cpu="7", tolerations=[{"key": key, "operator": "Exists"}])
+    world.pods("other", 1, cpu="7")  # does not tolerate it: kept off by the taint itself
+    assert scale_up(planned(world, SPOT))["spot"][2] == [pod]
+
+
 # --- mixed instances groups: on-demand up to OnDemandBaseCapacity, then a share of spot -------------
 
 
@@ -248,6 +308,26 @@ def test_below_its_on_demand_base_a_mixed_group_takes_any_pod_but_only_up_to_the
     assert scale_up(planned(world, {}))["mixed"][:2] == (0, 3)
 
 
+@pytest.mark.parametrize(
+    "tag",
+    [
+        ("spillway.io/capacity-type", "on-demand"),
+        ("k8s.io/cluster-autoscaler/node-template/label/eks.amazonaws.com/capacityType", "ON_DEMAND"),
+        ("k8s.io/cluster-autoscaler/node-template/label/karpenter.sh/capacity-type", "on-demand"),
+    ],
+)
+def test_a_tag_saying_on_demand_does_not_send_a_pod_that_may_not_move_to_an_all_spot_policy(
+    tag: tuple[str, str],
+) -> None:
+    world = World()
+    mixed_group(world, "mixed", 0, 0)
+    world.groups["mixed"]["Tags"].append({"Key": tag[0], "Value": tag[1]})
+    (pod,) = world.pods("web", 1, cpu="7")
+    result = world.plan()
+    assert scale_up(result) == {}
+    assert "mixed: a spot group runs only pods that may move" in pending_reasons(result)[pod]
+
+
 def test_a_mixed_group_all_on_demand_above_its_base_is_on_demand() -> None:
     world = World()
     mixed_group(world, "mixed", 0, 100)
@@ -259,50 +339,98 @@ def test_a_mixed_group_all_on_demand_above_its_base_is_on_demand() -> None:
     assert ups["spot"][2] == movable
 
 
-# --- an instance type backed off in one zone (Spot interruption) -------------------------------------
+# --- a pool (capacity type, instance type, zone) backed off: a Spot interruption -------------------
 
 
 def pool_world(zones: list[str]) -> World:
     world = World()
     world.group("multi", "m5.2xlarge", zones=zones)
-    world.pods("web", 1, cpu="7")
+    world.pods("web", 1, cpu="7", annotations=SAFE)  # may move: a Spot group takes it
     return world
 
 
-def backed_off(*zones: str) -> dict[str, Any]:
+MULTI_SPOT = {"multi": {"capacity_type": "spot"}}
+
+
+def backed_off(*zones: str, capacity: str = "spot") -> dict[str, Any]:
     until = (NOW + timedelta(minutes=10)).isoformat()
-    return {f"{z}/m5.2xlarge": {"backoff_until": until, "reason": "spot interruption"} for z in zones}
+    return {
+        f"{capacity}/{z}/m5.2xlarge": {"backoff_until": until, "reason": "spot interruption"} for z in zones
+    }
 
 
 def test_a_multi_zone_group_with_one_zone_backed_off_still_scales_and_says_so() -> None:
     world = pool_world(["us-east-1a", "us-east-1b"])
     world.state["pools"] = backed_off("us-east-1a")
-    result = planned(world, {})
+    result = planned(world, MULTI_SPOT)
     (up,) = result.scale_up
     assert up.group == "multi"
-    assert "m5.2xlarge in us-east-1a backed off until" in up.reason
+    assert "spot m5.2xlarge in us-east-1a backed off until" in up.reason
     assert "cannot be pinned to a zone or type" in up.reason
-    assert "us-east-1a/m5.2xlarge" in result.state.pools  # carried to the next plan until it expires
+    assert "spot/us-east-1a/m5.2xlarge" in result.state.pools  # carried to the next plan until it expires
 
 
 def test_a_group_is_skipped_when_every_zone_and_type_is_backed_off() -> None:
     world = pool_world(["us-east-1a", "us-east-1b"])
     world.state["pools"] = backed_off("us-east-1a", "us-east-1b")
-    result = planned(world, {})
+    result = planned(world, MULTI_SPOT)
     assert scale_up(result) == {}
     (code,) = pending_codes(result).values()
     assert code == codes.BACKED_OFF
     # a mixed group with another type there still launches
-    mixed = planned(world, {"multi": {"instance_types": ("m5.2xlarge", "m5.4xlarge")}})
+    mixed = planned(
+        world, {"multi": {"capacity_type": "spot", "instance_types": ("m5.2xlarge", "m5.4xlarge")}}
+    )
     assert set(scale_up(mixed)) == {"multi"}
+
+
+def test_a_spot_pool_backed_off_does_not_stop_an_on_demand_group_of_its_type_and_zone() -> None:
+    """EC2 reclaiming Spot capacity says nothing of on-demand capacity of the type in the zone: the
+    on-demand group, where a Spot group's pods should spill to, must still launch. (Review r11.)"""
+    world = pool_world(["us-east-1a", "us-east-1b"])
+    world.state["pools"] = backed_off("us-east-1a", "us-east-1b")
+    result = planned(world, {})  # "multi" is on-demand
+    assert set(scale_up(result)) == {"multi"}, [p.reason for p in result.pending]
+    assert "backed off" not in result.scale_up[0].reason
+    # an on-demand pool backed off stops it, and not a Spot group of the same type and zone
+    world.state["pools"] = backed_off("us-east-1a", "us-east-1b", capacity="on-demand")
+    assert scale_up(planned(world, {})) == {}
+    assert set(scale_up(planned(world, MULTI_SPOT))) == {"multi"}
+
+
+def test_a_pool_key_of_an_older_state_is_a_spot_pool() -> None:
+    """Before pools carried a capacity type (``<zone>/<type>``) only Spot interruptions wrote them."""
+    world = pool_world(["us-east-1a"])
+    until = (NOW + timedelta(minutes=10)).isoformat()
+    world.state["pools"] = {"us-east-1a/m5.2xlarge": {"backoff_until": until, "reason": "spot interruption"}}
+    assert set(scale_up(planned(world, {}))) == {"multi"}  # on-demand: not that pool
+    result = planned(world, MULTI_SPOT)
+    assert scale_up(result) == {}
+    assert set(result.state.pools) == {"spot/us-east-1a/m5.2xlarge"}  # written back in the new form
+
+
+def test_a_state_file_pool_key_that_names_no_pool_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(
+        json.dumps({"pools": {"ondemand/us-east-1a/m5.large": {"backoff_until": NOW.isoformat()}}})
+    )
+    with pytest.raises(InputError) as err:
+        load_state(path)
+    assert str(err.value) == (
+        f"{path}: pools: Value error, key 'ondemand/us-east-1a/m5.large' is not <capacity type>/<zone>/"
+        "<instance type> with a capacity type of spot | on-demand (nor an older <zone>/<instance type>)"
+    )
 
 
 def test_expired_pool_backoffs_are_dropped() -> None:
     world = pool_world(["us-east-1a"])
     world.state["pools"] = {
-        "us-east-1a/m5.2xlarge": {"backoff_until": (NOW - timedelta(seconds=1)).isoformat(), "reason": "x"}
+        "spot/us-east-1a/m5.2xlarge": {
+            "backoff_until": (NOW - timedelta(seconds=1)).isoformat(),
+            "reason": "x",
+        }
     }
-    result = planned(world, {})
+    result = planned(world, MULTI_SPOT)
     assert set(scale_up(result)) == {"multi"} and result.state.pools == {}
     assert State.model_validate(result.state.to_wire()) == result.state
     assert kept_reasons(result) == {}

@@ -537,6 +537,53 @@ def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_t
     assert group == "gpu" and until == NOW + timedelta(minutes=15) and reason.startswith("1 of 3")
 
 
+SPOT_ICE = (
+    "Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity available that "
+    "matches your request. Launching EC2 instance failed."
+)
+
+
+def failed_launch_backoffs(message: str | None, zones: tuple[str, ...] = ("us-east-1a",)) -> list[str]:
+    """The back-offs a scale-up writes once verify found a launch of group gpu (g5.xlarge) failed with
+    ``message`` (a Failed scaling activity as AWS words it); None: the launch timed out instead."""
+    cloud = gpu_cloud(1)
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["AvailabilityZones"] = list(zones)
+    prep = steps(cloud).prepare({"group": GROUP, "launch_timeout_seconds": 60})
+    if message is None:
+        launch = {"status": "timeout", "reason": "0 of 2 new node(s) Ready by the launch deadline"}
+    else:
+        activity = o.failed_launch(raw, NOW, instance_type="g5.xlarge")
+        cloud.activities[("us-east-1", "gpu")] = [{**activity, "StatusMessage": message}]
+        launch = steps(cloud).verify({"group": GROUP, "prep": prep})
+        assert launch["status"] == "failed"
+    ledger = FakeLedger()
+    steps(cloud, ledger=ledger).backoff({"cluster": "ml", "group": GROUP, "prep": prep, "launch": launch})
+    return sorted(g for g, _, _ in ledger.backoffs)
+
+
+def test_a_launch_that_failed_for_capacity_backs_off_the_pool_of_the_capacity_type_that_failed() -> None:
+    """EC2 names the type and zone it has no on-demand capacity of; a Spot failure names neither, so its
+    pool is known only for a group of one type in one zone. The pool back-off keeps other groups of that
+    capacity type, type and zone from trying it, and leaves the other capacity type alone, as Karpenter
+    marks the offering (capacity type, type, zone) a launch found without capacity. (Review r11.)"""
+    on_demand = (
+        "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested "
+        "(us-east-1b). Our system will be working on provisioning additional capacity. Launching EC2 "
+        "instance failed."
+    )
+    assert failed_launch_backoffs(on_demand, ("us-east-1a", "us-east-1b")) == [
+        "gpu", "pool#on-demand/us-east-1b/g5.xlarge"
+    ]  # fmt: skip
+    assert failed_launch_backoffs(SPOT_ICE) == ["gpu", "pool#spot/us-east-1a/g5.xlarge"]
+    # which zone a Spot launch of a group of two zones failed in is not said: the group alone
+    assert failed_launch_backoffs(SPOT_ICE, ("us-east-1a", "us-east-1b")) == ["gpu"]
+    # a quota is the account's, not a pool's; a launch that timed out says nothing of capacity
+    assert failed_launch_backoffs("You have requested more vCPU capacity than your current vCPU limit of "
+                                  "32 allows (VcpuLimitExceeded). Launching EC2 instance failed.") == ["gpu"]  # fmt: skip
+    assert failed_launch_backoffs(None) == ["gpu"]
+
+
 def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> None:
     cloud = gpu_cloud(1)
     base = {"cluster": "ml", "plan_id": "p", "snapshot_key": "k", "poll_seconds": 1,

@@ -8,7 +8,8 @@ source / detail-type     what it means                                   what Sp
 ``aws.ec2`` EC2 Spot     EC2 reclaims the instance two minutes after     drain now, ``force``, deadline
 Instance Interruption    the event's ``time``                            ``interruption_deadline_seconds``
 Warning                                                                  (90) counted from that time; back
-                                                                         off the instance type in its zone
+                                                                         off the Spot pool of the instance
+                                                                         type in its zone
 ``aws.ec2`` EC2 Instance the instance is at elevated risk of             drain, no ``force``, deadline
 Rebalance Recommendation interruption (no deadline from AWS)             ``rebalance_deadline_seconds``
 ``aws.health`` AWS       a scheduled change (retirement, reboot,         drain with a deadline before the
@@ -352,15 +353,18 @@ def find_target(snapshot: Snapshot, instance_id: str, region: str) -> Target | N
 
 
 def backoff_groups(snapshot: Snapshot, target: Target) -> list[NodeGroup]:
-    """The groups an interruption of ``target`` backs off whole: those in its region that launch only its
-    instance type, only in its zone. Others (more zones or types) are covered by the type/zone back-off,
-    which the planner weighs per group."""
+    """The groups an interruption of ``target`` backs off whole: those in its region whose next launch is
+    Spot (:attr:`NodeGroup.spot`) of its instance type only, in its zone only. Others (more zones or
+    types) are covered by the Spot pool's back-off, which the planner weighs per group; an on-demand
+    group of the type in the zone is not touched: Spot capacity taken back says nothing of on-demand
+    capacity."""
     if not target.instance_type or not target.zone:
         return []
     return [
         g
         for g in snapshot.groups
         if g.region == target.region
+        and g.spot
         and g.launch_types() == (target.instance_type,)
         and g.zones == (target.zone,)
     ]
@@ -561,8 +565,9 @@ class Interrupter:
         )
 
     def _back_off(self, notice: Notice, target: Target) -> list[str]:
-        """Back off the instance type in its zone (``State.pools``: every group that may launch it there
-        avoids it), and the groups that launch nothing else (as before pools existed)."""
+        """Back off the Spot pool of the instance type in its zone (``State.pools``: every group that may
+        launch Spot of it there avoids it), and the Spot groups that launch nothing else (as before pools
+        existed). On-demand capacity of the type in the zone is another pool, left alone."""
         until = notice.time + timedelta(minutes=self.settings.backoff_minutes)
         reason = (
             f"spot interruption of {target.instance_type} in {target.zone} "
@@ -570,7 +575,7 @@ class Interrupter:
         )
         names = []
         if target.instance_type and target.zone:
-            pool = POOL_PREFIX + pool_key(target.zone, target.instance_type)
+            pool = POOL_PREFIX + pool_key("spot", target.zone, target.instance_type)
             self.ledger.put_backoff(self.cluster, pool, until, reason, region=target.region)
             names.append(pool)
         groups = backoff_groups(self.snapshot(), target)

@@ -18,7 +18,8 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  machine ends the group there and the next plan sees the pods still pending);
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
-                 window); terminate this plan's instances that run no Ready Node (decrementing the
+                 window), and after ``failed`` for capacity the pool that had none too, when the failure
+                 names it (:func:`failed_pool`: its capacity type, zone, instance type); terminate this plan's instances that run no Ready Node (decrementing the
                  desired capacity), and give back the capacity it raised that never launched, relative
                  to the live value (none when its raise is unsettled). A gang or another scale-up on the
                  group keeps its own.
@@ -41,6 +42,7 @@ add theirs (the planner sees a raise only in a later snapshot). Errors are our n
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -68,10 +70,17 @@ from spillway.errors import (
     StateCorrupt,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
+from spillway.model.aws import AutoScalingGroup
 from spillway.model.history import MAX_SCALE_UP_GROUPS
-from spillway.model.nodegroup import LIVE_STATES, capacity_failure_since
+from spillway.model.nodegroup import (
+    LIVE_STATES,
+    CapacityType,
+    capacity_failure_since,
+    override_types,
+    resolve_instance_type,
+)
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import RaiseState
+from spillway.model.state import POOL_PREFIX, RaiseState, pool_key
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger, Snapshots
@@ -99,6 +108,32 @@ _CARRIED = ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeou
 
 
 def _no_metric(name: str, value: float) -> None:
+    return None
+
+
+# EC2's words for an instance type it has no on-demand capacity of in a zone (InsufficientInstanceCapacity)
+_NO_CAPACITY_IN_ZONE = re.compile(
+    r"do not have sufficient (?P<type>[\w.-]+) capacity in the Availability Zone you requested \((?P<zone>[\w-]+)\)"
+)
+_SPOT = re.compile(r"\bspot\b", re.IGNORECASE)
+
+
+def failed_pool(message: str, asg: AutoScalingGroup) -> tuple[CapacityType, str, str] | None:
+    """The pool (capacity type, zone, instance type) a failed launch of ``asg`` found without capacity,
+    or None when the message does not say so or leaves the pool unknown. Spot when it speaks of Spot
+    ("Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity ..."),
+    else on-demand. EC2 names the type and zone of an on-demand shortage; otherwise the pool is known
+    only for a group of one instance type in one zone. Quotas (VcpuLimitExceeded, ...) are the
+    account's, not a pool's: None."""
+    if "InsufficientInstanceCapacity" not in message and "do not have sufficient" not in message:
+        return None
+    kind: CapacityType = "spot" if _SPOT.search(message) else "on-demand"
+    named = _NO_CAPACITY_IN_ZONE.search(message)
+    if named is not None:
+        return kind, named["zone"], named["type"]
+    types = override_types(asg) or tuple(t for t in (resolve_instance_type(asg),) if t)
+    if len(types) == 1 and len(asg.AvailabilityZones) == 1:
+        return kind, asg.AvailabilityZones[0], types[0]
     return None
 
 
@@ -195,7 +230,8 @@ class ScaleSteps:
         since = _parse(prep["since"])
         message = capacity_failure_since(self.aws.describe_activities(region, name, now), since)
         if message:
-            return {"status": "failed", "reason": f"{region}/{name}: launch failed: {message}"[:1000]}
+            return {"status": "failed", "reason": f"{region}/{name}: launch failed: {message}"[:1000],
+                    "failure": message[:1000]}  # fmt: skip
         wanted = int(prep.get("count", 0))
         if wanted <= 0:
             return {"status": "ready", "reason": "nothing to launch", "ready": 0, "wanted": 0}
@@ -252,6 +288,11 @@ class ScaleSteps:
         owner = self._owner({**event, "cluster": cluster}, prep)
         raised = owner.raised()
         asg = self.aws.describe_group(region, name)
+        pool = (
+            failed_pool(str(launch.get("failure") or ""), asg) if launch.get("status") == "failed" else None
+        )
+        if pool is not None:  # other groups of the pool skip it too; the other capacity type is left alone
+            self.ledger.put_backoff(cluster, POOL_PREFIX + pool_key(*pool), until, reason, region=region)
         new = self._own({**event, "cluster": cluster}, prep, asg, raised) if raised else []
         ready = ready_nodes(self.kube, self.aws, region, new)
         terminated = []

@@ -52,6 +52,7 @@ from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.nodegroup import (
     TAG_CLUSTER_PREFIX,
     TAG_ENABLED,
+    CapacityType,
     NodeGroup,
     build_node_groups,
     candidate_types,
@@ -197,6 +198,10 @@ def _call(what: str, fn: Callable[[], T]) -> T:
         return fn()
     except (ClientError, BotoCoreError, ValidationError) as exc:
         raise map_aws_error(exc, what) from exc
+
+
+def _market(spot: bool) -> CapacityType:
+    return "spot" if spot else "on-demand"
 
 
 def cluster_tag_filters(cluster: str) -> list[dict[str, Any]]:
@@ -375,25 +380,38 @@ class AwsAdapter:
         )
 
     def _with_launch_type(self, region: str, asg: AutoScalingGroup) -> AutoScalingGroup:
-        """The group with :attr:`AutoScalingGroup.LaunchInstanceType` read when nothing else gives it a
-        type (no overrides, no live instance, no node-template tag): its launch template version
-        (``$Default`` without one; ``ec2:DescribeLaunchTemplateVersions``) or launch configuration
-        (``autoscaling:DescribeLaunchConfigurations``). A read that fails leaves it without (warned):
-        the group then has no template, as before."""
+        """The group with what its launch template version (``$Default`` without one;
+        ``ec2:DescribeLaunchTemplateVersions``) or launch configuration
+        (``autoscaling:DescribeLaunchConfigurations``) says: the instance type
+        (:attr:`AutoScalingGroup.LaunchInstanceType`) when nothing else gives the group one (no overrides,
+        no live instance, no node-template tag), and, for a group without a mixed instances policy,
+        whether it launches Spot (:attr:`AutoScalingGroup.LaunchMarketType`: a template's
+        ``InstanceMarketOptions.MarketType`` or a configuration's ``SpotPrice``). A mixed instances
+        policy's template is read only for a type: AWS refuses one that asks for Spot there. A read that
+        fails leaves the group as it was (warned): without a template when it had no type, its capacity
+        type then from its tags."""
+        if asg.Status:
+            return asg
         mixed = asg.MixedInstancesPolicy
-        if mixed and mixed.LaunchTemplate and mixed.LaunchTemplate.Overrides:
+        if mixed is not None and mixed.LaunchTemplate and mixed.LaunchTemplate.Overrides:
             return asg  # overrides (by type or by attributes) replace the launch template's type
-        if asg.Status or resolve_instance_type(asg) is not None:
+        typed = resolve_instance_type(asg) is not None
+        if typed and mixed is not None:
             return asg
         try:
-            found = self._launch_type(region, asg)
+            found, market = self._launch_type(region, asg)
         except AwsError as exc:
-            log.warning("%s/%s: its launch template's instance type not read: %s", region,
+            log.warning("%s/%s: its launch template or configuration not read: %s", region,
                         asg.AutoScalingGroupName, exc)  # fmt: skip
             return asg
-        return asg.model_copy(update={"LaunchInstanceType": found}) if found else asg
+        update: dict[str, Any] = {} if typed or not found else {"LaunchInstanceType": found}
+        if mixed is None and market is not None:
+            update["LaunchMarketType"] = market
+        return asg.model_copy(update=update) if update else asg
 
-    def _launch_type(self, region: str, asg: AutoScalingGroup) -> str | None:
+    def _launch_type(self, region: str, asg: AutoScalingGroup) -> tuple[str | None, CapacityType | None]:
+        """The instance type and market (spot or on-demand) the group's launch template version or
+        launch configuration names; (None, None) when it has neither or it is not found."""
         template = asg.launch_template
         if template is not None:
             client = self._clients.ec2(region)
@@ -403,8 +421,11 @@ class AwsAdapter:
                 f"DescribeLaunchTemplateVersions({region}, {next(iter(template.values()))})",
                 lambda: client.describe_launch_template_versions(**ask).get("LaunchTemplateVersions", []),
             )
-            data = versions[0].get("LaunchTemplateData", {}) if versions else {}
-            return str(data["InstanceType"]) if data.get("InstanceType") else None
+            if not versions:
+                return None, None
+            data = versions[0].get("LaunchTemplateData", {})
+            spot = (data.get("InstanceMarketOptions") or {}).get("MarketType") == "spot"
+            return (str(data["InstanceType"]) if data.get("InstanceType") else None), _market(spot)
         if asg.LaunchConfigurationName:
             auto = self._clients.autoscaling(region)
             name = asg.LaunchConfigurationName
@@ -414,8 +435,11 @@ class AwsAdapter:
                     "LaunchConfigurations", []
                 ),
             )
-            return str(configs[0]["InstanceType"]) if configs and configs[0].get("InstanceType") else None
-        return None
+            if not configs:
+                return None, None
+            itype = str(configs[0]["InstanceType"]) if configs[0].get("InstanceType") else None
+            return itype, _market(bool(configs[0].get("SpotPrice")))
+        return None, None
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
         """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.

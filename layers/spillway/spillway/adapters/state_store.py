@@ -8,7 +8,10 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  executions_z (zlib) instead: one item is at most 400 KB
     group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
                                                  expires_at (N, epoch seconds: the table's TTL)
-    type/zone back-off item = "backoff#pool#<zone>/<type>"   the same attributes (a Spot interruption)
+    pool back-off     item = "backoff#pool#<capacity type>/<zone>/<type>"   the same attributes (a Spot
+                                                 interruption backs off the spot pool, a launch failed
+                                                 for capacity the pool that had none); an older
+                                                 "backoff#pool#<zone>/<type>" is the spot pool
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
                       "unsettled#<owner>",
                       "owner#<region>#<id>"
@@ -28,8 +31,10 @@ can resume (start the same, deterministically named, executions again) instead o
 
 **Back-offs** are separate items written by the scale-up execution (not by the planner), so a back-off
 never races the planner's version. Each expires (TTL) when its window ends. :meth:`load` merges them
-into ``State.groups``, or ``State.pools`` for a ``pool#`` name (the later ``backoff_until`` wins). A
-reader that predates pools merges those as a group no group is named like: it ignores them.
+into ``State.groups``, or ``State.pools`` for a ``pool#`` name (the later ``backoff_until`` wins; an older
+key without a capacity type is the spot pool: :func:`~spillway.model.state.normalize_pool_key`). A
+reader that predates pools merges those as a group no group is named like: it ignores them; one that
+predates capacity types in pool keys finds no pool under the keys it looks up: it ignores them too.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
 from spillway.errors import StateConflict, StateCorrupt
 from spillway.model.act import PlanRecord, StoredState, iso
-from spillway.model.state import POOL_PREFIX, GroupState, State
+from spillway.model.state import POOL_PREFIX, GroupState, State, normalize_pool_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -78,7 +83,9 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
     pools = dict(state.pools)
     for b in backoffs:
         into, name = (
-            (pools, b.group[len(POOL_PREFIX) :]) if b.group.startswith(POOL_PREFIX) else (groups, b.group)
+            (pools, normalize_pool_key(b.group[len(POOL_PREFIX) :]))
+            if b.group.startswith(POOL_PREFIX)
+            else (groups, b.group)
         )
         current = into.get(name)
         until = b.until if b.until.tzinfo else b.until.replace(tzinfo=UTC)
@@ -117,8 +124,12 @@ class StateStore:
                 stored = _stored(item)
             elif name.startswith(BACKOFF_PREFIX):
                 backoffs.append(_backoff(item))
+        try:
+            state = merge_backoffs(stored.state, backoffs)
+        except ValueError as exc:  # a pool item whose key is no pool's
+            raise StateCorrupt(f"back-offs of {cluster}: {exc}") from exc
         return StoredState(
-            state=merge_backoffs(stored.state, backoffs),
+            state=state,
             version=stored.version,
             snapshot_key=stored.snapshot_key,
             plan_id=stored.plan_id,

@@ -11,8 +11,8 @@ plus a serving ``buffers`` entry open until *dusk* and a training tenant whose `
 
 1. groups appear in us-east-1: ``serving`` (m5.xlarge, label ``pool=serving``), ``gpu-train`` (g5.xlarge),
    ``elastic`` (m5.xlarge, tainted ``dedicated=training``, tagged ``spillway.io/consolidation:
-   when-underutilized``, 2 nodes) and ``spot`` (m5.large, tagged ``spillway.io/capacity-type: spot``,
-   1 node). On the elastic nodes: elastic PyTorch job ``nlp/bert`` (4 workers, ``PET_NNODES=2:4``,
+   when-underutilized``, 2 nodes) and ``spot`` (m5.large, a mixed instances policy with no on-demand,
+   tagged ``spillway.io/capacity-type: spot``, 1 node). On the elastic nodes: elastic PyTorch job ``nlp/bert`` (4 workers, ``PET_NNODES=2:4``,
    Kubeflow labels, a PDB of ``minAvailable: 2``) and, on each node, a preprocessing pod of a plain Job
    (not movable). On the spot node: two ``crawl`` ReplicaSet pods, ``safe-to-evict: "true"``, a PDB of
    ``minAvailable: 1``. Three 1-GPU training pods of tenant ``train`` arrive: by day it may add no GPU;
@@ -212,7 +212,7 @@ class NightScene:
         create_group(ELASTIC, region=HOME, instance_type="m5.xlarge", desired=2, cluster=rig.cluster,
                      tags={f"{LABEL_TAG}{POOL}": ELASTIC, f"{TAINT_TAG}dedicated": "training:NoSchedule",
                            "spillway.io/consolidation": "when-underutilized"})  # fmt: skip
-        create_group(SPOT, region=HOME, instance_type="m5.large", desired=1, cluster=rig.cluster,
+        create_group(SPOT, region=HOME, instance_type="m5.large", desired=1, cluster=rig.cluster, spot=True,
                      tags={f"{LABEL_TAG}{POOL}": SPOT, "spillway.io/capacity-type": "spot"})  # fmt: skip
         self.say("setup", f"groups: {SERVING} (m5.xlarge, 0), {TRAIN} (g5.xlarge, 0), {ELASTIC} (m5.xlarge, 2, "
                           "tainted dedicated=training, spillway.io/consolidation: when-underutilized), "

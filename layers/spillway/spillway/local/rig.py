@@ -36,6 +36,8 @@ AMI = "ami-12c6146b"  # one of moto's default images
 ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
 GPU_TAINT_TAG = "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# A mixed instances policy's distribution that launches only Spot: no on-demand base, none above it.
+ALL_SPOT = {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 0}
 
 
 def create_group(
@@ -52,18 +54,24 @@ def create_group(
     tags: Mapping[str, str] | None = None,
     mixed: bool = True,
     zone: str = "a",
+    spot: bool = False,
 ) -> dict[str, Any]:
     """An Auto Scaling group in moto with a launch template ``lt-<name>``, tagged for ``cluster`` the
     cluster-autoscaler way (``enabled`` and ``<cluster>: owned``; ``gpu`` adds the nvidia.com/gpu taint
     tag; ``tags`` more). ``mixed`` names the instance type in a MixedInstancesPolicy override, so an empty
     group still has a template node; otherwise the group has the plain LaunchTemplate. It launches in the
-    region's availability zone ``zone`` (a letter). Returns the group as DescribeAutoScalingGroups prints
-    it."""
+    region's availability zone ``zone`` (a letter). ``spot`` makes it launch only Spot, as AWS is told
+    to: an InstancesDistribution with no on-demand (mixed), else the launch template's
+    ``InstanceMarketOptions`` (moto launches plain instances either way). Returns the group as
+    DescribeAutoScalingGroups prints it."""
     import boto3
 
     client: Any = boto3.client  # typed per service literal; these are plain dicts
+    data: dict[str, Any] = {"ImageId": AMI, "InstanceType": instance_type}
+    if spot and not mixed:  # AWS refuses a template asking for Spot in a mixed instances policy
+        data["InstanceMarketOptions"] = {"MarketType": "spot"}
     client("ec2", region_name=region).create_launch_template(
-        LaunchTemplateName=f"lt-{name}", LaunchTemplateData={"ImageId": AMI, "InstanceType": instance_type}
+        LaunchTemplateName=f"lt-{name}", LaunchTemplateData=data
     )
     all_tags = dict(tags or {})
     if enabled:
@@ -79,7 +87,8 @@ def create_group(
                 "LaunchTemplate": {
                     "LaunchTemplateSpecification": template,
                     "Overrides": [{"InstanceType": instance_type}],
-                }
+                },
+                **({"InstancesDistribution": ALL_SPOT} if spot else {}),
             }
         }
         if mixed
@@ -230,13 +239,13 @@ class Rig:
 
     def group(
         self, name: str, *, region: str | None = None, instance_type: str = "g5.xlarge", desired: int = 0,
-        max_size: int = 8, gpu: bool = True, zone: str = "a",
+        max_size: int = 8, gpu: bool = True, zone: str = "a", spot: bool = False,
     ) -> dict[str, Any]:  # fmt: skip
         """A group of this rig's cluster (GPU-tainted unless ``gpu=False``), in availability zone
-        ``zone`` (a letter) of its region."""
+        ``zone`` (a letter) of its region; launching only Spot with ``spot``."""
         return create_group(
             name, region=region or self.home, instance_type=instance_type, desired=desired, max_size=max_size,
-            cluster=self.cluster, gpu=gpu, zone=zone,
+            cluster=self.cluster, gpu=gpu, zone=zone, spot=spot,
         )  # fmt: skip
 
     def asg(self, name: str, region: str | None = None) -> dict[str, Any]:

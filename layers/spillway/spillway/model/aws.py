@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from importlib import resources as importlib_resources
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -154,6 +154,11 @@ class AutoScalingGroup(AwsModel):
     # launch configuration) names, read by the adapter for a group nothing else gives a type (at zero,
     # without overrides or a node-template tag), as cluster-autoscaler reads it to scale from zero
     LaunchInstanceType: str | None = None
+    # Spillway's too: "spot" when the launch template version asks for Spot
+    # (InstanceMarketOptions.MarketType) or the launch configuration has a SpotPrice, "on-demand" when
+    # it does not, None when not read (a mixed instances policy, whose template may not ask for Spot,
+    # or input from describe-auto-scaling-groups alone)
+    LaunchMarketType: Literal["spot", "on-demand"] | None = None
 
     @property
     def launch_template(self) -> dict[str, str] | None:

@@ -52,12 +52,13 @@ CONSOLIDATION_MODES = ("off", "when-empty", "when-underutilized")
 AtomicLaunch = Literal["fleet", "rollback", "off"]
 ATOMIC_LAUNCH_MODES: tuple[AtomicLaunch, ...] = ("fleet", "rollback", "off")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-# Spot or on-demand: Spillway's own tag first, then the capacity-type labels a node template declares
-# (Karpenter's and EKS managed node groups'), then the mixed instances policy's distribution.
+# Spot or on-demand: what the mixed instances policy, else the launch template or configuration, launches;
+# where Spillway cannot see that, its own tag first, then the capacity-type labels a node template
+# declares (Karpenter's and EKS managed node groups'). See capacity_type.
 TAG_CAPACITY_TYPE = "spillway.io/capacity-type"
 CapacityType = Literal["spot", "on-demand"]
 CAPACITY_TYPES: tuple[CapacityType, ...] = ("spot", "on-demand")
-CAPACITY_LABELS = {
+CAPACITY_LABELS: dict[str, dict[str, CapacityType]] = {
     "karpenter.sh/capacity-type": {"spot": "spot", "on-demand": "on-demand"},
     "eks.amazonaws.com/capacityType": {"SPOT": "spot", "ON_DEMAND": "on-demand"},
 }
@@ -395,34 +396,66 @@ def _weight_problem(where: str, weight: str | None) -> str:
 
 def capacity_type(asg: AutoScalingGroup) -> tuple[CapacityType, str]:
     """Spot or on-demand (for a mixed group: the capacity above its on-demand base, see
-    :meth:`NodeGroup.launch_capacity_type`), and a problem when a tag says neither (the tag is then
-    ignored).
+    :meth:`NodeGroup.launch_capacity_type`), and the problems met ("; "-joined; "" without).
 
-    The ``spillway.io/capacity-type`` tag decides; else a node-template label tag
-    (``karpenter.sh/capacity-type``, ``eks.amazonaws.com/capacityType``); else a mixed instances policy
-    whose distribution may launch spot above its base (``OnDemandPercentageAboveBaseCapacity`` below
-    100; AWS's default is 100, all on-demand) is spot."""
-    tags = asg.tag_map()
-    problem = ""
+    What EC2 is told to launch decides wherever Spillway sees it: a mixed instances policy (spot when its
+    distribution may launch spot above its base, ``OnDemandPercentageAboveBaseCapacity`` below 100; AWS's
+    default is 100, all on-demand), else the launch template or configuration as the adapter read it
+    (:attr:`AutoScalingGroup.LaunchMarketType`). A capacity-type tag that says otherwise cannot change
+    what EC2 launches: it is a problem naming the tag. Without either, the tags decide: the
+    ``spillway.io/capacity-type`` tag, else a node-template label tag (``karpenter.sh/capacity-type``,
+    ``eks.amazonaws.com/capacityType``), else on-demand. A ``spillway.io/capacity-type`` value that is
+    neither is a problem too (the tag is then ignored)."""
+    said, problems = _capacity_tags(asg.tag_map())
+    launched = _launched_capacity(asg)
+    if launched is None:
+        return (said[0][2] if said else "on-demand"), "; ".join(problems)
+    kind, source = launched
+    problems += [
+        f"Tags[{key}]: {value[:64]!r} says {claimed}, but {source} launches {kind}; ignored"
+        for key, value, claimed in said
+        if claimed != kind
+    ]
+    return kind, "; ".join(problems)
+
+
+def _capacity_tags(tags: Mapping[str, str]) -> tuple[list[tuple[str, str, CapacityType]], list[str]]:
+    """The capacity-type tags that name a capacity type, first the one that decides among them: (tag key,
+    value, capacity type); and a problem for a ``spillway.io/capacity-type`` value that names none."""
+    said: list[tuple[str, str, CapacityType]] = []
+    problems = []
     if TAG_CAPACITY_TYPE in tags:
-        value = tags[TAG_CAPACITY_TYPE].strip().lower()
-        if value in CAPACITY_TYPES:
-            return value, ""
-        problem = (
-            f"Tags[{TAG_CAPACITY_TYPE}]: {tags[TAG_CAPACITY_TYPE][:64]!r} is not one of spot | on-demand;"
-            " ignored"
-        )
+        value = tags[TAG_CAPACITY_TYPE]
+        word = next((kind for kind in CAPACITY_TYPES if kind == value.strip().lower()), None)
+        if word is not None:
+            said.append((TAG_CAPACITY_TYPE, value, word))
+        else:
+            problems.append(
+                f"Tags[{TAG_CAPACITY_TYPE}]: {value[:64]!r} is not one of spot | on-demand; ignored"
+            )
     for label, values in CAPACITY_LABELS.items():
-        found = values.get(tags.get(TAG_LABEL + label, "").strip())
+        key = TAG_LABEL + label
+        found = values.get(tags.get(key, "").strip())
         if found is not None:
-            return found, problem  # type: ignore[return-value]
-    dist = _distribution(asg)
-    above = (
-        100
-        if dist is None or dist.OnDemandPercentageAboveBaseCapacity is None
-        else dist.OnDemandPercentageAboveBaseCapacity
-    )
-    return ("spot" if above < 100 else "on-demand"), problem
+            said.append((key, tags[key], found))
+    return said, problems
+
+
+def _launched_capacity(asg: AutoScalingGroup) -> tuple[CapacityType, str] | None:
+    """What EC2 launches beyond the on-demand base as far as Spillway can see, and what says so; None
+    when it cannot see it."""
+    if asg.MixedInstancesPolicy is not None:
+        dist = _distribution(asg)
+        above = (
+            100
+            if dist is None or dist.OnDemandPercentageAboveBaseCapacity is None
+            else dist.OnDemandPercentageAboveBaseCapacity
+        )
+        return ("spot" if above < 100 else "on-demand"), "the mixed instances policy"
+    if asg.LaunchMarketType is None:
+        return None
+    source = "the launch configuration" if asg.LaunchConfigurationName else "the launch template"
+    return asg.LaunchMarketType, source
 
 
 def on_demand_base(asg: AutoScalingGroup) -> int:

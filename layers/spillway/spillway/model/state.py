@@ -9,12 +9,17 @@ Wire form (state file and state table item)::
      "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
      "raises": {"<asg>": {"to": N, "since": ISO}},                         (only when not empty)
-     "pools": {"<zone>/<instance type>": {"backoff_until": ISO, "reason": "..."}}}
+     "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "..."}}}
                                                                               (only when not empty)
 
-``pools`` back off one instance type in one zone (a Spot interruption there): the planner skips a group
-only when every (zone, type) it may launch is backed off, and otherwise notes it in the scale-up reason
-(a group cannot be pinned to a zone or type through SetDesiredCapacity). Use :func:`pool_key`.
+``pools`` back off one capacity pool: a capacity type (``spot`` or ``on-demand``), an instance type, a
+zone (a Spot interruption backs off the Spot pool, a launch that failed for capacity the pool of the
+capacity type that failed; on-demand capacity of the type in the zone is another pool than Spot, as
+Karpenter keys its unavailable offerings by capacity type, instance type and zone). The planner
+skips a group only when every pool it may launch from is backed off, and otherwise notes it in the
+scale-up reason (a group cannot be pinned to a zone or type through SetDesiredCapacity). Use
+:func:`pool_key`. A key of the older form ``<zone>/<instance type>`` (written before pools had a capacity
+type, only ever by Spot interruptions) is read as the Spot pool (:func:`normalize_pool_key`).
 
 ``gangs`` are the gangs a plan launched atomically (a GangLaunch execution): in fleet mode their
 instances are not in the group until attached, so later plans would see nothing launching and launch
@@ -37,10 +42,10 @@ The planner never reads or writes ``events``: it returns a state without them, a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class NodeState(BaseModel):
@@ -58,11 +63,30 @@ class GroupState(BaseModel):
 
 
 POOL_PREFIX = "pool#"  # a back-off stored under this "group" name is a pool: State.pools
+POOL_CAPACITY_TYPES = ("spot", "on-demand")  # the capacity types a pool key names (NodeGroup's)
 
 
-def pool_key(zone: str, instance_type: str) -> str:
-    """The ``pools`` key of one instance type in one zone."""
-    return f"{zone}/{instance_type}"
+def pool_key(capacity_type: str, zone: str, instance_type: str) -> str:
+    """The ``pools`` key of one capacity type of one instance type in one zone."""
+    return f"{capacity_type}/{zone}/{instance_type}"
+
+
+def normalize_pool_key(key: str) -> str:
+    """``key`` in the current form: an older ``<zone>/<type>`` key is the Spot pool (only Spot
+    interruptions wrote those). Raises ``ValueError`` naming the key when it is neither form."""
+    parts = key.split("/")
+    if len(parts) == 2 and all(parts):
+        return pool_key("spot", *parts)
+    if len(parts) == 3 and parts[0] in POOL_CAPACITY_TYPES and parts[1] and parts[2]:
+        return key
+    raise ValueError(
+        f"key {key!r} is not <capacity type>/<zone>/<instance type> with a capacity type of "
+        f"{' | '.join(POOL_CAPACITY_TYPES)} (nor an older <zone>/<instance type>)"
+    )
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class EventMark(BaseModel):
@@ -123,7 +147,7 @@ class State(BaseModel):
     events: dict[str, EventMark] = Field(default_factory=dict)
     gangs: dict[str, GangState] = Field(default_factory=dict)
     raises: dict[str, RaiseState] = Field(default_factory=dict)
-    pools: dict[str, GroupState] = Field(default_factory=dict)  # pool_key(zone, type) -> back-off
+    pools: dict[str, GroupState] = Field(default_factory=dict)  # pool_key(capacity, zone, type) -> back-off
     # busy nodes a consolidation could drain, since when (consolidation_after_minutes waits on it)
     underutilized: dict[str, Since] = Field(default_factory=dict)
     # nodes a make-room drain is emptying for pending pods (planner.makeroom), by node name
@@ -132,6 +156,17 @@ class State(BaseModel):
     joining: dict[str, Since] = Field(default_factory=dict)
     # elastic jobs a consolidation shrank, by job key (planner.shrinks)
     shrunk: dict[str, ShrinkState] = Field(default_factory=dict)
+
+    @field_validator("pools")
+    @classmethod
+    def _current_pool_keys(cls, pools: dict[str, GroupState]) -> dict[str, GroupState]:
+        """Older keys in the current form (the later back-off wins where two forms name one pool)."""
+        out: dict[str, GroupState] = {}
+        for key, entry in pools.items():
+            name = normalize_pool_key(key)
+            if name not in out or _aware(out[name].backoff_until) < _aware(entry.backoff_until):
+                out[name] = entry
+        return out
 
     def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The JSON form, keys sorted, times in UTC with ``Z``."""

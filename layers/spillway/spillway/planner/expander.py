@@ -13,9 +13,10 @@ Another strategy (price) is another class with the same ``order`` method.
 Spot: a group whose next launch may be spot (:meth:`NodeGroup.launch_capacity_type`, after the nodes
 this plan opens in it already; a mixed group is on-demand only while its ``OnDemandBaseCapacity`` is not
 filled) runs only pods that may move (:func:`spillway.planner.disruption.assess_move`), or pods that
-tolerate a spot taint the group declares (a ``node-template/taint`` tag whose key names spot or a
-capacity type): an interruption can take the node at two minutes' notice. :func:`on_demand_cap` keeps
-the other pods within the on-demand launches left.
+tolerate a spot taint the group declares (:func:`declares_spot_taint`: one of :data:`SPOT_TAINTS` with
+effect NoSchedule or NoExecute, which keeps out every pod that does not tolerate it, so those that pass
+the group's taints opted in): an interruption can take the node at two minutes' notice.
+:func:`on_demand_cap` keeps the other pods within the on-demand launches left.
 """
 
 from __future__ import annotations
@@ -32,7 +33,17 @@ from spillway.planner.context import Context
 from spillway.planner.groups import why_not_movable
 from spillway.planner.topology import UNBOUNDED
 
-SPOT_TAINT_KEYS = frozenset({"karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType"})
+# The taints that say "this node is Spot", by key: the values that do (None: a taint with no value).
+# The capacity-type keys Karpenter and EKS managed node groups label nodes with, and the plain ``spot``
+# key that Spot node pools are commonly tainted with.
+SPOT_TAINTS: Mapping[str, frozenset[str | None]] = {
+    "karpenter.sh/capacity-type": frozenset({"spot"}),
+    "eks.amazonaws.com/capacityType": frozenset({"SPOT"}),
+    "spot": frozenset({"true", None}),
+}
+# Only these keep a pod that does not tolerate the taint off the node; PreferNoSchedule is a preference
+# the scheduler may ignore (Kubernetes, taints and tolerations), so it keeps nothing off a Spot node.
+HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +92,12 @@ def warm_fits(ctx: Context, cls: PodClass, option: Option) -> bool:
 
 
 def declares_spot_taint(group: NodeGroup) -> bool:
-    """The group's template carries a taint naming spot or a capacity type (pods opt in by tolerating it)."""
+    """The group's template carries a Spot taint (:data:`SPOT_TAINTS`) that keeps out every pod not
+    tolerating it (:data:`HARD_EFFECTS`): the pods that pass the group's taints opted in to Spot."""
     taints = group.template.taints if group.template else ()
-    return any("spot" in key.lower() or key in SPOT_TAINT_KEYS for key, _, _ in taints)
+    return any(
+        effect in HARD_EFFECTS and value in SPOT_TAINTS.get(key, frozenset()) for key, value, effect in taints
+    )
 
 
 def class_not_movable(ctx: Context, cls: PodClass) -> str | None:

@@ -1,5 +1,5 @@
-"""Facts about node groups the stages share: the room on a new node, back-off (of the group or of an
-instance type in a zone), and the MinSize floor of scheduled actions."""
+"""Facts about node groups the stages share: the room on a new node, back-off (of the group or of a
+pool: a capacity type of an instance type in a zone), and the MinSize floor of scheduled actions."""
 
 from __future__ import annotations
 
@@ -48,9 +48,8 @@ def empty_room(ctx: Context) -> dict[str, Resources]:
 
 def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
     """Why the group must not be asked for nodes now (too many of its nodes unready, backed off, every
-    instance type it may launch in every zone backed off, or a launch failed lately), or None. Some of
-    its types or zones backed off: a note in its scale-up reason (SetDesiredCapacity cannot steer AWS
-    away from them)."""
+    pool it may launch from backed off, or a launch failed lately), or None. Some of its pools backed
+    off: a note in its scale-up reason (SetDesiredCapacity cannot steer AWS away from them)."""
     unhealthy = ctx.unhealthy.get(group.name)
     if unhealthy is not None:
         return unhealthy.reason
@@ -62,9 +61,7 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
     if pools is not None:
         backed, total = pools
         if backed and len(backed) == total:
-            return (
-                f"{group.name}: every instance type and zone it launches is backed off ({'; '.join(backed)})"
-            )
+            return f"{group.name}: every pool it launches from is backed off ({'; '.join(backed)})"
         if backed:
             note = f"{'; '.join(backed)} (AWS may still launch there: a group cannot be pinned to a zone or type)"
             ctx.overflow_notes.setdefault(group.name, set()).add(note)
@@ -78,18 +75,23 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
 
 
 def pool_backoffs(ctx: Context, group: NodeGroup) -> tuple[list[str], int] | None:
-    """The group's (zone, instance type) pairs that are backed off now, described, and how many pairs it
-    has; None when it has none known (no zone or no type)."""
+    """The group's pools (capacity type, zone, instance type) that are backed off now, described, and how
+    many pools it may launch from; None when it has none known (no zone or no type). A Spot group's
+    launches are Spot, and on-demand too while its ``OnDemandBaseCapacity`` is not filled."""
     if not ctx.state.pools or not group.zones or not group.launch_types():
         return None
-    pairs = [(zone, itype) for zone in group.zones for itype in group.launch_types()]
+    if group.capacity_type == "on-demand":
+        kinds: tuple[str, ...] = ("on-demand",)
+    else:
+        kinds = ("on-demand", "spot") if group.sure_on_demand() else ("spot",)
+    pools = [(kind, zone, itype) for kind in kinds for zone in group.zones for itype in group.launch_types()]
     backed = []
-    for zone, itype in pairs:
-        entry = ctx.state.pools.get(pool_key(zone, itype))
+    for kind, zone, itype in pools:
+        entry = ctx.state.pools.get(pool_key(kind, zone, itype))
         if entry is not None and aware(entry.backoff_until) > ctx.now:
             why = f": {entry.reason}" if entry.reason else ""
-            backed.append(f"{itype} in {zone} backed off until {iso(entry.backoff_until)}{why}")
-    return backed, len(pairs)
+            backed.append(f"{kind} {itype} in {zone} backed off until {iso(entry.backoff_until)}{why}")
+    return backed, len(pools)
 
 
 def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:
