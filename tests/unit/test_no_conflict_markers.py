@@ -9,7 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SUFFIXES = {".md", ".yaml", ".yml", ".json", ".toml", ".txt", ".cfg", ".ini", ".py", ".sh"}
-MARKER = re.compile(r"^(<{7} |={7}$|>{7} )", re.MULTILINE)
+# the two markers that name a side (a bare "=======" may underline a Markdown heading)
+MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
 
 
 def _text_files() -> list[Path]:
