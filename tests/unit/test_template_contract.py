@@ -352,3 +352,55 @@ def test_a_scale_up_groups_states_besides_its_checks_are_what_spillway_model_his
     most = max(per_type[s["Type"]] for s in ends.values())
     fixed = history.MAP_ITERATION_EVENTS + sum(per_type[states[n]["Type"]] for n in path) + most
     assert fixed == history.SCALE_UP_GROUP_EVENTS
+
+
+# --- what the review r13 found checkov cannot see ---------------------------------------------------
+
+
+def sub_text(value: Any) -> str:
+    """A template string: a ``!Sub``'s text, ``${X.Arn}`` for ``!GetAtt X.Arn``, else the value."""
+    if isinstance(value, dict) and "Fn::Sub" in value:
+        inner = value["Fn::Sub"]
+        return inner if isinstance(inner, str) else inner[0]
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+    if isinstance(value, dict) and "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    return str(value)
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+ALARM_ARN = "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
+
+
+def test_the_alarm_topics_key_lets_cloudwatch_encrypt_for_this_stacks_alarms_and_nobody_else() -> None:
+    """Every alarm notifies through AlarmTopic. The AWS managed key alias/aws/sns cannot be used there: its
+    key policy cannot be changed to let cloudwatch.amazonaws.com use it, so CloudWatch fails to publish and
+    every alarm is mute (SNS Developer Guide, "Enable compatibility between event sources from AWS services
+    and encrypted topics"). The topic gets a key of this stack, rotated, whose policy lets the account
+    administer it and CloudWatch use it (kms:Decrypt, kms:GenerateDataKey*) only for this stack's alarms
+    (aws:SourceAccount, aws:SourceArn): no other service publishes to the topic."""
+    alarms = {k: v["Properties"] for k, v in EXPANDED.items() if v.get("Type") == "AWS::CloudWatch::Alarm"}
+    assert alarms and all(p["AlarmActions"] == [{"Ref": "AlarmTopic"}] for p in alarms.values())
+    key_ref = EXPANDED["AlarmTopic"]["Properties"]["KmsMasterKeyId"]
+    assert isinstance(key_ref, dict), (
+        f"AlarmTopic is encrypted with {key_ref!r}, a key CloudWatch may not use"
+    )
+    key = EXPANDED[key_ref["Ref"]]
+    assert key["Type"] == "AWS::KMS::Key"
+    assert key["Properties"]["EnableKeyRotation"] is True
+    policy = key["Properties"]["KeyPolicy"]["Statement"]
+    principals = {json.dumps(s["Principal"], sort_keys=True): s for s in policy}
+    root = {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}}
+    cloudwatch = {"Service": "cloudwatch.amazonaws.com"}
+    assert set(principals) == {json.dumps(root, sort_keys=True), json.dumps(cloudwatch, sort_keys=True)}
+    service = principals[json.dumps(cloudwatch, sort_keys=True)]
+    assert service["Effect"] == "Allow"
+    assert sorted(as_list(service["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    condition = service["Condition"]
+    assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    granted = {sub_text(a) for a in as_list(condition["ArnEquals"]["aws:SourceArn"])}
+    assert granted == {ALARM_ARN + sub_text(p["AlarmName"]) for p in alarms.values()}
