@@ -404,3 +404,65 @@ def test_the_alarm_topics_key_lets_cloudwatch_encrypt_for_this_stacks_alarms_and
     assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
     granted = {sub_text(a) for a in as_list(condition["ArnEquals"]["aws:SourceArn"])}
     assert granted == {ALARM_ARN + sub_text(p["AlarmName"]) for p in alarms.values()}
+
+
+EC2_ARN = re.compile(
+    r"arn:\$\{AWS::Partition\}:ec2:\*:(?P<account>\$\{AWS::AccountId\})?:(?P<kind>[a-z-]+)/\*"
+)
+
+
+def ec2_resource_types(statement: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The EC2 resource types a statement names (any region, any id), each with whether its ARN pattern
+    names this account."""
+    out = []
+    for resource in as_list(statement["Resource"]):
+        match = EC2_ARN.fullmatch(sub_text(resource))
+        assert match, resource
+        out.append((match["kind"], bool(match["account"])))
+    return out
+
+
+GANG_LAUNCH = [s for s in statements(EXPANDED["GangLaunchPolicy"]) if isinstance(s, dict) and "Sid" in s]
+
+
+def launch_grants(action: str) -> list[tuple[str, bool]]:
+    return [
+        grant
+        for statement in GANG_LAUNCH
+        if statement["Effect"] == "Allow" and action in actions(statement)
+        for grant in ec2_resource_types(statement)
+    ]
+
+
+@pytest.mark.parametrize("action", ["ec2:RunInstances", "ec2:CreateFleet"])
+def test_a_gang_fleet_may_use_every_resource_type_its_launch_template_may_bring_and_no_other(
+    action: str,
+) -> None:
+    """A launch whose request involves a resource type the policy does not cover is refused whole
+    (UnauthorizedOperation): a GPU launch template's cluster placement group, its capacity reservation or
+    Capacity Block, a block device mapping's snapshot, the key pair. The resource types are those the
+    Service Authorization Reference lists for RunInstances and CreateFleet (Elastic Graphics and Elastic
+    Inference, retired, are not granted); account-scoped where the ARN has an account (an AMI's and a
+    snapshot's have none)."""
+    granted = launch_grants(action)
+    expected = {
+        "fleet", "instance", "launch-template", "image", "volume", "network-interface", "subnet",
+        "security-group", "key-pair", "placement-group", "capacity-reservation", "snapshot",
+    }  # fmt: skip
+    assert {kind for kind, _ in granted} == expected
+    # an AMI's and a snapshot's ARN have no account (the owner may be another account, or Amazon)
+    assert sorted(granted) == sorted((kind, kind not in ("image", "snapshot")) for kind in expected)
+
+
+def test_a_gang_fleet_tags_at_launch_the_resources_a_launch_template_tags_and_only_at_launch() -> None:
+    """Tags applied at launch, by the request or by the launch template's TagSpecifications (instance,
+    volume, network-interface, as eksctl's node templates tag them), need ec2:CreateTags on each tagged
+    resource type (EC2 User Guide, "Grant permission to tag resources during creation")."""
+    tagging = [s for s in GANG_LAUNCH if "ec2:CreateTags" in actions(s)]
+    assert tagging
+    tagged = sorted(grant for s in tagging for grant in ec2_resource_types(s))
+    assert tagged == [("instance", True), ("network-interface", True), ("volume", True)]
+    for statement in tagging:
+        assert statement["Condition"] == {
+            "StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}
+        }
