@@ -466,3 +466,35 @@ def test_a_gang_fleet_tags_at_launch_the_resources_a_launch_template_tags_and_on
         assert statement["Condition"] == {
             "StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}
         }
+
+
+@pytest.mark.parametrize("logical", sorted(STATE_MACHINES))
+def test_a_state_machine_may_invoke_exactly_the_functions_its_definition_calls(logical: str) -> None:
+    """SAM's LambdaInvokePolicy grants function:<name>* (a prefix): the scale-up machine of cluster "ml"
+    could invoke every function of a cluster named "ml-scale". Each machine gets lambda:InvokeFunction on
+    the unqualified ARN of each function its definition calls (no definition invokes a version or alias)."""
+    props = STATE_MACHINES[logical]
+    text = (ROOT / props["DefinitionUri"]).read_text()
+    called = {
+        fn
+        for key, value in (props.get("DefinitionSubstitutions") or {}).items()
+        if "${" + key + "}" in text
+        for fn in references(value) & set(FUNCTIONS)
+    }
+    assert called
+    policies = props.get("Policies") or []
+    templates = [p for p in policies if isinstance(p, dict) and "Statement" not in p]
+    assert not [p for p in templates if "Lambda" in next(iter(p))], templates
+    invoking = [
+        s
+        for p in policies
+        if isinstance(p, dict)
+        for s in p.get("Statement", [])
+        if "lambda:InvokeFunction" in actions(s)
+    ]
+    assert all(s["Effect"] == "Allow" and actions(s) == {"lambda:InvokeFunction"} for s in invoking)
+    granted = {sub_text(r) for s in invoking for r in as_list(s["Resource"])}
+    assert granted == {"${" + fn + ".Arn}" for fn in called}
+    for key, value in (props.get("DefinitionSubstitutions") or {}).items():
+        if references(value) & set(FUNCTIONS):
+            assert re.search(r"\$\{" + key + r"\}:", text) is None, f"{logical} invokes a qualified {key}"
