@@ -498,3 +498,43 @@ def test_a_state_machine_may_invoke_exactly_the_functions_its_definition_calls(l
     for key, value in (props.get("DefinitionSubstitutions") or {}).items():
         if references(value) & set(FUNCTIONS):
             assert re.search(r"\$\{" + key + r"\}:", text) is None, f"{logical} invokes a qualified {key}"
+
+
+SECRET_KEY_PARAMETER = "KubeconfigSecretKmsKeyArn"
+
+
+def test_a_kubeconfig_secret_under_a_customer_managed_key_is_decrypted_only_through_secrets_manager() -> None:
+    """A secret may be encrypted with a customer managed key; GetSecretValue then needs kms:Decrypt on it
+    (Secrets Manager User Guide, "Secret encryption and decryption"). Only when the key's ARN is given, and
+    only as Secrets Manager in this region uses it for that one secret (kms:ViaService and the
+    SecretARN encryption context Secrets Manager sends)."""
+    parameter = TEMPLATE["Parameters"][SECRET_KEY_PARAMETER]
+    assert parameter["Default"] == ""
+    pattern = re.compile(parameter["AllowedPattern"])
+    assert pattern.fullmatch("")
+    assert pattern.fullmatch("arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
+    assert pattern.fullmatch("arn:aws:kms:us-east-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab")
+    for wrong in ("alias/aws/secretsmanager", "arn:aws:kms:us-east-1:123456789012:alias/k", "1234abcd"):
+        assert not pattern.fullmatch(wrong), wrong
+    conditions = TEMPLATE["Conditions"]
+    decrypting = [
+        s["Fn::If"]
+        for s in statements(EXPANDED["ClusterAccessPolicy"])
+        if "Fn::If" in s and "kms:Decrypt" in json.dumps(s)
+    ]
+    [(condition, statement, otherwise)] = decrypting
+    assert otherwise == {"Ref": "AWS::NoValue"}
+    assert {"Condition": "UseSecret"} in conditions[condition]["Fn::And"]
+    assert {"Fn::Not": [{"Fn::Equals": [{"Ref": SECRET_KEY_PARAMETER}, ""]}]} in conditions[condition][
+        "Fn::And"
+    ]
+    assert actions(statement) == {"kms:Decrypt"}
+    assert statement["Resource"] == {"Ref": SECRET_KEY_PARAMETER}
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "kms:ViaService": {"Fn::Sub": "secretsmanager.${AWS::Region}.amazonaws.com"},
+            "kms:EncryptionContext:SecretARN": {"Ref": "KubeconfigSecretArn"},
+        }
+    }
+    [rule] = [r for r in TEMPLATE["Rules"].values() if SECRET_KEY_PARAMETER in json.dumps(r["RuleCondition"])]
+    assert rule["Assertions"][0]["Assert"] == {"Fn::Equals": [{"Ref": "ClusterAccess"}, "secret"]}
