@@ -596,7 +596,7 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
         s for p in fn["Policies"] if isinstance(p, dict) and "Statement" in p for s in p["Statement"]
     ]
     assert {s["Sid"]: s["Action"] for s in statements} == {
-        "WriteBackoffItemsOnly": "dynamodb:PutItem",
+        "PutItemsOfBackoffAttributesOnly": "dynamodb:PutItem",
         "StartDrainNodeOnly": "states:StartExecution",
         "ReadLifecycleHooks": "autoscaling:DescribeLifecycleHooks",  # a hook's HeartbeatTimeout
         # a Node of no group the snapshot knows: is it in a group tagged for the cluster?
@@ -608,6 +608,46 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
+
+
+class RecordingDynamoDB:
+    def __init__(self) -> None:
+        self.puts: list[dict[str, Any]] = []
+
+    def put_item(self, **request: Any) -> dict[str, Any]:
+        self.puts.append(request)
+        return {}
+
+
+def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has() -> None:
+    """Every item of the state table has the cluster's partition key, so dynamodb:LeadingKeys pinned to the
+    cluster restricts nothing, and IAM has no condition key on a sort key's value (DynamoDB Developer
+    Guide, "Using IAM policy conditions for fine-grained access control"): which items the role may write
+    cannot be limited. What it writes can: dynamodb:Attributes, every top-level attribute of the request,
+    limited to those of a back-off as the store writes it, keys and condition included. It cannot write a
+    planner state, a claim or a raise marker; it can still replace any item with a back-off's attributes."""
+    from spillway.adapters.state_store import StateStore
+    from spillway.local.cfn import load_template
+
+    client = RecordingDynamoDB()
+    StateStore(client, "state").put_backoff(  # type: ignore[arg-type]
+        "ml", "pool#spot/us-east-1a/g5.xlarge", WARNED_AT, "interrupted", region="us-east-1"
+    )
+    [request] = client.puts
+    written = set(request["Item"]) | set(request.get("ExpressionAttributeNames", {}).values())
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    policies = res["InterruptFunction"]["Properties"]["Policies"]
+    [statement] = [
+        s
+        for p in policies
+        if isinstance(p, dict)
+        for s in p.get("Statement", [])
+        if "dynamodb:" in str(s["Action"])
+    ]
+    assert statement["Action"] == "dynamodb:PutItem"
+    assert statement["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
+    assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(written)}}
 
 
 def test_a_mixed_group_in_the_zone_is_covered_by_the_type_zone_backoff_not_backed_off_whole() -> None:

@@ -352,3 +352,189 @@ def test_a_scale_up_groups_states_besides_its_checks_are_what_spillway_model_his
     most = max(per_type[s["Type"]] for s in ends.values())
     fixed = history.MAP_ITERATION_EVENTS + sum(per_type[states[n]["Type"]] for n in path) + most
     assert fixed == history.SCALE_UP_GROUP_EVENTS
+
+
+# --- what the review r13 found checkov cannot see ---------------------------------------------------
+
+
+def sub_text(value: Any) -> str:
+    """A template string: a ``!Sub``'s text, ``${X.Arn}`` for ``!GetAtt X.Arn``, else the value."""
+    if isinstance(value, dict) and "Fn::Sub" in value:
+        inner = value["Fn::Sub"]
+        return inner if isinstance(inner, str) else inner[0]
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+    if isinstance(value, dict) and "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    return str(value)
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+ALARM_ARN = "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
+
+
+def test_the_alarm_topics_key_lets_cloudwatch_encrypt_for_this_stacks_alarms_and_nobody_else() -> None:
+    """Every alarm notifies through AlarmTopic. The AWS managed key alias/aws/sns cannot be used there: its
+    key policy cannot be changed to let cloudwatch.amazonaws.com use it, so CloudWatch fails to publish and
+    every alarm is mute (SNS Developer Guide, "Enable compatibility between event sources from AWS services
+    and encrypted topics"). The topic gets a key of this stack, rotated, whose policy lets the account
+    administer it and CloudWatch use it (kms:Decrypt, kms:GenerateDataKey*) only for this stack's alarms
+    (aws:SourceAccount, aws:SourceArn): no other service publishes to the topic."""
+    alarms = {k: v["Properties"] for k, v in EXPANDED.items() if v.get("Type") == "AWS::CloudWatch::Alarm"}
+    assert alarms and all(p["AlarmActions"] == [{"Ref": "AlarmTopic"}] for p in alarms.values())
+    key_ref = EXPANDED["AlarmTopic"]["Properties"]["KmsMasterKeyId"]
+    assert isinstance(key_ref, dict), (
+        f"AlarmTopic is encrypted with {key_ref!r}, a key CloudWatch may not use"
+    )
+    key = EXPANDED[key_ref["Ref"]]
+    assert key["Type"] == "AWS::KMS::Key"
+    assert key["Properties"]["EnableKeyRotation"] is True
+    policy = key["Properties"]["KeyPolicy"]["Statement"]
+    principals = {json.dumps(s["Principal"], sort_keys=True): s for s in policy}
+    root = {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}}
+    cloudwatch = {"Service": "cloudwatch.amazonaws.com"}
+    assert set(principals) == {json.dumps(root, sort_keys=True), json.dumps(cloudwatch, sort_keys=True)}
+    service = principals[json.dumps(cloudwatch, sort_keys=True)]
+    assert service["Effect"] == "Allow"
+    assert sorted(as_list(service["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    condition = service["Condition"]
+    assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    granted = {sub_text(a) for a in as_list(condition["ArnEquals"]["aws:SourceArn"])}
+    assert granted == {ALARM_ARN + sub_text(p["AlarmName"]) for p in alarms.values()}
+
+
+EC2_ARN = re.compile(
+    r"arn:\$\{AWS::Partition\}:ec2:\*:(?P<account>\$\{AWS::AccountId\})?:(?P<kind>[a-z-]+)/\*"
+)
+
+
+def ec2_resource_types(statement: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The EC2 resource types a statement names (any region, any id), each with whether its ARN pattern
+    names this account."""
+    out = []
+    for resource in as_list(statement["Resource"]):
+        match = EC2_ARN.fullmatch(sub_text(resource))
+        assert match, resource
+        out.append((match["kind"], bool(match["account"])))
+    return out
+
+
+GANG_LAUNCH = [s for s in statements(EXPANDED["GangLaunchPolicy"]) if isinstance(s, dict) and "Sid" in s]
+
+
+def launch_grants(action: str) -> list[tuple[str, bool]]:
+    return [
+        grant
+        for statement in GANG_LAUNCH
+        if statement["Effect"] == "Allow" and action in actions(statement)
+        for grant in ec2_resource_types(statement)
+    ]
+
+
+@pytest.mark.parametrize("action", ["ec2:RunInstances", "ec2:CreateFleet"])
+def test_a_gang_fleet_may_use_every_resource_type_its_launch_template_may_bring_and_no_other(
+    action: str,
+) -> None:
+    """A launch whose request involves a resource type the policy does not cover is refused whole
+    (UnauthorizedOperation): a GPU launch template's cluster placement group, its capacity reservation or
+    Capacity Block, a block device mapping's snapshot, the key pair. The resource types are those the
+    Service Authorization Reference lists for RunInstances and CreateFleet (Elastic Graphics and Elastic
+    Inference, retired, are not granted); account-scoped where the ARN has an account (an AMI's and a
+    snapshot's have none)."""
+    granted = launch_grants(action)
+    expected = {
+        "fleet", "instance", "launch-template", "image", "volume", "network-interface", "subnet",
+        "security-group", "key-pair", "placement-group", "capacity-reservation", "snapshot",
+    }  # fmt: skip
+    assert {kind for kind, _ in granted} == expected
+    # an AMI's and a snapshot's ARN have no account (the owner may be another account, or Amazon)
+    assert sorted(granted) == sorted((kind, kind not in ("image", "snapshot")) for kind in expected)
+
+
+def test_a_gang_fleet_tags_at_launch_the_resources_a_launch_template_tags_and_only_at_launch() -> None:
+    """Tags applied at launch, by the request or by the launch template's TagSpecifications (instance,
+    volume, network-interface, as eksctl's node templates tag them), need ec2:CreateTags on each tagged
+    resource type (EC2 User Guide, "Grant permission to tag resources during creation")."""
+    tagging = [s for s in GANG_LAUNCH if "ec2:CreateTags" in actions(s)]
+    assert tagging
+    tagged = sorted(grant for s in tagging for grant in ec2_resource_types(s))
+    assert tagged == [("instance", True), ("network-interface", True), ("volume", True)]
+    for statement in tagging:
+        assert statement["Condition"] == {
+            "StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}
+        }
+
+
+@pytest.mark.parametrize("logical", sorted(STATE_MACHINES))
+def test_a_state_machine_may_invoke_exactly_the_functions_its_definition_calls(logical: str) -> None:
+    """SAM's LambdaInvokePolicy grants function:<name>* (a prefix): the scale-up machine of cluster "ml"
+    could invoke every function of a cluster named "ml-scale". Each machine gets lambda:InvokeFunction on
+    the unqualified ARN of each function its definition calls (no definition invokes a version or alias)."""
+    props = STATE_MACHINES[logical]
+    text = (ROOT / props["DefinitionUri"]).read_text()
+    called = {
+        fn
+        for key, value in (props.get("DefinitionSubstitutions") or {}).items()
+        if "${" + key + "}" in text
+        for fn in references(value) & set(FUNCTIONS)
+    }
+    assert called
+    policies = props.get("Policies") or []
+    templates = [p for p in policies if isinstance(p, dict) and "Statement" not in p]
+    assert not [p for p in templates if "Lambda" in next(iter(p))], templates
+    invoking = [
+        s
+        for p in policies
+        if isinstance(p, dict)
+        for s in p.get("Statement", [])
+        if "lambda:InvokeFunction" in actions(s)
+    ]
+    assert all(s["Effect"] == "Allow" and actions(s) == {"lambda:InvokeFunction"} for s in invoking)
+    granted = {sub_text(r) for s in invoking for r in as_list(s["Resource"])}
+    assert granted == {"${" + fn + ".Arn}" for fn in called}
+    for key, value in (props.get("DefinitionSubstitutions") or {}).items():
+        if references(value) & set(FUNCTIONS):
+            assert re.search(r"\$\{" + key + r"\}:", text) is None, f"{logical} invokes a qualified {key}"
+
+
+SECRET_KEY_PARAMETER = "KubeconfigSecretKmsKeyArn"
+
+
+def test_a_kubeconfig_secret_under_a_customer_managed_key_is_decrypted_only_through_secrets_manager() -> None:
+    """A secret may be encrypted with a customer managed key; GetSecretValue then needs kms:Decrypt on it
+    (Secrets Manager User Guide, "Secret encryption and decryption"). Only when the key's ARN is given, and
+    only as Secrets Manager in this region uses it for that one secret (kms:ViaService and the
+    SecretARN encryption context Secrets Manager sends)."""
+    parameter = TEMPLATE["Parameters"][SECRET_KEY_PARAMETER]
+    assert parameter["Default"] == ""
+    pattern = re.compile(parameter["AllowedPattern"])
+    assert pattern.fullmatch("")
+    assert pattern.fullmatch("arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
+    assert pattern.fullmatch("arn:aws:kms:us-east-1:123456789012:key/mrk-1234abcd12ab34cd56ef1234567890ab")
+    for wrong in ("alias/aws/secretsmanager", "arn:aws:kms:us-east-1:123456789012:alias/k", "1234abcd"):
+        assert not pattern.fullmatch(wrong), wrong
+    conditions = TEMPLATE["Conditions"]
+    decrypting = [
+        s["Fn::If"]
+        for s in statements(EXPANDED["ClusterAccessPolicy"])
+        if "Fn::If" in s and "kms:Decrypt" in json.dumps(s)
+    ]
+    [(condition, statement, otherwise)] = decrypting
+    assert otherwise == {"Ref": "AWS::NoValue"}
+    assert {"Condition": "UseSecret"} in conditions[condition]["Fn::And"]
+    assert {"Fn::Not": [{"Fn::Equals": [{"Ref": SECRET_KEY_PARAMETER}, ""]}]} in conditions[condition][
+        "Fn::And"
+    ]
+    assert actions(statement) == {"kms:Decrypt"}
+    assert statement["Resource"] == {"Ref": SECRET_KEY_PARAMETER}
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "kms:ViaService": {"Fn::Sub": "secretsmanager.${AWS::Region}.amazonaws.com"},
+            "kms:EncryptionContext:SecretARN": {"Ref": "KubeconfigSecretArn"},
+        }
+    }
+    [rule] = [r for r in TEMPLATE["Rules"].values() if SECRET_KEY_PARAMETER in json.dumps(r["RuleCondition"])]
+    assert rule["Assertions"][0]["Assert"] == {"Fn::Equals": [{"Ref": "ClusterAccess"}, "secret"]}
