@@ -131,6 +131,9 @@ class Context:
         self.pending: list[PodInfo] = []  # pending, unschedulable pods, in snapshot order
         self.gated: list[PodInfo] = []  # unbound pods held by scheduling gates
         self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
+        # node -> its DaemonSet and mirror pods not finished nor being deleted: what a fresh node of its
+        # group runs too (spillway.planner.groups.fresh_node_overhead)
+        self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
         self._index_pods(snapshot.pods)
         self.topology = TopologyIndex({name: n.info for name, n in self.nodes.items()}, snapshot.pods)
@@ -208,6 +211,8 @@ class Context:
                 node = self.nodes.get(pod.node_name)
                 if node is not None:
                     _charge(node, pod, self.now)
+                if (pod.daemonset or pod.mirror) and not pod.terminating:
+                    self.node_daemons.setdefault(pod.node_name, []).append(pod)
             elif pod.is_pending_unschedulable():
                 self.pending.append(pod)
             elif pod.gated and not pod.daemonset:
