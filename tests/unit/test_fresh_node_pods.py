@@ -12,9 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from plan_world import GPU_TOLERATION, World, pending_reasons, scale_up
+import pytest
+from plan_world import GPU_TOLERATION, NOW, World, pending_reasons, scale_up
 
 from spillway.local import objects as o
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.daemonsets import DaemonSetInfo
+from spillway.model.k8s import parse_kube_list
+from spillway.model.snapshot import fingerprint
 
 
 def static_pod(name: str, node: str, cpu: str) -> dict[str, Any]:
@@ -122,3 +127,149 @@ def test_a_group_without_a_node_reserves_the_daemonsets_whose_pods_admit_its_tem
 
     assert scale_up(result)["cpu"][2] == [fits]  # not too_big
     assert "other at MaxSize" in pending_reasons(result)[too_big]
+
+
+# --- a group without a node: the DaemonSet objects decide ------------------------------------------------
+
+GPU_PRESENT = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}
+                    ]
+                }
+            ]
+        }
+    }
+}
+
+
+def gpu_world() -> tuple[World, str]:
+    """A GPU group with a node that runs the DCGM exporter, and two groups without nodes: CPU and GPU
+    (tagged as GPU nodes are labelled)."""
+    w = World(regions=("us-east-1",))
+    gpu_labels = {"nvidia.com/gpu.present": "true"}
+    (node,) = w.group("gpu-a", "g5.xlarge", nodes=1, max_size=1, gpu_taint=True, labels=gpu_labels)
+    w.group("gpu-b", "g5.xlarge", max_size=5, gpu_taint=True, labels=gpu_labels)
+    w.group("cpu", "m5.xlarge", max_size=5)
+    dcgm = o.daemonset_pod("dcgm-exporter-abcde", node, ds="dcgm-exporter", cpu="1", memory="1Gi")
+    dcgm["spec"]["tolerations"].append(GPU_TOLERATION)
+    w.items.append(dcgm)
+    w.items.append(o.pod("filler", cpu="2", memory="1Gi", node_name=node, owner=("ReplicaSet", "f")))
+    return w, node
+
+
+def test_without_a_node_a_daemonset_whose_template_targets_gpu_nodes_is_reserved_on_gpu_groups_only() -> None:
+    w, _ = gpu_world()
+    w.items.append(
+        o.daemonset(
+            "dcgm-exporter", cpu="1", memory="1Gi", affinity=GPU_PRESENT, tolerations=[GPU_TOLERATION]
+        )
+    )
+    (cpu_pod,) = w.pods("etl", 1, cpu="3500m", memory="1Gi")  # fits a fresh m5.xlarge (3920m)
+    (gpu_pod,) = w.gpu_pods("train", 1, 1, cpu="3500m", memory="1Gi")  # not with 1 CPU taken: 2920m
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][2] == [cpu_pod]
+    assert "gpu-b" not in scale_up(result)
+    assert "no node group can ever run" in pending_reasons(result)[gpu_pod]
+
+
+def test_without_a_node_a_daemonset_not_tolerating_the_groups_taint_is_not_reserved_there() -> None:
+    w, _ = gpu_world()
+    w.items.append(o.daemonset("log-agent", cpu="1", memory="1Gi"))  # the controller's tolerations only
+    (gpu_pod,) = w.gpu_pods("train", 1, 1, cpu="3500m", memory="1Gi")
+    (cpu_pod,) = w.pods("etl", 1, cpu="3500m", memory="1Gi")
+
+    result = w.plan()
+
+    assert scale_up(result)["gpu-b"][2] == [gpu_pod]
+    assert "no node group can ever run" in pending_reasons(result)[cpu_pod]  # 2920m on the CPU group
+
+
+def test_a_daemonset_pinned_to_one_node_by_name_is_not_reserved_on_a_new_one() -> None:
+    w, node = gpu_world()
+    one = o.daemonset("debug", cpu="1", memory="1Gi", tolerations=[{"operator": "Exists"}])
+    one["spec"]["template"]["spec"]["nodeName"] = node
+    w.items.append(one)
+    (cpu_pod,) = w.pods("etl", 1, cpu="3500m", memory="1Gi")
+
+    assert scale_up(w.plan())["cpu"][2] == [cpu_pod]
+
+
+def test_a_system_node_critical_daemonset_not_yet_on_the_groups_node_is_reserved_an_ordinary_one_is_not() -> (
+    None
+):
+    """cluster-autoscaler adds to a template read from a real node the DaemonSets that have no pod there
+    only when their pods are system-node-critical and preempt: such a pod makes room for itself."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.xlarge", nodes=1, max_size=5)
+    w.items.append(o.pod("filler", cpu="3", memory="1Gi", node_name=node, owner=("ReplicaSet", "f")))
+    w.items.append(o.daemonset("new-agent", cpu="300m", memory="64Mi"))  # rolling out: no pod yet
+    (pod,) = w.pods("big", 1, cpu="3800m", memory="1Gi")
+    ordinary = scale_up(w.plan()).get("cpu", (0, 0, []))[2]
+    w.items.append(
+        o.daemonset("node-problem-agent", cpu="300m", memory="64Mi", priority_class="system-node-critical")
+    )
+
+    result = w.plan()
+
+    assert ordinary == [pod]
+    assert "cpu" not in scale_up(result)
+    assert "no node group can ever run" in pending_reasons(result)[pod]
+
+
+# --- the DaemonSets as the snapshot keeps them ---------------------------------------------------------------
+
+
+def daemonset_info(raw: dict[str, Any]) -> DaemonSetInfo:
+    (info,) = ClusterSnapshot.build(
+        "ml", NOW, (), (), others=parse_kube_list(o.kube_list([raw])).others
+    ).daemonsets
+    return info
+
+
+def test_a_daemonsets_pod_gets_the_tolerations_its_controller_adds() -> None:
+    plain = daemonset_info(o.daemonset("agent", tolerations=[GPU_TOLERATION]))
+    host = daemonset_info(o.daemonset("cni", host_network=True))
+
+    keys = {t[0] for t in plain.tolerations}
+    assert {"nvidia.com/gpu", "node.kubernetes.io/not-ready", "node.kubernetes.io/unschedulable"} <= keys
+    assert "node.kubernetes.io/network-unavailable" not in keys
+    assert ("node.kubernetes.io/network-unavailable", "Exists", None, "NoSchedule") in host.tolerations
+
+
+def test_a_daemonset_is_critical_only_when_its_pods_are_system_node_critical_and_preempt() -> None:
+    critical = o.daemonset("a", priority_class="system-node-critical")
+    never = o.daemonset("b", priority_class="system-node-critical")
+    never["spec"]["template"]["spec"]["preemptionPolicy"] = "Never"
+
+    assert daemonset_info(critical).critical
+    assert not daemonset_info(never).critical
+    assert not daemonset_info(o.daemonset("c", priority_class="system-cluster-critical")).critical
+
+
+def test_daemonsets_survive_the_stored_snapshot_and_change_its_fingerprint() -> None:
+    raw = o.daemonset("dcgm", cpu="1", affinity=GPU_PRESENT, tolerations=[GPU_TOLERATION])
+    objects = parse_kube_list(o.kube_list([raw])).others
+    snapshot = ClusterSnapshot.build("ml", NOW, (), (), others=objects)
+    bigger = ClusterSnapshot.build(
+        "ml", NOW, (), (), others=parse_kube_list(o.kube_list([o.daemonset("dcgm", cpu="2")])).others
+    )
+
+    assert ClusterSnapshot.from_dict(snapshot.to_dict()) == snapshot
+    assert snapshot.daemonsets[0].requests["cpu"] == 1000
+    assert fingerprint(snapshot, ()) != fingerprint(bigger, ())
+    assert "daemonsets" not in ClusterSnapshot.build("ml", NOW, (), ()).to_dict()  # older readers
+
+
+def test_a_daemonset_with_a_bad_request_is_refused_naming_the_item_and_field() -> None:
+    doc = o.kube_list([o.node("n1", instance="i-0aaa"), o.daemonset("agent", cpu="lots")])
+
+    with pytest.raises(
+        ValueError, match=r"items\[1\]\.spec\.template\.spec\.containers\.0\.resources\.requests\.cpu"
+    ):
+        parse_kube_list(doc)

@@ -7,8 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 
 from spillway.model.cluster import ZONE_ALIASES, PodInfo
+from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.jobs import JobInfo
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import NodeGroup, TemplateNode
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import pool_key
@@ -26,16 +27,41 @@ def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
       spillway.model.livetemplate): the DaemonSet and static (mirror) pods bound to that node, but those
       being deleted. What runs there is what runs on the group's next node: a DaemonSet pod no longer
       says which nodes its DaemonSet targets (the controller replaces its required node affinity with
-      one term naming its node), and a static pod comes with the node's kubelet configuration;
-    * a group without one: each DaemonSet one of whose pods admits the template by its nodeSelector and
-      tolerations (the pinning term left out), the first pod by name standing for it. Its node
-      affinity is lost with the pinning, so a DaemonSet that targets other nodes by affinity alone is
-      reserved here too, and one without a pod is not seen."""
+      one term naming its node), and a static pod comes with the node's kubelet configuration. A
+      DaemonSet without a pod there yet is added only when it is ``critical`` (system-node-critical and
+      preempting: it makes room for itself) and runs on the template;
+    * a group without one: each DaemonSet of the snapshot that runs on the template (its pod's
+      nodeSelector, required node affinity and tolerations against the template's labels and taints:
+      spillway.model.daemonsets);
+    * without DaemonSets in the snapshot (observe not granted to list them, a ``spillway plan`` List
+      without them): each DaemonSet one of whose pods admits the template by its nodeSelector and
+      tolerations (the pinning term left out), the first pod by name standing for it. Its node affinity
+      is lost with the pinning, so a DaemonSet that targets other nodes by affinity alone is reserved
+      here too, and one without a pod is not seen."""
     template = group.template
     if template is None:
         return {}
     if template.node is not None and template.node in ctx.nodes:
-        return _requests_of(ctx.node_daemons.get(template.node, ()))
+        return _requests_of(_on_its_node(ctx, template, template.node))
+    if ctx.snapshot.daemonsets:
+        return _requests_of(d for d in ctx.snapshot.daemonsets if runs_on(d, template))
+    return _requests_of(_admitted_by_pods(ctx, template))
+
+
+def _on_its_node(ctx: Context, template: TemplateNode, node: str) -> list[PodInfo | DaemonSetInfo]:
+    """The DaemonSet and mirror pods of ``node``, and the critical DaemonSets it does not run yet."""
+    pods = ctx.node_daemons.get(node, [])
+    running = {(p.namespace, p.owner_name) for p in pods if p.daemonset}
+    joining = [
+        d
+        for d in ctx.snapshot.daemonsets
+        if d.critical and (d.namespace, d.name) not in running and runs_on(d, template)
+    ]
+    return [*pods, *joining]
+
+
+def _admitted_by_pods(ctx: Context, template: TemplateNode) -> list[PodInfo]:
+    """A pod of each DaemonSet whose nodeSelector and tolerations admit ``template``."""
     admitted = []
     for rep_key in sorted(ctx.ds_representatives):
         pod = ctx.ds_representatives[rep_key]
@@ -46,10 +72,24 @@ def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
             pod.node_selector, terms, pod.tolerations, template.labels, template.taints, None
         ):
             admitted.append(pod)
-    return _requests_of(admitted)
+    return admitted
 
 
-def _requests_of(pods: Iterable[PodInfo]) -> Resources:
+def runs_on(daemonset: DaemonSetInfo, template: TemplateNode) -> bool:
+    """The DaemonSet controller would run a pod of ``daemonset`` on a node of ``template``
+    (NodeShouldRunDaemonPod: no other node named, selector and required affinity match, the
+    NoSchedule and NoExecute taints tolerated)."""
+    return daemonset.node_name is None and not why_not_placeable(
+        daemonset.node_selector,
+        daemonset.required_terms,
+        daemonset.tolerations,
+        template.labels,
+        template.taints,
+        None,
+    )
+
+
+def _requests_of(pods: Iterable[PodInfo | DaemonSetInfo]) -> Resources:
     """The pods' summed requests, and a pod slot each."""
     total: Resources = {}
     for pod in pods:
