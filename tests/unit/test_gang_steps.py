@@ -1,5 +1,8 @@
 """The gang-launch steps (act/gang.py) on the recording fakes: what they ask EC2 for, what they refuse,
-and that giving back leaves no instance of the attempt running, even one whose id was never reported."""
+and that giving back leaves no instance of the attempt running, even one whose id was never reported.
+
+The group spans two zones with AZRebalance suspended (fleet mode needs that: see
+test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ def world(
     mode: str | None = "fleet", max_size: int = 8, **kw: Any
 ) -> tuple[FakeCloud, FakeLedger, gang.GangSteps]:
     cloud = FakeCloud(cluster="prod")
+    kw.setdefault("suspended", ["AZRebalance"])
     raw = cloud.add_group("gpu", ["i-0old"], max_size=max_size, mixed=True, instance_type="g5.xlarge",
                           zones=["us-east-1a", "us-east-1b"], **kw)  # fmt: skip
     if mode:
@@ -178,6 +182,28 @@ def test_give_back_finds_by_tag_an_instance_whose_launch_response_was_lost() -> 
 
     assert len(out["terminated"]) == 3 and cloud.running() == []
     assert out["error"] == "States.Timeout"
+
+
+def test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones() -> None:
+    """The fleet puts the whole gang in one zone and attaches it: the group is as unbalanced as can be,
+    and with AZRebalance active (every group's default) Auto Scaling then launches in the other zones
+    and terminates in the crowded one, without a drain: gang members die (cluster-autoscaler's AWS
+    README, "Common notes and gotchas"; review r14-4). Nothing changes the group's processes: fleet
+    mode is refused, naming the group and the process; the planner reads such a group as off."""
+    cloud, _, steps = world(suspended=[])
+    with pytest.raises(InputError, match=r"us-east-1/gpu .*AZRebalance") as raised:
+        steps.prepare(REQUEST)
+    assert raised.value.field == "SuspendedProcesses" and cloud.fleets == []
+    assert steps.prepare({**REQUEST, "mode": "rollback"})["mode"] == "rollback"  # Auto Scaling spreads it
+
+    raw = cloud.groups[("us-east-1", "gpu")]
+    [group] = build_node_groups([AutoScalingGroup.model_validate(raw)], [], {}, {}, "prod")
+    assert group.atomic_launch == "off"
+    assert "us-east-1/gpu" in group.atomic_launch_problem and "AZRebalance" in group.atomic_launch_problem
+
+    raw["AvailabilityZones"] = ["us-east-1a"]  # one zone: nothing to rebalance
+    [group] = build_node_groups([AutoScalingGroup.model_validate(raw)], [], {}, {}, "prod")
+    assert group.atomic_launch == "fleet" and steps.prepare(REQUEST)["mode"] == "fleet"
 
 
 def test_give_back_of_an_attached_gang_terminates_with_decrement_and_restores_desired() -> None:

@@ -73,6 +73,7 @@ from spillway.model.nodegroup import (
     TAG_ATOMIC_LAUNCH,
     NodeGroup,
     capacity_failure_since,
+    fleet_refusal,
     is_managed,
     parse_atomic_launch,
     resolve_instance_type,
@@ -307,6 +308,8 @@ class GangSteps:
         if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
             raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
                              field="zone")  # fmt: skip
+        if mode == "fleet" and fleet_refusal(asg):
+            raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
         if asg.DesiredCapacity + req.count > asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{where}: a gang of {req.count} on desired capacity {asg.DesiredCapacity} is above MaxSize "

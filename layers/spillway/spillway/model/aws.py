@@ -118,6 +118,14 @@ class ScheduledAction(AwsModel):
         return parts[3] if len(parts) > 3 and parts[2] == "autoscaling" and parts[3] else None
 
 
+class SuspendedProcess(AwsModel):
+    """``SuspendedProcesses[]``: a scaling process (``Launch``, ``Terminate``, ``AZRebalance``, ...)
+    suspended on the group, and why."""
+
+    ProcessName: str
+    SuspensionReason: str | None = None
+
+
 class AsgInstance(AwsModel):
     InstanceId: str
     InstanceType: str | None = None
@@ -146,6 +154,8 @@ class AutoScalingGroup(AwsModel):
     LaunchConfigurationName: str | None = None
     MixedInstancesPolicy: MixedInstances | None = None
     VPCZoneIdentifier: str | None = None  # comma-separated subnet ids
+    # the scaling processes suspended (DescribeAutoScalingGroups lists them; none: all of them run)
+    SuspendedProcesses: list[SuspendedProcess] = Field(default_factory=list)
     CreatedTime: datetime | None = None
     Status: str | None = None  # "Delete in progress" while being deleted
     WarmPoolConfiguration: WarmPoolConfig | None = None
@@ -186,6 +196,10 @@ class AutoScalingGroup(AwsModel):
 
     def tag_map(self) -> dict[str, str]:
         return {t.Key: t.Value for t in self.Tags}
+
+    def suspended(self, process: str) -> bool:
+        """Whether the scaling ``process`` (``AZRebalance``, ...) is suspended on the group."""
+        return any(p.ProcessName == process for p in self.SuspendedProcesses)
 
     def instance_weight(self, instance_id: str) -> int:
         """The units of DesiredCapacity the instance counts for, which terminating it with the decrement

@@ -55,6 +55,7 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # Spot or on-demand: Spillway's own tag first, then the capacity-type labels a node template declares
 # (Karpenter's and EKS managed node groups'), then the mixed instances policy's distribution.
 TAG_CAPACITY_TYPE = "spillway.io/capacity-type"
+AZ_REBALANCE = "AZRebalance"  # the Auto Scaling process that evens a group's zones out
 CapacityType = Literal["spot", "on-demand"]
 CAPACITY_TYPES: tuple[CapacityType, ...] = ("spot", "on-demand")
 CAPACITY_LABELS = {
@@ -425,6 +426,24 @@ def capacity_type(asg: AutoScalingGroup) -> tuple[CapacityType, str]:
     return ("spot" if above < 100 else "on-demand"), problem
 
 
+def fleet_refusal(asg: AutoScalingGroup) -> str:
+    """Why fleet mode must not launch gangs in the group ("" when it may): a fleet puts the whole gang in
+    one zone, then attaches it, and a group spanning several zones whose ``AZRebalance`` process is not
+    suspended then evens its zones out by launching in the others and terminating in the crowded one,
+    with no drain (the EC2 Auto Scaling docs on rebalancing activities; cluster-autoscaler's AWS README).
+    Spillway never changes a group's processes: that is the owner's choice."""
+    zones = sorted(set(asg.AvailabilityZones))
+    if len(zones) < 2 or asg.suspended(AZ_REBALANCE):
+        return ""
+    where = f"{asg.region}/{asg.AutoScalingGroupName}"
+    return (
+        f"{where} spans {len(zones)} zones ({', '.join(zones)}) and {AZ_REBALANCE} is not in its "
+        f"SuspendedProcesses: a fleet puts a gang in one zone, and {AZ_REBALANCE} would terminate its "
+        f"members to even the zones out; suspend {AZ_REBALANCE} on the group (aws autoscaling "
+        f"suspend-processes --scaling-processes {AZ_REBALANCE}) or tag it rollback"
+    )
+
+
 def on_demand_base(asg: AutoScalingGroup) -> int:
     """The mixed instances policy's ``OnDemandBaseCapacity`` (AWS's default 0): that much of the group's
     capacity is launched first, as on-demand."""
@@ -735,6 +754,8 @@ def node_group(
 ) -> NodeGroup:
     itype = resolve_instance_type(asg, catalogue)
     atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
+    if atomic == "fleet" and fleet_refusal(asg):  # its gangs go the ordinary way, the reason shown
+        atomic, problem = "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: fleet: {fleet_refusal(asg)}; treated as off"
     consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
     capacity, capacity_problem = capacity_type(asg)
     options, option_problems = parse_options(asg.tag_map())
