@@ -17,7 +17,13 @@ from spillway.act import gang
 from spillway.adapters.aws import map_aws_error
 from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, CapacityUnavailable, InputError
 from spillway.model.aws import AutoScalingGroup
-from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH, NodeGroup, build_node_groups, parse_atomic_launch
+from spillway.model.nodegroup import (
+    TAG_ATOMIC_LAUNCH,
+    TAG_CAPACITY_TYPE,
+    NodeGroup,
+    build_node_groups,
+    parse_atomic_launch,
+)
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:spillway-prod-gang-launch:gang-p-1-0a1b2c3d4e5f"
@@ -204,6 +210,46 @@ def test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones
     raw["AvailabilityZones"] = ["us-east-1a"]  # one zone: nothing to rebalance
     [group] = build_node_groups([AutoScalingGroup.model_validate(raw)], [], {}, {}, "prod")
     assert group.atomic_launch == "fleet" and steps.prepare(REQUEST)["mode"] == "fleet"
+
+
+def test_a_spot_groups_gang_fleet_asks_for_spot_all_or_nothing() -> None:
+    """to_api asked for on-demand whatever the group: a group the planner reads as spot (and priced,
+    tainted and placed pods on as spot) got on-demand gang nodes (review r14-5)."""
+    cloud, _, steps = world()
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["Tags"].append({"Key": TAG_CAPACITY_TYPE, "Value": "spot", "PropagateAtLaunch": False})
+    prep = steps.prepare(REQUEST)
+    steps.launch({**REQUEST, "prep": prep})
+
+    api = cloud.fleets[0].to_api()
+    assert api["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 3,
+        "SpotTargetCapacity": 3,
+        "DefaultTargetCapacityType": "spot",
+    }
+    assert api["SpotOptions"] == {
+        "MinTargetCapacity": 3,
+        "SingleInstanceType": True,
+        "SingleAvailabilityZone": True,
+    }
+    assert "OnDemandOptions" not in api
+
+
+def test_a_mixed_groups_gang_fleet_is_spot_beyond_its_on_demand_base_with_its_spot_strategy() -> None:
+    cloud, _, steps = world()
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["MixedInstancesPolicy"]["InstancesDistribution"] = {
+        "OnDemandBaseCapacity": 4, "OnDemandPercentageAboveBaseCapacity": 0,
+        "SpotAllocationStrategy": "price-capacity-optimized",
+    }  # fmt: skip
+    assert steps.prepare(REQUEST)["fleet"]["capacity_type"] == "on-demand"  # 1 + 3 within the base of 4
+
+    prep = steps.prepare({**REQUEST, "count": 4})  # 1 + 4: one of them above the base
+    steps.launch({**REQUEST, "count": 4, "prep": prep})
+
+    api = cloud.fleets[0].to_api()
+    assert api["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot"
+    assert api["SpotOptions"]["AllocationStrategy"] == "price-capacity-optimized"
 
 
 def test_give_back_of_an_attached_gang_terminates_with_decrement_and_restores_desired() -> None:

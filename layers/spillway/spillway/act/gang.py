@@ -73,10 +73,14 @@ from spillway.model.nodegroup import (
     TAG_ATOMIC_LAUNCH,
     NodeGroup,
     capacity_failure_since,
+    capacity_type,
+    capacity_type_of_launches,
     fleet_refusal,
     is_managed,
+    on_demand_base,
     parse_atomic_launch,
     resolve_instance_type,
+    spot_allocation_strategy,
 )
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
@@ -263,6 +267,8 @@ def fleet_request(
     tags = {t.Key: t.Value for t in asg.Tags if t.PropagateAtLaunch and not t.Key.startswith("aws:")}
     tags.update({TAG_ATTEMPT: token, TAG_GANG: gang[:255], TAG_CLUSTER: cluster})
     instance_type = resolve_instance_type(asg, bundled_instance_types() if catalogue is None else catalogue)
+    # spot or on-demand as the planner reads the group's next launches (NodeGroup.launch_capacity_type)
+    kind = capacity_type_of_launches(capacity_type(asg)[0], on_demand_base(asg), asg.DesiredCapacity, count)
     return FleetRequest(
         launch_template=launch_template_of(asg, instance_type),
         count=count,
@@ -271,6 +277,27 @@ def fleet_request(
         subnets=subnets,
         zones=() if subnets else zones,
         tags=tags,
+        capacity_type=kind,
+        spot_allocation_strategy=spot_allocation_strategy(asg) if kind == "spot" else None,
+    )
+
+
+def _fleet_of(prep: Mapping[str, Any]) -> FleetRequest:
+    """The attempt's CreateFleet, from what prepare kept (``prep.fleet``): every call of an attempt is
+    the same request under the same ClientToken."""
+    spec = prep.get("fleet") or {}
+    if not spec:
+        raise InputError("gang_launch needs the fleet of a fleet-mode prepare", field="prep.fleet")
+    return FleetRequest(
+        launch_template=dict(spec["launch_template"]),
+        count=int(prep["count"]),
+        client_token=str(prep["attempt"]),
+        instance_type=spec.get("instance_type"),
+        subnets=tuple(spec.get("subnets") or ()),
+        zones=tuple(spec.get("zones") or ()),
+        tags=dict(spec.get("tags") or {}),
+        capacity_type=str(spec.get("capacity_type") or "on-demand"),  # prepared before spot: on-demand
+        spot_allocation_strategy=spec.get("spot_allocation_strategy"),
     )
 
 
@@ -334,6 +361,8 @@ class GangSteps:
                 "subnets": list(request.subnets),
                 "zones": list(request.zones),
                 "tags": dict(request.tags),
+                "capacity_type": request.capacity_type,
+                "spot_allocation_strategy": request.spot_allocation_strategy,
             }
         return prep
 
@@ -347,18 +376,7 @@ class GangSteps:
     def launch(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """CreateFleet instant for the whole gang; fewer instances than the gang is a partial launch."""
         req, prep = self._request(event), _prep(event)
-        spec = prep.get("fleet") or {}
-        if not spec:
-            raise InputError("gang_launch needs the fleet of a fleet-mode prepare", field="prep.fleet")
-        request = FleetRequest(
-            launch_template=dict(spec["launch_template"]),
-            count=int(prep["count"]),
-            client_token=str(prep["attempt"]),
-            instance_type=spec.get("instance_type"),
-            subnets=tuple(spec.get("subnets") or ()),
-            zones=tuple(spec.get("zones") or ()),
-            tags=dict(spec.get("tags") or {}),
-        )
+        request = _fleet_of(prep)
         result = self.aws.create_fleet_instant(req.region, request)
         ids = result.instance_ids
         if len(ids) >= request.count:

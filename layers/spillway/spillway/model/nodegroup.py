@@ -130,15 +130,14 @@ class NodeGroup:
         already: all of them (None) for an on-demand group; for a spot or mixed group, those that still
         fill its ``OnDemandBaseCapacity`` (EC2 launches the base first, as on-demand, then splits the
         capacity above it by ``OnDemandPercentageAboveBaseCapacity``)."""
-        if self.capacity_type == "on-demand":
-            return None
-        return max(0, self.on_demand_base - self.desired - opened)
+        return certain_on_demand(self.capacity_type, self.on_demand_base, self.desired + opened)
 
     def launch_capacity_type(self, count: int = 1, opened: int = 0) -> CapacityType:
         """The capacity type of the group's next ``count`` launches (after ``opened`` a plan opens
         already): spot as soon as any of them may be spot, on-demand when all of them are."""
-        sure = self.sure_on_demand(opened)
-        return "on-demand" if sure is None or count <= sure else "spot"
+        return capacity_type_of_launches(
+            self.capacity_type, self.on_demand_base, self.desired + opened, count
+        )
 
     @property
     def spot(self) -> bool:
@@ -424,6 +423,25 @@ def capacity_type(asg: AutoScalingGroup) -> tuple[CapacityType, str]:
         else dist.OnDemandPercentageAboveBaseCapacity
     )
     return ("spot" if above < 100 else "on-demand"), problem
+
+
+def certain_on_demand(capacity: CapacityType, base: int, desired: int) -> int | None:
+    """How many launches on top of ``desired`` are on-demand for certain (see
+    :meth:`NodeGroup.sure_on_demand`): all (None) for an on-demand group, else what fills ``base``."""
+    return None if capacity == "on-demand" else max(0, base - desired)
+
+
+def capacity_type_of_launches(capacity: CapacityType, base: int, desired: int, count: int) -> CapacityType:
+    """The capacity type of ``count`` launches on top of ``desired``: spot as soon as any of them may
+    be spot, on-demand when all of them are (:meth:`NodeGroup.launch_capacity_type`)."""
+    sure = certain_on_demand(capacity, base, desired)
+    return "on-demand" if sure is None or count <= sure else "spot"
+
+
+def spot_allocation_strategy(asg: AutoScalingGroup) -> str | None:
+    """The mixed instances policy's ``SpotAllocationStrategy`` (None: AWS's default)."""
+    dist = _distribution(asg)
+    return (dist.SpotAllocationStrategy or None) if dist is not None else None
 
 
 def fleet_refusal(asg: AutoScalingGroup) -> str:
