@@ -154,6 +154,33 @@ def test_a_failed_gang_launch_started_again_by_hand_launches_a_new_attempt(
     assert_no_half_gang(cloud, "gang", whole, busy)
 
 
+def test_a_launch_whose_answer_is_lost_is_given_back_whole_before_ec2_shows_its_instances(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    """The Launch step's Lambda times out after CreateFleet launched (Sandbox.Timedout: its answer is
+    lost, and Launch catches it straight into GiveBack), while DescribeInstances does not show the new
+    instances yet (EC2's eventual consistency, CloudSim). GiveBack found none by the attempt's tag,
+    reported them given back and left the whole gang running outside the group (review r14-1). It asks
+    CreateFleet again with the attempt's ClientToken and parameters: EC2 (CloudSim) answers with the
+    first call's instances, launching nothing, and they are terminated by id."""
+    gang_group(cloud, "gang", "fleet")
+    cloud.sim.hide_new_instances(HOME)
+    cloud.stack.faults.time_out_after(
+        "ScaleFunction", when=lambda event: event.get("action") == "gang_launch"
+    )
+
+    execution = launch(cloud, "gang", 3, "fleet")
+    cloud.sim.show_instances()  # EC2 has caught up: what runs now is what the execution left
+
+    assert execution["status"] == "FAILED" and execution["error"] == "Sandbox.Timedout", execution
+    ec2 = boto3.client("ec2", region_name=HOME)
+    attempt = [i for r in ec2.describe_instances(Filters=[{"Name": "tag-key", "Values": [TAG_ATTEMPT]}])["Reservations"]
+               for i in r["Instances"]]  # fmt: skip
+    assert len(attempt) == 3  # one fleet: the second CreateFleet launched nothing
+    assert cloud.sim.attach_calls == [] and cloud.state_item("backoff#gang") is not None
+    assert_no_half_gang(cloud, "gang", set(), busy)
+
+
 def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at_the_deadline(
     cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -190,6 +190,37 @@ def test_give_back_finds_by_tag_an_instance_whose_launch_response_was_lost() -> 
     assert out["error"] == "States.Timeout"
 
 
+def test_give_back_after_a_lost_launch_answer_asks_ec2_again_with_the_attempts_token() -> None:
+    """The Launch step's Lambda timed out after CreateFleet launched: GiveBack gets no ids, and right
+    after the launch EC2's eventual consistency leaves the attempt's tag out of DescribeInstances. It
+    reported "given_back" with the whole gang running outside the group, for good (review r14-1).
+    CreateFleet again with the attempt's ClientToken (and the same parameters) answers with the first
+    call's instances and launches nothing; they are terminated by id."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    steps.launch({**REQUEST, "prep": prep})  # launched; the answer never reached Step Functions
+    cloud.describe_lag = 5  # DescribeInstances shows none of them yet, by tag or by id
+    error = {"Error": "Sandbox.Timedout", "Cause": "Task timed out after 60.00 seconds"}
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": error}})
+
+    assert cloud.running() == [] and len(out["terminated"]) == 3
+    assert len(cloud.called("create_fleet_instant")) == 2 and len(cloud.fleets) == 1  # nothing more launched
+    assert out["error"] == "Sandbox.Timedout"
+
+
+@pytest.mark.parametrize("error", ["CapacityUnavailable", "InputError", "AwsError"])
+def test_give_back_does_not_ask_ec2_again_when_the_launch_failed_without_launching(error: str) -> None:
+    """The Launch step failed on its first and only attempt (these are not retried) with EC2 refusing
+    the call, or before calling it: nothing ran under the token, and asking again could launch now."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": {"Error": error, "Cause": "no"}}})
+
+    assert cloud.called("create_fleet_instant") == [] and out["terminated"] == [] and cloud.running() == []
+
+
 def test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones() -> None:
     """The fleet puts the whole gang in one zone and attaches it: the group is as unbalanced as can be,
     and with AZRebalance active (every group's default) Auto Scaling then launches in the other zones

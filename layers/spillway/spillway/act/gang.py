@@ -91,6 +91,11 @@ TAG_GANG = "spillway.io/gang"
 TAG_CLUSTER = "spillway.io/cluster"  # TerminateInstances is allowed only on instances tagged so
 MODES = ("fleet", "rollback")
 EC2_ALIVE = frozenset({"pending", "running"})
+# The Launch step's errors that say nothing ran under the attempt's ClientToken: none of them is retried,
+# so it is its one attempt's, refused before CreateFleet (InputError) or by EC2 (CapacityUnavailable, and
+# any other AwsError, which is none of the retried AwsThrottled and AwsUnavailable). After any other
+# (a timeout, a Lambda error, the retries run out) CreateFleet may have launched.
+NOT_LAUNCHED = frozenset({"InputError", "CapacityUnavailable", "AwsError"})
 
 # what a step may raise is what the ports it calls may raise (spillway.ports.ERRORS)
 _KUBE = ERRORS["Cluster"]
@@ -283,8 +288,8 @@ def fleet_request(
 
 
 def _fleet_of(prep: Mapping[str, Any]) -> FleetRequest:
-    """The attempt's CreateFleet, from what prepare kept (``prep.fleet``): every call of an attempt is
-    the same request under the same ClientToken."""
+    """The attempt's CreateFleet, from what prepare kept (``prep.fleet``): every call of an attempt,
+    the launch and a give-back's repeat, is the same request under the same ClientToken."""
     spec = prep.get("fleet") or {}
     if not spec:
         raise InputError("gang_launch needs the fleet of a fleet-mode prepare", field="prep.fleet")
@@ -490,9 +495,6 @@ class GangSteps:
         error, cause = _why(state, f"{req.region}/{req.group}")
         asg = self.aws.describe_group(req.region, req.group)
         members = self._members(req, prep, state, asg)
-        if prep["mode"] == "fleet":  # the attempt's tag also finds instances a lost response never named
-            tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
-            members |= {i for i, s in tagged.items() if s in EC2_ALIVE}
         in_group = {i.InstanceId for i in asg.Instances}
         terminated = self._terminate(req.region, members, in_group)
         desired: int | None = None
@@ -515,14 +517,37 @@ class GangSteps:
     def _members(
         self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup
     ) -> set[str]:
-        """The attempt's instances: the fleet's (fleet mode); in rollback mode the new instances of the
-        group it claimed (up to the gang), so a concurrent scale-up's or gang's are never counted."""
+        """The attempt's instances: the fleet's (fleet mode: those the launch reported, those a lost
+        launch answer is asked again for, and those carrying the attempt's tag); in rollback mode the
+        new instances of the group it claimed (up to the gang), so a concurrent scale-up's or gang's are
+        never counted."""
         if prep["mode"] == "fleet":
-            return {str(i) for i in (state.get("launch") or {}).get("instances") or []}
+            reported = {str(i) for i in (state.get("launch") or {}).get("instances") or []}
+            tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
+            alive = {i for i, s in tagged.items() if s in EC2_ALIVE}
+            return reported | self._unreported(req, prep, state) | alive
         before = set(prep.get("before") or [])
         new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
                and i.LifecycleState in LIVE_STATES]  # fmt: skip
         return set(own_instances(self._owner(req, prep), new, int(prep["count"]), self.clock()))
+
+    def _unreported(self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any]) -> set[str]:
+        """The instances of a launch whose answer never came (no ``launch`` in the state: the Lambda
+        timed out, died, or its retries ran out, maybe after CreateFleet launched). The attempt's tag
+        finds them, but not right after the launch (DescribeInstances is eventually consistent), and a
+        give-back that found none ended with the gang running outside the group for good. CreateFleet is
+        asked again with the attempt's ClientToken and the same parameters: EC2 answers with the first
+        call's result and launches nothing. Had the first call never reached EC2, this one launches, and
+        the give-back terminates what it launched. Not asked when the Launch step's error says nothing
+        ran under the token (:data:`NOT_LAUNCHED`)."""
+        caught = state.get("error")
+        error = str(caught.get("Error")) if isinstance(caught, Mapping) else ""
+        if state.get("launch") or error in NOT_LAUNCHED:
+            return set()
+        try:
+            return set(self.aws.create_fleet_instant(req.region, _fleet_of(prep)).instance_ids)
+        except CapacityUnavailable:  # EC2 refused the call whole: nothing runs under the token
+            return set()
 
     def _terminate(self, region: str, members: set[str], in_group: set[str]) -> list[str]:
         """In the group: TerminateInstanceInAutoScalingGroup with decrement; outside: EC2 TerminateInstances."""
