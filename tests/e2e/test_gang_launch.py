@@ -14,6 +14,7 @@ import boto3
 import pytest
 from conftest import HOME, Cloud
 
+from spillway.act import gang
 from spillway.act.gang import TAG_ATTEMPT
 from spillway.local import cloud as cloud_module
 from spillway.local.rig import create_group
@@ -205,6 +206,41 @@ def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at
     assert cloud.desired("gang") == 0  # each terminated with a decrement
     assert cloud.state_item("backoff#gang") is not None
     assert_no_half_gang(cloud, "gang", set(), busy)
+
+
+def test_a_min_size_raised_while_the_gang_waits_still_gives_every_instance_back(
+    cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator (or a scheduled action) raises the group's MinSize to its desired capacity while the
+    attached gang waits for its nodes. AWS (CloudSim) then refuses TerminateInstanceInAutoScalingGroup
+    with the decrement. GiveBack stopped at the first refusal and did not retry it: GiveBackFailed, the
+    whole gang running (review r14-2, r14-3). Each instance is terminated; the refused ones without the
+    decrement, as AWS's refusal offers: the group keeps its MinSize with replacements, no gang member."""
+    original_node, original_verify = cloud_module._node, gang.GangSteps.verify
+
+    def broken_kubelet(name: str, instance_id: str, zone: str, region: str, template: Any) -> Any:
+        node = original_node(name, instance_id, zone, region, template)
+        node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+        return node
+
+    def verify_after_min_size_raised(self: gang.GangSteps, event: Any) -> dict[str, Any]:
+        autoscaling = boto3.client("autoscaling", region_name=HOME)
+        desired = cloud.asg("gang")["DesiredCapacity"]
+        autoscaling.update_auto_scaling_group(AutoScalingGroupName="gang", MinSize=desired)
+        return original_verify(self, event)
+
+    monkeypatch.setattr(cloud_module, "_node", broken_kubelet)
+    monkeypatch.setattr(gang.GangSteps, "verify", verify_after_min_size_raised)
+    gang_group(cloud, "gang", "fleet")
+
+    execution = launch(cloud, "gang", 3, "fleet", deadline=3)
+
+    assert execution["status"] == "FAILED" and execution["error"] == "GangIncomplete", execution
+    assert "3 instance(s) terminated without decrement: MinSize 3" in execution["cause"]
+    live = running()
+    assert [i for i, tags in live.items() if TAG_ATTEMPT in tags] == []  # no gang member runs
+    replacements = {i for i, s in group_instances(cloud, "gang").items() if s == "InService"}
+    assert cloud.desired("gang") == 3 and len(replacements) == 3 and set(live) == busy | replacements
 
 
 def test_rollback_raises_the_desired_capacity_once_and_the_whole_gang_comes_up(

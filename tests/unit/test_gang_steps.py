@@ -6,7 +6,9 @@ test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones).""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:spillway-prod-gang-
 REQUEST = {"group": "gpu", "region": "us-east-1", "count": 3, "gang": "ml/train", "mode": "fleet",
            "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1", "execution": EXECUTION}  # fmt: skip
 RERUN = f"{EXECUTION}-again"  # the same input started again by hand: another execution
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def world(
@@ -219,6 +222,66 @@ def test_give_back_does_not_ask_ec2_again_when_the_launch_failed_without_launchi
     out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": {"Error": error, "Cause": "no"}}})
 
     assert cloud.called("create_fleet_instant") == [] and out["terminated"] == [] and cloud.running() == []
+
+
+def test_a_min_size_refusal_terminates_without_decrement_and_gives_back_the_rest() -> None:
+    """A scheduled action (or an operator) raised MinSize to the desired capacity while the gang was in
+    flight: AWS refuses TerminateInstanceInAutoScalingGroup with the decrement ("... will violate
+    group's min size constraint"). The refusal left the loop: the other instances, and those not
+    attached yet, kept running, and GiveBack does not retry AsgLimitExceeded (review r14-2). Each is
+    now terminated best-effort; a refused one without the decrement (what AWS's message offers: the
+    group keeps its MinSize and launches a replacement), and the output says so."""
+    cloud, _, steps = world(max_size=30)
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    ids = launch["instances"]
+    cloud.attach_instances("us-east-1", "gpu", ids[:2])  # the first batch attached, the third not yet
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["MinSize"] = raw["DesiredCapacity"]  # 3
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "attach": {"error": "GangIncomplete", "reason": "x"}}})  # fmt: skip
+
+    assert cloud.running() == [] and out["terminated"] == sorted(ids)
+    assert [(a[1], a[2]) for a in cloud.terminated()] == [(ids[0], True), (ids[1], True),
+                                                          (ids[0], False), (ids[1], False)]  # fmt: skip
+    assert out["replaced"] == ids[:2] and raw["DesiredCapacity"] == 3 == raw["MinSize"]
+    assert "2 instance(s) terminated without decrement: MinSize 3" in out["cause"]
+
+
+def test_give_back_terminates_the_others_before_letting_a_throttled_termination_out() -> None:
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    cloud.fail("terminate_instance", AwsThrottled("Rate exceeded"), times=1)
+    state = {**REQUEST, "prep": prep, "launch": launch, "verify": {"error": "GangIncomplete"}}
+
+    with pytest.raises(AwsThrottled):
+        steps.give_back({"state": state})
+    assert cloud.running() == [launch["instances"][0]]  # only the throttled one is left, for the retry
+    out = steps.give_back({"state": state})
+    assert out["terminated"] == [launch["instances"][0]] and cloud.running() == []
+
+
+def test_the_state_machine_retries_give_back_on_a_min_size_refusal() -> None:
+    """give_back reads the group, then writes: a MinSize raised in between is refused as AsgLimitExceeded
+    (a rollback gang's undelivered capacity given back), and a retry reads the new MinSize. GiveBack
+    retried it not: GiveBackFailed (review r14-3)."""
+    machine = json.loads((ROOT / "statemachines" / "gang_launch.asl.json").read_text())
+    retried = {e for rule in machine["States"]["GiveBack"]["Retry"] for e in rule["ErrorEquals"]}
+    cloud, _, steps = world(mode="rollback")
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    cloud.fail("set_desired_capacity", AsgLimitExceeded("below min value"), times=1)
+    state = {**request, "prep": prep, "verify": {"error": "GangIncomplete"}}
+
+    with pytest.raises(AsgLimitExceeded) as raised:
+        steps.give_back({"state": state})
+
+    assert type(raised.value).__name__ in retried
+    assert steps.give_back({"state": state})["desired"] == 1  # the retry gives it back
 
 
 def test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones() -> None:

@@ -58,6 +58,8 @@ from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_i
 from spillway.act.instances import ready_nodes
 from spillway.errors import (
     AsgLimitExceeded,
+    AwsThrottled,
+    AwsUnavailable,
     CapacityUnavailable,
     InputError,
     InstanceNotFound,
@@ -483,10 +485,10 @@ class GangSteps:
         return capacity_failure_since(self.aws.describe_activities(req.region, req.group, now), since)
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Terminate every instance of the attempt (decrementing the desired capacity by each), give
-        back what the attempt raised but never launched (relative, rollback mode; none when its raise is
-        unsettled: it may never have added any), back the group off.
-        Capacity and instances of other executions on the group are left alone.
+        """Terminate every instance of the attempt (decrementing the desired capacity by each; where
+        MinSize refuses the decrement, without it), give back what the attempt raised but never launched
+        (relative, rollback mode; none when its raise is unsettled: it may never have added any), back
+        the group off. Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")
         if not isinstance(state, Mapping):
@@ -496,7 +498,7 @@ class GangSteps:
         asg = self.aws.describe_group(req.region, req.group)
         members = self._members(req, prep, state, asg)
         in_group = {i.InstanceId for i in asg.Instances}
-        terminated = self._terminate(req.region, members, in_group)
+        gone = self._terminate(req.region, members, in_group)
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
@@ -508,11 +510,13 @@ class GangSteps:
         )
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
-        if desired is None:
-            desired = self.aws.describe_group(req.region, req.group).DesiredCapacity
+        if desired is None or gone.replaced:
+            after = self.aws.describe_group(req.region, req.group)
+            desired = after.DesiredCapacity
+            cause += gone.kept(after.MinSize, desired)
         return {"group": req.group, "region": req.region, "outcome": "given_back", "error": error,
-                "cause": cause[:1000], "terminated": terminated, "desired": desired,
-                "backoff_until": iso(until)}  # fmt: skip
+                "cause": cause[:1000], "terminated": gone.terminated, "replaced": gone.replaced,
+                "desired": desired, "backoff_until": iso(until)}  # fmt: skip
 
     def _members(
         self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup
@@ -549,27 +553,66 @@ class GangSteps:
         except CapacityUnavailable:  # EC2 refused the call whole: nothing runs under the token
             return set()
 
-    def _terminate(self, region: str, members: set[str], in_group: set[str]) -> list[str]:
-        """In the group: TerminateInstanceInAutoScalingGroup with decrement; outside: EC2 TerminateInstances."""
-        terminated, outside = [], []
+    def _terminate(self, region: str, members: set[str], in_group: set[str]) -> Terminated:
+        """Every instance of ``members``, best-effort: one refused does not stop the others. In the group:
+        TerminateInstanceInAutoScalingGroup with the decrement, and where AWS refuses the decrement (a
+        MinSize raised meanwhile: AsgLimitExceeded), without it, as AWS's refusal offers: the group keeps
+        the capacity its MinSize asks for and launches a replacement, an ordinary node. (DetachInstances
+        first would gain nothing: without its decrement the group replaces the instance the same way,
+        with it the desired capacity would go below the MinSize just set, and it needs one more
+        permission.)
+        Outside the group (not attached yet, or gone from it): EC2 TerminateInstances. Once all were
+        tried, the first error is raised (one GiveBack retries first), naming what still runs."""
+        gone = Terminated()
+        outside, refused = [], []
         for iid in sorted(members):
             if iid not in in_group:
                 outside.append(iid)
-                continue
-            try:
-                self.aws.terminate_instance(region, iid, decrement=True)
-                terminated.append(iid)
-            except InstanceNotFound:
+            elif self._terminate_in_group(region, iid, True, gone) == "not found":
                 outside.append(iid)  # left the group meanwhile: EC2 terminates it below
-        if outside:
-            alive = self.aws.instance_states(region, outside)
-            doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
-            terminated += self.aws.terminate_instances(region, doomed) if doomed else []
-            # an id EC2 does not show yet (just launched: eventual consistency) is terminated on its
-            # own call, after the others: EC2 refuses a whole batch that names an id it does not know
-            unseen = sorted(i for i in outside if i not in alive)
-            terminated += self.aws.terminate_instances(region, unseen) if unseen else []
-        return sorted(terminated)
+            elif iid in gone.refused:
+                refused.append(iid)
+        for iid in refused:  # the group's MinSize holds its capacity: terminated, and replaced
+            if self._terminate_in_group(region, iid, False, gone) == "not found":
+                outside.append(iid)
+        try:
+            gone.terminated += self._terminate_outside(region, outside)
+        except SpillwayError as exc:
+            gone.errors.append((sorted(outside), exc))
+        gone.raise_first()
+        return gone
+
+    def _terminate_in_group(self, region: str, iid: str, decrement: bool, gone: Terminated) -> str:
+        """One TerminateInstanceInAutoScalingGroup; what became of it is recorded in ``gone``."""
+        try:
+            self.aws.terminate_instance(region, iid, decrement=decrement)
+        except InstanceNotFound:
+            return "not found"
+        except AsgLimitExceeded as exc:
+            if decrement:
+                gone.refused.append(iid)
+                return "refused"
+            gone.errors.append(([iid], exc))
+            return "failed"
+        except SpillwayError as exc:
+            gone.errors.append(([iid], exc))
+            return "failed"
+        gone.terminated.append(iid)
+        if not decrement:
+            gone.replaced.append(iid)
+        return "terminated"
+
+    def _terminate_outside(self, region: str, outside: Sequence[str]) -> list[str]:
+        """EC2 TerminateInstances of those still alive, and of those EC2 does not show yet."""
+        if not outside:
+            return []
+        alive = self.aws.instance_states(region, outside)
+        doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
+        terminated = self.aws.terminate_instances(region, doomed) if doomed else []
+        # an id EC2 does not show yet (just launched: eventual consistency) is terminated on its own
+        # call, after the others: EC2 refuses a whole batch that names an id it does not know
+        unseen = sorted(i for i in outside if i not in alive)
+        return terminated + (self.aws.terminate_instances(region, unseen) if unseen else [])
 
     # --- dispatch ------------------------------------------------------------------------------
 
@@ -587,6 +630,37 @@ class GangSteps:
         if step is None:
             raise InputError(f"unknown action {action!r}: one of {', '.join(steps)}", field="action")
         return step(event)
+
+
+@dataclass
+class Terminated:
+    """What a give-back's terminations came to: ``terminated`` (every instance whose termination was
+    accepted), ``replaced`` (those of them terminated without the decrement: the group keeps their
+    capacity and launches replacements), ``refused`` (decrements refused, retried without) and
+    ``errors`` (the instances still running, and why)."""
+
+    terminated: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    errors: list[tuple[list[str], SpillwayError]] = field(default_factory=list)
+
+    def raise_first(self) -> None:
+        """The first error, a retryable one first (GiveBack retries it), naming every instance left."""
+        if not self.errors:
+            return
+        retryable = [e for e in self.errors if isinstance(e[1], AwsThrottled | AwsUnavailable)]
+        _, first = (retryable or self.errors)[0]
+        left = sorted({i for ids, _ in self.errors for i in ids})
+        raise type(first)(f"{first} (still running: {', '.join(left[:20])})") from first
+
+    def kept(self, min_size: int, desired: int) -> str:
+        """What could not be given back, for the cause: the capacity of the instances replaced."""
+        if not self.replaced:
+            return ""
+        return (
+            f"; {len(self.replaced)} instance(s) terminated without decrement: MinSize {min_size} holds "
+            f"the desired capacity at {desired}, and Auto Scaling launches a replacement for each"
+        )
 
 
 def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
