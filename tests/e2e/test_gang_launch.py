@@ -324,6 +324,15 @@ def test_a_fleet_gang_given_a_zone_launches_only_in_that_zones_subnets(cloud: Cl
     )  # fmt: skip
     payload = {"group": "gang", "region": HOME, "count": 3, "gang": "ml/train", "mode": "fleet", "zone": f"{HOME}b",
                "deadline_seconds": 20, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+    # three zones with AZRebalance active (a new group's default): it would terminate the gang packed
+    # into one of them to even the zones out, so fleet mode is refused before anything launches
+    refused = cloud.stack.run(MACHINE, payload, timeout=90)
+    assert refused["status"] == "FAILED" and refused["error"] == "InputError", refused
+    assert "us-east-1/gang spans 3 zones" in refused["cause"] and "AZRebalance" in refused["cause"]
+    assert_no_half_gang(cloud, "gang", set(), busy)
+    boto3.client("autoscaling", region_name=HOME).suspend_processes(
+        AutoScalingGroupName="gang", ScalingProcesses=["AZRebalance"]
+    )
 
     execution = cloud.stack.run(MACHINE, payload, timeout=90)
 
