@@ -6,20 +6,24 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
 (:data:`spillway.model.nodegroup.TAG_ATOMIC_LAUNCH`):
 
 ``fleet``
-    ``gang_prepare`` (read the group, refuse a gang above MaxSize) → ``gang_launch`` (EC2 ``CreateFleet``
-    of type ``instant``, ``MinTargetCapacity`` = count, one instance type in one zone, every instance
-    tagged with the attempt) → ``gang_attach`` (once every instance runs: ``AttachInstances``, 20 a call,
-    which raises the desired capacity) → ``gang_verify`` (every instance InService, its Node Ready).
+    ``gang_prepare`` (read the group, refuse a gang above MaxSize, and a group spanning several zones
+    whose AZRebalance process is not suspended) → ``gang_launch`` (EC2 ``CreateFleet`` of type
+    ``instant``, of the group's capacity type, ``MinTargetCapacity`` = count, one instance type in one
+    zone, every instance tagged with the attempt) → ``gang_attach`` (once every instance runs:
+    ``AttachInstances``, 20 a call, which raises the desired capacity) → ``gang_verify`` (every instance
+    InService, its Node Ready).
 ``rollback``
     ``gang_prepare`` → ``gang_raise`` (desired capacity + count relative to the live value, once per
     attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
     attempt's own instances InService and Ready; a Failed launch activity for capacity ends it early).
 
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
-deadline) ends in ``gang_give_back``: every instance of the attempt is terminated (those in the group
-with ``ShouldDecrementDesiredCapacity``, those not yet attached with EC2 ``TerminateInstances``; the
-attempt's tag finds even instances whose ids a lost response never told us); in rollback mode the
-capacity the attempt raised but never launched is given back relative to the live desired capacity
+deadline) ends in ``gang_give_back``: every instance of the attempt is terminated, each tried whatever
+becomes of the others (those in the group with ``ShouldDecrementDesiredCapacity``, or without it where a
+MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``;
+a launch whose answer was lost is asked again under its ClientToken, and the attempt's tag finds its
+instances too once EC2 shows them); in rollback mode the capacity the attempt raised but never
+launched is given back relative to the live desired capacity
 (:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
 scale-up's ``backoff`` does. The execution then fails with a named error: ``CapacityUnavailable``,
 ``GangIncomplete`` or the step's own. No half gang is ever left running.
