@@ -224,6 +224,23 @@ def test_give_back_does_not_ask_ec2_again_when_the_launch_failed_without_launchi
     assert cloud.called("create_fleet_instant") == [] and out["terminated"] == [] and cloud.running() == []
 
 
+def test_give_back_asking_again_for_a_launch_that_never_reached_ec2_takes_a_capacity_refusal_for_none() -> (
+    None
+):
+    """The Launch step died before its CreateFleet reached EC2, and EC2 now refuses the repeat for
+    capacity: a token under which something ran would have been answered with that, so nothing runs."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    cloud.fail("create_fleet_instant", CapacityUnavailable("InsufficientInstanceCapacity"), times=1)
+    error = {"Error": "Lambda.ServiceException", "Cause": "the launch's Lambda failed"}
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": error}})
+
+    assert (
+        out["terminated"] == [] and cloud.running() == [] and len(cloud.called("create_fleet_instant")) == 1
+    )
+
+
 def test_a_min_size_refusal_terminates_without_decrement_and_gives_back_the_rest() -> None:
     """A scheduled action (or an operator) raised MinSize to the desired capacity while the gang was in
     flight: AWS refuses TerminateInstanceInAutoScalingGroup with the decrement ("... will violate
