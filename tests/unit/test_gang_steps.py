@@ -21,7 +21,6 @@ from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, Capa
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.nodegroup import (
     TAG_ATOMIC_LAUNCH,
-    TAG_CAPACITY_TYPE,
     NodeGroup,
     build_node_groups,
     parse_atomic_launch,
@@ -328,7 +327,8 @@ def test_a_spot_groups_gang_fleet_asks_for_spot_all_or_nothing() -> None:
     tainted and placed pods on as spot) got on-demand gang nodes (review r14-5)."""
     cloud, _, steps = world()
     raw = cloud.groups[("us-east-1", "gpu")]
-    raw["Tags"].append({"Key": TAG_CAPACITY_TYPE, "Value": "spot", "PropagateAtLaunch": False})
+    # spot as EC2 is told: the distribution (a capacity-type tag cannot make an on-demand policy spot)
+    raw["MixedInstancesPolicy"]["InstancesDistribution"] = {"OnDemandPercentageAboveBaseCapacity": 0}
     prep = steps.prepare(REQUEST)
     steps.launch({**REQUEST, "prep": prep})
 
