@@ -59,14 +59,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
-from spillway.act.instances import ready_nodes
+from spillway.act.instances import Terminated, give_back_in_group, ready_nodes
 from spillway.errors import (
     AsgLimitExceeded,
-    AwsThrottled,
-    AwsUnavailable,
     CapacityUnavailable,
     InputError,
-    InstanceNotFound,
     SpillwayError,
     StateConflict,
     StateCorrupt,
@@ -559,52 +556,18 @@ class GangSteps:
 
     def _terminate(self, region: str, members: set[str], in_group: set[str]) -> Terminated:
         """Every instance of ``members``, best-effort: one refused does not stop the others. In the group:
-        TerminateInstanceInAutoScalingGroup with the decrement, and where AWS refuses the decrement (a
-        MinSize raised meanwhile: AsgLimitExceeded), without it, as AWS's refusal offers: the group keeps
-        the capacity its MinSize asks for and launches a replacement, an ordinary node. (DetachInstances
-        first would gain nothing: without its decrement the group replaces the instance the same way,
-        with it the desired capacity would go below the MinSize just set, and it needs one more
-        permission.)
-        Outside the group (not attached yet, or gone from it): EC2 TerminateInstances. Once all were
-        tried, the first error is raised (one GiveBack retries first), naming what still runs."""
-        gone = Terminated()
-        outside, refused = [], []
-        for iid in sorted(members):
-            if iid not in in_group:
-                outside.append(iid)
-            elif self._terminate_in_group(region, iid, True, gone) == "not found":
-                outside.append(iid)  # left the group meanwhile: EC2 terminates it below
-            elif iid in gone.refused:
-                refused.append(iid)
-        for iid in refused:  # the group's MinSize holds its capacity: terminated, and replaced
-            if self._terminate_in_group(region, iid, False, gone) == "not found":
-                outside.append(iid)
+        :func:`~spillway.act.instances.give_back_in_group` (the decrement, and without it where AWS
+        refuses it for the MinSize). Outside the group (not attached yet, or gone from it): EC2
+        TerminateInstances. Once all were tried, the first error is raised (one GiveBack retries
+        first), naming what still runs."""
+        gone = give_back_in_group(self.aws, region, sorted(members & in_group))
+        outside = sorted((members - in_group) | set(gone.not_found))
         try:
             gone.terminated += self._terminate_outside(region, outside)
         except SpillwayError as exc:
-            gone.errors.append((sorted(outside), exc))
+            gone.errors.append((outside, exc))
         gone.raise_first()
         return gone
-
-    def _terminate_in_group(self, region: str, iid: str, decrement: bool, gone: Terminated) -> str:
-        """One TerminateInstanceInAutoScalingGroup; what became of it is recorded in ``gone``."""
-        try:
-            self.aws.terminate_instance(region, iid, decrement=decrement)
-        except InstanceNotFound:
-            return "not found"
-        except AsgLimitExceeded as exc:
-            if decrement:
-                gone.refused.append(iid)
-                return "refused"
-            gone.errors.append(([iid], exc))
-            return "failed"
-        except SpillwayError as exc:
-            gone.errors.append(([iid], exc))
-            return "failed"
-        gone.terminated.append(iid)
-        if not decrement:
-            gone.replaced.append(iid)
-        return "terminated"
 
     def _terminate_outside(self, region: str, outside: Sequence[str]) -> list[str]:
         """EC2 TerminateInstances of those still alive, and of those EC2 does not show yet."""
@@ -634,37 +597,6 @@ class GangSteps:
         if step is None:
             raise InputError(f"unknown action {action!r}: one of {', '.join(steps)}", field="action")
         return step(event)
-
-
-@dataclass
-class Terminated:
-    """What a give-back's terminations came to: ``terminated`` (every instance whose termination was
-    accepted), ``replaced`` (those of them terminated without the decrement: the group keeps their
-    capacity and launches replacements), ``refused`` (decrements refused, retried without) and
-    ``errors`` (the instances still running, and why)."""
-
-    terminated: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
-    errors: list[tuple[list[str], SpillwayError]] = field(default_factory=list)
-
-    def raise_first(self) -> None:
-        """The first error, a retryable one first (GiveBack retries it), naming every instance left."""
-        if not self.errors:
-            return
-        retryable = [e for e in self.errors if isinstance(e[1], AwsThrottled | AwsUnavailable)]
-        _, first = (retryable or self.errors)[0]
-        left = sorted({i for ids, _ in self.errors for i in ids})
-        raise type(first)(f"{first} (still running: {', '.join(left[:20])})") from first
-
-    def kept(self, min_size: int, desired: int) -> str:
-        """What could not be given back, for the cause: the capacity of the instances replaced."""
-        if not self.replaced:
-            return ""
-        return (
-            f"; {len(self.replaced)} instance(s) terminated without decrement: MinSize {min_size} holds "
-            f"the desired capacity at {desired}, and Auto Scaling launches a replacement for each"
-        )
 
 
 def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
