@@ -133,6 +133,9 @@ class Context:
         self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
         self._index_pods(snapshot.pods)
+        self.nominated: list[PodInfo] = _nominated(
+            self.pending, self.nodes, config.expendable_priority_cutoff
+        )
         self.topology = TopologyIndex({name: n.info for name, n in self.nodes.items()}, snapshot.pods)
         self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
         self.stale: Mapping[str, int] = stale or {}  # group -> instances not capacity coming (planner.joins)
@@ -198,6 +201,21 @@ class Context:
             self.placements.append(Placement(pod, node, group))
             self.pending_out.append(PendingPod(pod, note, code))
 
+    def charge_nominated(self, priority: int | None = None) -> None:
+        """Charge each pending pod nominated to a node (preemption under way there) of ``priority`` or
+        higher, every one when None, to that node's free room, once: its requests and pod slot, and one
+        pod the node receives (so it is not drained from under it). kube-scheduler adds the nominated
+        pods of equal or higher priority to a node when it filters the node for a pod
+        (addGENominatedPods), and cluster-autoscaler adds every one to its snapshot on its node before
+        it packs the other pending pods. Placing pods in descending priority and charging before each,
+        a pod of higher priority than a nominated pod may take its room, as kube-scheduler lets it."""
+        while self.nominated and (priority is None or self.nominated[-1].priority >= priority):
+            pod = self.nominated.pop()
+            node = self.nodes[pod.nominated or ""]
+            add_into(node.free, pod.requests, -1)
+            node.free[PODS] = node.free.get(PODS, 0) - ONE_POD
+            node.receives += 1
+
     def _index_pods(self, pods: Iterable[PodInfo]) -> None:
         for pod in pods:
             if pod.daemonset and pod.owner_name:
@@ -234,6 +252,15 @@ def _work_nodes(
             info=info, group=group, shape=shape_of(info), starting=starting.get(info.name)
         )
     return out
+
+
+def _nominated(pending: Iterable[PodInfo], nodes: Mapping[str, WorkNode], cutoff: int) -> list[PodInfo]:
+    """The pending pods nominated to a node of the cluster (status.nominatedNodeName), lowest priority
+    first (:meth:`Context.charge_nominated` takes them from the end). An expendable one is left out, as
+    cluster-autoscaler leaves it: every pod the plan places outranks it, so kube-scheduler would not
+    count it against them either."""
+    found = [p for p in pending if p.nominated is not None and p.nominated in nodes and p.priority >= cutoff]
+    return sorted(found, key=lambda p: (p.priority, p.key))
 
 
 def _charge(node: WorkNode, pod: PodInfo, now: datetime) -> None:
