@@ -22,7 +22,7 @@ from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
-from spillway.planner.disruption import keeps_node_busy
+from spillway.planner.disruption import goes_with_its_node, keeps_node_busy
 from spillway.planner.predicates import HOSTNAME_LABEL
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
@@ -54,6 +54,8 @@ class WorkNode:
     group: NodeGroup | None
     used: Resources = field(default_factory=dict)
     workload: int = 0  # pods that keep the node busy (spillway.planner.disruption)
+    # expendable pods that keep it from nothing: its drain evicts them (disruption.goes_with_its_node)
+    expendable: list[str] = field(default_factory=list)
     free: Resources = field(default_factory=dict)
     receives: int = 0  # pending pods this plan expects to run here
     shape: tuple[Any, ...] = ()
@@ -225,13 +227,26 @@ class Context:
             if pod.node_name is not None:
                 node = self.nodes.get(pod.node_name)
                 if node is not None:
-                    _charge(node, pod, self.now)
+                    _charge(node, pod)
+                    self._keep_busy(node, pod)
             elif pod.is_pending_unschedulable():
                 self.pending.append(pod)
             elif pod.gated and not pod.daemonset:
                 self.gated.append(pod)
         for node in self.nodes.values():
             node.free = subtract(node.info.allocatable, node.used)
+
+    def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:
+        """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
+        evicts (:func:`spillway.planner.disruption.goes_with_its_node`)."""
+        if not keeps_node_busy(pod, self.now):
+            return
+        if pod.priority < self.config.expendable_priority_cutoff and goes_with_its_node(
+            pod, self.snapshot.pdb_allowance(pod), self.now
+        ):
+            node.expendable.append(pod.key)
+        else:
+            node.workload += 1
 
     def _note_daemonset(self, pod: PodInfo, owner: str) -> None:
         rep_key = (pod.namespace, owner)
@@ -263,15 +278,13 @@ def _nominated(pending: Iterable[PodInfo], nodes: Mapping[str, WorkNode], cutoff
     return sorted(found, key=lambda p: (p.priority, p.key))
 
 
-def _charge(node: WorkNode, pod: PodInfo, now: datetime) -> None:
-    """A pod bound to ``node``: its requests, its pod slot, and whether it keeps the node busy."""
+def _charge(node: WorkNode, pod: PodInfo) -> None:
+    """A pod bound to ``node``: its requests and its pod slot."""
     add_into(node.used, pod.requests)
     node.used[PODS] = node.used.get(PODS, 0) + ONE_POD
     if pod.daemonset:
         add_into(node.daemon_used, pod.requests)
         node.daemon_used[PODS] = node.daemon_used.get(PODS, 0) + ONE_POD
-    if keeps_node_busy(pod, now):
-        node.workload += 1
 
 
 def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[str, int]:
