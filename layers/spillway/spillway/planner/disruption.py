@@ -11,9 +11,10 @@
   is not annotated safe-to-evict=true); evicted only with ``force``, when it becomes ``movable``;
 * ``movable``: may be evicted through the Eviction API.
 
-Everything but ``ignore`` keeps a node busy: the planner never drains a node with such a pod. The
-drain's pod classification maps one to one: ignore→ignore, wait→wait, never→keep, movable→evict,
-with the same reasons.
+Everything but ``ignore`` keeps a node busy: the planner never drains a node with such a pod, but for
+an expendable one (priority below ``expendable_priority_cutoff``) a drain may evict
+(:func:`goes_with_its_node`), which the drain of its node evicts. The drain's pod classification maps
+one to one: ignore→ignore, wait→wait, never→keep, movable→evict, with the same reasons.
 
 ``cost`` orders victims, cheapest first: ``(priority, controller.kubernetes.io/pod-deletion-cost)``.
 
@@ -95,6 +96,19 @@ def keeps_node_busy(pod: PodInfo, now: datetime | None = None) -> bool:
     """``assess(pod, now=now).keeps_node_busy`` without building the verdict (the planner asks it for
     every pod)."""
     return not (pod.terminal or pod.mirror or pod.daemonset or stuck(pod, now))
+
+
+def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> bool:
+    """An expendable pod (the caller checks its priority against ``expendable_priority_cutoff``) that
+    keeps no node from scale-down: cluster-autoscaler leaves such pods out of its scale-down snapshot,
+    so they "don't prevent scale downs" (its FAQ). Here only when the drain of its node may evict it:
+    :func:`assess` finds it movable (running, not terminating, not protected by
+    ``karpenter.sh/do-not-disrupt`` or ``safe-to-evict=false``, a controller recreates it or it is
+    ``safe-to-evict=true``) and no never-rule of a move holds it (``openai/do-not-drain``, more than one
+    budget, a budget that allows no disruption now: ``pdbs_allow`` as :func:`assess_move` takes it).
+    cluster-autoscaler does not evict such pods at all (the node's deletion ends them) and reads no
+    annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node."""
+    return assess(pod, now=now).verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
 
 
 def stuck(pod: PodInfo, now: datetime | None) -> bool:
