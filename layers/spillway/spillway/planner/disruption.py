@@ -7,7 +7,8 @@
   stop it; cluster-autoscaler ignores such long-terminating pods too);
 * ``wait``: already terminating; it keeps the node busy until it is gone, nothing to evict;
 * ``never``: protected (``karpenter.sh/do-not-disrupt=true``,
-  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or no controller would recreate it and it
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, ``openai/do-not-drain=true``, or no
+  controller would recreate it and it
   is not annotated safe-to-evict=true); evicted only with ``force``, when it becomes ``movable``;
 * ``movable``: may be evicted through the Eviction API.
 
@@ -136,6 +137,8 @@ def _protection(pod: PodInfo) -> tuple[str, str] | None:
         return codes.POD_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"
     if pod.safe_to_evict is False:
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
+    if pod.do_not_drain:
+        return codes.POD_DO_NOT_DRAIN, f"labelled {DO_NOT_DRAIN}=true"
     if not pod.controlled and pod.safe_to_evict is not True:
         return codes.POD_NO_CONTROLLER, "no controller would recreate it"
     return None
