@@ -413,6 +413,9 @@ class FakeCloud(Recorder):
         self.fleet_capacity: int | None = None  # at most this many per fleet (None: all asked for)
         self.fleet_error = ("InsufficientInstanceCapacity", "We currently do not have sufficient capacity.")
         self.fleet_state = "running"  # the state fleet instances start in
+        # EC2's eventual consistency: the next this many DescribeInstances answers (instance_states)
+        # show none of the instances fleets launched, asked for by id or by tag
+        self.describe_lag = 0
         self.fleets: list[FleetRequest] = []
         # EC2 remembers a CreateFleet ClientToken: (region, token) -> the request and its answer
         self.fleet_tokens: dict[tuple[str, str], tuple[FleetRequest, CreateFleetResult]] = {}
@@ -652,6 +655,9 @@ class FakeCloud(Recorder):
         self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None
     ) -> dict[str, str]:
         self._call("instance_states", region, tuple(instance_ids), tag)
+        if self.describe_lag > 0:
+            self.describe_lag -= 1
+            return {}
         return {
             iid: i["state"]
             for iid, i in sorted(self.ec2.items())

@@ -14,6 +14,7 @@ import boto3
 import pytest
 from conftest import HOME, Cloud
 
+from spillway.act import gang
 from spillway.act.gang import TAG_ATTEMPT
 from spillway.local import cloud as cloud_module
 from spillway.local.rig import create_group
@@ -154,6 +155,33 @@ def test_a_failed_gang_launch_started_again_by_hand_launches_a_new_attempt(
     assert_no_half_gang(cloud, "gang", whole, busy)
 
 
+def test_a_launch_whose_answer_is_lost_is_given_back_whole_before_ec2_shows_its_instances(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    """The Launch step's Lambda times out after CreateFleet launched (Sandbox.Timedout: its answer is
+    lost, and Launch catches it straight into GiveBack), while DescribeInstances does not show the new
+    instances yet (EC2's eventual consistency, CloudSim). GiveBack found none by the attempt's tag,
+    reported them given back and left the whole gang running outside the group (review r14-1). It asks
+    CreateFleet again with the attempt's ClientToken and parameters: EC2 (CloudSim) answers with the
+    first call's instances, launching nothing, and they are terminated by id."""
+    gang_group(cloud, "gang", "fleet")
+    cloud.sim.hide_new_instances(HOME)
+    cloud.stack.faults.time_out_after(
+        "ScaleFunction", when=lambda event: event.get("action") == "gang_launch"
+    )
+
+    execution = launch(cloud, "gang", 3, "fleet")
+    cloud.sim.show_instances()  # EC2 has caught up: what runs now is what the execution left
+
+    assert execution["status"] == "FAILED" and execution["error"] == "Sandbox.Timedout", execution
+    ec2 = boto3.client("ec2", region_name=HOME)
+    attempt = [i for r in ec2.describe_instances(Filters=[{"Name": "tag-key", "Values": [TAG_ATTEMPT]}])["Reservations"]
+               for i in r["Instances"]]  # fmt: skip
+    assert len(attempt) == 3  # one fleet: the second CreateFleet launched nothing
+    assert cloud.sim.attach_calls == [] and cloud.state_item("backoff#gang") is not None
+    assert_no_half_gang(cloud, "gang", set(), busy)
+
+
 def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at_the_deadline(
     cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,6 +206,41 @@ def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at
     assert cloud.desired("gang") == 0  # each terminated with a decrement
     assert cloud.state_item("backoff#gang") is not None
     assert_no_half_gang(cloud, "gang", set(), busy)
+
+
+def test_a_min_size_raised_while_the_gang_waits_still_gives_every_instance_back(
+    cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator (or a scheduled action) raises the group's MinSize to its desired capacity while the
+    attached gang waits for its nodes. AWS (CloudSim) then refuses TerminateInstanceInAutoScalingGroup
+    with the decrement. GiveBack stopped at the first refusal and did not retry it: GiveBackFailed, the
+    whole gang running (review r14-2, r14-3). Each instance is terminated; the refused ones without the
+    decrement, as AWS's refusal offers: the group keeps its MinSize with replacements, no gang member."""
+    original_node, original_verify = cloud_module._node, gang.GangSteps.verify
+
+    def broken_kubelet(name: str, instance_id: str, zone: str, region: str, template: Any) -> Any:
+        node = original_node(name, instance_id, zone, region, template)
+        node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+        return node
+
+    def verify_after_min_size_raised(self: gang.GangSteps, event: Any) -> dict[str, Any]:
+        autoscaling = boto3.client("autoscaling", region_name=HOME)
+        desired = cloud.asg("gang")["DesiredCapacity"]
+        autoscaling.update_auto_scaling_group(AutoScalingGroupName="gang", MinSize=desired)
+        return original_verify(self, event)
+
+    monkeypatch.setattr(cloud_module, "_node", broken_kubelet)
+    monkeypatch.setattr(gang.GangSteps, "verify", verify_after_min_size_raised)
+    gang_group(cloud, "gang", "fleet")
+
+    execution = launch(cloud, "gang", 3, "fleet", deadline=3)
+
+    assert execution["status"] == "FAILED" and execution["error"] == "GangIncomplete", execution
+    assert "3 instance(s) terminated without decrement: MinSize 3" in execution["cause"]
+    live = running()
+    assert [i for i, tags in live.items() if TAG_ATTEMPT in tags] == []  # no gang member runs
+    replacements = {i for i, s in group_instances(cloud, "gang").items() if s == "InService"}
+    assert cloud.desired("gang") == 3 and len(replacements) == 3 and set(live) == busy | replacements
 
 
 def test_rollback_raises_the_desired_capacity_once_and_the_whole_gang_comes_up(
@@ -261,6 +324,15 @@ def test_a_fleet_gang_given_a_zone_launches_only_in_that_zones_subnets(cloud: Cl
     )  # fmt: skip
     payload = {"group": "gang", "region": HOME, "count": 3, "gang": "ml/train", "mode": "fleet", "zone": f"{HOME}b",
                "deadline_seconds": 20, "poll_seconds": 1, "plan_id": "p-1"}  # fmt: skip
+    # three zones with AZRebalance active (a new group's default): it would terminate the gang packed
+    # into one of them to even the zones out, so fleet mode is refused before anything launches
+    refused = cloud.stack.run(MACHINE, payload, timeout=90)
+    assert refused["status"] == "FAILED" and refused["error"] == "InputError", refused
+    assert "us-east-1/gang spans 3 zones" in refused["cause"] and "AZRebalance" in refused["cause"]
+    assert_no_half_gang(cloud, "gang", set(), busy)
+    boto3.client("autoscaling", region_name=HOME).suspend_processes(
+        AutoScalingGroupName="gang", ScalingProcesses=["AZRebalance"]
+    )
 
     execution = cloud.stack.run(MACHINE, payload, timeout=90)
 

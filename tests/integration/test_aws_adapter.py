@@ -14,7 +14,7 @@ from botocore.stub import Stubber
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.errors import AsgLimitExceeded, AsgNotFound, AwsError, AwsThrottled, AwsUnavailable
-from spillway.model.aws import ScalingActivity
+from spillway.model.aws import FleetRequest, ScalingActivity
 from spillway.model.resources import NVIDIA_GPU
 
 REGIONS = ("us-east-1", "us-west-2")
@@ -422,3 +422,56 @@ def test_instance_states_of_ids_ec2_does_not_show_yet_leaves_them_out(moto_aws: 
     states = adapter.instance_states("us-east-1", [known, "i-0123456789abcdef0"])
 
     assert states == {known: "running"}
+
+
+# --- gang launches (act/gang.py) ----------------------------------------------------------------------
+
+
+def test_observe_reads_suspended_processes_and_a_fleet_group_rebalancing_two_zones_is_off(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    """DescribeAutoScalingGroups' SuspendedProcesses reach the group: a fleet-tagged group spanning two
+    zones with AZRebalance active (which would terminate a gang packed into one zone) is read as off
+    with the reason; suspending the process makes it a fleet group."""
+    make_asg(
+        "us-east-1", "gang", instance_type="g5.xlarge", desired=0, tags={"spillway.io/atomic-launch": "fleet"}
+    )
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    autoscaling.update_auto_scaling_group(
+        AutoScalingGroupName="gang", AvailabilityZones=["us-east-1a", "us-east-1b"]
+    )
+
+    def gang() -> Any:
+        return next(g for g in adapter.node_groups(RESERVE, NOW) if g.name == "gang")
+
+    assert adapter.describe_group("us-east-1", "gang").SuspendedProcesses == []
+    assert (
+        gang().atomic_launch == "off"
+        and "AZRebalance is not in its SuspendedProcesses" in gang().atomic_launch_problem
+    )
+    autoscaling.suspend_processes(AutoScalingGroupName="gang", ScalingProcesses=["AZRebalance"])
+    assert adapter.describe_group("us-east-1", "gang").suspended("AZRebalance")
+    assert gang().atomic_launch == "fleet" and gang().atomic_launch_problem == ""
+
+
+def test_a_spot_gang_fleet_request_is_accepted_and_launches_spot_instances(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    """The Spot form of the gang's CreateFleet passes the SDK's validation of EC2's API and moto launches
+    Spot instances from it."""
+    make_asg("us-east-1", "gang", instance_type="g5.xlarge", desired=0)
+    request = FleetRequest(
+        launch_template={"LaunchTemplateName": "lt-gang", "Version": "$Latest"}, count=2, client_token="spillway-t",
+        instance_type="g5.xlarge", zones=("us-east-1a",), tags={"spillway.io/cluster": "prod"},
+        capacity_type="spot", spot_allocation_strategy="price-capacity-optimized",
+    )  # fmt: skip
+
+    result = adapter.create_fleet_instant("us-east-1", request)
+
+    assert len(result.instance_ids) == 2
+    described = boto3.client("ec2", region_name="us-east-1").describe_instances(
+        InstanceIds=result.instance_ids
+    )
+    assert [i.get("InstanceLifecycle") for r in described["Reservations"] for i in r["Instances"]] == [
+        "spot"
+    ] * 2

@@ -1,9 +1,14 @@
 """The gang-launch steps (act/gang.py) on the recording fakes: what they ask EC2 for, what they refuse,
-and that giving back leaves no instance of the attempt running, even one whose id was never reported."""
+and that giving back leaves no instance of the attempt running, even one whose id was never reported.
+
+The group spans two zones with AZRebalance suspended (fleet mode needs that: see
+test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,19 +19,26 @@ from spillway.act import gang
 from spillway.adapters.aws import map_aws_error
 from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, CapacityUnavailable, InputError
 from spillway.model.aws import AutoScalingGroup
-from spillway.model.nodegroup import TAG_ATOMIC_LAUNCH, NodeGroup, build_node_groups, parse_atomic_launch
+from spillway.model.nodegroup import (
+    TAG_ATOMIC_LAUNCH,
+    NodeGroup,
+    build_node_groups,
+    parse_atomic_launch,
+)
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:spillway-prod-gang-launch:gang-p-1-0a1b2c3d4e5f"
 REQUEST = {"group": "gpu", "region": "us-east-1", "count": 3, "gang": "ml/train", "mode": "fleet",
            "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p-1", "execution": EXECUTION}  # fmt: skip
 RERUN = f"{EXECUTION}-again"  # the same input started again by hand: another execution
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def world(
     mode: str | None = "fleet", max_size: int = 8, **kw: Any
 ) -> tuple[FakeCloud, FakeLedger, gang.GangSteps]:
     cloud = FakeCloud(cluster="prod")
+    kw.setdefault("suspended", ["AZRebalance"])
     raw = cloud.add_group("gpu", ["i-0old"], max_size=max_size, mixed=True, instance_type="g5.xlarge",
                           zones=["us-east-1a", "us-east-1b"], **kw)  # fmt: skip
     if mode:
@@ -178,6 +190,177 @@ def test_give_back_finds_by_tag_an_instance_whose_launch_response_was_lost() -> 
 
     assert len(out["terminated"]) == 3 and cloud.running() == []
     assert out["error"] == "States.Timeout"
+
+
+def test_give_back_after_a_lost_launch_answer_asks_ec2_again_with_the_attempts_token() -> None:
+    """The Launch step's Lambda timed out after CreateFleet launched: GiveBack gets no ids, and right
+    after the launch EC2's eventual consistency leaves the attempt's tag out of DescribeInstances. It
+    reported "given_back" with the whole gang running outside the group, for good (review r14-1).
+    CreateFleet again with the attempt's ClientToken (and the same parameters) answers with the first
+    call's instances and launches nothing; they are terminated by id."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    steps.launch({**REQUEST, "prep": prep})  # launched; the answer never reached Step Functions
+    cloud.describe_lag = 5  # DescribeInstances shows none of them yet, by tag or by id
+    error = {"Error": "Sandbox.Timedout", "Cause": "Task timed out after 60.00 seconds"}
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": error}})
+
+    assert cloud.running() == [] and len(out["terminated"]) == 3
+    assert len(cloud.called("create_fleet_instant")) == 2 and len(cloud.fleets) == 1  # nothing more launched
+    assert out["error"] == "Sandbox.Timedout"
+
+
+@pytest.mark.parametrize("error", ["CapacityUnavailable", "InputError", "AwsError"])
+def test_give_back_does_not_ask_ec2_again_when_the_launch_failed_without_launching(error: str) -> None:
+    """The Launch step failed on its first and only attempt (these are not retried) with EC2 refusing
+    the call, or before calling it: nothing ran under the token, and asking again could launch now."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": {"Error": error, "Cause": "no"}}})
+
+    assert cloud.called("create_fleet_instant") == [] and out["terminated"] == [] and cloud.running() == []
+
+
+def test_give_back_asking_again_for_a_launch_that_never_reached_ec2_takes_a_capacity_refusal_for_none() -> (
+    None
+):
+    """The Launch step died before its CreateFleet reached EC2, and EC2 now refuses the repeat for
+    capacity: a token under which something ran would have been answered with that, so nothing runs."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    cloud.fail("create_fleet_instant", CapacityUnavailable("InsufficientInstanceCapacity"), times=1)
+    error = {"Error": "Lambda.ServiceException", "Cause": "the launch's Lambda failed"}
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": error}})
+
+    assert (
+        out["terminated"] == [] and cloud.running() == [] and len(cloud.called("create_fleet_instant")) == 1
+    )
+
+
+def test_a_min_size_refusal_terminates_without_decrement_and_gives_back_the_rest() -> None:
+    """A scheduled action (or an operator) raised MinSize to the desired capacity while the gang was in
+    flight: AWS refuses TerminateInstanceInAutoScalingGroup with the decrement ("... will violate
+    group's min size constraint"). The refusal left the loop: the other instances, and those not
+    attached yet, kept running, and GiveBack does not retry AsgLimitExceeded (review r14-2). Each is
+    now terminated best-effort; a refused one without the decrement (what AWS's message offers: the
+    group keeps its MinSize and launches a replacement), and the output says so."""
+    cloud, _, steps = world(max_size=30)
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    ids = launch["instances"]
+    cloud.attach_instances("us-east-1", "gpu", ids[:2])  # the first batch attached, the third not yet
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["MinSize"] = raw["DesiredCapacity"]  # 3
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "attach": {"error": "GangIncomplete", "reason": "x"}}})  # fmt: skip
+
+    assert cloud.running() == [] and out["terminated"] == sorted(ids)
+    assert [(a[1], a[2]) for a in cloud.terminated()] == [(ids[0], True), (ids[1], True),
+                                                          (ids[0], False), (ids[1], False)]  # fmt: skip
+    assert out["replaced"] == ids[:2] and raw["DesiredCapacity"] == 3 == raw["MinSize"]
+    assert "2 instance(s) terminated without decrement: MinSize 3" in out["cause"]
+
+
+def test_give_back_terminates_the_others_before_letting_a_throttled_termination_out() -> None:
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    cloud.fail("terminate_instance", AwsThrottled("Rate exceeded"), times=1)
+    state = {**REQUEST, "prep": prep, "launch": launch, "verify": {"error": "GangIncomplete"}}
+
+    with pytest.raises(AwsThrottled):
+        steps.give_back({"state": state})
+    assert cloud.running() == [launch["instances"][0]]  # only the throttled one is left, for the retry
+    out = steps.give_back({"state": state})
+    assert out["terminated"] == [launch["instances"][0]] and cloud.running() == []
+
+
+def test_the_state_machine_retries_give_back_on_a_min_size_refusal() -> None:
+    """give_back reads the group, then writes: a MinSize raised in between is refused as AsgLimitExceeded
+    (a rollback gang's undelivered capacity given back), and a retry reads the new MinSize. GiveBack
+    retried it not: GiveBackFailed (review r14-3)."""
+    machine = json.loads((ROOT / "statemachines" / "gang_launch.asl.json").read_text())
+    retried = {e for rule in machine["States"]["GiveBack"]["Retry"] for e in rule["ErrorEquals"]}
+    cloud, _, steps = world(mode="rollback")
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    cloud.fail("set_desired_capacity", AsgLimitExceeded("below min value"), times=1)
+    state = {**request, "prep": prep, "verify": {"error": "GangIncomplete"}}
+
+    with pytest.raises(AsgLimitExceeded) as raised:
+        steps.give_back({"state": state})
+
+    assert type(raised.value).__name__ in retried
+    assert steps.give_back({"state": state})["desired"] == 1  # the retry gives it back
+
+
+def test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones() -> None:
+    """The fleet puts the whole gang in one zone and attaches it: the group is as unbalanced as can be,
+    and with AZRebalance active (every group's default) Auto Scaling then launches in the other zones
+    and terminates in the crowded one, without a drain: gang members die (cluster-autoscaler's AWS
+    README, "Common notes and gotchas"; review r14-4). Nothing changes the group's processes: fleet
+    mode is refused, naming the group and the process; the planner reads such a group as off."""
+    cloud, _, steps = world(suspended=[])
+    with pytest.raises(InputError, match=r"us-east-1/gpu .*AZRebalance") as raised:
+        steps.prepare(REQUEST)
+    assert raised.value.field == "SuspendedProcesses" and cloud.fleets == []
+    assert steps.prepare({**REQUEST, "mode": "rollback"})["mode"] == "rollback"  # Auto Scaling spreads it
+
+    raw = cloud.groups[("us-east-1", "gpu")]
+    [group] = build_node_groups([AutoScalingGroup.model_validate(raw)], [], {}, {}, "prod")
+    assert group.atomic_launch == "off"
+    assert "us-east-1/gpu" in group.atomic_launch_problem and "AZRebalance" in group.atomic_launch_problem
+
+    raw["AvailabilityZones"] = ["us-east-1a"]  # one zone: nothing to rebalance
+    [group] = build_node_groups([AutoScalingGroup.model_validate(raw)], [], {}, {}, "prod")
+    assert group.atomic_launch == "fleet" and steps.prepare(REQUEST)["mode"] == "fleet"
+
+
+def test_a_spot_groups_gang_fleet_asks_for_spot_all_or_nothing() -> None:
+    """to_api asked for on-demand whatever the group: a group the planner reads as spot (and priced,
+    tainted and placed pods on as spot) got on-demand gang nodes (review r14-5)."""
+    cloud, _, steps = world()
+    raw = cloud.groups[("us-east-1", "gpu")]
+    # spot as EC2 is told: the distribution (a capacity-type tag cannot make an on-demand policy spot)
+    raw["MixedInstancesPolicy"]["InstancesDistribution"] = {"OnDemandPercentageAboveBaseCapacity": 0}
+    prep = steps.prepare(REQUEST)
+    steps.launch({**REQUEST, "prep": prep})
+
+    api = cloud.fleets[0].to_api()
+    assert api["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 3,
+        "SpotTargetCapacity": 3,
+        "DefaultTargetCapacityType": "spot",
+    }
+    assert api["SpotOptions"] == {
+        "MinTargetCapacity": 3,
+        "SingleInstanceType": True,
+        "SingleAvailabilityZone": True,
+    }
+    assert "OnDemandOptions" not in api
+
+
+def test_a_mixed_groups_gang_fleet_is_spot_beyond_its_on_demand_base_with_its_spot_strategy() -> None:
+    cloud, _, steps = world()
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["MixedInstancesPolicy"]["InstancesDistribution"] = {
+        "OnDemandBaseCapacity": 4, "OnDemandPercentageAboveBaseCapacity": 0,
+        "SpotAllocationStrategy": "price-capacity-optimized",
+    }  # fmt: skip
+    assert steps.prepare(REQUEST)["fleet"]["capacity_type"] == "on-demand"  # 1 + 3 within the base of 4
+
+    prep = steps.prepare({**REQUEST, "count": 4})  # 1 + 4: one of them above the base
+    steps.launch({**REQUEST, "count": 4, "prep": prep})
+
+    api = cloud.fleets[0].to_api()
+    assert api["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot"
+    assert api["SpotOptions"]["AllocationStrategy"] == "price-capacity-optimized"
 
 
 def test_give_back_of_an_attached_gang_terminates_with_decrement_and_restores_desired() -> None:

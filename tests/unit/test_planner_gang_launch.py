@@ -210,7 +210,8 @@ def _gangs(result: object) -> dict[str, tuple[object, ...]]:
 
 def test_a_one_zone_gang_uses_a_fleet_group_spanning_three_zones_and_names_the_zone() -> None:
     w = World()
-    w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b", "us-east-1c"])
+    w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b", "us-east-1c"],
+            suspended=["AZRebalance"])  # fmt: skip
     tag(w, "fleet", "fleet")
     w.pod_group(COSCHED, "train", spec={"minMember": 3})
     pods = w.pods(
@@ -241,7 +242,7 @@ def test_the_same_group_in_rollback_mode_is_still_not_used_for_a_one_zone_gang()
 
 def test_a_gang_without_a_zone_requirement_on_a_fleet_group_gets_no_zone() -> None:
     w = World()
-    w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b"])
+    w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b"], suspended=["AZRebalance"])
     tag(w, "fleet", "fleet")
     w.pod_group(COSCHED, "train", spec={"minMember": 3})
     w.pods("train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
@@ -249,3 +250,26 @@ def test_a_gang_without_a_zone_requirement_on_a_fleet_group_gets_no_zone() -> No
     [launch] = _gangs(w.plan())["fleet"]
 
     assert launch.zone is None and "zone" not in launch.to_dict()  # type: ignore[attr-defined]
+
+
+def test_a_fleet_group_spanning_zones_that_rebalances_them_launches_its_gangs_the_ordinary_way() -> None:
+    """Auto Scaling's AZRebalance (not suspended: every group's default) would terminate the members of
+    a gang a fleet packed into one zone, to even the zones out (review r14-4). Such a group is read as
+    off, with the reason, as a tag value that is no mode is: its gangs go through the ordinary scale-up,
+    and a gang that must run in one zone is not placed on it."""
+    w = World()
+    w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b"])
+    tag(w, "fleet", "fleet")
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    pods = w.pods("train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"fleet": (0, 3, pods)}
+    assert "gangs" not in result.state.to_wire()  # no atomic launch: nothing in flight to wait for
+    [group] = [g for g in w.parsed()[1] if g.name == "fleet"]
+    assert group.atomic_launch == "off" and "AZRebalance" in group.atomic_launch_problem
+    w.pods("one-zone", 3, labels={"scheduling.x-k8s.io/pod-group": "one-zone"}, annotations=ZONE_TOPOLOGY,
+           **BIG)  # fmt: skip
+    w.pod_group(COSCHED, "one-zone", spec={"minMember": 3})
+    assert {pending_codes(w.plan())[f"default/one-zone-{i}"] for i in range(3)} == {"gang-no-zone"}

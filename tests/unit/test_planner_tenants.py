@@ -163,16 +163,18 @@ def test_expendable_pods_never_scale_even_under_a_loose_limit() -> None:
 
 
 def test_pods_nominated_for_preemption_are_not_scaled_for() -> None:
-    w = cpu_world()
+    w = World()
+    (node,) = w.group("cpu-east", "m5.2xlarge", max_size=10, nodes=1)
+    w.pods("low", 1, node_name=node, priority=-5, **BIG)  # the victim
     nominated = w.pods("victor", 1, **BIG)
     other = w.pods("plain", 1, **BIG)
-    w.pod_item(nominated[0])["status"]["nominatedNodeName"] = "ip-10-0-0-1.ec2.internal"
+    w.pod_item(nominated[0])["status"]["nominatedNodeName"] = node
 
     result = w.plan()
 
-    assert scale_up(result)["cpu-east"] == (0, 1, other)
+    assert scale_up(result)["cpu-east"] == (1, 2, other)
     assert pending_codes(result)[nominated[0]] == "nominated"
-    assert "ip-10-0-0-1.ec2.internal" in pending_reasons(result)[nominated[0]]
+    assert node in pending_reasons(result)[nominated[0]]
 
 
 def test_capacity_launching_for_a_tenant_counts_against_its_limit_in_the_next_plan() -> None:

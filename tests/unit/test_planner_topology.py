@@ -534,6 +534,67 @@ def test_another_port_or_protocol_shares_the_node() -> None:
     assert w.plan().scale_up == ()
 
 
+def test_a_wildcard_host_ip_clashes_with_any_address_on_the_port() -> None:
+    """kube-scheduler's NodePorts reads hostIP 0.0.0.0 as an unset one, every address (HostPortInfo's
+    sanitize and CheckConflict): such a port clashes with the same port on any one address, both ways."""
+    for held, asked in (("0.0.0.0", "10.0.0.5"), ("10.0.0.5", "0.0.0.0"), ("0.0.0.0", "")):
+        w = World()
+        (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+        running, pending = exporter("exp-0", node), exporter("exp-1")
+        running["spec"]["containers"][0]["ports"][0]["hostIP"] = held
+        if asked:
+            pending["spec"]["containers"][0]["ports"][0]["hostIP"] = asked
+        w.items += [running, pending]
+
+        assert scale_up(w.plan()) == {"cpu": (1, 2, ["default/exp-1"])}, (held, asked)
+
+
+def test_two_distinct_host_ips_share_the_port_on_one_node() -> None:
+    """The control: one port on two specific addresses does not clash."""
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    running, pending = exporter("exp-0", node), exporter("exp-1")
+    running["spec"]["containers"][0]["ports"][0]["hostIP"] = "10.0.0.5"
+    pending["spec"]["containers"][0]["ports"][0]["hostIP"] = "10.0.0.6"
+    w.items += [running, pending]
+
+    assert w.plan().scale_up == ()
+
+
+# A run-to-completion init container that names a host port (kubernetes/kubernetes#57443: neither the
+# scheduler nor the kubelet takes it); restartPolicy Always makes it a sidecar, whose port NodePorts takes
+# since kubernetes/kubernetes#132040 (1.34, and 1.33 by cherry-pick).
+INIT_WITH_PORT = {
+    "name": "wait-for-agent",
+    "image": "public.ecr.aws/docker/library/busybox:1.36",
+    "ports": [{"containerPort": 9000, "hostPort": 9000, "protocol": "TCP"}],
+    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+}
+
+
+def test_a_plain_init_containers_host_port_does_not_keep_pods_apart() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge", nodes=0, max_size=5)
+    pods = w.pods("w", 2, cpu="1", memory="1Gi", init_containers=[INIT_WITH_PORT])
+
+    result = w.plan()
+
+    ups = scale_up(result)
+    assert ups["cpu"][:2] == (0, 1), (ups, pending_reasons(result))  # both fit one m5.2xlarge
+    assert sorted(ups["cpu"][2]) == sorted(pods)
+
+
+def test_a_sidecars_host_port_does_keep_pods_apart() -> None:
+    """The control: the same port on a sidecar (restartPolicy Always) is one pod per node."""
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge", nodes=0, max_size=5)
+    w.pods("w", 2, cpu="1", memory="1Gi", init_containers=[{**INIT_WITH_PORT, "restartPolicy": "Always"}])
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu"][:2] == (0, 2)
+
+
 # --- pending pods of different kinds that repel each other, within one plan --------------------------
 
 

@@ -537,6 +537,35 @@ def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_t
     assert group == "gpu" and until == NOW + timedelta(minutes=15) and reason.startswith("1 of 3")
 
 
+def test_backoff_gives_back_every_stuck_instance_though_the_min_size_refuses_one_decrement() -> None:
+    """A MinSize raised meanwhile (a scheduled action, an operator) makes AWS refuse the decrementing
+    terminate of the first stuck instance: the others are still given back, and that one is terminated
+    without the decrement, as AWS's refusal offers (the group launches an ordinary replacement). Before,
+    the refusal left the loop and every later stuck instance ran on, outside any plan."""
+    cloud = gpu_cloud(4, desired=4)  # one instance before; three launched, none joined
+    raw = cloud.groups[("us-east-1", "gpu")]
+    before, *stuck = (i["InstanceId"] for i in raw["Instances"])
+    kube = FakeCluster(
+        [o.node(f"node-{iid}", instance=iid, ready=(iid == before)) for iid in (before, *stuck)]
+    )
+    ledger = FakeLedger()
+    ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": 4, "count": 3}
+    raw["MinSize"] = 3  # raised since the launch: one decrement goes through, the next are refused
+
+    out = steps(cloud, kube, ledger).backoff(
+        {"cluster": "ml", "group": {**GROUP, "to": 4}, "prep": {"before": [before], "owner": "up-p1", "count": 3},
+         "launch": {"status": "timeout", "reason": "0 of 3 new node(s) Ready by the launch deadline"}}
+    )  # fmt: skip
+
+    assert sorted(out["terminated"]) == sorted(stuck)
+    terminations = [args for name, args in cloud.calls if name == "terminate_instance"]
+    decremented = [iid for _, iid, decrement in terminations if decrement]
+    replaced = [iid for _, iid, decrement in terminations if not decrement]
+    assert len(replaced) == 2 and set(replaced) < set(stuck) == set(decremented)  # refused: without
+    assert raw["DesiredCapacity"] == 3  # the MinSize holds: Auto Scaling replaces those two
+    assert out["outcome"] == "backed_off"
+
+
 SPOT_ICE = (
     "Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity available that "
     "matches your request. Launching EC2 instance failed."

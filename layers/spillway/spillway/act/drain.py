@@ -629,8 +629,9 @@ GROUP_CHECKS = (_unmanaged_group, _leaving_group, _cordoned_by_others, _scale_do
 def _busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> str | None:
     """Why a plan's drain is cancelled because its node runs work it did not plan to move, else None.
     A plan drains only nodes it saw empty; work that landed since must not be evicted by a scale-down
-    ("no running job killed"). Nothing has been touched yet. A consolidation saw the node busy: it moves
-    the pods it names and only those (:func:`_changed_consolidation`)."""
+    ("no running job killed"). Nothing has been touched yet. A consolidation saw the node busy, and an
+    idle node's drain saw the expendable pods it evicts: each moves the pods it names and only those
+    (:func:`_changed_consolidation`)."""
     if request.consolidation:
         return _changed_consolidation(request, verdicts)
     busy = [v.pod for v in verdicts if v.action != "ignore"]

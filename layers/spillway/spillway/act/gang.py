@@ -6,20 +6,24 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
 (:data:`spillway.model.nodegroup.TAG_ATOMIC_LAUNCH`):
 
 ``fleet``
-    ``gang_prepare`` (read the group, refuse a gang above MaxSize) → ``gang_launch`` (EC2 ``CreateFleet``
-    of type ``instant``, ``MinTargetCapacity`` = count, one instance type in one zone, every instance
-    tagged with the attempt) → ``gang_attach`` (once every instance runs: ``AttachInstances``, 20 a call,
-    which raises the desired capacity) → ``gang_verify`` (every instance InService, its Node Ready).
+    ``gang_prepare`` (read the group, refuse a gang above MaxSize, and a group spanning several zones
+    whose AZRebalance process is not suspended) → ``gang_launch`` (EC2 ``CreateFleet`` of type
+    ``instant``, of the group's capacity type, ``MinTargetCapacity`` = count, one instance type in one
+    zone, every instance tagged with the attempt) → ``gang_attach`` (once every instance runs:
+    ``AttachInstances``, 20 a call, which raises the desired capacity) → ``gang_verify`` (every instance
+    InService, its Node Ready).
 ``rollback``
     ``gang_prepare`` → ``gang_raise`` (desired capacity + count relative to the live value, once per
     attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
     attempt's own instances InService and Ready; a Failed launch activity for capacity ends it early).
 
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
-deadline) ends in ``gang_give_back``: every instance of the attempt is terminated (those in the group
-with ``ShouldDecrementDesiredCapacity``, those not yet attached with EC2 ``TerminateInstances``; the
-attempt's tag finds even instances whose ids a lost response never told us); in rollback mode the
-capacity the attempt raised but never launched is given back relative to the live desired capacity
+deadline) ends in ``gang_give_back``: every instance of the attempt is terminated, each tried whatever
+becomes of the others (those in the group with ``ShouldDecrementDesiredCapacity``, or without it where a
+MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``;
+a launch whose answer was lost is asked again under its ClientToken, and the attempt's tag finds its
+instances too once EC2 shows them); in rollback mode the capacity the attempt raised but never
+launched is given back relative to the live desired capacity
 (:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
 scale-up's ``backoff`` does. The execution then fails with a named error: ``CapacityUnavailable``,
 ``GangIncomplete`` or the step's own. No half gang is ever left running.
@@ -55,12 +59,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
-from spillway.act.instances import ready_nodes
+from spillway.act.instances import Terminated, give_back_in_group, ready_nodes
 from spillway.errors import (
     AsgLimitExceeded,
     CapacityUnavailable,
     InputError,
-    InstanceNotFound,
     SpillwayError,
     StateConflict,
     StateCorrupt,
@@ -73,9 +76,14 @@ from spillway.model.nodegroup import (
     TAG_ATOMIC_LAUNCH,
     NodeGroup,
     capacity_failure_since,
+    capacity_type,
+    capacity_type_of_launches,
+    fleet_refusal,
     is_managed,
+    on_demand_base,
     parse_atomic_launch,
     resolve_instance_type,
+    spot_allocation_strategy,
 )
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
@@ -86,6 +94,11 @@ TAG_GANG = "spillway.io/gang"
 TAG_CLUSTER = "spillway.io/cluster"  # TerminateInstances is allowed only on instances tagged so
 MODES = ("fleet", "rollback")
 EC2_ALIVE = frozenset({"pending", "running"})
+# The Launch step's errors that say nothing ran under the attempt's ClientToken: none of them is retried,
+# so it is its one attempt's, refused before CreateFleet (InputError) or by EC2 (CapacityUnavailable, and
+# any other AwsError, which is none of the retried AwsThrottled and AwsUnavailable). After any other
+# (a timeout, a Lambda error, the retries run out) CreateFleet may have launched.
+NOT_LAUNCHED = frozenset({"InputError", "CapacityUnavailable", "AwsError"})
 
 # what a step may raise is what the ports it calls may raise (spillway.ports.ERRORS)
 _KUBE = ERRORS["Cluster"]
@@ -262,6 +275,8 @@ def fleet_request(
     tags = {t.Key: t.Value for t in asg.Tags if t.PropagateAtLaunch and not t.Key.startswith("aws:")}
     tags.update({TAG_ATTEMPT: token, TAG_GANG: gang[:255], TAG_CLUSTER: cluster})
     instance_type = resolve_instance_type(asg, bundled_instance_types() if catalogue is None else catalogue)
+    # spot or on-demand as the planner reads the group's next launches (NodeGroup.launch_capacity_type)
+    kind = capacity_type_of_launches(capacity_type(asg)[0], on_demand_base(asg), asg.DesiredCapacity, count)
     return FleetRequest(
         launch_template=launch_template_of(asg, instance_type),
         count=count,
@@ -270,6 +285,27 @@ def fleet_request(
         subnets=subnets,
         zones=() if subnets else zones,
         tags=tags,
+        capacity_type=kind,
+        spot_allocation_strategy=spot_allocation_strategy(asg) if kind == "spot" else None,
+    )
+
+
+def _fleet_of(prep: Mapping[str, Any]) -> FleetRequest:
+    """The attempt's CreateFleet, from what prepare kept (``prep.fleet``): every call of an attempt,
+    the launch and a give-back's repeat, is the same request under the same ClientToken."""
+    spec = prep.get("fleet") or {}
+    if not spec:
+        raise InputError("gang_launch needs the fleet of a fleet-mode prepare", field="prep.fleet")
+    return FleetRequest(
+        launch_template=dict(spec["launch_template"]),
+        count=int(prep["count"]),
+        client_token=str(prep["attempt"]),
+        instance_type=spec.get("instance_type"),
+        subnets=tuple(spec.get("subnets") or ()),
+        zones=tuple(spec.get("zones") or ()),
+        tags=dict(spec.get("tags") or {}),
+        capacity_type=str(spec.get("capacity_type") or "on-demand"),  # prepared before spot: on-demand
+        spot_allocation_strategy=spec.get("spot_allocation_strategy"),
     )
 
 
@@ -307,6 +343,8 @@ class GangSteps:
         if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
             raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
                              field="zone")  # fmt: skip
+        if mode == "fleet" and fleet_refusal(asg):
+            raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
         if asg.DesiredCapacity + req.count > asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{where}: a gang of {req.count} on desired capacity {asg.DesiredCapacity} is above MaxSize "
@@ -331,6 +369,8 @@ class GangSteps:
                 "subnets": list(request.subnets),
                 "zones": list(request.zones),
                 "tags": dict(request.tags),
+                "capacity_type": request.capacity_type,
+                "spot_allocation_strategy": request.spot_allocation_strategy,
             }
         return prep
 
@@ -344,18 +384,7 @@ class GangSteps:
     def launch(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """CreateFleet instant for the whole gang; fewer instances than the gang is a partial launch."""
         req, prep = self._request(event), _prep(event)
-        spec = prep.get("fleet") or {}
-        if not spec:
-            raise InputError("gang_launch needs the fleet of a fleet-mode prepare", field="prep.fleet")
-        request = FleetRequest(
-            launch_template=dict(spec["launch_template"]),
-            count=int(prep["count"]),
-            client_token=str(prep["attempt"]),
-            instance_type=spec.get("instance_type"),
-            subnets=tuple(spec.get("subnets") or ()),
-            zones=tuple(spec.get("zones") or ()),
-            tags=dict(spec.get("tags") or {}),
-        )
+        request = _fleet_of(prep)
         result = self.aws.create_fleet_instant(req.region, request)
         ids = result.instance_ids
         if len(ids) >= request.count:
@@ -457,10 +486,10 @@ class GangSteps:
         return capacity_failure_since(self.aws.describe_activities(req.region, req.group, now), since)
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Terminate every instance of the attempt (decrementing the desired capacity by each), give
-        back what the attempt raised but never launched (relative, rollback mode; none when its raise is
-        unsettled: it may never have added any), back the group off.
-        Capacity and instances of other executions on the group are left alone.
+        """Terminate every instance of the attempt (decrementing the desired capacity by each; where
+        MinSize refuses the decrement, without it), give back what the attempt raised but never launched
+        (relative, rollback mode; none when its raise is unsettled: it may never have added any), back
+        the group off. Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")
         if not isinstance(state, Mapping):
@@ -469,11 +498,8 @@ class GangSteps:
         error, cause = _why(state, f"{req.region}/{req.group}")
         asg = self.aws.describe_group(req.region, req.group)
         members = self._members(req, prep, state, asg)
-        if prep["mode"] == "fleet":  # the attempt's tag also finds instances a lost response never named
-            tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
-            members |= {i for i, s in tagged.items() if s in EC2_ALIVE}
         in_group = {i.InstanceId for i in asg.Instances}
-        terminated = self._terminate(req.region, members, in_group)
+        gone = self._terminate(req.region, members, in_group)
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
@@ -485,45 +511,75 @@ class GangSteps:
         )
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
-        if desired is None:
-            desired = self.aws.describe_group(req.region, req.group).DesiredCapacity
+        if desired is None or gone.replaced:
+            after = self.aws.describe_group(req.region, req.group)
+            desired = after.DesiredCapacity
+            cause += gone.kept(after.MinSize, desired)
         return {"group": req.group, "region": req.region, "outcome": "given_back", "error": error,
-                "cause": cause[:1000], "terminated": terminated, "desired": desired,
-                "backoff_until": iso(until)}  # fmt: skip
+                "cause": cause[:1000], "terminated": gone.terminated, "replaced": gone.replaced,
+                "desired": desired, "backoff_until": iso(until)}  # fmt: skip
 
     def _members(
         self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup
     ) -> set[str]:
-        """The attempt's instances: the fleet's (fleet mode); in rollback mode the new instances of the
-        group it claimed (up to the gang), so a concurrent scale-up's or gang's are never counted."""
+        """The attempt's instances: the fleet's (fleet mode: those the launch reported, those a lost
+        launch answer is asked again for, and those carrying the attempt's tag); in rollback mode the
+        new instances of the group it claimed (up to the gang), so a concurrent scale-up's or gang's are
+        never counted."""
         if prep["mode"] == "fleet":
-            return {str(i) for i in (state.get("launch") or {}).get("instances") or []}
+            reported = {str(i) for i in (state.get("launch") or {}).get("instances") or []}
+            tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
+            alive = {i for i, s in tagged.items() if s in EC2_ALIVE}
+            return reported | self._unreported(req, prep, state) | alive
         before = set(prep.get("before") or [])
         new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
                and i.LifecycleState in LIVE_STATES]  # fmt: skip
         return set(own_instances(self._owner(req, prep), new, int(prep["count"]), self.clock()))
 
-    def _terminate(self, region: str, members: set[str], in_group: set[str]) -> list[str]:
-        """In the group: TerminateInstanceInAutoScalingGroup with decrement; outside: EC2 TerminateInstances."""
-        terminated, outside = [], []
-        for iid in sorted(members):
-            if iid not in in_group:
-                outside.append(iid)
-                continue
-            try:
-                self.aws.terminate_instance(region, iid, decrement=True)
-                terminated.append(iid)
-            except InstanceNotFound:
-                outside.append(iid)  # left the group meanwhile: EC2 terminates it below
-        if outside:
-            alive = self.aws.instance_states(region, outside)
-            doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
-            terminated += self.aws.terminate_instances(region, doomed) if doomed else []
-            # an id EC2 does not show yet (just launched: eventual consistency) is terminated on its
-            # own call, after the others: EC2 refuses a whole batch that names an id it does not know
-            unseen = sorted(i for i in outside if i not in alive)
-            terminated += self.aws.terminate_instances(region, unseen) if unseen else []
-        return sorted(terminated)
+    def _unreported(self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any]) -> set[str]:
+        """The instances of a launch whose answer never came (no ``launch`` in the state: the Lambda
+        timed out, died, or its retries ran out, maybe after CreateFleet launched). The attempt's tag
+        finds them, but not right after the launch (DescribeInstances is eventually consistent), and a
+        give-back that found none ended with the gang running outside the group for good. CreateFleet is
+        asked again with the attempt's ClientToken and the same parameters: EC2 answers with the first
+        call's result and launches nothing. Had the first call never reached EC2, this one launches, and
+        the give-back terminates what it launched. Not asked when the Launch step's error says nothing
+        ran under the token (:data:`NOT_LAUNCHED`)."""
+        caught = state.get("error")
+        error = str(caught.get("Error")) if isinstance(caught, Mapping) else ""
+        if state.get("launch") or error in NOT_LAUNCHED:
+            return set()
+        try:
+            return set(self.aws.create_fleet_instant(req.region, _fleet_of(prep)).instance_ids)
+        except CapacityUnavailable:  # EC2 refused the call whole: nothing runs under the token
+            return set()
+
+    def _terminate(self, region: str, members: set[str], in_group: set[str]) -> Terminated:
+        """Every instance of ``members``, best-effort: one refused does not stop the others. In the group:
+        :func:`~spillway.act.instances.give_back_in_group` (the decrement, and without it where AWS
+        refuses it for the MinSize). Outside the group (not attached yet, or gone from it): EC2
+        TerminateInstances. Once all were tried, the first error is raised (one GiveBack retries
+        first), naming what still runs."""
+        gone = give_back_in_group(self.aws, region, sorted(members & in_group))
+        outside = sorted((members - in_group) | set(gone.not_found))
+        try:
+            gone.terminated += self._terminate_outside(region, outside)
+        except SpillwayError as exc:
+            gone.errors.append((outside, exc))
+        gone.raise_first()
+        return gone
+
+    def _terminate_outside(self, region: str, outside: Sequence[str]) -> list[str]:
+        """EC2 TerminateInstances of those still alive, and of those EC2 does not show yet."""
+        if not outside:
+            return []
+        alive = self.aws.instance_states(region, outside)
+        doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
+        terminated = self.aws.terminate_instances(region, doomed) if doomed else []
+        # an id EC2 does not show yet (just launched: eventual consistency) is terminated on its own
+        # call, after the others: EC2 refuses a whole batch that names an id it does not know
+        unseen = sorted(i for i in outside if i not in alive)
+        return terminated + (self.aws.terminate_instances(region, unseen) if unseen else [])
 
     # --- dispatch ------------------------------------------------------------------------------
 

@@ -3,14 +3,23 @@
 EKS names a Node after its instance's private DNS name, and the Node's ``spec.providerID`` names the
 instance: :func:`nodes_on` finds a Node that way. :func:`where_gone` says when an instance is no longer
 one to act on (out of its group, or terminating already). Used by the scale-up and gang launch checks,
-the drain's terminate and the removal of instances that never joined.
+the drain's terminate and the removal of instances that never joined. :func:`give_back_in_group`
+terminates what a launch did not deliver (a scale-up's back-off, a gang's give-back), best-effort.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from spillway.errors import NodeNotFound
+from spillway.errors import (
+    AsgLimitExceeded,
+    AwsThrottled,
+    AwsUnavailable,
+    InstanceNotFound,
+    NodeNotFound,
+    SpillwayError,
+)
 from spillway.model.cluster import instance_id_from_provider_id
 from spillway.model.drain import Placement
 from spillway.model.k8s import Node
@@ -52,3 +61,74 @@ def where_gone(placement: Placement | None, instance_id: str, group: str, region
     if placement.lifecycle_state.startswith("Terminat"):
         return f"{placement.lifecycle_state} in {group} ({region})"
     return None
+
+
+@dataclass
+class Terminated:
+    """What a give-back's terminations came to: ``terminated`` (every instance whose termination was
+    accepted), ``replaced`` (those of them terminated without the decrement: the group keeps their
+    capacity and launches replacements), ``refused`` (decrements refused, retried without),
+    ``not_found`` (no longer in a group: left to the caller) and ``errors`` (the instances still
+    running, and why)."""
+
+    terminated: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)  # in no group any more (left it, or gone)
+    errors: list[tuple[list[str], SpillwayError]] = field(default_factory=list)
+
+    def raise_first(self) -> None:
+        """The first error, a retryable one first (GiveBack retries it), naming every instance left."""
+        if not self.errors:
+            return
+        retryable = [e for e in self.errors if isinstance(e[1], AwsThrottled | AwsUnavailable)]
+        _, first = (retryable or self.errors)[0]
+        left = sorted({i for ids, _ in self.errors for i in ids})
+        raise type(first)(f"{first} (still running: {', '.join(left[:20])})") from first
+
+    def kept(self, min_size: int, desired: int) -> str:
+        """What could not be given back, for the cause: the capacity of the instances replaced."""
+        if not self.replaced:
+            return ""
+        return (
+            f"; {len(self.replaced)} instance(s) terminated without decrement: MinSize {min_size} holds "
+            f"the desired capacity at {desired}, and Auto Scaling launches a replacement for each"
+        )
+
+
+def give_back_in_group(cloud: Cloud, region: str, instance_ids: Sequence[str]) -> Terminated:
+    """Terminate instances of an Auto Scaling group that a launch did not deliver, best-effort: one
+    refused does not stop the others. TerminateInstanceInAutoScalingGroup with the decrement first; where
+    AWS refuses the decrement (the MinSize, raised meanwhile or reached: ``AsgLimitExceeded``), once
+    the others were tried, without it, as AWS's refusal offers: the group keeps the capacity its
+    MinSize asks for and launches a replacement, an ordinary node. (DetachInstances first would gain
+    nothing: without its decrement the group replaces the instance the same way, with it the desired
+    capacity would go below the MinSize, and it needs one more permission.) Errors are recorded, not
+    raised: the caller raises them (:meth:`Terminated.raise_first`) once it did the rest."""
+    gone = Terminated()
+    refused = [iid for iid in instance_ids if _terminate_one(cloud, region, iid, True, gone) == "refused"]
+    for iid in refused:
+        _terminate_one(cloud, region, iid, False, gone)
+    return gone
+
+
+def _terminate_one(cloud: Cloud, region: str, iid: str, decrement: bool, gone: Terminated) -> str:
+    """One TerminateInstanceInAutoScalingGroup; what became of it is recorded in ``gone``."""
+    try:
+        cloud.terminate_instance(region, iid, decrement=decrement)
+    except InstanceNotFound:
+        gone.not_found.append(iid)
+        return "not found"
+    except AsgLimitExceeded as exc:
+        if decrement:
+            gone.refused.append(iid)
+            return "refused"
+        gone.errors.append(([iid], exc))
+        return "failed"
+    except SpillwayError as exc:
+        gone.errors.append(([iid], exc))
+        return "failed"
+    gone.terminated.append(iid)
+    if not decrement:
+        gone.replaced.append(iid)
+    return "terminated"

@@ -49,7 +49,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
-from spillway.act.instances import ready_nodes
+from spillway.act.instances import give_back_in_group, ready_nodes
 from spillway.act.planning import (
     PlanSettings,
     execution_raises,
@@ -61,7 +61,6 @@ from spillway.act.planning import (
 from spillway.errors import (
     AsgLimitExceeded,
     InputError,
-    InstanceNotFound,
     NodeNotFound,
     SnapshotError,
     SnapshotNotFound,
@@ -271,7 +270,9 @@ class ScaleSteps:
     def backoff(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Back the group off, and give back what this launch did not deliver, and only that: each of
         this plan's own instances (:meth:`_own`) that runs no Ready Node is terminated (decrementing
-        the desired capacity: precisely those, never a working node), and the capacity it raised that
+        the desired capacity: precisely those, never a working node; where the MinSize refuses the
+        decrement, without it, the others first: :func:`~spillway.act.instances.give_back_in_group`),
+        and the capacity it raised that
         never launched (raised - its instances) is taken off the live desired capacity
         (:func:`~spillway.act.claims.give_back_undelivered`), unless its raise is unsettled (it may
         never have added any: what it would take off could be another's). A concurrent gang's or
@@ -295,15 +296,10 @@ class ScaleSteps:
             self.ledger.put_backoff(cluster, POOL_PREFIX + pool_key(*pool), until, reason, region=region)
         new = self._own({**event, "cluster": cluster}, prep, asg, raised) if raised else []
         ready = ready_nodes(self.kube, self.aws, region, new)
-        terminated = []
-        for iid in new:
-            if iid in ready:
-                continue
-            try:
-                self.aws.terminate_instance(region, iid, decrement=True)
-            except InstanceNotFound:
-                continue  # already gone
-            terminated.append(iid)
+        # best-effort, a MinSize refusal terminated without the decrement; errors once all were tried
+        gone = give_back_in_group(self.aws, region, [iid for iid in new if iid not in ready])
+        gone.raise_first()
+        terminated = gone.terminated
         undelivered = 0 if owner.unsettled() else raised - len(new)  # unsettled: it may have added none
         lowered = give_back_undelivered(self.aws, owner, undelivered)
         desired = lowered if lowered is not None else self.aws.describe_group(region, name).DesiredCapacity

@@ -20,7 +20,8 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
   (:meth:`CloudSim.throttle`: the next calls of an operation answer ``RequestLimitExceeded``); and
   CreateFleet's ``ClientToken`` as EC2 keeps it (moto ignores it): a call with a token seen before gets
   the first call's answer again and launches nothing, or ``IdempotentParameterMismatch`` when its other
-  parameters differ;
+  parameters differ; and DescribeInstances' eventual consistency (:meth:`CloudSim.hide_new_instances`:
+  EC2 documents that it may not show instances just launched for a while), which moto does not have;
 * warm pools: moto keeps a group's ``WarmPoolConfiguration`` but ``DescribeWarmPool`` lists no instances.
   CloudSim lists as many as AWS documents the pool holds: ``MaxGroupPreparedCapacity`` (else the group's
   MaxSize) less the desired capacity, at least the pool's ``MinSize``, each in ``Warmed:<PoolState>``
@@ -44,6 +45,7 @@ lifecycle controller removes it.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -95,6 +97,8 @@ class CloudSim:
         self._throttles: dict[str, int] = {}
         # CreateFleet ClientTokens EC2 has seen: (region, token) -> (the other parameters, the answer)
         self._fleet_tokens: dict[tuple[str, str], tuple[dict[str, Any], Any]] = {}
+        self._hiding: set[str] = set()  # regions whose new fleet instances DescribeInstances does not show
+        self._unseen: set[str] = set()  # instances DescribeInstances does not show yet
         self.attach_calls: list[tuple[str, str, tuple[str, ...]]] = []  # (region, group, ids) that worked
         # Terminate lifecycle actions waiting: instance id -> {"region", "group", "hooks": {hook: [token,
         # timeout at]}}; and every completion as (group, hook, instance id, result).
@@ -127,6 +131,21 @@ class CloudSim:
         """Instant fleets in ``region`` launch all they ask for again."""
         with self._lock:
             self._shortfalls.pop(region, None)
+
+    def hide_new_instances(self, region: str) -> None:
+        """From now on, instances an instant fleet launches in ``region`` are in no DescribeInstances
+        answer (EC2's eventual consistency, as long as it lasts): asked for by a filter (a tag, their
+        ids as ``instance-id``) they are left out, asked for by ``InstanceIds`` EC2 answers
+        ``InvalidInstanceID.NotFound``. Other calls (TerminateInstances, AttachInstances) know them.
+        Until :meth:`show_instances`."""
+        with self._lock:
+            self._hiding.add(region)
+
+    def show_instances(self) -> None:
+        """EC2 has caught up: DescribeInstances shows every instance again."""
+        with self._lock:
+            self._hiding.clear()
+            self._unseen.clear()
 
     def stall_launches(self, group: str, region: str) -> None:
         """Instances the group launches from now on stay ``Pending`` (never InService, never a Node)."""
@@ -174,8 +193,9 @@ class CloudSim:
         from moto.autoscaling import models, responses
         from moto.autoscaling.exceptions import AutoscalingClientError, ValidationError
         from moto.core.responses import ActionResult
-        from moto.ec2.exceptions import EC2ClientError
+        from moto.ec2.exceptions import EC2ClientError, InvalidInstanceIdError
         from moto.ec2.responses.fleets import Fleets
+        from moto.ec2.responses.instances import InstanceResponse
 
         sim = self
         group_cls = models.FakeAutoScalingGroup
@@ -188,6 +208,7 @@ class CloudSim:
         original_attach = backend_cls.attach_instances
         original_active = group_cls.active_instances
         original_fleet = Fleets.create_fleet
+        original_describe_instances = InstanceResponse.describe_instances
         original_warm = response_cls.describe_warm_pool
 
         def group_set(self: Any, new_capacity: int | None) -> None:
@@ -360,7 +381,32 @@ class CloudSim:
             if token:
                 with sim._lock:
                     sim._fleet_tokens[(self.region, token)] = (asked, result)
+            body = result.result if isinstance(result, ActionResult) else None
+            with sim._lock:
+                if self.region in sim._hiding and isinstance(body, dict):
+                    sim._unseen.update(
+                        i for e in body.get("Instances") or [] for i in e.get("InstanceIds", [])
+                    )
             return result
+
+        def describe_instances(self: Any) -> Any:
+            with sim._lock:
+                unseen = set(sim._unseen)
+            asked = set(self._get_param("InstanceIds", []))
+            if asked & unseen:
+                raise InvalidInstanceIdError(sorted(asked & unseen))
+            result = original_describe_instances(self)
+            body = result.result if isinstance(result, ActionResult) else None
+            if not unseen or not isinstance(body, dict):
+                return result
+            shown = []
+            for reservation in body.get("Reservations") or []:
+                instances = [i for i in reservation.instances if i.id not in unseen]
+                if instances:
+                    reservation = copy.copy(reservation)
+                    reservation.instances = instances
+                    shown.append(reservation)
+            return ActionResult({**body, "Reservations": shown})
 
         def short_of(self: Any, result: Any) -> Any:
             """The fleet as it comes out under fleet_shortfall: fewer instances, EC2's errors for the rest."""
@@ -401,6 +447,7 @@ class CloudSim:
         group_cls.active_instances = active  # type: ignore[method-assign]
         backend_cls.attach_instances = attach  # type: ignore[method-assign]
         Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
+        InstanceResponse.describe_instances = describe_instances  # type: ignore[method-assign]
         backend_cls.set_desired_capacity = backend_set  # type: ignore[method-assign]
         backend_cls.terminate_instance = terminate  # type: ignore[method-assign]
         response_cls.describe_scaling_activities = describe  # type: ignore[method-assign]
@@ -421,6 +468,7 @@ class CloudSim:
             backend_cls.attach_instances = original_attach  # type: ignore[method-assign]
             group_cls.active_instances = original_active  # type: ignore[method-assign]
             Fleets.create_fleet = original_fleet  # type: ignore[method-assign]
+            InstanceResponse.describe_instances = original_describe_instances  # type: ignore[method-assign]
             response_cls.describe_warm_pool = original_warm  # type: ignore[method-assign]
             for name, original in originals.items():
                 if original is None:

@@ -353,8 +353,10 @@ def asg(
     mixed: bool = False,
     tagged: bool = True,
     instance_states: Mapping[str, str] | None = None,
+    suspended: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One group as ``aws autoscaling describe-auto-scaling-groups`` prints it."""
+    """One group as ``aws autoscaling describe-auto-scaling-groups`` prints it; ``suspended``: the
+    scaling processes suspended on it (``AZRebalance``, ...)."""
     zones = list(zones or [f"{region}a"])
     arn = f"arn:aws:autoscaling:{region}:{ACCOUNT}:autoScalingGroup:{_uid('asg', region, name)}:autoScalingGroupName/{name}"
     tags: list[dict[str, Any]] = []
@@ -408,6 +410,10 @@ def asg(
             for i, iid in enumerate(instances)
         ],
         "Tags": tags,
+        "SuspendedProcesses": [
+            {"ProcessName": p, "SuspensionReason": "User suspended at 2026-10-01T08:00:00Z"}
+            for p in suspended
+        ],
         "TerminationPolicies": ["Default"],
         "NewInstancesProtectedFromScaleIn": False,
         "ServiceLinkedRoleARN": f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling",

@@ -118,6 +118,14 @@ class ScheduledAction(AwsModel):
         return parts[3] if len(parts) > 3 and parts[2] == "autoscaling" and parts[3] else None
 
 
+class SuspendedProcess(AwsModel):
+    """``SuspendedProcesses[]``: a scaling process (``Launch``, ``Terminate``, ``AZRebalance``, ...)
+    suspended on the group, and why."""
+
+    ProcessName: str
+    SuspensionReason: str | None = None
+
+
 class AsgInstance(AwsModel):
     InstanceId: str
     InstanceType: str | None = None
@@ -146,6 +154,8 @@ class AutoScalingGroup(AwsModel):
     LaunchConfigurationName: str | None = None
     MixedInstancesPolicy: MixedInstances | None = None
     VPCZoneIdentifier: str | None = None  # comma-separated subnet ids
+    # the scaling processes suspended (DescribeAutoScalingGroups lists them; none: all of them run)
+    SuspendedProcesses: list[SuspendedProcess] = Field(default_factory=list)
     CreatedTime: datetime | None = None
     Status: str | None = None  # "Delete in progress" while being deleted
     WarmPoolConfiguration: WarmPoolConfig | None = None
@@ -192,6 +202,10 @@ class AutoScalingGroup(AwsModel):
     def tag_map(self) -> dict[str, str]:
         return {t.Key: t.Value for t in self.Tags}
 
+    def suspended(self, process: str) -> bool:
+        """Whether the scaling ``process`` (``AZRebalance``, ...) is suspended on the group."""
+        return any(p.ProcessName == process for p in self.SuspendedProcesses)
+
     def instance_weight(self, instance_id: str) -> int:
         """The units of DesiredCapacity the instance counts for, which terminating it with the decrement
         takes off: its ``WeightedCapacity`` (1 without one, or for an instance not in the group)."""
@@ -226,9 +240,11 @@ class CreateFleetResult(AwsModel):
 
 @dataclass(frozen=True, slots=True)
 class FleetRequest:
-    """One EC2 Fleet of type ``instant``: ``count`` on-demand instances, all or none (``MinTargetCapacity``),
-    one instance type (``SingleInstanceType``) in one zone (``SingleAvailabilityZone``), chosen by EC2
-    among one override per subnet (else per zone). ``client_token`` makes a retried call the same call."""
+    """One EC2 Fleet of type ``instant``: ``count`` instances of ``capacity_type`` (``on-demand`` or
+    ``spot``), all or none (``MinTargetCapacity``), one instance type (``SingleInstanceType``) in one zone
+    (``SingleAvailabilityZone``), chosen by EC2 among one override per subnet (else per zone).
+    ``client_token`` makes a repeated call the same call. ``spot_allocation_strategy``: the group's
+    (``price-capacity-optimized``, ...; EC2 Fleet takes the same names), EC2's default without one."""
 
     launch_template: Mapping[str, str]  # LaunchTemplateId or LaunchTemplateName, and Version
     count: int
@@ -237,6 +253,8 @@ class FleetRequest:
     subnets: tuple[str, ...] = ()
     zones: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)  # put on the instances and their volumes
+    capacity_type: str = "on-demand"
+    spot_allocation_strategy: str | None = None
 
     def to_api(self) -> dict[str, Any]:
         """The keyword arguments of ``ec2.create_fleet``."""
@@ -255,22 +273,39 @@ class FleetRequest:
             "Type": "instant",
             "ClientToken": self.client_token,
             "LaunchTemplateConfigs": [config],
-            "TargetCapacitySpecification": {
-                "TotalTargetCapacity": self.count,
-                "OnDemandTargetCapacity": self.count,
-                "DefaultTargetCapacityType": "on-demand",
-            },
-            "OnDemandOptions": {
-                "MinTargetCapacity": self.count,
-                "SingleInstanceType": True,
-                "SingleAvailabilityZone": True,
-            },
+            **self._capacity(),
             "TagSpecifications": [
                 {"ResourceType": "instance", "Tags": tags},
                 {"ResourceType": "volume", "Tags": tags},
             ]
             if tags
             else [],
+        }
+
+    def _capacity(self) -> dict[str, Any]:
+        """The target capacity and its options: all ``count`` of one capacity type or none (a target for
+        one type excludes one for the other; MinTargetCapacity is supported for instant fleets with
+        SingleInstanceType or SingleAvailabilityZone, for Spot as for On-Demand)."""
+        whole = {"MinTargetCapacity": self.count, "SingleInstanceType": True, "SingleAvailabilityZone": True}
+        if self.capacity_type == "spot":
+            strategy = (
+                {"AllocationStrategy": self.spot_allocation_strategy} if self.spot_allocation_strategy else {}
+            )
+            return {
+                "TargetCapacitySpecification": {
+                    "TotalTargetCapacity": self.count,
+                    "SpotTargetCapacity": self.count,
+                    "DefaultTargetCapacityType": "spot",
+                },
+                "SpotOptions": {**whole, **strategy},
+            }
+        return {
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": self.count,
+                "OnDemandTargetCapacity": self.count,
+                "DefaultTargetCapacityType": "on-demand",
+            },
+            "OnDemandOptions": whole,
         }
 
 

@@ -454,13 +454,16 @@ def _one_zone(pod: Pod) -> bool:
 
 
 def _host_ports(pod: Pod) -> tuple[tuple[int, str, str], ...]:
-    """The node ports the pod's containers (and sidecars, init containers) take; hostIP "" is every
-    address, as the scheduler's NodePorts check reads an unset one."""
+    """The node ports the pod's app containers and sidecars (init containers with restartPolicy Always)
+    take, as kube-scheduler's NodePorts counts them (sidecars since kubernetes/kubernetes#132040); a
+    plain init container's port is taken by neither the scheduler nor the kubelet. hostIP "" is every
+    address, as NodePorts reads an unset one."""
+    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
     return tuple(
         sorted(
             {
                 (port.host_port, port.protocol or "TCP", port.host_ip or "")
-                for container in (*pod.spec.containers, *pod.spec.init_containers)
+                for container in (*pod.spec.containers, *sidecars)
                 for port in container.ports
                 if port.host_port
             }

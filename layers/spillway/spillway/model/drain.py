@@ -61,8 +61,8 @@ class DrainRequest(BaseModel):
     cancels its drain, touching nothing, and rejects a drain by hand; a region that is not the node's
     is a bug, rejected).
 
-    ``consolidation`` (a plan's drain of a node that runs work, ``pods`` the pods it moves): the drain
-    evicts those pods and no others; it is cancelled before touching anything when the node runs any
+    ``consolidation`` (a plan's drain of a node that runs work, ``pods`` the pods it moves; or of an idle
+    node, ``pods`` the expendable pods it runs): the drain evicts those pods and no others; it is cancelled before touching anything when the node runs any
     other workload pod, or when one of them may no longer be evicted.
 
     ``uncordon`` (with ``terminate`` false; never with ``lifecycle``): once the pods are evicted the node

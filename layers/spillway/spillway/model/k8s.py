@@ -228,7 +228,7 @@ class ContainerPort(KubeModel):
     container_port: int = 0
     host_port: int | None = None  # set: the node's port, which two pods cannot both take
     protocol: str = "TCP"
-    host_ip: str | None = None
+    host_ip: str | None = Field(default=None, alias="hostIP")  # the API spells it hostIP, not hostIp
 
 
 class Container(KubeModel):

@@ -56,6 +56,7 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # where Spillway cannot see that, its own tag first, then the capacity-type labels a node template
 # declares (Karpenter's and EKS managed node groups'). See capacity_type.
 TAG_CAPACITY_TYPE = "spillway.io/capacity-type"
+AZ_REBALANCE = "AZRebalance"  # the Auto Scaling process that evens a group's zones out
 CapacityType = Literal["spot", "on-demand"]
 CAPACITY_TYPES: tuple[CapacityType, ...] = ("spot", "on-demand")
 CAPACITY_LABELS: dict[str, dict[str, CapacityType]] = {
@@ -130,15 +131,14 @@ class NodeGroup:
         already: all of them (None) for an on-demand group; for a spot or mixed group, those that still
         fill its ``OnDemandBaseCapacity`` (EC2 launches the base first, as on-demand, then splits the
         capacity above it by ``OnDemandPercentageAboveBaseCapacity``)."""
-        if self.capacity_type == "on-demand":
-            return None
-        return max(0, self.on_demand_base - self.desired - opened)
+        return certain_on_demand(self.capacity_type, self.on_demand_base, self.desired + opened)
 
     def launch_capacity_type(self, count: int = 1, opened: int = 0) -> CapacityType:
         """The capacity type of the group's next ``count`` launches (after ``opened`` a plan opens
         already): spot as soon as any of them may be spot, on-demand when all of them are."""
-        sure = self.sure_on_demand(opened)
-        return "on-demand" if sure is None or count <= sure else "spot"
+        return capacity_type_of_launches(
+            self.capacity_type, self.on_demand_base, self.desired + opened, count
+        )
 
     @property
     def spot(self) -> bool:
@@ -458,6 +458,43 @@ def _launched_capacity(asg: AutoScalingGroup) -> tuple[CapacityType, str] | None
     return asg.LaunchMarketType, source
 
 
+def certain_on_demand(capacity: CapacityType, base: int, desired: int) -> int | None:
+    """How many launches on top of ``desired`` are on-demand for certain (see
+    :meth:`NodeGroup.sure_on_demand`): all (None) for an on-demand group, else what fills ``base``."""
+    return None if capacity == "on-demand" else max(0, base - desired)
+
+
+def capacity_type_of_launches(capacity: CapacityType, base: int, desired: int, count: int) -> CapacityType:
+    """The capacity type of ``count`` launches on top of ``desired``: spot as soon as any of them may
+    be spot, on-demand when all of them are (:meth:`NodeGroup.launch_capacity_type`)."""
+    sure = certain_on_demand(capacity, base, desired)
+    return "on-demand" if sure is None or count <= sure else "spot"
+
+
+def spot_allocation_strategy(asg: AutoScalingGroup) -> str | None:
+    """The mixed instances policy's ``SpotAllocationStrategy`` (None: AWS's default)."""
+    dist = _distribution(asg)
+    return (dist.SpotAllocationStrategy or None) if dist is not None else None
+
+
+def fleet_refusal(asg: AutoScalingGroup) -> str:
+    """Why fleet mode must not launch gangs in the group ("" when it may): a fleet puts the whole gang in
+    one zone, then attaches it, and a group spanning several zones whose ``AZRebalance`` process is not
+    suspended then evens its zones out by launching in the others and terminating in the crowded one,
+    with no drain (the EC2 Auto Scaling docs on rebalancing activities; cluster-autoscaler's AWS README).
+    Spillway never changes a group's processes: that is the owner's choice."""
+    zones = sorted(set(asg.AvailabilityZones))
+    if len(zones) < 2 or asg.suspended(AZ_REBALANCE):
+        return ""
+    where = f"{asg.region}/{asg.AutoScalingGroupName}"
+    return (
+        f"{where} spans {len(zones)} zones ({', '.join(zones)}) and {AZ_REBALANCE} is not in its "
+        f"SuspendedProcesses: a fleet puts a gang in one zone, and {AZ_REBALANCE} would terminate its "
+        f"members to even the zones out; suspend {AZ_REBALANCE} on the group (aws autoscaling "
+        f"suspend-processes --scaling-processes {AZ_REBALANCE}) or tag it rollback"
+    )
+
+
 def on_demand_base(asg: AutoScalingGroup) -> int:
     """The mixed instances policy's ``OnDemandBaseCapacity`` (AWS's default 0): that much of the group's
     capacity is launched first, as on-demand."""
@@ -768,6 +805,8 @@ def node_group(
 ) -> NodeGroup:
     itype = resolve_instance_type(asg, catalogue)
     atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
+    if atomic == "fleet" and fleet_refusal(asg):  # its gangs go the ordinary way, the reason shown
+        atomic, problem = "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: fleet: {fleet_refusal(asg)}; treated as off"
     consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
     capacity, capacity_problem = capacity_type(asg)
     options, option_problems = parse_options(asg.tag_map())

@@ -165,7 +165,7 @@ def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | N
             "claims devices through dynamic resource allocation (spec.resourceClaims), which Spillway does "
             "not model: neither placed on free room it may not fit nor scaled for",
         )
-    if pod.nominated:
+    if pod.nominated and pod.nominated in ctx.nodes:  # nominated to a node that is gone: ordinary demand
         return (
             codes.NOMINATED,
             f"nominated for node {pod.nominated} (status.nominatedNodeName): preemption makes room there",

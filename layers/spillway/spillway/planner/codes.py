@@ -72,6 +72,8 @@ ORPHANED_DRAIN_RESTORED = "orphaned-drain-restored"
 CONSOLIDATION = "consolidation"  # Drain.code of a drain that moves pods (an empty node's drain has none)
 # Drain.code of a drain that moves a node's pods so pending pods take the node instead of a new one
 MAKE_ROOM = "make-room"
+# Drain.code of an idle node's drain that evicts the expendable pods it runs (nothing else keeps it)
+EXPENDABLE_PODS = "expendable-pods"
 CONSOLIDATION_OFF = "consolidation-off"  # the group's consolidation is off: its nodes are never drained
 DISRUPTION_BUDGET = "disruption-budget"  # the most restrictive active disruption budget is used up
 POD_NEVER = "pod-never"  # runs a pod that must not be disturbed

@@ -22,7 +22,7 @@ from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
-from spillway.planner.disruption import keeps_node_busy
+from spillway.planner.disruption import goes_with_its_node, keeps_node_busy
 from spillway.planner.predicates import HOSTNAME_LABEL
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
@@ -54,6 +54,8 @@ class WorkNode:
     group: NodeGroup | None
     used: Resources = field(default_factory=dict)
     workload: int = 0  # pods that keep the node busy (spillway.planner.disruption)
+    # expendable pods that keep it from nothing: its drain evicts them (disruption.goes_with_its_node)
+    expendable: list[str] = field(default_factory=list)
     free: Resources = field(default_factory=dict)
     receives: int = 0  # pending pods this plan expects to run here
     shape: tuple[Any, ...] = ()
@@ -136,6 +138,9 @@ class Context:
         self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
         self._index_pods(snapshot.pods)
+        self.nominated: list[PodInfo] = _nominated(
+            self.pending, self.nodes, config.expendable_priority_cutoff
+        )
         self.topology = TopologyIndex({name: n.info for name, n in self.nodes.items()}, snapshot.pods)
         self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
         self.stale: Mapping[str, int] = stale or {}  # group -> instances not capacity coming (planner.joins)
@@ -201,6 +206,21 @@ class Context:
             self.placements.append(Placement(pod, node, group))
             self.pending_out.append(PendingPod(pod, note, code))
 
+    def charge_nominated(self, priority: int | None = None) -> None:
+        """Charge each pending pod nominated to a node (preemption under way there) of ``priority`` or
+        higher, every one when None, to that node's free room, once: its requests and pod slot, and one
+        pod the node receives (so it is not drained from under it). kube-scheduler adds the nominated
+        pods of equal or higher priority to a node when it filters the node for a pod
+        (addGENominatedPods), and cluster-autoscaler adds every one to its snapshot on its node before
+        it packs the other pending pods. Placing pods in descending priority and charging before each,
+        a pod of higher priority than a nominated pod may take its room, as kube-scheduler lets it."""
+        while self.nominated and (priority is None or self.nominated[-1].priority >= priority):
+            pod = self.nominated.pop()
+            node = self.nodes[pod.nominated or ""]
+            add_into(node.free, pod.requests, -1)
+            node.free[PODS] = node.free.get(PODS, 0) - ONE_POD
+            node.receives += 1
+
     def _index_pods(self, pods: Iterable[PodInfo]) -> None:
         for pod in pods:
             if pod.daemonset and pod.owner_name:
@@ -210,7 +230,8 @@ class Context:
             if pod.node_name is not None:
                 node = self.nodes.get(pod.node_name)
                 if node is not None:
-                    _charge(node, pod, self.now)
+                    _charge(node, pod)
+                    self._keep_busy(node, pod)
                 if (pod.daemonset or pod.mirror) and not pod.terminating:
                     self.node_daemons.setdefault(pod.node_name, []).append(pod)
             elif pod.is_pending_unschedulable():
@@ -219,6 +240,18 @@ class Context:
                 self.gated.append(pod)
         for node in self.nodes.values():
             node.free = subtract(node.info.allocatable, node.used)
+
+    def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:
+        """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
+        evicts (:func:`spillway.planner.disruption.goes_with_its_node`)."""
+        if not keeps_node_busy(pod, self.now):
+            return
+        if pod.priority < self.config.expendable_priority_cutoff and goes_with_its_node(
+            pod, self.snapshot.pdb_allowance(pod), self.now
+        ):
+            node.expendable.append(pod.key)
+        else:
+            node.workload += 1
 
     def _note_daemonset(self, pod: PodInfo, owner: str) -> None:
         rep_key = (pod.namespace, owner)
@@ -241,15 +274,22 @@ def _work_nodes(
     return out
 
 
-def _charge(node: WorkNode, pod: PodInfo, now: datetime) -> None:
-    """A pod bound to ``node``: its requests, its pod slot, and whether it keeps the node busy."""
+def _nominated(pending: Iterable[PodInfo], nodes: Mapping[str, WorkNode], cutoff: int) -> list[PodInfo]:
+    """The pending pods nominated to a node of the cluster (status.nominatedNodeName), lowest priority
+    first (:meth:`Context.charge_nominated` takes them from the end). An expendable one is left out, as
+    cluster-autoscaler leaves it: every pod the plan places outranks it, so kube-scheduler would not
+    count it against them either."""
+    found = [p for p in pending if p.nominated is not None and p.nominated in nodes and p.priority >= cutoff]
+    return sorted(found, key=lambda p: (p.priority, p.key))
+
+
+def _charge(node: WorkNode, pod: PodInfo) -> None:
+    """A pod bound to ``node``: its requests and its pod slot."""
     add_into(node.used, pod.requests)
     node.used[PODS] = node.used.get(PODS, 0) + ONE_POD
     if pod.daemonset:
         add_into(node.daemon_used, pod.requests)
         node.daemon_used[PODS] = node.daemon_used.get(PODS, 0) + ONE_POD
-    if keeps_node_busy(pod, now):
-        node.workload += 1
 
 
 def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[str, int]:

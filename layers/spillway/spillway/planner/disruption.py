@@ -7,13 +7,15 @@
   stop it; cluster-autoscaler ignores such long-terminating pods too);
 * ``wait``: already terminating; it keeps the node busy until it is gone, nothing to evict;
 * ``never``: protected (``karpenter.sh/do-not-disrupt=true``,
-  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or no controller would recreate it and it
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, ``openai/do-not-drain=true``, or no
+  controller would recreate it and it
   is not annotated safe-to-evict=true); evicted only with ``force``, when it becomes ``movable``;
 * ``movable``: may be evicted through the Eviction API.
 
-Everything but ``ignore`` keeps a node busy: the planner never drains a node with such a pod. The
-drain's pod classification maps one to one: ignore→ignore, wait→wait, never→keep, movable→evict,
-with the same reasons.
+Everything but ``ignore`` keeps a node busy: the planner never drains a node with such a pod, but for
+an expendable one (priority below ``expendable_priority_cutoff``) a drain may evict
+(:func:`goes_with_its_node`), which the drain of its node evicts. The drain's pod classification maps
+one to one: ignore→ignore, wait→wait, never→keep, movable→evict, with the same reasons.
 
 ``cost`` orders victims, cheapest first: ``(priority, controller.kubernetes.io/pod-deletion-cost)``.
 
@@ -97,6 +99,19 @@ def keeps_node_busy(pod: PodInfo, now: datetime | None = None) -> bool:
     return not (pod.terminal or pod.mirror or pod.daemonset or stuck(pod, now))
 
 
+def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> bool:
+    """An expendable pod (the caller checks its priority against ``expendable_priority_cutoff``) that
+    keeps no node from scale-down: cluster-autoscaler leaves such pods out of its scale-down snapshot,
+    so they "don't prevent scale downs" (its FAQ). Here only when the drain of its node may evict it:
+    :func:`assess` finds it movable (running, not terminating, not protected by
+    ``karpenter.sh/do-not-disrupt`` or ``safe-to-evict=false``, a controller recreates it or it is
+    ``safe-to-evict=true``) and no never-rule of a move holds it (``openai/do-not-drain``, more than one
+    budget, a budget that allows no disruption now: ``pdbs_allow`` as :func:`assess_move` takes it).
+    cluster-autoscaler does not evict such pods at all (the node's deletion ends them) and reads no
+    annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node."""
+    return assess(pod, now=now).verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
+
+
 def stuck(pod: PodInfo, now: datetime | None) -> bool:
     """Terminating and still listed past ``stuck_after``: its kubelet is gone (never, without ``now``)."""
     return now is not None and pod.stuck_after is not None and now > pod.stuck_after
@@ -122,6 +137,8 @@ def _protection(pod: PodInfo) -> tuple[str, str] | None:
         return codes.POD_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"
     if pod.safe_to_evict is False:
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
+    if pod.do_not_drain:
+        return codes.POD_DO_NOT_DRAIN, f"labelled {DO_NOT_DRAIN}=true"
     if not pod.controlled and pod.safe_to_evict is not True:
         return codes.POD_NO_CONTROLLER, "no controller would recreate it"
     return None

@@ -436,6 +436,12 @@ class ScaleDownStage:
             f"no workload pods for {minutes(ctx.now - idle_since)} "
             f"(threshold {minutes(needed)}); group {group.name} in {where}"
         )
+        code, pods = "", tuple(sorted(node.expendable))
+        if pods:  # they keep no node: the drain evicts them (and no pod that came since)
+            code = codes.EXPENDABLE_PODS
+            reason += (
+                f"; evicts its {len(pods)} expendable pod(s) (priority below expendable_priority_cutoff)"
+            )
         if orphan:
             reason = f"{codes.ORPHANED_DRAIN_FINISHED}: {self._orphan_age(node)}; {reason}"
-        self.drains.append(Drain(info.name, info.instance_id, group.name, group.region, reason))
+        self.drains.append(Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods))

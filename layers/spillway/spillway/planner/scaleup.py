@@ -85,6 +85,9 @@ class ScaleUpStage:
         in_flight = InFlight(self, gangs.keys(), started)
         known = (self.ctx.gangs or Gangs(self.ctx)) if gangs else None  # pod_classes read them
         for cls in _leaders_first(classes):
+            # pods nominated to a node take its room from pods of their priority or lower on (never
+            # during a gang's trial, whose undo would give the room back)
+            self.ctx.charge_nominated(_placed_at(cls, gangs))
             if cls.started_gang is not None and in_flight.hold(cls.started_gang, [cls]):
                 continue
             if cls.gang is None:
@@ -95,6 +98,7 @@ class ScaleUpStage:
             elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
                 assert known is not None
                 GangPlacement(self, cls.gang, gangs[cls.gang], known).run()
+        self.ctx.charge_nominated()  # the rest: their nodes' room is theirs for scale-down and moves
         actions = scale_up_actions(self.ctx)
         record_gang_launches(self.ctx, actions)
         return actions
@@ -452,6 +456,11 @@ def record_gang_launches(ctx: Context, actions: Sequence[ScaleUp]) -> None:
                     since=ctx.now,
                     minimum_only=launch.gang in ctx.minimum_gangs,
                 )
+
+
+def _placed_at(cls: PodClass, gangs: Mapping[str, list[PodClass]]) -> int:
+    """The priority the class is placed at: a gang's classes are placed together, at the lowest of theirs."""
+    return min(c.priority for c in gangs[cls.gang]) if cls.gang is not None else cls.priority
 
 
 def _leaders_first(classes: Sequence[PodClass]) -> list[PodClass]:

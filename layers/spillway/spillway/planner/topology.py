@@ -600,7 +600,16 @@ class TopologyIndex:
                 yield value
 
 
+BIND_ALL = ("", "0.0.0.0")  # a host IP that is every address: unset, or 0.0.0.0 as NodePorts reads unset
+
+
 def _clash(mine: tuple[int, str, str], theirs: tuple[int, str, str]) -> bool:
+    """Two host ports clash as kube-scheduler's NodePorts has it (HostPortInfo.CheckConflict): the same
+    port and protocol, on the same host IP or with either one every address (unset or 0.0.0.0)."""
     port, protocol, ip = mine
     other_port, other_protocol, other_ip = theirs
-    return port == other_port and protocol == other_protocol and (not ip or not other_ip or ip == other_ip)
+    return (
+        port == other_port
+        and protocol == other_protocol
+        and (ip in BIND_ALL or other_ip in BIND_ALL or ip == other_ip)
+    )

@@ -141,8 +141,10 @@ class Drain:
     group: str
     region: str
     reason: str
-    code: str = ""  # codes.CONSOLIDATION / MAKE_ROOM for a drain that moves pods; "" for an empty node's
-    pods: tuple[str, ...] = ()  # a consolidation's pods to move: the drain evicts these and no others
+    # codes.CONSOLIDATION / MAKE_ROOM for a drain that moves pods, EXPENDABLE_PODS for an idle node's that
+    # evicts its expendable pods; "" for an empty node's
+    code: str = ""
+    pods: tuple[str, ...] = ()  # the pods it moves or evicts: the drain evicts these and no others
 
     @property
     def terminate(self) -> bool:

@@ -1,0 +1,119 @@
+"""Expendable pods (priority below expendable_priority_cutoff) on a node, as cluster-autoscaler takes them
+(FAQ, "How does Cluster Autoscaler work with Pod Priority and Preemption?": they "don't prevent scale
+downs"; core/utils/expendable.go FilterOutExpendablePods leaves them out of its scale-down snapshot): an
+idle node that runs only such pods is drained, and its drain evicts them. A pod the drain may not evict
+(the disruption rules) still keeps its node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from plan_world import World, kept_reasons
+
+from spillway.act.planning import drain_item
+from spillway.local import objects as o
+from spillway.planner import codes
+from spillway.planner.types import ScalingPlan
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+def kept_codes(result: ScalingPlan) -> dict[str, str]:
+    return {k.node: k.code for k in result.kept}
+
+
+def backfill(node: str, **kwargs: Any) -> dict[str, Any]:
+    kwargs.setdefault("owner", ("ReplicaSet", "bf"))
+    return o.pod("backfill-0", cpu="100m", memory="128Mi", node_name=node, priority=-100, **kwargs)
+
+
+def two_nodes() -> tuple[World, str, str]:
+    """A node kept busy by a service, and one whose only pod is whatever the test puts there, idle for
+    an hour."""
+    w = World(regions=("us-east-1",))
+    keep, idle = w.group("cpu", "m5.2xlarge", nodes=2, min_size=0, max_size=10)
+    w.items.append(o.pod("svc-0", cpu="2", memory="2Gi", node_name=keep, owner=("ReplicaSet", "svc")))
+    w.idle_since(idle, 60)
+    return w, keep, idle
+
+
+def test_a_node_running_only_an_expendable_pod_is_drained_when_idle() -> None:
+    w, keep, idle = two_nodes()
+    w.items.append(backfill(idle))
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    [drain] = result.drain
+    assert drain.node == idle, kept_reasons(result).get(idle)
+    # the drain evicts the pod the plan saw there (and is cancelled if any other arrived since)
+    assert (drain.code, drain.pods) == (codes.EXPENDABLE_PODS, ("default/backfill-0",))
+    assert "expendable" in drain.reason
+    assert kept_codes(result)[keep] == codes.WORKLOAD
+
+
+def test_a_node_running_only_an_expendable_pod_counts_as_idle() -> None:
+    """Its idle time runs while the expendable pod does: the pod is not workload."""
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle))
+    w.state["nodes"] = {}  # seen for the first time
+
+    result = w.plan()
+
+    assert kept_codes(result)[idle] == codes.IDLE_BELOW_THRESHOLD
+    assert idle in result.state.nodes
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        {"annotations": {SAFE_TO_EVICT: "false"}},
+        {"annotations": {"karpenter.sh/do-not-disrupt": "true"}},
+        {"labels": {"app": "backfill", "openai/do-not-drain": "true"}},
+        {"owner": None},  # no controller would recreate it: the drain does not evict it
+    ],
+    ids=["safe-to-evict-false", "do-not-disrupt", "do-not-drain", "no-controller"],
+)
+def test_an_expendable_pod_the_drain_may_not_evict_still_keeps_its_node(pod: dict[str, Any]) -> None:
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle, **pod))
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert result.drain == ()
+    assert kept_codes(result)[idle] == codes.WORKLOAD
+
+
+def test_an_expendable_pod_its_budget_holds_still_keeps_its_node() -> None:
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle, labels={"app": "backfill"}))
+    w.items.append(o.pdb("bf", "default", {"app": "backfill"}, min_available=1, disruptions_allowed=0))
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert result.drain == ()
+    assert kept_codes(result)[idle] == codes.WORKLOAD
+
+
+def test_an_expendable_pod_beside_a_workload_pod_changes_nothing() -> None:
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle))
+    w.items.append(o.pod("job-0", cpu="1", memory="1Gi", node_name=idle))
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert result.drain == ()
+    assert kept_reasons(result)[idle].startswith("runs 1 workload pod(s)")
+
+
+def test_the_drain_of_such_a_node_evicts_the_pods_it_names_and_only_those() -> None:
+    """It reaches DrainNode as a consolidation's does: the pods it evicts, cancelled when any other
+    workload pod runs there by then, or one of them may no longer be evicted."""
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle))
+    [drain] = w.plan(max_scale_in_fraction=1.0).drain
+
+    item = drain_item(drain, {})
+
+    assert item["consolidation"] is True and item["pods"] == ["default/backfill-0"]
+    assert "terminate" not in item and "uncordon" not in item  # the node goes, as an empty node's does

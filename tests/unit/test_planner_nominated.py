@@ -1,0 +1,100 @@
+"""Pods waiting for preemption (status.nominatedNodeName), as cluster-autoscaler and kube-scheduler see
+them: nominated to a node that exists, a pod is not scaled for, and its requests are that node's from
+then on for every pending pod of equal or lower priority; nominated to a node that is gone, it is an
+ordinary pending pod."""
+
+from __future__ import annotations
+
+from plan_world import World, kept_reasons, pending_codes, scale_up
+
+from spillway.local import objects as o
+from spillway.planner import codes
+
+
+def test_a_pod_nominated_to_a_node_that_is_gone_triggers_scale_up() -> None:
+    """cluster-autoscaler's FilterOutExpendableAndSplit: a nomination to a node no longer in the cluster
+    (reclaimed, scaled down) is no preemption under way; kube-scheduler does not clear it when a later
+    attempt finds nothing to preempt, so the pod would wait for good."""
+    w = World(regions=("us-east-1",))
+    w.group("cpu", "m5.2xlarge", nodes=0, max_size=5)
+    (pod,) = w.pods("train", 1, cpu="2", memory="2Gi", priority=1000)
+    w.pod_item(pod)["status"]["nominatedNodeName"] = "ip-10-0-0-1.ec2.internal"  # not in the cluster
+
+    result = w.plan()
+
+    assert pod in scale_up(result).get("cpu", (0, 0, []))[2], pending_codes(result)
+
+
+def test_a_pod_nominated_to_an_existing_node_is_not_scaled_for() -> None:
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    w.items.append(
+        o.pod("low-0", cpu="7", memory="2Gi", node_name=node, priority=-5, owner=("ReplicaSet", "low"))
+    )
+    (pod,) = w.pods("train", 1, cpu="2", memory="2Gi", priority=1000)
+    w.pod_item(pod)["status"]["nominatedNodeName"] = node
+
+    result = w.plan()
+
+    assert pending_codes(result)[pod] == codes.NOMINATED
+    assert result.scale_up == ()
+
+
+def preempting(preemptor_priority: int, other_priority: int) -> tuple[World, str, str, str]:
+    """One m5.2xlarge (7910m) whose 5-CPU victim is terminating; a 6-CPU preemptor nominated there, and
+    another pending pod of 2 CPUs that fits the 2.9 CPUs free now."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    victim = o.pod("low-0", cpu="5", memory="2Gi", node_name=node, priority=-5, owner=("ReplicaSet", "low"))
+    victim["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:50Z"  # preempted, in its grace period
+    victim["spec"]["terminationGracePeriodSeconds"] = 600
+    w.items.append(victim)
+    (preemptor,) = w.pods("train", 1, cpu="6", memory="2Gi", priority=preemptor_priority)
+    w.pod_item(preemptor)["status"]["nominatedNodeName"] = node
+    (other,) = w.pods("web", 1, cpu="2", memory="2Gi", priority=other_priority)
+    return w, node, preemptor, other
+
+
+def test_room_a_nominated_pod_is_taking_is_not_given_to_a_lower_priority_pod() -> None:
+    """cluster-autoscaler adds the pod to its snapshot on the nominated node before it packs the other
+    pending pods; kube-scheduler adds it to the node when it filters the node for a pod of equal or lower
+    priority (addGENominatedPods). The 2.9 CPUs left are the preemptor's once the victim goes."""
+    w, _, preemptor, other = preempting(1000, 0)
+
+    result = w.plan()
+
+    assert pending_codes(result)[preemptor] == codes.NOMINATED
+    assert scale_up(result) == {"cpu": (1, 2, [other])}, (pending_codes(result), result.pending)
+
+
+def test_a_pod_of_the_nominated_pods_priority_does_not_get_its_room_either() -> None:
+    w, _, _, other = preempting(500, 500)
+
+    assert scale_up(w.plan()) == {"cpu": (1, 2, [other])}
+
+
+def test_a_higher_priority_pod_may_take_the_room_a_nominated_pod_waits_for() -> None:
+    """kube-scheduler counts a nominated pod only against pods of equal or lower priority: one of higher
+    priority is bound to the free room (and the nominated pod preempts again if it must)."""
+    w, node, _, other = preempting(1000, 2000)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[other] == codes.FITS_FREE_ROOM
+    assert {p.pod: p.node for p in result.placements}[other] == node
+
+
+def test_the_node_a_nominated_pod_waits_for_is_not_drained() -> None:
+    """Its victims gone, the node looks empty until the preemptor binds: cluster-autoscaler's snapshot
+    holds the nominated pod there, so its scale-down does not remove the node; neither does Spillway."""
+    w = World(regions=("us-east-1",))
+    (node, _) = w.group("cpu", "m5.2xlarge", nodes=2, min_size=0, max_size=5)
+    (pod,) = w.pods("train", 1, cpu="6", memory="2Gi", priority=1000)
+    w.pod_item(pod)["status"]["nominatedNodeName"] = node
+    w.idle_since(node, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert node not in [d.node for d in result.drain]
+    assert "pending pod" in kept_reasons(result)[node]
