@@ -132,6 +132,7 @@ class KubeObjects:
     node = functools.partial(o.node, created=T0)
     pod = functools.partial(o.pod, created=T0)
     daemonset_pod = functools.partial(o.daemonset_pod, created=T0)
+    daemonset = staticmethod(o.daemonset)
     pdb = staticmethod(o.pdb)
     cluster = staticmethod(generate_cluster)
     instance_id = staticmethod(o.instance_id)

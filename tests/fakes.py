@@ -46,6 +46,7 @@ from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
     DRAINING_TAINT,
     ConfigMap,
+    DaemonSet,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -151,10 +152,10 @@ class FakeCluster(Recorder):
     def iter_shared_objects(self) -> Iterator[SharedObject]:
         shared = [o for o in self.custom if (_group(o), _plural(o)) not in self.not_installed]
         # read by their own calls: volumes, the expander's ConfigMap, ProvisioningRequests (list_custom),
-        # ResourceQuotas (list_resource_quotas)
+        # ResourceQuotas (list_resource_quotas), DaemonSets (iter_daemonsets)
         shared = [
             o for o in shared
-            if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap", "ProvisioningRequest", "ResourceQuota")
+            if o.get("kind") not in (*VOLUME_KINDS, "ConfigMap", "ProvisioningRequest", "ResourceQuota", "DaemonSet")
             and (_group(o), o.get("kind")) not in self.scale_paths  # read through their scale subresource
         ]  # fmt: skip
         return self._iter("iter_shared_objects", shared, _shared_object)
@@ -162,6 +163,10 @@ class FakeCluster(Recorder):
     def iter_volume_objects(self) -> Iterator[VolumeObject]:
         volumes = [o for o in self.custom if o.get("kind") in VOLUME_KINDS]
         return self._iter("iter_volume_objects", volumes, _volume_object)
+
+    def iter_daemonsets(self) -> Iterator[DaemonSet]:
+        daemonsets = [o for o in self.custom if o.get("kind") == "DaemonSet"]
+        return self._iter("iter_daemonsets", daemonsets, DaemonSet.model_validate)
 
     def priority_expander(self) -> ConfigMap | None:
         self._call("priority_expander")

@@ -619,6 +619,35 @@ def test_shared_objects_are_read_into_the_models(server: KubeApiServer, kube: Ku
     assert all(r.query.get("limit") for r in server.requests if r.path.startswith("/apis/"))
 
 
+def test_daemonsets_are_read_in_pages_and_a_refusal_reads_none_with_a_warning(
+    server: KubeApiServer, sleeps: Sleeps, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube = KubeClient.for_url(server.url, sleep=sleeps, page_size=2)
+    gpu = {"nvidia.com/gpu.present": "true"}
+    server.add(kobj.daemonset("aws-node", host_network=True))
+    server.add(kobj.daemonset("kube-proxy", priority_class="system-node-critical"))
+    server.add(kobj.daemonset("dcgm-exporter", "gpu-operator", cpu="1", node_selector=gpu))
+
+    read = {(d.metadata.namespace, d.metadata.name): d for d in kube.iter_daemonsets()}
+    server.faults.fail_next(1, 403, "/apis/apps/v1/daemonsets")
+    refused = list(kube.iter_daemonsets())
+
+    assert sorted(read) == [
+        ("gpu-operator", "dcgm-exporter"),
+        ("kube-system", "aws-node"),
+        ("kube-system", "kube-proxy"),
+    ]
+    dcgm = read[("gpu-operator", "dcgm-exporter")].spec.template.spec
+    assert dcgm.node_selector == gpu and dcgm.containers[0].requests()["cpu"] == 1000
+    assert read[("kube-system", "aws-node")].spec.template.spec.host_network
+    assert (
+        read[("kube-system", "kube-proxy")].spec.template.spec.priority_class_name == "system-node-critical"
+    )
+    assert len(requests_to(server, "/apis/apps/v1/daemonsets", "GET")) == 3  # two pages, then the refusal
+    assert refused == []
+    assert any("daemonsets.apps" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
 def test_jobs_that_say_whether_their_pods_may_move_are_read(server: KubeApiServer, kube: KubeClient) -> None:
     server.add({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": "ml"},
                 "spec": {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8, "rdzvBackend": "c10d"},

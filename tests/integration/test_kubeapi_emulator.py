@@ -735,7 +735,7 @@ def test_discovery_lists_the_custom_resources(client: ApiClient) -> None:
     core = {r.name for r in CoreV1Api(client).get_api_resources().resources}
     assert "podtemplates" in core
     apps = {r.name for r in CustomObjectsApi(client).get_api_resources("apps", "v1").resources}
-    assert {"deployments", "statefulsets", "replicasets"} <= apps
+    assert {"deployments", "statefulsets", "replicasets", "daemonsets"} <= apps
 
 
 def test_status_subresource_of_a_custom_resource(custom: CustomObjectsApi) -> None:
@@ -1095,6 +1095,12 @@ _CREATE_STATUS_CASES = {
         {},
     ),
     "ReplicaSet": ("/apis/apps/v1/namespaces/default/replicasets", _WORKLOAD_SPEC, _WORKLOAD_STATUS, {}),
+    "DaemonSet": (
+        "/apis/apps/v1/namespaces/default/daemonsets",
+        {"selector": {"matchLabels": {"app": "web"}}, "template": _TEMPLATE},
+        {"currentNumberScheduled": 3, "desiredNumberScheduled": 3, "numberMisscheduled": 0, "numberReady": 3},
+        {},
+    ),
     "ReplicationController": (
         "/api/v1/namespaces/default/replicationcontrollers",
         {"replicas": 3, "selector": {"app": "web"}, "template": _TEMPLATE},

@@ -325,6 +325,27 @@ def test_the_priority_expander_configmap_is_read_through_the_client(kubeapi: Any
     assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.expander_priorities == {}
 
 
+def test_the_daemonsets_are_read_through_the_client_into_the_snapshot(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """What a fresh node of a group without a node runs is judged by the DaemonSets' templates: observe
+    lists them (apps/v1) and the snapshot keeps each one's pod as its controller would make it."""
+    from spillway.adapters.kube import KubeClient
+
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+    assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.daemonsets == ()
+    gpu = {"nvidia.com/gpu.present": "true"}
+    kubeapi.add(kobj.daemonset("dcgm-exporter", "gpu-operator", cpu="1", memory="1Gi", node_selector=gpu))
+    kubeapi.add(kobj.daemonset("aws-node", host_network=True))
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    dcgm, node = snapshot.cluster.daemonsets
+    assert (dcgm.key, node.key) == ("gpu-operator/dcgm-exporter", "kube-system/aws-node")
+    assert dcgm.node_selector == (("nvidia.com/gpu.present", "true"),) and dcgm.requests["cpu"] == 1000
+    assert ("node.kubernetes.io/network-unavailable", "Exists", None, "NoSchedule") in node.tolerations
+
+
 def test_kubernetes_api_down_through_the_client(kubeapi: Any, aws: AwsAdapter, store: SnapshotStore) -> None:
     from spillway.adapters.kube import KubeClient
 

@@ -241,6 +241,9 @@ class FakeKube:
     def priority_expander(self) -> Any:
         return None
 
+    def iter_daemonsets(self) -> Iterator[Any]:
+        return iter(())
+
     def list_custom(self, group: str, version: str, plural: str, namespace: str | None = None) -> list[Any]:
         return []
 

@@ -67,8 +67,9 @@ def add_typed_instance(world: World, group: str, instance_type: str, index: int)
 
 
 def test_a_ready_node_of_the_group_gives_its_allocatable_and_keeps_the_template_model() -> None:
-    world, node = one_node_world()
-    world.node(node)["metadata"]["labels"]["team"] = "vision"  # a label of this node only
+    world = World()
+    node, other = sorted(world.group("g", "m5.2xlarge", nodes=2))
+    world.node(other)["metadata"]["labels"]["team"] = "vision"  # a label of one node only
 
     template = template_of(world)
 

@@ -1,7 +1,7 @@
 """Observe a cluster: Kubernetes (nodes, pods, PDBs, and the shared-cluster objects: namespaces,
 pod groups, Workloads, CapacityQuotas, ProvisioningRequests, CapacityBuffers and the workloads they
-name, and the jobs that say whether their pods may move: PyTorchJobs, PaddleJobs, batch Jobs) and its
-Auto Scaling groups in every region.
+name, and the jobs that say whether their pods may move: PyTorchJobs, PaddleJobs, batch Jobs; the
+DaemonSets, which decide what a group's fresh node runs) and its Auto Scaling groups in every region.
 
 ``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
@@ -41,6 +41,7 @@ from spillway.model.cluster import (
     SucceededMembers,
     TopologyMatcher,
     VolumeMatcher,
+    daemonset_infos,
     expander_priorities,
 )
 from spillway.model.k8s import (
@@ -136,6 +137,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
     provreq_future = pool.submit(provisioning_requests, kube)
     volume_future = pool.submit(lambda: list(kube.iter_volume_objects()))  # claims and volumes: zones
     priorities_future = pool.submit(kube.priority_expander)  # cluster-autoscaler's group priorities
+    daemonset_future = pool.submit(lambda: daemonset_infos(kube.iter_daemonsets()))  # fresh nodes' pods
     budgets = PdbMatcher()  # which budgets select which pods (PodInfo.pdbs)
     topology = TopologyMatcher()  # which anti-affinity terms and spread constraints select which pods
     volumes = VolumeMatcher()  # where each pod's persistent volumes let it run
@@ -156,6 +158,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         provreqs = provreq_future.result()
         volume_objects = volume_future.result()
         priorities = _priorities(priorities_future.result())
+        daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
     except Exception as exc:
@@ -191,6 +194,7 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         buffers=buffer_infos,
         expander_priorities=priorities,
         gang_succeeded=succeeded.counts(),
+        daemonsets=daemonsets,
     )
     cluster = update_quota_status(kube, cluster)
     update_buffer_status(kube, buffers, taken_at)

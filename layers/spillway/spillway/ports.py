@@ -66,6 +66,7 @@ from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.k8s import (
     ConfigMap,
+    DaemonSet,
     Node,
     Pod,
     PodDisruptionBudget,
@@ -90,6 +91,8 @@ class Cluster(Protocol):
     def iter_volume_objects(self) -> Iterator[VolumeObject]: ...
     # cluster-autoscaler's priority expander ConfigMap; None when absent or not granted (403).
     def priority_expander(self) -> ConfigMap | None: ...
+    # apps/v1 DaemonSets (what a group's fresh node runs); 403 → none.
+    def iter_daemonsets(self) -> Iterator[DaemonSet]: ...
     # Custom resources as plain JSON objects ([] when the CRD is not installed) and their status.
     def list_custom(
         self, group: str, version: str, plural: str, namespace: str | None = None

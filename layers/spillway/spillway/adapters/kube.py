@@ -78,6 +78,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 from kubernetes.client.api.apis_api import ApisApi
+from kubernetes.client.api.apps_v1_api import AppsV1Api
 from kubernetes.client.api.core_v1_api import CoreV1Api
 from kubernetes.client.api.custom_objects_api import CustomObjectsApi
 from kubernetes.client.api.policy_v1_api import PolicyV1Api
@@ -130,6 +131,7 @@ from spillway.model.k8s import (
     CapacityQuota,
     ConfigMap,
     CoschedulingPodGroup,
+    DaemonSet,
     Namespace,
     Node,
     PaddleJob,
@@ -470,6 +472,7 @@ class KubeClient:
         self._custom = CustomObjectsApi(api_client)
         self._apis = ApisApi(api_client)
         self._storage = StorageV1Api(api_client)
+        self._apps = AppsV1Api(api_client)
         self._not_served_logged: set[str] = set()  # kinds whose absence was logged at info already
 
     # --- factories ------------------------------------------------------------------------------
@@ -808,6 +811,12 @@ class KubeClient:
         yield from self._optional(
             "storageclasses.storage.k8s.io", StorageClass, self._storage.list_storage_class
         )
+
+    def iter_daemonsets(self) -> Iterator[DaemonSet]:
+        """apps/v1 DaemonSets of all namespaces: the pods a group's fresh node runs
+        (spillway.model.daemonsets). Not granted (403): none, warned; the planner then judges by the
+        DaemonSets' pods."""
+        return self._optional("daemonsets.apps", DaemonSet, self._apps.list_daemon_set_for_all_namespaces)
 
     def list_shared_objects(self) -> list[SharedObject]:
         return list(self.iter_shared_objects())

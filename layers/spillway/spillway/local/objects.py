@@ -240,6 +240,64 @@ def daemonset_pod(
     return obj
 
 
+def daemonset(
+    name: str,
+    namespace: str = "kube-system",
+    *,
+    cpu: str = "25m",
+    memory: str = "64Mi",
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    priority_class: str | None = None,
+    host_network: bool = False,
+) -> dict[str, Any]:
+    """An apps/v1 DaemonSet as ``kubectl get daemonsets -o json`` prints it: its pod template is what its
+    controller makes for each node (before it pins the pod there: :func:`daemonset_pod`)."""
+    labels = {"app.kubernetes.io/name": name}
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": name,
+                "image": "public.ecr.aws/docker/library/busybox:1.36",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+        "restartPolicy": "Always",
+        "schedulerName": "default-scheduler",
+        "terminationGracePeriodSeconds": 30,
+    }
+    optional = (
+        ("nodeSelector", dict(node_selector or {})),
+        ("affinity", dict(affinity or {})),
+        ("tolerations", [dict(t) for t in tolerations]),
+        ("priorityClassName", priority_class),
+        ("hostNetwork", host_network),
+    )
+    spec.update((key, value) for key, value in optional if value)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid("DaemonSet", namespace, name),
+            "resourceVersion": "1",
+            "generation": 1,
+            "creationTimestamp": iso(EPOCH),
+            "labels": dict(labels),
+        },
+        "spec": {
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": spec},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            "revisionHistoryLimit": 10,
+        },
+        "status": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0,
+                   "numberReady": 0, "observedGeneration": 1},
+    }  # fmt: skip
+
+
 def pdb(
     name: str,
     namespace: str,

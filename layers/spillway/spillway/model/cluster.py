@@ -35,6 +35,7 @@ from spillway.model.k8s import (
     CapacityBuffer,
     Condition,
     ConfigMap,
+    DaemonSet,
     KubeObject,
     Namespace,
     Node,
@@ -68,6 +69,7 @@ from spillway.model.shared import (
 
 if TYPE_CHECKING:
     from spillway.model.buffer import BufferInfo
+    from spillway.model.daemonsets import DaemonSetInfo
     from spillway.model.provreq import ProvisioningRequestInfo
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -745,6 +747,9 @@ class ClusterSnapshot:
     # gang -> Volcano task ("" for none) -> its members that Succeeded (SucceededMembers): the finished
     # pods themselves need not be kept
     gang_succeeded: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # the DaemonSets, by key (spillway.model.daemonsets); none when they were not read (observe not granted
+    # list on daemonsets, a List without them): fresh nodes are then judged by the DaemonSets' pods
+    daemonsets: tuple[DaemonSetInfo, ...] = ()
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -816,6 +821,7 @@ class ClusterSnapshot:
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
         resource_quotas: list[ResourceQuota] = []  # they cut the buffers, as observe's
+        daemonsets: list[DaemonSet] = []
         succeeded = SucceededMembers()
         for obj in objects:
             if isinstance(obj, Pod):
@@ -841,6 +847,8 @@ class ClusterSnapshot:
                 volumes.add(obj)
             elif isinstance(obj, ConfigMap):
                 priorities = expander_priorities(obj) or priorities
+            elif isinstance(obj, DaemonSet):
+                daemonsets.append(obj)
             else:
                 if isinstance(obj, Namespace):
                     namespaces[obj.metadata.name] = obj.metadata.labels
@@ -870,6 +878,7 @@ class ClusterSnapshot:
             buffers=buffer_infos,
             expander_priorities=priorities,
             gang_succeeded=succeeded.counts(),
+            daemonsets=daemonset_infos(daemonsets),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -889,6 +898,7 @@ class ClusterSnapshot:
             ("provreqs", self.provreqs),
             ("jobs", self.jobs),
             ("buffers", self.buffers),
+            ("daemonsets", self.daemonsets),
         )
         for key, items in optional:  # only what the cluster has: older snapshots read the same
             if items:
@@ -902,6 +912,7 @@ class ClusterSnapshot:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClusterSnapshot:
         from spillway.model.buffer import BufferInfo  # these read PodInfo from here
+        from spillway.model.daemonsets import DaemonSetInfo
         from spillway.model.provreq import ProvisioningRequestInfo
 
         taken_at = parse_time(d["taken_at"])
@@ -924,7 +935,15 @@ class ClusterSnapshot:
                 str(g): {str(t): int(n) for t, n in tasks.items()}
                 for g, tasks in d.get("gang_succeeded", {}).items()
             },
+            daemonsets=tuple(DaemonSetInfo.from_dict(x) for x in d.get("daemonsets", ())),
         )
+
+
+def daemonset_infos(daemonsets: Iterable[DaemonSet]) -> tuple[DaemonSetInfo, ...]:
+    """The DaemonSets as a fresh node judges them, by key."""
+    from spillway.model.daemonsets import DaemonSetInfo  # it reads PodInfo from here
+
+    return tuple(sorted((DaemonSetInfo.from_daemonset(d) for d in daemonsets), key=lambda d: d.key))
 
 
 def expander_priorities(config_map: ConfigMap) -> Priorities:

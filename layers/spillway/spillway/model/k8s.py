@@ -935,6 +935,32 @@ class Scalable(KubeModel):
         return 1 if count is None else count
 
 
+class DaemonPodSpec(PodSpec):
+    """A DaemonSet's pod template spec: the fields of a pod spec its controller and cluster-autoscaler
+    read besides the scheduling ones (which node, which network, whether it preempts)."""
+
+    host_network: bool = False
+    preemption_policy: str | None = None
+
+
+class DaemonPodTemplate(KubeModel):
+    spec: DaemonPodSpec = Field(default_factory=DaemonPodSpec)
+
+
+class DaemonSetSpec(KubeModel):
+    template: DaemonPodTemplate = Field(default_factory=DaemonPodTemplate)
+
+
+class DaemonSet(KubeModel):
+    """``apps/v1`` DaemonSet: what pod its controller makes for each node (``spec.template``), which is
+    what a fresh node of a group without a node of its own runs (spillway.model.daemonsets)."""
+
+    kind: Literal["DaemonSet"] = "DaemonSet"
+    api_version: str = "apps/v1"
+    metadata: ObjectMeta
+    spec: DaemonSetSpec = Field(default_factory=DaemonSetSpec)
+
+
 VolumeObject = PersistentVolumeClaim | PersistentVolume | StorageClass  # what observe lists for volumes
 
 SharedObject = (
@@ -955,6 +981,7 @@ SharedObject = (
     | StorageClass
     | ConfigMap
     | ResourceQuota
+    | DaemonSet
 )
 KubeObject = Node | Pod | PodDisruptionBudget | SharedObject
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "CapacityQuota", "PersistentVolume", "StorageClass"})
@@ -997,6 +1024,7 @@ _GROUP_KINDS: dict[tuple[str, str], ModelType] = {
     ("Deployment", "apps"): Scalable,
     ("StatefulSet", "apps"): Scalable,
     ("ReplicaSet", "apps"): Scalable,
+    ("DaemonSet", "apps"): DaemonSet,
     ("StorageClass", "storage.k8s.io"): StorageClass,
 }
 
@@ -1043,7 +1071,7 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
     ``Workload``), CapacityQuotas, PyTorchJobs, PaddleJobs, batch/v1 Jobs, CapacityBuffers and what
     they name (PodTemplates, apps/v1 Deployments, StatefulSets, ReplicaSets, core
     ReplicationControllers, batch Jobs: a Job is yielded twice, as a :class:`BatchJob` and as a
-    :class:`Scalable`); other kinds are skipped. With ``release`` each raw item is dropped from ``doc``
+    :class:`Scalable`), and apps/v1 DaemonSets; other kinds are skipped. With ``release`` each raw item is dropped from ``doc``
     once parsed, so a large List is not held twice (raw and parsed). Raises ``ValueError`` naming the
     item and field: for an unusable quantity (see :class:`RefusableModel`) and for a second object of
     one kind and name.

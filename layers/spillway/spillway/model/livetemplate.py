@@ -22,13 +22,33 @@ A node **stands for** its group when it is
 Only the node's allocatable is taken, for each resource it reports (cpu, memory, pods,
 ephemeral-storage, GPUs, any extended resource), and its capacity with it (what CapacityQuotas count);
 the template keeps its estimate (and its nominal capacity) for the others, and a
-``node-template/resources/<name>`` tag on the group still wins over the node, for both. Labels and taints stay
-the template's (the well-known labels and the node-template tags): a node's hostname and its own
-labels, and the taints Spillway or an autoscaler put on it, do not describe the next node.
+``node-template/resources/<name>`` tag on the group still wins over the node, for both. Taints stay the
+template's (the node-template tags): the taints Spillway or an autoscaler put on a node do not describe
+the next node.
 
 When several nodes stand for the group, the allocatable most of them report is taken (nodes of one
 type, one AMI and one kubelet configuration report the same); between as many, that of the node whose
 name sorts first; the template names the node it was read from (:attr:`TemplateNode.node`).
+
+**Labels.** cluster-autoscaler's template of a group with a node is that node, every label kept but the
+hostname: labels the kubelet registers with (``--node-labels``), labels no tag declares, come with the
+next node too. A single node cannot tell such a label from one it carries alone, so the template takes
+the labels (:func:`group_labels`) that every Ready node of the group not being deleted carries with one
+value (one of them schedulable, or cordoned by Spillway), but those that describe one node rather than
+the group:
+
+* the hostname, the instance id eksctl sets (``alpha.eksctl.io/instance-id``), whether the VPC resource
+  controller attached a trunk interface, EC2's network topology (``topology.k8s.aws/network-node-layer-*``)
+  and Spillway's own labels (``spillway.io/``, put on the nodes it launched for a request);
+* the zone keys (``topology.kubernetes.io/zone``, its beta and EBS aliases, ``topology.k8s.aws/zone-id``)
+  unless the group has one zone: the next node may come up in another;
+* the instance type and architecture labels unless the group launches one type: a mixed group's nodes
+  of one override do not say what EC2 launches next;
+* the capacity-type labels (Karpenter's, EKS's): what the group launches is decided from its launch
+  settings (spillway.model.nodegroup), and a node of a mixed group's on-demand base says nothing of the
+  Spot nodes above it.
+
+The template's own labels (the well-known ones and the node-template tags) win over the nodes'.
 """
 
 from __future__ import annotations
@@ -36,9 +56,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from spillway.model.cluster import NodeInfo
-from spillway.model.nodegroup import NodeGroup, TemplateNode
+from spillway.model.cluster import ZONE_ALIASES, NodeInfo
+from spillway.model.nodegroup import CAPACITY_LABELS, INSTANCE_TYPE_LABEL, NodeGroup, TemplateNode
 from spillway.model.resources import CPU, MEMORY
+
+# labels that name one node, whichever group it is of
+NODE_LABELS = frozenset(
+    {"kubernetes.io/hostname", "alpha.eksctl.io/instance-id", "vpc.amazonaws.com/has-trunk-attached"}
+)
+NODE_LABEL_PREFIXES = ("spillway.io/", "topology.k8s.aws/network-node-layer-")
+# the next node's only when the group has one zone
+ZONE_KEYS = ZONE_ALIASES | {"topology.k8s.aws/zone-id"}
+# the next node's only when the group launches one instance type
+TYPE_KEYS = frozenset(
+    {INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type", "kubernetes.io/arch", "beta.kubernetes.io/arch"}
+)
 
 
 def with_live_templates(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) -> list[NodeGroup]:
@@ -49,8 +81,15 @@ def with_live_templates(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) 
     for group in groups:
         own = [by_instance[iid] for iid in group.instance_ids if iid in by_instance]
         chosen = pick([node for node in own if stands_for(node, group)])
-        if chosen is not None and group.template is not None:
-            group = replace(group, template=live_template(group.template, chosen))
+        template = group.template
+        if template is not None:
+            if chosen is not None:
+                template = live_template(template, chosen)
+            labels = group_labels(group, own)
+            if labels.keys() - template.labels.keys():
+                template = replace(template, labels={**labels, **template.labels})
+            if template is not group.template:
+                group = replace(group, template=template)
         out.append(group)
     return out
 
@@ -91,3 +130,26 @@ def live_template(template: TemplateNode, node: NodeInfo) -> TemplateNode:
     capacity: dict[str, int] = dict(template.capacity)
     capacity.update({name: value for name, value in node.capacity.items() if name not in template.tagged})
     return replace(template, allocatable=allocatable, capacity=capacity, node=node.name)
+
+
+def group_labels(group: NodeGroup, nodes: Sequence[NodeInfo]) -> dict[str, str]:
+    """The labels every Ready node of ``nodes`` (``group``'s own) not being deleted carries with one
+    value, but those that describe one node (see the module docstring); none unless one of them is
+    schedulable or cordoned by Spillway."""
+    ready = [node for node in nodes if node.ready and not node.deleting]
+    if not any(not node.unschedulable or node.cordoned_by_spillway for node in ready):
+        return {}
+    common = dict(ready[0].labels)
+    for node in ready[1:]:
+        common = {key: value for key, value in common.items() if node.labels.get(key) == value}
+    return {key: value for key, value in sorted(common.items()) if _of_the_group(key, group)}
+
+
+def _of_the_group(key: str, group: NodeGroup) -> bool:
+    if key in NODE_LABELS or key.startswith(NODE_LABEL_PREFIXES) or key in CAPACITY_LABELS:
+        return False
+    if key in ZONE_KEYS:
+        return len(group.zones) == 1
+    if key in TYPE_KEYS:
+        return len(group.launch_types()) == 1
+    return True

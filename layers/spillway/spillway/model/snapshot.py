@@ -179,7 +179,8 @@ def _pdb_entry(p: PdbInfo) -> tuple[Any, ...]:
 def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
     """The shared-cluster objects decide too (a Pending Volcano PodGroup is demand without pods; a quota
     or tenant label changes what may open; a ProvisioningRequest's spec and conditions, written by the
-    plan, decide its next conditions; a CapacityBuffer holds room); each left out when absent, so older fingerprints stand."""
+    plan, decide its next conditions; a CapacityBuffer holds room; a DaemonSet takes room on new nodes);
+    each left out when absent, so older fingerprints stand."""
     doc: dict[str, Any] = {}
     if cluster.tenants:
         doc["tenants"] = sorted(cluster.tenants.items())
@@ -190,8 +191,15 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
             ({k: v for k, v in q.to_dict().items() if k != "u"} for q in cluster.quotas),
             key=lambda q: str(q["n"]),
         )
-    # jobs: what consolidation may move (spillway.planner.disruption.assess_move)
-    for key, items in (("provreqs", cluster.provreqs), ("jobs", cluster.jobs), ("buffers", cluster.buffers)):
+    # jobs: what consolidation may move (spillway.planner.disruption.assess_move); DaemonSets: the room a
+    # group's new node has (spillway.planner.groups.fresh_node_overhead)
+    shared = (
+        ("provreqs", cluster.provreqs),
+        ("jobs", cluster.jobs),
+        ("buffers", cluster.buffers),
+        ("daemonsets", cluster.daemonsets),
+    )
+    for key, items in shared:
         if items:
             doc[key] = [item.to_dict() for item in items]
     if cluster.expander_priorities:  # they rank the groups new nodes go to

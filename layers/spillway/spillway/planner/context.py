@@ -133,6 +133,9 @@ class Context:
         self.pending: list[PodInfo] = []  # pending, unschedulable pods, in snapshot order
         self.gated: list[PodInfo] = []  # unbound pods held by scheduling gates
         self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
+        # node -> its DaemonSet and mirror pods not finished nor being deleted: what a fresh node of its
+        # group runs too (spillway.planner.groups.fresh_node_overhead)
+        self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
         self._index_pods(snapshot.pods)
         self.nominated: list[PodInfo] = _nominated(
@@ -229,6 +232,8 @@ class Context:
                 if node is not None:
                     _charge(node, pod)
                     self._keep_busy(node, pod)
+                if (pod.daemonset or pod.mirror) and not pod.terminating:
+                    self.node_daemons.setdefault(pod.node_name, []).append(pod)
             elif pod.is_pending_unschedulable():
                 self.pending.append(pod)
             elif pod.gated and not pod.daemonset:

@@ -3,12 +3,13 @@ pool: a capacity type of an instance type in a zone), and the MinSize floor of s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 
 from spillway.model.cluster import ZONE_ALIASES, PodInfo
+from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.jobs import JobInfo
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import NodeGroup, TemplateNode
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import pool_key
@@ -18,30 +19,90 @@ from spillway.planner.disruption import assess_move
 from spillway.planner.predicates import why_not_placeable
 
 
-def daemonset_overhead(ctx: Context, group: NodeGroup) -> Resources:
-    """What the DaemonSets that would run on a new node of the group request there."""
-    total: Resources = {}
+def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
+    """What the pods a fresh node of the group runs before any pending pod lands there request, as
+    cluster-autoscaler finds them (simulator/node_info_utils.go podsExpectedOnFreshNode):
+
+    * a group whose template was read from a node of its own (:attr:`TemplateNode.node`,
+      spillway.model.livetemplate): the DaemonSet and static (mirror) pods bound to that node, but those
+      being deleted. What runs there is what runs on the group's next node: a DaemonSet pod no longer
+      says which nodes its DaemonSet targets (the controller replaces its required node affinity with
+      one term naming its node), and a static pod comes with the node's kubelet configuration. A
+      DaemonSet without a pod there yet is added only when it is ``critical`` (system-node-critical and
+      preempting: it makes room for itself) and runs on the template;
+    * a group without one: each DaemonSet of the snapshot that runs on the template (its pod's
+      nodeSelector, required node affinity and tolerations against the template's labels and taints:
+      spillway.model.daemonsets);
+    * without DaemonSets in the snapshot (observe not granted to list them, a ``spillway plan`` List
+      without them): each DaemonSet one of whose pods admits the template by its nodeSelector and
+      tolerations (the pinning term left out), the first pod by name standing for it. Its node affinity
+      is lost with the pinning, so a DaemonSet that targets other nodes by affinity alone is reserved
+      here too, and one without a pod is not seen."""
     template = group.template
     if template is None:
-        return total
+        return {}
+    if template.node is not None and template.node in ctx.nodes:
+        return _requests_of(_on_its_node(ctx, template, template.node))
+    if ctx.snapshot.daemonsets:
+        return _requests_of(d for d in ctx.snapshot.daemonsets if runs_on(d, template))
+    return _requests_of(_admitted_by_pods(ctx, template))
+
+
+def _on_its_node(ctx: Context, template: TemplateNode, node: str) -> list[PodInfo | DaemonSetInfo]:
+    """The DaemonSet and mirror pods of ``node``, and the critical DaemonSets it does not run yet."""
+    pods = ctx.node_daemons.get(node, [])
+    running = {(p.namespace, p.owner_name) for p in pods if p.daemonset}
+    joining = [
+        d
+        for d in ctx.snapshot.daemonsets
+        if d.critical and (d.namespace, d.name) not in running and runs_on(d, template)
+    ]
+    return [*pods, *joining]
+
+
+def _admitted_by_pods(ctx: Context, template: TemplateNode) -> list[PodInfo]:
+    """A pod of each DaemonSet whose nodeSelector and tolerations admit ``template``."""
+    admitted = []
     for rep_key in sorted(ctx.ds_representatives):
         pod = ctx.ds_representatives[rep_key]
         terms = tuple(tuple(r for r in term if not r[3]) for term in pod.required_terms)
         if any(not term for term in terms):
             terms = ()  # the term only pinned the pod to its node by name
-        if why_not_placeable(
+        if not why_not_placeable(
             pod.node_selector, terms, pod.tolerations, template.labels, template.taints, None
         ):
-            continue
+            admitted.append(pod)
+    return admitted
+
+
+def runs_on(daemonset: DaemonSetInfo, template: TemplateNode) -> bool:
+    """The DaemonSet controller would run a pod of ``daemonset`` on a node of ``template``
+    (NodeShouldRunDaemonPod: no other node named, selector and required affinity match, the
+    NoSchedule and NoExecute taints tolerated)."""
+    return daemonset.node_name is None and not why_not_placeable(
+        daemonset.node_selector,
+        daemonset.required_terms,
+        daemonset.tolerations,
+        template.labels,
+        template.taints,
+        None,
+    )
+
+
+def _requests_of(pods: Iterable[PodInfo | DaemonSetInfo]) -> Resources:
+    """The pods' summed requests, and a pod slot each."""
+    total: Resources = {}
+    for pod in pods:
         add_into(total, pod.requests)
         total[PODS] = total.get(PODS, 0) + ONE_POD
     return total
 
 
 def empty_room(ctx: Context) -> dict[str, Resources]:
-    """Per group, the free room of a new node once its DaemonSet pods run."""
+    """Per group, the free room of a new node once the pods it runs anyway run
+    (:func:`fresh_node_overhead`)."""
     return {
-        g.name: subtract(g.template.allocatable, daemonset_overhead(ctx, g)) if g.template else {}
+        g.name: subtract(g.template.allocatable, fresh_node_overhead(ctx, g)) if g.template else {}
         for g in ctx.groups
     }
 

@@ -26,8 +26,9 @@ What it serves (JSON only)
   ``/apis/scheduling.k8s.io/v1/priorityclasses`` (``system-node-critical`` and
   ``system-cluster-critical`` there from the start; ``preemptionPolicy`` defaulted to
   ``PreemptLowerPriority``; a ``value`` that is no int32 answers 400),
-  ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``, and
-  ``/api/v1/[namespaces/{ns}/]replicationcontrollers``: stored as given, no controller runs them);
+  ``/apis/apps/v1/[namespaces/{ns}/]deployments`` (and ``statefulsets``, ``replicasets``,
+  ``daemonsets``, and ``/api/v1/[namespaces/{ns}/]replicationcontrollers``: stored as given, no
+  controller runs them);
   get, list, create, replace (PUT), patch, delete and deletecollection on each; discovery (``/version``, ``/api``, ``/apis``,
   ``/api/v1``, ``/apis/<group>[/<version>]``) and ``/healthz``.
 * Optional resources, served only while installed (``KubeApiServer(optional_resources=[...])``, a

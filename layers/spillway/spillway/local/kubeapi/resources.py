@@ -522,7 +522,8 @@ def scale_of(rt: ResourceType, obj: JsonObj) -> JsonObj:
 
 
 def _apps(kind: str, plural: str, short: str) -> ResourceType:
-    """An ``apps/v1`` workload (served by every cluster): CapacityBuffers' ``scalableRef`` names one."""
+    """An ``apps/v1`` workload (served by every cluster): CapacityBuffers' ``scalableRef`` names one, and
+    observe reads DaemonSets."""
     return ResourceType(
         kind,
         plural,
@@ -544,6 +545,7 @@ def _apps(kind: str, plural: str, short: str) -> ResourceType:
 DEPLOYMENTS = _apps("Deployment", "deployments", "deploy")
 STATEFULSETS = _apps("StatefulSet", "statefulsets", "sts")
 REPLICASETS = _apps("ReplicaSet", "replicasets", "rs")
+DAEMONSETS = _apps("DaemonSet", "daemonsets", "ds")
 #: core/v1 ReplicationController (a CapacityBuffer's ``scalableRef`` may name one too)
 REPLICATION_CONTROLLERS = ResourceType(
     "ReplicationController",
@@ -619,6 +621,7 @@ ALL: tuple[ResourceType, ...] = (
     DEPLOYMENTS,
     STATEFULSETS,
     REPLICASETS,
+    DAEMONSETS,
     REPLICATION_CONTROLLERS,
 )
 BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}

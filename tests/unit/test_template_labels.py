@@ -1,0 +1,196 @@
+"""The labels of a group's template once the group has nodes (spillway.model.livetemplate).
+
+cluster-autoscaler builds the node info of a group with a Ready node from that node, and its
+sanitizeNode keeps every label but the hostname, which it sets to the new node's name
+(simulator/node_info_utils.go createSanitizedNode): labels the kubelet registers with
+(``--node-labels``, labels no ASG tag declares) belong to the group's next node. Spillway keeps the
+labels every Ready node of the group carries with one value, but those that name one node (hostname,
+instance id, the zone of a group of several zones, the type of a mixed group, its own labels), so a
+label one node happens to carry does not describe the next one. The worlds are printed as kubectl and
+the AWS CLI print them and parsed as ``spillway plan`` parses them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_world import World, pending_reasons, scale_up
+
+from spillway.local import objects as o
+from spillway.model.nodegroup import NodeGroup, TemplateNode
+
+NOT_BATCH = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "workload-class", "operator": "NotIn", "values": ["batch"]}]}
+            ]
+        }
+    }
+}
+
+
+def group_of(world: World, name: str) -> NodeGroup:
+    _, groups, _, _ = world.parsed()
+    return next(g for g in groups if g.name == name)
+
+
+def template_of(world: World, name: str) -> TemplateNode:
+    template = group_of(world, name).template
+    assert template is not None
+    return template
+
+
+def batch_world(nodes: int = 1) -> tuple[World, list[str]]:
+    """A group whose every node's kubelet registers with --node-labels=workload-class=batch (no tag)
+    and whose nodes are full."""
+    w = World(regions=("us-east-1",))
+    names = w.group("batch", "m5.2xlarge", nodes=nodes, max_size=5)
+    for index, node in enumerate(names):
+        w.node(node)["metadata"]["labels"]["workload-class"] = "batch"
+        w.items.append(
+            o.pod(f"filler-{index}", cpu="7", memory="1Gi", node_name=node, owner=("ReplicaSet", "f"))
+        )
+    return w, names
+
+
+def add_node(world: World, group: str, index: int, **node: Any) -> str:
+    """One more InService instance in ``group``, registered as a node of ``node``'s making."""
+    raw = world.groups[group]
+    iid = o.instance_id(f"{group}-more-{index}")
+    zone = node.pop("zone", raw["AvailabilityZones"][0])
+    itype = node.pop(
+        "instance_type", raw["Instances"][0]["InstanceType"] if raw["Instances"] else "m5.2xlarge"
+    )
+    raw["Instances"].append(
+        {"InstanceId": iid, "InstanceType": itype, "AvailabilityZone": zone, "LifecycleState": "InService",
+         "HealthStatus": "Healthy"}
+    )  # fmt: skip
+    raw["DesiredCapacity"] += 1
+    name = o.node_name_for(iid, zone[:-1])
+    world.items.append(o.node(name, instance=iid, zone=zone, instance_type=itype, **node))
+    return name
+
+
+# --- what the planner does with them ---------------------------------------------------------------------
+
+
+def test_no_launch_for_a_pod_whose_notin_excludes_the_label_every_node_of_the_group_gets() -> None:
+    w, _ = batch_world()
+    (pod,) = w.pods("api", 1, cpu="2", memory="2Gi", affinity=NOT_BATCH)
+
+    result = w.plan()
+
+    assert "batch" not in scale_up(result), pending_reasons(result).get(pod)
+
+
+def test_a_pod_selecting_the_label_every_node_of_the_group_gets_is_launched_for() -> None:
+    w, _ = batch_world()
+    (pod,) = w.pods("job", 1, cpu="2", memory="2Gi", node_selector={"workload-class": "batch"})
+
+    result = w.plan()
+
+    assert pod in scale_up(result).get("batch", (0, 0, []))[2], pending_reasons(result).get(pod)
+
+
+# --- which labels a group's nodes give its template --------------------------------------------------------
+
+
+def test_a_label_some_ready_nodes_of_the_group_lack_or_carry_otherwise_is_not_the_templates() -> None:
+    w, (first, second, third) = batch_world(nodes=3)
+    w.node(first)["metadata"]["labels"]["team"] = "vision"  # this node's only
+    w.node(second)["metadata"]["labels"]["rack"] = "r1"
+    w.node(third)["metadata"]["labels"]["rack"] = "r2"
+    for node in (first, second, third):
+        w.node(node)["metadata"]["labels"]["rack-row"] = "7"
+
+    labels = template_of(w, "batch").labels
+
+    assert labels["workload-class"] == "batch" and labels["rack-row"] == "7"
+    assert "team" not in labels and "rack" not in labels
+
+
+def test_a_node_that_is_not_ready_or_being_deleted_neither_gives_nor_takes_away_a_label() -> None:
+    w, (node,) = batch_world()
+    starting = add_node(w, "batch", 1, ready=False)  # its kubelet has not labelled it yet
+    leaving = add_node(w, "batch", 2, labels={"workload-class": "batch", "old": "yes"})
+    w.node(leaving)["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    w.node(node)["metadata"]["labels"]["old"] = "no"
+
+    labels = template_of(w, "batch").labels
+
+    assert starting and labels["workload-class"] == "batch" and labels["old"] == "no"
+
+
+def test_labels_that_name_one_node_never_reach_the_template() -> None:
+    w, (node,) = batch_world()
+    w.node(node)["metadata"]["labels"].update(
+        {
+            "alpha.eksctl.io/instance-id": "i-0123456789abcdef0",
+            "spillway.io/provisioning-request": "team-a.train-1",  # Spillway labels the nodes it launches
+            "vpc.amazonaws.com/has-trunk-attached": "true",
+        }
+    )
+
+    labels = template_of(w, "batch").labels
+
+    assert labels["workload-class"] == "batch"
+    assert "kubernetes.io/hostname" not in labels
+    assert "alpha.eksctl.io/instance-id" not in labels
+    assert "spillway.io/provisioning-request" not in labels
+    assert "vpc.amazonaws.com/has-trunk-attached" not in labels
+
+
+def test_the_zone_of_a_group_of_several_zones_is_not_the_templates_even_when_every_node_is_there() -> None:
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("multi", "m5.2xlarge", nodes=1, zones=["us-east-1a", "us-east-1b"])
+    w.node(node)["metadata"]["labels"]["topology.k8s.aws/zone-id"] = "use1-az1"
+    (one,) = w.group("one", "m5.2xlarge", nodes=1)
+    w.node(one)["metadata"]["labels"]["topology.k8s.aws/zone-id"] = "use1-az1"
+
+    multi, single = template_of(w, "multi").labels, template_of(w, "one").labels
+
+    assert "topology.kubernetes.io/zone" not in multi and "topology.k8s.aws/zone-id" not in multi
+    assert (
+        single["topology.kubernetes.io/zone"] == "us-east-1a"
+        and single["topology.k8s.aws/zone-id"] == "use1-az1"
+    )
+
+
+def test_a_mixed_groups_nodes_of_one_override_do_not_give_it_that_types_labels() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("mixed", "m5.xlarge", mixed=True)
+    tags = w.groups["mixed"]["Tags"]  # plan_world tags every group with its type: not this one
+    tags[:] = [t for t in tags if not t["Key"].endswith("/label/node.kubernetes.io/instance-type")]
+    w.groups["mixed"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"].append(
+        {"InstanceType": "m6g.xlarge"}
+    )
+    add_node(w, "mixed", 0, instance_type="m5.xlarge", labels={"workload-class": "batch"})
+
+    labels = template_of(w, "mixed").labels
+
+    assert labels["workload-class"] == "batch"
+    for key in ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type", "kubernetes.io/arch"):
+        assert key not in labels  # EC2 may launch the arm64 m6g.xlarge next
+
+
+def test_a_capacity_type_label_stays_what_the_launch_settings_and_tags_say() -> None:
+    w, (node,) = batch_world()
+    w.node(node)["metadata"]["labels"]["eks.amazonaws.com/capacityType"] = "ON_DEMAND"
+
+    assert "eks.amazonaws.com/capacityType" not in template_of(w, "batch").labels
+
+
+def test_a_label_tag_wins_over_the_nodes_value() -> None:
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("g", "m5.2xlarge", nodes=1, labels={"workload-class": "batch"})
+    w.node(node)["metadata"]["labels"]["workload-class"] = "interactive"
+
+    assert template_of(w, "g").labels["workload-class"] == "batch"
+
+
+def test_the_labels_survive_the_stored_snapshot() -> None:
+    w, _ = batch_world()
+
+    group = group_of(w, "batch")
+
+    assert NodeGroup.from_dict(group.to_dict()) == group
