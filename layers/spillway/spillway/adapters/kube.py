@@ -14,7 +14,9 @@ Every call carries a timeout (``request_timeout``, 10 s) and is retried ``max_at
 exponential backoff and jitter on 429 (at least ``Retry-After``), 5xx, timeouts and connection errors
 (an eviction answers some of these at once: below); then it raises
 :class:`~spillway.errors.KubeUnavailable` naming the operation. 403, and 401 (after one retry with a
-freshly signed token when the client can sign one), raise ``KubeAuthError``. None of the client's
+freshly signed token when the client can sign one), raise ``KubeAuthError``; a read's 403 names the
+RBAC rule its function's ClusterRole lacks (:class:`Rule`, as ``deploy/rbac.yaml`` writes one). None
+of the client's
 own exceptions reaches a caller (they are not even chained), and no message carries a token or
 kubeconfig contents.
 
@@ -40,9 +42,12 @@ the version of the first snapshot. Only the keys are remembered, not the objects
 
 **Shared-cluster objects** (:meth:`KubeClient.iter_shared_objects`): namespaces, the three kinds of
 PodGroup, Workloads and CapacityQuotas, read as raw JSON and parsed one by one (an object the model
-refuses is logged and skipped). These kinds are optional: a CRD that is not installed (404) gives no
-objects and is logged once at info; RBAC refusing one (403) gives no objects and a warning naming it,
-so a cluster without Volcano still works. :meth:`KubeClient.list_custom`,
+refuses is logged and skipped). A kind is read as having no objects only when the API server says the
+resource does not exist: a CRD that is not installed answers 404, which gives none of it, logged once
+at info, so a cluster without Volcano still works. Any other failure raises as every read does: RBAC
+refusing a list (403: the ClusterRole lacks the rule, named in the error) or no useful answer
+(``KubeUnavailable``) is not "none", and a caller that took it for none would plan on a cluster
+without its quotas, gangs or volumes. :meth:`KubeClient.list_custom`,
 :meth:`KubeClient.patch_custom_status` and :meth:`KubeClient.list_pod_templates` are the generic
 custom-resource calls the ProvisioningRequest logic uses.
 
@@ -163,6 +168,26 @@ RawObject = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class Rule:
+    """The RBAC rule a request needs, written as a ClusterRole's rule (``deploy/rbac.yaml``): a read
+    the API server refuses (403) names it, so the error says what to add."""
+
+    verb: str
+    api_group: str  # "" for the core group
+    resource: str
+    resource_name: str | None = None
+
+    def __str__(self) -> str:
+        names = f', resourceNames: ["{self.resource_name}"]' if self.resource_name else ""
+        group, resource, verb = self.api_group, self.resource, self.verb
+        return f'{{apiGroups: ["{group}"], resources: ["{resource}"]{names}, verbs: ["{verb}"]}}'
+
+
+def _listing(api_group: str, resource: str) -> Rule:
+    return Rule("list", api_group, resource)
+
+
+@dataclass(frozen=True)
 class SharedKind:
     """An optional kind of the shared-cluster ecosystem: where to list it and the model it parses into.
     ``versions`` are tried in order; the first one served is read."""
@@ -224,10 +249,6 @@ class _ContinueExpired(KubeError):
 
 class _NotServed(KubeError):
     """404 on a list: the resource is not served (its CRD is not installed)."""
-
-
-class _Forbidden(KubeAuthError):
-    """403 on a list of an optional kind: RBAC does not grant it."""
 
 
 def _parse_page(page_model: type[_Page[M]]) -> Callable[[bytes], tuple[Sequence[M], str | None]]:
@@ -334,16 +355,26 @@ Classify = Callable[[ApiException], type[KubeError] | None]
 
 
 def _final_error(
-    op: str, exc: ApiException, special: Mapping[int, type[KubeError]], classify: Classify | None = None
+    op: str,
+    exc: ApiException,
+    special: Mapping[int, type[KubeError]],
+    classify: Classify | None = None,
+    rule: Rule | None = None,
 ) -> KubeError | None:
     """The error an API answer raises at once, or None when another attempt may succeed (429, 5xx,
-    no answer at all). ``classify`` reads the answer first: the error class it names, if any, wins."""
+    no answer at all). ``classify`` reads the answer first: the error class it names, if any, wins. A
+    403 names ``rule``, what the request needs, when given."""
     status = int(exc.status or 0)
     kind = classify(exc) if classify is not None else None
     if kind is not None:
         return kind(f"{op}: {_status_message(exc)}")
     if status in special:
         return special[status](f"{op}: {_status_message(exc)}")
+    if status == 403 and rule is not None:
+        return KubeAuthError(
+            f"{op}: {_status_message(exc)}; RBAC does not grant it: add the rule {rule} to this "
+            "function's ClusterRole (deploy/rbac.yaml)"
+        )
     if status in (401, 403):
         return KubeAuthError(f"{op}: {_status_message(exc)}")
     if status == 409:
@@ -354,10 +385,14 @@ def _final_error(
 
 
 def _retry_or_raise(
-    op: str, exc: ApiException, special: Mapping[int, type[KubeError]], classify: Classify | None = None
+    op: str,
+    exc: ApiException,
+    special: Mapping[int, type[KubeError]],
+    classify: Classify | None = None,
+    rule: Rule | None = None,
 ) -> tuple[str, float | None]:
     """Raise the error of a final answer; else what to log of it, and its Retry-After."""
-    final = _final_error(op, exc, special, classify)
+    final = _final_error(op, exc, special, classify, rule)
     if final is not None:
         raise final from None
     status = int(exc.status or 0)
@@ -593,7 +628,11 @@ class KubeClient:
     def iter_nodes(self, *, label_selector: str | None = None) -> Iterator[Node]:
         """All nodes, page by page."""
         return self._paged(
-            "nodes", self._core.list_node, _parse_page(_NodePage), label_selector=label_selector
+            "nodes",
+            self._core.list_node,
+            _parse_page(_NodePage),
+            rule=_listing("", "nodes"),
+            label_selector=label_selector,
         )
 
     def iter_pods(
@@ -604,6 +643,7 @@ class KubeClient:
             "pods",
             self._core.list_pod_for_all_namespaces,
             _parse_page(_PodPage),
+            rule=_listing("", "pods"),
             field_selector=field_selector,
             label_selector=label_selector,
         )
@@ -614,6 +654,7 @@ class KubeClient:
             "poddisruptionbudgets",
             self._policy.list_pod_disruption_budget_for_all_namespaces,
             _parse_page(_PdbPage),
+            rule=_listing("policy", "poddisruptionbudgets"),
         )
 
     def list_nodes(self, *, label_selector: str | None = None) -> list[Node]:
@@ -643,17 +684,15 @@ class KubeClient:
 
     def priority_expander(self) -> ConfigMap | None:
         """cluster-autoscaler's priority expander ConfigMap (``kube-system``), or None when there is none
-        (404) or reading it is not granted (403, warned)."""
+        (404). A refusal (403, naming the rule) raises ``KubeAuthError``, as for every read."""
         op = f"get configmap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
         send = partial(
             self._core.read_namespaced_config_map, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, **self._opts()
         )
+        rule = Rule("get", "", "configmaps", CONFIGMAP_NAME)
         try:
-            raw = self._request(op, send, on_status={404: ObjectNotFound, 403: _Forbidden})
+            raw = self._request(op, send, on_status={404: ObjectNotFound}, rule=rule)
         except ObjectNotFound:
-            return None
-        except _Forbidden as exc:
-            log.warning("kube %s: not allowed (%s); group priorities from the configuration only", op, exc)
             return None
         try:
             return ConfigMap.model_validate_json(raw)
@@ -667,7 +706,7 @@ class KubeClient:
     ) -> list[RawObject]:
         """Every object of a custom resource (in ``namespace``, or cluster-wide / all namespaces), as
         plain JSON objects, all pages; ``[]`` when the resource is not served (CRD not installed).
-        403 raises ``KubeAuthError``."""
+        403 raises ``KubeAuthError`` naming the rule to add."""
         try:
             return list(self._iter_custom(group, version, plural, namespace))
         except _NotServed:
@@ -708,14 +747,14 @@ class KubeClient:
             call: Callable[..., Any] = partial(self._core.list_namespaced_pod_template, namespace)
         else:
             call = self._core.list_pod_template_for_all_namespaces
-        items = self._paged("podtemplates", call, _parse_raw_page)
+        items = self._paged("podtemplates", call, _parse_raw_page, rule=_listing("", "podtemplates"))
         return [{"apiVersion": "v1", "kind": "PodTemplate", **obj} for obj in items]
 
     def list_resource_quotas(self, namespace: str) -> list[RawObject]:
         """The core/v1 ResourceQuotas of ``namespace``, as plain JSON objects (403 raises
         ``KubeAuthError``): what cluster-autoscaler's buffer controller allocates to CapacityBuffers."""
         call = partial(self._core.list_namespaced_resource_quota, namespace)
-        items = self._paged("resourcequotas", call, _parse_raw_page)
+        items = self._paged("resourcequotas", call, _parse_raw_page, rule=_listing("", "resourcequotas"))
         return [{"apiVersion": "v1", "kind": "ResourceQuota", **obj} for obj in items]
 
     def list_replication_controllers(self, namespace: str | None = None) -> list[RawObject]:
@@ -725,13 +764,17 @@ class KubeClient:
             call: Callable[..., Any] = partial(self._core.list_namespaced_replication_controller, namespace)
         else:
             call = self._core.list_replication_controller_for_all_namespaces
-        items = self._paged("replicationcontrollers", call, _parse_raw_page)
+        rule = _listing("", "replicationcontrollers")
+        items = self._paged("replicationcontrollers", call, _parse_raw_page, rule=rule)
         return [{"apiVersion": "v1", "kind": "ReplicationController", **obj} for obj in items]
 
     def pods_selected(self, namespace: str, label_selector: str) -> list[Pod]:
         """The pods of ``namespace`` a label selector (its string form) selects, all pages."""
         call = partial(self._core.list_namespaced_pod, namespace)
-        return list(self._paged("pods", call, _parse_page(_PodPage), label_selector=label_selector))
+        pages = self._paged(
+            "pods", call, _parse_page(_PodPage), rule=_listing("", "pods"), label_selector=label_selector
+        )
+        return list(pages)
 
     def get_scale(self, api_group: str, kind: str, namespace: str, name: str) -> RawObject:
         """The ``autoscaling/v1`` Scale of a namespaced object of any kind with a scale subresource, its
@@ -781,15 +824,18 @@ class KubeClient:
         """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, CapacityQuotas, and the
         jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs).
 
-        Each kind is optional: not installed (404) or not granted (403) gives none of it, logged; an
-        object the model refuses is logged and skipped. Other failures raise as every read does."""
-        yield from self._optional("namespaces", Namespace, self._core.list_namespace)
+        A kind not served (404: its CRD is not installed) gives none of it, logged; an object the model
+        refuses is logged and skipped. Any other failure raises as every read does (a 403 names the
+        rule to add)."""
+        namespaces = _listing("", "namespaces")
+        yield from self._optional("namespaces", Namespace, self._core.list_namespace, namespaces)
         for shared in SHARED_KINDS:
+            rule = _listing(shared.group, shared.plural)
             for index, version in enumerate(shared.versions):
                 call = partial(self._custom.list_cluster_custom_object, shared.group, version, shared.plural)
                 what = f"{shared.qualified}/{version}"
                 try:
-                    yield from self._optional(what, shared.model, call, quiet=True)
+                    yield from self._optional(what, shared.model, call, rule, quiet=True)
                     break
                 except _NotServed:
                     if index == len(shared.versions) - 1:
@@ -798,15 +844,25 @@ class KubeClient:
     def iter_volume_objects(self) -> Iterator[VolumeObject]:
         """PersistentVolumeClaims of all namespaces, PersistentVolumes, then StorageClasses: where pods'
         volumes let them run, and whether they wait for one (spillway.model.cluster.VolumeMatcher).
-        Not granted (403): none of that kind, warned."""
+        A refusal (403, naming the rule) or no useful answer raises: a bound volume left out would free
+        its pod of its zone."""
         yield from self._optional(
             "persistentvolumeclaims",
             PersistentVolumeClaim,
             self._core.list_persistent_volume_claim_for_all_namespaces,
+            _listing("", "persistentvolumeclaims"),
         )
-        yield from self._optional("persistentvolumes", PersistentVolume, self._core.list_persistent_volume)
         yield from self._optional(
-            "storageclasses.storage.k8s.io", StorageClass, self._storage.list_storage_class
+            "persistentvolumes",
+            PersistentVolume,
+            self._core.list_persistent_volume,
+            _listing("", "persistentvolumes"),
+        )
+        yield from self._optional(
+            "storageclasses.storage.k8s.io",
+            StorageClass,
+            self._storage.list_storage_class,
+            _listing("storage.k8s.io", "storageclasses"),
         )
 
     def list_shared_objects(self) -> list[SharedObject]:
@@ -821,22 +877,27 @@ class KubeClient:
             )
         else:
             call = partial(self._custom.list_cluster_custom_object, group, version, plural)
-        return self._paged(f"{plural}.{group}/{version}", call, _parse_raw_page, on_status={404: _NotServed})
+        return self._paged(
+            f"{plural}.{group}/{version}",
+            call,
+            _parse_raw_page,
+            rule=_listing(group, plural),
+            on_status={404: _NotServed},
+        )
 
     def _optional(
-        self, what: str, model: type[M], call: Callable[..., Any], *, quiet: bool = False
+        self, what: str, model: type[M], call: Callable[..., Any], rule: Rule, *, quiet: bool = False
     ) -> Iterator[M]:
-        """Parse each object of an optional kind; 403 gives none (warned). 404 raises ``_NotServed``
-        when ``quiet`` (the caller may try another version), else gives none (logged once)."""
-        items = self._paged(what, call, _parse_raw_page, on_status={404: _NotServed, 403: _Forbidden})
+        """Parse each object of a kind that may not be served. 404 (not served) raises ``_NotServed``
+        when ``quiet`` (the caller may try another version), else gives none (logged once). Any other
+        failure raises, a 403 naming ``rule``: refused is not none."""
+        items = self._paged(what, call, _parse_raw_page, rule=rule, on_status={404: _NotServed})
         try:
             for obj in items:
                 try:
                     yield model.model_validate(obj)
                 except ValidationError as exc:
                     log.error("kube list %s: %s skipped: %s", what, _where(obj), _first_error(exc))
-        except _Forbidden as exc:
-            log.warning("kube list %s: not allowed (%s); reading none of them", what, exc)
         except _NotServed:
             if quiet:
                 raise
@@ -1046,9 +1107,11 @@ class KubeClient:
         *,
         on_status: Mapping[int, type[KubeError]] | None = None,
         classify: Classify | None = None,
+        rule: Rule | None = None,
     ) -> bytes:
         """Send with retries; return the response body. Every failure becomes one of our errors.
-        ``on_status`` names the error of a status; ``classify``, of an answer (its body read too)."""
+        ``on_status`` names the error of a status; ``classify``, of an answer (its body read too);
+        ``rule``, what RBAC must grant (a 403 names it)."""
         special = on_status or {}
         reauthed = False
         last = "no attempt"
@@ -1063,7 +1126,7 @@ class KubeClient:
                     reauthed = True  # a token signed anew may pass (clock skew, early expiry)
                     attempt -= 1
                     continue
-                last, retry_after = _retry_or_raise(op, exc, special, classify)
+                last, retry_after = _retry_or_raise(op, exc, special, classify, rule)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 last = f"{type(exc).__name__}"
             if attempt < self.max_attempts:
@@ -1095,6 +1158,7 @@ class KubeClient:
         call: Callable[..., Any],
         parse: Callable[[bytes], tuple[Sequence[T], str | None]],
         *,
+        rule: Rule,
         on_status: Mapping[int, type[KubeError]] | None = None,
         **params: Any,
     ) -> Iterator[T]:
@@ -1109,7 +1173,7 @@ class KubeClient:
             try:
                 while True:
                     send = partial(call, limit=self.page_size, _continue=token, **params, **self._opts())
-                    raw = self._request(op, send, on_status=special)
+                    raw = self._request(op, send, on_status=special, rule=rule)
                     try:
                         items, token = parse(raw)
                     except ValidationError as exc:
