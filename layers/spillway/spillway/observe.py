@@ -16,6 +16,11 @@ planner keeps the last good snapshot until ``max_snapshot_age_seconds``, and the
 errors alarm fires. A snapshot without the CapacityQuotas it could not read would be planned on as a
 cluster without quotas.
 
+A list whose continue token expired after part of it was read (:class:`~spillway.errors.ListExpired`)
+cannot be finished consistently: the observation drops everything it read and starts again, at most
+``OBSERVE_PASSES`` times in all, then fails. Two passes are never merged: a pod replaced between them
+would be counted twice.
+
 ``run_observe`` is what one invocation of the observe Lambda does. EventBridge Scheduler's finest rate
 is one minute, so it observes every ``interval_seconds`` (20 by default) until its deadline, and stores a
 snapshot only when the demand fingerprint changed, or as a heartbeat every ``heartbeat_minutes``: a new
@@ -35,7 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.config import NodeReserve
-from spillway.errors import KubeError, KubeUnavailable, ObservationFailed
+from spillway.errors import KubeError, KubeUnavailable, ListExpired, ObservationFailed
 from spillway.model import buffer as capacity_buffer
 from spillway.model import provreq
 from spillway.model.act import SaveResult
@@ -75,6 +80,8 @@ from spillway.ports import Cloud, Cluster, Snapshots
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+#: passes of one observation whose lists' continue tokens keep expiring before it fails
+OBSERVE_PASSES = 3
 #: where CapacityQuota ``status.used`` is written (the status subresource)
 QUOTA_API = (AUTOSCALING_GROUP, "v1beta1", "capacityquotas")
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
@@ -119,7 +126,23 @@ class ObserveRun:
 
 
 def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> Snapshot:
-    """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails."""
+    """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails. An
+    observation a list's expired continue token cut short is taken again from the start (module
+    docstring)."""
+    passes = 1
+    while True:
+        try:
+            return _observe(kube, aws, config, clock)
+        except ListExpired as exc:
+            if passes >= OBSERVE_PASSES:
+                raise ObservationFailed(
+                    f"observing {config.cluster} failed: {type(exc).__name__}: {exc} ({passes} passes)"
+                ) from exc
+            passes += 1
+            log.warning("observing %s: %s; observing again from the start", config.cluster, exc)
+
+
+def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> Snapshot:
     started = time.perf_counter()
     taken_at = clock()
     reserve = config.node_reserve.reserve()
@@ -165,6 +188,9 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         priorities = _priorities(priorities_future.result())
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
+    except ListExpired:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
         raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc

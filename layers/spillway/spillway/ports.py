@@ -45,6 +45,7 @@ from spillway.errors import (
     KubeError,
     KubeUnavailable,
     LifecycleActionNotFound,
+    ListExpired,
     NodeNotFound,
     ObjectNotFound,
     PodNotFound,
@@ -252,6 +253,12 @@ METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Cloud.complete_lifecycle_action": (LifecycleActionNotFound,),
     "Cloud.record_heartbeat": (LifecycleActionNotFound,),
     "Cluster.patch_custom_status": (ObjectNotFound,),
+    # a stream cut short by an expired continue token (observe reads it again); lists start again themselves
+    "Cluster.iter_nodes": (ListExpired,),
+    "Cluster.iter_pods": (ListExpired,),
+    "Cluster.iter_pdbs": (ListExpired,),
+    "Cluster.iter_shared_objects": (ListExpired,),
+    "Cluster.iter_volume_objects": (ListExpired,),
     "Cluster.evict": (
         EvictionRefused,
         EvictionThrottled,

@@ -34,11 +34,16 @@ call. Three 403s are not RBAC's, and are told apart by the Status's structured f
 :class:`~spillway.errors.EvictionBudgetForbidden`). Any other 403 (RBAC names ``pods/eviction`` and
 the user) is ``KubeAuthError``.
 
-**A continue token that expires (410) mid-list** restarts that list once from the top; a second 410
-raises ``KubeUnavailable``. ``iter_*`` yield page by page, so by then the caller already has the
-first pages: the restarted pass skips every object (by ``metadata.uid``, else namespace/name) the first
-pass yielded. The caller so sees each object exactly once; an object yielded before the restart is
-the version of the first snapshot. Only the keys are remembered, not the objects.
+**A continue token that expires (410 Expired) mid-list** means etcd compacted the revision the list
+reads: the rest can only come from another revision, and a client that needs a consistent list must
+start it again without ``continue`` (Kubernetes API concepts, "Retrieving large results sets in
+chunks"). Merging two passes would hand out an object replaced between them twice (a StatefulSet pod
+deleted and created again: bound to its old node, and pending). The ``list_*`` methods start again
+from the top and keep only the pass that finishes; ``iter_*`` yield page by page, so the caller already
+has the first pages: they raise :class:`~spillway.errors.ListExpired` (a ``KubeUnavailable``), and the
+caller drops what it read and starts again (observe takes the whole observation again). A 410 before
+anything was handed out starts the list again at once. ``LIST_PASSES`` (3) expiries of one list raise
+``KubeUnavailable``.
 
 **Shared-cluster objects** (:meth:`KubeClient.iter_shared_objects`): namespaces, the three kinds of
 PodGroup, Workloads and CapacityQuotas, read as raw JSON and parsed one by one (an object the model
@@ -115,6 +120,7 @@ from spillway.errors import (
     KubeConflict,
     KubeError,
     KubeUnavailable,
+    ListExpired,
     NodeNotFound,
     ObjectNotFound,
     PodNotFound,
@@ -157,6 +163,7 @@ log = logging.getLogger(__name__)
 DEFAULT_REQUEST_TIMEOUT = 10.0
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_MAX_ATTEMPTS = 4
+LIST_PASSES = 3  # passes of one list whose continue token expires before it is given up
 CONFLICT_ATTEMPTS = 5
 MERGE_PATCH = "application/merge-patch+json"
 COMPONENT = "spillway"
@@ -400,17 +407,6 @@ def _retry_or_raise(
     return last, _retry_after(exc) if status in (429, 503) else None
 
 
-def _key(obj: Any) -> str:
-    if isinstance(obj, dict):
-        found = obj.get("metadata")
-        raw: dict[str, Any] = found if isinstance(found, dict) else {}
-        return str(raw.get("uid") or f"{raw.get('namespace') or ''}/{raw.get('name')}")
-    meta = getattr(obj, "metadata", None)
-    if meta is None:
-        return repr(obj)
-    return meta.uid or f"{meta.namespace or ''}/{meta.name}"
-
-
 def _name_of(node: str | Node) -> str:
     name = node.metadata.name if isinstance(node, Node) else node
     if not name:
@@ -626,7 +622,7 @@ class KubeClient:
     # --- reads ----------------------------------------------------------------------------------
 
     def iter_nodes(self, *, label_selector: str | None = None) -> Iterator[Node]:
-        """All nodes, page by page."""
+        """All nodes, page by page (an expired continue token mid-way: ``ListExpired``)."""
         return self._paged(
             "nodes",
             self._core.list_node,
@@ -638,7 +634,7 @@ class KubeClient:
     def iter_pods(
         self, *, field_selector: str | None = None, label_selector: str | None = None
     ) -> Iterator[Pod]:
-        """All pods of all namespaces, page by page."""
+        """All pods of all namespaces, page by page (an expired continue token mid-way: ``ListExpired``)."""
         return self._paged(
             "pods",
             self._core.list_pod_for_all_namespaces,
@@ -649,7 +645,7 @@ class KubeClient:
         )
 
     def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
-        """All PodDisruptionBudgets (policy/v1) of all namespaces, page by page."""
+        """All PodDisruptionBudgets (policy/v1) of all namespaces, page by page (``ListExpired`` as above)."""
         return self._paged(
             "poddisruptionbudgets",
             self._policy.list_pod_disruption_budget_for_all_namespaces,
@@ -658,13 +654,15 @@ class KubeClient:
         )
 
     def list_nodes(self, *, label_selector: str | None = None) -> list[Node]:
-        return list(self.iter_nodes(label_selector=label_selector))
+        return self._whole("nodes", lambda: list(self.iter_nodes(label_selector=label_selector)))
 
     def list_pods(self, *, field_selector: str | None = None, label_selector: str | None = None) -> list[Pod]:
-        return list(self.iter_pods(field_selector=field_selector, label_selector=label_selector))
+        return self._whole(
+            "pods", lambda: list(self.iter_pods(field_selector=field_selector, label_selector=label_selector))
+        )
 
     def list_pdbs(self) -> list[PodDisruptionBudget]:
-        return list(self.iter_pdbs())
+        return self._whole("poddisruptionbudgets", lambda: list(self.iter_pdbs()))
 
     def pods_on_node(self, node: str | Node) -> list[Pod]:
         """Pods bound to the node, whatever their phase (server-side ``spec.nodeName`` field selector)."""
@@ -708,7 +706,7 @@ class KubeClient:
         plain JSON objects, all pages; ``[]`` when the resource is not served (CRD not installed).
         403 raises ``KubeAuthError`` naming the rule to add."""
         try:
-            return list(self._iter_custom(group, version, plural, namespace))
+            return self._whole(plural, lambda: list(self._iter_custom(group, version, plural, namespace)))
         except _NotServed:
             self._log_not_served(f"{plural}.{group}/{version}")
             return []
@@ -747,14 +745,20 @@ class KubeClient:
             call: Callable[..., Any] = partial(self._core.list_namespaced_pod_template, namespace)
         else:
             call = self._core.list_pod_template_for_all_namespaces
-        items = self._paged("podtemplates", call, _parse_raw_page, rule=_listing("", "podtemplates"))
+        rule = _listing("", "podtemplates")
+        items = self._whole(
+            "podtemplates", lambda: list(self._paged("podtemplates", call, _parse_raw_page, rule=rule))
+        )
         return [{"apiVersion": "v1", "kind": "PodTemplate", **obj} for obj in items]
 
     def list_resource_quotas(self, namespace: str) -> list[RawObject]:
         """The core/v1 ResourceQuotas of ``namespace``, as plain JSON objects (403 raises
         ``KubeAuthError``): what cluster-autoscaler's buffer controller allocates to CapacityBuffers."""
         call = partial(self._core.list_namespaced_resource_quota, namespace)
-        items = self._paged("resourcequotas", call, _parse_raw_page, rule=_listing("", "resourcequotas"))
+        rule = _listing("", "resourcequotas")
+        items = self._whole(
+            "resourcequotas", lambda: list(self._paged("resourcequotas", call, _parse_raw_page, rule=rule))
+        )
         return [{"apiVersion": "v1", "kind": "ResourceQuota", **obj} for obj in items]
 
     def list_replication_controllers(self, namespace: str | None = None) -> list[RawObject]:
@@ -765,16 +769,22 @@ class KubeClient:
         else:
             call = self._core.list_replication_controller_for_all_namespaces
         rule = _listing("", "replicationcontrollers")
-        items = self._paged("replicationcontrollers", call, _parse_raw_page, rule=rule)
+        items = self._whole(
+            "replicationcontrollers",
+            lambda: list(self._paged("replicationcontrollers", call, _parse_raw_page, rule=rule)),
+        )
         return [{"apiVersion": "v1", "kind": "ReplicationController", **obj} for obj in items]
 
     def pods_selected(self, namespace: str, label_selector: str) -> list[Pod]:
         """The pods of ``namespace`` a label selector (its string form) selects, all pages."""
         call = partial(self._core.list_namespaced_pod, namespace)
-        pages = self._paged(
-            "pods", call, _parse_page(_PodPage), rule=_listing("", "pods"), label_selector=label_selector
+        rule = _listing("", "pods")
+        return self._whole(
+            "pods",
+            lambda: list(
+                self._paged("pods", call, _parse_page(_PodPage), rule=rule, label_selector=label_selector)
+            ),
         )
-        return list(pages)
 
     def get_scale(self, api_group: str, kind: str, namespace: str, name: str) -> RawObject:
         """The ``autoscaling/v1`` Scale of a namespaced object of any kind with a scale subresource, its
@@ -866,7 +876,7 @@ class KubeClient:
         )
 
     def list_shared_objects(self) -> list[SharedObject]:
-        return list(self.iter_shared_objects())
+        return self._whole("shared-cluster objects", lambda: list(self.iter_shared_objects()))
 
     def _iter_custom(
         self, group: str, version: str, plural: str, namespace: str | None
@@ -1162,14 +1172,15 @@ class KubeClient:
         on_status: Mapping[int, type[KubeError]] | None = None,
         **params: Any,
     ) -> Iterator[T]:
-        """Yield every object of a list, ``page_size`` at a time; restart once on an expired token."""
+        """Yield every object of one list, ``page_size`` at a time. A continue token that expires (410)
+        before anything was yielded starts the list again here; once objects were yielded it raises
+        :class:`ListExpired` (module docstring); ``LIST_PASSES`` expiries in all raise ``KubeUnavailable``."""
         op = f"list {what}"
         special = {**(on_status or {}), 410: _ContinueExpired}
         params = {k: v for k, v in params.items() if v is not None}
-        yielded: set[str] = set()  # keys handed out before a restart: skipped after it
-        restarted = False
-        while True:
+        for _ in range(LIST_PASSES):
             token: str | None = None
+            handed_out = False
             try:
                 while True:
                     send = partial(call, limit=self.page_size, _continue=token, **params, **self._opts())
@@ -1179,20 +1190,29 @@ class KubeClient:
                     except ValidationError as exc:
                         raise self._unparsable(op, exc) from None
                     for obj in items:
-                        key = _key(obj)
-                        if restarted:
-                            if key in yielded:
-                                continue
-                        else:
-                            yielded.add(key)
+                        handed_out = True
                         yield obj
                     if token is None:
                         return
             except _ContinueExpired as exc:
-                if restarted:
-                    raise KubeUnavailable(f"{op}: continue token expired twice ({exc})") from None
-                log.warning("kube %s: continue token expired; restarting the list once", op)
-                restarted = True
+                if handed_out:
+                    raise ListExpired(
+                        f"{op}: the continue token expired after part of the list was read ({exc}); the "
+                        "rest would come from another revision: read it again from the start"
+                    ) from None
+                log.warning("kube %s: continue token expired before anything was read; listing again", op)
+        raise KubeUnavailable(f"{op}: continue token expired {LIST_PASSES} times; no consistent list")
+
+    def _whole(self, what: str, read: Callable[[], list[T]]) -> list[T]:
+        """``read()``, the whole of a list: read again from the start when its continue token expired
+        mid-way (what the earlier pass gave is dropped), ``LIST_PASSES`` times in all, then plain
+        ``KubeUnavailable`` (the name a state machine's Retry matches)."""
+        for _ in range(LIST_PASSES):
+            try:
+                return read()
+            except ListExpired as exc:
+                log.warning("kube %s; reading it again from the start", exc)
+        raise KubeUnavailable(f"list {what}: continue token expired {LIST_PASSES} times; no consistent list")
 
     @staticmethod
     def _unparsable(op: str, exc: ValidationError) -> KubeError:
