@@ -172,6 +172,11 @@ class StateConflict(SpillwayError):
     """Another planner wrote the state first (conditional write failed)."""
 
 
+class StateTooLarge(SpillwayError):
+    """The planner's state item would pass DynamoDB's 400 KB item limit even compressed: refused before
+    it is written, naming its size and its biggest parts. The stored state is left as it was."""
+
+
 class StateCorrupt(SpillwayError):
     """The stored state item cannot be read (malformed JSON or fields)."""
 

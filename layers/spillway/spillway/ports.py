@@ -54,6 +54,7 @@ from spillway.errors import (
     SpillwayError,
     StateConflict,
     StateCorrupt,
+    StateTooLarge,
 )
 from spillway.model.act import (
     ExecutionRequest,
@@ -253,6 +254,7 @@ METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Cloud.complete_lifecycle_action": (LifecycleActionNotFound,),
     "Cloud.record_heartbeat": (LifecycleActionNotFound,),
     "Cluster.patch_custom_status": (ObjectNotFound,),
+    "Ledger.commit": (StateTooLarge,),
     # a stream cut short by an expired continue token (observe reads it again); lists start again themselves
     "Cluster.iter_nodes": (ListExpired,),
     "Cluster.iter_pods": (ListExpired,),
