@@ -664,6 +664,28 @@ def test_a_capacity_buffer_of_a_custom_kind_reads_its_scale_and_its_most_recent_
     assert missing.key == "web/of-missing" and "not found" in missing.problem
 
 
+def test_a_custom_kinds_scale_refused_is_its_buffers_problem_but_no_answer_fails_the_observation(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    """A scalableRef may name any kind, and a ClusterRole grants `<plural>/scale` kind by kind: a refusal
+    is the buffer's problem (its status says why), so that a tenant's buffer cannot stop the cluster's
+    observation. An outage is no answer about the buffer: read as "not ready", the nodes holding its
+    headroom would look idle for that tick. (Review r15.)"""
+    kube.custom.append(
+        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+         "metadata": {"name": "of-rollout", "namespace": "web"},
+         "spec": {"scalableRef": {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}, "replicas": 1}}
+    )  # fmt: skip
+    kube.fail("get_scale", KubeAuthError("get scale of rollouts.argoproj.io web/web: HTTP 403 Forbidden"))
+
+    (refused,) = observe_once(kube, aws, CONFIG, lambda: T0).cluster.buffers
+    assert "403" in refused.problem
+
+    kube.fail("get_scale", KubeUnavailable("get scale of rollouts.argoproj.io web/web: no useful answer"))
+    with pytest.raises(ObservationFailed, match="no useful answer"):
+        observe_once(kube, aws, CONFIG, lambda: T0)
+
+
 def test_capacity_buffers_refused_by_rbac_fail_the_observation(kube: FakeCluster, aws: AwsAdapter) -> None:
     """Read as none, the buffers' headroom vanished from the plan and the nodes holding it looked idle
     (review r15); a cluster without the CRD has none (the list answers 404: FakeCluster.not_installed)."""
