@@ -7,10 +7,11 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
-from spillway.errors import AwsError
+from spillway.errors import AwsError, AwsThrottled, AwsUnavailable
 from spillway.local.cloud import CloudSim
 from spillway.local.rig import create_group
 from spillway.model.aws import AutoScalingGroup
@@ -252,3 +253,81 @@ def test_a_plain_launch_template_without_spot_makes_an_on_demand_group_whatever_
     assert problem == (
         "Tags[spillway.io/capacity-type]: 'spot' says spot, but the launch template launches on-demand; ignored"
     )
+
+
+# --- a launch template or configuration that cannot be read ---------------------------------------
+
+
+def refuse(client: Any, operation: str, code: str, status: int) -> None:
+    """Make ``operation`` answer an AWS error (after the SDK's retries: the fixture's max_attempts=1)."""
+
+    def refused(**_: Any) -> Any:
+        raise ClientError(
+            {
+                "Error": {"Code": code, "Message": f"{code} (injected)"},
+                "ResponseMetadata": {"HTTPStatusCode": status},
+            },
+            operation,
+        )
+
+    setattr(client, operation, refused)
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "error"),
+    [("RequestLimitExceeded", 503, AwsThrottled), ("InternalError", 500, AwsUnavailable),
+     ("UnauthorizedOperation", 403, AwsError)],
+)  # fmt: skip
+def test_a_launch_template_read_that_fails_fails_the_regions_read(
+    world: Any, code: str, status: int, error: type[AwsError]
+) -> None:
+    """One throttled DescribeLaunchTemplateVersions made an all-Spot group on-demand for a tick (the
+    group was kept unread and its tags decided), sending pods that may not move to Spot: what a7136ba
+    made the launch settings decide. Throttled, unavailable, or not permitted (the function's role lacks
+    ec2:DescribeLaunchTemplateVersions): the region's read fails, as every other AWS read in observe
+    does, and no snapshot is built on a guess. (Review r15-5.)"""
+    clients, adapter = world
+    spot_template_group(clients, "gpu-spot", 1)
+    refuse(clients.ec2("us-east-1"), "describe_launch_template_versions", code, status)
+
+    with pytest.raises(error, match=f"DescribeLaunchTemplateVersions.*{code}") as failed:
+        adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert type(failed.value) is error
+
+
+def test_a_launch_configuration_read_that_is_throttled_fails_the_regions_read(world: Any) -> None:
+    clients, adapter = world
+    asg = clients.autoscaling("us-east-1")
+    asg.create_launch_configuration(
+        LaunchConfigurationName="lc-spot", ImageId="ami-12c6146b", InstanceType="m5.xlarge", SpotPrice="0.10"
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName="old-spot", LaunchConfigurationName="lc-spot", MinSize=0, MaxSize=5,
+        DesiredCapacity=1, AvailabilityZones=["us-east-1a"], Tags=MANAGED,
+    )  # fmt: skip
+    refuse(asg, "describe_launch_configurations", "Throttling", 400)
+
+    with pytest.raises(AwsThrottled, match="DescribeLaunchConfigurations"):
+        adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+
+def test_a_launch_template_that_no_longer_exists_leaves_the_group_to_its_tags_and_names_it(
+    world: Any,
+) -> None:
+    """Deleted (or the group names a version that is gone): EC2 answers InvalidLaunchTemplateName.
+    NotFoundException (InvalidLaunchTemplateId.NotFound, .VersionNotFound), and so will every launch the
+    group tries until somebody fixes it. Nothing can be known of what it would launch, and failing the
+    region would stop every other group's plans: its tags decide, and its problems say why."""
+    clients, adapter = world
+    spot_template_group(
+        clients, "gpu-spot", 1, [*MANAGED, {"Key": "spillway.io/capacity-type", "Value": "spot"}]
+    )
+    clients.ec2("us-east-1").delete_launch_template(LaunchTemplateName="lt-gpu-spot")
+
+    (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
+
+    assert group.capacity_type == "spot"  # by its tag
+    (problem,) = group.problems
+    assert problem.startswith("LaunchTemplate: lt-gpu-spot ($Latest) not found")
+    assert "(InvalidLaunchTemplateId.NotFound)" in problem  # the group names its template by id

@@ -685,16 +685,40 @@ def test_a_capacity_buffer_of_a_custom_kind_reads_its_scale_and_its_most_recent_
     assert missing.key == "web/of-missing" and "not found" in missing.problem
 
 
-def test_capacity_buffers_refused_by_rbac_are_none_and_observe_goes_on(
-    kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
+def test_a_custom_kinds_scale_refused_is_its_buffers_problem_but_no_answer_fails_the_observation(
+    kube: FakeCluster, aws: AwsAdapter
 ) -> None:
+    """A scalableRef may name any kind, and a ClusterRole grants `<plural>/scale` kind by kind: a refusal
+    is the buffer's problem (its status says why), so that a tenant's buffer cannot stop the cluster's
+    observation. An outage is no answer about the buffer: read as "not ready", the nodes holding its
+    headroom would look idle for that tick. (Review r15.)"""
+    kube.custom.append(
+        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+         "metadata": {"name": "of-rollout", "namespace": "web"},
+         "spec": {"scalableRef": {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}, "replicas": 1}}
+    )  # fmt: skip
+    kube.fail("get_scale", KubeAuthError("get scale of rollouts.argoproj.io web/web: HTTP 403 Forbidden"))
+
+    (refused,) = observe_once(kube, aws, CONFIG, lambda: T0).cluster.buffers
+    assert "403" in refused.problem
+
+    kube.fail("get_scale", KubeUnavailable("get scale of rollouts.argoproj.io web/web: no useful answer"))
+    with pytest.raises(ObservationFailed, match="no useful answer"):
+        observe_once(kube, aws, CONFIG, lambda: T0)
+
+
+def test_capacity_buffers_refused_by_rbac_fail_the_observation(kube: FakeCluster, aws: AwsAdapter) -> None:
+    """Read as none, the buffers' headroom vanished from the plan and the nodes holding it looked idle
+    (review r15); a cluster without the CRD has none (the list answers 404: FakeCluster.not_installed)."""
     kube.custom.extend(buffer_objs("v1beta1"))
     kube.fail("list_custom", KubeAuthError("list capacitybuffers: HTTP 403 Forbidden"))
 
-    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+    with pytest.raises(ObservationFailed, match="capacitybuffers: HTTP 403"):
+        observe_once(kube, aws, CONFIG, lambda: T0)
 
-    assert snapshot.cluster.buffers == ()
-    assert any("CapacityBuffers not read" in r.getMessage() for r in caplog.records)
+    kube.heal()
+    kube.not_installed.add(("autoscaling.x-k8s.io", "capacitybuffers"))
+    assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.buffers == ()
 
 
 def resource_quota(namespace: str, hard: dict[str, str], used: dict[str, str]) -> dict[str, Any]:
@@ -728,17 +752,16 @@ def test_a_capacity_buffer_is_cut_to_what_its_namespaces_resource_quota_leaves(
     ]  # only where buffers are
 
 
-def test_resource_quotas_refused_by_rbac_leave_the_buffers_uncut_and_observe_goes_on(
-    kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_resource_quotas_refused_by_rbac_fail_the_observation(kube: FakeCluster, aws: AwsAdapter) -> None:
+    """Uncut, the buffers held more than the namespace's quota lets them (review r15); nothing is
+    stored and no buffer status is written."""
     kube.custom.extend([*buffer_objs("v1beta1"), resource_quota("shop", {"cpu": "1"}, {})])
     kube.fail("list_resource_quotas", KubeAuthError("list resourcequotas: HTTP 403 Forbidden"))
 
-    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+    with pytest.raises(ObservationFailed, match="resourcequotas: HTTP 403"):
+        observe_once(kube, aws, CONFIG, lambda: T0)
 
-    assert [b.replicas for b in snapshot.cluster.buffers] == [2]
-    assert "LimitedByQuotas" not in {c["type"] for c in kube.custom[1]["status"]["conditions"]}
-    assert any("ResourceQuotas not read" in r.getMessage() for r in caplog.records)
+    assert not kube.called("patch_custom_status")
 
 
 def test_a_capacity_buffer_is_cut_by_its_resource_quota_over_the_wire(kubeapi: Any, aws: AwsAdapter) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +17,7 @@ from moto import mock_aws
 from spillway.adapters.plans_store import PlanStore
 from spillway.adapters.sfn import Executions
 from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore
-from spillway.errors import InputError, StateConflict
+from spillway.errors import InputError, StateConflict, StateTooLarge
 from spillway.local.cfn import create_tables
 from spillway.model.act import ExecutionRequest, PlanRecord, replan_key
 from spillway.model.state import EventMark, GroupState, NodeState, State
@@ -218,3 +220,42 @@ def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateS
 
     store.release("ml", "raise#up-p1")
     assert store.claim("ml", "raise#up-p1", {"count": 4}, expires=expires) == ({"count": 4}, True)
+
+
+def test_a_state_over_dynamodbs_item_limit_even_compressed_is_refused_naming_its_size_and_parts(
+    store: StateStore, ddb: Any
+) -> None:
+    """Compressed, the item still passed 400 KB: PutItem's ValidationException came back as a bare
+    AwsError, naming neither the size nor what made the state big, and every plan failed on it. The store
+    measures the item as DynamoDB does and refuses it first, naming both; nothing is written, and the
+    stored state is left as it was. (Review r15.)"""
+    rng = random.Random(15)
+    nodes = {
+        f"{rng.getrandbits(256):064x}": NodeState(idle_since=NOW) for _ in range(14_000)
+    }  # incompressible
+    events = {f"team/{i}": EventMark(fingerprint="0123456789abcdef", posted_at=NOW) for i in range(50)}
+    calls: list[str] = []
+    ddb.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    commit(store, 0)
+    calls.clear()
+
+    with pytest.raises(StateTooLarge) as refused:
+        commit(store, 1, State(nodes=nodes, events=events), plan=record())
+
+    message = str(refused.value)
+    assert "state of ml" in message and "400 KB" in message
+    size = int(re.search(r"is ([\d,]+) bytes", message).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert size > 400 * 1024
+    assert message.index("state.nodes (14000 entries") < message.index("state.events (50 entries")
+    assert calls == [], "refused before any call to DynamoDB"
+    assert store.load("ml").version == 1 and store.load("ml").state == State()
+
+
+def test_a_large_state_that_fits_once_compressed_is_still_written(store: StateStore) -> None:
+    """The limit is DynamoDB's, on the item as stored: 1.2 MB of state JSON that compresses well fits."""
+    nodes = {f"ip-10-{i // 250}-{i % 250}-17.ec2.internal": NodeState(idle_since=NOW) for i in range(20_000)}
+    assert len(json.dumps(State(nodes=nodes).to_wire())) > 1_000_000
+
+    commit(store, 0, State(nodes=nodes))
+
+    assert store.load("ml").state.nodes == nodes

@@ -222,9 +222,40 @@ def test_a_missing_claim_or_one_being_deleted_holds_the_pod() -> None:
     assert "data-db-1 is being deleted" in reasons["default/db-1"]
 
 
+def test_a_claim_bound_to_a_volume_the_snapshot_does_not_have_holds_the_pod() -> None:
+    """Defence in depth (review r15-4): the claim is bound, so its pod runs only where that volume is,
+    and the snapshot cannot say where. Read as "no zone constraint" it got a node in any zone (and its
+    node could be drained for one where the pod never starts). kube-scheduler refuses it on every node
+    ("pvc(s) bound to non-existent pv(s)"): held, whether the snapshot has other volumes or none."""
+    for others in ([], [volume("pv-other", "us-east-1a")]):
+        w, _ = two_zones()  # zone a has room, zone b a group
+        w.items += [*others, claim("data-db-0", "pv-gone"), stateful("db-0", "data-db-0")]
+        snapshot, *_ = w.parsed()
+        (pod,) = [p for p in snapshot.pods if p.name == "db-0"]
+
+        result = w.plan()
+
+        assert pod.volume_wait is not None and "PersistentVolume pv-gone" in pod.volume_wait
+        assert result.scale_up == () and pending_codes(result)["default/db-0"] == codes.VOLUME_UNBOUND
+
+
+def test_a_volume_that_names_no_zone_frees_its_pod_to_run_anywhere() -> None:
+    """A volume the snapshot has but that says nothing about where it may be used (an NFS or EFS one)
+    constrains nothing: the pod takes zone a's room."""
+    w, _ = two_zones()
+    efs = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-efs"},
+           "spec": {"capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteMany"],
+                    "csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-1"}}}  # fmt: skip
+    w.items += [efs, claim("data-db-0", "pv-efs"), stateful("db-0", "data-db-0")]
+
+    result = w.plan()
+
+    assert result.scale_up == () and pending_codes(result)["default/db-0"] == codes.FITS_FREE_ROOM
+
+
 def test_with_no_claim_or_class_listed_nothing_is_held() -> None:
-    """observe may not be allowed to list claims or classes (a ClusterRole rule removed): a pod is never
-    held for what the snapshot cannot know."""
+    """`spillway plan` input may leave claims or classes out (`kubectl get nodes,pods,pdb` has
+    neither; observe reads every kind or fails): a pod is never held for a kind it was not given."""
     w = World(regions=("us-east-1",))
     w.group("db-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
     w.items += [stateful("db-0", "data-db-0")]  # no claim listed at all

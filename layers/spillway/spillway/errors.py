@@ -41,6 +41,16 @@ class KubeUnavailable(KubeError):
     """The API server did not answer usefully (connection errors, timeouts, 5xx after retries)."""
 
 
+class ListExpired(KubeUnavailable):
+    """A paged list's continue token expired (410 Expired: etcd compacted the revision the list reads)
+    after part of the list was handed out. What was handed out belongs to a list that can no longer be
+    finished consistently: the reader drops it and reads again from the start, without ``continue``,
+    as the Kubernetes API concepts page tells a client that needs a consistent list. A
+    ``KubeUnavailable``, so a reader that does not start again fails as for an outage; only the
+    adapter's streams raise it (its lists start again themselves, and raise plain ``KubeUnavailable``
+    when they cannot finish)."""
+
+
 class KubeAuthError(KubeError):
     """Credentials were refused (401/403) or could not be made."""
 
@@ -160,6 +170,11 @@ class StaleSnapshot(SnapshotError):
 
 class StateConflict(SpillwayError):
     """Another planner wrote the state first (conditional write failed)."""
+
+
+class StateTooLarge(SpillwayError):
+    """The planner's state item would pass DynamoDB's 400 KB item limit even compressed: refused before
+    it is written, naming its size and its biggest parts. The stored state is left as it was."""
 
 
 class StateCorrupt(SpillwayError):

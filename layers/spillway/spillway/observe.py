@@ -7,7 +7,19 @@ DaemonSets, which decide what a group's fresh node runs) and its Auto Scaling gr
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
 ``PodInfo`` as it arrives (memory stays bounded by one page of API objects plus the compact records).
 Any failure raises :class:`~spillway.errors.ObservationFailed` (with the cause chained): there is never a
-partial snapshot.
+partial snapshot. That holds for every kind read, whether the cluster must serve it or not: a kind
+counts as having no objects only when the API server says its resource does not exist (404: the CRD is
+not installed, which the adapter answers with none). A refusal (403: the function's ClusterRole lacks
+the rule, which the error names) or no useful answer (``KubeUnavailable``) on a quota, request,
+buffer, volume or any other list fails the observation like a failed pod list: nothing is stored, the
+planner keeps the last good snapshot until ``max_snapshot_age_seconds``, and the observe function's
+errors alarm fires. A snapshot without the CapacityQuotas it could not read would be planned on as a
+cluster without quotas.
+
+A list whose continue token expired after part of it was read (:class:`~spillway.errors.ListExpired`)
+cannot be finished consistently: the observation drops everything it read and starts again, at most
+``OBSERVE_PASSES`` times in all, then fails. Two passes are never merged: a pod replaced between them
+would be counted twice.
 
 ``run_observe`` is what one invocation of the observe Lambda does. EventBridge Scheduler's finest rate
 is one minute, so it observes every ``interval_seconds`` (20 by default) until its deadline, and stores a
@@ -28,7 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.config import NodeReserve
-from spillway.errors import KubeError, ObservationFailed
+from spillway.errors import KubeError, KubeUnavailable, ListExpired, ObservationFailed
 from spillway.model import buffer as capacity_buffer
 from spillway.model import provreq
 from spillway.model.act import SaveResult
@@ -69,6 +81,8 @@ from spillway.ports import Cloud, Cluster, Snapshots
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+#: passes of one observation whose lists' continue tokens keep expiring before it fails
+OBSERVE_PASSES = 3
 #: where CapacityQuota ``status.used`` is written (the status subresource)
 QUOTA_API = (AUTOSCALING_GROUP, "v1beta1", "capacityquotas")
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
@@ -113,7 +127,23 @@ class ObserveRun:
 
 
 def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> Snapshot:
-    """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails."""
+    """One snapshot of the cluster and its groups; :class:`ObservationFailed` when any part fails. An
+    observation a list's expired continue token cut short is taken again from the start (module
+    docstring)."""
+    passes = 1
+    while True:
+        try:
+            return _observe(kube, aws, config, clock)
+        except ListExpired as exc:
+            if passes >= OBSERVE_PASSES:
+                raise ObservationFailed(
+                    f"observing {config.cluster} failed: {type(exc).__name__}: {exc} ({passes} passes)"
+                ) from exc
+            passes += 1
+            log.warning("observing %s: %s; observing again from the start", config.cluster, exc)
+
+
+def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> Snapshot:
     started = time.perf_counter()
     taken_at = clock()
     reserve = config.node_reserve.reserve()
@@ -161,6 +191,9 @@ def observe_once(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock)
         daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
+    except ListExpired:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
         raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc
@@ -257,15 +290,11 @@ def _quantity(name: str, milli: int) -> str:
 
 def provisioning_requests(kube: Cluster) -> tuple[ProvisioningRequestInfo, ...]:
     """The cluster's ProvisioningRequests with their PodTemplates (read only in the namespaces that
-    have requests). A cluster that refuses the read (no CRD, no RBAC) has none, with a warning: the
-    rest of the snapshot must not depend on an optional API."""
-    try:
-        requests = kube.list_custom(provreq.GROUP, provreq.VERSION, provreq.PLURAL)
-        namespaces = sorted({str((r.get("metadata") or {}).get("namespace") or "default") for r in requests})
-        templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
-    except KubeError as exc:
-        log.warning("ProvisioningRequests not read (%s: %s); none are served", type(exc).__name__, exc)
-        return ()
+    have requests). A cluster without the CRD has none (the list answers 404); a read refused or not
+    answered raises (module docstring): a booked request left out would free the room it holds."""
+    requests = kube.list_custom(provreq.GROUP, provreq.VERSION, provreq.PLURAL)
+    namespaces = sorted({str((r.get("metadata") or {}).get("namespace") or "default") for r in requests})
+    templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
     return provreq.request_infos(requests, templates)
 
 
@@ -280,37 +309,31 @@ class Buffers:
 
 def capacity_buffers(kube: Cluster) -> Buffers:
     """The cluster's CapacityBuffers (v1beta1, else v1alpha1) with the PodTemplates they name (read only
-    in the namespaces that have buffers), each cut to what its namespace's ResourceQuotas leave. No CRD,
-    no RBAC: none, with a warning; a buffer the model refuses is logged and left out."""
-    try:
-        raw: list[dict[str, object]] = []
-        version = ""
-        for version in capacity_buffer.VERSIONS:
-            raw = kube.list_custom(capacity_buffer.GROUP, version, capacity_buffer.PLURAL)
-            if raw:
-                break
-        objects, refused = capacity_buffer.parse_buffers(raw)
-        templates, workloads, scaled = _named(kube, objects)
-    except KubeError as exc:
-        log.warning("CapacityBuffers not read (%s: %s); none are served", type(exc).__name__, exc)
-        return Buffers()
+    in the namespaces that have buffers), each cut to what its namespace's ResourceQuotas leave. A
+    cluster without the CRD has none (404); a read refused or not answered raises (module docstring):
+    a buffer left out would let the nodes holding its headroom look idle. A buffer the model refuses
+    is logged and left out."""
+    raw: list[dict[str, object]] = []
+    version = ""
+    for version in capacity_buffer.VERSIONS:
+        raw = kube.list_custom(capacity_buffer.GROUP, version, capacity_buffer.PLURAL)
+        if raw:
+            break
+    objects, refused = capacity_buffer.parse_buffers(raw)
+    templates, workloads, scaled = _named(kube, objects)
     for why in refused:
         log.error("%s; the buffer is left out", why)
     models = [m for m in (_readable(PodTemplate, t) for t in templates) if isinstance(m, PodTemplate)]
     scalables = [m for m in (_readable(Scalable, w) for w in workloads) if isinstance(m, Scalable)]
     infos = capacity_buffer.buffer_infos(objects, models, scalables, scaled)
-    quotas = _resource_quotas(kube, infos)
-    if quotas is not None:
-        infos = capacity_buffer.limit_by_quotas(objects, infos, quotas)
+    infos = capacity_buffer.limit_by_quotas(objects, infos, _resource_quotas(kube, infos))
     return Buffers(tuple(objects), version, infos)
 
 
-def _resource_quotas(
-    kube: Cluster, infos: Iterable[capacity_buffer.BufferInfo]
-) -> list[ResourceQuota] | None:
-    """The core ResourceQuotas of the namespaces that have a buffer to serve, one list per namespace.
-    None (warned) when they cannot be read: the buffers are then not cut, and their LimitedByQuotas
-    condition is left as it is, as cluster-autoscaler's controller leaves it when its list fails."""
+def _resource_quotas(kube: Cluster, infos: Iterable[capacity_buffer.BufferInfo]) -> list[ResourceQuota]:
+    """The core ResourceQuotas of the namespaces that have a buffer to serve, one list per namespace. A
+    list refused or not answered raises, as every read does: uncut buffers would hold more than the
+    quotas let them."""
     served = capacity_buffer.ACTIVE_CAPACITY
     namespaces = sorted(
         {
@@ -319,12 +342,7 @@ def _resource_quotas(
             if i.namespace and i.strategy == served and i.pod is not None and not i.problem
         }
     )
-    try:
-        raw = [q for namespace in namespaces for q in kube.list_resource_quotas(namespace)]
-    except KubeError as exc:
-        log.warning("ResourceQuotas not read (%s: %s); CapacityBuffers are not limited by them",
-                    type(exc).__name__, exc)  # fmt: skip
-        return None
+    raw = [q for namespace in namespaces for q in kube.list_resource_quotas(namespace)]
     return [m for m in (_readable(ResourceQuota, q) for q in raw) if isinstance(m, ResourceQuota)]
 
 
@@ -380,7 +398,11 @@ def _scaled_refs(buffers: Iterable[CapacityBuffer]) -> list[tuple[str, str, str,
 def _scaled(kube: Cluster, namespace: str, group: str, kind: str, name: str) -> capacity_buffer.ScaledObject:
     """An object read as cluster-autoscaler's scale resolver reads it: its Scale, then the pods of its
     namespace the Scale's ``status.selector`` selects, the most recent of them (by ``creationTimestamp``)
-    kept as the chunk's template. What cannot be read is the buffer's problem, not observe's."""
+    kept as the chunk's template. An object that does not exist, a kind not served or without a scale
+    subresource, and a kind whose ``<plural>/scale`` the ClusterRole does not grant (no shipped rule can
+    name every kind a buffer may name: one rule per kind, added by hand) are the buffer's problem, shown
+    in its status, not observe's: a tenant's buffer must not stop the cluster's observation. No useful
+    answer (``KubeUnavailable``) fails the observation, as for every read."""
     found = capacity_buffer.ScaledObject(namespace, group, kind, name)
     what = f"{kind}.{group or 'core'} {namespace}/{name}"
     try:
@@ -391,6 +413,8 @@ def _scaled(kube: Cluster, namespace: str, group: str, kind: str, name: str) -> 
             why = "its scale subresource gives no status.selector, so its pods cannot be found"
             return replace(found, replicas=replicas, problem=f"{what}: {why}")
         pods = kube.pods_selected(namespace, selector)
+    except KubeUnavailable:
+        raise
     except KubeError as exc:
         return replace(found, problem=f"{what}: {type(exc).__name__}: {exc}")
     found = replace(found, replicas=replicas, selector=selector)

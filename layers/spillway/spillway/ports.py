@@ -45,6 +45,7 @@ from spillway.errors import (
     KubeError,
     KubeUnavailable,
     LifecycleActionNotFound,
+    ListExpired,
     NodeNotFound,
     ObjectNotFound,
     PodNotFound,
@@ -53,6 +54,7 @@ from spillway.errors import (
     SpillwayError,
     StateConflict,
     StateCorrupt,
+    StateTooLarge,
 )
 from spillway.model.act import (
     ExecutionRequest,
@@ -85,11 +87,14 @@ class Cluster(Protocol):
     def iter_nodes(self) -> Iterator[Node]: ...
     def iter_pods(self) -> Iterator[Pod]: ...
     def iter_pdbs(self) -> Iterator[PodDisruptionBudget]: ...
-    # Shared-cluster objects (namespaces, pod groups, workloads, quotas); optional kinds absent → none.
+    # Every read: a kind (or object) the API server says does not exist (404: its CRD is not installed)
+    # is none; a refusal (403: KubeAuthError naming the RBAC rule) or no useful answer
+    # (KubeUnavailable) raises, never reads as none (spillway.observe).
+    # Shared-cluster objects (namespaces, pod groups, workloads, quotas, jobs).
     def iter_shared_objects(self) -> Iterator[SharedObject]: ...
-    # PersistentVolumeClaims, then PersistentVolumes (where pods' volumes let them run); 403 → none.
+    # PersistentVolumeClaims, PersistentVolumes, then StorageClasses (where pods' volumes let them run).
     def iter_volume_objects(self) -> Iterator[VolumeObject]: ...
-    # cluster-autoscaler's priority expander ConfigMap; None when absent or not granted (403).
+    # cluster-autoscaler's priority expander ConfigMap; None when there is none.
     def priority_expander(self) -> ConfigMap | None: ...
     # apps/v1 DaemonSets (what a group's fresh node runs); 403 → none.
     def iter_daemonsets(self) -> Iterator[DaemonSet]: ...
@@ -252,6 +257,13 @@ METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Cloud.complete_lifecycle_action": (LifecycleActionNotFound,),
     "Cloud.record_heartbeat": (LifecycleActionNotFound,),
     "Cluster.patch_custom_status": (ObjectNotFound,),
+    "Ledger.commit": (StateTooLarge,),
+    # a stream cut short by an expired continue token (observe reads it again); lists start again themselves
+    "Cluster.iter_nodes": (ListExpired,),
+    "Cluster.iter_pods": (ListExpired,),
+    "Cluster.iter_pdbs": (ListExpired,),
+    "Cluster.iter_shared_objects": (ListExpired,),
+    "Cluster.iter_volume_objects": (ListExpired,),
     "Cluster.evict": (
         EvictionRefused,
         EvictionThrottled,

@@ -67,6 +67,7 @@ from spillway.errors import (
     SpillwayError,
     StateConflict,
     StateCorrupt,
+    StateTooLarge,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.aws import AutoScalingGroup
@@ -98,7 +99,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "verify": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
     "backoff": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
     "next_round": frozenset(
-        {InputError, *_AWS, StateConflict, StateCorrupt, SnapshotError, SnapshotNotFound}
+        {InputError, *_AWS, StateConflict, StateCorrupt, StateTooLarge, SnapshotError, SnapshotNotFound}
     ),
 }
 RETRY_OUTCOMES = frozenset({"backed_off", "refused", "error"})

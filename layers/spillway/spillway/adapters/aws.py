@@ -98,6 +98,18 @@ CAPACITY_CODES = frozenset(
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
 DESCRIBE_INSTANCES_BATCH = 200  # instance ids per DescribeInstances call, as values of one filter
 UNAVAILABLE_CODES = frozenset({"ServiceUnavailable", "InternalFailure", "InternalError", "Unavailable"})
+#: EC2's answers to DescribeLaunchTemplateVersions for a template, or a version, that does not exist (EC2
+#: API Reference, error codes); every other failure of the read fails the region's read
+TEMPLATE_NOT_FOUND = frozenset(
+    {
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.VersionNotFound",
+    }
+)
+_UNREAD = (
+    ": the group can launch nothing until it names one that exists; its capacity type is read from its tags"
+)
 DESCRIBE_INSTANCE_TYPES_BATCH = 100  # the API's limit for InstanceTypes per call
 _INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
 
@@ -387,9 +399,14 @@ class AwsAdapter:
         no live instance, no node-template tag), and, for a group without a mixed instances policy,
         whether it launches Spot (:attr:`AutoScalingGroup.LaunchMarketType`: a template's
         ``InstanceMarketOptions.MarketType`` or a configuration's ``SpotPrice``). A mixed instances
-        policy's template is read only for a type: AWS refuses one that asks for Spot there. A read that
-        fails leaves the group as it was (warned): without a template when it had no type, its capacity
-        type then from its tags."""
+        policy's template is read only for a type: AWS refuses one that asks for Spot there.
+
+        A read that fails raises (``AwsThrottled``, ``AwsUnavailable``, ``AwsError`` for a permission the
+        role lacks) and fails the region's read, as every read of observe does: one throttled call must
+        not turn a Spot group on-demand for a tick. Only a template, version or configuration that does
+        not exist, as EC2 says (:data:`TEMPLATE_NOT_FOUND`, an empty DescribeLaunchConfigurations),
+        leaves the group unread, its tags deciding and its problems naming it (warned): it can launch
+        nothing until somebody fixes it, and failing the region would stop every other group's plans."""
         if asg.Status:
             return asg
         mixed = asg.MixedInstancesPolicy
@@ -398,34 +415,23 @@ class AwsAdapter:
         typed = resolve_instance_type(asg) is not None
         if typed and mixed is not None:
             return asg
-        try:
-            found, market = self._launch_type(region, asg)
-        except AwsError as exc:
-            log.warning("%s/%s: its launch template or configuration not read: %s", region,
-                        asg.AutoScalingGroupName, exc)  # fmt: skip
-            return asg
+        found, market, missing = self._launch_type(region, asg)
+        if missing:
+            log.warning("%s/%s: %s", region, asg.AutoScalingGroupName, missing)
+            return asg.model_copy(update={"LaunchSettingsProblem": missing})
         update: dict[str, Any] = {} if typed or not found else {"LaunchInstanceType": found}
         if mixed is None and market is not None:
             update["LaunchMarketType"] = market
         return asg.model_copy(update=update) if update else asg
 
-    def _launch_type(self, region: str, asg: AutoScalingGroup) -> tuple[str | None, CapacityType | None]:
+    def _launch_type(
+        self, region: str, asg: AutoScalingGroup
+    ) -> tuple[str | None, CapacityType | None, str | None]:
         """The instance type and market (spot or on-demand) the group's launch template version or
-        launch configuration names; (None, None) when it has neither or it is not found."""
-        template = asg.launch_template
-        if template is not None:
-            client = self._clients.ec2(region)
-            version = template.pop("Version")
-            ask: dict[str, Any] = {**template, "Versions": [version]}
-            versions = _call(
-                f"DescribeLaunchTemplateVersions({region}, {next(iter(template.values()))})",
-                lambda: client.describe_launch_template_versions(**ask).get("LaunchTemplateVersions", []),
-            )
-            if not versions:
-                return None, None
-            data = versions[0].get("LaunchTemplateData", {})
-            spot = (data.get("InstanceMarketOptions") or {}).get("MarketType") == "spot"
-            return (str(data["InstanceType"]) if data.get("InstanceType") else None), _market(spot)
+        launch configuration names, and None; (None, None, a problem naming it) when EC2 says it does
+        not exist; (None, None, None) for a group with neither. Any other failure raises."""
+        if asg.launch_template is not None:
+            return self._template_launch_type(region, asg)
         if asg.LaunchConfigurationName:
             auto = self._clients.autoscaling(region)
             name = asg.LaunchConfigurationName
@@ -436,10 +442,35 @@ class AwsAdapter:
                 ),
             )
             if not configs:
-                return None, None
+                return None, None, f"LaunchConfigurationName: {name} not found{_UNREAD}"
             itype = str(configs[0]["InstanceType"]) if configs[0].get("InstanceType") else None
-            return itype, _market(bool(configs[0].get("SpotPrice")))
-        return None, None
+            return itype, _market(bool(configs[0].get("SpotPrice"))), None
+        return None, None, None
+
+    def _template_launch_type(
+        self, region: str, asg: AutoScalingGroup
+    ) -> tuple[str | None, CapacityType | None, str | None]:
+        template = dict(asg.launch_template or {})
+        version = template.pop("Version")
+        spec = asg.LaunchTemplate
+        label = (spec.LaunchTemplateName if spec else None) or next(iter(template.values()))
+        what = f"DescribeLaunchTemplateVersions({region}, {next(iter(template.values()))})"
+        ask: dict[str, Any] = {**template, "Versions": [version]}
+        try:
+            answer = self._clients.ec2(region).describe_launch_template_versions(**ask)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in TEMPLATE_NOT_FOUND:
+                return None, None, f"LaunchTemplate: {label} ({version}) not found ({code}){_UNREAD}"
+            raise map_aws_error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, what) from exc
+        versions = answer.get("LaunchTemplateVersions", [])
+        if not versions:
+            return None, None, f"LaunchTemplate: {label} ({version}) not found (no such version){_UNREAD}"
+        data = versions[0].get("LaunchTemplateData", {})
+        spot = (data.get("InstanceMarketOptions") or {}).get("MarketType") == "spot"
+        return (str(data["InstanceType"]) if data.get("InstanceType") else None), _market(spot), None
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
         """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.

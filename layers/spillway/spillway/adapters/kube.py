@@ -14,7 +14,9 @@ Every call carries a timeout (``request_timeout``, 10 s) and is retried ``max_at
 exponential backoff and jitter on 429 (at least ``Retry-After``), 5xx, timeouts and connection errors
 (an eviction answers some of these at once: below); then it raises
 :class:`~spillway.errors.KubeUnavailable` naming the operation. 403, and 401 (after one retry with a
-freshly signed token when the client can sign one), raise ``KubeAuthError``. None of the client's
+freshly signed token when the client can sign one), raise ``KubeAuthError``; a read's 403 names the
+RBAC rule its function's ClusterRole lacks (:class:`Rule`, as ``deploy/rbac.yaml`` writes one). None
+of the client's
 own exceptions reaches a caller (they are not even chained), and no message carries a token or
 kubeconfig contents.
 
@@ -32,17 +34,25 @@ call. Three 403s are not RBAC's, and are told apart by the Status's structured f
 :class:`~spillway.errors.EvictionBudgetForbidden`). Any other 403 (RBAC names ``pods/eviction`` and
 the user) is ``KubeAuthError``.
 
-**A continue token that expires (410) mid-list** restarts that list once from the top; a second 410
-raises ``KubeUnavailable``. ``iter_*`` yield page by page, so by then the caller already has the
-first pages: the restarted pass skips every object (by ``metadata.uid``, else namespace/name) the first
-pass yielded. The caller so sees each object exactly once; an object yielded before the restart is
-the version of the first snapshot. Only the keys are remembered, not the objects.
+**A continue token that expires (410 Expired) mid-list** means etcd compacted the revision the list
+reads: the rest can only come from another revision, and a client that needs a consistent list must
+start it again without ``continue`` (Kubernetes API concepts, "Retrieving large results sets in
+chunks"). Merging two passes would hand out an object replaced between them twice (a StatefulSet pod
+deleted and created again: bound to its old node, and pending). The ``list_*`` methods start again
+from the top and keep only the pass that finishes; ``iter_*`` yield page by page, so the caller already
+has the first pages: they raise :class:`~spillway.errors.ListExpired` (a ``KubeUnavailable``), and the
+caller drops what it read and starts again (observe takes the whole observation again). A 410 before
+anything was handed out starts the list again at once. ``LIST_PASSES`` (3) expiries of one list raise
+``KubeUnavailable``.
 
 **Shared-cluster objects** (:meth:`KubeClient.iter_shared_objects`): namespaces, the three kinds of
 PodGroup, Workloads and CapacityQuotas, read as raw JSON and parsed one by one (an object the model
-refuses is logged and skipped). These kinds are optional: a CRD that is not installed (404) gives no
-objects and is logged once at info; RBAC refusing one (403) gives no objects and a warning naming it,
-so a cluster without Volcano still works. :meth:`KubeClient.list_custom`,
+refuses is logged and skipped). A kind is read as having no objects only when the API server says the
+resource does not exist: a CRD that is not installed answers 404, which gives none of it, logged once
+at info, so a cluster without Volcano still works. Any other failure raises as every read does: RBAC
+refusing a list (403: the ClusterRole lacks the rule, named in the error) or no useful answer
+(``KubeUnavailable``) is not "none", and a caller that took it for none would plan on a cluster
+without its quotas, gangs or volumes. :meth:`KubeClient.list_custom`,
 :meth:`KubeClient.patch_custom_status` and :meth:`KubeClient.list_pod_templates` are the generic
 custom-resource calls the ProvisioningRequest logic uses.
 
@@ -111,6 +121,7 @@ from spillway.errors import (
     KubeConflict,
     KubeError,
     KubeUnavailable,
+    ListExpired,
     NodeNotFound,
     ObjectNotFound,
     PodNotFound,
@@ -154,6 +165,7 @@ log = logging.getLogger(__name__)
 DEFAULT_REQUEST_TIMEOUT = 10.0
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_MAX_ATTEMPTS = 4
+LIST_PASSES = 3  # passes of one list whose continue token expires before it is given up
 CONFLICT_ATTEMPTS = 5
 MERGE_PATCH = "application/merge-patch+json"
 COMPONENT = "spillway"
@@ -162,6 +174,26 @@ DRAINING_TAINT_EFFECT = "NoSchedule"
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 RawObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The RBAC rule a request needs, written as a ClusterRole's rule (``deploy/rbac.yaml``): a read
+    the API server refuses (403) names it, so the error says what to add."""
+
+    verb: str
+    api_group: str  # "" for the core group
+    resource: str
+    resource_name: str | None = None
+
+    def __str__(self) -> str:
+        names = f', resourceNames: ["{self.resource_name}"]' if self.resource_name else ""
+        group, resource, verb = self.api_group, self.resource, self.verb
+        return f'{{apiGroups: ["{group}"], resources: ["{resource}"]{names}, verbs: ["{verb}"]}}'
+
+
+def _listing(api_group: str, resource: str) -> Rule:
+    return Rule("list", api_group, resource)
 
 
 @dataclass(frozen=True)
@@ -226,10 +258,6 @@ class _ContinueExpired(KubeError):
 
 class _NotServed(KubeError):
     """404 on a list: the resource is not served (its CRD is not installed)."""
-
-
-class _Forbidden(KubeAuthError):
-    """403 on a list of an optional kind: RBAC does not grant it."""
 
 
 def _parse_page(page_model: type[_Page[M]]) -> Callable[[bytes], tuple[Sequence[M], str | None]]:
@@ -336,16 +364,26 @@ Classify = Callable[[ApiException], type[KubeError] | None]
 
 
 def _final_error(
-    op: str, exc: ApiException, special: Mapping[int, type[KubeError]], classify: Classify | None = None
+    op: str,
+    exc: ApiException,
+    special: Mapping[int, type[KubeError]],
+    classify: Classify | None = None,
+    rule: Rule | None = None,
 ) -> KubeError | None:
     """The error an API answer raises at once, or None when another attempt may succeed (429, 5xx,
-    no answer at all). ``classify`` reads the answer first: the error class it names, if any, wins."""
+    no answer at all). ``classify`` reads the answer first: the error class it names, if any, wins. A
+    403 names ``rule``, what the request needs, when given."""
     status = int(exc.status or 0)
     kind = classify(exc) if classify is not None else None
     if kind is not None:
         return kind(f"{op}: {_status_message(exc)}")
     if status in special:
         return special[status](f"{op}: {_status_message(exc)}")
+    if status == 403 and rule is not None:
+        return KubeAuthError(
+            f"{op}: {_status_message(exc)}; RBAC does not grant it: add the rule {rule} to this "
+            "function's ClusterRole (deploy/rbac.yaml)"
+        )
     if status in (401, 403):
         return KubeAuthError(f"{op}: {_status_message(exc)}")
     if status == 409:
@@ -356,26 +394,19 @@ def _final_error(
 
 
 def _retry_or_raise(
-    op: str, exc: ApiException, special: Mapping[int, type[KubeError]], classify: Classify | None = None
+    op: str,
+    exc: ApiException,
+    special: Mapping[int, type[KubeError]],
+    classify: Classify | None = None,
+    rule: Rule | None = None,
 ) -> tuple[str, float | None]:
     """Raise the error of a final answer; else what to log of it, and its Retry-After."""
-    final = _final_error(op, exc, special, classify)
+    final = _final_error(op, exc, special, classify, rule)
     if final is not None:
         raise final from None
     status = int(exc.status or 0)
     last = _status_message(exc) if status else f"connection failed: {exc.reason or 'error'}"
     return last, _retry_after(exc) if status in (429, 503) else None
-
-
-def _key(obj: Any) -> str:
-    if isinstance(obj, dict):
-        found = obj.get("metadata")
-        raw: dict[str, Any] = found if isinstance(found, dict) else {}
-        return str(raw.get("uid") or f"{raw.get('namespace') or ''}/{raw.get('name')}")
-    meta = getattr(obj, "metadata", None)
-    if meta is None:
-        return repr(obj)
-    return meta.uid or f"{meta.namespace or ''}/{meta.name}"
 
 
 def _name_of(node: str | Node) -> str:
@@ -594,39 +625,47 @@ class KubeClient:
     # --- reads ----------------------------------------------------------------------------------
 
     def iter_nodes(self, *, label_selector: str | None = None) -> Iterator[Node]:
-        """All nodes, page by page."""
+        """All nodes, page by page (an expired continue token mid-way: ``ListExpired``)."""
         return self._paged(
-            "nodes", self._core.list_node, _parse_page(_NodePage), label_selector=label_selector
+            "nodes",
+            self._core.list_node,
+            _parse_page(_NodePage),
+            rule=_listing("", "nodes"),
+            label_selector=label_selector,
         )
 
     def iter_pods(
         self, *, field_selector: str | None = None, label_selector: str | None = None
     ) -> Iterator[Pod]:
-        """All pods of all namespaces, page by page."""
+        """All pods of all namespaces, page by page (an expired continue token mid-way: ``ListExpired``)."""
         return self._paged(
             "pods",
             self._core.list_pod_for_all_namespaces,
             _parse_page(_PodPage),
+            rule=_listing("", "pods"),
             field_selector=field_selector,
             label_selector=label_selector,
         )
 
     def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
-        """All PodDisruptionBudgets (policy/v1) of all namespaces, page by page."""
+        """All PodDisruptionBudgets (policy/v1) of all namespaces, page by page (``ListExpired`` as above)."""
         return self._paged(
             "poddisruptionbudgets",
             self._policy.list_pod_disruption_budget_for_all_namespaces,
             _parse_page(_PdbPage),
+            rule=_listing("policy", "poddisruptionbudgets"),
         )
 
     def list_nodes(self, *, label_selector: str | None = None) -> list[Node]:
-        return list(self.iter_nodes(label_selector=label_selector))
+        return self._whole("nodes", lambda: list(self.iter_nodes(label_selector=label_selector)))
 
     def list_pods(self, *, field_selector: str | None = None, label_selector: str | None = None) -> list[Pod]:
-        return list(self.iter_pods(field_selector=field_selector, label_selector=label_selector))
+        return self._whole(
+            "pods", lambda: list(self.iter_pods(field_selector=field_selector, label_selector=label_selector))
+        )
 
     def list_pdbs(self) -> list[PodDisruptionBudget]:
-        return list(self.iter_pdbs())
+        return self._whole("poddisruptionbudgets", lambda: list(self.iter_pdbs()))
 
     def pods_on_node(self, node: str | Node) -> list[Pod]:
         """Pods bound to the node, whatever their phase (server-side ``spec.nodeName`` field selector)."""
@@ -646,17 +685,15 @@ class KubeClient:
 
     def priority_expander(self) -> ConfigMap | None:
         """cluster-autoscaler's priority expander ConfigMap (``kube-system``), or None when there is none
-        (404) or reading it is not granted (403, warned)."""
+        (404). A refusal (403, naming the rule) raises ``KubeAuthError``, as for every read."""
         op = f"get configmap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
         send = partial(
             self._core.read_namespaced_config_map, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, **self._opts()
         )
+        rule = Rule("get", "", "configmaps", CONFIGMAP_NAME)
         try:
-            raw = self._request(op, send, on_status={404: ObjectNotFound, 403: _Forbidden})
+            raw = self._request(op, send, on_status={404: ObjectNotFound}, rule=rule)
         except ObjectNotFound:
-            return None
-        except _Forbidden as exc:
-            log.warning("kube %s: not allowed (%s); group priorities from the configuration only", op, exc)
             return None
         try:
             return ConfigMap.model_validate_json(raw)
@@ -670,9 +707,9 @@ class KubeClient:
     ) -> list[RawObject]:
         """Every object of a custom resource (in ``namespace``, or cluster-wide / all namespaces), as
         plain JSON objects, all pages; ``[]`` when the resource is not served (CRD not installed).
-        403 raises ``KubeAuthError``."""
+        403 raises ``KubeAuthError`` naming the rule to add."""
         try:
-            return list(self._iter_custom(group, version, plural, namespace))
+            return self._whole(plural, lambda: list(self._iter_custom(group, version, plural, namespace)))
         except _NotServed:
             self._log_not_served(f"{plural}.{group}/{version}")
             return []
@@ -711,14 +748,20 @@ class KubeClient:
             call: Callable[..., Any] = partial(self._core.list_namespaced_pod_template, namespace)
         else:
             call = self._core.list_pod_template_for_all_namespaces
-        items = self._paged("podtemplates", call, _parse_raw_page)
+        rule = _listing("", "podtemplates")
+        items = self._whole(
+            "podtemplates", lambda: list(self._paged("podtemplates", call, _parse_raw_page, rule=rule))
+        )
         return [{"apiVersion": "v1", "kind": "PodTemplate", **obj} for obj in items]
 
     def list_resource_quotas(self, namespace: str) -> list[RawObject]:
         """The core/v1 ResourceQuotas of ``namespace``, as plain JSON objects (403 raises
         ``KubeAuthError``): what cluster-autoscaler's buffer controller allocates to CapacityBuffers."""
         call = partial(self._core.list_namespaced_resource_quota, namespace)
-        items = self._paged("resourcequotas", call, _parse_raw_page)
+        rule = _listing("", "resourcequotas")
+        items = self._whole(
+            "resourcequotas", lambda: list(self._paged("resourcequotas", call, _parse_raw_page, rule=rule))
+        )
         return [{"apiVersion": "v1", "kind": "ResourceQuota", **obj} for obj in items]
 
     def list_replication_controllers(self, namespace: str | None = None) -> list[RawObject]:
@@ -728,13 +771,23 @@ class KubeClient:
             call: Callable[..., Any] = partial(self._core.list_namespaced_replication_controller, namespace)
         else:
             call = self._core.list_replication_controller_for_all_namespaces
-        items = self._paged("replicationcontrollers", call, _parse_raw_page)
+        rule = _listing("", "replicationcontrollers")
+        items = self._whole(
+            "replicationcontrollers",
+            lambda: list(self._paged("replicationcontrollers", call, _parse_raw_page, rule=rule)),
+        )
         return [{"apiVersion": "v1", "kind": "ReplicationController", **obj} for obj in items]
 
     def pods_selected(self, namespace: str, label_selector: str) -> list[Pod]:
         """The pods of ``namespace`` a label selector (its string form) selects, all pages."""
         call = partial(self._core.list_namespaced_pod, namespace)
-        return list(self._paged("pods", call, _parse_page(_PodPage), label_selector=label_selector))
+        rule = _listing("", "pods")
+        return self._whole(
+            "pods",
+            lambda: list(
+                self._paged("pods", call, _parse_page(_PodPage), rule=rule, label_selector=label_selector)
+            ),
+        )
 
     def get_scale(self, api_group: str, kind: str, namespace: str, name: str) -> RawObject:
         """The ``autoscaling/v1`` Scale of a namespaced object of any kind with a scale subresource, its
@@ -784,15 +837,18 @@ class KubeClient:
         """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, CapacityQuotas, and the
         jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs).
 
-        Each kind is optional: not installed (404) or not granted (403) gives none of it, logged; an
-        object the model refuses is logged and skipped. Other failures raise as every read does."""
-        yield from self._optional("namespaces", Namespace, self._core.list_namespace)
+        A kind not served (404: its CRD is not installed) gives none of it, logged; an object the model
+        refuses is logged and skipped. Any other failure raises as every read does (a 403 names the
+        rule to add)."""
+        namespaces = _listing("", "namespaces")
+        yield from self._optional("namespaces", Namespace, self._core.list_namespace, namespaces)
         for shared in SHARED_KINDS:
+            rule = _listing(shared.group, shared.plural)
             for index, version in enumerate(shared.versions):
                 call = partial(self._custom.list_cluster_custom_object, shared.group, version, shared.plural)
                 what = f"{shared.qualified}/{version}"
                 try:
-                    yield from self._optional(what, shared.model, call, quiet=True)
+                    yield from self._optional(what, shared.model, call, rule, quiet=True)
                     break
                 except _NotServed:
                     if index == len(shared.versions) - 1:
@@ -801,15 +857,25 @@ class KubeClient:
     def iter_volume_objects(self) -> Iterator[VolumeObject]:
         """PersistentVolumeClaims of all namespaces, PersistentVolumes, then StorageClasses: where pods'
         volumes let them run, and whether they wait for one (spillway.model.cluster.VolumeMatcher).
-        Not granted (403): none of that kind, warned."""
+        A refusal (403, naming the rule) or no useful answer raises: a bound volume left out would free
+        its pod of its zone."""
         yield from self._optional(
             "persistentvolumeclaims",
             PersistentVolumeClaim,
             self._core.list_persistent_volume_claim_for_all_namespaces,
+            _listing("", "persistentvolumeclaims"),
         )
-        yield from self._optional("persistentvolumes", PersistentVolume, self._core.list_persistent_volume)
         yield from self._optional(
-            "storageclasses.storage.k8s.io", StorageClass, self._storage.list_storage_class
+            "persistentvolumes",
+            PersistentVolume,
+            self._core.list_persistent_volume,
+            _listing("", "persistentvolumes"),
+        )
+        yield from self._optional(
+            "storageclasses.storage.k8s.io",
+            StorageClass,
+            self._storage.list_storage_class,
+            _listing("storage.k8s.io", "storageclasses"),
         )
 
     def iter_daemonsets(self) -> Iterator[DaemonSet]:
@@ -819,7 +885,7 @@ class KubeClient:
         return self._optional("daemonsets.apps", DaemonSet, self._apps.list_daemon_set_for_all_namespaces)
 
     def list_shared_objects(self) -> list[SharedObject]:
-        return list(self.iter_shared_objects())
+        return self._whole("shared-cluster objects", lambda: list(self.iter_shared_objects()))
 
     def _iter_custom(
         self, group: str, version: str, plural: str, namespace: str | None
@@ -830,22 +896,27 @@ class KubeClient:
             )
         else:
             call = partial(self._custom.list_cluster_custom_object, group, version, plural)
-        return self._paged(f"{plural}.{group}/{version}", call, _parse_raw_page, on_status={404: _NotServed})
+        return self._paged(
+            f"{plural}.{group}/{version}",
+            call,
+            _parse_raw_page,
+            rule=_listing(group, plural),
+            on_status={404: _NotServed},
+        )
 
     def _optional(
-        self, what: str, model: type[M], call: Callable[..., Any], *, quiet: bool = False
+        self, what: str, model: type[M], call: Callable[..., Any], rule: Rule, *, quiet: bool = False
     ) -> Iterator[M]:
-        """Parse each object of an optional kind; 403 gives none (warned). 404 raises ``_NotServed``
-        when ``quiet`` (the caller may try another version), else gives none (logged once)."""
-        items = self._paged(what, call, _parse_raw_page, on_status={404: _NotServed, 403: _Forbidden})
+        """Parse each object of a kind that may not be served. 404 (not served) raises ``_NotServed``
+        when ``quiet`` (the caller may try another version), else gives none (logged once). Any other
+        failure raises, a 403 naming ``rule``: refused is not none."""
+        items = self._paged(what, call, _parse_raw_page, rule=rule, on_status={404: _NotServed})
         try:
             for obj in items:
                 try:
                     yield model.model_validate(obj)
                 except ValidationError as exc:
                     log.error("kube list %s: %s skipped: %s", what, _where(obj), _first_error(exc))
-        except _Forbidden as exc:
-            log.warning("kube list %s: not allowed (%s); reading none of them", what, exc)
         except _NotServed:
             if quiet:
                 raise
@@ -1055,9 +1126,11 @@ class KubeClient:
         *,
         on_status: Mapping[int, type[KubeError]] | None = None,
         classify: Classify | None = None,
+        rule: Rule | None = None,
     ) -> bytes:
         """Send with retries; return the response body. Every failure becomes one of our errors.
-        ``on_status`` names the error of a status; ``classify``, of an answer (its body read too)."""
+        ``on_status`` names the error of a status; ``classify``, of an answer (its body read too);
+        ``rule``, what RBAC must grant (a 403 names it)."""
         special = on_status or {}
         reauthed = False
         last = "no attempt"
@@ -1072,7 +1145,7 @@ class KubeClient:
                     reauthed = True  # a token signed anew may pass (clock skew, early expiry)
                     attempt -= 1
                     continue
-                last, retry_after = _retry_or_raise(op, exc, special, classify)
+                last, retry_after = _retry_or_raise(op, exc, special, classify, rule)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 last = f"{type(exc).__name__}"
             if attempt < self.max_attempts:
@@ -1104,40 +1177,51 @@ class KubeClient:
         call: Callable[..., Any],
         parse: Callable[[bytes], tuple[Sequence[T], str | None]],
         *,
+        rule: Rule,
         on_status: Mapping[int, type[KubeError]] | None = None,
         **params: Any,
     ) -> Iterator[T]:
-        """Yield every object of a list, ``page_size`` at a time; restart once on an expired token."""
+        """Yield every object of one list, ``page_size`` at a time. A continue token that expires (410)
+        before anything was yielded starts the list again here; once objects were yielded it raises
+        :class:`ListExpired` (module docstring); ``LIST_PASSES`` expiries in all raise ``KubeUnavailable``."""
         op = f"list {what}"
         special = {**(on_status or {}), 410: _ContinueExpired}
         params = {k: v for k, v in params.items() if v is not None}
-        yielded: set[str] = set()  # keys handed out before a restart: skipped after it
-        restarted = False
-        while True:
+        for _ in range(LIST_PASSES):
             token: str | None = None
+            handed_out = False
             try:
                 while True:
                     send = partial(call, limit=self.page_size, _continue=token, **params, **self._opts())
-                    raw = self._request(op, send, on_status=special)
+                    raw = self._request(op, send, on_status=special, rule=rule)
                     try:
                         items, token = parse(raw)
                     except ValidationError as exc:
                         raise self._unparsable(op, exc) from None
                     for obj in items:
-                        key = _key(obj)
-                        if restarted:
-                            if key in yielded:
-                                continue
-                        else:
-                            yielded.add(key)
+                        handed_out = True
                         yield obj
                     if token is None:
                         return
             except _ContinueExpired as exc:
-                if restarted:
-                    raise KubeUnavailable(f"{op}: continue token expired twice ({exc})") from None
-                log.warning("kube %s: continue token expired; restarting the list once", op)
-                restarted = True
+                if handed_out:
+                    raise ListExpired(
+                        f"{op}: the continue token expired after part of the list was read ({exc}); the "
+                        "rest would come from another revision: read it again from the start"
+                    ) from None
+                log.warning("kube %s: continue token expired before anything was read; listing again", op)
+        raise KubeUnavailable(f"{op}: continue token expired {LIST_PASSES} times; no consistent list")
+
+    def _whole(self, what: str, read: Callable[[], list[T]]) -> list[T]:
+        """``read()``, the whole of a list: read again from the start when its continue token expired
+        mid-way (what the earlier pass gave is dropped), ``LIST_PASSES`` times in all, then plain
+        ``KubeUnavailable`` (the name a state machine's Retry matches)."""
+        for _ in range(LIST_PASSES):
+            try:
+                return read()
+            except ListExpired as exc:
+                log.warning("kube %s; reading it again from the start", exc)
+        raise KubeUnavailable(f"list {what}: continue token expired {LIST_PASSES} times; no consistent list")
 
     @staticmethod
     def _unparsable(op: str, exc: ValidationError) -> KubeError:

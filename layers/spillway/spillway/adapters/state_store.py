@@ -5,7 +5,9 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
     planner state     item = "state"             state (the State wire JSON), version (N), snapshot_key,
                                                  plan_id, executions (JSON), updated_at; when state and
                                                  executions together are large, state_z and
-                                                 executions_z (zlib) instead: one item is at most 400 KB
+                                                 executions_z (zlib) instead: one item is at most 400 KB,
+                                                 and one still over it compressed is refused before the
+                                                 write (StateTooLarge, naming its size and biggest parts)
     group back-off    item = "backoff#<group>"   backoff_until (ISO, UTC, Z), reason, region,
                                                  expires_at (N, epoch seconds: the table's TTL)
     pool back-off     item = "backoff#pool#<capacity type>/<zone>/<type>"   the same attributes (a Spot
@@ -50,7 +52,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
-from spillway.errors import StateConflict, StateCorrupt
+from spillway.errors import StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.state import POOL_PREFIX, GroupState, State, normalize_pool_key
 
@@ -60,6 +62,8 @@ if TYPE_CHECKING:
 STATE_ITEM = "state"
 BACKOFF_PREFIX = "backoff#"
 PLAIN_STATE_LIMIT = 256 * 1024
+# DynamoDB's limit on one item: attribute names and values together, as item_size measures them
+ITEM_LIMIT = 400 * 1024
 CONDITION_FAILED = "ConditionalCheckFailed"
 
 
@@ -246,6 +250,13 @@ class StateStore:
         else:
             item["state_z"] = {"B": zlib.compress(text, 6)}
             item["executions_z"] = {"B": zlib.compress(started, 6)}
+        size = item_size(item)
+        if size > ITEM_LIMIT:
+            raise StateTooLarge(
+                f"state of {cluster}: the state item is {size:,} bytes even compressed, over DynamoDB's "
+                f"400 KB item limit ({ITEM_LIMIT:,} bytes), so it is not written (the stored state stays as "
+                f"it was); its biggest parts, as JSON: {_biggest_parts(state, executions)}"
+            )
         return item
 
     def save_plan(self, record: PlanRecord) -> None:
@@ -345,6 +356,38 @@ def _claim_value(item: Mapping[str, Any]) -> dict[str, object]:
     if not isinstance(value, dict):
         raise StateCorrupt(f"claim {item.get('item')}: not an object")
     return value
+
+
+def item_size(item: Mapping[str, Mapping[str, Any]]) -> int:
+    """An item's size as DynamoDB counts it against its 400 KB limit ("Item sizes and formats"): each
+    attribute's name (UTF-8 bytes) plus its value: a string's UTF-8 bytes, a binary's raw bytes, a
+    number's significant digits, two to a byte, plus one. The state item holds only those three types."""
+    total = 0
+    for name, value in item.items():
+        total += len(name.encode())
+        if "S" in value:
+            total += len(str(value["S"]).encode())
+        elif "B" in value:
+            total += len(bytes(value["B"]))
+        elif "N" in value:
+            digits = str(value["N"]).lstrip("-").replace(".", "").strip("0")
+            total += (len(digits) + 1) // 2 + 1
+        else:
+            raise ValueError(f"item_size: attribute {name} is of a type the state item does not use")
+    return total
+
+
+def _biggest_parts(state: State, executions: Sequence[Mapping[str, Any]]) -> str:
+    """The three largest parts of a state item, by their JSON size: ``state.nodes (14000 entries,
+    1,050,000 bytes)``, ..."""
+    parts = [(f"state.{key}", len(value), len(_compact(value))) for key, value in state.to_wire().items()]
+    parts.append(("executions", len(executions), len(_compact(list(executions)))))
+    parts.sort(key=lambda p: (-p[2], p[0]))
+    return ", ".join(f"{name} ({count} entries, {size:,} bytes)" for name, count, size in parts[:3])
+
+
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
 
 
 def _condition_failed(exc: ClientError) -> bool:

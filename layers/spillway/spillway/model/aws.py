@@ -169,6 +169,9 @@ class AutoScalingGroup(AwsModel):
     # it does not, None when not read (a mixed instances policy, whose template may not ask for Spot,
     # or input from describe-auto-scaling-groups alone)
     LaunchMarketType: Literal["spot", "on-demand"] | None = None
+    # Spillway's too: the launch template (or version) or launch configuration the group names does not
+    # exist, as EC2 answered; the group's tags then decide its capacity type, and its problems say why
+    LaunchSettingsProblem: str | None = None
 
     @property
     def launch_template(self) -> dict[str, str] | None:

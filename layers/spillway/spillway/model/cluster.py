@@ -1017,7 +1017,10 @@ class VolumeMatcher:
 
     * A claim bound to a PersistentVolume adds that volume's ``spec.nodeAffinity.required`` terms (ANDed
       with the pod's own: an EBS volume lives in one zone), else, for a volume made before volume
-      topology, ``zone In`` its zone labels.
+      topology, ``zone In`` its zone labels; a volume that says neither (NFS, EFS) adds nothing. A claim
+      bound to a volume the snapshot does not have holds the pod, whatever other volumes it has:
+      kube-scheduler refuses it on every node ("pvc(s) bound to non-existent pv(s)"), and where it may
+      run is unknown, which must never read as "anywhere".
     * A claim not bound whose StorageClass binds ``WaitForFirstConsumer`` gets its volume where the pod
       lands: it adds the class's ``allowedTopologies`` (where the provisioner may make it), else
       nothing.
@@ -1026,8 +1029,9 @@ class VolumeMatcher:
       (kube-scheduler: "pod has unbound immediate PersistentVolumeClaims", "persistentvolumeclaim ...
       not found"): :attr:`PodInfo.volume_wait` says why, and no node is launched for it. A claim is
       taken as missing only when the snapshot holds some claims, and a class as missing only when it
-      holds some classes: with none, observe may not be allowed to list them (every EKS cluster has a
-      StorageClass), and a missing grant must never hold a pod.
+      holds some classes: ``spillway plan`` input may leave a whole kind out (``kubectl get
+      nodes,pods,pdb``), and a kind not given must never hold a pod. (Observe reads every kind whole
+      or fails: spillway.observe.)
 
     The zone keys of ``ZONE_ALIASES`` are read as ``topology.kubernetes.io/zone``, the key new nodes'
     templates carry.
@@ -1036,7 +1040,8 @@ class VolumeMatcher:
     def __init__(self) -> None:
         self._pods: list[tuple[int, str, tuple[str, ...]]] = []
         self._claims: dict[str, PersistentVolumeClaim] = {}  # "<namespace>/<claim>"
-        self._volumes: dict[str, tuple[Term, ...]] = {}  # PersistentVolume -> where it can be used
+        # PersistentVolume -> where it can be used ((): anywhere)
+        self._volumes: dict[str, tuple[Term, ...]] = {}
         self._classes: dict[str, StorageClass] = {}
 
     def remember(self, index: int, pod: Pod) -> None:
@@ -1066,8 +1071,7 @@ class VolumeMatcher:
                 {z for k, v in obj.metadata.labels.items() if k in ZONE_ALIASES for z in v.split("__")}
             )
             terms = (((ZONE_LABEL, "In", tuple(zones), False),),) if zones else ()
-        if terms:
-            self._volumes[obj.metadata.name] = terms
+        self._volumes[obj.metadata.name] = terms
 
     def apply(self, pods: list[PodInfo]) -> tuple[PodInfo, ...]:
         for index, namespace, claims in self._pods:
@@ -1089,7 +1093,14 @@ class VolumeMatcher:
         if claim.metadata.deletion_timestamp is not None:
             return (), f"its PersistentVolumeClaim {name} is being deleted"
         if claim.spec.volume_name:
-            return self._volumes.get(claim.spec.volume_name, ()), None
+            where = self._volumes.get(claim.spec.volume_name)
+            if where is None:
+                return (), (
+                    f"its PersistentVolumeClaim {name} is bound to PersistentVolume {claim.spec.volume_name}, "
+                    "which the snapshot does not have: where the pod may run is unknown, and kube-scheduler "
+                    "places no pod whose claim is bound to a volume that does not exist"
+                )
+            return where, None
         class_name = claim.class_name
         storage = self._classes.get(class_name)
         if storage is None and class_name and not self._classes:

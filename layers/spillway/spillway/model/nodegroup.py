@@ -842,7 +842,16 @@ def node_group(
             )
         ),
         problems=tuple(
-            p for p in (*units, *overrides, capacity_problem, *check_actions(floors), *option_problems) if p
+            p
+            for p in (
+                *units,
+                *overrides,
+                asg.LaunchSettingsProblem,
+                capacity_problem,
+                *check_actions(floors),
+                *option_problems,
+            )
+            if p
         ),
         refusal=units[0] if units else "",
         options=options,
