@@ -667,8 +667,8 @@ def test_shared_objects_are_read_into_the_models(server: KubeApiServer, kube: Ku
     assert all(r.query.get("limit") for r in server.requests if r.path.startswith("/apis/"))
 
 
-def test_daemonsets_are_read_in_pages_and_a_refusal_reads_none_with_a_warning(
-    server: KubeApiServer, sleeps: Sleeps, caplog: pytest.LogCaptureFixture
+def test_daemonsets_are_read_in_pages_and_a_refusal_names_the_rule_to_add(
+    server: KubeApiServer, sleeps: Sleeps
 ) -> None:
     kube = KubeClient.for_url(server.url, sleep=sleeps, page_size=2)
     gpu = {"nvidia.com/gpu.present": "true"}
@@ -678,7 +678,8 @@ def test_daemonsets_are_read_in_pages_and_a_refusal_reads_none_with_a_warning(
 
     read = {(d.metadata.namespace, d.metadata.name): d for d in kube.iter_daemonsets()}
     server.faults.fail_next(1, 403, "/apis/apps/v1/daemonsets")
-    refused = list(kube.iter_daemonsets())
+    with pytest.raises(KubeAuthError) as refused:  # refused is not none, as for every kind observe reads
+        list(kube.iter_daemonsets())
 
     assert sorted(read) == [
         ("gpu-operator", "dcgm-exporter"),
@@ -692,8 +693,7 @@ def test_daemonsets_are_read_in_pages_and_a_refusal_reads_none_with_a_warning(
         read[("kube-system", "kube-proxy")].spec.template.spec.priority_class_name == "system-node-critical"
     )
     assert len(requests_to(server, "/apis/apps/v1/daemonsets", "GET")) == 3  # two pages, then the refusal
-    assert refused == []
-    assert any("daemonsets.apps" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert '{apiGroups: ["apps"], resources: ["daemonsets"], verbs: ["list"]}' in str(refused.value)
 
 
 def test_jobs_that_say_whether_their_pods_may_move_are_read(server: KubeApiServer, kube: KubeClient) -> None:

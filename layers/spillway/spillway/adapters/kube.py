@@ -880,9 +880,14 @@ class KubeClient:
 
     def iter_daemonsets(self) -> Iterator[DaemonSet]:
         """apps/v1 DaemonSets of all namespaces: the pods a group's fresh node runs
-        (spillway.model.daemonsets). Not granted (403): none, warned; the planner then judges by the
-        DaemonSets' pods."""
-        return self._optional("daemonsets.apps", DaemonSet, self._apps.list_daemon_set_for_all_namespaces)
+        (spillway.model.daemonsets). Refused (403) or unanswered fails, as every read does: a node
+        judged without them reserves what the DaemonSets' pods suggest, not what they target."""
+        return self._optional(
+            "daemonsets.apps",
+            DaemonSet,
+            self._apps.list_daemon_set_for_all_namespaces,
+            _listing("apps", "daemonsets"),
+        )
 
     def list_shared_objects(self) -> list[SharedObject]:
         return self._whole("shared-cluster objects", lambda: list(self.iter_shared_objects()))
