@@ -839,3 +839,25 @@ def _dig(obj: Mapping[str, Any], path: str) -> Any:
     for part in path.strip(".").split("."):
         found = found.get(part) if isinstance(found, Mapping) else None
     return found
+
+
+def replaced_between_pages(server: Any, kube: Any, times: int = 1) -> str:
+    """Between the first page of a pod list (``kube``: a KubeClient on the API emulator ``server``) and
+    the next, ``times`` times: the first pod listed is deleted and created again under its name, not
+    bound yet (a StatefulSet pod replaced), and etcd compacts the revision the list reads (every
+    continue token so far answers 410 Expired). Returns the pod's key."""
+    first = kube.list_pods()[0]
+    name, namespace = first.metadata.name, first.metadata.namespace or "default"
+    real = kube._core.list_pod_for_all_namespaces
+    left = [times]
+
+    def listing(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("_continue") and left[0] > 0:
+            left[0] -= 1
+            server.delete("Pod", name, namespace)
+            server.add(objects.pod(name, namespace, cpu="100m", memory="64Mi"))
+            server.faults.expire_continue_tokens()
+        return real(*args, **kwargs)
+
+    kube._core.list_pod_for_all_namespaces = listing
+    return f"{namespace}/{name}"

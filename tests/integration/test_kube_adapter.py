@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fakes import replaced_between_pages
 
 from spillway.adapters.eks_auth import TOKEN_PREFIX, EksTokenProvider
 from spillway.adapters.kube import KubeClient
@@ -170,28 +171,6 @@ def test_a_resizing_pods_container_statuses_reach_the_model_as_the_kubelet_write
     assert kept.resources is not None and kept.resources.requests == {"cpu": "4", "memory": "2Gi"}
     assert {c.type for c in pod.status.conditions} == {"PodScheduled", "Ready", "PodResizeInProgress"}
     assert PodInfo.from_pod(pod).requests["cpu"] == 4000  # max(desired 0.25, allocated 0.25, actual 4)
-
-
-def replaced_between_pages(server: KubeApiServer, kube: KubeClient, times: int = 1) -> str:
-    """Between the first page of a pod list and the next, ``times`` times: the first pod listed is
-    deleted and created again under its name, not bound yet (a StatefulSet pod replaced), and etcd
-    compacts the revision the list reads (every continue token so far answers 410 Expired). Returns the
-    pod's key."""
-    first = kube.list_pods()[0]
-    name, namespace = first.metadata.name, first.metadata.namespace or "default"
-    real = kube._core.list_pod_for_all_namespaces
-    left = [times]
-
-    def listing(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("_continue") and left[0] > 0:
-            left[0] -= 1
-            server.delete("Pod", name, namespace)
-            server.add(kobj.pod(name, namespace))
-            server.faults.expire_continue_tokens()
-        return real(*args, **kwargs)
-
-    kube._core.list_pod_for_all_namespaces = listing  # type: ignore[method-assign]
-    return f"{namespace}/{name}"
 
 
 def test_a_stream_whose_continue_token_expires_raises_rather_than_mix_two_lists(

@@ -17,6 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes import replaced_between_pages
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.adapters.kube import KubeClient
@@ -224,34 +225,13 @@ def test_a_list_the_api_server_does_not_answer_fails_the_observation(
 # --- 410: a continue token that expired mid-list ----------------------------------------------------
 
 
-def replace_between_pages(kubeapi: KubeApiServer, kube: KubeClient, times: int) -> str:
-    """Between the first page of the pod list and the next (``times`` times): the first pod listed is
-    deleted and created again under its name, not bound yet (a StatefulSet pod replaced), and etcd
-    compacts the revision the list reads (its continue token answers 410 Expired). Returns its key."""
-    first = kube.list_pods()[0]
-    name, namespace = first.metadata.name, first.metadata.namespace or "default"
-    real = kube._core.list_pod_for_all_namespaces
-    left = [times]
-
-    def listing(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("_continue") and left[0] > 0:
-            left[0] -= 1
-            kubeapi.delete("Pod", name, namespace)
-            kubeapi.add(kobj.pod(name, namespace, cpu="100m", memory="64Mi"))
-            kubeapi.faults.expire_continue_tokens()
-        return real(*args, **kwargs)
-
-    kube._core.list_pod_for_all_namespaces = listing  # type: ignore[method-assign]
-    return f"{namespace}/{name}"
-
-
 def test_a_list_whose_continue_token_expired_is_observed_again_from_the_start(
     kubeapi: KubeApiServer, kube: KubeClient, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The restarted pod list was merged with the first pass by uid: the replaced pod came out twice,
     bound to its old node and pending (a phantom scale-up beside a node that looks busy). The pages
     read before the expiry are dropped: the snapshot is the second pass's, each pod once. (Review r15-3.)"""
-    victim = replace_between_pages(kubeapi, kube, times=1)
+    victim = replaced_between_pages(kubeapi, kube, times=1)
 
     pods = observe(kube, aws).cluster.pods
 
@@ -265,7 +245,7 @@ def test_a_list_whose_continue_token_expired_is_observed_again_from_the_start(
 def test_a_list_whose_continue_token_keeps_expiring_fails_the_observation(
     kubeapi: KubeApiServer, kube: KubeClient, aws: AwsAdapter
 ) -> None:
-    replace_between_pages(kubeapi, kube, times=100)
+    replaced_between_pages(kubeapi, kube, times=100)
 
     with pytest.raises(ObservationFailed, match="expired") as failed:
         observe(kube, aws)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -357,15 +358,11 @@ def test_a_plan_s_drain_of_a_node_that_got_pods_since_the_plan_is_cancelled(
     assert empty.name in world.nodes and not empty.cordoned  # not touched
 
 
-def test_a_make_room_leaves_running_a_pod_placed_since_the_plan_under_a_name_it_gave(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # A movable gang of two 8-GPU pods on nodes A and B; a third node is empty. One plan makes room on
-    # B (naming pod 1), then on A (naming pod 0). The first restarts the whole gang, placed again on A
-    # and the empty node while B is cordoned: the pod 0 now on A is a new pod, not the one the plan
-    # named, so the second make room leaves it running (its drain ignores pods it does not plan to
-    # move) and the gang is moved once.
-    world = _world(nodes=3, penalty=600, track=True)
+def _make_room_on_both_nodes_of_a_gang(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[SimJob, Any, Any]:
+    """A movable gang of two 8-GPU pods placed on nodes A and B; one plan makes room on B (naming pod 1),
+    then on A (naming pod 0), and is carried out. Returns the gang and its first two nodes."""
     request = {"cpu": 7900 * 8, "memory": 56 * GIB * 8, "nvidia.com/gpu": 8000, "pods": 1000}
     gang = SimJob(Job(1, "job-1", "ml", 0, 3600, 0, (request, request), movable=True))
     world.jobs.append(gang)
@@ -380,6 +377,19 @@ def test_a_make_room_leaves_running_a_pod_placed_since_the_plan_under_a_name_it_
     )
     monkeypatch.setattr(policies, "plan", lambda *args: plan)
     policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    return gang, a, b
+
+
+def test_a_make_room_leaves_running_a_pod_placed_since_the_plan_under_a_name_it_gave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A movable gang of two 8-GPU pods on nodes A and B; a third node is empty. One plan makes room on
+    # B (naming pod 1), then on A (naming pod 0). The first restarts the whole gang, placed again on A
+    # and the empty node while B is cordoned: the pod 0 now on A is a new pod, not the one the plan
+    # named, so the second make room leaves it running (its drain ignores pods it does not plan to
+    # move) and the gang is moved once.
+    world = _world(nodes=3, penalty=600, track=True)
+    gang, a, _ = _make_room_on_both_nodes_of_a_gang(world, monkeypatch)
     assert gang.state == "running" and gang.nodes[0] is a and gang.generation == 1
     assert (world.counters.moves, gang.moves, world.counters.lost_gpu_seconds) == (1, 1, 16 * 600)
 
@@ -391,20 +401,7 @@ def test_a_make_room_whose_node_was_emptied_since_the_plan_keeps_the_node(
     # gang, which cannot be placed while B is cordoned: A is empty when its make room starts, and a
     # make room keeps its node whatever it evicts.
     world = _world(nodes=2, penalty=600, track=True)
-    request = {"cpu": 7900 * 8, "memory": 56 * GIB * 8, "nvidia.com/gpu": 8000, "pods": 1000}
-    gang = SimJob(Job(1, "job-1", "ml", 0, 3600, 0, (request, request), movable=True))
-    world.jobs.append(gang)
-    world.arrive(gang)
-    world.schedule()
-    a, b = gang.nodes
-    plan = ScalingPlan(
-        drain=tuple(
-            Drain(n.name, n.instance_id, "gpu", "us-east-1", "x", codes.MAKE_ROOM, (key,))
-            for n, key in ((b, gang.pod_keys[1]), (a, gang.pod_keys[0]))
-        )
-    )
-    monkeypatch.setattr(policies, "plan", lambda *args: plan)
-    policies.SpillwayPolicy(PlannerConfig()).decide(world)
+    gang, a, b = _make_room_on_both_nodes_of_a_gang(world, monkeypatch)
     assert set(world.nodes) == {a.name, b.name} and world.groups["gpu"].desired == 2
     assert not a.cordoned and not b.cordoned
     world.schedule()
