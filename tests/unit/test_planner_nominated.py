@@ -1,7 +1,7 @@
 """Pods waiting for preemption (status.nominatedNodeName), as cluster-autoscaler and kube-scheduler see
 them: nominated to a node that exists, a pod is not scaled for, and its requests are that node's from
-then on for every pending pod of equal or lower priority; nominated to a node that is gone, it is an
-ordinary pending pod."""
+then on for every pending pod of equal or lower priority; nominated to a node that is gone, or cordoned
+for it, it is an ordinary pending pod."""
 
 from __future__ import annotations
 
@@ -23,6 +23,34 @@ def test_a_pod_nominated_to_a_node_that_is_gone_triggers_scale_up() -> None:
     result = w.plan()
 
     assert pod in scale_up(result).get("cpu", (0, 0, []))[2], pending_codes(result)
+
+
+def _nominated_to_a_cordoned_node(tolerates: bool = False) -> tuple[World, str]:
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    w.cordon(node, by_spillway=False)  # by a person: no plan uncordons it
+    (pod,) = w.pods("train", 1, cpu="6", memory="2Gi", priority=1000)
+    w.pod_item(pod)["status"]["nominatedNodeName"] = node
+    if tolerates:
+        w.pod_item(pod)["spec"]["tolerations"] = [
+            {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    return w, pod
+
+
+def test_a_pod_nominated_to_a_node_cordoned_since_triggers_scale_up() -> None:
+    """kube-scheduler's NodeUnschedulable filter never places the pod on a cordoned node (by a drain, or
+    by a person), so its nomination is no preemption under way: ordinary demand (review18)."""
+    w, pod = _nominated_to_a_cordoned_node()
+    result = w.plan()
+    assert pending_codes(result).get(pod) != codes.NOMINATED
+    assert pod in scale_up(result).get("cpu", (0, 0, []))[2], pending_codes(result)
+
+
+def test_a_pod_that_tolerates_the_cordon_still_waits_for_its_nomination() -> None:
+    w, pod = _nominated_to_a_cordoned_node(tolerates=True)
+    result = w.plan()
+    assert pending_codes(result)[pod] == codes.NOMINATED and result.scale_up == ()
 
 
 def test_a_pod_nominated_to_an_existing_node_is_not_scaled_for() -> None:

@@ -17,7 +17,7 @@ from spillway.model.provreq import PROVISIONED, TERMINAL, ProvisioningRequestInf
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, PODS, Resources
 from spillway.model.shared import GangInfo
 from spillway.planner import codes
-from spillway.planner.context import ONE_POD, Context
+from spillway.planner.context import ONE_POD, Context, nominated_to
 from spillway.planner.groups import has_spot, why_not_movable
 from spillway.planner.predicates import references_node_identity, why_not_placeable
 from spillway.planner.topology import FREE, UNBOUNDED, Domains
@@ -165,7 +165,7 @@ def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | N
             "claims devices through dynamic resource allocation (spec.resourceClaims), which Spillway does "
             "not model: neither placed on free room it may not fit nor scaled for",
         )
-    if pod.nominated and pod.nominated in ctx.nodes:  # nominated to a node that is gone: ordinary demand
+    if nominated_to(pod, ctx.nodes) is not None:  # to a node gone or cordoned: ordinary demand
         return (
             codes.NOMINATED,
             f"nominated for node {pod.nominated} (status.nominatedNodeName): preemption makes room there",

@@ -23,7 +23,7 @@ from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import goes_with_its_node, keeps_node_busy
-from spillway.planner.predicates import HOSTNAME_LABEL
+from spillway.planner.predicates import HOSTNAME_LABEL, admits_cordoned
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
@@ -279,8 +279,19 @@ def _nominated(pending: Iterable[PodInfo], nodes: Mapping[str, WorkNode], cutoff
     first (:meth:`Context.charge_nominated` takes them from the end). An expendable one is left out, as
     cluster-autoscaler leaves it: every pod the plan places outranks it, so kube-scheduler would not
     count it against them either."""
-    found = [p for p in pending if p.nominated is not None and p.nominated in nodes and p.priority >= cutoff]
+    found = [p for p in pending if nominated_to(p, nodes) is not None and p.priority >= cutoff]
     return sorted(found, key=lambda p: (p.priority, p.key))
+
+
+def nominated_to(pod: PodInfo, nodes: Mapping[str, WorkNode]) -> WorkNode | None:
+    """The node ``pod`` is nominated to (status.nominatedNodeName) while kube-scheduler may still place it
+    there: the node exists and is not cordoned (NodeUnschedulable) for it. A nomination to a node gone
+    (cluster-autoscaler's FilterOutExpendableAndSplit) or cordoned since, by a drain or a person, is
+    no preemption under way: the pod is ordinary demand."""
+    node = nodes.get(pod.nominated) if pod.nominated else None
+    if node is None or not admits_cordoned(node.info.unschedulable, pod.tolerations):
+        return None
+    return node
 
 
 def _charge(node: WorkNode, pod: PodInfo) -> None:

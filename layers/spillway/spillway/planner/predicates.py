@@ -12,6 +12,8 @@ from spillway.model.cluster import Requirement, TaintT, Term, TolerationT
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# what kube-scheduler's NodeUnschedulable filter checks a cordoned node (spec.unschedulable) against
+UNSCHEDULABLE_TAINT: TaintT = ("node.kubernetes.io/unschedulable", None, "NoSchedule")
 
 
 def tolerates(toleration: TolerationT, taint: TaintT) -> bool:
@@ -36,6 +38,12 @@ def untolerated_taint(tolerations: Sequence[TolerationT], taints: Sequence[Taint
         if not any(tolerates(t, taint) for t in tolerations):
             return taint
     return None
+
+
+def admits_cordoned(unschedulable: bool, tolerations: Sequence[TolerationT]) -> bool:
+    """kube-scheduler's NodeUnschedulable filter: a cordoned node (``spec.unschedulable``) takes only a
+    pod that tolerates the ``node.kubernetes.io/unschedulable:NoSchedule`` taint."""
+    return not unschedulable or any(tolerates(t, UNSCHEDULABLE_TAINT) for t in tolerations)
 
 
 def preferred_against(tolerations: Sequence[TolerationT], taints: Sequence[TaintT]) -> int:
