@@ -75,7 +75,11 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
     its Ready condition last changed (else since it was created). After that an idle one is judged like
     any idle node, and drained once idle long enough (cluster-autoscaler's ``--scale-down-unready-time``).
     One that runs workload pods is left alone (its pods cannot be evicted without a kubelet; neither
-    scale-down nor consolidation touches it), as is one whose NotReady time is unknown."""
+    scale-down nor consolidation touches it), as is one whose NotReady time is unknown. Expendable pods
+    keep it no more than a Ready node (cluster-autoscaler removes such a node whatever they are): its
+    drain's evictions only mark them terminating, and once past their grace period plus 30 s with no
+    kubelet to stop them the drain ignores them as stuck (:func:`~spillway.planner.disruption.stuck`)
+    and terminates the node."""
     info = node.info
     if info.ready:
         return None
