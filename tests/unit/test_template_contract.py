@@ -440,7 +440,9 @@ def test_a_gang_fleet_may_use_every_resource_type_its_launch_template_may_bring_
 ) -> None:
     """A launch whose request involves a resource type the policy does not cover is refused whole
     (UnauthorizedOperation): a GPU launch template's cluster placement group, its capacity reservation or
-    Capacity Block, a block device mapping's snapshot, the key pair. The resource types are those the
+    Capacity Block, a block device mapping's snapshot, the key pair, and a Spot group's fleet its Spot
+    Instance requests (Karpenter's controller policy grants spot-instances-request for CreateFleet, review17).
+    The resource types are those the
     Service Authorization Reference lists for RunInstances and CreateFleet (Elastic Graphics and Elastic
     Inference, retired, are not granted); account-scoped where the ARN has an account (an AMI's and a
     snapshot's have none)."""
@@ -448,6 +450,7 @@ def test_a_gang_fleet_may_use_every_resource_type_its_launch_template_may_bring_
     expected = {
         "fleet", "instance", "launch-template", "image", "volume", "network-interface", "subnet",
         "security-group", "key-pair", "placement-group", "capacity-reservation", "snapshot",
+        "spot-instances-request",
     }  # fmt: skip
     assert {kind for kind, _ in granted} == expected
     # an AMI's and a snapshot's ARN have no account (the owner may be another account, or Amazon)
