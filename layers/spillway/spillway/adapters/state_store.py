@@ -42,6 +42,7 @@ predates capacity types in pool keys finds no pool under the keys it looks up: i
 from __future__ import annotations
 
 import json
+import logging
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ from spillway.adapters.plans_store import PlanStore
 from spillway.errors import StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
 from spillway.model.state import POOL_PREFIX, GroupState, State, normalize_pool_key
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -80,17 +83,23 @@ class Backoff:
 
 
 def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
-    """``state`` with each back-off item applied; the later ``backoff_until`` of the two wins."""
+    """``state`` with each back-off item applied; the later ``backoff_until`` of the two wins. A pool
+    item whose key names no pool is skipped with a warning: a back-off is advice, and one nobody can
+    read costs at most a launch in that pool, where refusing the state would stop every plan."""
     if not backoffs:
         return state
     groups = dict(state.groups)
     pools = dict(state.pools)
     for b in backoffs:
         into, name = (
-            (pools, normalize_pool_key(b.group[len(POOL_PREFIX) :]))
-            if b.group.startswith(POOL_PREFIX)
-            else (groups, b.group)
+            (pools, b.group[len(POOL_PREFIX) :]) if b.group.startswith(POOL_PREFIX) else (groups, b.group)
         )
+        if into is pools:
+            try:
+                name = normalize_pool_key(name)
+            except ValueError as exc:  # advice nobody can read: skipped, not a state that stops every plan
+                log.warning("back-off item %s skipped: %s", b.group[:200], exc)
+                continue
         current = into.get(name)
         until = b.until if b.until.tzinfo else b.until.replace(tzinfo=UTC)
         if current is None or _aware(current.backoff_until) < until:
@@ -128,10 +137,7 @@ class StateStore:
                 stored = _stored(item)
             elif name.startswith(BACKOFF_PREFIX):
                 backoffs.append(_backoff(item))
-        try:
-            state = merge_backoffs(stored.state, backoffs)
-        except ValueError as exc:  # a pool item whose key is no pool's
-            raise StateCorrupt(f"back-offs of {cluster}: {exc}") from exc
+        state = merge_backoffs(stored.state, backoffs)
         return StoredState(
             state=state,
             version=stored.version,
