@@ -56,3 +56,35 @@ def test_after_a_plan_each_pending_pod_has_an_event_saying_why(cloud: Cloud) -> 
     again = cloud.plan(cloud.stream_event(cloud.snapshot()))
     assert again["results"][0]["status"] in ("acted", "idle"), again
     assert len(described_events(cloud, "ml", "huge-0")) == 1
+
+
+def test_a_pod_that_fits_once_a_backfill_pod_is_preempted_hears_where_and_nothing_launches(
+    cloud: Cloud,
+) -> None:
+    """The emulator's Priority admission gives both pods preemptionPolicy PreemptLowerPriority; observe
+    reads it and the backfill pod's priority, and the plan sends nothing to launch for the pod kube-scheduler
+    is to make room for by preemption."""
+    cloud.group("general", instance_type="m5.xlarge", desired=1, gpu=False)
+    [node] = cloud.wait_nodes(1)
+    cloud.kube.add(
+        o.pod(
+            "backfill-0",
+            "ml",
+            cpu="3",
+            memory="2Gi",
+            node_name=node,
+            priority=-100,
+            owner=("ReplicaSet", "bf"),
+        )
+    )
+    cloud.kube.add(o.pod("train-0", "ml", cpu="3", memory="4Gi"))  # an m5.xlarge has under 4 CPUs
+
+    result = cloud.plan(cloud.stream_event(cloud.snapshot()))
+
+    [outcome] = result["results"]
+    assert outcome["events"]["posted"] == 1, outcome
+    [told] = described_events(cloud, "ml", "train-0")
+    assert told["reason"] == "NotTriggerScaleUp", told
+    assert told["message"].endswith("(code: fits-by-preemption)")
+    assert node in told["message"] and "ml/backfill-0" in told["message"]
+    assert cloud.desired("general") == 1

@@ -112,6 +112,21 @@ def test_a_pod_that_fits_free_room_gets_no_event() -> None:
     assert batch.events == () and batch.ledger == {}
 
 
+def test_a_pod_that_fits_by_preempting_expendable_pods_hears_where_and_whom() -> None:
+    """No node is launched for it: kube-scheduler is to preempt the backfill pod; if it never does (a
+    pod affinity to its victim, another scheduler), the pod tells why nothing came."""
+    w = World(regions=("us-east-1",))
+    [node] = w.group("general", "m5.2xlarge", nodes=1)
+    w.items.append(o.pod("backfill-0", cpu="6", node_name=node, priority=-100, owner=("ReplicaSet", "bf")))
+    w.pods("train", 1, cpu="4", memory="2Gi")
+
+    [event] = events_of(w).events
+
+    assert (event.pod, event.reason) == ("default/train-0", NOT_TRIGGERED)
+    assert node in event.message and "default/backfill-0" in event.message
+    assert event.message.endswith("(code: fits-by-preemption)")
+
+
 # --- how few --------------------------------------------------------------------------------------
 
 

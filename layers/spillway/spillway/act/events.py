@@ -12,7 +12,9 @@ As cluster-autoscaler does, every pending pod hears what the plan did for it, on
 
 Pods whose code says a node already has or will have room for them (``fits-free-room``,
 ``fits-launching``, ``fits-uncordoned``) get no Event: the scheduler, a launching node or this plan's
-uncordon will place them.
+uncordon will place them. A pod that fits only once kube-scheduler preempts expendable pods
+(``fits-by-preemption``) hears it, naming the node and the pods: no node comes for it, and if the
+scheduler does not preempt them after all, that is why.
 
 **Not flooding the API server.** cluster-autoscaler leans on client-go's event recorder, which merges
 and rate-limits repeated Events inside one long-running process. A Lambda has no such process, so:

@@ -148,6 +148,7 @@ class PodInfo:
     gated: bool = False  # spec.schedulingGates is not empty: not for the scheduler (nor us) yet
     claims_devices: bool = False  # spec.resourceClaims is not empty: devices through DRA
     nominated: str | None = None  # status.nominatedNodeName: preemption makes room there
+    never_preempts: bool = False  # spec.preemptionPolicy is Never: kube-scheduler preempts nothing for it
     one_zone: bool = False  # its gang must run in one zone (Kueue topology or a required pod affinity)
     # the ProvisioningRequest (same namespace) whose capacity the pod uses (consume annotation)
     consumes: str | None = None
@@ -219,6 +220,7 @@ class PodInfo:
             self.required_terms,
             self.tolerations,
             self.priority,
+            self.never_preempts,
             self.anti_own,
             self.affinity_own,
             self.host_ports,
@@ -266,6 +268,7 @@ class PodInfo:
             gated=bool(spec.scheduling_gates),
             claims_devices=bool(spec.resource_claims),
             nominated=status.nominated_node_name or None,
+            never_preempts=spec.preemption_policy == "Never",
             one_zone=_one_zone(pod),
             host_ports=_host_ports(pod),
             consumes=annotations.get(CONSUME_ANNOTATION)
@@ -315,6 +318,7 @@ class PodInfo:
             gated=bool(d.get("gt")),
             claims_devices=bool(d.get("dra")),
             nominated=d.get("nom"),
+            never_preempts=bool(d.get("npp")),
             one_zone=bool(d.get("oz")),
             consumes=d.get("cpr"),
             do_not_drain=bool(d.get("odn")),
@@ -373,6 +377,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("gt", lambda p: _one_if(p.gated)),
     ("dra", lambda p: _one_if(p.claims_devices)),
     ("nom", lambda p: p.nominated),
+    ("npp", lambda p: _one_if(p.never_preempts)),
     ("oz", lambda p: _one_if(p.one_zone)),
     ("cpr", lambda p: p.consumes),
     ("odn", lambda p: _one_if(p.do_not_drain)),

@@ -311,6 +311,9 @@ class PodSpec(KubeModel):
     resources: ResourceRequirements | None = None
     priority: int | None = None
     priority_class_name: str | None = None
+    # whether the pod may preempt pods of lower priority (the API server defaults it from the pod's
+    # PriorityClass to PreemptLowerPriority; it accepts no other value)
+    preemption_policy: Literal["Never", "PreemptLowerPriority"] | None = None
     scheduler_name: str | None = None
     scheduling_gates: list[PodSchedulingGate] = Field(default_factory=list)
     # dynamic resource allocation (resource.k8s.io): devices the pod claims; only their presence is read
@@ -937,10 +940,9 @@ class Scalable(KubeModel):
 
 class DaemonPodSpec(PodSpec):
     """A DaemonSet's pod template spec: the fields of a pod spec its controller and cluster-autoscaler
-    read besides the scheduling ones (which node, which network, whether it preempts)."""
+    read besides the scheduling ones (which node, which network)."""
 
     host_network: bool = False
-    preemption_policy: str | None = None
 
 
 class DaemonPodTemplate(KubeModel):

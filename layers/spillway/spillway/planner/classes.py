@@ -35,6 +35,7 @@ class PodClass:
     priority: int
     pods: list[str]
     node_specific: bool  # a constraint names one node: judged per node, not per shape
+    preempts: bool = True  # its preemptionPolicy is not Never: it may take expendable pods' room
     tenant: str | None = None  # set only for a tenant with configured limits
     gang: str | None = None  # placed all or none with the other classes of its gang
     # the gang of its pods when that gang's minimum runs (Gangs.started): they are placed one by one,
@@ -365,6 +366,7 @@ def new_class(
         tolerations=pod.tolerations,
         priority=pod.priority,
         pods=[],
+        preempts=not pod.never_preempts,
         node_specific=references_node_identity(pod.node_selector, pod.required_terms)
         or domains.node_specific,
         tenant=tenant,

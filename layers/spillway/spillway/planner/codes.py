@@ -12,6 +12,8 @@ EXPENDABLE = "expendable"  # priority below expendable_priority_cutoff: never tr
 FITS_FREE_ROOM = "fits-free-room"  # free room on a Ready node; the scheduler will get there
 FITS_LAUNCHING = "fits-launching"  # capacity already launching in a group
 FITS_UNCORDONED = "fits-uncordoned"  # a node Spillway cordoned, which this plan uncordons
+# a Ready node once kube-scheduler preempts expendable pods of lower priority there (planner.preemption)
+FITS_BY_PREEMPTION = "fits-by-preemption"
 MAKING_ROOM = (
     "making-room"  # a make-room drain evicts pods from a node to give it this pod (planner.makeroom)
 )
@@ -94,6 +96,7 @@ PENDING_CODES = (
     FITS_FREE_ROOM,
     FITS_LAUNCHING,
     FITS_UNCORDONED,
+    FITS_BY_PREEMPTION,
     MAKING_ROOM,
     NO_MANAGED_GROUPS,
     NO_GROUP_FITS,

@@ -46,6 +46,17 @@ def minutes(delta: timedelta) -> str:
     return f"{seconds:.0f}s" if abs(seconds) < 60 else f"{seconds / 60:.0f}m"
 
 
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A running expendable pod (priority below ``expendable_priority_cutoff``) kube-scheduler may
+    preempt for a pending pod of higher priority (:mod:`spillway.planner.preemption`)."""
+
+    pod: str
+    priority: int
+    requests: Resources  # with its pod slot
+    guarded: bool  # a PodDisruptionBudget allows its eviction nothing now: spared first, not always
+
+
 @dataclass(slots=True)
 class WorkNode:
     """An existing node as the plan sees it: what runs there, and what the plan puts there."""
@@ -62,6 +73,9 @@ class WorkNode:
     starting: str | None = None  # Ready but not initialized: capacity launching (planner.startup)
     marks: Marks = NO_MARKS  # what the pods this plan puts here bring (pod topology)
     daemon_used: Resources = field(default_factory=dict)  # what its DaemonSet pods request (of used)
+    # running expendable pods whose room a pending pod of higher priority may take, lowest priority
+    # first; one leaves the list once a pod of this plan takes its room (planner.preemption)
+    victims: list[Victim] = field(default_factory=list)
 
     @property
     def spot(self) -> Spot:
@@ -232,6 +246,7 @@ class Context:
                 if node is not None:
                     _charge(node, pod)
                     self._keep_busy(node, pod)
+                    self._note_victim(node, pod)
                 if (pod.daemonset or pod.mirror) and not pod.terminating:
                     self.node_daemons.setdefault(pod.node_name, []).append(pod)
             elif pod.is_pending_unschedulable():
@@ -240,6 +255,7 @@ class Context:
                 self.gated.append(pod)
         for node in self.nodes.values():
             node.free = subtract(node.info.allocatable, node.used)
+            node.victims.sort(key=lambda v: (v.priority, v.pod))
 
     def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:
         """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
@@ -252,6 +268,18 @@ class Context:
             node.expendable.append(pod.key)
         else:
             node.workload += 1
+
+    def _note_victim(self, node: WorkNode, pod: PodInfo) -> None:
+        """A bound expendable pod kube-scheduler may preempt: running (not being deleted already: its
+        room comes free by itself, and may be a nominated pod's), and not a static pod's mirror (the
+        kubelet runs a static pod whatever becomes of its mirror). cluster-autoscaler leaves every
+        scheduled expendable pod out of the snapshot it scales up on (FilterOutExpendablePods), and
+        kube-scheduler reads none of the annotations that keep a pod from a drain."""
+        if pod.priority >= self.config.expendable_priority_cutoff or pod.terminating or pod.mirror:
+            return
+        allowance = self.snapshot.pdb_allowance(pod)
+        requests = {**pod.requests, PODS: pod.requests.get(PODS, 0) + ONE_POD}
+        node.victims.append(Victim(pod.key, pod.priority, requests, allowance is not None and allowance <= 0))
 
     def _note_daemonset(self, pod: PodInfo, owner: str) -> None:
         rep_key = (pod.namespace, owner)

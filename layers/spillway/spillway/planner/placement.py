@@ -31,8 +31,15 @@ class Pool:
     bound: Resources  # at least the free room of any node of the pool, per resource
     blocked: dict[int, bool] = field(default_factory=dict)  # by class id: constraints rule the pool out
     # by class id: its nodes before this index have no room for one pod of the class (room only shrinks
-    # while a plan places pods, so first fit need not look at them again)
+    # while a plan places pods, so first fit need not look at them again; a preemption that leaves more
+    # room clears it: widen)
     full: dict[int, int] = field(default_factory=dict)
+
+    def widen(self, node: WorkNode) -> None:
+        """``node``, one of the pool's, has more free room than before (a preemption gave it the room of
+        the pods it takes away): the bound holds it, and no node is skipped as full any more."""
+        _max_into(self.bound, node.free)
+        self.full.clear()
 
 
 @dataclass(slots=True)

@@ -77,7 +77,9 @@ TEMPLATE_GRACE = timedelta(minutes=1)  # a request's missing PodTemplates fail i
 DEFAULT_VALIDITY = timedelta(days=7)
 # scale-up verdicts after which a request waits and is tried again; any other fails it
 RETRY_CODES = frozenset({codes.BACKED_OFF, codes.GROUPS_EXHAUSTED})
-_PLACED = frozenset({codes.FITS_FREE_ROOM, codes.FITS_LAUNCHING, codes.FITS_UNCORDONED})
+_PLACED = frozenset(
+    {codes.FITS_FREE_ROOM, codes.FITS_LAUNCHING, codes.FITS_UNCORDONED, codes.FITS_BY_PREEMPTION}
+)
 
 
 def gang_key(info: ProvisioningRequestInfo) -> str:

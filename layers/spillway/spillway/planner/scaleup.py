@@ -43,6 +43,7 @@ from spillway.planner.placement import (
     reclaimable_pools,
     schedulable_pools,
 )
+from spillway.planner.preemption import place_by_preemption
 from spillway.planner.topology import Spot
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
@@ -65,6 +66,10 @@ class ScaleUpStage:
         self.ctx = ctx
         self.expander = expander
         self.schedulable: list[Pool] = schedulable_pools(ctx)
+        # the schedulable nodes that run expendable pods a pending pod may preempt, with their pools
+        self.preemptible: list[tuple[Pool, WorkNode]] = [
+            (pool, node) for pool in self.schedulable for node in pool.nodes if node.victims
+        ]
         self.reclaimable: list[Pool] = reclaimable_pools(ctx)
         self.empty: dict[str, Resources] = empty_room(ctx)
         self.launching: dict[str, list[Bin]] = launching_bins(ctx, self.empty)
@@ -211,12 +216,15 @@ class ScaleUpStage:
 
     def _place_existing(self, cls: PodClass, existing: Iterable[Pool] | None = None) -> None:
         """Free room on Ready nodes (a buffer's pods: busy nodes first; a class placed in rounds: the
-        round's pools)."""
+        round's pools), then the room of expendable pods kube-scheduler would preempt for the rest."""
         start = len(self.ctx.placements)
         if existing is None:
             pool_list = self._in_region(self.schedulable)
             existing = busy_first(self.ctx, pool_list) if cls.buffer else pool_list
         place_on_nodes(self.ctx, cls, existing)
+        if cls.remaining and self.preemptible:
+            spots = ((pool, node) for pool, node in self.preemptible if self._node_in_domain(node))
+            place_by_preemption(self.ctx, cls, spots)
         self._claim(cls, start)
 
     def _choices(self, cls: PodClass) -> tuple[list[NodeGroup], dict[str, str]]:
@@ -268,12 +276,13 @@ class ScaleUpStage:
     def _in_region(self, pool_list: list[Pool]) -> list[Pool]:
         if self.region is None:
             return pool_list
-        return pools(
-            n
-            for pool in pool_list
-            for n in pool.nodes
-            if node_region(n) == self.region and (self.zone is None or node_zone(n) == self.zone)
-        )
+        return pools(n for pool in pool_list for n in pool.nodes if self._node_in_domain(n))
+
+    def _node_in_domain(self, node: WorkNode) -> bool:
+        """Is ``node`` in the region (and zone) being tried (any node when none is)?"""
+        if self.region is None:
+            return True
+        return node_region(node) == self.region and (self.zone is None or node_zone(node) == self.zone)
 
     def _new_nodes(self, cls: PodClass, candidates: Sequence[NodeGroup]) -> list[Skip]:
         """First fit into nodes this plan opens already, then open more, best group first."""
@@ -698,7 +707,9 @@ class GangPlacement:
     def _save(self) -> dict[str, object]:
         stage, ctx = self.stage, self.stage.ctx
         return {
-            "nodes": {name: (dict(n.free), n.receives, n.marks) for name, n in ctx.nodes.items()},
+            "nodes": {
+                name: (dict(n.free), n.receives, n.marks, list(n.victims)) for name, n in ctx.nodes.items()
+            },
             "launching": _copy_bins(stage.launching),
             "new_bins": _copy_bins(stage.new_bins),
             "room": dict(stage.room),
@@ -716,9 +727,9 @@ class GangPlacement:
 
     def _restore(self, saved: dict[str, Any]) -> None:
         stage, ctx = self.stage, self.stage.ctx
-        for name, (free, receives, marks) in saved["nodes"].items():
+        for name, (free, receives, marks, victims) in saved["nodes"].items():
             node = ctx.nodes[name]
-            node.free, node.receives, node.marks = free, receives, marks
+            node.free, node.receives, node.marks, node.victims = free, receives, marks, victims
         stage.launching, stage.new_bins, stage.room = saved["launching"], saved["new_bins"], saved["room"]
         stage.limits.restore(saved["limits"])
         ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]

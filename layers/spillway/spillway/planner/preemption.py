@@ -1,0 +1,109 @@
+"""Preemption: a pending pod takes the room of running expendable pods of lower priority.
+
+cluster-autoscaler scales up on a snapshot without the scheduled pods below its
+``--expendable-pods-priority-cutoff`` (FilterOutExpendablePods in core/utils/expendable.go):
+kube-scheduler preempts them for a pod of higher priority, so a pod that fits once they are gone needs
+no new node. kube-scheduler's DefaultPreemption preempts only for a pod whose ``preemptionPolicy`` is not
+``Never``, takes only pods of lower priority than the preemptor, all on one node, and holds
+PodDisruptionBudgets as a preference only: it takes every pod of lower priority away, then gives back
+(reprieves) one at a time the pods a budget protects first, then the others, highest priority first,
+each one the preemptor still fits without; a protected pod is preempted when nothing else makes room.
+
+Here only after free room (kube-scheduler preempts only when no node fits the pod as it is), and
+only the expendable pods of the node (:attr:`~spillway.planner.context.WorkNode.victims`): the room of
+other pods of lower priority is not counted, as cluster-autoscaler does not count it. A class's pods
+go, first fit, to a node whose free room plus its victims of lower priority hold them; the victims are
+chosen as kube-scheduler chooses them for those pods and leave the node's list for good, their room
+becoming free room less what the preemptors take. So no pod of the plan takes one pod's room twice,
+and what a preempted pod leaves beyond its preemptor is free room for the pods placed after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from spillway.model.resources import Resources, add_into, fit_count
+from spillway.planner import codes
+from spillway.planner.classes import PodClass
+from spillway.planner.context import Context, Victim, WorkNode
+from spillway.planner.placement import FREE_ROOM_NOTE, Pool
+
+SHOWN = 3  # victims a reason names; the rest are counted
+
+
+def room_below(node: WorkNode, priority: int) -> Resources:
+    """The node's free room plus the room of its victims of lower priority than ``priority``."""
+    room = dict(node.free)
+    for victim in node.victims:
+        if victim.priority < priority:
+            add_into(room, victim.requests)
+    return room
+
+
+def choose_victims(node: WorkNode, requests: Resources, count: int, priority: int) -> list[Victim]:
+    """The victims kube-scheduler takes on ``node`` for ``count`` pods of ``requests`` at ``priority``
+    (SelectVictimsOnNode): every one of lower priority away, then each given back, those a budget
+    protects first, then highest priority first, while the pods still fit without it."""
+    candidates = [v for v in node.victims if v.priority < priority]
+    room = room_below(node, priority)
+    victims: list[Victim] = []
+    for victim in sorted(candidates, key=lambda v: (not v.guarded, -v.priority, v.pod)):
+        add_into(room, victim.requests, -1)
+        if fit_count(requests, room, count) < count:
+            add_into(room, victim.requests)
+            victims.append(victim)
+    return sorted(victims, key=lambda v: (v.priority, v.pod))
+
+
+def place_by_preemption(ctx: Context, cls: PodClass, spots: Iterable[tuple[Pool, WorkNode]]) -> None:
+    """The class's remaining pods, first fit, on the schedulable ``spots`` (a node and its pool) whose
+    free room plus their victims of lower priority hold them; nothing for a class that may not preempt."""
+    if not cls.preempts:
+        return
+    for pool, node in spots:
+        if not cls.remaining:
+            return
+        count = _fits(cls, node)
+        if count > 0:
+            _take(ctx, cls, node, count)
+            pool.widen(node)
+
+
+def _fits(cls: PodClass, node: WorkNode) -> int:
+    """How many of the class's remaining pods the node takes once its victims of lower priority go."""
+    info = node.info
+    if cls.blocker(info.labels, info.taints, info.name) is not None or cls.domains.marks.repels(node.marks):
+        return 0
+    limit = min(cls.remaining, cls.domains.cap(info.name), cls.room_in(info.labels))
+    return fit_count(cls.requests, room_below(node, cls.priority), limit) if limit > 0 else 0
+
+
+def _take(ctx: Context, cls: PodClass, node: WorkNode, count: int) -> None:
+    """``count`` pods of the class go on ``node``, preempting the victims they need there."""
+    victims = choose_victims(node, cls.requests, count, cls.priority)
+    for victim in victims:
+        node.victims.remove(victim)
+        add_into(node.free, victim.requests)
+    add_into(node.free, cls.requests, -count)
+    node.receives += count
+    node.marks = node.marks | cls.domains.marks
+    cls.note_placed(node.info.labels, count)
+    name = node.info.name
+    group = node.group.name if node.group else None
+    if not victims:  # the room a victim left to an earlier pod of the plan: free room now
+        ctx.record(cls.take(count), name, group, FREE_ROOM_NOTE.format(node=name), codes.FITS_FREE_ROOM)
+        return
+    ctx.record(
+        cls.take(count), name, group, preemption_note(name, victims, cls.priority), codes.FITS_BY_PREEMPTION
+    )
+
+
+def preemption_note(node: str, victims: Sequence[Victim], priority: int) -> str:
+    """The reason of a pod that fits by preemption: the node and the pods kube-scheduler takes away."""
+    named = ", ".join(f"{v.pod} (priority {v.priority})" for v in victims[:SHOWN])
+    if len(victims) > SHOWN:
+        named += f" and {len(victims) - SHOWN} more"
+    return (
+        f"fits on Ready node {node} once kube-scheduler preempts {named}: expendable (below "
+        f"expendable_priority_cutoff) and of lower priority than its {priority}; nothing to launch"
+    )
