@@ -125,7 +125,7 @@ def test_a_group_at_zero_takes_its_instance_type_from_its_launch_template(world:
 
     assert group.instance_type == "g5.xlarge" and group.template is not None
     assert group.template.allocatable.get("nvidia.com/gpu") == 1000
-    assert [c["Versions"] for c in described] == [["$Latest"]]  # the group's own version
+    assert [c["Versions"] for c in described] == [["1"]]  # the group's own version ($Latest is 1)
 
 
 def test_a_group_at_zero_with_a_launch_configuration_takes_its_type(world: Any) -> None:
@@ -168,7 +168,7 @@ def test_a_group_at_zero_with_attribute_overrides_does_not_take_its_launch_templ
     asg = AutoScalingGroup.model_validate(raw)
     described = calls(clients.ec2("us-east-1"), "DescribeLaunchTemplateVersions")
 
-    assert adapter._with_launch_type("us-east-1", asg) == asg and described == []
+    assert adapter._with_launch_settings("us-east-1", [asg]) == [asg] and described == []
 
 
 # --- Spot requested by the launch template or configuration (no mixed instances policy) -------------
@@ -205,7 +205,7 @@ def test_a_group_whose_launch_template_requests_spot_is_a_spot_group(world: Any)
 
     assert group.instance_type == "g5.xlarge"  # the launch template was read
     assert group.capacity_type == "spot" and group.problems == ()
-    assert [c["Versions"] for c in described] == [["$Latest"]]
+    assert [c["Versions"] for c in described] == [["1"]]  # $Latest, resolved by DescribeLaunchTemplates
 
 
 def test_the_launch_template_is_read_for_its_market_even_when_instances_give_the_type(world: Any) -> None:

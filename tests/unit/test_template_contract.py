@@ -541,3 +541,35 @@ def test_a_kubeconfig_secret_under_a_customer_managed_key_is_decrypted_only_thro
     }
     [rule] = [r for r in TEMPLATE["Rules"].values() if SECRET_KEY_PARAMETER in json.dumps(r["RuleCondition"])]
     assert rule["Assertions"][0]["Assert"] == {"Fn::Equals": [{"Ref": "ClusterAccess"}, "secret"]}
+
+
+def function_actions(function: str) -> set[str]:
+    """Every action a function's role is granted: its inline statements and the managed policies it
+    names."""
+    granted: set[str] = set()
+    for policy in EXPANDED[function]["Properties"].get("Policies") or []:
+        if isinstance(policy, dict) and "Statement" in policy:
+            granted |= {a for s in policy["Statement"] for a in actions(s)}
+        for logical in references(policy) if isinstance(policy, dict) else set():
+            if EXPANDED.get(logical, {}).get("Type") == "AWS::IAM::ManagedPolicy":
+                granted |= {a for s in statements(EXPANDED[logical]) for a in actions(s)}
+    return granted
+
+
+LAUNCH_SETTINGS_READS = {
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeLaunchTemplateVersions",
+    "autoscaling:DescribeLaunchConfigurations",
+}
+
+
+def test_the_functions_that_read_groups_may_read_their_launch_settings_and_no_other_function_may() -> None:
+    """Observe and the scale function's overflow re-plan read every group through the adapter, which
+    resolves $Latest and $Default with DescribeLaunchTemplates before it reads a version: a role without
+    one of these calls fails every observation of a region with a launch template (AwsError,
+    UnauthorizedOperation). No other function reads them (least privilege)."""
+    assert {a for a in LAUNCH_SETTINGS_READS if f".{snake(a)}" in CODE} == LAUNCH_SETTINGS_READS
+    readers = {f for f in FUNCTIONS if LAUNCH_SETTINGS_READS & function_actions(f)}
+    assert readers == {"ObserveFunction", "ScaleFunction"}
+    for function in readers:
+        assert function_actions(function) >= LAUNCH_SETTINGS_READS, function

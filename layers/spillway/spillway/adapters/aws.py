@@ -8,6 +8,7 @@ matches.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -28,6 +29,13 @@ from botocore.exceptions import (
 )
 from pydantic import ValidationError
 
+from spillway.adapters.launch_cache import (
+    DEFAULT_MAX_ENTRIES,
+    LaunchCache,
+    LaunchFacts,
+    config_key,
+    version_key,
+)
 from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
@@ -43,6 +51,8 @@ from spillway.model.aws import (
     CreateFleetResult,
     FleetRequest,
     InstanceTypeInfo,
+    LaunchTemplateInfo,
+    LaunchTemplateVersionInfo,
     ScalingActivity,
     ScheduledAction,
     WarmPool,
@@ -67,6 +77,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 THROTTLING_CODES = frozenset(
     {
@@ -110,6 +122,9 @@ TEMPLATE_NOT_FOUND = frozenset(
 _UNREAD = (
     ": the group can launch nothing until it names one that exists; its capacity type is read from its tags"
 )
+LAUNCH_TEMPLATES_BATCH = 100  # template ids (or names, as one filter's values) per DescribeLaunchTemplates
+LAUNCH_VERSIONS_BATCH = 10  # version numbers of one template per DescribeLaunchTemplateVersions
+LAUNCH_CONFIGURATIONS_BATCH = 50  # the API's limit for LaunchConfigurationNames per call
 DESCRIBE_INSTANCE_TYPES_BATCH = 100  # the API's limit for InstanceTypes per call
 _INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
 
@@ -255,6 +270,7 @@ class AwsAdapter:
         activity_window: timedelta = timedelta(minutes=30),
         max_activities: int = 20,
         catalogue: Mapping[str, InstanceTypeInfo] | None = None,
+        launch_cache_size: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         self._clients = clients
         self.cluster = cluster
@@ -262,6 +278,8 @@ class AwsAdapter:
         self.max_activities = max_activities
         self._fallback = catalogue
         self._types = _InstanceTypeCache()
+        # what launch template versions and launch configurations say, for the container's life
+        self._launch_cache = LaunchCache(launch_cache_size)
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -373,7 +391,7 @@ class AwsAdapter:
     def observe_region(self, region: str, now: datetime | None = None) -> RegionView:
         """Groups, then per live group its activities (and warm pool, when it has one), then the
         region's scheduled actions of those groups."""
-        groups = [self._with_launch_type(region, g) for g in self.describe_groups(region)]
+        groups = self._with_launch_settings(region, self.describe_groups(region))
         activities: list[ScalingActivity] = []
         warm: dict[str, WarmPool] = {}
         live = [g for g in groups if not g.Status]  # Status: being deleted
@@ -391,86 +409,39 @@ class AwsAdapter:
             warm_pools=warm,
         )
 
-    def _with_launch_type(self, region: str, asg: AutoScalingGroup) -> AutoScalingGroup:
-        """The group with what its launch template version (``$Default`` without one;
-        ``ec2:DescribeLaunchTemplateVersions``) or launch configuration
-        (``autoscaling:DescribeLaunchConfigurations``) says: the instance type
-        (:attr:`AutoScalingGroup.LaunchInstanceType`) when nothing else gives the group one (no overrides,
-        no live instance, no node-template tag), and, for a group without a mixed instances policy,
-        whether it launches Spot (:attr:`AutoScalingGroup.LaunchMarketType`: a template's
-        ``InstanceMarketOptions.MarketType`` or a configuration's ``SpotPrice``). A mixed instances
-        policy's template is read only for a type: AWS refuses one that asks for Spot there.
+    def _with_launch_settings(
+        self, region: str, groups: Sequence[AutoScalingGroup]
+    ) -> list[AutoScalingGroup]:
+        """The groups with what their launch template version (``$Default`` without one) or launch
+        configuration says: the instance type (:attr:`AutoScalingGroup.LaunchInstanceType`) when nothing
+        else gives a group one (no overrides, no live instance, no node-template tag), and, for a group
+        without a mixed instances policy, whether it launches Spot
+        (:attr:`AutoScalingGroup.LaunchMarketType`: a template's ``InstanceMarketOptions.MarketType`` or a
+        configuration's ``SpotPrice``). A mixed instances policy's template is read only for a type: AWS
+        refuses one that asks for Spot there.
+
+        Read cheaply, since EC2 throttles each Describe action per account and region and this runs on
+        every observation: one DescribeLaunchTemplates (``ec2:DescribeLaunchTemplates``) for all the
+        region's templates resolves ``$Latest`` and ``$Default`` to version numbers; what a numbered
+        version says never changes, so it comes from the container's :class:`LaunchCache`, else from one
+        DescribeLaunchTemplateVersions per template for all its versions not known yet. Launch
+        configurations cannot change either: known ones from the cache, the others 50 names to a
+        DescribeLaunchConfigurations.
 
         A read that fails raises (``AwsThrottled``, ``AwsUnavailable``, ``AwsError`` for a permission the
         role lacks) and fails the region's read, as every read of observe does: one throttled call must
         not turn a Spot group on-demand for a tick. Only a template, version or configuration that does
-        not exist, as EC2 says (:data:`TEMPLATE_NOT_FOUND`, an empty DescribeLaunchConfigurations),
-        leaves the group unread, its tags deciding and its problems naming it (warned): it can launch
-        nothing until somebody fixes it, and failing the region would stop every other group's plans."""
-        if asg.Status:
-            return asg
-        mixed = asg.MixedInstancesPolicy
-        if mixed is not None and mixed.LaunchTemplate and mixed.LaunchTemplate.Overrides:
-            return asg  # overrides (by type or by attributes) replace the launch template's type
-        typed = resolve_instance_type(asg) is not None
-        if typed and mixed is not None:
-            return asg
-        found, market, missing = self._launch_type(region, asg)
-        if missing:
-            log.warning("%s/%s: %s", region, asg.AutoScalingGroupName, missing)
-            return asg.model_copy(update={"LaunchSettingsProblem": missing})
-        update: dict[str, Any] = {} if typed or not found else {"LaunchInstanceType": found}
-        if mixed is None and market is not None:
-            update["LaunchMarketType"] = market
-        return asg.model_copy(update=update) if update else asg
-
-    def _launch_type(
-        self, region: str, asg: AutoScalingGroup
-    ) -> tuple[str | None, CapacityType | None, str | None]:
-        """The instance type and market (spot or on-demand) the group's launch template version or
-        launch configuration names, and None; (None, None, a problem naming it) when EC2 says it does
-        not exist; (None, None, None) for a group with neither. Any other failure raises."""
-        if asg.launch_template is not None:
-            return self._template_launch_type(region, asg)
-        if asg.LaunchConfigurationName:
-            auto = self._clients.autoscaling(region)
-            name = asg.LaunchConfigurationName
-            configs = _call(
-                f"DescribeLaunchConfigurations({region}, {name})",
-                lambda: auto.describe_launch_configurations(LaunchConfigurationNames=[name]).get(
-                    "LaunchConfigurations", []
-                ),
-            )
-            if not configs:
-                return None, None, f"LaunchConfigurationName: {name} not found{_UNREAD}"
-            itype = str(configs[0]["InstanceType"]) if configs[0].get("InstanceType") else None
-            return itype, _market(bool(configs[0].get("SpotPrice"))), None
-        return None, None, None
-
-    def _template_launch_type(
-        self, region: str, asg: AutoScalingGroup
-    ) -> tuple[str | None, CapacityType | None, str | None]:
-        template = dict(asg.launch_template or {})
-        version = template.pop("Version")
-        spec = asg.LaunchTemplate
-        label = (spec.LaunchTemplateName if spec else None) or next(iter(template.values()))
-        what = f"DescribeLaunchTemplateVersions({region}, {next(iter(template.values()))})"
-        ask: dict[str, Any] = {**template, "Versions": [version]}
-        try:
-            answer = self._clients.ec2(region).describe_launch_template_versions(**ask)
-        except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", ""))
-            if code in TEMPLATE_NOT_FOUND:
-                return None, None, f"LaunchTemplate: {label} ({version}) not found ({code}){_UNREAD}"
-            raise map_aws_error(exc, what) from exc
-        except BotoCoreError as exc:
-            raise map_aws_error(exc, what) from exc
-        versions = answer.get("LaunchTemplateVersions", [])
-        if not versions:
-            return None, None, f"LaunchTemplate: {label} ({version}) not found (no such version){_UNREAD}"
-        data = versions[0].get("LaunchTemplateData", {})
-        spot = (data.get("InstanceMarketOptions") or {}).get("MarketType") == "spot"
-        return (str(data["InstanceType"]) if data.get("InstanceType") else None), _market(spot), None
+        not exist, as EC2 says (:data:`TEMPLATE_NOT_FOUND`, or left out of an answer), leaves the group
+        unread, its tags deciding and its problems naming it (warned): it can launch nothing until
+        somebody fixes it, and failing the region would stop every other group's plans."""
+        wanted = [g for g in groups if _reads_launch_settings(g)]
+        found = (
+            _LaunchSettingsReader(self._clients, self._launch_cache, region).read(wanted) if wanted else {}
+        )
+        self._launch_cache.keep_configurations(
+            region, {g.LaunchConfigurationName for g in groups if g.LaunchConfigurationName}
+        )
+        return [_with_launch_facts(region, g, found.get(g.AutoScalingGroupName)) for g in groups]
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
         """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.
@@ -852,6 +823,312 @@ class AwsAdapter:
             return dict(sorted(zones.items()))
 
         return _call(f"DescribeSubnets({region}, {len(subnet_ids)} subnet(s))", fetch)
+
+
+# --- launch settings: what a group's launch template version or configuration says ---------------
+
+
+def _reads_launch_settings(asg: AutoScalingGroup) -> bool:
+    """Whether the group's launch template or configuration is read (see
+    :meth:`AwsAdapter._with_launch_settings`): not for a group being deleted, nor for a mixed group whose
+    overrides (by type or by attributes) replace the template's type or whose type is known otherwise."""
+    if asg.Status:
+        return False
+    mixed = asg.MixedInstancesPolicy
+    if mixed is not None and mixed.LaunchTemplate and mixed.LaunchTemplate.Overrides:
+        return False
+    if mixed is not None and resolve_instance_type(asg) is not None:
+        return False
+    return asg.launch_template is not None or bool(asg.LaunchConfigurationName)
+
+
+def _with_launch_facts(
+    region: str, asg: AutoScalingGroup, found: LaunchFacts | str | None
+) -> AutoScalingGroup:
+    """The group with what was read (a problem when EC2 says it does not exist; nothing when unread)."""
+    if found is None:
+        return asg
+    if isinstance(found, str):
+        log.warning("%s/%s: %s", region, asg.AutoScalingGroupName, found)
+        return asg.model_copy(update={"LaunchSettingsProblem": found})
+    typed = resolve_instance_type(asg) is not None
+    update: dict[str, Any] = (
+        {} if typed or not found.instance_type else {"LaunchInstanceType": found.instance_type}
+    )
+    if asg.MixedInstancesPolicy is None:
+        update["LaunchMarketType"] = found.market
+    return asg.model_copy(update=update) if update else asg
+
+
+def _template_problem(asg: AutoScalingGroup, version: str, why: str) -> str:
+    spec = asg.LaunchTemplate
+    if spec is None and asg.MixedInstancesPolicy and asg.MixedInstancesPolicy.LaunchTemplate:
+        spec = asg.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
+    label = (spec.LaunchTemplateName or spec.LaunchTemplateId) if spec is not None else None
+    return f"LaunchTemplate: {label} ({version}) not found ({why}){_UNREAD}"
+
+
+class _Absent(Exception):
+    """EC2 answered that what a call names does not exist (a code of :data:`TEMPLATE_NOT_FOUND`)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _asked(what: str, call: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
+    """``call(**kwargs)``: EC2 saying what it names does not exist raised as :class:`_Absent`, every
+    other failure as one of ours."""
+    try:
+        return call(**kwargs)
+    except ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in TEMPLATE_NOT_FOUND:
+            raise _Absent(code) from exc
+        raise map_aws_error(exc, what) from exc
+    except BotoCoreError as exc:
+        raise map_aws_error(exc, what) from exc
+
+
+def _pages(what: str, call: Callable[..., Any], key: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """Every page's ``key`` items of an EC2 Describe call (``NextToken``)."""
+    out: list[dict[str, Any]] = []
+    ask = dict(kwargs)
+    while True:
+        page = _asked(what, call, ask)
+        out.extend(page.get(key, []))
+        if not page.get("NextToken"):
+            return out
+        ask["NextToken"] = page["NextToken"]
+
+
+def _each_answered(
+    ask: Callable[[list[K]], Mapping[K, V]], keys: Sequence[K], absent: str, *, again: bool = True
+) -> tuple[dict[K, V], dict[K, str]]:
+    """What ``ask`` answers for ``keys`` in as few calls as EC2 allows, and, for each key that does not
+    exist, why (EC2's code, else ``absent``). EC2 fails a call whole when one thing it names does not
+    exist, without saying which: the keys are then asked one by one. With ``again``, a key left out of an
+    answer is asked again with the others left out (an answer cut short without a ``NextToken``), and one
+    no call answers does not exist; without (a filter, which leaves out what matches nothing), a key left
+    out does not exist."""
+    found: dict[K, V] = {}
+    missing: dict[K, str] = {}
+    pending = list(keys)
+    while pending:
+        try:
+            answer = ask(pending)
+        except _Absent as exc:
+            if len(pending) == 1:
+                missing[pending[0]] = exc.code
+                break
+            for key in pending:
+                alone, gone = _each_answered(ask, [key], absent, again=again)
+                found.update(alone)
+                missing.update(gone)
+            break
+        found.update((k, v) for k, v in answer.items() if k in pending)
+        rest = [k for k in pending if k not in found]
+        if len(rest) == len(pending) or not again:
+            missing.update(dict.fromkeys(rest, absent))
+            break
+        pending = rest
+    return found, missing
+
+
+def _batches(items: Sequence[T], size: int) -> list[list[T]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def _naming(items: Sequence[str]) -> str:
+    return ", ".join(items) if len(items) <= 3 else f"{len(items)} of them"
+
+
+#: a launch template as a group names it: ("LaunchTemplateId", id) or ("LaunchTemplateName", name)
+_TemplateRef = tuple[str, str]
+
+
+def _reference(spec: Mapping[str, str]) -> _TemplateRef:
+    if spec.get("LaunchTemplateId"):
+        return ("LaunchTemplateId", spec["LaunchTemplateId"])
+    return ("LaunchTemplateName", spec["LaunchTemplateName"])
+
+
+class _LaunchSettingsReader:
+    """One region's launch settings for one observation (see :meth:`AwsAdapter._with_launch_settings`):
+    each group's facts, or a problem naming what EC2 says does not exist."""
+
+    def __init__(self, clients: AwsClients, cache: LaunchCache, region: str) -> None:
+        self._clients = clients
+        self._cache = cache
+        self._region = region
+
+    def read(self, groups: Sequence[AutoScalingGroup]) -> dict[str, LaunchFacts | str]:
+        templated = [g for g in groups if g.launch_template is not None]
+        configured = [g for g in groups if g.launch_template is None and g.LaunchConfigurationName]
+        found = self._from_templates(templated) if templated else {}
+        if configured:
+            found.update(self._from_configurations(configured))
+        return found
+
+    # templates
+
+    def _from_templates(self, groups: Sequence[AutoScalingGroup]) -> dict[str, LaunchFacts | str]:
+        specs = {g.AutoScalingGroupName: dict(g.launch_template or {}) for g in groups}
+        templates = self._resolve({_reference(spec) for spec in specs.values()})
+        out: dict[str, LaunchFacts | str] = {}
+        numbered: dict[str, tuple[str, int]] = {}
+        for group in groups:
+            name, version = group.AutoScalingGroupName, specs[group.AutoScalingGroupName]["Version"]
+            template = templates[_reference(specs[name])]
+            number = template.version_number(version) if isinstance(template, LaunchTemplateInfo) else None
+            if isinstance(template, str):
+                out[name] = _template_problem(group, version, template)
+            elif number is None:
+                out[name] = _template_problem(group, version, "no such version")
+            else:
+                numbered[name] = (template.LaunchTemplateId, number)
+        facts = self._versions(set(numbered.values()))
+        for group in groups:
+            key = numbered.get(group.AutoScalingGroupName)
+            got = facts.get(key) if key is not None else None
+            if isinstance(got, str):
+                got = _template_problem(group, specs[group.AutoScalingGroupName]["Version"], got)
+            if got is not None:
+                out[group.AutoScalingGroupName] = got
+        return out
+
+    def _resolve(self, refs: set[_TemplateRef]) -> dict[_TemplateRef, LaunchTemplateInfo | str]:
+        """Each template as DescribeLaunchTemplates gives it now, or EC2's reason it does not exist."""
+        ids = sorted(v for k, v in refs if k == "LaunchTemplateId")
+        names = sorted(v for k, v in refs if k == "LaunchTemplateName")
+        out: dict[_TemplateRef, LaunchTemplateInfo | str] = {}
+        out.update({("LaunchTemplateId", i): t for i, t in self._resolve_ids(ids).items()})
+        out.update({("LaunchTemplateName", n): t for n, t in self._resolve_names(names).items()})
+        return out
+
+    def _resolve_ids(self, ids: list[str]) -> dict[str, LaunchTemplateInfo | str]:
+        """By id, in batches; an id EC2 said last time does not exist is asked alone, so that it cannot
+        fail the batch of the others (EC2 fails a call naming one whole)."""
+        suspects = [i for i in ids if self._cache.gone(self._region, i)]
+        batches = _batches([i for i in ids if i not in suspects], LAUNCH_TEMPLATES_BATCH)
+        out: dict[str, LaunchTemplateInfo | str] = {}
+        for chunk in batches + [[i] for i in suspects]:
+            found, missing = _each_answered(self._templates_by_id, chunk, "InvalidLaunchTemplateId.NotFound")
+            for template_id in chunk:
+                self._cache.mark_gone(self._region, template_id, template_id in missing)
+                out[template_id] = found.get(template_id) or missing[template_id]
+        return out
+
+    def _resolve_names(self, names: list[str]) -> dict[str, LaunchTemplateInfo | str]:
+        """By name, as one filter's values: a name that matches nothing is left out, not an error."""
+        out: dict[str, LaunchTemplateInfo | str] = {}
+        for chunk in _batches(names, LAUNCH_TEMPLATES_BATCH):
+            found, missing = _each_answered(
+                self._templates_by_name, chunk, "InvalidLaunchTemplateName.NotFoundException", again=False
+            )
+            out.update({n: found.get(n) or missing[n] for n in chunk})
+        return out
+
+    def _templates_by_id(self, ids: list[str]) -> dict[str, LaunchTemplateInfo]:
+        what = f"DescribeLaunchTemplates({self._region}, {_naming(ids)})"
+        ec2 = self._clients.ec2(self._region)
+        raw = _pages(what, ec2.describe_launch_templates, "LaunchTemplates", LaunchTemplateIds=ids)
+        return {
+            t.LaunchTemplateId: t
+            for t in _call(what, lambda: [LaunchTemplateInfo.model_validate(r) for r in raw])
+        }
+
+    def _templates_by_name(self, names: list[str]) -> dict[str, LaunchTemplateInfo]:
+        what = f"DescribeLaunchTemplates({self._region}, {_naming(names)})"
+        ec2 = self._clients.ec2(self._region)
+        raw = _pages(
+            what,
+            ec2.describe_launch_templates,
+            "LaunchTemplates",
+            Filters=[{"Name": "launch-template-name", "Values": names}],
+            MaxResults=200,
+        )
+        templates = _call(what, lambda: [LaunchTemplateInfo.model_validate(r) for r in raw])
+        return {str(t.LaunchTemplateName): t for t in templates if t.LaunchTemplateName in names}
+
+    def _versions(self, keys: set[tuple[str, int]]) -> dict[tuple[str, int], LaunchFacts | str]:
+        """What each (template id, version number) says: from the cache, else one
+        DescribeLaunchTemplateVersions per template for its versions not known yet (kept afterwards)."""
+        out: dict[tuple[str, int], LaunchFacts | str] = {}
+        unknown: dict[str, list[int]] = {}
+        for template_id, number in sorted(keys):
+            known = self._cache.get(version_key(self._region, template_id, number))
+            if known is None:
+                unknown.setdefault(template_id, []).append(number)
+            else:
+                out[(template_id, number)] = known
+        for template_id, numbers in unknown.items():
+            for chunk in _batches(numbers, LAUNCH_VERSIONS_BATCH):
+                found, missing = _each_answered(
+                    functools.partial(self._versions_of, template_id), chunk, "no such version"
+                )
+                for number, facts in found.items():
+                    self._cache.put(version_key(self._region, template_id, number), facts)
+                    out[(template_id, number)] = facts
+                out.update({(template_id, number): why for number, why in missing.items()})
+        return out
+
+    def _versions_of(self, template_id: str, numbers: list[int]) -> dict[int, LaunchFacts]:
+        what = f"DescribeLaunchTemplateVersions({self._region}, {template_id})"
+        ec2 = self._clients.ec2(self._region)
+        raw = _pages(
+            what,
+            ec2.describe_launch_template_versions,
+            "LaunchTemplateVersions",
+            LaunchTemplateId=template_id,
+            Versions=[str(n) for n in numbers],
+        )
+        versions = _call(what, lambda: [LaunchTemplateVersionInfo.model_validate(r) for r in raw])
+        return {
+            v.VersionNumber: LaunchFacts(v.instance_type, _market(v.spot))
+            for v in versions
+            if v.LaunchTemplateId == template_id
+        }
+
+    # launch configurations
+
+    def _from_configurations(self, groups: Sequence[AutoScalingGroup]) -> dict[str, LaunchFacts | str]:
+        names = sorted({str(g.LaunchConfigurationName) for g in groups})
+        facts: dict[str, LaunchFacts] = {}
+        for name in names:
+            known = self._cache.get(config_key(self._region, name))
+            if known is not None:
+                facts[name] = known
+        for chunk in _batches([n for n in names if n not in facts], LAUNCH_CONFIGURATIONS_BATCH):
+            for name, read in self._configurations(chunk).items():
+                self._cache.put(config_key(self._region, name), read)
+                facts[name] = read
+        return {
+            g.AutoScalingGroupName: facts.get(str(g.LaunchConfigurationName))
+            or f"LaunchConfigurationName: {g.LaunchConfigurationName} not found{_UNREAD}"
+            for g in groups
+        }
+
+    def _configurations(self, names: list[str]) -> dict[str, LaunchFacts]:
+        """DescribeLaunchConfigurations for ``names`` (paginated); a name that does not exist is left out
+        of the answer."""
+        auto = self._clients.autoscaling(self._region)
+
+        def fetch() -> dict[str, LaunchFacts]:
+            out: dict[str, LaunchFacts] = {}
+            ask: dict[str, Any] = {"LaunchConfigurationNames": names}
+            while True:
+                page = auto.describe_launch_configurations(**ask)
+                for config in page.get("LaunchConfigurations", []):
+                    itype = str(config["InstanceType"]) if config.get("InstanceType") else None
+                    out[str(config["LaunchConfigurationName"])] = LaunchFacts(
+                        itype, _market(bool(config.get("SpotPrice")))
+                    )
+                if not page.get("NextToken"):
+                    return out
+                ask["NextToken"] = page["NextToken"]
+
+        return _call(f"DescribeLaunchConfigurations({self._region}, {_naming(names)})", fetch)
 
 
 def _hook(doc: Mapping[str, Any]) -> LifecycleHook:

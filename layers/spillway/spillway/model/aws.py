@@ -45,6 +45,42 @@ class LaunchTemplateSpec(AwsModel):
         return None
 
 
+class LaunchTemplateInfo(AwsModel):
+    """``describe-launch-templates``' ``LaunchTemplates[]``: the version numbers ``$Latest`` and
+    ``$Default`` name now."""
+
+    LaunchTemplateId: str
+    LaunchTemplateName: str | None = None
+    LatestVersionNumber: int = Field(ge=1)
+    DefaultVersionNumber: int = Field(ge=1)
+
+    def version_number(self, version: str) -> int | None:
+        """The number ``version`` (``$Latest``, ``$Default`` or a number) names; None for anything else."""
+        if version == "$Latest":
+            return self.LatestVersionNumber
+        if version == "$Default":
+            return self.DefaultVersionNumber
+        return int(version) if version.isdigit() and int(version) > 0 else None
+
+
+class LaunchTemplateVersionInfo(AwsModel):
+    """``describe-launch-template-versions``' ``LaunchTemplateVersions[]``, what Spillway reads of it."""
+
+    LaunchTemplateId: str
+    VersionNumber: int = Field(ge=1)
+    LaunchTemplateData: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def instance_type(self) -> str | None:
+        found = self.LaunchTemplateData.get("InstanceType")
+        return str(found) if found else None
+
+    @property
+    def spot(self) -> bool:
+        """Whether it asks for Spot (``InstanceMarketOptions.MarketType: spot``)."""
+        return (self.LaunchTemplateData.get("InstanceMarketOptions") or {}).get("MarketType") == "spot"
+
+
 class LaunchTemplateOverride(AwsModel):
     InstanceType: str | None = None
     # attribute-based instance type selection instead of InstanceType (not resolved to types here)

@@ -1,0 +1,99 @@
+"""What launch template versions and launch configurations say, kept for the container's life.
+
+A launch template version never changes once it exists: to change a template, EC2 makes a new version
+(EC2 User Guide, "Modify a launch template"); and a launch configuration cannot be modified at all.
+So what a *numbered* version or a configuration says (the instance type, whether it launches Spot) is
+read once and kept; ``$Latest`` and ``$Default`` are resolved to a number on every observation (the
+adapter, :mod:`spillway.adapters.aws`). A template id EC2 said does not exist is remembered, so that it
+is asked for alone from then on: EC2 fails a DescribeLaunchTemplates naming it whole, without saying
+which id it did not find, and every other template would be asked for alone on every observation.
+
+Bounded: at most ``max_entries`` facts (the least recently used dropped first) and as many ids.
+Shared by the threads that observe the regions in parallel.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+
+from spillway.model.nodegroup import CapacityType
+
+DEFAULT_MAX_ENTRIES = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFacts:
+    """What a launch template version or launch configuration says a group launches: its instance type
+    (None when it names none) and market (``spot`` when it asks for Spot, else ``on-demand``)."""
+
+    instance_type: str | None
+    market: CapacityType
+
+
+def version_key(region: str, template_id: str, number: int) -> tuple[str, str, str, int]:
+    return ("template", region, template_id, number)
+
+
+def config_key(region: str, name: str) -> tuple[str, str, str]:
+    return ("configuration", region, name)
+
+
+class LaunchCache:
+    """Facts by :func:`version_key` or :func:`config_key`, and the template ids EC2 last said do not
+    exist (EC2's reads are eventually consistent: such an id is still asked for, alone)."""
+
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        if max_entries < 1:
+            raise ValueError(f"launch_cache_size: must be at least 1, got {max_entries}")
+        self.max_entries = max_entries
+        self._facts: OrderedDict[Hashable, LaunchFacts] = OrderedDict()
+        self._gone: OrderedDict[tuple[str, str], bool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._facts) + len(self._gone)
+
+    def get(self, key: Hashable) -> LaunchFacts | None:
+        with self._lock:
+            found = self._facts.get(key)
+            if found is not None:
+                self._facts.move_to_end(key)
+            return found
+
+    def put(self, key: Hashable, facts: LaunchFacts) -> None:
+        with self._lock:
+            self._facts[key] = facts
+            self._facts.move_to_end(key)
+            while len(self._facts) > self.max_entries:
+                self._facts.popitem(last=False)
+
+    def gone(self, region: str, template_id: str) -> bool:
+        """Whether EC2 said, when last asked, that the template id does not exist."""
+        with self._lock:
+            return (region, template_id) in self._gone
+
+    def mark_gone(self, region: str, template_id: str, gone: bool = True) -> None:
+        with self._lock:
+            if not gone:
+                self._gone.pop((region, template_id), None)
+                return
+            self._gone[(region, template_id)] = True
+            self._gone.move_to_end((region, template_id))
+            while len(self._gone) > self.max_entries:
+                self._gone.popitem(last=False)
+
+    def keep_configurations(self, region: str, names: Iterable[str]) -> None:
+        """Drop what is kept of the region's launch configurations no group names now: a configuration
+        can be deleted only once no group uses it, and then made again under its name saying something
+        else, so a name is read anew when a group names it again."""
+        keep = {config_key(region, n) for n in names}
+        with self._lock:
+            for key in [
+                k for k in self._facts if isinstance(k, tuple) and k[:2] == ("configuration", region)
+            ]:
+                if key not in keep:
+                    del self._facts[key]

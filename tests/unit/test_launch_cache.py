@@ -1,0 +1,64 @@
+"""The container's cache of what launch template versions and launch configurations say: bounded,
+least recently used dropped first, configurations no group names forgotten."""
+
+from __future__ import annotations
+
+import pytest
+
+from spillway.adapters.launch_cache import LaunchCache, LaunchFacts, config_key, version_key
+
+M5 = LaunchFacts("m5.large", "on-demand")
+G5 = LaunchFacts("g5.xlarge", "spot")
+
+
+def test_it_holds_no_more_than_its_bound_and_drops_the_least_recently_used() -> None:
+    cache = LaunchCache(max_entries=2)
+    first, second, third = (version_key("us-east-1", "lt-1", n) for n in (1, 2, 3))
+    cache.put(first, M5)
+    cache.put(second, G5)
+    assert cache.get(first) == M5  # used: the second is now the least recently used
+
+    cache.put(third, M5)
+
+    assert len(cache) == 2
+    assert cache.get(second) is None
+    assert (cache.get(first), cache.get(third)) == (M5, M5)
+
+
+def test_a_version_is_kept_per_region_and_template_id() -> None:
+    cache = LaunchCache()
+    cache.put(version_key("us-east-1", "lt-1", 1), M5)
+
+    assert cache.get(version_key("us-west-2", "lt-1", 1)) is None
+    assert cache.get(version_key("us-east-1", "lt-2", 1)) is None
+
+
+def test_configurations_no_group_names_are_forgotten_in_that_region_only() -> None:
+    cache = LaunchCache()
+    cache.put(config_key("us-east-1", "lc-a"), M5)
+    cache.put(config_key("us-east-1", "lc-b"), G5)
+    cache.put(config_key("us-west-2", "lc-b"), G5)
+    cache.put(version_key("us-east-1", "lt-1", 1), M5)
+
+    cache.keep_configurations("us-east-1", {"lc-a"})
+
+    assert cache.get(config_key("us-east-1", "lc-a")) == M5
+    assert cache.get(config_key("us-east-1", "lc-b")) is None
+    assert cache.get(config_key("us-west-2", "lc-b")) == G5
+    assert cache.get(version_key("us-east-1", "lt-1", 1)) == M5
+
+
+def test_template_ids_said_gone_are_bounded_and_cleared_when_found_again() -> None:
+    cache = LaunchCache(max_entries=2)
+    for template_id in ("lt-1", "lt-2", "lt-3"):
+        cache.mark_gone("us-east-1", template_id)
+    assert [cache.gone("us-east-1", t) for t in ("lt-1", "lt-2", "lt-3")] == [False, True, True]
+
+    cache.mark_gone("us-east-1", "lt-2", gone=False)
+
+    assert not cache.gone("us-east-1", "lt-2") and len(cache) == 1
+
+
+def test_a_bound_below_one_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ValueError, match="launch_cache_size"):
+        LaunchCache(max_entries=0)
