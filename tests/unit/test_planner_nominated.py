@@ -126,3 +126,20 @@ def test_the_node_a_nominated_pod_waits_for_is_not_drained() -> None:
 
     assert node not in [d.node for d in result.drain]
     assert "pending pod" in kept_reasons(result)[node]
+
+
+def test_a_pod_nominated_to_a_node_tainted_since_triggers_scale_up() -> None:
+    """kube-scheduler's TaintToleration filter keeps the pod off its nominated node as the cordon does:
+    cluster-autoscaler's ToBeDeletedByClusterAutoscaler:NoSchedule comes without a cordon (review19)."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    w.node(node)["spec"]["taints"] = [
+        {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
+    ]
+    (pod,) = w.pods("train", 1, cpu="6", memory="2Gi", priority=1000)
+    w.pod_item(pod)["status"]["nominatedNodeName"] = node
+
+    result = w.plan()
+
+    assert pending_codes(result).get(pod) != codes.NOMINATED
+    assert pod in scale_up(result).get("cpu", (0, 0, []))[2], pending_codes(result)

@@ -207,3 +207,22 @@ def test_a_preemption_policy_the_api_does_not_know_is_refused_naming_the_field()
 
     with pytest.raises(ValueError, match=r"items\[0\]\.spec\.preemptionPolicy"):
         parse_kube_list(o.kube_list([pod]))
+
+
+def test_the_room_of_an_expendable_pod_being_deleted_is_a_pending_pods_too() -> None:
+    """cluster-autoscaler's FilterOutExpendablePods drops every scheduled pod below the cutoff, being
+    deleted or not: its room comes free by itself, so a pod that fits once it is gone launches nothing
+    (nominated pods, which may wait for it, are charged before; review19)."""
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=5)
+    backfill = o.pod(
+        "backfill-0", cpu="6", memory="1Gi", node_name=node, priority=-100, owner=("ReplicaSet", "bf")
+    )
+    backfill["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    w.items.append(backfill)
+    (pod,) = w.pods("train", 1, cpu="4", memory="2Gi")
+
+    result = w.plan()
+
+    assert result.scale_up == (), (scale_up(result), pending_codes(result))
+    assert pending_codes(result)[pod] == codes.FITS_BY_PREEMPTION

@@ -23,7 +23,7 @@ from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
 from spillway.planner.disruption import goes_with_its_node, keeps_node_busy
-from spillway.planner.predicates import HOSTNAME_LABEL, admits_cordoned
+from spillway.planner.predicates import HOSTNAME_LABEL, admits
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
 
@@ -270,12 +270,14 @@ class Context:
             node.workload += 1
 
     def _note_victim(self, node: WorkNode, pod: PodInfo) -> None:
-        """A bound expendable pod kube-scheduler may preempt: running (not being deleted already: its
-        room comes free by itself, and may be a nominated pod's), and not a static pod's mirror (the
-        kubelet runs a static pod whatever becomes of its mirror). cluster-autoscaler leaves every
-        scheduled expendable pod out of the snapshot it scales up on (FilterOutExpendablePods), and
-        kube-scheduler reads none of the annotations that keep a pod from a drain."""
-        if pod.priority >= self.config.expendable_priority_cutoff or pod.terminating or pod.mirror:
+        """A bound expendable pod whose room a pending pod of higher priority may take: one kube-scheduler
+        may preempt, or one being deleted already (its room comes free by itself; nominated pods, which
+        may be waiting for it, are charged before any of this room is given), but not a static pod's
+        mirror (the kubelet runs a static pod whatever becomes of its mirror). cluster-autoscaler leaves
+        every scheduled expendable pod, terminating or not, out of the snapshot it scales up on
+        (FilterOutExpendablePods), and kube-scheduler reads none of the annotations that keep a pod from
+        a drain."""
+        if pod.priority >= self.config.expendable_priority_cutoff or pod.mirror:
             return
         allowance = self.snapshot.pdb_allowance(pod)
         requests = {**pod.requests, PODS: pod.requests.get(PODS, 0) + ONE_POD}
@@ -313,11 +315,13 @@ def _nominated(pending: Iterable[PodInfo], nodes: Mapping[str, WorkNode], cutoff
 
 def nominated_to(pod: PodInfo, nodes: Mapping[str, WorkNode]) -> WorkNode | None:
     """The node ``pod`` is nominated to (status.nominatedNodeName) while kube-scheduler may still place it
-    there: the node exists and is not cordoned (NodeUnschedulable) for it. A nomination to a node gone
-    (cluster-autoscaler's FilterOutExpendableAndSplit) or cordoned since, by a drain or a person, is
-    no preemption under way: the pod is ordinary demand."""
+    there: the node exists, is not cordoned for it (NodeUnschedulable) and has no NoSchedule or
+    NoExecute taint it does not tolerate (TaintToleration: a drain's taint, cluster-autoscaler's
+    ToBeDeletedByClusterAutoscaler). A nomination to a node gone (cluster-autoscaler's
+    FilterOutExpendableAndSplit), or cordoned or tainted since, is no preemption under way: the pod is
+    ordinary demand."""
     node = nodes.get(pod.nominated) if pod.nominated else None
-    if node is None or not admits_cordoned(node.info.unschedulable, pod.tolerations):
+    if node is None or not admits(node.info.unschedulable, node.info.taints, pod.tolerations):
         return None
     return node
 

@@ -40,10 +40,12 @@ def untolerated_taint(tolerations: Sequence[TolerationT], taints: Sequence[Taint
     return None
 
 
-def admits_cordoned(unschedulable: bool, tolerations: Sequence[TolerationT]) -> bool:
-    """kube-scheduler's NodeUnschedulable filter: a cordoned node (``spec.unschedulable``) takes only a
-    pod that tolerates the ``node.kubernetes.io/unschedulable:NoSchedule`` taint."""
-    return not unschedulable or any(tolerates(t, UNSCHEDULABLE_TAINT) for t in tolerations)
+def admits(unschedulable: bool, taints: Sequence[TaintT], tolerations: Sequence[TolerationT]) -> bool:
+    """kube-scheduler's NodeUnschedulable and TaintToleration filters: a cordoned node
+    (``spec.unschedulable``) takes only a pod that tolerates ``node.kubernetes.io/unschedulable:NoSchedule``,
+    and any node only a pod that tolerates its NoSchedule and NoExecute taints."""
+    cordon = (UNSCHEDULABLE_TAINT,) if unschedulable else ()
+    return untolerated_taint(tolerations, (*cordon, *taints)) is None
 
 
 def preferred_against(tolerations: Sequence[TolerationT], taints: Sequence[TaintT]) -> int:
