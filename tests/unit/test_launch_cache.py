@@ -3,9 +3,14 @@ least recently used dropped first, configurations no group names forgotten."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
+import pytest
+from botocore.exceptions import ClientError
+
+from spillway.adapters.aws import _LaunchSettingsReader
 from spillway.adapters.launch_cache import LaunchCache, LaunchFacts, config_key, version_key
+from spillway.errors import SpillwayError
 
 M5 = LaunchFacts("m5.large", "on-demand")
 G5 = LaunchFacts("g5.xlarge", "spot")
@@ -62,3 +67,58 @@ def test_template_ids_said_gone_are_bounded_and_cleared_when_found_again() -> No
 def test_a_bound_below_one_is_refused_naming_the_setting() -> None:
     with pytest.raises(ValueError, match="launch_cache_size"):
         LaunchCache(max_entries=0)
+
+
+def _error(code: str, op: str = "DescribeLaunchTemplates") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, op)
+
+
+class _Ec2:
+    """lt-b does not exist (EC2 fails any call naming it whole); the first lone call for lt-c is
+    throttled."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.throttle_c = True
+
+    def describe_launch_templates(self, **kw: Any) -> dict[str, Any]:
+        ids = list(kw["LaunchTemplateIds"])
+        self.calls.append(ids)
+        if "lt-b" in ids:
+            raise _error("InvalidLaunchTemplateId.NotFound")
+        if ids == ["lt-c"] and self.throttle_c:
+            self.throttle_c = False
+            raise _error("RequestLimitExceeded")
+        return {
+            "LaunchTemplates": [
+                {
+                    "LaunchTemplateId": i,
+                    "LaunchTemplateName": i,
+                    "LatestVersionNumber": 1,
+                    "DefaultVersionNumber": 1,
+                }
+                for i in ids
+            ]
+        }
+
+
+class _Clients:
+    def __init__(self, ec2: _Ec2) -> None:
+        self._ec2 = ec2
+
+    def ec2(self, region: str) -> _Ec2:
+        return self._ec2
+
+
+def test_an_id_ec2_said_is_gone_is_remembered_even_when_a_later_lone_call_of_the_split_fails() -> None:
+    """EC2 fails a DescribeLaunchTemplates naming a missing id whole, so the ids are asked one by one; what
+    that split learns (lt-b is gone) is kept though a later lone call is throttled. Before, it was lost,
+    and the next observation failed the batch and split it all over again (review19)."""
+    ec2 = _Ec2()
+    cache = LaunchCache()
+    reader = _LaunchSettingsReader(_Clients(ec2), cache, "us-east-1")  # type: ignore[arg-type]
+
+    with pytest.raises(SpillwayError):
+        reader._resolve_ids(["lt-a", "lt-b", "lt-c"])
+
+    assert cache.gone("us-east-1", "lt-b"), ec2.calls

@@ -903,16 +903,22 @@ def _pages(what: str, call: Callable[..., Any], key: str, **kwargs: Any) -> list
 
 
 def _each_answered(
-    ask: Callable[[list[K]], Mapping[K, V]], keys: Sequence[K], absent: str, *, again: bool = True
+    ask: Callable[[list[K]], Mapping[K, V]],
+    keys: Sequence[K],
+    absent: str,
+    *,
+    again: bool = True,
+    missing: dict[K, str] | None = None,
 ) -> tuple[dict[K, V], dict[K, str]]:
     """What ``ask`` answers for ``keys`` in as few calls as EC2 allows, and, for each key that does not
     exist, why (EC2's code, else ``absent``). EC2 fails a call whole when one thing it names does not
     exist, without saying which: the keys are then asked one by one. With ``again``, a key left out of an
     answer is asked again with the others left out (an answer cut short without a ``NextToken``), and one
     no call answers does not exist; without (a filter, which leaves out what matches nothing), a key left
-    out does not exist."""
+    out does not exist. ``missing``, when given, is filled as keys are found not to exist, so a caller
+    keeps what it learnt though a later call fails."""
     found: dict[K, V] = {}
-    missing: dict[K, str] = {}
+    missing = {} if missing is None else missing
     pending = list(keys)
     while pending:
         try:
@@ -922,9 +928,7 @@ def _each_answered(
                 missing[pending[0]] = exc.code
                 break
             for key in pending:
-                alone, gone = _each_answered(ask, [key], absent, again=again)
-                found.update(alone)
-                missing.update(gone)
+                found.update(_each_answered(ask, [key], absent, again=again, missing=missing)[0])
             break
         found.update((k, v) for k, v in answer.items() if k in pending)
         rest = [k for k in pending if k not in found]
@@ -1013,7 +1017,14 @@ class _LaunchSettingsReader:
         batches = _batches([i for i in ids if i not in suspects], LAUNCH_TEMPLATES_BATCH)
         out: dict[str, LaunchTemplateInfo | str] = {}
         for chunk in batches + [[i] for i in suspects]:
-            found, missing = _each_answered(self._templates_by_id, chunk, "InvalidLaunchTemplateId.NotFound")
+            missing: dict[str, str] = {}
+            try:
+                found, _ = _each_answered(
+                    self._templates_by_id, chunk, "InvalidLaunchTemplateId.NotFound", missing=missing
+                )
+            finally:  # what EC2 said is gone is kept though a later lone call of the split failed
+                for template_id in missing:
+                    self._cache.mark_gone(self._region, template_id, True)
             for template_id in chunk:
                 self._cache.mark_gone(self._region, template_id, template_id in missing)
                 out[template_id] = found.get(template_id) or missing[template_id]
