@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from spillway.adapters.state_store import Backoff, merge_backoffs
 from spillway.errors import (
     AsgLimitExceeded,
@@ -861,3 +863,18 @@ def replaced_between_pages(server: Any, kube: Any, times: int = 1) -> str:
 
     kube._core.list_pod_for_all_namespaces = listing
     return f"{namespace}/{name}"
+
+
+def refuse(client: Any, operation: str, code: str, status: int) -> None:
+    """Make a boto3 ``client``'s ``operation`` answer an AWS error, as after the SDK's retries."""
+
+    def refused(**_: Any) -> Any:
+        raise ClientError(
+            {
+                "Error": {"Code": code, "Message": f"{code} (injected)"},
+                "ResponseMetadata": {"HTTPStatusCode": status},
+            },
+            operation,
+        )
+
+    setattr(client, operation, refused)

@@ -17,6 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from fakes import refuse
 from moto import mock_aws
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
@@ -281,19 +282,6 @@ def test_a_template_named_by_a_name_that_does_not_exist_is_named_in_the_groups_p
     assert group.LaunchSettingsProblem.startswith(
         "LaunchTemplate: lt-nowhere ($Latest) not found (InvalidLaunchTemplateName.NotFoundException)"
     )
-
-
-def refuse(client: Any, operation: str, code: str, status: int) -> None:
-    def refused(**_: Any) -> Any:
-        raise ClientError(
-            {
-                "Error": {"Code": code, "Message": f"{code} (injected)"},
-                "ResponseMetadata": {"HTTPStatusCode": status},
-            },
-            operation,
-        )
-
-    setattr(client, operation, refused)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
+from fakes import refuse
 from moto import mock_aws
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
@@ -256,21 +256,6 @@ def test_a_plain_launch_template_without_spot_makes_an_on_demand_group_whatever_
 
 
 # --- a launch template or configuration that cannot be read ---------------------------------------
-
-
-def refuse(client: Any, operation: str, code: str, status: int) -> None:
-    """Make ``operation`` answer an AWS error (after the SDK's retries: the fixture's max_attempts=1)."""
-
-    def refused(**_: Any) -> Any:
-        raise ClientError(
-            {
-                "Error": {"Code": code, "Message": f"{code} (injected)"},
-                "ResponseMetadata": {"HTTPStatusCode": status},
-            },
-            operation,
-        )
-
-    setattr(client, operation, refused)
 
 
 @pytest.mark.parametrize(
