@@ -878,3 +878,12 @@ def refuse(client: Any, operation: str, code: str, status: int) -> None:
         )
 
     setattr(client, operation, refused)
+
+
+def calls(client: Any, operation: str) -> list[dict[str, Any]]:
+    """The parameters of every ``operation`` a boto3 ``client`` makes from now on, in order."""
+    seen: list[dict[str, Any]] = []
+    client.meta.events.register(
+        f"provide-client-params.*.{operation}", lambda params, **_: seen.append(params)
+    )
+    return seen

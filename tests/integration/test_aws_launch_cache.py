@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from fakes import refuse
+from fakes import calls, refuse
 from moto import mock_aws
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
@@ -39,14 +39,6 @@ def world() -> Any:
     with mock_aws():
         clients = AwsClients([REGION], boto3.Session(), AwsSettings(max_attempts=1))
         yield clients, AwsAdapter(clients, "prod")
-
-
-def calls(client: Any, operation: str) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-    client.meta.events.register(
-        f"provide-client-params.*.{operation}", lambda params, **_: seen.append(params)
-    )
-    return seen
 
 
 def observe(adapter: AwsAdapter) -> dict[str, Any]:

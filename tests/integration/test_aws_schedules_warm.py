@@ -7,7 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
-from fakes import refuse
+from fakes import calls, refuse
 from moto import mock_aws
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
@@ -25,14 +25,6 @@ def world() -> Any:
     with mock_aws(), CloudSim():
         clients = AwsClients(["us-east-1"], boto3.Session(), AwsSettings(max_attempts=1))
         yield clients, AwsAdapter(clients, "prod")
-
-
-def calls(client: Any, operation: str) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-    client.meta.events.register(
-        f"provide-client-params.*.{operation}", lambda params, **_: seen.append(params)
-    )
-    return seen
 
 
 def test_scheduled_actions_reach_their_group_with_time_zone_and_recurrence(world: Any) -> None:
