@@ -157,6 +157,33 @@ def test_status_is_written_once_as_the_buffer_controller_writes_it() -> None:
     assert failed["conditions"][0]["message"] == "PodTemplate shop/web not found"
 
 
+def test_another_controllers_condition_is_sent_back_exactly_as_read() -> None:
+    """A merge patch replaces the whole conditions list, so the status write re-sends the conditions
+    Spillway does not own: exactly as read, ``observedGeneration`` included (metav1.Condition, the CRD's
+    status.conditions[].observedGeneration in kubernetes/autoscaler cluster-autoscaler/apis/config/crd/
+    autoscaling.x-k8s.io_capacitybuffers.yaml). Re-serialised through a model without it, another
+    controller's condition lost it on every Spillway write (review r21)."""
+    foreign = {
+        "type": "example.com/Audited",
+        "status": "True",
+        "reason": "Checked",
+        "message": "ok",
+        "observedGeneration": 4,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    raw = {**buffer(podTemplateRef={"name": "web"}, replicas=2), "status": {"conditions": [foreign]}}
+    raw["metadata"] = {**raw["metadata"], "generation": 4}
+    obj = CapacityBuffer.model_validate(raw)
+    [info] = buffer_infos([obj], [PodTemplate.model_validate(TEMPLATE)])
+
+    status = status_update(obj, info, NOW)
+
+    assert status is not None
+    [sent] = [c for c in status["conditions"] if c["type"] == "example.com/Audited"]
+    assert sent == foreign
+    assert [c["type"] for c in status["conditions"]][0] == "example.com/Audited"  # its place kept too
+
+
 def test_a_buffer_of_another_strategy_is_left_to_its_controller() -> None:
     template = PodTemplate.model_validate(TEMPLATE)
     obj = CapacityBuffer.model_validate(

@@ -545,8 +545,9 @@ def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> di
     made = [_condition(buffer, kind, want, now) for kind, want in written.items()]
     if wanted == _observed(buffer) and all(same for _, same in made):
         return None
-    others = [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in buffer.status.conditions
-              if c.type not in written]  # fmt: skip
+    # another controller's conditions go back exactly as read (observedGeneration included): the merge
+    # patch replaces the whole list
+    others = [c.as_read() for c in buffer.status.conditions if c.type not in written]
     return {**wanted, "conditions": [*others, *(condition for condition, _ in made)]}
 
 

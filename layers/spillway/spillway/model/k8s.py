@@ -335,6 +335,30 @@ class Condition(KubeModel):
     last_transition_time: datetime | None = None
 
 
+class StatusCondition(Condition):
+    """A ``metav1.Condition`` of a custom resource's status (k8s.io/apimachinery meta/v1 types.go:
+    ``observedGeneration`` beside the fields every condition has), kept as the API returned it.
+
+    Several controllers write conditions of one object, and a JSON merge patch replaces the whole
+    list: a writer sends back the conditions it does not own, and must send them exactly as read
+    (:meth:`as_read`), not as this model re-serialises them."""
+
+    observed_generation: int | None = None
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_as_read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        condition = handler(data)
+        if isinstance(data, dict):
+            condition._raw = dict(data)
+        return condition
+
+    def as_read(self) -> dict[str, Any]:
+        """The condition exactly as read (one made in code: its fields, in the API's names)."""
+        return dict(self._raw) or self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
 class ContainerStatus(KubeModel):
     """What the kubelet reports of one container; only what an in-place resize changes is read.
 
@@ -816,7 +840,7 @@ class CapacityBufferStatus(KubeModel):
     pod_template_ref: LocalObjectRef | None = None
     replicas: int | None = None
     pod_template_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[StatusCondition] = Field(default_factory=list)
     provisioning_strategy: str | None = None
 
 
