@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from spillway.model.quantity import QuantityError, to_milli
+from spillway.model.quantity import QuantityError, parse_quantity, to_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into, parse_resource_list
 
 
@@ -34,6 +34,16 @@ def _check_quantity(value: str | int | float) -> str | int | float:
 
 Quantity = Annotated[str | int | float, AfterValidator(_check_quantity)]
 QuantityMap = dict[str, Quantity]
+
+
+def _check_signed_quantity(value: str | int | float) -> str | int | float:
+    parse_quantity(value)  # raises QuantityError: malformed or out of range (a sign is allowed)
+    return value
+
+
+# a quantity where the API admits a sign (a CRD's quantity pattern ``^(\+|-)?...`` with no rule
+# against it): the reader decides what a negative one means
+SignedQuantityMap = dict[str, Annotated[str | int | float, AfterValidator(_check_signed_quantity)]]
 
 CORDONED_BY_SPILLWAY = "spillway.io/cordoned"
 # after the time in that annotation: a drain no plan started (a Spot warning, a terminate lifecycle
@@ -833,7 +843,8 @@ class CapacityBufferSpec(KubeModel):
     scalable_ref: ScalableRef | None = None
     replicas: int | None = Field(default=None, ge=0)
     percentage: int | None = Field(default=None, ge=0)
-    limits: QuantityMap | None = None
+    # the CRD's pattern admits a negative limit: such a limit is skipped (spillway.model.buffer)
+    limits: SignedQuantityMap | None = None
 
 
 class CapacityBufferStatus(KubeModel):
