@@ -1,4 +1,4 @@
-"""CapacityBuffers read as the API serves them (v1beta1 and Karpenter's v1alpha1), their PodTemplate
+"""CapacityBuffers read as the API serves them (v1beta1 and the deprecated v1alpha1), their PodTemplate
 resolved, kept in the snapshot, and the status observe writes back; configured buffers' bad values."""
 
 from __future__ import annotations

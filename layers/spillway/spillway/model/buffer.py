@@ -1,5 +1,5 @@
-"""CapacityBuffers (``autoscaling.x-k8s.io`` v1beta1, and v1alpha1 as Karpenter implements it), and the
-``buffers`` of the configuration, distilled for the planner.
+"""CapacityBuffers (``autoscaling.x-k8s.io`` v1beta1, and v1alpha1 where a CRD serves only that, as
+Karpenter's first one did), and the ``buffers`` of the configuration, distilled for the planner.
 
 A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
 CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace) or by

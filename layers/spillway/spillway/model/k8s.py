@@ -836,7 +836,8 @@ class CapacityBufferSpec(KubeModel):
     """``provisioningStrategy`` (default ``buffer.x-k8s.io/active-capacity``); one of ``podTemplateRef``
     (a PodTemplate of the namespace: the shape of one chunk) or ``scalableRef`` (a workload with a scale
     subresource); ``replicas`` and/or ``percentage`` (of the scalable object's replicas; both set: the
-    larger); ``limits`` caps the chunks' summed requests (alone: as many chunks as fit)."""
+    larger); ``limits`` caps the chunks' summed requests (alone: as many chunks as fit; the CRD's
+    quantity pattern admits a negative limit)."""
 
     provisioning_strategy: str | None = None
     pod_template_ref: LocalObjectRef | None = None
@@ -856,8 +857,9 @@ class CapacityBufferStatus(KubeModel):
 
 
 class CapacityBuffer(KubeModel):
-    """sig-autoscaling ``CapacityBuffer`` (``autoscaling.x-k8s.io`` v1beta1; v1alpha1, which Karpenter
-    implements, has the same fields): spare capacity held as placeholder pods (namespaced)."""
+    """sig-autoscaling ``CapacityBuffer`` (``autoscaling.x-k8s.io`` v1beta1; v1alpha1, which
+    cluster-autoscaler's CRD still serves, deprecated, and Karpenter's first CRD served alone, has the
+    same fields): spare capacity held as placeholder pods (namespaced)."""
 
     kind: Literal["CapacityBuffer"] = "CapacityBuffer"
     api_version: str = AUTOSCALING_GROUP + "/v1beta1"
