@@ -1,4 +1,4 @@
-"""CapacityBuffers read as the API serves them (v1beta1 and Karpenter's v1alpha1), their PodTemplate
+"""CapacityBuffers read as the API serves them (v1beta1 and the deprecated v1alpha1), their PodTemplate
 resolved, kept in the snapshot, and the status observe writes back; configured buffers' bad values."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from spillway.config import PlannerConfig
-from spillway.model.buffer import ScaledObject, buffer_infos, status_update
+from spillway.model.buffer import ScaledObject, buffer_infos, parse_buffers, status_update
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.k8s import CapacityBuffer, PodTemplate, parse_kube_list
 from spillway.model.snapshot import Snapshot
@@ -107,7 +107,7 @@ DEPLOYMENT = {
     ("spec", "chunks"),
     [
         ({"percentage": 20}, 3),  # 20 % of 12 = 2.4, rounded up
-        ({"percentage": 1}, 1),  # at least one
+        ({"percentage": 1}, 1),  # 0.12, rounded up
         ({"percentage": 20, "replicas": 5}, 5),  # both: the larger
         ({"percentage": 50, "limits": {"cpu": "9"}}, 4),  # 6 asked, 4 chunks of 2 CPUs fit in 9
         ({"percentage": 0}, 0),
@@ -123,6 +123,23 @@ def test_a_scalable_ref_takes_the_workloads_pod_shape_and_a_percentage_of_its_re
     assert info.pod is not None and info.pod.node_selector == (("pool", "serving"),)
     status = status_update(CapacityBuffer.model_validate(buffer(scalableRef=ref, **spec)), info, NOW)
     assert status is not None and status["podTemplateRef"] is None and status["replicas"] == chunks
+
+
+@pytest.mark.parametrize("percentage", [50, 100, 1])
+def test_a_percentage_of_a_workload_scaled_to_zero_holds_no_chunk(percentage: int) -> None:
+    """``ceil(p * current / 100)`` with no floor of 1: cluster-autoscaler's translator since
+    kubernetes/autoscaler#9959 (capacitybuffer/translators/replicas_test.go TestReplicasFromPercentage:
+    "50% of 0" is 0, "0% of 10" is 0, 33 % of 10 is 4). A floor of 1 kept a node up (a GPU node all
+    night) for a Deployment scaled to 0 (review r21); the buffer is ready and empty."""
+    ref = {"apiGroup": "apps", "kind": "Deployment", "name": "web"}
+    idle = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "replicas": 0}}
+    raw = buffer(scalableRef=ref, percentage=percentage)
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list({"items": [idle, raw]}).others).buffers
+    assert (info.problem, info.replicas) == ("", 0)
+    assert not info.active_at(NOW)
+    status = status_update(CapacityBuffer.model_validate(raw), info, NOW)
+    assert status is not None and status["replicas"] == 0
+    assert conditions(status)["Provisioning"] == ("False", "BufferIsEmpty")
 
 
 def test_status_is_written_once_as_the_buffer_controller_writes_it() -> None:
@@ -155,6 +172,33 @@ def test_status_is_written_once_as_the_buffer_controller_writes_it() -> None:
     assert failed is not None and failed["replicas"] is None
     assert failed["conditions"][0]["status"] == "False"
     assert failed["conditions"][0]["message"] == "PodTemplate shop/web not found"
+
+
+def test_another_controllers_condition_is_sent_back_exactly_as_read() -> None:
+    """A merge patch replaces the whole conditions list, so the status write re-sends the conditions
+    Spillway does not own: exactly as read, ``observedGeneration`` included (metav1.Condition, the CRD's
+    status.conditions[].observedGeneration in kubernetes/autoscaler cluster-autoscaler/apis/config/crd/
+    autoscaling.x-k8s.io_capacitybuffers.yaml). Re-serialised through a model without it, another
+    controller's condition lost it on every Spillway write (review r21)."""
+    foreign = {
+        "type": "example.com/Audited",
+        "status": "True",
+        "reason": "Checked",
+        "message": "ok",
+        "observedGeneration": 4,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    raw = {**buffer(podTemplateRef={"name": "web"}, replicas=2), "status": {"conditions": [foreign]}}
+    raw["metadata"] = {**raw["metadata"], "generation": 4}
+    obj = CapacityBuffer.model_validate(raw)
+    [info] = buffer_infos([obj], [PodTemplate.model_validate(TEMPLATE)])
+
+    status = status_update(obj, info, NOW)
+
+    assert status is not None
+    [sent] = [c for c in status["conditions"] if c["type"] == "example.com/Audited"]
+    assert sent == foreign
+    assert status["conditions"][0]["type"] == "example.com/Audited"  # its place kept too
 
 
 def test_a_buffer_of_another_strategy_is_left_to_its_controller() -> None:
@@ -273,6 +317,37 @@ def test_limits_naming_no_resource_the_chunk_requests_make_the_buffer_not_ready(
     )
     [served] = buffer_infos([mixed], [template])
     assert (served.problem, served.replicas) == ("", 2)
+
+
+def test_a_negative_limit_the_api_accepts_is_skipped_and_the_others_cap() -> None:
+    """The CRD's limits pattern admits a sign (``^(\\+|-)?...``), so ``cpu: "-2"`` is stored. The model
+    refused it, so the whole buffer was dropped, logged only, its status never saying why (review r21).
+    cluster-autoscaler translators/replicas.go calculateMaxPodsFromLimits skips a limit giving a negative
+    count (``if maxPods < 0 { continue }``) and caps by the others, or is not ready when none is left."""
+    template = PodTemplate.model_validate(TEMPLATE)  # a chunk of 2 CPUs and 4Gi
+    [obj], refused = parse_buffers(
+        [buffer(podTemplateRef={"name": "web"}, limits={"cpu": "-2", "memory": "16Gi"})]
+    )
+    assert refused == []
+    [info] = buffer_infos([obj], [template])
+    assert (info.replicas, info.problem) == (4, "")  # 16Gi of 4Gi chunks
+
+    # nothing left to cap by: not ready, and the status says which limit was skipped
+    [alone], _ = parse_buffers([buffer(podTemplateRef={"name": "web"}, replicas=3, limits={"cpu": "-2"})])
+    [stuck] = buffer_infos([alone], [template])
+    assert stuck.problem.startswith(
+        "spec.limits: resources in configured limits not found in the pod template"
+    )
+    assert "negative, skipped: cpu" in stuck.problem
+    status = status_update(alone, stuck, NOW)
+    assert status is not None and conditions(status)["ReadyForProvisioning"] == ("False", "error")
+
+    # Go's division truncates toward zero: a negative limit smaller than one chunk's request caps at 0
+    [small], _ = parse_buffers([buffer(podTemplateRef={"name": "web"}, replicas=3, limits={"cpu": "-500m"})])
+    assert buffer_infos([small], [template])[0].replicas == 0
+    # a limit that is no quantity is still refused, naming it
+    _, bad = parse_buffers([buffer(podTemplateRef={"name": "web"}, limits={"cpu": "lots"})])
+    assert len(bad) == 1 and "spec.limits.cpu" in bad[0]
 
 
 def conditions(status: dict[str, Any] | None) -> dict[str, tuple[str, str]]:

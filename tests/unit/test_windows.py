@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from spillway.config import load_config_file
+from spillway.errors import ConfigurationError
 from spillway.model.windows import TimeWindow, Windowed
 
 BERLIN_WEEKDAYS = TimeWindow(days=["mon", "tue", "wed", "thu", "fri"], start="08:00", end="20:00",
@@ -110,6 +113,35 @@ def test_bad_windows_are_refused_naming_the_field(field: str, value: object, mes
         TimeWindow.model_validate({field: value})
     [error] = info.value.errors()
     assert error["loc"] == (field,) and message in error["msg"]
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        ("20:00", 'YAML reads an unquoted 20:00 as the number 1200 (base 60); write "20:00"'),
+        ("8:00", 'YAML reads an unquoted 8:00 as the number 480 (base 60); write "08:00"'),
+        ("20:00:00", 'expected a time "HH:MM" (quoted in YAML), got the number 72000'),
+    ],
+)
+def test_an_unquoted_yaml_time_is_named_as_written(tmp_path: Path, written: str, said: str) -> None:
+    """PyYAML reads YAML 1.1, whose int type has a sexagesimal form (https://yaml.org/type/int.html): an
+    unquoted ``end: 20:00`` arrives as 1200, and the error named a value the user never wrote
+    ("got '1200'", review r21). It names the field and says the time must be quoted."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"buffers:\n  - name: s\n    pod: {{cpu: '1'}}\n    replicas: 1\n"
+        f"    windows: [{{start: '08:00', end: {written}}}]\n"
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        load_config_file(path)
+    text = str(caught.value)
+    assert "buffers.0.windows.0.end" in text
+    message = text.split("buffers.0.windows.0.end", 1)[1]  # not the file's path
+    assert said in message and "quote" in message, text
+    # quoted, or with a leading 0 (no base-60 number in YAML 1.1), the time is read
+    path.write_text(path.read_text().replace(f"start: '08:00', end: {written}", "start: 08:00, end: '20:00'"))
+    [window] = load_config_file(path).buffers[0].windows
+    assert (window.start, window.end) == ("08:00", "20:00")
 
 
 @pytest.mark.parametrize("word", ["mon", "Monday", "THU", " thursday ", "SUNDAY"])

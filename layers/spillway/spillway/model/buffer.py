@@ -1,5 +1,5 @@
-"""CapacityBuffers (``autoscaling.x-k8s.io`` v1beta1, and v1alpha1 as Karpenter implements it), and the
-``buffers`` of the configuration, distilled for the planner.
+"""CapacityBuffers (``autoscaling.x-k8s.io`` v1beta1, and v1alpha1 where a CRD serves only that, as
+Karpenter's first one did), and the ``buffers`` of the configuration, distilled for the planner.
 
 A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
 CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace) or by
@@ -9,9 +9,10 @@ resolvers read it; an object of any other kind (a custom resource) through its s
 cluster-autoscaler's scale resolver reads it (:class:`ScaledObject`: the most recent pod its
 ``status.selector`` selects is the chunk, the Scale's ``status.replicas`` the count a percentage is of;
 no such pod, not ready). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the
-scalable object's ``spec.replicas`` (a Job's ``spec.parallelism``; rounded up, at least 1), capped by
-``spec.limits`` (the chunks' summed requests); with neither, as many chunks as ``spec.limits`` holds
-(limits on no resource the chunk requests are a problem, as for cluster-autoscaler's controller). A
+scalable object's ``spec.replicas`` (a Job's ``spec.parallelism``; rounded up, 0 of a workload at 0
+replicas), capped by ``spec.limits`` (the chunks' summed requests; a negative limit skipped); with
+neither, as many chunks as ``spec.limits`` holds (no limit left on a resource the chunk requests is a
+problem), as cluster-autoscaler's translator counts (:func:`from_percentage`, :func:`_fit_in_limits`). A
 ``percentage`` beside a ``podTemplateRef`` is ignored, as cluster-autoscaler ignores it (its status
 message says so). Only the default ``provisioningStrategy`` (``buffer.x-k8s.io/active-capacity``) is
 served; a buffer of another strategy belongs to another controller and is left alone. The namespace's
@@ -24,7 +25,6 @@ core ResourceQuotas then cut the count as cluster-autoscaler's controller alloca
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import CapacityBuffer, Pod, PodAffinity, PodTemplate, ResourceQuota, Scalable
 from spillway.model.provreq import pending_info, template_pod_object
+from spillway.model.quantity import to_signed_milli
 from spillway.model.resources import CPU, MEMORY, Resources, parse_resource_list
 from spillway.model.windows import TimeWindow
 
@@ -170,7 +171,7 @@ def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[
     spec = buffer.spec
     asked: list[int] = [] if spec.replicas is None else [spec.replicas]
     if spec.percentage is not None and current is not None:  # without a scalableRef it is ignored
-        asked.append(max(1, math.ceil(spec.percentage * current / 100)) if spec.percentage else 0)
+        asked.append(from_percentage(spec.percentage, current))
     count = max(asked) if asked else None
     if spec.limits is not None:
         fits, problem = _fit_in_limits(spec.limits, pod)
@@ -184,19 +185,40 @@ def _chunks(buffer: CapacityBuffer, pod: PodInfo, current: int | None) -> tuple[
     return count, ""
 
 
+def from_percentage(percentage: int, current: int) -> int:
+    """``percentage`` of the scalable object's ``current`` replicas, rounded up, with no floor: 0 % and
+    any percentage of a workload at 0 replicas are 0 chunks. As cluster-autoscaler's translator
+    computes it since kubernetes/autoscaler#9959 (capacitybuffer/translators/replicas.go
+    replicasFromPercentage; replicas_test.go: "50% of 0" is 0, "0% of 10" is 0, 33 % of 10 is 4),
+    although the type's description says "to a minimum of 1": a buffer of a Deployment scaled to
+    zero keeps no node up."""
+    return -(-percentage * current // 100)  # integer ceiling: no float rounding on large counts
+
+
 def _fit_in_limits(limits: Mapping[str, Any], pod: PodInfo) -> tuple[int, str]:
     """How many chunks ``spec.limits`` holds: each limit on a resource the chunk requests caps the
-    count, the others are left out. None of them a resource it requests is an error, as for
-    cluster-autoscaler's controller (the buffer is not ready)."""
-    caps = parse_resource_list(limits)
-    fits = [caps[r] // v for r, v in pod.requests.items() if r in caps and v > 0]
+    count, the others are left out. A negative limit, which the CRD's quantity pattern admits, gives a
+    negative count and is skipped, the others capping (cluster-autoscaler translators/replicas.go
+    calculateMaxPodsFromLimits: ``if maxPods < 0 { continue }``; its Go division truncates toward
+    zero, so a negative limit smaller than the request caps at 0). No limit left on a resource the
+    chunk requests is an error, as for the controller (the buffer is not ready, the status says why)."""
+    caps = {name: to_signed_milli(value) for name, value in limits.items()}
+    counts = {r: _truncated(caps[r], v) for r, v in pod.requests.items() if r in caps and v > 0}
+    fits = [n for n in counts.values() if n >= 0]
     if not fits:
         requested = ", ".join(sorted(r for r, v in pod.requests.items() if v > 0)) or "nothing"
+        negative = sorted(r for r, n in counts.items() if n < 0)
+        skipped = f"; negative, skipped: {', '.join(negative)}" if negative else ""
         return 0, (
             "spec.limits: resources in configured limits not found in the pod template "
-            f"(limits name {', '.join(sorted(caps)) or 'none'}; the chunk requests {requested})"
+            f"(limits name {', '.join(sorted(caps)) or 'none'}; the chunk requests {requested}{skipped})"
         )
     return min(fits), ""
+
+
+def _truncated(limit: int, request: int) -> int:
+    """``limit // request`` rounded toward zero, as Go divides integers."""
+    return -(-limit // request) if limit < 0 else limit // request
 
 
 Scaled = Mapping[tuple[str, str, str, str], ScaledObject]  # by ScaledObject.key
@@ -545,8 +567,9 @@ def status_update(buffer: CapacityBuffer, info: BufferInfo, now: datetime) -> di
     made = [_condition(buffer, kind, want, now) for kind, want in written.items()]
     if wanted == _observed(buffer) and all(same for _, same in made):
         return None
-    others = [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in buffer.status.conditions
-              if c.type not in written]  # fmt: skip
+    # another controller's conditions go back exactly as read (observedGeneration included): the merge
+    # patch replaces the whole list
+    others = [c.as_read() for c in buffer.status.conditions if c.type not in written]
     return {**wanted, "conditions": [*others, *(condition for condition, _ in made)]}
 
 

@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from spillway.model.quantity import QuantityError, to_milli
+from spillway.model.quantity import QuantityError, parse_quantity, to_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into, parse_resource_list
 
 
@@ -34,6 +34,16 @@ def _check_quantity(value: str | int | float) -> str | int | float:
 
 Quantity = Annotated[str | int | float, AfterValidator(_check_quantity)]
 QuantityMap = dict[str, Quantity]
+
+
+def _check_signed_quantity(value: str | int | float) -> str | int | float:
+    parse_quantity(value)  # raises QuantityError: malformed or out of range (a sign is allowed)
+    return value
+
+
+# a quantity where the API admits a sign (a CRD's quantity pattern ``^(\+|-)?...`` with no rule
+# against it): the reader decides what a negative one means
+SignedQuantityMap = dict[str, Annotated[str | int | float, AfterValidator(_check_signed_quantity)]]
 
 CORDONED_BY_SPILLWAY = "spillway.io/cordoned"
 # after the time in that annotation: a drain no plan started (a Spot warning, a terminate lifecycle
@@ -333,6 +343,30 @@ class Condition(KubeModel):
     reason: str | None = None
     message: str | None = None
     last_transition_time: datetime | None = None
+
+
+class StatusCondition(Condition):
+    """A ``metav1.Condition`` of a custom resource's status (k8s.io/apimachinery meta/v1 types.go:
+    ``observedGeneration`` beside the fields every condition has), kept as the API returned it.
+
+    Several controllers write conditions of one object, and a JSON merge patch replaces the whole
+    list: a writer sends back the conditions it does not own, and must send them exactly as read
+    (:meth:`as_read`), not as this model re-serialises them."""
+
+    observed_generation: int | None = None
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_as_read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        condition = handler(data)
+        if isinstance(data, dict):
+            condition._raw = dict(data)
+        return condition
+
+    def as_read(self) -> dict[str, Any]:
+        """The condition exactly as read (one made in code: its fields, in the API's names)."""
+        return dict(self._raw) or self.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 class ContainerStatus(KubeModel):
@@ -802,27 +836,30 @@ class CapacityBufferSpec(KubeModel):
     """``provisioningStrategy`` (default ``buffer.x-k8s.io/active-capacity``); one of ``podTemplateRef``
     (a PodTemplate of the namespace: the shape of one chunk) or ``scalableRef`` (a workload with a scale
     subresource); ``replicas`` and/or ``percentage`` (of the scalable object's replicas; both set: the
-    larger); ``limits`` caps the chunks' summed requests (alone: as many chunks as fit)."""
+    larger); ``limits`` caps the chunks' summed requests (alone: as many chunks as fit; the CRD's
+    quantity pattern admits a negative limit)."""
 
     provisioning_strategy: str | None = None
     pod_template_ref: LocalObjectRef | None = None
     scalable_ref: ScalableRef | None = None
     replicas: int | None = Field(default=None, ge=0)
     percentage: int | None = Field(default=None, ge=0)
-    limits: QuantityMap | None = None
+    # the CRD's pattern admits a negative limit: such a limit is skipped (spillway.model.buffer)
+    limits: SignedQuantityMap | None = None
 
 
 class CapacityBufferStatus(KubeModel):
     pod_template_ref: LocalObjectRef | None = None
     replicas: int | None = None
     pod_template_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[StatusCondition] = Field(default_factory=list)
     provisioning_strategy: str | None = None
 
 
 class CapacityBuffer(KubeModel):
-    """sig-autoscaling ``CapacityBuffer`` (``autoscaling.x-k8s.io`` v1beta1; v1alpha1, which Karpenter
-    implements, has the same fields): spare capacity held as placeholder pods (namespaced)."""
+    """sig-autoscaling ``CapacityBuffer`` (``autoscaling.x-k8s.io`` v1beta1; v1alpha1, which
+    cluster-autoscaler's CRD still serves, deprecated, and Karpenter's first CRD served alone, has the
+    same fields): spare capacity held as placeholder pods (namespaced)."""
 
     kind: Literal["CapacityBuffer"] = "CapacityBuffer"
     api_version: str = AUTOSCALING_GROUP + "/v1beta1"

@@ -133,6 +133,15 @@ def to_milli(value: str | int | float) -> int:
     return milli
 
 
+def to_signed_milli(value: str | int | float) -> int:
+    """A quantity in milli-units that may be negative (the API's quantity pattern admits a sign where
+    no validation refuses it, e.g. a CapacityBuffer's ``spec.limits``), rounded away from zero as
+    ``MilliValue`` rounds; malformed or out of range raises as :func:`parse_quantity` does."""
+    exact = parse_quantity(value) * 1000
+    magnitude = -((-abs(exact).numerator) // exact.denominator)  # ceiling of the magnitude
+    return -magnitude if exact < 0 else magnitude
+
+
 def format_milli(resource: str, milli: int) -> str:
     """A readable quantity for reasons and reports: ``cpu`` in cores or millicores, memory in Gi/Mi."""
     if resource == "cpu":

@@ -34,6 +34,8 @@ DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 
 
 def _clock(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise ValueError(_unquoted(value))
     text = str(value).strip()
     hours, sep, minutes = text.partition(":")
     if not (sep and hours.isdigit() and minutes.isdigit() and len(minutes) == 2 and len(hours) <= 2):
@@ -41,6 +43,19 @@ def _clock(value: Any) -> str:
     if int(hours) > 23 or int(minutes) > 59:
         raise ValueError(f"no such time of day: {text!r}")
     return f"{int(hours):02d}:{minutes}"
+
+
+def _unquoted(number: int) -> str:
+    """Why a number is no time: YAML 1.1, which PyYAML reads, takes an unquoted ``20:00`` for the
+    base-60 integer 1200 (https://yaml.org/type/int.html, sexagesimal form: a first digit of 1-9, so
+    ``08:00`` stays a string and ``8:00`` is 480); say what was written."""
+    if 60 <= number < 24 * 60:
+        written = f"{number // 60}:{number % 60:02d}"
+        return (
+            f"a time must be quoted: YAML reads an unquoted {written} as the number {number} "
+            f'(base 60); write "{number // 60:02d}:{number % 60:02d}"'
+        )
+    return f'expected a time "HH:MM" (quoted in YAML), got the number {number}'[:120]
 
 
 class TimeWindow(BaseModel):

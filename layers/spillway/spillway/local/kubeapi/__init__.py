@@ -37,12 +37,16 @@ What it serves (JSON only)
   ``/status``), PodGroup ``scheduling.volcano.sh/v1beta1`` (Volcano: no status subresource, as its CRD),
   CapacityQuota ``autoscaling.x-k8s.io/v1beta1`` (cluster-scoped, ``/status``), ProvisioningRequest
   ``autoscaling.x-k8s.io/v1`` (``/status``; changing ``spec.provisioningClassName`` answers 422 as the
-  CRD's ``self == oldSelf`` rule does), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``),
+  CRD's ``self == oldSelf`` rule does), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``;
+  also served as ``v1alpha1`` over the same objects, as the published CRD serves that version,
+  deprecated: every answer through it carries the API server's ``Warning`` header),
   PyTorchJob and PaddleJob ``kubeflow.org/v1`` (``/status``), and the alpha built-ins PodGroup
   ``scheduling.k8s.io/v1alpha2`` (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``. Names are
   ``<plural>.<group>`` (``resources.OPTIONAL``). CapacityQuotas and CapacityBuffers are validated as
-  their CRDs' schemas and CEL rules validate them (a quota's limits non-negative integers, a buffer's
-  refs and counts; 422 naming the field) and a buffer's ``provisioningStrategy`` is defaulted, on
+  their CRDs' schemas and CEL rules validate them (a quota's limits non-negative integers; a buffer's
+  whole structural schema, its status included, so a ``/status`` write too, then its CEL rules; 422
+  naming the field), a buffer is pruned of the fields its structural schema does not declare (a
+  ``spec.windows`` is dropped, as a cluster drops it) and its ``provisioningStrategy`` is defaulted, on
   every write and on ``add()`` alike (see :mod:`.crds`). Custom resources refuse strategic merge patch
   with 415, as a real server does.
 * Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a
@@ -101,7 +105,8 @@ What it serves (JSON only)
 Not modelled
 ------------
 Watches (``watch=true`` answers 400), protobuf/CBOR/YAML bodies, server-side apply, field validation
-of object schemas (beyond names, PDB specs, pods needing containers, the two CRDs above), pod spec
+and pruning of object schemas (beyond names, PDB specs, pods needing containers, the two CRDs above;
+``metadata`` is kept as sent, not pruned to ObjectMeta), pod spec
 immutability (so no ``pods/resize`` subresource: an in-place resize is a write to the pod, its
 containerStatuses a ``/status`` write, as the kubelet's), admission but the Priority plugin's pod
 side (no LimitRanger, no DefaultTolerationSeconds, no single-global-default rule for PriorityClasses),

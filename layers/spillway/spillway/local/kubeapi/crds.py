@@ -7,10 +7,16 @@ applies their published schemas and CEL rules (the kubebuilder markers of kubern
   ``quantity(v).isInteger()``, which holds only when the API server's parser keeps the value as an exact
   int64 at scale 0: ``32Gi``, ``2k``, ``1.5k`` and ``10`` are integers, ``500m``, ``1000m`` (any milli
   value), ``0.3``, ``2.0`` and ``3.67Gi`` are not (:func:`integer_quantity`).
-* CapacityBuffer ``v1beta1`` (``types.go``): a ``podTemplateRef`` needs ``replicas`` or ``limits``; not both
-  ``podTemplateRef`` and ``scalableRef``; ``replicas`` and ``percentage`` integers >= 0; the refs' names
-  (and ``scalableRef.kind``) non-empty strings; ``limits`` quantities; ``provisioningStrategy`` defaulted
-  to ``buffer.x-k8s.io/active-capacity``.
+* CapacityBuffer ``v1beta1`` and the deprecated ``v1alpha1`` (``types.go``; one schema,
+  :data:`BUFFER_SCHEMA`): the whole object against the CRD's structural schema, spec and status alike
+  (so a ``/status`` write too: ``status.replicas`` an integer, each condition with its required
+  ``type``, ``status`` (``True``, ``False`` or ``Unknown``), ``reason`` (CamelCase pattern), ``message``
+  and ``lastTransitionTime``, one condition per type; ``status.podTemplateRef.name`` required); then
+  the spec's CEL rules: a ``podTemplateRef`` needs ``replicas`` or ``limits``; not both
+  ``podTemplateRef`` and ``scalableRef``. ``replicas`` and ``percentage`` are integers >= 0, the refs'
+  names (and ``scalableRef.kind``) non-empty strings, ``limits`` quantities (a sign allowed);
+  ``provisioningStrategy`` is defaulted to ``buffer.x-k8s.io/active-capacity``, and every write is
+  pruned of the fields the schema does not declare (:func:`pruned`).
 
 Each check answers the first problem as ``(field, message)``, worded as the API server words it (a real
 server lists every problem; the emulator names one).
@@ -18,8 +24,10 @@ server lists every problem; the emulator names one).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 JsonObj = dict[str, Any]
@@ -161,78 +169,228 @@ def _non_negative_integer(value: int | str) -> bool:
 
 
 # --- CapacityBuffer --------------------------------------------------------------------------------
+# The CRD's openAPIV3Schema, kubernetes/autoscaler cluster-autoscaler/apis/config/crd/
+# autoscaling.x-k8s.io_capacitybuffers.yaml as generated since the v1beta1 graduation (kubernetes/
+# autoscaler#9062; checked in the copy devantler-tech/ksail vendors, pkg/svc/installer/clusterautoscaler):
+# v1alpha1 and v1beta1 have one schema, only a CEL rule's message differs. It is structural and sets no
+# x-kubernetes-preserve-unknown-fields, so the server prunes what it does not declare (:func:`pruned`).
+# Only what validation and pruning read is written here; descriptions are left out.
 
-
-def _name(field: str, value: Any) -> Problem | None:
-    """A required, non-empty string (``Required``, ``MinLength=1``)."""
-    if value is None:
-        return field, "Required value"
-    if not isinstance(value, str):
-        return _wrong_type(field, value, "string")
-    if not value:
-        return field, f'Invalid value: "": {field} in body should be at least 1 chars long'
-    return None
-
-
-def _ref(field: str, value: Any, required: tuple[str, ...]) -> Problem | None:
-    if not isinstance(value, dict):
-        return _wrong_type(field, value, "object")
-    for key in required:
-        problem = _name(f"{field}.{key}", value.get(key))
-        if problem:
-            return problem
-    group = value.get("apiGroup")
-    if group is not None and not isinstance(group, str):
-        return _wrong_type(f"{field}.apiGroup", group, "string")
-    return None
-
-
-def _count(field: str, value: Any) -> Problem | None:
-    """An int32 that is at least 0 (``Minimum=0``)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return _wrong_type(field, value, "integer")
-    if value < 0:
-        return field, f"Invalid value: {value}: {field} in body should be greater than or equal to 0"
-    return None
-
-
-_BUFFER_FIELDS: dict[str, Callable[[str, Any], Problem | None]] = {
-    "provisioningStrategy": lambda f, v: None if isinstance(v, str) else _wrong_type(f, v, "string"),
-    "podTemplateRef": lambda f, v: _ref(f, v, ("name",)),
-    "scalableRef": lambda f, v: _ref(f, v, ("kind", "name")),
-    "replicas": _count,
-    "percentage": _count,
-    "limits": _quantities,
+REASON_PATTERN = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+Schema = Mapping[str, Any]
+_STRING: Schema = {"type": "string"}
+_NAME: Schema = {"type": "string", "minLength": 1}
+_LOCAL_REF: Schema = {"type": "object", "required": ("name",), "properties": {"name": _NAME}}
+# metav1.Condition (k8s.io/apimachinery meta/v1 types.go), as controller-gen writes it into a CRD
+_CONDITION: Schema = {
+    "type": "object",
+    "required": ("lastTransitionTime", "message", "reason", "status", "type"),
+    "properties": {
+        "lastTransitionTime": {"type": "string", "format": "date-time"},
+        "message": {"type": "string", "maxLength": 32768},
+        "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+        "reason": {"type": "string", "maxLength": 1024, "minLength": 1, "pattern": REASON_PATTERN},
+        "status": {"type": "string", "enum": ("True", "False", "Unknown")},
+        "type": {"type": "string", "maxLength": 316, "pattern": CONDITION_TYPE_PATTERN},
+    },
+}
+BUFFER_SCHEMA: Schema = {
+    "type": "object",
+    "required": ("spec",),
+    "properties": {
+        "apiVersion": _STRING,
+        "kind": _STRING,
+        # kept whole here: the server keeps metadata as ObjectMeta, not by this schema
+        "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "spec": {
+            "type": "object",
+            "properties": {
+                "limits": {
+                    "type": "object",
+                    "additionalProperties": {"type": "int-or-string", "pattern": QUANTITY_PATTERN},
+                },
+                "percentage": {"type": "integer", "format": "int32", "minimum": 0},
+                "podTemplateRef": _LOCAL_REF,
+                "provisioningStrategy": {"type": "string", "default": ACTIVE_CAPACITY},
+                "replicas": {"type": "integer", "format": "int32", "minimum": 0},
+                "scalableRef": {
+                    "type": "object",
+                    "required": ("kind", "name"),
+                    "properties": {"apiGroup": _STRING, "kind": _NAME, "name": _NAME},
+                },
+            },
+        },
+        "status": {
+            "type": "object",
+            "properties": {
+                "conditions": {
+                    "type": "array",
+                    "items": _CONDITION,
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ("type",),
+                },
+                "podTemplateGeneration": {"type": "integer", "format": "int64"},
+                "podTemplateRef": _LOCAL_REF,
+                "provisioningStrategy": _STRING,
+                "replicas": {"type": "integer", "format": "int32"},
+            },
+        },
+    },
+}
+# the spec's CEL rules (x-kubernetes-validations), by served version: v1alpha1 kept the message the
+# rule had before v1beta1 corrected it
+_NEEDS_COUNT = "If X is set, replicas or limits must also be set"
+_ONE_REF = {
+    "v1alpha1": "You must define both PodTemplateRef and ScalableRef",
+    "v1beta1": "You must define either PodTemplateRef or ScalableRef, but not both",
 }
 
 
-def _buffer(obj: JsonObj) -> Problem | None:
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return ("spec", "Required value") if spec is None else _wrong_type("spec", spec, "object")
-    for key, check in _BUFFER_FIELDS.items():
-        if key in spec:
-            problem = check(f"spec.{key}", spec[key])
-            if problem:
-                return problem
-    if "podTemplateRef" in spec and "replicas" not in spec and "limits" not in spec:
-        return _cel("spec", "If X is set, replicas or limits must also be set")
-    if "podTemplateRef" in spec and "scalableRef" in spec:
-        return _cel("spec", "You must define either PodTemplateRef or ScalableRef, but not both")
+def pruned(value: Any, schema: Schema = BUFFER_SCHEMA) -> Any:
+    """``value`` as a structural schema keeps it, the way the API server decodes every write (a
+    create, an update, a patched object, a ``/status`` write): fields the schema does not declare are
+    dropped at every depth (an ``additionalProperties`` schema declares any key), and so is a null
+    given to a field that is not nullable (none is here). See
+    https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#field-pruning
+    """
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return value
+    if isinstance(value, dict) and schema.get("type") == "object":
+        properties: Mapping[str, Schema] = schema.get("properties") or {}
+        extra: Schema | None = schema.get("additionalProperties")
+        out: JsonObj = {}
+        for key, item in value.items():
+            declared = properties.get(key, extra)
+            if declared is not None and (item is not None or declared.get("nullable")):
+                out[key] = pruned(item, declared)
+        return out
+    if isinstance(value, list) and schema.get("type") == "array":
+        return [pruned(item, schema["items"]) for item in value]
+    return value
+
+
+def _at(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if parent else key
+
+
+def _of_type(value: Any, wanted: str) -> bool:
+    if wanted == "int-or-string":
+        return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return json_type(value) == wanted
+
+
+def conforms(field: str, value: Any, schema: Schema) -> Problem | None:
+    """The first way ``value`` (at ``field``, "" for the object itself) breaks ``schema``, worded as
+    the API server's schema validation words it; None when it keeps it."""
+    wanted = str(schema.get("type", ""))
+    if wanted and not _of_type(value, wanted):
+        return _wrong_type(field, value, "integer,string" if wanted == "int-or-string" else wanted)
+    if isinstance(value, dict):
+        return _object_conforms(field, value, schema)
+    if isinstance(value, list):
+        return _array_conforms(field, value, schema)
+    if isinstance(value, str):
+        return _string_conforms(field, value, schema)
+    minimum = schema.get("minimum")
+    if isinstance(value, int) and minimum is not None and value < minimum:
+        return field, f"Invalid value: {value}: {field} in body should be greater than or equal to {minimum}"
     return None
 
 
-_CHECKS: Mapping[str, Callable[[JsonObj], Problem | None]] = {
-    CAPACITY_QUOTA: _quota,
+def _object_conforms(field: str, value: JsonObj, schema: Schema) -> Problem | None:
+    for key in schema.get("required", ()):
+        if key not in value:
+            return _at(field, key), "Required value"
+    properties: Mapping[str, Schema] = schema.get("properties") or {}
+    extra: Schema | None = schema.get("additionalProperties")
+    for key, item in value.items():
+        declared = properties.get(key, extra)
+        problem = conforms(_at(field, key), item, declared) if declared is not None else None
+        if problem:
+            return problem
+    return None
+
+
+def _array_conforms(field: str, value: list[Any], schema: Schema) -> Problem | None:
+    for index, item in enumerate(value):
+        problem = conforms(f"{field}[{index}]", item, schema["items"])
+        if problem:
+            return problem
+    keys = schema.get("x-kubernetes-list-map-keys")
+    if schema.get("x-kubernetes-list-type") != "map" or not keys:
+        return None
+    seen: set[str] = set()
+    for index, item in enumerate(value):
+        key = json.dumps({k: item.get(k) for k in keys}, separators=(",", ":"))
+        if key in seen:  # how the server shows the key: a Go map's %#v
+            return f"{field}[{index}]", f"Duplicate value: map[string]interface {{}}{key}"
+        seen.add(key)
+    return None
+
+
+def _string_conforms(field: str, value: str, schema: Schema) -> Problem | None:
+    enum = schema.get("enum")
+    if enum and value not in enum:
+        supported = ", ".join(f'"{v}"' for v in enum)
+        return field, f'Unsupported value: "{value}": supported values: {supported}'
+    if len(value) < schema.get("minLength", 0):
+        return (
+            field,
+            f'Invalid value: "{value}": {field} in body should be at least {schema["minLength"]} chars long',
+        )
+    if "maxLength" in schema and len(value.encode()) > schema["maxLength"]:
+        return field, f"Too long: may not be more than {schema['maxLength']} bytes"
+    pattern = schema.get("pattern")
+    if pattern and not re.search(pattern, value):
+        return field, f"Invalid value: {_shown(value)}: {field} in body should match '{pattern}'"
+    if schema.get("format") == "date-time" and not _date_time(value):
+        return field, f'Invalid value: "{value}": {field} in body must be of type date-time: "{value}"'
+    return None
+
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def _date_time(text: str) -> bool:
+    """RFC 3339, as the ``date-time`` format the server checks (a real date and time of day)."""
+    if not _RFC3339.match(text):
+        return False
+    try:
+        datetime.fromisoformat(text.replace("z", "Z").replace("t", "T"))
+    except ValueError:
+        return False
+    return True
+
+
+def _buffer(obj: JsonObj, version: str) -> Problem | None:
+    """The schema (the whole object: spec and status alike, as the server checks a ``/status`` write
+    too), then the spec's CEL rules."""
+    problem = conforms("", obj, BUFFER_SCHEMA)
+    if problem:
+        return problem
+    spec = obj["spec"]
+    if "podTemplateRef" in spec and "replicas" not in spec and "limits" not in spec:
+        return _cel("spec", _NEEDS_COUNT)
+    if "podTemplateRef" in spec and "scalableRef" in spec:
+        return _cel("spec", _ONE_REF.get(version, _ONE_REF["v1beta1"]))
+    return None
+
+
+_CHECKS: Mapping[str, Callable[[JsonObj, str], Problem | None]] = {
+    CAPACITY_QUOTA: lambda obj, _version: _quota(obj),
     CAPACITY_BUFFER: _buffer,
 }
 
 
-def check(store_kind: str, obj: JsonObj) -> Problem | None:
-    """The first way ``obj`` breaks its CRD's schema or rules; None when it keeps them (or is no kind
-    modelled here)."""
+def check(store_kind: str, obj: JsonObj, version: str = "") -> Problem | None:
+    """The first way ``obj`` breaks its CRD's schema or rules, written through ``version``; None when it
+    keeps them (or is no kind modelled here)."""
     rule = _CHECKS.get(store_kind)
-    return rule(obj) if rule else None
+    return rule(obj, version) if rule else None
 
 
 def with_defaults(store_kind: str, obj: JsonObj) -> JsonObj:

@@ -12,6 +12,7 @@ switch on) are served only when installed: see ``KubeApiServer(optional_resource
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -132,6 +133,8 @@ class ResourceType:
     #: registry strategy, ``PrepareForCreate``); ``None`` keeps the status sent (a kind without one).
     #: The in-process ``add`` keeps the status given: it seeds what a controller already wrote
     create_status: Callable[[JsonObj, str], JsonObj | None] | None = None
+    #: a deprecated version's warning, sent in a ``Warning`` header with every answer through it
+    deprecation: str = ""
 
     @property
     def api_version(self) -> str:
@@ -459,7 +462,33 @@ PROVISIONING_REQUESTS = ResourceType(
     optional=True,
     immutable=(("spec", "provisioningClassName"),),
 )
-#: sig-autoscaling CapacityBuffer (CRD ``capacitybuffers.autoscaling.x-k8s.io``; v1beta1 the storage version)
+
+
+def _buffer_stored(obj: JsonObj) -> JsonObj:
+    """A CapacityBuffer as the server decodes a write of it: pruned to what the CRD's structural schema
+    declares (:func:`crds.pruned`), in the storage version (the CRD converts with strategy ``None``:
+    the apiVersion alone changes)."""
+    stored: JsonObj = crds.pruned(obj)
+    if "apiVersion" in stored:
+        stored["apiVersion"] = CAPACITY_BUFFERS.api_version
+    return stored
+
+
+def _buffer_v1alpha1(obj: JsonObj) -> JsonObj:
+    return {**obj, "apiVersion": CAPACITY_BUFFERS_V1ALPHA1.api_version}
+
+
+def deprecation_warning(group: str, version: str, kind: str, instead: str) -> str:
+    """The warning a CRD's deprecated version answers with when it sets no ``deprecationWarning`` of
+    its own: it names the newest served version of equal or greater stability (apiextensions v1
+    CustomResourceDefinitionVersion.deprecationWarning)."""
+    return f"{group}/{version} {kind} is deprecated; use {group}/{instead} {kind}"
+
+
+#: sig-autoscaling CapacityBuffer (CRD ``capacitybuffers.autoscaling.x-k8s.io``). As kubernetes/autoscaler
+#: publishes it (cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_capacitybuffers.yaml) it serves
+#: v1beta1, the storage version, and v1alpha1, ``deprecated: true``, with one schema and conversion
+#: ``None``: both versions over the same objects
 CAPACITY_BUFFERS = ResourceType(
     "CapacityBuffer",
     "capacitybuffers",
@@ -473,7 +502,14 @@ CAPACITY_BUFFERS = ResourceType(
     create_status=_dropped,
     custom=True,
     optional=True,
+    to_internal=_buffer_stored,
     defaults=functools.partial(crds.with_defaults, crds.CAPACITY_BUFFER),
+)
+CAPACITY_BUFFERS_V1ALPHA1 = dataclasses.replace(
+    CAPACITY_BUFFERS,
+    version="v1alpha1",
+    to_external=_buffer_v1alpha1,
+    deprecation=deprecation_warning("autoscaling.x-k8s.io", "v1alpha1", "CapacityBuffer", "v1beta1"),
 )
 
 
@@ -617,6 +653,7 @@ ALL: tuple[ResourceType, ...] = (
     PYTORCH_JOBS,
     PADDLE_JOBS,
     CAPACITY_BUFFERS,
+    CAPACITY_BUFFERS_V1ALPHA1,
     ROLLOUTS,
     DEPLOYMENTS,
     STATEFULSETS,
@@ -626,7 +663,7 @@ ALL: tuple[ResourceType, ...] = (
 )
 BY_STORE_KIND: dict[str, ResourceType] = {rt.canonical: rt for rt in ALL if rt.identity}
 #: qualified names (``podgroups.scheduling.volcano.sh``) of the resources served only when installed
-OPTIONAL: tuple[str, ...] = tuple(rt.qualified for rt in ALL if rt.optional)
+OPTIONAL: tuple[str, ...] = tuple(dict.fromkeys(rt.qualified for rt in ALL if rt.optional))
 _BY_PATH: dict[tuple[str, str], ResourceType] = {(rt.api_version, rt.plural): rt for rt in ALL}
 
 

@@ -189,6 +189,30 @@ class _Router:
         rt = resources.by_path(group_version, rest[0])
         if rt is None or not resources.served(rt, self.installed):
             raise _page_not_found()
+        if not rt.deprecation:
+            return self._resource(rt, method, namespace, rest, query, content_type, raw)
+        # a deprecated version answers everything, errors too, with its warning (RFC 7234 code 299)
+        warning = {"Warning": f'299 - "{rt.deprecation}"'}
+        try:
+            response = self._resource(rt, method, namespace, rest, query, content_type, raw)
+        except KubeApiError as err:
+            err.extra_headers.update(warning)
+            raise
+        response.headers.update(warning)
+        return response
+
+    def _resource(
+        self,
+        rt: ResourceType,
+        method: str,
+        namespace: str | None,
+        rest: list[str],
+        query: Mapping[str, str],
+        content_type: str,
+        raw: bytes,
+    ) -> _Response:
+        """A request to ``rt``'s collection, one of its objects or a subresource (``rest``: the path
+        from the plural on)."""
         if namespace is not None and not rt.namespaced:
             raise _page_not_found()
         name = rest[1] if len(rest) > 1 else None

@@ -64,6 +64,8 @@ class KubeApiError(Exception):
         self.retry_after = retry_after
         if retry_after is not None:
             self.details.setdefault("retryAfterSeconds", retry_after)
+        #: headers sent beside the Status (a deprecated version's ``Warning``)
+        self.extra_headers: dict[str, str] = {}
 
     def status(self) -> JsonObj:
         return status_object(
@@ -71,7 +73,8 @@ class KubeApiError(Exception):
         )
 
     def headers(self) -> dict[str, str]:
-        return {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
+        retry = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
+        return {**retry, **self.extra_headers}
 
 
 def _details(qualified: str, name: str) -> JsonObj:

@@ -395,7 +395,9 @@ class Store:
             undecodable = pods.check_priority_class(obj)
             if undecodable:
                 raise undecodable
-        broken = crds.check(rt.canonical, obj)  # add() too: the API never holds what its CRD refuses
+        broken = crds.check(
+            rt.canonical, obj, rt.version
+        )  # add() too: the API never holds what its CRD refuses
         if broken:
             raise invalid(rt.canonical, name, *broken)
 
