@@ -326,13 +326,15 @@ def test_the_elastic_range_comes_from_the_job_first_then_the_pod() -> None:
     assert judge(kubeflow_pod("bert", env={"PET_NNODES": "1:16"})).elastic == ElasticRef(
         "PyTorchJob/ml/bert", 1, 16
     )
-    # env wins over the command line (the operator sets the env; a command may be a template)
+    # torchrun's --nnodes beats PET_NNODES, which is only the flag's default (pytorch/pytorch
+    # torch/distributed/argparse_util.py, class env: "PET_FOO=env_bar ./program --foo baz -> baz")
     both = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=1:9"])
-    assert judge(both).elastic == ElasticRef("StatefulSet/ml/t", 3, 5)
-    # a TrainJob's pods: the JobSet label names the job, PET_NNODES its runtime's minNodes:maxNodes
-    trainjob = pod(owner=("Job", "llm-node-0"), labels={"jobset.sigs.k8s.io/jobset-name": "llm"},
-                   env={"PET_NNODES": "2:4"})  # fmt: skip
-    assert judge(trainjob).elastic == ElasticRef("JobSet/ml/llm", 2, 4)
+    assert judge(both).elastic == ElasticRef("StatefulSet/ml/t", 1, 9)
+    spaced = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["sh", "-c"],
+                 args=["torchrun --nnodes 2:6 train.py"])  # fmt: skip
+    assert judge(spaced).elastic == ElasticRef("StatefulSet/ml/t", 2, 6)
+    fixed = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=4"])
+    assert judge(fixed).elastic is None  # the flag's fixed count wins over the env's range
 
 
 def _worker(job: str, index: int, **kw: Any) -> dict[str, Any]:

@@ -13,10 +13,17 @@ A job key is ``"<Kind>/<namespace>/<name>"``. A pod without such a label still b
 controller (``"<owner kind>/<namespace>/<owner name>"``, see :func:`job_key`).
 
 An elastic job's size range comes from the job (PyTorchJob/PaddleJob ``spec.elasticPolicy``) or, for
-any launcher, from the pod itself: the env ``PET_NNODES=MIN:MAX`` (set by the Kubeflow training operator
-for elastic PyTorchJobs and by Kubeflow Trainer v2 from its runtime's ``elasticPolicy.minNodes/maxNodes``)
-or ``torchrun --nnodes=MIN:MAX`` in the container's command or args. TrainJob itself states only
-``spec.trainer.numNodes`` (a fixed size): its minimum reaches the pods as ``PET_NNODES``.
+any launcher, from the pod itself, read as torchrun reads it: ``--nnodes=MIN:MAX`` in the container's
+command or args, else the env ``PET_NNODES=MIN:MAX`` (torchrun's flags take their default from the
+``PET_`` variable of the same name, and a flag on the command line wins: pytorch/pytorch
+torch/distributed/argparse_util.py, class ``env``). The Kubeflow training operator sets ``PET_NNODES`` to
+``MIN:MAX`` for elastic PyTorchJobs. Kubeflow Trainer v2 does not make a TrainJob elastic: its runtime
+API has ``mlPolicy.torch.elasticPolicy`` (minNodes/maxNodes), but its torch plugin leaves it unused (a
+TODO until JobSet supports elastic jobs) and sets ``PET_NNODES`` to the fixed node count
+(kubeflow/trainer pkg/runtime/framework/plugins/torch/torch.go, ``EnforceMLPolicy``); its validation
+refuses ``PET_NNODES`` in a TrainJob's own env (``TorchRunReservedEnvNames``). Only a command that runs
+``torchrun --nnodes=MIN:MAX`` itself makes a TrainJob's pods elastic, and they are pods of the JobSet's
+batch/v1 Jobs, which move only when their Job tolerates disruption (spillway.planner.disruption).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any
 from spillway.model.k8s import (
     KUBEFLOW_GROUP,
     BatchJob,
+    Container,
     ElasticPolicy,
     KubeObject,
     PaddleJob,
@@ -61,7 +69,9 @@ _OPERATOR_KINDS = {
     "xgboostjob-controller": "XGBoostJob",
     "jaxjob-controller": "JAXJob",
 }
-_NNODES = re.compile(r"--nnodes(?:=|\s+)(\d+):(\d+)")
+# torchrun's flags as they appear in a command line (a shell's -c string included); the value is
+# checked by the reader
+_NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)([^\s'\"]+)")
 
 
 def job_key(kind: str, namespace: str, name: str) -> str:
@@ -223,7 +233,7 @@ class PodJobFacts:
     job: str | None = None  # a job key named by a label (None: the controller owner is the job)
     role: str | None = None  # the replica type, lower case ("worker", "master")
     batch_job: str | None = None  # the batch/v1 Job's name (batch.kubernetes.io/job-name)
-    elastic: tuple[int, int] | None = None  # (MIN, MAX) from PET_NNODES or torchrun --nnodes
+    elastic: tuple[int, int] | None = None  # (MIN, MAX) from torchrun --nnodes or PET_NNODES
 
 
 def pod_job_facts(pod: Pod) -> PodJobFacts:
@@ -258,24 +268,28 @@ def _labelled_job(pod: Pod, namespace: str) -> str | None:
     return job_key("Job", namespace, name) if name else None
 
 
+def _torchrun_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str | None:
+    """What torchrun in ``container`` takes for one setting: its flag on the command line, else the
+    ``PET_`` env variable, which is only the flag's default (torch/distributed/argparse_util.py)."""
+    match = flag.search(" ".join(container.command + container.args))
+    if match:
+        return match.group(1)
+    return next((e.value for e in container.env if e.name == env_name and e.value), None)
+
+
 def _pod_elastic(pod: Pod) -> tuple[int, int] | None:
-    """``PET_NNODES=MIN:MAX`` in any container's env, else ``--nnodes=MIN:MAX`` in its command or args."""
+    """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``):
+    ``(MIN, MAX)`` for a range, None for a fixed count or none at all."""
     for container in pod.spec.containers:
-        for env in container.env:
-            if env.name == PET_NNODES and env.value:
-                parsed = _range(env.value)
-                if parsed:
-                    return parsed
-    for container in pod.spec.containers:
-        match = _NNODES.search(" ".join(container.command + container.args))
-        if match:
-            return int(match.group(1)), int(match.group(2))
+        value = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
+        if value is not None:
+            return _range(value)
     return None
 
 
 def _range(value: str) -> tuple[int, int] | None:
     low, sep, high = value.strip().partition(":")
-    if not sep or not low.isdigit() or not high.isdigit():
+    if not sep or not (low + high).isascii() or not low.isdigit() or not high.isdigit():
         return None
     return int(low), int(high)
 
