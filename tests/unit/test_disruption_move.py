@@ -361,6 +361,50 @@ def test_elastic_room_counts_running_workers_above_the_minimum() -> None:
     assert elastic_room(snap.pods) == {"StatefulSet/ml/solo": 0}
 
 
+def _operator_worker(job: str, index: int, **kw: Any) -> dict[str, Any]:
+    """A worker of an elastic PyTorchJob with no ``rdzvHost``, as the training operator creates it: name
+    ``<job>-worker-<i>``, its labels, and the env its ElasticEnvVarGenerator adds (kubeflow/training-operator
+    pkg/controller.v1/pytorch/elastic.go: PET_RDZV_ENDPOINT is ``<job>-worker-0:<port>`` on every pod)."""
+    labels = {
+        "training.kubeflow.org/job-name": job,
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": str(index),
+    }
+    env = {"PET_RDZV_ENDPOINT": f"{job}-worker-0:23456", "PET_RDZV_BACKEND": "c10d", "PET_NNODES": "1:4"}
+    return pod(f"{job}-worker-{index}", owner=("PyTorchJob", job), owner_api="kubeflow.org/v1", labels=labels,
+               env=env | kw.pop("env", {}), **kw)  # fmt: skip
+
+
+def test_the_worker_that_hosts_the_rendezvous_is_never_moved_nor_given_up() -> None:
+    """Worker 0 of an elastic PyTorchJob without a Master hosts the job's c10d rendezvous: its agent runs
+    the TCPStore the others talk to (pytorch/pytorch torch/distributed/elastic/rendezvous/
+    c10d_rendezvous_backend.py, _create_tcp_store: the agent whose host name matches the endpoint's
+    host serves it). Evicting it stops the whole job; it was moved, or given up by a shrink, as any
+    elastic worker: the fixed roles were read from the replica type only. (Found by review.)"""
+    items = (pytorchjob("train", {"minReplicas": 1, "maxReplicas": 4}, workers=3),
+             *(_operator_worker("train", i) for i in range(3)))  # fmt: skip
+
+    host, other = judge(*items, name="train-worker-0"), judge(*items, name="train-worker-1")
+
+    assert other.code == codes.POD_ELASTIC  # an ordinary worker stays movable within the range
+    assert (host.movable, host.code, host.elastic) == (False, codes.POD_NOT_KNOWN_MOVABLE, None), host
+    # it still runs as one of the job's workers: 3 running, minimum 1, room for 2
+    snap = snapshot(*items)
+    assert elastic_room(snap.pods, snap.jobs_by_key()) == {"PyTorchJob/ml/train": 2}
+    # torchrun's flag names the host as well, and beats the env (a DNS name's first label is the pod)
+    flagged = _operator_worker(
+        "train", 1, command=["torchrun", "--rdzv_endpoint=train-worker-1.ml.svc:29400"]
+    )
+    elsewhere = _operator_worker("train", 0, args=["--rdzv-endpoint", "etcd-0:2379"])
+    assert (judge(flagged).elastic, judge(elsewhere).code) == (None, codes.POD_ELASTIC)
+    # a JobSet pod's host name, not its generated name, is what an endpoint names
+    jobset = pod("llm-node-0-0-x7k2p", owner=("StatefulSet", "llm"), env={"PET_NNODES": "1:4",
+                 "PET_RDZV_ENDPOINT": "llm-node-0-0.llm:29400"})  # fmt: skip
+    jobset["spec"]["hostname"] = "llm-node-0-0"
+    assert judge(jobset).elastic is None
+
+
 def test_the_cost_grows_with_priority_deletion_cost_and_age() -> None:
     def cost(priority: int = 0, deletion: int = 0, age_h: float = 1.0) -> float:
         info = PodInfo("ml", "p", {}, node_name=NODE, phase="Running", priority=priority, owner_kind="ReplicaSet",

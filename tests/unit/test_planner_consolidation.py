@@ -277,6 +277,25 @@ def test_a_shrunk_jobs_recreated_worker_waits_for_free_room_for_the_horizon() ->
     assert scale_up(later)["cpu"][:2] == (2, 3) and later.state.shrunk == {}  # the horizon passed
 
 
+def test_a_shrunk_jobs_pending_rendezvous_host_is_launched_for_not_held() -> None:
+    """No shrink gives up the worker that hosts its job's c10d rendezvous (spillway.model.jobs): when that
+    pod is pending again (it failed, its node was lost), every other worker waits on it, and it is
+    launched for as any pod, not held to free room as a worker a consolidation gave up. (Found by
+    review.)"""
+    w, _, b = _shrunk_world()
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    _after_drain(w, b)
+    w.state = first.state.to_wire()
+    w.pod_item("default/w-2b")["spec"]["containers"][0]["env"].append(
+        {"name": "PET_RDZV_ENDPOINT", "value": "w-2b:29400"}
+    )
+
+    result = w.plan(NOW + timedelta(minutes=2), max_scale_in_fraction=1.0, **UNDER)
+
+    assert pending_codes(result).get("default/w-2b") != codes.ELASTIC_SHRUNK
+    assert scale_up(result)["cpu"] == (2, 3, ["default/w-2b"])
+
+
 def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launches() -> None:
     outcomes = {}
     for case in ("room on c", "a worker failed", "a worker is terminating"):

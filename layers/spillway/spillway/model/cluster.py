@@ -164,6 +164,7 @@ class PodInfo:
     batch_job: str | None = None  # batch.kubernetes.io/job-name: its batch/v1 Job
     elastic_min: int = 0  # the pod's own word on its elastic job's size (PET_NNODES, torchrun
     elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
+    rdzv_host: bool = False  # it hosts its elastic job's c10d rendezvous (PET_RDZV_ENDPOINT names it)
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
     # its Ready condition is True, kept for the pods the Eviction API holds to their budgets (not
     # Pending, Succeeded or Failed): False only for such a pod that is not Ready, an "unhealthy" pod
@@ -330,6 +331,7 @@ class PodInfo:
             batch_job=d.get("bj"),
             elastic_min=int(d.get("el", (0, 0))[0]),
             elastic_max=int(d.get("el", (0, 0))[1]),
+            rdzv_host=bool(d.get("rdz")),
             pdbs=tuple(d.get("pdb", ())),
             ready=not d.get("nr"),
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
@@ -388,6 +390,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("jr", lambda p: p.job_role),
     ("bj", lambda p: p.batch_job),
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
+    ("rdz", lambda p: _one_if(p.rdzv_host)),
     ("pdb", lambda p: list(p.pdbs) or None),
     ("nr", lambda p: _one_if(not p.ready)),
     ("ao", lambda p: [list(t) for t in p.anti_own] or None),
@@ -434,6 +437,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         else facts.batch_job,
         "elastic_min": low,
         "elastic_max": high,
+        "rdzv_host": facts.rdzv_host,
         "ready": _ready_for_budgets(pod),
     }
 

@@ -24,6 +24,14 @@ TODO until JobSet supports elastic jobs) and sets ``PET_NNODES`` to the fixed no
 refuses ``PET_NNODES`` in a TrainJob's own env (``TorchRunReservedEnvNames``). Only a command that runs
 ``torchrun --nnodes=MIN:MAX`` itself makes a TrainJob's pods elastic, and they are pods of the JobSet's
 batch/v1 Jobs, which move only when their Job tolerates disruption (spillway.planner.disruption).
+
+The worker that hosts the job's c10d rendezvous is a fixed role too (``PodJobFacts.rdzv_host``): the
+agent whose host name matches the rendezvous endpoint's host runs the TCPStore every other agent talks
+to (pytorch/pytorch torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py,
+``_create_tcp_store``), so evicting it stops the whole job until it is back. The endpoint is read as
+torchrun reads it (``--rdzv-endpoint``/``--rdzv_endpoint``, else ``PET_RDZV_ENDPOINT``); the training
+operator points it at ``<job>-worker-0`` when ``elasticPolicy.rdzvHost`` is unset
+(kubeflow/training-operator pkg/controller.v1/pytorch/elastic.go, ``generateEnvRDZVEndpoint``).
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 VOLCANO_JOB_NAME = "volcano.sh/job-name"
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 PET_NNODES = "PET_NNODES"
+PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
 DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition an eviction (or preemption) sets
 
 # training.kubeflow.org/operator-name → kind, for a pod whose controller owner is not the job itself
@@ -72,6 +81,7 @@ _OPERATOR_KINDS = {
 # torchrun's flags as they appear in a command line (a shell's -c string included); the value is
 # checked by the reader
 _NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)([^\s'\"]+)")
+_RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)([^\s'\"]+)")
 
 
 def job_key(kind: str, namespace: str, name: str) -> str:
@@ -234,6 +244,7 @@ class PodJobFacts:
     role: str | None = None  # the replica type, lower case ("worker", "master")
     batch_job: str | None = None  # the batch/v1 Job's name (batch.kubernetes.io/job-name)
     elastic: tuple[int, int] | None = None  # (MIN, MAX) from torchrun --nnodes or PET_NNODES
+    rdzv_host: bool = False  # the pod hosts its job's c10d rendezvous store (module docstring)
 
 
 def pod_job_facts(pod: Pod) -> PodJobFacts:
@@ -244,6 +255,7 @@ def pod_job_facts(pod: Pod) -> PodJobFacts:
         role=role.lower() if role else None,
         batch_job=meta.labels.get(BATCH_JOB_NAME) or None,
         elastic=_pod_elastic(pod),
+        rdzv_host=_hosts_rendezvous(pod),
     )
 
 
@@ -285,6 +297,21 @@ def _pod_elastic(pod: Pod) -> tuple[int, int] | None:
         if value is not None:
             return _range(value)
     return None
+
+
+def _hosts_rendezvous(pod: Pod) -> bool:
+    """The rendezvous endpoint's host (``--rdzv-endpoint``, else ``PET_RDZV_ENDPOINT``) names this pod:
+    its name or its host name, alone or as the first label of a DNS name (``<job>-worker-0``,
+    ``<job>-worker-0.<namespace>.svc``, a JobSet pod's ``<host name>.<subdomain>``). torch compares the
+    endpoint with the machine's host name and addresses (rendezvous/utils.py,
+    ``_matches_machine_hostname``); a pod's host name is its ``spec.hostname``, else its name."""
+    for container in pod.spec.containers:
+        endpoint = _torchrun_setting(container, _RDZV_ENDPOINT_FLAG, PET_RDZV_ENDPOINT)
+        if endpoint is not None:
+            host = endpoint.rsplit(":", 1)[0] if not endpoint.startswith("[") else ""
+            names = {n.lower() for n in (pod.metadata.name, pod.spec.hostname) if n}
+            return host.split(".", 1)[0].lower() in names
+    return False
 
 
 def _range(value: str) -> tuple[int, int] | None:

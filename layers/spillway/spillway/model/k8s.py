@@ -236,7 +236,8 @@ class Container(KubeModel):
     resources: ResourceRequirements | None = None
     ports: list[ContainerPort] = Field(default_factory=list)
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
-    # read only for an elastic job's size: torchrun --nnodes=MIN:MAX, env PET_NNODES=MIN:MAX
+    # read only for an elastic job: torchrun's --nnodes and --rdzv-endpoint, else env PET_NNODES and
+    # PET_RDZV_ENDPOINT (spillway.model.jobs)
     command: list[str] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list)
     env: list[EnvVar] = Field(default_factory=list)
@@ -298,6 +299,7 @@ class Volume(KubeModel):
 
 class PodSpec(KubeModel):
     node_name: str | None = None
+    hostname: str | None = None  # the pod's host name (JobSet sets it): a rendezvous endpoint may name it
     node_selector: dict[str, str] = Field(default_factory=dict)
     affinity: Affinity | None = None
     topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)

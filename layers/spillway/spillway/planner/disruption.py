@@ -31,7 +31,8 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
 3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
    ``volcano.sh/preemptable=true``; a worker of an elastic job (see :class:`ElasticRef`: movable only
-   while its job keeps its minimum, :func:`elastic_room`); a pod of a batch Job whose
+   while its job keeps its minimum, :func:`elastic_room`; never the one that hosts the job's
+   rendezvous); a pod of a batch Job whose
    ``podFailurePolicy`` ignores ``DisruptionTarget``;
 4. anything else never: a pod of no kind known to tolerate a move is not moved to save money (an
    operator's DrainNode still evicts controlled pods, through :func:`assess`).
@@ -147,7 +148,8 @@ def _protection(pod: PodInfo) -> tuple[str, str] | None:
 # -- consolidation: may the autoscaler move a pod to save cost --
 
 NO_JOBS: Mapping[str, JobInfo] = MappingProxyType({})
-# replica types that hold an elastic job together (rendezvous host, launcher): never shrunk away
+# replica types that hold an elastic job together (rendezvous host, launcher): never shrunk away; a
+# worker that hosts the rendezvous is one too (PodInfo.rdzv_host, elastic_of)
 FIXED_ROLES = frozenset({"master", "launcher", "chief", "ps", "evaluator"})
 AGE_CAP_SECONDS = 86400.0  # the age term of the cost stops growing after a day
 
@@ -269,9 +271,18 @@ def job_key_of(pod: PodInfo) -> str | None:
 
 
 def elastic_of(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
-    """The elastic job ``pod`` is a worker of: the job object's range (PyTorchJob/PaddleJob
-    ``elasticPolicy``) first, else the pod's own (``PET_NNODES``, ``torchrun --nnodes``); None for a fixed
-    role (master, launcher), a fixed size (min = max) or a pod of no job."""
+    """The elastic job ``pod`` is a worker of that a shrink may give up (:func:`elastic_member`), None
+    for the worker that hosts the job's c10d rendezvous: every other agent talks to the store it runs,
+    so the whole job stops while it is away (spillway.model.jobs)."""
+    ref = elastic_member(pod, jobs)
+    return None if ref is None or pod.rdzv_host else ref
+
+
+def elastic_member(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
+    """The elastic job ``pod`` runs as one of the workers of, counted toward its size whether a shrink
+    may give it up or not: the job object's range (PyTorchJob/PaddleJob ``elasticPolicy``) first, else
+    the pod's own (``torchrun --nnodes``, ``PET_NNODES``); None for a fixed role (master, launcher), a
+    fixed size (min = max) or a pod of no job."""
     key = job_key_of(pod)
     if key is None or pod.job_role in FIXED_ROLES:
         return None
@@ -291,13 +302,14 @@ def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) ->
 
 def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
     """Elastic job key → how many workers it may lose now: its running workers (bound, not finished,
-    not terminating) minus its minimum, never below 0. Jobs with no running worker are left out."""
+    not terminating; the rendezvous host counts, :func:`elastic_member`) minus its minimum, never below
+    0. Jobs with no running worker are left out."""
     running: dict[str, int] = {}
     minimum: dict[str, int] = {}
     for pod in pods:
         if pod.node_name is None or pod.terminal or pod.terminating:
             continue
-        ref = elastic_of(pod, jobs)
+        ref = elastic_member(pod, jobs)
         if ref is not None:
             running[ref.job] = running.get(ref.job, 0) + 1
             minimum[ref.job] = ref.min

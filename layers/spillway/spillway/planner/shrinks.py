@@ -24,7 +24,7 @@ from datetime import timedelta
 
 from spillway.model.state import ShrinkState
 from spillway.planner.context import Context, aware, minutes
-from spillway.planner.disruption import elastic_of
+from spillway.planner.disruption import elastic_member, elastic_of
 
 
 def hold_shrunk(ctx: Context) -> dict[str, ShrinkState]:
@@ -38,15 +38,13 @@ def hold_shrunk(ctx: Context) -> dict[str, ShrinkState]:
     waiting: dict[str, list[str]] = {}
     minimum: dict[str, int] = {}
     for pod in ctx.snapshot.pods:
-        ref = elastic_of(pod, jobs) if not pod.terminal else None
+        ref = elastic_member(pod, jobs) if not pod.terminal else None
         if ref is None or ref.job not in ctx.state.shrunk:
             continue
         minimum[ref.job] = ref.min
         if pod.node_name is not None and not pod.terminating:  # a terminating worker is leaving
             running[ref.job] = running.get(ref.job, 0) + 1
-        elif pod.node_name is not None:
-            continue
-        else:
+        elif pod.node_name is None and elastic_of(pod, jobs) is not None:  # no shrink gives up the host
             waiting.setdefault(ref.job, []).append(pod.key)
     pending = {p.key for p in ctx.pending}
     kept: dict[str, ShrinkState] = {}
