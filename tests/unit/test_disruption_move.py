@@ -337,6 +337,38 @@ def test_the_elastic_range_comes_from_the_job_first_then_the_pod() -> None:
     assert judge(fixed).elastic is None  # the flag's fixed count wins over the env's range
 
 
+def test_a_batch_jobs_elastic_pod_moves_only_when_its_job_tolerates_the_eviction() -> None:
+    """A pod of a batch/v1 Job that runs ``torchrun --nnodes=MIN:MAX`` was moved as an elastic worker,
+    though its Job counts a deleted pod as failed (kubernetes/kubernetes pkg/controller/job/
+    job_controller.go, isPodFailed) and fails past backoffLimit: here 0, so one move fails the Job and
+    its other workers with it. Only an Ignore rule on DisruptionTarget keeps an eviction from
+    counting. A TrainJob's pods are such pods (its JobSet's child Jobs). (Found by review.)"""
+    indexed = batch_job("train", None)
+    indexed["spec"] |= {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "backoffLimit": 0}
+    workers = [job_pod("train", command=["torchrun", "--nnodes=1:3", "--nproc-per-node=8", "train.py"])
+               for _ in range(3)]  # fmt: skip
+    for i, worker in enumerate(workers):
+        worker["metadata"]["name"] = f"train-{i}-abcde"
+        worker["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = str(i)
+    plain = judge(indexed, *workers, name="train-1-abcde")
+    assert (plain.movable, plain.code, plain.elastic) == (False, codes.POD_NOT_KNOWN_MOVABLE, None), plain
+
+    # a TrainJob's pod as Kubeflow Trainer writes it (PET_NNODES the fixed numNodes), whose command runs
+    # torchrun with a range: elastic only once its child Job ignores DisruptionTarget
+    def trainjob_pod() -> dict[str, Any]:
+        labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "batch.kubernetes.io/job-name": "llm-node-0"}
+        return pod("llm-node-0-0-x7k2p", owner=("Job", "llm-node-0"), owner_api="batch/v1", labels=labels,
+                   env={"PET_NNODES": "2"}, command=["torchrun", "--nnodes=2:4", "train.py"])  # fmt: skip
+
+    assert judge(batch_job("llm-node-0", None), trainjob_pod()).code == codes.POD_NOT_KNOWN_MOVABLE
+    tolerant = judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]), trainjob_pod())
+    assert (tolerant.code, tolerant.elastic) == (codes.POD_ELASTIC, ElasticRef("JobSet/ml/llm", 2, 4))
+    # without the torchrun range, Trainer's fixed PET_NNODES makes no elastic worker
+    fixed = trainjob_pod()
+    fixed["spec"]["containers"][0]["command"] = ["torchrun", "train.py"]
+    assert judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]), fixed).code == codes.POD_DISRUPTION_TOLERATED
+
+
 def _worker(job: str, index: int, **kw: Any) -> dict[str, Any]:
     raw = kubeflow_pod(job, **kw)
     raw["metadata"]["name"] = f"{job}-worker-{index}"

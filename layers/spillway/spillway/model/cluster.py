@@ -23,6 +23,7 @@ from spillway.model.jobs import (
     pod_job_facts,
 )
 from spillway.model.k8s import (
+    BATCH_GROUP,
     CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
     DO_NOT_DISRUPT,
@@ -51,6 +52,7 @@ from spillway.model.k8s import (
     Scalable,
     StorageClass,
     VolumeObject,
+    api_group,
 )
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, parse_priorities
 from spillway.model.resources import Resources, capacity_delta, parse_resource_list, with_capacity
@@ -165,6 +167,9 @@ class PodInfo:
     elastic_min: int = 0  # the pod's own word on its elastic job's size (PET_NNODES, torchrun
     elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
     rdzv_host: bool = False  # it hosts its elastic job's c10d rendezvous (PET_RDZV_ENDPOINT names it)
+    # its controller is a batch/v1 Job, which counts an evicted pod as a failure unless its
+    # podFailurePolicy ignores DisruptionTarget (not Volcano's Job, also of kind Job)
+    batch_owned: bool = False
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
     # its Ready condition is True, kept for the pods the Eviction API holds to their budgets (not
     # Pending, Succeeded or Failed): False only for such a pod that is not Ready, an "unhealthy" pod
@@ -332,6 +337,7 @@ class PodInfo:
             elastic_min=int(d.get("el", (0, 0))[0]),
             elastic_max=int(d.get("el", (0, 0))[1]),
             rdzv_host=bool(d.get("rdz")),
+            batch_owned=bool(d.get("bo")),
             pdbs=tuple(d.get("pdb", ())),
             ready=not d.get("nr"),
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
@@ -391,6 +397,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("bj", lambda p: p.batch_job),
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
     ("rdz", lambda p: _one_if(p.rdzv_host)),
+    ("bo", lambda p: _one_if(p.batch_owned)),
     ("pdb", lambda p: list(p.pdbs) or None),
     ("nr", lambda p: _one_if(not p.ready)),
     ("ao", lambda p: [list(t) for t in p.anti_own] or None),
@@ -412,6 +419,10 @@ def _ready_for_budgets(pod: Pod) -> bool:
     """``PodInfo.ready``: False only for a pod its budgets hold (not Pending, Succeeded or Failed)
     whose Ready condition is not True."""
     return (pod.status.phase or "Pending") in BUDGETS_IGNORED_PHASES or pod.is_ready()
+
+
+def _is_batch_job(owner: OwnerReference | None) -> bool:
+    return owner is not None and owner.kind == "Job" and api_group(owner.api_version) == BATCH_GROUP
 
 
 def _move_facts(pod: Pod) -> dict[str, Any]:
@@ -438,6 +449,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         "elastic_min": low,
         "elastic_max": high,
         "rdzv_host": facts.rdzv_host,
+        "batch_owned": is_controller and _is_batch_job(owner),
         "ready": _ready_for_budgets(pod),
     }
 

@@ -32,7 +32,7 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
 3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
    ``volcano.sh/preemptable=true``; a worker of an elastic job (see :class:`ElasticRef`: movable only
    while its job keeps its minimum, :func:`elastic_room`; never the one that hosts the job's
-   rendezvous); a pod of a batch Job whose
+   rendezvous, nor a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of a batch Job whose
    ``podFailurePolicy`` ignores ``DisruptionTarget``;
 4. anything else never: a pod of no kind known to tolerate a move is not moved to save money (an
    operator's DrainNode still evicts controlled pods, through :func:`assess`).
@@ -271,11 +271,18 @@ def job_key_of(pod: PodInfo) -> str | None:
 
 
 def elastic_of(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
-    """The elastic job ``pod`` is a worker of that a shrink may give up (:func:`elastic_member`), None
+    """The elastic job ``pod`` is a worker of that a shrink may give up (:func:`elastic_member`). None
     for the worker that hosts the job's c10d rendezvous: every other agent talks to the store it runs,
-    so the whole job stops while it is away (spillway.model.jobs)."""
+    so the whole job stops while it is away (spillway.model.jobs). None for a batch/v1 Job's pod unless
+    the Job tolerates disruption: the Job controller counts a deleted pod as failed
+    (kubernetes/kubernetes pkg/controller/job/job_controller.go, isPodFailed), and past
+    ``backoffLimit`` (``backoffLimitPerIndex`` for its index) the Job fails, elastic or not; only an
+    ``Ignore`` rule on ``DisruptionTarget`` keeps an eviction from counting. A JobSet's pods (a Kubeflow
+    Trainer v2 TrainJob's) are such pods."""
     ref = elastic_member(pod, jobs)
-    return None if ref is None or pod.rdzv_host else ref
+    if ref is None or pod.rdzv_host:
+        return None
+    return None if pod.batch_owned and not tolerates_disruption(pod, jobs) else ref
 
 
 def elastic_member(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
