@@ -267,6 +267,16 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("replicaset", [pod()], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("statefulset", [pod(owner=("StatefulSet", "db"))], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("bare", [pod(owner=None)], False, codes.POD_NO_CONTROLLER),
+    # a job's label is no controller: a pod left by `kubectl delete job --cascade=orphan` keeps its labels,
+    # a new Job of that name does not adopt it (kubernetes/kubernetes pkg/controller/job/job_controller.go,
+    # getPodsForJob claims by selector and controller ownerReference), and nothing recreates it
+    ("orphaned-job-pod", [batch_job("etl", [IGNORE_DISRUPTION]), pod("etl-abcde", owner=None, labels={
+        "batch.kubernetes.io/job-name": "etl", "job-name": "etl", "batch.kubernetes.io/controller-uid": "old"})],
+     False, codes.POD_NO_CONTROLLER),
+    ("orphaned-elastic-worker", [pytorchjob("bert", {"minReplicas": 1, "maxReplicas": 4}), pod(owner=None, labels={
+        "training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller"})], False,
+     codes.POD_NO_CONTROLLER),
 ]  # fmt: skip
 
 

@@ -30,10 +30,11 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    not running yet, or running and not Ready under a budget whose ``unhealthyPodEvictionPolicy`` lets it
    go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
 3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
-   ``volcano.sh/preemptable=true``; a worker of an elastic job (see :class:`ElasticRef`: movable only
-   while its job keeps its minimum, :func:`elastic_room`; never the one that hosts the job's
-   rendezvous, nor a batch/v1 Job's pod whose Job does not tolerate disruption); a pod of a batch Job whose
-   ``podFailurePolicy`` ignores ``DisruptionTarget``;
+   ``volcano.sh/preemptable=true``; then, for a pod a controller recreates (never one without a
+   controller ownerReference, whatever its labels say), a worker of an elastic job (see
+   :class:`ElasticRef`: movable only while its job keeps its minimum, :func:`elastic_room`; never the
+   one that hosts the job's rendezvous, nor a batch/v1 Job's pod whose Job does not tolerate
+   disruption); a pod of a batch Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``;
 4. anything else never: a pod of no kind known to tolerate a move is not moved to save money (an
    operator's DrainNode still evicts controlled pods, through :func:`assess`).
 
@@ -229,6 +230,10 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
         return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
     if pod.preemptable:
         return Move(True, f"{VOLCANO_PREEMPTABLE}=true", codes.POD_PREEMPTABLE, cost)
+    # the job rules below speak for a controller that recreates the pod: a job's label alone is no
+    # controller (an orphaned Job pod keeps it, and nothing recreates that pod once evicted)
+    if not pod.controlled:
+        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
     elastic = elastic_of(pod, jobs)
     if elastic is not None:
         why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
@@ -236,8 +241,6 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if tolerates_disruption(pod, jobs):
         why = "its Job's podFailurePolicy ignores DisruptionTarget: an eviction is not a failure"
         return Move(True, why, codes.POD_DISRUPTION_TOLERATED, cost)
-    if not pod.controlled:
-        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
     kind = pod.owner_kind or "bare"
     return Move(
         False, f"a {kind} pod, of no kind known to tolerate a move", codes.POD_NOT_KNOWN_MOVABLE, math.inf
