@@ -170,6 +170,8 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
      codes.POD_DO_NOT_DRAIN),
     ("openai-do-not-drain-annotation", [pod(annotations={**SAFE, "openai/do-not-drain": "True"})], False,
      codes.POD_DO_NOT_DRAIN),
+    ("openai-do-not-drain-label-1", [pod(annotations=SAFE, labels={"app": "x", "openai/do-not-drain": "1"})],
+     False, codes.POD_DO_NOT_DRAIN),
     ("pdb-allows-none", [pod(annotations=SAFE, labels={"app": "x"}),
                          pdb("x", 0, {"matchLabels": {"app": "x"}})], False, codes.POD_PDB_ALLOWS_NONE),
     ("pdb-expression-allows-none", [pod(priority=-100, labels={"app": "x", "tier": "db"}),
@@ -223,6 +225,19 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
      codes.POD_PREEMPTABLE),
     ("volcano-preemptable-label", [pod(labels={"volcano.sh/preemptable": "true"})], True, codes.POD_PREEMPTABLE),
     ("volcano-preemptable-false", [pod(annotations={"volcano.sh/preemptable": "false"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    # Volcano's reading (volcano-sh/volcano pkg/scheduler/api/pod_info.go, GetPodPreemptable): the
+    # annotation decides when present, the label only without one; values as Go's strconv.ParseBool
+    # reads them, a value it refuses being false
+    ("volcano-annotation-false-beats-label-true", [pod(labels={"app": "x", "volcano.sh/preemptable": "true"},
+                                                   annotations={"volcano.sh/preemptable": "false"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    ("volcano-annotation-unparsable-beats-label", [pod(labels={"app": "x", "volcano.sh/preemptable": "true"},
+                                                   annotations={"volcano.sh/preemptable": "yes"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    ("volcano-go-true-T", [pod(annotations={"volcano.sh/preemptable": "T"})], True, codes.POD_PREEMPTABLE),
+    ("volcano-go-true-1", [pod(labels={"app": "x", "volcano.sh/preemptable": "1"})], True, codes.POD_PREEMPTABLE),
+    ("volcano-not-go-tRuE", [pod(annotations={"volcano.sh/preemptable": "tRuE"})], False,
      codes.POD_NOT_KNOWN_MOVABLE),
     ("elastic-pet-nnodes", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8"})], True,
      codes.POD_ELASTIC),
@@ -293,6 +308,24 @@ def test_each_rule_of_assess_move(items: list[dict[str, Any]], movable: bool, co
     else:
         assert 0.0 < got.cost < math.inf
     assert (got.elastic is not None) == (code == codes.POD_ELASTIC)
+
+
+@pytest.mark.parametrize(
+    ("value", "protected"),
+    [("1", True), ("true", True), ("TRUE", True), ("True", True), ("0", False), ("yes", False), ("t", False)],
+)
+def test_openai_do_not_drain_reads_as_the_seed_autoscaler_reads_it(value: str, protected: bool) -> None:
+    """kubernetes-ec2-autoscaler reads the label through autoscaler/utils.py parse_bool_label,
+    ``str(value).lower() in ('1', 'true')`` (autoscaler/kube.py KubePod.is_critical: a critical pod is
+    never drained). Spillway read only "true": a "1" it never drained was moved by consolidation and
+    evicted by an operator's DrainNode. (Found by review.)"""
+    raw = pod("db-0", labels={"app": "db", "openai/do-not-drain": value}, annotations=SAFE)
+    [info] = snapshot(raw).pods
+
+    move = judge(raw)
+
+    assert (move.code == codes.POD_DO_NOT_DRAIN) == protected == (not move.movable), move
+    assert (assess(info, now=NOW).verdict == "never") == protected
 
 
 def test_a_rule_before_the_ignore_decides_only_if_an_eviction_may_match_it() -> None:

@@ -14,13 +14,13 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from spillway.model.jobs import (
-    DO_NOT_DRAIN,
-    VOLCANO_PREEMPTABLE,
     JobInfo,
+    do_not_drain,
     flag,
     job_key,
     job_of,
     pod_job_facts,
+    volcano_preemptable,
 )
 from spillway.model.k8s import (
     BATCH_GROUP,
@@ -155,8 +155,8 @@ class PodInfo:
     # the ProvisioningRequest (same namespace) whose capacity the pod uses (consume annotation)
     consumes: str | None = None
     # -- may the autoscaler move it (spillway.planner.disruption.assess_move; spillway.model.jobs) --
-    do_not_drain: bool = False  # openai/do-not-drain=true (label, or annotation)
-    preemptable: bool = False  # volcano.sh/preemptable=true (label or annotation)
+    do_not_drain: bool = False  # openai/do-not-drain "1" or "true", any case (label, or annotation)
+    preemptable: bool = False  # volcano.sh/preemptable true (its annotation, else its label)
     started_at: datetime | None = None  # status.startTime, kept for bound pods only (its age)
     # spec.activeDeadlineSeconds, kept for bound pods only: the kubelet fails the pod that many seconds
     # after started_at, so it ends by then (spillway.planner.durations)
@@ -436,8 +436,8 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
     owner_key = job_key(owner.kind, namespace, owner.name) if owner and is_controller else None
     may_move = _may_move_some_day(pod, owner)
     return {
-        "do_not_drain": flag(labels.get(DO_NOT_DRAIN)) or flag(annotations.get(DO_NOT_DRAIN)),
-        "preemptable": flag(labels.get(VOLCANO_PREEMPTABLE)) or flag(annotations.get(VOLCANO_PREEMPTABLE)),
+        "do_not_drain": do_not_drain(labels, annotations),
+        "preemptable": volcano_preemptable(labels, annotations),
         # its age matters only for a pod that might move
         "started_at": pod.status.start_time if may_move else None,
         "active_deadline": pod.spec.active_deadline_seconds if may_move else None,

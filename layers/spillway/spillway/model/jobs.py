@@ -58,7 +58,7 @@ from spillway.model.k8s import (
 )
 
 DO_NOT_DRAIN = "openai/do-not-drain"  # kubernetes-ec2-autoscaler's label (annotation accepted too)
-VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"  # label or annotation, "true"
+VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"  # annotation, else label; Go's ParseBool true
 KUBEFLOW_JOB_NAME = "training.kubeflow.org/job-name"
 KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
 KUBEFLOW_OPERATOR = "training.kubeflow.org/operator-name"
@@ -323,3 +323,33 @@ def _range(value: str) -> tuple[int, int] | None:
 
 def flag(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
+
+
+# what Go's strconv.ParseBool reads as true and as false; it refuses anything else
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def go_bool(value: str) -> bool | None:
+    """``value`` read as Go's ``strconv.ParseBool`` reads it; None where Go answers an error."""
+    return True if value in _GO_TRUE else False if value in _GO_FALSE else None
+
+
+def volcano_preemptable(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """``volcano.sh/preemptable`` says true as Volcano reads it (volcano-sh/volcano
+    pkg/scheduler/api/pod_info.go, ``GetPodPreemptable``): the annotation decides when present, the
+    label only when there is no annotation, each value parsed by Go's ``strconv.ParseBool``, a value it
+    refuses being false. Only a pod marked true counts: Volcano's own default for an unmarked pod is its
+    scheduler's business, not the pod's word that it may move."""
+    source = annotations if VOLCANO_PREEMPTABLE in annotations else labels
+    return go_bool(source.get(VOLCANO_PREEMPTABLE, "")) is True
+
+
+def do_not_drain(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """``openai/do-not-drain`` protects the pod as kubernetes-ec2-autoscaler reads its label
+    (autoscaler/kube.py ``KubePod.is_critical`` through autoscaler/utils.py ``parse_bool_label``: the
+    value, lower-cased, is ``1`` or ``true``); the same value as an annotation protects it too."""
+    return any(str(m.get(DO_NOT_DRAIN)).lower() in ("1", "true") for m in (labels, annotations))
+
+
+DO_NOT_DRAIN_VALUES = "1 or true, in any case (kubernetes-ec2-autoscaler's reading)"

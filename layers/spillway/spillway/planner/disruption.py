@@ -7,7 +7,7 @@
   stop it; cluster-autoscaler ignores such long-terminating pods too);
 * ``wait``: already terminating; it keeps the node busy until it is gone, nothing to evict;
 * ``never``: protected (``karpenter.sh/do-not-disrupt=true``,
-  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, ``openai/do-not-drain=true``, or no
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, ``openai/do-not-drain`` (1 or true), or no
   controller would recreate it and it
   is not annotated safe-to-evict=true); evicted only with ``force``, when it becomes ``movable``;
 * ``movable``: may be evicted through the Eviction API.
@@ -25,16 +25,17 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
 1. not busy (finished, mirror, DaemonSet) or already terminating: nothing to move, free;
 2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
    ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
-   labelled ``openai/do-not-drain=true``; more than one PodDisruptionBudget selects it (the Eviction
-   API refuses such a pod whatever they allow); its PodDisruptionBudget allows no disruption now (a pod
-   not running yet, or running and not Ready under a budget whose ``unhealthyPodEvictionPolicy`` lets it
-   go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
+   marked ``openai/do-not-drain`` (``1`` or ``true``, any case); more than one PodDisruptionBudget
+   selects it (the Eviction API refuses such a pod whatever they allow); its PodDisruptionBudget allows
+   no disruption now (a pod not running yet, or running and not Ready under a budget whose
+   ``unhealthyPodEvictionPolicy`` lets it go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
 3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
-   ``volcano.sh/preemptable=true``; then, for a pod a controller recreates (never one without a
-   controller ownerReference, whatever its labels say), a worker of an elastic job (see
-   :class:`ElasticRef`: movable only while its job keeps its minimum, :func:`elastic_room`; never the
-   one that hosts the job's rendezvous, nor a batch/v1 Job's pod whose Job does not tolerate
-   disruption); a pod of a batch Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``;
+   ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano reads them); then, for a
+   pod a controller recreates (never one without a controller ownerReference, whatever its labels say),
+   a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
+   :func:`elastic_room`; never the one that hosts the job's rendezvous, nor a batch/v1 Job's pod whose
+   Job does not tolerate disruption); a pod of a batch Job whose ``podFailurePolicy`` ignores
+   ``DisruptionTarget``;
 4. anything else never: a pod of no kind known to tolerate a move is not moved to save money (an
    operator's DrainNode still evicts controlled pods, through :func:`assess`).
 
@@ -52,7 +53,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from spillway.model.cluster import NodeInfo, PodInfo
-from spillway.model.jobs import DO_NOT_DRAIN, VOLCANO_PREEMPTABLE, JobInfo, job_key
+from spillway.model.jobs import DO_NOT_DRAIN, DO_NOT_DRAIN_VALUES, VOLCANO_PREEMPTABLE, JobInfo, job_key
 from spillway.model.k8s import DO_NOT_DISRUPT, SAFE_TO_EVICT
 from spillway.planner import codes
 
@@ -140,7 +141,7 @@ def _protection(pod: PodInfo) -> tuple[str, str] | None:
     if pod.safe_to_evict is False:
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
     if pod.do_not_drain:
-        return codes.POD_DO_NOT_DRAIN, f"labelled {DO_NOT_DRAIN}=true"
+        return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
     if not pod.controlled and pod.safe_to_evict is not True:
         return codes.POD_NO_CONTROLLER, "no controller would recreate it"
     return None
@@ -210,7 +211,7 @@ def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> 
     if pod.safe_to_evict is False:
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
     if pod.do_not_drain:
-        return codes.POD_DO_NOT_DRAIN, f"labelled {DO_NOT_DRAIN}=true"
+        return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
     if pdbs_allow is not None and len(pod.pdbs) > 1:
         return codes.POD_PDB_MULTIPLE, (
             f"selected by more than one PodDisruptionBudget ({', '.join(pod.pdbs)}): the Eviction API "
@@ -229,7 +230,7 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if pod.safe_to_evict is True:
         return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
     if pod.preemptable:
-        return Move(True, f"{VOLCANO_PREEMPTABLE}=true", codes.POD_PREEMPTABLE, cost)
+        return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost)
     # the job rules below speak for a controller that recreates the pod: a job's label alone is no
     # controller (an orphaned Job pod keeps it, and nothing recreates that pod once evicted)
     if not pod.controlled:
