@@ -30,6 +30,7 @@ from spillway.model.k8s import (
     HELD_DRAIN,
     LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
+    POD_DELETION_COST,
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
     Affinity,
@@ -53,6 +54,7 @@ from spillway.model.k8s import (
     StorageClass,
     VolumeObject,
     api_group,
+    deletion_cost,
 )
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, parse_priorities
 from spillway.model.resources import Resources, capacity_delta, parse_resource_list, with_capacity
@@ -266,7 +268,7 @@ class PodInfo:
             terminating=meta.deletion_timestamp is not None,
             stuck_after=stuck_after(meta.deletion_timestamp, spec.termination_grace_period_seconds),
             owner_is_controller=is_controller,
-            deletion_cost=_int_or_zero(annotations.get(POD_DELETION_COST)),
+            deletion_cost=_deletion_cost(annotations),
             uid=meta.uid if unschedulable and spec.node_name is None else "",
             gang=gang,
             gang_min=gang_min,
@@ -351,9 +353,6 @@ class PodInfo:
         )
 
 
-POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-
-
 def _one_if(flag: bool) -> int | None:
     return 1 if flag else None
 
@@ -419,6 +418,11 @@ def _ready_for_budgets(pod: Pod) -> bool:
     """``PodInfo.ready``: False only for a pod its budgets hold (not Pending, Succeeded or Failed)
     whose Ready condition is not True."""
     return (pod.status.phase or "Pending") in BUDGETS_IGNORED_PHASES or pod.is_ready()
+
+
+def _deletion_cost(annotations: Mapping[str, str]) -> int:
+    """Its pod-deletion-cost; 0 when unset or refused (the model drops a value the API server refuses)."""
+    return deletion_cost(annotations.get(POD_DELETION_COST, "0")) or 0
 
 
 def _is_batch_job(owner: OwnerReference | None) -> bool:
@@ -535,13 +539,6 @@ def _flag(value: str | None) -> bool | None:
 
 def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-def _int_or_zero(value: str | None) -> int:
-    try:
-        return int(value) if value else 0
-    except ValueError:
-        return 0
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:
