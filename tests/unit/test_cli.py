@@ -172,6 +172,27 @@ def test_a_hostile_request_in_the_cluster_file_is_refused_at_once(
     )
 
 
+def test_a_pod_deletion_cost_the_api_server_refuses_is_refused_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = cluster_doc()
+    items = doc["items"]
+    assert isinstance(items, list)
+    index = next(i for i, item in enumerate(items) if item["metadata"]["name"] == "train-llm-0")
+    items[index]["metadata"].setdefault("annotations", {})["controller.kubernetes.io/pod-deletion-cost"] = (
+        "1e3"
+    )
+    code, out, err = run(replace_arg("--cluster", write(tmp_path, "c.json", doc)), capsys)
+    assert_one_line_error(
+        code,
+        out,
+        err,
+        f"c.json: items[{index}].metadata.annotations.controller.kubernetes.io/pod-deletion-cost",
+        "32-bit integer",
+        "/train-llm-0",
+    )
+
+
 def test_a_hostile_node_reserve_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(tmp_path, "c.yaml", "node_reserve:\n  cpu: 1e999999999\n")
     code, out, err = run(replace_arg("--config", config), capsys)

@@ -170,6 +170,8 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
      codes.POD_DO_NOT_DRAIN),
     ("openai-do-not-drain-annotation", [pod(annotations={**SAFE, "openai/do-not-drain": "True"})], False,
      codes.POD_DO_NOT_DRAIN),
+    ("openai-do-not-drain-label-1", [pod(annotations=SAFE, labels={"app": "x", "openai/do-not-drain": "1"})],
+     False, codes.POD_DO_NOT_DRAIN),
     ("pdb-allows-none", [pod(annotations=SAFE, labels={"app": "x"}),
                          pdb("x", 0, {"matchLabels": {"app": "x"}})], False, codes.POD_PDB_ALLOWS_NONE),
     ("pdb-expression-allows-none", [pod(priority=-100, labels={"app": "x", "tier": "db"}),
@@ -224,6 +226,19 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("volcano-preemptable-label", [pod(labels={"volcano.sh/preemptable": "true"})], True, codes.POD_PREEMPTABLE),
     ("volcano-preemptable-false", [pod(annotations={"volcano.sh/preemptable": "false"})], False,
      codes.POD_NOT_KNOWN_MOVABLE),
+    # Volcano's reading (volcano-sh/volcano pkg/scheduler/api/pod_info.go, GetPodPreemptable): the
+    # annotation decides when present, the label only without one; values as Go's strconv.ParseBool
+    # reads them, a value it refuses being false
+    ("volcano-annotation-false-beats-label-true", [pod(labels={"app": "x", "volcano.sh/preemptable": "true"},
+                                                   annotations={"volcano.sh/preemptable": "false"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    ("volcano-annotation-unparsable-beats-label", [pod(labels={"app": "x", "volcano.sh/preemptable": "true"},
+                                                   annotations={"volcano.sh/preemptable": "yes"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
+    ("volcano-go-true-T", [pod(annotations={"volcano.sh/preemptable": "T"})], True, codes.POD_PREEMPTABLE),
+    ("volcano-go-true-1", [pod(labels={"app": "x", "volcano.sh/preemptable": "1"})], True, codes.POD_PREEMPTABLE),
+    ("volcano-not-go-tRuE", [pod(annotations={"volcano.sh/preemptable": "tRuE"})], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
     ("elastic-pet-nnodes", [pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8"})], True,
      codes.POD_ELASTIC),
     ("elastic-torchrun-command", [pod(owner=("StatefulSet", "trainer"), command=[
@@ -267,6 +282,16 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("replicaset", [pod()], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("statefulset", [pod(owner=("StatefulSet", "db"))], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("bare", [pod(owner=None)], False, codes.POD_NO_CONTROLLER),
+    # a job's label is no controller: a pod left by `kubectl delete job --cascade=orphan` keeps its labels,
+    # a new Job of that name does not adopt it (kubernetes/kubernetes pkg/controller/job/job_controller.go,
+    # getPodsForJob claims by selector and controller ownerReference), and nothing recreates it
+    ("orphaned-job-pod", [batch_job("etl", [IGNORE_DISRUPTION]), pod("etl-abcde", owner=None, labels={
+        "batch.kubernetes.io/job-name": "etl", "job-name": "etl", "batch.kubernetes.io/controller-uid": "old"})],
+     False, codes.POD_NO_CONTROLLER),
+    ("orphaned-elastic-worker", [pytorchjob("bert", {"minReplicas": 1, "maxReplicas": 4}), pod(owner=None, labels={
+        "training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller"})], False,
+     codes.POD_NO_CONTROLLER),
 ]  # fmt: skip
 
 
@@ -283,6 +308,24 @@ def test_each_rule_of_assess_move(items: list[dict[str, Any]], movable: bool, co
     else:
         assert 0.0 < got.cost < math.inf
     assert (got.elastic is not None) == (code == codes.POD_ELASTIC)
+
+
+@pytest.mark.parametrize(
+    ("value", "protected"),
+    [("1", True), ("true", True), ("TRUE", True), ("True", True), ("0", False), ("yes", False), ("t", False)],
+)
+def test_openai_do_not_drain_reads_as_the_seed_autoscaler_reads_it(value: str, protected: bool) -> None:
+    """kubernetes-ec2-autoscaler reads the label through autoscaler/utils.py parse_bool_label,
+    ``str(value).lower() in ('1', 'true')`` (autoscaler/kube.py KubePod.is_critical: a critical pod is
+    never drained). Spillway read only "true": a "1" it never drained was moved by consolidation and
+    evicted by an operator's DrainNode. (Found by review.)"""
+    raw = pod("db-0", labels={"app": "db", "openai/do-not-drain": value}, annotations=SAFE)
+    [info] = snapshot(raw).pods
+
+    move = judge(raw)
+
+    assert (move.code == codes.POD_DO_NOT_DRAIN) == protected == (not move.movable), move
+    assert (assess(info, now=NOW).verdict == "never") == protected
 
 
 def test_a_rule_before_the_ignore_decides_only_if_an_eviction_may_match_it() -> None:
@@ -326,13 +369,47 @@ def test_the_elastic_range_comes_from_the_job_first_then_the_pod() -> None:
     assert judge(kubeflow_pod("bert", env={"PET_NNODES": "1:16"})).elastic == ElasticRef(
         "PyTorchJob/ml/bert", 1, 16
     )
-    # env wins over the command line (the operator sets the env; a command may be a template)
+    # torchrun's --nnodes beats PET_NNODES, which is only the flag's default (pytorch/pytorch
+    # torch/distributed/argparse_util.py, class env: "PET_FOO=env_bar ./program --foo baz -> baz")
     both = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=1:9"])
-    assert judge(both).elastic == ElasticRef("StatefulSet/ml/t", 3, 5)
-    # a TrainJob's pods: the JobSet label names the job, PET_NNODES its runtime's minNodes:maxNodes
-    trainjob = pod(owner=("Job", "llm-node-0"), labels={"jobset.sigs.k8s.io/jobset-name": "llm"},
-                   env={"PET_NNODES": "2:4"})  # fmt: skip
-    assert judge(trainjob).elastic == ElasticRef("JobSet/ml/llm", 2, 4)
+    assert judge(both).elastic == ElasticRef("StatefulSet/ml/t", 1, 9)
+    spaced = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["sh", "-c"],
+                 args=["torchrun --nnodes 2:6 train.py"])  # fmt: skip
+    assert judge(spaced).elastic == ElasticRef("StatefulSet/ml/t", 2, 6)
+    fixed = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=4"])
+    assert judge(fixed).elastic is None  # the flag's fixed count wins over the env's range
+
+
+def test_a_batch_jobs_elastic_pod_moves_only_when_its_job_tolerates_the_eviction() -> None:
+    """A pod of a batch/v1 Job that runs ``torchrun --nnodes=MIN:MAX`` was moved as an elastic worker,
+    though its Job counts a deleted pod as failed (kubernetes/kubernetes pkg/controller/job/
+    job_controller.go, isPodFailed) and fails past backoffLimit: here 0, so one move fails the Job and
+    its other workers with it. Only an Ignore rule on DisruptionTarget keeps an eviction from
+    counting. A TrainJob's pods are such pods (its JobSet's child Jobs). (Found by review.)"""
+    indexed = batch_job("train", None)
+    indexed["spec"] |= {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "backoffLimit": 0}
+    workers = [job_pod("train", command=["torchrun", "--nnodes=1:3", "--nproc-per-node=8", "train.py"])
+               for _ in range(3)]  # fmt: skip
+    for i, worker in enumerate(workers):
+        worker["metadata"]["name"] = f"train-{i}-abcde"
+        worker["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = str(i)
+    plain = judge(indexed, *workers, name="train-1-abcde")
+    assert (plain.movable, plain.code, plain.elastic) == (False, codes.POD_NOT_KNOWN_MOVABLE, None), plain
+
+    # a TrainJob's pod as Kubeflow Trainer writes it (PET_NNODES the fixed numNodes), whose command runs
+    # torchrun with a range: elastic only once its child Job ignores DisruptionTarget
+    def trainjob_pod() -> dict[str, Any]:
+        labels = {"jobset.sigs.k8s.io/jobset-name": "llm", "batch.kubernetes.io/job-name": "llm-node-0"}
+        return pod("llm-node-0-0-x7k2p", owner=("Job", "llm-node-0"), owner_api="batch/v1", labels=labels,
+                   env={"PET_NNODES": "2"}, command=["torchrun", "--nnodes=2:4", "train.py"])  # fmt: skip
+
+    assert judge(batch_job("llm-node-0", None), trainjob_pod()).code == codes.POD_NOT_KNOWN_MOVABLE
+    tolerant = judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]), trainjob_pod())
+    assert (tolerant.code, tolerant.elastic) == (codes.POD_ELASTIC, ElasticRef("JobSet/ml/llm", 2, 4))
+    # without the torchrun range, Trainer's fixed PET_NNODES makes no elastic worker
+    fixed = trainjob_pod()
+    fixed["spec"]["containers"][0]["command"] = ["torchrun", "train.py"]
+    assert judge(batch_job("llm-node-0", [IGNORE_DISRUPTION]), fixed).code == codes.POD_DISRUPTION_TOLERATED
 
 
 def _worker(job: str, index: int, **kw: Any) -> dict[str, Any]:
@@ -357,6 +434,50 @@ def test_elastic_room_counts_running_workers_above_the_minimum() -> None:
     assert room == {"PyTorchJob/ml/bert": 3, "PyTorchJob/ml/gpt": 0, "StatefulSet/ml/solo": 0}
     # without the job objects, only the pods' own word counts (here: none for bert and gpt)
     assert elastic_room(snap.pods) == {"StatefulSet/ml/solo": 0}
+
+
+def _operator_worker(job: str, index: int, **kw: Any) -> dict[str, Any]:
+    """A worker of an elastic PyTorchJob with no ``rdzvHost``, as the training operator creates it: name
+    ``<job>-worker-<i>``, its labels, and the env its ElasticEnvVarGenerator adds (kubeflow/training-operator
+    pkg/controller.v1/pytorch/elastic.go: PET_RDZV_ENDPOINT is ``<job>-worker-0:<port>`` on every pod)."""
+    labels = {
+        "training.kubeflow.org/job-name": job,
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": str(index),
+    }
+    env = {"PET_RDZV_ENDPOINT": f"{job}-worker-0:23456", "PET_RDZV_BACKEND": "c10d", "PET_NNODES": "1:4"}
+    return pod(f"{job}-worker-{index}", owner=("PyTorchJob", job), owner_api="kubeflow.org/v1", labels=labels,
+               env=env | kw.pop("env", {}), **kw)  # fmt: skip
+
+
+def test_the_worker_that_hosts_the_rendezvous_is_never_moved_nor_given_up() -> None:
+    """Worker 0 of an elastic PyTorchJob without a Master hosts the job's c10d rendezvous: its agent runs
+    the TCPStore the others talk to (pytorch/pytorch torch/distributed/elastic/rendezvous/
+    c10d_rendezvous_backend.py, _create_tcp_store: the agent whose host name matches the endpoint's
+    host serves it). Evicting it stops the whole job; it was moved, or given up by a shrink, as any
+    elastic worker: the fixed roles were read from the replica type only. (Found by review.)"""
+    items = (pytorchjob("train", {"minReplicas": 1, "maxReplicas": 4}, workers=3),
+             *(_operator_worker("train", i) for i in range(3)))  # fmt: skip
+
+    host, other = judge(*items, name="train-worker-0"), judge(*items, name="train-worker-1")
+
+    assert other.code == codes.POD_ELASTIC  # an ordinary worker stays movable within the range
+    assert (host.movable, host.code, host.elastic) == (False, codes.POD_NOT_KNOWN_MOVABLE, None), host
+    # it still runs as one of the job's workers: 3 running, minimum 1, room for 2
+    snap = snapshot(*items)
+    assert elastic_room(snap.pods, snap.jobs_by_key()) == {"PyTorchJob/ml/train": 2}
+    # torchrun's flag names the host as well, and beats the env (a DNS name's first label is the pod)
+    flagged = _operator_worker(
+        "train", 1, command=["torchrun", "--rdzv_endpoint=train-worker-1.ml.svc:29400"]
+    )
+    elsewhere = _operator_worker("train", 0, args=["--rdzv-endpoint", "etcd-0:2379"])
+    assert (judge(flagged).elastic, judge(elsewhere).code) == (None, codes.POD_ELASTIC)
+    # a JobSet pod's host name, not its generated name, is what an endpoint names
+    jobset = pod("llm-node-0-0-x7k2p", owner=("StatefulSet", "llm"), env={"PET_NNODES": "1:4",
+                 "PET_RDZV_ENDPOINT": "llm-node-0-0.llm:29400"})  # fmt: skip
+    jobset["spec"]["hostname"] = "llm-node-0-0"
+    assert judge(jobset).elastic is None
 
 
 def test_the_cost_grows_with_priority_deletion_cost_and_age() -> None:

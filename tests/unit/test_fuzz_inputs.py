@@ -332,6 +332,36 @@ def test_observe_logs_a_refused_pending_pod_and_leaves_it_out(caplog: pytest.Log
     )
 
 
+def test_observe_warns_of_a_refused_pod_deletion_cost_and_reads_it_as_0(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A live cluster may hold a pod whose pod-deletion-cost the API server would refuse now (it lets a
+    pod that had one keep it): observe keeps the pod, pending or bound, reads the cost as 0 as the
+    controllers do, and warns naming the pod and the annotation. (Found by review.)"""
+    objects = example_objects()
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    bad = [next(p for p in pods if bool(p["spec"].get("nodeName")) is bound) for bound in (True, False)]
+    for raw in bad:
+        raw["metadata"].setdefault("annotations", {})["controller.kubernetes.io/pod-deletion-cost"] = "1_000"
+    nodes = [Node.model_validate(o) for o in objects if o["kind"] == "Node"]
+
+    snapshot = observe_once(
+        FakeKube(nodes, [Pod.model_validate(p) for p in pods]),
+        NoAws(),
+        ObserveConfig(cluster="c"),
+        lambda: datetime(2026, 11, 2, tzinfo=UTC),
+    )
+
+    names = [raw["metadata"]["name"] for raw in bad]
+    costs = {p.name: p.deletion_cost for p in snapshot.cluster.pods}
+    assert len(costs) == len(pods) and [costs[n] for n in names] == [0, 0]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for name in names:
+        assert any(
+            f"/{name}: metadata.annotations.controller.kubernetes.io/pod-deletion-cost" in m for m in warned
+        )
+
+
 def test_observe_keeps_a_bound_pod_with_a_negative_request_on_its_node() -> None:
     objects = example_objects()
     index = next(i for i, o in enumerate(objects) if o["metadata"]["name"] == "train-llm-0")

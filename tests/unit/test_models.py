@@ -377,6 +377,39 @@ def test_a_kube_list_with_a_negative_request_is_refused_naming_the_item() -> Non
         parse_kube_list(doc)
 
 
+COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+@pytest.mark.parametrize(
+    "value", ["cheap", "2147483648", "-2147483649", "1_000", "+5", "007", " 5", "", "\u0663"]
+)
+def test_a_pod_deletion_cost_the_api_server_refuses_is_refused_naming_the_pod_and_annotation(
+    value: str,
+) -> None:
+    """kubernetes/kubernetes pkg/apis/core/validation/validation.go, ValidatePodSpecificAnnotations: the
+    value must be a 32-bit integer ("must be a 32bit integer"; helper.GetDeletionCostFromPodAnnotations:
+    no "+" nor leading zero, then strconv.ParseInt(value, 10, 32)). It was read with Python's int(),
+    which takes "1_000", "+5" and values past int32, else silently as 0, changing the order of victims
+    without a word. (Found by review.)"""
+    doc = o.kube_list(
+        [o.node("n1", instance="i-01"), o.pod("web-0", node_name="n1", annotations={COST: value})]
+    )
+
+    with pytest.raises(
+        ValueError, match=r"items\[1\]\.metadata\.annotations\.controller\.kubernetes\.io/pod-dele"
+    ) as got:
+        parse_kube_list(doc)
+    assert "32-bit integer" in str(got.value) and "Pod default/web-0" in str(got.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "cost"), [("-2147483648", -(2**31)), ("2147483647", 2**31 - 1), ("0", 0), ("-007", -7)]
+)
+def test_a_pod_deletion_cost_the_api_server_takes_is_read(value: str, cost: int) -> None:
+    pod = Pod.model_validate(o.pod("web-0", node_name="n1", annotations={COST: value}))
+    assert (pod.refused, PodInfo.from_pod(pod).deletion_cost) == ((), cost)
+
+
 def test_two_nodes_with_one_name_are_refused_naming_both() -> None:
     doc = o.kube_list([o.node("n1", instance="i-01"), o.pod("p"), o.node("n1", instance="i-02")])
     with pytest.raises(ValueError, match=r"items\[2\]: Node n1 is also items\[0\]"):

@@ -277,15 +277,40 @@ def test_a_shrunk_jobs_recreated_worker_waits_for_free_room_for_the_horizon() ->
     assert scale_up(later)["cpu"][:2] == (2, 3) and later.state.shrunk == {}  # the horizon passed
 
 
+def test_a_shrunk_jobs_pending_rendezvous_host_is_launched_for_not_held() -> None:
+    """No shrink gives up the worker that hosts its job's c10d rendezvous (spillway.model.jobs): when that
+    pod is pending again (it failed, its node was lost), every other worker waits on it, and it is
+    launched for as any pod, not held to free room as a worker a consolidation gave up. (Found by
+    review.)"""
+    w, _, b = _shrunk_world()
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    _after_drain(w, b)
+    w.state = first.state.to_wire()
+    w.pod_item("default/w-2b")["spec"]["containers"][0]["env"].append(
+        {"name": "PET_RDZV_ENDPOINT", "value": "w-2b:29400"}
+    )
+
+    result = w.plan(NOW + timedelta(minutes=2), max_scale_in_fraction=1.0, **UNDER)
+
+    assert pending_codes(result).get("default/w-2b") != codes.ELASTIC_SHRUNK
+    assert scale_up(result)["cpu"] == (2, 3, ["default/w-2b"])
+
+
 def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launches() -> None:
     outcomes = {}
-    for case in ("room on c", "a worker failed", "a worker is terminating"):
+    for case in ("room on c", "a worker failed", "a worker is terminating", "the workers' node is NotReady"):
         w, a, b = _shrunk_world()
         first = w.plan(max_scale_in_fraction=1.0, **UNDER)
         _after_drain(w, b)
         w.state = first.state.to_wire()
         if case == "a worker is terminating":  # still bound, its room still taken: leaving all the same
             w.pod_item("default/w-1")["metadata"]["deletionTimestamp"] = o.iso(NOW)
+        elif case == "the workers' node is NotReady":  # its kubelet is gone: its workers run nowhere
+            w.node(a)["status"]["conditions"][0].update(
+                status="Unknown",
+                reason="NodeStatusUnknown",
+                lastTransitionTime=o.iso(NOW - timedelta(minutes=20)),
+            )
         else:
             gone = "big-0" if case == "room on c" else "w-1"  # the job keeps 1 worker of its minimum 2
             w.items = [i for i in w.items if i["metadata"].get("name") != gone]
@@ -300,6 +325,7 @@ def test_a_shrunk_jobs_worker_takes_free_room_and_a_job_below_its_minimum_launch
         "room on c": ("free room", 2),  # free room is taken at once
         "a worker failed": ("new", 3),  # below its minimum: launched for, as always
         "a worker is terminating": ("new", 3),
+        "the workers' node is NotReady": ("new", 3),  # found by review: counted as running, held
     }
 
 
@@ -928,6 +954,50 @@ def test_the_workers_of_a_node_being_drained_are_not_counted_as_elastic_room() -
     result = w.plan(max_scale_in_fraction=1.0, **UNDER)
 
     assert result.drain == ()
+    assert kept(result)[b][0] == codes.ELASTIC_MIN
+
+
+def test_the_workers_on_a_node_out_of_service_are_not_counted_as_elastic_room() -> None:
+    """Three workers (minimum two), one per node; a went NotReady 20 minutes ago: its kubelet is gone,
+    w-0 runs nowhere (the taint manager evicts it once its not-ready toleration, 300 s by default, runs
+    out). Only w-1 and w-2 run, exactly the minimum. They were counted as three: b was drained and w-1
+    given up, leaving one worker below torchrun's minimum (pytorch elastic: a job goes on while at
+    least MIN nodes remain). A node out of service is spillway.planner.health.out_of_service's, as the
+    disruption budgets count it. (Found by review.)"""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    for node, name in ((a, "w-0"), (b, "w-1"), (c, "w-2")):
+        elastic_workers(w, node, [name])
+    replicas(w, c, "big", 1, cpu="6")
+    w.node(a)["status"]["conditions"][0].update(
+        status="Unknown", reason="NodeStatusUnknown", lastTransitionTime=o.iso(NOW - timedelta(minutes=20))
+    )
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.pods) for d in result.drain] == []
+    assert kept(result)[b][0] == codes.ELASTIC_MIN
+
+
+def test_the_workers_of_a_node_a_recent_make_room_claims_are_not_counted_as_elastic_room() -> None:
+    """Three workers (minimum two), one per node. A plan two minutes ago made room on a (its claim and
+    its room in the state): the drain evicts a's worker, and has not cordoned a yet. It was no drain
+    under way for the elastic room (a make-room claim keeps its node, so the budgets rightly leave it
+    out), and b was drained too, giving up w-1: one worker left. The make-room drain evicts the pods it
+    names as a consolidation's does. (Found by review.)"""
+    w = World(regions=("us-east-1",))
+    a, b, c = sorted(w.group("cpu", "m5.2xlarge", nodes=3, max_size=10))
+    for node, name in ((a, "w-0"), (b, "w-1"), (c, "w-2")):
+        elastic_workers(w, node, [name])
+    replicas(w, a, "stay", 1, cpu="6", annotations={})  # may not move: a stays, given to the pending pods
+    replicas(w, c, "big", 1, cpu="6")
+    since = (NOW - timedelta(minutes=2)).isoformat()
+    w.state["nodes"][a] = {"idle_since": NOW.isoformat(), "draining_since": since}
+    w.state["rooms"] = {a: {"pods": ["default/wants-room-0"], "since": since}}
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [(d.node, d.pods) for d in result.drain] == []
     assert kept(result)[b][0] == codes.ELASTIC_MIN
 
 

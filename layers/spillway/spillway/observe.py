@@ -514,23 +514,30 @@ def _pod_infos(
 
 
 def _usable(obj: Pod | Node) -> bool:
-    """Whether an object with refused quantities (malformed, out of range, negative) is kept.
+    """Whether an object with refused quantities (malformed, out of range, negative) or annotations is
+    kept.
 
     One bad object must not cost the whole snapshot. Each refused quantity is logged, naming the
     object and field, and left out of its map: a node then offers none of that resource (nothing
     that needs it is placed there), a bound pod still holds its node (never drained as idle). A
-    pending pod is left out: what it asks for is unknown, so no plan can be made for it.
+    pending pod is left out: what it asks for is unknown, so no plan can be made for it. A refused
+    annotation (a ``pod-deletion-cost`` that is no 32-bit integer: the API server refuses it on a new
+    pod, and lets a pod that already had one keep it) is warned of and read as unset, a deletion cost
+    of 0, as the controllers' own reading falls back to (kubernetes/kubernetes
+    pkg/controller/controller_utils.go, getDeletionCostFromPodAnnotations); the pod is kept.
     """
     if not obj.refused:
         return True
-    keep = not isinstance(obj, Pod) or obj.spec.node_name is not None
-    for refused in obj.refused:
+    keep = not isinstance(obj, Pod) or obj.spec.node_name is not None or not obj.refused_quantities
+    for refused in obj.refused_quantities:
         log.error(
             "%s: %s; the quantity is ignored%s",
             obj.describe(),
             refused,
             "" if keep else " and the pending pod left out of the snapshot",
         )
+    for refused in obj.refused_annotations:
+        log.warning("%s: %s; the annotation is ignored, read as unset", obj.describe(), refused)
     return keep
 
 

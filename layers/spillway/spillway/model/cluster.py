@@ -14,21 +14,23 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from spillway.model.jobs import (
-    DO_NOT_DRAIN,
-    VOLCANO_PREEMPTABLE,
     JobInfo,
+    do_not_drain,
     flag,
     job_key,
     job_of,
     pod_job_facts,
+    volcano_preemptable,
 )
 from spillway.model.k8s import (
+    BATCH_GROUP,
     CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
     DO_NOT_DISRUPT,
     HELD_DRAIN,
     LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
+    POD_DELETION_COST,
     SAFE_TO_EVICT,
     SCALE_DOWN_DISABLED,
     Affinity,
@@ -51,6 +53,8 @@ from spillway.model.k8s import (
     Scalable,
     StorageClass,
     VolumeObject,
+    api_group,
+    deletion_cost,
 )
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, parse_priorities
 from spillway.model.resources import Resources, capacity_delta, parse_resource_list, with_capacity
@@ -153,8 +157,8 @@ class PodInfo:
     # the ProvisioningRequest (same namespace) whose capacity the pod uses (consume annotation)
     consumes: str | None = None
     # -- may the autoscaler move it (spillway.planner.disruption.assess_move; spillway.model.jobs) --
-    do_not_drain: bool = False  # openai/do-not-drain=true (label, or annotation)
-    preemptable: bool = False  # volcano.sh/preemptable=true (label or annotation)
+    do_not_drain: bool = False  # openai/do-not-drain "1" or "true", any case (label, or annotation)
+    preemptable: bool = False  # volcano.sh/preemptable true (its annotation, else its label)
     started_at: datetime | None = None  # status.startTime, kept for bound pods only (its age)
     # spec.activeDeadlineSeconds, kept for bound pods only: the kubelet fails the pod that many seconds
     # after started_at, so it ends by then (spillway.planner.durations)
@@ -164,6 +168,10 @@ class PodInfo:
     batch_job: str | None = None  # batch.kubernetes.io/job-name: its batch/v1 Job
     elastic_min: int = 0  # the pod's own word on its elastic job's size (PET_NNODES, torchrun
     elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
+    rdzv_host: bool = False  # it hosts its elastic job's c10d rendezvous (PET_RDZV_ENDPOINT names it)
+    # its controller is a batch/v1 Job, which counts an evicted pod as a failure unless its
+    # podFailurePolicy ignores DisruptionTarget (not Volcano's Job, also of kind Job)
+    batch_owned: bool = False
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
     # its Ready condition is True, kept for the pods the Eviction API holds to their budgets (not
     # Pending, Succeeded or Failed): False only for such a pod that is not Ready, an "unhealthy" pod
@@ -260,7 +268,7 @@ class PodInfo:
             terminating=meta.deletion_timestamp is not None,
             stuck_after=stuck_after(meta.deletion_timestamp, spec.termination_grace_period_seconds),
             owner_is_controller=is_controller,
-            deletion_cost=_int_or_zero(annotations.get(POD_DELETION_COST)),
+            deletion_cost=_deletion_cost(annotations),
             uid=meta.uid if unschedulable and spec.node_name is None else "",
             gang=gang,
             gang_min=gang_min,
@@ -330,6 +338,8 @@ class PodInfo:
             batch_job=d.get("bj"),
             elastic_min=int(d.get("el", (0, 0))[0]),
             elastic_max=int(d.get("el", (0, 0))[1]),
+            rdzv_host=bool(d.get("rdz")),
+            batch_owned=bool(d.get("bo")),
             pdbs=tuple(d.get("pdb", ())),
             ready=not d.get("nr"),
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
@@ -341,9 +351,6 @@ class PodInfo:
             selected_by=tuple(int(i) for i in d.get("sb", ())),
             volume_wait=d.get("vw"),
         )
-
-
-POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 def _one_if(flag: bool) -> int | None:
@@ -388,6 +395,8 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("jr", lambda p: p.job_role),
     ("bj", lambda p: p.batch_job),
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
+    ("rdz", lambda p: _one_if(p.rdzv_host)),
+    ("bo", lambda p: _one_if(p.batch_owned)),
     ("pdb", lambda p: list(p.pdbs) or None),
     ("nr", lambda p: _one_if(not p.ready)),
     ("ao", lambda p: [list(t) for t in p.anti_own] or None),
@@ -411,6 +420,15 @@ def _ready_for_budgets(pod: Pod) -> bool:
     return (pod.status.phase or "Pending") in BUDGETS_IGNORED_PHASES or pod.is_ready()
 
 
+def _deletion_cost(annotations: Mapping[str, str]) -> int:
+    """Its pod-deletion-cost; 0 when unset or refused (the model drops a value the API server refuses)."""
+    return deletion_cost(annotations.get(POD_DELETION_COST, "0")) or 0
+
+
+def _is_batch_job(owner: OwnerReference | None) -> bool:
+    return owner is not None and owner.kind == "Job" and api_group(owner.api_version) == BATCH_GROUP
+
+
 def _move_facts(pod: Pod) -> dict[str, Any]:
     """The PodInfo fields that say whether the autoscaler may move the pod (spillway.model.jobs)."""
     labels, annotations = pod.metadata.labels, pod.metadata.annotations
@@ -422,8 +440,8 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
     owner_key = job_key(owner.kind, namespace, owner.name) if owner and is_controller else None
     may_move = _may_move_some_day(pod, owner)
     return {
-        "do_not_drain": flag(labels.get(DO_NOT_DRAIN)) or flag(annotations.get(DO_NOT_DRAIN)),
-        "preemptable": flag(labels.get(VOLCANO_PREEMPTABLE)) or flag(annotations.get(VOLCANO_PREEMPTABLE)),
+        "do_not_drain": do_not_drain(labels, annotations),
+        "preemptable": volcano_preemptable(labels, annotations),
         # its age matters only for a pod that might move
         "started_at": pod.status.start_time if may_move else None,
         "active_deadline": pod.spec.active_deadline_seconds if may_move else None,
@@ -434,6 +452,8 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         else facts.batch_job,
         "elastic_min": low,
         "elastic_max": high,
+        "rdzv_host": facts.rdzv_host,
+        "batch_owned": is_controller and _is_batch_job(owner),
         "ready": _ready_for_budgets(pod),
     }
 
@@ -519,13 +539,6 @@ def _flag(value: str | None) -> bool | None:
 
 def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-def _int_or_zero(value: str | None) -> int:
-    try:
-        return int(value) if value else 0
-    except ValueError:
-        return 0
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:

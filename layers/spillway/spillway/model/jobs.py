@@ -13,10 +13,25 @@ A job key is ``"<Kind>/<namespace>/<name>"``. A pod without such a label still b
 controller (``"<owner kind>/<namespace>/<owner name>"``, see :func:`job_key`).
 
 An elastic job's size range comes from the job (PyTorchJob/PaddleJob ``spec.elasticPolicy``) or, for
-any launcher, from the pod itself: the env ``PET_NNODES=MIN:MAX`` (set by the Kubeflow training operator
-for elastic PyTorchJobs and by Kubeflow Trainer v2 from its runtime's ``elasticPolicy.minNodes/maxNodes``)
-or ``torchrun --nnodes=MIN:MAX`` in the container's command or args. TrainJob itself states only
-``spec.trainer.numNodes`` (a fixed size): its minimum reaches the pods as ``PET_NNODES``.
+any launcher, from the pod itself, read as torchrun reads it: ``--nnodes=MIN:MAX`` in the container's
+command or args, else the env ``PET_NNODES=MIN:MAX`` (torchrun's flags take their default from the
+``PET_`` variable of the same name, and a flag on the command line wins: pytorch/pytorch
+torch/distributed/argparse_util.py, class ``env``). The Kubeflow training operator sets ``PET_NNODES`` to
+``MIN:MAX`` for elastic PyTorchJobs. Kubeflow Trainer v2 does not make a TrainJob elastic: its runtime
+API has ``mlPolicy.torch.elasticPolicy`` (minNodes/maxNodes), but its torch plugin leaves it unused (a
+TODO until JobSet supports elastic jobs) and sets ``PET_NNODES`` to the fixed node count
+(kubeflow/trainer pkg/runtime/framework/plugins/torch/torch.go, ``EnforceMLPolicy``); its validation
+refuses ``PET_NNODES`` in a TrainJob's own env (``TorchRunReservedEnvNames``). Only a command that runs
+``torchrun --nnodes=MIN:MAX`` itself makes a TrainJob's pods elastic, and they are pods of the JobSet's
+batch/v1 Jobs, which move only when their Job tolerates disruption (spillway.planner.disruption).
+
+The worker that hosts the job's c10d rendezvous is a fixed role too (``PodJobFacts.rdzv_host``): the
+agent whose host name matches the rendezvous endpoint's host runs the TCPStore every other agent talks
+to (pytorch/pytorch torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py,
+``_create_tcp_store``), so evicting it stops the whole job until it is back. The endpoint is read as
+torchrun reads it (``--rdzv-endpoint``/``--rdzv_endpoint``, else ``PET_RDZV_ENDPOINT``); the training
+operator points it at ``<job>-worker-0`` when ``elasticPolicy.rdzvHost`` is unset
+(kubeflow/training-operator pkg/controller.v1/pytorch/elastic.go, ``generateEnvRDZVEndpoint``).
 """
 
 from __future__ import annotations
@@ -30,6 +45,7 @@ from typing import Any
 from spillway.model.k8s import (
     KUBEFLOW_GROUP,
     BatchJob,
+    Container,
     ElasticPolicy,
     KubeObject,
     PaddleJob,
@@ -42,7 +58,7 @@ from spillway.model.k8s import (
 )
 
 DO_NOT_DRAIN = "openai/do-not-drain"  # kubernetes-ec2-autoscaler's label (annotation accepted too)
-VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"  # label or annotation, "true"
+VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"  # annotation, else label; Go's ParseBool true
 KUBEFLOW_JOB_NAME = "training.kubeflow.org/job-name"
 KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
 KUBEFLOW_OPERATOR = "training.kubeflow.org/operator-name"
@@ -50,6 +66,7 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 VOLCANO_JOB_NAME = "volcano.sh/job-name"
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 PET_NNODES = "PET_NNODES"
+PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
 DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition an eviction (or preemption) sets
 
 # training.kubeflow.org/operator-name → kind, for a pod whose controller owner is not the job itself
@@ -61,7 +78,10 @@ _OPERATOR_KINDS = {
     "xgboostjob-controller": "XGBoostJob",
     "jaxjob-controller": "JAXJob",
 }
-_NNODES = re.compile(r"--nnodes(?:=|\s+)(\d+):(\d+)")
+# torchrun's flags as they appear in a command line (a shell's -c string included); the value is
+# checked by the reader
+_NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)([^\s'\"]+)")
+_RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)([^\s'\"]+)")
 
 
 def job_key(kind: str, namespace: str, name: str) -> str:
@@ -223,7 +243,8 @@ class PodJobFacts:
     job: str | None = None  # a job key named by a label (None: the controller owner is the job)
     role: str | None = None  # the replica type, lower case ("worker", "master")
     batch_job: str | None = None  # the batch/v1 Job's name (batch.kubernetes.io/job-name)
-    elastic: tuple[int, int] | None = None  # (MIN, MAX) from PET_NNODES or torchrun --nnodes
+    elastic: tuple[int, int] | None = None  # (MIN, MAX) from torchrun --nnodes or PET_NNODES
+    rdzv_host: bool = False  # the pod hosts its job's c10d rendezvous store (module docstring)
 
 
 def pod_job_facts(pod: Pod) -> PodJobFacts:
@@ -234,6 +255,7 @@ def pod_job_facts(pod: Pod) -> PodJobFacts:
         role=role.lower() if role else None,
         batch_job=meta.labels.get(BATCH_JOB_NAME) or None,
         elastic=_pod_elastic(pod),
+        rdzv_host=_hosts_rendezvous(pod),
     )
 
 
@@ -258,27 +280,76 @@ def _labelled_job(pod: Pod, namespace: str) -> str | None:
     return job_key("Job", namespace, name) if name else None
 
 
+def _torchrun_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str | None:
+    """What torchrun in ``container`` takes for one setting: its flag on the command line, else the
+    ``PET_`` env variable, which is only the flag's default (torch/distributed/argparse_util.py)."""
+    match = flag.search(" ".join(container.command + container.args))
+    if match:
+        return match.group(1)
+    return next((e.value for e in container.env if e.name == env_name and e.value), None)
+
+
 def _pod_elastic(pod: Pod) -> tuple[int, int] | None:
-    """``PET_NNODES=MIN:MAX`` in any container's env, else ``--nnodes=MIN:MAX`` in its command or args."""
+    """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``):
+    ``(MIN, MAX)`` for a range, None for a fixed count or none at all."""
     for container in pod.spec.containers:
-        for env in container.env:
-            if env.name == PET_NNODES and env.value:
-                parsed = _range(env.value)
-                if parsed:
-                    return parsed
-    for container in pod.spec.containers:
-        match = _NNODES.search(" ".join(container.command + container.args))
-        if match:
-            return int(match.group(1)), int(match.group(2))
+        value = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
+        if value is not None:
+            return _range(value)
     return None
+
+
+def _hosts_rendezvous(pod: Pod) -> bool:
+    """The rendezvous endpoint's host (``--rdzv-endpoint``, else ``PET_RDZV_ENDPOINT``) names this pod:
+    its name or its host name, alone or as the first label of a DNS name (``<job>-worker-0``,
+    ``<job>-worker-0.<namespace>.svc``, a JobSet pod's ``<host name>.<subdomain>``). torch compares the
+    endpoint with the machine's host name and addresses (rendezvous/utils.py,
+    ``_matches_machine_hostname``); a pod's host name is its ``spec.hostname``, else its name."""
+    for container in pod.spec.containers:
+        endpoint = _torchrun_setting(container, _RDZV_ENDPOINT_FLAG, PET_RDZV_ENDPOINT)
+        if endpoint is not None:
+            host = endpoint.rsplit(":", 1)[0] if not endpoint.startswith("[") else ""
+            names = {n.lower() for n in (pod.metadata.name, pod.spec.hostname) if n}
+            return host.split(".", 1)[0].lower() in names
+    return False
 
 
 def _range(value: str) -> tuple[int, int] | None:
     low, sep, high = value.strip().partition(":")
-    if not sep or not low.isdigit() or not high.isdigit():
+    if not sep or not (low + high).isascii() or not low.isdigit() or not high.isdigit():
         return None
     return int(low), int(high)
 
 
 def flag(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
+
+
+# what Go's strconv.ParseBool reads as true and as false; it refuses anything else
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def go_bool(value: str) -> bool | None:
+    """``value`` read as Go's ``strconv.ParseBool`` reads it; None where Go answers an error."""
+    return True if value in _GO_TRUE else False if value in _GO_FALSE else None
+
+
+def volcano_preemptable(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """``volcano.sh/preemptable`` says true as Volcano reads it (volcano-sh/volcano
+    pkg/scheduler/api/pod_info.go, ``GetPodPreemptable``): the annotation decides when present, the
+    label only when there is no annotation, each value parsed by Go's ``strconv.ParseBool``, a value it
+    refuses being false. Only a pod marked true counts: Volcano's own default for an unmarked pod is its
+    scheduler's business, not the pod's word that it may move."""
+    source = annotations if VOLCANO_PREEMPTABLE in annotations else labels
+    return go_bool(source.get(VOLCANO_PREEMPTABLE, "")) is True
+
+
+def do_not_drain(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """``openai/do-not-drain`` protects the pod as kubernetes-ec2-autoscaler reads its label
+    (autoscaler/kube.py ``KubePod.is_critical`` through autoscaler/utils.py ``parse_bool_label``: the
+    value, lower-cased, is ``1`` or ``true``); the same value as an annotation protects it too."""
+    return any(str(m.get(DO_NOT_DRAIN)).lower() in ("1", "true") for m in (labels, annotations))
+
+
+DO_NOT_DRAIN_VALUES = "1 or true, in any case (kubernetes-ec2-autoscaler's reading)"

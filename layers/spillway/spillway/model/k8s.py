@@ -7,6 +7,7 @@ fields are ignored so newer servers parse.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -59,6 +60,20 @@ SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 MIRROR_POD = "kubernetes.io/config.mirror"
 INT64_MAX = 2**63 - 1  # an int64 field of the API
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+# what the API server takes as a pod deletion cost (kubernetes/kubernetes pkg/apis/core/helper,
+# GetDeletionCostFromPodAnnotations: no "+" nor leading zero, then strconv.ParseInt(value, 10, 32))
+_DELETION_COST = re.compile(r"-[0-9]+|0|[1-9][0-9]*")
+
+
+def deletion_cost(value: str) -> int | None:
+    """A ``controller.kubernetes.io/pod-deletion-cost`` value as the API server reads it: a 32-bit
+    integer, None for any value it refuses (ValidatePodSpecificAnnotations: "must be a 32bit integer";
+    Python's ``int`` also takes "+5", " 5", "1_000" and values past int32)."""
+    if not _DELETION_COST.fullmatch(value):
+        return None
+    number = int(value)
+    return number if -(2**31) <= number < 2**31 else None
 
 
 class KubeModel(BaseModel):
@@ -85,26 +100,40 @@ def dotted(loc: tuple[int | str, ...]) -> str:
 
 
 class RefusableModel(KubeModel):
-    """A top-level object (Pod, Node) whose unusable quantities are refused one by one.
+    """A top-level object (Pod, Node) whose unusable quantities and annotations are refused one by one.
 
     A quantity that is malformed, out of Kubernetes' range or negative does not fail the object (nor
-    the page of a list it arrived in): the entry is left out of its map and ``refused`` names each
-    such field and why. Readers decide: the ``spillway plan`` input refuses the file
-    (:func:`iter_kube_list`), observe leaves a pending pod out and logs it (see ``spillway.observe``).
+    the page of a list it arrived in): the entry is left out of its map and ``refused_quantities`` names
+    each such field and why. An annotation whose value the API server refuses (a Pod's
+    ``controller.kubernetes.io/pod-deletion-cost`` that is no 32-bit integer) is left out likewise, read
+    as unset, and named in ``refused_annotations``. Readers decide: the ``spillway plan`` input refuses
+    the file for either (:func:`iter_kube_list`); observe logs each, and leaves out a pending pod whose
+    quantities are not all known (see ``spillway.observe``).
     """
 
     _refused: tuple[str, ...] = PrivateAttr(default=())
+    _refused_annotations: tuple[str, ...] = PrivateAttr(default=())
 
     @property
     def refused(self) -> tuple[str, ...]:
-        """``"<field>: <why>"`` for each quantity left out; empty for a clean object."""
+        """``"<field>: <why>"`` for each quantity and annotation left out; empty for a clean object."""
+        return self._refused + self._refused_annotations
+
+    @property
+    def refused_quantities(self) -> tuple[str, ...]:
+        """The quantities left out: what the object asks for, or offers, is not all known."""
         return self._refused
+
+    @property
+    def refused_annotations(self) -> tuple[str, ...]:
+        """The annotations left out, read as unset."""
+        return self._refused_annotations
 
     @model_validator(mode="wrap")
     @classmethod
     def _refuse_bad_quantities(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         try:
-            return handler(data)
+            obj = handler(data)
         except ValidationError as exc:
             errors = exc.errors()
             if not isinstance(data, dict) or not all(_is_quantity_error(e) for e in errors):
@@ -114,7 +143,12 @@ class RefusableModel(KubeModel):
                 cleaned = _without(cleaned, err["loc"])
             obj = handler(cleaned)
             obj._refused = tuple(f"{dotted(e['loc'])}: {e['ctx']['error']}" for e in errors)
-            return obj
+        obj._refused_annotations += obj._drop_refused_annotations()
+        return obj
+
+    def _drop_refused_annotations(self) -> tuple[str, ...]:
+        """Remove the annotations whose value the API server refuses; ``"<field>: <why>"`` for each."""
+        return ()
 
     def describe(self) -> str:
         """``Pod ns/name`` or ``Node name``, for messages."""
@@ -246,7 +280,8 @@ class Container(KubeModel):
     resources: ResourceRequirements | None = None
     ports: list[ContainerPort] = Field(default_factory=list)
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
-    # read only for an elastic job's size: torchrun --nnodes=MIN:MAX, env PET_NNODES=MIN:MAX
+    # read only for an elastic job: torchrun's --nnodes and --rdzv-endpoint, else env PET_NNODES and
+    # PET_RDZV_ENDPOINT (spillway.model.jobs)
     command: list[str] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list)
     env: list[EnvVar] = Field(default_factory=list)
@@ -308,6 +343,7 @@ class Volume(KubeModel):
 
 class PodSpec(KubeModel):
     node_name: str | None = None
+    hostname: str | None = None  # the pod's host name (JobSet sets it): a rendezvous endpoint may name it
     node_selector: dict[str, str] = Field(default_factory=dict)
     affinity: Affinity | None = None
     topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
@@ -417,6 +453,15 @@ class Pod(RefusableModel):
     metadata: ObjectMeta
     spec: PodSpec = Field(default_factory=PodSpec)
     status: PodStatus = Field(default_factory=PodStatus)
+
+    def _drop_refused_annotations(self) -> tuple[str, ...]:
+        annotations = self.metadata.annotations
+        value = annotations.get(POD_DELETION_COST)
+        if value is None or deletion_cost(value) is not None:
+            return ()
+        del annotations[POD_DELETION_COST]
+        why = "must be a 32-bit integer, as the API server requires"
+        return (f"metadata.annotations.{POD_DELETION_COST}: {why}: {value!r}",)
 
     def is_ready(self) -> bool:
         """Its Ready condition is True: what a PodDisruptionBudget counts as healthy."""
@@ -1080,7 +1125,7 @@ def _model_for(kind: str, api_version: str) -> ModelType | None:
 def _check_item(obj: KubeObject, index: int, seen: dict[tuple[str, str | None, str], int]) -> None:
     """Refuse an object with an unusable quantity, or a second object of one kind and name."""
     if isinstance(obj, RefusableModel) and obj.refused:
-        raise ValueError(f"items[{index}].{obj.refused[0]}")
+        raise ValueError(f"items[{index}].{obj.refused[0]} ({obj.describe()})")
     # Two objects of one kind and name: the API server never holds them, and keeping either would
     # silently lose the other.
     namespace = None if obj.kind in CLUSTER_SCOPED else obj.metadata.namespace or "default"
@@ -1112,8 +1157,8 @@ def iter_kube_list(doc: Any, *, release: bool = False) -> Iterator[KubeObject]:
     ReplicationControllers, batch Jobs: a Job is yielded twice, as a :class:`BatchJob` and as a
     :class:`Scalable`), and apps/v1 DaemonSets; other kinds are skipped. With ``release`` each raw item is dropped from ``doc``
     once parsed, so a large List is not held twice (raw and parsed). Raises ``ValueError`` naming the
-    item and field: for an unusable quantity (see :class:`RefusableModel`) and for a second object of
-    one kind and name.
+    item and field: for an unusable quantity or annotation (see :class:`RefusableModel`), naming the
+    object, and for a second object of one kind and name.
     """
     if not isinstance(doc, dict):
         raise ValueError("top level: expected a Kubernetes List object")

@@ -263,8 +263,11 @@ def template_pod_object(template: Mapping[str, Any], namespace: str, name: str) 
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         return None, f"PodTemplate {namespace}/{template_name(template)}: template.{where}: {first['msg']}"
-    if pod.refused:
-        return None, f"PodTemplate {namespace}/{template_name(template)}: template.{pod.refused[0]}"
+    if pod.refused_quantities:  # what its pods ask for is not known (an annotation refused is unset)
+        return (
+            None,
+            f"PodTemplate {namespace}/{template_name(template)}: template.{pod.refused_quantities[0]}",
+        )
     return pod, ""
 
 

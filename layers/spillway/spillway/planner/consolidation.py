@@ -180,9 +180,9 @@ class Consolidation:
                 on_node.setdefault(pod.node_name, []).append(pod)
         self.on_node = on_node
         self.jobs = self.ctx.snapshot.jobs_by_key()
-        # the workers on nodes whose drain is under way (cordoned, or claimed by a recent plan) are
-        # leaving already: the room of their elastic jobs is what the others leave
-        leaving = {n for n, node in self.ctx.nodes.items() if stage.drain_under_way(node)}
+        # the workers on nodes they are leaving, or run on no more, are not counted: the room of their
+        # elastic jobs is what the others leave (ScaleDownStage.workers_leaving)
+        leaving = {n for n, node in self.ctx.nodes.items() if stage.workers_leaving(node)}
         self.elastic_left = elastic_room(
             (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
         )

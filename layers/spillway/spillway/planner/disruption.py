@@ -7,7 +7,7 @@
   stop it; cluster-autoscaler ignores such long-terminating pods too);
 * ``wait``: already terminating; it keeps the node busy until it is gone, nothing to evict;
 * ``never``: protected (``karpenter.sh/do-not-disrupt=true``,
-  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, ``openai/do-not-drain=true``, or no
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, ``openai/do-not-drain`` (1 or true), or no
   controller would recreate it and it
   is not annotated safe-to-evict=true); evicted only with ``force``, when it becomes ``movable``;
 * ``movable``: may be evicted through the Eviction API.
@@ -25,14 +25,17 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
 1. not busy (finished, mirror, DaemonSet) or already terminating: nothing to move, free;
 2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
    ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
-   labelled ``openai/do-not-drain=true``; more than one PodDisruptionBudget selects it (the Eviction
-   API refuses such a pod whatever they allow); its PodDisruptionBudget allows no disruption now (a pod
-   not running yet, or running and not Ready under a budget whose ``unhealthyPodEvictionPolicy`` lets it
-   go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
+   marked ``openai/do-not-drain`` (``1`` or ``true``, any case); more than one PodDisruptionBudget
+   selects it (the Eviction API refuses such a pod whatever they allow); its PodDisruptionBudget allows
+   no disruption now (a pod not running yet, or running and not Ready under a budget whose
+   ``unhealthyPodEvictionPolicy`` lets it go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
 3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
-   ``volcano.sh/preemptable=true``; a worker of an elastic job (see :class:`ElasticRef`: movable only
-   while its job keeps its minimum, :func:`elastic_room`); a pod of a batch Job whose
-   ``podFailurePolicy`` ignores ``DisruptionTarget``;
+   ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano reads them); then, for a
+   pod a controller recreates (never one without a controller ownerReference, whatever its labels say),
+   a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
+   :func:`elastic_room`; never the one that hosts the job's rendezvous, nor a batch/v1 Job's pod whose
+   Job does not tolerate disruption); a pod of a batch Job whose ``podFailurePolicy`` ignores
+   ``DisruptionTarget``;
 4. anything else never: a pod of no kind known to tolerate a move is not moved to save money (an
    operator's DrainNode still evicts controlled pods, through :func:`assess`).
 
@@ -50,7 +53,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from spillway.model.cluster import NodeInfo, PodInfo
-from spillway.model.jobs import DO_NOT_DRAIN, VOLCANO_PREEMPTABLE, JobInfo, job_key
+from spillway.model.jobs import DO_NOT_DRAIN, DO_NOT_DRAIN_VALUES, VOLCANO_PREEMPTABLE, JobInfo, job_key
 from spillway.model.k8s import DO_NOT_DISRUPT, SAFE_TO_EVICT
 from spillway.planner import codes
 
@@ -138,7 +141,7 @@ def _protection(pod: PodInfo) -> tuple[str, str] | None:
     if pod.safe_to_evict is False:
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
     if pod.do_not_drain:
-        return codes.POD_DO_NOT_DRAIN, f"labelled {DO_NOT_DRAIN}=true"
+        return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
     if not pod.controlled and pod.safe_to_evict is not True:
         return codes.POD_NO_CONTROLLER, "no controller would recreate it"
     return None
@@ -147,7 +150,8 @@ def _protection(pod: PodInfo) -> tuple[str, str] | None:
 # -- consolidation: may the autoscaler move a pod to save cost --
 
 NO_JOBS: Mapping[str, JobInfo] = MappingProxyType({})
-# replica types that hold an elastic job together (rendezvous host, launcher): never shrunk away
+# replica types that hold an elastic job together (rendezvous host, launcher): never shrunk away; a
+# worker that hosts the rendezvous is one too (PodInfo.rdzv_host, elastic_of)
 FIXED_ROLES = frozenset({"master", "launcher", "chief", "ps", "evaluator"})
 AGE_CAP_SECONDS = 86400.0  # the age term of the cost stops growing after a day
 
@@ -207,7 +211,7 @@ def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> 
     if pod.safe_to_evict is False:
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
     if pod.do_not_drain:
-        return codes.POD_DO_NOT_DRAIN, f"labelled {DO_NOT_DRAIN}=true"
+        return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
     if pdbs_allow is not None and len(pod.pdbs) > 1:
         return codes.POD_PDB_MULTIPLE, (
             f"selected by more than one PodDisruptionBudget ({', '.join(pod.pdbs)}): the Eviction API "
@@ -226,7 +230,11 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if pod.safe_to_evict is True:
         return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
     if pod.preemptable:
-        return Move(True, f"{VOLCANO_PREEMPTABLE}=true", codes.POD_PREEMPTABLE, cost)
+        return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost)
+    # the job rules below speak for a controller that recreates the pod: a job's label alone is no
+    # controller (an orphaned Job pod keeps it, and nothing recreates that pod once evicted)
+    if not pod.controlled:
+        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
     elastic = elastic_of(pod, jobs)
     if elastic is not None:
         why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
@@ -234,8 +242,6 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if tolerates_disruption(pod, jobs):
         why = "its Job's podFailurePolicy ignores DisruptionTarget: an eviction is not a failure"
         return Move(True, why, codes.POD_DISRUPTION_TOLERATED, cost)
-    if not pod.controlled:
-        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
     kind = pod.owner_kind or "bare"
     return Move(
         False, f"a {kind} pod, of no kind known to tolerate a move", codes.POD_NOT_KNOWN_MOVABLE, math.inf
@@ -269,9 +275,25 @@ def job_key_of(pod: PodInfo) -> str | None:
 
 
 def elastic_of(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
-    """The elastic job ``pod`` is a worker of: the job object's range (PyTorchJob/PaddleJob
-    ``elasticPolicy``) first, else the pod's own (``PET_NNODES``, ``torchrun --nnodes``); None for a fixed
-    role (master, launcher), a fixed size (min = max) or a pod of no job."""
+    """The elastic job ``pod`` is a worker of that a shrink may give up (:func:`elastic_member`). None
+    for the worker that hosts the job's c10d rendezvous: every other agent talks to the store it runs,
+    so the whole job stops while it is away (spillway.model.jobs). None for a batch/v1 Job's pod unless
+    the Job tolerates disruption: the Job controller counts a deleted pod as failed
+    (kubernetes/kubernetes pkg/controller/job/job_controller.go, isPodFailed), and past
+    ``backoffLimit`` (``backoffLimitPerIndex`` for its index) the Job fails, elastic or not; only an
+    ``Ignore`` rule on ``DisruptionTarget`` keeps an eviction from counting. A JobSet's pods (a Kubeflow
+    Trainer v2 TrainJob's) are such pods."""
+    ref = elastic_member(pod, jobs)
+    if ref is None or pod.rdzv_host:
+        return None
+    return None if pod.batch_owned and not tolerates_disruption(pod, jobs) else ref
+
+
+def elastic_member(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
+    """The elastic job ``pod`` runs as one of the workers of, counted toward its size whether a shrink
+    may give it up or not: the job object's range (PyTorchJob/PaddleJob ``elasticPolicy``) first, else
+    the pod's own (``torchrun --nnodes``, ``PET_NNODES``); None for a fixed role (master, launcher), a
+    fixed size (min = max) or a pod of no job."""
     key = job_key_of(pod)
     if key is None or pod.job_role in FIXED_ROLES:
         return None
@@ -291,13 +313,14 @@ def tolerates_disruption(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) ->
 
 def elastic_room(pods: Iterable[PodInfo], jobs: Mapping[str, JobInfo] = NO_JOBS) -> dict[str, int]:
     """Elastic job key → how many workers it may lose now: its running workers (bound, not finished,
-    not terminating) minus its minimum, never below 0. Jobs with no running worker are left out."""
+    not terminating; the rendezvous host counts, :func:`elastic_member`) minus its minimum, never below
+    0. Jobs with no running worker are left out."""
     running: dict[str, int] = {}
     minimum: dict[str, int] = {}
     for pod in pods:
         if pod.node_name is None or pod.terminal or pod.terminating:
             continue
-        ref = elastic_of(pod, jobs)
+        ref = elastic_member(pod, jobs)
         if ref is not None:
             running[ref.job] = running.get(ref.job, 0) + 1
             minimum[ref.job] = ref.min

@@ -369,6 +369,19 @@ class ScaleDownStage:
             return False
         return (node.info.cordoned_by_spillway and name not in self.orphans) or self.terminating_claim(node)
 
+    def workers_leaving(self, node: WorkNode) -> bool:
+        """The node's pods are leaving, or run nowhere: a drain under way (:meth:`drain_under_way`), a
+        recent make-room drain's claim (it evicts the pods it names before it cordons the node, as a
+        consolidation's does: :meth:`claimed_at`), or the node is out of service (NotReady past
+        registering, or being deleted: :func:`~spillway.planner.health.out_of_service`; its kubelet
+        runs nothing, and the taint manager evicts its pods once their not-ready toleration, 300 s by
+        default, runs out). An elastic job counts none of its workers there toward its minimum."""
+        return (
+            self.drain_under_way(node)
+            or self.claimed_at(node) is not None
+            or out_of_service(node.info, self.ctx.config, self.ctx.now)
+        )
+
     def _count_draining(self) -> None:
         """The drains under way per group, and the other nodes out of service (NotReady, being deleted:
         :func:`~spillway.planner.health.out_of_service`), for the budgets."""

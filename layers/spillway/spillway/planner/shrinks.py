@@ -24,7 +24,8 @@ from datetime import timedelta
 
 from spillway.model.state import ShrinkState
 from spillway.planner.context import Context, aware, minutes
-from spillway.planner.disruption import elastic_of
+from spillway.planner.disruption import elastic_member, elastic_of
+from spillway.planner.health import out_of_service
 
 
 def hold_shrunk(ctx: Context) -> dict[str, ShrinkState]:
@@ -32,22 +33,8 @@ def hold_shrunk(ctx: Context) -> dict[str, ShrinkState]:
     why); the records that still hold, for the next state."""
     if not ctx.state.shrunk:
         return {}
-    jobs = ctx.snapshot.jobs_by_key()
     horizon = timedelta(minutes=ctx.config.consolidation_horizon_minutes)
-    running: dict[str, int] = {}
-    waiting: dict[str, list[str]] = {}
-    minimum: dict[str, int] = {}
-    for pod in ctx.snapshot.pods:
-        ref = elastic_of(pod, jobs) if not pod.terminal else None
-        if ref is None or ref.job not in ctx.state.shrunk:
-            continue
-        minimum[ref.job] = ref.min
-        if pod.node_name is not None and not pod.terminating:  # a terminating worker is leaving
-            running[ref.job] = running.get(ref.job, 0) + 1
-        elif pod.node_name is not None:
-            continue
-        else:
-            waiting.setdefault(ref.job, []).append(pod.key)
+    running, waiting, minimum = _workers(ctx)
     pending = {p.key for p in ctx.pending}
     kept: dict[str, ShrinkState] = {}
     for job, shrink in sorted(ctx.state.shrunk.items()):
@@ -64,6 +51,33 @@ def hold_shrunk(ctx: Context) -> dict[str, ShrinkState]:
         )
         ctx.free_only.update(dict.fromkeys(held, why))
     return kept
+
+
+def _workers(ctx: Context) -> tuple[dict[str, int], dict[str, list[str]], dict[str, int]]:
+    """For each shrunk job with a pod left: its running workers, its pending workers a shrink may have
+    given up (never the rendezvous host), and its minimum. A worker is running when bound, not
+    terminating (leaving) and on a node in service: one on a node NotReady past registering, or being
+    deleted, runs nowhere (:func:`~spillway.planner.health.out_of_service`)."""
+    jobs = ctx.snapshot.jobs_by_key()
+    running: dict[str, int] = {}
+    waiting: dict[str, list[str]] = {}
+    minimum: dict[str, int] = {}
+    for pod in ctx.snapshot.pods:
+        ref = elastic_member(pod, jobs) if not pod.terminal else None
+        if ref is None or ref.job not in ctx.state.shrunk:
+            continue
+        minimum[ref.job] = ref.min
+        if pod.node_name is None:
+            if elastic_of(pod, jobs) is not None:
+                waiting.setdefault(ref.job, []).append(pod.key)
+        elif not pod.terminating and _in_service(ctx, pod.node_name):
+            running[ref.job] = running.get(ref.job, 0) + 1
+    return running, waiting, minimum
+
+
+def _in_service(ctx: Context, name: str) -> bool:
+    node = ctx.nodes.get(name)
+    return node is None or not out_of_service(node.info, ctx.config, ctx.now)
 
 
 def shrunk_after(held: Mapping[str, ShrinkState], ctx: Context) -> dict[str, ShrinkState]:
