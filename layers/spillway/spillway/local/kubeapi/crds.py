@@ -2,6 +2,12 @@
 applies their published schemas and CEL rules (the kubebuilder markers of kubernetes/autoscaler
 ``cluster-autoscaler/apis``):
 
+* ProvisioningRequest ``v1`` (``autoscaling.x-k8s.io_provisioningrequests.yaml``, generated from
+  ``apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go``): ``spec`` with ``provisioningClassName``
+  (a DNS subdomain of at most 253 characters) and ``podSets`` (1 to 32 items, each a ``podTemplateRef``
+  whose ``name`` is a DNS subdomain and a ``count`` of at least 1) required; ``parameters`` at most 100
+  strings of at most 255 characters. ``podSets`` and ``parameters`` (and ``provisioningClassName``) are immutable, a CEL
+  transition rule ``self == oldSelf`` (the kind's ``immutable``, see ``resources``).
 * CapacityQuota ``v1beta1`` (``capacityquota_types.go``): ``spec.limits.resources`` required, at most 20
   names of at most 63 characters, each a quantity that is a non-negative integer. The rule reads
   ``quantity(v).isInteger()``, which holds only when the API server's parser keeps the value as an exact
@@ -25,6 +31,7 @@ from typing import Any
 JsonObj = dict[str, Any]
 Problem = tuple[str, str]
 
+PROVISIONING_REQUEST = "ProvisioningRequest.autoscaling.x-k8s.io"
 CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
 CAPACITY_BUFFER = "CapacityBuffer.autoscaling.x-k8s.io"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
@@ -160,6 +167,113 @@ def _non_negative_integer(value: int | str) -> bool:
     return value >= 0 if isinstance(value, int) else integer_quantity(value)
 
 
+# --- ProvisioningRequest ---------------------------------------------------------------------------
+
+
+def _go_regex(pattern: str) -> re.Pattern[str]:
+    """A schema ``pattern`` as Go's RE2 reads it: ``$`` is the end of the text (Python's ``$`` also
+    matches before a final newline)."""
+    return re.compile(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern)
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _text(
+    field: str, value: Any, *, max_length: int, min_length: int = 0, pattern: str | None = None
+) -> Problem | None:
+    """A string field: its type, ``minLength``, ``maxLength`` and ``pattern``, checked in the order the
+    schema validator reports them."""
+    if not isinstance(value, str):
+        return _wrong_type(field, value, "string")
+    if len(value) > max_length:
+        return field, f"Too long: may not be more than {max_length} bytes"
+    if len(value) < min_length:
+        return (
+            field,
+            f"Invalid value: {_shown(value)}: {field} in body should be at least {min_length} chars long",
+        )
+    if pattern is not None:
+        regex = _PATTERNS.setdefault(pattern, _go_regex(pattern))
+        if not regex.match(value):
+            return field, f"Invalid value: {_shown(value)}: {field} in body should match '{pattern}'"
+    return None
+
+
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+def _string_map(field: str, value: Any, *, max_properties: int, max_length: int) -> Problem | None:
+    """An object of strings (``additionalProperties: {type: string, maxLength}``, ``maxProperties``)."""
+    if not isinstance(value, dict):
+        return _wrong_type(field, value, "object")
+    if len(value) > max_properties:
+        return field, f"Too many: {len(value)}: must have at most {max_properties} items"
+    for key, item in value.items():
+        problem = _text(f"{field}.{key}", item, max_length=max_length)
+        if problem:
+            return problem
+    return None
+
+
+def _pod_set(field: str, value: Any) -> Problem | None:
+    """``{podTemplateRef: {name}, count}``: both required, ``count`` at least 1, the name a DNS subdomain."""
+    if not isinstance(value, dict):
+        return _wrong_type(field, value, "object")
+    for key in ("count", "podTemplateRef"):
+        if value.get(key) is None:
+            return f"{field}.{key}", "Required value"
+    count = value["count"]
+    if isinstance(count, bool) or not isinstance(count, int):
+        return _wrong_type(f"{field}.count", count, "integer")
+    if count < 1:
+        return (
+            f"{field}.count",
+            f"Invalid value: {count}: {field}.count in body should be greater than or equal to 1",
+        )
+    ref = value["podTemplateRef"]
+    if not isinstance(ref, dict):
+        return _wrong_type(f"{field}.podTemplateRef", ref, "object")
+    if ref.get("name") is None:
+        return f"{field}.podTemplateRef.name", "Required value"
+    return _text(f"{field}.podTemplateRef.name", ref["name"], max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+
+
+def _pod_sets(value: Any) -> Problem | None:
+    field = "spec.podSets"
+    if value is None:
+        return field, "Required value"
+    if not isinstance(value, list):
+        return _wrong_type(field, value, "array")
+    if len(value) > 32:
+        return field, f"Too many: {len(value)}: must have at most 32 items"
+    if not value:
+        return field, f"Invalid value: 0: {field} in body should have at least 1 items"
+    for index, item in enumerate(value):
+        problem = _pod_set(f"{field}[{index}]", item)
+        if problem:
+            return problem
+    return None
+
+
+def _provisioning_spec(spec: Any) -> Problem | None:
+    if not isinstance(spec, dict):
+        return ("spec", "Required value") if spec is None else _wrong_type("spec", spec, "object")
+    name = spec.get("provisioningClassName")
+    if name is None:
+        return "spec.provisioningClassName", "Required value"
+    problem = _text("spec.provisioningClassName", name, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+    problem = problem or _pod_sets(spec.get("podSets"))
+    if problem or spec.get("parameters") is None:
+        return problem
+    return _string_map("spec.parameters", spec["parameters"], max_properties=100, max_length=255)
+
+
+def _provisioning_request(obj: JsonObj) -> Problem | None:
+    """A ProvisioningRequest's spec against the published CRD's schema."""
+    return _provisioning_spec(obj.get("spec"))
+
+
 # --- CapacityBuffer --------------------------------------------------------------------------------
 
 
@@ -223,6 +337,7 @@ def _buffer(obj: JsonObj) -> Problem | None:
 
 
 _CHECKS: Mapping[str, Callable[[JsonObj], Problem | None]] = {
+    PROVISIONING_REQUEST: _provisioning_request,
     CAPACITY_QUOTA: _quota,
     CAPACITY_BUFFER: _buffer,
 }
