@@ -905,6 +905,54 @@ def test_a_request_out_of_the_crd_schema_is_refused_naming_the_field(
     ).startswith(f'ProvisioningRequest.autoscaling.x-k8s.io "ok" is invalid: {field}: ')
 
 
+GOOD_CONDITION = {"type": "Provisioned", "status": "True", "reason": "CapacityIsFound", "message": "",
+                  "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}  # fmt: skip
+
+
+def _without(key: str) -> dict[str, Any]:
+    return {k: v for k, v in GOOD_CONDITION.items() if k != key}
+
+
+@pytest.mark.parametrize(
+    ("status", "field"),
+    [
+        pytest.param({"conditions": [{**GOOD_CONDITION, "status": "Yes"}]}, "status.conditions[0].status",
+                     id="status-enum"),
+        pytest.param({"conditions": [{**GOOD_CONDITION, "reason": ""}]}, "status.conditions[0].reason",
+                     id="reason-minLength-1"),
+        pytest.param({"conditions": [{**GOOD_CONDITION, "reason": "Capacity found"}]},
+                     "status.conditions[0].reason", id="reason-pattern"),
+        pytest.param({"conditions": [_without("lastTransitionTime")]}, "status.conditions[0].lastTransitionTime",
+                     id="lastTransitionTime-required"),
+        pytest.param({"conditions": [{**GOOD_CONDITION, "lastTransitionTime": "yesterday"}]},
+                     "status.conditions[0].lastTransitionTime", id="lastTransitionTime-date-time"),
+        pytest.param({"conditions": [_without("message")]}, "status.conditions[0].message",
+                     id="message-required"),
+        pytest.param({"conditions": [{**GOOD_CONDITION, "observedGeneration": -1}]},
+                     "status.conditions[0].observedGeneration", id="observedGeneration-minimum-0"),
+        pytest.param({"conditions": [GOOD_CONDITION, {**GOOD_CONDITION, "status": "False"}]},
+                     "status.conditions[1]", id="list-map-key-type-duplicated"),
+        pytest.param({"provisioningClassDetails": {f"k{i}": "v" for i in range(65)}},
+                     "status.provisioningClassDetails", id="details-maxProperties-64"),
+        pytest.param({"provisioningClassDetails": {"k": 3}}, "status.provisioningClassDetails.k",
+                     id="details-strings"),
+    ],
+)  # fmt: skip
+def test_a_status_out_of_the_crd_schema_is_refused_naming_the_field(
+    custom: CustomObjectsApi, status: dict[str, Any], field: str
+) -> None:
+    """A malformed condition written by the plan function (act/planning.py write_provisioning) is refused
+    here as a real cluster refuses it, not stored."""
+    args = (*PROVREQS[:2], "default", PROVREQS[2], "pr")
+    custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], provreq("pr"))
+    message = refused(lambda: custom.patch_namespaced_custom_object_status(*args, {"status": status}))
+    assert message.startswith(f'ProvisioningRequest.autoscaling.x-k8s.io "pr" is invalid: {field}: '), message
+    assert "status" not in custom.get_namespaced_custom_object(*args)
+    good = {"conditions": [GOOD_CONDITION, {**GOOD_CONDITION, "type": "Accepted", "reason": "Accepted"}],
+            "provisioningClassDetails": {"NodeSelectorKey": "spillway.io/provisioning-request"}}  # fmt: skip
+    assert custom.patch_namespaced_custom_object_status(*args, {"status": good})["status"] == good
+
+
 # The CRDs' published validation (kubernetes/autoscaler cluster-autoscaler/apis, kubebuilder markers):
 # CapacityQuota v1beta1 spec.limits.resources "All resource quantities must be non-negative integers."
 # (its doc lists "32Gi", "2k", "10" as allowed and "3.67Gi", "500m", "0.3" and even "1000m" as invalid);

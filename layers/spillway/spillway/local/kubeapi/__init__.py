@@ -37,7 +37,7 @@ What it serves (JSON only)
   ``/status``), PodGroup ``scheduling.volcano.sh/v1beta1`` (Volcano: no status subresource, as its CRD),
   CapacityQuota ``autoscaling.x-k8s.io/v1beta1`` (cluster-scoped, ``/status``), ProvisioningRequest
   ``autoscaling.x-k8s.io/v1`` (``/status``; validated as its CRD's schema validates it, the spec on every
-  write, 422 naming the field; changing
+  write, the conditions and details on ``/status``, 422 naming the field; changing
   ``spec.provisioningClassName``, ``spec.podSets`` or ``spec.parameters`` answers 422 as the CRD's
   ``self == oldSelf`` rules do), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``),
   PyTorchJob and PaddleJob ``kubeflow.org/v1`` (``/status``), and the alpha built-ins PodGroup
