@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from plan_world import NOW, World, pending_codes, scale_up
 
 from spillway.inputs import load_cluster
@@ -110,6 +111,34 @@ def test_check_capacity_that_does_not_fit_is_provisioned_false_and_never_scales(
 
     assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
     assert result.scale_up == ()
+
+
+def test_check_capacity_with_no_retry_fails_when_capacity_is_not_found() -> None:
+    """cluster-autoscaler's check-capacity class reads spec.parameters.noRetry: with "true", capacity not
+    found sets Failed=True / CapacityIsNotFound instead of Provisioned=False, so Kueue retries after its
+    back-off rather than keeping the quota reserved for a request that stays pending
+    (kubernetes/autoscaler cluster-autoscaler/provisioningrequest/checkcapacity/provisioningclass.go,
+    NoRetryParameterKey, checkCapacity)."""
+    w, _ = cpu_world(nodes=0)
+    req = request("r", CHECK_CAPACITY, [("t", 1)], parameters={"noRetry": "true"})
+    result = run(w, [req], [template("t")])
+
+    assert conds(result) == {"Accepted": ("True", "Accepted"), "Failed": ("True", "CapacityIsNotFound")}
+    assert "noRetry" in result.provisioning[0].conditions[1]["message"]
+    assert result.scale_up == ()
+
+
+@pytest.mark.parametrize("value", ["false", "True", "yes"])
+def test_check_capacity_with_no_retry_other_than_true_is_checked_again(value: str) -> None:
+    """Only the exact string "true" sets noRetry in cluster-autoscaler; "false" is the default and any
+    other value is ignored (logged there, said in the condition's message here)."""
+    w, _ = cpu_world(nodes=0)
+    req = request("r", CHECK_CAPACITY, [("t", 1)], parameters={"noRetry": value})
+    result = run(w, [req], [template("t")])
+
+    assert conds(result) == {"Accepted": ("True", "Accepted"), "Provisioned": ("False", "CapacityIsNotFound")}
+    message = result.provisioning[0].conditions[1]["message"]
+    assert ("ignored" in message) == (value != "false"), message
 
 
 def test_a_booking_holds_its_room_against_other_pending_pods() -> None:

@@ -5,7 +5,8 @@ alone, as cluster-autoscaler does):
 
 ``check-capacity.autoscaling.x-k8s.io``
     Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted)? Yes:
-    ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan.
+    ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan
+    (with ``spec.parameters.noRetry: "true"``, ``Failed=True`` instead).
 ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``
     Fits in free room: ``Provisioned=True`` and booked, as above. Else its pod sets become one gang of
     virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none); their new
@@ -44,6 +45,7 @@ from spillway.model.provreq import (
     DETAIL_LABEL_KEY,
     DETAIL_LABEL_VALUE,
     FAILED,
+    NO_RETRY,
     NODE_LABEL,
     PROVISIONED,
     TERMINAL,
@@ -209,8 +211,7 @@ class Provisioning:
                   f"{minutes(BOOKING)}", now)  # fmt: skip
             return []
         if info.class_name == CHECK_CAPACITY:
-            w.set(PROVISIONED, "False", R_NOT_FOUND,
-                  f"{info.count} pod(s) do not fit in the free room of the cluster; checked again", now)  # fmt: skip
+            _not_found(w, now)
             return []
         return self._gang(w, label)
 
@@ -338,6 +339,27 @@ def still_booked(info: ProvisioningRequestInfo, running: Sequence[PodInfo]) -> l
         taken = min(count, unmatched)
         left[i], unmatched = count - taken, unmatched - taken
     return left
+
+
+def _not_found(w: Work, now: datetime) -> None:
+    """A check-capacity request that does not fit: ``Provisioned=False``, checked again on every plan;
+    with ``spec.parameters.noRetry`` ``"true"``, ``Failed=True`` instead, so that Kueue's back-off
+    retries it with a new request rather than holding the workload's quota for this one (as
+    cluster-autoscaler's checkcapacity provisioningclass.go, checkCapacity, does). Any value but
+    ``"true"`` and ``"false"`` is ignored there, and said so here."""
+    what = f"{w.info.count} pod(s) do not fit in the free room of the cluster"
+    no_retry = w.info.parameters.get(NO_RETRY)
+    if no_retry == "true":
+        w.set(
+            FAILED, "True", R_NOT_FOUND, f'{what}; spec.parameters.{NO_RETRY} is "true": not tried again', now
+        )
+        return
+    ignored = (
+        ""
+        if no_retry in (None, "false")
+        else f' (spec.parameters.{NO_RETRY}={no_retry!r} ignored: "true" or "false")'
+    )
+    w.set(PROVISIONED, "False", R_NOT_FOUND, f"{what}; checked again{ignored}", now)
 
 
 def _usable(node: WorkNode, label: str | None) -> bool:
