@@ -76,8 +76,9 @@ def run(
     requests: list[dict[str, Any]],
     templates: list[dict[str, Any]],
     now: datetime = NOW,
+    **config: Any,
 ) -> ScalingPlan:
-    snapshot, groups, cfg, state = w.parsed()
+    snapshot, groups, cfg, state = w.parsed(**config)
     snapshot = replace(snapshot, provreqs=request_infos(requests, templates))
     return plan(snapshot, groups, cfg, state, now)
 
@@ -321,6 +322,52 @@ def test_best_effort_atomic_that_can_never_fit_fails_and_adds_nothing() -> None:
 
     assert conds(result)["Failed"][0] == "True"
     assert result.scale_up == ()
+
+
+def _busy(w: World, names: list[str]) -> None:
+    for i, node in enumerate(names):
+        w.pods(f"busy{i}", 1, node_name=node, cpu="7", memory="20Gi")
+
+
+@pytest.mark.parametrize(
+    "blocked",
+    [
+        pytest.param({}, id="max-size-filled-by-running-nodes"),
+        pytest.param({"max_nodes_total": 2}, id="cluster-limit"),
+        pytest.param({"quota": {"cpu": "16"}}, id="capacity-quota"),
+    ],
+)
+def test_best_effort_atomic_blocked_by_what_passes_is_retried_not_failed(blocked: dict[str, Any]) -> None:
+    """cluster-autoscaler's best-effort-atomic class answers a scale-up it cannot make now with
+    Provisioned=False / CapacityIsNotFound and retries it; it never sets Failed for it: only the 7-day
+    (or ValidUntilSeconds) expiry fails the request (kubernetes/autoscaler cluster-autoscaler/
+    provisioningrequest/besteffortatomic/provisioning_class.go, Provision). Kueue counts every Failed as
+    a spent attempt and deactivates the workload after retryStrategy.backoffLimitCount
+    (kubernetes-sigs/kueue pkg/controller/admissionchecks/provisioning/controller.go, case isFailed).
+    Here two busy nodes fill what MaxSize 3, a node total or a CapacityQuota leaves: once they go, the
+    request fits."""
+    w, names = cpu_world(nodes=2, max_size=3)
+    _busy(w, names)
+    config = {k: v for k, v in blocked.items() if k != "quota"}
+    if "quota" in blocked:
+        w.capacity_quota("team", blocked["quota"])
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)])], [template("a")], **config)
+
+    got = conds(result)
+    assert "Failed" not in got, f"what passes failed the request: {got}"
+    assert got["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "until it expires" in result.provisioning[0].conditions[1]["message"]
+    assert result.scale_up == ()
+
+
+def test_best_effort_atomic_too_big_for_every_group_even_empty_fails() -> None:
+    """Failed only when no group's shape and size could ever hold it: three one-node pods, MaxSize 2,
+    whatever runs now (here nothing)."""
+    w, _ = cpu_world(nodes=2, max_size=2)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")])
+
+    assert conds(result)["Failed"] == ("True", "CapacityCannotBeProvisioned")
+    assert "even empty and grown to its MaxSize" in result.provisioning[0].conditions[1]["message"]
 
 
 def test_best_effort_atomic_on_a_backed_off_group_waits_and_is_retried() -> None:

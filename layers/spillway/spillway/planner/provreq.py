@@ -15,8 +15,10 @@ alone, as cluster-autoscaler does):
     (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). While the
     launch is under way (``State.gangs``; fleet mode shows nothing launching until the attach) the
     request is held like any gang and free room does not provision it: its own nodes may be Ready
-    before the gang launch labels them. A request that no group can ever hold fails; one whose groups
-    are backed off waits and is tried again.
+    before the gang launch labels them. A request that no group's shape and size could ever hold
+    (:func:`~spillway.planner.scaleup.could_ever_hold`) fails; one held back by what passes (back-off,
+    MaxSize filled by running nodes, a tenant or cluster limit, a CapacityQuota) is
+    ``Provisioned=False`` / ``CapacityIsNotFound`` and tried again until it expires.
 
 For both: ``Accepted=True`` on first sight of a readable request (one whose PodTemplate is missing
 fails instead); a request not provisioned by ``ValidUntilSeconds`` after its creation (else 7 days)
@@ -59,6 +61,7 @@ from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import TrialFit, pools
+from spillway.planner.scaleup import could_ever_hold
 from spillway.planner.types import PendingPod, ProvisioningUpdate
 
 # reasons: cluster-autoscaler's where it has one for the same state, else Spillway's own
@@ -77,8 +80,6 @@ R_REVOKED = "BookedCapacityGone"
 BOOKING = timedelta(minutes=10)
 TEMPLATE_GRACE = timedelta(minutes=1)  # a request's missing PodTemplates fail it only once it is this old
 DEFAULT_VALIDITY = timedelta(days=7)
-# scale-up verdicts after which a request waits and is tried again; any other fails it
-RETRY_CODES = frozenset({codes.BACKED_OFF, codes.GROUPS_EXHAUSTED})
 _PLACED = frozenset(
     {codes.FITS_FREE_ROOM, codes.FITS_LAUNCHING, codes.FITS_UNCORDONED, codes.FITS_BY_PREEMPTION}
 )
@@ -105,6 +106,7 @@ class Work:
     conditions: list[ConditionInfo]
     details: dict[str, str]
     pods: list[str] = field(default_factory=list)  # its virtual pods, when it went to scale-up
+    classes: list[PodClass] = field(default_factory=list)  # ... and their classes (its gang)
 
     def set(self, type_: str, status: str, reason: str, message: str, now: datetime) -> None:
         """Set a condition; its lastTransitionTime moves only when its status changes."""
@@ -226,6 +228,7 @@ class Provisioning:
             cls.pods = [virtual_pod(w.info, index, i) for i in range(pod_set.count)]
             cls.tenant = self._tenant(w.info.namespace)
             w.pods += cls.pods
+            w.classes.append(cls)
             out.append(cls)
         self.ctx.gang_labels[gang_key(w.info)] = {NODE_LABEL: label}
         return out
@@ -272,10 +275,15 @@ class Provisioning:
             what = "new nodes are launched" if placed_new else "capacity is launching"
             w.set(PROVISIONED, "False", R_LAUNCHING,
                   f"{what} for the request's {w.info.count} pod(s), all or none", now)  # fmt: skip
-        elif verdict.code in RETRY_CODES:
-            w.set(PROVISIONED, "False", R_NOT_FOUND, f"{verdict.reason}; tried again", now)
+        elif could_ever_hold(self.ctx, w.classes):
+            # what stops it passes (back-off, MaxSize taken by running nodes, a limit or quota in use):
+            # cluster-autoscaler's best-effort-atomic class answers CapacityIsNotFound and retries until
+            # the request expires (provisioningrequest/besteffortatomic/provisioning_class.go, Provision),
+            # and Kueue counts every Failed as a spent attempt (admissionchecks/provisioning/controller.go)
+            w.set(PROVISIONED, "False", R_NOT_FOUND, f"{verdict.reason}; tried again until it expires", now)
         else:
-            w.set(FAILED, "True", R_IMPOSSIBLE, verdict.reason, now)
+            w.set(FAILED, "True", R_IMPOSSIBLE, f"no node group could ever hold its {w.info.count} pod(s) "
+                  f"whole, even empty and grown to its MaxSize: {verdict.reason}", now)  # fmt: skip
 
     def updates(self) -> tuple[ProvisioningUpdate, ...]:
         found = (w.update() for w in self.work)
