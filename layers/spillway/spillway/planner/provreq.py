@@ -24,8 +24,11 @@ For both: ``Accepted=True`` on first sight of a readable request (one whose PodT
 fails instead); a request not provisioned by ``ValidUntilSeconds`` after its creation (else 7 days)
 fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room is taken
 out of the free room before any pending pod is placed (pods consuming the request are not demand: the
-booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. It ends with ``BookingExpired=True`` when its 10 minutes pass or once all its pods
-run, and with ``CapacityRevoked=True`` when the booked room no longer exists (nodes gone).
+booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. The nodes
+it was booked on are remembered (``State.bookings``); while it holds, its room is taken again where it
+fits (a pod kube-scheduler bound there meanwhile keeps it). It ends with ``BookingExpired=True`` when
+its 10 minutes pass or once all its pods run, and with ``CapacityRevoked=True`` only when a node it
+was booked on is gone and its pods fit nowhere else.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from spillway.model.provreq import (
     ProvisioningRequestInfo,
     label_value,
 )
+from spillway.model.state import BookingState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
@@ -148,6 +152,7 @@ class Provisioning:
             if r.class_name in CLASSES
         ]
         self.bound: dict[str, list[PodInfo]] = {}  # request key -> its consumers running (bound) now
+        self.booked: dict[str, BookingState] = {}  # request key -> the nodes of its booking (next state)
         for pod in ctx.snapshot.pods:
             if pod.consumes and pod.node_name and not pod.terminal:
                 self.bound.setdefault(f"{pod.namespace}/{pod.consumes}", []).append(pod)
@@ -181,9 +186,38 @@ class Provisioning:
         elif since is None or now >= since + BOOKING:
             w.set(BOOKING_EXPIRED, "True", R_BOOKING_TIME,
                   f"capacity was booked for {minutes(BOOKING)} and is released", now)  # fmt: skip
-        elif not self._reserve(w, left, _published_label(w.info)):
-            w.set(CAPACITY_REVOKED, "True", R_REVOKED,
-                  f"the booked room for {sum(left)} pod(s) no longer exists (nodes gone)", now)  # fmt: skip
+        else:
+            self._keep(w, left, now)
+
+    def _keep(self, w: Work, left: Sequence[int], now: datetime) -> None:
+        """Hold a booking that has not ended: the room of the pods it still books is taken out of the
+        free room again, as much of it as fits (cluster-autoscaler's bookCapacity, processors/provreq/
+        processor.go, schedules them each loop without stopping at one that does not fit: a pod
+        kube-scheduler bound in the room meanwhile, knowing nothing of the booking, keeps it). The
+        booking ends as cluster-autoscaler's do, expired or consumed; ``CapacityRevoked`` only when a
+        node it was booked on is gone (deleted or being deleted) and its pods fit nowhere else, as
+        Kueue reads that condition: the nodes are deleted, the workload is deactivated
+        (admissionchecks/provisioning/controller.go, isCapacityRevoked)."""
+        info, label = w.info, _published_label(w.info)
+        entry = self.ctx.state.bookings.get(info.key)
+        booked = entry.nodes if entry is not None and entry.uid in ("", info.uid) else ()
+        gone = [n for n in booked if n not in self.ctx.nodes or self.ctx.nodes[n].info.deleting]
+        placed = self._reserve(w, left, label, whole=bool(gone))
+        if placed is None:
+            w.set(CAPACITY_REVOKED, "True", R_REVOKED, f"node(s) booked for its {sum(left)} pod(s) are gone "
+                  f"({', '.join(gone)}) and the room left does not hold them", now)  # fmt: skip
+        elif gone or not booked:  # booked again where the room is (none known: a booking of before)
+            self._record(info, placed)
+        else:
+            self.booked[info.key] = BookingState(uid=info.uid, nodes=booked)
+
+    def _record(self, info: ProvisioningRequestInfo, placed: Mapping[str, int]) -> None:
+        """The nodes the request's booking holds (the next state's ``bookings``)."""
+        if placed:
+            self.booked[info.key] = BookingState(uid=info.uid, nodes=tuple(sorted(placed)))
+
+    def bookings(self) -> dict[str, BookingState]:
+        return dict(sorted(self.booked.items()))
 
     def _decide(self, w: Work, now: datetime) -> list[PodClass]:
         info = w.info
@@ -199,7 +233,9 @@ class Provisioning:
             return []
         label = label_value(info.namespace, info.name)
         whole = [pod_set.count for pod_set in info.pod_sets]
-        if self._labelled(label) and self._reserve(w, whole, label):
+        placed = self._reserve(w, whole, label) if self._labelled(label) else None
+        if placed is not None:
+            self._record(info, placed)
             w.details = {DETAIL_LABEL_KEY: NODE_LABEL, DETAIL_LABEL_VALUE: label}
             w.set(PROVISIONED, "True", R_PROVISIONED,
                   f"the nodes launched for the request are Ready; they carry {NODE_LABEL}={label}", now)  # fmt: skip
@@ -208,7 +244,9 @@ class Provisioning:
             # its own nodes may be Ready and not labelled yet: free room there is not enough, Kueue
             # would admit without the label to pin the pods with; the gang stays held (in flight)
             return self._gang(w, label)
-        if self._reserve(w, whole):
+        placed = self._reserve(w, whole)
+        if placed is not None:
+            self._record(info, placed)
             w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room; booked for "
                   f"{minutes(BOOKING)}", now)  # fmt: skip
             return []
@@ -294,13 +332,16 @@ class Provisioning:
     def _labelled(self, label: str) -> bool:
         return any(n.info.labels.get(NODE_LABEL) == label for n in self.ctx.nodes.values())
 
-    def _reserve(self, w: Work, counts: Sequence[int], label: str | None = None) -> bool:
+    def _reserve(
+        self, w: Work, counts: Sequence[int], label: str | None = None, *, whole: bool = True
+    ) -> dict[str, int] | None:
         """Take room for ``counts[i]`` pods of each of the request's pod sets out of the free room of
-        Ready, schedulable nodes (only those labelled ``label`` when given): all of them, or none. The
-        pods are placed as pending pods of their templates would be, in the scale-up's order (biggest
-        first: the nodes a gang launched for the request hold it as the scale-up packed them), by its
-        first fit, their pod topology counting what this plan placed before them; the booked pods are
-        the plan's placements for the rest."""
+        Ready, schedulable nodes (only those labelled ``label`` when given): all of them, or none
+        (``whole``; else as many as fit). The pods are placed as pending pods of their templates would
+        be, in the scale-up's order (biggest first: the nodes a gang launched for the request hold it
+        as the scale-up packed them), by its first fit, their pod topology counting what this plan
+        placed before them; the booked pods are the plan's placements for the rest. The pods placed
+        per node; None when ``whole`` and they do not all fit."""
         nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
         trial = TrialFit(self.ctx.planned)
         classes = []
@@ -309,18 +350,18 @@ class Provisioning:
                 cls = new_class(pod_set.pod, domains=self.ctx.topology.domains(pod_set.pod))
                 cls.pods = [virtual_pod(w.info, index, i) for i in range(count)]
                 classes.append(cls)
-            elif count > 0:
-                return False
+            elif count > 0 and whole:
+                return None
         for cls in sorted(classes, key=PodClass.sort_key):
             cls.domains = cls.domains.after(trial.planned)
             trial.fit(cls, pools(nodes))
-            if cls.remaining:
+            if cls.remaining and whole:
                 trial.undo()
-                return False
+                return None
         for name, pods in trial.placed.items():
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
         self.ctx.planned = trial.planned
-        return True
+        return dict(trial.placed)
 
 
 def still_booked(info: ProvisioningRequestInfo, running: Sequence[PodInfo]) -> list[int]:
