@@ -305,6 +305,13 @@ def test_a_request_that_can_never_fit_fails_and_a_gone_node_revokes_a_booking(
     assert kueue.conditions(booked)["Provisioned"] == ("True", "CapacityIsFound")
     assert started(cloud) == []
 
+    # a pod that consumes nothing is bound in the booked room (kube-scheduler knows no booking): the
+    # room is taken, the node is there; Kueue would deactivate the workload on CapacityRevoked
+    cloud.kube.add(o.pod("intruder", NS, cpu="2", memory="1Gi"))
+    cloud.kube.bind("intruder", node, NS)
+    cycle(cloud, clock)
+    assert "CapacityRevoked" not in kueue.conditions(booked)
+
     cloud.kube.delete("Node", node)  # the booked node is gone before its pods came
     cycle(cloud, clock)
     assert kueue.conditions(booked)["CapacityRevoked"] == ("True", "BookedCapacityGone")

@@ -610,6 +610,7 @@ def test_record_event_about_a_node(server: KubeApiServer, kube: KubeClient) -> N
 
 QUOTA_GV = ("autoscaling.x-k8s.io", "v1beta1", "capacityquotas")
 PROVREQ_GV = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
+ONE_POD_SET = [{"podTemplateRef": {"name": "t"}, "count": 1}]  # the CRD asks for 1 to 32
 
 
 def shared_fixtures(server: KubeApiServer) -> None:
@@ -775,7 +776,7 @@ def test_list_custom_pages_and_filters_by_namespace(server: KubeApiServer, sleep
         ns = "other" if i == 4 else "default"
         server.add({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
                     "metadata": {"name": f"pr{i}", "namespace": ns},
-                    "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": []}})  # fmt: skip
+                    "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}})  # fmt: skip
     everything = kube.list_custom(*PROVREQ_GV)
     assert [o["metadata"]["name"] for o in everything] == ["pr0", "pr1", "pr2", "pr3", "pr4"]
     assert everything[0]["kind"] == "ProvisioningRequest"
@@ -800,7 +801,7 @@ def test_patch_custom_status_merges_on_the_status_subresource(
         kube.patch_custom_status(*QUOTA_GV, None, "missing", used)
     server.add({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
                 "metadata": {"name": "pr", "namespace": "default"},
-                "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": []}})  # fmt: skip
+                "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}})  # fmt: skip
     accepted = {"conditions": [{"type": "Accepted", "status": "True", "reason": "Ok", "message": "",
                                 "lastTransitionTime": "2026-03-02T09:30:00Z"}]}  # fmt: skip
     assert kube.patch_custom_status(*PROVREQ_GV, "default", "pr", accepted)["status"] == accepted

@@ -831,6 +831,134 @@ def test_provisioning_class_name_is_immutable(custom: CustomObjectsApi) -> None:
     assert kept["status"] == status
 
 
+# The published ProvisioningRequest CRD (kubernetes/autoscaler cluster-autoscaler/apis/config/crd/
+# autoscaling.x-k8s.io_provisioningrequests.yaml): spec.podSets and spec.parameters carry the CEL rule
+# `self == oldSelf` ("Value is immutable") as provisioningClassName does; the spec's schema (podSets 1..32,
+# each with podTemplateRef.name and count >= 1, DNS-subdomain names, parameters limits) and the status's
+# (metav1.Condition items in a list keyed by type, provisioningClassDetails limits) are enforced by the
+# API server on every write. Kueue and Spillway rely on a request's pods never changing under a booking.
+def one_pod_set(count: int = 1) -> list[dict[str, Any]]:
+    return [{"podTemplateRef": {"name": "tpl"}, "count": count}]
+
+
+def test_pod_sets_are_immutable(custom: CustomObjectsApi) -> None:
+    custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], provreq("pr"))
+    args = (*PROVREQS[:2], "default", PROVREQS[2], "pr")
+    ops = [{"op": "replace", "path": "/spec/podSets/0/count", "value": 8}]
+    message = refused(lambda: custom.patch_namespaced_custom_object(*args, ops, _content_type=JSON_PATCH))
+    assert message == (
+        'ProvisioningRequest.autoscaling.x-k8s.io "pr" is invalid: spec.podSets: Invalid value: "array": '
+        "Value is immutable"
+    )
+    assert custom.get_namespaced_custom_object(*args)["spec"]["podSets"][0]["count"] == 4
+
+
+def test_parameters_are_immutable_once_set(custom: CustomObjectsApi) -> None:
+    bare, valid = provreq("bare"), provreq("pr")
+    valid["spec"]["parameters"] = {"ValidUntilSeconds": "60"}
+    for body in (bare, valid):
+        custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], body)
+    change = {"spec": {"parameters": {"ValidUntilSeconds": "999999"}}}
+    message = refused(
+        lambda: custom.patch_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], "pr", change)
+    )
+    assert message.endswith('spec.parameters: Invalid value: "object": Value is immutable')
+    # a transition rule is evaluated only where the old object holds the field: it may be set once
+    added = custom.patch_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], "bare", change)
+    assert added["spec"]["parameters"] == {"ValidUntilSeconds": "999999"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        pytest.param({"podSets": one_pod_set(0)}, "spec.podSets[0].count", id="count-minimum-1"),
+        pytest.param({"podSets": one_pod_set() * 0}, "spec.podSets", id="podSets-minItems-1"),
+        pytest.param({"podSets": one_pod_set() * 33}, "spec.podSets", id="podSets-maxItems-32"),
+        pytest.param({"podSets": [{"count": 2}]}, "spec.podSets[0].podTemplateRef", id="podTemplateRef-required"),
+        pytest.param({"podSets": [{"podTemplateRef": {"name": "t"}}]}, "spec.podSets[0].count", id="count-required"),
+        pytest.param({"podSets": [{"podTemplateRef": {"name": "T_1"}, "count": 1}]},
+                     "spec.podSets[0].podTemplateRef.name", id="template-name-pattern"),
+        pytest.param({"podSets": [{"podTemplateRef": {"name": "t"}, "count": "2"}]}, "spec.podSets[0].count",
+                     id="count-integer"),
+        pytest.param({"podSets": None}, "spec.podSets", id="podSets-required"),
+        pytest.param({"provisioningClassName": None}, "spec.provisioningClassName", id="class-required"),
+        pytest.param({"provisioningClassName": "Check_Capacity"}, "spec.provisioningClassName",
+                     id="class-pattern"),
+        pytest.param({"provisioningClassName": "a" * 254}, "spec.provisioningClassName", id="class-maxLength"),
+        pytest.param({"parameters": {f"p{i}": "x" for i in range(101)}}, "spec.parameters",
+                     id="parameters-maxProperties-100"),
+        pytest.param({"parameters": {"ValidUntilSeconds": "9" * 256}}, "spec.parameters.ValidUntilSeconds",
+                     id="parameter-maxLength-255"),
+    ],
+)  # fmt: skip
+def test_a_request_out_of_the_crd_schema_is_refused_naming_the_field(
+    api: KubeApiServer, custom: CustomObjectsApi, spec: dict[str, Any], field: str
+) -> None:
+    body = provreq("pr")
+    body["spec"] = {k: v for k, v in {**body["spec"], **spec}.items() if v is not None}
+    message = refused(
+        lambda: custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], body)
+    )
+    assert message.startswith(f'ProvisioningRequest.autoscaling.x-k8s.io "pr" is invalid: {field}: '), message
+    with pytest.raises(KubeApiError):  # a fixture added in-process too: the API never holds it
+        api.add(body)
+    custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], provreq("ok"))
+    patch = [{"op": "replace", "path": "/spec", "value": body["spec"]}]
+    assert refused(
+        lambda: custom.patch_namespaced_custom_object(
+            *PROVREQS[:2], "default", PROVREQS[2], "ok", patch, _content_type=JSON_PATCH
+        )
+    ).startswith(f'ProvisioningRequest.autoscaling.x-k8s.io "ok" is invalid: {field}: ')
+
+
+GOOD_CONDITION = {"type": "Provisioned", "status": "True", "reason": "CapacityIsFound", "message": "",
+                  "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}  # fmt: skip
+
+
+def _without(key: str) -> dict[str, Any]:
+    return {k: v for k, v in GOOD_CONDITION.items() if k != key}
+
+
+@pytest.mark.parametrize(
+    ("status", "field"),
+    [
+        pytest.param({"conditions": [{**GOOD_CONDITION, "status": "Yes"}]}, "status.conditions[0].status",
+                     id="status-enum"),
+        pytest.param({"conditions": [{**GOOD_CONDITION, "reason": ""}]}, "status.conditions[0].reason",
+                     id="reason-minLength-1"),
+        pytest.param({"conditions": [{**GOOD_CONDITION, "reason": "Capacity found"}]},
+                     "status.conditions[0].reason", id="reason-pattern"),
+        pytest.param({"conditions": [_without("lastTransitionTime")]}, "status.conditions[0].lastTransitionTime",
+                     id="lastTransitionTime-required"),
+        pytest.param({"conditions": [{**GOOD_CONDITION, "lastTransitionTime": "yesterday"}]},
+                     "status.conditions[0].lastTransitionTime", id="lastTransitionTime-date-time"),
+        pytest.param({"conditions": [_without("message")]}, "status.conditions[0].message",
+                     id="message-required"),
+        pytest.param({"conditions": [{**GOOD_CONDITION, "observedGeneration": -1}]},
+                     "status.conditions[0].observedGeneration", id="observedGeneration-minimum-0"),
+        pytest.param({"conditions": [GOOD_CONDITION, {**GOOD_CONDITION, "status": "False"}]},
+                     "status.conditions[1]", id="list-map-key-type-duplicated"),
+        pytest.param({"provisioningClassDetails": {f"k{i}": "v" for i in range(65)}},
+                     "status.provisioningClassDetails", id="details-maxProperties-64"),
+        pytest.param({"provisioningClassDetails": {"k": 3}}, "status.provisioningClassDetails.k",
+                     id="details-strings"),
+    ],
+)  # fmt: skip
+def test_a_status_out_of_the_crd_schema_is_refused_naming_the_field(
+    custom: CustomObjectsApi, status: dict[str, Any], field: str
+) -> None:
+    """A malformed condition written by the plan function (act/planning.py write_provisioning) is refused
+    here as a real cluster refuses it, not stored."""
+    args = (*PROVREQS[:2], "default", PROVREQS[2], "pr")
+    custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], provreq("pr"))
+    message = refused(lambda: custom.patch_namespaced_custom_object_status(*args, {"status": status}))
+    assert message.startswith(f'ProvisioningRequest.autoscaling.x-k8s.io "pr" is invalid: {field}: '), message
+    assert "status" not in custom.get_namespaced_custom_object(*args)
+    good = {"conditions": [GOOD_CONDITION, {**GOOD_CONDITION, "type": "Accepted", "reason": "Accepted"}],
+            "provisioningClassDetails": {"NodeSelectorKey": "spillway.io/provisioning-request"}}  # fmt: skip
+    assert custom.patch_namespaced_custom_object_status(*args, {"status": good})["status"] == good
+
+
 # The CRDs' published validation (kubernetes/autoscaler cluster-autoscaler/apis, kubebuilder markers):
 # CapacityQuota v1beta1 spec.limits.resources "All resource quantities must be non-negative integers."
 # (its doc lists "32Gi", "2k", "10" as allowed and "3.67Gi", "500m", "0.3" and even "1000m" as invalid);

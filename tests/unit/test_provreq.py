@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from plan_world import NOW, World, pending_codes, scale_up
 
 from spillway.inputs import load_cluster
@@ -21,6 +22,7 @@ from spillway.model.provreq import (
     label_value,
     request_infos,
 )
+from spillway.model.state import State
 from spillway.planner import ScalingPlan, plan
 
 BIG = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
@@ -75,8 +77,9 @@ def run(
     requests: list[dict[str, Any]],
     templates: list[dict[str, Any]],
     now: datetime = NOW,
+    **config: Any,
 ) -> ScalingPlan:
-    snapshot, groups, cfg, state = w.parsed()
+    snapshot, groups, cfg, state = w.parsed(**config)
     snapshot = replace(snapshot, provreqs=request_infos(requests, templates))
     return plan(snapshot, groups, cfg, state, now)
 
@@ -110,6 +113,34 @@ def test_check_capacity_that_does_not_fit_is_provisioned_false_and_never_scales(
 
     assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
     assert result.scale_up == ()
+
+
+def test_check_capacity_with_no_retry_fails_when_capacity_is_not_found() -> None:
+    """cluster-autoscaler's check-capacity class reads spec.parameters.noRetry: with "true", capacity not
+    found sets Failed=True / CapacityIsNotFound instead of Provisioned=False, so Kueue retries after its
+    back-off rather than keeping the quota reserved for a request that stays pending
+    (kubernetes/autoscaler cluster-autoscaler/provisioningrequest/checkcapacity/provisioningclass.go,
+    NoRetryParameterKey, checkCapacity)."""
+    w, _ = cpu_world(nodes=0)
+    req = request("r", CHECK_CAPACITY, [("t", 1)], parameters={"noRetry": "true"})
+    result = run(w, [req], [template("t")])
+
+    assert conds(result) == {"Accepted": ("True", "Accepted"), "Failed": ("True", "CapacityIsNotFound")}
+    assert "noRetry" in result.provisioning[0].conditions[1]["message"]
+    assert result.scale_up == ()
+
+
+@pytest.mark.parametrize("value", ["false", "True", "yes"])
+def test_check_capacity_with_no_retry_other_than_true_is_checked_again(value: str) -> None:
+    """Only the exact string "true" sets noRetry in cluster-autoscaler; "false" is the default and any
+    other value is ignored (logged there, said in the condition's message here)."""
+    w, _ = cpu_world(nodes=0)
+    req = request("r", CHECK_CAPACITY, [("t", 1)], parameters={"noRetry": value})
+    result = run(w, [req], [template("t")])
+
+    assert conds(result) == {"Accepted": ("True", "Accepted"), "Provisioned": ("False", "CapacityIsNotFound")}
+    message = result.provisioning[0].conditions[1]["message"]
+    assert ("ignored" in message) == (value != "false"), message
 
 
 def test_a_booking_holds_its_room_against_other_pending_pods() -> None:
@@ -171,17 +202,89 @@ def test_the_booking_ends_when_all_its_pods_run() -> None:
     assert conds(result)["BookingExpired"] == ("True", "CapacityBookingConsumed")
 
 
+def _booked(minutes_ago: float = 1) -> list[dict[str, Any]]:
+    at = NOW - timedelta(minutes=minutes_ago)
+    return [condition("Accepted", "True", "Accepted", at),
+            condition("Provisioned", "True", "CapacityIsFound", at)]  # fmt: skip
+
+
+def _booked_on(w: World, *nodes: str, name: str = "r") -> None:
+    """The state a plan left when it booked request ``name`` on ``nodes``."""
+    w.state.setdefault("bookings", {})[f"default/{name}"] = {"uid": f"uid-{name}", "nodes": list(nodes)}
+
+
+def test_a_booking_remembers_the_nodes_it_holds_while_it_holds() -> None:
+    w, names = cpu_world(nodes=2)
+    first = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+
+    assert conds(first)["Provisioned"] == ("True", "CapacityIsFound")
+    [node] = first.state.to_wire()["bookings"]["default/r"]["nodes"]
+    assert node in names and first.state.bookings["default/r"].uid == "uid-r"
+    _booked_on(w, node)
+    held = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=_booked())], [template("t")])
+    assert held.provisioning == () and held.state.bookings == first.state.bookings
+    ended = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=_booked(11))], [template("t")])
+    assert conds(ended)["BookingExpired"] == ("True", "CapacityReservationTimeExpired")
+    assert "bookings" not in ended.state.to_wire()
+
+
 def test_capacity_is_revoked_when_the_booked_node_is_gone() -> None:
     w, _ = cpu_world(nodes=0)
-    at = NOW - timedelta(minutes=1)
-    booked = [
-        condition("Accepted", "True", "Accepted", at),
-        condition("Provisioned", "True", "CapacityIsFound", at),
-    ]
-    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=booked)], [template("t")])
+    _booked_on(w, "ip-10-0-0-9.ec2.internal")
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=_booked())], [template("t")])
 
-    assert conds(result)["CapacityRevoked"][0] == "True"
+    assert conds(result)["CapacityRevoked"] == ("True", "BookedCapacityGone")
+    assert "ip-10-0-0-9.ec2.internal" in result.provisioning[0].conditions[-1]["message"]
     assert result.scale_up == ()
+    assert result.state.bookings == {}
+
+
+def test_a_booking_whose_room_another_pod_took_is_not_revoked_while_its_node_exists() -> None:
+    """kube-scheduler knows nothing of a booking: a pod arriving after Provisioned=True may be bound in
+    the booked room while the node is still there. cluster-autoscaler never sets CapacityRevoked for it
+    (kubernetes/autoscaler cluster-autoscaler/processors/provreq/processor.go, bookCapacity: the booked
+    pods are scheduled with TrySchedulePods each loop, what does not fit is simply not booked; a booking
+    ends BookingExpired, CapacityReservationTimeExpired or CapacityBookingConsumed). Kueue treats
+    CapacityRevoked=True as 'nodes deleted' and rejects the check, deactivating an active workload
+    (kubernetes-sigs/kueue pkg/controller/admissionchecks/provisioning/controller.go, syncCheckStates,
+    case isCapacityRevoked)."""
+    w, names = cpu_world(nodes=1)
+    w.pods("intruder", 1, node_name=names[0], **BIG)  # not a consumer; bound into the booked room
+    req = request("r", CHECK_CAPACITY, [("t", 1)], conditions=_booked())
+    unknown = run(w, [req], [template("t")])  # booked by a version that kept no nodes
+    _booked_on(w, names[0])
+    known = run(w, [req], [template("t")])
+
+    for result in (unknown, known):
+        revoked = [c for u in result.provisioning for c in u.conditions if c["type"] == "CapacityRevoked"]
+        assert revoked == [], "the booked node still exists: Kueue would deactivate the workload"
+    assert known.state.bookings["default/r"].nodes == (names[0],)  # held until it expires or is used
+    later = run(w, [req], [template("t")], now=NOW + timedelta(minutes=10))
+    assert conds(later)["BookingExpired"] == ("True", "CapacityReservationTimeExpired")
+
+
+def test_booked_nodes_round_trip_the_state_and_older_states_load() -> None:
+    old = {"nodes": {}, "groups": {"g": {"backoff_until": "2026-11-02T12:30:00Z", "reason": "x"}}}
+    assert State.model_validate(old).bookings == {}
+    assert "bookings" not in State.model_validate(old).to_wire()
+    wire = {**old, "bookings": {"default/r": {"uid": "uid-r", "nodes": ["a", "b"]}}}
+    assert State.model_validate(wire).to_wire()["bookings"] == wire["bookings"]
+    # an entry of an older request of the same name (another uid) is not this request's booking
+    w, _ = cpu_world(nodes=0)
+    w.state["bookings"] = {"default/r": {"uid": "uid-before", "nodes": ["ip-10-0-0-9.ec2.internal"]}}
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=_booked())], [template("t")])
+    assert result.provisioning == () and result.state.bookings == {}
+
+
+def test_a_booking_whose_node_is_gone_moves_to_room_left_elsewhere() -> None:
+    """Its pods still run (the scheduler places them in the room there is): nothing to revoke."""
+    w, names = cpu_world(nodes=2)
+    _booked_on(w, "ip-10-0-0-9.ec2.internal")
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=_booked())], [template("t")])
+
+    assert result.provisioning == ()
+    [node] = result.state.bookings["default/r"].nodes
+    assert node in names
 
 
 def test_valid_until_seconds_fails_a_request_not_provisioned_in_time() -> None:
@@ -292,6 +395,52 @@ def test_best_effort_atomic_that_can_never_fit_fails_and_adds_nothing() -> None:
 
     assert conds(result)["Failed"][0] == "True"
     assert result.scale_up == ()
+
+
+def _busy(w: World, names: list[str]) -> None:
+    for i, node in enumerate(names):
+        w.pods(f"busy{i}", 1, node_name=node, cpu="7", memory="20Gi")
+
+
+@pytest.mark.parametrize(
+    "blocked",
+    [
+        pytest.param({}, id="max-size-filled-by-running-nodes"),
+        pytest.param({"max_nodes_total": 2}, id="cluster-limit"),
+        pytest.param({"quota": {"cpu": "16"}}, id="capacity-quota"),
+    ],
+)
+def test_best_effort_atomic_blocked_by_what_passes_is_retried_not_failed(blocked: dict[str, Any]) -> None:
+    """cluster-autoscaler's best-effort-atomic class answers a scale-up it cannot make now with
+    Provisioned=False / CapacityIsNotFound and retries it; it never sets Failed for it: only the 7-day
+    (or ValidUntilSeconds) expiry fails the request (kubernetes/autoscaler cluster-autoscaler/
+    provisioningrequest/besteffortatomic/provisioning_class.go, Provision). Kueue counts every Failed as
+    a spent attempt and deactivates the workload after retryStrategy.backoffLimitCount
+    (kubernetes-sigs/kueue pkg/controller/admissionchecks/provisioning/controller.go, case isFailed).
+    Here two busy nodes fill what MaxSize 3, a node total or a CapacityQuota leaves: once they go, the
+    request fits."""
+    w, names = cpu_world(nodes=2, max_size=3)
+    _busy(w, names)
+    config = {k: v for k, v in blocked.items() if k != "quota"}
+    if "quota" in blocked:
+        w.capacity_quota("team", blocked["quota"])
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 2)])], [template("a")], **config)
+
+    got = conds(result)
+    assert "Failed" not in got, f"what passes failed the request: {got}"
+    assert got["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "until it expires" in result.provisioning[0].conditions[1]["message"]
+    assert result.scale_up == ()
+
+
+def test_best_effort_atomic_too_big_for_every_group_even_empty_fails() -> None:
+    """Failed only when no group's shape and size could ever hold it: three one-node pods, MaxSize 2,
+    whatever runs now (here nothing)."""
+    w, _ = cpu_world(nodes=2, max_size=2)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")])
+
+    assert conds(result)["Failed"] == ("True", "CapacityCannotBeProvisioned")
+    assert "even empty and grown to its MaxSize" in result.provisioning[0].conditions[1]["message"]
 
 
 def test_best_effort_atomic_on_a_backed_off_group_waits_and_is_retried() -> None:
@@ -473,7 +622,9 @@ def test_a_booked_idle_node_is_not_drained_while_the_booking_holds() -> None:
 
 def test_a_labelled_booking_is_revoked_when_its_labelled_nodes_go_though_other_room_exists() -> None:
     w, _ = cpu_world(nodes=2)  # free room, not labelled for the request
-    w.group("cpu-west", "m5.2xlarge", region="us-west-2", nodes=1, labels={NODE_LABEL: "default.r"})
+    labelled = w.group(
+        "cpu-west", "m5.2xlarge", region="us-west-2", nodes=1, labels={NODE_LABEL: "default.r"}
+    )
     at = NOW - timedelta(minutes=1)
     provisioned = request("r", BEST_EFFORT_ATOMIC, [("a", 2)], conditions=[
         condition("Accepted", "True", "Accepted", at), condition("Provisioned", "True", "CapacityIsProvisioned", at)])  # fmt: skip
@@ -482,6 +633,7 @@ def test_a_labelled_booking_is_revoked_when_its_labelled_nodes_go_though_other_r
         "NodeSelectorValue": "default.r",
     }
 
+    _booked_on(w, labelled[0], "ip-10-9-0-1.us-west-2.compute.internal")
     result = run(
         w, [provisioned], [template("a")]
     )  # one labelled node of the two left: its pods can't all run

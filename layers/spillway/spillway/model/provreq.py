@@ -3,7 +3,7 @@
 A ProvisioningRequest asks for capacity for pods that do not exist yet: ``spec.podSets[]`` names
 PodTemplates of its namespace (``podTemplateRef.name``) and how many pods of each (``count``);
 ``spec.provisioningClassName`` says how (see README, "ProvisioningRequest"); ``spec.parameters`` is a
-string map (Spillway reads ``ValidUntilSeconds``). Its ``status.conditions`` are ``metav1.Condition``
+string map (Spillway reads ``ValidUntilSeconds`` and ``noRetry``). Its ``status.conditions`` are ``metav1.Condition``
 s (``type``, ``status``, ``observedGeneration``, ``lastTransitionTime``, ``reason``, ``message``) and
 ``status.provisioningClassDetails`` a string map.
 
@@ -33,6 +33,10 @@ CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CLASSES = (CHECK_CAPACITY, BEST_EFFORT_ATOMIC)
 VALID_UNTIL = "ValidUntilSeconds"
+# check-capacity: "true" fails a request that does not fit instead of checking it again; "false" (the
+# default) or anything else keeps it (cluster-autoscaler provisioningrequest/checkcapacity
+# provisioningclass.go, NoRetryParameterKey: only the exact string "true" is read as set)
+NO_RETRY = "noRetry"
 # status.conditions types
 ACCEPTED = "Accepted"
 PROVISIONED = "Provisioned"

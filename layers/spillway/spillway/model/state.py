@@ -9,8 +9,9 @@ Wire form (state file and state table item)::
      "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
      "raises": {"<asg>": {"to": N, "since": ISO}},                         (only when not empty)
-     "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "..."}}}
+     "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "..."}},
                                                                               (only when not empty)
+     "bookings": {"<ns>/<request>": {"uid": "...", "nodes": ["<node>", ...]}}}  (only when not empty)
 
 ``pools`` back off one capacity pool: a capacity type (``spot`` or ``on-demand``), an instance type, a
 zone (a Spot interruption backs off the Spot pool, a launch that failed for capacity the pool of the
@@ -34,6 +35,14 @@ same pods with nothing launching and add them again. While an entry is younger t
 ``scale_up_claim_minutes``, its group is not backed off and the snapshot shows a lower desired capacity,
 the planner takes the group's desired capacity to be the entry's (the difference is capacity launching).
 States without it load unchanged.
+
+``bookings`` are the nodes each ProvisioningRequest's capacity was booked on when it became
+``Provisioned=True`` (the request's ``metadata.uid`` tells a request made again under the name from the
+one booked). While the booking holds, a pod the scheduler binds in its room only takes that room; the
+request is ``CapacityRevoked`` only when one of these nodes is gone and its pods fit nowhere else (Kueue
+reads the condition as nodes deleted and deactivates the workload). The planner writes an entry while
+the booking holds and drops it when the booking ends. States without it load unchanged: a booking
+with no entry (made before it existed) is never revoked; it expires or is consumed.
 
 The planner never reads or writes ``events``: it returns a state without them, and the plan cycle
 (:mod:`spillway.act.events`) puts the new ledger in before the state is committed.
@@ -140,6 +149,14 @@ class RoomState(BaseModel):
     since: datetime
 
 
+class BookingState(BaseModel):
+    """The nodes a ProvisioningRequest (``uid``) was booked on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    uid: str = ""
+    nodes: tuple[str, ...] = Field(min_length=1)
+
+
 class State(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     nodes: dict[str, NodeState] = Field(default_factory=dict)
@@ -156,6 +173,8 @@ class State(BaseModel):
     joining: dict[str, Since] = Field(default_factory=dict)
     # elastic jobs a consolidation shrank, by job key (planner.shrinks)
     shrunk: dict[str, ShrinkState] = Field(default_factory=dict)
+    # the nodes of each ProvisioningRequest booking that holds, by request key (planner.provreq)
+    bookings: dict[str, BookingState] = Field(default_factory=dict)
 
     @field_validator("pools")
     @classmethod
@@ -198,6 +217,7 @@ class State(BaseModel):
             "joining": (self.joining, lambda v: {"since": iso(v.since)}),
             "shrunk": (self.shrunk, lambda v: {"workers": v.workers, "since": iso(v.since)}),
             "raises": (self.raises, lambda v: {"to": v.to, "since": iso(v.since)}),
+            "bookings": (self.bookings, lambda v: {"uid": v.uid, "nodes": list(v.nodes)}),
         }
         for key, (entries, form) in optional.items():
             if entries:  # a section only when it has entries, so older states read exactly as before

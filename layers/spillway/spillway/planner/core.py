@@ -107,6 +107,7 @@ def plan(
                 "rooms": dict(sorted({**rooms, **scale_down.rooms}.items())),
                 "joining": dict(sorted(joins.joining.items())),
                 "shrunk": shrunk_after(shrunk, ctx),
+                "bookings": provisioning.bookings(),
             }
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),

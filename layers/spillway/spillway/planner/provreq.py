@@ -5,7 +5,8 @@ alone, as cluster-autoscaler does):
 
 ``check-capacity.autoscaling.x-k8s.io``
     Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted)? Yes:
-    ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan.
+    ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan
+    (with ``spec.parameters.noRetry: "true"``, ``Failed=True`` instead).
 ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``
     Fits in free room: ``Provisioned=True`` and booked, as above. Else its pod sets become one gang of
     virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none); their new
@@ -14,15 +15,20 @@ alone, as cluster-autoscaler does):
     (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). While the
     launch is under way (``State.gangs``; fleet mode shows nothing launching until the attach) the
     request is held like any gang and free room does not provision it: its own nodes may be Ready
-    before the gang launch labels them. A request that no group can ever hold fails; one whose groups
-    are backed off waits and is tried again.
+    before the gang launch labels them. A request that no group's shape and size could ever hold
+    (:func:`~spillway.planner.scaleup.could_ever_hold`) fails; one held back by what passes (back-off,
+    MaxSize filled by running nodes, a tenant or cluster limit, a CapacityQuota) is
+    ``Provisioned=False`` / ``CapacityIsNotFound`` and tried again until it expires.
 
 For both: ``Accepted=True`` on first sight of a readable request (one whose PodTemplate is missing
 fails instead); a request not provisioned by ``ValidUntilSeconds`` after its creation (else 7 days)
 fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room is taken
 out of the free room before any pending pod is placed (pods consuming the request are not demand: the
-booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. It ends with ``BookingExpired=True`` when its 10 minutes pass or once all its pods
-run, and with ``CapacityRevoked=True`` when the booked room no longer exists (nodes gone).
+booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. The nodes
+it was booked on are remembered (``State.bookings``); while it holds, its room is taken again where it
+fits (a pod kube-scheduler bound there meanwhile keeps it). It ends with ``BookingExpired=True`` when
+its 10 minutes pass or once all its pods run, and with ``CapacityRevoked=True`` only when a node it
+was booked on is gone and its pods fit nowhere else.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from spillway.model.provreq import (
     DETAIL_LABEL_KEY,
     DETAIL_LABEL_VALUE,
     FAILED,
+    NO_RETRY,
     NODE_LABEL,
     PROVISIONED,
     TERMINAL,
@@ -52,11 +59,13 @@ from spillway.model.provreq import (
     ProvisioningRequestInfo,
     label_value,
 )
+from spillway.model.state import BookingState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import TrialFit, pools
+from spillway.planner.scaleup import could_ever_hold
 from spillway.planner.types import PendingPod, ProvisioningUpdate
 
 # reasons: cluster-autoscaler's where it has one for the same state, else Spillway's own
@@ -75,8 +84,6 @@ R_REVOKED = "BookedCapacityGone"
 BOOKING = timedelta(minutes=10)
 TEMPLATE_GRACE = timedelta(minutes=1)  # a request's missing PodTemplates fail it only once it is this old
 DEFAULT_VALIDITY = timedelta(days=7)
-# scale-up verdicts after which a request waits and is tried again; any other fails it
-RETRY_CODES = frozenset({codes.BACKED_OFF, codes.GROUPS_EXHAUSTED})
 _PLACED = frozenset(
     {codes.FITS_FREE_ROOM, codes.FITS_LAUNCHING, codes.FITS_UNCORDONED, codes.FITS_BY_PREEMPTION}
 )
@@ -103,6 +110,7 @@ class Work:
     conditions: list[ConditionInfo]
     details: dict[str, str]
     pods: list[str] = field(default_factory=list)  # its virtual pods, when it went to scale-up
+    classes: list[PodClass] = field(default_factory=list)  # ... and their classes (its gang)
 
     def set(self, type_: str, status: str, reason: str, message: str, now: datetime) -> None:
         """Set a condition; its lastTransitionTime moves only when its status changes."""
@@ -144,6 +152,7 @@ class Provisioning:
             if r.class_name in CLASSES
         ]
         self.bound: dict[str, list[PodInfo]] = {}  # request key -> its consumers running (bound) now
+        self.booked: dict[str, BookingState] = {}  # request key -> the nodes of its booking (next state)
         for pod in ctx.snapshot.pods:
             if pod.consumes and pod.node_name and not pod.terminal:
                 self.bound.setdefault(f"{pod.namespace}/{pod.consumes}", []).append(pod)
@@ -177,9 +186,38 @@ class Provisioning:
         elif since is None or now >= since + BOOKING:
             w.set(BOOKING_EXPIRED, "True", R_BOOKING_TIME,
                   f"capacity was booked for {minutes(BOOKING)} and is released", now)  # fmt: skip
-        elif not self._reserve(w, left, _published_label(w.info)):
-            w.set(CAPACITY_REVOKED, "True", R_REVOKED,
-                  f"the booked room for {sum(left)} pod(s) no longer exists (nodes gone)", now)  # fmt: skip
+        else:
+            self._keep(w, left, now)
+
+    def _keep(self, w: Work, left: Sequence[int], now: datetime) -> None:
+        """Hold a booking that has not ended: the room of the pods it still books is taken out of the
+        free room again, as much of it as fits (cluster-autoscaler's bookCapacity, processors/provreq/
+        processor.go, schedules them each loop without stopping at one that does not fit: a pod
+        kube-scheduler bound in the room meanwhile, knowing nothing of the booking, keeps it). The
+        booking ends as cluster-autoscaler's do, expired or consumed; ``CapacityRevoked`` only when a
+        node it was booked on is gone (deleted or being deleted) and its pods fit nowhere else, as
+        Kueue reads that condition: the nodes are deleted, the workload is deactivated
+        (admissionchecks/provisioning/controller.go, isCapacityRevoked)."""
+        info, label = w.info, _published_label(w.info)
+        entry = self.ctx.state.bookings.get(info.key)
+        booked = entry.nodes if entry is not None and entry.uid in ("", info.uid) else ()
+        gone = [n for n in booked if n not in self.ctx.nodes or self.ctx.nodes[n].info.deleting]
+        placed = self._reserve(w, left, label, whole=bool(gone))
+        if placed is None:
+            w.set(CAPACITY_REVOKED, "True", R_REVOKED, f"node(s) booked for its {sum(left)} pod(s) are gone "
+                  f"({', '.join(gone)}) and the room left does not hold them", now)  # fmt: skip
+        elif gone or not booked:  # booked again where the room is (none known: a booking of before)
+            self._record(info, placed)
+        else:
+            self.booked[info.key] = BookingState(uid=info.uid, nodes=booked)
+
+    def _record(self, info: ProvisioningRequestInfo, placed: Mapping[str, int]) -> None:
+        """The nodes the request's booking holds (the next state's ``bookings``)."""
+        if placed:
+            self.booked[info.key] = BookingState(uid=info.uid, nodes=tuple(sorted(placed)))
+
+    def bookings(self) -> dict[str, BookingState]:
+        return dict(sorted(self.booked.items()))
 
     def _decide(self, w: Work, now: datetime) -> list[PodClass]:
         info = w.info
@@ -195,7 +233,9 @@ class Provisioning:
             return []
         label = label_value(info.namespace, info.name)
         whole = [pod_set.count for pod_set in info.pod_sets]
-        if self._labelled(label) and self._reserve(w, whole, label):
+        placed = self._reserve(w, whole, label) if self._labelled(label) else None
+        if placed is not None:
+            self._record(info, placed)
             w.details = {DETAIL_LABEL_KEY: NODE_LABEL, DETAIL_LABEL_VALUE: label}
             w.set(PROVISIONED, "True", R_PROVISIONED,
                   f"the nodes launched for the request are Ready; they carry {NODE_LABEL}={label}", now)  # fmt: skip
@@ -204,13 +244,14 @@ class Provisioning:
             # its own nodes may be Ready and not labelled yet: free room there is not enough, Kueue
             # would admit without the label to pin the pods with; the gang stays held (in flight)
             return self._gang(w, label)
-        if self._reserve(w, whole):
+        placed = self._reserve(w, whole)
+        if placed is not None:
+            self._record(info, placed)
             w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room; booked for "
                   f"{minutes(BOOKING)}", now)  # fmt: skip
             return []
         if info.class_name == CHECK_CAPACITY:
-            w.set(PROVISIONED, "False", R_NOT_FOUND,
-                  f"{info.count} pod(s) do not fit in the free room of the cluster; checked again", now)  # fmt: skip
+            _not_found(w, now)
             return []
         return self._gang(w, label)
 
@@ -225,6 +266,7 @@ class Provisioning:
             cls.pods = [virtual_pod(w.info, index, i) for i in range(pod_set.count)]
             cls.tenant = self._tenant(w.info.namespace)
             w.pods += cls.pods
+            w.classes.append(cls)
             out.append(cls)
         self.ctx.gang_labels[gang_key(w.info)] = {NODE_LABEL: label}
         return out
@@ -271,10 +313,15 @@ class Provisioning:
             what = "new nodes are launched" if placed_new else "capacity is launching"
             w.set(PROVISIONED, "False", R_LAUNCHING,
                   f"{what} for the request's {w.info.count} pod(s), all or none", now)  # fmt: skip
-        elif verdict.code in RETRY_CODES:
-            w.set(PROVISIONED, "False", R_NOT_FOUND, f"{verdict.reason}; tried again", now)
+        elif could_ever_hold(self.ctx, w.classes):
+            # what stops it passes (back-off, MaxSize taken by running nodes, a limit or quota in use):
+            # cluster-autoscaler's best-effort-atomic class answers CapacityIsNotFound and retries until
+            # the request expires (provisioningrequest/besteffortatomic/provisioning_class.go, Provision),
+            # and Kueue counts every Failed as a spent attempt (admissionchecks/provisioning/controller.go)
+            w.set(PROVISIONED, "False", R_NOT_FOUND, f"{verdict.reason}; tried again until it expires", now)
         else:
-            w.set(FAILED, "True", R_IMPOSSIBLE, verdict.reason, now)
+            w.set(FAILED, "True", R_IMPOSSIBLE, f"no node group could ever hold its {w.info.count} pod(s) "
+                  f"whole, even empty and grown to its MaxSize: {verdict.reason}", now)  # fmt: skip
 
     def updates(self) -> tuple[ProvisioningUpdate, ...]:
         found = (w.update() for w in self.work)
@@ -285,13 +332,16 @@ class Provisioning:
     def _labelled(self, label: str) -> bool:
         return any(n.info.labels.get(NODE_LABEL) == label for n in self.ctx.nodes.values())
 
-    def _reserve(self, w: Work, counts: Sequence[int], label: str | None = None) -> bool:
+    def _reserve(
+        self, w: Work, counts: Sequence[int], label: str | None = None, *, whole: bool = True
+    ) -> dict[str, int] | None:
         """Take room for ``counts[i]`` pods of each of the request's pod sets out of the free room of
-        Ready, schedulable nodes (only those labelled ``label`` when given): all of them, or none. The
-        pods are placed as pending pods of their templates would be, in the scale-up's order (biggest
-        first: the nodes a gang launched for the request hold it as the scale-up packed them), by its
-        first fit, their pod topology counting what this plan placed before them; the booked pods are
-        the plan's placements for the rest."""
+        Ready, schedulable nodes (only those labelled ``label`` when given): all of them, or none
+        (``whole``; else as many as fit). The pods are placed as pending pods of their templates would
+        be, in the scale-up's order (biggest first: the nodes a gang launched for the request hold it
+        as the scale-up packed them), by its first fit, their pod topology counting what this plan
+        placed before them; the booked pods are the plan's placements for the rest. The pods placed
+        per node; None when ``whole`` and they do not all fit."""
         nodes = [n for n in self.ctx.nodes.values() if _usable(n, label)]
         trial = TrialFit(self.ctx.planned)
         classes = []
@@ -300,18 +350,18 @@ class Provisioning:
                 cls = new_class(pod_set.pod, domains=self.ctx.topology.domains(pod_set.pod))
                 cls.pods = [virtual_pod(w.info, index, i) for i in range(count)]
                 classes.append(cls)
-            elif count > 0:
-                return False
+            elif count > 0 and whole:
+                return None
         for cls in sorted(classes, key=PodClass.sort_key):
             cls.domains = cls.domains.after(trial.planned)
             trial.fit(cls, pools(nodes))
-            if cls.remaining:
+            if cls.remaining and whole:
                 trial.undo()
-                return False
+                return None
         for name, pods in trial.placed.items():
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
         self.ctx.planned = trial.planned
-        return True
+        return dict(trial.placed)
 
 
 def still_booked(info: ProvisioningRequestInfo, running: Sequence[PodInfo]) -> list[int]:
@@ -338,6 +388,27 @@ def still_booked(info: ProvisioningRequestInfo, running: Sequence[PodInfo]) -> l
         taken = min(count, unmatched)
         left[i], unmatched = count - taken, unmatched - taken
     return left
+
+
+def _not_found(w: Work, now: datetime) -> None:
+    """A check-capacity request that does not fit: ``Provisioned=False``, checked again on every plan;
+    with ``spec.parameters.noRetry`` ``"true"``, ``Failed=True`` instead, so that Kueue's back-off
+    retries it with a new request rather than holding the workload's quota for this one (as
+    cluster-autoscaler's checkcapacity provisioningclass.go, checkCapacity, does). Any value but
+    ``"true"`` and ``"false"`` is ignored there, and said so here."""
+    what = f"{w.info.count} pod(s) do not fit in the free room of the cluster"
+    no_retry = w.info.parameters.get(NO_RETRY)
+    if no_retry == "true":
+        w.set(
+            FAILED, "True", R_NOT_FOUND, f'{what}; spec.parameters.{NO_RETRY} is "true": not tried again', now
+        )
+        return
+    ignored = (
+        ""
+        if no_retry in (None, "false")
+        else f' (spec.parameters.{NO_RETRY}={no_retry!r} ignored: "true" or "false")'
+    )
+    w.set(PROVISIONED, "False", R_NOT_FOUND, f"{what}; checked again{ignored}", now)
 
 
 def _usable(node: WorkNode, label: str | None) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import PODS, Resources, describe, fit_count
+from spillway.model.resources import PODS, Resources, describe, fit_count, subtract
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
@@ -43,6 +43,7 @@ from spillway.planner.placement import (
     reclaimable_pools,
     schedulable_pools,
 )
+from spillway.planner.predicates import why_not_placeable
 from spillway.planner.preemption import place_by_preemption
 from spillway.planner.topology import Spot
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
@@ -267,11 +268,8 @@ class ScaleUpStage:
                 )
 
     def _in_domain(self, group: NodeGroup) -> bool:
-        """May ``group`` open nodes in the region (and zone) being tried? A group spanning several zones
-        may for one of them only in fleet mode (its gang launch is kept to the zone)."""
-        if self.region is not None and group.region != self.region:
-            return False
-        return self.zone is None or group.zones == (self.zone,) or _fleet_in(group, self.zone)
+        """May ``group`` open nodes in the region (and zone) being tried?"""
+        return group_in_domain(group, self.region, self.zone)
 
     def _in_region(self, pool_list: list[Pool]) -> list[Pool]:
         if self.region is None:
@@ -280,9 +278,7 @@ class ScaleUpStage:
 
     def _node_in_domain(self, node: WorkNode) -> bool:
         """Is ``node`` in the region (and zone) being tried (any node when none is)?"""
-        if self.region is None:
-            return True
-        return node_region(node) == self.region and (self.zone is None or node_zone(node) == self.zone)
+        return node_in_domain(node, self.region, self.zone)
 
     def _new_nodes(self, cls: PodClass, candidates: Sequence[NodeGroup]) -> list[Skip]:
         """First fit into nodes this plan opens already, then open more, best group first."""
@@ -532,6 +528,78 @@ def node_zone(node: WorkNode) -> str | None:
     return node.info.labels.get(ZONE_LABEL)
 
 
+def group_in_domain(group: NodeGroup, region: str | None, zone: str | None) -> bool:
+    """May ``group`` open nodes in ``region`` (and ``zone``; None: any)? A group spanning several zones
+    may for one of them only in fleet mode (its gang launch is kept to the zone)."""
+    if region is not None and group.region != region:
+        return False
+    return zone is None or group.zones == (zone,) or _fleet_in(group, zone)
+
+
+def node_in_domain(node: WorkNode, region: str | None, zone: str | None) -> bool:
+    """Is ``node`` in ``region`` (and ``zone``)? Any node is when no region is named."""
+    if region is None:
+        return True
+    return node_region(node) == region and (zone is None or node_zone(node) == zone)
+
+
+def gang_regions(ctx: Context) -> list[str | None]:
+    """The regions a gang may be placed in, preferred first; [None] when nothing names one."""
+    found = {g.region for g in ctx.groups} | {node_region(n) for n in ctx.nodes.values()}
+    named = sorted((r for r in found if r), key=lambda r: (ctx.region_rank.get(r, len(ctx.region_rank)), r))
+    return list(named) or [None]
+
+
+def gang_domains(ctx: Context, one_zone: bool) -> list[tuple[str | None, str | None]]:
+    """(region, zone) to place a gang in, in order; zone None for a gang that may spread over a region."""
+    if not one_zone:
+        return [(r, None) for r in gang_regions(ctx)]
+    found = _group_zones(ctx.groups) | {(node_region(n), node_zone(n)) for n in ctx.nodes.values()}
+    rank = {r: i for i, r in enumerate(gang_regions(ctx))}
+    named = [(r, z) for r, z in found if r and z]
+    return sorted(named, key=lambda d: (rank.get(d[0], len(rank)), d[0] or "", d[1] or ""))
+
+
+def could_ever_hold(ctx: Context, classes: Sequence[PodClass]) -> bool:
+    """Whether a gang's classes could be placed whole in one of the domains it may use, were every
+    node group whose template runs them empty and grown to its MaxSize, with no back-off, limit, quota
+    or pod topology in the way, and every node outside the managed groups empty. It is a bound, not a
+    placement (each class is counted as if it had those groups to itself), so False means that no
+    group's shape and size could ever hold the gang, whatever runs or launches now."""
+    empty = empty_room(ctx)
+    one_zone = any(c.one_zone for c in classes)
+    return any(
+        all(_ever_room(ctx, cls, empty, region, zone) >= len(cls.pods) for cls in classes)
+        for region, zone in gang_domains(ctx, one_zone)
+    )
+
+
+def _ever_room(
+    ctx: Context, cls: PodClass, empty: Mapping[str, Resources], region: str | None, zone: str | None
+) -> int:
+    """How many pods of the class the domain could ever hold (:func:`could_ever_hold`)."""
+    total = 0
+    for group in ctx.groups:
+        template = group.template
+        if template is None or not group_in_domain(group, region, zone):
+            continue
+        if why_not_placeable(
+            cls.node_selector, cls.terms, cls.tolerations, template.labels, template.taints, None
+        ):
+            continue
+        total += group.max_size * fit_count(cls.requests, empty[group.name], cls.per_node)
+    for node in ctx.nodes.values():
+        info = node.info
+        if node.group is not None or not node_in_domain(node, region, zone):
+            continue
+        if why_not_placeable(
+            cls.node_selector, cls.terms, cls.tolerations, info.labels, info.taints, info.name
+        ):
+            continue
+        total += fit_count(cls.requests, subtract(info.allocatable, node.daemon_used), cls.per_node)
+    return total
+
+
 class GangPlacement:
     """A gang's classes placed all or none, in one region: each region in preference order is tried
     on a checkpoint of the stage, and rolled back when any pod of the gang is left over.
@@ -565,23 +633,9 @@ class GangPlacement:
         self.needed = sum(self.lacking.values()) + self.more
         self.ready = gangs.ready_pending  # counted already (a Volcano member requesting nothing)
 
-    def regions(self) -> list[str | None]:
-        ctx = self.stage.ctx
-        found = {g.region for g in ctx.groups} | {node_region(n) for n in ctx.nodes.values()}
-        named = sorted(
-            (r for r in found if r), key=lambda r: (ctx.region_rank.get(r, len(ctx.region_rank)), r)
-        )
-        return list(named) or [None]
-
     def domains(self) -> list[tuple[str | None, str | None]]:
         """(region, zone) to try in order; zone None for a gang that may spread over a region."""
-        if not any(c.one_zone for c in self.classes):
-            return [(r, None) for r in self.regions()]
-        ctx = self.stage.ctx
-        found = _group_zones(ctx.groups) | {(node_region(n), node_zone(n)) for n in ctx.nodes.values()}
-        rank = {r: i for i, r in enumerate(self.regions())}
-        named = [(r, z) for r, z in found if r and z]
-        return sorted(named, key=lambda d: (rank.get(d[0], len(rank)), d[0] or "", d[1] or ""))
+        return gang_domains(self.stage.ctx, any(c.one_zone for c in self.classes))
 
     def run(self) -> None:
         size = sum(c.remaining for c in self.classes)

@@ -36,8 +36,10 @@ What it serves (JSON only)
   without the CRD): the custom resources PodGroup ``scheduling.x-k8s.io/v1alpha1`` (coscheduling,
   ``/status``), PodGroup ``scheduling.volcano.sh/v1beta1`` (Volcano: no status subresource, as its CRD),
   CapacityQuota ``autoscaling.x-k8s.io/v1beta1`` (cluster-scoped, ``/status``), ProvisioningRequest
-  ``autoscaling.x-k8s.io/v1`` (``/status``; changing ``spec.provisioningClassName`` answers 422 as the
-  CRD's ``self == oldSelf`` rule does), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``;
+  ``autoscaling.x-k8s.io/v1`` (``/status``; validated as its CRD's schema validates it, the spec on every
+  write, the conditions and details on ``/status``, 422 naming the field; changing
+  ``spec.provisioningClassName``, ``spec.podSets`` or ``spec.parameters`` answers 422 as the CRD's
+  ``self == oldSelf`` rules do), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``;
   also served as ``v1alpha1`` over the same objects, as the published CRD serves that version,
   deprecated: every answer through it carries the API server's ``Warning`` header),
   PyTorchJob and PaddleJob ``kubeflow.org/v1`` (``/status``), and the alpha built-ins PodGroup

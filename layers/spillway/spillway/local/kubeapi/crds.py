@@ -2,6 +2,14 @@
 applies their published schemas and CEL rules (the kubebuilder markers of kubernetes/autoscaler
 ``cluster-autoscaler/apis``):
 
+* ProvisioningRequest ``v1`` (``autoscaling.x-k8s.io_provisioningrequests.yaml``, generated from
+  ``apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go``): ``spec`` with ``provisioningClassName``
+  (a DNS subdomain of at most 253 characters) and ``podSets`` (1 to 32 items, each a ``podTemplateRef``
+  whose ``name`` is a DNS subdomain and a ``count`` of at least 1) required; ``parameters`` at most 100
+  strings of at most 255 characters. ``status.conditions`` are ``metav1.Condition`` s in a list keyed
+  by ``type`` (:func:`condition_list`); ``status.provisioningClassDetails`` at most 64 strings of at most
+  32768 characters. ``podSets`` and ``parameters`` (and ``provisioningClassName``) are immutable, a CEL
+  transition rule ``self == oldSelf`` (the kind's ``immutable``, see ``resources``).
 * CapacityQuota ``v1beta1`` (``capacityquota_types.go``): ``spec.limits.resources`` required, at most 20
   names of at most 63 characters, each a quantity that is a non-negative integer. The rule reads
   ``quantity(v).isInteger()``, which holds only when the API server's parser keeps the value as an exact
@@ -33,6 +41,7 @@ from typing import Any
 JsonObj = dict[str, Any]
 Problem = tuple[str, str]
 
+PROVISIONING_REQUEST = "ProvisioningRequest.autoscaling.x-k8s.io"
 CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
 CAPACITY_BUFFER = "CapacityBuffer.autoscaling.x-k8s.io"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
@@ -166,6 +175,224 @@ def _quota(obj: JsonObj) -> Problem | None:
 
 def _non_negative_integer(value: int | str) -> bool:
     return value >= 0 if isinstance(value, int) else integer_quantity(value)
+
+
+# --- metav1.Condition ------------------------------------------------------------------------------
+# The schema controller-gen writes for a []metav1.Condition field (k8s.io/apimachinery
+# pkg/apis/meta/v1/types.go, Condition's kubebuilder markers) with +listType=map +listMapKey=type.
+
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+CONDITION_STATUSES = ("True", "False", "Unknown")
+# RFC 3339, as the OpenAPI ``date-time`` format accepts it
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+
+
+def _go_regex(pattern: str) -> re.Pattern[str]:
+    """A schema ``pattern`` as Go's RE2 reads it: ``$`` is the end of the text (Python's ``$`` also
+    matches before a final newline)."""
+    return re.compile(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern)
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _text(
+    field: str, value: Any, *, max_length: int, min_length: int = 0, pattern: str | None = None
+) -> Problem | None:
+    """A string field: its type, ``minLength``, ``maxLength`` and ``pattern``, checked in the order the
+    schema validator reports them."""
+    if not isinstance(value, str):
+        return _wrong_type(field, value, "string")
+    if len(value) > max_length:
+        return field, f"Too long: may not be more than {max_length} bytes"
+    if len(value) < min_length:
+        return (
+            field,
+            f"Invalid value: {_shown(value)}: {field} in body should be at least {min_length} chars long",
+        )
+    if pattern is not None:
+        regex = _PATTERNS.setdefault(pattern, _go_regex(pattern))
+        if not regex.match(value):
+            return field, f"Invalid value: {_shown(value)}: {field} in body should match '{pattern}'"
+    return None
+
+
+def _date_time_field(field: str, value: Any) -> Problem | None:
+    if not isinstance(value, str):
+        return _wrong_type(field, value, "string")
+    try:
+        valid = bool(_DATE_TIME.match(value)) and bool(datetime.fromisoformat(value.replace("z", "Z")))
+    except ValueError:
+        valid = False
+    if not valid:
+        return (
+            field,
+            f"Invalid value: {_shown(value)}: {field} in body must be of type date-time: {_shown(value)}",
+        )
+    return None
+
+
+def _condition_status(field: str, value: Any) -> Problem | None:
+    if not isinstance(value, str):
+        return _wrong_type(field, value, "string")
+    if value not in CONDITION_STATUSES:
+        supported = ", ".join(f'"{s}"' for s in CONDITION_STATUSES)
+        return field, f"Unsupported value: {_shown(value)}: supported values: {supported}"
+    return None
+
+
+def _generation(field: str, value: Any) -> Problem | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return _wrong_type(field, value, "integer")
+    if value < 0:
+        return field, f"Invalid value: {value}: {field} in body should be greater than or equal to 0"
+    return None
+
+
+# a metav1.Condition's fields: the required ones in the order the schema lists them, then the optional
+_CONDITION_FIELDS: dict[str, tuple[bool, Callable[[str, Any], Problem | None]]] = {
+    "lastTransitionTime": (True, _date_time_field),
+    "message": (True, lambda f, v: _text(f, v, max_length=32768)),
+    "reason": (
+        True,
+        lambda f, v: _text(f, v, max_length=1024, min_length=1, pattern=CONDITION_REASON_PATTERN),
+    ),
+    "status": (True, _condition_status),
+    "type": (True, lambda f, v: _text(f, v, max_length=316, pattern=CONDITION_TYPE_PATTERN)),
+    "observedGeneration": (False, _generation),
+}
+
+
+def condition(field: str, value: Any) -> Problem | None:
+    """One ``metav1.Condition``: ``type``, ``status`` (True, False or Unknown), ``reason`` (CamelCase, not
+    empty), ``message`` and ``lastTransitionTime`` (RFC 3339) required; ``observedGeneration`` >= 0. A
+    null is no value (the API server drops nulls of fields that are not nullable)."""
+    if not isinstance(value, dict):
+        return _wrong_type(field, value, "object")
+    for key, (required, rule) in _CONDITION_FIELDS.items():
+        if value.get(key) is None:
+            if required:
+                return f"{field}.{key}", "Required value"
+            continue
+        problem = rule(f"{field}.{key}", value[key])
+        if problem:
+            return problem
+    return None
+
+
+def condition_list(field: str, value: Any) -> Problem | None:
+    """A ``[]metav1.Condition`` with ``x-kubernetes-list-type: map`` keyed by ``type``: each item a
+    condition (:func:`condition`), no two of one type."""
+    if not isinstance(value, list):
+        return _wrong_type(field, value, "array")
+    seen: set[str] = set()
+    for index, item in enumerate(value):
+        problem = condition(f"{field}[{index}]", item)
+        if problem:
+            return problem
+        if item["type"] in seen:
+            return (
+                f"{field}[{index}]",
+                f'Duplicate value: map[string]interface {{}}{{"type":"{item["type"]}"}}',
+            )
+        seen.add(item["type"])
+    return None
+
+
+# --- ProvisioningRequest ---------------------------------------------------------------------------
+
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+def _string_map(field: str, value: Any, *, max_properties: int, max_length: int) -> Problem | None:
+    """An object of strings (``additionalProperties: {type: string, maxLength}``, ``maxProperties``)."""
+    if not isinstance(value, dict):
+        return _wrong_type(field, value, "object")
+    if len(value) > max_properties:
+        return field, f"Too many: {len(value)}: must have at most {max_properties} items"
+    for key, item in value.items():
+        problem = _text(f"{field}.{key}", item, max_length=max_length)
+        if problem:
+            return problem
+    return None
+
+
+def _pod_set(field: str, value: Any) -> Problem | None:
+    """``{podTemplateRef: {name}, count}``: both required, ``count`` at least 1, the name a DNS subdomain."""
+    if not isinstance(value, dict):
+        return _wrong_type(field, value, "object")
+    for key in ("count", "podTemplateRef"):
+        if value.get(key) is None:
+            return f"{field}.{key}", "Required value"
+    count = value["count"]
+    if isinstance(count, bool) or not isinstance(count, int):
+        return _wrong_type(f"{field}.count", count, "integer")
+    if count < 1:
+        return (
+            f"{field}.count",
+            f"Invalid value: {count}: {field}.count in body should be greater than or equal to 1",
+        )
+    ref = value["podTemplateRef"]
+    if not isinstance(ref, dict):
+        return _wrong_type(f"{field}.podTemplateRef", ref, "object")
+    if ref.get("name") is None:
+        return f"{field}.podTemplateRef.name", "Required value"
+    return _text(f"{field}.podTemplateRef.name", ref["name"], max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+
+
+def _pod_sets(value: Any) -> Problem | None:
+    field = "spec.podSets"
+    if value is None:
+        return field, "Required value"
+    if not isinstance(value, list):
+        return _wrong_type(field, value, "array")
+    if len(value) > 32:
+        return field, f"Too many: {len(value)}: must have at most 32 items"
+    if not value:
+        return field, f"Invalid value: 0: {field} in body should have at least 1 items"
+    for index, item in enumerate(value):
+        problem = _pod_set(f"{field}[{index}]", item)
+        if problem:
+            return problem
+    return None
+
+
+def _provisioning_spec(spec: Any) -> Problem | None:
+    if not isinstance(spec, dict):
+        return ("spec", "Required value") if spec is None else _wrong_type("spec", spec, "object")
+    name = spec.get("provisioningClassName")
+    if name is None:
+        return "spec.provisioningClassName", "Required value"
+    problem = _text("spec.provisioningClassName", name, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+    problem = problem or _pod_sets(spec.get("podSets"))
+    if problem or spec.get("parameters") is None:
+        return problem
+    return _string_map("spec.parameters", spec["parameters"], max_properties=100, max_length=255)
+
+
+def _provisioning_status(status: Any) -> Problem | None:
+    if status is None:
+        return None
+    if not isinstance(status, dict):
+        return _wrong_type("status", status, "object")
+    if status.get("conditions") is not None:
+        problem = condition_list("status.conditions", status["conditions"])
+        if problem:
+            return problem
+    details = status.get("provisioningClassDetails")
+    if details is None:
+        return None
+    return _string_map("status.provisioningClassDetails", details, max_properties=64, max_length=32768)
+
+
+def _provisioning_request(obj: JsonObj) -> Problem | None:
+    """A ProvisioningRequest against the published CRD's schema: its spec, and its status (a ``/status``
+    write is validated as the whole object is)."""
+    return _provisioning_spec(obj.get("spec")) or _provisioning_status(obj.get("status"))
 
 
 # --- CapacityBuffer --------------------------------------------------------------------------------
@@ -381,6 +608,7 @@ def _buffer(obj: JsonObj, version: str) -> Problem | None:
 
 
 _CHECKS: Mapping[str, Callable[[JsonObj, str], Problem | None]] = {
+    PROVISIONING_REQUEST: lambda obj, _version: _provisioning_request(obj),
     CAPACITY_QUOTA: lambda obj, _version: _quota(obj),
     CAPACITY_BUFFER: _buffer,
 }

@@ -446,7 +446,8 @@ CAPACITY_QUOTAS = ResourceType(
     custom=True,
     optional=True,
 )
-#: cluster-autoscaler's ProvisioningRequest (CRD; ``spec.provisioningClassName`` is immutable)
+#: cluster-autoscaler's ProvisioningRequest (CRD; ``spec.provisioningClassName``, ``spec.podSets`` and
+#: ``spec.parameters`` carry the rule ``self == oldSelf``: immutable; its schema is :mod:`.crds`)
 PROVISIONING_REQUESTS = ResourceType(
     "ProvisioningRequest",
     "provisioningrequests",
@@ -460,7 +461,7 @@ PROVISIONING_REQUESTS = ResourceType(
     create_status=_dropped,
     custom=True,
     optional=True,
-    immutable=(("spec", "provisioningClassName"),),
+    immutable=(("spec", "provisioningClassName"), ("spec", "podSets"), ("spec", "parameters")),
 )
 
 

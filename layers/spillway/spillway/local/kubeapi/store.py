@@ -355,9 +355,13 @@ class Store:
     @staticmethod
     def _check_immutable(rt: ResourceType, current: JsonObj, updated: JsonObj) -> None:
         """A CRD's ``self == oldSelf`` rule, a built-in kind's ``ValidateImmutableField``: 422 naming the
-        field, worded as CEL validation or the kind's validation answers."""
+        field, worded as CEL validation or the kind's validation answers. A CEL rule reading ``oldSelf``
+        is a transition rule, evaluated only where both the old and the new object hold the field: a
+        CRD's optional field may be set once, or dropped."""
         for path in rt.immutable:
             old, new = _dig(current, path), _dig(updated, path)
+            if rt.custom and (old is None or new is None):
+                continue
             if old != new:
                 kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
                 shown = crds.json_type(new, integers=False) if rt.custom else new
