@@ -469,7 +469,7 @@ def _buffer_stored(obj: JsonObj) -> JsonObj:
     """A CapacityBuffer as the server decodes a write of it: pruned to what the CRD's structural schema
     declares (:func:`crds.pruned`), in the storage version (the CRD converts with strategy ``None``:
     the apiVersion alone changes)."""
-    stored: JsonObj = crds.pruned(obj)
+    stored = crds.pruned(crds.CAPACITY_BUFFER, obj)
     if "apiVersion" in stored:
         stored["apiVersion"] = CAPACITY_BUFFERS.api_version
     return stored
