@@ -788,12 +788,15 @@ def test_list_custom_pages_and_filters_by_namespace(server: KubeApiServer, sleep
 def test_patch_custom_status_merges_on_the_status_subresource(
     server: KubeApiServer, kube: KubeClient
 ) -> None:
+    # a whole metav1.Condition: the CRD's status schema refuses one without reason, message and time
+    valid = {"type": "cluster-autoscaler.kubernetes.io/valid", "status": "True", "reason": "Valid",
+             "message": "", "lastTransitionTime": "2026-03-02T09:30:00Z"}  # fmt: skip
     server.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
                 "metadata": {"name": "q"}, "spec": {"limits": {"resources": {"cpu": "64"}}},
-                "status": {"conditions": [{"type": "x", "status": "True"}]}})  # fmt: skip
+                "status": {"conditions": [valid]}})  # fmt: skip
     used = {"used": {"resources": {"cpu": "8", "nodes": "1"}}}
     answered = kube.patch_custom_status(*QUOTA_GV, None, "q", used)
-    assert answered["status"] == {"conditions": [{"type": "x", "status": "True"}], **used}
+    assert answered["status"] == {"conditions": [valid], **used}
     assert answered["spec"] == {"limits": {"resources": {"cpu": "64"}}}
     (patch,) = requests_to(server, "/apis/autoscaling.x-k8s.io/v1beta1/capacityquotas/q/status", "PATCH")
     assert patch.content_type == "application/merge-patch+json"

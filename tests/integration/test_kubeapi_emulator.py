@@ -1015,6 +1015,74 @@ def test_a_quota_needs_its_limits_and_refuses_a_patch_that_breaks_them(custom: C
     assert custom.get_cluster_custom_object(*QUOTAS, "q")["spec"]["limits"]["resources"]["cpu"] == "8"
 
 
+def test_a_request_and_a_quota_keep_only_the_fields_their_crds_declare(custom: CustomObjectsApi) -> None:
+    """Both CRDs are structural without x-kubernetes-preserve-unknown-fields, as CapacityBuffer's is:
+    the server prunes what their schemas do not declare, on every write, a /status write too; the
+    emulator pruned buffers only and kept the rest."""
+    body = provreq("pr")
+    body["spec"]["podSets"][0]["podTemplateRef"]["namespace"] = "elsewhere"
+    body["spec"]["priority"] = 5
+    made = custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], body)
+    assert made["spec"] == provreq("pr")["spec"]
+    status = {"conditions": [{**GOOD_CONDITION, "extra": "x"}], "bookedNodes": ["n1"],
+              "provisioningClassDetails": {"any-key": "kept"}}  # fmt: skip
+    written = custom.patch_namespaced_custom_object_status(
+        *PROVREQS[:2], "default", PROVREQS[2], "pr", {"status": status}
+    )
+    assert written["status"] == {
+        "conditions": [GOOD_CONDITION],
+        "provisioningClassDetails": {"any-key": "kept"},
+    }
+    body = quota("q", "8")
+    body["spec"]["selector"]["matchExpressions"] = [{"key": "gpu", "operator": "Exists", "note": "x"}]
+    body["spec"]["limits"]["burst"] = {"cpu": "16"}
+    made = custom.create_cluster_custom_object(*QUOTAS, body)
+    assert made["spec"] == {
+        "selector": {
+            "matchLabels": {"team": "q"},
+            "matchExpressions": [{"key": "gpu", "operator": "Exists"}],
+        },
+        "limits": {"resources": {"cpu": "8"}},
+    }
+    used = {"used": {"resources": {"cpu": "4"}, "byNode": {"n1": "4"}}, "observedGeneration": 1, "note": "x"}
+    written = custom.patch_cluster_custom_object_status(*QUOTAS, "q", {"status": used})
+    assert written["status"] == {"used": {"resources": {"cpu": "4"}}, "observedGeneration": 1}
+
+
+@pytest.mark.parametrize(
+    ("status", "field"),
+    [
+        ({"used": {"resources": {"cpu": "lots"}}}, "status.used.resources.cpu"),
+        ({"used": {}}, "status.used.resources"),
+        ({"conditions": [{"type": "cluster-autoscaler.kubernetes.io/valid", "status": "True"}]},
+         "status.conditions[0].lastTransitionTime"),
+    ],
+)  # fmt: skip
+def test_a_quota_status_out_of_its_crds_schema_is_refused(
+    custom: CustomObjectsApi, status: dict[str, Any], field: str
+) -> None:
+    custom.create_cluster_custom_object(*QUOTAS, quota("q", "8"))
+    message = refused(lambda: custom.patch_cluster_custom_object_status(*QUOTAS, "q", {"status": status}))
+    assert message.startswith(f'CapacityQuota.autoscaling.x-k8s.io "q" is invalid: {field}: '), message
+
+
+def test_a_string_is_as_long_as_its_characters_not_its_bytes(custom: CustomObjectsApi) -> None:
+    """kube-openapi's maxLength counts runes: a 32768-character message of two-byte characters is kept
+    (the buffer's walker counted UTF-8 bytes and refused it), one more character is too long."""
+    custom.create_namespaced_custom_object(
+        *BUFFERS[:2], "default", BUFFERS[2], capacity_buffer("b", podTemplateRef={"name": "web"}, replicas=1)
+    )
+    args = (*BUFFERS[:2], "default", BUFFERS[2], "b")
+    longest = {"conditions": [condition(message="é" * 32768)]}
+    assert custom.patch_namespaced_custom_object_status(*args, {"status": longest})["status"] == longest
+    message = refused(
+        lambda: custom.patch_namespaced_custom_object_status(
+            *args, {"status": {"conditions": [condition(message="é" * 32769)]}}
+        )
+    )
+    assert message.endswith("status.conditions[0].message: Too long: may not be more than 32768 bytes")
+
+
 def test_a_buffer_naming_both_a_pod_template_and_a_scalable_object_is_refused(
     custom: CustomObjectsApi,
 ) -> None:

@@ -36,21 +36,20 @@ What it serves (JSON only)
   without the CRD): the custom resources PodGroup ``scheduling.x-k8s.io/v1alpha1`` (coscheduling,
   ``/status``), PodGroup ``scheduling.volcano.sh/v1beta1`` (Volcano: no status subresource, as its CRD),
   CapacityQuota ``autoscaling.x-k8s.io/v1beta1`` (cluster-scoped, ``/status``), ProvisioningRequest
-  ``autoscaling.x-k8s.io/v1`` (``/status``; validated as its CRD's schema validates it, the spec on every
-  write, the conditions and details on ``/status``, 422 naming the field; changing
-  ``spec.provisioningClassName``, ``spec.podSets`` or ``spec.parameters`` answers 422 as the CRD's
-  ``self == oldSelf`` rules do), CapacityBuffer ``autoscaling.x-k8s.io/v1beta1`` (``/status``;
-  also served as ``v1alpha1`` over the same objects, as the published CRD serves that version,
-  deprecated: every answer through it carries the API server's ``Warning`` header),
-  PyTorchJob and PaddleJob ``kubeflow.org/v1`` (``/status``), and the alpha built-ins PodGroup
-  ``scheduling.k8s.io/v1alpha2`` (``/status``) and Workload ``scheduling.k8s.io/v1alpha1``. Names are
-  ``<plural>.<group>`` (``resources.OPTIONAL``). CapacityQuotas and CapacityBuffers are validated as
-  their CRDs' schemas and CEL rules validate them (a quota's limits non-negative integers; a buffer's
-  whole structural schema, its status included, so a ``/status`` write too, then its CEL rules; 422
-  naming the field), a buffer is pruned of the fields its structural schema does not declare (a
-  ``spec.windows`` is dropped, as a cluster drops it) and its ``provisioningStrategy`` is defaulted, on
-  every write and on ``add()`` alike (see :mod:`.crds`). Custom resources refuse strategic merge patch
-  with 415, as a real server does.
+  ``autoscaling.x-k8s.io/v1`` (``/status``; changing ``spec.provisioningClassName``, ``spec.podSets`` or
+  ``spec.parameters`` answers 422 as the CRD's ``self == oldSelf`` rules do), CapacityBuffer
+  ``autoscaling.x-k8s.io/v1beta1`` (``/status``; also served as ``v1alpha1`` over the same objects, as
+  the published CRD serves that version, deprecated: every answer through it carries the API server's
+  ``Warning`` header), PyTorchJob and PaddleJob ``kubeflow.org/v1`` (``/status``), and the alpha
+  built-ins PodGroup ``scheduling.k8s.io/v1alpha2`` (``/status``) and Workload
+  ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>`` (``resources.OPTIONAL``). The three
+  ``autoscaling.x-k8s.io`` kinds are served as their published CRDs' schemas and CEL rules serve them
+  (see :mod:`.crds`): the whole object is validated, status included, so a ``/status`` write too (422
+  naming the field; a quota's limits non-negative integers, a request's podSets 1 to 32, a buffer's
+  refs), pruned of the fields the structural schema does not declare (a buffer's ``spec.windows`` is
+  dropped, as a cluster drops it) and defaulted (a buffer's ``provisioningStrategy``), on every write
+  and on ``add()`` alike. The other custom resources are stored as given, no schema modelled. Custom
+  resources refuse strategic merge patch with 415, as a real server does.
 * Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a
   stale one, or a DeleteOptions precondition that fails, answers 409 ``Conflict``; an empty one is
   unconditional. A write that changes nothing does not bump the version. Writes to the main resource of

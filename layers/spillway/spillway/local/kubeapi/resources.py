@@ -445,6 +445,8 @@ CAPACITY_QUOTAS = ResourceType(
     create_status=_dropped,
     custom=True,
     optional=True,
+    to_internal=functools.partial(crds.pruned, crds.CAPACITY_QUOTA),
+    defaults=functools.partial(crds.with_defaults, crds.CAPACITY_QUOTA),
 )
 #: cluster-autoscaler's ProvisioningRequest (CRD; ``spec.provisioningClassName``, ``spec.podSets`` and
 #: ``spec.parameters`` carry the rule ``self == oldSelf``: immutable; its schema is :mod:`.crds`)
@@ -462,6 +464,8 @@ PROVISIONING_REQUESTS = ResourceType(
     custom=True,
     optional=True,
     immutable=(("spec", "provisioningClassName"), ("spec", "podSets"), ("spec", "parameters")),
+    to_internal=functools.partial(crds.pruned, crds.PROVISIONING_REQUEST),
+    defaults=functools.partial(crds.with_defaults, crds.PROVISIONING_REQUEST),
 )
 
 
@@ -469,7 +473,7 @@ def _buffer_stored(obj: JsonObj) -> JsonObj:
     """A CapacityBuffer as the server decodes a write of it: pruned to what the CRD's structural schema
     declares (:func:`crds.pruned`), in the storage version (the CRD converts with strategy ``None``:
     the apiVersion alone changes)."""
-    stored: JsonObj = crds.pruned(obj)
+    stored = crds.pruned(crds.CAPACITY_BUFFER, obj)
     if "apiVersion" in stored:
         stored["apiVersion"] = CAPACITY_BUFFERS.api_version
     return stored
