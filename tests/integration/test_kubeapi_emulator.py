@@ -227,6 +227,30 @@ def test_field_selectors(api: KubeApiServer, core: CoreV1Api) -> None:
     assert "field label not supported" in error_body(caught.value)["message"]
 
 
+def test_a_boolean_field_left_out_is_selected_as_false(api: KubeApiServer, core: CoreV1Api) -> None:
+    """The API indexes a Go bool (fmt.Sprint / strconv.FormatBool): a field left out reads "false"
+    (pkg/registry/core/node/strategy.go NodeToSelectableFields, pod strategy.go ToSelectableFields)."""
+    api.add({"kind": "Node", "metadata": {"name": "n1"}})
+    api.add({"kind": "Node", "metadata": {"name": "n2"}, "spec": {"unschedulable": True}})
+    api.add({"kind": "Node", "metadata": {"name": "n3"}, "spec": {"unschedulable": False}})
+    api.add(pod("plain", node="n1"))
+    host = pod("host", node="n1")
+    host["spec"]["hostNetwork"] = True
+    api.add(host)
+
+    def nodes(selector: str) -> list[str]:
+        return [n.metadata.name for n in core.list_node(field_selector=selector).items]
+
+    def pods(selector: str) -> list[str]:
+        return [p.metadata.name for p in core.list_namespaced_pod("default", field_selector=selector).items]
+
+    assert nodes("spec.unschedulable=false") == ["n1", "n3"]
+    assert nodes("spec.unschedulable!=true") == ["n1", "n3"]
+    assert nodes("spec.unschedulable=true") == ["n2"]
+    assert pods("spec.hostNetwork=false") == ["plain"]
+    assert pods("spec.hostNetwork=true") == ["host"]
+
+
 def test_label_selectors(api: KubeApiServer, core: CoreV1Api) -> None:
     api.add(pod("web-1", labels={"app": "web", "tier": "front"}))
     api.add(pod("web-2", labels={"app": "web", "tier": "back", "gpu": "true"}))
