@@ -1112,24 +1112,30 @@ _WORKLOAD_STATUS = {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "
 # (path, body without metadata, the status the create sends, the status the created object has)
 _CREATE_STATUS_CASES = {
     "Deployment": ("/apis/apps/v1/namespaces/default/deployments", _WORKLOAD_SPEC, _WORKLOAD_STATUS, {}),
+    # the status fields without omitempty in their Go types are written as 0 (apps/v1 types.go)
     "StatefulSet": (
         "/apis/apps/v1/namespaces/default/statefulsets",
         {**_WORKLOAD_SPEC, "serviceName": "web"},
         _WORKLOAD_STATUS,
-        {},
+        {"replicas": 0, "availableReplicas": 0},
     ),
-    "ReplicaSet": ("/apis/apps/v1/namespaces/default/replicasets", _WORKLOAD_SPEC, _WORKLOAD_STATUS, {}),
+    "ReplicaSet": (
+        "/apis/apps/v1/namespaces/default/replicasets",
+        _WORKLOAD_SPEC,
+        _WORKLOAD_STATUS,
+        {"replicas": 0},
+    ),
     "DaemonSet": (
         "/apis/apps/v1/namespaces/default/daemonsets",
         {"selector": {"matchLabels": {"app": "web"}}, "template": _TEMPLATE},
         {"currentNumberScheduled": 3, "desiredNumberScheduled": 3, "numberMisscheduled": 0, "numberReady": 3},
-        {},
+        {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0},
     ),
     "ReplicationController": (
         "/api/v1/namespaces/default/replicationcontrollers",
         {"replicas": 3, "selector": {"app": "web"}, "template": _TEMPLATE},
         _WORKLOAD_STATUS,
-        {},
+        {"replicas": 0},
     ),
     "Job": (
         "/apis/batch/v1/namespaces/default/jobs",
@@ -1170,6 +1176,34 @@ def test_a_create_over_the_wire_gets_the_status_its_strategy_leaves(api: KubeApi
     namespace = None if kind == "Namespace" else "default"
     stored = api.get(kind, "made", namespace)
     assert stored is not None and stored.get("status") == expected
+
+
+def test_a_replicaset_created_through_the_api_answers_a_status_the_client_can_parse(
+    client: ApiClient,
+) -> None:
+    """ReplicaSetStatus.replicas has no omitempty (apps/v1 types.go): a new ReplicaSet's status carries
+    ``replicas: 0``, which the official client requires (``V1ReplicaSetStatus.replicas``)."""
+    body = {"metadata": {"name": "web-5d9c"}, "spec": _WORKLOAD_SPEC}
+    created = AppsV1Api(client).create_namespaced_replica_set("default", body)
+    assert created.status.replicas == 0
+    created_set = AppsV1Api(client).create_namespaced_stateful_set(
+        "default", {"metadata": {"name": "db"}, "spec": {**_WORKLOAD_SPEC, "serviceName": "db"}}
+    )
+    assert (created_set.status.replicas, created_set.status.available_replicas) == (0, 0)
+
+
+def test_a_status_write_leaving_out_the_counts_reads_them_as_zero(
+    api: KubeApiServer, client: ApiClient
+) -> None:
+    apps = AppsV1Api(client)
+    apps.create_namespaced_replica_set("default", {"metadata": {"name": "web-5d9c"}, "spec": _WORKLOAD_SPEC})
+    apps.patch_namespaced_replica_set_status(
+        "web-5d9c", "default", {"status": {"replicas": 3, "readyReplicas": 3}}
+    )
+    written = api.get("ReplicaSet", "web-5d9c")
+    assert written is not None
+    api.update("ReplicaSet", {**written, "status": {"readyReplicas": 1}})
+    assert apps.read_namespaced_replica_set("web-5d9c", "default").status.replicas == 0
 
 
 def test_a_persistent_volume_created_with_a_status_starts_pending(api: KubeApiServer) -> None:

@@ -626,7 +626,7 @@ class Store:
                 f"Precondition failed: UID in precondition: {new_meta['uid']}, UID in object meta: {cur_meta.get('uid')}",
             )
         if subresource == "status":
-            updated = {**current, "status": proposed.get("status") or {}}
+            updated = rt.defaults({**current, "status": proposed.get("status") or {}})
         else:
             for field in _SERVER_META:
                 new_meta.pop(field, None)
