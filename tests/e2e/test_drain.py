@@ -171,6 +171,14 @@ def test_drain_under_a_pdb_evicts_one_pod_at_a_time_then_terminates_and_deletes_
     assert out["node"] == node and out["instance_id"] == instance and out["group"] == "general"
     assert sorted(out["evicted"]) == ["team-a/web-0", "team-a/web-1", "team-a/web-2"]
     assert out["rounds"] >= 2  # the budget refused some evictions: they were retried next round
+    # an evicted pod stays, terminating, until its kubelet confirms: the drain waited for each to leave
+    rounds = [c.result for c in world.stack.calls("DrainFunction")
+              if c.event.get("action") == "evict" and c.event["drain"]["node"] == node]  # fmt: skip
+    waited = [
+        r["pod"] for rd in rounds for r in rd.get("remaining") or [] if r["reason"] == "evicted, terminating"
+    ]
+    assert waited and set(waited) <= {"team-a/web-0", "team-a/web-1", "team-a/web-2"}, rounds
+    assert rounds[-1]["done"] is True and rounds[-1]["remaining"] == []  # the last round found them gone
     # Deleted by the drain, or a moment earlier by the cloud's node lifecycle (the rig's kubelets).
     assert controller.created >= 2  # the last eviction needed two replacements Running and Ready
     asg = world.cloud.asg("general")

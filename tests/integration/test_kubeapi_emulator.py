@@ -19,6 +19,9 @@ from kubernetes.client import (
     EventsV1Api,
     PolicyV1Api,
     StorageV1Api,
+    V1DeleteOptions,
+    V1Eviction,
+    V1ObjectMeta,
 )
 from kubernetes.client.exceptions import ApiException
 
@@ -63,6 +66,7 @@ def pod(
     node: str | None = None,
     phase: str = "Pending",
     ready: bool | None = None,
+    owner: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     status: dict[str, Any] = {"phase": phase}
     if ready is not None:
@@ -70,13 +74,49 @@ def pod(
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox"}]}
     if node:
         spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-        "spec": spec,
-        "status": status,
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def workload(
+    api: KubeApiServer, kind: str, name: str, replicas: int | None, labels: dict[str, str], **meta: Any
+) -> dict[str, Any]:
+    """A ReplicaSet, Deployment, StatefulSet or ReplicationController of ``replicas`` (None: left out)
+    selecting ``labels``, and the controller reference its pods carry."""
+    api_version = "v1" if kind == "ReplicationController" else "apps/v1"
+    selector: dict[str, Any] = dict(labels) if kind == "ReplicationController" else {"matchLabels": labels}
+    spec: dict[str, Any] = {
+        "selector": selector,
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        },
     }
+    if replicas is not None:
+        spec["replicas"] = replicas
+    stored = api.add(
+        {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, **meta}, "spec": spec}
+    )
+    return controller_ref(stored)
+
+
+def controller_ref(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
+def terminating(api: KubeApiServer, name: str, namespace: str = "default") -> bool:
+    """The pod is still listed, being deleted (``deletionTimestamp`` set)."""
+    found = api.get("Pod", name, namespace)
+    return found is not None and bool(found["metadata"].get("deletionTimestamp"))
+
+
+def kubelet_confirms(api: KubeApiServer) -> None:
+    """The emulated kubelet stops every terminating pod's containers now: they are gone at the next read."""
+    api.kubelet_exit_delay = 0
 
 
 def node(
@@ -225,6 +265,30 @@ def test_field_selectors(api: KubeApiServer, core: CoreV1Api) -> None:
         names("spec.bogus=1")
     assert caught.value.status == 400
     assert "field label not supported" in error_body(caught.value)["message"]
+
+
+def test_a_boolean_field_left_out_is_selected_as_false(api: KubeApiServer, core: CoreV1Api) -> None:
+    """The API indexes a Go bool (fmt.Sprint / strconv.FormatBool): a field left out reads "false"
+    (pkg/registry/core/node/strategy.go NodeToSelectableFields, pod strategy.go ToSelectableFields)."""
+    api.add({"kind": "Node", "metadata": {"name": "n1"}})
+    api.add({"kind": "Node", "metadata": {"name": "n2"}, "spec": {"unschedulable": True}})
+    api.add({"kind": "Node", "metadata": {"name": "n3"}, "spec": {"unschedulable": False}})
+    api.add(pod("plain", node="n1"))
+    host = pod("host", node="n1")
+    host["spec"]["hostNetwork"] = True
+    api.add(host)
+
+    def nodes(selector: str) -> list[str]:
+        return [n.metadata.name for n in core.list_node(field_selector=selector).items]
+
+    def pods(selector: str) -> list[str]:
+        return [p.metadata.name for p in core.list_namespaced_pod("default", field_selector=selector).items]
+
+    assert nodes("spec.unschedulable=false") == ["n1", "n3"]
+    assert nodes("spec.unschedulable!=true") == ["n1", "n3"]
+    assert nodes("spec.unschedulable=true") == ["n2"]
+    assert pods("spec.hostNetwork=false") == ["plain"]
+    assert pods("spec.hostNetwork=true") == ["host"]
 
 
 def test_label_selectors(api: KubeApiServer, core: CoreV1Api) -> None:
@@ -394,6 +458,8 @@ def test_eviction_blocked_by_min_available_then_allowed_once_another_pod_is_read
     api.bind("web-3", "n3")  # scheduled and Ready: three healthy, one may go
     assert policy.read_namespaced_pod_disruption_budget("web", "default").status.disruptions_allowed == 1
     evict(core, "web-1")
+    assert terminating(api, "web-1")  # until the kubelet confirms
+    kubelet_confirms(api)
     assert api.get("Pod", "web-1") is None
     with pytest.raises(ApiException) as caught:
         core.read_namespaced_pod("web-1", "default")
@@ -406,9 +472,10 @@ def test_eviction_blocked_by_min_available_then_allowed_once_another_pod_is_read
 
 
 def test_percentages_round_up_like_the_disruption_controller(api: KubeApiServer, policy: PolicyV1Api) -> None:
+    owners = {app: workload(api, "ReplicaSet", app, 3, {"app": app}) for app in ("a", "b")}
     for i in range(3):
-        api.add(pod(f"a-{i}", labels={"app": "a"}, phase="Running", ready=True))
-        api.add(pod(f"b-{i}", labels={"app": "b"}, phase="Running", ready=True))
+        for app in ("a", "b"):
+            api.add(pod(f"{app}-{i}", labels={"app": app}, phase="Running", ready=True, owner=owners[app]))
     api.add(pdb("min-half", {"app": "a"}, minAvailable="50%"))  # ceil(1.5) = 2 must stay
     api.add(pdb("max-half", {"app": "b"}, maxUnavailable="50%"))  # ceil(1.5) = 2 may go
     budgets = {
@@ -441,9 +508,9 @@ def test_a_pod_two_budgets_select_is_refused_with_the_real_servers_500_whatever_
         "code": 500,
     }
     assert api.get("Pod", "web-0") is not None
-    api.add(pod("starting", labels=labels, node="n1", phase="Pending"))  # not running: no budget is read
+    api.add(pod("starting", labels=labels, phase="Pending"))  # not running: no budget is read
     evict(core, "starting")
-    assert api.get("Pod", "starting") is None
+    assert api.get("Pod", "starting") is None  # not scheduled either: no grace period
 
 
 def test_a_budget_whose_status_forbids_evictions_answers_403_naming_the_budget(
@@ -451,8 +518,9 @@ def test_a_budget_whose_status_forbids_evictions_answers_403_naming_the_budget(
 ) -> None:
     # eviction.go checkAndDecrement: errors.NewForbidden(policy.Resource("poddisruptionbudget"), name, ...)
     # for disruptionsAllowed < 0 and for more than MaxDisruptedPodSize (2000) entries in disruptedPods
+    owner = workload(api, "ReplicaSet", "web", 3, {"app": "web"})
     for i in range(3):
-        api.add(pod(f"web-{i}", labels={"app": "web"}, node="n1", phase="Running", ready=True))
+        api.add(pod(f"web-{i}", labels={"app": "web"}, node="n1", phase="Running", ready=True, owner=owner))
     stored = api.add(pdb("web", {"app": "web"}, maxUnavailable=1))
     api.update("PodDisruptionBudget", {**stored, "status": {"disruptionsAllowed": -1}})
     assert policy.read_namespaced_pod_disruption_budget("web", "default").status.disruptions_allowed == -1
@@ -478,7 +546,7 @@ def test_a_budget_whose_status_forbids_evictions_answers_403_naming_the_budget(
         "PodDisruptionBudget", {**stored, "status": {"disruptedPods": dict(list(waiting.items())[:2000])}}
     )
     evict(core, "web-0")  # 2000 is still allowed
-    assert api.get("Pod", "web-0") is None
+    assert terminating(api, "web-0")
 
 
 def test_no_eviction_nor_create_in_a_terminating_namespace(api: KubeApiServer, core: CoreV1Api) -> None:
@@ -536,7 +604,7 @@ def test_a_running_pod_not_ready_goes_as_its_budgets_unhealthy_pod_eviction_poli
     api.add(pdb("web", web, minAvailable=2, **({"unhealthyPodEvictionPolicy": policy} if policy else {})))
     if evicted:
         evict(core, "crashing")
-        assert api.get("Pod", "crashing") is None
+        assert terminating(api, "crashing")
     else:
         with pytest.raises(ApiException) as caught:
             evict(core, "crashing")
@@ -555,11 +623,301 @@ def test_eviction_without_a_budget_removes_the_pod_and_a_missing_pod_is_404(
     api.add(pdb("other", {"app": "web"}, minAvailable=1))
     evict(core, "lonely")
     assert api.requests[-1].status == 201
+    [left] = core.list_namespaced_pod("default").items
+    assert left.metadata.deletion_timestamp is not None  # terminating, until the kubelet confirms
+    kubelet_confirms(api)
     assert core.list_namespaced_pod("default").items == []
     with pytest.raises(ApiException) as caught:
         evict(core, "lonely")
     assert caught.value.status == 404
     assert error_body(caught.value)["reason"] == "NotFound"
+
+
+# --- budgets from the controllers' scale, graceful deletion (kubernetes/kubernetes pkg/controller/disruption,
+# --- pkg/registry/core/pod: strategy.go, storage/eviction.go; apiserver registry/rest/delete.go) ---------------
+
+
+def running_ready(api: KubeApiServer, name: str, owner: dict[str, Any] | None = None, **kw: Any) -> None:
+    """A pod of app ``web`` scheduled to ``n1`` and started: phase Running, Ready=True (the kubelet's)."""
+    api.add(pod(name, labels={"app": "web"}, owner=owner, **kw))
+    api.bind(name, "n1")
+
+
+def evict_with(core: CoreV1Api, name: str, delete_options: V1DeleteOptions | None = None) -> None:
+    body = V1Eviction(
+        api_version="policy/v1",
+        kind="Eviction",
+        metadata=V1ObjectMeta(name=name, namespace="default"),
+        delete_options=delete_options,
+    )
+    core.create_namespaced_pod_eviction(name, "default", body)
+
+
+def test_max_unavailable_budget_counts_the_replicaset_scale_not_the_pods_left(
+    api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api
+) -> None:
+    """maxUnavailable=1 over a ReplicaSet of 3: one eviction, then 429 until a replacement is Ready.
+    disruption.go getExpectedPodCount/getExpectedScale: expectedPods is the sum of the controllers'
+    spec.replicas, not the pods left (after one eviction: expected 3, desired 2, healthy 2)."""
+    owner = workload(api, "ReplicaSet", "web-5d9c", 3, {"app": "web"})
+    for i in range(3):
+        running_ready(api, f"web-{i}", owner)
+    api.add(pdb("web", {"app": "web"}, maxUnavailable=1))
+
+    evict(core, "web-0")  # 3 healthy, 2 desired: allowed
+    kubelet_confirms(api)  # the pod is gone, not merely terminating
+
+    status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+    assert (status.expected_pods, status.desired_healthy, status.current_healthy) == (3, 2, 2)
+    assert status.disruptions_allowed == 0
+    with pytest.raises(ApiException) as refused:
+        evict(core, "web-1")
+    assert refused.value.status == 429
+
+
+def test_max_unavailable_budget_over_pods_without_a_controller_allows_no_eviction(
+    api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api
+) -> None:
+    """getExpectedScale leaves a pod without a controller out (``UnmanagedPods``): expectedPods 0, and
+    updatePdbStatus allows no disruption when expectedPods <= 0."""
+    for i in range(3):
+        running_ready(api, f"web-{i}")
+    api.add(pdb("web", {"app": "web"}, maxUnavailable=1))
+
+    status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+    assert (status.expected_pods, status.disruptions_allowed) == (0, 0)
+    with pytest.raises(ApiException) as refused:
+        evict(core, "web-0")
+    assert refused.value.status == 429
+
+
+def test_a_percentage_budget_counts_each_controller_once_and_a_deployment_for_its_replicaset(
+    api: KubeApiServer, policy: PolicyV1Api
+) -> None:
+    """getExpectedScale: a ReplicaSet a Deployment controls counts with the Deployment's replicas, a
+    StatefulSet and a ReplicationController with theirs (1 when unset), each once however many pods it
+    has; a pod without a controller adds nothing."""
+    deployment = workload(api, "Deployment", "web", 4, {"app": "web"})
+    replica_set = workload(api, "ReplicaSet", "web-5d9c", 2, {"app": "web"}, ownerReferences=[deployment])
+    stateful = workload(api, "StatefulSet", "db", 3, {"app": "web"})
+    legacy = workload(api, "ReplicationController", "old", None, {"app": "web"})
+    for name, owner in (("w-0", replica_set), ("w-1", replica_set), ("db-0", stateful), ("old-0", legacy),
+                        ("bare", None)):  # fmt: skip
+        running_ready(api, name, owner)
+    api.add(pdb("web", {"app": "web"}, minAvailable="50%"))
+
+    status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+    assert (status.expected_pods, status.desired_healthy, status.current_healthy) == (8, 4, 5)
+    assert status.disruptions_allowed == 1
+
+
+def test_an_integer_min_available_counts_the_pods_whatever_their_controllers(
+    api: KubeApiServer, policy: PolicyV1Api
+) -> None:
+    for i in range(3):
+        running_ready(api, f"web-{i}")  # no controller
+    api.add(pdb("web", {"app": "web"}, minAvailable=2))
+    status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+    assert (status.expected_pods, status.desired_healthy, status.disruptions_allowed) == (3, 2, 1)
+
+
+@pytest.mark.parametrize(
+    ("owner", "why"),
+    [
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "gone",
+                "uid": "u-gone",
+                "controller": True,
+            },
+            'found no controllers for pod "web-0"',
+        ),
+        (
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u-job", "controller": True},
+            "jobs.batch does not implement the scale subresource",
+        ),
+    ],
+)
+def test_a_budget_whose_pods_controller_has_no_scale_fails_its_sync_and_allows_nothing(
+    api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api, owner: dict[str, Any], why: str
+) -> None:
+    """A controller not found, or of a kind without a scale subresource, is an error of
+    getExpectedScale: the controller's failSafe writes disruptionsAllowed 0 and DisruptionAllowed=False
+    of reason SyncFailed with the error as its message."""
+    running_ready(api, "web-0", owner)
+    running_ready(api, "web-1", owner)
+    api.add(pdb("web", {"app": "web"}, maxUnavailable=1))
+
+    status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+    assert status.disruptions_allowed == 0
+    [condition] = status.conditions
+    assert (condition.type, condition.status, condition.reason, condition.message) == (
+        "DisruptionAllowed", "False", "SyncFailed", why)  # fmt: skip
+    with pytest.raises(ApiException) as refused:
+        evict(core, "web-0")
+    assert refused.value.status == 429
+
+
+def test_a_running_pod_without_a_ready_condition_is_not_healthy_for_a_budget(
+    api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api
+) -> None:
+    """countHealthyPods counts IsPodReady pods (a Ready condition of status True; none is not ready), and
+    eviction.go tests the evicted pod the same way: two Running pods without conditions under
+    minAvailable=1 are 0 healthy, and IfHealthyBudget (0 >= 1 fails) refuses the eviction."""
+    for i in range(2):
+        api.add(pod(f"web-{i}", labels={"app": "web"}, node="n1", phase="Running"))
+    api.add(pdb("web", {"app": "web"}, minAvailable=1))
+
+    status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+    assert (status.current_healthy, status.disruptions_allowed) == (0, 0)
+    with pytest.raises(ApiException) as refused:
+        evict(core, "web-0")
+    assert refused.value.status == 429
+
+
+def test_an_evicted_running_pod_stays_listed_terminating_for_its_grace_period(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    """CheckGracefulDelete (grace: the delete options', else terminationGracePeriodSeconds, defaulted
+    to 30) and BeforeDelete (deletionTimestamp = now + grace, deletionGracePeriodSeconds): the pod
+    stays, on its node, until the kubelet confirms."""
+    api.kubelet_exit_delay = 3600  # a kubelet slow to stop the containers
+    running_ready(api, "web-0")
+    generation = api.get("Pod", "web-0")["metadata"]["generation"]  # type: ignore[index]
+
+    evict(core, "web-0")
+
+    found = core.read_namespaced_pod("web-0", "default")
+    assert found.metadata.deletion_timestamp is not None
+    assert found.metadata.deletion_grace_period_seconds == 30
+    assert found.metadata.generation == generation + 1
+    deleted_at = found.metadata.deletion_timestamp - found.metadata.creation_timestamp
+    assert 29 <= deleted_at.total_seconds() <= 32  # now + 30 s
+    on_node = core.list_namespaced_pod("default", field_selector="spec.nodeName=n1").items
+    assert [p.metadata.name for p in on_node] == ["web-0"]
+    kubelet_confirms(api)
+    assert core.list_namespaced_pod("default").items == []
+
+
+def test_the_kubelet_confirms_a_graceful_deletion_after_its_exit_delay_or_the_grace_period(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    api.kubelet_exit_delay = 0.3
+    running_ready(api, "slow")
+    running_ready(api, "quick")
+    core.delete_namespaced_pod("slow", "default")
+    core.delete_namespaced_pod("quick", "default", grace_period_seconds=0)  # a forced delete: at once
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["slow"]
+    time.sleep(0.4)
+    assert core.list_namespaced_pod("default").items == []
+
+
+@pytest.mark.parametrize(
+    ("node", "phase", "listed"),
+    [
+        (None, "Pending", False),  # not scheduled: nothing to stop
+        ("n1", "Succeeded", False),  # finished: nothing to stop
+        ("n1", "Failed", False),
+        ("n1", "Pending", True),  # scheduled: the kubelet may be starting it
+        ("n1", "Running", True),
+    ],
+)
+def test_only_a_scheduled_pod_not_finished_is_deleted_gracefully(
+    api: KubeApiServer, core: CoreV1Api, node: str | None, phase: str, listed: bool
+) -> None:
+    api.kubelet_exit_delay = 3600
+    api.add(pod("p", node=node, phase=phase))
+    answer = core.delete_namespaced_pod("p", "default")
+    assert answer.metadata.deletion_timestamp is not None
+    assert answer.metadata.deletion_grace_period_seconds == (30 if listed else 0)
+    assert (api.get("Pod", "p") is not None) is listed
+
+
+def test_a_terminating_pods_grace_period_may_only_be_shortened(api: KubeApiServer, core: CoreV1Api) -> None:
+    """BeforeDelete on a pod already being deleted: a longer or no grace period changes nothing, a
+    shorter one moves deletionTimestamp earlier by the difference, 0 deletes it now."""
+    api.kubelet_exit_delay = 3600
+    running_ready(api, "web-0")
+    first = core.delete_namespaced_pod("web-0", "default", grace_period_seconds=20)
+    again = core.delete_namespaced_pod("web-0", "default")
+    longer = core.delete_namespaced_pod("web-0", "default", grace_period_seconds=60)
+    assert (
+        again.metadata.resource_version == longer.metadata.resource_version == first.metadata.resource_version
+    )
+    shorter = core.delete_namespaced_pod("web-0", "default", grace_period_seconds=5)
+    assert shorter.metadata.deletion_grace_period_seconds == 5
+    moved = first.metadata.deletion_timestamp - shorter.metadata.deletion_timestamp
+    assert moved.total_seconds() == 15
+    core.delete_namespaced_pod("web-0", "default", grace_period_seconds=0)
+    assert api.get("Pod", "web-0") is None
+
+
+def test_a_delete_body_that_says_dry_run_deletes_nothing(api: KubeApiServer, core: CoreV1Api) -> None:
+    """A DELETE's options come from its body when it has one (handlers/delete.go): its dryRun holds."""
+    running_ready(api, "web-0")
+    answer = core.delete_namespaced_pod("web-0", "default", body=V1DeleteOptions(dry_run=["All"]))
+    assert answer.metadata.deletion_timestamp is not None
+    found = api.get("Pod", "web-0")
+    assert found is not None and not found["metadata"].get("deletionTimestamp")
+
+
+def test_eviction_marks_the_pod_with_a_disruption_target_condition(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    """eviction.go addConditionAndDeletePod: DisruptionTarget=True, reason EvictionByEvictionAPI, before
+    the (graceful) delete."""
+    running_ready(api, "web-0")
+
+    evict(core, "web-0")
+
+    conditions = {c.type: c for c in core.read_namespaced_pod("web-0", "default").status.conditions or []}
+    target = conditions["DisruptionTarget"]
+    assert (target.status, target.reason, target.message) == (
+        "True",
+        "EvictionByEvictionAPI",
+        "Eviction API: evicting",
+    )
+
+
+def test_evicting_a_pod_already_terminating_ignores_its_budget(api: KubeApiServer, core: CoreV1Api) -> None:
+    """eviction.go canIgnorePDB: a pod with a deletionTimestamp is deleted without a look at budgets."""
+    running_ready(api, "web-0")
+    running_ready(api, "web-1")
+    api.add(pdb("web", {"app": "web"}, minAvailable=2))
+    marked = api.get("Pod", "web-0")
+    assert marked is not None
+    marked["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:30Z"
+    marked["metadata"]["deletionGracePeriodSeconds"] = 30
+    api.update("Pod", marked)  # what a delete with a grace period leaves (the test's hand)
+
+    evict(core, "web-0")  # healthy 1 < desired 2, yet no 429
+
+    assert terminating(api, "web-0")
+
+
+def test_an_eviction_whose_delete_options_say_dry_run_deletes_nothing(
+    api: KubeApiServer, core: CoreV1Api
+) -> None:
+    """eviction.go propagateDryRun: the Eviction's deleteOptions.dryRun (kubectl drain --dry-run=server
+    sends it) makes the whole eviction a dry run: no condition, no deletion."""
+    running_ready(api, "web-0")
+    before = api.get("Pod", "web-0")
+
+    evict_with(core, "web-0", V1DeleteOptions(dry_run=["All"]))
+
+    assert api.get("Pod", "web-0") == before
+
+
+def test_an_eviction_passes_its_grace_period_to_the_delete(api: KubeApiServer, core: CoreV1Api) -> None:
+    api.kubelet_exit_delay = 3600
+    running_ready(api, "web-0")
+    running_ready(api, "web-1")
+    evict_with(core, "web-0", V1DeleteOptions(grace_period_seconds=7))
+    evict_with(core, "web-1", V1DeleteOptions(grace_period_seconds=0))
+    assert core.read_namespaced_pod("web-0", "default").metadata.deletion_grace_period_seconds == 7
+    assert api.get("Pod", "web-1") is None
 
 
 # --- events, namespaces, auth ------------------------------------------------------------------------
@@ -1460,24 +1818,30 @@ _WORKLOAD_STATUS = {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "
 # (path, body without metadata, the status the create sends, the status the created object has)
 _CREATE_STATUS_CASES = {
     "Deployment": ("/apis/apps/v1/namespaces/default/deployments", _WORKLOAD_SPEC, _WORKLOAD_STATUS, {}),
+    # the status fields without omitempty in their Go types are written as 0 (apps/v1 types.go)
     "StatefulSet": (
         "/apis/apps/v1/namespaces/default/statefulsets",
         {**_WORKLOAD_SPEC, "serviceName": "web"},
         _WORKLOAD_STATUS,
-        {},
+        {"replicas": 0, "availableReplicas": 0},
     ),
-    "ReplicaSet": ("/apis/apps/v1/namespaces/default/replicasets", _WORKLOAD_SPEC, _WORKLOAD_STATUS, {}),
+    "ReplicaSet": (
+        "/apis/apps/v1/namespaces/default/replicasets",
+        _WORKLOAD_SPEC,
+        _WORKLOAD_STATUS,
+        {"replicas": 0},
+    ),
     "DaemonSet": (
         "/apis/apps/v1/namespaces/default/daemonsets",
         {"selector": {"matchLabels": {"app": "web"}}, "template": _TEMPLATE},
         {"currentNumberScheduled": 3, "desiredNumberScheduled": 3, "numberMisscheduled": 0, "numberReady": 3},
-        {},
+        {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0},
     ),
     "ReplicationController": (
         "/api/v1/namespaces/default/replicationcontrollers",
         {"replicas": 3, "selector": {"app": "web"}, "template": _TEMPLATE},
         _WORKLOAD_STATUS,
-        {},
+        {"replicas": 0},
     ),
     "Job": (
         "/apis/batch/v1/namespaces/default/jobs",
@@ -1518,6 +1882,34 @@ def test_a_create_over_the_wire_gets_the_status_its_strategy_leaves(api: KubeApi
     namespace = None if kind == "Namespace" else "default"
     stored = api.get(kind, "made", namespace)
     assert stored is not None and stored.get("status") == expected
+
+
+def test_a_replicaset_created_through_the_api_answers_a_status_the_client_can_parse(
+    client: ApiClient,
+) -> None:
+    """ReplicaSetStatus.replicas has no omitempty (apps/v1 types.go): a new ReplicaSet's status carries
+    ``replicas: 0``, which the official client requires (``V1ReplicaSetStatus.replicas``)."""
+    body = {"metadata": {"name": "web-5d9c"}, "spec": _WORKLOAD_SPEC}
+    created = AppsV1Api(client).create_namespaced_replica_set("default", body)
+    assert created.status.replicas == 0
+    created_set = AppsV1Api(client).create_namespaced_stateful_set(
+        "default", {"metadata": {"name": "db"}, "spec": {**_WORKLOAD_SPEC, "serviceName": "db"}}
+    )
+    assert (created_set.status.replicas, created_set.status.available_replicas) == (0, 0)
+
+
+def test_a_status_write_leaving_out_the_counts_reads_them_as_zero(
+    api: KubeApiServer, client: ApiClient
+) -> None:
+    apps = AppsV1Api(client)
+    apps.create_namespaced_replica_set("default", {"metadata": {"name": "web-5d9c"}, "spec": _WORKLOAD_SPEC})
+    apps.patch_namespaced_replica_set_status(
+        "web-5d9c", "default", {"status": {"replicas": 3, "readyReplicas": 3}}
+    )
+    written = api.get("ReplicaSet", "web-5d9c")
+    assert written is not None
+    api.update("ReplicaSet", {**written, "status": {"readyReplicas": 1}})
+    assert apps.read_namespaced_replica_set("web-5d9c", "default").status.replicas == 0
 
 
 def test_a_persistent_volume_created_with_a_status_starts_pending(api: KubeApiServer) -> None:

@@ -296,6 +296,8 @@ def test_a_forced_drain_goes_on_beside_a_lifecycle_drain_and_both_completing_is_
     taken = lifecycle_drain(rig)
 
     assert rig.drainer.evict(warned)["evicted"] == ["team-a/train-0"]  # goes on, forced
+    assert rig.drainer.check(warned)["ready"] is False  # train-0 is terminating
+    rig.clock.advance(1)  # its kubelet confirms
     assert rig.drainer.check(warned)["ready"] is True
     terminated = rig.drainer.terminate(warned)
     assert terminated["status"] == "AlreadyTerminating" and rig.cloud.called("terminate_instance") == []

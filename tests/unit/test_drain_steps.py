@@ -17,6 +17,7 @@ import pytest
 from fakes import FakeCloud
 
 from spillway.act.drain import (
+    ARRIVED,
     CANCELLED_KEYS,
     RAISES,
     Drainer,
@@ -96,7 +97,8 @@ class Rig:
 
 @pytest.fixture
 def rig() -> Iterator[Rig]:
-    with KubeApiServer() as api:
+    clock = Clock()  # the drain's clock is the API server's: the kubelet confirms evictions on it
+    with KubeApiServer(clock=clock) as api:
         kube = KubeClient.for_url(api.url, max_attempts=1, sleep=lambda _: None)
         cloud = FakeCloud()
         cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], desired=2)
@@ -109,7 +111,6 @@ def rig() -> Iterator[Rig]:
                     taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
                 )
             )
-        clock = Clock()
         outcomes: list[tuple[str, str | None]] = []
         drainer = Drainer(
             kube,
@@ -742,6 +743,14 @@ def test_cordon_stops_when_somebody_else_cordoned_the_node_after_validation(rig:
     assert "spillway.io/cordoned" not in rig.node()["metadata"]["annotations"]
 
 
+TERMINATING = "evicted, terminating"  # why an evicted pod is still there after its round
+
+
+def left_over(round_: dict[str, Any]) -> dict[str, str]:
+    """The pods a round leaves on the node, and why."""
+    return {r["pod"]: r["reason"] for r in round_["remaining"]}
+
+
 def test_eviction_respects_a_budget_one_pod_per_round(rig: Rig) -> None:
     rig.api.add(objects.daemonset_pod("aws-node-x", NODE))
     rig.pod("web-0")
@@ -752,17 +761,24 @@ def test_eviction_respects_a_budget_one_pod_per_round(rig: Rig) -> None:
     first = rig.drainer.evict(drain)
     assert first["evicted"] == ["team-a/web-0"] and first["blocked"] == ["team-a/web-1"]
     assert first["remaining"] == [
-        {"pod": "team-a/web-1", "reason": "a PodDisruptionBudget allows no disruption now"}
+        {"pod": "team-a/web-0", "reason": TERMINATING},  # the evicted pod, until its kubelet confirms
+        {"pod": "team-a/web-1", "reason": "a PodDisruptionBudget allows no disruption now"},
     ]
     assert first["done"] is False
 
+    rig.clock.advance(1)  # the poll: web-0's containers have stopped, it is gone
     again = rig.drainer.evict(drain, first)  # no replacement yet: still blocked
     assert again["done"] is False and again["rounds"] == 2
+    assert left_over(again) == {"team-a/web-1": "a PodDisruptionBudget allows no disruption now"}
 
     rig.pod("web-2", node=SPARE)  # the controller's replacement is Running and Ready elsewhere
+    rig.clock.advance(1)
     last = rig.drainer.evict(drain, again)
-    assert last["done"] is True and last["remaining"] == []
     assert last["evicted"] == ["team-a/web-0", "team-a/web-1"] and last["evicted_count"] == 2
+    assert left_over(last) == {"team-a/web-1": TERMINATING} and last["done"] is False
+    rig.clock.advance(1)
+    gone = rig.drainer.evict(drain, last)
+    assert gone["done"] is True and gone["remaining"] == [] and gone["evicted_count"] == 2
     assert rig.api.get("Pod", "aws-node-x", "kube-system") is not None
 
 
@@ -785,10 +801,10 @@ def test_a_pod_under_two_budgets_is_reported_and_the_round_goes_on(rig: Rig) -> 
     first = rig.drainer.evict(drain)
     assert first["evicted"] == ["team-a/db-0"]
     assert first["blocked"] == ["team-a/web-0"]
-    [left] = first["remaining"]
-    assert left["pod"] == "team-a/web-0" and "more than one PodDisruptionBudget" in left["reason"], left
+    left = left_over(first)
+    assert left.pop("team-a/db-0") == TERMINATING
+    assert "more than one PodDisruptionBudget" in left.pop("team-a/web-0") and not left
     assert first["done"] is False
-    assert rig.api.get("Pod", "db-0", "team-a") is None
 
     rig.clock.advance(30)
     with pytest.raises(DrainTimeout, match=r"team-a/web-0 \(.*more than one PodDisruptionBudget"):
@@ -814,14 +830,16 @@ def test_a_throttled_eviction_is_retried_next_round_and_no_budget_is_blamed(rig:
     rig.api.faults.fail_next(1, 429, "/api/v1/namespaces/team-a/pods/web-0/eviction")
 
     first = rig.drainer.evict(drain)
-    reasons = {r["pod"]: r["reason"] for r in first["remaining"]}
+    reasons = left_over(first)
     assert "PodDisruptionBudget" not in reasons["team-a/web-0"] and "throttled" in reasons["team-a/web-0"]
     assert first["blocked"] == [] and first["done"] is False
     # the server asked to slow down: the round stops there, the next pod waits for the next round
     assert first["evicted"] == [] and reasons["team-a/db-0"] == "not evicted yet"
 
     again = rig.drainer.evict(drain, first)
-    assert again["evicted"] == ["team-a/web-0", "team-a/db-0"] and again["done"] is True
+    assert again["evicted"] == ["team-a/web-0", "team-a/db-0"]
+    rig.clock.advance(5)
+    assert rig.drainer.evict(drain, again)["done"] is True
 
 
 def _budget_status(rig: Rig, name: str, **status: Any) -> None:
@@ -856,9 +874,9 @@ def test_a_budget_whose_status_forbids_evictions_refuses_its_pod_and_the_round_g
 
     first = rig.drainer.evict(drain)
     assert first["evicted"] == ["team-a/db-0"] and first["blocked"] == ["team-a/web-0"]
-    [left] = first["remaining"]
-    assert left["pod"] == "team-a/web-0" and "its PodDisruptionBudget refuses" in left["reason"], left
-    assert '"web"' in left["reason"] and why in left["reason"] and first["done"] is False
+    left = left_over(first)["team-a/web-0"]
+    assert "its PodDisruptionBudget refuses" in left and '"web"' in left and why in left, left
+    assert first["done"] is False
     assert rig.api.get("Pod", "web-0", "team-a") is not None
 
     rig.clock.advance(30)
@@ -879,11 +897,12 @@ def test_a_pod_whose_namespace_is_terminating_is_waited_for_and_the_round_goes_o
 
     first = rig.drainer.evict(drain)
     assert first["evicted"] == ["team-b/api-0"] and first["blocked"] == []
-    [left] = first["remaining"]
-    assert left["pod"] == "team-a/web-0" and "namespace team-a is being deleted" in left["reason"], left
+    left = left_over(first)
+    assert "namespace team-a is being deleted" in left["team-a/web-0"], left
     assert first["done"] is False
 
     rig.api.delete("Pod", "web-0", "team-a")  # the namespace controller
+    rig.clock.advance(5)
     assert rig.drainer.evict(drain, first)["done"] is True
 
 
@@ -903,7 +922,7 @@ def test_protected_pods_stay_until_the_deadline_then_the_drain_times_out(rig: Ri
 
     first = rig.drainer.evict(drain)
     assert first["evicted"] == ["team-a/web-0"]
-    assert [r["pod"] for r in first["remaining"]] == ["team-a/solo", "team-a/train-0"]
+    assert [r["pod"] for r in first["remaining"]] == ["team-a/solo", "team-a/train-0", "team-a/web-0"]
 
     rig.clock.advance(30)
     with pytest.raises(DrainTimeout) as caught:
@@ -1645,8 +1664,11 @@ def test_a_consolidation_evicts_the_pods_it_planned_to_move_under_their_budget(r
     first = rig.drainer.evict(drain)
     assert first["evicted"] == ["team-a/web-0"] and first["blocked"] == ["team-a/web-1"]
     rig.pod("web-2", node=SPARE)  # the replacement runs elsewhere: the budget allows the next
+    rig.clock.advance(1)
     last = rig.drainer.evict(drain, first)
-    assert last["done"] is True and last["evicted"] == ["team-a/web-0", "team-a/web-1"]
+    assert last["evicted"] == ["team-a/web-0", "team-a/web-1"]
+    rig.clock.advance(1)
+    assert rig.drainer.evict(drain, last)["done"] is True
     assert rig.drainer.record({"drain": drain.model_dump()}, "drained")["consolidation"] is True
 
 
@@ -1676,7 +1698,7 @@ def test_a_pod_that_arrives_during_a_consolidation_is_left_running_and_the_drain
 
     first = rig.drainer.evict(drain)
     assert first["evicted"] == ["team-a/web-0"]
-    assert [r["pod"] for r in first["remaining"]] == ["team-a/late-0"]
+    assert left_over(first) == {"team-a/late-0": ARRIVED, "team-a/web-0": TERMINATING}
     rig.clock.advance(31)
     with pytest.raises(DrainTimeout, match="late-0"):
         rig.drainer.evict(drain, first)

@@ -136,7 +136,10 @@ def test_a_make_room_evicts_its_pods_then_uncordons_the_node_and_terminates_noth
     assert not schedulable(rig)
 
     state: dict[str, Any] = {"drain": drain.model_dump()}
-    state["round"] = run_action(rig.drainer, {"action": "evict", "drain": state["drain"]})
+    first = run_action(rig.drainer, {"action": "evict", "drain": state["drain"]})
+    assert first["done"] is False and first["evicted_count"] == 2  # both terminating
+    rig.clock.advance(5)  # the poll: the kubelet confirmed both
+    state["round"] = run_action(rig.drainer, {"action": "evict", "drain": state["drain"], "round": first})
     assert state["round"]["done"] is True and state["round"]["evicted_count"] == 2
     assert run_action(rig.drainer, {"action": "check", "drain": state["drain"]})["ready"] is True
     # the Release state: the compensation's step, as a success
@@ -179,7 +182,9 @@ def test_a_make_room_moves_only_its_pods_and_every_other_pod_stays(rig: Rig) -> 
     drain = rig.cordoned(**as_kwargs(make_room("web-0")))
     rig.pod("late-0", app="late", tolerations=[{"operator": "Exists"}])  # arrived after the cordon
 
-    round_ = rig.drainer.evict(drain)
+    first = rig.drainer.evict(drain)
+    rig.clock.advance(5)  # the poll: web-0 has left
+    round_ = rig.drainer.evict(drain, first)
 
     assert round_["done"] is True and round_["evicted"] == ["team-a/web-0"]
     assert rig.drainer.check(drain)["ready"] is True

@@ -66,20 +66,38 @@ What it serves (JSON only)
   (``=``, ``==``, ``!=``, ``in``, ``notin``, exists, ``!``, ``>``, ``<``) and ``fieldSelector``
   (``=``, ``==``, ``!=``; per kind the fields the real API indexes, e.g. ``spec.nodeName``,
   ``status.phase``, ``metadata.name``, ``metadata.namespace``, ``spec.unschedulable``,
-  ``involvedObject.name``; others answer 400 ``field label not supported``).
-* Eviction (policy/v1): see :meth:`Store.evict`; a refusal is 429 ``TooManyRequests`` with
+  ``involvedObject.name``; others answer 400 ``field label not supported``). A boolean field
+  (``spec.unschedulable``, ``spec.hostNetwork``) left out reads ``false``, as the API indexes a Go bool.
+* Eviction (policy/v1): see :meth:`Store.evict`; a pod Pending, finished or already terminating is
+  evicted without a look at budgets; a refusal is 429 ``TooManyRequests`` with
   "Cannot evict pod as it would violate the pod's disruption budget." and a ``details.causes`` entry
   of reason ``DisruptionBudget``; a running pod more than one budget selects is refused with the bare
   500 Status the real server writes (``Failure``, "This pod has more than one PodDisruptionBudget,
-  which the eviction subresource does not support.", no reason, no details); success is 201 with a ``Success`` Status and the pod is removed at
-  once. PDB ``status`` (``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``,
-  ``expectedPods``, a ``DisruptionAllowed`` condition) is computed from the pods on every read; see
-  :mod:`.disruption` for the arithmetic.
-* Deletion is immediate: no graceful termination, no finalizers. Deleting a Pod answers the pod with
-  ``deletionTimestamp`` set, as the real registry does; deleting a Namespace removes its contents.
+  which the eviction subresource does not support.", no reason, no details); success is 201 with a
+  ``Success`` Status: the pod gets the condition ``DisruptionTarget=True`` (reason
+  ``EvictionByEvictionAPI``) and is deleted gracefully with the Eviction's ``deleteOptions`` (their
+  ``gracePeriodSeconds``; their ``dryRun``, or the request's, makes the whole eviction a dry run).
+  PDB ``status`` (``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``, ``expectedPods``, a
+  ``DisruptionAllowed`` condition) is computed on every read from the pods (healthy: Ready and not
+  terminating) and, for ``maxUnavailable`` or a percentage ``minAvailable``, from the scale
+  (``spec.replicas``) of the pods' controllers; see :mod:`.disruption` for the arithmetic.
+* Graceful deletion of Pods (see :mod:`.deletion`): deleting (or evicting) a scheduled pod that is not
+  ``Succeeded``/``Failed`` sets ``deletionTimestamp`` (now plus the grace period) and
+  ``deletionGracePeriodSeconds`` (the DeleteOptions', else ``terminationGracePeriodSeconds``, 30 by
+  default) and answers the pod; it stays listed until the emulated kubelet confirms: the store removes
+  it once ``min(grace period, kubelet_exit_delay)`` seconds of its clock have passed, at the next read
+  or write (``KubeApiServer.kubelet_exit_delay``, default 0.5 s; set it long to hold pods terminating,
+  or 0). An unscheduled or finished pod, or a delete of grace 0, goes at once; a second delete may only
+  shorten the grace period. A DELETE's options are its body when it has one (``dryRun`` included),
+  else its query (``gracePeriodSeconds``, ``dryRun``). :meth:`KubeApiServer.delete` (the test's hand)
+  removes at once. Other kinds are deleted at once; deleting a Namespace answers it ``Terminating``
+  and removes its contents.
 * A create through the API leaves of the ``status`` it sends what the kind's registry strategy does
-  (``ResourceType.create_status``): Deployments, StatefulSets, ReplicaSets, ReplicationControllers,
-  Jobs, ResourceQuotas and PDBs start with an empty status, Pods and PersistentVolumeClaims
+  (``ResourceType.create_status``): Deployments, Jobs, ResourceQuotas and PDBs start with an empty
+  status; StatefulSets, ReplicaSets, ReplicationControllers and DaemonSets with the counts their Go
+  types never omit at 0 (``replicas``; a StatefulSet's ``availableReplicas``; a DaemonSet's
+  ``currentNumberScheduled``, ``numberMisscheduled``, ``desiredNumberScheduled`` and ``numberReady``),
+  which every later status keeps; Pods and PersistentVolumeClaims
   ``Pending``, PersistentVolumes ``Pending`` with the transition time stamped, Namespaces ``Active``,
   custom resources with a ``/status`` subresource without one; Nodes keep theirs (less
   ``status.config``). Controllers then write status through ``/status``. ``add()`` keeps the status you
@@ -112,9 +130,15 @@ immutability (so no ``pods/resize`` subresource: an in-place resize is a write t
 containerStatuses a ``/status`` write, as the kubelet's), admission but the Priority plugin's pod
 side (no LimitRanger, no DefaultTolerationSeconds, no single-global-default rule for PriorityClasses),
 RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``resourceVersion`` /
-``resourceVersionMatch`` on lists (always the latest state), controllers (no ReplicaSets; a budget's
-``expectedPods`` is its matching pods), the kubelet (pods run only when you ``bind`` them or write
-their status), and ``disruptedPods`` in PDB status.
+``resourceVersionMatch`` on lists (always the latest state), controllers (workloads are stored, never
+run: no pods are created or replaced; the disruption controller's arithmetic is computed on read, but
+not its ``UnmanagedPods`` and ``NotDeleted`` events nor its last good numbers after a failed sync), the
+kubelet beyond two steps (pods run only when you ``bind`` them or write their status; a terminating
+pod is removed after ``kubelet_exit_delay``, whatever its node), the ``disruptedPods`` the eviction
+subresource records in PDB status (a budget's numbers come from the pods alone, and a terminating pod
+already counts as not healthy), the stale ``DisruptionTarget`` condition the disruption controller
+resets, and ``observedGeneration`` lagging behind a budget's ``generation`` (the eviction's "still
+being processed" 429).
 """
 
 from spillway.local.kubeapi.server import DEFAULT_TOKEN, Faults, KubeApiServer, RequestRecord

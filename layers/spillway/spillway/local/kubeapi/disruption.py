@@ -2,10 +2,20 @@
 
 * Pods of a budget: pods in its namespace whose labels match ``spec.selector`` (a null selector matches
   none, an empty one all).
-* Healthy pod: not being deleted, phase ``Running``, and a ``Ready`` condition that is ``True`` — or no
-  ``Ready`` condition at all (a bare ``Running`` pod counts; an explicit ``Ready=False`` does not).
-* ``expectedPods`` is the number of matching pods (the real controller asks the pods' controllers for
-  their scale; with no controllers in the emulator, the pods themselves are the count).
+* Healthy pod (``countHealthyPods`` in kubernetes/kubernetes pkg/controller/disruption/disruption.go):
+  not being deleted and ``IsPodReady`` (pkg/api/v1/pod/util.go: a ``Ready`` condition whose status is
+  ``True``; a pod without one is not ready, whatever its phase).
+* ``expectedPods`` (``getExpectedPodCount``): with an integer ``minAvailable``, the number of matching
+  pods; with ``maxUnavailable`` or a percentage ``minAvailable``, the sum of the scales of the pods'
+  controllers (``getExpectedScale``): each controller (``metadata.ownerReferences`` entry with
+  ``controller: true``) counted once with its ``spec.replicas`` (1 when unset, the v1 default) — a
+  ReplicaSet's Deployment stands for it when the Deployment exists; StatefulSets and
+  ReplicationControllers; any other kind through its ``scale`` subresource. A pod without a controller
+  adds nothing (the controller warns ``UnmanagedPods``). A controller that cannot be found, or of a
+  kind without a ``scale`` subresource (a Job), fails the controller's sync: it writes
+  ``disruptionsAllowed: 0`` and a ``DisruptionAllowed=False`` condition of reason ``SyncFailed``
+  (``failSafe``), and leaves the other numbers as its last good sync wrote them, which the emulator
+  cannot know: they read ``expectedPods`` and ``desiredHealthy`` 0.
 * ``minAvailable``: ``desiredHealthy = minAvailable`` (a percentage of ``expectedPods``, rounded up).
   ``maxUnavailable``: ``desiredHealthy = expectedPods - maxUnavailable`` (a percentage, rounded up).
   Neither set: nothing may be disrupted.
@@ -20,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,12 +52,8 @@ def pod_is_ready(pod: Mapping[str, Any]) -> bool:
 
 
 def pod_is_healthy(pod: Mapping[str, Any]) -> bool:
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    if (pod.get("status") or {}).get("phase") != "Running":
-        return False
-    ready = [c for c in _conditions(pod) if c.get("type") == "Ready"]
-    return not ready or ready[0].get("status") == "True"
+    """``countHealthyPods``: not being deleted, and Ready (no phase test: a Ready pod runs)."""
+    return not (pod.get("metadata") or {}).get("deletionTimestamp") and pod_is_ready(pod)
 
 
 def check_int_or_percent(value: Any) -> str | None:
@@ -100,21 +106,74 @@ class Budget:
     desired: int
     current: int
     allowed: int
+    #: why the disruption controller's sync failed (its ``failSafe`` status), or None
+    failure: str | None = None
 
 
-def budget(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> Budget:
-    """The budget's numbers given the pods of its namespace (others are ignored)."""
+class ScaleUnknown(Exception):
+    """The disruption controller could not find a pod's controller's scale: its sync fails."""
+
+
+#: ``(controllerRef, namespace) -> (controller uid, scale)``, or None when no controller of that name
+#: and uid exists; raises :class:`ScaleUnknown` when the kind has no scale to read
+ScaleFinder = Callable[[Mapping[str, Any], str], "tuple[str, int] | None"]
+
+
+def controller_of(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``metav1.GetControllerOf``: the owner reference with ``controller: true``."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def expected_scale(pods: Iterable[Mapping[str, Any]], find: ScaleFinder) -> int:
+    """``getExpectedScale``: the sum of the scales of the pods' controllers, each counted once; pods
+    without a controller add nothing. Raises :class:`ScaleUnknown` for a controller not found."""
+    scales: dict[str, int] = {}
+    for pod in pods:
+        ref = controller_of(pod)
+        if ref is None or ref.get("uid") in scales:
+            continue
+        meta = pod.get("metadata") or {}
+        found = find(ref, meta.get("namespace", ""))
+        if found is None:
+            raise ScaleUnknown(f'found no controllers for pod "{meta.get("name", "")}"')
+        scales[found[0]] = found[1]
+    return sum(scales.values())
+
+
+def _no_scales(ref: Mapping[str, Any], namespace: str) -> tuple[str, int] | None:
+    return None
+
+
+def _expected_and_desired(
+    spec: Mapping[str, Any], mine: list[Mapping[str, Any]], find: ScaleFinder
+) -> tuple[int, int]:
+    """``getExpectedPodCount``: (expectedPods, desiredHealthy); raises :class:`ScaleUnknown`."""
+    max_unavailable, min_available = spec.get("maxUnavailable"), spec.get("minAvailable")
+    if max_unavailable is not None:
+        expected = expected_scale(mine, find)
+        return expected, max(0, expected - scaled_value(max_unavailable, expected, round_up=True))
+    if isinstance(min_available, int):
+        return len(mine), min_available
+    if min_available is not None:
+        expected = expected_scale(mine, find)
+        return expected, scaled_value(min_available, expected, round_up=True)
+    return 0, 0
+
+
+def budget(
+    pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], find: ScaleFinder = _no_scales
+) -> Budget:
+    """The budget's numbers given the pods of its namespace (others are ignored) and a way to read their
+    controllers' scale."""
     mine = [p for p in pods if selects(pdb, p)]
-    spec = pdb.get("spec") or {}
-    expected = len(mine)
-    desired = 0
-    if spec.get("maxUnavailable") is not None:
-        desired = max(0, expected - scaled_value(spec["maxUnavailable"], expected, round_up=True))
-    elif spec.get("minAvailable") is not None:
-        desired = scaled_value(spec["minAvailable"], expected, round_up=True)
-    else:
-        expected = 0
     current = sum(1 for p in mine if pod_is_healthy(p))
+    try:
+        expected, desired = _expected_and_desired(pdb.get("spec") or {}, mine, find)
+    except ScaleUnknown as exc:
+        return Budget(expected=0, desired=0, current=current, allowed=0, failure=str(exc))
     allowed = current - desired
     if expected <= 0 or allowed <= 0:
         allowed = 0
@@ -126,6 +185,9 @@ def with_status(pdb: JsonObj, numbers: Budget) -> JsonObj:
     meta = pdb.get("metadata") or {}
     generation = meta.get("generation", 1)
     allowed = numbers.allowed > 0
+    reason = "SufficientPods" if allowed else "InsufficientPods"
+    if numbers.failure is not None:  # failSafe's condition (component-helpers SyncFailedReason)
+        reason = "SyncFailed"
     status: JsonObj = {
         "observedGeneration": generation,
         "disruptionsAllowed": numbers.allowed,
@@ -138,8 +200,8 @@ def with_status(pdb: JsonObj, numbers: Budget) -> JsonObj:
                 "status": "True" if allowed else "False",
                 "observedGeneration": generation,
                 "lastTransitionTime": meta.get("creationTimestamp") or "1970-01-01T00:00:00Z",
-                "reason": "SufficientPods" if allowed else "InsufficientPods",
-                "message": "",
+                "reason": reason,
+                "message": numbers.failure or "",
             }
         ],
     }

@@ -562,9 +562,32 @@ def scale_of(rt: ResourceType, obj: JsonObj) -> JsonObj:
     }
 
 
-def _apps(kind: str, plural: str, short: str) -> ResourceType:
+def _zero_status(
+    fields: tuple[str, ...],
+) -> tuple[Callable[[JsonObj, str], JsonObj | None], Callable[[JsonObj], JsonObj]]:
+    """A workload's status as its Go type serialises it: the fields without ``omitempty`` are always
+    written, 0 until its controller counts something (staging/src/k8s.io/api/apps/v1/types.go
+    ``ReplicaSetStatus.replicas``, ``StatefulSetStatus.replicas`` and ``availableReplicas``, the four
+    ``DaemonSetStatus`` counts; core/v1 ``ReplicationControllerStatus.replicas``). The strategy's
+    PrepareForCreate resets a created object's status to that zero value; every stored status keeps
+    those fields (as ``rt.defaults``)."""
+
+    def created(sent: JsonObj, now: str) -> JsonObj | None:
+        return dict.fromkeys(fields, 0)
+
+    def defaults(obj: JsonObj) -> JsonObj:
+        status = obj.get("status")
+        if not fields or not isinstance(status, dict | None) or all(f in (status or {}) for f in fields):
+            return obj
+        return {**obj, "status": {**dict.fromkeys(fields, 0), **(status or {})}}
+
+    return created, defaults
+
+
+def _apps(kind: str, plural: str, short: str, counts: tuple[str, ...] = ()) -> ResourceType:
     """An ``apps/v1`` workload (served by every cluster): CapacityBuffers' ``scalableRef`` names one, and
-    observe reads DaemonSets."""
+    observe reads DaemonSets. ``counts``: its status fields never omitted (:func:`_zero_status`)."""
+    created, defaults = _zero_status(counts)
     return ResourceType(
         kind,
         plural,
@@ -574,7 +597,8 @@ def _apps(kind: str, plural: str, short: str) -> ResourceType:
         namespaced=True,
         short_names=(short,),
         has_status=True,
-        create_status=_cleared,
+        create_status=created,
+        defaults=defaults,
         merge_keys={
             **_META_KEYS,
             ("spec", "template", "spec", "containers"): "name",
@@ -584,9 +608,15 @@ def _apps(kind: str, plural: str, short: str) -> ResourceType:
 
 
 DEPLOYMENTS = _apps("Deployment", "deployments", "deploy")
-STATEFULSETS = _apps("StatefulSet", "statefulsets", "sts")
-REPLICASETS = _apps("ReplicaSet", "replicasets", "rs")
-DAEMONSETS = _apps("DaemonSet", "daemonsets", "ds")
+STATEFULSETS = _apps("StatefulSet", "statefulsets", "sts", ("replicas", "availableReplicas"))
+REPLICASETS = _apps("ReplicaSet", "replicasets", "rs", ("replicas",))
+DAEMONSETS = _apps(
+    "DaemonSet",
+    "daemonsets",
+    "ds",
+    ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"),
+)
+_RC_CREATED, _RC_DEFAULTS = _zero_status(("replicas",))
 #: core/v1 ReplicationController (a CapacityBuffer's ``scalableRef`` may name one too)
 REPLICATION_CONTROLLERS = ResourceType(
     "ReplicationController",
@@ -597,7 +627,8 @@ REPLICATION_CONTROLLERS = ResourceType(
     namespaced=True,
     short_names=("rc",),
     has_status=True,
-    create_status=_cleared,
+    create_status=_RC_CREATED,
+    defaults=_RC_DEFAULTS,
     merge_keys={
         **_META_KEYS,
         ("spec", "template", "spec", "containers"): "name",

@@ -147,6 +147,19 @@ def _path(*keys: str) -> Callable[[JsonObj], str]:
     return get
 
 
+def _flag(*keys: str) -> Callable[[JsonObj], str]:
+    """A boolean field as the API indexes it: ``fmt.Sprint``/``strconv.FormatBool`` of a Go ``bool``,
+    so a field left out (its zero value) reads ``false`` (kubernetes/kubernetes
+    pkg/registry/core/node/strategy.go NodeToSelectableFields, pkg/registry/core/pod/strategy.go
+    ToSelectableFields)."""
+    read = _path(*keys)
+
+    def get(obj: JsonObj) -> str:
+        return "true" if read(obj) == "true" else "false"
+
+    return get
+
+
 _COMMON = {"metadata.name": _path("metadata", "name"), "metadata.namespace": _path("metadata", "namespace")}
 _INVOLVED = {
     f"involvedObject.{f}": _path("involvedObject", f)
@@ -159,12 +172,12 @@ FIELDS: dict[str, dict[str, Callable[[JsonObj], str]]] = {
         "spec.restartPolicy": _path("spec", "restartPolicy"),
         "spec.schedulerName": _path("spec", "schedulerName"),
         "spec.serviceAccountName": _path("spec", "serviceAccountName"),
-        "spec.hostNetwork": _path("spec", "hostNetwork"),
+        "spec.hostNetwork": _flag("spec", "hostNetwork"),
         "status.phase": _path("status", "phase"),
         "status.podIP": _path("status", "podIP"),
         "status.nominatedNodeName": _path("status", "nominatedNodeName"),
     },
-    "Node": {**_COMMON, "spec.unschedulable": _path("spec", "unschedulable")},
+    "Node": {**_COMMON, "spec.unschedulable": _flag("spec", "unschedulable")},
     "PodDisruptionBudget": dict(_COMMON),
     "Namespace": {**_COMMON, "status.phase": _path("status", "phase")},
     "Event": {

@@ -224,7 +224,7 @@ class _Router:
         if rt.namespaced and namespace is None:
             raise _page_not_found()
         if sub is None:
-            return self._item(rt, method, namespace, name, content_type, body, dry_run)
+            return self._item(rt, method, namespace, name, content_type, body, query)
         return self._subresource(rt, method, namespace, name, sub, content_type, body, dry_run)
 
     @staticmethod
@@ -244,6 +244,24 @@ class _Router:
         if value != "All":
             raise bad_request(f'dryRun: Unsupported value: {value!r}: supported values: "All"')
         return True
+
+    @staticmethod
+    def _delete_options(body: Any, query: Mapping[str, str]) -> JsonObj:
+        """A DELETE's options: its body when it has one, else its query (``gracePeriodSeconds``,
+        ``dryRun``), never both (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go)."""
+        if isinstance(body, dict):
+            return body
+        options: JsonObj = {}
+        if query.get("gracePeriodSeconds"):
+            try:
+                options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            except ValueError:
+                raise bad_request(
+                    f"gracePeriodSeconds: Invalid value: {query['gracePeriodSeconds']!r}"
+                ) from None
+        if _Router._dry_run(query):
+            options["dryRun"] = ["All"]
+        return options
 
     def _collection(
         self,
@@ -265,10 +283,11 @@ class _Router:
         if method == "DELETE" and "deletecollection" in rt.verbs:
             labels = parse_label_selector(query.get("labelSelector"))
             fields = parse_field_selector(query.get("fieldSelector"), rt.canonical)
-            return _json(
-                200,
-                self.store.delete_collection(rt, namespace, labels=labels, fields=fields, dry_run=dry_run),
+            options = body if isinstance(body, dict) else None
+            deleted = self.store.delete_collection(
+                rt, namespace, labels=labels, fields=fields, dry_run=dry_run, options=options
             )
+            return _json(200, deleted)
         raise _method_not_allowed()
 
     def _list(self, rt: ResourceType, namespace: str | None, query: Mapping[str, str]) -> _Response:
@@ -306,8 +325,9 @@ class _Router:
         name: str,
         content_type: str,
         body: Any,
-        dry_run: bool,
+        query: Mapping[str, str],
     ) -> _Response:
+        dry_run = self._dry_run(query)
         if method == "GET":
             return _json(200, self.store.get(rt, namespace, name))
         if method == "PUT":
@@ -315,8 +335,7 @@ class _Router:
         if method == "PATCH":
             return _json(200, self.store.patch(rt, namespace, name, content_type, body, dry_run=dry_run))
         if method == "DELETE":
-            options = body if isinstance(body, dict) else {}
-            return _json(200, self.store.delete(rt, namespace, name, options, dry_run=dry_run))
+            return _json(200, self.store.delete(rt, namespace, name, self._delete_options(body, query)))
         raise _method_not_allowed()
 
     def _subresource(
@@ -631,14 +650,26 @@ class KubeApiServer:
         return clone(self.store.all_objects(resources.resolve_kind(kind), namespace))
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> JsonObj | None:
-        """Remove an object now; returns what was stored, or ``None`` when there was nothing."""
+        """Remove an object now (a Pod too: a delete of grace 0, the kubelet's or a forced one);
+        returns what was stored, or ``None`` when there was nothing."""
         rt = resources.resolve_kind(kind)
         with self.store.lock:
             found = self.store.find(rt, namespace or "default", name)
             if found is None:
                 return None
-            self.store.delete(rt, namespace or "default", name)
+            self.store.delete(rt, namespace or "default", name, {"gracePeriodSeconds": 0})
             return clone(found)
+
+    @property
+    def kubelet_exit_delay(self) -> float:
+        """Seconds the emulated kubelet takes to confirm a graceful pod deletion (at most the pod's
+        grace period): a pod deleted or evicted through the API stays listed, terminating, that long.
+        Set it long to hold pods terminating, or 0."""
+        return self.store.kubelet_exit_delay
+
+    @kubelet_exit_delay.setter
+    def kubelet_exit_delay(self, seconds: float) -> None:
+        self.store.kubelet_exit_delay = seconds
 
     def update(self, kind: str, obj: Mapping[str, Any]) -> JsonObj:
         """Replace an existing object whole, status included, whatever its resourceVersion (the

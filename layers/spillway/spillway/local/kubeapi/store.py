@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import random
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spillway.local.kubeapi import crds, disruption, pods, resources
+from spillway.local.kubeapi import crds, deletion, disruption, pods, resources
 from spillway.local.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from spillway.local.kubeapi.resources import NAMESPACES, PODS, PRIORITY_CLASSES, ResourceType
 from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
@@ -45,6 +46,10 @@ JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = ("application/apply-patch+yaml", "application/apply-patch+cbor")
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: seconds the emulated kubelet takes to stop a terminating pod's containers and confirm its deletion
+#: (never more than the pod's grace period): long enough that a drain's next read still finds the
+#: evicted pod terminating, short enough not to slow the demo and the end-to-end tests
+DEFAULT_KUBELET_EXIT_DELAY = 0.5
 _NAME_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"
 #: the built-in kinds whose strategies start ``metadata.generation`` at 1 on create (and bump it on a
 #: spec change); custom resources do too
@@ -152,6 +157,37 @@ def _with(obj: JsonObj, path: tuple[str, ...], value: Any) -> JsonObj:
     }
 
 
+#: the workload kinds the disruption controller reads the scale of itself, by the API groups it accepts
+_SCALED_BUILTINS: dict[str, tuple[str, ...]] = {
+    "ReplicationController": ("",),
+    "ReplicaSet": ("apps", "extensions"),
+    "StatefulSet": ("apps",),
+    "Deployment": ("apps",),
+}
+
+
+#: the condition the eviction subresource puts on the pod it deletes (eviction.go addConditionAndDeletePod)
+_EVICTION_CONDITION = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "EvictionByEvictionAPI",
+    "message": "Eviction API: evicting",
+}
+
+
+def _can_ignore_budgets(pod: Mapping[str, Any]) -> bool:
+    """``canIgnorePDB``: a pod not running yet or any more, or already being deleted, is evicted without
+    a look at its budgets."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase in ("Pending", "Succeeded", "Failed") or bool(_meta(pod).get("deletionTimestamp"))
+
+
+def _replicas(workload: Mapping[str, Any]) -> int:
+    """A workload's ``spec.replicas``, 1 when unset (the v1 defaults of every workload kind)."""
+    replicas = (workload.get("spec") or {}).get("replicas")
+    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+
+
 def _without_rv(obj: JsonObj) -> JsonObj:
     meta = {k: v for k, v in _meta(obj).items() if k != "resourceVersion"}
     return {**obj, "metadata": meta}
@@ -161,6 +197,12 @@ class Store:
     def __init__(self, *, clock: Callable[[], datetime], max_snapshots: int = 64) -> None:
         self.lock = threading.RLock()
         self._clock = clock
+        #: the emulated kubelet: a pod deleted gracefully is removed once ``min(its grace period, this)``
+        #: seconds of the store's clock have passed (checked at the next read or write); tests set it
+        #: long to hold pods terminating, or 0
+        self.kubelet_exit_delay: float = DEFAULT_KUBELET_EXIT_DELAY
+        #: pods deleted gracefully through the API: key -> (when, grace period, uid)
+        self._terminating: dict[Key, tuple[datetime, int, str]] = {}
         self._objects: dict[str, dict[Key, Entry]] = {kind: {} for kind in resources.BY_STORE_KIND}
         self._rv = 100
         self._kind_version = dict.fromkeys(resources.BY_STORE_KIND, 0)
@@ -175,6 +217,27 @@ class Store:
             self.create(PRIORITY_CLASSES, None, system_class, via_api=False)
 
     # --- basics --------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[None]:
+        """The store's lock, after the emulated kubelet confirmed the deletions now due."""
+        with self.lock:
+            self._reap()
+            yield
+
+    def _reap(self) -> None:
+        """The kubelet's side of a graceful deletion: a pod whose containers have stopped (its grace
+        period or :attr:`kubelet_exit_delay` after the delete, the shorter) is deleted with grace 0."""
+        if not self._terminating:
+            return
+        now = self._clock()
+        for key, (since, grace, uid) in list(self._terminating.items()):
+            if now < since + timedelta(seconds=max(0.0, min(grace, self.kubelet_exit_delay))):
+                continue
+            del self._terminating[key]
+            entry = self._objects["Pod"].get(key)
+            if entry is not None and _meta(entry.obj).get("uid") == uid:
+                self._remove("Pod", key)
 
     @property
     def resource_version(self) -> str:
@@ -230,17 +293,56 @@ class Store:
         if rt.canonical == "PodDisruptionBudget":
             namespace = _meta(obj).get("namespace", "")
             in_namespace = (pods if pods is not None else self._pods_by_namespace()).get(namespace, [])
-            obj = disruption.with_status(obj, disruption.budget(obj, in_namespace))
+            obj = disruption.with_status(obj, disruption.budget(obj, in_namespace, self._find_scale))
         return rt.to_external(obj)
+
+    def _controller(self, kind: str, namespace: str, ref: Mapping[str, Any]) -> JsonObj | None:
+        """The stored object a controller reference names, when its uid is the reference's."""
+        entry = self._objects[kind].get((namespace, str(ref.get("name") or "")))
+        return entry.obj if entry is not None and _meta(entry.obj).get("uid") == ref.get("uid") else None
+
+    def _deployment_of(self, replica_set: JsonObj, namespace: str) -> JsonObj | None:
+        """The Deployment that controls a ReplicaSet (``getPodDeployment``), when it exists."""
+        parent = disruption.controller_of(replica_set)
+        if parent is None or parent.get("kind") != "Deployment":
+            return None
+        if str(parent.get("apiVersion") or "").rpartition("/")[0] not in ("apps", "extensions"):
+            return None
+        return self._controller("Deployment", namespace, parent)
+
+    def _find_scale(self, ref: Mapping[str, Any], namespace: str) -> tuple[str, int] | None:
+        """The disruption controller's finders (kubernetes/kubernetes pkg/controller/disruption/
+        disruption.go ``finders``): the ReplicationController, the Deployment of a ReplicaSet (else
+        the ReplicaSet itself, as its ``scale`` subresource reads it), the StatefulSet, else the
+        ``scale`` subresource of the kind named. ``(controller uid, spec.replicas)``; None when no such
+        controller exists; :class:`disruption.ScaleUnknown` for a kind with no scale to read."""
+        api_version = str(ref.get("apiVersion") or "")
+        group, kind = api_version.rpartition("/")[0], str(ref.get("kind") or "")
+        if group in _SCALED_BUILTINS.get(kind, ()):
+            found = self._controller(kind, namespace, ref)
+            if found is None:
+                return None
+            if kind == "ReplicaSet":
+                found = self._deployment_of(found, namespace) or found
+            return _meta(found).get("uid", ""), _replicas(found)
+        rt = resources.by_api_version(api_version, kind)
+        if rt is None:
+            raise disruption.ScaleUnknown(f'no matches for kind "{kind}" in version "{api_version}"')
+        if rt.scale is None:
+            raise disruption.ScaleUnknown(f"{rt.qualified} does not implement the scale subresource")
+        found = self._controller(rt.canonical, namespace, ref)
+        if found is None:
+            return None
+        return _meta(found).get("uid", ""), int(resources.scale_of(rt, found)["spec"]["replicas"])
 
     # --- reads ---------------------------------------------------------------------------------
 
     def get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObj:
-        with self.lock:
+        with self._session():
             return self.present(rt, self._entry(rt, namespace, name).obj)
 
     def find(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObj | None:
-        with self.lock:
+        with self._session():
             entry = self._objects[rt.canonical].get(self.key(rt, namespace, name))
             return None if entry is None else self.present(rt, entry.obj)
 
@@ -254,7 +356,7 @@ class Store:
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> ListResult:
-        with self.lock:
+        with self._session():
             ident: int | None = None
             if continue_token:
                 ident, snapshot, offset = self._resume(rt, continue_token)
@@ -327,12 +429,12 @@ class Store:
 
     def expire_snapshots(self) -> None:
         """Every continue token issued so far answers 410 Expired from now on."""
-        with self.lock:
+        with self._session():
             self._expired_below = self._next_snapshot
             self._snapshots.clear()
 
     def all_objects(self, rt: ResourceType, namespace: str | None = None) -> list[JsonObj]:
-        with self.lock:
+        with self._session():
             pods = self._pods_by_namespace() if rt.canonical == "PodDisruptionBudget" else None
             return [
                 self.present(rt, e.obj, pods)
@@ -422,7 +524,7 @@ class Store:
         self._check_type(rt, body)
         obj = rt.to_internal(body)
         meta = dict(_meta(obj))
-        with self.lock:
+        with self._session():
             if rt.namespaced:
                 given = meta.get("namespace")
                 if namespace is not None and given and given != namespace:
@@ -531,7 +633,7 @@ class Store:
             raise bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
-        with self.lock:
+        with self._session():
             entry = self._entry(rt, namespace, name)
             proposed = rt.to_internal(body)
             proposed = {**proposed, "metadata": {"name": name, **_meta(proposed)}}
@@ -548,7 +650,7 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
     ) -> JsonObj:
-        with self.lock:
+        with self._session():
             entry = self._entry(rt, namespace, name)
             current = self.present(rt, entry.obj)
             try:
@@ -594,7 +696,7 @@ class Store:
         internal = rt.to_internal(obj)
         meta = _meta(internal)
         name = meta.get("name") or ""
-        with self.lock:
+        with self._session():
             entry = self._entry(rt, meta.get("namespace") or "default", name)
             cur_meta = _meta(entry.obj)
             new_meta = {k: v for k, v in meta.items() if k != "resourceVersion"}
@@ -632,7 +734,7 @@ class Store:
                 f"Precondition failed: UID in precondition: {new_meta['uid']}, UID in object meta: {cur_meta.get('uid')}",
             )
         if subresource == "status":
-            updated = {**current, "status": proposed.get("status") or {}}
+            updated = rt.defaults({**current, "status": proposed.get("status") or {}})
         else:
             for field in _SERVER_META:
                 new_meta.pop(field, None)
@@ -672,11 +774,17 @@ class Store:
         *,
         dry_run: bool = False,
     ) -> JsonObj:
-        """DELETE: immediate removal. Answers the Pod (or Namespace) itself, as the real registry does,
-        with ``deletionTimestamp`` set; other kinds answer a ``Status`` of ``Success``."""
-        with self.lock:
+        """DELETE (``options`` a DeleteOptions: preconditions, ``dryRun``, and for a Pod
+        ``gracePeriodSeconds``). A Pod is deleted gracefully (see :mod:`.deletion`) and answered as
+        stored, ``deletionTimestamp`` set; other kinds go at once. A Namespace is answered itself,
+        ``Terminating``, and its contents go with it; other kinds answer a ``Status`` of ``Success``."""
+        options = options or {}
+        dry_run = dry_run or deletion.dry_run_of(options)
+        with self._session():
             entry = self._entry(rt, namespace, name)
             self._check_preconditions(rt, entry.obj, options)
+            if rt.canonical == "Pod":
+                return self._delete_pod(self.key(rt, namespace, name), entry.obj, options, dry_run=dry_run)
             obj = entry.obj
             key = self.key(rt, namespace, name)
             version = self._rv if dry_run else self._remove(rt.canonical, key)
@@ -686,7 +794,7 @@ class Store:
                         for gone in [k for k in objects if k[0] == name]:
                             self._remove(kind, gone)
             meta = _meta(obj)
-            if rt.canonical in ("Pod", "Namespace"):
+            if rt.canonical == "Namespace":
                 deleted = {
                     **obj,
                     "metadata": {
@@ -695,9 +803,8 @@ class Store:
                         "deletionTimestamp": self.now(),
                         "deletionGracePeriodSeconds": 0,
                     },
+                    "status": {"phase": "Terminating"},
                 }
-                if rt.canonical == "Namespace":
-                    deleted["status"] = {"phase": "Terminating"}
                 return self.present(rt, deleted)
             details: JsonObj = {"name": name}
             if rt.group:
@@ -705,6 +812,37 @@ class Store:
             details["kind"] = rt.plural
             details["uid"] = meta.get("uid", "")
             return status_object(200, status="Success", details=details)
+
+    def _delete_pod(self, key: Key, pod: JsonObj, options: Mapping[str, Any], *, dry_run: bool) -> JsonObj:
+        """A Pod's DELETE: marked terminating for its grace period (the emulated kubelet removes it,
+        :meth:`_reap`), or removed now (grace 0: not scheduled, finished, or asked for). Answers the pod
+        as the registry returns it: the stored mark, or the last state with ``deletionTimestamp``."""
+        now = self._clock()
+        planned = deletion.plan(pod, options, now)
+        if planned.pending:
+            return self.present(PODS, pod)
+        if not planned.remove:
+            if dry_run:
+                return self.present(PODS, planned.pod)
+            stored = self._write("Pod", key, planned.pod).obj
+            since = self._terminating.get(key, (now, 0, ""))[0]
+            self._terminating[key] = (since, planned.grace, _meta(pod).get("uid", ""))
+            return self.present(PODS, stored)
+        version = self._rv
+        if not dry_run:
+            version = self._remove("Pod", key)
+            self._terminating.pop(key, None)
+        meta = _meta(planned.pod)
+        gone = {
+            **planned.pod,
+            "metadata": {
+                **meta,
+                "resourceVersion": str(version),
+                "deletionTimestamp": meta.get("deletionTimestamp") or iso(now),
+                "deletionGracePeriodSeconds": 0,
+            },
+        }
+        return self.present(PODS, gone)
 
     def _check_preconditions(self, rt: ResourceType, obj: JsonObj, options: Mapping[str, Any] | None) -> None:
         pre = (options or {}).get("preconditions") or {}
@@ -732,53 +870,71 @@ class Store:
         labels: LabelQuery = (),
         fields: FieldQuery = (),
         dry_run: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> JsonObj:
-        with self.lock:
+        """DELETE on a collection: each object selected is deleted as a DELETE with ``options`` (the
+        request's DeleteOptions body) deletes it."""
+        with self._session():
             doomed = self._take_snapshot(rt, namespace, labels, fields).items
             for entry in doomed:
                 meta = _meta(entry.obj)
-                self.delete(rt, meta.get("namespace"), meta["name"], dry_run=dry_run)
+                self.delete(rt, meta.get("namespace"), meta["name"], options, dry_run=dry_run)
             return status_object(200, status="Success")
 
     # --- pods: eviction and binding ------------------------------------------------------------
 
     def evict(self, namespace: str, name: str, body: Any, *, dry_run: bool = False) -> JsonObj:
-        """The ``pods/eviction`` subresource (policy/v1): PDB-aware deletion.
+        """The ``pods/eviction`` subresource (policy/v1): PDB-aware graceful deletion, after
+        kubernetes/kubernetes pkg/registry/core/pod/storage/eviction.go.
 
-        Pending, Succeeded and Failed pods are deleted without looking at budgets; a pod covered by no
-        budget is deleted; a pod covered by more than one is refused with 500, as the real server does;
-        an unhealthy pod may go when the budget is already met (``IfHealthyBudget``) or always
-        (``AlwaysAllow``); otherwise the budget must allow a disruption or the answer is 429.
+        A pod that ``canIgnorePDB`` (phase Pending, Succeeded or Failed, or already terminating) is
+        deleted without looking at budgets; a pod covered by no budget is deleted; a pod covered by more
+        than one is refused with 500, as the real server does; an unready pod may go when the budget is
+        already met (``IfHealthyBudget``) or always (``AlwaysAllow``); otherwise the budget must allow a
+        disruption or the answer is 429. The pod is then marked ``DisruptionTarget=True`` (reason
+        ``EvictionByEvictionAPI``, ``addConditionAndDeletePod``) and deleted with the Eviction's
+        ``deleteOptions`` (its grace period; its ``dryRun``, or the request's, makes it all a dry run).
         """
         if not isinstance(body, dict):
             raise bad_request("the request body must be an Eviction object")
         given = _meta(body).get("name")
         if given and given != name:
             raise bad_request("name in URL does not match name in Eviction object")
-        with self.lock:
+        options = body.get("deleteOptions") or {}
+        if not isinstance(options, dict):
+            raise bad_request("deleteOptions must be a DeleteOptions object")
+        dry_run = deletion.eviction_dry_run(options, dry_run)
+        with self._session():
             self._refuse_if_terminating(PODS.qualified, namespace, name)  # admission runs first
             pod = self._entry(PODS, namespace, name).obj
-            options = body.get("deleteOptions") or {}
             self._check_preconditions(PODS, pod, options)
-            phase = (pod.get("status") or {}).get("phase")
-            if phase not in ("Pending", "Succeeded", "Failed"):
-                pods = [e.obj for k, e in self._objects["Pod"].items() if k[0] == namespace]
-                budgets = [
-                    e.obj
-                    for k, e in self._objects["PodDisruptionBudget"].items()
-                    if k[0] == namespace and disruption.selects(e.obj, pod)
-                ]
-                if len(budgets) > 1:  # a Status of code 500 and this message only: no reason, no details
-                    raise KubeApiError(
-                        500,
-                        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not "
-                        "support.",
-                        reason="",
-                    )
-                if budgets:
-                    self._check_budget(budgets[0], pod, pods)
-            self.delete(PODS, namespace, name, options, dry_run=dry_run)
+            if not _can_ignore_budgets(pod):
+                self._check_budgets(namespace, pod)
+            key = self.key(PODS, namespace, name)
+            if not dry_run:
+                marked = deletion.with_condition(pod, _EVICTION_CONDITION, self.now())
+                if marked != pod:
+                    pod = self._write("Pod", key, marked).obj
+            self._delete_pod(key, pod, options, dry_run=dry_run)
             return status_object(201, status="Success")
+
+    def _check_budgets(self, namespace: str, pod: JsonObj) -> None:
+        """The budget part of an eviction: 500 for a pod more than one budget selects, else the one
+        budget's verdict (:meth:`_check_budget`)."""
+        budgets = [
+            e.obj
+            for k, e in self._objects["PodDisruptionBudget"].items()
+            if k[0] == namespace and disruption.selects(e.obj, pod)
+        ]
+        if len(budgets) > 1:  # a Status of code 500 and this message only: no reason, no details
+            raise KubeApiError(
+                500,
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                reason="",
+            )
+        if budgets:
+            pods = [e.obj for k, e in self._objects["Pod"].items() if k[0] == namespace]
+            self._check_budget(budgets[0], pod, pods)
 
     def _refuse_if_terminating(self, qualified: str, namespace: str, name: str | None) -> None:
         """The NamespaceLifecycle admission plugin: no create (an eviction is one) in a namespace that
@@ -800,10 +956,10 @@ class Store:
         )
 
     def _check_budget(self, pdb: JsonObj, pod: JsonObj, pods: list[JsonObj]) -> None:
-        numbers = disruption.budget(pdb, pods)
+        numbers = disruption.budget(pdb, pods, self._find_scale)
         status = disruption.with_status(pdb, numbers)["status"]
         current, desired = status["currentHealthy"], status["desiredHealthy"]
-        if not disruption.pod_is_healthy(pod):
+        if not disruption.pod_is_ready(pod):  # eviction.go: IsPodReady, the same test as the budget's
             policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
             if policy == "AlwaysAllow" or (current >= desired and desired > 0):
                 return
@@ -829,7 +985,7 @@ class Store:
         """Assign a pod to a node. ``running=False`` is the ``pods/binding`` subresource (what a
         scheduler does: ``spec.nodeName`` and ``PodScheduled``); ``running=True`` also plays the
         kubelet: phase ``Running`` with ``Initialized``, ``ContainersReady`` and ``Ready`` true."""
-        with self.lock:
+        with self._session():
             pod = self._entry(PODS, namespace, name).obj
             assigned = (pod.get("spec") or {}).get("nodeName")
             if not running and assigned:
