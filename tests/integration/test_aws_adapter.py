@@ -404,7 +404,12 @@ def test_a_terminate_refused_with_resource_contention_is_retried(
     """TerminateInstanceInAutoScalingGroup answers ResourceContention (500) too (API Reference, Errors):
     nothing was terminated, the drain's terminate step retries it (AwsThrottled), as for AttachInstances."""
     victim = two_regions["general"]["Instances"][0]["InstanceId"]
-    refuse(clients.autoscaling("us-east-1"), "terminate_instance_in_auto_scaling_group", "ResourceContention", 500)
+    refuse(
+        clients.autoscaling("us-east-1"),
+        "terminate_instance_in_auto_scaling_group",
+        "ResourceContention",
+        500,
+    )
 
     with pytest.raises(AwsThrottled, match="ResourceContention"):
         adapter.terminate_instance("us-east-1", victim, decrement=True)
