@@ -15,7 +15,8 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
 ``rollback``
     ``gang_prepare`` → ``gang_raise`` (desired capacity + count relative to the live value, once per
     attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
-    attempt's own instances InService and Ready; a Failed launch activity for capacity ends it early).
+    attempt's own instances InService and Ready; a Failed launch activity ends it early, whatever its
+    reason: :func:`~spillway.model.nodegroup.launch_failure_since`).
 
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
 deadline) ends in ``gang_give_back``: every instance of the attempt is terminated, each tried whatever
@@ -75,11 +76,13 @@ from spillway.model.nodegroup import (
     LIVE_STATES,
     TAG_ATOMIC_LAUNCH,
     NodeGroup,
-    capacity_failure_since,
     capacity_type,
     capacity_type_of_launches,
     fleet_refusal,
+    is_capacity_failure,
     is_managed,
+    launch_failed,
+    launch_failure_since,
     on_demand_base,
     parse_atomic_launch,
     resolve_instance_type,
@@ -457,14 +460,17 @@ class GangSteps:
 
     def verify(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """The whole gang InService with Ready Nodes (``ready``), still coming (``waiting``), or not:
-        past the deadline (``timeout``) or, in rollback mode, a launch failed for capacity (``failed``)."""
+        past the deadline (``timeout``) or, in rollback mode, a launch failed (``failed``: for capacity,
+        ``CapacityUnavailable``; for any other reason, a missing AMI, a subnet out of addresses,
+        ``AwsError``)."""
         req, prep = self._request(event), _prep(event)
         where, count, now = f"{req.region}/{req.group}", int(prep["count"]), self.clock()
         if prep["mode"] == "rollback":
-            failure = self._capacity_failure(req, _parse(prep["since"]), now)
-            if failure:
-                return {"status": "failed", "error": "CapacityUnavailable",
-                        "reason": f"{where}: launch failed: {failure}"[:1000]}  # fmt: skip
+            failure = self._launch_failure(req, _parse(prep["since"]), now)
+            if failure:  # any Failed launch: capacity is not coming, whatever the reason
+                error = "CapacityUnavailable" if is_capacity_failure(failure) else "AwsError"
+                return {"status": "failed", "error": error,
+                        "reason": launch_failed(where, failure)[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
         members = self._members(req, prep, event, asg)
         in_service = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in members
@@ -482,8 +488,8 @@ class GangSteps:
                     f"({len(in_service)} instance(s) InService); the whole gang is given back"}  # fmt: skip
         return {"status": "waiting", "ready": len(ready), "in_service": len(in_service)}
 
-    def _capacity_failure(self, req: GangRequest, since: datetime, now: datetime) -> str:
-        return capacity_failure_since(self.aws.describe_activities(req.region, req.group, now), since)
+    def _launch_failure(self, req: GangRequest, since: datetime, now: datetime) -> str:
+        return launch_failure_since(self.aws.describe_activities(req.region, req.group, now), since)
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each; where

@@ -93,8 +93,17 @@ class TemplateNode:
 
 @dataclass(frozen=True, slots=True)
 class LaunchFailure:
+    """A launch activity of the group that ended ``Failed`` (DescribeScalingActivities StatusCode), with
+    EC2's StatusMessage: whatever the reason, no instance came of it (see :func:`launch_failures`)."""
+
     at: datetime
     message: str
+
+    @property
+    def capacity(self) -> bool:
+        """For capacity (:func:`is_capacity_failure`): EC2 had none of a pool, or a quota is full. Only
+        which back-off key it sets depends on it (a pool's, or the whole group's)."""
+        return is_capacity_failure(self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -692,26 +701,48 @@ FAILED_LAUNCH_MARKERS = (
 
 
 def is_capacity_failure(message: str) -> bool:
-    """A launch error that means "this group cannot grow right now", not a transient hiccup."""
+    """A launch that failed for capacity (EC2 had none of the type in the zone, or a quota is full), as
+    opposed to one that failed for the group's own settings (an AMI that does not exist, a subnet
+    without free addresses, an invalid launch template...). Either means no capacity is coming
+    (:func:`launch_failures`); this only decides what backs off: the pool, or the whole group."""
     if any(marker in message for marker in FAILED_LAUNCH_MARKERS):
         return True
     lowered = message.lower()
     return "do not have sufficient" in lowered and "capacity" in lowered
 
 
-def capacity_failure_since(activities: Iterable[ScalingActivity], since: datetime) -> str:
-    """The message of a launch activity that failed for capacity at or after ``since`` (naive times are
-    UTC), or ``""``: how a scale-up or a gang launch learns that EC2 will not deliver."""
+def is_failed_launch(activity: ScalingActivity) -> bool:
+    """A launch activity that ended ``Failed``, whatever EC2's reason (EC2 Auto Scaling API Reference,
+    Activity: StatusCode ``Failed`` with a StatusMessage). cluster-autoscaler's AWS provider
+    (cloudprovider/aws/auto_scaling_groups.go, isNodeGroupAvailable) likewise takes any Failed activity
+    since the group's last size change as the group unable to provide its placeholder instances: a
+    missing AMI, a subnet out of addresses or a bad launch template deliver no more capacity than a
+    shortage does, and no instance exists for max_node_provision_minutes (planner.joins) to notice."""
+    return activity.StatusCode == "Failed" and activity.is_launch
+
+
+def launch_failed(where: str, message: str) -> str:
+    """Why a failed launch backs off what it does, for a plan's or a back-off's reason. A capacity
+    failure: the group, and the pool (capacity type, zone, instance type) EC2 had none of when it names
+    one (act/scale.failed_pool), so other groups of that pool skip it too. Any other failure (the group's
+    AMI, subnets, launch template): the whole group only, since no pool of it can launch until its
+    settings are fixed, and another group's launches are not the worse for it."""
+    if is_capacity_failure(message):
+        return f"{where}: launch failed for capacity: {message}"
+    return (
+        f"{where}: launch failed, not for capacity (the group's own settings: no pool of it can launch "
+        f"until they are fixed): {message}"
+    )
+
+
+def launch_failure_since(activities: Iterable[ScalingActivity], since: datetime) -> str:
+    """The message of a launch activity that failed (:func:`is_failed_launch`: for capacity or any other
+    reason) at or after ``since`` (naive times are UTC), or ``""``: how a scale-up or a gang launch
+    learns that the launch will not deliver, at once rather than at its deadline."""
     for activity in activities:
         start = activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
-        message = activity.StatusMessage or activity.Description
-        if (
-            start >= since
-            and activity.StatusCode == "Failed"
-            and activity.is_launch
-            and is_capacity_failure(message)
-        ):
-            return message
+        if start >= since and is_failed_launch(activity):
+            return activity.StatusMessage or activity.Description
     return ""
 
 
@@ -746,16 +777,14 @@ def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None =
 def launch_failures(
     activities: Iterable[ScalingActivity],
 ) -> tuple[dict[str, list[LaunchFailure]], dict[str, list[LaunchFailure]]]:
-    """Capacity failures of launches, by group ARN and (for activities without one) by group name."""
+    """Failed launches (:func:`is_failed_launch`, whatever the reason), by group ARN and (for activities
+    without one) by group name."""
     by_arn: dict[str, list[LaunchFailure]] = {}
     by_name: dict[str, list[LaunchFailure]] = {}
     for act in activities:
-        if act.StatusCode != "Failed" or not act.is_launch:
+        if not is_failed_launch(act):
             continue
-        message = act.StatusMessage or act.Description
-        if not is_capacity_failure(message):
-            continue
-        failure = LaunchFailure(at=act.EndTime or act.StartTime, message=message)
+        failure = LaunchFailure(at=act.EndTime or act.StartTime, message=act.StatusMessage or act.Description)
         if act.AutoScalingGroupARN:
             by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
         else:

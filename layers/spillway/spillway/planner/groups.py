@@ -126,13 +126,27 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
         if backed:
             note = f"{'; '.join(backed)} (AWS may still launch there: a group cannot be pinned to a zone or type)"
             ctx.overflow_notes.setdefault(group.name, set()).add(note)
+    return _launch_failed(ctx, group)
+
+
+def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:
+    """Why the group is skipped for a launch that failed lately (any Failed launch activity: no capacity
+    is coming, whatever the reason), or None. The reason says which: a capacity failure (a scale-up's
+    back-off also backs off the pool EC2 names), or the group's own settings (a missing AMI, a subnet
+    out of addresses), which no pool of it can launch with."""
     window = timedelta(minutes=ctx.config.launch_failure_backoff_minutes)
     recent = [f for f in group.launch_failures if aware(f.at) > ctx.now - window]
-    if recent:
-        last = recent[-1]
-        message = last.message if len(last.message) <= 160 else last.message[:157] + "..."
-        return f"{group.name} launch failed {minutes(ctx.now - aware(last.at))} ago: {message}"
-    return None
+    if not recent:
+        return None
+    last = recent[-1]
+    message = last.message if len(last.message) <= 160 else last.message[:157] + "..."
+    ago = minutes(ctx.now - aware(last.at))
+    if last.capacity:
+        return f"{group.name} launch failed {ago} ago for capacity: {message}"
+    return (
+        f"{group.name} launch failed {ago} ago, not for capacity (the group's own settings: no pool of it "
+        f"can launch until they are fixed, so the whole group backs off): {message}"
+    )
 
 
 def pool_backoffs(ctx: Context, group: NodeGroup) -> tuple[list[str], int] | None:
