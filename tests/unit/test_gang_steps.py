@@ -137,6 +137,18 @@ def test_a_rollback_gang_run_again_by_hand_raises_the_group_again() -> None:
     assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 4
 
 
+def test_a_rollback_gang_is_refused_on_a_group_whose_launch_process_is_suspended() -> None:
+    """Its raise would launch nothing and the gang would wait out its deadline; refused before it raises,
+    naming the process (a fleet gang attaches instances it launched itself). (Review r24.)"""
+    cloud, _, steps = world(mode="rollback", suspended=["AZRebalance", "Launch"])
+
+    with pytest.raises(AsgLimitExceeded, match="its Launch process is suspended"):
+        steps.prepare({**REQUEST, "mode": "rollback"})
+
+    assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
+    assert steps.prepare(REQUEST)["mode"] == "fleet"
+
+
 @pytest.mark.parametrize(
     ("message", "error"),
     [(None, "CapacityUnavailable"), (o.MISSING_AMI, "AwsError")],

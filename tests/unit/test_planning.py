@@ -501,6 +501,25 @@ def test_prepare_says_in_each_uncordon_event_why_the_plan_uncordoned_the_node() 
     assert kube.messages[old] == "uncordoned by Spillway plan ml-p1: pending pods fit on it"
 
 
+def test_prepare_refuses_to_raise_a_group_whose_launch_process_is_suspended() -> None:
+    """A raise there launches nothing (EC2 Auto Scaling User Guide, "Suspend and resume ... processes":
+    Launch suspended, the group cannot scale out) and would count as launching until the deadline; the
+    refusal (AsgLimitExceeded: the state machine's Refused, then a re-plan on the live groups) names the
+    process and AWS's reason. A group that grows nothing is not refused. (Review r24.)"""
+    cloud = gpu_cloud(1)
+    cloud.groups[("us-east-1", "gpu")]["SuspendedProcesses"] = [
+        {"ProcessName": "Launch", "SuspensionReason": "Administrative suspension at 2026-11-01T08:00:00Z"}
+    ]
+
+    with pytest.raises(
+        AsgLimitExceeded, match=r"its Launch process is suspended \(Administrative suspension"
+    ):
+        steps(cloud).prepare({"group": GROUP})
+
+    assert writes(cloud) == []
+    assert steps(cloud).prepare({"group": {**GROUP, "grow": False}})["set"] is False
+
+
 def test_prepare_says_what_to_set_and_verify_sees_a_capacity_failure_since_then() -> None:
     cloud = gpu_cloud(1)
     asg = cloud.groups[("us-east-1", "gpu")]

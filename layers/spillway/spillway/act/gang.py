@@ -13,7 +13,8 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
     ``AttachInstances``, 20 a call, which raises the desired capacity) → ``gang_verify`` (every instance
     InService, its Node Ready).
 ``rollback``
-    ``gang_prepare`` → ``gang_raise`` (desired capacity + count relative to the live value, once per
+    ``gang_prepare`` (as above, and refuse a group whose Launch process is suspended: its raise would
+    launch nothing) → ``gang_raise`` (desired capacity + count relative to the live value, once per
     attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
     attempt's own instances InService and Ready; a Failed launch activity ends it early, whatever its
     reason: :func:`~spillway.model.nodegroup.launch_failure_since`).
@@ -83,6 +84,7 @@ from spillway.model.nodegroup import (
     is_managed,
     launch_failed,
     launch_failure_since,
+    launch_refusal,
     on_demand_base,
     parse_atomic_launch,
     resolve_instance_type,
@@ -340,14 +342,7 @@ class GangSteps:
         if mode not in MODES:
             raise InputError(f"{where} is not tagged {TAG_ATOMIC_LAUNCH}=fleet|rollback {problem}".strip(),
                              field="mode")  # fmt: skip
-        if req.zone is not None and req.zone not in asg.AvailabilityZones:
-            raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
-                             field="zone")  # fmt: skip
-        if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
-            raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
-                             field="zone")  # fmt: skip
-        if mode == "fleet" and fleet_refusal(asg):
-            raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
+        _refuse_mode(req, asg, mode, where)
         if asg.DesiredCapacity + req.count > asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{where}: a gang of {req.count} on desired capacity {asg.DesiredCapacity} is above MaxSize "
@@ -613,6 +608,22 @@ def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
         if key not in prep:
             raise InputError("required", field=f"prep.{key}")
     return dict(prep)
+
+
+def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str) -> None:
+    """Refuse, before anything launches, a gang the mode cannot launch in the group: a zone it does not
+    span, or that rollback mode cannot choose; a fleet whose zone AZRebalance would even out; a rollback
+    raise of a group whose Launch process is suspended (it would launch nothing: a wasted deadline)."""
+    if req.zone is not None and req.zone not in asg.AvailabilityZones:
+        raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
+                         field="zone")  # fmt: skip
+    if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
+        raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
+                         field="zone")  # fmt: skip
+    if mode == "fleet" and fleet_refusal(asg):
+        raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
+    if mode == "rollback" and launch_refusal(asg):
+        raise AsgLimitExceeded(f"{launch_refusal(asg)}; nothing launched")
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:

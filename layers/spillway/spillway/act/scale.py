@@ -4,7 +4,10 @@ The state machine maps over the plan's groups; for each group it calls, in order
 
 ``prepare``      uncordon the planned nodes (and lift Spillway's draining taint; the Event on each says
                  the plan's reason: reused for pending pods, or an orphaned drain restored); read the live group;
-                 refuse a raise of ``to - from`` above MaxSize (:class:`AsgLimitExceeded`); say whether the
+                 refuse a raise of ``to - from`` above MaxSize, or of a group whose Launch process is
+                 suspended (nothing would launch: :func:`~spillway.model.nodegroup.launch_refusal`), with
+                 :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
+                 groups, which skips the group); say whether the
                  desired capacity must be raised (``set``) and by how much (``count``), the execution's
                  ``owner`` id, which instances existed before (``before``), and the launch deadline.
 ``set_desired``  raise the desired capacity by ``count`` relative to the live value, once however often
@@ -80,6 +83,7 @@ from spillway.model.nodegroup import (
     CapacityType,
     launch_failed,
     launch_failure_since,
+    launch_refusal,
     override_types,
     resolve_instance_type,
 )
@@ -186,6 +190,8 @@ class ScaleSteps:
             self.metric("Uncordoned", len(uncordoned))
         asg = self.aws.describe_group(region, name)
         count = max(0, to - int(group.get("from", to))) if grow else 0
+        if count and launch_refusal(asg):  # raised, it would count as launching and launch nothing
+            raise AsgLimitExceeded(f"{launch_refusal(asg)}; desired capacity not raised")
         if count and asg.DesiredCapacity + count > asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{region}/{name}: desired capacity {asg.DesiredCapacity} + {count} is above MaxSize "

@@ -57,6 +57,16 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # declares (Karpenter's and EKS managed node groups'). See capacity_type.
 TAG_CAPACITY_TYPE = "spillway.io/capacity-type"
 AZ_REBALANCE = "AZRebalance"  # the Auto Scaling process that evens a group's zones out
+# The Auto Scaling processes that add and remove a group's instances (EC2 Auto Scaling User Guide,
+# "Suspend and resume Amazon EC2 Auto Scaling processes"). While Launch is suspended the group launches
+# nothing whatever its desired capacity; Auto Scaling suspends it itself ("administrative suspension")
+# on a group that has failed to launch for over 24 hours. While Terminate is suspended the group does not
+# terminate InService instances to scale in ("Considerations for suspending processes": only a forced
+# delete of the group still does, and the API reference of TerminateInstanceInAutoScalingGroup does not
+# say it is exempt). cluster-autoscaler's AWS provider reads neither (kubernetes/autoscaler issue 5591;
+# the proposed fix, PR 5601, was to treat the group as at its MaxSize, resp. MinSize, and was not merged).
+LAUNCH = "Launch"
+TERMINATE = "Terminate"
 CapacityType = Literal["spot", "on-demand"]
 CAPACITY_TYPES: tuple[CapacityType, ...] = ("spot", "on-demand")
 CAPACITY_LABELS: dict[str, dict[str, CapacityType]] = {
@@ -134,6 +144,25 @@ class NodeGroup:
     # why Spillway does not scale the group at all (its capacity is not a count of instances: see
     # capacity_unit_problems), one of its problems; "" for a group it scales
     refusal: str = ""
+    # the scaling processes suspended on the group (SuspendedProcesses), each with its SuspensionReason
+    # ("" without one), by process name
+    suspended: tuple[tuple[str, str], ...] = ()
+
+    def suspension(self, process: str) -> str | None:
+        """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
+        reason ("its Launch process is suspended (User suspended at ...)"), or None when it runs."""
+        for name, why in self.suspended:
+            if name == process:
+                return f"its {process} process is suspended" + (f" ({why})" if why else "")
+        return None
+
+    @property
+    def expected_size(self) -> int:
+        """The nodes the group is to have: its desired capacity, but with :data:`LAUNCH` suspended only
+        the live instances it has (within it): Auto Scaling launches none for the rest."""
+        if self.suspension(LAUNCH) is None:
+            return self.desired
+        return min(self.desired, len(self.instance_ids))
 
     def sure_on_demand(self, opened: int = 0) -> int | None:
         """How many more launches are on-demand for certain, after ``opened`` new nodes a plan opens
@@ -233,6 +262,8 @@ class NodeGroup:
             consolidation=parse_consolidation(d.get("consolidation"))[0],
             consolidation_problem=str(d.get("consolidation_problem", "")),
             options=tuple(sorted(dict(d.get("options", {})).items())),
+            # absent from snapshots stored before it was read: nothing suspended, as they were planned
+            suspended=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("suspended", {})).items())),
         )
 
 
@@ -259,6 +290,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("consolidation", lambda g: g.consolidation),
     ("consolidation_problem", lambda g: g.consolidation_problem or None),
     ("options", lambda g: dict(g.options) or None),
+    ("suspended", lambda g: dict(g.suspended) or None),
 )
 
 
@@ -484,6 +516,21 @@ def spot_allocation_strategy(asg: AutoScalingGroup) -> str | None:
     """The mixed instances policy's ``SpotAllocationStrategy`` (None: AWS's default)."""
     dist = _distribution(asg)
     return (dist.SpotAllocationStrategy or None) if dist is not None else None
+
+
+def launch_refusal(asg: AutoScalingGroup) -> str:
+    """Why a raise of the group's desired capacity would launch nothing ("" when it would launch): its
+    :data:`LAUNCH` process is suspended, by its owner or by Auto Scaling after a day of failed launches.
+    Spillway never resumes a process: that is the owner's choice."""
+    found = next((p for p in asg.SuspendedProcesses if p.ProcessName == LAUNCH), None)
+    if found is None:
+        return ""
+    why = f" ({found.SuspensionReason})" if found.SuspensionReason else ""
+    return (
+        f"{asg.region}/{asg.AutoScalingGroupName}: its {LAUNCH} process is suspended{why}: Auto Scaling "
+        f"launches nothing there until it is resumed (aws autoscaling resume-processes "
+        f"--auto-scaling-group-name {asg.AutoScalingGroupName} --scaling-processes {LAUNCH})"
+    )
 
 
 def fleet_refusal(asg: AutoScalingGroup) -> str:
@@ -884,4 +931,7 @@ def node_group(
         ),
         refusal=units[0] if units else "",
         options=options,
+        suspended=tuple(
+            sorted({p.ProcessName: p.SuspensionReason or "" for p in asg.SuspendedProcesses}.items())
+        ),
     )

@@ -9,7 +9,7 @@ from datetime import timedelta
 from spillway.model.cluster import ZONE_ALIASES, PodInfo
 from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.jobs import JobInfo
-from spillway.model.nodegroup import NodeGroup, TemplateNode
+from spillway.model.nodegroup import LAUNCH, NodeGroup, TemplateNode
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import pool_key
@@ -108,9 +108,17 @@ def empty_room(ctx: Context) -> dict[str, Resources]:
 
 
 def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
-    """Why the group must not be asked for nodes now (too many of its nodes unready, backed off, every
-    pool it may launch from backed off, or a launch failed lately), or None. Some of its pools backed
-    off: a note in its scale-up reason (SetDesiredCapacity cannot steer AWS away from them)."""
+    """Why the group must not be asked for nodes now (its Launch process suspended, too many of its
+    nodes unready, backed off, every pool it may launch from backed off, or a launch failed lately), or
+    None. Some of its pools backed off: a note in its scale-up reason (SetDesiredCapacity cannot steer
+    AWS away from them). Whatever the reason, nothing of the group counts as launching for pending pods
+    (spillway.planner.placement.place_on_launching)."""
+    suspended = group.suspension(LAUNCH)
+    if suspended is not None:  # no Failed activity is written then: the back-off above never fires
+        return (
+            f"{group.name}: {suspended}: Auto Scaling launches nothing there until it is resumed "
+            "(a group that failed to launch for over a day is suspended by Auto Scaling itself)"
+        )
     unhealthy = ctx.unhealthy.get(group.name)
     if unhealthy is not None:
         return unhealthy.reason
