@@ -11,10 +11,13 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError
 from botocore.stub import Stubber
+from fakes import FakeLedger, refuse
 
+from spillway.act.claims import Owner, raise_once
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.errors import AsgLimitExceeded, AsgNotFound, AwsError, AwsThrottled, AwsUnavailable
 from spillway.model.aws import FleetRequest, ScalingActivity
+from spillway.model.cluster import format_time
 from spillway.model.resources import NVIDIA_GPU
 
 REGIONS = ("us-east-1", "us-west-2")
@@ -366,6 +369,52 @@ def test_throttled_write_becomes_aws_throttled(
 
     with pytest.raises(AwsThrottled):
         adapter.set_desired_capacity("us-east-1", "general", 3)
+
+
+def test_a_raise_refused_with_resource_contention_is_raised_again_by_the_retry(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """EC2 Auto Scaling API Reference, SetDesiredCapacity, Errors: ``ResourceContention`` (HTTP 500)
+    "You already have a pending update to an Amazon EC2 Auto Scaling resource": refused, nothing applied;
+    it happens precisely while another execution updates the same group. Read as AwsUnavailable (its
+    500), raise_once took it for an answer lost, found the other execution's marker in its window, kept
+    its own as unsettled, and the state machine's retry raised nothing: the scale-up never happened.
+    (Review r24.)"""
+    make_asg("us-east-1", "gpu", instance_type="g5.xlarge", desired=0, max_size=8)
+    auto = clients.autoscaling("us-east-1")
+    ledger = FakeLedger()
+    # a gang on the same group raised two minutes ago (its raise is what holds the group busy)
+    ledger.claimed[("prod", "raise#gang-a1")] = {"before": 0, "after": 0, "count": 0, "group": "us-east-1/gpu",
+                                                 "at": format_time(NOW - timedelta(minutes=2))}  # fmt: skip
+    owner = Owner(ledger, "prod", "us-east-1", "gpu", "up-p1-1-us-east-1-gpu")
+    original = auto.set_desired_capacity
+    refuse(auto, "set_desired_capacity", "ResourceContention", 500)
+    with pytest.raises(AwsThrottled, match="ResourceContention"):  # retried by the state machine
+        raise_once(adapter, owner, 2, NOW)
+    auto.set_desired_capacity = original  # the other update is done
+
+    raise_once(adapter, owner, 2, NOW)  # the state machine retries the step
+
+    assert adapter.describe_group("us-east-1", "gpu").DesiredCapacity == 2
+
+
+def test_a_terminate_refused_with_resource_contention_is_retried(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
+) -> None:
+    """TerminateInstanceInAutoScalingGroup answers ResourceContention (500) too (API Reference, Errors):
+    nothing was terminated, the drain's terminate step retries it (AwsThrottled), as for AttachInstances."""
+    victim = two_regions["general"]["Instances"][0]["InstanceId"]
+    refuse(
+        clients.autoscaling("us-east-1"),
+        "terminate_instance_in_auto_scaling_group",
+        "ResourceContention",
+        500,
+    )
+
+    with pytest.raises(AwsThrottled, match="ResourceContention"):
+        adapter.terminate_instance("us-east-1", victim, decrement=True)
+
+    assert adapter.describe_group("us-east-1", "general").DesiredCapacity == 2
 
 
 def test_unreachable_endpoint_becomes_aws_unavailable(adapter: AwsAdapter, clients: AwsClients) -> None:

@@ -167,8 +167,10 @@ class World:
     def idle_since(self, node: str, minutes_ago: float) -> None:
         self.state["nodes"][node] = {"idle_since": (NOW - timedelta(minutes=minutes_ago)).isoformat()}
 
-    def launch_failure(self, group: str, minutes_ago: float) -> None:
-        self.activities.append(o.failed_launch(self.groups[group], NOW - timedelta(minutes=minutes_ago)))
+    def launch_failure(self, group: str, minutes_ago: float, message: str | None = None) -> None:
+        """A launch of ``group`` that failed for capacity ``minutes_ago``, or with ``message``."""
+        at = NOW - timedelta(minutes=minutes_ago)
+        self.activities.append(o.failed_launch(self.groups[group], at, message=message))
 
     # -- the shared cluster: namespaces, pod groups, quotas (as kubectl prints them) --
 

@@ -294,6 +294,11 @@ def _at_min_size(rig: Rig) -> dict[str, Any]:
     return {}
 
 
+def _terminate_suspended(rig: Rig) -> dict[str, Any]:
+    rig.cloud.groups[("us-east-1", "general")]["SuspendedProcesses"] = [{"ProcessName": "Terminate"}]
+    return {}
+
+
 def _planned_instance_changed(rig: Rig) -> dict[str, Any]:
     return {"instance_id": "i-0ffffffffffffffff"}
 
@@ -320,6 +325,7 @@ def _terminating(rig: Rig) -> dict[str, Any]:
         (_cordoned_by_somebody, "node", "cordoned by somebody else"),
         (_scale_down_disabled, "node", '"force": true'),
         (_at_min_size, "node", "minimum size (MinSize 2, desired 2)"),
+        (_terminate_suspended, "node", "Terminate process suspended"),
         (_planned_instance_changed, "instance_id", f"is instance {INSTANCE} now"),
         (_planned_group_changed, "group", "not 'gpu' as requested"),
         (_terminating, "node", "Terminating:Wait"),
@@ -349,6 +355,7 @@ STALE = [
     (_cordoned_by_somebody, "cordoned by somebody else"),
     (_scale_down_disabled, '"force": true'),
     (_at_min_size, "minimum size (MinSize 2, desired 2)"),
+    (_terminate_suspended, "Terminate process suspended"),  # the group would not terminate it (review r24)
 ]
 
 
@@ -438,6 +445,16 @@ def test_an_instance_going_away_is_drained_without_terminating_at_min_size(rig: 
     with pytest.raises(InvalidDrainRequest, match="minimum size"):
         _at_min_size(rig)
         rig.validated(force=True)  # a drain by hand is still refused: lower MinSize, or terminate false
+
+
+def test_with_terminate_suspended_a_drain_keeps_its_node_or_drains_one_leaving_anyway(rig: Rig) -> None:
+    """Terminate suspended (EC2 Auto Scaling User Guide, "Considerations for suspending processes"): a
+    drain that terminates is refused (above); one with ``"terminate": false`` empties the node and keeps
+    it, and an instance leaving anyway (a Spot warning) is still drained. (Review r24.)"""
+    _terminate_suspended(rig)
+
+    assert rig.validated(terminate=False).terminate is False
+    assert rig.validated(force=True, leaving=True).leaving is True
 
 
 def test_min_size_counts_the_weight_terminating_a_weighted_instance_takes_off(rig: Rig) -> None:

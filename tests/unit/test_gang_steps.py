@@ -18,6 +18,7 @@ from fakes import FakeCloud, FakeCluster, FakeLedger
 from spillway.act import gang
 from spillway.adapters.aws import map_aws_error
 from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, CapacityUnavailable, InputError
+from spillway.local import objects as o
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.nodegroup import (
     TAG_ATOMIC_LAUNCH,
@@ -134,6 +135,41 @@ def test_a_rollback_gang_run_again_by_hand_raises_the_group_again() -> None:
 
     assert not raised["again"] and raised["desired"] == 4
     assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 4
+
+
+def test_a_rollback_gang_is_refused_on_a_group_whose_launch_process_is_suspended() -> None:
+    """Its raise would launch nothing and the gang would wait out its deadline; refused before it raises,
+    naming the process (a fleet gang attaches instances it launched itself). (Review r24.)"""
+    cloud, _, steps = world(mode="rollback", suspended=["AZRebalance", "Launch"])
+
+    with pytest.raises(AsgLimitExceeded, match="its Launch process is suspended"):
+        steps.prepare({**REQUEST, "mode": "rollback"})
+
+    assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
+    assert steps.prepare(REQUEST)["mode"] == "fleet"
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [(None, "CapacityUnavailable"), (o.MISSING_AMI, "AwsError")],
+    ids=["capacity", "ami"],
+)
+def test_a_rollback_gang_fails_at_the_first_failed_launch_whatever_its_reason(
+    message: str | None, error: str
+) -> None:
+    """Any Failed launch activity of the attempt (DescribeScalingActivities StatusCode Failed: no
+    capacity, or an AMI that does not exist) ends a rollback gang at once and gives it back, instead of
+    waiting out the deadline; the error names which. (Review r24.)"""
+    cloud, _, steps = world(mode="rollback")
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    asg = cloud.groups[("us-east-1", "gpu")]
+    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(asg, NOW, message=message)]
+
+    out = steps.verify({**request, "prep": prep})
+
+    assert (out["status"], out["error"]) == ("failed", error)
 
 
 @pytest.mark.parametrize(

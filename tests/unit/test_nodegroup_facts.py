@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from spillway.local import objects as o
-from spillway.model.aws import AutoScalingGroup, ScheduledAction, WarmPool, bundled_instance_types
+from spillway.model.aws import (
+    AutoScalingGroup,
+    ScheduledAction,
+    SuspendedProcess,
+    WarmPool,
+    bundled_instance_types,
+)
 from spillway.model.nodegroup import (
     NodeGroup,
     build_node_groups,
@@ -247,8 +253,41 @@ def test_wire_form_is_backward_compatible_and_round_trips() -> None:
     # a group without any of it serializes as before, and old wire forms load
     (plain,) = build_node_groups([group()], [], CATALOGUE, {}, "ml")
     old = plain.to_dict()
-    assert not {"scheduled", "warm_instances", "capacity_type", "instance_types", "problems"} & set(old)
+    assert not {
+        "scheduled",
+        "warm_instances",
+        "capacity_type",
+        "instance_types",
+        "problems",
+        "suspended",
+    } & set(old)
     assert NodeGroup.from_dict(old) == plain
+
+
+def test_suspended_processes_reach_the_group_and_its_snapshot_and_older_snapshots_load() -> None:
+    """DescribeAutoScalingGroups' SuspendedProcesses (with AWS's SuspensionReason) are carried into the
+    group, so the planner sees a group that launches or terminates nothing; a snapshot stored before
+    they were carried has no key and loads as nothing suspended. (Review r24.)"""
+    asg = group().model_copy(
+        update={"SuspendedProcesses": [
+            SuspendedProcess(ProcessName="Launch", SuspensionReason="Administrative suspension at 2026-11-01T08:00:00Z"),
+            SuspendedProcess(ProcessName="AZRebalance"),
+        ]}
+    )  # fmt: skip
+    (built,) = build_node_groups([asg], [], CATALOGUE, {}, "ml")
+    assert built.suspension("Launch") == (
+        "its Launch process is suspended (Administrative suspension at 2026-11-01T08:00:00Z)"
+    )
+    assert built.suspension("AZRebalance") == "its AZRebalance process is suspended"
+    assert built.suspension("Terminate") is None
+    wire = built.to_dict()
+    assert wire["suspended"] == {
+        "AZRebalance": "",
+        "Launch": "Administrative suspension at 2026-11-01T08:00:00Z",
+    }
+    assert NodeGroup.from_dict(wire) == built
+    older = {k: v for k, v in wire.items() if k != "suspended"}
+    assert NodeGroup.from_dict(older).suspended == ()
 
 
 @pytest.mark.parametrize(

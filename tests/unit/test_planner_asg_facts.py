@@ -434,3 +434,54 @@ def test_expired_pool_backoffs_are_dropped() -> None:
     assert set(scale_up(result)) == {"multi"} and result.state.pools == {}
     assert State.model_validate(result.state.to_wire()) == result.state
     assert kept_reasons(result) == {}
+
+
+# --- suspended scaling processes ------------------------------------------------------------------------
+
+
+def test_a_group_whose_launch_process_is_suspended_is_not_launching_nor_scaled_up() -> None:
+    """EC2 Auto Scaling User Guide, "Suspend and resume Amazon EC2 Auto Scaling processes": Launch adds
+    the group's instances when it scales out; suspended, the group launches nothing, and Auto Scaling
+    suspends it itself (an administrative suspension) on a group that failed to launch for over 24 hours.
+    No Failed activity is written then, so the launch-failure back-off never fired: pods waited for ever
+    on a "launching" node (desired 1, no instance), and a group at 0 was raised. Now the group counts
+    nothing as launching, is never chosen, and the pod's reason names the process. (Review r24.)"""
+    phantom = World()
+    phantom.group("gpu-east", "p4d.24xlarge", max_size=8, desired=1, gpu_taint=True, suspended=["Launch"])
+    phantom.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    (job,) = phantom.gpu_pods("train", 1, gpus=8, cpu="90", memory="900Gi")
+    result = phantom.plan()
+    assert scale_up(result) == {"gpu-west": (0, 1, [job])}
+    assert "gpu-east: its Launch process is suspended (User suspended at" in result.scale_up[0].reason
+
+    empty = World()
+    empty.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True, suspended=["Launch"])
+    empty.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    (job,) = empty.gpu_pods("train", 1, gpus=8, cpu="90", memory="900Gi")
+    assert scale_up(empty.plan()) == {"gpu-west": (0, 1, [job])}
+
+    alone = World()  # nowhere else to go: the pod waits, and says why
+    alone.group("gpu-east", "p4d.24xlarge", max_size=8, gpu_taint=True, suspended=["Launch"])
+    (job,) = alone.gpu_pods("train", 1, gpus=8, cpu="90", memory="900Gi")
+    result = alone.plan()
+    assert result.scale_up == () and pending_codes(result)[job] == codes.BACKED_OFF
+    assert "its Launch process is suspended" in pending_reasons(result)[job]
+
+
+def test_a_group_whose_terminate_process_is_suspended_drains_nothing() -> None:
+    """Same User Guide page and "Considerations for suspending processes": with Terminate suspended the
+    group does not terminate its InService instances to scale in (a forced delete of the group is the
+    only way AWS names). A drain would empty the node and leave its instance running, paid for; so its
+    idle nodes are kept, naming the process, and the other groups scale down as before."""
+    w = World()
+    kept = w.group("web", "m5.2xlarge", nodes=2, suspended=["Terminate"])
+    others = w.group("batch", "m5.2xlarge", nodes=2)
+    for node in (*kept, *others):
+        w.idle_since(node, 60)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert {d.node for d in result.drain} == set(others)
+    codes_of = {k.node: k.code for k in result.kept}
+    assert {codes_of[n] for n in kept} == {codes.TERMINATE_SUSPENDED}
+    assert "its Terminate process is suspended" in kept_reasons(result)[kept[0]]

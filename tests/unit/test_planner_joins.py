@@ -107,6 +107,22 @@ def test_at_min_size_the_instance_is_replaced_and_no_longer_capacity_coming() ->
     assert scale_up(result) == {"spare": (0, 1, sorted(pods))}
 
 
+def test_with_terminate_suspended_an_overdue_instance_is_not_removed_but_no_longer_counted() -> None:
+    """Auto Scaling would not terminate it while the group's Terminate process is suspended (EC2 Auto
+    Scaling User Guide, "Considerations for suspending processes"): the plan asks for no removal, yet the
+    instance is no capacity coming and the group backs off, saying why it stays. (Review r24.)"""
+    w, iid, pods = _world()
+    w.groups["cpu"]["SuspendedProcesses"] = [{"ProcessName": "Terminate"}]
+    _carry(w, w.plan())
+
+    result = w.plan(NOW + timedelta(minutes=15))
+
+    assert result.unregistered == ()
+    reason = result.state.groups["cpu"].reason
+    assert iid in reason and "not removed: its Terminate process is suspended" in reason
+    assert scale_up(result) == {"spare": (0, 1, sorted(pods))}
+
+
 def test_an_instance_that_joins_is_forgotten() -> None:
     w, iid, _ = _world()
     _carry(w, w.plan())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
 from plan_world import GPU_TOLERATION, NOW, World, kept_reasons, pending_reasons, scale_up
 
 from spillway.local import objects as o
@@ -133,6 +134,29 @@ def test_desired_raised_by_a_failed_launch_is_not_counted_as_launching() -> None
     result = w.plan()
 
     assert scale_up(result) == {"gpu-west": (0, 1, [job])}
+
+
+@pytest.mark.parametrize("message", [o.MISSING_AMI, o.SUBNET_FULL], ids=["missing-ami", "subnet-full"])
+def test_a_launch_failing_for_any_reason_is_no_capacity_coming(message: str) -> None:
+    """EC2 Auto Scaling API Reference, DescribeScalingActivities / Activity: StatusCode ``Failed`` with a
+    StatusMessage is how a launch failure shows, whatever EC2's reason (an AMI that does not exist, a
+    subnet without free addresses, an invalid template...). cluster-autoscaler's AWS provider
+    (cloudprovider/aws/auto_scaling_groups.go, isNodeGroupAvailable) takes any Failed activity since
+    the group's last size change as the group unable to scale. Only capacity messages counted before, so
+    the pod was planned onto the "launching" node for ever: no instance exists, so
+    max_node_provision_minutes (planner/joins) never fired either. The reason says the whole group backs
+    off, not a pool, since no pool of it can launch. (Review r24.)"""
+    w = World()
+    w.group("gpu-east", "p4d.24xlarge", max_size=8, desired=1, gpu_taint=True)  # desired 1, no instance
+    w.group("gpu-west", "p4d.24xlarge", region="us-west-2", max_size=8, gpu_taint=True)
+    w.launch_failure("gpu-east", minutes_ago=2, message=message)
+    (job,) = w.gpu_pods("train", 1, gpus=8, cpu="90", memory="900Gi")
+
+    result = w.plan()
+
+    assert scale_up(result) == {"gpu-west": (0, 1, [job])}
+    assert "gpu-east launch failed 2m ago, not for capacity" in result.scale_up[0].reason
+    assert "no pool of it can launch" in result.scale_up[0].reason
 
 
 def test_backoff_from_state_is_honoured_and_expires() -> None:

@@ -501,6 +501,25 @@ def test_prepare_says_in_each_uncordon_event_why_the_plan_uncordoned_the_node() 
     assert kube.messages[old] == "uncordoned by Spillway plan ml-p1: pending pods fit on it"
 
 
+def test_prepare_refuses_to_raise_a_group_whose_launch_process_is_suspended() -> None:
+    """A raise there launches nothing (EC2 Auto Scaling User Guide, "Suspend and resume ... processes":
+    Launch suspended, the group cannot scale out) and would count as launching until the deadline; the
+    refusal (AsgLimitExceeded: the state machine's Refused, then a re-plan on the live groups) names the
+    process and AWS's reason. A group that grows nothing is not refused. (Review r24.)"""
+    cloud = gpu_cloud(1)
+    cloud.groups[("us-east-1", "gpu")]["SuspendedProcesses"] = [
+        {"ProcessName": "Launch", "SuspensionReason": "Administrative suspension at 2026-11-01T08:00:00Z"}
+    ]
+
+    with pytest.raises(
+        AsgLimitExceeded, match=r"its Launch process is suspended \(Administrative suspension"
+    ):
+        steps(cloud).prepare({"group": GROUP})
+
+    assert writes(cloud) == []
+    assert steps(cloud).prepare({"group": {**GROUP, "grow": False}})["set"] is False
+
+
 def test_prepare_says_what_to_set_and_verify_sees_a_capacity_failure_since_then() -> None:
     cloud = gpu_cloud(1)
     asg = cloud.groups[("us-east-1", "gpu")]
@@ -515,6 +534,24 @@ def test_prepare_says_what_to_set_and_verify_sees_a_capacity_failure_since_then(
     cloud.activities[("us-east-1", "gpu")] = [old, o.failed_launch(asg, NOW)]
     failed = steps(cloud).verify({"group": GROUP, "prep": prep})
     assert failed["status"] == "failed" and "launch failed" in failed["reason"]
+
+
+def test_scale_up_verify_sees_a_launch_that_failed_for_a_reason_other_than_capacity() -> None:
+    """EC2 Auto Scaling API Reference, DescribeScalingActivities: a launch fails as StatusCode Failed
+    with EC2's StatusMessage, whatever the reason. verify answers ``failed`` at the first such activity
+    since ``prepare`` (the group is backed off, the pods overflow now), where it kept answering
+    ``launching`` until the launch deadline for anything but a capacity message; its reason says why the
+    whole group backs off. (Review r24.)"""
+    cloud = gpu_cloud(0, max_size=8)
+    group = {**GROUP, "from": 0, "to": 1}
+    prep = steps(cloud).prepare({"group": group})
+    asg = cloud.groups[("us-east-1", "gpu")]
+    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(asg, NOW, message=o.MISSING_AMI)]
+
+    out = steps(cloud).verify({"group": group, "prep": prep})
+
+    assert out["status"] == "failed" and out["failure"] == o.MISSING_AMI
+    assert out["reason"].startswith("us-east-1/gpu: launch failed, not for capacity")
 
 
 def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_the_rest() -> None:
@@ -611,6 +648,8 @@ def test_a_launch_that_failed_for_capacity_backs_off_the_pool_of_the_capacity_ty
     assert failed_launch_backoffs("You have requested more vCPU capacity than your current vCPU limit of "
                                   "32 allows (VcpuLimitExceeded). Launching EC2 instance failed.") == ["gpu"]  # fmt: skip
     assert failed_launch_backoffs(None) == ["gpu"]
+    # a launch that failed for the group's own settings: the group, none of whose pools can launch
+    assert failed_launch_backoffs(o.SUBNET_FULL) == ["gpu"]
 
 
 def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> None:

@@ -24,8 +24,10 @@ Safety rules, checked by the steps themselves (not left to the state machine):
 
 * only nodes of Auto Scaling groups tagged for the cluster (cluster-autoscaler auto-discovery tags),
   in a configured region, whose instance is the one a plan named (node names are private DNS names, and
-  EC2 reuses addresses), never below the group's MinSize, never a node somebody else cordoned, and not
-  one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true`` unless ``force``;
+  EC2 reuses addresses), never below the group's MinSize, never to terminate in a group whose
+  Terminate process is suspended (Auto Scaling would leave the instance running), never a node somebody
+  else cordoned, and not one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true``
+  unless ``force``;
 * DaemonSet pods, mirror (static) pods and finished pods are left alone; everything else goes through the
   Eviction API, so PodDisruptionBudgets hold: a budget's 429 is retried next round, and so is a pod
   the API refuses while more than one budget selects it (500) or while its budget's status forbids
@@ -42,8 +44,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   so is one whose node runs work the plan did not plan to move (:func:`_busy_planned_drain`), and one
   a validation check refuses only because the world changed since the plan (a ``stale`` refusal: the
   node is gone or replaced, its instance left its group or is terminating, somebody cordoned it,
-  scale-down was disabled on it, its group is at MinSize). A drain started by hand is rejected for
-  those, and any drain for a request that could never have been right (another cluster, a node
+  scale-down was disabled on it, its group is at MinSize or its Terminate process was suspended). A
+  drain started by hand is rejected for those, and any drain for a request that could never have been right (another cluster, a node
   outside EC2 or the managed groups and regions, malformed fields). Such a
   cancellation touched nothing: validation answers ``cancelled`` (no error) and the drain ends as a
   success recorded ``cancelled``, as a superseded one does; normal operation raises no alarm;
@@ -121,7 +123,7 @@ from spillway.model.k8s import (
     Node,
     Pod,
 )
-from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED, is_managed
+from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED, TERMINATE, is_managed
 from spillway.planner.disruption import assess
 from spillway.ports import ERRORS, Cloud, Cluster
 
@@ -551,6 +553,23 @@ def _at_min_size(
     )
 
 
+def _terminate_suspended(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    """A drain that would terminate an instance of a group whose Terminate process is suspended: Auto
+    Scaling does not terminate InService instances then (EC2 Auto Scaling User Guide, "Considerations for
+    suspending processes": only a forced delete of the group does), so the node would be emptied and its
+    instance left running. An instance leaving anyway (a Spot warning, a lifecycle hook) is drained."""
+    if not request.terminate or request.lifecycle or request.leaving or not asg.suspended(TERMINATE):
+        return None
+    return InvalidDrainRequest(
+        f"Auto Scaling group {placement.group!r} ({region_of(node)}) has its {TERMINATE} process suspended: "
+        f'it would not terminate {placement.instance_id}; resume the process, or drain with "terminate": false',
+        field="node",
+        stale=True,
+    )
+
+
 def _below_min(asg: AutoScalingGroup, instance_id: str) -> bool:
     """Terminating the instance with ShouldDecrementDesiredCapacity takes the group below its MinSize
     (AWS refuses the call): the decrement is the instance's weight in a weighted group's units."""
@@ -623,7 +642,14 @@ _GONE: dict[str, Any] = {
 
 
 # With the instance's group read, in order.
-GROUP_CHECKS = (_unmanaged_group, _leaving_group, _cordoned_by_others, _scale_down_disabled, _at_min_size)
+GROUP_CHECKS = (
+    _unmanaged_group,
+    _leaving_group,
+    _cordoned_by_others,
+    _scale_down_disabled,
+    _terminate_suspended,
+    _at_min_size,
+)
 
 
 def _busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> str | None:

@@ -13,9 +13,11 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
     ``AttachInstances``, 20 a call, which raises the desired capacity) → ``gang_verify`` (every instance
     InService, its Node Ready).
 ``rollback``
-    ``gang_prepare`` → ``gang_raise`` (desired capacity + count relative to the live value, once per
+    ``gang_prepare`` (as above, and refuse a group whose Launch process is suspended: its raise would
+    launch nothing) → ``gang_raise`` (desired capacity + count relative to the live value, once per
     attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
-    attempt's own instances InService and Ready; a Failed launch activity for capacity ends it early).
+    attempt's own instances InService and Ready; a Failed launch activity ends it early, whatever its
+    reason: :func:`~spillway.model.nodegroup.launch_failure_since`).
 
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
 deadline) ends in ``gang_give_back``: every instance of the attempt is terminated, each tried whatever
@@ -75,11 +77,14 @@ from spillway.model.nodegroup import (
     LIVE_STATES,
     TAG_ATOMIC_LAUNCH,
     NodeGroup,
-    capacity_failure_since,
     capacity_type,
     capacity_type_of_launches,
     fleet_refusal,
+    is_capacity_failure,
     is_managed,
+    launch_failed,
+    launch_failure_since,
+    launch_refusal,
     on_demand_base,
     parse_atomic_launch,
     resolve_instance_type,
@@ -337,14 +342,7 @@ class GangSteps:
         if mode not in MODES:
             raise InputError(f"{where} is not tagged {TAG_ATOMIC_LAUNCH}=fleet|rollback {problem}".strip(),
                              field="mode")  # fmt: skip
-        if req.zone is not None and req.zone not in asg.AvailabilityZones:
-            raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
-                             field="zone")  # fmt: skip
-        if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
-            raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
-                             field="zone")  # fmt: skip
-        if mode == "fleet" and fleet_refusal(asg):
-            raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
+        _refuse_mode(req, asg, mode, where)
         if asg.DesiredCapacity + req.count > asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{where}: a gang of {req.count} on desired capacity {asg.DesiredCapacity} is above MaxSize "
@@ -457,14 +455,17 @@ class GangSteps:
 
     def verify(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """The whole gang InService with Ready Nodes (``ready``), still coming (``waiting``), or not:
-        past the deadline (``timeout``) or, in rollback mode, a launch failed for capacity (``failed``)."""
+        past the deadline (``timeout``) or, in rollback mode, a launch failed (``failed``: for capacity,
+        ``CapacityUnavailable``; for any other reason, a missing AMI, a subnet out of addresses,
+        ``AwsError``)."""
         req, prep = self._request(event), _prep(event)
         where, count, now = f"{req.region}/{req.group}", int(prep["count"]), self.clock()
         if prep["mode"] == "rollback":
-            failure = self._capacity_failure(req, _parse(prep["since"]), now)
-            if failure:
-                return {"status": "failed", "error": "CapacityUnavailable",
-                        "reason": f"{where}: launch failed: {failure}"[:1000]}  # fmt: skip
+            failure = self._launch_failure(req, _parse(prep["since"]), now)
+            if failure:  # any Failed launch: capacity is not coming, whatever the reason
+                error = "CapacityUnavailable" if is_capacity_failure(failure) else "AwsError"
+                return {"status": "failed", "error": error,
+                        "reason": launch_failed(where, failure)[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
         members = self._members(req, prep, event, asg)
         in_service = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in members
@@ -482,8 +483,8 @@ class GangSteps:
                     f"({len(in_service)} instance(s) InService); the whole gang is given back"}  # fmt: skip
         return {"status": "waiting", "ready": len(ready), "in_service": len(in_service)}
 
-    def _capacity_failure(self, req: GangRequest, since: datetime, now: datetime) -> str:
-        return capacity_failure_since(self.aws.describe_activities(req.region, req.group, now), since)
+    def _launch_failure(self, req: GangRequest, since: datetime, now: datetime) -> str:
+        return launch_failure_since(self.aws.describe_activities(req.region, req.group, now), since)
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each; where
@@ -607,6 +608,22 @@ def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
         if key not in prep:
             raise InputError("required", field=f"prep.{key}")
     return dict(prep)
+
+
+def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str) -> None:
+    """Refuse, before anything launches, a gang the mode cannot launch in the group: a zone it does not
+    span, or that rollback mode cannot choose; a fleet whose zone AZRebalance would even out; a rollback
+    raise of a group whose Launch process is suspended (it would launch nothing: a wasted deadline)."""
+    if req.zone is not None and req.zone not in asg.AvailabilityZones:
+        raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
+                         field="zone")  # fmt: skip
+    if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
+        raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
+                         field="zone")  # fmt: skip
+    if mode == "fleet" and fleet_refusal(asg):
+        raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
+    if mode == "rollback" and launch_refusal(asg):
+        raise AsgLimitExceeded(f"{launch_refusal(asg)}; nothing launched")
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:

@@ -4,22 +4,28 @@ The state machine maps over the plan's groups; for each group it calls, in order
 
 ``prepare``      uncordon the planned nodes (and lift Spillway's draining taint; the Event on each says
                  the plan's reason: reused for pending pods, or an orphaned drain restored); read the live group;
-                 refuse a raise of ``to - from`` above MaxSize (:class:`AsgLimitExceeded`); say whether the
+                 refuse a raise of ``to - from`` above MaxSize, or of a group whose Launch process is
+                 suspended (nothing would launch: :func:`~spillway.model.nodegroup.launch_refusal`), with
+                 :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
+                 groups, which skips the group); say whether the
                  desired capacity must be raised (``set``) and by how much (``count``), the execution's
                  ``owner`` id, which instances existed before (``before``), and the launch deadline.
 ``set_desired``  raise the desired capacity by ``count`` relative to the live value, once however often
                  the step is retried (:func:`spillway.act.claims.raise_once`), in any region.
 ``verify``       ``ready`` when the ``count`` instances launched for this plan (claimed by it among the
                  group's new ones: :func:`spillway.act.claims.own_instances`) run Ready Nodes; ``failed`` when
-                 a scaling activity since ``prepare`` failed for capacity
-                 (:func:`~spillway.model.nodegroup.capacity_failure_since`); ``timeout`` past the deadline;
+                 a launch activity since ``prepare`` failed, for capacity or any other reason (a missing
+                 AMI, a subnet without free addresses: :func:`~spillway.model.nodegroup.launch_failure_since`);
+                 ``timeout`` past the deadline;
                  ``unsettled`` past the deadline when its raise is unsettled (its answer was lost and it
                  may never have applied: not a launch failure, the group is not backed off, the state
                  machine ends the group there and the next plan sees the pods still pending);
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
                  window), and after ``failed`` for capacity the pool that had none too, when the failure
-                 names it (:func:`failed_pool`: its capacity type, zone, instance type); terminate this plan's instances that run no Ready Node (decrementing the
+                 names it (:func:`failed_pool`: its capacity type, zone, instance type; a failure for
+                 another reason is the group's own, none of its pools can launch, so the group's key is
+                 the one); terminate this plan's instances that run no Ready Node (decrementing the
                  desired capacity), and give back the capacity it raised that never launched, relative
                  to the live value (none when its raise is unsettled). A gang or another scale-up on the
                  group keeps its own.
@@ -75,7 +81,9 @@ from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.nodegroup import (
     LIVE_STATES,
     CapacityType,
-    capacity_failure_since,
+    launch_failed,
+    launch_failure_since,
+    launch_refusal,
     override_types,
     resolve_instance_type,
 )
@@ -182,6 +190,8 @@ class ScaleSteps:
             self.metric("Uncordoned", len(uncordoned))
         asg = self.aws.describe_group(region, name)
         count = max(0, to - int(group.get("from", to))) if grow else 0
+        if count and launch_refusal(asg):  # raised, it would count as launching and launch nothing
+            raise AsgLimitExceeded(f"{launch_refusal(asg)}; desired capacity not raised")
         if count and asg.DesiredCapacity + count > asg.MaxSize:
             raise AsgLimitExceeded(
                 f"{region}/{name}: desired capacity {asg.DesiredCapacity} + {count} is above MaxSize "
@@ -228,9 +238,9 @@ class ScaleSteps:
         name, region = str(group["group"]), str(group["region"])
         now = self.clock()
         since = _parse(prep["since"])
-        message = capacity_failure_since(self.aws.describe_activities(region, name, now), since)
+        message = launch_failure_since(self.aws.describe_activities(region, name, now), since)
         if message:
-            return {"status": "failed", "reason": f"{region}/{name}: launch failed: {message}"[:1000],
+            return {"status": "failed", "reason": launch_failed(f"{region}/{name}", message)[:1000],
                     "failure": message[:1000]}  # fmt: skip
         wanted = int(prep.get("count", 0))
         if wanted <= 0:

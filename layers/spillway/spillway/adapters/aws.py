@@ -110,6 +110,12 @@ CAPACITY_CODES = frozenset(
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
 DESCRIBE_INSTANCES_BATCH = 200  # instance ids per DescribeInstances call, as values of one filter
 UNAVAILABLE_CODES = frozenset({"ServiceUnavailable", "InternalFailure", "InternalError", "Unavailable"})
+#: Auto Scaling's "You already have a pending update to an Amazon EC2 Auto Scaling resource" (HTTP 500):
+#: the request was refused and nothing applied (EC2 Auto Scaling API Reference, SetDesiredCapacity,
+#: TerminateInstanceInAutoScalingGroup, AttachInstances: Errors). Another update of the same group holds
+#: it, typically a concurrent execution's; it is retried, never read as an answer lost (AwsUnavailable),
+#: which a raise would keep as unsettled and never raise again (spillway.act.claims.raise_once)
+REFUSED_FOR_NOW_CODES = frozenset({"ResourceContention", "ScalingActivityInProgress"})
 #: EC2's answers to DescribeLaunchTemplateVersions for a template, or a version, that does not exist (EC2
 #: API Reference, error codes); every other failure of the read fails the region's read
 TEMPLATE_NOT_FOUND = frozenset(
@@ -200,10 +206,10 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
         text = f"{what}: {code}: {message}"
         if code in THROTTLING_CODES or "rate exceeded" in message.lower():
             return AwsThrottled(text)
+        if code in REFUSED_FOR_NOW_CODES:  # before the 5xx rule: ResourceContention is a 500
+            return AwsThrottled(text)
         if code in UNAVAILABLE_CODES or status >= 500:
             return AwsUnavailable(text)
-        if code == "ScalingActivityInProgress":
-            return AwsThrottled(text)
         if code in CAPACITY_CODES:
             return CapacityUnavailable(text)
         return AwsError(text)
@@ -747,8 +753,6 @@ class AwsAdapter:
                     raise AsgLimitExceeded(f"{what}: {message}") from exc
                 if err.get("Code") == "ValidationError" and "not found" in lowered and group in message:
                     raise AsgNotFound(f"{what}: {message}") from exc
-                if err.get("Code") == "ResourceContention":  # a pending update of the group: retry
-                    raise AwsThrottled(f"{what}: ResourceContention: {message}") from exc
                 raise map_aws_error(exc, what) from exc
             except BotoCoreError as exc:
                 raise map_aws_error(exc, what) from exc

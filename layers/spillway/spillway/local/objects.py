@@ -435,25 +435,42 @@ def asgs_output(groups: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"AutoScalingGroups": list(groups)}
 
 
+# EC2's words for launches that fail for the group's own settings, not capacity (as Auto Scaling's
+# scaling activities word them: StatusMessage)
+MISSING_AMI = "The image id '[ami-0123456789abcdef0]' does not exist. Launching EC2 instance failed."
+SUBNET_FULL = (
+    "There are not enough free addresses in subnet 'subnet-0abc' to satisfy the requested number of "
+    "instances. Launching EC2 instance failed."
+)
+
+
 def failed_launch(
-    group: Mapping[str, Any], at: datetime, instance_type: str = "p4d.24xlarge"
+    group: Mapping[str, Any], at: datetime, instance_type: str = "p4d.24xlarge", message: str | None = None
 ) -> dict[str, Any]:
-    """A ``describe-scaling-activities`` entry for a launch EC2 refused for lack of capacity."""
+    """A ``describe-scaling-activities`` entry for a launch EC2 refused for lack of capacity, or with
+    ``message`` (its StatusMessage: :data:`MISSING_AMI`, ...)."""
     az = group["AvailabilityZones"][0]
+    reason = message or (
+        f"We currently do not have sufficient {instance_type} capacity in the Availability Zone you requested "
+        f"({az}). Launching EC2 instance failed."
+    )
+    if message is None:
+        message = (
+            f"We currently do not have sufficient {instance_type} capacity in the Availability Zone you "
+            f"requested ({az}). Our system will be working on provisioning additional capacity. (Service: "
+            "AmazonEC2; Status Code: 500; Error Code: InsufficientInstanceCapacity)"
+        )
     return {
         "ActivityId": _uid("act", group["AutoScalingGroupName"], iso(at)),
         "AutoScalingGroupName": group["AutoScalingGroupName"],
         "AutoScalingGroupARN": group["AutoScalingGroupARN"],
-        "Description": "Launching a new EC2 instance.  Status Reason: We currently do not have sufficient "
-        f"{instance_type} capacity in the Availability Zone you requested ({az}). Launching EC2 instance failed.",
+        "Description": f"Launching a new EC2 instance.  Status Reason: {reason}",
         "Cause": f"At {iso(at)} an instance was started in response to a difference between desired and actual capacity, "
         "increasing the capacity from 2 to 4.",
         "StartTime": iso(at),
         "EndTime": iso(at),
         "StatusCode": "Failed",
-        "StatusMessage": f"We currently do not have sufficient {instance_type} capacity in the Availability Zone you "
-        f"requested ({az}). Our system will be working on provisioning additional capacity. (Service: AmazonEC2; "
-        "Status Code: 500; Error Code: InsufficientInstanceCapacity)",
+        "StatusMessage": message,
         "Progress": 100,
         "Details": "{}",
     }

@@ -57,6 +57,16 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # declares (Karpenter's and EKS managed node groups'). See capacity_type.
 TAG_CAPACITY_TYPE = "spillway.io/capacity-type"
 AZ_REBALANCE = "AZRebalance"  # the Auto Scaling process that evens a group's zones out
+# The Auto Scaling processes that add and remove a group's instances (EC2 Auto Scaling User Guide,
+# "Suspend and resume Amazon EC2 Auto Scaling processes"). While Launch is suspended the group launches
+# nothing whatever its desired capacity; Auto Scaling suspends it itself ("administrative suspension")
+# on a group that has failed to launch for over 24 hours. While Terminate is suspended the group does not
+# terminate InService instances to scale in ("Considerations for suspending processes": only a forced
+# delete of the group still does, and the API reference of TerminateInstanceInAutoScalingGroup does not
+# say it is exempt). cluster-autoscaler's AWS provider reads neither (kubernetes/autoscaler issue 5591;
+# the proposed fix, PR 5601, was to treat the group as at its MaxSize, resp. MinSize, and was not merged).
+LAUNCH = "Launch"
+TERMINATE = "Terminate"
 CapacityType = Literal["spot", "on-demand"]
 CAPACITY_TYPES: tuple[CapacityType, ...] = ("spot", "on-demand")
 CAPACITY_LABELS: dict[str, dict[str, CapacityType]] = {
@@ -93,8 +103,17 @@ class TemplateNode:
 
 @dataclass(frozen=True, slots=True)
 class LaunchFailure:
+    """A launch activity of the group that ended ``Failed`` (DescribeScalingActivities StatusCode), with
+    EC2's StatusMessage: whatever the reason, no instance came of it (see :func:`launch_failures`)."""
+
     at: datetime
     message: str
+
+    @property
+    def capacity(self) -> bool:
+        """For capacity (:func:`is_capacity_failure`): EC2 had none of a pool, or a quota is full. Only
+        which back-off key it sets depends on it (a pool's, or the whole group's)."""
+        return is_capacity_failure(self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +144,25 @@ class NodeGroup:
     # why Spillway does not scale the group at all (its capacity is not a count of instances: see
     # capacity_unit_problems), one of its problems; "" for a group it scales
     refusal: str = ""
+    # the scaling processes suspended on the group (SuspendedProcesses), each with its SuspensionReason
+    # ("" without one), by process name
+    suspended: tuple[tuple[str, str], ...] = ()
+
+    def suspension(self, process: str) -> str | None:
+        """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
+        reason ("its Launch process is suspended (User suspended at ...)"), or None when it runs."""
+        for name, why in self.suspended:
+            if name == process:
+                return f"its {process} process is suspended" + (f" ({why})" if why else "")
+        return None
+
+    @property
+    def expected_size(self) -> int:
+        """The nodes the group is to have: its desired capacity, but with :data:`LAUNCH` suspended only
+        the live instances it has (within it): Auto Scaling launches none for the rest."""
+        if self.suspension(LAUNCH) is None:
+            return self.desired
+        return min(self.desired, len(self.instance_ids))
 
     def sure_on_demand(self, opened: int = 0) -> int | None:
         """How many more launches are on-demand for certain, after ``opened`` new nodes a plan opens
@@ -224,6 +262,8 @@ class NodeGroup:
             consolidation=parse_consolidation(d.get("consolidation"))[0],
             consolidation_problem=str(d.get("consolidation_problem", "")),
             options=tuple(sorted(dict(d.get("options", {})).items())),
+            # absent from snapshots stored before it was read: nothing suspended, as they were planned
+            suspended=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("suspended", {})).items())),
         )
 
 
@@ -250,6 +290,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("consolidation", lambda g: g.consolidation),
     ("consolidation_problem", lambda g: g.consolidation_problem or None),
     ("options", lambda g: dict(g.options) or None),
+    ("suspended", lambda g: dict(g.suspended) or None),
 )
 
 
@@ -477,6 +518,21 @@ def spot_allocation_strategy(asg: AutoScalingGroup) -> str | None:
     return (dist.SpotAllocationStrategy or None) if dist is not None else None
 
 
+def launch_refusal(asg: AutoScalingGroup) -> str:
+    """Why a raise of the group's desired capacity would launch nothing ("" when it would launch): its
+    :data:`LAUNCH` process is suspended, by its owner or by Auto Scaling after a day of failed launches.
+    Spillway never resumes a process: that is the owner's choice."""
+    found = next((p for p in asg.SuspendedProcesses if p.ProcessName == LAUNCH), None)
+    if found is None:
+        return ""
+    why = f" ({found.SuspensionReason})" if found.SuspensionReason else ""
+    return (
+        f"{asg.region}/{asg.AutoScalingGroupName}: its {LAUNCH} process is suspended{why}: Auto Scaling "
+        f"launches nothing there until it is resumed (aws autoscaling resume-processes "
+        f"--auto-scaling-group-name {asg.AutoScalingGroupName} --scaling-processes {LAUNCH})"
+    )
+
+
 def fleet_refusal(asg: AutoScalingGroup) -> str:
     """Why fleet mode must not launch gangs in the group ("" when it may): a fleet puts the whole gang in
     one zone, then attaches it, and a group spanning several zones whose ``AZRebalance`` process is not
@@ -692,26 +748,48 @@ FAILED_LAUNCH_MARKERS = (
 
 
 def is_capacity_failure(message: str) -> bool:
-    """A launch error that means "this group cannot grow right now", not a transient hiccup."""
+    """A launch that failed for capacity (EC2 had none of the type in the zone, or a quota is full), as
+    opposed to one that failed for the group's own settings (an AMI that does not exist, a subnet
+    without free addresses, an invalid launch template...). Either means no capacity is coming
+    (:func:`launch_failures`); this only decides what backs off: the pool, or the whole group."""
     if any(marker in message for marker in FAILED_LAUNCH_MARKERS):
         return True
     lowered = message.lower()
     return "do not have sufficient" in lowered and "capacity" in lowered
 
 
-def capacity_failure_since(activities: Iterable[ScalingActivity], since: datetime) -> str:
-    """The message of a launch activity that failed for capacity at or after ``since`` (naive times are
-    UTC), or ``""``: how a scale-up or a gang launch learns that EC2 will not deliver."""
+def is_failed_launch(activity: ScalingActivity) -> bool:
+    """A launch activity that ended ``Failed``, whatever EC2's reason (EC2 Auto Scaling API Reference,
+    Activity: StatusCode ``Failed`` with a StatusMessage). cluster-autoscaler's AWS provider
+    (cloudprovider/aws/auto_scaling_groups.go, isNodeGroupAvailable) likewise takes any Failed activity
+    since the group's last size change as the group unable to provide its placeholder instances: a
+    missing AMI, a subnet out of addresses or a bad launch template deliver no more capacity than a
+    shortage does, and no instance exists for max_node_provision_minutes (planner.joins) to notice."""
+    return activity.StatusCode == "Failed" and activity.is_launch
+
+
+def launch_failed(where: str, message: str) -> str:
+    """Why a failed launch backs off what it does, for a plan's or a back-off's reason. A capacity
+    failure: the group, and the pool (capacity type, zone, instance type) EC2 had none of when it names
+    one (act/scale.failed_pool), so other groups of that pool skip it too. Any other failure (the group's
+    AMI, subnets, launch template): the whole group only, since no pool of it can launch until its
+    settings are fixed, and another group's launches are not the worse for it."""
+    if is_capacity_failure(message):
+        return f"{where}: launch failed for capacity: {message}"
+    return (
+        f"{where}: launch failed, not for capacity (the group's own settings: no pool of it can launch "
+        f"until they are fixed): {message}"
+    )
+
+
+def launch_failure_since(activities: Iterable[ScalingActivity], since: datetime) -> str:
+    """The message of a launch activity that failed (:func:`is_failed_launch`: for capacity or any other
+    reason) at or after ``since`` (naive times are UTC), or ``""``: how a scale-up or a gang launch
+    learns that the launch will not deliver, at once rather than at its deadline."""
     for activity in activities:
         start = activity.StartTime if activity.StartTime.tzinfo else activity.StartTime.replace(tzinfo=UTC)
-        message = activity.StatusMessage or activity.Description
-        if (
-            start >= since
-            and activity.StatusCode == "Failed"
-            and activity.is_launch
-            and is_capacity_failure(message)
-        ):
-            return message
+        if start >= since and is_failed_launch(activity):
+            return activity.StatusMessage or activity.Description
     return ""
 
 
@@ -746,16 +824,14 @@ def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None =
 def launch_failures(
     activities: Iterable[ScalingActivity],
 ) -> tuple[dict[str, list[LaunchFailure]], dict[str, list[LaunchFailure]]]:
-    """Capacity failures of launches, by group ARN and (for activities without one) by group name."""
+    """Failed launches (:func:`is_failed_launch`, whatever the reason), by group ARN and (for activities
+    without one) by group name."""
     by_arn: dict[str, list[LaunchFailure]] = {}
     by_name: dict[str, list[LaunchFailure]] = {}
     for act in activities:
-        if act.StatusCode != "Failed" or not act.is_launch:
+        if not is_failed_launch(act):
             continue
-        message = act.StatusMessage or act.Description
-        if not is_capacity_failure(message):
-            continue
-        failure = LaunchFailure(at=act.EndTime or act.StartTime, message=message)
+        failure = LaunchFailure(at=act.EndTime or act.StartTime, message=act.StatusMessage or act.Description)
         if act.AutoScalingGroupARN:
             by_arn.setdefault(act.AutoScalingGroupARN, []).append(failure)
         else:
@@ -855,4 +931,7 @@ def node_group(
         ),
         refusal=units[0] if units else "",
         options=options,
+        suspended=tuple(
+            sorted({p.ProcessName: p.SuspensionReason or "" for p in asg.SuspendedProcesses}.items())
+        ),
     )

@@ -62,6 +62,8 @@ SCALE_DOWN_DISABLED = "scale-down-disabled"  # cluster-autoscaler.kubernetes.io/
 RECENTLY_LAUNCHED = "recently-launched"  # younger than scale_down_delay_after_launch_minutes
 IDLE_BELOW_THRESHOLD = "idle-below-threshold"  # idle, but not for scale_down_idle_minutes yet
 MIN_SIZE = "min-size"  # draining it would take the group below MinSize
+# its group's Terminate process is suspended: Auto Scaling would not terminate it (model.nodegroup.TERMINATE)
+TERMINATE_SUSPENDED = "terminate-suspended"
 SCHEDULED_MIN = "scheduled-min"  # below the MinSize a scheduled action sets within the idle threshold
 SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
 NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
@@ -135,6 +137,7 @@ KEPT_CODES = (
     RECENTLY_LAUNCHED,
     IDLE_BELOW_THRESHOLD,
     MIN_SIZE,
+    TERMINATE_SUSPENDED,
     SCHEDULED_MIN,
     SCALE_IN_CAP,
     NO_INSTANCE_ID,

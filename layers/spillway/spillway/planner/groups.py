@@ -9,7 +9,7 @@ from datetime import timedelta
 from spillway.model.cluster import ZONE_ALIASES, PodInfo
 from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.jobs import JobInfo
-from spillway.model.nodegroup import NodeGroup, TemplateNode
+from spillway.model.nodegroup import LAUNCH, NodeGroup, TemplateNode
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
 from spillway.model.state import pool_key
@@ -108,9 +108,17 @@ def empty_room(ctx: Context) -> dict[str, Resources]:
 
 
 def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
-    """Why the group must not be asked for nodes now (too many of its nodes unready, backed off, every
-    pool it may launch from backed off, or a launch failed lately), or None. Some of its pools backed
-    off: a note in its scale-up reason (SetDesiredCapacity cannot steer AWS away from them)."""
+    """Why the group must not be asked for nodes now (its Launch process suspended, too many of its
+    nodes unready, backed off, every pool it may launch from backed off, or a launch failed lately), or
+    None. Some of its pools backed off: a note in its scale-up reason (SetDesiredCapacity cannot steer
+    AWS away from them). Whatever the reason, nothing of the group counts as launching for pending pods
+    (spillway.planner.placement.place_on_launching)."""
+    suspended = group.suspension(LAUNCH)
+    if suspended is not None:  # no Failed activity is written then: the back-off above never fires
+        return (
+            f"{group.name}: {suspended}: Auto Scaling launches nothing there until it is resumed "
+            "(a group that failed to launch for over a day is suspended by Auto Scaling itself)"
+        )
     unhealthy = ctx.unhealthy.get(group.name)
     if unhealthy is not None:
         return unhealthy.reason
@@ -126,13 +134,27 @@ def backoff_reason(ctx: Context, group: NodeGroup) -> str | None:
         if backed:
             note = f"{'; '.join(backed)} (AWS may still launch there: a group cannot be pinned to a zone or type)"
             ctx.overflow_notes.setdefault(group.name, set()).add(note)
+    return _launch_failed(ctx, group)
+
+
+def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:
+    """Why the group is skipped for a launch that failed lately (any Failed launch activity: no capacity
+    is coming, whatever the reason), or None. The reason says which: a capacity failure (a scale-up's
+    back-off also backs off the pool EC2 names), or the group's own settings (a missing AMI, a subnet
+    out of addresses), which no pool of it can launch with."""
     window = timedelta(minutes=ctx.config.launch_failure_backoff_minutes)
     recent = [f for f in group.launch_failures if aware(f.at) > ctx.now - window]
-    if recent:
-        last = recent[-1]
-        message = last.message if len(last.message) <= 160 else last.message[:157] + "..."
-        return f"{group.name} launch failed {minutes(ctx.now - aware(last.at))} ago: {message}"
-    return None
+    if not recent:
+        return None
+    last = recent[-1]
+    message = last.message if len(last.message) <= 160 else last.message[:157] + "..."
+    ago = minutes(ctx.now - aware(last.at))
+    if last.capacity:
+        return f"{group.name} launch failed {ago} ago for capacity: {message}"
+    return (
+        f"{group.name} launch failed {ago} ago, not for capacity (the group's own settings: no pool of it "
+        f"can launch until they are fixed, so the whole group backs off): {message}"
+    )
 
 
 def pool_backoffs(ctx: Context, group: NodeGroup) -> tuple[list[str], int] | None:

@@ -15,7 +15,8 @@ registration timeout):
 * the plan removes it (``unregistered``: TerminateInstanceInAutoScalingGroup, decrementing the desired
   capacity; at the group's MinSize, which AWS will not decrement below, without: the group then
   launches a replacement, as after a failed health check). The removal step checks first that no Node
-  runs on the instance by now.
+  runs on the instance by now. Not while the group's Terminate process is suspended (Auto Scaling
+  would not terminate it): it is only no longer capacity coming, and the back-off's reason says so.
 
 A Node that registered but is not Ready counts as launching while it is younger than
 ``max_node_startup_minutes`` (cluster-autoscaler's ``--max-node-startup-time``, 15: a kubelet takes a
@@ -34,7 +35,7 @@ from datetime import datetime, timedelta
 
 from spillway.config import PlannerConfig
 from spillway.model.cluster import NodeInfo
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import TERMINATE, NodeGroup
 from spillway.model.state import GroupState, Since, State
 from spillway.planner.context import aware, iso, minutes
 from spillway.planner.types import Unregistered
@@ -95,15 +96,18 @@ def watch_joins(
             out.joining[iid] = Since(since=since)
             if now - since < limit:
                 continue
-            decrement = removable > 0
+            kept = group.suspension(TERMINATE)  # Auto Scaling would not terminate it: left, not counted
+            decrement = removable > 0 and kept is None
             removable -= decrement
             counts = out.removed if decrement else out.stale  # a replacement shows in a later snapshot
             counts[group.name] = counts.get(group.name, 0) + 1
-            out.unregistered.append(_overdue(group, iid, now - since, decrement))
+            if kept is None:
+                out.unregistered.append(_overdue(group, iid, now - since, decrement))
             out.backoffs[group.name] = GroupState(
                 backoff_until=now + timedelta(minutes=config.launch_failure_backoff_minutes),
                 reason=f"instance {iid} did not join the cluster within {minutes(limit)} "
-                f"(max_node_provision_minutes) since {iso(since)}",
+                f"(max_node_provision_minutes) since {iso(since)}"
+                + (f"; not removed: {kept}" if kept is not None else ""),
             )
     return out
 

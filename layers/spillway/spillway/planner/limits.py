@@ -168,8 +168,9 @@ class Limits:
                         add_into(c.used, {k: v * share[0] // share[1] for k, v in c.vector(shape).items()})
         for group in self.ctx.groups:
             # instances not registered yet, stale ones too (paid for); a registered node that is not
-            # Ready (or still starting) is charged above, as a node, not again as one launching
-            launching = group.desired - registered.get(group.name, 0)
+            # Ready (or still starting) is charged above, as a node, not again as one launching; none
+            # that a suspended Launch process never launches
+            launching = group.expected_size - registered.get(group.name, 0)
             if launching > 0 and group.template is not None:
                 self.charge(None, group, launching)
 

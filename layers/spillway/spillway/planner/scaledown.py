@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 
 from spillway.config import EMPTY, BudgetReason
 from spillway.model.k8s import DO_NOT_DISRUPT
+from spillway.model.nodegroup import TERMINATE
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
@@ -414,10 +415,18 @@ class ScaleDownStage:
         self.idle_state[node.info.name] = NodeState(idle_since=idle_since, draining_since=self.ctx.now)
 
     def limit(self, node: WorkNode, reason: BudgetReason = EMPTY) -> Verdict:
-        """MinSize, the per-plan scale-in cap, an instance to terminate, and the disruption budgets that
-        limit disruptions of ``reason`` (an empty node's drain, unless consolidation says otherwise)."""
+        """The group's Terminate process, MinSize, the per-plan scale-in cap, an instance to terminate, and
+        the disruption budgets that limit disruptions of ``reason`` (an empty node's drain, unless
+        consolidation says otherwise). A make-room drain keeps its node, so only the budgets bind it."""
         group = node.group
         assert group is not None
+        suspended = group.suspension(TERMINATE)
+        if suspended is not None:  # drained, its instance would stay and be paid for, its node empty
+            return (
+                codes.TERMINATE_SUSPENDED,
+                f"group {group.name}: {suspended}: Auto Scaling does not terminate its instances to scale "
+                "in until it is resumed",
+            )
         taken = self.taken.get(group.name, 0)
         left = group.desired - self.draining_now.get(group.name, 0) - taken
         if left <= group.min_size:
