@@ -653,6 +653,13 @@ def evict_with(core: CoreV1Api, name: str, delete_options: V1DeleteOptions | Non
     core.create_namespaced_pod_eviction(name, "default", body)
 
 
+def refused_eviction(core: CoreV1Api, name: str) -> int:
+    """The HTTP status the server refuses the eviction of pod ``name`` with (the test fails if it evicts)."""
+    with pytest.raises(ApiException) as refused:
+        evict(core, name)
+    return int(refused.value.status)
+
+
 def test_max_unavailable_budget_counts_the_replicaset_scale_not_the_pods_left(
     api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api
 ) -> None:
@@ -670,9 +677,7 @@ def test_max_unavailable_budget_counts_the_replicaset_scale_not_the_pods_left(
     status = policy.read_namespaced_pod_disruption_budget("web", "default").status
     assert (status.expected_pods, status.desired_healthy, status.current_healthy) == (3, 2, 2)
     assert status.disruptions_allowed == 0
-    with pytest.raises(ApiException) as refused:
-        evict(core, "web-1")
-    assert refused.value.status == 429
+    assert refused_eviction(core, "web-1") == 429
 
 
 def test_max_unavailable_budget_over_pods_without_a_controller_allows_no_eviction(
@@ -686,9 +691,7 @@ def test_max_unavailable_budget_over_pods_without_a_controller_allows_no_evictio
 
     status = policy.read_namespaced_pod_disruption_budget("web", "default").status
     assert (status.expected_pods, status.disruptions_allowed) == (0, 0)
-    with pytest.raises(ApiException) as refused:
-        evict(core, "web-0")
-    assert refused.value.status == 429
+    assert refused_eviction(core, "web-0") == 429
 
 
 def test_a_percentage_budget_counts_each_controller_once_and_a_deployment_for_its_replicaset(
@@ -755,9 +758,7 @@ def test_a_budget_whose_pods_controller_has_no_scale_fails_its_sync_and_allows_n
     [condition] = status.conditions
     assert (condition.type, condition.status, condition.reason, condition.message) == (
         "DisruptionAllowed", "False", "SyncFailed", why)  # fmt: skip
-    with pytest.raises(ApiException) as refused:
-        evict(core, "web-0")
-    assert refused.value.status == 429
+    assert refused_eviction(core, "web-0") == 429
 
 
 def test_a_running_pod_without_a_ready_condition_is_not_healthy_for_a_budget(
@@ -772,9 +773,7 @@ def test_a_running_pod_without_a_ready_condition_is_not_healthy_for_a_budget(
 
     status = policy.read_namespaced_pod_disruption_budget("web", "default").status
     assert (status.current_healthy, status.disruptions_allowed) == (0, 0)
-    with pytest.raises(ApiException) as refused:
-        evict(core, "web-0")
-    assert refused.value.status == 429
+    assert refused_eviction(core, "web-0") == 429
 
 
 def test_an_evicted_running_pod_stays_listed_terminating_for_its_grace_period(
