@@ -610,6 +610,28 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
 
 
+def test_a_failed_notice_comes_back_inside_a_spot_warnings_drain_window() -> None:
+    """Lambda guide, "Creating and configuring an Amazon SQS event source mapping" (a failed message,
+    listed in batchItemFailures or not, is visible again only when the queue's visibility timeout runs
+    out; Lambda refuses a mapping whose function timeout exceeds it); EC2 user guide, Spot interruption
+    notices (the instance goes two minutes after the warning). At 180 s, a warning whose StartExecution
+    or back-off was throttled once came back after its instance was gone. (Found by review.)"""
+    from spillway.local.cfn import load_template
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    queue = res["InterruptQueue"]["Properties"]
+    visibility = int(queue["VisibilityTimeout"])
+    receives = int(queue["RedrivePolicy"]["maxReceiveCount"])
+    fn = res["InterruptFunction"]["Properties"]
+    deadline = int(fn["Environment"]["Variables"]["INTERRUPTION_DEADLINE_SECONDS"])
+    assert int(fn["Timeout"]) <= visibility, "Lambda refuses the event source mapping"
+    # two more tries inside the drain's window, not one after the instance is gone
+    assert 2 * visibility <= deadline, f"a failed Spot warning comes back after {visibility} s"
+    # a passing failure (Lambda's own throttling costs receives too) has a few minutes; a poison
+    # message reaches the DLQ within ten
+    assert receives >= 5 and receives * visibility <= 600
+
+
 class RecordingDynamoDB:
     def __init__(self) -> None:
         self.puts: list[dict[str, Any]] = []
