@@ -1,7 +1,8 @@
 """Interruption notices (spillway.act.interrupt and functions/interrupt): parsing each event type from
 the samples in events/ (shaped as AWS documents them), mapping an instance to our Node through the latest
-snapshot, the drain each notice asks for, deterministic execution names, back-offs, and what a malformed
-message does (dropped, counted, never retried) against a failure that may pass (retried)."""
+snapshot, the drain each notice asks for, deterministic execution names, back-offs, and what the handler
+does with an event Spillway does not act on (dropped, counted), a malformed notice (reported failed, so it
+reaches the dead-letter queue) and a failure that may pass (retried)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from spillway.act.interrupt import (
     OWN_DRAIN_SNAPSHOT_SECONDS,
     Interrupter,
     InterruptSettings,
+    IrrelevantNotice,
     MalformedNotice,
     Notice,
     drain_plan,
@@ -140,7 +142,6 @@ def test_the_sqs_sample_carries_the_spot_warning_as_its_body() -> None:
         (lambda d: d["detail"].update({"instance-id": "not-an-instance"}), "detail.instance-id"),
         (lambda d: d.update({"time": "yesterday"}), "time"),
         (lambda d: d.update({"region": "Mars"}), "region"),
-        (lambda d: d.update({"detail-type": "EC2 Fleet Error"}), "detail-type"),
         (lambda d: d.update({"source": 7}), "source"),
     ],
 )
@@ -152,20 +153,43 @@ def test_a_malformed_warning_names_its_field(mutate: Any, field: str) -> None:
     assert err.value.field == field
 
 
-def test_not_json_and_health_events_of_other_services_are_malformed() -> None:
+def test_not_json_and_a_lifecycle_action_without_its_hook_are_malformed() -> None:
     with pytest.raises(MalformedNotice) as err:
         parse_notice("{not json")
     assert err.value.field == "body"
-    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
-    doc["detail"]["eventTypeCategory"] = "issue"
-    with pytest.raises(MalformedNotice) as err:
-        parse_notice(body(doc))
-    assert err.value.field == "detail.eventTypeCategory"
     doc = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
     del doc["detail"]["LifecycleHookName"]
     with pytest.raises(MalformedNotice) as err:
         parse_notice(body(doc))
     assert err.value.field == "detail.LifecycleHookName"
+
+
+@pytest.mark.parametrize(
+    ("sample_name", "mutate", "field"),
+    [
+        ("interrupt-spot-warning.json", lambda d: d.update({"detail-type": "EC2 Fleet Error"}), "detail-type"),
+        ("interrupt-health-scheduled.json", lambda d: d["detail"].update(eventTypeCategory="issue"),
+         "detail.eventTypeCategory"),
+        ("interrupt-health-scheduled.json", lambda d: d["detail"].update(service="RDS"),
+         "detail.eventTypeCategory"),
+        ("interrupt-health-scheduled.json",
+         lambda d: d["detail"].update(affectedEntities=[{"entityValue": "h-0123456789abcdef0"}]),
+         "detail.affectedEntities"),
+        ("interrupt-lifecycle-terminate.json",
+         lambda d: d["detail"].update(LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING"),
+         "detail.LifecycleTransition"),
+    ],
+)  # fmt: skip
+def test_an_event_spillway_does_not_act_on_is_irrelevant_not_malformed(
+    sample_name: str, mutate: Any, field: str
+) -> None:
+    """Another kind of event: nothing was missed, so it is dropped (the handler counts it), unlike a
+    notice Spillway acts on that it cannot read (MalformedNotice)."""
+    doc = copy.deepcopy(sample(sample_name))
+    mutate(doc)
+    with pytest.raises(IrrelevantNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == field and not isinstance(err.value, MalformedNotice)
 
 
 # --- the drain each notice asks for -----------------------------------------------------------------
@@ -527,33 +551,60 @@ def sqs_event(*bodies: str) -> dict[str, Any]:
     return {"Records": [{**template, "messageId": f"m-{i}", "body": b} for i, b in enumerate(bodies)]}
 
 
-def test_the_handler_drops_malformed_messages_and_reports_only_retryable_failures(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def run_batch(rig: Rig, monkeypatch: pytest.MonkeyPatch, *bodies: str) -> tuple[set[str], list[str]]:
+    """The interrupt function's record handler over one SQS batch: the ids reported failed, and the
+    metrics the handler counted itself."""
     import importlib.util
+
+    from aws_lambda_powertools.utilities.batch import process_partial_response
 
     spec = importlib.util.spec_from_file_location("interrupt_app", ROOT / "functions/interrupt/app.py")
     assert spec and spec.loader
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
-    rig = Rig(world())
-    interrupter = rig.interrupter()
-    warning = body(sample("interrupt-spot-warning.json"))
-    other = copy.deepcopy(sample("interrupt-rebalance.json"))
-    rig.workflows.fail("start", AwsThrottled("StartExecution throttled"), times=1)
-
-    from aws_lambda_powertools.utilities.batch import process_partial_response
-
     counted: list[str] = []
     monkeypatch.setattr(app, "add_count", lambda name, value: counted.append(name))
+    interrupter = rig.interrupter()
     result = process_partial_response(
-        event=sqs_event("{broken", warning, body(other)),
+        event=sqs_event(*bodies),
         record_handler=lambda record: app.handle_record(interrupter, record),
         processor=app.processor,
     )
-    # m-0 malformed: dropped; m-1 throttled: retried; m-2 fine.
-    assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
-    assert counted == ["InterruptMalformed"]
+    return {f["itemIdentifier"] for f in result["batchItemFailures"]}, counted
+
+
+def test_the_handler_drops_what_it_does_not_act_on_and_reports_malformed_and_retryable_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rig = Rig(world())
+    rig.workflows.fail("start", AwsThrottled("StartExecution throttled"), times=1)
+    fleet = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    fleet["detail-type"] = "EC2 Fleet Error"
+    failed, counted = run_batch(
+        rig,
+        monkeypatch,
+        "{broken",
+        body(sample("interrupt-spot-warning.json")),
+        body(sample("interrupt-rebalance.json")),
+        body(fleet),
+    )
+    # m-0 malformed: reported (to the DLQ); m-1 throttled: retried; m-2 fine; m-3 not ours to act on.
+    assert failed == {"m-0", "m-1"}
+    assert sorted(counted) == ["InterruptIgnored", "InterruptMalformed"]
+
+
+def test_a_malformed_notice_is_not_lost_silently(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lambda guide, partial batch responses (only the messages listed in batchItemFailures return, the
+    others are deleted) and SQS redrive (after maxReceiveCount receives, the dead-letter queue). A real
+    Spot warning Spillway fails to parse (a new field shape, an id format) was deleted with one log
+    line: nothing reached interrupt-dlq, the only alarmed path. Now it is reported failed, so it goes to
+    the DLQ without holding up the batch's other messages. (Found by review.)"""
+    broken = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    broken["detail"]["instance-id"] = "i-XYZ"
+    rig = Rig(world())
+    failed, counted = run_batch(rig, monkeypatch, body(broken), body(sample("interrupt-rebalance.json")))
+    assert failed == {"m-0"}, "a malformed Spot warning was deleted: no DLQ, no alarm"
+    assert counted == ["InterruptMalformed"] and len(rig.workflows.requests) == 1
 
 
 def test_notice_is_plain_data() -> None:

@@ -38,9 +38,16 @@ would be refused, and its failure would raise the drain alarm for nothing Spillw
 A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
 
-Messages are untrusted input. :func:`parse_notice` raises :class:`MalformedNotice` naming the field: such a
-message can never succeed, so the handler logs it, counts it and lets it go. Anything else that fails
-(the snapshot table, Step Functions, the state table) raises and the message is retried (then DLQ).
+Messages are untrusted input. :func:`parse_notice` tells two kinds of message apart, each error naming the
+field. :class:`IrrelevantNotice`: an event of a kind Spillway does not act on (another source or
+detail-type, a Health event of another service or category, a lifecycle transition other than
+terminate); nothing was missed, so the handler counts it and lets it go. :class:`MalformedNotice`:
+a message that should be a notice Spillway acts on (a Spot warning, rebalance recommendation, state
+change, Health event or lifecycle action, or a body that is not an event at all: only Spillway's rules
+may send to the queue) whose fields do not parse. It never succeeds, but it may be a real warning
+Spillway failed to read, so the handler reports it as failed: after the queue's maxReceiveCount receives
+it sits in the dead-letter queue, which is alarmed. Anything else that fails (the snapshot table, Step
+Functions, the state table) raises and the message is retried (then DLQ).
 """
 
 from __future__ import annotations
@@ -94,7 +101,14 @@ NAME_PREFIX: dict[Kind, str] = {
 
 
 class MalformedNotice(InputError):
-    """A message that is not a notice Spillway can act on, now or ever (dropped, never retried)."""
+    """A notice of a kind Spillway acts on (or a body that is not an event at all) whose fields do not
+    parse. No retry fixes it, but it may be a real warning Spillway failed to read: reported as a failed
+    record, so it reaches the (alarmed) dead-letter queue instead of vanishing."""
+
+
+class IrrelevantNotice(InputError):
+    """An event Spillway does not act on, now or ever: another kind of event. Nothing was missed:
+    dropped and counted, never retried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +171,8 @@ def _time(value: Any, where: str) -> datetime:
 
 
 def parse_notice(body: Any) -> Notice:
-    """An SQS message body (the EventBridge event as JSON) → :class:`Notice`, or :class:`MalformedNotice`."""
+    """An SQS message body (the EventBridge event as JSON) → :class:`Notice`; :class:`IrrelevantNotice`
+    for an event Spillway does not act on, :class:`MalformedNotice` for one it cannot read."""
     try:
         event = json.loads(body) if isinstance(body, str | bytes) else body
     except ValueError:
@@ -167,7 +182,7 @@ def parse_notice(body: Any) -> Notice:
     source, detail_type = _text(event, "source", "source"), _text(event, "detail-type", "detail-type")
     kind = KINDS.get((source, detail_type))
     if kind is None:
-        raise MalformedNotice(
+        raise IrrelevantNotice(
             f"{source} / {detail_type!r} is not a notice Spillway handles", field="detail-type"
         )
     detail = event.get("detail")
@@ -194,10 +209,11 @@ def _state_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
-    if detail.get("service") != "EC2" or detail.get("eventTypeCategory") != "scheduledChange":
-        raise MalformedNotice(
-            "only EC2 scheduledChange events are handled, got "
-            f"{json.dumps(detail.get('service'))}/{json.dumps(detail.get('eventTypeCategory'))}",
+    service = _text(detail, "service", "detail.service")
+    category = _text(detail, "eventTypeCategory", "detail.eventTypeCategory")
+    if (service, category) != ("EC2", "scheduledChange"):
+        raise IrrelevantNotice(
+            f"only EC2 scheduledChange events are handled, got {service[:40]!r}/{category[:40]!r}",
             field="detail.eventTypeCategory",
         )
     entities = detail.get("affectedEntities")
@@ -208,8 +224,8 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
         value = entity.get("entityValue") if isinstance(entity, Mapping) else None
         if isinstance(value, str) and value.startswith("i-"):
             ids.append(_instance(value, f"detail.affectedEntities[{i}].entityValue"))
-    if not ids:
-        raise MalformedNotice("names no EC2 instance", field="detail.affectedEntities")
+    if not ids:  # a Dedicated Host's, say: no instance of it is a Node to drain
+        raise IrrelevantNotice("names no EC2 instance", field="detail.affectedEntities")
     code = detail.get("eventArn") or detail.get("eventTypeCode")
     return {
         "instance_ids": tuple(dict.fromkeys(ids)),
@@ -219,8 +235,11 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _lifecycle_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
-    if detail.get("LifecycleTransition") != "autoscaling:EC2_INSTANCE_TERMINATING":
-        raise MalformedNotice("not a terminate transition", field="detail.LifecycleTransition")
+    transition = _text(detail, "LifecycleTransition", "detail.LifecycleTransition")
+    if transition != "autoscaling:EC2_INSTANCE_TERMINATING":
+        raise IrrelevantNotice(
+            f"not a terminate transition: {transition[:80]!r}", field="detail.LifecycleTransition"
+        )
     return {
         "instance_ids": (_instance(detail.get("EC2InstanceId"), "detail.EC2InstanceId"),),
         "group": _text(detail, "AutoScalingGroupName", "detail.AutoScalingGroupName"),
