@@ -172,6 +172,8 @@ def test_not_json_and_a_lifecycle_action_without_its_hook_are_malformed() -> Non
          "detail.eventTypeCategory"),
         ("interrupt-health-scheduled.json", lambda d: d["detail"].update(service="RDS"),
          "detail.eventTypeCategory"),
+        ("interrupt-health-scheduled.json", lambda d: d["detail"].update(statusCode="closed"),
+         "detail.statusCode"),
         ("interrupt-health-scheduled.json",
          lambda d: d["detail"].update(affectedEntities=[{"entityValue": "h-0123456789abcdef0"}]),
          "detail.affectedEntities"),
@@ -183,8 +185,8 @@ def test_not_json_and_a_lifecycle_action_without_its_hook_are_malformed() -> Non
 def test_an_event_spillway_does_not_act_on_is_irrelevant_not_malformed(
     sample_name: str, mutate: Any, field: str
 ) -> None:
-    """Another kind of event: nothing was missed, so it is dropped (the handler counts it), unlike a
-    notice Spillway acts on that it cannot read (MalformedNotice)."""
+    """Another kind of event, or a Health event that is over: nothing was missed, so it is dropped (the
+    handler counts it), unlike a notice Spillway acts on that it cannot read (MalformedNotice)."""
     doc = copy.deepcopy(sample(sample_name))
     mutate(doc)
     with pytest.raises(IrrelevantNotice) as err:
@@ -605,6 +607,31 @@ def test_a_malformed_notice_is_not_lost_silently(monkeypatch: pytest.MonkeyPatch
     failed, counted = run_batch(rig, monkeypatch, body(broken), body(sample("interrupt-rebalance.json")))
     assert failed == {"m-0"}, "a malformed Spot warning was deleted: no DLQ, no alarm"
     assert counted == ["InterruptMalformed"] and len(rig.workflows.requests) == 1
+
+
+def test_a_closed_health_event_does_not_force_drain_a_node_that_survived_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AWS Health user guide, "Reference: AWS Health events Amazon EventBridge schema" (detail.statusCode:
+    upcoming, open or closed; an event's updates share its eventArn) and the Health API's
+    EventStatusCode. A reboot is sent again as closed once done: its startTime is past, so the drain
+    had deadline 0 and force, under a "-force" name no earlier drain had taken when no update came
+    within the day, and force-drained a healthy rebooted node. Now it is dropped and counted, like
+    other events Spillway does not act on. (Found by review.)"""
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    doc["detail"].update(
+        eventTypeCode="AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED",
+        eventArn="arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED/x1",
+        startTime="Sun, 01 Mar 2026 09:00:00 GMT",
+        endTime="Sun, 01 Mar 2026 11:00:00 GMT",
+        statusCode="closed",
+    )
+    rig = Rig(world())
+    failed, counted = run_batch(rig, monkeypatch, body(doc))
+    assert rig.workflows.requests == [], "a closed (finished) change started a drain"
+    assert (failed, counted) == (set(), ["InterruptIgnored"])
+    doc["detail"]["statusCode"] = "open"  # the same event while it runs still drains
+    assert Rig(world()).handle(doc)[0]["outcome"] == "drain_started"
 
 
 def test_notice_is_plain_data() -> None:

@@ -14,7 +14,9 @@ Warning                                                                  (90) co
 Rebalance Recommendation interruption (no deadline from AWS)             ``rebalance_deadline_seconds``
 ``aws.health`` AWS       a scheduled change (retirement, reboot,         drain with a deadline before the
 Health Event (EC2,       maintenance) of the ``affectedEntities``        change's ``startTime`` (``force``
-scheduledChange)                                                         when it is within a day)
+scheduledChange)                                                         when it is within a day); none
+                                                                         once its ``statusCode`` is
+                                                                         ``closed`` (done, or cancelled)
 ``aws.ec2`` EC2 Instance the instance is ``shutting-down`` or            nothing left to drain: logged and
 State-change             ``terminated``                                  counted when it is still a Node
 Notification
@@ -40,8 +42,8 @@ A drain is one DrainNode execution named after the notice and the instance
 
 Messages are untrusted input. :func:`parse_notice` tells two kinds of message apart, each error naming the
 field. :class:`IrrelevantNotice`: an event of a kind Spillway does not act on (another source or
-detail-type, a Health event of another service or category, a lifecycle transition other than
-terminate); nothing was missed, so the handler counts it and lets it go. :class:`MalformedNotice`:
+detail-type, a Health event of another service or category or one that is over, a lifecycle transition
+other than terminate); nothing was missed, so the handler counts it and lets it go. :class:`MalformedNotice`:
 a message that should be a notice Spillway acts on (a Spot warning, rebalance recommendation, state
 change, Health event or lifecycle action, or a body that is not an event at all: only Spillway's rules
 may send to the queue) whose fields do not parse. It never succeeds, but it may be a real warning
@@ -107,8 +109,8 @@ class MalformedNotice(InputError):
 
 
 class IrrelevantNotice(InputError):
-    """An event Spillway does not act on, now or ever: another kind of event. Nothing was missed:
-    dropped and counted, never retried."""
+    """An event Spillway does not act on, now or ever: another kind, or a Health event that is over.
+    Nothing was missed: dropped and counted, never retried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +218,10 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
             f"only EC2 scheduledChange events are handled, got {service[:40]!r}/{category[:40]!r}",
             field="detail.eventTypeCategory",
         )
+    if detail.get("statusCode") == "closed":
+        # AWS Health sends an event again as closed once the change is done (or cancelled): draining
+        # then, with its startTime past, would force-drain a node that came through it
+        raise IrrelevantNotice("the scheduled change is over (closed)", field="detail.statusCode")
     entities = detail.get("affectedEntities")
     if not isinstance(entities, list) or not entities:
         raise MalformedNotice("must be a non-empty list", field="detail.affectedEntities")
