@@ -505,6 +505,35 @@ def test_a_lifecycle_action_on_a_node_a_spillway_drain_is_still_evicting_starts_
     assert request.input["terminate"] is False and request.input["group"] == "spot-gpu"
 
 
+@pytest.mark.parametrize("instance", ["i-0aaaaaaaaaaaaaaa1", INSTANCE])
+def test_a_lifecycle_action_of_a_group_not_ours_starts_no_drain(instance: str) -> None:
+    """Auto Scaling user guide, "EC2 Instance-terminate Lifecycle Action" (detail names the
+    AutoScalingGroupName; the rule takes every group of the account). A hook of a group not tagged for
+    the cluster (a self-managed group with its own termination handler) whose instance is a Node of the
+    cluster started a forced lifecycle drain that validation refuses: a failed execution and a drain
+    alarm on every scale-in of a group Spillway does not own. Judged by the group the action names,
+    whether the snapshot knows the node in no group (the first Node) or in one of its own (the
+    instance has moved since). (Found by review.)"""
+    rig = Rig(world())
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("not-spillways", [instance], tagged=False)
+    rig.cloud.add_hook("not-spillways", "drain-before-terminate", heartbeat=300)
+    doc = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    doc["detail"].update(EC2InstanceId=instance, AutoScalingGroupName="not-spillways")
+    [out] = rig.handle(doc)
+    assert (out["outcome"], rig.workflows.requests) == ("not_managed", []), out
+    assert rig.cloud.completed == [] and rig.counted("InterruptIgnored") == 1
+    assert rig.counted("LifecycleActionSeen") == 0
+
+
+def test_a_lifecycle_action_of_a_group_deleted_since_starts_no_drain() -> None:
+    rig = hooked()
+    assert rig.cloud is not None
+    del rig.cloud.groups[("us-east-1", "spot-gpu")]
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "not_managed" and rig.workflows.requests == []
+
+
 def test_a_lifecycle_action_whose_hook_is_gone_starts_nothing() -> None:
     rig = hooked()
     assert rig.cloud is not None

@@ -35,7 +35,8 @@ An instance is ours when the latest snapshot has a Node whose ``spec.providerID`
 instance is ignored. A Node of no group the snapshot knows is drained only when AWS says its instance is
 in an Auto Scaling group tagged for the cluster (one launched since the snapshot); another (a
 standalone instance, a group not tagged for Spillway, a Karpenter node) is ``not_managed``: its drain
-would be refused, and its failure would raise the drain alarm for nothing Spillway owns.
+would be refused, and its failure would raise the drain alarm for nothing Spillway owns. A lifecycle
+action is judged by the group it names, which is the one terminating the instance.
 
 A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
@@ -64,7 +65,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
-from spillway.errors import InputError, LifecycleActionNotFound
+from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import MAX_DEADLINE_SECONDS, LifecycleHook
@@ -454,12 +455,12 @@ class Interrupter:
             if gone:
                 self.metric("InstanceGoneUndrained", 1)
             return {**out, "outcome": "gone_undrained" if gone else "ignored", "state": notice.state}
+        if not self._ours(notice, target):
+            self.metric("InterruptIgnored", 1)
+            return {**out, "outcome": "not_managed"}
         if notice.kind == "lifecycle":
             self.metric("LifecycleActionSeen", 1)
             return {**out, **self._lifecycle(notice, target)}
-        if target.group is None and not self._managed(notice.region, instance_id):
-            self.metric("InterruptIgnored", 1)
-            return {**out, "outcome": "not_managed"}
         plan = drain_plan(notice, self.clock(), self.settings)
         assert plan is not None
         if notice.kind == "interruption":
@@ -473,6 +474,19 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
         }
 
+    def _ours(self, notice: Notice, target: Target) -> bool:
+        """Whether the group the notice concerns is one Spillway manages. A lifecycle action names the
+        group that terminates the instance: that group's, tagged for the cluster, or the drain's
+        validation would refuse it (a self-managed group with a hook of its own, say), a failed
+        execution and a drain alarm for nothing Spillway owns. Another notice: the instance's group in
+        the snapshot, or the group AWS puts it in now (one launched since the snapshot)."""
+        if notice.kind == "lifecycle":
+            known = target.group
+            if known is not None and (known.name, known.region) == (notice.group, notice.region):
+                return True
+            return self._group_managed(notice.region, notice.group)
+        return target.group is not None or self._managed(notice.region, target.instance_id)
+
     def _managed(self, region: str, instance_id: str) -> bool:
         """Whether the instance is in an Auto Scaling group tagged for the cluster, as AWS says now
         (DescribeAutoScalingInstances, DescribeAutoScalingGroups); without a cloud, the drain judges."""
@@ -481,7 +495,17 @@ class Interrupter:
         placement = self.cloud.placement(region, instance_id)
         if placement is None:
             return False
-        return is_managed(self.cloud.describe_group(region, placement.group), self.cluster)
+        return self._group_managed(region, placement.group)
+
+    def _group_managed(self, region: str, group: str) -> bool:
+        """Whether ``group`` is tagged for the cluster (DescribeAutoScalingGroups); a group deleted since
+        is not. Without a cloud, the drain judges."""
+        if self.cloud is None:
+            return True
+        try:
+            return is_managed(self.cloud.describe_group(region, group), self.cluster)
+        except AsgNotFound:
+            return False
 
     def _lifecycle(self, notice: Notice, target: Target) -> dict[str, Any]:
         """A terminate lifecycle action on one of our nodes: a drain that completes it (see the module
