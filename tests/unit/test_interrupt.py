@@ -369,6 +369,21 @@ def test_a_node_spillway_drained_is_not_counted_gone_undrained() -> None:
     assert out["outcome"] == "ignored" and rig.counted("InstanceGoneUndrained") == 0
 
 
+@pytest.mark.parametrize("state", ["stopping", "stopped"])
+def test_an_instance_stopping_under_a_node_is_counted_gone_undrained(state: str) -> None:
+    """EC2 user guide, "EC2 Instance State-change Notification" (detail.state: pending, running, stopping,
+    stopped, shutting-down, terminated); aws-node-termination-handler's queue mode drains on stopping and
+    stopped as on shutting-down and terminated (pkg/monitor/sqsevent/ec2-state-change-event.go). A Node
+    whose instance stops (by hand, or an AWS Health stop nobody drained) loses its pods as one whose
+    instance terminates: InstanceGoneUndrained said nothing of it. (Found by review.)"""
+    rig = Rig(world())
+    doc = copy.deepcopy(sample("interrupt-state-change.json"))
+    doc["detail"]["state"] = state
+    [out] = rig.handle(doc)
+    assert out["outcome"] == "gone_undrained" and rig.counted("InstanceGoneUndrained") == 1, out
+    assert rig.workflows.requests == []
+
+
 LIFECYCLE_AT = datetime(2026, 3, 2, 9, 31, tzinfo=UTC)  # the sample's time
 TOKEN = "87654321-4321-4321-4321-210987654321"
 

@@ -17,8 +17,8 @@ Health Event (EC2,       maintenance) of the ``affectedEntities``        change'
 scheduledChange)                                                         when it is within a day); none
                                                                          once its ``statusCode`` is
                                                                          ``closed`` (done, or cancelled)
-``aws.ec2`` EC2 Instance the instance is ``shutting-down`` or            nothing left to drain: logged and
-State-change             ``terminated``                                  counted when it is still a Node
+``aws.ec2`` EC2 Instance the instance is ``stopping``, ``stopped``,      nothing left to drain: logged and
+State-change             ``shutting-down`` or ``terminated``             counted when it is still a Node
 Notification
 ``aws.autoscaling`` EC2  the group is terminating the instance and a     drain, ``force``, no terminate,
 Instance-terminate       terminate lifecycle hook holds it in            deadline inside the hook's
@@ -86,7 +86,9 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("aws.health", "AWS Health Event"): "scheduled",
     ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action"): "lifecycle",
 }
-GONE_STATES = frozenset({"shutting-down", "terminated"})
+# States in which the instance's pods are gone with it (aws-node-termination-handler drains on the same
+# four: a stopped instance's Node is as empty as a terminated one's)
+GONE_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 # A snapshot at most this old at a lifecycle notice's time may complete the action on a node it shows
 # emptied by a Spillway drain (own_drain): observe writes one every 20 s by default; an older one
 # leaves the node to a lifecycle drain, which reads the cluster as it is
