@@ -28,7 +28,7 @@ from spillway.act.interrupt import (
     execution_name,
     parse_notice,
 )
-from spillway.errors import AwsThrottled, SnapshotNotFound
+from spillway.errors import AwsThrottled, NodeNotObserved, SnapshotNotFound
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
@@ -311,6 +311,36 @@ def test_an_instance_that_is_not_our_node_is_ignored() -> None:
     [out] = rig.handle(doc)
     assert out["outcome"] == "not_our_node" and rig.workflows.requests == [] and rig.ledger.backoffs == []
     assert rig.counted("InterruptIgnored") == 1
+
+
+def joining(at: datetime, *, tagged: bool = True) -> tuple[Rig, dict[str, Any]]:
+    """A Spot warning of an instance of a group (tagged for the cluster or not) that backs no Node of the
+    snapshot, handled at ``at``."""
+    rig = Rig(world(), now=at)
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("spot-new", ["i-0ccccccccccccccc1"], tagged=tagged)
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["detail"]["instance-id"] = "i-0ccccccccccccccc1"
+    return rig, doc
+
+
+def test_a_spot_warning_of_an_instance_of_ours_not_yet_in_the_snapshot_is_tried_again() -> None:
+    """The snapshot is up to 20 s old: a Node that joined since is not in it, and dropping its warning as
+    not_our_node left its pods to die with the instance. AWS puts the instance in a group tagged for
+    the cluster (no Kubernetes call): the record fails, so SQS hands it over again with a later
+    snapshot, while the warning's deadline runs; after it, or in another group, it is dropped."""
+    rig, doc = joining(WARNED_AT + timedelta(seconds=10))
+    with pytest.raises(NodeNotObserved):
+        rig.handle(doc)
+    assert rig.workflows.requests == [] and rig.ledger.backoffs == []
+
+    late, doc = joining(WARNED_AT + timedelta(seconds=90))  # the deadline has passed: nothing to win
+    assert late.handle(doc)[0]["outcome"] == "not_our_node"
+    theirs, doc = joining(WARNED_AT + timedelta(seconds=10), tagged=False)
+    assert theirs.handle(doc)[0]["outcome"] == "not_our_node"
+    rebalance = copy.deepcopy(sample("interrupt-rebalance.json"))
+    rebalance["detail"]["instance-id"] = "i-0ccccccccccccccc1"
+    assert joining(WARNED_AT)[0].handle(rebalance)[0]["outcome"] == "not_our_node"
 
 
 def test_a_notice_from_a_region_we_do_not_manage_is_ignored() -> None:
@@ -749,9 +779,10 @@ def test_a_failed_notice_comes_back_inside_a_spot_warnings_drain_window() -> Non
     assert int(fn["Timeout"]) <= visibility, "Lambda refuses the event source mapping"
     # two more tries inside the drain's window, not one after the instance is gone
     assert 2 * visibility <= deadline, f"a failed Spot warning comes back after {visibility} s"
-    # a passing failure (Lambda's own throttling costs receives too) has a few minutes; a poison
-    # message reaches the DLQ within ten
-    assert receives >= 5 and receives * visibility <= 600
+    # a warning tried again for a Node not yet observed (every try while its deadline runs, and the one
+    # that drops it) never reaches the DLQ; a passing failure (Lambda's own throttling costs receives
+    # too) has a few minutes; a poison message reaches the DLQ within ten
+    assert receives >= max(5, deadline // visibility + 2) and receives * visibility <= 600
 
 
 class RecordingDynamoDB:

@@ -32,11 +32,13 @@ Lifecycle Action         ``Terminating:Wait``                            Heartbe
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
-instance is ignored. A Node of no group the snapshot knows is drained only when AWS says its instance is
-in an Auto Scaling group tagged for the cluster (one launched since the snapshot); another (a
-standalone instance, a group not tagged for Spillway, a Karpenter node) is ``not_managed``: its drain
-would be refused, and its failure would raise the drain alarm for nothing Spillway owns. A lifecycle
-action is judged by the group it names, which is the one terminating the instance.
+instance is ignored, but a Spot warning of one AWS puts in a group tagged for the cluster is tried
+again (its Node may have joined since the snapshot) until the warning's deadline has passed. A Node of
+no group the snapshot knows is drained only when AWS says its instance is in an Auto Scaling group
+tagged for the cluster (one launched since the snapshot); another (a standalone instance, a group not
+tagged for Spillway, a Karpenter node) is ``not_managed``: its drain would be refused, and its failure
+would raise the drain alarm for nothing Spillway owns. A lifecycle action is judged by the group it
+names, which is the one terminating the instance.
 
 A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
@@ -50,7 +52,8 @@ change, Health event or lifecycle action, or a body that is not an event at all:
 may send to the queue) whose fields do not parse. It never succeeds, but it may be a real warning
 Spillway failed to read, so the handler reports it as failed: after the queue's maxReceiveCount receives
 it sits in the dead-letter queue, which is alarmed. Anything else that fails (the snapshot table, Step
-Functions, the state table) raises and the message is retried (then DLQ).
+Functions, the state table, a Spot warning of an instance of a managed group the snapshot does not show
+yet) raises and the message is retried (then DLQ).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
-from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound
+from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import MAX_DEADLINE_SECONDS, LifecycleHook
@@ -448,6 +451,11 @@ class Interrupter:
         target = find_target(self.snapshot(), instance_id, notice.region)
         out: dict[str, Any] = {"instance_id": instance_id, "kind": notice.kind}
         if target is None:
+            if self._joining(notice, instance_id):
+                raise NodeNotObserved(
+                    f"{instance_id} is in a group of cluster {self.cluster!r} but backs no Node of the "
+                    "latest snapshot yet: its Spot warning is tried again with a later one"
+                )
             self.metric("InterruptIgnored", 1)
             return {**out, "outcome": "not_our_node"}
         out["node"] = target.node.name
@@ -488,6 +496,16 @@ class Interrupter:
                 return True
             return self._group_managed(notice.region, notice.group)
         return target.group is not None or self._managed(notice.region, target.instance_id)
+
+    def _joining(self, notice: Notice, instance_id: str) -> bool:
+        """Whether a Spot warning of an instance no Node of the snapshot names is worth another try: the
+        instance is in a group tagged for the cluster (its Node may have joined since the snapshot, which
+        observe replaces every 20 s) and the warning's deadline has not passed (after it a drain would
+        start with none left: the notice is then dropped as ``not_our_node``, before the DLQ)."""
+        if notice.kind != "interruption" or self.cloud is None:
+            return False
+        age = (self.clock() - notice.time).total_seconds()
+        return age < self.settings.interruption_deadline_seconds and self._managed(notice.region, instance_id)
 
     def _managed(self, region: str, instance_id: str) -> bool:
         """Whether the instance is in an Auto Scaling group tagged for the cluster, as AWS says now
