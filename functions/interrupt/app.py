@@ -4,8 +4,10 @@ Each SQS record's body is one EventBridge event (Spot interruption warning, reba
 AWS Health scheduled change, instance state change, terminate lifecycle action). Thin: the work is
 :mod:`spillway.act.interrupt`. Partial batch responses (Powertools batch utilities): a record that
 failed for a reason that may pass (Step Functions, DynamoDB, no snapshot yet) is reported in
-``batchItemFailures`` and comes back; a malformed one (:class:`MalformedNotice`, the field named in
-the log) is dropped and counted, since no retry can fix it.
+``batchItemFailures`` and comes back after the queue's visibility timeout; so is a malformed one
+(:class:`MalformedNotice`, the field named in the log), which no retry fixes but which may be a real
+warning Spillway failed to read: after maxReceiveCount receives it sits in the alarmed dead-letter
+queue. An event Spillway does not act on (:class:`IrrelevantNotice`) is dropped and counted.
 
 Metrics (EMF): InterruptDrainsStarted, InterruptDuplicates, InterruptIgnored, InterruptMalformed,
 InstanceGoneUndrained, LifecycleActionSeen, LifecycleActionsCompleted, GroupsBackedOff.
@@ -18,25 +20,33 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from spillway.act.interrupt import Interrupter, parse_notice
+from spillway.act.interrupt import Interrupter, IrrelevantNotice, MalformedNotice, parse_notice
 from spillway.clients import get_clients
-from spillway.errors import InputError
 from spillway.observability import add_count, logger, metrics, set_cluster, tracer
 
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def handle_record(interrupter: Interrupter, record: SQSRecord) -> list[dict[str, Any]]:
-    """One message: its outcomes, or [] when it is dropped as malformed. Other errors propagate."""
+    """One message: its outcomes, or [] when it is an event Spillway does not act on. Every error
+    propagates (the record is reported failed), a malformed notice's too, so that it reaches the DLQ."""
     try:
-        outcomes = interrupter.handle(parse_notice(record.body))
-    except InputError as exc:
-        add_count("InterruptMalformed", 1)
-        logger.warning(
-            "notice dropped: it cannot succeed on retry",
+        notice = parse_notice(record.body)
+    except IrrelevantNotice as exc:
+        add_count("InterruptIgnored", 1)
+        logger.info(
+            "event ignored: not a notice Spillway acts on",
             extra={"message_id": record.message_id, "field": exc.field, "error": str(exc)},
         )
         return []
+    except MalformedNotice as exc:
+        add_count("InterruptMalformed", 1)
+        logger.error(
+            "notice malformed: reported failed, it goes to the dead-letter queue after maxReceiveCount receives",
+            extra={"message_id": record.message_id, "field": exc.field, "error": str(exc)},
+        )
+        raise
+    outcomes = interrupter.handle(notice)
     logger.info("notice handled", extra={"message_id": record.message_id, "outcomes": outcomes})
     return outcomes
 

@@ -1,7 +1,8 @@
 """Interruption notices (spillway.act.interrupt and functions/interrupt): parsing each event type from
 the samples in events/ (shaped as AWS documents them), mapping an instance to our Node through the latest
-snapshot, the drain each notice asks for, deterministic execution names, back-offs, and what a malformed
-message does (dropped, counted, never retried) against a failure that may pass (retried)."""
+snapshot, the drain each notice asks for, deterministic execution names, back-offs, and what the handler
+does with an event Spillway does not act on (dropped, counted), a malformed notice (reported failed, so it
+reaches the dead-letter queue) and a failure that may pass (retried)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ from spillway.act.interrupt import (
     OWN_DRAIN_SNAPSHOT_SECONDS,
     Interrupter,
     InterruptSettings,
+    IrrelevantNotice,
     MalformedNotice,
     Notice,
     drain_plan,
     execution_name,
     parse_notice,
 )
-from spillway.errors import AwsThrottled, SnapshotNotFound
+from spillway.errors import AwsThrottled, NodeNotObserved, SnapshotNotFound
 from spillway.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.snapshot import Snapshot
@@ -140,7 +142,6 @@ def test_the_sqs_sample_carries_the_spot_warning_as_its_body() -> None:
         (lambda d: d["detail"].update({"instance-id": "not-an-instance"}), "detail.instance-id"),
         (lambda d: d.update({"time": "yesterday"}), "time"),
         (lambda d: d.update({"region": "Mars"}), "region"),
-        (lambda d: d.update({"detail-type": "EC2 Fleet Error"}), "detail-type"),
         (lambda d: d.update({"source": 7}), "source"),
     ],
 )
@@ -152,20 +153,45 @@ def test_a_malformed_warning_names_its_field(mutate: Any, field: str) -> None:
     assert err.value.field == field
 
 
-def test_not_json_and_health_events_of_other_services_are_malformed() -> None:
+def test_not_json_and_a_lifecycle_action_without_its_hook_are_malformed() -> None:
     with pytest.raises(MalformedNotice) as err:
         parse_notice("{not json")
     assert err.value.field == "body"
-    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
-    doc["detail"]["eventTypeCategory"] = "issue"
-    with pytest.raises(MalformedNotice) as err:
-        parse_notice(body(doc))
-    assert err.value.field == "detail.eventTypeCategory"
     doc = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
     del doc["detail"]["LifecycleHookName"]
     with pytest.raises(MalformedNotice) as err:
         parse_notice(body(doc))
     assert err.value.field == "detail.LifecycleHookName"
+
+
+@pytest.mark.parametrize(
+    ("sample_name", "mutate", "field"),
+    [
+        ("interrupt-spot-warning.json", lambda d: d.update({"detail-type": "EC2 Fleet Error"}), "detail-type"),
+        ("interrupt-health-scheduled.json", lambda d: d["detail"].update(eventTypeCategory="issue"),
+         "detail.eventTypeCategory"),
+        ("interrupt-health-scheduled.json", lambda d: d["detail"].update(service="RDS"),
+         "detail.eventTypeCategory"),
+        ("interrupt-health-scheduled.json", lambda d: d["detail"].update(statusCode="closed"),
+         "detail.statusCode"),
+        ("interrupt-health-scheduled.json",
+         lambda d: d["detail"].update(affectedEntities=[{"entityValue": "h-0123456789abcdef0"}]),
+         "detail.affectedEntities"),
+        ("interrupt-lifecycle-terminate.json",
+         lambda d: d["detail"].update(LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING"),
+         "detail.LifecycleTransition"),
+    ],
+)  # fmt: skip
+def test_an_event_spillway_does_not_act_on_is_irrelevant_not_malformed(
+    sample_name: str, mutate: Any, field: str
+) -> None:
+    """Another kind of event, or a Health event that is over: nothing was missed, so it is dropped (the
+    handler counts it), unlike a notice Spillway acts on that it cannot read (MalformedNotice)."""
+    doc = copy.deepcopy(sample(sample_name))
+    mutate(doc)
+    with pytest.raises(IrrelevantNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == field and not isinstance(err.value, MalformedNotice)
 
 
 # --- the drain each notice asks for -----------------------------------------------------------------
@@ -287,6 +313,36 @@ def test_an_instance_that_is_not_our_node_is_ignored() -> None:
     assert rig.counted("InterruptIgnored") == 1
 
 
+def joining(at: datetime, *, tagged: bool = True) -> tuple[Rig, dict[str, Any]]:
+    """A Spot warning of an instance of a group (tagged for the cluster or not) that backs no Node of the
+    snapshot, handled at ``at``."""
+    rig = Rig(world(), now=at)
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("spot-new", ["i-0ccccccccccccccc1"], tagged=tagged)
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["detail"]["instance-id"] = "i-0ccccccccccccccc1"
+    return rig, doc
+
+
+def test_a_spot_warning_of_an_instance_of_ours_not_yet_in_the_snapshot_is_tried_again() -> None:
+    """The snapshot is up to 20 s old: a Node that joined since is not in it, and dropping its warning as
+    not_our_node left its pods to die with the instance. AWS puts the instance in a group tagged for
+    the cluster (no Kubernetes call): the record fails, so SQS hands it over again with a later
+    snapshot, while the warning's deadline runs; after it, or in another group, it is dropped."""
+    rig, doc = joining(WARNED_AT + timedelta(seconds=10))
+    with pytest.raises(NodeNotObserved):
+        rig.handle(doc)
+    assert rig.workflows.requests == [] and rig.ledger.backoffs == []
+
+    late, doc = joining(WARNED_AT + timedelta(seconds=90))  # the deadline has passed: nothing to win
+    assert late.handle(doc)[0]["outcome"] == "not_our_node"
+    theirs, doc = joining(WARNED_AT + timedelta(seconds=10), tagged=False)
+    assert theirs.handle(doc)[0]["outcome"] == "not_our_node"
+    rebalance = copy.deepcopy(sample("interrupt-rebalance.json"))
+    rebalance["detail"]["instance-id"] = "i-0ccccccccccccccc1"
+    assert joining(WARNED_AT)[0].handle(rebalance)[0]["outcome"] == "not_our_node"
+
+
 def test_a_notice_from_a_region_we_do_not_manage_is_ignored() -> None:
     rig = Rig(world())
     doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
@@ -341,6 +397,21 @@ def test_a_node_spillway_drained_is_not_counted_gone_undrained() -> None:
     [out] = rig.handle(sample("interrupt-state-change.json"))
 
     assert out["outcome"] == "ignored" and rig.counted("InstanceGoneUndrained") == 0
+
+
+@pytest.mark.parametrize("state", ["stopping", "stopped"])
+def test_an_instance_stopping_under_a_node_is_counted_gone_undrained(state: str) -> None:
+    """EC2 user guide, "EC2 Instance State-change Notification" (detail.state: pending, running, stopping,
+    stopped, shutting-down, terminated); aws-node-termination-handler's queue mode drains on stopping and
+    stopped as on shutting-down and terminated (pkg/monitor/sqsevent/ec2-state-change-event.go). A Node
+    whose instance stops (by hand, or an AWS Health stop nobody drained) loses its pods as one whose
+    instance terminates: InstanceGoneUndrained said nothing of it. (Found by review.)"""
+    rig = Rig(world())
+    doc = copy.deepcopy(sample("interrupt-state-change.json"))
+    doc["detail"]["state"] = state
+    [out] = rig.handle(doc)
+    assert out["outcome"] == "gone_undrained" and rig.counted("InstanceGoneUndrained") == 1, out
+    assert rig.workflows.requests == []
 
 
 LIFECYCLE_AT = datetime(2026, 3, 2, 9, 31, tzinfo=UTC)  # the sample's time
@@ -479,6 +550,35 @@ def test_a_lifecycle_action_on_a_node_a_spillway_drain_is_still_evicting_starts_
     assert request.input["terminate"] is False and request.input["group"] == "spot-gpu"
 
 
+@pytest.mark.parametrize("instance", ["i-0aaaaaaaaaaaaaaa1", INSTANCE])
+def test_a_lifecycle_action_of_a_group_not_ours_starts_no_drain(instance: str) -> None:
+    """Auto Scaling user guide, "EC2 Instance-terminate Lifecycle Action" (detail names the
+    AutoScalingGroupName; the rule takes every group of the account). A hook of a group not tagged for
+    the cluster (a self-managed group with its own termination handler) whose instance is a Node of the
+    cluster started a forced lifecycle drain that validation refuses: a failed execution and a drain
+    alarm on every scale-in of a group Spillway does not own. Judged by the group the action names,
+    whether the snapshot knows the node in no group (the first Node) or in one of its own (the
+    instance has moved since). (Found by review.)"""
+    rig = Rig(world())
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("not-spillways", [instance], tagged=False)
+    rig.cloud.add_hook("not-spillways", "drain-before-terminate", heartbeat=300)
+    doc = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    doc["detail"].update(EC2InstanceId=instance, AutoScalingGroupName="not-spillways")
+    [out] = rig.handle(doc)
+    assert (out["outcome"], rig.workflows.requests) == ("not_managed", []), out
+    assert rig.cloud.completed == [] and rig.counted("InterruptIgnored") == 1
+    assert rig.counted("LifecycleActionSeen") == 0
+
+
+def test_a_lifecycle_action_of_a_group_deleted_since_starts_no_drain() -> None:
+    rig = hooked()
+    assert rig.cloud is not None
+    del rig.cloud.groups[("us-east-1", "spot-gpu")]
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "not_managed" and rig.workflows.requests == []
+
+
 def test_a_lifecycle_action_whose_hook_is_gone_starts_nothing() -> None:
     rig = hooked()
     assert rig.cloud is not None
@@ -527,33 +627,85 @@ def sqs_event(*bodies: str) -> dict[str, Any]:
     return {"Records": [{**template, "messageId": f"m-{i}", "body": b} for i, b in enumerate(bodies)]}
 
 
-def test_the_handler_drops_malformed_messages_and_reports_only_retryable_failures(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def run_batch(rig: Rig, monkeypatch: pytest.MonkeyPatch, *bodies: str) -> tuple[set[str], list[str]]:
+    """The interrupt function's record handler over one SQS batch: the ids reported failed, and the
+    metrics the handler counted itself."""
     import importlib.util
+
+    from aws_lambda_powertools.utilities.batch import process_partial_response
 
     spec = importlib.util.spec_from_file_location("interrupt_app", ROOT / "functions/interrupt/app.py")
     assert spec and spec.loader
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
-    rig = Rig(world())
-    interrupter = rig.interrupter()
-    warning = body(sample("interrupt-spot-warning.json"))
-    other = copy.deepcopy(sample("interrupt-rebalance.json"))
-    rig.workflows.fail("start", AwsThrottled("StartExecution throttled"), times=1)
-
-    from aws_lambda_powertools.utilities.batch import process_partial_response
-
     counted: list[str] = []
     monkeypatch.setattr(app, "add_count", lambda name, value: counted.append(name))
+    interrupter = rig.interrupter()
     result = process_partial_response(
-        event=sqs_event("{broken", warning, body(other)),
+        event=sqs_event(*bodies),
         record_handler=lambda record: app.handle_record(interrupter, record),
         processor=app.processor,
     )
-    # m-0 malformed: dropped; m-1 throttled: retried; m-2 fine.
-    assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
-    assert counted == ["InterruptMalformed"]
+    return {f["itemIdentifier"] for f in result["batchItemFailures"]}, counted
+
+
+def test_the_handler_drops_what_it_does_not_act_on_and_reports_malformed_and_retryable_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rig = Rig(world())
+    rig.workflows.fail("start", AwsThrottled("StartExecution throttled"), times=1)
+    fleet = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    fleet["detail-type"] = "EC2 Fleet Error"
+    failed, counted = run_batch(
+        rig,
+        monkeypatch,
+        "{broken",
+        body(sample("interrupt-spot-warning.json")),
+        body(sample("interrupt-rebalance.json")),
+        body(fleet),
+    )
+    # m-0 malformed: reported (to the DLQ); m-1 throttled: retried; m-2 fine; m-3 not ours to act on.
+    assert failed == {"m-0", "m-1"}
+    assert sorted(counted) == ["InterruptIgnored", "InterruptMalformed"]
+
+
+def test_a_malformed_notice_is_not_lost_silently(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lambda guide, partial batch responses (only the messages listed in batchItemFailures return, the
+    others are deleted) and SQS redrive (after maxReceiveCount receives, the dead-letter queue). A real
+    Spot warning Spillway fails to parse (a new field shape, an id format) was deleted with one log
+    line: nothing reached interrupt-dlq, the only alarmed path. Now it is reported failed, so it goes to
+    the DLQ without holding up the batch's other messages. (Found by review.)"""
+    broken = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    broken["detail"]["instance-id"] = "i-XYZ"
+    rig = Rig(world())
+    failed, counted = run_batch(rig, monkeypatch, body(broken), body(sample("interrupt-rebalance.json")))
+    assert failed == {"m-0"}, "a malformed Spot warning was deleted: no DLQ, no alarm"
+    assert counted == ["InterruptMalformed"] and len(rig.workflows.requests) == 1
+
+
+def test_a_closed_health_event_does_not_force_drain_a_node_that_survived_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AWS Health user guide, "Reference: AWS Health events Amazon EventBridge schema" (detail.statusCode:
+    upcoming, open or closed; an event's updates share its eventArn) and the Health API's
+    EventStatusCode. A reboot is sent again as closed once done: its startTime is past, so the drain
+    had deadline 0 and force, under a "-force" name no earlier drain had taken when no update came
+    within the day, and force-drained a healthy rebooted node. Now it is dropped and counted, like
+    other events Spillway does not act on. (Found by review.)"""
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    doc["detail"].update(
+        eventTypeCode="AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED",
+        eventArn="arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED/x1",
+        startTime="Sun, 01 Mar 2026 09:00:00 GMT",
+        endTime="Sun, 01 Mar 2026 11:00:00 GMT",
+        statusCode="closed",
+    )
+    rig = Rig(world())
+    failed, counted = run_batch(rig, monkeypatch, body(doc))
+    assert rig.workflows.requests == [], "a closed (finished) change started a drain"
+    assert (failed, counted) == (set(), ["InterruptIgnored"])
+    doc["detail"]["statusCode"] = "open"  # the same event while it runs still drains
+    assert Rig(world()).handle(doc)[0]["outcome"] == "drain_started"
 
 
 def test_notice_is_plain_data() -> None:
@@ -608,6 +760,29 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
+
+
+def test_a_failed_notice_comes_back_inside_a_spot_warnings_drain_window() -> None:
+    """Lambda guide, "Creating and configuring an Amazon SQS event source mapping" (a failed message,
+    listed in batchItemFailures or not, is visible again only when the queue's visibility timeout runs
+    out; Lambda refuses a mapping whose function timeout exceeds it); EC2 user guide, Spot interruption
+    notices (the instance goes two minutes after the warning). At 180 s, a warning whose StartExecution
+    or back-off was throttled once came back after its instance was gone. (Found by review.)"""
+    from spillway.local.cfn import load_template
+
+    res = load_template(ROOT / "template.yaml")["Resources"]
+    queue = res["InterruptQueue"]["Properties"]
+    visibility = int(queue["VisibilityTimeout"])
+    receives = int(queue["RedrivePolicy"]["maxReceiveCount"])
+    fn = res["InterruptFunction"]["Properties"]
+    deadline = int(fn["Environment"]["Variables"]["INTERRUPTION_DEADLINE_SECONDS"])
+    assert int(fn["Timeout"]) <= visibility, "Lambda refuses the event source mapping"
+    # two more tries inside the drain's window, not one after the instance is gone
+    assert 2 * visibility <= deadline, f"a failed Spot warning comes back after {visibility} s"
+    # a warning tried again for a Node not yet observed (every try while its deadline runs, and the one
+    # that drops it) never reaches the DLQ; a passing failure (Lambda's own throttling costs receives
+    # too) has a few minutes; a poison message reaches the DLQ within ten
+    assert receives >= max(5, deadline // visibility + 2) and receives * visibility <= 600
 
 
 class RecordingDynamoDB:

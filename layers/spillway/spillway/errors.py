@@ -164,6 +164,11 @@ class SnapshotNotFound(SnapshotError):
     """No complete snapshot for that cluster (and time)."""
 
 
+class NodeNotObserved(SnapshotError):
+    """An instance of a group Spillway manages backs no Node of the latest snapshot yet (its Node joined,
+    or is joining, after it): the interrupt function tries its Spot warning again with a later one."""
+
+
 class StaleSnapshot(SnapshotError):
     """The newest snapshot is older than the planner may act on."""
 

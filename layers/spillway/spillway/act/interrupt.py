@@ -14,9 +14,11 @@ Warning                                                                  (90) co
 Rebalance Recommendation interruption (no deadline from AWS)             ``rebalance_deadline_seconds``
 ``aws.health`` AWS       a scheduled change (retirement, reboot,         drain with a deadline before the
 Health Event (EC2,       maintenance) of the ``affectedEntities``        change's ``startTime`` (``force``
-scheduledChange)                                                         when it is within a day)
-``aws.ec2`` EC2 Instance the instance is ``shutting-down`` or            nothing left to drain: logged and
-State-change             ``terminated``                                  counted when it is still a Node
+scheduledChange)                                                         when it is within a day); none
+                                                                         once its ``statusCode`` is
+                                                                         ``closed`` (done, or cancelled)
+``aws.ec2`` EC2 Instance the instance is ``stopping``, ``stopped``,      nothing left to drain: logged and
+State-change             ``shutting-down`` or ``terminated``             counted when it is still a Node
 Notification
 ``aws.autoscaling`` EC2  the group is terminating the instance and a     drain, ``force``, no terminate,
 Instance-terminate       terminate lifecycle hook holds it in            deadline inside the hook's
@@ -30,17 +32,28 @@ Lifecycle Action         ``Terminating:Wait``                            Heartbe
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
-instance is ignored. A Node of no group the snapshot knows is drained only when AWS says its instance is
-in an Auto Scaling group tagged for the cluster (one launched since the snapshot); another (a
-standalone instance, a group not tagged for Spillway, a Karpenter node) is ``not_managed``: its drain
-would be refused, and its failure would raise the drain alarm for nothing Spillway owns.
+instance is ignored, but a Spot warning of one AWS puts in a group tagged for the cluster is tried
+again (its Node may have joined since the snapshot) until the warning's deadline has passed. A Node of
+no group the snapshot knows is drained only when AWS says its instance is in an Auto Scaling group
+tagged for the cluster (one launched since the snapshot); another (a standalone instance, a group not
+tagged for Spillway, a Karpenter node) is ``not_managed``: its drain would be refused, and its failure
+would raise the drain alarm for nothing Spillway owns. A lifecycle action is judged by the group it
+names, which is the one terminating the instance.
 
 A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
 
-Messages are untrusted input. :func:`parse_notice` raises :class:`MalformedNotice` naming the field: such a
-message can never succeed, so the handler logs it, counts it and lets it go. Anything else that fails
-(the snapshot table, Step Functions, the state table) raises and the message is retried (then DLQ).
+Messages are untrusted input. :func:`parse_notice` tells two kinds of message apart, each error naming the
+field. :class:`IrrelevantNotice`: an event of a kind Spillway does not act on (another source or
+detail-type, a Health event of another service or category or one that is over, a lifecycle transition
+other than terminate); nothing was missed, so the handler counts it and lets it go. :class:`MalformedNotice`:
+a message that should be a notice Spillway acts on (a Spot warning, rebalance recommendation, state
+change, Health event or lifecycle action, or a body that is not an event at all: only Spillway's rules
+may send to the queue) whose fields do not parse. It never succeeds, but it may be a real warning
+Spillway failed to read, so the handler reports it as failed: after the queue's maxReceiveCount receives
+it sits in the dead-letter queue, which is alarmed. Anything else that fails (the snapshot table, Step
+Functions, the state table, a Spot warning of an instance of a managed group the snapshot does not show
+yet) raises and the message is retried (then DLQ).
 """
 
 from __future__ import annotations
@@ -55,7 +68,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
-from spillway.errors import InputError, LifecycleActionNotFound
+from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import MAX_DEADLINE_SECONDS, LifecycleHook
@@ -76,7 +89,9 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("aws.health", "AWS Health Event"): "scheduled",
     ("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action"): "lifecycle",
 }
-GONE_STATES = frozenset({"shutting-down", "terminated"})
+# States in which the instance's pods are gone with it (aws-node-termination-handler drains on the same
+# four: a stopped instance's Node is as empty as a terminated one's)
+GONE_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 # A snapshot at most this old at a lifecycle notice's time may complete the action on a node it shows
 # emptied by a Spillway drain (own_drain): observe writes one every 20 s by default; an older one
 # leaves the node to a lifecycle drain, which reads the cluster as it is
@@ -94,7 +109,14 @@ NAME_PREFIX: dict[Kind, str] = {
 
 
 class MalformedNotice(InputError):
-    """A message that is not a notice Spillway can act on, now or ever (dropped, never retried)."""
+    """A notice of a kind Spillway acts on (or a body that is not an event at all) whose fields do not
+    parse. No retry fixes it, but it may be a real warning Spillway failed to read: reported as a failed
+    record, so it reaches the (alarmed) dead-letter queue instead of vanishing."""
+
+
+class IrrelevantNotice(InputError):
+    """An event Spillway does not act on, now or ever: another kind, or a Health event that is over.
+    Nothing was missed: dropped and counted, never retried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +179,8 @@ def _time(value: Any, where: str) -> datetime:
 
 
 def parse_notice(body: Any) -> Notice:
-    """An SQS message body (the EventBridge event as JSON) → :class:`Notice`, or :class:`MalformedNotice`."""
+    """An SQS message body (the EventBridge event as JSON) → :class:`Notice`; :class:`IrrelevantNotice`
+    for an event Spillway does not act on, :class:`MalformedNotice` for one it cannot read."""
     try:
         event = json.loads(body) if isinstance(body, str | bytes) else body
     except ValueError:
@@ -167,7 +190,7 @@ def parse_notice(body: Any) -> Notice:
     source, detail_type = _text(event, "source", "source"), _text(event, "detail-type", "detail-type")
     kind = KINDS.get((source, detail_type))
     if kind is None:
-        raise MalformedNotice(
+        raise IrrelevantNotice(
             f"{source} / {detail_type!r} is not a notice Spillway handles", field="detail-type"
         )
     detail = event.get("detail")
@@ -194,12 +217,17 @@ def _state_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
-    if detail.get("service") != "EC2" or detail.get("eventTypeCategory") != "scheduledChange":
-        raise MalformedNotice(
-            "only EC2 scheduledChange events are handled, got "
-            f"{json.dumps(detail.get('service'))}/{json.dumps(detail.get('eventTypeCategory'))}",
+    service = _text(detail, "service", "detail.service")
+    category = _text(detail, "eventTypeCategory", "detail.eventTypeCategory")
+    if (service, category) != ("EC2", "scheduledChange"):
+        raise IrrelevantNotice(
+            f"only EC2 scheduledChange events are handled, got {service[:40]!r}/{category[:40]!r}",
             field="detail.eventTypeCategory",
         )
+    if detail.get("statusCode") == "closed":
+        # AWS Health sends an event again as closed once the change is done (or cancelled): draining
+        # then, with its startTime past, would force-drain a node that came through it
+        raise IrrelevantNotice("the scheduled change is over (closed)", field="detail.statusCode")
     entities = detail.get("affectedEntities")
     if not isinstance(entities, list) or not entities:
         raise MalformedNotice("must be a non-empty list", field="detail.affectedEntities")
@@ -208,8 +236,8 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
         value = entity.get("entityValue") if isinstance(entity, Mapping) else None
         if isinstance(value, str) and value.startswith("i-"):
             ids.append(_instance(value, f"detail.affectedEntities[{i}].entityValue"))
-    if not ids:
-        raise MalformedNotice("names no EC2 instance", field="detail.affectedEntities")
+    if not ids:  # a Dedicated Host's, say: no instance of it is a Node to drain
+        raise IrrelevantNotice("names no EC2 instance", field="detail.affectedEntities")
     code = detail.get("eventArn") or detail.get("eventTypeCode")
     return {
         "instance_ids": tuple(dict.fromkeys(ids)),
@@ -219,8 +247,11 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _lifecycle_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
-    if detail.get("LifecycleTransition") != "autoscaling:EC2_INSTANCE_TERMINATING":
-        raise MalformedNotice("not a terminate transition", field="detail.LifecycleTransition")
+    transition = _text(detail, "LifecycleTransition", "detail.LifecycleTransition")
+    if transition != "autoscaling:EC2_INSTANCE_TERMINATING":
+        raise IrrelevantNotice(
+            f"not a terminate transition: {transition[:80]!r}", field="detail.LifecycleTransition"
+        )
     return {
         "instance_ids": (_instance(detail.get("EC2InstanceId"), "detail.EC2InstanceId"),),
         "group": _text(detail, "AutoScalingGroupName", "detail.AutoScalingGroupName"),
@@ -420,6 +451,11 @@ class Interrupter:
         target = find_target(self.snapshot(), instance_id, notice.region)
         out: dict[str, Any] = {"instance_id": instance_id, "kind": notice.kind}
         if target is None:
+            if self._joining(notice, instance_id):
+                raise NodeNotObserved(
+                    f"{instance_id} is in a group of cluster {self.cluster!r} but backs no Node of the "
+                    "latest snapshot yet: its Spot warning is tried again with a later one"
+                )
             self.metric("InterruptIgnored", 1)
             return {**out, "outcome": "not_our_node"}
         out["node"] = target.node.name
@@ -429,12 +465,12 @@ class Interrupter:
             if gone:
                 self.metric("InstanceGoneUndrained", 1)
             return {**out, "outcome": "gone_undrained" if gone else "ignored", "state": notice.state}
+        if not self._ours(notice, target):
+            self.metric("InterruptIgnored", 1)
+            return {**out, "outcome": "not_managed"}
         if notice.kind == "lifecycle":
             self.metric("LifecycleActionSeen", 1)
             return {**out, **self._lifecycle(notice, target)}
-        if target.group is None and not self._managed(notice.region, instance_id):
-            self.metric("InterruptIgnored", 1)
-            return {**out, "outcome": "not_managed"}
         plan = drain_plan(notice, self.clock(), self.settings)
         assert plan is not None
         if notice.kind == "interruption":
@@ -448,6 +484,29 @@ class Interrupter:
             "deadline_seconds": plan.deadline_seconds,
         }
 
+    def _ours(self, notice: Notice, target: Target) -> bool:
+        """Whether the group the notice concerns is one Spillway manages. A lifecycle action names the
+        group that terminates the instance: that group's, tagged for the cluster, or the drain's
+        validation would refuse it (a self-managed group with a hook of its own, say), a failed
+        execution and a drain alarm for nothing Spillway owns. Another notice: the instance's group in
+        the snapshot, or the group AWS puts it in now (one launched since the snapshot)."""
+        if notice.kind == "lifecycle":
+            known = target.group
+            if known is not None and (known.name, known.region) == (notice.group, notice.region):
+                return True
+            return self._group_managed(notice.region, notice.group)
+        return target.group is not None or self._managed(notice.region, target.instance_id)
+
+    def _joining(self, notice: Notice, instance_id: str) -> bool:
+        """Whether a Spot warning of an instance no Node of the snapshot names is worth another try: the
+        instance is in a group tagged for the cluster (its Node may have joined since the snapshot, which
+        observe replaces every 20 s) and the warning's deadline has not passed (after it a drain would
+        start with none left: the notice is then dropped as ``not_our_node``, before the DLQ)."""
+        if notice.kind != "interruption" or self.cloud is None:
+            return False
+        age = (self.clock() - notice.time).total_seconds()
+        return age < self.settings.interruption_deadline_seconds and self._managed(notice.region, instance_id)
+
     def _managed(self, region: str, instance_id: str) -> bool:
         """Whether the instance is in an Auto Scaling group tagged for the cluster, as AWS says now
         (DescribeAutoScalingInstances, DescribeAutoScalingGroups); without a cloud, the drain judges."""
@@ -456,7 +515,17 @@ class Interrupter:
         placement = self.cloud.placement(region, instance_id)
         if placement is None:
             return False
-        return is_managed(self.cloud.describe_group(region, placement.group), self.cluster)
+        return self._group_managed(region, placement.group)
+
+    def _group_managed(self, region: str, group: str) -> bool:
+        """Whether ``group`` is tagged for the cluster (DescribeAutoScalingGroups); a group deleted since
+        is not. Without a cloud, the drain judges."""
+        if self.cloud is None:
+            return True
+        try:
+            return is_managed(self.cloud.describe_group(region, group), self.cluster)
+        except AsgNotFound:
+            return False
 
     def _lifecycle(self, notice: Notice, target: Target) -> dict[str, Any]:
         """A terminate lifecycle action on one of our nodes: a drain that completes it (see the module
