@@ -53,6 +53,9 @@ CASES = [
     ("bare-forced", _raw(owner=None), True, "movable", codes.POD_FORCED),
     ("bare-safe-to-evict", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "True"}), False, "movable", codes.POD_MOVABLE),
     ("owner-not-controller", _not_controller(_raw(owner=("ReplicaSet", "web"))), False, "never", codes.POD_NO_CONTROLLER),
+    ("daemonset-annotated", _raw(owner=("ExtendedDaemonSetReplicaSet", "agent"), annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}), False, "ignore", codes.POD_DAEMONSET),
+    ("daemonset-annotated-bare", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}), False, "ignore", codes.POD_DAEMONSET),
+    ("daemonset-annotated-other-case", _raw(owner=("ExtendedDaemonSetReplicaSet", "agent"), annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "TRUE"}), False, "movable", codes.POD_MOVABLE),
 ]  # fmt: skip
 
 

@@ -26,6 +26,7 @@ from spillway.model.k8s import (
     BATCH_GROUP,
     CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
+    DAEMONSET_POD,
     DO_NOT_DISRUPT,
     HELD_DRAIN,
     LEGACY_CONSUME_ANNOTATION,
@@ -259,7 +260,7 @@ class PodInfo:
             priority=spec.priority or 0,
             owner_kind=owner.kind if owner else None,
             owner_name=owner.name if owner else None,
-            daemonset=owner is not None and owner.kind == "DaemonSet",
+            daemonset=_daemonset(owner, annotations),
             mirror=MIRROR_POD in annotations,
             unschedulable=unschedulable,
             pending_since=pending_since,
@@ -408,10 +409,19 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
 )
 
 
+def _daemonset(owner: OwnerReference | None, annotations: Mapping[str, str]) -> bool:
+    """A DaemonSet's pod: owned by a DaemonSet, or annotated ``cluster-autoscaler.kubernetes.io/
+    daemonset-pod: "true"`` (exactly that value, as kubernetes/autoscaler cluster-autoscaler/utils/pod
+    IsDaemonSetPod compares it), which a DaemonSet-like controller of another kind puts on its pods so
+    that autoscalers leave them alone as they leave a DaemonSet's: no drain evicts them (its controller
+    would put them straight back on the cordoned node) and they keep no node busy."""
+    return (owner is not None and owner.kind == "DaemonSet") or annotations.get(DAEMONSET_POD) == "true"
+
+
 def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
     """Bound, and neither a DaemonSet's pod nor a static (mirror) pod."""
-    daemon = owner is not None and owner.kind == "DaemonSet"
-    return pod.spec.node_name is not None and not daemon and MIRROR_POD not in pod.metadata.annotations
+    annotations = pod.metadata.annotations
+    return pod.spec.node_name is not None and not _daemonset(owner, annotations) and MIRROR_POD not in annotations
 
 
 def _ready_for_budgets(pod: Pod) -> bool:

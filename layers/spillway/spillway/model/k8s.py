@@ -59,6 +59,10 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 MIRROR_POD = "kubernetes.io/config.mirror"
+# a pod of a DaemonSet-like controller (Datadog's ExtendedDaemonSet, OpenKruise's Advanced DaemonSet)
+# marked to be taken as a DaemonSet's: cluster-autoscaler's utils/pod IsDaemonSetPod reads the value
+# "true" exactly (case-sensitive string equality), beside a controller owner of kind DaemonSet
+DAEMONSET_POD = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 INT64_MAX = 2**63 - 1  # an int64 field of the API
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 # what the API server takes as a pod deletion cost (kubernetes/kubernetes pkg/apis/core/helper,

@@ -54,7 +54,7 @@ from typing import Literal
 
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.jobs import DO_NOT_DRAIN, DO_NOT_DRAIN_VALUES, VOLCANO_PREEMPTABLE, JobInfo, job_key
-from spillway.model.k8s import DO_NOT_DISRUPT, SAFE_TO_EVICT
+from spillway.model.k8s import DAEMONSET_POD, DO_NOT_DISRUPT, SAFE_TO_EVICT
 from spillway.planner import codes
 
 Verdict = Literal["ignore", "wait", "movable", "never"]
@@ -132,6 +132,9 @@ def _ignored(pod: PodInfo) -> tuple[str, str]:
         )
     if pod.mirror:
         return codes.POD_MIRROR, "a static (mirror) pod: the kubelet runs it"
+    if pod.owner_kind != "DaemonSet":
+        owner = f"{pod.owner_kind} {pod.owner_name}" if pod.owner_kind else "no owner"
+        return codes.POD_DAEMONSET, f"annotated {DAEMONSET_POD}=true: taken as a DaemonSet pod ({owner})"
     return codes.POD_DAEMONSET, f"a DaemonSet pod ({pod.owner_name})"
 
 
