@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from test_drain_steps import NODE, Rig, rig  # noqa: F401 (the fixture)
 
 from spillway.act.drain import classify
+from spillway.errors import DrainTimeout
 from spillway.local import objects
 from spillway.model.k8s import DAEMONSET_POD, Pod
 
@@ -53,3 +55,76 @@ def test_a_pod_annotated_daemonset_pod_is_left_alone_as_a_daemonset_pod(rig: Rig
 def test_only_the_value_true_marks_a_daemonset_pod_as_cluster_autoscaler_compares_it() -> None:
     for value in ("True", "1", "yes", ""):
         assert classify(Pod.model_validate(custom_daemonset_pod(value)), force=False).action == "evict", value
+
+
+# --- the grace period an eviction gives ------------------------------------------------------------
+
+
+def long_grace_pod(rig: Rig, name: str, grace: int) -> None:
+    raw = objects.pod(name, "team-a", node_name=NODE, labels={"app": "train"}, owner=("ReplicaSet", "train-5d9c"))
+    raw["spec"]["terminationGracePeriodSeconds"] = grace
+    rig.api.add(raw)
+
+
+def deletion_grace(rig: Rig, name: str) -> Any:
+    pod = rig.api.get("Pod", name, "team-a")
+    assert pod is not None and pod["metadata"].get("deletionTimestamp"), f"{name} is not terminating"
+    return pod["metadata"]["deletionGracePeriodSeconds"]
+
+
+def test_an_eviction_gives_no_more_grace_than_the_time_left_so_the_pod_is_gone_by_the_deadline(
+    rig: Rig,
+) -> None:
+    """A pod whose terminationGracePeriodSeconds (an hour) outlasts the drain's deadline (60 s): given
+    its whole hour, it was still terminating at the deadline, and the drain failed and gave the node
+    back with the pod stopped for nothing. Karpenter clamps the grace to the time left."""
+    rig.api.kubelet_exit_delay = 10**6  # the kubelet takes the whole grace period the API gives the pod
+    long_grace_pod(rig, "train-0", 3600)
+    long_grace_pod(rig, "train-1", 20)  # its own grace fits: it gets it, no more
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+
+    first = rig.drainer.evict(drain)
+    assert sorted(first["evicted"]) == ["team-a/train-0", "team-a/train-1"]
+    assert (deletion_grace(rig, "train-0"), deletion_grace(rig, "train-1")) == (60, 20)
+
+    rig.clock.advance(61)
+    last = rig.drainer.evict(drain, first)
+    assert (last["done"], last["forced"]) == (True, False)
+
+
+def test_later_rounds_give_only_what_is_left_of_the_time(rig: Rig) -> None:
+    rig.api.kubelet_exit_delay = 10**6
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    rig.clock.advance(45.5)
+    long_grace_pod(rig, "train-0", 3600)  # came late (a budget held it, or it was bound before the cordon)
+
+    rig.drainer.evict(drain)
+    assert deletion_grace(rig, "train-0") == 14
+
+
+def test_at_the_deadline_a_drain_without_force_evicts_nothing_more(rig: Rig) -> None:
+    """A drain out of time fails and gives its node back: a pod evicted then is stopped for nothing."""
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    rig.clock.advance(60)
+    long_grace_pod(rig, "train-0", 30)
+
+    with pytest.raises(DrainTimeout, match=r"train-0 \(not evicted: the deadline has come\)"):
+        rig.drainer.evict(drain)
+    assert evictions(rig, "train-0") == []
+    pod = rig.api.get("Pod", "train-0", "team-a")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_at_the_deadline_a_forced_drain_evicts_with_no_grace_left(rig: Rig) -> None:
+    """A forced drain goes on to terminate the instance at its deadline: what it evicts then has no
+    time left, and is deleted at once (its controller recreates it elsewhere without waiting for the
+    node to go)."""
+    rig.api.kubelet_exit_delay = 10**6
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60, force=True)
+    rig.clock.advance(60)
+    long_grace_pod(rig, "train-0", 30)
+
+    last = rig.drainer.evict(drain)
+    assert last["evicted"] == ["team-a/train-0"]
+    assert rig.api.get("Pod", "train-0", "team-a") is None
+    assert last["done"] is True

@@ -421,7 +421,11 @@ def _daemonset(owner: OwnerReference | None, annotations: Mapping[str, str]) -> 
 def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
     """Bound, and neither a DaemonSet's pod nor a static (mirror) pod."""
     annotations = pod.metadata.annotations
-    return pod.spec.node_name is not None and not _daemonset(owner, annotations) and MIRROR_POD not in annotations
+    return (
+        pod.spec.node_name is not None
+        and not _daemonset(owner, annotations)
+        and MIRROR_POD not in annotations
+    )
 
 
 def _ready_for_budgets(pod: Pod) -> bool:
