@@ -218,7 +218,13 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     # -- may move --
     ("expendable", [pod(priority=-11)], True, codes.POD_EXPENDABLE),
     ("at-the-cutoff-is-not-expendable", [pod(priority=-10)], False, codes.POD_NOT_KNOWN_MOVABLE),
-    ("expendable-bare", [pod(priority=-11, owner=None)], True, codes.POD_EXPENDABLE),
+    # a pod no controller recreates is gone for good once evicted, and the drain keeps it without
+    # force: a plan that named it would see its drain refuse it (only safe-to-evict=true lets it go)
+    ("expendable-bare", [pod(priority=-11, owner=None)], False, codes.POD_NO_CONTROLLER),
+    ("expendable-bare-safe-to-evict", [pod(priority=-11, owner=None, annotations=SAFE)], True,
+     codes.POD_EXPENDABLE),
+    ("preemptable-bare", [pod(owner=None, annotations={"volcano.sh/preemptable": "true"})], False,
+     codes.POD_NO_CONTROLLER),
     ("safe-to-evict-true", [pod(annotations=SAFE)], True, codes.POD_SAFE_TO_EVICT),
     ("safe-to-evict-true-bare", [pod(owner=None, annotations=SAFE)], True, codes.POD_SAFE_TO_EVICT),
     ("volcano-preemptable-annotation", [pod(annotations={"volcano.sh/preemptable": "true"})], True,

@@ -29,10 +29,11 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    selects it (the Eviction API refuses such a pod whatever they allow); its PodDisruptionBudget allows
    no disruption now (a pod not running yet, or running and not Ready under a budget whose
    ``unhealthyPodEvictionPolicy`` lets it go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
-3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
-   ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano reads them); then, for a
-   pod a controller recreates (never one without a controller ownerReference, whatever its labels say),
-   a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
+3. never a pod no controller would recreate (no controller ownerReference, whatever its labels say)
+   unless it is ``safe-to-evict=true``: the drain keeps it without force (:func:`assess`), so a plan
+   that named it would be refused; then may move: priority below ``expendable_priority_cutoff`` (free);
+   ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
+   reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
    :func:`elastic_room`; never the one that hosts the job's rendezvous, nor a batch/v1 Job's pod whose
    Job does not tolerate disruption); a pod of a batch Job whose ``podFailurePolicy`` ignores
    ``DisruptionTarget``;
@@ -226,6 +227,11 @@ def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> 
 
 
 def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobInfo]) -> Move:
+    # a pod no controller recreates is gone for good once evicted: only safe-to-evict=true lets it go,
+    # as the drain judges it (assess), so a plan never names a pod its drain would refuse. A job's
+    # label alone is no controller (an orphaned Job pod keeps it, and nothing recreates that pod)
+    if not pod.controlled and pod.safe_to_evict is not True:
+        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
     if pod.priority < cutoff:
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
         return Move(True, why, codes.POD_EXPENDABLE, 0.0)
@@ -234,10 +240,6 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
         return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
     if pod.preemptable:
         return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost)
-    # the job rules below speak for a controller that recreates the pod: a job's label alone is no
-    # controller (an orphaned Job pod keeps it, and nothing recreates that pod once evicted)
-    if not pod.controlled:
-        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
     elastic = elastic_of(pod, jobs)
     if elastic is not None:
         why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
