@@ -61,7 +61,9 @@ def test_only_the_value_true_marks_a_daemonset_pod_as_cluster_autoscaler_compare
 
 
 def long_grace_pod(rig: Rig, name: str, grace: int) -> None:
-    raw = objects.pod(name, "team-a", node_name=NODE, labels={"app": "train"}, owner=("ReplicaSet", "train-5d9c"))
+    raw = objects.pod(
+        name, "team-a", node_name=NODE, labels={"app": "train"}, owner=("ReplicaSet", "train-5d9c")
+    )
     raw["spec"]["terminationGracePeriodSeconds"] = grace
     rig.api.add(raw)
 
@@ -128,3 +130,69 @@ def test_at_the_deadline_a_forced_drain_evicts_with_no_grace_left(rig: Rig) -> N
     assert last["evicted"] == ["team-a/train-0"]
     assert rig.api.get("Pod", "train-0", "team-a") is None
     assert last["done"] is True
+
+
+# --- local storage ---------------------------------------------------------------------------------
+
+
+def scratch_pod(rig: Rig, name: str, *, annotations: dict[str, str] | None = None, **kw: Any) -> None:
+    """A pod keeping scratch data in an emptyDir on the node's disk (and shared memory in another)."""
+    raw = objects.pod(name, "team-a", node_name=NODE, annotations=annotations, **kw)
+    raw["spec"]["volumes"] = [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+    raw["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "scratch", "mountPath": "/scratch"},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    rig.api.add(raw)
+
+
+def test_a_drain_without_force_keeps_a_pod_with_emptydir_data(rig: Rig) -> None:
+    """kubectl drain refuses such a pod without --delete-emptydir-data, and cluster-autoscaler keeps its
+    node (skip-nodes-with-local-storage, true by default) unless it is safe-to-evict=true: an operator's
+    DrainNode evicted it, and its data was gone. Kept, the drain times out and is undone, the pod
+    running."""
+    scratch_pod(rig, "cache-0", labels={"app": "cache"}, owner=("ReplicaSet", "cache-5d9c"))
+    scratch_pod(rig, "cache-1", labels={"app": "cache"}, owner=("ReplicaSet", "cache-5d9c"),
+                annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+
+    first = rig.drainer.evict(drain)
+    assert evictions(rig, "cache-0") == [], "the drain evicted a pod with emptyDir data without force"
+    assert first["evicted"] == ["team-a/cache-1"]  # safe-to-evict=true lets it go, as in cluster-autoscaler
+    [left] = [r for r in first["remaining"] if r["pod"] == "team-a/cache-0"]
+    assert left["reason"].startswith("local storage: volume(s) scratch (")  # not dshm: tmpfs is not counted
+
+    rig.clock.advance(61)
+    with pytest.raises(DrainTimeout, match="cache-0"):
+        rig.drainer.evict(drain, first)
+    pod = rig.api.get("Pod", "cache-0", "team-a")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_a_forced_drain_evicts_a_pod_with_local_storage(rig: Rig) -> None:
+    scratch_pod(rig, "cache-0", labels={"app": "cache"}, owner=("ReplicaSet", "cache-5d9c"))
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60, force=True)
+    assert rig.drainer.evict(drain)["evicted"] == ["team-a/cache-0"]
+
+
+def test_a_plans_drain_moves_the_pods_it_names_whatever_their_local_storage(rig: Rig) -> None:
+    """A consolidation moves an elastic job's worker (and an idle node's drain its expendable pods): the
+    plan found a move opt-in for it, which says the workload tolerates losing the pod and its scratch
+    data; the drain cannot read the Job or the config again, and takes the plan's word. A pod it does
+    not name is judged as any: local storage keeps it."""
+    scratch_pod(rig, "bert-worker-3", labels={"app": "bert"}, owner=("StatefulSet", "bert"))
+    drain = rig.cordoned(consolidation=True, pods=["team-a/bert-worker-3"], plan_id="20261102T100000Z-abc",
+                         poll_seconds=1, deadline_seconds=30)  # fmt: skip
+    assert rig.drainer.evict(drain)["evicted"] == ["team-a/bert-worker-3"]
+
+
+def test_a_consolidation_whose_node_runs_an_unnamed_pod_with_local_storage_is_cancelled(rig: Rig) -> None:
+    scratch_pod(rig, "bert-worker-3", labels={"app": "bert"}, owner=("StatefulSet", "bert"))
+    scratch_pod(rig, "cache-0", labels={"app": "cache"}, owner=("ReplicaSet", "cache-5d9c"))
+    out = rig.drainer.validate({"cluster": "prod", "node": NODE, "consolidation": True,
+                                "pods": ["team-a/bert-worker-3"], "plan_id": "20261102T100000Z-abc"})  # fmt: skip
+    assert "cache-0" in out["cancelled"]["note"]
+    assert evictions(rig, "bert-worker-3") == []

@@ -38,8 +38,10 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   ``terminationGracePeriodSeconds`` but no more than the seconds left before the deadline, so that it
   is gone by then; at the deadline a drain without force evicts nothing;
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
-  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, and pods no controller would recreate, are
-  evicted only with ``force``: until then they keep the node busy, up to the deadline;
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, pods no controller would recreate, and pods
+  with local storage (an emptyDir on disk, a hostPath: unless safe-to-evict=true, or a plan's drain
+  names them, having found a move opt-in for each) are evicted only with ``force``: until then they
+  keep the node busy, up to the deadline;
 * a plan's drain that starts at or after its ``claim_until`` (the plan's time plus
   ``drain_claim_minutes``; it waited behind the scale-down's other drains) is cancelled before anything
   is read: later plans judge its node again, and the plan's premise is as old (:func:`_lapsed_claim`);
@@ -72,7 +74,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -776,12 +778,18 @@ STAYS = "not among the pods that make room: it stays, as the node does"
 _ACTION: dict[str, Action] = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict"}
 
 
-def classify(pod: Pod, *, force: bool, now: datetime | None = None) -> PodVerdict:
+def classify(
+    pod: Pod, *, force: bool, now: datetime | None = None, planned: Collection[str] = ()
+) -> PodVerdict:
     """What the drain does with ``pod``: the planner's disruption predicate, mapped one to one
     (ignore→ignore, wait→wait, never→keep, movable→evict). An evictable pod needs no reason. ``now``:
-    a pod stuck terminating (its kubelet gone) is ignored, not waited for."""
+    a pod stuck terminating (its kubelet gone) is ignored, not waited for. ``planned``: the pods a
+    plan's drain moves (a consolidation's, a make-room's, an idle node's expendable pods), each of
+    which the plan found a move opt-in for (:func:`spillway.planner.disruption.assess_move`), which its
+    local storage does not outweigh; the drain cannot read them again itself (the Jobs, the config's
+    expendable cutoff), so the plan's word stands, as it does for the room they find elsewhere."""
     info = PodInfo.from_pod(pod)
-    judged = assess(info, force=force, now=now)
+    judged = assess(info, force=force, now=now, opted_in=info.key in planned)
     action = _ACTION[judged.verdict]
     grace = pod.spec.termination_grace_period_seconds
     return PodVerdict(
@@ -799,6 +807,11 @@ def seconds_left(drain: Drain, now: datetime) -> int:
     notice while there is time)."""
     left = (drain.deadline - now).total_seconds()
     return 0 if left <= 0 else max(1, int(left))
+
+
+def _planned(drain: Drain) -> frozenset[str]:
+    """The pods a plan's drain moves (``consolidation``): none for any other drain."""
+    return frozenset(drain.pods) if drain.consolidation else frozenset()
 
 
 def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]:
@@ -957,7 +970,11 @@ class Drainer:
         terminate = request.terminate and not (request.leaving and _below_min(asg, placement.instance_id))
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
-        verdicts = [classify(p, force=request.force, now=now) for p in self.kube.pods_on_node(drain.node)]
+        planned = _planned(drain)
+        verdicts = [
+            classify(p, force=request.force, now=now, planned=planned)
+            for p in self.kube.pods_on_node(drain.node)
+        ]
         busy = _busy_planned_drain(request, verdicts)
         if busy is not None:
             return _cancelled(self._identity(drain), busy)
@@ -1225,7 +1242,11 @@ class Drainer:
     def _verdicts(self, drain: Drain) -> list[PodVerdict]:
         """What to do with each pod on the node now (a consolidation evicts only its own pods)."""
         now = self.clock()
-        verdicts = [classify(p, force=drain.force, now=now) for p in self.kube.pods_on_node(drain.node)]
+        planned = _planned(drain)
+        verdicts = [
+            classify(p, force=drain.force, now=now, planned=planned)
+            for p in self.kube.pods_on_node(drain.node)
+        ]
         return _only_expected(drain, verdicts)
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
