@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from conftest import HOME, Cloud, running
@@ -30,15 +31,21 @@ def cloud() -> Iterator[Cloud]:
         yield rig
 
 
-def two_movable_pods_under_a_budget(cloud: Cloud) -> tuple[str, str, str]:
-    """Two m5.xlarge nodes; on the first, two movable ReplicaSet replicas whose PodDisruptionBudget allows
-    one of them to go at a time. Returns (that node, the other node, the first node's instance id)."""
+def two_movable_pods_under_a_budget(
+    cloud: Cloud, movable: dict[str, str] = MOVABLE, volumes: list[dict[str, Any]] | None = None
+) -> tuple[str, str, str]:
+    """Two m5.xlarge nodes; on the first, two movable ReplicaSet replicas (annotated ``movable``, with
+    ``volumes``) whose PodDisruptionBudget allows one of them to go at a time. Returns (that node, the
+    other node, the first node's instance id)."""
     cloud.group("general", instance_type="m5.xlarge", desired=2, gpu=False)
     busy, spare = sorted(cloud.wait_nodes(2))
     instance = {name: iid for iid, name in dict(cloud.registrar.registered).items()}[busy]
     for i in range(2):
-        cloud.kube.add(o.pod(f"web-{i}", "team-a", cpu="500m", memory="512Mi", node_name=busy,
-                             labels={"app": "web"}, owner=("ReplicaSet", "web-5d9c"), annotations=MOVABLE))  # fmt: skip
+        raw = o.pod(f"web-{i}", "team-a", cpu="500m", memory="512Mi", node_name=busy, labels={"app": "web"},
+                    owner=("ReplicaSet", "web-5d9c"), annotations=movable)  # fmt: skip
+        if volumes:
+            raw["spec"]["volumes"] = volumes
+        cloud.kube.add(raw)
     cloud.kube.add(o.pdb("web", "team-a", {"app": "web"}, min_available=1))  # allows one of two
     return busy, spare, instance
 
@@ -83,3 +90,34 @@ def test_a_plan_consolidates_a_node_through_its_pods_budget_and_touches_nothing_
     asg = cloud.asg("general", HOME)
     assert asg["DesiredCapacity"] == 1
     assert instance not in {i["InstanceId"] for i in asg["Instances"]}
+
+
+def test_pods_whose_opt_in_overrides_their_local_storage_are_consolidated_end_to_end(cloud: Cloud) -> None:
+    """Volcano preemptable replicas keeping scratch data in an emptyDir on disk: local storage keeps a
+    pod from a drain without force, but the opt-in says the workload tolerates losing the pod, so the
+    plan moves them and its DrainNode, which the plan names them to, evicts them (the planner never
+    plans a drain the drain then refuses: README, "Local storage"). A plain replica with the same
+    scratch on the other node is kept, ``local-storage`` its reason."""
+    scratch = [{"name": "scratch", "emptyDir": {}}, {"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    busy, spare, instance = two_movable_pods_under_a_budget(
+        cloud, {"volcano.sh/preemptable": "true"}, scratch
+    )
+    db = o.pod("db-0", "team-a", cpu="500m", memory="512Mi", node_name=spare, labels={"app": "db"},
+               owner=("ReplicaSet", "db-7f8e"))  # fmt: skip
+    db["spec"]["volumes"] = scratch
+    cloud.kube.add(db)
+
+    with ReplicaSetController(cloud.kube, "web", 2, spare):
+        [outcome] = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"]
+        assert outcome["status"] == "acted", [json.loads(p["plan"]["S"])["kept"] for p in cloud.plans()]
+        [down] = cloud.executions("ScaleDownStateMachine")
+        result = cloud.stack.wait(down["executionArn"], 60)
+
+    assert result["status"] == "SUCCEEDED", result
+    [line] = result["output"]["drains"]
+    assert (line["node"], line["outcome"], line["evicted_count"]) == (busy, "terminated", 2), line
+    [record] = [json.loads(p["plan"]["S"]) for p in cloud.plans()]
+    [kept] = [k for k in record["kept"] if k["node"] == spare]
+    assert kept["code"] == "pod-never" and "local storage: volume(s) scratch" in kept["reason"], kept
+    assert cloud.kube.get("Pod", "db-0", "team-a") is not None
+    assert instance not in {i["InstanceId"] for i in cloud.asg("general", HOME)["Instances"]}

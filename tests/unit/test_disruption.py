@@ -26,6 +26,19 @@ def _raw(**kw: Any) -> dict[str, Any]:
     return raw
 
 
+def _volumes(raw: dict[str, Any], *volumes: dict[str, Any]) -> dict[str, Any]:
+    raw["spec"]["volumes"] = list(volumes)
+    return raw
+
+
+SCRATCH = {"name": "scratch", "emptyDir": {}}
+SHM = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
+HUGE = {"name": "huge", "emptyDir": {"medium": "HugePages"}}
+HOST = {"name": "logs", "hostPath": {"path": "/var/log/app"}}
+CLAIM = {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+LOCAL_OK = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+
+
 def _not_controller(raw: dict[str, Any]) -> dict[str, Any]:
     for ref in raw["metadata"].get("ownerReferences", []):
         ref["controller"] = False
@@ -53,6 +66,24 @@ CASES = [
     ("bare-forced", _raw(owner=None), True, "movable", codes.POD_FORCED),
     ("bare-safe-to-evict", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "True"}), False, "movable", codes.POD_MOVABLE),
     ("owner-not-controller", _not_controller(_raw(owner=("ReplicaSet", "web"))), False, "never", codes.POD_NO_CONTROLLER),
+    # local storage: an emptyDir on the node's disk (any medium but Memory) or a hostPath, as
+    # cluster-autoscaler's HasBlockingLocalStorage counts it; safe-to-evict=true or naming every such
+    # volume in safe-to-evict-local-volumes lets the pod go
+    ("emptydir", _volumes(_raw(owner=("ReplicaSet", "web")), SCRATCH), False, "never", codes.POD_LOCAL_STORAGE),
+    ("emptydir-forced", _volumes(_raw(owner=("ReplicaSet", "web")), SCRATCH), True, "movable", codes.POD_FORCED),
+    ("emptydir-hugepages", _volumes(_raw(owner=("ReplicaSet", "web")), HUGE), False, "never", codes.POD_LOCAL_STORAGE),
+    ("hostpath", _volumes(_raw(owner=("ReplicaSet", "web")), HOST), False, "never", codes.POD_LOCAL_STORAGE),
+    ("emptydir-memory", _volumes(_raw(owner=("Job", "train")), SHM, CLAIM), False, "movable", codes.POD_MOVABLE),
+    ("emptydir-safe-to-evict", _volumes(_raw(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}), SCRATCH), False, "movable", codes.POD_MOVABLE),
+    ("emptydir-listed-safe", _volumes(_raw(annotations={LOCAL_OK: "scratch,logs"}), SCRATCH, HOST), False, "movable", codes.POD_MOVABLE),
+    ("emptydir-one-listed-safe", _volumes(_raw(annotations={LOCAL_OK: "scratch"}), SCRATCH, HOST), False, "never", codes.POD_LOCAL_STORAGE),
+    ("emptydir-listed-with-space", _volumes(_raw(annotations={LOCAL_OK: "logs, scratch"}), SCRATCH, HOST), False, "never", codes.POD_LOCAL_STORAGE),
+    ("emptydir-bare", _volumes(_raw(owner=None), SCRATCH), False, "never", codes.POD_NO_CONTROLLER),
+    ("emptydir-finished", _volumes(_raw(phase="Succeeded"), SCRATCH), False, "ignore", codes.POD_FINISHED),
+    ("emptydir-daemonset", _volumes(objects.daemonset_pod("ds", NODE), SCRATCH, HOST), False, "ignore", codes.POD_DAEMONSET),
+    ("daemonset-annotated", _raw(owner=("ExtendedDaemonSetReplicaSet", "agent"), annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}), False, "ignore", codes.POD_DAEMONSET),
+    ("daemonset-annotated-bare", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}), False, "ignore", codes.POD_DAEMONSET),
+    ("daemonset-annotated-other-case", _raw(owner=("ExtendedDaemonSetReplicaSet", "agent"), annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "TRUE"}), False, "movable", codes.POD_MOVABLE),
 ]  # fmt: skip
 
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from spillway.act.drain import classify
 from spillway.local import objects
 from spillway.model.cluster import ClusterSnapshot, PodInfo
 from spillway.model.jobs import JobInfo
-from spillway.model.k8s import iter_kube_list
+from spillway.model.k8s import Pod, iter_kube_list
 from spillway.planner import codes
 from spillway.planner.disruption import ElasticRef, Move, assess, assess_move, elastic_room, move_cost
 
@@ -61,6 +62,13 @@ def pod(
         raw["metadata"]["ownerReferences"][0]["apiVersion"] = owner_api
     if deleting:
         raw["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    return raw
+
+
+def scratch(raw: dict[str, Any], medium: str | None = None) -> dict[str, Any]:
+    """The pod keeps scratch data in an emptyDir volume (on the node's disk unless ``medium``)."""
+    source = {"medium": medium} if medium else {}
+    raw["spec"]["volumes"] = [*raw["spec"].get("volumes", []), {"name": "scratch", "emptyDir": source}]
     return raw
 
 
@@ -218,7 +226,13 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     # -- may move --
     ("expendable", [pod(priority=-11)], True, codes.POD_EXPENDABLE),
     ("at-the-cutoff-is-not-expendable", [pod(priority=-10)], False, codes.POD_NOT_KNOWN_MOVABLE),
-    ("expendable-bare", [pod(priority=-11, owner=None)], True, codes.POD_EXPENDABLE),
+    # a pod no controller recreates is gone for good once evicted, and the drain keeps it without
+    # force: a plan that named it would see its drain refuse it (only safe-to-evict=true lets it go)
+    ("expendable-bare", [pod(priority=-11, owner=None)], False, codes.POD_NO_CONTROLLER),
+    ("expendable-bare-safe-to-evict", [pod(priority=-11, owner=None, annotations=SAFE)], True,
+     codes.POD_EXPENDABLE),
+    ("preemptable-bare", [pod(owner=None, annotations={"volcano.sh/preemptable": "true"})], False,
+     codes.POD_NO_CONTROLLER),
     ("safe-to-evict-true", [pod(annotations=SAFE)], True, codes.POD_SAFE_TO_EVICT),
     ("safe-to-evict-true-bare", [pod(owner=None, annotations=SAFE)], True, codes.POD_SAFE_TO_EVICT),
     ("volcano-preemptable-annotation", [pod(annotations={"volcano.sh/preemptable": "true"})], True,
@@ -282,6 +296,19 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("replicaset", [pod()], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("statefulset", [pod(owner=("StatefulSet", "db"))], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("bare", [pod(owner=None)], False, codes.POD_NO_CONTROLLER),
+    # -- local storage (an emptyDir on disk, a hostPath) keeps a pod no opt-in moves; every opt-in,
+    # saying the workload tolerates losing the pod, overrides it --
+    ("local-storage", [scratch(pod())], False, codes.POD_LOCAL_STORAGE),
+    ("local-storage-shm-only", [scratch(pod(), "Memory")], False, codes.POD_NOT_KNOWN_MOVABLE),
+    ("local-storage-bare", [scratch(pod(owner=None))], False, codes.POD_NO_CONTROLLER),
+    ("local-storage-expendable", [scratch(pod(priority=-11))], True, codes.POD_EXPENDABLE),
+    ("local-storage-safe-to-evict", [scratch(pod(annotations=SAFE))], True, codes.POD_SAFE_TO_EVICT),
+    ("local-storage-preemptable", [scratch(pod(annotations={"volcano.sh/preemptable": "true"}))], True,
+     codes.POD_PREEMPTABLE),
+    ("local-storage-elastic", [scratch(pod(owner=("StatefulSet", "trainer"), env={"PET_NNODES": "2:8"}))], True,
+     codes.POD_ELASTIC),
+    ("local-storage-job-ignores-disruption", [batch_job("etl", [IGNORE_DISRUPTION]), scratch(job_pod("etl"))],
+     True, codes.POD_DISRUPTION_TOLERATED),
     # a job's label is no controller: a pod left by `kubectl delete job --cascade=orphan` keeps its labels,
     # a new Job of that name does not adopt it (kubernetes/kubernetes pkg/controller/job/job_controller.go,
     # getPodsForJob claims by selector and controller ownerReference), and nothing recreates it
@@ -621,3 +648,21 @@ def test_a_job_that_changes_what_may_move_changes_the_fingerprint() -> None:
     assert len({plain, elastic, wider}) == 3
     # a job that says nothing about moving its pods is not kept, and changes nothing
     assert fingerprint(snapshot(pytorchjob("bert", None), *workers), []) == plain
+
+
+@pytest.mark.parametrize(("items", "movable", "code"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_drain_evicts_every_pod_a_plan_moves(
+    items: list[dict[str, Any]], movable: bool, code: str
+) -> None:
+    """The planner never plans a drain the drain then refuses: a pod assess_move finds movable, named
+    in a plan's drain (``planned``), is one the drain evicts, or leaves alone as nothing to move; local
+    storage, which keeps a pod from a drain without force, does not keep the pods the plan's opt-ins
+    move."""
+    [raw] = [i for i in items if i["kind"] == "Pod"]
+    key = f"{NS}/{raw['metadata']['name']}"
+    action = classify(Pod.model_validate(raw), force=False, now=NOW, planned={key}).action
+    if movable:
+        assert action in ("evict", "ignore", "wait"), (code, action)
+    if code in (codes.POD_LOCAL_STORAGE, codes.POD_NOT_KNOWN_MOVABLE):  # an operator's drain still judges it
+        unplanned = classify(Pod.model_validate(raw), force=False, now=NOW).action
+        assert unplanned == ("keep" if code == codes.POD_LOCAL_STORAGE else "evict")

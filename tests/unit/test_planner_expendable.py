@@ -84,6 +84,24 @@ def test_an_expendable_pod_the_drain_may_not_evict_still_keeps_its_node(pod: dic
     assert kept_codes(result)[idle] == codes.WORKLOAD
 
 
+def test_an_expendable_pods_local_storage_does_not_keep_its_node() -> None:
+    """Its priority says the workload tolerates losing it, scratch data and all (cluster-autoscaler
+    leaves expendable pods out of its drain rules, local storage's too); the drain of its node evicts it
+    as the plan names it (spillway.act.drain.classify, ``planned``)."""
+    w, _, idle = two_nodes()
+    pod = backfill(idle)
+    pod["spec"]["volumes"] = [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "logs", "hostPath": {"path": "/x"}},
+    ]
+    w.items.append(pod)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    [drain] = result.drain
+    assert (drain.node, drain.code, drain.pods) == (idle, codes.EXPENDABLE_PODS, ("default/backfill-0",))
+
+
 def test_an_expendable_pod_its_budget_holds_still_keeps_its_node() -> None:
     w, _, idle = two_nodes()
     w.items.append(backfill(idle, labels={"app": "backfill"}))

@@ -481,6 +481,27 @@ def test_a_node_running_only_mirror_and_daemonset_pods_is_idle() -> None:
     assert [d.node for d in result.drain] == [n]
 
 
+def test_a_node_running_only_pods_annotated_daemonset_pod_is_idle() -> None:
+    """A DaemonSet-like controller's pods annotated ``cluster-autoscaler.kubernetes.io/daemonset-pod:
+    "true"`` keep no node busy, as cluster-autoscaler's IsDaemonSetPod reads them."""
+    w = World(regions=("us-east-1",))
+    (n,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=3)
+    w.items.append(
+        o.pod(
+            "datadog-agent-x7k2p",
+            "monitoring",
+            node_name=n,
+            owner=("ExtendedDaemonSetReplicaSet", "datadog-agent-6f8d"),
+            annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"},
+        )
+    )
+    w.idle_since(n, 600)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [n]
+
+
 # --- orphaned drains: Spillway's cordon outlived every drain that could own it ---------------------
 
 ORPHAN_BOUND = 60  # orphaned_drain_minutes in these scenarios

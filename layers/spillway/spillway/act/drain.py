@@ -34,10 +34,14 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   evictions (403 naming the budget); the round goes on with the other pods, and such a pod is left to
   the deadline. A pod whose namespace is being deleted (403, cause ``NamespaceTerminating``) is waited
   for: the namespace takes it. A 429 of the server's rate limiting ends the round, and the next round
-  tries again; RBAC's 403 fails the step (``KubeAuthError``);
+  tries again; RBAC's 403 fails the step (``KubeAuthError``). Each eviction gives the pod its
+  ``terminationGracePeriodSeconds`` but no more than the seconds left before the deadline, so that it
+  is gone by then; at the deadline a drain without force evicts nothing;
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
-  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, and pods no controller would recreate, are
-  evicted only with ``force``: until then they keep the node busy, up to the deadline;
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, pods no controller would recreate, and pods
+  with local storage (an emptyDir on disk, a hostPath: unless safe-to-evict=true, or a plan's drain
+  names them, having found a move opt-in for each) are evicted only with ``force``: until then they
+  keep the node busy, up to the deadline;
 * a plan's drain that starts at or after its ``claim_until`` (the plan's time plus
   ``drain_claim_minutes``; it waited behind the scale-down's other drains) is cancelled before anything
   is read: later plans judge its node again, and the plan's premise is as old (:func:`_lapsed_claim`);
@@ -70,7 +74,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -99,7 +103,7 @@ from spillway.errors import (
     SpillwayError,
 )
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
-from spillway.model.cluster import PodInfo, instance_id_from_provider_id
+from spillway.model.cluster import DEFAULT_GRACE_SECONDS, PodInfo, instance_id_from_provider_id
 from spillway.model.drain import (
     GLOBAL_TIMEOUT_SECONDS,
     LIFECYCLE_CONTINUE,
@@ -774,14 +778,40 @@ STAYS = "not among the pods that make room: it stays, as the node does"
 _ACTION: dict[str, Action] = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict"}
 
 
-def classify(pod: Pod, *, force: bool, now: datetime | None = None) -> PodVerdict:
+def classify(
+    pod: Pod, *, force: bool, now: datetime | None = None, planned: Collection[str] = ()
+) -> PodVerdict:
     """What the drain does with ``pod``: the planner's disruption predicate, mapped one to one
     (ignore→ignore, wait→wait, never→keep, movable→evict). An evictable pod needs no reason. ``now``:
-    a pod stuck terminating (its kubelet gone) is ignored, not waited for."""
+    a pod stuck terminating (its kubelet gone) is ignored, not waited for. ``planned``: the pods a
+    plan's drain moves (a consolidation's, a make-room's, an idle node's expendable pods), each of
+    which the plan found a move opt-in for (:func:`spillway.planner.disruption.assess_move`), which its
+    local storage does not outweigh; the drain cannot read them again itself (the Jobs, the config's
+    expendable cutoff), so the plan's word stands, as it does for the room they find elsewhere."""
     info = PodInfo.from_pod(pod)
-    judged = assess(info, force=force, now=now)
+    judged = assess(info, force=force, now=now, opted_in=info.key in planned)
     action = _ACTION[judged.verdict]
-    return PodVerdict(info.key, action, "" if action == "evict" else judged.reason, info.priority)
+    grace = pod.spec.termination_grace_period_seconds
+    return PodVerdict(
+        info.key,
+        action,
+        "" if action == "evict" else judged.reason,
+        info.priority,
+        DEFAULT_GRACE_SECONDS if grace is None else grace,
+    )
+
+
+def seconds_left(drain: Drain, now: datetime) -> int:
+    """Whole seconds before the drain's deadline, the grace an eviction may give at most: 0 only once
+    the deadline has come (less than a second left still gives one, so a pod is never killed without
+    notice while there is time)."""
+    left = (drain.deadline - now).total_seconds()
+    return 0 if left <= 0 else max(1, int(left))
+
+
+def _planned(drain: Drain) -> frozenset[str]:
+    """The pods a plan's drain moves (``consolidation``): none for any other drain."""
+    return frozenset(drain.pods) if drain.consolidation else frozenset()
 
 
 def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]:
@@ -847,6 +877,20 @@ def _remaining(
             reason = verdict.reason or "not evicted yet"
         remaining.append({"pod": verdict.pod, "reason": reason})
     return remaining
+
+
+OUT_OF_TIME = "not evicted: the deadline has come"
+
+
+def _out_of_time(verdicts: Sequence[PodVerdict], previous: Mapping[str, Any]) -> dict[str, str]:
+    """Why each pod a drain without force no longer evicts at its deadline is still there: what the
+    round before said of it (a budget held it...), else that the time is up."""
+    earlier = {
+        entry.get("pod"): entry.get("reason")
+        for entry in previous.get("remaining") or []
+        if isinstance(entry, Mapping)
+    }
+    return {v.pod: str(earlier.get(v.pod) or OUT_OF_TIME) for v in verdicts if v.action == "evict"}
 
 
 def _listing(verdicts: Sequence[PodVerdict]) -> list[dict[str, str]]:
@@ -926,7 +970,11 @@ class Drainer:
         terminate = request.terminate and not (request.leaving and _below_min(asg, placement.instance_id))
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
-        verdicts = [classify(p, force=request.force, now=now) for p in self.kube.pods_on_node(drain.node)]
+        planned = _planned(drain)
+        verdicts = [
+            classify(p, force=request.force, now=now, planned=planned)
+            for p in self.kube.pods_on_node(drain.node)
+        ]
         busy = _busy_planned_drain(request, verdicts)
         if busy is not None:
             return _cancelled(self._identity(drain), busy)
@@ -1076,16 +1124,18 @@ class Drainer:
     # evict -------------------------------------------------------------------------------------
 
     def evict(self, drain: Drain, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """One eviction round: evict every pod that may go (lowest priority first), then report what is
-        left. ``done`` when nothing is left; :class:`DrainTimeout` when pods are left at the deadline
-        (with ``force``, ``done`` and ``forced`` instead). A leaving instance whose Node is gone (EC2
+        """One eviction round: evict every pod that may go (lowest priority first), each given its grace
+        period but no more than the time left before the deadline (:meth:`_evict_round`), then report
+        what is left. ``done`` when nothing is left; :class:`DrainTimeout` when pods are left at the
+        deadline, where a drain without force evicts nothing more (with ``force``, it evicts what may go
+        with no grace period, and is ``done`` and ``forced`` instead). A leaving instance whose Node is gone (EC2
         reclaimed it, another drain of it terminated it) is done: nothing is left to evict."""
         previous = previous or {}
         if self._present(drain) is None:
             return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
                     "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
         before = self._verdicts(drain)
-        evicted_now, refused = self._evict_round(before)
+        evicted_now, refused = self._evict_in_time(drain, before, previous)
         after = self._verdicts(drain) if evicted_now else before
         remaining = _remaining(after, evicted_now, refused)
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
@@ -1128,18 +1178,38 @@ class Drainer:
             return {"heartbeat_at": iso(last), "heartbeat_error": str(exc)[:300]}
         return {"heartbeat_at": iso(now)}
 
-    def _evict_round(self, verdicts: Sequence[PodVerdict]) -> tuple[list[str], dict[str, str]]:
+    def _evict_in_time(
+        self, drain: Drain, verdicts: Sequence[PodVerdict], previous: Mapping[str, Any]
+    ) -> tuple[list[str], dict[str, str]]:
+        """:meth:`_evict_round` with the seconds left. Out of time, a drain without force evicts nothing:
+        it is about to fail and give the node back, and a pod evicted now would be stopped for nothing."""
+        left = seconds_left(drain, self.clock())
+        if left or drain.force:
+            return self._evict_round(verdicts, left)
+        return [], _out_of_time(verdicts, previous)
+
+    def _evict_round(self, verdicts: Sequence[PodVerdict], left: int) -> tuple[list[str], dict[str, str]]:
         """Evict every pod that may go, lowest priority first: (evicted, refused pod → why). A pod a
         budget holds, or more than one budget selects, or whose budget's status forbids evictions, is
         left for a later round, and so is one whose namespace is being deleted (it goes with the
         namespace); the round goes on. A throttled eviction ends the round (the server asks to slow
-        down)."""
+        down).
+
+        Each eviction gives the pod its ``terminationGracePeriodSeconds``, but never more than the
+        ``left`` seconds before the drain's deadline, so that it is gone by then: Karpenter clamps a
+        pod's grace period to the time left before its node must go (kubernetes-sigs/karpenter
+        pkg/controllers/node/termination/terminator/terminator.go, DeleteExpiringPods), and
+        cluster-autoscaler caps it at its MaxGracefulTerminationSec (core/scaledown/actuation/drain.go,
+        evictPod). The Eviction API deletes the pod with the Eviction's deleteOptions
+        (deletionTimestamp = now + that grace). Without the cap a pod whose grace outlasts the deadline
+        was still terminating then: the drain failed and gave the node back, its pod stopped for
+        nothing. 0 (deleted at once) only when no time is left, which only a forced drain evicts in."""
         evicted: list[str] = []
         refused: dict[str, str] = {}
         for verdict in sorted(
             (v for v in verdicts if v.action == "evict"), key=lambda v: (v.priority, v.pod)
         ):
-            why = self._try_evict(verdict.pod)
+            why = self._try_evict(verdict.pod, min(verdict.grace, left))
             if why is None:
                 evicted.append(verdict.pod)
             elif why != _GONE_ALREADY:
@@ -1148,12 +1218,13 @@ class Drainer:
                     break
         return evicted, refused
 
-    def _try_evict(self, pod: str) -> str | None:
-        """Evict one pod: None when the API took it, ``_GONE_ALREADY``, or why the API turned it away
+    def _try_evict(self, pod: str, grace: int) -> str | None:
+        """Evict one pod, giving it ``grace`` seconds to stop: None when the API took it,
+        ``_GONE_ALREADY``, or why the API turned it away
         (:meth:`~spillway.adapters.kube.KubeClient.evict` names each answer; RBAC's 403 raises)."""
         namespace, name = _split(pod)
         try:
-            self.kube.evict(namespace, name)
+            self.kube.evict(namespace, name, grace_period_seconds=grace)
         except EvictionBlocked:
             return BUDGET_ALLOWS_NONE
         except EvictionRefused:
@@ -1171,7 +1242,11 @@ class Drainer:
     def _verdicts(self, drain: Drain) -> list[PodVerdict]:
         """What to do with each pod on the node now (a consolidation evicts only its own pods)."""
         now = self.clock()
-        verdicts = [classify(p, force=drain.force, now=now) for p in self.kube.pods_on_node(drain.node)]
+        planned = _planned(drain)
+        verdicts = [
+            classify(p, force=drain.force, now=now, planned=planned)
+            for p in self.kube.pods_on_node(drain.node)
+        ]
         return _only_expected(drain, verdicts)
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:

@@ -13,9 +13,10 @@ plus a serving ``buffers`` entry open until *dusk* and a training tenant whose `
    ``elastic`` (m5.xlarge, tainted ``dedicated=training``, tagged ``spillway.io/consolidation:
    when-underutilized``, 2 nodes) and ``spot`` (m5.large, a mixed instances policy with no on-demand,
    tagged ``spillway.io/capacity-type: spot``, 1 node). On the elastic nodes: elastic PyTorch job ``nlp/bert`` (4 workers, ``PET_NNODES=2:4``,
-   Kubeflow labels, a PDB of ``minAvailable: 2``) and, on each node, a preprocessing pod of a plain Job
-   (not movable). On the spot node: two ``crawl`` ReplicaSet pods, ``safe-to-evict: "true"``, a PDB of
-   ``minAvailable: 1``. Three 1-GPU training pods of tenant ``train`` arrive: by day it may add no GPU;
+   Kubeflow labels, a PDB of ``minAvailable: 2``, each with ``/dev/shm`` in memory and a dataset cache in
+   an emptyDir on disk) and, on each node, a preprocessing pod of a plain Job (not movable). On the spot
+   node: two ``crawl`` ReplicaSet pods, ``safe-to-evict: "true"``, a page cache in an emptyDir, a PDB of
+   ``minAvailable: 1``. Three 1-GPU training pods of tenant ``train`` (``/dev/shm``) arrive: by day it may add no GPU;
 2. by day the buffer's two virtual pods open two serving nodes, which the plan keeps (``buffer``);
 3. dusk (the clock is moved past the buffer's window): the serving nodes are idle and scale-down drains
    them; then night (the clock is moved again): training's night limit opens and the burst takes GPU
@@ -48,6 +49,19 @@ if TYPE_CHECKING:
     from spillway.local.rig import Rig
 
 ZONE = "Europe/Berlin"
+# a training pod's /dev/shm: an emptyDir in memory, no local storage (README, "Local storage")
+SHM = ("dshm", "/dev/shm", {"medium": "Memory"})
+
+
+def _mounts(raw: dict[str, Any], *volumes: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+    """``raw`` with an emptyDir volume per (name, mount path, emptyDir source), mounted in its container."""
+    raw["spec"]["volumes"] = [{"name": name, "emptyDir": source} for name, _, source in volumes]
+    raw["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": name, "mountPath": path} for name, path, _ in volumes
+    ]
+    return raw
+
+
 POOL = "pool"
 LABEL_TAG = "k8s.io/cluster-autoscaler/node-template/label/"
 TAINT_TAG = "k8s.io/cluster-autoscaler/node-template/taint/"
@@ -256,15 +270,15 @@ class NightScene:
             self._crawler(kube, self.spot_node)
         kube.add(o.pdb("crawl", "crawl", {"app": "crawl"}, min_available=1))
         self.say("setup", f"nlp/bert: elastic PyTorch job, 4 workers (PET_NNODES={ELASTIC_MIN}:4, Kubeflow labels, "
-                          f"PDB minAvailable {ELASTIC_MIN}) on {', '.join(nodes[ELASTIC])}, beside a preprocessing "
-                          "Job pod each (not movable)")  # fmt: skip
-        self.say("setup", f"crawl: 2 ReplicaSet pods (safe-to-evict: true, PDB minAvailable 1) on spot node "
-                          f"{self.spot_node} ({self.spot_instance})")  # fmt: skip
+                          f"PDB minAvailable {ELASTIC_MIN}, /dev/shm and a dataset cache on local disk) on "
+                          f"{', '.join(nodes[ELASTIC])}, beside a preprocessing Job pod each (not movable)")  # fmt: skip
+        self.say("setup", f"crawl: 2 ReplicaSet pods (safe-to-evict: true, an emptyDir page cache, PDB minAvailable 1) "
+                          f"on spot node {self.spot_node} ({self.spot_instance})")  # fmt: skip
         for i in range(3):
             pod = NightPod("train", f"train-{i}", "train", movable=False, run_for=4.0)
-            kube.add(o.pod(pod.name, "train", cpu="3", memory="12Gi", gpus=1, owner=("Job", pod.name),
-                           tolerations=[GPU_TOLERATION], node_selector={POOL: "train"}, labels={"app": "train"},
-                           created=created))  # fmt: skip
+            kube.add(_mounts(o.pod(pod.name, "train", cpu="3", memory="12Gi", gpus=1, owner=("Job", pod.name),
+                                   tolerations=[GPU_TOLERATION], node_selector={POOL: "train"},
+                                   labels={"app": "train"}, created=created), SHM))  # fmt: skip
             self._track(pod, None)
         self.say("arrive", "train submits 3 one-GPU training pods (tenant train)")
 
@@ -274,15 +288,17 @@ class NightScene:
                     owner=("PyTorchJob", "bert"), created=created)  # fmt: skip
         raw["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
         raw["spec"]["containers"][0]["env"] = [{"name": "PET_NNODES", "value": f"{ELASTIC_MIN}:4"}]
-        kube.add(raw)
+        # shared memory for the data loaders, and a dataset cache on the node's disk: local storage, which
+        # an elastic worker's opt-in overrides (README, "Local storage")
+        kube.add(_mounts(raw, SHM, ("cache", "/data/cache", {})))
         self._track(NightPod("nlp", name, "worker", movable=True), node)
 
     def _crawler(self, kube: Any, node: str | None) -> None:
         name = f"crawl-{self.crawlers}"
         self.crawlers += 1
-        kube.add(o.pod(name, "crawl", cpu="250m", memory="256Mi", node_name=node, owner=("ReplicaSet", "crawl-6b8d"),
-                       labels={"app": "crawl"}, annotations={SAFE_TO_EVICT: "true"},
-                       created=datetime.now(UTC)))  # fmt: skip
+        raw = o.pod(name, "crawl", cpu="250m", memory="256Mi", node_name=node, owner=("ReplicaSet", "crawl-6b8d"),
+                    labels={"app": "crawl"}, annotations={SAFE_TO_EVICT: "true"}, created=datetime.now(UTC))  # fmt: skip
+        kube.add(_mounts(raw, ("pages", "/var/cache/crawl", {})))  # its page cache: safe-to-evict lets it go
         self._track(NightPod("crawl", name, "crawler", movable=True), node)
 
     def _track(self, pod: NightPod, node: str | None) -> None:

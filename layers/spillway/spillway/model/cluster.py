@@ -26,12 +26,14 @@ from spillway.model.k8s import (
     BATCH_GROUP,
     CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
+    DAEMONSET_POD,
     DO_NOT_DISRUPT,
     HELD_DRAIN,
     LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
     POD_DELETION_COST,
     SAFE_TO_EVICT,
+    SAFE_TO_EVICT_LOCAL_VOLUMES,
     SCALE_DOWN_DISABLED,
     Affinity,
     CapacityBuffer,
@@ -173,6 +175,10 @@ class PodInfo:
     # podFailurePolicy ignores DisruptionTarget (not Volcano's Job, also of kind Job)
     batch_owned: bool = False
     pdbs: tuple[str, ...] = ()  # the PodDisruptionBudgets (same namespace) that select it
+    # the volumes whose data lives on its node only and is lost with the pod (or the node): emptyDir on
+    # the node's disk, hostPath, less those named in safe-to-evict-local-volumes (local_volumes); kept
+    # for bound pods only
+    local_storage: tuple[str, ...] = ()
     # its Ready condition is True, kept for the pods the Eviction API holds to their budgets (not
     # Pending, Succeeded or Failed): False only for such a pod that is not Ready, an "unhealthy" pod
     # its budget's unhealthyPodEvictionPolicy may let go (ClusterSnapshot.pdb_allowance)
@@ -259,7 +265,7 @@ class PodInfo:
             priority=spec.priority or 0,
             owner_kind=owner.kind if owner else None,
             owner_name=owner.name if owner else None,
-            daemonset=owner is not None and owner.kind == "DaemonSet",
+            daemonset=_daemonset(owner, annotations),
             mirror=MIRROR_POD in annotations,
             unschedulable=unschedulable,
             pending_since=pending_since,
@@ -341,6 +347,7 @@ class PodInfo:
             rdzv_host=bool(d.get("rdz")),
             batch_owned=bool(d.get("bo")),
             pdbs=tuple(d.get("pdb", ())),
+            local_storage=tuple(d.get("ls", ())),
             ready=not d.get("nr"),
             anti_own=tuple((int(i), str(k)) for i, k in d.get("ao", ())),
             affinity_own=tuple((int(i), str(k)) for i, k in d.get("pa", ())),
@@ -398,6 +405,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("rdz", lambda p: _one_if(p.rdzv_host)),
     ("bo", lambda p: _one_if(p.batch_owned)),
     ("pdb", lambda p: list(p.pdbs) or None),
+    ("ls", lambda p: list(p.local_storage) or None),
     ("nr", lambda p: _one_if(not p.ready)),
     ("ao", lambda p: [list(t) for t in p.anti_own] or None),
     ("pa", lambda p: [list(t) for t in p.affinity_own] or None),
@@ -408,10 +416,23 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
 )
 
 
+def _daemonset(owner: OwnerReference | None, annotations: Mapping[str, str]) -> bool:
+    """A DaemonSet's pod: owned by a DaemonSet, or annotated ``cluster-autoscaler.kubernetes.io/
+    daemonset-pod: "true"`` (exactly that value, as kubernetes/autoscaler cluster-autoscaler/utils/pod
+    IsDaemonSetPod compares it), which a DaemonSet-like controller of another kind puts on its pods so
+    that autoscalers leave them alone as they leave a DaemonSet's: no drain evicts them (its controller
+    would put them straight back on the cordoned node) and they keep no node busy."""
+    return (owner is not None and owner.kind == "DaemonSet") or annotations.get(DAEMONSET_POD) == "true"
+
+
 def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
     """Bound, and neither a DaemonSet's pod nor a static (mirror) pod."""
-    daemon = owner is not None and owner.kind == "DaemonSet"
-    return pod.spec.node_name is not None and not daemon and MIRROR_POD not in pod.metadata.annotations
+    annotations = pod.metadata.annotations
+    return (
+        pod.spec.node_name is not None
+        and not _daemonset(owner, annotations)
+        and MIRROR_POD not in annotations
+    )
 
 
 def _ready_for_budgets(pod: Pod) -> bool:
@@ -455,7 +476,32 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         "rdzv_host": facts.rdzv_host,
         "batch_owned": is_controller and _is_batch_job(owner),
         "ready": _ready_for_budgets(pod),
+        "local_storage": local_volumes(pod) if may_move else (),
     }
+
+
+def local_volumes(pod: Pod) -> tuple[str, ...]:
+    """The pod's volumes whose data lives on its node only: an ``emptyDir`` on the node's disk (any
+    medium but ``Memory``) or a ``hostPath``, less those its ``cluster-autoscaler.kubernetes.io/
+    safe-to-evict-local-volumes`` annotation names (comma-separated, names compared exactly): what
+    cluster-autoscaler's HasBlockingLocalStorage counts (kubernetes/autoscaler cluster-autoscaler/
+    utils/drain/drain.go, isLocalVolume; simulator/drainability/rules/localstorage blocks a node's
+    removal on such a pod with --skip-nodes-with-local-storage, true by default). kubectl drain
+    (kubernetes/kubectl pkg/drain/filters.go, hasLocalStorage) counts every emptyDir, tmpfs too, and
+    no hostPath, since it deletes no node; a tmpfs emptyDir is mostly shared memory (``/dev/shm`` of a
+    training pod) or a sidecar's scratch, and cluster-autoscaler stopped counting it (kubernetes/
+    autoscaler pull 5551), while a hostPath's data goes with the instance Spillway terminates."""
+    listed = pod.metadata.annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES, "")
+    exempt = set(listed.split(",")) if listed else set()
+    return tuple(
+        volume.name
+        for volume in pod.spec.volumes
+        if (
+            volume.host_path is not None
+            or (volume.empty_dir is not None and volume.empty_dir.medium != "Memory")
+        )
+        and volume.name not in exempt
+    )
 
 
 ZONE_LABEL = "topology.kubernetes.io/zone"

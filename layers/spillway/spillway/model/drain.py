@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spillway.model.cluster import DEFAULT_GRACE_SECONDS
+
 DEFAULT_DEADLINE_SECONDS = 900
 DEFAULT_POLL_SECONDS = 15
 MAX_DEADLINE_SECONDS = 86_400
@@ -172,9 +174,12 @@ Action = Literal["ignore", "evict", "wait", "keep"]
 @dataclass(frozen=True, slots=True)
 class PodVerdict:
     """What a drain does with one pod: ``ignore`` it (it does not keep the node busy), ``evict`` it,
-    ``wait`` for it (already terminating), or ``keep`` it (protected; it keeps the node busy)."""
+    ``wait`` for it (already terminating), or ``keep`` it (protected; it keeps the node busy).
+    ``grace``: the pod's ``terminationGracePeriodSeconds`` (the API's default, 30, when unset), which
+    its eviction gives it at most (:meth:`spillway.act.drain.Drainer._evict_round`)."""
 
     pod: str
     action: Action
     reason: str
     priority: int = 0
+    grace: int = DEFAULT_GRACE_SECONDS

@@ -56,9 +56,16 @@ DRAINING_TAINT = "spillway.io/draining"
 CANDIDATE_TAINT = "spillway.io/scale-down-candidate"
 CANDIDATE_TAINT_EFFECT = "PreferNoSchedule"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# the local volumes (comma-separated names) whose data may be lost: they keep the pod from no drain
+# (kubernetes/autoscaler cluster-autoscaler/utils/drain, SafeToEvictLocalVolumesKey)
+SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 MIRROR_POD = "kubernetes.io/config.mirror"
+# a pod of a DaemonSet-like controller (Datadog's ExtendedDaemonSet, OpenKruise's Advanced DaemonSet)
+# marked to be taken as a DaemonSet's: cluster-autoscaler's utils/pod IsDaemonSetPod reads the value
+# "true" exactly (case-sensitive string equality), beside a controller owner of kind DaemonSet
+DAEMONSET_POD = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 INT64_MAX = 2**63 - 1  # an int64 field of the API
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 # what the API server takes as a pod deletion cost (kubernetes/kubernetes pkg/apis/core/helper,
@@ -333,12 +340,19 @@ class ClaimSource(KubeModel):
     claim_name: str = ""
 
 
+class EmptyDirSource(KubeModel):
+    medium: str = ""  # "" (the node's disk), "Memory" (tmpfs), "HugePages", "HugePages-<size>"
+
+
 class Volume(KubeModel):
-    """A pod volume; only claims are read (a generic ``ephemeral`` volume's claim is ``<pod>-<volume>``)."""
+    """A pod volume: its claims (a generic ``ephemeral`` volume's claim is ``<pod>-<volume>``), and
+    whether it keeps data on the node (``emptyDir``, ``hostPath``: spillway.model.cluster.local_volumes)."""
 
     name: str = ""
     persistent_volume_claim: ClaimSource | None = None
     ephemeral: dict[str, Any] | None = None
+    empty_dir: EmptyDirSource | None = None
+    host_path: dict[str, Any] | None = None
 
 
 class PodSpec(KubeModel):

@@ -164,6 +164,8 @@ POD_STUCK = "stuck-terminating"  # deleted and still listed well past its grace 
 POD_DO_NOT_DISRUPT = "do-not-disrupt"  # karpenter.sh/do-not-disrupt=true
 POD_NOT_SAFE_TO_EVICT = "not-safe-to-evict"  # cluster-autoscaler.kubernetes.io/safe-to-evict=false
 POD_NO_CONTROLLER = "no-controller"  # nothing would recreate it
+# an emptyDir on disk or a hostPath holds data only its node has (cluster-autoscaler's local storage)
+POD_LOCAL_STORAGE = "local-storage"
 POD_MOVABLE = "movable"  # may be evicted; its controller recreates it elsewhere
 POD_FORCED = "forced"  # protected, but the caller forces its eviction
 
@@ -195,5 +197,6 @@ MOVE_CODES = (
     POD_ELASTIC,
     POD_DISRUPTION_TOLERATED,
     POD_NO_CONTROLLER,
+    POD_LOCAL_STORAGE,
     POD_NOT_KNOWN_MOVABLE,
 )

@@ -9,7 +9,9 @@
 * ``never``: protected (``karpenter.sh/do-not-disrupt=true``,
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, ``openai/do-not-drain`` (1 or true), or no
   controller would recreate it and it
-  is not annotated safe-to-evict=true); evicted only with ``force``, when it becomes ``movable``;
+  is not annotated safe-to-evict=true, or it has local storage (an emptyDir on disk, a hostPath) and
+  neither safe-to-evict=true nor a move opt-in, ``opted_in``, says its data may go); evicted only with
+  ``force``, when it becomes ``movable``;
 * ``movable``: may be evicted through the Eviction API.
 
 Everything but ``ignore`` keeps a node busy: the planner never drains a node with such a pod, but for
@@ -29,15 +31,23 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
    selects it (the Eviction API refuses such a pod whatever they allow); its PodDisruptionBudget allows
    no disruption now (a pod not running yet, or running and not Ready under a budget whose
    ``unhealthyPodEvictionPolicy`` lets it go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
-3. may move: priority below ``expendable_priority_cutoff`` (free); ``safe-to-evict=true``;
-   ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano reads them); then, for a
-   pod a controller recreates (never one without a controller ownerReference, whatever its labels say),
-   a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
+3. never a pod no controller would recreate (no controller ownerReference, whatever its labels say)
+   unless it is ``safe-to-evict=true``: the drain keeps it without force (:func:`assess`), so a plan
+   that named it would be refused; then may move: priority below ``expendable_priority_cutoff`` (free);
+   ``safe-to-evict=true``; ``volcano.sh/preemptable`` true (its annotation, else its label, as Volcano
+   reads them); a worker of an elastic job (see :class:`ElasticRef`: movable only while its job keeps its minimum,
    :func:`elastic_room`; never the one that hosts the job's rendezvous, nor a batch/v1 Job's pod whose
    Job does not tolerate disruption); a pod of a batch Job whose ``podFailurePolicy`` ignores
    ``DisruptionTarget``;
-4. anything else never: a pod of no kind known to tolerate a move is not moved to save money (an
-   operator's DrainNode still evicts controlled pods, through :func:`assess`).
+4. anything else never: a pod with local storage (``local-storage``), or of no kind known to tolerate
+   a move, is not moved to save money (an operator's DrainNode still evicts controlled pods without
+   local storage, through :func:`assess`).
+
+Local storage is no never-rule of a move: every reason to move a pod in 3 is an opt-in that says the
+workload tolerates losing the pod, and with it the pod's scratch data, so it overrides local storage
+(cluster-autoscaler leaves expendable pods out of its drain rules altogether, and a safe-to-evict=true
+pod passes its local-storage rule). The drain agrees: a plan's drain names the pods it moves, and
+:func:`assess` with ``opted_in`` lets them go; any other pod with local storage it keeps without force.
 
 The cost of a move (:func:`move_cost`) grows with priority, ``controller.kubernetes.io/pod-deletion-cost``
 and the work lost (the pod's age, up to a day); never-movable pods cost ``inf``.
@@ -54,7 +64,7 @@ from typing import Literal
 
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.jobs import DO_NOT_DRAIN, DO_NOT_DRAIN_VALUES, VOLCANO_PREEMPTABLE, JobInfo, job_key
-from spillway.model.k8s import DO_NOT_DISRUPT, SAFE_TO_EVICT
+from spillway.model.k8s import DAEMONSET_POD, DO_NOT_DISRUPT, SAFE_TO_EVICT, SAFE_TO_EVICT_LOCAL_VOLUMES
 from spillway.planner import codes
 
 Verdict = Literal["ignore", "wait", "movable", "never"]
@@ -77,16 +87,22 @@ class Disruption:
         return self.verdict != IGNORE
 
 
-def assess(pod: PodInfo, *, force: bool = False, now: datetime | None = None) -> Disruption:
+def assess(
+    pod: PodInfo, *, force: bool = False, now: datetime | None = None, opted_in: bool = False
+) -> Disruption:
     """May ``pod`` be disturbed, and at what cost. ``force`` overrides the protections, nothing else;
-    ``now`` tells a stuck terminating pod (ignored) from one still terminating (waited for)."""
+    ``now`` tells a stuck terminating pod (ignored) from one still terminating (waited for).
+    ``opted_in``: a move opt-in holds for the pod (:func:`assess_move` found it movable: expendable,
+    ``safe-to-evict=true``, Volcano preemptable, an elastic worker above its job's minimum, a Job that
+    ignores DisruptionTarget; a plan's drain names such pods): it says the workload tolerates losing
+    the pod, and so its scratch data, so local storage no longer protects it (nothing else changes)."""
     cost = (pod.priority, pod.deletion_cost)
     if not keeps_node_busy(pod, now):
         code, why = _ignored(pod)
         return Disruption(IGNORE, why, code, cost)
     if pod.terminating:
         return Disruption(WAIT, "terminating", codes.POD_TERMINATING, cost)
-    protected = _protection(pod)
+    protected = _protection(pod, opted_in=opted_in)
     if protected is None:
         why = "a controller recreates it elsewhere" if pod.controlled else f"annotated {SAFE_TO_EVICT}=true"
         return Disruption(MOVABLE, why, codes.POD_MOVABLE, cost)
@@ -112,7 +128,8 @@ def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> b
     budget, a budget that allows no disruption now: ``pdbs_allow`` as :func:`assess_move` takes it).
     cluster-autoscaler does not evict such pods at all (the node's deletion ends them) and reads no
     annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node."""
-    return assess(pod, now=now).verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
+    moved = assess(pod, now=now, opted_in=True)  # its priority is the opt-in: local storage holds it not
+    return moved.verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
 
 
 def stuck(pod: PodInfo, now: datetime | None) -> bool:
@@ -132,10 +149,13 @@ def _ignored(pod: PodInfo) -> tuple[str, str]:
         )
     if pod.mirror:
         return codes.POD_MIRROR, "a static (mirror) pod: the kubelet runs it"
+    if pod.owner_kind != "DaemonSet":
+        owner = f"{pod.owner_kind} {pod.owner_name}" if pod.owner_kind else "no owner"
+        return codes.POD_DAEMONSET, f"annotated {DAEMONSET_POD}=true: taken as a DaemonSet pod ({owner})"
     return codes.POD_DAEMONSET, f"a DaemonSet pod ({pod.owner_name})"
 
 
-def _protection(pod: PodInfo) -> tuple[str, str] | None:
+def _protection(pod: PodInfo, *, opted_in: bool = False) -> tuple[str, str] | None:
     if pod.do_not_disrupt:
         return codes.POD_DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT}=true"
     if pod.safe_to_evict is False:
@@ -144,7 +164,22 @@ def _protection(pod: PodInfo) -> tuple[str, str] | None:
         return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
     if not pod.controlled and pod.safe_to_evict is not True:
         return codes.POD_NO_CONTROLLER, "no controller would recreate it"
+    if pod.local_storage and pod.safe_to_evict is not True and not opted_in:
+        return codes.POD_LOCAL_STORAGE, _local_storage(pod)
     return None
+
+
+def _local_storage(pod: PodInfo) -> str:
+    """Why local storage keeps a pod: kubectl drain refuses such a pod without --delete-emptydir-data
+    (kubernetes/kubectl pkg/drain/filters.go, localStorageFilter), and cluster-autoscaler keeps its node
+    (simulator/drainability/rules/localstorage, --skip-nodes-with-local-storage, true by default) unless
+    it is annotated safe-to-evict=true (the safetoevict rule comes first) or each such volume is named
+    in safe-to-evict-local-volumes (model.cluster.local_volumes)."""
+    names = ", ".join(pod.local_storage[:3]) + (" ..." if len(pod.local_storage) > 3 else "")
+    return (
+        f"local storage: volume(s) {names} (emptyDir on the node's disk, or hostPath) hold data only this "
+        f"node has; annotate {SAFE_TO_EVICT}=true, or name them in {SAFE_TO_EVICT_LOCAL_VOLUMES}"
+    )
 
 
 # -- consolidation: may the autoscaler move a pod to save cost --
@@ -223,6 +258,11 @@ def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> 
 
 
 def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobInfo]) -> Move:
+    # a pod no controller recreates is gone for good once evicted: only safe-to-evict=true lets it go,
+    # as the drain judges it (assess), so a plan never names a pod its drain would refuse. A job's
+    # label alone is no controller (an orphaned Job pod keeps it, and nothing recreates that pod)
+    if not pod.controlled and pod.safe_to_evict is not True:
+        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
     if pod.priority < cutoff:
         why = f"priority {pod.priority} is below expendable_priority_cutoff {cutoff}"
         return Move(True, why, codes.POD_EXPENDABLE, 0.0)
@@ -231,10 +271,6 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
         return Move(True, f"annotated {SAFE_TO_EVICT}=true", codes.POD_SAFE_TO_EVICT, cost)
     if pod.preemptable:
         return Move(True, f"{VOLCANO_PREEMPTABLE} is true", codes.POD_PREEMPTABLE, cost)
-    # the job rules below speak for a controller that recreates the pod: a job's label alone is no
-    # controller (an orphaned Job pod keeps it, and nothing recreates that pod once evicted)
-    if not pod.controlled:
-        return Move(False, "no controller would recreate it", codes.POD_NO_CONTROLLER, math.inf)
     elastic = elastic_of(pod, jobs)
     if elastic is not None:
         why = f"a worker of elastic job {elastic.job} ({elastic.min} to {elastic.max} workers)"
@@ -242,6 +278,8 @@ def _may_move(pod: PodInfo, now: datetime, cutoff: int, jobs: Mapping[str, JobIn
     if tolerates_disruption(pod, jobs):
         why = "its Job's podFailurePolicy ignores DisruptionTarget: an eviction is not a failure"
         return Move(True, why, codes.POD_DISRUPTION_TOLERATED, cost)
+    if pod.local_storage:  # every rule above that moves a pod is an opt-in, which overrides it
+        return Move(False, _local_storage(pod), codes.POD_LOCAL_STORAGE, math.inf)
     kind = pod.owner_kind or "bare"
     return Move(
         False, f"a {kind} pod, of no kind known to tolerate a move", codes.POD_NOT_KNOWN_MOVABLE, math.inf

@@ -1,0 +1,198 @@
+# ruff: noqa: F811  (the rig fixture of test_drain_steps is imported and taken by name)
+"""What a drain does with the pods it finds (review r25): the grace period it gives an evicted pod,
+pods a DaemonSet-like controller marks as DaemonSet pods, and pods with local storage. On the rig of
+test_drain_steps (the Kubernetes API emulator, which deletes pods gracefully, and a fake Auto Scaling)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_drain_steps import NODE, Rig, rig  # noqa: F401 (the fixture)
+
+from spillway.act.drain import classify
+from spillway.errors import DrainTimeout
+from spillway.local import objects
+from spillway.model.k8s import DAEMONSET_POD, Pod
+
+
+def evictions(rig: Rig, name: str) -> list[Any]:
+    return [r for r in rig.api.requests if r.method == "POST" and r.path.endswith(f"/pods/{name}/eviction")]
+
+
+# --- pods a DaemonSet-like controller marks as DaemonSet pods -------------------------------------
+
+
+def custom_daemonset_pod(value: str = "true") -> dict[str, Any]:
+    """A pod of Datadog's ExtendedDaemonSet, which tolerates the cordon as a DaemonSet's pods do."""
+    raw = objects.pod(
+        "datadog-agent-x7k2p",
+        "monitoring",
+        node_name=NODE,
+        labels={"app": "datadog-agent"},
+        owner=("ExtendedDaemonSetReplicaSet", "datadog-agent-6f8d"),
+        annotations={DAEMONSET_POD: value},
+        tolerations=[{"operator": "Exists"}],
+    )
+    raw["metadata"]["ownerReferences"][0]["apiVersion"] = "datadoghq.com/v1alpha1"
+    return raw
+
+
+def test_a_pod_annotated_daemonset_pod_is_left_alone_as_a_daemonset_pod(rig: Rig) -> None:
+    """cluster-autoscaler takes a pod annotated ``cluster-autoscaler.kubernetes.io/daemonset-pod:
+    "true"`` as a DaemonSet's (utils/pod IsDaemonSetPod); evicted, its controller would put it straight
+    back on the cordoned node, round after round, until the drain timed out and was undone."""
+    judged = classify(Pod.model_validate(custom_daemonset_pod()), force=False)
+    assert (judged.action, judged.reason.startswith(f"annotated {DAEMONSET_POD}=true")) == ("ignore", True)
+
+    rig.api.add(custom_daemonset_pod())
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+    assert evictions(rig, "datadog-agent-x7k2p") == []
+    assert first["done"] is True
+
+
+def test_only_the_value_true_marks_a_daemonset_pod_as_cluster_autoscaler_compares_it() -> None:
+    for value in ("True", "1", "yes", ""):
+        assert classify(Pod.model_validate(custom_daemonset_pod(value)), force=False).action == "evict", value
+
+
+# --- the grace period an eviction gives ------------------------------------------------------------
+
+
+def long_grace_pod(rig: Rig, name: str, grace: int) -> None:
+    raw = objects.pod(
+        name, "team-a", node_name=NODE, labels={"app": "train"}, owner=("ReplicaSet", "train-5d9c")
+    )
+    raw["spec"]["terminationGracePeriodSeconds"] = grace
+    rig.api.add(raw)
+
+
+def deletion_grace(rig: Rig, name: str) -> Any:
+    pod = rig.api.get("Pod", name, "team-a")
+    assert pod is not None and pod["metadata"].get("deletionTimestamp"), f"{name} is not terminating"
+    return pod["metadata"]["deletionGracePeriodSeconds"]
+
+
+def test_an_eviction_gives_no_more_grace_than_the_time_left_so_the_pod_is_gone_by_the_deadline(
+    rig: Rig,
+) -> None:
+    """A pod whose terminationGracePeriodSeconds (an hour) outlasts the drain's deadline (60 s): given
+    its whole hour, it was still terminating at the deadline, and the drain failed and gave the node
+    back with the pod stopped for nothing. Karpenter clamps the grace to the time left."""
+    rig.api.kubelet_exit_delay = 10**6  # the kubelet takes the whole grace period the API gives the pod
+    long_grace_pod(rig, "train-0", 3600)
+    long_grace_pod(rig, "train-1", 20)  # its own grace fits: it gets it, no more
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+
+    first = rig.drainer.evict(drain)
+    assert sorted(first["evicted"]) == ["team-a/train-0", "team-a/train-1"]
+    assert (deletion_grace(rig, "train-0"), deletion_grace(rig, "train-1")) == (60, 20)
+
+    rig.clock.advance(61)
+    last = rig.drainer.evict(drain, first)
+    assert (last["done"], last["forced"]) == (True, False)
+
+
+def test_later_rounds_give_only_what_is_left_of_the_time(rig: Rig) -> None:
+    rig.api.kubelet_exit_delay = 10**6
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    rig.clock.advance(45.5)
+    long_grace_pod(rig, "train-0", 3600)  # came late (a budget held it, or it was bound before the cordon)
+
+    rig.drainer.evict(drain)
+    assert deletion_grace(rig, "train-0") == 14
+
+
+def test_at_the_deadline_a_drain_without_force_evicts_nothing_more(rig: Rig) -> None:
+    """A drain out of time fails and gives its node back: a pod evicted then is stopped for nothing."""
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    rig.clock.advance(60)
+    long_grace_pod(rig, "train-0", 30)
+
+    with pytest.raises(DrainTimeout, match=r"train-0 \(not evicted: the deadline has come\)"):
+        rig.drainer.evict(drain)
+    assert evictions(rig, "train-0") == []
+    pod = rig.api.get("Pod", "train-0", "team-a")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_at_the_deadline_a_forced_drain_evicts_with_no_grace_left(rig: Rig) -> None:
+    """A forced drain goes on to terminate the instance at its deadline: what it evicts then has no
+    time left, and is deleted at once (its controller recreates it elsewhere without waiting for the
+    node to go)."""
+    rig.api.kubelet_exit_delay = 10**6
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60, force=True)
+    rig.clock.advance(60)
+    long_grace_pod(rig, "train-0", 30)
+
+    last = rig.drainer.evict(drain)
+    assert last["evicted"] == ["team-a/train-0"]
+    assert rig.api.get("Pod", "train-0", "team-a") is None
+    assert last["done"] is True
+
+
+# --- local storage ---------------------------------------------------------------------------------
+
+
+def scratch_pod(rig: Rig, name: str, *, annotations: dict[str, str] | None = None, **kw: Any) -> None:
+    """A pod keeping scratch data in an emptyDir on the node's disk (and shared memory in another)."""
+    raw = objects.pod(name, "team-a", node_name=NODE, annotations=annotations, **kw)
+    raw["spec"]["volumes"] = [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+    raw["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "scratch", "mountPath": "/scratch"},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    rig.api.add(raw)
+
+
+def test_a_drain_without_force_keeps_a_pod_with_emptydir_data(rig: Rig) -> None:
+    """kubectl drain refuses such a pod without --delete-emptydir-data, and cluster-autoscaler keeps its
+    node (skip-nodes-with-local-storage, true by default) unless it is safe-to-evict=true: an operator's
+    DrainNode evicted it, and its data was gone. Kept, the drain times out and is undone, the pod
+    running."""
+    scratch_pod(rig, "cache-0", labels={"app": "cache"}, owner=("ReplicaSet", "cache-5d9c"))
+    scratch_pod(rig, "cache-1", labels={"app": "cache"}, owner=("ReplicaSet", "cache-5d9c"),
+                annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+
+    first = rig.drainer.evict(drain)
+    assert evictions(rig, "cache-0") == [], "the drain evicted a pod with emptyDir data without force"
+    assert first["evicted"] == ["team-a/cache-1"]  # safe-to-evict=true lets it go, as in cluster-autoscaler
+    [left] = [r for r in first["remaining"] if r["pod"] == "team-a/cache-0"]
+    assert left["reason"].startswith("local storage: volume(s) scratch (")  # not dshm: tmpfs is not counted
+
+    rig.clock.advance(61)
+    with pytest.raises(DrainTimeout, match="cache-0"):
+        rig.drainer.evict(drain, first)
+    pod = rig.api.get("Pod", "cache-0", "team-a")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_a_forced_drain_evicts_a_pod_with_local_storage(rig: Rig) -> None:
+    scratch_pod(rig, "cache-0", labels={"app": "cache"}, owner=("ReplicaSet", "cache-5d9c"))
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60, force=True)
+    assert rig.drainer.evict(drain)["evicted"] == ["team-a/cache-0"]
+
+
+def test_a_plans_drain_moves_the_pods_it_names_whatever_their_local_storage(rig: Rig) -> None:
+    """A consolidation moves an elastic job's worker (and an idle node's drain its expendable pods): the
+    plan found a move opt-in for it, which says the workload tolerates losing the pod and its scratch
+    data; the drain cannot read the Job or the config again, and takes the plan's word. A pod it does
+    not name is judged as any: local storage keeps it."""
+    scratch_pod(rig, "bert-worker-3", labels={"app": "bert"}, owner=("StatefulSet", "bert"))
+    drain = rig.cordoned(consolidation=True, pods=["team-a/bert-worker-3"], plan_id="20261102T100000Z-abc",
+                         poll_seconds=1, deadline_seconds=30)  # fmt: skip
+    assert rig.drainer.evict(drain)["evicted"] == ["team-a/bert-worker-3"]
+
+
+def test_a_consolidation_whose_node_runs_an_unnamed_pod_with_local_storage_is_cancelled(rig: Rig) -> None:
+    scratch_pod(rig, "bert-worker-3", labels={"app": "bert"}, owner=("StatefulSet", "bert"))
+    scratch_pod(rig, "cache-0", labels={"app": "cache"}, owner=("ReplicaSet", "cache-5d9c"))
+    out = rig.drainer.validate({"cluster": "prod", "node": NODE, "consolidation": True,
+                                "pods": ["team-a/bert-worker-3"], "plan_id": "20261102T100000Z-abc"})  # fmt: skip
+    assert "cache-0" in out["cancelled"]["note"]
+    assert evictions(rig, "bert-worker-3") == []
