@@ -55,6 +55,9 @@ def test_every_job_ran_to_completion_exactly_once_and_no_instance_is_unaccounted
     assert {job.region for job in result.jobs} == {HOME, WEST}
     assert result.evicted_job_pods == []  # no eviction ever touched a job's pod
     assert result.instances_seen
+    # the summary counts agree: every instance a drain terminated was seen joining a group (a gang
+    # fleet's instances join by an attach, not a launch)
+    assert result.instances_drained <= result.instances_seen, timeline
     leaked = result.instances_seen - result.instances_running - result.instances_drained
     assert leaked == set(), timeline
     assert len(result.instances_running) == 1  # one CPU node left: the operator drained the other

@@ -67,6 +67,10 @@ CPU_PER_GPU = 7
 MEMORY_GIB_PER_GPU = 50
 
 
+# the Successful activities by which an instance joins a group: its own launch, or a gang fleet's attach
+_JOINED_GROUP = ("Launching a new EC2 instance: ", "Attaching an existing EC2 instance: ")
+
+
 @dataclass(frozen=True)
 class DemoOptions:
     quick: bool = False
@@ -590,7 +594,7 @@ class Demo:
             self.activities_seen.add(activity["ActivityId"])
             group, status = activity["AutoScalingGroupName"], activity["StatusCode"]
             described = str(activity.get("Description", ""))
-            if status == "Successful" and described.startswith("Launching a new EC2 instance: "):
+            if status == "Successful" and described.startswith(_JOINED_GROUP):
                 self.result.instances_seen.add(described.rsplit(" ", 1)[-1])
             if status == "Failed":
                 message = str(activity.get("StatusMessage", "")).split(". ")[0]
