@@ -50,6 +50,18 @@ def two_movable_pods_under_a_budget(
     return busy, spare, instance
 
 
+def plan_and_scale_down(cloud: Cloud, spare: str) -> dict[str, Any]:
+    """One plan that acts, with the web replicas recreated on ``spare`` as they are evicted, and its
+    scale-down execution's result, which succeeded."""
+    with ReplicaSetController(cloud.kube, "web", 2, spare):
+        [outcome] = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"]
+        assert outcome["status"] == "acted", [json.loads(p["plan"]["S"])["kept"] for p in cloud.plans()]
+        [down] = cloud.executions("ScaleDownStateMachine")
+        result: dict[str, Any] = cloud.stack.wait(down["executionArn"], 60)
+    assert result["status"] == "SUCCEEDED", result
+    return result
+
+
 def test_a_plan_consolidates_a_node_through_its_pods_budget_and_touches_nothing_unmovable(
     cloud: Cloud,
 ) -> None:
@@ -60,13 +72,7 @@ def test_a_plan_consolidates_a_node_through_its_pods_budget_and_touches_nothing_
     cloud.kube.add(o.daemonset_pod("aws-node-spare", spare))
     cloud.kube.clear_requests()
 
-    with ReplicaSetController(cloud.kube, "web", 2, spare):
-        [outcome] = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"]
-        assert outcome["status"] == "acted", [json.loads(p["plan"]["S"])["kept"] for p in cloud.plans()]
-        [down] = cloud.executions("ScaleDownStateMachine")
-        result = cloud.stack.wait(down["executionArn"], 60)
-
-    assert result["status"] == "SUCCEEDED", result
+    result = plan_and_scale_down(cloud, spare)
     [line] = result["output"]["drains"]
     assert line["node"] == busy and line["outcome"] == "terminated", line
     assert line["evicted_count"] == 2
@@ -107,13 +113,7 @@ def test_pods_whose_opt_in_overrides_their_local_storage_are_consolidated_end_to
     db["spec"]["volumes"] = scratch
     cloud.kube.add(db)
 
-    with ReplicaSetController(cloud.kube, "web", 2, spare):
-        [outcome] = cloud.plan(cloud.stream_event(cloud.snapshot()))["results"]
-        assert outcome["status"] == "acted", [json.loads(p["plan"]["S"])["kept"] for p in cloud.plans()]
-        [down] = cloud.executions("ScaleDownStateMachine")
-        result = cloud.stack.wait(down["executionArn"], 60)
-
-    assert result["status"] == "SUCCEEDED", result
+    result = plan_and_scale_down(cloud, spare)
     [line] = result["output"]["drains"]
     assert (line["node"], line["outcome"], line["evicted_count"]) == (busy, "terminated", 2), line
     [record] = [json.loads(p["plan"]["S"]) for p in cloud.plans()]
