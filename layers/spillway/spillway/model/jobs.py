@@ -18,8 +18,8 @@ command or args, else the env ``PET_NNODES=MIN:MAX`` (torchrun's flags take thei
 ``PET_`` variable of the same name, and a flag on the command line wins: pytorch/pytorch
 torch/distributed/argparse_util.py, class ``env``). The Kubeflow training operator sets ``PET_NNODES`` to
 ``MIN:MAX`` for elastic PyTorchJobs. Kubeflow Trainer v2 does not make a TrainJob elastic: its runtime
-API has ``mlPolicy.torch.elasticPolicy`` (minNodes/maxNodes), but its torch plugin leaves it unused (a
-TODO until JobSet supports elastic jobs) and sets ``PET_NNODES`` to the fixed node count
+API has ``mlPolicy.torch.elasticPolicy`` (minNodes/maxNodes), but its torch plugin leaves it unused (left
+for when JobSet supports elastic jobs) and sets ``PET_NNODES`` to the fixed node count
 (kubeflow/trainer pkg/runtime/framework/plugins/torch/torch.go, ``EnforceMLPolicy``); its validation
 refuses ``PET_NNODES`` in a TrainJob's own env (``TorchRunReservedEnvNames``). Only a command that runs
 ``torchrun --nnodes=MIN:MAX`` itself makes a TrainJob's pods elastic, and they are pods of the JobSet's
