@@ -443,6 +443,38 @@ def test_best_effort_atomic_too_big_for_every_group_even_empty_fails() -> None:
     assert "even empty and grown to its MaxSize" in result.provisioning[0].conditions[1]["message"]
 
 
+def test_best_effort_atomic_whose_pod_sets_together_outgrow_max_size_fails() -> None:
+    """The pod sets of one request share the groups' MaxSize: Kueue makes one pod set per PodSet of
+    the job (a PyTorchJob's master and its workers), and a master and two workers of one node each
+    need three nodes, which MaxSize 2 never gives, just as three pods of one set do. Each set counted
+    as if the group were its own (one node, then two) left it Provisioned=False / CapacityIsNotFound
+    until its 7-day expiry: Kueue keeps the admission check Pending on that, with the workload's quota
+    reserved, while on Failed it retries with a new request after its back-off and rejects the check
+    once retryStrategy.backoffLimitCount is spent (kubernetes-sigs/kueue pkg/controller/admissionchecks/
+    provisioning/controller.go, syncCheckStates: case isFailed, case isAccepted). cluster-autoscaler
+    answers an all-or-nothing scale-up past node group limits with CapacityIsNotFound for every loop
+    (kubernetes/autoscaler cluster-autoscaler/core/scaleup/orchestrator/orchestrator.go, ScaleUp:
+    "Can only add %d nodes due to node group limits"); Spillway fails what no group could ever hold,
+    so the quota is not held for a week, and retries what passes (the test above)."""
+    w, _ = cpu_world(nodes=0, max_size=2)
+    req = request("r", BEST_EFFORT_ATOMIC, [("master", 1), ("worker", 2)])
+    result = run(w, [req], [template("master"), template("worker")])
+
+    assert conds(result)["Failed"] == ("True", "CapacityCannotBeProvisioned")
+    assert result.scale_up == ()
+
+
+def test_best_effort_atomic_pod_sets_that_share_nodes_within_max_size_launch() -> None:
+    """Sets of the same request may share a node: a big pod and two small ones fit one m5.2xlarge, so
+    MaxSize 1 holds the whole request and it is launched, not failed."""
+    w, _ = cpu_world(nodes=0, max_size=1)
+    req = request("r", BEST_EFFORT_ATOMIC, [("big", 1), ("small", 2)])
+    result = run(w, [req], [template("big"), template("small", cpu="1", memory="1Gi")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+    assert scale_up(result)["cpu-east"][:2] == (0, 1)
+
+
 def test_best_effort_atomic_on_a_backed_off_group_waits_and_is_retried() -> None:
     w, _ = cpu_world(nodes=0)
     w.launch_failure("cpu-east", minutes_ago=1)

@@ -562,42 +562,64 @@ def gang_domains(ctx: Context, one_zone: bool) -> list[tuple[str | None, str | N
 
 def could_ever_hold(ctx: Context, classes: Sequence[PodClass]) -> bool:
     """Whether a gang's classes could be placed whole in one of the domains it may use, were every
-    node group whose template runs them empty and grown to its MaxSize, with no back-off, limit, quota
-    or pod topology in the way, and every node outside the managed groups empty. It is a bound, not a
-    placement (each class is counted as if it had those groups to itself), so False means that no
-    group's shape and size could ever hold the gang, whatever runs or launches now."""
+    node group whose template runs them empty and grown to its MaxSize, with no back-off, limit or
+    quota in the way, and every node outside the managed groups empty. The classes share that room:
+    they go biggest first, by the first fit new nodes are filled with (:func:`fill_bins`), so two pod
+    sets that each fit a group alone but not together do not fit. False means that no placement this
+    planner makes could ever hold the gang whole, whatever runs or launches now."""
     empty = empty_room(ctx)
     one_zone = any(c.one_zone for c in classes)
+    ordered = sorted(classes, key=PodClass.sort_key)
     return any(
-        all(_ever_room(ctx, cls, empty, region, zone) >= len(cls.pods) for cls in classes)
+        _fits_when_empty(ordered, _empty_bins(ctx, empty, region, zone))
         for region, zone in gang_domains(ctx, one_zone)
     )
 
 
-def _ever_room(
-    ctx: Context, cls: PodClass, empty: Mapping[str, Resources], region: str | None, zone: str | None
-) -> int:
-    """How many pods of the class the domain could ever hold (:func:`could_ever_hold`)."""
-    total = 0
+@dataclass(slots=True)
+class _EmptyNodes:
+    """The nodes of one group (or one node of no group) in a domain, all empty: what a class may use."""
+
+    labels: Mapping[str, str]
+    taints: Sequence[Any]
+    name: str | None  # the node's, for a node of no group
+    bins: list[Bin]
+
+
+def _empty_bins(
+    ctx: Context, empty: Mapping[str, Resources], region: str | None, zone: str | None
+) -> list[_EmptyNodes]:
+    """The domain's groups at MaxSize (their template nodes, empty), then its nodes of no group."""
+    out: list[_EmptyNodes] = []
     for group in ctx.groups:
         template = group.template
-        if template is None or not group_in_domain(group, region, zone):
+        if template is None or group.max_size <= 0 or not group_in_domain(group, region, zone):
             continue
-        if why_not_placeable(
-            cls.node_selector, cls.terms, cls.tolerations, template.labels, template.taints, None
-        ):
-            continue
-        total += group.max_size * fit_count(cls.requests, empty[group.name], cls.per_node)
+        ids = [f"{group.name}/ever-{i + 1}" for i in range(group.max_size)]
+        out.append(_EmptyNodes(template.labels, template.taints, None, [Bin(dict(empty[group.name]), ids)]))
     for node in ctx.nodes.values():
-        info = node.info
-        if node.group is not None or not node_in_domain(node, region, zone):
-            continue
-        if why_not_placeable(
-            cls.node_selector, cls.terms, cls.tolerations, info.labels, info.taints, info.name
-        ):
-            continue
-        total += fit_count(cls.requests, subtract(info.allocatable, node.daemon_used), cls.per_node)
-    return total
+        if node.group is None and node_in_domain(node, region, zone):
+            info = node.info
+            room = subtract(info.allocatable, node.daemon_used)
+            out.append(_EmptyNodes(info.labels, info.taints, info.name, [Bin(room, [info.name])]))
+    return out
+
+
+def _fits_when_empty(classes: Sequence[PodClass], nodes: Sequence[_EmptyNodes]) -> bool:
+    """Whether the classes' pods all fit, in order, first fit, in ``nodes`` (which they fill)."""
+    for cls in classes:
+        want = len(cls.pods)
+        for where in nodes:
+            if want <= 0:
+                break
+            if why_not_placeable(
+                cls.node_selector, cls.terms, cls.tolerations, where.labels, where.taints, where.name
+            ):
+                continue
+            want -= sum(count for _, count in fill_bins(cls, where.bins, want))
+        if want > 0:
+            return False
+    return True
 
 
 class GangPlacement:
