@@ -322,3 +322,27 @@ def test_a_gang_kept_to_one_zone_gets_room_in_that_zone_only() -> None:
     zones = {w.node(n)["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in rooms}
     assert len(rooms) == 2 and len(zones) == 1
     assert {p.node for p in result.placements if p.pod in workers} == rooms
+
+
+def test_a_pod_nominated_elsewhere_is_not_held_for_the_room_being_made() -> None:
+    """While the make-room drain empties a (cordoned, its pods terminating), kube-scheduler may preempt
+    elsewhere for the pod and nominate it to b (status.nominatedNodeName). The nomination is charged
+    first: b's room is the pod's (kept pending-fits), so the hold on a no longer places it there too.
+    Before, the plan put it on both: making-room on a, and charged to b."""
+    w, (a, b) = half_full()
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+    first = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert first.state.rooms[a].pods == (big,)
+    w.state = first.state.to_wire()
+    w.cordon(a, by_spillway=True)
+    for item in w.items:
+        if item["kind"] == "Pod" and item["metadata"]["name"].startswith(("web0-", "web1-")):
+            item["metadata"]["deletionTimestamp"] = "2026-11-02T12:00:30Z"  # a's, and b's preempted
+    w.pod_item(big)["status"]["nominatedNodeName"] = b
+
+    second = w.plan(NOW + timedelta(minutes=1), max_scale_in_fraction=1.0, **UNDER)
+
+    assert {p.pod: p.code for p in second.pending}[big] == codes.NOMINATED
+    assert big not in {p.pod for p in second.placements if p.node == a}
+    assert second.state.rooms == {}
+    assert kept(second)[b][0] == codes.PENDING_FITS

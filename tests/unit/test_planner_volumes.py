@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from plan_world import World, pending_codes, scale_up
 
 from spillway.local import objects as o
@@ -302,3 +303,65 @@ def test_a_claim_getting_bound_changes_the_fingerprint() -> None:
     w.items[1] = claim("data-db-0", "pv-1", storage_class="gp2")
 
     assert fingerprint(w.parsed()[0], []) != held
+
+
+# -- running pods: where a move may take them --
+
+HELD = ("volume-gone", "claim-gone", "claim-being-deleted")
+
+
+def _held_on_a_node(case: str) -> tuple[World, str, str]:
+    """Two nodes of a consolidating group in one zone. ``db-0`` runs on the first, safe to evict (so
+    movable), and its claim ``data-db-0`` is in the state ``case``; ``db-1`` runs on the second with a
+    claim and volume as they should be (the snapshot holds claims and volumes)."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("db", "m5.2xlarge", nodes=2, max_size=10))
+    movable = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    w.items += [
+        stateful("db-0", "data-db-0", node_name=a, annotations=movable),
+        stateful("db-1", "data-db-1", node_name=b, annotations=movable),
+        claim("data-db-1", "pv-1"),
+        volume("pv-1", "us-east-1a"),
+    ]
+    if case == "volume-gone":
+        w.items.append(claim("data-db-0", "pv-0"))  # bound to a volume the snapshot does not have
+    elif case == "claim-being-deleted":  # pvc-protection keeps it while the pod runs
+        going = claim("data-db-0", "pv-0")
+        going["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+        going["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+        w.items += [going, volume("pv-0", "us-east-1a")]
+    return w, a, b
+
+
+@pytest.mark.parametrize("case", HELD)
+def test_a_running_pod_its_claim_would_hold_is_not_moved_to_consolidate(case: str) -> None:
+    """Evicted, the pod's replacement (same claim: a StatefulSet's, or a Deployment's template naming
+    it) would wait on every node: kube-scheduler's VolumeBinding PreFilter refuses a pod whose claim is
+    not found, is being deleted or is lost, UnschedulableAndUnresolvable (kubernetes/kubernetes
+    pkg/scheduler/framework/plugins/volumebinding/volume_binding.go, podHasPVCs). cluster-autoscaler
+    simulates a node's removal through the same scheduler framework and keeps the node
+    (NoPlaceToMovePods: kubernetes/autoscaler cluster-autoscaler/simulator/cluster.go). Before, the
+    pod counted as movable onto the other node's room and its node was drained."""
+    w, a, _ = _held_on_a_node(case)
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized",
+                    consolidation_utilization_threshold=1.0)  # fmt: skip
+
+    assert [d.pods for d in result.drain] == [("default/db-1",)]  # db-1 may go to a's room
+    code, reason = {k.node: (k.code, k.reason) for k in result.kept}[a]
+    assert code == codes.DOES_NOT_FIT
+    assert "default/db-0" in reason and "data-db-0" in reason
+
+
+def test_make_room_never_moves_a_pod_its_claim_would_hold() -> None:
+    """The same rule when make room looks for a node to give a pending pod: the running pod that could
+    not start elsewhere stays, and the pending pod gets a new node instead. (db-1 may not move: only
+    db-0's node could give room; before, it did.)"""
+    w, _, _ = _held_on_a_node("claim-gone")
+    del w.pod_item("default/db-1")["metadata"]["annotations"]
+    (big,) = w.pods("big", 1, cpu="7", memory="1Gi")
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized")
+
+    assert result.drain == ()
+    assert scale_up(result) == {"db": (2, 3, [big])}

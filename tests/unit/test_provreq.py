@@ -167,6 +167,46 @@ def test_a_new_check_capacity_request_books_before_pending_pods_take_the_room() 
     assert scale_up(result)["cpu-east"][2] == pods
 
 
+def _nominated_to_the_node(priority: int = 0) -> tuple[World, str, str]:
+    """One m5.2xlarge (7910m), empty: its victims gone, a 6-CPU preemptor nominated to it (not bound
+    yet) holds the room kube-scheduler reserved for it; a 5-CPU pod fits beside it nowhere."""
+    w, (node,) = cpu_world(nodes=1)
+    (preemptor,) = w.pods("train", 1, cpu="6", memory="2Gi", priority=priority)
+    w.pod_item(preemptor)["status"]["nominatedNodeName"] = node
+    return w, node, preemptor
+
+
+def test_a_request_never_books_the_room_a_nominated_pod_is_to_take() -> None:
+    """cluster-autoscaler adds the pods waiting on a preemption to its snapshot on their nominated nodes
+    (core/podlistprocessor/filter_out_expendable.go, addPreemptingPodsToSnapshot) in its default pod
+    list processors, which run before the ProvisioningRequest processor books capacity
+    (processors/provreq/processor.go, bookCapacity, added after them in main.go). The preemptor binds
+    once its victims are gone, long before the request's pods are created. Before, the booking was taken
+    before the nominated pod was charged: Provisioned=True on a node the preemptor fills, a double
+    booking. Whatever the nominated pod's priority (here below the request's pods'), it comes first."""
+    for priority in (0, -1):
+        w, _, preemptor = _nominated_to_the_node(priority)
+
+        result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+
+        assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound"), priority
+        assert pending_codes(result)[preemptor] == "nominated"
+        assert "bookings" not in result.state.to_wire()
+
+
+def test_a_booking_whose_node_is_gone_is_not_moved_into_the_room_a_nominated_pod_is_to_take() -> None:
+    """A booking held again after its node went (the room is taken again where it fits) leaves the
+    nominated room alone too: the only room left is the preemptor's, so the booking is revoked rather
+    than moved onto a node the preemptor fills. Before, it moved there."""
+    w, node, _ = _nominated_to_the_node()
+    _booked_on(w, "ip-10-0-0-9.ec2.internal")  # no longer in the cluster
+
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)], conditions=_booked())], [template("t")])
+
+    assert conds(result)["CapacityRevoked"] == ("True", "BookedCapacityGone")
+    assert "bookings" not in result.state.to_wire(), node
+
+
 def test_the_booking_expires_after_ten_minutes() -> None:
     w, _ = cpu_world(nodes=1)
     at = NOW - timedelta(minutes=10, seconds=1)

@@ -240,6 +240,7 @@ class PodInfo:
             self.host_ports,
             self.spread,
             self.selected_by,
+            self.volume_wait,
         )
 
     @classmethod

@@ -53,6 +53,11 @@ class PodClass:
     # (rule index, domain) -> the rule's ceiling there for the current round (settled: it holds)
     ceilings: dict[tuple[int, str], int] = field(default_factory=dict)
     opening: tuple[Mapping[str, str], ...] = ()  # template labels of the groups that may open nodes for it
+    # why kube-scheduler places its pods on no node at all: a claim of theirs that is missing, being
+    # deleted, bound to a volume the snapshot lacks, or not bound and binding at once
+    # (PodInfo.volume_wait). A pending pod with one never gets here (code volume-unbound); a running
+    # pod with one is refused every node when a move would re-place it (blocker)
+    volume_wait: str | None = None
 
     @property
     def remaining(self) -> int:
@@ -97,6 +102,16 @@ class PodClass:
         return taken
 
     def blocker(self, labels: Mapping[str, str], taints: Sequence[TaintT], node: str | None) -> str | None:
+        """Why kube-scheduler would not put a pod of the class on a node with ``labels`` and ``taints``
+        (None: it may). A claim that holds the pod (:attr:`volume_wait`) refuses every node, as
+        kube-scheduler's VolumeBinding PreFilter does before any node is looked at: a claim not found,
+        being deleted, or lost (bound to a volume that is gone), or an immediate claim not bound, is
+        UnschedulableAndUnresolvable (kubernetes/kubernetes pkg/scheduler/framework/plugins/
+        volumebinding/volume_binding.go, podHasPVCs and PreFilter). cluster-autoscaler's scale-down
+        simulates the moved pods through the same scheduler framework, so a node with such a pod is
+        unremovable (NoPlaceToMovePods: kubernetes/autoscaler cluster-autoscaler/simulator/cluster.go)."""
+        if self.volume_wait:
+            return self.volume_wait
         why = why_not_placeable(self.node_selector, self.terms, self.tolerations, labels, taints, node)
         return why or self.domains.blocker(labels, node)
 
@@ -372,6 +387,7 @@ def new_class(
         tenant=tenant,
         gang=gang,
         domains=domains,
+        volume_wait=pod.volume_wait,
     )
 
 

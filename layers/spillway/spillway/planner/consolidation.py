@@ -20,7 +20,8 @@ refusal keeps it, with its code:
 * ``does-not-fit``: the free room of the rest of the cluster (Ready, schedulable nodes, less what this
   plan already placed there, less every node this plan drains; then capacity already launching since an
   earlier plan, in groups whose launches do not fail, less what this plan's pending pods took) does not
-  hold its pods. The simulation is the scale-up's own first fit
+  hold its pods (a pod whose claim would hold its replacement on every node fits nowhere:
+  :meth:`spillway.planner.classes.PodClass.blocker`). The simulation is the scale-up's own first fit
   (:func:`spillway.planner.placement.fit_on_nodes`, :func:`~spillway.planner.placement.fill_bins`);
   nodes this plan launches are never counted. Expendable pods need no room; workers of an elastic job above its
   minimum are re-placed where they fit, else their job runs with fewer workers. Their pod topology
@@ -419,10 +420,7 @@ class Consolidation:
             return verdict
         trial = self._fit(candidate, make_room=make_room)
         if trial is None:
-            return (
-                codes.DOES_NOT_FIT,
-                f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster",
-            )
+            return codes.DOES_NOT_FIT, _no_room(candidate)
         self.launching, destinations, self.ctx.planned, moved = trial
         self.receiving |= destinations
         for key in _evicted_budgets(candidate, self.ctx.snapshot):
@@ -528,6 +526,17 @@ class Consolidation:
         self.stage.drains.append(
             Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods)
         )
+
+
+def _no_room(candidate: Candidate) -> str:
+    """Why the candidate's pods found no room: a pod its claim would hold on every node (the placement
+    refuses it everywhere: :meth:`PodClass.blocker`), else the room is too small."""
+    held = next((p for p in candidate.place if p.volume_wait), None)
+    if held is not None:
+        return (
+            f"runs {held.key}, which kube-scheduler would place on no node once evicted: {held.volume_wait}"
+        )
+    return f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster"
 
 
 def _evicted_budgets(candidate: Candidate, snapshot: ClusterSnapshot) -> set[tuple[str, str]]:

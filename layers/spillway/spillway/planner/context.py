@@ -7,7 +7,8 @@ durations and instants the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -235,6 +236,29 @@ class Context:
             add_into(node.free, pod.requests, -1)
             node.free[PODS] = node.free.get(PODS, 0) - ONE_POD
             node.receives += 1
+
+    @contextmanager
+    def nominated_withheld(self) -> Iterator[None]:
+        """While the block runs, the room of every nominated pod not charged yet is out of its node's
+        free room, whatever its priority; it is given back after (what the block took stays taken).
+        Room reserved for pods that come later (a ProvisioningRequest's booking: its pods are created
+        once Kueue admits the workload) is placed here: a preemptor binds as soon as its victims are
+        gone, before any of them. cluster-autoscaler adds every pod waiting on a preemption to its
+        snapshot (core/podlistprocessor/filter_out_expendable.go, addPreemptingPodsToSnapshot) before
+        its ProvisioningRequest processor books capacity (processors/provreq/processor.go,
+        bookCapacity, a pod list processor added after the default ones). The pending pods still meet
+        the nominated pods by priority (:meth:`charge_nominated`), as kube-scheduler lets them."""
+        self._nominated_room(-1)
+        try:
+            yield
+        finally:
+            self._nominated_room(1)
+
+    def _nominated_room(self, sign: int) -> None:
+        for pod in self.nominated:
+            node = self.nodes[pod.nominated or ""]
+            add_into(node.free, pod.requests, sign)
+            node.free[PODS] = node.free.get(PODS, 0) + sign * ONE_POD
 
     def _index_pods(self, pods: Iterable[PodInfo]) -> None:
         for pod in pods:

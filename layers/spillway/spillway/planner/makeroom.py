@@ -176,12 +176,15 @@ def _refuses(classes: Sequence[tuple[PodClass, int]], node: WorkNode) -> bool:
 
 def hold_rooms(ctx: Context) -> dict[str, RoomState]:
     """Pending pods an earlier plan made room for go to that node again (taken out of the demand);
-    returns the rooms still being made, for the next state."""
+    returns the rooms still being made, for the next state. A pod kube-scheduler has nominated to a node
+    since (``Context.nominated``: it preempted there while the room was being made) is that node's,
+    charged there by scale-up, and is not held here too."""
     pending = {p.key: p for p in ctx.pending}
+    nominated = {p.key for p in ctx.nominated}
     kept: dict[str, RoomState] = {}
     for name, room in sorted(ctx.state.rooms.items()):
         node = _still_draining(ctx, name, room)
-        waiting = [k for k in room.pods if k in pending]
+        waiting = [k for k in room.pods if k in pending and k not in nominated]
         if node is None or not waiting:
             continue  # released (its room may be another pod's now), gone or too old: planned as any pod
         kept[name] = RoomState(pods=tuple(waiting), since=room.since)

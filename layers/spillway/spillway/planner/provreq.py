@@ -22,7 +22,8 @@ alone, as cluster-autoscaler does):
 
 For both: ``Accepted=True`` on first sight of a readable request (one whose PodTemplate is missing
 fails instead); a request not provisioned by ``ValidUntilSeconds`` after its creation (else 7 days)
-fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room is taken
+fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room (never a
+nominated pod's: :meth:`~spillway.planner.context.Context.nominated_withheld`) is taken
 out of the free room before any pending pod is placed (pods consuming the request are not demand: the
 booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. The nodes
 it was booked on are remembered (``State.bookings``); while it holds, its room is taken again where it
@@ -352,12 +353,13 @@ class Provisioning:
                 classes.append(cls)
             elif count > 0 and whole:
                 return None
-        for cls in sorted(classes, key=PodClass.sort_key):
-            cls.domains = cls.domains.after(trial.planned)
-            trial.fit(cls, pools(nodes))
-            if cls.remaining and whole:
-                trial.undo()
-                return None
+        with self.ctx.nominated_withheld():  # a preemptor's room is never booked: it binds first
+            for cls in sorted(classes, key=PodClass.sort_key):
+                cls.domains = cls.domains.after(trial.planned)
+                trial.fit(cls, pools(nodes))
+                if cls.remaining and whole:
+                    trial.undo()
+                    return None
         for name, pods in trial.placed.items():
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
         self.ctx.planned = trial.planned
