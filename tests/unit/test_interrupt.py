@@ -571,6 +571,53 @@ def test_a_lifecycle_action_of_a_group_not_ours_starts_no_drain(instance: str) -
     assert rig.counted("LifecycleActionSeen") == 0
 
 
+def another_teams_hook(rig: Rig) -> dict[str, Any]:
+    """The same group also has a log-shipping team's terminate hook, and its action's event arrives."""
+    assert rig.cloud is not None
+    rig.cloud.add_hook("spot-gpu", "ship-logs", heartbeat=900)
+    rig.cloud.hold("us-east-1", INSTANCE, {"drain-before-terminate": TOKEN, "ship-logs": OTHER_TOKEN})
+    doc = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    doc["detail"].update(LifecycleHookName="ship-logs", LifecycleActionToken=OTHER_TOKEN)
+    return doc
+
+
+OTHER_TOKEN = "11111111-2222-4333-8444-555555555555"
+
+
+@pytest.mark.parametrize("scene", ["busy", "emptied"])
+def test_another_teams_lifecycle_hook_on_our_group_is_left_to_its_owner(scene: str) -> None:
+    """Auto Scaling user guide, "Amazon EC2 Auto Scaling lifecycle hooks" and "Complete a lifecycle
+    action" (https://docs.aws.amazon.com/autoscaling/ec2/userguide/completing-lifecycle-hooks.html): every
+    hook of a group sends its own "EC2 Instance-terminate Lifecycle Action" event (detail.LifecycleHookName,
+    LifecycleActionToken), and CompleteLifecycleAction with CONTINUE ends that hook's wait: the instance
+    goes on to termination once every hook's action is done. The rule takes every hook of the account,
+    so Spillway drained for, and completed, a log-shipping hook on one of its groups, cutting its owner's
+    action short. Only hooks named in LIFECYCLE_HOOK_NAMES (default drain-before-terminate) are
+    Spillway's; another starts no drain and is never completed, with a note naming it."""
+    rig = hooked() if scene == "busy" else draining(pod("agent-x", owner_kind="DaemonSet", daemonset=True))
+    doc = another_teams_hook(rig)
+    assert rig.cloud is not None
+    [out] = rig.handle(doc)
+    assert (out["outcome"], rig.workflows.requests, rig.cloud.completed) == ("not_our_hook", [], []), out
+    assert out["hook"] == "ship-logs" and "drain-before-terminate" in out["note"]
+    assert rig.cloud.waiting[INSTANCE]["ship-logs"] == OTHER_TOKEN  # its owner completes it
+    assert rig.counted("InterruptIgnored") == 1 and rig.counted("LifecycleActionSeen") == 0
+
+
+def test_a_configured_hook_name_is_spillways_and_the_default_one_then_is_not() -> None:
+    """An existing setup whose hook has another name keeps working by naming it (LifecycleHookNames)."""
+    rig = hooked()
+    doc = another_teams_hook(rig)
+    mine = rig.interrupter()
+    mine.settings = replace(mine.settings, lifecycle_hooks=("ship-logs", "k8s-drain"))
+    [out] = mine.handle(parse_notice(body(doc)))
+    assert out["outcome"] == "drain_started" and out["hook"] == "ship-logs"
+    [request] = rig.workflows.requests
+    assert request.input["lifecycle"]["hook"] == "ship-logs"
+    [default] = mine.handle(parse_notice(body(sample("interrupt-lifecycle-terminate.json"))))
+    assert default["outcome"] == "not_our_hook"
+
+
 def test_a_lifecycle_action_of_a_group_deleted_since_starts_no_drain() -> None:
     rig = hooked()
     assert rig.cloud is not None
@@ -760,6 +807,51 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert "ClusterAccessPolicy" not in json.dumps(fn["Policies"])  # no Kubernetes access
     alarm = res["InterruptDeadLetterAlarm"]["Properties"]
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
+
+
+def test_the_interrupt_and_drain_functions_share_the_hooks_spillway_owns() -> None:
+    """One stack parameter names Spillway's terminate hooks for both functions that complete actions
+    (the interrupt function on an emptied node, the drain after its evictions or its own terminate);
+    its default is the hook the README tells users to create."""
+    from spillway.local.cfn import load_template
+    from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS
+
+    template = load_template(ROOT / "template.yaml")
+    parameter = template["Parameters"]["LifecycleHookNames"]
+    assert parameter["Type"] == "CommaDelimitedList"
+    assert tuple(parameter["Default"].split(",")) == DEFAULT_LIFECYCLE_HOOKS == ("drain-before-terminate",)
+    for fn in ("InterruptFunction", "DrainFunction"):
+        variables = template["Resources"][fn]["Properties"]["Environment"]["Variables"]
+        assert variables["LIFECYCLE_HOOK_NAMES"] == {"Fn::Join": [",", {"Ref": "LifecycleHookNames"}]}, fn
+
+
+@pytest.mark.parametrize(
+    ("value", "hooks"),
+    [
+        (None, ("drain-before-terminate",)),
+        (" k8s-drain, drain-before-terminate ", ("k8s-drain", "drain-before-terminate")),
+    ],
+)
+def test_lifecycle_hook_names_are_a_comma_list_defaulting_to_the_documented_hook(
+    value: str | None, hooks: tuple[str, ...]
+) -> None:
+    from spillway.runtime import load_runtime_config
+
+    env = {"CLUSTER_NAME": "prod", "REGIONS": "us-east-1", "SNAPSHOTS_TABLE": "snap", "PLANS_TABLE": "plans",
+           "STATE_TABLE": "state", **({"LIFECYCLE_HOOK_NAMES": value} if value is not None else {})}  # fmt: skip
+    assert load_runtime_config(env).lifecycle_hook_names == hooks
+
+
+@pytest.mark.parametrize("value", ["bad hook!", ",", "x" * 256])
+def test_a_bad_lifecycle_hook_name_is_refused_naming_the_variable(value: str) -> None:
+    from spillway.errors import ConfigurationError
+    from spillway.runtime import load_runtime_config
+
+    env = {"CLUSTER_NAME": "prod", "REGIONS": "us-east-1", "SNAPSHOTS_TABLE": "snap", "PLANS_TABLE": "plans",
+           "STATE_TABLE": "state", "LIFECYCLE_HOOK_NAMES": value}  # fmt: skip
+    with pytest.raises(ConfigurationError) as err:
+        load_runtime_config(env)
+    assert err.value.field == "LIFECYCLE_HOOK_NAMES"
 
 
 def test_a_failed_notice_comes_back_inside_a_spot_warnings_drain_window() -> None:

@@ -37,8 +37,11 @@ again (its Node may have joined since the snapshot) until the warning's deadline
 no group the snapshot knows is drained only when AWS says its instance is in an Auto Scaling group
 tagged for the cluster (one launched since the snapshot); another (a standalone instance, a group not
 tagged for Spillway, a Karpenter node) is ``not_managed``: its drain would be refused, and its failure
-would raise the drain alarm for nothing Spillway owns. A lifecycle action is judged by the group it
-names, which is the one terminating the instance.
+would raise the drain alarm for nothing Spillway owns. A lifecycle action is judged first by the hook it
+names: only Spillway's (``InterruptSettings.lifecycle_hooks``, LIFECYCLE_HOOK_NAMES) are acted on; each
+hook of a group sends its own event and CONTINUE ends that hook's wait, so another team's hook on the
+same group is ``not_our_hook``, neither drained for nor completed. Then by the group it names, which
+is the one terminating the instance.
 
 A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
@@ -71,7 +74,7 @@ from typing import Any, Literal
 from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
-from spillway.model.drain import MAX_DEADLINE_SECONDS, LifecycleHook
+from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, MAX_DEADLINE_SECONDS, LifecycleHook
 from spillway.model.history import MAX_ROUNDS
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
@@ -145,6 +148,8 @@ class InterruptSettings:
     backoff_minutes: float = 15.0
     lifecycle_deadline_seconds: int = 600
     lifecycle_margin_seconds: int = 30
+    # the terminate hooks Spillway owns (LIFECYCLE_HOOK_NAMES): it drains for and completes only these
+    lifecycle_hooks: tuple[str, ...] = DEFAULT_LIFECYCLE_HOOKS
 
 
 # --- parsing ---------------------------------------------------------------------------------------
@@ -445,7 +450,25 @@ class Interrupter:
         if notice.region not in self.regions:
             self.metric("InterruptIgnored", 1)
             return [{"instance_id": i, "outcome": "other_region"} for i in notice.instance_ids]
+        if notice.kind == "lifecycle" and notice.hook not in self.settings.lifecycle_hooks:
+            self.metric("InterruptIgnored", 1)
+            return [self._not_our_hook(notice, i) for i in notice.instance_ids]
         return [self._one(notice, instance_id) for instance_id in notice.instance_ids]
+
+    def _not_our_hook(self, notice: Notice, instance_id: str) -> dict[str, Any]:
+        """A terminate hook Spillway does not own (another team's, on a group of ours or not): every hook
+        of a group sends its own event, and CompleteLifecycleAction ends that hook's wait, so a drain
+        for it, or its completion, would cut its owner's action short. Left alone, said in the log."""
+        owned = ", ".join(self.settings.lifecycle_hooks)
+        return {
+            "instance_id": instance_id,
+            "kind": notice.kind,
+            "group": notice.group,
+            "hook": notice.hook,
+            "outcome": "not_our_hook",
+            "note": f"lifecycle hook {notice.hook!r} of {notice.group} is not Spillway's (LIFECYCLE_HOOK_NAMES: "
+            f"{owned}): no drain for it, its owner completes it",
+        }
 
     def _one(self, notice: Notice, instance_id: str) -> dict[str, Any]:
         target = find_target(self.snapshot(), instance_id, notice.region)
