@@ -18,6 +18,7 @@ import pytest
 from fakes import FakeCloud, FakeLedger, FakeSnapshots, FakeWorkflows
 
 from spillway.act.interrupt import (
+    JOIN_RETRY_SECONDS,
     OWN_DRAIN_SNAPSHOT_SECONDS,
     Interrupter,
     InterruptSettings,
@@ -338,9 +339,50 @@ def test_a_spot_warning_of_an_instance_of_ours_not_yet_in_the_snapshot_is_tried_
     assert late.handle(doc)[0]["outcome"] == "not_our_node"
     theirs, doc = joining(WARNED_AT + timedelta(seconds=10), tagged=False)
     assert theirs.handle(doc)[0]["outcome"] == "not_our_node"
-    rebalance = copy.deepcopy(sample("interrupt-rebalance.json"))
-    rebalance["detail"]["instance-id"] = "i-0ccccccccccccccc1"
-    assert joining(WARNED_AT)[0].handle(rebalance)[0]["outcome"] == "not_our_node"
+
+
+def of_joining(name: str, **detail: Any) -> tuple[dict[str, Any], datetime]:
+    """Sample ``name`` about the joining instance (see :func:`joining`), and the event's time."""
+    doc: dict[str, Any] = json.loads(json.dumps(sample(name)).replace(INSTANCE, "i-0ccccccccccccccc1"))
+    doc["detail"].update(detail)
+    return doc, datetime.fromisoformat(doc["time"].replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize("name", ["interrupt-rebalance.json", "interrupt-health-scheduled.json"])
+def test_a_rebalance_or_scheduled_notice_of_an_instance_of_ours_not_yet_in_the_snapshot_is_tried_again(
+    name: str,
+) -> None:
+    """EC2 user guide, "EC2 instance rebalance recommendations"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html): the signal may
+    come well before the two-minute warning, or with it, and events are emitted on a best-effort basis
+    (none is sent again); AWS Health scheduled changes (retirement, maintenance) come days ahead. A
+    just-launched node of ours that joined after the snapshot had its Spot warning tried again, but its
+    recommendation or retirement notice dropped as not_our_node: no drain until the interruption itself.
+    Both are now tried again like the warning, while the drain they ask for still has time and at most
+    JOIN_RETRY_SECONDS after the notice (inside the queue's redrive), then dropped."""
+    doc, sent = of_joining(name)
+    rig, _ = joining(sent + timedelta(seconds=30))
+    with pytest.raises(NodeNotObserved):
+        rig.handle(doc)
+    assert rig.workflows.requests == []
+
+    late, _ = joining(sent + timedelta(seconds=JOIN_RETRY_SECONDS))
+    assert late.handle(doc)[0]["outcome"] == "not_our_node"
+    theirs, _ = joining(sent + timedelta(seconds=30), tagged=False)
+    assert theirs.handle(doc)[0]["outcome"] == "not_our_node"
+
+
+def test_a_scheduled_change_about_to_start_is_not_tried_again_past_its_drain_window() -> None:
+    """The change starts 60 s after SCHEDULED_MARGIN_SECONDS from the notice: a drain started later has
+    no time left before it, so the notice is tried again only within those 60 s."""
+    doc, sent = of_joining("interrupt-health-scheduled.json")
+    start = sent + timedelta(seconds=InterruptSettings().scheduled_margin_seconds + 60)
+    doc["detail"]["startTime"] = start.strftime("%a, %d %b %Y %H:%M:%S GMT")
+    rig, _ = joining(sent + timedelta(seconds=30))
+    with pytest.raises(NodeNotObserved):
+        rig.handle(doc)
+    late, _ = joining(sent + timedelta(seconds=60))
+    assert late.handle(doc)[0]["outcome"] == "not_our_node"
 
 
 def test_a_notice_from_a_region_we_do_not_manage_is_ignored() -> None:
@@ -868,13 +910,14 @@ def test_a_failed_notice_comes_back_inside_a_spot_warnings_drain_window() -> Non
     receives = int(queue["RedrivePolicy"]["maxReceiveCount"])
     fn = res["InterruptFunction"]["Properties"]
     deadline = int(fn["Environment"]["Variables"]["INTERRUPTION_DEADLINE_SECONDS"])
+    retried = max(deadline, JOIN_RETRY_SECONDS)  # a notice of a Node not observed yet is tried this long
     assert int(fn["Timeout"]) <= visibility, "Lambda refuses the event source mapping"
     # two more tries inside the drain's window, not one after the instance is gone
     assert 2 * visibility <= deadline, f"a failed Spot warning comes back after {visibility} s"
-    # a warning tried again for a Node not yet observed (every try while its deadline runs, and the one
+    # a notice tried again for a Node not yet observed (every try while its window runs, and the one
     # that drops it) never reaches the DLQ; a passing failure (Lambda's own throttling costs receives
     # too) has a few minutes; a poison message reaches the DLQ within ten
-    assert receives >= max(5, deadline // visibility + 2) and receives * visibility <= 600
+    assert receives >= max(5, retried // visibility + 2) and receives * visibility <= 600
 
 
 class RecordingDynamoDB:
