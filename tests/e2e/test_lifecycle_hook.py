@@ -12,10 +12,14 @@ every hook's action is completed, as AWS documents.
    action sent starts no second drain.
 3. The group scales in a node a rebalance recommendation's drain (no force) is still emptying: the
    lifecycle drain starts all the same, takes the node over and completes the action; the earlier
-   drain ends superseded, undoing nothing."""
+   drain ends superseded, undoing nothing.
+4. A group with another team's terminate hook beside Spillway's (log shipping): Spillway's drain
+   completes only its own; the instance waits for the other team's action, whose event the interrupt
+   function leaves alone, and terminates once that team completes it."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import boto3
@@ -178,3 +182,47 @@ def test_a_scale_in_of_a_node_a_rebalance_drain_is_emptying_is_drained_by_the_li
     assert cloud.sim.completed == [("hooked-rb", HOOK, victim, "CONTINUE")]
     assert victim not in {i["InstanceId"] for i in cloud.asg("hooked-rb")["Instances"]}
     assert cloud.kube.get("Node", node) is None
+
+
+def test_another_teams_terminate_hook_is_left_to_its_owner_while_spillway_completes_its_own(
+    cloud: Cloud,
+) -> None:
+    """Auto Scaling user guide, "Complete a lifecycle action"
+    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/completing-lifecycle-hooks.html): one event
+    per hook, and the instance terminates once every hook's action is complete."""
+    (instance, _), by_instance = hooked_group(cloud, "hooked-logs")
+    autoscaling = boto3.client("autoscaling", region_name=HOME)
+    autoscaling.put_lifecycle_hook(
+        LifecycleHookName="ship-logs",
+        AutoScalingGroupName="hooked-logs",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=900,
+        DefaultResult="CONTINUE",
+    )
+    node = by_instance[instance]
+    result = cloud.stack.run(
+        "DrainNodeStateMachine",
+        {"cluster": "ml", "node": node, "instance_id": instance, "group": "hooked-logs", "region": HOME,
+         "poll_seconds": 1, "deadline_seconds": 10},
+        timeout=60,
+    )  # fmt: skip
+    assert result["status"] == "SUCCEEDED", result
+    assert cloud.sim.completed == [("hooked-logs", HOOK, instance, "CONTINUE")]  # not ship-logs
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("hooked-logs")["Instances"]}
+    assert states[instance] == "Terminating:Wait"  # still held for the log shipper
+
+    queue_arn, messages = receive(cloud)
+    hooks = sorted(json.loads(m["Body"])["detail"]["LifecycleHookName"] for m in messages)
+    assert hooks == ["drain-before-terminate", "ship-logs"]  # one event per hook
+    cloud.snapshot()
+    assert cloud.stack.invoke("InterruptFunction", sqs_event(queue_arn, messages)) == {
+        "batchItemFailures": []
+    }
+    assert len(drains(cloud)) == 1  # only the drain above: none for ship-logs
+    assert cloud.sim.completed == [("hooked-logs", HOOK, instance, "CONTINUE")]
+
+    autoscaling.complete_lifecycle_action(  # the log shipper is done
+        LifecycleHookName="ship-logs", AutoScalingGroupName="hooked-logs",
+        LifecycleActionResult="CONTINUE", InstanceId=instance,
+    )  # fmt: skip
+    assert instance not in {i["InstanceId"] for i in cloud.asg("hooked-logs")["Instances"]}

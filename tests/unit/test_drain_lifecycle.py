@@ -184,18 +184,37 @@ def test_a_failed_lifecycle_drain_completes_with_continue_and_keeps_the_node_cor
 
 def test_a_drain_that_terminates_on_a_hooked_group_completes_its_own_action(rig: Rig) -> None:
     rig.cloud.add_hook("general", HOOK, heartbeat=3600)
-    rig.cloud.add_hook("general", "ship-logs", heartbeat=3600)
     drain = rig.cordoned()
     rig.drainer.terminate(drain)
     assert rig.cloud.placement("us-east-1", INSTANCE) is not None  # waiting, as AWS holds it
     out = rig.drainer.complete_lifecycle(drain)
     assert out["status"] == "LifecycleCompleted"
-    assert sorted(rig.cloud.completed) == [
-        ("general", HOOK, INSTANCE, "CONTINUE"),
-        ("general", "ship-logs", INSTANCE, "CONTINUE"),
-    ]
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
     assert rig.cloud.placement("us-east-1", INSTANCE) is None  # every hook done: terminated
     assert rig.cloud.groups[("us-east-1", "general")]["DesiredCapacity"] == 1
+
+
+def test_a_drain_that_terminates_leaves_another_teams_terminate_hook_to_its_owner(rig: Rig) -> None:
+    """Auto Scaling user guide, "Complete a lifecycle action"
+    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/completing-lifecycle-hooks.html): CONTINUE
+    ends one hook's wait, and the instance terminates once every hook's action is done. A scale-down's
+    terminate completed every terminate hook of the group by instance id, a log-shipping team's too,
+    which cut their action short: only Spillway's hooks (LIFECYCLE_HOOK_NAMES) are completed; the
+    instance waits for the other until its owner completes it (or its HeartbeatTimeout passes)."""
+    rig.cloud.add_hook("general", HOOK, heartbeat=3600)
+    rig.cloud.add_hook("general", "ship-logs", heartbeat=3600)
+    drain = rig.cordoned()
+    rig.drainer.terminate(drain)
+    out = rig.drainer.complete_lifecycle(drain)
+    assert out == {"status": "LifecycleCompleted", "hooks": [{"hook": HOOK, "result": "CONTINUE"}]}
+    assert rig.cloud.completed == [("general", HOOK, INSTANCE, "CONTINUE")]
+    assert list(rig.cloud.waiting[INSTANCE]) == ["ship-logs"]  # still held for its owner
+    assert rig.cloud.placement("us-east-1", INSTANCE) is not None
+
+    rig.cloud.hooks.clear()
+    rig.cloud.add_hook("general", "ship-logs", heartbeat=3600)  # a group with only another team's hook
+    assert rig.drainer.complete_lifecycle(drain) == {"status": "NoTerminateHook", "hooks": []}
+    assert list(rig.cloud.waiting[INSTANCE]) == ["ship-logs"]
 
 
 def test_completing_its_own_action_waits_until_the_instance_waits_and_is_a_no_op_without_hooks(

@@ -18,6 +18,7 @@ import pytest
 from fakes import FakeCloud, FakeLedger, FakeSnapshots, FakeWorkflows
 
 from spillway.act.interrupt import (
+    JOIN_RETRY_SECONDS,
     OWN_DRAIN_SNAPSHOT_SECONDS,
     Interrupter,
     InterruptSettings,
@@ -338,9 +339,50 @@ def test_a_spot_warning_of_an_instance_of_ours_not_yet_in_the_snapshot_is_tried_
     assert late.handle(doc)[0]["outcome"] == "not_our_node"
     theirs, doc = joining(WARNED_AT + timedelta(seconds=10), tagged=False)
     assert theirs.handle(doc)[0]["outcome"] == "not_our_node"
-    rebalance = copy.deepcopy(sample("interrupt-rebalance.json"))
-    rebalance["detail"]["instance-id"] = "i-0ccccccccccccccc1"
-    assert joining(WARNED_AT)[0].handle(rebalance)[0]["outcome"] == "not_our_node"
+
+
+def of_joining(name: str, **detail: Any) -> tuple[dict[str, Any], datetime]:
+    """Sample ``name`` about the joining instance (see :func:`joining`), and the event's time."""
+    doc: dict[str, Any] = json.loads(json.dumps(sample(name)).replace(INSTANCE, "i-0ccccccccccccccc1"))
+    doc["detail"].update(detail)
+    return doc, datetime.fromisoformat(doc["time"].replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize("name", ["interrupt-rebalance.json", "interrupt-health-scheduled.json"])
+def test_a_rebalance_or_scheduled_notice_of_an_instance_of_ours_not_yet_in_the_snapshot_is_tried_again(
+    name: str,
+) -> None:
+    """EC2 user guide, "EC2 instance rebalance recommendations"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html): the signal may
+    come well before the two-minute warning, or with it, and events are emitted on a best-effort basis
+    (none is sent again); AWS Health scheduled changes (retirement, maintenance) come days ahead. A
+    just-launched node of ours that joined after the snapshot had its Spot warning tried again, but its
+    recommendation or retirement notice dropped as not_our_node: no drain until the interruption itself.
+    Both are now tried again like the warning, while the drain they ask for still has time and at most
+    JOIN_RETRY_SECONDS after the notice (inside the queue's redrive), then dropped."""
+    doc, sent = of_joining(name)
+    rig, _ = joining(sent + timedelta(seconds=30))
+    with pytest.raises(NodeNotObserved):
+        rig.handle(doc)
+    assert rig.workflows.requests == []
+
+    late, _ = joining(sent + timedelta(seconds=JOIN_RETRY_SECONDS))
+    assert late.handle(doc)[0]["outcome"] == "not_our_node"
+    theirs, _ = joining(sent + timedelta(seconds=30), tagged=False)
+    assert theirs.handle(doc)[0]["outcome"] == "not_our_node"
+
+
+def test_a_scheduled_change_about_to_start_is_not_tried_again_past_its_drain_window() -> None:
+    """The change starts 60 s after SCHEDULED_MARGIN_SECONDS from the notice: a drain started later has
+    no time left before it, so the notice is tried again only within those 60 s."""
+    doc, sent = of_joining("interrupt-health-scheduled.json")
+    start = sent + timedelta(seconds=InterruptSettings().scheduled_margin_seconds + 60)
+    doc["detail"]["startTime"] = start.strftime("%a, %d %b %Y %H:%M:%S GMT")
+    rig, _ = joining(sent + timedelta(seconds=30))
+    with pytest.raises(NodeNotObserved):
+        rig.handle(doc)
+    late, _ = joining(sent + timedelta(seconds=60))
+    assert late.handle(doc)[0]["outcome"] == "not_our_node"
 
 
 def test_a_notice_from_a_region_we_do_not_manage_is_ignored() -> None:
@@ -571,6 +613,53 @@ def test_a_lifecycle_action_of_a_group_not_ours_starts_no_drain(instance: str) -
     assert rig.counted("LifecycleActionSeen") == 0
 
 
+def another_teams_hook(rig: Rig) -> dict[str, Any]:
+    """The same group also has a log-shipping team's terminate hook, and its action's event arrives."""
+    assert rig.cloud is not None
+    rig.cloud.add_hook("spot-gpu", "ship-logs", heartbeat=900)
+    rig.cloud.hold("us-east-1", INSTANCE, {"drain-before-terminate": TOKEN, "ship-logs": OTHER_TOKEN})
+    doc = copy.deepcopy(sample("interrupt-lifecycle-terminate.json"))
+    doc["detail"].update(LifecycleHookName="ship-logs", LifecycleActionToken=OTHER_TOKEN)
+    return doc
+
+
+OTHER_TOKEN = "11111111-2222-4333-8444-555555555555"
+
+
+@pytest.mark.parametrize("scene", ["busy", "emptied"])
+def test_another_teams_lifecycle_hook_on_our_group_is_left_to_its_owner(scene: str) -> None:
+    """Auto Scaling user guide, "Amazon EC2 Auto Scaling lifecycle hooks" and "Complete a lifecycle
+    action" (https://docs.aws.amazon.com/autoscaling/ec2/userguide/completing-lifecycle-hooks.html): every
+    hook of a group sends its own "EC2 Instance-terminate Lifecycle Action" event (detail.LifecycleHookName,
+    LifecycleActionToken), and CompleteLifecycleAction with CONTINUE ends that hook's wait: the instance
+    goes on to termination once every hook's action is done. The rule takes every hook of the account,
+    so Spillway drained for, and completed, a log-shipping hook on one of its groups, cutting its owner's
+    action short. Only hooks named in LIFECYCLE_HOOK_NAMES (default drain-before-terminate) are
+    Spillway's; another starts no drain and is never completed, with a note naming it."""
+    rig = hooked() if scene == "busy" else draining(pod("agent-x", owner_kind="DaemonSet", daemonset=True))
+    doc = another_teams_hook(rig)
+    assert rig.cloud is not None
+    [out] = rig.handle(doc)
+    assert (out["outcome"], rig.workflows.requests, rig.cloud.completed) == ("not_our_hook", [], []), out
+    assert out["hook"] == "ship-logs" and "drain-before-terminate" in out["note"]
+    assert rig.cloud.waiting[INSTANCE]["ship-logs"] == OTHER_TOKEN  # its owner completes it
+    assert rig.counted("InterruptIgnored") == 1 and rig.counted("LifecycleActionSeen") == 0
+
+
+def test_a_configured_hook_name_is_spillways_and_the_default_one_then_is_not() -> None:
+    """An existing setup whose hook has another name keeps working by naming it (LifecycleHookNames)."""
+    rig = hooked()
+    doc = another_teams_hook(rig)
+    mine = rig.interrupter()
+    mine.settings = replace(mine.settings, lifecycle_hooks=("ship-logs", "k8s-drain"))
+    [out] = mine.handle(parse_notice(body(doc)))
+    assert out["outcome"] == "drain_started" and out["hook"] == "ship-logs"
+    [request] = rig.workflows.requests
+    assert request.input["lifecycle"]["hook"] == "ship-logs"
+    [default] = mine.handle(parse_notice(body(sample("interrupt-lifecycle-terminate.json"))))
+    assert default["outcome"] == "not_our_hook"
+
+
 def test_a_lifecycle_action_of_a_group_deleted_since_starts_no_drain() -> None:
     rig = hooked()
     assert rig.cloud is not None
@@ -762,6 +851,51 @@ def test_the_template_routes_every_notice_to_an_encrypted_queue_only_its_rules_m
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["InterruptDeadLetterQueue", "QueueName"]}
 
 
+def test_the_interrupt_and_drain_functions_share_the_hooks_spillway_owns() -> None:
+    """One stack parameter names Spillway's terminate hooks for both functions that complete actions
+    (the interrupt function on an emptied node, the drain after its evictions or its own terminate);
+    its default is the hook the README tells users to create."""
+    from spillway.local.cfn import load_template
+    from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS
+
+    template = load_template(ROOT / "template.yaml")
+    parameter = template["Parameters"]["LifecycleHookNames"]
+    assert parameter["Type"] == "CommaDelimitedList"
+    assert tuple(parameter["Default"].split(",")) == DEFAULT_LIFECYCLE_HOOKS == ("drain-before-terminate",)
+    for fn in ("InterruptFunction", "DrainFunction"):
+        variables = template["Resources"][fn]["Properties"]["Environment"]["Variables"]
+        assert variables["LIFECYCLE_HOOK_NAMES"] == {"Fn::Join": [",", {"Ref": "LifecycleHookNames"}]}, fn
+
+
+@pytest.mark.parametrize(
+    ("value", "hooks"),
+    [
+        (None, ("drain-before-terminate",)),
+        (" k8s-drain, drain-before-terminate ", ("k8s-drain", "drain-before-terminate")),
+    ],
+)
+def test_lifecycle_hook_names_are_a_comma_list_defaulting_to_the_documented_hook(
+    value: str | None, hooks: tuple[str, ...]
+) -> None:
+    from spillway.runtime import load_runtime_config
+
+    env = {"CLUSTER_NAME": "prod", "REGIONS": "us-east-1", "SNAPSHOTS_TABLE": "snap", "PLANS_TABLE": "plans",
+           "STATE_TABLE": "state", **({"LIFECYCLE_HOOK_NAMES": value} if value is not None else {})}  # fmt: skip
+    assert load_runtime_config(env).lifecycle_hook_names == hooks
+
+
+@pytest.mark.parametrize("value", ["bad hook!", ",", "x" * 256])
+def test_a_bad_lifecycle_hook_name_is_refused_naming_the_variable(value: str) -> None:
+    from spillway.errors import ConfigurationError
+    from spillway.runtime import load_runtime_config
+
+    env = {"CLUSTER_NAME": "prod", "REGIONS": "us-east-1", "SNAPSHOTS_TABLE": "snap", "PLANS_TABLE": "plans",
+           "STATE_TABLE": "state", "LIFECYCLE_HOOK_NAMES": value}  # fmt: skip
+    with pytest.raises(ConfigurationError) as err:
+        load_runtime_config(env)
+    assert err.value.field == "LIFECYCLE_HOOK_NAMES"
+
+
 def test_a_failed_notice_comes_back_inside_a_spot_warnings_drain_window() -> None:
     """Lambda guide, "Creating and configuring an Amazon SQS event source mapping" (a failed message,
     listed in batchItemFailures or not, is visible again only when the queue's visibility timeout runs
@@ -776,13 +910,14 @@ def test_a_failed_notice_comes_back_inside_a_spot_warnings_drain_window() -> Non
     receives = int(queue["RedrivePolicy"]["maxReceiveCount"])
     fn = res["InterruptFunction"]["Properties"]
     deadline = int(fn["Environment"]["Variables"]["INTERRUPTION_DEADLINE_SECONDS"])
+    retried = max(deadline, JOIN_RETRY_SECONDS)  # a notice of a Node not observed yet is tried this long
     assert int(fn["Timeout"]) <= visibility, "Lambda refuses the event source mapping"
     # two more tries inside the drain's window, not one after the instance is gone
     assert 2 * visibility <= deadline, f"a failed Spot warning comes back after {visibility} s"
-    # a warning tried again for a Node not yet observed (every try while its deadline runs, and the one
+    # a notice tried again for a Node not yet observed (every try while its window runs, and the one
     # that drops it) never reaches the DLQ; a passing failure (Lambda's own throttling costs receives
     # too) has a few minutes; a poison message reaches the DLQ within ten
-    assert receives >= max(5, deadline // visibility + 2) and receives * visibility <= 600
+    assert receives >= max(5, retried // visibility + 2) and receives * visibility <= 600
 
 
 class RecordingDynamoDB:

@@ -98,7 +98,14 @@ class Clients:
     def drainer(self, on_outcome: OutcomeHook) -> Drainer:
         """The drain steps on this container's clients (cheap: made per invocation)."""
         c = self.config
-        return Drainer(self.kube, self.aws, cluster=c.cluster_name, regions=c.regions, on_outcome=on_outcome)
+        return Drainer(
+            self.kube,
+            self.aws,
+            cluster=c.cluster_name,
+            regions=c.regions,
+            on_outcome=on_outcome,
+            lifecycle_hooks=c.lifecycle_hook_names,
+        )
 
     def scale_steps(self, metric: Metric) -> ScaleSteps:
         """The scale-up steps on this container's clients (cheap: made per invocation)."""
@@ -144,6 +151,7 @@ class Clients:
                 poll_seconds=c.interrupt_poll_seconds,
                 backoff_minutes=c.interruption_backoff_minutes,
                 lifecycle_deadline_seconds=c.lifecycle_deadline_seconds,
+                lifecycle_hooks=c.lifecycle_hook_names,
             ),
             metric=metric,
         )

@@ -166,7 +166,8 @@ class SnapshotNotFound(SnapshotError):
 
 class NodeNotObserved(SnapshotError):
     """An instance of a group Spillway manages backs no Node of the latest snapshot yet (its Node joined,
-    or is joining, after it): the interrupt function tries its Spot warning again with a later one."""
+    or is joining, after it): the interrupt function tries its Spot warning, rebalance recommendation or
+    scheduled change again with a later one."""
 
 
 class StaleSnapshot(SnapshotError):

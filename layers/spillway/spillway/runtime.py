@@ -23,6 +23,9 @@ variable                               meaning (default)
 ``SCHEDULED_MARGIN_SECONDS``           interrupt: a scheduled change's drain ends this long before it (300)
 ``INTERRUPT_POLL_SECONDS``             interrupt: seconds between eviction rounds (5)
 ``INTERRUPTION_BACKOFF_MINUTES``       interrupt: back-off of an interrupted type in its zone (15)
+``LIFECYCLE_HOOK_NAMES``               interrupt, drain: comma list of the terminate lifecycle hooks
+                                       Spillway owns, drains for and completes; any other is its
+                                       owner's (``drain-before-terminate``)
 ``MAX_SNAPSHOT_AGE_SECONDS``           the plan refuses older snapshots (180)
 ``SCALE_UP_POLL_SECONDS``              scale-up: between launch checks (15)
 ``LAUNCH_TIMEOUT_SECONDS``             scale-up: a launch not Ready by then failed (600)
@@ -59,12 +62,13 @@ import json
 import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from spillway.config import NodeReserve, PlannerConfig
 from spillway.errors import ConfigurationError
+from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, HOOK_NAME_PATTERN
 from spillway.model.history import gang_refusal, scale_up_refusal
 
 if TYPE_CHECKING:
@@ -92,6 +96,7 @@ _RUNTIME_VARS: dict[str, str] = {
     "INTERRUPTION_DEADLINE_SECONDS": "interruption_deadline_seconds",
     "REBALANCE_DEADLINE_SECONDS": "rebalance_deadline_seconds",
     "LIFECYCLE_DEADLINE_SECONDS": "lifecycle_deadline_seconds",
+    "LIFECYCLE_HOOK_NAMES": "lifecycle_hook_names",
     "SCHEDULED_MARGIN_SECONDS": "scheduled_margin_seconds",
     "INTERRUPT_POLL_SECONDS": "interrupt_poll_seconds",
     "INTERRUPTION_BACKOFF_MINUTES": "interruption_backoff_minutes",
@@ -155,6 +160,10 @@ class RuntimeConfig(BaseModel):
     rebalance_deadline_seconds: int = Field(default=600, ge=0, le=86_400)
     # A terminate lifecycle action's drain: at most this, and always inside the hook's HeartbeatTimeout.
     lifecycle_deadline_seconds: int = Field(default=600, ge=0, le=7_200)
+    # The terminate hooks Spillway owns: another team's hook on the same group is never completed.
+    lifecycle_hook_names: tuple[
+        Annotated[str, Field(min_length=1, max_length=255, pattern=HOOK_NAME_PATTERN)], ...
+    ] = Field(default=DEFAULT_LIFECYCLE_HOOKS, min_length=1)
     scheduled_margin_seconds: int = Field(default=300, ge=0, le=86_400)
     interrupt_poll_seconds: int = Field(default=5, ge=1, le=60)
     interruption_backoff_minutes: float = Field(default=15, ge=0, le=1440)
@@ -244,13 +253,20 @@ def load_runtime_config(environ: Mapping[str, str] | None = None) -> RuntimeConf
         if not _value(env, var):
             raise ConfigurationError("required but not set", field=var)
     raw = _set_fields(env, _RUNTIME_VARS)
-    raw["regions"] = tuple(r.strip() for r in env["REGIONS"].split(",") if r.strip())
+    raw["regions"] = _names(env["REGIONS"])
+    if "lifecycle_hook_names" in raw:
+        raw["lifecycle_hook_names"] = _names(raw["lifecycle_hook_names"])
     raw["cluster_access"] = raw.get("cluster_access", "eks").lower()
     raw["planner"] = _planner_config(env, raw["cluster_name"], raw["regions"])
     try:
         return RuntimeConfig.model_validate(raw)
     except ValidationError as exc:
         raise _runtime_error(exc) from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A comma list, blanks around each item dropped (and empty items)."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def _value(env: Mapping[str, str], var: str) -> str:

@@ -105,6 +105,7 @@ from spillway.errors import (
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import DEFAULT_GRACE_SECONDS, PodInfo, instance_id_from_provider_id
 from spillway.model.drain import (
+    DEFAULT_LIFECYCLE_HOOKS,
     GLOBAL_TIMEOUT_SECONDS,
     LIFECYCLE_CONTINUE,
     LIST_LIMIT,
@@ -933,6 +934,7 @@ class Drainer:
         regions: Sequence[str],
         clock: Callable[[], datetime] = utcnow,
         on_outcome: OutcomeHook = _no_hook,
+        lifecycle_hooks: Sequence[str] = DEFAULT_LIFECYCLE_HOOKS,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -940,6 +942,7 @@ class Drainer:
         self.regions = tuple(regions)
         self.clock = clock
         self.on_outcome = on_outcome
+        self.lifecycle_hooks = tuple(lifecycle_hooks)  # the terminate hooks Spillway owns
 
     # validate ----------------------------------------------------------------------------------
 
@@ -1344,13 +1347,18 @@ class Drainer:
         A lifecycle drain completes its own action (by its token) once the pods are evicted or the
         deadline passed. Any other drain runs this right after its own TerminateInstanceInAutoScalingGroup:
         on a group with terminate hooks the instance then waits in Terminating:Wait, and the drain
-        completes every terminate hook's action for it (by instance id), so a scale-down never waits out
-        a HeartbeatTimeout. :class:`LifecycleActionPending` while the instance is still ``Terminating``
+        completes the action of each terminate hook Spillway owns (``lifecycle_hooks``) for it (by
+        instance id), so a scale-down never waits out a HeartbeatTimeout. Another team's hook (log
+        shipping, say) is left to its owner: CONTINUE would end its wait before its own action ran. :class:`LifecycleActionPending` while the instance is still ``Terminating``
         (the state machine retries). An action that no longer waits is done already: not an error."""
         if drain.lifecycle is not None:
             done = self._complete(drain, drain.lifecycle.hook, drain.lifecycle.token)
             return {"status": "LifecycleCompleted", "hooks": [done], **_lifecycle_identity(drain)}
-        hooks = [h for h in self.cloud.describe_lifecycle_hooks(drain.region, drain.group) if h.terminating]
+        hooks = [
+            h
+            for h in self.cloud.describe_lifecycle_hooks(drain.region, drain.group)
+            if h.terminating and h.name in self.lifecycle_hooks
+        ]
         if not hooks:
             return {"status": "NoTerminateHook", "hooks": []}
         placement = self.cloud.placement(drain.region, drain.instance_id)

@@ -32,13 +32,18 @@ Lifecycle Action         ``Terminating:Wait``                            Heartbe
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
-instance is ignored, but a Spot warning of one AWS puts in a group tagged for the cluster is tried
-again (its Node may have joined since the snapshot) until the warning's deadline has passed. A Node of
+instance is ignored, but a notice that asks for a drain (a Spot warning, a rebalance recommendation, a
+scheduled change) of one AWS puts in a group tagged for the cluster is tried again (its Node may have
+joined since the snapshot) while the drain still has time, at most ``JOIN_RETRY_SECONDS`` after the
+notice. A Node of
 no group the snapshot knows is drained only when AWS says its instance is in an Auto Scaling group
 tagged for the cluster (one launched since the snapshot); another (a standalone instance, a group not
 tagged for Spillway, a Karpenter node) is ``not_managed``: its drain would be refused, and its failure
-would raise the drain alarm for nothing Spillway owns. A lifecycle action is judged by the group it
-names, which is the one terminating the instance.
+would raise the drain alarm for nothing Spillway owns. A lifecycle action is judged first by the hook it
+names: only Spillway's (``InterruptSettings.lifecycle_hooks``, LIFECYCLE_HOOK_NAMES) are acted on; each
+hook of a group sends its own event and CONTINUE ends that hook's wait, so another team's hook on the
+same group is ``not_our_hook``, neither drained for nor completed. Then by the group it names, which
+is the one terminating the instance.
 
 A drain is one DrainNode execution named after the notice and the instance
 (``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
@@ -52,8 +57,8 @@ change, Health event or lifecycle action, or a body that is not an event at all:
 may send to the queue) whose fields do not parse. It never succeeds, but it may be a real warning
 Spillway failed to read, so the handler reports it as failed: after the queue's maxReceiveCount receives
 it sits in the dead-letter queue, which is alarmed. Anything else that fails (the snapshot table, Step
-Functions, the state table, a Spot warning of an instance of a managed group the snapshot does not show
-yet) raises and the message is retried (then DLQ).
+Functions, the state table, a notice asking for a drain of an instance of a managed group the snapshot
+does not show yet) raises and the message is retried (then DLQ).
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ from typing import Any, Literal
 from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
 from spillway.model.act import ExecutionRequest
 from spillway.model.cluster import NodeInfo
-from spillway.model.drain import MAX_DEADLINE_SECONDS, LifecycleHook
+from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, MAX_DEADLINE_SECONDS, LifecycleHook
 from spillway.model.history import MAX_ROUNDS
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
@@ -96,6 +101,13 @@ GONE_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 # emptied by a Spillway drain (own_drain): observe writes one every 20 s by default; an older one
 # leaves the node to a lifecycle drain, which reads the cluster as it is
 OWN_DRAIN_SNAPSHOT_SECONDS = 60
+# A notice that asks for a drain (Spot warning, rebalance recommendation, scheduled change) of an
+# instance of a group tagged for the cluster that no Node of the snapshot names yet (it joined after the
+# snapshot, which observe replaces every 20 s) is tried again at most this long after the notice's time,
+# and less when the drain it asks for would have no time left (a Spot warning's deadline, a change's
+# start). It must end within the queue's redrive (maxReceiveCount 10 receives, VisibilityTimeout 40 s apart): the try
+# that drops it comes before the dead-letter queue, with receives to spare for passing failures.
+JOIN_RETRY_SECONDS = 240
 ZONE_LABEL = "topology.kubernetes.io/zone"
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
 _TOKEN = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -145,6 +157,8 @@ class InterruptSettings:
     backoff_minutes: float = 15.0
     lifecycle_deadline_seconds: int = 600
     lifecycle_margin_seconds: int = 30
+    # the terminate hooks Spillway owns (LIFECYCLE_HOOK_NAMES): it drains for and completes only these
+    lifecycle_hooks: tuple[str, ...] = DEFAULT_LIFECYCLE_HOOKS
 
 
 # --- parsing ---------------------------------------------------------------------------------------
@@ -445,7 +459,25 @@ class Interrupter:
         if notice.region not in self.regions:
             self.metric("InterruptIgnored", 1)
             return [{"instance_id": i, "outcome": "other_region"} for i in notice.instance_ids]
+        if notice.kind == "lifecycle" and notice.hook not in self.settings.lifecycle_hooks:
+            self.metric("InterruptIgnored", 1)
+            return [self._not_our_hook(notice, i) for i in notice.instance_ids]
         return [self._one(notice, instance_id) for instance_id in notice.instance_ids]
+
+    def _not_our_hook(self, notice: Notice, instance_id: str) -> dict[str, Any]:
+        """A terminate hook Spillway does not own (another team's, on a group of ours or not): every hook
+        of a group sends its own event, and CompleteLifecycleAction ends that hook's wait, so a drain
+        for it, or its completion, would cut its owner's action short. Left alone, said in the log."""
+        owned = ", ".join(self.settings.lifecycle_hooks)
+        return {
+            "instance_id": instance_id,
+            "kind": notice.kind,
+            "group": notice.group,
+            "hook": notice.hook,
+            "outcome": "not_our_hook",
+            "note": f"lifecycle hook {notice.hook!r} of {notice.group} is not Spillway's (LIFECYCLE_HOOK_NAMES: "
+            f"{owned}): no drain for it, its owner completes it",
+        }
 
     def _one(self, notice: Notice, instance_id: str) -> dict[str, Any]:
         target = find_target(self.snapshot(), instance_id, notice.region)
@@ -454,7 +486,7 @@ class Interrupter:
             if self._joining(notice, instance_id):
                 raise NodeNotObserved(
                     f"{instance_id} is in a group of cluster {self.cluster!r} but backs no Node of the "
-                    "latest snapshot yet: its Spot warning is tried again with a later one"
+                    f"latest snapshot yet: its {notice.kind} notice is tried again with a later one"
                 )
             self.metric("InterruptIgnored", 1)
             return {**out, "outcome": "not_our_node"}
@@ -498,14 +530,27 @@ class Interrupter:
         return target.group is not None or self._managed(notice.region, target.instance_id)
 
     def _joining(self, notice: Notice, instance_id: str) -> bool:
-        """Whether a Spot warning of an instance no Node of the snapshot names is worth another try: the
-        instance is in a group tagged for the cluster (its Node may have joined since the snapshot, which
-        observe replaces every 20 s) and the warning's deadline has not passed (after it a drain would
-        start with none left: the notice is then dropped as ``not_our_node``, before the DLQ)."""
-        if notice.kind != "interruption" or self.cloud is None:
+        """Whether a notice of an instance no Node of the snapshot names is worth another try: it asks for
+        a drain, the instance is in a group tagged for the cluster (its Node may have joined since the
+        snapshot, which observe replaces every 20 s), and its :meth:`_retry_window` has not passed (after
+        it the notice is dropped as ``not_our_node``, before the DLQ). A rebalance recommendation is sent
+        once, best effort, and a scheduled change days ahead: dropped, a just-launched node got no drain
+        before the interruption or the change itself."""
+        if notice.kind not in ("interruption", "rebalance", "scheduled") or self.cloud is None:
             return False
         age = (self.clock() - notice.time).total_seconds()
-        return age < self.settings.interruption_deadline_seconds and self._managed(notice.region, instance_id)
+        return age < self._retry_window(notice) and self._managed(notice.region, instance_id)
+
+    def _retry_window(self, notice: Notice) -> float:
+        """Seconds after the notice's time it is tried again for a Node not observed yet: at most
+        :data:`JOIN_RETRY_SECONDS`, and no longer than the drain it asks for has time (a Spot warning's
+        deadline; a scheduled change's start less the margin its drain ends by)."""
+        if notice.kind == "interruption":
+            return min(JOIN_RETRY_SECONDS, self.settings.interruption_deadline_seconds)
+        if notice.kind == "scheduled" and notice.start is not None:
+            left = (notice.start - notice.time).total_seconds() - self.settings.scheduled_margin_seconds
+            return min(JOIN_RETRY_SECONDS, left)
+        return JOIN_RETRY_SECONDS
 
     def _managed(self, region: str, instance_id: str) -> bool:
         """Whether the instance is in an Auto Scaling group tagged for the cluster, as AWS says now

@@ -30,6 +30,12 @@ MIN_HEARTBEAT_SECONDS = 30
 MAX_HEARTBEAT_SECONDS = 7_200
 LIFECYCLE_CONTINUE = "CONTINUE"
 GLOBAL_TIMEOUT_SECONDS = 172_800  # a lifecycle action waits at most 48 h (or 100 heartbeat timeouts)
+# A lifecycle hook's name (PutLifecycleHook: 1 to 255 of these characters).
+HOOK_NAME_PATTERN = r"^[A-Za-z0-9\-_/]+$"
+# The terminate hooks Spillway owns unless LIFECYCLE_HOOK_NAMES names others: the one the README tells
+# users to create. Spillway drains for and completes only these; another team's hook on the same group
+# (log shipping, say) is its owner's to complete.
+DEFAULT_LIFECYCLE_HOOKS: tuple[str, ...] = ("drain-before-terminate",)
 
 
 def parse_iso(text: str) -> datetime:
@@ -46,7 +52,7 @@ class LifecycleAction(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    hook: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9\-_/]+$")
+    hook: str = Field(min_length=1, max_length=255, pattern=HOOK_NAME_PATTERN)
     token: str = Field(
         min_length=36,
         max_length=36,
