@@ -139,13 +139,34 @@ def test_a_rollback_gang_run_again_by_hand_raises_the_group_again() -> None:
 
 def test_a_rollback_gang_is_refused_on_a_group_whose_launch_process_is_suspended() -> None:
     """Its raise would launch nothing and the gang would wait out its deadline; refused before it raises,
-    naming the process (a fleet gang attaches instances it launched itself). (Review r24.)"""
+    naming the process. (Review r24.)"""
     cloud, _, steps = world(mode="rollback", suspended=["AZRebalance", "Launch"])
 
     with pytest.raises(AsgLimitExceeded, match="its Launch process is suspended"):
         steps.prepare({**REQUEST, "mode": "rollback"})
 
     assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
+
+
+def test_a_fleet_gang_is_refused_on_a_group_whose_launch_process_is_suspended() -> None:
+    """AWS refuses AttachInstances while the group's Launch process is suspended ("you can't attach new
+    instances to the group. To attach instances, you must first resume Launch": EC2 Auto Scaling User
+    Guide, as-suspend-resume-processes, "Additional considerations", awsdocs/amazon-ec2-auto-scaling-
+    user-guide doc_source/as-suspend-resume-processes.md). A fleet launched there would run a whole gang
+    of GPUs outside the group until its attach failed and the give-back terminated it: refused before
+    CreateFleet, as a rollback gang is. (AddToLoadBalancer suspended does not refuse an attach: Auto
+    Scaling only leaves the instances out of the group's load balancers, which a node group does not
+    need.)"""
+    cloud, _, steps = world(suspended=["AZRebalance", "Launch"])
+
+    with pytest.raises(AsgLimitExceeded, match="its Launch process is suspended.*AttachInstances"):
+        steps.prepare(REQUEST)
+
+    assert cloud.fleets == [] and cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
+    cloud.groups[("us-east-1", "gpu")]["SuspendedProcesses"] = [
+        {"ProcessName": "AZRebalance", "SuspensionReason": ""},
+        {"ProcessName": "AddToLoadBalancer", "SuspensionReason": ""},
+    ]
     assert steps.prepare(REQUEST)["mode"] == "fleet"
 
 

@@ -6,8 +6,9 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
 (:data:`spillway.model.nodegroup.TAG_ATOMIC_LAUNCH`):
 
 ``fleet``
-    ``gang_prepare`` (read the group, refuse a gang above MaxSize, and a group spanning several zones
-    whose AZRebalance process is not suspended) → ``gang_launch`` (EC2 ``CreateFleet`` of type
+    ``gang_prepare`` (read the group, refuse a gang above MaxSize, a group spanning several zones
+    whose AZRebalance process is not suspended, and a group whose Launch process is suspended: AWS
+    refuses AttachInstances there) → ``gang_launch`` (EC2 ``CreateFleet`` of type
     ``instant``, of the group's capacity type, ``MinTargetCapacity`` = count, one instance type in one
     zone, every instance tagged with the attempt) → ``gang_attach`` (once every instance runs:
     ``AttachInstances``, 20 a call, which raises the desired capacity) → ``gang_verify`` (every instance
@@ -612,8 +613,11 @@ def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str) -> None:
     """Refuse, before anything launches, a gang the mode cannot launch in the group: a zone it does not
-    span, or that rollback mode cannot choose; a fleet whose zone AZRebalance would even out; a rollback
-    raise of a group whose Launch process is suspended (it would launch nothing: a wasted deadline)."""
+    span, or that rollback mode cannot choose; a fleet whose zone AZRebalance would even out; any gang
+    of a group whose Launch process is suspended: a rollback raise would launch nothing (a wasted
+    deadline), and AWS refuses AttachInstances until Launch is resumed (EC2 Auto Scaling User Guide,
+    "Suspend and resume processes", additional considerations: "you can't attach new instances to the
+    group"), so a fleet would run the whole gang outside the group until its give-back."""
     if req.zone is not None and req.zone not in asg.AvailabilityZones:
         raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
                          field="zone")  # fmt: skip
@@ -622,8 +626,9 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
                          field="zone")  # fmt: skip
     if mode == "fleet" and fleet_refusal(asg):
         raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
-    if mode == "rollback" and launch_refusal(asg):
-        raise AsgLimitExceeded(f"{launch_refusal(asg)}; nothing launched")
+    if launch_refusal(asg):
+        attach = "; nor does it accept AttachInstances" if mode == "fleet" else ""
+        raise AsgLimitExceeded(f"{launch_refusal(asg)}{attach}; nothing launched")
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:
