@@ -21,6 +21,7 @@ from fakes import calls, refuse
 from moto import mock_aws
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.adapters.launch_cache import DEFAULT_RECHECK_SECONDS, LaunchCache
 from spillway.errors import AwsError, AwsThrottled
 from spillway.local.rig import create_group
 from spillway.model.aws import AutoScalingGroup
@@ -191,6 +192,78 @@ def test_a_template_deleted_after_it_was_read_is_not_served_from_the_cache(world
     assert problem.startswith(
         "LaunchTemplate: lt-gone ($Latest) not found (InvalidLaunchTemplateId.NotFound)"
     )
+
+
+def delete_last_version(template_id: str) -> None:
+    """DeleteLaunchTemplateVersions of the template's last version, in moto's backend (moto 5 does not
+    implement the call): DescribeLaunchTemplateVersions naming it then fails with
+    ``InvalidLaunchTemplateId.VersionNotFound``, as EC2 answers for a version that does not exist (EC2 API
+    Reference, "Error codes for the Amazon EC2 API": "The specified launch template version does not
+    exist")."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    ec2_backends[DEFAULT_ACCOUNT_ID][REGION].launch_templates[template_id].versions.pop()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_pinned_version_deleted_after_it_was_read_is_named_once_asked_again_and_then_read_anew(
+    world: Any,
+) -> None:
+    """A group pins version 2; the version is deleted afterwards (EC2 allows deleting any version but
+    the default), and the group launches nothing from then on. Kept for the container's life, the facts
+    hid that until a new container read them. A kept version is asked again once it was read
+    DEFAULT_RECHECK_SECONDS ago: EC2's VersionNotFound drops it from the cache and names the group's
+    problem, and the next observation asks for it anew (not served from the cache). Before the re-check
+    it is served as read, with no call."""
+    clients, adapter = world
+    clock = Clock()
+    adapter._launch_cache = LaunchCache(clock=clock)
+    lt = template_group(clients, "pinned", "2", {"InstanceType": "m5.large"})
+    new_version(clients, "pinned", {"InstanceType": "g5.xlarge", "InstanceMarketOptions": SPOT})
+    assert facts(observe(adapter))["pinned"] == ("g5.xlarge", "spot", ())
+    versions = calls(clients.ec2(REGION), "DescribeLaunchTemplateVersions")
+
+    delete_last_version(lt)
+    clock.now += DEFAULT_RECHECK_SECONDS - 1
+    assert facts(observe(adapter))["pinned"] == ("g5.xlarge", "spot", ())  # not asked yet
+    assert versions == []
+    clock.now += 1
+    (problem,) = observe(adapter)["pinned"].problems
+    again = observe(adapter)["pinned"].problems
+
+    assert problem.startswith(
+        "LaunchTemplate: lt-pinned (2) not found (InvalidLaunchTemplateId.VersionNotFound)"
+    )
+    assert again == (problem,)
+    assert versions == [{"LaunchTemplateId": lt, "Versions": ["2"]}] * 2  # re-checked, then read anew
+
+
+def test_a_recheck_that_ec2_throttles_keeps_what_the_version_says_and_fails_no_read(world: Any) -> None:
+    """What a version says cannot change: a re-check refused for its rate fails nothing and serves the
+    facts as read; it is asked again at the next read."""
+    clients, adapter = world
+    clock = Clock()
+    adapter._launch_cache = LaunchCache(clock=clock)
+    template_group(clients, "gpu", "1", {"InstanceType": "g5.xlarge", "InstanceMarketOptions": SPOT})
+    observe(adapter)
+    real = clients.ec2(REGION).describe_launch_template_versions
+    refuse(clients.ec2(REGION), "describe_launch_template_versions", "RequestLimitExceeded", 503)
+    clock.now += DEFAULT_RECHECK_SECONDS
+
+    assert facts(observe(adapter))["gpu"] == ("g5.xlarge", "spot", ())
+    clients.ec2(REGION).describe_launch_template_versions = real
+    versions = calls(clients.ec2(REGION), "DescribeLaunchTemplateVersions")
+    assert facts(observe(adapter))["gpu"] == ("g5.xlarge", "spot", ())
+    assert len(versions) == 1  # asked again, and kept as read now
+    assert facts(observe(adapter))["gpu"] == ("g5.xlarge", "spot", ()) and len(versions) == 1
 
 
 def ec2_refuses_missing_ids(clients: Any) -> list[list[str]]:

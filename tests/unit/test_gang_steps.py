@@ -139,13 +139,34 @@ def test_a_rollback_gang_run_again_by_hand_raises_the_group_again() -> None:
 
 def test_a_rollback_gang_is_refused_on_a_group_whose_launch_process_is_suspended() -> None:
     """Its raise would launch nothing and the gang would wait out its deadline; refused before it raises,
-    naming the process (a fleet gang attaches instances it launched itself). (Review r24.)"""
+    naming the process. (Review r24.)"""
     cloud, _, steps = world(mode="rollback", suspended=["AZRebalance", "Launch"])
 
     with pytest.raises(AsgLimitExceeded, match="its Launch process is suspended"):
         steps.prepare({**REQUEST, "mode": "rollback"})
 
     assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
+
+
+def test_a_fleet_gang_is_refused_on_a_group_whose_launch_process_is_suspended() -> None:
+    """AWS refuses AttachInstances while the group's Launch process is suspended ("you can't attach new
+    instances to the group. To attach instances, you must first resume Launch": EC2 Auto Scaling User
+    Guide, as-suspend-resume-processes, "Additional considerations", awsdocs/amazon-ec2-auto-scaling-
+    user-guide doc_source/as-suspend-resume-processes.md). A fleet launched there would run a whole gang
+    of GPUs outside the group until its attach failed and the give-back terminated it: refused before
+    CreateFleet, as a rollback gang is. (AddToLoadBalancer suspended does not refuse an attach: Auto
+    Scaling only leaves the instances out of the group's load balancers, which a node group does not
+    need.)"""
+    cloud, _, steps = world(suspended=["AZRebalance", "Launch"])
+
+    with pytest.raises(AsgLimitExceeded, match=r"its Launch process is suspended.*AttachInstances"):
+        steps.prepare(REQUEST)
+
+    assert cloud.fleets == [] and cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
+    cloud.groups[("us-east-1", "gpu")]["SuspendedProcesses"] = [
+        {"ProcessName": "AZRebalance", "SuspensionReason": ""},
+        {"ProcessName": "AddToLoadBalancer", "SuspensionReason": ""},
+    ]
     assert steps.prepare(REQUEST)["mode"] == "fleet"
 
 
@@ -414,6 +435,36 @@ def test_give_back_of_an_attached_gang_terminates_with_decrement_and_restores_de
     assert [args[2] for args in cloud.terminated()] == [True, True, True]  # with decrement
     assert out["desired"] == 1 and cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
     assert cloud.running() == [] and out["error"] == "GangIncomplete"
+
+
+def test_give_back_leaves_in_service_members_of_a_group_whose_terminate_process_is_suspended() -> None:
+    """While a group's Terminate process is suspended Auto Scaling terminates none of its InService
+    instances (EC2 Auto Scaling User Guide, "Considerations for suspending processes": the suspension
+    "applies only to instances that are currently in the InService state. It does not prevent the
+    termination of instances in other states, such as Pending"; EKS's own node group deletion fails
+    then with "Couldn't terminate instances in ASG as Terminate process is suspended"). The API
+    reference of TerminateInstanceInAutoScalingGroup names no error for it, so a give-back that asked
+    would report the gang terminated while it ran, and a decrement applied without the termination
+    would leave the group above its desired capacity, to be scaled in by its termination policy (any
+    node, undrained) once Terminate is resumed. So an InService member is not asked for: it stays in
+    the group with its capacity, and the result and cause name it; a member still Pending is
+    terminated with the decrement as before."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    ids = launch["instances"]
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["SuspendedProcesses"].append({"ProcessName": "Terminate", "SuspensionReason": "User suspended"})
+    next(i for i in raw["Instances"] if i["InstanceId"] == ids[2])["LifecycleState"] = "Pending"
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+
+    assert [(a[1], a[2]) for a in cloud.terminated()] == [(ids[2], True)]
+    assert out["terminated"] == [ids[2]] and out["held"] == ids[:2]
+    assert sorted(cloud.running()) == sorted(ids[:2]) and raw["DesiredCapacity"] == 3 == out["desired"]
+    assert "2 instance(s) left running in the group: its Terminate process is suspended" in out["cause"]
 
 
 def test_attach_waits_for_instances_ec2_does_not_show_yet() -> None:

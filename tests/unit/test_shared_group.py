@@ -117,6 +117,28 @@ def test_a_gang_raised_first_does_not_absorb_the_scale_up_and_its_back_off_gives
     assert w.desired == 5 and out["desired"] == 5  # only the undelivered 1 given back
 
 
+def test_a_scale_up_back_off_leaves_its_in_service_instances_when_terminate_is_suspended() -> None:
+    """Terminate suspended after the raise: Auto Scaling terminates no InService instance (EC2 Auto
+    Scaling User Guide, "Considerations for suspending processes"), so the back-off does not ask for its
+    unready InService instance (held, named in the reason, its capacity kept) and still takes off what
+    never launched: lowering the desired capacity to the instances running terminates nothing. (A
+    Pending one would still be terminated: the suspension covers InService instances only.)"""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    (mine,) = w.asg_launches(1, ready=False)  # one of the plan's 2; its Node never becomes Ready
+    w.raw["SuspendedProcesses"] = [{"ProcessName": "Terminate", "SuspensionReason": "User suspended"}]
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})
+
+    assert w.cloud.terminated() == [] and out["terminated"] == [] and out["held"] == [mine]
+    assert w.instances == sorted([OLD, mine]) and w.desired == 2 == out["desired"]
+    assert "1 instance(s) left running in the group: its Terminate process is suspended" in out["reason"]
+
+
 def test_two_gangs_on_one_group_the_failed_one_leaves_the_other_whole() -> None:
     w = World()
     other = {**GANG, "gang": "ml/eval", "count": 2}

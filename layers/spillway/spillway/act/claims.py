@@ -218,7 +218,9 @@ def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:
 
 def give_back_undelivered(aws: Cloud, owner: Owner, undelivered: int) -> int | None:
     """Lower the desired capacity by ``undelivered`` relative to the live value (never below MinSize
-    nor below the instances running). Returns the new desired capacity, or None when left as it was."""
+    nor below the instances running). Returns the new desired capacity, or None when left as it was.
+    Right while the group's Terminate process is suspended too: never below the instances running, the
+    decrement asks Auto Scaling to terminate nothing, only to launch less."""
     if undelivered <= 0:
         return None
     asg = aws.describe_group(owner.region, owner.group)

@@ -6,8 +6,9 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
 (:data:`spillway.model.nodegroup.TAG_ATOMIC_LAUNCH`):
 
 ``fleet``
-    ``gang_prepare`` (read the group, refuse a gang above MaxSize, and a group spanning several zones
-    whose AZRebalance process is not suspended) → ``gang_launch`` (EC2 ``CreateFleet`` of type
+    ``gang_prepare`` (read the group, refuse a gang above MaxSize, a group spanning several zones
+    whose AZRebalance process is not suspended, and a group whose Launch process is suspended: AWS
+    refuses AttachInstances there) → ``gang_launch`` (EC2 ``CreateFleet`` of type
     ``instant``, of the group's capacity type, ``MinTargetCapacity`` = count, one instance type in one
     zone, every instance tagged with the attempt) → ``gang_attach`` (once every instance runs:
     ``AttachInstances``, 20 a call, which raises the desired capacity) → ``gang_verify`` (every instance
@@ -28,7 +29,9 @@ instances too once EC2 shows them); in rollback mode the capacity the attempt ra
 launched is given back relative to the live desired capacity
 (:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
 scale-up's ``backoff`` does. The execution then fails with a named error: ``CapacityUnavailable``,
-``GangIncomplete`` or the step's own. No half gang is ever left running.
+``GangIncomplete`` or the step's own. No half gang is left running, but for InService members of a group
+whose Terminate process is suspended: Auto Scaling would not terminate them, so they are left in the
+group (``held``) and the cause names them (:func:`spillway.act.instances.give_back_in_group`).
 
 Every step is idempotent (a raise marker per attempt, a CreateFleet ``ClientToken`` per attempt,
 attaching only what is not attached yet, terminating only what still runs), so the state machine
@@ -488,7 +491,9 @@ class GangSteps:
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each; where
-        MinSize refuses the decrement, without it), give back what the attempt raised but never launched
+        MinSize refuses the decrement, without it; an InService one of a group whose Terminate process is
+        suspended is left running, ``held``, and the cause says so), give back what the attempt raised
+        but never launched
         (relative, rollback mode; none when its raise is unsettled: it may never have added any), back
         the group off. Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
@@ -500,7 +505,7 @@ class GangSteps:
         asg = self.aws.describe_group(req.region, req.group)
         members = self._members(req, prep, state, asg)
         in_group = {i.InstanceId for i in asg.Instances}
-        gone = self._terminate(req.region, members, in_group)
+        gone = self._terminate(asg, members, in_group)
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
@@ -512,13 +517,13 @@ class GangSteps:
         )
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
-        if desired is None or gone.replaced:
+        if desired is None or gone.replaced or gone.held:
             after = self.aws.describe_group(req.region, req.group)
             desired = after.DesiredCapacity
             cause += gone.kept(after.MinSize, desired)
         return {"group": req.group, "region": req.region, "outcome": "given_back", "error": error,
                 "cause": cause[:1000], "terminated": gone.terminated, "replaced": gone.replaced,
-                "desired": desired, "backoff_until": iso(until)}  # fmt: skip
+                "held": gone.held, "desired": desired, "backoff_until": iso(until)}  # fmt: skip
 
     def _members(
         self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup
@@ -555,13 +560,15 @@ class GangSteps:
         except CapacityUnavailable:  # EC2 refused the call whole: nothing runs under the token
             return set()
 
-    def _terminate(self, region: str, members: set[str], in_group: set[str]) -> Terminated:
+    def _terminate(self, asg: AutoScalingGroup, members: set[str], in_group: set[str]) -> Terminated:
         """Every instance of ``members``, best-effort: one refused does not stop the others. In the group:
         :func:`~spillway.act.instances.give_back_in_group` (the decrement, and without it where AWS
-        refuses it for the MinSize). Outside the group (not attached yet, or gone from it): EC2
+        refuses it for the MinSize; none for an InService one while the group's Terminate process is
+        suspended: ``held``). Outside the group (not attached yet, or gone from it): EC2
         TerminateInstances. Once all were tried, the first error is raised (one GiveBack retries
         first), naming what still runs."""
-        gone = give_back_in_group(self.aws, region, sorted(members & in_group))
+        region = asg.region
+        gone = give_back_in_group(self.aws, asg, sorted(members & in_group))
         outside = sorted((members - in_group) | set(gone.not_found))
         try:
             gone.terminated += self._terminate_outside(region, outside)
@@ -612,8 +619,11 @@ def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str) -> None:
     """Refuse, before anything launches, a gang the mode cannot launch in the group: a zone it does not
-    span, or that rollback mode cannot choose; a fleet whose zone AZRebalance would even out; a rollback
-    raise of a group whose Launch process is suspended (it would launch nothing: a wasted deadline)."""
+    span, or that rollback mode cannot choose; a fleet whose zone AZRebalance would even out; any gang
+    of a group whose Launch process is suspended: a rollback raise would launch nothing (a wasted
+    deadline), and AWS refuses AttachInstances until Launch is resumed (EC2 Auto Scaling User Guide,
+    "Suspend and resume processes", additional considerations: "you can't attach new instances to the
+    group"), so a fleet would run the whole gang outside the group until its give-back."""
     if req.zone is not None and req.zone not in asg.AvailabilityZones:
         raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
                          field="zone")  # fmt: skip
@@ -622,8 +632,9 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
                          field="zone")  # fmt: skip
     if mode == "fleet" and fleet_refusal(asg):
         raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
-    if mode == "rollback" and launch_refusal(asg):
-        raise AsgLimitExceeded(f"{launch_refusal(asg)}; nothing launched")
+    if launch_refusal(asg):
+        attach = "; nor does it accept AttachInstances" if mode == "fleet" else ""
+        raise AsgLimitExceeded(f"{launch_refusal(asg)}{attach}; nothing launched")
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:

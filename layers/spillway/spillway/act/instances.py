@@ -4,7 +4,8 @@ EKS names a Node after its instance's private DNS name, and the Node's ``spec.pr
 instance: :func:`nodes_on` finds a Node that way. :func:`where_gone` says when an instance is no longer
 one to act on (out of its group, or terminating already). Used by the scale-up and gang launch checks,
 the drain's terminate and the removal of instances that never joined. :func:`give_back_in_group`
-terminates what a launch did not deliver (a scale-up's back-off, a gang's give-back), best-effort.
+terminates what a launch did not deliver (a scale-up's back-off, a gang's give-back), best-effort, and
+leaves the InService ones of a group whose Terminate process is suspended.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from spillway.errors import (
     NodeNotFound,
     SpillwayError,
 )
+from spillway.model.aws import AutoScalingGroup
 from spillway.model.cluster import instance_id_from_provider_id
 from spillway.model.drain import Placement
 from spillway.model.k8s import Node
+from spillway.model.nodegroup import TERMINATE
 from spillway.ports import Cloud, Cluster
 
 
@@ -68,12 +71,14 @@ class Terminated:
     """What a give-back's terminations came to: ``terminated`` (every instance whose termination was
     accepted), ``replaced`` (those of them terminated without the decrement: the group keeps their
     capacity and launches replacements), ``refused`` (decrements refused, retried without),
-    ``not_found`` (no longer in a group: left to the caller) and ``errors`` (the instances still
-    running, and why)."""
+    ``held`` (InService in a group whose Terminate process is suspended: not asked for, left running
+    with their capacity), ``not_found`` (no longer in a group: left to the caller) and ``errors`` (the
+    instances still running, and why)."""
 
     terminated: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
     not_found: list[str] = field(default_factory=list)  # in no group any more (left it, or gone)
     errors: list[tuple[list[str], SpillwayError]] = field(default_factory=list)
 
@@ -87,18 +92,33 @@ class Terminated:
         raise type(first)(f"{first} (still running: {', '.join(left[:20])})") from first
 
     def kept(self, min_size: int, desired: int) -> str:
-        """What could not be given back, for the cause: the capacity of the instances replaced."""
-        if not self.replaced:
-            return ""
-        return (
-            f"; {len(self.replaced)} instance(s) terminated without decrement: MinSize {min_size} holds "
-            f"the desired capacity at {desired}, and Auto Scaling launches a replacement for each"
-        )
+        """What could not be given back, for the cause: the capacity of the instances replaced, and the
+        instances held by a suspended Terminate process."""
+        said = ""
+        if self.replaced:
+            said += (
+                f"; {len(self.replaced)} instance(s) terminated without decrement: MinSize {min_size} "
+                f"holds the desired capacity at {desired}, and Auto Scaling launches a replacement for each"
+            )
+        if self.held:
+            said += (
+                f"; {len(self.held)} instance(s) left running in the group: its {TERMINATE} process is "
+                f"suspended, and Auto Scaling terminates no InService instance until it is resumed; resume "
+                f"it or terminate them by hand ({', '.join(self.held[:5])})"
+            )
+        return said
 
 
-def give_back_in_group(cloud: Cloud, region: str, instance_ids: Sequence[str]) -> Terminated:
-    """Terminate instances of an Auto Scaling group that a launch did not deliver, best-effort: one
-    refused does not stop the others. TerminateInstanceInAutoScalingGroup with the decrement first; where
+def give_back_in_group(cloud: Cloud, asg: AutoScalingGroup, instance_ids: Sequence[str]) -> Terminated:
+    """Terminate instances of the Auto Scaling group ``asg`` (as read now) that a launch did not
+    deliver, best-effort: one refused does not stop the others. While the group's Terminate process is
+    suspended its InService instances are not asked for (``held``): Auto Scaling terminates none of them
+    then (EC2 Auto Scaling User Guide, "Considerations for suspending processes": the suspension applies
+    to InService instances only, not to Pending ones), the API reference of
+    TerminateInstanceInAutoScalingGroup names no error that would say so, and a decrement applied
+    without the termination would leave the group above its desired capacity, to be scaled in by its
+    termination policy (any node, undrained) once Terminate is resumed. They keep their capacity, and
+    the caller says so (:meth:`Terminated.kept`). Spillway resumes no process. TerminateInstanceInAutoScalingGroup with the decrement first; where
     AWS refuses the decrement (the MinSize, raised meanwhile or reached: ``AsgLimitExceeded``), once
     the others were tried, without it, as AWS's refusal offers: the group keeps the capacity its
     MinSize asks for and launches a replacement, an ordinary node. (DetachInstances first would gain
@@ -106,7 +126,12 @@ def give_back_in_group(cloud: Cloud, region: str, instance_ids: Sequence[str]) -
     capacity would go below the MinSize, and it needs one more permission.) Errors are recorded, not
     raised: the caller raises them (:meth:`Terminated.raise_first`) once it did the rest."""
     gone = Terminated()
-    refused = [iid for iid in instance_ids if _terminate_one(cloud, region, iid, True, gone) == "refused"]
+    region = asg.region
+    if asg.suspended(TERMINATE):
+        in_service = {i.InstanceId for i in asg.Instances if i.LifecycleState == "InService"}
+        gone.held = sorted(i for i in instance_ids if i in in_service)
+    todo = [iid for iid in instance_ids if iid not in gone.held]
+    refused = [iid for iid in todo if _terminate_one(cloud, region, iid, True, gone) == "refused"]
     for iid in refused:
         _terminate_one(cloud, region, iid, False, gone)
     return gone

@@ -282,7 +282,8 @@ class ScaleSteps:
         """Back the group off, and give back what this launch did not deliver, and only that: each of
         this plan's own instances (:meth:`_own`) that runs no Ready Node is terminated (decrementing
         the desired capacity: precisely those, never a working node; where the MinSize refuses the
-        decrement, without it, the others first: :func:`~spillway.act.instances.give_back_in_group`),
+        decrement, without it, the others first; none that is InService while the group's Terminate
+        process is suspended, ``held`` and named in the reason: :func:`~spillway.act.instances.give_back_in_group`),
         and the capacity it raised that
         never launched (raised - its instances) is taken off the live desired capacity
         (:func:`~spillway.act.claims.give_back_undelivered`), unless its raise is unsettled (it may
@@ -308,21 +309,23 @@ class ScaleSteps:
         new = self._own({**event, "cluster": cluster}, prep, asg, raised) if raised else []
         ready = ready_nodes(self.kube, self.aws, region, new)
         # best-effort, a MinSize refusal terminated without the decrement; errors once all were tried
-        gone = give_back_in_group(self.aws, region, [iid for iid in new if iid not in ready])
+        gone = give_back_in_group(self.aws, asg, [iid for iid in new if iid not in ready])
         gone.raise_first()
         terminated = gone.terminated
         undelivered = 0 if owner.unsettled() else raised - len(new)  # unsettled: it may have added none
         lowered = give_back_undelivered(self.aws, owner, undelivered)
-        desired = lowered if lowered is not None else self.aws.describe_group(region, name).DesiredCapacity
+        after = self.aws.describe_group(region, name)
+        desired = lowered if lowered is not None else after.DesiredCapacity
         self.metric("GroupsBackedOff", 1)
         return {
             "group": name,
             "region": region,
             "outcome": "backed_off",
-            "reason": reason,
+            "reason": (reason + gone.kept(after.MinSize, desired))[:1000],
             "backoff_until": iso(until),
             "desired": desired,
             "terminated": terminated,
+            "held": gone.held,
         }
 
     # --- next_round ----------------------------------------------------------------------------

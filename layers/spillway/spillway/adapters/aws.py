@@ -1071,12 +1071,18 @@ class _LaunchSettingsReader:
         DescribeLaunchTemplateVersions per template for its versions not known yet (kept afterwards)."""
         out: dict[tuple[str, int], LaunchFacts | str] = {}
         unknown: dict[str, list[int]] = {}
+        due: dict[str, list[int]] = {}
         for template_id, number in sorted(keys):
-            known = self._cache.get(version_key(self._region, template_id, number))
+            key = version_key(self._region, template_id, number)
+            known = self._cache.get(key)
             if known is None:
                 unknown.setdefault(template_id, []).append(number)
-            else:
-                out[(template_id, number)] = known
+                continue
+            out[(template_id, number)] = known
+            if self._cache.due(key):
+                due.setdefault(template_id, []).append(number)
+        for template_id, numbers in due.items():
+            out.update(self._recheck(template_id, numbers))
         for template_id, numbers in unknown.items():
             for chunk in _batches(numbers, LAUNCH_VERSIONS_BATCH):
                 found, missing = _each_answered(
@@ -1087,6 +1093,25 @@ class _LaunchSettingsReader:
                     out[(template_id, number)] = facts
                 out.update({(template_id, number): why for number, why in missing.items()})
         return out
+
+    def _recheck(self, template_id: str, numbers: list[int]) -> dict[tuple[str, int], str]:
+        """Ask again whether kept versions still exist (:meth:`LaunchCache.due`): one deleted since
+        (EC2: ``InvalidLaunchTemplateId.VersionNotFound``, EC2 API Reference, error codes) is dropped
+        from the cache and its group named as for any missing version; the others are kept as read now.
+        A re-check that fails otherwise (throttled, refused) changes nothing and fails no read: what a
+        version says cannot have changed, and it is asked again at the next read."""
+        missing: dict[int, str] = {}
+        try:
+            found, _ = _each_answered(
+                functools.partial(self._versions_of, template_id), numbers, "no such version", missing=missing
+            )
+        except AwsError:  # throttled, unavailable, refused: nothing learnt
+            found = {}
+        for number, facts in found.items():
+            self._cache.put(version_key(self._region, template_id, number), facts)
+        for number in missing:
+            self._cache.forget(version_key(self._region, template_id, number))
+        return {(template_id, number): why for number, why in missing.items()}
 
     def _versions_of(self, template_id: str, numbers: list[int]) -> dict[int, LaunchFacts]:
         what = f"DescribeLaunchTemplateVersions({self._region}, {template_id})"

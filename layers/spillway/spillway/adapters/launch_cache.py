@@ -4,7 +4,12 @@ A launch template version never changes once it exists: to change a template, EC
 (EC2 User Guide, "Modify a launch template"); and a launch configuration cannot be modified at all.
 So what a *numbered* version or a configuration says (the instance type, whether it launches Spot) is
 read once and kept; ``$Latest`` and ``$Default`` are resolved to a number on every observation (the
-adapter, :mod:`spillway.adapters.aws`). A template id EC2 said does not exist is remembered, so that it
+adapter, :mod:`spillway.adapters.aws`). What a version says cannot change, but the version can be
+deleted (DeleteLaunchTemplateVersions; a group that names it then launches nothing), and a fact kept
+for the container's life hid that until a new container read it: a kept version is therefore asked
+again once it was read ``recheck_seconds`` ago (:meth:`LaunchCache.due`), and dropped when EC2 answers
+that it does not exist (``InvalidLaunchTemplateId.VersionNotFound``), so the next read asks for it
+anew and the group's problems name it. A template id EC2 said does not exist is remembered, so that it
 is asked for alone from then on: EC2 fails a DescribeLaunchTemplates naming it whole, without saying
 which id it did not find, and every other template would be asked for alone on every observation.
 
@@ -15,13 +20,17 @@ Shared by the threads that observe the regions in parallel.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 from spillway.model.nodegroup import CapacityType
 
 DEFAULT_MAX_ENTRIES = 2048
+# how long a kept launch template version is served before EC2 is asked again whether it still exists:
+# one DescribeLaunchTemplateVersions per template this often, against one per observation uncached
+DEFAULT_RECHECK_SECONDS = 900.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +54,18 @@ class LaunchCache:
     """Facts by :func:`version_key` or :func:`config_key`, and the template ids EC2 last said do not
     exist (EC2's reads are eventually consistent: such an id is still asked for, alone)."""
 
-    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+    def __init__(
+        self,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        recheck_seconds: float = DEFAULT_RECHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_entries < 1:
             raise ValueError(f"launch_cache_size: must be at least 1, got {max_entries}")
         self.max_entries = max_entries
-        self._facts: OrderedDict[Hashable, LaunchFacts] = OrderedDict()
+        self.recheck_seconds = recheck_seconds
+        self._clock = clock
+        self._facts: OrderedDict[Hashable, tuple[LaunchFacts, float]] = OrderedDict()  # facts, read at
         self._gone: OrderedDict[tuple[str, str], bool] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -60,16 +76,30 @@ class LaunchCache:
     def get(self, key: Hashable) -> LaunchFacts | None:
         with self._lock:
             found = self._facts.get(key)
-            if found is not None:
-                self._facts.move_to_end(key)
-            return found
+            if found is None:
+                return None
+            self._facts.move_to_end(key)
+            return found[0]
+
+    def due(self, key: Hashable) -> bool:
+        """Whether the kept ``key`` was read ``recheck_seconds`` ago or more: to be asked again whether
+        it still exists (what it says cannot have changed)."""
+        with self._lock:
+            found = self._facts.get(key)
+            return found is not None and self._clock() - found[1] >= self.recheck_seconds
 
     def put(self, key: Hashable, facts: LaunchFacts) -> None:
+        """Keep what ``key`` says, as read now."""
         with self._lock:
-            self._facts[key] = facts
+            self._facts[key] = (facts, self._clock())
             self._facts.move_to_end(key)
             while len(self._facts) > self.max_entries:
                 self._facts.popitem(last=False)
+
+    def forget(self, key: Hashable) -> None:
+        """Drop ``key``: EC2 said it no longer exists, so the next read asks for it again."""
+        with self._lock:
+            self._facts.pop(key, None)
 
     def gone(self, region: str, template_id: str) -> bool:
         """Whether EC2 said, when last asked, that the template id does not exist."""
