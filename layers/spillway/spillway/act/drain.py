@@ -28,7 +28,9 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   Terminate process is suspended (Auto Scaling would leave the instance running), never a node somebody
   else cordoned, and not one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true``
   unless ``force``;
-* DaemonSet pods, mirror (static) pods and finished pods are left alone; everything else goes through the
+* DaemonSet pods, mirror (static) pods and finished pods are left alone, and so are pods whose
+  tolerations admit the drain's cordon and taint (evicted, they or their replacements could be
+  scheduled straight back: they go with the node, as in Karpenter); everything else goes through the
   Eviction API, so PodDisruptionBudgets hold: a budget's 429 is retried next round, and so is a pod
   the API refuses while more than one budget selects it (500) or while its budget's status forbids
   evictions (403 naming the budget); the round goes on with the other pods, and such a pod is left to
@@ -775,14 +777,23 @@ STAYS = "not among the pods that make room: it stays, as the node does"
 # --- pods --------------------------------------------------------------------------------------
 
 
-_ACTION: dict[str, Action] = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict"}
+# a pod that stays (it tolerates the drain's cordon and taint) is neither evicted nor waited for: it
+# goes with the node (spillway.planner.disruption.comes_back)
+_ACTION: dict[str, Action] = {
+    "ignore": "ignore",
+    "wait": "wait",
+    "never": "keep",
+    "movable": "evict",
+    "stays": "ignore",
+}
 
 
 def classify(
     pod: Pod, *, force: bool, now: datetime | None = None, planned: Collection[str] = ()
 ) -> PodVerdict:
     """What the drain does with ``pod``: the planner's disruption predicate, mapped one to one
-    (ignore→ignore, wait→wait, never→keep, movable→evict). An evictable pod needs no reason. ``now``:
+    (ignore→ignore, wait→wait, never→keep, movable→evict, stays→ignore: a pod that tolerates the
+    drain's cordon and taint would come straight back). An evictable pod needs no reason. ``now``:
     a pod stuck terminating (its kubelet gone) is ignored, not waited for. ``planned``: the pods a
     plan's drain moves (a consolidation's, a make-room's, an idle node's expendable pods), each of
     which the plan found a move opt-in for (:func:`spillway.planner.disruption.assess_move`), which its
