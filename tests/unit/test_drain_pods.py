@@ -99,6 +99,58 @@ def test_an_eviction_gives_no_more_grace_than_the_time_left_so_the_pod_is_gone_b
     assert (last["done"], last["forced"]) == (True, False)
 
 
+def test_a_pod_whose_grace_ran_out_at_the_deadline_is_leaving_and_does_not_time_the_drain_out(
+    rig: Rig,
+) -> None:
+    """Its eviction gave it the time left, so its grace ends at the deadline; the kubelet kills it
+    then, but its final delete (grace 0) reaches the API only once the pod is torn down
+    (kubernetes/kubernetes pkg/kubelet/status/status_manager.go: syncPod deletes a pod only when
+    canBeDeleted, "Pod fully terminated and removed from etcd"), a moment past its deletionTimestamp.
+    The round at the deadline found it still listed: the drain timed out and gave the node back,
+    though the pod was about to be gone. Karpenter likewise stops waiting for a pod once its
+    terminationGracePeriod has run out (pkg/utils/pod/scheduling.go IsStuckTerminating)."""
+    rig.api.kubelet_exit_delay = 10**6  # the kubelet takes the whole grace the API gives the pod
+    rig.api.kubelet_confirm_delay = 2  # and confirms a moment later
+    long_grace_pod(rig, "train-0", 3600)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+    assert deletion_grace(rig, "train-0") == 60
+
+    rig.clock.advance(60)
+    assert rig.api.get("Pod", "train-0", "team-a") is not None  # still listed, its grace over
+    last = rig.drainer.evict(drain, first)
+    assert (last["done"], last["forced"], last["remaining"]) == (True, False, [])
+    assert rig.drainer.check(drain)["ready"] is True
+
+
+def test_before_the_deadline_a_pod_whose_grace_ran_out_is_still_waited_for(rig: Rig) -> None:
+    rig.api.kubelet_exit_delay = 10**6
+    rig.api.kubelet_confirm_delay = 5
+    long_grace_pod(rig, "train-0", 10)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+
+    rig.clock.advance(12)  # its grace is over, the kubelet has not confirmed yet: waiting costs nothing
+    again = rig.drainer.evict(drain, first)
+    assert (again["done"], [r["pod"] for r in again["remaining"]]) == (False, ["team-a/train-0"])
+    assert rig.drainer.check(drain)["ready"] is False
+
+
+def test_a_pod_deleted_by_someone_else_with_a_grace_past_the_deadline_still_times_the_drain_out(
+    rig: Rig,
+) -> None:
+    """Only a pod whose grace has run out is leaving: one deleted with more time than the drain has
+    (by its owner, not by the drain, which caps the grace) is not gone by the deadline."""
+    rig.api.kubelet_exit_delay = 10**6
+    long_grace_pod(rig, "train-0", 3600)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    rig.kube.evict("team-a", "train-0", grace_period_seconds=3600)  # another hand, its whole grace
+
+    rig.clock.advance(60)
+    with pytest.raises(DrainTimeout, match="train-0"):
+        rig.drainer.evict(drain)
+
+
 def test_later_rounds_give_only_what_is_left_of_the_time(rig: Rig) -> None:
     rig.api.kubelet_exit_delay = 10**6
     drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)

@@ -38,7 +38,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   for: the namespace takes it. A 429 of the server's rate limiting ends the round, and the next round
   tries again; RBAC's 403 fails the step (``KubeAuthError``). Each eviction gives the pod its
   ``terminationGracePeriodSeconds`` but no more than the seconds left before the deadline, so that it
-  is gone by then; at the deadline a drain without force evicts nothing;
+  is gone by then, and from the deadline on a terminating pod past its grace is leaving, not left
+  (:func:`_grace_over`); at the deadline a drain without force evicts nothing;
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, pods no controller would recreate, and pods
   with local storage (an emptyDir on disk, a hostPath: unless safe-to-evict=true, or a plan's drain
@@ -809,7 +810,31 @@ def classify(
         "" if action == "evict" else judged.reason,
         info.priority,
         DEFAULT_GRACE_SECONDS if grace is None else grace,
+        pod.metadata.deletion_timestamp,
     )
+
+
+GRACE_OVER = "terminating, its grace period over: leaving (its kubelet confirms the deletion after it)"
+
+
+def _grace_over(drain: Drain, verdicts: list[PodVerdict], now: datetime) -> list[PodVerdict]:
+    """From the deadline on, a terminating pod whose grace period has run out (its ``deletionTimestamp``
+    has passed) no longer holds the drain: it has had all its time, and its kubelet kills it, then
+    deletes it from the API once it has torn it down (kubernetes/kubernetes
+    pkg/kubelet/status/status_manager.go, canBeDeleted), a moment after. Every pod the drain evicted
+    is one by the deadline (:meth:`Drainer._evict_round` gives no grace past it), so the round at the
+    deadline does not time out for a pod still being removed; one deleted by another hand with a grace
+    past the deadline still does. Before the deadline such a pod is waited for: that costs nothing.
+    Karpenter likewise stops waiting for a terminating pod past its grace (kubernetes-sigs/karpenter
+    pkg/utils/pod/scheduling.go, IsStuckTerminating)."""
+    if now < drain.deadline:
+        return verdicts
+    return [
+        PodVerdict(v.pod, "ignore", GRACE_OVER, v.priority, v.grace, v.grace_ends)
+        if v.action == "wait" and v.grace_ends is not None and v.grace_ends <= now
+        else v
+        for v in verdicts
+    ]
 
 
 def seconds_left(drain: Drain, now: datetime) -> int:
@@ -1251,14 +1276,15 @@ class Drainer:
         return None
 
     def _verdicts(self, drain: Drain) -> list[PodVerdict]:
-        """What to do with each pod on the node now (a consolidation evicts only its own pods)."""
+        """What to do with each pod on the node now (a consolidation evicts only its own pods; from
+        the deadline on, a pod past its grace is leaving: :func:`_grace_over`)."""
         now = self.clock()
         planned = _planned(drain)
         verdicts = [
             classify(p, force=drain.force, now=now, planned=planned)
             for p in self.kube.pods_on_node(drain.node)
         ]
-        return _only_expected(drain, verdicts)
+        return _only_expected(drain, _grace_over(drain, verdicts, now))
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""
