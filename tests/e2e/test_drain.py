@@ -20,6 +20,7 @@ from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.local.rig import create_group
 from spillway.local.stack import LocalStack
+from spillway.planner.predicates import admits
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 FAST = {"poll_seconds": 1, "deadline_seconds": 20}
@@ -100,11 +101,24 @@ def world(cloud: Cloud) -> Iterator[World]:
 
 
 class ReplicaSetController:
-    """Keeps ``replicas`` Running/Ready pods of ``app``: each evicted one is replaced on ``spare`` after a
-    short delay, as a ReplicaSet controller and the scheduler would (the emulator has no controllers)."""
+    """Keeps ``replicas`` Running/Ready pods of ``app``: each evicted one is replaced after a short delay,
+    as a ReplicaSet controller and the scheduler would (the emulator has no controllers), on ``spare``,
+    or on ``prefer`` when kube-scheduler's NodeUnschedulable and TaintToleration filters let the new
+    pod (with ``tolerations``, its template's) onto it: its score may well prefer an emptied node."""
 
-    def __init__(self, api: KubeApiServer, app: str, replicas: int, spare: str, delay: float = 0.3) -> None:
+    def __init__(
+        self,
+        api: KubeApiServer,
+        app: str,
+        replicas: int,
+        spare: str,
+        delay: float = 0.3,
+        *,
+        prefer: str | None = None,
+        tolerations: tuple[dict[str, Any], ...] = (),
+    ) -> None:
         self.api, self.app, self.replicas, self.spare, self.delay = api, app, replicas, spare, delay
+        self.prefer, self.tolerations = prefer, tolerations
         self.created = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -142,13 +156,24 @@ class ReplicaSetController:
                     objects.pod(
                         f"{self.app}-new-{self.created}",
                         "team-a",
-                        node_name=self.spare,
+                        node_name=self._place(),
                         labels={"app": self.app},
                         owner=("ReplicaSet", f"{self.app}-5d9c"),
                         cpu="100m",
                         memory="128Mi",
+                        tolerations=self.tolerations,
                     )
                 )
+
+    def _place(self) -> str:
+        node = self.api.get("Node", self.prefer) if self.prefer else None
+        if node is None:
+            return self.spare
+        taints = [(t["key"], t.get("value"), t["effect"]) for t in node["spec"].get("taints") or []]
+        tolerations = [(t.get("key"), t.get("operator", "Equal"), t.get("value"), t.get("effect"))
+                       for t in self.tolerations]  # fmt: skip
+        admitted = admits(bool(node["spec"].get("unschedulable")), taints, tolerations)
+        return self.prefer if admitted and self.prefer else self.spare
 
 
 def test_drain_under_a_pdb_evicts_one_pod_at_a_time_then_terminates_and_deletes_the_node(
@@ -192,6 +217,31 @@ def test_drain_under_a_pdb_evicts_one_pod_at_a_time_then_terminates_and_deletes_
     assert 429 in [r.status for r in evictions]  # a PodDisruptionBudget said "not now"
     reasons = [e.get("reason") for e in world.api.list("Event") if e["involvedObject"]["name"] == node]
     assert "SpillwayDraining" in reasons and "SpillwayDrained" in reasons
+
+
+def test_a_deployment_pod_that_tolerates_every_taint_goes_with_the_node_instead_of_looping_back(
+    world: World,
+) -> None:
+    """A Deployment whose pods tolerate everything (``operator: Exists``, as agents and monitoring
+    often do): evicted, its replacement passes the cordon and the draining taint and may land right back
+    on the node; the drain evicted it again each round until its deadline, then failed and gave the
+    node back. Karpenter evicts no pod that tolerates its own NoSchedule taint, nor waits for one
+    (kubernetes-sigs/karpenter pkg/utils/pod/scheduling.go IsEvictable, IsDrainable): it goes with the
+    node, and so here."""
+    node, spare = world.nodes["general"][0], world.nodes["general"][1]
+    everything = ({"operator": "Exists"},)
+    world.pod("agent-0", node, app="agent", tolerations=everything)
+    world.pod("web-0", node, app="web")
+
+    with ReplicaSetController(world.api, "agent", 1, spare, prefer=node, tolerations=everything):
+        result = world.drain({"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 6})
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == "terminated"
+    assert result["output"]["evicted"] == ["team-a/web-0"]
+    evicted = [r.path.rsplit("/", 2)[-2] for r in world.api.requests if r.path.endswith("/eviction")]
+    assert evicted == ["web-0"]
+    assert world.node(node) is None
 
 
 def test_drain_blocked_past_its_deadline_fails_and_leaves_the_node_uncordoned_with_its_pods(

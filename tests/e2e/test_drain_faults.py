@@ -21,10 +21,12 @@ and their order stay the ASL's) so that each test runs in seconds.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -466,3 +468,71 @@ def test_a_scheduled_changes_first_drain_ends_superseded_leaving_the_seconds_cor
     assert "SpillwayDrainSuperseded" in [e["reason"] for e in events_for(cloud, node)]
     assert forced["status"] == "SUCCEEDED" and forced["output"]["outcome"] == "terminated", forced
     assert instance not in cloud.instances()
+
+
+# --- the record step fails for good -----------------------------------------------------------------
+
+
+class Throttled(Exception):
+    """Lambda refusing to run the function (its concurrency spent), as a state machine's Retry and
+    Catch name it."""
+
+    error_type = "Lambda.TooManyRequestsException"
+
+
+def drain_outcomes(cloud: Cloud, capsys: pytest.CaptureFixture[str], outcome: str) -> tuple[float, float]:
+    """DrainOutcome under ``outcome`` as each path counts it: the drain function's EMF lines since the
+    last call (CloudWatch reads them from its log), and all that reached CloudWatch's PutMetricData."""
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    emf = sum(sum(m["DrainOutcome"]) for m in lines if "DrainOutcome" in m and m.get("Outcome") == outcome)
+    now = datetime.now(UTC)
+    dimensions = {"service": "spillway", "Cluster": CLUSTER, "Outcome": outcome}
+    stats = cloud.stack.client("cloudwatch").get_metric_statistics(
+        Namespace="Spillway", MetricName="DrainOutcome", Statistics=["Sum"], Period=3600,
+        Dimensions=[{"Name": k, "Value": v} for k, v in dimensions.items()],
+        StartTime=now - timedelta(hours=1), EndTime=now + timedelta(hours=1),
+    )  # fmt: skip
+    return emf, sum(point["Sum"] for point in stats["Datapoints"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "outcome"),
+    [
+        ({}, "terminated"),
+        ({"terminate": False}, "drained"),
+        ({"terminate": False, "uncordon": True}, "released"),
+    ],
+    ids=["terminated", "drained", "released"],
+)
+def test_a_drain_whose_record_step_is_throttled_for_good_succeeds_and_is_still_counted(
+    cloud: Cloud, capsys: pytest.CaptureFixture[str], extra: dict[str, Any], outcome: str
+) -> None:
+    """The record step (the drain function: the Event, the DrainOutcome metric) throttled through its
+    retries: its Catch ended the execution as a success, rightly (the node is drained), but nothing
+    counted the drain, so the dashboard and the drain alarms missed it. The state machine now counts
+    it itself (aws-sdk:cloudwatch:putMetricData, the metric and dimensions of the function's EMF line:
+    AWS Step Functions Developer Guide, "AWS SDK service integrations"; CloudWatch API Reference,
+    PutMetricData). A successful record step counts it once, through the function only."""
+    cloud.group("general", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, _), (other, _) = nodes_of(cloud, "general")
+    payload = {"cluster": CLUSTER, "poll_seconds": 1, "deadline_seconds": 10, **extra}
+    capsys.readouterr()
+    cloud.stack.faults.fail_next(
+        "DrainFunction",
+        Throttled("Rate exceeded"),
+        times=4,
+        when=lambda event: event.get("action") == "record",
+    )
+
+    result = cloud.stack.run("DrainNodeStateMachine", {**payload, "node": node}, timeout=40)
+
+    assert result["status"] == "SUCCEEDED", result
+    assert result["output"]["outcome"] == outcome
+    assert "recording the outcome failed" in result["output"]["note"]
+    assert drain_outcomes(cloud, capsys, outcome) == (0, 1)  # no EMF line: the function never ran
+
+    # recorded as usual: counted once, by the function
+    result = cloud.stack.run("DrainNodeStateMachine", {**payload, "node": other}, timeout=40)
+    assert (result["status"], result["output"]["outcome"]) == ("SUCCEEDED", outcome)
+    assert drain_outcomes(cloud, capsys, outcome) == (1, 1)  # the PutMetricData total is unchanged

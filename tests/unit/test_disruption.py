@@ -14,7 +14,12 @@ from spillway.planner import codes
 from spillway.planner.disruption import assess
 
 NODE = "ip-10-0-0-1.ec2.internal"
-DRAIN_ACTION = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict"}
+DRAIN_ACTION = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict", "stays": "ignore"}
+# what a drain puts on its node: the cordon (kube-scheduler's NodeUnschedulable filter reads
+# spec.unschedulable as the taint node.kubernetes.io/unschedulable:NoSchedule) and its own taint
+CORDON = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+DRAINING = {"key": "spillway.io/draining", "operator": "Exists", "effect": "NoSchedule"}
+EVERYTHING = {"operator": "Exists"}  # common on agents and monitoring Deployments
 
 
 def _raw(**kw: Any) -> dict[str, Any]:
@@ -83,6 +88,18 @@ CASES = [
     ("emptydir-daemonset", _volumes(objects.daemonset_pod("ds", NODE), SCRATCH, HOST), False, "ignore", codes.POD_DAEMONSET),
     ("daemonset-annotated", _raw(owner=("ExtendedDaemonSetReplicaSet", "agent"), annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}), False, "ignore", codes.POD_DAEMONSET),
     ("daemonset-annotated-bare", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}), False, "ignore", codes.POD_DAEMONSET),
+    # tolerates both the drain's cordon and its taint: evicted, its controller's replacement could be
+    # scheduled straight back; it is not evicted and not waited for, and goes with the node
+    ("tolerates-everything", _raw(owner=("ReplicaSet", "agent"), tolerations=[EVERYTHING]), False, "stays", codes.POD_TOLERATES_DRAIN),
+    ("tolerates-cordon-and-taint", _raw(owner=("ReplicaSet", "agent"), tolerations=[CORDON, DRAINING]), False, "stays", codes.POD_TOLERATES_DRAIN),
+    ("tolerates-every-noschedule", _raw(owner=("ReplicaSet", "agent"), tolerations=[{"operator": "Exists", "effect": "NoSchedule"}]), False, "stays", codes.POD_TOLERATES_DRAIN),
+    ("tolerates-only-the-taint", _raw(owner=("ReplicaSet", "agent"), tolerations=[DRAINING]), False, "movable", codes.POD_MOVABLE),
+    ("tolerates-only-the-cordon", _raw(owner=("ReplicaSet", "agent"), tolerations=[CORDON]), False, "movable", codes.POD_MOVABLE),
+    ("tolerates-only-noexecute", _raw(owner=("ReplicaSet", "agent"), tolerations=[{"operator": "Exists", "effect": "NoExecute"}]), False, "movable", codes.POD_MOVABLE),
+    ("tolerates-everything-protected", _raw(owner=("ReplicaSet", "agent"), tolerations=[EVERYTHING], annotations={"karpenter.sh/do-not-disrupt": "true"}), False, "never", codes.POD_DO_NOT_DISRUPT),
+    ("tolerates-everything-protected-forced", _raw(owner=("ReplicaSet", "agent"), tolerations=[EVERYTHING], annotations={"karpenter.sh/do-not-disrupt": "true"}), True, "stays", codes.POD_TOLERATES_DRAIN),
+    ("tolerates-everything-bare", _raw(owner=None, tolerations=[EVERYTHING]), False, "never", codes.POD_NO_CONTROLLER),
+    ("tolerates-everything-terminating", _raw(owner=("ReplicaSet", "agent"), tolerations=[EVERYTHING], deleting=True), False, "wait", codes.POD_TERMINATING),
     ("daemonset-annotated-other-case", _raw(owner=("ExtendedDaemonSetReplicaSet", "agent"), annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "TRUE"}), False, "movable", codes.POD_MOVABLE),
 ]  # fmt: skip
 

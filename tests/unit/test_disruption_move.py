@@ -25,6 +25,7 @@ NS = "ml"
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 CUTOFF = -10
 SAFE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+EVERYTHING = {"operator": "Exists"}
 
 
 def node(annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -297,6 +298,16 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
     ("statefulset", [pod(owner=("StatefulSet", "db"))], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("bare", [pod(owner=None)], False, codes.POD_NO_CONTROLLER),
     # -- local storage (an emptyDir on disk, a hostPath) keeps a pod no opt-in moves; every opt-in,
+    # -- tolerates the drain's cordon (node.kubernetes.io/unschedulable:NoSchedule) and its taint
+    # (spillway.io/draining:NoSchedule): no drain evicts it (its replacement could land straight back),
+    # so no plan moves it, whatever opts it in; a make-room would free nothing --
+    ("tolerates-drain", [pod(tolerations=[EVERYTHING])], False, codes.POD_TOLERATES_DRAIN),
+    ("tolerates-drain-safe-to-evict", [pod(annotations=SAFE, tolerations=[EVERYTHING])], False,
+     codes.POD_TOLERATES_DRAIN),
+    ("tolerates-drain-expendable", [pod(priority=-11, tolerations=[EVERYTHING])], False, codes.POD_TOLERATES_DRAIN),
+    ("tolerates-only-the-draining-taint", [pod(annotations=SAFE, tolerations=[
+        {"key": "spillway.io/draining", "operator": "Exists", "effect": "NoSchedule"}])], True, codes.POD_SAFE_TO_EVICT),
+    ("tolerates-drain-terminating", [pod(deleting=True, tolerations=[EVERYTHING])], True, codes.POD_TERMINATING),
     # saying the workload tolerates losing the pod, overrides it --
     ("local-storage", [scratch(pod())], False, codes.POD_LOCAL_STORAGE),
     ("local-storage-shm-only", [scratch(pod(), "Memory")], False, codes.POD_NOT_KNOWN_MOVABLE),
@@ -660,9 +671,15 @@ def test_the_drain_evicts_every_pod_a_plan_moves(
     move."""
     [raw] = [i for i in items if i["kind"] == "Pod"]
     key = f"{NS}/{raw['metadata']['name']}"
-    action = classify(Pod.model_validate(raw), force=False, now=NOW, planned={key}).action
+    verdict = classify(Pod.model_validate(raw), force=False, now=NOW, planned={key})
+    action = verdict.action
     if movable:
         assert action in ("evict", "ignore", "wait"), (code, action)
+    # a pod the drain leaves running on its node (it tolerates the drain's cordon and taint) is one no
+    # plan counts on moving: a make-room would free nothing, a consolidation would move it only by
+    # terminating it with its node
+    if verdict.reason.startswith("tolerates"):
+        assert not movable, code
     if code in (codes.POD_LOCAL_STORAGE, codes.POD_NOT_KNOWN_MOVABLE):  # an operator's drain still judges it
         unplanned = classify(Pod.model_validate(raw), force=False, now=NOW).action
         assert unplanned == ("keep" if code == codes.POD_LOCAL_STORAGE else "evict")

@@ -54,7 +54,12 @@ def test_a_pod_annotated_daemonset_pod_is_left_alone_as_a_daemonset_pod(rig: Rig
 
 def test_only_the_value_true_marks_a_daemonset_pod_as_cluster_autoscaler_compares_it() -> None:
     for value in ("True", "1", "yes", ""):
-        assert classify(Pod.model_validate(custom_daemonset_pod(value)), force=False).action == "evict", value
+        raw = custom_daemonset_pod(value)
+        # without its toleration of everything: that alone keeps it on the node (it would come back)
+        raw["spec"]["tolerations"] = []
+        assert classify(Pod.model_validate(raw), force=False).action == "evict", value
+        judged = classify(Pod.model_validate(custom_daemonset_pod(value)), force=False)
+        assert (judged.action, judged.reason.startswith("tolerates the drain's cordon")) == ("ignore", True)
 
 
 # --- the grace period an eviction gives ------------------------------------------------------------
@@ -92,6 +97,58 @@ def test_an_eviction_gives_no_more_grace_than_the_time_left_so_the_pod_is_gone_b
     rig.clock.advance(61)
     last = rig.drainer.evict(drain, first)
     assert (last["done"], last["forced"]) == (True, False)
+
+
+def test_a_pod_whose_grace_ran_out_at_the_deadline_is_leaving_and_does_not_time_the_drain_out(
+    rig: Rig,
+) -> None:
+    """Its eviction gave it the time left, so its grace ends at the deadline; the kubelet kills it
+    then, but its final delete (grace 0) reaches the API only once the pod is torn down
+    (kubernetes/kubernetes pkg/kubelet/status/status_manager.go: syncPod deletes a pod only when
+    canBeDeleted, "Pod fully terminated and removed from etcd"), a moment past its deletionTimestamp.
+    The round at the deadline found it still listed: the drain timed out and gave the node back,
+    though the pod was about to be gone. Karpenter likewise stops waiting for a pod once its
+    terminationGracePeriod has run out (pkg/utils/pod/scheduling.go IsStuckTerminating)."""
+    rig.api.kubelet_exit_delay = 10**6  # the kubelet takes the whole grace the API gives the pod
+    rig.api.kubelet_confirm_delay = 2  # and confirms a moment later
+    long_grace_pod(rig, "train-0", 3600)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+    assert deletion_grace(rig, "train-0") == 60
+
+    rig.clock.advance(60)
+    assert rig.api.get("Pod", "train-0", "team-a") is not None  # still listed, its grace over
+    last = rig.drainer.evict(drain, first)
+    assert (last["done"], last["forced"], last["remaining"]) == (True, False, [])
+    assert rig.drainer.check(drain)["ready"] is True
+
+
+def test_before_the_deadline_a_pod_whose_grace_ran_out_is_still_waited_for(rig: Rig) -> None:
+    rig.api.kubelet_exit_delay = 10**6
+    rig.api.kubelet_confirm_delay = 5
+    long_grace_pod(rig, "train-0", 10)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    first = rig.drainer.evict(drain)
+
+    rig.clock.advance(12)  # its grace is over, the kubelet has not confirmed yet: waiting costs nothing
+    again = rig.drainer.evict(drain, first)
+    assert (again["done"], [r["pod"] for r in again["remaining"]]) == (False, ["team-a/train-0"])
+    assert rig.drainer.check(drain)["ready"] is False
+
+
+def test_a_pod_deleted_by_someone_else_with_a_grace_past_the_deadline_still_times_the_drain_out(
+    rig: Rig,
+) -> None:
+    """Only a pod whose grace has run out is leaving: one deleted with more time than the drain has
+    (by its owner, not by the drain, which caps the grace) is not gone by the deadline."""
+    rig.api.kubelet_exit_delay = 10**6
+    long_grace_pod(rig, "train-0", 3600)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+    rig.kube.evict("team-a", "train-0", grace_period_seconds=3600)  # another hand, its whole grace
+
+    rig.clock.advance(60)
+    with pytest.raises(DrainTimeout, match="train-0"):
+        rig.drainer.evict(drain)
 
 
 def test_later_rounds_give_only_what_is_left_of_the_time(rig: Rig) -> None:
@@ -196,3 +253,45 @@ def test_a_consolidation_whose_node_runs_an_unnamed_pod_with_local_storage_is_ca
                                 "pods": ["team-a/bert-worker-3"], "plan_id": "20261102T100000Z-abc"})  # fmt: skip
     assert "cache-0" in out["cancelled"]["note"]
     assert evictions(rig, "bert-worker-3") == []
+
+
+# --- pods that tolerate the drain's own cordon and taint ----------------------------------------------
+
+
+def agent_pod(rig: Rig, name: str, tolerations: list[dict[str, Any]]) -> None:
+    """A Deployment's pod, as a monitoring agent often runs: it tolerates every taint."""
+    raw = objects.pod(name, "monitoring", node_name=NODE, labels={"app": "agent"}, tolerations=tolerations,
+                      owner=("ReplicaSet", "agent-7c9f"))  # fmt: skip
+    rig.api.add(raw)
+
+
+def test_a_pod_that_tolerates_the_cordon_and_the_draining_taint_is_neither_evicted_nor_waited_for(
+    rig: Rig,
+) -> None:
+    """Evicted, its ReplicaSet's replacement (the same tolerations) may be scheduled straight back onto
+    the cordoned, tainted node (kube-scheduler's NodeUnschedulable and TaintToleration filters admit
+    it), round after round, until the drain times out and is undone. Karpenter neither evicts nor
+    waits for a pod that tolerates its own NoSchedule taint, as it would immediately reschedule
+    (kubernetes-sigs/karpenter pkg/utils/pod/scheduling.go, IsEvictable and IsDrainable through
+    ToleratesDisruptedNoScheduleTaint; designs/no-schedule-taint.md): it goes with the node."""
+    agent_pod(rig, "agent-0", [{"operator": "Exists"}])
+    long_grace_pod(rig, "train-0", 30)
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+
+    first = rig.drainer.evict(drain)
+
+    assert evictions(rig, "agent-0") == []
+    assert first["evicted"] == ["team-a/train-0"]
+    assert [r["pod"] for r in first["remaining"]] == ["team-a/train-0"]  # the agent is not waited for
+    rig.clock.advance(31)
+    last = rig.drainer.evict(drain, first)
+    assert (last["done"], last["remaining"]) == (True, [])
+    assert rig.drainer.check(drain)["ready"] is True
+    assert rig.api.get("Pod", "agent-0", "monitoring") is not None  # it goes with the node
+
+
+def test_a_pod_that_tolerates_only_the_draining_taint_is_evicted_the_cordon_keeps_it_away(rig: Rig) -> None:
+    agent_pod(rig, "agent-0", [{"key": "spillway.io/draining", "operator": "Exists", "effect": "NoSchedule"}])
+    drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
+
+    assert rig.drainer.evict(drain)["evicted"] == ["monitoring/agent-0"]

@@ -980,8 +980,13 @@ def test_eviction_stops_when_the_node_was_uncordoned_meanwhile(rig: Rig) -> None
 def test_check_sends_the_drain_back_when_a_pod_arrived(rig: Rig) -> None:
     drain = rig.cordoned()
     assert rig.drainer.check(drain) == {"ready": True, "forced": False, "remaining": []}
-    rig.pod("late-0", app="late", tolerations=[{"operator": "Exists"}])
+    # bound by name (spec.nodeName skips kube-scheduler's filters): the cordon did not keep it away
+    rig.pod("late-0", app="late", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
     assert rig.drainer.check(drain)["ready"] is False
+    # one that tolerates the cordon and the draining taint is not waited for: it goes with the node
+    rig.api.delete("Pod", "late-0", "team-a")
+    rig.pod("agent-0", app="agent", tolerations=[{"operator": "Exists"}])
+    assert rig.drainer.check(drain)["ready"] is True
 
 
 def test_check_stops_when_the_node_was_replaced(rig: Rig) -> None:
@@ -1405,7 +1410,8 @@ def test_a_drain_another_took_over_ends_superseded_without_compensating() -> Non
                           "Next": "RecordSuperseded"}, name  # fmt: skip
     record = states["RecordSuperseded"]
     assert record["Parameters"] == {"action": "record", "outcome": "superseded", "state.$": "$"}
-    assert record.get("End") is True and [c["Next"] for c in record["Catch"]] == ["Superseded"]
+    assert record.get("End") is True and [c["Next"] for c in record["Catch"]] == ["CountSuperseded"]
+    assert states["CountSuperseded"]["Next"] == "Superseded"
     assert states["Superseded"]["Type"] == "Pass" and states["Superseded"]["End"] is True
     assert states["Superseded"]["Parameters"]["outcome"] == "superseded"
 
@@ -1423,13 +1429,43 @@ def test_a_drain_its_validation_cancelled_ends_recorded_cancelled_and_succeeds()
     assert record["Resource"] == "${DrainFunctionArn}"
     assert record["Parameters"] == {"action": "record", "outcome": "cancelled", "state.$": "$"}
     assert record["ResultPath"] == "$" and record.get("End") is True
-    assert [c["Next"] for c in record["Catch"]] == ["Cancelled"]
+    assert [c["Next"] for c in record["Catch"]] == ["CountCancelled"]
+    assert states["CountCancelled"]["Next"] == "Cancelled"
     fallback = states["Cancelled"]
     assert fallback["Type"] == "Pass" and fallback.get("End") is True
     assert fallback["Parameters"]["outcome"] == "cancelled"
     for key in CANCELLED_KEYS:  # the same fields as the record step's output
         assert fallback["Parameters"][f"{key}.$"] == f"$.cancelled.{key}", key
     assert "$.cancelled.note" in fallback["Parameters"]["note.$"]
+
+
+def test_a_drain_whose_record_step_fails_for_good_still_counts_its_outcome() -> None:
+    """Every record step of a drain that succeeds (terminated, drained, released, superseded,
+    cancelled) is caught, so a record step throttled past its retries ends the execution as the
+    success it is; the path it takes then counts DrainOutcome under that outcome with CloudWatch's
+    PutMetricData (the dimensions the drain function's EMF line has: service, Cluster, Outcome) before
+    the Pass that shapes the output, and ends there whether or not the count succeeded."""
+    states = _asl("drain_node.asl.json")["States"]
+    records = {n: s for n, s in states.items() if s.get("Parameters", {}).get("action") == "record"}
+    successes = {n: s["Parameters"]["outcome"] for n, s in records.items() if s.get("End")}
+    assert sorted(successes.values()) == ["cancelled", "drained", "released", "superseded", "terminated"]
+    for name, outcome in successes.items():
+        [caught] = states[name]["Catch"]
+        count = states[caught["Next"]]
+        assert count["Resource"] == "arn:aws:states:::aws-sdk:cloudwatch:putMetricData", name
+        [datum] = count["Parameters"]["MetricData"]
+        assert count["Parameters"]["Namespace"] == "Spillway"
+        assert (datum["MetricName"], datum["Value"], datum["Unit"]) == ("DrainOutcome", 1, "Count")
+        assert datum["Dimensions"] == [
+            {"Name": "service", "Value": "spillway"},
+            {"Name": "Cluster", "Value": "${ClusterName}"},
+            {"Name": "Outcome", "Value": outcome},
+        ], name
+        assert count["ResultPath"] is None  # the state the output Pass reads is kept
+        end = count["Next"]
+        assert [c["Next"] for c in count["Catch"]] == [end], name
+        assert states[end]["Type"] == "Pass" and states[end].get("End") is True
+        assert states[end]["Parameters"]["outcome"] == outcome
 
 
 def test_every_terminating_drain_terminates_through_the_drain_function() -> None:
@@ -1711,7 +1747,9 @@ def test_a_consolidation_is_cancelled_when_a_pod_it_moves_became_protected(rig: 
 def test_a_pod_that_arrives_during_a_consolidation_is_left_running_and_the_drain_times_out(rig: Rig) -> None:
     rig.pod("web-0")
     drain = rig.cordoned(**consolidation("web-0"), poll_seconds=5, deadline_seconds=30)
-    rig.pod("late-0", app="late", tolerations=[{"operator": "Exists"}])  # tolerates the draining taint
+    # bound by name (spec.nodeName skips kube-scheduler's filters); one that tolerates the cordon and
+    # the draining taint would go with the node (spillway.planner.disruption.comes_back)
+    rig.pod("late-0", app="late")
 
     first = rig.drainer.evict(drain)
     assert first["evicted"] == ["team-a/web-0"]

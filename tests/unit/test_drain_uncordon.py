@@ -227,4 +227,5 @@ def test_drain_node_releases_a_kept_node_through_the_compensations_step() -> Non
     assert [c["Next"] for c in release["Catch"]] == ["Compensate"]  # a failure compensates as before
     assert release["Next"] == "RecordReleased"
     assert states["RecordReleased"]["Parameters"]["outcome"] == "released"
-    assert [c["Next"] for c in states["RecordReleased"]["Catch"]] == ["Released"]
+    assert [c["Next"] for c in states["RecordReleased"]["Catch"]] == ["CountReleased"]
+    assert states["CountReleased"]["Next"] == "Released"  # DrainOutcome counted, then the output

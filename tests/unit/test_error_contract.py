@@ -143,7 +143,11 @@ def test_a_lambda_task_that_forgets_a_service_error_is_found() -> None:
 
 
 # aws-sdk:<service> -> (the PascalCase name Step Functions puts in its error names, botocore's service)
-SDK_SERVICES = {"sfn": ("Sfn", "stepfunctions"), "autoscaling": ("AutoScaling", "autoscaling")}
+SDK_SERVICES = {
+    "sfn": ("Sfn", "stepfunctions"),
+    "autoscaling": ("AutoScaling", "autoscaling"),
+    "cloudwatch": ("CloudWatch", "cloudwatch"),
+}
 
 
 def sdk_error_names(resource: str) -> set[str]:

@@ -25,7 +25,8 @@ def kept_codes(result: ScalingPlan) -> dict[str, str]:
 
 def backfill(node: str, **kwargs: Any) -> dict[str, Any]:
     kwargs.setdefault("owner", ("ReplicaSet", "bf"))
-    return o.pod("backfill-0", cpu="100m", memory="128Mi", node_name=node, priority=-100, **kwargs)
+    kwargs.setdefault("priority", -100)
+    return o.pod("backfill-0", cpu="100m", memory="128Mi", node_name=node, **kwargs)
 
 
 def two_nodes() -> tuple[World, str, str]:
@@ -135,3 +136,20 @@ def test_the_drain_of_such_a_node_evicts_the_pods_it_names_and_only_those() -> N
 
     assert item["consolidation"] is True and item["pods"] == ["default/backfill-0"]
     assert "terminate" not in item and "uncordon" not in item  # the node goes, as an empty node's does
+
+
+def test_an_expendable_pod_that_tolerates_the_drain_goes_with_its_idle_node() -> None:
+    """It tolerates the drain's cordon and taint: the drain neither evicts it nor waits for it
+    (spillway.planner.disruption.comes_back), and it ends with its node, as cluster-autoscaler ends
+    expendable pods; a pod of the same kind that is not expendable is work, and keeps its node."""
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle, tolerations=[{"operator": "Exists"}]))
+
+    [drain] = w.plan(max_scale_in_fraction=1.0).drain
+    assert (drain.node, drain.code) == (idle, codes.EXPENDABLE_PODS)
+
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle, tolerations=[{"operator": "Exists"}], priority=0))
+    result = w.plan(max_scale_in_fraction=1.0)
+    assert result.drain == ()
+    assert kept_codes(result)[idle] == codes.WORKLOAD

@@ -28,7 +28,9 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   Terminate process is suspended (Auto Scaling would leave the instance running), never a node somebody
   else cordoned, and not one annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled=true``
   unless ``force``;
-* DaemonSet pods, mirror (static) pods and finished pods are left alone; everything else goes through the
+* DaemonSet pods, mirror (static) pods and finished pods are left alone, and so are pods whose
+  tolerations admit the drain's cordon and taint (evicted, they or their replacements could be
+  scheduled straight back: they go with the node, as in Karpenter); everything else goes through the
   Eviction API, so PodDisruptionBudgets hold: a budget's 429 is retried next round, and so is a pod
   the API refuses while more than one budget selects it (500) or while its budget's status forbids
   evictions (403 naming the budget); the round goes on with the other pods, and such a pod is left to
@@ -36,7 +38,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   for: the namespace takes it. A 429 of the server's rate limiting ends the round, and the next round
   tries again; RBAC's 403 fails the step (``KubeAuthError``). Each eviction gives the pod its
   ``terminationGracePeriodSeconds`` but no more than the seconds left before the deadline, so that it
-  is gone by then; at the deadline a drain without force evicts nothing;
+  is gone by then, and from the deadline on a terminating pod past its grace is leaving, not left
+  (:func:`_grace_over`); at the deadline a drain without force evicts nothing;
 * pods annotated ``karpenter.sh/do-not-disrupt=true`` or
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, pods no controller would recreate, and pods
   with local storage (an emptyDir on disk, a hostPath: unless safe-to-evict=true, or a plan's drain
@@ -776,14 +779,23 @@ STAYS = "not among the pods that make room: it stays, as the node does"
 # --- pods --------------------------------------------------------------------------------------
 
 
-_ACTION: dict[str, Action] = {"ignore": "ignore", "wait": "wait", "never": "keep", "movable": "evict"}
+# a pod that stays (it tolerates the drain's cordon and taint) is neither evicted nor waited for: it
+# goes with the node (spillway.planner.disruption.comes_back)
+_ACTION: dict[str, Action] = {
+    "ignore": "ignore",
+    "wait": "wait",
+    "never": "keep",
+    "movable": "evict",
+    "stays": "ignore",
+}
 
 
 def classify(
     pod: Pod, *, force: bool, now: datetime | None = None, planned: Collection[str] = ()
 ) -> PodVerdict:
     """What the drain does with ``pod``: the planner's disruption predicate, mapped one to one
-    (ignore→ignore, wait→wait, never→keep, movable→evict). An evictable pod needs no reason. ``now``:
+    (ignore→ignore, wait→wait, never→keep, movable→evict, stays→ignore: a pod that tolerates the
+    drain's cordon and taint would come straight back). An evictable pod needs no reason. ``now``:
     a pod stuck terminating (its kubelet gone) is ignored, not waited for. ``planned``: the pods a
     plan's drain moves (a consolidation's, a make-room's, an idle node's expendable pods), each of
     which the plan found a move opt-in for (:func:`spillway.planner.disruption.assess_move`), which its
@@ -799,7 +811,31 @@ def classify(
         "" if action == "evict" else judged.reason,
         info.priority,
         DEFAULT_GRACE_SECONDS if grace is None else grace,
+        pod.metadata.deletion_timestamp,
     )
+
+
+GRACE_OVER = "terminating, its grace period over: leaving (its kubelet confirms the deletion after it)"
+
+
+def _grace_over(drain: Drain, verdicts: list[PodVerdict], now: datetime) -> list[PodVerdict]:
+    """From the deadline on, a terminating pod whose grace period has run out (its ``deletionTimestamp``
+    has passed) no longer holds the drain: it has had all its time, and its kubelet kills it, then
+    deletes it from the API once it has torn it down (kubernetes/kubernetes
+    pkg/kubelet/status/status_manager.go, canBeDeleted), a moment after. Every pod the drain evicted
+    is one by the deadline (:meth:`Drainer._evict_round` gives no grace past it), so the round at the
+    deadline does not time out for a pod still being removed; one deleted by another hand with a grace
+    past the deadline still does. Before the deadline such a pod is waited for: that costs nothing.
+    Karpenter likewise stops waiting for a terminating pod past its grace (kubernetes-sigs/karpenter
+    pkg/utils/pod/scheduling.go, IsStuckTerminating)."""
+    if now < drain.deadline:
+        return verdicts
+    return [
+        PodVerdict(v.pod, "ignore", GRACE_OVER, v.priority, v.grace, v.grace_ends)
+        if v.action == "wait" and v.grace_ends is not None and v.grace_ends <= now
+        else v
+        for v in verdicts
+    ]
 
 
 def seconds_left(drain: Drain, now: datetime) -> int:
@@ -1243,14 +1279,15 @@ class Drainer:
         return None
 
     def _verdicts(self, drain: Drain) -> list[PodVerdict]:
-        """What to do with each pod on the node now (a consolidation evicts only its own pods)."""
+        """What to do with each pod on the node now (a consolidation evicts only its own pods; from
+        the deadline on, a pod past its grace is leaving: :func:`_grace_over`)."""
         now = self.clock()
         planned = _planned(drain)
         verdicts = [
             classify(p, force=drain.force, now=now, planned=planned)
             for p in self.kube.pods_on_node(drain.node)
         ]
-        return _only_expected(drain, verdicts)
+        return _only_expected(drain, _grace_over(drain, verdicts, now))
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""

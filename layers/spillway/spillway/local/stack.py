@@ -110,17 +110,25 @@ class FunctionFaults:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: dict[str, list[Exception]] = {}
+        self._pending: dict[str, list[tuple[Exception, EventMatch]]] = {}
         self._timeouts: dict[str, list[EventMatch]] = {}
 
-    def fail_next(self, function: str, error: Exception, times: int = 1) -> None:
+    def fail_next(
+        self, function: str, error: Exception, times: int = 1, when: EventMatch | None = None
+    ) -> None:
+        """The next ``times`` calls of ``function`` whose event ``when`` accepts (any, by default) fail
+        with ``error`` before the handler runs."""
         with self._lock:
-            self._pending.setdefault(function, []).extend([error] * times)
+            self._pending.setdefault(function, []).extend([(error, when or (lambda event: True))] * times)
 
-    def take(self, function: str) -> Exception | None:
+    def take(self, function: str, event: Any = None) -> Exception | None:
         with self._lock:
-            queue = self._pending.get(function)
-            return queue.pop(0) if queue else None
+            queue = self._pending.get(function) or []
+            for i, (error, when) in enumerate(queue):
+                if when(event):
+                    del queue[i]
+                    return error
+            return None
 
     def time_out_after(self, function: str, when: EventMatch | None = None, times: int = 1) -> None:
         """The next ``times`` calls of ``function`` whose event ``when`` accepts (any, by default) run
@@ -415,7 +423,7 @@ class LocalStack:
         record = Invocation(function=name.removeprefix(f"{self.prefix}-"), event=event)
         with self._lock:
             self.invocations.append(record)
-        injected = self.faults.take(record.function)
+        injected = self.faults.take(record.function, event)
         if injected is not None:
             record.error = type(injected).__name__
             raise injected

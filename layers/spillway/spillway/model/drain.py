@@ -182,10 +182,12 @@ class PodVerdict:
     """What a drain does with one pod: ``ignore`` it (it does not keep the node busy), ``evict`` it,
     ``wait`` for it (already terminating), or ``keep`` it (protected; it keeps the node busy).
     ``grace``: the pod's ``terminationGracePeriodSeconds`` (the API's default, 30, when unset), which
-    its eviction gives it at most (:meth:`spillway.act.drain.Drainer._evict_round`)."""
+    its eviction gives it at most (:meth:`spillway.act.drain.Drainer._evict_round`). ``grace_ends``: a
+    terminating pod's ``deletionTimestamp``, when its grace period runs out."""
 
     pod: str
     action: Action
     reason: str
     priority: int = 0
     grace: int = DEFAULT_GRACE_SECONDS
+    grace_ends: datetime | None = None

@@ -168,6 +168,9 @@ POD_NO_CONTROLLER = "no-controller"  # nothing would recreate it
 POD_LOCAL_STORAGE = "local-storage"
 POD_MOVABLE = "movable"  # may be evicted; its controller recreates it elsewhere
 POD_FORCED = "forced"  # protected, but the caller forces its eviction
+# tolerates the drain's cordon and taint: evicted, it (or its replacement) could land straight back, so
+# no drain evicts it or waits for it; it goes with its node, and no plan moves it
+POD_TOLERATES_DRAIN = "tolerates-drain"
 
 # -- may consolidation move a pod to save cost (Move.code, spillway.planner.disruption.assess_move) --
 POD_DO_NOT_DRAIN = "do-not-drain"  # openai/do-not-drain=true
@@ -189,6 +192,7 @@ MOVE_CODES = (
     POD_DO_NOT_DISRUPT,
     POD_NOT_SAFE_TO_EVICT,
     POD_DO_NOT_DRAIN,
+    POD_TOLERATES_DRAIN,
     POD_PDB_MULTIPLE,
     POD_PDB_ALLOWS_NONE,
     POD_EXPENDABLE,

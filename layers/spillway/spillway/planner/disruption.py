@@ -12,12 +12,22 @@
   is not annotated safe-to-evict=true, or it has local storage (an emptyDir on disk, a hostPath) and
   neither safe-to-evict=true nor a move opt-in, ``opted_in``, says its data may go); evicted only with
   ``force``, when it becomes ``movable``;
-* ``movable``: may be evicted through the Eviction API.
+* ``movable``: may be evicted through the Eviction API;
+* ``stays``: would be movable (or is forced), but its tolerations admit the drain's own marks, the
+  cordon and the ``spillway.io/draining:NoSchedule`` taint (:func:`comes_back`): evicted, it or its
+  controller's replacement (made from the same template) could be scheduled straight back onto the
+  node, round after round until the deadline. No drain evicts it or waits for it; it goes with its
+  node, as Karpenter leaves a pod that tolerates its ``karpenter.sh/disrupted:NoSchedule`` taint
+  (kubernetes-sigs/karpenter pkg/utils/pod/scheduling.go, ``IsEvictable``/``IsDrainable`` through
+  ``ToleratesDisruptedNoScheduleTaint``; designs/no-schedule-taint.md: such pods "would immediately
+  reschedule"). It is still work on its node (Karpenter counts it reschedulable): no plan calls its
+  node idle, nor moves it (:func:`assess_move`).
 
 Everything but ``ignore`` keeps a node busy: the planner never drains a node with such a pod, but for
-an expendable one (priority below ``expendable_priority_cutoff``) a drain may evict
-(:func:`goes_with_its_node`), which the drain of its node evicts. The drain's pod classification maps
-one to one: ignore→ignore, wait→wait, never→keep, movable→evict, with the same reasons.
+an expendable one (priority below ``expendable_priority_cutoff``) a drain may evict, or that stays and
+goes with the node (:func:`goes_with_its_node`). The drain's pod classification maps one to one:
+ignore→ignore, wait→wait, never→keep, movable→evict, stays→ignore (neither evicted nor waited for),
+with the same reasons.
 
 ``cost`` orders victims, cheapest first: ``(priority, controller.kubernetes.io/pod-deletion-cost)``.
 
@@ -27,7 +37,8 @@ to save cost): may the autoscaler *move* this pod of its own accord, and at what
 1. not busy (finished, mirror, DaemonSet) or already terminating: nothing to move, free;
 2. never: the node is annotated ``karpenter.sh/do-not-disrupt=true``; the pod is annotated
    ``karpenter.sh/do-not-disrupt=true`` or ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, or
-   marked ``openai/do-not-drain`` (``1`` or ``true``, any case); more than one PodDisruptionBudget
+   marked ``openai/do-not-drain`` (``1`` or ``true``, any case); it tolerates the drain's cordon and
+   taint (no drain evicts it: a make-room would free nothing); more than one PodDisruptionBudget
    selects it (the Eviction API refuses such a pod whatever they allow); its PodDisruptionBudget allows
    no disruption now (a pod not running yet, or running and not Ready under a budget whose
    ``unhealthyPodEvictionPolicy`` lets it go, is not held by its budget: ``ClusterSnapshot.pdb_allowance``);
@@ -62,16 +73,31 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Literal
 
-from spillway.model.cluster import NodeInfo, PodInfo
+from spillway.model.cluster import NodeInfo, PodInfo, TaintT
 from spillway.model.jobs import DO_NOT_DRAIN, DO_NOT_DRAIN_VALUES, VOLCANO_PREEMPTABLE, JobInfo, job_key
-from spillway.model.k8s import DAEMONSET_POD, DO_NOT_DISRUPT, SAFE_TO_EVICT, SAFE_TO_EVICT_LOCAL_VOLUMES
+from spillway.model.k8s import (
+    DAEMONSET_POD,
+    DO_NOT_DISRUPT,
+    DRAINING_TAINT,
+    SAFE_TO_EVICT,
+    SAFE_TO_EVICT_LOCAL_VOLUMES,
+)
 from spillway.planner import codes
+from spillway.planner.predicates import admits
 
-Verdict = Literal["ignore", "wait", "movable", "never"]
+Verdict = Literal["ignore", "wait", "movable", "never", "stays"]
 IGNORE: Verdict = "ignore"
 WAIT: Verdict = "wait"
 MOVABLE: Verdict = "movable"
 NEVER: Verdict = "never"
+STAYS: Verdict = "stays"
+# what a drain puts on its node besides the cordon (spec.unschedulable): spillway.adapters.kube
+DRAINING_TAINTS: tuple[TaintT, ...] = ((DRAINING_TAINT, None, "NoSchedule"),)
+TOLERATES_DRAIN = (
+    f"tolerates the drain's cordon and its {DRAINING_TAINT}:NoSchedule taint: evicted, it (or its "
+    "replacement) could be scheduled straight back, so it is neither evicted nor waited for and goes "
+    "with the node"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +129,23 @@ def assess(
     if pod.terminating:
         return Disruption(WAIT, "terminating", codes.POD_TERMINATING, cost)
     protected = _protection(pod, opted_in=opted_in)
+    if protected is not None and not force:
+        code, why = protected
+        return Disruption(NEVER, f"{why} (evicted only with force)", code, cost)
+    if comes_back(pod):
+        return Disruption(STAYS, TOLERATES_DRAIN, codes.POD_TOLERATES_DRAIN, cost)
     if protected is None:
         why = "a controller recreates it elsewhere" if pod.controlled else f"annotated {SAFE_TO_EVICT}=true"
         return Disruption(MOVABLE, why, codes.POD_MOVABLE, cost)
-    code, why = protected
-    if force:
-        return Disruption(MOVABLE, f"{why}, but forced", codes.POD_FORCED, cost)
-    return Disruption(NEVER, f"{why} (evicted only with force)", code, cost)
+    return Disruption(MOVABLE, f"{protected[1]}, but forced", codes.POD_FORCED, cost)
+
+
+def comes_back(pod: PodInfo) -> bool:
+    """The pod's tolerations admit a node its drain marked: kube-scheduler's NodeUnschedulable filter
+    (the cordon, read as ``node.kubernetes.io/unschedulable:NoSchedule``) and TaintToleration filter
+    (``spillway.io/draining:NoSchedule``) both let it, and so its controller's replacement, onto the
+    node. A pod that tolerates only one of them is kept away by the other."""
+    return admits(True, DRAINING_TAINTS, pod.tolerations)
 
 
 def keeps_node_busy(pod: PodInfo, now: datetime | None = None) -> bool:
@@ -127,8 +163,12 @@ def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> b
     ``safe-to-evict=true``) and no never-rule of a move holds it (``openai/do-not-drain``, more than one
     budget, a budget that allows no disruption now: ``pdbs_allow`` as :func:`assess_move` takes it).
     cluster-autoscaler does not evict such pods at all (the node's deletion ends them) and reads no
-    annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node."""
+    annotation of theirs; Spillway evicts them, and a pod marked never to be disturbed keeps its node.
+    One that stays (it tolerates the drain's cordon and taint, :func:`comes_back`) goes with the node as
+    cluster-autoscaler's do: the drain neither evicts it nor waits for it, so no budget is asked."""
     moved = assess(pod, now=now, opted_in=True)  # its priority is the opt-in: local storage holds it not
+    if moved.verdict == STAYS:
+        return True
     return moved.verdict == MOVABLE and _never_move(pod, None, pdbs_allow) is None
 
 
@@ -247,6 +287,8 @@ def _never_move(pod: PodInfo, node: NodeInfo | None, pdbs_allow: int | None) -> 
         return codes.POD_NOT_SAFE_TO_EVICT, f"annotated {SAFE_TO_EVICT}=false"
     if pod.do_not_drain:
         return codes.POD_DO_NOT_DRAIN, f"marked {DO_NOT_DRAIN}: {DO_NOT_DRAIN_VALUES}"
+    if comes_back(pod):  # no drain evicts it: it goes only with its node, and a make-room frees nothing
+        return codes.POD_TOLERATES_DRAIN, TOLERATES_DRAIN
     if pdbs_allow is not None and len(pod.pdbs) > 1:
         return codes.POD_PDB_MULTIPLE, (
             f"selected by more than one PodDisruptionBudget ({', '.join(pod.pdbs)}): the Eviction API "

@@ -87,7 +87,8 @@ What it serves (JSON only)
   default) and answers the pod; it stays listed until the emulated kubelet confirms: the store removes
   it once ``min(grace period, kubelet_exit_delay)`` seconds of its clock have passed, at the next read
   or write (``KubeApiServer.kubelet_exit_delay``, default 0.5 s; set it long to hold pods terminating,
-  or 0). An unscheduled or finished pod, or a delete of grace 0, goes at once; a second delete may only
+  or 0), plus ``KubeApiServer.kubelet_confirm_delay`` (default 0: a real kubelet's final delete comes
+  a moment after the containers stopped, past the deletionTimestamp). An unscheduled or finished pod, or a delete of grace 0, goes at once; a second delete may only
   shorten the grace period. A DELETE's options are its body when it has one (``dryRun`` included),
   else its query (``gracePeriodSeconds``, ``dryRun``). :meth:`KubeApiServer.delete` (the test's hand)
   removes at once. Other kinds are deleted at once; deleting a Namespace answers it ``Terminating``

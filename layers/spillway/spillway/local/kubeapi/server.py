@@ -671,6 +671,17 @@ class KubeApiServer:
     def kubelet_exit_delay(self, seconds: float) -> None:
         self.store.kubelet_exit_delay = seconds
 
+    @property
+    def kubelet_confirm_delay(self) -> float:
+        """Seconds the emulated kubelet's final delete comes after the pod's containers stopped (a real
+        kubelet tears the pod down first, so the pod is listed a moment past its deletionTimestamp);
+        0 by default."""
+        return self.store.kubelet_confirm_delay
+
+    @kubelet_confirm_delay.setter
+    def kubelet_confirm_delay(self, seconds: float) -> None:
+        self.store.kubelet_confirm_delay = seconds
+
     def update(self, kind: str, obj: Mapping[str, Any]) -> JsonObj:
         """Replace an existing object whole, status included, whatever its resourceVersion (the
         test's hand, not an API write); raises :class:`KubeApiError` 404 when it does not exist."""

@@ -201,6 +201,10 @@ class Store:
         #: seconds of the store's clock have passed (checked at the next read or write); tests set it
         #: long to hold pods terminating, or 0
         self.kubelet_exit_delay: float = DEFAULT_KUBELET_EXIT_DELAY
+        #: seconds after the containers stopped before the kubelet's final delete reaches the API (its
+        #: pod worker tears the pod down and the status manager deletes it once it may: a real pod is
+        #: listed a moment past its deletionTimestamp); 0 by default
+        self.kubelet_confirm_delay: float = 0.0
         #: pods deleted gracefully through the API: key -> (when, grace period, uid)
         self._terminating: dict[Key, tuple[datetime, int, str]] = {}
         self._objects: dict[str, dict[Key, Entry]] = {kind: {} for kind in resources.BY_STORE_KIND}
@@ -227,12 +231,14 @@ class Store:
 
     def _reap(self) -> None:
         """The kubelet's side of a graceful deletion: a pod whose containers have stopped (its grace
-        period or :attr:`kubelet_exit_delay` after the delete, the shorter) is deleted with grace 0."""
+        period or :attr:`kubelet_exit_delay` after the delete, the shorter) is deleted with grace 0,
+        :attr:`kubelet_confirm_delay` later."""
         if not self._terminating:
             return
         now = self._clock()
         for key, (since, grace, uid) in list(self._terminating.items()):
-            if now < since + timedelta(seconds=max(0.0, min(grace, self.kubelet_exit_delay))):
+            stopped = max(0.0, min(grace, self.kubelet_exit_delay))
+            if now < since + timedelta(seconds=stopped + max(0.0, self.kubelet_confirm_delay)):
                 continue
             del self._terminating[key]
             entry = self._objects["Pod"].get(key)
