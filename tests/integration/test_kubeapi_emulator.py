@@ -2376,3 +2376,60 @@ def test_a_priority_class_value_that_is_no_int32_is_a_bad_request(
         'PriorityClass in version "v1" cannot be handled as a PriorityClass: json: cannot unmarshal '
         f"{shown} into Go struct field PriorityClass.value of type int32",
     )
+
+
+# --- DefaultTolerationSeconds admission ------------------------------------------------------------
+# kubernetes/kubernetes plugin/pkg/admission/defaulttolerationseconds/admission.go: on a Create or an
+# Update of pods proper (no subresource), a pod that has no toleration matching a taint key (its key, or
+# an empty key) and effect NoExecute (or an empty effect) gets {key, operator: Exists, effect: NoExecute,
+# tolerationSeconds: 300} appended, for node.kubernetes.io/not-ready and node.kubernetes.io/unreachable.
+
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300}  # fmt: skip
+UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+               "tolerationSeconds": 300}  # fmt: skip
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_created_pod_gets_the_two_default_tolerations_after_its_own(api: KubeApiServer) -> None:
+    created = _new_pod(api, tolerations=[GPU_TOLERATION])
+    assert created["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
+    stored = api.get("Pod", "p")
+    assert stored is not None and stored["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
+    assert _new_pod(api, "bare")["spec"]["tolerations"] == [NOT_READY, UNREACHABLE]
+
+
+@pytest.mark.parametrize(
+    ("own", "added"),
+    [
+        # a pod's own not-ready toleration (any seconds) stands: only unreachable is added
+        ([{**NOT_READY, "tolerationSeconds": 60}], [UNREACHABLE]),
+        # an empty effect tolerates NoExecute too
+        ([{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}], [NOT_READY]),
+        # an empty key (operator Exists) tolerates every taint: nothing is added
+        ([{"operator": "Exists"}], []),
+        ([{"operator": "Exists", "effect": "NoExecute"}], []),
+        # the right key with another effect does not count
+        ([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}],
+         [NOT_READY, UNREACHABLE]),
+    ],
+)  # fmt: skip
+def test_a_pod_that_tolerates_a_taint_already_gets_no_second_toleration_of_it(
+    api: KubeApiServer, own: list[dict[str, Any]], added: list[dict[str, Any]]
+) -> None:
+    assert _new_pod(api, tolerations=own)["spec"]["tolerations"] == own + added
+
+
+def test_an_update_leaving_the_default_tolerations_out_gets_them_back(api: KubeApiServer) -> None:
+    """The plugin admits updates too (``admission.NewHandler(admission.Create, admission.Update)``)."""
+    created = _new_pod(api)
+    body = {**created, "spec": {**created["spec"], "tolerations": []}}
+    replaced = _send(api, "PUT", f"{PODS_PATH}/p", body, "application/json")
+    assert replaced["spec"]["tolerations"] == [NOT_READY, UNREACHABLE]
+
+
+def test_the_seeding_path_keeps_a_pods_tolerations_as_given(api: KubeApiServer) -> None:
+    """``add()`` stands for a pod already stored (a cluster may run without the plugin): no admission."""
+    api.add({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [_container()]}})
+    stored = api.get("Pod", "p")
+    assert stored is not None and "tolerations" not in stored["spec"]

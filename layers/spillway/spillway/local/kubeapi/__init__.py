@@ -106,14 +106,18 @@ What it serves (JSON only)
   defaults default it (``restartPolicy``, ``dnsPolicy``, ``schedulerName``,
   ``terminationGracePeriodSeconds``, ``securityContext``, ``enableServiceLinks``; a container's requests
   left out copy its limits; pod-level requests; containers' ``imagePullPolicy`` by tag and termination
-  message path and policy; host ports of a ``hostNetwork`` pod). A create goes through the Priority
+  message path and policy; host ports of a ``hostNetwork`` pod). A create, and an update of the pod
+  itself, goes through the DefaultTolerationSeconds admission plugin (a pod not tolerating
+  ``node.kubernetes.io/not-ready`` or ``node.kubernetes.io/unreachable`` with effect ``NoExecute`` gets
+  a toleration of it, ``Exists``, for 300 s, after its own). A create goes through the Priority
   admission plugin (``spec.priority`` and ``spec.preemptionPolicy`` from ``priorityClassName``, else the
   global default class, else 0 and ``PreemptLowerPriority``; an unknown class, or a priority or policy
   stated otherwise, answers 403) and gets ``status.qosClass`` (Guaranteed, Burstable or BestEffort from
   the CPU and memory its containers, init containers or pod-level resources request and limit; a class
   the create's status carries is kept, as ``GetPodQOS`` keeps it). ``add()`` keeps what a pod states and
-  fills what it lacks, its QoS class included. A status write that leaves ``qosClass`` out keeps it, one
-  changing it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
+  fills what it lacks, its QoS class included (but no tolerations: it stands for a pod stored, perhaps
+  by a cluster without the plugin). A status write that leaves ``qosClass`` out keeps it, one changing
+  it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
   resources so that its class would change answers 422 (the ``pods/resize`` rule). A quantity that does
   not parse answers 400.
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
@@ -127,8 +131,9 @@ Watches (``watch=true`` answers 400), protobuf/CBOR/YAML bodies, server-side app
 and pruning of object schemas (beyond names, PDB specs, pods needing containers, the two CRDs above;
 ``metadata`` is kept as sent, not pruned to ObjectMeta), pod spec
 immutability (so no ``pods/resize`` subresource: an in-place resize is a write to the pod, its
-containerStatuses a ``/status`` write, as the kubelet's), admission but the Priority plugin's pod
-side (no LimitRanger, no DefaultTolerationSeconds, no single-global-default rule for PriorityClasses),
+containerStatuses a ``/status`` write, as the kubelet's), admission but the pod side of the
+Priority and DefaultTolerationSeconds plugins (no LimitRanger, no single-global-default rule for
+PriorityClasses),
 RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``resourceVersion`` /
 ``resourceVersionMatch`` on lists (always the latest state), controllers (workloads are stored, never
 run: no pods are created or replaced; the disruption controller's arithmetic is computed on read, but

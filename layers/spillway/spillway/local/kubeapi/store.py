@@ -596,11 +596,14 @@ class Store:
             obj["status"] = {"phase": "Active"}  # as its strategy sets it on every create
 
     def _admit_pod(self, obj: JsonObj, *, via_api: bool) -> None:
-        """The Priority plugin, then the class ``GetPodQOS`` gives (the status's, else computed); the
-        seeding path keeps a running pod's status and fills only what it lacks."""
+        """The admission plugins (DefaultTolerationSeconds, Priority), then the class ``GetPodQOS`` gives
+        (the status's, else computed); the seeding path stands for a pod already stored: no
+        tolerations added, its status kept and only what it lacks filled."""
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return  # refused by validation
+        if via_api:
+            spec = pods.admit_default_tolerations(spec)
         classes = [entry.obj for entry in self._objects["PriorityClass"].values()]
         spec, refusal = pods.admit_priority(spec, classes, strict=via_api)
         if refusal:
@@ -753,6 +756,9 @@ class Store:
                 if "status" in current:
                     updated["status"] = current["status"]
             updated = rt.defaults(updated)  # an update is defaulted as a create is
+            if rt.canonical == "Pod" and isinstance(updated.get("spec"), dict):
+                # DefaultTolerationSeconds admits updates of the pod itself too, not of its subresources
+                updated["spec"] = pods.admit_default_tolerations(updated["spec"])
             if "generation" in cur_meta and _new_generation(rt.canonical, current, updated):
                 new_meta["generation"] = cur_meta["generation"] + 1
         updated = _omit_empty(self._keep_left_out(rt, current, updated))
