@@ -45,11 +45,18 @@ What it serves (JSON only)
   ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>`` (``resources.OPTIONAL``). The three
   ``autoscaling.x-k8s.io`` kinds are served as their published CRDs' schemas and CEL rules serve them
   (see :mod:`.crds`): the whole object is validated, status included, so a ``/status`` write too (422
-  naming the field; a quota's limits non-negative integers, a request's podSets 1 to 32, a buffer's
+  naming each field; a quota's limits non-negative integers, a request's podSets 1 to 32, a buffer's
   refs), pruned of the fields the structural schema does not declare (a buffer's ``spec.windows`` is
   dropped, as a cluster drops it) and defaulted (a buffer's ``provisioningStrategy``), on every write
   and on ``add()`` alike. The other custom resources are stored as given, no schema modelled. Custom
   resources refuse strategic merge patch with 415, as a real server does.
+* Validation answers every problem it finds at once, as ``errors.NewInvalid`` does: one 422 ``Invalid``
+  Status whose ``details`` (``group``, ``kind``, ``name``) carry a cause per field error (``reason``
+  ``FieldValueInvalid``, ``FieldValueRequired``, ``FieldValueTypeInvalid``, ``FieldValueNotSupported``
+  ...; ``message``; ``field``), its message ``<Kind>[.<group>] "<name>" is invalid: `` then the one
+  error or all of them in brackets. A CRD's CEL rules run only when its schema found no blocking error
+  (a wrong type, a required field missing, an unsupported value, too long, too many); otherwise a last
+  cause (field ``<nil>``) says some rules were not checked, as apiextensions-apiserver writes it.
 * Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a
   stale one, or a DeleteOptions precondition that fails, answers 409 ``Conflict``; an empty one is
   unconditional. A write that changes nothing does not bump the version. Writes to the main resource of
