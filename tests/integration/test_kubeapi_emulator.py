@@ -2561,3 +2561,80 @@ def test_a_wrong_type_is_a_type_error(custom: CustomObjectsApi) -> None:
         ("spec.replicas", "FieldValueTypeInvalid"),
         CEL_SKIPPED[::2],
     ]
+
+
+# --- PodGroup CRDs: structural schemas, pruned and defaulted ---------------------------------------
+# volcano-sh/volcano config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml (controller-gen
+# v0.18.0, commit 096235e1): spec minMember, minResources (quantities), minTaskMember (int32 map),
+# networkTopology (mode hard|soft, default hard; highestTierAllowed, default 1), priorityClassName,
+# queue (default "default"), preemptable; status conditions, phase, running, succeeded, failed; no
+# x-kubernetes-preserve-unknown-fields. kubernetes-sigs/scheduler-plugins config/crd/bases/
+# scheduling.x-k8s.io_podgroups.yaml: spec minMember (minimum 1), minResources, scheduleTimeoutSeconds;
+# status phase, occupiedBy, scheduleStartTime (date-time), running, succeeded, failed. The API server
+# prunes what a structural schema does not declare (apiextensions-apiserver pkg/apiserver/schema/pruning).
+
+
+def test_a_volcano_pod_group_keeps_only_what_its_crd_declares(custom: CustomObjectsApi) -> None:
+    body = podgroup(*VOLCANO[:2], "pg", 4)
+    body["spec"] |= {"minTaskMember": {"worker": 3}, "minResources": {"cpu": "8", "nvidia.com/gpu": 4},
+                     "gangTimeout": "5m"}  # fmt: skip
+    body["extra"] = {"x": 1}
+    made = custom.create_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", body)
+    assert made["spec"] == {"minMember": 4, "minTaskMember": {"worker": 3},
+                            "minResources": {"cpu": "8", "nvidia.com/gpu": 4}, "queue": "default"}  # fmt: skip
+    assert "extra" not in made
+    # no status subresource: a write of the object carries its status, pruned as the rest
+    made["status"] = {"phase": "Inqueue", "running": 0, "scheduledAt": "now"}
+    written = custom.replace_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", "pg", made)
+    assert written["status"] == {"phase": "Inqueue", "running": 0}
+
+
+def test_a_volcano_pod_groups_network_topology_gets_its_defaults(custom: CustomObjectsApi) -> None:
+    body = podgroup(*VOLCANO[:2], "pg", 2)
+    body["spec"]["networkTopology"] = {}
+    made = custom.create_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", body)
+    assert made["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "reason"),
+    [
+        ({"minMember": "two"}, "spec.minMember", "FieldValueTypeInvalid"),
+        ({"minResources": {"cpu": "lots"}}, "spec.minResources.cpu", "FieldValueInvalid"),
+        ({"minTaskMember": {"worker": "3"}}, "spec.minTaskMember.worker", "FieldValueTypeInvalid"),
+        ({"networkTopology": {"mode": "strict"}}, "spec.networkTopology.mode", "FieldValueNotSupported"),
+    ],
+)
+def test_a_volcano_pod_group_out_of_its_schema_is_refused(
+    custom: CustomObjectsApi, spec: dict[str, Any], field: str, reason: str
+) -> None:
+    body = podgroup(*VOLCANO[:2], "pg", 2)
+    body["spec"] |= spec
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", body)
+    )
+    assert [(f, r) for f, _, r in _causes(refusal)] == [(field, reason)]
+    assert (refusal["details"]["group"], refusal["details"]["kind"]) == ("scheduling.volcano.sh", "PodGroup")
+
+
+def test_a_coscheduling_pod_group_keeps_only_what_its_crd_declares(custom: CustomObjectsApi) -> None:
+    body = podgroup(*COSCHED[:2], "pg", 3)
+    body["spec"] |= {"scheduleTimeoutSeconds": 60, "queue": "ignored"}
+    made = custom.create_namespaced_custom_object(*COSCHED[:2], "default", "podgroups", body)
+    assert made["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 60}
+    status = {"phase": "Scheduling", "scheduleStartTime": "2026-01-01T00:00:00Z", "note": "x"}
+    written = custom.patch_namespaced_custom_object_status(
+        *COSCHED[:2], "default", "podgroups", "pg", {"status": status}
+    )
+    assert written["status"] == {"phase": "Scheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"}
+
+
+def test_a_coscheduling_pod_group_needs_at_least_one_member(custom: CustomObjectsApi) -> None:
+    body = podgroup(*COSCHED[:2], "pg", 0)
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*COSCHED[:2], "default", "podgroups", body)
+    )
+    assert _causes(refusal) == [
+        ("spec.minMember", "Invalid value: 0: spec.minMember in body should be greater than or equal to 1",
+         "FieldValueInvalid")
+    ]  # fmt: skip

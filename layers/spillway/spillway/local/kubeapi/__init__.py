@@ -48,7 +48,10 @@ What it serves (JSON only)
   naming each field; a quota's limits non-negative integers, a request's podSets 1 to 32, a buffer's
   refs), pruned of the fields the structural schema does not declare (a buffer's ``spec.windows`` is
   dropped, as a cluster drops it) and defaulted (a buffer's ``provisioningStrategy``), on every write
-  and on ``add()`` alike. The other custom resources are stored as given, no schema modelled. Custom
+  and on ``add()`` alike. So are both PodGroup CRDs, Volcano's and coscheduling's, by their published
+  structural schemas (unknown fields pruned, a Volcano group's ``spec.queue`` defaulted to ``default``,
+  a coscheduling group's ``minMember`` at least 1; no CEL rules). The other custom resources
+  (PyTorchJob, PaddleJob, Rollout) are stored as given, no schema modelled. Custom
   resources refuse strategic merge patch with 415, as a real server does.
 * Validation answers every problem it finds at once, as ``errors.NewInvalid`` does: one 422 ``Invalid``
   Status whose ``details`` (``group``, ``kind``, ``name``) carry a cause per field error (``reason``
@@ -135,7 +138,7 @@ What it serves (JSON only)
 Not modelled
 ------------
 Watches (``watch=true`` answers 400), protobuf/CBOR/YAML bodies, server-side apply, field validation
-and pruning of object schemas (beyond names, PDB specs, pods needing containers, the two CRDs above;
+and pruning of object schemas (beyond names, PDB specs, pods needing containers, the CRDs above;
 ``metadata`` is kept as sent, not pruned to ObjectMeta), pod spec
 immutability (so no ``pods/resize`` subresource: an in-place resize is a write to the pod, its
 containerStatuses a ``/status`` write, as the kubelet's), admission but the pod side of the

@@ -34,6 +34,10 @@ declare (:func:`pruned`) and given their ``default`` s (:func:`with_defaults`), 
   ``podTemplateRef`` needs ``replicas`` or ``limits``; not both ``podTemplateRef`` and ``scalableRef``
   (v1alpha1 keeps the message the rule had before v1beta1 corrected it).
 
+* PodGroup ``scheduling.volcano.sh/v1beta1`` (:data:`VOLCANO_PODGROUP_SCHEMA`) and
+  ``scheduling.x-k8s.io/v1alpha1`` (:data:`COSCHEDULING_PODGROUP_SCHEMA`), from volcano-sh/volcano's and
+  kubernetes-sigs/scheduler-plugins' published CRDs: no CEL rules, no ``spec`` required.
+
 Each check answers every problem it finds, as :class:`~.status.FieldError` s worded as the API server
 words them, in the order kube-openapi's validators find them (at one value, a wrong type is the only
 error; a string gets at most one of ``maxLength``, ``minLength`` and ``pattern``, then its format's and
@@ -63,6 +67,8 @@ Schema = Mapping[str, Any]
 PROVISIONING_REQUEST = "ProvisioningRequest.autoscaling.x-k8s.io"
 CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
 CAPACITY_BUFFER = "CapacityBuffer.autoscaling.x-k8s.io"
+VOLCANO_PODGROUP = "PodGroup.scheduling.volcano.sh"
+COSCHEDULING_PODGROUP = "PodGroup.scheduling.x-k8s.io"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
@@ -353,12 +359,12 @@ _LOCAL_REF: Schema = {"type": "object", "required": ("name",), "properties": {"n
 _DNS_NAME: Schema = {"type": "string", "maxLength": 253, "pattern": DNS_SUBDOMAIN_PATTERN}
 
 
-def _custom_resource(spec: Schema, status: Schema) -> Schema:
-    """The root every kind here shares: ``spec`` required, ``metadata`` kept whole (the server keeps
-    it as ObjectMeta, not by this schema)."""
+def _custom_resource(spec: Schema, status: Schema, *, spec_required: bool = True) -> Schema:
+    """The root every kind here shares: ``spec`` required (unless not), ``metadata`` kept whole (the
+    server keeps it as ObjectMeta, not by this schema)."""
     return {
         "type": "object",
-        "required": ("spec",),
+        "required": ("spec",) if spec_required else (),
         "properties": {
             "apiVersion": _STRING,
             "kind": _STRING,
@@ -473,6 +479,81 @@ BUFFER_SCHEMA = _custom_resource(
 )
 
 
+_INT32: Schema = {"type": "integer", "format": "int32"}
+# volcano-sh/volcano config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml, version v1beta1
+# (controller-gen v0.18.0; checked at commit 096235e19d45): structural, no x-kubernetes-preserve-unknown-
+# fields, no CEL rules, spec not required; ``queue`` and networkTopology's fields carry defaults
+VOLCANO_PODGROUP_SCHEMA = _custom_resource(
+    spec={
+        "type": "object",
+        "properties": {
+            "minMember": _INT32,
+            "minResources": _RESOURCE_LIST,
+            "minTaskMember": {"type": "object", "additionalProperties": _INT32},
+            "networkTopology": {
+                "type": "object",
+                "properties": {
+                    "highestTierAllowed": {"type": "integer", "default": 1},
+                    "mode": {"type": "string", "enum": ("hard", "soft"), "default": "hard"},
+                },
+            },
+            "preemptable": {"type": "boolean"},
+            "priorityClassName": _STRING,
+            "queue": {"type": "string", "default": "default"},
+        },
+    },
+    status={
+        "type": "object",
+        "properties": {
+            "conditions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "lastTransitionTime": {"type": "string", "format": "date-time"},
+                        "message": _STRING,
+                        "reason": _STRING,
+                        "status": _STRING,
+                        "transitionID": _STRING,
+                        "type": _STRING,
+                    },
+                },
+            },
+            "failed": _INT32,
+            "phase": _STRING,
+            "running": _INT32,
+            "succeeded": _INT32,
+        },
+    },
+    spec_required=False,
+)
+# kubernetes-sigs/scheduler-plugins config/crd/bases/scheduling.x-k8s.io_podgroups.yaml, version
+# v1alpha1 (controller-gen v0.18.0): structural, no x-kubernetes-preserve-unknown-fields, no CEL rules,
+# spec not required; ``minMember`` at least 1
+COSCHEDULING_PODGROUP_SCHEMA = _custom_resource(
+    spec={
+        "type": "object",
+        "properties": {
+            "minMember": {**_INT32, "minimum": 1},
+            "minResources": _RESOURCE_LIST,
+            "scheduleTimeoutSeconds": _INT32,
+        },
+    },
+    status={
+        "type": "object",
+        "properties": {
+            "failed": _INT32,
+            "occupiedBy": _STRING,
+            "phase": _STRING,
+            "running": _INT32,
+            "scheduleStartTime": {"type": "string", "format": "date-time"},
+            "succeeded": _INT32,
+        },
+    },
+    spec_required=False,
+)
+
+
 # --- the CEL rules (x-kubernetes-validations), run on an object its schema keeps --------------------
 
 _PARTS = re.compile(r"^[+-]?([0-9]*)(?:\.([0-9]*))?(.*)$")
@@ -564,6 +645,8 @@ _CRDS: Mapping[str, _Crd] = {
     PROVISIONING_REQUEST: _Crd(PROVISIONING_REQUEST_SCHEMA, _transition_rules_only),
     CAPACITY_QUOTA: _Crd(CAPACITY_QUOTA_SCHEMA, _quota_rules),
     CAPACITY_BUFFER: _Crd(BUFFER_SCHEMA, _buffer_rules),
+    VOLCANO_PODGROUP: _Crd(VOLCANO_PODGROUP_SCHEMA),
+    COSCHEDULING_PODGROUP: _Crd(COSCHEDULING_PODGROUP_SCHEMA),
 }
 
 
