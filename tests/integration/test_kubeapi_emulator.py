@@ -1256,16 +1256,17 @@ def test_a_request_out_of_the_crd_schema_is_refused_naming_the_field(
     message = refused(
         lambda: custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], body)
     )
-    assert message.startswith(f'ProvisioningRequest.autoscaling.x-k8s.io "pr" is invalid: {field}: '), message
+    assert names_first(message, 'ProvisioningRequest.autoscaling.x-k8s.io "pr"', field), message
     with pytest.raises(KubeApiError):  # a fixture added in-process too: the API never holds it
         api.add(body)
     custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], provreq("ok"))
     patch = [{"op": "replace", "path": "/spec", "value": body["spec"]}]
-    assert refused(
+    message = refused(
         lambda: custom.patch_namespaced_custom_object(
             *PROVREQS[:2], "default", PROVREQS[2], "ok", patch, _content_type=JSON_PATCH
         )
-    ).startswith(f'ProvisioningRequest.autoscaling.x-k8s.io "ok" is invalid: {field}: ')
+    )
+    assert names_first(message, 'ProvisioningRequest.autoscaling.x-k8s.io "ok"', field), message
 
 
 GOOD_CONDITION = {"type": "Provisioned", "status": "True", "reason": "CapacityIsFound", "message": "",
@@ -1309,7 +1310,7 @@ def test_a_status_out_of_the_crd_schema_is_refused_naming_the_field(
     args = (*PROVREQS[:2], "default", PROVREQS[2], "pr")
     custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], provreq("pr"))
     message = refused(lambda: custom.patch_namespaced_custom_object_status(*args, {"status": status}))
-    assert message.startswith(f'ProvisioningRequest.autoscaling.x-k8s.io "pr" is invalid: {field}: '), message
+    assert names_first(message, 'ProvisioningRequest.autoscaling.x-k8s.io "pr"', field), message
     assert "status" not in custom.get_namespaced_custom_object(*args)
     good = {"conditions": [GOOD_CONDITION, {**GOOD_CONDITION, "type": "Accepted", "reason": "Accepted"}],
             "provisioningClassDetails": {"NodeSelectorKey": "spillway.io/provisioning-request"}}  # fmt: skip
@@ -1336,6 +1337,12 @@ def refused(call: Any) -> str:
     return str(json.loads(caught.value.body)["message"])
 
 
+def names_first(message: str, object_: str, field: str) -> bool:
+    """Whether a 422's message (``<Kind.group> "<name>" is invalid: `` then one error, or several in
+    brackets, as errors.NewInvalid aggregates them) names ``field`` first."""
+    return any(message.startswith(f"{object_} is invalid: {opening}{field}: ") for opening in ("", "["))
+
+
 @pytest.mark.parametrize("value", ["500m", "1000m", "0.3", "3.67Gi", "2.0", "-1", -1])
 def test_a_quota_limit_that_is_no_non_negative_integer_is_refused(
     custom: CustomObjectsApi, value: Any
@@ -1360,14 +1367,14 @@ def test_a_quota_limit_that_is_a_non_negative_integer_is_kept(custom: CustomObje
 def test_a_quota_needs_its_limits_and_refuses_a_patch_that_breaks_them(custom: CustomObjectsApi) -> None:
     bare = {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota", "metadata": {"name": "q"},
             "spec": {}}  # fmt: skip
-    assert refused(lambda: custom.create_cluster_custom_object(*QUOTAS, bare)).endswith(
-        "spec.limits: Required value"
-    )
+    message = refused(lambda: custom.create_cluster_custom_object(*QUOTAS, bare))
+    assert names_first(message, 'CapacityQuota.autoscaling.x-k8s.io "q"', "spec.limits"), message
+    assert "spec.limits: Required value" in message
     custom.create_cluster_custom_object(*QUOTAS, quota("q", "8"))
     patch = {"spec": {"limits": {"resources": {"cpu": "lots"}}}}
     message = refused(lambda: custom.patch_cluster_custom_object(*QUOTAS, "q", patch))
-    assert message.startswith(
-        'CapacityQuota.autoscaling.x-k8s.io "q" is invalid: spec.limits.resources.cpu: '
+    assert names_first(message, 'CapacityQuota.autoscaling.x-k8s.io "q"', "spec.limits.resources.cpu"), (
+        message
     )
     assert custom.get_cluster_custom_object(*QUOTAS, "q")["spec"]["limits"]["resources"]["cpu"] == "8"
 
@@ -1420,7 +1427,7 @@ def test_a_quota_status_out_of_its_crds_schema_is_refused(
 ) -> None:
     custom.create_cluster_custom_object(*QUOTAS, quota("q", "8"))
     message = refused(lambda: custom.patch_cluster_custom_object_status(*QUOTAS, "q", {"status": status}))
-    assert message.startswith(f'CapacityQuota.autoscaling.x-k8s.io "q" is invalid: {field}: '), message
+    assert names_first(message, 'CapacityQuota.autoscaling.x-k8s.io "q"', field), message
 
 
 def test_a_string_is_as_long_as_its_characters_not_its_bytes(custom: CustomObjectsApi) -> None:
@@ -1437,7 +1444,7 @@ def test_a_string_is_as_long_as_its_characters_not_its_bytes(custom: CustomObjec
             *args, {"status": {"conditions": [condition(message="é" * 32769)]}}
         )
     )
-    assert message.endswith("status.conditions[0].message: Too long: may not be more than 32768 bytes")
+    assert "status.conditions[0].message: Too long: may not be more than 32768 bytes" in message
 
 
 def test_a_buffer_naming_both_a_pod_template_and_a_scalable_object_is_refused(
@@ -1498,7 +1505,7 @@ def test_a_buffer_field_out_of_its_schema_is_refused_naming_it(
     message = refused(
         lambda: custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], body)
     )
-    assert message.startswith(f'CapacityBuffer.autoscaling.x-k8s.io "b" is invalid: {field}: '), message
+    assert names_first(message, 'CapacityBuffer.autoscaling.x-k8s.io "b"', field), message
 
 
 def test_a_buffer_gets_the_default_provisioning_strategy(
@@ -1549,7 +1556,8 @@ def condition(**fields: Any) -> dict[str, Any]:
     [
         ({"replicas": "three"}, "status.replicas"),
         ({"conditions": [condition(status="Maybe")]}, "status.conditions[0].status"),
-        ({"conditions": [{"type": READY, "status": "True"}]}, "status.conditions[0]."),  # the rest required
+        # the rest required: each field missing is named, in the schema's order
+        ({"conditions": [{"type": READY, "status": "True"}]}, "status.conditions[0].lastTransitionTime"),
         ({"conditions": [condition(reason="not camel case")]}, "status.conditions[0].reason"),
         ({"conditions": [condition(reason="")]}, "status.conditions[0].reason"),
         ({"conditions": [condition(lastTransitionTime="yesterday")]}, "status.conditions[0].lastTransitionTime"),
@@ -1572,7 +1580,7 @@ def test_a_buffer_status_write_outside_the_crds_status_schema_is_refused_naming_
             *BUFFERS[:2], "default", BUFFERS[2], "b", {"status": status}
         )
     )
-    assert message.startswith(f'CapacityBuffer.autoscaling.x-k8s.io "b" is invalid: {field}'), message
+    assert names_first(message, 'CapacityBuffer.autoscaling.x-k8s.io "b"', field), message
     assert "status" not in custom.get_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], "b")
     with pytest.raises(KubeApiError):  # nor can a fixture hold it
         api.add({**capacity_buffer("seeded", podTemplateRef={"name": "web"}, replicas=1), "status": status})
@@ -2376,3 +2384,257 @@ def test_a_priority_class_value_that_is_no_int32_is_a_bad_request(
         'PriorityClass in version "v1" cannot be handled as a PriorityClass: json: cannot unmarshal '
         f"{shown} into Go struct field PriorityClass.value of type int32",
     )
+
+
+# --- DefaultTolerationSeconds admission ------------------------------------------------------------
+# kubernetes/kubernetes plugin/pkg/admission/defaulttolerationseconds/admission.go: on a Create or an
+# Update of pods proper (no subresource), a pod that has no toleration matching a taint key (its key, or
+# an empty key) and effect NoExecute (or an empty effect) gets {key, operator: Exists, effect: NoExecute,
+# tolerationSeconds: 300} appended, for node.kubernetes.io/not-ready and node.kubernetes.io/unreachable.
+
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300}  # fmt: skip
+UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+               "tolerationSeconds": 300}  # fmt: skip
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_a_created_pod_gets_the_two_default_tolerations_after_its_own(api: KubeApiServer) -> None:
+    created = _new_pod(api, tolerations=[GPU_TOLERATION])
+    assert created["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
+    stored = api.get("Pod", "p")
+    assert stored is not None and stored["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
+    assert _new_pod(api, "bare")["spec"]["tolerations"] == [NOT_READY, UNREACHABLE]
+
+
+@pytest.mark.parametrize(
+    ("own", "added"),
+    [
+        # a pod's own not-ready toleration (any seconds) stands: only unreachable is added
+        ([{**NOT_READY, "tolerationSeconds": 60}], [UNREACHABLE]),
+        # an empty effect tolerates NoExecute too
+        ([{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}], [NOT_READY]),
+        # an empty key (operator Exists) tolerates every taint: nothing is added
+        ([{"operator": "Exists"}], []),
+        ([{"operator": "Exists", "effect": "NoExecute"}], []),
+        # the right key with another effect does not count
+        ([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}],
+         [NOT_READY, UNREACHABLE]),
+    ],
+)  # fmt: skip
+def test_a_pod_that_tolerates_a_taint_already_gets_no_second_toleration_of_it(
+    api: KubeApiServer, own: list[dict[str, Any]], added: list[dict[str, Any]]
+) -> None:
+    assert _new_pod(api, tolerations=own)["spec"]["tolerations"] == own + added
+
+
+def test_an_update_leaving_the_default_tolerations_out_gets_them_back(api: KubeApiServer) -> None:
+    """The plugin admits updates too (``admission.NewHandler(admission.Create, admission.Update)``)."""
+    created = _new_pod(api)
+    body = {**created, "spec": {**created["spec"], "tolerations": []}}
+    replaced = _send(api, "PUT", f"{PODS_PATH}/p", body, "application/json")
+    assert replaced["spec"]["tolerations"] == [NOT_READY, UNREACHABLE]
+
+
+def test_the_seeding_path_keeps_a_pods_tolerations_as_given(api: KubeApiServer) -> None:
+    """``add()`` stands for a pod already stored (a cluster may run without the plugin): no admission."""
+    api.add({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [_container()]}})
+    stored = api.get("Pod", "p")
+    assert stored is not None and "tolerations" not in stored["spec"]
+
+
+# --- every field error in one 422 ------------------------------------------------------------------
+# k8s.io/apimachinery pkg/api/errors/errors.go NewInvalid: one Status (422, reason Invalid) whose
+# details (group, kind, name) carry a cause per field.Error (reason = its type, FieldValueInvalid,
+# FieldValueRequired ...; message = its ErrorBody; field = its path), and whose message is
+# `<Kind>[.<group>] "<name>" is invalid: ` then the errors' aggregate: the one error, or all of them
+# (duplicates once) as `[a, b]` (pkg/util/errors aggregate.Error). apiextensions-apiserver
+# pkg/registry/customresource/strategy.go: a CRD with x-kubernetes-validations runs its CEL rules only
+# when schema validation found no blocking error (NotSupported, Required, TooLong, TooMany,
+# TypeInvalid); else it adds `<nil>: Invalid value: "null": some validation rules were not checked ...`.
+
+# the CRD's pattern of a DNS subdomain name
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CEL_SKIPPED = (
+    "<nil>",
+    'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+    "correct the existing errors to complete validation",
+    "FieldValueInvalid",
+)
+
+
+def _invalid(call: Any) -> dict[str, Any]:
+    with pytest.raises(ApiException) as caught:
+        call()
+    assert caught.value.status == 422, caught.value.body
+    body: dict[str, Any] = json.loads(caught.value.body)
+    assert body["reason"] == "Invalid"
+    return body
+
+
+def _causes(body: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(c["field"], c["message"], c["reason"]) for c in body["details"]["causes"]]
+
+
+def test_a_budget_with_several_problems_is_refused_with_every_one(policy: PolicyV1Api) -> None:
+    """ValidatePodDisruptionBudgetSpec (pkg/apis/policy/validation) appends every error it finds."""
+    body = {"metadata": {"name": "db"},
+            "spec": {"minAvailable": -1, "maxUnavailable": "150%", "unhealthyPodEvictionPolicy": "Never"}}  # fmt: skip
+    refusal = _invalid(lambda: policy.create_namespaced_pod_disruption_budget("default", body))
+    fields = [(field, reason) for field, _, reason in _causes(refusal)]
+    assert fields == [
+        ("spec", "FieldValueInvalid"),
+        ("spec.minAvailable", "FieldValueInvalid"),
+        ("spec.maxUnavailable", "FieldValueInvalid"),
+        ("spec.unhealthyPodEvictionPolicy", "FieldValueNotSupported"),
+    ]
+    assert refusal["details"]["group"] == "policy"
+    assert refusal["details"]["kind"] == "PodDisruptionBudget"
+    shown = ", ".join(f"{field}: {message}" for field, message, _ in _causes(refusal))
+    assert refusal["message"] == f'PodDisruptionBudget.policy "db" is invalid: [{shown}]'
+    assert policy.list_namespaced_pod_disruption_budget("default").items == []
+
+
+def test_a_request_with_several_schema_errors_is_refused_with_every_one(custom: CustomObjectsApi) -> None:
+    body = provreq("pr")
+    del body["spec"]["provisioningClassName"]
+    body["spec"]["podSets"] = [{"podTemplateRef": {"name": "Not_A_Name"}, "count": 0}]
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], body)
+    )
+    assert sorted(_causes(refusal)) == sorted([
+        ("spec.provisioningClassName", "Required value", "FieldValueRequired"),
+        ("spec.podSets[0].count", "Invalid value: 0: spec.podSets[0].count in body should be greater than or "
+         "equal to 1", "FieldValueInvalid"),
+        ("spec.podSets[0].podTemplateRef.name", 'Invalid value: "Not_A_Name": spec.podSets[0].podTemplateRef.name'
+         f" in body should match '{DNS_SUBDOMAIN}'", "FieldValueInvalid"),
+        CEL_SKIPPED,  # Required blocks the CEL rules
+    ])  # fmt: skip
+    assert (refusal["details"]["group"], refusal["details"]["kind"]) == (
+        "autoscaling.x-k8s.io",
+        "ProvisioningRequest",
+    )
+    assert refusal["message"].startswith('ProvisioningRequest.autoscaling.x-k8s.io "pr" is invalid: [')
+    for field, message, _ in _causes(refusal):
+        assert f"{field}: {message}" in refusal["message"]
+
+
+def test_a_buffer_breaking_its_schema_and_a_cel_rule_is_refused_with_both(custom: CustomObjectsApi) -> None:
+    """A minimum is no blocking error: the CEL rules run and add theirs."""
+    body = capacity_buffer("both", podTemplateRef={"name": "web"}, replicas=-1,
+                           scalableRef={"apiGroup": "apps", "kind": "Deployment", "name": "web"})  # fmt: skip
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], body)
+    )
+    assert _causes(refusal) == [
+        ("spec.replicas", "Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+         "FieldValueInvalid"),
+        ("spec", 'Invalid value: "object": You must define either PodTemplateRef or ScalableRef, but not both',
+         "FieldValueInvalid"),
+    ]  # fmt: skip
+
+
+def test_a_blocking_schema_error_keeps_the_cel_rules_from_running(custom: CustomObjectsApi) -> None:
+    body = capacity_buffer("both", podTemplateRef={"name": "web"}, replicas=1,
+                           scalableRef={"apiGroup": "apps", "name": "web"})  # fmt: skip
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], body)
+    )
+    assert _causes(refusal) == [
+        ("spec.scalableRef.kind", "Required value", "FieldValueRequired"),
+        CEL_SKIPPED,
+    ]
+    assert refusal["message"] == (
+        'CapacityBuffer.autoscaling.x-k8s.io "both" is invalid: [spec.scalableRef.kind: Required value, '
+        f"{CEL_SKIPPED[0]}: {CEL_SKIPPED[1]}]"
+    )
+
+
+def test_a_wrong_type_is_a_type_error(custom: CustomObjectsApi) -> None:
+    """apiextensions-apiserver pkg/apiserver/validation ValidateCustomResource: kube-openapi's
+    InvalidTypeCode becomes field.TypeInvalid (reason FieldValueTypeInvalid), a blocking error."""
+    body = capacity_buffer("b", podTemplateRef={"name": "web"}, replicas="one")
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*BUFFERS[:2], "default", BUFFERS[2], body)
+    )
+    assert [(f, r) for f, _, r in _causes(refusal)] == [
+        ("spec.replicas", "FieldValueTypeInvalid"),
+        CEL_SKIPPED[::2],
+    ]
+
+
+# --- PodGroup CRDs: structural schemas, pruned and defaulted ---------------------------------------
+# volcano-sh/volcano config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml (controller-gen
+# v0.18.0, commit 096235e1): spec minMember, minResources (quantities), minTaskMember (int32 map),
+# networkTopology (mode hard|soft, default hard; highestTierAllowed, default 1), priorityClassName,
+# queue (default "default"), preemptable; status conditions, phase, running, succeeded, failed; no
+# x-kubernetes-preserve-unknown-fields. kubernetes-sigs/scheduler-plugins config/crd/bases/
+# scheduling.x-k8s.io_podgroups.yaml: spec minMember (minimum 1), minResources, scheduleTimeoutSeconds;
+# status phase, occupiedBy, scheduleStartTime (date-time), running, succeeded, failed. The API server
+# prunes what a structural schema does not declare (apiextensions-apiserver pkg/apiserver/schema/pruning).
+
+
+def test_a_volcano_pod_group_keeps_only_what_its_crd_declares(custom: CustomObjectsApi) -> None:
+    body = podgroup(*VOLCANO[:2], "pg", 4)
+    body["spec"] |= {"minTaskMember": {"worker": 3}, "minResources": {"cpu": "8", "nvidia.com/gpu": 4},
+                     "gangTimeout": "5m"}  # fmt: skip
+    body["extra"] = {"x": 1}
+    made = custom.create_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", body)
+    assert made["spec"] == {"minMember": 4, "minTaskMember": {"worker": 3},
+                            "minResources": {"cpu": "8", "nvidia.com/gpu": 4}, "queue": "default"}  # fmt: skip
+    assert "extra" not in made
+    # no status subresource: a write of the object carries its status, pruned as the rest
+    made["status"] = {"phase": "Inqueue", "running": 0, "scheduledAt": "now"}
+    written = custom.replace_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", "pg", made)
+    assert written["status"] == {"phase": "Inqueue", "running": 0}
+
+
+def test_a_volcano_pod_groups_network_topology_gets_its_defaults(custom: CustomObjectsApi) -> None:
+    body = podgroup(*VOLCANO[:2], "pg", 2)
+    body["spec"]["networkTopology"] = {}
+    made = custom.create_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", body)
+    assert made["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "reason"),
+    [
+        ({"minMember": "two"}, "spec.minMember", "FieldValueTypeInvalid"),
+        ({"minResources": {"cpu": "lots"}}, "spec.minResources.cpu", "FieldValueInvalid"),
+        ({"minTaskMember": {"worker": "3"}}, "spec.minTaskMember.worker", "FieldValueTypeInvalid"),
+        ({"networkTopology": {"mode": "strict"}}, "spec.networkTopology.mode", "FieldValueNotSupported"),
+    ],
+)
+def test_a_volcano_pod_group_out_of_its_schema_is_refused(
+    custom: CustomObjectsApi, spec: dict[str, Any], field: str, reason: str
+) -> None:
+    body = podgroup(*VOLCANO[:2], "pg", 2)
+    body["spec"] |= spec
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*VOLCANO[:2], "default", "podgroups", body)
+    )
+    assert [(f, r) for f, _, r in _causes(refusal)] == [(field, reason)]
+    assert (refusal["details"]["group"], refusal["details"]["kind"]) == ("scheduling.volcano.sh", "PodGroup")
+
+
+def test_a_coscheduling_pod_group_keeps_only_what_its_crd_declares(custom: CustomObjectsApi) -> None:
+    body = podgroup(*COSCHED[:2], "pg", 3)
+    body["spec"] |= {"scheduleTimeoutSeconds": 60, "queue": "ignored"}
+    made = custom.create_namespaced_custom_object(*COSCHED[:2], "default", "podgroups", body)
+    assert made["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 60}
+    status = {"phase": "Scheduling", "scheduleStartTime": "2026-01-01T00:00:00Z", "note": "x"}
+    written = custom.patch_namespaced_custom_object_status(
+        *COSCHED[:2], "default", "podgroups", "pg", {"status": status}
+    )
+    assert written["status"] == {"phase": "Scheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"}
+
+
+def test_a_coscheduling_pod_group_needs_at_least_one_member(custom: CustomObjectsApi) -> None:
+    body = podgroup(*COSCHED[:2], "pg", 0)
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*COSCHED[:2], "default", "podgroups", body)
+    )
+    assert _causes(refusal) == [
+        ("spec.minMember", "Invalid value: 0: spec.minMember in body should be greater than or equal to 1",
+         "FieldValueInvalid")
+    ]  # fmt: skip

@@ -45,11 +45,21 @@ What it serves (JSON only)
   ``scheduling.k8s.io/v1alpha1``. Names are ``<plural>.<group>`` (``resources.OPTIONAL``). The three
   ``autoscaling.x-k8s.io`` kinds are served as their published CRDs' schemas and CEL rules serve them
   (see :mod:`.crds`): the whole object is validated, status included, so a ``/status`` write too (422
-  naming the field; a quota's limits non-negative integers, a request's podSets 1 to 32, a buffer's
+  naming each field; a quota's limits non-negative integers, a request's podSets 1 to 32, a buffer's
   refs), pruned of the fields the structural schema does not declare (a buffer's ``spec.windows`` is
   dropped, as a cluster drops it) and defaulted (a buffer's ``provisioningStrategy``), on every write
-  and on ``add()`` alike. The other custom resources are stored as given, no schema modelled. Custom
+  and on ``add()`` alike. So are both PodGroup CRDs, Volcano's and coscheduling's, by their published
+  structural schemas (unknown fields pruned, a Volcano group's ``spec.queue`` defaulted to ``default``,
+  a coscheduling group's ``minMember`` at least 1; no CEL rules). The other custom resources
+  (PyTorchJob, PaddleJob, Rollout) are stored as given, no schema modelled. Custom
   resources refuse strategic merge patch with 415, as a real server does.
+* Validation answers every problem it finds at once, as ``errors.NewInvalid`` does: one 422 ``Invalid``
+  Status whose ``details`` (``group``, ``kind``, ``name``) carry a cause per field error (``reason``
+  ``FieldValueInvalid``, ``FieldValueRequired``, ``FieldValueTypeInvalid``, ``FieldValueNotSupported``
+  ...; ``message``; ``field``), its message ``<Kind>[.<group>] "<name>" is invalid: `` then the one
+  error or all of them in brackets. A CRD's CEL rules run only when its schema found no blocking error
+  (a wrong type, a required field missing, an unsupported value, too long, too many); otherwise a last
+  cause (field ``<nil>``) says some rules were not checked, as apiextensions-apiserver writes it.
 * Every write gets a new cluster-wide ``metadata.resourceVersion`` (monotonic); a PUT or patch carrying a
   stale one, or a DeleteOptions precondition that fails, answers 409 ``Conflict``; an empty one is
   unconditional. A write that changes nothing does not bump the version. Writes to the main resource of
@@ -107,14 +117,18 @@ What it serves (JSON only)
   defaults default it (``restartPolicy``, ``dnsPolicy``, ``schedulerName``,
   ``terminationGracePeriodSeconds``, ``securityContext``, ``enableServiceLinks``; a container's requests
   left out copy its limits; pod-level requests; containers' ``imagePullPolicy`` by tag and termination
-  message path and policy; host ports of a ``hostNetwork`` pod). A create goes through the Priority
+  message path and policy; host ports of a ``hostNetwork`` pod). A create, and an update of the pod
+  itself, goes through the DefaultTolerationSeconds admission plugin (a pod not tolerating
+  ``node.kubernetes.io/not-ready`` or ``node.kubernetes.io/unreachable`` with effect ``NoExecute`` gets
+  a toleration of it, ``Exists``, for 300 s, after its own). A create goes through the Priority
   admission plugin (``spec.priority`` and ``spec.preemptionPolicy`` from ``priorityClassName``, else the
   global default class, else 0 and ``PreemptLowerPriority``; an unknown class, or a priority or policy
   stated otherwise, answers 403) and gets ``status.qosClass`` (Guaranteed, Burstable or BestEffort from
   the CPU and memory its containers, init containers or pod-level resources request and limit; a class
   the create's status carries is kept, as ``GetPodQOS`` keeps it). ``add()`` keeps what a pod states and
-  fills what it lacks, its QoS class included. A status write that leaves ``qosClass`` out keeps it, one
-  changing it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
+  fills what it lacks, its QoS class included (but no tolerations: it stands for a pod stored, perhaps
+  by a cluster without the plugin). A status write that leaves ``qosClass`` out keeps it, one changing
+  it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
   resources so that its class would change answers 422 (the ``pods/resize`` rule). A quantity that does
   not parse answers 400.
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
@@ -125,11 +139,12 @@ What it serves (JSON only)
 Not modelled
 ------------
 Watches (``watch=true`` answers 400), protobuf/CBOR/YAML bodies, server-side apply, field validation
-and pruning of object schemas (beyond names, PDB specs, pods needing containers, the two CRDs above;
+and pruning of object schemas (beyond names, PDB specs, pods needing containers, the CRDs above;
 ``metadata`` is kept as sent, not pruned to ObjectMeta), pod spec
 immutability (so no ``pods/resize`` subresource: an in-place resize is a write to the pod, its
-containerStatuses a ``/status`` write, as the kubelet's), admission but the Priority plugin's pod
-side (no LimitRanger, no DefaultTolerationSeconds, no single-global-default rule for PriorityClasses),
+containerStatuses a ``/status`` write, as the kubelet's), admission but the pod side of the
+Priority and DefaultTolerationSeconds plugins (no LimitRanger, no single-global-default rule for
+PriorityClasses),
 RBAC, finalizers and garbage collection (deleting a Node leaves its pods), ``resourceVersion`` /
 ``resourceVersionMatch`` on lists (always the latest state), controllers (workloads are stored, never
 run: no pods are created or replaced; the disruption controller's arithmetic is computed on read, but

@@ -34,8 +34,17 @@ declare (:func:`pruned`) and given their ``default`` s (:func:`with_defaults`), 
   ``podTemplateRef`` needs ``replicas`` or ``limits``; not both ``podTemplateRef`` and ``scalableRef``
   (v1alpha1 keeps the message the rule had before v1beta1 corrected it).
 
-Each check answers the first problem as ``(field, message)``, worded as the API server words it (a real
-server lists every problem; the emulator names one, in the order kube-openapi's validators find them).
+* PodGroup ``scheduling.volcano.sh/v1beta1`` (:data:`VOLCANO_PODGROUP_SCHEMA`) and
+  ``scheduling.x-k8s.io/v1alpha1`` (:data:`COSCHEDULING_PODGROUP_SCHEMA`), from volcano-sh/volcano's and
+  kubernetes-sigs/scheduler-plugins' published CRDs: no CEL rules, no ``spec`` required.
+
+Each check answers every problem it finds, as :class:`~.status.FieldError` s worded as the API server
+words them, in the order kube-openapi's validators find them (at one value, a wrong type is the only
+error; a string gets at most one of ``maxLength``, ``minLength`` and ``pattern``, then its format's and
+its enum's; an object over ``maxProperties`` no other): the store answers them all in one 422. As
+apiextensions-apiserver's custom resource strategy (``pkg/registry/customresource/strategy.go``) does,
+a kind's CEL rules run only when the schema found no blocking error (a wrong type, a required field
+missing, a value not in the enum, too long, too many); after one, a last error says that they did not.
 """
 
 from __future__ import annotations
@@ -49,13 +58,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from spillway.local.kubeapi.status import REQUIRED, TYPE_INVALID, FieldError
+
 JsonObj = dict[str, Any]
-Problem = tuple[str, str]
+Problem = FieldError
 Schema = Mapping[str, Any]
 
 PROVISIONING_REQUEST = "ProvisioningRequest.autoscaling.x-k8s.io"
 CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
 CAPACITY_BUFFER = "CapacityBuffer.autoscaling.x-k8s.io"
+VOLCANO_PODGROUP = "PodGroup.scheduling.volcano.sh"
+COSCHEDULING_PODGROUP = "PodGroup.scheduling.x-k8s.io"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
@@ -96,15 +109,29 @@ def _shown(value: Any) -> str:
 
 
 def _wrong_type(field: str, value: Any, wanted: str) -> Problem:
-    return (
-        field,
-        f'Invalid value: "{json_type(value)}": {field} in body must be of type {wanted}: "{json_type(value)}"',
+    """kube-openapi's InvalidTypeCode, which the API server reports as ``field.TypeInvalid``."""
+    found = json_type(value)
+    return FieldError(
+        field, f'Invalid value: "{found}": {field} in body must be of type {wanted}: "{found}"', TYPE_INVALID
     )
 
 
 def _cel(field: str, message: str) -> Problem:
     """A CEL rule on an object refusing it: the server shows the JSON type, not the value."""
-    return field, f'Invalid value: "object": {message}'
+    return FieldError(field, f'Invalid value: "object": {message}')
+
+
+#: what the strategy adds when a blocking schema error kept the CEL rules from running
+#: (``field.Invalid(nil, nil, ...)``: no path, a null value)
+CEL_NOT_RUN = FieldError(
+    "<nil>",
+    'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+    "correct the existing errors to complete validation",
+)
+#: ``hasBlockingErr``: the types of schema errors after which the CEL rules are not run
+_BLOCKING = frozenset(
+    {"FieldValueNotSupported", REQUIRED, "FieldValueTooLong", "FieldValueTooMany", TYPE_INVALID}
+)
 
 
 # --- the structural schema walker ------------------------------------------------------------------
@@ -122,12 +149,12 @@ def _of_type(value: Any, wanted: str) -> bool:
     return json_type(value) == wanted
 
 
-def conforms(field: str, value: Any, schema: Schema) -> Problem | None:
-    """The first way ``value`` (at ``field``, "" for the object itself) breaks ``schema``, worded as
-    the API server's schema validation words it; None when it keeps it."""
+def conforms(field: str, value: Any, schema: Schema) -> list[Problem]:
+    """Every way ``value`` (at ``field``, "" for the object itself) breaks ``schema``, worded as the
+    API server's schema validation words it; empty when it keeps it."""
     wanted = str(schema.get("type", ""))
     if wanted and not _of_type(value, wanted):
-        return _wrong_type(field, value, "integer,string" if wanted == "int-or-string" else wanted)
+        return [_wrong_type(field, value, "integer,string" if wanted == "int-or-string" else wanted)]
     if isinstance(value, dict):
         return _object_conforms(field, value, schema)
     if isinstance(value, list):
@@ -136,78 +163,90 @@ def conforms(field: str, value: Any, schema: Schema) -> Problem | None:
         return _string_conforms(field, value, schema)
     minimum = schema.get("minimum")
     if isinstance(value, (int, float)) and minimum is not None and value < minimum:
-        return field, f"Invalid value: {value}: {field} in body should be greater than or equal to {minimum}"
-    return None
+        message = f"Invalid value: {value}: {field} in body should be greater than or equal to {minimum}"
+        return [FieldError(field, message)]
+    return []
 
 
-def _object_conforms(field: str, value: JsonObj, schema: Schema) -> Problem | None:
-    """``maxProperties`` first (kube-openapi's object validator stops there), then ``required``, then
-    each declared (or ``additionalProperties``) value."""
+def _object_conforms(field: str, value: JsonObj, schema: Schema) -> list[Problem]:
+    """``maxProperties`` first (kube-openapi's object validator stops there), then every ``required``
+    key missing, then each declared (or ``additionalProperties``) value's problems."""
     most = schema.get("maxProperties")
     if most is not None and len(value) > most:
-        return field, f"Too many: {len(value)}: must have at most {most} items"
-    for key in schema.get("required", ()):
-        if key not in value:
-            return _at(field, key), "Required value"
+        return [FieldError(field, f"Too many: {len(value)}: must have at most {most} items")]
+    found = [
+        FieldError(_at(field, key), "Required value")
+        for key in schema.get("required", ())
+        if key not in value
+    ]
     properties: Mapping[str, Schema] = schema.get("properties") or {}
     extra: Schema | None = schema.get("additionalProperties")
     for key, item in value.items():
         declared = properties.get(key, extra)
-        problem = conforms(_at(field, key), item, declared) if declared is not None else None
-        if problem:
-            return problem
-    return None
+        if declared is not None:
+            found += conforms(_at(field, key), item, declared)
+    return found
 
 
-def _array_conforms(field: str, value: list[Any], schema: Schema) -> Problem | None:
-    """The items, then ``minItems`` and ``maxItems`` (kube-openapi's order), then the keys of a
-    ``x-kubernetes-list-type: map``, one item per key."""
-    for index, item in enumerate(value):
-        problem = conforms(f"{field}[{index}]", item, schema["items"])
-        if problem:
-            return problem
+def _array_conforms(field: str, value: list[Any], schema: Schema) -> list[Problem]:
+    """The items' problems, then ``minItems`` and ``maxItems`` (kube-openapi's order), then each item
+    repeating a key of a ``x-kubernetes-list-type: map``."""
+    found = [
+        p for index, item in enumerate(value) for p in conforms(f"{field}[{index}]", item, schema["items"])
+    ]
     if len(value) < schema.get("minItems", 0):
-        return (
-            field,
-            f"Invalid value: {len(value)}: {field} in body should have at least {schema['minItems']} items",
+        least = schema["minItems"]
+        found.append(
+            FieldError(
+                field, f"Invalid value: {len(value)}: {field} in body should have at least {least} items"
+            )
         )
     if "maxItems" in schema and len(value) > schema["maxItems"]:
-        return field, f"Too many: {len(value)}: must have at most {schema['maxItems']} items"
+        found.append(
+            FieldError(field, f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
+        )
     keys = schema.get("x-kubernetes-list-map-keys")
     if schema.get("x-kubernetes-list-type") != "map" or not keys:
-        return None
+        return found
     seen: set[str] = set()
     for index, item in enumerate(value):
         key = json.dumps({k: item.get(k) for k in keys}, separators=(",", ":"))
         if key in seen:  # how the server shows the key: a Go map's %#v
-            return f"{field}[{index}]", f"Duplicate value: map[string]interface {{}}{key}"
+            found.append(FieldError(f"{field}[{index}]", f"Duplicate value: map[string]interface {{}}{key}"))
         seen.add(key)
-    return None
+    return found
 
 
-def _string_conforms(field: str, value: str, schema: Schema) -> Problem | None:
-    """``maxLength`` (in characters: kube-openapi counts runes), ``minLength``, ``pattern``, then the
-    ``date-time`` format, then ``enum``: the order kube-openapi's validators run in."""
-    if "maxLength" in schema and len(value) > schema["maxLength"]:
-        return field, f"Too long: may not be more than {schema['maxLength']} bytes"
-    if len(value) < schema.get("minLength", 0):
-        return (
-            field,
-            f"Invalid value: {_shown(value)}: {field} in body should be at least {schema['minLength']} chars long",
-        )
+def _string_conforms(field: str, value: str, schema: Schema) -> list[Problem]:
+    """kube-openapi's string validator (the first of ``maxLength``, in characters as it counts runes,
+    ``minLength`` and ``pattern``), then its format validator (``date-time``: a type error), then its
+    enum: each validator adds its own."""
+    found = []
     pattern = schema.get("pattern")
-    if pattern and not _regex(pattern).search(value):
-        return field, f"Invalid value: {_shown(value)}: {field} in body should match '{pattern}'"
-    if schema.get("format") == "date-time" and not _date_time(value):
-        return (
-            field,
-            f"Invalid value: {_shown(value)}: {field} in body must be of type date-time: {_shown(value)}",
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        found.append(FieldError(field, f"Too long: may not be more than {schema['maxLength']} bytes"))
+    elif len(value) < schema.get("minLength", 0):
+        least = schema["minLength"]
+        found.append(
+            FieldError(
+                field,
+                f"Invalid value: {_shown(value)}: {field} in body should be at least {least} chars long",
+            )
         )
+    elif pattern and not _regex(pattern).search(value):
+        found.append(
+            FieldError(field, f"Invalid value: {_shown(value)}: {field} in body should match '{pattern}'")
+        )
+    if schema.get("format") == "date-time" and not _date_time(value):
+        message = (
+            f"Invalid value: {_shown(value)}: {field} in body must be of type date-time: {_shown(value)}"
+        )
+        found.append(FieldError(field, message, TYPE_INVALID))
     enum = schema.get("enum")
     if enum and value not in enum:
         supported = ", ".join(f'"{v}"' for v in enum)
-        return field, f"Unsupported value: {_shown(value)}: supported values: {supported}"
-    return None
+        found.append(FieldError(field, f"Unsupported value: {_shown(value)}: supported values: {supported}"))
+    return found
 
 
 @functools.cache
@@ -320,12 +359,12 @@ _LOCAL_REF: Schema = {"type": "object", "required": ("name",), "properties": {"n
 _DNS_NAME: Schema = {"type": "string", "maxLength": 253, "pattern": DNS_SUBDOMAIN_PATTERN}
 
 
-def _custom_resource(spec: Schema, status: Schema) -> Schema:
-    """The root every kind here shares: ``spec`` required, ``metadata`` kept whole (the server keeps
-    it as ObjectMeta, not by this schema)."""
+def _custom_resource(spec: Schema, status: Schema, *, spec_required: bool = True) -> Schema:
+    """The root every kind here shares: ``spec`` required (unless not), ``metadata`` kept whole (the
+    server keeps it as ObjectMeta, not by this schema)."""
     return {
         "type": "object",
-        "required": ("spec",),
+        "required": ("spec",) if spec_required else (),
         "properties": {
             "apiVersion": _STRING,
             "kind": _STRING,
@@ -440,6 +479,81 @@ BUFFER_SCHEMA = _custom_resource(
 )
 
 
+_INT32: Schema = {"type": "integer", "format": "int32"}
+# volcano-sh/volcano config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml, version v1beta1
+# (controller-gen v0.18.0; checked at commit 096235e19d45): structural, no x-kubernetes-preserve-unknown-
+# fields, no CEL rules, spec not required; ``queue`` and networkTopology's fields carry defaults
+VOLCANO_PODGROUP_SCHEMA = _custom_resource(
+    spec={
+        "type": "object",
+        "properties": {
+            "minMember": _INT32,
+            "minResources": _RESOURCE_LIST,
+            "minTaskMember": {"type": "object", "additionalProperties": _INT32},
+            "networkTopology": {
+                "type": "object",
+                "properties": {
+                    "highestTierAllowed": {"type": "integer", "default": 1},
+                    "mode": {"type": "string", "enum": ("hard", "soft"), "default": "hard"},
+                },
+            },
+            "preemptable": {"type": "boolean"},
+            "priorityClassName": _STRING,
+            "queue": {"type": "string", "default": "default"},
+        },
+    },
+    status={
+        "type": "object",
+        "properties": {
+            "conditions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "lastTransitionTime": {"type": "string", "format": "date-time"},
+                        "message": _STRING,
+                        "reason": _STRING,
+                        "status": _STRING,
+                        "transitionID": _STRING,
+                        "type": _STRING,
+                    },
+                },
+            },
+            "failed": _INT32,
+            "phase": _STRING,
+            "running": _INT32,
+            "succeeded": _INT32,
+        },
+    },
+    spec_required=False,
+)
+# kubernetes-sigs/scheduler-plugins config/crd/bases/scheduling.x-k8s.io_podgroups.yaml, version
+# v1alpha1 (controller-gen v0.18.0): structural, no x-kubernetes-preserve-unknown-fields, no CEL rules,
+# spec not required; ``minMember`` at least 1
+COSCHEDULING_PODGROUP_SCHEMA = _custom_resource(
+    spec={
+        "type": "object",
+        "properties": {
+            "minMember": {**_INT32, "minimum": 1},
+            "minResources": _RESOURCE_LIST,
+            "scheduleTimeoutSeconds": _INT32,
+        },
+    },
+    status={
+        "type": "object",
+        "properties": {
+            "failed": _INT32,
+            "occupiedBy": _STRING,
+            "phase": _STRING,
+            "running": _INT32,
+            "scheduleStartTime": {"type": "string", "format": "date-time"},
+            "succeeded": _INT32,
+        },
+    },
+    spec_required=False,
+)
+
+
 # --- the CEL rules (x-kubernetes-validations), run on an object its schema keeps --------------------
 
 _PARTS = re.compile(r"^[+-]?([0-9]*)(?:\.([0-9]*))?(.*)$")
@@ -479,16 +593,17 @@ def _exponent(suffix: str) -> int | None:
         return None
 
 
-def _quota_rules(obj: JsonObj, _version: str) -> Problem | None:
+def _quota_rules(obj: JsonObj, _version: str) -> list[Problem]:
     """``spec.limits.resources``: ``self.all(key, size(key) <= 63)``, then ``self.all(key,
     type(self[key]) == int ? self[key] >= 0 : (!self[key].startsWith('-') &&
     quantity(self[key]).isInteger()))``."""
     field, resources = "spec.limits.resources", obj["spec"]["limits"]["resources"]
+    found = []
     if any(len(name) > 63 for name in resources):
-        return _cel(field, "Resource names must be 63 characters or less.")
+        found.append(_cel(field, "Resource names must be 63 characters or less."))
     if not all(v >= 0 if isinstance(v, int) else integer_quantity(v) for v in resources.values()):
-        return _cel(field, "All resource quantities must be non-negative integers.")
-    return None
+        found.append(_cel(field, "All resource quantities must be non-negative integers."))
+    return found
 
 
 # the spec's rules by served version: v1alpha1 kept the message the rule had before v1beta1 corrected it
@@ -499,14 +614,21 @@ _ONE_REF = {
 }
 
 
-def _buffer_rules(obj: JsonObj, version: str) -> Problem | None:
+def _buffer_rules(obj: JsonObj, version: str) -> list[Problem]:
     """``spec``: a ``podTemplateRef`` needs ``replicas`` or ``limits``; not both refs."""
-    spec = obj["spec"]
+    spec, found = obj["spec"], []
     if "podTemplateRef" in spec and "replicas" not in spec and "limits" not in spec:
-        return _cel("spec", _NEEDS_COUNT)
+        found.append(_cel("spec", _NEEDS_COUNT))
     if "podTemplateRef" in spec and "scalableRef" in spec:
-        return _cel("spec", _ONE_REF.get(version, _ONE_REF["v1beta1"]))
-    return None
+        found.append(_cel("spec", _ONE_REF.get(version, _ONE_REF["v1beta1"])))
+    return found
+
+
+def _transition_rules_only(obj: JsonObj, version: str) -> list[Problem]:
+    """A CRD whose only CEL rules are ``self == oldSelf`` transition rules (the store's ``immutable``
+    check): nothing to check on the object alone, but the rules are there, so a blocking schema error
+    is still reported as keeping them from running."""
+    return []
 
 
 # --- the kinds -------------------------------------------------------------------------------------
@@ -515,26 +637,42 @@ def _buffer_rules(obj: JsonObj, version: str) -> Problem | None:
 @dataclass(frozen=True)
 class _Crd:
     schema: Schema
-    rules: Callable[[JsonObj, str], Problem | None] | None = None
+    #: the CEL rules (``x-kubernetes-validations``) on the object, None when the CRD has none
+    rules: Callable[[JsonObj, str], list[Problem]] | None = None
 
 
 _CRDS: Mapping[str, _Crd] = {
-    PROVISIONING_REQUEST: _Crd(PROVISIONING_REQUEST_SCHEMA),
+    PROVISIONING_REQUEST: _Crd(PROVISIONING_REQUEST_SCHEMA, _transition_rules_only),
     CAPACITY_QUOTA: _Crd(CAPACITY_QUOTA_SCHEMA, _quota_rules),
     CAPACITY_BUFFER: _Crd(BUFFER_SCHEMA, _buffer_rules),
+    VOLCANO_PODGROUP: _Crd(VOLCANO_PODGROUP_SCHEMA),
+    COSCHEDULING_PODGROUP: _Crd(COSCHEDULING_PODGROUP_SCHEMA),
 }
 
 
-def check(store_kind: str, obj: JsonObj, version: str = "") -> Problem | None:
-    """The first way ``obj`` breaks its CRD's schema, then its CEL rules, written through ``version``;
-    None when it keeps them (or is no kind modelled here)."""
+def has_cel_rules(store_kind: str) -> bool:
+    crd = _CRDS.get(store_kind)
+    return crd is not None and crd.rules is not None
+
+
+def blocks_cel(problems: list[Problem]) -> bool:
+    """``hasBlockingErr``: whether the schema's errors keep the CEL rules from running."""
+    return any(p.reason in _BLOCKING for p in problems)
+
+
+def check(store_kind: str, obj: JsonObj, version: str = "") -> list[Problem]:
+    """Every way ``obj`` breaks its CRD's schema, then its CEL rules (written through ``version``), or
+    :data:`CEL_NOT_RUN` when the schema's errors block them; empty when it keeps them (or is no kind
+    modelled here)."""
     crd = _CRDS.get(store_kind)
     if crd is None:
-        return None
-    problem = conforms("", obj, crd.schema)
-    if problem or crd.rules is None:
-        return problem
-    return crd.rules(obj, version)
+        return []
+    problems = conforms("", obj, crd.schema)
+    if crd.rules is None:
+        return problems
+    if blocks_cel(problems):
+        return [*problems, CEL_NOT_RUN]
+    return problems + crd.rules(obj, version)
 
 
 def pruned(store_kind: str, obj: JsonObj) -> JsonObj:

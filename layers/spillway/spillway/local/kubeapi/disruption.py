@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillway.local.kubeapi.selectors import label_selector_matches
+from spillway.local.kubeapi.status import FieldError
 
 JsonObj = dict[str, Any]
 _PERCENT = re.compile(r"^(\d+)%$")
@@ -79,18 +80,20 @@ def scaled_value(value: int | str, total: int, *, round_up: bool) -> int:
     return math.ceil(scaled) if round_up else math.floor(scaled)
 
 
-def check_spec(spec: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(field, message)`` of the first validation error of a PDB spec, or ``None``."""
+def check_spec(spec: Mapping[str, Any]) -> list[FieldError]:
+    """Every validation error of a PDB spec, in the order ``ValidatePodDisruptionBudgetSpec``
+    (kubernetes/kubernetes pkg/apis/policy/validation/validation.go) appends them."""
+    found = []
     min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
     if min_available is not None and max_unavailable is not None:
-        return "spec", "minAvailable and maxUnavailable cannot be both set"
+        found.append(FieldError("spec", "minAvailable and maxUnavailable cannot be both set"))
     for name, value in (("minAvailable", min_available), ("maxUnavailable", max_unavailable)):
         if value is not None and (why := check_int_or_percent(value)):
-            return f"spec.{name}", why
+            found.append(FieldError(f"spec.{name}", why))
     policy = spec.get("unhealthyPodEvictionPolicy")
     if policy not in (None, "IfHealthyBudget", "AlwaysAllow"):
-        return "spec.unhealthyPodEvictionPolicy", f'Unsupported value: "{policy}"'
-    return None
+        found.append(FieldError("spec.unhealthyPodEvictionPolicy", f'Unsupported value: "{policy}"'))
+    return found
 
 
 def selects(pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:

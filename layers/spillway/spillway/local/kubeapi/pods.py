@@ -9,13 +9,16 @@
   ephemeral containers (``imagePullPolicy`` by the image's tag, ``terminationMessagePath`` and
   ``terminationMessagePolicy``); a container port's ``protocol`` defaults to TCP;
 * the QoS class the Pod strategy stamps on create (``pkg/apis/core/helper/qos``, :func:`qos_class`);
+* the DefaultTolerationSeconds admission plugin (``plugin/pkg/admission/defaulttolerationseconds``,
+  :func:`admit_default_tolerations`), on a create or an update of the pod itself: a pod not tolerating
+  ``node.kubernetes.io/not-ready`` or ``node.kubernetes.io/unreachable`` with effect NoExecute gets a
+  toleration of it for 300 s;
 * the Priority admission plugin (``plugin/pkg/admission/priority``, :func:`admit_priority`): a pod's
   ``spec.priority`` and ``spec.preemptionPolicy`` come from its PriorityClass, or the global default
   one (the lowest valued if several), or are 0 and ``PreemptLowerPriority``; stating others is
   forbidden; plus the PriorityClasses the API server creates itself and their defaults.
 
-Not modelled: LimitRanger's and other admission plugins' defaults (DefaultTolerationSeconds' two
-tolerations), probes' and volumes' defaults, a pod template's defaults (Deployments, Jobs ...), pod-level
+Not modelled: LimitRanger's and other admission plugins' defaults, probes' and volumes' defaults, a pod template's defaults (Deployments, Jobs ...), pod-level
 limits defaulted from the containers', the rounding of quantities to milli units (kept as sent; the QoS
 class is computed on the rounded values).
 """
@@ -317,6 +320,42 @@ def _resources(spec: JsonObj) -> list[Any]:
     return [spec.get("resources")] + [
         c.get("resources") for field in ("containers", "initContainers") for c in _containers(spec, field)
     ]
+
+
+# --- default tolerations ---------------------------------------------------------------------------
+
+#: the taints DefaultTolerationSeconds tolerates for a pod by default (k8s.io/api core/v1
+#: ``TaintNodeNotReady``, ``TaintNodeUnreachable``), each for the plugin's default 300 s
+DEFAULT_TOLERATED = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+DEFAULT_TOLERATION_SECONDS = 300
+
+
+def _tolerates_no_execute(toleration: Any, key: str) -> bool:
+    """The plugin's test: the toleration's key is ``key`` or empty, its effect NoExecute or empty (its
+    operator is not looked at)."""
+    if not isinstance(toleration, dict):
+        return False
+    return toleration.get("key") in (key, "", None) and toleration.get("effect") in ("NoExecute", "", None)
+
+
+def admit_default_tolerations(spec: JsonObj) -> JsonObj:
+    """DefaultTolerationSeconds on a pod's create or update: ``spec`` with a NoExecute toleration of
+    each taint of :data:`DEFAULT_TOLERATED` it does not tolerate yet appended to its tolerations."""
+    given = spec.get("tolerations")
+    tolerations = list(given) if isinstance(given, list) else []
+    added = [
+        {
+            "key": key,
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+        }
+        for key in DEFAULT_TOLERATED
+        if not any(_tolerates_no_execute(t, key) for t in tolerations)
+    ]
+    if not added or (given is not None and not isinstance(given, list)):
+        return spec  # nothing to add, or tolerations that are no list (left to validation)
+    return {**spec, "tolerations": tolerations + added}
 
 
 # --- priority ------------------------------------------------------------------------------------------

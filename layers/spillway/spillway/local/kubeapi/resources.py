@@ -379,7 +379,8 @@ JOBS = ResourceType(
 
 # --- optional resources: CRDs of the shared-cluster ecosystem and alpha upstream APIs ----------------
 
-#: scheduler-plugins coscheduling (CRD ``podgroups.scheduling.x-k8s.io``: status subresource)
+#: scheduler-plugins coscheduling (CRD ``podgroups.scheduling.x-k8s.io``: status subresource; its
+#: structural schema validates, prunes and defaults every write, :mod:`.crds`)
 COSCHEDULING_PODGROUPS = ResourceType(
     "PodGroup",
     "podgroups",
@@ -393,8 +394,11 @@ COSCHEDULING_PODGROUPS = ResourceType(
     create_status=_dropped,
     custom=True,
     optional=True,
+    to_internal=functools.partial(crds.pruned, crds.COSCHEDULING_PODGROUP),
+    defaults=functools.partial(crds.with_defaults, crds.COSCHEDULING_PODGROUP),
 )
-#: Volcano (CRD ``podgroups.scheduling.volcano.sh``: ``subresources: {}``, no status subresource)
+#: Volcano (CRD ``podgroups.scheduling.volcano.sh``: ``subresources: {}``, no status subresource; its
+#: structural schema validates, prunes and defaults every write, :mod:`.crds`)
 VOLCANO_PODGROUPS = ResourceType(
     "PodGroup",
     "podgroups",
@@ -406,6 +410,8 @@ VOLCANO_PODGROUPS = ResourceType(
     store_kind="PodGroup.scheduling.volcano.sh",
     custom=True,
     optional=True,
+    to_internal=functools.partial(crds.pruned, crds.VOLCANO_PODGROUP),
+    defaults=functools.partial(crds.with_defaults, crds.VOLCANO_PODGROUP),
 )
 #: upstream Kubernetes gang scheduling (built in, alpha: a cluster must enable it)
 UPSTREAM_PODGROUPS = ResourceType(

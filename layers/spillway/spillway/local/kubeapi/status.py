@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 JsonObj = dict[str, Any]
 
@@ -108,17 +109,54 @@ def conflict(qualified: str, name: str, why: str) -> KubeApiError:
 STALE_OBJECT = "the object has been modified; please apply your changes to the latest version and try again"
 
 
+# ``field.ErrorType`` (k8s.io/apimachinery pkg/util/validation/field/errors.go): an error's body starts
+# with its type's String(), its cause's reason is the type's value. TypeInvalid's body starts as
+# Invalid's does ("Invalid value"): a :class:`FieldError` names it explicitly.
+INVALID, REQUIRED, TYPE_INVALID = "FieldValueInvalid", "FieldValueRequired", "FieldValueTypeInvalid"
+NOT_SUPPORTED, TOO_LONG, TOO_MANY = "FieldValueNotSupported", "FieldValueTooLong", "FieldValueTooMany"
+_TYPE_OF_BODY = {
+    "Required value": REQUIRED,
+    "Unsupported value": NOT_SUPPORTED,
+    "Duplicate value": "FieldValueDuplicate",
+    "Too long": TOO_LONG,
+    "Too many": TOO_MANY,
+    "Forbidden": "FieldValueForbidden",
+    "Not found": "FieldValueNotFound",
+    "Internal error": "InternalError",
+}
+
+
+class FieldError(NamedTuple):
+    """One ``field.Error``: the field's path, the error's body (``ErrorBody``: its type, the value, the
+    detail) and its type; the type is read off the body unless given."""
+
+    field: str
+    message: str
+    type: str = ""
+
+    @property
+    def reason(self) -> str:
+        if self.type:
+            return self.type
+        return next((t for body, t in _TYPE_OF_BODY.items() if self.message.startswith(body)), INVALID)
+
+
+def invalid_fields(qualified_kind: str, name: str, errors: Sequence[FieldError]) -> KubeApiError:
+    """422 ``Invalid`` as ``errors.NewInvalid`` writes it (k8s.io/apimachinery pkg/api/errors): one
+    cause per field error, in order; ``qualified_kind`` is ``Kind`` or ``Kind.group``; the message is
+    the errors' aggregate (pkg/util/errors ``aggregate.Error``: the one error alone, else each distinct
+    one once, in brackets)."""
+    kind, _, group = qualified_kind.partition(".")
+    shown = list(dict.fromkeys(f"{e.field}: {e.message}" for e in errors))
+    aggregate = shown[0] if len(shown) == 1 else f"[{', '.join(shown)}]"
+    details: JsonObj = {"name": name, **({"group": group} if group else {}), "kind": kind}
+    details["causes"] = [{"reason": e.reason, "message": e.message, "field": e.field} for e in errors]
+    return KubeApiError(422, f'{qualified_kind} "{name}" is invalid: {aggregate}', details=details)
+
+
 def invalid(kind: str, name: str, field: str, message: str) -> KubeApiError:
-    """422 ``Invalid`` with one field cause, as validation errors come back."""
-    return KubeApiError(
-        422,
-        f'{kind} "{name}" is invalid: {field}: {message}',
-        details={
-            "name": name,
-            "kind": kind,
-            "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
-        },
-    )
+    """422 ``Invalid`` with one field cause."""
+    return invalid_fields(kind, name, [FieldError(field, message)])
 
 
 def bad_request(message: str) -> KubeApiError:

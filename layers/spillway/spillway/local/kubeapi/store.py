@@ -26,6 +26,7 @@ from spillway.local.kubeapi.resources import NAMESPACES, PODS, PRIORITY_CLASSES,
 from spillway.local.kubeapi.selectors import FieldQuery, LabelQuery, fields_match, labels_match
 from spillway.local.kubeapi.status import (
     STALE_OBJECT,
+    FieldError,
     KubeApiError,
     already_exists,
     bad_request,
@@ -33,6 +34,7 @@ from spillway.local.kubeapi.status import (
     expired_continue,
     forbidden,
     invalid,
+    invalid_fields,
     not_found,
     status_object,
 )
@@ -461,22 +463,21 @@ class Store:
             raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
 
     @staticmethod
-    def _check_immutable(rt: ResourceType, current: JsonObj, updated: JsonObj) -> None:
-        """A CRD's ``self == oldSelf`` rule, a built-in kind's ``ValidateImmutableField``: 422 naming the
-        field, worded as CEL validation or the kind's validation answers. A CEL rule reading ``oldSelf``
-        is a transition rule, evaluated only where both the old and the new object hold the field: a
-        CRD's optional field may be set once, or dropped."""
+    def _immutable_problems(rt: ResourceType, current: JsonObj, updated: JsonObj) -> list[FieldError]:
+        """A CRD's ``self == oldSelf`` rule, a built-in kind's ``ValidateImmutableField``: one error per
+        field changed, worded as CEL validation or the kind's validation words it. A CEL rule reading
+        ``oldSelf`` is a transition rule, evaluated only where both the old and the new object hold the
+        field: a CRD's optional field may be set once, or dropped."""
+        found = []
         for path in rt.immutable:
             old, new = _dig(current, path), _dig(updated, path)
             if rt.custom and (old is None or new is None):
                 continue
             if old != new:
-                kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
                 shown = crds.json_type(new, integers=False) if rt.custom else new
                 why = "Value is immutable" if rt.custom else "field is immutable"
-                raise invalid(
-                    kind, _meta(current).get("name", ""), ".".join(path), f'Invalid value: "{shown}": {why}'
-                )
+                found.append(FieldError(".".join(path), f'Invalid value: "{shown}": {why}'))
+        return found
 
     @staticmethod
     def _keep_left_out(rt: ResourceType, current: JsonObj, updated: JsonObj) -> JsonObj:
@@ -490,28 +491,36 @@ class Store:
     def _validate(
         self, rt: ResourceType, obj: JsonObj, *, via_api: bool, current: JsonObj | None = None
     ) -> None:
-        """The kind's validation of a create, or of an update of ``current``."""
-        name = _meta(obj).get("name", "")
-        if rt.canonical == "PodDisruptionBudget":
-            problem = disruption.check_spec(obj.get("spec") or {})
-            if problem:
-                raise invalid(rt.kind, name, problem[0], problem[1])
-        if rt.canonical == "Pod":  # add() too: the official client cannot parse a pod without containers
-            containers = (obj.get("spec") or {}).get("containers")
-            if not isinstance(containers, list) or not containers:
-                raise invalid(rt.kind, name, "spec.containers", "Required value")
-            resized = pods.resize_problem(current, obj) if current is not None else None
-            if resized:
-                raise invalid(rt.kind, name, *resized)
+        """The kind's validation of a create, or of an update of ``current``: every problem found, in
+        one 422 (``errors.NewInvalid``), as the API server's validation collects a ``field.ErrorList``."""
         if rt.canonical == "PriorityClass":
             undecodable = pods.check_priority_class(obj)
             if undecodable:
                 raise undecodable
-        broken = crds.check(
-            rt.canonical, obj, rt.version
-        )  # add() too: the API never holds what its CRD refuses
-        if broken:
-            raise invalid(rt.canonical, name, *broken)
+        problems = self._problems(rt, obj, current)
+        if problems:
+            kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+            raise invalid_fields(kind, _meta(obj).get("name", ""), problems)
+
+    def _problems(self, rt: ResourceType, obj: JsonObj, current: JsonObj | None) -> list[FieldError]:
+        """Every validation error of ``obj`` (an update of ``current`` when given): a built-in kind's
+        and its immutable fields'; a CRD's schema errors, then its CEL rules, transition rules included,
+        unless a blocking schema error kept them from running (:func:`crds.check`)."""
+        problems: list[FieldError] = []
+        if rt.canonical == "PodDisruptionBudget":
+            problems += disruption.check_spec(obj.get("spec") or {})
+        if rt.canonical == "Pod":  # add() too: the official client cannot parse a pod without containers
+            containers = (obj.get("spec") or {}).get("containers")
+            if not isinstance(containers, list) or not containers:
+                problems.append(FieldError("spec.containers", "Required value"))
+            resized = pods.resize_problem(current, obj) if current is not None else None
+            if resized:
+                problems.append(FieldError(*resized))
+        problems += crds.check(rt.canonical, obj, rt.version)  # add() too: never held if its CRD refuses
+        cel_ran = not crds.has_cel_rules(rt.canonical) or crds.CEL_NOT_RUN not in problems
+        if current is not None and (cel_ran or not rt.custom):
+            problems += self._immutable_problems(rt, current, obj)
+        return problems
 
     def create(
         self,
@@ -602,11 +611,14 @@ class Store:
             obj["status"] = {"phase": "Active"}  # as its strategy sets it on every create
 
     def _admit_pod(self, obj: JsonObj, *, via_api: bool) -> None:
-        """The Priority plugin, then the class ``GetPodQOS`` gives (the status's, else computed); the
-        seeding path keeps a running pod's status and fills only what it lacks."""
+        """The admission plugins (DefaultTolerationSeconds, Priority), then the class ``GetPodQOS`` gives
+        (the status's, else computed); the seeding path stands for a pod already stored: no
+        tolerations added, its status kept and only what it lacks filled."""
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return  # refused by validation
+        if via_api:
+            spec = pods.admit_default_tolerations(spec)
         classes = [entry.obj for entry in self._objects["PriorityClass"].values()]
         spec, refusal = pods.admit_priority(spec, classes, strict=via_api)
         if refusal:
@@ -759,11 +771,13 @@ class Store:
                 if "status" in current:
                     updated["status"] = current["status"]
             updated = rt.defaults(updated)  # an update is defaulted as a create is
+            if rt.canonical == "Pod" and isinstance(updated.get("spec"), dict):
+                # DefaultTolerationSeconds admits updates of the pod itself too, not of its subresources
+                updated["spec"] = pods.admit_default_tolerations(updated["spec"])
             if "generation" in cur_meta and _new_generation(rt.canonical, current, updated):
                 new_meta["generation"] = cur_meta["generation"] + 1
         updated = _omit_empty(self._keep_left_out(rt, current, updated))
         self._validate(rt, updated, via_api=True, current=current)
-        self._check_immutable(rt, current, updated)
         if _without_rv(updated) == _without_rv(current):
             return self.present(rt, current)  # a no-op write does not bump the resourceVersion
         if dry_run:
