@@ -525,7 +525,7 @@ def test_a_scale_down_part_with_a_poll_budget_that_is_not_a_number_fails_touchin
              "reason": "idle 12 min"}]}, timeout=30)  # fmt: skip
 
     assert part["status"] == "FAILED", part
-    assert part["error"] == "InvalidScaleDownRequest" and "poll_budget" in part["cause"], part
+    assert part["error"] == "InputError" and "poll_budget" in part["cause"], part
     assert drained_nodes(world) == set() and world.writes() == []
 
 

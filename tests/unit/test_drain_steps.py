@@ -1561,7 +1561,7 @@ def test_a_scale_down_part_stops_waiting_for_the_part_before_once_its_poll_budge
         ("IsNumeric", False),
     }
     fail = states[bad["Next"]]
-    assert fail["Type"] == "Fail" and "poll_budget" in fail["Cause"]
+    assert fail["Type"] == "Fail" and fail["Error"] == "InputError" and "poll_budget" in fail["Cause"]
     assert states["StartBudget"]["Parameters"] == {"plan.$": "$.plan", "polls_left.$": "$.plan.poll_budget"}
 
     left = states["PollBudgetLeft"]
