@@ -510,6 +510,75 @@ def test_the_drains_of_a_split_scale_downs_parts_that_outwait_their_plans_claim_
         assert not world.node(node)["spec"].get("taints")  # type: ignore[index]
 
 
+def test_a_split_scale_downs_part_whose_poll_budget_runs_out_stops_waiting_and_drains_nothing(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As planning starts them, each part after the first carries a poll budget: as many waits for the
+    part before as the plan's claim on its nodes lasts. The second part finds the first still running
+    once its budget is spent and ends at once (outcome skipped, lapsed_behind: the first), starting no
+    DrainNode execution and removing none of its unregistered instances; the first runs on. The third
+    part, whose budget is far from spent, sees the second end that way and skips too, naming the first:
+    draining now would run beside it. Their nodes go to the DrainOutcome metric under skipped."""
+    blocked, idle, spare = world.nodes["general"]
+    west = world.nodes["west"][0]
+    world.pod("db-0", blocked, app="db")
+    world.api.add(objects.pdb("db", "team-a", {"app": "db"}, min_available=1))  # never disruptable
+    plan = "20261102T100000Z-b0dg"
+    claim = claim_fields(datetime.now(UTC), 60)
+    common = {"cluster": CLUSTER, "plan_id": plan, "poll_seconds": 1, "deadline_seconds": 20}
+
+    def item(node: str, region: str = HOME, **more: Any) -> dict[str, Any]:
+        group = "general" if region == HOME else "west"
+        return {"node": node, "instance_id": world.instances[node], "group": group, "region": region,
+                "reason": "idle 12 min", **claim, **more}  # fmt: skip
+
+    gone = {"unregistered": True, "instance_id": "i-0123456789abcdef0", "group": "general", "region": HOME,
+            "decrement": True, "reason": "no Node joined in 15 min"}  # fmt: skip
+    first = world.stack.start("ScaleDownStateMachine", {**common, "drains": [
+        item(blocked, consolidation=True, pods=["team-a/db-0"])]}, name=f"down-{plan}")  # fmt: skip
+    second = world.stack.start("ScaleDownStateMachine", {**common, "after": first, "after_poll_seconds": 1,
+        "poll_budget": 2, "drains": [item(idle), item(spare), gone]}, name=f"down-{plan}-2")  # fmt: skip
+    third = world.stack.start("ScaleDownStateMachine", {**common, "after": second, "after_poll_seconds": 1,
+        "poll_budget": 30, "drains": [item(west, WEST)]}, name=f"down-{plan}-3")  # fmt: skip
+
+    two, three = (world.stack.wait(arn, timeout=60) for arn in (second, third))
+    still = world.stack.client("stepfunctions").describe_execution(executionArn=first)["status"]
+    one = world.stack.wait(first, timeout=60)
+
+    assert still == "RUNNING"  # neither waited for the first to end
+    assert [d["outcome"] for d in one["output"]["drains"]] == ["timeout"], one["output"]
+    for execution, nodes in ((two, 3), (three, 1)):
+        assert execution["status"] == "SUCCEEDED", execution
+        out = execution["output"]
+        assert (out["outcome"], out["lapsed_behind"], out["drains"]) == ("skipped", first, []), out
+        assert out["nodes"] == nodes and "metric_error" not in out, out
+        assert f"none of its {nodes} node(s)" in out["reason"] and "next plan judges" in out["reason"], out
+    assert "waited for it 2 time(s), 1 s apart" in two["output"]["reason"]
+    assert second in three["output"]["reason"]
+    waits = [e for e in world.stack.history(second) if e["type"] == "WaitStateEntered"]
+    assert len(waits) == 2  # its budget, no more
+    assert set(drain_statuses(world)) == {blocked}  # no DrainNode execution for the skipped parts' nodes
+    assert "remove_unregistered" not in {c.event.get("action") for c in world.stack.calls("DrainFunction")}
+    assert _undrained_metric(capsys, "skipped") == 4
+    assert world.desired("general") == 3 and world.desired("west", WEST) == 2
+    for node in (idle, spare, west):
+        assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
+
+
+def test_a_scale_down_part_with_a_poll_budget_that_is_not_a_number_fails_touching_nothing(
+    world: World,
+) -> None:
+    idle = world.nodes["general"][1]
+    part = world.stack.run("ScaleDownStateMachine", {"cluster": CLUSTER, "plan_id": "20261102T100000Z-b4d",
+        "after": "arn:aws:states:us-east-1:123456789012:execution:x:y", "poll_budget": "2", "drains": [
+            {"node": idle, "instance_id": world.instances[idle], "group": "general", "region": HOME,
+             "reason": "idle 12 min"}]}, timeout=30)  # fmt: skip
+
+    assert part["status"] == "FAILED", part
+    assert part["error"] == "InputError" and "poll_budget" in part["cause"], part
+    assert drained_nodes(world) == set() and world.writes() == []
+
+
 def test_a_drain_queued_behind_max_drain_concurrency_past_its_plans_claim_is_cancelled(world: World) -> None:
     """One execution, no parts: the Map runs MaxDrainConcurrency (5 here) DrainNode executions at once,
     and the sixth starts only when one of the first five ends. Those are held by budgets past the plan's

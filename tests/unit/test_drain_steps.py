@@ -28,6 +28,7 @@ from spillway.act.drain import (
     summarize,
 )
 from spillway.act.interrupt import InterruptSettings, Notice, drain_plan, execution_name
+from spillway.act.planning import AFTER_POLL_SECONDS
 from spillway.adapters.kube import KubeClient
 from spillway.errors import (
     AwsUnavailable,
@@ -1516,8 +1517,8 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     assert _targets(states) <= set(states)
     assert states["Prepare"]["Next"] == "AfterPrevious"
     after = states["AfterPrevious"]
-    assert after["Choices"] == [{"Variable": "$.plan.after", "IsPresent": True, "Next": "DescribePrevious"}]
-    assert after["Default"] == "Settings"
+    assert after["Choices"][-1] == {"Variable": "$.plan.after", "IsPresent": True, "Next": "StartBudget"}
+    assert after["Default"] == "Settings" and states["StartBudget"]["Next"] == "DescribePrevious"
     describe = states["DescribePrevious"]
     assert describe["Resource"] == "arn:aws:states:::aws-sdk:sfn:describeExecution"
     assert describe["Parameters"] == {"ExecutionArn.$": "$.plan.after"}
@@ -1530,8 +1531,11 @@ def test_a_scale_down_part_drains_only_once_the_part_before_it_has_ended() -> No
     running = {c["StringEquals"] for c in ended["Choices"][0]["Or"]}
     assert running == {"RUNNING", "PENDING_REDRIVE"}
     assert all(c["Variable"] == "$.previous.status" for c in ended["Choices"][0]["Or"])
-    wait = states[ended["Choices"][0]["Next"]]
+    budget = states[ended["Choices"][0]["Next"]]  # no budget (null): waits as long as it runs
+    assert budget["Choices"][0] == {"Variable": "$.polls_left", "IsNull": True, "Next": "WaitForPrevious"}
+    wait = states["WaitForPrevious"]
     assert wait["Type"] == "Wait" and wait["SecondsPath"] == "$.plan.after_poll_seconds"
+    assert states["Defaults"]["Result"]["after_poll_seconds"] == AFTER_POLL_SECONDS  # planning's budget
     assert states["Defaults"]["Result"]["after_poll_seconds"] >= 60  # the history's 25,000 events
     assert wait["Next"] == "DescribePrevious" and ended["Default"] == "Settings"
     # nothing reaches the drains but through Settings, which only the checks above lead to
@@ -1563,14 +1567,63 @@ def test_a_scale_down_part_whose_previous_part_was_stopped_drains_nothing() -> N
     assert output["Next"] == "PreviousSkipped"
     assert [c["Next"] for c in output["Catch"]] == ["Settings"]  # unreadable: drains, as before
     skipped = states["PreviousSkipped"]
-    assert skipped["Choices"] == [
-        {"Variable": "$.previous.output.stopped", "IsPresent": True, "Next": "StoppedBefore"}
-    ]
+    assert skipped["Choices"][0] == {
+        "Variable": "$.previous.output.stopped",
+        "IsPresent": True,
+        "Next": "StoppedBefore",
+    }
     assert skipped["Default"] == "Settings"
     before = states["StoppedBefore"]
     assert before["Type"] == "Pass" and before["Next"] == "CountUndrained"
     assert before["Parameters"]["outcome"] == "skipped" and before["Parameters"]["drains"] == []
     assert before["Parameters"]["stopped.$"] == "$.previous.output.stopped"
+
+
+def test_a_scale_down_part_stops_waiting_for_the_part_before_once_its_poll_budget_is_spent() -> None:
+    """A part waited for the part before as long as that one ran, past the plan's claim on its nodes
+    (drain_claim_minutes), then started a DrainNode execution per node only for its validation to
+    cancel each. Given a poll_budget (planning: the claim's time left over after_poll_seconds), it
+    counts its waits down with States.MathAdd (no timestamps: moto's Choice cannot compare Step
+    Functions' own) and, finding the part before still running with none left, ends drained of nothing,
+    saying which part still ran; the part after it skips the same way. A budget that is not a number
+    fails the part before it looks at anything."""
+    states = _asl("scale_down.asl.json")["States"]
+    assert _targets(states) <= set(states)
+    assert states["Defaults"]["Result"]["poll_budget"] is None  # a part started by hand: no limit
+    bad = states["AfterPrevious"]["Choices"][0]
+    assert {c["Variable"] for c in bad["And"]} == {"$.plan.poll_budget"}
+    assert {(k, v) for c in bad["And"] for k, v in c.items() if k != "Variable"} == {
+        ("IsNull", False),
+        ("IsNumeric", False),
+    }
+    fail = states[bad["Next"]]
+    assert fail["Type"] == "Fail" and fail["Error"] == "InputError" and "poll_budget" in fail["Cause"]
+    assert states["StartBudget"]["Parameters"] == {"plan.$": "$.plan", "polls_left.$": "$.plan.poll_budget"}
+
+    left = states["PollBudgetLeft"]
+    spent = left["Choices"][1]
+    assert spent == {"Variable": "$.polls_left", "NumericLessThanEquals": 0, "Next": "ClaimLapsed"}
+    count = states[left["Default"]]
+    assert count["Type"] == "Pass" and count["Next"] == "WaitForPrevious"
+    assert count["Parameters"] == {"plan.$": "$.plan", "polls_left.$": "States.MathAdd($.polls_left, -1)"}
+
+    for name, behind in (
+        ("ClaimLapsed", "$.plan.after"),
+        ("LapsedBefore", "$.previous.output.lapsed_behind"),
+    ):
+        lapsed = states[name]
+        assert lapsed["Type"] == "Pass" and lapsed["Next"] == "CountUndrained"  # its metric, then the end
+        params = lapsed["Parameters"]
+        assert (
+            params["outcome"] == "skipped" and params["drains"] == [] and params["lapsed_behind.$"] == behind
+        )
+        assert "drain_claim_minutes" in params["reason.$"] and "next plan judges" in params["reason.$"]
+    after_lapsed = states["PreviousSkipped"]["Choices"][1]
+    assert after_lapsed == {
+        "Variable": "$.previous.output.lapsed_behind",
+        "IsPresent": True,
+        "Next": "LapsedBefore",
+    }
 
 
 def test_a_planned_drain_leaves_a_node_that_gained_work_since_the_plan(rig: Rig) -> None:

@@ -148,6 +148,27 @@ def test_a_rollback_gang_is_refused_on_a_group_whose_launch_process_is_suspended
     assert cloud.groups[("us-east-1", "gpu")]["DesiredCapacity"] == 1
 
 
+def test_a_rollback_gang_is_refused_on_a_group_whose_terminate_process_is_suspended() -> None:
+    """Auto Scaling terminates none of a group's InService instances while its Terminate process is
+    suspended (EC2 Auto Scaling User Guide, "Considerations for suspending processes"), so a give-back
+    leaves them running (give_back_in_group: held): a rollback gang short of whole would keep its
+    launched members. Refused before it raises, naming the process, as a suspended Launch is; a fleet
+    gang is not refused for it (its partial fleets are terminated with EC2 TerminateInstances before
+    they join the group)."""
+    cloud, _, steps = world(mode="rollback")
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["SuspendedProcesses"].append({"ProcessName": "Terminate", "SuspensionReason": "User suspended"})
+
+    with pytest.raises(
+        AsgLimitExceeded, match=r"its Terminate process is suspended \(User suspended\)"
+    ) as err:
+        steps.prepare({**REQUEST, "mode": "rollback"})
+
+    assert "could not be given back" in str(err.value) and "nothing launched" in str(err.value)
+    assert raw["DesiredCapacity"] == 1 and cloud.fleets == [] and cloud.terminated() == []
+    assert steps.prepare(REQUEST)["mode"] == "fleet"
+
+
 def test_a_fleet_gang_is_refused_on_a_group_whose_launch_process_is_suspended() -> None:
     """AWS refuses AttachInstances while the group's Launch process is suspended ("you can't attach new
     instances to the group. To attach instances, you must first resume Launch": EC2 Auto Scaling User

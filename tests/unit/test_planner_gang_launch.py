@@ -252,6 +252,27 @@ def test_a_gang_without_a_zone_requirement_on_a_fleet_group_gets_no_zone() -> No
     assert launch.zone is None and "zone" not in launch.to_dict()  # type: ignore[attr-defined]
 
 
+def test_a_rollback_group_whose_terminate_process_is_suspended_launches_its_gangs_the_ordinary_way() -> None:
+    """Its gang could not be given back whole (Auto Scaling terminates none of its InService instances,
+    so a give-back leaves them running), and gang_prepare refuses it: a plan that kept sending the gang
+    there would start a refused gang launch every minute and never place it. Read as off, with the
+    reason, as a fleet group that rebalances its zones is."""
+    w, pods = gang_world("rollback")
+    w.groups["cpu-east"]["SuspendedProcesses"] = [
+        {"ProcessName": "Terminate", "SuspensionReason": "User suspended"}
+    ]
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 3, pods)}
+    assert "gangs" not in result.state.to_wire()  # no atomic launch
+    [group] = [g for g in w.parsed()[1] if g.name == "cpu-east"]
+    assert (
+        group.atomic_launch == "off" and "its Terminate process is suspended" in group.atomic_launch_problem
+    )
+    assert "rollback" in group.atomic_launch_problem
+
+
 def test_a_fleet_group_spanning_zones_that_rebalances_them_launches_its_gangs_the_ordinary_way() -> None:
     """Auto Scaling's AZRebalance (not suspended: every group's default) would terminate the members of
     a gang a fleet packed into one zone, to even the zones out (review r14-4). Such a group is read as

@@ -20,6 +20,7 @@ from plan_world import NOW, World
 
 from spillway.act.drain import parse_request
 from spillway.act.planning import (
+    AFTER_POLL_SECONDS,
     PlanSettings,
     SnapshotRef,
     drain_item,
@@ -883,12 +884,7 @@ def test_every_drain_of_a_scale_down_carries_when_its_plans_claim_on_the_node_la
     drain_claim_minutes, as the planner's claimed_at counts it), and DrainNode's validation cancels a
     drain that starts after it. An unregistered instance's removal carries none: its step checks the
     instance again when it runs, and no claim keeps later plans off it."""
-    drains = tuple(
-        Drain(f"ip-10-1-{i // 250}-{i % 250}.ec2.internal", f"i-0{i:016x}", "general", "us-east-1",
-              "consolidation: its pods fit on other nodes", codes.CONSOLIDATION,
-              tuple(f"team-{i % 20:02d}/job-{i:04d}-worker-{j:03d}" for j in range(40)))
-        for i in range(150)
-    )  # fmt: skip
+    drains = _consolidations(150)
     gone = Unregistered("i-0ffffffffffffffff", "general", "us-east-1", True, "no Node joined in 15 min")
     rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", drain_claim_minutes=12.5)))
     ref = rig.snapshots.add(snapshot_of(gpu_world()))
@@ -916,6 +912,46 @@ def test_every_drain_of_a_scale_down_carries_when_its_plans_claim_on_the_node_la
     assert parse_request({"cluster": "ml", "plan_id": "p", **items[0]}).claim_until == claim["claim_until"]
     # the claim is committed with the executions: a resumed plan restarts its drains with it
     assert rig.ledger.stored.executions[-1]["input"]["drains"][0]["claim_until"] == claim["claim_until"]
+
+
+def _consolidations(count: int) -> tuple[Drain, ...]:
+    """``count`` consolidations naming 40 pods each: too many for one scale-down input from about 60."""
+    return tuple(
+        Drain(f"ip-10-1-{i // 250}-{i % 250}.ec2.internal", f"i-0{i:016x}", "general", "us-east-1",
+              "consolidation: its pods fit on other nodes", codes.CONSOLIDATION,
+              tuple(f"team-{i % 20:02d}/job-{i:04d}-worker-{j:03d}" for j in range(40)))
+        for i in range(count)
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("claim_minutes", "budget"), [(12.5, 12), (0.5, 0), (0, None)])
+def test_a_split_scale_downs_later_parts_wait_for_the_part_before_no_longer_than_the_plans_claim(
+    claim_minutes: float, budget: int | None
+) -> None:
+    """A part after the first polled the part before for as long as that one ran, past the plan's claim
+    on its nodes, and then started a DrainNode execution per node only for its validation to cancel
+    each. Each part after the first now gets a poll budget: the claim time left at the plan's time
+    (claim_until, whole seconds rounded down, less the plan's 20.7 s) divided by the wait between looks,
+    rounded down, so that budget waits take no longer than the claim and one more wait would outlast
+    it. The part stops once it is spent (scale_down.asl.json, ClaimLapsed). No claim, no budget."""
+    rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", drain_claim_minutes=claim_minutes)))
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+    planned = NOW + timedelta(seconds=20, microseconds=700_000)
+
+    run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
+             now=planned, planner=lambda *a: replace(run_planner(*a), drain=_consolidations(150)))  # fmt: skip
+
+    downs = [r for r in rig.executions.requests if r.kind == "scale_down"]
+    assert len(downs) > 2
+    assert not {"poll_budget", "after_poll_seconds"} & set(downs[0].input)  # it waits for nothing
+    if budget is None:
+        assert all(not {"poll_budget", "after_poll_seconds"} & set(r.input) for r in downs)
+        return
+    assert [(r.input["poll_budget"], r.input["after_poll_seconds"]) for r in downs[1:]] == [
+        (budget, AFTER_POLL_SECONDS)
+    ] * (len(downs) - 1)
+    left = claim_minutes * 60 - 0.7
+    assert budget * AFTER_POLL_SECONDS <= left < (budget + 1) * AFTER_POLL_SECONDS
 
 
 def test_a_zero_drain_claim_claims_nothing_so_no_drain_is_cancelled_for_it() -> None:

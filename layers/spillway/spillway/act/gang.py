@@ -15,7 +15,8 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
     InService, its Node Ready).
 ``rollback``
     ``gang_prepare`` (as above, and refuse a group whose Launch process is suspended: its raise would
-    launch nothing) → ``gang_raise`` (desired capacity + count relative to the live value, once per
+    launch nothing; or whose Terminate process is suspended: a gang short of whole could not be given
+    back) → ``gang_raise`` (desired capacity + count relative to the live value, once per
     attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
     attempt's own instances InService and Ready; a Failed launch activity ends it early, whatever its
     reason: :func:`~spillway.model.nodegroup.launch_failure_since`).
@@ -91,6 +92,7 @@ from spillway.model.nodegroup import (
     on_demand_base,
     parse_atomic_launch,
     resolve_instance_type,
+    rollback_refusal,
     spot_allocation_strategy,
 )
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
@@ -623,7 +625,9 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
     of a group whose Launch process is suspended: a rollback raise would launch nothing (a wasted
     deadline), and AWS refuses AttachInstances until Launch is resumed (EC2 Auto Scaling User Guide,
     "Suspend and resume processes", additional considerations: "you can't attach new instances to the
-    group"), so a fleet would run the whole gang outside the group until its give-back."""
+    group"), so a fleet would run the whole gang outside the group until its give-back; a rollback gang
+    of a group whose Terminate process is suspended, which could not be given back whole
+    (:func:`~spillway.model.nodegroup.rollback_refusal`)."""
     if req.zone is not None and req.zone not in asg.AvailabilityZones:
         raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
                          field="zone")  # fmt: skip
@@ -635,6 +639,8 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
     if launch_refusal(asg):
         attach = "; nor does it accept AttachInstances" if mode == "fleet" else ""
         raise AsgLimitExceeded(f"{launch_refusal(asg)}{attach}; nothing launched")
+    if mode == "rollback" and rollback_refusal(asg):
+        raise AsgLimitExceeded(f"{rollback_refusal(asg)}; nothing launched")
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:

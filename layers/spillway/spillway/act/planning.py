@@ -18,7 +18,8 @@
    group) and the scale-down execution (when it drains), named ``up-<plan id>``, ``gang-<plan id>-<hash>``
    and ``down-<plan id>`` (a scale-down too large for one input is split into parts ``down-<plan id>-2``,
    ..., each started now and draining once the part before it ended; a drain that starts once the
-   plan's claim on its node, ``drain_claim_minutes``, lapsed is cancelled): a duplicate start is refused by
+   plan's claim on its node, ``drain_claim_minutes``, lapsed is cancelled, and a part that would wait
+   for the part before past the claim drains nothing): a duplicate start is refused by
    Step Functions and reported as ``started=False``. The execution list is committed with the state, so
    a resumed plan restarts the gang launches too;
 6. when given a cluster, write the ProvisioningRequest statuses the plan changed (conditions and
@@ -37,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -322,6 +324,8 @@ def execution_requests(
         }
         if previous is not None:  # a part drains once the part before it ended (see _down_batches)
             down["after"] = execution_arn(previous.state_machine_arn, previous.name)
+            if claim:  # and waits for it no longer than the plan claims its nodes
+                down |= {"after_poll_seconds": AFTER_POLL_SECONDS, "poll_budget": poll_budget(claim, now)}
         name = f"down-{plan_id}" if index == 0 else f"down-{plan_id}-{index + 1}"
         previous = _execution(SCALE_DOWN, settings.scale_down_arn, name, down)
         requests.append(previous)
@@ -350,6 +354,24 @@ def claim_fields(now: datetime, claim_minutes: float) -> dict[str, Any]:
 
 _RFC3339 = "%Y-%m-%dT%H:%M:%SZ"  # strftime drops the fraction: whole seconds, rounded down
 
+# how long a scale-down part waits between looks at the part before it (scale_down.asl.json's default)
+AFTER_POLL_SECONDS = 60
+
+
+def poll_budget(claim: Mapping[str, Any], now: datetime, poll_seconds: int = AFTER_POLL_SECONDS) -> int:
+    """How many times a scale-down part may wait ``poll_seconds`` for the part before it while the plan
+    made at ``now`` still claims the part's nodes (``claim``: :func:`claim_fields`): the claim time left,
+    divided by ``poll_seconds``, rounded down. A part looks once when it starts, and again after each
+    wait; a Wait state lasts at least its seconds, so after ``n`` waits at least ``n * poll_seconds``
+    have passed since ``now``, and a look after one wait more would come past ``claim_until``, when
+    DrainNode's validation cancels every drain. So a part that finds the part before still running
+    once its budget is spent drains nothing and ends (scale_down.asl.json, ClaimLapsed): the budget never
+    stops a part that could have drained in time. Counted, not timed: the state machine subtracts one
+    per wait (States.MathAdd) instead of comparing timestamps."""
+    until = datetime.strptime(claim["claim_until"], _RFC3339).replace(tzinfo=UTC)
+    left = (until - _aware(now)).total_seconds()
+    return max(0, math.floor(left / poll_seconds))
+
 
 # the drains of one scale-down execution, in bytes of JSON: Step Functions refuses an input (and a state)
 # over 256 KB, and the Map keeps every drain's outcome beside its input
@@ -367,7 +389,10 @@ def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, 
     at once would drain that many per part. (Dividing the concurrency among the parts cannot keep the
     bound when there are more parts than it allows, each needing at least one.) The parts are started
     in order, so the one named in ``after`` exists by the time its successor asks. A drain that could
-    start only after the plan's claim on its node lapsed drains nothing (:func:`claim_fields`)."""
+    start only after the plan's claim on its node lapsed drains nothing (:func:`claim_fields`), and a
+    part after the first waits for the one before no longer than that claim holds (:func:`poll_budget`):
+    then it ends, draining none of its nodes and removing none of its unregistered instances (the next
+    plan finds those again), and so does every part after it."""
     batches: list[list[Mapping[str, Any]]] = []
     size = DOWN_BATCH_BYTES
     for item in items:

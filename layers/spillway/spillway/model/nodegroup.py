@@ -533,6 +533,24 @@ def launch_refusal(asg: AutoScalingGroup) -> str:
     )
 
 
+def rollback_refusal(asg: AutoScalingGroup) -> str:
+    """Why rollback mode must not launch gangs in the group ("" when it may): its :data:`TERMINATE`
+    process is suspended, so Auto Scaling terminates none of its InService instances (EC2 Auto Scaling
+    User Guide, "Considerations for suspending processes"), and a gang that did not launch whole would
+    keep its InService members running when given back (:func:`spillway.act.instances.give_back_in_group`
+    leaves them, ``held``): not all or nothing. Spillway never resumes a process: that is the owner's choice."""
+    found = next((p for p in asg.SuspendedProcesses if p.ProcessName == TERMINATE), None)
+    if found is None:
+        return ""
+    why = f" ({found.SuspensionReason})" if found.SuspensionReason else ""
+    return (
+        f"{asg.region}/{asg.AutoScalingGroupName}: its {TERMINATE} process is suspended{why}: a rollback "
+        f"gang that does not launch whole could not be given back, as Auto Scaling terminates none of "
+        f"its InService instances until it is resumed (aws autoscaling resume-processes "
+        f"--auto-scaling-group-name {asg.AutoScalingGroupName} --scaling-processes {TERMINATE})"
+    )
+
+
 def fleet_refusal(asg: AutoScalingGroup) -> str:
     """Why fleet mode must not launch gangs in the group ("" when it may): a fleet puts the whole gang in
     one zone, then attaches it, and a group spanning several zones whose ``AZRebalance`` process is not
@@ -881,8 +899,9 @@ def node_group(
 ) -> NodeGroup:
     itype = resolve_instance_type(asg, catalogue)
     atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
-    if atomic == "fleet" and fleet_refusal(asg):  # its gangs go the ordinary way, the reason shown
-        atomic, problem = "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: fleet: {fleet_refusal(asg)}; treated as off"
+    refusal = {"fleet": fleet_refusal, "rollback": rollback_refusal}.get(atomic, lambda _: "")(asg)
+    if refusal:  # gang_prepare would refuse its gangs: they go the ordinary way, the reason shown
+        atomic, problem = "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: {atomic}: {refusal}; treated as off"
     consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
     capacity, capacity_problem = capacity_type(asg)
     options, option_problems = parse_options(asg.tag_map())
