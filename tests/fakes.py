@@ -865,10 +865,13 @@ def replaced_between_pages(server: Any, kube: Any, times: int = 1) -> str:
     return f"{namespace}/{name}"
 
 
-def refuse(client: Any, operation: str, code: str, status: int) -> None:
-    """Make a boto3 ``client``'s ``operation`` answer an AWS error, as after the SDK's retries."""
+def refuse(client: Any, operation: str, code: str, status: int) -> list[dict[str, Any]]:
+    """Make a boto3 ``client``'s ``operation`` answer an AWS error, as after the SDK's retries; returns
+    the parameters of every call it refuses, in order (:func:`calls` sees none of them)."""
+    seen: list[dict[str, Any]] = []
 
-    def refused(**_: Any) -> Any:
+    def refused(**params: Any) -> Any:
+        seen.append(params)
         raise ClientError(
             {
                 "Error": {"Code": code, "Message": f"{code} (injected)"},
@@ -878,6 +881,7 @@ def refuse(client: Any, operation: str, code: str, status: int) -> None:
         )
 
     setattr(client, operation, refused)
+    return seen
 
 
 def calls(client: Any, operation: str) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from fakes import calls, refuse
 from moto import mock_aws
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
-from spillway.adapters.launch_cache import DEFAULT_RECHECK_SECONDS, LaunchCache
+from spillway.adapters.launch_cache import DEFAULT_RECHECK_SECONDS, DEFAULT_RECHECK_SPREAD, LaunchCache
 from spillway.errors import AwsError, AwsThrottled
 from spillway.local.rig import create_group
 from spillway.model.aws import AutoScalingGroup
@@ -222,10 +222,10 @@ def test_a_pinned_version_deleted_after_it_was_read_is_named_once_asked_again_an
     hid that until a new container read them. A kept version is asked again once it was read
     DEFAULT_RECHECK_SECONDS ago: EC2's VersionNotFound drops it from the cache and names the group's
     problem, and the next observation asks for it anew (not served from the cache). Before the re-check
-    it is served as read, with no call."""
+    it is served as read, with no call. (No spread: the re-check falls due at DEFAULT_RECHECK_SECONDS.)"""
     clients, adapter = world
     clock = Clock()
-    adapter._launch_cache = LaunchCache(clock=clock)
+    adapter._launch_cache = LaunchCache(clock=clock, recheck_spread=0)
     lt = template_group(clients, "pinned", "2", {"InstanceType": "m5.large"})
     new_version(clients, "pinned", {"InstanceType": "g5.xlarge", "InstanceMarketOptions": SPOT})
     assert facts(observe(adapter))["pinned"] == ("g5.xlarge", "spot", ())
@@ -248,10 +248,10 @@ def test_a_pinned_version_deleted_after_it_was_read_is_named_once_asked_again_an
 
 def test_a_recheck_that_ec2_throttles_keeps_what_the_version_says_and_fails_no_read(world: Any) -> None:
     """What a version says cannot change: a re-check refused for its rate fails nothing and serves the
-    facts as read; it is asked again at the next read."""
+    facts as read; it is pushed back a whole period (not asked at the next read), then asked again."""
     clients, adapter = world
     clock = Clock()
-    adapter._launch_cache = LaunchCache(clock=clock)
+    adapter._launch_cache = LaunchCache(clock=clock, recheck_spread=0)
     template_group(clients, "gpu", "1", {"InstanceType": "g5.xlarge", "InstanceMarketOptions": SPOT})
     observe(adapter)
     real = clients.ec2(REGION).describe_launch_template_versions
@@ -261,9 +261,37 @@ def test_a_recheck_that_ec2_throttles_keeps_what_the_version_says_and_fails_no_r
     assert facts(observe(adapter))["gpu"] == ("g5.xlarge", "spot", ())
     clients.ec2(REGION).describe_launch_template_versions = real
     versions = calls(clients.ec2(REGION), "DescribeLaunchTemplateVersions")
+    clock.now += DEFAULT_RECHECK_SECONDS - 1
+    assert facts(observe(adapter))["gpu"] == ("g5.xlarge", "spot", ()) and versions == []  # pushed back
+    clock.now += 1
     assert facts(observe(adapter))["gpu"] == ("g5.xlarge", "spot", ())
     assert len(versions) == 1  # asked again, and kept as read now
     assert facts(observe(adapter))["gpu"] == ("g5.xlarge", "spot", ()) and len(versions) == 1
+
+
+def test_a_throttled_recheck_is_not_repeated_on_every_observation(world: Any) -> None:
+    """Review r27. EC2 throttles each action per account and region with a token bucket (EC2 Developer
+    Guide, "Request throttling for the Amazon EC2 API": 100 for a non-mutating action, refilled 20 a
+    second, RequestLimitExceeded past it). Every version read at a container's start falls due within
+    one period of spread, one call per template; throttled, _recheck kept the old read time, so every
+    following observation (every 20 s) sent the whole burst again, each call through the SDK's
+    retries, for as long as the throttling lasted. Now a throttled re-check is pushed back a period:
+    three observations within 40 s ask each template at most once, and serve what it says."""
+    clients, adapter = world
+    clock = Clock()
+    adapter._launch_cache = LaunchCache(clock=clock)
+    for i in range(30):
+        template_group(clients, f"g{i:02d}", "1", {"InstanceType": "m5.large"})
+    observe(adapter)  # every version read and kept
+    attempts = refuse(clients.ec2(REGION), "describe_launch_template_versions", "RequestLimitExceeded", 503)
+
+    clock.now += DEFAULT_RECHECK_SECONDS * (1 + DEFAULT_RECHECK_SPREAD)  # every template's re-check due
+    for _ in range(3):
+        assert facts(observe(adapter))["g00"][0] == "m5.large"  # served as read: no failure
+        clock.now += 20  # observe's interval
+
+    asked = [a["LaunchTemplateId"] for a in attempts]
+    assert len(set(asked)) == 30 and len(asked) == 30, f"{len(asked)} DescribeLaunchTemplateVersions in 40 s"
 
 
 def ec2_refuses_missing_ids(clients: Any) -> list[list[str]]:

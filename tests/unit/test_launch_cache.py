@@ -38,6 +38,32 @@ def test_a_version_is_kept_per_region_and_template_id() -> None:
     assert cache.get(version_key("us-east-1", "lt-2", 1)) is None
 
 
+def test_rechecks_are_spread_by_template_and_a_postponed_one_waits_a_whole_period() -> None:
+    """Review r27: versions read together (a container's start) fell due at one observation, one call
+    per template at once. Now each template falls due between 1 and 1 + spread periods after its read,
+    at a point fixed by the template (the same in every container), all its versions together; a
+    re-check EC2 refused is postponed: taken as read then."""
+    now = [0.0]
+    cache = LaunchCache(recheck_seconds=900, clock=lambda: now[0], recheck_spread=1 / 3)
+    keys = [version_key("us-east-1", f"lt-{i:02d}", n) for i in range(30) for n in (1, 2)]
+    for key in keys:
+        cache.put(key, M5)
+
+    now[0] = 899
+    assert not any(cache.due(k) for k in keys)
+    now[0] = 1050
+    due = {k[2] for k in keys if cache.due(k)}
+    assert 0 < len(due) < 30
+    assert all(cache.due(k) == (k[2] in due) for k in keys)  # a template's versions together
+    now[0] = 1200
+    assert all(cache.due(k) for k in keys)
+
+    cache.postpone(keys[0])
+    assert not cache.due(keys[0]) and cache.get(keys[0]) == M5
+    now[0] = 2400
+    assert cache.due(keys[0])
+
+
 def test_configurations_no_group_names_are_forgotten_in_that_region_only() -> None:
     cache = LaunchCache()
     cache.put(config_key("us-east-1", "lc-a"), M5)

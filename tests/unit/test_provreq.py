@@ -504,6 +504,41 @@ def test_best_effort_atomic_whose_pod_sets_together_outgrow_max_size_fails() -> 
     assert result.scale_up == ()
 
 
+def _driver_and_workers() -> World:
+    """a-driver (MaxSize 1, label role=driver) sorts before b-general (MaxSize 2); one of the request's
+    pods per m5.2xlarge (7910m): two 6-CPU workers (any node) and one 5-CPU driver (role=driver only)."""
+    w = World()
+    w.group("a-driver", "m5.2xlarge", nodes=0, max_size=1, labels={"role": "driver"})
+    w.group("b-general", "m5.2xlarge", nodes=0, max_size=2)
+    return w
+
+
+def test_best_effort_atomic_placed_only_with_its_most_constrained_set_first_is_not_failed() -> None:
+    """Review r27: the bound packed pod sets biggest first into groups in name order, one order only,
+    so the workers took a-driver's only node, the driver found none, and a request our own scale-up
+    places (checked first: the expander prefers b-general) was Failed for good while b-general was
+    backed off. Failed=True makes Kueue spend a retry and, past its backoffLimitCount, reject the
+    admission check (kubernetes-sigs/kueue pkg/controller/admissionchecks/provisioning/controller.go);
+    a transient stop must leave CapacityIsNotFound, retried until the request expires, as
+    cluster-autoscaler's best-effort-atomic class does (besteffortatomic/provisioning_class.go)."""
+    req = request("r", BEST_EFFORT_ATOMIC, [("worker", 2), ("driver", 1)])
+    driver = template("driver", cpu="5", memory="1Gi")
+    driver["template"]["spec"]["nodeSelector"] = {"role": "driver"}
+    templates = [template("worker", cpu="6", memory="1Gi"), driver]
+    priorities = {50: ["^b-"], 10: ["^a-"]}  # cluster-autoscaler priority expander: b-general first
+
+    placed = run(_driver_and_workers(), [req], templates, expander_priorities=priorities)
+    assert conds(placed)["Provisioned"] == ("False", "CapacityIsLaunching")
+    assert set(scale_up(placed)) == {"a-driver", "b-general"}
+
+    w = _driver_and_workers()
+    w.launch_failure("b-general", minutes_ago=1)
+    result = run(w, [req], templates, expander_priorities=priorities)
+
+    assert "Failed" not in conds(result), conds(result)
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+
+
 def test_best_effort_atomic_pod_sets_that_share_nodes_within_max_size_launch() -> None:
     """Sets of the same request may share a node: a big pod and two small ones fit one m5.2xlarge, so
     MaxSize 1 holds the whole request and it is launched, not failed."""

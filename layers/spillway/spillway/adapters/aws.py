@@ -1098,8 +1098,10 @@ class _LaunchSettingsReader:
         """Ask again whether kept versions still exist (:meth:`LaunchCache.due`): one deleted since
         (EC2: ``InvalidLaunchTemplateId.VersionNotFound``, EC2 API Reference, error codes) is dropped
         from the cache and its group named as for any missing version; the others are kept as read now.
-        A re-check that fails otherwise (throttled, refused) changes nothing and fails no read: what a
-        version says cannot have changed, and it is asked again at the next read."""
+        A re-check that fails otherwise (throttled, refused) fails no read, as what a version says cannot
+        have changed, and is pushed back a whole period (:meth:`LaunchCache.postpone`): kept due, it was
+        sent again at every observation (every 20 s) into a throttled bucket for as long as EC2
+        throttled."""
         missing: dict[int, str] = {}
         try:
             found, _ = _each_answered(
@@ -1111,6 +1113,8 @@ class _LaunchSettingsReader:
             self._cache.put(version_key(self._region, template_id, number), facts)
         for number in missing:
             self._cache.forget(version_key(self._region, template_id, number))
+        for number in set(numbers) - set(found) - set(missing):
+            self._cache.postpone(version_key(self._region, template_id, number))
         return {(template_id, number): why for number, why in missing.items()}
 
     def _versions_of(self, template_id: str, numbers: list[int]) -> dict[int, LaunchFacts]:

@@ -7,9 +7,12 @@ read once and kept; ``$Latest`` and ``$Default`` are resolved to a number on eve
 adapter, :mod:`spillway.adapters.aws`). What a version says cannot change, but the version can be
 deleted (DeleteLaunchTemplateVersions; a group that names it then launches nothing), and a fact kept
 for the container's life hid that until a new container read it: a kept version is therefore asked
-again once it was read ``recheck_seconds`` ago (:meth:`LaunchCache.due`), and dropped when EC2 answers
-that it does not exist (``InvalidLaunchTemplateId.VersionNotFound``), so the next read asks for it
-anew and the group's problems name it. A template id EC2 said does not exist is remembered, so that it
+again once it was read ``recheck_seconds`` ago, or up to a third longer, the same for every version of a
+template (:meth:`LaunchCache.due`: what a container reads at its start does not all fall due at one
+observation), and dropped when EC2 answers that it does not exist
+(``InvalidLaunchTemplateId.VersionNotFound``), so the next read asks for it anew and the group's
+problems name it. A re-check that fails otherwise (throttled) is pushed back a whole period
+(:meth:`LaunchCache.postpone`), not asked again at every observation. A template id EC2 said does not exist is remembered, so that it
 is asked for alone from then on: EC2 fails a DescribeLaunchTemplates naming it whole, without saying
 which id it did not find, and every other template would be asked for alone on every observation.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -31,6 +35,8 @@ DEFAULT_MAX_ENTRIES = 2048
 # how long a kept launch template version is served before EC2 is asked again whether it still exists:
 # one DescribeLaunchTemplateVersions per template this often, against one per observation uncached
 DEFAULT_RECHECK_SECONDS = 900.0
+# re-checks spread over recheck_seconds * (1 .. 1 + this), by template
+DEFAULT_RECHECK_SPREAD = 1 / 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +65,13 @@ class LaunchCache:
         max_entries: int = DEFAULT_MAX_ENTRIES,
         recheck_seconds: float = DEFAULT_RECHECK_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        recheck_spread: float = DEFAULT_RECHECK_SPREAD,
     ) -> None:
         if max_entries < 1:
             raise ValueError(f"launch_cache_size: must be at least 1, got {max_entries}")
         self.max_entries = max_entries
         self.recheck_seconds = recheck_seconds
+        self.recheck_spread = recheck_spread
         self._clock = clock
         self._facts: OrderedDict[Hashable, tuple[LaunchFacts, float]] = OrderedDict()  # facts, read at
         self._gone: OrderedDict[tuple[str, str], bool] = OrderedDict()
@@ -82,11 +90,23 @@ class LaunchCache:
             return found[0]
 
     def due(self, key: Hashable) -> bool:
-        """Whether the kept ``key`` was read ``recheck_seconds`` ago or more: to be asked again whether
-        it still exists (what it says cannot have changed)."""
+        """Whether the kept ``key`` was read (or last postponed) long enough ago to be asked again
+        whether it still exists (what it says cannot have changed): ``recheck_seconds`` times 1 to
+        1 + ``recheck_spread``, by a fraction fixed per template (:func:`_spread`), so the versions read
+        together at a container's start fall due over that span, each template's at once."""
         with self._lock:
             found = self._facts.get(key)
-            return found is not None and self._clock() - found[1] >= self.recheck_seconds
+            wait = self.recheck_seconds * (1 + self.recheck_spread * _spread(key))
+            return found is not None and self._clock() - found[1] >= wait
+
+    def postpone(self, key: Hashable) -> None:
+        """Take the kept ``key`` as read now without reading it: a re-check EC2 refused (throttled) is
+        asked again a period later, not at every observation into a bucket still empty; what it says
+        cannot have changed."""
+        with self._lock:
+            found = self._facts.get(key)
+            if found is not None:
+                self._facts[key] = (found[0], self._clock())
 
     def put(self, key: Hashable, facts: LaunchFacts) -> None:
         """Keep what ``key`` says, as read now."""
@@ -127,3 +147,10 @@ class LaunchCache:
             ]:
                 if key not in keep:
                     del self._facts[key]
+
+
+def _spread(key: Hashable) -> float:
+    """A fraction in [0, 1) fixed by the key's template (region and id; all its versions share one
+    DescribeLaunchTemplateVersions) or configuration: the same in every container, unlike ``hash``."""
+    whose = key[:3] if isinstance(key, tuple) and key[:1] == ("template",) else key
+    return zlib.crc32(repr(whose).encode()) / 2**32

@@ -1083,7 +1083,8 @@ class VolumeMatcher:
     * A claim bound to a PersistentVolume adds that volume's ``spec.nodeAffinity.required`` terms (ANDed
       with the pod's own: an EBS volume lives in one zone), else, for a volume made before volume
       topology, ``zone In`` its zone labels; a volume that says neither (NFS, EFS) adds nothing. A claim
-      bound to a volume the snapshot does not have holds the pod, whatever other volumes it has:
+      bound to a volume the snapshot does not have holds the pod, whatever other volumes it has (with
+      no volume at all it adds nothing: see the last point):
       kube-scheduler refuses it on every node ("pvc(s) bound to non-existent pv(s)"), and where it may
       run is unknown, which must never read as "anywhere".
     * A claim not bound whose StorageClass binds ``WaitForFirstConsumer`` gets its volume where the pod
@@ -1093,10 +1094,11 @@ class VolumeMatcher:
       that does not exist), and a claim being deleted or missing, hold the pod whatever nodes there are
       (kube-scheduler: "pod has unbound immediate PersistentVolumeClaims", "persistentvolumeclaim ...
       not found"): :attr:`PodInfo.volume_wait` says why, and no node is launched for it. A claim is
-      taken as missing only when the snapshot holds some claims, and a class as missing only when it
-      holds some classes: ``spillway plan`` input may leave a whole kind out (``kubectl get
-      nodes,pods,pdb``), and a kind not given must never hold a pod. (Observe reads every kind whole
-      or fails: spillway.observe.)
+      taken as missing only when the snapshot holds some claims, a class only when it holds some
+      classes, and a claim's volume only when it holds some PersistentVolumes: ``spillway plan`` input
+      may leave a whole kind out (``kubectl get nodes,pods,pdb``, or ``...,pvc`` without ``pv``), and a
+      kind not given must never hold a pod. (Observe reads every kind whole or fails:
+      spillway.observe.)
 
     The zone keys of ``ZONE_ALIASES`` are read as ``topology.kubernetes.io/zone``, the key new nodes'
     templates carry.
@@ -1159,6 +1161,8 @@ class VolumeMatcher:
             return (), f"its PersistentVolumeClaim {name} is being deleted"
         if claim.spec.volume_name:
             where = self._volumes.get(claim.spec.volume_name)
+            if where is None and not self._volumes:
+                return (), None  # volumes unknown (a kind left out): taken to let the pod run anywhere
             if where is None:
                 return (), (
                     f"its PersistentVolumeClaim {name} is bound to PersistentVolume {claim.spec.volume_name}, "

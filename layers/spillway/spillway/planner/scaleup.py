@@ -563,17 +563,30 @@ def gang_domains(ctx: Context, one_zone: bool) -> list[tuple[str | None, str | N
 def could_ever_hold(ctx: Context, classes: Sequence[PodClass]) -> bool:
     """Whether a gang's classes could be placed whole in one of the domains it may use, were every
     node group whose template runs them empty and grown to its MaxSize, with no back-off, limit or
-    quota in the way, and every node outside the managed groups empty. The classes share that room:
-    they go biggest first, by the first fit new nodes are filled with (:func:`fill_bins`), so two pod
-    sets that each fit a group alone but not together do not fit. False means that no placement this
-    planner makes could ever hold the gang whole, whatever runs or launches now."""
+    quota in the way, and every node outside the managed groups empty. The classes share that room,
+    so two pod sets that each fit a group alone but not together do not fit.
+
+    What it guarantees: True exactly when, in some domain, one of two first fits (:func:`fill_bins`)
+    places every pod: (1) the most constrained classes first, those with room on the fewest of the
+    domain's nodes (a driver only one small group admits goes before workers any group takes), each
+    class filling first the nodes the fewest classes after it admit; (2) biggest first into the groups
+    in name order, the one order this check used before, so it fails no gang it did not fail before.
+    False means neither first fit holds the gang; it is not a proof that no placement exists (that is
+    bin packing): a gang only some third order packs, e.g. sets whose sizes interlock across nodes, still
+    reads as impossible.
+    """
     empty = empty_room(ctx)
     one_zone = any(c.one_zone for c in classes)
-    ordered = sorted(classes, key=PodClass.sort_key)
-    return any(
-        _fits_when_empty(ordered, _empty_bins(ctx, empty, region, zone))
-        for region, zone in gang_domains(ctx, one_zone)
-    )
+    biggest = sorted(classes, key=PodClass.sort_key)
+    for region, zone in gang_domains(ctx, one_zone):
+        probe = _empty_bins(ctx, empty, region, zone)
+        room = {id(c): _nodes_with_room(c, probe) for c in classes}
+        constrained = sorted(classes, key=lambda c: (room[id(c)], c.sort_key()))
+        if _fits_when_empty(constrained, probe, spare_shared=True):
+            return True
+        if _fits_when_empty(biggest, _empty_bins(ctx, empty, region, zone), spare_shared=False):
+            return True
+    return False
 
 
 @dataclass(slots=True)
@@ -605,18 +618,41 @@ def _empty_bins(
     return out
 
 
-def _fits_when_empty(classes: Sequence[PodClass], nodes: Sequence[_EmptyNodes]) -> bool:
-    """Whether the classes' pods all fit, in order, first fit, in ``nodes`` (which they fill)."""
-    for cls in classes:
+def _admits(cls: PodClass, where: _EmptyNodes) -> bool:
+    """Whether the class's selectors, affinity and tolerations let its pods onto ``where``'s nodes."""
+    return not why_not_placeable(
+        cls.node_selector, cls.terms, cls.tolerations, where.labels, where.taints, where.name
+    )
+
+
+def _nodes_with_room(cls: PodClass, nodes: Sequence[_EmptyNodes]) -> int:
+    """How many of the (empty) nodes admit the class and have room for one of its pods."""
+    return sum(
+        len(b.ids)
+        for where in nodes
+        if _admits(cls, where)
+        for b in where.bins
+        if fit_count(cls.requests, b.free, cls.per_node) > 0
+    )
+
+
+def _fits_when_empty(
+    classes: Sequence[PodClass], nodes: Sequence[_EmptyNodes], *, spare_shared: bool
+) -> bool:
+    """Whether the classes' pods all fit, in order, first fit, in ``nodes`` (which they fill). With
+    ``spare_shared`` each class tries first the nodes the fewest classes after it admit, else the
+    nodes in their order."""
+    for i, cls in enumerate(classes):
         want = len(cls.pods)
-        for where in nodes:
+        order = list(nodes)
+        if spare_shared:
+            later = classes[i + 1 :]
+            order.sort(key=lambda where: sum(_admits(c, where) for c in later))  # stable: ties by name
+        for where in order:
             if want <= 0:
                 break
-            if why_not_placeable(
-                cls.node_selector, cls.terms, cls.tolerations, where.labels, where.taints, where.name
-            ):
-                continue
-            want -= sum(count for _, count in fill_bins(cls, where.bins, want))
+            if _admits(cls, where):
+                want -= sum(count for _, count in fill_bins(cls, where.bins, want))
         if want > 0:
             return False
     return True
