@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import boto3
 from conftest import HOME, Cloud
@@ -52,6 +53,16 @@ def drains(cloud: Cloud) -> list[str]:
         stateMachineArn=cloud.stack.state_machines["DrainNodeStateMachine"]
     )["executions"]
     return sorted(e["name"] for e in listed)
+
+
+def drain_by_hand(cloud: Cloud, group: str, node: str, instance: str) -> dict[str, Any]:
+    """An operator's DrainNode execution of ``node`` (``instance`` of ``group``), run to its end."""
+    return cloud.stack.run(
+        "DrainNodeStateMachine",
+        {"cluster": "ml", "node": node, "instance_id": instance, "group": group, "region": HOME,
+         "poll_seconds": 1, "deadline_seconds": 10},
+        timeout=60,
+    )  # fmt: skip
 
 
 def test_a_scale_in_by_the_group_waits_for_the_drain_which_completes_the_lifecycle_action(
@@ -105,12 +116,7 @@ def test_spillways_own_drain_on_a_hooked_group_completes_its_own_lifecycle_actio
     (instance, _), by_instance = hooked_group(cloud, "hooked-down")
     node = by_instance[instance]
     started = time.monotonic()
-    result = cloud.stack.run(
-        "DrainNodeStateMachine",
-        {"cluster": "ml", "node": node, "instance_id": instance, "group": "hooked-down", "region": HOME,
-         "poll_seconds": 1, "deadline_seconds": 10},
-        timeout=60,
-    )  # fmt: skip
+    result = drain_by_hand(cloud, "hooked-down", node, instance)
     assert result["status"] == "SUCCEEDED", result
     assert result["output"]["outcome"] == "terminated"
     assert time.monotonic() - started < 60  # not the hook's 300 s HeartbeatTimeout
@@ -200,12 +206,7 @@ def test_another_teams_terminate_hook_is_left_to_its_owner_while_spillway_comple
         DefaultResult="CONTINUE",
     )
     node = by_instance[instance]
-    result = cloud.stack.run(
-        "DrainNodeStateMachine",
-        {"cluster": "ml", "node": node, "instance_id": instance, "group": "hooked-logs", "region": HOME,
-         "poll_seconds": 1, "deadline_seconds": 10},
-        timeout=60,
-    )  # fmt: skip
+    result = drain_by_hand(cloud, "hooked-logs", node, instance)
     assert result["status"] == "SUCCEEDED", result
     assert cloud.sim.completed == [("hooked-logs", HOOK, instance, "CONTINUE")]  # not ship-logs
     states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("hooked-logs")["Instances"]}

@@ -522,15 +522,7 @@ def launch_refusal(asg: AutoScalingGroup) -> str:
     """Why a raise of the group's desired capacity would launch nothing ("" when it would launch): its
     :data:`LAUNCH` process is suspended, by its owner or by Auto Scaling after a day of failed launches.
     Spillway never resumes a process: that is the owner's choice."""
-    found = next((p for p in asg.SuspendedProcesses if p.ProcessName == LAUNCH), None)
-    if found is None:
-        return ""
-    why = f" ({found.SuspensionReason})" if found.SuspensionReason else ""
-    return (
-        f"{asg.region}/{asg.AutoScalingGroupName}: its {LAUNCH} process is suspended{why}: Auto Scaling "
-        f"launches nothing there until it is resumed (aws autoscaling resume-processes "
-        f"--auto-scaling-group-name {asg.AutoScalingGroupName} --scaling-processes {LAUNCH})"
-    )
+    return _suspended(asg, LAUNCH, "Auto Scaling launches nothing there until it is resumed")
 
 
 def rollback_refusal(asg: AutoScalingGroup) -> str:
@@ -539,15 +531,25 @@ def rollback_refusal(asg: AutoScalingGroup) -> str:
     User Guide, "Considerations for suspending processes"), and a gang that did not launch whole would
     keep its InService members running when given back (:func:`spillway.act.instances.give_back_in_group`
     leaves them, ``held``): not all or nothing. Spillway never resumes a process: that is the owner's choice."""
-    found = next((p for p in asg.SuspendedProcesses if p.ProcessName == TERMINATE), None)
+    return _suspended(
+        asg,
+        TERMINATE,
+        "a rollback gang that does not launch whole could not be given back, as Auto Scaling terminates "
+        "none of its InService instances until it is resumed",
+    )
+
+
+def _suspended(asg: AutoScalingGroup, process: str, effect: str) -> str:
+    """Empty when ``process`` runs in the group; else that it is suspended (and why, when AWS says), what
+    that means (``effect``) and the command that resumes it."""
+    found = next((p for p in asg.SuspendedProcesses if p.ProcessName == process), None)
     if found is None:
         return ""
     why = f" ({found.SuspensionReason})" if found.SuspensionReason else ""
     return (
-        f"{asg.region}/{asg.AutoScalingGroupName}: its {TERMINATE} process is suspended{why}: a rollback "
-        f"gang that does not launch whole could not be given back, as Auto Scaling terminates none of "
-        f"its InService instances until it is resumed (aws autoscaling resume-processes "
-        f"--auto-scaling-group-name {asg.AutoScalingGroupName} --scaling-processes {TERMINATE})"
+        f"{asg.region}/{asg.AutoScalingGroupName}: its {process} process is suspended{why}: {effect} "
+        f"(aws autoscaling resume-processes --auto-scaling-group-name {asg.AutoScalingGroupName} "
+        f"--scaling-processes {process})"
     )
 
 
