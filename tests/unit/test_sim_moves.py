@@ -424,12 +424,14 @@ def test_the_planner_kills_no_unmovable_pod_with_half_the_jobs_movable(tmp_path:
 
 
 def test_spot_instances_are_interrupted_replaced_and_their_jobs_restarted(tmp_path: Path) -> None:
-    # Ten interruptions an instance-hour: the 2-hour jobs on a Spot group are interrupted many times;
-    # each restart loses the 5-minute penalty, the group replaces every instance it lost.
+    # Ten interruptions an instance-hour: the 2-hour movable jobs on a Spot group are interrupted many
+    # times; each restart loses the 5-minute penalty, the group replaces every instance it lost.
     spot = GroupSpec("spot", "us-east-1", "p3.16xlarge", 0, 10, spot_rate=10.0, price=7.5)
     rows = ["0,7200,,,8,1,ml,0", "0,7200,,,8,1,ml,0"]
     report = simulate(
-        SimConfig(groups=(spot,), policies=("cluster-autoscaler",), restart_penalty=300),
+        SimConfig(
+            groups=(spot,), policies=("cluster-autoscaler",), restart_penalty=300, movable_fraction=1.0
+        ),
         read_trace(trace(tmp_path, rows)),
     )
     result = report.results[0]
@@ -440,6 +442,34 @@ def test_spot_instances_are_interrupted_replaced_and_their_jobs_restarted(tmp_pa
     assert counters.nodes_launched >= 2 + result.interruptions - 1
     assert (result.moves, result.jobs_moved) == (0, 0)  # interruptions are not moves
     assert result.cost_usd == pytest.approx(result.node_hours * 7.5)
+
+
+@pytest.mark.parametrize(
+    ("movable", "done", "lost"), [(True, 600 + 3000 + 60, 4 * 60), (False, 600 + 3600, 4 * 600)]
+)
+def test_an_interrupted_job_resumes_only_when_it_may_move(movable: bool, done: int, lost: int) -> None:
+    # Started at 0 for 3600 s on 4 GPUs, its node taken back at 600 with a 60 s penalty. A movable job
+    # resumes from its checkpoint (3000 s left + 60); a job not marked movable has nothing to resume
+    # from and starts over, its 600 s on 4 GPUs lost. Either way EC2 did it: interrupted, not a move
+    # and not a policy's kill.
+    world = _world(penalty=60)
+    job = _running(world, movable=movable)
+    first = job.nodes[0]
+    world.t = 600
+    world.interrupt(first)
+    assert job.state == "pending"
+    world.schedule()
+    assert job.state == "running" and job.nodes[0] is not first
+    counters = world.counters
+    assert (counters.interruptions, counters.interrupted_jobs) == (1, 1)
+    assert (counters.moves, counters.jobs_killed, counters.pods_killed, counters.unmovable_killed) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert counters.lost_gpu_seconds == lost
+    assert _completion(world, job) == done
 
 
 def test_spot_draws_follow_the_seed(tmp_path: Path) -> None:

@@ -26,10 +26,11 @@
   restart elsewhere of a movable job whose pods a drain evicted as its plan said, counted each time
   (JSON ``jobs_moved`` counts the jobs moved at least once); jobs restarted because their Spot node
   was interrupted are not moves (**interrupted**, counted apart), nor are killed jobs;
-* **GPU-h lost**: GPU-hours of progress lost to restarts: for a move or an interruption the restart
-  penalty times the job's GPUs, each time, charged whole even to a job that had run less than the
-  penalty since it (re)started (its remaining time then grows past what it had: the penalty stands
-  for the restart's own cost too); for a killed job the progress it had made, times its GPUs;
+* **GPU-h lost**: GPU-hours of progress lost to restarts: for a move or an interruption of a movable
+  job the restart penalty times the job's GPUs, each time, charged whole even to a job that had run
+  less than the penalty since it (re)started (its remaining time then grows past what it had: the
+  penalty stands for the restart's own cost too); for a killed job, or an interrupted one not marked
+  movable, the progress it had made, times its GPUs;
 * **x cost bound**: cost over the step lower bound on cost (``spillway.sim.bounds``).
 
 Per tenant (a namespace: Philly's virtual clusters are ``vc-<name>``):

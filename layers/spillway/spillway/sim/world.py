@@ -47,8 +47,9 @@ last checkpoint, and the restart itself); a pod not marked movable, or one the d
 name, is killed, and counted: its job starts over from the beginning, as on a node terminated with
 pods on it, its progress lost. **Spot**:
 an instance of a group with an interruption rate is taken back after an exponentially distributed
-time (seeded) from its launch; its pods restart as moved ones do and the group launches a replacement
-(its desired capacity is unchanged), as an Auto Scaling group does.
+time (seeded) from its launch; its jobs marked movable restart as moved ones do, the others start
+over as killed ones do (both counted as interrupted, not as moves or kills), and the group launches a
+replacement (its desired capacity is unchanged), as an Auto Scaling group does.
 
 **Deadlines.** With known durations (``--duration-noise``: :attr:`SimJob.expected`) each pod of a job
 that starts carries ``activeDeadlineSeconds`` (:meth:`SimJob.deadline`): the job's remaining run time
@@ -675,7 +676,10 @@ class World:
         self.uncordon(node_name)
 
     def interrupt(self, node: SimNode) -> None:
-        """EC2 takes a Spot instance back: its pods restart elsewhere, and the group replaces it."""
+        """EC2 takes a Spot instance back, and the group replaces it. Its jobs go back to the queue: one
+        marked movable resumes with the restart penalty, as a moved one does; another (nothing says it
+        can resume) starts over, its progress lost, as a killed one does. Neither is a policy's move or
+        kill: both count as interrupted."""
         group = node.group
         if group.instances.get(node.instance_id) is not node:
             return  # terminated before
@@ -684,7 +688,10 @@ class World:
             for key, job in list(node.pods.items()):
                 if key in node.pods:
                     self.counters.interrupted_jobs += 1
-                    self._restart(job)
+                    if job.movable:
+                        self._restart(job)  # it resumes from its checkpoint, as a moved job does
+                    else:
+                        self._start_over(job)  # nothing to resume from: its progress is lost
             self._remove(node)
         else:
             del group.instances[node.instance_id]
@@ -811,9 +818,13 @@ class World:
         self._kill(sim_job)
 
     def _kill(self, sim_job: SimJob) -> None:
+        """A policy killed the job: counted, and it starts over (:meth:`_start_over`)."""
+        self.counters.jobs_killed += 1
+        self._start_over(sim_job)
+
+    def _start_over(self, sim_job: SimJob) -> None:
         """The job starts over from the beginning: the progress it had is lost (GPU-seconds)."""
         ran = self.t - sim_job.start
-        self.counters.jobs_killed += 1
         self.counters.used_seconds += ran * sim_job.job.total(RESOURCES[self.measure])
         progress = sim_job.job.duration - (sim_job.remaining - ran)  # what starting over adds to its run
         self.counters.lost_gpu_seconds += max(0, progress) * sim_job.job.gpus
