@@ -227,3 +227,40 @@ def test_another_teams_terminate_hook_is_left_to_its_owner_while_spillway_comple
         LifecycleActionResult="CONTINUE", InstanceId=instance,
     )  # fmt: skip
     assert instance not in {i["InstanceId"] for i in cloud.asg("hooked-logs")["Instances"]}
+
+
+def test_a_drain_by_hand_naming_another_teams_hook_fails_touching_nothing(cloud: Cloud) -> None:
+    """A DrainNode started by hand whose ``lifecycle.hook`` is another team's hook would end by
+    completing that hook's action with CONTINUE, ending its owner's wait early. Validation refuses it
+    (InvalidDrainRequest, field lifecycle.hook) before the cordon; the group's hooks keep waiting."""
+    (instance, spare), by_instance = hooked_group(cloud, "hooked-hand")
+    autoscaling = boto3.client("autoscaling", region_name=HOME)
+    autoscaling.put_lifecycle_hook(
+        LifecycleHookName="ship-logs",
+        AutoScalingGroupName="hooked-hand",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=900,
+        DefaultResult="CONTINUE",
+    )
+    autoscaling.set_instance_protection(
+        AutoScalingGroupName="hooked-hand", InstanceIds=[spare], ProtectedFromScaleIn=True
+    )
+    autoscaling.set_desired_capacity(AutoScalingGroupName="hooked-hand", DesiredCapacity=1)  # not Spillway
+    node = by_instance[instance]
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("hooked-hand")["Instances"]}
+    assert states[instance] == "Terminating:Wait"  # both hooks hold it
+    result = cloud.stack.run(
+        "DrainNodeStateMachine",
+        {"cluster": "ml", "node": node, "group": "hooked-hand", "force": True, "poll_seconds": 1,
+         "deadline_seconds": 10,
+         "lifecycle": {"hook": "ship-logs", "token": "11111111-2222-4333-8444-555555555555",
+                       "heartbeat_seconds": 900}},
+        timeout=60,
+    )  # fmt: skip
+    assert result["status"] == "FAILED", result
+    assert result["error"] == "InvalidDrainRequest" and "ship-logs" in result["cause"], result
+    assert HOOK in result["cause"]
+    assert not (cloud.kube.get("Node", node) or {}).get("spec", {}).get("unschedulable")
+    assert cloud.sim.completed == []  # neither hook's action: the log shipper's still waits for it
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("hooked-hand")["Instances"]}
+    assert states[instance] == "Terminating:Wait"
