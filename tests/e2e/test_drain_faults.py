@@ -536,3 +536,54 @@ def test_a_drain_whose_record_step_is_throttled_for_good_succeeds_and_is_still_c
     result = cloud.stack.run("DrainNodeStateMachine", {**payload, "node": other}, timeout=40)
     assert (result["status"], result["output"]["outcome"]) == ("SUCCEEDED", outcome)
     assert drain_outcomes(cloud, capsys, outcome) == (1, 1)  # the PutMetricData total is unchanged
+
+
+class Broken(Exception):
+    """An error of the drain function no Retry of the cordon names (a bug, say): the drain fails."""
+
+
+@pytest.mark.parametrize("outcome", ["timeout", "rejected", "failed"])
+def test_a_failed_drain_whose_record_step_is_throttled_for_good_still_fails_and_is_counted(
+    cloud: Cloud, capsys: pytest.CaptureFixture[str], outcome: str
+) -> None:
+    """The record step of a failed drain (RecordFailure; RecordRejection for a refused request)
+    throttled through its retries: the execution failed as caught, rightly, but nothing counted the
+    failure in DrainOutcome, so the drain-timeout alarm (Outcome=timeout) and the dashboard missed it.
+    The state machine now counts it itself under the outcome the drain function gives the error
+    (DrainTimeout → timeout, InvalidDrainRequest → rejected, any other → failed), as the successes'
+    fallbacks do (AWS Step Functions Developer Guide, "AWS SDK service integrations"; CloudWatch API
+    Reference, PutMetricData). The drain still fails with its own error, after its compensation."""
+    cloud.group("general", instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), (other, _) = nodes_of(cloud, "general")
+    for i, name in enumerate((node, other)):  # a pod only force evicts: a drain without force times out
+        add_pod(cloud, f"job-{i}", name, annotations={"karpenter.sh/do-not-disrupt": "true"})
+    payload = {"cluster": CLUSTER, "poll_seconds": 1, "deadline_seconds": 2}
+    error = {"timeout": "DrainTimeout", "rejected": "InvalidDrainRequest", "failed": "Broken"}[outcome]
+    capsys.readouterr()
+    if outcome == "failed":
+        cloud.stack.faults.fail_next(
+            "DrainFunction", Broken("no cordon"), times=2, when=lambda event: event.get("action") == "cordon"
+        )
+    cloud.stack.faults.fail_next(
+        "DrainFunction",
+        Throttled("Rate exceeded"),
+        times=4,
+        when=lambda event: event.get("action") == "record",
+    )
+    target = "ip-10-9-9-9.ec2.internal" if outcome == "rejected" else node
+
+    result = cloud.stack.run("DrainNodeStateMachine", {**payload, "node": target}, timeout=40)
+
+    assert result["status"] == "FAILED" and result["error"] == error, result
+    assert drain_outcomes(cloud, capsys, outcome) == (0, 1)  # no EMF line: the function never ran
+    assert marks(cloud.kube.get("Node", node)) == (False, False, False)  # compensated (or never touched)
+    assert instance in {i["InstanceId"] for i in cloud.asg("general")["Instances"]}
+
+    # recorded as usual: counted once, by the function
+    result = cloud.stack.run(
+        "DrainNodeStateMachine",
+        {**payload, "node": "ip-10-9-9-8.ec2.internal" if outcome == "rejected" else other},
+    )
+    assert (result["status"], result["error"]) == ("FAILED", error), result
+    assert drain_outcomes(cloud, capsys, outcome) == (1, 1)  # the PutMetricData total is unchanged

@@ -15,7 +15,10 @@ every hook's action is completed, as AWS documents.
    drain ends superseded, undoing nothing.
 4. A group with another team's terminate hook beside Spillway's (log shipping): Spillway's drain
    completes only its own; the instance waits for the other team's action, whose event the interrupt
-   function leaves alone, and terminates once that team completes it."""
+   function leaves alone, and terminates once that team completes it.
+5. The group scales in an instance with no Node: nothing to drain, the action is completed at once
+   (once a snapshot taken after the notice shows no Node).
+6. A drain by hand naming another team's hook is refused before it touches anything."""
 
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ import time
 from typing import Any
 
 import boto3
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from conftest import HOME, Cloud
 from test_drain import ReplicaSetController
 from test_drain_faults import CORDONED, marks, wait_for
@@ -227,3 +232,77 @@ def test_another_teams_terminate_hook_is_left_to_its_owner_while_spillway_comple
         LifecycleActionResult="CONTINUE", InstanceId=instance,
     )  # fmt: skip
     assert instance not in {i["InstanceId"] for i in cloud.asg("hooked-logs")["Instances"]}
+
+
+def test_a_scale_in_of_an_instance_with_no_node_completes_the_action_once_a_later_snapshot_shows_none(
+    cloud: Cloud,
+) -> None:
+    """An instance whose Node is gone (deleted; or a kubelet that never joined) has nothing to drain: its
+    action waited out the hook's HeartbeatTimeout. It is now completed CONTINUE (outcome no_node), but
+    only on a snapshot taken after the notice: the first delivery sees one taken before the group began
+    terminating the instance, which could miss a Node that joined since, so it is reported failed and
+    tried again (SQS), and the second delivery, after observe's next snapshot, completes it."""
+    (victim, spare_instance), by_instance = hooked_group(cloud, "hooked-gone")
+    autoscaling = boto3.client("autoscaling", region_name=HOME)
+    autoscaling.set_instance_protection(
+        AutoScalingGroupName="hooked-gone", InstanceIds=[spare_instance], ProtectedFromScaleIn=True
+    )
+    cloud.kube.delete("Node", by_instance[victim])  # its Node is gone; the kubelet stand-in never re-joins
+    cloud.snapshot()
+    time.sleep(1.1)  # the event's time is in whole seconds: it must come after that snapshot's
+    autoscaling.set_desired_capacity(AutoScalingGroupName="hooked-gone", DesiredCapacity=1)  # not Spillway
+    queue_arn, messages = receive(cloud)
+    assert len(messages) == 1
+
+    # the lone record fails (NodeNotObserved), so the batch utility fails the invocation: SQS returns it
+    with pytest.raises(BatchProcessingError, match="NodeNotObserved"):
+        cloud.stack.invoke("InterruptFunction", sqs_event(queue_arn, messages))
+    assert cloud.sim.completed == []
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("hooked-gone")["Instances"]}
+    assert states[victim] == "Terminating:Wait"
+
+    cloud.snapshot()  # observe's next one, after the notice: still no Node names the instance
+    assert cloud.stack.invoke("InterruptFunction", sqs_event(queue_arn, messages)) == {
+        "batchItemFailures": []
+    }
+    assert cloud.sim.completed == [("hooked-gone", HOOK, victim, "CONTINUE")]
+    assert victim not in {i["InstanceId"] for i in cloud.asg("hooked-gone")["Instances"]}  # terminated now
+    assert drains(cloud) == []
+    assert cloud.kube.get("Node", by_instance[spare_instance]) is not None
+
+
+def test_a_drain_by_hand_naming_another_teams_hook_fails_touching_nothing(cloud: Cloud) -> None:
+    """A DrainNode started by hand whose ``lifecycle.hook`` is another team's hook would end by
+    completing that hook's action with CONTINUE, ending its owner's wait early. Validation refuses it
+    (InvalidDrainRequest, field lifecycle.hook) before the cordon; the group's hooks keep waiting."""
+    (instance, spare), by_instance = hooked_group(cloud, "hooked-hand")
+    autoscaling = boto3.client("autoscaling", region_name=HOME)
+    autoscaling.put_lifecycle_hook(
+        LifecycleHookName="ship-logs",
+        AutoScalingGroupName="hooked-hand",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=900,
+        DefaultResult="CONTINUE",
+    )
+    autoscaling.set_instance_protection(
+        AutoScalingGroupName="hooked-hand", InstanceIds=[spare], ProtectedFromScaleIn=True
+    )
+    autoscaling.set_desired_capacity(AutoScalingGroupName="hooked-hand", DesiredCapacity=1)  # not Spillway
+    node = by_instance[instance]
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("hooked-hand")["Instances"]}
+    assert states[instance] == "Terminating:Wait"  # both hooks hold it
+    result = cloud.stack.run(
+        "DrainNodeStateMachine",
+        {"cluster": "ml", "node": node, "group": "hooked-hand", "force": True, "poll_seconds": 1,
+         "deadline_seconds": 10,
+         "lifecycle": {"hook": "ship-logs", "token": "11111111-2222-4333-8444-555555555555",
+                       "heartbeat_seconds": 900}},
+        timeout=60,
+    )  # fmt: skip
+    assert result["status"] == "FAILED", result
+    assert result["error"] == "InvalidDrainRequest" and "ship-logs" in result["cause"], result
+    assert HOOK in result["cause"]
+    assert not (cloud.kube.get("Node", node) or {}).get("spec", {}).get("unschedulable")
+    assert cloud.sim.completed == []  # neither hook's action: the log shipper's still waits for it
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("hooked-hand")["Instances"]}
+    assert states[instance] == "Terminating:Wait"

@@ -72,6 +72,34 @@ def test_bad_or_missing_hook_details_are_refused_naming_the_field_and_nothing_ch
     assert rig.cloud.completed == [] and rig.cloud.waiting == {INSTANCE: {HOOK: TOKEN}}
 
 
+SHIP_LOGS_TOKEN = "11111111-2222-4333-8444-555555555555"
+
+
+def test_a_drain_by_hand_naming_another_teams_hook_is_refused_before_anything_is_touched(rig: Rig) -> None:
+    """Auto Scaling user guide, "Complete a lifecycle action": each terminate hook of a group holds the
+    instance for its own owner, and CompleteLifecycleAction with CONTINUE ends that hook's wait. A drain
+    started by hand that named another team's hook (a log shipper's) was accepted and would have ended
+    by completing it, cutting that team's action short. Only Spillway's hooks (LIFECYCLE_HOOK_NAMES) may
+    be named: the refusal names the field and the hooks that are Spillway's; no cordon, no completion."""
+    held(rig)
+    rig.cloud.add_hook("general", "ship-logs", heartbeat=300)
+    rig.cloud.hold("us-east-1", INSTANCE, {HOOK: TOKEN, "ship-logs": SHIP_LOGS_TOKEN})
+    rig.pod("web-1")
+    raw = request(lifecycle=lifecycle(hook="ship-logs", token=SHIP_LOGS_TOKEN))
+    with pytest.raises(
+        InvalidDrainRequest, match="'ship-logs' is not one of Spillway's lifecycle hooks"
+    ) as err:
+        run_action(rig.drainer, {"action": "validate", "request": raw, "execution": "by-hand-1"})
+    assert err.value.field == "lifecycle.hook" and HOOK in str(err.value)
+    assert rig.writes() == [] and not rig.node()["spec"].get("unschedulable")
+    assert rig.cloud.completed == [] and rig.cloud.called("complete_lifecycle_action") == []
+    assert rig.cloud.waiting[INSTANCE] == {HOOK: TOKEN, "ship-logs": SHIP_LOGS_TOKEN}
+    # Spillway's own hook, and a hook the stack names as Spillway's, are drained for as before.
+    assert Drain.model_validate(rig.drainer.validate(request())["drain"]).lifecycle is not None
+    rig.drainer.lifecycle_hooks = (HOOK, "ship-logs")
+    assert Drain.model_validate(rig.drainer.validate(raw)["drain"]).lifecycle is not None
+
+
 def test_a_lifecycle_drain_needs_its_instance_waiting_for_the_hook(rig: Rig) -> None:
     # InService: the action is not (or no longer) waiting
     with pytest.raises(InvalidDrainRequest, match="not Terminating:Wait") as err:

@@ -19,6 +19,7 @@ from fakes import FakeCloud
 from spillway.act.drain import (
     ARRIVED,
     CANCELLED_KEYS,
+    OUTCOME_OF_ERROR,
     RAISES,
     Drainer,
     cause_message,
@@ -1467,6 +1468,52 @@ def test_a_drain_whose_record_step_fails_for_good_still_counts_its_outcome() -> 
         assert [c["Next"] for c in count["Catch"]] == [end], name
         assert states[end]["Type"] == "Pass" and states[end].get("End") is True
         assert states[end]["Parameters"]["outcome"] == outcome
+
+
+def test_a_failed_drain_whose_record_step_fails_for_good_still_counts_its_outcome() -> None:
+    """The record steps of a failed drain (RecordFailure) and of a refused one (RecordRejection) are
+    caught too, and the drain still fails as caught; on the way, DrainOutcome is counted with
+    PutMetricData under the outcome the drain function gives the error (OUTCOME_OF_ERROR, else
+    ``failed``), with the dimensions of its EMF line, so the drain-timeout alarm misses no timeout."""
+    states = _asl("drain_node.asl.json")["States"]
+    failures = [n for n, s in states.items() if s.get("Parameters", {}).get("action") == "record"]
+    failures = [n for n in failures if states[n].get("Next") == "Fail"]
+    assert sorted(failures) == ["RecordFailure", "RecordRejection"]
+    for name in failures:
+        [caught] = states[name]["Catch"]
+        assert (caught["ErrorEquals"], caught["ResultPath"]) == (["States.ALL"], "$.record_error"), name
+        assert caught["Next"] == "FailureOutcome", name
+    choice = states["FailureOutcome"]
+    picked: dict[str | None, dict[str, Any]] = {}
+    for rule in choice["Choices"]:
+        present, equals = rule["And"]
+        assert present == {"Variable": "$.error.Error", "IsPresent": True}
+        assert equals["Variable"] == "$.error.Error"
+        picked[equals["StringEquals"]] = states[rule["Next"]]
+    picked[None] = states[choice["Default"]]
+    assert set(picked) == {*OUTCOME_OF_ERROR, None}
+    for error, shaped in picked.items():
+        assert shaped["Type"] == "Pass" and shaped["ResultPath"] == "$.failure_outcome"
+        expected = OUTCOME_OF_ERROR[error] if error is not None else "failed"
+        assert shaped["Result"] == expected, error
+        assert shaped["Next"] == "CountFailure"
+    count = states["CountFailure"]
+    assert count["Resource"] == "arn:aws:states:::aws-sdk:cloudwatch:putMetricData"
+    assert count["Parameters"]["Namespace"] == "Spillway"
+    [datum] = count["Parameters"]["MetricData"]
+    assert (datum["MetricName"], datum["Value"], datum["Unit"]) == ("DrainOutcome", 1, "Count")
+    assert datum["Dimensions"] == [
+        {"Name": "service", "Value": "spillway"},
+        {"Name": "Cluster", "Value": "${ClusterName}"},
+        {"Name": "Outcome", "Value.$": "$.failure_outcome"},
+    ]
+    assert count["ResultPath"] is None  # $.error, which the Fail state reads, is kept
+    assert count["Next"] == "FailAsCaught" and [c["Next"] for c in count["Catch"]] == ["FailAsCaught"]
+    assert states["FailAsCaught"] == {
+        "Type": "Fail",
+        "ErrorPath": "$.error.Error",
+        "CausePath": "$.error.Cause",
+    }
 
 
 def test_every_terminating_drain_terminates_through_the_drain_function() -> None:

@@ -660,6 +660,103 @@ def test_a_configured_hook_name_is_spillways_and_the_default_one_then_is_not() -
     assert default["outcome"] == "not_our_hook"
 
 
+HOOK = "drain-before-terminate"
+
+
+def nodeless(taken_at: datetime, *, now: datetime = LIFECYCLE_AT + timedelta(seconds=45), **kw: Any) -> Rig:
+    """INSTANCE backs no Node (it never joined, or its Node was deleted) in a snapshot taken at
+    ``taken_at``, and its group terminates it: Spillway's hook holds it in Terminating:Wait."""
+    snapshot = world()
+    cluster = replace(snapshot.cluster, taken_at=taken_at, nodes=snapshot.cluster.nodes[1:])
+    rig = Rig(replace(snapshot, cluster=cluster), now=now)
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("spot-gpu", [INSTANCE], desired=1, **kw)
+    rig.cloud.add_hook("spot-gpu", HOOK, heartbeat=300)
+    rig.cloud.hold("us-east-1", INSTANCE, {HOOK: TOKEN})
+    return rig
+
+
+def test_a_lifecycle_action_of_an_instance_with_no_node_is_completed_at_once() -> None:
+    """Auto Scaling API Reference, CompleteLifecycleAction, and user guide "Complete a lifecycle action":
+    the instance waits in Terminating:Wait until the action is completed or the hook's HeartbeatTimeout
+    passes. An instance that never joined the cluster (or whose Node is gone) has nothing to drain, yet
+    the notice was ignored (not_our_node) and the instance waited, billed, for the whole timeout
+    (aws-node-termination-handler issue #575; its queue processor completes CONTINUE when the node is
+    not found only with delete-sqs-msg-if-node-not-found). A snapshot taken after the notice shows no
+    Node for it, AWS says the action waits: completed CONTINUE by its token, outcome no_node."""
+    rig = nodeless(LIFECYCLE_AT + timedelta(seconds=20))
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert (out["outcome"], out["completed"], out["hook"]) == ("no_node", True, HOOK), out
+    assert rig.workflows.requests == []
+    assert rig.cloud is not None and rig.cloud.completed == [("spot-gpu", HOOK, INSTANCE, "CONTINUE")]
+    assert rig.cloud.called("complete_lifecycle_action") == [
+        ("us-east-1", "spot-gpu", HOOK, INSTANCE, TOKEN, "CONTINUE")
+    ]
+    assert rig.counted("LifecycleNoNode") == 1 and rig.counted("LifecycleActionsCompleted") == 1
+    assert rig.counted("InterruptIgnored") == 0
+    assert INSTANCE not in rig.cloud.waiting  # the group goes on terminating it
+
+
+def test_a_node_not_yet_in_an_older_snapshot_is_not_taken_for_an_absent_one() -> None:
+    """The order of events: the instance entered Terminating:Wait at the notice's time; a snapshot
+    taken before it may miss a Node that joined since (observe writes one every 20 s), pods and all.
+    So the action is not completed on its word: the notice is tried again (NodeNotObserved, back after
+    the queue's visibility timeout), and the later snapshot that shows the Node starts the ordinary
+    lifecycle drain, which evicts before it completes the action."""
+    rig = nodeless(LIFECYCLE_AT - timedelta(seconds=5))
+    with pytest.raises(NodeNotObserved):
+        rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert rig.cloud is not None and rig.cloud.completed == [] and rig.workflows.requests == []
+    later = world()  # the Node joined (it has pods): observe's next snapshot, after the notice
+    rig.snapshots.add(
+        replace(later, cluster=replace(later.cluster, taken_at=LIFECYCLE_AT + timedelta(seconds=15)))
+    )
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "drain_started" and rig.cloud.completed == []
+    [request] = rig.workflows.requests
+    assert request.input["lifecycle"]["token"] == TOKEN and request.input["node"] == NODE
+    # No snapshot since the notice for JOIN_RETRY_SECONDS (observe failing): dropped, not completed.
+    stale = nodeless(
+        LIFECYCLE_AT - timedelta(seconds=5), now=LIFECYCLE_AT + timedelta(seconds=JOIN_RETRY_SECONDS)
+    )
+    [out] = stale.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert (out["outcome"], out["completed"]) == ("no_node", False) and "no snapshot" in out["note"]
+    assert stale.cloud is not None and stale.cloud.completed == []
+
+
+def test_a_nodeless_instance_of_a_group_not_ours_is_left_alone() -> None:
+    """Another cluster's Spillway may own a hook of the same name (the default one) on its own groups, in
+    the same account and region: its instance backs no Node of this cluster, but has one in that
+    cluster. Only a group tagged for this cluster is completed."""
+    rig = nodeless(LIFECYCLE_AT + timedelta(seconds=20), tagged=False)
+    [out] = rig.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert out["outcome"] == "not_our_node" and rig.counted("InterruptIgnored") == 1
+    assert (
+        rig.cloud is not None
+        and rig.cloud.completed == []
+        and rig.cloud.called("complete_lifecycle_action") == []
+    )
+
+
+def test_a_nodeless_instance_whose_action_no_longer_waits_is_left_as_it_is() -> None:
+    """Spillway's own drain completed the action and deleted the Node before the event came (the
+    instance is terminated, or still held by another team's hook): nothing is completed again."""
+    gone = nodeless(LIFECYCLE_AT + timedelta(seconds=20))
+    assert gone.cloud is not None
+    gone.cloud.groups[("us-east-1", "spot-gpu")]["Instances"] = []
+    [out] = gone.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert (out["outcome"], out["completed"]) == ("no_node", False) and "no Auto Scaling group" in out["note"]
+    assert gone.cloud.called("complete_lifecycle_action") == []
+    held = nodeless(LIFECYCLE_AT + timedelta(seconds=20))
+    assert held.cloud is not None
+    held.cloud.hold(
+        "us-east-1", INSTANCE, {"ship-logs": OTHER_TOKEN}
+    )  # ours is done; the log shipper's waits
+    [out] = held.handle(sample("interrupt-lifecycle-terminate.json"))
+    assert (out["outcome"], out["completed"]) == ("no_node", False) and "no longer waits" in out["note"]
+    assert held.cloud.completed == [] and held.cloud.waiting[INSTANCE] == {"ship-logs": OTHER_TOKEN}
+
+
 def test_a_lifecycle_action_of_a_group_deleted_since_starts_no_drain() -> None:
     rig = hooked()
     assert rig.cloud is not None

@@ -725,6 +725,22 @@ def _lifecycle_refusal(request: DrainRequest) -> Refusal:
     return _heartbeat_refusal(request.lifecycle, request)
 
 
+def _foreign_hook(request: DrainRequest, owned: Sequence[str]) -> Refusal:
+    """A lifecycle drain ends by completing its action with CONTINUE (its compensation too), and that
+    ends the hook's wait: each terminate hook of a group holds the instance for its own owner (Auto
+    Scaling user guide, "Complete a lifecycle action"). So a drain may name only a hook Spillway owns
+    (``LIFECYCLE_HOOK_NAMES``); another team's (a log shipper's, say), named in a drain started by hand,
+    would have its wait cut short. The interrupt function never asks for one (``not_our_hook``)."""
+    if request.lifecycle is None or request.lifecycle.hook in owned:
+        return None
+    return InvalidDrainRequest(
+        f"{request.lifecycle.hook!r} is not one of Spillway's lifecycle hooks ({', '.join(owned)}: the "
+        "stack's LifecycleHookNames); the drain would complete it with CONTINUE and end its owner's wait. "
+        "Name one of those, or add the hook to LifecycleHookNames if it is Spillway's; nothing was done",
+        field="lifecycle.hook",
+    )
+
+
 def _heartbeat_refusal(lifecycle: LifecycleAction, request: DrainRequest) -> Refusal:
     """Heartbeats go with eviction rounds: a round at least every third of the HeartbeatTimeout, and no
     drain past the hook's global timeout (48 hours or 100 heartbeat timeouts, whichever is smaller)."""
@@ -996,6 +1012,7 @@ class Drainer:
         request = parse_request(raw)
         name = drain_name(execution)
         _refuse(_other_cluster(request, self.cluster))
+        _refuse(_foreign_hook(request, self.lifecycle_hooks))
         lapsed = _lapsed_claim(request, self.clock())
         if lapsed is not None:
             return _cancelled(_requested(request), lapsed)

@@ -28,14 +28,19 @@ Lifecycle Action         ``Terminating:Wait``                            Heartbe
                                                                          cordoned the node, only while
                                                                          it still runs pods to evict
                                                                          (else no drain: the action is
-                                                                         completed CONTINUE at once)
+                                                                         completed CONTINUE at once);
+                                                                         an instance with no Node: no
+                                                                         drain, completed at once
 =======================  ==============================================  ==================================
 
 An instance is ours when the latest snapshot has a Node whose ``spec.providerID`` names it; any other
 instance is ignored, but a notice that asks for a drain (a Spot warning, a rebalance recommendation, a
 scheduled change) of one AWS puts in a group tagged for the cluster is tried again (its Node may have
 joined since the snapshot) while the drain still has time, at most ``JOIN_RETRY_SECONDS`` after the
-notice. A Node of
+notice. A terminate lifecycle action of one of Spillway's hooks for an instance of a group tagged for
+the cluster that no Node backs (it never joined, or its Node is gone) has nothing to drain: it is
+completed CONTINUE at once (``no_node``), but only on a snapshot taken after the notice (see
+:meth:`Interrupter._no_node`). A Node of
 no group the snapshot knows is drained only when AWS says its instance is in an Auto Scaling group
 tagged for the cluster (one launched since the snapshot); another (a standalone instance, a group not
 tagged for Spillway, a Karpenter node) is ``not_managed``: its drain would be refused, and its failure
@@ -483,13 +488,7 @@ class Interrupter:
         target = find_target(self.snapshot(), instance_id, notice.region)
         out: dict[str, Any] = {"instance_id": instance_id, "kind": notice.kind}
         if target is None:
-            if self._joining(notice, instance_id):
-                raise NodeNotObserved(
-                    f"{instance_id} is in a group of cluster {self.cluster!r} but backs no Node of the "
-                    f"latest snapshot yet: its {notice.kind} notice is tried again with a later one"
-                )
-            self.metric("InterruptIgnored", 1)
-            return {**out, "outcome": "not_our_node"}
+            return {**out, **self._unobserved(notice, instance_id)}
         out["node"] = target.node.name
         if notice.kind == "state_change":
             # a node Spillway cordoned was drained (its own drain terminated it, or one was under way)
@@ -515,6 +514,21 @@ class Interrupter:
             "execution": started.arn,
             "deadline_seconds": plan.deadline_seconds,
         }
+
+    def _unobserved(self, notice: Notice, instance_id: str) -> dict[str, Any]:
+        """A notice of an instance no Node of the snapshot backs (here, in its region): a lifecycle
+        action of a Node-less instance of the cluster's groups is completed (:meth:`_no_node`); a
+        notice that asks for a drain of an instance that may have joined since is tried again
+        (:meth:`_joining`); anything else is not our node."""
+        if notice.kind == "lifecycle" and self._nodeless(notice, instance_id):
+            return self._no_node(notice, instance_id)
+        if self._joining(notice, instance_id):
+            raise NodeNotObserved(
+                f"{instance_id} is in a group of cluster {self.cluster!r} but backs no Node of the "
+                f"latest snapshot yet: its {notice.kind} notice is tried again with a later one"
+            )
+        self.metric("InterruptIgnored", 1)
+        return {"outcome": "not_our_node"}
 
     def _ours(self, notice: Notice, target: Target) -> bool:
         """Whether the group the notice concerns is one Spillway manages. A lifecycle action names the
@@ -613,6 +627,65 @@ class Interrupter:
             **({"taken_over": True} if taken_over else {}),
         }
 
+    def _nodeless(self, notice: Notice, instance_id: str) -> bool:
+        """Whether a lifecycle action of one of Spillway's hooks names an instance of a group of the
+        cluster that backs no Node at all in the snapshot (none names it, in any zone). Such an action
+        is Spillway's to complete (:meth:`_no_node`); a group not tagged for the cluster is not (another
+        cluster's Spillway may use the same hook name, and its Node is in that cluster), and without a
+        cloud nothing can be completed: both stay ``not_our_node``, as before."""
+        if self.cloud is None or any(n.instance_id == instance_id for n in self.snapshot().cluster.nodes):
+            return False
+        return self._group_managed(notice.region, notice.group)
+
+    def _no_node(self, notice: Notice, instance_id: str) -> dict[str, Any]:
+        """A terminate lifecycle action of one of Spillway's hooks whose instance backs no Node: it never
+        registered (a broken bootstrap: the group, a health check or a person terminates it), or its Node
+        was deleted. Nothing is there to drain, so the action is completed CONTINUE by its token at once
+        (outcome ``no_node``, ``completed``) instead of holding the instance, billed, in
+        ``Terminating:Wait`` for the hook's whole HeartbeatTimeout. aws-node-termination-handler's queue
+        processor, when the node of an ASG lifecycle event is not found, completes the action with
+        CONTINUE only with ``delete-sqs-msg-if-node-not-found`` (else the hook times out: its issue
+        #575, "NTH doesn't complete lifecycle hooks for instances that failed to join cluster");
+        Karpenter reads no Auto Scaling lifecycle events and skips any message whose instance has no
+        NodeClaim.
+
+        The order of events decides what "no Node" proves. The instance entered ``Terminating:Wait``
+        at about the notice's time (EventBridge's ``time``, in whole seconds); observe lists the Nodes
+        after a snapshot's ``taken_at``. So a snapshot taken at or after the notice's time shows every
+        Node that registered before the group began terminating the instance, the ones pods may have
+        been scheduled on: only such a snapshot is trusted. An older one (observe writes one every
+        20 s; the message came within a second or two) may miss a Node that joined since, so the
+        notice is tried again (:class:`NodeNotObserved`, back after the queue's visibility timeout,
+        40 s), with a later snapshot: if that shows the Node, the ordinary lifecycle drain starts. After
+        :data:`JOIN_RETRY_SECONDS` with no such snapshot (observe failing) it is dropped as before,
+        the hook's timeout deciding. A Node that registers only after that snapshot joined an instance
+        its group was already terminating: CONTINUE and the hook's DefaultResult both terminate it, so
+        completing now only shortens the time such a Node could take pods (it is not Ready yet when
+        it registers). First of all AWS must say the action still waits (the instance is
+        ``Terminating:Wait`` in the notice's group): else it was completed (Spillway's own drain does,
+        after deleting the Node) or timed out, and there is nothing to do (``completed: false``)."""
+        assert self.cloud is not None  # _nodeless
+        self.metric("LifecycleNoNode", 1)
+        out: dict[str, Any] = {"group": notice.group, "hook": notice.hook, "outcome": "no_node"}
+        placement = self.cloud.placement(notice.region, instance_id)
+        where = (placement.group, placement.lifecycle_state) if placement is not None else None
+        if where != (notice.group, "Terminating:Wait"):
+            state = f"{where[1]} in {where[0]}" if where is not None else "in no Auto Scaling group"
+            return {**out, "completed": False, "note": f"no action waits: the instance is {state}"}
+        taken = self.snapshot().cluster.taken_at
+        if (taken if taken.tzinfo else taken.replace(tzinfo=UTC)) < notice.time:
+            if (self.clock() - notice.time).total_seconds() < JOIN_RETRY_SECONDS:
+                raise NodeNotObserved(
+                    f"{instance_id} backs no Node of a snapshot taken before its lifecycle action "
+                    f"({notice.hook}): tried again with a later one before the action is completed"
+                )
+            return {
+                **out,
+                "completed": False,
+                "note": "no snapshot taken since the notice: left to the hook's timeout",
+            }
+        return {**out, **self._complete_emptied(notice, instance_id)}
+
     def _fresh(self, notice: Notice) -> bool:
         """Whether the snapshot is recent enough, at the notice's time, to complete an action on what it
         shows (:data:`OWN_DRAIN_SNAPSHOT_SECONDS`). An older one may show cordoned and empty a node
@@ -623,8 +696,8 @@ class Interrupter:
         return age <= timedelta(seconds=OWN_DRAIN_SNAPSHOT_SECONDS)
 
     def _complete_emptied(self, notice: Notice, instance_id: str) -> dict[str, Any]:
-        """Complete (CONTINUE, by its token) the action on a node a Spillway drain emptied: nothing is
-        left on it to protect, and that drain completes by instance id only the hooks it knows of, or
+        """Complete (CONTINUE, by its token) the action on a node a Spillway drain emptied, or on an
+        instance with no Node (:meth:`_no_node`): nothing is left on it to protect, and that drain completes by instance id only the hooks it knows of, or
         is a lifecycle drain for another hook, so this hook's action would wait out its HeartbeatTimeout
         with the instance billed. An action that no longer waits (the drain completed it) is done."""
         if self.cloud is None:
