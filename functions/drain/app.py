@@ -9,7 +9,8 @@ errors are Spillway's named errors, whose class names the state machine's Retry/
 Clients come from :mod:`spillway.clients`, the one wiring of every function (built once per container, on the first invocation: importing
 this module needs no environment; ``CLUSTER_ACCESS=url`` points the Kubernetes client at the local API
 emulator). Metric (EMF): ``DrainOutcome`` (dimension ``Outcome``), once per drain; a scale-down part that drained
-none of its nodes (``skipped``: a part before it was stopped) adds them under that outcome.
+none of its nodes (``skipped``: a part before it was stopped; ``lapsed``: it waited behind a part that
+still ran until its plan's claim lapsed) adds them under that outcome.
 """
 
 from __future__ import annotations

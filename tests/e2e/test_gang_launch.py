@@ -304,6 +304,26 @@ def test_a_gang_above_max_size_is_refused_before_anything_launches(cloud: Cloud,
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
+def test_a_fleet_gang_is_refused_on_a_group_whose_terminate_process_is_suspended(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    """Attached, a fleet's members are InService, which a suspended Terminate keeps from being
+    terminated: a gang whose Nodes never turned Ready would be held running, not given back. Refused
+    before CreateFleet, and not backed off (nothing failed to launch)."""
+    gang_group(cloud, "gang", "fleet")
+    boto3.client("autoscaling", region_name=HOME).suspend_processes(
+        AutoScalingGroupName="gang", ScalingProcesses=["Terminate"]
+    )
+
+    execution = launch(cloud, "gang", 3, "fleet")
+
+    assert execution["status"] == "FAILED" and execution["error"] == "AsgLimitExceeded", execution
+    assert "its Terminate process is suspended" in execution["cause"]
+    assert "nothing launched" in execution["cause"]
+    assert cloud.state_item("backoff#gang") is None
+    assert_no_half_gang(cloud, "gang", set(), busy)
+
+
 def test_a_fleet_gang_given_a_zone_launches_only_in_that_zones_subnets(cloud: Cloud, busy: set[str]) -> None:
     gang_group(cloud, "gang", "fleet")
     ec2 = boto3.client("ec2", region_name=HOME)

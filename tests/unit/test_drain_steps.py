@@ -1661,9 +1661,11 @@ def test_a_scale_down_part_stops_waiting_for_the_part_before_once_its_poll_budge
         lapsed = states[name]
         assert lapsed["Type"] == "Pass" and lapsed["Next"] == "CountUndrained"  # its metric, then the end
         params = lapsed["Parameters"]
+        # lapsed, not skipped: skipped says a part before was stopped; this part's claim lapsed behind one
         assert (
-            params["outcome"] == "skipped" and params["drains"] == [] and params["lapsed_behind.$"] == behind
+            params["outcome"] == "lapsed" and params["drains"] == [] and params["lapsed_behind.$"] == behind
         )
+        assert "stopped.$" not in params
         assert "drain_claim_minutes" in params["reason.$"] and "next plan judges" in params["reason.$"]
     after_lapsed = states["PreviousSkipped"]["Choices"][1]
     assert after_lapsed == {

@@ -152,9 +152,7 @@ def test_a_rollback_gang_is_refused_on_a_group_whose_terminate_process_is_suspen
     """Auto Scaling terminates none of a group's InService instances while its Terminate process is
     suspended (EC2 Auto Scaling User Guide, "Considerations for suspending processes"), so a give-back
     leaves them running (give_back_in_group: held): a rollback gang short of whole would keep its
-    launched members. Refused before it raises, naming the process, as a suspended Launch is; a fleet
-    gang is not refused for it (its partial fleets are terminated with EC2 TerminateInstances before
-    they join the group)."""
+    launched members. Refused before it raises, naming the process, as a suspended Launch is."""
     cloud, _, steps = world(mode="rollback")
     raw = cloud.groups[("us-east-1", "gpu")]
     raw["SuspendedProcesses"].append({"ProcessName": "Terminate", "SuspensionReason": "User suspended"})
@@ -166,7 +164,48 @@ def test_a_rollback_gang_is_refused_on_a_group_whose_terminate_process_is_suspen
 
     assert "could not be given back" in str(err.value) and "nothing launched" in str(err.value)
     assert raw["DesiredCapacity"] == 1 and cloud.fleets == [] and cloud.terminated() == []
+
+
+def test_a_fleet_gang_is_refused_on_a_group_whose_terminate_process_is_suspended() -> None:
+    """A fleet's instances are outside the group until AttachInstances, and EC2 TerminateInstances gives
+    them back whatever the group's processes; but attached, they are InService members while
+    gang_verify waits for their Nodes, and a suspended Terminate "applies only to instances that are
+    currently in the InService state" (EC2 Auto Scaling User Guide, "Considerations for suspending
+    processes"): a gang whose Nodes never turn Ready would be left running, held. No documented call
+    gives them back there (DetachInstances's reference says nothing of it; EC2 TerminateInstances of a
+    member without a decrement has the group replace it once Terminate resumes). Refused before
+    CreateFleet, as a rollback gang is; the fleet goes ahead once the process is resumed."""
+    cloud, _, steps = world()
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["SuspendedProcesses"].append({"ProcessName": "Terminate", "SuspensionReason": "User suspended"})
+
+    with pytest.raises(
+        AsgLimitExceeded, match=r"us-east-1/gpu: its Terminate process is suspended \(User suspended\)"
+    ) as err:
+        steps.prepare(REQUEST)
+
+    assert "could not be given back" in str(err.value) and "nothing launched" in str(err.value)
+    assert "resume-processes" in str(err.value)
+    assert raw["DesiredCapacity"] == 1 and cloud.fleets == [] and cloud.terminated() == []
+    raw["SuspendedProcesses"] = [p for p in raw["SuspendedProcesses"] if p["ProcessName"] != "Terminate"]
     assert steps.prepare(REQUEST)["mode"] == "fleet"
+
+
+def test_a_fleet_terminated_before_it_joins_the_group_is_given_back_whole_whatever_its_processes() -> None:
+    """The first half of the reasoning above: before AttachInstances the fleet's instances are no
+    member of the group, so a Terminate process suspended meanwhile holds none of them: EC2
+    TerminateInstances ends them all, and nothing is held."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["SuspendedProcesses"].append({"ProcessName": "Terminate", "SuspensionReason": "User suspended"})
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "attach": {"error": "GangIncomplete", "reason": "lost"}}})  # fmt: skip
+
+    assert sorted(out["terminated"]) == sorted(launch["instances"]) and out["held"] == []
+    assert not set(cloud.running()) & set(launch["instances"]) and raw["DesiredCapacity"] == 1
 
 
 def test_a_fleet_gang_is_refused_on_a_group_whose_launch_process_is_suspended() -> None:

@@ -273,6 +273,38 @@ def test_a_rollback_group_whose_terminate_process_is_suspended_launches_its_gang
     assert "rollback" in group.atomic_launch_problem
 
 
+def test_a_fleet_group_whose_terminate_process_is_suspended_launches_its_gangs_the_ordinary_way() -> None:
+    """gang_prepare refuses a fleet gang there too: attached, its members are InService, and Auto Scaling
+    terminates none of them while Terminate is suspended, so a gang whose Nodes never turn Ready could
+    not be given back. Read as off, with the reason, so the plan does not start a refused gang launch
+    every minute and never place the gang."""
+    w, pods = gang_world("fleet")
+    w.groups["cpu-east"]["SuspendedProcesses"] = [
+        {"ProcessName": "Terminate", "SuspensionReason": "User suspended"}
+    ]
+
+    result = w.plan()
+
+    assert scale_up(result) == {"cpu-east": (0, 3, pods)}
+    assert "gangs" not in result.state.to_wire()  # no atomic launch
+    [group] = [g for g in w.parsed()[1] if g.name == "cpu-east"]
+    assert group.atomic_launch == "off"
+    assert "fleet: us-east-1/cpu-east: its Terminate process is suspended" in group.atomic_launch_problem
+
+
+def test_a_fleet_group_refused_for_two_processes_names_both() -> None:
+    """AZRebalance active over two zones and Terminate suspended: the reason names both, so the owner
+    who suspends AZRebalance is not met by the next refusal."""
+    w, _ = gang_world("fleet", zones=["us-east-1a", "us-east-1b"])
+    w.groups["cpu-east"]["SuspendedProcesses"] = [{"ProcessName": "Terminate", "SuspensionReason": ""}]
+
+    [group] = [g for g in w.parsed()[1] if g.name == "cpu-east"]
+
+    assert group.atomic_launch == "off"
+    assert "AZRebalance is not in its SuspendedProcesses" in group.atomic_launch_problem
+    assert "its Terminate process is suspended" in group.atomic_launch_problem
+
+
 def test_a_fleet_group_spanning_zones_that_rebalances_them_launches_its_gangs_the_ordinary_way() -> None:
     """Auto Scaling's AZRebalance (not suspended: every group's default) would terminate the members of
     a gang a fleet packed into one zone, to even the zones out (review r14-4). Such a group is read as

@@ -1,5 +1,5 @@
-"""A scale-down part that drains nothing (outcome ``skipped``: a part before it was stopped) is counted in
-``DrainOutcome``.
+"""A scale-down part that drains nothing (outcome ``skipped``: a part before it was stopped; ``lapsed``: it
+waited behind a part that still ran until its plan's claim lapsed) is counted in ``DrainOutcome``.
 
 Such a part ends in a Pass state and ran no DrainNode execution, so no drain recorded anything: an
 operator saw skipped parts only by reading executions. The scale-down now hands each such
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from spillway.act.drain import RAISES, Drainer, run_action
+from spillway.act.drain import RAISES, UNDRAINED, Drainer, run_action
 from spillway.errors import InvalidDrainRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,18 +34,21 @@ def _drainer(hook: Hook) -> Drainer:
     return Drainer(None, None, cluster="ml", regions=["us-east-1"], on_outcome=hook)  # type: ignore[arg-type]
 
 
-def test_a_part_that_drained_nothing_counts_its_nodes_under_its_outcome() -> None:
+@pytest.mark.parametrize("outcome", ["skipped", "lapsed"])
+def test_a_part_that_drained_nothing_counts_its_nodes_under_its_outcome(outcome: str) -> None:
+    """skipped: a part before it was stopped; lapsed: it waited behind a part that still ran until its
+    plan's claim lapsed. Each is its own Outcome dimension, so the metric tells them apart."""
     hook = Hook()
-    out = run_action(_drainer(hook), {**PART, "outcome": "skipped", "nodes": 3})
-    assert hook.calls == [("skipped", None, 3)]
-    assert out == {"outcome": "skipped", "nodes": 3}
+    out = run_action(_drainer(hook), {**PART, "outcome": outcome, "nodes": 3})
+    assert hook.calls == [(outcome, None, 3)]
+    assert out == {"outcome": outcome, "nodes": 3}
 
 
 @pytest.mark.parametrize(
     ("field", "value"),
     [
         ("outcome", "terminated"),
-        ("outcome", "lapsed"),
+        ("outcome", "cancelled"),
         ("outcome", None),
         ("nodes", "3"),
         ("nodes", -1),
@@ -70,10 +73,21 @@ def _next_task(name: str) -> dict[str, Any]:
     return MACHINE["States"][state["Next"]]
 
 
-@pytest.mark.parametrize("ending", ["Stopped", "StoppedBefore"])
-def test_every_ending_that_drains_nothing_goes_through_the_undrained_step(ending: str) -> None:
-    """Each keeps its output (the step's result is discarded) and says how many nodes it left."""
-    assert MACHINE["States"][ending]["Parameters"]["nodes.$"] == "States.ArrayLength($.plan.drains)"
+@pytest.mark.parametrize(
+    ("ending", "outcome"),
+    [
+        ("Stopped", "skipped"),
+        ("StoppedBefore", "skipped"),
+        ("ClaimLapsed", "lapsed"),
+        ("LapsedBefore", "lapsed"),
+    ],
+)
+def test_every_ending_that_drains_nothing_goes_through_the_undrained_step(ending: str, outcome: str) -> None:
+    """Each keeps its output (the step's result is discarded), says how many nodes it left, and names an
+    outcome the undrained step counts."""
+    params = MACHINE["States"][ending]["Parameters"]
+    assert params["nodes.$"] == "States.ArrayLength($.plan.drains)"
+    assert params["outcome"] == outcome and outcome in UNDRAINED
     task = _next_task(ending)
     assert task["Type"] == "Task" and task["Resource"] == "${DrainFunctionArn}"
     assert task["Parameters"]["action"] == "undrained"

@@ -971,7 +971,11 @@ def _no_hook(outcome: str, who: Mapping[str, Any] | None, count: int = 1, /) -> 
     return None
 
 
-UNDRAINED = ("skipped",)  # the outcome of a scale-down part that drained none of its nodes
+# The outcomes of a scale-down part that drained none of its nodes (scale_down.asl.json): skipped, a part
+# before it was stopped (ABORTED); lapsed, it waited for a part before that still ran until its plan's
+# claim on its nodes lapsed (its output's lapsed_behind names that part). Each is its own Outcome
+# dimension of DrainOutcome: the one is an operator's choice, the other a drain slower than the claim.
+UNDRAINED = ("skipped", "lapsed")
 
 
 class Drainer:
@@ -1131,8 +1135,9 @@ class Drainer:
 
     def undrained(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """A scale-down part that ended without draining (``outcome`` skipped: a part before it was
-        stopped, scale_down.asl.json): its ``nodes`` go to the ``DrainOutcome`` metric under that
-        outcome, as drains that did not happen, so operators see them beside the drains' own outcomes
+        stopped; lapsed: it waited behind a part that still ran until its plan's claim lapsed:
+        :data:`UNDRAINED`, scale_down.asl.json): its ``nodes`` go to the ``DrainOutcome`` metric under
+        that outcome, as drains that did not happen, so operators see them beside the drains' own outcomes
         (a drain that started after its plan's claim lapsed is one of those: ``cancelled``)."""
         outcome, nodes = event.get("outcome"), event.get("nodes")
         if outcome not in UNDRAINED:

@@ -7,19 +7,20 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
 
 ``fleet``
     ``gang_prepare`` (read the group, refuse a gang above MaxSize, a group spanning several zones
-    whose AZRebalance process is not suspended, and a group whose Launch process is suspended: AWS
-    refuses AttachInstances there) → ``gang_launch`` (EC2 ``CreateFleet`` of type
+    whose AZRebalance process is not suspended, a group whose Launch process is suspended: AWS
+    refuses AttachInstances there, and one whose Terminate process is suspended: once attached, a
+    gang short of whole could not be given back) → ``gang_launch`` (EC2 ``CreateFleet`` of type
     ``instant``, of the group's capacity type, ``MinTargetCapacity`` = count, one instance type in one
     zone, every instance tagged with the attempt) → ``gang_attach`` (once every instance runs:
     ``AttachInstances``, 20 a call, which raises the desired capacity) → ``gang_verify`` (every instance
     InService, its Node Ready).
 ``rollback``
     ``gang_prepare`` (as above, and refuse a group whose Launch process is suspended: its raise would
-    launch nothing; or whose Terminate process is suspended: a gang short of whole could not be given
-    back) → ``gang_raise`` (desired capacity + count relative to the live value, once per
-    attempt: :func:`spillway.act.claims.raise_once`) → ``gang_verify`` (the whole count of the
-    attempt's own instances InService and Ready; a Failed launch activity ends it early, whatever its
-    reason: :func:`~spillway.model.nodegroup.launch_failure_since`).
+    launch nothing; or whose Terminate process is suspended) → ``gang_raise`` (desired capacity +
+    count relative to the live value, once per attempt: :func:`spillway.act.claims.raise_once`) →
+    ``gang_verify`` (the whole count of the attempt's own instances InService and Ready; a Failed
+    launch activity ends it early, whatever its reason:
+    :func:`~spillway.model.nodegroup.launch_failure_since`).
 
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
 deadline) ends in ``gang_give_back``: every instance of the attempt is terminated, each tried whatever
@@ -31,8 +32,9 @@ launched is given back relative to the live desired capacity
 (:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
 scale-up's ``backoff`` does. The execution then fails with a named error: ``CapacityUnavailable``,
 ``GangIncomplete`` or the step's own. No half gang is left running, but for InService members of a group
-whose Terminate process is suspended: Auto Scaling would not terminate them, so they are left in the
-group (``held``) and the cause names them (:func:`spillway.act.instances.give_back_in_group`).
+whose Terminate process was suspended meanwhile (``gang_prepare`` refuses a group where it already is):
+Auto Scaling would not terminate them, so they are left in the group (``held``) and the cause names
+them (:func:`spillway.act.instances.give_back_in_group`).
 
 Every step is idempotent (a raise marker per attempt, a CreateFleet ``ClientToken`` per attempt,
 attaching only what is not attached yet, terminating only what still runs), so the state machine
@@ -84,6 +86,7 @@ from spillway.model.nodegroup import (
     capacity_type,
     capacity_type_of_launches,
     fleet_refusal,
+    give_back_refusal,
     is_capacity_failure,
     is_managed,
     launch_failed,
@@ -92,7 +95,6 @@ from spillway.model.nodegroup import (
     on_demand_base,
     parse_atomic_launch,
     resolve_instance_type,
-    rollback_refusal,
     spot_allocation_strategy,
 )
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
@@ -625,9 +627,10 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
     of a group whose Launch process is suspended: a rollback raise would launch nothing (a wasted
     deadline), and AWS refuses AttachInstances until Launch is resumed (EC2 Auto Scaling User Guide,
     "Suspend and resume processes", additional considerations: "you can't attach new instances to the
-    group"), so a fleet would run the whole gang outside the group until its give-back; a rollback gang
-    of a group whose Terminate process is suspended, which could not be given back whole
-    (:func:`~spillway.model.nodegroup.rollback_refusal`)."""
+    group"), so a fleet would run the whole gang outside the group until its give-back; any gang of a
+    group whose Terminate process is suspended, which could not be given back whole once its members
+    are InService in the group (:func:`~spillway.model.nodegroup.give_back_refusal`; the planner reads
+    such a group as off: :func:`~spillway.model.nodegroup.atomic_refusal`)."""
     if req.zone is not None and req.zone not in asg.AvailabilityZones:
         raise InputError(f"{req.zone} is not one of {where}'s zones {', '.join(asg.AvailabilityZones)}",
                          field="zone")  # fmt: skip
@@ -639,8 +642,8 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
     if launch_refusal(asg):
         attach = "; nor does it accept AttachInstances" if mode == "fleet" else ""
         raise AsgLimitExceeded(f"{launch_refusal(asg)}{attach}; nothing launched")
-    if mode == "rollback" and rollback_refusal(asg):
-        raise AsgLimitExceeded(f"{rollback_refusal(asg)}; nothing launched")
+    if give_back_refusal(asg):
+        raise AsgLimitExceeded(f"{give_back_refusal(asg)}; nothing launched")
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:

@@ -525,18 +525,35 @@ def launch_refusal(asg: AutoScalingGroup) -> str:
     return _suspended(asg, LAUNCH, "Auto Scaling launches nothing there until it is resumed")
 
 
-def rollback_refusal(asg: AutoScalingGroup) -> str:
-    """Why rollback mode must not launch gangs in the group ("" when it may): its :data:`TERMINATE`
-    process is suspended, so Auto Scaling terminates none of its InService instances (EC2 Auto Scaling
-    User Guide, "Considerations for suspending processes"), and a gang that did not launch whole would
-    keep its InService members running when given back (:func:`spillway.act.instances.give_back_in_group`
-    leaves them, ``held``): not all or nothing. Spillway never resumes a process: that is the owner's choice."""
+def give_back_refusal(asg: AutoScalingGroup) -> str:
+    """Why no gang, of either mode, may launch in the group ("" when it may): its :data:`TERMINATE`
+    process is suspended, and the suspension "applies only to instances that are currently in the
+    InService state" (EC2 Auto Scaling User Guide, "Considerations for suspending processes"), so a
+    give-back leaves a gang's InService members running (:func:`spillway.act.instances.give_back_in_group`:
+    ``held``): not all or nothing. A rollback gang's members are in the group from its raise on; a fleet
+    gang's only from ``AttachInstances`` on (before, EC2 TerminateInstances ends them whatever the
+    group's processes), but then they are InService for as long as ``gang_verify`` waits for their
+    Nodes. No other way out is documented there: DetachInstances's reference says nothing of a
+    suspended Terminate, and EC2 TerminateInstances of a member, without the decrement, has the group
+    replace it once Terminate resumes (ReplaceUnhealthy: "How suspended processes affect other
+    processes"). Spillway never resumes a process: that is the owner's choice."""
     return _suspended(
         asg,
         TERMINATE,
-        "a rollback gang that does not launch whole could not be given back, as Auto Scaling terminates "
+        "a gang that does not launch whole could not be given back, as Auto Scaling terminates "
         "none of its InService instances until it is resumed",
     )
+
+
+def atomic_refusal(asg: AutoScalingGroup, atomic: AtomicLaunch) -> str:
+    """Why the group's gangs cannot be launched in mode ``atomic`` ("" when they can), as ``gang_prepare``
+    would refuse them (:func:`spillway.act.gang._refuse_mode`): a fleet's zone rebalanced away
+    (:func:`fleet_refusal`), and for both modes a suspended Terminate (:func:`give_back_refusal`);
+    every one that holds, so the owner does not fix one to meet the next."""
+    if atomic == "off":
+        return ""
+    found = [fleet_refusal(asg) if atomic == "fleet" else "", give_back_refusal(asg)]
+    return "; ".join(r for r in found if r)
 
 
 def _suspended(asg: AutoScalingGroup, process: str, effect: str) -> str:
@@ -901,7 +918,7 @@ def node_group(
 ) -> NodeGroup:
     itype = resolve_instance_type(asg, catalogue)
     atomic, problem = parse_atomic_launch(asg.tag_map().get(TAG_ATOMIC_LAUNCH))
-    refusal = {"fleet": fleet_refusal, "rollback": rollback_refusal}.get(atomic, lambda _: "")(asg)
+    refusal = atomic_refusal(asg, atomic)
     if refusal:  # gang_prepare would refuse its gangs: they go the ordinary way, the reason shown
         atomic, problem = "off", f"Tags[{TAG_ATOMIC_LAUNCH}]: {atomic}: {refusal}; treated as off"
     consolidation, consolidation_problem = parse_consolidation(asg.tag_map().get(TAG_CONSOLIDATION))
