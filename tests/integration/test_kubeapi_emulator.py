@@ -2436,11 +2436,18 @@ def test_an_update_leaving_the_default_tolerations_out_gets_them_back(api: KubeA
     assert replaced["spec"]["tolerations"] == [NOT_READY, UNREACHABLE]
 
 
-def test_the_seeding_path_keeps_a_pods_tolerations_as_given(api: KubeApiServer) -> None:
-    """``add()`` stands for a pod already stored (a cluster may run without the plugin): no admission."""
-    api.add({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [_container()]}})
-    stored = api.get("Pod", "p")
-    assert stored is not None and "tolerations" not in stored["spec"]
+def test_a_seeded_pod_is_admitted_as_a_created_one_is(api: KubeApiServer) -> None:
+    """``add()`` stands for a pod already stored, so admitted when it was created: the plugin is on by
+    default since Kubernetes 1.6 (kubernetes/kubernetes#41815). It gets the same tolerations as a
+    create through the API, after its own; one that has them already (as a listed pod has) keeps them."""
+    seeded = api.add({"kind": "Pod", "metadata": {"name": "seeded"},
+                      "spec": {"containers": [_container()], "tolerations": [GPU_TOLERATION]}})  # fmt: skip
+    created = _new_pod(api, "created", tolerations=[GPU_TOLERATION])
+    assert seeded["spec"]["tolerations"] == created["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
+    stored = api.get("Pod", "seeded")
+    assert stored is not None and stored["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
+    listed = {**stored, "metadata": {"name": "again"}}  # what a list answered, seeded back: nothing added
+    assert api.add(listed)["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
 
 
 # --- every field error in one 422 ------------------------------------------------------------------

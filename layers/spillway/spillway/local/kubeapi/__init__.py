@@ -125,10 +125,11 @@ What it serves (JSON only)
   global default class, else 0 and ``PreemptLowerPriority``; an unknown class, or a priority or policy
   stated otherwise, answers 403) and gets ``status.qosClass`` (Guaranteed, Burstable or BestEffort from
   the CPU and memory its containers, init containers or pod-level resources request and limit; a class
-  the create's status carries is kept, as ``GetPodQOS`` keeps it). ``add()`` keeps what a pod states and
-  fills what it lacks, its QoS class included (but no tolerations: it stands for a pod stored, perhaps
-  by a cluster without the plugin). A status write that leaves ``qosClass`` out keeps it, one changing
-  it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
+  the create's status carries is kept, as ``GetPodQOS`` keeps it). ``add()`` stands for a pod a cluster
+  already stored, so admitted: it gets the DefaultTolerationSeconds tolerations as a create does (the
+  plugin is on by default since Kubernetes 1.6; a pod that has them keeps its own), and Priority keeps
+  what it states and fills what it lacks, its QoS class included. A status write that leaves
+  ``qosClass`` out keeps it, one changing it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
   resources so that its class would change answers 422 (the ``pods/resize`` rule). A quantity that does
   not parse answers 400.
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401
