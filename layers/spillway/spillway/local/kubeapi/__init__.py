@@ -50,9 +50,12 @@ What it serves (JSON only)
   dropped, as a cluster drops it) and defaulted (a buffer's ``provisioningStrategy``), on every write
   and on ``add()`` alike. So are both PodGroup CRDs, Volcano's and coscheduling's, by their published
   structural schemas (unknown fields pruned, a Volcano group's ``spec.queue`` defaulted to ``default``,
-  a coscheduling group's ``minMember`` at least 1; no CEL rules). The other custom resources
-  (PyTorchJob, PaddleJob, Rollout) are stored as given, no schema modelled. Custom
-  resources refuse strategic merge patch with 415, as a real server does.
+  a coscheduling group's ``minMember`` at least 1; no CEL rules), and PyTorchJob and PaddleJob by the
+  Kubeflow training operator's (unknown fields pruned, the pod template's included; the replica specs
+  required; ``runPolicy.suspend`` defaulted to false; ``runPolicy.schedulingPolicy.queue`` immutable,
+  as its CEL rule says; the embedded PodSpec declared to the fields of its containers, kept whole below:
+  :mod:`.crds` says exactly how it differs from the published one). Rollout is stored as given, no
+  schema modelled. Custom resources refuse strategic merge patch with 415, as a real server does.
 * Validation answers every problem it finds at once, as ``errors.NewInvalid`` does: one 422 ``Invalid``
   Status whose ``details`` (``group``, ``kind``, ``name``) carry a cause per field error (``reason``
   ``FieldValueInvalid``, ``FieldValueRequired``, ``FieldValueTypeInvalid``, ``FieldValueNotSupported``

@@ -475,7 +475,7 @@ class Store:
                 continue
             if old != new:
                 shown = crds.json_type(new, integers=False) if rt.custom else new
-                why = "Value is immutable" if rt.custom else "field is immutable"
+                why = crds.immutable_message(rt.canonical, path) if rt.custom else "field is immutable"
                 found.append(FieldError(".".join(path), f'Invalid value: "{shown}": {why}'))
         return found
 
