@@ -2436,11 +2436,22 @@ def test_an_update_leaving_the_default_tolerations_out_gets_them_back(api: KubeA
     assert replaced["spec"]["tolerations"] == [NOT_READY, UNREACHABLE]
 
 
-def test_the_seeding_path_keeps_a_pods_tolerations_as_given(api: KubeApiServer) -> None:
-    """``add()`` stands for a pod already stored (a cluster may run without the plugin): no admission."""
-    api.add({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [_container()]}})
-    stored = api.get("Pod", "p")
-    assert stored is not None and "tolerations" not in stored["spec"]
+def test_a_seeded_pod_is_admitted_as_a_created_one_is(api: KubeApiServer) -> None:
+    """``add()`` stands for a pod already stored, so admitted when it was created: the plugin is on by
+    default since Kubernetes 1.6 (kubernetes/kubernetes#41815). It gets the same tolerations as a
+    create through the API, after its own; one that has them already (as a listed pod has) keeps them."""
+    seeded = api.add({"kind": "Pod", "metadata": {"name": "seeded"},
+                      "spec": {"containers": [_container()], "tolerations": [GPU_TOLERATION]}})  # fmt: skip
+    created = _new_pod(api, "created", tolerations=[GPU_TOLERATION])
+    assert (
+        seeded["spec"]["tolerations"]
+        == created["spec"]["tolerations"]
+        == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
+    )
+    stored = api.get("Pod", "seeded")
+    assert stored is not None and stored["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
+    listed = {**stored, "metadata": {"name": "again"}}  # what a list answered, seeded back: nothing added
+    assert api.add(listed)["spec"]["tolerations"] == [GPU_TOLERATION, NOT_READY, UNREACHABLE]
 
 
 # --- every field error in one 422 ------------------------------------------------------------------
@@ -2638,3 +2649,147 @@ def test_a_coscheduling_pod_group_needs_at_least_one_member(custom: CustomObject
         ("spec.minMember", "Invalid value: 0: spec.minMember in body should be greater than or equal to 1",
          "FieldValueInvalid")
     ]  # fmt: skip
+
+
+# --- Kubeflow PyTorchJob and PaddleJob: the training operator's structural schemas ------------------
+# kubeflow/training-operator manifests/base/crds/kubeflow.org_pytorchjobs.yaml and _paddlejobs.yaml
+# (controller-gen v0.16.5): no x-kubernetes-preserve-unknown-fields, not even on the pod template (its
+# metadata declares annotations, finalizers, labels, name and namespace; its spec the PodSpec, containers
+# required, a list keyed by name); spec requires the replica specs; elasticPolicy, runPolicy (suspend
+# defaults to false; schedulingPolicy.queue: CEL self == oldSelf, "spec.runPolicy.schedulingPolicy.queue
+# is immutable") and status (conditions need type and status, times are date-times) as published.
+
+PYTORCH = ("kubeflow.org", "v1", "pytorchjobs")
+PADDLE = ("kubeflow.org", "v1", "paddlejobs")
+_WORKER_CONTAINER = {"name": "pytorch", "image": "ghcr.io/example/bert:1",
+                     "resources": {"requests": {"cpu": "4", "nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}}}  # fmt: skip
+
+
+def training_job(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    specs = "pytorchReplicaSpecs" if kind == "PyTorchJob" else "paddleReplicaSpecs"
+    worker = {"replicas": 4, "restartPolicy": "OnFailure",
+              "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [dict(_WORKER_CONTAINER)]}}}  # fmt: skip
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": name, "namespace": "default"},
+            "spec": {specs: {"Worker": worker}, **spec}}  # fmt: skip
+
+
+def test_a_pytorch_job_keeps_only_what_its_crd_declares(custom: CustomObjectsApi) -> None:
+    body = training_job("PyTorchJob", "bert", elasticPolicy={"minReplicas": 2, "maxReplicas": 8, "rdzvBackend": "c10d",
+                                                             "scaleOutPolicy": "eager"},
+                        runPolicy={"cleanPodPolicy": "None"}, priority="high")  # fmt: skip
+    worker = body["spec"]["pytorchReplicaSpecs"]["Worker"]
+    worker["gpusPerReplica"] = 1
+    worker["template"]["metadata"]["uid"] = "not-a-template-field"
+    worker["template"]["spec"] |= {
+        "tolerations": [GPU_TOLERATION],
+        "nodeSelector": {"pool": "gpu"},
+        "gang": True,
+    }
+    worker["template"]["spec"]["containers"][0]["shmSize"] = "8Gi"
+    made = custom.create_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], body)
+    assert made["spec"] == {
+        "elasticPolicy": {"minReplicas": 2, "maxReplicas": 8, "rdzvBackend": "c10d"},
+        "runPolicy": {"cleanPodPolicy": "None", "suspend": False},  # the schema's default
+        "pytorchReplicaSpecs": {"Worker": {"replicas": 4, "restartPolicy": "OnFailure", "template": {
+            "metadata": {"labels": {"app": "bert"}},
+            "spec": {"containers": [_WORKER_CONTAINER], "tolerations": [GPU_TOLERATION], "nodeSelector": {"pool": "gpu"}},
+        }}},
+    }  # fmt: skip
+    assert (
+        custom.get_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], "bert")["spec"]
+        == made["spec"]
+    )
+
+
+def test_a_paddle_job_keeps_only_what_its_crd_declares(custom: CustomObjectsApi) -> None:
+    """PaddleJob's elasticPolicy has no rendezvous fields: a cluster drops them."""
+    body = training_job(
+        "PaddleJob", "ernie", elasticPolicy={"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d"}
+    )
+    made = custom.create_namespaced_custom_object(*PADDLE[:2], "default", PADDLE[2], body)
+    assert made["spec"]["elasticPolicy"] == {"minReplicas": 1, "maxReplicas": 3}
+    assert made["spec"]["paddleReplicaSpecs"]["Worker"]["replicas"] == 4
+
+
+WORKER_PATH = "spec.pytorchReplicaSpecs.Worker"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "reason"),
+    [
+        (lambda s: s["elasticPolicy"].update(minReplicas="two"), "spec.elasticPolicy.minReplicas", "FieldValueTypeInvalid"),
+        (lambda s: s["elasticPolicy"].update(rdzvPort="29400"), "spec.elasticPolicy.rdzvPort", "FieldValueTypeInvalid"),
+        (lambda s: s["pytorchReplicaSpecs"]["Worker"].update(replicas="4"), f"{WORKER_PATH}.replicas",
+         "FieldValueTypeInvalid"),
+        (lambda s: s.pop("pytorchReplicaSpecs"), "spec.pytorchReplicaSpecs", "FieldValueRequired"),
+        (lambda s: s["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].pop("containers"),
+         f"{WORKER_PATH}.template.spec.containers", "FieldValueRequired"),
+        (lambda s: s["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].update(tolerations={"key": "gpu"}),
+         f"{WORKER_PATH}.template.spec.tolerations", "FieldValueTypeInvalid"),
+        (lambda s: s.update(runPolicy={"suspend": "yes"}), "spec.runPolicy.suspend", "FieldValueTypeInvalid"),
+    ],
+)  # fmt: skip
+def test_a_pytorch_job_of_a_wrong_type_is_refused_naming_the_field(
+    custom: CustomObjectsApi, change: Any, field: str, reason: str
+) -> None:
+    """A blocking error: the CRD's CEL rule (the queue's) is reported as not checked, and nothing is stored."""
+    body = training_job("PyTorchJob", "bert", elasticPolicy={"minReplicas": 2, "maxReplicas": 8})
+    change(body["spec"])
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], body)
+    )
+    assert [(f, r) for f, _, r in _causes(refusal)] == [(field, reason), CEL_SKIPPED[::2]]
+    assert (refusal["details"]["group"], refusal["details"]["kind"]) == ("kubeflow.org", "PyTorchJob")
+    assert custom.list_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2])["items"] == []
+
+
+def test_a_pytorch_job_with_two_containers_of_one_name_is_refused(custom: CustomObjectsApi) -> None:
+    body = training_job("PyTorchJob", "bert")
+    template = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    template["containers"].append({"name": "pytorch", "image": "sidecar"})
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], body)
+    )
+    assert _causes(refusal) == [(f"{WORKER_PATH}.template.spec.containers[1]",
+                                 'Duplicate value: map[string]interface {}{"name":"pytorch"}', "FieldValueDuplicate")]  # fmt: skip
+
+
+def test_a_training_jobs_queue_may_not_change(custom: CustomObjectsApi) -> None:
+    body = training_job("PaddleJob", "ernie", runPolicy={"schedulingPolicy": {"queue": "research"}})
+    custom.create_namespaced_custom_object(*PADDLE[:2], "default", PADDLE[2], body)
+    patch = {"spec": {"runPolicy": {"schedulingPolicy": {"queue": "prod", "minAvailable": 2}}}}
+    refusal = _invalid(
+        lambda: custom.patch_namespaced_custom_object(*PADDLE[:2], "default", PADDLE[2], "ernie", patch)
+    )
+    assert _causes(refusal) == [("spec.runPolicy.schedulingPolicy.queue",
+                                 'Invalid value: "string": spec.runPolicy.schedulingPolicy.queue is immutable',
+                                 "FieldValueInvalid")]  # fmt: skip
+    kept = {"spec": {"runPolicy": {"schedulingPolicy": {"queue": "research", "minAvailable": 2}}}}
+    written = custom.patch_namespaced_custom_object(*PADDLE[:2], "default", PADDLE[2], "ernie", kept)
+    assert written["spec"]["runPolicy"] == {
+        "schedulingPolicy": {"queue": "research", "minAvailable": 2},
+        "suspend": False,
+    }
+
+
+def test_a_training_jobs_status_is_pruned_and_validated(custom: CustomObjectsApi) -> None:
+    custom.create_namespaced_custom_object(
+        *PYTORCH[:2], "default", PYTORCH[2], training_job("PyTorchJob", "bert")
+    )
+    status = {"replicaStatuses": {"Worker": {"active": 4, "selector": "app=bert", "ready": 4}},
+              "conditions": [{"type": "Running", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+              "phase": "Running"}  # fmt: skip
+    written = custom.patch_namespaced_custom_object_status(
+        *PYTORCH[:2], "default", PYTORCH[2], "bert", {"status": status}
+    )
+    assert written["status"] == {"replicaStatuses": {"Worker": {"active": 4, "selector": "app=bert"}},
+                                 "conditions": status["conditions"]}  # fmt: skip
+    bad = {"status": {"conditions": [{"type": "Running", "lastUpdateTime": "yesterday"}]}}
+    refusal = _invalid(
+        lambda: custom.patch_namespaced_custom_object_status(*PYTORCH[:2], "default", PYTORCH[2], "bert", bad)
+    )
+    assert [(f, r) for f, _, r in _causes(refusal)] == [
+        ("status.conditions[0].status", "FieldValueRequired"),
+        ("status.conditions[0].lastUpdateTime", "FieldValueTypeInvalid"),
+        CEL_SKIPPED[::2],
+    ]

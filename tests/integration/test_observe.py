@@ -493,6 +493,78 @@ def test_a_live_snapshot_says_which_pods_consolidation_may_move(
     assert elastic_room(cluster.pods, jobs) == {"PyTorchJob/ml/bert": 1}
 
 
+def test_elastic_jobs_created_through_the_api_are_read_as_their_crds_store_them(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """Jobs written over the wire as users write them (a full pod template, fields the CRD does not
+    declare) are stored as the training operator's CRDs store them, pruned, and still read: the
+    disruption predicate gets the elastic range. One whose range is of a wrong type is refused (422),
+    so it is never stored and its workers are judged by the pods alone."""
+    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
+
+    from spillway.adapters.kube import KubeClient
+    from spillway.model.cluster import ClusterSnapshot
+    from spillway.planner import codes
+    from spillway.planner.disruption import assess_move, elastic_room
+
+    host = kobj.cluster(1, 0)[0][0]["metadata"]["name"]
+    kubeapi.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    template = {"metadata": {"labels": {"app": "bert"}, "annotations": {"sidecar.istio.io/inject": "false"}},
+                "spec": {"containers": [{"name": "pytorch", "image": "ghcr.io/example/bert:1",
+                                         "command": ["torchrun", "train.py"], "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+                                         "resources": {"limits": {"nvidia.com/gpu": 1}}, "shmSize": "8Gi"}],
+                         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}  # fmt: skip
+    with kubeapi.api_client() as client:
+        custom = CustomObjectsApi(client)
+        made = custom.create_namespaced_custom_object("kubeflow.org", "v1", "ml", "pytorchjobs", {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": "ml"},
+            "spec": {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8, "rdzvBackend": "c10d", "maxRestarts": 3,
+                                       "scaleOutPolicy": "eager"},
+                     "pytorchReplicaSpecs": {"Worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": template,
+                                                        "gpusPerReplica": 1}},
+                     "runPolicy": {"cleanPodPolicy": "None"}}})  # fmt: skip
+        with pytest.raises(ApiException) as refused:
+            custom.create_namespaced_custom_object("kubeflow.org", "v1", "ml", "paddlejobs", {
+                "apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {"name": "ernie", "namespace": "ml"},
+                "spec": {"elasticPolicy": {"minReplicas": "1", "maxReplicas": 3},
+                         "paddleReplicaSpecs": {"Worker": {"replicas": 2, "template": template}}}})  # fmt: skip
+    assert refused.value.status == 422 and "spec.elasticPolicy.minReplicas" in refused.value.body
+    assert made["spec"]["elasticPolicy"] == {
+        "minReplicas": 2,
+        "maxReplicas": 8,
+        "rdzvBackend": "c10d",
+        "maxRestarts": 3,
+    }
+    worker_spec = made["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert (
+        "gpusPerReplica" not in worker_spec
+        and "shmSize" not in worker_spec["template"]["spec"]["containers"][0]
+    )
+    for job, kind, count in (("bert", "PyTorchJob", 3), ("ernie", "PaddleJob", 2)):
+        for i in range(count):
+            worker = kobj.pod(f"{job}-worker-{i}", "ml", node_name=host, owner=(kind, job), cpu="100m",
+                              labels={"training.kubeflow.org/job-name": job,
+                                      "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
+            worker["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
+            kubeapi.add(worker)
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    cluster = ClusterSnapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).cluster.to_dict())
+
+    jobs = cluster.jobs_by_key()
+    assert set(jobs) == {"PyTorchJob/ml/bert"}
+    pods = {p.name: p for p in cluster.pods if p.namespace == "ml"}
+    moves = {
+        name: assess_move(p, None, cluster.pdb_allowance(p), T0, -10, jobs).code for name, p in pods.items()
+    }
+    assert {n: c for n, c in moves.items() if n.startswith("bert")} == dict.fromkeys(
+        ("bert-worker-0", "bert-worker-1", "bert-worker-2"), codes.POD_ELASTIC
+    )
+    assert codes.POD_ELASTIC not in {c for n, c in moves.items() if n.startswith("ernie")}
+    assert elastic_room(cluster.pods, jobs) == {"PyTorchJob/ml/bert": 1}
+
+
 def test_deadlines_arrive_through_the_client_and_the_store_into_what_the_planner_knows(
     kubeapi: Any, kobj: Any, aws: AwsAdapter, store: SnapshotStore
 ) -> None:

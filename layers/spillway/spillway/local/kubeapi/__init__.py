@@ -50,9 +50,12 @@ What it serves (JSON only)
   dropped, as a cluster drops it) and defaulted (a buffer's ``provisioningStrategy``), on every write
   and on ``add()`` alike. So are both PodGroup CRDs, Volcano's and coscheduling's, by their published
   structural schemas (unknown fields pruned, a Volcano group's ``spec.queue`` defaulted to ``default``,
-  a coscheduling group's ``minMember`` at least 1; no CEL rules). The other custom resources
-  (PyTorchJob, PaddleJob, Rollout) are stored as given, no schema modelled. Custom
-  resources refuse strategic merge patch with 415, as a real server does.
+  a coscheduling group's ``minMember`` at least 1; no CEL rules), and PyTorchJob and PaddleJob by the
+  Kubeflow training operator's (unknown fields pruned, the pod template's included; the replica specs
+  required; ``runPolicy.suspend`` defaulted to false; ``runPolicy.schedulingPolicy.queue`` immutable,
+  as its CEL rule says; the embedded PodSpec declared to the fields of its containers, kept whole below:
+  :mod:`.crds` says exactly how it differs from the published one). Rollout is stored as given, no
+  schema modelled. Custom resources refuse strategic merge patch with 415, as a real server does.
 * Validation answers every problem it finds at once, as ``errors.NewInvalid`` does: one 422 ``Invalid``
   Status whose ``details`` (``group``, ``kind``, ``name``) carry a cause per field error (``reason``
   ``FieldValueInvalid``, ``FieldValueRequired``, ``FieldValueTypeInvalid``, ``FieldValueNotSupported``
@@ -125,10 +128,11 @@ What it serves (JSON only)
   global default class, else 0 and ``PreemptLowerPriority``; an unknown class, or a priority or policy
   stated otherwise, answers 403) and gets ``status.qosClass`` (Guaranteed, Burstable or BestEffort from
   the CPU and memory its containers, init containers or pod-level resources request and limit; a class
-  the create's status carries is kept, as ``GetPodQOS`` keeps it). ``add()`` keeps what a pod states and
-  fills what it lacks, its QoS class included (but no tolerations: it stands for a pod stored, perhaps
-  by a cluster without the plugin). A status write that leaves ``qosClass`` out keeps it, one changing
-  it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
+  the create's status carries is kept, as ``GetPodQOS`` keeps it). ``add()`` stands for a pod a cluster
+  already stored, so admitted: it gets the DefaultTolerationSeconds tolerations as a create does (the
+  plugin is on by default since Kubernetes 1.6; a pod that has them keeps its own), and Priority keeps
+  what it states and fills what it lacks, its QoS class included. A status write that leaves
+  ``qosClass`` out keeps it, one changing it answers 422; an update leaving ``spec.priority`` out keeps it; a write changing a pod's
   resources so that its class would change answers 422 (the ``pods/resize`` rule). A quantity that does
   not parse answers 400.
 * Auth: any ``Authorization: Bearer`` token is accepted unless ``require_token`` is set (then 401

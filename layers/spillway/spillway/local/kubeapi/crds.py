@@ -1,7 +1,7 @@
-"""The validation, pruning and defaults of the sig-autoscaling CRDs the emulator serves, as a real API
-server applies their published schemas and CEL rules (kubernetes/autoscaler
+"""The validation, pruning and defaults of the CRDs the emulator serves, as a real API server applies
+their published schemas and CEL rules: the sig-autoscaling ones (kubernetes/autoscaler
 ``cluster-autoscaler/apis/config/crd/*.yaml``, generated from the kubebuilder markers of
-``cluster-autoscaler/apis``).
+``cluster-autoscaler/apis``), both PodGroups and Kubeflow's PyTorchJob and PaddleJob.
 
 One mechanism serves every kind: its CRD's ``openAPIV3Schema`` written once as data (only what
 validation, pruning and defaulting read; descriptions are left out), walked by :func:`conforms` (type,
@@ -9,7 +9,8 @@ validation, pruning and defaulting read; descriptions are left out), walked by :
 ``maxItems``, ``x-kubernetes-list-type: map``, ``minLength``, ``maxLength``, ``pattern``, ``enum``,
 ``format: date-time``, ``minimum``), then the kind's CEL rules (``x-kubernetes-validations``), a small
 function each. The schemas are structural and set no ``x-kubernetes-preserve-unknown-fields`` (but on
-``metadata``, which the server keeps as ObjectMeta), so every write is pruned of what they do not
+``metadata``, which the server keeps as ObjectMeta, and, a difference from the published CRDs, deep in
+the Kubeflow jobs' pod templates), so every write is pruned of what they do not
 declare (:func:`pruned`) and given their ``default`` s (:func:`with_defaults`), on every write and on
 ``add()`` alike. The whole object is validated, status included, so a ``/status`` write too.
 
@@ -37,6 +38,11 @@ declare (:func:`pruned`) and given their ``default`` s (:func:`with_defaults`), 
 * PodGroup ``scheduling.volcano.sh/v1beta1`` (:data:`VOLCANO_PODGROUP_SCHEMA`) and
   ``scheduling.x-k8s.io/v1alpha1`` (:data:`COSCHEDULING_PODGROUP_SCHEMA`), from volcano-sh/volcano's and
   kubernetes-sigs/scheduler-plugins' published CRDs: no CEL rules, no ``spec`` required.
+* PyTorchJob and PaddleJob ``kubeflow.org/v1`` (:data:`PYTORCH_JOB_SCHEMA`, :data:`PADDLE_JOB_SCHEMA`),
+  from the training operator's published CRDs: ``spec`` not required, its replica specs are; one CEL
+  rule, ``self == oldSelf`` on ``spec.runPolicy.schedulingPolicy.queue`` (the store's ``immutable``,
+  with the rule's own message); the embedded pod template served compactly, as the comment above the
+  schemas says.
 
 Each check answers every problem it finds, as :class:`~.status.FieldError` s worded as the API server
 words them, in the order kube-openapi's validators find them (at one value, a wrong type is the only
@@ -50,6 +56,7 @@ missing, a value not in the enum, too long, too many); after one, a last error s
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import re
@@ -69,6 +76,8 @@ CAPACITY_QUOTA = "CapacityQuota.autoscaling.x-k8s.io"
 CAPACITY_BUFFER = "CapacityBuffer.autoscaling.x-k8s.io"
 VOLCANO_PODGROUP = "PodGroup.scheduling.volcano.sh"
 COSCHEDULING_PODGROUP = "PodGroup.scheduling.x-k8s.io"
+PYTORCH_JOB = "PyTorchJob.kubeflow.org"
+PADDLE_JOB = "PaddleJob.kubeflow.org"
 ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
@@ -210,6 +219,8 @@ def _array_conforms(field: str, value: list[Any], schema: Schema) -> list[Proble
         return found
     seen: set[str] = set()
     for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            continue  # already a wrong type
         key = json.dumps({k: item.get(k) for k in keys}, separators=(",", ":"))
         if key in seen:  # how the server shows the key: a Go map's %#v
             found.append(FieldError(f"{field}[{index}]", f"Duplicate value: map[string]interface {{}}{key}"))
@@ -554,6 +565,328 @@ COSCHEDULING_PODGROUP_SCHEMA = _custom_resource(
 )
 
 
+# --- Kubeflow training operator v1: PyTorchJob and PaddleJob -----------------------------------------
+# kubeflow/training-operator manifests/base/crds/kubeflow.org_pytorchjobs.yaml (checked at c20bf65e03b8)
+# and kubeflow.org_paddlejobs.yaml (at 7cc5d04bab51), controller-gen v0.16.5: structural, no
+# x-kubernetes-preserve-unknown-fields anywhere (the pod template included), ``spec`` not required, the
+# replica specs required in it, one CEL rule (``runPolicy.schedulingPolicy.queue``: ``self == oldSelf``),
+# one default (``runPolicy.suspend``: false). Served here as published but for the embedded
+# PodTemplateSpec, which the real CRD spells out to every depth (some 550K of its 609K characters, the
+# k8s.io/api 1.31 PodSpec: no pod-level ``resources``): ``template.metadata`` is as published
+# (annotations, finalizers, labels, name, namespace); ``template.spec`` declares every PodSpec field
+# with its type, ``containers`` required; its ``containers`` and ``initContainers`` declare every
+# Container field, ``name`` required, and a list keyed by name; ``resources`` (requests, limits,
+# claims), ``tolerations``, ``nodeSelector`` and ``overhead`` are as published. Below that, where the real
+# CRD declares a field's own fields (affinity, probes, env's sources, volumes' sources, security
+# contexts, ephemeralContainers ...), the emulator keeps the value whole
+# (``x-kubernetes-preserve-unknown-fields``): an unknown field there is kept where a cluster would drop
+# it, and a wrong type there is not refused. A Pod itself is validated by no schema here either
+# (``store._problems``: containers required), so nothing finer is known about a pod to reuse.
+
+_INT64: Schema = {"type": "integer", "format": "int64"}
+_BOOLEAN: Schema = {"type": "boolean"}
+_STRINGS: Schema = {"type": "array", "items": _STRING}
+_STRING_MAP: Schema = {"type": "object", "additionalProperties": _STRING}
+_DATE_TIME: Schema = {"type": "string", "format": "date-time"}
+#: a value the emulator keeps whole where the published CRD declares its fields (see above)
+_KEPT_OBJECT: Schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+_KEPT_OBJECTS: Schema = {"type": "array", "items": _KEPT_OBJECT}
+
+
+def _keyed_by_name(item: Schema) -> Schema:
+    """``+listType=map +listMapKey=name``: a list whose items must not repeat a name."""
+    return {
+        "type": "array",
+        "items": item,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ("name",),
+    }
+
+
+# core/v1 ResourceRequirements, Container and Toleration as the CRD embeds them
+_RESOURCE_REQUIREMENTS: Schema = {
+    "type": "object",
+    "properties": {
+        "claims": _keyed_by_name({"type": "object", "required": ("name",), "properties": {"name": _STRING}}),
+        "limits": _RESOURCE_LIST,
+        "requests": _RESOURCE_LIST,
+    },
+}
+_CONTAINER: Schema = {
+    "type": "object",
+    "required": ("name",),
+    "properties": {
+        "args": _STRINGS,
+        "command": _STRINGS,
+        "env": _keyed_by_name({**_KEPT_OBJECT, "required": ("name",)}),
+        "envFrom": _KEPT_OBJECTS,
+        "image": _STRING,
+        "imagePullPolicy": _STRING,
+        "lifecycle": _KEPT_OBJECT,
+        "livenessProbe": _KEPT_OBJECT,
+        "name": _STRING,
+        "ports": _KEPT_OBJECTS,
+        "readinessProbe": _KEPT_OBJECT,
+        "resizePolicy": _KEPT_OBJECTS,
+        "resources": _RESOURCE_REQUIREMENTS,
+        "restartPolicy": _STRING,
+        "securityContext": _KEPT_OBJECT,
+        "startupProbe": _KEPT_OBJECT,
+        "stdin": _BOOLEAN,
+        "stdinOnce": _BOOLEAN,
+        "terminationMessagePath": _STRING,
+        "terminationMessagePolicy": _STRING,
+        "tty": _BOOLEAN,
+        "volumeDevices": _KEPT_OBJECTS,
+        "volumeMounts": _KEPT_OBJECTS,
+        "workingDir": _STRING,
+    },
+}
+_TOLERATION: Schema = {
+    "type": "object",
+    "properties": {
+        "effect": _STRING,
+        "key": _STRING,
+        "operator": _STRING,
+        "tolerationSeconds": _INT64,
+        "value": _STRING,
+    },
+}
+_POD_SPEC: Schema = {
+    "type": "object",
+    "required": ("containers",),
+    "properties": {
+        "activeDeadlineSeconds": _INT64,
+        "affinity": _KEPT_OBJECT,
+        "automountServiceAccountToken": _BOOLEAN,
+        "containers": _keyed_by_name(_CONTAINER),
+        "dnsConfig": _KEPT_OBJECT,
+        "dnsPolicy": _STRING,
+        "enableServiceLinks": _BOOLEAN,
+        "ephemeralContainers": {"type": "array", "items": {**_KEPT_OBJECT, "required": ("name",)}},
+        "hostAliases": _KEPT_OBJECTS,
+        "hostIPC": _BOOLEAN,
+        "hostNetwork": _BOOLEAN,
+        "hostPID": _BOOLEAN,
+        "hostUsers": _BOOLEAN,
+        "hostname": _STRING,
+        "imagePullSecrets": _KEPT_OBJECTS,
+        "initContainers": _keyed_by_name(_CONTAINER),
+        "nodeName": _STRING,
+        "nodeSelector": _STRING_MAP,
+        "os": _KEPT_OBJECT,
+        "overhead": _RESOURCE_LIST,
+        "preemptionPolicy": _STRING,
+        "priority": _INT32,
+        "priorityClassName": _STRING,
+        "readinessGates": _KEPT_OBJECTS,
+        "resourceClaims": _keyed_by_name({**_KEPT_OBJECT, "required": ("name",)}),
+        "restartPolicy": _STRING,
+        "runtimeClassName": _STRING,
+        "schedulerName": _STRING,
+        "schedulingGates": _keyed_by_name({**_KEPT_OBJECT, "required": ("name",)}),
+        "securityContext": _KEPT_OBJECT,
+        "serviceAccount": _STRING,
+        "serviceAccountName": _STRING,
+        "setHostnameAsFQDN": _BOOLEAN,
+        "shareProcessNamespace": _BOOLEAN,
+        "subdomain": _STRING,
+        "terminationGracePeriodSeconds": _INT64,
+        "tolerations": {"type": "array", "items": _TOLERATION},
+        "topologySpreadConstraints": _KEPT_OBJECTS,
+        "volumes": _keyed_by_name({**_KEPT_OBJECT, "required": ("name",)}),
+    },
+}
+# the training operator's ReplicaSpec: replicas, restartPolicy, and the pod template
+_REPLICA_SPECS: Schema = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "object",
+        "properties": {
+            "replicas": _INT32,
+            "restartPolicy": _STRING,
+            "template": {
+                "type": "object",
+                "properties": {
+                    "metadata": {
+                        "type": "object",
+                        "properties": {
+                            "annotations": _STRING_MAP,
+                            "finalizers": _STRINGS,
+                            "labels": _STRING_MAP,
+                            "name": _STRING,
+                            "namespace": _STRING,
+                        },
+                    },
+                    "spec": _POD_SPEC,
+                },
+            },
+        },
+    },
+}
+# autoscaling/v2 MetricSpec (elasticPolicy.metrics), as the CRD embeds it
+_METRIC_TARGET: Schema = {
+    "type": "object",
+    "required": ("type",),
+    "properties": {
+        "averageUtilization": _INT32,
+        "averageValue": _QUANTITY,
+        "type": _STRING,
+        "value": _QUANTITY,
+    },
+}
+_METRIC_IDENTIFIER: Schema = {
+    "type": "object",
+    "required": ("name",),
+    "properties": {"name": _STRING, "selector": _LABEL_SELECTOR},
+}
+_METRIC_SOURCE: Schema = {
+    "type": "object",
+    "required": ("metric", "target"),
+    "properties": {"metric": _METRIC_IDENTIFIER, "target": _METRIC_TARGET},
+}
+_METRIC_SPEC: Schema = {
+    "type": "object",
+    "required": ("type",),
+    "properties": {
+        "containerResource": {
+            "type": "object",
+            "required": ("container", "name", "target"),
+            "properties": {"container": _STRING, "name": _STRING, "target": _METRIC_TARGET},
+        },
+        "external": _METRIC_SOURCE,
+        "object": {
+            "type": "object",
+            "required": ("describedObject", "metric", "target"),
+            "properties": {
+                "describedObject": {
+                    "type": "object",
+                    "required": ("kind", "name"),
+                    "properties": {"apiVersion": _STRING, "kind": _STRING, "name": _STRING},
+                },
+                "metric": _METRIC_IDENTIFIER,
+                "target": _METRIC_TARGET,
+            },
+        },
+        "pods": _METRIC_SOURCE,
+        "resource": {
+            "type": "object",
+            "required": ("name", "target"),
+            "properties": {"name": _STRING, "target": _METRIC_TARGET},
+        },
+        "type": _STRING,
+    },
+}
+# the operator's RunPolicy and JobStatus, common to every kubeflow.org/v1 job
+_RUN_POLICY: Schema = {
+    "type": "object",
+    "properties": {
+        "activeDeadlineSeconds": _INT64,
+        "backoffLimit": _INT32,
+        "cleanPodPolicy": _STRING,
+        "managedBy": _STRING,
+        "schedulingPolicy": {
+            "type": "object",
+            "properties": {
+                "minAvailable": _INT32,
+                "minResources": _RESOURCE_LIST,
+                "priorityClass": _STRING,
+                "queue": _STRING,  # CEL: self == oldSelf (the store's ``immutable``)
+                "scheduleTimeoutSeconds": _INT32,
+            },
+        },
+        "suspend": {"type": "boolean", "default": False},
+        "ttlSecondsAfterFinished": _INT32,
+    },
+}
+_JOB_STATUS: Schema = {
+    "type": "object",
+    "properties": {
+        "completionTime": _DATE_TIME,
+        "conditions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ("status", "type"),
+                "properties": {
+                    "lastTransitionTime": _DATE_TIME,
+                    "lastUpdateTime": _DATE_TIME,
+                    "message": _STRING,
+                    "reason": _STRING,
+                    "status": _STRING,
+                    "type": _STRING,
+                },
+            },
+        },
+        "lastReconcileTime": _DATE_TIME,
+        "replicaStatuses": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "active": _INT32,
+                    "failed": _INT32,
+                    "labelSelector": _LABEL_SELECTOR,
+                    "selector": _STRING,
+                    "succeeded": _INT32,
+                },
+            },
+        },
+        "startTime": _DATE_TIME,
+    },
+}
+_ELASTIC_BOUNDS: Mapping[str, Schema] = {
+    "maxReplicas": _INT32,
+    "maxRestarts": _INT32,
+    "metrics": {"type": "array", "items": _METRIC_SPEC},
+    "minReplicas": _INT32,
+}
+PYTORCH_JOB_SCHEMA = _custom_resource(
+    spec={
+        "type": "object",
+        "required": ("pytorchReplicaSpecs",),
+        "properties": {
+            "elasticPolicy": {
+                "type": "object",
+                "properties": {
+                    **_ELASTIC_BOUNDS,
+                    "nProcPerNode": _INT32,  # deprecated for spec.nprocPerNode, still served
+                    "rdzvBackend": _STRING,
+                    "rdzvConf": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"key": _STRING, "value": _STRING}},
+                    },
+                    "rdzvHost": _STRING,
+                    "rdzvId": _STRING,
+                    "rdzvPort": _INT32,
+                    "standalone": _BOOLEAN,
+                },
+            },
+            "nprocPerNode": _STRING,
+            "pytorchReplicaSpecs": _REPLICA_SPECS,
+            "runPolicy": _RUN_POLICY,
+        },
+    },
+    status=_JOB_STATUS,
+    spec_required=False,
+)
+PADDLE_JOB_SCHEMA = _custom_resource(
+    spec={
+        "type": "object",
+        "required": ("paddleReplicaSpecs",),
+        "properties": {
+            "elasticPolicy": {"type": "object", "properties": dict(_ELASTIC_BOUNDS)},
+            "paddleReplicaSpecs": _REPLICA_SPECS,
+            "runPolicy": _RUN_POLICY,
+        },
+    },
+    status=_JOB_STATUS,
+    spec_required=False,
+)
+#: the CEL rule both kubeflow.org CRDs carry, with its message (the store's ``immutable`` check)
+QUEUE_PATH = ("spec", "runPolicy", "schedulingPolicy", "queue")
+QUEUE_IMMUTABLE = "spec.runPolicy.schedulingPolicy.queue is immutable"
+
 # --- the CEL rules (x-kubernetes-validations), run on an object its schema keeps --------------------
 
 _PARTS = re.compile(r"^[+-]?([0-9]*)(?:\.([0-9]*))?(.*)$")
@@ -639,6 +972,8 @@ class _Crd:
     schema: Schema
     #: the CEL rules (``x-kubernetes-validations``) on the object, None when the CRD has none
     rules: Callable[[JsonObj, str], list[Problem]] | None = None
+    #: the messages of its ``self == oldSelf`` rules by field, where not "Value is immutable"
+    immutable_messages: Mapping[tuple[str, ...], str] = dataclasses.field(default_factory=dict)
 
 
 _CRDS: Mapping[str, _Crd] = {
@@ -647,12 +982,21 @@ _CRDS: Mapping[str, _Crd] = {
     CAPACITY_BUFFER: _Crd(BUFFER_SCHEMA, _buffer_rules),
     VOLCANO_PODGROUP: _Crd(VOLCANO_PODGROUP_SCHEMA),
     COSCHEDULING_PODGROUP: _Crd(COSCHEDULING_PODGROUP_SCHEMA),
+    PYTORCH_JOB: _Crd(PYTORCH_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
+    PADDLE_JOB: _Crd(PADDLE_JOB_SCHEMA, _transition_rules_only, {QUEUE_PATH: QUEUE_IMMUTABLE}),
 }
 
 
 def has_cel_rules(store_kind: str) -> bool:
     crd = _CRDS.get(store_kind)
     return crd is not None and crd.rules is not None
+
+
+def immutable_message(store_kind: str, path: tuple[str, ...]) -> str:
+    """What the CRD's ``self == oldSelf`` rule on ``path`` says when a write changes the field: its
+    ``message``, "Value is immutable" as the sig-autoscaling CRDs word it."""
+    crd = _CRDS.get(store_kind)
+    return (crd.immutable_messages if crd else {}).get(path, "Value is immutable")
 
 
 def blocks_cel(problems: list[Problem]) -> bool:

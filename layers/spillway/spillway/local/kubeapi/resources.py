@@ -643,7 +643,9 @@ REPLICATION_CONTROLLERS = ResourceType(
 )
 
 #: Kubeflow training operator v1 (CRDs ``pytorchjobs.kubeflow.org``, ``paddlejobs.kubeflow.org``:
-#: status subresource); observe reads ``spec.elasticPolicy`` and the Worker replicas
+#: status subresource; their structural schemas validate, prune and default every write, and
+#: ``runPolicy.schedulingPolicy.queue`` carries ``self == oldSelf``, :mod:`.crds`); observe reads
+#: ``spec.elasticPolicy`` and the Worker replicas
 PYTORCH_JOBS = ResourceType(
     "PyTorchJob",
     "pytorchjobs",
@@ -656,6 +658,9 @@ PYTORCH_JOBS = ResourceType(
     create_status=_dropped,
     custom=True,
     optional=True,
+    immutable=(crds.QUEUE_PATH,),
+    to_internal=functools.partial(crds.pruned, crds.PYTORCH_JOB),
+    defaults=functools.partial(crds.with_defaults, crds.PYTORCH_JOB),
 )
 PADDLE_JOBS = ResourceType(
     "PaddleJob",
@@ -669,6 +674,9 @@ PADDLE_JOBS = ResourceType(
     create_status=_dropped,
     custom=True,
     optional=True,
+    immutable=(crds.QUEUE_PATH,),
+    to_internal=functools.partial(crds.pruned, crds.PADDLE_JOB),
+    defaults=functools.partial(crds.with_defaults, crds.PADDLE_JOB),
 )
 
 ALL: tuple[ResourceType, ...] = (

@@ -475,7 +475,7 @@ class Store:
                 continue
             if old != new:
                 shown = crds.json_type(new, integers=False) if rt.custom else new
-                why = "Value is immutable" if rt.custom else "field is immutable"
+                why = crds.immutable_message(rt.canonical, path) if rt.custom else "field is immutable"
                 found.append(FieldError(".".join(path), f'Invalid value: "{shown}": {why}'))
         return found
 
@@ -612,13 +612,14 @@ class Store:
 
     def _admit_pod(self, obj: JsonObj, *, via_api: bool) -> None:
         """The admission plugins (DefaultTolerationSeconds, Priority), then the class ``GetPodQOS`` gives
-        (the status's, else computed); the seeding path stands for a pod already stored: no
-        tolerations added, its status kept and only what it lacks filled."""
+        (the status's, else computed). The seeding path stands for a pod already stored, so admitted
+        when it was created: DefaultTolerationSeconds is on by default since Kubernetes 1.6
+        (kubernetes/kubernetes#41815), so it gets the same tolerations (a pod that has them keeps its
+        own); Priority keeps what it states and fills only what it lacks, and its status is kept."""
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return  # refused by validation
-        if via_api:
-            spec = pods.admit_default_tolerations(spec)
+        spec = pods.admit_default_tolerations(spec)
         classes = [entry.obj for entry in self._objects["PriorityClass"].values()]
         spec, refusal = pods.admit_priority(spec, classes, strict=via_api)
         if refusal:
