@@ -338,6 +338,20 @@ def test_valid_until_seconds_fails_a_request_not_provisioned_in_time() -> None:
     assert conds(result, "y")["Provisioned"] == ("False", "CapacityIsNotFound")
 
 
+@pytest.mark.parametrize("seconds", ["1" + "0" * 30, str(2**63 - 1), "315537897600"])
+def test_a_valid_until_past_every_date_never_expires_the_request(seconds: str) -> None:
+    """ValidUntilSeconds is a string of the spec's parameters (map[string]string): a number too large
+    for a timedelta (or for the date it is added to) made every plan raise OverflowError. (Found by
+    review: input fuzzing.) Past the last date there is, the request never expires."""
+    w, _ = cpu_world(nodes=0)
+    old = request("r", CHECK_CAPACITY, [("t", 1)], parameters={"ValidUntilSeconds": seconds},
+                  created=NOW - timedelta(days=30))  # fmt: skip
+    result = run(w, [old], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "Failed" not in conds(result)
+
+
 def test_without_valid_until_a_request_expires_after_seven_days() -> None:
     w, _ = cpu_world(nodes=0)
     result = run(
@@ -907,3 +921,23 @@ def test_the_nodes_launched_for_pod_sets_of_two_shapes_provision_the_request() -
 
     assert scale_up(first)["cpu-east"][:2] == (0, 2)
     assert conds(later)["Provisioned"] == ("True", "CapacityIsProvisioned")
+
+
+@pytest.mark.parametrize("class_name", [CHECK_CAPACITY, BEST_EFFORT_ATOMIC])
+def test_a_pod_set_of_two_billion_pods_is_judged_without_two_billion_virtual_pods(class_name: str) -> None:
+    """``count`` is an int32 and cluster-autoscaler's CRD sets no maximum (Minimum=1 only): 2^31-1 is a
+    request the API server stores. Each pod was a virtual pod of every plan, two billion of them: the
+    plan ran out of memory, every minute. (Found by review: input fuzzing.) Now a set is planned as at
+    most one pod more than the cluster could ever hold, and the request gets what its full count gets:
+    not found in free room (check-capacity), impossible for every group (atomic); nothing launched."""
+    w, _ = cpu_world(nodes=1, max_size=2)
+    count = 2**31 - 1
+    result = run(w, [request("r", class_name, [("t", count)])], [template("t")])
+
+    got = conds(result)
+    if class_name == CHECK_CAPACITY:
+        assert got["Provisioned"] == ("False", "CapacityIsNotFound")
+    else:
+        assert got["Failed"] == ("True", "CapacityCannotBeProvisioned")
+    assert f"{count} pod(s)" in result.provisioning[0].conditions[-1]["message"]
+    assert result.scale_up == ()
