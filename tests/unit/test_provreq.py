@@ -634,6 +634,30 @@ def test_bad_fields_never_raise() -> None:
     assert "count must be at least 1" in infos[1].problem
 
 
+def test_a_file_whose_pod_sets_or_template_spec_are_no_objects_names_them_and_fails_the_request(
+    tmp_path: Path,
+) -> None:
+    """The API server's schemas hold ``spec.podSets`` as a list and a PodTemplate's ``template.spec`` as
+    an object, but a hand-made ``spillway plan --cluster`` file need not: ``podSets: 5`` raised a
+    TypeError (a traceback, not exit 2), and ``template.spec: -1`` was read as a pod asking for nothing.
+    (Found by review: input fuzzing.) Each is the request's problem now, naming the field; the request
+    fails with it as with any template its pods cannot be made from."""
+    w, _ = cpu_world(nodes=1)
+    odd = request("odd", CHECK_CAPACITY, [])
+    odd["spec"]["podSets"] = 5
+    flat = template("flat")
+    flat["template"]["spec"] = -1
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(o.kube_list([odd, request("r", CHECK_CAPACITY, [("flat", 1)]), flat])))
+
+    infos = {i.name: i for i in load_cluster(path, "c", NOW).provreqs}
+
+    assert infos["odd"].problem == "spec.podSets must be a list of pod sets"
+    assert infos["r"].problem == "PodTemplate default/flat: template.spec: not an object"
+    result = run(w, [odd], [])
+    assert conds(result, "odd")["Failed"] == ("True", "FailedToCreatePods")
+
+
 # --- the plan function writes the statuses -------------------------------------------------------
 
 
