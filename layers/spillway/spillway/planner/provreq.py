@@ -41,7 +41,6 @@ from typing import Any
 
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import DRAINING_TAINT
-from spillway.model.resources import fit_count
 from spillway.model.provreq import (
     ACCEPTED,
     BEST_EFFORT_ATOMIC,
@@ -61,6 +60,7 @@ from spillway.model.provreq import (
     ProvisioningRequestInfo,
     label_value,
 )
+from spillway.model.resources import fit_count
 from spillway.model.state import BookingState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
