@@ -479,3 +479,14 @@ def test_a_custom_kind_whose_scale_cannot_be_read_says_why() -> None:
     # not read at all (offline, from a file): the problem says what is needed
     [offline] = buffer_infos([cb], [])
     assert "scale subresource" in offline.problem and not offline.active_at(NOW)
+
+
+def test_a_pod_template_whose_spec_is_no_object_makes_the_buffer_say_so_instead_of_raising() -> None:
+    """A hand-made ``spillway plan --cluster`` file may hold what the API server's schema refuses: a
+    PodTemplate's ``template.spec: -1`` raised a TypeError reading a buffer of it. (Found by review:
+    input fuzzing.) The buffer is not served, and says which field."""
+    flat = {**TEMPLATE, "template": {"metadata": {}, "spec": -1}}
+    doc = {"kind": "List", "items": [flat, buffer(podTemplateRef={"name": "web"}, replicas=3)]}
+    [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list(doc).others).buffers
+    assert info.problem == "PodTemplate shop/web: template.spec: not an object"
+    assert not info.active_at(NOW)

@@ -69,7 +69,12 @@ CASES = [
     ("odd-safe-value", _raw(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "yes"}), False, "movable", codes.POD_MOVABLE),
     ("bare", _raw(owner=None), False, "never", codes.POD_NO_CONTROLLER),
     ("bare-forced", _raw(owner=None), True, "movable", codes.POD_FORCED),
-    ("bare-safe-to-evict", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "True"}), False, "movable", codes.POD_MOVABLE),
+    ("bare-safe-to-evict", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}), False, "movable", codes.POD_MOVABLE),
+    # cluster-autoscaler lets a pod go for "true" exactly (utils/drain HasSafeToEvictAnnotation); a pod it
+    # keeps for "True" was evicted, and a bare one lost for good (found by review: input fuzzing)
+    ("bare-safe-to-evict-other-case", _raw(owner=None, annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "True"}), False, "never", codes.POD_NO_CONTROLLER),
+    ("emptydir-safe-to-evict-other-case", _volumes(_raw(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "TRUE"}), SCRATCH), False, "never", codes.POD_LOCAL_STORAGE),
+    ("not-safe-other-case", _raw(annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "False"}), False, "never", codes.POD_NOT_SAFE_TO_EVICT),
     ("owner-not-controller", _not_controller(_raw(owner=("ReplicaSet", "web"))), False, "never", codes.POD_NO_CONTROLLER),
     # local storage: an emptyDir on the node's disk (any medium but Memory) or a hostPath, as
     # cluster-autoscaler's HasBlockingLocalStorage counts it; safe-to-evict=true or naming every such

@@ -379,3 +379,21 @@ def test_a_buffer_of_a_one_per_node_deployment_holds_room_on_as_many_nodes_as_ch
     assert scale_up(result)["cpu"][:2] == (1, 4)
     on = [p.node for p in result.placements if ":buffer:" in p.pod]
     assert len(on) == 3 and len(set(on)) == 3 and node not in on
+
+
+def test_a_buffer_no_node_or_group_could_hold_plans_nothing_and_the_plan_goes_on() -> None:
+    """A buffer of GPU chunks in a cluster of CPU nodes only: not one chunk fits any node or group, so
+    the buffer is no class at all. It was a class of no pods, and sorting the demand read its first pod:
+    every plan failed with an IndexError while the buffer was open. (Found by review: input fuzzing.)"""
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1)
+    gpu = {"name": "gpu", "pod": {"nvidia.com/gpu": "1"}, "replicas": 2}
+
+    snapshot, groups, config, state = w.parsed(buffers=[gpu])
+    assert buffer_classes(Context(snapshot, groups, config, state, NOW)) == []
+
+    result = w.plan(buffers=[gpu])
+
+    assert not result.scale_up
+    assert pending_codes(result) == {}
+    assert node in kept_codes(result)

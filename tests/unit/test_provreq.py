@@ -338,6 +338,20 @@ def test_valid_until_seconds_fails_a_request_not_provisioned_in_time() -> None:
     assert conds(result, "y")["Provisioned"] == ("False", "CapacityIsNotFound")
 
 
+@pytest.mark.parametrize("seconds", ["1" + "0" * 30, str(2**63 - 1), "315537897600"])
+def test_a_valid_until_past_every_date_never_expires_the_request(seconds: str) -> None:
+    """ValidUntilSeconds is a string of the spec's parameters (map[string]string): a number too large
+    for a timedelta (or for the date it is added to) made every plan raise OverflowError. (Found by
+    review: input fuzzing.) Past the last date there is, the request never expires."""
+    w, _ = cpu_world(nodes=0)
+    old = request("r", CHECK_CAPACITY, [("t", 1)], parameters={"ValidUntilSeconds": seconds},
+                  created=NOW - timedelta(days=30))  # fmt: skip
+    result = run(w, [old], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "Failed" not in conds(result)
+
+
 def test_without_valid_until_a_request_expires_after_seven_days() -> None:
     w, _ = cpu_world(nodes=0)
     result = run(
@@ -618,6 +632,30 @@ def test_bad_fields_never_raise() -> None:
     assert [i.name for i in infos] == ["a", "b"]
     assert isinstance(infos[0], ProvisioningRequestInfo)
     assert "count must be at least 1" in infos[1].problem
+
+
+def test_a_file_whose_pod_sets_or_template_spec_are_no_objects_names_them_and_fails_the_request(
+    tmp_path: Path,
+) -> None:
+    """The API server's schemas hold ``spec.podSets`` as a list and a PodTemplate's ``template.spec`` as
+    an object, but a hand-made ``spillway plan --cluster`` file need not: ``podSets: 5`` raised a
+    TypeError (a traceback, not exit 2), and ``template.spec: -1`` was read as a pod asking for nothing.
+    (Found by review: input fuzzing.) Each is the request's problem now, naming the field; the request
+    fails with it as with any template its pods cannot be made from."""
+    w, _ = cpu_world(nodes=1)
+    odd = request("odd", CHECK_CAPACITY, [])
+    odd["spec"]["podSets"] = 5
+    flat = template("flat")
+    flat["template"]["spec"] = -1
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(o.kube_list([odd, request("r", CHECK_CAPACITY, [("flat", 1)]), flat])))
+
+    infos = {i.name: i for i in load_cluster(path, "c", NOW).provreqs}
+
+    assert infos["odd"].problem == "spec.podSets must be a list of pod sets"
+    assert infos["r"].problem == "PodTemplate default/flat: template.spec: not an object"
+    result = run(w, [odd], [])
+    assert conds(result, "odd")["Failed"] == ("True", "FailedToCreatePods")
 
 
 # --- the plan function writes the statuses -------------------------------------------------------
@@ -907,3 +945,23 @@ def test_the_nodes_launched_for_pod_sets_of_two_shapes_provision_the_request() -
 
     assert scale_up(first)["cpu-east"][:2] == (0, 2)
     assert conds(later)["Provisioned"] == ("True", "CapacityIsProvisioned")
+
+
+@pytest.mark.parametrize("class_name", [CHECK_CAPACITY, BEST_EFFORT_ATOMIC])
+def test_a_pod_set_of_two_billion_pods_is_judged_without_two_billion_virtual_pods(class_name: str) -> None:
+    """``count`` is an int32 and cluster-autoscaler's CRD sets no maximum (Minimum=1 only): 2^31-1 is a
+    request the API server stores. Each pod was a virtual pod of every plan, two billion of them: the
+    plan ran out of memory, every minute. (Found by review: input fuzzing.) Now a set is planned as at
+    most one pod more than the cluster could ever hold, and the request gets what its full count gets:
+    not found in free room (check-capacity), impossible for every group (atomic); nothing launched."""
+    w, _ = cpu_world(nodes=1, max_size=2)
+    count = 2**31 - 1
+    result = run(w, [request("r", class_name, [("t", count)])], [template("t")])
+
+    got = conds(result)
+    if class_name == CHECK_CAPACITY:
+        assert got["Provisioned"] == ("False", "CapacityIsNotFound")
+    else:
+        assert got["Failed"] == ("True", "CapacityCannotBeProvisioned")
+    assert f"{count} pod(s)" in result.provisioning[0].conditions[-1]["message"]
+    assert result.scale_up == ()

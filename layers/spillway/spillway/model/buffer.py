@@ -296,8 +296,9 @@ def _chunk(template: Mapping[str, Any], namespace: str, name: str) -> tuple[Pod 
     never bound, so the template's ``spec.nodeName`` goes, as cluster-autoscaler's buffer pod processor
     clears it; a template read from a running pod (through the scale subresource) always has one."""
     body = dict(template.get("template") or {})
-    spec = dict(body.get("spec") or {})
-    spec.pop("nodeName", None)
+    spec = body.get("spec") or {}
+    if isinstance(spec, Mapping):  # else template_pod_object names it
+        spec = {k: v for k, v in spec.items() if k != "nodeName"}
     return template_pod_object({**template, "template": {**body, "spec": spec}}, namespace, name)
 
 

@@ -579,9 +579,13 @@ def _selector_terms(required: NodeSelector | None) -> tuple[Term, ...]:
 
 
 def _flag(value: str | None) -> bool | None:
-    """An annotation read as the drain reads it: "true" / "false" (any case), anything else unset."""
-    lowered = (value or "").lower()
-    return True if lowered == "true" else False if lowered == "false" else None
+    """The safe-to-evict annotation, as the drain reads it: ``"true"`` exactly lets a pod go, as
+    cluster-autoscaler's ``HasSafeToEvictAnnotation`` (utils/drain) compares it, so a pod it would keep
+    (no controller, local storage) is not evicted for ``"True"``; ``"false"`` in any case keeps it (a
+    refusal is honoured however it is spelt); anything else is unset."""
+    if value == "true":
+        return True
+    return False if (value or "").lower() == "false" else None
 
 
 def _int_or_none(value: Any) -> int | None:

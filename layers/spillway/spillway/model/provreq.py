@@ -257,6 +257,8 @@ def pending_info(pod: Pod) -> PodInfo:
 def template_pod_object(template: Mapping[str, Any], namespace: str, name: str) -> tuple[Pod | None, str]:
     """The Pod a PodTemplate object (``template.spec``) makes, or why it cannot be made."""
     body = _map(template.get("template"))
+    if not isinstance(body.get("spec", {}), Mapping):  # not a pod's spec: its pods are unknown, not empty
+        return None, f"PodTemplate {namespace}/{template_name(template)}: template.spec: not an object"
     raw = {
         "metadata": {**_map(body.get("metadata")), "name": name, "namespace": namespace},
         "spec": _map(body.get("spec")),
@@ -294,15 +296,20 @@ def request_info(
         uid=str(meta.get("uid") or ""),
         generation=_int(meta.get("generation")),
         class_name=str(spec.get("provisioningClassName") or ""),
-        pod_sets=tuple(
-            _pod_set(namespace, name, i, _map(raw), templates)
-            for i, raw in enumerate(spec.get("podSets") or ())
-        ),
+        pod_sets=_pod_sets(namespace, name, spec.get("podSets"), templates),
         parameters=_text_map(spec.get("parameters")),
         conditions=_conditions(status),
         details=_text_map(status.get("provisioningClassDetails")),
         created_at=_time(meta.get("creationTimestamp")),
     )
+
+
+def _pod_sets(
+    namespace: str, request: str, raw: Any, templates: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> tuple[PodSetInfo, ...]:
+    if raw is not None and not isinstance(raw, list):  # the CRD's schema holds a list: a hand-made file
+        return (PodSetInfo("", 0, problem="spec.podSets must be a list of pod sets"),)
+    return tuple(_pod_set(namespace, request, i, _map(item), templates) for i, item in enumerate(raw or ()))
 
 
 def _pod_set(

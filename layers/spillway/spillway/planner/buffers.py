@@ -80,6 +80,8 @@ def buffer_classes(ctx: Context) -> list[PodClass]:
         )
         cls.buffer = buffer.key
         cls.pods = [virtual_pod(buffer, i) for i in range(min(buffer.replicas, _room_bound(ctx, cls)))]
+        if not cls.pods:  # no node nor group could hold a chunk (GPUs where none are): nothing to plan
+            continue
         ctx.buffer_pods.update(dict.fromkeys(cls.pods, buffer))
         out.append(cls)
     return out

@@ -60,6 +60,7 @@ from spillway.model.provreq import (
     ProvisioningRequestInfo,
     label_value,
 )
+from spillway.model.resources import fit_count
 from spillway.model.state import BookingState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
@@ -67,6 +68,7 @@ from spillway.planner.context import Context, WorkNode, aware, has_taint, minute
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import TrialFit, pools
 from spillway.planner.scaleup import could_ever_hold
+from spillway.planner.topology import UNBOUNDED
 from spillway.planner.types import PendingPod, ProvisioningUpdate
 
 # reasons: cluster-autoscaler's where it has one for the same state, else Spillway's own
@@ -264,7 +266,7 @@ class Provisioning:
             cls = new_class(
                 pod_set.pod, gang=gang_key(w.info), domains=self.ctx.topology.domains(pod_set.pod)
             )
-            cls.pods = [virtual_pod(w.info, index, i) for i in range(pod_set.count)]
+            cls.pods = set_pods(self.ctx, w.info, index, cls, pod_set.count)
             cls.tenant = self._tenant(w.info.namespace)
             w.pods += cls.pods
             w.classes.append(cls)
@@ -349,7 +351,7 @@ class Provisioning:
         for index, (pod_set, count) in enumerate(zip(w.info.pod_sets, counts, strict=True)):
             if count > 0 and pod_set.pod is not None:
                 cls = new_class(pod_set.pod, domains=self.ctx.topology.domains(pod_set.pod))
-                cls.pods = [virtual_pod(w.info, index, i) for i in range(count)]
+                cls.pods = set_pods(self.ctx, w.info, index, cls, count)
                 classes.append(cls)
             elif count > 0 and whole:
                 return None
@@ -364,6 +366,28 @@ class Provisioning:
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
         self.ctx.planned = trial.planned
         return dict(trial.placed)
+
+
+def set_pods(ctx: Context, info: ProvisioningRequestInfo, index: int, cls: PodClass, count: int) -> list[str]:
+    """The virtual pods of pod set ``index``: ``count``, or one more than the cluster could ever hold
+    when ``count`` is larger. A pod set's ``count`` is an int32 with no maximum in the CRD cluster-
+    autoscaler serves (``+kubebuilder:validation:Minimum=1`` only), so a request of two billion pods is
+    valid; one virtual pod each would be two billion in every plan. Past the bound none of the set's
+    pods change anything: a set that cannot be placed whole is not placed (booked or launched) at all,
+    and :func:`could_ever_hold` cannot hold it either, so the request gets the conditions its full
+    count gets (their messages give ``info.count``)."""
+    return [virtual_pod(info, index, i) for i in range(min(count, most_ever_held(ctx, cls) + 1))]
+
+
+def most_ever_held(ctx: Context, cls: PodClass) -> int:
+    """An upper bound of the pods of ``cls`` the cluster could ever hold: as many as fit each node's
+    whole allocatable, and each group's template node times its MaxSize (free room, a new node's room
+    and :func:`could_ever_hold`'s empty nodes are all within these)."""
+    total = sum(fit_count(cls.requests, node.info.allocatable, UNBOUNDED) for node in ctx.nodes.values())
+    for group in ctx.groups:
+        if group.template is not None:
+            total += group.max_size * fit_count(cls.requests, group.template.allocatable, UNBOUNDED)
+    return total
 
 
 def still_booked(info: ProvisioningRequestInfo, running: Sequence[PodInfo]) -> list[int]:
@@ -430,16 +454,20 @@ def _published_label(info: ProvisioningRequestInfo) -> str | None:
 
 def _deadline(info: ProvisioningRequestInfo) -> tuple[datetime | None, str]:
     raw = info.parameters.get(VALID_UNTIL)
-    validity, why = DEFAULT_VALIDITY, "7 days of its creation"
+    seconds, why = DEFAULT_VALIDITY.total_seconds(), "7 days of its creation"
     if raw is not None:
         try:
-            validity = timedelta(seconds=max(0, int(raw)))
+            seconds = max(0, int(raw))
             why = f"spec.parameters.{VALID_UNTIL} ({raw}s) of its creation"
         except ValueError:
             why = f"7 days of its creation (spec.parameters.{VALID_UNTIL}={raw!r} is not a number)"
     if info.created_at is None:
         return None, why
-    return info.created_at + validity, why
+    # the parameter is any string of digits: "1" and thirty zeros is past every date a datetime holds
+    # (it raised OverflowError, every plan); a deadline past the last one is none: it never expires
+    if seconds >= (datetime.max.replace(tzinfo=info.created_at.tzinfo) - info.created_at).total_seconds():
+        return None, why
+    return info.created_at + timedelta(seconds=seconds), why
 
 
 def _age_order(info: ProvisioningRequestInfo) -> tuple[Any, ...]:
