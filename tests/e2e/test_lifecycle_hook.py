@@ -53,6 +53,20 @@ def hooked_group(cloud: Cloud, name: str) -> tuple[list[str], dict[str, str]]:
     return ids, dict(cloud.registrar.registered)
 
 
+def another_teams_hook(cloud: Cloud, group: str) -> Any:
+    """Puts a second terminate hook, ``ship-logs`` (another team's log shipper), on ``group``; returns
+    the Auto Scaling client."""
+    autoscaling = boto3.client("autoscaling", region_name=HOME)
+    autoscaling.put_lifecycle_hook(
+        LifecycleHookName="ship-logs",
+        AutoScalingGroupName=group,
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=900,
+        DefaultResult="CONTINUE",
+    )
+    return autoscaling
+
+
 def drains(cloud: Cloud) -> list[str]:
     listed = cloud.stack.client("stepfunctions").list_executions(
         stateMachineArn=cloud.stack.state_machines["DrainNodeStateMachine"]
@@ -202,14 +216,7 @@ def test_another_teams_terminate_hook_is_left_to_its_owner_while_spillway_comple
     (https://docs.aws.amazon.com/autoscaling/ec2/userguide/completing-lifecycle-hooks.html): one event
     per hook, and the instance terminates once every hook's action is complete."""
     (instance, _), by_instance = hooked_group(cloud, "hooked-logs")
-    autoscaling = boto3.client("autoscaling", region_name=HOME)
-    autoscaling.put_lifecycle_hook(
-        LifecycleHookName="ship-logs",
-        AutoScalingGroupName="hooked-logs",
-        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
-        HeartbeatTimeout=900,
-        DefaultResult="CONTINUE",
-    )
+    autoscaling = another_teams_hook(cloud, "hooked-logs")
     node = by_instance[instance]
     result = drain_by_hand(cloud, "hooked-logs", node, instance)
     assert result["status"] == "SUCCEEDED", result
@@ -276,14 +283,7 @@ def test_a_drain_by_hand_naming_another_teams_hook_fails_touching_nothing(cloud:
     completing that hook's action with CONTINUE, ending its owner's wait early. Validation refuses it
     (InvalidDrainRequest, field lifecycle.hook) before the cordon; the group's hooks keep waiting."""
     (instance, spare), by_instance = hooked_group(cloud, "hooked-hand")
-    autoscaling = boto3.client("autoscaling", region_name=HOME)
-    autoscaling.put_lifecycle_hook(
-        LifecycleHookName="ship-logs",
-        AutoScalingGroupName="hooked-hand",
-        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
-        HeartbeatTimeout=900,
-        DefaultResult="CONTINUE",
-    )
+    autoscaling = another_teams_hook(cloud, "hooked-hand")
     autoscaling.set_instance_protection(
         AutoScalingGroupName="hooked-hand", InstanceIds=[spare], ProtectedFromScaleIn=True
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
 
 from spillway.model.state import State
@@ -252,33 +253,14 @@ def test_a_gang_without_a_zone_requirement_on_a_fleet_group_gets_no_zone() -> No
     assert launch.zone is None and "zone" not in launch.to_dict()  # type: ignore[attr-defined]
 
 
-def test_a_rollback_group_whose_terminate_process_is_suspended_launches_its_gangs_the_ordinary_way() -> None:
-    """Its gang could not be given back whole (Auto Scaling terminates none of its InService instances,
-    so a give-back leaves them running), and gang_prepare refuses it: a plan that kept sending the gang
-    there would start a refused gang launch every minute and never place it. Read as off, with the
-    reason, as a fleet group that rebalances its zones is."""
-    w, pods = gang_world("rollback")
-    w.groups["cpu-east"]["SuspendedProcesses"] = [
-        {"ProcessName": "Terminate", "SuspensionReason": "User suspended"}
-    ]
-
-    result = w.plan()
-
-    assert scale_up(result) == {"cpu-east": (0, 3, pods)}
-    assert "gangs" not in result.state.to_wire()  # no atomic launch
-    [group] = [g for g in w.parsed()[1] if g.name == "cpu-east"]
-    assert (
-        group.atomic_launch == "off" and "its Terminate process is suspended" in group.atomic_launch_problem
-    )
-    assert "rollback" in group.atomic_launch_problem
-
-
-def test_a_fleet_group_whose_terminate_process_is_suspended_launches_its_gangs_the_ordinary_way() -> None:
-    """gang_prepare refuses a fleet gang there too: attached, its members are InService, and Auto Scaling
-    terminates none of them while Terminate is suspended, so a gang whose Nodes never turn Ready could
-    not be given back. Read as off, with the reason, so the plan does not start a refused gang launch
-    every minute and never place the gang."""
-    w, pods = gang_world("fleet")
+@pytest.mark.parametrize("mode", ["rollback", "fleet"])
+def test_a_group_whose_terminate_process_is_suspended_launches_its_gangs_the_ordinary_way(mode: str) -> None:
+    """A gang there could not be given back whole: Auto Scaling terminates none of a group's InService
+    instances while Terminate is suspended (a rollback gang's members, or a fleet gang's once attached),
+    and gang_prepare refuses it. A plan that kept sending the gang there would start a refused gang
+    launch every minute and never place it. Read as off, with the reason, as a fleet group that
+    rebalances its zones is."""
+    w, pods = gang_world(mode)
     w.groups["cpu-east"]["SuspendedProcesses"] = [
         {"ProcessName": "Terminate", "SuspensionReason": "User suspended"}
     ]
@@ -289,7 +271,7 @@ def test_a_fleet_group_whose_terminate_process_is_suspended_launches_its_gangs_t
     assert "gangs" not in result.state.to_wire()  # no atomic launch
     [group] = [g for g in w.parsed()[1] if g.name == "cpu-east"]
     assert group.atomic_launch == "off"
-    assert "fleet: us-east-1/cpu-east: its Terminate process is suspended" in group.atomic_launch_problem
+    assert f"{mode}: us-east-1/cpu-east: its Terminate process is suspended" in group.atomic_launch_problem
 
 
 def test_a_fleet_group_refused_for_two_processes_names_both() -> None:

@@ -697,8 +697,9 @@ class Interrupter:
 
     def _complete_emptied(self, notice: Notice, instance_id: str) -> dict[str, Any]:
         """Complete (CONTINUE, by its token) the action on a node a Spillway drain emptied, or on an
-        instance with no Node (:meth:`_no_node`): nothing is left on it to protect, and that drain completes by instance id only the hooks it knows of, or
-        is a lifecycle drain for another hook, so this hook's action would wait out its HeartbeatTimeout
+        instance with no Node (:meth:`_no_node`): nothing is left on it to protect, and that drain
+        completes by instance id only the hooks it knows of, or is a lifecycle drain for another hook,
+        so this hook's action would wait out its HeartbeatTimeout
         with the instance billed. An action that no longer waits (the drain completed it) is done."""
         if self.cloud is None:
             return {}
