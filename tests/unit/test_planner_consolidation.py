@@ -685,6 +685,27 @@ def test_a_budget_scheduled_less_often_than_weekly_says_when_it_next_changes() -
             "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: 1h, windows: [{start: '09:00'}]}]\n",
             "disruption_budgets.0",
         ),
+        # Numbers are ASCII digits, as Go's strconv and robfig/cron read them: Python's isdigit and \\d
+        # took Arabic-Indic digits as numbers ("١٢" was 12 nodes) and superscripts as digits int() refuses
+        ("disruption_budgets: [{nodes: '\u0661\u0662'}]\n", "disruption_budgets.0.nodes"),
+        ("disruption_budgets: [{nodes: '\u00b2'}]\n", "disruption_budgets.0.nodes"),
+        (
+            "disruption_budgets: [{nodes: 2, windows: [{start: '\u0660\u0668:\u0660\u0660'}]}]\n",
+            "disruption_budgets.0.windows.0.start",
+        ),
+        (
+            "disruption_budgets: [{nodes: 0, schedule: '\u0665 * * * *', duration: 1h}]\n",
+            "disruption_budgets.0.schedule",
+        ),
+        (
+            "disruption_budgets: [{nodes: 0, schedule: '*/\u00b2 * * * *', duration: 1h}]\n",
+            "disruption_budgets.0.schedule",
+        ),
+        (
+            "disruption_budgets: [{nodes: 0, schedule: '@daily', duration: '\u0661h'}]\n",
+            "disruption_budgets.0.duration",
+        ),
+        ("cores_total: '\u0660:\u0661\u0660'\n", "cores_total"),
     ],
 )
 def test_bad_consolidation_settings_name_the_key(tmp_path: Path, text: str, field: str) -> None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from spillway.errors import ConfigurationError
 from spillway.model.options import MAX_MINUTES, parse_duration_minutes
 from spillway.model.priorities import check_priorities
-from spillway.model.quantity import QuantityError, to_milli
+from spillway.model.quantity import QuantityError, is_digits, to_milli
 from spillway.model.reserve import EKS_RESERVE, Reserve
 from spillway.model.resources import CPU, MEMORY
 from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, next_change, zone_of
@@ -205,7 +205,7 @@ def _budget_nodes(value: Any) -> str:
         raise ValueError('expected a count of nodes (3) or a percentage ("10%")')
     text = str(value).strip()
     number = text[:-1] if text.endswith("%") else text
-    if not number.isdigit() or (text.endswith("%") and int(number) > 100):
+    if not is_digits(number) or (text.endswith("%") and int(number) > 100):
         raise ValueError(f'expected a count of nodes (3) or a percentage 0-100% ("10%"), got {text!r}'[:120])
     return f"{int(number)}%" if text.endswith("%") else str(int(number))
 
@@ -312,10 +312,9 @@ _TICK = timedelta(microseconds=1)
 def parse_range(text: str) -> tuple[int, int]:
     """cluster-autoscaler's ``min:max`` (``--cores-total 0:320000``): two integers, min <= max."""
     low, sep, high = text.partition(":")
-    try:
-        lo, hi = int(low), int(high)
-    except ValueError:
-        raise ValueError(f"expected <min>:<max> integers, got {text!r}") from None
+    if not (is_digits(low.strip()) and is_digits(high.strip())):
+        raise ValueError(f"expected <min>:<max> integers, got {text!r}")
+    lo, hi = int(low), int(high)
     if not sep or lo < 0 or lo > hi:
         raise ValueError(f"expected 0 <= min <= max as <min>:<max>, got {text!r}")
     return lo, hi

@@ -43,7 +43,7 @@ _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ignoredaemonsetsutilization": ("bool", ("ignore_daemonsets_utilization",)),
 }
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", re.ASCII)  # Go: ASCII digits
 # Longest delay a *_minutes setting may hold: ten years is "never" for an autoscaler, and anything
 # finite this size still fits the timedeltas the planner builds from it (inf and 1e300 do not). The
 # configuration's settings and the tags that override them share this bound.

@@ -13,6 +13,15 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits: a number as Go's ``strconv.Atoi`` (Kubernetes,
+    cluster-autoscaler, Karpenter), robfig/cron and JSON Pointer read one. ``str.isdigit`` and ``\\d``
+    also take other scripts' digits (``"١٢"``, which ``int`` reads as 12) and superscripts (``"²"``,
+    which ``int`` then refuses with a message naming no field)."""
+    return text.isascii() and text.isdigit()
+
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QUANTITY = re.compile(
     r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"

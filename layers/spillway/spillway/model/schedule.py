@@ -35,6 +35,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from spillway.model.cluster import format_time, parse_time
+from spillway.model.quantity import is_digits
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -52,7 +53,7 @@ def _value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
     lowered = text.lower()
     if lowered in names:
         return low + names.index(lowered)
-    if not text.isdigit() or not low <= int(text) <= high:
+    if not is_digits(text) or not low <= int(text) <= high:
         raise ValueError(f"{name}: {text!r} is not a number in {low}-{high}")
     return int(text)
 
@@ -68,7 +69,7 @@ def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
         span, slash, step_text = part.partition("/")
         step = 1
         if slash:
-            if not step_text.isdigit() or int(step_text) < 1:
+            if not is_digits(step_text) or int(step_text) < 1:
                 raise ValueError(f"{name}: step {step_text!r} is not a positive number")
             step = int(step_text)
         if span in ("*", "?"):

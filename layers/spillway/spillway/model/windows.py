@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from spillway.model.quantity import is_digits
 from spillway.model.schedule import local_instant, zone_of
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -38,7 +39,7 @@ def _clock(value: Any) -> str:
         raise ValueError(_unquoted(value))
     text = str(value).strip()
     hours, sep, minutes = text.partition(":")
-    if not (sep and hours.isdigit() and minutes.isdigit() and len(minutes) == 2 and len(hours) <= 2):
+    if not (sep and is_digits(hours) and is_digits(minutes) and len(minutes) == 2 and len(hours) <= 2):
         raise ValueError(f"expected a time HH:MM, got {text!r}"[:80])
     if int(hours) > 23 or int(minutes) > 59:
         raise ValueError(f"no such time of day: {text!r}")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from spillway.sim.trace import Trace
     from spillway.sim.world import GroupSpec, Outage
 
-_DURATION = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhd]?)$")
+_DURATION = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[smhd]?)$", re.ASCII)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

@@ -267,7 +267,7 @@ def _regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern)
 
 
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z", re.ASCII)
 
 
 def _date_time(text: str) -> bool:

@@ -38,7 +38,7 @@ from spillway.local.kubeapi.selectors import label_selector_matches
 from spillway.local.kubeapi.status import FieldError
 
 JsonObj = dict[str, Any]
-_PERCENT = re.compile(r"^(\d+)%$")
+_PERCENT = re.compile(r"^(\d+)%$", re.ASCII)  # intstr: strconv.Atoi
 # pkg/registry/core/pod/storage/eviction.go MaxDisruptedPodSize: past it the eviction subresource
 # refuses every pod of the budget until the disruption controller confirms the evictions it approved
 MAX_DISRUPTED_PODS = 2000

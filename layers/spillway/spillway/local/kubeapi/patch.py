@@ -21,6 +21,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from spillway.model.quantity import is_digits
+
 T = TypeVar("T")
 JsonObj = dict[str, Any]
 MergeKeys = Mapping[tuple[str, ...], str | None]
@@ -172,7 +174,7 @@ def _pointer(path: Any) -> list[str]:
 def _index(container: list[Any], token: str, path: str, *, allow_end: bool) -> int:
     if token == "-" and allow_end:
         return len(container)
-    if not token.isdigit() or (token != "0" and token.startswith("0")):
+    if not is_digits(token) or (token != "0" and token.startswith("0")):
         raise PatchError(f"invalid array index {token!r} in {path}")
     index = int(token)
     if index > len(container) or (index == len(container) and not allow_end):

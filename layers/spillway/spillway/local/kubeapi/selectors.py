@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillway.local.kubeapi.status import bad_request
+from spillway.model.quantity import is_digits
 
 JsonObj = dict[str, Any]
 
@@ -88,7 +89,7 @@ def parse_label_selector(text: str | None) -> LabelQuery:
                 key, _, value = term.partition(op)
                 if any(c in value for c in "=!<>(), "):
                     raise bad_request(f"unable to parse requirement: invalid value in {term!r}")
-                if op in (">", "<") and not value.strip().lstrip("-").isdigit():
+                if op in (">", "<") and not is_digits(value.strip().removeprefix("-")):
                     raise bad_request(f"unable to parse requirement: {term!r}: for '{op}' a number is needed")
                 reqs.append(
                     Requirement(_check_key(key.strip(), term), "=" if op == "==" else op, frozenset([value]))
