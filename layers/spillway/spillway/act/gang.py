@@ -637,13 +637,13 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
     if req.zone is not None and mode == "rollback" and list(asg.AvailabilityZones) != [req.zone]:
         raise InputError(f"rollback mode cannot choose a zone of {where}, which spans several; use fleet",
                          field="zone")  # fmt: skip
-    if mode == "fleet" and fleet_refusal(asg):
-        raise InputError(fleet_refusal(asg), field="SuspendedProcesses")
-    if launch_refusal(asg):
+    if mode == "fleet" and (rebalances := fleet_refusal(asg)):
+        raise InputError(rebalances, field="SuspendedProcesses")
+    if launches_nothing := launch_refusal(asg):
         attach = "; nor does it accept AttachInstances" if mode == "fleet" else ""
-        raise AsgLimitExceeded(f"{launch_refusal(asg)}{attach}; nothing launched")
-    if give_back_refusal(asg):
-        raise AsgLimitExceeded(f"{give_back_refusal(asg)}; nothing launched")
+        raise AsgLimitExceeded(f"{launches_nothing}{attach}; nothing launched")
+    if held := give_back_refusal(asg):
+        raise AsgLimitExceeded(f"{held}; nothing launched")
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:
