@@ -28,6 +28,16 @@ from spillway.model.schedule import CRON_MACROS, Cron, cron_runs, next_change, z
 from spillway.model.windows import TimeWindow, Windowed
 
 
+def _quantity_text(value: Any) -> str:
+    """A quantity as the user wrote it (YAML may have read ``8`` as a number), checked to parse."""
+    text = value if isinstance(value, str) else str(value)
+    try:
+        to_milli(text)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
 class NodeReserve(BaseModel):
     """What each new node keeps back from its pods (the template node's nominal size less its allocatable).
 
@@ -47,14 +57,7 @@ class NodeReserve(BaseModel):
     @field_validator("cpu", "memory", mode="before")
     @classmethod
     def _quantity(cls, value: Any) -> str | None:
-        if value is None:
-            return None
-        text = value if isinstance(value, str) else str(value)
-        try:
-            to_milli(text)
-        except QuantityError as exc:
-            raise ValueError(str(exc)) from None
-        return text
+        return None if value is None else _quantity_text(value)
 
     @field_validator("vm_memory_overhead_percent")
     @classmethod
@@ -98,12 +101,10 @@ def _check_limits(value: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, quantity in value.items():
         _check_resource(str(name))
-        text = quantity if isinstance(quantity, str) else str(quantity)
         try:
-            to_milli(text)
-        except QuantityError as exc:
+            out[str(name)] = _quantity_text(quantity)
+        except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
-        out[str(name)] = text
     return out
 
 
@@ -164,14 +165,7 @@ class BufferPod(BaseModel):
     @field_validator("cpu", "memory", "gpu", mode="before")
     @classmethod
     def _quantity(cls, value: Any) -> str | None:
-        if value is None:
-            return None
-        text = value if isinstance(value, str) else str(value)
-        try:
-            to_milli(text)
-        except QuantityError as exc:
-            raise ValueError(str(exc)) from None
-        return text
+        return None if value is None else _quantity_text(value)
 
     @field_validator("tolerations", mode="before")
     @classmethod
