@@ -213,8 +213,9 @@ def test_the_launch_template_is_read_for_its_market_even_when_instances_give_the
     assert problem.startswith("Tags[spillway.io/capacity-type]: 'on-demand' says on-demand")
 
 
-def test_a_launch_configuration_with_a_spot_price_makes_a_spot_group(world: Any) -> None:
-    clients, adapter = world
+def spot_price_group(clients: Any) -> Any:
+    """A group launched from a launch configuration with a SpotPrice (the older way to ask for Spot);
+    its Auto Scaling client back."""
     asg = clients.autoscaling("us-east-1")
     asg.create_launch_configuration(
         LaunchConfigurationName="lc-spot", ImageId="ami-12c6146b", InstanceType="m5.xlarge", SpotPrice="0.10"
@@ -223,6 +224,12 @@ def test_a_launch_configuration_with_a_spot_price_makes_a_spot_group(world: Any)
         AutoScalingGroupName="old-spot", LaunchConfigurationName="lc-spot", MinSize=0, MaxSize=5,
         DesiredCapacity=1, AvailabilityZones=["us-east-1a"], Tags=MANAGED,
     )  # fmt: skip
+    return asg
+
+
+def test_a_launch_configuration_with_a_spot_price_makes_a_spot_group(world: Any) -> None:
+    clients, adapter = world
+    spot_price_group(clients)
 
     (group,) = adapter.node_groups_in("us-east-1", RESERVE, NOW)
 
@@ -275,14 +282,7 @@ def test_a_launch_template_read_that_fails_fails_the_regions_read(
 
 def test_a_launch_configuration_read_that_is_throttled_fails_the_regions_read(world: Any) -> None:
     clients, adapter = world
-    asg = clients.autoscaling("us-east-1")
-    asg.create_launch_configuration(
-        LaunchConfigurationName="lc-spot", ImageId="ami-12c6146b", InstanceType="m5.xlarge", SpotPrice="0.10"
-    )
-    asg.create_auto_scaling_group(
-        AutoScalingGroupName="old-spot", LaunchConfigurationName="lc-spot", MinSize=0, MaxSize=5,
-        DesiredCapacity=1, AvailabilityZones=["us-east-1a"], Tags=MANAGED,
-    )  # fmt: skip
+    asg = spot_price_group(clients)
     refuse(asg, "describe_launch_configurations", "Throttling", 400)
 
     with pytest.raises(AwsThrottled, match="DescribeLaunchConfigurations"):
