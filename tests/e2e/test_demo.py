@@ -14,6 +14,13 @@ from spillway.local.rig import HOME, WEST
 STORY = ("scale_up", "overflow", "drain_plan", "drain", "terminate", "manual")
 
 
+def seen_first(result: DemoResult, kinds: tuple[str, ...], timeline: str) -> list[float]:
+    """When the demo first saw each of ``kinds``, every one of which it must have seen."""
+    firsts = [result.first(kind) for kind in kinds]
+    assert None not in firsts, (dict(zip(kinds, firsts, strict=True)), timeline)
+    return [f for f in firsts if f is not None]
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, str]:
     if not TRACE.exists():
@@ -29,9 +36,8 @@ def test_the_burst_scales_up_overflows_to_the_secondary_region_then_drains_and_t
 ) -> None:
     result, timeline = demo
     assert result.complete, timeline
-    firsts = [result.first(kind) for kind in STORY]
-    assert None not in firsts, (dict(zip(STORY, firsts, strict=True)), timeline)
-    assert firsts == sorted(firsts), (dict(zip(STORY, firsts, strict=True)), timeline)  # type: ignore[type-var]
+    firsts = seen_first(result, STORY, timeline)
+    assert firsts == sorted(firsts), (dict(zip(STORY, firsts, strict=True)), timeline)
     # The first scale-up is in the primary region; the overflow lands in the secondary one.
     first_up = next(e.text for e in result.events if e.kind == "scale_up")
     assert f"({HOME})" in first_up
@@ -81,9 +87,8 @@ def test_scene_two_teams_burst_one_is_held_by_its_limit_a_gang_launches_whole_an
     result, timeline = demo
     scene = result.scene
     assert scene is not None and scene.done, timeline
-    firsts = [result.first(kind) for kind in SCENE]
-    assert None not in firsts, (dict(zip(SCENE, firsts, strict=True)), timeline)
-    assert firsts == sorted(firsts), (dict(zip(SCENE, firsts, strict=True)), timeline)  # type: ignore[type-var]
+    firsts = seen_first(result, SCENE, timeline)
+    assert firsts == sorted(firsts), (dict(zip(SCENE, firsts, strict=True)), timeline)
     assert result.first("scene") > result.first("manual")  # type: ignore[operator]
     launched = result.first("gang_launched")
     assert launched is not None and firsts[0] < launched < result.first("scene_done"), timeline  # type: ignore[operator]
@@ -131,8 +136,7 @@ def test_scene_three_dusk_scales_serving_in_training_takes_the_night_an_elastic_
     result, timeline = demo
     night = result.night
     assert night is not None and night.done, timeline
-    firsts = [result.first(kind) for kind in NIGHT]
-    assert None not in firsts, (dict(zip(NIGHT, firsts, strict=True)), timeline)
+    seen_first(result, NIGHT, timeline)
     # The spot drain runs beside the consolidation's: only its warning follows the consolidation plan.
     order = [k for k in NIGHT if k not in ("consolidated", "spot_drained")]
     at = {k: result.first(k) for k in NIGHT}
