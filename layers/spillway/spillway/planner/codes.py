@@ -62,6 +62,7 @@ SCALE_DOWN_DISABLED = "scale-down-disabled"  # cluster-autoscaler.kubernetes.io/
 RECENTLY_LAUNCHED = "recently-launched"  # younger than scale_down_delay_after_launch_minutes
 IDLE_BELOW_THRESHOLD = "idle-below-threshold"  # idle, but not for scale_down_idle_minutes yet
 MIN_SIZE = "min-size"  # draining it would take the group below MinSize
+CLUSTER_MIN = "cluster-min"  # removing it would take the cluster below a cores/memory/gpu_total minimum
 # its group's Terminate process is suspended: Auto Scaling would not terminate it (model.nodegroup.TERMINATE)
 TERMINATE_SUSPENDED = "terminate-suspended"
 SCHEDULED_MIN = "scheduled-min"  # below the MinSize a scheduled action sets within the idle threshold
@@ -137,6 +138,7 @@ KEPT_CODES = (
     RECENTLY_LAUNCHED,
     IDLE_BELOW_THRESHOLD,
     MIN_SIZE,
+    CLUSTER_MIN,
     TERMINATE_SUSPENDED,
     SCHEDULED_MIN,
     SCALE_IN_CAP,

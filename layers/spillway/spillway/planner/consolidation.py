@@ -505,7 +505,7 @@ class Consolidation:
         given_up = candidate.given_up(moved)
         group, info = node.group, node.info
         assert group is not None and info.instance_id is not None
-        self.stage.take(node)
+        self.stage.take(node, removes=not make_room)
         self.room.pop(info.name, None)
         where = ", ".join(sorted(destinations)[:2]) + (
             f" and {len(destinations) - 2} more" if len(destinations) > 2 else ""

@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
+from spillway.model.cluster import NodeInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into
 from spillway.model.shared import NODES, QuotaInfo
 from spillway.planner import codes
-from spillway.planner.context import Context
+from spillway.planner.context import Context, WorkNode
 
 ONE_NODE = 1000
 GIB_MILLI = 2**30 * 1000
@@ -234,6 +235,51 @@ class Limits:
         self.claimed = set(claimed)
 
 
+class Floors:
+    """The minimums of the cluster totals: scale-down removes no node that would leave the cluster
+    below one (cluster-autoscaler's scale-down resource limits, ``core/scaledown/resource/limits.go``,
+    its unremovable reason ``MinimalResourceLimitExceeded``).
+
+    As cluster-autoscaler counts them: the cluster's total is every registered node's (cores and memory
+    from ``status.capacity``, GPUs from allocatable, by kind) but those on their way out (``leaving``:
+    being deleted, or drained already to be terminated); what scale-down may take is what that total has
+    above the minimum. A node is kept when removing it would take more of one resource than is left
+    above its minimum; each node the plan removes spends what it has."""
+
+    def __init__(self, ctx: Context, leaving: Callable[[WorkNode], bool]) -> None:
+        self.floors = cluster_floors(ctx.config)
+        for node in ctx.nodes.values() if self.floors else ():
+            if not leaving(node):
+                self._add(node.info, node.group, 1)
+
+    def refusal(self, info: NodeInfo, group: NodeGroup | None) -> tuple[str, str] | None:
+        """Why removing the node would break a minimum, or None."""
+        shape = node_shape(info.allocatable, info.capacity)
+        for c in self.floors:
+            if not c.covers(None, group, info.labels):
+                continue
+            vector = c.vector(shape)
+            for name in sorted(c.limits):
+                each, minimum, total = vector.get(name, 0), c.limits[name], c.used.get(name, 0)
+                if each > 0 and total - each < minimum:
+                    return (
+                        codes.CLUSTER_MIN,
+                        f"removing it would take the cluster below {c.name} minimum {_show(name, minimum)} "
+                        f"({_show(name, total)} now, {_show(name, each)} on this node)",
+                    )
+        return None
+
+    def remove(self, info: NodeInfo, group: NodeGroup | None) -> None:
+        """This plan removes the node: the cluster's totals lose what it has."""
+        self._add(info, group, -1)
+
+    def _add(self, info: NodeInfo, group: NodeGroup | None, sign: int) -> None:
+        shape = node_shape(info.allocatable, info.capacity)
+        for c in self.floors:
+            if c.covers(None, group, info.labels):
+                add_into(c.used, c.vector(shape), sign)
+
+
 def template_shape(group: NodeGroup) -> Shape:
     """One new node of ``group``: its template's allocatable and capacity."""
     assert group.template is not None
@@ -270,30 +316,39 @@ def cluster_constraints(config: PlannerConfig) -> list[Constraint]:
                 "cluster max_nodes_total", codes.CLUSTER_LIMIT, {NODES: config.max_nodes_total * ONE_NODE}
             )
         )
+    return out + _totals(config, codes.CLUSTER_LIMIT, lambda low, high: high)
+
+
+def cluster_floors(config: PlannerConfig) -> list[Constraint]:
+    """The minimums of ``cores_total``, ``memory_total`` and ``gpu_total``, each a constraint whose
+    ``limits`` is the least the cluster keeps (:class:`Floors`); a minimum of 0 is none, as
+    cluster-autoscaler keeps only minimums above 0."""
+    return [c for c in _totals(config, codes.CLUSTER_MIN, lambda low, high: low) if any(c.limits.values())]
+
+
+def _totals(config: PlannerConfig, code: str, bound: Callable[[int, int], int]) -> list[Constraint]:
+    """One constraint per ``<min>:<max>`` total, at the ``bound`` it picks of the two."""
+    out: list[Constraint] = []
     if config.cores_total:
-        cores = parse_range(config.cores_total)[1] * 1000
-        out.append(Constraint("cluster cores_total", codes.CLUSTER_LIMIT, {CPU: cores}, on_capacity=True))
+        cores = bound(*parse_range(config.cores_total)) * 1000
+        out.append(Constraint("cluster cores_total", code, {CPU: cores}, on_capacity=True))
     if config.memory_total:
-        high = parse_range(config.memory_total)[1]
-        out.append(
-            Constraint(
-                "cluster memory_total", codes.CLUSTER_LIMIT, {MEMORY: high * GIB_MILLI}, on_capacity=True
-            )
-        )
+        memory = bound(*parse_range(config.memory_total)) * GIB_MILLI
+        out.append(Constraint("cluster memory_total", code, {MEMORY: memory}, on_capacity=True))
     for entry in config.gpu_total:
-        kind, _, high = parse_gpu_range(entry)
-        out.append(_gpu_constraint(kind, high))
+        kind, low, high = parse_gpu_range(entry)
+        out.append(_gpu_constraint(kind, bound(low, high), code))
     return out
 
 
-def _gpu_constraint(kind: str, high: int) -> Constraint:
+def _gpu_constraint(kind: str, gpus: int, code: str) -> Constraint:
     name = f"cluster gpu_total {kind}"
     if "/" in kind:  # a resource name: that resource on every node
-        return Constraint(name, codes.CLUSTER_LIMIT, {kind: high * 1000})
+        return Constraint(name, code, {kind: gpus * 1000})
     return Constraint(
         name,
-        codes.CLUSTER_LIMIT,
-        {GPU: high * 1000},
+        code,
+        {GPU: gpus * 1000},
         selector=lambda labels: labels.get(ACCELERATOR_LABEL) == kind,
         measure=_gpus,
     )

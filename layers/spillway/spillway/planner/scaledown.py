@@ -41,6 +41,7 @@ from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Con
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service
+from spillway.planner.limits import Floors
 from spillway.planner.placement import Bin
 from spillway.planner.types import Drain, KeptNode, Uncordon
 
@@ -225,6 +226,7 @@ class ScaleDownStage:
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         self.budgets = Budgets(ctx, self.draining_now)
+        self.floors = Floors(ctx, leaving=lambda node: node.info.deleting or self.drain_under_way(node))
         self._consolidation: Consolidation | None = None
         self._count_draining()  # before make room, which drains within the same budgets
 
@@ -405,10 +407,13 @@ class ScaleDownStage:
             verdict = verdict or protection(self.ctx, node, self.ctx.now)
         return verdict
 
-    def take(self, node: WorkNode) -> None:
-        """Count a drain of ``node`` against its group, and claim the node in the next state."""
+    def take(self, node: WorkNode, *, removes: bool = True) -> None:
+        """Count a drain of ``node`` against its group, and claim the node in the next state;
+        ``removes``: the drain terminates it (a make-room drain keeps it)."""
         assert node.group is not None
         self.taken[node.group.name] = self.taken.get(node.group.name, 0) + 1
+        if removes:
+            self.floors.remove(node.info, node.group)
         self.budgets.out.get(node.group.name, set()).discard(node.info.name)  # counted as taken now
         previous = self.ctx.state.nodes.get(node.info.name)
         idle_since = aware(previous.idle_since) if previous else self.ctx.now
@@ -431,7 +436,7 @@ class ScaleDownStage:
         left = group.desired - self.draining_now.get(group.name, 0) - taken
         if left <= group.min_size:
             return codes.MIN_SIZE, f"group {group.name} at MinSize {group.min_size}"
-        floor = scheduled_min(self.ctx, group, left)
+        floor = scheduled_min(self.ctx, group, left) or self.floors.refusal(node.info, group)
         if floor is not None:
             return floor
         cap = max(1, math.floor(self.ctx.config.max_scale_in_fraction * group.desired))
