@@ -307,7 +307,7 @@ def test_a_namespace_selector_is_matched_against_the_namespaces_observe_lists(
 
 def test_the_priority_expander_configmap_is_read_through_the_client(kubeapi: Any, aws: AwsAdapter) -> None:
     """cluster-autoscaler's priority expander ConfigMap (kube-system) reaches the snapshot; a bad one is
-    warned about and ignored, as cluster-autoscaler goes on without it; none is none."""
+    warned about and ignored whole, as cluster-autoscaler drops it; none is none."""
     from spillway.adapters.kube import KubeClient
 
     kube = KubeClient.for_url(kubeapi.url, page_size=30)
@@ -323,6 +323,27 @@ def test_the_priority_expander_configmap_is_read_through_the_client(kubeapi: Any
     kubeapi.delete("ConfigMap", "cluster-autoscaler-priority-expander", "kube-system")
     kubeapi.add({**cm, "data": {"priorities": "50: p4d"}})
     assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.expander_priorities == {}
+
+
+def test_a_priority_expander_configmap_cluster_autoscaler_refuses_is_ignored_whole(
+    kubeapi: Any, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A priority yaml.v2 cannot read as an int (``.inf``, a boolean) or a regex Go's regexp refuses
+    (lookahead) drops the whole ConfigMap, as cluster-autoscaler drops it, and the warning names the
+    entry; the observation goes on."""
+    from spillway.adapters.kube import KubeClient
+
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "cluster-autoscaler-priority-expander", "namespace": "kube-system"}}  # fmt: skip
+    for text, named in ((".inf:\n  - x\n50:\n  - p4d\n", "priority inf"),
+                        ("true:\n  - x\n50:\n  - p4d\n", "priority True"),
+                        ("50:\n  - p4d\n10:\n  - ok\n  - (?=gpu)\n", "priority 10, pattern 1")):  # fmt: skip
+        kubeapi.add({**cm, "data": {"priorities": text}})
+        caplog.clear()
+        assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.expander_priorities == {}
+        assert named in caplog.text and "ignored" in caplog.text
+        kubeapi.delete("ConfigMap", "cluster-autoscaler-priority-expander", "kube-system")
 
 
 def test_the_daemonsets_are_read_through_the_client_into_the_snapshot(

@@ -397,3 +397,22 @@ def test_a_buffer_no_node_or_group_could_hold_plans_nothing_and_the_plan_goes_on
     assert not result.scale_up
     assert pending_codes(result) == {}
     assert node in kept_codes(result)
+
+
+def test_a_buffer_of_small_chunks_is_bounded_by_the_nodes_pod_slots() -> None:
+    """Chunks so small that a node's pod slots bind first (an m5.2xlarge takes 58 pods, EKS's
+    max-pods for it: 4 ENIs x (15 - 1) + 2; its CPU would take 791 chunks of 10m): the bound counts a
+    chunk's slot in the same milli-units as the node's ``pods`` (1000 a pod), so a group of at most ten
+    holds 580, not the 7910 its CPU alone would give (the slot counted as 1 of 58000)."""
+    w = World()
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    tiny = {"name": "tiny", "pod": {"cpu": "10m", "memory": "16Mi"}, "replicas": 10**6}
+
+    snapshot, groups, config, state = w.parsed(buffers=[tiny])
+    (chunks,) = buffer_classes(Context(snapshot, groups, config, state, NOW))
+    assert len(chunks.pods) == 10 * 58
+
+    result = w.plan(buffers=[tiny])
+
+    assert scale_up(result)["cpu"][:2] == (0, 10)
+    assert "(580 virtual pod(s))" in result.scale_up[0].reason

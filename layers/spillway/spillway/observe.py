@@ -468,8 +468,9 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
 
 
 def _priorities(config_map: ConfigMap | None) -> Priorities:
-    """The priority expander ConfigMap's priorities; none (warned, naming why) when they cannot be read:
-    cluster-autoscaler too goes on without them."""
+    """The priority expander ConfigMap's priorities; none (warned, naming why) when cluster-autoscaler
+    could not read them: it drops the whole ConfigMap too (priority.go: "Ignoring update"), though it
+    then expands no group at all, where the plan ranks groups as without priorities."""
     if config_map is None:
         return {}
     try:

@@ -23,7 +23,7 @@ from spillway.config import BufferConfig
 from spillway.model.buffer import BufferInfo
 from spillway.model.cluster import PodInfo
 from spillway.model.k8s import Pod
-from spillway.model.resources import PODS, fit_count
+from spillway.model.resources import fit_count
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode
 from spillway.planner.placement import Pool, pools
@@ -58,12 +58,13 @@ def _room_bound(ctx: Context, cls: PodClass) -> int:
     """The most chunks of the class the cluster could ever hold: what fits the free room of every node
     and every node each group may still open, up to MaxSize. The chunks past it could never be placed,
     and a buffer of two billion (``replicas`` is an int32) would otherwise be two billion virtual pods
-    in every plan."""
-    one = {**cls.requests, PODS: 1}  # a pod's slot too: a chunk that requests nothing still takes one
-    total = sum(fit_count(one, node.free, UNBOUNDED) for node in ctx.nodes.values())
+    in every plan. A chunk takes a pod slot as every pod does: ``ONE_POD`` of the node's ``pods``,
+    both in milli-units (:func:`~spillway.planner.classes.new_class` adds it to the class's requests),
+    so a chunk that requests next to nothing is bounded by the nodes' pod slots."""
+    total = sum(fit_count(cls.requests, node.free, UNBOUNDED) for node in ctx.nodes.values())
     for group in ctx.groups:
         if group.template is not None:
-            total += group.max_size * fit_count(one, group.template.allocatable, UNBOUNDED)
+            total += group.max_size * fit_count(cls.requests, group.template.allocatable, UNBOUNDED)
     return total
 
 
