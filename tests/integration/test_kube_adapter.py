@@ -853,6 +853,33 @@ def test_list_replication_controllers(server: KubeApiServer, kube: KubeClient) -
     assert (only["apiVersion"], only["kind"], only["spec"]["replicas"]) == ("v1", "ReplicationController", 3)
 
 
+def test_a_buffer_over_a_job_whose_scale_cannot_be_read_is_the_buffers_problem_not_an_outage(
+    server: KubeApiServer, kube: KubeClient, sleeps: Sleeps
+) -> None:
+    """A custom resource with no value at its CRD's specReplicasPath (a PyTorchJob without Worker
+    replicas) answers every scale GET with a 500 (ScaleREST.Get: "the spec replicas field ... does not
+    exist"): a standing answer, asked once, and the buffer's problem; observation goes on."""
+    from spillway.observe import capacity_buffers
+
+    server.add({"kind": "Namespace", "metadata": {"name": "ml"}})
+    server.add({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": "ml"},
+                "spec": {"pytorchReplicaSpecs": {"Worker": {"template": {}}}}})  # fmt: skip
+    server.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                "metadata": {"name": "headroom", "namespace": "ml"},
+                "spec": {"scalableRef": {"apiGroup": "kubeflow.org", "kind": "PyTorchJob", "name": "bert"}, "percentage": 50}})  # fmt: skip
+
+    [info] = capacity_buffers(kube).infos
+    assert "the spec replicas field" in info.problem and "does not exist" in info.problem
+    assert len(requests_to(server, "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/bert/scale", "GET")) == 1
+    assert sleeps == []
+    # any other 500 of a scale is still the server failing: retried, then KubeUnavailable
+    server.faults.fail_next(
+        100, status=500, path_prefix="/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/bert/scale"
+    )
+    with pytest.raises(KubeUnavailable, match=r"get scale of pytorchjobs.kubeflow.org ml/bert.*attempts"):
+        kube.get_scale("kubeflow.org", "PyTorchJob", "ml", "bert")
+
+
 def test_a_custom_kinds_scale_and_its_pods_are_read_over_the_wire_and_the_buffer_status_written(
     server: KubeApiServer, kube: KubeClient
 ) -> None:

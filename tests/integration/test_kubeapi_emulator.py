@@ -2714,13 +2714,17 @@ def test_a_paddle_job_keeps_only_what_its_crd_declares(custom: CustomObjectsApi)
 WORKER_PATH = "spec.pytorchReplicaSpecs.Worker"
 
 
+# the scale subresource's check (validator.go ValidateScaleSpec, after the schema's): NestedInt64 fails
+SCALE_SPEC_NOT_INT = (f".{WORKER_PATH}.replicas",
+                      f"Invalid value: 0: .{WORKER_PATH}.replicas accessor error: 4 is of the type string, expected int64",
+                      "FieldValueInvalid")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("change", "field", "reason"),
     [
         (lambda s: s["elasticPolicy"].update(minReplicas="two"), "spec.elasticPolicy.minReplicas", "FieldValueTypeInvalid"),
         (lambda s: s["elasticPolicy"].update(rdzvPort="29400"), "spec.elasticPolicy.rdzvPort", "FieldValueTypeInvalid"),
-        (lambda s: s["pytorchReplicaSpecs"]["Worker"].update(replicas="4"), f"{WORKER_PATH}.replicas",
-         "FieldValueTypeInvalid"),
         (lambda s: s.pop("pytorchReplicaSpecs"), "spec.pytorchReplicaSpecs", "FieldValueRequired"),
         (lambda s: s["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].pop("containers"),
          f"{WORKER_PATH}.template.spec.containers", "FieldValueRequired"),
@@ -2741,6 +2745,22 @@ def test_a_pytorch_job_of_a_wrong_type_is_refused_naming_the_field(
     assert [(f, r) for f, _, r in _causes(refusal)] == [(field, reason), CEL_SKIPPED[::2]]
     assert (refusal["details"]["group"], refusal["details"]["kind"]) == ("kubeflow.org", "PyTorchJob")
     assert custom.list_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2])["items"] == []
+
+
+def test_worker_replicas_not_an_int_break_the_schema_and_the_scale_subresource(
+    custom: CustomObjectsApi,
+) -> None:
+    """The validator runs the schema, then ValidateScaleSpec on the scale's spec replicas path: both
+    report the string, then the CEL rule is not checked."""
+    body = training_job("PyTorchJob", "bert")
+    body["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "4"
+    refusal = _invalid(
+        lambda: custom.create_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], body)
+    )
+    causes = _causes(refusal)
+    assert [(f, r) for f, _, r in causes] == [
+        (f"{WORKER_PATH}.replicas", "FieldValueTypeInvalid"), SCALE_SPEC_NOT_INT[::2], CEL_SKIPPED[::2]]  # fmt: skip
+    assert causes[1] == SCALE_SPEC_NOT_INT
 
 
 def test_a_pytorch_job_with_two_containers_of_one_name_is_refused(custom: CustomObjectsApi) -> None:
@@ -2793,3 +2813,203 @@ def test_a_training_jobs_status_is_pruned_and_validated(custom: CustomObjectsApi
         ("status.conditions[0].lastUpdateTime", "FieldValueTypeInvalid"),
         CEL_SKIPPED[::2],
     ]
+
+
+# --- PyTorchJob and PaddleJob scale subresource --------------------------------------------------------
+# Both CRDs declare subresources.scale over their Worker replicas (kubeflow/training-operator
+# manifests/base/crds/kubeflow.org_pytorchjobs.yaml at c20bf65e03b8, kubeflow.org_paddlejobs.yaml at
+# 7cc5d04bab51: specReplicasPath .spec.<kind>ReplicaSpecs.Worker.replicas, statusReplicasPath
+# .status.replicaStatuses.Worker.active, labelSelectorPath .status.replicaStatuses.Worker.selector).
+# Served as apiextensions-apiserver's ScaleREST serves a CRD's scale (pkg/registry/customresource/etcd.go).
+
+WORKER_REPLICAS = ".spec.pytorchReplicaSpecs.Worker.replicas"
+
+
+def _scale_error(call: Any, status: int) -> dict[str, Any]:
+    with pytest.raises(ApiException) as caught:
+        call()
+    assert caught.value.status == status, caught.value.body
+    body: dict[str, Any] = json.loads(caught.value.body)
+    return body
+
+
+@pytest.mark.parametrize(("kind", "where"), [("PyTorchJob", PYTORCH), ("PaddleJob", PADDLE)])
+def test_a_training_jobs_scale_reads_its_worker_replicas_and_their_status(
+    custom: CustomObjectsApi, kind: str, where: tuple[str, str, str]
+) -> None:
+    made = custom.create_namespaced_custom_object(*where[:2], "default", where[2], training_job(kind, "bert"))
+    scale = custom.get_namespaced_custom_object_scale(*where[:2], "default", where[2], "bert")
+    assert (scale["apiVersion"], scale["kind"]) == ("autoscaling/v1", "Scale")
+    assert scale["metadata"]["uid"] == made["metadata"]["uid"]
+    assert (scale["spec"], scale["status"]) == (
+        {"replicas": 4},
+        {"replicas": 0, "selector": ""},
+    )  # no status yet
+
+    status = {"replicaStatuses": {"Worker": {"active": 3, "selector": "training.kubeflow.org/job-name=bert"}}}
+    custom.patch_namespaced_custom_object_status(*where[:2], "default", where[2], "bert", {"status": status})
+    scale = custom.get_namespaced_custom_object_scale(*where[:2], "default", where[2], "bert")
+    assert scale["status"] == {"replicas": 3, "selector": "training.kubeflow.org/job-name=bert"}
+
+
+def test_the_scale_of_a_job_without_worker_replicas_is_the_api_servers_500(custom: CustomObjectsApi) -> None:
+    """ScaleREST.Get: no value at specReplicasPath is an internal error, not 0."""
+    body = training_job("PyTorchJob", "bert")
+    del body["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
+    custom.create_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], body)
+    refusal = _scale_error(
+        lambda: custom.get_namespaced_custom_object_scale(*PYTORCH[:2], "default", PYTORCH[2], "bert"), 500
+    )
+    assert (refusal["reason"], refusal["message"]) == (
+        "InternalError", f'Internal error occurred: the spec replicas field "{WORKER_REPLICAS}" does not exist')  # fmt: skip
+
+
+def test_writing_a_training_jobs_scale_sets_its_worker_replicas_and_nothing_else(
+    custom: CustomObjectsApi,
+) -> None:
+    """PATCH and PUT of the Scale write spec.replicas at specReplicasPath; the status stays; a stale
+    resourceVersion is a conflict; the job's own validation (ValidateScaleSpec) refuses a negative count."""
+    made = custom.create_namespaced_custom_object(
+        *PYTORCH[:2], "default", PYTORCH[2], training_job("PyTorchJob", "bert")
+    )
+    status = {"replicaStatuses": {"Worker": {"active": 4}}}
+    custom.patch_namespaced_custom_object_status(
+        *PYTORCH[:2], "default", PYTORCH[2], "bert", {"status": status}
+    )
+
+    patched = custom.patch_namespaced_custom_object_scale(
+        *PYTORCH[:2], "default", PYTORCH[2], "bert", {"spec": {"replicas": 6}}
+    )
+    assert (patched["spec"], patched["status"]["replicas"]) == ({"replicas": 6}, 4)
+    job = custom.get_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], "bert")
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert (
+        worker["replicas"] == 6
+        and worker["template"] == made["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    )
+    assert job["status"] == status and job["metadata"]["generation"] == 2
+    assert job["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
+
+    put = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "bert", "namespace": "default"},
+           "spec": {"replicas": 2}}  # fmt: skip
+    stale = {**put, "metadata": {**put["metadata"], "resourceVersion": made["metadata"]["resourceVersion"]}}
+    conflict = _scale_error(
+        lambda: custom.replace_namespaced_custom_object_scale(
+            *PYTORCH[:2], "default", PYTORCH[2], "bert", stale
+        ),
+        409,
+    )
+    assert conflict["reason"] == "Conflict"
+    replaced = custom.replace_namespaced_custom_object_scale(*PYTORCH[:2], "default", PYTORCH[2], "bert", put)
+    assert replaced["spec"] == {"replicas": 2}
+
+    negative = {**put, "spec": {"replicas": -1}}
+    refusal = _invalid(
+        lambda: custom.replace_namespaced_custom_object_scale(
+            *PYTORCH[:2], "default", PYTORCH[2], "bert", negative
+        )
+    )
+    assert _causes(refusal) == [
+        (WORKER_REPLICAS, "Invalid value: -1: should be a non-negative integer", "FieldValueInvalid")
+    ]
+    assert custom.get_namespaced_custom_object_scale(*PYTORCH[:2], "default", PYTORCH[2], "bert")["spec"] == {
+        "replicas": 2
+    }
+
+
+def _refused(api: KubeApiServer, method: str, path: str, body: Any, content_type: str) -> tuple[int, str]:
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _send(api, method, path, body, content_type)
+    return refused.value.code, json.loads(refused.value.read())["message"]
+
+
+def test_a_scale_write_to_a_job_without_worker_replicas_must_give_them(
+    api: KubeApiServer, custom: CustomObjectsApi
+) -> None:
+    """scaleUpdatedObjectInfo: the Scale a patch starts from carries the smallest int32 when the path holds
+    nothing; a patch that leaves it so is refused (400), one that sets it makes the path."""
+    body = training_job("PyTorchJob", "bert")
+    del body["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
+    custom.create_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], body)
+    path = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/bert/scale"
+    labels_only = [{"op": "add", "path": "/metadata/labels", "value": {"team": "nlp"}}]
+    assert _refused(api, "PATCH", path, labels_only, JSON_PATCH) == (
+        400, f'the spec replicas field "{WORKER_REPLICAS}" cannot be empty')  # fmt: skip
+    # a custom resource's scale takes JSON and merge patches only
+    assert _refused(api, "PATCH", path, {"spec": {"replicas": 3}}, SMP)[0] == 415
+
+    written = _send(api, "PATCH", path, {"spec": {"replicas": 3}}, MERGE)
+    assert written["spec"] == {"replicas": 3}
+    stored = api.get("PyTorchJob", "bert")
+    assert stored is not None and stored["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+
+
+def test_discovery_lists_the_training_jobs_scale_subresources(custom: CustomObjectsApi) -> None:
+    listing = custom.get_api_resources("kubeflow.org", "v1")
+    scales = {r.name: r for r in listing.resources if r.name.endswith("/scale")}
+    assert set(scales) == {"pytorchjobs/scale", "paddlejobs/scale"}
+    assert {(r.group, r.version, r.kind) for r in scales.values()} == {("autoscaling", "v1", "Scale")}
+    assert all(sorted(r.verbs) == ["get", "patch", "update"] for r in scales.values())
+
+
+def _elastic_job_with_workers(api: KubeApiServer, custom: CustomObjectsApi, replicas: int | None) -> None:
+    """An elastic PyTorchJob of ``replicas`` Workers (None: left out), a Master, and their pods as the
+    training operator makes them: labelled, controlled by the job, Running and Ready on n1."""
+    body = training_job("PyTorchJob", "bert", elasticPolicy={"minReplicas": 1, "maxReplicas": 8})
+    specs = body["spec"]["pytorchReplicaSpecs"]
+    specs["Master"] = {**specs["Worker"], "replicas": 1}
+    if replicas is None:
+        del specs["Worker"]["replicas"]
+    else:
+        specs["Worker"]["replicas"] = replicas
+    owner = controller_ref(custom.create_namespaced_custom_object(*PYTORCH[:2], "default", PYTORCH[2], body))
+    pods = [("master", 0)] + [("worker", i) for i in range(replicas or 2)]
+    for role, index in pods:
+        name = f"bert-{role}-{index}"
+        labels = {"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": role,
+                  "training.kubeflow.org/replica-index": str(index)}  # fmt: skip
+        api.add(pod(name, labels=labels, owner=owner))
+        api.bind(name, "n1")
+
+
+def test_a_percentage_budget_over_an_elastic_jobs_workers_counts_the_jobs_scale(
+    api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api, custom: CustomObjectsApi
+) -> None:
+    """getExpectedScale reads the PyTorchJob's scale (4 Workers): maxUnavailable 50% lets two workers
+    go, the third eviction is refused with 429 until the budget has room again."""
+    _elastic_job_with_workers(api, custom, 4)
+    workers = {"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker"}
+    api.add(pdb("bert-workers", workers, maxUnavailable="50%"))
+
+    status = policy.read_namespaced_pod_disruption_budget("bert-workers", "default").status
+    assert (status.expected_pods, status.desired_healthy, status.current_healthy) == (4, 2, 4)
+    assert status.disruptions_allowed == 2
+    evict(core, "bert-worker-0")
+    evict(core, "bert-worker-1")
+    assert refused_eviction(core, "bert-worker-2") == 429
+    status = policy.read_namespaced_pod_disruption_budget("bert-workers", "default").status
+    assert (status.expected_pods, status.current_healthy, status.disruptions_allowed) == (4, 2, 0)
+
+
+def test_a_budget_over_a_jobs_pods_counts_the_job_once_by_its_workers(
+    api: KubeApiServer, policy: PolicyV1Api, custom: CustomObjectsApi
+) -> None:
+    """The Master's pod has the same controller: the job counts once, with its scale (the Workers)."""
+    _elastic_job_with_workers(api, custom, 3)
+    api.add(pdb("bert", {"training.kubeflow.org/job-name": "bert"}, minAvailable="50%"))
+    status = policy.read_namespaced_pod_disruption_budget("bert", "default").status
+    assert (status.expected_pods, status.desired_healthy, status.current_healthy) == (3, 2, 4)
+    assert status.disruptions_allowed == 2
+
+
+def test_a_budget_over_a_job_whose_scale_fails_fails_its_sync_with_the_scale_error(
+    api: KubeApiServer, core: CoreV1Api, policy: PolicyV1Api, custom: CustomObjectsApi
+) -> None:
+    """The scale GET answers 500 (no Worker replicas): the disruption controller's sync fails with it."""
+    _elastic_job_with_workers(api, custom, None)
+    api.add(pdb("bert", {"training.kubeflow.org/replica-type": "worker"}, maxUnavailable=1))
+    status = policy.read_namespaced_pod_disruption_budget("bert", "default").status
+    [condition] = status.conditions
+    assert (status.disruptions_allowed, condition.reason, condition.message) == (
+        0, "SyncFailed", f'Internal error occurred: the spec replicas field "{WORKER_REPLICAS}" does not exist')  # fmt: skip
+    assert refused_eviction(core, "bert-worker-0") == 429

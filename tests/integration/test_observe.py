@@ -586,6 +586,62 @@ def test_elastic_jobs_created_through_the_api_are_read_as_their_crds_store_them(
     assert elastic_room(cluster.pods, jobs) == {"PyTorchJob/ml/bert": 1}
 
 
+def test_a_percentage_budget_over_elastic_workers_lets_spillway_move_them_until_it_refuses(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """A PDB of maxUnavailable 50% over an elastic PyTorchJob's 4 workers: the disruption controller counts
+    the job's scale subresource (its Worker replicas, as the training operator's CRD declares it), so
+    observe reads 2 disruptions allowed and the planner may move the workers; the drain's evictions take
+    two, the third is refused (429, EvictionBlocked), and the next observation shows the budget spent."""
+    from kubernetes.client import CustomObjectsApi, PolicyV1Api
+
+    from spillway.adapters.kube import KubeClient
+    from spillway.errors import EvictionBlocked
+    from spillway.model.cluster import ClusterSnapshot
+    from spillway.planner import codes
+    from spillway.planner.disruption import assess_move, elastic_room
+
+    host = kobj.cluster(1, 0)[0][0]["metadata"]["name"]
+    kubeapi.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    workers = {"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker"}
+    template = {"spec": {"containers": [{"name": "pytorch", "image": "ghcr.io/example/bert:1"}]}}
+    with kubeapi.api_client() as client:
+        made = CustomObjectsApi(client).create_namespaced_custom_object("kubeflow.org", "v1", "ml", "pytorchjobs", {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": "ml"},
+            "spec": {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 8},
+                     "pytorchReplicaSpecs": {"Worker": {"replicas": 4, "template": template}}}})  # fmt: skip
+        PolicyV1Api(client).create_namespaced_pod_disruption_budget("ml", {
+            "metadata": {"name": "bert-workers"},
+            "spec": {"maxUnavailable": "50%", "selector": {"matchLabels": workers}}})  # fmt: skip
+    for i in range(4):
+        worker = kobj.pod(f"bert-worker-{i}", "ml", node_name=host, owner=("PyTorchJob", "bert"), cpu="100m",
+                          labels=workers)  # fmt: skip
+        worker["metadata"]["ownerReferences"][0] |= {
+            "apiVersion": "kubeflow.org/v1",
+            "uid": made["metadata"]["uid"],
+        }
+        kubeapi.add(worker)
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    def moves() -> tuple[dict[str, str], int]:
+        """The move verdict of each worker not terminating, and the job's elastic room."""
+        cluster = ClusterSnapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).cluster.to_dict())
+        jobs = cluster.jobs_by_key()
+        pods = [p for p in cluster.pods if p.namespace == "ml" and not p.terminating]
+        verdicts = {p.name: assess_move(p, None, cluster.pdb_allowance(p), T0, -10, jobs).code for p in pods}
+        return verdicts, elastic_room(cluster.pods, jobs)["PyTorchJob/ml/bert"]
+
+    budget = next(p for p in kube.list_pdbs() if p.metadata.name == "bert-workers")
+    assert (budget.status.expected_pods, budget.status.disruptions_allowed) == (4, 2)
+    assert moves() == ({f"bert-worker-{i}": codes.POD_ELASTIC for i in range(4)}, 2)
+
+    kube.evict("ml", "bert-worker-0")
+    kube.evict("ml", "bert-worker-1")
+    with pytest.raises(EvictionBlocked, match=r"evict pod ml/bert-worker-2.*disruption budget"):
+        kube.evict("ml", "bert-worker-2")
+    assert moves() == ({f"bert-worker-{i}": codes.POD_PDB_ALLOWS_NONE for i in (2, 3)}, 0)
+
+
 def test_deadlines_arrive_through_the_client_and_the_store_into_what_the_planner_knows(
     kubeapi: Any, kobj: Any, aws: AwsAdapter, store: SnapshotStore
 ) -> None:

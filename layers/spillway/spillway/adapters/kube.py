@@ -70,6 +70,7 @@ import contextlib
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -357,6 +358,18 @@ def _eviction_answer(exc: ApiException) -> type[KubeError] | None:
         return EvictionBlocked if _has_cause(_status_doc(exc), DISRUPTION_BUDGET_CAUSE) else EvictionThrottled
     if status == 500 and MULTIPLE_BUDGETS_MESSAGE in str(_status_doc(exc).get("message", "")):
         return EvictionRefused
+    return None
+
+
+# apiextensions-apiserver ScaleREST.Get: a custom resource with no value at its CRD's specReplicasPath
+# answers every scale GET with this 500 (an InternalError), until the object changes
+NO_SPEC_REPLICAS = re.compile(r'the spec replicas field "[^"]*" does not exist')
+
+
+def _scale_answer(exc: ApiException) -> type[KubeError] | None:
+    """A scale GET's 500 that names the missing spec replicas: the object's standing answer."""
+    if int(exc.status or 0) == 500 and NO_SPEC_REPLICAS.search(str(_status_doc(exc).get("message", ""))):
+        return KubeError
     return None
 
 
@@ -794,14 +807,16 @@ class KubeClient:
         resource found as client-go's discovery REST mapper finds it (the group's versions, preferred
         first; the resource whose kind is ``kind``). ``ObjectNotFound`` when the group or kind is not
         served, the resource has no scale subresource (``<plural>/scale`` in discovery), or the object is
-        not there."""
+        not there. A custom resource with no spec replicas (a 500 naming them, every time) is a
+        ``KubeError`` at once, not retried as an outage."""
         version, plural = self._scalable_resource(api_group, kind)
         op = f"get scale of {plural}.{api_group} {namespace}/{name}"
         send = partial(
             self._custom.get_namespaced_custom_object_scale, api_group, version, namespace, plural, name,
             **self._opts(),
         )  # fmt: skip
-        return _json_object(op, self._request(op, send, on_status={404: ObjectNotFound}))
+        answer = self._request(op, send, on_status={404: ObjectNotFound}, classify=_scale_answer)
+        return _json_object(op, answer)
 
     def _scalable_resource(self, api_group: str, kind: str) -> tuple[str, str]:
         what = f"{kind}.{api_group or 'core'}"

@@ -56,6 +56,14 @@ What it serves (JSON only)
   as its CEL rule says; the embedded PodSpec declared to the fields of its containers, kept whole below:
   :mod:`.crds` says exactly how it differs from the published one). Rollout is stored as given, no
   schema modelled. Custom resources refuse strategic merge patch with 415, as a real server does.
+* The ``scale`` subresource of the kinds whose CRD declares one (``ResourceType.scale``): Rollout, and
+  PyTorchJob and PaddleJob over their Worker replicas (``.spec.<kind>ReplicaSpecs.Worker.replicas``,
+  ``.status.replicaStatuses.Worker.active``/``.selector``, as the training operator's CRDs declare it).
+  get, update (PUT) and patch (JSON or merge) answer ``autoscaling/v1`` Scale as apiextensions-apiserver's
+  ``ScaleREST`` does: status replicas 0 and selector "" when absent; no spec replicas is a 500 on GET
+  ("the spec replicas field ... does not exist") and a 400 on a write that gives none; a write sets the
+  spec path only (status kept; a stale ``resourceVersion`` is a 409), and every write of such a kind
+  keeps its replicas non-negative int32s (422, ``ValidateScaleSpec``/``ValidateScaleStatus``).
 * Validation answers every problem it finds at once, as ``errors.NewInvalid`` does: one 422 ``Invalid``
   Status whose ``details`` (``group``, ``kind``, ``name``) carry a cause per field error (``reason``
   ``FieldValueInvalid``, ``FieldValueRequired``, ``FieldValueTypeInvalid``, ``FieldValueNotSupported``
@@ -93,7 +101,8 @@ What it serves (JSON only)
   PDB ``status`` (``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``, ``expectedPods``, a
   ``DisruptionAllowed`` condition) is computed on every read from the pods (healthy: Ready and not
   terminating) and, for ``maxUnavailable`` or a percentage ``minAvailable``, from the scale
-  (``spec.replicas``) of the pods' controllers; see :mod:`.disruption` for the arithmetic.
+  (``spec.replicas``) of the pods' controllers, a custom kind's through its scale subresource (a
+  PyTorchJob counts its Worker replicas); see :mod:`.disruption` for the arithmetic.
 * Graceful deletion of Pods (see :mod:`.deletion`): deleting (or evicting) a scheduled pod that is not
   ``Succeeded``/``Failed`` sets ``deletionTimestamp`` (now plus the grace period) and
   ``deletionGracePeriodSeconds`` (the DeleteOptions', else ``terminationGracePeriodSeconds``, 30 by

@@ -60,7 +60,7 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -1004,14 +1004,15 @@ def blocks_cel(problems: list[Problem]) -> bool:
     return any(p.reason in _BLOCKING for p in problems)
 
 
-def check(store_kind: str, obj: JsonObj, version: str = "") -> list[Problem]:
-    """Every way ``obj`` breaks its CRD's schema, then its CEL rules (written through ``version``), or
-    :data:`CEL_NOT_RUN` when the schema's errors block them; empty when it keeps them (or is no kind
-    modelled here)."""
+def check(store_kind: str, obj: JsonObj, version: str = "", scale: Sequence[Problem] = ()) -> list[Problem]:
+    """Every way ``obj`` breaks its CRD's schema, then ``scale`` (its scale subresource's checks, which
+    the API server's validator runs after the schema's), then its CEL rules (written through
+    ``version``), or :data:`CEL_NOT_RUN` when the schema's errors block them; empty when it keeps them
+    (or is no kind modelled here but for ``scale``)."""
     crd = _CRDS.get(store_kind)
     if crd is None:
-        return []
-    problems = conforms("", obj, crd.schema)
+        return list(scale)
+    problems = conforms("", obj, crd.schema) + list(scale)
     if crd.rules is None:
         return problems
     if blocks_cel(problems):

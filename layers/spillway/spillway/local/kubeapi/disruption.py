@@ -10,9 +10,11 @@
   controllers (``getExpectedScale``): each controller (``metadata.ownerReferences`` entry with
   ``controller: true``) counted once with its ``spec.replicas`` (1 when unset, the v1 default) — a
   ReplicaSet's Deployment stands for it when the Deployment exists; StatefulSets and
-  ReplicationControllers; any other kind through its ``scale`` subresource. A pod without a controller
-  adds nothing (the controller warns ``UnmanagedPods``). A controller that cannot be found, or of a
-  kind without a ``scale`` subresource (a Job), fails the controller's sync: it writes
+  ReplicationControllers; any other kind through its ``scale`` subresource (a Rollout, a PyTorchJob or
+  PaddleJob: its Worker replicas). A pod without a controller adds nothing (the controller warns
+  ``UnmanagedPods``). A controller that cannot be found, of a kind without a ``scale`` subresource (a
+  Job), or whose scale GET fails (a training job without Worker replicas: 500), fails the controller's
+  sync: it writes
   ``disruptionsAllowed: 0`` and a ``DisruptionAllowed=False`` condition of reason ``SyncFailed``
   (``failSafe``), and leaves the other numbers as its last good sync wrote them, which the emulator
   cannot know: they read ``expectedPods`` and ``desiredHealthy`` 0.

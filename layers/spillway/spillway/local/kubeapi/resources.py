@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.local.kubeapi import crds, pods
+from spillway.local.kubeapi.status import FieldError, KubeApiError, bad_request
 
 JsonObj = dict[str, Any]
 
@@ -543,29 +545,128 @@ ROLLOUTS = ResourceType(
     scale=(".spec.replicas", ".status.HPAReplicas", ".status.selector"),
 )
 
+# --- a CRD's scale subresource (apiextensions-apiserver pkg/registry/customresource/etcd.go ScaleREST,
+# scaleFromCustomResource, scaleUpdatedObjectInfo; validator.go ValidateScaleSpec/ValidateScaleStatus)
 
-def scale_of(rt: ResourceType, obj: JsonObj) -> JsonObj:
-    """The ``autoscaling/v1`` Scale the API server makes of a custom resource (apiextensions-apiserver's
-    ``scaleFromCustomResource``): the replicas at the spec and status paths (0 when absent), the string at
-    the label selector path ("" when absent)."""
+#: ``invalidSpecReplicas`` (the smallest int32): the spec replicas of the Scale an update starts from
+#: when the custom resource holds no value at its spec replicas path
+MISSING_REPLICAS = -(2**31)
+_MAX_INT32 = 2**31 - 1
+_GO_TYPES = {str: "string", bool: "bool", int: "int64", float: "float64", list: "[]interface {}"}
+
+
+class ScaleFieldError(ValueError):
+    """``unstructured.NestedInt64``/``NestedString`` failing: a value (or a parent) of another type."""
+
+
+def _go_type(value: Any) -> str:
+    if value is None:
+        return "<nil>"
+    return _GO_TYPES.get(type(value), "map[string]interface {}")
+
+
+def _nested(obj: JsonObj, path: str, want: type) -> tuple[Any, bool]:
+    """The value at a scale path (``.spec.replicas``) and whether it is there, as ``NestedInt64`` (``want``
+    int) or ``NestedString`` read it; :class:`ScaleFieldError` worded as their accessor errors."""
+    fields = path.lstrip(".").split(".")
+    found: Any = obj
+    for i, part in enumerate(fields):
+        if not isinstance(found, dict):
+            where = "." + ".".join(fields[: i + 1])
+            raise ScaleFieldError(
+                f"{where} accessor error: {found} is of the type {_go_type(found)}, "
+                "expected map[string]interface{}"
+            )
+        if part not in found:
+            return None, False
+        found = found[part]
+    if not isinstance(found, want) or isinstance(found, bool):
+        expected = "int64" if want is int else "string"
+        raise ScaleFieldError(
+            f"{path} accessor error: {found} is of the type {_go_type(found)}, expected {expected}"
+        )
+    return found, True
+
+
+def scale_of(rt: ResourceType, obj: JsonObj, *, missing: int | None = None) -> JsonObj:
+    """The ``autoscaling/v1`` Scale the API server makes of a custom resource: its replicas at the
+    status path (0 when absent), the string at the label selector path ("" when absent or none), the
+    replicas at the spec path. A GET (``missing`` None) of an object with no spec replicas fails: 500
+    "the spec replicas field ... does not exist" (the CRD API documents that ``specReplicasPath`` must
+    hold a value); an update starts from ``missing`` instead. A value of another type is a 500 too."""
     assert rt.scale is not None
     spec_path, status_path, selector_path = rt.scale
-
-    def at(path: str) -> Any:
-        found: Any = obj
-        for part in path.lstrip(".").split("."):
-            found = found.get(part) if isinstance(found, dict) else None
-        return found
-
+    try:
+        spec, found = _nested(obj, spec_path, int)
+        status, _ = _nested(obj, status_path, int)
+        selector = _nested(obj, selector_path, str)[0] if selector_path else ""
+    except ScaleFieldError as exc:  # not an API status: ErrorToAPIStatus answers 500 of reason Unknown
+        raise KubeApiError(500, str(exc), reason="Unknown") from None
+    if not found and missing is None:
+        raise KubeApiError(
+            500, f'Internal error occurred: the spec replicas field "{spec_path}" does not exist'
+        )
     meta = obj.get("metadata") or {}
     kept = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": {k: meta[k] for k in kept if k in meta},
-        "spec": {"replicas": int(at(spec_path) or 0)},
-        "status": {"replicas": int(at(status_path) or 0), "selector": str(at(selector_path) or "")},
+        "spec": {"replicas": spec if found else missing},
+        "status": {"replicas": status or 0, "selector": selector or ""},
     }
+
+
+def scale_replicas(rt: ResourceType, scale: Any) -> int:
+    """The ``spec.replicas`` of a Scale sent to (or patched through) ``<plural>/scale``, as the handler
+    decodes it (absent: 0, Go's zero value); 400 when it is no Scale or the value no int32, and when it
+    is still :data:`MISSING_REPLICAS` (the object had none and the write gave none)."""
+    assert rt.scale is not None
+    if not isinstance(scale, dict):
+        raise bad_request("the request body must be a JSON object")
+    for key, wanted in (("apiVersion", "autoscaling/v1"), ("kind", "Scale")):
+        if scale.get(key) and scale[key] != wanted:
+            raise bad_request(
+                f"the {key} in the data ({scale[key]}) does not match the expected {key} ({wanted})"
+            )
+    spec = scale.get("spec") or {}
+    replicas = spec.get("replicas", 0) if isinstance(spec, dict) else spec
+    if (
+        not isinstance(replicas, int)
+        or isinstance(replicas, bool)
+        or not MISSING_REPLICAS <= replicas <= _MAX_INT32
+    ):
+        raise bad_request(
+            f'Scale in version "v1" cannot be handled as a Scale: spec.replicas: {json.dumps(replicas)} is '
+            "not an int32"
+        )
+    if replicas == MISSING_REPLICAS:
+        raise bad_request(f'the spec replicas field "{rt.scale[0]}" cannot be empty')
+    return replicas
+
+
+def scale_problems(rt: ResourceType, obj: JsonObj) -> list[FieldError]:
+    """``ValidateScaleSpec`` and ``ValidateScaleStatus``: every write of a custom resource with a scale
+    subresource keeps its replicas (when set) an int in [0, 2^31-1] and its label selector a string."""
+    if rt.scale is None or not rt.custom:
+        return []
+    found = []
+    for path, want in zip(rt.scale, (int, int, str), strict=True):
+        if not path:
+            continue
+        try:
+            value, _ = _nested(obj, path, want)
+        except ScaleFieldError as exc:
+            zero = "0" if want is int else '""'  # the value NestedInt64/NestedString return with the error
+            found.append(FieldError(path, f"Invalid value: {zero}: {exc}"))
+            continue
+        if want is int and value is not None and value < 0:
+            found.append(FieldError(path, f"Invalid value: {value}: should be a non-negative integer"))
+        elif want is int and value is not None and value > _MAX_INT32:
+            found.append(
+                FieldError(path, f"Invalid value: {value}: should be less than or equal to {_MAX_INT32}")
+            )
+    return found
 
 
 def _zero_status(
@@ -645,7 +746,11 @@ REPLICATION_CONTROLLERS = ResourceType(
 #: Kubeflow training operator v1 (CRDs ``pytorchjobs.kubeflow.org``, ``paddlejobs.kubeflow.org``:
 #: status subresource; their structural schemas validate, prune and default every write, and
 #: ``runPolicy.schedulingPolicy.queue`` carries ``self == oldSelf``, :mod:`.crds`); observe reads
-#: ``spec.elasticPolicy`` and the Worker replicas
+#: ``spec.elasticPolicy`` and the Worker replicas. Both declare a scale subresource over their Worker
+#: replicas (the ``+kubebuilder:subresource:scale`` markers of pkg/apis/kubeflow.org/v1/pytorch_types.go
+#: and paddlepaddle_types.go; ``subresources.scale`` of manifests/base/crds/kubeflow.org_pytorchjobs.yaml
+#: at c20bf65e03b8 and kubeflow.org_paddlejobs.yaml at 7cc5d04bab51), which the elastic jobs' HPA scales
+#: and the disruption controller reads for a budget over their pods
 PYTORCH_JOBS = ResourceType(
     "PyTorchJob",
     "pytorchjobs",
@@ -661,6 +766,11 @@ PYTORCH_JOBS = ResourceType(
     immutable=(crds.QUEUE_PATH,),
     to_internal=functools.partial(crds.pruned, crds.PYTORCH_JOB),
     defaults=functools.partial(crds.with_defaults, crds.PYTORCH_JOB),
+    scale=(
+        ".spec.pytorchReplicaSpecs.Worker.replicas",
+        ".status.replicaStatuses.Worker.active",
+        ".status.replicaStatuses.Worker.selector",
+    ),
 )
 PADDLE_JOBS = ResourceType(
     "PaddleJob",
@@ -677,6 +787,11 @@ PADDLE_JOBS = ResourceType(
     immutable=(crds.QUEUE_PATH,),
     to_internal=functools.partial(crds.pruned, crds.PADDLE_JOB),
     defaults=functools.partial(crds.with_defaults, crds.PADDLE_JOB),
+    scale=(
+        ".spec.paddleReplicaSpecs.Worker.replicas",
+        ".status.replicaStatuses.Worker.active",
+        ".status.replicaStatuses.Worker.selector",
+    ),
 )
 
 ALL: tuple[ResourceType, ...] = (

@@ -365,9 +365,7 @@ class _Router:
                 )
             raise _method_not_allowed()
         if sub == "scale" and rt.scale is not None:
-            if method != "GET":  # the emulator reads a Scale; writing one through it is not served
-                raise _method_not_allowed()
-            return _json(200, resources.scale_of(rt, self.store.get(rt, namespace, name)))
+            return self._scale(rt, method, namespace, name, content_type, body, dry_run)
         if rt is PODS and namespace is not None and sub == "eviction":
             if method != "POST":
                 raise _method_not_allowed()
@@ -382,6 +380,27 @@ class _Router:
             self.store.bind(namespace, name, node, running=False, dry_run=dry_run)
             return _json(201, status_object(201, status="Success"))
         raise _page_not_found()
+
+    def _scale(
+        self,
+        rt: ResourceType,
+        method: str,
+        namespace: str | None,
+        name: str,
+        content_type: str,
+        body: Any,
+        dry_run: bool,
+    ) -> _Response:
+        """A CRD's scale subresource: get, update (PUT) and patch, as ``crdHandler.serveScale`` serves it."""
+        if method == "GET":
+            return _json(200, self.store.get_scale(rt, namespace, name))
+        if method == "PUT":
+            return _json(200, self.store.replace_scale(rt, namespace, name, body, dry_run=dry_run))
+        if method == "PATCH":
+            return _json(
+                200, self.store.patch_scale(rt, namespace, name, content_type, body, dry_run=dry_run)
+            )
+        raise _method_not_allowed()
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -195,6 +195,32 @@ def _without_rv(obj: JsonObj) -> JsonObj:
     return {**obj, "metadata": meta}
 
 
+def _patched(rt: ResourceType, current: JsonObj, content_type: str, body: Any) -> Any:
+    """``current`` with a PATCH ``body`` of ``content_type`` applied, or the error the API server answers:
+    415 for a strategic merge patch of a custom resource (no Go type to merge by) and for apply."""
+    try:
+        if content_type == JSON_PATCH:
+            return json_patch(current, body)
+        if content_type == MERGE_PATCH:
+            if not isinstance(body, dict):
+                raise PatchError("a merge patch must be a JSON object", bad_request=True)
+            return merge_patch(current, body)
+        if content_type == STRATEGIC_MERGE_PATCH and not rt.custom:
+            return strategic_merge_patch(current, body, rt.merge_keys)
+    except PatchError as exc:
+        if exc.bad_request:
+            raise bad_request(str(exc)) from None
+        raise KubeApiError(422, str(exc)) from None
+    if content_type in APPLY_PATCH:
+        raise KubeApiError(415, "server-side apply is not supported by the emulator")
+    # a custom resource has no Go type to merge strategically: a real server refuses
+    accepted = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH[0] if rt.custom else STRATEGIC_MERGE_PATCH)
+    raise KubeApiError(
+        415,
+        f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}",
+    )
+
+
 class Store:
     def __init__(self, *, clock: Callable[[], datetime], max_snapshots: int = 64) -> None:
         self.lock = threading.RLock()
@@ -341,7 +367,11 @@ class Store:
         found = self._controller(rt.canonical, namespace, ref)
         if found is None:
             return None
-        return _meta(found).get("uid", ""), int(resources.scale_of(rt, found)["spec"]["replicas"])
+        try:  # the scale client's GET: its error (no spec replicas: 500) fails the sync with its message
+            replicas = int(resources.scale_of(rt, found)["spec"]["replicas"])
+        except KubeApiError as exc:
+            raise disruption.ScaleUnknown(exc.message) from None
+        return _meta(found).get("uid", ""), replicas
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -516,7 +546,8 @@ class Store:
             resized = pods.resize_problem(current, obj) if current is not None else None
             if resized:
                 problems.append(FieldError(*resized))
-        problems += crds.check(rt.canonical, obj, rt.version)  # add() too: never held if its CRD refuses
+        scale = resources.scale_problems(rt, obj)
+        problems += crds.check(rt.canonical, obj, rt.version, scale)  # add() too: never held if refused
         cel_ran = not crds.has_cel_rules(rt.canonical) or crds.CEL_NOT_RUN not in problems
         if current is not None and (cel_ran or not rt.custom):
             problems += self._immutable_problems(rt, current, obj)
@@ -671,34 +702,7 @@ class Store:
     ) -> JsonObj:
         with self._session():
             entry = self._entry(rt, namespace, name)
-            current = self.present(rt, entry.obj)
-            try:
-                if content_type == JSON_PATCH:
-                    patched = json_patch(current, body)
-                elif content_type == MERGE_PATCH:
-                    if not isinstance(body, dict):
-                        raise PatchError("a merge patch must be a JSON object", bad_request=True)
-                    patched = merge_patch(current, body)
-                elif content_type == STRATEGIC_MERGE_PATCH and not rt.custom:
-                    patched = strategic_merge_patch(current, body, rt.merge_keys)
-                elif content_type in APPLY_PATCH:
-                    raise KubeApiError(415, "server-side apply is not supported by the emulator")
-                else:
-                    # a custom resource has no Go type to merge strategically: a real server refuses
-                    accepted = (
-                        JSON_PATCH,
-                        MERGE_PATCH,
-                        APPLY_PATCH[0] if rt.custom else STRATEGIC_MERGE_PATCH,
-                    )
-                    raise KubeApiError(
-                        415,
-                        f"the body of the request was in an unknown format - accepted media "
-                        f"types include: {', '.join(accepted)}",
-                    )
-            except PatchError as exc:
-                if exc.bad_request:
-                    raise bad_request(str(exc)) from None
-                raise KubeApiError(422, str(exc)) from None
+            patched = _patched(rt, self.present(rt, entry.obj), content_type, body)
             if not isinstance(patched, dict):
                 raise KubeApiError(422, "the patched object is not a JSON object")
             meta = _meta(patched)
@@ -707,6 +711,68 @@ class Store:
             return self._commit(
                 rt, entry.obj, rt.to_internal(patched), subresource=subresource, dry_run=dry_run
             )
+
+    def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObj:
+        """GET ``<plural>/scale`` (a CRD's ``subresources.scale``): :func:`resources.scale_of`."""
+        with self._session():
+            return resources.scale_of(rt, self._entry(rt, namespace, name).obj)
+
+    def update_scale(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        change: Callable[[JsonObj], Any],
+        *,
+        dry_run: bool = False,
+    ) -> JsonObj:
+        """PUT or PATCH of ``<plural>/scale`` (``ScaleREST.Update``): ``change`` makes the new Scale of the
+        current one (whose ``spec.replicas`` is :data:`resources.MISSING_REPLICAS` when the object has
+        none); its ``spec.replicas`` is written at the spec replicas path (the path made when missing),
+        its ``resourceVersion``, when set, is the update's precondition, and the object is updated as a
+        write of the resource itself is (validated, its status kept). Answers the Scale written."""
+        assert rt.scale is not None
+        path = tuple(rt.scale[0].lstrip(".").split("."))
+        with self._session():
+            current = self._entry(rt, namespace, name).obj
+            scale = change(resources.scale_of(rt, current, missing=resources.MISSING_REPLICAS))
+            replicas = resources.scale_replicas(rt, scale)
+            meta = dict(_meta(current))
+            meta["resourceVersion"] = _meta(scale).get("resourceVersion") or meta.get("resourceVersion")
+            proposed = {**_with(current, path, replicas), "metadata": meta}
+            written = self._commit(rt, current, proposed, subresource=None, dry_run=dry_run)
+            return resources.scale_of(rt, written)
+
+    def replace_scale(
+        self, rt: ResourceType, namespace: str | None, name: str, body: Any, *, dry_run: bool = False
+    ) -> JsonObj:
+        """PUT ``<plural>/scale``: the Scale sent, named as the URL names it."""
+        given = _meta(body) if isinstance(body, dict) else {}
+        if given.get("name") and given["name"] != name:
+            raise bad_request(
+                f"the name of the object ({given['name']}) does not match the name on the URL ({name})"
+            )
+        if rt.namespaced and given.get("namespace") and given["namespace"] != namespace:
+            raise bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        return self.update_scale(rt, namespace, name, lambda _: body, dry_run=dry_run)
+
+    def patch_scale(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        content_type: str,
+        body: Any,
+        *,
+        dry_run: bool = False,
+    ) -> JsonObj:
+        """PATCH ``<plural>/scale``: the patch applied to the current Scale (a custom resource's scale
+        takes JSON and merge patches, as the resource does)."""
+        return self.update_scale(
+            rt, namespace, name, lambda scale: _patched(rt, scale, content_type, body), dry_run=dry_run
+        )
 
     def overwrite(self, rt: ResourceType, obj: Any) -> JsonObj:
         """The in-process ``update``: replace an object whole (status included), unconditionally."""
