@@ -154,6 +154,31 @@ def test_a_malformed_warning_names_its_field(mutate: Any, field: str) -> None:
     assert err.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("sample_name", "mutate", "field"),
+    [
+        ("interrupt-spot-warning.json", lambda d: d.update(region="us-east-1\n"), "region"),
+        ("interrupt-spot-warning.json", lambda d: d.update(region="us-east-\u0661"), "region"),
+        ("interrupt-spot-warning.json", lambda d: d["detail"].update({"instance-id": INSTANCE + "\n"}),
+         "detail.instance-id"),
+        ("interrupt-lifecycle-terminate.json",
+         lambda d: d["detail"].update(LifecycleActionToken="87654321-4321-4321-4321-210987654321\n"),
+         "detail.LifecycleActionToken"),
+    ],
+)  # fmt: skip
+def test_an_identifier_is_read_whole_and_in_ascii(sample_name: str, mutate: Any, field: str) -> None:
+    """A region with a trailing newline or an Arabic-Indic digit passed the region pattern (``$`` matches
+    before a final newline, ``\\d`` any Unicode digit), so a Spot warning was dropped as another region's
+    (InterruptIgnored) instead of being reported malformed, on its way to the alarmed dead-letter queue;
+    an instance id so written was dropped as no Node's. EC2 and EventBridge write them in ASCII. (Found
+    by fuzzing.)"""
+    doc = copy.deepcopy(sample(sample_name))
+    mutate(doc)
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == field
+
+
 def test_not_json_and_a_lifecycle_action_without_its_hook_are_malformed() -> None:
     with pytest.raises(MalformedNotice) as err:
         parse_notice("{not json")

@@ -114,9 +114,12 @@ OWN_DRAIN_SNAPSHOT_SECONDS = 60
 # that drops it comes before the dead-letter queue, with receives to spare for passing failures.
 JOIN_RETRY_SECONDS = 240
 ZONE_LABEL = "topology.kubernetes.io/zone"
-_INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
-_TOKEN = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_REGION = re.compile(r"^[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+$")
+# Matched whole (fullmatch) and in ASCII: ``$`` also matches before a trailing newline and ``\d`` any
+# Unicode digit, so "us-east-1\n" or one with an Arabic-Indic digit passed as a region and the notice was dropped as
+# another region's, silently, instead of reaching the dead-letter queue as malformed.
+_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,32}")
+_TOKEN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_REGION = re.compile(r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-[0-9]+")
 NAME_PREFIX: dict[Kind, str] = {
     "interruption": "interrupt",
     "rebalance": "rebalance",
@@ -177,7 +180,7 @@ def _text(doc: Mapping[str, Any], key: str, where: str) -> str:
 
 
 def _instance(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not _INSTANCE_ID.match(value):
+    if not isinstance(value, str) or not _INSTANCE_ID.fullmatch(value):
         raise MalformedNotice(f"not an instance id: {json.dumps(value)[:80]}", field=where)
     return value
 
@@ -216,7 +219,7 @@ def parse_notice(body: Any) -> Notice:
     if not isinstance(detail, Mapping):
         raise MalformedNotice("must be an object", field="detail")
     region = _text(event, "region", "region")
-    if not _REGION.match(region):
+    if not _REGION.fullmatch(region):
         raise MalformedNotice(f"not a region: {region[:40]!r}", field="region")
     base = {
         "kind": kind,
@@ -280,7 +283,7 @@ def _lifecycle_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _token(value: Any) -> str:
-    if not isinstance(value, str) or not _TOKEN.match(value):
+    if not isinstance(value, str) or not _TOKEN.fullmatch(value):
         raise MalformedNotice(
             f"not a lifecycle action token (a UUID): {json.dumps(value)[:80]}",
             field="detail.LifecycleActionToken",
