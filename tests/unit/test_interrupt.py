@@ -894,6 +894,52 @@ def test_a_malformed_notice_is_not_lost_silently(monkeypatch: pytest.MonkeyPatch
     assert counted == ["InterruptMalformed"] and len(rig.workflows.requests) == 1
 
 
+@pytest.mark.parametrize(
+    "when",
+    [
+        "2026-03-02",  # a date: read as midnight, the warning's deadline long past
+        "2026-03-02T09:30:00",  # no zone: read as UTC
+        "Mon, 02 Mar 2026 09:30:00 GMT",  # RFC 1123: AWS Health's startTime, never EventBridge's time
+        "2026-03-02T09:30:00Z\n",
+        "2026-13-02T09:30:00Z",
+    ],
+)
+def test_an_event_time_is_rfc_3339_with_its_zone(when: str) -> None:
+    """EventBridge writes ``time`` in RFC 3339 (PutEvents: Time; the AWS Health EventBridge schema:
+    yyyy-mm-ddThh:mm:ssZ). A date alone, a time without zone or an RFC 1123 date was read as some time
+    and counted a Spot warning's two minutes from it. (Found by fuzzing.)"""
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["time"] = when
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == "time"
+
+
+@pytest.mark.parametrize("when", ["2026-03-02T11:30:10Z", "9999-12-31T23:59:59Z"])
+def test_a_notice_from_the_future_starts_no_drain_and_backs_off_nothing(
+    monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A Spot warning's ``time`` hours ahead of the function's clock made a forced drain with a deadline
+    of hours (EC2 reclaims the instance two minutes after the warning) and backed its Spot pool off
+    until then; one in year 9999 raised OverflowError computing the back-off. No notice comes from the
+    future: it is malformed (field ``time``), reported failed towards the dead-letter queue, and
+    nothing is started or written. (Found by fuzzing.)"""
+    rig = Rig(world())
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["time"] = when  # the clock: 09:30:10
+    failed, counted = run_batch(rig, monkeypatch, body(doc), body(sample("interrupt-rebalance.json")))
+    assert failed == {"m-0"} and counted == ["InterruptMalformed"]
+    assert [r.name for r in rig.workflows.requests] == [f"rebalance-{INSTANCE}"]
+    assert not rig.ledger.calls, "a back-off was written for a notice from the future"
+
+
+def test_a_notice_a_little_ahead_of_the_clock_is_read() -> None:
+    """Clocks differ by a few seconds: within MAX_CLOCK_SKEW_SECONDS a notice is read as usual."""
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    notice = parse_notice(body(doc), now=WARNED_AT - timedelta(seconds=30))
+    assert notice.time == WARNED_AT
+
+
 def test_a_closed_health_event_does_not_force_drain_a_node_that_survived_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

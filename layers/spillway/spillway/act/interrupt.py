@@ -186,7 +186,7 @@ def _instance(value: Any, where: str) -> str:
 
 
 def _time(value: Any, where: str) -> datetime:
-    """ISO 8601 (EventBridge's ``time``) or RFC 1123 (AWS Health's ``startTime``), in UTC."""
+    """ISO 8601 or RFC 1123 (AWS Health's ``startTime``), in UTC."""
     if isinstance(value, str) and value:
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -200,9 +200,41 @@ def _time(value: Any, where: str) -> datetime:
     raise MalformedNotice(f"not a time: {json.dumps(value)[:80]}", field=where)
 
 
-def parse_notice(body: Any) -> Notice:
+# EventBridge's ``time``: RFC 3339 (PutEvents' Time; AWS Health's EventBridge schema writes it
+# yyyy-mm-ddThh:mm:ssZ), a date and a time with its zone, in ASCII digits.
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+# How far an event's ``time`` may be ahead of the function's clock: both are NTP-synced, and AWS
+# itself refuses a signed request more than 5 minutes off its clock (SigV4, RequestTimeTooSkewed). A
+# later time is no notice EC2 sent: it would stretch a Spot warning's drain and its back-off.
+MAX_CLOCK_SKEW_SECONDS = 300
+
+
+def _event_time(value: Any, now: datetime | None) -> datetime:
+    """The event's ``time``: RFC 3339 with its zone, and not after ``now`` (plus the clock skew)."""
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise MalformedNotice(
+            f"not an RFC 3339 time with its zone such as 2026-03-02T09:30:00Z: {json.dumps(value)[:80]}",
+            field="time",
+        )
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:  # a month 13, a 25th hour
+        raise MalformedNotice(f"not a time: {json.dumps(value)[:80]}", field="time") from None
+    if now is not None and (parsed - now).total_seconds() > MAX_CLOCK_SKEW_SECONDS:
+        raise MalformedNotice(
+            f"{value} is more than {MAX_CLOCK_SKEW_SECONDS} s after this function's clock "
+            f"({now.isoformat()}): no event comes from the future",
+            field="time",
+        )
+    return parsed
+
+
+def parse_notice(body: Any, now: datetime | None = None) -> Notice:
     """An SQS message body (the EventBridge event as JSON) → :class:`Notice`; :class:`IrrelevantNotice`
-    for an event Spillway does not act on, :class:`MalformedNotice` for one it cannot read."""
+    for an event Spillway does not act on, :class:`MalformedNotice` for one it cannot read. ``now``:
+    the function's clock, which the event's ``time`` may not be ahead of (:func:`_event_time`)."""
     try:
         event = json.loads(body) if isinstance(body, str | bytes) else body
     except ValueError:
@@ -225,7 +257,7 @@ def parse_notice(body: Any) -> Notice:
         "kind": kind,
         "event_id": _text(event, "id", "id"),
         "region": region,
-        "time": _time(event.get("time"), "time"),
+        "time": _event_time(event.get("time"), now),
     }
     return Notice(**base, **_PARSE_DETAIL[kind](detail))  # type: ignore[arg-type]
 
