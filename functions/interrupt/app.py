@@ -31,7 +31,7 @@ def handle_record(interrupter: Interrupter, record: SQSRecord) -> list[dict[str,
     """One message: its outcomes, or [] when it is an event Spillway does not act on. Every error
     propagates (the record is reported failed), a malformed notice's too, so that it reaches the DLQ."""
     try:
-        notice = parse_notice(record.body)
+        notice = parse_notice(record.body, now=interrupter.clock())
     except IrrelevantNotice as exc:
         add_count("InterruptIgnored", 1)
         logger.info(

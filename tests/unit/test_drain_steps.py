@@ -155,6 +155,20 @@ def test_a_malformed_request_is_refused_naming_the_field(raw: dict[str, Any], fi
     assert words in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "node", ["..", ".", "Ip-10-0-1-10.ec2.internal", f"{NODE}\n", "team-a/web", f"{NODE}."]
+)
+def test_a_node_name_kubernetes_would_refuse_is_refused_before_the_api_is_asked(rig: Rig, node: str) -> None:
+    """Kubernetes validates a Node's name as a DNS subdomain (ValidateNodeName = NameIsDNSSubdomain), so
+    no other name names a Node. ".." was sent as a path segment: the client resolved
+    /api/v1/nodes/.. to /api/v1/, and the drain failed with a KubeError about an unexpected object
+    instead of naming the field. (Found by fuzzing the drain input.)"""
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.validate({"cluster": CLUSTER, "node": node}, "by-hand")
+    assert caught.value.field == "node" and "DNS subdomain" in str(caught.value)
+    assert rig.api.requests == [] and rig.cloud.calls == []
+
+
 def test_every_bad_field_is_named_at_once() -> None:
     with pytest.raises(InvalidDrainRequest) as caught:
         parse_request({"cluster": CLUSTER, "node": NODE, "force": "yes", "deadline_seconds": -1})

@@ -681,6 +681,19 @@ def test_a_gang_request_whose_checks_outgrow_the_execution_history_is_refused(
     assert raised.value.field == "poll_seconds"
 
 
+@pytest.mark.parametrize("labels", [{"team": "a\n"}, {"team\n": "a"}, {"example.com/team\n": "a"}])
+def test_a_node_label_with_a_trailing_newline_is_refused_before_anything_launches(
+    labels: dict[str, str],
+) -> None:
+    """Kubernetes refuses a label key or value with a newline (IsQualifiedName, IsValidLabelValue); the
+    pattern's ``$`` let one end in a newline, so the request was accepted, the gang launched, and only
+    the step that labels its Ready nodes met the refusal. Refused when the request is read, naming
+    node_labels. (Found by fuzzing.)"""
+    with pytest.raises(InputError) as raised:
+        gang.GangRequest.parse({**REQUEST, "node_labels": labels}, ["us-east-1"])
+    assert raised.value.field == "node_labels"
+
+
 @pytest.mark.parametrize(("deadline", "poll"), [(86_400, 45), (60, 0), (600, 15), (3_600, 2)])
 def test_a_gang_request_whose_checks_fit_is_accepted(deadline: int, poll: int) -> None:
     request = gang.GangRequest.parse(

@@ -154,6 +154,31 @@ def test_a_malformed_warning_names_its_field(mutate: Any, field: str) -> None:
     assert err.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("sample_name", "mutate", "field"),
+    [
+        ("interrupt-spot-warning.json", lambda d: d.update(region="us-east-1\n"), "region"),
+        ("interrupt-spot-warning.json", lambda d: d.update(region="us-east-\u0661"), "region"),
+        ("interrupt-spot-warning.json", lambda d: d["detail"].update({"instance-id": INSTANCE + "\n"}),
+         "detail.instance-id"),
+        ("interrupt-lifecycle-terminate.json",
+         lambda d: d["detail"].update(LifecycleActionToken="87654321-4321-4321-4321-210987654321\n"),
+         "detail.LifecycleActionToken"),
+    ],
+)  # fmt: skip
+def test_an_identifier_is_read_whole_and_in_ascii(sample_name: str, mutate: Any, field: str) -> None:
+    """A region with a trailing newline or an Arabic-Indic digit passed the region pattern (``$`` matches
+    before a final newline, ``\\d`` any Unicode digit), so a Spot warning was dropped as another region's
+    (InterruptIgnored) instead of being reported malformed, on its way to the alarmed dead-letter queue;
+    an instance id so written was dropped as no Node's. EC2 and EventBridge write them in ASCII. (Found
+    by fuzzing.)"""
+    doc = copy.deepcopy(sample(sample_name))
+    mutate(doc)
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == field
+
+
 def test_not_json_and_a_lifecycle_action_without_its_hook_are_malformed() -> None:
     with pytest.raises(MalformedNotice) as err:
         parse_notice("{not json")
@@ -867,6 +892,52 @@ def test_a_malformed_notice_is_not_lost_silently(monkeypatch: pytest.MonkeyPatch
     failed, counted = run_batch(rig, monkeypatch, body(broken), body(sample("interrupt-rebalance.json")))
     assert failed == {"m-0"}, "a malformed Spot warning was deleted: no DLQ, no alarm"
     assert counted == ["InterruptMalformed"] and len(rig.workflows.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "2026-03-02",  # a date: read as midnight, the warning's deadline long past
+        "2026-03-02T09:30:00",  # no zone: read as UTC
+        "Mon, 02 Mar 2026 09:30:00 GMT",  # RFC 1123: AWS Health's startTime, never EventBridge's time
+        "2026-03-02T09:30:00Z\n",
+        "2026-13-02T09:30:00Z",
+    ],
+)
+def test_an_event_time_is_rfc_3339_with_its_zone(when: str) -> None:
+    """EventBridge writes ``time`` in RFC 3339 (PutEvents: Time; the AWS Health EventBridge schema:
+    yyyy-mm-ddThh:mm:ssZ). A date alone, a time without zone or an RFC 1123 date was read as some time
+    and counted a Spot warning's two minutes from it. (Found by fuzzing.)"""
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["time"] = when
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == "time"
+
+
+@pytest.mark.parametrize("when", ["2026-03-02T11:30:10Z", "9999-12-31T23:59:59Z"])
+def test_a_notice_from_the_future_starts_no_drain_and_backs_off_nothing(
+    monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A Spot warning's ``time`` hours ahead of the function's clock made a forced drain with a deadline
+    of hours (EC2 reclaims the instance two minutes after the warning) and backed its Spot pool off
+    until then; one in year 9999 raised OverflowError computing the back-off. No notice comes from the
+    future: it is malformed (field ``time``), reported failed towards the dead-letter queue, and
+    nothing is started or written. (Found by fuzzing.)"""
+    rig = Rig(world())
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    doc["time"] = when  # the clock: 09:30:10
+    failed, counted = run_batch(rig, monkeypatch, body(doc), body(sample("interrupt-rebalance.json")))
+    assert failed == {"m-0"} and counted == ["InterruptMalformed"]
+    assert [r.name for r in rig.workflows.requests] == [f"rebalance-{INSTANCE}"]
+    assert not rig.ledger.calls, "a back-off was written for a notice from the future"
+
+
+def test_a_notice_a_little_ahead_of_the_clock_is_read() -> None:
+    """Clocks differ by a few seconds: within MAX_CLOCK_SKEW_SECONDS a notice is read as usual."""
+    doc = copy.deepcopy(sample("interrupt-spot-warning.json"))
+    notice = parse_notice(body(doc), now=WARNED_AT - timedelta(seconds=30))
+    assert notice.time == WARNED_AT
 
 
 def test_a_closed_health_event_does_not_force_drain_a_node_that_survived_it(

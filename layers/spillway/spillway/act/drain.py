@@ -192,7 +192,7 @@ OUTCOME_OF_ERROR: dict[str, Outcome] = {
 _REGION = re.compile(r"^([a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)")
 _FIELD_HELP = {
     "cluster": "the cluster's name",
-    "node": "the name of the Node to drain, as `kubectl get nodes` shows it",
+    "node": "the name of the Node to drain, as `kubectl get nodes` shows it: a DNS subdomain",
     "reason": "a short text saying why, kept in the node's events",
     "deadline_seconds": f"whole seconds the pods have to leave, 0 to {MAX_DEADLINE_SECONDS}",
     "poll_seconds": f"whole seconds between eviction rounds, 0 to {MAX_POLL_SECONDS}",

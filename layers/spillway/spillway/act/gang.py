@@ -220,13 +220,15 @@ def _labels(value: Any) -> dict[str, str]:
             f"must be a map of label keys to values, got {type(value).__name__}", field="node_labels"
         )
     for key, val in value.items():
-        if not isinstance(key, str) or not _LABEL_KEY.match(key):
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
             raise InputError(f"{key!r} is not a label key", field="node_labels")
-        if not isinstance(val, str) or not _LABEL_VALUE.match(val):
+        if not isinstance(val, str) or not _LABEL_VALUE.fullmatch(val):
             raise InputError(f"{key}: {val!r} is not a label value", field="node_labels")
     return dict(value)
 
 
+# Matched whole (fullmatch): ``$`` also matches before a trailing newline, which Kubernetes refuses in
+# a label: such a label passed until the step that labels the gang's Ready nodes, after the launch.
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"

@@ -114,9 +114,12 @@ OWN_DRAIN_SNAPSHOT_SECONDS = 60
 # that drops it comes before the dead-letter queue, with receives to spare for passing failures.
 JOIN_RETRY_SECONDS = 240
 ZONE_LABEL = "topology.kubernetes.io/zone"
-_INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
-_TOKEN = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_REGION = re.compile(r"^[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+$")
+# Matched whole (fullmatch) and in ASCII: ``$`` also matches before a trailing newline and ``\d`` any
+# Unicode digit, so "us-east-1\n" or one with an Arabic-Indic digit passed as a region and the notice was dropped as
+# another region's, silently, instead of reaching the dead-letter queue as malformed.
+_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,32}")
+_TOKEN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_REGION = re.compile(r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-[0-9]+")
 NAME_PREFIX: dict[Kind, str] = {
     "interruption": "interrupt",
     "rebalance": "rebalance",
@@ -177,13 +180,13 @@ def _text(doc: Mapping[str, Any], key: str, where: str) -> str:
 
 
 def _instance(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not _INSTANCE_ID.match(value):
+    if not isinstance(value, str) or not _INSTANCE_ID.fullmatch(value):
         raise MalformedNotice(f"not an instance id: {json.dumps(value)[:80]}", field=where)
     return value
 
 
 def _time(value: Any, where: str) -> datetime:
-    """ISO 8601 (EventBridge's ``time``) or RFC 1123 (AWS Health's ``startTime``), in UTC."""
+    """ISO 8601 or RFC 1123 (AWS Health's ``startTime``), in UTC."""
     if isinstance(value, str) and value:
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -197,9 +200,41 @@ def _time(value: Any, where: str) -> datetime:
     raise MalformedNotice(f"not a time: {json.dumps(value)[:80]}", field=where)
 
 
-def parse_notice(body: Any) -> Notice:
+# EventBridge's ``time``: RFC 3339 (PutEvents' Time; AWS Health's EventBridge schema writes it
+# yyyy-mm-ddThh:mm:ssZ), a date and a time with its zone, in ASCII digits.
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+# How far an event's ``time`` may be ahead of the function's clock: both are NTP-synced, and AWS
+# itself refuses a signed request more than 5 minutes off its clock (SigV4, RequestTimeTooSkewed). A
+# later time is no notice EC2 sent: it would stretch a Spot warning's drain and its back-off.
+MAX_CLOCK_SKEW_SECONDS = 300
+
+
+def _event_time(value: Any, now: datetime | None) -> datetime:
+    """The event's ``time``: RFC 3339 with its zone, and not after ``now`` (plus the clock skew)."""
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise MalformedNotice(
+            f"not an RFC 3339 time with its zone such as 2026-03-02T09:30:00Z: {json.dumps(value)[:80]}",
+            field="time",
+        )
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:  # a month 13, a 25th hour
+        raise MalformedNotice(f"not a time: {json.dumps(value)[:80]}", field="time") from None
+    if now is not None and (parsed - now).total_seconds() > MAX_CLOCK_SKEW_SECONDS:
+        raise MalformedNotice(
+            f"{value} is more than {MAX_CLOCK_SKEW_SECONDS} s after this function's clock "
+            f"({now.isoformat()}): no event comes from the future",
+            field="time",
+        )
+    return parsed
+
+
+def parse_notice(body: Any, now: datetime | None = None) -> Notice:
     """An SQS message body (the EventBridge event as JSON) → :class:`Notice`; :class:`IrrelevantNotice`
-    for an event Spillway does not act on, :class:`MalformedNotice` for one it cannot read."""
+    for an event Spillway does not act on, :class:`MalformedNotice` for one it cannot read. ``now``:
+    the function's clock, which the event's ``time`` may not be ahead of (:func:`_event_time`)."""
     try:
         event = json.loads(body) if isinstance(body, str | bytes) else body
     except ValueError:
@@ -216,13 +251,13 @@ def parse_notice(body: Any) -> Notice:
     if not isinstance(detail, Mapping):
         raise MalformedNotice("must be an object", field="detail")
     region = _text(event, "region", "region")
-    if not _REGION.match(region):
+    if not _REGION.fullmatch(region):
         raise MalformedNotice(f"not a region: {region[:40]!r}", field="region")
     base = {
         "kind": kind,
         "event_id": _text(event, "id", "id"),
         "region": region,
-        "time": _time(event.get("time"), "time"),
+        "time": _event_time(event.get("time"), now),
     }
     return Notice(**base, **_PARSE_DETAIL[kind](detail))  # type: ignore[arg-type]
 
@@ -280,7 +315,7 @@ def _lifecycle_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _token(value: Any) -> str:
-    if not isinstance(value, str) or not _TOKEN.match(value):
+    if not isinstance(value, str) or not _TOKEN.fullmatch(value):
         raise MalformedNotice(
             f"not a lifecycle action token (a UUID): {json.dumps(value)[:80]}",
             field="detail.LifecycleActionToken",

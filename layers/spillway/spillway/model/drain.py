@@ -32,6 +32,10 @@ LIFECYCLE_CONTINUE = "CONTINUE"
 GLOBAL_TIMEOUT_SECONDS = 172_800  # a lifecycle action waits at most 48 h (or 100 heartbeat timeouts)
 # A lifecycle hook's name (PutLifecycleHook: 1 to 255 of these characters).
 HOOK_NAME_PATTERN = r"^[A-Za-z0-9\-_/]+$"
+# A Node's name: Kubernetes validates it as a DNS subdomain (ValidateNodeName = NameIsDNSSubdomain:
+# lowercase letters, digits, '-' and '.', each label starting and ending alphanumeric, at most 253).
+# Any other name names no Node; "." or ".." would be a path segment the client resolves to another URL.
+NODE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # The terminate hooks Spillway owns unless LIFECYCLE_HOOK_NAMES names others: the one the README tells
 # users to create. Spillway drains for and completes only these; another team's hook on the same group
 # (log shipping, say) is its owner's to complete.
@@ -95,7 +99,7 @@ class DrainRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     cluster: str = Field(min_length=1, max_length=100)
-    node: str = Field(min_length=1, max_length=253)
+    node: str = Field(min_length=1, max_length=253, pattern=NODE_NAME_PATTERN)
     reason: str = Field(default="", max_length=256)
     deadline_seconds: int = Field(default=DEFAULT_DEADLINE_SECONDS, ge=0, le=MAX_DEADLINE_SECONDS)
     poll_seconds: int = Field(default=DEFAULT_POLL_SECONDS, ge=0, le=MAX_POLL_SECONDS)
