@@ -121,6 +121,18 @@ class ListResult:
     remaining: int | None = None
 
 
+def _same_names(rt: ResourceType, given: Mapping[str, Any], namespace: str | None, name: str) -> None:
+    """A PUT's body names the object the URL names, or nothing (as the API server's update checks)."""
+    if given.get("name") and given["name"] != name:
+        raise bad_request(
+            f"the name of the object ({given['name']}) does not match the name on the URL ({name})"
+        )
+    if rt.namespaced and given.get("namespace") and given["namespace"] != namespace:
+        raise bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+
+
 def _meta(obj: Mapping[str, Any]) -> JsonObj:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
@@ -675,14 +687,7 @@ class Store:
             raise bad_request("the request body must be a JSON object")
         self._check_type(rt, body)
         given = _meta(body)
-        if given.get("name") and given["name"] != name:
-            raise bad_request(
-                f"the name of the object ({given['name']}) does not match the name on the URL ({name})"
-            )
-        if rt.namespaced and given.get("namespace") and given["namespace"] != namespace:
-            raise bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
+        _same_names(rt, given, namespace, name)
         with self._session():
             entry = self._entry(rt, namespace, name)
             proposed = rt.to_internal(body)
@@ -748,14 +753,7 @@ class Store:
     ) -> JsonObj:
         """PUT ``<plural>/scale``: the Scale sent, named as the URL names it."""
         given = _meta(body) if isinstance(body, dict) else {}
-        if given.get("name") and given["name"] != name:
-            raise bad_request(
-                f"the name of the object ({given['name']}) does not match the name on the URL ({name})"
-            )
-        if rt.namespaced and given.get("namespace") and given["namespace"] != namespace:
-            raise bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
+        _same_names(rt, given, namespace, name)
         return self.update_scale(rt, namespace, name, lambda _: body, dry_run=dry_run)
 
     def patch_scale(
