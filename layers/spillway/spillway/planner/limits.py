@@ -4,7 +4,8 @@ One component the scale-up stage asks before opening nodes: "how many nodes of g
 of tenant T open?" (:meth:`Limits.allowed`), then tells what it opened (:meth:`Limits.charge`). Every
 limit is a :class:`Constraint`: a ceiling on summed resources (and ``nodes``) of the nodes it covers.
 All constraints are checked together, so where a configured limit and a CapacityQuota cover the same
-nodes the tighter one binds.
+nodes the tighter one binds. The cluster totals' minimums bound scale-down instead (:class:`Floors`,
+asked by the scale-down stage before it removes a node).
 
 Charging (README "Tenants, limits and gangs"):
 
