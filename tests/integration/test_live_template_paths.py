@@ -5,7 +5,7 @@ node, and so plan the same."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +14,18 @@ import pytest
 from fakes import FakeCluster
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.adapters.state_store import StateStore
 from spillway.cli import main
 from spillway.config import PlannerConfig
 from spillway.local import objects as o
+from spillway.local.cfn import create_tables
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.observe import ObserveConfig, observe_once
 from spillway.planner import plan
 
 GIB = 2**30 * 1000
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # the make_asg fixture's clock (tests/conftest.py)
 CONFIG = {"cluster": "prod", "regions": ["us-east-1"]}
 
@@ -72,3 +75,36 @@ def test_both_paths_take_the_template_from_the_groups_node(
     (group,) = stored.groups
     assert group.template is not None and group.template.node == node["metadata"]["name"]
     assert group.template.allocatable["memory"] == 30 * GIB
+
+
+def test_the_lambda_path_remembers_the_template_through_the_state_table_after_the_group_scales_to_zero(
+    make_asg: Any,
+) -> None:
+    make_asg("us-east-1", "big", instance_type="m5.2xlarge", desired=1, max_size=5)
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    described = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["big"])
+    (instance,) = described["AutoScalingGroups"][0]["Instances"]
+    node = o.node("ip-10-0-0-1.ec2.internal", instance=instance["InstanceId"], memory="30Gi", created=T0)
+    aws = AwsAdapter(AwsClients(("us-east-1",), boto3.Session(), AwsSettings(max_attempts=2)), "prod")
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    create_tables(TEMPLATE, ddb, {"StateTable": "state", "PlansTable": "plans"})
+    store = StateStore(ddb, "state")
+    config = PlannerConfig(**CONFIG)
+
+    def planned(cluster: FakeCluster, state: State, now: datetime) -> Any:
+        observed = observe_once(cluster, aws, ObserveConfig(cluster="prod"), lambda: now)
+        stored = Snapshot.from_dict(json.loads(json.dumps(observed.to_dict())))  # as the plan Lambda loads it
+        return plan(stored.cluster, list(stored.groups), config, state, now)
+
+    first = planned(FakeCluster([node], []), State(), T0)
+    store.commit("prod", first.state, expected_version=0, snapshot_key="k1", plan_id="p1", now=T0)
+    # the idle node was drained and its instance terminated: the group is at zero
+    autoscaling.set_desired_capacity(AutoScalingGroupName="big", DesiredCapacity=0)
+    wide = o.pod("wide", memory="30000Mi", created=T0)  # fits the real node, not the 29317Mi estimate
+    later = T0 + timedelta(minutes=30)
+    remembered = planned(FakeCluster([], [wide]), store.load("prod").state, later)
+    forgotten = planned(FakeCluster([], [wide]), State(), later)
+
+    assert [(s.group, s.from_size, s.to_size) for s in remembered.scale_up] == [("big", 0, 1)]
+    assert "ip-10-0-0-1.ec2.internal showed at" in remembered.scale_up[0].reason
+    assert forgotten.scale_up == ()

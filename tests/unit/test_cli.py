@@ -39,7 +39,9 @@ def test_state_out_writes_the_new_state(tmp_path: Path, capsys: pytest.CaptureFi
     code, _, _ = run([*EXAMPLE, "--state-out", str(out_file)], capsys)
     assert code == 0
     state = json.loads(out_file.read_text())
-    assert set(state) == {"nodes", "groups", "raises"}  # the example plan scales up: its raises
+    # the example plan scales up (its raises) and its groups with nodes have their templates remembered
+    assert set(state) == {"nodes", "groups", "raises", "templates"}
+    assert state["templates"] and all(v["node"] and v["allocatable"] for v in state["templates"].values())
     assert all("idle_since" in v for v in state["nodes"].values())
     assert set(state["raises"]) and all(set(v) == {"to", "since"} for v in state["raises"].values())
 

@@ -241,3 +241,17 @@ def test_a_pod_sized_to_the_real_p3_16xlarge_gets_a_node_the_estimate_refused() 
     result = world.plan()
 
     assert scale_up(result) == {"p3": (1, 2, [pod])}
+
+
+def test_a_pod_asking_more_ephemeral_storage_than_the_real_node_has_is_told_so() -> None:
+    # the estimate knows no ephemeral storage (unchecked); the group's node reports about 89Gi
+    world = World()
+    world.group("g", "m5.2xlarge", nodes=1)
+    (pod,) = world.pods("scratch", 1, cpu="1", memory="1Gi")
+    world.pod_item(pod)["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "200Gi"
+
+    result = world.plan()
+
+    assert pending_codes(result)[pod] == codes.NO_GROUP_FITS
+    reason = next(p.reason for p in result.pending if p.pod == pod)
+    assert "a m5.2xlarge node has too little ephemeral-storage (needs ephemeral-storage=200Gi)" in reason

@@ -388,6 +388,11 @@ class PlannerConfig(BaseModel):
     # A raise a plan made is assumed under way this long when a later snapshot does not show it yet
     # (State.raises): snapshots taken before it landed must not scale the same pods again.
     scale_up_claim_minutes: float = _minutes(5)
+    # cluster-autoscaler's --node-info-cache-expire-time: a group's template learned from a node of its
+    # own is remembered (State.templates) for a group with no such node until it is this old; 0: not at
+    # all. A week, not cluster-autoscaler's ten years: its cache lives in memory and a restart clears it,
+    # Spillway's state forgets nothing by itself, and a launch template's AMI or kubelet may change.
+    node_info_cache_minutes: float = _minutes(7 * 24 * 60)
     node_reserve: NodeReserve = Field(default_factory=NodeReserve)
     # -- the shared cluster: tenant limits and cluster totals (README "Tenants, limits and gangs") --
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)

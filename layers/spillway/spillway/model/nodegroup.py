@@ -96,9 +96,20 @@ class TemplateNode:
     # vCPUs and memory, or the capacity of the node the allocatable was read from; the allocatable's
     # figure for any resource it does not give (a tagged one among them)
     capacity: Resources = field(default_factory=dict)
+    # set when ``node`` is no longer there to read: the template was remembered from it, as it reported
+    # at this time (spillway.model.nodecache); the planner's only, not stored in snapshots
+    learned_at: datetime | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capacity", with_capacity(self.capacity, self.allocatable))
+
+    @property
+    def source(self) -> str:
+        """Where the template's shape comes from, for reasons: "" for a node of the group's now or an
+        estimate, else the node it was remembered from and when."""
+        if self.learned_at is None or self.node is None:
+            return ""
+        return f"as {self.node} showed at {format_time(self.learned_at)}"
 
 
 @dataclass(frozen=True, slots=True)

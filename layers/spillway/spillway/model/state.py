@@ -11,7 +11,10 @@ Wire form (state file and state table item)::
      "raises": {"<asg>": {"to": N, "since": ISO}},                         (only when not empty)
      "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "..."}},
                                                                               (only when not empty)
-     "bookings": {"<ns>/<request>": {"uid": "...", "nodes": ["<node>", ...]}}}  (only when not empty)
+     "bookings": {"<ns>/<request>": {"uid": "...", "nodes": ["<node>", ...]}},  (only when not empty)
+     "templates": {"<asg>": {"region": "...", "instance_type": "...", "instance_types": [...],
+                             "node": "<node>", "learned_at": ISO, "allocatable": {...},
+                             "capacity": {...}, "labels": {...}}}}            (only when not empty)
 
 ``pools`` back off one capacity pool: a capacity type (``spot`` or ``on-demand``), an instance type, a
 zone (a Spot interruption backs off the Spot pool, a launch that failed for capacity the pool of the
@@ -44,6 +47,13 @@ reads the condition as nodes deleted and deactivates the workload). The planner 
 the booking holds and drops it when the booking ends. States without it load unchanged: a booking
 with no entry (made before it existed) is never revoked; it expires or is consumed.
 
+``templates`` are the groups' template nodes learned from a node of their own (cluster-autoscaler's
+node info cache: spillway.model.nodecache): what the node that stood for the group last reported
+(allocatable and capacity in milli-units, as snapshots store templates; the labels the group's nodes
+shared), for the group's type (a mixed group's: its template type and its overrides), and when. A
+group none of whose nodes stands for it now takes its template from its entry while the entry is
+younger than ``node_info_cache_minutes``. States without it load unchanged: nothing is remembered yet.
+
 The planner never reads or writes ``events``: it returns a state without them, and the plan cycle
 (:mod:`spillway.act.events`) puts the new ledger in before the state is committed.
 """
@@ -52,7 +62,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -157,6 +167,33 @@ class BookingState(BaseModel):
     nodes: tuple[str, ...] = Field(min_length=1)
 
 
+Quantity = Annotated[int, Field(ge=0, strict=True)]  # milli-units
+
+
+class LearnedTemplate(BaseModel):
+    """What the node that last stood for a group's template reported, and when
+    (spillway.model.nodecache)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    region: str = ""
+    instance_type: str = Field(min_length=1)
+    instance_types: tuple[str, ...] = ()  # a mixed group's overrides, else empty
+    node: str = Field(min_length=1)
+    learned_at: datetime
+    allocatable: dict[str, Quantity]
+    capacity: dict[str, Quantity] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("allocatable")
+    @classmethod
+    def _reports_cpu_and_memory(cls, allocatable: dict[str, int]) -> dict[str, int]:
+        """Only a node reporting both stands for its group (spillway.model.livetemplate)."""
+        missing = [name for name in ("cpu", "memory") if allocatable.get(name, 0) <= 0]
+        if missing:
+            raise ValueError(f"has no {' nor '.join(missing)} (a node that stood for its group reports both)")
+        return allocatable
+
+
 class State(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     nodes: dict[str, NodeState] = Field(default_factory=dict)
@@ -175,6 +212,8 @@ class State(BaseModel):
     shrunk: dict[str, ShrinkState] = Field(default_factory=dict)
     # the nodes of each ProvisioningRequest booking that holds, by request key (planner.provreq)
     bookings: dict[str, BookingState] = Field(default_factory=dict)
+    # each group's template learned from a node of its own, by group name (spillway.model.nodecache)
+    templates: dict[str, LearnedTemplate] = Field(default_factory=dict)
 
     @field_validator("pools")
     @classmethod
@@ -218,8 +257,27 @@ class State(BaseModel):
             "shrunk": (self.shrunk, lambda v: {"workers": v.workers, "since": iso(v.since)}),
             "raises": (self.raises, lambda v: {"to": v.to, "since": iso(v.since)}),
             "bookings": (self.bookings, lambda v: {"uid": v.uid, "nodes": list(v.nodes)}),
+            "templates": (self.templates, lambda v: learned(v, iso(v.learned_at))),
         }
         for key, (entries, form) in optional.items():
             if entries:  # a section only when it has entries, so older states read exactly as before
                 wire[key] = {k: form(v) for k, v in sorted(entries.items())}
         return wire
+
+
+def learned(entry: LearnedTemplate, learned_at: str) -> dict[str, Any]:
+    """A ``templates`` entry's wire form: keys sorted, empty optional parts left out."""
+    out: dict[str, Any] = {
+        "region": entry.region,
+        "instance_type": entry.instance_type,
+        "node": entry.node,
+        "learned_at": learned_at,
+        "allocatable": dict(sorted(entry.allocatable.items())),
+    }
+    if entry.instance_types:
+        out["instance_types"] = list(entry.instance_types)
+    if entry.capacity:
+        out["capacity"] = dict(sorted(entry.capacity.items()))
+    if entry.labels:
+        out["labels"] = dict(sorted(entry.labels.items()))
+    return out

@@ -12,7 +12,9 @@ estimator / expander / scale-down split:
 4. :mod:`~spillway.planner.scaledown`: which idle nodes to drain, within MinSize and the scale-in cap;
 5. :mod:`~spillway.planner.softtaint`: which nodes kept only by a timer new pods should avoid.
 
-Before them, :mod:`~spillway.planner.joins` finds launches no Node joined: not capacity coming, their
+First, a group none of whose nodes stands for its template takes the template its last such node
+showed, while that is recent (:mod:`spillway.model.nodecache`, remembered in ``State.templates``). Then
+:mod:`~spillway.planner.joins` finds launches no Node joined: not capacity coming, their
 group backed off, the instance removed; then :mod:`~spillway.planner.health` counts unready nodes: an
 unhealthy cluster drains no node, an unhealthy group gets no new nodes. A Ready node that is not
 initialized yet (a startup taint, GPUs not registered) is capacity launching
@@ -30,6 +32,7 @@ from datetime import datetime
 
 from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot
+from spillway.model.nodecache import recall, remember
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import GroupState, NodeState, State
 from spillway.planner.buffers import buffer_classes
@@ -64,6 +67,9 @@ def plan(
 ) -> ScalingPlan:
     """Decide what to grow, uncordon and drain, with a reason for every pod and node."""
     now = aware(now)
+    keep = config.node_info_cache_minutes  # templates learned from nodes (cluster-autoscaler's cache)
+    templates = remember(groups, snapshot.nodes, state.templates, now, keep)
+    groups = recall(groups, templates, now, keep)  # a group with no node of its own: the one it had
     refused = [g for g in groups if g.refusal]  # neither grown nor drained: their nodes are unmanaged
     groups = sanitized([g for g in groups if not g.refusal], config)  # templates without startup taints
     joins = watch_joins(snapshot.nodes, groups, config, state, now)
@@ -108,6 +114,7 @@ def plan(
                 "joining": dict(sorted(joins.joining.items())),
                 "shrunk": shrunk_after(shrunk, ctx),
                 "bookings": provisioning.bookings(),
+                "templates": templates,
             }
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import Resources, describe, dominant_share, fit_count
+from spillway.model.resources import UNCHECKED_WHEN_UNKNOWN, Resources, describe, dominant_share, fit_count
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context
 from spillway.planner.groups import why_not_movable
@@ -172,14 +172,18 @@ def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
         return blocker
     if fit_count(cls.requests, empty, UNBOUNDED) > 0:
         return None
-    short = [
+    short = [  # a resource the template does not know and fit_count does not check is not short
         r
         for r in sorted(cls.requests)
-        if cls.requests[r] > 0 and empty.get(r, 0) < cls.requests[r] and r != "ephemeral-storage"
+        if cls.requests[r] > 0
+        and empty.get(r, 0) < cls.requests[r]
+        and (r in empty or r not in UNCHECKED_WHEN_UNKNOWN)
     ]
     node = (
         f"a {group.instance_type} node"
         if len(group.launch_types()) <= 1
         else f"a node it may launch ({group.types_text()})"
     )
+    if template.source:  # remembered from a node gone (spillway.model.nodecache)
+        node += f" ({template.source})"
     return f"{node} has too little {', '.join(short) or 'room'} (needs {describe(cls.requests, short)})"

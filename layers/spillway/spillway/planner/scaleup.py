@@ -986,6 +986,8 @@ def _scale_up_reason(
     reason = f"{' and '.join(who)} {need} {count} new {group.types_text()} {noun} in {group.region}"
     if ctx.primary and group.region != ctx.primary:
         reason += f" (overflow from primary region {ctx.primary})"
+    if group.template is not None and group.template.source:  # spillway.model.nodecache
+        reason += f"; a node's shape {group.template.source}"
     notes = sorted(ctx.overflow_notes.get(group.name, ()))
     if notes:
         reason += "; skipped: " + "; ".join(notes)

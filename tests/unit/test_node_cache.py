@@ -1,0 +1,264 @@
+"""A group's template learned from a node of its own outlives the node: a group at zero plans with what
+its last node showed, as cluster-autoscaler's node info cache keeps it (spillway.model.nodecache),
+until the entry expires, the group's type changes or the group is gone.
+
+The worlds are built as `kubectl` and the AWS CLI print them and parsed as `spillway plan` parses them
+(plan_world); the state goes from plan to plan through its wire form, as the state table stores it."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
+
+from spillway.errors import InputError
+from spillway.inputs import load_state
+from spillway.model.state import State
+from spillway.planner import ScalingPlan, codes
+
+MIB = 2**20 * 1000  # the planner's milli-units
+GIB = 1024 * MIB
+EPHEMERAL = 95551679124 * 1000  # what plan_world's nodes report (about 89Gi)
+WEEK = timedelta(days=7)
+
+
+def asks(world: World, pod: str, **requests: str) -> None:
+    """Pod ``pod`` requests ``requests`` besides its cpu and memory (``ephemeral_storage``: ...)."""
+    resources = world.pod_item(pod)["spec"]["containers"][0]["resources"]["requests"]
+    resources.update({name.replace("_", "-"): value for name, value in requests.items()})
+
+
+def world_with(nodes: int, *, instance_type: str = "m5.2xlarge", **group: Any) -> tuple[World, list[str]]:
+    world = World()
+    names = world.group("g", instance_type, nodes=nodes, **group)
+    return world, names
+
+
+def later(world: World, earlier: ScalingPlan) -> None:
+    """``world`` plans on the state ``earlier`` left, as the state table hands it on."""
+    world.state = json.loads(json.dumps(earlier.state.to_wire()))
+
+
+def learned_from_a_node() -> tuple[ScalingPlan, str]:
+    """A plan of the group with one Ready node, and that node."""
+    world, (node,) = world_with(1)
+    return world.plan(), node
+
+
+# --- the loop the memory ends ---------------------------------------------------------------------------
+
+
+def test_a_group_at_zero_refuses_a_pod_its_last_node_could_not_run_instead_of_launching_again() -> None:
+    world, (node,) = world_with(1)
+    (pod,) = world.pods("scratch", 1, cpu="1", memory="1Gi")
+    asks(world, pod, ephemeral_storage="200Gi")  # more than the 89Gi the group's nodes have
+    first = world.plan()
+    # the node was drained as idle: the group is at zero, the pod still pending
+    at_zero, _ = world_with(0)
+    at_zero.pods("scratch", 1, cpu="1", memory="1Gi")
+    asks(at_zero, pod, ephemeral_storage="200Gi")
+    later(at_zero, first)
+
+    second = at_zero.plan(NOW + timedelta(minutes=20))
+
+    assert pending_codes(first)[pod] == codes.NO_GROUP_FITS
+    assert first.state.templates["g"].node == node
+    assert first.state.templates["g"].allocatable["ephemeral-storage"] == EPHEMERAL
+    assert scale_up(second) == {}  # the estimate knows no ephemeral storage and would launch
+    assert pending_codes(second)[pod] == codes.NO_GROUP_FITS
+    reason = pending_reasons(second)[pod]
+    assert "too little ephemeral-storage" in reason
+    assert f"as {node} showed at 2026-11-02T12:00:00Z" in reason
+    assert second.state.templates["g"] == first.state.templates["g"]  # kept, not relearned
+
+
+def test_the_memory_of_a_real_node_lets_a_group_at_zero_run_a_pod_the_estimate_refuses() -> None:
+    # the m5.2xlarge estimate is 29317Mi; its real node offered 30Gi
+    first, node = learned_from_a_node()
+    forgetful, _ = world_with(0)
+    (pod,) = forgetful.pods("big", 1, cpu="1", memory="30000Mi")
+    remembering, _ = world_with(0)
+    remembering.pods("big", 1, cpu="1", memory="30000Mi")
+    later(remembering, first)
+
+    without = forgetful.plan(NOW + timedelta(hours=1))
+    with_memory = remembering.plan(NOW + timedelta(hours=1))
+
+    assert pending_codes(without)[pod] == codes.NO_GROUP_FITS
+    assert scale_up(with_memory) == {"g": (0, 1, [pod])}
+    assert f"a node's shape as {node} showed at 2026-11-02T12:00:00Z" in with_memory.scale_up[0].reason
+
+
+def test_each_plan_with_a_node_relearns_the_entry() -> None:
+    first, node = learned_from_a_node()
+    world, _ = world_with(1)
+    later(world, first)
+
+    second = world.plan(NOW + timedelta(hours=3))
+
+    assert first.state.templates["g"].learned_at == NOW
+    assert second.state.templates["g"].learned_at == NOW + timedelta(hours=3)
+    assert second.state.templates["g"].node == node
+
+
+def test_a_group_whose_nodes_do_not_stand_for_it_uses_the_entry() -> None:
+    """A node somebody else cordoned says nothing of the group: the last one that did still does."""
+    first, node = learned_from_a_node()
+    world, (cordoned,) = world_with(1)
+    world.cordon(cordoned, by_spillway=False)
+    (pod,) = world.pods("big", 1, cpu="1", memory="30000Mi")
+    later(world, first)
+
+    second = world.plan(NOW + timedelta(hours=1))
+
+    assert scale_up(second) == {"g": (1, 2, [pod])}
+    assert second.state.templates["g"].learned_at == NOW  # not relearned from the cordoned node
+    assert second.state.templates["g"].node == node
+
+
+# --- when the memory no longer holds ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("age", "config", "remembered"),
+    [
+        (WEEK - timedelta(minutes=1), {}, True),
+        (WEEK, {}, False),  # a week by default
+        (WEEK * 4, {"node_info_cache_minutes": 60 * 24 * 30}, True),
+        (timedelta(minutes=1), {"node_info_cache_minutes": 0}, False),  # 0: nothing remembered
+    ],
+)
+def test_an_entry_expires(age: timedelta, config: dict[str, Any], remembered: bool) -> None:
+    first, _ = learned_from_a_node()
+    world, _ = world_with(0)
+    (pod,) = world.pods("big", 1, cpu="1", memory="30000Mi")
+    later(world, first)
+
+    result = world.plan(NOW + age, **config)
+
+    assert (scale_up(result) == {"g": (0, 1, [pod])}) is remembered
+    assert ("g" in result.state.templates) is remembered
+
+
+def test_nothing_is_learned_with_the_memory_off() -> None:
+    world, _ = world_with(1)
+
+    assert world.plan(node_info_cache_minutes=0).state.templates == {}
+
+
+def test_a_new_instance_type_forgets_the_old_nodes() -> None:
+    # an m5.xlarge estimate fits no 200Gi scratch pod's group either way; the 89Gi m5.2xlarge node
+    # must not refuse it for a group that now launches another type
+    first, _ = learned_from_a_node()
+    world, _ = world_with(0, instance_type="m5.xlarge")
+    (pod,) = world.pods("scratch", 1, cpu="1", memory="1Gi")
+    asks(world, pod, ephemeral_storage="200Gi")
+    later(world, first)
+
+    result = world.plan(NOW + timedelta(minutes=20))
+
+    assert scale_up(result) == {"g": (0, 1, [pod])}  # the estimate's: ephemeral storage unknown
+    assert result.state.templates == {}
+
+
+def test_a_mixed_group_whose_overrides_changed_forgets_its_old_nodes() -> None:
+    def mixed(nodes: int, *extra: str) -> World:
+        world = World()
+        world.group("g", "m5.xlarge", mixed=True, nodes=nodes)
+        overrides = world.groups["g"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]
+        overrides.extend({"InstanceType": t} for t in extra)
+        return world
+
+    first = mixed(1, "m5.2xlarge").plan()
+    same, changed = mixed(0, "m5.2xlarge"), mixed(0, "m5.2xlarge", "m5.4xlarge")
+    for world in (same, changed):
+        later(world, first)
+
+    assert first.state.templates["g"].instance_types == ("m5.xlarge", "m5.2xlarge")
+    assert "g" in same.plan(NOW + timedelta(hours=1)).state.templates
+    assert changed.plan(NOW + timedelta(hours=1)).state.templates == {}
+
+
+def test_a_resources_tag_still_wins_over_the_remembered_node() -> None:
+    first, _ = learned_from_a_node()
+    world, _ = world_with(0, resources={"ephemeral-storage": "300Gi"})
+    (pod,) = world.pods("scratch", 1, cpu="1", memory="30000Mi")  # fits the node's 30Gi, not the estimate
+    asks(world, pod, ephemeral_storage="200Gi")  # fits the tag's 300Gi, not the node's 89Gi
+    later(world, first)
+
+    result = world.plan(NOW + timedelta(hours=1))
+
+    assert scale_up(result) == {"g": (0, 1, [pod])}
+
+
+def test_the_entry_of_a_group_gone_is_dropped() -> None:
+    first, _ = learned_from_a_node()
+    world = World()
+    world.group("other", "m5.2xlarge")
+    later(world, first)
+
+    assert world.plan(NOW + timedelta(minutes=5)).state.templates == {}
+
+
+# --- the state's wire form ------------------------------------------------------------------------------
+
+
+def test_the_entry_round_trips_through_the_state_wire_form() -> None:
+    first, node = learned_from_a_node()
+    wire = json.loads(json.dumps(first.state.to_wire()))
+
+    entry = wire["templates"]["g"]
+    assert entry["node"] == node and entry["learned_at"] == "2026-11-02T12:00:00Z"
+    assert entry["instance_type"] == "m5.2xlarge" and entry["region"] == "us-east-1"
+    assert entry["allocatable"]["memory"] == 30 * GIB
+    assert entry["capacity"]["memory"] == 31 * GIB
+    assert entry["labels"]["node.kubernetes.io/instance-type"] == "m5.2xlarge"
+    assert "kubernetes.io/hostname" not in entry["labels"]
+    assert State.model_validate(wire) == first.state
+
+
+def test_a_state_stored_before_templates_loads_and_writes_as_before() -> None:
+    old = {"nodes": {"n1": {"idle_since": "2026-11-02T11:00:00Z"}}, "groups": {}}
+
+    state = State.model_validate(old)
+
+    assert state.templates == {}
+    assert state.to_wire() == old
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda e: e["allocatable"].pop("cpu"), "templates.g.allocatable"),
+        (lambda e: e["allocatable"].update(memory="30Gi"), "templates.g.allocatable.memory"),
+        (lambda e: e.pop("learned_at"), "templates.g.learned_at"),
+        (lambda e: e.update(instance_type=""), "templates.g.instance_type"),
+    ],
+)
+def test_a_bad_entry_is_refused_naming_its_field(change: Any, field: str, tmp_path: Path) -> None:
+    first, _ = learned_from_a_node()
+    wire = first.state.to_wire()
+    change(wire["templates"]["g"])
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(wire))
+
+    with pytest.raises(InputError) as raised:
+        load_state(path)
+
+    assert field in str(raised.value)
+
+
+def test_a_naive_learned_at_reads_as_utc() -> None:
+    first, _ = learned_from_a_node()
+    wire = first.state.to_wire()
+    wire["templates"]["g"]["learned_at"] = "2026-11-02T12:00:00"
+    world, _ = world_with(0)
+    (pod,) = world.pods("big", 1, cpu="1", memory="30000Mi")
+    world.state = wire
+
+    assert scale_up(world.plan(NOW + timedelta(days=6))) == {"g": (0, 1, [pod])}
+    assert State.model_validate(wire).templates["g"].learned_at == datetime(2026, 11, 2, 12)
