@@ -35,15 +35,21 @@ def _iso(value: object) -> str:
     return value.isoformat()
 
 
-def test_both_paths_take_the_template_from_the_groups_node(
-    make_asg: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def one_node_group(make_asg: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Group ``big`` of one m5.2xlarge and its node, whose real 30Gi is more than the type's estimate
+    (7.5 % VM overhead: 29317Mi): the Auto Scaling client, the group described, the node."""
     make_asg("us-east-1", "big", instance_type="m5.2xlarge", desired=1, max_size=5)
     autoscaling = boto3.client("autoscaling", region_name="us-east-1")
     described = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["big"])
     (instance,) = described["AutoScalingGroups"][0]["Instances"]
-    # its real node offers 30Gi; the estimate for the type (7.5 % VM overhead) is 29317Mi
     node = o.node("ip-10-0-0-1.ec2.internal", instance=instance["InstanceId"], memory="30Gi", created=T0)
+    return autoscaling, described, node
+
+
+def test_both_paths_take_the_template_from_the_groups_node(
+    make_asg: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, described, node = one_node_group(make_asg)
     busy = o.pod("busy", node_name=node["metadata"]["name"], phase="Running", cpu="7", created=T0)
     pending = o.pod("wide", memory="30000Mi", created=T0)  # fits the real node, not the estimate
     aws = AwsAdapter(AwsClients(("us-east-1",), boto3.Session(), AwsSettings(max_attempts=2)), "prod")
@@ -80,11 +86,7 @@ def test_both_paths_take_the_template_from_the_groups_node(
 def test_the_lambda_path_remembers_the_template_through_the_state_table_after_the_group_scales_to_zero(
     make_asg: Any,
 ) -> None:
-    make_asg("us-east-1", "big", instance_type="m5.2xlarge", desired=1, max_size=5)
-    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
-    described = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["big"])
-    (instance,) = described["AutoScalingGroups"][0]["Instances"]
-    node = o.node("ip-10-0-0-1.ec2.internal", instance=instance["InstanceId"], memory="30Gi", created=T0)
+    autoscaling, _, node = one_node_group(make_asg)
     aws = AwsAdapter(AwsClients(("us-east-1",), boto3.Session(), AwsSettings(max_attempts=2)), "prod")
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     create_tables(TEMPLATE, ddb, {"StateTable": "state", "PlansTable": "plans"})
