@@ -101,6 +101,40 @@ def test_mixed_policy_spot_distribution_and_smallest_override(world: Any) -> Non
     assert group.instance_types == ("m5.2xlarge", "m5.large", "m5.xlarge")
 
 
+def test_a_mixed_groups_launch_template_is_resolved_in_the_same_call_and_a_throttle_leaves_it_unknown(
+    world: Any,
+) -> None:
+    """What a group launches from (spillway.model.nodecache) is resolved for a mixed group too, whose
+    launch settings are not read otherwise: in the region's one DescribeLaunchTemplates. That call being
+    throttled fails nothing when only such groups need it: their source is not known, and a remembered
+    template of theirs holds by type and age as before."""
+    clients, adapter = world
+    create_group("plain", region="us-east-1", cluster="prod", desired=0, mixed=False)
+    create_group("mixed", region="us-east-1", cluster="prod", desired=0, mixed=True)
+    ec2 = clients.ec2("us-east-1")
+    ids = {
+        t["LaunchTemplateName"]: t["LaunchTemplateId"]
+        for t in ec2.describe_launch_templates()["LaunchTemplates"]
+    }
+    ec2.create_launch_template_version(
+        LaunchTemplateId=ids["lt-mixed"],
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.large"},
+    )
+    seen = calls(ec2, "DescribeLaunchTemplates")
+
+    by_name = {g.name: g for g in adapter.node_groups(RESERVE, NOW)}
+
+    assert by_name["plain"].launch_source == f"{ids['lt-plain']}@1"
+    assert by_name["mixed"].launch_source == f"{ids['lt-mixed']}@2"  # $Latest
+    assert len(seen) == 1  # both templates in the call that reads the plain group's
+    clients.autoscaling("us-east-1").delete_auto_scaling_group(AutoScalingGroupName="plain", ForceDelete=True)
+    refuse(ec2, "describe_launch_templates", "RequestLimitExceeded", 503)
+
+    (mixed,) = adapter.node_groups(RESERVE, NOW + timedelta(minutes=1))
+
+    assert (mixed.name, mixed.launch_source) == ("mixed", "")
+
+
 # --- scaling from zero: the instance type of a group's launch template or configuration ------------
 
 
@@ -160,7 +194,11 @@ def test_a_group_at_zero_with_attribute_overrides_does_not_take_its_launch_templ
     asg = AutoScalingGroup.model_validate(raw)
     described = calls(clients.ec2("us-east-1"), "DescribeLaunchTemplateVersions")
 
-    assert adapter._with_launch_settings("us-east-1", [asg]) == [asg] and described == []
+    (read,) = adapter._with_launch_settings("us-east-1", [asg])
+
+    assert read.LaunchInstanceType is None and described == []
+    # only the version it launches from is resolved (spillway.model.nodecache), nothing else changes
+    assert read.model_copy(update={"ResolvedLaunchTemplates": {}}) == asg
 
 
 # --- Spot requested by the launch template or configuration (no mixed instances policy) -------------

@@ -110,3 +110,48 @@ def test_the_lambda_path_remembers_the_template_through_the_state_table_after_th
     assert [(s.group, s.from_size, s.to_size) for s in remembered.scale_up] == [("big", 0, 1)]
     assert "ip-10-0-0-1.ec2.internal showed at" in remembered.scale_up[0].reason
     assert forgotten.scale_up == ()
+
+
+def test_a_new_default_launch_template_version_at_zero_forgets_the_shape_of_the_old_nodes(
+    make_asg: Any,
+) -> None:
+    """The group launches ``$Default``; its node, launched from version 1, showed 30Gi. At zero the
+    default becomes version 2 (another AMI, a bigger root volume: another shape): the adapter resolves
+    ``$Default`` to 2 with DescribeLaunchTemplates, and the remembered 30Gi is no longer planned on."""
+    autoscaling, _, node = one_node_group(make_asg)
+    autoscaling.update_auto_scaling_group(
+        AutoScalingGroupName="big", LaunchTemplate={"LaunchTemplateName": "lt-big", "Version": "$Default"}
+    )
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    template_id = ec2.describe_launch_templates(LaunchTemplateNames=["lt-big"])["LaunchTemplates"][0][
+        "LaunchTemplateId"
+    ]
+    aws = AwsAdapter(AwsClients(("us-east-1",), boto3.Session(), AwsSettings(max_attempts=2)), "prod")
+    config = PlannerConfig(**CONFIG)
+
+    def planned(cluster: FakeCluster, state: State, now: datetime) -> Any:
+        observed = observe_once(cluster, aws, ObserveConfig(cluster="prod"), lambda: now)
+        stored = Snapshot.from_dict(json.loads(json.dumps(observed.to_dict())))  # as the plan Lambda loads it
+        return stored, plan(stored.cluster, list(stored.groups), config, state, now)
+
+    _, first = planned(FakeCluster([node], []), State(), T0)
+    autoscaling.set_desired_capacity(AutoScalingGroupName="big", DesiredCapacity=0)
+    wide = o.pod("wide", memory="30000Mi", created=T0)  # fits the node's 30Gi, not the 29317Mi estimate
+    kept_state = State.model_validate(json.loads(json.dumps(first.state.to_wire())))
+    later = T0 + timedelta(minutes=30)
+    _, same = planned(FakeCluster([], [wide]), kept_state, later)
+    ec2.create_launch_template_version(
+        LaunchTemplateId=template_id,
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "m5.2xlarge"},
+    )
+    ec2.modify_launch_template(LaunchTemplateId=template_id, DefaultVersion="2")
+    stored, changed = planned(FakeCluster([], [wide]), kept_state, later + timedelta(minutes=1))
+
+    assert first.state.templates["big"].launched_from == f"{template_id}@1"
+    assert [(s.group, s.to_size) for s in same.scale_up] == [("big", 1)]  # version 1 still: remembered
+    assert stored.groups[0].launch_source == f"{template_id}@2"
+    assert changed.scale_up == ()
+    (pending,) = changed.pending
+    assert f"launch template {template_id} is now version 2" in pending.reason
+    assert "ip-10-0-0-1.ec2.internal was launched from version 1" in pending.reason
+    assert "big" not in changed.state.templates

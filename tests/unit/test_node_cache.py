@@ -17,6 +17,7 @@ from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
 
 from spillway.errors import InputError
 from spillway.inputs import load_state
+from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes
 
@@ -262,3 +263,194 @@ def test_a_naive_learned_at_reads_as_utc() -> None:
 
     assert scale_up(world.plan(NOW + timedelta(days=6))) == {"g": (0, 1, [pod])}
     assert State.model_validate(wire).templates["g"].learned_at == datetime(2026, 11, 2, 12)
+
+
+# --- what the remembered node was launched from ---------------------------------------------------------
+
+
+def launching(world: World, version: str) -> str:
+    """Group ``g`` of ``world`` names its launch template's version ``version`` (its instances were
+    launched with it); returns the template's id."""
+    group = world.groups["g"]
+    group["LaunchTemplate"]["Version"] = version
+    for instance in group["Instances"]:
+        instance["LaunchTemplate"]["Version"] = version
+    return str(group["LaunchTemplate"]["LaunchTemplateId"])
+
+
+def learned_at_version(version: str) -> tuple[ScalingPlan, str, str]:
+    """A plan of the group with one Ready node launched from version ``version``: the plan, the node and
+    the launch template's id."""
+    world, (node,) = world_with(1)
+    template = launching(world, version)
+    return world.plan(), node, template
+
+
+def test_the_entry_keeps_the_launch_template_version_its_node_was_launched_from() -> None:
+    first, node, template = learned_at_version("7")
+
+    entry = first.state.templates["g"]
+    assert (entry.node, entry.launched_from) == (node, f"{template}@7")
+    assert json.loads(json.dumps(first.state.to_wire()))["templates"]["g"]["launched_from"] == f"{template}@7"
+    assert State.model_validate(first.state.to_wire()) == first.state
+
+
+def test_a_new_launch_template_version_at_zero_plans_on_the_estimate_and_says_why() -> None:
+    # the old nodes had 89Gi of ephemeral storage; version 8 has a bigger root volume (the estimate knows
+    # none, so the pod is launched for): the old node's shape must not keep the pod pending for a week
+    first, node, template = learned_at_version("7")
+    results = {}
+    for version in ("7", "8"):
+        world, _ = world_with(0)
+        launching(world, version)
+        (pod,) = world.pods("scratch", 1, cpu="1", memory="1Gi")
+        asks(world, pod, ephemeral_storage="200Gi")
+        later(world, first)
+        results[version] = world.plan(NOW + timedelta(minutes=20))
+
+    same, changed = results["7"], results["8"]
+    assert pending_codes(same)[pod] == codes.NO_GROUP_FITS  # same version: the memory holds
+    assert "g" in same.state.templates
+    assert scale_up(changed) == {"g": (0, 1, [pod])}
+    assert (
+        f"launch template {template} is now version 8; the shape remembered from {node} was launched "
+        "from version 7"
+    ) in changed.scale_up[0].reason
+    assert changed.state.templates == {}  # dropped
+
+
+def test_a_pod_the_estimate_refuses_after_a_new_version_is_told_why_the_node_shape_was_not_used() -> None:
+    first, node, template = learned_at_version("7")
+    world, _ = world_with(0)
+    launching(world, "8")
+    (pod,) = world.pods("big", 1, cpu="1", memory="30000Mi")  # fits the old node's 30Gi, not the estimate
+    later(world, first)
+
+    result = world.plan(NOW + timedelta(hours=1))
+
+    assert pending_codes(result)[pod] == codes.NO_GROUP_FITS
+    reason = pending_reasons(result)[pod]
+    assert "too little memory" in reason
+    assert f"launch template {template} is now version 8" in reason
+    assert f"the shape remembered from {node} was launched from version 7" in reason
+
+
+def test_a_launch_configuration_replaced_by_a_launch_template_forgets_the_old_nodes() -> None:
+    def with_configuration(world: World) -> None:
+        group = world.groups["g"]
+        del group["LaunchTemplate"]
+        group["LaunchConfigurationName"] = "nodes-v1"
+        for instance in group["Instances"]:
+            del instance["LaunchTemplate"]
+            instance["LaunchConfigurationName"] = "nodes-v1"
+
+    world, (node,) = world_with(1)
+    with_configuration(world)
+    first = world.plan()
+    at_zero, _ = world_with(0)
+    template = launching(at_zero, "3")
+    (pod,) = at_zero.pods("big", 1, cpu="1", memory="30000Mi")
+    later(at_zero, first)
+
+    result = at_zero.plan(NOW + timedelta(hours=1))
+
+    assert first.state.templates["g"].launched_from == "lc:nodes-v1"
+    assert pending_codes(result)[pod] == codes.NO_GROUP_FITS
+    assert (
+        f"the group launches from launch template {template} version 3 now; the shape remembered from "
+        f"{node} was launched from launch configuration nodes-v1"
+    ) in pending_reasons(result)[pod]
+
+
+@pytest.mark.parametrize(
+    "unknown",
+    [
+        "group",  # $Latest, not resolved: `spillway plan` input from describe-auto-scaling-groups alone
+        "entry",  # learned before the entry kept what its node was launched from
+    ],
+)
+def test_when_either_side_is_not_known_type_and_age_decide_as_before(unknown: str) -> None:
+    first, _, _ = learned_at_version("7")
+    wire = first.state.to_wire()
+    world, _ = world_with(0)
+    if unknown == "group":
+        launching(world, "$Latest")
+    else:
+        launching(world, "8")
+        del wire["templates"]["g"]["launched_from"]
+    (pod,) = world.pods("big", 1, cpu="1", memory="30000Mi")
+    world.state = json.loads(json.dumps(wire))
+
+    result = world.plan(NOW + timedelta(hours=1))
+
+    assert scale_up(result) == {"g": (0, 1, [pod])}  # the remembered 30Gi
+    assert "g" in result.state.templates
+
+
+def test_a_resolved_default_version_is_what_the_group_launches_from() -> None:
+    """The adapter resolves ``$Default`` (DescribeLaunchTemplates) into the group it hands on."""
+    first, _, template = learned_at_version("7")
+    world, _ = world_with(0)
+    launching(world, "$Default")
+    world.groups["g"]["ResolvedLaunchTemplates"] = {f"{template}@$Default": f"{template}@8"}
+    (pod,) = world.pods("big", 1, cpu="1", memory="30000Mi")
+    later(world, first)
+
+    result = world.plan(NOW + timedelta(hours=1))
+
+    assert pending_codes(result)[pod] == codes.NO_GROUP_FITS
+    assert f"launch template {template} is now version 8" in pending_reasons(result)[pod]
+
+
+def test_an_overrides_own_launch_template_is_what_its_type_launches_from() -> None:
+    world = World()
+    world.group("g", "m5.xlarge", mixed=True)
+    policy = world.groups["g"]["MixedInstancesPolicy"]["LaunchTemplate"]
+    policy["LaunchTemplateSpecification"]["Version"] = "4"
+    own = {"LaunchTemplateId": "lt-0arm", "Version": "$Default"}
+    policy["Overrides"] = [{"InstanceType": "m5.xlarge", "LaunchTemplateSpecification": own}]
+    world.groups["g"]["ResolvedLaunchTemplates"] = {"lt-0arm@$Default": "lt-0arm@2"}
+    _, groups, _, _ = world.parsed()
+
+    assert [g.launch_source for g in groups] == ["lt-0arm@2"]
+
+
+def test_a_bad_launched_from_is_refused_naming_its_field(tmp_path: Path) -> None:
+    first, _, _ = learned_at_version("7")
+    wire = first.state.to_wire()
+    wire["templates"]["g"]["launched_from"] = "lt-0abc@$Latest"
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(wire))
+
+    with pytest.raises(InputError) as raised:
+        load_state(path)
+
+    assert "templates.g.launched_from" in str(raised.value)
+
+
+def test_the_stored_snapshot_keeps_what_the_group_and_its_instances_launch_from() -> None:
+    world, _ = world_with(2)
+    template = launching(world, "7")
+    snapshot, groups, _, _ = world.parsed()
+    stored = Snapshot.build(snapshot, groups, NOW)
+
+    loaded = Snapshot.from_dict(json.loads(json.dumps(stored.to_dict())))
+
+    (group,) = loaded.groups
+    assert group.launch_source == f"{template}@7"
+    assert dict(group.instance_sources) == dict.fromkeys(group.instance_ids, f"{template}@7")
+    assert loaded.groups == stored.groups
+
+
+def test_a_snapshot_stored_before_launch_sources_loads_without_them() -> None:
+    world, _ = world_with(1)
+    launching(world, "7")
+    snapshot, groups, _, _ = world.parsed()
+    wire = Snapshot.build(snapshot, groups, NOW).to_dict()
+    for group in wire["groups"]:
+        group.pop("launch_source")
+        group.pop("instance_sources")
+
+    (group,) = Snapshot.from_dict(wire).groups
+
+    assert (group.launch_source, group.instance_sources) == ("", ())

@@ -57,6 +57,8 @@ from spillway.model.aws import (
     ScheduledAction,
     WarmPool,
     bundled_instance_types,
+    launched_from,
+    template_key,
 )
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.nodegroup import (
@@ -441,13 +443,18 @@ class AwsAdapter:
         unread, its tags deciding and its problems naming it (warned): it can launch nothing until
         somebody fixes it, and failing the region would stop every other group's plans."""
         wanted = [g for g in groups if _reads_launch_settings(g)]
-        found = (
-            _LaunchSettingsReader(self._clients, self._launch_cache, region).read(wanted) if wanted else {}
-        )
+        reader = _LaunchSettingsReader(self._clients, self._launch_cache, region)
+        resolved = reader.resolved([g for g in groups if not g.Status])  # first: all in one call
+        found = reader.read(wanted) if wanted else {}
         self._launch_cache.keep_configurations(
             region, {g.LaunchConfigurationName for g in groups if g.LaunchConfigurationName}
         )
-        return [_with_launch_facts(region, g, found.get(g.AutoScalingGroupName)) for g in groups]
+        return [
+            _with_launch_facts(
+                region, g, found.get(g.AutoScalingGroupName), resolved.get(g.AutoScalingGroupName)
+            )
+            for g in groups
+        ]
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
         """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.
@@ -847,9 +854,15 @@ def _reads_launch_settings(asg: AutoScalingGroup) -> bool:
 
 
 def _with_launch_facts(
-    region: str, asg: AutoScalingGroup, found: LaunchFacts | str | None
+    region: str,
+    asg: AutoScalingGroup,
+    found: LaunchFacts | str | None,
+    resolved: dict[str, str] | None = None,
 ) -> AutoScalingGroup:
-    """The group with what was read (a problem when EC2 says it does not exist; nothing when unread)."""
+    """The group with what was read (a problem when EC2 says it does not exist; nothing when unread) and
+    the version numbers its launch templates stand for now (:attr:`AutoScalingGroup.ResolvedLaunchTemplates`)."""
+    if resolved:
+        asg = asg.model_copy(update={"ResolvedLaunchTemplates": resolved})
     if found is None:
         return asg
     if isinstance(found, str):
@@ -969,6 +982,9 @@ class _LaunchSettingsReader:
         self._clients = clients
         self._cache = cache
         self._region = region
+        # each template DescribeLaunchTemplates answered for in this observation (or why it does not
+        # exist), so that no template is asked for twice
+        self._templates: dict[_TemplateRef, LaunchTemplateInfo | str] = {}
 
     def read(self, groups: Sequence[AutoScalingGroup]) -> dict[str, LaunchFacts | str]:
         templated = [g for g in groups if g.launch_template is not None]
@@ -977,6 +993,36 @@ class _LaunchSettingsReader:
         if configured:
             found.update(self._from_configurations(configured))
         return found
+
+    def resolved(self, groups: Sequence[AutoScalingGroup]) -> dict[str, dict[str, str]]:
+        """For each group, the version numbers the launch templates it names (its own and its overrides')
+        stand for now, by :func:`template_key`, as ``lt-0abc@7`` (what its next instance of a type launches
+        from: spillway.model.nodecache). Asked before :meth:`read`, so that the templates of every group
+        (a mixed group's too, whose settings are not read) go in the one DescribeLaunchTemplates, which
+        :meth:`read` then does not repeat. A template that does not exist is left out, as is every
+        template of a call that fails otherwise (logged, and asked again by :meth:`read` for the groups
+        whose settings it reads, where a failure fails the region as before): only the memory of a
+        group's template from its nodes uses this, and without it that memory holds by instance type and
+        age, as before."""
+        specs = {g.AutoScalingGroupName: g.named_templates() for g in groups}
+        try:
+            templates = self._resolve({_reference(spec) for named in specs.values() for spec in named})
+        except AwsError as exc:
+            log.warning("%s: launch template versions not resolved: %s", self._region, exc)
+            templates = dict(self._templates)
+        out: dict[str, dict[str, str]] = {}
+        for group, named in specs.items():
+            versions = {}
+            for spec in named:
+                template = templates.get(_reference(spec))
+                if not isinstance(template, LaunchTemplateInfo):
+                    continue  # gone (the group's problems say so when its settings are read)
+                number = template.version_number(spec["Version"])
+                if number is not None:
+                    versions[template_key(spec)] = launched_from(template.LaunchTemplateId, str(number))
+            if versions:
+                out[group] = versions
+        return out
 
     # templates
 
@@ -1006,13 +1052,17 @@ class _LaunchSettingsReader:
         return out
 
     def _resolve(self, refs: set[_TemplateRef]) -> dict[_TemplateRef, LaunchTemplateInfo | str]:
-        """Each template as DescribeLaunchTemplates gives it now, or EC2's reason it does not exist."""
-        ids = sorted(v for k, v in refs if k == "LaunchTemplateId")
-        names = sorted(v for k, v in refs if k == "LaunchTemplateName")
-        out: dict[_TemplateRef, LaunchTemplateInfo | str] = {}
-        out.update({("LaunchTemplateId", i): t for i, t in self._resolve_ids(ids).items()})
-        out.update({("LaunchTemplateName", n): t for n, t in self._resolve_names(names).items()})
-        return out
+        """Each template as DescribeLaunchTemplates gives it now, or EC2's reason it does not exist (asked
+        once per observation)."""
+        ids = sorted(v for k, v in refs - self._templates.keys() if k == "LaunchTemplateId")
+        names = sorted(v for k, v in refs - self._templates.keys() if k == "LaunchTemplateName")
+        if ids:
+            self._templates.update({("LaunchTemplateId", i): t for i, t in self._resolve_ids(ids).items()})
+        if names:
+            self._templates.update(
+                {("LaunchTemplateName", n): t for n, t in self._resolve_names(names).items()}
+            )
+        return {ref: self._templates[ref] for ref in refs}
 
     def _resolve_ids(self, ids: list[str]) -> dict[str, LaunchTemplateInfo | str]:
         """By id, in batches; an id EC2 said last time does not exist is asked alone, so that it cannot

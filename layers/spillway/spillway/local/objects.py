@@ -404,7 +404,8 @@ def asg(
                 "AvailabilityZone": zones[i % len(zones)],
                 "LifecycleState": (instance_states or {}).get(iid, "InService"),
                 "HealthStatus": "Healthy",
-                "LaunchTemplate": lt,
+                # the version it was launched with, a number: the group's $Latest when it launched
+                "LaunchTemplate": {**lt, "Version": "1"},
                 "ProtectedFromScaleIn": False,
             }
             for i, iid in enumerate(instances)

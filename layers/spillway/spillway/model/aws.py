@@ -45,6 +45,20 @@ class LaunchTemplateSpec(AwsModel):
         return None
 
 
+def template_key(spec: Mapping[str, str]) -> str:
+    """A launch template as a group names it (:meth:`LaunchTemplateSpec.named`), as one string: its id
+    (else its name) and the version it asks for (``lt-0abc@$Default``, ``my-nodes@$Latest``), the key
+    of :attr:`AutoScalingGroup.ResolvedLaunchTemplates`."""
+    return f"{spec.get('LaunchTemplateId') or spec.get('LaunchTemplateName')}@{spec.get('Version')}"
+
+
+def launched_from(template_id: str | None, version: str | None) -> str:
+    """A launch source (what a node is launched from, spillway.model.nodecache): ``<template id>@<version
+    number>`` when both are known and the version is a number, else ""."""
+    text = (version or "").strip()
+    return f"{template_id}@{int(text)}" if template_id and text.isdigit() and int(text) > 0 else ""
+
+
 class LaunchTemplateInfo(AwsModel):
     """``describe-launch-templates``' ``LaunchTemplates[]``: the version numbers ``$Latest`` and
     ``$Default`` name now."""
@@ -172,6 +186,19 @@ class AsgInstance(AwsModel):
     # the units of the group's capacity it counts for: its type's weight when it launched, kept after
     # the override is changed or removed (absent: 1)
     WeightedCapacity: str | None = None
+    # what it was launched from: the launch template with the version number it was launched with
+    # (Auto Scaling API Reference, Instance: LaunchTemplate), or the launch configuration's name
+    LaunchTemplate: LaunchTemplateSpec | None = None
+    LaunchConfigurationName: str | None = None
+
+    @property
+    def launch_source(self) -> str:
+        """``lt-0abc@7`` or ``lc:<name>``, as :meth:`AutoScalingGroup.launch_source` says it; "" when not
+        known (no id, or a version that is not a number, as files written by hand may say)."""
+        spec = self.LaunchTemplate
+        if spec is not None:
+            return launched_from(spec.LaunchTemplateId, spec.Version)
+        return f"lc:{self.LaunchConfigurationName}" if self.LaunchConfigurationName else ""
 
 
 class AutoScalingGroup(AwsModel):
@@ -208,6 +235,11 @@ class AutoScalingGroup(AwsModel):
     # Spillway's too: the launch template (or version) or launch configuration the group names does not
     # exist, as EC2 answered; the group's tags then decide its capacity type, and its problems say why
     LaunchSettingsProblem: str | None = None
+    # Spillway's too: each launch template the group names (its own and its overrides', by
+    # :func:`template_key`) with the version ``$Latest`` or ``$Default`` stands for now, as
+    # :func:`launched_from` says it (``lt-0abc@7``), as the adapter resolved it (DescribeLaunchTemplates);
+    # empty when not resolved (input from describe-auto-scaling-groups alone, a template EC2 says is gone)
+    ResolvedLaunchTemplates: dict[str, str] = Field(default_factory=dict)
 
     @property
     def launch_template(self) -> dict[str, str] | None:
@@ -228,6 +260,24 @@ class AutoScalingGroup(AwsModel):
             if instance_type and override.InstanceType == instance_type and own is not None and own.named():
                 return own.named()
         return self.launch_template
+
+    def named_templates(self) -> list[dict[str, str]]:
+        """Every launch template the group names, as EC2 names one: its own, then its overrides'."""
+        mixed = self.MixedInstancesPolicy
+        overrides = mixed.LaunchTemplate.Overrides if mixed and mixed.LaunchTemplate else []
+        specs = [self.launch_template] + [o.LaunchTemplateSpecification.named() for o in overrides
+                                          if o.LaunchTemplateSpecification is not None]  # fmt: skip
+        return [spec for spec in specs if spec is not None]
+
+    def launch_source(self, instance_type: str | None) -> str:
+        """What an instance of ``instance_type`` launches from now: ``<template id>@<version number>``
+        (:meth:`launch_template_for`, its ``$Latest`` or ``$Default`` as resolved, else a version it
+        names by number), ``lc:<name>`` for a launch configuration; "" when not known."""
+        spec = self.launch_template_for(instance_type)
+        if spec is None:
+            return f"lc:{self.LaunchConfigurationName}" if self.LaunchConfigurationName else ""
+        resolved = self.ResolvedLaunchTemplates.get(template_key(spec))
+        return resolved or launched_from(spec.get("LaunchTemplateId"), spec.get("Version"))
 
     @property
     def region(self) -> str:

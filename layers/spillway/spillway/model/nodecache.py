@@ -27,9 +27,18 @@ Spillway does the same, with the memory in the planner's state (``State.template
 An entry is usable only for the group it was learned for, of the same region and instance type (and, for
 a mixed group, the same overrides: the template is the least over them), and while younger than
 ``node_info_cache_minutes`` (a week by default; 0 remembers nothing). cluster-autoscaler checks no type
-and defaults to ten years, but its cache is lost whenever it restarts; a stored state is not, and an
-entry older than the launch template's latest AMI or kubelet settings would describe nodes no longer
-launched.
+and defaults to ten years, but its cache is lost whenever it restarts; a stored state is not.
+
+An entry is also tied to what its node was launched from (:attr:`LearnedTemplate.launched_from`: the
+launch template id and the version number the instance was launched with, as DescribeAutoScalingGroups
+gives it for each instance, or the launch configuration), and is not used, and dropped, once the group
+would launch its template's type from something else (:attr:`NodeGroup.launch_source`: ``$Latest`` and
+``$Default`` resolved with DescribeLaunchTemplates; an override's own launch template for its type). A
+new version may bring another AMI, root volume or kubelet settings, so another allocatable: planning on
+the old node's would refuse pods the next node holds, or launch one for pods it cannot hold. When either
+side is not known (an entry or snapshot from before, input without the resolved version, a template EC2
+says is gone) the type and age alone decide, as before. The plan that drops such an entry says why
+(:attr:`TemplateNode.forgotten`, in the reasons of the pods planned on the group's estimate instead).
 """
 
 from __future__ import annotations
@@ -81,6 +90,7 @@ def learn(
     if node is None or not group.instance_type:
         return None
     own = [by_instance[iid] for iid in group.instance_ids if iid in by_instance]
+    sources = dict(group.instance_sources)
     return LearnedTemplate(
         region=group.region,
         instance_type=group.instance_type,
@@ -90,12 +100,19 @@ def learn(
         allocatable=dict(node.allocatable),
         capacity=dict(node.capacity),
         labels=group_labels(group, own),
+        launched_from=sources.get(node.instance_id or "", ""),
     )
 
 
 def usable(entry: LearnedTemplate, group: NodeGroup, now: datetime, keep_minutes: float) -> bool:
     """Whether ``entry`` still describes ``group``'s next node: the same region and instance type (and
-    overrides), learned less than ``keep_minutes`` before ``now``."""
+    overrides), learned less than ``keep_minutes`` before ``now``, and launched from the same launch
+    template version (when both are known: :func:`relaunched`)."""
+    return _holds(entry, group, now, keep_minutes) and not relaunched(entry, group)
+
+
+def _holds(entry: LearnedTemplate, group: NodeGroup, now: datetime, keep_minutes: float) -> bool:
+    """:func:`usable` but for what the node and the group launch from."""
     if keep_minutes <= 0 or group.template is None:
         return False
     if (entry.region, entry.instance_type, entry.instance_types) != (
@@ -105,6 +122,32 @@ def usable(entry: LearnedTemplate, group: NodeGroup, now: datetime, keep_minutes
     ):
         return False
     return now - _aware(entry.learned_at) < timedelta(minutes=keep_minutes)
+
+
+def relaunched(entry: LearnedTemplate, group: NodeGroup) -> str:
+    """Why ``group``'s next node is not launched from what ``entry``'s node was, for reasons ("launch
+    template lt-0abc is now version 8; the shape remembered from <node> was launched from version 7");
+    "" when it is, or when either is not known."""
+    was, now = entry.launched_from, group.launch_source
+    if not was or not now or was == now:
+        return ""
+    (was_id, _, was_version), (now_id, _, now_version) = was.rpartition("@"), now.rpartition("@")
+    if was_id and was_id == now_id and not was.startswith("lc:"):
+        return (
+            f"launch template {now_id} is now version {now_version}; the shape remembered from "
+            f"{entry.node} was launched from version {was_version}"
+        )
+    return (
+        f"the group launches from {_source_text(now)} now; the shape remembered from {entry.node} was "
+        f"launched from {_source_text(was)}"
+    )
+
+
+def _source_text(source: str) -> str:
+    if source.startswith("lc:"):
+        return f"launch configuration {source[3:]}"
+    template, _, version = source.rpartition("@")
+    return f"launch template {template} version {version}"
 
 
 def recall(
@@ -119,8 +162,11 @@ def _recall(group: NodeGroup, entry: LearnedTemplate | None, now: datetime, keep
     template = group.template
     if entry is None or template is None or template.node is not None:
         return group  # nothing remembered, no type to check it against, or a node stands for it now
-    if not usable(entry, group, now, keep_minutes):
+    if not _holds(entry, group, now, keep_minutes):
         return group
+    why = relaunched(entry, group)
+    if why:  # said in the plan that drops the entry (remember)
+        return replace(group, template=replace(template, forgotten=why))
     return replace(group, template=recalled(template, entry))
 
 

@@ -99,6 +99,9 @@ class TemplateNode:
     # set when ``node`` is no longer there to read: the template was remembered from it, as it reported
     # at this time (spillway.model.nodecache); the planner's only, not stored in snapshots
     learned_at: datetime | None = None
+    # why a shape remembered from a node is not used, though it is recent and of the group's type: the
+    # group launches from another launch template version now (spillway.model.nodecache); planner's only
+    forgotten: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capacity", with_capacity(self.capacity, self.allocatable))
@@ -158,6 +161,11 @@ class NodeGroup:
     # the scaling processes suspended on the group (SuspendedProcesses), each with its SuspensionReason
     # ("" without one), by process name
     suspended: tuple[tuple[str, str], ...] = ()
+    # what a new node of the template's type launches from now, ``lt-0abc@7`` (the launch template's id
+    # and version number, ``$Latest`` and ``$Default`` resolved) or ``lc:<name>``; "" when not known
+    # (AutoScalingGroup.launch_source); and what each live instance was launched from, where known
+    launch_source: str = ""
+    instance_sources: tuple[tuple[str, str], ...] = ()
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -275,6 +283,12 @@ class NodeGroup:
             options=tuple(sorted(dict(d.get("options", {})).items())),
             # absent from snapshots stored before it was read: nothing suspended, as they were planned
             suspended=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("suspended", {})).items())),
+            # absent from snapshots stored before they were read: not known, a remembered template is
+            # then checked by type and age alone (spillway.model.nodecache)
+            launch_source=str(d.get("launch_source", "")),
+            instance_sources=tuple(
+                sorted((str(k), str(v)) for k, v in dict(d.get("instance_sources", {})).items())
+            ),
         )
 
 
@@ -302,6 +316,8 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("consolidation_problem", lambda g: g.consolidation_problem or None),
     ("options", lambda g: dict(g.options) or None),
     ("suspended", lambda g: dict(g.suspended) or None),
+    ("launch_source", lambda g: g.launch_source or None),
+    ("instance_sources", lambda g: dict(g.instance_sources) or None),
 )
 
 
@@ -982,5 +998,13 @@ def node_group(
         options=options,
         suspended=tuple(
             sorted({p.ProcessName: p.SuspensionReason or "" for p in asg.SuspendedProcesses}.items())
+        ),
+        launch_source=asg.launch_source(itype),
+        instance_sources=tuple(
+            sorted(
+                (i.InstanceId, i.launch_source)
+                for i in asg.Instances
+                if i.LifecycleState in LIVE_STATES and i.launch_source
+            )
         ),
     )

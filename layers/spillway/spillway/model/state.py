@@ -14,7 +14,8 @@ Wire form (state file and state table item)::
      "bookings": {"<ns>/<request>": {"uid": "...", "nodes": ["<node>", ...]}},  (only when not empty)
      "templates": {"<asg>": {"region": "...", "instance_type": "...", "instance_types": [...],
                              "node": "<node>", "learned_at": ISO, "allocatable": {...},
-                             "capacity": {...}, "labels": {...}}}}            (only when not empty)
+                             "capacity": {...}, "labels": {...},
+                             "launched_from": "lt-0abc@7"}}}                  (only when not empty)
 
 ``pools`` back off one capacity pool: a capacity type (``spot`` or ``on-demand``), an instance type, a
 zone (a Spot interruption backs off the Spot pool, a launch that failed for capacity the pool of the
@@ -52,7 +53,11 @@ node info cache: spillway.model.nodecache): what the node that stood for the gro
 (allocatable and capacity in milli-units, as snapshots store templates; the labels the group's nodes
 shared), for the group's type (a mixed group's: its template type and its overrides), and when. A
 group none of whose nodes stands for it now takes its template from its entry while the entry is
-younger than ``node_info_cache_minutes``. States without it load unchanged: nothing is remembered yet.
+younger than ``node_info_cache_minutes`` and, when both are known, the group launches from what that
+node was launched from (``launched_from``: a launch template's id and version number, or ``lc:`` and a
+launch configuration's name). States without it load unchanged: nothing is remembered yet; an entry
+without ``launched_from`` (written before it was kept, or learned from a node whose instance did not say)
+is checked by type and age alone.
 
 The planner never reads or writes ``events``: it returns a state without them, and the plan cycle
 (:mod:`spillway.act.events`) puts the new ledger in before the state is committed.
@@ -183,6 +188,8 @@ class LearnedTemplate(BaseModel):
     allocatable: dict[str, Quantity]
     capacity: dict[str, Quantity] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
+    # what the node's instance was launched from (NodeGroup.instance_sources); "" when not known
+    launched_from: str = Field(default="", pattern=r"^$|^lc:.+$|^[^@\s]+@[1-9][0-9]*$")
 
     @field_validator("allocatable")
     @classmethod
@@ -280,4 +287,6 @@ def learned(entry: LearnedTemplate, learned_at: str) -> dict[str, Any]:
         out["capacity"] = dict(sorted(entry.capacity.items()))
     if entry.labels:
         out["labels"] = dict(sorted(entry.labels.items()))
+    if entry.launched_from:
+        out["launched_from"] = entry.launched_from
     return out

@@ -69,7 +69,9 @@ def plan(
     now = aware(now)
     keep = config.node_info_cache_minutes  # templates learned from nodes (cluster-autoscaler's cache)
     templates = remember(groups, snapshot.nodes, state.templates, now, keep)
-    groups = recall(groups, templates, now, keep)  # a group with no node of its own: the one it had
+    # a group with no node of its own: the one it had (from the memory before this plan, so that a plan
+    # dropping an entry for the group's new launch template version says so)
+    groups = recall(groups, state.templates, now, keep)
     refused = [g for g in groups if g.refusal]  # neither grown nor drained: their nodes are unmanaged
     groups = sanitized([g for g in groups if not g.refusal], config)  # templates without startup taints
     joins = watch_joins(snapshot.nodes, groups, config, state, now)

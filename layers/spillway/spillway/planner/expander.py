@@ -184,6 +184,6 @@ def _rejection(cls: PodClass, group: NodeGroup, empty: Resources) -> str | None:
         if len(group.launch_types()) <= 1
         else f"a node it may launch ({group.types_text()})"
     )
-    if template.source:  # remembered from a node gone (spillway.model.nodecache)
-        node += f" ({template.source})"
+    if template.source or template.forgotten:  # remembered from a node gone, or not (model.nodecache)
+        node += f" ({template.source or template.forgotten})"
     return f"{node} has too little {', '.join(short) or 'room'} (needs {describe(cls.requests, short)})"

@@ -988,6 +988,8 @@ def _scale_up_reason(
         reason += f" (overflow from primary region {ctx.primary})"
     if group.template is not None and group.template.source:  # spillway.model.nodecache
         reason += f"; a node's shape {group.template.source}"
+    elif group.template is not None and group.template.forgotten:  # a new launch template version
+        reason += f"; {group.template.forgotten}"
     notes = sorted(ctx.overflow_notes.get(group.name, ()))
     if notes:
         reason += "; skipped: " + "; ".join(notes)
