@@ -17,6 +17,7 @@ from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
 
 from spillway.errors import InputError
 from spillway.inputs import load_state
+from spillway.local import objects as o
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import State
 from spillway.planner import ScalingPlan, codes
@@ -454,3 +455,20 @@ def test_a_snapshot_stored_before_launch_sources_loads_without_them() -> None:
     (group,) = Snapshot.from_dict(wire).groups
 
     assert (group.launch_source, group.instance_sources) == ("", ())
+
+
+def test_a_node_of_another_group_with_the_remembered_name_lends_its_daemonsets_to_nobody() -> None:
+    """EC2 reuses private IPs, so a new node of another group may carry the name of the node a group at
+    zero remembers; the DaemonSets that other node runs are not the group's next node's."""
+    first, node = learned_from_a_node()
+    world, _ = world_with(0)
+    (other,) = world.group("other", "m5.2xlarge", nodes=1, max_size=1, labels={"team": "other"})
+    world.node(other)["metadata"]["name"] = node  # the reused name
+    world.items.append(o.daemonset("agent", cpu="6", memory="1Gi", node_selector={"team": "other"}))
+    world.items.append(o.daemonset_pod("agent-x", node, ds="agent", cpu="6", memory="1Gi"))
+    (pod,) = world.pods("job", 1, cpu="4", memory="4Gi")
+    later(world, first)
+
+    result = world.plan(NOW + timedelta(hours=1))
+
+    assert scale_up(result) == {"g": (0, 1, [pod])}  # g's next node runs no "agent": 4 cores fit

@@ -12,6 +12,7 @@ from typing import Any
 from plan_world import World
 from test_planner_consolidation import UNDER, half_full
 
+from spillway.model.k8s import CANDIDATE_TAINT
 from spillway.planner import ScalingPlan, codes
 
 ALL_AT_ONCE: dict[str, Any] = {"max_scale_in_fraction": 1.0}
@@ -90,3 +91,24 @@ def test_a_consolidation_drain_is_held_by_the_minimum_too() -> None:
 
     assert held.drain == ()
     assert set(kept_at_floor(held)) == {a, b}  # each would leave 8 cores
+
+
+def test_nodes_the_minimum_will_keep_are_not_marked_as_scale_down_candidates() -> None:
+    w, nodes = idle_cpu_nodes(5)  # 40 cores, all idle 3 minutes: below the idle threshold
+    for n in nodes:
+        w.idle_since(n, 3)
+
+    marked = {t.node for t in w.plan(cores_total="24:1000", **ALL_AT_ONCE).soft_taint if t.add}
+
+    # 40 -> 24 cores: only two may ever go, so only two are marked (the longest idle, then by name)
+    assert len(marked) == 2
+    for n in nodes:
+        w.idle_since(n, 60)
+    later = w.plan(cores_total="24:1000", **ALL_AT_ONCE)
+    assert {d.node for d in later.drain} == marked  # the marked ones are those the plan removes
+    # an already marked node that stays marked spends the room: with one of them marked, one more
+    w.node(nodes[4])["spec"]["taints"] = [{"key": CANDIDATE_TAINT, "effect": "PreferNoSchedule"}]
+    for n in nodes:
+        w.idle_since(n, 3)
+    again = {t.node for t in w.plan(cores_total="24:1000", **ALL_AT_ONCE).soft_taint if t.add}
+    assert len(again) == 1 and nodes[4] not in again

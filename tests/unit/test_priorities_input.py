@@ -167,3 +167,17 @@ def test_the_configmap_is_refused_whole_naming_the_entry() -> None:
                     "data": {"priorities": "50:\n  - p4d\n10:\n  - ok\n  - (?=gpu)\n"}})  # fmt: skip
     with pytest.raises(ValueError, match=r"data\.priorities: priority 10, pattern 1: '\(\?=gpu\)'"):
         w.parsed()
+
+
+def test_posix_classes_are_read_as_go_reads_them() -> None:
+    # Go's regexp takes [[:digit:]] as a class of ASCII digits (perl_groups.go posixGroup); Python's re
+    # alone would read the set "[:digt" then a literal "]", and the group would silently lose its priority
+    priorities = parse_priorities("10:\n  - ^gpu-[[:digit:]]+$\n20:\n  - ^[[:^digit:]]+$\n")
+
+    assert priority_of(priorities, "gpu-123") == 10
+    assert priority_of(priorities, "gpu-1]") is None
+    assert priority_of(priorities, "cpu-spot") == 20  # a class of one negated POSIX class
+    assert priority_of(priorities, "cpu-1") is None  # a digit: neither
+    for refused in ("[[:foo:]]", "[a[:^digit:]]"):  # Go refuses the first; Python has no set for the second
+        with pytest.raises(ValueError, match="pattern 0"):
+            parse_priorities(f"1:\n  - '{refused}'\n")

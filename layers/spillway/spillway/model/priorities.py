@@ -90,10 +90,11 @@ def _patterns(priority: int, patterns: Any) -> tuple[str, ...]:
         if not isinstance(pattern, str):  # yaml.v2 takes a scalar's text (``~``: ""), Python its value
             raise ValueError(f"{where} is not a string (quote it)")
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            python = python_pattern(pattern)
+            re.compile(python)
+        except (re.error, ValueError) as exc:
             raise ValueError(f"{where} is not a regular expression: {exc}") from None
-        if why := re2_refusal(pattern):
+        if why := re2_refusal(python):
             raise ValueError(f"{where} {why} (cluster-autoscaler compiles the patterns with Go's regexp)")
     return tuple(patterns)
 
@@ -248,8 +249,72 @@ def parse_priorities(text: str) -> Priorities:
     return check_priorities(doc, text_keys=False)
 
 
+# Go's ASCII classes within a bracket expression (regexp/syntax perl_groups.go posixGroup); Python's re
+# has none and reads [[:alpha:]] as the set "[:alph" followed by a literal "]"
+_POSIX = {
+    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
+    "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~",
+    "punct": "!-/:-@\\[-`{-~", "space": "\\t-\\r ", "upper": "A-Z", "word": "0-9A-Za-z_",
+    "xdigit": "0-9A-Fa-f",
+}  # fmt: skip
+_NAMED = re.compile(r"\[:(\^?)([^:\]]*):\]")
+
+
+def python_pattern(pattern: str) -> str:
+    """``pattern`` as Python's re must be given it to read it as Go does: each POSIX class ``[:alpha:]``
+    in a bracket expression written out as its ASCII ranges (``[[:^alpha:]]``, a class of one negated
+    POSIX class, as ``[^A-Za-z]``). ``ValueError`` for a name Go does not know, or a negated one among
+    other items, which Python cannot write as one set."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+        elif char == "[":
+            end = _class_end(pattern, i)
+            out.append(_posix_class(pattern[i:end]))
+            i = end
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """Where the bracket expression opening at ``start`` ends, as Go reads it (a leading ``]`` is a
+    member; ``[:name:]`` is one item); the pattern's end when it does not (re.compile says why)."""
+    i = start + 1
+    i += pattern.startswith("^", i)
+    i += pattern.startswith("]", i)
+    while i < len(pattern) and pattern[i] != "]":
+        named = _NAMED.match(pattern, i)
+        i = named.end() if named else i + (2 if pattern[i] == "\\" else 1)
+    return i + 1
+
+
+def _posix_class(token: str) -> str:
+    named = list(_NAMED.finditer(token, 1))
+    if not named:
+        return token
+    if len(named) == 1 and named[0].group(1) and named[0].span() == (1, len(token) - 1):
+        return f"[^{_posix_ranges(named[0].group(2))}]"
+    for found in named:
+        if found.group(1):
+            raise ValueError(f"{found.group()} among other members of a class: write it as its own [^...]")
+    return _NAMED.sub(lambda m: _posix_ranges(m.group(2)), token)
+
+
+def _posix_ranges(name: str) -> str:
+    if name not in _POSIX:
+        raise ValueError(f"[:{name}:] is no POSIX class Go knows")
+    return _POSIX[name]
+
+
 def priority_of(priorities: Mapping[int, tuple[str, ...]], group: str) -> int | None:
     """The highest priority whose regexes match the group's name (searched anywhere in it, as
     priority.go's ``FindStringIndex(id) != nil``), or None when none does."""
-    matching = [p for p, patterns in priorities.items() if any(re.search(x, group) for x in patterns)]
+    matching = [
+        p for p, patterns in priorities.items() if any(re.search(python_pattern(x), group) for x in patterns)
+    ]
     return max(matching, default=None)

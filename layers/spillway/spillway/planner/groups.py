@@ -24,7 +24,7 @@ def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
     cluster-autoscaler finds them (simulator/node_info_utils.go podsExpectedOnFreshNode):
 
     * a group whose template was read from a node of its own (:attr:`TemplateNode.node`,
-      spillway.model.livetemplate): the DaemonSet and static (mirror) pods bound to that node, but those
+      spillway.model.livetemplate; a remembered one's node while it is still the group's): the DaemonSet and static (mirror) pods bound to that node, but those
       being deleted. What runs there is what runs on the group's next node: a DaemonSet pod no longer
       says which nodes its DaemonSet targets (the controller replaces its required node affinity with
       one term naming its node), and a static pod comes with the node's kubelet configuration. A
@@ -41,11 +41,20 @@ def fresh_node_overhead(ctx: Context, group: NodeGroup) -> Resources:
     template = group.template
     if template is None:
         return {}
-    if template.node is not None and template.node in ctx.nodes:
+    if _own_node(ctx, group, template.node):
+        assert template.node is not None
         return _requests_of(_on_its_node(ctx, template, template.node))
     if ctx.snapshot.daemonsets:
         return _requests_of(d for d in ctx.snapshot.daemonsets if runs_on(d, template))
     return _requests_of(_admitted_by_pods(ctx, template))
+
+
+def _own_node(ctx: Context, group: NodeGroup, name: str | None) -> bool:
+    """Whether the node ``name`` (the template's) is one of ``group``'s now. A remembered template
+    names a node that may be gone, and EC2 reuses private IPs: another group's new node may carry the
+    same name (ip-10-0-1-5.ec2.internal), and its DaemonSet pods say nothing of this group."""
+    node = ctx.nodes.get(name) if name is not None else None
+    return node is not None and node.group is not None and node.group.name == group.name
 
 
 def _on_its_node(ctx: Context, template: TemplateNode, node: str) -> list[PodInfo | DaemonSetInfo]:

@@ -31,7 +31,7 @@ Charging (README "Tenants, limits and gangs"):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
@@ -273,6 +273,12 @@ class Floors:
     def remove(self, info: NodeInfo, group: NodeGroup | None) -> None:
         """This plan removes the node: the cluster's totals lose what it has."""
         self._add(info, group, -1)
+
+    def fork(self) -> Floors:
+        """A copy whose removals leave these totals as they are (to ask what later plans may remove)."""
+        copy = object.__new__(Floors)
+        copy.floors = [replace(c, used=dict(c.used)) for c in self.floors]
+        return copy
 
     def _add(self, info: NodeInfo, group: NodeGroup | None, sign: int) -> None:
         shape = node_shape(info.allocatable, info.capacity)

@@ -23,7 +23,8 @@ Every node carrying the taint that is no longer such a node (a pod landed on it 
 are planned onto it, it is protected now) loses it, in the same plan and without a cap: a stale taint
 would keep pods away from a node that stays. Additions are capped at ``max_bulk_soft_taint_count`` a
 plan (cluster-autoscaler's flag of that name; 0 adds none), the longest-idle first, and never take a
-group's untainted nodes below its MinSize: a node the group keeps anyway is not marked for removal. A
+group's untainted nodes below its MinSize, nor the cluster's below a minimum of its totals
+(``cluster-min``, :class:`~spillway.planner.limits.Floors`): a node kept anyway is not marked. A
 node this plan drains is left alone (the drain cordons it), unless the drain makes room on it for
 pending pods (``make-room``): that node stays, and its mark is lifted.
 """
@@ -36,6 +37,7 @@ from datetime import datetime
 from spillway.model.k8s import CANDIDATE_TAINT
 from spillway.planner import codes
 from spillway.planner.context import Context, aware, has_taint
+from spillway.planner.limits import Floors
 from spillway.planner.types import Drain, KeptNode, SoftTaint
 
 TIMERS = frozenset({codes.IDLE_BELOW_THRESHOLD, codes.UNDERUTILIZED_NOT_LONG_ENOUGH})
@@ -49,9 +51,11 @@ def soft_taints(
     kept: Iterable[KeptNode],
     since: Mapping[str, datetime],
     movable: Collection[str] = (),
+    floors: Floors | None = None,
 ) -> tuple[SoftTaint, ...]:
     """The taints to add and remove; ``since``: when each timer-kept node's timer started; ``movable``:
-    the busy nodes of consolidating groups whose every pod may move."""
+    the busy nodes of consolidating groups whose every pod may move; ``floors``: the cluster totals'
+    minimums after this plan's drains (a node they would keep is not marked)."""
     drained = {d.node for d in drains if d.terminate}  # make room keeps its node, for pending pods
     kept_by = {k.node: k for k in kept}
     waiting = {
@@ -65,19 +69,30 @@ def soft_taints(
         for name in sorted(tainted - drained - set(waiting))
     ]
     room = _room_above_min(ctx, drains, tainted & set(waiting))
+    floors = floors.fork() if floors is not None else None
+    for name in sorted(tainted & set(waiting)):
+        if floors is not None:  # stays marked: counted as leaving
+            floors.remove(ctx.nodes[name].info, ctx.nodes[name].group)
     order = sorted(set(waiting) - tainted, key=lambda n: (aware(since.get(n, ctx.now)), n))
-    return (*lifted, *_marks(ctx, order, waiting, room))
+    return (*lifted, *_marks(ctx, order, waiting, room, floors))
 
 
 def _marks(
-    ctx: Context, order: Sequence[str], waiting: Mapping[str, KeptNode], room: dict[str, int]
-) -> list[SoftTaint]:
-    """New marks in ``order``, within ``max_bulk_soft_taint_count`` and each group's ``room``."""
+    ctx: Context, order: Sequence[str], waiting: Mapping[str, KeptNode], room: dict[str, int],
+    floors: Floors | None,
+) -> list[SoftTaint]:  # fmt: skip
+    """New marks in ``order``, within ``max_bulk_soft_taint_count``, each group's ``room`` and what the
+    cluster totals have above their minimums (``floors``, spent by each mark)."""
     out: list[SoftTaint] = []
     for name in order:
-        group = ctx.nodes[name].group
+        node = ctx.nodes[name]
+        group = node.group
         if len(out) >= ctx.config.max_bulk_soft_taint_count or group is None or room.get(group.name, 0) <= 0:
             continue
+        if floors is not None:
+            if floors.refusal(node.info, group) is not None:
+                continue  # the minimum keeps it: it is not marked for removal
+            floors.remove(node.info, group)
         room[group.name] -= 1
         why = waiting[name]
         held = f"{why.code}: {why.reason}" if why.code in TIMERS else f"every pod on it may move ({why.code})"
