@@ -131,6 +131,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a GPU node is Ready S seconds before its device plugin registers its GPUs: the autoscaler "
         "sees it without GPUs, the scheduler places nothing on it (0)",
     )
+    p.add_argument(
+        "--drain-seconds",
+        type=int,
+        default=0,
+        metavar="S",
+        help="a drain takes S seconds: from the drain the node is cordoned and its evicted pods are back "
+        "in the queue, and it is billed and counted until its instance is terminated S seconds later, "
+        "for every policy (0: instant)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (0)")
     p.add_argument(
         "--price",
@@ -351,6 +360,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InputError("must not be negative", field="--duration-noise")
     if args.device_plugin_seconds < 0:
         raise InputError("must not be negative", field="--device-plugin-seconds")
+    if args.drain_seconds < 0:
+        raise InputError("must not be negative", field="--drain-seconds")
     if not 0.0 <= args.join_failure_rate < 1.0:
         raise InputError(
             f"must be at least 0 and below 1, not {args.join_failure_rate}", field="--join-failure-rate"
@@ -413,6 +424,7 @@ def run(args: argparse.Namespace) -> int:
         duration_noise=args.duration_noise,
         join_failure_rate=args.join_failure_rate,
         plugin_seconds=args.device_plugin_seconds,
+        drain_seconds=args.drain_seconds,
         variants=variants,
     )
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress

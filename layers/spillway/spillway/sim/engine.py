@@ -1,9 +1,11 @@
 """The event loop: simulated time jumps from one thing happening to the next.
 
 Things that happen: a job arrives, a job completes, an instance finishes booting, a Spot instance is
-taken back, an autoscaler tick.
+taken back, a drained node's instance is terminated (``World.drain_seconds`` after its drain started),
+an autoscaler tick.
 All events at one instant are handled together, in this order: completions and boots (capacity frees
-up), arrivals, one scheduling pass, then the tick if one falls there.
+up), then Spot interruptions, GPUs registering and drained nodes' terminations, in that order, arrivals,
+one scheduling pass, then the tick if one falls there.
 
 Ticks are ``interval`` seconds apart, but a policy only decides at a tick where something it looks
 at changed since its last decision (``World.dirty``: a pod became pending or started, a node became idle
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from spillway.sim.policies import Policy
 from spillway.sim.trace import Job
-from spillway.sim.world import BOOT, COMPLETE, INTERRUPT, PLUGIN, SimJob, World, runnable
+from spillway.sim.world import BOOT, COMPLETE, INTERRUPT, PLUGIN, TERMINATE, SimJob, World, runnable
 
 # A replay stops this long after the last submit plus the longest duration, whatever is left.
 HORIZON_SLACK = 30 * 24 * 3600
@@ -95,6 +97,8 @@ def replay(
                 world.interrupt(payload)
             elif kind == PLUGIN:
                 world.plugin(payload)
+            elif kind == TERMINATE:
+                world.terminated(payload)
             handled += 1
         while next_arrival < count and sim_jobs[next_arrival].job.submit == t:
             world.arrive(sim_jobs[next_arrival])

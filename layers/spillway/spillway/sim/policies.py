@@ -71,8 +71,9 @@ class SpillwayPolicy:
 
     Its plan is carried out the way the act layer does: uncordon, raise desired capacities (a launch
     refused for capacity leaves a Failed activity the next plan sees, and backs the group off), drain
-    (cordon, evict, terminate with the desired capacity decremented; here at once, one drain after the
-    other, each cancelled when its node got pods since the plan: :meth:`_drain`), remove the instances
+    (cordon, evict, terminate with the desired capacity decremented; here one drain after the other,
+    each cancelled when its node got pods since the plan: :meth:`_drain`; the termination ends the
+    world's drain time, instant by default), remove the instances
     no node joined for (:mod:`spillway.planner.joins`). A drain of a node
     that runs pods (consolidation) evicts them first: a movable job restarts elsewhere with the restart
     penalty, an unmovable pod is killed and counted (:meth:`World.drain`). The state the planner returns
@@ -131,6 +132,8 @@ class SpillwayPolicy:
         planned = {d.node: _pods_on(world.nodes[d.node]) for d in drains}
         for drain in drains:
             node = world.nodes[drain.node]
+            if node.leaving >= 0:
+                continue  # a drain under way holds the node (DrainSuperseded): nothing to do again
             arrived = _pods_on(node) - planned[drain.node]
             if arrived and drain.terminate:
                 world.counters.drains_cancelled += 1
@@ -332,7 +335,7 @@ class Ec2AutoscalerPolicy:
         spares: dict[str, int] = {}
         for node in sorted(world.nodes.values(), key=lambda n: n.name):
             group = node.group
-            if group.ready <= group.spec.min_size:
+            if group.ready <= group.spec.min_size or node.leaving >= 0:
                 continue
             busy = bool(node.pods)
             used = [a - f for a, f in zip(node.alloc, node.free, strict=True)]
@@ -357,7 +360,7 @@ class Ec2AutoscalerPolicy:
                 if not busy:  # drainable: nothing to evict
                     world.cordon(node.name, self.name)
                 continue  # busy: its pods are do-not-drain
-            if node.cordoned and group.desired - 1 >= group.spec.min_size:
+            if node.cordoned and group.desired - world.leaving(group.name) - 1 >= group.spec.min_size:
                 world.terminate(node.name)
 
     def wakeup(self, world: World) -> int | None:
@@ -535,7 +538,7 @@ class ClusterAutoscalerPolicy:
             if deleted >= self.MAX_EMPTY_BULK_DELETE:
                 break
             group = world.nodes[name].group
-            if group.desired - 1 < group.spec.min_size:
+            if group.desired - world.leaving(group.name) - 1 < group.spec.min_size:
                 continue
             world.terminate(name)
             del self.unneeded[name]

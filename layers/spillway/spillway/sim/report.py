@@ -190,6 +190,7 @@ def measure(run: Replay, bounds: Bounds, prices: Mapping[str, float | None]) -> 
         "uncordons": counters.uncordons,
         "soft_taints": counters.soft_taints,
         "drains_cancelled": counters.drains_cancelled,
+        "drains_reclaimed": counters.drains_reclaimed,
     }
     acted = (
         counters.scale_up_calls

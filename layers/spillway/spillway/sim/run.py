@@ -66,6 +66,7 @@ class SimConfig:
     duration_noise: float | None = None
     join_failure_rate: float = 0.0  # share of launches whose instance never becomes a node (seeded)
     plugin_seconds: int = 0  # a GPU node is Ready this long before its device plugin registers its GPUs
+    drain_seconds: int = 0  # a drained node is cordoned, billed and counted this long before it is terminated
     # more Spillway runs, each with its own planner configuration: (label, config); run as spillway[label]
     variants: tuple[tuple[str, PlannerConfig], ...] = ()
     packers: bool = True  # also replay the ideal First Fit and Best Fit packers
@@ -123,6 +124,7 @@ class Report:
                 "duration_noise": cfg.duration_noise,
                 "join_failure_rate": cfg.join_failure_rate,
                 "device_plugin_seconds": cfg.plugin_seconds,
+                "drain_seconds": cfg.drain_seconds,
                 "planner": cfg.planner.model_dump(mode="json"),
                 "variants": {label: v.model_dump(mode="json") for label, v in cfg.variants},
             },
@@ -255,6 +257,7 @@ def simulate(config: SimConfig, trace: Trace, progress: bool = False) -> Report:
             restart_penalty=config.restart_penalty,
             join_failure_rate=config.join_failure_rate,
             plugin_seconds=config.plugin_seconds,
+            drain_seconds=config.drain_seconds,
         )
         for group in config.groups:
             if group.min_size:

@@ -45,7 +45,23 @@ A job whose pods are marked movable (``safe-to-evict: "true"``, :attr:`SimJob.mo
 the queue and resumes elsewhere, its remaining time grown by ``restart_penalty`` (progress since its
 last checkpoint, and the restart itself); a pod not marked movable, or one the drain's plan did not
 name, is killed, and counted: its job starts over from the beginning, as on a node terminated with
-pods on it, its progress lost. **Spot**:
+pods on it, its progress lost.
+
+**Drain time** (``drain_seconds``, 0 by default: drains are instant). A real drain takes time: the
+drain state machine cordons, evicts, waits for the evicted pods to terminate (their
+``terminationGracePeriodSeconds``, 30 s by default, a ``preStop`` hook) and only then calls
+TerminateInstanceInAutoScalingGroup; an instance is billed while ``running`` and no longer once
+``shutting-down`` (the EC2 instance lifecycle's billing table). So with ``drain_seconds`` S, every
+termination of a Ready node by a policy (:meth:`World.terminate`, which a drain ends with) starts a
+drain: the node is cordoned at once (no pod is placed there again), its pods are evicted or killed at
+once as above (a Job's replacement pods are created as soon as the old ones are terminating, the Job
+controller's default ``podReplacementPolicy``, so the jobs are back in the queue at once), and it stays
+a node of its group, billed, counted and its group's desired capacity unchanged, until S seconds later
+it is terminated (:meth:`World.terminated`; the desired capacity is decremented then). A policy that
+uncordons it meanwhile stops the drain, as DrainNode's steps stop when the node is no longer cordoned
+by Spillway: it stays, empty and schedulable (``drains_reclaimed``). The same for every policy.
+
+**Spot**:
 an instance of a group with an interruption rate is taken back after an exponentially distributed
 time (seeded) from its launch; its jobs marked movable restart as moved ones do, the others start
 over as killed ones do (both counted as interrupted, not as moves or kills), and the group launches a
@@ -100,7 +116,7 @@ ICE_MESSAGE = (
 )
 
 # Event kinds, in the order they are handled at one instant: capacity frees up before new work arrives.
-COMPLETE, BOOT, ARRIVE, INTERRUPT, PLUGIN = 0, 1, 2, 3, 4
+COMPLETE, BOOT, ARRIVE, INTERRUPT, PLUGIN, TERMINATE = 0, 1, 2, 3, 4, 5
 
 Vector = tuple[int, int, int, int]
 
@@ -233,6 +249,7 @@ class SimNode:
         "instance_id",
         "joined",
         "launched",
+        "leaving",
         "name",
         "pods",
         "ready",
@@ -263,6 +280,7 @@ class SimNode:
         self.tenant: str | None = None  # the tenant charged for it (see World.set_desired)
         self.batch: list[str] | None = None  # tenants of its launch not yet given a node
         self.candidate = False  # carries the PreferNoSchedule scale-down candidate taint
+        self.leaving = -1  # being drained: when its instance is terminated (World.drain_seconds)
 
     @property
     def workload(self) -> int:
@@ -352,6 +370,7 @@ class Counters:
     # (must stay 0; Spot interruptions are EC2's doing, counted apart)
     unmovable_killed: int = 0
     drains_cancelled: int = 0  # a plan's drains cancelled: their node got pods since the plan
+    drains_reclaimed: int = 0  # drains stopped by an uncordon before their node's termination (drain_seconds)
     interruptions: int = 0  # Spot instances taken back
     never_joined: int = 0  # launches whose instance never became a node (--join-failure-rate)
     unregistered_removed: int = 0  # of those, instances a policy removed (terminate with decrement)
@@ -386,6 +405,7 @@ class World:
         restart_penalty: int = 0,
         join_failure_rate: float = 0.0,
         plugin_seconds: int = 0,
+        drain_seconds: int = 0,
     ) -> None:
         if not groups:
             raise SimError("no node groups")
@@ -399,6 +419,8 @@ class World:
             raise SimError(f"join failure rate {join_failure_rate!r} is not in [0, 1)")
         if plugin_seconds < 0:
             raise SimError(f"device plugin delay {plugin_seconds!r} is negative")
+        if drain_seconds < 0:
+            raise SimError(f"drain time {drain_seconds!r} is negative")
         reserve = reserve if reserve is not None else EKS_RESERVE
         self.epoch = epoch
         self.cluster = cluster
@@ -412,6 +434,7 @@ class World:
         self.join_rng = random.Random(f"join/{seed}")
         self.join_failure_rate = join_failure_rate
         self.plugin_seconds = plugin_seconds
+        self.drain_seconds = drain_seconds
         self.restart_penalty = restart_penalty
         self.most = scheduler.scoring == "most-allocated"
         if scheduler.scoring not in ("least-allocated", "most-allocated"):
@@ -615,8 +638,21 @@ class World:
         if self.track:
             self._node_info(node)
 
+    def leaving(self, group_name: str) -> int:
+        """Nodes of the group being drained (``drain_seconds``): terminated soon, their desired capacity
+        not yet decremented."""
+        return sum(1 for node in self.groups[group_name].instances.values() if node.leaving >= 0)
+
+    def _check_min_size(self, node: SimNode) -> None:
+        group = node.group
+        if node.leaving >= 0:
+            raise SimError(f"{node.name} is being drained already")
+        if group.desired - self.leaving(group.name) - 1 < group.spec.min_size:
+            raise SimError(f"terminating {node.name} would take {group.name} below MinSize")
+
     def terminate(self, node_name: str) -> None:
-        """TerminateInstanceInAutoScalingGroup with the desired capacity decremented.
+        """TerminateInstanceInAutoScalingGroup with the desired capacity decremented: now, or, with
+        ``drain_seconds``, at the end of the drain this starts (the node cordoned until then).
 
         Pods still running there are killed (counted, and as unmovable killed when not marked movable);
         their jobs go back to the queue and start over.
@@ -624,12 +660,26 @@ class World:
         node = self.nodes.get(node_name)
         if node is None:
             raise SimError(f"no Ready node {node_name}")
-        group = node.group
-        if group.desired - 1 < group.spec.min_size:
-            raise SimError(f"terminating {node_name} would take {group.name} below MinSize")
+        self._check_min_size(node)
         for key, job in list(node.pods.items()):
             if key in node.pods:
                 self._kill_on(node, job)
+        if self.drain_seconds:
+            self.cordon(node_name, node.cordoned_by or "drain")
+            node.leaving = self.t + self.drain_seconds
+            self.push(node.leaving, TERMINATE, node)
+            return
+        self._terminated(node)
+
+    def terminated(self, node: SimNode) -> None:
+        """The end of a drain (``drain_seconds`` after it started): the instance is terminated, unless the
+        drain was stopped (uncordoned) or the instance went some other way (a Spot interruption)."""
+        if node.group.instances.get(node.instance_id) is not node or node.leaving != self.t:
+            return
+        self._terminated(node)
+
+    def _terminated(self, node: SimNode) -> None:
+        group = node.group
         self._remove(node)
         group.desired -= 1
         group.version += 1
@@ -653,8 +703,8 @@ class World:
         node = self.nodes.get(node_name)
         if node is None:
             raise SimError(f"no Ready node {node_name}")
-        if terminate and node.group.desired - 1 < node.group.spec.min_size:
-            raise SimError(f"terminating {node_name} would take {node.group.name} below MinSize")
+        if terminate:
+            self._check_min_size(node)
         for key, job in list(node.pods.items()):
             if key not in node.pods:
                 continue  # a pod of a job already evicted from this node
@@ -758,7 +808,12 @@ class World:
             self._node_info(node)
 
     def uncordon(self, node_name: str) -> None:
+        """Uncordon; a node being drained (``drain_seconds``) stays: its drain stops, as DrainNode's
+        steps stop once the node is no longer cordoned by Spillway."""
         node = self.nodes[node_name]
+        if node.leaving >= 0:
+            node.leaving = -1
+            self.counters.drains_reclaimed += 1
         if node.cordoned:
             node.cordoned = False
             node.cordoned_by = None
