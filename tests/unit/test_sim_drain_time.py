@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sim_world import GPU, gpu_world
 
 from spillway.errors import InputError
 from spillway.sim.run import Report, SimConfig, simulate
@@ -19,21 +20,11 @@ from spillway.sim.trace import Job, read_trace
 from spillway.sim.world import TERMINATE, GroupSpec, SchedulerConfig, SimError, SimJob, World
 
 HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
-GPU = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10)
 GIB = 2**30 * 1000
 
 
 def _world(drain_seconds: int, nodes: int = 1, penalty: int = 0) -> World:
-    world = World(
-        (GPU,),
-        epoch=datetime(2026, 1, 1, tzinfo=UTC),
-        boot_seconds=120,
-        scheduler=SchedulerConfig("most-allocated"),
-        restart_penalty=penalty,
-        drain_seconds=drain_seconds,
-    )
-    world.preprovision("gpu", nodes)
-    return world
+    return gpu_world(nodes, restart_penalty=penalty, drain_seconds=drain_seconds)
 
 
 def _submit(world: World, ident: int, movable: bool = True, gpus: int = 4) -> SimJob:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sim_world import GPU, gpu_world
 
 from spillway.config import PlannerConfig
 from spillway.errors import InputError
@@ -27,7 +28,6 @@ from spillway.sim.trace import Job, build_jobs, read_trace
 from spillway.sim.world import GroupSpec, SchedulerConfig, SimJob, World
 
 HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
-GPU = GroupSpec("gpu", "us-east-1", "p3.16xlarge", 0, 10)
 CPU = GroupSpec("cpu", "us-east-1", "m5.xlarge", 0, 10)
 GIB = 2**30 * 1000
 
@@ -195,16 +195,7 @@ def test_duration_noise_is_kept_as_the_known_duration() -> None:
 
 
 def _world(nodes: int = 2, penalty: int = 0, track: bool = False) -> World:
-    world = World(
-        (GPU,),
-        epoch=datetime(2026, 1, 1, tzinfo=UTC),
-        boot_seconds=120,
-        scheduler=SchedulerConfig("most-allocated"),
-        restart_penalty=penalty,
-        track_infos=track,
-    )
-    world.preprovision("gpu", nodes)
-    return world
+    return gpu_world(nodes, restart_penalty=penalty, track_infos=track)
 
 
 def _running(world: World, movable: bool, gpus: int = 4, duration: int = 3600, ident: int = 1) -> SimJob:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sim_world import gpu_world
 
 from spillway.config import PlannerConfig
 from spillway.sim.report import format_table
@@ -253,17 +254,7 @@ def test_determinism_same_seed_same_report(tmp_path: Path) -> None:
 
 
 def _world(scoring: str, nodes: int = 2) -> World:
-    from datetime import UTC, datetime
-
-    world = World(
-        (EAST,),
-        epoch=datetime(2026, 1, 1, tzinfo=UTC),
-        boot_seconds=120,
-        scheduler=SchedulerConfig(scoring),
-        seed=0,
-    )
-    world.preprovision("gpu-east", nodes)
-    return world
+    return gpu_world(nodes, group=EAST, scoring=scoring, seed=0)
 
 
 def _job(job_id: int, gpus: int, pods: int = 1) -> SimJob:
