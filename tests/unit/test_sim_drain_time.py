@@ -17,7 +17,7 @@ from sim_world import GPU, gpu_world
 from spillway.errors import InputError
 from spillway.sim.run import Report, SimConfig, simulate
 from spillway.sim.trace import Job, read_trace
-from spillway.sim.world import TERMINATE, GroupSpec, SchedulerConfig, SimError, SimJob, World
+from spillway.sim.world import TERMINATE, GroupSpec, SchedulerConfig, SimError, SimJob, SimNode, World
 
 HEADER = "submit_time,duration,cpu,memory_gib,gpus,count,namespace,priority\n"
 GIB = 2**30 * 1000
@@ -46,17 +46,23 @@ def _run_due_terminations(world: World, until: int) -> None:
     world.t = until
 
 
+def _drained_at_600(world: World) -> tuple[SimJob, SimNode]:
+    """A movable 4-GPU job placed at 0, its node cordoned and drained by Spillway at 600."""
+    job = _submit(world, 1)
+    node = job.nodes[0]
+    world.t = 600
+    world.cordon(node.name, "spillway")
+    world.drain(node.name)
+    return job, node
+
+
 def test_a_drained_node_bills_s_more_seconds_and_takes_no_new_pod_meanwhile() -> None:
     # One node, a movable 4-GPU job on it from 0. Drained at 600 with 60 s of drain time: the job is
     # back in the queue at once (moved, penalty 0), but the node is cordoned, so neither it nor a job
     # arriving at 630 is placed there; the node stays in its group, desired capacity 1, until 660, when
     # its instance is terminated: billed 660 s, not 600.
     world = _world(drain_seconds=60)
-    job = _submit(world, 1)
-    node = job.nodes[0]
-    world.t = 600
-    world.cordon(node.name, "spillway")
-    world.drain(node.name)
+    job, node = _drained_at_600(world)
     assert job.state == "pending" and world.counters.moves == 1
     world.schedule()
     assert job.state == "pending"  # not back on the node being drained
@@ -77,11 +83,7 @@ def test_a_drained_node_bills_s_more_seconds_and_takes_no_new_pod_meanwhile() ->
 
 def test_with_no_drain_time_the_node_goes_at_the_drain() -> None:
     world = _world(drain_seconds=0)
-    job = _submit(world, 1)
-    node = job.nodes[0]
-    world.t = 600
-    world.cordon(node.name, "spillway")
-    world.drain(node.name)
+    _, node = _drained_at_600(world)
     assert node.name not in world.nodes and world.groups["gpu"].desired == 0
     assert world.counters.node_seconds == {"p3.16xlarge": 600}
     assert not any(kind == TERMINATE for _, kind, _, _ in world.events)
