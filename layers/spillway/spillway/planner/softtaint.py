@@ -70,8 +70,8 @@ def soft_taints(
     ]
     room = _room_above_min(ctx, drains, tainted & set(waiting))
     floors = floors.fork() if floors is not None else None
-    for name in sorted(tainted & set(waiting)):
-        if floors is not None:  # stays marked: counted as leaving
+    if floors is not None:
+        for name in sorted(tainted & set(waiting)):  # stays marked: counted as leaving
             floors.remove(ctx.nodes[name].info, ctx.nodes[name].group)
     order = sorted(set(waiting) - tainted, key=lambda n: (aware(since.get(n, ctx.now)), n))
     return (*lifted, *_marks(ctx, order, waiting, room, floors))
