@@ -1,0 +1,735 @@
+"""README.md's examples are true of the code, and stay true.
+
+Each check is a function from the README's text to the problems it finds (empty: the README holds), so
+that the same function runs on the real README and, in ``test_each_check_fails_on_a_broken_line``, on a
+copy with one line broken: every check is shown able to fail. Extraction is kept simple: fenced blocks by
+their language tag, tables by their header row, commands from ``sh`` blocks and inline code spans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import functools
+import importlib.util
+import re
+import shlex
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from examples import EXAMPLE
+from pydantic import BaseModel, ValidationError
+
+from spillway.cli import build_parser
+from spillway.config import PlannerConfig
+from spillway.local.cfn import load_template
+from spillway.local.kubeapi import resources
+from spillway.model import provreq
+from spillway.model.k8s import _model_for
+from spillway.model.windows import TimeWindow
+from spillway.planner import codes
+from spillway.planner.types import KeptNode, PendingPod, ScalingPlan
+from spillway.runtime import _RUNTIME_VARS, RuntimeConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+TEMPLATE = load_template(ROOT / "template.yaml")
+
+
+# --- extraction --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    lang: str
+    line: int  # of the opening fence, 1-based
+    text: str
+
+
+@dataclass(frozen=True)
+class Table:
+    line: int  # of the header row, 1-based
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def column(self, index: int) -> list[str]:
+        return [row[index] for row in self.rows if len(row) > index]
+
+
+def fenced_blocks(text: str) -> list[Block]:
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("```"):
+            lang, start, body = lines[i][3:].strip(), i, []
+            i += 1
+            while i < len(lines) and not lines[i].startswith("```"):
+                body.append(lines[i])
+                i += 1
+            blocks.append(Block(lang, start + 1, "\n".join(body)))
+        i += 1
+    return blocks
+
+
+def _cells(row: str) -> tuple[str, ...]:
+    """A GFM table row's cells: split at pipes that are not escaped (``\\|`` stays in the cell)."""
+    inner = row.strip()[1:-1] if row.strip().endswith("|") else row.strip()[1:]
+    return tuple(c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner))
+
+
+_DELIMITER = re.compile(r"^\|[\s:|-]+\|$")
+
+
+def tables(text: str) -> list[Table]:
+    """Every table outside fenced blocks: a header row, a delimiter row, then the ``|`` rows that follow."""
+    found: list[Table] = []
+    lines = text.splitlines()
+    fenced = False
+    i = 0
+    while i < len(lines) - 1:
+        line = lines[i]
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("|") and _DELIMITER.match(lines[i + 1].strip()):
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            rows = tuple(_cells(r) for r in lines[i + 2 : j])
+            found.append(Table(i + 1, _cells(line), rows))
+            i = j
+            continue
+        i += 1
+    return found
+
+
+def table(text: str, *header: str) -> Table:
+    """The one table whose header row starts with these cells."""
+    matches = [t for t in tables(text) if t.header[: len(header)] == header]
+    assert len(matches) == 1, f"README: {len(matches)} tables with header {header} (expected one)"
+    return matches[0]
+
+
+def spans(text: str) -> list[str]:
+    """Inline code spans (single backticks) outside fenced blocks."""
+    outside = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return re.findall(r"(?<!`)`([^`\n]+)`(?!`)", outside)
+
+
+def first_span(cell: str) -> str:
+    found = re.findall(r"`([^`]+)`", cell)
+    return found[0] if found else cell
+
+
+def all_spans(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+# --- 1. configuration: the fenced YAML/JSON blocks, and the table of keys ------------------------
+
+CONFIG_KEYS = set(PlannerConfig.model_fields)
+PLAN_KEYS = {"scale_up", "uncordon", "drain", "pending", "kept"} | {
+    f for f in ScalingPlan.__dataclass_fields__ if f not in {"state", "placements"}
+}
+
+
+def documents(text: str) -> Iterator[tuple[int, Any]]:
+    """Every document of every ``yaml``/``json`` block, with the block's line."""
+    for block in fenced_blocks(text):
+        if block.lang in ("yaml", "yml", "json"):
+            try:
+                for doc in yaml.safe_load_all(block.text):  # the loader config files are read with
+                    yield block.line, doc
+            except yaml.YAMLError as exc:
+                yield block.line, exc
+
+
+def _plan_problems(line: int, doc: dict[str, Any]) -> list[str]:
+    """The plan output the README shows: its lists, and the keys and codes of its pending/kept entries."""
+    shapes = {
+        "pending": (PendingPod("p", "r", "c"), codes.PENDING_CODES),
+        "kept": (KeptNode("n", "r", "c"), codes.KEPT_CODES),
+    }
+    out = []
+    for key, (sample, known) in shapes.items():
+        for entry in doc.get(key) or []:
+            if set(entry) != set(sample.to_dict()):
+                out.append(
+                    f"line {line}: a {key} entry has keys {sorted(entry)}, the plan {sorted(sample.to_dict())}"
+                )
+            if entry.get("code") not in known:
+                out.append(f"line {line}: {key} code {entry.get('code')!r} is not in planner/codes.py")
+    return out
+
+
+def config_block_problems(text: str) -> list[str]:
+    """A block is a Spillway config (or part of one) when a top-level key is a config key: then it must
+    load through :class:`PlannerConfig` whole. A Kubernetes manifest (``apiVersion`` and ``kind``) is
+    checked by :func:`manifest_problems`, the plan's output by its keys; anything else is a problem, so a
+    config block whose only key is misspelt cannot slip through as "not a config"."""
+    out: list[str] = []
+    for line, doc in documents(text):
+        if isinstance(doc, Exception):
+            out.append(f"line {line}: does not parse: {str(doc).splitlines()[0]}")
+        elif isinstance(doc, dict) and {"apiVersion", "kind"} <= set(doc):
+            continue
+        elif isinstance(doc, dict) and set(doc) & CONFIG_KEYS:
+            try:
+                PlannerConfig.model_validate(doc)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                out.append(f"line {line}: config {where}: {err['msg']}")
+        elif isinstance(doc, dict) and set(doc) <= PLAN_KEYS and doc:
+            out.extend(_plan_problems(line, doc))
+        else:
+            keys = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
+            out.append(f"line {line}: neither a config, a manifest nor the plan output: {keys}")
+    return out
+
+
+def _default_of(cell: str) -> tuple[bool, Any]:
+    """The default a config table's cell states, when it states one plainly: (known, value)."""
+    word = first_span(cell) if cell.startswith("`") else re.split(r"[\s(:]", cell, maxsplit=1)[0]
+    if word in ("none", "unset"):
+        return True, None
+    if word in ("true", "false"):
+        return True, word == "true"
+    if word in ("[]", "{}"):
+        return True, [] if word == "[]" else {}
+    if re.fullmatch(r"-?\d+(\.\d+)?", word):
+        return True, float(word)
+    if cell.startswith("`"):
+        return True, word
+    return False, None
+
+
+def _model_default(name: str) -> Any:
+    field = PlannerConfig.model_fields[name]
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):  # node_reserve: a model all of whose fields are unset is "unset"
+        return None if not any(value.model_dump().values()) else value
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, bool) or value is None or isinstance(value, str | dict | list):
+        return value
+    return float(value)
+
+
+def config_table_problems(text: str) -> list[str]:
+    """The Configuration table names every key of the model, each once, with the model's default."""
+    rows = table(text, "key", "default", "meaning").rows
+    named = [first_span(row[0]) for row in rows]
+    out = [f"config table: {k!r} is not a key of PlannerConfig" for k in named if k not in CONFIG_KEYS]
+    out += [
+        f"config table: key {k!r} of PlannerConfig is in no row" for k in sorted(CONFIG_KEYS - set(named))
+    ]
+    out += [f"config table: {k!r} has two rows" for k in sorted({k for k in named if named.count(k) > 1})]
+    for key, row in zip(named, rows, strict=True):
+        known, value = _default_of(row[1])
+        if known and key in CONFIG_KEYS and value != _model_default(key):
+            out.append(f"config table: {key} default {row[1]!r}, the model's {_model_default(key)!r}")
+    return out
+
+
+def _models(annotation: Any) -> Iterator[type[BaseModel]]:
+    """The pydantic models a field's type holds (``tuple[BufferConfig, ...]``, ``dict[str, TenantLimits]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for arg in typing.get_args(annotation):
+        yield from _models(arg)
+
+
+def _nested_fields(
+    model: type[BaseModel], seen: set[type[BaseModel]]
+) -> Iterator[tuple[type[BaseModel], str]]:
+    for name, field in model.model_fields.items():
+        yield model, field.alias or name
+        for sub in _models(field.annotation):
+            if sub not in seen:
+                seen.add(sub)
+                yield from _nested_fields(sub, seen)
+
+
+def _names(word: str, text: str) -> bool:
+    return re.search(r"(?<![\w.-])" + re.escape(word) + r"(?![\w-])", text) is not None
+
+
+def nested_key_problems(text: str) -> list[str]:
+    """A key that holds a structure (``buffers``, ``tenants``, ``node_reserve``...) names every field of
+    it in its row; a time window's fields, shared by several keys, in the README's **Windows.** paragraph."""
+    rows = {first_span(row[0]): row[2] for row in table(text, "key", "default", "meaning").rows}
+    windows = re.search(r"^\*\*Windows\.\*\*.*?(?=\n\n)", text, flags=re.S | re.M)
+    out: list[str] = [] if windows else ["the README has no **Windows.** paragraph"]
+    for key, field in PlannerConfig.model_fields.items():
+        for top in _models(field.annotation):
+            for owner, name in _nested_fields(top, {top}):
+                where = windows.group(0) if owner is TimeWindow and windows else rows.get(key, "")
+                if not _names(name, where):
+                    place = "the Windows paragraph" if owner is TimeWindow else f"the {key} row"
+                    out.append(f"config: {key}: {owner.__name__}.{name} is not named in {place}")
+    return sorted(set(out))
+
+
+# --- 2. codes --------------------------------------------------------------------------------
+
+
+def codes_problems(text: str) -> list[str]:
+    """The pending and kept code tables list planner/codes.py's codes, all of them (the README says
+    every pod and node carries "one of these"); the move-rule table's codes are Move codes, all of them."""
+    checks = (
+        (("`pending` code",), 0, codes.PENDING_CODES),
+        (("`kept` code",), 0, codes.KEPT_CODES),
+        (("rule", "movable", "code"), 2, codes.MOVE_CODES),
+    )
+    out: list[str] = []
+    for header, column, known in checks:
+        listed = [c for cell in table(text, *header).column(column) for c in all_spans(cell)]
+        name = header[0].replace("`", "").split()[0]
+        out += [f"{name} table: code {c!r} is not in planner/codes.py" for c in listed if c not in known]
+        out += [f"{name} table: code {c!r} of planner/codes.py is missing" for c in known if c not in listed]
+    return out
+
+
+# --- 3. the command line ------------------------------------------------------------------------
+
+
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+PARSER = build_parser()
+COMMANDS = subparsers(PARSER)
+
+
+def options(parser: argparse.ArgumentParser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+
+
+_INVOCATION = re.compile(r"^(?:\S*/)?spillway\s+(\S+)(.*)")  # a command starts with it
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def shell_commands(text: str) -> Iterator[tuple[int, str]]:
+    """The commands of ``sh`` blocks: continuation lines joined, comments and pipes cut off."""
+    for block in fenced_blocks(text):
+        if block.lang not in ("sh", "bash", "shell", "console"):
+            continue
+        for offset, command in enumerate(block.text.replace("\\\n", " ").splitlines()):
+            command = re.split(r"\s#|\s\||\s&&|;", command)[0].strip()
+            if command:
+                yield block.line + 1 + offset, command
+
+
+def invocations(text: str) -> Iterator[tuple[str, str, str]]:
+    """(where, subcommand or "", the rest) of every ``spillway`` command in a sh block or code span that
+    starts with one. A span like ``spillway plan:`` (an error line) is no command."""
+    sources = [(f"line {n}", c) for n, c in shell_commands(text)] + [("`" + s + "`", s) for s in spans(text)]
+    for where, source in sources:
+        match = _INVOCATION.search(re.split(r"\s\|", source)[0])
+        if match is None or match.group(1).endswith(":"):
+            continue
+        word, rest = match.groups()
+        if word.startswith("--"):  # spillway --version
+            yield where, "", f"{word} {rest}"
+        else:
+            yield where, word, rest
+
+
+def _invocation_problems(text: str) -> tuple[list[str], dict[str, set[str]]]:
+    """Flags of every ``spillway <cmd>`` shown that the command lacks; and the flags shown, by command."""
+    out: list[str] = []
+    shown: dict[str, set[str]] = {name: set() for name in COMMANDS}
+    for where, command, rest in invocations(text):
+        parser = COMMANDS.get(command, PARSER if not command else None)
+        if parser is None:
+            out.append(f"{where}: spillway has no command {command!r}")
+            continue
+        flags = set(_FLAG.findall(rest))
+        out += [f"{where}: spillway {command} has no flag {f}" for f in sorted(flags - options(parser))]
+        shown.setdefault(command, set()).update(flags)
+    return out, shown
+
+
+def _parse_problems(text: str) -> list[str]:
+    """Every ``spillway`` command of a sh block parses with the real parser."""
+    out: list[str] = []
+    for line, command in shell_commands(text):
+        tokens = shlex.split(command)
+        if tokens and tokens[0].endswith("spillway"):
+            try:
+                PARSER.parse_args(tokens[1:])
+            except SystemExit:
+                out.append(f"line {line}: the parser refuses {command!r}")
+    return out
+
+
+def cli_problems(text: str) -> list[str]:
+    """Every ``spillway <cmd> --flag`` exists; every sh-block command parses with the real parser; the
+    flag tables of ``plan`` and ``simulate`` name real flags; every flag of those two is documented."""
+    out, shown = _invocation_problems(text)
+    out += _parse_problems(text)
+    for command, header in (("plan", ("flag", "what it reads")), ("simulate", ("flag", "meaning"))):
+        real = options(COMMANDS[command])
+        rows = table(text, *header).rows
+        first = {f for row in rows for f in _FLAG.findall(row[0])}
+        out += [f"{command} flag table: spillway {command} has no flag {f}" for f in sorted(first - real)]
+        anywhere = {f for row in rows for cell in row for f in _FLAG.findall(cell)}
+        missing = real - anywhere - shown[command]
+        out += [f"spillway {command} {f}: in no flag table row nor example" for f in sorted(missing)]
+    return out
+
+
+def make_targets() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    return {m.group(1) for m in re.finditer(r"^([a-z][\w-]*):", makefile, flags=re.M)}
+
+
+def make_problems(text: str) -> list[str]:
+    """Every ``make <target>`` the README shows is a target of the Makefile."""
+    commands = [c for _, c in shell_commands(text)] + spans(text)
+    named = {m.group(1) for c in commands for m in re.finditer(r"(?:^|\s)make ([a-z][\w-]*)", c)}
+    return [f"make {t}: no such target in the Makefile" for t in sorted(named - make_targets())]
+
+
+def first_plan_problems(text: str) -> list[str]:
+    """The "A first plan" command reads the very files of :data:`examples.EXAMPLE` (which the CLI tests
+    run), each of which exists."""
+    for _, command in shell_commands(text):
+        tokens = shlex.split(command)
+        if tokens and tokens[0].endswith("spillway") and "events/example-cluster.json" in tokens:
+            files = {t for t in tokens if t.startswith("events/")}
+            example = {str(Path(p).relative_to(ROOT)) for p in EXAMPLE if p.startswith(str(ROOT))}
+            out = [f"first plan: {f} does not exist" for f in sorted(files) if not (ROOT / f).is_file()]
+            if files != example:
+                out.append(f"first plan: reads {sorted(files)}, tests/unit/examples.py {sorted(example)}")
+            return out
+    return ["the README shows no `spillway plan` of events/example-cluster.json"]
+
+
+# --- 4. the runbook: alarms and metrics ----------------------------------------------------------
+
+
+def _expanded_template() -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location("expand_foreach", ROOT / "deploy" / "expand_foreach.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expanded: dict[str, Any] = module.expand(TEMPLATE, {"ClusterName": "CLUSTER", "Regions": "us-east-1"})
+    return expanded
+
+
+@functools.cache
+def template_alarms() -> set[str]:
+    """The template's alarm names, ``spillway-<cluster>-`` taken off (the ForEach blocks expanded)."""
+    names = set()
+    for resource in _expanded_template()["Resources"].values():
+        if resource.get("Type") == "AWS::CloudWatch::Alarm":
+            name = resource["Properties"]["AlarmName"]
+            name = name.get("Fn::Sub", name) if isinstance(name, dict) else name
+            names.add(name.removeprefix("spillway-${ClusterName}-"))
+    return names
+
+
+_METRIC_CALLS = {"add_count", "add_seconds", "add_bytes", "metric", "add_metric", "single_metric"}
+
+
+def _constants(node: ast.AST | None) -> Iterator[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    elif isinstance(node, ast.IfExp):
+        yield from _constants(node.body)
+        yield from _constants(node.orelse)
+
+
+def _metric_names(tree: ast.AST) -> Iterator[str]:
+    """Literal names given to EMF calls, and the strings of ``*_METRICS`` tuples, in one module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            named = [k.value for k in node.keywords if k.arg == "name"]
+            if func in _METRIC_CALLS and (node.args or named):
+                yield from _constants((node.args[:1] + named)[0])
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id.endswith("_METRICS") for t in node.targets
+        ):
+            constants = (c for c in ast.walk(node.value) if isinstance(c, ast.Constant))
+            yield from (c.value for c in constants if isinstance(c.value, str))
+
+
+@functools.cache
+def emitted_metrics() -> set[str]:
+    """Metric names the code emits, and those the template and state machines name (alarms,
+    PutMetricData)."""
+    sources = [
+        *(ROOT / "layers" / "spillway" / "spillway").rglob("*.py"),
+        *(ROOT / "functions").rglob("*.py"),
+    ]
+    names = {name for path in sources for name in _metric_names(ast.parse(path.read_text()))}
+    for path in [ROOT / "template.yaml", *(ROOT / "statemachines").glob("*.json")]:
+        names.update(re.findall(r'"?MetricName"?\s*:\s*"?([A-Za-z]+)"?', path.read_text()))
+    return names
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    """``<fn>-errors`` stands for any alarm that ends so."""
+    return re.compile(
+        "".join(".+" if p.startswith("<") else re.escape(p) for p in re.split(r"(<[^>]+>)", name))
+    )
+
+
+def runbook_problems(text: str) -> list[str]:
+    """The runbook's alarms are the template's, all of them; its metrics are all emitted."""
+    alarms = template_alarms()
+    listed = [_pattern(first_span(c)) for c in table(text, "alarm", "means", "do").column(0)]
+    out = [
+        f"runbook: alarm {p.pattern!r} is not in template.yaml"
+        for p in listed
+        if not any(p.fullmatch(a) for a in alarms)
+    ]
+    out += [
+        f"runbook: template alarm {a!r} has no row"
+        for a in sorted(alarms)
+        if not any(p.fullmatch(a) for p in listed)
+    ]
+    emitted = emitted_metrics()
+    metrics = [m for c in table(text, "metric", "from", "meaning").column(0) for m in all_spans(c)]
+    out += [f"runbook: metric {m!r} is emitted by no code" for m in metrics if m not in emitted]
+    return out
+
+
+# --- 5. deploy parameters ---------------------------------------------------------------------------
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _planner_run_problems(run: list[str]) -> list[str]:
+    """The threshold parameters default to the planner's defaults (``ScaleDownIdleMinutes``:
+    ``scale_down_idle_minutes``)."""
+    params = TEMPLATE["Parameters"]
+    return [
+        f"parameter {name} default {params[name]['Default']}, the planner's {_model_default(_snake(name))}"
+        for name in run
+        if float(params[name]["Default"]) != _model_default(_snake(name))
+    ]
+
+
+def _default_problems(names: list[str], cell: str) -> list[str]:
+    """A row's defaults (``—``: none, ``empty``: "", else the code span; several names, several
+    comma-separated defaults) against template.yaml's."""
+    params = TEMPLATE["Parameters"]
+    stated = [d.strip() for d in cell.split(",")] if len(names) > 1 else [cell.strip()]
+    out = []
+    for name, said in zip(names, stated, strict=False):
+        want = params[name].get("Default")
+        value = None if said in ("—", "") else "" if said == "empty" else first_span(said)
+        if str(value) != str(want):
+            out.append(f"parameter {name}: README default {said!r}, template.yaml {want!r}")
+    return out
+
+
+def parameter_problems(text: str) -> list[str]:
+    """The Deployment configuration table names template.yaml's Parameters, all of them, with their
+    defaults; ``A`` … ``B`` is the run of parameters from A to B, whose defaults are the planner's."""
+    order = list(TEMPLATE["Parameters"])
+    out: list[str] = []
+    covered: set[str] = set()
+    for row in table(text, "parameter", "default", "meaning").rows:
+        names = all_spans(row[0])
+        unknown = [n for n in names if n not in order]
+        out += [f"parameters table: {n!r} is not a template parameter" for n in unknown]
+        if unknown:
+            continue
+        if "…" in row[0] and len(names) == 2:
+            run = order[order.index(names[0]) : order.index(names[1]) + 1]
+            out += _planner_run_problems(run)
+        else:
+            run = names
+            out += _default_problems(names, row[1])
+        covered.update(run)
+    out += [f"template parameter {p!r} has no row" for p in order if p not in covered]
+    return out
+
+
+def runtime_variable_problems(text: str) -> list[str]:
+    """The "Runtime variables with defaults" paragraph names variables the functions read
+    (spillway/runtime.py, or a planner key's variable), with their defaults."""
+    found = re.search(r"^Runtime variables with defaults.*?(?=\n\n)", text, flags=re.S | re.M)
+    if found is None:
+        return ["the README has no 'Runtime variables with defaults' paragraph"]
+    out: list[str] = []
+    for match in re.finditer(r"`([A-Z][A-Z0-9_]+)`(?:\s*\([^)]*\))?(?:\s+(\d+))?", found.group(0)):
+        var, stated = match.groups()
+        if var in _RUNTIME_VARS:
+            default = RuntimeConfig.model_fields[_RUNTIME_VARS[var]].default
+        elif var.lower() in CONFIG_KEYS:
+            default = _model_default(var.lower())
+        else:
+            out.append(f"runtime variable {var} is read by nothing (spillway/runtime.py)")
+            continue
+        if stated is not None and float(stated) != float(default):
+            out.append(f"runtime variable {var}: README default {stated}, spillway/runtime.py {default}")
+    return out
+
+
+# --- 6. Kubernetes manifests and what `kubectl get` collects --------------------------------------
+
+SERVED_GROUPS = {rt.group for rt in resources.ALL}
+
+
+def _read_by_spillway(kind: str, api_version: str) -> bool:
+    item = {"kind": kind, "apiVersion": api_version}
+    return _model_for(kind, api_version) is not None or bool(provreq._ours(item, ("", "")))
+
+
+def _provisioning_config_problems(line: int, spec: dict[str, Any]) -> list[str]:
+    """Kueue's ProvisioningRequestConfig asks for a class Spillway serves, and pins pods by the label
+    and class detail Spillway publishes (Kueue's ``podSetUpdates.nodeSelector``: ``key`` and
+    ``valueFromProvisioningClassDetail``, kueue apis/kueue/v1beta1 ProvisioningRequestPodSetUpdates)."""
+    out = []
+    if spec.get("provisioningClassName") not in provreq.CLASSES:
+        out.append(f"line {line}: provisioningClassName {spec.get('provisioningClassName')!r} is not served")
+    for selector in (spec.get("podSetUpdates") or {}).get("nodeSelector") or []:
+        pair = (selector.get("key"), selector.get("valueFromProvisioningClassDetail"))
+        if pair != (provreq.NODE_LABEL, provreq.DETAIL_LABEL_VALUE):
+            out.append(f"line {line}: podSetUpdates {pair} is not the label and detail Spillway publishes")
+    return out
+
+
+def manifest_problems(text: str) -> list[str]:
+    """A manifest of a group the emulator serves uses a version and kind it serves and Spillway reads.
+    Kueue's objects (not Spillway's to read) must name what Spillway publishes."""
+    out: list[str] = []
+    for line, doc in documents(text):
+        if not (isinstance(doc, dict) and {"apiVersion", "kind"} <= set(doc)):
+            continue
+        api_version, kind = str(doc["apiVersion"]), str(doc["kind"])
+        if not (doc.get("metadata") or {}).get("name"):
+            out.append(f"line {line}: {kind} has no metadata.name")
+        served = resources.by_api_version(api_version, kind) and _read_by_spillway(kind, api_version)
+        if api_version.rpartition("/")[0] in SERVED_GROUPS and not served:
+            out.append(
+                f"line {line}: {api_version} {kind} is not served by the emulator or not read by Spillway"
+            )
+        if kind == "ProvisioningRequestConfig":
+            out += _provisioning_config_problems(line, doc.get("spec") or {})
+    return out
+
+
+def kubectl_problems(text: str) -> list[str]:
+    """What the README says to collect with ``kubectl get ... -o json`` for ``spillway plan`` is served by
+    the emulator, and read by Spillway."""
+    commands = [c for _, c in shell_commands(text)] + spans(text)
+    out: list[str] = []
+    for command in commands:
+        for match in re.finditer(r"kubectl get (\S+) -A -o json", command):
+            for name in match.group(1).split(","):
+                try:
+                    rt = resources.resolve_kind(name)
+                except KeyError as exc:
+                    out.append(f"kubectl get {name}: {exc}")
+                    continue
+                if not _read_by_spillway(rt.kind, rt.api_version):
+                    out.append(f"kubectl get {name}: {rt.api_version} {rt.kind} is read by no Spillway model")
+    return out
+
+
+# --- the tests -------------------------------------------------------------------------------------
+
+CHECKS = {
+    "config blocks": config_block_problems,
+    "config table": config_table_problems,
+    "nested keys": nested_key_problems,
+    "codes": codes_problems,
+    "cli": cli_problems,
+    "make": make_problems,
+    "first plan": first_plan_problems,
+    "runbook": runbook_problems,
+    "parameters": parameter_problems,
+    "runtime variables": runtime_variable_problems,
+    "manifests": manifest_problems,
+    "kubectl": kubectl_problems,
+}
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_the_readme_holds(check: str) -> None:
+    assert CHECKS[check](README) == []
+
+
+# (check, a README line's text, what it is broken into, a word the problem must name)
+BREAKS = [
+    ("config blocks", "    replicas: 6\n", "    replica: 6\n", "replica"),
+    ("config blocks", "tenants:\n  vc-ee9e8c", "tenant:\n  vc-ee9e8c", "neither"),
+    ("config blocks", '"code": "max-size"}', '"code": "max-sized"}', "max-sized"),
+    ("config table", "| `max_nodes_total` |", "| `max_node_total` |", "max_node"),
+    (
+        "config table",
+        "| `max_scale_in_fraction` | 0.1 |",
+        "| `max_scale_in_fraction` | 0.2 |",
+        "max_scale_in_fraction",
+    ),
+    ("nested keys", "duration: 8h, timezone: UTC}", "duration: 8h, zone: UTC}", "DisruptionBudget.timezone"),
+    ("nested keys", "timezone: <IANA> (default UTC)}", "tz: <IANA> (default UTC)}", "TimeWindow.timezone"),
+    ("codes", "| `utilized` |", "| `utilised` |", "utili"),
+    ("codes", "`finished`, `mirror`, `daemonset` |", "`finished`, `mirror` |", "daemonset"),
+    (
+        "cli",
+        "--scheduler-scoring most-allocated --chart philly.png",
+        "--scheduler-score most-allocated --chart philly.png",
+        "--scheduler-score",
+    ),
+    ("cli", "[--no-teams]", "[--no-team]", "--no-team"),
+    ("cli", "| `--drain-seconds S` |", "| `--drain-second S` |", "--drain-second"),
+    (
+        "cli",
+        "| `--scheduled-actions FILE` (repeatable) |",
+        "| `--scheduled-action FILE` (repeatable) |",
+        "--scheduled-actions",
+    ),
+    ("make", "make bench` runs", "make benchmark` runs", "benchmark"),
+    (
+        "first plan",
+        "--state events/example-state.json",
+        "--state events/example-state2.json",
+        "example-state2",
+    ),
+    ("runbook", "| `drain-timeout` |", "| `drain-timeouts` |", "drain-timeout"),
+    ("runbook", "| `TenantPodsHeld` |", "| `TenantPodHeld` |", "TenantPodHeld"),
+    ("parameters", "| `DrainConcurrency` | 5 |", "| `DrainConcurrency` | 6 |", "DrainConcurrency"),
+    ("parameters", "| `AlarmEmail` |", "| `AlarmMail` |", "Alarm"),
+    ("runtime variables", "`HEARTBEAT_MINUTES` 5,", "`HEARTBEAT_MINUTES` 6,", "HEARTBEAT_MINUTES"),
+    ("runtime variables", "`SNAPSHOT_TTL_HOURS` 24", "`SNAPSHOT_TTL_HOUR` 24", "SNAPSHOT_TTL_HOUR"),
+    ("manifests", "provisioningClassName: best-effort-atomic", "provisioningClassName: atomic", "atomic"),
+    (
+        "manifests",
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck",
+        "apiVersion: autoscaling.x-k8s.io/v1\nkind: AdmissionCheck",
+        "not served",
+    ),
+    ("manifests", "- key: spillway.io/provisioning-request", "- key: spillway.io/request", "podSetUpdates"),
+    (
+        "kubectl",
+        "capacityquotas.autoscaling.x-k8s.io -A",
+        "capacityquotas.autoscaling.k8s.io -A",
+        "capacityquotas",
+    ),
+]
+
+
+@pytest.mark.parametrize(("check", "line", "broken", "named"), BREAKS)
+def test_each_check_fails_on_a_broken_line(check: str, line: str, broken: str, named: str) -> None:
+    assert README.count(line) == 1, f"the README no longer holds {line!r} once: pick another line to break"
+    problems = CHECKS[check](README.replace(line, broken))
+    assert problems, f"{check}: breaking {line!r} went unnoticed"
+    assert any(named in p for p in problems), problems
