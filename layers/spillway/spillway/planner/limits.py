@@ -19,6 +19,11 @@ Charging (README "Tenants, limits and gangs"):
   capacity), and so do ``cores_total`` and ``memory_total`` (cluster-autoscaler's scale-up resource
   manager reads cores and memory from ``status.capacity``); tenant limits and ``gpu_total`` count
   allocatable (cluster-autoscaler counts a node's GPUs from its allocatable), ``max_nodes_total`` nodes;
+  ``gpu_total`` counts a node of a managed group that reports no GPUs yet with its group's template's
+  (:func:`registered_shape`, as cluster-autoscaler does); tenant limits and CapacityQuotas do not: a
+  tenant is charged what its pods may use, and the template's GPUs when its pods take such a node as
+  capacity launching (:func:`spillway.planner.placement.place_on_launching`), and the API defines a
+  quota's usage as the nodes' ``status.capacity``;
 - capacity still launching is charged to no tenant until a plan places a tenant's pods there: a
   launching node a limited tenant's class is the first to take is charged to that tenant, within its
   limits (else a tenant held at its limit would take the nodes another tenant's pods are waiting for,
@@ -55,15 +60,42 @@ Measure = Callable[[Mapping[str, int]], Resources]
 @dataclass(frozen=True, slots=True)
 class Shape:
     """One node as the limits count it: its allocatable, and its ``status.capacity`` (each with
-    ``nodes``: one node)."""
+    ``nodes``: one node); ``gpu_target``: its allocatable with the GPUs it will have once its device
+    plugin registers them (:func:`registered_shape`), what ``gpu_total`` counts."""
 
     allocatable: Mapping[str, int]
     capacity: Mapping[str, int]
+    gpu_target: Mapping[str, int]
 
 
-def node_shape(allocatable: Mapping[str, int], capacity: Mapping[str, int]) -> Shape:
+def node_shape(
+    allocatable: Mapping[str, int], capacity: Mapping[str, int], gpu_target: Mapping[str, int] | None = None
+) -> Shape:
     vector = node_vector(allocatable)
-    return Shape(vector, vector if capacity is allocatable else node_vector(capacity))
+    target = vector if gpu_target is None or gpu_target is allocatable else node_vector(gpu_target)
+    return Shape(vector, vector if capacity is allocatable else node_vector(capacity), target)
+
+
+def registered_shape(info: NodeInfo, group: NodeGroup | None) -> Shape:
+    """A registered node as the limits count it: the one reader of a node's GPUs for the totals.
+
+    A GPU node registers (and goes Ready) before its device plugin publishes its GPUs. As
+    cluster-autoscaler counts GPUs for ``--gpu-total`` (``GetNodeGpuTarget``,
+    ``processors/customresources/gpu_processor.go``, in its scale-up resource manager and scale-down
+    limits): a node that reports no GPUs of the vendors' resources in its allocatable, of a managed
+    group whose template has some, counts its template's (cluster-autoscaler asks this of nodes with its
+    GPU label, ``k8s.amazonaws.com/accelerator`` on AWS, which a label-kind total selects; a
+    resource-named total has no label, and the template alone says the node has GPUs, as
+    :func:`spillway.planner.startup.uninitialized` decides). A node of no managed group counts what it
+    reports: cluster-autoscaler has no template for it and fails the count instead (no GPU scale-up,
+    no removal of a node with GPUs of a limited kind, while such a node is there); Spillway does not
+    halt on it. Tenant limits and CapacityQuotas do not read this (see the module docstring)."""
+    template = group.template if group is not None else None
+    reported = info.allocatable
+    if template is None or any(reported.get(r, 0) > 0 for r in GPU_RESOURCES):
+        return node_shape(reported, info.capacity)
+    promised = {r: template.allocatable[r] for r in GPU_RESOURCES if template.allocatable.get(r, 0) > 0}
+    return node_shape(reported, info.capacity, {**reported, **promised} if promised else None)
 
 
 def _whole(vector: Mapping[str, int]) -> Resources:
@@ -87,11 +119,15 @@ class Constraint:
     measure: Measure = _whole
     # counts the nodes' status.capacity (a CapacityQuota, cores_total, memory_total), else allocatable
     on_capacity: bool = False
+    # counts a node's GPUs not registered yet (gpu_total: Shape.gpu_target)
+    gpu_target: bool = False
     used: Resources = field(default_factory=dict)
 
     def vector(self, shape: Shape) -> Resources:
         """What one node of ``shape`` counts against this constraint."""
-        return self.measure(shape.capacity if self.on_capacity else shape.allocatable)
+        if self.on_capacity:
+            return self.measure(shape.capacity)
+        return self.measure(shape.gpu_target if self.gpu_target else shape.allocatable)
 
     def covers(self, tenant: str | None, group: NodeGroup | None, labels: Mapping[str, str]) -> bool:
         if self.tenant is not None and tenant != self.tenant:
@@ -158,7 +194,7 @@ class Limits:
         for node in self.ctx.nodes.values():
             if node.group is not None:
                 registered[node.group.name] = registered.get(node.group.name, 0) + 1
-            shape = node_shape(node.info.allocatable, node.info.capacity)
+            shape = registered_shape(node.info, node.group)
             labels = node.info.labels
             for c in self.constraints:
                 if c.tenant is None:
@@ -242,7 +278,8 @@ class Floors:
     its unremovable reason ``MinimalResourceLimitExceeded``).
 
     As cluster-autoscaler counts them: the cluster's total is every registered node's (cores and memory
-    from ``status.capacity``, GPUs from allocatable, by kind) but those on their way out (``leaving``:
+    from ``status.capacity``, GPUs from allocatable, by kind, or a managed group's template while the
+    node reports none: :func:`registered_shape`) but those on their way out (``leaving``:
     being deleted, or drained already to be terminated); what scale-down may take is what that total has
     above the minimum. A node is kept when removing it would take more of one resource than is left
     above its minimum; each node the plan removes spends what it has."""
@@ -255,7 +292,7 @@ class Floors:
 
     def refusal(self, info: NodeInfo, group: NodeGroup | None) -> tuple[str, str] | None:
         """Why removing the node would break a minimum, or None."""
-        shape = node_shape(info.allocatable, info.capacity)
+        shape = registered_shape(info, group)
         for c in self.floors:
             if not c.covers(None, group, info.labels):
                 continue
@@ -281,7 +318,7 @@ class Floors:
         return copy
 
     def _add(self, info: NodeInfo, group: NodeGroup | None, sign: int) -> None:
-        shape = node_shape(info.allocatable, info.capacity)
+        shape = registered_shape(info, group)
         for c in self.floors:
             if c.covers(None, group, info.labels):
                 add_into(c.used, c.vector(shape), sign)
@@ -351,13 +388,14 @@ def _totals(config: PlannerConfig, code: str, bound: Callable[[int, int], int]) 
 def _gpu_constraint(kind: str, gpus: int, code: str) -> Constraint:
     name = f"cluster gpu_total {kind}"
     if "/" in kind:  # a resource name: that resource on every node
-        return Constraint(name, code, {kind: gpus * 1000})
+        return Constraint(name, code, {kind: gpus * 1000}, gpu_target=True)
     return Constraint(
         name,
         code,
         {GPU: gpus * 1000},
         selector=lambda labels: labels.get(ACCELERATOR_LABEL) == kind,
         measure=_gpus,
+        gpu_target=True,
     )
 
 

@@ -1,0 +1,112 @@
+"""GPUs a node has but does not report yet, in the cluster totals (``gpu_total``).
+
+A GPU node registers, and goes Ready, before its device plugin publishes ``nvidia.com/gpu``. As
+cluster-autoscaler counts GPUs for ``--gpu-total`` (``GetNodeGpuTarget``, used by its scale-up resource
+manager and its scale-down limits), such a node of an autoscaled group has the GPUs of its group's
+template; a node of no autoscaled group has what it reports. So a node whose GPUs are not registered
+yet neither leaves room under the maximum nor is free to remove under the minimum.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
+
+from spillway.local import objects as o
+from spillway.planner import ScalingPlan, codes
+
+ACCELERATOR = {"k8s.amazonaws.com/accelerator": "nvidia-a10g"}
+ALL_AT_ONCE: dict[str, Any] = {"max_scale_in_fraction": 1.0}
+WHOLE_NODE: dict[str, Any] = {"cpu": "40", "memory": "160Gi"}  # with 4 GPUs: a g5.12xlarge each
+# each total in both forms: the accelerator label's value (cluster-autoscaler's), or the resource name
+BY_LABEL = ("nvidia-a10g", ACCELERATOR)
+BY_RESOURCE = ("nvidia.com/gpu", None)
+FORMS = pytest.mark.parametrize(("kind", "labels"), [BY_LABEL, BY_RESOURCE], ids=["label", "resource"])
+
+
+def _without_gpus(w: World, node: str, joined_minutes_ago: float) -> None:
+    """``node`` joined ``joined_minutes_ago`` and is Ready, its device plugin not registered (yet)."""
+    item = w.node(node)
+    item["metadata"]["creationTimestamp"] = o.iso(NOW - timedelta(minutes=joined_minutes_ago))
+    for key in ("allocatable", "capacity"):
+        item["status"][key].pop("nvidia.com/gpu")
+
+
+def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
+    return {k.node: (k.code, k.reason) for k in result.kept}
+
+
+@FORMS
+def test_gpus_not_registered_yet_count_toward_the_maximum(kind: str, labels: dict[str, str] | None) -> None:
+    w = World(regions=("us-east-1",))
+    ready, starting = w.group("gpu", "g5.12xlarge", nodes=2, max_size=10, gpu_taint=True, labels=labels)
+    _without_gpus(w, starting, joined_minutes_ago=1)
+    w.gpu_pods("busy", 1, 4, node_name=ready, **WHOLE_NODE)
+    jobs = w.gpu_pods("train", 3, 4, **WHOLE_NODE)
+
+    result = w.plan(gpu_total=[f"{kind}:0:12"])
+
+    # 4 GPUs on the Ready node, 4 coming on the starting one: room for one more node, not two
+    from_size, to_size, opened_for = scale_up(result)["gpu"]
+    assert (from_size, to_size, len(opened_for)) == (2, 3, 1)
+    waiting = pending_codes(result)
+    assert sorted(waiting.values()) == [codes.CLUSTER_LIMIT, codes.FITS_LAUNCHING]
+    assert set(waiting) | set(opened_for) == set(jobs)
+    (held,) = (p for p, c in waiting.items() if c == codes.CLUSTER_LIMIT)
+    used = "gpus" if labels else "nvidia.com/gpu"
+    assert pending_reasons(result)[held].endswith(
+        f"cluster gpu_total {kind} limit {used}=12 reached ({used}=12 used)"
+    )
+
+
+@FORMS
+def test_a_node_without_its_gpus_is_not_free_to_remove_under_the_minimum(
+    kind: str, labels: dict[str, str] | None
+) -> None:
+    w = World(regions=("us-east-1",))
+    busy, broken = w.group("gpu", "g5.12xlarge", nodes=2, max_size=10, gpu_taint=True, labels=labels)
+    _without_gpus(w, broken, joined_minutes_ago=90)  # its driver never loaded: an ordinary idle node
+    w.gpu_pods("busy", 1, 4, node_name=busy, **WHOLE_NODE)
+    w.idle_since(broken, 60)
+
+    result = w.plan(gpu_total=[f"{kind}:8:64"], **ALL_AT_ONCE)
+
+    assert result.drain == ()  # cluster-autoscaler counts its template's 4: 8, at the minimum
+    code, reason = _kept(result)[broken]
+    assert code == codes.CLUSTER_MIN
+    assert reason.endswith("minimum gpus=8 (gpus=8 now, gpus=4 on this node)") or reason.endswith(
+        "minimum nvidia.com/gpu=8 (nvidia.com/gpu=8 now, nvidia.com/gpu=4 on this node)"
+    )
+    # with no minimum it goes as any idle node does
+    assert [d.node for d in w.plan(gpu_total=[f"{kind}:0:64"], **ALL_AT_ONCE).drain] == [broken]
+
+
+@FORMS
+def test_a_starting_nodes_gpus_count_in_the_total_other_nodes_are_removed_from(
+    kind: str, labels: dict[str, str] | None
+) -> None:
+    w = World(regions=("us-east-1",))
+    idle, starting = w.group("gpu", "g5.12xlarge", nodes=2, max_size=10, gpu_taint=True, labels=labels)
+    _without_gpus(w, starting, joined_minutes_ago=1)
+    w.idle_since(idle, 60)
+
+    result = w.plan(gpu_total=[f"{kind}:4:64"], **ALL_AT_ONCE)
+
+    # 8 GPUs with the starting node's 4: the idle node's 4 are above the minimum
+    assert [d.node for d in result.drain] == [idle]
+    assert _kept(result)[starting][0] == codes.STARTING
+
+
+def test_a_node_of_no_managed_group_counts_the_gpus_it_reports() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True, labels=ACCELERATOR)
+    # a self-managed node, labelled, its device plugin not registered: no template to take GPUs from
+    w.items.append(o.node("ip-10-0-9-9.ec2.internal", instance="i-0selfmanaged", labels=ACCELERATOR))
+    jobs = w.gpu_pods("train", 3, 4, **WHOLE_NODE)
+
+    result = w.plan(gpu_total=["nvidia-a10g:0:12"])
+
+    assert scale_up(result)["gpu"] == (0, 3, jobs)
