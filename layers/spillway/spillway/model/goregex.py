@@ -1,0 +1,477 @@
+r"""Go's regular expressions (``regexp.Compile``: RE2 syntax, regexp/syntax with its Perl flags) read into
+Python's ``re``, so that a pattern matches the same strings in both.
+
+cluster-autoscaler compiles its priority expander's patterns with Go's ``regexp`` (:mod:`.priorities`).
+:func:`python_pattern` parses a pattern as Go's parser does (regexp/syntax/parse.go; the syntax is the one
+pkg.go.dev/regexp/syntax documents) and writes each construct out in syntax that Python 3.11 and later
+read alike:
+
+- every character class as its code point ranges: Go's ``\d \s \w``, POSIX classes (``[[:^alpha:]]``,
+  ``[[:digit:]_-]``) and ``\b`` are ASCII, Python's Unicode, and Python has no POSIX classes;
+- case folding (``(?i)``) done here, as Go does it while parsing (a class folded, then negated), with Go's
+  simple folding of ASCII: ``k`` and ``s`` also match the Kelvin sign and the long s, and no other
+  character folds into ASCII (the dotless i folds to nothing); outside ASCII the letters' Python case
+  pairs stand in for Go's orbits. AWS limits an Auto Scaling group's name to ASCII 33 to 126, so a name
+  is matched exactly;
+- ``^ $ .`` for the flags in force (Go's ``$`` without ``(?m)`` is ``\z``, Python's ``\Z``; Python's
+  ``$`` also matches before a final newline), ``(?U)`` by swapping greedy and lazy, a flag set mid-group
+  held to the group's end (past ``|``, as Go keeps it), and every group non-capturing (names and
+  numbers match nothing: ``(?<n>...)``, ``(?P<1st>...)`` and a name used twice read as Go reads them);
+- ``\Q...\E``, ``\x{10FFFF}``, octal ``\123`` (``\12`` is a newline, not a backreference), ``\a \f \v``,
+  and what Go reads as literal text (``a{,3}``, ``a{01}``) as the characters they stand for.
+
+What Go refuses raises :class:`GoRegexError` naming the construct; so do Unicode classes (``\pL``,
+``\p{Greek}``), which Go reads and Python's ``re`` has no equivalent of. Not checked: Go's limits on
+nesting depth (1000) and compiled size, far beyond a node group pattern's.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+MAX_REPEAT = 1000  # regexp/syntax maxRepeat: the largest count, and product of nested counts
+MAX_RUNE = 0x10FFFF
+_MIN_FOLD, _MAX_FOLD = 0x41, 0x1E943  # parse.go minFold, maxFold: no rune outside folds
+
+Ranges = list[tuple[int, int]]
+
+
+class GoRegexError(ValueError):
+    """A pattern Go's regexp refuses, or one Python's re cannot read as Go does; says which construct."""
+
+
+def _table(*pairs: int) -> tuple[tuple[int, int], ...]:
+    return tuple(zip(pairs[::2], pairs[1::2], strict=True))
+
+
+# regexp/syntax perl_groups.go: perlGroup and posixGroup, all ASCII
+_PERL = {"d": _table(0x30, 0x39), "s": _table(0x9, 0xA, 0xC, 0xD, 0x20, 0x20),
+         "w": _table(0x30, 0x39, 0x41, 0x5A, 0x5F, 0x5F, 0x61, 0x7A)}  # fmt: skip
+_POSIX = {
+    "alnum": _table(0x30, 0x39, 0x41, 0x5A, 0x61, 0x7A), "alpha": _table(0x41, 0x5A, 0x61, 0x7A),
+    "ascii": _table(0x0, 0x7F), "blank": _table(0x9, 0x9, 0x20, 0x20), "cntrl": _table(0x0, 0x1F, 0x7F, 0x7F),
+    "digit": _table(0x30, 0x39), "graph": _table(0x21, 0x7E), "lower": _table(0x61, 0x7A),
+    "print": _table(0x20, 0x7E), "punct": _table(0x21, 0x2F, 0x3A, 0x40, 0x5B, 0x60, 0x7B, 0x7E),
+    "space": _table(0x9, 0xD, 0x20, 0x20), "upper": _table(0x41, 0x5A), "word": _PERL["w"],
+    "xdigit": _table(0x30, 0x39, 0x41, 0x46, 0x61, 0x66),
+}  # fmt: skip
+# Go's caseOrbit (unicode/tables.go): the only runes outside ASCII that fold into it
+_INTO_ASCII = {0x17F: "sS", 0x212A: "kK", 0x73: "\u017f", 0x53: "\u017f", 0x6B: "\u212a", 0x4B: "\u212a"}
+
+# What Python's re takes and Go's parser refuses, after "(?" (named for the message)
+_EXTENSIONS = {
+    "=": "lookahead (?=...)", "!": "negative lookahead (?!...)", "<=": "lookbehind (?<=...)",
+    "<!": "negative lookbehind (?<!...)", ">": "an atomic group (?>...)", "(": "a conditional (?(...)...)",
+    "#": "a comment (?#...)", "P=": "a named backreference (?P=...)",
+}  # fmt: skip
+_ESCAPES = {"Z": r"\Z (RE2 writes \z)", "u": r"\u (RE2 writes \x{...})", "U": r"\U (RE2 writes \x{...})",
+            "N": r"\N{...}", "C": r"\C (any byte)"}  # fmt: skip
+_CHAR_ESCAPES = {"a": 0x7, "f": 0xC, "n": 0xA, "r": 0xD, "t": 0x9, "v": 0xB}
+# Go's \b is ASCII; its \B matches in an empty text, where Python's (before 3.14) does not
+_ASSERTIONS = {"A": r"\A", "z": r"\Z", "b": r"(?a:\b)", "B": r"(?a:(?!\b))"}
+_COUNTS = re.compile(r"\{(0|[1-9][0-9]*)(?:(,)(0|[1-9][0-9]*)?)?\}")  # parse.go parseRepeat, parseInt
+_NAME = re.compile(r"[A-Za-z0-9_]+")
+_OCTAL = re.compile(r"0[0-7]{0,2}|[1-7][0-7]{1,2}")  # \1 to \7 alone would be a backreference
+_HEX = re.compile(r"\{([0-9A-Fa-f]+)\}|[0-9A-Fa-f]{2}")
+
+
+def python_pattern(pattern: str) -> str:
+    """``pattern``, a Go regular expression, as a Python one that matches the same strings;
+    :class:`GoRegexError` for what Go refuses or Python cannot read."""
+    return _Parser(pattern).translate()
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(pattern: str) -> re.Pattern[str]:
+    """:func:`python_pattern` compiled (cached: the planner matches every group against every pattern)."""
+    return re.compile(python_pattern(pattern))
+
+
+# --- character classes: sorted, merged code point ranges, as parse.go's cleanClass keeps them -------
+
+
+def _clean(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    out: Ranges = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _negate(ranges: Ranges) -> Ranges:
+    out, lo = [], 0
+    for start, end in ranges:
+        if lo < start:
+            out.append((lo, start - 1))
+        lo = end + 1
+    return [*out, (lo, MAX_RUNE)] if lo <= MAX_RUNE else out
+
+
+def _orbit(cp: int) -> Iterator[int]:
+    """The runes ``cp`` matches under (?i) besides itself (Go: unicode.SimpleFold's orbit)."""
+    char = chr(cp)
+    for other in (char.lower(), char.upper()):
+        if len(other) == 1 and other.isascii() == char.isascii():
+            yield ord(other)
+    yield from map(ord, _INTO_ASCII.get(cp, ""))
+
+
+def _fold(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    """The ranges with every rune's case-folding equivalents added (parse.go appendFoldedRange)."""
+    out: Ranges = []
+    for lo, hi in ranges:
+        out.append((lo, hi))
+        if lo <= _MIN_FOLD and hi >= _MAX_FOLD:
+            continue  # folding adds nothing to a range this wide
+        for cp in range(max(lo, _MIN_FOLD), min(hi, _MAX_FOLD) + 1):
+            out.extend((f, f) for f in _orbit(cp))
+    return _clean(out)
+
+
+def _group(table: Iterable[tuple[int, int]], negated: bool, fold: bool) -> Ranges:
+    """A Perl or POSIX class: folded first, then negated (parse.go appendGroup)."""
+    ranges = _fold(table) if fold else _clean(table)
+    return _negate(ranges) if negated else ranges
+
+
+def _char(cp: int) -> str:
+    char = chr(cp)
+    if char.isascii() and (char.isalnum() or char == "_"):
+        return char
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
+
+
+def _class_text(ranges: Ranges) -> str:
+    if not ranges:
+        return "(?!)"  # an empty class matches nothing, as Go's [^\x00-\x{10FFFF}]
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _char(ranges[0][0])
+    return "[" + "".join(_char(lo) if lo == hi else f"{_char(lo)}-{_char(hi)}" for lo, hi in ranges) + "]"
+
+
+# --- the parser ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Item:
+    text: str  # Python syntax
+    weight: int = 1  # the product of the counts {n,m} nested in it (0 under a {0}: repeatIsValid stops)
+
+
+@dataclass
+class _Group:
+    flags: frozenset[str]  # the flags in force where it opened, restored at its ) (parseRightParen)
+    branches: list[list[_Item]] = field(default_factory=list)
+    items: list[_Item] = field(default_factory=list)
+
+    def item(self) -> _Item:
+        branches = [*self.branches, self.items]
+        text = "|".join("".join(item.text for item in branch) for branch in branches)
+        return _Item(f"(?:{text})", max((item.weight for branch in branches for item in branch), default=1))
+
+
+class _Parser:
+    """Go's parse loop (parse.go ``parse``) over one pattern, writing Python as it goes."""
+
+    def __init__(self, pattern: str) -> None:
+        self.text = pattern
+        self.at = 0
+        self.flags: frozenset[str] = frozenset()  # Go's i, m, s, U set now
+        self.groups = [_Group(frozenset())]
+        self.last_repeat = ""  # the repetition just read, as parse.go's lastRepeat
+
+    def translate(self) -> str:
+        if any(0xD800 <= ord(char) <= 0xDFFF for char in self.text):
+            raise GoRegexError("is not valid UTF-8 text, which RE2 refuses")
+        while self.at < len(self.text):
+            self.last_repeat = self._step()
+        if len(self.groups) > 1:
+            raise GoRegexError("misses a closing ), which RE2 refuses")
+        return self.groups[0].item().text[3:-1]
+
+    def _step(self) -> str:
+        """Reads one construct; returns it when it was a repetition."""
+        char = self.text[self.at]
+        if char in "*+?" or (char == "{" and _COUNTS.match(self.text, self.at)):
+            return self._repeat()
+        handlers = {"(": self._open, ")": self._close, "|": self._bar, "[": self._class, "\\": self._escape}
+        handlers.get(char, self._plain)()
+        return ""
+
+    def _push(self, text: str, weight: int = 1) -> None:
+        self.groups[-1].items.append(_Item(text, weight))
+
+    def _literal(self, cp: int) -> None:
+        self._push(_class_text(_fold([(cp, cp)]) if "i" in self.flags else [(cp, cp)]))
+
+    def _plain(self) -> None:
+        char = self.text[self.at]
+        self.at += 1
+        multiline, dotnl = "m" in self.flags, "s" in self.flags
+        spelled = {"^": "(?m:^)" if multiline else r"\A", "$": "(?m:$)" if multiline else r"\Z",
+                   ".": "(?s:.)" if dotnl else r"[^\n]"}  # fmt: skip
+        if char in spelled:
+            self._push(spelled[char])
+        else:
+            self._literal(ord(char))  # "{" too when no count follows: parse.go reads it as text
+
+    # -- repetitions: * + ? {n} {n,} {n,m}, lazy with ?, swapped by (?U) --
+
+    def _repeat(self) -> str:
+        start = self.at
+        counts = _COUNTS.match(self.text, self.at) if self.text[start] == "{" else None
+        if counts:
+            low, comma, high = counts.groups()
+            most = int(high) if high else (-1 if comma else int(low))
+            bounds, self.at = (int(low), most), counts.end()
+        else:
+            bounds = {"*": (0, -1), "+": (1, -1), "?": (0, 1)}[self.text[start]]
+            self.at += 1
+        lazy = self.text.startswith("?", self.at)
+        self.at += lazy
+        token = self.text[start : self.at]
+        self._check_repeat(token, bounds, counted=counts is not None)
+        item = self.groups[-1].items[-1]
+        item.text = f"(?:{item.text}){_python_repeat(token[0], bounds, lazy != ('U' in self.flags))}"
+        if token[0] == "{":
+            item.weight = _weight(token, bounds, item.weight)
+        return token
+
+    def _check_repeat(self, token: str, bounds: tuple[int, int], *, counted: bool) -> None:
+        if self.last_repeat:
+            if token == "+":
+                raise GoRegexError(f"uses a possessive quantifier {self.last_repeat}+, which RE2 lacks")
+            raise GoRegexError(f"stacks a repetition on a repetition ({self.last_repeat}{token}), which RE2 "
+                               "refuses: write (?:x*)* to repeat one")  # fmt: skip
+        low, high = bounds
+        if counted and max(low, high) > MAX_REPEAT:
+            raise GoRegexError(f"repeats {token}: above 1000 times, which RE2 refuses")
+        if counted and 0 <= high < low:
+            raise GoRegexError(f"repeats {token}: fewer at most than at least, which RE2 refuses")
+        if not self.groups[-1].items:
+            raise GoRegexError(f"has nothing before {token} to repeat, which RE2 refuses")
+
+    # -- groups and alternation --
+
+    def _open(self) -> None:
+        rest = self.text[self.at + 2 :] if self.text.startswith("(?", self.at) else None
+        if rest is None:
+            self._open_group(self.at + 1)
+            return
+        for start, what in _EXTENSIONS.items():
+            if rest.startswith(start):
+                raise GoRegexError(f"uses {what}, which RE2 lacks")
+        if (rest.startswith("P<") and len(rest) > 2) or (rest.startswith("<") and len(rest) > 1):
+            self._named_group(rest.startswith("P") + 3)
+        else:
+            self._flags()
+
+    def _open_group(self, end: int, flags: frozenset[str] | None = None) -> None:
+        self.groups.append(_Group(self.flags))
+        self.flags = self.flags if flags is None else flags
+        self.at = end
+
+    def _named_group(self, name_at: int) -> None:
+        """(?P<name>...) or (?<name>...) (Go 1.22 on): a name of [A-Za-z0-9_]; Go takes a leading digit
+        and a name given twice, which Python's re refuses: the group is written without its name."""
+        end = self.text.find(">", self.at)
+        name = self.text[self.at + name_at : end] if end >= 0 else self.text[self.at + name_at :]
+        if end < 0 or not _NAME.fullmatch(name):
+            raise GoRegexError(f"has a group name {name!r}; RE2 takes only [A-Za-z0-9_]")
+        self._open_group(end + 1)
+
+    def _flags(self) -> None:
+        """(?flags) or (?flags:...): i m s U, some after one -; nothing else (parse.go parsePerlFlags)."""
+        flags, sign, seen, at = set(self.flags), 1, False, self.at + 2
+        while at < len(self.text):
+            char, at = self.text[at], at + 1
+            if char in "imsU":
+                (flags.add if sign > 0 else flags.discard)(char)
+                seen = True
+            elif char == "-" and sign > 0:
+                sign, seen = -1, False
+            elif char in ":)" and (sign > 0 or seen):
+                if char == ":":
+                    self._open_group(at, frozenset(flags))
+                else:
+                    self.flags, self.at = frozenset(flags), at
+                return
+            else:
+                break
+        token = self.text[self.at : at]
+        if token[-1:].isalpha():
+            raise GoRegexError(f"sets flag {token[-1]}, which RE2 lacks: it has i, m, s and U")
+        raise GoRegexError(f"uses {token}, which RE2 refuses")
+
+    def _close(self) -> None:
+        if len(self.groups) == 1:
+            raise GoRegexError("has a ) that closes no group, which RE2 refuses")
+        group = self.groups.pop()
+        self.flags = group.flags
+        self.groups[-1].items.append(group.item())
+        self.at += 1
+
+    def _bar(self) -> None:
+        group = self.groups[-1]
+        group.branches.append(group.items)
+        group.items = []
+        self.at += 1
+
+    # -- escapes --
+
+    def _escape(self) -> None:
+        kind = self.text[self.at + 1 : self.at + 2]
+        if kind and kind in _ASSERTIONS:
+            self._push(_ASSERTIONS[kind])
+            self.at += 2
+        elif kind == "Q":  # literal text up to \E, or to the end
+            end = self.text.find(r"\E", self.at + 2)
+            stop = len(self.text) if end < 0 else end
+            for char in self.text[self.at + 2 : stop]:
+                self._literal(ord(char))
+            self.at = stop if end < 0 else end + 2
+        elif perl := self._perl_class(self.at):
+            self._push(_class_text(perl))
+            self.at += 2
+        else:
+            self._unicode_class(self.at)
+            self._literal(self._escaped_char(in_class=False))
+
+    def _perl_class(self, at: int) -> Ranges | None:
+        kind = self.text[at + 1 : at + 2]
+        if not kind or kind.lower() not in _PERL:
+            return None
+        return _group(_PERL[kind.lower()], kind.isupper(), "i" in self.flags)
+
+    def _unicode_class(self, at: int) -> None:
+        if self.text[at + 1 : at + 2] in ("p", "P"):
+            braced = self.text.startswith("{", at + 2)
+            end = self.text.find("}", at) + 1 if braced else at + 3
+            spelled = self.text[at : end if end > at else len(self.text)]
+            raise GoRegexError(f"uses the Unicode class {spelled}, which Go's regexp reads and Python's re has "
+                               "no equivalent of: write its characters out (e.g. [a-z])")  # fmt: skip
+
+    def _escaped_char(self, *, in_class: bool) -> int:
+        """The character an escape stands for (parse.go parseEscape); advances past it."""
+        char = self.text[self.at + 1 : self.at + 2]
+        start, self.at = self.at, self.at + 2
+        if not char:
+            raise GoRegexError("ends in a lone \\ (trailing backslash), which RE2 refuses")
+        if char.isascii() and not char.isalnum():
+            return ord(char)  # punctuation stands for itself, \_ too
+        if char in _CHAR_ESCAPES:
+            return _CHAR_ESCAPES[char]
+        if octal := _OCTAL.match(self.text, start + 1):
+            self.at = octal.end()
+            return int(octal.group(), 8)
+        if char == "x":
+            return self._hex(start)
+        raise GoRegexError(_escape_refusal(char, in_class))
+
+    def _hex(self, start: int) -> int:
+        """\\x41, or \\x{...} of one hex digit or more up to 10FFFF."""
+        hexa = _HEX.match(self.text, self.at)
+        value = int(hexa.group(1) or hexa.group(), 16) if hexa else MAX_RUNE + 1
+        if hexa is None or value > MAX_RUNE:
+            braced = self.text.startswith("{", self.at)
+            end = self.text.find("}", self.at) + 1 if braced else self.at + 2
+            spelled = self.text[start : end if end > start else len(self.text)]
+            raise GoRegexError(f"has a malformed hex escape {spelled} (RE2 takes \\x41, or \\x{{41}} up to "
+                               "\\x{10FFFF})")  # fmt: skip
+        self.at = hexa.end()
+        return value
+
+    # -- bracket expressions --
+
+    def _class(self) -> None:
+        """[...] as parse.go parseClass: a leading ] is a member, [:name:] one item, a-z a range,
+        folded item by item under (?i), then negated for [^...]."""
+        start, self.at = self.at, self.at + 1
+        negated = self.text.startswith("^", self.at)
+        self.at += negated
+        ranges: Ranges = []
+        first = True
+        while first or self.text[self.at : self.at + 1] != "]":
+            if self.at >= len(self.text):
+                raise GoRegexError(
+                    f"misses the closing ] of {self.text[start : start + 16]!r}, which RE2 refuses"
+                )
+            first = False
+            ranges.extend(self._class_item())
+        self.at += 1
+        ranges = _clean(ranges)
+        self._push(_class_text(_negate(ranges) if negated else ranges))
+
+    def _class_item(self) -> Ranges:
+        fold = "i" in self.flags
+        if self.text.startswith("[:", self.at) and (end := self.text.find(":]", self.at + 2)) >= 0:
+            spelled = self.text[self.at : end + 2]
+            name = spelled[2:-2].removeprefix("^")
+            if name not in _POSIX:
+                raise GoRegexError(f"uses {spelled}, which is no POSIX class RE2 knows")
+            self.at = end + 2
+            return _group(_POSIX[name], spelled.startswith("[:^"), fold)
+        if self.text.startswith("\\", self.at):
+            self._unicode_class(self.at)
+            if perl := self._perl_class(self.at):
+                self.at += 2
+                return perl
+        start = self.at
+        low = high = self._class_char()
+        if self.text.startswith("-", self.at) and self.text[self.at + 1 : self.at + 2] not in ("", "]"):
+            self.at += 1
+            high = self._class_char()
+            if high < low:
+                spelled = self.text[start : self.at]
+                raise GoRegexError(
+                    f"has the range {spelled}, whose end comes before its start, which RE2 refuses"
+                )
+        return _fold([(low, high)]) if fold else [(low, high)]
+
+    def _class_char(self) -> int:
+        if self.at >= len(self.text):
+            raise GoRegexError("misses the closing ] of a class, which RE2 refuses")
+        if self.text[self.at] == "\\":
+            return self._escaped_char(in_class=True)
+        self.at += 1
+        return ord(self.text[self.at - 1])
+
+
+def _python_repeat(op: str, bounds: tuple[int, int], lazy: bool) -> str:
+    low, high = bounds
+    if op != "{":
+        spelled = op
+    elif low == high:
+        spelled = f"{{{low}}}"
+    else:
+        spelled = f"{{{low},{'' if high < 0 else high}}}"
+    return spelled + "?" * lazy
+
+
+def _weight(token: str, bounds: tuple[int, int], inner: int) -> int:
+    """The product of nested counts Go keeps within 1000 (parse.go repeatIsValid: each count's most,
+    or least when unbounded; a {0} stops the walk)."""
+    low, high = bounds
+    count = low if high < 0 else high
+    weight = 0 if count == 0 else count * max(inner, 1)
+    if weight > MAX_REPEAT:
+        raise GoRegexError(f"nests counts that multiply to {weight} ({token} outermost): above 1000 times, "
+                           "which RE2 refuses")  # fmt: skip
+    return weight
+
+
+def _escape_refusal(char: str, in_class: bool) -> str:
+    if char in "123456789":
+        return f"uses a backreference \\{char}, which RE2 lacks"
+    if in_class and char == "b":
+        return r"uses [\b] (a backspace; RE2 writes \x08), which RE2 lacks"
+    if char in _ESCAPES:
+        return f"uses {_ESCAPES[char]}, which RE2 lacks"
+    if not char.isascii():
+        return f"escapes the non-ASCII character {char!r}, which RE2 refuses"
+    return f"uses \\{char}, an escape RE2 does not know"
