@@ -1055,3 +1055,26 @@ def test_a_make_room_claim_is_no_drain_under_way_for_the_budget() -> None:
         result = w.plan(disruption_budgets=[{"nodes": 1}], max_scale_in_fraction=1.0, **UNDER)
 
         assert len(result.drain) == drained, room
+
+
+def test_no_pod_moves_to_nor_buffer_holds_a_node_being_deleted() -> None:
+    """Two half-full nodes, one being deleted (``deletionTimestamp`` set by someone: it is cordoned,
+    drained and gone soon). The plan consolidated the healthy node onto it, the moved replicas bound
+    for a node on its way out; with a buffer, the buffer's chunk was held there too. As Karpenter's
+    disruption simulation takes only active nodes as destinations (a node marked for deletion is not
+    one: kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go, ``SimulateScheduling``), a node
+    being deleted gives room to no pod; its own pods may still move to the healthy node (README
+    "Consolidation": a node being deleted goes under the budgets). (Found by the shared-cluster
+    properties, test_planner_shared_properties.)"""
+    w, (a, b) = half_full()
+    w.node(a)["metadata"]["deletionTimestamp"] = "2026-11-02T11:58:00Z"
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+    held = w.plan(buffers=[{"name": "warm", "replicas": 1, "pod": {"cpu": "1", "memory": "1Gi"}}],
+                  max_scale_in_fraction=1.0, **UNDER)  # fmt: skip
+
+    for plan_ in (result, held):
+        assert [d.node for d in plan_.drain] == [a], plan_.drain  # b stays: it takes a's replicas
+        assert b in plan_.drain[0].reason
+    assert {p.node for p in held.placements} == {b}  # the buffer's chunk on the node that stays
+    assert kept(held)[b][0] == codes.BUFFER

@@ -114,6 +114,39 @@ def test_an_expendable_pod_its_budget_holds_still_keeps_its_node() -> None:
     assert kept_codes(result)[idle] == codes.WORKLOAD
 
 
+def test_a_budget_that_allows_one_disruption_lets_one_drain_of_the_plan_evict_its_pods() -> None:
+    """Two idle nodes, each running only an expendable pod of one PodDisruptionBudget that allows one
+    disruption, and a node whose movable replica that budget guards too. Each drain that evicts the
+    budget's pods spends one of its disruptions (README "Consolidation": each drain counts once); the
+    plan drained all three: the Eviction API answers 429 to the second and third until the first's
+    replacement is Ready, which an expendable pod's may never be, and those drains time out. Only the
+    first goes now. (Found by the shared-cluster properties, test_planner_shared_properties.)"""
+    w = World(regions=("us-east-1",))
+    keep, first, second, busy = sorted(w.group("cpu", "m5.2xlarge", nodes=4, min_size=0, max_size=10))
+    w.items.append(o.pod("svc-0", cpu="2", memory="2Gi", node_name=keep, owner=("ReplicaSet", "svc")))
+    for i, node in enumerate((first, second)):
+        w.items.append(backfill(node, labels={"app": "backfill"}))
+        w.items[-1]["metadata"]["name"] = f"backfill-{i}"
+        w.idle_since(node, 60)
+    w.items.append(o.pod("web-0", cpu="1", memory="1Gi", node_name=busy, owner=("ReplicaSet", "web"),
+                         labels={"app": "backfill"}, annotations={SAFE_TO_EVICT: "true"}))  # fmt: skip
+    w.items.append(o.pdb("bf", "default", {"app": "backfill"}, max_unavailable=1, disruptions_allowed=1))
+
+    result = w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized",
+                    consolidation_utilization_threshold=1.0)  # fmt: skip
+
+    [drain] = result.drain
+    assert drain.node in (first, second) and drain.code == codes.EXPENDABLE_PODS
+    other = second if drain.node == first else first
+    assert kept_codes(result)[other] == codes.POD_NEVER
+    assert "PodDisruptionBudget default/bf allows 1 disruption(s) now" in kept_reasons(result)[other]
+    assert kept_codes(result)[busy] == codes.POD_NEVER
+    # with two disruptions allowed, two drains take the budget's pods (each one drain's worth)
+    w.items[-1]["status"]["disruptionsAllowed"] = 2
+    assert len(w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized",
+                      consolidation_utilization_threshold=1.0).drain) == 2  # fmt: skip
+
+
 def test_an_expendable_pod_beside_a_workload_pod_changes_nothing() -> None:
     w, _, idle = two_nodes()
     w.items.append(backfill(idle))

@@ -122,6 +122,46 @@ class Budgets:
         )
 
 
+class PodBudgets:
+    """The PodDisruptionBudgets this plan's drains spend, whatever their kind (make room, an idle node's
+    expendable pods, consolidation). A drain evicts a budget's pods one at a time, as it allows (the
+    drain's rounds), so each drain counts once against what the budget allows now: two drains that each
+    evict the one pod a budget lets go at once would wait on each other, the second likely past its
+    deadline (the Eviction API answers 429 until the first pod's replacement is Ready)."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self.allowed = {(p.namespace, p.name): p.disruptions_allowed for p in snapshot.pdbs}
+        self.spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> this plan's drains of its pods
+
+    def refusal(self, pods: Iterable[PodInfo]) -> Verdict:
+        """Why a drain evicting ``pods`` would take a budget past what it allows now, or None."""
+        for namespace, name in sorted(self.evicted(pods)):
+            can = self.allowed.get((namespace, name), 0)
+            if self.spent.get((namespace, name), 0) + 1 > can:
+                return (
+                    codes.POD_NEVER,
+                    f"PodDisruptionBudget {namespace}/{name} allows {can} disruption(s) now, and this "
+                    "plan's other drains use them",
+                )
+        return None
+
+    def spend(self, pods: Iterable[PodInfo]) -> None:
+        for key in self.evicted(pods):
+            self.spent[key] = self.spent.get(key, 0) + 1
+
+    def evicted(self, pods: Iterable[PodInfo]) -> set[tuple[str, str]]:
+        """(namespace, name) of the budgets an eviction of ``pods`` spends (a terminating pod is leaving
+        already; a pod no budget guards, not running yet or let go unready, spends none:
+        ``ClusterSnapshot.pdb_allowance``)."""
+        return {
+            (pod.namespace, name)
+            for pod in pods
+            if not pod.terminating and self.snapshot.pdb_allowance(pod) is not None
+            for name in pod.pdbs
+        }
+
+
 # --- the stage ----------------------------------------------------------------------------------
 
 
@@ -188,7 +228,6 @@ class Consolidation:
             (p for p in self.ctx.snapshot.pods if p.node_name not in leaving), self.jobs
         )
         self.receiving: set[str] = set()
-        self.pdb_spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> this plan's drains of its pods
         self.room: dict[str, WorkNode] = {}
         self.launching: dict[str, list[Bin]] = _copy_bins(stage.launching)
         self.backed_off = {g.name for g in self.ctx.groups if backoff_reason(self.ctx, g)}
@@ -415,7 +454,9 @@ class Consolidation:
         return self._elastic_min(candidate.elastic)
 
     def _move_pods(self, candidate: Candidate, *, make_room: bool) -> Verdict:
-        verdict = _topology_settling(candidate, self.ctx.planned) or self._budgets_spent(candidate)
+        verdict = _topology_settling(candidate, self.ctx.planned) or self.stage.pod_budgets.refusal(
+            candidate.pods
+        )
         if verdict is not None:
             return verdict
         trial = self._fit(candidate, make_room=make_room)
@@ -423,27 +464,10 @@ class Consolidation:
             return codes.DOES_NOT_FIT, _no_room(candidate)
         self.launching, destinations, self.ctx.planned, moved = trial
         self.receiving |= destinations
-        for key in _evicted_budgets(candidate, self.ctx.snapshot):
-            self.pdb_spent[key] = self.pdb_spent.get(key, 0) + 1
+        self.stage.pod_budgets.spend(candidate.pods)
         for job, workers in candidate.elastic.items():
             self.elastic_left[job] = self.elastic_left.get(job, 0) - workers
         self._drain(candidate, destinations, moved, make_room=make_room)
-        return None
-
-    def _budgets_spent(self, candidate: Candidate) -> Verdict:
-        """A PodDisruptionBudget that this plan's earlier drains already use up. A drain evicts a
-        budget's pods one at a time, as it allows (the drain's rounds), so each drain counts once against
-        what the budget allows now: two drains that each evict the one pod a budget lets go at once
-        would wait on each other, the second likely past its deadline."""
-        allowed = {(p.namespace, p.name): p.disruptions_allowed for p in self.ctx.snapshot.pdbs}
-        for namespace, name in sorted(_evicted_budgets(candidate, self.ctx.snapshot)):
-            can = allowed.get((namespace, name), 0)
-            if self.pdb_spent.get((namespace, name), 0) + 1 > can:
-                return (
-                    codes.POD_NEVER,
-                    f"PodDisruptionBudget {namespace}/{name} allows {can} disruption(s) now, and this "
-                    "plan's other drains use them",
-                )
         return None
 
     def _fit(self, candidate: Candidate, *, make_room: bool) -> Trial | None:
@@ -537,18 +561,6 @@ def _no_room(candidate: Candidate) -> str:
             f"runs {held.key}, which kube-scheduler would place on no node once evicted: {held.volume_wait}"
         )
     return f"its {len(candidate.place)} pod(s) do not fit in the free room of the rest of the cluster"
-
-
-def _evicted_budgets(candidate: Candidate, snapshot: ClusterSnapshot) -> set[tuple[str, str]]:
-    """(namespace, name) of the PodDisruptionBudgets an eviction by the candidate's drain spends (a
-    terminating pod is leaving already; a pod no budget guards, not running yet or let go unready,
-    spends none: ``ClusterSnapshot.pdb_allowance``)."""
-    return {
-        (pod.namespace, name)
-        for pod in candidate.pods
-        if not pod.terminating and snapshot.pdb_allowance(pod) is not None
-        for name in pod.pdbs
-    }
 
 
 def _topology_settling(candidate: Candidate, planned: Planned) -> Verdict:

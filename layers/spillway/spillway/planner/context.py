@@ -85,9 +85,14 @@ class WorkNode:
 
     @property
     def schedulable(self) -> bool:
-        """Room for pods now: Ready and initialized, not cordoned, not tainted for draining."""
+        """Room for pods now: Ready and initialized, not being deleted, not cordoned, not tainted for
+        draining. A node being deleted (``deletionTimestamp`` set) is on its way out, as the cluster
+        totals and the disruption budgets count it: Karpenter's disruption simulation takes only active
+        nodes, not those marked for deletion, as destinations (kubernetes-sigs/karpenter
+        pkg/controllers/disruption/helpers.go, ``SimulateScheduling``)."""
         return (
             self.info.ready
+            and not self.info.deleting
             and self.starting is None
             and not self.info.unschedulable
             and not has_taint(self.info, DRAINING_TAINT)

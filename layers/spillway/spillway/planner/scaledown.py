@@ -37,7 +37,7 @@ from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
 from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
 from spillway.planner.buffers import held_here
-from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, mode
+from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, PodBudgets, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service
@@ -226,6 +226,7 @@ class ScaleDownStage:
         self.restored: list[Uncordon] = []  # orphans this plan uncordons
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         self.budgets = Budgets(ctx, self.draining_now)
+        self.pod_budgets = PodBudgets(ctx.snapshot)  # the PodDisruptionBudgets every drain of the plan spends
         self.floors = Floors(ctx, leaving=lambda node: node.info.deleting or self.drain_under_way(node))
         self._consolidation: Consolidation | None = None
         self._count_draining()  # before make room, which drains within the same budgets
@@ -451,13 +452,16 @@ class ScaleDownStage:
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
-        verdict = self.limit(node)
+        wanted = set(node.expendable)  # the pods its drain evicts: they spend their budgets
+        expendable = [p for p in self.ctx.snapshot.pods if p.key in wanted] if wanted else []
+        verdict = self.limit(node) or self.pod_budgets.refusal(expendable)
         if verdict is not None:
             self._keep_or_restore(node, verdict, orphan=orphan)
             return
         ctx, info, group = self.ctx, node.info, node.group
         assert group is not None and info.instance_id is not None
         self.take(node)
+        self.pod_budgets.spend(expendable)
         self.idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=ctx.now)
         where = group.region
         if ctx.primary and group.region != ctx.primary:
