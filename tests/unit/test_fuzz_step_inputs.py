@@ -1,5 +1,6 @@
-"""Fuzzing the scale-up state machine's Lambda steps (spillway.act.scale) on moto: every input that is
-not what scale_up.asl.json sends is refused before anything is read or written.
+"""Fuzzing the scale-up state machine's Lambda steps (spillway.act.scale) and the plan function's input
+on moto: every input that is not what scale_up.asl.json, a person invoking the plan function, or the
+snapshots table's stream sends is refused before anything is read or written.
 
 Each example takes one step's input as the state machine passes it (its ``Parameters``, with the
 outputs of the steps before) and breaks it in one place: a value of another JSON type, a required key
@@ -16,7 +17,6 @@ import copy
 import json
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 import boto3
 import pytest
 from fakes import FakeCluster, FakeSnapshots
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from spillway.act.planning import PlanSettings
@@ -46,7 +46,7 @@ TABLES = {"SnapshotsTable": "snapshots", "PlansTable": "plans", "StateTable": "s
 FUZZ = settings(
     derandomize=True,
     deadline=None,
-    max_examples=40,
+    max_examples=30,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
@@ -75,48 +75,54 @@ class World:
             self.armed[0] = False
 
 
-@contextmanager
-def world() -> Iterator[World]:
-    """moto: group ``gpu`` (desired 1, MaxSize 4) tagged for ``prod``, the tables from template.yaml; a
-    cordoned Node to uncordon. AWS calls through the steps' own clients are recorded."""
+@pytest.fixture(scope="module")
+def aws() -> Iterator[None]:
+    """One moto for the module (mocks do not nest: an inner one would share the outer's backends)."""
     from moto import mock_aws
 
     with pytest.MonkeyPatch.context() as env, mock_aws():
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             env.setenv(name, "testing")
-        create_group("gpu", region=REGION, instance_type="g5.xlarge", desired=1, max_size=4, cluster="prod")
-        create_tables(TEMPLATE, boto3.client("dynamodb", region_name=REGION), TABLES)
-        [instance] = boto3.client("autoscaling", region_name=REGION).describe_auto_scaling_groups()[
-            "AutoScalingGroups"
-        ][0]["Instances"]
-        session = boto3.Session(region_name=REGION)
-        calls: list[str] = []
-        armed = [False]
+        yield
 
-        def record(model: Any, **_: Any) -> None:
-            if armed[0]:
-                calls.append(model.name)
 
-        session.events.register("before-call", record)  # before any client is made: they all carry it
-        ddb = session.client("dynamodb")
-        kube = FakeCluster(
-            [o.node(NODE, instance=instance["InstanceId"], zone="us-east-1a", unschedulable=True,
-                    annotations={CORDONED_BY_SPILLWAY: "2026-11-02T11:00:00Z drain"})]
-        )  # fmt: skip
-        steps = ScaleSteps(
-            kube=kube,
-            aws=AwsAdapter(AwsClients((REGION,), session, AwsSettings(max_attempts=1)), "prod"),
-            ledger=StateStore(ddb, TABLES["StateTable"], plans=PlanStore(ddb, TABLES["PlansTable"])),
-            snapshots=FakeSnapshots(),
-            settings=PlanSettings(planner=PlannerConfig(cluster="prod", regions=(REGION,))),
-        )
-        yield World(steps, kube, calls, armed, instance["InstanceId"])
+def recording_session() -> tuple[boto3.Session, list[str], list[bool]]:
+    """A session whose clients record every AWS call made while armed."""
+    session = boto3.Session(region_name=REGION)
+    calls: list[str] = []
+    armed = [False]
+
+    def record(model: Any, **_: Any) -> None:
+        if armed[0]:
+            calls.append(model.name)
+
+    session.events.register("before-call", record)  # before any client is made: they all carry it
+    return session, calls, armed
 
 
 @pytest.fixture(scope="module")
-def moto_world() -> Iterator[World]:
-    with world() as w:
-        yield w
+def moto_world(aws: None) -> World:
+    """Group ``gpu`` (desired 1, MaxSize 4) tagged for ``prod``, the tables from template.yaml; a
+    cordoned Node to uncordon. AWS calls through the steps' own clients are recorded."""
+    create_group("gpu", region=REGION, instance_type="g5.xlarge", desired=1, max_size=4, cluster="prod")
+    create_tables(TEMPLATE, boto3.client("dynamodb", region_name=REGION), TABLES)
+    [instance] = boto3.client("autoscaling", region_name=REGION).describe_auto_scaling_groups()[
+        "AutoScalingGroups"
+    ][0]["Instances"]
+    session, calls, armed = recording_session()
+    ddb = session.client("dynamodb")
+    kube = FakeCluster(
+        [o.node(NODE, instance=instance["InstanceId"], zone="us-east-1a", unschedulable=True,
+                annotations={CORDONED_BY_SPILLWAY: "2026-11-02T11:00:00Z drain"})]
+    )  # fmt: skip
+    steps = ScaleSteps(
+        kube=kube,
+        aws=AwsAdapter(AwsClients((REGION,), session, AwsSettings(max_attempts=1)), "prod"),
+        ledger=StateStore(ddb, TABLES["StateTable"], plans=PlanStore(ddb, TABLES["PlansTable"])),
+        snapshots=FakeSnapshots(),
+        settings=PlanSettings(planner=PlannerConfig(cluster="prod", regions=(REGION,))),
+    )
+    return World(steps, kube, calls, armed, instance["InstanceId"])
 
 
 def events(instance: str) -> dict[str, dict[str, Any]]:
@@ -146,18 +152,19 @@ def events(instance: str) -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
-def test_each_unbroken_step_input_runs_and_the_rig_sees_what_it_does() -> None:
+def test_each_unbroken_step_input_runs_and_the_rig_sees_what_it_does(moto_world: World) -> None:
     """The baseline the fuzzing breaks: each input is accepted and its step calls AWS, and a raise
-    shows in the fingerprint, so "no call, nothing changed" below is no accident of the rig."""
-    with world() as w:
-        good = events(w.instance)
-        before = w.fingerprint()
-        for action in ("prepare", "set_desired", "verify", "backoff"):
-            w.aws_calls.clear()
-            w.run(good[action])
-            assert w.aws_calls, f"{action} made no AWS call"
-        assert w.fingerprint() != before
-        assert w.kube.calls
+    shows in the fingerprint, so "no call, nothing changed" below is no accident of the rig. (The
+    fuzzing compares each example's world before and after, so what this changes does not matter.)"""
+    w = moto_world
+    good = events(w.instance)
+    before = w.fingerprint()
+    for action in ("prepare", "set_desired", "verify", "backoff"):
+        w.aws_calls.clear()
+        w.run(good[action])
+        assert w.aws_calls, f"{action} made no AWS call"
+    assert w.fingerprint() != before
+    assert w.kube.calls
 
 
 # --- breaking one place --------------------------------------------------------------------------
@@ -284,6 +291,168 @@ def test_a_broken_step_input_is_refused_naming_its_field_and_nothing_is_called_o
 @pytest.mark.parametrize("event", [[], "prepare", None, 7, {"action": ["prepare"]}, {"action": "scale"}])
 def test_an_input_that_is_no_step_input_is_refused(moto_world: World, event: Any) -> None:
     before = moto_world.fingerprint()
+    moto_world.aws_calls.clear()
     with pytest.raises(InputError):
         moto_world.run(event)
     assert moto_world.aws_calls == [] and moto_world.fingerprint() == before
+
+
+# --- the plan function's input: a direct invocation, a stream batch ---------------------------------
+
+SNAPSHOT_KEY = "2026-11-02T12:00:00.000000Z"
+STREAM = json.loads((TEMPLATE.parent / "events" / "stream-record.json").read_text())
+
+
+@dataclass
+class PlanRig:
+    clients: Any
+    app: Any
+    aws_calls: list[str]
+    armed: list[bool]
+
+    def run(self, event: Any) -> Any:
+        self.armed[0] = True
+        try:
+            return self.app.plan_event(self.clients, event, None)
+        finally:
+            self.armed[0] = False
+
+
+PLAN_TABLES = {"SnapshotsTable": "plan-snapshots", "PlansTable": "plan-plans", "StateTable": "plan-state",
+               "IdempotencyTable": "plan-idempotency"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def moto_plan(aws: None) -> PlanRig:
+    """The plan function's handler logic (functions/plan/app.py) on clients built as in Lambda, on moto
+    with the four tables of template.yaml; AWS calls through those clients are recorded."""
+    import importlib.util
+
+    from spillway.clients import build_clients
+    from spillway.runtime import RuntimeConfig
+
+    spec = importlib.util.spec_from_file_location(
+        "plan_app_fuzzed", TEMPLATE.parent / "functions/plan/app.py"
+    )
+    assert spec is not None and spec.loader is not None
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    create_tables(TEMPLATE, boto3.client("dynamodb", region_name=REGION), PLAN_TABLES)
+    session, calls, armed = recording_session()
+    config = RuntimeConfig(
+        cluster_name="ml", regions=(REGION,), snapshots_table="plan-snapshots", plans_table="plan-plans",
+        state_table="plan-state", idempotency_table="plan-idempotency", cluster_access="url",
+        kube_url="http://127.0.0.1:9",
+    )  # fmt: skip
+    return PlanRig(build_clients(config, session), app, calls, armed)
+
+
+def plan_fingerprint() -> str:
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    return json.dumps({t: ddb.scan(TableName=t)["Items"] for t in PLAN_TABLES.values()}, sort_keys=True,
+                      default=str)  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")  # no Lambda context
+def test_the_unbroken_plan_inputs_are_read_and_looked_up(moto_plan: PlanRig) -> None:
+    """The baseline: both inputs get as far as the snapshots table (no snapshot is stored, so nothing
+    is planned), so the calls counted below are really counted."""
+    from spillway.errors import SnapshotNotFound
+
+    rig = moto_plan
+    rig.aws_calls.clear()
+    with pytest.raises(SnapshotNotFound):
+        rig.run({"cluster": "ml", "snapshot_key": SNAPSHOT_KEY})
+    assert rig.aws_calls
+    rig.aws_calls.clear()
+    result = rig.run(copy.deepcopy(STREAM))
+    assert result["results"][0]["status"] == "failed" and rig.aws_calls
+
+
+# What the plan function reads of a stream record; the other fields (eventID, ApproximateCreationDateTime,
+# the item's other attributes...) are DynamoDB's to add to, and not read.
+STREAM_PLACES = [
+    ("Records",),
+    ("Records", 0),
+    ("Records", 0, "eventName"),
+    ("Records", 0, "dynamodb"),
+    ("Records", 0, "dynamodb", "NewImage"),
+    ("Records", 0, "dynamodb", "NewImage", "cluster"),
+    ("Records", 0, "dynamodb", "NewImage", "cluster", "S"),
+    ("Records", 0, "dynamodb", "NewImage", "taken_at"),
+    ("Records", 0, "dynamodb", "NewImage", "taken_at", "S"),
+    ("Records", 0, "dynamodb", "SequenceNumber"),
+]
+
+
+@st.composite
+def broken_stream(draw: st.DrawFn) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    doc = copy.deepcopy(STREAM)
+    path = draw(st.sampled_from(STREAM_PLACES))
+    parent, key = get(doc, path[:-1]), path[-1]
+    value = parent[key]
+    # without Records an event is a direct request (naming its cluster)
+    ways = ["type"] + (["missing"] if isinstance(key, str) and path != ("Records",) else [])
+    if isinstance(value, str):
+        ways.append("identifier")
+    if isinstance(value, dict) and path[-1] in ("cluster", "taken_at"):
+        ways.append("unknown")  # a typed attribute has one type key
+    way = draw(st.sampled_from(ways))
+    if way == "type":
+        parent[key] = draw(st.one_of(*(s for k, s in OTHER_KINDS.items() if k != json_kind(value))))
+    elif way == "missing":
+        del parent[key]
+    elif way == "identifier":
+        parent[key] = draw(st.sampled_from([value + b for b in IDENTIFIER_BREAKS[1:]] + [""]))
+    else:
+        value["N"] = "1"
+    return doc, path
+
+
+def assert_plan_refused(rig: PlanRig, event: Any, where: tuple[Any, ...]) -> None:
+    before = plan_fingerprint()
+    rig.aws_calls.clear()
+    with pytest.raises(InputError) as err:
+        rig.run(event)
+    field = ".".join(str(p) for p in where) or None  # the whole input: no field to name
+    # a typed attribute's broken "S" is named by its attribute
+    assert err.value.field in (field, (field or "").removesuffix(".S")), (
+        err.value.field,
+        field,
+        str(err.value),
+    )
+    assert rig.aws_calls == [], rig.aws_calls
+    assert plan_fingerprint() == before
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_broken_stream_batch_is_refused_naming_its_field_before_anything_is_planned(
+    moto_plan: PlanRig, data: st.DataObject
+) -> None:
+    event, where = data.draw(broken_stream())
+    assert_plan_refused(moto_plan, event, where)
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_broken_plan_request_is_refused_naming_its_field_before_anything_is_read(
+    moto_plan: PlanRig, data: st.DataObject
+) -> None:
+    event, where = data.draw(broken({"cluster": "ml", "snapshot_key": SNAPSHOT_KEY}))
+    assume(event.get("snapshot_key", None) is not None)  # absent or null: the latest snapshot
+    assert_plan_refused(moto_plan, event, where)
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [
+        ({"cluster": "prod"}, "cluster"),  # another deployment's cluster
+        ({"cluster": "ml", "snapshotkey": SNAPSHOT_KEY}, "snapshotkey"),  # misspelt: not "the latest"
+        ({"Records": [], "cluster": "ml"}, "cluster"),
+        ([], None),
+        ("ml", None),
+    ],
+)
+def test_a_plan_input_of_another_shape_is_refused(moto_plan: PlanRig, event: Any, field: str | None) -> None:
+    assert_plan_refused(moto_plan, event, tuple(field.split(".")) if field else ())
