@@ -39,6 +39,10 @@ state (``State.raises``) as a plan does, committed with its plan record on the s
 (:class:`StateConflict` when a plan committed meanwhile: the step is retried and re-plans on the new
 state), so the plans that follow count those nodes as launching until a snapshot shows them.
 
+Each step's input is checked first against what the state machine passes it
+(:mod:`spillway.model.scale`, :func:`parse_step`): anything else is an :class:`InputError` naming the
+field, raised before anything is read or written.
+
 Every step is idempotent (a raise marker per execution and group, conditional instance claims and
 back-off writes), so Step Functions may retry any of them. A plan adds its own ``to - from`` to whatever
 the group has when it raises: two plans made from snapshots that both predate the first one's raise each

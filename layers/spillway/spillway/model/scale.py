@@ -133,8 +133,8 @@ class GroupResult(BaseModel):
     reason: Text = ""
     error: Text = ""
     cause: Text = ""
-    backoff_until: Time | None = None
-    desired: Capacity | None = None
+    backoff_until: Time = ""  # backoff's outcome only
+    desired: Capacity = 0  # backoff's outcome only
     terminated: list[InstanceId] = Field(default_factory=list, max_length=MAX_NAMES)
     held: list[InstanceId] = Field(default_factory=list, max_length=MAX_NAMES)
 
