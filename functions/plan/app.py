@@ -7,6 +7,9 @@ out by the event source mapping and again here) and invocable directly::
     {"cluster": "ml"}                                    the cluster's latest snapshot
     {"cluster": "ml", "snapshot_key": "2026-...Z"}       that snapshot
 
+Any other input (another key, another cluster than this deployment's, a stream batch whose records are
+not what DynamoDB Streams sends) raises InputError naming the field before anything is read.
+
 Each (cluster, snapshot key) is planned once: Powertools idempotency (DynamoDB) returns the first
 result to a repeated delivery, and the state's versioned commit and the executions' deterministic names
 stop what gets past it. From the stream, only the newest snapshot of each cluster in a batch is planned
@@ -36,7 +39,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
-from spillway.act.planning import run_plan, snapshot_ref
+from spillway.act.planning import parse_plan_request, run_plan, snapshot_ref
 from spillway.adapters.store import snapshot_inserts
 from spillway.clients import Clients, get_clients
 from spillway.errors import InputError, SpillwayError, StaleSnapshot, StateConflict
@@ -97,11 +100,8 @@ def plan_once(clients: Clients, ref: SnapshotRef, context: Any) -> dict[str, Any
 
 
 def plan_direct(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    cluster = event.get("cluster")
-    if not isinstance(cluster, str) or not cluster:
-        raise InputError('expected {"cluster": "<name>", "snapshot_key"?: "<key>"}', field="cluster")
-    key = event.get("snapshot_key")
-    ref = snapshot_ref(clients.snapshots, cluster, str(key) if key else None)
+    request = parse_plan_request(event, clients.config.cluster_name)
+    ref = snapshot_ref(clients.snapshots, request.cluster, request.snapshot_key)
     try:
         return plan_once(clients, ref, context)
     except StaleSnapshot:
@@ -115,7 +115,9 @@ def plan_direct(clients: Clients, event: dict[str, Any], context: Any) -> dict[s
 def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:
     failures: list[dict[str, str]] = []
     results: list[dict[str, Any]] = []
-    for ref, seq in snapshot_inserts(list(event.get("Records") or [])):
+    if set(event) != {"Records"}:
+        raise InputError("not a key of a stream batch", field=sorted(set(event) - {"Records"})[0])
+    for ref, seq in snapshot_inserts(event["Records"]):
         try:
             results.append(plan_once(clients, ref, context))
         except StaleSnapshot as exc:
@@ -134,7 +136,9 @@ def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[s
     return {"batchItemFailures": failures, "results": results}
 
 
-def plan_event(clients: Clients, event: dict[str, Any], context: Any) -> dict[str, Any]:
+def plan_event(clients: Clients, event: Any, context: Any) -> dict[str, Any]:
+    if not isinstance(event, dict):
+        raise InputError(f'expected {{"cluster": "<name>"}} or a stream batch, not {type(event).__name__}')
     if "Records" in event:
         return plan_stream(clients, event, context)
     return plan_direct(clients, event, context)

@@ -233,7 +233,8 @@ def test_every_declared_name_is_an_error_class() -> None:
 # --- (b) steps raise nothing they do not declare ----------------------------------------------
 
 NODE, INSTANCE = "ip-10-0-1-10.ec2.internal", "i-0a1b2c3d4e5f60718"
-GROUP = {"group": "gpu", "region": "us-east-1", "from": 1, "to": 2, "grow": True, "uncordon": [NODE]}
+GROUP = {"group": "gpu", "region": "us-east-1", "from": 1, "to": 2, "grow": True, "new_nodes": 1, "pods": 1,
+         "uncordon": [NODE], "reasons": {NODE: "reused for pending pods"}}  # fmt: skip
 
 
 def world() -> tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]:
@@ -248,21 +249,33 @@ def world() -> tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]:
 
 
 def scale_events() -> dict[str, dict[str, Any]]:
+    """Each step's input as scale_up.asl.json's Parameters pass it (spillway.model.scale)."""
     prep = {
-        "before": [INSTANCE],
-        "target": 2,
+        "set": True,
         "count": 1,
         "owner": "up-p1-1-us-east-1-gpu",
+        "target": 2,
+        "live_desired": 2,
+        "max_size": 4,
+        "before": [INSTANCE],
         "since": "2026-11-02T11:59:00Z",
         "deadline": "2026-11-02T12:10:00Z",
+        "uncordoned": [],
+        "gone": [],
     }
+    launch = {"status": "timeout", "reason": "gpu: 0 of 1 new node(s) Ready", "ready": 0, "wanted": 1}
     return {
-        "prepare": {"action": "prepare", "group": GROUP},
-        "set_desired": {"action": "set_desired", "cluster": "prod", "group": GROUP, "prep": prep},
+        "prepare": {"action": "prepare", "cluster": "prod", "plan_id": "p1", "round": 1,
+                    "launch_timeout_seconds": 600, "group": GROUP},
+        "set_desired": {"action": "set_desired", "cluster": "prod", "plan_id": "p1", "group": GROUP,
+                        "prep": prep},
         "verify": {"action": "verify", "cluster": "prod", "group": GROUP, "prep": prep},
-        "backoff": {"action": "backoff", "cluster": "prod", "group": GROUP, "prep": {**prep, "before": []}},
-        "next_round": {"action": "next_round", "cluster": "prod", "round": 1, "max_rounds": 3,
-                       "results": [{"group": "gpu", "outcome": "backed_off"}]},
+        "backoff": {"action": "backoff", "cluster": "prod", "group": GROUP, "prep": {**prep, "before": []},
+                    "launch": launch},
+        "next_round": {"action": "next_round", "cluster": "prod", "plan_id": "p1",
+                       "snapshot_key": "2026-11-02T12:00:00.000000Z", "round": 1, "max_rounds": 3,
+                       "poll_seconds": 15, "launch_timeout_seconds": 600, "rounds": [],
+                       "results": [{"group": "gpu", "region": "us-east-1", "outcome": "backed_off"}]},
     }  # fmt: skip
 
 

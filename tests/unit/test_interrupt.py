@@ -933,6 +933,62 @@ def test_a_notice_from_the_future_starts_no_drain_and_backs_off_nothing(
     assert not rig.ledger.calls, "a back-off was written for a notice from the future"
 
 
+@pytest.mark.parametrize(
+    "start",
+    [
+        "2026-03-04",  # a date alone: read as midnight UTC, the drain's deadline hours early
+        "2026-03-04T09:00:00",  # no zone: read as UTC
+        "2026-03-04T09:00:00Z",  # EventBridge's `time` form: never a Health event's startTime
+        "Wed, 04 Mar 2026 09:00:00",  # RFC 1123 without its zone: read as UTC
+        "Wed, 04 Mar 2026 09:00:00 +0100",  # a numeric zone: AWS writes GMT
+        "Wed, 04 Mar 2026 09:00:00 EST",
+        "4 Mar 2026 09:00:00 GMT",  # no day name
+        "Wed, 4 Mar 2026 09:00:00 GMT",  # one-digit day
+        "Wed, 04 Mar 26 09:00:00 GMT",  # two-digit year
+        "Wed, 04 Mar 2026 09:00 GMT",  # no seconds
+        "wed, 04 mar 2026 09:00:00 gmt",
+        "Wed, 04 Mar 2026 09:00:00 GMT\n",
+        "Wed, \u0660\u0664 Mar 2026 09:00:00 GMT",  # Arabic-Indic digits
+        "Wed, 31 Feb 2026 09:00:00 GMT",
+        "Wed, 04 Mar 2026 24:00:00 GMT",
+        "Wed, 04 Mar 0000 09:00:00 GMT",
+        1772614800,  # the Health API's epoch seconds: never in an EventBridge event
+        None,
+        ["Wed, 04 Mar 2026 09:00:00 GMT"],
+    ],
+)
+def test_a_health_start_time_is_the_gmt_form_aws_health_sends(start: Any) -> None:
+    """AWS Health's EventBridge events write ``detail.startTime`` (and endTime, lastUpdatedTime) as an
+    HTTP date in GMT, "Wed, 16 Aug 2023 23:18:51 GMT" (the AWS Health user guide's EventBridge schema
+    samples; aws-node-termination-handler's scheduled-change example); the Health API itself returns
+    epoch seconds. Any other form was read as some time: a date alone as midnight UTC, a zoneless
+    time as UTC, so the drain before the change got a deadline hours off. Refused, naming the field,
+    towards the dead-letter queue."""
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    doc["detail"]["startTime"] = start
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == "detail.startTime"
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        ("Wed, 04 Mar 2026 09:00:00 GMT", datetime(2026, 3, 4, 9, tzinfo=UTC)),
+        ("Sat, 05 Jun 2021 19:00:00 GMT", datetime(2021, 6, 5, 19, tzinfo=UTC)),
+        # the day name is not checked against the date: AWS's own samples carry mismatched ones
+        # (aws-node-termination-handler's "Sat, 05 Jun 2016", a Sunday), as Go's time.Parse ignores it
+        ("Sat, 05 Jun 2016 15:10:09 GMT", datetime(2016, 6, 5, 15, 10, 9, tzinfo=UTC)),
+        ("Mon, 29 Feb 2028 23:59:59 GMT", datetime(2028, 2, 29, 23, 59, 59, tzinfo=UTC)),
+    ],
+)
+def test_a_health_start_time_in_gmt_is_read_in_utc(start: str, expected: datetime) -> None:
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    doc["detail"]["startTime"] = start
+    notice = parse_notice(body(doc))
+    assert notice.start == expected and notice.start.utcoffset() == timedelta(0)
+
+
 def test_a_notice_a_little_ahead_of_the_clock_is_read() -> None:
     """Clocks differ by a few seconds: within MAX_CLOCK_SKEW_SECONDS a notice is read as usual."""
     doc = copy.deepcopy(sample("interrupt-spot-warning.json"))

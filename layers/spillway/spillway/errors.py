@@ -11,6 +11,11 @@ and ``AwsUnavailable``; every store raises DynamoDB throttling as ``AwsThrottled
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class SpillwayError(Exception):
     """Base of every error Spillway raises on purpose."""
@@ -24,6 +29,18 @@ class InputError(SpillwayError):
         self.field = field
         where = ": ".join(p for p in (source, field) if p)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+def refused_input(exc: ValidationError, *, what: str = "input") -> InputError:
+    """A pydantic refusal of an event as one :class:`InputError` naming its first bad field, dotted
+    ("group.to", "prep.before.0"): what a Lambda step raises instead of pydantic's own error."""
+    err = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in err["loc"]) or None
+    if err["type"] == "missing":
+        return InputError("required", field=where)
+    if err["type"] == "extra_forbidden":
+        return InputError(f"not a key the {what} takes", field=where)
+    return InputError(f"{err['msg']}, got {repr(err.get('input'))[:80]}", field=where)
 
 
 class ConfigurationError(InputError):

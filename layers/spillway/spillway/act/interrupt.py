@@ -75,7 +75,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
@@ -185,19 +184,35 @@ def _instance(value: Any, where: str) -> str:
     return value
 
 
-def _time(value: Any, where: str) -> datetime:
-    """ISO 8601 or RFC 1123 (AWS Health's ``startTime``), in UTC."""
-    if isinstance(value, str) and value:
+# AWS Health's EventBridge events write ``detail.startTime`` (endTime, lastUpdatedTime alike) as an
+# HTTP date in GMT, "Wed, 16 Aug 2023 23:18:51 GMT" (AWS Health user guide, "Reference: AWS Health
+# events Amazon EventBridge schema", its sample payloads; aws-node-termination-handler's scheduled-change
+# example): RFC 7231's IMF-fixdate, two-digit day, four-digit year, the zone always GMT. The Health API
+# returns epoch seconds instead, which no EventBridge event carries. The day name is not checked against
+# the date, as Go's time.Parse does not check it: AWS-written samples carry mismatched ones.
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_HEALTH_TIME = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{2}) (" + "|".join(_MONTHS) + r") ([0-9]{4}) "
+    r"([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT"
+)
+
+
+def _health_time(value: Any, where: str) -> datetime:
+    """An AWS Health time ("Wed, 04 Mar 2026 09:00:00 GMT"), in UTC; any other form is malformed: a
+    date alone or a time without its zone was read as UTC, moving a drain's deadline by hours."""
+    found = _HEALTH_TIME.fullmatch(value) if isinstance(value, str) else None
+    if found is not None:
+        day, month, year, hour, minute, second = found.groups()
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            try:
-                parsed = parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                parsed = None
-        if parsed is not None:
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    raise MalformedNotice(f"not a time: {json.dumps(value)[:80]}", field=where)
+            return datetime(
+                int(year), _MONTHS.index(month) + 1, int(day), int(hour), int(minute), int(second), tzinfo=UTC
+            )
+        except ValueError:  # a 31 February, a 24th hour, year 0
+            pass
+    raise MalformedNotice(
+        f"not an AWS Health time in GMT such as 'Wed, 04 Mar 2026 09:00:00 GMT': {json.dumps(value)[:80]}",
+        field=where,
+    )
 
 
 # EventBridge's ``time``: RFC 3339 (PutEvents' Time; AWS Health's EventBridge schema writes it
@@ -295,7 +310,7 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
     code = detail.get("eventArn") or detail.get("eventTypeCode")
     return {
         "instance_ids": tuple(dict.fromkeys(ids)),
-        "start": _time(detail.get("startTime"), "detail.startTime"),
+        "start": _health_time(detail.get("startTime"), "detail.startTime"),
         "code": _text({"code": code}, "code", "detail.eventArn"),
     }
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from spillway.act.events import EventBatch, EventPolicy, plan_events, post_events
 from spillway.act.gang import execution_request as gang_execution_request
 from spillway.config import PlannerConfig
@@ -55,12 +57,14 @@ from spillway.errors import (
     SnapshotNotFound,
     SpillwayError,
     StaleSnapshot,
+    refused_input,
 )
 from spillway.model import provreq
 from spillway.model.act import (
     ExecutionRequest,
     PlanOutcome,
     PlanRecord,
+    PlanRequest,
     PlanSummary,
     SnapshotRef,
     execution_arn,
@@ -468,6 +472,18 @@ def _aware(value: datetime) -> datetime:
 
 
 # --- the cycle ---
+
+
+def parse_plan_request(event: Any, cluster: str) -> PlanRequest:
+    """A direct invocation's ``{"cluster", "snapshot_key"?}`` (:class:`PlanRequest`) for this
+    deployment's ``cluster``, or :class:`InputError` naming the field before anything is read."""
+    try:
+        request = PlanRequest.model_validate(event)
+    except ValidationError as exc:
+        raise refused_input(exc, what="plan request") from None
+    if request.cluster != cluster:
+        raise InputError(f"this deployment plans cluster {cluster}, not {request.cluster}", field="cluster")
+    return request
 
 
 def snapshot_ref(snapshots: Snapshots, cluster: str, key: str | None = None) -> SnapshotRef:

@@ -39,6 +39,10 @@ state (``State.raises``) as a plan does, committed with its plan record on the s
 (:class:`StateConflict` when a plan committed meanwhile: the step is retried and re-plans on the new
 state), so the plans that follow count those nodes as launching until a snapshot shows them.
 
+Each step's input is checked first against what the state machine passes it
+(:mod:`spillway.model.scale`, :func:`parse_step`): anything else is an :class:`InputError` naming the
+field, raised before anything is read or written.
+
 Every step is idempotent (a raise marker per execution and group, conditional instance claims and
 back-off writes), so Step Functions may retry any of them. A plan adds its own ``to - from`` to whatever
 the group has when it raises: two plans made from snapshots that both predate the first one's raise each
@@ -53,6 +57,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
 from spillway.act.instances import give_back_in_group, ready_nodes
@@ -74,6 +80,7 @@ from spillway.errors import (
     StateConflict,
     StateCorrupt,
     StateTooLarge,
+    refused_input,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.aws import AutoScalingGroup
@@ -87,6 +94,7 @@ from spillway.model.nodegroup import (
     override_types,
     resolve_instance_type,
 )
+from spillway.model.scale import STEP_INPUTS
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import POOL_PREFIX, RaiseState, pool_key
 from spillway.planner import ScalingPlan
@@ -426,20 +434,34 @@ class ScaleSteps:
     # --- dispatch ------------------------------------------------------------------------------
 
     def run(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        action = event.get("action")
+        """The step ``event["action"]`` names, on an event :func:`parse_step` accepts (else
+        :class:`InputError` naming the field, before anything is read or written)."""
+        parse_step(event)
         step = {
             "prepare": self.prepare,
             "set_desired": self.set_desired,
             "verify": self.verify,
             "backoff": self.backoff,
             "next_round": self.next_round,
-        }.get(str(action))
-        if step is None:
-            raise InputError(
-                f"unknown action {action!r}: one of prepare, set_desired, verify, backoff, next_round",
-                field="action",
-            )
+        }[event["action"]]
         return step(event)
+
+
+def parse_step(event: Any) -> BaseModel:
+    """The step's input as the state machine sends it (:mod:`spillway.model.scale`), or
+    :class:`InputError` naming the first bad field ("group.to", "prep.before.0", ...)."""
+    if not isinstance(event, Mapping):
+        raise InputError(f"a scale step's input is a JSON object, not {type(event).__name__}")
+    action = event.get("action")
+    model = STEP_INPUTS.get(action) if isinstance(action, str) else None
+    if model is None:
+        raise InputError(
+            f"unknown action {str(action)[:80]!r}: one of {', '.join(STEP_INPUTS)}", field="action"
+        )
+    try:
+        return model.model_validate(event)
+    except ValidationError as exc:
+        raise refused_input(exc, what=f"{action} step") from None
 
 
 def _replan_record(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import lzma
+import re
 import time
 import uuid
 import zlib
@@ -35,8 +36,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from spillway.adapters.aws import map_aws_error
-from spillway.errors import AwsThrottled, AwsUnavailable, SnapshotError, SnapshotNotFound
-from spillway.model.act import SaveResult, SnapshotMeta, SnapshotRef, format_key
+from spillway.errors import AwsThrottled, AwsUnavailable, InputError, SnapshotError, SnapshotNotFound
+from spillway.model.act import (
+    CLUSTER_PATTERN,
+    SNAPSHOT_KEY_PATTERN,
+    SaveResult,
+    SnapshotMeta,
+    SnapshotRef,
+    format_key,
+)
 from spillway.model.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -48,6 +56,8 @@ Codec = Literal["zlib", "lzma"]
 KIND_SNAPSHOT = "snapshot"
 KIND_CHUNK = "chunk"
 CHUNK_SUFFIX = "#chunks"
+_CLUSTER = re.compile(CLUSTER_PATTERN.strip("^$"))
+_SNAPSHOT_KEY = re.compile(SNAPSHOT_KEY_PATTERN.strip("^$"))
 # DynamoDB items stop at 400 KB (names and values together); stay well below.
 DEFAULT_CHUNK_BYTES = 350_000
 CHUNK_TTL_GRACE = timedelta(hours=1)
@@ -320,13 +330,19 @@ def _meta(item: dict[str, Any]) -> SnapshotMeta:
     )
 
 
-def snapshot_inserts(records: list[dict[str, Any]]) -> list[tuple[SnapshotRef, str]]:
+def snapshot_inserts(records: Any) -> list[tuple[SnapshotRef, str]]:
     """From a batch of the snapshots table's stream records: the newest complete snapshot INSERT per
     cluster (chunk items, removals and modifications are not snapshots), with its record's sequence
-    number (what a batch item failure names)."""
+    number (what a batch item failure names). A batch that is not what DynamoDB Streams sends (the
+    record format of the DynamoDB Streams API's ``Record``/``StreamRecord``: ``eventName``,
+    ``dynamodb.NewImage`` of typed attributes such as ``{"S": "..."}``, ``dynamodb.SequenceNumber``, a
+    string of digits) is refused whole with :class:`InputError` naming the field
+    (``Records.0.dynamodb.NewImage.taken_at``) before anything is planned."""
+    if not isinstance(records, list):
+        raise InputError(f"must be a list of stream records, got {type(records).__name__}", field="Records")
     newest: dict[str, tuple[SnapshotRef, str]] = {}
-    for record in records:
-        found = _inserted_snapshot(record)
+    for index, record in enumerate(records):
+        found = _inserted_snapshot(record, f"Records.{index}")
         if found is None:
             continue
         ref = found[0]
@@ -335,22 +351,52 @@ def snapshot_inserts(records: list[dict[str, Any]]) -> list[tuple[SnapshotRef, s
     return [newest[c] for c in sorted(newest)]
 
 
-def _inserted_snapshot(record: dict[str, Any]) -> tuple[SnapshotRef, str] | None:
+_SEQUENCE = re.compile(r"[0-9]{1,40}")
+_EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")  # DynamoDB Streams' Record.eventName
+
+
+def _inserted_snapshot(record: Any, where: str) -> tuple[SnapshotRef, str] | None:
     """A complete snapshot's INSERT as (ref, sequence number); None for anything else."""
-    if record.get("eventName") != "INSERT":
+    if not isinstance(record, dict):
+        raise InputError(f"must be a stream record (an object), got {type(record).__name__}", field=where)
+    name = record.get("eventName")
+    if name not in _EVENT_NAMES:
+        raise InputError(f"must be one of {', '.join(_EVENT_NAMES)}, got {str(name)[:80]!r}",
+                         field=f"{where}.eventName")  # fmt: skip
+    if name != "INSERT":
         return None
-    data = record.get("dynamodb") or {}
-    image = data.get("NewImage") or data.get("Keys") or {}
-
-    def text(name: str, default: str = "") -> str:
-        return str((image.get(name) or {}).get("S", default))
-
-    cluster, key = text("cluster"), text("taken_at")
-    if (
-        not cluster
-        or not key
-        or text("kind", KIND_SNAPSHOT) != KIND_SNAPSHOT
-        or cluster.endswith(CHUNK_SUFFIX)
-    ):
+    data = record.get("dynamodb")
+    if not isinstance(data, dict):
+        raise InputError("must be the record's StreamRecord (an object)", field=f"{where}.dynamodb")
+    # the table streams NEW_IMAGE, and the mapping's filter passes only records whose NewImage is a snapshot
+    image = data.get("NewImage")
+    at = f"{where}.dynamodb.NewImage"
+    if not isinstance(image, dict):
+        raise InputError("must be the new item (an object)", field=at)
+    cluster, key = _string(image, "cluster", at), _string(image, "taken_at", at)
+    if _string(image, "kind", at, KIND_SNAPSHOT) != KIND_SNAPSHOT or cluster.endswith(CHUNK_SUFFIX):
         return None
-    return SnapshotRef(cluster, key), str(data.get("SequenceNumber", ""))
+    if not _CLUSTER.fullmatch(cluster):
+        raise InputError(f"not a cluster name: {cluster[:80]!r}", field=f"{at}.cluster")
+    if not _SNAPSHOT_KEY.fullmatch(key):
+        raise InputError(f"not a snapshot key such as {format_key(datetime(2026, 1, 1, tzinfo=UTC))}: "
+                         f"{key[:80]!r}", field=f"{at}.taken_at")  # fmt: skip
+    sequence = data.get("SequenceNumber")
+    if not isinstance(sequence, str) or not _SEQUENCE.fullmatch(sequence):
+        raise InputError(
+            f"not a sequence number: {str(sequence)[:80]!r}", field=f"{where}.dynamodb.SequenceNumber"
+        )
+    return SnapshotRef(cluster, key), sequence
+
+
+def _string(image: dict[str, Any], name: str, at: str, default: str | None = None) -> str:
+    """A string attribute of a stream record's item (``{"S": "..."}``); ``default`` when absent."""
+    attribute = image.get(name)
+    if attribute is None and default is not None:
+        return default
+    if not isinstance(attribute, dict) or set(attribute) != {"S"} or not isinstance(attribute["S"], str):
+        raise InputError(
+            f'must be a string attribute {{"S": "..."}}, got {json.dumps(attribute, default=str)[:80]}',
+            field=f"{at}.{name}",
+        )
+    return attribute["S"]

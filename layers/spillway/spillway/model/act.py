@@ -12,9 +12,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from spillway.model.state import State
 
 Status = Literal["acted", "idle", "resumed", "superseded"]
+
+
+# format_key's form: the snapshots table's sort key, which a plan request or a stream record names
+SNAPSHOT_KEY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$"
+# template.yaml's ClusterName (EKS allows at most 100 characters)
+CLUSTER_PATTERN = r"^[0-9A-Za-z][A-Za-z0-9._-]*$"
+
+
+class PlanRequest(BaseModel):
+    """The plan function invoked directly: ``{"cluster": "ml"}`` plans the cluster's latest snapshot,
+    ``{"cluster": "ml", "snapshot_key": "2026-...Z"}`` that one. Closed: a misspelt key is refused, not
+    read as "the latest snapshot"."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    cluster: str = Field(min_length=1, max_length=100, pattern=CLUSTER_PATTERN)
+    snapshot_key: str | None = Field(default=None, pattern=SNAPSHOT_KEY_PATTERN)
 
 
 def format_key(taken_at: datetime) -> str:
