@@ -120,7 +120,9 @@ def test_a_node_of_another_type_than_its_groups_template_counts_the_gpus_it_repo
     busy = w.group("gpu", "g5.12xlarge", nodes=3, max_size=10, gpu_taint=True)
     straggler_id = o.instance_id("gpu-m5")
     group = w.groups["gpu"]
-    group["Instances"].append({**group["Instances"][0], "InstanceId": straggler_id, "InstanceType": "m5.2xlarge"})
+    group["Instances"].append(
+        {**group["Instances"][0], "InstanceId": straggler_id, "InstanceType": "m5.2xlarge"}
+    )
     group["DesiredCapacity"] += 1
     straggler = w.node_for("gpu", straggler_id, "m5.2xlarge", created=NOW - timedelta(minutes=90))
     for i, node in enumerate(busy):
