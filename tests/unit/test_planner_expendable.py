@@ -186,3 +186,17 @@ def test_an_expendable_pod_that_tolerates_the_drain_goes_with_its_idle_node() ->
     result = w.plan(max_scale_in_fraction=1.0)
     assert result.drain == ()
     assert kept_codes(result)[idle] == codes.WORKLOAD
+
+
+def test_an_expendable_pod_that_tolerates_the_drain_spends_no_budget() -> None:
+    """The drain neither evicts such a pod nor asks its PodDisruptionBudget (it goes with its node,
+    disruption.goes_with_its_node), so its budget, even one that allows no disruption now, keeps no
+    idle node and is left whole for the plan's other drains."""
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle, labels={"app": "backfill"}, tolerations=[{"operator": "Exists"}]))
+    w.items.append(o.pdb("bf", "default", {"app": "backfill"}, min_available=1, disruptions_allowed=0))
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    [drain] = result.drain
+    assert (drain.node, drain.code) == (idle, codes.EXPENDABLE_PODS), kept_reasons(result).get(idle)

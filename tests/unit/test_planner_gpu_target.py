@@ -110,3 +110,27 @@ def test_a_node_of_no_managed_group_counts_the_gpus_it_reports() -> None:
     result = w.plan(gpu_total=["nvidia-a10g:0:12"])
 
     assert scale_up(result)["gpu"] == (0, 3, jobs)
+
+
+def test_a_node_of_another_type_than_its_groups_template_counts_the_gpus_it_reports() -> None:
+    """A group whose launch template moved from m5 to g5 still runs an m5 instance: the template (the type
+    most of its instances run) has GPUs, that node never will. The template says nothing of a node of
+    another type (NodeGroup.other_type_instances), so it counts what it reports, not 4 GPUs forever."""
+    w = World(regions=("us-east-1",))
+    busy = w.group("gpu", "g5.12xlarge", nodes=3, max_size=10, gpu_taint=True)
+    straggler_id = o.instance_id("gpu-m5")
+    group = w.groups["gpu"]
+    group["Instances"].append(
+        {**group["Instances"][0], "InstanceId": straggler_id, "InstanceType": "m5.2xlarge"}
+    )
+    group["DesiredCapacity"] += 1
+    straggler = w.node_for("gpu", straggler_id, "m5.2xlarge", created=NOW - timedelta(minutes=90))
+    for i, node in enumerate(busy):
+        w.gpu_pods(f"busy{i}", 1, 4, node_name=node, **WHOLE_NODE)
+    w.items.append(o.pod("svc-0", cpu="1", memory="1Gi", node_name=straggler, owner=("ReplicaSet", "svc")))
+    jobs = w.gpu_pods("train", 1, 4, **WHOLE_NODE)
+
+    result = w.plan(gpu_total=["nvidia.com/gpu:0:16"])
+
+    # 12 GPUs registered, none coming on the m5 node: room for one more g5.12xlarge
+    assert scale_up(result)["gpu"] == (4, 5, jobs), pending_reasons(result)

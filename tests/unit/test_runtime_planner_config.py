@@ -96,3 +96,19 @@ def test_poll_settings_whose_loop_outgrows_an_execution_history_are_refused(
 )  # fmt: skip
 def test_poll_settings_that_fit_are_accepted(change: dict[str, str]) -> None:
     assert load_runtime_config({**BASE, **change}).cluster_name == "ml"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"LAUNCH_TIMEOUT_SECONDS": "172800", "SCALE_UP_POLL_SECONDS": "7200"},  # 2 days
+     {"LAUNCH_TIMEOUT_SECONDS": "0.4"}],  # a Wait's whole seconds: 0
+)  # fmt: skip
+def test_a_launch_timeout_the_scale_up_steps_would_refuse_is_refused_when_the_function_starts(
+    change: dict[str, str],
+) -> None:
+    """The scale-up execution's input carries the launch timeout in whole seconds, and its Prepare step
+    refuses one outside 1 s to a day (spillway.model.scale): accepted here, every scale-up would end in
+    Errored, its pods never launched for."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, **change})
+    assert caught.value.field == "LAUNCH_TIMEOUT_SECONDS", str(caught.value)

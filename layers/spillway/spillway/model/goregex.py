@@ -27,6 +27,7 @@ nesting depth (1000) and compiled size, far beyond a node group pattern's.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Iterable, Iterator
@@ -121,6 +122,16 @@ def _orbit(cp: int) -> Iterator[int]:
     yield from map(ord, _INTO_ASCII.get(cp, ""))
 
 
+_WIDE = 4096  # a range wider than this is folded through the table of runes that fold (_folding)
+
+
+@functools.cache
+def _folding() -> tuple[int, ...]:
+    """Every rune between minFold and maxFold that folds to another, in order: built once, so that a
+    wide class under (?i) costs a lookup, not a pass over some 120,000 runes each time."""
+    return tuple(cp for cp in range(_MIN_FOLD, _MAX_FOLD + 1) if any(f != cp for f in _orbit(cp)))
+
+
 def _fold(ranges: Iterable[tuple[int, int]]) -> Ranges:
     """The ranges with every rune's case-folding equivalents added (parse.go appendFoldedRange)."""
     out: Ranges = []
@@ -128,7 +139,13 @@ def _fold(ranges: Iterable[tuple[int, int]]) -> Ranges:
         out.append((lo, hi))
         if lo <= _MIN_FOLD and hi >= _MAX_FOLD:
             continue  # folding adds nothing to a range this wide
-        for cp in range(max(lo, _MIN_FOLD), min(hi, _MAX_FOLD) + 1):
+        low, high = max(lo, _MIN_FOLD), min(hi, _MAX_FOLD)
+        if high - low > _WIDE:
+            table = _folding()
+            runes: Iterable[int] = table[bisect.bisect_left(table, low) : bisect.bisect_right(table, high)]
+        else:
+            runes = range(low, high + 1)
+        for cp in runes:
             out.extend((f, f) for f in _orbit(cp))
     return _clean(out)
 

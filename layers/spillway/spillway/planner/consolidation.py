@@ -58,7 +58,7 @@ from spillway.model.state import Since
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, minutes
-from spillway.planner.disruption import Move, assess_move, elastic_room, keeps_node_busy
+from spillway.planner.disruption import Move, assess_move, comes_back, elastic_room, keeps_node_busy
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import Bin, TrialFit, fill_bins, pools
@@ -153,11 +153,12 @@ class PodBudgets:
     def evicted(self, pods: Iterable[PodInfo]) -> set[tuple[str, str]]:
         """(namespace, name) of the budgets an eviction of ``pods`` spends (a terminating pod is leaving
         already; a pod no budget guards, not running yet or let go unready, spends none:
-        ``ClusterSnapshot.pdb_allowance``)."""
+        ``ClusterSnapshot.pdb_allowance``; nor does one that tolerates the drain's marks, which the drain
+        neither evicts nor waits for: it goes with its node, :func:`~spillway.planner.disruption.comes_back`)."""
         return {
             (pod.namespace, name)
             for pod in pods
-            if not pod.terminating and self.snapshot.pdb_allowance(pod) is not None
+            if not pod.terminating and not comes_back(pod) and self.snapshot.pdb_allowance(pod) is not None
             for name in pod.pdbs
         }
 

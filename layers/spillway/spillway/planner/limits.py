@@ -41,7 +41,7 @@ from datetime import datetime
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
 from spillway.model.cluster import NodeInfo
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into
 from spillway.model.shared import NODES, QuotaInfo
@@ -89,13 +89,29 @@ def registered_shape(info: NodeInfo, group: NodeGroup | None) -> Shape:
     :func:`spillway.planner.startup.uninitialized` decides). A node of no managed group counts what it
     reports: cluster-autoscaler has no template for it and fails the count instead (no GPU scale-up,
     no removal of a node with GPUs of a limited kind, while such a node is there); Spillway does not
-    halt on it. Tenant limits and CapacityQuotas do not read this (see the module docstring)."""
+    halt on it. Nor does a node the template does not describe (:func:`_vouches_for`). Tenant limits
+    and CapacityQuotas do not read this (see the module docstring)."""
     template = group.template if group is not None else None
     reported = info.allocatable
-    if template is None or any(reported.get(r, 0) > 0 for r in GPU_RESOURCES):
+    if (
+        template is None
+        or any(reported.get(r, 0) > 0 for r in GPU_RESOURCES)
+        or not _vouches_for(group, info)
+    ):
         return node_shape(reported, info.capacity)
     promised = {r: template.allocatable[r] for r in GPU_RESOURCES if template.allocatable.get(r, 0) > 0}
     return node_shape(reported, info.capacity, {**reported, **promised} if promised else None)
+
+
+def _vouches_for(group: NodeGroup | None, info: NodeInfo) -> bool:
+    """Whether the group's template says what ``info`` will have: a node of the template's type, or of
+    one of a mixed group's overrides (the template holds the least of them, so each has at least its
+    GPUs). A node of another type (:attr:`NodeGroup.other_type_instances`: a group whose launch template
+    moved from m5 to g5 still running an m5) never gets the template's GPUs; counting them would hold
+    them against ``gpu_total`` for as long as it runs."""
+    if group is None or info.instance_id not in group.other_type_instances:
+        return True
+    return info.labels.get(INSTANCE_TYPE_LABEL) in group.instance_types
 
 
 def _whole(vector: Mapping[str, int]) -> Resources:
