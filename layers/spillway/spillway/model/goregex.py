@@ -23,6 +23,8 @@ read alike:
 What Go refuses raises :class:`GoRegexError` naming the construct; so do Unicode classes (``\pL``,
 ``\p{Greek}``), which Go reads and Python's ``re`` has no equivalent of. Not checked: Go's limits on
 nesting depth (1000) and compiled size, far beyond a node group pattern's.
+
+The parser builds a syntax tree; :func:`python_pattern` writes it out.
 """
 
 from __future__ import annotations
@@ -71,8 +73,9 @@ _EXTENSIONS = {
 _ESCAPES = {"Z": r"\Z (RE2 writes \z)", "u": r"\u (RE2 writes \x{...})", "U": r"\U (RE2 writes \x{...})",
             "N": r"\N{...}", "C": r"\C (any byte)"}  # fmt: skip
 _CHAR_ESCAPES = {"a": 0x7, "f": 0xC, "n": 0xA, "r": 0xD, "t": 0x9, "v": 0xB}
-# Go's \b is ASCII; its \B matches in an empty text, where Python's (before 3.14) does not
-_ASSERTIONS = {"A": r"\A", "z": r"\Z", "b": r"(?a:\b)", "B": r"(?a:(?!\b))"}
+# Empty-width assertions (regexp/syntax EmptyOp), by the escape Go writes them with (^ and $ under (?m)),
+# in Python: Go's \b is ASCII; its \B matches in an empty text, where Python's (before 3.14) does not
+_ASSERTIONS = {"A": r"\A", "z": r"\Z", "b": r"(?a:\b)", "B": r"(?a:(?!\b))", "^": "(?m:^)", "$": "(?m:$)"}
 _COUNTS = re.compile(r"\{(0|[1-9][0-9]*)(?:(,)(0|[1-9][0-9]*)?)?\}")  # parse.go parseRepeat, parseInt
 _NAME = re.compile(r"[A-Za-z0-9_]+")
 _OCTAL = re.compile(r"0[0-7]{0,2}|[1-7][0-7]{1,2}")  # \1 to \7 alone would be a backreference
@@ -82,7 +85,7 @@ _HEX = re.compile(r"\{([0-9A-Fa-f]+)\}|[0-9A-Fa-f]{2}")
 def python_pattern(pattern: str) -> str:
     """``pattern``, a Go regular expression, as a Python one that matches the same strings;
     :class:`GoRegexError` for what Go refuses or Python cannot read."""
-    return _Parser(pattern).translate()
+    return "|".join(map(_python, _Parser(pattern).parse().branches))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -171,12 +174,77 @@ def _class_text(ranges: Ranges) -> str:
     return "[" + "".join(_char(lo) if lo == hi else f"{_char(lo)}-{_char(hi)}" for lo, hi in ranges) + "]"
 
 
+# --- what the parser reads: a syntax tree, written out for Python's re --------------------------------
+
+
+@dataclass(frozen=True)
+class Chars:
+    """One character of the ranges (a literal is a class of one; no range: matches nothing)."""
+
+    ranges: tuple[tuple[int, int], ...]
+    spelled: str = ""  # its Python text when not the ranges' own (. and (?s).)
+
+
+@dataclass(frozen=True)
+class Assert:
+    """An empty-width assertion, by its key in ``_ASSERTIONS``."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class Concat:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alternate:
+    branches: tuple[Concat, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``node`` ``low`` to ``high`` times (-1: unbounded); lazy or not, which no match's existence
+    depends on; ``counted``: written {n,m}."""
+
+    node: Node
+    low: int
+    high: int
+    lazy: bool = False
+    counted: bool = False
+
+
+Node = Chars | Assert | Concat | Alternate | Repeat
+_ANY = Chars(((0, MAX_RUNE),), "(?s:.)")
+_NOT_NEWLINE = Chars(((0, 0x9), (0xB, MAX_RUNE)), r"[^\n]")
+
+
+def _python(node: Node) -> str:
+    """The node in Python's re syntax: every group non-capturing, each repeated item grouped."""
+    match node:
+        case Chars(ranges, spelled):
+            return spelled or _class_text(list(ranges))
+        case Assert(kind):
+            return _ASSERTIONS[kind]
+        case Concat(items):
+            return "".join(map(_python, items))
+        case Alternate(branches):
+            return "(?:" + "|".join(map(_python, branches)) + ")"
+        case Repeat(inner, low, high, lazy, counted):
+            if not counted:
+                op = {(0, -1): "*", (1, -1): "+", (0, 1): "?"}[low, high]
+            else:
+                op = f"{{{low}}}" if low == high else f"{{{low},{'' if high < 0 else high}}}"
+            return f"(?:{_python(inner)}){op}" + "?" * lazy
+    raise TypeError(node)  # pragma: no cover - Node is closed
+
+
 # --- the parser ------------------------------------------------------------------------------------
 
 
 @dataclass
 class _Item:
-    text: str  # Python syntax
+    node: Node
     weight: int = 1  # the product of the counts {n,m} nested in it (0 under a {0}: repeatIsValid stops)
 
 
@@ -188,8 +256,8 @@ class _Group:
 
     def item(self) -> _Item:
         branches = [*self.branches, self.items]
-        text = "|".join("".join(item.text for item in branch) for branch in branches)
-        return _Item(f"(?:{text})", max((item.weight for branch in branches for item in branch), default=1))
+        node = Alternate(tuple(Concat(tuple(item.node for item in branch)) for branch in branches))
+        return _Item(node, max((item.weight for branch in branches for item in branch), default=1))
 
 
 class _Parser:
@@ -202,14 +270,16 @@ class _Parser:
         self.groups = [_Group(frozenset())]
         self.last_repeat = ""  # the repetition just read, as parse.go's lastRepeat
 
-    def translate(self) -> str:
+    def parse(self) -> Alternate:
         if any(0xD800 <= ord(char) <= 0xDFFF for char in self.text):
             raise GoRegexError("is not valid UTF-8 text, which RE2 refuses")
         while self.at < len(self.text):
             self.last_repeat = self._step()
         if len(self.groups) > 1:
             raise GoRegexError("misses a closing ), which RE2 refuses")
-        return self.groups[0].item().text[3:-1]
+        node = self.groups[0].item().node
+        assert isinstance(node, Alternate)
+        return node
 
     def _step(self) -> str:
         """Reads one construct; returns it when it was a repetition."""
@@ -220,18 +290,18 @@ class _Parser:
         handlers.get(char, self._plain)()
         return ""
 
-    def _push(self, text: str, weight: int = 1) -> None:
-        self.groups[-1].items.append(_Item(text, weight))
+    def _push(self, node: Node) -> None:
+        self.groups[-1].items.append(_Item(node))
 
     def _literal(self, cp: int) -> None:
-        self._push(_class_text(_fold([(cp, cp)]) if "i" in self.flags else [(cp, cp)]))
+        self._push(Chars(tuple(_fold([(cp, cp)]) if "i" in self.flags else [(cp, cp)])))
 
     def _plain(self) -> None:
         char = self.text[self.at]
         self.at += 1
-        multiline, dotnl = "m" in self.flags, "s" in self.flags
-        spelled = {"^": "(?m:^)" if multiline else r"\A", "$": "(?m:$)" if multiline else r"\Z",
-                   ".": "(?s:.)" if dotnl else r"[^\n]"}  # fmt: skip
+        lines = "m" in self.flags
+        spelled: dict[str, Node] = {"^": Assert("^" if lines else "A"), "$": Assert("$" if lines else "z"),
+                                    ".": _ANY if "s" in self.flags else _NOT_NEWLINE}  # fmt: skip
         if char in spelled:
             self._push(spelled[char])
         else:
@@ -254,7 +324,7 @@ class _Parser:
         token = self.text[start : self.at]
         self._check_repeat(token, bounds, counted=counts is not None)
         item = self.groups[-1].items[-1]
-        item.text = f"(?:{item.text}){_python_repeat(token[0], bounds, lazy != ('U' in self.flags))}"
+        item.node = Repeat(item.node, *bounds, lazy=lazy != ("U" in self.flags), counted=counts is not None)
         if token[0] == "{":
             item.weight = _weight(token, bounds, item.weight)
         return token
@@ -344,7 +414,7 @@ class _Parser:
     def _escape(self) -> None:
         kind = self.text[self.at + 1 : self.at + 2]
         if kind and kind in _ASSERTIONS:
-            self._push(_ASSERTIONS[kind])
+            self._push(Assert(kind))
             self.at += 2
         elif kind == "Q":  # literal text up to \E, or to the end
             end = self.text.find(r"\E", self.at + 2)
@@ -353,7 +423,7 @@ class _Parser:
                 self._literal(ord(char))
             self.at = stop if end < 0 else end + 2
         elif perl := self._perl_class(self.at):
-            self._push(_class_text(perl))
+            self._push(Chars(tuple(perl)))
             self.at += 2
         else:
             self._unicode_class(self.at)
@@ -422,7 +492,7 @@ class _Parser:
             ranges.extend(self._class_item())
         self.at += 1
         ranges = _clean(ranges)
-        self._push(_class_text(_negate(ranges) if negated else ranges))
+        self._push(Chars(tuple(_negate(ranges) if negated else ranges)))
 
     def _class_item(self) -> Ranges:
         fold = "i" in self.flags
@@ -457,17 +527,6 @@ class _Parser:
             return self._escaped_char(in_class=True)
         self.at += 1
         return ord(self.text[self.at - 1])
-
-
-def _python_repeat(op: str, bounds: tuple[int, int], lazy: bool) -> str:
-    low, high = bounds
-    if op != "{":
-        spelled = op
-    elif low == high:
-        spelled = f"{{{low}}}"
-    else:
-        spelled = f"{{{low},{'' if high < 0 else high}}}"
-    return spelled + "?" * lazy
 
 
 def _weight(token: str, bounds: tuple[int, int], inner: int) -> int:
