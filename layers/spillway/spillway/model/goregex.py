@@ -24,7 +24,9 @@ What Go refuses raises :class:`GoRegexError` naming the construct; so do Unicode
 ``\p{Greek}``), which Go reads and Python's ``re`` has no equivalent of. Not checked: Go's limits on
 nesting depth (1000) and compiled size, far beyond a node group pattern's.
 
-The parser builds a syntax tree; :func:`python_pattern` writes it out.
+The parser builds a syntax tree; :func:`python_pattern` writes it out, and :func:`compiled` compiles it to a
+:class:`Matcher` that runs as Go's regexp does, without backtracking, in time linear in the name: the
+planner matches with that, never with Python's ``re``, which can take exponential time.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_REPEAT = 1000  # regexp/syntax maxRepeat: the largest count, and product of nested counts
 MAX_RUNE = 0x10FFFF
@@ -89,9 +92,10 @@ def python_pattern(pattern: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def compiled(pattern: str) -> re.Pattern[str]:
-    """:func:`python_pattern` compiled (cached: the planner matches every group against every pattern)."""
-    return re.compile(python_pattern(pattern))
+def compiled(pattern: str) -> Matcher:
+    """``pattern`` compiled to a :class:`Matcher` (cached: the planner matches every group against every
+    pattern); :class:`GoRegexError` as :func:`python_pattern`."""
+    return Matcher(_Parser(pattern).parse())
 
 
 # --- character classes: sorted, merged code point ranges, as parse.go's cleanClass keeps them -------
@@ -174,7 +178,7 @@ def _class_text(ranges: Ranges) -> str:
     return "[" + "".join(_char(lo) if lo == hi else f"{_char(lo)}-{_char(hi)}" for lo, hi in ranges) + "]"
 
 
-# --- what the parser reads: a syntax tree, written out for Python's re --------------------------------
+# --- what the parser reads: a syntax tree, written out for Python's re and compiled for the Matcher --
 
 
 @dataclass(frozen=True)
@@ -551,3 +555,149 @@ def _escape_refusal(char: str, in_class: bool) -> str:
     if not char.isascii():
         return f"escapes the non-ASCII character {char!r}, which RE2 refuses"
     return f"uses \\{char}, an escape RE2 does not know"
+
+
+# --- the matcher: Go's, in time linear in the name ------------------------------------------------
+#
+# Python's re backtracks: ``^([a-z0-9]+-?)*$`` against 30 characters ending in "!" tries some 2**30 ways.
+# Go's regexp takes time linear in the text, whatever the pattern (pkg.go.dev/regexp's package doc;
+# swtch.com/~rsc/regexp/regexp1.html): it compiles a pattern to a program, an NFA, and runs every
+# thread of it in step over the text, one thread per instruction at a time (regexp/exec.go: the
+# machine's add follows empty-width instructions once per position, step advances each thread by one
+# rune). The Matcher does that, answering only whether a match exists, as cluster-autoscaler's
+# FindStringIndex(id) != nil does: at most len(program) instructions per position of the name.
+
+_CHAR, _SPLIT, _JUMP, _EMPTY, _MATCH = range(5)
+# (_CHAR, lows, highs), (_SPLIT, pc, pc), (_JUMP, pc, None), (_EMPTY, kind, None), (_MATCH, None, None)
+Instruction = tuple[int, Any, Any]
+_WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")  # Go's isWordChar
+
+
+class _Compiler:
+    """A syntax tree to a program (regexp/syntax compile.go's shape: split and jump; a count written out,
+    x{2,4} as xx(x(x)?)?, which the parser keeps within 1000 copies)."""
+
+    def __init__(self) -> None:
+        self.program: list[Instruction] = []
+
+    def hole(self) -> int:
+        self.program.append((_JUMP, -1, None))
+        return len(self.program) - 1
+
+    def emit(self, node: Node) -> None:
+        program = self.program
+        match node:
+            case Chars(ranges):
+                program.append((_CHAR, tuple(lo for lo, _ in ranges), tuple(hi for _, hi in ranges)))
+            case Assert(kind):
+                program.append((_EMPTY, kind, None))
+            case Concat(items):
+                for item in items:
+                    self.emit(item)
+            case Alternate(branches):
+                self.alternate(branches)
+            case Repeat(inner, low, high):
+                for _ in range(low):
+                    self.emit(inner)
+                self.optional(inner, high - low) if high >= 0 else self.star(inner)
+
+    def alternate(self, branches: tuple[Concat, ...]) -> None:
+        jumps = []
+        for index, branch in enumerate(branches):
+            split = self.hole() if index < len(branches) - 1 else -1
+            for item in branch.items:  # here, not through emit: a frame less for each group nested
+                self.emit(item)
+            if split >= 0:
+                jumps.append(self.hole())
+                self.program[split] = (_SPLIT, split + 1, len(self.program))
+        for jump in jumps:
+            self.program[jump] = (_JUMP, len(self.program), None)
+
+    def star(self, inner: Node) -> None:
+        loop = self.hole()
+        self.emit(inner)
+        self.program.append((_JUMP, loop, None))
+        self.program[loop] = (_SPLIT, loop + 1, len(self.program))
+
+    def optional(self, inner: Node, times: int) -> None:
+        splits = []
+        for _ in range(times):
+            splits.append(self.hole())
+            self.emit(inner)
+        for split in splits:
+            self.program[split] = (_SPLIT, split + 1, len(self.program))
+
+
+def _holds(kind: str, text: str, at: int) -> bool:
+    """Whether the empty-width assertion holds between text[at - 1] and text[at] (regexp/syntax
+    EmptyOpContext: Go's \\b and \\B over ASCII word characters)."""
+    before, after = text[at - 1 : at], text[at : at + 1]
+    if kind in "bB":
+        return ((before in _WORD) != (after in _WORD)) == (kind == "b")  # "" (no character): no word
+    return {"A": at == 0, "z": not after, "^": at == 0 or before == "\n", "$": not after or after == "\n"}[
+        kind
+    ]
+
+
+class Matcher:
+    """A pattern compiled to a program run as Go's regexp runs it (no backtracking): whether it matches
+    anywhere in a text, in at most ``size`` steps per position of the text."""
+
+    def __init__(self, tree: Alternate) -> None:
+        compiler = _Compiler()
+        compiler.emit(tree)
+        compiler.program.append((_MATCH, None, None))
+        self.program = compiler.program
+
+    @property
+    def size(self) -> int:
+        return len(self.program)
+
+    def search(self, text: str) -> bool:
+        """Whether the pattern matches somewhere in ``text`` (Go's MatchString, FindStringIndex != nil)."""
+        return self.run(text)[0]
+
+    def run(self, text: str) -> tuple[bool, int]:
+        """Whether the pattern matches somewhere in ``text``, and how many instructions that visited."""
+        seen = [-1] * len(self.program)
+        threads: list[int] = []
+        steps = 0
+        for at in range(len(text) + 1):
+            threads.append(0)  # a match may begin at any position: the search is unanchored
+            threads, matched, visited = self._closure(threads, text, at, seen)
+            steps += visited
+            if matched:
+                return True, steps
+            if at < len(text):
+                threads = [pc + 1 for pc in threads if _takes(self.program[pc], ord(text[at]))]
+        return False, steps
+
+    def _closure(self, starts: list[int], text: str, at: int, seen: list[int]) -> tuple[list[int], bool, int]:
+        """The character instructions the threads reach at ``at`` without consuming a character, each
+        once (``seen``), and whether one reaches the match (exec.go's add)."""
+        program, stack, out, visited = self.program, starts[::-1], [], 0
+        while stack:
+            pc = stack.pop()
+            if seen[pc] == at:
+                continue
+            seen[pc] = at
+            visited += 1
+            op, first, second = program[pc]
+            if op == _CHAR:
+                out.append(pc)
+            elif op == _SPLIT:
+                stack += (second, first)
+            elif op == _JUMP:
+                stack.append(first)
+            elif op == _EMPTY:
+                if _holds(first, text, at):
+                    stack.append(pc + 1)
+            else:
+                return out, True, visited
+        return out, False, visited
+
+
+def _takes(instruction: Instruction, cp: int) -> bool:
+    _, lows, highs = instruction
+    index = bisect.bisect_right(lows, cp) - 1
+    return index >= 0 and cp <= highs[index]
