@@ -23,6 +23,10 @@ read alike:
 What Go refuses raises :class:`GoRegexError` naming the construct; so do Unicode classes (``\pL``,
 ``\p{Greek}``), which Go reads and Python's ``re`` has no equivalent of. Not checked: Go's limits on
 nesting depth (1000) and compiled size, far beyond a node group pattern's.
+
+The parser builds a syntax tree; :func:`python_pattern` writes it out, and :func:`compiled` compiles it to a
+:class:`Matcher` that runs as Go's regexp does, without backtracking, in time linear in the name: the
+planner matches with that, never with Python's ``re``, which can take exponential time.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_REPEAT = 1000  # regexp/syntax maxRepeat: the largest count, and product of nested counts
 MAX_RUNE = 0x10FFFF
@@ -71,8 +76,9 @@ _EXTENSIONS = {
 _ESCAPES = {"Z": r"\Z (RE2 writes \z)", "u": r"\u (RE2 writes \x{...})", "U": r"\U (RE2 writes \x{...})",
             "N": r"\N{...}", "C": r"\C (any byte)"}  # fmt: skip
 _CHAR_ESCAPES = {"a": 0x7, "f": 0xC, "n": 0xA, "r": 0xD, "t": 0x9, "v": 0xB}
-# Go's \b is ASCII; its \B matches in an empty text, where Python's (before 3.14) does not
-_ASSERTIONS = {"A": r"\A", "z": r"\Z", "b": r"(?a:\b)", "B": r"(?a:(?!\b))"}
+# Empty-width assertions (regexp/syntax EmptyOp), by the escape Go writes them with (^ and $ under (?m)),
+# in Python: Go's \b is ASCII; its \B matches in an empty text, where Python's (before 3.14) does not
+_ASSERTIONS = {"A": r"\A", "z": r"\Z", "b": r"(?a:\b)", "B": r"(?a:(?!\b))", "^": "(?m:^)", "$": "(?m:$)"}
 _COUNTS = re.compile(r"\{(0|[1-9][0-9]*)(?:(,)(0|[1-9][0-9]*)?)?\}")  # parse.go parseRepeat, parseInt
 _NAME = re.compile(r"[A-Za-z0-9_]+")
 _OCTAL = re.compile(r"0[0-7]{0,2}|[1-7][0-7]{1,2}")  # \1 to \7 alone would be a backreference
@@ -82,13 +88,14 @@ _HEX = re.compile(r"\{([0-9A-Fa-f]+)\}|[0-9A-Fa-f]{2}")
 def python_pattern(pattern: str) -> str:
     """``pattern``, a Go regular expression, as a Python one that matches the same strings;
     :class:`GoRegexError` for what Go refuses or Python cannot read."""
-    return _Parser(pattern).translate()
+    return "|".join(map(_python, _Parser(pattern).parse().branches))
 
 
 @functools.lru_cache(maxsize=1024)
-def compiled(pattern: str) -> re.Pattern[str]:
-    """:func:`python_pattern` compiled (cached: the planner matches every group against every pattern)."""
-    return re.compile(python_pattern(pattern))
+def compiled(pattern: str) -> Matcher:
+    """``pattern`` compiled to a :class:`Matcher` (cached: the planner matches every group against every
+    pattern); :class:`GoRegexError` as :func:`python_pattern`."""
+    return Matcher(_Parser(pattern).parse())
 
 
 # --- character classes: sorted, merged code point ranges, as parse.go's cleanClass keeps them -------
@@ -171,12 +178,77 @@ def _class_text(ranges: Ranges) -> str:
     return "[" + "".join(_char(lo) if lo == hi else f"{_char(lo)}-{_char(hi)}" for lo, hi in ranges) + "]"
 
 
+# --- what the parser reads: a syntax tree, written out for Python's re and compiled for the Matcher --
+
+
+@dataclass(frozen=True)
+class Chars:
+    """One character of the ranges (a literal is a class of one; no range: matches nothing)."""
+
+    ranges: tuple[tuple[int, int], ...]
+    spelled: str = ""  # its Python text when not the ranges' own (. and (?s).)
+
+
+@dataclass(frozen=True)
+class Assert:
+    """An empty-width assertion, by its key in ``_ASSERTIONS``."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class Concat:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alternate:
+    branches: tuple[Concat, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``node`` ``low`` to ``high`` times (-1: unbounded); lazy or not, which no match's existence
+    depends on; ``counted``: written {n,m}."""
+
+    node: Node
+    low: int
+    high: int
+    lazy: bool = False
+    counted: bool = False
+
+
+Node = Chars | Assert | Concat | Alternate | Repeat
+_ANY = Chars(((0, MAX_RUNE),), "(?s:.)")
+_NOT_NEWLINE = Chars(((0, 0x9), (0xB, MAX_RUNE)), r"[^\n]")
+
+
+def _python(node: Node) -> str:
+    """The node in Python's re syntax: every group non-capturing, each repeated item grouped."""
+    match node:
+        case Chars(ranges, spelled):
+            return spelled or _class_text(list(ranges))
+        case Assert(kind):
+            return _ASSERTIONS[kind]
+        case Concat(items):
+            return "".join(map(_python, items))
+        case Alternate(branches):
+            return "(?:" + "|".join(map(_python, branches)) + ")"
+        case Repeat(inner, low, high, lazy, counted):
+            if not counted:
+                op = {(0, -1): "*", (1, -1): "+", (0, 1): "?"}[low, high]
+            else:
+                op = f"{{{low}}}" if low == high else f"{{{low},{'' if high < 0 else high}}}"
+            return f"(?:{_python(inner)}){op}" + "?" * lazy
+    raise TypeError(node)  # pragma: no cover - Node is closed
+
+
 # --- the parser ------------------------------------------------------------------------------------
 
 
 @dataclass
 class _Item:
-    text: str  # Python syntax
+    node: Node
     weight: int = 1  # the product of the counts {n,m} nested in it (0 under a {0}: repeatIsValid stops)
 
 
@@ -188,8 +260,8 @@ class _Group:
 
     def item(self) -> _Item:
         branches = [*self.branches, self.items]
-        text = "|".join("".join(item.text for item in branch) for branch in branches)
-        return _Item(f"(?:{text})", max((item.weight for branch in branches for item in branch), default=1))
+        node = Alternate(tuple(Concat(tuple(item.node for item in branch)) for branch in branches))
+        return _Item(node, max((item.weight for branch in branches for item in branch), default=1))
 
 
 class _Parser:
@@ -202,14 +274,16 @@ class _Parser:
         self.groups = [_Group(frozenset())]
         self.last_repeat = ""  # the repetition just read, as parse.go's lastRepeat
 
-    def translate(self) -> str:
+    def parse(self) -> Alternate:
         if any(0xD800 <= ord(char) <= 0xDFFF for char in self.text):
             raise GoRegexError("is not valid UTF-8 text, which RE2 refuses")
         while self.at < len(self.text):
             self.last_repeat = self._step()
         if len(self.groups) > 1:
             raise GoRegexError("misses a closing ), which RE2 refuses")
-        return self.groups[0].item().text[3:-1]
+        node = self.groups[0].item().node
+        assert isinstance(node, Alternate)
+        return node
 
     def _step(self) -> str:
         """Reads one construct; returns it when it was a repetition."""
@@ -220,18 +294,18 @@ class _Parser:
         handlers.get(char, self._plain)()
         return ""
 
-    def _push(self, text: str, weight: int = 1) -> None:
-        self.groups[-1].items.append(_Item(text, weight))
+    def _push(self, node: Node) -> None:
+        self.groups[-1].items.append(_Item(node))
 
     def _literal(self, cp: int) -> None:
-        self._push(_class_text(_fold([(cp, cp)]) if "i" in self.flags else [(cp, cp)]))
+        self._push(Chars(tuple(_fold([(cp, cp)]) if "i" in self.flags else [(cp, cp)])))
 
     def _plain(self) -> None:
         char = self.text[self.at]
         self.at += 1
-        multiline, dotnl = "m" in self.flags, "s" in self.flags
-        spelled = {"^": "(?m:^)" if multiline else r"\A", "$": "(?m:$)" if multiline else r"\Z",
-                   ".": "(?s:.)" if dotnl else r"[^\n]"}  # fmt: skip
+        lines = "m" in self.flags
+        spelled: dict[str, Node] = {"^": Assert("^" if lines else "A"), "$": Assert("$" if lines else "z"),
+                                    ".": _ANY if "s" in self.flags else _NOT_NEWLINE}  # fmt: skip
         if char in spelled:
             self._push(spelled[char])
         else:
@@ -254,7 +328,7 @@ class _Parser:
         token = self.text[start : self.at]
         self._check_repeat(token, bounds, counted=counts is not None)
         item = self.groups[-1].items[-1]
-        item.text = f"(?:{item.text}){_python_repeat(token[0], bounds, lazy != ('U' in self.flags))}"
+        item.node = Repeat(item.node, *bounds, lazy=lazy != ("U" in self.flags), counted=counts is not None)
         if token[0] == "{":
             item.weight = _weight(token, bounds, item.weight)
         return token
@@ -344,7 +418,7 @@ class _Parser:
     def _escape(self) -> None:
         kind = self.text[self.at + 1 : self.at + 2]
         if kind and kind in _ASSERTIONS:
-            self._push(_ASSERTIONS[kind])
+            self._push(Assert(kind))
             self.at += 2
         elif kind == "Q":  # literal text up to \E, or to the end
             end = self.text.find(r"\E", self.at + 2)
@@ -353,7 +427,7 @@ class _Parser:
                 self._literal(ord(char))
             self.at = stop if end < 0 else end + 2
         elif perl := self._perl_class(self.at):
-            self._push(_class_text(perl))
+            self._push(Chars(tuple(perl)))
             self.at += 2
         else:
             self._unicode_class(self.at)
@@ -422,7 +496,7 @@ class _Parser:
             ranges.extend(self._class_item())
         self.at += 1
         ranges = _clean(ranges)
-        self._push(_class_text(_negate(ranges) if negated else ranges))
+        self._push(Chars(tuple(_negate(ranges) if negated else ranges)))
 
     def _class_item(self) -> Ranges:
         fold = "i" in self.flags
@@ -459,17 +533,6 @@ class _Parser:
         return ord(self.text[self.at - 1])
 
 
-def _python_repeat(op: str, bounds: tuple[int, int], lazy: bool) -> str:
-    low, high = bounds
-    if op != "{":
-        spelled = op
-    elif low == high:
-        spelled = f"{{{low}}}"
-    else:
-        spelled = f"{{{low},{'' if high < 0 else high}}}"
-    return spelled + "?" * lazy
-
-
 def _weight(token: str, bounds: tuple[int, int], inner: int) -> int:
     """The product of nested counts Go keeps within 1000 (parse.go repeatIsValid: each count's most,
     or least when unbounded; a {0} stops the walk)."""
@@ -492,3 +555,149 @@ def _escape_refusal(char: str, in_class: bool) -> str:
     if not char.isascii():
         return f"escapes the non-ASCII character {char!r}, which RE2 refuses"
     return f"uses \\{char}, an escape RE2 does not know"
+
+
+# --- the matcher: Go's, in time linear in the name ------------------------------------------------
+#
+# Python's re backtracks: ``^([a-z0-9]+-?)*$`` against 30 characters ending in "!" tries some 2**30 ways.
+# Go's regexp takes time linear in the text, whatever the pattern (pkg.go.dev/regexp's package doc;
+# swtch.com/~rsc/regexp/regexp1.html): it compiles a pattern to a program, an NFA, and runs every
+# thread of it in step over the text, one thread per instruction at a time (regexp/exec.go: the
+# machine's add follows empty-width instructions once per position, step advances each thread by one
+# rune). The Matcher does that, answering only whether a match exists, as cluster-autoscaler's
+# FindStringIndex(id) != nil does: at most len(program) instructions per position of the name.
+
+_CHAR, _SPLIT, _JUMP, _EMPTY, _MATCH = range(5)
+# (_CHAR, lows, highs), (_SPLIT, pc, pc), (_JUMP, pc, None), (_EMPTY, kind, None), (_MATCH, None, None)
+Instruction = tuple[int, Any, Any]
+_WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")  # Go's isWordChar
+
+
+class _Compiler:
+    """A syntax tree to a program (regexp/syntax compile.go's shape: split and jump; a count written out,
+    x{2,4} as xx(x(x)?)?, which the parser keeps within 1000 copies)."""
+
+    def __init__(self) -> None:
+        self.program: list[Instruction] = []
+
+    def hole(self) -> int:
+        self.program.append((_JUMP, -1, None))
+        return len(self.program) - 1
+
+    def emit(self, node: Node) -> None:
+        program = self.program
+        match node:
+            case Chars(ranges):
+                program.append((_CHAR, tuple(lo for lo, _ in ranges), tuple(hi for _, hi in ranges)))
+            case Assert(kind):
+                program.append((_EMPTY, kind, None))
+            case Concat(items):
+                for item in items:
+                    self.emit(item)
+            case Alternate(branches):
+                self.alternate(branches)
+            case Repeat(inner, low, high):
+                for _ in range(low):
+                    self.emit(inner)
+                self.optional(inner, high - low) if high >= 0 else self.star(inner)
+
+    def alternate(self, branches: tuple[Concat, ...]) -> None:
+        jumps = []
+        for index, branch in enumerate(branches):
+            split = self.hole() if index < len(branches) - 1 else -1
+            for item in branch.items:  # here, not through emit: a frame less for each group nested
+                self.emit(item)
+            if split >= 0:
+                jumps.append(self.hole())
+                self.program[split] = (_SPLIT, split + 1, len(self.program))
+        for jump in jumps:
+            self.program[jump] = (_JUMP, len(self.program), None)
+
+    def star(self, inner: Node) -> None:
+        loop = self.hole()
+        self.emit(inner)
+        self.program.append((_JUMP, loop, None))
+        self.program[loop] = (_SPLIT, loop + 1, len(self.program))
+
+    def optional(self, inner: Node, times: int) -> None:
+        splits = []
+        for _ in range(times):
+            splits.append(self.hole())
+            self.emit(inner)
+        for split in splits:
+            self.program[split] = (_SPLIT, split + 1, len(self.program))
+
+
+def _holds(kind: str, text: str, at: int) -> bool:
+    """Whether the empty-width assertion holds between text[at - 1] and text[at] (regexp/syntax
+    EmptyOpContext: Go's \\b and \\B over ASCII word characters)."""
+    before, after = text[at - 1 : at], text[at : at + 1]
+    if kind in "bB":
+        return ((before in _WORD) != (after in _WORD)) == (kind == "b")  # "" (no character): no word
+    return {"A": at == 0, "z": not after, "^": at == 0 or before == "\n", "$": not after or after == "\n"}[
+        kind
+    ]
+
+
+class Matcher:
+    """A pattern compiled to a program run as Go's regexp runs it (no backtracking): whether it matches
+    anywhere in a text, in at most ``size`` steps per position of the text."""
+
+    def __init__(self, tree: Alternate) -> None:
+        compiler = _Compiler()
+        compiler.emit(tree)
+        compiler.program.append((_MATCH, None, None))
+        self.program = compiler.program
+
+    @property
+    def size(self) -> int:
+        return len(self.program)
+
+    def search(self, text: str) -> bool:
+        """Whether the pattern matches somewhere in ``text`` (Go's MatchString, FindStringIndex != nil)."""
+        return self.run(text)[0]
+
+    def run(self, text: str) -> tuple[bool, int]:
+        """Whether the pattern matches somewhere in ``text``, and how many instructions that visited."""
+        seen = [-1] * len(self.program)
+        threads: list[int] = []
+        steps = 0
+        for at in range(len(text) + 1):
+            threads.append(0)  # a match may begin at any position: the search is unanchored
+            threads, matched, visited = self._closure(threads, text, at, seen)
+            steps += visited
+            if matched:
+                return True, steps
+            if at < len(text):
+                threads = [pc + 1 for pc in threads if _takes(self.program[pc], ord(text[at]))]
+        return False, steps
+
+    def _closure(self, starts: list[int], text: str, at: int, seen: list[int]) -> tuple[list[int], bool, int]:
+        """The character instructions the threads reach at ``at`` without consuming a character, each
+        once (``seen``), and whether one reaches the match (exec.go's add)."""
+        program, stack, out, visited = self.program, starts[::-1], [], 0
+        while stack:
+            pc = stack.pop()
+            if seen[pc] == at:
+                continue
+            seen[pc] = at
+            visited += 1
+            op, first, second = program[pc]
+            if op == _CHAR:
+                out.append(pc)
+            elif op == _SPLIT:
+                stack += (second, first)
+            elif op == _JUMP:
+                stack.append(first)
+            elif op == _EMPTY:
+                if _holds(first, text, at):
+                    stack.append(pc + 1)
+            else:
+                return out, True, visited
+        return out, False, visited
+
+
+def _takes(instruction: Instruction, cp: int) -> bool:
+    _, lows, highs = instruction
+    index = bisect.bisect_right(lows, cp) - 1
+    return index >= 0 and cp <= highs[index]

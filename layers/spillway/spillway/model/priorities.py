@@ -17,8 +17,9 @@ that ConfigMap (observe reads it; the planner ranks groups with it: :mod:`spillw
 Both are read as cluster-autoscaler reads its ConfigMap (expander/priority/priority.go): the YAML
 unmarshalled into ``map[int][]string`` by gopkg.in/yaml.v2, each regex compiled by Go's ``regexp``
 (RE2 syntax, regexp/syntax/parse.go), a group matching a regex found anywhere in its name
-(``FindStringIndex``, as ``re.search``). Each pattern is read into Python's re by one translator,
-:mod:`spillway.model.goregex`, so that it matches the names Go's reading matches. What Go cannot read,
+(``FindStringIndex``). One reader, :mod:`spillway.model.goregex`, parses each pattern as Go does and
+matches it as Go's regexp does, in time linear in the name (it also writes it out for Python's re:
+:func:`python_pattern`, which backtracks, and so is not what matches). What Go cannot read,
 or Python cannot read as Go does (Unicode classes), refuses the whole block, naming the priority and the
 pattern's index: cluster-autoscaler too drops the whole ConfigMap then.
 """
@@ -108,8 +109,8 @@ def re2_refusal(pattern: str) -> str | None:
         compiled(pattern)
     except GoRegexError as exc:
         return str(exc)
-    except (re.error, RecursionError) as exc:  # a translation Python cannot compile: nested too deep
-        return f"is one Python's re cannot compile ({exc or type(exc).__name__})"
+    except RecursionError:  # Go takes 1000 levels of nesting; Python's recursion limit comes first
+        return "nests groups or repetitions too deep for Spillway to compile"
     return None
 
 
@@ -128,6 +129,7 @@ def parse_priorities(text: str) -> Priorities:
 
 def priority_of(priorities: Mapping[int, tuple[str, ...]], group: str) -> int | None:
     """The highest priority whose regexes match the group's name (searched anywhere in it, as
-    priority.go's ``FindStringIndex(id) != nil``), or None when none does."""
+    priority.go's ``FindStringIndex(id) != nil``, in time linear in the name as Go's regexp), or None
+    when none does."""
     matching = [p for p, patterns in priorities.items() if any(compiled(x).search(group) for x in patterns)]
     return max(matching, default=None)
