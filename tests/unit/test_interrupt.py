@@ -161,6 +161,9 @@ def test_a_malformed_warning_names_its_field(mutate: Any, field: str) -> None:
         ("interrupt-spot-warning.json", lambda d: d.update(region="us-east-\u0661"), "region"),
         ("interrupt-spot-warning.json", lambda d: d["detail"].update({"instance-id": INSTANCE + "\n"}),
          "detail.instance-id"),
+        # EC2's ids are i- and 8 or 17 hex digits (the form the scale-up steps' input check holds too)
+        ("interrupt-spot-warning.json", lambda d: d["detail"].update({"instance-id": "i-0123456789ab"}),
+         "detail.instance-id"),
         ("interrupt-lifecycle-terminate.json",
          lambda d: d["detail"].update(LifecycleActionToken="87654321-4321-4321-4321-210987654321\n"),
          "detail.LifecycleActionToken"),

@@ -79,6 +79,7 @@ from typing import Any, Literal
 
 from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
 from spillway.model.act import ExecutionRequest
+from spillway.model.aws import INSTANCE_ID_FORM, REGION_FORM, RFC3339_FORM
 from spillway.model.cluster import NodeInfo
 from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, MAX_DEADLINE_SECONDS, LifecycleHook
 from spillway.model.history import MAX_ROUNDS
@@ -116,9 +117,9 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 # Matched whole (fullmatch) and in ASCII: ``$`` also matches before a trailing newline and ``\d`` any
 # Unicode digit, so "us-east-1\n" or one with an Arabic-Indic digit passed as a region and the notice was dropped as
 # another region's, silently, instead of reaching the dead-letter queue as malformed.
-_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,32}")
+_INSTANCE_ID = re.compile(INSTANCE_ID_FORM)
 _TOKEN = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_REGION = re.compile(r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-[0-9]+")
+_REGION = re.compile(REGION_FORM)
 NAME_PREFIX: dict[Kind, str] = {
     "interruption": "interrupt",
     "rebalance": "rebalance",
@@ -217,9 +218,7 @@ def _health_time(value: Any, where: str) -> datetime:
 
 # EventBridge's ``time``: RFC 3339 (PutEvents' Time; AWS Health's EventBridge schema writes it
 # yyyy-mm-ddThh:mm:ssZ), a date and a time with its zone, in ASCII digits.
-_RFC3339 = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
-)
+_RFC3339 = re.compile(RFC3339_FORM)
 # How far an event's ``time`` may be ahead of the function's clock: both are NTP-synced, and AWS
 # itself refuses a signed request more than 5 minutes off its clock (SigV4, RequestTimeTooSkewed). A
 # later time is no notice EC2 sent: it would stretch a Spot warning's drain and its back-off.

@@ -17,6 +17,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# AWS's identifier and time forms, unanchored (match them whole: ``fullmatch``, or ``^...$`` in a pydantic
+# pattern), in ASCII: ``\d`` would take any Unicode digit. Instance ids are ``i-`` and 8 (older) or 17
+# hex digits; regions as AWS names them (``us-east-1``, ``us-gov-west-1``, ``us-iso-east-1``); times RFC
+# 3339 with their zone (EventBridge's ``time``, what :func:`spillway.model.act.iso` writes).
+INSTANCE_ID_FORM = r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})"
+REGION_FORM = r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-[0-9]+"
+RFC3339_FORM = (
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+
 
 class AwsModel(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)

@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from spillway.model.act import CLUSTER_PATTERN, SNAPSHOT_KEY_PATTERN
+from spillway.model.aws import INSTANCE_ID_FORM, REGION_FORM, RFC3339_FORM
 from spillway.model.drain import NODE_NAME_PATTERN
 
 INT32 = 2**31 - 1  # the Auto Scaling API's Integer (DesiredCapacity, MaxSize)
@@ -31,13 +32,11 @@ MAX_ROUNDS = 10  # RuntimeConfig.scale_up_max_rounds' bound
 MAX_SECONDS = 86_400
 MAX_NAMES = 1_000  # instance ids or Node names of one group in one step's input
 GROUP_NAME_PATTERN = r"^[!-9;-~]+$"  # ASCII 33 to 126 but ':'
-REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$"
-INSTANCE_ID_PATTERN = r"^i-([0-9a-f]{8}|[0-9a-f]{17})$"
+REGION_PATTERN = f"^{REGION_FORM}$"
+INSTANCE_ID_PATTERN = f"^{INSTANCE_ID_FORM}$"
 # spillway.act.planning.plan_id_for: execution names are [A-Za-z0-9-_], at most 80 with "up-"
 PLAN_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
-RFC3339_PATTERN = (
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$"
-)
+RFC3339_PATTERN = f"^{RFC3339_FORM}$"
 
 Cluster = Annotated[str, Field(min_length=1, max_length=100, pattern=CLUSTER_PATTERN)]
 GroupName = Annotated[str, Field(min_length=1, max_length=255, pattern=GROUP_NAME_PATTERN)]
