@@ -67,7 +67,7 @@ class WorkNode:
     used: Resources = field(default_factory=dict)
     workload: int = 0  # pods that keep the node busy (spillway.planner.disruption)
     # expendable pods that keep it from nothing: its drain evicts them (disruption.goes_with_its_node)
-    expendable: list[str] = field(default_factory=list)
+    expendable: list[PodInfo] = field(default_factory=list)
     free: Resources = field(default_factory=dict)
     receives: int = 0  # pending pods this plan expects to run here
     shape: tuple[Any, ...] = ()
@@ -295,7 +295,7 @@ class Context:
         if pod.priority < self.config.expendable_priority_cutoff and goes_with_its_node(
             pod, self.snapshot.pdb_allowance(pod), self.now
         ):
-            node.expendable.append(pod.key)
+            node.expendable.append(pod)
         else:
             node.workload += 1
 

@@ -452,16 +452,14 @@ class ScaleDownStage:
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans
-        wanted = set(node.expendable)  # the pods its drain evicts: they spend their budgets
-        expendable = [p for p in self.ctx.snapshot.pods if p.key in wanted] if wanted else []
-        verdict = self.limit(node) or self.pod_budgets.refusal(expendable)
+        verdict = self.limit(node) or self.pod_budgets.refusal(node.expendable)  # its drain evicts them
         if verdict is not None:
             self._keep_or_restore(node, verdict, orphan=orphan)
             return
         ctx, info, group = self.ctx, node.info, node.group
         assert group is not None and info.instance_id is not None
         self.take(node)
-        self.pod_budgets.spend(expendable)
+        self.pod_budgets.spend(node.expendable)
         self.idle_state[info.name] = NodeState(idle_since=idle_since, draining_since=ctx.now)
         where = group.region
         if ctx.primary and group.region != ctx.primary:
@@ -471,7 +469,7 @@ class ScaleDownStage:
             f"no workload pods for {minutes(ctx.now - idle_since)} "
             f"(threshold {minutes(needed)}); group {group.name} in {where}"
         )
-        code, pods = "", tuple(sorted(node.expendable))
+        code, pods = "", tuple(sorted(p.key for p in node.expendable))
         if pods:  # they keep no node: the drain evicts them (and no pod that came since)
             code = codes.EXPENDABLE_PODS
             reason += (
