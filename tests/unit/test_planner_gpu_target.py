@@ -112,10 +112,8 @@ def test_a_node_of_no_managed_group_counts_the_gpus_it_reports() -> None:
     assert scale_up(result)["gpu"] == (0, 3, jobs)
 
 
-def test_a_node_of_another_type_than_its_groups_template_counts_the_gpus_it_reports() -> None:
-    """A group whose launch template moved from m5 to g5 still runs an m5 instance: the template (the type
-    most of its instances run) has GPUs, that node never will. The template says nothing of a node of
-    another type (NodeGroup.other_type_instances), so it counts what it reports, not 4 GPUs forever."""
+def _straggler_world(joined_minutes_ago: float) -> tuple[World, str]:
+    """A g5.12xlarge group of three busy nodes still running one m5.2xlarge (its launch template moved)."""
     w = World(regions=("us-east-1",))
     busy = w.group("gpu", "g5.12xlarge", nodes=3, max_size=10, gpu_taint=True)
     straggler_id = o.instance_id("gpu-m5")
@@ -124,9 +122,19 @@ def test_a_node_of_another_type_than_its_groups_template_counts_the_gpus_it_repo
         {**group["Instances"][0], "InstanceId": straggler_id, "InstanceType": "m5.2xlarge"}
     )
     group["DesiredCapacity"] += 1
-    straggler = w.node_for("gpu", straggler_id, "m5.2xlarge", created=NOW - timedelta(minutes=90))
+    straggler = w.node_for(
+        "gpu", straggler_id, "m5.2xlarge", created=NOW - timedelta(minutes=joined_minutes_ago)
+    )
     for i, node in enumerate(busy):
         w.gpu_pods(f"busy{i}", 1, 4, node_name=node, **WHOLE_NODE)
+    return w, straggler
+
+
+def test_a_node_of_another_type_than_its_groups_template_counts_the_gpus_it_reports() -> None:
+    """A group whose launch template moved from m5 to g5 still runs an m5 instance: the template (the type
+    most of its instances run) has GPUs, that node never will. The template says nothing of a node of
+    another type (NodeGroup.other_type_instances), so it counts what it reports, not 4 GPUs forever."""
+    w, straggler = _straggler_world(joined_minutes_ago=90)
     w.items.append(o.pod("svc-0", cpu="1", memory="1Gi", node_name=straggler, owner=("ReplicaSet", "svc")))
     jobs = w.gpu_pods("train", 1, 4, **WHOLE_NODE)
 
@@ -134,3 +142,16 @@ def test_a_node_of_another_type_than_its_groups_template_counts_the_gpus_it_repo
 
     # 12 GPUs registered, none coming on the m5 node: room for one more g5.12xlarge
     assert scale_up(result)["gpu"] == (4, 5, jobs), pending_reasons(result)
+
+
+def test_a_young_node_of_another_type_is_not_a_gpu_node_still_starting() -> None:
+    """The same reader says when a node's device plugin has not registered its template's GPUs yet, for
+    its start too: a young m5 of the g5 group is no GPU node starting (capacity launching that a GPU job
+    would wait for), it is an m5, and the job gets a g5 of its own."""
+    w, straggler = _straggler_world(joined_minutes_ago=2)
+    jobs = w.gpu_pods("train", 1, 4, **WHOLE_NODE)
+
+    result = w.plan()
+
+    assert scale_up(result)["gpu"] == (4, 5, jobs), pending_reasons(result)
+    assert _kept(result)[straggler][0] != codes.STARTING

@@ -41,12 +41,13 @@ from datetime import datetime
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
 from spillway.model.cluster import NodeInfo
-from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
+from spillway.model.nodegroup import NodeGroup
 from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into
 from spillway.model.shared import NODES, QuotaInfo
 from spillway.planner import codes
 from spillway.planner.context import Context, WorkNode
+from spillway.planner.startup import unregistered
 
 ONE_NODE = 1000
 GIB_MILLI = 2**30 * 1000
@@ -85,33 +86,17 @@ def registered_shape(info: NodeInfo, group: NodeGroup | None) -> Shape:
     limits): a node that reports no GPUs of the vendors' resources in its allocatable, of a managed
     group whose template has some, counts its template's (cluster-autoscaler asks this of nodes with its
     GPU label, ``k8s.amazonaws.com/accelerator`` on AWS, which a label-kind total selects; a
-    resource-named total has no label, and the template alone says the node has GPUs, as
-    :func:`spillway.planner.startup.uninitialized` decides). A node of no managed group counts what it
-    reports: cluster-autoscaler has no template for it and fails the count instead (no GPU scale-up,
-    no removal of a node with GPUs of a limited kind, while such a node is there); Spillway does not
-    halt on it. Nor does a node the template does not describe (:func:`_vouches_for`). Tenant limits
-    and CapacityQuotas do not read this (see the module docstring)."""
-    template = group.template if group is not None else None
+    resource-named total has no label, and the template alone says the node has GPUs:
+    :func:`spillway.planner.startup.unregistered`, which also says when a node is still starting). A
+    node of no managed group, or one its group's template does not describe, counts what it reports:
+    cluster-autoscaler has no template for the first and fails the count instead (no GPU scale-up, no
+    removal of a node with GPUs of a limited kind, while such a node is there); Spillway does not halt
+    on it. Tenant limits and CapacityQuotas do not read this (see the module docstring)."""
     reported = info.allocatable
-    if (
-        template is None
-        or any(reported.get(r, 0) > 0 for r in GPU_RESOURCES)
-        or not _vouches_for(group, info)
-    ):
+    if any(reported.get(r, 0) > 0 for r in GPU_RESOURCES):
         return node_shape(reported, info.capacity)
-    promised = {r: template.allocatable[r] for r in GPU_RESOURCES if template.allocatable.get(r, 0) > 0}
+    promised = {r: v for r, v in unregistered(info, group).items() if r in GPU_RESOURCES}
     return node_shape(reported, info.capacity, {**reported, **promised} if promised else None)
-
-
-def _vouches_for(group: NodeGroup | None, info: NodeInfo) -> bool:
-    """Whether the group's template says what ``info`` will have: a node of the template's type, or of
-    one of a mixed group's overrides (the template holds the least of them, so each has at least its
-    GPUs). A node of another type (:attr:`NodeGroup.other_type_instances`: a group whose launch template
-    moved from m5 to g5 still running an m5) never gets the template's GPUs; counting them would hold
-    them against ``gpu_total`` for as long as it runs."""
-    if group is None or info.instance_id not in group.other_type_instances:
-        return True
-    return info.labels.get(INSTANCE_TYPE_LABEL) in group.instance_types
 
 
 def _whole(vector: Mapping[str, int]) -> Resources:

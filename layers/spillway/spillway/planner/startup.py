@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 
 from spillway.config import PlannerConfig
 from spillway.model.cluster import NodeInfo
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.planner.context import aware, minutes
 
 STARTUP_PREFIXES = (
@@ -57,17 +57,35 @@ def uninitialized(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig
     tainted = sorted(key for key, _, _ in info.taints if is_startup_taint(key, config))
     if tainted:
         return f"startup taint {', '.join(tainted)}"
-    template = group.template
-    if template is None:
-        return None
-    missing = sorted(
-        r
-        for r, value in template.allocatable.items()
-        if "/" in r and value > 0 and info.allocatable.get(r, 0) <= 0
-    )
+    missing = sorted(unregistered(info, group))
     if missing:
         return f"{', '.join(missing)} not registered yet (device plugin)"
     return None
+
+
+def unregistered(info: NodeInfo, group: NodeGroup | None) -> dict[str, int]:
+    """The extended resources (GPUs, ...) the group's template offers that the node does not show in its
+    allocatable yet: its device plugin has not registered them. The one reader of it, for the node's
+    start (:func:`uninitialized`) and for the cluster totals (``spillway.planner.limits.registered_shape``).
+    Empty for a node the template does not describe: one of another type than the template's and a mixed
+    group's overrides (:attr:`NodeGroup.other_type_instances`: a group whose launch template moved from
+    m5 to g5 still running an m5), which will never have them."""
+    template = group.template if group is not None else None
+    if template is None or group is None or not _described(group, info):
+        return {}
+    return {
+        r: v
+        for r, v in template.allocatable.items()
+        if "/" in r and v > 0 and info.allocatable.get(r, 0) <= 0
+    }
+
+
+def _described(group: NodeGroup, info: NodeInfo) -> bool:
+    """A node of the template's type, or of one of a mixed group's overrides (the template holds the least
+    of them, so each has at least its extended resources)."""
+    if info.instance_id not in group.other_type_instances:
+        return True
+    return info.labels.get(INSTANCE_TYPE_LABEL) in group.instance_types
 
 
 def starting(info: NodeInfo, group: NodeGroup | None, config: PlannerConfig, now: datetime) -> str | None:
