@@ -547,7 +547,11 @@ class Demo:
     def _scheduler(self, kube: Any) -> None:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         by_pod = {f"{NAMESPACE}/{j.pod}": j for j in self.jobs}
-        for pod, node in schedule(kube, stamp):
+        bound = schedule(kube, stamp)
+        if any(node not in self.nodes_seen for _, node in bound):
+            # a kubelet registered its Node after this tick's watch: say so first, with its region
+            self._watch_nodes(kube)
+        for pod, node in bound:
             region = self.nodes_seen.get(node, "?")
             job = by_pod.get(pod)
             if job is None:
