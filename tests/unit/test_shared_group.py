@@ -319,3 +319,29 @@ def test_a_raise_above_max_size_at_raise_time_raises_nothing_and_can_be_retried(
     with pytest.raises(AsgLimitExceeded, match="above MaxSize 10"):
         w.gang.raise_desired({**GANG, "prep": prep})
     assert w.desired == 9 and w.ledger.claimed == {}
+
+
+def test_an_instance_launched_for_an_earlier_scale_up_before_a_later_one_prepared_is_the_earlier_ones() -> (
+    None
+):
+    """The demo's overflow: A raises the group by 1, its instance is there when B prepares (so it is not new
+    to B), B raises by 2; A verifies first and must take its own instance, not one launched for B, or B
+    ends short and backs its group off while every node it asked for runs Ready."""
+    w = World()
+    a = {**UP, "plan_id": "p-a", "group": {**UP["group"], "from": 1, "to": 2}}
+    b = {**UP, "plan_id": "p-b", "group": {**UP["group"], "from": 2, "to": 4}}
+    aprep = w.up.prepare(a)
+    w.up.set_desired({**a, "prep": aprep})
+    w.launched = 5  # A's instance sorts after B's: a first-by-id claim would take one of B's
+    (for_a,) = w.asg_launches(1)
+    bprep = w.up.prepare(b)
+    assert for_a in bprep["before"]
+    w.up.set_desired({**b, "prep": bprep})
+    w.launched = 0
+    for_b = w.asg_launches(2)
+    assert w.desired == 4
+
+    assert w.up.verify({**a, "prep": aprep})["nodes"] == [f"node-{for_a}"]
+    verify_b = w.up.verify({**b, "prep": bprep})
+
+    assert verify_b["status"] == "ready" and verify_b["nodes"] == [f"node-{i}" for i in for_b]

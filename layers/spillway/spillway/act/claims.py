@@ -18,6 +18,11 @@ capacity and give back only its own, whatever the order of their steps:
 * :func:`own_instances` attributes new instances: the group's instances are interchangeable when they
   launch, so each execution claims (``owner#<region>#<instance>``, conditional put, first wins) new
   instances nobody claimed, up to the count it raised. An instance belongs to exactly one execution.
+  An execution's new instances are those its ``prepare`` did not see (``before``), which its raise
+  marker keeps (``existing``); so an instance launched for an earlier raise but already there when a
+  later execution prepared is new to the earlier owner only. Each owner claims first the instances the
+  fewest other owners still waiting could claim: otherwise the earlier owner could take one launched
+  for the later, leave its own to nobody, and the later would end short and back its group off.
 * :func:`give_back_undelivered` lowers the desired capacity by the capacity an execution raised but
   never launched, relative to the live value, never below MinSize, and never below the instances the
   group runs (lowering further would make Auto Scaling terminate somebody's running instance).
@@ -74,8 +79,12 @@ class Owner:
         return item in self.ledger.claims(self.cluster, item)
 
 
-def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str, Any]:
+def raise_once(
+    aws: Cloud, owner: Owner, count: int, now: datetime, existing: Iterable[str] | None = None
+) -> dict[str, Any]:
     """Raise ``owner.group`` by ``count`` relative to its live desired capacity, once per owner.
+    ``existing``: the instances that are not new to this owner (its ``prepare``'s ``before``), kept in the
+    marker for the other owners' claims (:func:`own_instances`).
 
     :class:`AsgLimitExceeded` (nothing raised) when the live value + count is above MaxSize. When the
     answer is lost and :func:`_landed` cannot tell, the marker is kept and marked unsettled, and the
@@ -84,13 +93,13 @@ def raise_once(aws: Cloud, owner: Owner, count: int, now: datetime) -> dict[str,
     asg = aws.describe_group(owner.region, owner.group)
     before, after = asg.DesiredCapacity, asg.DesiredCapacity + count
     item = RAISE_PREFIX + owner.owner
-    marker, created = owner.ledger.claim(
-        owner.cluster, item,
-        {"before": before, "after": after, "count": count, "group": where, "at": format_time(now)},
-        expires=now + KEEP,
-    )  # fmt: skip
+    value: dict[str, Any] = {"before": before, "after": after, "count": count, "group": where,
+                             "at": format_time(now)}  # fmt: skip
+    if existing is not None:
+        value["existing"] = sorted(set(existing))
+    marker, created = owner.ledger.claim(owner.cluster, item, value, expires=now + KEEP)
     if not created:  # a retry: the raise happened (or is this very call's twin); never twice
-        return {"status": "raised", "again": True, **marker}
+        return {"status": "raised", "again": True, **{k: v for k, v in marker.items() if k != "existing"}}
     if after > asg.MaxSize:
         owner.ledger.release(owner.cluster, item)
         raise AsgLimitExceeded(
@@ -184,9 +193,11 @@ def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: date
                owner.ledger.claims(owner.cluster, prefix).items()}  # fmt: skip
     mine = [i for i in live if claimed.get(i) == owner.owner]
     room = limit - len(mine)
-    if room > 0 and owner.unsettled():
+    if room <= 0:
+        return sorted(mine)
+    if owner.unsettled():
         room = min(room, sum(1 for i in live if i not in claimed) - _awaited(owner, claimed))
-    for iid in live:
+    for iid in _claim_order(owner, [i for i in live if i not in claimed], claimed):
         if room <= 0:
             break
         if iid in claimed:
@@ -196,6 +207,22 @@ def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: date
             mine.append(iid)
             room -= 1
     return sorted(mine)
+
+
+def _claim_order(owner: Owner, unclaimed: list[str], claimed: Mapping[str, str]) -> list[str]:
+    """``unclaimed`` in the order to claim them: first those the fewest other owners of the group that
+    still wait for instances could claim (an owner whose marker keeps ``existing`` cannot claim those; one
+    whose marker does not could claim any), then by id."""
+    markers = owner.ledger.claims(owner.cluster, RAISE_PREFIX)
+    held = Counter(claimed.values())
+    waiting: list[set[str] | None] = []
+    for other, value in _others(owner, markers):
+        if int(str(value.get("count", 0))) > held[other]:
+            existing = value.get("existing")
+            waiting.append({str(i) for i in existing} if isinstance(existing, list) else None)
+    if not waiting:
+        return unclaimed
+    return sorted(unclaimed, key=lambda i: (sum(1 for ex in waiting if ex is None or i not in ex), i))
 
 
 def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:

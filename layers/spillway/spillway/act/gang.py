@@ -454,7 +454,8 @@ class GangSteps:
         """Desired capacity + the gang, relative to the live value, once per attempt (a retry finds the
         attempt's marker and raises nothing more: :func:`spillway.act.claims.raise_once`)."""
         req, prep = self._request(event), _prep(event)
-        raised = raise_once(self.aws, self._owner(req, prep), int(prep["count"]), self.clock())
+        raised = raise_once(self.aws, self._owner(req, prep), int(prep["count"]), self.clock(),
+                            existing=[str(i) for i in prep.get("before") or []])  # fmt: skip
         return {**raised, "desired": raised["after"], "previous": raised["before"], "instances": []}
 
     def _owner(self, req: GangRequest, prep: Mapping[str, Any]) -> Owner:

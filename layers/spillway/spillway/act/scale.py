@@ -229,7 +229,8 @@ class ScaleSteps:
         (:func:`spillway.act.claims.raise_once`: a retried step finds its marker and raises nothing)."""
         group, prep = _field(event, "group"), _field(event, "prep")
         name, region = str(group["group"]), str(group["region"])
-        raised = raise_once(self.aws, self._owner(event, prep), int(prep.get("count", 0)), self.clock())
+        raised = raise_once(self.aws, self._owner(event, prep), int(prep.get("count", 0)), self.clock(),
+                            existing=[str(i) for i in prep.get("before", [])])  # fmt: skip
         return {"group": name, "region": region, "desired": raised["after"], "previous": raised["before"],
                 "raised": raised["count"], "again": raised["again"]}  # fmt: skip
 
