@@ -266,8 +266,11 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
      codes.POD_NOT_KNOWN_MOVABLE),
     ("elastic-pytorchjob", [pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}), kubeflow_pod("bert")],
      True, codes.POD_ELASTIC),
-    ("elastic-paddlejob", [paddlejob("ernie", {"minReplicas": 1, "maxReplicas": 3}),
-                           kubeflow_pod("ernie", kind="PaddleJob")], True, codes.POD_ELASTIC),
+    # the training operator passes a PaddleJob's elasticPolicy to no pod (PADDLE_NNODES is its total
+    # replicas, and Paddle's launcher takes it over its flags): a fixed-size job (spillway.model.jobs)
+    ("paddlejob-elastic-policy-not-applied", [paddlejob("ernie", {"minReplicas": 1, "maxReplicas": 3}),
+                                              kubeflow_pod("ernie", kind="PaddleJob")], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
     ("pytorchjob-elastic-min-defaults-to-max", [pytorchjob("bert", {"maxReplicas": 8}, workers=2),
                                                 kubeflow_pod("bert")], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("pytorchjob-elastic-max-defaults-to-min", [pytorchjob("bert", {"minReplicas": 2}, workers=4),
