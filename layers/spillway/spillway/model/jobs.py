@@ -75,6 +75,8 @@ VOLCANO_JOB_NAME = "volcano.sh/job-name"
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 PET_NNODES = "PET_NNODES"
 PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+PADDLE_NNODES = "PADDLE_NNODES"
+PADDLE_MASTER = "PADDLE_MASTER"
 DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition an eviction (or preemption) sets
 
 # training.kubeflow.org/operator-name → kind, for a pod whose controller owner is not the job itself
@@ -90,6 +92,9 @@ _OPERATOR_KINDS = {
 # checked by the reader
 _NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)([^\s'\"]+)")
 _RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)([^\s'\"]+)")
+# Paddle's launcher (python -m paddle.distributed.launch) and the two of its settings that make it elastic
+_PADDLE_LAUNCH = re.compile(r"paddle\.distributed\.launch\b")
+_MASTER_FLAG = re.compile(r"--master(?:=|\s+)([^\s'\"]+)")
 
 
 def job_key(kind: str, namespace: str, name: str) -> str:
@@ -301,13 +306,37 @@ def _torchrun_setting(container: Container, flag: re.Pattern[str], env_name: str
 
 
 def _pod_elastic(pod: Pod) -> tuple[int, int] | None:
-    """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``):
-    ``(MIN, MAX)`` for a range, None for a fixed count or none at all."""
+    """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``;
+    Paddle's launcher reads its own, :func:`_paddle_nnodes`): ``(MIN, MAX)`` for a range, None for a
+    fixed count or none at all."""
     for container in pod.spec.containers:
+        if _PADDLE_LAUNCH.search(" ".join(container.command + container.args)):
+            return _paddle_nnodes(container)
         value = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
         if value is not None:
             return _range(value)
     return None
+
+
+def _paddle_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str:
+    """What Paddle's launcher takes for one setting: its ``PADDLE_`` variable when the container sets it,
+    which overrides the flag (python/paddle/distributed/launch/context/__init__.py, ``set_env_in_args``),
+    else the flag; empty when neither says."""
+    value = next((e.value for e in container.env if e.name == env_name), None)
+    if value is None:
+        match = flag.search(" ".join(container.command + container.args))
+        value = match.group(1) if match else None
+    return value or ""
+
+
+def _paddle_nnodes(container: Container) -> tuple[int, int] | None:
+    """Paddle's launcher runs elastic only with an ``etcd://`` master (launch/controllers/collective.py,
+    ``CollectiveElasticController.enable``); any other master waits for MAX peers (launch/job/job.py,
+    ``set_replicas``), a fixed size. Under the training operator both come from the variables it sets
+    (``PADDLE_NNODES`` the total replicas, ``PADDLE_MASTER`` a pod's address), which win over the flags."""
+    if not _paddle_setting(container, _MASTER_FLAG, PADDLE_MASTER).startswith("etcd://"):
+        return None
+    return _range(_paddle_setting(container, _NNODES_FLAG, PADDLE_NNODES))
 
 
 def _hosts_rendezvous(pod: Pod) -> bool:
