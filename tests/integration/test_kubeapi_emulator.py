@@ -2711,6 +2711,26 @@ def test_a_paddle_job_keeps_only_what_its_crd_declares(custom: CustomObjectsApi)
     assert made["spec"]["paddleReplicaSpecs"]["Worker"]["replicas"] == 4
 
 
+@pytest.mark.parametrize(("kind", "where"), [("PyTorchJob", PYTORCH), ("PaddleJob", PADDLE)])
+def test_a_training_job_is_stored_without_the_operators_defaults(
+    custom: CustomObjectsApi, kind: str, where: tuple[str, str, str]
+) -> None:
+    """The training operator persists no defaults: no mutating webhook (its webhooks only validate), its
+    reconciler defaults an in-memory copy (``r.Scheme.Default``) and writes only the status. So an
+    elasticPolicy without bounds and a Worker without replicas, restartPolicy or port come back as
+    written (a CRD schema default fills a field of an object that is there: no runPolicy, no suspend)."""
+    body = training_job(kind, "lean", elasticPolicy={"maxRestarts": 3})
+    specs = "pytorchReplicaSpecs" if kind == "PyTorchJob" else "paddleReplicaSpecs"
+    worker = body["spec"][specs]["Worker"]
+    del worker["replicas"], worker["restartPolicy"]
+    made = custom.create_namespaced_custom_object(*where[:2], "default", where[2], body)
+    got = custom.get_namespaced_custom_object(*where[:2], "default", where[2], "lean")
+    for stored in (made, got):
+        assert stored["spec"]["elasticPolicy"] == {"maxRestarts": 3}
+        assert set(stored["spec"]) == {"elasticPolicy", specs}  # no runPolicy.cleanPodPolicy, nprocPerNode
+        assert stored["spec"][specs]["Worker"] == worker  # no replicas, restartPolicy, nor a port
+
+
 WORKER_PATH = "spec.pytorchReplicaSpecs.Worker"
 
 

@@ -586,6 +586,61 @@ def test_elastic_jobs_created_through_the_api_are_read_as_their_crds_store_them(
     assert elastic_room(cluster.pods, jobs) == {"PyTorchJob/ml/bert": 1}
 
 
+def test_observe_reads_jobs_the_operator_defaults_in_memory_as_its_controller_does(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter
+) -> None:
+    """Jobs stored without the training operator's defaults (it persists none: spillway.local.kubeapi.crds)
+    are read as its reconciler defaults them: an elasticPolicy without bounds, or with one, is a fixed
+    size (PET_NNODES N:N); bounds with the Worker replicas unset are a range; a PaddleJob's range reaches
+    no pod (PADDLE_NNODES is its total replicas), so none of its workers moves as elastic."""
+    from kubernetes.client import CustomObjectsApi
+
+    from spillway.adapters.kube import KubeClient
+    from spillway.model.cluster import ClusterSnapshot
+    from spillway.planner import codes
+    from spillway.planner.disruption import assess_move, elastic_room
+
+    host = kobj.cluster(1, 0)[0][0]["metadata"]["name"]
+    kubeapi.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    template = {"spec": {"containers": [{"name": "c", "image": "ghcr.io/example/train:1"}]}}
+    written = {  # name → kind, elasticPolicy, Worker replicas (None: unset), the env the operator gives a worker
+        "nobounds": ("PyTorchJob", {"rdzvBackend": "c10d"}, 3, {"PET_NNODES": "3:3"}),
+        "minonly": ("PyTorchJob", {"minReplicas": 2}, 3, {"PET_NNODES": "2:2"}),
+        "unsized": ("PyTorchJob", {"minReplicas": 1, "maxReplicas": 4}, None, {"PET_NNODES": "1:4"}),
+        "ernie": ("PaddleJob", {"minReplicas": 1, "maxReplicas": 3}, 3,
+                  {"PADDLE_NNODES": "3", "PADDLE_MASTER": "ernie-worker-0:36543"}),
+    }  # fmt: skip
+    with kubeapi.api_client() as client:
+        custom = CustomObjectsApi(client)
+        for name, (kind, policy, replicas, _) in written.items():
+            worker: dict[str, Any] = {"template": template} | (
+                {} if replicas is None else {"replicas": replicas}
+            )
+            specs = "pytorchReplicaSpecs" if kind == "PyTorchJob" else "paddleReplicaSpecs"
+            custom.create_namespaced_custom_object("kubeflow.org", "v1", "ml", kind.lower() + "s", {
+                "apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": name, "namespace": "ml"},
+                "spec": {"elasticPolicy": policy, specs: {"Worker": worker}}})  # fmt: skip
+    for name, (kind, _, replicas, env) in written.items():
+        for i in range(replicas or 1):
+            pod = kobj.pod(f"{name}-worker-{i}", "ml", node_name=host, owner=(kind, name), cpu="100m",
+                           labels={"training.kubeflow.org/job-name": name,
+                                   "training.kubeflow.org/replica-type": "worker"})  # fmt: skip
+            pod["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v1"
+            pod["spec"]["containers"][0]["env"] = [{"name": k, "value": v} for k, v in env.items()]
+            kubeapi.add(pod)
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    cluster = ClusterSnapshot.from_dict(observe_once(kube, aws, CONFIG, lambda: T0).cluster.to_dict())
+
+    jobs = cluster.jobs_by_key()
+    assert {k: (j.elastic_min, j.elastic_max) for k, j in jobs.items()} == {"PyTorchJob/ml/unsized": (1, 4)}
+    elastic = {p.name for p in cluster.pods if p.namespace == "ml"
+               if assess_move(p, None, cluster.pdb_allowance(p), T0, -10, jobs).code == codes.POD_ELASTIC}  # fmt: skip
+    assert elastic == {"unsized-worker-0"}
+    # the one worker of the unsized job (Worker replicas 1) is at its minimum: nothing to give up
+    assert elastic_room(cluster.pods, jobs) == {"PyTorchJob/ml/unsized": 0}
+
+
 def test_a_percentage_budget_over_elastic_workers_lets_spillway_move_them_until_it_refuses(
     kubeapi: Any, kobj: Any, aws: AwsAdapter
 ) -> None:

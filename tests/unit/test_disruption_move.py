@@ -266,8 +266,11 @@ CASES: list[tuple[str, list[dict[str, Any]], bool, str]] = [
      codes.POD_NOT_KNOWN_MOVABLE),
     ("elastic-pytorchjob", [pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}), kubeflow_pod("bert")],
      True, codes.POD_ELASTIC),
-    ("elastic-paddlejob", [paddlejob("ernie", {"minReplicas": 1, "maxReplicas": 3}),
-                           kubeflow_pod("ernie", kind="PaddleJob")], True, codes.POD_ELASTIC),
+    # the training operator passes a PaddleJob's elasticPolicy to no pod (PADDLE_NNODES is its total
+    # replicas, and Paddle's launcher takes it over its flags): a fixed-size job (spillway.model.jobs)
+    ("paddlejob-elastic-policy-not-applied", [paddlejob("ernie", {"minReplicas": 1, "maxReplicas": 3}),
+                                              kubeflow_pod("ernie", kind="PaddleJob")], False,
+     codes.POD_NOT_KNOWN_MOVABLE),
     ("pytorchjob-elastic-min-defaults-to-max", [pytorchjob("bert", {"maxReplicas": 8}, workers=2),
                                                 kubeflow_pod("bert")], False, codes.POD_NOT_KNOWN_MOVABLE),
     ("pytorchjob-elastic-max-defaults-to-min", [pytorchjob("bert", {"minReplicas": 2}, workers=4),
@@ -416,6 +419,35 @@ def test_the_elastic_range_comes_from_the_job_first_then_the_pod() -> None:
     assert judge(spaced).elastic == ElasticRef("StatefulSet/ml/t", 2, 6)
     fixed = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=4"])
     assert judge(fixed).elastic is None  # the flag's fixed count wins over the env's range
+
+
+PADDLE_LAUNCH = ["python", "-m", "paddle.distributed.launch"]
+
+
+def test_paddles_launcher_is_read_as_paddle_reads_it() -> None:
+    """A pod running Paddle's launcher with ``--nnodes=2:4`` was read as torchrun reads it, elastic from 2.
+    Paddle's launcher sets its arguments from its PADDLE_ variables over its flags (PaddlePaddle/Paddle
+    python/paddle/distributed/launch/context/__init__.py, set_env_in_args), and runs elastic only with an
+    etcd:// master (launch/controllers/collective.py, CollectiveElasticController.enable): any other
+    master waits for MAX peers (launch/job/job.py, set_replicas). The training operator gives a PaddleJob's
+    pods PADDLE_NNODES (its total replicas) and PADDLE_MASTER (worker 0's address), so they are fixed."""
+    operator_env = {"PADDLE_NNODES": "3", "PADDLE_MASTER": "ernie-worker-0:36543", "PADDLE_JOB_ID": "ernie"}
+    paddlejob_pod = kubeflow_pod("ernie", kind="PaddleJob", env=operator_env,
+                                 command=[*PADDLE_LAUNCH, "--nnodes=2:4", "--master=etcd://etcd:2379", "train.py"])  # fmt: skip
+    assert judge(paddlejob_pod).code == codes.POD_NOT_KNOWN_MOVABLE
+    # a range with a plain (HTTP) master is no elastic job either
+    http = pod(owner=("StatefulSet", "p"), command=[*PADDLE_LAUNCH, "--master=10.0.0.1:8090", "--nnodes=2:4"])
+    assert judge(http).elastic is None
+    # with an etcd master the range is elastic, from the flags or from the variables
+    flags = pod(owner=("StatefulSet", "p"), command=["sh", "-c"],
+                args=["python -m paddle.distributed.launch --master etcd://etcd:2379 --nnodes 2:4 train.py"])  # fmt: skip
+    assert judge(flags).elastic == ElasticRef("StatefulSet/ml/p", 2, 4)
+    env = pod(owner=("StatefulSet", "p"), env={"PADDLE_NNODES": "1:3", "PADDLE_MASTER": "etcd://etcd:2379"},
+              command=[*PADDLE_LAUNCH, "--nnodes=4", "train.py"])  # fmt: skip
+    assert judge(env).elastic == ElasticRef("StatefulSet/ml/p", 1, 3)
+    # torchrun's PET_NNODES means nothing to Paddle's launcher
+    pet = pod(owner=("StatefulSet", "p"), env={"PET_NNODES": "1:3"}, command=[*PADDLE_LAUNCH, "train.py"])
+    assert judge(pet).elastic is None
 
 
 def test_a_batch_jobs_elastic_pod_moves_only_when_its_job_tolerates_the_eviction() -> None:

@@ -12,8 +12,8 @@ A pod names its job by the labels its controller sets (first match wins):
 A job key is ``"<Kind>/<namespace>/<name>"``. A pod without such a label still belongs to its
 controller (``"<owner kind>/<namespace>/<owner name>"``, see :func:`job_key`).
 
-An elastic job's size range comes from the job (PyTorchJob/PaddleJob ``spec.elasticPolicy``) or, for
-any launcher, from the pod itself, read as torchrun reads it: ``--nnodes=MIN:MAX`` in the container's
+An elastic job's size range comes from the job (PyTorchJob ``spec.elasticPolicy``) or, for any launcher,
+from the pod itself, read as torchrun reads it: ``--nnodes=MIN:MAX`` in the container's
 command or args, else the env ``PET_NNODES=MIN:MAX`` (torchrun's flags take their default from the
 ``PET_`` variable of the same name, and a flag on the command line wins: pytorch/pytorch
 torch/distributed/argparse_util.py, class ``env``). The Kubeflow training operator sets ``PET_NNODES`` to
@@ -32,6 +32,15 @@ to (pytorch/pytorch torch/distributed/elastic/rendezvous/c10d_rendezvous_backend
 torchrun reads it (``--rdzv-endpoint``/``--rdzv_endpoint``, else ``PET_RDZV_ENDPOINT``); the training
 operator points it at ``<job>-worker-0`` when ``elasticPolicy.rdzvHost`` is unset
 (kubeflow/training-operator pkg/controller.v1/pytorch/elastic.go, ``generateEnvRDZVEndpoint``).
+
+A PaddleJob's ``elasticPolicy`` makes nothing elastic: the training operator defaults it and uses it for
+nothing else. Its Paddle controller gives every pod ``PADDLE_NNODES`` = the job's total replicas and
+``PADDLE_MASTER`` = worker 0's (or the Master's) address (pkg/controller.v1/paddlepaddle/envvar.go,
+``setPodEnv``), and runs no HPA; Paddle's launcher sets its arguments from those variables over its
+command line (PaddlePaddle/Paddle python/paddle/distributed/launch/context/__init__.py,
+``set_env_in_args``), and runs elastic only with an ``etcd://`` master (launch/controllers/collective.py,
+``CollectiveElasticController.enable``). The operator's elastic PaddleJob was proposed and left unmerged
+(kubeflow/trainer#1791, "depends on an external etcd service").
 """
 
 from __future__ import annotations
@@ -48,7 +57,6 @@ from spillway.model.k8s import (
     Container,
     ElasticPolicy,
     KubeObject,
-    PaddleJob,
     Pod,
     PodConditionPattern,
     PodFailurePolicyRule,
@@ -67,6 +75,8 @@ VOLCANO_JOB_NAME = "volcano.sh/job-name"
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 PET_NNODES = "PET_NNODES"
 PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+PADDLE_NNODES = "PADDLE_NNODES"
+PADDLE_MASTER = "PADDLE_MASTER"
 DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition an eviction (or preemption) sets
 
 # training.kubeflow.org/operator-name → kind, for a pod whose controller owner is not the job itself
@@ -82,6 +92,9 @@ _OPERATOR_KINDS = {
 # checked by the reader
 _NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)([^\s'\"]+)")
 _RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)([^\s'\"]+)")
+# Paddle's launcher (python -m paddle.distributed.launch) and the two of its settings that make it elastic
+_PADDLE_LAUNCH = re.compile(r"paddle\.distributed\.launch\b")
+_MASTER_FLAG = re.compile(r"--master(?:=|\s+)([^\s'\"]+)")
 
 
 def job_key(kind: str, namespace: str, name: str) -> str:
@@ -135,13 +148,11 @@ class JobInfo:
 
 
 def job_of(obj: KubeObject) -> JobInfo | None:
-    """The JobInfo of a PyTorchJob, PaddleJob or batch/v1 Job; None for any other object, and for a job
-    that says nothing about moving its pods."""
-    if isinstance(obj, PyTorchJob | PaddleJob):
-        specs = (
-            obj.spec.pytorch_replica_specs if isinstance(obj, PyTorchJob) else obj.spec.paddle_replica_specs
-        )
-        low, high = _elastic_range(obj.spec.elastic_policy, specs.get("Worker"))
+    """The JobInfo of a PyTorchJob or batch/v1 Job; None for any other object (a PaddleJob: its
+    ``elasticPolicy`` reaches none of its pods, see the module docstring), and for a job that says
+    nothing about moving its pods."""
+    if isinstance(obj, PyTorchJob):
+        low, high = _elastic_range(obj.spec.elastic_policy, obj.spec.pytorch_replica_specs.get("Worker"))
         if high <= low:
             return None
         return JobInfo(job_key(obj.kind, obj.metadata.namespace or "default", obj.metadata.name), low, high)
@@ -165,9 +176,14 @@ def _batch_job(job: BatchJob) -> JobInfo | None:
 def _elastic_range(policy: ElasticPolicy | None, worker: ReplicaSpec | None) -> tuple[int, int]:
     """(min, max) Worker replicas, with an unset bound defaulted as the training operator does.
 
-    The operator's defaulting (``setElasticPolicy`` in pytorch_defaults.go, ``setPaddleElasticPolicy``
-    in paddlepaddle_defautls.go, the same rule) sets an unset bound to the other one, and both to the
-    Worker replicas (1 when unset) only when both are unset. So a policy with one bound is a fixed size.
+    The operator's defaulting (``SetDefaults_PyTorchJob`` in pkg/apis/kubeflow.org/v1/pytorch_defaults.go)
+    first sets every replica spec's unset ``replicas`` to 1, then (``setElasticPolicy``) an unset bound to
+    the other one, and both to the Worker replicas only when both are unset; ``PET_NNODES`` is then
+    ``MIN:MAX`` (pkg/controller.v1/pytorch/elastic.go). So a policy with one bound, or none, is a fixed
+    size. Those defaults are never stored: no mutating webhook sets them (the operator's webhooks only
+    validate, ``mutating=false`` in pkg/webhooks/pytorch), the reconciler applies them to its in-memory
+    copy (``r.Scheme.Default(pytorchjob)`` in pytorchjob_controller.go) and writes only the status. So
+    the object Spillway reads holds the user's fields, and this reader applies the same rule.
     """
     if policy is None:
         return 0, 0
@@ -290,13 +306,37 @@ def _torchrun_setting(container: Container, flag: re.Pattern[str], env_name: str
 
 
 def _pod_elastic(pod: Pod) -> tuple[int, int] | None:
-    """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``):
-    ``(MIN, MAX)`` for a range, None for a fixed count or none at all."""
+    """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``;
+    Paddle's launcher reads its own, :func:`_paddle_nnodes`): ``(MIN, MAX)`` for a range, None for a
+    fixed count or none at all."""
     for container in pod.spec.containers:
+        if _PADDLE_LAUNCH.search(" ".join(container.command + container.args)):
+            return _paddle_nnodes(container)
         value = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
         if value is not None:
             return _range(value)
     return None
+
+
+def _paddle_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str:
+    """What Paddle's launcher takes for one setting: its ``PADDLE_`` variable when the container sets it,
+    which overrides the flag (python/paddle/distributed/launch/context/__init__.py, ``set_env_in_args``),
+    else the flag; empty when neither says."""
+    value = next((e.value for e in container.env if e.name == env_name), None)
+    if value is None:
+        match = flag.search(" ".join(container.command + container.args))
+        value = match.group(1) if match else None
+    return value or ""
+
+
+def _paddle_nnodes(container: Container) -> tuple[int, int] | None:
+    """Paddle's launcher runs elastic only with an ``etcd://`` master (launch/controllers/collective.py,
+    ``CollectiveElasticController.enable``); any other master waits for MAX peers (launch/job/job.py,
+    ``set_replicas``), a fixed size. Under the training operator both come from the variables it sets
+    (``PADDLE_NNODES`` the total replicas, ``PADDLE_MASTER`` a pod's address), which win over the flags."""
+    if not _paddle_setting(container, _MASTER_FLAG, PADDLE_MASTER).startswith("etcd://"):
+        return None
+    return _range(_paddle_setting(container, _NNODES_FLAG, PADDLE_NNODES))
 
 
 def _hosts_rendezvous(pod: Pod) -> bool:

@@ -785,9 +785,9 @@ BATCH_GROUP = "batch"
 
 
 class ElasticPolicy(KubeModel):
-    """``spec.elasticPolicy`` of a PyTorchJob or PaddleJob (``kubeflow.org/v1``): the Worker replicas may
-    run anywhere between ``minReplicas`` and ``maxReplicas`` (the operator defaults an unset bound to the
-    other one, and both to the Worker replicas when both are unset)."""
+    """``spec.elasticPolicy`` of a PyTorchJob or PaddleJob (``kubeflow.org/v1``), as stored: the training
+    operator defaults an unset bound in memory only (spillway.model.jobs reads it as it does), and only a
+    PyTorchJob's range reaches its pods."""
 
     min_replicas: int | None = Field(default=None, ge=0)
     max_replicas: int | None = Field(default=None, ge=0)

@@ -582,6 +582,15 @@ COSCHEDULING_PODGROUP_SCHEMA = _custom_resource(
 # (``x-kubernetes-preserve-unknown-fields``): an unknown field there is kept where a cluster would drop
 # it, and a wrong type there is not refused. A Pod itself is validated by no schema here either
 # (``store._problems``: containers required), so nothing finer is known about a pod to reuse.
+#
+# The training operator's own defaults are not applied here, as a cluster stores none of them: its
+# admission webhooks only validate (pkg/webhooks/pytorch and paddlepaddle, ``mutating=false``; in
+# manifests/base/webhook a ValidatingWebhookConfiguration alone, v1.8 and v1.9; v1.7 had no webhook),
+# and its reconcilers default their in-memory copy (``r.Scheme.Default(job)`` in Reconcile, then
+# ``SetDefaults_PyTorchJob``/``SetDefaults_PaddleJob``: Worker ``replicas`` 1, ``restartPolicy``
+# OnFailure, ``cleanPodPolicy`` None, the default port, the elasticPolicy bounds, ``nprocPerNode``
+# "auto") and write back only the status subresource. A reader of the object sees the user's fields
+# and the schema's ``runPolicy.suspend`` default alone (spillway.model.jobs applies the elastic rule).
 
 _INT64: Schema = {"type": "integer", "format": "int64"}
 _BOOLEAN: Schema = {"type": "boolean"}
