@@ -3,8 +3,9 @@
 A GPU node registers, and goes Ready, before its device plugin publishes ``nvidia.com/gpu``. As
 cluster-autoscaler counts GPUs for ``--gpu-total`` (``GetNodeGpuTarget``, used by its scale-up resource
 manager and its scale-down limits), such a node of an autoscaled group has the GPUs of its group's
-template; a node of no autoscaled group has what it reports. So a node whose GPUs are not registered
-yet neither leaves room under the maximum nor is free to remove under the minimum.
+template; a node of no autoscaled group with the GPU label and no GPUs has no template to count, and
+cluster-autoscaler grows no GPU group under the limit while it is so. So a node whose GPUs are not
+registered yet neither leaves room under the maximum nor is free to remove under the minimum.
 """
 
 from __future__ import annotations
@@ -100,11 +101,64 @@ def test_a_starting_nodes_gpus_count_in_the_total_other_nodes_are_removed_from(
     assert _kept(result)[starting][0] == codes.STARTING
 
 
-def test_a_node_of_no_managed_group_counts_the_gpus_it_reports() -> None:
+SELF_MANAGED = "ip-10-0-9-9.ec2.internal"
+
+
+def _self_managed(w: World, labels: dict[str, str] | None, gpus: int = 0) -> None:
+    """A Ready g5.12xlarge of no managed group (self-managed, or of an ASG not tagged for Spillway)."""
+    w.items.append(
+        o.node(SELF_MANAGED, instance="i-0selfmanaged", instance_type="g5.12xlarge", labels=labels, gpus=gpus)
+    )
+
+
+@FORMS
+def test_a_gpu_labelled_node_of_no_managed_group_without_gpus_stops_gpu_scale_up_under_the_total(
+    kind: str, labels: dict[str, str] | None
+) -> None:
+    """cluster-autoscaler's GetNodeGpuTarget fails for a node with its GPU label, no GPUs in allocatable
+    and no autoscaled group (no template to read its GPUs from): the scale-up resource manager then
+    takes every GPU limit as unknown, and no group whose nodes have GPUs grows while that node is so.
+    Counting the node's 0 instead would let the total pass its maximum once its GPUs register."""
+    w = World(regions=("us-east-1",))
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True, labels=labels)
+    w.group("cpu", "m5.2xlarge", max_size=10)
+    _self_managed(w, ACCELERATOR)  # labelled, its device plugin not registered yet
+    jobs = w.gpu_pods("train", 3, 4, **WHOLE_NODE)
+    web = w.pods(
+        "web", 1, cpu="6", memory="8Gi", node_selector={"node.kubernetes.io/instance-type": "m5.2xlarge"}
+    )
+
+    result = w.plan(gpu_total=[f"{kind}:0:12"])
+
+    assert "gpu" not in scale_up(result)
+    assert scale_up(result)["cpu"] == (0, 1, web)  # a group without GPUs grows as ever
+    assert {pending_codes(result)[p] for p in jobs} == {codes.CLUSTER_LIMIT}
+    assert pending_reasons(result)[jobs[0]].endswith(
+        f"cluster gpu_total {kind} cannot be counted: node {SELF_MANAGED} has the GPU label "
+        "k8s.amazonaws.com/accelerator but no GPUs registered yet, and no managed group's template "
+        "says how many it will have"
+    )
+
+
+def test_a_gpu_node_of_no_managed_group_counts_the_gpus_it_reports() -> None:
     w = World(regions=("us-east-1",))
     w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True, labels=ACCELERATOR)
-    # a self-managed node, labelled, its device plugin not registered: no template to take GPUs from
-    w.items.append(o.node("ip-10-0-9-9.ec2.internal", instance="i-0selfmanaged", labels=ACCELERATOR))
+    _self_managed(w, ACCELERATOR, gpus=4)
+    jobs = w.gpu_pods("train", 3, 4, **WHOLE_NODE)
+
+    result = w.plan(gpu_total=["nvidia-a10g:0:12"])
+
+    # its 4 GPUs count: room for two g5.12xlarge more
+    from_size, to_size, opened_for = scale_up(result)["gpu"]
+    assert (from_size, to_size) == (0, 2)
+    assert pending_codes(result) == {p: codes.CLUSTER_LIMIT for p in jobs if p not in opened_for}
+
+
+def test_a_node_without_the_gpu_label_or_of_another_gpu_kind_leaves_the_total_countable() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("gpu", "g5.12xlarge", max_size=10, gpu_taint=True, labels=ACCELERATOR)
+    _self_managed(w, {"k8s.amazonaws.com/accelerator": "nvidia-t4"})  # counts under a t4 total only
+    w.items.append(o.node("ip-10-0-9-8.ec2.internal", instance="i-0selfmanaged2"))  # no GPU label: no GPUs
     jobs = w.gpu_pods("train", 3, 4, **WHOLE_NODE)
 
     result = w.plan(gpu_total=["nvidia-a10g:0:12"])

@@ -196,3 +196,34 @@ def test_pods_only_an_unhealthy_group_can_run_wait_and_say_why() -> None:
 def test_the_thresholds_are_checked(field: str, value: float) -> None:
     with pytest.raises(ValidationError, match=field):
         PlannerConfig(**{field: value})
+
+
+@pytest.mark.parametrize(("joined_minutes_ago", "unhealthy"), [(5, False), (60, True)])
+def test_gpu_labelled_nodes_of_no_managed_group_whose_gpus_never_came_count_as_unready(
+    joined_minutes_ago: float, unhealthy: bool
+) -> None:
+    """cluster-autoscaler takes a Ready node with its GPU label and no GPUs in allocatable as unready,
+    of an autoscaled group or not, while they are missing (FilterOutNodesWithUnreadyResources); its
+    cluster state counts the node as not started for --max-node-startup-time after its creation, then
+    as unready in the cluster's total. Spillway's start rule reads a managed group's template: a node of
+    no managed group is judged by the GPU label alone."""
+    w, _ = _cluster(4, 0)
+    for i in range(4):  # self-managed GPU nodes whose device plugin never registered their GPUs
+        w.items.append(
+            o.node(
+                f"ip-10-0-9-{i}.ec2.internal",
+                instance=f"i-0selfmanaged{i}",
+                labels={"k8s.amazonaws.com/accelerator": "nvidia-a10g"},
+                created=NOW - timedelta(minutes=joined_minutes_ago),
+            )
+        )
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    if unhealthy:  # 4 of 8 nodes: above 3 and 45 %
+        (verdict,) = result.unhealthy
+        assert (verdict.group, verdict.unready, verdict.nodes) == (None, 4, 8)
+        assert result.drain == ()
+    else:  # still starting: not counted, and the idle nodes go
+        assert result.unhealthy == ()
+        assert len(result.drain) == 4

@@ -51,6 +51,11 @@ CORDONED_BY_SPILLWAY = "spillway.io/cordoned"
 # action, an operator's) holds its node; a plan never uncordons it to reuse its room
 HELD_DRAIN = "held"
 DRAINING_TAINT = "spillway.io/draining"
+# the NoSchedule taints other autoscalers put on a node they are removing: cluster-autoscaler's
+# (utils/taints ToBeDeletedTaint) and Karpenter's (pkg/apis/v1 DisruptedTaintKey)
+TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
+KARPENTER_DISRUPTED_TAINT = "karpenter.sh/disrupted"
+DELETION_TAINTS = (DRAINING_TAINT, TO_BE_DELETED_TAINT, KARPENTER_DISRUPTED_TAINT)
 # PreferNoSchedule on a node the planner expects to remove once a timer runs out (cluster-autoscaler's
 # DeletionCandidateOfClusterAutoscaler): kube-scheduler puts new pods elsewhere when it can
 CANDIDATE_TAINT = "spillway.io/scale-down-candidate"

@@ -175,6 +175,8 @@ class Context:
         self.new_pods: dict[str, list[str]] = {}  # group -> pods on new nodes
         self.new_nodes: dict[str, int] = {}  # group -> nodes this plan launches
         self.overflow_notes: dict[str, set[str]] = {}  # group -> why better groups were skipped
+        # group -> nodes on their way out its new nodes' pods would fit (planner.scaleup.leaving_clause)
+        self.leaving_notes: dict[str, set[str]] = {}
         self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
         self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)

@@ -10,7 +10,10 @@ capacity whose pods may come back the moment the fault is mended. So, as cluster
 * **unready** counts the registered nodes that are not Ready, except those still registering (never
   Ready yet, and younger than ``max_node_startup_minutes``), the Ready nodes that never initialized
   within that time (:mod:`spillway.planner.startup`), and the instances no Node joined for that long;
-  nodes Spillway is draining are not counted (they are going anyway);
+  a Ready node of no managed group with the GPU label and no GPUs (:func:`spillway.planner.limits.
+  gpus_unknown`) counts past that time too, as cluster-autoscaler takes any such node as unready
+  (``FilterOutNodesWithUnreadyResources``) and its cluster state counts it once it is older than
+  ``--max-node-startup-time``; nodes Spillway is draining are not counted (they are going anyway);
 * the **cluster** is unhealthy when its unready count is above ``ok_total_unready_count`` (3) **and**
   above ``max_total_unready_percentage`` (45 %) of its nodes. Then the plan drains no node: no drain of
   any kind (idle, unready, consolidation, make room), and idle times start again (cluster-autoscaler
@@ -39,6 +42,7 @@ from spillway.config import PlannerConfig
 from spillway.model.cluster import NodeInfo
 from spillway.model.nodegroup import NodeGroup
 from spillway.planner.context import aware
+from spillway.planner.limits import gpus_unknown
 from spillway.planner.startup import starting, uninitialized
 from spillway.planner.types import Unhealthy
 
@@ -105,10 +109,13 @@ def judge_health(
 def _unready(
     node: NodeInfo, group: NodeGroup | None, config: PlannerConfig, window: timedelta, now: datetime
 ) -> bool:
-    """NotReady and not still registering; or Ready, never initialized (:mod:`spillway.planner.startup`)
-    and past the start window (cluster-autoscaler's "long not started")."""
+    """NotReady and not still registering; or Ready, never initialized (:mod:`spillway.planner.startup`,
+    or GPUs its label promises on a node of no managed group) and past the start window
+    (cluster-autoscaler's "long not started")."""
     if not node.ready:
         return not _registering(node, window, now)
+    if gpus_unknown(node, group) is not None:  # of no managed group: no template, the label says GPUs
+        return node.created_at is None or now - aware(node.created_at) >= window
     return uninitialized(node, group, config) is not None and starting(node, group, config, now) is None
 
 

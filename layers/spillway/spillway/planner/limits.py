@@ -88,15 +88,34 @@ def registered_shape(info: NodeInfo, group: NodeGroup | None) -> Shape:
     GPU label, ``k8s.amazonaws.com/accelerator`` on AWS, which a label-kind total selects; a
     resource-named total has no label, and the template alone says the node has GPUs:
     :func:`spillway.planner.startup.unregistered`, which also says when a node is still starting). A
-    node of no managed group, or one its group's template does not describe, counts what it reports:
-    cluster-autoscaler has no template for the first and fails the count instead (no GPU scale-up, no
-    removal of a node with GPUs of a limited kind, while such a node is there); Spillway does not halt
-    on it. Tenant limits and CapacityQuotas do not read this (see the module docstring)."""
+    node one its group's template does not describe counts what it reports, and so does a node of no
+    managed group: with GPUs reported, or without the GPU label. One of no managed group with the label
+    and no GPUs has no template to count from (:func:`gpus_unknown`): cluster-autoscaler fails the count
+    (``GetNodeGpuTarget``: "node without with gpu label, without capacity not belonging to autoscaled
+    node group") and its scale-up takes every GPU limit as unknown, growing no GPU group while the node
+    is so; :class:`Limits` does the same for the totals that would count the node
+    (:attr:`Constraint.unknown`). Tenant limits and CapacityQuotas do not read this (see the module
+    docstring)."""
     reported = info.allocatable
     if any(reported.get(r, 0) > 0 for r in GPU_RESOURCES):
         return node_shape(reported, info.capacity)
     promised = {r: v for r, v in unregistered(info, group).items() if r in GPU_RESOURCES}
     return node_shape(reported, info.capacity, {**reported, **promised} if promised else None)
+
+
+def gpus_unknown(info: NodeInfo, group: NodeGroup | None) -> str | None:
+    """Why the GPUs a node will have cannot be counted, or None: it carries the GPU label (the AWS
+    cloud provider's, :data:`ACCELERATOR_LABEL`), reports no GPUs of the vendors' resources, and is of
+    no managed group, whose template would say how many (cluster-autoscaler's ``GetNodeGpuTarget``
+    errors on such a node: ``processors/customresources/gpu_processor.go``)."""
+    if group is not None or ACCELERATOR_LABEL not in info.labels:
+        return None
+    if any(info.allocatable.get(r, 0) > 0 for r in GPU_RESOURCES):
+        return None
+    return (
+        f"node {info.name} has the GPU label {ACCELERATOR_LABEL} but no GPUs registered yet, "
+        "and no managed group's template says how many it will have"
+    )
 
 
 def _whole(vector: Mapping[str, int]) -> Resources:
@@ -123,6 +142,10 @@ class Constraint:
     # counts a node's GPUs not registered yet (gpu_total: Shape.gpu_target)
     gpu_target: bool = False
     used: Resources = field(default_factory=dict)
+    # why what it covers cannot be counted (a gpu_total over a node whose GPUs are unknown:
+    # gpus_unknown): no node that counts against it opens, as cluster-autoscaler's scale-up takes such a
+    # limit as unknown (core/scaleup/resource/manager.go, LimitUnknown: exceeded for any delta above 0)
+    unknown: str | None = None
 
     def vector(self, shape: Shape) -> Resources:
         """What one node of ``shape`` counts against this constraint."""
@@ -140,6 +163,8 @@ class Constraint:
     def room_for(self, per_node: Shape, want: int) -> int:
         """How many more nodes of ``per_node`` fit under the limits, at most ``want``."""
         vector = self.vector(per_node)
+        if self.unknown is not None and any(vector.get(name, 0) > 0 for name in self.limits):
+            return 0
         count = want
         for name, limit in self.limits.items():
             each = vector.get(name, 0)
@@ -150,6 +175,8 @@ class Constraint:
     def binding(self, per_node: Shape) -> str:
         """The limit a node of ``per_node`` would break, for the reason."""
         vector = self.vector(per_node)
+        if self.unknown is not None and any(vector.get(name, 0) > 0 for name in self.limits):
+            return f"{self.name} cannot be counted: {self.unknown}"
         for name in sorted(self.limits):
             each, limit = vector.get(name, 0), self.limits[name]
             if each > 0 and self.used.get(name, 0) + each > limit:
@@ -195,16 +222,7 @@ class Limits:
         for node in self.ctx.nodes.values():
             if node.group is not None:
                 registered[node.group.name] = registered.get(node.group.name, 0) + 1
-            shape = registered_shape(node.info, node.group)
-            labels = node.info.labels
-            for c in self.constraints:
-                if c.tenant is None:
-                    if c.covers(None, node.group, labels):
-                        add_into(c.used, c.vector(shape))
-                elif node.group is not None and c.covers(c.tenant, node.group, labels):
-                    share = shares.get(node.info.name, {}).get(c.tenant)
-                    if share:
-                        add_into(c.used, {k: v * share[0] // share[1] for k, v in c.vector(shape).items()})
+            self._count_node(node, shares)
         for group in self.ctx.groups:
             # instances not registered yet, stale ones too (paid for); a registered node that is not
             # Ready (or still starting) is charged above, as a node, not again as one launching; none
@@ -212,6 +230,23 @@ class Limits:
             launching = group.expected_size - registered.get(group.name, 0)
             if launching > 0 and group.template is not None:
                 self.charge(None, group, launching)
+
+    def _count_node(self, node: WorkNode, shares: Mapping[str, Mapping[str, tuple[int, int]]]) -> None:
+        """One registered node: wholly in the totals and quotas that cover it, and each limited tenant's
+        share of it; a node whose GPUs cannot be counted leaves the GPU totals over it unknown."""
+        shape = registered_shape(node.info, node.group)
+        labels = node.info.labels
+        unknown = gpus_unknown(node.info, node.group)
+        for c in self.constraints:
+            if c.tenant is None:
+                if c.covers(None, node.group, labels):
+                    add_into(c.used, c.vector(shape))
+                    if unknown is not None and c.gpu_target and c.unknown is None:
+                        c.unknown = unknown
+            elif node.group is not None and c.covers(c.tenant, node.group, labels):
+                share = shares.get(node.info.name, {}).get(c.tenant)
+                if share:
+                    add_into(c.used, {k: v * share[0] // share[1] for k, v in c.vector(shape).items()})
 
     def allowed(
         self, tenant: str | None, group: NodeGroup, want: int, *, tenant_only: bool = False

@@ -21,6 +21,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from spillway.model.cluster import TaintT
+from spillway.model.k8s import DELETION_TAINTS
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import PODS, Resources, describe, fit_count, subtract
 from spillway.model.state import GangState
@@ -79,6 +81,8 @@ class ScaleUpStage:
         self.room: dict[str, int] = {g.name: max(0, g.max_size - g.desired) for g in ctx.groups}
         self.backoff: dict[str, str | None] = {g.name: backoff_reason(ctx, g) for g in ctx.groups}
         self.limits = Limits(ctx)
+        # Ready, initialized nodes on their way out: named when a pod they would take gets a new node
+        self.leaving: list[WorkNode] = [n for n in ctx.nodes.values() if _leaving(n)]
         self.region: str | None = None  # while a gang is placed: the one region it may use
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
 
@@ -129,8 +133,10 @@ class ScaleUpStage:
         if not cls.remaining:
             return None
         candidates, rejected = self._choices(cls)
+        leaving = self._leaving_fits(cls)
         skipped = self._place_more(cls, candidates)
-        return self._left(cls, candidates, rejected, skipped) if cls.remaining else None
+        self._note_leaving(leaving, start)
+        return self._left(cls, candidates, rejected, skipped, leaving) if cls.remaining else None
 
     def _place_free_only(self, cls: PodClass, why: str) -> tuple[str, str] | None:
         """Free room on Ready nodes, nothing more (:mod:`spillway.planner.shrinks`)."""
@@ -154,6 +160,7 @@ class ScaleUpStage:
         skipped: list[Skip] = []
         existing = DomainPools(cls, self._in_region(self.schedulable))
         start = len(self.ctx.placements)
+        leaving = self._leaving_fits(cls)
         while cls.remaining:
             before, settled = cls.remaining, dict(cls.placed_in)
             cls.next_round(settled)
@@ -170,18 +177,51 @@ class ScaleUpStage:
                 opening = opened
             else:
                 opening = self._opening(candidates)
-        return self._left(cls, candidates, rejected, skipped) if cls.remaining else None
+        self._note_leaving(leaving, start)
+        return self._left(cls, candidates, rejected, skipped, leaving) if cls.remaining else None
 
     def _left(
-        self, cls: PodClass, candidates: list[NodeGroup], rejected: dict[str, str], skipped: list[Skip]
+        self,
+        cls: PodClass,
+        candidates: list[NodeGroup],
+        rejected: dict[str, str],
+        skipped: list[Skip],
+        leaving: str | None = None,
     ) -> tuple[str, str]:
-        """Why the class's remaining pods get no place (recorded pending, but a gang's)."""
+        """Why the class's remaining pods get no place (recorded pending, but a gang's); ``leaving``: the
+        clause naming nodes on their way out that would take them (:meth:`_leaving_fits`)."""
         closed = any(g.template and cls.domains.blocker(g.template.labels, None) for g in self.ctx.groups)
         verdict = why_unplaceable(cls, candidates, rejected, skipped, closed=closed)
+        if leaving is not None:
+            verdict = (verdict[0], f"{verdict[1]}; {leaving}")
         if cls.gang is None:
             for pod in cls.take(cls.remaining):
                 self.ctx.pending_out.append(PendingPod(pod, verdict[1], verdict[0]))
         return verdict
+
+    def _leaving_fits(self, cls: PodClass) -> str | None:
+        """The clause naming the nodes on their way out (:func:`_leaving`) that would take a pod of the
+        class were they staying: room for one, and nothing but their deletion taint or cordon keeps it
+        off. cluster-autoscaler's and Karpenter's events name the nodes they considered; a pod that gets
+        a new node while one it fits is going says which."""
+        names = [
+            node.info.name
+            for node in self.leaving
+            if self._node_in_domain(node)
+            and fit_count(cls.requests, node.free, 1) > 0
+            and cls.room_in(node.info.labels) > 0
+            and cls.blocker(node.info.labels, _staying(node.info.taints), node.info.name) is None
+        ]
+        return leaving_clause(names)
+
+    def _note_leaving(self, leaving: str | None, start: int) -> None:
+        """The groups whose new nodes took the class's pods since ``start`` say so in their reason."""
+        if leaving is None:
+            return
+        for placement in self.ctx.placements[start:]:
+            group = placement.group
+            if group is not None and placement.node.startswith(f"{group}/new-"):
+                self.ctx.leaving_notes.setdefault(group, set()).add(leaving)
 
     def _join(self, cls: PodClass, start: int) -> None:
         """Record where the class's pods went (:class:`spillway.planner.topology.Planned`)."""
@@ -832,6 +872,7 @@ class GangPlacement:
             "gang_pods": {k: list(v) for k, v in ctx.gang_pods.items()},
             "gang_zones": dict(ctx.gang_zones),
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
+            "leaving": {k: set(v) for k, v in ctx.leaving_notes.items()},
             "uncordoned": dict(ctx.uncordoned),
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
             "next": [(c.next, dict(c.placed_in), dict(c.settled), c.domains) for c in self.classes],
@@ -848,6 +889,7 @@ class GangPlacement:
         ctx.gang_nodes, ctx.gang_pods = saved["gang_nodes"], saved["gang_pods"]
         ctx.gang_zones = saved["gang_zones"]
         ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
+        ctx.leaving_notes = saved["leaving"]
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
@@ -976,6 +1018,32 @@ def _buffers_on(ctx: Context, pods: Sequence[str]) -> dict[str, int]:
     return out
 
 
+def _leaving(node: WorkNode) -> bool:
+    """A Ready, initialized node on its way out: being deleted (``deletionTimestamp``), or tainted by the
+    autoscaler removing it (Spillway's drain, cluster-autoscaler's ``ToBeDeletedByClusterAutoscaler``,
+    Karpenter's ``karpenter.sh/disrupted``)."""
+    if not node.info.ready or node.starting is not None:
+        return False
+    return node.info.deleting or any(t[0] in DELETION_TAINTS for t in node.info.taints)
+
+
+def _staying(taints: Sequence[TaintT]) -> tuple[TaintT, ...]:
+    """A node's taints but those that say it is going."""
+    return tuple(t for t in taints if t[0] not in DELETION_TAINTS)
+
+
+def leaving_clause(names: Sequence[str], shown: int = 3) -> str | None:
+    """ "ip-a fits but is being deleted", or "ip-a, ip-b fit but are being deleted" (at most ``shown``
+    named, then how many more); None for no node."""
+    if not names:
+        return None
+    ordered = sorted(names)
+    listed = ", ".join(ordered[:shown])
+    if len(ordered) > shown:
+        listed += f" and {len(ordered) - shown} more"
+    return f"{listed} {'fits but is' if len(ordered) == 1 else 'fit but are'} being deleted"
+
+
 def _scale_up_reason(
     ctx: Context, group: NodeGroup, count: int, pods: int, buffers: Mapping[str, int]
 ) -> str:
@@ -986,11 +1054,18 @@ def _scale_up_reason(
     reason = f"{' and '.join(who)} {need} {count} new {group.types_text()} {noun} in {group.region}"
     if ctx.primary and group.region != ctx.primary:
         reason += f" (overflow from primary region {ctx.primary})"
+    return reason + "".join(f"; {note}" for note in _scale_up_notes(ctx, group))
+
+
+def _scale_up_notes(ctx: Context, group: NodeGroup) -> list[str]:
+    """The clauses after a scale-up's reason: nodes on their way out its pods fit, where its template
+    came from, the better groups skipped."""
+    notes = sorted(ctx.leaving_notes.get(group.name, ()))
     if group.template is not None and group.template.source:  # spillway.model.nodecache
-        reason += f"; a node's shape {group.template.source}"
+        notes.append(f"a node's shape {group.template.source}")
     elif group.template is not None and group.template.forgotten:  # a new launch template version
-        reason += f"; {group.template.forgotten}"
-    notes = sorted(ctx.overflow_notes.get(group.name, ()))
-    if notes:
-        reason += "; skipped: " + "; ".join(notes)
-    return reason
+        notes.append(group.template.forgotten)
+    skipped = sorted(ctx.overflow_notes.get(group.name, ()))
+    if skipped:
+        notes.append("skipped: " + "; ".join(skipped))
+    return notes
