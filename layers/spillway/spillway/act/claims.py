@@ -212,17 +212,26 @@ def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: date
 def _claim_order(owner: Owner, unclaimed: list[str], claimed: Mapping[str, str]) -> list[str]:
     """``unclaimed`` in the order to claim them: first those the fewest other owners of the group that
     still wait for instances could claim (an owner whose marker keeps ``existing`` cannot claim those; one
-    whose marker does not could claim any), then by id."""
+    whose marker does not could claim any), then by id. Only owners of ``owner``'s window are read: an
+    older one prepared before this owner, so it could claim every candidate and changes no order, and
+    markers live two days."""
     markers = owner.ledger.claims(owner.cluster, RAISE_PREFIX)
+    at = _marked_at(owner, markers)
     held = Counter(claimed.values())
     waiting: list[set[str] | None] = []
     for other, value in _others(owner, markers):
-        if int(str(value.get("count", 0))) > held[other]:
+        if int(str(value.get("count", 0))) > held[other] and _in_window(value, at):
             existing = value.get("existing")
             waiting.append({str(i) for i in existing} if isinstance(existing, list) else None)
     if not waiting:
         return unclaimed
     return sorted(unclaimed, key=lambda i: (sum(1 for ex in waiting if ex is None or i not in ex), i))
+
+
+def _marked_at(owner: Owner, markers: Mapping[str, Mapping[str, object]]) -> datetime | None:
+    """When ``owner``'s raise marker says it raised; None without one (every marker is then in its window)."""
+    raw = (markers.get(RAISE_PREFIX + owner.owner) or {}).get("at")
+    return parse_time(raw) if isinstance(raw, str) and raw else None
 
 
 def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:
@@ -232,9 +241,7 @@ def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:
     unsettled = {
         i.removeprefix(UNSETTLED_PREFIX) for i in owner.ledger.claims(owner.cluster, UNSETTLED_PREFIX)
     }
-    mine = markers.get(RAISE_PREFIX + owner.owner) or {}
-    raw = mine.get("at")
-    at = parse_time(raw) if isinstance(raw, str) and raw else None
+    at = _marked_at(owner, markers)
     held = Counter(claimed.values())
     return sum(
         max(0, int(str(value.get("count", 0))) - held[other])
