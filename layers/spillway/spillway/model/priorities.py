@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from spillway.model.goregex import GoRegexError, compiled, python_pattern
+from spillway.model.goregex import GoRegexError, check, compiled, python_pattern
 
 __all__ = ["check_priorities", "parse_priorities", "priority_of", "python_pattern", "re2_refusal"]
 
@@ -103,14 +103,12 @@ def _patterns(priority: int, patterns: Any) -> tuple[str, ...]:
 def re2_refusal(pattern: str) -> str | None:
     r"""Why Spillway cannot match ``pattern`` as cluster-autoscaler's Go ``regexp`` does, or None when it
     can: Go refuses it (lookaround, backreferences, possessive quantifiers, ``\Z``, counts above 1000,
-    ...), or Python's re has no equivalent (Unicode classes ``\pL``). The one translator
-    (:func:`spillway.model.goregex.python_pattern`) says why."""
+    ...; a tree above 1000 levels or a program above Go's 128 MB), or Python's re has no equivalent
+    (Unicode classes ``\pL``). The one parser (:mod:`spillway.model.goregex`) says why."""
     try:
-        compiled(pattern)
+        check(pattern)
     except GoRegexError as exc:
         return str(exc)
-    except RecursionError:  # Go takes 1000 levels of nesting; Python's recursion limit comes first
-        return "nests groups or repetitions too deep for Spillway to compile"
     return None
 
 
