@@ -35,10 +35,18 @@ import yaml
 
 from spillway.model.goregex import GoRegexError, check, compiled, python_pattern
 
-__all__ = ["check_priorities", "parse_priorities", "priority_of", "python_pattern", "re2_refusal"]
+__all__ = [
+    "check_priorities",
+    "configmap_priorities",
+    "parse_priorities",
+    "priority_of",
+    "python_pattern",
+    "re2_refusal",
+]
 
 CONFIGMAP_NAME = "cluster-autoscaler-priority-expander"
 CONFIGMAP_NAMESPACE = "kube-system"
+CONFIGMAP_KEY = "priorities"  # priority.go ConfigMapKey
 
 Priorities = dict[int, tuple[str, ...]]
 
@@ -120,9 +128,27 @@ def parse_priorities(text: str) -> Priorities:
         raise ValueError(
             f"not YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
+    if doc is None:  # only whitespace, comments or null: yaml.v2 leaves the map empty, no error
+        return {}
     if not isinstance(doc, dict):
         raise ValueError("expected a mapping of priorities to lists of regular expressions")
     return check_priorities(doc, text_keys=False)
+
+
+def configmap_priorities(data: Mapping[str, str]) -> tuple[Priorities, str]:
+    """The priorities in the ConfigMap's ``data``, and why none when cluster-autoscaler could not read
+    them ("" when it could): no ``priorities`` key, an empty one, or what :func:`parse_priorities` says
+    (priority.go reloadConfigMap and parsePrioritiesYAMLString). It then passes every option on to the
+    next expander (BestOptions returns them all, since kubernetes/autoscaler#5246), as if there were no
+    priorities: so do these, with why."""
+    if CONFIGMAP_KEY not in data:
+        return {}, f"no {CONFIGMAP_KEY} key (cluster-autoscaler reads its priorities there only)"
+    if not data[CONFIGMAP_KEY]:
+        return {}, "empty (cluster-autoscaler refuses an empty configuration)"
+    try:
+        return parse_priorities(data[CONFIGMAP_KEY]), ""
+    except ValueError as exc:
+        return {}, str(exc)
 
 
 def priority_of(priorities: Mapping[int, tuple[str, ...]], group: str) -> int | None:
