@@ -24,7 +24,9 @@ NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and 
 Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
 primary region), UnregisteredInstances (instances no Node joined for within max_node_provision_minutes:
 the scale-down removes them), ClusterUnhealthy (1 when the plan found too many unready nodes and
-drained nothing) and UnhealthyGroups (groups that got no new nodes for the same reason), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
+drained nothing) and UnhealthyGroups (groups that got no new nodes for the same reason),
+PriorityConfigMapInvalid (1 when cluster-autoscaler's priority expander ConfigMap could not be read: the
+plan's ``problems`` name its field and why; cluster-autoscaler's Event reason), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
 ``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU and TenantPodsHeld;
 StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not sent for lack of
 time or of an API), CandidateTaintsWritten and CandidateTaintsFailed (the scale-down candidate taints
@@ -66,6 +68,7 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("UnregisteredInstances", summary.get("unregistered", 0))
     add_count("ClusterUnhealthy", summary.get("cluster_unhealthy", 0))
     add_count("UnhealthyGroups", summary.get("unhealthy_groups", 0))
+    add_count("PriorityConfigMapInvalid", summary.get("priority_configmap_invalid", 0))
     add_tenant_metrics(outcome.get("tenants"))
     add_cluster_writes(outcome)
     logger.info("planned", extra={k: outcome.get(k) for k in ("snapshot_key", "plan_id", "status", "note")}

@@ -322,7 +322,8 @@ def test_the_priority_expander_configmap_is_read_through_the_client(kubeapi: Any
 
     kubeapi.delete("ConfigMap", "cluster-autoscaler-priority-expander", "kube-system")
     kubeapi.add({**cm, "data": {"priorities": "50: p4d"}})
-    assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.expander_priorities == {}
+    cluster = observe_once(kube, aws, CONFIG, lambda: T0).cluster
+    assert cluster.expander_priorities == {} and "priority 50: expected a list" in cluster.expander_problem
 
 
 def test_a_priority_expander_configmap_cluster_autoscaler_refuses_is_ignored_whole(
@@ -341,8 +342,10 @@ def test_a_priority_expander_configmap_cluster_autoscaler_refuses_is_ignored_who
                         ("50:\n  - p4d\n10:\n  - ok\n  - (?=gpu)\n", "priority 10, pattern 1")):  # fmt: skip
         kubeapi.add({**cm, "data": {"priorities": text}})
         caplog.clear()
-        assert observe_once(kube, aws, CONFIG, lambda: T0).cluster.expander_priorities == {}
+        cluster = observe_once(kube, aws, CONFIG, lambda: T0).cluster
+        assert cluster.expander_priorities == {} and cluster.expander_problem.startswith(named)
         assert named in caplog.text and "ignored" in caplog.text
+        assert "cluster-autoscaler-priority-expander data.priorities" in caplog.text
         kubeapi.delete("ConfigMap", "cluster-autoscaler-priority-expander", "kube-system")
 
 

@@ -92,8 +92,77 @@ def test_another_configmap_is_not_read_and_a_bad_one_names_its_field() -> None:
                         ("5:\n  - '(unclosed'\n", "not a regular expression"), ("- a\n", "expected a mapping")):  # fmt: skip
         with pytest.raises(ValueError, match=words):
             parse_priorities(text)
-    w.items[-1] = _config_map("5:\n  - '(unclosed'\n")
-    with pytest.raises(
-        ValueError, match=r"kube-system/cluster-autoscaler-priority-expander data\.priorities"
-    ):
-        w.parsed()
+
+
+CONFIGMAP = "ConfigMap kube-system/cluster-autoscaler-priority-expander"
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"priorities": "5:\n  - '(unclosed'\n"}, "priority 5, pattern 0: '(unclosed'"),  # Go: regexp.Compile
+        ({"priorities": "50: [reserved\n"}, "not YAML"),  # yaml.Unmarshal
+        ({"priority": "50:\n  - reserved\n"}, "no priorities key"),  # reloadConfigMap: !found
+        ({"priorities": ""}, "empty"),  # parsePrioritiesYAMLString: prioritiesYAML == ""
+    ],
+)
+def test_a_configmap_cluster_autoscaler_cannot_read_ranks_no_group_and_the_plan_names_it(
+    data: dict[str, str], words: str
+) -> None:
+    """cluster-autoscaler's priority filter returns every option to the next expander when its ConfigMap
+    cannot be read (BestOptions: ``if err != nil { return expansionOptions }``, since #5246 in 1.26,
+    back-ported to 1.24 and 1.25): the plan ranks the groups as without priorities and names the
+    ConfigMap, its field and why, once, as a problem of the plan."""
+    w, pods = _world()
+    w.items.append({**_config_map(""), "data": data})
+    snapshot, *_ = w.parsed()
+    assert snapshot.expander_priorities == {} and words in snapshot.expander_problem
+    assert type(snapshot).from_dict(snapshot.to_dict()) == snapshot
+
+    result = w.plan()
+
+    assert scale_up(result) == {"a-general": (0, 3, pods)}  # by name: no priorities
+    (problem,) = result.problems
+    assert (problem.object, problem.field) == (CONFIGMAP, "data.priorities")
+    assert words in problem.reason and "without priorities" in problem.reason
+    assert result.to_dict()["problems"] == [problem.to_dict()]
+    assert w.plan(expander_priorities={50: ["general"]}).problems == ()  # the configuration's rank
+
+
+def test_a_configmap_of_no_priorities_is_read_as_none_without_a_problem() -> None:
+    """yaml.v2 reads a document of only whitespace or ``null`` as an empty map, no error: no priorities,
+    so every option goes on (no group matched), and nothing is wrong with the ConfigMap."""
+    for text in ("  \n", "# none yet\n", "~\n", "{}"):
+        w, _ = _world()
+        w.items.append(_config_map(text))
+        snapshot, *_ = w.parsed()
+        assert (snapshot.expander_priorities, snapshot.expander_problem) == ({}, "")
+        assert w.plan().problems == ()
+
+
+def test_the_problem_is_summarized_and_counted_as_cluster_autoscaler_names_its_event() -> None:
+    from test_planning import record_metrics
+
+    from spillway.act.planning import summarize
+
+    w, _ = _world()
+    w.items.append(_config_map("5:\n  - '(unclosed'\n"))
+    summary = summarize(w.plan(), "us-east-1").to_dict()
+    assert summary["priority_configmap_invalid"] == 1
+    assert record_metrics({"summary": summary})["PriorityConfigMapInvalid"] == 1.0
+    clean = summarize(_world()[0].plan(), "us-east-1").to_dict()
+    assert record_metrics({"summary": clean})["PriorityConfigMapInvalid"] == 0.0
+
+
+def test_a_configmap_turning_unreadable_is_news_to_plan_on() -> None:
+    """The snapshot's fingerprint (a plan is skipped when it is unchanged) changes when the ConfigMap
+    turns unreadable though the priorities stay none: the next plan names the problem."""
+    from dataclasses import replace
+
+    from spillway.model.snapshot import fingerprint
+
+    w, _ = _world()
+    snapshot, groups, *_ = w.parsed()
+    unreadable = replace(snapshot, expander_problem="empty")
+    assert fingerprint(unreadable, groups) != fingerprint(snapshot, groups)
+    assert fingerprint(replace(unreadable, expander_problem=""), groups) == fingerprint(snapshot, groups)

@@ -157,13 +157,14 @@ def test_a_pattern_is_searched_anywhere_in_the_group_name_as_go_findstringindex(
 
 def test_the_configmap_is_refused_whole_naming_the_entry() -> None:
     """One bad entry refuses the ConfigMap, as cluster-autoscaler's parsePrioritiesYAMLString returns
-    an error for it and keeps none of the others."""
+    an error for it and keeps none of the others; the snapshot keeps why."""
     w = World()
     w.items.append({"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": "cluster-autoscaler-priority-expander", "namespace": "kube-system"},
                     "data": {"priorities": "50:\n  - p4d\n10:\n  - ok\n  - (?=gpu)\n"}})  # fmt: skip
-    with pytest.raises(ValueError, match=r"data\.priorities: priority 10, pattern 1: '\(\?=gpu\)'"):
-        w.parsed()
+    snapshot = w.parsed()[0]
+    assert snapshot.expander_priorities == {}
+    assert re.match(r"priority 10, pattern 1: '\(\?=gpu\)'", snapshot.expander_problem)
 
 
 def test_posix_classes_are_read_as_go_reads_them() -> None:

@@ -70,7 +70,7 @@ from spillway.model.k8s import (
 )
 from spillway.model.livetemplate import with_live_templates
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.priorities import Priorities
+from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
 from spillway.model.shared import NODES, QuotaInfo
@@ -187,7 +187,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         shared = shared_future.result()
         provreqs = provreq_future.result()
         volume_objects = volume_future.result()
-        priorities = _priorities(priorities_future.result())
+        priorities, priorities_problem = _priorities(priorities_future.result())
         daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
@@ -226,6 +226,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         jobs=shared.jobs,
         buffers=buffer_infos,
         expander_priorities=priorities,
+        expander_problem=priorities_problem,
         gang_succeeded=succeeded.counts(),
         daemonsets=daemonsets,
     )
@@ -467,17 +468,16 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
                         type(exc).__name__, exc)  # fmt: skip
 
 
-def _priorities(config_map: ConfigMap | None) -> Priorities:
-    """The priority expander ConfigMap's priorities; none (warned, naming why) when cluster-autoscaler
-    could not read them: it drops the whole ConfigMap too (priority.go: "Ignoring update"), though it
-    then expands no group at all, where the plan ranks groups as without priorities."""
-    if config_map is None:
-        return {}
-    try:
-        return expander_priorities(config_map)
-    except ValueError as exc:
-        log.warning("%s; ignored", exc)
-        return {}
+def _priorities(config_map: ConfigMap | None) -> tuple[Priorities, str]:
+    """The priority expander ConfigMap's priorities, and why none (warned) when cluster-autoscaler could
+    not read them: it passes every option on then (priority.go BestOptions), and the plan ranks groups
+    as without priorities and names the problem."""
+    found = expander_priorities(config_map) if config_map is not None else None
+    priorities, problem = found or ({}, "")
+    if problem:
+        log.warning("ConfigMap %s/%s data.priorities: %s; ignored: groups are ranked without priorities",
+                    CONFIGMAP_NAMESPACE, CONFIGMAP_NAME, problem)  # fmt: skip
+    return priorities, problem
 
 
 def _noting_namespaces(

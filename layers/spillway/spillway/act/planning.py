@@ -144,6 +144,7 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         unregistered=len(plan.unregistered),
         cluster_unhealthy=sum(1 for u in plan.unhealthy if u.group is None),
         unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
+        priority_configmap_invalid=len(plan.problems),
     )
 
 

@@ -177,6 +177,7 @@ class PlanSummary:
     unregistered: int = 0  # instances no Node joined for within max_node_provision_minutes
     cluster_unhealthy: int = 0  # 1: too many unready nodes, nothing drained (spillway.planner.health)
     unhealthy_groups: int = 0  # groups with too many unready nodes: they get no new nodes
+    priority_configmap_invalid: int = 0  # 1: the priority expander's ConfigMap could not be read
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -190,6 +191,7 @@ class PlanSummary:
             "unregistered": self.unregistered,
             "cluster_unhealthy": self.cluster_unhealthy,
             "unhealthy_groups": self.unhealthy_groups,
+            "priority_configmap_invalid": self.priority_configmap_invalid,
         }
 
 

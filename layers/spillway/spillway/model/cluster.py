@@ -58,7 +58,7 @@ from spillway.model.k8s import (
     api_group,
     deletion_cost,
 )
-from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, parse_priorities
+from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities, configmap_priorities
 from spillway.model.resources import Resources, capacity_delta, parse_resource_list, with_capacity
 from spillway.model.shared import (
     GangInfo,
@@ -813,6 +813,9 @@ class ClusterSnapshot:
     buffers: tuple[BufferInfo, ...] = ()  # CapacityBuffers (spillway.model.buffer)
     # cluster-autoscaler's priority expander ConfigMap, when there is one (spillway.model.priorities)
     expander_priorities: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    # why that ConfigMap's priorities were not read (cluster-autoscaler could not: it ranks no group by
+    # them), naming the entry; "" when they were or there is none (spillway.model.priorities)
+    expander_problem: str = ""
     # gang -> Volcano task ("" for none) -> its members that Succeeded (SucceededMembers): the finished
     # pods themselves need not be kept
     gang_succeeded: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
@@ -887,6 +890,7 @@ class ClusterSnapshot:
         buffers: list[CapacityBuffer] = []
         namespaces: dict[str, dict[str, str]] = {}  # labels, for pod affinity's namespaceSelector
         priorities: Priorities = {}
+        priorities_problem = ""  # why the priority expander's ConfigMap was not read
         templates: list[PodTemplate] = []
         workloads: list[Scalable] = []
         resource_quotas: list[ResourceQuota] = []  # they cut the buffers, as observe's
@@ -915,7 +919,7 @@ class ClusterSnapshot:
             elif isinstance(obj, PersistentVolumeClaim | PersistentVolume | StorageClass):
                 volumes.add(obj)
             elif isinstance(obj, ConfigMap):
-                priorities = expander_priorities(obj) or priorities
+                priorities, priorities_problem = expander_priorities(obj) or (priorities, priorities_problem)
             elif isinstance(obj, DaemonSet):
                 daemonsets.append(obj)
             else:
@@ -946,6 +950,7 @@ class ClusterSnapshot:
             jobs=tuple(sorted(jobs, key=lambda j: j.key)),
             buffers=buffer_infos,
             expander_priorities=priorities,
+            expander_problem=priorities_problem,
             gang_succeeded=succeeded.counts(),
             daemonsets=daemonset_infos(daemonsets),
         )
@@ -974,6 +979,8 @@ class ClusterSnapshot:
                 out[key] = [item.to_dict() for item in items]
         if self.expander_priorities:
             out["priorities"] = [[p, list(x)] for p, x in sorted(self.expander_priorities.items())]
+        if self.expander_problem:
+            out["priorities_problem"] = self.expander_problem
         if self.gang_succeeded:
             out["gang_succeeded"] = {g: dict(t) for g, t in self.gang_succeeded.items()}
         return out
@@ -1000,6 +1007,7 @@ class ClusterSnapshot:
             jobs=tuple(JobInfo.from_dict(j) for j in d.get("jobs", ())),
             buffers=tuple(BufferInfo.from_dict(b) for b in d.get("buffers", ())),
             expander_priorities={int(p): tuple(x) for p, x in d.get("priorities", ())},
+            expander_problem=str(d.get("priorities_problem", "")),
             gang_succeeded={
                 str(g): {str(t): int(n) for t, n in tasks.items()}
                 for g, tasks in d.get("gang_succeeded", {}).items()
@@ -1015,16 +1023,14 @@ def daemonset_infos(daemonsets: Iterable[DaemonSet]) -> tuple[DaemonSetInfo, ...
     return tuple(sorted((DaemonSetInfo.from_daemonset(d) for d in daemonsets), key=lambda d: d.key))
 
 
-def expander_priorities(config_map: ConfigMap) -> Priorities:
-    """The priorities of cluster-autoscaler's priority expander ConfigMap (kube-system's, by its name);
-    none for another ConfigMap. ``ValueError`` naming the field when its ``priorities`` cannot be read."""
+def expander_priorities(config_map: ConfigMap) -> tuple[Priorities, str] | None:
+    """The priorities of cluster-autoscaler's priority expander ConfigMap (kube-system's, by its name),
+    and why none when cluster-autoscaler could not read them (:func:`configmap_priorities`: "" when it
+    could); None for another ConfigMap."""
     meta = config_map.metadata
     if meta.name != CONFIGMAP_NAME or (meta.namespace or "default") != CONFIGMAP_NAMESPACE:
-        return {}
-    try:
-        return parse_priorities(config_map.data.get("priorities", ""))
-    except ValueError as exc:
-        raise ValueError(f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} data.priorities: {exc}") from None
+        return None
+    return configmap_priorities(config_map.data)
 
 
 def _buffers(

@@ -21,8 +21,11 @@ read alike:
   and what Go reads as literal text (``a{,3}``, ``a{01}``) as the characters they stand for.
 
 What Go refuses raises :class:`GoRegexError` naming the construct; so do Unicode classes (``\pL``,
-``\p{Greek}``), which Go reads and Python's ``re`` has no equivalent of. Not checked: Go's limits on
-nesting depth (1000) and compiled size, far beyond a node group pattern's.
+``\p{Greek}``), which Go reads and Python's ``re`` has no equivalent of. So do Go's limits on a parsed
+pattern: its parse tree at most 1000 high (``MAX_HEIGHT``) and its program at most 3,355,443 instructions
+(``MAX_SIZE``), both counted as parse.go counts them (:class:`_Item`); Go's third limit, 32M runes in
+character classes, takes more than 7 runes per byte of pattern, which no class reaches within a
+ConfigMap's 1 MiB. Nothing here recurses over the tree, so any depth Go allows is read.
 
 The parser builds a syntax tree; :func:`python_pattern` writes it out, and :func:`compiled` compiles it to a
 :class:`Matcher` that runs as Go's regexp does, without backtracking, in time linear in the name: the
@@ -34,11 +37,17 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, cast
 
 MAX_REPEAT = 1000  # regexp/syntax maxRepeat: the largest count, and product of nested counts
+# parse.go maxHeight: the height of Go's parse tree (Go 1.17.8 on, CVE-2022-24921; "expression nests too
+# deeply" from Go 1.19), and maxSize: 128 MB of 40-byte Insts, by parse.go's calcSize estimate of the
+# program (Go 1.19.2 on, CVE-2022-41715; "expression too large" from Go 1.20)
+MAX_HEIGHT = 1000
+MAX_SIZE = (128 << 20) // (5 * 8)
 MAX_RUNE = 0x10FFFF
 _MIN_FOLD, _MAX_FOLD = 0x41, 0x1E943  # parse.go minFold, maxFold: no rune outside folds
 
@@ -89,6 +98,12 @@ def python_pattern(pattern: str) -> str:
     """``pattern``, a Go regular expression, as a Python one that matches the same strings;
     :class:`GoRegexError` for what Go refuses or Python cannot read."""
     return "|".join(map(_python, _Parser(pattern).parse().branches))
+
+
+def check(pattern: str) -> None:
+    """:class:`GoRegexError` when Go refuses ``pattern`` or Python cannot read it as Go does: the parse
+    alone, no program built (:func:`compiled` builds it when a name is matched)."""
+    _Parser(pattern).parse()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -223,23 +238,40 @@ _ANY = Chars(((0, MAX_RUNE),), "(?s:.)")
 _NOT_NEWLINE = Chars(((0, 0x9), (0xB, MAX_RUNE)), r"[^\n]")
 
 
-def _python(node: Node) -> str:
-    """The node in Python's re syntax: every group non-capturing, each repeated item grouped."""
+def _python(root: Node) -> str:
+    """The node in Python's re syntax: every group non-capturing, each repeated item grouped. Written
+    from a stack, not by recursion: a tree as deep as Go allows is written too."""
+    out: list[str] = []
+    todo: list[Node | str] = [root]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            out.append(item)
+        else:
+            todo.extend(reversed(_python_parts(item)))
+    return "".join(out)
+
+
+def _python_parts(node: Node) -> list[Node | str]:
+    """The node's text, its children left to be written in their place."""
     match node:
         case Chars(ranges, spelled):
-            return spelled or _class_text(list(ranges))
+            return [spelled or _class_text(list(ranges))]
         case Assert(kind):
-            return _ASSERTIONS[kind]
+            return [_ASSERTIONS[kind]]
         case Concat(items):
-            return "".join(map(_python, items))
+            return list(items)
         case Alternate(branches):
-            return "(?:" + "|".join(map(_python, branches)) + ")"
+            parts: list[Node | str] = ["(?:"]
+            for index, branch in enumerate(branches):
+                parts += ["|", branch] if index else [branch]
+            return [*parts, ")"]
         case Repeat(inner, low, high, lazy, counted):
             if not counted:
                 op = {(0, -1): "*", (1, -1): "+", (0, 1): "?"}[low, high]
             else:
                 op = f"{{{low}}}" if low == high else f"{{{low},{'' if high < 0 else high}}}"
-            return f"(?:{_python(inner)}){op}" + "?" * lazy
+            return ["(?:", inner, ")" + op + "?" * lazy]
     raise TypeError(node)  # pragma: no cover - Node is closed
 
 
@@ -248,20 +280,100 @@ def _python(node: Node) -> str:
 
 @dataclass
 class _Item:
+    """A piece of the pattern, with what Go's parser counts of the node it makes of it (parse.go):
+    ``weight`` the product of the counts {n,m} nested in it (0 under a {0}: repeatIsValid stops);
+    ``height`` that node's height (checkHeight) and ``size`` the instructions calcSize estimates for it
+    (checkSize). To count them as Go does, it also says how Go's tree holds it: ``literal`` "c" or "i"
+    for a literal character (its FoldCase flag: a run of them with one flag is one literal string),
+    "" otherwise; ``char`` for one character or class (factor's round 3 merges a run of such
+    alternatives into one class); ``kind`` "concat" or "alt" for a concatenation or alternation of
+    several pieces, which an enclosing one of the same kind takes in as its own (collapse)."""
+
     node: Node
-    weight: int = 1  # the product of the counts {n,m} nested in it (0 under a {0}: repeatIsValid stops)
+    weight: int = 1
+    height: int = 1
+    size: int = 1
+    literal: str = ""
+    char: bool = False
+    kind: str = ""
+
+
+def _concat(items: list[_Item]) -> _Item:
+    """The items in sequence: one piece per run of literals of one flag (Go's literal strings), an
+    empty match for none, the piece itself for one, else a concatenation one level above its pieces."""
+    node = Concat(tuple(item.node for item in items))
+    weight = max((item.weight for item in items), default=1)
+    pieces, height, last = 0, 0, ""
+    for item in items:
+        if not (item.literal and item.literal == last):
+            pieces += 1
+            height = max(height, item.height - (item.kind == "concat"))
+        last = item.literal
+    size = max(1, sum(item.size for item in items))
+    if pieces > 1:
+        return _Item(node, weight, height + 1, size, kind="concat")
+    if len(items) == 1:
+        only = items[0]
+        return _Item(node, weight, only.height, only.size, only.literal, only.char, only.kind)
+    return _Item(node, weight, 1, size, items[0].literal if items else "")  # a string, or empty
+
+
+def _alternate(branches: list[_Item]) -> _Item:
+    """The branches as alternatives: a run of one-character branches merged into one class, a single
+    piece as itself, else an alternation one level above its pieces and a split between each two."""
+    node = Alternate(tuple(cast(Concat, branch.node) for branch in branches))  # made by _concat
+    weight = max(branch.weight for branch in branches)
+    if len(branches) == 1:
+        return replace(branches[0], node=node)
+    pieces, height, size, run = 0, 0, 0, False
+    for branch in branches:
+        if not (branch.char and run):
+            pieces += 1
+            height = max(height, branch.height - (branch.kind == "alt"))
+            size += branch.size
+        run = branch.char
+    if pieces == 1:
+        return _Item(node, weight, char=True)
+    return _Item(node, weight, height + 1, size + pieces - 1, kind="alt")
+
+
+def _repeated(item: _Item, low: int, high: int, counted: bool) -> tuple[int, int]:
+    """(height, size) of the item repeated: calcSize's x* 2 more than x, x+ and x? 1 more, x{n,} 1 more
+    than n copies, x{n,m} m copies and m-n splits."""
+    sub = item.size
+    if not counted:
+        size = 2 + sub if high < 0 and low == 0 else 1 + sub
+    elif high < 0:
+        size = 2 + sub if low == 0 else 1 + low * sub
+    else:
+        size = high * sub + high - low
+    return item.height + 1, max(1, size)
+
+
+def _check_limits(item: _Item) -> None:
+    """Go's checkLimits on the node made: its compiled size, then its height."""
+    if item.size > MAX_SIZE:
+        raise GoRegexError(f"compiles to {item.size} instructions: above {MAX_SIZE} (128 MB), which RE2 "
+                           "refuses (Go's regexp: expression too large)")  # fmt: skip
+    if item.height > MAX_HEIGHT:
+        raise GoRegexError(f"nests {item.height} levels deep: above {MAX_HEIGHT}, which RE2 refuses (Go's "
+                           "regexp: expression nests too deeply)")  # fmt: skip
 
 
 @dataclass
 class _Group:
     flags: frozenset[str]  # the flags in force where it opened, restored at its ) (parseRightParen)
+    capturing: bool = False  # a capture is a node of Go's tree (OpCapture); (?:...) is none
     branches: list[list[_Item]] = field(default_factory=list)
     items: list[_Item] = field(default_factory=list)
 
     def item(self) -> _Item:
-        branches = [*self.branches, self.items]
-        node = Alternate(tuple(Concat(tuple(item.node for item in branch)) for branch in branches))
-        return _Item(node, max((item.weight for branch in branches for item in branch), default=1))
+        inner = _alternate([_concat(branch) for branch in [*self.branches, self.items]])
+        if self.capturing:  # OpCapture: a level, and calcSize's 2 more
+            inner = replace(inner, height=inner.height + 1, size=inner.size + 2)
+            inner.literal, inner.char, inner.kind = "", False, ""
+        _check_limits(inner)
+        return inner
 
 
 class _Parser:
@@ -294,11 +406,12 @@ class _Parser:
         handlers.get(char, self._plain)()
         return ""
 
-    def _push(self, node: Node) -> None:
-        self.groups[-1].items.append(_Item(node))
+    def _push(self, node: Node, literal: str = "") -> None:
+        self.groups[-1].items.append(_Item(node, literal=literal, char=isinstance(node, Chars)))
 
     def _literal(self, cp: int) -> None:
-        self._push(Chars(tuple(_fold([(cp, cp)]) if "i" in self.flags else [(cp, cp)])))
+        fold = "i" in self.flags  # Go's literal keeps the flag, whether or not the rune folds
+        self._push(Chars(tuple(_fold([(cp, cp)]) if fold else [(cp, cp)])), "i" if fold else "c")
 
     def _plain(self) -> None:
         char = self.text[self.at]
@@ -329,6 +442,9 @@ class _Parser:
         self._check_repeat(token, bounds, counted=counts is not None)
         item = self.groups[-1].items[-1]
         item.node = Repeat(item.node, *bounds, lazy=lazy != ("U" in self.flags), counted=counts is not None)
+        item.height, item.size = _repeated(item, *bounds, counts is not None)
+        item.literal, item.char, item.kind = "", False, ""
+        _check_limits(item)  # before the counts' product, as parse.go's repeat
         if token[0] == "{":
             item.weight = _weight(token, bounds, item.weight)
         return token
@@ -352,7 +468,7 @@ class _Parser:
     def _open(self) -> None:
         rest = self.text[self.at + 2 :] if self.text.startswith("(?", self.at) else None
         if rest is None:
-            self._open_group(self.at + 1)
+            self._open_group(self.at + 1, capturing=True)
             return
         for start, what in _EXTENSIONS.items():
             if rest.startswith(start):
@@ -362,8 +478,8 @@ class _Parser:
         else:
             self._flags()
 
-    def _open_group(self, end: int, flags: frozenset[str] | None = None) -> None:
-        self.groups.append(_Group(self.flags))
+    def _open_group(self, end: int, flags: frozenset[str] | None = None, *, capturing: bool = False) -> None:
+        self.groups.append(_Group(self.flags, capturing))
         self.flags = self.flags if flags is None else flags
         self.at = end
 
@@ -374,7 +490,7 @@ class _Parser:
         name = self.text[self.at + name_at : end] if end >= 0 else self.text[self.at + name_at :]
         if end < 0 or not _NAME.fullmatch(name):
             raise GoRegexError(f"has a group name {name!r}; RE2 takes only [A-Za-z0-9_]")
-        self._open_group(end + 1)
+        self._open_group(end + 1, capturing=True)
 
     def _flags(self) -> None:
         """(?flags) or (?flags:...): i m s U, some after one -; nothing else (parse.go parsePerlFlags)."""
@@ -496,7 +612,8 @@ class _Parser:
             ranges.extend(self._class_item())
         self.at += 1
         ranges = _clean(ranges)
-        self._push(Chars(tuple(_negate(ranges) if negated else ranges)))
+        ranges = _negate(ranges) if negated else ranges
+        self._push(Chars(tuple(ranges)), _class_literal(ranges))
 
     def _class_item(self) -> Ranges:
         fold = "i" in self.flags
@@ -531,6 +648,19 @@ class _Parser:
             return self._escaped_char(in_class=True)
         self.at += 1
         return ord(self.text[self.at - 1])
+
+
+def _class_literal(ranges: Ranges) -> str:
+    """What Go's push makes of a class: a literal for one rune ("c") or a pair that fold to each other
+    only, [Aa] ("i"); else it stays a class ("")."""
+    runes = [cp for lo, hi in ranges for cp in range(lo, min(hi, lo + 2) + 1)][:3]
+    if len(runes) == 1:
+        return "c"
+    first, second = runes[0], runes[-1]
+    pair = set(_orbit(first)) - {first} == {second} and set(_orbit(second)) - {second} == {first}
+    if len(runes) == 2 and pair:
+        return "i"
+    return ""
 
 
 def _weight(token: str, bounds: tuple[int, int], inner: int) -> int:
@@ -573,9 +703,13 @@ Instruction = tuple[int, Any, Any]
 _WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")  # Go's isWordChar
 
 
+Task = Node | Callable[[], None]  # a node to compile, or a fix-up once what precedes it is compiled
+
+
 class _Compiler:
     """A syntax tree to a program (regexp/syntax compile.go's shape: split and jump; a count written out,
-    x{2,4} as xx(x(x)?)?, which the parser keeps within 1000 copies)."""
+    x{2,4} as xx(x(x)?)?, which the parser keeps within 1000 copies). Compiled from a stack of tasks,
+    not by recursion: a tree as deep as Go allows compiles too."""
 
     def __init__(self) -> None:
         self.program: list[Instruction] = []
@@ -584,46 +718,65 @@ class _Compiler:
         self.program.append((_JUMP, -1, None))
         return len(self.program) - 1
 
-    def emit(self, node: Node) -> None:
-        program = self.program
+    def emit(self, root: Node) -> None:
+        todo: list[Task] = [root]
+        while todo:
+            task = todo.pop()
+            if callable(task):
+                task()
+            else:
+                todo.extend(reversed(self.expand(task)))
+
+    def expand(self, node: Node) -> list[Task]:
+        """Emits what the node is itself; returns its children and fix-ups, to be done in order."""
         match node:
             case Chars(ranges):
-                program.append((_CHAR, tuple(lo for lo, _ in ranges), tuple(hi for _, hi in ranges)))
+                self.program.append((_CHAR, tuple(lo for lo, _ in ranges), tuple(hi for _, hi in ranges)))
             case Assert(kind):
-                program.append((_EMPTY, kind, None))
+                self.program.append((_EMPTY, kind, None))
             case Concat(items):
-                for item in items:
-                    self.emit(item)
+                return list(items)
             case Alternate(branches):
-                self.alternate(branches)
+                return self.alternate(branches)
             case Repeat(inner, low, high):
-                for _ in range(low):
-                    self.emit(inner)
-                self.optional(inner, high - low) if high >= 0 else self.star(inner)
+                rest = self.optional(inner, high - low) if high >= 0 else self.star(inner)
+                return [*([inner] * low), *rest]
+        return []
 
-    def alternate(self, branches: tuple[Concat, ...]) -> None:
-        jumps = []
-        for index, branch in enumerate(branches):
-            split = self.hole() if index < len(branches) - 1 else -1
-            for item in branch.items:  # here, not through emit: a frame less for each group nested
-                self.emit(item)
-            if split >= 0:
-                jumps.append(self.hole())
-                self.program[split] = (_SPLIT, split + 1, len(self.program))
+    def alternate(self, branches: tuple[Concat, ...]) -> list[Task]:
+        """Each branch but the last behind a split to the next, each ending in a jump past the last."""
+        jumps: list[int] = []
+        tasks: list[Task] = []
+        for branch in branches[:-1]:
+            split: list[int] = []
+            tasks += [partial(self.open, split), branch, partial(self.next_branch, split, jumps)]
+        return [*tasks, branches[-1], partial(self.land, jumps)]
+
+    def star(self, inner: Node) -> list[Task]:
+        loop: list[int] = []
+        return [partial(self.open, loop), inner, partial(self.loop_back, loop)]
+
+    def optional(self, inner: Node, times: int) -> list[Task]:
+        splits: list[int] = []
+        return [*[task for _ in range(times) for task in (partial(self.open, splits), inner)],
+                partial(self.skip_here, splits)]  # fmt: skip
+
+    def open(self, holes: list[int]) -> None:
+        holes.append(self.hole())
+
+    def next_branch(self, split: list[int], jumps: list[int]) -> None:
+        jumps.append(self.hole())
+        self.program[split[0]] = (_SPLIT, split[0] + 1, len(self.program))
+
+    def land(self, jumps: list[int]) -> None:
         for jump in jumps:
             self.program[jump] = (_JUMP, len(self.program), None)
 
-    def star(self, inner: Node) -> None:
-        loop = self.hole()
-        self.emit(inner)
-        self.program.append((_JUMP, loop, None))
-        self.program[loop] = (_SPLIT, loop + 1, len(self.program))
+    def loop_back(self, loop: list[int]) -> None:
+        self.program.append((_JUMP, loop[0], None))
+        self.program[loop[0]] = (_SPLIT, loop[0] + 1, len(self.program))
 
-    def optional(self, inner: Node, times: int) -> None:
-        splits = []
-        for _ in range(times):
-            splits.append(self.hole())
-            self.emit(inner)
+    def skip_here(self, splits: list[int]) -> None:
         for split in splits:
             self.program[split] = (_SPLIT, split + 1, len(self.program))
 

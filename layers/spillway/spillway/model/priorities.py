@@ -33,12 +33,20 @@ from typing import Any
 
 import yaml
 
-from spillway.model.goregex import GoRegexError, compiled, python_pattern
+from spillway.model.goregex import GoRegexError, check, compiled, python_pattern
 
-__all__ = ["check_priorities", "parse_priorities", "priority_of", "python_pattern", "re2_refusal"]
+__all__ = [
+    "check_priorities",
+    "configmap_priorities",
+    "parse_priorities",
+    "priority_of",
+    "python_pattern",
+    "re2_refusal",
+]
 
 CONFIGMAP_NAME = "cluster-autoscaler-priority-expander"
 CONFIGMAP_NAMESPACE = "kube-system"
+CONFIGMAP_KEY = "priorities"  # priority.go ConfigMapKey
 
 Priorities = dict[int, tuple[str, ...]]
 
@@ -103,14 +111,12 @@ def _patterns(priority: int, patterns: Any) -> tuple[str, ...]:
 def re2_refusal(pattern: str) -> str | None:
     r"""Why Spillway cannot match ``pattern`` as cluster-autoscaler's Go ``regexp`` does, or None when it
     can: Go refuses it (lookaround, backreferences, possessive quantifiers, ``\Z``, counts above 1000,
-    ...), or Python's re has no equivalent (Unicode classes ``\pL``). The one translator
-    (:func:`spillway.model.goregex.python_pattern`) says why."""
+    ...; a tree above 1000 levels or a program above Go's 128 MB), or Python's re has no equivalent
+    (Unicode classes ``\pL``). The one parser (:mod:`spillway.model.goregex`) says why."""
     try:
-        compiled(pattern)
+        check(pattern)
     except GoRegexError as exc:
         return str(exc)
-    except RecursionError:  # Go takes 1000 levels of nesting; Python's recursion limit comes first
-        return "nests groups or repetitions too deep for Spillway to compile"
     return None
 
 
@@ -122,9 +128,27 @@ def parse_priorities(text: str) -> Priorities:
         raise ValueError(
             f"not YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
+    if doc is None:  # only whitespace, comments or null: yaml.v2 leaves the map empty, no error
+        return {}
     if not isinstance(doc, dict):
         raise ValueError("expected a mapping of priorities to lists of regular expressions")
     return check_priorities(doc, text_keys=False)
+
+
+def configmap_priorities(data: Mapping[str, str]) -> tuple[Priorities, str]:
+    """The priorities in the ConfigMap's ``data``, and why none when cluster-autoscaler could not read
+    them ("" when it could): no ``priorities`` key, an empty one, or what :func:`parse_priorities` says
+    (priority.go reloadConfigMap and parsePrioritiesYAMLString). It then passes every option on to the
+    next expander (BestOptions returns them all, since kubernetes/autoscaler#5246), as if there were no
+    priorities: so do these, with why."""
+    if CONFIGMAP_KEY not in data:
+        return {}, f"no {CONFIGMAP_KEY} key (cluster-autoscaler reads its priorities there only)"
+    if not data[CONFIGMAP_KEY]:
+        return {}, "empty (cluster-autoscaler refuses an empty configuration)"
+    try:
+        return parse_priorities(data[CONFIGMAP_KEY]), ""
+    except ValueError as exc:
+        return {}, str(exc)
 
 
 def priority_of(priorities: Mapping[int, tuple[str, ...]], group: str) -> int | None:

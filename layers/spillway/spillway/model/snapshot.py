@@ -202,10 +202,20 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
     for key, items in shared:
         if items:
             doc[key] = [item.to_dict() for item in items]
-    if cluster.expander_priorities:  # they rank the groups new nodes go to
-        doc["priorities"] = sorted((p, list(x)) for p, x in cluster.expander_priorities.items())
+    doc |= _priority_entries(cluster)
     if cluster.gang_succeeded:  # a member finishing changes what its gang still needs
         doc["gang_succeeded"] = sorted((g, sorted(t.items())) for g, t in cluster.gang_succeeded.items())
+    return doc
+
+
+def _priority_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
+    """The priorities rank the groups new nodes go to; why the ConfigMap's could not be read, the plan
+    names. Each left out when absent."""
+    doc: dict[str, Any] = {}
+    if cluster.expander_priorities:
+        doc["priorities"] = sorted((p, list(x)) for p, x in cluster.expander_priorities.items())
+    if cluster.expander_problem:
+        doc["priorities_problem"] = cluster.expander_problem
     return doc
 
 

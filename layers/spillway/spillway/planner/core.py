@@ -34,6 +34,7 @@ from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodecache import recall, remember
 from spillway.model.nodegroup import NodeGroup
+from spillway.model.priorities import CONFIGMAP_KEY, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from spillway.model.state import GroupState, NodeState, State
 from spillway.planner.buffers import buffer_classes
 from spillway.planner.buffers import settle as settle_buffers
@@ -51,7 +52,7 @@ from spillway.planner.scaleup import ScaleUpStage, record_gang_launches, scale_u
 from spillway.planner.shrinks import hold_shrunk, shrunk_after
 from spillway.planner.softtaint import soft_taints
 from spillway.planner.startup import sanitized, starting_nodes
-from spillway.planner.types import GroupFloor, RefusedGroup, ScalingPlan, Uncordon
+from spillway.planner.types import ConfigProblem, GroupFloor, RefusedGroup, ScalingPlan, Uncordon
 
 UNCORDON_REASON = "Spillway cordoned it; pending pods fit on it, so it is reused before launching"
 
@@ -126,7 +127,20 @@ def plan(
         unregistered=tuple(joins.unregistered),
         unhealthy=health.report(),
         refused_groups=tuple(RefusedGroup(g.name, g.region, g.refusal) for g in ctx.refused),
+        problems=_problems(snapshot, config),
     )
+
+
+def _problems(snapshot: ClusterSnapshot, config: PlannerConfig) -> tuple[ConfigProblem, ...]:
+    """The priority expander's ConfigMap when cluster-autoscaler could not read it and the configuration
+    gives no priorities of its own: the groups were ranked without priorities, as cluster-autoscaler
+    passes every option on to its next expander then (priority.go BestOptions)."""
+    if not snapshot.expander_problem or config.expander_priorities:
+        return ()
+    why = (
+        f"{snapshot.expander_problem}; groups are ranked without priorities, as cluster-autoscaler does then"
+    )
+    return (ConfigProblem(f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}", f"data.{CONFIGMAP_KEY}", why),)
 
 
 def _next_state(ctx: Context, idle_state: dict[str, NodeState]) -> State:

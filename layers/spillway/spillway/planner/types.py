@@ -226,6 +226,19 @@ class RefusedGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """Configuration in the cluster the plan could not read, and went on without, as cluster-autoscaler
+    does: the object, its field, and why (with what the plan did instead)."""
+
+    object: str  # "ConfigMap kube-system/cluster-autoscaler-priority-expander"
+    field: str  # "data.priorities"
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"object": self.object, "field": self.field, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class GroupFloor:
     """A group held above its own MinSize by a scheduled action that runs within the idle threshold."""
 
@@ -252,6 +265,7 @@ class ScalingPlan:
     unregistered: tuple[Unregistered, ...] = ()  # instances that never joined, to remove
     unhealthy: tuple[Unhealthy, ...] = ()  # the cluster first, then groups, with too many unready nodes
     refused_groups: tuple[RefusedGroup, ...] = ()  # managed groups the plan does not scale, and why
+    problems: tuple[ConfigProblem, ...] = ()  # cluster configuration it could not read, went on without
 
     @property
     def acts(self) -> bool:
@@ -273,5 +287,6 @@ class ScalingPlan:
             "unregistered": self.unregistered,
             "unhealthy": self.unhealthy,
             "refused_groups": self.refused_groups,
+            "problems": self.problems,
         }
         return out | {key: [e.to_dict() for e in entries] for key, entries in optional.items() if entries}
