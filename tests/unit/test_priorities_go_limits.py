@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from spillway.model.goregex import MAX_HEIGHT, MAX_SIZE, compiled, python_pattern
-from spillway.model.priorities import parse_priorities, re2_refusal
+from spillway.model.goregex import MAX_HEIGHT, MAX_PROGRAM, MAX_SIZE, compiled, go_refusal, python_pattern
+from spillway.model.priorities import configmap_priorities, parse_priorities, re2_refusal
 
 
 def _captures(depth: int, core: str = "a") -> str:
@@ -76,24 +76,46 @@ def test_non_capturing_groups_add_no_level_at_any_depth() -> None:
 
 def test_a_program_up_to_go_s_size_is_read_and_one_past_it_is_refused() -> None:
     at_limit = "a{1000}" * 3355 + "a" * 443  # 3,355,000 + 443 instructions
-    assert re2_refusal(at_limit) is None
-    why = re2_refusal(at_limit + "a")
+    assert go_refusal(at_limit) is None
+    why = go_refusal(at_limit + "a")
     assert why is not None and "3355444" in why and "expression too large" in why
 
 
 def test_the_size_is_go_s_estimate_captures_and_repetitions_included() -> None:
     # a capture costs 2 more than its contents (calcSize's OpCapture): 3349 x 1002 passes the limit
-    assert re2_refusal("(?:a{1000})" * 3349) is None
-    assert "3355698" in (re2_refusal("(a{1000})" * 3349) or "")
+    assert go_refusal("(?:a{1000})" * 3349) is None
+    assert "3355698" in (go_refusal("(a{1000})" * 3349) or "")
     # x{2,5} is xx(x(x(x)?)?)?: 5 copies and 3 splits, 8; a hundred of it 800
-    assert re2_refusal("(?:a{2,5}){100}" * 4194) is None  # 3,355,200
-    assert "3356000" in (re2_refusal("(?:a{2,5}){100}" * 4195) or "")
+    assert go_refusal("(?:a{2,5}){100}" * 4194) is None  # 3,355,200
+    assert "3356000" in (go_refusal("(?:a{2,5}){100}" * 4195) or "")
     # x* is 2 more than x: (?:ab)* 4, a thousand of it 4000
-    assert re2_refusal("(?:(?:ab)*){1000}" * 838) is None  # 3,352,000
-    assert "3356000" in (re2_refusal("(?:(?:ab)*){1000}" * 839) or "")
+    assert go_refusal("(?:(?:ab)*){1000}" * 838) is None  # 3,352,000
+    assert "3356000" in (go_refusal("(?:(?:ab)*){1000}" * 839) or "")
 
 
 def test_an_alternation_of_single_characters_is_one_class() -> None:
     # parse.go factor (round 3) merges a|b|c|d into [a-d]: one instruction, not 4 and 3 splits
-    assert re2_refusal("(?:a|b|c|d){1000}" * 3355) is None
-    assert "expression too large" in (re2_refusal("(?:a|bc){1000}" * 3355) or "")
+    assert go_refusal("(?:a|b|c|d){1000}" * 3355) is None
+    assert "expression too large" in (go_refusal("(?:a|bc){1000}" * 3355) or "")
+
+
+# --- Spillway's own budget: a program Go takes that compiling in Python would hold the plan for ----------
+
+
+def test_a_program_above_spillway_s_budget_is_refused_though_go_takes_it() -> None:
+    within, above = "a{1000}" * (MAX_PROGRAM // 1000), "a{1000}" * (MAX_PROGRAM // 1000) + "a"
+    assert re2_refusal(within) is None and not compiled(within).search("gpu-" + "a" * 99)
+    assert go_refusal(above) is None  # Go compiles it
+    why = re2_refusal(above)
+    assert why is not None and f"{MAX_PROGRAM + 1} instructions" in why and str(MAX_SIZE) in why
+    with pytest.raises(ValueError, match=r"above the 100000 Spillway compiles"):
+        compiled(above)
+
+
+def test_a_configmap_with_a_pattern_above_the_budget_is_read_as_none_and_says_why() -> None:
+    # 1,000 branches repeated 1,000 times: 3 KB of text, about 3 million instructions (28 s and 640 MB
+    # to compile before the budget)
+    pattern = "(?:" + "ab|" * 1000 + "c){1000}"
+    assert go_refusal(pattern) is None
+    priorities, why = configmap_priorities({"priorities": f"10: [{json.dumps(pattern)}]\n5: ['.*']\n"})
+    assert priorities == {} and "Spillway compiles" in why and "priority 10, pattern 0" in why

@@ -23,7 +23,8 @@ read alike:
 What Go refuses raises :class:`GoRegexError` naming the construct; so do Unicode classes (``\pL``,
 ``\p{Greek}``), which Go reads and Python's ``re`` has no equivalent of. So do Go's limits on a parsed
 pattern: its parse tree at most 1000 high (``MAX_HEIGHT``) and its program at most 3,355,443 instructions
-(``MAX_SIZE``), both counted as parse.go counts them (:class:`_Item`); Go's third limit, 32M runes in
+(``MAX_SIZE``), both counted as parse.go counts them (:class:`_Item`); a whole pattern above
+``MAX_PROGRAM`` (100,000) instructions is refused too, by Spillway alone (compiling it would hold the plan); Go's third limit, 32M runes in
 character classes, takes more than 7 runes per byte of pattern, which no class reaches within a
 ConfigMap's 1 MiB. Nothing here recurses over the tree, so any depth Go allows is read.
 
@@ -48,6 +49,11 @@ MAX_REPEAT = 1000  # regexp/syntax maxRepeat: the largest count, and product of 
 # program (Go 1.19.2 on, CVE-2022-41715; "expression too large" from Go 1.20)
 MAX_HEIGHT = 1000
 MAX_SIZE = (128 << 20) // (5 * 8)
+# Spillway's own bound on a whole pattern's program (the same estimate): the planner compiles each pattern
+# in Python, about 10 us and 200 bytes an instruction, so a pattern Go takes at its limit would hold a plan
+# for half a minute and most of its memory; a priority pattern for Auto Scaling group names (255
+# characters at most) needs far less
+MAX_PROGRAM = 100_000
 MAX_RUNE = 0x10FFFF
 _MIN_FOLD, _MAX_FOLD = 0x41, 0x1E943  # parse.go minFold, maxFold: no rune outside folds
 
@@ -100,17 +106,28 @@ def python_pattern(pattern: str) -> str:
     return "|".join(map(_python, _Parser(pattern).parse().branches))
 
 
+def go_refusal(pattern: str) -> str | None:
+    """Why Go's regexp refuses ``pattern`` (or Python cannot read it as Go does), or None: the parse alone,
+    without Spillway's own ``MAX_PROGRAM``."""
+    try:
+        _Parser(pattern).parse()
+    except GoRegexError as exc:
+        return str(exc)
+    return None
+
+
 def check(pattern: str) -> None:
-    """:class:`GoRegexError` when Go refuses ``pattern`` or Python cannot read it as Go does: the parse
-    alone, no program built (:func:`compiled` builds it when a name is matched)."""
-    _Parser(pattern).parse()
+    """:class:`GoRegexError` when Go refuses ``pattern``, Python cannot read it as Go does, or its program
+    is above ``MAX_PROGRAM``: the parse alone, no program built (:func:`compiled` builds it when a name is
+    matched)."""
+    _Parser(pattern).within_budget()
 
 
 @functools.lru_cache(maxsize=1024)
 def compiled(pattern: str) -> Matcher:
     """``pattern`` compiled to a :class:`Matcher` (cached: the planner matches every group against every
     pattern); :class:`GoRegexError` as :func:`python_pattern`."""
-    return Matcher(_Parser(pattern).parse())
+    return Matcher(_Parser(pattern).within_budget())
 
 
 # --- character classes: sorted, merged code point ranges, as parse.go's cleanClass keeps them -------
@@ -385,6 +402,7 @@ class _Parser:
         self.flags: frozenset[str] = frozenset()  # Go's i, m, s, U set now
         self.groups = [_Group(frozenset())]
         self.last_repeat = ""  # the repetition just read, as parse.go's lastRepeat
+        self.size = 0  # the whole program's size, as calcSize estimates it, once parsed
 
     def parse(self) -> Alternate:
         if any(0xD800 <= ord(char) <= 0xDFFF for char in self.text):
@@ -393,8 +411,18 @@ class _Parser:
             self.last_repeat = self._step()
         if len(self.groups) > 1:
             raise GoRegexError("misses a closing ), which RE2 refuses")
-        node = self.groups[0].item().node
+        whole = self.groups[0].item()
+        self.size = whole.size
+        node = whole.node
         assert isinstance(node, Alternate)
+        return node
+
+    def within_budget(self) -> Alternate:
+        """:meth:`parse`, and :class:`GoRegexError` for a program above ``MAX_PROGRAM`` too."""
+        node = self.parse()
+        if self.size > MAX_PROGRAM:
+            raise GoRegexError(f"compiles to {self.size} instructions: above the {MAX_PROGRAM} Spillway "
+                               f"compiles (Go's regexp takes up to {MAX_SIZE})")  # fmt: skip
         return node
 
     def _step(self) -> str:
