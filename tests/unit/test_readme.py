@@ -115,10 +115,50 @@ def table(text: str, *header: str) -> Table:
     return matches[0]
 
 
+@dataclass(frozen=True)
+class Unit:
+    """A heading (``level`` 1-6), a paragraph or list item or table row (``level`` 0), or one command of
+    an ``sh`` block (``level`` -1): the places a code span cannot cross."""
+
+    line: int
+    level: int
+    text: str
+
+
+_ITEM = re.compile(r"^\s*(?:[-*]|\d+\.)\s")
+
+
+def units(text: str) -> Iterator[Unit]:
+    """The README in document order, as :class:`Unit`s (a paragraph's lines joined by spaces)."""
+    commands = dict(shell_commands(text))
+    lines = text.splitlines()
+    fenced, start, body = False, 0, []
+    for number, line in enumerate([*lines, ""], 1):
+        breaks = not line.strip() or line.startswith(("```", "#", "|")) or _ITEM.match(line)
+        if body and (breaks or fenced):
+            yield Unit(start, 0, " ".join(body))
+            body = []
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            if number in commands:
+                yield Unit(number, -1, commands[number])
+        elif line.startswith("#"):
+            yield Unit(number, len(line) - len(line.lstrip("#")), line.lstrip("#").strip())
+        elif line.startswith("|"):
+            yield Unit(number, 0, line)
+        elif line.strip():
+            start = start if body else number
+            body.append(line.strip())
+
+
+_SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
+
+
 def spans(text: str) -> list[str]:
-    """Inline code spans (single backticks) outside fenced blocks."""
-    outside = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    return re.findall(r"(?<!`)`([^`\n]+)`(?!`)", outside)
+    """Inline code spans (single backticks) outside fenced blocks; a span may run over lines of its
+    paragraph (CommonMark: the line ending is read as a space)."""
+    return [s for unit in units(text) if unit.level >= 0 for s in _SPAN.findall(unit.text)]
 
 
 def first_span(cell: str) -> str:
@@ -323,10 +363,15 @@ def shell_commands(text: str) -> Iterator[tuple[int, str]]:
     for block in fenced_blocks(text):
         if block.lang not in ("sh", "bash", "shell", "console"):
             continue
-        for offset, command in enumerate(block.text.replace("\\\n", " ").splitlines()):
-            command = re.split(r"\s#|\s\||\s&&|;", command)[0].strip()
+        joined, first = "", 0
+        for offset, line in enumerate(block.text.splitlines()):
+            first = offset if not joined else first
+            joined += line.removesuffix("\\") + " "
+            if line.endswith("\\"):
+                continue
+            command, joined = re.split(r"\s#|\s\||\s&&|;", joined)[0].strip(), ""
             if command:
-                yield block.line + 1 + offset, command
+                yield block.line + 1 + first, command  # the line it starts on
 
 
 def invocations(text: str) -> Iterator[tuple[str, str, str]]:
@@ -743,3 +788,14 @@ def test_each_check_fails_on_a_broken_line(check: str, line: str, broken: str, n
     problems = CHECKS[check](README.replace(line, broken))
     assert problems, f"{check}: breaking {line!r} went unnoticed"
     assert any(named in p for p in problems), problems
+
+
+def test_a_span_runs_over_the_lines_of_its_paragraph_and_no_further() -> None:
+    text = "a `spillway plan\n--cluster` b `make demo`\n\n`x\n\ny`\n\n| `--c` |\n|---|\n"
+    assert spans(text) == ["spillway plan --cluster", "make demo", "--c"]
+
+
+def test_a_sh_command_is_found_at_the_line_it_starts_on() -> None:
+    text = "text\n```sh\nspillway plan \\\n  --cluster c.json\nmake demo  # the demo\n```\n"
+    found = [(line, command.split()) for line, command in shell_commands(text)]
+    assert found == [(3, ["spillway", "plan", "--cluster", "c.json"]), (5, ["make", "demo"])]
