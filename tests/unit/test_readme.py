@@ -460,6 +460,52 @@ def first_plan_problems(text: str) -> list[str]:
     return ["the README shows no `spillway plan` of events/example-cluster.json"]
 
 
+# --- 3b. the bench/ scripts the README runs ----------------------------------------------------
+
+_BENCH = re.compile(r"(?:\S*python3?\s+)?(?:\./)?(bench/\w+\.py)(?=\s|$)")
+
+
+@functools.cache
+def bench_parser(script: str) -> argparse.ArgumentParser | None:
+    """A bench/ script's parser, from its ``build_parser()``; None when it defines none (takes no flags)."""
+    path = ROOT / script
+    if "def build_parser(" not in path.read_text():
+        return None
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    parser: argparse.ArgumentParser = module.build_parser()
+    return parser
+
+
+def bench_problems(text: str) -> list[str]:
+    """Every bench/ script the README runs (a sh command line, or a span with arguments) exists, has
+    the flags shown, and, given no placeholders (``[--limit N]``, ``<file>``, ``...``), parses."""
+    sources = [(f"line {n}", c) for n, c in shell_commands(text)] + [(f"`{s}`", s) for s in spans(text)]
+    out: list[str] = []
+    for where, source in sources:
+        match = _BENCH.match(source)
+        if match is None:
+            continue
+        script, rest = match.group(1), source[match.end() :].strip()
+        if not (ROOT / script).is_file():
+            out.append(f"{where}: {script} does not exist")
+            continue
+        parser = bench_parser(script)
+        flags = _FLAG.findall(rest)
+        if parser is None:
+            out += [f"{where}: {script} has no build_parser() to check its flag {f} against" for f in flags]
+            continue
+        out += [f"{where}: {script} has no flag {f}" for f in flags if f not in options(parser)]
+        if rest and not re.search(r"[\[<…]|\.\.\.", rest):
+            try:
+                parser.parse_args(shlex.split(rest))
+            except SystemExit:
+                out.append(f"{where}: {script}'s parser refuses {rest!r}")
+    return out
+
+
 # --- 4. the runbook: alarms and metrics ----------------------------------------------------------
 
 
@@ -707,6 +753,7 @@ CHECKS = {
     "codes": codes_problems,
     "cli": cli_problems,
     "make": make_problems,
+    "bench": bench_problems,
     "first plan": first_plan_problems,
     "runbook": runbook_problems,
     "parameters": parameter_problems,
@@ -752,6 +799,9 @@ BREAKS = [
         "--scheduled-actions",
     ),
     ("make", "make bench` runs", "make benchmark` runs", "benchmark"),
+    ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --flor`", "--flor"),
+    ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --limit`", "refuses"),
+    ("bench", "`bench/cold_start.py`", "`bench/coldstart.py`", "coldstart"),
     (
         "first plan",
         "--state events/example-state.json",
