@@ -3,7 +3,9 @@
 Each check is a function from the README's text to the problems it finds (empty: the README holds), so
 that the same function runs on the real README and, in ``test_each_check_fails_on_a_broken_line``, on a
 copy with one line broken: every check is shown able to fail. Extraction is kept simple: fenced blocks by
-their language tag, tables by their header row, commands from ``sh`` blocks and inline code spans.
+their language tag, tables by their header row, commands from ``sh`` blocks and inline code spans, and
+the README in document order (headings, paragraphs, list items, table rows, sh command lines) for the
+flags its prose names, each owned by the command named before it (:func:`bare_flags`).
 """
 
 from __future__ import annotations
@@ -506,6 +508,99 @@ def bench_problems(text: str) -> list[str]:
     return out
 
 
+# --- 3c. flags named in prose --------------------------------------------------------------------
+
+# Programs other than Spillway whose flags the README cites. A flag whose sentence names one of them
+# before it ("as `kubectl drain` needs `--delete-emptydir-data`", "cluster-autoscaler's
+# `--max-node-startup-time`") is that program's.
+OTHER_PROGRAMS = (
+    "aws",
+    "sam",
+    "make",
+    "python",
+    "kubectl",
+    "kubelet",
+    "torchrun",
+    "checkov",
+    "cluster-autoscaler",
+    "karpenter",
+    "ec2-autoscaler",
+)
+_OTHER = re.compile(r"(?<![\w/.-])(?:" + "|".join(map(re.escape, OTHER_PROGRAMS)) + r")(?![\w-])", re.I)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_SPILLWAY = re.compile(r"(?:\S*/)?spillway\s+(--[a-z][\w-]*|[a-z][\w-]*)")  # `spillway plan:` too
+
+
+def _command(span: str) -> str | None:
+    """The Spillway command (``spillway plan``; ``spillway`` for the program's own flags) or bench/
+    script a span or sh command line starts with."""
+    if match := _SPILLWAY.match(span):
+        word = match.group(1)
+        return "spillway" if word.startswith("--") else f"spillway {word}"
+    if match := _BENCH.match(span):
+        return match.group(1)
+    return None
+
+
+def _names_other(prose: str, other: bool) -> bool:
+    """Whether, after this prose, its sentence has named another program: after the last sentence end
+    in it, or (no end in it) before it too."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(prose)]
+    named = [m.start() for m in _OTHER.finditer(prose)]
+    if ends:
+        return bool(named) and named[-1] > ends[-1]
+    return other or bool(named)
+
+
+def bare_flags(text: str) -> Iterator[tuple[str, str, str]]:
+    """(where, command, span) of every span of bare flags (one that starts ``--``) the README attributes
+    to a Spillway command or a bench/ script. A command is named by a span that starts with it
+    (``spillway plan``, a heading's ``spillway plan``, ``spillway simulate:`` of an error line,
+    ``bench/simulate.py --floor``) or a command line of a sh block. The last command named owns the bare
+    flags that follow, up to a ``#``/``##`` heading or a sh block of another program; but a flag whose
+    sentence (or table row) names another program before it (:data:`OTHER_PROGRAMS`, in prose or as a
+    span's first word) is that program's, not Spillway's."""
+    owner: str | None = None
+    for unit in units(text):
+        if 0 < unit.level <= 2:
+            owner = None
+        if unit.level == -1:  # a sh block's command line
+            owner = _command(unit.text)
+            continue
+        other = False
+        for index, piece in enumerate(_SPAN.split(unit.text)):
+            if index % 2 == 0:  # prose between spans
+                other = _names_other(piece, other)
+            elif command := _command(piece):
+                # a table row's command is a cross-reference ("as for `spillway plan`"): the row's
+                # flags stay the table's
+                owner, other = (owner, other) if unit.text.startswith("|") else (command, False)
+            elif _OTHER.match(piece):
+                other = True
+            elif piece.startswith("--") and owner is not None and not other:
+                yield f"line {unit.line}", owner, piece
+
+
+def _parser(command: str) -> argparse.ArgumentParser | None:
+    if command.startswith("bench/"):
+        return bench_parser(command) if (ROOT / command).is_file() else None
+    sub = command.removeprefix("spillway").strip()
+    return COMMANDS.get(sub) if sub else PARSER
+
+
+def prose_flag_problems(text: str) -> list[str]:
+    """Every bare flag the README attributes to a Spillway command or bench/ script (:func:`bare_flags`)
+    is one of that command's parser."""
+    out: list[str] = []
+    for where, command, span in bare_flags(text):
+        parser = _parser(command)
+        known = options(parser) if parser else set()
+        out += [
+            f"{where}: `{span}`: {command} has no flag {f}" for f in _FLAG.findall(span) if f not in known
+        ]
+    return out
+
+
 # --- 4. the runbook: alarms and metrics ----------------------------------------------------------
 
 
@@ -753,6 +848,7 @@ CHECKS = {
     "codes": codes_problems,
     "cli": cli_problems,
     "make": make_problems,
+    "prose flags": prose_flag_problems,
     "bench": bench_problems,
     "first plan": first_plan_problems,
     "runbook": runbook_problems,
@@ -799,6 +895,32 @@ BREAKS = [
         "--scheduled-actions",
     ),
     ("make", "make bench` runs", "make benchmark` runs", "benchmark"),
+    # a bare flag, owned by the command named before it: a paragraph's, a heading's, a sh block's
+    (
+        "prose flags",
+        "`--movable-fraction` must be within",
+        "`--movable-fractions` must be within",
+        "fractions",
+    ),
+    (
+        "prose flags",
+        "after it reads `--cluster`,",
+        "after it reads `--clusters`,",
+        "plan has no flag --clusters",
+    ),
+    ("prose flags", "`--no-night` skips it", "`--no-nights` skips it", "demo has no flag --no-nights"),
+    ("prose flags", "GROUP is a group's name in `--asgs`", "GROUP is a group's name in `--asg`", "--asg"),
+    # a table row's cross-reference ("as for `spillway plan`") leaves its flags the table's command's
+    ("prose flags", "within one `--interval`, even", "within one `--intervals`, even", "simulate has no"),
+    # a span over two lines
+    (
+        "prose flags",
+        "most-allocated --movable-fraction 0.5 --restart-penalty 10 --policies spillway,cluster-autoscaler`",
+        "most-allocated --movable-fractions 0.5 --restart-penalty 10 --policies spillway,cluster-autoscaler`",
+        "--movable-fractions",
+    ),
+    # another program's flag is told apart only by its sentence naming the program
+    ("prose flags", "host names (torchrun's `--rdzv-endpoint`", "host names (`--rdzv-endpoint`", "rdzv"),
     ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --flor`", "--flor"),
     ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --limit`", "refuses"),
     ("bench", "`bench/cold_start.py`", "`bench/coldstart.py`", "coldstart"),
