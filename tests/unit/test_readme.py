@@ -601,6 +601,34 @@ def prose_flag_problems(text: str) -> list[str]:
     return out
 
 
+# --- 3d. spillway.io/ keys -----------------------------------------------------------------------
+
+_KEY = re.compile(r"spillway\.io/[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?")
+
+
+@functools.cache
+def code_keys() -> frozenset[str]:
+    """The ``spillway.io/`` keys (labels, annotations, taints, tags) the code defines: its string
+    constants that are such a key and nothing more (``TAG_ATOMIC_LAUNCH = "spillway.io/atomic-launch"``)."""
+    sources = (p.read_text() for p in (ROOT / "layers" / "spillway" / "spillway").rglob("*.py"))
+    trees = [ast.parse(source) for source in sources if "spillway.io/" in source]
+    return frozenset(
+        node.value
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _KEY.fullmatch(node.value)
+    )
+
+
+def key_problems(text: str) -> list[str]:
+    """Every ``spillway.io/<name>`` the README names (prose, spans, manifests) is a key the code
+    defines; and every key the code puts on or reads from an object is named, so a user can find it."""
+    named = set(_KEY.findall(text))
+    out = [f"{k}: no constant of the code is this key" for k in sorted(named - code_keys())]
+    out += [f"{k}: a key of the code the README never names" for k in sorted(code_keys() - named)]
+    return out
+
+
 # --- 4. the runbook: alarms and metrics ----------------------------------------------------------
 
 
@@ -850,6 +878,7 @@ CHECKS = {
     "make": make_problems,
     "prose flags": prose_flag_problems,
     "bench": bench_problems,
+    "keys": key_problems,
     "first plan": first_plan_problems,
     "runbook": runbook_problems,
     "parameters": parameter_problems,
@@ -924,6 +953,13 @@ BREAKS = [
     ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --flor`", "--flor"),
     ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --limit`", "refuses"),
     ("bench", "`bench/cold_start.py`", "`bench/coldstart.py`", "coldstart"),
+    (
+        "keys",
+        "(annotation `spillway.io/cordoned`)",
+        "(annotation `spillway.io/cordon`)",
+        "spillway.io/cordon:",
+    ),
+    ("keys", " (and `spillway.io/gang`, the gang's name)", "", "spillway.io/gang:"),
     (
         "first plan",
         "--state events/example-state.json",
