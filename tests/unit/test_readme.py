@@ -134,7 +134,8 @@ def units(text: str) -> Iterator[Unit]:
     """The README in document order, as :class:`Unit`s (a paragraph's lines joined by spaces)."""
     commands = dict(shell_commands(text))
     lines = text.splitlines()
-    fenced, start, body = False, 0, []
+    fenced, start = False, 0
+    body: list[str] = []
     for number, line in enumerate([*lines, ""], 1):
         breaks = not line.strip() or line.startswith(("```", "#", "|")) or _ITEM.match(line)
         if body and (breaks or fenced):
