@@ -117,14 +117,19 @@ def setup_aws(regions: tuple[str, ...]) -> None:
     )
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The script's flags (the README's test reads them from here)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5_000)
     parser.add_argument("--pods", type=int, default=50_000)
     parser.add_argument("--pending", type=int, default=500)
     parser.add_argument("--page-size", type=int, default=500)
     parser.add_argument("--codec", choices=("zlib", "lzma"), default="zlib")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     for var, value in (
         ("AWS_ACCESS_KEY_ID", "bench"),
         ("AWS_SECRET_ACCESS_KEY", "bench"),

@@ -140,10 +140,15 @@ def measure(nodes: int) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The script's flags (the README's test reads them from here)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default="1000,5000,10000", help="comma-separated node counts")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     rows = []
     header = (
         f"{'nodes':>6} {'pods':>8} {'pending':>8} {'classes':>7} {'input MiB':>9} {'parse s':>8} {'plan s':>7} "

@@ -42,13 +42,18 @@ def row(scoring: str, r: PolicyResult) -> str:
     )
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The script's flags (the README's test reads them from here)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--trace", default=str(TRACE))
     parser.add_argument("--limit", type=int)
     parser.add_argument("--floor", action="store_true")
     parser.add_argument("--profile", action="store_true")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     if not Path(args.trace).exists():
         print(f"no trace at {args.trace}", file=sys.stderr)
         return 1

@@ -3,7 +3,9 @@
 Each check is a function from the README's text to the problems it finds (empty: the README holds), so
 that the same function runs on the real README and, in ``test_each_check_fails_on_a_broken_line``, on a
 copy with one line broken: every check is shown able to fail. Extraction is kept simple: fenced blocks by
-their language tag, tables by their header row, commands from ``sh`` blocks and inline code spans.
+their language tag, tables by their header row, commands from ``sh`` blocks and inline code spans, and
+the README in document order (headings, paragraphs, list items, table rows, sh command lines) for the
+flags its prose names, each owned by the command named before it (:func:`bare_flags`).
 """
 
 from __future__ import annotations
@@ -115,10 +117,51 @@ def table(text: str, *header: str) -> Table:
     return matches[0]
 
 
+@dataclass(frozen=True)
+class Unit:
+    """A heading (``level`` 1-6), a paragraph or list item or table row (``level`` 0), or one command of
+    an ``sh`` block (``level`` -1): the places a code span cannot cross."""
+
+    line: int
+    level: int
+    text: str
+
+
+_ITEM = re.compile(r"^\s*(?:[-*]|\d+\.)\s")
+
+
+def units(text: str) -> Iterator[Unit]:
+    """The README in document order, as :class:`Unit`s (a paragraph's lines joined by spaces)."""
+    commands = dict(shell_commands(text))
+    lines = text.splitlines()
+    fenced, start = False, 0
+    body: list[str] = []
+    for number, line in enumerate([*lines, ""], 1):
+        breaks = not line.strip() or line.startswith(("```", "#", "|")) or _ITEM.match(line)
+        if body and (breaks or fenced):
+            yield Unit(start, 0, " ".join(body))
+            body = []
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            if number in commands:
+                yield Unit(number, -1, commands[number])
+        elif line.startswith("#"):
+            yield Unit(number, len(line) - len(line.lstrip("#")), line.lstrip("#").strip())
+        elif line.startswith("|"):
+            yield Unit(number, 0, line)
+        elif line.strip():
+            start = start if body else number
+            body.append(line.strip())
+
+
+_SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
+
+
 def spans(text: str) -> list[str]:
-    """Inline code spans (single backticks) outside fenced blocks."""
-    outside = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    return re.findall(r"(?<!`)`([^`\n]+)`(?!`)", outside)
+    """Inline code spans (single backticks) outside fenced blocks; a span may run over lines of its
+    paragraph (CommonMark: the line ending is read as a space)."""
+    return [s for unit in units(text) if unit.level >= 0 for s in _SPAN.findall(unit.text)]
 
 
 def first_span(cell: str) -> str:
@@ -323,10 +366,15 @@ def shell_commands(text: str) -> Iterator[tuple[int, str]]:
     for block in fenced_blocks(text):
         if block.lang not in ("sh", "bash", "shell", "console"):
             continue
-        for offset, command in enumerate(block.text.replace("\\\n", " ").splitlines()):
-            command = re.split(r"\s#|\s\||\s&&|;", command)[0].strip()
+        joined, first = "", 0
+        for offset, line in enumerate(block.text.splitlines()):
+            first = offset if not joined else first
+            joined += line.removesuffix("\\") + " "
+            if line.endswith("\\"):
+                continue
+            command, joined = re.split(r"\s#|\s\||\s&&|;", joined)[0].strip(), ""
             if command:
-                yield block.line + 1 + offset, command
+                yield block.line + 1 + first, command  # the line it starts on
 
 
 def invocations(text: str) -> Iterator[tuple[str, str, str]]:
@@ -413,6 +461,173 @@ def first_plan_problems(text: str) -> list[str]:
                 out.append(f"first plan: reads {sorted(files)}, tests/unit/examples.py {sorted(example)}")
             return out
     return ["the README shows no `spillway plan` of events/example-cluster.json"]
+
+
+# --- 3b. the bench/ scripts the README runs ----------------------------------------------------
+
+_BENCH = re.compile(r"(?:\S*python3?\s+)?(?:\./)?(bench/\w+\.py)(?=\s|$)")
+
+
+@functools.cache
+def bench_parser(script: str) -> argparse.ArgumentParser | None:
+    """A bench/ script's parser, from its ``build_parser()``; None when it defines none (takes no flags)."""
+    path = ROOT / script
+    if "def build_parser(" not in path.read_text():
+        return None
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    parser: argparse.ArgumentParser = module.build_parser()
+    return parser
+
+
+def bench_problems(text: str) -> list[str]:
+    """Every bench/ script the README runs (a sh command line, or a span with arguments) exists, has
+    the flags shown, and, given no placeholders (``[--limit N]``, ``<file>``, ``...``), parses."""
+    sources = [(f"line {n}", c) for n, c in shell_commands(text)] + [(f"`{s}`", s) for s in spans(text)]
+    out: list[str] = []
+    for where, source in sources:
+        match = _BENCH.match(source)
+        if match is None:
+            continue
+        script, rest = match.group(1), source[match.end() :].strip()
+        if not (ROOT / script).is_file():
+            out.append(f"{where}: {script} does not exist")
+            continue
+        parser = bench_parser(script)
+        flags = _FLAG.findall(rest)
+        if parser is None:
+            out += [f"{where}: {script} has no build_parser() to check its flag {f} against" for f in flags]
+            continue
+        out += [f"{where}: {script} has no flag {f}" for f in flags if f not in options(parser)]
+        if rest and not re.search(r"[\[<…]|\.\.\.", rest):
+            try:
+                parser.parse_args(shlex.split(rest))
+            except SystemExit:
+                out.append(f"{where}: {script}'s parser refuses {rest!r}")
+    return out
+
+
+# --- 3c. flags named in prose --------------------------------------------------------------------
+
+# Programs other than Spillway whose flags the README cites. A flag whose sentence names one of them
+# before it ("as `kubectl drain` needs `--delete-emptydir-data`", "cluster-autoscaler's
+# `--max-node-startup-time`") is that program's.
+OTHER_PROGRAMS = (
+    "aws",
+    "sam",
+    "make",
+    "python",
+    "kubectl",
+    "kubelet",
+    "torchrun",
+    "checkov",
+    "cluster-autoscaler",
+    "karpenter",
+    "ec2-autoscaler",
+)
+_OTHER = re.compile(r"(?<![\w/.-])(?:" + "|".join(map(re.escape, OTHER_PROGRAMS)) + r")(?![\w-])", re.I)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_SPILLWAY = re.compile(r"(?:\S*/)?spillway\s+(--[a-z][\w-]*|[a-z][\w-]*)")  # `spillway plan:` too
+
+
+def _command(span: str) -> str | None:
+    """The Spillway command (``spillway plan``; ``spillway`` for the program's own flags) or bench/
+    script a span or sh command line starts with."""
+    if match := _SPILLWAY.match(span):
+        word = match.group(1)
+        return "spillway" if word.startswith("--") else f"spillway {word}"
+    if match := _BENCH.match(span):
+        return match.group(1)
+    return None
+
+
+def _names_other(prose: str, other: bool) -> bool:
+    """Whether, after this prose, its sentence has named another program: after the last sentence end
+    in it, or (no end in it) before it too."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(prose)]
+    named = [m.start() for m in _OTHER.finditer(prose)]
+    if ends:
+        return bool(named) and named[-1] > ends[-1]
+    return other or bool(named)
+
+
+def bare_flags(text: str) -> Iterator[tuple[str, str, str]]:
+    """(where, command, span) of every span of bare flags (one that starts ``--``) the README attributes
+    to a Spillway command or a bench/ script. A command is named by a span that starts with it
+    (``spillway plan``, a heading's ``spillway plan``, ``spillway simulate:`` of an error line,
+    ``bench/simulate.py --floor``) or a command line of a sh block. The last command named owns the bare
+    flags that follow, up to a ``#``/``##`` heading or a sh block of another program; but a flag whose
+    sentence (or table row) names another program before it (:data:`OTHER_PROGRAMS`, in prose or as a
+    span's first word) is that program's, not Spillway's."""
+    owner: str | None = None
+    for unit in units(text):
+        if 0 < unit.level <= 2:
+            owner = None
+        if unit.level == -1:  # a sh block's command line
+            owner = _command(unit.text)
+            continue
+        other = False
+        for index, piece in enumerate(_SPAN.split(unit.text)):
+            if index % 2 == 0:  # prose between spans
+                other = _names_other(piece, other)
+            elif command := _command(piece):
+                # a table row's command is a cross-reference ("as for `spillway plan`"): the row's
+                # flags stay the table's
+                owner, other = (owner, other) if unit.text.startswith("|") else (command, False)
+            elif _OTHER.match(piece):
+                other = True
+            elif piece.startswith("--") and owner is not None and not other:
+                yield f"line {unit.line}", owner, piece
+
+
+def _parser(command: str) -> argparse.ArgumentParser | None:
+    if command.startswith("bench/"):
+        return bench_parser(command) if (ROOT / command).is_file() else None
+    sub = command.removeprefix("spillway").strip()
+    return COMMANDS.get(sub) if sub else PARSER
+
+
+def prose_flag_problems(text: str) -> list[str]:
+    """Every bare flag the README attributes to a Spillway command or bench/ script (:func:`bare_flags`)
+    is one of that command's parser."""
+    out: list[str] = []
+    for where, command, span in bare_flags(text):
+        parser = _parser(command)
+        known = options(parser) if parser else set()
+        out += [
+            f"{where}: `{span}`: {command} has no flag {f}" for f in _FLAG.findall(span) if f not in known
+        ]
+    return out
+
+
+# --- 3d. spillway.io/ keys -----------------------------------------------------------------------
+
+_KEY = re.compile(r"spillway\.io/[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?")
+
+
+@functools.cache
+def code_keys() -> frozenset[str]:
+    """The ``spillway.io/`` keys (labels, annotations, taints, tags) the code defines: its string
+    constants that are such a key and nothing more (``TAG_ATOMIC_LAUNCH = "spillway.io/atomic-launch"``)."""
+    sources = (p.read_text() for p in (ROOT / "layers" / "spillway" / "spillway").rglob("*.py"))
+    trees = [ast.parse(source) for source in sources if "spillway.io/" in source]
+    return frozenset(
+        node.value
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _KEY.fullmatch(node.value)
+    )
+
+
+def key_problems(text: str) -> list[str]:
+    """Every ``spillway.io/<name>`` the README names (prose, spans, manifests) is a key the code
+    defines; and every key the code puts on or reads from an object is named, so a user can find it."""
+    named = set(_KEY.findall(text))
+    out = [f"{k}: no constant of the code is this key" for k in sorted(named - code_keys())]
+    out += [f"{k}: a key of the code the README never names" for k in sorted(code_keys() - named)]
+    return out
 
 
 # --- 4. the runbook: alarms and metrics ----------------------------------------------------------
@@ -662,6 +877,9 @@ CHECKS = {
     "codes": codes_problems,
     "cli": cli_problems,
     "make": make_problems,
+    "prose flags": prose_flag_problems,
+    "bench": bench_problems,
+    "keys": key_problems,
     "first plan": first_plan_problems,
     "runbook": runbook_problems,
     "parameters": parameter_problems,
@@ -707,6 +925,42 @@ BREAKS = [
         "--scheduled-actions",
     ),
     ("make", "make bench` runs", "make benchmark` runs", "benchmark"),
+    # a bare flag, owned by the command named before it: a paragraph's, a heading's, a sh block's
+    (
+        "prose flags",
+        "`--movable-fraction` must be within",
+        "`--movable-fractions` must be within",
+        "fractions",
+    ),
+    (
+        "prose flags",
+        "after it reads `--cluster`,",
+        "after it reads `--clusters`,",
+        "plan has no flag --clusters",
+    ),
+    ("prose flags", "`--no-night` skips it", "`--no-nights` skips it", "demo has no flag --no-nights"),
+    ("prose flags", "GROUP is a group's name in `--asgs`", "GROUP is a group's name in `--asg`", "--asg"),
+    # a table row's cross-reference ("as for `spillway plan`") leaves its flags the table's command's
+    ("prose flags", "within one `--interval`, even", "within one `--intervals`, even", "simulate has no"),
+    # a span over two lines
+    (
+        "prose flags",
+        "most-allocated --movable-fraction 0.5 --restart-penalty 10 --policies spillway,cluster-autoscaler`",
+        "most-allocated --movable-fractions 0.5 --restart-penalty 10 --policies spillway,cluster-autoscaler`",
+        "--movable-fractions",
+    ),
+    # another program's flag is told apart only by its sentence naming the program
+    ("prose flags", "host names (torchrun's `--rdzv-endpoint`", "host names (`--rdzv-endpoint`", "rdzv"),
+    ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --flor`", "--flor"),
+    ("bench", "`bench/simulate.py --floor`", "`bench/simulate.py --limit`", "refuses"),
+    ("bench", "`bench/cold_start.py`", "`bench/coldstart.py`", "coldstart"),
+    (
+        "keys",
+        "(annotation `spillway.io/cordoned`)",
+        "(annotation `spillway.io/cordon`)",
+        "spillway.io/cordon:",
+    ),
+    ("keys", " (and `spillway.io/gang`, the gang's name)", "", "spillway.io/gang:"),
     (
         "first plan",
         "--state events/example-state.json",
@@ -743,3 +997,14 @@ def test_each_check_fails_on_a_broken_line(check: str, line: str, broken: str, n
     problems = CHECKS[check](README.replace(line, broken))
     assert problems, f"{check}: breaking {line!r} went unnoticed"
     assert any(named in p for p in problems), problems
+
+
+def test_a_span_runs_over_the_lines_of_its_paragraph_and_no_further() -> None:
+    text = "a `spillway plan\n--cluster` b `make demo`\n\n`x\n\ny`\n\n| `--c` |\n|---|\n"
+    assert spans(text) == ["spillway plan --cluster", "make demo", "--c"]
+
+
+def test_a_sh_command_is_found_at_the_line_it_starts_on() -> None:
+    text = "text\n```sh\nspillway plan \\\n  --cluster c.json\nmake demo  # the demo\n```\n"
+    found = [(line, command.split()) for line, command in shell_commands(text)]
+    assert found == [(3, ["spillway", "plan", "--cluster", "c.json"]), (5, ["make", "demo"])]
