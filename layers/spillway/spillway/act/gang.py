@@ -84,7 +84,7 @@ from spillway.errors import (
 )
 from spillway.model.act import ExecutionRequest, iso
 from spillway.model.aws import AutoScalingGroup, FleetRequest, InstanceTypeInfo, bundled_instance_types
-from spillway.model.gang import GANG_STEP_INPUTS, GiveBackInput, label_problem, same_count
+from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
 from spillway.model.nodegroup import (
     LIVE_STATES,
@@ -452,7 +452,11 @@ class GangSteps:
         attempt's marker and raises nothing more: :func:`spillway.act.claims.raise_once`)."""
         req, prep = self._request(event), _prep(event)
         raised = raise_once(self.aws, self._owner(req, prep), int(prep["count"]), self.clock())
-        return {**raised, "desired": raised["after"], "previous": raised["before"], "instances": []}
+        # its own keys only: the result is Verify's and GiveBack's $.launch, which they check closed
+        # (spillway.model.gang.LaunchResult), and a retry's carries the raise marker's
+        return {"status": "raised", "again": bool(raised["again"]), "before": raised["before"],
+                "after": raised["after"], "count": raised["count"], "desired": raised["after"],
+                "previous": raised["before"], "instances": []}  # fmt: skip
 
     def _owner(self, req: GangRequest, prep: Mapping[str, Any]) -> Owner:
         return Owner(self.ledger, self.cluster, req.region, req.group, str(prep["attempt"]))
@@ -625,10 +629,9 @@ def parse_gang_step(event: Any) -> BaseModel:
         parsed = model.model_validate(event)
     except ValidationError as exc:
         raise refused_input(exc, what=f"{action} step") from None
-    where, request = ("state.", parsed.state) if isinstance(parsed, GiveBackInput) else ("", parsed)
-    mismatch = same_count(request)
-    if mismatch:  # one input feeds both: another count is another execution's prep
-        raise InputError(mismatch, field=f"{where}prep.count")
+    problem = step_problem(parsed, event)
+    if problem:
+        raise InputError(problem[1], field=problem[0])
     return parsed
 
 

@@ -21,6 +21,7 @@ number is a JSON number), with the same AWS forms (:mod:`spillway.model.aws`). B
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
@@ -311,9 +312,70 @@ GANG_STEP_INPUTS: dict[str, type[BaseModel]] = {
 }
 
 
-def same_count(model: Any) -> str:
-    """Why a step's ``prep`` is not of its request ("" when it is): the ASL passes both from one input."""
-    prep = getattr(model, "prep", None)
-    if prep is not None and prep.count != model.count:
-        return f"{prep.count} is not the request's count {model.count}"
-    return ""
+# Each step result's keys by its status, as the steps return them (spillway.act.gang): the models above
+# take the union of a result's shapes, this says which keys each shape has. Raise results of executions
+# started before gang_raise returned only its own keys may also carry the raise marker's group and at.
+RESULT_KEYS: dict[str, dict[str, frozenset[str]]] = {
+    "launch": {
+        "launched": frozenset({"status", "instances", "fleet_id"}),
+        "partial": frozenset({"status", "instances", "reason", "error"}),
+        "raised": frozenset(
+            {"status", "again", "before", "after", "count", "desired", "previous", "instances"}
+        ),
+    },
+    "attach": {
+        "attached": frozenset({"status", "attached", "calls"}),
+        "waiting": frozenset({"status", "pending"}),
+        "lost": frozenset({"status", "error", "reason"}),
+        "timeout": frozenset({"status", "error", "reason"}),
+    },
+    "verify": {
+        "ready": frozenset({"status", "ready", "instances", "nodes", "reason"}),
+        "waiting": frozenset({"status", "ready", "in_service"}),
+        "timeout": frozenset({"status", "error", "ready", "reason"}),
+        "failed": frozenset({"status", "error", "reason"}),
+    },
+}
+_MAY_CARRY = {("launch", "raised"): frozenset({"group", "at"})}
+# what each mode's launch step returns: CreateFleet's result in fleet mode, the raise in rollback mode
+LAUNCH_STATUS = {"fleet": frozenset({"launched", "partial"}), "rollback": frozenset({"raised"})}
+
+
+def result_problem(name: str, result: Any, mode: str) -> tuple[str, str] | None:
+    """(the field, why) when the step result ``name`` (a dict the models accepted) has not the keys its
+    status gives it, or is a launch of the other mode; None when it is one the steps return."""
+    if not isinstance(result, dict):
+        return None
+    status = str(result.get("status"))
+    if name == "launch" and status not in LAUNCH_STATUS[mode]:
+        return (
+            "status",
+            f"{status!r} is not a {mode}-mode launch's ({', '.join(sorted(LAUNCH_STATUS[mode]))})",
+        )
+    keys = RESULT_KEYS[name][status]
+    missing = sorted(keys - set(result))
+    if missing:
+        return missing[0], f"required in a {status} result"
+    extra = sorted(set(result) - keys - _MAY_CARRY.get((name, status), frozenset()))
+    return (extra[0], f"not a key of a {status} result") if extra else None
+
+
+def step_problem(parsed: BaseModel, event: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(the field, why) when a step input the models accepted is still none the state machine sends:
+    a ``prep`` of another count than its request (one input feeds both), or a step result without the
+    keys of its status, or of the other mode's launch; None when it is one."""
+    request: BaseModel = parsed
+    where, raw = "", event
+    if isinstance(parsed, GiveBackInput):
+        where, request, raw = "state.", parsed.state, event["state"]
+    prep = getattr(request, "prep", None)
+    if not isinstance(prep, Prep):
+        return None
+    count = getattr(request, "count", None)
+    if prep.count != count:
+        return f"{where}prep.count", f"{prep.count} is not the request's count {count}"
+    for name in ("launch", "attach", "verify"):
+        problem = result_problem(name, raw.get(name), prep.mode)
+        if problem:
+            return f"{where}{name}.{problem[0]}", problem[1]
+    return None
