@@ -19,7 +19,7 @@ from spillway.observability import add_count, logger, metrics, set_cluster, trac
 
 
 def scale_step(clients: Clients, event: dict[str, Any]) -> dict[str, Any]:
-    action = str(event.get("action", ""))
+    action = str(event.get("action", "")) if isinstance(event, dict) else ""  # the steps refuse a non-object
     if action.startswith("gang_"):
         result = clients.gang_steps(add_count).run(event)
         group = event.get("group") or (event.get("state") or {}).get("group")

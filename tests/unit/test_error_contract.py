@@ -343,22 +343,33 @@ def test_a_drain_step_raises_only_what_it_declares(action: str) -> None:
     assert_raises_only_declared(run_drain, action, drain.RAISES[action])
 
 
+ATTEMPT = "spillway-" + "a" * 40
+EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:spillway-prod-gang-launch:gang-p1"
+
+
 def gang_events() -> dict[str, dict[str, Any]]:
+    """Each gang step's input as gang_launch.asl.json's Parameters pass it."""
     request = {"group": "gpu", "region": "us-east-1", "count": 2, "gang": "ml/train", "mode": "fleet",
-               "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p1", "execution": "gang-p1"}  # fmt: skip
-    prep = {"mode": "fleet", "count": 2, "attempt": "spillway-a", "desired": 2, "before": [INSTANCE],
+               "deadline_seconds": 60, "poll_seconds": 1, "plan_id": "p1"}  # fmt: skip
+    prep = {"mode": "fleet", "count": 2, "attempt": ATTEMPT, "desired": 2, "before": [INSTANCE],
             "since": "2026-11-02T11:59:00Z", "deadline": "2999-01-01T00:00:00Z",
             "fleet": {"launch_template": {"LaunchTemplateName": "gpu", "Version": "$Latest"},
-                      "instance_type": "g5.xlarge", "subnets": [], "zones": ["us-east-1a"], "tags": {}}}  # fmt: skip
-    launch = {"status": "launched", "instances": ["i-0f000000000000000", "i-0f000000000000001"]}
+                      "instance_type": "g5.xlarge", "subnets": [], "zones": ["us-east-1a"], "tags": {},
+                      "capacity_type": "on-demand", "spot_allocation_strategy": None}}  # fmt: skip
+    launch = {"status": "launched", "instances": ["i-0f000000000000000", "i-0f000000000000001"],
+              "fleet_id": "fleet-0"}  # fmt: skip
+    rollback = {**{k: v for k, v in prep.items() if k != "fleet"}, "mode": "rollback"}
+    verify = {"status": "timeout", "error": "GangIncomplete", "ready": 0, "reason": "late"}
     return {
-        "gang_prepare": {"action": "gang_prepare", **request},
+        "gang_prepare": {"action": "gang_prepare", **request, "zone": None, "execution": EXECUTION,
+                         "execution_input": request},
         "gang_launch": {"action": "gang_launch", **request, "prep": prep},
-        "gang_raise": {"action": "gang_raise", **request, "prep": {**prep, "mode": "rollback"}},
+        "gang_raise": {"action": "gang_raise", **request, "prep": rollback},
         "gang_attach": {"action": "gang_attach", **request, "prep": prep, "launch": launch},
-        "gang_verify": {"action": "gang_verify", **request, "prep": prep, "launch": launch},
+        "gang_verify": {"action": "gang_verify", **request, "prep": prep, "launch": launch,
+                        "execution_input": request},
         "gang_give_back": {"action": "gang_give_back",
-                           "state": {**request, "prep": prep, "launch": launch, "verify": {"error": "GangIncomplete"}}},
+                           "state": {**request, "zone": None, "prep": prep, "launch": launch, "verify": verify}},
     }  # fmt: skip
 
 
@@ -371,7 +382,7 @@ def run_gang(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeS
     cloud.heal()
     # under a token of its own: EC2 answers a call with a used token with that call's result
     cloud.create_fleet_instant("us-east-1", gang.FleetRequest({"LaunchTemplateName": "gpu"}, 2, "spillway-0",
-                                                              tags={gang.TAG_ATTEMPT: "spillway-a"}))  # fmt: skip
+                                                              tags={gang.TAG_ATTEMPT: ATTEMPT}))  # fmt: skip
     cloud._failures.update(failing)
     steps = gang.GangSteps(kube=kube, aws=cloud, ledger=ledger, cluster="prod")
     steps.run(gang_events()[action])

@@ -46,6 +46,10 @@ seen with that call's result, launching nothing (and refuses other parameters wi
 ``IdempotentParameterMismatch``), long after the call: a re-run that reused the token would get the
 instances its first run gave back, and in rollback mode find the first run's raise marker.
 
+Each step's input is checked first (:func:`parse_gang_step`) against what the state machine sends it
+(:mod:`spillway.model.gang`): anything else is an :class:`InputError` naming the field, raised before
+anything is read or written.
+
 :func:`execution_request` is what planning (:func:`spillway.act.planning.gang_requests`) calls to start
 ``gang_launch.asl.json`` for each gang a plan places on a group whose tag says ``fleet`` or ``rollback``.
 
@@ -60,11 +64,12 @@ with its own count (:mod:`spillway.act.scale`).
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
 from spillway.act.instances import Terminated, give_back_in_group, ready_nodes
@@ -75,9 +80,11 @@ from spillway.errors import (
     SpillwayError,
     StateConflict,
     StateCorrupt,
+    refused_input,
 )
 from spillway.model.act import ExecutionRequest, iso
 from spillway.model.aws import AutoScalingGroup, FleetRequest, InstanceTypeInfo, bundled_instance_types
+from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
 from spillway.model.nodegroup import (
     LIVE_STATES,
@@ -215,24 +222,14 @@ def _labels(value: Any) -> dict[str, str]:
     """``node_labels``: a map of label keys to values, as Kubernetes allows them (or absent)."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in (*value, *value.values())):
         raise InputError(
-            f"must be a map of label keys to values, got {type(value).__name__}", field="node_labels"
+            f"must be a map of label keys to string values, got {str(value)[:80]}", field="node_labels"
         )
-    for key, val in value.items():
-        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
-            raise InputError(f"{key!r} is not a label key", field="node_labels")
-        if not isinstance(val, str) or not _LABEL_VALUE.fullmatch(val):
-            raise InputError(f"{key}: {val!r} is not a label value", field="node_labels")
+    problem = label_problem(dict(value))
+    if problem:
+        raise InputError(problem, field="node_labels")
     return dict(value)
-
-
-# Matched whole (fullmatch): ``$`` also matches before a trailing newline, which Kubernetes refuses in
-# a label: such a label passed until the step that labels the gang's Ready nodes, after the launch.
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
 
 
 def attempt_token(cluster: str, request: GangRequest) -> str:
@@ -456,7 +453,11 @@ class GangSteps:
         req, prep = self._request(event), _prep(event)
         raised = raise_once(self.aws, self._owner(req, prep), int(prep["count"]), self.clock(),
                             existing=[str(i) for i in prep.get("before") or []])  # fmt: skip
-        return {**raised, "desired": raised["after"], "previous": raised["before"], "instances": []}
+        # its own keys only: the result is Verify's and GiveBack's $.launch, which they check closed
+        # (spillway.model.gang.LaunchResult), and a retry's carries the raise marker's
+        return {"status": "raised", "again": bool(raised["again"]), "before": raised["before"],
+                "after": raised["after"], "count": raised["count"], "desired": raised["after"],
+                "previous": raised["before"], "instances": []}  # fmt: skip
 
     def _owner(self, req: GangRequest, prep: Mapping[str, Any]) -> Owner:
         return Owner(self.ledger, self.cluster, req.region, req.group, str(prep["attempt"]))
@@ -599,7 +600,10 @@ class GangSteps:
     # --- dispatch ------------------------------------------------------------------------------
 
     def run(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        action = str(event.get("action"))
+        """The step ``event["action"]`` names, on an event :func:`parse_gang_step` accepts (else
+        :class:`InputError` naming the field, before anything is read or written)."""
+        parse_gang_step(event)
+        action = str(event["action"])
         steps: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
             "gang_prepare": self.prepare,
             "gang_launch": self.launch,
@@ -608,10 +612,28 @@ class GangSteps:
             "gang_verify": self.verify,
             "gang_give_back": self.give_back,
         }
-        step = steps.get(action)
-        if step is None:
-            raise InputError(f"unknown action {action!r}: one of {', '.join(steps)}", field="action")
-        return step(event)
+        return steps[action](event)
+
+
+def parse_gang_step(event: Any) -> BaseModel:
+    """The step's input as gang_launch.asl.json sends it (:mod:`spillway.model.gang`), or
+    :class:`InputError` naming the first bad field ("prep.fleet.subnets.0", "state.launch.status", ...)."""
+    if not isinstance(event, Mapping):
+        raise InputError(f"a gang step's input is a JSON object, not {type(event).__name__}")
+    action = event.get("action")
+    model = GANG_STEP_INPUTS.get(action) if isinstance(action, str) else None
+    if model is None:
+        raise InputError(
+            f"unknown action {str(action)[:80]!r}: one of {', '.join(GANG_STEP_INPUTS)}", field="action"
+        )
+    try:
+        parsed = model.model_validate(event)
+    except ValidationError as exc:
+        raise refused_input(exc, what=f"{action} step") from None
+    problem = step_problem(parsed, event)
+    if problem:
+        raise InputError(problem[1], field=problem[0])
+    return parsed
 
 
 def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -669,7 +691,7 @@ def execution_request(
     state_machine_arn: str,
     *,
     deadline_seconds: float = 600.0,
-    poll_seconds: float = 15.0,
+    poll_seconds: int = 15,  # a Wait state's SecondsPath: whole seconds
     node_labels: Mapping[str, str] | None = None,
     zone: str | None = None,
 ) -> ExecutionRequest | None:

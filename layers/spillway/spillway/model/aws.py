@@ -26,6 +26,16 @@ REGION_FORM = r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-[0-9]+"
 RFC3339_FORM = (
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
 )
+# Zones are their region and a letter (``us-east-1a``), or for a Local or Wavelength Zone dash-separated
+# parts after the region (``us-west-2-lax-1a``, ``us-east-1-wl1-bos-wlz-1``). Subnet and launch template
+# ids carry their prefix and 8 or 17 hex digits, as every EC2 resource id ("Resource IDs", EC2 User Guide);
+# launch template names are 3 to 128 of ``[a-zA-Z0-9().-/_]`` (CreateLaunchTemplate); a fleet id is
+# ``fleet-`` and a UUID.
+ZONE_FORM = REGION_FORM + r"(?:[a-z]|(?:-[a-z0-9]+)+)"
+SUBNET_ID_FORM = r"subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})"
+LAUNCH_TEMPLATE_ID_FORM = r"lt-(?:[0-9a-f]{8}|[0-9a-f]{17})"
+LAUNCH_TEMPLATE_NAME_FORM = r"[a-zA-Z0-9().\-/_]{3,128}"
+FLEET_ID_FORM = r"fleet-[0-9a-f-]{1,64}"
 
 
 class AwsModel(BaseModel):
