@@ -475,6 +475,23 @@ def _aware(value: datetime) -> datetime:
 # --- the cycle ---
 
 
+def own_inserts(
+    inserts: Sequence[tuple[SnapshotRef, str]], cluster: str
+) -> tuple[list[tuple[SnapshotRef, str]], list[dict[str, Any]]]:
+    """A stream batch's snapshot inserts (:func:`spillway.adapters.store.snapshot_inserts`) split into
+    ``cluster``'s, to plan, and the results of the others, skipped: planning another cluster's snapshot
+    would act with this deployment's settings and state machines, and retrying cannot make it ours, so
+    it is logged and is no batch item failure."""
+    ours = [(ref, seq) for ref, seq in inserts if ref.cluster == cluster]
+    skipped = []
+    for ref, _ in inserts:
+        if ref.cluster != cluster:
+            note = f"a snapshot of cluster {ref.cluster}; this deployment plans {cluster}"
+            log.warning("%s/%s skipped: %s", ref.cluster, ref.key, note)
+            skipped.append({**ref.to_dict(), "status": "skipped", "note": note})
+    return ours, skipped
+
+
 def parse_plan_request(event: Any, cluster: str) -> PlanRequest:
     """A direct invocation's ``{"cluster", "snapshot_key"?}`` (:class:`PlanRequest`) for this
     deployment's ``cluster``, or :class:`InputError` naming the field before anything is read."""
