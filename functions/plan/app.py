@@ -13,7 +13,8 @@ not what DynamoDB Streams sends) raises InputError naming the field before anyth
 Each (cluster, snapshot key) is planned once: Powertools idempotency (DynamoDB) returns the first
 result to a repeated delivery, and the state's versioned commit and the executions' deterministic names
 stop what gets past it. From the stream, only the newest snapshot of each cluster in a batch is planned
-(the older ones are superseded); a stale snapshot is logged and skipped (retrying cannot freshen it); a
+(the older ones are superseded), and only of this deployment's cluster (another's is logged and
+skipped, status ``skipped``: its settings and state machines are not these); a stale snapshot is logged and skipped (retrying cannot freshen it); a
 lost race (StateConflict), the same snapshot being planned right now by another invocation
 (IdempotencyAlreadyInProgressError) or a transient error is reported as a batch item failure, so Lambda retries
 from that record. Invoked directly, those errors are raised, under their own names.
@@ -41,7 +42,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
-from spillway.act.planning import parse_plan_request, run_plan, snapshot_ref
+from spillway.act.planning import own_inserts, parse_plan_request, run_plan, snapshot_ref
 from spillway.adapters.store import snapshot_inserts
 from spillway.clients import Clients, get_clients
 from spillway.errors import InputError, SpillwayError, StaleSnapshot, StateConflict
@@ -120,7 +121,9 @@ def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[s
     results: list[dict[str, Any]] = []
     if set(event) != {"Records"}:
         raise InputError("not a key of a stream batch", field=sorted(set(event) - {"Records"})[0])
-    for ref, seq in snapshot_inserts(event["Records"]):
+    inserts, skipped = own_inserts(snapshot_inserts(event["Records"]), clients.config.cluster_name)
+    results.extend(skipped)
+    for ref, seq in inserts:
         try:
             results.append(plan_once(clients, ref, context))
         except StaleSnapshot as exc:

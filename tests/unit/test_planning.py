@@ -178,6 +178,49 @@ def test_a_failed_start_after_the_commit_is_finished_by_the_retry() -> None:
     assert rig.executions.started == [f"up-{retry.plan_id}"] and rig.ledger.commits == 1
 
 
+def test_a_plan_whose_start_failed_has_its_executions_started_by_the_next_snapshots_plan() -> None:
+    """A retried stream batch holding a newer snapshot plans only that one (the older is superseded):
+    the older plan's raise is committed and counted by the newer plan, so its execution must start."""
+    rig = Rig()
+    w = gpu_world()
+    older = rig.snapshots.add(snapshot_of(w))
+    newer = rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=60)))
+    rig.executions.fail("start", AwsThrottled("StartExecution: Throttling: Rate exceeded"), times=1)
+    with pytest.raises(AwsThrottled):
+        rig.run(older)
+
+    outcome = rig.run(newer, now=NOW + timedelta(seconds=70))
+
+    assert outcome.status == "idle"  # the older plan's raise covers the pods
+    assert rig.executions.started == [f"up-{plan_id_for('ml', older.key)}"]
+
+
+def test_a_plan_past_the_claim_window_of_the_last_one_does_not_start_its_executions() -> None:
+    """Past ``scale_up_claim_minutes`` the newer plan counts the older raise no more and plans the pods
+    itself: starting the older execution too would launch them twice."""
+    rig = Rig()
+    w = gpu_world()
+    older = rig.snapshots.add(snapshot_of(w))
+    newer = rig.snapshots.add(snapshot_of(w, NOW + timedelta(minutes=6)))
+    rig.executions.fail("start", AwsThrottled("StartExecution: Throttling: Rate exceeded"), times=1)
+    with pytest.raises(AwsThrottled):
+        rig.run(older)
+
+    outcome = rig.run(newer, now=NOW + timedelta(minutes=6, seconds=10))
+
+    assert outcome.status == "acted"
+    assert rig.executions.started == [f"up-{plan_id_for('ml', newer.key)}"]
+
+
+def test_a_plan_after_one_whose_executions_started_starts_each_of_them_once() -> None:
+    rig = Rig()
+    w = gpu_world()
+    first = rig.run(rig.snapshots.add(snapshot_of(w)))
+    rig.run(rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=60))), now=NOW + timedelta(seconds=70))
+
+    assert rig.executions.started == [f"up-{first.plan_id}"]  # the second start was refused by name
+
+
 def test_of_two_planners_only_the_one_that_commits_first_acts() -> None:
     """Both load version 0; the other commits first; this one gets StateConflict and starts nothing."""
     rig = Rig()
@@ -738,7 +781,9 @@ def test_an_overflow_replans_raise_is_recorded_so_the_next_plan_does_not_launch_
     outcome = rig.run(later, now=NOW + timedelta(seconds=45))
 
     assert outcome.summary is not None and outcome.summary.scale_up_nodes == 0
-    assert [r.name for r in rig.executions.requests] == [f"up-{plan.plan_id}"]
+    # the later plan starts nothing of its own (it asks for the earlier plan's again: refused by name)
+    assert {r.name for r in rig.executions.requests} == {f"up-{plan.plan_id}"}
+    assert rig.executions.started == [f"up-{plan.plan_id}"]
     record = rig.ledger.plans[later.key]
     assert {p["code"] for p in record.plan["pending"]} == {codes.FITS_LAUNCHING}
     assert all("gpu-west" in p["reason"] for p in record.plan["pending"])

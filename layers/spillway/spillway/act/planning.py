@@ -67,6 +67,7 @@ from spillway.model.act import (
     PlanRequest,
     PlanSummary,
     SnapshotRef,
+    StoredState,
     execution_arn,
 )
 from spillway.model.cluster import ClusterSnapshot
@@ -475,6 +476,23 @@ def _aware(value: datetime) -> datetime:
 # --- the cycle ---
 
 
+def own_inserts(
+    inserts: Sequence[tuple[SnapshotRef, str]], cluster: str
+) -> tuple[list[tuple[SnapshotRef, str]], list[dict[str, Any]]]:
+    """A stream batch's snapshot inserts (:func:`spillway.adapters.store.snapshot_inserts`) split into
+    ``cluster``'s, to plan, and the results of the others, skipped: planning another cluster's snapshot
+    would act with this deployment's settings and state machines, and retrying cannot make it ours, so
+    it is logged and is no batch item failure."""
+    ours = [(ref, seq) for ref, seq in inserts if ref.cluster == cluster]
+    skipped = []
+    for ref, _ in inserts:
+        if ref.cluster != cluster:
+            note = f"a snapshot of cluster {ref.cluster}; this deployment plans {cluster}"
+            log.warning("%s/%s skipped: %s", ref.cluster, ref.key, note)
+            skipped.append({**ref.to_dict(), "status": "skipped", "note": note})
+    return ours, skipped
+
+
 def parse_plan_request(event: Any, cluster: str) -> PlanRequest:
     """A direct invocation's ``{"cluster", "snapshot_key"?}`` (:class:`PlanRequest`) for this
     deployment's ``cluster``, or :class:`InputError` naming the field before anything is read."""
@@ -496,6 +514,32 @@ def snapshot_ref(snapshots: Snapshots, cluster: str, key: str | None = None) -> 
     if meta is None:
         raise SnapshotNotFound(f"{cluster}: no complete snapshot stored")
     return SnapshotRef(cluster, meta.key)
+
+
+def finish_previous(stored: StoredState, executions: Workflows, config: PlannerConfig, now: datetime) -> None:
+    """Start the executions the last committed plan names, before a newer snapshot is planned on its
+    state. A plan that committed and then failed to start them is retried from its stream record, but
+    a retried batch that also holds a newer snapshot plans only the newer one, and a retry past
+    ``max_snapshot_age_seconds`` is stale: without this, the newer plan would count the older plan's
+    raises, gangs and drain claims as under way while nothing carries them out. Starting is idempotent
+    by name (Step Functions refuses a used one), so an execution that did start is not started again.
+    Only while the newer plan counts the older one's claim of that kind (``scale_up_claim_minutes``,
+    ``gang_launch_minutes``, ``drain_claim_minutes``, from the older snapshot's time, which is at or
+    before its plan's): past it, the newer plan plans that work itself. Raises what the start raises,
+    before anything of the newer plan is written."""
+    if stored.snapshot_key is None or not stored.executions:
+        return
+    age = now - datetime.strptime(stored.snapshot_key, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    windows = {
+        SCALE_UP: config.scale_up_claim_minutes,
+        GANG_LAUNCH: config.gang_launch_minutes,
+        SCALE_DOWN: config.drain_claim_minutes,
+    }
+    for request in map(ExecutionRequest.from_dict, stored.executions):
+        if age < timedelta(minutes=windows.get(request.kind, 0)):
+            started = executions.start(request)
+            log.info("previous plan %s: %s %s", stored.plan_id, request.name,
+                     "started" if started.started else "had started")  # fmt: skip
 
 
 def run_plan(
@@ -537,6 +581,7 @@ def run_plan(
             executions=started, note="this snapshot's plan was committed before; its executions restarted",
         )  # fmt: skip
 
+    finish_previous(stored, executions, settings.planner, now)
     result = planner(snapshot.cluster, snapshot.groups, settings.planner, stored.state, now)
     # the pod Events to post after the commit; their ledger goes into the state committed
     batch = plan_events(result, snapshot.cluster, snapshot.groups, stored.state.events, settings.events, now)
