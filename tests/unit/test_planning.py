@@ -212,6 +212,22 @@ def test_a_plan_past_the_claim_window_of_the_last_one_does_not_start_its_executi
     assert rig.executions.started == [f"up-{plan_id_for('ml', newer.key)}"]
 
 
+def test_a_last_plan_whose_snapshot_key_is_unreadable_has_nothing_started_and_the_plan_goes_on() -> None:
+    """A state item whose ``snapshot_key`` is not a key this code writes: the age of its claims is
+    unknown, so none of its executions is started again, and the new plan is made as ever."""
+    rig = Rig()
+    w = gpu_world()
+    rig.run(rig.snapshots.add(snapshot_of(w)))
+    rig.ledger.stored = replace(rig.ledger.stored, snapshot_key="2026-11-02T12:00Z")
+    asked = [r.name for r in rig.executions.requests]
+
+    outcome = rig.run(
+        rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=60))), now=NOW + timedelta(seconds=70)
+    )
+
+    assert outcome.status == "idle" and [r.name for r in rig.executions.requests] == asked
+
+
 def test_a_plan_after_one_whose_executions_started_starts_each_of_them_once() -> None:
     rig = Rig()
     w = gpu_world()

@@ -69,6 +69,7 @@ from spillway.model.act import (
     SnapshotRef,
     StoredState,
     execution_arn,
+    parse_key,
 )
 from spillway.model.cluster import ClusterSnapshot
 from spillway.model.history import MAX_SCALE_UP_GROUPS
@@ -529,7 +530,12 @@ def finish_previous(stored: StoredState, executions: Workflows, config: PlannerC
     before anything of the newer plan is written."""
     if stored.snapshot_key is None or not stored.executions:
         return
-    age = now - datetime.strptime(stored.snapshot_key, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    try:
+        age = now - parse_key(stored.snapshot_key)
+    except ValueError:  # not a key this code wrote: its age, and so its claims' windows, unknown
+        log.warning("previous plan %s: snapshot key %r unreadable; its executions not started again",
+                    stored.plan_id, stored.snapshot_key[:80])  # fmt: skip
+        return
     windows = {
         SCALE_UP: config.scale_up_claim_minutes,
         GANG_LAUNCH: config.gang_launch_minutes,

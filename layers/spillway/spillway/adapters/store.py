@@ -44,6 +44,7 @@ from spillway.model.act import (
     SnapshotMeta,
     SnapshotRef,
     format_key,
+    parse_key,
 )
 from spillway.model.snapshot import Snapshot
 
@@ -316,7 +317,7 @@ def _meta(item: dict[str, Any]) -> SnapshotMeta:
         return int(item[name]["N"]) if name in item else 0
 
     key = item["taken_at"]["S"]
-    taken_at = datetime.strptime(key, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    taken_at = parse_key(key)
     return SnapshotMeta(
         cluster=item["cluster"]["S"],
         key=key,

@@ -36,11 +36,19 @@ class PlanRequest(BaseModel):
     snapshot_key: str | None = Field(default=None, pattern=SNAPSHOT_KEY_PATTERN)
 
 
+KEY_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
 def format_key(taken_at: datetime) -> str:
     """The sort key: UTC, microseconds, ``Z`` (fixed width: string order is time order)."""
     if taken_at.tzinfo is None:
         taken_at = taken_at.replace(tzinfo=UTC)
-    return taken_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return taken_at.astimezone(UTC).strftime(KEY_FORMAT)
+
+
+def parse_key(key: str) -> datetime:
+    """When the snapshot of key ``key`` (:func:`format_key`) was taken; ValueError for another form."""
+    return datetime.strptime(key, KEY_FORMAT).replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
