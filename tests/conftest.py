@@ -42,6 +42,18 @@ def moto_aws() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="module")
+def module_moto() -> Iterator[None]:
+    """One moto for a whole module, with fake credentials (mocks do not nest: an inner one would share
+    the outer's backends); for fuzz tests that build their world once."""
+    from moto import mock_aws
+
+    with pytest.MonkeyPatch.context() as env, mock_aws():
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            env.setenv(name, "testing")
+        yield
+
+
 @pytest.fixture
 def dynamodb(moto_aws: None) -> Any:
     import boto3

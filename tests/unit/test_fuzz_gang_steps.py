@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,17 +86,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def aws() -> Iterator[None]:
-    from moto import mock_aws
-
-    with pytest.MonkeyPatch.context() as env, mock_aws():
-        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-            env.setenv(name, "testing")
-        yield
-
-
-@pytest.fixture(scope="module")
-def moto_world(aws: None) -> World:
+def moto_world(module_moto: None) -> World:
     """Group ``gang`` (one zone, desired 1, MaxSize 8) tagged for ``prod`` and fleet launches; the state
     table from template.yaml. Each step's unbroken input is made from what the steps really return."""
     create_group("gang", region=REGION, instance_type="g5.xlarge", desired=1, max_size=8, cluster="prod",

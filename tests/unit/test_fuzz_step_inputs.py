@@ -75,17 +75,6 @@ class World:
             self.armed[0] = False
 
 
-@pytest.fixture(scope="module")
-def aws() -> Iterator[None]:
-    """One moto for the module (mocks do not nest: an inner one would share the outer's backends)."""
-    from moto import mock_aws
-
-    with pytest.MonkeyPatch.context() as env, mock_aws():
-        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-            env.setenv(name, "testing")
-        yield
-
-
 def recording_session() -> tuple[boto3.Session, list[str], list[bool]]:
     """A session whose clients record every AWS call made while armed."""
     session = boto3.Session(region_name=REGION)
@@ -101,7 +90,7 @@ def recording_session() -> tuple[boto3.Session, list[str], list[bool]]:
 
 
 @pytest.fixture(scope="module")
-def moto_world(aws: None) -> World:
+def moto_world(module_moto: None) -> World:
     """Group ``gpu`` (desired 1, MaxSize 4) tagged for ``prod``, the tables from template.yaml; a
     cordoned Node to uncordon. AWS calls through the steps' own clients are recorded."""
     create_group("gpu", region=REGION, instance_type="g5.xlarge", desired=1, max_size=4, cluster="prod")
@@ -323,7 +312,7 @@ PLAN_TABLES = {"SnapshotsTable": "plan-snapshots", "PlansTable": "plan-plans", "
 
 
 @pytest.fixture(scope="module")
-def moto_plan(aws: None) -> PlanRig:
+def moto_plan(module_moto: None) -> PlanRig:
     """The plan function's handler logic (functions/plan/app.py) on clients built as in Lambda, on moto
     with the four tables of template.yaml; AWS calls through those clients are recorded."""
     import importlib.util

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
 from spillway.act.instances import Terminated, give_back_in_group, ready_nodes
@@ -80,7 +80,6 @@ from spillway.errors import (
     SpillwayError,
     StateConflict,
     StateCorrupt,
-    refused_input,
 )
 from spillway.model.act import ExecutionRequest, iso
 from spillway.model.aws import AutoScalingGroup, FleetRequest, InstanceTypeInfo, bundled_instance_types
@@ -104,6 +103,7 @@ from spillway.model.nodegroup import (
     resolve_instance_type,
     spot_allocation_strategy,
 )
+from spillway.model.stepinput import step_input
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 Metric = Callable[[str, float], None]
@@ -618,18 +618,7 @@ class GangSteps:
 def parse_gang_step(event: Any) -> BaseModel:
     """The step's input as gang_launch.asl.json sends it (:mod:`spillway.model.gang`), or
     :class:`InputError` naming the first bad field ("prep.fleet.subnets.0", "state.launch.status", ...)."""
-    if not isinstance(event, Mapping):
-        raise InputError(f"a gang step's input is a JSON object, not {type(event).__name__}")
-    action = event.get("action")
-    model = GANG_STEP_INPUTS.get(action) if isinstance(action, str) else None
-    if model is None:
-        raise InputError(
-            f"unknown action {str(action)[:80]!r}: one of {', '.join(GANG_STEP_INPUTS)}", field="action"
-        )
-    try:
-        parsed = model.model_validate(event)
-    except ValidationError as exc:
-        raise refused_input(exc, what=f"{action} step") from None
+    parsed = step_input(event, GANG_STEP_INPUTS, "gang")
     problem = step_problem(parsed, event)
     if problem:
         raise InputError(problem[1], field=problem[0])

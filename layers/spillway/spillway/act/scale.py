@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
 from spillway.act.instances import give_back_in_group, ready_nodes
@@ -80,7 +80,6 @@ from spillway.errors import (
     StateConflict,
     StateCorrupt,
     StateTooLarge,
-    refused_input,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.aws import AutoScalingGroup
@@ -97,6 +96,7 @@ from spillway.model.nodegroup import (
 from spillway.model.scale import STEP_INPUTS
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import POOL_PREFIX, RaiseState, pool_key
+from spillway.model.stepinput import step_input
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger, Snapshots
@@ -451,18 +451,7 @@ class ScaleSteps:
 def parse_step(event: Any) -> BaseModel:
     """The step's input as the state machine sends it (:mod:`spillway.model.scale`), or
     :class:`InputError` naming the first bad field ("group.to", "prep.before.0", ...)."""
-    if not isinstance(event, Mapping):
-        raise InputError(f"a scale step's input is a JSON object, not {type(event).__name__}")
-    action = event.get("action")
-    model = STEP_INPUTS.get(action) if isinstance(action, str) else None
-    if model is None:
-        raise InputError(
-            f"unknown action {str(action)[:80]!r}: one of {', '.join(STEP_INPUTS)}", field="action"
-        )
-    try:
-        return model.model_validate(event)
-    except ValidationError as exc:
-        raise refused_input(exc, what=f"{action} step") from None
+    return step_input(event, STEP_INPUTS, "scale")
 
 
 def _replan_record(
