@@ -1048,6 +1048,50 @@ def gang_world(mode: str) -> tuple[World, list[str], list[str]]:
     return w, gang, loose
 
 
+def test_a_previous_plans_gang_launch_is_started_only_when_it_ends_within_the_plans_hold_on_it() -> None:
+    """A fleet-mode gang shows nothing in its group until it attaches, so plans hold its pods
+    (``gang_launch_minutes``, from the plan) instead of launching it again, and the gang's deadline is
+    kept below that hold (README). Started late by the next plan (8 minutes on, deadline 10 minutes) it
+    could run until minute 18, while the plan at minute 15.5 no longer holds the gang and launches it a
+    second time: two whole gangs at once. Not started, the gang is late (the plan at 15.5 launches it),
+    never launched twice."""
+    rig = Rig(settings=settings(gang_launch_arn=GANG_ARN, gang_deadline_seconds=600))
+    w, _, _ = gang_world("fleet")
+    older = rig.snapshots.add(snapshot_of(w))
+    rig.executions.fail("start", AwsThrottled("StartExecution: Throttling: Rate exceeded"), times=1)
+    with pytest.raises(AwsThrottled):
+        rig.run(older)
+    [lost] = [e["name"] for e in rig.ledger.stored.executions if e["kind"] == "gang_launch"]
+
+    rig.run(
+        rig.snapshots.add(snapshot_of(w, NOW + timedelta(minutes=8))),
+        now=NOW + timedelta(minutes=8, seconds=10),
+    )
+    third = rig.run(rig.snapshots.add(snapshot_of(w, NOW + timedelta(minutes=15, seconds=30))),
+                    now=NOW + timedelta(minutes=15, seconds=40))  # fmt: skip
+
+    gangs = [name for name in rig.executions.started if name.startswith("gang-")]
+    assert lost not in gangs
+    assert len(gangs) == 1 and gangs[0].startswith(f"gang-{third.plan_id}-")
+
+
+def test_a_previous_plans_gang_launch_that_ends_within_the_hold_is_started() -> None:
+    rig = Rig(settings=settings(gang_launch_arn=GANG_ARN, gang_deadline_seconds=600))
+    w, _, _ = gang_world("fleet")
+    older = rig.snapshots.add(snapshot_of(w))
+    rig.executions.fail("start", AwsThrottled("StartExecution: Throttling: Rate exceeded"), times=1)
+    with pytest.raises(AwsThrottled):
+        rig.run(older)
+    [lost] = [e["name"] for e in rig.ledger.stored.executions if e["kind"] == "gang_launch"]
+
+    rig.run(
+        rig.snapshots.add(snapshot_of(w, NOW + timedelta(minutes=2))),
+        now=NOW + timedelta(minutes=2, seconds=10),
+    )
+
+    assert lost in rig.executions.started
+
+
 def test_a_gang_on_a_fleet_group_gets_its_own_gang_launch_and_the_scale_up_only_the_rest() -> None:
     rig = Rig(settings=settings(gang_launch_arn=GANG_ARN, gang_deadline_seconds=300, gang_poll_seconds=5))
     w, _, _ = gang_world("fleet")

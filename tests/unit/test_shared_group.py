@@ -345,3 +345,25 @@ def test_an_instance_launched_for_an_earlier_scale_up_before_a_later_one_prepare
     verify_b = w.up.verify({**b, "prep": bprep})
 
     assert verify_b["status"] == "ready" and verify_b["nodes"] == [f"node-{i}" for i in for_b]
+
+
+def test_a_group_running_more_than_a_thousand_instances_is_still_raised_by_a_gang_and_a_scale_up() -> None:
+    """``prep.before`` is every live instance of the group (what the step's prepare saw), and the next
+    step's input check took at most 1,000 of them: a group of 1,200 could neither be grown by a scale-up
+    nor by a gang (InputError at the raise, the gang's give-back refused the same way). The bound is what
+    a Step Functions state can carry (256 KB: about 11,900 instance ids), not a group size."""
+    w = World()
+    w.raw["Instances"] = [{"InstanceId": f"i-0b{n:015x}", "LifecycleState": "InService",
+                           "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"} for n in range(1_200)]  # fmt: skip
+    w.raw["DesiredCapacity"], w.raw["MaxSize"] = 1_200, 1_210
+    request = {k: GANG[k] for k in ("group", "region", "count", "gang", "mode", "deadline_seconds",
+                                    "poll_seconds", "plan_id")}  # fmt: skip
+    gprep = w.gang.prepare(GANG)
+    assert len(gprep["before"]) == 1_200
+
+    w.gang.run({"action": "gang_raise", **request, "prep": gprep})
+    group = {**UP["group"], "from": 1_203, "to": 1_205, "new_nodes": 2, "pods": 2, "reasons": {}}
+    uprep = w.up.prepare({**UP, "group": group})
+    w.up.run({"action": "set_desired", "cluster": "prod", "plan_id": "p-1", "group": group, "prep": uprep})
+
+    assert w.desired == 1_205

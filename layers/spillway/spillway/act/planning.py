@@ -526,7 +526,8 @@ def finish_previous(stored: StoredState, executions: Workflows, config: PlannerC
     by name (Step Functions refuses a used one), so an execution that did start is not started again.
     Only while the newer plan counts the older one's claim of that kind (``scale_up_claim_minutes``,
     ``gang_launch_minutes``, ``drain_claim_minutes``, from the older snapshot's time, which is at or
-    before its plan's): past it, the newer plan plans that work itself. Raises what the start raises,
+    before its plan's), and a gang launch only when its deadline too ends within it (:func:`_runs`):
+    past it, the newer plan plans that work itself. Raises what the start raises,
     before anything of the newer plan is written."""
     if stored.snapshot_key is None or not stored.executions:
         return
@@ -542,10 +543,22 @@ def finish_previous(stored: StoredState, executions: Workflows, config: PlannerC
         SCALE_DOWN: config.drain_claim_minutes,
     }
     for request in map(ExecutionRequest.from_dict, stored.executions):
-        if age < timedelta(minutes=windows.get(request.kind, 0)):
+        if age + _runs(request) < timedelta(minutes=windows.get(request.kind, 0)):
             started = executions.start(request)
             log.info("previous plan %s: %s %s", stored.plan_id, request.name,
                      "started" if started.started else "had started")  # fmt: skip
+
+
+def _runs(request: ExecutionRequest) -> timedelta:
+    """How long after its start an execution may still be carrying out the claim a plan counts: a gang
+    launch until its deadline (``deadline_seconds``). In fleet mode its group shows nothing until it
+    attaches, so plans hold the gang only for ``gang_launch_minutes`` from its plan (kept above the
+    deadline); one started later than that less its deadline could still be launching when a plan
+    launches the gang again. A scale-up's raise and a drain's claim (``claim_until``, checked by the
+    drain itself) need only the start within the window."""
+    if request.kind != GANG_LAUNCH:
+        return timedelta(0)
+    return timedelta(seconds=float(request.input.get("deadline_seconds") or 0))
 
 
 def run_plan(

@@ -37,6 +37,7 @@ from spillway.model.aws import (
 from spillway.model.scale import (
     _CLOSED,
     INT32,
+    MAX_INSTANCES,
     MAX_NAMES,
     MAX_SECONDS,
     Capacity,
@@ -161,7 +162,7 @@ class Prep(BaseModel):
     count: Count
     attempt: Attempt
     desired: Capacity
-    before: list[InstanceId] = Field(max_length=MAX_NAMES)
+    before: list[InstanceId] = Field(max_length=MAX_INSTANCES)
     since: Time
     deadline: Time
     fleet: Fleet | None = Field(default=None, validate_default=True)

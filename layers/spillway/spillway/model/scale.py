@@ -31,6 +31,9 @@ INT32 = 2**31 - 1  # the Auto Scaling API's Integer (DesiredCapacity, MaxSize)
 MAX_ROUNDS = 10  # RuntimeConfig.scale_up_max_rounds' bound
 MAX_SECONDS = 86_400
 MAX_NAMES = 1_000  # instance ids or Node names of one group in one step's input
+# a prepare's ``before``: every live instance of the group, however large it is; bounded by what one
+# Step Functions state carries (256 KB, "Step Functions service quotas"), '"i-0123456789abcdef0",' each
+MAX_INSTANCES = 256 * 1024 // 22
 GROUP_NAME_PATTERN = r"^[!-9;-~]+$"  # ASCII 33 to 126 but ':'
 REGION_PATTERN = f"^{REGION_FORM}$"
 INSTANCE_ID_PATTERN = f"^{INSTANCE_ID_FORM}$"
@@ -95,7 +98,7 @@ class Prep(BaseModel):
     target: Capacity
     live_desired: Capacity
     max_size: Capacity
-    before: list[InstanceId] = Field(max_length=MAX_NAMES)
+    before: list[InstanceId] = Field(max_length=MAX_INSTANCES)
     since: Time
     deadline: Time
     uncordoned: list[NodeName] = Field(max_length=MAX_NAMES)
