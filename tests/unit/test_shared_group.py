@@ -367,3 +367,17 @@ def test_a_group_running_more_than_a_thousand_instances_is_still_raised_by_a_gan
     w.up.run({"action": "set_desired", "cluster": "prod", "plan_id": "p-1", "group": group, "prep": uprep})
 
     assert w.desired == 1_205
+
+
+def test_a_scale_up_alone_claims_its_instances_without_reading_the_raise_markers() -> None:
+    """The claim order (which reads every raise marker of the cluster, each listing what its owner's
+    prepare saw) matters only when there are more unclaimed instances than room: alone, a scale-up
+    claims its own without that read."""
+    w = World()
+    prep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": prep})
+    w.asg_launches(2)
+    reads = len([c for c in w.ledger.called("claims") if c[1] == "raise#"])
+
+    assert w.up.verify({**UP, "prep": prep})["status"] == "ready"
+    assert len([c for c in w.ledger.called("claims") if c[1] == "raise#"]) == reads

@@ -197,11 +197,12 @@ def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: date
         return sorted(mine)
     if owner.unsettled():
         room = min(room, sum(1 for i in live if i not in claimed) - _awaited(owner, claimed))
-    for iid in _claim_order(owner, [i for i in live if i not in claimed], claimed):
+    unclaimed = [i for i in live if i not in claimed]
+    # the order matters only when there are more to claim than room: else every one is claimed anyway,
+    # and the markers (each with its owner's ``existing``) are not read
+    for iid in _claim_order(owner, unclaimed, claimed) if len(unclaimed) > room else unclaimed:
         if room <= 0:
             break
-        if iid in claimed:
-            continue
         value, _ = owner.ledger.claim(owner.cluster, prefix + iid, {"owner": owner.owner}, expires=now + KEEP)
         if value.get("owner") == owner.owner:
             mine.append(iid)
