@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from spillway.act import gang
 from spillway.act.claims import Owner
@@ -381,3 +383,51 @@ def test_a_scale_up_alone_claims_its_instances_without_reading_the_raise_markers
 
     assert w.up.verify({**UP, "prep": prep})["status"] == "ready"
     assert len([c for c in w.ledger.called("claims") if c[1] == "raise#"]) == reads
+
+
+@settings(derandomize=True, max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_scale_ups_in_any_order_each_end_ready_once_every_instance_raised_for_runs(
+    data: st.DataObject,
+) -> None:
+    """Three scale-ups of one group, their prepares, raises, Auto Scaling's launches (ids in any order)
+    and their verifies interleaved any way: once every instance the raises asked for runs a Ready Node,
+    every scale-up's verify is ``ready`` with its own count, and no instance is any two's."""
+    w = World()
+    counts = data.draw(st.lists(st.integers(1, 3), min_size=2, max_size=3), label="counts")
+    ids = iter(data.draw(st.permutations(range(1, 20)), label="ids"))
+    ups = [
+        {**UP, "plan_id": f"p-{n}", "group": {**UP["group"], "from": 0, "to": c}}
+        for n, c in enumerate(counts)
+    ]
+    preps: dict[int, dict[str, Any]] = {}
+    raised, launched = set(), 0
+    steps = [("prepare", n) for n in range(len(ups))] + [("raise", n) for n in range(len(ups))]
+    steps += [("launch", 0)] * sum(counts) + [("verify", n) for n in range(len(ups)) for _ in range(2)]
+    for kind, n in data.draw(st.permutations(steps), label="order"):
+        if kind == "prepare" and n not in preps:
+            preps[n] = w.up.prepare(ups[n])
+        elif kind == "raise" and n in preps and n not in raised:
+            w.up.set_desired({**ups[n], "prep": preps[n]})
+            raised.add(n)
+        elif kind == "launch" and launched < sum(counts[i] for i in raised):
+            w.launched = next(ids) - 1
+            w.asg_launches(1)
+            launched += 1
+        elif kind == "verify" and n in raised:
+            w.up.verify({**ups[n], "prep": preps[n]})
+    for n in range(len(ups)):  # whatever was left undone, in order
+        if n not in preps:
+            preps[n] = w.up.prepare(ups[n])
+        if n not in raised:
+            w.up.set_desired({**ups[n], "prep": preps[n]})
+            raised.add(n)
+    for _ in range(sum(counts) - launched):
+        w.launched = next(ids) - 1
+        w.asg_launches(1)
+
+    results = [w.up.verify({**ups[n], "prep": preps[n]}) for n in range(len(ups))]
+
+    assert [r["status"] for r in results] == ["ready"] * len(ups), results
+    nodes = [node for r in results for node in r["nodes"]]
+    assert sorted(len(r["nodes"]) for r in results) == sorted(counts) and len(set(nodes)) == len(nodes)
