@@ -1048,13 +1048,9 @@ def gang_world(mode: str) -> tuple[World, list[str], list[str]]:
     return w, gang, loose
 
 
-def test_a_previous_plans_gang_launch_is_started_only_when_it_ends_within_the_plans_hold_on_it() -> None:
-    """A fleet-mode gang shows nothing in its group until it attaches, so plans hold its pods
-    (``gang_launch_minutes``, from the plan) instead of launching it again, and the gang's deadline is
-    kept below that hold (README). Started late by the next plan (8 minutes on, deadline 10 minutes) it
-    could run until minute 18, while the plan at minute 15.5 no longer holds the gang and launches it a
-    second time: two whole gangs at once. Not started, the gang is late (the plan at 15.5 launches it),
-    never launched twice."""
+def gang_launch_not_started() -> tuple[Rig, World, str]:
+    """A fleet-mode gang's plan committed at NOW whose StartExecution failed: the rig, its world and the
+    gang launch's execution name, never started."""
     rig = Rig(settings=settings(gang_launch_arn=GANG_ARN, gang_deadline_seconds=600))
     w, _, _ = gang_world("fleet")
     older = rig.snapshots.add(snapshot_of(w))
@@ -1062,6 +1058,17 @@ def test_a_previous_plans_gang_launch_is_started_only_when_it_ends_within_the_pl
     with pytest.raises(AwsThrottled):
         rig.run(older)
     [lost] = [e["name"] for e in rig.ledger.stored.executions if e["kind"] == "gang_launch"]
+    return rig, w, lost
+
+
+def test_a_previous_plans_gang_launch_is_started_only_when_it_ends_within_the_plans_hold_on_it() -> None:
+    """A fleet-mode gang shows nothing in its group until it attaches, so plans hold its pods
+    (``gang_launch_minutes``, from the plan) instead of launching it again, and the gang's deadline is
+    kept below that hold (README). Started late by the next plan (8 minutes on, deadline 10 minutes) it
+    could run until minute 18, while the plan at minute 15.5 no longer holds the gang and launches it a
+    second time: two whole gangs at once. Not started, the gang is late (the plan at 15.5 launches it),
+    never launched twice."""
+    rig, w, lost = gang_launch_not_started()
 
     rig.run(
         rig.snapshots.add(snapshot_of(w, NOW + timedelta(minutes=8))),
@@ -1076,13 +1083,7 @@ def test_a_previous_plans_gang_launch_is_started_only_when_it_ends_within_the_pl
 
 
 def test_a_previous_plans_gang_launch_that_ends_within_the_hold_is_started() -> None:
-    rig = Rig(settings=settings(gang_launch_arn=GANG_ARN, gang_deadline_seconds=600))
-    w, _, _ = gang_world("fleet")
-    older = rig.snapshots.add(snapshot_of(w))
-    rig.executions.fail("start", AwsThrottled("StartExecution: Throttling: Rate exceeded"), times=1)
-    with pytest.raises(AwsThrottled):
-        rig.run(older)
-    [lost] = [e["name"] for e in rig.ledger.stored.executions if e["kind"] == "gang_launch"]
+    rig, w, lost = gang_launch_not_started()
 
     rig.run(
         rig.snapshots.add(snapshot_of(w, NOW + timedelta(minutes=2))),
