@@ -402,7 +402,7 @@ def test_a_rule_before_the_ignore_decides_only_if_an_eviction_may_match_it() -> 
     assert got == {name: tolerated for name, _, tolerated in table}
 
 
-def test_the_elastic_range_comes_from_the_job_first_then_the_pod() -> None:
+def test_the_elastic_range_comes_from_the_job_before_the_pods_env() -> None:
     ref = judge(pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8}),
                 kubeflow_pod("bert", env={"PET_NNODES": "1:16"})).elastic  # fmt: skip
     assert ref == ElasticRef("PyTorchJob/ml/bert", 2, 8)
@@ -419,6 +419,56 @@ def test_the_elastic_range_comes_from_the_job_first_then_the_pod() -> None:
     assert judge(spaced).elastic == ElasticRef("StatefulSet/ml/t", 2, 6)
     fixed = pod(owner=("StatefulSet", "t"), env={"PET_NNODES": "3:5"}, command=["torchrun", "--nnodes=4"])
     assert judge(fixed).elastic is None  # the flag's fixed count wins over the env's range
+
+
+def test_the_launchers_own_node_count_beats_the_jobs_elastic_policy() -> None:
+    """A PyTorchJob with an ``elasticPolicy`` whose workers run ``torchrun --nnodes=4`` was read as elastic
+    from the policy's minimum: the job's range came first. torchrun takes ``--nnodes`` from its command
+    line over ``PET_NNODES``, the operator's only way to pass the range (pytorch/pytorch
+    torch/distributed/argparse_util.py, class ``env``), so such a job runs 4 nodes fixed and stalls without
+    any of them: it must not be shrunk. A count in a variable is read from the container's env, as the
+    kubelet expands ``$(VAR)`` and a shell ``$VAR``; one that cannot be read is no elastic range."""
+    job = pytorchjob("bert", {"minReplicas": 2, "maxReplicas": 8})
+
+    def worker(*args: str, env: dict[str, str] | None = None) -> Move:
+        return judge(job, kubeflow_pod("bert", command=["torchrun", *args, "train.py"], env=env))
+
+    assert worker("--nnodes=4").elastic is None
+    assert worker("--nnodes", "4:4").elastic is None
+    assert worker("--nnodes=3:6").elastic == ElasticRef("PyTorchJob/ml/bert", 3, 6)
+    # the operator's PET_NNODES, expanded by the kubelet or a shell, is the job's range
+    for ref in ("$(PET_NNODES)", "${PET_NNODES}", "$PET_NNODES"):
+        assert worker(f"--nnodes={ref}", env={"PET_NNODES": "2:8"}).elastic == ElasticRef(
+            "PyTorchJob/ml/bert", 2, 8
+        ), ref
+    assert worker("--nnodes=$(NNODES)", env={"NNODES": "4"}).elastic is None
+    assert worker("--nnodes=${NNODES}").elastic is None  # unset: not a range anyone can read
+    assert worker("--nnodes=$(A):${B}", env={"A": "1", "B": "4"}).elastic == ElasticRef(
+        "PyTorchJob/ml/bert", 1, 4
+    )
+    assert worker("--nnodes=$(A):$(C)", env={"A": "1"}).elastic is None
+    # without --nnodes on the command line the job's range stands
+    assert worker("--nproc-per-node=8").elastic == ElasticRef("PyTorchJob/ml/bert", 2, 8)
+    # what the launcher says is kept in the snapshot
+    snap = snapshot(job, kubeflow_pod("bert", command=["torchrun", "--nnodes=4", "train.py"]))
+    assert snap.pods[0].by_launcher and ClusterSnapshot.from_dict(snap.to_dict()) == snap
+    # a rendezvous endpoint that cannot be read may be this worker's own: it is never moved
+    host = judge(
+        job, kubeflow_pod("bert", command=["torchrun", "--nnodes=2:8", "--rdzv-endpoint=$(HOST):29400"])
+    )
+    assert (host.movable, host.elastic) == (False, None)
+
+
+def test_the_last_definition_of_an_env_variable_is_the_one_read() -> None:
+    """A container that defines PET_NNODES twice runs with the last value (the kubelet builds the env in
+    order, a later entry replacing an earlier one: kubernetes/kubernetes pkg/kubelet/kubelet_pods.go,
+    ``makeEnvironmentVariables``); the first was read. One set from ``valueFrom`` is not known here."""
+    raw = pod(owner=("StatefulSet", "t"))
+    container = raw["spec"]["containers"][0]
+    container["env"] = [{"name": "PET_NNODES", "value": "1:16"}, {"name": "PET_NNODES", "value": "2:4"}]
+    assert judge(raw).elastic == ElasticRef("StatefulSet/ml/t", 2, 4)
+    container["env"].append({"name": "PET_NNODES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    assert judge(raw).elastic is None
 
 
 PADDLE_LAUNCH = ["python", "-m", "paddle.distributed.launch"]

@@ -169,7 +169,10 @@ class PodInfo:
     job_role: str | None = None  # training.kubeflow.org/replica-type, lower case
     batch_job: str | None = None  # batch.kubernetes.io/job-name: its batch/v1 Job
     elastic_min: int = 0  # the pod's own word on its elastic job's size (PET_NNODES, torchrun
-    elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing
+    elastic_max: int = 0  # --nnodes=MIN:MAX); both 0 when it says nothing or no range
+    # its launcher's command line says the node count (torchrun --nnodes), which beats its job's
+    # elasticPolicy; with no range above, a fixed count or one that cannot be read (spillway.model.jobs)
+    by_launcher: bool = False
     rdzv_host: bool = False  # it hosts its elastic job's c10d rendezvous (PET_RDZV_ENDPOINT names it)
     # its controller is a batch/v1 Job, which counts an evicted pod as a failure unless its
     # podFailurePolicy ignores DisruptionTarget (not Volcano's Job, also of kind Job)
@@ -345,6 +348,7 @@ class PodInfo:
             batch_job=d.get("bj"),
             elastic_min=int(d.get("el", (0, 0))[0]),
             elastic_max=int(d.get("el", (0, 0))[1]),
+            by_launcher=bool(d.get("bl")),
             rdzv_host=bool(d.get("rdz")),
             batch_owned=bool(d.get("bo")),
             pdbs=tuple(d.get("pdb", ())),
@@ -403,6 +407,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("jr", lambda p: p.job_role),
     ("bj", lambda p: p.batch_job),
     ("el", lambda p: [p.elastic_min, p.elastic_max] if p.elastic_max else None),
+    ("bl", lambda p: _one_if(p.by_launcher)),
     ("rdz", lambda p: _one_if(p.rdzv_host)),
     ("bo", lambda p: _one_if(p.batch_owned)),
     ("pdb", lambda p: list(p.pdbs) or None),
@@ -474,6 +479,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         else facts.batch_job,
         "elastic_min": low,
         "elastic_max": high,
+        "by_launcher": facts.by_launcher,
         "rdzv_host": facts.rdzv_host,
         "batch_owned": is_controller and _is_batch_job(owner),
         "ready": _ready_for_budgets(pod),

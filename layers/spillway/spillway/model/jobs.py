@@ -12,12 +12,17 @@ A pod names its job by the labels its controller sets (first match wins):
 A job key is ``"<Kind>/<namespace>/<name>"``. A pod without such a label still belongs to its
 controller (``"<owner kind>/<namespace>/<owner name>"``, see :func:`job_key`).
 
-An elastic job's size range comes from the job (PyTorchJob ``spec.elasticPolicy``) or, for any launcher,
-from the pod itself, read as torchrun reads it: ``--nnodes=MIN:MAX`` in the container's
-command or args, else the env ``PET_NNODES=MIN:MAX`` (torchrun's flags take their default from the
-``PET_`` variable of the same name, and a flag on the command line wins: pytorch/pytorch
-torch/distributed/argparse_util.py, class ``env``). The Kubeflow training operator sets ``PET_NNODES`` to
-``MIN:MAX`` for elastic PyTorchJobs. Kubeflow Trainer v2 does not make a TrainJob elastic: its runtime
+An elastic job's size range is what its launcher runs with, read as torchrun reads it: ``--nnodes`` in
+the container's command or args first, then the job's own range (PyTorchJob ``spec.elasticPolicy``),
+then the env ``PET_NNODES``. torchrun's flags take their default from the ``PET_`` variable of the same
+name, and a flag on the command line wins (pytorch/pytorch torch/distributed/argparse_util.py, class
+``env``); the Kubeflow training operator passes an elastic PyTorchJob's range to its pods only as
+``PET_NNODES=MIN:MAX``, so a worker that runs ``torchrun --nnodes=4`` runs 4 nodes, fixed, whatever its
+job's ``elasticPolicy`` says. A flag's value may name variables (``$(VAR)``, as the kubelet expands
+command and args; ``$VAR`` or ``${VAR}`` in a shell's string): they are read from the container's env,
+where the last definition of a name is the one it runs with (kubernetes/kubernetes
+pkg/kubelet/kubelet_pods.go, ``makeEnvironmentVariables``). A count that cannot be read so (an unset
+variable, one set by ``valueFrom``) is no range: the pod is not elastic. Kubeflow Trainer v2 does not make a TrainJob elastic: its runtime
 API has ``mlPolicy.torch.elasticPolicy`` (minNodes/maxNodes), but its torch plugin leaves it unused (left
 for when JobSet supports elastic jobs) and sets ``PET_NNODES`` to the fixed node count
 (kubeflow/trainer pkg/runtime/framework/plugins/torch/torch.go, ``EnforceMLPolicy``); its validation
@@ -95,6 +100,8 @@ _RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)([^\s'\"]+)")
 # Paddle's launcher (python -m paddle.distributed.launch) and the two of its settings that make it elastic
 _PADDLE_LAUNCH = re.compile(r"paddle\.distributed\.launch\b")
 _MASTER_FLAG = re.compile(r"--master(?:=|\s+)([^\s'\"]+)")
+# a variable reference in a flag's value: the kubelet's $(VAR) in command and args, a shell's ${VAR}, $VAR
+_VARIABLE = re.compile(r"\$(?:\(([^)]+)\)|\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 def job_key(kind: str, namespace: str, name: str) -> str:
@@ -260,17 +267,22 @@ class PodJobFacts:
     role: str | None = None  # the replica type, lower case ("worker", "master")
     batch_job: str | None = None  # the batch/v1 Job's name (batch.kubernetes.io/job-name)
     elastic: tuple[int, int] | None = None  # (MIN, MAX) from torchrun --nnodes or PET_NNODES
+    # the launcher's command line sets the node count (torchrun --nnodes, Paddle's launcher), which beats
+    # the job's elasticPolicy; with ``elastic`` None, a fixed count or one that cannot be read
+    by_launcher: bool = False
     rdzv_host: bool = False  # the pod hosts its job's c10d rendezvous store (module docstring)
 
 
 def pod_job_facts(pod: Pod) -> PodJobFacts:
     meta = pod.metadata
     role = meta.labels.get(KUBEFLOW_REPLICA_TYPE)
+    elastic, by_launcher = _pod_elastic(pod)
     return PodJobFacts(
         job=_labelled_job(pod, meta.namespace or "default"),
         role=role.lower() if role else None,
         batch_job=meta.labels.get(BATCH_JOB_NAME) or None,
-        elastic=_pod_elastic(pod),
+        elastic=elastic,
+        by_launcher=by_launcher,
         rdzv_host=_hosts_rendezvous(pod),
     )
 
@@ -296,36 +308,72 @@ def _labelled_job(pod: Pod, namespace: str) -> str | None:
     return job_key("Job", namespace, name) if name else None
 
 
-def _torchrun_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str | None:
-    """What torchrun in ``container`` takes for one setting: its flag on the command line, else the
-    ``PET_`` env variable, which is only the flag's default (torch/distributed/argparse_util.py)."""
+def _env(container: Container, name: str) -> tuple[bool, str | None]:
+    """Whether ``container`` defines ``name``, and the value it runs with: the last definition's (the
+    kubelet's order), None when that one comes from ``valueFrom`` (not visible here)."""
+    defined, value = False, None
+    for var in container.env:
+        if var.name == name:
+            defined, value = True, var.value
+    return defined, value
+
+
+def _expand(container: Container, value: str) -> str | None:
+    """``value`` with its variable references (``$(VAR)``, ``${VAR}``, ``$VAR``) read from the container's
+    env; None when one cannot be read (unset, ``valueFrom``) or a ``$`` is left."""
+    missing = False
+
+    def lookup(match: re.Match[str]) -> str:
+        nonlocal missing
+        found = _env(container, next(g for g in match.groups() if g))[1]
+        missing = missing or found is None
+        return found or ""
+
+    expanded = _VARIABLE.sub(lookup, value)
+    return None if missing or "$" in expanded else expanded
+
+
+def _flag(container: Container, flag: re.Pattern[str]) -> tuple[bool, str | None]:
+    """Whether the command line gives ``flag``, and its value with variables expanded (None: unreadable)."""
     match = flag.search(" ".join(container.command + container.args))
-    if match:
-        return match.group(1)
-    return next((e.value for e in container.env if e.name == env_name and e.value), None)
+    return (True, _expand(container, match.group(1))) if match else (False, None)
 
 
-def _pod_elastic(pod: Pod) -> tuple[int, int] | None:
+def _torchrun_setting(
+    container: Container, flag: re.Pattern[str], env_name: str
+) -> tuple[str, str | None] | None:
+    """What torchrun in ``container`` takes for one setting, and from where: ``("flag", value)`` from its
+    command line, else ``("env", value)`` from the ``PET_`` variable, which is only the flag's default
+    (torch/distributed/argparse_util.py); the value None when it cannot be read, None when neither says."""
+    given, value = _flag(container, flag)
+    if given:
+        return "flag", value
+    defined, value = _env(container, env_name)
+    return ("env", value) if defined else None
+
+
+def _pod_elastic(pod: Pod) -> tuple[tuple[int, int] | None, bool]:
     """The first container's word on the node count that says one (``--nnodes``, else ``PET_NNODES``;
     Paddle's launcher reads its own, :func:`_paddle_nnodes`): ``(MIN, MAX)`` for a range, None for a
-    fixed count or none at all."""
+    fixed count, one that cannot be read or none at all; and whether the launcher's command line said
+    it (PodJobFacts.by_launcher)."""
     for container in pod.spec.containers:
         if _PADDLE_LAUNCH.search(" ".join(container.command + container.args)):
-            return _paddle_nnodes(container)
-        value = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
-        if value is not None:
-            return _range(value)
-    return None
+            return _paddle_nnodes(container), True
+        said = _torchrun_setting(container, _NNODES_FLAG, PET_NNODES)
+        if said is not None:
+            where, value = said
+            return (_range(value) if value is not None else None), where == "flag"
+    return None, False
 
 
 def _paddle_setting(container: Container, flag: re.Pattern[str], env_name: str) -> str:
     """What Paddle's launcher takes for one setting: its ``PADDLE_`` variable when the container sets it,
     which overrides the flag (python/paddle/distributed/launch/context/__init__.py, ``set_env_in_args``),
-    else the flag; empty when neither says."""
-    value = next((e.value for e in container.env if e.name == env_name), None)
-    if value is None:
-        match = flag.search(" ".join(container.command + container.args))
-        value = match.group(1) if match else None
+    else the flag; empty when neither says or it cannot be read."""
+    defined, value = _env(container, env_name)
+    if not defined:
+        value = _flag(container, flag)[1]
     return value or ""
 
 
@@ -346,8 +394,11 @@ def _hosts_rendezvous(pod: Pod) -> bool:
     endpoint with the machine's host name and addresses (rendezvous/utils.py,
     ``_matches_machine_hostname``); a pod's host name is its ``spec.hostname``, else its name."""
     for container in pod.spec.containers:
-        endpoint = _torchrun_setting(container, _RDZV_ENDPOINT_FLAG, PET_RDZV_ENDPOINT)
-        if endpoint is not None:
+        said = _torchrun_setting(container, _RDZV_ENDPOINT_FLAG, PET_RDZV_ENDPOINT)
+        if said is not None:
+            endpoint = said[1]
+            if endpoint is None:
+                return True  # an endpoint that cannot be read may be this pod: never moved
             host = endpoint.rsplit(":", 1)[0] if not endpoint.startswith("[") else ""
             names = {n.lower() for n in (pod.metadata.name, pod.spec.hostname) if n}
             return host.split(".", 1)[0].lower() in names

@@ -371,15 +371,18 @@ def elastic_of(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRe
 
 def elastic_member(pod: PodInfo, jobs: Mapping[str, JobInfo] = NO_JOBS) -> ElasticRef | None:
     """The elastic job ``pod`` runs as one of the workers of, counted toward its size whether a shrink
-    may give it up or not: the job object's range (PyTorchJob/PaddleJob ``elasticPolicy``) first, else
-    the pod's own (``torchrun --nnodes``, ``PET_NNODES``); None for a fixed role (master, launcher), a
-    fixed size (min = max) or a pod of no job."""
+    may give it up or not: its launcher's command line (``torchrun --nnodes``) first, then the job
+    object's range (PyTorchJob ``elasticPolicy``), then the pod's env (``PET_NNODES``), as torchrun reads
+    them (spillway.model.jobs); None for a fixed role (master, launcher), a fixed size (min = max), a
+    count that cannot be read or a pod of no job."""
     key = job_key_of(pod)
     if key is None or pod.job_role in FIXED_ROLES:
         return None
     job = jobs.get(key)
     low, high = (
-        (job.elastic_min, job.elastic_max) if job and job.elastic else (pod.elastic_min, pod.elastic_max)
+        (job.elastic_min, job.elastic_max)
+        if job and job.elastic and not pod.by_launcher
+        else (pod.elastic_min, pod.elastic_max)
     )
     return ElasticRef(key, low, high) if high > low else None
 
