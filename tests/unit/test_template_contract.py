@@ -573,3 +573,19 @@ def test_the_functions_that_read_groups_may_read_their_launch_settings_and_no_ot
     assert readers == {"ObserveFunction", "ScaleFunction"}
     for function in readers:
         assert function_actions(function) >= LAUNCH_SETTINGS_READS, function
+
+
+def test_a_priority_configmap_the_plan_cannot_read_raises_an_alarm() -> None:
+    """A priority expander ConfigMap cluster-autoscaler would refuse makes every plan rank groups without
+    the priorities an administrator wrote; the plan counted it (PriorityConfigMapInvalid) and nothing
+    alarmed, so launches went to the groups ranked last until somebody read the plans. Any plan counting
+    it within five minutes now alarms."""
+    [alarm] = [
+        v["Properties"]
+        for v in EXPANDED.values()
+        if v.get("Type") == "AWS::CloudWatch::Alarm"
+        and v["Properties"].get("MetricName") == "PriorityConfigMapInvalid"
+    ]
+    assert (alarm["Namespace"], alarm["Statistic"], alarm["Period"]) == ("Spillway", "Sum", 300)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert {d["Name"] for d in alarm["Dimensions"]} == {"service", "Cluster"}
