@@ -684,6 +684,11 @@ def test_statuses_are_written_and_a_failed_write_never_fails_the_plan() -> None:
 
     assert write_provisioning(down, result.provisioning)["failed"] == 1  # type: ignore[index]
 
+    # a request deleted since the snapshot has no status left to write: moot, not a failure
+    assert write_provisioning(lambda: FakeCluster(), result.provisioning) == {
+        "written": 0, "failed": 0, "gone": 1, "errors": []
+    }  # fmt: skip
+
 
 # --- in-flight launches (fleet mode: the group grows only at attach) ------------------------------
 

@@ -54,6 +54,8 @@ from spillway.errors import (
     InputError,
     KubeAuthError,
     KubeUnavailable,
+    NodeNotFound,
+    ObjectNotFound,
     SnapshotNotFound,
     SpillwayError,
     StaleSnapshot,
@@ -675,16 +677,22 @@ def write_provisioning(
             provreq.GROUP, provreq.VERSION, provreq.PLURAL, update.namespace, update.name, update.status()
         )
 
-    return _write_each(cluster, "ProvisioningRequest status", [(u.key, u) for u in updates], write)
+    items = [(u.key, u) for u in updates]
+    return _write_each(cluster, "ProvisioningRequest status", items, write, gone=ObjectNotFound)
 
 
 def write_soft_taints(cluster: Callable[[], Cluster], taints: Sequence[SoftTaint]) -> dict[str, Any] | None:
     """Set or lift the scale-down candidate taints (after the commit; never raises): the taint only
     steers kube-scheduler, so a write that fails is counted and logged, and the next plan, seeing the
-    node as it is, asks again. None when the plan changed none."""
+    node as it is, asks again. A node deleted since the snapshot is counted ``gone``, not failed. None
+    when the plan changed none."""
     items = [(t.node, t) for t in taints]
     return _write_each(
-        cluster, "scale-down candidate taint", items, lambda k, t: k.set_candidate_taint(t.node, t.add)
+        cluster,
+        "scale-down candidate taint",
+        items,
+        lambda k, t: k.set_candidate_taint(t.node, t.add),
+        gone=NodeNotFound,
     )
 
 
@@ -693,12 +701,15 @@ def _write_each(
     what: str,
     items: Sequence[tuple[str, T]],
     write: Callable[[Cluster, T], object],
+    *,
+    gone: type[SpillwayError],
 ) -> dict[str, Any] | None:
     """Write each item through the Kubernetes client, counting what failed; never raises. An API that
-    cannot be reached or refuses Spillway's credentials fails the rest without trying them."""
+    cannot be reached or refuses Spillway's credentials fails the rest without trying them. An object
+    deleted since the snapshot (``gone``: its 404) has nothing left to write: counted ``gone``, not failed."""
     if not items:
         return None
-    written, failed, errors = 0, 0, []
+    written, failed, moot, errors = 0, 0, 0, []
     try:
         kube = cluster()
     except SpillwayError as exc:
@@ -708,14 +719,17 @@ def _write_each(
         try:
             write(kube, item)
             written += 1
+        except gone:
+            moot += 1
+            log.info("%s of %s not written: it is gone", what, key)
         except SpillwayError as exc:
             failed += 1
             errors.append(f"{key}: {type(exc).__name__}: {exc}"[:200])
             log.warning("%s of %s not written: %s", what, key, exc)
             if isinstance(exc, KubeUnavailable | KubeAuthError):
-                failed += len(items) - written - failed
+                failed = len(items) - written - moot
                 break
-    return {"written": written, "failed": failed, "errors": errors[:5]}
+    return {"written": written, "failed": failed, **({"gone": moot} if moot else {}), "errors": errors[:5]}
 
 
 def snapshot_age(snapshot: Snapshot, now: datetime) -> timedelta:
