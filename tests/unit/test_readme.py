@@ -36,7 +36,7 @@ from spillway.model.k8s import _model_for
 from spillway.model.windows import TimeWindow
 from spillway.planner import codes
 from spillway.planner.types import KeptNode, PendingPod, ScalingPlan
-from spillway.runtime import _RUNTIME_VARS, RuntimeConfig
+from spillway.runtime import _PLANNER_VARS, _RESERVE_VARS, _RUNTIME_VARS, PLANNER_CONFIG_VAR, RuntimeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -630,6 +630,64 @@ def key_problems(text: str) -> list[str]:
     return out
 
 
+# --- 3e. upper-case names: environment variables and the code's constants ----------------------
+
+_UPPER = re.compile(r"`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)(?:=[^`]*)?`(?:\s+\((\d+(?:\.\d+)?)\))?")
+# names of other programs the README quotes, with whose they are
+OTHER_PROGRAMS = {
+    "CAPABILITY_IAM": "CloudFormation (sam deploy --capabilities)",
+    "CAPABILITY_AUTO_EXPAND": "CloudFormation (sam deploy --capabilities)",
+    "API_AND_CONFIG_MAP": "EKS (accessConfig.authenticationMode)",
+    "ON_DEMAND": "EKS (a value of the eks.amazonaws.com/capacityType label)",
+}
+
+
+@functools.cache
+def code_constants() -> dict[str, object]:
+    """Module-level upper-case names the code assigns, with their value when it is a literal."""
+    out: dict[str, object] = {}
+    for folder in ("layers/spillway/spillway", "functions", "bench", "deploy"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.parse(path.read_text()).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                    node, ast.AnnAssign) else []  # fmt: skip
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id.isupper():
+                        value = node.value
+                        out[target.id] = value.value if isinstance(value, ast.Constant) else None
+    return out
+
+
+@functools.cache
+def variables_tests_read() -> frozenset[str]:
+    """The environment variables the tests read (``os.environ.get("NAME"``)."""
+    sources = (p.read_text() for p in (ROOT / "tests").rglob("*.py"))
+    return frozenset(n for s in sources for n in re.findall(r"environ(?:\.get\(|\[)\"([A-Z_0-9]+)\"", s))
+
+
+def upper_name_problems(text: str) -> list[str]:
+    """Every upper-case name the README quotes (`MAX_SNAPSHOT_AGE_SECONDS`, `JOIN_RETRY_SECONDS` (240))
+    is a variable the functions (or the tests) read, a constant of the code, or another program's
+    (OTHER_PROGRAMS); a value given in parentheses after it is the code's (a runtime variable's default,
+    a constant's value)."""
+    variables = {*_RUNTIME_VARS, *_PLANNER_VARS, *_RESERVE_VARS, PLANNER_CONFIG_VAR} | variables_tests_read()
+    out = []
+    for match in _UPPER.finditer(text):
+        name, stated = match.groups()
+        if name in OTHER_PROGRAMS or (name in variables and name not in _RUNTIME_VARS):
+            continue
+        if name in _RUNTIME_VARS:
+            value = RuntimeConfig.model_fields[_RUNTIME_VARS[name]].default
+        elif name in code_constants():
+            value = code_constants()[name]
+        else:
+            out.append(f"{name}: no variable the functions read, no constant of the code")
+            continue
+        if stated is not None and isinstance(value, int | float) and float(stated) != float(value):
+            out.append(f"{name}: README says {stated}, the code {value}")
+    return out
+
+
 # --- 4. the runbook: alarms and metrics ----------------------------------------------------------
 
 
@@ -880,6 +938,7 @@ CHECKS = {
     "prose flags": prose_flag_problems,
     "bench": bench_problems,
     "keys": key_problems,
+    "upper-case names": upper_name_problems,
     "first plan": first_plan_problems,
     "runbook": runbook_problems,
     "parameters": parameter_problems,
@@ -961,6 +1020,10 @@ BREAKS = [
         "spillway.io/cordon:",
     ),
     ("keys", " (and `spillway.io/gang`, the gang's name)", "", "spillway.io/gang:"),
+    ("upper-case names", "after `JOIN_RETRY_SECONDS` (240)", "after `JOIN_RETRY_SECONDS` (300)", "300"),
+    ("upper-case names", "(`OWN_DRAIN_SNAPSHOT_SECONDS`;", "(`OWN_DRAIN_SNAPSHOT_SECS`;", "SECS"),
+    ("upper-case names", "`MAX_SNAPSHOT_AGE_SECONDS` (180)", "`MAX_SNAPSHOT_AGE` (180)", "MAX_SNAPSHOT_AGE"),
+    ("upper-case names", "`MAX_SNAPSHOT_AGE_SECONDS` (180)", "`MAX_SNAPSHOT_AGE_SECONDS` (120)", "120"),
     (
         "first plan",
         "--state events/example-state.json",
