@@ -469,6 +469,12 @@ def test_the_last_definition_of_an_env_variable_is_the_one_read() -> None:
     assert judge(raw).elastic == ElasticRef("StatefulSet/ml/t", 2, 4)
     container["env"].append({"name": "PET_NNODES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     assert judge(raw).elastic is None
+    # a value naming other variables is read as the kubelet expands it
+    container["env"] = [{"name": "LOW", "value": "2"}, {"name": "PET_NNODES", "value": "$(LOW):4"}]
+    assert judge(raw).elastic == ElasticRef("StatefulSet/ml/t", 2, 4)
+    # a rendezvous endpoint set from valueFrom may name this pod: it is not moved
+    container["env"].append({"name": "PET_RDZV_ENDPOINT", "valueFrom": {"fieldRef": {"fieldPath": "x"}}})
+    assert (judge(raw).movable, judge(raw).elastic) == (False, None)
 
 
 PADDLE_LAUNCH = ["python", "-m", "paddle.distributed.launch"]

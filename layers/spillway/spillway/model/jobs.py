@@ -21,10 +21,13 @@ name, and a flag on the command line wins (pytorch/pytorch torch/distributed/arg
 job's ``elasticPolicy`` says. A flag's value may name variables (``$(VAR)``, as the kubelet expands
 command and args; ``$VAR`` or ``${VAR}`` in a shell's string): they are read from the container's env,
 where the last definition of a name is the one it runs with (kubernetes/kubernetes
-pkg/kubelet/kubelet_pods.go, ``makeEnvironmentVariables``). A count that cannot be read so (an unset
-variable, one set by ``valueFrom``) is no range: the pod is not elastic. Kubeflow Trainer v2 does not make a TrainJob elastic: its runtime
-API has ``mlPolicy.torch.elasticPolicy`` (minNodes/maxNodes), but its torch plugin leaves it unused (left
-for when JobSet supports elastic jobs) and sets ``PET_NNODES`` to the fixed node count
+pkg/kubelet/kubelet_pods.go, ``makeEnvironmentVariables``), its own ``$(VAR)`` references expanded too.
+A count that cannot be read so (an unset variable, one set by ``valueFrom``) is no range: the pod is not
+elastic.
+
+Kubeflow Trainer v2 does not make a TrainJob elastic: its runtime API has
+``mlPolicy.torch.elasticPolicy`` (minNodes/maxNodes), but its torch plugin leaves it unused (left for
+when JobSet supports elastic jobs) and sets ``PET_NNODES`` to the fixed node count
 (kubeflow/trainer pkg/runtime/framework/plugins/torch/torch.go, ``EnforceMLPolicy``); its validation
 refuses ``PET_NNODES`` in a TrainJob's own env (``TorchRunReservedEnvNames``). Only a command that runs
 ``torchrun --nnodes=MIN:MAX`` itself makes a TrainJob's pods elastic, and they are pods of the JobSet's
@@ -349,7 +352,9 @@ def _torchrun_setting(
     if given:
         return "flag", value
     defined, value = _env(container, env_name)
-    return ("env", value) if defined else None
+    if not defined:
+        return None
+    return "env", _expand(container, value) if value is not None else None
 
 
 def _pod_elastic(pod: Pod) -> tuple[tuple[int, int] | None, bool]:
