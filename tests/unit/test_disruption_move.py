@@ -447,6 +447,11 @@ def test_the_launchers_own_node_count_beats_the_jobs_elastic_policy() -> None:
         "PyTorchJob/ml/bert", 1, 4
     )
     assert worker("--nnodes=$(A):$(C)", env={"A": "1"}).elastic is None
+    # a shell string may quote the value
+    shell = kubeflow_pod("bert", command=["sh", "-c"], args=['torchrun --nnodes="4" train.py'])
+    assert judge(job, shell).elastic is None
+    shell = kubeflow_pod("bert", command=["sh", "-c"], args=["torchrun --nnodes '3:6' train.py"])
+    assert judge(job, shell).elastic == ElasticRef("PyTorchJob/ml/bert", 3, 6)
     # without --nnodes on the command line the job's range stands
     assert worker("--nproc-per-node=8").elastic == ElasticRef("PyTorchJob/ml/bert", 2, 8)
     # what the launcher says is kept in the snapshot

@@ -96,13 +96,13 @@ _OPERATOR_KINDS = {
     "xgboostjob-controller": "XGBoostJob",
     "jaxjob-controller": "JAXJob",
 }
-# torchrun's flags as they appear in a command line (a shell's -c string included); the value is
-# checked by the reader
-_NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)([^\s'\"]+)")
-_RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)([^\s'\"]+)")
+# torchrun's flags as they appear in a command line (a shell's -c string included, where the value
+# may be quoted); the value is checked by the reader
+_NNODES_FLAG = re.compile(r"--nnodes(?:=|\s+)['\"]?([^\s'\"]+)")
+_RDZV_ENDPOINT_FLAG = re.compile(r"--rdzv[-_]endpoint(?:=|\s+)['\"]?([^\s'\"]+)")
 # Paddle's launcher (python -m paddle.distributed.launch) and the two of its settings that make it elastic
 _PADDLE_LAUNCH = re.compile(r"paddle\.distributed\.launch\b")
-_MASTER_FLAG = re.compile(r"--master(?:=|\s+)([^\s'\"]+)")
+_MASTER_FLAG = re.compile(r"--master(?:=|\s+)['\"]?([^\s'\"]+)")
 # a variable reference in a flag's value: the kubelet's $(VAR) in command and args, a shell's ${VAR}, $VAR
 _VARIABLE = re.compile(r"\$(?:\(([^)]+)\)|\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
