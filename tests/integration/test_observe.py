@@ -858,6 +858,55 @@ def test_capacity_buffers_of_a_job_and_a_replication_controller_read_them_where_
     assert ("list_replication_controllers", ("web",)) in kube.calls
 
 
+def test_a_capacity_buffer_of_a_deployment_takes_its_most_recent_pods_shape(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    """cluster-autoscaler prefers a live pod for every scalableRef (scalable_objects_translator.go
+    resolveSpecAndReplicas): a Deployment whose template requests nothing, its pods given 500m by the
+    namespace's LimitRange, holds chunks of 500m, and a percentage is of its status.replicas. The pods
+    are found by the Deployment's own selector (what its Scale's status.selector says), so no
+    ``deployments/scale`` grant is needed; a Job has no scale subresource and keeps its template."""
+    bare = {"spec": {"containers": [{"name": "c"}]}, "metadata": {"labels": {"app": "web"}}}
+    selector = {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}],
+    }
+
+    def pod(name: str, created: str, cpu: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "web", "labels": {"app": "web"}, "creationTimestamp": created},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": "Running"}}  # fmt: skip
+
+    kube.pods.extend(
+        [pod("web-a", "2026-01-01T00:00:00Z", "250m"), pod("web-b", "2026-01-02T00:00:00Z", "500m")]
+    )
+    kube.custom.extend([
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "web"},
+         "spec": {"replicas": 12, "selector": selector, "template": bare}, "status": {"replicas": 8}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "web"},
+         "spec": {"parallelism": 4, "selector": {"matchLabels": {"app": "web"}},
+                  "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+         "metadata": {"name": "of-web", "namespace": "web"},
+         "spec": {"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"}, "percentage": 25}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+         "metadata": {"name": "of-job", "namespace": "web"},
+         "spec": {"scalableRef": {"apiGroup": "batch", "kind": "Job", "name": "train"}, "percentage": 50}},
+    ])  # fmt: skip
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    of_job, of_web = sorted(snapshot.cluster.buffers, key=lambda b: b.name)
+    assert (of_web.key, of_web.problem, of_web.replicas) == ("web/of-web", "", 2)  # 25 % of status.replicas 8
+    assert of_web.pod is not None and of_web.pod.requests["cpu"] == 500  # the newest pod's
+    assert of_web.pod.node_name is None
+    assert ("pods_selected", ("web", "app=web,tier notin (batch)")) in kube.calls
+    assert (of_job.problem, of_job.replicas) == ("", 2)  # its template and spec.parallelism
+    assert of_job.pod is not None and of_job.pod.requests["cpu"] == 1000
+    assert len([c for c in kube.calls if c[0] == "pods_selected"]) == 1  # not for the Job
+
+
 def test_a_capacity_buffer_of_a_custom_kind_reads_its_scale_and_its_most_recent_pod(
     kube: FakeCluster, aws: AwsAdapter
 ) -> None:

@@ -3,6 +3,7 @@ resolved, kept in the snapshot, and the status observe writes back; configured b
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -458,6 +459,33 @@ def test_a_custom_kind_takes_its_most_recent_pods_shape_and_its_scale_status_rep
     # controller's buffer pod processor clears spec.nodeName)
     assert info.pod.node_name is None and info.pod.is_pending_unschedulable()
     assert info.active_at(NOW)
+
+
+@pytest.mark.parametrize(("spec", "chunks"), [({"replicas": 2}, 2), ({"percentage": 25}, 2)])
+def test_a_deployment_with_a_running_pod_takes_that_pods_shape_and_its_status_replicas(
+    spec: dict[str, Any], chunks: int
+) -> None:
+    """cluster-autoscaler resolves every scalableRef through its scale subresource first, a Deployment's
+    too (translators/scalable_objects_translator.go resolveSpecAndReplicas: "1. Try resolving a live
+    pod"): the most recent pod its selector selects is the chunk (what admission made of the template:
+    LimitRange defaults, injected sidecars, VPA's requests), the Scale's status.replicas the count a
+    percentage is of; the workload's template only when no pod of it exists."""
+    ref = {"apiGroup": "apps", "kind": "Deployment", "name": "web"}
+    live = ScaledObject(
+        "shop", "apps", "Deployment", "web", replicas=8, template=LIVE_POD, selector="app=web"
+    )
+    doc = {"kind": "List", "items": [DEPLOYMENT]}
+    workloads = [o for o in parse_kube_list(doc).others if not isinstance(o, CapacityBuffer)]
+    cb = CapacityBuffer.model_validate(buffer(scalableRef=ref, **spec))
+    [info] = buffer_infos([cb], [], workloads, [live])  # type: ignore[arg-type]
+    assert (info.problem, info.replicas) == ("", chunks)  # 25 % of status.replicas 8, not of spec 12
+    assert info.pod is not None and info.pod.requests["cpu"] == 3000  # the pod's, not the template's 2
+    assert info.pod.node_name is None and info.active_at(NOW)
+    # no pod of it: the template and spec.replicas, as before
+    idle = replace(live, replicas=0, template=None)
+    [fallback] = buffer_infos([cb], [], workloads, [idle])  # type: ignore[arg-type]
+    assert fallback.problem == "" and fallback.pod is not None and fallback.pod.requests["cpu"] == 2000
+    assert fallback.replicas == {"replicas": 2, "percentage": 3}[next(iter(spec))]  # 25 % of 12
 
 
 def test_a_custom_kind_without_a_pod_is_not_ready_as_for_the_controller() -> None:

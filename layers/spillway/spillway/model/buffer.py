@@ -3,14 +3,19 @@ Karpenter's first one did), and the ``buffers`` of the configuration, distilled 
 
 A buffer is spare capacity held as virtual pods: ``replicas`` chunks, each shaped like a pod. The
 CapacityBuffer names its shape by ``spec.podTemplateRef`` (a PodTemplate of its namespace) or by
-``spec.scalableRef``: an ``apps/v1`` Deployment, StatefulSet or ReplicaSet, a core
-ReplicationController or a ``batch/v1`` Job of its namespace by its pod template, as cluster-autoscaler's
-resolvers read it; an object of any other kind (a custom resource) through its scale subresource, as
-cluster-autoscaler's scale resolver reads it (:class:`ScaledObject`: the most recent pod its
-``status.selector`` selects is the chunk, the Scale's ``status.replicas`` the count a percentage is of;
-no such pod, not ready). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of the
-scalable object's ``spec.replicas`` (a Job's ``spec.parallelism``; rounded up, 0 of a workload at 0
-replicas), capped by ``spec.limits`` (the chunks' summed requests; a negative limit skipped); with
+``spec.scalableRef``. cluster-autoscaler resolves every scalableRef through its scale subresource
+first (translators/scalable_objects_translator.go ``resolveSpecAndReplicas``, "try resolving a live
+pod"; scalable_objects/scalable_object_resolvers.go ``ScaleObjectPodResolver``): the most recent pod
+its ``status.selector`` selects is the chunk, the Scale's ``status.replicas`` the count a percentage is
+of (:class:`ScaledObject`). Only with no such pod does it read the pod template of an ``apps/v1``
+Deployment, StatefulSet or ReplicaSet, a core ReplicationController or a ``batch/v1`` Job (which has no
+scale subresource, so always) of its namespace, and their ``spec.replicas`` (a Job's
+``spec.parallelism``); an object of any other kind without a pod is not ready. A live pod is what
+admission made of the template (a LimitRange's default requests, injected sidecars, VPA's requests),
+so the two differ. Observe finds a built-in kind's pods by its own ``spec.selector`` (what its Scale's
+``status.selector`` says); a List given to ``spillway plan`` is not searched for them (its template is
+read). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of that count
+(rounded up, 0 of a workload at 0 replicas), capped by ``spec.limits`` (the chunks' summed requests; a negative limit skipped); with
 neither, as many chunks as ``spec.limits`` holds (no limit left on a resource the chunk requests is a
 problem), as cluster-autoscaler's translator counts (:func:`from_percentage`, :func:`_fit_in_limits`). A
 ``percentage`` beside a ``podTemplateRef`` is ignored, as cluster-autoscaler ignores it (its status
@@ -249,6 +254,9 @@ def _shape(
     workload = workloads.get((namespace, scalable.kind, scalable.name))
     if workload is None:
         return None, None, "", 0, f"{what} not found"
+    live = scaled.get((namespace, core_group(scalable.api_group), scalable.kind, scalable.name))
+    if live is not None and live.template is not None and not live.problem:
+        return _through_scale(name, what, scalable.api_group, live)
     raw = {"metadata": {"name": f"{scalable.kind} {scalable.name}"}, "template": workload.spec.template}
     pod, problem = _chunk(raw, namespace, f"{name}:buffer")
     return pod, workload.replicas, "", 0, problem.replace("PodTemplate ", "", 1)

@@ -1018,18 +1018,25 @@ class ScalableSpec(KubeModel):
     replicas: int | None = Field(default=None, ge=0)
     parallelism: int | None = Field(default=None, ge=0)  # a Job's
     template: dict[str, Any] = Field(default_factory=dict)  # the pod template, kept raw
+    # a LabelSelector (apps, batch) or, a ReplicationController's, a plain label map
+    selector: LabelSelector | dict[str, str] | None = None
+
+
+class ScalableStatus(KubeModel):
+    replicas: int | None = Field(default=None, ge=0)
 
 
 class Scalable(KubeModel):
     """What a CapacityBuffer's ``scalableRef`` names, as cluster-autoscaler's resolvers read it: an
     ``apps/v1`` Deployment, StatefulSet or ReplicaSet, a core ``v1`` ReplicationController (their
     ``spec.replicas``) or a ``batch/v1`` Job (its ``spec.parallelism``); its pods' shape is
-    ``spec.template``."""
+    ``spec.template``, unless a pod of it runs (:attr:`pod_selector`)."""
 
     kind: Literal["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController", "Job"]
     api_version: str = "apps/v1"
     metadata: ObjectMeta
     spec: ScalableSpec = Field(default_factory=ScalableSpec)
+    status: ScalableStatus = Field(default_factory=ScalableStatus)
 
     @property
     def replicas(self) -> int:
@@ -1037,6 +1044,26 @@ class Scalable(KubeModel):
         (1 when unset, the API server's default for both)."""
         count = self.spec.parallelism if self.kind == "Job" else self.spec.replicas
         return 1 if count is None else count
+
+    @property
+    def pod_selector(self) -> str:
+        """Its pods' label selector in string form, as its ``autoscaling/v1`` Scale's
+        ``status.selector`` gives it (``metav1.FormatLabelSelector``: ``k=v``, ``k in (a,b)``,
+        ``k notin (a,b)``, ``k``, ``!k``, comma-joined); "" for a Job, which has no scale subresource,
+        and for a selector that selects nothing or everything (none is read then)."""
+        selector = self.spec.selector
+        if self.kind == "Job" or selector is None:
+            return ""
+        if isinstance(selector, dict):
+            return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        terms = [f"{k}={v}" for k, v in sorted(selector.match_labels.items())]
+        for req in selector.match_expressions:
+            values = ",".join(sorted(req.values))
+            terms.append(
+                {"In": f"{req.key} in ({values})", "NotIn": f"{req.key} notin ({values})",
+                 "Exists": req.key, "DoesNotExist": f"!{req.key}"}[req.operator]
+            )  # fmt: skip
+        return ",".join(terms)
 
 
 class DaemonPodSpec(PodSpec):
