@@ -15,7 +15,8 @@ admission made of the template (a LimitRange's default requests, injected sideca
 so the two differ. Observe finds a built-in kind's pods by its own ``spec.selector`` (what its Scale's
 ``status.selector`` says); a List given to ``spillway plan`` is not searched for them (its template is
 read). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of that count
-(rounded up, 0 of a workload at 0 replicas), capped by ``spec.limits`` (the chunks' summed requests; a negative limit skipped); with
+(rounded up, 0 of a workload at 0 replicas), capped by ``spec.limits`` (the chunks' summed requests; a
+negative limit skipped); with
 neither, as many chunks as ``spec.limits`` holds (no limit left on a resource the chunk requests is a
 problem), as cluster-autoscaler's translator counts (:func:`from_percentage`, :func:`_fit_in_limits`). A
 ``percentage`` beside a ``podTemplateRef`` is ignored, as cluster-autoscaler ignores it (its status
