@@ -164,6 +164,46 @@ def test_kueue_pod_group_size_comes_from_the_total_count_annotation() -> None:
     assert up.gangs[0].gang == "default/grp" and up.gangs[0].nodes == 3
 
 
+def test_a_kueue_fast_admission_group_is_no_gang_its_pods_are_placed_one_by_one() -> None:
+    # Kueue's StatefulSet integration marks every pod of a StatefulSet of 3 so; with OrderedReady the
+    # second pod is created only once the first runs and is Ready. Kueue admits such a group before
+    # its pods all exist and ungates them as they come: waiting for all three would wait for good.
+    w = cpu_world()
+    labels = {"kueue.x-k8s.io/pod-group-name": "db", "kueue.x-k8s.io/managed": "true"}
+    notes = {
+        "kueue.x-k8s.io/pod-group-total-count": "3",
+        "kueue.x-k8s.io/pod-group-fast-admission": "true",
+        "kueue.x-k8s.io/pod-group-serving": "true",
+    }
+    first = w.pods("db", 1, labels=labels, annotations=notes, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 1, first)
+    assert result.scale_up[0].gangs == ()
+    # Kueue reads the annotation by its key alone (constructGroupPodSets): any value is fast admission.
+    w = cpu_world(max_size=2)
+    notes["kueue.x-k8s.io/pod-group-fast-admission"] = ""
+    pods = w.pods("db", 3, labels=labels, annotations=notes, **BIG)
+    # three pods, room for two: placed one by one as kube-scheduler takes them, not all or none
+    assert scale_up(w.plan())["cpu-east"] == (0, 2, pods[:2])
+
+
+def test_a_kueue_fast_admission_pod_still_follows_the_gang_its_scheduler_reads() -> None:
+    # Kueue's pod group is no gang then, but kube-scheduler's GangScheduling still gangs the pods a
+    # Workload names in spec.workloadRef.
+    w = cpu_world(max_size=1)
+    w.workload("job", "default", [{"name": "workers", "policy": {"gang": {"minCount": 2}}}])
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    notes = {"kueue.x-k8s.io/pod-group-total-count": "2", "kueue.x-k8s.io/pod-group-fast-admission": "true"}
+    pods = w.pods("worker", 2, labels=labels, annotations=notes, **BIG)
+    for key in pods:
+        w.pod_item(key)["spec"]["workloadRef"] = {"name": "job", "podGroup": "workers"}
+    result = w.plan()
+    assert result.scale_up == ()
+    assert "gang default/job/workers" in pending_reasons(result)[pods[0]]
+
+
 def test_upstream_workload_ref_v1alpha1() -> None:
     w = cpu_world(max_size=1)
     w.workload("job", "default", [{"name": "workers", "policy": {"gang": {"minCount": 2}}}])
