@@ -624,3 +624,26 @@ def test_volcano_task_minimums_and_pod_tasks_survive_a_snapshot_round_trip() -> 
     tasks = {p.key: p.gang_task for p in snapshot.pods}
     assert tasks[more[0]] == tasks[more[1]] == "worker" and tasks[more[2]] is None
     assert tasks["default/train-run0-0"] == "ps"
+
+
+def test_an_unbound_member_being_deleted_is_no_demand_and_cannot_start_its_gang() -> None:
+    # Kueue evicted this group (its waitForPodsReady timed out): it deleted the pods, and its finalizer
+    # kueue.x-k8s.io/managed keeps them listed, deletionTimestamp set, PodScheduled still False. Kueue
+    # counts no unbound pod being deleted among the group's pods (isPodRunnableOrSucceeded), and
+    # kube-scheduler places no pod being deleted (skipPodSchedule): no node is launched for it.
+    w = cpu_world()
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    notes = {"kueue.x-k8s.io/pod-group-total-count": "2"}
+    pods = w.pods("grp", 2, labels=labels, annotations=notes, **BIG)
+    going = w.pod_item(pods[0])
+    going["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    going["metadata"]["finalizers"] = ["kueue.x-k8s.io/managed"]
+    loose = w.pods("web", 1, **BIG)
+    w.pod_item(loose[0])["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+
+    result = w.plan()
+
+    assert result.scale_up == () and result.placements == ()
+    # the member still waiting cannot start its gang alone
+    assert pending_codes(result)[pods[1]] == "gang-incomplete"
+    assert pods[0] not in pending_codes(result) and loose[0] not in pending_codes(result)
