@@ -164,6 +164,46 @@ def test_kueue_pod_group_size_comes_from_the_total_count_annotation() -> None:
     assert up.gangs[0].gang == "default/grp" and up.gangs[0].nodes == 3
 
 
+def test_a_kueue_fast_admission_group_is_no_gang_its_pods_are_placed_one_by_one() -> None:
+    # Kueue's StatefulSet integration marks every pod of a StatefulSet of 3 so; with OrderedReady the
+    # second pod is created only once the first runs and is Ready. Kueue admits such a group before
+    # its pods all exist and ungates them as they come: waiting for all three would wait for good.
+    w = cpu_world()
+    labels = {"kueue.x-k8s.io/pod-group-name": "db", "kueue.x-k8s.io/managed": "true"}
+    notes = {
+        "kueue.x-k8s.io/pod-group-total-count": "3",
+        "kueue.x-k8s.io/pod-group-fast-admission": "true",
+        "kueue.x-k8s.io/pod-group-serving": "true",
+    }
+    first = w.pods("db", 1, labels=labels, annotations=notes, **BIG)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 1, first)
+    assert result.scale_up[0].gangs == ()
+    # Kueue reads the annotation by its key alone (constructGroupPodSets): any value is fast admission.
+    w = cpu_world(max_size=2)
+    notes["kueue.x-k8s.io/pod-group-fast-admission"] = ""
+    pods = w.pods("db", 3, labels=labels, annotations=notes, **BIG)
+    # three pods, room for two: placed one by one as kube-scheduler takes them, not all or none
+    assert scale_up(w.plan())["cpu-east"] == (0, 2, pods[:2])
+
+
+def test_a_kueue_fast_admission_pod_still_follows_the_gang_its_scheduler_reads() -> None:
+    # Kueue's pod group is no gang then, but kube-scheduler's GangScheduling still gangs the pods a
+    # Workload names in spec.workloadRef.
+    w = cpu_world(max_size=1)
+    w.workload("job", "default", [{"name": "workers", "policy": {"gang": {"minCount": 2}}}])
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    notes = {"kueue.x-k8s.io/pod-group-total-count": "2", "kueue.x-k8s.io/pod-group-fast-admission": "true"}
+    pods = w.pods("worker", 2, labels=labels, annotations=notes, **BIG)
+    for key in pods:
+        w.pod_item(key)["spec"]["workloadRef"] = {"name": "job", "podGroup": "workers"}
+    result = w.plan()
+    assert result.scale_up == ()
+    assert "gang default/job/workers" in pending_reasons(result)[pods[0]]
+
+
 def test_upstream_workload_ref_v1alpha1() -> None:
     w = cpu_world(max_size=1)
     w.workload("job", "default", [{"name": "workers", "policy": {"gang": {"minCount": 2}}}])
@@ -584,3 +624,26 @@ def test_volcano_task_minimums_and_pod_tasks_survive_a_snapshot_round_trip() -> 
     tasks = {p.key: p.gang_task for p in snapshot.pods}
     assert tasks[more[0]] == tasks[more[1]] == "worker" and tasks[more[2]] is None
     assert tasks["default/train-run0-0"] == "ps"
+
+
+def test_an_unbound_member_being_deleted_is_no_demand_and_cannot_start_its_gang() -> None:
+    # Kueue evicted this group (its waitForPodsReady timed out): it deleted the pods, and its finalizer
+    # kueue.x-k8s.io/managed keeps them listed, deletionTimestamp set, PodScheduled still False. Kueue
+    # counts no unbound pod being deleted among the group's pods (isPodRunnableOrSucceeded), and
+    # kube-scheduler places no pod being deleted (skipPodSchedule): no node is launched for it.
+    w = cpu_world()
+    labels = {"kueue.x-k8s.io/pod-group-name": "grp", "kueue.x-k8s.io/managed": "true"}
+    notes = {"kueue.x-k8s.io/pod-group-total-count": "2"}
+    pods = w.pods("grp", 2, labels=labels, annotations=notes, **BIG)
+    going = w.pod_item(pods[0])
+    going["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    going["metadata"]["finalizers"] = ["kueue.x-k8s.io/managed"]
+    loose = w.pods("web", 1, **BIG)
+    w.pod_item(loose[0])["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+
+    result = w.plan()
+
+    assert result.scale_up == () and result.placements == ()
+    # the member still waiting cannot start its gang alone
+    assert pending_codes(result)[pods[1]] == "gang-incomplete"
+    assert pods[0] not in pending_codes(result) and loose[0] not in pending_codes(result)

@@ -220,13 +220,17 @@ class PodInfo:
         return not (self.daemonset or self.mirror or self.terminal)
 
     def is_pending_unschedulable(self) -> bool:
-        """Unbound, not terminal, and marked Unschedulable by the scheduler; DaemonSet pods excluded."""
+        """Unbound, not terminal, and marked Unschedulable by the scheduler; DaemonSet pods excluded, and
+        pods being deleted: kube-scheduler places none (pkg/scheduler/schedule_one.go, skipPodSchedule),
+        and an unbound one still listed is kept only by a finalizer (Kueue's ``kueue.x-k8s.io/managed``
+        on the pods of a group it evicted), its PodScheduled=False left from before."""
         return (
             self.node_name is None
             and not self.terminal
             and self.unschedulable
             and not self.daemonset
             and not self.gated
+            and not self.terminating
         )
 
     def scheduling_key(self) -> tuple[Any, ...]:

@@ -627,6 +627,9 @@ VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano
 VOLCANO_TASK_SPEC = "volcano.sh/task-spec"  # the Volcano Job task a pod is of (annotation, else label)
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+# Kueue admits a pod group marked so before all its pods exist (its key alone counts, any value):
+# its pods are then no gang (spillway.model.shared.gang_of)
+KUEUE_FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"
 VOLCANO_GROUP = "scheduling.volcano.sh"
 UPSTREAM_GROUP = "scheduling.k8s.io"

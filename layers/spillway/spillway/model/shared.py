@@ -5,7 +5,8 @@ README, "Tenants, limits and gangs"):
 
 - a pod's gang: label ``scheduling.x-k8s.io/pod-group`` (scheduler-plugins coscheduling), annotation
   ``scheduling.k8s.io/group-name`` (Volcano), label ``kueue.x-k8s.io/pod-group-name`` (Kueue plain
-  pods, size in annotation ``kueue.x-k8s.io/pod-group-total-count``), ``spec.schedulingGroup.podGroupName``
+  pods, size in annotation ``kueue.x-k8s.io/pod-group-total-count``; no gang with annotation
+  ``kueue.x-k8s.io/pod-group-fast-admission``: :func:`gang_of`), ``spec.schedulingGroup.podGroupName``
   (Kubernetes 1.36, ``scheduling.k8s.io/v1alpha2``) or ``spec.workloadRef`` (Kubernetes 1.35, v1alpha1);
 - a gang's size: ``spec.minMember`` (coscheduling, Volcano), ``spec.schedulingPolicy.gang.minCount``
   (PodGroup v1alpha2), ``spec.podGroups[].policy.gang.minCount`` (Workload v1alpha1) or
@@ -23,6 +24,7 @@ from typing import Any
 
 from spillway.model.k8s import (
     COSCHEDULING_LABEL,
+    KUEUE_FAST_ADMISSION_ANNOTATION,
     KUEUE_GROUP_LABEL,
     KUEUE_TOTAL_ANNOTATION,
     TENANT_LABEL,
@@ -139,7 +141,17 @@ def selector_matches(selector: Sequence[LabelRequirement], labels: Mapping[str, 
 
 
 def gang_of(pod: Pod) -> tuple[str | None, int]:
-    """The pod's gang key (or None) and the gang size the pod itself states (Kueue), else 0."""
+    """The pod's gang key (or None) and the gang size the pod itself states (Kueue), else 0.
+
+    A Kueue pod group with annotation ``kueue.x-k8s.io/pod-group-fast-admission`` (any value: Kueue
+    reads its key alone, kubernetes-sigs/kueue pkg/controller/jobs/pod/pod_controller.go,
+    ``constructGroupPodSets`` and ``validatePodGroupMetadata``) is admitted before all its pods exist:
+    its Workload counts ``pod-group-total-count`` pods, its existing pods are ungated, and the rest are
+    ungated as they come, each left to kube-scheduler. Kueue's StatefulSet integration marks every
+    pod so, and an OrderedReady StatefulSet creates its next pod only once the last one runs and is
+    Ready. Such a group is no gang: waiting for all its pods would wait for good. The pod may still be
+    of a gang its scheduler reads (``spec.schedulingGroup``, ``spec.workloadRef``).
+    """
     meta, spec = pod.metadata, pod.spec
     namespace = meta.namespace or "default"
     labels, annotations = meta.labels, meta.annotations
@@ -147,7 +159,7 @@ def gang_of(pod: Pod) -> tuple[str | None, int]:
     if name:
         return f"{namespace}/{name}", 0
     kueue = labels.get(KUEUE_GROUP_LABEL)
-    if kueue:
+    if kueue and KUEUE_FAST_ADMISSION_ANNOTATION not in annotations:
         return f"{namespace}/{kueue}", _positive_int(annotations.get(KUEUE_TOTAL_ANNOTATION))
     if spec.scheduling_group is not None:
         return f"{namespace}/{spec.scheduling_group.pod_group_name}", 0

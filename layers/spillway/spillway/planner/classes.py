@@ -225,7 +225,13 @@ class Gangs:
     (JobInfo.ReadyTaskNum, ValidTaskNum, getJobAllocatedRoles), and Kueue's pod group holds its
     Succeeded pods against its total count; coscheduling and GangScheduling count only the pods of the
     scheduler's own informer, which lists none Succeeded or Failed. A Failed member counts for none,
-    and a finished member never holds a node."""
+    and a finished member never holds a node.
+
+    An unbound member being deleted (kept by a finalizer, such as Kueue's on the pods of a group it
+    evicted) counts for none either: kube-scheduler places no pod being deleted (skipPodSchedule),
+    Volcano takes it as Releasing, neither valid nor ready (getTaskStatus, ValidTaskNum), and Kueue's
+    pod group counts no unbound pod being deleted (isPodRunnableOrSucceeded). coscheduling's PreFilter
+    lists it, but its Permit counts only pods assigned, which it never is: the gang needs the others."""
 
     def __init__(self, ctx: Context) -> None:
         self.info: dict[str, GangInfo] = {}
@@ -246,8 +252,8 @@ class Gangs:
         # pending members of Volcano gangs that request nothing: ready without a place (see the class)
         self.ready_pending: set[str] = set()
         for pod in ctx.snapshot.pods:
-            if pod.gang is None or pod.terminal:
-                continue
+            if pod.gang is None or pod.terminal or (pod.terminating and pod.node_name is None):
+                continue  # an unbound member being deleted never runs (see the class)
             volcano = self._volcano(pod.gang)
             if pod.gated:
                 self._gated(pod, volcano)
@@ -268,9 +274,9 @@ class Gangs:
 
     def _gated(self, pod: PodInfo, volcano: bool) -> None:
         """A member held by scheduling gates is one of the gang's pods to every scheduler but Kueue; to
-        Volcano a Pending task (not while terminating), ready when it requests nothing (see the class)."""
+        Volcano a Pending task, ready when it requests nothing (see the class)."""
         assert pod.gang is not None
-        if self._info(pod.gang) is None or (volcano and pod.terminating):
+        if self._info(pod.gang) is None:
             return
         self.gated[pod.gang] = self.gated.get(pod.gang, 0) + 1
         if volcano:
