@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plan_world import NOW, World, pending_codes, scale_up
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
 
 from spillway.inputs import load_cluster
 from spillway.local import objects as o
@@ -378,6 +378,45 @@ def test_an_unknown_class_is_left_to_its_own_autoscaler() -> None:
     assert result.provisioning == ()
     assert result.scale_up == ()
     assert pending_codes(result)[pods[0]] == "provisioning-request"
+
+
+def test_a_check_capacity_request_for_a_named_processor_instance_is_left_to_it() -> None:
+    """spec.parameters.processorInstance names the check-capacity processor that serves the request
+    (cluster-autoscaler --check-capacity-processor-instance); an autoscaler run without one, as Spillway
+    is, leaves such a request alone: no conditions, no booking (kubernetes/autoscaler
+    cluster-autoscaler/provisioningrequest/supported_classes.go, SupportedCheckCapacityClass, and its
+    supported_class_test.go). Its consumers are not demand, as for any request (pods_filter.go)."""
+    w, _ = cpu_world(nodes=1)
+    pods = w.pods("web", 1, **BIG)
+    consumer = w.pods("q", 1, annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"}, **BIG)
+    elsewhere = {"processorInstance": "team-a"}
+    fresh = request("r", CHECK_CAPACITY, [("t", 1)], parameters=elsewhere)
+    booked_there = request("r", CHECK_CAPACITY, [("t", 1)], parameters=elsewhere, conditions=_booked())
+
+    for req in (fresh, booked_there):
+        result = run(w, [req], [template("t")])
+
+        assert result.provisioning == ()
+        assert "bookings" not in result.state.to_wire()
+        assert scale_up(result) == {}  # web takes the room: nothing of it is booked here
+        assert pending_codes(result)[consumer[0]] == "provisioning-request"
+        assert "another autoscaler serves the request" in pending_reasons(result)[consumer[0]]
+        assert pending_codes(result).get(pods[0]) == "fits-free-room"
+
+
+@pytest.mark.parametrize(
+    ("class_name", "parameters"),
+    [(CHECK_CAPACITY, {"processorInstance": ""}), (BEST_EFFORT_ATOMIC, {"processorInstance": "team-a"})],
+)
+def test_an_empty_processor_instance_or_one_on_the_atomic_class_is_served(
+    class_name: str, parameters: dict[str, str]
+) -> None:
+    """An empty processorInstance is no instance; the best-effort-atomic class is served by the
+    autoscaler run without an instance whatever the parameter says (supported_classes.go)."""
+    w, _ = cpu_world(nodes=1)
+    result = run(w, [request("r", class_name, [("t", 1)], parameters=parameters)], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
 
 
 def test_unchanged_conditions_are_not_written_again() -> None:

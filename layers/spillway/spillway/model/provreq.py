@@ -3,9 +3,9 @@
 A ProvisioningRequest asks for capacity for pods that do not exist yet: ``spec.podSets[]`` names
 PodTemplates of its namespace (``podTemplateRef.name``) and how many pods of each (``count``);
 ``spec.provisioningClassName`` says how (see README, "ProvisioningRequest"); ``spec.parameters`` is a
-string map (Spillway reads ``ValidUntilSeconds`` and ``noRetry``). Its ``status.conditions`` are ``metav1.Condition``
-s (``type``, ``status``, ``observedGeneration``, ``lastTransitionTime``, ``reason``, ``message``) and
-``status.provisioningClassDetails`` a string map.
+string map (Spillway reads ``ValidUntilSeconds``, ``noRetry`` and ``processorInstance``). Its
+``status.conditions`` are ``metav1.Condition`` s (``type``, ``status``, ``observedGeneration``,
+``lastTransitionTime``, ``reason``, ``message``) and ``status.provisioningClassDetails`` a string map.
 
 :func:`request_info` reads the raw objects (dicts, as a custom-resource list returns them) and never
 raises: a request whose template is missing or unreadable keeps the problem in
@@ -37,6 +37,11 @@ VALID_UNTIL = "ValidUntilSeconds"
 # default) or anything else keeps it (cluster-autoscaler provisioningrequest/checkcapacity
 # provisioningclass.go, NoRetryParameterKey: only the exact string "true" is read as set)
 NO_RETRY = "noRetry"
+# check-capacity: names the cluster-autoscaler instance (--check-capacity-processor-instance) that serves
+# the request; one run without an instance, as Spillway is, leaves a request naming any alone, and an
+# empty value is none (cluster-autoscaler provisioningrequest/supported_classes.go,
+# CheckCapacityProcessorInstanceKey, SupportedCheckCapacityClass)
+PROCESSOR_INSTANCE = "processorInstance"
 # status.conditions types
 ACCEPTED = "Accepted"
 PROVISIONED = "Provisioned"
@@ -157,6 +162,15 @@ class ProvisioningRequestInfo:
     def is_true(self, type_: str) -> bool:
         cond = self.condition(type_)
         return cond is not None and cond.status == "True"
+
+    @property
+    def served(self) -> bool:
+        """Whether Spillway serves the request: one of the two standard classes, and for check-capacity no
+        :data:`PROCESSOR_INSTANCE` naming another processor. Any other request belongs to another
+        autoscaler: no conditions written, nothing booked (its consumers are still no demand)."""
+        if self.class_name == CHECK_CAPACITY:
+            return not self.parameters.get(PROCESSOR_INSTANCE)
+        return self.class_name == BEST_EFFORT_ATOMIC
 
     @property
     def problem(self) -> str:

@@ -405,7 +405,12 @@ def consumer_verdict(requests: Mapping[str, ProvisioningRequestInfo], pod: PodIn
     info = requests.get(f"{pod.namespace}/{pod.consumes}")
     if info is None or any(info.is_true(t) for t in TERMINAL):
         return None
-    held = "its booked capacity is held for it" if info.is_true(PROVISIONED) else "the request is the demand"
+    if not info.served:  # another autoscaler's: whatever it holds for the pod, Spillway holds nothing
+        held = "another autoscaler serves the request"
+    elif info.is_true(PROVISIONED):
+        held = "its booked capacity is held for it"
+    else:
+        held = "the request is the demand"
     return (
         codes.PROVISIONING_REQUEST,
         f"consumes ProvisioningRequest {info.key} ({info.class_name}): {held}; not scaled for twice",

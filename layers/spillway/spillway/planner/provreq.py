@@ -1,7 +1,8 @@
 """ProvisioningRequests: each request's next conditions, bookings, and the demand of the atomic class.
 
-Two classes are served (any other ``provisioningClassName`` belongs to another autoscaler and is left
-alone, as cluster-autoscaler does):
+Two classes are served (any other ``provisioningClassName``, and a check-capacity request whose
+``spec.parameters.processorInstance`` names a processor, belongs to another autoscaler and is left
+alone, as cluster-autoscaler run without ``--check-capacity-processor-instance`` does):
 
 ``check-capacity.autoscaling.x-k8s.io``
     Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted)? Yes:
@@ -47,7 +48,6 @@ from spillway.model.provreq import (
     BOOKING_EXPIRED,
     CAPACITY_REVOKED,
     CHECK_CAPACITY,
-    CLASSES,
     DETAIL_LABEL_KEY,
     DETAIL_LABEL_VALUE,
     FAILED,
@@ -152,7 +152,7 @@ class Provisioning:
         self.work = [
             Work(r, list(r.conditions), dict(r.details))
             for r in sorted(ctx.snapshot.provreqs, key=_age_order)
-            if r.class_name in CLASSES
+            if r.served
         ]
         self.bound: dict[str, list[PodInfo]] = {}  # request key -> its consumers running (bound) now
         self.booked: dict[str, BookingState] = {}  # request key -> the nodes of its booking (next state)
