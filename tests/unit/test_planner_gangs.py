@@ -336,6 +336,7 @@ def test_the_podgroup_kind_served_and_the_coscheduling_label_survive_a_round_tri
     from dataclasses import replace
 
     from spillway.model.cluster import ClusterSnapshot
+    from spillway.model.snapshot import fingerprint
 
     w = cpu_world()
     w.pods("train", 1, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
@@ -345,6 +346,8 @@ def test_the_podgroup_kind_served_and_the_coscheduling_label_survive_a_round_tri
     wire = snapshot.to_dict()
     restored = ClusterSnapshot.from_dict(wire)
     assert restored == snapshot and restored.coscheduling_served
+    # the CRD installed changes decisions: observe stores the snapshot, not waiting for its heartbeat
+    assert fingerprint(snapshot, []) != fingerprint(replace(snapshot, coscheduling_served=False), [])
     assert {p.name: p.coscheduled for p in restored.pods} == {"train-0": True, "job-0": False}
     # an older snapshot says neither: the label means nothing, as before
     old = {k: v for k, v in wire.items() if k != "cosched"}
