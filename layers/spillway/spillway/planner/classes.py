@@ -237,11 +237,7 @@ class Gangs:
     Permit on any node (:meth:`missing`), while the kind is served; without it the label means nothing."""
 
     def __init__(self, ctx: Context) -> None:
-        # the coscheduling PodGroups there are, when coscheduling may run (its kind is served)
-        served = ctx.snapshot.coscheduling_served
-        self.coscheduling: frozenset[str] | None = (
-            frozenset(g.key for g in ctx.snapshot.gangs if g.source == "coscheduling") if served else None
-        )
+        self.coscheduling = _coscheduling_groups(ctx)
         self.info: dict[str, GangInfo] = {}
         for g in ctx.snapshot.gangs:  # two conventions naming one group: the larger, pod-less first
             known = self.info.get(g.key)
@@ -398,6 +394,13 @@ class Gangs:
                 for i in range(n)
             ]
         return out
+
+
+def _coscheduling_groups(ctx: Context) -> frozenset[str] | None:
+    """The coscheduling PodGroups there are, when coscheduling may run (its kind is served), else None."""
+    if not ctx.snapshot.coscheduling_served:
+        return None
+    return frozenset(g.key for g in ctx.snapshot.gangs if g.source == "coscheduling")
 
 
 def new_class(
