@@ -151,7 +151,11 @@ class FakeCluster(Recorder):
     def iter_pdbs(self) -> Iterator[PodDisruptionBudget]:
         return self._iter("iter_pdbs", self.pdbs, PodDisruptionBudget.model_validate)
 
-    def iter_shared_objects(self) -> Iterator[SharedObject]:
+    def iter_shared_objects(self, served: set[str] | None = None) -> Iterator[SharedObject]:
+        from spillway.adapters.kube import SHARED_KINDS
+
+        if served is not None:  # every kind is served but those "not installed"
+            served.update(k.qualified for k in SHARED_KINDS if (k.group, k.plural) not in self.not_installed)
         shared = [o for o in self.custom if (_group(o), _plural(o)) not in self.not_installed]
         # read by their own calls: volumes, the expander's ConfigMap, ProvisioningRequests (list_custom),
         # ResourceQuotas (list_resource_quotas), DaemonSets (iter_daemonsets)

@@ -458,6 +458,38 @@ def test_a_cluster_without_the_crds_still_observes(kubeapi: Any, kobj: Any, aws:
     assert len(snapshot.cluster.nodes) == 20
 
 
+@pytest.mark.parametrize("installed", [True, False], ids=["crd-installed", "crd-absent"])
+def test_the_snapshot_says_whether_coscheduling_podgroups_are_served(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter, installed: bool
+) -> None:
+    """A pod labelled for a coscheduling PodGroup its namespace does not hold: with the CRD installed
+    coscheduling's Permit would deny it on any node, so no node is launched for it; without the CRD
+    coscheduling cannot run and the pod is ordinary demand."""
+    from spillway.adapters.kube import KubeClient
+
+    crd = "podgroups.scheduling.x-k8s.io"
+    kubeapi.optional_resources = [r for r in kubeapi.optional_resources if installed or r != crd]
+    selector = {"node.kubernetes.io/instance-type": "m5.large"}  # no existing node has room
+    label = {"scheduling.x-k8s.io/pod-group": "train"}
+    kubeapi.add(kobj.pod("worker-0", "vision", cpu="1", memory="1Gi", node_selector=selector, labels=label))
+    kube = KubeClient.for_url(kubeapi.url, page_size=30)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert snapshot.cluster.coscheduling_served is installed
+    result = plan_of(snapshot)
+    pending = {p.pod: p for p in result.pending}
+    # placed: on a node this plan launches, or on capacity a group is launching already
+    placed = {pod for up in result.scale_up for pod in up.pods}
+    placed |= {p.pod for p in result.pending if p.code in ("fits-launching", "fits-free-room")}
+    if installed:
+        assert "vision/worker-0" not in placed
+        assert pending["vision/worker-0"].code == "gang-incomplete"
+        assert "PodGroup vision/train" in pending["vision/worker-0"].reason
+    else:
+        assert "vision/worker-0" in placed
+
+
 def test_shared_objects_change_the_fingerprint(kube: FakeCluster, aws: AwsAdapter) -> None:
     before = observe_once(kube, aws, CONFIG, lambda: T0)
     kube.custom.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",

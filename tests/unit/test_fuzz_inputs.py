@@ -232,7 +232,7 @@ class FakeKube:
     def iter_pdbs(self) -> Iterator[Any]:
         return iter(())
 
-    def iter_shared_objects(self) -> Iterator[Any]:
+    def iter_shared_objects(self, served: set[str] | None = None) -> Iterator[Any]:
         return iter(())
 
     def iter_volume_objects(self) -> Iterator[Any]:

@@ -119,6 +119,52 @@ def test_a_gang_with_fewer_pods_than_its_minimum_waits() -> None:
     assert "has 2 of its 4 pods" in pending_reasons(result)[pods[0]]
 
 
+def _plan_served(w: World, *, served: bool) -> Any:
+    """Plan the world as observe would, with the coscheduling PodGroup kind served or not."""
+    from dataclasses import replace
+
+    from spillway.planner import plan
+
+    snapshot, groups, cfg, state = w.parsed()
+    return plan(replace(snapshot, coscheduling_served=served), groups, cfg, state, NOW)
+
+
+def test_a_pod_naming_a_coscheduling_podgroup_that_does_not_exist_gets_no_node() -> None:
+    """coscheduling's Permit denies a pod whose labelled PodGroup its namespace does not hold
+    (kubernetes-sigs/scheduler-plugins pkg/coscheduling/core/core.go Permit: PodGroupNotFound;
+    pkg/coscheduling/coscheduling.go Permit: Unschedulable "PodGroup not found"), on any node: a node
+    launched for it would stay empty. A PodGroup of that name in another namespace is not its."""
+    w = cpu_world()
+    w.pod_group(COSCHED, "train", "other", spec={"minMember": 1})
+    pods = w.pods("train", 2, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+    loose = w.pods("web", 1, **BIG)
+
+    result = _plan_served(w, served=True)
+
+    assert scale_up(result)["cpu-east"] == (0, 1, loose)
+    assert {pending_codes(result)[p] for p in pods} == {codes.GANG_INCOMPLETE}
+    reason = pending_reasons(result)[pods[0]]
+    assert "PodGroup default/train" in reason and "does not exist" in reason
+
+
+def test_a_coscheduling_label_means_nothing_while_the_podgroup_kind_is_not_served() -> None:
+    """Without the CRD coscheduling cannot run (its plugin reads PodGroups): the pods are ordinary, as
+    they are in a snapshot that does not say (an older one, or a kubectl List)."""
+    w = cpu_world()
+    pods = w.pods("train", 2, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+
+    for result in (_plan_served(w, served=False), w.plan()):
+        assert scale_up(result)["cpu-east"] == (0, 2, pods)
+
+
+def test_a_missing_coscheduling_podgroup_holds_only_pods_coscheduling_reads() -> None:
+    """A Volcano member whose PodGroup is not listed is Volcano's business, served kind or not."""
+    w = cpu_world()
+    pods = w.pods("job", 1, annotations={"scheduling.k8s.io/group-name": "job"}, **BIG)
+
+    assert scale_up(_plan_served(w, served=True))["cpu-east"] == (0, 1, pods)
+
+
 def test_volcano_gang_by_annotation_and_podgroup_min_member() -> None:
     w = cpu_world(max_size=2)
     w.pod_group(VOLCANO, "job-a", spec={"minMember": 3}, phase="Inqueue")
@@ -284,6 +330,30 @@ def test_the_shared_cluster_survives_a_snapshot_round_trip_and_old_snapshots_loa
     old["pods"] = [{k: v for k, v in p.items() if k not in ("g", "nom")} for p in old["pods"]]
     restored = ClusterSnapshot.from_dict(old)
     assert restored.gangs == () and all(p.gang is None for p in restored.pods)
+
+
+def test_the_podgroup_kind_served_and_the_coscheduling_label_survive_a_round_trip() -> None:
+    from dataclasses import replace
+
+    from spillway.model.cluster import ClusterSnapshot
+    from spillway.model.snapshot import fingerprint
+
+    w = cpu_world()
+    w.pods("train", 1, labels={"scheduling.x-k8s.io/pod-group": "train"}, **BIG)
+    w.pods("job", 1, annotations={"scheduling.k8s.io/group-name": "job"}, **BIG)
+    snapshot = replace(w.parsed()[0], coscheduling_served=True)
+
+    wire = snapshot.to_dict()
+    restored = ClusterSnapshot.from_dict(wire)
+    assert restored == snapshot and restored.coscheduling_served
+    # the CRD installed changes decisions: observe stores the snapshot, not waiting for its heartbeat
+    assert fingerprint(snapshot, []) != fingerprint(replace(snapshot, coscheduling_served=False), [])
+    assert {p.name: p.coscheduled for p in restored.pods} == {"train-0": True, "job-0": False}
+    # an older snapshot says neither: the label means nothing, as before
+    old = {k: v for k, v in wire.items() if k != "cosched"}
+    old["pods"] = [{k: v for k, v in p.items() if k != "cs"} for p in wire["pods"]]
+    restored = ClusterSnapshot.from_dict(old)
+    assert not restored.coscheduling_served and not any(p.coscheduled for p in restored.pods)
 
 
 def test_a_gang_larger_than_its_minimum_starts_with_its_minimum_when_the_whole_cannot_be_placed() -> None:

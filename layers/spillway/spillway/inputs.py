@@ -88,6 +88,9 @@ def _parse(path: str | Path, key: str, parser: Callable[[Any], T]) -> T:
 
 
 def load_cluster(path: str | Path, cluster: str, taken_at: datetime) -> ClusterSnapshot:
+    """The snapshot of a kubectl List. A List holds no API discovery, so the snapshot does not say that
+    coscheduling's PodGroup kind is served (``coscheduling_served`` False): a pod labelled for a
+    PodGroup the List does not hold is planned as any, as before observe recorded the kind."""
     doc = read_json(path)
     provreqs = provreq.from_list(doc)  # before the List's items are released as they are parsed
     try:

@@ -9,7 +9,8 @@ the PDBs are read in threads while this thread pages through the pods, convertin
 Any failure raises :class:`~spillway.errors.ObservationFailed` (with the cause chained): there is never a
 partial snapshot. That holds for every kind read, whether the cluster must serve it or not: a kind
 counts as having no objects only when the API server says its resource does not exist (404: the CRD is
-not installed, which the adapter answers with none). A refusal (403: the function's ClusterRole lacks
+not installed, which the adapter answers with none; whether coscheduling's PodGroup is served is kept in
+the snapshot: ``ClusterSnapshot.coscheduling_served``). A refusal (403: the function's ClusterRole lacks
 the rule, which the error names) or no useful answer (``KubeUnavailable``) on a quota, request,
 buffer, volume or any other list fails the observation like a failed pod list: nothing is stored, the
 planner keeps the last good snapshot until ``max_snapshot_age_seconds``, and the observe function's
@@ -58,6 +59,7 @@ from spillway.model.cluster import (
 )
 from spillway.model.k8s import (
     AUTOSCALING_GROUP,
+    COSCHEDULING_GROUP,
     CapacityBuffer,
     ConfigMap,
     Namespace,
@@ -83,6 +85,8 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 #: passes of one observation whose lists' continue tokens keep expiring before it fails
 OBSERVE_PASSES = 3
+#: scheduler-plugins' PodGroup: served, coscheduling may run (ClusterSnapshot.coscheduling_served)
+COSCHEDULING_PODGROUPS = f"podgroups.{COSCHEDULING_GROUP}"
 #: where CapacityQuota ``status.used`` is written (the status subresource)
 QUOTA_API = (AUTOSCALING_GROUP, "v1beta1", "capacityquotas")
 WriteReason = Literal["first", "changed", "heartbeat", "unchanged"]
@@ -159,9 +163,10 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
     # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come;
     # the namespaces' labels are kept for pod affinity's namespaceSelector
     namespaces: dict[str, dict[str, str]] = {}
+    served: set[str] = set()  # the optional kinds the server lists: is coscheduling's PodGroup one?
     shared_future = pool.submit(
         lambda: ClusterSnapshot.from_objects(
-            config.cluster, taken_at, _noting_namespaces(kube.iter_shared_objects(), namespaces)
+            config.cluster, taken_at, _noting_namespaces(kube.iter_shared_objects(served), namespaces)
         )
     )
     provreq_future = pool.submit(provisioning_requests, kube)
@@ -229,6 +234,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         expander_problem=priorities_problem,
         gang_succeeded=succeeded.counts(),
         daemonsets=daemonsets,
+        coscheduling_served=COSCHEDULING_PODGROUPS in served,
     )
     cluster = update_quota_status(kube, cluster)
     update_buffer_status(kube, buffers, taken_at)

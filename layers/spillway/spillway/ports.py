@@ -90,8 +90,9 @@ class Cluster(Protocol):
     # Every read: a kind (or object) the API server says does not exist (404: its CRD is not installed)
     # is none; a refusal (403: KubeAuthError naming the RBAC rule) or no useful answer
     # (KubeUnavailable) raises, never reads as none (spillway.observe).
-    # Shared-cluster objects (namespaces, pod groups, workloads, quotas, jobs).
-    def iter_shared_objects(self) -> Iterator[SharedObject]: ...
+    # Shared-cluster objects (namespaces, pod groups, workloads, quotas, jobs); ``served``, when given,
+    # gets the qualified name of each optional kind the server lists (podgroups.scheduling.x-k8s.io).
+    def iter_shared_objects(self, served: set[str] | None = None) -> Iterator[SharedObject]: ...
     # PersistentVolumeClaims, PersistentVolumes, then StorageClasses (where pods' volumes let them run).
     def iter_volume_objects(self) -> Iterator[VolumeObject]: ...
     # cluster-autoscaler's priority expander ConfigMap; None when there is none.

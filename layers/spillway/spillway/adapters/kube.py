@@ -848,13 +848,14 @@ class KubeClient:
         versions = [str(v.get("version")) for v in entry.get("versions") or []]
         return sorted(versions, key=lambda v: v != preferred)
 
-    def iter_shared_objects(self) -> Iterator[SharedObject]:
+    def iter_shared_objects(self, served: set[str] | None = None) -> Iterator[SharedObject]:
         """Namespaces, PodGroups (coscheduling, Volcano, upstream), Workloads, CapacityQuotas, and the
         jobs that say whether their pods may move (PyTorchJobs, PaddleJobs, batch/v1 Jobs).
 
         A kind not served (404: its CRD is not installed) gives none of it, logged; an object the model
         refuses is logged and skipped. Any other failure raises as every read does (a 403 names the
-        rule to add)."""
+        rule to add). ``served``, when given, gets the qualified name (``podgroups.scheduling.x-k8s.io``)
+        of each kind the server listed, with objects or none, once its list is read to the end."""
         namespaces = _listing("", "namespaces")
         yield from self._optional("namespaces", Namespace, self._core.list_namespace, namespaces)
         for shared in SHARED_KINDS:
@@ -864,6 +865,8 @@ class KubeClient:
                 what = f"{shared.qualified}/{version}"
                 try:
                     yield from self._optional(what, shared.model, call, rule, quiet=True)
+                    if served is not None:
+                        served.add(shared.qualified)
                     break
                 except _NotServed:
                     if index == len(shared.versions) - 1:

@@ -26,6 +26,7 @@ from spillway.model.k8s import (
     BATCH_GROUP,
     CONSUME_ANNOTATION,
     CORDONED_BY_SPILLWAY,
+    COSCHEDULING_LABEL,
     DAEMONSET_POD,
     DO_NOT_DISRUPT,
     HELD_DRAIN,
@@ -151,6 +152,9 @@ class PodInfo:
     gang: str | None = None  # "<namespace>/<pod group>" of any gang convention (spillway.model.shared)
     gang_min: int = 0  # the pod's own word on the gang's size (Kueue's pod-group-total-count), else 0
     gang_task: str | None = None  # a gang member's Volcano task (volcano.sh/task-spec), for minTaskMember
+    # its gang is named by the label scheduling.x-k8s.io/pod-group: coscheduling's, which denies the pod
+    # while its namespace holds no PodGroup of that name (ClusterSnapshot.coscheduling_served)
+    coscheduled: bool = False
     gated: bool = False  # spec.schedulingGates is not empty: not for the scheduler (nor us) yet
     claims_devices: bool = False  # spec.resourceClaims is not empty: devices through DRA
     nominated: str | None = None  # status.nominatedNodeName: preemption makes room there
@@ -287,6 +291,7 @@ class PodInfo:
             gang=gang,
             gang_min=gang_min,
             gang_task=volcano_task(pod) if gang else None,
+            coscheduled=bool(meta.labels.get(COSCHEDULING_LABEL)),
             gated=bool(spec.scheduling_gates),
             claims_devices=bool(spec.resource_claims),
             nominated=status.nominated_node_name or None,
@@ -337,6 +342,7 @@ class PodInfo:
             gang=d.get("g"),
             gang_min=int(d.get("gm", 0)),
             gang_task=d.get("gtk"),
+            coscheduled=bool(d.get("cs")),
             gated=bool(d.get("gt")),
             claims_devices=bool(d.get("dra")),
             nominated=d.get("nom"),
@@ -397,6 +403,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("g", lambda p: p.gang),
     ("gm", lambda p: p.gang_min or None),
     ("gtk", lambda p: p.gang_task),
+    ("cs", lambda p: _one_if(p.coscheduled)),
     ("gt", lambda p: _one_if(p.gated)),
     ("dra", lambda p: _one_if(p.claims_devices)),
     ("nom", lambda p: p.nominated),
@@ -807,6 +814,15 @@ class ClusterSnapshot:
     ``tenants`` maps a namespace labelled ``spillway.io/tenant`` to its tenant (any other namespace is
     its own tenant); ``gangs`` are the pod groups read from the cluster; ``quotas`` its CapacityQuotas;
     ``jobs`` the jobs that say something about moving their pods (elastic size, podFailurePolicy).
+
+    ``coscheduling_served``: the API server serves scheduler-plugins' PodGroup
+    (``podgroups.scheduling.x-k8s.io``), so coscheduling may run; its Permit denies a pod labelled
+    ``scheduling.x-k8s.io/pod-group`` whose namespace holds no PodGroup of that name, on any node
+    (kubernetes-sigs/scheduler-plugins pkg/coscheduling/core/core.go ``Permit``: PodGroupNotFound, which
+    pkg/coscheduling/coscheduling.go answers Unschedulable). Without the kind, coscheduling cannot run
+    (its plugin reads PodGroups) and the label means nothing. Only observe knows (the list answers 404
+    when the CRD is not installed); a snapshot built from a kubectl List, and a stored one from before,
+    say False: the label means nothing there, as it did before.
     """
 
     cluster: str
@@ -832,6 +848,7 @@ class ClusterSnapshot:
     # the DaemonSets, by key (spillway.model.daemonsets); none when they were not read (observe not granted
     # list on daemonsets, a List without them): fresh nodes are then judged by the DaemonSets' pods
     daemonsets: tuple[DaemonSetInfo, ...] = ()
+    coscheduling_served: bool = False
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -993,6 +1010,8 @@ class ClusterSnapshot:
             out["priorities_problem"] = self.expander_problem
         if self.gang_succeeded:
             out["gang_succeeded"] = {g: dict(t) for g, t in self.gang_succeeded.items()}
+        if self.coscheduling_served:
+            out["cosched"] = 1
         return out
 
     @classmethod
@@ -1023,6 +1042,7 @@ class ClusterSnapshot:
                 for g, tasks in d.get("gang_succeeded", {}).items()
             },
             daemonsets=tuple(DaemonSetInfo.from_dict(x) for x in d.get("daemonsets", ())),
+            coscheduling_served=bool(d.get("cosched")),
         )
 
 

@@ -205,6 +205,8 @@ def _shared_entries(cluster: ClusterSnapshot) -> dict[str, Any]:
     doc |= _priority_entries(cluster)
     if cluster.gang_succeeded:  # a member finishing changes what its gang still needs
         doc["gang_succeeded"] = sorted((g, sorted(t.items())) for g, t in cluster.gang_succeeded.items())
+    if cluster.coscheduling_served:  # a pod naming a PodGroup that does not exist is then no demand
+        doc["cosched"] = 1
     return doc
 
 

@@ -190,7 +190,7 @@ def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | N
         verdict = consumer_verdict(ctx.provreqs, pod)
         if verdict is not None:
             return verdict
-    return gangs.incomplete(pod.gang)
+    return gangs.missing(pod) or gangs.incomplete(pod.gang)
 
 
 class Gangs:
@@ -231,9 +231,13 @@ class Gangs:
     evicted) counts for none either: kube-scheduler places no pod being deleted (skipPodSchedule),
     Volcano takes it as Releasing, neither valid nor ready (getTaskStatus, ValidTaskNum), and Kueue's
     pod group counts no unbound pod being deleted (isPodRunnableOrSucceeded). coscheduling's PreFilter
-    lists it, but its Permit counts only pods assigned, which it never is: the gang needs the others."""
+    lists it, but its Permit counts only pods assigned, which it never is: the gang needs the others.
+
+    A pod labelled for a coscheduling PodGroup its namespace does not hold is denied by coscheduling's
+    Permit on any node (:meth:`missing`), while the kind is served; without it the label means nothing."""
 
     def __init__(self, ctx: Context) -> None:
+        self.coscheduling = _coscheduling_groups(ctx)
         self.info: dict[str, GangInfo] = {}
         for g in ctx.snapshot.gangs:  # two conventions naming one group: the larger, pod-less first
             known = self.info.get(g.key)
@@ -336,6 +340,23 @@ class Gangs:
     def is_gang(self, key: str | None) -> bool:
         return key is not None and self.minimum(key) > 1
 
+    def missing(self, pod: PodInfo) -> tuple[str, str] | None:
+        """A pod labelled ``scheduling.x-k8s.io/pod-group`` whose namespace holds no coscheduling
+        PodGroup of that name, the kind served: coscheduling's Permit denies it on every node
+        (kubernetes-sigs/scheduler-plugins pkg/coscheduling/core/core.go ``Permit``: PodGroupNotFound;
+        pkg/coscheduling/coscheduling.go ``Permit``: Unschedulable "PodGroup not found"), so a node
+        launched for it would stay empty. Creating the PodGroup requeues the pod (the plugin's
+        EventsToRegister names PodGroup Add), and the next plan takes it as a member."""
+        if self.coscheduling is None or not pod.coscheduled or pod.gang is None:
+            return None
+        if pod.gang in self.coscheduling:
+            return None
+        return (
+            codes.GANG_INCOMPLETE,
+            f"its PodGroup {pod.gang} (scheduling.x-k8s.io, named by label scheduling.x-k8s.io/pod-group) "
+            "does not exist: coscheduling denies the pod on every node until it is created; nothing is added",
+        )
+
     def incomplete(self, key: str | None) -> tuple[str, str] | None:
         if key is None:
             return None
@@ -373,6 +394,13 @@ class Gangs:
                 for i in range(n)
             ]
         return out
+
+
+def _coscheduling_groups(ctx: Context) -> frozenset[str] | None:
+    """The coscheduling PodGroups there are, when coscheduling may run (its kind is served), else None."""
+    if not ctx.snapshot.coscheduling_served:
+        return None
+    return frozenset(g.key for g in ctx.snapshot.gangs if g.source == "coscheduling")
 
 
 def new_class(
