@@ -863,6 +863,26 @@ def test_capacity_buffers_are_read_with_their_template_and_their_status_written_
     assert [c for c in kube.calls if c[0] == "patch_custom_status"] == writes  # unchanged: not written again
 
 
+def web_pod(name: str, created: str, cpu: str, node: str | None = None) -> dict[str, Any]:
+    """A pod of namespace ``web`` labelled ``app=web``: Running on ``node``, else Pending."""
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "web", "labels": {"app": "web"}, "creationTimestamp": created},
+            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}  # fmt: skip
+
+
+def scalable_buffer(
+    name: str, ref: tuple[str, str, str], namespace: str = "web", **spec: Any
+) -> dict[str, Any]:
+    """A CapacityBuffer whose ``scalableRef`` is (apiGroup, kind, name), with the rest of ``spec``."""
+    group, kind, target = ref
+    return {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"scalableRef": {"apiGroup": group, "kind": kind, "name": target}, **spec}}  # fmt: skip
+
+
 def test_capacity_buffers_of_a_job_and_a_replication_controller_read_them_where_they_live(
     kube: FakeCluster, aws: AwsAdapter
 ) -> None:
@@ -903,28 +923,16 @@ def test_a_capacity_buffer_of_a_deployment_takes_its_most_recent_pods_shape(
         "matchLabels": {"app": "web"},
         "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}],
     }
-
-    def pod(name: str, created: str, cpu: str) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "web", "labels": {"app": "web"}, "creationTimestamp": created},
-                "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
-                "status": {"phase": "Running"}}  # fmt: skip
-
-    kube.pods.extend(
-        [pod("web-a", "2026-01-01T00:00:00Z", "250m"), pod("web-b", "2026-01-02T00:00:00Z", "500m")]
-    )
+    kube.pods.extend([web_pod("web-a", "2026-01-01T00:00:00Z", "250m", node="n1"),
+                      web_pod("web-b", "2026-01-02T00:00:00Z", "500m", node="n1")])  # fmt: skip
     kube.custom.extend([
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "web"},
          "spec": {"replicas": 12, "selector": selector, "template": bare}, "status": {"replicas": 8}},
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "web"},
          "spec": {"parallelism": 4, "selector": {"matchLabels": {"app": "web"}},
                   "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}},
-        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
-         "metadata": {"name": "of-web", "namespace": "web"},
-         "spec": {"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"}, "percentage": 25}},
-        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
-         "metadata": {"name": "of-job", "namespace": "web"},
-         "spec": {"scalableRef": {"apiGroup": "batch", "kind": "Job", "name": "train"}, "percentage": 50}},
+        scalable_buffer("of-web", ("apps", "Deployment", "web"), percentage=25),
+        scalable_buffer("of-job", ("batch", "Job", "train"), percentage=50),
     ])  # fmt: skip
 
     snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
@@ -945,23 +953,14 @@ def test_a_capacity_buffer_of_a_custom_kind_reads_its_scale_and_its_most_recent_
     """cluster-autoscaler's scale resolver: the Scale's status.selector finds the pods, the most recent
     one is the chunk, the Scale's status.replicas the count a percentage is of."""
     kube.scale_paths[("argoproj.io", "Rollout")] = (".status.HPAReplicas", ".status.selector")
-
-    def pod(name: str, created: str, cpu: str) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "web", "labels": {"app": "web"}, "creationTimestamp": created},
-                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
-                "status": {"phase": "Pending"}}  # fmt: skip
-
-    kube.pods.extend([pod("old", "2026-01-01T00:00:00Z", "1"), pod("new", "2026-01-02T00:00:00Z", "3")])
+    kube.pods.extend(
+        [web_pod("old", "2026-01-01T00:00:00Z", "1"), web_pod("new", "2026-01-02T00:00:00Z", "3")]
+    )
     kube.custom.extend([
         {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": {"name": "web", "namespace": "web"},
          "spec": {"replicas": 10}, "status": {"HPAReplicas": 8, "selector": "app=web"}},
-        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
-         "metadata": {"name": "of-rollout", "namespace": "web"},
-         "spec": {"scalableRef": {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "web"}, "percentage": 25}},
-        {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
-         "metadata": {"name": "of-missing", "namespace": "web"},
-         "spec": {"scalableRef": {"apiGroup": "argoproj.io", "kind": "Rollout", "name": "gone"}, "replicas": 1}},
+        scalable_buffer("of-rollout", ("argoproj.io", "Rollout", "web"), percentage=25),
+        scalable_buffer("of-missing", ("argoproj.io", "Rollout", "gone"), replicas=1),
     ])  # fmt: skip
 
     snapshot = observe_once(kube, aws, CONFIG, lambda: T0)

@@ -179,16 +179,23 @@ def test_a_failed_start_after_the_commit_is_finished_by_the_retry() -> None:
     assert rig.executions.started == [f"up-{retry.plan_id}"] and rig.ledger.commits == 1
 
 
-def test_a_plan_whose_start_failed_has_its_executions_started_by_the_next_snapshots_plan() -> None:
-    """A retried stream batch holding a newer snapshot plans only that one (the older is superseded):
-    the older plan's raise is committed and counted by the newer plan, so its execution must start."""
+def start_failed_then_newer(later: timedelta) -> tuple[Rig, SnapshotRef, SnapshotRef]:
+    """A plan committed at NOW whose StartExecution failed, and a snapshot ``later`` to plan next: the
+    rig, the older snapshot and the newer."""
     rig = Rig()
     w = gpu_world()
     older = rig.snapshots.add(snapshot_of(w))
-    newer = rig.snapshots.add(snapshot_of(w, NOW + timedelta(seconds=60)))
+    newer = rig.snapshots.add(snapshot_of(w, NOW + later))
     rig.executions.fail("start", AwsThrottled("StartExecution: Throttling: Rate exceeded"), times=1)
     with pytest.raises(AwsThrottled):
         rig.run(older)
+    return rig, older, newer
+
+
+def test_a_plan_whose_start_failed_has_its_executions_started_by_the_next_snapshots_plan() -> None:
+    """A retried stream batch holding a newer snapshot plans only that one (the older is superseded):
+    the older plan's raise is committed and counted by the newer plan, so its execution must start."""
+    rig, older, newer = start_failed_then_newer(timedelta(seconds=60))
 
     outcome = rig.run(newer, now=NOW + timedelta(seconds=70))
 
@@ -199,13 +206,7 @@ def test_a_plan_whose_start_failed_has_its_executions_started_by_the_next_snapsh
 def test_a_plan_past_the_claim_window_of_the_last_one_does_not_start_its_executions() -> None:
     """Past ``scale_up_claim_minutes`` the newer plan counts the older raise no more and plans the pods
     itself: starting the older execution too would launch them twice."""
-    rig = Rig()
-    w = gpu_world()
-    older = rig.snapshots.add(snapshot_of(w))
-    newer = rig.snapshots.add(snapshot_of(w, NOW + timedelta(minutes=6)))
-    rig.executions.fail("start", AwsThrottled("StartExecution: Throttling: Rate exceeded"), times=1)
-    with pytest.raises(AwsThrottled):
-        rig.run(older)
+    rig, _, newer = start_failed_then_newer(timedelta(minutes=6))
 
     outcome = rig.run(newer, now=NOW + timedelta(minutes=6, seconds=10))
 
