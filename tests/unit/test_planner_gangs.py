@@ -192,6 +192,20 @@ def test_a_pending_volcano_podgroup_is_demand_without_pods() -> None:
     assert up.gangs[0].gang == "research/job-b"
 
 
+@pytest.mark.parametrize("phase", [None, ""], ids=["no-status", "empty-phase"])
+def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | None) -> None:
+    # Just created, before Volcano's scheduler writes status.phase: its scheduler takes the job as
+    # Pending (JobInfo.IsPending: phase Pending or "") and its job controller creates no pod until the
+    # phase is neither (syncJob), so the group is demand that has no pods yet, as a Pending one is.
+    w = cpu_world()
+    w.pod_group(VOLCANO, "job-e", "research", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase=phase)
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 2, ["research/job-e[0]", "research/job-e[1]"])
+    assert result.scale_up[0].gangs[0].gang == "research/job-e"
+
+
 def test_an_inqueue_volcano_podgroup_is_not_counted_twice() -> None:
     w = cpu_world()
     w.pod_group(VOLCANO, "job-c", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase="Inqueue")
