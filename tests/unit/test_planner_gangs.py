@@ -198,7 +198,9 @@ def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | N
     # Pending (JobInfo.IsPending: phase Pending or "") and its job controller creates no pod until the
     # phase is neither (syncJob), so the group is demand that has no pods yet, as a Pending one is.
     w = cpu_world()
-    w.pod_group(VOLCANO, "job-e", "research", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase=phase)
+    w.pod_group(
+        VOLCANO, "job-e", "research", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase=phase
+    )
 
     result = w.plan()
 
