@@ -733,3 +733,62 @@ def test_an_unbound_member_being_deleted_is_no_demand_and_cannot_start_its_gang(
     # the member still waiting cannot start its gang alone
     assert pending_codes(result)[pods[1]] == "gang-incomplete"
     assert pods[0] not in pending_codes(result) and loose[0] not in pending_codes(result)
+
+
+# scheduler-plugins coscheduling, PreFilter (pkg/coscheduling/core/core.go): a PodGroup with
+# spec.minResources lets its pods past only while the free room of every node of the cluster together,
+# the group's own pods not counted, covers minResources and minMember pod slots (CheckClusterResource).
+
+
+def gpu_gang(w: World, name: str, count: int, gpus: int, min_resources: dict[str, str]) -> list[str]:
+    w.pod_group(COSCHED, name, spec={"minMember": count, "minResources": min_resources})
+    labels = {"scheduling.x-k8s.io/pod-group": name}
+    return w.gpu_pods(name, count, gpus, cpu="40", memory="150Gi", labels=labels)  # a g5.12xlarge each
+
+
+def test_a_coscheduling_gang_gets_the_room_its_min_resources_ask_beyond_its_pods() -> None:
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True)  # 4 GPUs a node
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "12"})
+
+    result = w.plan()
+
+    # Its two pods fill two nodes (8 GPUs); coscheduling admits them only once the cluster has 12 GPUs
+    # free: a third node, launched with the gang, or the two would stay empty.
+    assert scale_up(result)["gpu"] == (0, 3, pods)
+    assert [(g.gang, g.nodes) for g in result.scale_up[0].gangs] == [("default/train", 3)]
+
+
+def test_min_resources_the_pods_cover_add_nothing() -> None:
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True)
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "8", "cpu": "2"})
+
+    assert scale_up(w.plan())["gpu"] == (0, 2, pods)
+
+
+def test_free_room_anywhere_in_the_cluster_counts_toward_min_resources() -> None:
+    # coscheduling sums every node's free room, nodes the gang's pods cannot use too: a Ready GPU node
+    # of another group, tainted for another team, covers what the gang's own nodes lack
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True)
+    (other,) = w.group("other", "g5.12xlarge", nodes=1, max_size=1, labels={"team": "b"})
+    w.node(other)["spec"].setdefault("taints", []).append(
+        {"key": "team", "value": "b", "effect": "NoSchedule"}
+    )
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "12"})
+
+    assert scale_up(w.plan())["gpu"] == (0, 2, pods)
+
+
+def test_a_gang_whose_min_resources_cannot_be_had_adds_nothing_and_says_why() -> None:
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True, max_size=2)
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "12"})
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"max-size"}
+    reason = pending_reasons(result)[pods[0]]
+    assert "minResources" in reason and "nvidia.com/gpu" in reason
