@@ -757,6 +757,7 @@ def test_a_coscheduling_gang_gets_the_room_its_min_resources_ask_beyond_its_pods
     # free: a third node, launched with the gang, or the two would stay empty.
     assert scale_up(result)["gpu"] == (0, 3, pods)
     assert [(g.gang, g.nodes) for g in result.scale_up[0].gangs] == [("default/train", 3)]
+    assert "1 of them for gang default/train's minResources" in result.scale_up[0].reason
 
 
 def test_min_resources_the_pods_cover_add_nothing() -> None:
@@ -792,3 +793,16 @@ def test_a_gang_whose_min_resources_cannot_be_had_adds_nothing_and_says_why() ->
     assert {pending_codes(result)[p] for p in pods} == {"max-size"}
     reason = pending_reasons(result)[pods[0]]
     assert "minResources" in reason and "nvidia.com/gpu" in reason
+
+
+def test_the_gangs_own_pods_leave_room_coscheduling_counts_as_free() -> None:
+    # coscheduling takes the group's own pods off each node before it sums the free room: the room the
+    # gang's pods take on a Ready node and on its new node still counts toward minResources
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True, nodes=1)
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "8"})
+
+    result = w.plan()
+
+    assert scale_up(result)["gpu"] == (1, 2, pods[1:])
+    assert result.scale_up[0].gangs[0].nodes == 1
