@@ -195,7 +195,7 @@ class World:
             "metadata": {"name": name, "namespace": namespace},
             "spec": spec,
         }
-        if phase:
+        if phase is not None:
             item["status"] = {"phase": phase}
         self.items.append(item)
 

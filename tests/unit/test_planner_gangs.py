@@ -192,6 +192,22 @@ def test_a_pending_volcano_podgroup_is_demand_without_pods() -> None:
     assert up.gangs[0].gang == "research/job-b"
 
 
+@pytest.mark.parametrize("phase", [None, ""], ids=["no-status", "empty-phase"])
+def test_a_volcano_podgroup_without_a_phase_yet_is_pending_demand(phase: str | None) -> None:
+    # Just created, before Volcano's scheduler writes status.phase: its scheduler takes the job as
+    # Pending (JobInfo.IsPending: phase Pending or "") and its job controller creates no pod until the
+    # phase is neither (syncJob), so the group is demand that has no pods yet, as a Pending one is.
+    w = cpu_world()
+    w.pod_group(
+        VOLCANO, "job-e", "research", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase=phase
+    )
+
+    result = w.plan()
+
+    assert scale_up(result)["cpu-east"] == (0, 2, ["research/job-e[0]", "research/job-e[1]"])
+    assert result.scale_up[0].gangs[0].gang == "research/job-e"
+
+
 def test_an_inqueue_volcano_podgroup_is_not_counted_twice() -> None:
     w = cpu_world()
     w.pod_group(VOLCANO, "job-c", spec={"minMember": 2, "minResources": {"cpu": "10"}}, phase="Inqueue")
@@ -717,3 +733,76 @@ def test_an_unbound_member_being_deleted_is_no_demand_and_cannot_start_its_gang(
     # the member still waiting cannot start its gang alone
     assert pending_codes(result)[pods[1]] == "gang-incomplete"
     assert pods[0] not in pending_codes(result) and loose[0] not in pending_codes(result)
+
+
+# scheduler-plugins coscheduling, PreFilter (pkg/coscheduling/core/core.go): a PodGroup with
+# spec.minResources lets its pods past only while the free room of every node of the cluster together,
+# the group's own pods not counted, covers minResources and minMember pod slots (CheckClusterResource).
+
+
+def gpu_gang(w: World, name: str, count: int, gpus: int, min_resources: dict[str, str]) -> list[str]:
+    w.pod_group(COSCHED, name, spec={"minMember": count, "minResources": min_resources})
+    labels = {"scheduling.x-k8s.io/pod-group": name}
+    return w.gpu_pods(name, count, gpus, cpu="40", memory="150Gi", labels=labels)  # a g5.12xlarge each
+
+
+def test_a_coscheduling_gang_gets_the_room_its_min_resources_ask_beyond_its_pods() -> None:
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True)  # 4 GPUs a node
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "12"})
+
+    result = w.plan()
+
+    # Its two pods fill two nodes (8 GPUs); coscheduling admits them only once the cluster has 12 GPUs
+    # free: a third node, launched with the gang, or the two would stay empty.
+    assert scale_up(result)["gpu"] == (0, 3, pods)
+    assert [(g.gang, g.nodes) for g in result.scale_up[0].gangs] == [("default/train", 3)]
+    assert "1 of them for gang default/train's minResources" in result.scale_up[0].reason
+
+
+def test_min_resources_the_pods_cover_add_nothing() -> None:
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True)
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "8", "cpu": "2"})
+
+    assert scale_up(w.plan())["gpu"] == (0, 2, pods)
+
+
+def test_free_room_anywhere_in_the_cluster_counts_toward_min_resources() -> None:
+    # coscheduling sums every node's free room, nodes the gang's pods cannot use too: a Ready GPU node
+    # of another group, tainted for another team, covers what the gang's own nodes lack
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True)
+    (other,) = w.group("other", "g5.12xlarge", nodes=1, max_size=1, labels={"team": "b"})
+    w.node(other)["spec"].setdefault("taints", []).append(
+        {"key": "team", "value": "b", "effect": "NoSchedule"}
+    )
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "12"})
+
+    assert scale_up(w.plan())["gpu"] == (0, 2, pods)
+
+
+def test_a_gang_whose_min_resources_cannot_be_had_adds_nothing_and_says_why() -> None:
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True, max_size=2)
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "12"})
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert {pending_codes(result)[p] for p in pods} == {"max-size"}
+    reason = pending_reasons(result)[pods[0]]
+    assert "minResources" in reason and "nvidia.com/gpu" in reason
+
+
+def test_the_gangs_own_pods_leave_room_coscheduling_counts_as_free() -> None:
+    # coscheduling takes the group's own pods off each node before it sums the free room: the room the
+    # gang's pods take on a Ready node and on its new node still counts toward minResources
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True, nodes=1)
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "8"})
+
+    result = w.plan()
+
+    assert scale_up(result)["gpu"] == (1, 2, pods[1:])
+    assert result.scale_up[0].gangs[0].nodes == 1

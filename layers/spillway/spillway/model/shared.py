@@ -42,6 +42,13 @@ from spillway.model.k8s import (
 )
 from spillway.model.resources import Resources, parse_resource_list
 
+# A Volcano PodGroup's status.phase while it waits to be enqueued: "Pending", or none at all (absent or
+# "": just created, before Volcano's scheduler writes its status). Volcano reads both alike: its
+# scheduler's JobInfo.IsPending (volcano-sh/volcano pkg/scheduler/api/job_info.go) is true for either,
+# so the enqueue action (pkg/scheduler/actions/enqueue/enqueue.go) takes such a job up, and its job
+# controller creates the job's pods only once the phase is neither (pkg/controllers/job/
+# job_controller_actions.go, syncJob).
+VOLCANO_PENDING_PHASES = frozenset({None, "", "Pending"})
 NODES = "nodes"  # a CapacityQuota (and tenant limit) resource: the number of nodes, in milli-units
 # (key, operator, values) of a label selector requirement: In, NotIn, Exists, DoesNotExist.
 LabelRequirement = tuple[str, str, tuple[str, ...]]
@@ -51,8 +58,8 @@ LabelRequirement = tuple[str, str, tuple[str, ...]]
 class GangInfo:
     """A pod group: its pods run all together or not at all.
 
-    ``pending`` marks a Volcano PodGroup in phase ``Pending``: Volcano creates its pods only once it is
-    ``Inqueue``, so while none of its pods exists (gated ones included), its ``min_member`` pods of
+    ``pending`` marks a Volcano PodGroup in phase ``Pending``, or with no phase yet (Volcano reads both
+    alike: :data:`VOLCANO_PENDING_PHASES`): Volcano creates its pods only once it is ``Inqueue``, so while none of its pods exists (gated ones included), its ``min_member`` pods of
     ``min_resources`` are demand that has no pods yet.
     ``task_minimums`` is a Volcano PodGroup's ``minTaskMember``: the pods of each task (a pod's
     ``volcano.sh/task-spec``) that must run too.
@@ -200,7 +207,7 @@ def gangs_of(obj: KubeObject) -> list[GangInfo]:
                 "volcano",
                 spec.min_member,
                 parse_resource_list(spec.min_resources),
-                pending=obj.status.phase == "Pending",
+                pending=obj.status.phase in VOLCANO_PENDING_PHASES,
                 task_minimums={task: n for task, n in sorted(spec.min_task_member.items()) if n > 0},
             )
         ]

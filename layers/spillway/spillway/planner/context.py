@@ -177,6 +177,8 @@ class Context:
         self.overflow_notes: dict[str, set[str]] = {}  # group -> why better groups were skipped
         # group -> nodes on their way out its new nodes' pods would fit (planner.scaleup.leaving_clause)
         self.leaving_notes: dict[str, set[str]] = {}
+        # group -> clauses for the empty nodes it opens for a coscheduling gang's minResources
+        self.room_notes: dict[str, set[str]] = {}
         self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them
         self.gang_zones: dict[tuple[str, str], str] = {}  # (group, gang) -> zone (multi-zone fleet group)

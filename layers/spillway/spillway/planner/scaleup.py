@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from spillway.model.cluster import TaintT
 from spillway.model.k8s import DELETION_TAINTS
 from spillway.model.nodegroup import NodeGroup
-from spillway.model.resources import PODS, Resources, describe, fit_count, subtract
+from spillway.model.resources import PODS, Resources, add_into, describe, fit_count, subtract
 from spillway.model.state import GangState
 from spillway.planner import codes
 from spillway.planner.buffers import busy_first
@@ -33,6 +33,7 @@ from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, on_demand_cap, options
 from spillway.planner.groups import backoff_reason, empty_room, similar_groups
 from spillway.planner.limits import Limits
+from spillway.planner.minresources import lacking, min_room
 from spillway.planner.placement import (
     Bin,
     DomainPools,
@@ -730,6 +731,7 @@ class GangPlacement:
         self.lacking, self.more = gangs.shortfall(gang)
         self.needed = sum(self.lacking.values()) + self.more
         self.ready = gangs.ready_pending  # counted already (a Volcano member requesting nothing)
+        self.min_room = min_room(stage.ctx, gang)  # coscheduling's minResources (planner.minresources)
 
     def domains(self) -> list[tuple[str | None, str | None]]:
         """(region, zone) to try in order; zone None for a gang that may spread over a region."""
@@ -850,11 +852,76 @@ class GangPlacement:
                 self.stage.ctx.pending_out.append(PendingPod(pod, reason, code))
 
     def _try(self) -> tuple[str, str] | None:
+        starts = [cls.next for cls in self.classes]
         for cls in self.classes:
             failure = self.stage.place(cls)
             if failure is not None:
                 return failure
-        return None
+        return self._cover_min_room(starts) if self.min_room else None
+
+    def _cover_min_room(self, starts: Sequence[int]) -> tuple[str, str] | None:
+        """Once the gang is placed, the room its coscheduling PodGroup's ``minResources`` asks the
+        cluster to have free (:mod:`spillway.planner.minresources`): counted on every node but those
+        on their way out, on launching capacity and on this plan's new nodes, the gang's own pods given
+        back; what that lacks is opened as more nodes of one group, with the gang (those it uses first,
+        then those its pods may use, best first). None when covered, else why not (code, reason)."""
+        stage, ctx = self.stage, self.stage.ctx
+        own: Resources = {}
+        for cls, start in zip(self.classes, starts, strict=True):
+            add_into(own, cls.requests, cls.next - start)
+        rooms = [(n.free, 1) for n in ctx.nodes.values() if not _leaving(n)]
+        bins = [*stage.launching.values(), *stage.new_bins.values()]
+        rooms += [(b.free, len(b.ids)) for group_bins in bins for b in group_bins]
+        lack = lacking(self.min_room, rooms, own)
+        if not lack:
+            return None
+        first: Skip | None = None
+        for group in self._room_groups():
+            skip = stage._why_skip(group) or self._open_room(group, lack)
+            if skip is None:
+                return None
+            first = first or skip
+        why = first.reason if first else "no node group's nodes have it"
+        return (
+            first.code if first else codes.NO_GROUP_FITS,
+            f"its PodGroup's minResources and minMember pod slots ({describe(self.min_room)}) must be "
+            "free in the cluster for "
+            f"coscheduling to admit its pods, {describe(lack)} more than the gang's nodes and the free "
+            f"room there is: {why}",
+        )
+
+    def _room_groups(self) -> list[NodeGroup]:
+        """The groups that may open the room a gang's ``minResources`` lacks: those the gang opens
+        nodes in, then those its pods may use, in the expander's order (in the domain being tried)."""
+        stage = self.stage
+        used = {name for name, gang in stage.ctx.gang_nodes if gang == self.gang}
+        out = [g for g in stage.ctx.groups if g.name in used]
+        for cls in self.classes:
+            out += [g for g in stage._choices(cls)[0] if g not in out]
+        return out
+
+    def _open_room(self, group: NodeGroup, lack: Mapping[str, int]) -> Skip | None:
+        """Open as many empty nodes of ``group`` with the gang as ``lack`` takes, all or none."""
+        stage = self.stage
+        per_node = stage.empty[group.name]
+        missing = sorted(name for name in lack if per_node.get(name, 0) <= 0)
+        if missing:
+            return Skip(codes.NO_GROUP_FITS, f"{group.name}'s nodes have no {', '.join(missing)}")
+        want = max(math.ceil(value / per_node[name]) for name, value in lack.items())
+        cls = self.classes[0]
+        opening, binding = stage.limits.allowed(cls.tenant, group, min(stage.room[group.name], want))
+        if opening >= want:
+            stage._add_nodes(cls, group, want)  # the class's pods are all placed: the nodes stay empty
+            stage.ctx.room_notes.setdefault(group.name, set()).add(
+                f"{want} of them for gang {self.gang}'s minResources, which coscheduling admits its pods "
+                "only once the cluster has free"
+            )
+            return None
+        if binding is not None:
+            return Skip(binding.code, stage.limits.reason(binding, group))
+        return Skip(
+            codes.MAX_SIZE, f"{group.name} has room for {stage.room[group.name]} of the {want} more nodes"
+        )
 
     def _save(self) -> dict[str, object]:
         stage, ctx = self.stage, self.stage.ctx
@@ -873,6 +940,7 @@ class GangPlacement:
             "gang_zones": dict(ctx.gang_zones),
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "leaving": {k: set(v) for k, v in ctx.leaving_notes.items()},
+            "room_notes": {k: set(v) for k, v in ctx.room_notes.items()},
             "uncordoned": dict(ctx.uncordoned),
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
             "next": [(c.next, dict(c.placed_in), dict(c.settled), c.domains) for c in self.classes],
@@ -889,7 +957,7 @@ class GangPlacement:
         ctx.gang_nodes, ctx.gang_pods = saved["gang_nodes"], saved["gang_pods"]
         ctx.gang_zones = saved["gang_zones"]
         ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
-        ctx.leaving_notes = saved["leaving"]
+        ctx.leaving_notes, ctx.room_notes = saved["leaving"], saved["room_notes"]
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
@@ -1060,7 +1128,7 @@ def _scale_up_reason(
 def _scale_up_notes(ctx: Context, group: NodeGroup) -> list[str]:
     """The clauses after a scale-up's reason: nodes on their way out its pods fit, where its template
     came from, the better groups skipped."""
-    notes = sorted(ctx.leaving_notes.get(group.name, ()))
+    notes = sorted(ctx.leaving_notes.get(group.name, ())) + sorted(ctx.room_notes.get(group.name, ()))
     if group.template is not None and group.template.source:  # spillway.model.nodecache
         notes.append(f"a node's shape {group.template.source}")
     elif group.template is not None and group.template.forgotten:  # a new launch template version

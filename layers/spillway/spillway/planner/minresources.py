@@ -1,0 +1,57 @@
+"""A coscheduling PodGroup's ``spec.minResources``: room the whole cluster must have free for its pods.
+
+scheduler-plugins' coscheduling checks it in PreFilter (kubernetes-sigs/scheduler-plugins
+pkg/coscheduling/core/core.go, ``PodGroupManager.PreFilter`` and ``CheckClusterResource``): a pod of a
+PodGroup that sets ``minResources`` is refused (Unschedulable) unless the free room of every node the
+scheduler knows, summed, covers ``minResources`` and ``minMember`` pod slots (the plugin sets the
+``pods`` entry to ``minMember``). A node's free room there is its allocatable less the requests, and
+the pod slots, of the pods bound or assumed on it, the group's own pods not counted
+(``getNodeResource`` takes them off); every node counts, whatever its labels, taints or cordon, and
+only the resources ``minResources`` names are compared. Nothing but ``minResources`` being set turns
+the check on; a group that passed it is let through for the plugin's permit window without another.
+
+So the nodes a gang's pods fill may not be enough: two 4-GPU pods whose PodGroup asks
+``nvidia.com/gpu: 12`` get two 4-GPU nodes, and coscheduling keeps both pods off them until 4 more GPUs
+are free somewhere. Scale-up (:class:`spillway.planner.scaleup.GangPlacement`) asks :func:`lacking`
+what the cluster would still lack once its placements and new nodes are in, and opens that much more
+with the gang, or places none of it. Pure: the snapshot's gangs and the plan's own numbers only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources
+from spillway.planner.context import ONE_POD, Context
+
+
+def min_room(ctx: Context, gang: str) -> Resources:
+    """What coscheduling asks the cluster to have free for ``gang``: its PodGroup's ``minResources``
+    and ``minMember`` pod slots; {} when it is no coscheduling PodGroup or sets no ``minResources``."""
+    for info in ctx.snapshot.gangs:
+        if info.key == gang and info.source == "coscheduling" and info.min_resources:
+            return {**info.min_resources, PODS: info.min_member * ONE_POD}
+    return {}
+
+
+def lacking(
+    need: Mapping[str, int], rooms: Iterable[tuple[Mapping[str, int], int]], own: Mapping[str, int]
+) -> Resources:
+    """What of ``need`` the free ``rooms`` (each a node's free room and how many such nodes) and the
+    gang's ``own`` placed requests (coscheduling does not count them as taken) do not cover together:
+    {} when they do. A resource some room does not report is unknown there
+    (:data:`UNCHECKED_WHEN_UNKNOWN`: ephemeral storage a template node does not declare) and is not
+    held against the gang; any other resource a room does not report is none."""
+    have: Resources = {name: own.get(name, 0) for name in need}
+    unknown: set[str] = set()
+    for free, count in rooms:
+        for name in need:
+            if name in free:
+                have[name] = have.get(name, 0) + free[name] * count
+            elif name in UNCHECKED_WHEN_UNKNOWN:
+                unknown.add(name)
+    return {
+        name: value - have.get(name, 0)
+        for name, value in sorted(need.items())
+        if name not in unknown and value > have.get(name, 0)
+    }
