@@ -3033,3 +3033,21 @@ def test_a_budget_over_a_job_whose_scale_fails_fails_its_sync_with_the_scale_err
     assert (status.disruptions_allowed, condition.reason, condition.message) == (
         0, "SyncFailed", f'Internal error occurred: the spec replicas field "{WORKER_REPLICAS}" does not exist')  # fmt: skip
     assert refused_eviction(core, "bert-worker-0") == 429
+
+
+def test_a_pod_template_starts_at_generation_one_and_a_template_change_bumps_it(core: CoreV1Api) -> None:
+    """The PodTemplate strategy (kubernetes/kubernetes pkg/registry/core/podtemplate/strategy.go) sets
+    ``metadata.generation`` to 1 in PrepareForCreate and bumps it in PrepareForUpdate when ``template``
+    changes, not on a label change: what a CapacityBuffer's ``status.podTemplateGeneration`` records."""
+    body = {
+        "metadata": {"name": "web"},
+        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+    }
+    created = core.create_namespaced_pod_template("default", body)
+    assert created.metadata.generation == 1
+    body["metadata"] = {"name": "web", "labels": {"team": "a"}}
+    relabelled = core.replace_namespaced_pod_template("web", "default", body)
+    assert relabelled.metadata.generation == 1
+    body["template"] = {"spec": {"containers": [{"name": "c", "image": "j"}]}}
+    changed = core.replace_namespaced_pod_template("web", "default", body)
+    assert changed.metadata.generation == 2

@@ -3,16 +3,19 @@ resolved, kept in the snapshot, and the status observe writes back; configured b
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from spillway.config import PlannerConfig
+from spillway.inputs import load_cluster
 from spillway.model.buffer import ScaledObject, buffer_infos, parse_buffers, status_update
 from spillway.model.cluster import ClusterSnapshot
-from spillway.model.k8s import CapacityBuffer, PodTemplate, parse_kube_list
+from spillway.model.k8s import CapacityBuffer, PodTemplate, iter_kube_list, parse_kube_list
 from spillway.model.snapshot import Snapshot
 
 NOW = datetime(2026, 3, 24, 9, 0, tzinfo=UTC)
@@ -518,3 +521,58 @@ def test_a_pod_template_whose_spec_is_no_object_makes_the_buffer_say_so_instead_
     [info] = ClusterSnapshot.from_objects("c", NOW, parse_kube_list(doc).others).buffers
     assert info.problem == "PodTemplate shop/web: template.spec: not an object"
     assert not info.active_at(NOW)
+
+
+def listed_pod(name: str, created: str, cpu: str, namespace: str = "shop", **labels: str) -> dict[str, Any]:
+    """A Running pod of a List, labelled ``app=web`` unless told, bound to a node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {"app": "web"},
+                     "creationTimestamp": created},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running"},
+    }  # fmt: skip
+
+
+def test_a_list_sizes_a_deployments_buffer_by_its_newest_pod_and_status_replicas_as_observe_does(
+    tmp_path: Path,
+) -> None:
+    """``spillway plan --cluster`` resolves a built-in workload's buffer as observe does (one mechanism,
+    :func:`spillway.model.buffer.live_pods`): the most recent pod the Deployment's ``spec.selector``
+    selects in its namespace is the chunk, its ``status.replicas`` the count a percentage is of
+    (cluster-autoscaler translators/scalable_objects_translator.go resolveSpecAndReplicas, "try resolving
+    a live pod" first). A newer pod of another namespace, or that the selector leaves out, is not it."""
+    selector = {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}],
+    }
+    deployment = {
+        **DEPLOYMENT,
+        "spec": {**DEPLOYMENT["spec"], "selector": selector},
+        "status": {"replicas": 8},
+    }
+    pods = [
+        listed_pod("web-old", "2026-03-01T00:00:00Z", "1"),
+        listed_pod("web-new", "2026-03-02T00:00:00Z", "3"),
+        listed_pod("batch", "2026-03-03T00:00:00Z", "5", app="web", tier="batch"),  # NotIn: left out
+        listed_pod("elsewhere", "2026-03-04T00:00:00Z", "7", namespace="other"),
+    ]
+    ref = {"apiGroup": "apps", "kind": "Deployment", "name": "web"}
+    doc = {"kind": "List", "items": [*pods, deployment, buffer(scalableRef=ref, percentage=25)]}
+    [info] = ClusterSnapshot.from_objects("c", NOW, iter_kube_list(doc)).buffers
+    assert (info.problem, info.replicas) == ("", 2)  # 25 % of status.replicas 8, not of spec.replicas 12
+    assert info.pod is not None and info.pod.requests["cpu"] == 3000  # web-new's, not the template's 2
+    assert info.pod.node_name is None and info.active_at(NOW)
+    # the pods listed after the workload are found as well, and without any pod the template is read
+    late = {"kind": "List", "items": [deployment, buffer(scalableRef=ref, percentage=25), *pods[:2]]}
+    [same] = ClusterSnapshot.from_objects("c", NOW, iter_kube_list(late)).buffers
+    assert same == info
+    # what `spillway plan --cluster FILE` reads: the same, the List's items released as they are parsed
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(doc))
+    assert load_cluster(path, "c", NOW).buffers == (info,)
+    bare = {"kind": "List", "items": [deployment, buffer(scalableRef=ref, percentage=25)]}
+    [templated] = ClusterSnapshot.from_objects("c", NOW, iter_kube_list(bare)).buffers
+    assert templated.pod is not None and templated.pod.requests["cpu"] == 2000
+    assert templated.replicas == 3  # 25 % of spec.replicas 12, rounded up

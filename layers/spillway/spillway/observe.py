@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -332,9 +332,16 @@ def capacity_buffers(kube: Cluster) -> Buffers:
         log.error("%s; the buffer is left out", why)
     models = [m for m in (_readable(PodTemplate, t) for t in templates) if isinstance(m, PodTemplate)]
     scalables = [m for m in (_readable(Scalable, w) for w in workloads) if isinstance(m, Scalable)]
+    scaled += capacity_buffer.live_pods(
+        objects, scalables, lambda w: kube.pods_selected(_namespace(w), w.pod_selector)
+    )
     infos = capacity_buffer.buffer_infos(objects, models, scalables, scaled)
     infos = capacity_buffer.limit_by_quotas(objects, infos, _resource_quotas(kube, infos))
     return Buffers(tuple(objects), version, infos)
+
+
+def _namespace(workload: Scalable) -> str:
+    return workload.metadata.namespace or "default"
 
 
 def _resource_quotas(kube: Cluster, infos: Iterable[capacity_buffer.BufferInfo]) -> list[ResourceQuota]:
@@ -357,49 +364,14 @@ def _named(
     kube: Cluster, buffers: list[CapacityBuffer]
 ) -> tuple[list[dict[str, object]], list[dict[str, object]], list[capacity_buffer.ScaledObject]]:
     """What the buffers name: the PodTemplates of their namespaces, the workloads of the kinds read by
-    their pod template, and the objects of other kinds, read through their scale subresource."""
+    their pod template, and the objects of other kinds, read through their scale subresource (the
+    built-in workloads' live pods are read once the workloads are parsed:
+    :func:`spillway.model.buffer.live_pods`)."""
     namespaces = sorted({b.metadata.namespace or "default" for b in buffers})
     templates = [t for ns in namespaces for t in kube.list_pod_templates(ns)]
     scaled = [_scaled(kube, *ref) for ref in _scaled_refs(buffers)]
     workloads = _scalables(kube, buffers)
-    return templates, workloads, scaled + _live_pods(kube, buffers, workloads)
-
-
-def _live_pods(
-    kube: Cluster, buffers: Iterable[CapacityBuffer], workloads: Iterable[dict[str, object]]
-) -> list[capacity_buffer.ScaledObject]:
-    """The most recent pod of each built-in workload a buffer names, as cluster-autoscaler's translator
-    looks for one before it reads the workload's template (scalable_objects_translator.go
-    resolveSpecAndReplicas): the pods its ``spec.selector`` selects (what the Scale's ``status.selector``
-    would say: no ``<plural>/scale`` grant needed) and its ``status.replicas`` (the Scale's). A Job
-    (no scale subresource), a workload without a selector, or one with no pod gives none."""
-    named = {
-        (b.metadata.namespace or "default", ref.kind, ref.name)
-        for b in buffers
-        if (ref := b.spec.scalable_ref) is not None
-        and capacity_buffer.scalable_resource(ref.api_group, ref.kind) is not None
-    }
-    out: list[capacity_buffer.ScaledObject] = []
-    for raw in workloads:
-        try:
-            workload = Scalable.model_validate(raw)
-        except ValueError:  # logged where the workloads are read (capacity_buffers)
-            continue
-        namespace = workload.metadata.namespace or "default"
-        selector = workload.pod_selector
-        if (namespace, workload.kind, workload.metadata.name) not in named or not selector:
-            continue
-        template = _newest_template(kube.pods_selected(namespace, selector))
-        if template is None:
-            continue
-        group = capacity_buffer.SCALABLE[workload.kind][0]
-        replicas = workload.status.replicas or 0
-        out.append(
-            capacity_buffer.ScaledObject(
-                namespace, group, workload.kind, workload.metadata.name, replicas, template, selector
-            )
-        )
-    return out
+    return templates, workloads, scaled
 
 
 def _scalables(kube: Cluster, buffers: Iterable[CapacityBuffer]) -> list[dict[str, object]]:
@@ -462,24 +434,9 @@ def _scaled(kube: Cluster, namespace: str, group: str, kind: str, name: str) -> 
         raise
     except KubeError as exc:
         return replace(found, problem=f"{what}: {type(exc).__name__}: {exc}")
-    return replace(found, replicas=replicas, selector=selector, template=_newest_template(pods))
-
-
-def _newest_template(pods: Sequence[Pod]) -> dict[str, object] | None:
-    """The most recent pod (by ``creationTimestamp``) as a pod template: its labels, annotations and
-    spec, as cluster-autoscaler's scale resolver builds one from it (buildPodTemplateFromPod)."""
-    if not pods:
-        return None
-    newest = max(pods, key=lambda p: (p.metadata.creation_timestamp or _EPOCH, p.metadata.name))
-    raw = newest.model_dump(by_alias=True, mode="json", exclude_none=True)
-    meta = raw.get("metadata") or {}
-    return {
-        "metadata": {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}},
-        "spec": raw.get("spec") or {},
-    }
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+    return replace(
+        found, replicas=replicas, selector=selector, template=capacity_buffer.newest_template(pods)
+    )
 
 
 def _readable(

@@ -12,11 +12,11 @@ Deployment, StatefulSet or ReplicaSet, a core ReplicationController or a ``batch
 scale subresource, so always) of its namespace, and their ``spec.replicas`` (a Job's
 ``spec.parallelism``); an object of any other kind without a pod is not ready. A live pod is what
 admission made of the template (a LimitRange's default requests, injected sidecars, VPA's requests),
-so the two differ. Observe finds a built-in kind's pods by its own ``spec.selector`` (what its Scale's
-``status.selector`` says); a List given to ``spillway plan`` is not searched for them (its template is
-read). Its count is the larger of ``spec.replicas`` and ``spec.percentage`` of that count
-(rounded up, 0 of a workload at 0 replicas), capped by ``spec.limits`` (the chunks' summed requests; a
-negative limit skipped); with
+so the two differ. A built-in kind's pods are those its own ``spec.selector`` selects (what its Scale's
+``status.selector`` says), found by one mechanism, :func:`live_pods`: observe asks the API server for
+them, ``spillway plan --cluster`` takes them from its List (:class:`NewestPods`). Its count is the
+larger of ``spec.replicas`` and ``spec.percentage`` of that count (rounded up, 0 of a workload at 0
+replicas), capped by ``spec.limits`` (the chunks' summed requests; a negative limit skipped); with
 neither, as many chunks as ``spec.limits`` holds (no limit left on a resource the chunk requests is a
 problem), as cluster-autoscaler's translator counts (:func:`from_percentage`, :func:`_fit_in_limits`). A
 ``percentage`` beside a ``podTemplateRef`` is ignored, as cluster-autoscaler ignores it (its status
@@ -31,7 +31,7 @@ core ResourceQuotas then cut the count as cluster-autoscaler's controller alloca
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +43,7 @@ from spillway.model.k8s import CapacityBuffer, Pod, PodAffinity, PodTemplate, Re
 from spillway.model.provreq import pending_info, template_pod_object
 from spillway.model.quantity import to_signed_milli
 from spillway.model.resources import CPU, MEMORY, Resources, parse_resource_list
+from spillway.model.shared import LabelRequirement, selector_matches, selector_requirements
 from spillway.model.windows import TimeWindow
 
 GROUP = "autoscaling.x-k8s.io"
@@ -349,6 +350,95 @@ def buffer_infos(
     by_ref = {s.key: s for s in scaled}
     infos = (buffer_info(b, by_name, by_kind, by_ref) for b in buffers)
     return tuple(sorted(infos, key=lambda i: (i.namespace, i.name)))
+
+
+PodsOf = Callable[[Scalable], Sequence[Pod]]  # the pods of a workload's namespace its spec.selector selects
+
+
+def live_pods(
+    buffers: Iterable[CapacityBuffer], workloads: Iterable[Scalable], pods_of: PodsOf
+) -> list[ScaledObject]:
+    """The most recent pod of each built-in workload a buffer names, as cluster-autoscaler's translator
+    looks for one before it reads the workload's template (translators/scalable_objects_translator.go
+    resolveSpecAndReplicas, "try resolving a live pod"; scalable_objects/scalable_object_resolvers.go
+    ScaleObjectPodResolver): the pods its ``spec.selector`` selects (what its Scale's ``status.selector``
+    says), found by ``pods_of``, and its ``status.replicas`` (the Scale's). Observe asks the API server
+    for the pods; ``spillway plan --cluster`` finds them in its List (:class:`NewestPods`). A Job (no
+    scale subresource), a workload whose selector selects nothing or everything, or one with no pod
+    gives none: its template is read then."""
+    named = {
+        (b.metadata.namespace or "default", ref.kind, ref.name)
+        for b in buffers
+        if (ref := b.spec.scalable_ref) is not None and scalable_resource(ref.api_group, ref.kind) is not None
+    }
+    out: list[ScaledObject] = []
+    for workload in workloads:
+        namespace = workload.metadata.namespace or "default"
+        selector = workload.pod_selector
+        if (namespace, workload.kind, workload.metadata.name) not in named or not selector:
+            continue
+        template = newest_template(pods_of(workload))
+        if template is None:
+            continue
+        replicas = workload.status.replicas or 0
+        group = SCALABLE[workload.kind][0]
+        out.append(
+            ScaledObject(
+                namespace, group, workload.kind, workload.metadata.name, replicas, template, selector
+            )
+        )
+    return out
+
+
+def newest_template(pods: Sequence[Pod]) -> dict[str, Any] | None:
+    """The most recent pod (by ``creationTimestamp``, then name) as a pod template: its labels,
+    annotations and spec, as cluster-autoscaler's scale resolver builds one from it
+    (buildPodTemplateFromPod)."""
+    if not pods:
+        return None
+    raw = max(pods, key=_recency).model_dump(by_alias=True, mode="json", exclude_none=True)
+    meta = raw.get("metadata") or {}
+    return {
+        "metadata": {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}},
+        "spec": raw.get("spec") or {},
+    }
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _recency(pod: Pod) -> tuple[datetime, str]:
+    return pod.metadata.creation_timestamp or _EPOCH, pod.metadata.name
+
+
+class NewestPods:
+    """The pods of a List as :func:`live_pods` asks for them (``spillway plan --cluster``), noted as
+    the List streams by. Of each namespace and label set only the most recent pod is kept: a selector
+    selects by labels alone, so no other pod of that set can be the newest one it selects, and a List's
+    pods are not all held as models."""
+
+    def __init__(self) -> None:
+        self._newest: dict[tuple[str, frozenset[tuple[str, str]]], Pod] = {}
+
+    def note(self, pod: Pod) -> None:
+        key = (pod.metadata.namespace or "default", frozenset(pod.metadata.labels.items()))
+        held = self._newest.get(key)
+        if held is None or _recency(pod) > _recency(held):
+            self._newest[key] = pod
+
+    def selected(self, workload: Scalable) -> list[Pod]:
+        """The pods kept of the workload's namespace that its ``spec.selector`` selects."""
+        namespace = workload.metadata.namespace or "default"
+        selector = workload.spec.selector
+        if isinstance(selector, dict):  # a ReplicationController's: a plain label map
+            requirements: Sequence[LabelRequirement] = [(k, "In", (v,)) for k, v in sorted(selector.items())]
+        else:
+            requirements = selector_requirements(selector)
+        return [
+            pod
+            for (ns, _), pod in self._newest.items()
+            if ns == namespace and selector_matches(requirements, pod.metadata.labels)
+        ]
 
 
 def parse_buffers(raw: Sequence[Any]) -> tuple[list[CapacityBuffer], list[str]]:

@@ -75,7 +75,7 @@ from spillway.model.shared import (
 )
 
 if TYPE_CHECKING:
-    from spillway.model.buffer import BufferInfo
+    from spillway.model.buffer import BufferInfo, NewestPods
     from spillway.model.daemonsets import DaemonSetInfo
     from spillway.model.provreq import ProvisioningRequestInfo
 
@@ -923,8 +923,12 @@ class ClusterSnapshot:
         resource_quotas: list[ResourceQuota] = []  # they cut the buffers, as observe's
         daemonsets: list[DaemonSet] = []
         succeeded = SucceededMembers()
+        from spillway.model.buffer import NewestPods  # it reads PodInfo from here
+
+        live = NewestPods()  # the pods a buffer's workload may select (its most recent one is the chunk)
         for obj in objects:
             if isinstance(obj, Pod):
+                live.note(obj)
                 pods.append(PodInfo.from_pod(obj))
                 succeeded.note(pods[-1])
                 budgets.remember(len(pods) - 1, obj)
@@ -957,6 +961,7 @@ class ClusterSnapshot:
             buffers,
             templates,
             workloads,
+            live,
             resource_quotas,
             topology,
             list(volumes.apply(list(budgets.apply(pods)))),
@@ -1067,6 +1072,7 @@ def _buffers(
     buffers: list[CapacityBuffer],
     templates: list[PodTemplate],
     workloads: list[Scalable],
+    live: NewestPods,
     resource_quotas: list[ResourceQuota],
     topology: TopologyMatcher,
     pods: list[PodInfo],
@@ -1074,12 +1080,17 @@ def _buffers(
     provreqs: Sequence[ProvisioningRequestInfo],
 ) -> tuple[tuple[PodInfo, ...], tuple[BufferInfo, ...], tuple[ProvisioningRequestInfo, ...]]:
     """The pods with their pod topology, and the CapacityBuffers of a List with what they name resolved
-    from the same List and cut to what its ResourceQuotas leave, as observe cuts them; the buffers'
-    chunks and the requests' pod sets get their pod topology too."""
-    from spillway.model.buffer import buffer_infos, limit_by_quotas  # they read PodInfo from here
+    from the same List (a built-in workload's most recent pod of the List, as observe finds it:
+    :func:`spillway.model.buffer.live_pods`) and cut to what its ResourceQuotas leave, as observe cuts
+    them; the buffers' chunks and the requests' pod sets get their pod topology too."""
+    from spillway.model.buffer import buffer_infos, limit_by_quotas, live_pods  # they read PodInfo from here
     from spillway.model.templates import with_topology
 
-    infos = buffer_infos(buffers, templates, workloads) if buffers else ()
+    infos = (
+        buffer_infos(buffers, templates, workloads, live_pods(buffers, workloads, live.selected))
+        if buffers
+        else ()
+    )
     if infos and resource_quotas:  # a List without any: not read, so not taken as "no quota"
         infos = limit_by_quotas(buffers, infos, resource_quotas)
     return with_topology(topology, pods, namespaces or None, infos, provreqs)

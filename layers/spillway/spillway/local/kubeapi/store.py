@@ -54,7 +54,8 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 DEFAULT_KUBELET_EXIT_DELAY = 0.5
 _NAME_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"
 #: the built-in kinds whose strategies start ``metadata.generation`` at 1 on create (and bump it on a
-#: spec change); custom resources do too
+#: spec change, a PodTemplate's on a ``template`` change: pkg/registry/core/podtemplate/strategy.go);
+#: custom resources do too
 _GENERATION_FROM_ONE = (
     "PodDisruptionBudget",
     "Pod",
@@ -63,6 +64,7 @@ _GENERATION_FROM_ONE = (
     "StatefulSet",
     "ReplicaSet",
     "ReplicationController",
+    "PodTemplate",
 )
 # metadata the server owns: writes cannot change it
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
@@ -71,8 +73,10 @@ _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGraceP
 def _new_generation(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether an update bumps ``metadata.generation``: a spec change, and for a Deployment an
     annotation change too (its strategy's PrepareForUpdate: the annotations are copied to its
-    ReplicaSets, so the controller must act on them)."""
-    if old.get("spec") != new.get("spec"):
+    ReplicaSets, so the controller must act on them); for a PodTemplate, which has no spec, a change of
+    its ``template``."""
+    field = "template" if kind == "PodTemplate" else "spec"
+    if old.get(field) != new.get(field):
         return True
     return kind == "Deployment" and _annotations(old) != _annotations(new)
 
