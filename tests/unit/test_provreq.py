@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -727,6 +728,27 @@ def test_statuses_are_written_and_a_failed_write_never_fails_the_plan() -> None:
     assert write_provisioning(lambda: FakeCluster(), result.provisioning) == {
         "written": 0, "failed": 0, "gone": 1, "errors": []
     }  # fmt: skip
+
+
+def test_a_status_is_written_only_to_the_request_it_was_decided_for() -> None:
+    """Deleted and made again under the same name since the snapshot: the new request (another uid)
+    keeps its own status; the write is moot, and the next plan decides for the new one."""
+    from fakes import FakeCluster
+
+    from spillway.act.planning import write_provisioning
+
+    w, _ = cpu_world(nodes=1)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+    (update,) = result.provisioning
+    assert update.uid == "uid-r"
+    again = request("r", CHECK_CAPACITY, [("t", 1)])
+    again["metadata"]["uid"] = "uid-r-again"
+    kube = FakeCluster(custom=[copy.deepcopy(again)])
+
+    assert write_provisioning(lambda: kube, result.provisioning) == {
+        "written": 0, "failed": 0, "gone": 1, "errors": []
+    }  # fmt: skip
+    assert kube.list_custom("autoscaling.x-k8s.io", "v1", "provisioningrequests")[0] == again
 
 
 # --- in-flight launches (fleet mode: the group grows only at attach) ------------------------------

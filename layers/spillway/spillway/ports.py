@@ -111,6 +111,8 @@ class Cluster(Protocol):
         namespace: str | None,
         name: str,
         status: dict[str, Any],
+        *,
+        uid: str = "",
     ) -> dict[str, Any]: ...
     def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
     # core/v1 ResourceQuotas of a namespace as plain JSON objects (what its CapacityBuffers may hold).

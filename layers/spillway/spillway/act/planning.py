@@ -671,12 +671,20 @@ def write_provisioning(
     cluster: Callable[[], Cluster], updates: Sequence[ProvisioningUpdate]
 ) -> dict[str, Any] | None:
     """Write each ProvisioningRequest's new status (after the commit; never raises): a write that fails
-    is counted and logged, and the next plan, seeing the old conditions, decides again. None when the
-    plan changed none."""
+    is counted and logged, and the next plan, seeing the old conditions, decides again. A write goes
+    only to the request the plan decided on (its uid): one deleted since, or deleted and made again
+    under the same name (``ObjectReplaced``), is counted ``gone``; the next plan reads the new one.
+    None when the plan changed none."""
 
     def write(kube: Cluster, update: ProvisioningUpdate) -> None:
         kube.patch_custom_status(
-            provreq.GROUP, provreq.VERSION, provreq.PLURAL, update.namespace, update.name, update.status()
+            provreq.GROUP,
+            provreq.VERSION,
+            provreq.PLURAL,
+            update.namespace,
+            update.name,
+            update.status(),
+            uid=update.uid,
         )
 
     items = [(u.key, u) for u in updates]

@@ -140,6 +140,7 @@ class Work:
             self.info.name,
             tuple(c.to_api() for c in self.conditions),
             dict(self.details),
+            self.info.uid,
         )
 
 

@@ -47,6 +47,7 @@ class ProvisioningUpdate:
     name: str
     conditions: tuple[Mapping[str, Any], ...]
     details: Mapping[str, str] = field(default_factory=dict)
+    uid: str = ""  # the request decided on: the write is for it, not for another made under its name
 
     @property
     def key(self) -> str:
