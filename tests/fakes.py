@@ -225,6 +225,21 @@ class FakeCluster(Recorder):
         self.calls.pop()
         raise ObjectNotFound(f"patch status of {plural}.{group} {name}: not found")
 
+    def delete_custom(
+        self, group: str, version: str, plural: str, namespace: str | None, name: str, *, uid: str = ""
+    ) -> None:
+        """Remove the object (``ObjectReplaced`` when ``uid`` names another one, as the API's 409)."""
+        self._call("delete_custom", group, version, plural, namespace, name, uid)
+        for obj in self.list_custom(group, version, plural, namespace):
+            if obj["metadata"]["name"] == name:
+                self.calls.pop()  # the lookup above is not the caller's
+                if uid and obj["metadata"].get("uid") != uid:
+                    raise ObjectReplaced(f"delete {plural}.{group} {name}: another object")
+                self.custom.remove(obj)
+                return
+        self.calls.pop()
+        raise ObjectNotFound(f"delete {plural}.{group} {name}: not found")
+
     def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]:
         self._call("list_pod_templates", namespace)
         return [

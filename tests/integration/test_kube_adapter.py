@@ -880,6 +880,51 @@ def test_plan_statuses_skip_a_request_made_again_since_the_snapshot(
     assert "status" not in (server.get("ProvisioningRequest", "pr", "default") or {})
 
 
+def test_delete_custom_deletes_only_the_object_of_the_uid_given(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "pr", "namespace": "default"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    old = server.add(made)["metadata"]["uid"]
+    server.delete("ProvisioningRequest", "pr", "default")
+    new = server.add(made)["metadata"]["uid"]
+
+    with pytest.raises(ObjectReplaced):  # the API's 409: "Precondition failed: UID in precondition ..."
+        kube.delete_custom(*PROVREQ_GV, "default", "pr", uid=old)
+    assert server.get("ProvisioningRequest", "pr", "default") is not None
+    kube.delete_custom(*PROVREQ_GV, "default", "pr", uid=new)
+    assert server.get("ProvisioningRequest", "pr", "default") is None
+    with pytest.raises(ObjectNotFound):
+        kube.delete_custom(*PROVREQ_GV, "default", "pr", uid=new)
+
+
+def test_plan_deletes_a_request_that_ended_a_week_ago_once(server: KubeApiServer, kube: KubeClient) -> None:
+    from spillway.act.planning import delete_provisioning
+    from spillway.planner.types import ProvisioningDeletion
+
+    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "done", "namespace": "default"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    uid = server.add(made)["metadata"]["uid"]
+    again = server.add({**made, "metadata": {"name": "again", "namespace": "default"}})["metadata"]["uid"]
+    server.delete("ProvisioningRequest", "again", "default")
+    server.add({**made, "metadata": {"name": "again", "namespace": "default"}})
+    deletions = [ProvisioningDeletion("default", "again", again, "ended"),
+                 ProvisioningDeletion("default", "done", uid, "ended"),
+                 ProvisioningDeletion("default", "gone", "u-gone", "ended")]  # fmt: skip
+
+    assert delete_provisioning(lambda: kube, deletions) == {
+        "written": 1,
+        "failed": 0,
+        "gone": 2,
+        "errors": [],
+    }
+    assert server.get("ProvisioningRequest", "done", "default") is None
+    assert server.get("ProvisioningRequest", "again", "default") is not None  # another request now
+    assert delete_provisioning(lambda: kube, []) is None
+
+
 def test_list_pod_templates(server: KubeApiServer, kube: KubeClient) -> None:
     server.add({"kind": "Namespace", "metadata": {"name": "ml"}})
     for ns in ("default", "ml"):

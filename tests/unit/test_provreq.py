@@ -1031,3 +1031,45 @@ def test_a_pod_set_of_two_billion_pods_is_judged_without_two_billion_virtual_pod
         assert got["Failed"] == ("True", "CapacityCannotBeProvisioned")
     assert f"{count} pod(s)" in result.provisioning[0].conditions[-1]["message"]
     assert result.scale_up == ()
+
+
+# --- ended requests are deleted a week on (cluster-autoscaler processors/provreq/processor.go,
+# DeleteOldProvReqs: Provisioned or Failed True whose lastTransitionTime is over 7 days old) ---------
+
+
+def cond(type_: str, status: str, reason: str, at: datetime) -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": "", "observedGeneration": 1,
+            "lastTransitionTime": at.isoformat().replace("+00:00", "Z")}  # fmt: skip
+
+
+def test_a_request_that_ended_over_a_week_ago_is_deleted_and_a_younger_one_kept() -> None:
+    w, _ = cpu_world(nodes=1)
+    week = timedelta(days=7)
+    old_fail = request("old-fail", CHECK_CAPACITY, [("t", 1)], created=NOW - 2 * week,
+                       conditions=[cond("Failed", "True", "Expired", NOW - week - timedelta(minutes=1))])  # fmt: skip
+    young_fail = request("young-fail", CHECK_CAPACITY, [("t", 1)], created=NOW - 2 * week,
+                         conditions=[cond("Failed", "True", "Expired", NOW - week + timedelta(minutes=1))])  # fmt: skip
+    old_booked = request("old-booked", BEST_EFFORT_ATOMIC, [("t", 1)], created=NOW - 2 * week,
+                         conditions=[cond("Provisioned", "True", "CapacityIsFound", NOW - week - timedelta(hours=1)),
+                                     cond("BookingExpired", "True", "CapacityBookingConsumed", NOW - week)])  # fmt: skip
+    other = request("other", "queued-provisioning.gke.io", [("t", 1)], created=NOW - 2 * week,
+                    conditions=[cond("Failed", "True", "Expired", NOW - 2 * week)])  # fmt: skip
+    result = run(w, [old_fail, young_fail, old_booked, other], [template("t")])
+
+    deleted = {(d.name, d.uid) for d in result.provisioning_deleted}
+    assert deleted == {("old-fail", "uid-old-fail"), ("old-booked", "uid-old-booked")}
+    assert all("7 days" in d.reason for d in result.provisioning_deleted)
+    assert [d["request"] for d in result.to_dict()["provisioning_deleted"]] == [
+        "default/old-booked", "default/old-fail"
+    ]  # fmt: skip
+
+
+def test_a_request_provisioned_long_ago_and_still_booked_is_not_deleted() -> None:
+    """Only an ended request goes: one whose Provisioned=True is old but has no ending condition yet gets
+    its BookingExpired from this plan, and is deleted a plan later at the earliest."""
+    w, _ = cpu_world(nodes=1)
+    booked = request("r", CHECK_CAPACITY, [("t", 1)], created=NOW - timedelta(days=9),
+                     conditions=[cond("Provisioned", "True", "CapacityIsFound", NOW - timedelta(days=8))])  # fmt: skip
+    result = run(w, [booked], [template("t")])
+    assert result.provisioning_deleted == ()
+    assert conds(result)["BookingExpired"][0] == "True"

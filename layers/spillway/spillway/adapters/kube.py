@@ -104,6 +104,7 @@ from kubernetes.client.models import (
     V1Eviction,
     V1ObjectMeta,
     V1ObjectReference,
+    V1Preconditions,
 )
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import load_kube_config_from_dict
@@ -790,6 +791,35 @@ class KubeClient:
             )
         classify = _uid_test_answer if uid else None
         return _json_object(op, self._request(op, send, on_status={404: ObjectNotFound}, classify=classify))
+
+    def delete_custom(
+        self, group: str, version: str, plural: str, namespace: str | None, name: str, *, uid: str = ""
+    ) -> None:
+        """Delete the object; with ``uid``, only if it is still that object (``DeleteOptions``
+        ``preconditions.uid``: the API answers 409 "Precondition failed: UID in precondition ..." for
+        another, raised as ``ObjectReplaced``). ``ObjectNotFound`` (404) when there is none."""
+        if not name:
+            raise ValueError("delete_custom needs an object name")
+        where = f"{namespace}/{name}" if namespace else name
+        op = f"delete {plural}.{group} {where}"
+        body = V1DeleteOptions(preconditions=V1Preconditions(uid=uid)) if uid else None
+        if namespace:
+            send = partial(
+                self._custom.delete_namespaced_custom_object,
+                group, version, namespace, plural, name, body=body, **self._opts(),
+            )  # fmt: skip
+        else:
+            send = partial(
+                self._custom.delete_cluster_custom_object,
+                group,
+                version,
+                plural,
+                name,
+                body=body,
+                **self._opts(),
+            )
+        replaced: dict[int, type[KubeError]] = {409: ObjectReplaced} if uid else {}
+        self._request(op, send, on_status={404: ObjectNotFound, **replaced})
 
     def list_pod_templates(self, namespace: str | None = None) -> list[RawObject]:
         """Every core/v1 PodTemplate (of ``namespace``, or of all namespaces), as plain JSON objects."""
