@@ -208,6 +208,26 @@ def test_a_booking_whose_node_is_gone_is_not_moved_into_the_room_a_nominated_pod
     assert "bookings" not in result.state.to_wire(), node
 
 
+def test_a_booking_whose_pod_template_is_gone_fails_and_books_nothing() -> None:
+    """cluster-autoscaler's bookCapacity (processors/provreq/processor.go) makes a provisioned request's
+    pods every loop; when a PodTemplate it names is gone (provreqwrapper PodSets: "missing pod
+    templates ..."), it sets Failed=True / FailedToBookCapacity and books nothing for it. Before, the
+    pod sets whose template was left kept their room: a partial booking, until the 10 minutes passed."""
+    w, _ = cpu_world(nodes=1)
+    pods = w.pods("web", 1, **BIG)
+    booked = [condition("Accepted", "True", "Accepted", NOW - timedelta(minutes=2)),
+              condition("Provisioned", "True", "CapacityIsFound", NOW - timedelta(minutes=2))]  # fmt: skip
+    req = request("r", CHECK_CAPACITY, [("t", 1), ("gone", 1)], conditions=booked)
+
+    result = run(w, [req], [template("t")])
+
+    assert conds(result)["Failed"] == ("True", "FailedToBookCapacity")
+    failed = next(c for c in result.provisioning[0].conditions if c["type"] == "Failed")
+    assert "PodTemplate default/gone not found" in failed["message"]
+    assert scale_up(result) == {}, pods  # the room is free: web fits on the node
+    assert "bookings" not in result.state.to_wire()
+
+
 def test_the_booking_expires_after_ten_minutes() -> None:
     w, _ = cpu_world(nodes=1)
     at = NOW - timedelta(minutes=10, seconds=1)

@@ -30,7 +30,8 @@ booking is theirs), and its nodes count as receiving those pods, so scale-down k
 it was booked on are remembered (``State.bookings``); while it holds, its room is taken again where it
 fits (a pod kube-scheduler bound there meanwhile keeps it). It ends with ``BookingExpired=True`` when
 its 10 minutes pass or once all its pods run, and with ``CapacityRevoked=True`` only when a node it
-was booked on is gone and its pods fit nowhere else.
+was booked on is gone and its pods fit nowhere else. A booking whose pods cannot be made any more (a
+PodTemplate deleted) fails (``FailedToBookCapacity``) and books nothing, as cluster-autoscaler's does.
 
 A request that ended (``Failed``, ``BookingExpired`` or ``CapacityRevoked`` True) is deleted once its
 ``Provisioned=True`` or its ``Failed=True`` is over :data:`ENDED_TTL` old (their
@@ -90,6 +91,7 @@ R_IMPOSSIBLE = "CapacityCannotBeProvisioned"
 R_BOOKING_TIME = "CapacityReservationTimeExpired"
 R_CONSUMED = "CapacityBookingConsumed"
 R_REVOKED = "BookedCapacityGone"
+R_BOOKING_FAILED = "FailedToBookCapacity"
 
 BOOKING = timedelta(minutes=10)
 ENDED_TTL = timedelta(days=7)  # an ended request is deleted this long after it was provisioned or failed
@@ -198,6 +200,11 @@ class Provisioning:
         elif since is None or now >= since + BOOKING:
             w.set(BOOKING_EXPIRED, "True", R_BOOKING_TIME,
                   f"capacity was booked for {minutes(BOOKING)} and is released", now)  # fmt: skip
+        elif w.info.problem:
+            # its pods cannot be made any more (a PodTemplate deleted): cluster-autoscaler's bookCapacity
+            # fails the request and books nothing (processors/provreq/processor.go, FailedToBookCapacity)
+            w.set(FAILED, "True", R_BOOKING_FAILED,
+                  f"the booked pods cannot be made: {w.info.problem}; nothing is booked", now)  # fmt: skip
         else:
             self._keep(w, left, now)
 
