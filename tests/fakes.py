@@ -25,6 +25,7 @@ from spillway.errors import (
     LifecycleActionNotFound,
     NodeNotFound,
     ObjectNotFound,
+    ObjectReplaced,
     PodNotFound,
     SnapshotNotFound,
     StateConflict,
@@ -205,19 +206,39 @@ class FakeCluster(Recorder):
         namespace: str | None,
         name: str,
         status: dict[str, Any],
+        *,
+        uid: str = "",
     ) -> dict[str, Any]:
-        """A merge patch of ``status`` (``None`` removes a key); 409 when the stored object carries
-        ``metadata.annotations["fake/conflict"]``."""
+        """A merge patch of ``status`` (``None`` removes a key); with ``uid``, the status replaced whole,
+        ``ObjectReplaced`` when the stored object has another uid (as KubeClient's JSON patch testing
+        it); 409 when the stored object carries ``metadata.annotations["fake/conflict"]``."""
         self._call("patch_custom_status", group, version, plural, namespace, name, status)
         for obj in self.list_custom(group, version, plural, namespace):
             if obj["metadata"]["name"] == name:
                 self.calls.pop()  # the lookup above is not the caller's
                 if "fake/conflict" in (obj["metadata"].get("annotations") or {}):
                     raise KubeConflict(f"patch status of {plural}.{group} {name}: conflict")
-                obj["status"] = _merge(obj.get("status") or {}, status)
+                if uid and obj["metadata"].get("uid") != uid:
+                    raise ObjectReplaced(f"patch status of {plural}.{group} {name}: another object")
+                obj["status"] = dict(status) if uid else _merge(obj.get("status") or {}, status)
                 return obj
         self.calls.pop()
         raise ObjectNotFound(f"patch status of {plural}.{group} {name}: not found")
+
+    def delete_custom(
+        self, group: str, version: str, plural: str, namespace: str | None, name: str, *, uid: str = ""
+    ) -> None:
+        """Remove the object (``ObjectReplaced`` when ``uid`` names another one, as the API's 409)."""
+        self._call("delete_custom", group, version, plural, namespace, name, uid)
+        for obj in self.list_custom(group, version, plural, namespace):
+            if obj["metadata"]["name"] == name:
+                self.calls.pop()  # the lookup above is not the caller's
+                if uid and obj["metadata"].get("uid") != uid:
+                    raise ObjectReplaced(f"delete {plural}.{group} {name}: another object")
+                self.custom.remove(obj)
+                return
+        self.calls.pop()
+        raise ObjectNotFound(f"delete {plural}.{group} {name}: not found")
 
     def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]:
         self._call("list_pod_templates", namespace)

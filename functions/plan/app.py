@@ -31,7 +31,9 @@ plan's ``problems`` name its field and why; cluster-autoscaler's Event reason), 
 ``spillway.observability.add_tenant_metrics``) TenantScaleUpNodes/GPUs/CPU and TenantPodsHeld;
 StaleSnapshots, PlanConflicts, PodEventsPosted, PodEventsFailed (refused, or not sent for lack of
 time or of an API), CandidateTaintsWritten and CandidateTaintsFailed (the scale-down candidate taints
-set or lifted; a failure is most often RBAC without ``patch`` on nodes). (Uncordoned and GroupsBackedOff come from the scale function, when it happens.)
+set or lifted; a failure is most often RBAC without ``patch`` on nodes), ProvisioningRequestsDeleted and
+ProvisioningRequestDeletesFailed (ProvisioningRequests that ended a week ago, deleted as
+cluster-autoscaler does). (Uncordoned and GroupsBackedOff come from the scale function, when it happens.)
 """
 
 from __future__ import annotations

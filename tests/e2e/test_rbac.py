@@ -197,6 +197,13 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
                     "metadata": {"name": "check", "namespace": "ml"},
                     "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
                              "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]}})  # fmt: skip
+    # ... and deletes one that failed over a week ago, as cluster-autoscaler does
+    cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+                    "metadata": {"name": "ended", "namespace": "ml"},
+                    "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                             "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]},
+                    "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "Expired",
+                                               "message": "", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}})  # fmt: skip
     # CapacityBuffers of that PodTemplate and of each kind of workload: observe lists them, and the
     # workloads they name, and writes their status
     cloud.kube.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
@@ -225,6 +232,8 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
     assert result["results"][0]["status"] == "acted", result
     assert result["results"][0]["events"]["posted"] == 1, result
     assert result["results"][0]["provisioning"]["written"] == 1, result
+    assert result["results"][0]["provisioning_deleted"]["written"] == 1, result
+    assert cloud.kube.get("ProvisioningRequest", "ended", "ml") is None
     marked = result["results"][0]["soft_taints"]
     assert marked["written"] >= 1 and marked["failed"] == 0, result  # idle general nodes (others hold room)
     [up] = cloud.wait_all()

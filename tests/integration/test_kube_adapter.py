@@ -20,10 +20,12 @@ from spillway.errors import (
     EvictionThrottled,
     KubeAuthError,
     KubeConflict,
+    KubeError,
     KubeUnavailable,
     ListExpired,
     NodeNotFound,
     ObjectNotFound,
+    ObjectReplaced,
     PodNotFound,
 )
 from spillway.local import objects as kobj
@@ -815,6 +817,112 @@ def test_patch_custom_status_merges_on_the_status_subresource(
     )
     with pytest.raises(KubeConflict):
         kube.patch_custom_status(*PROVREQ_GV, "default", "pr", accepted)
+
+
+def test_a_status_write_naming_the_uid_read_leaves_an_object_made_again_alone(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """Deleted and created again under the same name between the read and the write: the new object's
+    status is not the old one's. A merge patch has no uid precondition (the API server applies it to
+    whatever object has the name), so the write is a JSON patch testing ``/metadata/uid``."""
+    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "pr", "namespace": "default"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    old = server.add(made)["metadata"]["uid"]
+    server.delete("ProvisioningRequest", "pr", "default")
+    new = server.add(made)["metadata"]["uid"]
+    accepted = {"conditions": [{"type": "Accepted", "status": "True", "reason": "Ok", "message": "",
+                                "lastTransitionTime": "2026-03-02T09:30:00Z"}]}  # fmt: skip
+
+    with pytest.raises(ObjectReplaced) as caught:
+        kube.patch_custom_status(*PROVREQ_GV, "default", "pr", accepted, uid=old)
+    assert isinstance(caught.value, ObjectNotFound)  # for the caller, the object it read is gone
+    assert "status" not in (server.get("ProvisioningRequest", "pr", "default") or {})
+    assert len(requests_to(server, "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests/pr/status", "PATCH")) == 1  # fmt: skip
+
+    assert kube.patch_custom_status(*PROVREQ_GV, "default", "pr", accepted, uid=new)["status"] == accepted
+    last = requests_to(server, "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests/pr/status", "PATCH")[-1]  # fmt: skip
+    assert last.content_type == "application/json-patch+json"
+
+
+def test_a_status_write_refused_as_invalid_is_not_taken_for_a_replaced_object(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "pr", "namespace": "default"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    uid = server.add(made)["metadata"]["uid"]
+    no_reason = {"conditions": [{"type": "Accepted", "status": "True", "message": "",
+                                 "lastTransitionTime": "2026-03-02T09:30:00Z"}]}  # fmt: skip
+    with pytest.raises(KubeError) as caught:
+        kube.patch_custom_status(*PROVREQ_GV, "default", "pr", no_reason, uid=uid)
+    assert not isinstance(caught.value, ObjectNotFound)
+    assert "status.conditions[0].reason" in str(caught.value)
+
+
+def test_plan_statuses_skip_a_request_made_again_since_the_snapshot(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    from spillway.act.planning import write_provisioning
+    from spillway.planner.types import ProvisioningUpdate
+
+    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "pr", "namespace": "default"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    observed = server.add(made)["metadata"]["uid"]
+    server.delete("ProvisioningRequest", "pr", "default")
+    server.add(made)
+    failed = {"type": "Failed", "status": "True", "reason": "Expired", "message": "not provisioned in time",
+              "lastTransitionTime": "2026-03-02T09:30:00Z", "observedGeneration": 1}  # fmt: skip
+    update = ProvisioningUpdate("default", "pr", (failed,), uid=observed)
+
+    assert write_provisioning(lambda: kube, [update]) == {"written": 0, "failed": 0, "gone": 1, "errors": []}
+    assert "status" not in (server.get("ProvisioningRequest", "pr", "default") or {})
+
+
+def test_delete_custom_deletes_only_the_object_of_the_uid_given(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "pr", "namespace": "default"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    old = server.add(made)["metadata"]["uid"]
+    server.delete("ProvisioningRequest", "pr", "default")
+    new = server.add(made)["metadata"]["uid"]
+
+    with pytest.raises(ObjectReplaced):  # the API's 409: "Precondition failed: UID in precondition ..."
+        kube.delete_custom(*PROVREQ_GV, "default", "pr", uid=old)
+    assert server.get("ProvisioningRequest", "pr", "default") is not None
+    kube.delete_custom(*PROVREQ_GV, "default", "pr", uid=new)
+    assert server.get("ProvisioningRequest", "pr", "default") is None
+    with pytest.raises(ObjectNotFound):
+        kube.delete_custom(*PROVREQ_GV, "default", "pr", uid=new)
+
+
+def test_plan_deletes_a_request_that_ended_a_week_ago_once(server: KubeApiServer, kube: KubeClient) -> None:
+    from spillway.act.planning import delete_provisioning
+    from spillway.planner.types import ProvisioningDeletion
+
+    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "done", "namespace": "default"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    uid = server.add(made)["metadata"]["uid"]
+    again = server.add({**made, "metadata": {"name": "again", "namespace": "default"}})["metadata"]["uid"]
+    server.delete("ProvisioningRequest", "again", "default")
+    server.add({**made, "metadata": {"name": "again", "namespace": "default"}})
+    deletions = [ProvisioningDeletion("default", "again", again, "ended"),
+                 ProvisioningDeletion("default", "done", uid, "ended"),
+                 ProvisioningDeletion("default", "gone", "u-gone", "ended")]  # fmt: skip
+
+    assert delete_provisioning(lambda: kube, deletions) == {
+        "written": 1,
+        "failed": 0,
+        "gone": 2,
+        "errors": [],
+    }
+    assert server.get("ProvisioningRequest", "done", "default") is None
+    assert server.get("ProvisioningRequest", "again", "default") is not None  # another request now
+    assert delete_provisioning(lambda: kube, []) is None
 
 
 def test_list_pod_templates(server: KubeApiServer, kube: KubeClient) -> None:

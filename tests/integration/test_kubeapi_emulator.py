@@ -3051,3 +3051,81 @@ def test_a_pod_template_starts_at_generation_one_and_a_template_change_bumps_it(
     body["template"] = {"spec": {"containers": [{"name": "c", "image": "j"}]}}
     changed = core.replace_namespaced_pod_template("web", "default", body)
     assert changed.metadata.generation == 2
+
+
+# --- preconditions of a status write -------------------------------------------------------------
+# A PATCH carries no precondition of its own (apiserver endpoints/handlers/patch.go: the patch goes to
+# rest.DefaultUpdatedObjectInfo(nil, ...), whose Preconditions() are none). The patched object's
+# metadata.resourceVersion is still compared with the stored one (registry/generic/registry/store.go
+# Update: 409 "the object has been modified..."); its metadata.uid is not: on a custom resource's
+# /status the status strategy copies the stored object over the patched one but for its status
+# (apiextensions-apiserver registry/customresource/status_strategy.go PrepareForUpdate), and on the
+# resource itself the uid is an immutable field (rest.BeforeUpdate, ValidateObjectMetaUpdate: 422).
+# A JSON patch's failed "test" is answered 422 with the generic message and no details (patch.go
+# applyJSPatch: NewGenericServerResponse(422, ..., isUnexpectedResponse=false)).
+
+
+def recreated(custom: CustomObjectsApi, name: str) -> tuple[str, str]:
+    """Create ``name``, delete it, create it again: its first uid and the uid it has now."""
+    args = (*PROVREQS[:2], "default", PROVREQS[2])
+    first = custom.create_namespaced_custom_object(*args, provreq(name))["metadata"]["uid"]
+    custom.delete_namespaced_custom_object(*args, name)
+    second = custom.create_namespaced_custom_object(*args, provreq(name))["metadata"]["uid"]
+    assert first != second
+    return first, second
+
+
+def test_a_merge_patch_of_status_ignores_the_uid_it_carries(custom: CustomObjectsApi) -> None:
+    old, new = recreated(custom, "pr")
+    args = (*PROVREQS[:2], "default", PROVREQS[2], "pr")
+    body = {"metadata": {"uid": old}, "status": {"conditions": [GOOD_CONDITION]}}
+    written = custom.patch_namespaced_custom_object_status(*args, body)
+    assert written["metadata"]["uid"] == new
+    assert written["status"]["conditions"] == [GOOD_CONDITION]
+
+
+def test_a_merge_patch_of_the_resource_naming_another_uid_is_invalid(custom: CustomObjectsApi) -> None:
+    old, _ = recreated(custom, "pr")
+    args = (*PROVREQS[:2], "default", PROVREQS[2], "pr")
+    message = refused(lambda: custom.patch_namespaced_custom_object(*args, {"metadata": {"uid": old}}))
+    assert "metadata.uid" in message and "field is immutable" in message, message
+
+
+def test_a_stale_resource_version_in_a_status_patch_conflicts(custom: CustomObjectsApi) -> None:
+    args = (*PROVREQS[:2], "default", PROVREQS[2], "pr")
+    made = custom.create_namespaced_custom_object(*PROVREQS[:2], "default", PROVREQS[2], provreq("pr"))
+    custom.patch_namespaced_custom_object(*args, {"metadata": {"labels": {"by": "kueue"}}})
+    stale = {"metadata": {"resourceVersion": made["metadata"]["resourceVersion"]},
+             "status": {"conditions": [GOOD_CONDITION]}}  # fmt: skip
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object_status(*args, stale)
+    assert caught.value.status == 409
+    assert json.loads(caught.value.body)["message"] == (
+        'Operation cannot be fulfilled on provisioningrequests.autoscaling.x-k8s.io "pr": the object has '
+        "been modified; please apply your changes to the latest version and try again"
+    )
+
+
+def test_a_json_patch_testing_the_uid_of_a_recreated_object_is_refused_generically(
+    custom: CustomObjectsApi,
+) -> None:
+    old, new = recreated(custom, "pr")
+    args = (*PROVREQS[:2], "default", PROVREQS[2], "pr")
+
+    def patch(uid: str) -> Any:
+        ops = [{"op": "test", "path": "/metadata/uid", "value": uid},
+               {"op": "add", "path": "/status", "value": {"conditions": [GOOD_CONDITION]}}]  # fmt: skip
+        return custom.patch_namespaced_custom_object_status(
+            *args, ops, _content_type="application/json-patch+json"
+        )
+
+    with pytest.raises(ApiException) as caught:
+        patch(old)
+    assert caught.value.status == 422
+    assert json.loads(caught.value.body) == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "the server rejected our request due to an error in our request",
+        "reason": "Invalid", "details": {}, "code": 422,
+    }  # fmt: skip
+    assert "status" not in custom.get_namespaced_custom_object(*args)
+    assert patch(new)["status"]["conditions"] == [GOOD_CONDITION]

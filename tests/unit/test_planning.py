@@ -1348,6 +1348,37 @@ def test_a_taint_on_a_node_gone_since_the_snapshot_is_moot_not_failed() -> None:
     assert (counted["CandidateTaintsWritten"], counted["CandidateTaintsFailed"]) == (1.0, 0.0)
 
 
+def test_a_provisioning_request_that_ended_a_week_ago_is_deleted_after_the_commit_and_counted() -> None:
+    """cluster-autoscaler deletes a ProvisioningRequest provisioned or failed over 7 days ago
+    (processors/provreq/processor.go DeleteOldProvReqs); the plan function does it after its commit,
+    only for the request of the uid the snapshot saw, and counts it (ProvisioningRequestsDeleted)."""
+    from dataclasses import replace
+
+    from spillway.model.provreq import request_infos
+
+    ended = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+             "metadata": {"name": "done", "namespace": "default", "uid": "u-done",
+                          "creationTimestamp": "2026-01-01T00:00:00Z"},
+             "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                      "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]},
+             "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "Expired", "message": "",
+                                        "lastTransitionTime": (NOW - timedelta(days=8)).isoformat()}]}}  # fmt: skip
+    rig = Rig(settings=settings(planner=PlannerConfig(cluster="ml", regions=("us-east-1",))))
+    cluster, groups, _, _ = idle_world().parsed()
+    cluster = replace(cluster, provreqs=request_infos([ended], []))
+    ref = rig.snapshots.add(Snapshot.build(cluster, groups, NOW))
+    kube = FakeCluster([i for i in idle_world().items if i["kind"] == "Node"], custom=[ended])
+
+    outcome = run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions,
+                       settings=rig.settings, now=NOW + timedelta(seconds=20), cluster=lambda: kube)  # fmt: skip
+
+    assert outcome.provisioning_deleted == {"written": 1, "failed": 0, "errors": []}
+    assert kube.custom == []
+    assert rig.ledger.plans[ref.key].plan["provisioning_deleted"][0]["request"] == "default/done"
+    counted = record_metrics(outcome.to_dict())
+    assert (counted["ProvisioningRequestsDeleted"], counted["ProvisioningRequestDeletesFailed"]) == (1.0, 0.0)
+
+
 def record_metrics(outcome: dict[str, Any]) -> dict[str, float]:
     """What the plan function's ``record_outcome`` counts for one outcome."""
     from spillway.observability import metrics

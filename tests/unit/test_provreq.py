@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -205,6 +206,26 @@ def test_a_booking_whose_node_is_gone_is_not_moved_into_the_room_a_nominated_pod
 
     assert conds(result)["CapacityRevoked"] == ("True", "BookedCapacityGone")
     assert "bookings" not in result.state.to_wire(), node
+
+
+def test_a_booking_whose_pod_template_is_gone_fails_and_books_nothing() -> None:
+    """cluster-autoscaler's bookCapacity (processors/provreq/processor.go) makes a provisioned request's
+    pods every loop; when a PodTemplate it names is gone (provreqwrapper PodSets: "missing pod
+    templates ..."), it sets Failed=True / FailedToBookCapacity and books nothing for it. Before, the
+    pod sets whose template was left kept their room: a partial booking, until the 10 minutes passed."""
+    w, _ = cpu_world(nodes=1)
+    pods = w.pods("web", 1, **BIG)
+    booked = [condition("Accepted", "True", "Accepted", NOW - timedelta(minutes=2)),
+              condition("Provisioned", "True", "CapacityIsFound", NOW - timedelta(minutes=2))]  # fmt: skip
+    req = request("r", CHECK_CAPACITY, [("t", 1), ("gone", 1)], conditions=booked)
+
+    result = run(w, [req], [template("t")])
+
+    assert conds(result)["Failed"] == ("True", "FailedToBookCapacity")
+    failed = next(c for c in result.provisioning[0].conditions if c["type"] == "Failed")
+    assert "PodTemplate default/gone not found" in failed["message"]
+    assert scale_up(result) == {}, pods  # the room is free: web fits on the node
+    assert "bookings" not in result.state.to_wire()
 
 
 def test_the_booking_expires_after_ten_minutes() -> None:
@@ -729,6 +750,27 @@ def test_statuses_are_written_and_a_failed_write_never_fails_the_plan() -> None:
     }  # fmt: skip
 
 
+def test_a_status_is_written_only_to_the_request_it_was_decided_for() -> None:
+    """Deleted and made again under the same name since the snapshot: the new request (another uid)
+    keeps its own status; the write is moot, and the next plan decides for the new one."""
+    from fakes import FakeCluster
+
+    from spillway.act.planning import write_provisioning
+
+    w, _ = cpu_world(nodes=1)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+    (update,) = result.provisioning
+    assert update.uid == "uid-r"
+    again = request("r", CHECK_CAPACITY, [("t", 1)])
+    again["metadata"]["uid"] = "uid-r-again"
+    kube = FakeCluster(custom=[copy.deepcopy(again)])
+
+    assert write_provisioning(lambda: kube, result.provisioning) == {
+        "written": 0, "failed": 0, "gone": 1, "errors": []
+    }  # fmt: skip
+    assert kube.list_custom("autoscaling.x-k8s.io", "v1", "provisioningrequests")[0] == again
+
+
 # --- in-flight launches (fleet mode: the group grows only at attach) ------------------------------
 
 
@@ -1009,3 +1051,45 @@ def test_a_pod_set_of_two_billion_pods_is_judged_without_two_billion_virtual_pod
         assert got["Failed"] == ("True", "CapacityCannotBeProvisioned")
     assert f"{count} pod(s)" in result.provisioning[0].conditions[-1]["message"]
     assert result.scale_up == ()
+
+
+# --- ended requests are deleted a week on (cluster-autoscaler processors/provreq/processor.go,
+# DeleteOldProvReqs: Provisioned or Failed True whose lastTransitionTime is over 7 days old) ---------
+
+
+def cond(type_: str, status: str, reason: str, at: datetime) -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": "", "observedGeneration": 1,
+            "lastTransitionTime": at.isoformat().replace("+00:00", "Z")}  # fmt: skip
+
+
+def test_a_request_that_ended_over_a_week_ago_is_deleted_and_a_younger_one_kept() -> None:
+    w, _ = cpu_world(nodes=1)
+    week = timedelta(days=7)
+    old_fail = request("old-fail", CHECK_CAPACITY, [("t", 1)], created=NOW - 2 * week,
+                       conditions=[cond("Failed", "True", "Expired", NOW - week - timedelta(minutes=1))])  # fmt: skip
+    young_fail = request("young-fail", CHECK_CAPACITY, [("t", 1)], created=NOW - 2 * week,
+                         conditions=[cond("Failed", "True", "Expired", NOW - week + timedelta(minutes=1))])  # fmt: skip
+    old_booked = request("old-booked", BEST_EFFORT_ATOMIC, [("t", 1)], created=NOW - 2 * week,
+                         conditions=[cond("Provisioned", "True", "CapacityIsFound", NOW - week - timedelta(hours=1)),
+                                     cond("BookingExpired", "True", "CapacityBookingConsumed", NOW - week)])  # fmt: skip
+    other = request("other", "queued-provisioning.gke.io", [("t", 1)], created=NOW - 2 * week,
+                    conditions=[cond("Failed", "True", "Expired", NOW - 2 * week)])  # fmt: skip
+    result = run(w, [old_fail, young_fail, old_booked, other], [template("t")])
+
+    deleted = {(d.name, d.uid) for d in result.provisioning_deleted}
+    assert deleted == {("old-fail", "uid-old-fail"), ("old-booked", "uid-old-booked")}
+    assert all("7 days" in d.reason for d in result.provisioning_deleted)
+    assert [d["request"] for d in result.to_dict()["provisioning_deleted"]] == [
+        "default/old-booked", "default/old-fail"
+    ]  # fmt: skip
+
+
+def test_a_request_provisioned_long_ago_and_still_booked_is_not_deleted() -> None:
+    """Only an ended request goes: one whose Provisioned=True is old but has no ending condition yet gets
+    its BookingExpired from this plan, and is deleted a plan later at the earliest."""
+    w, _ = cpu_world(nodes=1)
+    booked = request("r", CHECK_CAPACITY, [("t", 1)], created=NOW - timedelta(days=9),
+                     conditions=[cond("Provisioned", "True", "CapacityIsFound", NOW - timedelta(days=8))])  # fmt: skip
+    result = run(w, [booked], [template("t")])
+    assert result.provisioning_deleted == ()
+    assert conds(result)["BookingExpired"][0] == "True"

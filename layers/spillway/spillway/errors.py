@@ -114,6 +114,11 @@ class ObjectNotFound(KubeError):
     """The named Kubernetes object (a custom resource, a pod template ...) does not exist."""
 
 
+class ObjectReplaced(ObjectNotFound):
+    """The object read is gone: another one of the same name (another ``metadata.uid``) took its place,
+    and a write conditional on the uid read was refused. For the caller, as good as not found."""
+
+
 class KubeConflict(KubeError):
     """A write lost a race (409 Conflict)."""
 

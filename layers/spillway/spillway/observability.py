@@ -188,7 +188,9 @@ def set_cluster(cluster: str) -> None:
 def add_cluster_writes(outcome: Mapping[str, Any]) -> None:
     """What a plan wrote to the Kubernetes API after its commit: pod Events (``PodEventsPosted``;
     ``PodEventsFailed``: refused, or not sent for lack of time or of an API) and scale-down candidate
-    taints (``CandidateTaintsWritten``, ``CandidateTaintsFailed``); a warning gives the errors."""
+    taints (``CandidateTaintsWritten``, ``CandidateTaintsFailed``), ProvisioningRequests that ended a
+    week ago deleted (``ProvisioningRequestsDeleted``, ``ProvisioningRequestDeletesFailed``); a warning
+    gives the errors."""
     events = outcome.get("events") or {}
     add_count("PodEventsPosted", events.get("posted", 0))
     add_count("PodEventsFailed", events.get("failed", 0) + events.get("skipped", 0))
@@ -199,6 +201,11 @@ def add_cluster_writes(outcome: Mapping[str, Any]) -> None:
     add_count("CandidateTaintsFailed", marked.get("failed", 0))
     if marked.get("errors"):
         logger.warning("scale-down candidate taints not written", extra={"soft_taints": marked})
+    deleted = outcome.get("provisioning_deleted") or {}
+    add_count("ProvisioningRequestsDeleted", deleted.get("written", 0))
+    add_count("ProvisioningRequestDeletesFailed", deleted.get("failed", 0))
+    if deleted.get("errors"):
+        logger.warning("ended ProvisioningRequests not deleted", extra={"provisioning_deleted": deleted})
 
 
 TENANT_METRICS = (("nodes", "TenantScaleUpNodes"), ("gpus", "TenantScaleUpGPUs"), ("cpu", "TenantScaleUpCPU"))

@@ -111,7 +111,13 @@ class Cluster(Protocol):
         namespace: str | None,
         name: str,
         status: dict[str, Any],
+        *,
+        uid: str = "",
     ) -> dict[str, Any]: ...
+    # Delete a custom object, only the one of ``uid`` when given (ObjectReplaced for another one).
+    def delete_custom(
+        self, group: str, version: str, plural: str, namespace: str | None, name: str, *, uid: str = ""
+    ) -> None: ...
     def list_pod_templates(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
     # core/v1 ResourceQuotas of a namespace as plain JSON objects (what its CapacityBuffers may hold).
     def list_resource_quotas(self, namespace: str) -> list[dict[str, Any]]: ...

@@ -80,7 +80,15 @@ from spillway.model.snapshot import Snapshot
 from spillway.model.state import RaiseState, State
 from spillway.planner import ScalingPlan, codes
 from spillway.planner import plan as run_planner
-from spillway.planner.types import Drain, GangLaunch, ProvisioningUpdate, ScaleUp, SoftTaint, Unregistered
+from spillway.planner.types import (
+    Drain,
+    GangLaunch,
+    ProvisioningDeletion,
+    ProvisioningUpdate,
+    ScaleUp,
+    SoftTaint,
+    Unregistered,
+)
 from spillway.ports import Cluster, Ledger, Snapshots, Workflows
 
 Planner = Callable[[ClusterSnapshot, Sequence[NodeGroup], PlannerConfig, State, datetime], ScalingPlan]
@@ -634,7 +642,9 @@ def run_plan(
         plan=record,
     )
     started = tuple(executions.start(r) for r in requests)
-    posted, written, marked = _write_to_cluster(cluster, batch, result, settings) if cluster else (None,) * 3
+    posted, written, marked, deleted = (
+        _write_to_cluster(cluster, batch, result, settings) if cluster else (None,) * 4
+    )
     return PlanOutcome(
         ref.cluster,
         ref.key,
@@ -647,17 +657,20 @@ def run_plan(
         tenants=tenant_summary(result, snapshot.cluster, snapshot.groups),
         provisioning=written,
         soft_taints=marked,
+        provisioning_deleted=deleted,
     )
 
 
 def _write_to_cluster(
     cluster: Callable[[], Cluster], batch: EventBatch, result: ScalingPlan, settings: PlanSettings
 ) -> tuple[dict[str, Any] | None, ...]:
-    """After the commit: the pod Events, the ProvisioningRequest statuses, the candidate taints."""
+    """After the commit: the pod Events, the ProvisioningRequest statuses, the candidate taints, the
+    deletions of ended ProvisioningRequests."""
     return (
         _post(cluster, batch, settings.events),
         write_provisioning(cluster, result.provisioning),
         write_soft_taints(cluster, result.soft_taint),
+        delete_provisioning(cluster, result.provisioning_deleted),
     )
 
 
@@ -671,16 +684,44 @@ def write_provisioning(
     cluster: Callable[[], Cluster], updates: Sequence[ProvisioningUpdate]
 ) -> dict[str, Any] | None:
     """Write each ProvisioningRequest's new status (after the commit; never raises): a write that fails
-    is counted and logged, and the next plan, seeing the old conditions, decides again. None when the
-    plan changed none."""
+    is counted and logged, and the next plan, seeing the old conditions, decides again. A write goes
+    only to the request the plan decided on (its uid): one deleted since, or deleted and made again
+    under the same name (``ObjectReplaced``), is counted ``gone``; the next plan reads the new one.
+    None when the plan changed none."""
 
     def write(kube: Cluster, update: ProvisioningUpdate) -> None:
         kube.patch_custom_status(
-            provreq.GROUP, provreq.VERSION, provreq.PLURAL, update.namespace, update.name, update.status()
+            provreq.GROUP,
+            provreq.VERSION,
+            provreq.PLURAL,
+            update.namespace,
+            update.name,
+            update.status(),
+            uid=update.uid,
         )
 
     items = [(u.key, u) for u in updates]
     return _write_each(cluster, "ProvisioningRequest status", items, write, gone=ObjectNotFound)
+
+
+def delete_provisioning(
+    cluster: Callable[[], Cluster], deletions: Sequence[ProvisioningDeletion]
+) -> dict[str, Any] | None:
+    """Delete the ProvisioningRequests that ended a week ago (after the commit; never raises), each
+    only if it is still the request the plan saw (its uid): one gone since, or made again under the
+    same name, is counted ``gone``. A deletion that fails is logged; the next plan asks again. None
+    when there is none."""
+
+    def delete(kube: Cluster, gone: ProvisioningDeletion) -> None:
+        kube.delete_custom(
+            provreq.GROUP, provreq.VERSION, provreq.PLURAL, gone.namespace, gone.name, uid=gone.uid
+        )
+        log.info("ProvisioningRequest %s deleted: %s", gone.key, gone.reason)
+
+    items = [(d.key, d) for d in deletions]
+    return _write_each(
+        cluster, "deletion of the ended ProvisioningRequest", items, delete, gone=ObjectNotFound
+    )
 
 
 def write_soft_taints(cluster: Callable[[], Cluster], taints: Sequence[SoftTaint]) -> dict[str, Any] | None:

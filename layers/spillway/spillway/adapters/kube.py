@@ -104,6 +104,7 @@ from kubernetes.client.models import (
     V1Eviction,
     V1ObjectMeta,
     V1ObjectReference,
+    V1Preconditions,
 )
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import load_kube_config_from_dict
@@ -125,6 +126,7 @@ from spillway.errors import (
     ListExpired,
     NodeNotFound,
     ObjectNotFound,
+    ObjectReplaced,
     PodNotFound,
     SpillwayError,
 )
@@ -169,6 +171,10 @@ DEFAULT_MAX_ATTEMPTS = 4
 LIST_PASSES = 3  # passes of one list whose continue token expires before it is given up
 CONFLICT_ATTEMPTS = 5
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+# the whole body of a 422 for a JSON patch that does not apply to the object (apiserver endpoints/
+# handlers/patch.go applyJSPatch: NewGenericServerResponse, the library's error left out, no details)
+PATCH_NOT_APPLIED = "the server rejected our request due to an error in our request"
 COMPONENT = "spillway"
 DRAINING_TAINT_EFFECT = "NoSchedule"
 
@@ -370,6 +376,18 @@ def _scale_answer(exc: ApiException) -> type[KubeError] | None:
     """A scale GET's 500 that names the missing spec replicas: the object's standing answer."""
     if int(exc.status or 0) == 500 and NO_SPEC_REPLICAS.search(str(_status_doc(exc).get("message", ""))):
         return KubeError
+    return None
+
+
+def _uid_test_answer(exc: ApiException) -> type[KubeError] | None:
+    """A 422 that says only that the JSON patch did not apply: of a status write testing the uid (whose
+    other operation, ``add /status``, applies to any object), the test failed, the object was made
+    again. A 422 of validation names the object and its fields (``details``): not this."""
+    if int(exc.status or 0) != 422:
+        return None
+    doc = _status_doc(exc)
+    if doc.get("message") == PATCH_NOT_APPLIED and not _details(doc):
+        return ObjectReplaced
     return None
 
 
@@ -735,15 +753,33 @@ class KubeClient:
         namespace: str | None,
         name: str,
         status: dict[str, Any],
+        *,
+        uid: str = "",
     ) -> RawObject:
-        """Merge-patch ``{"status": status}`` on the object's ``/status`` subresource; returns the object.
-        ``ObjectNotFound`` (404: no such object, or no status subresource), ``KubeConflict`` (409)."""
+        """Write ``status`` on the object's ``/status`` subresource; returns the object. ``ObjectNotFound``
+        (404: no such object, or no status subresource), ``KubeConflict`` (409).
+
+        Without ``uid``: a merge patch of ``{"status": status}``. With it: the status is replaced whole
+        only if the object is still the one read, by a JSON patch that tests ``/metadata/uid`` first, and
+        ``ObjectReplaced`` (an ``ObjectNotFound``) when another object has taken the name. A merge patch
+        cannot say that: the API server gives a patch no precondition (apiserver endpoints/handlers/
+        patch.go passes ``DefaultUpdatedObjectInfo(nil, ...)``) and on a custom resource's ``/status``
+        keeps the stored metadata whole, uid included (apiextensions-apiserver registry/customresource/
+        status_strategy.go ``PrepareForUpdate``). A ``resourceVersion`` would be checked (409), but any
+        write by anyone (Kueue's, our own last one) changes it; the uid changes only with the object."""
         if not name:
             raise ValueError("patch_custom_status needs an object name")
         where = f"{namespace}/{name}" if namespace else name
         op = f"patch status of {plural}.{group} {where}"
-        body = {"status": status}
-        opts = {"field_manager": COMPONENT, "_content_type": MERGE_PATCH, **self._opts()}
+        body: Any = {"status": status}
+        kind = MERGE_PATCH
+        if uid:
+            body = [
+                {"op": "test", "path": "/metadata/uid", "value": uid},
+                {"op": "add", "path": "/status", "value": status},
+            ]
+            kind = JSON_PATCH
+        opts = {"field_manager": COMPONENT, "_content_type": kind, **self._opts()}
         if namespace:
             send = partial(
                 self._custom.patch_namespaced_custom_object_status,
@@ -753,7 +789,37 @@ class KubeClient:
             send = partial(
                 self._custom.patch_cluster_custom_object_status, group, version, plural, name, body, **opts
             )
-        return _json_object(op, self._request(op, send, on_status={404: ObjectNotFound}))
+        classify = _uid_test_answer if uid else None
+        return _json_object(op, self._request(op, send, on_status={404: ObjectNotFound}, classify=classify))
+
+    def delete_custom(
+        self, group: str, version: str, plural: str, namespace: str | None, name: str, *, uid: str = ""
+    ) -> None:
+        """Delete the object; with ``uid``, only if it is still that object (``DeleteOptions``
+        ``preconditions.uid``: the API answers 409 "Precondition failed: UID in precondition ..." for
+        another, raised as ``ObjectReplaced``). ``ObjectNotFound`` (404) when there is none."""
+        if not name:
+            raise ValueError("delete_custom needs an object name")
+        where = f"{namespace}/{name}" if namespace else name
+        op = f"delete {plural}.{group} {where}"
+        body = V1DeleteOptions(preconditions=V1Preconditions(uid=uid)) if uid else None
+        if namespace:
+            send = partial(
+                self._custom.delete_namespaced_custom_object,
+                group, version, namespace, plural, name, body=body, **self._opts(),
+            )  # fmt: skip
+        else:
+            send = partial(
+                self._custom.delete_cluster_custom_object,
+                group,
+                version,
+                plural,
+                name,
+                body=body,
+                **self._opts(),
+            )
+        replaced: dict[int, type[KubeError]] = {409: ObjectReplaced} if uid else {}
+        self._request(op, send, on_status={404: ObjectNotFound, **replaced})
 
     def list_pod_templates(self, namespace: str | None = None) -> list[RawObject]:
         """Every core/v1 PodTemplate (of ``namespace``, or of all namespaces), as plain JSON objects."""

@@ -222,6 +222,9 @@ class PlanOutcome:
     provisioning: Mapping[str, Any] | None = None
     # the scale-down candidate taints it set or lifted ({"written", "failed", "errors"}); None when none
     soft_taints: Mapping[str, Any] | None = None
+    # the ended ProvisioningRequests it deleted ({"written": deleted, "failed", "gone", "errors"}); None
+    # when none was due
+    provisioning_deleted: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -242,4 +245,6 @@ class PlanOutcome:
             out["provisioning"] = dict(self.provisioning)
         if self.soft_taints is not None:
             out["soft_taints"] = dict(self.soft_taints)
+        if self.provisioning_deleted is not None:
+            out["provisioning_deleted"] = dict(self.provisioning_deleted)
         return out

@@ -122,6 +122,7 @@ def plan(
         ),
         placements=tuple(sorted(ctx.placements, key=lambda p: p.pod)),
         provisioning=provisioning.updates(),
+        provisioning_deleted=provisioning.deletions(),
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
         soft_taint=soft_taints(ctx, drains, kept, since, scale_down.movable, scale_down.floors),
         unregistered=tuple(joins.unregistered),

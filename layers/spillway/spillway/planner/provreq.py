@@ -30,7 +30,15 @@ booking is theirs), and its nodes count as receiving those pods, so scale-down k
 it was booked on are remembered (``State.bookings``); while it holds, its room is taken again where it
 fits (a pod kube-scheduler bound there meanwhile keeps it). It ends with ``BookingExpired=True`` when
 its 10 minutes pass or once all its pods run, and with ``CapacityRevoked=True`` only when a node it
-was booked on is gone and its pods fit nowhere else.
+was booked on is gone and its pods fit nowhere else. A booking whose pods cannot be made any more (a
+PodTemplate deleted) fails (``FailedToBookCapacity``) and books nothing, as cluster-autoscaler's does.
+
+A request that ended (``Failed``, ``BookingExpired`` or ``CapacityRevoked`` True) is deleted once its
+``Provisioned=True`` or its ``Failed=True`` is over :data:`ENDED_TTL` old (their
+``lastTransitionTime``), as cluster-autoscaler does (processors/provreq/processor.go,
+``DeleteOldProvReqs``, ``defaultTerminalProvReqTTL``): Kueue made it and is done with it, and nothing
+else removes it. Unlike cluster-autoscaler, which deletes such requests of every class, Spillway
+deletes only the requests it serves.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from spillway.model.cluster import PodInfo
+from spillway.model.cluster import PodInfo, format_time
 from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.provreq import (
     ACCEPTED,
@@ -69,7 +77,7 @@ from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import TrialFit, pools
 from spillway.planner.scaleup import could_ever_hold
 from spillway.planner.topology import UNBOUNDED
-from spillway.planner.types import PendingPod, ProvisioningUpdate
+from spillway.planner.types import PendingPod, ProvisioningDeletion, ProvisioningUpdate
 
 # reasons: cluster-autoscaler's where it has one for the same state, else Spillway's own
 R_ACCEPTED = "Accepted"
@@ -83,8 +91,10 @@ R_IMPOSSIBLE = "CapacityCannotBeProvisioned"
 R_BOOKING_TIME = "CapacityReservationTimeExpired"
 R_CONSUMED = "CapacityBookingConsumed"
 R_REVOKED = "BookedCapacityGone"
+R_BOOKING_FAILED = "FailedToBookCapacity"
 
 BOOKING = timedelta(minutes=10)
+ENDED_TTL = timedelta(days=7)  # an ended request is deleted this long after it was provisioned or failed
 TEMPLATE_GRACE = timedelta(minutes=1)  # a request's missing PodTemplates fail it only once it is this old
 DEFAULT_VALIDITY = timedelta(days=7)
 _PLACED = frozenset(
@@ -140,6 +150,7 @@ class Work:
             self.info.name,
             tuple(c.to_api() for c in self.conditions),
             dict(self.details),
+            self.info.uid,
         )
 
 
@@ -189,6 +200,11 @@ class Provisioning:
         elif since is None or now >= since + BOOKING:
             w.set(BOOKING_EXPIRED, "True", R_BOOKING_TIME,
                   f"capacity was booked for {minutes(BOOKING)} and is released", now)  # fmt: skip
+        elif w.info.problem:
+            # its pods cannot be made any more (a PodTemplate deleted): cluster-autoscaler's bookCapacity
+            # fails the request and books nothing (processors/provreq/processor.go, FailedToBookCapacity)
+            w.set(FAILED, "True", R_BOOKING_FAILED,
+                  f"the booked pods cannot be made: {w.info.problem}; nothing is booked", now)  # fmt: skip
         else:
             self._keep(w, left, now)
 
@@ -330,6 +346,12 @@ class Provisioning:
         found = (w.update() for w in self.work)
         return tuple(sorted((u for u in found if u is not None), key=lambda u: u.key))
 
+    def deletions(self) -> tuple[ProvisioningDeletion, ...]:
+        """The served requests that ended (as observed: no status of theirs changes in this plan) and
+        were provisioned or failed over :data:`ENDED_TTL` ago, by key."""
+        found = (_deletion(w.info, self.ctx.now) for w in self.work)
+        return tuple(sorted((d for d in found if d is not None), key=lambda d: d.key))
+
     # --- free room ---------------------------------------------------------------------------------
 
     def _labelled(self, label: str) -> bool:
@@ -435,6 +457,27 @@ def _not_found(w: Work, now: datetime) -> None:
         else f' (spec.parameters.{NO_RETRY}={no_retry!r} ignored: "true" or "false")'
     )
     w.set(PROVISIONED, "False", R_NOT_FOUND, f"{what}; checked again{ignored}", now)
+
+
+def _deletion(info: ProvisioningRequestInfo, now: datetime) -> ProvisioningDeletion | None:
+    """The deletion of a request that ended, once its ``Provisioned`` or ``Failed`` condition has been
+    True for over :data:`ENDED_TTL` (cluster-autoscaler's DeleteOldProvReqs measures from either
+    condition's ``lastTransitionTime``); None otherwise."""
+    if not any(info.is_true(t) for t in TERMINAL):
+        return None
+    for type_ in (FAILED, PROVISIONED):
+        cond = info.condition(type_)
+        since = cond.last_transition_time if cond is not None and cond.status == "True" else None
+        if since is not None and now - aware(since) > ENDED_TTL:
+            ended = next(c for c in info.conditions if c.type in TERMINAL and c.status == "True")
+            return ProvisioningDeletion(
+                info.namespace,
+                info.name,
+                info.uid,
+                f"ended ({ended.type}: {ended.reason or 'no reason'}) and {type_}=True since "
+                f"{format_time(since)}: deleted {ENDED_TTL.days} days on, as cluster-autoscaler does",
+            )
+    return None
 
 
 def _usable(node: WorkNode, label: str | None) -> bool:

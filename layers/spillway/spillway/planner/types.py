@@ -47,6 +47,7 @@ class ProvisioningUpdate:
     name: str
     conditions: tuple[Mapping[str, Any], ...]
     details: Mapping[str, str] = field(default_factory=dict)
+    uid: str = ""  # the request decided on: the write is for it, not for another made under its name
 
     @property
     def key(self) -> str:
@@ -60,6 +61,23 @@ class ProvisioningUpdate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"request": self.key, **self.status()}
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningDeletion:
+    """A ProvisioningRequest that ended over a week ago, to delete (only the object of ``uid``)."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request": self.key, "uid": self.uid, "reason": self.reason}
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +278,7 @@ class ScalingPlan:
     state: State = field(default_factory=State)
     placements: tuple[Placement, ...] = ()
     provisioning: tuple[ProvisioningUpdate, ...] = ()  # ProvisioningRequest statuses that change
+    provisioning_deleted: tuple[ProvisioningDeletion, ...] = ()  # requests that ended a week ago
     floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
     soft_taint: tuple[SoftTaint, ...] = ()  # scale-down candidate taints to add or remove
     unregistered: tuple[Unregistered, ...] = ()  # instances that never joined, to remove
@@ -282,6 +301,7 @@ class ScalingPlan:
         }
         optional: dict[str, tuple[Any, ...]] = {  # shown only when they have entries
             "provisioning": self.provisioning,
+            "provisioning_deleted": self.provisioning_deleted,
             "floors": self.floors,
             "soft_taint": self.soft_taint,
             "unregistered": self.unregistered,

@@ -36,7 +36,7 @@ def status_object(
         out["message"] = message
     if reason:
         out["reason"] = reason
-    if details:
+    if details is not None:
         out["details"] = details
     out["code"] = code
     return out
@@ -56,6 +56,7 @@ class KubeApiError(Exception):
         reason: str | None = None,
         details: JsonObj | None = None,
         retry_after: int | None = None,
+        empty_details: bool = False,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -67,11 +68,12 @@ class KubeApiError(Exception):
             self.details.setdefault("retryAfterSeconds", retry_after)
         #: headers sent beside the Status (a deprecated version's ``Warning``)
         self.extra_headers: dict[str, str] = {}
+        #: ``"details": {}`` written when there are none (a Go StatusDetails set but left empty)
+        self.empty_details = empty_details
 
     def status(self) -> JsonObj:
-        return status_object(
-            self.code, reason=self.reason, message=self.message, details=self.details or None
-        )
+        details = self.details or ({} if self.empty_details else None)
+        return status_object(self.code, reason=self.reason, message=self.message, details=details)
 
     def headers(self) -> dict[str, str]:
         retry = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
@@ -157,6 +159,16 @@ def invalid_fields(qualified_kind: str, name: str, errors: Sequence[FieldError])
 def invalid(kind: str, name: str, field: str, message: str) -> KubeApiError:
     """422 ``Invalid`` with one field cause."""
     return invalid_fields(kind, name, [FieldError(field, message)])
+
+
+def patch_not_applied() -> KubeApiError:
+    """A JSON patch that does not apply to the object (a ``test`` that fails, a path that is missing):
+    apiserver endpoints/handlers/patch.go answers ``NewGenericServerResponse(422, ...)`` with the
+    library's error left out of the body (no cause: it is not an unexpected response), so every such
+    failure reads the same."""
+    return KubeApiError(
+        422, "the server rejected our request due to an error in our request", empty_details=True
+    )
 
 
 def bad_request(message: str) -> KubeApiError:

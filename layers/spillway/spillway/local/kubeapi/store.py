@@ -36,6 +36,7 @@ from spillway.local.kubeapi.status import (
     invalid,
     invalid_fields,
     not_found,
+    patch_not_applied,
     status_object,
 )
 
@@ -226,6 +227,8 @@ def _patched(rt: ResourceType, current: JsonObj, content_type: str, body: Any) -
     except PatchError as exc:
         if exc.bad_request:
             raise bad_request(str(exc)) from None
+        if content_type == JSON_PATCH:
+            raise patch_not_applied() from None
         raise KubeApiError(422, str(exc)) from None
     if content_type in APPLY_PATCH:
         raise KubeApiError(415, "server-side apply is not supported by the emulator")
@@ -718,7 +721,7 @@ class Store:
             if meta.get("name") != name or (rt.namespaced and meta.get("namespace") != namespace):
                 raise invalid(rt.kind, name, "metadata.name", "field is immutable")
             return self._commit(
-                rt, entry.obj, rt.to_internal(patched), subresource=subresource, dry_run=dry_run
+                rt, entry.obj, rt.to_internal(patched), subresource=subresource, dry_run=dry_run, patch=True
             )
 
     def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObj:
@@ -806,20 +809,37 @@ class Store:
             return self.present(rt, self._write(rt.canonical, key, updated).obj)
 
     def _commit(
-        self, rt: ResourceType, current: JsonObj, proposed: JsonObj, *, subresource: str | None, dry_run: bool
+        self,
+        rt: ResourceType,
+        current: JsonObj,
+        proposed: JsonObj,
+        *,
+        subresource: str | None,
+        dry_run: bool,
+        patch: bool = False,
     ) -> JsonObj:
-        """The update rules shared by PUT and PATCH: preconditions, server-owned fields, status."""
+        """The update rules shared by PUT and PATCH: preconditions, server-owned fields, status.
+
+        A ``resourceVersion`` in the object written (sent, or left by a patch) must be the stored one
+        (registry/generic/registry/store.go Update: 409). Its ``uid`` is a precondition of a PUT only
+        (rest.defaultUpdatedObjectInfo.Preconditions: 409); a PATCH has none (endpoints/handlers/patch.go
+        builds its DefaultUpdatedObjectInfo from nil): on ``/status`` the stored metadata is kept whole
+        (status_strategy.go PrepareForUpdate), on the object a uid changed is an immutable field (422)."""
         cur_meta, new_meta = _meta(current), dict(_meta(proposed))
         name = cur_meta["name"]
         version = new_meta.get("resourceVersion")
         if version and version != cur_meta.get("resourceVersion"):
             raise conflict(rt.qualified, name, STALE_OBJECT)
-        if new_meta.get("uid") and new_meta["uid"] != cur_meta.get("uid"):
+        uid = new_meta.get("uid")
+        if uid and uid != cur_meta.get("uid") and not patch:
             raise conflict(
                 rt.qualified,
                 name,
-                f"Precondition failed: UID in precondition: {new_meta['uid']}, UID in object meta: {cur_meta.get('uid')}",
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_meta.get('uid')}",
             )
+        if uid and uid != cur_meta.get("uid") and subresource != "status":
+            kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+            raise invalid(kind, name, "metadata.uid", f'Invalid value: "{uid}": field is immutable')
         if subresource == "status":
             updated = rt.defaults({**current, "status": proposed.get("status") or {}})
         else:
