@@ -346,3 +346,27 @@ def test_a_pod_nominated_elsewhere_is_not_held_for_the_room_being_made() -> None
     assert big not in {p.pod for p in second.placements if p.node == a}
     assert second.state.rooms == {}
     assert kept(second)[b][0] == codes.PENDING_FITS
+
+
+def test_a_gang_whose_min_resources_count_its_new_nodes_keeps_them() -> None:
+    # coscheduling admits the gang only while the whole cluster's free room, its own pods not counted,
+    # covers its PodGroup's minResources (planner.minresources). Four nodes with 4.9 CPU free each and
+    # two new nodes for the 7-CPU workers cover 30 CPU; making room on two busy nodes instead launches
+    # nothing, and the cluster would have 19.6 CPU: the workers would wait for good. The gang keeps its
+    # new nodes.
+    w, _ = half_full(count=4)
+    w.pod_group(COSCHED, "train", spec={"minMember": 2, "minResources": {"cpu": "30"}})
+    workers = w.pods("big", 2, cpu="7", memory="1Gi", labels=GANG)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert [d.code for d in result.drain if d.code == codes.MAKE_ROOM] == []
+    (action,) = result.scale_up
+    assert (action.group, action.to_size - action.from_size) == ("cpu", 2)
+    assert [(g.gang, g.nodes, sorted(g.pods)) for g in action.gangs] == [
+        ("default/train", 2, sorted(workers))
+    ]
+    # without minResources the same gang gets room on busy nodes (the test above)
+    w2, _ = half_full(count=4)
+    _gang(w2, 2)
+    assert w2.plan(max_scale_in_fraction=1.0, **UNDER).scale_up == ()

@@ -28,7 +28,9 @@ not the rest of the gang must still boot (on the Philly trace's first 20,000 job
 movable and their multi-pod jobs labelled as gangs, swapping only whole gangs cost 1 % more node-hours
 than this, at the same waiting). The gang launches one node less for each (its atomic launch is
 recorded again from the actions after make room), and a gang the plan keeps to one zone gets room in
-that zone only.
+that zone only. A coscheduling gang whose PodGroup sets ``minResources`` keeps its new nodes: scale-up
+counted their room toward what coscheduling asks the cluster to have free
+(:mod:`spillway.planner.minresources`), and a swap takes that room away without opening any.
 
 Only new nodes whose every pod is a real pending pod are swapped (never a capacity buffer's room or a
 provisioning request's booking), and only onto a node of the same group, whose template they were
@@ -52,6 +54,7 @@ from spillway.planner.classes import PodClass, new_class
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move
+from spillway.planner.minresources import min_room
 from spillway.planner.types import PendingPod, Placement
 
 if TYPE_CHECKING:
@@ -95,6 +98,8 @@ def _swap_group(
     for node_id in sorted(new, key=_newest_first):
         pods = new[node_id]
         gang = gang_of.get(pods[0].key)  # a gang's new nodes hold its pods only
+        if gang is not None and min_room(ctx, gang):
+            continue  # its minResources counted this node's room (module docstring, Gangs)
         zone = ctx.gang_zones.get((group, gang)) if gang is not None else None
         options = [h for h in hosts if zone is None or h.info.labels.get(ZONE_LABEL) == zone]
         candidate = _swap_one(judge, options, pods, refused)
