@@ -806,3 +806,31 @@ def test_the_gangs_own_pods_leave_room_coscheduling_counts_as_free() -> None:
 
     assert scale_up(result)["gpu"] == (1, 2, pods[1:])
     assert result.scale_up[0].gangs[0].nodes == 1
+
+
+def test_an_idle_node_whose_room_a_gangs_min_resources_counts_is_kept() -> None:
+    # Another team's idle GPU node, past its idle threshold, gives 4 of the 12 GPUs the gang's PodGroup
+    # asks the cluster to have free: drained in the same plan, coscheduling would find 8 and hold the
+    # gang's pods on its two new nodes. It stays (code min-resources) while the gang is planned; a
+    # gang asking for no more than its own pods lets it go.
+    def world(min_resources: dict[str, str]) -> tuple[World, str, list[str]]:
+        w = World()
+        w.group("gpu", "g5.12xlarge", gpu_taint=True)
+        (other,) = w.group("other", "g5.12xlarge", nodes=1, max_size=1, labels={"team": "b"})
+        w.node(other)["spec"].setdefault("taints", []).append(
+            {"key": "team", "value": "b", "effect": "NoSchedule"}
+        )
+        first = w.plan(NOW - timedelta(minutes=15), max_scale_in_fraction=1.0)  # idle since then
+        w.state = first.state.to_wire()
+        return w, other, gpu_gang(w, "train", 2, 4, min_resources)
+
+    w, other, pods = world({"nvidia.com/gpu": "12"})
+    result = w.plan(NOW, max_scale_in_fraction=1.0)
+
+    assert scale_up(result)["gpu"] == (0, 2, pods)
+    assert result.drain == ()
+    (kept,) = [k for k in result.kept if k.node == other]
+    assert kept.code == codes.MIN_RESOURCES and "default/train" in kept.reason
+
+    w, other, _ = world({"nvidia.com/gpu": "8"})
+    assert [d.node for d in w.plan(NOW, max_scale_in_fraction=1.0).drain] == [other]

@@ -69,6 +69,8 @@ SCHEDULED_MIN = "scheduled-min"  # below the MinSize a scheduled action sets wit
 SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
 NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
 BUFFER = "buffer"  # its free room holds an active capacity buffer's virtual pods (spillway.planner.buffers)
+# its room counts toward a coscheduling gang's minResources this plan relies on (planner.minresources)
+MIN_RESOURCES = "min-resources"
 # Spillway's cordon outlived any drain (orphaned_drain_minutes): the plan finishes the drain (a Drain
 # whose reason starts with ORPHANED_DRAIN_FINISHED) or restores the node (uncordon, KeptNode code).
 ORPHANED_DRAIN_FINISHED = "orphaned-drain-finished"
@@ -155,6 +157,7 @@ KEPT_CODES = (
     RECEIVES_MOVED_PODS,
     UNDERUTILIZED_NOT_LONG_ENOUGH,
     BUFFER,
+    MIN_RESOURCES,
 )
 
 # -- may a pod be disturbed (Disruption.code, spillway.planner.disruption) --

@@ -28,9 +28,10 @@ not the rest of the gang must still boot (on the Philly trace's first 20,000 job
 movable and their multi-pod jobs labelled as gangs, swapping only whole gangs cost 1 % more node-hours
 than this, at the same waiting). The gang launches one node less for each (its atomic launch is
 recorded again from the actions after make room), and a gang the plan keeps to one zone gets room in
-that zone only. A coscheduling gang whose PodGroup sets ``minResources`` keeps its new nodes: scale-up
-counted their room toward what coscheduling asks the cluster to have free
-(:mod:`spillway.planner.minresources`), and a swap takes that room away without opening any.
+that zone only. While a coscheduling gang whose PodGroup sets ``minResources`` is planned, the plan
+makes no room: scale-up counted the room of the plan's new nodes, and of the nodes moved pods would
+fill, toward what coscheduling asks the cluster to have free (:mod:`spillway.planner.minresources`),
+and a swap takes room away without opening any.
 
 Only new nodes whose every pod is a real pending pod are swapped (never a capacity buffer's room or a
 provisioning request's booking), and only onto a node of the same group, whose template they were
@@ -54,7 +55,6 @@ from spillway.planner.classes import PodClass, new_class
 from spillway.planner.consolidation import WHEN_UNDERUTILIZED, Candidate, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move
-from spillway.planner.minresources import min_room
 from spillway.planner.types import PendingPod, Placement
 
 if TYPE_CHECKING:
@@ -68,6 +68,8 @@ def make_room(stage: ScaleDownStage) -> bool:
     ctx = stage.ctx
     groups = [g for g in ctx.groups if ctx.new_nodes.get(g.name) and mode(ctx, g) == WHEN_UNDERUTILIZED]
     if not groups or ctx.cluster_unhealthy is not None:  # an unhealthy cluster moves no pod
+        return False
+    if ctx.min_room_slack:  # a gang's minResources counts this plan's room (module docstring, Gangs)
         return False
     new = _swappable(stage)
     if not new:
@@ -98,8 +100,6 @@ def _swap_group(
     for node_id in sorted(new, key=_newest_first):
         pods = new[node_id]
         gang = gang_of.get(pods[0].key)  # a gang's new nodes hold its pods only
-        if gang is not None and min_room(ctx, gang):
-            continue  # its minResources counted this node's room (module docstring, Gangs)
         zone = ctx.gang_zones.get((group, gang)) if gang is not None else None
         options = [h for h in hosts if zone is None or h.info.labels.get(ZONE_LABEL) == zone]
         candidate = _swap_one(judge, options, pods, refused)

@@ -12,9 +12,11 @@ the check on; a group that passed it is let through for the plugin's permit wind
 
 So the nodes a gang's pods fill may not be enough: two 4-GPU pods whose PodGroup asks
 ``nvidia.com/gpu: 12`` get two 4-GPU nodes, and coscheduling keeps both pods off them until 4 more GPUs
-are free somewhere. Scale-up (:class:`spillway.planner.scaleup.GangPlacement`) asks :func:`lacking`
+are free somewhere. Scale-up (:class:`spillway.planner.scaleup.GangPlacement`) asks :func:`balance`
 what the cluster would still lack once its placements and new nodes are in, and opens that much more
-with the gang, or places none of it. Pure: the snapshot's gangs and the plan's own numbers only.
+with the gang, or places none of it; what the room has beyond it is the gang's slack
+(``Context.min_room_slack``), and scale-down drains no node whose room would take it below zero
+(:func:`spends`), nor makes room while a gang has slack. Pure: the snapshot's gangs and the plan's own numbers only.
 """
 
 from __future__ import annotations
@@ -34,24 +36,26 @@ def min_room(ctx: Context, gang: str) -> Resources:
     return {}
 
 
-def lacking(
+def balance(
     need: Mapping[str, int], rooms: Iterable[tuple[Mapping[str, int], int]], own: Mapping[str, int]
 ) -> Resources:
-    """What of ``need`` the free ``rooms`` (each a node's free room and how many such nodes) and the
-    gang's ``own`` placed requests (coscheduling does not count them as taken) do not cover together:
-    {} when they do. A resource some room does not report is unknown there
-    (:data:`UNCHECKED_WHEN_UNKNOWN`: ephemeral storage a template node does not declare) and is not
-    held against the gang; any other resource a room does not report is none."""
+    """How far the free ``rooms`` (each a node's free room and how many such nodes) and the gang's
+    ``own`` placed requests (coscheduling does not count them as taken) go beyond ``need``, per
+    resource it names: negative where they fall short. A resource some room does not report is unknown
+    there (:data:`UNCHECKED_WHEN_UNKNOWN`: ephemeral storage a template node does not declare) and is
+    left out, not held against the gang; any other resource a room does not report is none."""
     have: Resources = {name: own.get(name, 0) for name in need}
     unknown: set[str] = set()
     for free, count in rooms:
         for name in need:
             if name in free:
-                have[name] = have.get(name, 0) + free[name] * count
+                have[name] += free[name] * count
             elif name in UNCHECKED_WHEN_UNKNOWN:
                 unknown.add(name)
-    return {
-        name: value - have.get(name, 0)
-        for name, value in sorted(need.items())
-        if name not in unknown and value > have.get(name, 0)
-    }
+    return {name: have[name] - value for name, value in sorted(need.items()) if name not in unknown}
+
+
+def spends(slack: Mapping[str, int], gone: Mapping[str, int]) -> list[str]:
+    """The resources of a gang's ``slack`` (:func:`balance`, what the plan leaves beyond its
+    ``minResources``) that losing ``gone`` would take below zero: the node giving it must stay."""
+    return [name for name, value in slack.items() if gone.get(name, 0) > value]

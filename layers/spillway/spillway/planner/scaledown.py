@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from spillway.config import EMPTY, BudgetReason
 from spillway.model.k8s import DO_NOT_DISRUPT
 from spillway.model.nodegroup import TERMINATE
-from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share
+from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share, subtract
 from spillway.model.state import NodeState, RoomState, Since
 from spillway.planner import codes
 from spillway.planner.buffers import held_here
@@ -42,6 +42,7 @@ from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service
 from spillway.planner.limits import Floors
+from spillway.planner.minresources import spends
 from spillway.planner.placement import Bin
 from spillway.planner.types import Drain, KeptNode, Uncordon
 
@@ -415,6 +416,10 @@ class ScaleDownStage:
         self.taken[node.group.name] = self.taken.get(node.group.name, 0) + 1
         if removes:
             self.floors.remove(node.info, node.group)
+            gone = subtract(node.info.allocatable, node.daemon_used)
+            for slack in self.ctx.min_room_slack.values():
+                for name in slack:
+                    slack[name] -= gone.get(name, 0)
         self.budgets.out.get(node.group.name, set()).discard(node.info.name)  # counted as taken now
         previous = self.ctx.state.nodes.get(node.info.name)
         idle_since = aware(previous.idle_since) if previous else self.ctx.now
@@ -448,7 +453,23 @@ class ScaleDownStage:
             )
         if node.info.instance_id is None:
             return codes.NO_INSTANCE_ID, "no EC2 instance id in spec.providerID"
-        return self.budgets.refusal(group.name, taken, reason, node.info.name)
+        return self._min_room(node) or self.budgets.refusal(group.name, taken, reason, node.info.name)
+
+    def _min_room(self, node: WorkNode) -> Verdict:
+        """A coscheduling gang this plan places needs the cluster's free room to cover its PodGroup's
+        ``minResources`` (:mod:`spillway.planner.minresources`): a node whose removal takes all it
+        gives besides its DaemonSets (its pods move into the room of others) stays when that would
+        leave the gang short."""
+        gone = subtract(node.info.allocatable, node.daemon_used)
+        for gang, slack in sorted(self.ctx.min_room_slack.items()):
+            short = spends(slack, gone)
+            if short:
+                return (
+                    codes.MIN_RESOURCES,
+                    f"gang {gang}'s PodGroup minResources counts its room ({', '.join(short)}), which "
+                    "coscheduling asks the cluster to have free before it admits the gang's pods",
+                )
+        return None
 
     def choose(self, node: WorkNode, idle_since: datetime) -> None:
         orphan = node.info.name in self.orphans

@@ -33,7 +33,7 @@ from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, on_demand_cap, options
 from spillway.planner.groups import backoff_reason, empty_room, similar_groups
 from spillway.planner.limits import Limits
-from spillway.planner.minresources import lacking, min_room
+from spillway.planner.minresources import balance, min_room
 from spillway.planner.placement import (
     Bin,
     DomainPools,
@@ -869,16 +869,16 @@ class GangPlacement:
         own: Resources = {}
         for cls, start in zip(self.classes, starts, strict=True):
             add_into(own, cls.requests, cls.next - start)
-        rooms = [(n.free, 1) for n in ctx.nodes.values() if not _leaving(n)]
-        bins = [*stage.launching.values(), *stage.new_bins.values()]
-        rooms += [(b.free, len(b.ids)) for group_bins in bins for b in group_bins]
-        lack = lacking(self.min_room, rooms, own)
+        left = self._balance(own)
+        lack = {name: -value for name, value in left.items() if value < 0}
         if not lack:
+            ctx.min_room_slack[self.gang] = left
             return None
         first: Skip | None = None
         for group in self._room_groups():
             skip = stage._why_skip(group) or self._open_room(group, lack)
             if skip is None:
+                ctx.min_room_slack[self.gang] = self._balance(own)
                 return None
             first = first or skip
         why = first.reason if first else "no node group's nodes have it"
@@ -889,6 +889,16 @@ class GangPlacement:
             f"coscheduling to admit its pods, {describe(lack)} more than the gang's nodes and the free "
             f"room there is: {why}",
         )
+
+    def _balance(self, own: Resources) -> Resources:
+        """What the room this plan leaves has beyond the gang's ``minResources``, per resource
+        (:func:`~spillway.planner.minresources.balance`): scale-down spends no more of it
+        (:meth:`spillway.planner.scaledown.ScaleDownStage.limit`)."""
+        stage, ctx = self.stage, self.stage.ctx
+        rooms = [(n.free, 1) for n in ctx.nodes.values() if not _leaving(n)]
+        bins = [*stage.launching.values(), *stage.new_bins.values()]
+        rooms += [(b.free, len(b.ids)) for group_bins in bins for b in group_bins]
+        return balance(self.min_room, rooms, own)
 
     def _room_groups(self) -> list[NodeGroup]:
         """The groups that may open the room a gang's ``minResources`` lacks: those the gang opens
@@ -941,6 +951,7 @@ class GangPlacement:
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "leaving": {k: set(v) for k, v in ctx.leaving_notes.items()},
             "room_notes": {k: set(v) for k, v in ctx.room_notes.items()},
+            "min_room_slack": dict(ctx.min_room_slack),
             "uncordoned": dict(ctx.uncordoned),
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
             "next": [(c.next, dict(c.placed_in), dict(c.settled), c.domains) for c in self.classes],
@@ -958,6 +969,7 @@ class GangPlacement:
         ctx.gang_zones = saved["gang_zones"]
         ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
         ctx.leaving_notes, ctx.room_notes = saved["leaving"], saved["room_notes"]
+        ctx.min_room_slack = saved["min_room_slack"]
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
