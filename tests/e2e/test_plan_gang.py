@@ -5,15 +5,26 @@ fleet is launched and attached whole; a second plan during the launch does not l
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import boto3
-from conftest import HOME, Cloud
+import pytest
+from conftest import HOME, Cloud, running
 
 from spillway.local import objects as o
 from spillway.local.rig import GPU_TOLERATION, create_group
 
 
-def running() -> set[str]:
+@pytest.fixture
+def cloud() -> Iterator[Cloud]:
+    """The rig, its gang launches checking every 2 s: the default (GANG_POLL_SECONDS, 15 s) made the
+    launch's two waits (running, then Ready) take 30 s; 2 s still keeps the launch in flight well past
+    the second plan, which follows the first at once."""
+    with running(GANG_POLL_SECONDS="2") as rig:
+        yield rig
+
+
+def running_instances() -> set[str]:
     ec2 = boto3.client("ec2", region_name=HOME)
     pages = ec2.describe_instances(
         Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
@@ -41,7 +52,7 @@ def test_a_planned_gang_is_launched_atomically_once_and_attached_whole(cloud: Cl
     create_group("gang-east", region=HOME, instance_type="g5.xlarge", max_size=8, cluster=cloud.cluster,
                  gpu=True, tags={"spillway.io/atomic-launch": "fleet"})  # fmt: skip
     cloud.wait_nodes(1)
-    before = running()
+    before = running_instances()
     pods = gang_pods(cloud, "train", 3)
 
     first = cloud.snapshot()
@@ -56,6 +67,7 @@ def test_a_planned_gang_is_launched_atomically_once_and_attached_whole(cloud: Cl
     second = cloud.snapshot()
     [again] = cloud.plan(cloud.stream_event(second))["results"]
     assert again["status"] in ("idle", "acted"), again
+    assert [e["status"] for e in cloud.executions("GangLaunchStateMachine")] == ["RUNNING"]  # still launching
 
     finished = cloud.wait_all(timeout=90)
     gangs = [e for e in finished if e["name"].startswith("gang-")]
@@ -64,7 +76,7 @@ def test_a_planned_gang_is_launched_atomically_once_and_attached_whole(cloud: Cl
     assert len(whole) == 3
     asg = cloud.asg("gang-east")
     assert {i["InstanceId"] for i in asg["Instances"]} == whole and asg["DesiredCapacity"] == 3
-    assert running() == before | whole  # nothing else left running
+    assert running_instances() == before | whole  # nothing else left running
     assert len(cloud.executions("GangLaunchStateMachine")) == 1
     assert cloud.executions("ScaleUpStateMachine") == []
     pending = {p["pod"]: p["code"] for p in plan_record(cloud, second)["pending"]}  # type: ignore[index]

@@ -99,6 +99,38 @@ def test_registrar_turns_instances_into_ready_nodes_and_forgets_terminated_ones(
         assert group("gpu")["DesiredCapacity"] == 1
 
 
+def test_the_registrar_makes_its_aws_clients_once_not_on_every_pass(
+    aws: CloudSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass runs every ``tick`` (0.1 s on the rig) in a thread beside the test; making a boto3 client
+    costs ~20 ms of the GIL, so four a pass kept a core half busy. One client per region and service,
+    made when first needed, serves every pass."""
+    make_group("gpu")
+    boto3.client("autoscaling").set_desired_capacity(AutoScalingGroupName="gpu", DesiredCapacity=2)
+    made: list[tuple[str, str | None]] = []
+    original = boto3.client
+
+    def counting(service: str, *args: object, **kwargs: object) -> object:
+        made.append((service, kwargs.get("region_name")))  # type: ignore[arg-type]
+        return original(service, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(boto3, "client", counting)
+    with KubeApiServer() as kube:
+        registrar = NodeRegistrar(kube, cluster="ml", regions=[REGION, "us-west-2"])
+        assert len(registrar.step()) == 2
+        for _ in range(4):
+            assert registrar.step() == []
+        assert sorted(made) == [("autoscaling", REGION), ("autoscaling", "us-west-2"), ("ec2", REGION)]
+        instance = boto3.client("autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"][0][
+            "Instances"
+        ][0]["InstanceId"]
+        boto3.client("autoscaling").terminate_instance_in_auto_scaling_group(
+            InstanceId=instance, ShouldDecrementDesiredCapacity=False
+        )
+        registrar.step()  # the replacement registers, the terminated one is forgotten
+        assert len(kube.list("Node")) == 2
+
+
 def test_terminating_an_unknown_instance_is_a_validation_error(aws: CloudSim) -> None:
     with pytest.raises(ClientError) as err:
         boto3.client("autoscaling").terminate_instance_in_auto_scaling_group(

@@ -87,3 +87,39 @@ def test_unresolvable_substitution_is_reported(tmp_path: Path) -> None:
         LocalStack(template=tmp_path / "template.yaml"),
     ):
         pass
+
+
+def test_a_definition_is_parsed_to_validate_it_once_and_a_bad_one_is_refused_every_time(
+    monkeypatch: Any,
+) -> None:
+    """moto parses a definition on every CreateStateMachine only to validate it (ANTLR, ~0.3 s each):
+    a text that parsed once is not parsed again for that; an invalid one is refused each time, and an
+    execution still parses its machine's definition."""
+    from botocore.exceptions import ClientError
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    original = AmazonStateLanguageParser.parse
+    parsed: list[str] = []
+
+    def counting(definition: str) -> Any:
+        parsed.append(definition)
+        return original(definition)
+
+    monkeypatch.setattr(AmazonStateLanguageParser, "parse", staticmethod(counting))
+    with LocalStack(template=FIXTURE):
+        pass
+    parsed.clear()
+    with LocalStack(template=FIXTURE) as stack:
+        assert parsed == [], "the same definition was parsed again to validate it"
+        sfn = stack.client("stepfunctions")
+        role = f"arn:aws:iam::123456789012:role/{stack.prefix}-local"
+        for attempt in ("first", "second"):
+            with pytest.raises(ClientError, match="in definition"):  # moto's InvalidDefinition
+                sfn.create_state_machine(
+                    name=f"bad-{attempt}", definition='{"StartAt": "Nowhere"}', roleArn=role
+                )
+        assert len(parsed) == 2
+        make_group("g")
+        out = stack.run("Machine", {"group": "g", "explode": False}, timeout=30)
+        assert out["status"] == "SUCCEEDED", out
+        assert len(parsed) == 3, "an execution parses its definition"

@@ -192,6 +192,7 @@ class LocalStack:
         self._stack.enter_context(_aws_sdk_error_names())
         self._stack.enter_context(_sfn_integration_like_aws())
         self._stack.enter_context(_aws_sdk_fields_like_aws())
+        self._stack.enter_context(_definitions_validated_once())
         try:
             self._create()
         except BaseException:
@@ -654,6 +655,34 @@ def _aws_sdk_fields_like_aws() -> Iterator[None]:
 
     with _normalised_after(sdk.StateTaskServiceAwsSdk, parameters, response):
         yield
+
+
+# Definitions moto has parsed and found valid in this process (the text after substitution).
+_valid_definitions: set[str] = set()
+
+
+@contextmanager
+def _definitions_validated_once() -> Iterator[None]:
+    """moto's CreateStateMachine parses the definition only to validate it, then drops the result
+    (``StepFunctionsParserBackend._validate_definition``); with its pure-Python ANTLR parser that is
+    ~0.3 s a machine, every stack. The same text parses the same way, so a text that parsed once is
+    not parsed again for that; an invalid one still is, and is refused, every time. Executions parse
+    their definition as before."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.__dict__["_validate_definition"]
+
+    def validate(definition: str) -> None:
+        if definition in _valid_definitions:
+            return
+        original.__func__(definition=definition)  # raises InvalidDefinition
+        _valid_definitions.add(definition)
+
+    setattr(StepFunctionsParserBackend, "_validate_definition", staticmethod(validate))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(StepFunctionsParserBackend, "_validate_definition", original)  # noqa: B010
 
 
 def regions_of(parameters: Mapping[str, str]) -> Sequence[str]:
