@@ -617,6 +617,20 @@ PROVREQ_GV = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
 ONE_POD_SET = [{"podTemplateRef": {"name": "t"}, "count": 1}]  # the CRD asks for 1 to 32
 
 
+def check_capacity_request() -> dict[str, Any]:
+    """A check-capacity ProvisioningRequest ``default/pr`` of one pod."""
+    return {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "pr", "namespace": "default"},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+
+
+def made_again(server: KubeApiServer) -> tuple[str, str]:
+    """``default/pr`` made, deleted and made again under its name: the first object's uid, the second's."""
+    old = server.add(check_capacity_request())["metadata"]["uid"]
+    server.delete("ProvisioningRequest", "pr", "default")
+    return old, server.add(check_capacity_request())["metadata"]["uid"]
+
+
 def shared_fixtures(server: KubeApiServer) -> None:
     server.add(
         {"kind": "Namespace", "metadata": {"name": "ml", "labels": {"spillway.io/tenant": "research"}}}
@@ -825,12 +839,7 @@ def test_a_status_write_naming_the_uid_read_leaves_an_object_made_again_alone(
     """Deleted and created again under the same name between the read and the write: the new object's
     status is not the old one's. A merge patch has no uid precondition (the API server applies it to
     whatever object has the name), so the write is a JSON patch testing ``/metadata/uid``."""
-    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
-            "metadata": {"name": "pr", "namespace": "default"},
-            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
-    old = server.add(made)["metadata"]["uid"]
-    server.delete("ProvisioningRequest", "pr", "default")
-    new = server.add(made)["metadata"]["uid"]
+    old, new = made_again(server)
     accepted = {"conditions": [{"type": "Accepted", "status": "True", "reason": "Ok", "message": "",
                                 "lastTransitionTime": "2026-03-02T09:30:00Z"}]}  # fmt: skip
 
@@ -848,9 +857,7 @@ def test_a_status_write_naming_the_uid_read_leaves_an_object_made_again_alone(
 def test_a_status_write_refused_as_invalid_is_not_taken_for_a_replaced_object(
     server: KubeApiServer, kube: KubeClient
 ) -> None:
-    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
-            "metadata": {"name": "pr", "namespace": "default"},
-            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    made = check_capacity_request()
     uid = server.add(made)["metadata"]["uid"]
     no_reason = {"conditions": [{"type": "Accepted", "status": "True", "message": "",
                                  "lastTransitionTime": "2026-03-02T09:30:00Z"}]}  # fmt: skip
@@ -866,12 +873,7 @@ def test_plan_statuses_skip_a_request_made_again_since_the_snapshot(
     from spillway.act.planning import write_provisioning
     from spillway.planner.types import ProvisioningUpdate
 
-    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
-            "metadata": {"name": "pr", "namespace": "default"},
-            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
-    observed = server.add(made)["metadata"]["uid"]
-    server.delete("ProvisioningRequest", "pr", "default")
-    server.add(made)
+    observed, _ = made_again(server)
     failed = {"type": "Failed", "status": "True", "reason": "Expired", "message": "not provisioned in time",
               "lastTransitionTime": "2026-03-02T09:30:00Z", "observedGeneration": 1}  # fmt: skip
     update = ProvisioningUpdate("default", "pr", (failed,), uid=observed)
@@ -883,12 +885,7 @@ def test_plan_statuses_skip_a_request_made_again_since_the_snapshot(
 def test_delete_custom_deletes_only_the_object_of_the_uid_given(
     server: KubeApiServer, kube: KubeClient
 ) -> None:
-    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
-            "metadata": {"name": "pr", "namespace": "default"},
-            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
-    old = server.add(made)["metadata"]["uid"]
-    server.delete("ProvisioningRequest", "pr", "default")
-    new = server.add(made)["metadata"]["uid"]
+    old, new = made_again(server)
 
     with pytest.raises(ObjectReplaced):  # the API's 409: "Precondition failed: UID in precondition ..."
         kube.delete_custom(*PROVREQ_GV, "default", "pr", uid=old)
@@ -903,9 +900,7 @@ def test_plan_deletes_a_request_that_ended_a_week_ago_once(server: KubeApiServer
     from spillway.act.planning import delete_provisioning
     from spillway.planner.types import ProvisioningDeletion
 
-    made = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
-            "metadata": {"name": "done", "namespace": "default"},
-            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": ONE_POD_SET}}  # fmt: skip
+    made = {**check_capacity_request(), "metadata": {"name": "done", "namespace": "default"}}
     uid = server.add(made)["metadata"]["uid"]
     again = server.add({**made, "metadata": {"name": "again", "namespace": "default"}})["metadata"]["uid"]
     server.delete("ProvisioningRequest", "again", "default")
