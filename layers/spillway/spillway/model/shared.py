@@ -59,8 +59,9 @@ class GangInfo:
     """A pod group: its pods run all together or not at all.
 
     ``pending`` marks a Volcano PodGroup in phase ``Pending``, or with no phase yet (Volcano reads both
-    alike: :data:`VOLCANO_PENDING_PHASES`): Volcano creates its pods only once it is ``Inqueue``, so while none of its pods exists (gated ones included), its ``min_member`` pods of
-    ``min_resources`` are demand that has no pods yet.
+    alike: :data:`VOLCANO_PENDING_PHASES`): Volcano creates its pods only once it is ``Inqueue``, so
+    while none of its pods exists (gated ones included), its ``min_member`` pods of ``min_resources``
+    are demand that has no pods yet.
     ``task_minimums`` is a Volcano PodGroup's ``minTaskMember``: the pods of each task (a pod's
     ``volcano.sh/task-spec``) that must run too.
     """
