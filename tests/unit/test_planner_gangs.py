@@ -834,3 +834,37 @@ def test_an_idle_node_whose_room_a_gangs_min_resources_counts_is_kept() -> None:
 
     w, other, _ = world({"nvidia.com/gpu": "8"})
     assert [d.node for d in w.plan(NOW, max_scale_in_fraction=1.0).drain] == [other]
+
+
+def test_room_a_later_pod_takes_is_not_counted_twice_for_min_resources() -> None:
+    # Two idle nodes of team b give the gang 8 of the 4 GPUs its minResources needs beyond its own
+    # 8: 4 to spare once the gang is placed. A 2-GPU team-b pod placed after it (fewer GPUs: later in
+    # service order) takes 2 of them, so only 2 are left to spare, and draining the other idle node
+    # (4 GPUs) would leave the gang short: it stays.
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True)
+    team_b = {"key": "team", "value": "b", "effect": "NoSchedule"}
+    others = w.group("other", "g5.12xlarge", nodes=2, max_size=2, labels={"team": "b"})
+    for node in others:
+        w.node(node)["spec"].setdefault("taints", []).append(team_b)
+    first = w.plan(NOW - timedelta(minutes=15), max_scale_in_fraction=1.0)
+    w.state = first.state.to_wire()
+    pods = gpu_gang(w, "train", 2, 4, {"nvidia.com/gpu": "12"})
+    (late,) = w.pods("b", 1, gpus=2, cpu="4", memory="8Gi", tolerations=[{**team_b, "operator": "Equal"}])
+
+    result = w.plan(NOW, max_scale_in_fraction=1.0)
+
+    assert scale_up(result)["gpu"] == (0, 2, pods)
+    placed_on = {p.pod: p.node for p in result.placements}[late]
+    (idle,) = set(others) - {placed_on}
+    assert result.drain == ()
+    assert {k.node: k.code for k in result.kept}[idle] == codes.MIN_RESOURCES
+
+
+def test_a_node_giving_none_of_a_resource_a_gang_is_short_of_spends_none() -> None:
+    from spillway.planner.minresources import spends
+
+    short = {"nvidia.com/gpu": -4, "cpu": 10_000}
+    assert spends(short, {"cpu": 4_000}) == []  # a CPU node: the gang is no shorter of GPUs without it
+    assert spends(short, {"cpu": 4_000, "nvidia.com/gpu": 1}) == ["nvidia.com/gpu"]
+    assert spends(short, {"cpu": 12_000}) == ["cpu"]

@@ -179,8 +179,9 @@ class Context:
         self.leaving_notes: dict[str, set[str]] = {}
         # group -> clauses for the empty nodes it opens for a coscheduling gang's minResources
         self.room_notes: dict[str, set[str]] = {}
-        # gang -> what the plan's free room has beyond its coscheduling minResources (planner.minresources):
-        # scale-down removes no node whose room would take it below
+        # gang -> its coscheduling minResources and its own placed requests (planner.minresources), and
+        # once scale-up ends what the plan's free room has beyond it: scale-down takes it no lower
+        self.min_room_wanted: dict[str, tuple[Resources, Resources]] = {}
         self.min_room_slack: dict[str, Resources] = {}
         self.gang_nodes: dict[tuple[str, str], int] = {}  # (group, gang) -> new nodes for the gang
         self.gang_pods: dict[tuple[str, str], list[str]] = {}  # (group, gang) -> its pods on them

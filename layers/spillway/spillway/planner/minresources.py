@@ -14,9 +14,10 @@ So the nodes a gang's pods fill may not be enough: two 4-GPU pods whose PodGroup
 ``nvidia.com/gpu: 12`` get two 4-GPU nodes, and coscheduling keeps both pods off them until 4 more GPUs
 are free somewhere. Scale-up (:class:`spillway.planner.scaleup.GangPlacement`) asks :func:`balance`
 what the cluster would still lack once its placements and new nodes are in, and opens that much more
-with the gang, or places none of it; what the room has beyond it is the gang's slack
-(``Context.min_room_slack``), and scale-down drains no node whose room would take it below zero
-(:func:`spends`), nor makes room while a gang has slack. Pure: the snapshot's gangs and the plan's own numbers only.
+with the gang, or places none of it. What the room has beyond it once every pod is placed is the
+gang's slack (``Context.min_room_slack``): scale-down drains no node whose room would take it below
+zero (:func:`spends`), and the plan makes no room while a gang has one. Pure: the snapshot's gangs and
+the plan's own numbers only.
 """
 
 from __future__ import annotations
@@ -57,5 +58,6 @@ def balance(
 
 def spends(slack: Mapping[str, int], gone: Mapping[str, int]) -> list[str]:
     """The resources of a gang's ``slack`` (:func:`balance`, what the plan leaves beyond its
-    ``minResources``) that losing ``gone`` would take below zero: the node giving it must stay."""
-    return [name for name, value in slack.items() if gone.get(name, 0) > value]
+    ``minResources``) that losing ``gone`` would take below zero, or further below: the node giving it
+    must stay. A node that gives none of a resource spends none of it."""
+    return [name for name, value in slack.items() if gone.get(name, 0) > max(value, 0)]

@@ -110,6 +110,10 @@ class ScaleUpStage:
                 assert known is not None
                 GangPlacement(self, cls.gang, gangs[cls.gang], known).run()
         self.ctx.charge_nominated()  # the rest: their nodes' room is theirs for scale-down and moves
+        # what each gang's minResources leaves to spare once every pod is placed (pods placed after a
+        # gang take room it counted): scale-down spends no more of it (planner.minresources)
+        for gang, (need, own) in sorted(self.ctx.min_room_wanted.items()):
+            self.ctx.min_room_slack[gang] = min_room_balance(self, need, own)
         actions = scale_up_actions(self.ctx)
         record_gang_launches(self.ctx, actions)
         return actions
@@ -869,16 +873,16 @@ class GangPlacement:
         own: Resources = {}
         for cls, start in zip(self.classes, starts, strict=True):
             add_into(own, cls.requests, cls.next - start)
-        left = self._balance(own)
+        left = min_room_balance(stage, self.min_room, own)
         lack = {name: -value for name, value in left.items() if value < 0}
         if not lack:
-            ctx.min_room_slack[self.gang] = left
+            ctx.min_room_wanted[self.gang] = (self.min_room, own)
             return None
         first: Skip | None = None
         for group in self._room_groups():
             skip = stage._why_skip(group) or self._open_room(group, lack)
             if skip is None:
-                ctx.min_room_slack[self.gang] = self._balance(own)
+                ctx.min_room_wanted[self.gang] = (self.min_room, own)
                 return None
             first = first or skip
         why = first.reason if first else "no node group's nodes have it"
@@ -889,16 +893,6 @@ class GangPlacement:
             f"coscheduling to admit its pods, {describe(lack)} more than the gang's nodes and the free "
             f"room there is: {why}",
         )
-
-    def _balance(self, own: Resources) -> Resources:
-        """What the room this plan leaves has beyond the gang's ``minResources``, per resource
-        (:func:`~spillway.planner.minresources.balance`): scale-down spends no more of it
-        (:meth:`spillway.planner.scaledown.ScaleDownStage.limit`)."""
-        stage, ctx = self.stage, self.stage.ctx
-        rooms = [(n.free, 1) for n in ctx.nodes.values() if not _leaving(n)]
-        bins = [*stage.launching.values(), *stage.new_bins.values()]
-        rooms += [(b.free, len(b.ids)) for group_bins in bins for b in group_bins]
-        return balance(self.min_room, rooms, own)
 
     def _room_groups(self) -> list[NodeGroup]:
         """The groups that may open the room a gang's ``minResources`` lacks: those the gang opens
@@ -951,7 +945,7 @@ class GangPlacement:
             "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
             "leaving": {k: set(v) for k, v in ctx.leaving_notes.items()},
             "room_notes": {k: set(v) for k, v in ctx.room_notes.items()},
-            "min_room_slack": dict(ctx.min_room_slack),
+            "min_room_wanted": dict(ctx.min_room_wanted),
             "uncordoned": dict(ctx.uncordoned),
             "lengths": (len(ctx.placements), len(ctx.pending_out)),
             "next": [(c.next, dict(c.placed_in), dict(c.settled), c.domains) for c in self.classes],
@@ -969,7 +963,7 @@ class GangPlacement:
         ctx.gang_zones = saved["gang_zones"]
         ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
         ctx.leaving_notes, ctx.room_notes = saved["leaving"], saved["room_notes"]
-        ctx.min_room_slack = saved["min_room_slack"]
+        ctx.min_room_wanted = saved["min_room_wanted"]
         placements, pending = saved["lengths"]
         del ctx.placements[placements:]
         del ctx.pending_out[pending:]
@@ -1096,6 +1090,16 @@ def _buffers_on(ctx: Context, pods: Sequence[str]) -> dict[str, int]:
         if buffer is not None:
             out[buffer.key] = out.get(buffer.key, 0) + 1
     return out
+
+
+def min_room_balance(stage: ScaleUpStage, need: Resources, own: Resources) -> Resources:
+    """What the room the plan leaves so far (every node but those on their way out, launching capacity,
+    the plan's new nodes) and a gang's ``own`` placed requests have beyond its ``minResources`` ``need``,
+    per resource (:func:`~spillway.planner.minresources.balance`; negative where short)."""
+    rooms = [(n.free, 1) for n in stage.ctx.nodes.values() if not _leaving(n)]
+    bins = [*stage.launching.values(), *stage.new_bins.values()]
+    rooms += [(b.free, len(b.ids)) for group_bins in bins for b in group_bins]
+    return balance(need, rooms, own)
 
 
 def _leaving(node: WorkNode) -> bool:
