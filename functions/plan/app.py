@@ -16,8 +16,9 @@ stop what gets past it. From the stream, only the newest snapshot of each cluste
 (the older ones are superseded), and only of this deployment's cluster (another's is logged and
 skipped, status ``skipped``: its settings and state machines are not these); a stale snapshot is logged and skipped (retrying cannot freshen it); a
 lost race (StateConflict), the same snapshot being planned right now by another invocation
-(IdempotencyAlreadyInProgressError) or a transient error is reported as a batch item failure, so Lambda retries
-from that record. Invoked directly, those errors are raised, under their own names.
+(IdempotencyAlreadyInProgressError), the idempotency table refusing a read or write
+(IdempotencyPersistenceLayerError) or a transient error is reported as a batch item failure, so Lambda
+retries from that record. Invoked directly, those errors are raised, under their own names.
 
 After the commit the plan posts Kubernetes Events on the pending pods (TriggeredScaleUp,
 NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and counted, never raised.
@@ -42,7 +43,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyInconsistentStateError,
+    IdempotencyPersistenceLayerError,
+)
 
 from spillway.act.planning import own_inserts, parse_plan_request, run_plan, snapshot_ref
 from spillway.adapters.store import snapshot_inserts
@@ -60,6 +65,18 @@ from spillway.observability import (
 )
 
 IDEMPOTENCY_SECONDS = 3600
+# A delivery that fails for one of these is retried from its record: our own errors (a lost race, an
+# adapter's transient error), the snapshot being planned by another invocation right now, and the
+# idempotency table refusing a read or write (Powertools wraps any error of the table, throttling
+# included, in IdempotencyPersistenceLayerError; IdempotencyInconsistentStateError after its own
+# retries). A refused COMPLETED write comes after the plan acted: its record stays INPROGRESS until the
+# invocation's time is up, and the delivery then is a resume of the committed plan.
+RETRIED = (
+    SpillwayError,
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+    IdempotencyInconsistentStateError,
+)
 
 
 def record_outcome(outcome: dict[str, Any]) -> None:
@@ -132,7 +149,7 @@ def plan_stream(clients: Clients, event: dict[str, Any], context: Any) -> dict[s
             add_count("StaleSnapshots", 1)
             logger.warning("stale snapshot: not acting", extra={"snapshot_key": ref.key, "error": str(exc)})
             results.append({**ref.to_dict(), "status": "stale", "note": str(exc)})
-        except (SpillwayError, IdempotencyAlreadyInProgressError) as exc:
+        except RETRIED as exc:
             if isinstance(exc, StateConflict):
                 add_count("PlanConflicts", 1)
             logger.warning(

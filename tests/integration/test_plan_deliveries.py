@@ -16,6 +16,9 @@ holds is an ``INPROGRESS`` item whose ``in_progress_expiration`` (the holder's r
 ``register_lambda_context``) has not passed; a held record past it, or any record past ``expiration``
 (``expires_after_seconds``), is taken over by the next delivery, as the library's conditional put does.
 
+The idempotency table may refuse a write (throttled) once where a step says: the ``INPROGRESS`` put
+before the plan, or the ``COMPLETED`` update after it acted.
+
 Properties, whatever the deliveries: the handler never raises for a well-formed batch; a batch's
 ``batchItemFailures`` name exactly the records whose plan failed; each snapshot is committed at most
 once, in snapshot order per cluster (an older snapshot than one planned is never acted on, a stale one
@@ -39,6 +42,8 @@ from unittest import mock
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.idempotency.persistence.dynamodb import DynamoDBPersistenceLayer
+from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
@@ -172,7 +177,10 @@ def stack() -> Iterator[Stack]:
 
 # A step of the event source mapping: deliver the next ``size`` records (of those arrived), and how
 # the world behaves around it.
-STEP_KINDS = ("deliver", "lost_response", "hold", "release", "expire", "fail_start", "fail_commit")
+STEP_KINDS = (
+    "deliver", "lost_response", "hold", "release", "expire", "fail_start", "fail_commit",
+    "fail_record", "fail_record_success",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -216,6 +224,9 @@ class World:
     checkpoint: int = 0
     start_faults: set[tuple[str, str]] = field(default_factory=set)
     commit_faults: set[tuple[str, str]] = field(default_factory=set)
+    # the idempotency table refuses a write once: the INPROGRESS put, or the COMPLETED update after
+    # the plan ran ("put" or "success")
+    record_faults: dict[tuple[str, str], str] = field(default_factory=dict)
     commits: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
     created: Counter[str] = field(default_factory=Counter)
     raised: list[tuple[tuple[str, str], str]] = field(default_factory=list)  # per plan_once call
@@ -308,6 +319,8 @@ def watched(stack: Stack, world: World) -> ExitStack:
     original_start, original_commit = Executions.start, StateStore.commit
     original_create = StateMachine.start_execution
     original_plan_once = stack.app.plan_once
+    original_put = DynamoDBPersistenceLayer._put_record
+    original_update = DynamoDBPersistenceLayer._update_record
 
     def start(self: Executions, request: Any) -> Any:
         ref = (str(request.input.get("cluster")), str(request.input.get("snapshot_key")))
@@ -324,6 +337,23 @@ def watched(stack: Stack, world: World) -> ExitStack:
         version = original_commit(self, cluster, state, **kw)
         world.commits.append((*ref, tuple(e["name"] for e in kw.get("executions", ()))))
         return version
+
+    def refuse(fault: str, record: Any) -> None:
+        for ref, armed in list(world.record_faults.items()):
+            if armed == fault and record.idempotency_key == idempotency_key(*ref):
+                del world.record_faults[ref]
+                raise ClientError(
+                    {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}},
+                    "PutItem" if fault == "put" else "UpdateItem",
+                )
+
+    def put_record(self: DynamoDBPersistenceLayer, data_record: Any) -> None:
+        refuse("put", data_record)
+        original_put(self, data_record=data_record)
+
+    def update_record(self: DynamoDBPersistenceLayer, data_record: Any) -> None:
+        refuse("success", data_record)
+        original_update(self, data_record=data_record)
 
     def create(self: Any, *args: Any, **kwargs: Any) -> Any:
         before = len(self.executions)
@@ -346,6 +376,8 @@ def watched(stack: Stack, world: World) -> ExitStack:
     patches.enter_context(mock.patch.object(StateStore, "commit", commit))
     patches.enter_context(mock.patch.object(StateMachine, "start_execution", create))
     patches.enter_context(mock.patch.object(stack.app, "plan_once", plan_once))
+    patches.enter_context(mock.patch.object(DynamoDBPersistenceLayer, "_put_record", put_record))
+    patches.enter_context(mock.patch.object(DynamoDBPersistenceLayer, "_update_record", update_record))
     return patches
 
 
@@ -389,6 +421,10 @@ def play(stack: Stack, world: World, step: Step) -> None:
         release(stack, ref)
     elif step.kind == "expire":
         age_record(stack, ref)
+    elif step.kind == "fail_record":
+        world.record_faults[ref] = "put"
+    elif step.kind == "fail_record_success":
+        world.record_faults[ref] = "success"
     elif step.kind == "fail_start":
         world.start_faults.add(ref)
     else:
@@ -407,6 +443,24 @@ def play(stack: Stack, world: World, step: Step) -> None:
         ages=(30, 10),
         others=(),
         steps=(Step("fail_start", arrive=1), Step("deliver"), Step("deliver", size=2, arrive=1)),
+    )
+)
+# the idempotency table refuses the INPROGRESS put (nothing planned: retried), and, for the next
+# snapshot, the COMPLETED update after the plan acted (retried once the held record times out: a resume)
+@example(
+    Scenario(
+        ages=(30, 10),
+        others=(),
+        steps=(
+            Step("fail_record", arrive=1, target=0),
+            Step("deliver"),
+            Step("deliver"),
+            Step("fail_record_success", arrive=1),
+            Step("deliver"),
+            Step("deliver"),
+            Step("expire"),
+            Step("deliver"),
+        ),
     )
 )
 # a stale snapshot is never acted on, however it fails
@@ -467,6 +521,7 @@ def test_whatever_the_deliveries_each_snapshot_is_planned_once_and_nothing_is_lo
         # then the faults are spent, holders time out, and Lambda delivers until the stream is read
         world.start_faults.clear()
         world.commit_faults.clear()
+        world.record_faults.clear()
         for ref in refs:
             release(stack, ref)
         world.arrived = len(world.records)
