@@ -868,3 +868,27 @@ def test_a_node_giving_none_of_a_resource_a_gang_is_short_of_spends_none() -> No
     assert spends(short, {"cpu": 4_000}) == []  # a CPU node: the gang is no shorter of GPUs without it
     assert spends(short, {"cpu": 4_000, "nvidia.com/gpu": 1}) == ["nvidia.com/gpu"]
     assert spends(short, {"cpu": 12_000}) == ["cpu"]
+
+
+def running_member(w: World, gang: str, node: str, index: int = 0) -> str:
+    """A member of coscheduling PodGroup ``gang`` bound to ``node`` (4 GPUs: a g5.12xlarge's all)."""
+    labels = {"scheduling.x-k8s.io/pod-group": gang}
+    (key,) = w.gpu_pods(f"{gang}-run{index}", 1, 4, cpu="40", memory="150Gi", labels=labels, node_name=node)
+    return key
+
+
+def test_room_the_gangs_running_members_take_counts_as_free_for_min_resources() -> None:
+    # coscheduling's getNodeResource takes every pod of the group off a node before it sums the free
+    # room, bound members too: a member already running (one came back, two were recreated) leaves its
+    # node's 4 GPUs counted as free. Two new nodes for the two pending members make 12 with it.
+    w = World()
+    (node,) = w.group("gpu", "g5.12xlarge", gpu_taint=True, nodes=1)
+    w.pod_group(COSCHED, "train", spec={"minMember": 3, "minResources": {"nvidia.com/gpu": "12"}})
+    running_member(w, "train", node)
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    pods = w.gpu_pods("train", 2, 4, cpu="40", memory="150Gi", labels=labels)
+
+    result = w.plan()
+
+    assert scale_up(result)["gpu"] == (1, 3, pods)
+    assert "minResources" not in result.scale_up[0].reason

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources
+from spillway.model.cluster import PodInfo
+from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources, add_into
 from spillway.planner.context import ONE_POD, Context
 
 
@@ -35,6 +36,21 @@ def min_room(ctx: Context, gang: str) -> Resources:
         if info.key == gang and info.source == "coscheduling" and info.min_resources:
             return {**info.min_resources, PODS: info.min_member * ONE_POD}
     return {}
+
+
+def bound_own(pods: Iterable[PodInfo], gang: str) -> dict[str, Resources]:
+    """Per node, what the pods of coscheduling group ``gang`` bound there take (requests and pod slot):
+    room coscheduling counts as free for the group (``getNodeResource`` removes every pod of the
+    group's full name, ``<namespace>/<label>``, from a copy of the node before it subtracts). Every
+    pod on a node counts there, terminating ones too, but not a Succeeded or Failed one, which the
+    scheduler's pod informer does not list: as the plan's room of each node charges them."""
+    out: dict[str, Resources] = {}
+    for pod in pods:
+        if pod.gang == gang and pod.coscheduled and pod.node_name is not None and not pod.terminal:
+            taken = out.setdefault(pod.node_name, {})
+            add_into(taken, pod.requests)
+            taken[PODS] = taken.get(PODS, 0) + ONE_POD
+    return out
 
 
 def balance(

@@ -33,7 +33,7 @@ from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, on_demand_cap, options
 from spillway.planner.groups import backoff_reason, empty_room, similar_groups
 from spillway.planner.limits import Limits
-from spillway.planner.minresources import balance, min_room
+from spillway.planner.minresources import balance, bound_own, min_room
 from spillway.planner.placement import (
     Bin,
     DomainPools,
@@ -86,6 +86,8 @@ class ScaleUpStage:
         self.leaving: list[WorkNode] = [n for n in ctx.nodes.values() if _leaving(n)]
         self.region: str | None = None  # while a gang is placed: the one region it may use
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
+        # per coscheduling gang with minResources: its bound pods' room per node (planner.minresources)
+        self.bound: dict[str, dict[str, Resources]] = {}
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
         gangs: dict[str, list[PodClass]] = {}
@@ -112,8 +114,8 @@ class ScaleUpStage:
         self.ctx.charge_nominated()  # the rest: their nodes' room is theirs for scale-down and moves
         # what each gang's minResources leaves to spare once every pod is placed (pods placed after a
         # gang take room it counted): scale-down spends no more of it (planner.minresources)
-        for gang, (need, own) in sorted(self.ctx.min_room_wanted.items()):
-            self.ctx.min_room_slack[gang] = min_room_balance(self, need, own)
+        for gang, (need, placed) in sorted(self.ctx.min_room_wanted.items()):
+            self.ctx.min_room_slack[gang] = min_room_balance(self, gang, need, placed)
         actions = scale_up_actions(self.ctx)
         record_gang_launches(self.ctx, actions)
         return actions
@@ -870,19 +872,19 @@ class GangPlacement:
         back; what that lacks is opened as more nodes of one group, with the gang (those it uses first,
         then those its pods may use, best first). None when covered, else why not (code, reason)."""
         stage, ctx = self.stage, self.stage.ctx
-        own: Resources = {}
+        placed: Resources = {}
         for cls, start in zip(self.classes, starts, strict=True):
-            add_into(own, cls.requests, cls.next - start)
-        left = min_room_balance(stage, self.min_room, own)
+            add_into(placed, cls.requests, cls.next - start)
+        left = min_room_balance(stage, self.gang, self.min_room, placed)
         lack = {name: -value for name, value in left.items() if value < 0}
         if not lack:
-            ctx.min_room_wanted[self.gang] = (self.min_room, own)
+            ctx.min_room_wanted[self.gang] = (self.min_room, placed)
             return None
         first: Skip | None = None
         for group in self._room_groups():
             skip = stage._why_skip(group) or self._open_room(group, lack)
             if skip is None:
-                ctx.min_room_wanted[self.gang] = (self.min_room, own)
+                ctx.min_room_wanted[self.gang] = (self.min_room, placed)
                 return None
             first = first or skip
         why = first.reason if first else "no node group's nodes have it"
@@ -1092,13 +1094,23 @@ def _buffers_on(ctx: Context, pods: Sequence[str]) -> dict[str, int]:
     return out
 
 
-def min_room_balance(stage: ScaleUpStage, need: Resources, own: Resources) -> Resources:
+def min_room_balance(stage: ScaleUpStage, gang: str, need: Resources, placed: Resources) -> Resources:
     """What the room the plan leaves so far (every node but those on their way out, launching capacity,
-    the plan's new nodes) and a gang's ``own`` placed requests have beyond its ``minResources`` ``need``,
-    per resource (:func:`~spillway.planner.minresources.balance`; negative where short)."""
-    rooms = [(n.free, 1) for n in stage.ctx.nodes.values() if not _leaving(n)]
+    the plan's new nodes) and the ``gang``'s own pods (those ``placed`` by the plan and those bound to
+    the nodes counted, :func:`~spillway.planner.minresources.bound_own`) have beyond its
+    ``minResources`` ``need``, per resource (:func:`~spillway.planner.minresources.balance`; negative
+    where short)."""
+    nodes = stage.ctx.nodes
+    rooms = [(n.free, 1) for n in nodes.values() if not _leaving(n)]
     bins = [*stage.launching.values(), *stage.new_bins.values()]
     rooms += [(b.free, len(b.ids)) for group_bins in bins for b in group_bins]
+    bound = stage.bound.get(gang)
+    if bound is None:
+        bound = stage.bound[gang] = bound_own(stage.ctx.snapshot.pods, gang)
+    own = dict(placed)
+    for name, taken in bound.items():
+        if name in nodes and not _leaving(nodes[name]):
+            add_into(own, taken)
     return balance(need, rooms, own)
 
 
