@@ -892,3 +892,55 @@ def test_room_the_gangs_running_members_take_counts_as_free_for_min_resources() 
 
     assert scale_up(result)["gpu"] == (1, 3, pods)
     assert "minResources" not in result.scale_up[0].reason
+
+
+def test_a_member_of_a_started_gang_gets_the_room_its_min_resources_ask() -> None:
+    # The gang's minimum (2) runs and a third member is pending (a restarted worker). coscheduling lets
+    # it past PreFilter without the resource check only while the group is in its permitted cache,
+    # kept for PermitWaitingTimeSeconds (60 s by default) after a check passed; a node launched for it
+    # joins later, and the check is made again: the cluster's free room, the group's own pods given
+    # back (8 GPUs on the two running nodes, 4 on the new one), must cover 16 GPUs. A second new node.
+    w = World()
+    nodes = w.group("gpu", "g5.12xlarge", gpu_taint=True, nodes=2)
+    w.pod_group(COSCHED, "train", spec={"minMember": 2, "minResources": {"nvidia.com/gpu": "16"}})
+    for i, node in enumerate(nodes):
+        running_member(w, "train", node, i)
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    pods = w.gpu_pods("train", 1, 4, cpu="40", memory="150Gi", labels=labels)
+
+    result = w.plan()
+
+    assert scale_up(result)["gpu"] == (2, 4, pods)
+    assert "for gang default/train's minResources" in result.scale_up[0].reason
+
+
+def test_a_member_of_a_started_gang_whose_min_resources_cannot_be_had_gets_no_node() -> None:
+    # As above with room for one more node only: the scheduler would refuse the member on it
+    w = World()
+    nodes = w.group("gpu", "g5.12xlarge", gpu_taint=True, nodes=2, max_size=3)
+    w.pod_group(COSCHED, "train", spec={"minMember": 2, "minResources": {"nvidia.com/gpu": "16"}})
+    for i, node in enumerate(nodes):
+        running_member(w, "train", node, i)
+    labels = {"scheduling.x-k8s.io/pod-group": "train"}
+    (pod,) = w.gpu_pods("train", 1, 4, cpu="40", memory="150Gi", labels=labels)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert pending_codes(result)[pod] == codes.MAX_SIZE
+    assert "minResources" in pending_reasons(result)[pod]
+
+
+def test_a_single_pod_group_with_min_resources_gets_its_room() -> None:
+    # minMember 1 makes no gang, but coscheduling's PreFilter checks minResources for any PodGroup
+    # that sets it (pkg/coscheduling/core/core.go PreFilter: only a nil minResources skips it)
+    w = World()
+    w.group("gpu", "g5.12xlarge", gpu_taint=True)
+    w.pod_group(COSCHED, "solo", spec={"minMember": 1, "minResources": {"nvidia.com/gpu": "8"}})
+    labels = {"scheduling.x-k8s.io/pod-group": "solo"}
+    pods = w.gpu_pods("solo", 1, 4, cpu="40", memory="150Gi", labels=labels)
+
+    result = w.plan()
+
+    assert scale_up(result)["gpu"] == (0, 2, pods)
+    assert "for gang default/solo's minResources" in result.scale_up[0].reason

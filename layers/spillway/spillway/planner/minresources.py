@@ -8,7 +8,9 @@ scheduler knows, summed, covers ``minResources`` and ``minMember`` pod slots (th
 the pod slots, of the pods bound or assumed on it, the group's own pods not counted
 (``getNodeResource`` takes them off); every node counts, whatever its labels, taints or cordon, and
 only the resources ``minResources`` names are compared. Nothing but ``minResources`` being set turns
-the check on; a group that passed it is let through for the plugin's permit window without another.
+the check on; a group that passed it is let through for the plugin's permit window without another
+(60 s by default), which ends before a node launched now joins: members placed one by one (a
+started gang's, :class:`spillway.planner.scaleup.MemberPlacement`) are checked as a gang is.
 
 So the nodes a gang's pods fill may not be enough: two 4-GPU pods whose PodGroup asks
 ``nvidia.com/gpu: 12`` get two 4-GPU nodes, and coscheduling keeps both pods off them until 4 more GPUs
