@@ -8,7 +8,7 @@ requests (GPU, CPU, memory); capacity buffers' virtual pods come after every rea
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,9 @@ class PodClass:
     # the gang of its pods when that gang's minimum runs (Gangs.started): they are placed one by one,
     # but held while a recent plan's atomic launch of that gang may be under way
     started_gang: str | None = None
+    # the coscheduling PodGroup with minResources of its pods when they are no gang placed all or none
+    # (started, or minMember 1): placed one by one, with the room minResources asks (MemberPlacement)
+    min_room_gang: str | None = None
     one_zone: bool = False  # a pod of the class asks its gang to share one zone
     buffer: str | None = None  # a capacity buffer's virtual pods (spillway.planner.buffers): served last
     free_only: str | None = None  # why its pods take free room only and launch nothing (planner.shrinks)
@@ -139,6 +142,7 @@ def pod_classes(ctx: Context) -> list[PodClass]:
     limited = frozenset(ctx.config.tenants)
     spot = has_spot(ctx)
     jobs = ctx.snapshot.jobs_by_key() if spot else {}
+    min_room_groups = _min_room_groups(ctx)
     for pod in ctx.gated:
         reason = "held by scheduling gates (spec.schedulingGates): not demand until they are lifted"
         ctx.pending_out.append(PendingPod(pod.key, reason, codes.SCHEDULING_GATED))
@@ -151,18 +155,30 @@ def pod_classes(ctx: Context) -> list[PodClass]:
         gang = pod.gang if gangs.is_gang(pod.gang) else None
         started = gang if gang is not None and gangs.started(gang) else None
         gang = None if started else gang
+        room_gang = _min_room_gang(pod, gang, min_room_groups)
         # with spot groups, pods that may move (spot) and pods that may not are served apart
         movable = why_not_movable(ctx, pod, jobs) is None if spot else None
         free_only = ctx.free_only.get(pod.key)
         limited_tenant = tenant if tenant in limited else None
-        key = (pod.scheduling_key(), limited_tenant, gang, started, movable, free_only)
+        key = (pod.scheduling_key(), limited_tenant, gang, started, room_gang, movable, free_only)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = new_class(pod, limited_tenant, gang, ctx.topology.domains(pod))
-            cls.free_only, cls.started_gang = free_only, started
+            cls.free_only, cls.started_gang, cls.min_room_gang = free_only, started, room_gang
         cls.pods.append(pod.key)
         cls.one_zone = cls.one_zone or (gang is not None and pod.one_zone)
     return sorted(classes.values(), key=PodClass.sort_key)
+
+
+def _min_room_groups(ctx: Context) -> frozenset[str]:
+    """The coscheduling PodGroups that set ``minResources`` (:mod:`spillway.planner.minresources`)."""
+    return frozenset(g.key for g in ctx.snapshot.gangs if g.source == "coscheduling" and g.min_resources)
+
+
+def _min_room_gang(pod: PodInfo, gang: str | None, groups: Collection[str]) -> str | None:
+    """The coscheduling PodGroup whose ``minResources`` a pod no gang places (``gang`` None) is checked
+    against (:attr:`PodClass.min_room_gang`), or None."""
+    return pod.gang if gang is None and pod.coscheduled and pod.gang in groups else None
 
 
 def _not_demand(ctx: Context, pod: PodInfo, gangs: Gangs) -> tuple[str, str] | None:

@@ -8,7 +8,9 @@ scheduler knows, summed, covers ``minResources`` and ``minMember`` pod slots (th
 the pod slots, of the pods bound or assumed on it, the group's own pods not counted
 (``getNodeResource`` takes them off); every node counts, whatever its labels, taints or cordon, and
 only the resources ``minResources`` names are compared. Nothing but ``minResources`` being set turns
-the check on; a group that passed it is let through for the plugin's permit window without another.
+the check on; a group that passed it is let through for the plugin's permit window without another
+(60 s by default), which ends before a node launched now joins: members placed one by one (a
+started gang's, :class:`spillway.planner.scaleup.MemberPlacement`) are checked as a gang is.
 
 So the nodes a gang's pods fill may not be enough: two 4-GPU pods whose PodGroup asks
 ``nvidia.com/gpu: 12`` get two 4-GPU nodes, and coscheduling keeps both pods off them until 4 more GPUs
@@ -24,7 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources
+from spillway.model.cluster import PodInfo
+from spillway.model.resources import PODS, UNCHECKED_WHEN_UNKNOWN, Resources, add_into
 from spillway.planner.context import ONE_POD, Context
 
 
@@ -35,6 +38,21 @@ def min_room(ctx: Context, gang: str) -> Resources:
         if info.key == gang and info.source == "coscheduling" and info.min_resources:
             return {**info.min_resources, PODS: info.min_member * ONE_POD}
     return {}
+
+
+def bound_own(pods: Iterable[PodInfo], gang: str) -> dict[str, Resources]:
+    """Per node, what the pods of coscheduling group ``gang`` bound there take (requests and pod slot):
+    room coscheduling counts as free for the group (``getNodeResource`` removes every pod of the
+    group's full name, ``<namespace>/<label>``, from a copy of the node before it subtracts). Every
+    pod on a node counts there, terminating ones too, but not a Succeeded or Failed one, which the
+    scheduler's pod informer does not list: as the plan's room of each node charges them."""
+    out: dict[str, Resources] = {}
+    for pod in pods:
+        if pod.gang == gang and pod.coscheduled and pod.node_name is not None and not pod.terminal:
+            taken = out.setdefault(pod.node_name, {})
+            add_into(taken, pod.requests)
+            taken[PODS] = taken.get(PODS, 0) + ONE_POD
+    return out
 
 
 def balance(

@@ -33,7 +33,7 @@ from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, on_demand_cap, options
 from spillway.planner.groups import backoff_reason, empty_room, similar_groups
 from spillway.planner.limits import Limits
-from spillway.planner.minresources import balance, min_room
+from spillway.planner.minresources import balance, bound_own, min_room
 from spillway.planner.placement import (
     Bin,
     DomainPools,
@@ -86,6 +86,8 @@ class ScaleUpStage:
         self.leaving: list[WorkNode] = [n for n in ctx.nodes.values() if _leaving(n)]
         self.region: str | None = None  # while a gang is placed: the one region it may use
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
+        # per coscheduling gang with minResources: its bound pods' room per node (planner.minresources)
+        self.bound: dict[str, dict[str, Resources]] = {}
 
     def run(self, classes: Sequence[PodClass]) -> list[ScaleUp]:
         gangs: dict[str, list[PodClass]] = {}
@@ -102,21 +104,29 @@ class ScaleUpStage:
             if cls.started_gang is not None and in_flight.hold(cls.started_gang, [cls]):
                 continue
             if cls.gang is None:
-                cls.domains = cls.domains.after(self.ctx.planned)
-                start = len(self.ctx.placements)
-                self.place(cls)
-                self._join(cls, start)
+                self._place_loose(cls)
             elif cls is gangs[cls.gang][0] and not in_flight.hold(cls.gang, gangs[cls.gang]):
                 assert known is not None
                 GangPlacement(self, cls.gang, gangs[cls.gang], known).run()
         self.ctx.charge_nominated()  # the rest: their nodes' room is theirs for scale-down and moves
         # what each gang's minResources leaves to spare once every pod is placed (pods placed after a
         # gang take room it counted): scale-down spends no more of it (planner.minresources)
-        for gang, (need, own) in sorted(self.ctx.min_room_wanted.items()):
-            self.ctx.min_room_slack[gang] = min_room_balance(self, need, own)
+        for gang, (need, placed) in sorted(self.ctx.min_room_wanted.items()):
+            self.ctx.min_room_slack[gang] = min_room_balance(self, gang, need, placed)
         actions = scale_up_actions(self.ctx)
         record_gang_launches(self.ctx, actions)
         return actions
+
+    def _place_loose(self, cls: PodClass) -> None:
+        """A class no gang places all or none; the members of a coscheduling PodGroup with
+        ``minResources`` with the room it asks (:class:`MemberPlacement`)."""
+        cls.domains = cls.domains.after(self.ctx.planned)
+        start = len(self.ctx.placements)
+        if cls.min_room_gang is not None and cls.free_only is None:
+            MemberPlacement(self, cls, cls.min_room_gang).run()
+        else:
+            self.place(cls)
+        self._join(cls, start)
 
     def place(self, cls: PodClass) -> tuple[str, str] | None:
         """Place the class; returns (code, reason) when pods remain, after recording them pending
@@ -703,7 +713,128 @@ def _fits_when_empty(
     return True
 
 
-class GangPlacement:
+class RoomTrial:
+    """Places classes on a checkpoint of the stage, and when they are of a coscheduling PodGroup that
+    sets ``minResources``, opens the room it asks the cluster to have free beside them
+    (:mod:`spillway.planner.minresources`); rolled back when that cannot be had."""
+
+    def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass]) -> None:
+        self.stage = stage
+        self.gang = gang
+        self.classes = classes
+        self.min_room = min_room(stage.ctx, gang)  # coscheduling's minResources (planner.minresources)
+
+    def _cover_min_room(self, starts: Sequence[int]) -> tuple[str, str] | None:
+        """Once the gang is placed, the room its coscheduling PodGroup's ``minResources`` asks the
+        cluster to have free (:mod:`spillway.planner.minresources`): counted on every node but those
+        on their way out, on launching capacity and on this plan's new nodes, the gang's own pods given
+        back; what that lacks is opened as more nodes of one group, with the gang (those it uses first,
+        then those its pods may use, best first). None when covered, else why not (code, reason)."""
+        stage, ctx = self.stage, self.stage.ctx
+        # with what members of the gang classes placed before this one put on nodes (MemberPlacement)
+        placed: Resources = dict(ctx.min_room_wanted.get(self.gang, ({}, {}))[1])
+        for cls, start in zip(self.classes, starts, strict=True):
+            add_into(placed, cls.requests, cls.next - start)
+        left = min_room_balance(stage, self.gang, self.min_room, placed)
+        lack = {name: -value for name, value in left.items() if value < 0}
+        if not lack:
+            ctx.min_room_wanted[self.gang] = (self.min_room, placed)
+            return None
+        first: Skip | None = None
+        for group in self._room_groups():
+            skip = stage._why_skip(group) or self._open_room(group, lack)
+            if skip is None:
+                ctx.min_room_wanted[self.gang] = (self.min_room, placed)
+                return None
+            first = first or skip
+        why = first.reason if first else "no node group's nodes have it"
+        return (
+            first.code if first else codes.NO_GROUP_FITS,
+            f"its PodGroup's minResources and minMember pod slots ({describe(self.min_room)}) must be "
+            "free in the cluster for "
+            f"coscheduling to admit its pods, {describe(lack)} more than the gang's nodes and the free "
+            f"room there is: {why}",
+        )
+
+    def _room_groups(self) -> list[NodeGroup]:
+        """The groups that may open the room a gang's ``minResources`` lacks: those the gang opens
+        nodes in, then those its pods may use, in the expander's order (in the domain being tried)."""
+        stage = self.stage
+        used = {name for name, gang in stage.ctx.gang_nodes if gang == self.gang}
+        out = [g for g in stage.ctx.groups if g.name in used]
+        for cls in self.classes:
+            out += [g for g in stage._choices(cls)[0] if g not in out]
+        return out
+
+    def _open_room(self, group: NodeGroup, lack: Mapping[str, int]) -> Skip | None:
+        """Open as many empty nodes of ``group`` with the gang as ``lack`` takes, all or none."""
+        stage = self.stage
+        per_node = stage.empty[group.name]
+        missing = sorted(name for name in lack if per_node.get(name, 0) <= 0)
+        if missing:
+            return Skip(codes.NO_GROUP_FITS, f"{group.name}'s nodes have no {', '.join(missing)}")
+        want = max(math.ceil(value / per_node[name]) for name, value in lack.items())
+        cls = self.classes[0]
+        opening, binding = stage.limits.allowed(cls.tenant, group, min(stage.room[group.name], want))
+        if opening >= want:
+            stage._add_nodes(cls, group, want)  # the class's pods are all placed: the nodes stay empty
+            stage.ctx.room_notes.setdefault(group.name, set()).add(
+                f"{want} of them for gang {self.gang}'s minResources, which coscheduling admits its pods "
+                "only once the cluster has free"
+            )
+            return None
+        if binding is not None:
+            return Skip(binding.code, stage.limits.reason(binding, group))
+        return Skip(
+            codes.MAX_SIZE, f"{group.name} has room for {stage.room[group.name]} of the {want} more nodes"
+        )
+
+    def _save(self) -> dict[str, object]:
+        stage, ctx = self.stage, self.stage.ctx
+        return {
+            "nodes": {
+                name: (dict(n.free), n.receives, n.marks, list(n.victims)) for name, n in ctx.nodes.items()
+            },
+            "launching": _copy_bins(stage.launching),
+            "new_bins": _copy_bins(stage.new_bins),
+            "room": dict(stage.room),
+            "limits": stage.limits.save(),
+            "new_nodes": dict(ctx.new_nodes),
+            "new_pods": {k: list(v) for k, v in ctx.new_pods.items()},
+            "gang_nodes": dict(ctx.gang_nodes),
+            "gang_pods": {k: list(v) for k, v in ctx.gang_pods.items()},
+            "gang_zones": dict(ctx.gang_zones),
+            "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
+            "leaving": {k: set(v) for k, v in ctx.leaving_notes.items()},
+            "room_notes": {k: set(v) for k, v in ctx.room_notes.items()},
+            "min_room_wanted": dict(ctx.min_room_wanted),
+            "uncordoned": dict(ctx.uncordoned),
+            "lengths": (len(ctx.placements), len(ctx.pending_out)),
+            "next": [(c.next, dict(c.placed_in), dict(c.settled), c.domains) for c in self.classes],
+        }
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        stage, ctx = self.stage, self.stage.ctx
+        for name, (free, receives, marks, victims) in saved["nodes"].items():
+            node = ctx.nodes[name]
+            node.free, node.receives, node.marks, node.victims = free, receives, marks, victims
+        stage.launching, stage.new_bins, stage.room = saved["launching"], saved["new_bins"], saved["room"]
+        stage.limits.restore(saved["limits"])
+        ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
+        ctx.gang_nodes, ctx.gang_pods = saved["gang_nodes"], saved["gang_pods"]
+        ctx.gang_zones = saved["gang_zones"]
+        ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
+        ctx.leaving_notes, ctx.room_notes = saved["leaving"], saved["room_notes"]
+        ctx.min_room_wanted = saved["min_room_wanted"]
+        placements, pending = saved["lengths"]
+        del ctx.placements[placements:]
+        del ctx.pending_out[pending:]
+        for cls, (index, placed, settled, domains) in zip(self.classes, saved["next"], strict=True):
+            cls.next, cls.placed_in, cls.domains = index, placed, domains  # a raised cap goes too
+            cls.next_round(settled)
+
+
+class GangPlacement(RoomTrial):
     """A gang's classes placed all or none, in one region: each region in preference order is tried
     on a checkpoint of the stage, and rolled back when any pod of the gang is left over.
 
@@ -724,9 +855,7 @@ class GangPlacement:
     not placed here: its pending pods are classes of their own, :meth:`Gangs.started`.)"""
 
     def __init__(self, stage: ScaleUpStage, gang: str, classes: list[PodClass], gangs: Gangs) -> None:
-        self.stage = stage
-        self.gang = gang
-        self.classes = classes
+        super().__init__(stage, gang, classes)
         self.task_of = gangs.task_of
         # what the gang still needs to start, less those running: the pods each Volcano task lacks of
         # its minTaskMember, and more of any task for its minimum (none: no minimum known, all needed:
@@ -735,7 +864,6 @@ class GangPlacement:
         self.lacking, self.more = gangs.shortfall(gang)
         self.needed = sum(self.lacking.values()) + self.more
         self.ready = gangs.ready_pending  # counted already (a Volcano member requesting nothing)
-        self.min_room = min_room(stage.ctx, gang)  # coscheduling's minResources (planner.minresources)
 
     def domains(self) -> list[tuple[str | None, str | None]]:
         """(region, zone) to try in order; zone None for a gang that may spread over a region."""
@@ -863,113 +991,38 @@ class GangPlacement:
                 return failure
         return self._cover_min_room(starts) if self.min_room else None
 
-    def _cover_min_room(self, starts: Sequence[int]) -> tuple[str, str] | None:
-        """Once the gang is placed, the room its coscheduling PodGroup's ``minResources`` asks the
-        cluster to have free (:mod:`spillway.planner.minresources`): counted on every node but those
-        on their way out, on launching capacity and on this plan's new nodes, the gang's own pods given
-        back; what that lacks is opened as more nodes of one group, with the gang (those it uses first,
-        then those its pods may use, best first). None when covered, else why not (code, reason)."""
-        stage, ctx = self.stage, self.stage.ctx
-        own: Resources = {}
-        for cls, start in zip(self.classes, starts, strict=True):
-            add_into(own, cls.requests, cls.next - start)
-        left = min_room_balance(stage, self.min_room, own)
-        lack = {name: -value for name, value in left.items() if value < 0}
-        if not lack:
-            ctx.min_room_wanted[self.gang] = (self.min_room, own)
-            return None
-        first: Skip | None = None
-        for group in self._room_groups():
-            skip = stage._why_skip(group) or self._open_room(group, lack)
-            if skip is None:
-                ctx.min_room_wanted[self.gang] = (self.min_room, own)
-                return None
-            first = first or skip
-        why = first.reason if first else "no node group's nodes have it"
-        return (
-            first.code if first else codes.NO_GROUP_FITS,
-            f"its PodGroup's minResources and minMember pod slots ({describe(self.min_room)}) must be "
-            "free in the cluster for "
-            f"coscheduling to admit its pods, {describe(lack)} more than the gang's nodes and the free "
-            f"room there is: {why}",
-        )
 
-    def _room_groups(self) -> list[NodeGroup]:
-        """The groups that may open the room a gang's ``minResources`` lacks: those the gang opens
-        nodes in, then those its pods may use, in the expander's order (in the domain being tried)."""
-        stage = self.stage
-        used = {name for name, gang in stage.ctx.gang_nodes if gang == self.gang}
-        out = [g for g in stage.ctx.groups if g.name in used]
-        for cls in self.classes:
-            out += [g for g in stage._choices(cls)[0] if g not in out]
-        return out
+class MemberPlacement(RoomTrial):
+    """The pending members of a coscheduling PodGroup that sets ``minResources`` and is no gang to place
+    all or none: its minimum runs (:attr:`PodClass.started_gang`, a worker recreated), or its
+    ``minMember`` is 1. They are placed one by one, as any pod, but coscheduling's PreFilter checks
+    the group's ``minResources`` for each of them (kubernetes-sigs/scheduler-plugins
+    pkg/coscheduling/core/core.go ``PreFilter``): it skips the check only while the group is in its
+    permitted cache, for ``PermitWaitingTimeSeconds`` (60 s by default, apis/config/v1/defaults.go)
+    after a pod of it passed, and the PostFilter and Unreserve of a failed attempt drop it from there
+    (pkg/coscheduling/coscheduling.go). A member pending for lack of a node has no node before that
+    window ends: a node launched for it is judged with the check, so the plan opens the room the check
+    asks beside it, or gives it no node (a node it would be refused). A class taking free room only
+    (:attr:`PodClass.free_only`) launches nothing and is placed as it is."""
 
-    def _open_room(self, group: NodeGroup, lack: Mapping[str, int]) -> Skip | None:
-        """Open as many empty nodes of ``group`` with the gang as ``lack`` takes, all or none."""
-        stage = self.stage
-        per_node = stage.empty[group.name]
-        missing = sorted(name for name in lack if per_node.get(name, 0) <= 0)
-        if missing:
-            return Skip(codes.NO_GROUP_FITS, f"{group.name}'s nodes have no {', '.join(missing)}")
-        want = max(math.ceil(value / per_node[name]) for name, value in lack.items())
-        cls = self.classes[0]
-        opening, binding = stage.limits.allowed(cls.tenant, group, min(stage.room[group.name], want))
-        if opening >= want:
-            stage._add_nodes(cls, group, want)  # the class's pods are all placed: the nodes stay empty
-            stage.ctx.room_notes.setdefault(group.name, set()).add(
-                f"{want} of them for gang {self.gang}'s minResources, which coscheduling admits its pods "
-                "only once the cluster has free"
-            )
-            return None
-        if binding is not None:
-            return Skip(binding.code, stage.limits.reason(binding, group))
-        return Skip(
-            codes.MAX_SIZE, f"{group.name} has room for {stage.room[group.name]} of the {want} more nodes"
-        )
+    def __init__(self, stage: ScaleUpStage, cls: PodClass, gang: str) -> None:
+        super().__init__(stage, gang, [cls])
 
-    def _save(self) -> dict[str, object]:
-        stage, ctx = self.stage, self.stage.ctx
-        return {
-            "nodes": {
-                name: (dict(n.free), n.receives, n.marks, list(n.victims)) for name, n in ctx.nodes.items()
-            },
-            "launching": _copy_bins(stage.launching),
-            "new_bins": _copy_bins(stage.new_bins),
-            "room": dict(stage.room),
-            "limits": stage.limits.save(),
-            "new_nodes": dict(ctx.new_nodes),
-            "new_pods": {k: list(v) for k, v in ctx.new_pods.items()},
-            "gang_nodes": dict(ctx.gang_nodes),
-            "gang_pods": {k: list(v) for k, v in ctx.gang_pods.items()},
-            "gang_zones": dict(ctx.gang_zones),
-            "notes": {k: set(v) for k, v in ctx.overflow_notes.items()},
-            "leaving": {k: set(v) for k, v in ctx.leaving_notes.items()},
-            "room_notes": {k: set(v) for k, v in ctx.room_notes.items()},
-            "min_room_wanted": dict(ctx.min_room_wanted),
-            "uncordoned": dict(ctx.uncordoned),
-            "lengths": (len(ctx.placements), len(ctx.pending_out)),
-            "next": [(c.next, dict(c.placed_in), dict(c.settled), c.domains) for c in self.classes],
-        }
-
-    def _restore(self, saved: dict[str, Any]) -> None:
-        stage, ctx = self.stage, self.stage.ctx
-        for name, (free, receives, marks, victims) in saved["nodes"].items():
-            node = ctx.nodes[name]
-            node.free, node.receives, node.marks, node.victims = free, receives, marks, victims
-        stage.launching, stage.new_bins, stage.room = saved["launching"], saved["new_bins"], saved["room"]
-        stage.limits.restore(saved["limits"])
-        ctx.new_nodes, ctx.new_pods = saved["new_nodes"], saved["new_pods"]
-        ctx.gang_nodes, ctx.gang_pods = saved["gang_nodes"], saved["gang_pods"]
-        ctx.gang_zones = saved["gang_zones"]
-        ctx.overflow_notes, ctx.uncordoned = saved["notes"], saved["uncordoned"]
-        ctx.leaving_notes, ctx.room_notes = saved["leaving"], saved["room_notes"]
-        ctx.min_room_wanted = saved["min_room_wanted"]
-        placements, pending = saved["lengths"]
-        del ctx.placements[placements:]
-        del ctx.pending_out[pending:]
-        for cls, (index, placed, settled, domains) in zip(self.classes, saved["next"], strict=True):
-            cls.next, cls.placed_in, cls.domains = index, placed, domains  # a raised cap goes too
-            cls.next_round(settled)
+    def run(self) -> None:
+        (cls,) = self.classes
+        saved = self._save()
+        start = cls.next
+        self.stage.place(cls)  # the pods left over are pending, with their reason
+        if cls.next == start:
+            return
+        failure = self._cover_min_room([start])
+        if failure is None:
+            return
+        self._restore(saved)
+        code, why = failure
+        reason = f"no node is added for this member of gang {self.gang}: {why}"
+        for pod in cls.take(cls.remaining):
+            self.stage.ctx.pending_out.append(PendingPod(pod, reason, code))
 
 
 K = TypeVar("K")
@@ -1092,13 +1145,23 @@ def _buffers_on(ctx: Context, pods: Sequence[str]) -> dict[str, int]:
     return out
 
 
-def min_room_balance(stage: ScaleUpStage, need: Resources, own: Resources) -> Resources:
+def min_room_balance(stage: ScaleUpStage, gang: str, need: Resources, placed: Resources) -> Resources:
     """What the room the plan leaves so far (every node but those on their way out, launching capacity,
-    the plan's new nodes) and a gang's ``own`` placed requests have beyond its ``minResources`` ``need``,
-    per resource (:func:`~spillway.planner.minresources.balance`; negative where short)."""
-    rooms = [(n.free, 1) for n in stage.ctx.nodes.values() if not _leaving(n)]
+    the plan's new nodes) and the ``gang``'s own pods (those ``placed`` by the plan and those bound to
+    the nodes counted, :func:`~spillway.planner.minresources.bound_own`) have beyond its
+    ``minResources`` ``need``, per resource (:func:`~spillway.planner.minresources.balance`; negative
+    where short)."""
+    nodes = stage.ctx.nodes
+    rooms = [(n.free, 1) for n in nodes.values() if not _leaving(n)]
     bins = [*stage.launching.values(), *stage.new_bins.values()]
     rooms += [(b.free, len(b.ids)) for group_bins in bins for b in group_bins]
+    bound = stage.bound.get(gang)
+    if bound is None:
+        bound = stage.bound[gang] = bound_own(stage.ctx.snapshot.pods, gang)
+    own = dict(placed)
+    for name, taken in bound.items():
+        if name in nodes and not _leaving(nodes[name]):
+            add_into(own, taken)
     return balance(need, rooms, own)
 
 
