@@ -8,6 +8,8 @@ README, "Tenants, limits and gangs"):
   pods, size in annotation ``kueue.x-k8s.io/pod-group-total-count``; no gang with annotation
   ``kueue.x-k8s.io/pod-group-fast-admission``: :func:`gang_of`), ``spec.schedulingGroup.podGroupName``
   (Kubernetes 1.36, ``scheduling.k8s.io/v1alpha2``) or ``spec.workloadRef`` (Kubernetes 1.35, v1alpha1);
+  for a pod naming none, the Volcano PodGroup made for it before it is annotated
+  (:func:`volcano_normal_group`);
 - a gang's size: ``spec.minMember`` (coscheduling, Volcano), ``spec.schedulingPolicy.gang.minCount``
   (PodGroup v1alpha2), ``spec.podGroups[].policy.gang.minCount`` (Workload v1alpha1) or
   ``spec.podGroupTemplates[].schedulingPolicy.gang.minCount`` (Workload v1alpha2); a Volcano
