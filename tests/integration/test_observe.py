@@ -490,6 +490,57 @@ def test_the_snapshot_says_whether_coscheduling_podgroups_are_served(
         assert "vision/worker-0" in placed
 
 
+def test_a_podgroup_volcano_made_for_pods_not_yet_annotated_is_theirs_through_client_and_store(
+    kubeapi: Any, kobj: Any, aws: AwsAdapter, store: SnapshotStore
+) -> None:
+    """Volcano's podgroup controller creates a normal pod's PodGroup (``podgroup-<uid>`` of the pod's
+    controller owner, else of the pod, owned as the pod is, else by it) before it annotates the pod
+    (volcano-sh/volcano pkg/controllers/podgroup/pg_controller_handler.go). Observed in between, through
+    the client, stored and loaded, the pods are the groups' members: the plan launches for them once,
+    not for them and again for pod-less groups."""
+    from spillway.adapters.kube import KubeClient
+
+    selector = {"node.kubernetes.io/instance-type": "m5.large"}  # no existing node has room
+
+    def volcano_pod(name: str, owner: tuple[str, str] | None) -> dict[str, Any]:
+        pod = kobj.pod(name, "vision", cpu="1", memory="1Gi", node_selector=selector, owner=owner)
+        pod["spec"]["schedulerName"] = "volcano"
+        return dict(kubeapi.add(pod))  # the server gives it its uid
+
+    solo = volcano_pod("solo", None)
+    web = [volcano_pod(f"web-{i}", ("ReplicaSet", "web-5d4f")) for i in range(2)]
+    groups = {}
+    for pod, size in ((solo, 1), (web[0], 2)):
+        meta = pod["metadata"]
+        controller = next((r for r in meta.get("ownerReferences", ()) if r.get("controller")), None)
+        uid = controller["uid"] if controller else meta["uid"]
+        owners = meta["ownerReferences"] if controller else [
+            {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True,
+             "blockOwnerDeletion": True}
+        ]  # fmt: skip
+        metadata = {"name": f"podgroup-{uid}", "namespace": "vision", "ownerReferences": owners}
+        kubeapi.add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": metadata,
+                     "spec": {"minMember": size, "minResources": {"cpu": str(size), "memory": f"{size}Gi"}},
+                     "status": {"phase": "Pending"}})  # fmt: skip
+        groups[meta["name"]] = f"vision/podgroup-{uid}"
+        stored = kubeapi.get("podgroups.scheduling.volcano.sh", f"podgroup-{uid}", "vision")
+        assert stored["metadata"]["ownerReferences"] == owners  # metadata is no CRD schema's to prune
+
+    store.save(observe_once(KubeClient.for_url(kubeapi.url, page_size=30), aws, CONFIG, lambda: T0))
+    snapshot = store.latest("prod")
+
+    assert snapshot is not None
+    members = {p.name: p.gang for p in snapshot.cluster.pods if p.namespace == "vision"}
+    assert members == {"solo": groups["solo"], "web-0": groups["web-0"], "web-1": groups["web-0"]}
+    result = plan_of(snapshot)
+    # placed: on a node this plan launches, or on capacity a group is launching already
+    placed = {pod for up in result.scale_up for pod in up.pods}
+    placed |= {p.pod for p in result.pending if p.code in ("fits-launching", "fits-free-room")}
+    assert {"vision/solo", "vision/web-0", "vision/web-1"} <= placed
+    pod_less = [p for p in placed | {p.pod for p in result.pending} if p.startswith("vision/podgroup-")]
+    assert pod_less == []  # no demand without pods beside them
+
+
 def test_shared_objects_change_the_fingerprint(kube: FakeCluster, aws: AwsAdapter) -> None:
     before = observe_once(kube, aws, CONFIG, lambda: T0)
     kube.custom.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",

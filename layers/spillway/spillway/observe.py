@@ -53,6 +53,7 @@ from spillway.model.cluster import (
     PodInfo,
     SucceededMembers,
     TopologyMatcher,
+    VolcanoNormalPods,
     VolumeMatcher,
     daemonset_infos,
     expander_priorities,
@@ -177,12 +178,13 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
     topology = TopologyMatcher()  # which anti-affinity terms and spread constraints select which pods
     volumes = VolumeMatcher()  # where each pod's persistent volumes let it run
     succeeded = SucceededMembers()  # how many of each gang's members Succeeded
+    normal = VolcanoNormalPods()  # the pods a Volcano PodGroup was made for that do not name it yet
     buffer_future = pool.submit(capacity_buffers, kube)
     try:
         pod_list = list(
             _pod_infos(
                 kube.iter_pods(),
-                (budgets, topology, volumes),
+                (budgets, topology, volumes, normal),
                 succeeded,
                 keep_terminal=config.keep_terminal_pods,
             )
@@ -210,7 +212,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         volumes.add(volume)
     pods, buffer_infos, provreqs = with_topology(
         topology,
-        list(volumes.apply(list(budgets.apply(pod_list)))),
+        list(volumes.apply(list(budgets.apply(normal.apply(pod_list, shared.gangs, succeeded))))),
         namespaces or None,
         buffers.infos,
         provreqs,
@@ -497,7 +499,7 @@ def _noting_namespaces(
 
 def _pod_infos(
     pods: Iterator[Pod],
-    matchers: tuple[PdbMatcher, TopologyMatcher, VolumeMatcher],
+    matchers: tuple[PdbMatcher, TopologyMatcher, VolumeMatcher, VolcanoNormalPods],
     succeeded: SucceededMembers,
     *,
     keep_terminal: bool,

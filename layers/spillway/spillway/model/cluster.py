@@ -71,6 +71,7 @@ from spillway.model.shared import (
     selector_matches,
     selector_requirements,
     tenant_of,
+    volcano_normal_group,
     volcano_task,
 )
 
@@ -923,6 +924,7 @@ class ClusterSnapshot:
         resource_quotas: list[ResourceQuota] = []  # they cut the buffers, as observe's
         daemonsets: list[DaemonSet] = []
         succeeded = SucceededMembers()
+        normal = VolcanoNormalPods()
         from spillway.model.buffer import NewestPods  # it reads PodInfo from here
 
         live = NewestPods()  # the pods a buffer's workload may select (its most recent one is the chunk)
@@ -934,6 +936,7 @@ class ClusterSnapshot:
                 budgets.remember(len(pods) - 1, obj)
                 topology.remember(len(pods) - 1, obj)
                 volumes.remember(len(pods) - 1, obj)
+                normal.remember(len(pods) - 1, obj)
             elif isinstance(obj, Node):
                 nodes.append(NodeInfo.from_node(obj))
             elif isinstance(obj, PodDisruptionBudget):
@@ -964,7 +967,7 @@ class ClusterSnapshot:
             live,
             resource_quotas,
             topology,
-            list(volumes.apply(list(budgets.apply(pods)))),
+            list(volumes.apply(list(budgets.apply(normal.apply(pods, gangs, succeeded))))),
             namespaces,
             provreqs,
         )
@@ -1422,6 +1425,44 @@ class SucceededMembers:
             for gang, tasks in sorted(self._counts.items())
             if gang in self._live
         }
+
+
+class VolcanoNormalPods:
+    """Which pods are the members of a Volcano PodGroup made for them that they do not name yet, for a
+    stream where pods and pod groups come in any order: each pod's would-be group is kept (nothing else
+    of it) until :meth:`apply`.
+
+    Volcano's podgroup controller creates a PodGroup for a pod that names none and annotates the pod
+    with its name only afterwards (:func:`spillway.model.shared.volcano_normal_group`). A snapshot
+    taken in between holds the group Pending with no member, which alone would be ``minMember`` pods
+    of demand without pods (:meth:`spillway.planner.classes.Gangs.virtual_pods`), and the pod: one
+    demand counted twice. The rule: a pod not finished, of no gang, whose namespace holds a Volcano
+    PodGroup of the name Volcano gives its group, is that group's member, as it will be once annotated.
+    A batch.volcano.sh Job's group is ``<job>-<job uid>`` and its pods carry the annotation from the
+    start (volcano-sh/volcano pkg/controllers/job/job_controller_util.go, ``createJobPod``): it is never
+    matched here, and stays demand without pods until they exist.
+    """
+
+    def __init__(self) -> None:
+        self._pods: list[tuple[int, str, str | None]] = []  # (index, would-be gang, Volcano task)
+
+    def remember(self, index: int, pod: Pod) -> None:
+        if pod.status.phase in TERMINAL_PHASES:
+            return
+        key = volcano_normal_group(pod)
+        if key is not None:
+            self._pods.append((index, key, volcano_task(pod)))
+
+    def apply(
+        self, pods: list[PodInfo], gangs: Iterable[GangInfo], succeeded: SucceededMembers
+    ) -> list[PodInfo]:
+        """``pods`` with those members' gang set; ``succeeded`` learns their gangs have a live member."""
+        volcano = {g.key for g in gangs if g.source == "volcano"}
+        for index, key, task in self._pods:
+            if key in volcano:
+                pods[index] = replace(pods[index], gang=key, gang_task=task)
+                succeeded.note(pods[index])
+        return pods
 
 
 class PdbMatcher:

@@ -8,6 +8,8 @@ README, "Tenants, limits and gangs"):
   pods, size in annotation ``kueue.x-k8s.io/pod-group-total-count``; no gang with annotation
   ``kueue.x-k8s.io/pod-group-fast-admission``: :func:`gang_of`), ``spec.schedulingGroup.podGroupName``
   (Kubernetes 1.36, ``scheduling.k8s.io/v1alpha2``) or ``spec.workloadRef`` (Kubernetes 1.35, v1alpha1);
+  for a pod naming none, the Volcano PodGroup made for it before it is annotated
+  (:func:`volcano_normal_group`);
 - a gang's size: ``spec.minMember`` (coscheduling, Volcano), ``spec.schedulingPolicy.gang.minCount``
   (PodGroup v1alpha2), ``spec.podGroups[].policy.gang.minCount`` (Workload v1alpha1) or
   ``spec.podGroupTemplates[].schedulingPolicy.gang.minCount`` (Workload v1alpha2); a Volcano
@@ -49,6 +51,10 @@ from spillway.model.resources import Resources, parse_resource_list
 # controller creates the job's pods only once the phase is neither (pkg/controllers/job/
 # job_controller_actions.go, syncJob).
 VOLCANO_PENDING_PHASES = frozenset({None, "", "Pending"})
+# The name of the PodGroup Volcano's podgroup controller makes for a pod that names none, before the
+# uid of the pod's controller owner, else of the pod (volcano-sh/apis: batch/v1alpha1
+# PodgroupNamePrefix; pkg/apis/helpers/helpers.go GeneratePodgroupName): volcano_normal_group
+VOLCANO_NORMAL_GROUP_PREFIX = "podgroup-"
 NODES = "nodes"  # a CapacityQuota (and tenant limit) resource: the number of nodes, in milli-units
 # (key, operator, values) of a label selector requirement: In, NotIn, Exists, DoesNotExist.
 LabelRequirement = tuple[str, str, tuple[str, ...]]
@@ -176,6 +182,48 @@ def gang_of(pod: Pod) -> tuple[str | None, int]:
         key = f"{namespace}/{ref.name}/{ref.pod_group}"
         return (f"{key}/{ref.pod_group_replica_key}" if ref.pod_group_replica_key else key), 0
     return None, 0
+
+
+def volcano_normal_group(pod: Pod) -> str | None:
+    """The key (``<namespace>/<name>``) of the PodGroup Volcano's podgroup controller makes for the pod
+    when it names none, which the snapshot may hold before the pod names it; None for a pod already of
+    a gang (by any convention), and when the uid the name is made of is not known.
+
+    Volcano's scheduler takes a pod into a job by its ``scheduling.k8s.io/group-name`` annotation
+    alone. For a pod without one whose ``schedulerName`` is among its own (a plain Pod, a Deployment's
+    or a batch/v1 Job's pod: a "normal" pod), its podgroup controller (volcano-sh/volcano
+    pkg/controllers/podgroup/pg_controller.go ``processNextReq``; pg_controller_handler.go
+    ``createNormalPodPGIfNotExist``, ``buildPodGroupFromPod``, ``newPGOwnerReferences``):
+
+    * names the group ``podgroup-<uid>``: the uid of the pod's first ownerReference with
+      ``controller: true``, else the pod's own (``GeneratePodgroupName``, volcano-sh/apis
+      pkg/apis/helpers/helpers.go), so all the pods of one ReplicaSet, StatefulSet or Job share it;
+    * looks it up by that name in the pod's namespace and creates it when missing, in phase
+      ``Pending``: owned as the pod is (the pod's ownerReferences, when one is a controller), else by
+      the pod; ``minMember`` 1, or its owner's ``scheduling.volcano.sh/group-min-member``;
+      ``minResources`` the pod's requests times ``minMember``;
+    * only then patches the pod with ``scheduling.k8s.io/group-name: podgroup-<uid>``.
+
+    Its admission webhook finds a normal pod's group by the same name
+    (pkg/webhooks/admission/pods/validate/admit_pod.go, ``validatePod``). Between the create and the
+    patch a snapshot holds the group, Pending and without members, and the pod naming no group: the
+    group is that pod's, never demand of its own (:class:`spillway.model.cluster.VolcanoNormalPods`).
+
+    The name is the key Volcano itself uses, so it is the one matched. The group's ownerReferences
+    are not read: the design note docs/design/Enhance-Generate-PodGroup-OwnerReferences-for-Normal-Pod.md
+    proposes owners further up the chain (a Deployment rather than its ReplicaSet), while the name
+    stays made of the pod's own controller's uid. ``schedulerName`` is not read either: the
+    controller's list of names is configurable, and a group of that name exists only if the
+    controller took the pod.
+    """
+    meta = pod.metadata
+    if gang_of(pod)[0] is not None:
+        return None
+    controller = next((r for r in meta.owner_references if r.controller), None)
+    uid = controller.uid if controller is not None else meta.uid
+    if not uid:
+        return None
+    return f"{meta.namespace or 'default'}/{VOLCANO_NORMAL_GROUP_PREFIX}{uid}"
 
 
 def volcano_task(pod: Pod) -> str | None:
