@@ -136,6 +136,26 @@ def test_a_pod_that_claims_devices_through_dra_is_neither_placed_nor_scaled_for(
     assert pending_codes(result)["default/infer"] == "dynamic-resources"
 
 
+@pytest.mark.parametrize(
+    "owners",
+    [
+        [],
+        [{"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u1"}],
+        [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u2", "controller": True}],
+    ],
+    ids=["no owner", "an owner that is no controller", "a controller"],
+)
+def test_a_pod_read_from_the_api_is_the_same_pod_after_a_snapshot_round_trip(
+    owners: list[dict[str, object]],
+) -> None:
+    """The planner reads the snapshot observe stored: a pod must come back as it was read, whoever owns it."""
+    raw = o.pod("p", cpu="1", memory="1Gi")
+    raw["metadata"]["ownerReferences"] = owners
+    pod = PodInfo.from_pod(Pod.model_validate(raw))
+
+    assert PodInfo.from_dict(json.loads(json.dumps(pod.to_dict()))) == pod
+
+
 def test_extended_resources_come_from_limits_and_pending_state_is_read() -> None:
     info = PodInfo.from_pod(Pod.model_validate(o.pod("g", gpus=2, priority=5)))
     assert info.requests["nvidia.com/gpu"] == 2000

@@ -562,11 +562,13 @@ def _host_ports(pod: Pod) -> tuple[tuple[int, str, str], ...]:
 
 
 def _owner(references: Sequence[OwnerReference]) -> tuple[OwnerReference | None, bool]:
-    """The controller owner reference if any (True), else the first one (False)."""
+    """The controller owner reference if any (True), else the first one (False); (None, True) without
+    any: the flag means something only beside an owner, and True is what a stored snapshot reads back
+    (:meth:`PodInfo.from_dict`), so a pod is the same pod before and after it is stored."""
     owner = next((o for o in references if o.controller), None)
     if owner is not None:
         return owner, True
-    return (references[0] if references else None), False
+    return (references[0], False) if references else (None, True)
 
 
 def _unschedulable(conditions: Sequence[Condition]) -> tuple[bool, datetime | None]:
