@@ -576,3 +576,32 @@ def test_a_list_sizes_a_deployments_buffer_by_its_newest_pod_and_status_replicas
     [templated] = ClusterSnapshot.from_objects("c", NOW, iter_kube_list(bare)).buffers
     assert templated.pod is not None and templated.pod.requests["cpu"] == 2000
     assert templated.replicas == 3  # 25 % of spec.replicas 12, rounded up
+
+
+def test_a_spec_edit_that_changes_no_outcome_still_moves_the_conditions_observed_generation() -> None:
+    """``kubectl wait --for=condition=ReadyForProvisioning cb/x`` after ``kubectl apply`` waits while a
+    condition's ``observedGeneration`` is below ``metadata.generation`` (kubernetes/kubectl
+    pkg/cmd/wait/wait.go ``ConditionalWait.checkCondition``). An edit that leaves the count and the
+    conditions as they were (here a limit that cuts nothing) must still bring ``observedGeneration`` up to
+    the new generation, without moving ``lastTransitionTime``: the status did not transition."""
+    template = PodTemplate.model_validate(TEMPLATE)
+    spec = {"podTemplateRef": {"name": "web"}, "replicas": 2}
+    first = CapacityBuffer.model_validate(buffer(**spec))
+    written = status_update(first, buffer_infos([first], [template])[0], NOW)
+    assert written is not None
+    edited_raw = {**buffer(**spec, limits={"cpu": "100"}), "status": written}
+    edited_raw["metadata"] = {**edited_raw["metadata"], "generation": 2}
+    edited = CapacityBuffer.model_validate(edited_raw)
+    [info] = buffer_infos([edited], [template])
+    assert info.replicas == 2  # 100 CPUs hold 50 chunks of 2: the limit cuts nothing
+
+    later = status_update(edited, info, NOW + timedelta(minutes=3))
+
+    assert later is not None
+    assert {c["type"]: c["observedGeneration"] for c in later["conditions"]} == {
+        "ReadyForProvisioning": 2,
+        "Provisioning": 2,
+    }
+    assert {c["lastTransitionTime"] for c in later["conditions"]} == {"2026-03-24T09:00:00Z"}
+    settled = CapacityBuffer.model_validate({**edited_raw, "status": later})
+    assert status_update(settled, info, NOW + timedelta(minutes=4)) is None  # caught up: not written again

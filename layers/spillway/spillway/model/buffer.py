@@ -721,18 +721,29 @@ def _condition(
     buffer: CapacityBuffer, kind: str, wanted: Wanted, now: datetime
 ) -> tuple[dict[str, Any], bool]:
     """The condition ``kind`` as wanted, and whether the buffer carries it already (its
-    ``lastTransitionTime`` moves only when its status does)."""
+    ``lastTransitionTime`` moves only when its status does). Carried already means for the buffer's
+    current ``metadata.generation`` too: ``kubectl wait --for=condition=...`` takes a condition whose
+    ``observedGeneration`` is below the generation as not yet met (kubernetes/kubectl
+    pkg/cmd/wait/wait.go ``ConditionalWait.checkCondition``), so a spec edit that changes no outcome
+    still brings it up to date."""
     status, reason, message = wanted
     old = next((c for c in buffer.status.conditions if c.type == kind), None)
     kept = old is not None and old.status == status
     since = old.last_transition_time if kept and old is not None else None
+    generation = buffer.metadata.generation or 0
     condition = {
         "type": kind,
         "status": status,
-        "observedGeneration": buffer.metadata.generation or 0,
+        "observedGeneration": generation,
         "lastTransitionTime": (since or now).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "reason": reason,
         "message": message,
     }
-    same = kept and old is not None and old.reason == reason and (old.message or "") == message
+    same = (
+        kept
+        and old is not None
+        and old.reason == reason
+        and (old.message or "") == message
+        and (old.observed_generation or 0) == generation
+    )
     return condition, same
