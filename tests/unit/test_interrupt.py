@@ -361,12 +361,57 @@ def test_a_spot_warning_of_an_instance_of_ours_not_yet_in_the_snapshot_is_tried_
     rig, doc = joining(WARNED_AT + timedelta(seconds=10))
     with pytest.raises(NodeNotObserved):
         rig.handle(doc)
-    assert rig.workflows.requests == [] and rig.ledger.backoffs == []
+    assert rig.workflows.requests == []  # its pool is backed off at once (the next test)
 
     late, doc = joining(WARNED_AT + timedelta(seconds=90))  # the deadline has passed: nothing to win
     assert late.handle(doc)[0]["outcome"] == "not_our_node"
     theirs, doc = joining(WARNED_AT + timedelta(seconds=10), tagged=False)
     assert theirs.handle(doc)[0]["outcome"] == "not_our_node"
+
+
+def test_a_spot_warning_of_an_instance_of_ours_with_no_node_yet_backs_off_its_pool_at_once() -> None:
+    """A Spot pool short of capacity takes back instances soon after launch, often before their Node
+    joins. The warning still says the pool (Spot, type, zone) is being reclaimed, so it is backed off
+    as for a Node's instance: Karpenter's interruption controller marks the offering unavailable for a
+    NodeClaim found by its providerID, which it has from launch, before the Node registers
+    (aws/karpenter-provider-aws pkg/controllers/interruption/controller.go, handleNodeClaim). Spillway
+    backed off nothing until a snapshot showed the Node, and nothing at all when none did before the
+    deadline, so the group's replacement and the planner's next launches went to the same pool. The
+    type and zone are AWS's (DescribeAutoScalingInstances: InstanceType, AvailabilityZone)."""
+    fresh = "i-0ccccccccccccccc1"
+    expected = {"pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"}  # as for a Node's instance
+
+    rig, doc = joining(WARNED_AT + timedelta(seconds=10))
+    assert rig.cloud is not None
+    rig.cloud.add_group("spot-new", [fresh], instance_type="g5.xlarge", zones=["us-east-1a"])
+    with pytest.raises(NodeNotObserved):  # tried again for its Node, as before
+        rig.handle(doc)
+    assert {g for g, _, _ in rig.ledger.backoffs} == expected
+    assert {until for _, until, _ in rig.ledger.backoffs} == {WARNED_AT + timedelta(minutes=15)}
+    assert rig.workflows.requests == []
+
+    late, doc = joining(WARNED_AT + timedelta(seconds=90))  # past the deadline: dropped, still backed off
+    assert late.cloud is not None
+    late.cloud.add_group("spot-new", [fresh], instance_type="g5.xlarge", zones=["us-east-1a"])
+    [out] = late.handle(doc)
+    assert out["outcome"] == "not_our_node" and late.workflows.requests == []
+    assert {g for g, _, _ in late.ledger.backoffs} == expected
+
+    theirs, doc = joining(WARNED_AT + timedelta(seconds=10), tagged=False)  # not the cluster's group
+    assert theirs.cloud is not None
+    theirs.cloud.add_group("spot-new", [fresh], instance_type="g5.xlarge", tagged=False)
+    assert theirs.handle(doc)[0]["outcome"] == "not_our_node" and theirs.ledger.backoffs == []
+
+
+def test_a_rebalance_recommendation_of_an_instance_with_no_node_backs_nothing_off() -> None:
+    """Only the warning says the pool is being reclaimed; a recommendation says it may be."""
+    doc, sent = of_joining("interrupt-rebalance.json")
+    rig, _ = joining(sent + timedelta(seconds=30))
+    assert rig.cloud is not None
+    rig.cloud.add_group("spot-new", ["i-0ccccccccccccccc1"], instance_type="g5.xlarge")
+    with pytest.raises(NodeNotObserved):
+        rig.handle(doc)
+    assert rig.ledger.backoffs == []
 
 
 def of_joining(name: str, **detail: Any) -> tuple[dict[str, Any], datetime]:
