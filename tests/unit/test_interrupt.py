@@ -131,6 +131,52 @@ def test_a_health_event_keeps_its_rfc1123_start_time_and_arn() -> None:
     assert "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED" in notice.code
 
 
+def backup_copy() -> dict[str, Any]:
+    """The sample scheduled change as AWS Health also delivers it to its backup Region (US West
+    (Oregon) backs up every other Region of the aws partition): ``region`` is where it was delivered,
+    ``detail.eventRegion`` where the instance is."""
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    doc["region"], doc["id"] = "us-west-2", "backup-copy-event-id"
+    doc["detail"]["backupEvent"] = True
+    return doc
+
+
+def test_a_health_event_is_about_its_event_region_not_the_region_it_was_delivered_to() -> None:
+    """AWS Health user guide, "Reference: AWS Health events Amazon EventBridge schema": the event's
+    ``region`` is the Region the notification was delivered to, not the impacted one, which is
+    ``detail.eventRegion``; and "Creating EventBridge rules for AWS Region coverage": every event is
+    delivered to its Region and to a backup Region. The backup copy reached the queue (the home rule, or a
+    forwarder, does not filter on region) and was read as a notice of an instance in the backup Region:
+    dropped (not_our_node, or other_region), so a lost primary copy left the node undrained. It is now
+    the same notice as the primary: the same execution, started once."""
+    primary = parse_notice(body(sample("interrupt-health-scheduled.json")))
+    backup = parse_notice(body(backup_copy()))
+    assert backup.region == primary.region == "us-east-1"
+    assert execution_name(backup, INSTANCE) == execution_name(primary, INSTANCE)
+
+    rig = Rig(world(), now=datetime(2026, 3, 2, 9, 0, 10, tzinfo=UTC))
+    [first] = rig.handle(backup_copy())  # the backup copy comes first: it drains
+    [second] = rig.handle(sample("interrupt-health-scheduled.json"))
+    assert (first["outcome"], second["outcome"]) == ("drain_started", "duplicate")
+    assert len(rig.workflows.names) == 1
+    assert {r.input["region"] for r in rig.workflows.requests} == {"us-east-1"}
+
+
+@pytest.mark.parametrize("value", ["global", "", 7, "us-east-1\n"])
+def test_a_health_event_whose_event_region_is_not_a_region_is_malformed(value: Any) -> None:
+    doc = backup_copy()
+    doc["detail"]["eventRegion"] = value
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == "detail.eventRegion"
+
+
+def test_a_health_event_without_an_event_region_is_about_the_region_it_came_to() -> None:
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    del doc["detail"]["eventRegion"]
+    assert parse_notice(body(doc)).region == "us-east-1"
+
+
 def test_the_sqs_sample_carries_the_spot_warning_as_its_body() -> None:
     record = sample("interrupt-sqs.json")["Records"][0]
     assert parse_notice(record["body"]).kind == "interruption"

@@ -274,7 +274,7 @@ def parse_notice(body: Any, now: datetime | None = None) -> Notice:
         "region": region,
         "time": _event_time(event.get("time"), now),
     }
-    return Notice(**base, **_PARSE_DETAIL[kind](detail))  # type: ignore[arg-type]
+    return Notice(**{**base, **_PARSE_DETAIL[kind](detail)})
 
 
 def _ec2_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -309,10 +309,26 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
         raise IrrelevantNotice("names no EC2 instance", field="detail.affectedEntities")
     code = detail.get("eventArn") or detail.get("eventTypeCode")
     return {
+        **_event_region(detail),
         "instance_ids": tuple(dict.fromkeys(ids)),
         "start": _health_time(detail.get("startTime"), "detail.startTime"),
         "code": _text({"code": code}, "code", "detail.eventArn"),
     }
+
+
+def _event_region(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """The Region a Health event is about: ``detail.eventRegion``. The event's own ``region`` is the
+    Region it was delivered to (AWS Health user guide, "Reference: AWS Health events Amazon EventBridge
+    schema"), and AWS Health delivers every event to its Region and to a backup Region (US West
+    (Oregon), which US East (N. Virginia) backs up: "Creating EventBridge rules for AWS Region
+    coverage"), so a backup copy read by ``region`` named the instance in the wrong Region and was
+    dropped. Without ``eventRegion`` the event's ``region`` stands."""
+    if "eventRegion" not in detail:
+        return {}
+    value = detail["eventRegion"]
+    if not isinstance(value, str) or not _REGION.fullmatch(value):
+        raise MalformedNotice(f"not a region: {json.dumps(value)[:40]}", field="detail.eventRegion")
+    return {"region": value}
 
 
 def _lifecycle_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
