@@ -494,7 +494,13 @@ class FakeCloud(Recorder):
         for (where, name), raw in self.groups.items():
             for instance in raw["Instances"]:
                 if where == region and instance["InstanceId"] == instance_id:
-                    return Placement(instance_id, name, str(instance["LifecycleState"]))
+                    return Placement(
+                        instance_id,
+                        name,
+                        str(instance["LifecycleState"]),
+                        zone=str(instance.get("AvailabilityZone") or ""),
+                        instance_type=str(instance.get("InstanceType") or ""),
+                    )
         return None
 
     def private_dns_names(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:

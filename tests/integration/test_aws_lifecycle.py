@@ -97,3 +97,21 @@ def test_lifecycle_errors_become_named_errors(
             else:
                 adapter.record_heartbeat("us-east-1", "general", "drain", INSTANCE, TOKEN)
     assert type(caught.value) is error and message in str(caught.value)
+
+
+def test_placement_reads_the_group_state_zone_and_type_aws_gives(
+    adapter: AwsAdapter, two_regions: dict[str, Any]
+) -> None:
+    """DescribeAutoScalingInstances (AutoScalingInstanceDetails: AutoScalingGroupName, LifecycleState,
+    AvailabilityZone, InstanceType): a Spot warning of an instance with no Node yet backs off the pool
+    of this type in this zone."""
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    [instance] = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["gpu"])["AutoScalingGroups"][
+        0
+    ]["Instances"]
+    placement = adapter.placement("us-east-1", instance["InstanceId"])
+    assert placement is not None
+    assert (placement.group, placement.lifecycle_state) == ("gpu", "InService")
+    assert (placement.zone, placement.instance_type) == (instance["AvailabilityZone"], "g5.xlarge")
+    assert placement.zone.startswith("us-east-1")
+    assert adapter.placement("us-east-1", "i-0ffffffffffffffff") is None

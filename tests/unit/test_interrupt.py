@@ -131,6 +131,52 @@ def test_a_health_event_keeps_its_rfc1123_start_time_and_arn() -> None:
     assert "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED" in notice.code
 
 
+def backup_copy() -> dict[str, Any]:
+    """The sample scheduled change as AWS Health also delivers it to its backup Region (US West
+    (Oregon) backs up every other Region of the aws partition): ``region`` is where it was delivered,
+    ``detail.eventRegion`` where the instance is."""
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    doc["region"], doc["id"] = "us-west-2", "backup-copy-event-id"
+    doc["detail"]["backupEvent"] = True
+    return doc
+
+
+def test_a_health_event_is_about_its_event_region_not_the_region_it_was_delivered_to() -> None:
+    """AWS Health user guide, "Reference: AWS Health events Amazon EventBridge schema": the event's
+    ``region`` is the Region the notification was delivered to, not the impacted one, which is
+    ``detail.eventRegion``; and "Creating EventBridge rules for AWS Region coverage": every event is
+    delivered to its Region and to a backup Region. The backup copy reached the queue (the home rule, or a
+    forwarder, does not filter on region) and was read as a notice of an instance in the backup Region:
+    dropped (not_our_node, or other_region), so a lost primary copy left the node undrained. It is now
+    the same notice as the primary: the same execution, started once."""
+    primary = parse_notice(body(sample("interrupt-health-scheduled.json")))
+    backup = parse_notice(body(backup_copy()))
+    assert backup.region == primary.region == "us-east-1"
+    assert execution_name(backup, INSTANCE) == execution_name(primary, INSTANCE)
+
+    rig = Rig(world(), now=datetime(2026, 3, 2, 9, 0, 10, tzinfo=UTC))
+    [first] = rig.handle(backup_copy())  # the backup copy comes first: it drains
+    [second] = rig.handle(sample("interrupt-health-scheduled.json"))
+    assert (first["outcome"], second["outcome"]) == ("drain_started", "duplicate")
+    assert len(rig.workflows.names) == 1
+    assert {r.input["region"] for r in rig.workflows.requests} == {"us-east-1"}
+
+
+@pytest.mark.parametrize("value", ["global", "", 7, "us-east-1\n"])
+def test_a_health_event_whose_event_region_is_not_a_region_is_malformed(value: Any) -> None:
+    doc = backup_copy()
+    doc["detail"]["eventRegion"] = value
+    with pytest.raises(MalformedNotice) as err:
+        parse_notice(body(doc))
+    assert err.value.field == "detail.eventRegion"
+
+
+def test_a_health_event_without_an_event_region_is_about_the_region_it_came_to() -> None:
+    doc = copy.deepcopy(sample("interrupt-health-scheduled.json"))
+    del doc["detail"]["eventRegion"]
+    assert parse_notice(body(doc)).region == "us-east-1"
+
+
 def test_the_sqs_sample_carries_the_spot_warning_as_its_body() -> None:
     record = sample("interrupt-sqs.json")["Records"][0]
     assert parse_notice(record["body"]).kind == "interruption"
@@ -361,12 +407,57 @@ def test_a_spot_warning_of_an_instance_of_ours_not_yet_in_the_snapshot_is_tried_
     rig, doc = joining(WARNED_AT + timedelta(seconds=10))
     with pytest.raises(NodeNotObserved):
         rig.handle(doc)
-    assert rig.workflows.requests == [] and rig.ledger.backoffs == []
+    assert rig.workflows.requests == []  # its pool is backed off at once (the next test)
 
     late, doc = joining(WARNED_AT + timedelta(seconds=90))  # the deadline has passed: nothing to win
     assert late.handle(doc)[0]["outcome"] == "not_our_node"
     theirs, doc = joining(WARNED_AT + timedelta(seconds=10), tagged=False)
     assert theirs.handle(doc)[0]["outcome"] == "not_our_node"
+
+
+def test_a_spot_warning_of_an_instance_of_ours_with_no_node_yet_backs_off_its_pool_at_once() -> None:
+    """A Spot pool short of capacity takes back instances soon after launch, often before their Node
+    joins. The warning still says the pool (Spot, type, zone) is being reclaimed, so it is backed off
+    as for a Node's instance: Karpenter's interruption controller marks the offering unavailable for a
+    NodeClaim found by its providerID, which it has from launch, before the Node registers
+    (aws/karpenter-provider-aws pkg/controllers/interruption/controller.go, handleNodeClaim). Spillway
+    backed off nothing until a snapshot showed the Node, and nothing at all when none did before the
+    deadline, so the group's replacement and the planner's next launches went to the same pool. The
+    type and zone are AWS's (DescribeAutoScalingInstances: InstanceType, AvailabilityZone)."""
+    fresh = "i-0ccccccccccccccc1"
+    expected = {"pool#spot/us-east-1a/g5.xlarge", "spot-a", "spot-a2"}  # as for a Node's instance
+
+    rig, doc = joining(WARNED_AT + timedelta(seconds=10))
+    assert rig.cloud is not None
+    rig.cloud.add_group("spot-new", [fresh], instance_type="g5.xlarge", zones=["us-east-1a"])
+    with pytest.raises(NodeNotObserved):  # tried again for its Node, as before
+        rig.handle(doc)
+    assert {g for g, _, _ in rig.ledger.backoffs} == expected
+    assert {until for _, until, _ in rig.ledger.backoffs} == {WARNED_AT + timedelta(minutes=15)}
+    assert rig.workflows.requests == []
+
+    late, doc = joining(WARNED_AT + timedelta(seconds=90))  # past the deadline: dropped, still backed off
+    assert late.cloud is not None
+    late.cloud.add_group("spot-new", [fresh], instance_type="g5.xlarge", zones=["us-east-1a"])
+    [out] = late.handle(doc)
+    assert out["outcome"] == "not_our_node" and late.workflows.requests == []
+    assert {g for g, _, _ in late.ledger.backoffs} == expected
+
+    theirs, doc = joining(WARNED_AT + timedelta(seconds=10), tagged=False)  # not the cluster's group
+    assert theirs.cloud is not None
+    theirs.cloud.add_group("spot-new", [fresh], instance_type="g5.xlarge", tagged=False)
+    assert theirs.handle(doc)[0]["outcome"] == "not_our_node" and theirs.ledger.backoffs == []
+
+
+def test_a_rebalance_recommendation_of_an_instance_with_no_node_backs_nothing_off() -> None:
+    """Only the warning says the pool is being reclaimed; a recommendation says it may be."""
+    doc, sent = of_joining("interrupt-rebalance.json")
+    rig, _ = joining(sent + timedelta(seconds=30))
+    assert rig.cloud is not None
+    rig.cloud.add_group("spot-new", ["i-0ccccccccccccccc1"], instance_type="g5.xlarge")
+    with pytest.raises(NodeNotObserved):
+        rig.handle(doc)
+    assert rig.ledger.backoffs == []
 
 
 def of_joining(name: str, **detail: Any) -> tuple[dict[str, Any], datetime]:

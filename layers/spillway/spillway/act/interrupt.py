@@ -63,7 +63,8 @@ may send to the queue) whose fields do not parse. It never succeeds, but it may 
 Spillway failed to read, so the handler reports it as failed: after the queue's maxReceiveCount receives
 it sits in the dead-letter queue, which is alarmed. Anything else that fails (the snapshot table, Step
 Functions, the state table, a notice asking for a drain of an instance of a managed group the snapshot
-does not show yet) raises and the message is retried (then DLQ).
+does not show yet) raises and the message is retried (then DLQ). A Spot warning of an instance of a
+managed group that no Node names backs off its Spot pool all the same (:meth:`Interrupter._back_off_unobserved`).
 """
 
 from __future__ import annotations
@@ -273,7 +274,7 @@ def parse_notice(body: Any, now: datetime | None = None) -> Notice:
         "region": region,
         "time": _event_time(event.get("time"), now),
     }
-    return Notice(**base, **_PARSE_DETAIL[kind](detail))  # type: ignore[arg-type]
+    return Notice(**{**base, **_PARSE_DETAIL[kind](detail)})
 
 
 def _ec2_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -308,10 +309,26 @@ def _health_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
         raise IrrelevantNotice("names no EC2 instance", field="detail.affectedEntities")
     code = detail.get("eventArn") or detail.get("eventTypeCode")
     return {
+        **_event_region(detail),
         "instance_ids": tuple(dict.fromkeys(ids)),
         "start": _health_time(detail.get("startTime"), "detail.startTime"),
         "code": _text({"code": code}, "code", "detail.eventArn"),
     }
+
+
+def _event_region(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """The Region a Health event is about: ``detail.eventRegion``. The event's own ``region`` is the
+    Region it was delivered to (AWS Health user guide, "Reference: AWS Health events Amazon EventBridge
+    schema"), and AWS Health delivers every event to its Region and to a backup Region (US West
+    (Oregon), which US East (N. Virginia) backs up: "Creating EventBridge rules for AWS Region
+    coverage"), so a backup copy read by ``region`` named the instance in the wrong Region and was
+    dropped. Without ``eventRegion`` the event's ``region`` stands."""
+    if "eventRegion" not in detail:
+        return {}
+    value = detail["eventRegion"]
+    if not isinstance(value, str) or not _REGION.fullmatch(value):
+        raise MalformedNotice(f"not a region: {json.dumps(value)[:40]}", field="detail.eventRegion")
+    return {"region": value}
 
 
 def _lifecycle_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -451,21 +468,18 @@ def find_target(snapshot: Snapshot, instance_id: str, region: str) -> Target | N
     return Target(node, instance_id, region, zone, itype, group)
 
 
-def backoff_groups(snapshot: Snapshot, target: Target) -> list[NodeGroup]:
-    """The groups an interruption of ``target`` backs off whole: those in its region whose next launch is
-    Spot (:attr:`NodeGroup.spot`) of its instance type only, in its zone only. Others (more zones or
-    types) are covered by the Spot pool's back-off, which the planner weighs per group; an on-demand
-    group of the type in the zone is not touched: Spot capacity taken back says nothing of on-demand
-    capacity."""
-    if not target.instance_type or not target.zone:
+def backoff_groups(snapshot: Snapshot, region: str, zone: str, instance_type: str) -> list[NodeGroup]:
+    """The groups an interruption of an instance of ``instance_type`` in ``zone`` backs off whole: those
+    in its region whose next launch is Spot (:attr:`NodeGroup.spot`) of that type only, in that zone
+    only. Others (more zones or types) are covered by the Spot pool's back-off, which the planner weighs
+    per group; an on-demand group of the type in the zone is not touched: Spot capacity taken back says
+    nothing of on-demand capacity."""
+    if not instance_type or not zone:
         return []
     return [
         g
         for g in snapshot.groups
-        if g.region == target.region
-        and g.spot
-        and g.launch_types() == (target.instance_type,)
-        and g.zones == (target.zone,)
+        if g.region == region and g.spot and g.launch_types() == (instance_type,) and g.zones == (zone,)
     ]
 
 
@@ -554,7 +568,9 @@ class Interrupter:
         plan = drain_plan(notice, self.clock(), self.settings)
         assert plan is not None
         if notice.kind == "interruption":
-            out["backed_off"] = self._back_off(notice, target)
+            out["backed_off"] = self._back_off(
+                notice, target.region, target.zone, target.instance_type, target.instance_id
+            )
         started = self.workflows.start(self._request(notice, target, plan))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         return {
@@ -571,13 +587,30 @@ class Interrupter:
         (:meth:`_joining`); anything else is not our node."""
         if notice.kind == "lifecycle" and self._nodeless(notice, instance_id):
             return self._no_node(notice, instance_id)
+        backed_off = self._back_off_unobserved(notice, instance_id)
         if self._joining(notice, instance_id):
             raise NodeNotObserved(
                 f"{instance_id} is in a group of cluster {self.cluster!r} but backs no Node of the "
                 f"latest snapshot yet: its {notice.kind} notice is tried again with a later one"
             )
         self.metric("InterruptIgnored", 1)
-        return {"outcome": "not_our_node"}
+        return {"outcome": "not_our_node", **({"backed_off": backed_off} if backed_off else {})}
+
+    def _back_off_unobserved(self, notice: Notice, instance_id: str) -> list[str]:
+        """A Spot warning of an instance no Node of the snapshot names (it has not joined yet, or never
+        will): its Spot pool is backed off all the same when AWS puts it in a group tagged for the
+        cluster, with the type and zone AWS gives (DescribeAutoScalingInstances), whether or not the
+        notice is tried again for its Node. A pool short of capacity takes back instances soon after
+        launch, before their Nodes join; Karpenter marks the offering unavailable for a NodeClaim it
+        finds by providerID, which it has from launch (aws/karpenter-provider-aws,
+        pkg/controllers/interruption/controller.go). Without it, the group's replacement and the
+        planner's next launches went to the same pool."""
+        if notice.kind != "interruption" or self.cloud is None:
+            return []
+        placement = self.cloud.placement(notice.region, instance_id)
+        if placement is None or not self._group_managed(notice.region, placement.group):
+            return []
+        return self._back_off(notice, notice.region, placement.zone, placement.instance_type, instance_id)
 
     def _ours(self, notice: Notice, target: Target) -> bool:
         """Whether the group the notice concerns is one Spillway manages. A lifecycle action names the
@@ -801,21 +834,23 @@ class Interrupter:
             input=request,
         )
 
-    def _back_off(self, notice: Notice, target: Target) -> list[str]:
+    def _back_off(
+        self, notice: Notice, region: str, zone: str, instance_type: str, instance_id: str
+    ) -> list[str]:
         """Back off the Spot pool of the instance type in its zone (``State.pools``: every group that may
         launch Spot of it there avoids it), and the Spot groups that launch nothing else (as before pools
         existed). On-demand capacity of the type in the zone is another pool, left alone."""
         until = notice.time + timedelta(minutes=self.settings.backoff_minutes)
         reason = (
-            f"spot interruption of {target.instance_type} in {target.zone} "
-            f"({target.instance_id}, {notice.time.isoformat().replace('+00:00', 'Z')})"
+            f"spot interruption of {instance_type} in {zone} "
+            f"({instance_id}, {notice.time.isoformat().replace('+00:00', 'Z')})"
         )
         names = []
-        if target.instance_type and target.zone:
-            pool = POOL_PREFIX + pool_key("spot", target.zone, target.instance_type)
-            self.ledger.put_backoff(self.cluster, pool, until, reason, region=target.region)
+        if instance_type and zone:
+            pool = POOL_PREFIX + pool_key("spot", zone, instance_type)
+            self.ledger.put_backoff(self.cluster, pool, until, reason, region=region)
             names.append(pool)
-        groups = backoff_groups(self.snapshot(), target)
+        groups = backoff_groups(self.snapshot(), region, zone, instance_type)
         for group in groups:
             self.ledger.put_backoff(self.cluster, group.name, until, reason, region=group.region)
             names.append(group.name)

@@ -614,7 +614,11 @@ class AwsAdapter:
             for item in found.get("AutoScalingInstances", []):
                 if item.get("InstanceId") == instance_id:
                     return Placement(
-                        instance_id, str(item["AutoScalingGroupName"]), str(item["LifecycleState"])
+                        instance_id,
+                        str(item["AutoScalingGroupName"]),
+                        str(item["LifecycleState"]),
+                        zone=str(item.get("AvailabilityZone") or ""),
+                        instance_type=str(item.get("InstanceType") or ""),
                     )
             return None
 

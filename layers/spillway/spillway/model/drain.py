@@ -156,11 +156,15 @@ class Drain(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where an instance is: its Auto Scaling group and its lifecycle state there."""
+    """Where an instance is: its Auto Scaling group and its lifecycle state there, and its zone and
+    instance type (DescribeAutoScalingInstances' AutoScalingInstanceDetails: AvailabilityZone is always
+    given, InstanceType may be absent; "" when unknown)."""
 
     instance_id: str
     group: str
     lifecycle_state: str
+    zone: str = ""
+    instance_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
