@@ -275,6 +275,59 @@ def test_without_the_constraint_or_with_schedule_anyway_it_takes_zone_as_room() 
     assert w.plan().scale_up == ()
 
 
+def _terminating(item: dict[str, Any]) -> dict[str, Any]:
+    item["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:30Z"  # a rollout or drain deleted it
+    return item
+
+
+def test_a_spread_does_not_count_a_terminating_replica() -> None:
+    """kube-scheduler leaves pods being deleted out of a spread's counts (kubernetes/kubernetes
+    pkg/scheduler/framework/plugins/podtopologyspread/common.go, countPodsMatchSelector: "Bypass
+    terminating Pod"): zone a runs one replica and one on its way out, zone b (full) one, so a:1 b:1 and
+    the waiting replica takes zone a's room. Counted, a:2 would close zone a and launch a node in b."""
+    w = two_zones()
+    b = next(i["metadata"]["name"] for i in w.items if i["kind"] == "Node" and "us-east-1b" in str(i))
+    a = next(i["spec"]["nodeName"] for i in w.items if i["metadata"]["name"] == "web-0")
+    w.items.append(spread_replica("web-b", b))
+    w.items.append(spread_replica("web-old", a))
+    w.items.append(spread_replica("web-1"))
+    assert scale_up(w.plan()) == {"cpu-b": (1, 2, ["default/web-1"])}  # a:2 b:1 while web-old runs
+
+    _terminating(next(i for i in w.items if i["metadata"]["name"] == "web-old"))
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert [(p.pod, p.node) for p in result.placements] == [("default/web-1", a)]
+
+
+def test_a_spread_over_nodes_does_not_count_a_terminating_replica() -> None:
+    """The same over nodes: the first node runs a replica being deleted and nothing else, the second
+    one: 0:1, so the waiting replica binds to the first node's room, nothing launched."""
+    w = World()
+    first, second = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    w.items.append(_terminating(spread_replica("web-old", first, key=HOST)))
+    w.items.append(spread_replica("web-0", second, key=HOST))
+    w.items.append(o.pod("resident", cpu="6", memory="8Gi", node_name=second))
+    w.items += [spread_replica(f"web-{i}", key=HOST) for i in (1, 2)]
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # counted, 1:1 and 2:1 would send the second pending one to a new node
+    assert [p.node for p in result.placements] == [first, first]  # 0:1, 1:1, 2:1
+
+
+def test_anti_affinity_still_counts_a_terminating_replica() -> None:
+    """Inter-pod affinity reads every pod bound to a node, those being deleted too (kubernetes/kubernetes
+    pkg/scheduler/framework/plugins/interpodaffinity/filtering.go: the node's pods, no deletion check):
+    a replica on its way out still keeps the next one off its node until it is gone."""
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items.append(_terminating(replica("web-0", node, affinity=anti({"app": "web"}))))
+    w.items.append(replica("web-1", affinity=anti({"app": "web"})))
+
+    assert scale_up(w.plan()) == {"cpu": (1, 2, ["default/web-1"])}
+
+
 def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
     """As kube-scheduler counts: domains are those of existing nodes that pass the pod's node
     constraints, so with only zone a the skew is 0 there; minDomains 2 makes the least 0."""

@@ -9,7 +9,8 @@ kube-scheduler keeps a pod out of
   or either one every address: the NodePorts check), two of its own kind included;
 * every domain of a ``whenUnsatisfiable: DoNotSchedule`` spread constraint where one more matching pod
   would put it more than ``maxSkew`` above the least loaded domain (the domains of the nodes that pass
-  the pod's node selector and affinity; the least is 0 while there are fewer than ``minDomains``);
+  the pod's node selector and affinity; pods being deleted are not counted; the least is 0 while there
+  are fewer than ``minDomains``);
 
 and runs a pod with a required ``podAffinity`` term only in a domain where a pod the term selects runs
 (the first of a group, whose term selects itself, may go anywhere).
@@ -438,6 +439,10 @@ class TopologyIndex:
         self.nodes = nodes
         self.key: dict[int, str] = {}
         self.selected_on: dict[int, list[tuple[str, str]]] = {}  # id -> (node, pod key)
+        # the same without the pods being deleted: a spread does not count them (kubernetes/kubernetes
+        # pkg/scheduler/framework/plugins/podtopologyspread/common.go, countPodsMatchSelector), while
+        # pod affinity and anti-affinity read every pod bound to a node (interpodaffinity/filtering.go)
+        self.spread_on: dict[int, list[tuple[str, str]]] = {}
         self.owned_on: dict[int, list[tuple[str, str]]] = {}
         self.ports_on: dict[str, list[tuple[tuple[int, str, str], str]]] = {}  # node -> (port, pod key)
         for pod in pods:
@@ -449,6 +454,8 @@ class TopologyIndex:
                 self.ports_on.setdefault(pod.node_name, []).append((port, pod.key))
             for term in pod.selected_by:
                 self.selected_on.setdefault(term, []).append((pod.node_name, pod.key))
+                if not pod.terminating:
+                    self.spread_on.setdefault(term, []).append((pod.node_name, pod.key))
             for term, _ in pod.anti_own:
                 self.owned_on.setdefault(term, []).append((pod.node_name, pod.key))
 
@@ -565,11 +572,11 @@ class TopologyIndex:
     def _counts(
         self, pod: PodInfo, term: int, key: str, gone: Leaving, flags: int
     ) -> tuple[dict[str, int], frozenset[str]]:
-        """A spread's count of the pods it selects per domain, and its domains, over the nodes it counts
-        (:meth:`_eligible`)."""
+        """A spread's count of the pods it selects per domain (not those being deleted), and its domains,
+        over the nodes it counts (:meth:`_eligible`)."""
         nodes = dict(self._eligible(pod, key, gone.node, flags))
         counts: dict[str, int] = {}
-        selected = [(node, other) for node, other in self.selected_on.get(term, ()) if node in nodes]
+        selected = [(node, other) for node, other in self.spread_on.get(term, ()) if node in nodes]
         for value in self._values(key, selected, gone):
             counts[value] = counts.get(value, 0) + 1
         return counts, frozenset(nodes.values())
