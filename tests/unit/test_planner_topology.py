@@ -328,6 +328,26 @@ def test_anti_affinity_still_counts_a_terminating_replica() -> None:
     assert scale_up(w.plan()) == {"cpu": (1, 2, ["default/web-1"])}
 
 
+def test_a_spread_with_an_empty_selector_counts_no_pod() -> None:
+    """An empty ``labelSelector`` ({}) is every label, but kube-scheduler counts no pod for it (kubernetes/
+    kubernetes podtopologyspread/common.go, countPodsMatchSelector returns 0 for an empty selector), so
+    the skew is the pod itself, 1, and never above maxSkew: zone a's room takes the waiting pod though
+    zone a runs two pods of the namespace and zone b one. Only ``matchLabelKeys`` make it count."""
+    w = two_zones()
+    a = next(i["spec"]["nodeName"] for i in w.items if i["metadata"]["name"] == "web-0")
+    w.items.append(o.pod("helper", cpu="100m", memory="64Mi", node_name=a))
+    waiting = spread_replica("web-1", labelSelector={})
+    w.items.append(waiting)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert [(p.pod, p.node) for p in result.placements] == [("default/web-1", a)]
+
+    waiting["spec"]["topologySpreadConstraints"][0]["matchLabelKeys"] = ["app"]  # now app=web: a:1 b:0
+    assert scale_up(w.plan()) == {"cpu-b": (1, 2, ["default/web-1"])}
+
+
 def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
     """As kube-scheduler counts: domains are those of existing nodes that pass the pod's node
     constraints, so with only zone a the skew is 0 there; minDomains 2 makes the least 0."""
