@@ -348,6 +348,25 @@ def test_a_spread_with_an_empty_selector_counts_no_pod() -> None:
     assert scale_up(w.plan()) == {"cpu-b": (1, 2, ["default/web-1"])}
 
 
+def test_spreads_over_zones_and_nodes_fill_existing_nodes_before_launching() -> None:
+    """The common pair: one spread over zones, one over nodes (maxSkew 1 each). Two nodes of one zone run
+    a replica each and have room; four more wait. kube-scheduler binds them one at a time, 2:1, 2:2, 3:2,
+    3:3, and a new node would get none of them. The zone spread placed the class in rounds that gave
+    existing nodes a single pass under the node spread, and launched a node for the last two."""
+    w = World()
+    first, second = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    constraints = spread(HOST) + spread(ZONE)
+    for name, node in (("web-0", first), ("web-x", second), *((f"web-{i}", None) for i in range(1, 5))):
+        item = replica(name, node)
+        item["spec"]["topologySpreadConstraints"] = constraints
+        w.items.append(item)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert sorted(p.node for p in result.placements) == sorted([first, first, second, second])
+
+
 def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
     """As kube-scheduler counts: domains are those of existing nodes that pass the pod's node
     constraints, so with only zone a the skew is 0 there; minDomains 2 makes the least 0."""
