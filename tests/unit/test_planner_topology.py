@@ -367,6 +367,32 @@ def test_spreads_over_zones_and_nodes_fill_existing_nodes_before_launching() -> 
     assert sorted(p.node for p in result.placements) == sorted([first, first, second, second])
 
 
+def test_a_node_without_every_spread_key_is_no_domain_of_any() -> None:
+    """kube-scheduler counts a node for a pod's spreads only when it carries the topology key of every
+    one of them (kubernetes/kubernetes podtopologyspread/common.go, nodeLabelsMatchSpreadConstraints,
+    called from calPreFilterState in filtering.go). Replicas spread over nodes and over racks: the second
+    node has no rack label, so it is no domain of the node spread either and cannot hold the least at 0;
+    the first node, running one, takes both waiting replicas, nothing launched."""
+    rack = "example.com/rack"
+    w = World()
+    first, second = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    w.node(first)["metadata"]["labels"][rack] = "r1"
+    constraints = spread(HOST) + spread(rack)
+    for name, node in (("web-0", first), ("web-1", None), ("web-2", None)):
+        item = replica(name, node)
+        item["spec"]["topologySpreadConstraints"] = constraints
+        w.items.append(item)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert [p.node for p in result.placements] == [first, first]
+
+    w.node(second)["metadata"]["labels"][rack] = "r1"  # a domain of both now: it holds the least at 0
+    result = w.plan()
+    assert result.scale_up == () and result.placements[0].node == second  # 1:0 first
+
+
 def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
     """As kube-scheduler counts: domains are those of existing nodes that pass the pod's node
     constraints, so with only zone a the skew is 0 there; minDomains 2 makes the least 0."""

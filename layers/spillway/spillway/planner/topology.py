@@ -584,10 +584,15 @@ class TopologyIndex:
     def _eligible(
         self, pod: PodInfo, key: str, leaving: str | None, flags: int = 0
     ) -> Iterable[tuple[str, str]]:
-        """The nodes a spread counts (:func:`counted_node`), with their ``key`` domain (a node without
-        the key is none; the pods on a node not counted are not counted either, as kube-scheduler's)."""
+        """The nodes a spread counts (:func:`counted_node`), with their ``key`` domain (the pods on a node
+        not counted are not counted either, as kube-scheduler's). A node that lacks the key of any of the
+        pod's spreads is a domain of none (kubernetes/kubernetes podtopologyspread/common.go,
+        nodeLabelsMatchSpreadConstraints): it could not run the pod, and does not hold a least at 0."""
+        keys = {k for _, k, _, _, _ in pod.spread if k != HOSTNAME_LABEL}
         for name, info in self.nodes.items():
-            if name == leaving or not counted_node(pod, flags, info.labels, info.taints, name):
+            if name == leaving or not keys <= info.labels.keys():
+                continue
+            if not counted_node(pod, flags, info.labels, info.taints, name):
                 continue
             value = name if key == HOSTNAME_LABEL else info.labels.get(key)
             if value is not None:
