@@ -623,6 +623,33 @@ def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
     assert pending_codes(result)["default/lone-0"] == codes.POD_TOPOLOGY  # what it must join runs nowhere
 
 
+def test_two_affinity_terms_need_one_pod_that_both_select() -> None:
+    """kube-scheduler counts, for a pod's required pod affinity, only the pods that match every one of
+    its terms (kubernetes/kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering.go,
+    updateWithAffinityTerms: "if targetPod matches ALL terms"). A pod that must share a zone with the
+    cache and with the primary finds, in zone a, a cache pod and a primary pod but none that is both:
+    no node there runs it, and a new node in zone a would not either. Once the primary cache runs
+    there (one pod, both labels), zone a's room takes it."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    w.items.append(replica("cache-0", a, labels={"app": "cache"}))
+    w.items.append(replica("primary-0", a, labels={"role": "primary"}))
+    terms = [
+        {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": ZONE},
+        {"labelSelector": {"matchLabels": {"role": "primary"}}, "topologyKey": ZONE},
+    ]
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}
+    w.items.append(replica("web-1", affinity=affinity))
+
+    result = w.plan()
+
+    assert result.placements == () and result.scale_up == ()
+    assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
+
+    w.items.append(replica("cache-1", a, labels={"app": "cache", "role": "primary"}))
+    assert [(p.pod, p.node) for p in w.plan().placements] == [("default/web-1", a)]
+
+
 # --- host ports (kube-scheduler's NodePorts) -------------------------------------------------------------
 
 

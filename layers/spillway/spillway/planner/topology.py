@@ -557,16 +557,23 @@ class TopologyIndex:
         return forbidden
 
     def _affinity(self, pod: PodInfo, gone: Leaving) -> tuple[tuple[int, str, frozenset[str]], ...]:
-        """Its required pod affinity terms, each with the domains of the running pods it selects: the
-        domains it leaves the pod (per key, ``Domains.required`` takes what every term leaves). A term
-        that selects no running pod leaves none, unless it selects the pod itself (the first of a group
-        may go anywhere, as kube-scheduler lets it): such a term is left out."""
-        out = []
-        for term, key in pod.affinity_own:
-            values = frozenset(self._values(key, self.selected_on.get(term, ()), gone))
-            if not values and term in pod.selected_by:
-                continue
-            out.append((term, key, values))
+        """Its required pod affinity terms, each with the domains it leaves the pod (per key,
+        ``Domains.required`` takes what every term leaves): those of the running pods that every one
+        of its terms selects, as kube-scheduler counts only a pod that matches them all (kubernetes/
+        kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering.go,
+        updateWithAffinityTerms, podMatchesAllAffinityTerms). When no running pod does, the terms leave
+        none, unless the pod matches them all itself (the first of a group may go anywhere, as
+        kube-scheduler lets it): then they are left out."""
+        if not pod.affinity_own:
+            return ()
+        where: dict[str, str] | None = None  # pod key -> node, of the pods every term selects
+        for term, _ in pod.affinity_own:
+            selected = dict((other, node) for node, other in self.selected_on.get(term, ()))
+            where = selected if where is None else {k: n for k, n in where.items() if k in selected}
+        both = [(node, other) for other, node in (where or {}).items()]
+        out = [(term, key, frozenset(self._values(key, both, gone))) for term, key in pod.affinity_own]
+        if all(not values for _, _, values in out) and all(t in pod.selected_by for t, _ in pod.affinity_own):
+            return ()
         return tuple(out)
 
     def _counts(
