@@ -275,6 +275,124 @@ def test_without_the_constraint_or_with_schedule_anyway_it_takes_zone_as_room() 
     assert w.plan().scale_up == ()
 
 
+def _terminating(item: dict[str, Any]) -> dict[str, Any]:
+    item["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:30Z"  # a rollout or drain deleted it
+    return item
+
+
+def test_a_spread_does_not_count_a_terminating_replica() -> None:
+    """kube-scheduler leaves pods being deleted out of a spread's counts (kubernetes/kubernetes
+    pkg/scheduler/framework/plugins/podtopologyspread/common.go, countPodsMatchSelector: "Bypass
+    terminating Pod"): zone a runs one replica and one on its way out, zone b (full) one, so a:1 b:1 and
+    the waiting replica takes zone a's room. Counted, a:2 would close zone a and launch a node in b."""
+    w = two_zones()
+    b = next(i["metadata"]["name"] for i in w.items if i["kind"] == "Node" and "us-east-1b" in str(i))
+    a = next(i["spec"]["nodeName"] for i in w.items if i["metadata"]["name"] == "web-0")
+    w.items.append(spread_replica("web-b", b))
+    w.items.append(spread_replica("web-old", a))
+    w.items.append(spread_replica("web-1"))
+    assert scale_up(w.plan()) == {"cpu-b": (1, 2, ["default/web-1"])}  # a:2 b:1 while web-old runs
+
+    _terminating(next(i for i in w.items if i["metadata"]["name"] == "web-old"))
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert [(p.pod, p.node) for p in result.placements] == [("default/web-1", a)]
+
+
+def test_a_spread_over_nodes_does_not_count_a_terminating_replica() -> None:
+    """The same over nodes: the first node runs a replica being deleted and nothing else, the second
+    one: 0:1, so the waiting replica binds to the first node's room, nothing launched."""
+    w = World()
+    first, second = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    w.items.append(_terminating(spread_replica("web-old", first, key=HOST)))
+    w.items.append(spread_replica("web-0", second, key=HOST))
+    w.items.append(o.pod("resident", cpu="6", memory="8Gi", node_name=second))
+    w.items += [spread_replica(f"web-{i}", key=HOST) for i in (1, 2)]
+
+    result = w.plan()
+
+    assert result.scale_up == ()  # counted, 1:1 and 2:1 would send the second pending one to a new node
+    assert [p.node for p in result.placements] == [first, first]  # 0:1, 1:1, 2:1
+
+
+def test_anti_affinity_still_counts_a_terminating_replica() -> None:
+    """Inter-pod affinity reads every pod bound to a node, those being deleted too (kubernetes/kubernetes
+    pkg/scheduler/framework/plugins/interpodaffinity/filtering.go: the node's pods, no deletion check):
+    a replica on its way out still keeps the next one off its node until it is gone."""
+    w = World()
+    (node,) = w.group("cpu", "m5.2xlarge", nodes=1, max_size=10)
+    w.items.append(_terminating(replica("web-0", node, affinity=anti({"app": "web"}))))
+    w.items.append(replica("web-1", affinity=anti({"app": "web"})))
+
+    assert scale_up(w.plan()) == {"cpu": (1, 2, ["default/web-1"])}
+
+
+def test_a_spread_with_an_empty_selector_counts_no_pod() -> None:
+    """An empty ``labelSelector`` ({}) is every label, but kube-scheduler counts no pod for it (kubernetes/
+    kubernetes podtopologyspread/common.go, countPodsMatchSelector returns 0 for an empty selector), so
+    the skew is the pod itself, 1, and never above maxSkew: zone a's room takes the waiting pod though
+    zone a runs two pods of the namespace and zone b one. Only ``matchLabelKeys`` make it count."""
+    w = two_zones()
+    a = next(i["spec"]["nodeName"] for i in w.items if i["metadata"]["name"] == "web-0")
+    w.items.append(o.pod("helper", cpu="100m", memory="64Mi", node_name=a))
+    waiting = spread_replica("web-1", labelSelector={})
+    w.items.append(waiting)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert [(p.pod, p.node) for p in result.placements] == [("default/web-1", a)]
+
+    waiting["spec"]["topologySpreadConstraints"][0]["matchLabelKeys"] = ["app"]  # now app=web: a:1 b:0
+    assert scale_up(w.plan()) == {"cpu-b": (1, 2, ["default/web-1"])}
+
+
+def test_spreads_over_zones_and_nodes_fill_existing_nodes_before_launching() -> None:
+    """The common pair: one spread over zones, one over nodes (maxSkew 1 each). Two nodes of one zone run
+    a replica each and have room; four more wait. kube-scheduler binds them one at a time, 2:1, 2:2, 3:2,
+    3:3, and a new node would get none of them. The zone spread placed the class in rounds that gave
+    existing nodes a single pass under the node spread, and launched a node for the last two."""
+    w = World()
+    first, second = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    constraints = spread(HOST) + spread(ZONE)
+    for name, node in (("web-0", first), ("web-x", second), *((f"web-{i}", None) for i in range(1, 5))):
+        item = replica(name, node)
+        item["spec"]["topologySpreadConstraints"] = constraints
+        w.items.append(item)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert sorted(p.node for p in result.placements) == sorted([first, first, second, second])
+
+
+def test_a_node_without_every_spread_key_is_no_domain_of_any() -> None:
+    """kube-scheduler counts a node for a pod's spreads only when it carries the topology key of every
+    one of them (kubernetes/kubernetes podtopologyspread/common.go, nodeLabelsMatchSpreadConstraints,
+    called from calPreFilterState in filtering.go). Replicas spread over nodes and over racks: the second
+    node has no rack label, so it is no domain of the node spread either and cannot hold the least at 0;
+    the first node, running one, takes both waiting replicas, nothing launched."""
+    rack = "example.com/rack"
+    w = World()
+    first, second = w.group("cpu", "m5.2xlarge", nodes=2, max_size=10)
+    w.node(first)["metadata"]["labels"][rack] = "r1"
+    constraints = spread(HOST) + spread(rack)
+    for name, node in (("web-0", first), ("web-1", None), ("web-2", None)):
+        item = replica(name, node)
+        item["spec"]["topologySpreadConstraints"] = constraints
+        w.items.append(item)
+
+    result = w.plan()
+
+    assert result.scale_up == ()
+    assert [p.node for p in result.placements] == [first, first]
+
+    w.node(second)["metadata"]["labels"][rack] = "r1"  # a domain of both now: it holds the least at 0
+    result = w.plan()
+    assert result.scale_up == () and result.placements[0].node == second  # 1:0 first
+
+
 def test_a_zone_with_no_node_is_no_domain_until_min_domains_says_so() -> None:
     """As kube-scheduler counts: domains are those of existing nodes that pass the pod's node
     constraints, so with only zone a the skew is 0 there; minDomains 2 makes the least 0."""
@@ -503,6 +621,33 @@ def test_the_first_of_a_group_that_selects_itself_may_go_anywhere() -> None:
 
     assert scale_up(result) == {"cpu": (0, 1, ["default/web-0"])}
     assert pending_codes(result)["default/lone-0"] == codes.POD_TOPOLOGY  # what it must join runs nowhere
+
+
+def test_two_affinity_terms_need_one_pod_that_both_select() -> None:
+    """kube-scheduler counts, for a pod's required pod affinity, only the pods that match every one of
+    its terms (kubernetes/kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering.go,
+    updateWithAffinityTerms: "if targetPod matches ALL terms"). A pod that must share a zone with the
+    cache and with the primary finds, in zone a, a cache pod and a primary pod but none that is both:
+    no node there runs it, and a new node in zone a would not either. Once the primary cache runs
+    there (one pod, both labels), zone a's room takes it."""
+    w = World(regions=("us-east-1",))
+    (a,) = w.group("cpu-a", "m5.2xlarge", nodes=1, max_size=10, zones=["us-east-1a"])
+    w.items.append(replica("cache-0", a, labels={"app": "cache"}))
+    w.items.append(replica("primary-0", a, labels={"role": "primary"}))
+    terms = [
+        {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": ZONE},
+        {"labelSelector": {"matchLabels": {"role": "primary"}}, "topologyKey": ZONE},
+    ]
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}
+    w.items.append(replica("web-1", affinity=affinity))
+
+    result = w.plan()
+
+    assert result.placements == () and result.scale_up == ()
+    assert pending_codes(result)["default/web-1"] == codes.POD_TOPOLOGY
+
+    w.items.append(replica("cache-1", a, labels={"app": "cache", "role": "primary"}))
+    assert [(p.pod, p.node) for p in w.plan().placements] == [("default/web-1", a)]
 
 
 # --- host ports (kube-scheduler's NodePorts) -------------------------------------------------------------

@@ -1263,6 +1263,8 @@ TermScope = frozenset[str] | None  # the namespaces a selector looks in; None: e
 # a term's namespaces as written: those it names, and its namespaceSelector (None: none; (): every one)
 RawScope = tuple[frozenset[str], tuple[LabelRequirement, ...] | None]
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace
+# a selector no pod matches: the empty label key, which no object may carry
+SELECTS_NOTHING: tuple[LabelRequirement, ...] = (("", "In", ()),)
 
 
 class TopologyMatcher:
@@ -1273,7 +1275,8 @@ class TopologyMatcher:
     (:attr:`PodInfo.selected_by`). Only the labels of pods not finished are kept, and only until
     :meth:`apply`.
 
-    As ``core/v1`` has it: a null ``labelSelector`` selects no pod; ``matchLabelKeys`` (and, for
+    As ``core/v1`` has it: a null ``labelSelector`` selects no pod (and a spread counts none for an empty
+    one either, as kube-scheduler: it only needs its key on the node); ``matchLabelKeys`` (and, for
     anti-affinity, ``mismatchLabelKeys``) add ``key in`` (``notin``) the pod's own value; a spread
     constraint counts pods of the pod's namespace; a pod affinity or anti-affinity term looks in the
     union of its ``namespaces`` and the namespaces its ``namespaceSelector`` selects (an empty selector:
@@ -1329,15 +1332,17 @@ class TopologyMatcher:
         spread = []
         for constraint in pod.spec.topology_spread_constraints:
             key = constraint.topology_key
-            if (
-                constraint.when_unsatisfiable != "DoNotSchedule"
-                or constraint.label_selector is None
-                or not key
-            ):
+            if constraint.when_unsatisfiable != "DoNotSchedule" or not key:
                 continue
             selector = selector_requirements(constraint.label_selector) + _own_values(
                 labels, constraint.match_label_keys, ()
             )
+            if constraint.label_selector is None or not selector:
+                # kube-scheduler counts no pod for a null selector (Nothing) nor for an empty one
+                # (Everything: countPodsMatchSelector returns 0 when selector.Empty(), kubernetes/
+                # kubernetes pkg/scheduler/framework/plugins/podtopologyspread/common.go): the skew is
+                # at most the pod itself, 1, never above maxSkew; but a node still needs the key
+                selector = SELECTS_NOTHING
             term_id = self._id(key, (frozenset((namespace,)), None), selector)
             flags = (SPREAD_ALL_NODES if constraint.node_affinity_policy == "Ignore" else 0) | (
                 SPREAD_TOLERATED_NODES if constraint.node_taints_policy == "Honor" else 0

@@ -179,8 +179,7 @@ class ScaleUpStage:
         while cls.remaining:
             before, settled = cls.remaining, dict(cls.placed_in)
             cls.next_round(settled)
-            self._place_existing(cls, existing.round())
-            self._raise_spread_caps(cls, start)
+            self._fill_existing(cls, existing, start)
             if not cls.remaining:
                 return None
             cls.next_round(settled, opening)  # the same round: free room first
@@ -194,6 +193,18 @@ class ScaleUpStage:
                 opening = self._opening(candidates)
         self._note_leaving(leaving, start)
         return self._left(cls, candidates, rejected, skipped, leaving) if cls.remaining else None
+
+    def _fill_existing(self, cls: PodClass, existing: DomainPools, start: int) -> None:
+        """A round's free room, in passes while the class's hostname spreads let existing nodes take
+        more (each pass's placements raise the least loaded node, :meth:`_raise_spread_caps`), before
+        launching capacity and new nodes: kube-scheduler binds the waiting pods to that room one at a
+        time, and a new node would get none of them. The round's zone ceilings bound every pass."""
+        while True:
+            before = cls.remaining
+            self._place_existing(cls, existing.round())
+            self._raise_spread_caps(cls, start)
+            if not cls.domains.host_spreads or not cls.remaining or cls.remaining == before:
+                return
 
     def _left(
         self,

@@ -9,7 +9,8 @@ kube-scheduler keeps a pod out of
   or either one every address: the NodePorts check), two of its own kind included;
 * every domain of a ``whenUnsatisfiable: DoNotSchedule`` spread constraint where one more matching pod
   would put it more than ``maxSkew`` above the least loaded domain (the domains of the nodes that pass
-  the pod's node selector and affinity; the least is 0 while there are fewer than ``minDomains``);
+  the pod's node selector and affinity; pods being deleted are not counted; the least is 0 while there
+  are fewer than ``minDomains``);
 
 and runs a pod with a required ``podAffinity`` term only in a domain where a pod the term selects runs
 (the first of a group, whose term selects itself, may go anywhere).
@@ -438,6 +439,10 @@ class TopologyIndex:
         self.nodes = nodes
         self.key: dict[int, str] = {}
         self.selected_on: dict[int, list[tuple[str, str]]] = {}  # id -> (node, pod key)
+        # the same without the pods being deleted: a spread does not count them (kubernetes/kubernetes
+        # pkg/scheduler/framework/plugins/podtopologyspread/common.go, countPodsMatchSelector), while
+        # pod affinity and anti-affinity read every pod bound to a node (interpodaffinity/filtering.go)
+        self.spread_on: dict[int, list[tuple[str, str]]] = {}
         self.owned_on: dict[int, list[tuple[str, str]]] = {}
         self.ports_on: dict[str, list[tuple[tuple[int, str, str], str]]] = {}  # node -> (port, pod key)
         for pod in pods:
@@ -449,6 +454,8 @@ class TopologyIndex:
                 self.ports_on.setdefault(pod.node_name, []).append((port, pod.key))
             for term in pod.selected_by:
                 self.selected_on.setdefault(term, []).append((pod.node_name, pod.key))
+                if not pod.terminating:
+                    self.spread_on.setdefault(term, []).append((pod.node_name, pod.key))
             for term, _ in pod.anti_own:
                 self.owned_on.setdefault(term, []).append((pod.node_name, pod.key))
 
@@ -550,26 +557,33 @@ class TopologyIndex:
         return forbidden
 
     def _affinity(self, pod: PodInfo, gone: Leaving) -> tuple[tuple[int, str, frozenset[str]], ...]:
-        """Its required pod affinity terms, each with the domains of the running pods it selects: the
-        domains it leaves the pod (per key, ``Domains.required`` takes what every term leaves). A term
-        that selects no running pod leaves none, unless it selects the pod itself (the first of a group
-        may go anywhere, as kube-scheduler lets it): such a term is left out."""
-        out = []
-        for term, key in pod.affinity_own:
-            values = frozenset(self._values(key, self.selected_on.get(term, ()), gone))
-            if not values and term in pod.selected_by:
-                continue
-            out.append((term, key, values))
+        """Its required pod affinity terms, each with the domains it leaves the pod (per key,
+        ``Domains.required`` takes what every term leaves): those of the running pods that every one
+        of its terms selects, as kube-scheduler counts only a pod that matches them all (kubernetes/
+        kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering.go,
+        updateWithAffinityTerms, podMatchesAllAffinityTerms). When no running pod does, the terms leave
+        none, unless the pod matches them all itself (the first of a group may go anywhere, as
+        kube-scheduler lets it): then they are left out."""
+        if not pod.affinity_own:
+            return ()
+        where: dict[str, str] | None = None  # pod key -> node, of the pods every term selects
+        for term, _ in pod.affinity_own:
+            selected = dict((other, node) for node, other in self.selected_on.get(term, ()))
+            where = selected if where is None else {k: n for k, n in where.items() if k in selected}
+        both = [(node, other) for other, node in (where or {}).items()]
+        out = [(term, key, frozenset(self._values(key, both, gone))) for term, key in pod.affinity_own]
+        if all(not values for _, _, values in out) and all(t in pod.selected_by for t, _ in pod.affinity_own):
+            return ()
         return tuple(out)
 
     def _counts(
         self, pod: PodInfo, term: int, key: str, gone: Leaving, flags: int
     ) -> tuple[dict[str, int], frozenset[str]]:
-        """A spread's count of the pods it selects per domain, and its domains, over the nodes it counts
-        (:meth:`_eligible`)."""
+        """A spread's count of the pods it selects per domain (not those being deleted), and its domains,
+        over the nodes it counts (:meth:`_eligible`)."""
         nodes = dict(self._eligible(pod, key, gone.node, flags))
         counts: dict[str, int] = {}
-        selected = [(node, other) for node, other in self.selected_on.get(term, ()) if node in nodes]
+        selected = [(node, other) for node, other in self.spread_on.get(term, ()) if node in nodes]
         for value in self._values(key, selected, gone):
             counts[value] = counts.get(value, 0) + 1
         return counts, frozenset(nodes.values())
@@ -577,10 +591,15 @@ class TopologyIndex:
     def _eligible(
         self, pod: PodInfo, key: str, leaving: str | None, flags: int = 0
     ) -> Iterable[tuple[str, str]]:
-        """The nodes a spread counts (:func:`counted_node`), with their ``key`` domain (a node without
-        the key is none; the pods on a node not counted are not counted either, as kube-scheduler's)."""
+        """The nodes a spread counts (:func:`counted_node`), with their ``key`` domain (the pods on a node
+        not counted are not counted either, as kube-scheduler's). A node that lacks the key of any of the
+        pod's spreads is a domain of none (kubernetes/kubernetes podtopologyspread/common.go,
+        nodeLabelsMatchSpreadConstraints): it could not run the pod, and does not hold a least at 0."""
+        keys = {k for _, k, _, _, _ in pod.spread if k != HOSTNAME_LABEL}
         for name, info in self.nodes.items():
-            if name == leaving or not counted_node(pod, flags, info.labels, info.taints, name):
+            if name == leaving or not keys <= info.labels.keys():
+                continue
+            if not counted_node(pod, flags, info.labels, info.taints, name):
                 continue
             value = name if key == HOSTNAME_LABEL else info.labels.get(key)
             if value is not None:
