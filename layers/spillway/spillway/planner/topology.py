@@ -43,8 +43,9 @@ anti-affinity term that selects the class's own pods is counted the same way (:c
 one pod per zone, over the plan's placements too). A required pod affinity over a zone follows pods
 the plan places, and a zone-keyed anti-affinity term keeps away from them (:meth:`Domains.after`):
 scale-up serves a class that follows others after them. A
-hostname spread's least loaded node is taken as it is before the plan (pods the plan puts on existing
-nodes do not raise it for the new ones: at worst a node more than needed).
+hostname spread's least loaded node rises with the pods the plan puts on existing nodes
+(:meth:`Domains.raised`): existing nodes take the class in passes, as kube-scheduler binds its pods one
+at a time, before new nodes are filled up to ``maxSkew`` above that least.
 """
 
 from __future__ import annotations
