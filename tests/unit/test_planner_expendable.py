@@ -116,8 +116,8 @@ def test_an_expendable_pod_its_budget_holds_still_keeps_its_node() -> None:
 
 def test_a_budget_that_allows_one_disruption_lets_one_drain_of_the_plan_evict_its_pods() -> None:
     """Two idle nodes, each running only an expendable pod of one PodDisruptionBudget that allows one
-    disruption, and a node whose movable replica that budget guards too. Each drain that evicts the
-    budget's pods spends one of its disruptions (README "Consolidation": each drain counts once); the
+    disruption, and a node whose movable replica that budget guards too. Each pod a drain evicts spends
+    one of its disruptions (README "Consolidation"); the
     plan drained all three: the Eviction API answers 429 to the second and third until the first's
     replacement is Ready, which an expendable pod's may never be, and those drains time out. Only the
     first goes now. (Found by the shared-cluster properties, test_planner_shared_properties.)"""
@@ -141,10 +141,55 @@ def test_a_budget_that_allows_one_disruption_lets_one_drain_of_the_plan_evict_it
     assert kept_codes(result)[other] == codes.POD_NEVER
     assert "PodDisruptionBudget default/bf allows 1 disruption(s) now" in kept_reasons(result)[other]
     assert kept_codes(result)[busy] == codes.POD_NEVER
-    # with two disruptions allowed, two drains take the budget's pods (each one drain's worth)
+    # with two disruptions allowed, two drains take the budget's pods (one pod each)
     w.items[-1]["status"]["disruptionsAllowed"] = 2
     assert len(w.plan(max_scale_in_fraction=1.0, consolidation="when-underutilized",
                       consolidation_utilization_threshold=1.0).drain) == 2  # fmt: skip
+
+
+def test_a_drain_spends_one_disruption_for_each_pod_of_the_budget_it_evicts() -> None:
+    """Two idle nodes, each running two expendable pods of one budget that allows two disruptions. A
+    drain's round evicts every pod it may (DrainNode evicts them all, and the Eviction API lets each go
+    while the budget allows), so the first drain takes both disruptions at once and a second drain's
+    evictions would get 429 until the first's replacements are Ready: it would wait on another drain's
+    disruptions. cluster-autoscaler spends a budget per pod (kubernetes/autoscaler
+    cluster-autoscaler/core/scaledown/pdb/basic.go, ``RemovePods`` takes one for each pod a removed node
+    reschedules); so does the plan: one drain now."""
+    w = World(regions=("us-east-1",))
+    keep, first, second = sorted(w.group("cpu", "m5.2xlarge", nodes=3, min_size=0, max_size=10))
+    w.items.append(o.pod("svc-0", cpu="2", memory="2Gi", node_name=keep, owner=("ReplicaSet", "svc")))
+    for n, node in enumerate((first, second)):
+        for i in range(2):
+            w.items.append(backfill(node, labels={"app": "backfill"}))
+            w.items[-1]["metadata"]["name"] = f"backfill-{n}-{i}"
+        w.idle_since(node, 60)
+    w.items.append(o.pdb("bf", "default", {"app": "backfill"}, max_unavailable=2, disruptions_allowed=2))
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    [drain] = result.drain
+    assert drain.node in (first, second) and len(drain.pods) == 2
+    other = second if drain.node == first else first
+    assert kept_codes(result)[other] == codes.POD_NEVER
+    assert "PodDisruptionBudget default/bf allows 2 disruption(s) now" in kept_reasons(result)[other]
+    # with four allowed, both drains evict all their pods at once
+    w.items[-1]["status"]["disruptionsAllowed"] = 4
+    assert len(w.plan(max_scale_in_fraction=1.0).drain) == 2
+
+
+def test_a_lone_drain_may_evict_more_pods_of_a_budget_than_it_allows_at_once() -> None:
+    """One drain alone evicts a budget's pods as it allows, round after round (each replacement Ready
+    gives the next disruption), waiting on no other drain: the plan takes it as cluster-autoscaler
+    takes such a node (``CanRemovePods``: removable while the budget allows one, not in parallel)."""
+    w, _, idle = two_nodes()
+    for i in range(3):
+        w.items.append(backfill(idle, labels={"app": "backfill"}))
+        w.items[-1]["metadata"]["name"] = f"backfill-{i}"
+    w.items.append(o.pdb("bf", "default", {"app": "backfill"}, max_unavailable=1, disruptions_allowed=1))
+
+    [drain] = w.plan(max_scale_in_fraction=1.0).drain
+
+    assert (drain.node, len(drain.pods)) == (idle, 3)
 
 
 def test_an_expendable_pod_beside_a_workload_pod_changes_nothing() -> None:

@@ -45,6 +45,7 @@ the node has a known end (a pod's or its Job's ``activeDeadlineSeconds``:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -124,43 +125,52 @@ class Budgets:
 
 class PodBudgets:
     """The PodDisruptionBudgets this plan's drains spend, whatever their kind (make room, an idle node's
-    expendable pods, consolidation). A drain evicts a budget's pods one at a time, as it allows (the
-    drain's rounds), so each drain counts once against what the budget allows now: two drains that each
-    evict the one pod a budget lets go at once would wait on each other, the second likely past its
-    deadline (the Eviction API answers 429 until the first pod's replacement is Ready)."""
+    expendable pods, consolidation). A drain's round evicts every pod it may, and the Eviction API lets
+    each go while its budget allows one (pkg/registry/core/pod/storage/eviction.go, ``checkAndDecrement``),
+    so a drain spends one disruption for each pod of the budget it evicts, as cluster-autoscaler counts
+    them (kubernetes/autoscaler cluster-autoscaler/core/scaledown/pdb/basic.go, ``RemovePods``).
+
+    A drain is taken while its pods fit in what the budget allows now besides the plan's other drains,
+    so that no drain waits on another's disruption (the Eviction API answers 429 until a replacement is
+    Ready, which an expendable pod's may never be, and the waiting drain times out); or when it is the
+    only drain of the plan that evicts the budget's pods and the budget allows one: it evicts them as
+    the budget allows, round after round, each replacement Ready giving the next disruption
+    (cluster-autoscaler's ``CanRemovePods`` takes such a node too, not in parallel)."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
         self.allowed = {(p.namespace, p.name): p.disruptions_allowed for p in snapshot.pdbs}
-        self.spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> this plan's drains of its pods
+        self.spent: dict[tuple[str, str], int] = {}  # (namespace, name) -> pods this plan's drains evict
 
     def refusal(self, pods: Iterable[PodInfo]) -> Verdict:
         """Why a drain evicting ``pods`` would take a budget past what it allows now, or None."""
-        for namespace, name in sorted(self.evicted(pods)):
+        for (namespace, name), count in sorted(self.evicted(pods).items()):
             can = self.allowed.get((namespace, name), 0)
-            if self.spent.get((namespace, name), 0) + 1 > can:
+            spent = self.spent.get((namespace, name), 0)
+            if can < 1 or (spent and spent + count > can):
                 return (
                     codes.POD_NEVER,
                     f"PodDisruptionBudget {namespace}/{name} allows {can} disruption(s) now, and this "
-                    "plan's other drains use them",
+                    f"plan's other drains evict {spent} of its pods: this one's {count} would wait on them",
                 )
         return None
 
     def spend(self, pods: Iterable[PodInfo]) -> None:
-        for key in self.evicted(pods):
-            self.spent[key] = self.spent.get(key, 0) + 1
+        for key, count in self.evicted(pods).items():
+            self.spent[key] = self.spent.get(key, 0) + count
 
-    def evicted(self, pods: Iterable[PodInfo]) -> set[tuple[str, str]]:
-        """(namespace, name) of the budgets an eviction of ``pods`` spends (a terminating pod is leaving
-        already; a pod no budget guards, not running yet or let go unready, spends none:
-        ``ClusterSnapshot.pdb_allowance``; nor does one that tolerates the drain's marks, which the drain
-        neither evicts nor waits for: it goes with its node, :func:`~spillway.planner.disruption.comes_back`)."""
-        return {
+    def evicted(self, pods: Iterable[PodInfo]) -> Counter[tuple[str, str]]:
+        """How many of ``pods`` each budget, by (namespace, name), holds to its disruptions (a
+        terminating pod is leaving already; a pod no budget guards, not running yet or let go unready,
+        spends none: ``ClusterSnapshot.pdb_allowance``; nor does one that tolerates the drain's marks,
+        which the drain neither evicts nor waits for: it goes with its node,
+        :func:`~spillway.planner.disruption.comes_back`)."""
+        return Counter(
             (pod.namespace, name)
             for pod in pods
             if not pod.terminating and not comes_back(pod) and self.snapshot.pdb_allowance(pod) is not None
             for name in pod.pdbs
-        }
+        )
 
 
 # --- the stage ----------------------------------------------------------------------------------
