@@ -194,3 +194,35 @@ def test_the_labels_survive_the_stored_snapshot() -> None:
     group = group_of(w, "batch")
 
     assert NodeGroup.from_dict(group.to_dict()) == group
+
+
+# --- the labels a group at zero's template carries (no node to copy) -----------------------------------------
+# The kubelet registers a node with the beta os and arch labels beside the stable ones (kubernetes/kubernetes
+# pkg/kubelet/kubelet_node_status.go, initialNode), and the cloud node controller sets the beta zone and
+# region labels beside the topology ones (staging/src/k8s.io/cloud-provider/controllers/node/node_controller.go,
+# getNodeModifiersFromCloudProvider): older manifests still select them.
+
+
+def test_a_group_at_zero_template_carries_the_beta_labels_the_kubelet_and_cloud_provider_set() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("one-zone", "m5.2xlarge")
+    w.group("two-zones", "m6g.xlarge", zones=["us-east-1a", "us-east-1b"])
+
+    one, two = template_of(w, "one-zone").labels, template_of(w, "two-zones").labels
+
+    assert one["beta.kubernetes.io/os"] == one["kubernetes.io/os"] == "linux"
+    assert one["beta.kubernetes.io/arch"] == one["kubernetes.io/arch"] == "amd64"
+    assert one["failure-domain.beta.kubernetes.io/zone"] == one["topology.kubernetes.io/zone"] == "us-east-1a"
+    assert one["failure-domain.beta.kubernetes.io/region"] == "us-east-1"
+    assert two["beta.kubernetes.io/arch"] == "arm64" and two["failure-domain.beta.kubernetes.io/region"]
+    assert "failure-domain.beta.kubernetes.io/zone" not in two  # EC2 picks the zone
+
+
+def test_a_pod_selecting_the_beta_os_label_gets_a_node_from_a_group_at_zero() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("g", "m5.2xlarge")
+    (pod,) = w.pods("legacy", 1, cpu="1", memory="1Gi", node_selector={"beta.kubernetes.io/os": "linux"})
+
+    result = w.plan()
+
+    assert pod in scale_up(result).get("g", (0, 0, []))[2], pending_reasons(result).get(pod)
