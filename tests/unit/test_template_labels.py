@@ -194,3 +194,106 @@ def test_the_labels_survive_the_stored_snapshot() -> None:
     group = group_of(w, "batch")
 
     assert NodeGroup.from_dict(group.to_dict()) == group
+
+
+# --- the labels a group at zero's template carries (no node to copy) -----------------------------------------
+# The kubelet registers a node with the beta os and arch labels beside the stable ones (kubernetes/kubernetes
+# pkg/kubelet/kubelet_node_status.go, initialNode), and the cloud node controller sets the beta zone and
+# region labels beside the topology ones (staging/src/k8s.io/cloud-provider/controllers/node/node_controller.go,
+# getNodeModifiersFromCloudProvider): older manifests still select them.
+
+
+def test_a_group_at_zero_template_carries_the_beta_labels_the_kubelet_and_cloud_provider_set() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("one-zone", "m5.2xlarge")
+    w.group("two-zones", "m6g.xlarge", zones=["us-east-1a", "us-east-1b"])
+
+    one, two = template_of(w, "one-zone").labels, template_of(w, "two-zones").labels
+
+    assert one["beta.kubernetes.io/os"] == one["kubernetes.io/os"] == "linux"
+    assert one["beta.kubernetes.io/arch"] == one["kubernetes.io/arch"] == "amd64"
+    assert one["failure-domain.beta.kubernetes.io/zone"] == one["topology.kubernetes.io/zone"] == "us-east-1a"
+    assert one["failure-domain.beta.kubernetes.io/region"] == "us-east-1"
+    assert two["beta.kubernetes.io/arch"] == "arm64" and two["failure-domain.beta.kubernetes.io/region"]
+    assert "failure-domain.beta.kubernetes.io/zone" not in two  # EC2 picks the zone
+
+
+def test_a_pod_selecting_the_beta_os_label_gets_a_node_from_a_group_at_zero() -> None:
+    w = World(regions=("us-east-1",))
+    w.group("g", "m5.2xlarge")
+    (pod,) = w.pods("legacy", 1, cpu="1", memory="1Gi", node_selector={"beta.kubernetes.io/os": "linux"})
+
+    result = w.plan()
+
+    assert pod in scale_up(result).get("g", (0, 0, []))[2], pending_reasons(result).get(pod)
+
+
+# --- the taints a group's nodes give its template ------------------------------------------------------------
+# cluster-autoscaler's template of a group with a node is that node with its taints, but for those of a
+# passing state (kubernetes/autoscaler cluster-autoscaler/utils/taints/taints.go SanitizeTaints: its own
+# deletion taints, the node-condition taints, startup and status taints): a taint the kubelet registers
+# with (--register-with-taints in the launch template's user data, no tag) is on the next node too.
+
+DEDICATED = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+
+
+def test_no_launch_for_a_pod_that_does_not_tolerate_the_taint_every_node_of_the_group_registers_with() -> (
+    None
+):
+    w, (node,) = batch_world()
+    w.node(node)["spec"]["taints"] = [DEDICATED]
+    (pod,) = w.pods("api", 1, cpu="2", memory="2Gi")
+
+    result = w.plan()
+
+    assert ("dedicated", "batch", "NoSchedule") in template_of(w, "batch").taints
+    assert "batch" not in scale_up(result), pending_reasons(result).get(pod)
+
+
+def test_a_pod_tolerating_the_taint_every_node_of_the_group_registers_with_is_launched_for() -> None:
+    w, (node,) = batch_world()
+    w.node(node)["spec"]["taints"] = [DEDICATED]
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
+    (pod,) = w.pods("job", 1, cpu="2", memory="2Gi", tolerations=[toleration])
+
+    result = w.plan()
+
+    assert pod in scale_up(result).get("batch", (0, 0, []))[2], pending_reasons(result).get(pod)
+
+
+def test_a_taint_of_a_passing_state_or_of_one_node_only_is_not_the_templates() -> None:
+    w, (first, second) = batch_world(nodes=2)
+    passing = [
+        {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"},
+        {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"},
+        {"key": "DeletionCandidateOfClusterAutoscaler", "value": "1762084800", "effect": "PreferNoSchedule"},
+        {"key": "spillway.io/scale-down-candidate", "effect": "PreferNoSchedule"},
+        {"key": "aws-node-termination-handler/spot-itn", "value": "i-0abc", "effect": "NoSchedule"},
+        {"key": "ebs.csi.aws.com/agent-not-ready", "effect": "NoExecute"},
+    ]
+    w.node(first)["spec"]["taints"] = [*passing, {"key": "maintenance", "effect": "NoSchedule"}]
+    w.node(second)["spec"]["taints"] = list(passing)
+
+    assert template_of(w, "batch").taints == ()
+
+
+def test_a_taint_tag_wins_over_the_nodes_taint_of_that_key_and_effect() -> None:
+    w = World(regions=("us-east-1",))
+    (node,) = w.group("g", "m5.2xlarge", nodes=1)
+    tag = "k8s.io/cluster-autoscaler/node-template/taint/dedicated"
+    w.groups["g"]["Tags"].append({"Key": tag, "Value": "ml:NoSchedule", "PropagateAtLaunch": False})
+    w.node(node)["spec"]["taints"] = [DEDICATED, {"key": "dedicated", "value": "x", "effect": "NoExecute"}]
+
+    assert sorted(template_of(w, "g").taints) == [
+        ("dedicated", "ml", "NoSchedule"),
+        ("dedicated", "x", "NoExecute"),
+    ]
+
+
+def test_the_taints_survive_the_stored_snapshot() -> None:
+    w, (node,) = batch_world()
+    w.node(node)["spec"]["taints"] = [DEDICATED]
+
+    group = group_of(w, "batch")
+
+    assert NodeGroup.from_dict(group.to_dict()) == group

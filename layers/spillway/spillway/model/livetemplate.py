@@ -22,9 +22,7 @@ A node **stands for** its group when it is
 Only the node's allocatable is taken, for each resource it reports (cpu, memory, pods,
 ephemeral-storage, GPUs, any extended resource), and its capacity with it (what CapacityQuotas count);
 the template keeps its estimate (and its nominal capacity) for the others, and a
-``node-template/resources/<name>`` tag on the group still wins over the node, for both. Taints stay the
-template's (the node-template tags): the taints Spillway or an autoscaler put on a node do not describe
-the next node.
+``node-template/resources/<name>`` tag on the group still wins over the node, for both.
 
 When several nodes stand for the group, the allocatable most of them report is taken (nodes of one
 type, one AMI and one kubelet configuration report the same); between as many, that of the node whose
@@ -49,6 +47,18 @@ the group:
   Spot nodes above it.
 
 The template's own labels (the well-known ones and the node-template tags) win over the nodes'.
+
+**Taints.** Likewise cluster-autoscaler's template of a group with a node keeps that node's taints but
+those of a passing state (kubernetes/autoscaler cluster-autoscaler/utils/taints/taints.go
+``SanitizeTaints``: its own deletion and deletion-candidate taints, the node-condition taints, startup
+and status taints), so a taint the kubelet registers with (``--register-with-taints`` in the launch
+template's user data, no tag) keeps a pod that does not tolerate it from being launched for. The
+template takes the taints (:func:`group_taints`) every node that gives it labels carries with one value
+and effect, but those of a passing state (:data:`PASSING_TAINTS`, :data:`PASSING_TAINT_PREFIXES`: node
+conditions, a cloud provider's uninitialized or shutdown node, what an autoscaler or a termination
+handler puts on a node it removes); startup and status taints are the planner's to drop
+(spillway.planner.startup.sanitized), as they are from a tag. A taint tag of the same key and effect
+wins over the nodes'.
 """
 
 from __future__ import annotations
@@ -56,7 +66,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from spillway.model.cluster import ZONE_ALIASES, NodeInfo
+from spillway.model.cluster import ZONE_ALIASES, NodeInfo, TaintT
+from spillway.model.k8s import CANDIDATE_TAINT, DELETION_TAINTS
 from spillway.model.nodegroup import CAPACITY_LABELS, INSTANCE_TYPE_LABEL, NodeGroup, TemplateNode
 from spillway.model.resources import CPU, MEMORY
 
@@ -71,6 +82,30 @@ ZONE_KEYS = ZONE_ALIASES | {"topology.k8s.aws/zone-id"}
 TYPE_KEYS = frozenset(
     {INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type", "kubernetes.io/arch", "beta.kubernetes.io/arch"}
 )
+
+# taints of a passing state, which the group's next node will not carry: cluster-autoscaler's
+# NodeConditionTaints and its own (utils/taints/taints.go), Spillway's, Karpenter's removal taints
+PASSING_TAINTS = frozenset(
+    {
+        *DELETION_TAINTS,
+        CANDIDATE_TAINT,
+        "DeletionCandidateOfClusterAutoscaler",
+        "NodeWithImpairedVolumes",
+        "karpenter.sh/unregistered",
+    }
+)
+# node conditions and out-of-service (node.kubernetes.io/), the cloud controller's uninitialized and
+# shutdown taints, aws-node-termination-handler's (spot-itn, scheduled-maintenance, ...), Spillway's own
+PASSING_TAINT_PREFIXES = (
+    "node.kubernetes.io/",
+    "node.cloudprovider.kubernetes.io/",
+    "aws-node-termination-handler/",
+    "spillway.io/",
+)
+# a node agent's own taint until it runs (Cilium's node.cilium.io/agent-not-ready, the EBS and EFS CSI
+# drivers' ebs.csi.aws.com/agent-not-ready, efs.csi.aws.com/agent-not-ready): on every young node, gone
+# from every settled one, whether or not the planner's startup_taints name it
+AGENT_NOT_READY = "/agent-not-ready"
 
 
 def with_live_templates(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) -> list[NodeGroup]:
@@ -88,6 +123,7 @@ def with_live_templates(groups: Iterable[NodeGroup], nodes: Iterable[NodeInfo]) 
             labels = group_labels(group, own)
             if labels.keys() - template.labels.keys():
                 template = replace(template, labels={**labels, **template.labels})
+            template = with_group_taints(template, group_taints(own))
             if template is not group.template:
                 group = replace(group, template=template)
         out.append(group)
@@ -143,6 +179,31 @@ def group_labels(group: NodeGroup, nodes: Sequence[NodeInfo]) -> dict[str, str]:
     for node in ready[1:]:
         common = {key: value for key, value in common.items() if node.labels.get(key) == value}
     return {key: value for key, value in sorted(common.items()) if _of_the_group(key, group)}
+
+
+def group_taints(nodes: Sequence[NodeInfo]) -> list[TaintT]:
+    """The taints every Ready node of ``nodes`` not being deleted carries with one value and effect, but
+    those of a passing state; none unless one of them is schedulable or cordoned by Spillway (the nodes
+    :func:`group_labels` reads). Sorted; an empty value is None, as a taint tag without one."""
+    ready = [node for node in nodes if node.ready and not node.deleting]
+    if not any(not node.unschedulable or node.cordoned_by_spillway for node in ready):
+        return []
+    common = {(key, value or None, effect) for key, value, effect in ready[0].taints}
+    for node in ready[1:]:
+        common &= {(key, value or None, effect) for key, value, effect in node.taints}
+    return sorted((t for t in common if not passing(t[0])), key=lambda t: (t[0], t[2], t[1] or ""))
+
+
+def passing(key: str) -> bool:
+    """Whether a taint of ``key`` marks a passing state of one node (see :data:`PASSING_TAINTS`)."""
+    return key in PASSING_TAINTS or key.startswith(PASSING_TAINT_PREFIXES) or key.endswith(AGENT_NOT_READY)
+
+
+def with_group_taints(template: TemplateNode, taints: Sequence[TaintT]) -> TemplateNode:
+    """``template`` with ``taints`` but those of a key and effect a taint tag declares (the tag wins)."""
+    tagged = {(key, effect) for key, _, effect in template.taints}
+    extra = tuple(t for t in taints if (t[0], t[2]) not in tagged)
+    return replace(template, taints=(*template.taints, *extra)) if extra else template
 
 
 def _of_the_group(key: str, group: NodeGroup) -> bool:

@@ -745,13 +745,28 @@ def override_problems(asg: AutoScalingGroup, catalogue: Mapping[str, InstanceTyp
 def _well_known_labels(
     asg: AutoScalingGroup, types: Sequence[str], infos: Sequence[InstanceTypeInfo]
 ) -> dict[str, str]:
-    """The labels every node of the group gets whichever of ``types`` it is (``infos``: those known)."""
-    labels = {"kubernetes.io/os": "linux", "topology.kubernetes.io/region": asg.region}
+    """The labels every node of the group gets whichever of ``types`` it is (``infos``: those known).
+
+    Each with its deprecated beta twin, as a real node carries both: the kubelet registers
+    ``beta.kubernetes.io/os`` and ``/arch`` beside the stable keys (kubernetes/kubernetes
+    pkg/kubelet/kubelet_node_status.go, ``initialNode``), and the cloud node controller sets
+    ``failure-domain.beta.kubernetes.io/zone`` and ``/region`` beside the topology keys
+    (staging/src/k8s.io/cloud-provider/controllers/node/node_controller.go,
+    ``getNodeModifiersFromCloudProvider``). A pod of an older manifest that selects a beta key would
+    otherwise find no group at zero that holds it."""
+    region = asg.region
+    labels = {
+        "kubernetes.io/os": "linux",
+        "beta.kubernetes.io/os": "linux",
+        "topology.kubernetes.io/region": region,
+        "failure-domain.beta.kubernetes.io/region": region,
+    }
     if len(asg.AvailabilityZones) == 1:
         labels["topology.kubernetes.io/zone"] = asg.AvailabilityZones[0]
+        labels["failure-domain.beta.kubernetes.io/zone"] = asg.AvailabilityZones[0]
     archs = {info.architecture for info in infos}
     if len(archs) == 1 and len(infos) == len(types):
-        labels["kubernetes.io/arch"] = archs.pop()
+        labels["kubernetes.io/arch"] = labels["beta.kubernetes.io/arch"] = archs.pop()
     if len(types) == 1:
         labels[INSTANCE_TYPE_LABEL] = types[0]
         labels["beta.kubernetes.io/instance-type"] = types[0]
