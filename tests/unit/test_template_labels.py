@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from plan_world import World, pending_reasons, scale_up
 
 from spillway.local import objects as o
@@ -297,3 +298,36 @@ def test_the_taints_survive_the_stored_snapshot() -> None:
     group = group_of(w, "batch")
 
     assert NodeGroup.from_dict(group.to_dict()) == group
+
+
+TAINT_TAG = "k8s.io/cluster-autoscaler/node-template/taint/dedicated"
+RESOURCE_TAG = "k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [(TAINT_TAG, "batch:NoScheduel"), (TAINT_TAG, "batch"), (RESOURCE_TAG, "lots")],
+    ids=["misspelt effect", "no effect", "not a quantity"],
+)
+def test_a_group_whose_node_template_tag_cannot_be_read_is_refused_alone(key: str, value: str) -> None:
+    """A node-template tag that cannot be read leaves the group's next node unknown (a taint it will
+    carry, a resource it will offer): that group is neither grown nor drained, its refusal naming the
+    tag, and every other group is planned as usual. Failing the whole snapshot for one tag stopped
+    every group's scaling (observe builds all groups at once); ignoring the tag would launch nodes
+    whose taint refuses the pods they were launched for."""
+    w = World()
+    w.group("tagged", "m5.2xlarge", max_size=5)
+    w.group("plain", "m5.2xlarge", max_size=5)
+    w.groups["tagged"]["Tags"].append(
+        {"ResourceId": "tagged", "ResourceType": "auto-scaling-group", "Key": key, "Value": value,
+         "PropagateAtLaunch": False}
+    )  # fmt: skip
+    (pod,) = w.pods("web", 1, cpu="3")
+
+    tagged = group_of(w, "tagged")
+    result = w.plan()
+
+    assert tagged.refusal.startswith(f"Tags[{key}]: ")
+    assert tagged.refusal in tagged.problems
+    assert [(r.group, r.reason) for r in result.refused_groups] == [("tagged", tagged.refusal)]
+    assert list(scale_up(result)) == ["plain"] and scale_up(result)["plain"][2] == [pod]

@@ -950,6 +950,23 @@ def build_node_groups(
     return sorted(groups, key=lambda g: (g.region, g.name))
 
 
+def _template(
+    asg: AutoScalingGroup, itype: str | None, catalogue: Mapping[str, InstanceTypeInfo], reserve: ReserveLike
+) -> tuple[TemplateNode | None, str]:
+    """The group's template, or none and why: a node-template tag that cannot be read (a taint's
+    effect, a resource's quantity) leaves the next node unknown, so the group is refused (neither
+    grown nor drained, :attr:`NodeGroup.refusal`) with the tag named, and the other groups go on: raised,
+    it failed every group's observation; left out, the template would launch nodes whose taint refuses
+    the pods they are launched for."""
+    try:
+        return build_template(asg, itype, catalogue, reserve), ""
+    except ValueError as exc:
+        return (
+            None,
+            f"{exc}: the group's next node is unknown; it is neither grown nor drained until the tag is fixed",
+        )
+
+
 def node_group(
     asg: AutoScalingGroup,
     catalogue: Mapping[str, InstanceTypeInfo],
@@ -967,6 +984,7 @@ def node_group(
     capacity, capacity_problem = capacity_type(asg)
     options, option_problems = parse_options(asg.tag_map())
     units = capacity_unit_problems(asg)
+    template, tag_problem = _template(asg, itype, catalogue, reserve)
     standing = template_types(asg, itype, catalogue, reserve)
     overrides = override_problems(asg, catalogue)
     return NodeGroup(
@@ -977,7 +995,7 @@ def node_group(
         max_size=asg.MaxSize,
         desired=asg.DesiredCapacity,
         instance_type=itype,
-        template=build_template(asg, itype, catalogue, reserve),
+        template=template,
         zones=tuple(asg.AvailabilityZones),
         instance_ids=tuple(sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)),
         launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
@@ -1001,6 +1019,7 @@ def node_group(
             p
             for p in (
                 *units,
+                tag_problem,
                 *overrides,
                 asg.LaunchSettingsProblem,
                 capacity_problem,
@@ -1009,7 +1028,7 @@ def node_group(
             )
             if p
         ),
-        refusal=units[0] if units else "",
+        refusal=units[0] if units else tag_problem,
         options=options,
         suspended=tuple(
             sorted({p.ProcessName: p.SuspensionReason or "" for p in asg.SuspendedProcesses}.items())
