@@ -472,3 +472,28 @@ def test_a_node_of_another_group_with_the_remembered_name_lends_its_daemonsets_t
     result = world.plan(NOW + timedelta(hours=1))
 
     assert scale_up(result) == {"g": (0, 1, [pod])}  # g's next node runs no "agent": 4 cores fit
+
+
+def test_a_group_at_zero_keeps_the_taint_its_nodes_registered_with() -> None:
+    """A taint the kubelet registers with (user data, no tag) is part of the group's template while a
+    node stands for it (spillway.model.livetemplate.group_taints); remembered with the shape, a pod that
+    does not tolerate it still gets no node once the group is at zero, and one that does gets one."""
+    taint = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+    world = World()
+    (node,) = world.group("g", "m5.2xlarge", nodes=1)
+    world.node(node)["spec"].setdefault("taints", []).append(dict(taint))
+    first = world.plan()
+    at_zero, _ = world_with(0)
+    (web,) = at_zero.pods("web", 1, cpu="1", memory="1Gi")
+    (batch,) = at_zero.pods("batch", 1, cpu="1", memory="1Gi")
+    at_zero.pod_item(batch)["spec"]["tolerations"] = [
+        {"key": "dedicated", "operator": "Equal", "value": "batch"}
+    ]
+    later(at_zero, first)
+
+    second = at_zero.plan(NOW + timedelta(hours=1))
+
+    assert [t.model_dump() for t in first.state.templates["g"].taints] == [taint]
+    assert scale_up(second) == {"g": (0, 1, [batch])}
+    assert pending_codes(second)[web] == codes.NO_GROUP_FITS
+    assert json.loads(json.dumps(second.state.to_wire()))["templates"]["g"]["taints"] == [taint]

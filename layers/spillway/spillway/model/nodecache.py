@@ -14,14 +14,16 @@ Spillway does the same, with the memory in the planner's state (``State.template
 
 * :func:`remember` writes an entry for every group whose template a node of its own stands for now
   (:attr:`TemplateNode.node`, spillway.model.livetemplate): that node's allocatable and capacity as it
-  reports them, the labels the group's nodes share (:func:`~spillway.model.livetemplate.group_labels`),
+  reports them, the labels and taints the group's nodes share
+  (:func:`~spillway.model.livetemplate.group_labels`, :func:`~spillway.model.livetemplate.group_taints`),
   the group's region and instance type (a mixed group's: its template type and its overrides), and the
   plan's time. It keeps the entry of a group with no such node while :func:`usable`, and drops the rest:
   those expired, of groups gone, of groups whose type changed.
 * :func:`recall` gives a group with no such node its entry's shape, as
   :func:`~spillway.model.livetemplate.live_template` gives a live node's: the entry's allocatable and
   capacity for each resource it has, but for those a ``node-template/resources`` tag declares (the tag
-  still wins); the estimate for the rest; the entry's labels under the template's own. The template
+  still wins); the estimate for the rest; the entry's labels under the template's own, and its taints
+  beside the template's (a taint tag of the same key and effect wins). The template
   names the node and the time (:attr:`TemplateNode.source`), and plan reasons say so.
 
 An entry is usable only for the group it was learned for, of the same region and instance type (and, for
@@ -48,9 +50,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from spillway.model.cluster import NodeInfo
-from spillway.model.livetemplate import group_labels
+from spillway.model.livetemplate import group_labels, group_taints, with_group_taints
 from spillway.model.nodegroup import NodeGroup, TemplateNode
-from spillway.model.state import LearnedTemplate
+from spillway.model.state import LearnedTaint, LearnedTemplate
 
 
 def remember(
@@ -100,6 +102,7 @@ def learn(
         allocatable=dict(node.allocatable),
         capacity=dict(node.capacity),
         labels=group_labels(group, own),
+        taints=tuple(LearnedTaint(key=k, value=v, effect=e) for k, v, e in group_taints(own)),
         launched_from=sources.get(node.instance_id or "", ""),
     )
 
@@ -171,12 +174,13 @@ def _recall(group: NodeGroup, entry: LearnedTemplate | None, now: datetime, keep
 
 
 def recalled(template: TemplateNode, entry: LearnedTemplate) -> TemplateNode:
-    """``template`` (an estimate) with ``entry``'s allocatable, capacity and labels, but for the resources a
-    tag declares and the labels the template has."""
+    """``template`` (an estimate) with ``entry``'s allocatable, capacity, labels and taints, but for the
+    resources a tag declares, the labels the template has and the taints a tag declares (key and
+    effect)."""
     tagged = set(template.tagged)
     allocatable = {**template.allocatable, **{k: v for k, v in entry.allocatable.items() if k not in tagged}}
     capacity = {**template.capacity, **{k: v for k, v in entry.capacity.items() if k not in tagged}}
-    return replace(
+    shaped = replace(
         template,
         allocatable=allocatable,
         capacity=capacity,
@@ -184,6 +188,7 @@ def recalled(template: TemplateNode, entry: LearnedTemplate) -> TemplateNode:
         node=entry.node,
         learned_at=_aware(entry.learned_at),
     )
+    return with_group_taints(shaped, [(t.key, t.value, t.effect) for t in entry.taints])
 
 
 def _aware(value: datetime) -> datetime:

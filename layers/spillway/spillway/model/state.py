@@ -50,8 +50,8 @@ with no entry (made before it existed) is never revoked; it expires or is consum
 
 ``templates`` are the groups' template nodes learned from a node of their own (cluster-autoscaler's
 node info cache: spillway.model.nodecache): what the node that stood for the group last reported
-(allocatable and capacity in milli-units, as snapshots store templates; the labels the group's nodes
-shared), for the group's type (a mixed group's: its template type and its overrides), and when. A
+(allocatable and capacity in milli-units, as snapshots store templates; the labels and taints the group's
+nodes shared), for the group's type (a mixed group's: its template type and its overrides), and when. A
 group none of whose nodes stands for it now takes its template from its entry while the entry is
 younger than ``node_info_cache_minutes`` and, when both are known, the group launches from what that
 node was launched from (``launched_from``: a launch template's id and version number, or ``lc:`` and a
@@ -67,7 +67,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -175,6 +175,16 @@ class BookingState(BaseModel):
 Quantity = Annotated[int, Field(ge=0, strict=True)]  # milli-units
 
 
+class LearnedTaint(BaseModel):
+    """A taint every node of a group registered with (spillway.model.livetemplate.group_taints), in
+    Kubernetes' own form."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    key: str = Field(min_length=1)
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
 class LearnedTemplate(BaseModel):
     """What the node that last stood for a group's template reported, and when
     (spillway.model.nodecache)."""
@@ -188,6 +198,7 @@ class LearnedTemplate(BaseModel):
     allocatable: dict[str, Quantity]
     capacity: dict[str, Quantity] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[LearnedTaint, ...] = ()  # the taints the group's nodes shared (states before: none)
     # what the node's instance was launched from (NodeGroup.instance_sources); "" when not known
     launched_from: str = Field(default="", pattern=r"^$|^lc:.+$|^[^@\s]+@[1-9][0-9]*$")
 
@@ -287,6 +298,8 @@ def learned(entry: LearnedTemplate, learned_at: str) -> dict[str, Any]:
         out["capacity"] = dict(sorted(entry.capacity.items()))
     if entry.labels:
         out["labels"] = dict(sorted(entry.labels.items()))
+    if entry.taints:
+        out["taints"] = [t.model_dump(exclude_none=True) for t in entry.taints]
     if entry.launched_from:
         out["launched_from"] = entry.launched_from
     return out
