@@ -1016,9 +1016,10 @@ def build_node_groups(
 def _template(
     asg: AutoScalingGroup, itype: str | None, catalogue: Mapping[str, InstanceTypeInfo], reserve: ReserveLike
 ) -> tuple[TemplateNode | None, str]:
-    """The group's template, or none and why: a node-template tag that cannot be read (a taint's
-    effect, a resource's quantity) leaves the next node unknown, so the group is refused (neither
-    grown nor drained, :attr:`NodeGroup.refusal`) with the tag named, and the other groups go on: raised,
+    """The group's template, or none and why: a node-template tag or an EKS node group's taint that
+    cannot be read (a taint's effect, a resource's quantity) leaves the next node unknown, so the group
+    is refused (neither grown nor drained, :attr:`NodeGroup.refusal`) with the field named, and the
+    other groups go on: raised,
     it failed every group's observation; left out, the template would launch nodes whose taint refuses
     the pods they are launched for."""
     try:
@@ -1026,7 +1027,7 @@ def _template(
     except ValueError as exc:
         return (
             None,
-            f"{exc}: the group's next node is unknown; it is neither grown nor drained until the tag is fixed",
+            f"{exc}: the group's next node is unknown; it is neither grown nor drained until that is fixed",
         )
 
 
