@@ -826,12 +826,7 @@ def build_template(
             except ValueError:
                 raise ValueError(f"Tags[{key}]: not a quantity: {value!r}") from None
             tagged.append(key[len(TAG_RESOURCE) :])
-    eks = asg.eks_nodegroup
-    if eks is not None:
-        labels[EKS_NODEGROUP_LABEL] = eks[1]
-    if asg.ManagedNodegroup is not None:
-        labels.update(managed_labels(asg.ManagedNodegroup))
-        taints = merged_taints(taints, managed_taints(asg.ManagedNodegroup))
+    taints = _with_managed_nodegroup(asg, labels, taints)
     if CPU not in allocatable or MEMORY not in allocatable:
         return None  # an unknown instance type and no resources tags: nothing to plan with
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
@@ -839,6 +834,21 @@ def build_template(
     return TemplateNode(
         allocatable=allocatable, labels=labels, taints=tuple(taints), tagged=tuple(tagged), capacity=capacity
     )
+
+
+def _with_managed_nodegroup(
+    asg: AutoScalingGroup, labels: dict[str, str], taints: list[TaintT]
+) -> list[TaintT]:
+    """``labels`` given what EKS gives a node of the group's managed node group (updated in place, over
+    the tags'), and the taints with the node group's: the ``eks:nodegroup-name`` tag names the node
+    group, and DescribeNodegroup, when read, gives its labels and taints."""
+    eks = asg.eks_nodegroup
+    if eks is not None:
+        labels[EKS_NODEGROUP_LABEL] = eks[1]
+    if asg.ManagedNodegroup is None:
+        return taints
+    labels.update(managed_labels(asg.ManagedNodegroup))
+    return merged_taints(taints, managed_taints(asg.ManagedNodegroup))
 
 
 def managed_labels(nodegroup: EksNodegroup) -> dict[str, str]:
