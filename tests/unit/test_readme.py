@@ -639,6 +639,9 @@ OTHER_PROGRAMS = {
     "CAPABILITY_AUTO_EXPAND": "CloudFormation (sam deploy --capabilities)",
     "API_AND_CONFIG_MAP": "EKS (accessConfig.authenticationMode)",
     "ON_DEMAND": "EKS (a value of the eks.amazonaws.com/capacityType label)",
+    "NO_SCHEDULE": "EKS (Taint.effect, DescribeNodegroup)",
+    "NO_EXECUTE": "EKS (Taint.effect, DescribeNodegroup)",
+    "PREFER_NO_SCHEDULE": "EKS (Taint.effect, DescribeNodegroup)",
 }
 
 

@@ -218,14 +218,15 @@ def test_every_dynamodb_action_a_statement_grants_is_one_the_code_calls() -> Non
 
 
 def table_actions(function: str) -> dict[str, set[str]]:
-    """A function's DynamoDB actions per table, from its explicit statements (policy templates apart)."""
+    """A function's DynamoDB actions per table, from its explicit statements (policy templates apart)
+    that grant any: another service's statement beside them (eks:DescribeNodegroup's node group ARN
+    names ClusterName) names no table."""
     out: dict[str, set[str]] = {}
     for policy in FUNCTIONS[function].get("Policies") or []:
         for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
-            for table in references(statement.get("Resource")):
-                out.setdefault(table, set()).update(
-                    a for a in actions(statement) if a.startswith("dynamodb:")
-                )
+            granted = {a for a in actions(statement) if a.startswith("dynamodb:")}
+            for table in references(statement.get("Resource")) if granted else ():
+                out.setdefault(table, set()).update(granted)
     return out
 
 
@@ -573,6 +574,39 @@ def test_the_functions_that_read_groups_may_read_their_launch_settings_and_no_ot
     assert readers == {"ObserveFunction", "ScaleFunction"}
     for function in readers:
         assert function_actions(function) >= LAUNCH_SETTINGS_READS, function
+
+
+def function_statements(function: str) -> list[dict[str, Any]]:
+    """Every statement a function's role is granted: inline, and in the managed policies it names."""
+    found: list[dict[str, Any]] = []
+    for policy in EXPANDED[function]["Properties"].get("Policies") or []:
+        if isinstance(policy, dict) and "Statement" in policy:
+            found += policy["Statement"]
+        for logical in references(policy) if isinstance(policy, dict) else set():
+            if EXPANDED.get(logical, {}).get("Type") == "AWS::IAM::ManagedPolicy":
+                found += statements(EXPANDED[logical])
+    return found
+
+
+def test_the_functions_that_read_groups_may_describe_this_clusters_node_groups_and_nothing_more() -> None:
+    """The adapter reads an EKS managed node group's labels and taints (DescribeNodegroup) for its
+    template at zero; observe and the scale function's overflow re-plan read groups through it. The
+    grant names this cluster's node groups only (EKS's node group ARN,
+    ``arn:aws:eks:<region>:<account>:nodegroup/<cluster>/<nodegroup>/<uuid>``, Service Authorization
+    Reference, Amazon EKS resource types); no other function has it."""
+    assert ".describe_nodegroup(" in CODE
+    readers = {f for f in FUNCTIONS if "eks:DescribeNodegroup" in function_actions(f)}
+    assert readers == {"ObserveFunction", "ScaleFunction"}
+    for function in readers:
+        grants = [s for s in function_statements(function) if "eks:DescribeNodegroup" in actions(s)]
+        assert [(actions(s), s["Resource"]) for s in grants] == [
+            (
+                {"eks:DescribeNodegroup"},
+                {
+                    "Fn::Sub": "arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:nodegroup/${ClusterName}/*/*"
+                },
+            )
+        ], function
 
 
 def test_a_priority_configmap_the_plan_cannot_read_raises_an_alarm() -> None:

@@ -49,6 +49,7 @@ from spillway.errors import (
 from spillway.model.aws import (
     AutoScalingGroup,
     CreateFleetResult,
+    EksNodegroup,
     FleetRequest,
     InstanceTypeInfo,
     LaunchTemplateInfo,
@@ -75,6 +76,7 @@ from spillway.model.reserve import ReserveLike
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_eks import EKSClient
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,11 @@ TEMPLATE_NOT_FOUND = frozenset(
 _UNREAD = (
     ": the group can launch nothing until it names one that exists; its capacity type is read from its tags"
 )
+#: EKS's answers to DescribeNodegroup that leave a managed node group's template to its tags (the group's
+#: problems name the call) rather than fail the region's read: the role may not read node groups (a
+#: deployment that predates the permission, a node group of another cluster) or the node group is gone
+#: while its Auto Scaling group is not yet (EKS API Reference, DescribeNodegroup: Errors)
+NODEGROUP_UNREAD = frozenset({"AccessDeniedException", "AccessDenied", "ResourceNotFoundException"})
 LAUNCH_TEMPLATES_BATCH = 100  # template ids (or names, as one filter's values) per DescribeLaunchTemplates
 LAUNCH_VERSIONS_BATCH = 10  # version numbers of one template per DescribeLaunchTemplateVersions
 LAUNCH_CONFIGURATIONS_BATCH = 50  # the API's limit for LaunchConfigurationNames per call
@@ -193,6 +200,10 @@ class AwsClients:
 
     def ec2(self, region: str) -> EC2Client:
         client: EC2Client = self._client("ec2", region)
+        return client
+
+    def eks(self, region: str) -> EKSClient:
+        client: EKSClient = self._client("eks", region)
         return client
 
 
@@ -400,6 +411,7 @@ class AwsAdapter:
         """Groups, then per live group its activities (and warm pool, when it has one), then the
         region's scheduled actions of those groups."""
         groups = self._with_launch_settings(region, self.describe_groups(region))
+        groups, nodegroup_calls = self._with_managed_nodegroups(region, groups)
         activities: list[ScalingActivity] = []
         warm: dict[str, WarmPool] = {}
         live = [g for g in groups if not g.Status]  # Status: being deleted
@@ -412,7 +424,7 @@ class AwsAdapter:
             region=region,
             groups=tuple(groups),
             activities=tuple(activities),
-            calls=1 + len(live) + len(warm) + (1 if live else 0),
+            calls=1 + len(live) + len(warm) + (1 if live else 0) + nodegroup_calls,
             scheduled=tuple(scheduled),
             warm_pools=warm,
         )
@@ -455,6 +467,53 @@ class AwsAdapter:
             )
             for g in groups
         ]
+
+    def _with_managed_nodegroups(
+        self, region: str, groups: Sequence[AutoScalingGroup]
+    ) -> tuple[list[AutoScalingGroup], int]:
+        """The groups, each live group of an EKS managed node group (tagged ``eks:cluster-name`` and
+        ``eks:nodegroup-name``) with what DescribeNodegroup (``eks:DescribeNodegroup``) says of its node
+        group (:attr:`AutoScalingGroup.ManagedNodegroup`: the labels and taints its nodes register with,
+        which an empty group's template needs), and the number of calls made.
+
+        As cluster-autoscaler's AWS provider reads them (kubernetes/autoscaler
+        cluster-autoscaler/cloudprovider/aws/aws_wrapper.go ``getManagedNodegroupInfo``), but once per
+        node group per observation, not from a cache: EKS lets labels and taints change in place
+        (UpdateNodegroupConfig). Refused or unknown (:data:`NODEGROUP_UNREAD`): the group keeps its tags'
+        template and its problems name the call. Any other failure (throttling, an outage) raises and
+        fails the region's read, as every read of observe does: a tainted group planned as untainted for
+        one tick launches nodes the pods it was grown for cannot use."""
+        wanted = sorted({g.eks_nodegroup for g in groups if not g.Status and g.eks_nodegroup is not None})
+        if not wanted:
+            return list(groups), 0
+        client = self._clients.eks(region)
+        read: dict[tuple[str, str], EksNodegroup | str] = {}
+        for cluster, nodegroup in wanted:
+            what = f"DescribeNodegroup({cluster}, {nodegroup})"
+            try:
+                answer = client.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)
+                read[(cluster, nodegroup)] = EksNodegroup.model_validate(answer["nodegroup"])
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                if code not in NODEGROUP_UNREAD:
+                    raise map_aws_error(exc, what) from exc
+                message = exc.response.get("Error", {}).get("Message", "")
+                read[(cluster, nodegroup)] = (
+                    f"{what}: {code}: {message}: the template has only the labels and taints of the "
+                    "group's tags; a pod selecting the node group's labels does not scale it from zero"
+                )
+                log.warning("%s: %s", region, read[(cluster, nodegroup)])
+            except (BotoCoreError, ValidationError) as exc:
+                raise map_aws_error(exc, what) from exc
+        out: list[AutoScalingGroup] = []
+        for group in groups:
+            got = read.get(group.eks_nodegroup) if group.eks_nodegroup and not group.Status else None
+            if isinstance(got, EksNodegroup):
+                group = group.model_copy(update={"ManagedNodegroup": got})
+            elif isinstance(got, str):
+                group = group.model_copy(update={"ManagedNodegroupProblem": got})
+            out.append(group)
+        return out, len(wanted)
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
         """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.

@@ -221,6 +221,32 @@ class AsgInstance(AwsModel):
         return f"lc:{self.LaunchConfigurationName}" if self.LaunchConfigurationName else ""
 
 
+#: the tags EKS gives the Auto Scaling group of a managed node group (and cluster-autoscaler reads,
+#: kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_manager.go ``buildNodeFromTemplate``)
+TAG_EKS_CLUSTER = "eks:cluster-name"
+TAG_EKS_NODEGROUP = "eks:nodegroup-name"
+
+
+class EksTaint(AwsModel):
+    """A taint as the EKS API spells it (EKS API Reference, ``Taint``): ``value`` is optional, ``effect``
+    one of ``NO_SCHEDULE``, ``NO_EXECUTE``, ``PREFER_NO_SCHEDULE``."""
+
+    key: str
+    value: str | None = None
+    effect: str
+
+
+class EksNodegroup(AwsModel):
+    """What Spillway reads of DescribeNodegroup's ``nodegroup`` (EKS API Reference, ``Nodegroup``): the
+    Kubernetes labels and taints EKS gives every node of the group, and its capacity type."""
+
+    nodegroupName: str
+    clusterName: str
+    capacityType: str | None = None  # ON_DEMAND | SPOT | CAPACITY_BLOCK
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[EksTaint] = Field(default_factory=list)
+
+
 class AutoScalingGroup(AwsModel):
     AutoScalingGroupName: str
     AutoScalingGroupARN: str
@@ -260,6 +286,20 @@ class AutoScalingGroup(AwsModel):
     # :func:`launched_from` says it (``lt-0abc@7``), as the adapter resolved it (DescribeLaunchTemplates);
     # empty when not resolved (input from describe-auto-scaling-groups alone, a template EC2 says is gone)
     ResolvedLaunchTemplates: dict[str, str] = Field(default_factory=dict)
+    # Spillway's too: the EKS managed node group the group belongs to (its ``eks:`` tags), as
+    # DescribeNodegroup answered, read by the adapter for the group's template; None when not read
+    ManagedNodegroup: EksNodegroup | None = None
+    # Spillway's too: why DescribeNodegroup did not answer (refused, or no such node group): the group's
+    # template is then its tags' alone, and its problems say so
+    ManagedNodegroupProblem: str | None = None
+
+    @property
+    def eks_nodegroup(self) -> tuple[str, str] | None:
+        """(cluster, node group) its ``eks:cluster-name`` and ``eks:nodegroup-name`` tags name, when it
+        carries both: the group of an EKS managed node group."""
+        tags = self.tag_map()
+        cluster, nodegroup = tags.get(TAG_EKS_CLUSTER), tags.get(TAG_EKS_NODEGROUP)
+        return (cluster, nodegroup) if cluster and nodegroup else None
 
     @property
     def launch_template(self) -> dict[str, str] | None:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from spillway.model.aws import (
     AutoScalingGroup,
     Distribution,
+    EksNodegroup,
     InstanceTypeInfo,
     ScalingActivity,
     ScheduledAction,
@@ -82,6 +83,17 @@ DEFAULT_MAX_PODS = 110
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# The labels EKS gives every node of a managed node group beside the node group's own (the node group's
+# name and capacity type, as real nodes carry them, e.g. kubectl's view of an EKS node:
+# eks.amazonaws.com/nodegroup=<name>, eks.amazonaws.com/capacityType=ON_DEMAND)
+EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
+# EKS API taint effects (EKS API Reference, ``Taint``) as Kubernetes spells them
+EKS_TAINT_EFFECTS = {
+    "NO_SCHEDULE": "NoSchedule",
+    "NO_EXECUTE": "NoExecute",
+    "PREFER_NO_SCHEDULE": "PreferNoSchedule",
+}
 _MIB = 2**20 * 1000  # one MiB in milli-bytes
 
 
@@ -785,6 +797,12 @@ def build_template(
     override them; a tagged resource's capacity is the tag's value too, as cluster-autoscaler's AWS
     template node copies its capacity to its allocatable).
 
+    The group of an EKS managed node group (``eks:`` tags) gets ``eks.amazonaws.com/nodegroup``, and,
+    once the adapter has read its node group (:attr:`AutoScalingGroup.ManagedNodegroup`), the node
+    group's labels and taints (:func:`managed_labels`, :func:`managed_taints`) over the tags': they are
+    what its nodes register with, and cluster-autoscaler's AWS provider lets them win too
+    (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_manager.go ``buildNodeFromTemplate``).
+
     A mixed group may launch any of its overrides (EC2's allocation strategy chooses), so its template
     holds for each: every resource the least of them (:func:`least_resources`), ``kubernetes.io/arch``
     only when every override is known and of one architecture, the instance type labels only when
@@ -808,6 +826,7 @@ def build_template(
             except ValueError:
                 raise ValueError(f"Tags[{key}]: not a quantity: {value!r}") from None
             tagged.append(key[len(TAG_RESOURCE) :])
+    taints = _with_managed_nodegroup(asg, labels, taints)
     if CPU not in allocatable or MEMORY not in allocatable:
         return None  # an unknown instance type and no resources tags: nothing to plan with
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
@@ -815,6 +834,60 @@ def build_template(
     return TemplateNode(
         allocatable=allocatable, labels=labels, taints=tuple(taints), tagged=tuple(tagged), capacity=capacity
     )
+
+
+def _with_managed_nodegroup(
+    asg: AutoScalingGroup, labels: dict[str, str], taints: list[TaintT]
+) -> list[TaintT]:
+    """``labels`` given what EKS gives a node of the group's managed node group (updated in place, over
+    the tags'), and the taints with the node group's: the ``eks:nodegroup-name`` tag names the node
+    group, and DescribeNodegroup, when read, gives its labels and taints."""
+    eks = asg.eks_nodegroup
+    if eks is not None:
+        labels[EKS_NODEGROUP_LABEL] = eks[1]
+    if asg.ManagedNodegroup is None:
+        return taints
+    labels.update(managed_labels(asg.ManagedNodegroup))
+    return merged_taints(taints, managed_taints(asg.ManagedNodegroup))
+
+
+def managed_labels(nodegroup: EksNodegroup) -> dict[str, str]:
+    """The labels EKS gives every node of the managed node group: its ``labels`` (EKS API Reference,
+    ``Nodegroup``), its name and its capacity type (``eks.amazonaws.com/...``).
+
+    cluster-autoscaler's AWS provider reads the same call (kubernetes/autoscaler
+    cluster-autoscaler/cloudprovider/aws/aws_wrapper.go ``getManagedNodegroupInfo``) but labels its
+    template with bare ``capacityType``, ``amiType``, ``k8sVersion`` and ``diskSize`` keys that no node
+    registers with; Spillway gives the template the keys the nodes carry, so that a pod selecting one of
+    those bare keys is not launched a node that will not hold it."""
+    labels = dict(nodegroup.labels)
+    labels[EKS_NODEGROUP_LABEL] = nodegroup.nodegroupName
+    if nodegroup.capacityType:
+        labels[EKS_CAPACITY_TYPE_LABEL] = nodegroup.capacityType
+    return labels
+
+
+def managed_taints(nodegroup: EksNodegroup) -> list[TaintT]:
+    """The node group's taints with Kubernetes' effects; an effect the EKS API does not document is a
+    ``ValueError`` naming the field (the group is then refused, as for a taint tag that cannot be read)."""
+    out: list[TaintT] = []
+    for index, taint in enumerate(nodegroup.taints):
+        effect = EKS_TAINT_EFFECTS.get(taint.effect)
+        if effect is None:
+            raise ValueError(
+                f"ManagedNodegroup({nodegroup.nodegroupName}).taints[{index}].effect: {taint.effect!r} is not "
+                f"one of {', '.join(EKS_TAINT_EFFECTS)}"
+            )
+        out.append((taint.key, taint.value or None, effect))
+    return out
+
+
+def merged_taints(tagged: Sequence[TaintT], managed: Sequence[TaintT]) -> list[TaintT]:
+    """The tags' taints and the node group's; a node has one taint per key and effect (Kubernetes
+    validates ``spec.taints`` so), and for the same pair the node group's is the one its nodes register
+    with (EKS applies it), so it replaces the tag's."""
+    replaced = {(key, effect) for key, _, effect in managed}
+    return [t for t in tagged if (t[0], t[2]) not in replaced] + list(managed)
 
 
 FAILED_LAUNCH_MARKERS = (
@@ -953,9 +1026,10 @@ def build_node_groups(
 def _template(
     asg: AutoScalingGroup, itype: str | None, catalogue: Mapping[str, InstanceTypeInfo], reserve: ReserveLike
 ) -> tuple[TemplateNode | None, str]:
-    """The group's template, or none and why: a node-template tag that cannot be read (a taint's
-    effect, a resource's quantity) leaves the next node unknown, so the group is refused (neither
-    grown nor drained, :attr:`NodeGroup.refusal`) with the tag named, and the other groups go on: raised,
+    """The group's template, or none and why: a node-template tag or an EKS node group's taint that
+    cannot be read (a taint's effect, a resource's quantity) leaves the next node unknown, so the group
+    is refused (neither grown nor drained, :attr:`NodeGroup.refusal`) with the field named, and the
+    other groups go on: raised,
     it failed every group's observation; left out, the template would launch nodes whose taint refuses
     the pods they are launched for."""
     try:
@@ -963,7 +1037,7 @@ def _template(
     except ValueError as exc:
         return (
             None,
-            f"{exc}: the group's next node is unknown; it is neither grown nor drained until the tag is fixed",
+            f"{exc}: the group's next node is unknown; it is neither grown nor drained until that is fixed",
         )
 
 
@@ -1022,6 +1096,7 @@ def node_group(
                 tag_problem,
                 *overrides,
                 asg.LaunchSettingsProblem,
+                asg.ManagedNodegroupProblem,
                 capacity_problem,
                 *check_actions(floors),
                 *option_problems,

@@ -1,0 +1,225 @@
+"""Scaling an EKS managed node group from zero: its template carries what its nodes register with.
+
+EKS tags the Auto Scaling group of a managed node group ``eks:cluster-name`` and ``eks:nodegroup-name``
+and gives its nodes the node group's ``labels`` and ``taints`` (EKS API Reference, ``Nodegroup``), plus
+``eks.amazonaws.com/nodegroup`` and ``eks.amazonaws.com/capacityType``. cluster-autoscaler's AWS provider
+reads them with ``eks:DescribeNodegroup`` for such a group (kubernetes/autoscaler
+cluster-autoscaler/cloudprovider/aws/aws_manager.go ``buildNodeFromTemplate``, aws_wrapper.go
+``getManagedNodegroupInfo``): the node group's labels replace a node-template tag's of the same key
+(``joinNodeLabelsChoosingUserValuesOverAPIValues`` copies the API's last), its taints are added to the
+tags'. The node group and its group are made in moto; the group has no node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from fakes import FakeCluster
+
+from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.config import PlannerConfig
+from spillway.errors import AwsThrottled
+from spillway.local import objects as o
+from spillway.model.nodegroup import NodeGroup
+from spillway.model.snapshot import Snapshot
+from spillway.model.state import State
+from spillway.observe import ObserveConfig, observe_once
+from spillway.planner import plan
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+REGION = "us-east-1"
+RESERVE = {"cpu": 100, "memory": 2**30 * 1000}
+EKS_TAGS = {"eks:cluster-name": "prod", "eks:nodegroup-name": "batch-ng"}
+TOLERATES = [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]
+
+
+@pytest.fixture
+def clients(moto_aws: None) -> AwsClients:
+    return AwsClients((REGION,), boto3.Session(), AwsSettings(max_attempts=2))
+
+
+@pytest.fixture
+def adapter(clients: AwsClients) -> AwsAdapter:
+    return AwsAdapter(clients, "prod")
+
+
+def eks_node_group(name: str = "batch-ng", **extra: Any) -> None:
+    """Cluster ``prod`` (once) and managed node group ``name`` with a label and a NoSchedule taint."""
+    eks = boto3.client("eks", region_name=REGION)
+    if "prod" not in eks.list_clusters()["clusters"]:
+        eks.create_cluster(
+            name="prod",
+            roleArn="arn:aws:iam::123456789012:role/eks-cluster",
+            resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+        )
+    eks.create_nodegroup(
+        clusterName="prod",
+        nodegroupName=name,
+        nodeRole="arn:aws:iam::123456789012:role/eks-node",
+        subnets=["subnet-1"],
+        scalingConfig={"minSize": 0, "maxSize": 5, "desiredSize": 0},
+        labels={"workload-class": "batch"},
+        taints=[{"key": "dedicated", "value": "batch", "effect": "NO_SCHEDULE"}],
+        **extra,
+    )
+
+
+def managed_group(make_asg: Callable[..., Any], tags: dict[str, str] | None = None) -> None:
+    """The node group's Auto Scaling group at zero, tagged as EKS tags it (and for Spillway)."""
+    make_asg(REGION, "eks-batch-ng-0a1b", instance_type="m5.xlarge", desired=0, max_size=5,
+             tags={**EKS_TAGS, **(tags or {})})  # fmt: skip
+
+
+def the_group(adapter: AwsAdapter) -> NodeGroup:
+    (group,) = adapter.node_groups_in(REGION, RESERVE, T0)
+    return group
+
+
+def refuse_with(clients: AwsClients, code: str, status: int) -> list[dict[str, Any]]:
+    """Every DescribeNodegroup answered with the error ``code``; the calls' parameters recorded."""
+    seen: list[dict[str, Any]] = []
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        seen.append(params)
+        raise ClientError(
+            {"Error": {"Code": code, "Message": "refused"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+            "DescribeNodegroup",
+        )
+
+    clients.eks(REGION).meta.events.register("provide-client-params.eks.DescribeNodegroup", refuse)
+    return seen
+
+
+def test_a_managed_group_at_zero_carries_the_node_groups_labels_and_taints(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    eks_node_group(capacityType="SPOT")
+    managed_group(make_asg)
+
+    group = the_group(adapter)
+
+    assert group.template is not None
+    labels = group.template.labels
+    assert labels["workload-class"] == "batch"
+    assert labels["eks.amazonaws.com/nodegroup"] == "batch-ng"
+    assert labels["eks.amazonaws.com/capacityType"] == "SPOT"
+    assert ("dedicated", "batch", "NoSchedule") in group.template.taints
+    assert group.problems == ()
+
+
+def test_a_pod_selecting_the_label_scales_the_group_from_zero_and_one_not_tolerating_its_taint_does_not(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    eks_node_group()
+    managed_group(make_asg)
+    selects = o.pod("batch-job", node_selector={"workload-class": "batch"}, tolerations=TOLERATES, created=T0)
+    intolerant = o.pod("web", created=T0)
+
+    observed = observe_once(FakeCluster([], [selects, intolerant]), adapter, ObserveConfig(cluster="prod"),
+                            lambda: T0)  # fmt: skip
+    stored = Snapshot.from_dict(json.loads(json.dumps(observed.to_dict())))  # what the plan Lambda loads
+    result = plan(stored.cluster, list(stored.groups), PlannerConfig(cluster="prod", regions=[REGION]),
+                  State(), T0).to_dict()  # fmt: skip
+
+    assert [(s["group"], s["from"], s["to"], s["pods"]) for s in result["scale_up"]] == [
+        ("eks-batch-ng-0a1b", 0, 1, ["default/batch-job"])
+    ]
+    assert [p["pod"] for p in result["pending"]] == ["default/web"]
+
+
+def test_the_node_groups_label_wins_over_a_node_template_tag_of_the_same_key(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    """As cluster-autoscaler merges them, and as the node registers: EKS gives the kubelet the node
+    group's labels, not the tag's. A tag of another key stays."""
+    eks_node_group()
+    managed_group(make_asg, {"k8s.io/cluster-autoscaler/node-template/label/workload-class": "web",
+                             "k8s.io/cluster-autoscaler/node-template/label/team": "ml"})  # fmt: skip
+
+    labels = the_group(adapter).template.labels  # type: ignore[union-attr]
+
+    assert (labels["workload-class"], labels["team"]) == ("batch", "ml")
+
+
+def test_a_tag_taint_and_the_node_groups_taint_of_the_same_key_and_effect_are_one_taint(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    eks_node_group()
+    managed_group(make_asg, {"k8s.io/cluster-autoscaler/node-template/taint/dedicated": "other:NoSchedule",
+                             "k8s.io/cluster-autoscaler/node-template/taint/gpu": "yes:NoExecute"})  # fmt: skip
+
+    taints = the_group(adapter).template.taints  # type: ignore[union-attr]
+
+    assert sorted(taints) == [("dedicated", "batch", "NoSchedule"), ("gpu", "yes", "NoExecute")]
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [("AccessDeniedException", 403), ("ResourceNotFoundException", 404)]
+)
+def test_describe_nodegroup_refused_leaves_the_template_of_the_tags_and_names_the_call(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any], code: str, status: int
+) -> None:
+    eks_node_group()
+    managed_group(make_asg, {"k8s.io/cluster-autoscaler/node-template/label/team": "ml"})
+    refuse_with(clients, code, status)
+
+    group = the_group(adapter)
+
+    assert group.template is not None
+    assert group.template.labels["team"] == "ml"
+    assert "workload-class" not in group.template.labels
+    assert group.template.taints == ()
+    assert group.template.labels["eks.amazonaws.com/nodegroup"] == "batch-ng"  # from the eks: tag
+    (problem,) = group.problems
+    assert "DescribeNodegroup(prod, batch-ng)" in problem and code in problem
+
+
+def test_a_node_group_eks_does_not_know_is_a_problem_of_its_group_alone(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    """moto's own answer: the group is tagged for a node group that does not exist."""
+    eks_node_group(name="other")
+    managed_group(make_asg)
+
+    (problem,) = the_group(adapter).problems
+
+    assert "DescribeNodegroup(prod, batch-ng)" in problem and "ResourceNotFoundException" in problem
+
+
+def test_a_throttled_describe_nodegroup_fails_the_regions_read(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """As every other read of observe: one throttled call must not plan a tainted group as untainted."""
+    eks_node_group()
+    managed_group(make_asg)
+    refuse_with(clients, "ThrottlingException", 429)
+
+    with pytest.raises(AwsThrottled, match="DescribeNodegroup"):
+        the_group(adapter)
+
+
+def test_describe_nodegroup_is_called_once_per_node_group_per_observation_and_not_for_other_groups(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    eks_node_group()
+    managed_group(make_asg)
+    make_asg(
+        REGION, "eks-batch-ng-9z8y", instance_type="m5.xlarge", desired=0, tags=EKS_TAGS
+    )  # same node group
+    make_asg(REGION, "self-managed", instance_type="m5.large", desired=0)
+    seen: list[dict[str, Any]] = []
+    clients.eks(REGION).meta.events.register(
+        "provide-client-params.eks.DescribeNodegroup", lambda params, **_: seen.append(dict(params))
+    )
+
+    groups = adapter.node_groups_in(REGION, RESERVE, T0)
+
+    assert seen == [{"clusterName": "prod", "nodegroupName": "batch-ng"}]
+    labelled = {g.name: g.template.labels.get("workload-class") for g in groups if g.template}
+    assert labelled == {"eks-batch-ng-0a1b": "batch", "eks-batch-ng-9z8y": "batch", "self-managed": None}
