@@ -716,6 +716,37 @@ def test_bad_consolidation_settings_name_the_key(tmp_path: Path, text: str, fiel
     assert raised.value.field == field
 
 
+@pytest.mark.parametrize("schedule", ["0 0 30 2 *", "0 9 31 apr,jun,sep,nov *", "0 0 31 2-4/2 ?"])
+def test_a_budget_schedule_that_never_runs_is_refused_naming_it(tmp_path: Path, schedule: str) -> None:
+    """A cron whose day of month no month it names has (30 February) never runs. Karpenter takes such a
+    budget as always on: robfig/cron's ``Next`` gives the zero time when it finds no run within five
+    years (robfig/cron spec.go), and ``Budget.IsActive`` reads "next run not after now" as active
+    (kubernetes-sigs/karpenter pkg/apis/v1/nodepool.go); Spillway found no run and took it as never on,
+    so the same budget bound there and not here. Neither is what was meant: it is refused."""
+    path = tmp_path / "spillway.yaml"
+    path.write_text(f"disruption_budgets: [{{nodes: 0, schedule: '{schedule}', duration: 1h}}]\n")
+
+    with pytest.raises(ConfigurationError) as raised:
+        load_config_file(path)
+
+    assert raised.value.field == "disruption_budgets.0.schedule"
+    assert "never runs" in str(raised.value)
+
+
+@pytest.mark.parametrize("schedule", ["0 0 29 2 *", "0 0 30 2 mon", "0 0 31 * *", "0 0 30 feb *,mon"])
+def test_a_budget_schedule_that_runs_rarely_is_taken(schedule: str) -> None:
+    """29 February runs in leap years; with both day fields restricted a Monday of February runs, as
+    robfig/cron ORs them; the 31st runs in the months that have one; a ``*`` among the day-of-week
+    items makes the fields AND again, and 30 February never comes: only the last is refused."""
+    from spillway.config import DisruptionBudget
+
+    if schedule.endswith("*,mon"):
+        with pytest.raises(ValueError, match="never runs"):
+            DisruptionBudget(nodes="0", schedule=schedule, duration="1h")
+    else:
+        assert DisruptionBudget(nodes="0", schedule=schedule, duration="1h").next_edge(NOW) is not None
+
+
 # --- properties on random clusters, consolidation on --------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from plan_world import NOW, World
 
 from spillway.local import objects as o
@@ -189,3 +190,39 @@ def test_a_dead_node_removed_is_not_counted_twice_against_the_budget() -> None:
     result = w.plan(max_scale_in_fraction=1.0, disruption_budgets=[{"nodes": 2}])
 
     assert sorted(d.node for d in result.drain) == sorted([dead, idle])
+
+
+def _ten_idle_and(starting: str) -> tuple[World, list[str], str]:
+    """Ten idle Ready nodes, and one more that joined a minute ago and is not initialized yet:
+    ``registering`` (NotReady, never Ready) or ``tainted`` (Ready, a startup taint still on)."""
+    w = World()
+    nodes = w.group("cpu", "m5.2xlarge", nodes=10, max_size=20)
+    for node in nodes:
+        w.idle_since(node, 60)
+    new = w.add_instance("cpu", register=True, ready=starting != "registering")
+    if starting == "tainted":
+        taint = {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoSchedule"}
+        w.node(new)["spec"]["taints"] = [taint]
+    return w, nodes, new
+
+
+@pytest.mark.parametrize("starting", ["registering", "tainted"])
+def test_a_node_not_initialized_yet_is_not_in_the_base_of_a_percentage_budget(starting: str) -> None:
+    """Karpenter takes a budget's percentage of the NodePool's initialized nodes only: a node launched
+    or registered and not initialized yet is left out, so that a replacement still starting does not
+    round the budget up (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
+    BuildDisruptionBudgetMapping: ``!node.Initialized()`` is skipped before ``numNodes`` counts it).
+    10% of the ten nodes in service allows one drain; with the starting node counted, 10% of eleven
+    rounded up allowed two."""
+    w, nodes, new = _ten_idle_and(starting)
+
+    result = w.plan(
+        max_scale_in_fraction=1.0,
+        startup_taints=["node.cilium.io/agent-not-ready"],
+        disruption_budgets=[{"nodes": "10%"}],
+    )
+
+    assert len(result.drain) == 1 and result.drain[0].node in nodes
+    held = [reason for code, reason in _kept(result).values() if code == codes.DISRUPTION_BUDGET]
+    assert len(held) == 9 and all("allows 1 of group cpu's 10 node(s)" in reason for reason in held)
+    assert _kept(result)[new][0] != codes.DISRUPTION_BUDGET

@@ -230,8 +230,13 @@ class DisruptionBudget(Windowed):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str | None) -> str | None:
-        if value is not None:
-            Cron.parse(CRON_MACROS.get(value.strip(), value))
+        """A 5-field cron or a macro that runs at some time. One that never runs (``0 0 30 2 *``) is
+        refused: Karpenter takes such a budget as always on (robfig/cron's ``Next`` answers the zero
+        time when it finds no run within five years, robfig/cron spec.go, and ``Budget.IsActive`` reads
+        a next run not after now as active, kubernetes-sigs/karpenter pkg/apis/v1/nodepool.go), while
+        read here it would never be on: the same budget would bind there and not here."""
+        if value is not None and not Cron.parse(CRON_MACROS.get(value.strip(), value)).runs_ever():
+            raise ValueError(f"schedule {value!r} never runs: no month it names has that day of month"[:160])
         return value
 
     @field_validator("duration")

@@ -120,6 +120,13 @@ class Cron:
             return by_date and by_weekday
         return by_date or by_weekday
 
+    def runs_ever(self) -> bool:
+        """Whether some date matches: a day of month restricted to days none of the months named has
+        (``30 2``, ``31 apr``), with the day of week unrestricted, never does. A leap year holds every
+        (month, day) there is, and every month every weekday, so checking its days answers for all."""
+        leap = date(2024, 1, 1)
+        return any(self.on(leap + timedelta(days=offset)) for offset in range(366))
+
     def times(self) -> list[time]:
         return [time(h, m) for h in sorted(self.hours) for m in sorted(self.minutes)]
 

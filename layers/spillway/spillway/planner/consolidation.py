@@ -62,6 +62,7 @@ from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.disruption import Move, assess_move, comes_back, elastic_room, keeps_node_busy
 from spillway.planner.durations import all_end_within
 from spillway.planner.groups import backoff_reason
+from spillway.planner.health import registering
 from spillway.planner.placement import Bin, TrialFit, fill_bins, pools
 from spillway.planner.topology import Leaving, Planned, Spot
 from spillway.planner.types import Drain, KeptNode
@@ -89,16 +90,25 @@ def mode(ctx: Context, group: NodeGroup | None) -> str:
 
 class Budgets:
     """Disruption budgets (Karpenter's semantics): per group, the most restrictive active budget binds;
-    a percentage is of the group's nodes, rounded up; nodes Spillway drains already count, and so do the
-    nodes out of service (``out``: NotReady, being deleted by anyone), as Karpenter takes them off the
-    allowed disruptions. Removing a node that is out already adds nothing: it is not counted twice."""
+    a percentage is of the group's initialized nodes, rounded up; nodes Spillway drains already count,
+    and so do the nodes out of service (``out``: NotReady, being deleted by anyone), as Karpenter takes
+    them off the allowed disruptions. Removing a node that is out already adds nothing: it is not counted
+    twice.
+
+    The base of a percentage leaves out the nodes not initialized yet: registering (NotReady, never
+    Ready, within ``max_node_startup_minutes``) or starting (Ready, a startup taint or an extended
+    resource still missing: :mod:`spillway.planner.startup`). Karpenter counts a NodePool's initialized
+    nodes only, so that replacements still starting do not round the budget up
+    (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go, BuildDisruptionBudgetMapping).
+    Nodes being deleted and nodes NotReady after being Ready stay in the base, as there."""
 
     def __init__(self, ctx: Context, draining_now: Mapping[str, int]) -> None:
         self.active = [b for b in ctx.config.disruption_budgets if b.active_at(ctx.now)]
         self.nodes: dict[str, int] = {}
         for node in ctx.nodes.values():
-            if node.group is not None:
-                self.nodes[node.group.name] = self.nodes.get(node.group.name, 0) + 1
+            if node.group is None or node.starting is not None or registering(node.info, ctx.config, ctx.now):
+                continue
+            self.nodes[node.group.name] = self.nodes.get(node.group.name, 0) + 1
         self.draining_now = draining_now
         self.out: dict[str, set[str]] = {}  # group -> its nodes out of service, not being drained
 

@@ -126,6 +126,12 @@ def out_of_service(node: NodeInfo, config: PlannerConfig, now: datetime) -> bool
     return node.deleting or (not node.ready and not _registering(node, window, now))
 
 
+def registering(node: NodeInfo, config: PlannerConfig, now: datetime) -> bool:
+    """NotReady and still registering (see :func:`_registering`): a launch not yet initialized."""
+    window = timedelta(minutes=config.max_node_startup_minutes)
+    return not node.ready and _registering(node, window, now)
+
+
 def _registering(node: NodeInfo, window: timedelta, now: datetime) -> bool:
     """A NotReady node that has never been Ready (its Ready condition last changed within
     :data:`SET_AT_CREATION` of its creation, as the kubelet sets it at registration) and is younger than
