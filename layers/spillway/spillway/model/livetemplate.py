@@ -68,7 +68,13 @@ from dataclasses import replace
 
 from spillway.model.cluster import ZONE_ALIASES, NodeInfo, TaintT
 from spillway.model.k8s import CANDIDATE_TAINT, DELETION_TAINTS
-from spillway.model.nodegroup import CAPACITY_LABELS, INSTANCE_TYPE_LABEL, NodeGroup, TemplateNode
+from spillway.model.nodegroup import (
+    CAPACITY_LABELS,
+    INSTANCE_TYPE_LABEL,
+    NodeGroup,
+    TemplateNode,
+    merged_taints,
+)
 from spillway.model.resources import CPU, MEMORY
 
 # labels that name one node, whichever group it is of
@@ -200,10 +206,10 @@ def passing(key: str) -> bool:
 
 
 def with_group_taints(template: TemplateNode, taints: Sequence[TaintT]) -> TemplateNode:
-    """``template`` with ``taints`` but those of a key and effect a taint tag declares (the tag wins)."""
-    tagged = {(key, effect) for key, _, effect in template.taints}
-    extra = tuple(t for t in taints if (t[0], t[2]) not in tagged)
-    return replace(template, taints=(*template.taints, *extra)) if extra else template
+    """``template`` with ``taints`` but those of a key and effect a taint tag declares (the tag wins:
+    :func:`~spillway.model.nodegroup.merged_taints`, the template's own last)."""
+    merged = tuple(merged_taints(taints, template.taints))
+    return template if set(merged) == set(template.taints) else replace(template, taints=merged)
 
 
 def _of_the_group(key: str, group: NodeGroup) -> bool:

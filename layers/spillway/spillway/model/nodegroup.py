@@ -883,9 +883,10 @@ def managed_taints(nodegroup: EksNodegroup) -> list[TaintT]:
 
 
 def merged_taints(tagged: Sequence[TaintT], managed: Sequence[TaintT]) -> list[TaintT]:
-    """The tags' taints and the node group's; a node has one taint per key and effect (Kubernetes
-    validates ``spec.taints`` so), and for the same pair the node group's is the one its nodes register
-    with (EKS applies it), so it replaces the tag's."""
+    """``tagged`` and ``managed`` taints, one per key and effect (Kubernetes validates a node's
+    ``spec.taints`` so): for the same pair the one of ``managed`` wins. Used for an EKS node group's
+    taints over the tags' (EKS applies them to its nodes), and for the tags' over the taints a group's
+    nodes registered with (:func:`spillway.model.livetemplate.with_group_taints`)."""
     replaced = {(key, effect) for key, _, effect in managed}
     return [t for t in tagged if (t[0], t[2]) not in replaced] + list(managed)
 
