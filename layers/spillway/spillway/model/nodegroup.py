@@ -178,6 +178,9 @@ class NodeGroup:
     # (AutoScalingGroup.launch_source); and what each live instance was launched from, where known
     launch_source: str = ""
     instance_sources: tuple[tuple[str, str], ...] = ()
+    # CapacityRebalance: the group replaces a Spot instance that gets a rebalance recommendation itself,
+    # and terminates it once the replacement passed its health check (spillway.act.interrupt)
+    capacity_rebalance: bool = False
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -301,6 +304,8 @@ class NodeGroup:
             instance_sources=tuple(
                 sorted((str(k), str(v)) for k, v in dict(d.get("instance_sources", {})).items())
             ),
+            # absent from snapshots stored before it was read: the group replaces nothing itself
+            capacity_rebalance=d.get("capacity_rebalance") is True,
         )
 
 
@@ -330,6 +335,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("suspended", lambda g: dict(g.suspended) or None),
     ("launch_source", lambda g: g.launch_source or None),
     ("instance_sources", lambda g: dict(g.instance_sources) or None),
+    ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
 )
 
 
@@ -1117,4 +1123,5 @@ def node_group(
                 if i.LifecycleState in LIVE_STATES and i.launch_source
             )
         ),
+        capacity_rebalance=asg.CapacityRebalance is True,
     )

@@ -1,0 +1,86 @@
+"""EC2 Auto Scaling's own replacements and protections, as AWS documents them, and what Spillway makes of
+them: Capacity Rebalancing (the group replaces an at-risk Spot instance itself), instances the group
+runs above its desired capacity while it replaces some (Capacity Rebalancing, instance refresh, maximum
+instance lifetime launch before they terminate), instance scale-in protection, and instances on their
+way to Standby."""
+
+from __future__ import annotations
+
+from test_interrupt import INSTANCE, WARNED_AT, Rig, sample
+
+from spillway.local import objects as o
+from spillway.model.aws import AutoScalingGroup, bundled_instance_types
+from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.nodegroup import build_node_groups
+from spillway.model.snapshot import Snapshot
+
+# --- Capacity Rebalancing: the group replaces the at-risk instance itself ----------------------------
+
+
+def rebalancing_world(*, capacity_rebalance: bool) -> Snapshot:
+    """The interrupt tests' node, in a Spot group read from DescribeAutoScalingGroups as AWS prints it,
+    with or without ``CapacityRebalance``; stored and read back as the snapshots table does."""
+    raw = o.asg("spot-a", cluster="prod", desired=2, instance_type="g5.xlarge", instances=[INSTANCE])
+    raw["CapacityRebalance"] = capacity_rebalance
+    groups = build_node_groups(
+        [AutoScalingGroup.model_validate(raw)], [], bundled_instance_types(), {}, "prod"
+    )
+    node = NodeInfo(
+        name="ip-10-0-1-7.ec2.internal",
+        allocatable={"cpu": 4000},
+        labels={"node.kubernetes.io/instance-type": "g5.xlarge", "topology.kubernetes.io/zone": "us-east-1a"},
+        provider_id=f"aws:///us-east-1a/{INSTANCE}",
+    )
+    cluster = ClusterSnapshot(cluster="prod", taken_at=WARNED_AT, nodes=(node,), pods=())
+    return Snapshot.from_dict(Snapshot.build(cluster, groups, WARNED_AT).to_dict())
+
+
+def test_a_rebalance_recommendation_in_a_group_that_rebalances_capacity_drains_without_terminating() -> None:
+    """Amazon EC2 Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2 Spot
+    Interruptions": with ``CapacityRebalance`` the group launches a replacement for an instance that got a
+    rebalance recommendation, waits for it to pass its health check, then terminates the at-risk instance
+    itself (through its terminate lifecycle hooks), without lowering its desired capacity. Spillway's
+    drain terminated the instance with ShouldDecrementDesiredCapacity: the desired capacity dropped by one
+    while the group's replacement came anyway, so the group stood one instance above its desired
+    capacity and scaled in an instance of its own choosing, undrained; the at-risk node's pods had one
+    node fewer. Such a drain now only cordons and evicts (aws-node-termination-handler drains, never
+    terminates, on a rebalance recommendation of an ASG with Capacity Rebalancing): the group replaces
+    and terminates the instance."""
+    rig = Rig(rebalancing_world(capacity_rebalance=True))
+    [out] = rig.handle(sample("interrupt-rebalance.json"))
+    assert out["outcome"] == "drain_started" and out["group_replaces"] is True
+    request = rig.workflows.requests[0].input
+    assert request["terminate"] is False and request["force"] is False
+    assert "replaces" in request["reason"]
+
+
+def test_a_rebalance_recommendation_in_a_group_without_capacity_rebalancing_still_terminates() -> None:
+    """Without Capacity Rebalancing the group replaces a Spot instance only once EC2 has interrupted it
+    (same guide): the drain gives the node back with the decrement, as before."""
+    rig = Rig(rebalancing_world(capacity_rebalance=False))
+    [out] = rig.handle(sample("interrupt-rebalance.json"))
+    assert out["outcome"] == "drain_started" and "group_replaces" not in out
+    assert rig.workflows.requests[0].input["terminate"] is True
+
+
+def test_a_spot_warning_in_a_group_that_rebalances_capacity_still_terminates() -> None:
+    """The two-minute warning is EC2 taking the instance back whatever the group does: the forced drain
+    terminates as before (the group launches a replacement on that notice too, but its desired capacity
+    then counts one instance fewer, the one Spillway gives back)."""
+    rig = Rig(rebalancing_world(capacity_rebalance=True))
+    rig.handle(sample("interrupt-spot-warning.json"))
+    assert rig.workflows.requests[0].input["terminate"] is True
+
+
+def test_a_rebalance_recommendation_of_a_node_launched_since_the_snapshot_asks_aws_about_its_group() -> None:
+    """A node whose instance the snapshot puts in no group (launched since): the group AWS puts it in
+    decides (DescribeAutoScalingInstances, DescribeAutoScalingGroups)."""
+    from fakes import FakeCloud
+
+    snapshot = rebalancing_world(capacity_rebalance=False)
+    snapshot = Snapshot.build(snapshot.cluster, [], WARNED_AT)  # no group knows the instance yet
+    rig = Rig(snapshot)
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("spot-new", [INSTANCE])["CapacityRebalance"] = True
+    [out] = rig.handle(sample("interrupt-rebalance.json"))
+    assert out["outcome"] == "drain_started" and rig.workflows.requests[0].input["terminate"] is False
