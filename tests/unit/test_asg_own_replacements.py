@@ -6,13 +6,16 @@ way to Standby."""
 
 from __future__ import annotations
 
+from plan_world import World, pending_codes, scale_up
 from test_interrupt import INSTANCE, WARNED_AT, Rig, sample
 
 from spillway.local import objects as o
 from spillway.model.aws import AutoScalingGroup, bundled_instance_types
 from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
 from spillway.model.nodegroup import build_node_groups
 from spillway.model.snapshot import Snapshot
+from spillway.planner import codes
 
 # --- Capacity Rebalancing: the group replaces the at-risk instance itself ----------------------------
 
@@ -84,3 +87,49 @@ def test_a_rebalance_recommendation_of_a_node_launched_since_the_snapshot_asks_a
     rig.cloud.add_group("spot-new", [INSTANCE])["CapacityRebalance"] = True
     [out] = rig.handle(sample("interrupt-rebalance.json"))
     assert out["outcome"] == "drain_started" and rig.workflows.requests[0].input["terminate"] is False
+
+
+# --- above desired capacity: the group's own replacements are capacity launching ---------------------
+
+
+def replacing_world() -> tuple[World, str, list[str]]:
+    """Two Ready nodes at desired capacity 2; the group is replacing one of them (cordoned and emptied by
+    Spillway's drain of its rebalance recommendation): its replacement is launching, an instance above
+    the desired capacity, and the evicted pod waits for it."""
+    world = World()
+    nodes = world.group("spot", "m5.2xlarge", nodes=2, max_size=3)
+    at_risk = nodes[0]
+    world.cordon(at_risk, by_spillway=True)
+    world.node(at_risk)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (
+        "2026-11-02T11:59:00Z held drain rebalance-i-0: rebalance recommendation"
+    )
+    g = world.groups["spot"]
+    replacement = o.instance_id("spot-replacement")
+    g["Instances"].append({**g["Instances"][0], "InstanceId": replacement, "LifecycleState": "Pending"})
+    world.pods("busy", 1, cpu="6", memory="8Gi", node_name=nodes[1], phase="Running")  # the other is full
+    pods = world.pods("evicted", 1, cpu="6", memory="8Gi")
+    return world, at_risk, pods
+
+
+def test_an_instance_the_group_launches_above_its_desired_capacity_is_capacity_launching() -> None:
+    """Capacity Rebalancing (and instance refresh or maximum instance lifetime replacements that launch
+    before they terminate) launches the replacement while the instance it replaces still runs, so the
+    group briefly has more instances than its desired capacity, even above its MaxSize ("Use Capacity
+    Rebalancing to handle Amazon EC2 Spot Interruptions"; "Replace Auto Scaling instances based on an
+    instance maintenance policy"). The planner counted launching capacity as desired capacity less Ready
+    nodes: 2 - 2 = 0 while the replacement booted, so the pods evicted from the at-risk node had nowhere
+    to go and a second node was launched beside the group's replacement. The replacement is capacity
+    launching: the pods wait for it."""
+    world, _, pods = replacing_world()
+    result = world.plan()
+    assert scale_up(result) == {}
+    assert pending_codes(result) == {pods[0]: codes.FITS_LAUNCHING}
+
+
+def test_at_desired_capacity_with_nothing_above_it_the_pod_still_gets_a_node() -> None:
+    """Without the replacement (desired capacity 2, two Ready nodes, one of them being emptied) nothing is
+    launching, and the pod gets a new node as before."""
+    world, _, pods = replacing_world()
+    world.groups["spot"]["Instances"].pop()
+    result = world.plan()
+    assert scale_up(result) == {"spot": (2, 3, pods)}

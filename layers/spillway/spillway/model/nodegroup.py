@@ -192,10 +192,18 @@ class NodeGroup:
 
     @property
     def expected_size(self) -> int:
-        """The nodes the group is to have: its desired capacity, but with :data:`LAUNCH` suspended only
-        the live instances it has (within it): Auto Scaling launches none for the rest."""
+        """The nodes the group is to have, or has on their way: its desired capacity, or its live
+        instances when it has more. A group replaces instances by launching first and terminating after:
+        Capacity Rebalancing launches a Spot instance for one at risk and terminates that one once the
+        new one passed its health check, and may go above its MaxSize to do so ("Use Capacity
+        Rebalancing to handle Amazon EC2 Spot Interruptions"); an instance refresh or maximum instance
+        lifetime replacement under an instance maintenance policy whose maximum healthy percentage is
+        above 100 does the same. Such an instance is capacity launching while the one it replaces still
+        runs (and once that one is ``Terminating``, it is no longer live). With :data:`LAUNCH` suspended,
+        only the live instances it has, within its desired capacity: Auto Scaling launches none for the
+        rest."""
         if self.suspension(LAUNCH) is None:
-            return self.desired
+            return max(self.desired, len(self.instance_ids))
         return min(self.desired, len(self.instance_ids))
 
     def sure_on_demand(self, opened: int = 0) -> int | None:

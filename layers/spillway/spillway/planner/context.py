@@ -200,10 +200,11 @@ class Context:
         self._priorities: dict[str, float] = {}  # group -> group_priority(group)
 
     def launching(self, group: NodeGroup) -> int:
-        """The group's nodes still launching: its desired capacity less its Ready nodes (a node still
-        starting is not one: :mod:`spillway.planner.startup`), less the instances that are no longer
-        expected to join (:mod:`spillway.planner.joins`). With its Launch process suspended, only the
-        instances it has may still come (:attr:`NodeGroup.expected_size`)."""
+        """The group's nodes still launching: its desired capacity (or its live instances, when it runs
+        more while it replaces some of them) less its Ready nodes (a node still starting is not one:
+        :mod:`spillway.planner.startup`), less the instances that are no longer expected to join
+        (:mod:`spillway.planner.joins`). With its Launch process suspended, only the instances it has
+        may still come (:attr:`NodeGroup.expected_size`)."""
         return group.expected_size - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
 
     def config_for(self, group: NodeGroup | None) -> PlannerConfig:
