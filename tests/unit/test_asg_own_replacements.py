@@ -133,3 +133,72 @@ def test_at_desired_capacity_with_nothing_above_it_the_pod_still_gets_a_node() -
     world.groups["spot"]["Instances"].pop()
     result = world.plan()
     assert scale_up(result) == {"spot": (2, 3, pods)}
+
+
+# --- instance scale-in protection ----------------------------------------------------------------
+
+
+def protected_world(*, group_protects_new: bool) -> tuple[World, list[str]]:
+    """Three idle nodes of a group; the first instance is protected from scale-in."""
+    world = World()
+    nodes = world.group("web", "m5.2xlarge", nodes=3)
+    for node in nodes:
+        world.idle_since(node, 60)
+    g = world.groups["web"]
+    g["NewInstancesProtectedFromScaleIn"] = group_protects_new
+    for i, instance in enumerate(g["Instances"]):
+        instance["ProtectedFromScaleIn"] = group_protects_new or i == 0
+    return world, nodes
+
+
+def test_an_instance_protected_from_scale_in_on_its_own_is_kept() -> None:
+    """Amazon EC2 Auto Scaling User Guide, "Use instance scale-in protection": the setting controls which
+    instances the group may terminate when it scales in, and does not protect an instance from
+    TerminateInstanceInAutoScalingGroup, the call Spillway's drains end with. So a drain ignored it: an
+    instance somebody protected by hand (set-instance-protection, its group protecting no new
+    instances) was drained and terminated like any idle node. It is kept (``scale-in-protected``)."""
+    world, nodes = protected_world(group_protects_new=False)
+    result = world.plan(max_scale_in_fraction=1.0)
+    assert sorted(d.node for d in result.drain) == sorted(nodes[1:])
+    kept = {k.node: k for k in result.kept}
+    assert kept[nodes[0]].code == codes.SCALE_IN_PROTECTED
+    assert "ProtectedFromScaleIn" in kept[nodes[0]].reason
+
+
+def test_a_busy_protected_instance_is_not_consolidated() -> None:
+    """Consolidation terminates the node it empties just the same: a protected one is not judged."""
+    world, nodes = protected_world(group_protects_new=False)
+    for node in nodes:
+        world.state["nodes"].pop(node)
+    world.pods("light", 1, cpu="1", memory="1Gi", node_name=nodes[0], phase="Running",
+               annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+    result = world.plan(consolidation="when-underutilized", max_scale_in_fraction=1.0)
+    assert nodes[0] not in {d.node for d in result.drain}
+    assert {k.node: k.code for k in result.kept}[nodes[0]] == codes.SCALE_IN_PROTECTED
+
+
+def test_a_group_that_protects_every_new_instance_is_scaled_down_as_before() -> None:
+    """A group that protects every instance it launches (NewInstancesProtectedFromScaleIn) keeps the group
+    itself from choosing which instance a lower desired capacity terminates: the setup
+    cluster-autoscaler users on AWS rely on (kubernetes/autoscaler issue 144; the protection
+    does not stop TerminateInstanceInAutoScalingGroup, through which cluster-autoscaler's AWS provider
+    removes the node it chose, cloudprovider/aws/auto_scaling_groups.go DeleteInstances). It says
+    nothing of one node: Spillway, which ends its drains the same way, drains such nodes as before."""
+    world, nodes = protected_world(group_protects_new=True)
+    result = world.plan(max_scale_in_fraction=1.0)
+    assert sorted(d.node for d in result.drain) == sorted(nodes)
+
+
+def test_make_room_still_uses_a_protected_node_it_keeps() -> None:
+    """Make room moves pods off a busy node to give it to pending pods and terminates nothing: the node's
+    scale-in protection does not keep it from that."""
+    from test_planner_consolidation import UNDER, half_full
+
+    world, (a, _) = half_full()
+    for instance in world.groups["cpu"]["Instances"]:
+        instance["ProtectedFromScaleIn"] = True  # by hand, on each: the group protects no new instance
+    world.pods("big", 1, cpu="7", memory="1Gi")
+    result = world.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert result.scale_up == ()
+    (drain,) = result.drain
+    assert (drain.node, drain.code, drain.terminate) == (a, codes.MAKE_ROOM, False)

@@ -181,6 +181,8 @@ class NodeGroup:
     # CapacityRebalance: the group replaces a Spot instance that gets a rebalance recommendation itself,
     # and terminates it once the replacement passed its health check (spillway.act.interrupt)
     capacity_rebalance: bool = False
+    # live instances protected from scale-in on their own (see scale_in_protected)
+    protected_instances: tuple[str, ...] = ()
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -314,6 +316,8 @@ class NodeGroup:
             ),
             # absent from snapshots stored before it was read: the group replaces nothing itself
             capacity_rebalance=d.get("capacity_rebalance") is True,
+            # absent from snapshots stored before it was read: none protected, as they were planned
+            protected_instances=tuple(d.get("protected_instances", ())),
         )
 
 
@@ -344,6 +348,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("launch_source", lambda g: g.launch_source or None),
     ("instance_sources", lambda g: dict(g.instance_sources) or None),
     ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
+    ("protected_instances", lambda g: list(g.protected_instances) or None),
 )
 
 
@@ -1132,4 +1137,25 @@ def node_group(
             )
         ),
         capacity_rebalance=asg.CapacityRebalance is True,
+        protected_instances=scale_in_protected(asg),
+    )
+
+
+def scale_in_protected(asg: AutoScalingGroup) -> tuple[str, ...]:
+    """The live instances somebody protected from scale-in on their own: ``ProtectedFromScaleIn`` while
+    the group does not protect the instances it launches (``NewInstancesProtectedFromScaleIn``). The
+    protection keeps an instance from the group's own scale-in, not from
+    TerminateInstanceInAutoScalingGroup (EC2 Auto Scaling User Guide, "Use instance scale-in
+    protection"), the call every drain of Spillway's ends with, so the planner keeps such a node
+    itself (``scale-in-protected``). A group that protects every instance it launches does so to keep
+    itself from choosing which instance a lower desired capacity terminates, as cluster-autoscaler
+    users on AWS do (kubernetes/autoscaler issue 144), whose AWS provider removes the node it
+    chose with that same call (cloudprovider/aws/auto_scaling_groups.go, DeleteInstances): its
+    protection says nothing of one node, and none is listed."""
+    if asg.NewInstancesProtectedFromScaleIn:
+        return ()
+    return tuple(
+        sorted(
+            i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES and i.ProtectedFromScaleIn
+        )
     )
