@@ -66,11 +66,26 @@ def test_a_rebalance_recommendation_in_a_group_without_capacity_rebalancing_stil
     assert rig.workflows.requests[0].input["terminate"] is True
 
 
-def test_a_spot_warning_in_a_group_that_rebalances_capacity_still_terminates() -> None:
-    """The two-minute warning is EC2 taking the instance back whatever the group does: the forced drain
-    terminates as before (the group launches a replacement on that notice too, but its desired capacity
-    then counts one instance fewer, the one Spillway gives back)."""
+def test_a_spot_warning_in_a_group_that_rebalances_capacity_drains_without_terminating() -> None:
+    """Same guide: when an instance of such a group gets the two-minute interruption notice, the group
+    calls its terminate lifecycle hook and launches a replacement at once. Terminating it with the
+    decrement as well, at the end of the drain, raced the group: a decrement that landed while the
+    instance was still InService left the group's replacement one instance above the desired capacity,
+    for the group to scale in as above. The forced drain evicts and leaves the termination to the group
+    (EC2 reclaims the instance at the end of the two minutes in any case); the Spot pool is backed off as
+    before."""
     rig = Rig(rebalancing_world(capacity_rebalance=True))
+    [out] = rig.handle(sample("interrupt-spot-warning.json"))
+    assert out["outcome"] == "drain_started" and out["group_replaces"] is True and out["backed_off"]
+    request = rig.workflows.requests[0].input
+    assert request["terminate"] is False and request["force"] is True
+
+
+def test_a_spot_warning_in_a_group_without_capacity_rebalancing_still_terminates() -> None:
+    """Without Capacity Rebalancing the group replaces the instance only after EC2 interrupted it and its
+    health check failed: the drain gives the node back with the decrement, as before, and the planner
+    places its pods away from the backed-off pool."""
+    rig = Rig(rebalancing_world(capacity_rebalance=False))
     rig.handle(sample("interrupt-spot-warning.json"))
     assert rig.workflows.requests[0].input["terminate"] is True
 

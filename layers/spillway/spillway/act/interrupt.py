@@ -14,7 +14,8 @@ Warning                                                                  (90) co
 Rebalance Recommendation interruption (no deadline from AWS)             ``rebalance_deadline_seconds``;
                                                                          no terminate when its group has
                                                                          Capacity Rebalancing (the group
-                                                                         replaces and terminates it)
+                                                                         replaces and terminates it; so
+                                                                         for a Spot warning too)
 ``aws.health`` AWS       a scheduled change (retirement, reboot,         drain with a deadline before the
 Health Event (EC2,       maintenance) of the ``affectedEntities``        change's ``startTime`` (``force``
 scheduledChange)                                                         when it is within a day); none
@@ -575,8 +576,8 @@ class Interrupter:
                 notice, target.region, target.zone, target.instance_type, target.instance_id
             )
         extra: dict[str, Any] = {}
-        if notice.kind == "rebalance" and self._group_replaces(notice, target):
-            # the group launches the replacement and then terminates the instance itself, through its
+        if notice.kind in ("rebalance", "interruption") and self._group_replaces(notice, target):
+            # the group launches the replacement and terminates the instance itself, through its
             # terminate lifecycle hooks: drained (cordon, evict) for that, never terminated here
             replaced = f"{plan.reason}; its group replaces it (Capacity Rebalancing): not terminated"
             plan = replace(plan, reason=replaced[:256])
@@ -594,8 +595,9 @@ class Interrupter:
         """Whether the instance's group has Capacity Rebalancing (``CapacityRebalance``): on a rebalance
         recommendation the group launches a replacement, waits for it to pass its health check, then
         terminates the at-risk instance through its terminate lifecycle hooks, its desired capacity
-        unchanged (EC2 Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2 Spot
-        Interruptions"). A drain that terminated it with ShouldDecrementDesiredCapacity lowered the
+        unchanged; on the two-minute interruption notice it calls the terminate hook and launches a
+        replacement at once (EC2 Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2
+        Spot Interruptions"). A drain that terminated it with ShouldDecrementDesiredCapacity lowered the
         desired capacity under the group's replacement: the group then stood one instance above it and
         scaled in one of its own choosing, undrained. aws-node-termination-handler, likewise, drains on
         a rebalance recommendation only for a group that replaces the instance (its README,
