@@ -217,3 +217,25 @@ def test_make_room_still_uses_a_protected_node_it_keeps() -> None:
     assert result.scale_up == ()
     (drain,) = result.drain
     assert (drain.node, drain.code, drain.terminate) == (a, codes.MAKE_ROOM, False)
+
+
+# --- instances the group is terminating ---------------------------------------------------------
+
+
+def test_the_node_of_an_instance_its_group_is_terminating_offers_no_room() -> None:
+    """Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle": an instance the
+    group terminates (a scale-in by somebody else, a health check replacement, an instance refresh) is
+    ``Terminating`` and "can't be put back into service"; a terminate lifecycle hook holds it in
+    ``Terminating:Wait`` for up to its HeartbeatTimeout (an hour by default), its Node Ready and
+    schedulable unless a drain cordons it (another team's hook does not). The planner counted that
+    Node's free room: a pending pod fitted there (``fits-free-room``), nothing was launched, and
+    kube-scheduler put it on a node about to go. Its room is no room."""
+    world = World()
+    nodes = world.group("web", "m5.2xlarge", nodes=2, max_size=3)
+    world.pods("busy", 1, cpu="6", memory="8Gi", node_name=nodes[1], phase="Running")  # the other is full
+    world.groups["web"]["Instances"][0]["LifecycleState"] = "Terminating:Wait"
+    world.groups["web"]["DesiredCapacity"] = 1  # somebody scaled the group in; it chose the first
+    pods = world.pods("web", 1, cpu="6", memory="8Gi")
+    result = world.plan()
+    assert pods[0] not in pending_codes(result)  # not fits-free-room: a new node of its own
+    assert scale_up(result) == {"web": (1, 2, pods)}

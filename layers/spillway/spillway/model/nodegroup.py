@@ -82,6 +82,10 @@ WARM_READY_STATES = frozenset({"Warmed:Stopped", "Warmed:Running", "Warmed:Hiber
 DEFAULT_MAX_PODS = 110
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
+# The states of an instance the group is terminating, which "can't be put back into service" (EC2 Auto
+# Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle"): Terminating, and Terminating:Wait
+# and Terminating:Proceed around a terminate lifecycle hook (not the warm pool's Warmed:Terminating*)
+TERMINATING = "Terminating"
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # The labels EKS gives every node of a managed node group beside the node group's own (the node group's
 # name and capacity type, as real nodes carry them, e.g. kubectl's view of an EKS node:
@@ -183,6 +187,9 @@ class NodeGroup:
     capacity_rebalance: bool = False
     # live instances protected from scale-in on their own (see scale_in_protected)
     protected_instances: tuple[str, ...] = ()
+    # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
+    # nodes go with them, whatever their Ready condition says
+    terminating_instances: tuple[str, ...] = ()
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -318,6 +325,8 @@ class NodeGroup:
             capacity_rebalance=d.get("capacity_rebalance") is True,
             # absent from snapshots stored before it was read: none protected, as they were planned
             protected_instances=tuple(d.get("protected_instances", ())),
+            # absent from snapshots stored before it was read: none known, as they were planned
+            terminating_instances=tuple(d.get("terminating_instances", ())),
         )
 
 
@@ -349,6 +358,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("instance_sources", lambda g: dict(g.instance_sources) or None),
     ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
     ("protected_instances", lambda g: list(g.protected_instances) or None),
+    ("terminating_instances", lambda g: list(g.terminating_instances) or None),
 )
 
 
@@ -1138,6 +1148,9 @@ def node_group(
         ),
         capacity_rebalance=asg.CapacityRebalance is True,
         protected_instances=scale_in_protected(asg),
+        terminating_instances=tuple(
+            sorted(i.InstanceId for i in asg.Instances if i.LifecycleState.startswith(TERMINATING))
+        ),
     )
 
 
