@@ -1101,7 +1101,6 @@ def node_group(
         instance_type=itype,
         template=template,
         zones=tuple(asg.AvailabilityZones),
-        instance_ids=tuple(sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)),
         launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
         atomic_launch=atomic,
         atomic_launch_problem=problem,
@@ -1112,13 +1111,6 @@ def node_group(
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
-        other_type_instances=tuple(
-            sorted(
-                i.InstanceId
-                for i in asg.Instances
-                if i.LifecycleState in LIVE_STATES and i.InstanceType not in standing
-            )
-        ),
         problems=tuple(
             p
             for p in (
@@ -1139,19 +1131,25 @@ def node_group(
             sorted({p.ProcessName: p.SuspensionReason or "" for p in asg.SuspendedProcesses}.items())
         ),
         launch_source=asg.launch_source(itype),
-        instance_sources=tuple(
-            sorted(
-                (i.InstanceId, i.launch_source)
-                for i in asg.Instances
-                if i.LifecycleState in LIVE_STATES and i.launch_source
-            )
-        ),
         capacity_rebalance=asg.CapacityRebalance is True,
-        protected_instances=scale_in_protected(asg),
-        terminating_instances=tuple(
+        **_instance_facts(asg, standing),
+    )
+
+
+def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str, Any]:
+    """What the planner reads of the group's instances (NodeGroup's fields of the same names): the live
+    ones, those of a type that does not stand for the template (``standing``), what each was launched
+    from, those protected from scale-in on their own, and those the group is terminating."""
+    live = [i for i in asg.Instances if i.LifecycleState in LIVE_STATES]
+    return {
+        "instance_ids": tuple(sorted(i.InstanceId for i in live)),
+        "other_type_instances": tuple(sorted(i.InstanceId for i in live if i.InstanceType not in standing)),
+        "instance_sources": tuple(sorted((i.InstanceId, i.launch_source) for i in live if i.launch_source)),
+        "protected_instances": scale_in_protected(asg),
+        "terminating_instances": tuple(
             sorted(i.InstanceId for i in asg.Instances if i.LifecycleState.startswith(TERMINATING))
         ),
-    )
+    }
 
 
 def scale_in_protected(asg: AutoScalingGroup) -> tuple[str, ...]:
