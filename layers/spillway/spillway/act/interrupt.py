@@ -599,10 +599,11 @@ class Interrupter:
         replacement at once (EC2 Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2
         Spot Interruptions"). A drain that terminated it with ShouldDecrementDesiredCapacity lowered the
         desired capacity under the group's replacement: the group then stood one instance above it and
-        scaled in one of its own choosing, undrained. aws-node-termination-handler, likewise, drains on
-        a rebalance recommendation only for a group that replaces the instance (its README,
-        ``enableRebalanceDraining``) and never terminates. The snapshot's group says; a node of no group
-        the snapshot knows (launched since), the group AWS puts it in now."""
+        scaled in one of its own choosing, undrained. aws-node-termination-handler terminates no
+        instance at all: on a rebalance recommendation it only cordons, since it cannot tell whether an
+        Auto Scaling group will replace the instance, and its README has users of a group with Capacity
+        Rebalancing turn on ``enableRebalanceDraining`` to cordon and drain. The snapshot's group says;
+        a node of no group the snapshot knows (launched since), the group AWS puts it in now."""
         if target.group is not None:
             return target.group.capacity_rebalance
         if self.cloud is None:
