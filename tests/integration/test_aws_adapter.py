@@ -124,6 +124,37 @@ def test_autoscaling_options_tags_reach_the_group_through_moto(
     assert any("scaledownunreadytime]: 'soon' is not a duration" in p for p in general.problems)
 
 
+def test_capacity_rebalancing_protection_and_standby_reach_the_group_through_moto(
+    adapter: AwsAdapter, two_regions: dict[str, Any]
+) -> None:
+    """What DescribeAutoScalingGroups says of a group's own replacements and protections reaches the
+    snapshot's group: CapacityRebalance, an instance protected from scale-in with SetInstanceProtection,
+    and an instance put in Standby (no longer live: it is neither desired nor one of the group's nodes)."""
+    from moto.autoscaling.models import autoscaling_backends
+
+    client = boto3.client("autoscaling", region_name="us-east-1")
+    first, second = sorted(
+        i["InstanceId"]
+        for i in client.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])["AutoScalingGroups"][
+            0
+        ]["Instances"]
+    )
+    # moto's UpdateAutoScalingGroup does not take CapacityRebalance (AWS's does): set it on its model
+    autoscaling_backends["123456789012"]["us-east-1"].autoscaling_groups["general"].capacity_rebalance = True
+    client.set_instance_protection(
+        InstanceIds=[first], AutoScalingGroupName="general", ProtectedFromScaleIn=True
+    )
+    client.enter_standby(
+        InstanceIds=[second], AutoScalingGroupName="general", ShouldDecrementDesiredCapacity=True
+    )
+
+    general = next(g for g in adapter.node_groups(RESERVE, NOW) if g.name == "general")
+
+    assert general.capacity_rebalance is True
+    assert general.protected_instances == (first,)
+    assert general.instance_ids == (first,) and general.desired == 1
+
+
 def test_tag_filters_are_applied_by_aws_not_after_the_fact(
     adapter: AwsAdapter, clients: AwsClients, two_regions: dict[str, Any]
 ) -> None:

@@ -360,6 +360,23 @@ def test_validate_refuses_what_it_must_not_drain_and_touches_nothing(
     assert rig.writes() == []
 
 
+@pytest.mark.parametrize("state", ["EnteringStandby", "Standby", "Detaching", "Warmed:Running"])
+def test_validate_refuses_an_instance_out_of_its_groups_service(rig: Rig, state: str) -> None:
+    """Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle" and "Temporarily
+    remove instances from your Auto Scaling group": an instance leaves service for Standby through
+    EnteringStandby (its desired capacity decremented by default, so the group launches no replacement),
+    a warm pool's instances (Warmed:*) are outside the group's capacity and
+    TerminateInstanceInAutoScalingGroup "cannot be called on instances in a warm pool" (API reference).
+    Only Terminating*, Detach* and Standby were refused: a drain of an instance entering standby went on
+    to terminate it with a second decrement. Only live instances (Pending*, InService) are drained."""
+    rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["LifecycleState"] = state
+    rig.api.clear_requests()
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE})
+    assert caught.value.field == "node" and state in str(caught.value)
+    assert rig.writes() == []
+
+
 PLAN = "20261102T100000Z-abc"
 # The world changed since the plan: its premise is gone, nothing was touched, the next plan judges again.
 STALE = [

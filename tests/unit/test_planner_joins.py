@@ -78,6 +78,20 @@ def test_overdue_instance_is_removed_its_group_backs_off_and_the_pods_go_elsewhe
     assert result.to_dict()["unregistered"] == [entry.to_dict()]
 
 
+def test_a_removed_instance_is_not_counted_as_launching_against_the_cluster_totals() -> None:
+    """The removal takes the instance off with the decrement: it is neither desired nor launching. A
+    group counts its live instances above its desired capacity as launching (the group's own
+    replacements, NodeGroup.expected_size), so the removed one, still live in this snapshot, counted
+    again once the plan lowered the desired capacity for it: max_nodes_total held the pods back."""
+    w, iid, pods = _world()
+    _carry(w, w.plan())
+
+    result = w.plan(NOW + timedelta(minutes=15), max_nodes_total=2)
+
+    assert [u.instance_id for u in result.unregistered] == [iid]
+    assert scale_up(result) == {"spare": (0, 1, sorted(pods))}
+
+
 def test_the_removal_counts_against_min_size_for_scale_down() -> None:
     """The group's desired capacity is taken as it is after the removal: an idle node of the group is not
     drained below MinSize on top of it."""

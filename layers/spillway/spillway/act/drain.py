@@ -131,7 +131,7 @@ from spillway.model.k8s import (
     Node,
     Pod,
 )
-from spillway.model.nodegroup import TAG_CLUSTER_PREFIX, TAG_ENABLED, TERMINATE, is_managed
+from spillway.model.nodegroup import LIVE_STATES, TAG_CLUSTER_PREFIX, TAG_ENABLED, TERMINATE, is_managed
 from spillway.planner.disruption import assess
 from spillway.ports import ERRORS, Cloud, Cluster
 
@@ -503,11 +503,16 @@ def _leaving_group(
             field="lifecycle",
             stale=True,
         )
-    if not placement.lifecycle_state.startswith(("Terminat", "Detach", "Standby")):
+    # Only a live instance (Pending*, InService) is its group's to drain: one Terminating*, Detach*,
+    # EnteringStandby or Standby is leaving the group's service (Auto Scaling user guide, "Amazon EC2
+    # Auto Scaling instance lifecycle"; entering standby decrements the desired capacity by default, so
+    # terminating it with the decrement took a second one), and a warm pool's (Warmed:*) is outside its
+    # capacity: TerminateInstanceInAutoScalingGroup "cannot be called on instances in a warm pool".
+    if placement.lifecycle_state in LIVE_STATES:
         return None
     return InvalidDrainRequest(
         f"instance {placement.instance_id} of Node {request.node!r} is {placement.lifecycle_state} in its "
-        "group; there is nothing to drain",
+        "group, not in its service (Pending or InService); there is nothing to drain",
         field="node",
         stale=True,
     )

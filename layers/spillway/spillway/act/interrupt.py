@@ -11,7 +11,11 @@ Warning                                                                  (90) co
                                                                          off the Spot pool of the instance
                                                                          type in its zone
 ``aws.ec2`` EC2 Instance the instance is at elevated risk of             drain, no ``force``, deadline
-Rebalance Recommendation interruption (no deadline from AWS)             ``rebalance_deadline_seconds``
+Rebalance Recommendation interruption (no deadline from AWS)             ``rebalance_deadline_seconds``;
+                                                                         no terminate when its group has
+                                                                         Capacity Rebalancing (the group
+                                                                         replaces and terminates it; so
+                                                                         for a Spot warning too)
 ``aws.health`` AWS       a scheduled change (retirement, reboot,         drain with a deadline before the
 Health Event (EC2,       maintenance) of the ``affectedEntities``        change's ``startTime`` (``force``
 scheduledChange)                                                         when it is within a day); none
@@ -74,7 +78,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -571,7 +575,14 @@ class Interrupter:
             out["backed_off"] = self._back_off(
                 notice, target.region, target.zone, target.instance_type, target.instance_id
             )
-        started = self.workflows.start(self._request(notice, target, plan))
+        extra: dict[str, Any] = {}
+        if notice.kind in ("rebalance", "interruption") and self._group_replaces(notice, target):
+            # the group launches the replacement and terminates the instance itself, through its
+            # terminate lifecycle hooks: drained (cordon, evict) for that, never terminated here
+            replaced = f"{plan.reason}; its group replaces it (Capacity Rebalancing): not terminated"
+            plan = replace(plan, reason=replaced[:256])
+            extra, out["group_replaces"] = {"terminate": False}, True
+        started = self.workflows.start(self._request(notice, target, plan, **extra))
         self.metric("InterruptDrainsStarted" if started.started else "InterruptDuplicates", 1)
         return {
             **out,
@@ -579,6 +590,31 @@ class Interrupter:
             "execution": started.arn,
             "deadline_seconds": plan.deadline_seconds,
         }
+
+    def _group_replaces(self, notice: Notice, target: Target) -> bool:
+        """Whether the instance's group has Capacity Rebalancing (``CapacityRebalance``): on a rebalance
+        recommendation the group launches a replacement, waits for it to pass its health check, then
+        terminates the at-risk instance through its terminate lifecycle hooks, its desired capacity
+        unchanged; on the two-minute interruption notice it calls the terminate hook and launches a
+        replacement at once (EC2 Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2
+        Spot Interruptions"). A drain that terminated it with ShouldDecrementDesiredCapacity lowered the
+        desired capacity under the group's replacement: the group then stood one instance above it and
+        scaled in one of its own choosing, undrained. aws-node-termination-handler terminates no
+        instance at all: on a rebalance recommendation it only cordons, since it cannot tell whether an
+        Auto Scaling group will replace the instance, and its README has users of a group with Capacity
+        Rebalancing turn on ``enableRebalanceDraining`` to cordon and drain. The snapshot's group says;
+        a node of no group the snapshot knows (launched since), the group AWS puts it in now."""
+        if target.group is not None:
+            return target.group.capacity_rebalance
+        if self.cloud is None:
+            return False
+        placement = self.cloud.placement(notice.region, target.instance_id)
+        if placement is None:
+            return False
+        try:
+            return self.cloud.describe_group(notice.region, placement.group).CapacityRebalance is True
+        except AsgNotFound:
+            return False
 
     def _unobserved(self, notice: Notice, instance_id: str) -> dict[str, Any]:
         """A notice of an instance no Node of the snapshot backs (here, in its region): a lifecycle

@@ -269,6 +269,14 @@ class AutoScalingGroup(AwsModel):
     Status: str | None = None  # "Delete in progress" while being deleted
     WarmPoolConfiguration: WarmPoolConfig | None = None
     WarmPoolSize: int | None = None
+    # Capacity Rebalancing: the group itself replaces a Spot instance that gets a rebalance recommendation
+    # (launches a replacement, then terminates the at-risk instance through its terminate lifecycle
+    # hooks, its desired capacity unchanged; EC2 Auto Scaling User Guide, "Use Capacity Rebalancing to
+    # handle Amazon EC2 Spot Interruptions")
+    CapacityRebalance: bool | None = None
+    # whether the instances the group launches are protected from its own scale-in ("Use instance
+    # scale-in protection"); each instance's own setting is its ProtectedFromScaleIn
+    NewInstancesProtectedFromScaleIn: bool | None = None
     # Spillway's, not DescribeAutoScalingGroups': the instance type its launch template version (or
     # launch configuration) names, read by the adapter for a group nothing else gives a type (at zero,
     # without overrides or a node-template tag), as cluster-autoscaler reads it to scale from zero

@@ -82,6 +82,10 @@ WARM_READY_STATES = frozenset({"Warmed:Stopped", "Warmed:Running", "Warmed:Hiber
 DEFAULT_MAX_PODS = 110
 # Instance lifecycle states that hold (or will hold) a node; the rest are leaving.
 LIVE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed", "InService"})
+# The states of an instance the group is terminating, which "can't be put back into service" (EC2 Auto
+# Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle"): Terminating, and Terminating:Wait
+# and Terminating:Proceed around a terminate lifecycle hook (not the warm pool's Warmed:Terminating*)
+TERMINATING = "Terminating"
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # The labels EKS gives every node of a managed node group beside the node group's own (the node group's
 # name and capacity type, as real nodes carry them, e.g. kubectl's view of an EKS node:
@@ -178,6 +182,14 @@ class NodeGroup:
     # (AutoScalingGroup.launch_source); and what each live instance was launched from, where known
     launch_source: str = ""
     instance_sources: tuple[tuple[str, str], ...] = ()
+    # CapacityRebalance: the group replaces a Spot instance that gets a rebalance recommendation itself,
+    # and terminates it once the replacement passed its health check (spillway.act.interrupt)
+    capacity_rebalance: bool = False
+    # live instances protected from scale-in on their own (see scale_in_protected)
+    protected_instances: tuple[str, ...] = ()
+    # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
+    # nodes go with them, whatever their Ready condition says
+    terminating_instances: tuple[str, ...] = ()
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -189,10 +201,18 @@ class NodeGroup:
 
     @property
     def expected_size(self) -> int:
-        """The nodes the group is to have: its desired capacity, but with :data:`LAUNCH` suspended only
-        the live instances it has (within it): Auto Scaling launches none for the rest."""
+        """The nodes the group is to have, or has on their way: its desired capacity, or its live
+        instances when it has more. A group replaces instances by launching first and terminating after:
+        Capacity Rebalancing launches a Spot instance for one at risk and terminates that one once the
+        new one passed its health check, and may go above its MaxSize to do so ("Use Capacity
+        Rebalancing to handle Amazon EC2 Spot Interruptions"); an instance refresh or maximum instance
+        lifetime replacement under an instance maintenance policy whose maximum healthy percentage is
+        above 100 does the same. Such an instance is capacity launching while the one it replaces still
+        runs (and once that one is ``Terminating``, it is no longer live). With :data:`LAUNCH` suspended,
+        only the live instances it has, within its desired capacity: Auto Scaling launches none for the
+        rest."""
         if self.suspension(LAUNCH) is None:
-            return self.desired
+            return max(self.desired, len(self.instance_ids))
         return min(self.desired, len(self.instance_ids))
 
     def sure_on_demand(self, opened: int = 0) -> int | None:
@@ -301,6 +321,12 @@ class NodeGroup:
             instance_sources=tuple(
                 sorted((str(k), str(v)) for k, v in dict(d.get("instance_sources", {})).items())
             ),
+            # absent from snapshots stored before it was read: the group replaces nothing itself
+            capacity_rebalance=d.get("capacity_rebalance") is True,
+            # absent from snapshots stored before it was read: none protected, as they were planned
+            protected_instances=tuple(d.get("protected_instances", ())),
+            # absent from snapshots stored before it was read: none known, as they were planned
+            terminating_instances=tuple(d.get("terminating_instances", ())),
         )
 
 
@@ -330,6 +356,9 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("suspended", lambda g: dict(g.suspended) or None),
     ("launch_source", lambda g: g.launch_source or None),
     ("instance_sources", lambda g: dict(g.instance_sources) or None),
+    ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
+    ("protected_instances", lambda g: list(g.protected_instances) or None),
+    ("terminating_instances", lambda g: list(g.terminating_instances) or None),
 )
 
 
@@ -1072,7 +1101,6 @@ def node_group(
         instance_type=itype,
         template=template,
         zones=tuple(asg.AvailabilityZones),
-        instance_ids=tuple(sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)),
         launch_failures=tuple(sorted(failures, key=lambda f: (f.at, f.message))),
         atomic_launch=atomic,
         atomic_launch_problem=problem,
@@ -1083,13 +1111,6 @@ def node_group(
         capacity_type=capacity,
         on_demand_base=on_demand_base(asg),
         instance_types=override_types(asg),
-        other_type_instances=tuple(
-            sorted(
-                i.InstanceId
-                for i in asg.Instances
-                if i.LifecycleState in LIVE_STATES and i.InstanceType not in standing
-            )
-        ),
         problems=tuple(
             p
             for p in (
@@ -1110,11 +1131,42 @@ def node_group(
             sorted({p.ProcessName: p.SuspensionReason or "" for p in asg.SuspendedProcesses}.items())
         ),
         launch_source=asg.launch_source(itype),
-        instance_sources=tuple(
-            sorted(
-                (i.InstanceId, i.launch_source)
-                for i in asg.Instances
-                if i.LifecycleState in LIVE_STATES and i.launch_source
-            )
+        capacity_rebalance=asg.CapacityRebalance is True,
+        **_instance_facts(asg, standing),
+    )
+
+
+def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str, Any]:
+    """What the planner reads of the group's instances (NodeGroup's fields of the same names): the live
+    ones, those of a type that does not stand for the template (``standing``), what each was launched
+    from, those protected from scale-in on their own, and those the group is terminating."""
+    live = [i for i in asg.Instances if i.LifecycleState in LIVE_STATES]
+    return {
+        "instance_ids": tuple(sorted(i.InstanceId for i in live)),
+        "other_type_instances": tuple(sorted(i.InstanceId for i in live if i.InstanceType not in standing)),
+        "instance_sources": tuple(sorted((i.InstanceId, i.launch_source) for i in live if i.launch_source)),
+        "protected_instances": scale_in_protected(asg),
+        "terminating_instances": tuple(
+            sorted(i.InstanceId for i in asg.Instances if i.LifecycleState.startswith(TERMINATING))
         ),
+    }
+
+
+def scale_in_protected(asg: AutoScalingGroup) -> tuple[str, ...]:
+    """The live instances somebody protected from scale-in on their own: ``ProtectedFromScaleIn`` while
+    the group does not protect the instances it launches (``NewInstancesProtectedFromScaleIn``). The
+    protection keeps an instance from the group's own scale-in, not from
+    TerminateInstanceInAutoScalingGroup (EC2 Auto Scaling User Guide, "Use instance scale-in
+    protection"), the call every drain of Spillway's ends with, so the planner keeps such a node
+    itself (``scale-in-protected``). A group that protects every instance it launches does so to keep
+    itself from choosing which instance a lower desired capacity terminates, as cluster-autoscaler
+    users on AWS do (kubernetes/autoscaler issue 144), whose AWS provider removes the node it
+    chose with that same call (cloudprovider/aws/auto_scaling_groups.go, DeleteInstances): its
+    protection says nothing of one node, and none is listed."""
+    if asg.NewInstancesProtectedFromScaleIn:
+        return ()
+    return tuple(
+        sorted(
+            i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES and i.ProtectedFromScaleIn
+        )
     )

@@ -65,6 +65,8 @@ MIN_SIZE = "min-size"  # draining it would take the group below MinSize
 CLUSTER_MIN = "cluster-min"  # removing it would take the cluster below a cores/memory/gpu_total minimum
 # its group's Terminate process is suspended: Auto Scaling would not terminate it (model.nodegroup.TERMINATE)
 TERMINATE_SUSPENDED = "terminate-suspended"
+# its instance is protected from scale-in on its own (ProtectedFromScaleIn; model.nodegroup.scale_in_protected)
+SCALE_IN_PROTECTED = "scale-in-protected"
 SCHEDULED_MIN = "scheduled-min"  # below the MinSize a scheduled action sets within the idle threshold
 SCALE_IN_CAP = "scale-in-cap"  # max_scale_in_fraction of the group already drains in this plan
 NO_INSTANCE_ID = "no-instance-id"  # spec.providerID names no EC2 instance
@@ -142,6 +144,7 @@ KEPT_CODES = (
     MIN_SIZE,
     CLUSTER_MIN,
     TERMINATE_SUSPENDED,
+    SCALE_IN_PROTECTED,
     SCHEDULED_MIN,
     SCALE_IN_CAP,
     NO_INSTANCE_ID,

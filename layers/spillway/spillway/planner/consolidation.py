@@ -291,7 +291,8 @@ class Consolidation:
     def hosts(self, group: str) -> list[WorkNode]:
         """The busy nodes of ``group`` that may give room to pending pods (make room,
         :mod:`spillway.planner.makeroom`): in the room, and nothing keeps them (a drain claim, pending
-        pods planned there, a cordon, ``scale-down-disabled``, youth)."""
+        pods planned there, a cordon, ``scale-down-disabled``, youth; not scale-in protection: make room
+        keeps the node)."""
         return [
             node
             for name, node in sorted(self.ctx.nodes.items())
@@ -299,7 +300,7 @@ class Consolidation:
             and node.group.name == group
             and name in self.room
             and self.on_node.get(name)
-            and self.stage.protected(node) is None
+            and self.stage.protected(node, removes=False) is None
         ]
 
     def moves(self, node: WorkNode) -> list[tuple[PodInfo, Move]]:

@@ -77,6 +77,8 @@ class WorkNode:
     # running expendable pods whose room a pending pod of higher priority may take, lowest priority
     # first; one leaves the list once a pod of this plan takes its room (planner.preemption)
     victims: list[Victim] = field(default_factory=list)
+    # its instance is being terminated by its group (NodeGroup.terminating_instances): no room for pods
+    terminating: bool = False
 
     @property
     def spot(self) -> Spot:
@@ -86,13 +88,17 @@ class WorkNode:
     @property
     def schedulable(self) -> bool:
         """Room for pods now: Ready and initialized, not being deleted, not cordoned, not tainted for
-        draining. A node being deleted (``deletionTimestamp`` set) is on its way out, as the cluster
-        totals and the disruption budgets count it: Karpenter's disruption simulation takes only active
-        nodes, not those marked for deletion, as destinations (kubernetes-sigs/karpenter
-        pkg/controllers/disruption/helpers.go, ``SimulateScheduling``)."""
+        draining, its instance not being terminated by its group. A node being deleted
+        (``deletionTimestamp`` set) is on its way out, as the cluster totals and the disruption budgets
+        count it: Karpenter's disruption simulation takes only active nodes, not those marked for
+        deletion, as destinations (kubernetes-sigs/karpenter pkg/controllers/disruption/helpers.go,
+        ``SimulateScheduling``); so is one whose instance is ``Terminating*`` (it "can't be put back
+        into service", EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle"), held
+        there by a terminate hook for up to its HeartbeatTimeout while no drain may have cordoned it."""
         return (
             self.info.ready
             and not self.info.deleting
+            and not self.terminating
             and self.starting is None
             and not self.info.unschedulable
             and not has_taint(self.info, DRAINING_TAINT)
@@ -149,7 +155,9 @@ class Context:
         self.now = now
         self.region_rank = region_ranks(config, self.groups)
         self.primary: str | None = config.regions[0] if config.regions else None
-        self.nodes: dict[str, WorkNode] = _work_nodes(snapshot.nodes, self.groups, starting or {})
+        self.nodes: dict[str, WorkNode] = _work_nodes(
+            snapshot.nodes, self.groups, starting or {}, [*self.groups, *self.refused]
+        )
         self.pending: list[PodInfo] = []  # pending, unschedulable pods, in snapshot order
         self.gated: list[PodInfo] = []  # unbound pods held by scheduling gates
         self.ds_representatives: dict[tuple[str, str], PodInfo] = {}  # one pod per DaemonSet
@@ -200,10 +208,11 @@ class Context:
         self._priorities: dict[str, float] = {}  # group -> group_priority(group)
 
     def launching(self, group: NodeGroup) -> int:
-        """The group's nodes still launching: its desired capacity less its Ready nodes (a node still
-        starting is not one: :mod:`spillway.planner.startup`), less the instances that are no longer
-        expected to join (:mod:`spillway.planner.joins`). With its Launch process suspended, only the
-        instances it has may still come (:attr:`NodeGroup.expected_size`)."""
+        """The group's nodes still launching: its desired capacity (or its live instances, when it runs
+        more while it replaces some of them) less its Ready nodes (a node still starting is not one:
+        :mod:`spillway.planner.startup`), less the instances that are no longer expected to join
+        (:mod:`spillway.planner.joins`). With its Launch process suspended, only the instances it has
+        may still come (:attr:`NodeGroup.expected_size`)."""
         return group.expected_size - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
 
     def config_for(self, group: NodeGroup | None) -> PlannerConfig:
@@ -329,15 +338,23 @@ class Context:
 
 
 def _work_nodes(
-    nodes: Iterable[NodeInfo], groups: Iterable[NodeGroup], starting: Mapping[str, str]
+    nodes: Iterable[NodeInfo],
+    groups: Iterable[NodeGroup],
+    starting: Mapping[str, str],
+    every_group: Iterable[NodeGroup] = (),
 ) -> dict[str, WorkNode]:
     by_instance = {iid: g for g in groups for iid in g.instance_ids}
+    terminating = {iid for g in every_group for iid in g.terminating_instances}
     out: dict[str, WorkNode] = {}
     for info in sorted(nodes, key=lambda n: n.name):
         instance = info.instance_id
         group = by_instance.get(instance) if instance else None
         out[info.name] = WorkNode(
-            info=info, group=group, shape=shape_of(info), starting=starting.get(info.name)
+            info=info,
+            group=group,
+            shape=shape_of(info),
+            starting=starting.get(info.name),
+            terminating=instance in terminating,
         )
     return out
 

@@ -68,9 +68,19 @@ class Joins:
         return [u.instance_id for u in self.unregistered]
 
     def shrunk(self, groups: Sequence[NodeGroup]) -> list[NodeGroup]:
-        """``groups`` with the desired capacity they have once this plan's removals are done."""
+        """``groups`` as they are once this plan's removals are done: the desired capacity each
+        decrement takes off, and without the instances removed with it (a live instance above the
+        desired capacity is capacity launching, :attr:`NodeGroup.expected_size`, which a removed one is
+        not)."""
+        gone = {u.instance_id for u in self.unregistered if u.decrement}
         return [
-            replace(g, desired=g.desired - self.removed[g.name]) if g.name in self.removed else g
+            replace(
+                g,
+                desired=g.desired - self.removed[g.name],
+                instance_ids=tuple(i for i in g.instance_ids if i not in gone),
+            )
+            if g.name in self.removed
+            else g
             for g in groups
         ]
 

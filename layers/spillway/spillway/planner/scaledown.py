@@ -139,6 +139,18 @@ def _disabled(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     return None
 
 
+def _scale_in_protected(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
+    """Its instance is protected from scale-in on its own (:func:`~spillway.model.nodegroup.scale_in_protected`):
+    the protection does not stop TerminateInstanceInAutoScalingGroup, so it is the planner's to keep."""
+    group, instance = node.group, node.info.instance_id
+    if group is None or instance is None or instance not in group.protected_instances:
+        return None
+    return (
+        codes.SCALE_IN_PROTECTED,
+        f"instance {instance} is protected from scale-in (ProtectedFromScaleIn) in group {group.name}",
+    )
+
+
 def _consolidation_off(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     if node.group is None or mode(ctx, node.group) != OFF:
         return None
@@ -186,6 +198,7 @@ IN_USE: tuple[Check, ...] = (
 )
 PROTECTIONS: tuple[TimedCheck, ...] = (
     _draining,
+    _scale_in_protected,
     _consolidation_off,
     _disabled,
     _young,
@@ -398,15 +411,18 @@ class ScaleDownStage:
             elif out_of_service(node.info, self.ctx.config, self.ctx.now):
                 self.budgets.out.setdefault(node.group.name, set()).add(node.info.name)
 
-    def protected(self, node: WorkNode) -> Verdict:
+    def protected(self, node: WorkNode, *, removes: bool = True) -> Verdict:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
         plan claimed, a pending pod planned onto it, room it holds for a capacity buffer, a cordon,
-        ``scale-down-disabled`` or ``do-not-disrupt``, its youth."""
+        ``scale-down-disabled`` or ``do-not-disrupt``, its youth; and, for a drain that terminates it
+        (``removes``; make room keeps its node), its instance's own scale-in protection."""
         previous = self.ctx.state.nodes.get(node.info.name)
         verdict = self._claim(node, aware(previous.idle_since)) if previous is not None else None
         verdict = verdict or _receives(self.ctx, node) or _holds_buffer(self.ctx, node)
         for protection in BUSY_PROTECTIONS:
             verdict = verdict or protection(self.ctx, node, self.ctx.now)
+        if removes:
+            verdict = verdict or _scale_in_protected(self.ctx, node, self.ctx.now)
         return verdict
 
     def take(self, node: WorkNode, *, removes: bool = True) -> None:

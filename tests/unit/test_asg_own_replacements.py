@@ -1,0 +1,241 @@
+"""EC2 Auto Scaling's own replacements and protections, as AWS documents them, and what Spillway makes of
+them: Capacity Rebalancing (the group replaces an at-risk Spot instance itself), instances the group
+runs above its desired capacity while it replaces some (Capacity Rebalancing, instance refresh, maximum
+instance lifetime launch before they terminate), instance scale-in protection, and instances on their
+way to Standby."""
+
+from __future__ import annotations
+
+from plan_world import World, pending_codes, scale_up
+from test_interrupt import INSTANCE, WARNED_AT, Rig, sample
+
+from spillway.local import objects as o
+from spillway.model.aws import AutoScalingGroup, bundled_instance_types
+from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
+from spillway.model.nodegroup import build_node_groups
+from spillway.model.snapshot import Snapshot
+from spillway.planner import codes
+
+# --- Capacity Rebalancing: the group replaces the at-risk instance itself ----------------------------
+
+
+def rebalancing_world(*, capacity_rebalance: bool) -> Snapshot:
+    """The interrupt tests' node, in a Spot group read from DescribeAutoScalingGroups as AWS prints it,
+    with or without ``CapacityRebalance``; stored and read back as the snapshots table does."""
+    raw = o.asg("spot-a", cluster="prod", desired=2, instance_type="g5.xlarge", instances=[INSTANCE])
+    raw["CapacityRebalance"] = capacity_rebalance
+    groups = build_node_groups(
+        [AutoScalingGroup.model_validate(raw)], [], bundled_instance_types(), {}, "prod"
+    )
+    node = NodeInfo(
+        name="ip-10-0-1-7.ec2.internal",
+        allocatable={"cpu": 4000},
+        labels={"node.kubernetes.io/instance-type": "g5.xlarge", "topology.kubernetes.io/zone": "us-east-1a"},
+        provider_id=f"aws:///us-east-1a/{INSTANCE}",
+    )
+    cluster = ClusterSnapshot(cluster="prod", taken_at=WARNED_AT, nodes=(node,), pods=())
+    return Snapshot.from_dict(Snapshot.build(cluster, groups, WARNED_AT).to_dict())
+
+
+def test_a_rebalance_recommendation_in_a_group_that_rebalances_capacity_drains_without_terminating() -> None:
+    """Amazon EC2 Auto Scaling User Guide, "Use Capacity Rebalancing to handle Amazon EC2 Spot
+    Interruptions": with ``CapacityRebalance`` the group launches a replacement for an instance that got a
+    rebalance recommendation, waits for it to pass its health check, then terminates the at-risk instance
+    itself (through its terminate lifecycle hooks), without lowering its desired capacity. Spillway's
+    drain terminated the instance with ShouldDecrementDesiredCapacity: the desired capacity dropped by one
+    while the group's replacement came anyway, so the group stood one instance above its desired
+    capacity and scaled in an instance of its own choosing, undrained; the at-risk node's pods had one
+    node fewer. Such a drain now only cordons and evicts (aws-node-termination-handler drains, never
+    terminates, on a rebalance recommendation of an ASG with Capacity Rebalancing): the group replaces
+    and terminates the instance."""
+    rig = Rig(rebalancing_world(capacity_rebalance=True))
+    [out] = rig.handle(sample("interrupt-rebalance.json"))
+    assert out["outcome"] == "drain_started" and out["group_replaces"] is True
+    request = rig.workflows.requests[0].input
+    assert request["terminate"] is False and request["force"] is False
+    assert "replaces" in request["reason"]
+
+
+def test_a_rebalance_recommendation_in_a_group_without_capacity_rebalancing_still_terminates() -> None:
+    """Without Capacity Rebalancing the group replaces a Spot instance only once EC2 has interrupted it
+    (same guide): the drain gives the node back with the decrement, as before."""
+    rig = Rig(rebalancing_world(capacity_rebalance=False))
+    [out] = rig.handle(sample("interrupt-rebalance.json"))
+    assert out["outcome"] == "drain_started" and "group_replaces" not in out
+    assert rig.workflows.requests[0].input["terminate"] is True
+
+
+def test_a_spot_warning_in_a_group_that_rebalances_capacity_drains_without_terminating() -> None:
+    """Same guide: when an instance of such a group gets the two-minute interruption notice, the group
+    calls its terminate lifecycle hook and launches a replacement at once. Terminating it with the
+    decrement as well, at the end of the drain, raced the group: a decrement that landed while the
+    instance was still InService left the group's replacement one instance above the desired capacity,
+    for the group to scale in as above. The forced drain evicts and leaves the termination to the group
+    (EC2 reclaims the instance at the end of the two minutes in any case); the Spot pool is backed off as
+    before."""
+    rig = Rig(rebalancing_world(capacity_rebalance=True))
+    [out] = rig.handle(sample("interrupt-spot-warning.json"))
+    assert out["outcome"] == "drain_started" and out["group_replaces"] is True and out["backed_off"]
+    request = rig.workflows.requests[0].input
+    assert request["terminate"] is False and request["force"] is True
+
+
+def test_a_spot_warning_in_a_group_without_capacity_rebalancing_still_terminates() -> None:
+    """Without Capacity Rebalancing the group replaces the instance only after EC2 interrupted it and its
+    health check failed: the drain gives the node back with the decrement, as before, and the planner
+    places its pods away from the backed-off pool."""
+    rig = Rig(rebalancing_world(capacity_rebalance=False))
+    rig.handle(sample("interrupt-spot-warning.json"))
+    assert rig.workflows.requests[0].input["terminate"] is True
+
+
+def test_a_rebalance_recommendation_of_a_node_launched_since_the_snapshot_asks_aws_about_its_group() -> None:
+    """A node whose instance the snapshot puts in no group (launched since): the group AWS puts it in
+    decides (DescribeAutoScalingInstances, DescribeAutoScalingGroups)."""
+    from fakes import FakeCloud
+
+    snapshot = rebalancing_world(capacity_rebalance=False)
+    snapshot = Snapshot.build(snapshot.cluster, [], WARNED_AT)  # no group knows the instance yet
+    rig = Rig(snapshot)
+    rig.cloud = FakeCloud(cluster="prod")
+    rig.cloud.add_group("spot-new", [INSTANCE])["CapacityRebalance"] = True
+    [out] = rig.handle(sample("interrupt-rebalance.json"))
+    assert out["outcome"] == "drain_started" and rig.workflows.requests[0].input["terminate"] is False
+
+
+# --- above desired capacity: the group's own replacements are capacity launching ---------------------
+
+
+def replacing_world() -> tuple[World, str, list[str]]:
+    """Two Ready nodes at desired capacity 2; the group is replacing one of them (cordoned and emptied by
+    Spillway's drain of its rebalance recommendation): its replacement is launching, an instance above
+    the desired capacity, and the evicted pod waits for it."""
+    world = World()
+    nodes = world.group("spot", "m5.2xlarge", nodes=2, max_size=3)
+    at_risk = nodes[0]
+    world.cordon(at_risk, by_spillway=True)
+    world.node(at_risk)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = (
+        "2026-11-02T11:59:00Z held drain rebalance-i-0: rebalance recommendation"
+    )
+    g = world.groups["spot"]
+    replacement = o.instance_id("spot-replacement")
+    g["Instances"].append({**g["Instances"][0], "InstanceId": replacement, "LifecycleState": "Pending"})
+    world.pods("busy", 1, cpu="6", memory="8Gi", node_name=nodes[1], phase="Running")  # the other is full
+    pods = world.pods("evicted", 1, cpu="6", memory="8Gi")
+    return world, at_risk, pods
+
+
+def test_an_instance_the_group_launches_above_its_desired_capacity_is_capacity_launching() -> None:
+    """Capacity Rebalancing (and instance refresh or maximum instance lifetime replacements that launch
+    before they terminate) launches the replacement while the instance it replaces still runs, so the
+    group briefly has more instances than its desired capacity, even above its MaxSize ("Use Capacity
+    Rebalancing to handle Amazon EC2 Spot Interruptions"; "Replace Auto Scaling instances based on an
+    instance maintenance policy"). The planner counted launching capacity as desired capacity less Ready
+    nodes: 2 - 2 = 0 while the replacement booted, so the pods evicted from the at-risk node had nowhere
+    to go and a second node was launched beside the group's replacement. The replacement is capacity
+    launching: the pods wait for it."""
+    world, _, pods = replacing_world()
+    result = world.plan()
+    assert scale_up(result) == {}
+    assert pending_codes(result) == {pods[0]: codes.FITS_LAUNCHING}
+
+
+def test_at_desired_capacity_with_nothing_above_it_the_pod_still_gets_a_node() -> None:
+    """Without the replacement (desired capacity 2, two Ready nodes, one of them being emptied) nothing is
+    launching, and the pod gets a new node as before."""
+    world, _, pods = replacing_world()
+    world.groups["spot"]["Instances"].pop()
+    result = world.plan()
+    assert scale_up(result) == {"spot": (2, 3, pods)}
+
+
+# --- instance scale-in protection ----------------------------------------------------------------
+
+
+def protected_world(*, group_protects_new: bool) -> tuple[World, list[str]]:
+    """Three idle nodes of a group; the first instance is protected from scale-in."""
+    world = World()
+    nodes = world.group("web", "m5.2xlarge", nodes=3)
+    for node in nodes:
+        world.idle_since(node, 60)
+    g = world.groups["web"]
+    g["NewInstancesProtectedFromScaleIn"] = group_protects_new
+    for i, instance in enumerate(g["Instances"]):
+        instance["ProtectedFromScaleIn"] = group_protects_new or i == 0
+    return world, nodes
+
+
+def test_an_instance_protected_from_scale_in_on_its_own_is_kept() -> None:
+    """Amazon EC2 Auto Scaling User Guide, "Use instance scale-in protection": the setting controls which
+    instances the group may terminate when it scales in, and does not protect an instance from
+    TerminateInstanceInAutoScalingGroup, the call Spillway's drains end with. So a drain ignored it: an
+    instance somebody protected by hand (set-instance-protection, its group protecting no new
+    instances) was drained and terminated like any idle node. It is kept (``scale-in-protected``)."""
+    world, nodes = protected_world(group_protects_new=False)
+    result = world.plan(max_scale_in_fraction=1.0)
+    assert sorted(d.node for d in result.drain) == sorted(nodes[1:])
+    kept = {k.node: k for k in result.kept}
+    assert kept[nodes[0]].code == codes.SCALE_IN_PROTECTED
+    assert "ProtectedFromScaleIn" in kept[nodes[0]].reason
+
+
+def test_a_busy_protected_instance_is_not_consolidated() -> None:
+    """Consolidation terminates the node it empties just the same: a protected one is not judged."""
+    world, nodes = protected_world(group_protects_new=False)
+    for node in nodes:
+        world.state["nodes"].pop(node)
+    world.pods("light", 1, cpu="1", memory="1Gi", node_name=nodes[0], phase="Running",
+               annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})  # fmt: skip
+    result = world.plan(consolidation="when-underutilized", max_scale_in_fraction=1.0)
+    assert nodes[0] not in {d.node for d in result.drain}
+    assert {k.node: k.code for k in result.kept}[nodes[0]] == codes.SCALE_IN_PROTECTED
+
+
+def test_a_group_that_protects_every_new_instance_is_scaled_down_as_before() -> None:
+    """A group that protects every instance it launches (NewInstancesProtectedFromScaleIn) keeps the group
+    itself from choosing which instance a lower desired capacity terminates: the setup
+    cluster-autoscaler users on AWS rely on (kubernetes/autoscaler issue 144; the protection
+    does not stop TerminateInstanceInAutoScalingGroup, through which cluster-autoscaler's AWS provider
+    removes the node it chose, cloudprovider/aws/auto_scaling_groups.go DeleteInstances). It says
+    nothing of one node: Spillway, which ends its drains the same way, drains such nodes as before."""
+    world, nodes = protected_world(group_protects_new=True)
+    result = world.plan(max_scale_in_fraction=1.0)
+    assert sorted(d.node for d in result.drain) == sorted(nodes)
+
+
+def test_make_room_still_uses_a_protected_node_it_keeps() -> None:
+    """Make room moves pods off a busy node to give it to pending pods and terminates nothing: the node's
+    scale-in protection does not keep it from that."""
+    from test_planner_consolidation import UNDER, half_full
+
+    world, (a, _) = half_full()
+    for instance in world.groups["cpu"]["Instances"]:
+        instance["ProtectedFromScaleIn"] = True  # by hand, on each: the group protects no new instance
+    world.pods("big", 1, cpu="7", memory="1Gi")
+    result = world.plan(max_scale_in_fraction=1.0, **UNDER)
+    assert result.scale_up == ()
+    (drain,) = result.drain
+    assert (drain.node, drain.code, drain.terminate) == (a, codes.MAKE_ROOM, False)
+
+
+# --- instances the group is terminating ---------------------------------------------------------
+
+
+def test_the_node_of_an_instance_its_group_is_terminating_offers_no_room() -> None:
+    """Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle": an instance the
+    group terminates (a scale-in by somebody else, a health check replacement, an instance refresh) is
+    ``Terminating`` and "can't be put back into service"; a terminate lifecycle hook holds it in
+    ``Terminating:Wait`` for up to its HeartbeatTimeout (an hour by default), its Node Ready and
+    schedulable unless a drain cordons it (another team's hook does not). The planner counted that
+    Node's free room: a pending pod fitted there (``fits-free-room``), nothing was launched, and
+    kube-scheduler put it on a node about to go. Its room is no room."""
+    world = World()
+    nodes = world.group("web", "m5.2xlarge", nodes=2, max_size=3)
+    world.pods("busy", 1, cpu="6", memory="8Gi", node_name=nodes[1], phase="Running")  # the other is full
+    world.groups["web"]["Instances"][0]["LifecycleState"] = "Terminating:Wait"
+    world.groups["web"]["DesiredCapacity"] = 1  # somebody scaled the group in; it chose the first
+    pods = world.pods("web", 1, cpu="6", memory="8Gi")
+    result = world.plan()
+    assert pods[0] not in pending_codes(result)  # not fits-free-room: a new node of its own
+    assert scale_up(result) == {"web": (1, 2, pods)}
