@@ -653,3 +653,83 @@ def test_every_metric_an_alarm_of_the_runbook_names_is_emitted() -> None:
     assert {"GroupsBackedOff", "NotReadyNodes", "InterruptMalformed"} <= named  # the parser reads the table
     emitted_names = {e.name for e in emitted() if e.namespace == NAMESPACE}
     assert sorted(named - emitted_names) == []
+
+
+# --- alarm semantics: periods against how often a metric gets a datapoint -----------------------
+
+
+def parameter_default(name: str) -> Any:
+    return TEMPLATE["Parameters"][name]["Default"]
+
+
+def number(value: Any) -> float:
+    """An alarm's number as deployed with the parameters' defaults (a Ref, or a FindInMap keyed by one)."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return float(parameter_default(value["Ref"]))
+    if isinstance(value, dict) and set(value) == {"Fn::FindInMap"}:
+        mapping, key, item = (str(parameter_default(v["Ref"])) if isinstance(v, dict) else v
+                              for v in value["Fn::FindInMap"])  # fmt: skip
+        return float(TEMPLATE["Mappings"][mapping][key][item])
+    return float(value)
+
+
+def steady_cadence_seconds() -> dict[str, float]:
+    """The longest wait for a metric's next datapoint while nothing fails, by the function emitting it.
+
+    observe: one flush per start of its schedule (``ObserveSchedule``, a rate). plan: one plan per
+    stored snapshot, and observe stores one when demand changed or, when it did not, once the
+    heartbeat is due, which an observation (every ``interval_seconds``) sees up to one interval late:
+    in a steady state (the state an alarm on "every plan for N minutes" is about) that is the gap."""
+    from spillway.observe import ObserveConfig
+
+    rate = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours)\)", parameter_default("ObserveSchedule"))
+    assert rate, parameter_default("ObserveSchedule")
+    start = int(rate.group(1)) * (3600 if rate.group(2).startswith("hour") else 60)
+    config = ObserveConfig(cluster=CLUSTER)
+    return {"observe": start, "plan": config.heartbeat_minutes * 60 + config.interval_seconds}
+
+
+def test_an_alarm_that_needs_every_period_breaching_has_a_datapoint_in_every_period() -> None:
+    """An alarm whose DatapointsToAlarm is more than 1 holds only while every one of those periods has
+    a breaching datapoint. A period without one is missing, and when fewer real datapoints than
+    EvaluationPeriods are in its evaluation range, CloudWatch fills the missing ones as TreatMissingData
+    says, notBreaching here: then the alarm goes OK ("How alarm state is evaluated when data is
+    missing", *Using Amazon CloudWatch alarms*). So such an alarm's Period must be at least the
+    longest wait between two datapoints of its metric in the state it alarms on."""
+    sources: dict[str, set[str]] = {}
+    for e in emitted():
+        sources.setdefault(e.name, set()).add(e.source.split(".")[0])
+    cadence = steady_cadence_seconds()
+    problems = []
+    for name, props in alarms().items():
+        stats = [(props["MetricName"], props["Period"])] if props.get("Namespace") == NAMESPACE else []
+        stats += [(q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Period"])
+                  for q in props.get("Metrics") or []
+                  if q.get("MetricStat", {}).get("Metric", {}).get("Namespace") == NAMESPACE]  # fmt: skip
+        periods = number(props["EvaluationPeriods"])
+        needed = number(props.get("DatapointsToAlarm", props["EvaluationPeriods"]))
+        if needed <= 1 or not stats:
+            continue
+        # a stopped emitter is not what these alarms are about (the functions' own alarms are)
+        assert props.get("TreatMissingData") in ("notBreaching", "missing"), name
+        for metric, period in stats:
+            by = sources[metric]
+            assert by <= set(cadence), f"{name}: {metric} comes from {by}, not a steady emitter"
+            gap = max(cadence[s] for s in by)
+            if number(period) < gap:
+                problems.append(f"{name}: {needed:g} of {periods:g} periods of {number(period):g} s, but "
+                                f"{metric} gets a datapoint only every {gap:g} s")  # fmt: skip
+    assert problems == []
+
+
+def test_held_by_limits_looks_at_exactly_the_minutes_its_parameter_allows() -> None:
+    """Each allowed ``HeldByLimitsAlarmMinutes`` is whole periods of the alarm, within the day an alarm
+    may look back (EvaluationPeriods x Period at most one day: *Using Amazon CloudWatch alarms*)."""
+    [props] = [p for n, p in alarms().items() if n.endswith("-held-by-limits")]
+    parameter = TEMPLATE["Parameters"]["HeldByLimitsAlarmMinutes"]
+    assert parameter["Default"] in parameter["AllowedValues"]
+    mapping, _, item = props["EvaluationPeriods"]["Fn::FindInMap"]
+    assert props["DatapointsToAlarm"] == props["EvaluationPeriods"]
+    for minutes in parameter["AllowedValues"]:
+        periods = TEMPLATE["Mappings"][mapping][str(minutes)][item]
+        assert periods * props["Period"] == minutes * 60 <= 86_400, minutes
