@@ -447,9 +447,9 @@ def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     return emissions_of("interrupt", invoke(app, batch, "interrupt"))
 
 
-@cache
-def emitted() -> tuple[Emitted, ...]:
-    """Every metric the handlers print, run under the template's Globals environment."""
+def handler_emissions(**overrides: str) -> list[Emitted]:
+    """Every metric the handlers print, run under the template's Globals environment (``overrides``
+    on top: a variable an operator may set on one function)."""
     from spillway.observability import metrics
 
     with pytest.MonkeyPatch.context() as env:
@@ -457,8 +457,10 @@ def emitted() -> tuple[Emitted, ...]:
             if (resolved := resolve(value)) is not None:
                 env.setenv(name, resolved)
         env.setenv("CLUSTER_NAME", CLUSTER)
+        for name, value in overrides.items():
+            env.setenv(name, value)
         try:
-            found = [
+            return [
                 *observe_runs(env),
                 *plan_runs(env),
                 *scale_runs(env),
@@ -468,7 +470,11 @@ def emitted() -> tuple[Emitted, ...]:
         finally:
             metrics.clear_metrics()
             metrics.clear_default_dimensions()
-    return tuple(found) + tuple(state_machine_emissions())
+
+
+@cache
+def emitted() -> tuple[Emitted, ...]:
+    return tuple(handler_emissions()) + tuple(state_machine_emissions())
 
 
 def state_machine_emissions() -> Iterator[Emitted]:
@@ -587,6 +593,18 @@ def test_every_emission_of_spillway_carries_the_service_and_the_cluster() -> Non
     ours = [e for e in emitted() if e.namespace == NAMESPACE and e.name != "ColdStart"]
     wrong = sorted({(e.source, e.name, e.dimensions) for e in ours
                     if not {("service", "spillway"), ("Cluster", CLUSTER)} <= set(e.dimensions)})  # fmt: skip
+    assert wrong == []
+
+
+def test_the_service_dimension_is_spillway_s_whatever_powertools_service_name_says() -> None:
+    """``POWERTOOLS_SERVICE_NAME`` is Powertools' knob for a function's service (Logger's too), one an
+    operator may set on one function; the alarms, the dashboard and DrainNode's own PutMetricData all
+    name ``service=spillway``, so every metric must say so itself, not take it from the variable."""
+    found = handler_emissions(POWERTOOLS_SERVICE_NAME="spillway-renamed")
+    ours = [e for e in found if e.namespace == NAMESPACE and e.name != "ColdStart"]
+    assert {e.source for e in ours} == {"observe", "plan", "scale", "drain", "interrupt"}
+    wrong = sorted({(e.source, e.name, dict(e.dimensions).get("service")) for e in ours
+                    if dict(e.dimensions).get("service") != "spillway"})  # fmt: skip
     assert wrong == []
 
 
