@@ -751,3 +751,15 @@ def test_held_by_limits_looks_at_exactly_the_minutes_its_parameter_allows() -> N
     for minutes in parameter["AllowedValues"]:
         periods = TEMPLATE["Mappings"][mapping][str(minutes)][item]
         assert periods * props["Period"] == minutes * 60 <= 86_400, minutes
+
+
+def test_a_widget_on_auto_scaling_group_metrics_tells_how_to_turn_them_on() -> None:
+    """Auto Scaling sends a group's GroupInServiceInstances (and the other group metrics) only once its
+    group metrics collection is enabled (EnableMetricsCollection, Amazon EC2 Auto Scaling API); until
+    then such a widget is blank, so the runbook names the call."""
+    group_reads = [r for r in dashboard_reads() if r.namespace == "AWS/AutoScaling"]
+    assert group_reads, "no widget reads group metrics: drop this test"
+    text = re.sub(r"\s+", " ", runbook())
+    for read in group_reads:
+        assert read.name in text, read
+    assert "aws autoscaling enable-metrics-collection" in text
