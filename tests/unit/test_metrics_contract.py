@@ -763,3 +763,40 @@ def test_a_widget_on_auto_scaling_group_metrics_tells_how_to_turn_them_on() -> N
     for read in group_reads:
         assert read.name in text, read
     assert "aws autoscaling enable-metrics-collection" in text
+
+
+# Metrics that are a level at the time of one observation or one plan (pods waiting, nodes), not a
+# count of things done: the README's metric table ("the cluster as observed"; "per plan: ... pending
+# pods with no place"; "pods held by limits").
+LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "Nodes", "NotReadyNodes",
+          "UnplaceablePods", "PodsHeldByLimits", "TenantPodsHeld"}  # fmt: skip
+
+
+def dashboard_stats() -> Iterator[tuple[str, str, str]]:
+    """(where, metric, statistic) of every Spillway metric a widget graphs: a row's own ``stat``, else
+    the widget's; a SEARCH's is its second argument."""
+    for read, (widget, row) in zip(dashboard_reads(), _dashboard_rows(), strict=True):
+        if read.namespace != NAMESPACE:
+            continue
+        options = next((v for v in row if isinstance(v, dict)), {})
+        search = re.search(r"SEARCH\(.*?,\s*'(\w+)'", str(options.get("expression", "")))
+        stat = search.group(1) if search else options.get("stat", widget["properties"].get("stat"))
+        yield read.where, read.name, str(stat)
+
+
+def _dashboard_rows() -> Iterator[tuple[dict[str, Any], list[Any]]]:
+    for widget in dashboard_body()["widgets"]:
+        if widget.get("type") == "metric":
+            for row in widget["properties"]["metrics"]:
+                for _ in (
+                    search_reads("", str(row[0].get("expression", ""))) if isinstance(row[0], dict) else [0]
+                ):
+                    yield widget, row
+
+
+def test_the_dashboard_never_sums_a_level_over_the_plans_or_observations_of_a_period() -> None:
+    """Summed, a level grows with how often it was measured (a plan every 20 s in a burst, one every
+    5 minutes when quiet) rather than with what it measures."""
+    summed = [(where, name) for where, name, stat in dashboard_stats() if name in LEVELS and stat == "Sum"]
+    assert {name for _, name, _ in dashboard_stats()} >= LEVELS  # each is on the dashboard
+    assert summed == []
