@@ -314,25 +314,33 @@ def observe_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     return found + emissions_of("observe", invoke(app, {}, "observe", raises=ObservationFailed))
 
 
-def plan_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
-    """A plan on fakes (the real ``run_plan``) that adds a node for one tenant and holds another's pods at
-    its limit, recorded by the handler; then the two failures the handler counts itself."""
+def plan_snapshot() -> Any:
+    """Two tenants' GPU pods pending on an empty GPU group; team-a may have one node."""
     from plan_world import NOW as PLAN_NOW
     from plan_world import World
 
-    from spillway.act.planning import PlanSettings, run_plan
-    from spillway.config import PlannerConfig
-    from spillway.errors import StaleSnapshot, StateConflict
     from spillway.model.snapshot import Snapshot
 
-    app = load_app("plan")
     world = World()
     world.group("gpu-east", "g5.xlarge", max_size=8, gpu_taint=True, desired=0)
     world.gpu_pods("a", 3, gpus=1, cpu="3", memory="12Gi", namespace="team-a")
     world.gpu_pods("b", 1, gpus=1, cpu="3", memory="12Gi", namespace="team-b")
     cluster, groups, _, _ = world.parsed()
+    return Snapshot.build(cluster, groups, PLAN_NOW)
+
+
+def plan_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
+    """A plan on fakes (the real ``run_plan``) that adds a node for one tenant and holds another's pods at
+    its limit, recorded by the handler; then the two failures the handler counts itself."""
+    from plan_world import NOW as PLAN_NOW
+
+    from spillway.act.planning import PlanSettings, run_plan
+    from spillway.config import PlannerConfig
+    from spillway.errors import StaleSnapshot, StateConflict
+
+    app = load_app("plan")
     snapshots = FakeSnapshots()
-    snapshots.add(Snapshot.build(cluster, groups, PLAN_NOW))
+    snapshots.add(plan_snapshot())
     planner = PlannerConfig(
         cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": "1"}}}
     )
@@ -396,7 +404,28 @@ def scale_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
             "uncordoned": [], "gone": []}  # fmt: skip
     launch = {"status": "timeout", "reason": "gpu: 0 of 1 new node(s) Ready", "ready": 0, "wanted": 1}
     backoff = {"action": "backoff", "cluster": CLUSTER, "group": group, "prep": prep, "launch": launch}
-    return found + emissions_of("scale", invoke(app, backoff, "scale"))
+    found += emissions_of("scale", invoke(app, backoff, "scale"))
+    # an overflow round: the scale function plans again on the latest snapshot (its own plan metrics)
+    from plan_world import NOW as PLAN_NOW
+
+    replan_snapshots = FakeSnapshots()
+    snapshot = plan_snapshot()
+    ref = replan_snapshots.add(snapshot)
+    replan_cloud = FakeCloud(cluster=CLUSTER)
+    replan_cloud.node_groups_by_region = {REGION: list(snapshot.groups)}  # the live groups, as observed
+
+    def replan_steps(metric: Callable[[str, float], None]) -> ScaleSteps:
+        return ScaleSteps(kube=FakeCluster(), aws=replan_cloud, ledger=FakeLedger(), snapshots=replan_snapshots,
+                          settings=settings, metric=metric, clock=lambda: PLAN_NOW + timedelta(seconds=20))  # fmt: skip
+
+    env.setattr(app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER),
+                                                            scale_steps=replan_steps))  # fmt: skip
+    next_round = {"action": "next_round", "cluster": CLUSTER, "plan_id": "p1", "snapshot_key": ref.key,
+                  "round": 1, "max_rounds": 3, "poll_seconds": 15, "launch_timeout_seconds": 600, "rounds": [],
+                  "results": [{"group": "gpu-west", "region": REGION, "outcome": "backed_off"}]}  # fmt: skip
+    replanned = emissions_of("scale", invoke(app, next_round, "scale"))
+    assert "ScaleUpNodes" in {e.name for e in replanned}, "the re-plan launched nothing"
+    return found + replanned
 
 
 def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
@@ -425,15 +454,22 @@ def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
 
 
 def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
-    """A batch of one malformed Spot warning and one event Spillway does not act on."""
+    """A batch of a Spot interruption warning for a node of a Spot group (a drain, and its Spot groups
+    backed off), the same warning malformed, and an event Spillway does not act on."""
+    from test_interrupt import WARNED_AT
+    from test_interrupt import world as spot_world
+
     from spillway.act.interrupt import Interrupter
 
     app = load_app("interrupt")
+    snapshots = FakeSnapshots()
+    snapshots.add(spot_world())  # its cluster is "prod": the interrupter reads that cluster's snapshot
 
     def interrupter(metric: Callable[[str, float], None]) -> Interrupter:
-        return Interrupter(snapshots=FakeSnapshots(), workflows=FakeWorkflows(), ledger=FakeLedger(),
-                           cluster=CLUSTER, regions=(REGION,), drain_node_arn="arn:aws:states:::x",
-                           cloud=FakeCloud(cluster=CLUSTER), metric=metric)  # fmt: skip
+        return Interrupter(snapshots=snapshots, workflows=FakeWorkflows(), ledger=FakeLedger(),
+                           cluster="prod", regions=(REGION,), drain_node_arn="arn:aws:states:::x",
+                           cloud=FakeCloud(cluster="prod"), metric=metric,
+                           clock=lambda: WARNED_AT + timedelta(seconds=10))  # fmt: skip
 
     env.setattr(app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER),
                                                             interrupter=interrupter))  # fmt: skip
@@ -443,8 +479,10 @@ def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     sqs = json.loads((ROOT / "events" / "interrupt-sqs.json").read_text())
     [record] = sqs["Records"][:1]
     batch = {"Records": [{**record, "messageId": str(i), "body": json.dumps(doc)}
-                         for i, doc in enumerate((malformed, other))]}  # fmt: skip
-    return emissions_of("interrupt", invoke(app, batch, "interrupt"))
+                         for i, doc in enumerate((warning, malformed, other))]}  # fmt: skip
+    found = emissions_of("interrupt", invoke(app, batch, "interrupt"))
+    assert {"InterruptDrainsStarted", "GroupsBackedOff"} <= {e.name for e in found}, "the warning did nothing"
+    return found
 
 
 def handler_emissions(**overrides: str) -> list[Emitted]:
@@ -800,3 +838,20 @@ def test_the_dashboard_never_sums_a_level_over_the_plans_or_observations_of_a_pe
     summed = [(where, name) for where, name, stat in dashboard_stats() if name in LEVELS and stat == "Sum"]
     assert {name for _, name, _ in dashboard_stats()} >= LEVELS  # each is on the dashboard
     assert summed == []
+
+
+def test_the_runbook_names_every_function_a_metric_comes_from() -> None:
+    """The metric table's 'from' cell names each function (or state machine) that emits the metric, so
+    an operator reading an alarm on it knows every place to look."""
+    sources: dict[str, set[str]] = {}
+    for e in emitted():
+        logical = e.source.split(".")[0]
+        sources.setdefault(e.name, set()).add(logical.removesuffix("StateMachine"))
+    problems = []
+    for name_cell, from_cell, _ in runbook_rows("metric"):
+        said = set(re.findall(r"[A-Za-z]+", from_cell))
+        for name in spans(name_cell):
+            unsaid = sorted(sources.get(name, set()) - said)
+            if unsaid:
+                problems.append(f"{name}: from {from_cell!r}, but also emitted by {unsaid}")
+    assert problems == []
