@@ -624,6 +624,13 @@ def test_the_globals_give_every_function_the_service_and_namespace_the_alarms_na
             assert not {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"} & set(own), logical
     pinned_services = {v for r in reads() if r.namespace == NAMESPACE for k, v in r.pinned if k == "service"}
     assert pinned_services == {SERVICE}
+    # the Cluster dimension is the function's CLUSTER_NAME, the very parameter the alarms put in it
+    assert GLOBAL_ENV["CLUSTER_NAME"] == {"Ref": "ClusterName"}
+    assert {v for r in reads() if r.namespace == NAMESPACE for k, v in r.pinned if k == "Cluster"} == {
+        CLUSTER
+    }
+    # Powertools prints no metric at all when this is true
+    assert str(GLOBAL_ENV.get("POWERTOOLS_METRICS_DISABLED", "false")).lower() == "false"
 
 
 def test_every_emission_of_spillway_carries_the_service_and_the_cluster() -> None:
@@ -855,3 +862,16 @@ def test_the_runbook_names_every_function_a_metric_comes_from() -> None:
             if unsaid:
                 problems.append(f"{name}: from {from_cell!r}, but also emitted by {unsaid}")
     assert problems == []
+
+
+def test_every_alarm_looks_back_at_most_a_day_and_needs_no_more_datapoints_than_it_evaluates() -> None:
+    """EvaluationPeriods x Period is at most one day, and DatapointsToAlarm at most EvaluationPeriods
+    (*Using Amazon CloudWatch alarms*; PutMetricAlarm), with the parameters' defaults."""
+    for name, props in alarms().items():
+        periods = number(props["EvaluationPeriods"])
+        needed = number(props.get("DatapointsToAlarm", props["EvaluationPeriods"]))
+        lengths = [props["Period"]] if "Period" in props else []
+        lengths += [q["MetricStat"]["Period"] for q in props.get("Metrics") or [] if "MetricStat" in q]
+        assert lengths, name
+        assert 1 <= needed <= periods, name
+        assert all(periods * number(length) <= 86_400 for length in lengths), name
