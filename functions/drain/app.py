@@ -23,19 +23,24 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from spillway.act.drain import run_action
 from spillway.clients import Clients, get_clients
 from spillway.errors import InvalidDrainRequest
-from spillway.observability import NAMESPACE, logger, metrics, set_cluster, tracer
+from spillway.observability import NAMESPACE, SERVICE, logger, metrics, set_cluster, tracer
 
 
 def emit_outcome(outcome: str, who: Mapping[str, Any] | None, count: int = 1, /) -> None:
     """``DrainOutcome`` = ``count`` (1 but for a scale-down part that drained none of its nodes) with an
     ``Outcome`` dimension, flushed at once (not mixed with others); the log line names the drain's node
-    and plan (``who``: the outcome's identity, whatever the outcome, a cancelled or rejected one too)."""
+    and plan (``who``: the outcome's identity, whatever the outcome, a cancelled or rejected one too).
+
+    Its ``service`` is named here, as :data:`spillway.observability.metrics` names it for every other
+    metric: Powertools' ``single_metric`` would take it from ``POWERTOOLS_SERVICE_NAME`` alone (its
+    ``SingleMetric`` is made without a service), and the drain-timeout alarm, the dashboard and
+    DrainNode's own PutMetricData all read ``service=spillway``."""
     with single_metric(
         name="DrainOutcome",
         unit=MetricUnit.Count,
         value=count,
         namespace=NAMESPACE,
-        default_dimensions=dict(metrics.default_dimensions),
+        default_dimensions={"service": SERVICE, **metrics.default_dimensions},
     ) as metric:
         metric.add_dimension(name="Outcome", value=outcome)
     logger.info(

@@ -1,0 +1,877 @@
+"""The CloudWatch contract: every metric an alarm or the dashboard reads is one that Spillway emits.
+
+CloudWatch identifies a metric by its namespace, its name and its whole set of dimensions: an alarm or
+a graph that names one dimension more or less than the emitter reads another metric, which never has
+data ("You can create an alarm ... before you've created a custom metric. For the alarm to be valid,
+you must include all of the dimensions for the custom metric in addition to the metric namespace and
+metric name": *Using Amazon CloudWatch alarms*). Such a drift fails nowhere: the alarm sits in
+INSUFFICIENT_DATA (or, with ``notBreaching``, OK) for ever and the widget is blank.
+
+So both sides are read here as AWS reads them:
+
+* what is read: ``template.yaml`` with its ``Fn::ForEach`` blocks expanded (``deploy/expand_foreach.py``):
+  each alarm's ``Namespace``/``MetricName``/``Dimensions`` or ``Metrics[].MetricStat.Metric``; each
+  dashboard metric row ``[namespace, name, dim, value, ..., {options}]`` with the ``"."`` shorthand
+  (the value at the same place in the row above; *CloudWatch dashboard body structure*, metric widget
+  metrics array), and each ``SEARCH('{Namespace,dim,...} ...')`` schema, whose dimension list is the
+  exact set a metric must have to match (*CloudWatch search expression syntax*);
+* what is emitted: the Embedded Metric Format documents the real handlers print (Powertools flushes
+  them on stdout), under the environment ``Globals`` gives every function (``POWERTOOLS_SERVICE_NAME``,
+  ``POWERTOOLS_METRICS_NAMESPACE``, which Powertools reads for what the code does not set), driven
+  through each handler and its decorators with fakes behind them; and the ``PutMetricData`` tasks of
+  the state machines. Each EMF directive is read as CloudWatch reads it: every dimension set of
+  ``Dimensions`` applies to every metric of ``Metrics`` (*Specification: Embedded metric format*).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows
+
+from spillway.local import objects as o
+from spillway.local.cfn import load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = "ml"
+REGION = "us-east-1"
+TEMPLATE = load_template(ROOT / "template.yaml")
+NAMESPACE = "Spillway"  # the namespace alarms and widgets read our metrics in; checked against Globals
+
+_spec = importlib.util.spec_from_file_location(
+    "expand_foreach_metrics", ROOT / "deploy" / "expand_foreach.py"
+)
+assert _spec is not None and _spec.loader is not None
+_expand = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_expand)
+EXPANDED: dict[str, Any] = _expand.expand(
+    TEMPLATE, {"ClusterName": CLUSTER, "Regions": f"{REGION},us-west-2"}
+)
+RESOURCES: dict[str, Any] = {k: v for k, v in EXPANDED["Resources"].items() if isinstance(v, dict)}
+GLOBAL_ENV: dict[str, Any] = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+# What CloudFormation gives the few references the metrics use (Ref, Sub) in this test's stack.
+KNOWN = {
+    "ClusterName": CLUSTER,
+    "AWS::Region": REGION,
+    "AWS::AccountId": "123456789012",
+    "AWS::Partition": "aws",
+    "Regions0": REGION,
+    **{
+        logical: props["Properties"]["FunctionName"].get("Fn::Sub", "").replace("${ClusterName}", CLUSTER)
+        for logical, props in RESOURCES.items()
+        if props.get("Type") == "AWS::Serverless::Function"
+    },
+}
+
+
+# --- what is read ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Read:
+    """One metric an alarm or a widget reads: ``pinned`` are the dimension values it names (a SEARCH
+    names only some, and matches any value of the others)."""
+
+    where: str
+    namespace: str
+    name: str
+    dimensions: frozenset[str]
+    pinned: tuple[tuple[str, str], ...] = ()
+
+
+def resolve(value: Any) -> str | None:
+    """A template value as CloudFormation gives it in this test's stack; None when it is another
+    resource's attribute (a queue's name) that the contract does not need."""
+    if isinstance(value, str | int | float):
+        return str(value)
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return KNOWN.get(value["Ref"])
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
+        text = value["Fn::Sub"]
+        names = re.findall(r"\$\{([^}]+)\}", text)
+        if any(n not in KNOWN for n in names):
+            return None
+        return re.sub(r"\$\{([^}]+)\}", lambda m: KNOWN[m.group(1)], text)
+    return None
+
+
+def _alarm_metric(where: str, metric: Mapping[str, Any]) -> Read:
+    dims = metric.get("Dimensions") or []
+    pinned = tuple(sorted((d["Name"], v) for d in dims if (v := resolve(d["Value"])) is not None))
+    return Read(where, metric["Namespace"], metric["MetricName"], frozenset(d["Name"] for d in dims), pinned)
+
+
+def alarms() -> dict[str, dict[str, Any]]:
+    return {
+        resolve(r["Properties"]["AlarmName"]) or logical: r["Properties"]
+        for logical, r in RESOURCES.items()
+        if r.get("Type") == "AWS::CloudWatch::Alarm"
+    }
+
+
+def alarm_reads() -> list[Read]:
+    out = []
+    for name, props in alarms().items():
+        if "MetricName" in props:
+            out.append(_alarm_metric(f"alarm {name}", props))
+        for query in props.get("Metrics") or []:
+            if "MetricStat" in query:
+                out.append(_alarm_metric(f"alarm {name} ({query['Id']})", query["MetricStat"]["Metric"]))
+    return out
+
+
+def dashboard_body() -> dict[str, Any]:
+    [dashboard] = [r for r in RESOURCES.values() if r.get("Type") == "AWS::CloudWatch::Dashboard"]
+    text, variables = dashboard["Properties"]["DashboardBody"]["Fn::Sub"]
+    assert set(variables) <= set(KNOWN), f"dashboard variables this test does not know: {set(variables)}"
+    names = set(re.findall(r"\$\{([^}!]+)\}", text))
+    assert names <= set(KNOWN), f"dashboard names unknown to this test: {names - set(KNOWN)}"
+    body: dict[str, Any] = json.loads(re.sub(r"\$\{([^}!]+)\}", lambda m: KNOWN[m.group(1)], text))
+    return body
+
+
+SEARCH = re.compile(r"SEARCH\(\s*'\{([^}]*)\}\s*([^']*)'")
+TERM = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*"([^"]*)"')
+
+
+def search_reads(where: str, expression: str) -> list[Read]:
+    """``SEARCH('{Namespace,dim1,dim2} MetricName="X" dim1="v"', ...)``: the metrics named X in that
+    namespace whose dimension names are exactly dim1, dim2 (the schema), those the terms pin."""
+    out = []
+    for schema, terms in SEARCH.findall(expression):
+        namespace, *dims = [part.strip().strip('"') for part in schema.split(",")]
+        pairs = dict(TERM.findall(terms))
+        name = pairs.pop("MetricName", None)
+        assert name, f"{where}: a SEARCH without MetricName= reads every metric of its schema: {expression}"
+        out.append(Read(where, namespace, name, frozenset(dims), tuple(sorted(pairs.items()))))
+    return out
+
+
+def dashboard_reads() -> list[Read]:
+    out: list[Read] = []
+    for widget in dashboard_body()["widgets"]:
+        if widget.get("type") != "metric":
+            continue
+        title = widget["properties"].get("title", "?")
+        previous: list[Any] = []
+        for row_number, row in enumerate(widget["properties"]["metrics"], 1):
+            where = f"dashboard '{title}' row {row_number}"
+            if row and isinstance(row[0], dict):  # an expression
+                out += search_reads(where, str(row[0].get("expression", "")))
+                continue
+            plain = [v for v in row if not isinstance(v, dict)]
+            # "." repeats the value at the same place in the row above
+            filled = [previous[i] if v == "." and i < len(previous) else v for i, v in enumerate(plain)]
+            assert "." not in filled, f"{where}: '.' with nothing above it"
+            assert len(filled) % 2 == 0, f"{where}: a dimension without a value: {row}"
+            previous = filled
+            namespace, name, *dims = filled
+            pairs = list(zip(dims[::2], dims[1::2], strict=True))
+            out.append(Read(where, namespace, name, frozenset(k for k, _ in pairs), tuple(sorted(pairs))))
+    return out
+
+
+def reads() -> list[Read]:
+    return alarm_reads() + dashboard_reads()
+
+
+# --- what is emitted ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Emitted:
+    source: str
+    namespace: str
+    name: str
+    dimensions: tuple[tuple[str, str], ...]
+
+    @property
+    def dimension_names(self) -> frozenset[str]:
+        return frozenset(k for k, _ in self.dimensions)
+
+
+def emf_documents(out: str) -> list[dict[str, Any]]:
+    docs = []
+    for line in out.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            docs.append(json.loads(line))
+    return docs
+
+
+def emf_problems(doc: Mapping[str, Any]) -> list[str]:
+    """What CloudWatch would refuse of one EMF document (*Specification: Embedded metric format*: at
+    most 100 metrics per directive, 30 dimensions per set, 100 values per metric; every dimension a
+    string member of the root, every metric a number or an array of numbers there)."""
+    out = []
+    for directive in doc["_aws"]["CloudWatchMetrics"]:
+        if len(directive["Metrics"]) > 100:
+            out.append(f"{len(directive['Metrics'])} metrics in one directive")
+        for dims in directive["Dimensions"]:
+            if len(dims) > 30:
+                out.append(f"{len(dims)} dimensions in one set")
+            out += [
+                f"dimension {d!r} is not a string member" for d in dims if not isinstance(doc.get(d), str)
+            ]
+        for metric in directive["Metrics"]:
+            value = doc.get(metric["Name"])
+            values = value if isinstance(value, list) else [value]
+            if not values or len(values) > 100 or not all(isinstance(v, int | float) for v in values):
+                out.append(f"metric {metric['Name']!r} holds {value!r}")
+    return out
+
+
+def emissions_of(source: str, out: str) -> list[Emitted]:
+    found = []
+    for doc in emf_documents(out):
+        assert emf_problems(doc) == [], (source, doc)
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for dims in directive["Dimensions"]:
+                pairs = tuple(sorted((d, str(doc[d])) for d in dims))
+                for metric in directive["Metrics"]:
+                    found.append(Emitted(source, directive["Namespace"], metric["Name"], pairs))
+    return found
+
+
+@dataclass
+class LambdaContext:
+    function_name: str
+    memory_limit_in_mb: int = 1024
+    aws_request_id: str = "0f6a1b2c-3d4e-5f60-7182-93a4b5c6d7e8"
+    remaining_ms: int = 60_000
+    invoked_function_arn: str = field(default="")
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def load_app(function: str) -> Any:
+    spec = importlib.util.spec_from_file_location(
+        f"metrics_contract_{function}", ROOT / "functions" / function / "app.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def invoke(app: Any, event: Any, function: str, *, raises: type[BaseException] | None = None) -> str:
+    """Run ``app.handler`` as Lambda would (decorators and all); what it printed."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        context = LambdaContext(f"spillway-{CLUSTER}-{function}")
+        if raises is None:
+            app.handler(event, context)
+        else:
+            with pytest.raises(raises):
+                app.handler(event, context)
+    return out.getvalue()
+
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+NODE, INSTANCE = "ip-10-0-1-10.ec2.internal", "i-0a1b2c3d4e5f60718"
+
+
+def observe_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
+    from spillway.errors import KubeUnavailable, ObservationFailed
+    from spillway.observe import ObserveConfig
+
+    app = load_app("observe")
+
+    def clients(kube: FakeCluster) -> Any:
+        cloud = FakeCloud(cluster=CLUSTER)
+        cloud.add_group("gpu", [INSTANCE], region=REGION, desired=1, max_size=3, instance_type="g5.xlarge")
+        return SimpleNamespace(
+            config=SimpleNamespace(cluster_name=CLUSTER, observe_window_seconds=0),
+            kube=kube,
+            aws=cloud,
+            snapshots=FakeSnapshots(),
+            observe_config=lambda: ObserveConfig(cluster=CLUSTER),
+        )
+
+    kube = FakeCluster(
+        [o.node(NODE, instance=INSTANCE, zone="us-east-1a", ready=False)],
+        [o.pod("train-0", "team-a", cpu="1", memory="1Gi")],
+    )
+    env.setattr(app, "get_clients", lambda: clients(kube))
+    found = emissions_of("observe", invoke(app, {}, "observe"))
+    broken = FakeCluster()
+    broken.fail("iter_nodes", KubeUnavailable("GET /api/v1/nodes: connection refused"))
+    env.setattr(app, "get_clients", lambda: clients(broken))
+    return found + emissions_of("observe", invoke(app, {}, "observe", raises=ObservationFailed))
+
+
+def plan_snapshot() -> Any:
+    """Two tenants' GPU pods pending on an empty GPU group; team-a may have one node."""
+    from plan_world import NOW as PLAN_NOW
+    from plan_world import World
+
+    from spillway.model.snapshot import Snapshot
+
+    world = World()
+    world.group("gpu-east", "g5.xlarge", max_size=8, gpu_taint=True, desired=0)
+    world.gpu_pods("a", 3, gpus=1, cpu="3", memory="12Gi", namespace="team-a")
+    world.gpu_pods("b", 1, gpus=1, cpu="3", memory="12Gi", namespace="team-b")
+    cluster, groups, _, _ = world.parsed()
+    return Snapshot.build(cluster, groups, PLAN_NOW)
+
+
+def plan_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
+    """A plan on fakes (the real ``run_plan``) that adds a node for one tenant and holds another's pods at
+    its limit, recorded by the handler; then the two failures the handler counts itself."""
+    from plan_world import NOW as PLAN_NOW
+
+    from spillway.act.planning import PlanSettings, run_plan
+    from spillway.config import PlannerConfig
+    from spillway.errors import StaleSnapshot, StateConflict
+
+    app = load_app("plan")
+    snapshots = FakeSnapshots()
+    snapshots.add(plan_snapshot())
+    planner = PlannerConfig(
+        cluster=CLUSTER, regions=(REGION,), tenants={"team-a": {"limits": {"nodes": "1"}}}
+    )
+    settings = PlanSettings(
+        planner=planner,
+        scale_up_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-up",
+        scale_down_arn=f"arn:aws:states:{REGION}:123456789012:stateMachine:spillway-{CLUSTER}-scale-down",
+    )
+    failure: list[BaseException] = []
+
+    def plan_once(clients: Any, ref: Any, context: Any) -> dict[str, Any]:
+        if failure:
+            raise failure[0]
+        outcome = run_plan(ref, snapshots=snapshots, ledger=FakeLedger(), executions=FakeWorkflows(),
+                           settings=settings, now=PLAN_NOW + timedelta(seconds=20))  # fmt: skip
+        result: dict[str, Any] = outcome.to_dict()
+        assert result.get("tenants"), "the plan names no tenant: the per-tenant metrics go unchecked"
+        app.record_outcome(result)
+        return result
+
+    env.setattr(app, "plan_once", plan_once)
+    env.setattr(app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER),
+                                                            snapshots=snapshots))  # fmt: skip
+    found = emissions_of("plan", invoke(app, {"cluster": CLUSTER}, "plan"))
+    for error in (StaleSnapshot("old"), StateConflict("raced")):
+        failure[:] = [error]
+        found += emissions_of("plan", invoke(app, {"cluster": CLUSTER}, "plan", raises=type(error)))
+    return found
+
+
+def scale_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
+    """A scale-up's prepare that uncordons a node Spillway cordoned, and a backoff after a failed launch."""
+    from spillway.act.planning import PlanSettings
+    from spillway.act.scale import ScaleSteps
+    from spillway.config import PlannerConfig
+    from spillway.model.k8s import CORDONED_BY_SPILLWAY
+
+    app = load_app("scale")
+    kube = FakeCluster(
+        [o.node(NODE, instance=INSTANCE, zone="us-east-1a", unschedulable=True,
+                annotations={CORDONED_BY_SPILLWAY: "2026-11-02T11:00:00Z drain"})],
+    )  # fmt: skip
+    cloud = FakeCloud(cluster=CLUSTER)
+    cloud.add_group("gpu", [INSTANCE, "i-0a1b2c3d4e5f60719"], desired=2, max_size=4)
+    ledger = FakeLedger()
+    settings = PlanSettings(planner=PlannerConfig(cluster=CLUSTER, regions=(REGION,)))
+
+    def scale_steps(metric: Callable[[str, float], None]) -> ScaleSteps:
+        return ScaleSteps(kube=kube, aws=cloud, ledger=ledger, snapshots=FakeSnapshots(), settings=settings,
+                          metric=metric)  # fmt: skip
+
+    env.setattr(app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER),
+                                                            scale_steps=scale_steps))  # fmt: skip
+    group = {"group": "gpu", "region": REGION, "from": 2, "to": 3, "grow": True, "new_nodes": 1, "pods": 1,
+             "uncordon": [NODE], "reasons": {NODE: "reused for pending pods"}}  # fmt: skip
+    prepare = {"action": "prepare", "cluster": CLUSTER, "plan_id": "p1", "round": 1,
+               "launch_timeout_seconds": 600, "group": group}  # fmt: skip
+    found = emissions_of("scale", invoke(app, prepare, "scale"))
+    prep = {"set": True, "count": 1, "owner": "up-p1-1-us-east-1-gpu", "target": 3, "live_desired": 2,
+            "max_size": 4, "before": [], "since": "2026-11-02T11:59:00Z", "deadline": "2026-11-02T12:10:00Z",
+            "uncordoned": [], "gone": []}  # fmt: skip
+    launch = {"status": "timeout", "reason": "gpu: 0 of 1 new node(s) Ready", "ready": 0, "wanted": 1}
+    backoff = {"action": "backoff", "cluster": CLUSTER, "group": group, "prep": prep, "launch": launch}
+    found += emissions_of("scale", invoke(app, backoff, "scale"))
+    # an overflow round: the scale function plans again on the latest snapshot (its own plan metrics)
+    from plan_world import NOW as PLAN_NOW
+
+    replan_snapshots = FakeSnapshots()
+    snapshot = plan_snapshot()
+    ref = replan_snapshots.add(snapshot)
+    replan_cloud = FakeCloud(cluster=CLUSTER)
+    replan_cloud.node_groups_by_region = {REGION: list(snapshot.groups)}  # the live groups, as observed
+
+    def replan_steps(metric: Callable[[str, float], None]) -> ScaleSteps:
+        return ScaleSteps(kube=FakeCluster(), aws=replan_cloud, ledger=FakeLedger(), snapshots=replan_snapshots,
+                          settings=settings, metric=metric, clock=lambda: PLAN_NOW + timedelta(seconds=20))  # fmt: skip
+
+    env.setattr(app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER),
+                                                            scale_steps=replan_steps))  # fmt: skip
+    next_round = {"action": "next_round", "cluster": CLUSTER, "plan_id": "p1", "snapshot_key": ref.key,
+                  "round": 1, "max_rounds": 3, "poll_seconds": 15, "launch_timeout_seconds": 600, "rounds": [],
+                  "results": [{"group": "gpu-west", "region": REGION, "outcome": "backed_off"}]}  # fmt: skip
+    replanned = emissions_of("scale", invoke(app, next_round, "scale"))
+    assert "ScaleUpNodes" in {e.name for e in replanned}, "the re-plan launched nothing"
+    return found + replanned
+
+
+def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
+    """The drain function's record of a drain that met its deadline, and of a scale-down part that
+    drained none of its nodes."""
+    from spillway.act.drain import Drainer
+
+    app = load_app("drain")
+
+    def drainer(hook: Any) -> Drainer:
+        return Drainer(
+            FakeCluster(), FakeCloud(cluster=CLUSTER), cluster=CLUSTER, regions=[REGION], on_outcome=hook
+        )
+
+    env.setattr(app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER),
+                                                            drainer=drainer))  # fmt: skip
+    timeout = {
+        "Error": "DrainTimeout",
+        "Cause": json.dumps({"errorType": "DrainTimeout", "errorMessage": "late"}),
+    }
+    record = {"action": "record", "state": {"cluster": CLUSTER, "node": NODE, "error": timeout}}
+    undrained = {"action": "undrained", "outcome": "skipped", "nodes": 2}
+    return emissions_of("drain", invoke(app, record, "drain")) + emissions_of(
+        "drain", invoke(app, undrained, "drain")
+    )
+
+
+def interrupt_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
+    """A batch of a Spot interruption warning for a node of a Spot group (a drain, and its Spot groups
+    backed off), the same warning malformed, and an event Spillway does not act on."""
+    from test_interrupt import WARNED_AT
+    from test_interrupt import world as spot_world
+
+    from spillway.act.interrupt import Interrupter
+
+    app = load_app("interrupt")
+    snapshots = FakeSnapshots()
+    snapshots.add(spot_world())  # its cluster is "prod": the interrupter reads that cluster's snapshot
+
+    def interrupter(metric: Callable[[str, float], None]) -> Interrupter:
+        return Interrupter(snapshots=snapshots, workflows=FakeWorkflows(), ledger=FakeLedger(),
+                           cluster="prod", regions=(REGION,), drain_node_arn="arn:aws:states:::x",
+                           cloud=FakeCloud(cluster="prod"), metric=metric,
+                           clock=lambda: WARNED_AT + timedelta(seconds=10))  # fmt: skip
+
+    env.setattr(app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER),
+                                                            interrupter=interrupter))  # fmt: skip
+    warning = json.loads((ROOT / "events" / "interrupt-spot-warning.json").read_text())
+    malformed = {**warning, "detail": {"instance-action": "terminate"}}  # no instance-id
+    other = {**warning, "detail-type": "EC2 Instance Launch Successful"}
+    sqs = json.loads((ROOT / "events" / "interrupt-sqs.json").read_text())
+    [record] = sqs["Records"][:1]
+    batch = {"Records": [{**record, "messageId": str(i), "body": json.dumps(doc)}
+                         for i, doc in enumerate((warning, malformed, other))]}  # fmt: skip
+    found = emissions_of("interrupt", invoke(app, batch, "interrupt"))
+    assert {"InterruptDrainsStarted", "GroupsBackedOff"} <= {e.name for e in found}, "the warning did nothing"
+    return found
+
+
+def handler_emissions(**overrides: str) -> list[Emitted]:
+    """Every metric the handlers print, run under the template's Globals environment (``overrides``
+    on top: a variable an operator may set on one function)."""
+    from spillway.observability import metrics
+
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in GLOBAL_ENV.items():
+            if (resolved := resolve(value)) is not None:
+                env.setenv(name, resolved)
+        env.setenv("CLUSTER_NAME", CLUSTER)
+        for name, value in overrides.items():
+            env.setenv(name, value)
+        try:
+            return [
+                *observe_runs(env),
+                *plan_runs(env),
+                *scale_runs(env),
+                *drain_runs(env),
+                *interrupt_runs(env),
+            ]
+        finally:
+            metrics.clear_metrics()
+            metrics.clear_default_dimensions()
+
+
+@cache
+def emitted() -> tuple[Emitted, ...]:
+    return tuple(handler_emissions()) + tuple(state_machine_emissions())
+
+
+def state_machine_emissions() -> Iterator[Emitted]:
+    """``PutMetricData`` tasks of the state machines (``${ClusterName}`` substituted, as the template does;
+    a ``Value.$`` takes each value a Pass state of the machine writes at that path)."""
+    for logical, r in RESOURCES.items():
+        if r.get("Type") != "AWS::Serverless::StateMachine":
+            continue
+        props = r["Properties"]
+        text = (ROOT / props["DefinitionUri"]).read_text()
+        subs = {k: resolve(v) for k, v in (props.get("DefinitionSubstitutions") or {}).items()}
+        text = re.sub(r"\$\{([A-Za-z0-9_]+)\}", lambda m, subs=subs: subs.get(m.group(1)) or "0", text)
+        states = dict(_all_states(json.loads(text)["States"]))
+        written: dict[str, set[str]] = {}
+        for state in states.values():
+            if state.get("Type") == "Pass" and "Result" in state and "ResultPath" in state:
+                written.setdefault(state["ResultPath"], set()).add(str(state["Result"]))
+        for name, state in states.items():
+            if not str(state.get("Resource", "")).endswith("cloudwatch:putMetricData"):
+                continue
+            params = state["Parameters"]
+            for datum in params["MetricData"]:
+                choices = [
+                    [
+                        (d["Name"], v)
+                        for v in ([d["Value"]] if "Value" in d else sorted(written[d["Value.$"]]))
+                    ]
+                    for d in datum.get("Dimensions", [])
+                ]
+                for combo in _product(choices):
+                    yield Emitted(
+                        f"{logical}.{name}", params["Namespace"], datum["MetricName"], tuple(sorted(combo))
+                    )
+
+
+def _all_states(states: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for name, state in states.items():
+        yield name, state
+        for key in ("Iterator", "ItemProcessor"):
+            if key in state:
+                yield from _all_states(state[key]["States"])
+        for branch in state.get("Branches", []):
+            yield from _all_states(branch["States"])
+
+
+def _product(choices: list[list[tuple[str, str]]]) -> Iterator[list[tuple[str, str]]]:
+    if not choices:
+        yield []
+        return
+    for first in choices[0]:
+        for rest in _product(choices[1:]):
+            yield [first, *rest]
+
+
+def matches(read: Read, emission: Emitted) -> bool:
+    return (
+        read.namespace == emission.namespace
+        and read.name == emission.name
+        and read.dimensions == emission.dimension_names
+        and set(read.pinned) <= set(emission.dimensions)
+    )
+
+
+# --- the contract ------------------------------------------------------------------------------
+
+
+def test_the_template_reads_metrics_at_all() -> None:
+    """The parsers find what the template reads (a parser that found nothing would pass everything)."""
+    ours = [r for r in reads() if r.namespace == NAMESPACE]
+    assert {r.where.split(" ")[0] for r in ours} == {"alarm", "dashboard"}
+    assert any(r.where.startswith("alarm") and "Outcome" in r.dimensions for r in ours)
+    assert any("SEARCH" not in r.where and r.pinned and r.where.startswith("dashboard") for r in ours)
+    assert len({r.dimensions for r in ours}) >= 4  # plain, Outcome, Tenant, Tenant+Limit
+
+
+def test_every_spillway_metric_an_alarm_or_widget_reads_is_emitted_with_exactly_its_dimensions() -> None:
+    found = emitted()
+    missing = []
+    for read in reads():
+        if read.namespace != NAMESPACE:
+            continue
+        if not any(matches(read, e) for e in found):
+            near = sorted({tuple(sorted(e.dimension_names)) for e in found if e.name == read.name})
+            missing.append(f"{read.where}: {read.name} {sorted(read.dimensions)} {dict(read.pinned)}; "
+                           f"emitted with {near or 'nothing'}")  # fmt: skip
+    assert missing == []
+
+
+def test_a_renamed_metric_or_a_dimension_more_would_be_found() -> None:
+    """The check is not vacuous: the same read with one dimension more, or another name, matches nothing."""
+    found = emitted()
+    [held] = [r for r in alarm_reads() if r.name == "PodsHeldByLimits"]
+    assert any(matches(held, e) for e in found)
+    assert not any(matches(Read("x", held.namespace, held.name, held.dimensions | {"Tenant"}, held.pinned), e)
+                   for e in found)  # fmt: skip
+    assert not any(matches(Read("x", held.namespace, "PodHeldByLimits", held.dimensions, held.pinned), e)
+                   for e in found)  # fmt: skip
+
+
+def test_the_globals_give_every_function_the_service_and_namespace_the_alarms_name() -> None:
+    from spillway.observability import NAMESPACE as CODE_NAMESPACE
+    from spillway.observability import SERVICE
+
+    assert GLOBAL_ENV["POWERTOOLS_METRICS_NAMESPACE"] == CODE_NAMESPACE == NAMESPACE
+    assert GLOBAL_ENV["POWERTOOLS_SERVICE_NAME"] == SERVICE
+    for logical, r in RESOURCES.items():
+        if r.get("Type") == "AWS::Serverless::Function":
+            own = (r["Properties"].get("Environment") or {}).get("Variables") or {}
+            assert not {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"} & set(own), logical
+    pinned_services = {v for r in reads() if r.namespace == NAMESPACE for k, v in r.pinned if k == "service"}
+    assert pinned_services == {SERVICE}
+    # the Cluster dimension is the function's CLUSTER_NAME, the very parameter the alarms put in it
+    assert GLOBAL_ENV["CLUSTER_NAME"] == {"Ref": "ClusterName"}
+    assert {v for r in reads() if r.namespace == NAMESPACE for k, v in r.pinned if k == "Cluster"} == {
+        CLUSTER
+    }
+    # Powertools prints no metric at all when this is true
+    assert str(GLOBAL_ENV.get("POWERTOOLS_METRICS_DISABLED", "false")).lower() == "false"
+
+
+def test_every_emission_of_spillway_carries_the_service_and_the_cluster() -> None:
+    """What the runbook says of all metrics: namespace Spillway, dimensions service=spillway and Cluster."""
+    ours = [e for e in emitted() if e.namespace == NAMESPACE and e.name != "ColdStart"]
+    wrong = sorted({(e.source, e.name, e.dimensions) for e in ours
+                    if not {("service", "spillway"), ("Cluster", CLUSTER)} <= set(e.dimensions)})  # fmt: skip
+    assert wrong == []
+
+
+def test_the_service_dimension_is_spillway_s_whatever_powertools_service_name_says() -> None:
+    """``POWERTOOLS_SERVICE_NAME`` is Powertools' knob for a function's service (Logger's too), one an
+    operator may set on one function; the alarms, the dashboard and DrainNode's own PutMetricData all
+    name ``service=spillway``, so every metric must say so itself, not take it from the variable."""
+    found = handler_emissions(POWERTOOLS_SERVICE_NAME="spillway-renamed")
+    ours = [e for e in found if e.namespace == NAMESPACE and e.name != "ColdStart"]
+    assert {e.source for e in ours} == {"observe", "plan", "scale", "drain", "interrupt"}
+    wrong = sorted({(e.source, e.name, dict(e.dimensions).get("service")) for e in ours
+                    if dict(e.dimensions).get("service") != "spillway"})  # fmt: skip
+    assert wrong == []
+
+
+def test_lambda_and_state_machine_alarms_name_this_stack_s_functions_and_state_machines() -> None:
+    functions = {resolve(r["Properties"]["FunctionName"]) for r in RESOURCES.values()
+                 if r.get("Type") == "AWS::Serverless::Function"}  # fmt: skip
+    machines = {resolve(r["Properties"]["Name"]) for r in RESOURCES.values()
+                if r.get("Type") == "AWS::Serverless::StateMachine"}  # fmt: skip
+    for read in reads():
+        for key, value in read.pinned:
+            if read.namespace == "AWS/Lambda" and key == "FunctionName":
+                assert value in functions, read
+            if read.namespace == "AWS/States" and key == "StateMachineArn":
+                assert value.rpartition(":")[2] in machines, read
+
+
+# --- the runbook (README "Alarms (runbook)") names what exists ----------------------------------
+
+
+def runbook() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## Alarms (runbook)")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def runbook_rows(header: str) -> list[list[str]]:
+    """The rows of the runbook's table whose header starts with ``| <header> |``, as cells."""
+    lines = runbook().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    rows = []
+    for line in lines[first + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]])
+    return rows
+
+
+def spans(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def test_every_metric_the_runbook_tells_of_is_emitted_with_the_dimensions_it_gives() -> None:
+    """The metric table: the names the code really emits, each with service and Cluster and the extra
+    dimensions its 'from' cell names (``+ `Tenant` (and again + `Limit`)``: one set, then one more)."""
+    found = emitted()
+    base = {"service", "Cluster"}
+    problems = []
+    for name_cell, from_cell, _ in runbook_rows("metric"):
+        extras = [s for s in spans(from_cell) if s in {"Tenant", "Limit", "Outcome"}]
+        expected = {frozenset(base | set(extras[: i + 1])) for i in range(len(extras))} or {frozenset(base)}
+        for name in spans(name_cell):
+            sets = {e.dimension_names for e in found if e.namespace == NAMESPACE and e.name == name}
+            if sets and sets != expected:
+                problems.append(f"{name}: the runbook gives {sorted(map(sorted, expected))}, "
+                                f"the code emits {sorted(map(sorted, sets))}")  # fmt: skip
+    assert problems == []
+
+
+def test_every_metric_an_alarm_of_the_runbook_names_is_emitted() -> None:
+    """A metric the alarm table sends an operator to (its name, or `metric X` in its row) exists: the
+    handlers print it, under the dimensions the alarms read."""
+    metric_names = {n for name_cell, _, _ in runbook_rows("metric") for n in spans(name_cell)}
+    named = {s for row in runbook_rows("alarm") for cell in row for s in spans(cell)} & metric_names
+    assert {"GroupsBackedOff", "NotReadyNodes", "InterruptMalformed"} <= named  # the parser reads the table
+    emitted_names = {e.name for e in emitted() if e.namespace == NAMESPACE}
+    assert sorted(named - emitted_names) == []
+
+
+# --- alarm semantics: periods against how often a metric gets a datapoint -----------------------
+
+
+def parameter_default(name: str) -> Any:
+    return TEMPLATE["Parameters"][name]["Default"]
+
+
+def number(value: Any) -> float:
+    """An alarm's number as deployed with the parameters' defaults (a Ref, or a FindInMap keyed by one)."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return float(parameter_default(value["Ref"]))
+    if isinstance(value, dict) and set(value) == {"Fn::FindInMap"}:
+        mapping, key, item = (str(parameter_default(v["Ref"])) if isinstance(v, dict) else v
+                              for v in value["Fn::FindInMap"])  # fmt: skip
+        return float(TEMPLATE["Mappings"][mapping][key][item])
+    return float(value)
+
+
+def steady_cadence_seconds() -> dict[str, float]:
+    """The longest wait for a metric's next datapoint while nothing fails, by the function emitting it.
+
+    observe: one flush per start of its schedule (``ObserveSchedule``, a rate). plan: one plan per
+    stored snapshot, and observe stores one when demand changed or, when it did not, once the
+    heartbeat is due, which an observation (every ``interval_seconds``) sees up to one interval late:
+    in a steady state (the state an alarm on "every plan for N minutes" is about) that is the gap."""
+    from spillway.observe import ObserveConfig
+
+    rate = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours)\)", parameter_default("ObserveSchedule"))
+    assert rate, parameter_default("ObserveSchedule")
+    start = int(rate.group(1)) * (3600 if rate.group(2).startswith("hour") else 60)
+    config = ObserveConfig(cluster=CLUSTER)
+    return {"observe": start, "plan": config.heartbeat_minutes * 60 + config.interval_seconds}
+
+
+def test_an_alarm_that_needs_every_period_breaching_has_a_datapoint_in_every_period() -> None:
+    """An alarm whose DatapointsToAlarm is more than 1 holds only while every one of those periods has
+    a breaching datapoint. A period without one is missing, and when fewer real datapoints than
+    EvaluationPeriods are in its evaluation range, CloudWatch fills the missing ones as TreatMissingData
+    says, notBreaching here: then the alarm goes OK ("How alarm state is evaluated when data is
+    missing", *Using Amazon CloudWatch alarms*). So such an alarm's Period must be at least the
+    longest wait between two datapoints of its metric in the state it alarms on."""
+    sources: dict[str, set[str]] = {}
+    for e in emitted():
+        sources.setdefault(e.name, set()).add(e.source.split(".")[0])
+    cadence = steady_cadence_seconds()
+    problems = []
+    for name, props in alarms().items():
+        stats = [(props["MetricName"], props["Period"])] if props.get("Namespace") == NAMESPACE else []
+        stats += [(q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Period"])
+                  for q in props.get("Metrics") or []
+                  if q.get("MetricStat", {}).get("Metric", {}).get("Namespace") == NAMESPACE]  # fmt: skip
+        periods = number(props["EvaluationPeriods"])
+        needed = number(props.get("DatapointsToAlarm", props["EvaluationPeriods"]))
+        if needed <= 1 or not stats:
+            continue
+        # a stopped emitter is not what these alarms are about (the functions' own alarms are)
+        assert props.get("TreatMissingData") in ("notBreaching", "missing"), name
+        for metric, period in stats:
+            by = sources[metric]
+            assert by <= set(cadence), f"{name}: {metric} comes from {by}, not a steady emitter"
+            gap = max(cadence[s] for s in by)
+            if number(period) < gap:
+                problems.append(f"{name}: {needed:g} of {periods:g} periods of {number(period):g} s, but "
+                                f"{metric} gets a datapoint only every {gap:g} s")  # fmt: skip
+    assert problems == []
+
+
+def test_held_by_limits_looks_at_exactly_the_minutes_its_parameter_allows() -> None:
+    """Each allowed ``HeldByLimitsAlarmMinutes`` is whole periods of the alarm, within the day an alarm
+    may look back (EvaluationPeriods x Period at most one day: *Using Amazon CloudWatch alarms*)."""
+    [props] = [p for n, p in alarms().items() if n.endswith("-held-by-limits")]
+    parameter = TEMPLATE["Parameters"]["HeldByLimitsAlarmMinutes"]
+    assert parameter["Default"] in parameter["AllowedValues"]
+    mapping, _, item = props["EvaluationPeriods"]["Fn::FindInMap"]
+    assert props["DatapointsToAlarm"] == props["EvaluationPeriods"]
+    for minutes in parameter["AllowedValues"]:
+        periods = TEMPLATE["Mappings"][mapping][str(minutes)][item]
+        assert periods * props["Period"] == minutes * 60 <= 86_400, minutes
+
+
+def test_a_widget_on_auto_scaling_group_metrics_tells_how_to_turn_them_on() -> None:
+    """Auto Scaling sends a group's GroupInServiceInstances (and the other group metrics) only once its
+    group metrics collection is enabled (EnableMetricsCollection, Amazon EC2 Auto Scaling API); until
+    then such a widget is blank, so the runbook names the call."""
+    group_reads = [r for r in dashboard_reads() if r.namespace == "AWS/AutoScaling"]
+    assert group_reads, "no widget reads group metrics: drop this test"
+    text = re.sub(r"\s+", " ", runbook())
+    for read in group_reads:
+        assert read.name in text, read
+    assert "aws autoscaling enable-metrics-collection" in text
+
+
+# Metrics that are a level at the time of one observation or one plan (pods waiting, nodes), not a
+# count of things done: the README's metric table ("the cluster as observed"; "per plan: ... pending
+# pods with no place"; "pods held by limits").
+LEVELS = {"PendingPods", "UnschedulablePods", "OldestPendingSeconds", "Nodes", "NotReadyNodes",
+          "UnplaceablePods", "PodsHeldByLimits", "TenantPodsHeld"}  # fmt: skip
+
+
+def dashboard_stats() -> Iterator[tuple[str, str, str]]:
+    """(where, metric, statistic) of every Spillway metric a widget graphs: a row's own ``stat``, else
+    the widget's; a SEARCH's is its second argument."""
+    for read, (widget, row) in zip(dashboard_reads(), _dashboard_rows(), strict=True):
+        if read.namespace != NAMESPACE:
+            continue
+        options = next((v for v in row if isinstance(v, dict)), {})
+        search = re.search(r"SEARCH\(.*?,\s*'(\w+)'", str(options.get("expression", "")))
+        stat = search.group(1) if search else options.get("stat", widget["properties"].get("stat"))
+        yield read.where, read.name, str(stat)
+
+
+def _dashboard_rows() -> Iterator[tuple[dict[str, Any], list[Any]]]:
+    for widget in dashboard_body()["widgets"]:
+        if widget.get("type") == "metric":
+            for row in widget["properties"]["metrics"]:
+                for _ in (
+                    search_reads("", str(row[0].get("expression", ""))) if isinstance(row[0], dict) else [0]
+                ):
+                    yield widget, row
+
+
+def test_the_dashboard_never_sums_a_level_over_the_plans_or_observations_of_a_period() -> None:
+    """Summed, a level grows with how often it was measured (a plan every 20 s in a burst, one every
+    5 minutes when quiet) rather than with what it measures."""
+    summed = [(where, name) for where, name, stat in dashboard_stats() if name in LEVELS and stat == "Sum"]
+    assert {name for _, name, _ in dashboard_stats()} >= LEVELS  # each is on the dashboard
+    assert summed == []
+
+
+def test_the_runbook_names_every_function_a_metric_comes_from() -> None:
+    """The metric table's 'from' cell names each function (or state machine) that emits the metric, so
+    an operator reading an alarm on it knows every place to look."""
+    sources: dict[str, set[str]] = {}
+    for e in emitted():
+        logical = e.source.split(".")[0]
+        sources.setdefault(e.name, set()).add(logical.removesuffix("StateMachine"))
+    problems = []
+    for name_cell, from_cell, _ in runbook_rows("metric"):
+        said = set(re.findall(r"[A-Za-z]+", from_cell))
+        for name in spans(name_cell):
+            unsaid = sorted(sources.get(name, set()) - said)
+            if unsaid:
+                problems.append(f"{name}: from {from_cell!r}, but also emitted by {unsaid}")
+    assert problems == []
+
+
+def test_every_alarm_looks_back_at_most_a_day_and_needs_no_more_datapoints_than_it_evaluates() -> None:
+    """EvaluationPeriods x Period is at most one day, and DatapointsToAlarm at most EvaluationPeriods
+    (*Using Amazon CloudWatch alarms*; PutMetricAlarm), with the parameters' defaults."""
+    for name, props in alarms().items():
+        periods = number(props["EvaluationPeriods"])
+        needed = number(props.get("DatapointsToAlarm", props["EvaluationPeriods"]))
+        lengths = [props["Period"]] if "Period" in props else []
+        lengths += [q["MetricStat"]["Period"] for q in props.get("Metrics") or [] if "MetricStat" in q]
+        assert lengths, name
+        assert 1 <= needed <= periods, name
+        assert all(periods * number(length) <= 86_400 for length in lengths), name
