@@ -159,6 +159,23 @@ def test_a_tag_taint_and_the_node_groups_taint_of_the_same_key_and_effect_are_on
     assert sorted(taints) == [("dedicated", "batch", "NoSchedule"), ("gpu", "yes", "NoExecute")]
 
 
+def test_the_node_groups_own_resources_tag_is_read_over_the_groups(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    """DescribeNodegroup's ``tags`` (the node group's, which EKS does not copy to its Auto Scaling
+    group): cluster-autoscaler takes their ``node-template/resources/`` keys over the group's tags
+    (aws_manager.go ``buildNodeFromTemplate``, ``extractAllocatableResourcesFromTags``)."""
+    storage = "k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage"
+    eks_node_group(tags={storage: "200Gi"})
+    managed_group(make_asg, {storage: "20Gi"})
+
+    template = the_group(adapter).template
+
+    assert template is not None
+    assert template.allocatable["ephemeral-storage"] == 200 * 2**30 * 1000
+    assert "ephemeral-storage" in template.tagged
+
+
 @pytest.mark.parametrize(
     ("code", "status"), [("AccessDeniedException", 403), ("ResourceNotFoundException", 404)]
 )

@@ -238,13 +238,17 @@ class EksTaint(AwsModel):
 
 class EksNodegroup(AwsModel):
     """What Spillway reads of DescribeNodegroup's ``nodegroup`` (EKS API Reference, ``Nodegroup``): the
-    Kubernetes labels and taints EKS gives every node of the group, and its capacity type."""
+    Kubernetes labels and taints EKS gives every node of the group, its capacity type, and its tags."""
 
     nodegroupName: str
     clusterName: str
     capacityType: str | None = None  # ON_DEMAND | SPOT | CAPACITY_BLOCK
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[EksTaint] = Field(default_factory=list)
+    # the node group's own resource tags (not its Auto Scaling group's: EKS does not propagate them);
+    # of these cluster-autoscaler reads the node-template resources keys only
+    # (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_manager.go buildNodeFromTemplate)
+    tags: dict[str, str] = Field(default_factory=dict)
 
 
 class AutoScalingGroup(AwsModel):
