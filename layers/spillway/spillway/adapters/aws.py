@@ -47,6 +47,7 @@ from spillway.errors import (
     LifecycleActionNotFound,
 )
 from spillway.model.aws import (
+    NODEGROUP_UNREAD_EFFECT,
     AutoScalingGroup,
     CreateFleetResult,
     EksNodegroup,
@@ -54,12 +55,16 @@ from spillway.model.aws import (
     InstanceTypeInfo,
     LaunchTemplateInfo,
     LaunchTemplateVersionInfo,
+    NodegroupKey,
+    NodegroupRead,
     ScalingActivity,
     ScheduledAction,
     WarmPool,
     bundled_instance_types,
     launched_from,
     template_key,
+    wanted_nodegroups,
+    with_managed_nodegroups,
 )
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.nodegroup import (
@@ -473,8 +478,8 @@ class AwsAdapter:
     ) -> tuple[list[AutoScalingGroup], int]:
         """The groups, each live group of an EKS managed node group (tagged ``eks:cluster-name`` and
         ``eks:nodegroup-name``) with what DescribeNodegroup (``eks:DescribeNodegroup``) says of its node
-        group (:attr:`AutoScalingGroup.ManagedNodegroup`: the labels and taints its nodes register with,
-        which an empty group's template needs), and the number of calls made.
+        group (:func:`~spillway.model.aws.with_managed_nodegroups`: the labels, taints and tags its
+        template needs), and the number of calls made.
 
         As cluster-autoscaler's AWS provider reads them (kubernetes/autoscaler
         cluster-autoscaler/cloudprovider/aws/aws_wrapper.go ``getManagedNodegroupInfo``), but once per
@@ -483,11 +488,11 @@ class AwsAdapter:
         template and its problems name the call. Any other failure (throttling, an outage) raises and
         fails the region's read, as every read of observe does: a tainted group planned as untainted for
         one tick launches nodes the pods it was grown for cannot use."""
-        wanted = sorted({g.eks_nodegroup for g in groups if not g.Status and g.eks_nodegroup is not None})
+        wanted = wanted_nodegroups(groups)
         if not wanted:
             return list(groups), 0
         client = self._clients.eks(region)
-        read: dict[tuple[str, str], EksNodegroup | str] = {}
+        read: dict[NodegroupKey, NodegroupRead] = {}
         for cluster, nodegroup in wanted:
             what = f"DescribeNodegroup({cluster}, {nodegroup})"
             try:
@@ -498,22 +503,11 @@ class AwsAdapter:
                 if code not in NODEGROUP_UNREAD:
                     raise map_aws_error(exc, what) from exc
                 message = exc.response.get("Error", {}).get("Message", "")
-                read[(cluster, nodegroup)] = (
-                    f"{what}: {code}: {message}: the template has only the labels and taints of the "
-                    "group's tags; a pod selecting the node group's labels does not scale it from zero"
-                )
+                read[(cluster, nodegroup)] = f"{what}: {code}: {message}: {NODEGROUP_UNREAD_EFFECT}"
                 log.warning("%s: %s", region, read[(cluster, nodegroup)])
             except (BotoCoreError, ValidationError) as exc:
                 raise map_aws_error(exc, what) from exc
-        out: list[AutoScalingGroup] = []
-        for group in groups:
-            got = read.get(group.eks_nodegroup) if group.eks_nodegroup and not group.Status else None
-            if isinstance(got, EksNodegroup):
-                group = group.model_copy(update={"ManagedNodegroup": got})
-            elif isinstance(got, str):
-                group = group.model_copy(update={"ManagedNodegroupProblem": got})
-            out.append(group)
-        return out, len(wanted)
+        return with_managed_nodegroups(groups, read), len(wanted)
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
         """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.
