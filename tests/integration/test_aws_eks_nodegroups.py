@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -23,6 +24,7 @@ from botocore.exceptions import ClientError
 from fakes import FakeCluster
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.cli import main
 from spillway.config import PlannerConfig
 from spillway.errors import AwsThrottled
 from spillway.local import objects as o
@@ -240,3 +242,66 @@ def test_describe_nodegroup_is_called_once_per_node_group_per_observation_and_no
     assert seen == [{"clusterName": "prod", "nodegroupName": "batch-ng"}]
     labelled = {g.name: g.template.labels.get("workload-class") for g in groups if g.template}
     assert labelled == {"eks-batch-ng-0a1b": "batch", "eks-batch-ng-9z8y": "batch", "self-managed": None}
+
+
+def aws_cli_json(answer: dict[str, Any]) -> str:
+    """An SDK answer as the AWS CLI prints it: times in ISO 8601."""
+    return json.dumps(answer, default=lambda value: value.isoformat())
+
+
+def scratch_pod(storage: str) -> dict[str, Any]:
+    """A pod tolerating the node group's taint that asks for ``storage`` of ephemeral storage."""
+    pod = o.pod("scratch", tolerations=TOLERATES, created=T0)
+    pod["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = storage
+    return pod
+
+
+def test_spillway_plan_given_describe_nodegroup_output_plans_the_group_at_zero_as_the_lambda_does(
+    adapter: AwsAdapter, make_asg: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offline plan reads what ``aws eks describe-nodegroup`` prints, matched to the group by its
+    ``eks:`` tags and merged by the same code: the node group's label, taint and resources tag give the
+    same scale-up and the same pending pods as observe and the plan Lambda."""
+    storage = "k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage"
+    instance_type = "k8s.io/cluster-autoscaler/node-template/label/node.kubernetes.io/instance-type"
+    eks_node_group(tags={storage: "200Gi"})
+    managed_group(make_asg, {instance_type: "m5.xlarge"})  # offline, the type comes from a tag
+    pods = [
+        o.pod("batch-job", node_selector={"workload-class": "batch"}, tolerations=TOLERATES, created=T0),
+        scratch_pod("150Gi"),  # fits the node group's resources tag only
+        o.pod("web", created=T0),  # does not tolerate the node group's taint
+    ]
+    observed = observe_once(FakeCluster([], pods), adapter, ObserveConfig(cluster="prod"), lambda: T0)
+    stored = Snapshot.from_dict(json.loads(json.dumps(observed.to_dict())))
+    config = PlannerConfig(cluster="prod", regions=[REGION])
+    lambda_plan = plan(stored.cluster, list(stored.groups), config, State(), T0).to_dict()
+
+    files = {
+        "cluster.json": json.dumps(o.kube_list(pods)),
+        "asgs.json": aws_cli_json(
+            boto3.client("autoscaling", region_name=REGION).describe_auto_scaling_groups()
+        ),
+        "batch-ng.json": aws_cli_json(
+            boto3.client("eks", region_name=REGION).describe_nodegroup(
+                clusterName="prod", nodegroupName="batch-ng"
+            )
+        ),
+        "config.json": json.dumps({"cluster": "prod", "regions": [REGION]}),
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    code = main(["plan", "--cluster", str(tmp_path / "cluster.json"), "--asgs", str(tmp_path / "asgs.json"),
+                 "--nodegroup", str(tmp_path / "batch-ng.json"), "--config", str(tmp_path / "config.json"),
+                 "--now", T0.isoformat()])  # fmt: skip
+    out, err = capsys.readouterr()
+
+    assert code == 0, err
+    offline = json.loads(out)
+    ups = [(s["group"], s["from"], s["to"], sorted(s["pods"])) for s in lambda_plan["scale_up"]]
+    assert ups == [("eks-batch-ng-0a1b", 0, 1, ["default/batch-job", "default/scratch"])]
+    assert [(s["group"], s["from"], s["to"], sorted(s["pods"])) for s in offline["scale_up"]] == ups
+    assert (
+        [p["pod"] for p in offline["pending"]]
+        == [p["pod"] for p in lambda_plan["pending"]]
+        == ["default/web"]
+    )

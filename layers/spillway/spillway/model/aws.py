@@ -242,6 +242,9 @@ class EksNodegroup(AwsModel):
 
     nodegroupName: str
     clusterName: str
+    # arn:aws:eks:<region>:<account>:nodegroup/<cluster>/<name>/<id>: the region of a node group read
+    # from a file (observe knows the region it asked in)
+    nodegroupArn: str | None = None
     capacityType: str | None = None  # ON_DEMAND | SPOT | CAPACITY_BLOCK
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[EksTaint] = Field(default_factory=list)
