@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 from fakes import FakeCluster
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.adapters.nodegroup_cache import DEFAULT_TTL_SECONDS, NodegroupCache
 from spillway.cli import main
 from spillway.config import PlannerConfig
 from spillway.errors import AwsThrottled
@@ -305,3 +306,82 @@ def test_spillway_plan_given_describe_nodegroup_output_plans_the_group_at_zero_a
         == [p["pod"] for p in lambda_plan["pending"]]
         == ["default/web"]
     )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def record_calls(clients: AwsClients) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    clients.eks(REGION).meta.events.register(
+        "provide-client-params.eks.DescribeNodegroup", lambda params, **_: seen.append(dict(params))
+    )
+    return seen
+
+
+def test_a_node_group_is_read_once_in_cluster_autoscalers_ttl_and_its_change_seen_after(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """cluster-autoscaler keeps DescribeNodegroup's answer 6 minutes (managed_nodegroup_cache.go
+    ``managedNodegroupCachedTTL``); observe runs every minute and asked every node group every time.
+    A label changed in place (UpdateNodegroupConfig) reaches the group's template once the answer is
+    that old, as in cluster-autoscaler. (No jitter: it expires at the TTL.)"""
+    clock = Clock()
+    adapter._nodegroup_cache = NodegroupCache(clock=clock, jitter_seconds=0)
+    eks_node_group()
+    managed_group(make_asg)
+    seen = record_calls(clients)
+
+    asking = adapter.observe_region(REGION, T0)
+    first = adapter.build_groups(asking, RESERVE)[0].template.labels["workload-class"]  # type: ignore[union-attr]
+    boto3.client("eks", region_name=REGION).update_nodegroup_config(
+        clusterName="prod", nodegroupName="batch-ng", labels={"addOrUpdateLabels": {"workload-class": "web"}}
+    )
+    clock.now += DEFAULT_TTL_SECONDS - 1
+    view = adapter.observe_region(REGION, T0)
+    kept = adapter.build_groups(view, RESERVE)[0].template.labels["workload-class"]  # type: ignore[union-attr]
+    calls_when_kept = len(seen)
+    clock.now += 1
+    changed = the_group(adapter).template.labels["workload-class"]  # type: ignore[union-attr]
+
+    assert (first, kept, changed) == ("batch", "batch", "web")
+    assert calls_when_kept == 1 and len(seen) == 2
+    assert view.calls == asking.calls - 1  # a kept answer is no call
+
+
+def test_a_refused_read_is_kept_too_and_a_throttled_one_is_not(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """As cluster-autoscaler caches a failed read (an empty entry, "to limit failed calls to the EKS
+    API"): the group's problem stands for the TTL with no further call. A throttled read fails the
+    region's read and is not kept: the next observation asks again."""
+    eks_node_group()
+    managed_group(make_asg)
+    make_asg(REGION, "eks-other-ng", instance_type="m5.xlarge", desired=0,
+             tags={"eks:cluster-name": "prod", "eks:nodegroup-name": "other-ng"})  # fmt: skip
+    seen = record_calls(clients)
+    throttled: list[bool] = []
+
+    def throttle_once(**_: Any) -> None:
+        if not throttled:
+            throttled.append(True)
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"},
+                               "ResponseMetadata": {"HTTPStatusCode": 429}}, "DescribeNodegroup")  # fmt: skip
+
+    clients.eks(REGION).meta.events.register("provide-client-params.eks.DescribeNodegroup", throttle_once)
+    with pytest.raises(AwsThrottled):
+        adapter.node_groups_in(REGION, RESERVE, T0)
+
+    groups = {g.name: g for g in adapter.node_groups_in(REGION, RESERVE, T0)}
+    again = {g.name: g for g in adapter.node_groups_in(REGION, RESERVE, T0)}
+
+    assert groups["eks-batch-ng-0a1b"].template.labels["workload-class"] == "batch"  # type: ignore[union-attr]
+    (problem,) = groups["eks-other-ng"].problems
+    assert "ResourceNotFoundException" in problem and again["eks-other-ng"].problems == (problem,)
+    asked = [c["nodegroupName"] for c in seen]
+    assert sorted(asked[1:]) == ["batch-ng", "other-ng"]  # after the throttled one: each once
