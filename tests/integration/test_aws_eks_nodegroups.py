@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -23,6 +24,8 @@ from botocore.exceptions import ClientError
 from fakes import FakeCluster
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
+from spillway.adapters.nodegroup_cache import DEFAULT_TTL_SECONDS, NodegroupCache
+from spillway.cli import main
 from spillway.config import PlannerConfig
 from spillway.errors import AwsThrottled
 from spillway.local import objects as o
@@ -159,6 +162,23 @@ def test_a_tag_taint_and_the_node_groups_taint_of_the_same_key_and_effect_are_on
     assert sorted(taints) == [("dedicated", "batch", "NoSchedule"), ("gpu", "yes", "NoExecute")]
 
 
+def test_the_node_groups_own_resources_tag_is_read_over_the_groups(
+    adapter: AwsAdapter, make_asg: Callable[..., Any]
+) -> None:
+    """DescribeNodegroup's ``tags`` (the node group's, which EKS does not copy to its Auto Scaling
+    group): cluster-autoscaler takes their ``node-template/resources/`` keys over the group's tags
+    (aws_manager.go ``buildNodeFromTemplate``, ``extractAllocatableResourcesFromTags``)."""
+    storage = "k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage"
+    eks_node_group(tags={storage: "200Gi"})
+    managed_group(make_asg, {storage: "20Gi"})
+
+    template = the_group(adapter).template
+
+    assert template is not None
+    assert template.allocatable["ephemeral-storage"] == 200 * 2**30 * 1000
+    assert "ephemeral-storage" in template.tagged
+
+
 @pytest.mark.parametrize(
     ("code", "status"), [("AccessDeniedException", 403), ("ResourceNotFoundException", 404)]
 )
@@ -223,3 +243,145 @@ def test_describe_nodegroup_is_called_once_per_node_group_per_observation_and_no
     assert seen == [{"clusterName": "prod", "nodegroupName": "batch-ng"}]
     labelled = {g.name: g.template.labels.get("workload-class") for g in groups if g.template}
     assert labelled == {"eks-batch-ng-0a1b": "batch", "eks-batch-ng-9z8y": "batch", "self-managed": None}
+
+
+def aws_cli_json(answer: dict[str, Any]) -> str:
+    """An SDK answer as the AWS CLI prints it: times in ISO 8601."""
+    return json.dumps(answer, default=lambda value: value.isoformat())
+
+
+def scratch_pod(storage: str) -> dict[str, Any]:
+    """A pod tolerating the node group's taint that asks for ``storage`` of ephemeral storage."""
+    pod = o.pod("scratch", tolerations=TOLERATES, created=T0)
+    pod["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = storage
+    return pod
+
+
+def test_spillway_plan_given_describe_nodegroup_output_plans_the_group_at_zero_as_the_lambda_does(
+    adapter: AwsAdapter, make_asg: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offline plan reads what ``aws eks describe-nodegroup`` prints, matched to the group by its
+    ``eks:`` tags and merged by the same code: the node group's label, taint and resources tag give the
+    same scale-up and the same pending pods as observe and the plan Lambda."""
+    storage = "k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage"
+    instance_type = "k8s.io/cluster-autoscaler/node-template/label/node.kubernetes.io/instance-type"
+    eks_node_group(tags={storage: "200Gi"})
+    managed_group(make_asg, {instance_type: "m5.xlarge"})  # offline, the type comes from a tag
+    pods = [
+        o.pod("batch-job", node_selector={"workload-class": "batch"}, tolerations=TOLERATES, created=T0),
+        scratch_pod("150Gi"),  # fits the node group's resources tag only
+        o.pod("web", created=T0),  # does not tolerate the node group's taint
+    ]
+    observed = observe_once(FakeCluster([], pods), adapter, ObserveConfig(cluster="prod"), lambda: T0)
+    stored = Snapshot.from_dict(json.loads(json.dumps(observed.to_dict())))
+    config = PlannerConfig(cluster="prod", regions=[REGION])
+    lambda_plan = plan(stored.cluster, list(stored.groups), config, State(), T0).to_dict()
+
+    files = {
+        "cluster.json": json.dumps(o.kube_list(pods)),
+        "asgs.json": aws_cli_json(
+            boto3.client("autoscaling", region_name=REGION).describe_auto_scaling_groups()
+        ),
+        "batch-ng.json": aws_cli_json(
+            boto3.client("eks", region_name=REGION).describe_nodegroup(
+                clusterName="prod", nodegroupName="batch-ng"
+            )
+        ),
+        "config.json": json.dumps({"cluster": "prod", "regions": [REGION]}),
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    code = main(["plan", "--cluster", str(tmp_path / "cluster.json"), "--asgs", str(tmp_path / "asgs.json"),
+                 "--nodegroup", str(tmp_path / "batch-ng.json"), "--config", str(tmp_path / "config.json"),
+                 "--now", T0.isoformat()])  # fmt: skip
+    out, err = capsys.readouterr()
+
+    assert code == 0, err
+    offline = json.loads(out)
+    ups = [(s["group"], s["from"], s["to"], sorted(s["pods"])) for s in lambda_plan["scale_up"]]
+    assert ups == [("eks-batch-ng-0a1b", 0, 1, ["default/batch-job", "default/scratch"])]
+    assert [(s["group"], s["from"], s["to"], sorted(s["pods"])) for s in offline["scale_up"]] == ups
+    assert (
+        [p["pod"] for p in offline["pending"]]
+        == [p["pod"] for p in lambda_plan["pending"]]
+        == ["default/web"]
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def record_calls(clients: AwsClients) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    clients.eks(REGION).meta.events.register(
+        "provide-client-params.eks.DescribeNodegroup", lambda params, **_: seen.append(dict(params))
+    )
+    return seen
+
+
+def test_a_node_group_is_read_once_in_cluster_autoscalers_ttl_and_its_change_seen_after(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """cluster-autoscaler keeps DescribeNodegroup's answer 6 minutes (managed_nodegroup_cache.go
+    ``managedNodegroupCachedTTL``); observe runs every minute and asked every node group every time.
+    A label changed in place (UpdateNodegroupConfig) reaches the group's template once the answer is
+    that old, as in cluster-autoscaler. (No jitter: it expires at the TTL.)"""
+    clock = Clock()
+    adapter._nodegroup_cache = NodegroupCache(clock=clock, jitter_seconds=0)
+    eks_node_group()
+    managed_group(make_asg)
+    seen = record_calls(clients)
+
+    asking = adapter.observe_region(REGION, T0)
+    first = adapter.build_groups(asking, RESERVE)[0].template.labels["workload-class"]  # type: ignore[union-attr]
+    boto3.client("eks", region_name=REGION).update_nodegroup_config(
+        clusterName="prod", nodegroupName="batch-ng", labels={"addOrUpdateLabels": {"workload-class": "web"}}
+    )
+    clock.now += DEFAULT_TTL_SECONDS - 1
+    view = adapter.observe_region(REGION, T0)
+    kept = adapter.build_groups(view, RESERVE)[0].template.labels["workload-class"]  # type: ignore[union-attr]
+    calls_when_kept = len(seen)
+    clock.now += 1
+    changed = the_group(adapter).template.labels["workload-class"]  # type: ignore[union-attr]
+
+    assert (first, kept, changed) == ("batch", "batch", "web")
+    assert calls_when_kept == 1 and len(seen) == 2
+    assert view.calls == asking.calls - 1  # a kept answer is no call
+
+
+def test_a_refused_read_is_kept_too_and_a_throttled_one_is_not(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """As cluster-autoscaler caches a failed read (an empty entry, "to limit failed calls to the EKS
+    API"): the group's problem stands for the TTL with no further call. A throttled read fails the
+    region's read and is not kept: the next observation asks again."""
+    eks_node_group()
+    managed_group(make_asg)
+    make_asg(REGION, "eks-other-ng", instance_type="m5.xlarge", desired=0,
+             tags={"eks:cluster-name": "prod", "eks:nodegroup-name": "other-ng"})  # fmt: skip
+    seen = record_calls(clients)
+    throttled: list[bool] = []
+
+    def throttle_once(**_: Any) -> None:
+        if not throttled:
+            throttled.append(True)
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"},
+                               "ResponseMetadata": {"HTTPStatusCode": 429}}, "DescribeNodegroup")  # fmt: skip
+
+    clients.eks(REGION).meta.events.register("provide-client-params.eks.DescribeNodegroup", throttle_once)
+    with pytest.raises(AwsThrottled):
+        adapter.node_groups_in(REGION, RESERVE, T0)
+
+    groups = {g.name: g for g in adapter.node_groups_in(REGION, RESERVE, T0)}
+    again = {g.name: g for g in adapter.node_groups_in(REGION, RESERVE, T0)}
+
+    assert groups["eks-batch-ng-0a1b"].template.labels["workload-class"] == "batch"  # type: ignore[union-attr]
+    (problem,) = groups["eks-other-ng"].problems
+    assert "ResourceNotFoundException" in problem and again["eks-other-ng"].problems == (problem,)
+    asked = [c["nodegroupName"] for c in seen]
+    assert sorted(asked[1:]) == ["batch-ng", "other-ng"]  # after the throttled one: each once

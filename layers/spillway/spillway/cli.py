@@ -27,7 +27,7 @@ def _plan(args: argparse.Namespace) -> int:
     config = inputs.load_config(args.config)
     now = inputs.parse_now(args.now)
     snapshot = inputs.load_cluster(args.cluster, config.cluster or "cluster", now)
-    asgs = inputs.load_asgs(args.asgs)
+    asgs = inputs.load_nodegroups(args.nodegroup, inputs.load_asgs(args.asgs))
     activities = inputs.load_activities(args.activities)
     scheduled = inputs.load_scheduled_actions(args.scheduled_actions)
     catalogue = inputs.load_instance_types(args.instance_types)
@@ -102,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="GROUP=FILE",
         help="aws autoscaling describe-warm-pool for GROUP (its name or ARN; repeatable, one per group)",
+    )
+    p.add_argument(
+        "--nodegroup",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="aws eks describe-nodegroup (repeatable, one per EKS managed node group)",
     )
     p.add_argument(
         "--instance-types",

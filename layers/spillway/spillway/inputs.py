@@ -14,8 +14,11 @@ from spillway.config import PlannerConfig, load_config_file
 from spillway.errors import InputError
 from spillway.model import provreq
 from spillway.model.aws import (
+    NODEGROUP_UNREAD_EFFECT,
     AutoScalingGroup,
+    EksNodegroup,
     InstanceTypeInfo,
+    NodegroupRead,
     ScalingActivity,
     ScheduledAction,
     WarmPool,
@@ -24,11 +27,13 @@ from spillway.model.aws import (
     parse_asgs,
     parse_instance_types,
     parse_scheduled_actions,
+    wanted_nodegroups,
+    with_managed_nodegroups,
 )
 from spillway.model.cluster import ClusterSnapshot, NodeInfo
 from spillway.model.k8s import iter_kube_list
 from spillway.model.livetemplate import with_live_templates
-from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique
+from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique, managed_taints
 from spillway.model.schedule import Cron, zone_of
 from spillway.model.state import State
 from spillway.perf import bulk_allocation
@@ -206,6 +211,75 @@ def _parse_warm_pool(path: str) -> WarmPool:
     except ValidationError as exc:
         field, msg = _validation_field(exc, "")
         raise InputError(msg, source=path, field=field) from None
+
+
+def load_nodegroups(paths: Sequence[str], asgs: Sequence[AutoScalingGroup]) -> list[AutoScalingGroup]:
+    """``--nodegroup FILE``: ``aws eks describe-nodegroup`` outputs, given to the groups of ``asgs`` as
+    observe gives them what DescribeNodegroup answers: matched by their ``eks:cluster-name`` and
+    ``eks:nodegroup-name`` tags in the region the node group's ARN names, and attached by the same code
+    (:func:`~spillway.model.aws.with_managed_nodegroups`). A group of a node group no file gives keeps
+    its tags' template and its problems say so, as observe's when DescribeNodegroup is refused. A file
+    that cannot be read, a taint effect the EKS API does not have, a node group no group of ``asgs`` is
+    tagged with, or one given twice is an :class:`InputError` naming the file and the field."""
+    tagged = {(g.region, *g.eks_nodegroup) for g in asgs if g.eks_nodegroup is not None}
+    given: dict[tuple[str, str, str], tuple[EksNodegroup, str]] = {}
+    for path in paths:
+        nodegroup, region = _parse_nodegroup(path)
+        key = (region, nodegroup.clusterName, nodegroup.nodegroupName)
+        where = {"source": path, "field": "nodegroup.nodegroupName"}
+        if key not in tagged:
+            raise InputError(
+                f"no group of --asgs in {region} is tagged eks:cluster-name={key[1]} and "
+                f"eks:nodegroup-name={key[2]}",
+                **where,
+            )
+        if key in given:
+            raise InputError(
+                f"node group {key[1]}/{key[2]} in {region} is given twice (also {given[key][1]})", **where
+            )
+        given[key] = (nodegroup, path)
+    attached: dict[str, AutoScalingGroup] = {}
+    for region in dict.fromkeys(g.region for g in asgs):
+        of_region = [g for g in asgs if g.region == region]
+        read: dict[tuple[str, str], NodegroupRead] = {}
+        for cluster, name in wanted_nodegroups(of_region):
+            found = given.get((region, cluster, name))
+            read[(cluster, name)] = (
+                found[0]
+                if found
+                else f"DescribeNodegroup({cluster}, {name}): no --nodegroup file gives it: {NODEGROUP_UNREAD_EFFECT}"
+            )
+        attached.update((g.AutoScalingGroupARN, g) for g in with_managed_nodegroups(of_region, read))
+    return [attached[g.AutoScalingGroupARN] for g in asgs]
+
+
+def _parse_nodegroup(path: str) -> tuple[EksNodegroup, str]:
+    """One ``aws eks describe-nodegroup`` output: the node group and the region its ARN names."""
+    doc = read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodegroup"), dict):
+        raise InputError(
+            "missing or not an object (aws eks describe-nodegroup output)", source=path, field="nodegroup"
+        )
+    try:
+        nodegroup = EksNodegroup.model_validate(doc["nodegroup"])
+    except ValidationError as exc:
+        field, msg = _validation_field(exc, "nodegroup")
+        raise InputError(msg, source=path, field=field) from None
+    arn = nodegroup.nodegroupArn
+    if arn is None:
+        raise InputError(
+            "Field required (its region is the node group's)", source=path, field="nodegroup.nodegroupArn"
+        )
+    parts = arn.split(":")
+    if len(parts) < 6 or parts[2] != "eks" or not parts[3] or not parts[5].startswith("nodegroup/"):
+        raise InputError(f"not an EKS node group ARN: {arn}", source=path, field="nodegroup.nodegroupArn")
+    try:
+        managed_taints(nodegroup)  # observe refuses the group; an output EKS cannot print is refused here
+    except ValueError as exc:
+        place, _, msg = str(exc).partition(": ")
+        field = "nodegroup" + place[len(f"ManagedNodegroup({nodegroup.nodegroupName})") :]
+        raise InputError(msg, source=path, field=field) from None
+    return nodegroup, parts[3]
 
 
 def load_instance_types(path: str | Path | None) -> dict[str, InstanceTypeInfo]:

@@ -36,6 +36,7 @@ from spillway.adapters.launch_cache import (
     config_key,
     version_key,
 )
+from spillway.adapters.nodegroup_cache import NodegroupCache
 from spillway.errors import (
     AsgLimitExceeded,
     AsgNotFound,
@@ -47,6 +48,7 @@ from spillway.errors import (
     LifecycleActionNotFound,
 )
 from spillway.model.aws import (
+    NODEGROUP_UNREAD_EFFECT,
     AutoScalingGroup,
     CreateFleetResult,
     EksNodegroup,
@@ -54,12 +56,16 @@ from spillway.model.aws import (
     InstanceTypeInfo,
     LaunchTemplateInfo,
     LaunchTemplateVersionInfo,
+    NodegroupKey,
+    NodegroupRead,
     ScalingActivity,
     ScheduledAction,
     WarmPool,
     bundled_instance_types,
     launched_from,
     template_key,
+    wanted_nodegroups,
+    with_managed_nodegroups,
 )
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.nodegroup import (
@@ -299,6 +305,8 @@ class AwsAdapter:
         self._types = _InstanceTypeCache()
         # what launch template versions and launch configurations say, for the container's life
         self._launch_cache = LaunchCache(launch_cache_size)
+        # what DescribeNodegroup said, for cluster-autoscaler's TTL
+        self._nodegroup_cache = NodegroupCache()
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -473,47 +481,46 @@ class AwsAdapter:
     ) -> tuple[list[AutoScalingGroup], int]:
         """The groups, each live group of an EKS managed node group (tagged ``eks:cluster-name`` and
         ``eks:nodegroup-name``) with what DescribeNodegroup (``eks:DescribeNodegroup``) says of its node
-        group (:attr:`AutoScalingGroup.ManagedNodegroup`: the labels and taints its nodes register with,
-        which an empty group's template needs), and the number of calls made.
+        group (:func:`~spillway.model.aws.with_managed_nodegroups`: the labels, taints and tags its
+        template needs), and the number of calls made.
 
         As cluster-autoscaler's AWS provider reads them (kubernetes/autoscaler
-        cluster-autoscaler/cloudprovider/aws/aws_wrapper.go ``getManagedNodegroupInfo``), but once per
-        node group per observation, not from a cache: EKS lets labels and taints change in place
-        (UpdateNodegroupConfig). Refused or unknown (:data:`NODEGROUP_UNREAD`): the group keeps its tags'
-        template and its problems name the call. Any other failure (throttling, an outage) raises and
-        fails the region's read, as every read of observe does: a tainted group planned as untainted for
-        one tick launches nodes the pods it was grown for cannot use."""
-        wanted = sorted({g.eks_nodegroup for g in groups if not g.Status and g.eks_nodegroup is not None})
-        if not wanted:
-            return list(groups), 0
-        client = self._clients.eks(region)
-        read: dict[tuple[str, str], EksNodegroup | str] = {}
-        for cluster, nodegroup in wanted:
-            what = f"DescribeNodegroup({cluster}, {nodegroup})"
-            try:
-                answer = client.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)
-                read[(cluster, nodegroup)] = EksNodegroup.model_validate(answer["nodegroup"])
-            except ClientError as exc:
-                code = str(exc.response.get("Error", {}).get("Code", ""))
-                if code not in NODEGROUP_UNREAD:
-                    raise map_aws_error(exc, what) from exc
-                message = exc.response.get("Error", {}).get("Message", "")
-                read[(cluster, nodegroup)] = (
-                    f"{what}: {code}: {message}: the template has only the labels and taints of the "
-                    "group's tags; a pod selecting the node group's labels does not scale it from zero"
-                )
-                log.warning("%s: %s", region, read[(cluster, nodegroup)])
-            except (BotoCoreError, ValidationError) as exc:
+        cluster-autoscaler/cloudprovider/aws/aws_wrapper.go ``getManagedNodegroupInfo``), and, as it
+        does, an answer is kept for its TTL (:class:`~spillway.adapters.nodegroup_cache.NodegroupCache`,
+        6 minutes): observe runs every minute. Refused or unknown (:data:`NODEGROUP_UNREAD`): the group
+        keeps its tags' template and its problems name the call, kept as an answer. Any other failure
+        (throttling, an outage) raises, is not kept, and fails the region's read, as every read of
+        observe does: a tainted group planned as untainted for one tick launches nodes the pods it was
+        grown for cannot use."""
+        read: dict[NodegroupKey, NodegroupRead] = {}
+        asked = 0
+        for cluster, nodegroup in wanted_nodegroups(groups):
+            kept = self._nodegroup_cache.get((region, cluster, nodegroup))
+            if kept is None:
+                kept = self._describe_nodegroup(region, cluster, nodegroup)
+                self._nodegroup_cache.put((region, cluster, nodegroup), kept)
+                asked += 1
+            read[(cluster, nodegroup)] = kept
+        return (with_managed_nodegroups(groups, read) if read else list(groups)), asked
+
+    def _describe_nodegroup(self, region: str, cluster: str, nodegroup: str) -> NodegroupRead:
+        """DescribeNodegroup's node group, or, refused or unknown, the group's problem; else raised."""
+        what = f"DescribeNodegroup({cluster}, {nodegroup})"
+        try:
+            answer = self._clients.eks(region).describe_nodegroup(
+                clusterName=cluster, nodegroupName=nodegroup
+            )
+            return EksNodegroup.model_validate(answer["nodegroup"])
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code not in NODEGROUP_UNREAD:
                 raise map_aws_error(exc, what) from exc
-        out: list[AutoScalingGroup] = []
-        for group in groups:
-            got = read.get(group.eks_nodegroup) if group.eks_nodegroup and not group.Status else None
-            if isinstance(got, EksNodegroup):
-                group = group.model_copy(update={"ManagedNodegroup": got})
-            elif isinstance(got, str):
-                group = group.model_copy(update={"ManagedNodegroupProblem": got})
-            out.append(group)
-        return out, len(wanted)
+            message = exc.response.get("Error", {}).get("Message", "")
+            problem = f"{what}: {code}: {message}: {NODEGROUP_UNREAD_EFFECT}"
+            log.warning("%s: %s", region, problem)
+            return problem
+        except (BotoCoreError, ValidationError) as exc:
+            raise map_aws_error(exc, what) from exc
 
     def instance_types(self, region: str, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
         """Instance type facts for ``names``: asked of EC2 once per container, else the bundled catalogue.

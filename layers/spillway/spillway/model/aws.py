@@ -8,7 +8,7 @@ APIs' own (PascalCase); unknown fields are ignored.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -238,13 +238,20 @@ class EksTaint(AwsModel):
 
 class EksNodegroup(AwsModel):
     """What Spillway reads of DescribeNodegroup's ``nodegroup`` (EKS API Reference, ``Nodegroup``): the
-    Kubernetes labels and taints EKS gives every node of the group, and its capacity type."""
+    Kubernetes labels and taints EKS gives every node of the group, its capacity type, and its tags."""
 
     nodegroupName: str
     clusterName: str
+    # arn:aws:eks:<region>:<account>:nodegroup/<cluster>/<name>/<id>: the region of a node group read
+    # from a file (observe knows the region it asked in)
+    nodegroupArn: str | None = None
     capacityType: str | None = None  # ON_DEMAND | SPOT | CAPACITY_BLOCK
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[EksTaint] = Field(default_factory=list)
+    # the node group's own resource tags (not its Auto Scaling group's: EKS does not propagate them);
+    # of these cluster-autoscaler reads the node-template resources keys only
+    # (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_manager.go buildNodeFromTemplate)
+    tags: dict[str, str] = Field(default_factory=dict)
 
 
 class AutoScalingGroup(AwsModel):
@@ -369,6 +376,44 @@ class AutoScalingGroup(AwsModel):
         found = next((i for i in self.Instances if i.InstanceId == instance_id), None)
         text = (found.WeightedCapacity or "1").strip() if found is not None else "1"
         return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
+#: (cluster, node group): what DescribeNodegroup is asked about, named by a group's ``eks:`` tags
+NodegroupKey = tuple[str, str]
+#: what was read of a node group: its description, or why there is none (the group's problem)
+NodegroupRead = EksNodegroup | str
+
+#: the end of the problem of a managed group whose node group could not be read
+NODEGROUP_UNREAD_EFFECT = (
+    "the template has only the labels and taints of the group's tags; a pod selecting the node group's "
+    "labels does not scale it from zero"
+)
+
+
+def wanted_nodegroups(groups: Iterable[AutoScalingGroup]) -> list[NodegroupKey]:
+    """The node groups (cluster, name) the live groups of one region belong to, each once, sorted: what
+    DescribeNodegroup is asked about (a group being deleted, ``Status`` set, is not read)."""
+    return sorted({g.eks_nodegroup for g in groups if not g.Status and g.eks_nodegroup is not None})
+
+
+def with_managed_nodegroups(
+    groups: Sequence[AutoScalingGroup], read: Mapping[NodegroupKey, NodegroupRead]
+) -> list[AutoScalingGroup]:
+    """``groups`` (of one region) in their order, each live group of a node group in ``read`` with what
+    was read of it: :attr:`AutoScalingGroup.ManagedNodegroup`, or, when it could not be read,
+    :attr:`AutoScalingGroup.ManagedNodegroupProblem`. The one way the observe Lambda (from
+    DescribeNodegroup) and ``spillway plan`` (from ``aws eks describe-nodegroup`` output) give a group its
+    node group; the template merges it (spillway.model.nodegroup ``build_template``)."""
+    out: list[AutoScalingGroup] = []
+    for group in groups:
+        key = group.eks_nodegroup
+        got = read.get(key) if key is not None and not group.Status else None
+        if isinstance(got, EksNodegroup):
+            group = group.model_copy(update={"ManagedNodegroup": got})
+        elif isinstance(got, str):
+            group = group.model_copy(update={"ManagedNodegroupProblem": got})
+        out.append(group)
+    return out
 
 
 class CreateFleetInstance(AwsModel):

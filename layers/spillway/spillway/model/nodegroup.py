@@ -855,7 +855,7 @@ def build_template(
             except ValueError:
                 raise ValueError(f"Tags[{key}]: not a quantity: {value!r}") from None
             tagged.append(key[len(TAG_RESOURCE) :])
-    taints = _with_managed_nodegroup(asg, labels, taints)
+    taints = _with_managed_nodegroup(asg, labels, taints, allocatable, tagged)
     if CPU not in allocatable or MEMORY not in allocatable:
         return None  # an unknown instance type and no resources tags: nothing to plan with
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
@@ -866,18 +866,51 @@ def build_template(
 
 
 def _with_managed_nodegroup(
-    asg: AutoScalingGroup, labels: dict[str, str], taints: list[TaintT]
+    asg: AutoScalingGroup,
+    labels: dict[str, str],
+    taints: list[TaintT],
+    allocatable: dict[str, int],
+    tagged: list[str],
 ) -> list[TaintT]:
     """``labels`` given what EKS gives a node of the group's managed node group (updated in place, over
     the tags'), and the taints with the node group's: the ``eks:nodegroup-name`` tag names the node
-    group, and DescribeNodegroup, when read, gives its labels and taints."""
+    group, and DescribeNodegroup, when read, gives its labels and taints. The node group's own resource
+    tags (:func:`managed_resources`) go into ``allocatable`` and ``tagged`` (in place) over the group's."""
     eks = asg.eks_nodegroup
     if eks is not None:
         labels[EKS_NODEGROUP_LABEL] = eks[1]
     if asg.ManagedNodegroup is None:
         return taints
     labels.update(managed_labels(asg.ManagedNodegroup))
+    resources = managed_resources(asg.ManagedNodegroup)
+    allocatable.update(resources)
+    tagged.extend(name for name in resources if name not in tagged)
     return merged_taints(taints, managed_taints(asg.ManagedNodegroup))
+
+
+def managed_resources(nodegroup: EksNodegroup) -> dict[str, int]:
+    """The resources the node group's own tags declare (``k8s.io/cluster-autoscaler/node-template/
+    resources/<resource>``, in milli-units), which win over the group's tags of the same resource.
+
+    As cluster-autoscaler's AWS provider reads DescribeNodegroup's ``tags`` (kubernetes/autoscaler
+    cluster-autoscaler/cloudprovider/aws/aws_manager.go ``buildNodeFromTemplate``,
+    ``extractAllocatableResourcesFromTags``): resources only, over the Auto Scaling group's; its label
+    and taint keys are not read there (the node group's labels and taints are its ``labels`` and
+    ``taints``). cluster-autoscaler skips a value that is no quantity; here it is a ``ValueError``
+    naming the tag, so the group is refused, as for the group's own resource tag."""
+    out: dict[str, int] = {}
+    for key in sorted(nodegroup.tags):
+        name = key[len(TAG_RESOURCE) :]
+        if not key.startswith(TAG_RESOURCE) or not name:
+            continue
+        value = nodegroup.tags[key]
+        try:
+            out[name] = to_milli(value)
+        except ValueError:
+            raise ValueError(
+                f"ManagedNodegroup({nodegroup.nodegroupName}).tags[{key}]: not a quantity: {value!r}"
+            ) from None
+    return out
 
 
 def managed_labels(nodegroup: EksNodegroup) -> dict[str, str]:
