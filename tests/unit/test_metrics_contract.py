@@ -790,12 +790,15 @@ def test_held_by_limits_looks_at_exactly_the_minutes_its_parameter_allows() -> N
     may look back (EvaluationPeriods x Period at most one day: *Using Amazon CloudWatch alarms*)."""
     [props] = [p for n, p in alarms().items() if n.endswith("-held-by-limits")]
     parameter = TEMPLATE["Parameters"]["HeldByLimitsAlarmMinutes"]
+    # sam build expands Fn::FindInMap itself (language extensions) and reads a Number parameter's value
+    # as an integer, which is no mapping key: "Fn::FindInMap layout is incorrect", no build.
+    assert parameter["Type"] == "String"
     assert parameter["Default"] in parameter["AllowedValues"]
     mapping, _, item = props["EvaluationPeriods"]["Fn::FindInMap"]
     assert props["DatapointsToAlarm"] == props["EvaluationPeriods"]
     for minutes in parameter["AllowedValues"]:
         periods = TEMPLATE["Mappings"][mapping][str(minutes)][item]
-        assert periods * props["Period"] == minutes * 60 <= 86_400, minutes
+        assert periods * props["Period"] == int(minutes) * 60 <= 86_400, minutes
 
 
 def test_a_widget_on_auto_scaling_group_metrics_tells_how_to_turn_them_on() -> None:
