@@ -6,6 +6,7 @@ builder: objects shaped as the API server returns them, so parsing them runs the
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,18 @@ def _fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+
+
+@pytest.fixture(autouse=True)
+def _empty_metric_buffer() -> None:
+    """Every test starts with no metric buffered. Powertools keeps one metric set per process, shared by
+    every ``Metrics`` instance, and with ``POWERTOOLS_METRICS_DISABLED`` its flush leaves the set as it
+    was: a test that runs handlers with metrics disabled would hand its metrics to the next test's first
+    flush (a Lambda process only ever runs one function, so this is a test-suite concern)."""
+    observability = sys.modules.get("spillway.observability")
+    if observability is not None:
+        observability.metrics.clear_metrics()
+        observability.metrics.clear_default_dimensions()
 
 
 @pytest.fixture
