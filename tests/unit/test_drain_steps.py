@@ -377,6 +377,38 @@ def test_validate_refuses_an_instance_out_of_its_groups_service(rig: Rig, state:
     assert rig.writes() == []
 
 
+@pytest.mark.parametrize("state", ["EnteringStandby", "Standby", "Detaching"])
+def test_an_instance_leaving_anyway_out_of_its_groups_service_is_drained_not_terminated(
+    rig: Rig, state: str
+) -> None:
+    """A Spot warning (or a scheduled change) for an instance a person put in Standby, or is detaching:
+    it is out of its group's service but still a Node, and EC2 takes it in two minutes whatever its
+    group does. aws-node-termination-handler cordons and drains the node of any interruption notice;
+    the drain was refused, and its pods died with the instance. It is drained, and never terminated
+    through its group (Standby took it out of the desired capacity already; a detaching instance is
+    leaving it). Terminating*, and a warm pool's instances (which Spot never launches: a group with a
+    warm pool launches no Spot), are still refused: the group itself terminates the former."""
+    rig.pod("web-0")
+    rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["LifecycleState"] = state
+
+    drain = rig.validated(force=True, leaving=True)
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+
+    assert drain.leaving and drain.terminate is False and first["evicted"] == ["team-a/web-0"]
+    with pytest.raises(InvalidDrainRequest, match=state):
+        rig.validated(force=True)  # by hand, or by a plan: still nothing to drain
+
+
+@pytest.mark.parametrize("state", ["Terminating:Wait", "Terminating:Proceed", "Warmed:Running"])
+def test_an_instance_leaving_anyway_that_its_group_terminates_or_keeps_warm_is_not_drained(
+    rig: Rig, state: str
+) -> None:
+    rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["LifecycleState"] = state
+    with pytest.raises(InvalidDrainRequest, match=state):
+        rig.validated(force=True, leaving=True)
+
+
 PLAN = "20261102T100000Z-abc"
 # The world changed since the plan: its premise is gone, nothing was touched, the next plan judges again.
 STALE = [

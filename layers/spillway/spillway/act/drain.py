@@ -490,6 +490,12 @@ def _unmanaged_group(
     )
 
 
+# A Node of the group that is out of its service, by hand (Standby) or leaving it (Detach*): still running
+# pods. A drain of an instance leaving anyway (a Spot warning, a scheduled change) evicts them and leaves
+# the instance to EC2, as aws-node-termination-handler drains any node an interruption notice names.
+OUT_OF_SERVICE_STATES = frozenset({"EnteringStandby", "Standby", "Detaching"})
+
+
 def _leaving_group(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
@@ -510,6 +516,8 @@ def _leaving_group(
     # capacity: TerminateInstanceInAutoScalingGroup "cannot be called on instances in a warm pool".
     if placement.lifecycle_state in LIVE_STATES:
         return None
+    if request.leaving and placement.lifecycle_state in OUT_OF_SERVICE_STATES:
+        return None  # EC2 takes it whatever its group does: drained, never terminated (Drainer.validate)
     return InvalidDrainRequest(
         f"instance {placement.instance_id} of Node {request.node!r} is {placement.lifecycle_state} in its "
         "group, not in its service (Pending or InService); there is nothing to drain",
@@ -1031,8 +1039,12 @@ class Drainer:
             if refusal.stale and request.plan_id:
                 return _cancelled(_requested(request), _stale_premise(refusal))
             raise
-        # an instance going away anyway is only drained at MinSize: EC2 reclaims it, the group replaces it
-        terminate = request.terminate and not (request.leaving and _below_min(asg, placement.instance_id))
+        # an instance going away anyway is only drained at MinSize (EC2 reclaims it, the group replaces
+        # it) and out of its group's service (Standby is out of the desired capacity already)
+        terminate = request.terminate and not (
+            request.leaving
+            and (_below_min(asg, placement.instance_id) or placement.lifecycle_state not in LIVE_STATES)
+        )
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
         planned = _planned(drain)
