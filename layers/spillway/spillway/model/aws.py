@@ -548,9 +548,14 @@ class Gpus(AwsModel):
     TotalGpuMemoryInMiB: int | None = None
 
 
+class NeuronCores(AwsModel):
+    Count: int = 0  # per device
+
+
 class NeuronDevice(AwsModel):
     Name: str = ""
     Count: int = 0
+    CoreInfo: NeuronCores | None = None
 
 
 class Neurons(AwsModel):
@@ -601,6 +606,12 @@ class InstanceTypeInfo(AwsModel):
     @property
     def neuron_devices(self) -> int:
         return sum(d.Count for d in self.NeuronInfo.NeuronDevices) if self.NeuronInfo else 0
+
+    @property
+    def neuron_cores(self) -> int:
+        """Every Neuron device's cores (DescribeInstanceTypes' ``CoreInfo.Count`` is per device)."""
+        devices = self.NeuronInfo.NeuronDevices if self.NeuronInfo else []
+        return sum(d.Count * (d.CoreInfo.Count if d.CoreInfo else 0) for d in devices)
 
     @property
     def architecture(self) -> str:

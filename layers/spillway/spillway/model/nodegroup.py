@@ -31,6 +31,7 @@ from spillway.model.resources import (
     CPU,
     MEMORY,
     NEURON,
+    NEURON_CORE,
     NVIDIA_GPU,
     PODS,
     Resources,
@@ -411,9 +412,11 @@ def override_types(asg: AutoScalingGroup) -> tuple[str, ...]:
 
 
 def _facts(info: InstanceTypeInfo) -> tuple[int, ...]:
-    """What a type offers a pod, as the catalogue lists it: vCPUs, memory, max pods, GPUs, Neuron devices."""
+    """What a type offers a pod, as the catalogue lists it: vCPUs, memory, max pods, GPUs, Neuron devices
+    and cores."""
     vcpus, mib = info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB
-    return (vcpus, mib, info.max_pods or DEFAULT_MAX_PODS, info.nvidia_gpus, info.neuron_devices)
+    pods = info.max_pods or DEFAULT_MAX_PODS
+    return (vcpus, mib, pods, info.nvidia_gpus, info.neuron_devices, info.neuron_cores)
 
 
 def least_override(types: Iterable[str], catalogue: Mapping[str, InstanceTypeInfo]) -> str | None:
@@ -703,8 +706,8 @@ def parse_taint_tag(key: str, value: str) -> TaintT:
 
 def type_resources(info: InstanceTypeInfo, reserve: ReserveLike) -> tuple[Resources, Resources]:
     """A node of the type: its allocatable (``reserve`` taken off its nominal CPU and memory; its max
-    pods, GPUs and Neuron devices) and its nominal CPU and memory, the capacity it is sold with (what
-    cluster-autoscaler's AWS template node reports)."""
+    pods, GPUs, Neuron devices and their cores) and its nominal CPU and memory, the capacity it is sold
+    with (what cluster-autoscaler's AWS template node reports)."""
     vcpus, mib = info.VCpuInfo.DefaultVCpus, info.MemoryInfo.SizeInMiB
     pods = info.max_pods or DEFAULT_MAX_PODS
     allocatable = as_reserve(reserve).allocatable(vcpus, mib, pods)
@@ -713,6 +716,8 @@ def type_resources(info: InstanceTypeInfo, reserve: ReserveLike) -> tuple[Resour
         allocatable[NVIDIA_GPU] = info.nvidia_gpus * 1000
     if info.neuron_devices:
         allocatable[NEURON] = info.neuron_devices * 1000
+    if info.neuron_cores:
+        allocatable[NEURON_CORE] = info.neuron_cores * 1000
     return allocatable, {CPU: vcpus * 1000, MEMORY: mib * _MIB}
 
 

@@ -16,7 +16,8 @@ MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL = "ephemeral-storage"
 NVIDIA_GPU = "nvidia.com/gpu"
-NEURON = "aws.amazon.com/neuron"
+NEURON = "aws.amazon.com/neuron"  # whole Neuron devices
+NEURON_CORE = "aws.amazon.com/neuroncore"  # their cores: the Neuron device plugin registers both
 
 # A pod requesting a resource the node does not report cannot run there, except ephemeral storage:
 # every kubelet reports it, but an ASG's template node only knows it when a tag declares it.
