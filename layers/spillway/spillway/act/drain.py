@@ -490,7 +490,7 @@ def _unmanaged_group(
     )
 
 
-# A Node of the group that is out of its service, by hand (Standby) or leaving it (Detach*): still running
+# A Node of the group out of its service, by hand (Standby) or leaving the group (Detaching), still runs
 # pods. A drain of an instance leaving anyway (a Spot warning, a scheduled change) evicts them and leaves
 # the instance to EC2, as aws-node-termination-handler drains any node an interruption notice names.
 OUT_OF_SERVICE_STATES = frozenset({"EnteringStandby", "Standby", "Detaching"})
