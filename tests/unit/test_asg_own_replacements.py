@@ -119,6 +119,7 @@ def replacing_world() -> tuple[World, str, list[str]]:
         "2026-11-02T11:59:00Z held drain rebalance-i-0: rebalance recommendation"
     )
     g = world.groups["spot"]
+    g["CapacityRebalance"] = True  # a drain of a rebalance recommendation terminates nothing only here
     replacement = o.instance_id("spot-replacement")
     g["Instances"].append({**g["Instances"][0], "InstanceId": replacement, "LifecycleState": "Pending"})
     world.pods("busy", 1, cpu="6", memory="8Gi", node_name=nodes[1], phase="Running")  # the other is full
@@ -239,3 +240,28 @@ def test_the_node_of_an_instance_its_group_is_terminating_offers_no_room() -> No
     result = world.plan()
     assert pods[0] not in pending_codes(result)  # not fits-free-room: a new node of its own
     assert scale_up(result) == {"web": (1, 2, pods)}
+
+
+def test_an_instance_launched_before_the_one_it_replaces_is_no_room_while_that_one_still_serves() -> None:
+    """An instance refresh (or a maximum instance lifetime replacement) whose instance maintenance policy
+    launches before it terminates runs one instance above the desired capacity for a while, then
+    terminates an old one and is back at the desired capacity (EC2 Auto Scaling User Guide, "Replace
+    Auto Scaling instances based on an instance maintenance policy"; "Amazon EC2 Auto Scaling instance
+    lifecycle": the old instance goes ``Terminating`` only then). Until then the instance it replaces is
+    InService, its Node Ready, uncordoned and running its pods, all of it counted. Counting the new
+    instance as capacity launching as well counted one node twice: a new pending pod was planned onto
+    it (``fits-launching``) and nothing was launched, though the pods of the node it replaces need that
+    room once the group terminates their node. No node of the group gives its room up for the
+    replacement, so the new pod gets a node of its own, as it did before."""
+    world = World()
+    nodes = world.group("web", "m5.2xlarge", nodes=2, max_size=4)
+    for node in nodes:
+        world.pods(f"on-{node}", 1, cpu="6", memory="8Gi", node_name=node, phase="Running")
+    g = world.groups["web"]
+    g["Instances"].append(
+        {**g["Instances"][0], "InstanceId": o.instance_id("web-new"), "LifecycleState": "Pending"}
+    )
+    pods = world.pods("fresh", 1, cpu="6", memory="8Gi")
+    result = world.plan()
+    assert pending_codes(result).get(pods[0]) != codes.FITS_LAUNCHING
+    assert scale_up(result) == {"web": (2, 3, pods)}
