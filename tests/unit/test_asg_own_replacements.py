@@ -128,14 +128,12 @@ def replacing_world() -> tuple[World, str, list[str]]:
 
 
 def test_an_instance_the_group_launches_above_its_desired_capacity_is_capacity_launching() -> None:
-    """Capacity Rebalancing (and instance refresh or maximum instance lifetime replacements that launch
-    before they terminate) launches the replacement while the instance it replaces still runs, so the
+    """Capacity Rebalancing launches the replacement while the instance it replaces still runs, so the
     group briefly has more instances than its desired capacity, even above its MaxSize ("Use Capacity
-    Rebalancing to handle Amazon EC2 Spot Interruptions"; "Replace Auto Scaling instances based on an
-    instance maintenance policy"). The planner counted launching capacity as desired capacity less Ready
-    nodes: 2 - 2 = 0 while the replacement booted, so the pods evicted from the at-risk node had nowhere
-    to go and a second node was launched beside the group's replacement. The replacement is capacity
-    launching: the pods wait for it."""
+    Rebalancing to handle Amazon EC2 Spot Interruptions"). The planner counted launching capacity as
+    desired capacity less Ready nodes: 2 - 2 = 0 while the replacement booted, so the pods evicted from
+    the at-risk node had nowhere to go and a second node was launched beside the group's replacement.
+    The replacement is capacity launching for the node Spillway's drain emptied: the pods wait for it."""
     world, _, pods = replacing_world()
     result = world.plan()
     assert scale_up(result) == {}
