@@ -119,6 +119,7 @@ def replacing_world() -> tuple[World, str, list[str]]:
         "2026-11-02T11:59:00Z held drain rebalance-i-0: rebalance recommendation"
     )
     g = world.groups["spot"]
+    g["CapacityRebalance"] = True  # a drain of a rebalance recommendation terminates nothing only here
     replacement = o.instance_id("spot-replacement")
     g["Instances"].append({**g["Instances"][0], "InstanceId": replacement, "LifecycleState": "Pending"})
     world.pods("busy", 1, cpu="6", memory="8Gi", node_name=nodes[1], phase="Running")  # the other is full
@@ -127,14 +128,12 @@ def replacing_world() -> tuple[World, str, list[str]]:
 
 
 def test_an_instance_the_group_launches_above_its_desired_capacity_is_capacity_launching() -> None:
-    """Capacity Rebalancing (and instance refresh or maximum instance lifetime replacements that launch
-    before they terminate) launches the replacement while the instance it replaces still runs, so the
+    """Capacity Rebalancing launches the replacement while the instance it replaces still runs, so the
     group briefly has more instances than its desired capacity, even above its MaxSize ("Use Capacity
-    Rebalancing to handle Amazon EC2 Spot Interruptions"; "Replace Auto Scaling instances based on an
-    instance maintenance policy"). The planner counted launching capacity as desired capacity less Ready
-    nodes: 2 - 2 = 0 while the replacement booted, so the pods evicted from the at-risk node had nowhere
-    to go and a second node was launched beside the group's replacement. The replacement is capacity
-    launching: the pods wait for it."""
+    Rebalancing to handle Amazon EC2 Spot Interruptions"). The planner counted launching capacity as
+    desired capacity less Ready nodes: 2 - 2 = 0 while the replacement booted, so the pods evicted from
+    the at-risk node had nowhere to go and a second node was launched beside the group's replacement.
+    The replacement is capacity launching for the node Spillway's drain emptied: the pods wait for it."""
     world, _, pods = replacing_world()
     result = world.plan()
     assert scale_up(result) == {}
@@ -239,3 +238,28 @@ def test_the_node_of_an_instance_its_group_is_terminating_offers_no_room() -> No
     result = world.plan()
     assert pods[0] not in pending_codes(result)  # not fits-free-room: a new node of its own
     assert scale_up(result) == {"web": (1, 2, pods)}
+
+
+def test_an_instance_launched_before_the_one_it_replaces_is_no_room_while_that_one_still_serves() -> None:
+    """An instance refresh (or a maximum instance lifetime replacement) whose instance maintenance policy
+    launches before it terminates runs one instance above the desired capacity for a while, then
+    terminates an old one and is back at the desired capacity (EC2 Auto Scaling User Guide, "Replace
+    Auto Scaling instances based on an instance maintenance policy"; "Amazon EC2 Auto Scaling instance
+    lifecycle": the old instance goes ``Terminating`` only then). Until then the instance it replaces is
+    InService, its Node Ready, uncordoned and running its pods, all of it counted. Counting the new
+    instance as capacity launching as well counted one node twice: a new pending pod was planned onto
+    it (``fits-launching``) and nothing was launched, though the pods of the node it replaces need that
+    room once the group terminates their node. No node of the group gives its room up for the
+    replacement, so the new pod gets a node of its own, as it did before."""
+    world = World()
+    nodes = world.group("web", "m5.2xlarge", nodes=2, max_size=4)
+    for node in nodes:
+        world.pods(f"on-{node}", 1, cpu="6", memory="8Gi", node_name=node, phase="Running")
+    g = world.groups["web"]
+    g["Instances"].append(
+        {**g["Instances"][0], "InstanceId": o.instance_id("web-new"), "LifecycleState": "Pending"}
+    )
+    pods = world.pods("fresh", 1, cpu="6", memory="8Gi")
+    result = world.plan()
+    assert pending_codes(result).get(pods[0]) != codes.FITS_LAUNCHING
+    assert scale_up(result) == {"web": (2, 3, pods)}

@@ -202,19 +202,32 @@ class NodeGroup:
 
     @property
     def expected_size(self) -> int:
-        """The nodes the group is to have, or has on their way: its desired capacity, or its live
-        instances when it has more. A group replaces instances by launching first and terminating after:
-        Capacity Rebalancing launches a Spot instance for one at risk and terminates that one once the
-        new one passed its health check, and may go above its MaxSize to do so ("Use Capacity
-        Rebalancing to handle Amazon EC2 Spot Interruptions"); an instance refresh or maximum instance
-        lifetime replacement under an instance maintenance policy whose maximum healthy percentage is
-        above 100 does the same. Such an instance is capacity launching while the one it replaces still
-        runs (and once that one is ``Terminating``, it is no longer live). With :data:`LAUNCH` suspended,
-        only the live instances it has, within its desired capacity: Auto Scaling launches none for the
-        rest."""
+        """The instances the group runs or is to run, each paid for (what :class:`~spillway.planner.
+        limits.Limits` charges): its desired capacity, or its live instances when it has more. A group
+        replaces instances by launching first and terminating after: Capacity Rebalancing launches a
+        Spot instance for one at risk and terminates that one once the new one passed its health check,
+        and may go above its MaxSize to do so ("Use Capacity Rebalancing to handle Amazon EC2 Spot
+        Interruptions"); an instance refresh or maximum instance lifetime replacement under an instance
+        maintenance policy whose maximum healthy percentage is above 100 does the same. With
+        :data:`LAUNCH` suspended, only the live instances it has, within its desired capacity: Auto
+        Scaling launches none for the rest. What of it is capacity to come: :meth:`coming`."""
         if self.suspension(LAUNCH) is None:
             return max(self.desired, len(self.instance_ids))
         return min(self.desired, len(self.instance_ids))
+
+    def coming(self, replaced: int = 0) -> int:
+        """The nodes the group will have to give room: its desired capacity, and of the live instances
+        it runs above it, as many as ``replaced``, its Ready nodes that gave their room up to the group's
+        replacement (:func:`spillway.planner.context._replaced_per_group`). A replacement is new room
+        only for the pods of a node that no longer offers its own: once it is up the group terminates
+        the instance it replaces and is back at its desired capacity ("Replace Auto Scaling instances
+        based on an instance maintenance policy"), and while that instance still serves, its Node is
+        counted Ready with its room and its pods; counting the replacement as well counts one node
+        twice. With :data:`LAUNCH` suspended, only the live instances it has (:attr:`expected_size`)."""
+        if self.suspension(LAUNCH) is not None:
+            return self.expected_size
+        above = max(0, len(self.instance_ids) - self.desired)
+        return self.desired + min(above, max(0, replaced))
 
     def sure_on_demand(self, opened: int = 0) -> int | None:
         """How many more launches are on-demand for certain, after ``opened`` new nodes a plan opens

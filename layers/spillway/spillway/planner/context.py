@@ -171,6 +171,8 @@ class Context:
         )
         self.topology = TopologyIndex({name: n.info for name, n in self.nodes.items()}, snapshot.pods)
         self.ready_in_group: dict[str, int] = _ready_per_group(self.nodes.values())
+        # group -> its Ready nodes its own replacements are for (NodeGroup.coming)
+        self.replaced_in_group: dict[str, int] = _replaced_per_group(self.nodes.values())
         self.stale: Mapping[str, int] = stale or {}  # group -> instances not capacity coming (planner.joins)
         # too many unready nodes (planner.health): the cluster's verdict, and each group's
         self.cluster_unhealthy = next((u for u in unhealthy if u.group is None), None)
@@ -208,12 +210,13 @@ class Context:
         self._priorities: dict[str, float] = {}  # group -> group_priority(group)
 
     def launching(self, group: NodeGroup) -> int:
-        """The group's nodes still launching: its desired capacity (or its live instances, when it runs
-        more while it replaces some of them) less its Ready nodes (a node still starting is not one:
-        :mod:`spillway.planner.startup`), less the instances that are no longer expected to join
-        (:mod:`spillway.planner.joins`). With its Launch process suspended, only the instances it has
-        may still come (:attr:`NodeGroup.expected_size`)."""
-        return group.expected_size - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
+        """The group's nodes still launching: its desired capacity (and the instances it runs above it
+        for Ready nodes that give their room up to them: :meth:`NodeGroup.coming`) less its Ready nodes
+        (a node still starting is not one: :mod:`spillway.planner.startup`), less the instances that are
+        no longer expected to join (:mod:`spillway.planner.joins`). With its Launch process suspended,
+        only the instances it has may still come."""
+        coming = group.coming(self.replaced_in_group.get(group.name, 0))
+        return coming - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
 
     def config_for(self, group: NodeGroup | None) -> PlannerConfig:
         """The configuration for ``group``'s nodes: its autoscaling-options tags override the cluster's
@@ -388,6 +391,21 @@ def _charge(node: WorkNode, pod: PodInfo) -> None:
     if pod.daemonset:
         add_into(node.daemon_used, pod.requests)
         node.daemon_used[PODS] = node.daemon_used.get(PODS, 0) + ONE_POD
+
+
+def _replaced_per_group(nodes: Iterable[WorkNode]) -> dict[str, int]:
+    """Per group with Capacity Rebalancing, its Ready nodes (counted in :func:`_ready_per_group`) that a
+    drain no plan started holds (:attr:`NodeInfo.cordon_held`): the at-risk instances Spillway empties
+    without terminating for the group to replace (:mod:`spillway.act.interrupt`). Their room is
+    no room, their pods wait, and the instance the group launches for each is theirs."""
+    out: dict[str, int] = {}
+    for node in nodes:
+        group, info = node.group, node.info
+        if group is None or not group.capacity_rebalance or not info.ready or node.starting is not None:
+            continue
+        if info.unschedulable and info.cordoned_by_spillway and info.cordon_held:
+            out[group.name] = out.get(group.name, 0) + 1
+    return out
 
 
 def _ready_per_group(nodes: Iterable[WorkNode]) -> dict[str, int]:
