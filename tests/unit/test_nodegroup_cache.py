@@ -10,6 +10,8 @@ group, so that the node groups read together at a container's start are not all 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from spillway.adapters.nodegroup_cache import DEFAULT_TTL_SECONDS, NodegroupCache
@@ -94,3 +96,21 @@ def test_it_is_bounded_dropping_the_least_recently_used() -> None:
 def test_a_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         NodegroupCache(max_entries=0)
+
+
+def test_an_answer_read_before_the_group_asking_was_created_is_not_served() -> None:
+    """A node group deleted and made again under its name gets a new Auto Scaling group (EKS API
+    Reference, ``Nodegroup``: ``resources.autoScalingGroups``); what was read before that group's
+    ``CreatedTime`` describes the deleted one, however young the entry."""
+    read_at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    cache = NodegroupCache(clock=Clock(), wall_clock=lambda: read_at)
+    key = ("us-east-1", "prod", "batch-ng")
+    cache.put(key, nodegroup("batch"))
+
+    older_group = cache.get(key, read_at - timedelta(minutes=5))
+    naive_older = cache.get(key, (read_at - timedelta(seconds=1)).replace(tzinfo=None))
+    newer_group = cache.get(key, read_at + timedelta(seconds=1))
+
+    assert isinstance(older_group, EksNodegroup) and isinstance(naive_older, EksNodegroup)
+    assert newer_group is None
+    assert cache.get(key) is None  # dropped
