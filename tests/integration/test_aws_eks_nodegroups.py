@@ -13,7 +13,6 @@ tags'. The node group and its group are made in moto; the group has no node.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -394,10 +393,9 @@ def test_a_node_group_deleted_and_made_again_is_read_again_not_served_the_old_on
     """A node group deleted and created again under its name is another node group (EKS API Reference,
     ``Nodegroup``: a new ``nodegroupArn``, its own Auto Scaling group in ``resources.autoScalingGroups``),
     whatever it is configured with now: recreating is how a node group's capacity type or instance types
-    change. An answer kept from before its Auto Scaling group was created (``CreatedTime``) describes
-    the old one, so it is asked again, not served for the rest of the 6 minutes
-    (cluster-autoscaler's managed_nodegroup_cache.go keeps an entry by name for its TTL; Spillway knows
-    when the group it plans was made)."""
+    change. An answer kept for the old one's group describes the old one, so the node group is asked
+    again for the new group, not served for the rest of the 6 minutes (cluster-autoscaler's
+    managed_nodegroup_cache.go keeps an entry by name for its TTL)."""
     clock = Clock()
     adapter._nodegroup_cache = NodegroupCache(clock=clock, jitter_seconds=0)
     eks_node_group(capacityType="ON_DEMAND")
@@ -411,7 +409,6 @@ def test_a_node_group_deleted_and_made_again_is_read_again_not_served_the_old_on
     boto3.client("autoscaling", region_name=REGION).delete_auto_scaling_group(
         AutoScalingGroupName="eks-batch-ng-0a1b", ForceDelete=True
     )
-    time.sleep(0.01)  # the new group's CreatedTime is after the answer was read
     eks.create_nodegroup(
         clusterName="prod", nodegroupName="batch-ng", nodeRole="arn:aws:iam::123456789012:role/eks-node",
         subnets=["subnet-1"], scalingConfig={"minSize": 0, "maxSize": 5, "desiredSize": 0},

@@ -10,8 +10,6 @@ group, so that the node groups read together at a container's start are not all 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from spillway.adapters.nodegroup_cache import DEFAULT_TTL_SECONDS, NodegroupCache
@@ -98,19 +96,20 @@ def test_a_size_below_one_is_refused() -> None:
         NodegroupCache(max_entries=0)
 
 
-def test_an_answer_read_before_the_group_asking_was_created_is_not_served() -> None:
+def test_an_answer_is_not_served_to_a_group_it_was_not_read_for() -> None:
     """A node group deleted and made again under its name gets a new Auto Scaling group (EKS API
-    Reference, ``Nodegroup``: ``resources.autoScalingGroups``); what was read before that group's
-    ``CreatedTime`` describes the deleted one, however young the entry."""
-    read_at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-    cache = NodegroupCache(clock=Clock(), wall_clock=lambda: read_at)
+    Reference, ``Nodegroup``: ``resources.autoScalingGroups``), with a new ARN: what was read for the
+    groups of before describes the deleted one, however young the entry. A group of those gone (being
+    deleted, so not asking) changes nothing."""
+    old, other, new = (f"arn:aws:autoscaling:us-east-1:1:autoScalingGroup:{n}" for n in ("u1", "u2", "u3"))
+    cache = NodegroupCache(clock=Clock())
     key = ("us-east-1", "prod", "batch-ng")
-    cache.put(key, nodegroup("batch"))
+    cache.put(key, nodegroup("batch"), [old, other])
 
-    older_group = cache.get(key, read_at - timedelta(minutes=5))
-    naive_older = cache.get(key, (read_at - timedelta(seconds=1)).replace(tzinfo=None))
-    newer_group = cache.get(key, read_at + timedelta(seconds=1))
+    same = cache.get(key, [old, other])
+    fewer = cache.get(key, [other])
+    for_a_new_group = cache.get(key, [new])
 
-    assert isinstance(older_group, EksNodegroup) and isinstance(naive_older, EksNodegroup)
-    assert newer_group is None
-    assert cache.get(key) is None  # dropped
+    assert isinstance(same, EksNodegroup) and isinstance(fewer, EksNodegroup)
+    assert for_a_new_group is None
+    assert cache.get(key, [old]) is None  # dropped
