@@ -385,3 +385,45 @@ def test_a_refused_read_is_kept_too_and_a_throttled_one_is_not(
     assert "ResourceNotFoundException" in problem and again["eks-other-ng"].problems == (problem,)
     asked = [c["nodegroupName"] for c in seen]
     assert sorted(asked[1:]) == ["batch-ng", "other-ng"]  # after the throttled one: each once
+
+
+def test_a_node_group_deleted_and_made_again_is_read_again_not_served_the_old_ones_answer(
+    adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
+) -> None:
+    """A node group deleted and created again under its name is another node group (EKS API Reference,
+    ``Nodegroup``: a new ``nodegroupArn``, its own Auto Scaling group in ``resources.autoScalingGroups``),
+    whatever it is configured with now: recreating is how a node group's capacity type or instance types
+    change. An answer kept for the old one's group describes the old one, so the node group is asked
+    again for the new group, not served for the rest of the 6 minutes (cluster-autoscaler's
+    managed_nodegroup_cache.go keeps an entry by name for its TTL)."""
+    clock = Clock()
+    adapter._nodegroup_cache = NodegroupCache(clock=clock, jitter_seconds=0)
+    eks_node_group(capacityType="ON_DEMAND")
+    managed_group(make_asg)
+    seen = record_calls(clients)
+    before = the_group(adapter).template
+    assert before is not None and before.labels["eks.amazonaws.com/capacityType"] == "ON_DEMAND"
+
+    eks = boto3.client("eks", region_name=REGION)
+    eks.delete_nodegroup(clusterName="prod", nodegroupName="batch-ng")
+    boto3.client("autoscaling", region_name=REGION).delete_auto_scaling_group(
+        AutoScalingGroupName="eks-batch-ng-0a1b", ForceDelete=True
+    )
+    eks.create_nodegroup(
+        clusterName="prod", nodegroupName="batch-ng", nodeRole="arn:aws:iam::123456789012:role/eks-node",
+        subnets=["subnet-1"], scalingConfig={"minSize": 0, "maxSize": 5, "desiredSize": 0},
+        labels={"workload-class": "web"}, capacityType="SPOT",
+    )  # fmt: skip
+    make_asg(REGION, "eks-batch-ng-7f3e", instance_type="m5.xlarge", desired=0, max_size=5, tags=EKS_TAGS)
+    clock.now += 60  # the next observation, well within the TTL
+
+    after = the_group(adapter).template
+
+    assert after is not None
+    assert after.labels["workload-class"] == "web"
+    assert after.labels["eks.amazonaws.com/capacityType"] == "SPOT"
+    assert after.taints == ()
+    assert len(seen) == 2
+    clock.now += 60
+    the_group(adapter)
+    assert len(seen) == 2  # the new node group's answer is kept as any other

@@ -94,3 +94,22 @@ def test_it_is_bounded_dropping_the_least_recently_used() -> None:
 def test_a_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         NodegroupCache(max_entries=0)
+
+
+def test_an_answer_is_not_served_to_a_group_it_was_not_read_for() -> None:
+    """A node group deleted and made again under its name gets a new Auto Scaling group (EKS API
+    Reference, ``Nodegroup``: ``resources.autoScalingGroups``), with a new ARN: what was read for the
+    groups of before describes the deleted one, however young the entry. A group of those gone (being
+    deleted, so not asking) changes nothing."""
+    old, other, new = (f"arn:aws:autoscaling:us-east-1:1:autoScalingGroup:{n}" for n in ("u1", "u2", "u3"))
+    cache = NodegroupCache(clock=Clock())
+    key = ("us-east-1", "prod", "batch-ng")
+    cache.put(key, nodegroup("batch"), [old, other])
+
+    same = cache.get(key, [old, other])
+    fewer = cache.get(key, [other])
+    for_a_new_group = cache.get(key, [new])
+
+    assert isinstance(same, EksNodegroup) and isinstance(fewer, EksNodegroup)
+    assert for_a_new_group is None
+    assert cache.get(key, [old]) is None  # dropped

@@ -491,14 +491,23 @@ class AwsAdapter:
         keeps its tags' template and its problems name the call, kept as an answer. Any other failure
         (throttling, an outage) raises, is not kept, and fails the region's read, as every read of
         observe does: a tainted group planned as untainted for one tick launches nodes the pods it was
-        grown for cannot use."""
+        grown for cannot use. An answer is kept with the groups it was read for: a group of the node group
+        it was not read for is of a node group made again under the name since (it has an Auto Scaling
+        group of its own), so the node group is asked again."""
         read: dict[NodegroupKey, NodegroupRead] = {}
         asked = 0
         for cluster, nodegroup in wanted_nodegroups(groups):
-            kept = self._nodegroup_cache.get((region, cluster, nodegroup))
+            # the live groups of the node group (by ARN, which a group made again under its name
+            # changes): an answer read for other groups may be of a node group of the name deleted since
+            arns = [
+                g.AutoScalingGroupARN
+                for g in groups
+                if not g.Status and g.eks_nodegroup == (cluster, nodegroup)
+            ]
+            kept = self._nodegroup_cache.get((region, cluster, nodegroup), arns)
             if kept is None:
                 kept = self._describe_nodegroup(region, cluster, nodegroup)
-                self._nodegroup_cache.put((region, cluster, nodegroup), kept)
+                self._nodegroup_cache.put((region, cluster, nodegroup), kept, arns)
                 asked += 1
             read[(cluster, nodegroup)] = kept
         return (with_managed_nodegroups(groups, read) if read else list(groups)), asked

@@ -14,7 +14,10 @@ refused or of a node group it does not know) is served for ``ttl_seconds`` less 
 groups a container reads at its start fall due over a minute, not at one observation. A throttled or
 failed read is not kept (the adapter raises it). Unlike a launch template version, a node group's
 labels, taints and tags change in place (UpdateNodegroupConfig, TagResource): a change reaches the
-template of a group at zero up to ``ttl_seconds`` later, as in cluster-autoscaler.
+template of a group at zero up to ``ttl_seconds`` later, as in cluster-autoscaler. A node group deleted
+and created again under its name is another node group, with an Auto Scaling group of its own: an
+answer is kept with the groups it was read for, and a group it was not read for is asked again
+(:meth:`NodegroupCache.get`), not served the deleted node group's labels and taints.
 
 Keyed by (region, cluster, node group): cluster-autoscaler keys by the node group's name alone, which
 two clusters may share. Bounded (the least recently used dropped first); shared by the threads that
@@ -27,7 +30,7 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from spillway.model.aws import NodegroupRead
 
@@ -55,7 +58,8 @@ class NodegroupCache:
         self.jitter_seconds = jitter_seconds
         self.max_entries = max_entries
         self._clock = clock
-        self._kept: OrderedDict[CacheKey, tuple[NodegroupRead, float]] = OrderedDict()  # answer, read at
+        # answer, read at, the ARNs of the Auto Scaling groups it was read for
+        self._kept: OrderedDict[CacheKey, tuple[NodegroupRead, float, frozenset[str]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def expires_after(self, key: CacheKey) -> float:
@@ -63,22 +67,24 @@ class NodegroupCache:
         fraction = zlib.crc32(repr(key).encode()) / 2**32  # not ``hash``: the same in every container
         return self.ttl_seconds - self.jitter_seconds * fraction
 
-    def get(self, key: CacheKey) -> NodegroupRead | None:
-        """The answer kept for ``key``, or None when there is none or it is too old (then dropped)."""
+    def get(self, key: CacheKey, groups: Iterable[str] = ()) -> NodegroupRead | None:
+        """The answer kept for ``key``, or None (then dropped) when there is none, it is too old, or one
+        of ``groups`` (Auto Scaling group ARNs) is not one it was read for: a group made since is of a
+        node group made since, and a node group of the name read before it may have been deleted."""
         with self._lock:
             found = self._kept.get(key)
             if found is None:
                 return None
-            if self._clock() - found[1] >= self.expires_after(key):
+            if self._clock() - found[1] >= self.expires_after(key) or not found[2].issuperset(groups):
                 del self._kept[key]
                 return None
             self._kept.move_to_end(key)
             return found[0]
 
-    def put(self, key: CacheKey, answer: NodegroupRead) -> None:
-        """Keep ``answer`` for ``key``, as read now."""
+    def put(self, key: CacheKey, answer: NodegroupRead, groups: Iterable[str] = ()) -> None:
+        """Keep ``answer`` for ``key``, as read now for the Auto Scaling groups ``groups`` (ARNs)."""
         with self._lock:
-            self._kept[key] = (answer, self._clock())
+            self._kept[key] = (answer, self._clock(), frozenset(groups))
             self._kept.move_to_end(key)
             while len(self._kept) > self.max_entries:
                 self._kept.popitem(last=False)
