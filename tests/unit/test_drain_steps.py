@@ -315,6 +315,11 @@ def _terminate_suspended(rig: Rig) -> dict[str, Any]:
     return {}
 
 
+def _protected_since(rig: Rig) -> dict[str, Any]:
+    rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["ProtectedFromScaleIn"] = True
+    return {}
+
+
 def _planned_instance_changed(rig: Rig) -> dict[str, Any]:
     return {"instance_id": "i-0ffffffffffffffff"}
 
@@ -422,6 +427,23 @@ STALE = [
     (_at_min_size, "minimum size (MinSize 2, desired 2)"),
     (_terminate_suspended, "Terminate process suspended"),  # the group would not terminate it (review r24)
 ]
+
+
+def test_scale_in_protection_stops_only_a_plans_drain_that_terminates(rig: Rig) -> None:
+    """TerminateInstanceInAutoScalingGroup ignores scale-in protection (EC2 Auto Scaling User Guide, "Use
+    instance scale-in protection"), so the planner keeps a node protected on its own (code
+    ``scale-in-protected``); one protected between the plan and its drain was terminated all the same.
+    A person's drain, one that keeps the node, and one whose group protects every instance it launches
+    (the protection then says nothing of this node) go on."""
+    _protected_since(rig)
+    rig.api.clear_requests()
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "plan_id": PLAN, "reason": "idle 12 min"})
+    assert "protected from scale-in" in cancelled(out)["note"] and rig.writes() == []
+
+    assert rig.validated().terminate is True  # by hand: the person asked for this node
+    assert rig.validated(plan_id=PLAN, terminate=False).terminate is False
+    rig.cloud.groups[("us-east-1", "general")]["NewInstancesProtectedFromScaleIn"] = True
+    assert rig.validated(plan_id=PLAN, reason="idle 12 min").terminate is True
 
 
 def _other_region(rig: Rig) -> dict[str, Any]:

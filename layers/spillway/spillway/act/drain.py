@@ -131,7 +131,14 @@ from spillway.model.k8s import (
     Node,
     Pod,
 )
-from spillway.model.nodegroup import LIVE_STATES, TAG_CLUSTER_PREFIX, TAG_ENABLED, TERMINATE, is_managed
+from spillway.model.nodegroup import (
+    LIVE_STATES,
+    TAG_CLUSTER_PREFIX,
+    TAG_ENABLED,
+    TERMINATE,
+    is_managed,
+    scale_in_protected,
+)
 from spillway.planner.disruption import assess
 from spillway.ports import ERRORS, Cloud, Cluster
 
@@ -662,12 +669,32 @@ _GONE: dict[str, Any] = {
 }
 
 
+def _scale_in_protected(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    """A plan's drain that would terminate an instance protected from scale-in on its own since the plan
+    (:func:`~spillway.model.nodegroup.scale_in_protected`: the planner keeps such a node, code
+    ``scale-in-protected``; TerminateInstanceInAutoScalingGroup would not). A drain by hand names its
+    node, and one of an instance leaving anyway or held by a lifecycle hook goes whatever it says."""
+    if not request.plan_id or not request.terminate or request.leaving or request.lifecycle:
+        return None
+    if placement.instance_id not in scale_in_protected(asg):
+        return None
+    return InvalidDrainRequest(
+        f"instance {placement.instance_id} of Node {request.node!r} is protected from scale-in "
+        f"(ProtectedFromScaleIn) in {placement.group}; nothing was done",
+        field="node",
+        stale=True,
+    )
+
+
 # With the instance's group read, in order.
 GROUP_CHECKS = (
     _unmanaged_group,
     _leaving_group,
     _cordoned_by_others,
     _scale_down_disabled,
+    _scale_in_protected,
     _terminate_suspended,
     _at_min_size,
 )
