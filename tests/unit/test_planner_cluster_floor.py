@@ -112,3 +112,19 @@ def test_nodes_the_minimum_will_keep_are_not_marked_as_scale_down_candidates() -
         w.idle_since(n, 3)
     again = {t.node for t in w.plan(cores_total="24:1000", **ALL_AT_ONCE).soft_taint if t.add}
     assert len(again) == 1 and nodes[4] not in again
+
+
+def test_a_node_its_group_is_terminating_does_not_count_toward_the_total() -> None:
+    """An instance its group terminates (a scale-in by somebody else, a health check replacement) is
+    ``Terminating`` and cannot be put back into service (EC2 Auto Scaling User Guide, "Amazon EC2 Auto
+    Scaling instance lifecycle"); a terminate lifecycle hook keeps its Node Ready meanwhile. Counted in
+    the total, it let the plan drain a node the minimum needs once the group's own termination ends:
+    cluster-autoscaler's total leaves out the nodes on their way out as well."""
+    w, nodes = idle_cpu_nodes(3)  # 24 cores, the group terminating one of them itself
+    w.groups["cpu"]["Instances"][0]["LifecycleState"] = "Terminating:Wait"
+    w.groups["cpu"]["DesiredCapacity"] = 2
+
+    result = w.plan(cores_total="8:1000", **ALL_AT_ONCE)
+
+    assert len(result.drain) == 1 and nodes[0] not in {d.node for d in result.drain}  # 16 -> 8 cores
+    assert len(kept_at_floor(result)) == 1

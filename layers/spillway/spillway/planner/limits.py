@@ -316,7 +316,7 @@ class Floors:
     As cluster-autoscaler counts them: the cluster's total is every registered node's (cores and memory
     from ``status.capacity``, GPUs from allocatable, by kind, or a managed group's template while the
     node reports none: :func:`registered_shape`) but those on their way out (``leaving``:
-    being deleted, or drained already to be terminated); what scale-down may take is what that total has
+    being deleted, terminated by their group, or drained already to be terminated); what scale-down may take is what that total has
     above the minimum. A node is kept when removing it would take more of one resource than is left
     above its minimum; each node the plan removes spends what it has."""
 

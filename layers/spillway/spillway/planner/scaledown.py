@@ -241,7 +241,9 @@ class ScaleDownStage:
         self.busy: list[WorkNode] = []  # busy nodes of groups that consolidate when underutilized
         self.budgets = Budgets(ctx, self.draining_now)
         self.pod_budgets = PodBudgets(ctx.snapshot)  # the PodDisruptionBudgets every drain of the plan spends
-        self.floors = Floors(ctx, leaving=lambda node: node.info.deleting or self.drain_under_way(node))
+        self.floors = Floors(
+            ctx, leaving=lambda node: node.info.deleting or node.terminating or self.drain_under_way(node)
+        )
         self._consolidation: Consolidation | None = None
         self._count_draining()  # before make room, which drains within the same budgets
 
