@@ -587,3 +587,40 @@ def test_a_failed_drain_whose_record_step_is_throttled_for_good_still_fails_and_
     )
     assert (result["status"], result["error"]) == ("FAILED", error), result
     assert drain_outcomes(cloud, capsys, outcome) == (1, 1)  # the PutMetricData total is unchanged
+
+
+def test_a_drain_whose_terminate_answer_was_lost_and_whose_record_step_failed_for_good_still_succeeds(
+    cloud: Cloud, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every terminate attempt timed out after the first had terminated the instance, so
+    CompensateTerminate found it gone and the drain went on as terminated, with no terminate result
+    in its state; then the record step throttled through its retries. The fallback Pass state read
+    that missing result: a Parameters path that selects nothing is a runtime error, which no Catch,
+    not even States.ALL, can catch (AWS Step Functions Developer Guide, "Handling errors in Step
+    Functions workflows": States.Runtime), so the execution failed for a node that was drained and an
+    instance that was gone. It succeeds, terminated, like the other fallbacks."""
+    cloud.group("west", region=WEST, instance_type="m5.large", desired=2, gpu=False)
+    cloud.wait_nodes(2)
+    (node, instance), _ = nodes_of(cloud, "west", WEST)
+    cloud.stack.faults.time_out_after(
+        "DrainFunction", when=lambda event: event.get("action") == "terminate", times=4
+    )
+    cloud.stack.faults.fail_next(
+        "DrainFunction",
+        Throttled("Rate exceeded"),
+        times=4,
+        when=lambda event: event.get("action") == "record",
+    )
+    capsys.readouterr()
+
+    result = cloud.stack.run(
+        "DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10},
+        timeout=40,
+    )  # fmt: skip
+
+    assert result["status"] == "SUCCEEDED", result
+    out = result["output"]
+    assert (out["outcome"], out["node"], out["instance_id"]) == ("terminated", node, instance)
+    assert "recording the outcome failed" in out["note"]
+    assert instance not in cloud.instances()
+    assert drain_outcomes(cloud, capsys, "terminated") == (0, 1)  # counted by the state machine

@@ -1473,7 +1473,10 @@ def test_drain_node_compensates_every_failure_before_termination_and_only_those(
     assert [c["Next"] for c in states["TerminateThroughFunction"]["Catch"]] == ["CompensateTerminate"]
     assert states["CompensateTerminate"]["Parameters"]["after_terminate"] is True
     gone = states["InstanceGone"]
-    assert (gone["Choices"][0]["Next"], gone["Default"]) == ("CompleteOwnLifecycleAction", "RecordFailure")
+    assert (gone["Choices"][0]["Next"], gone["Default"]) == ("GoneAnyway", "RecordFailure")
+    # what the compensation found stands for the lost terminate answer (Terminated reads $.terminated)
+    assert states["GoneAnyway"]["ResultPath"] == "$.terminated"
+    assert states["GoneAnyway"]["Next"] == "CompleteOwnLifecycleAction"
     assert states["RecordRejection"]["Parameters"]["outcome"] == "rejected"
     assert [c["Next"] for c in states["Validate"]["Catch"]] == ["RecordRejection"]  # nothing to undo
     # the drain is named after its execution, and its cordon says so (a drain undoes only its own)
