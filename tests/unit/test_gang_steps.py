@@ -700,3 +700,41 @@ def test_a_gang_request_whose_checks_fit_is_accepted(deadline: int, poll: int) -
         {**REQUEST, "deadline_seconds": deadline, "poll_seconds": poll}, ["us-east-1"]
     )
     assert (request.deadline_seconds, request.poll_seconds) == (deadline, poll)
+
+
+@pytest.mark.parametrize("stopped_state", ["stopping", "stopped"])
+def test_give_back_terminates_a_fleet_instance_that_stopped_before_it_joined(stopped_state: str) -> None:
+    """An EBS-backed instance whose OS shuts down (a node bootstrap that gives up and powers off) stops
+    rather than terminates unless told otherwise (EC2 User Guide, "Change instance initiated shutdown
+    behavior": stop is the default), and TerminateInstances accepts a stopped instance. Attach reports
+    it lost, but give-back terminated only pending and running instances: the stopped one, outside any
+    group, kept its volumes, its address and the cluster's tag for good. (Found by review.)"""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    stopped = launch["instances"][0]
+    cloud.ec2[stopped]["state"] = stopped_state
+    lost = steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    assert lost["status"] == "lost"
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch, "attach": lost}})
+
+    assert stopped in out["terminated"] and cloud.ec2[stopped]["state"] == "shutting-down"
+    assert cloud.running() == [] and out["error"] == "GangIncomplete"
+
+
+def test_give_back_after_a_lost_launch_answer_terminates_an_instance_that_stopped_meanwhile() -> None:
+    """The Launch step's answer was lost, and one instance of the fleet has stopped meanwhile (its OS
+    shut down: EC2 User Guide, "Change instance initiated shutdown behavior"). Asked again under the
+    attempt's ClientToken, EC2 names it with the others, but only pending and running ones were
+    terminated. (Found by review.)"""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launched = steps.launch({**REQUEST, "prep": prep})["instances"]  # the answer never came back
+    cloud.ec2[launched[1]]["state"] = "stopped"
+    error = {"Error": "Sandbox.Timedout", "Cause": "Task timed out after 60.00 seconds"}
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": error}})
+
+    assert sorted(out["terminated"]) == sorted(launched)
+    assert all(cloud.ec2[i]["state"] == "shutting-down" for i in launched)
