@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError, ResponseStreamingError
 from fakes import FakeCloud, FakeCluster, FakeLedger
 
 from spillway.act import gang
@@ -583,6 +583,32 @@ def test_ec2_capacity_and_throttling_codes_become_named_errors() -> None:
     assert type(map_aws_error(client_error("InsufficientInstanceCapacity"), "x")) is CapacityUnavailable
     assert type(map_aws_error(client_error("VcpuLimitExceeded"), "x")) is CapacityUnavailable
     assert type(map_aws_error(client_error("RequestLimitExceeded"), "x")) is AwsThrottled
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ResponseStreamingError(error="IncompleteRead(0 bytes read)"),
+        HTTPClientError(error="connection reset while reading the answer"),
+    ],
+)
+def test_a_create_fleet_whose_answer_broke_off_is_retried_under_its_token_not_taken_for_refused(
+    exc: Exception,
+) -> None:
+    """CreateFleet reached EC2 and its answer broke off on the way back (botocore's ResponseStreamingError
+    or another HTTPClientError, which botocore itself retries as transient). The adapter named it
+    AwsError, the class the Launch step does not retry and GiveBack reads as "EC2 refused the call,
+    nothing ran under the token" (NOT_LAUNCHED): GiveBack then did not ask CreateFleet again, and right
+    after a launch the attempt's tag may find nothing (DescribeInstances is eventually consistent), so a
+    launched gang could be left outside the group. An answer that did not come is retried with the same
+    ClientToken ("Ensuring idempotency in Amazon EC2 API requests": a retry with the same token and
+    parameters returns the first call's result). (Found by review.)"""
+    machine = json.loads((ROOT / "statemachines" / "gang_launch.asl.json").read_text())
+    retried = {e for rule in machine["States"]["Launch"]["Retry"] for e in rule["ErrorEquals"]}
+
+    mapped = map_aws_error(exc, "CreateFleet(us-east-1, 3 x g5.xlarge)")
+
+    assert type(mapped).__name__ in retried and type(mapped).__name__ not in gang.NOT_LAUNCHED
 
 
 def test_the_tag_chooses_the_mode_and_a_bad_value_is_off_with_a_visible_reason() -> None:
