@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError, ResponseStreamingError
 from fakes import FakeCloud, FakeCluster, FakeLedger
 
 from spillway.act import gang
@@ -585,6 +585,32 @@ def test_ec2_capacity_and_throttling_codes_become_named_errors() -> None:
     assert type(map_aws_error(client_error("RequestLimitExceeded"), "x")) is AwsThrottled
 
 
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ResponseStreamingError(error="IncompleteRead(0 bytes read)"),
+        HTTPClientError(error="connection reset while reading the answer"),
+    ],
+)
+def test_a_create_fleet_whose_answer_broke_off_is_retried_under_its_token_not_taken_for_refused(
+    exc: Exception,
+) -> None:
+    """CreateFleet reached EC2 and its answer broke off on the way back (botocore's ResponseStreamingError
+    or another HTTPClientError, which botocore itself retries as transient). The adapter named it
+    AwsError, the class the Launch step does not retry and GiveBack reads as "EC2 refused the call,
+    nothing ran under the token" (NOT_LAUNCHED): GiveBack then did not ask CreateFleet again, and right
+    after a launch the attempt's tag may find nothing (DescribeInstances is eventually consistent), so a
+    launched gang could be left outside the group. An answer that did not come is retried with the same
+    ClientToken ("Ensuring idempotency in Amazon EC2 API requests": a retry with the same token and
+    parameters returns the first call's result). (Found by review.)"""
+    machine = json.loads((ROOT / "statemachines" / "gang_launch.asl.json").read_text())
+    retried = {e for rule in machine["States"]["Launch"]["Retry"] for e in rule["ErrorEquals"]}
+
+    mapped = map_aws_error(exc, "CreateFleet(us-east-1, 3 x g5.xlarge)")
+
+    assert type(mapped).__name__ in retried and type(mapped).__name__ not in gang.NOT_LAUNCHED
+
+
 def test_the_tag_chooses_the_mode_and_a_bad_value_is_off_with_a_visible_reason() -> None:
     assert parse_atomic_launch("fleet") == ("fleet", "") and parse_atomic_launch(None) == ("off", "")
     mode, problem = parse_atomic_launch("atomic")
@@ -700,3 +726,41 @@ def test_a_gang_request_whose_checks_fit_is_accepted(deadline: int, poll: int) -
         {**REQUEST, "deadline_seconds": deadline, "poll_seconds": poll}, ["us-east-1"]
     )
     assert (request.deadline_seconds, request.poll_seconds) == (deadline, poll)
+
+
+@pytest.mark.parametrize("stopped_state", ["stopping", "stopped"])
+def test_give_back_terminates_a_fleet_instance_that_stopped_before_it_joined(stopped_state: str) -> None:
+    """An EBS-backed instance whose OS shuts down (a node bootstrap that gives up and powers off) stops
+    rather than terminates unless told otherwise (EC2 User Guide, "Change instance initiated shutdown
+    behavior": stop is the default), and TerminateInstances accepts a stopped instance. Attach reports
+    it lost, but give-back terminated only pending and running instances: the stopped one, outside any
+    group, kept its volumes, its address and the cluster's tag for good. (Found by review.)"""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    stopped = launch["instances"][0]
+    cloud.ec2[stopped]["state"] = stopped_state
+    lost = steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    assert lost["status"] == "lost"
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch, "attach": lost}})
+
+    assert stopped in out["terminated"] and cloud.ec2[stopped]["state"] == "shutting-down"
+    assert cloud.running() == [] and out["error"] == "GangIncomplete"
+
+
+def test_give_back_after_a_lost_launch_answer_terminates_an_instance_that_stopped_meanwhile() -> None:
+    """The Launch step's answer was lost, and one instance of the fleet has stopped meanwhile (its OS
+    shut down: EC2 User Guide, "Change instance initiated shutdown behavior"). Asked again under the
+    attempt's ClientToken, EC2 names it with the others, but only pending and running ones were
+    terminated. (Found by review.)"""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launched = steps.launch({**REQUEST, "prep": prep})["instances"]  # the answer never came back
+    cloud.ec2[launched[1]]["state"] = "stopped"
+    error = {"Error": "Sandbox.Timedout", "Cause": "Task timed out after 60.00 seconds"}
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "error": error}})
+
+    assert sorted(out["terminated"]) == sorted(launched)
+    assert all(cloud.ec2[i]["state"] == "shutting-down" for i in launched)

@@ -113,6 +113,10 @@ TAG_GANG = "spillway.io/gang"
 TAG_CLUSTER = "spillway.io/cluster"  # TerminateInstances is allowed only on instances tagged so
 MODES = ("fleet", "rollback")
 EC2_ALIVE = frozenset({"pending", "running"})
+# What a give-back terminates outside the group: an instance that is alive, or stopped. An EBS-backed
+# instance whose OS shuts down stops by default (EC2 User Guide, "Change instance initiated shutdown
+# behavior"), keeping its volumes and address, and TerminateInstances ends a stopped one too.
+EC2_TERMINABLE = EC2_ALIVE | {"stopping", "stopped"}
 # The Launch step's errors that say nothing ran under the attempt's ClientToken: none of them is retried,
 # so it is its one attempt's, refused before CreateFleet (InputError) or by EC2 (CapacityUnavailable, and
 # any other AwsError, which is none of the retried AwsThrottled and AwsUnavailable). After any other
@@ -543,7 +547,7 @@ class GangSteps:
         if prep["mode"] == "fleet":
             reported = {str(i) for i in (state.get("launch") or {}).get("instances") or []}
             tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
-            alive = {i for i, s in tagged.items() if s in EC2_ALIVE}
+            alive = {i for i, s in tagged.items() if s in EC2_TERMINABLE}
             return reported | self._unreported(req, prep, state) | alive
         before = set(prep.get("before") or [])
         new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
@@ -586,11 +590,11 @@ class GangSteps:
         return gone
 
     def _terminate_outside(self, region: str, outside: Sequence[str]) -> list[str]:
-        """EC2 TerminateInstances of those still alive, and of those EC2 does not show yet."""
+        """EC2 TerminateInstances of those still alive or stopped, and of those EC2 does not show yet."""
         if not outside:
             return []
         alive = self.aws.instance_states(region, outside)
-        doomed = sorted(i for i in outside if alive.get(i) in EC2_ALIVE)
+        doomed = sorted(i for i in outside if alive.get(i) in EC2_TERMINABLE)
         terminated = self.aws.terminate_instances(region, doomed) if doomed else []
         # an id EC2 does not show yet (just launched: eventual consistency) is terminated on its own
         # call, after the others: EC2 refuses a whole batch that names an id it does not know

@@ -22,10 +22,9 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
-    ReadTimeoutError,
+    HTTPClientError,
 )
 from pydantic import ValidationError
 
@@ -232,9 +231,10 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
         if code in CAPACITY_CODES:
             return CapacityUnavailable(text)
         return AwsError(text)
-    if isinstance(
-        exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError
-    ):
+    # An answer that broke off (HTTPClientError: ReadTimeoutError, ConnectionClosedError,
+    # ResponseStreamingError...) may follow a call AWS applied: the caller must read it as lost and retry
+    # (a CreateFleet under its ClientToken), never as a refusal with nothing done.
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | HTTPClientError):
         return AwsUnavailable(f"{what}: {exc}")
     if isinstance(exc, BotoCoreError):
         return AwsError(f"{what}: {exc}")
