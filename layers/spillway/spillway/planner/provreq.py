@@ -259,7 +259,7 @@ class Provisioning:
             w.set(PROVISIONED, "True", R_PROVISIONED,
                   f"the nodes launched for the request are Ready; they carry {NODE_LABEL}={label}", now)  # fmt: skip
             return []
-        if info.class_name == BEST_EFFORT_ATOMIC and self._launch_under_way(info):
+        if info.class_name == BEST_EFFORT_ATOMIC and self._launch_under_way(info, label):
             # its own nodes may be Ready and not labelled yet: free room there is not enough, Kueue
             # would admit without the label to pin the pods with; the gang stays held (in flight)
             return self._gang(w, label)
@@ -298,13 +298,19 @@ class Provisioning:
             return True
         return self.ctx.now - aware(info.created_at) >= TEMPLATE_GRACE
 
-    def _launch_under_way(self, info: ProvisioningRequestInfo) -> bool:
+    def _launch_under_way(self, info: ProvisioningRequestInfo, label: str) -> bool:
         """A recent plan launched the request's nodes atomically (``State.gangs``) and the launch may
-        still be under way: the entry is younger than ``gang_launch_minutes`` and its group is not
-        backed off (as :class:`~spillway.planner.scaleup.InFlight` holds it)."""
+        still be under way: the entry is younger than ``gang_launch_minutes``, its group is not backed
+        off (as :class:`~spillway.planner.scaleup.InFlight` holds it), and its nodes do not all carry
+        the label yet. Once they do, the launch is done: a request its labelled nodes do not hold
+        whole (its gang took free room too, as cluster-autoscaler's scale-up leaves the pods that fit
+        where they fit) may be provisioned in free room, without waiting out the window."""
         entry = self.ctx.state.gangs.get(gang_key(info))
         window = timedelta(minutes=self.ctx.config.gang_launch_minutes)
         if entry is None or self.ctx.now - aware(entry.since) >= window:
+            return False
+        labelled = sum(1 for n in self.ctx.nodes.values() if n.info.labels.get(NODE_LABEL) == label)
+        if labelled >= entry.count:
             return False
         group = next((g for g in self.ctx.groups if g.name == entry.group), None)
         return group is not None and backoff_reason(self.ctx, group) is None
