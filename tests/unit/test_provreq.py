@@ -624,6 +624,29 @@ def test_best_effort_atomic_pod_sets_that_share_nodes_within_max_size_launch() -
     assert scale_up(result)["cpu-east"][:2] == (0, 1)
 
 
+def test_best_effort_atomic_that_fits_once_expendable_pods_are_preempted_is_provisioned() -> None:
+    """cluster-autoscaler leaves scheduled pods below --expendable-pods-priority-cutoff out of the
+    snapshot every scale-up, this class's included, is judged on (kubernetes/autoscaler
+    cluster-autoscaler/core/static_autoscaler.go, FilterOutExpendablePods before
+    initializeClusterSnapshot): a request whose pods fit once kube-scheduler preempts them is
+    provisioned with nothing launched (besteffortatomic/provisioning_class.go: every pod schedulable,
+    CapacityIsFound). Spillway's scale-up placed its gang there too (fits-by-preemption), launched
+    nothing, and answered Provisioned=False / CapacityIsLaunching: capacity "launching" that never
+    came, on every plan until the request expired."""
+    w, names = cpu_world(nodes=1)
+    w.items.append(
+        o.pod(
+            "backfill-0", cpu="6", memory="1Gi", node_name=names[0], priority=-100, owner=("ReplicaSet", "bf")
+        )
+    )
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 1)])], [template("a", cpu="4", memory="2Gi")])
+
+    assert result.scale_up == ()
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+    assert "preempt" in result.provisioning[0].conditions[1]["message"]
+    assert result.state.bookings["default/r"].nodes == (names[0],)
+
+
 def test_best_effort_atomic_on_a_backed_off_group_waits_and_is_retried() -> None:
     w, _ = cpu_world(nodes=0)
     w.launch_failure("cpu-east", minutes_ago=1)

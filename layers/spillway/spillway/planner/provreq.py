@@ -100,6 +100,7 @@ DEFAULT_VALIDITY = timedelta(days=7)
 _PLACED = frozenset(
     {codes.FITS_FREE_ROOM, codes.FITS_LAUNCHING, codes.FITS_UNCORDONED, codes.FITS_BY_PREEMPTION}
 )
+_THERE_NOW = frozenset({codes.FITS_FREE_ROOM, codes.FITS_BY_PREEMPTION})  # room on Ready nodes now
 
 
 def gang_key(info: ProvisioningRequestInfo) -> str:
@@ -331,7 +332,19 @@ class Provisioning:
     def _settle(self, w: Work, pending: Mapping[str, PendingPod]) -> None:
         now, mine = self.ctx.now, set(w.pods)
         verdict = next((pending[p] for p in w.pods if p in pending and pending[p].code not in _PLACED), None)
-        if verdict is None or verdict.code == codes.GANG_LAUNCHING:  # the latter: a recent plan's launch
+        if verdict is None and all(p in pending and pending[p].code in _THERE_NOW for p in w.pods):
+            # nothing is launched or uncordoned for it: its pods fit in the room there is, some once
+            # kube-scheduler preempts expendable pods of lower priority (cluster-autoscaler judges every
+            # scale-up on a snapshot without them: core/static_autoscaler.go, FilterOutExpendablePods;
+            # besteffortatomic/provisioning_class.go answers CapacityIsFound when all pods schedule)
+            placed: dict[str, int] = {}
+            for p in self.ctx.placements:
+                if p.pod in mine:
+                    placed[p.node] = placed.get(p.node, 0) + 1
+            self._record(w.info, placed)
+            w.set(PROVISIONED, "True", R_FOUND, f"{w.info.count} pod(s) fit in free room once kube-scheduler "
+                  f"preempts expendable pods of lower priority; booked for {minutes(BOOKING)}", now)  # fmt: skip
+        elif verdict is None or verdict.code == codes.GANG_LAUNCHING:  # the latter: a recent plan's launch
             placed_new = verdict is not None or any(
                 p.pod in mine and "/new-" in p.node for p in self.ctx.placements
             )
