@@ -144,6 +144,29 @@ def test_check_capacity_with_no_retry_other_than_true_is_checked_again(value: st
     assert ("ignored" in message) == (value != "false"), message
 
 
+def test_check_capacity_that_fits_once_expendable_pods_are_preempted_is_provisioned_and_booked() -> None:
+    """cluster-autoscaler checks capacity (and books it) on a snapshot without the scheduled pods below
+    --expendable-pods-priority-cutoff (kubernetes/autoscaler cluster-autoscaler/core/
+    static_autoscaler.go, FilterOutExpendablePods before initializeClusterSnapshot; checkcapacity/
+    provisioningclass.go, checkCapacity): kube-scheduler preempts them for the request's pods. A node
+    running only a backfill pod of priority -100 had room for the request, yet Spillway answered
+    CapacityIsNotFound on every plan while the backfill ran (Failed, with noRetry). The booking takes
+    that room: a pending pod placed after it cannot preempt the same backfill pod."""
+    w, names = cpu_world(nodes=1)
+    w.items.append(
+        o.pod(
+            "backfill-0", cpu="6", memory="1Gi", node_name=names[0], priority=-100, owner=("ReplicaSet", "bf")
+        )
+    )
+    (other,) = w.pods("other", 1, cpu="4", memory="2Gi")
+    result = run(w, [request("r", CHECK_CAPACITY, [("a", 1)])], [template("a", cpu="4", memory="2Gi")])
+
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+    assert "preempt" in result.provisioning[0].conditions[1]["message"]
+    assert result.state.bookings["default/r"].nodes == (names[0],)
+    assert scale_up(result)["cpu-east"][2] == [other]  # the booked room is not taken twice
+
+
 def test_a_booking_holds_its_room_against_other_pending_pods() -> None:
     w, _ = cpu_world(nodes=1)
     pods = w.pods("web", 1, **BIG)

@@ -5,7 +5,9 @@ Two classes are served (any other ``provisioningClassName``, and a check-capacit
 alone, as cluster-autoscaler run without ``--check-capacity-processor-instance`` does):
 
 ``check-capacity.autoscaling.x-k8s.io``
-    Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted)? Yes:
+    Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted; the room
+    of expendable pods kube-scheduler would preempt for them counted, as cluster-autoscaler's snapshot
+    leaves those pods out)? Yes:
     ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan
     (with ``spec.parameters.noRetry: "true"``, ``Failed=True`` instead).
 ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``
@@ -75,6 +77,7 @@ from spillway.planner.classes import PodClass, new_class
 from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import TrialFit, pools
+from spillway.planner.preemption import trial_by_preemption
 from spillway.planner.scaleup import could_ever_hold
 from spillway.planner.topology import UNBOUNDED
 from spillway.planner.types import PendingPod, ProvisioningDeletion, ProvisioningUpdate
@@ -125,6 +128,7 @@ class Work:
     details: dict[str, str]
     pods: list[str] = field(default_factory=list)  # its virtual pods, when it went to scale-up
     classes: list[PodClass] = field(default_factory=list)  # ... and their classes (its gang)
+    preempted: int = 0  # expendable pods its last booking takes the room of
 
     def set(self, type_: str, status: str, reason: str, message: str, now: datetime) -> None:
         """Set a condition; its lastTransitionTime moves only when its status changes."""
@@ -267,8 +271,8 @@ class Provisioning:
         placed = self._reserve(w, whole)
         if placed is not None:
             self._record(info, placed)
-            w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room; booked for "
-                  f"{minutes(BOOKING)}", now)  # fmt: skip
+            w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room{_preempting(w)}; "
+                  f"booked for {minutes(BOOKING)}", now)  # fmt: skip
             return []
         if info.class_name == CHECK_CAPACITY:
             _not_found(w, now)
@@ -342,8 +346,9 @@ class Provisioning:
                 if p.pod in mine:
                     placed[p.node] = placed.get(p.node, 0) + 1
             self._record(w.info, placed)
-            w.set(PROVISIONED, "True", R_FOUND, f"{w.info.count} pod(s) fit in free room once kube-scheduler "
-                  f"preempts expendable pods of lower priority; booked for {minutes(BOOKING)}", now)  # fmt: skip
+            w.preempted = sum(1 for p in w.pods if pending[p].code == codes.FITS_BY_PREEMPTION)
+            w.set(PROVISIONED, "True", R_FOUND, f"{w.info.count} pod(s) fit in free room{_preempting(w)}; "
+                  f"booked for {minutes(BOOKING)}", now)  # fmt: skip
         elif verdict is None or verdict.code == codes.GANG_LAUNCHING:  # the latter: a recent plan's launch
             placed_new = verdict is not None or any(
                 p.pod in mine and "/new-" in p.node for p in self.ctx.placements
@@ -399,10 +404,16 @@ class Provisioning:
         with self.ctx.nominated_withheld():  # a preemptor's room is never booked: it binds first
             for cls in sorted(classes, key=PodClass.sort_key):
                 cls.domains = cls.domains.after(trial.planned)
-                trial.fit(cls, pools(nodes))
+                pool_list = pools(nodes)
+                trial.fit(cls, pool_list)
+                # then the room of expendable pods kube-scheduler preempts for them: cluster-autoscaler
+                # checks and books on a snapshot without those pods (core/static_autoscaler.go,
+                # FilterOutExpendablePods); booked, they are no victims for the pods placed after
+                trial_by_preemption(trial, cls, (node for pool in pool_list for node in pool.nodes))
                 if cls.remaining and whole:
                     trial.undo()
                     return None
+        w.preempted = trial.preempted
         for name, pods in trial.placed.items():
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
         self.ctx.planned = trial.planned
@@ -476,6 +487,13 @@ def _not_found(w: Work, now: datetime) -> None:
         else f' (spec.parameters.{NO_RETRY}={no_retry!r} ignored: "true" or "false")'
     )
     w.set(PROVISIONED, "False", R_NOT_FOUND, f"{what}; checked again{ignored}", now)
+
+
+def _preempting(w: Work) -> str:
+    """How a booking's room is had, for its message: "" for free room only."""
+    if not w.preempted:
+        return ""
+    return " once kube-scheduler preempts expendable pods of lower priority"
 
 
 def _deletion(info: ProvisioningRequestInfo, now: datetime) -> ProvisioningDeletion | None:
