@@ -167,6 +167,26 @@ def test_check_capacity_that_fits_once_expendable_pods_are_preempted_is_provisio
     assert scale_up(result)["cpu-east"][2] == [other]  # the booked room is not taken twice
 
 
+@pytest.mark.parametrize("leaving", ["node-deleted", "instance-terminating"])
+def test_a_request_is_not_provisioned_on_a_node_on_its_way_out(leaving: str) -> None:
+    """A booking holds room only on nodes that stay: one being deleted (deletionTimestamp) or whose
+    instance its group is terminating (LifecycleState Terminating*) is no room for the plan's pending
+    pods either (:attr:`WorkNode.schedulable`). The request was Provisioned=True there; the next plan
+    found the node gone and revoked the booking (CapacityRevoked), which Kueue answers by rejecting the
+    admission check and deactivating the workload (kubernetes-sigs/kueue pkg/controller/
+    admissionchecks/provisioning/controller.go, isCapacityRevoked). cluster-autoscaler never revokes
+    (processors/provreq/processor.go: a booking ends expired or consumed)."""
+    w, names = cpu_world(nodes=1)
+    if leaving == "node-deleted":
+        w.node(names[0])["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    else:
+        w.groups["cpu-east"]["Instances"][0]["LifecycleState"] = "Terminating:Wait"
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert result.state.bookings == {}
+
+
 def test_a_booking_holds_its_room_against_other_pending_pods() -> None:
     w, _ = cpu_world(nodes=1)
     pods = w.pods("web", 1, **BIG)

@@ -51,7 +51,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from spillway.model.cluster import PodInfo, format_time
-from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.provreq import (
     ACCEPTED,
     BEST_EFFORT_ATOMIC,
@@ -74,7 +73,7 @@ from spillway.model.resources import fit_count
 from spillway.model.state import BookingState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
+from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import TrialFit, pools
 from spillway.planner.preemption import trial_by_preemption
@@ -518,10 +517,12 @@ def _deletion(info: ProvisioningRequestInfo, now: datetime) -> ProvisioningDelet
 
 
 def _usable(node: WorkNode, label: str | None) -> bool:
-    info = node.info
-    if not info.ready or info.unschedulable or has_taint(info, DRAINING_TAINT):
+    """Whether a booking may hold room on the node: one that has room for pods now and stays (not being
+    deleted, its instance not terminating: :attr:`WorkNode.schedulable`, as for any pending pod); a
+    booking there is revoked as soon as the node goes. Only the nodes carrying ``label``, when given."""
+    if not node.schedulable:
         return False
-    return label is None or info.labels.get(NODE_LABEL) == label
+    return label is None or node.info.labels.get(NODE_LABEL) == label
 
 
 def _published_label(info: ProvisioningRequestInfo) -> str | None:
