@@ -144,6 +144,49 @@ def test_check_capacity_with_no_retry_other_than_true_is_checked_again(value: st
     assert ("ignored" in message) == (value != "false"), message
 
 
+def test_check_capacity_that_fits_once_expendable_pods_are_preempted_is_provisioned_and_booked() -> None:
+    """cluster-autoscaler checks capacity (and books it) on a snapshot without the scheduled pods below
+    --expendable-pods-priority-cutoff (kubernetes/autoscaler cluster-autoscaler/core/
+    static_autoscaler.go, FilterOutExpendablePods before initializeClusterSnapshot; checkcapacity/
+    provisioningclass.go, checkCapacity): kube-scheduler preempts them for the request's pods. A node
+    running only a backfill pod of priority -100 had room for the request, yet Spillway answered
+    CapacityIsNotFound on every plan while the backfill ran (Failed, with noRetry). The booking takes
+    that room: a pending pod placed after it cannot preempt the same backfill pod."""
+    w, names = cpu_world(nodes=1)
+    w.items.append(
+        o.pod(
+            "backfill-0", cpu="6", memory="1Gi", node_name=names[0], priority=-100, owner=("ReplicaSet", "bf")
+        )
+    )
+    (other,) = w.pods("other", 1, cpu="4", memory="2Gi")
+    result = run(w, [request("r", CHECK_CAPACITY, [("a", 1)])], [template("a", cpu="4", memory="2Gi")])
+
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+    assert "preempt" in result.provisioning[0].conditions[1]["message"]
+    assert result.state.bookings["default/r"].nodes == (names[0],)
+    assert scale_up(result)["cpu-east"][2] == [other]  # the booked room is not taken twice
+
+
+@pytest.mark.parametrize("leaving", ["node-deleted", "instance-terminating"])
+def test_a_request_is_not_provisioned_on_a_node_on_its_way_out(leaving: str) -> None:
+    """A booking holds room only on nodes that stay: one being deleted (deletionTimestamp) or whose
+    instance its group is terminating (LifecycleState Terminating*) is no room for the plan's pending
+    pods either (:attr:`WorkNode.schedulable`). The request was Provisioned=True there; the next plan
+    found the node gone and revoked the booking (CapacityRevoked), which Kueue answers by rejecting the
+    admission check and deactivating the workload (kubernetes-sigs/kueue pkg/controller/
+    admissionchecks/provisioning/controller.go, isCapacityRevoked). cluster-autoscaler never revokes
+    (processors/provreq/processor.go: a booking ends expired or consumed)."""
+    w, names = cpu_world(nodes=1)
+    if leaving == "node-deleted":
+        w.node(names[0])["metadata"]["deletionTimestamp"] = "2026-11-02T11:59:00Z"
+    else:
+        w.groups["cpu-east"]["Instances"][0]["LifecycleState"] = "Terminating:Wait"
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 1)])], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert result.state.bookings == {}
+
+
 def test_a_booking_holds_its_room_against_other_pending_pods() -> None:
     w, _ = cpu_world(nodes=1)
     pods = w.pods("web", 1, **BIG)
@@ -624,6 +667,29 @@ def test_best_effort_atomic_pod_sets_that_share_nodes_within_max_size_launch() -
     assert scale_up(result)["cpu-east"][:2] == (0, 1)
 
 
+def test_best_effort_atomic_that_fits_once_expendable_pods_are_preempted_is_provisioned() -> None:
+    """cluster-autoscaler leaves scheduled pods below --expendable-pods-priority-cutoff out of the
+    snapshot every scale-up, this class's included, is judged on (kubernetes/autoscaler
+    cluster-autoscaler/core/static_autoscaler.go, FilterOutExpendablePods before
+    initializeClusterSnapshot): a request whose pods fit once kube-scheduler preempts them is
+    provisioned with nothing launched (besteffortatomic/provisioning_class.go: every pod schedulable,
+    CapacityIsFound). Spillway's scale-up placed its gang there too (fits-by-preemption), launched
+    nothing, and answered Provisioned=False / CapacityIsLaunching: capacity "launching" that never
+    came, on every plan until the request expired."""
+    w, names = cpu_world(nodes=1)
+    w.items.append(
+        o.pod(
+            "backfill-0", cpu="6", memory="1Gi", node_name=names[0], priority=-100, owner=("ReplicaSet", "bf")
+        )
+    )
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 1)])], [template("a", cpu="4", memory="2Gi")])
+
+    assert result.scale_up == ()
+    assert conds(result)["Provisioned"] == ("True", "CapacityIsFound")
+    assert "preempt" in result.provisioning[0].conditions[1]["message"]
+    assert result.state.bookings["default/r"].nodes == (names[0],)
+
+
 def test_best_effort_atomic_on_a_backed_off_group_waits_and_is_retried() -> None:
     w, _ = cpu_world(nodes=0)
     w.launch_failure("cpu-east", minutes_ago=1)
@@ -827,6 +893,53 @@ def test_ready_nodes_not_yet_labelled_do_not_provision_a_request_launched_for() 
     labelled = run(w, [raw], [template("a")])
     assert conds(labelled)["Provisioned"] == ("True", "CapacityIsProvisioned")
     assert labelled.provisioning[0].details["NodeSelectorValue"] == "default.r"
+
+
+def test_an_atomic_request_partly_in_free_room_is_provisioned_once_its_launched_nodes_are_labelled() -> None:
+    """cluster-autoscaler's best-effort-atomic class scales up only for the request's pods that do not
+    fit the room there is (kubernetes/autoscaler cluster-autoscaler/provisioningrequest/
+    besteffortatomic/provisioning_class.go, Provision, filterOutSchedulable), and Spillway's gang is
+    placed the same way: free room first, new nodes for the rest. Three one-node pods and one empty
+    node: two nodes are launched and labelled. Their label cannot hold the request whole, so it is not
+    published (Kueue skips a detail that is absent: kubernetes-sigs/kueue pkg/controller/
+    admissionchecks/provisioning/controller.go, podSetUpdates), but once the gang launch has labelled
+    all its nodes it is provisioned on them and the free room. It waited gang_launch_minutes
+    (15) instead, Provisioned=False with its nodes Ready and the room it counted on unbooked."""
+    templates = [template("a")]
+    raw = request("r", BEST_EFFORT_ATOMIC, [("a", 3)])
+    first = run(atomic_world(nodes=1), [raw], templates)
+    assert scale_up(first)["cpu-east"][:2] == (1, 3)  # one pod in the free room, two on new nodes
+    w = atomic_world(nodes=1)
+    launched = [w.add_instance("cpu-east", register=True) for _ in range(2)]
+    for name in launched:
+        w.node(name)["metadata"]["labels"][NODE_LABEL] = "default.r"
+    w.state = first.state.to_wire()
+
+    later = run(w, [with_conditions(raw, first)], templates, now=NOW + timedelta(minutes=3))
+
+    assert later.scale_up == ()
+    assert conds(later)["Provisioned"][0] == "True"
+    assert later.provisioning[0].details == {}  # its pods may not be pinned to the labelled nodes
+    every_node = {i["metadata"]["name"] for i in w.items if i["kind"] == "Node"}
+    assert len(every_node) == 3
+    assert set(later.state.bookings["default/r"].nodes) == every_node  # the free room is booked too
+
+
+def test_labelled_nodes_of_a_launch_not_all_labelled_yet_do_not_provision_it_off_them() -> None:
+    """While the gang launch is labelling its nodes (one of two so far), the request waits for the
+    label rather than be provisioned in room its pods could not be pinned to."""
+    templates = [template("a")]
+    raw = request("r", BEST_EFFORT_ATOMIC, [("a", 2)])
+    first = run(atomic_world(), [raw], templates)
+    w = atomic_world()
+    launched = [w.add_instance("cpu-east", register=True) for _ in range(2)]
+    w.node(launched[0])["metadata"]["labels"][NODE_LABEL] = "default.r"
+    w.state = first.state.to_wire()
+
+    later = run(w, [with_conditions(raw, first)], templates, now=NOW + timedelta(minutes=3))
+
+    assert later.scale_up == ()
+    assert later.provisioning == ()  # still Provisioned=False / CapacityIsLaunching
 
 
 def test_without_a_launch_under_way_free_room_provisions_an_atomic_request() -> None:

@@ -15,7 +15,7 @@ from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import Resources, add_into, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
-from spillway.planner.context import Context, WorkNode, shape_of, without_taint
+from spillway.planner.context import Context, Victim, WorkNode, shape_of, without_taint
 from spillway.planner.limits import Limits
 from spillway.planner.topology import NO_MARKS, UNBOUNDED, Marks, Planned
 
@@ -209,23 +209,37 @@ class TrialFit:
     def __init__(self, planned: Planned) -> None:
         self.planned = planned.copy()
         self.placed: dict[str, int] = {}  # node -> pods placed there
-        self._before: dict[str, tuple[WorkNode, Resources, Marks]] = {}
+        self.preempted = 0  # expendable pods the trial's pods take the room of (preempt)
+        self._before: dict[str, tuple[WorkNode, Resources, Marks, list[Victim]]] = {}
 
     def fit(self, cls: PodClass, pool_list: Iterable[Pool]) -> None:
         fit_on_nodes(cls, pool_list, self._commit)
 
+    def _save(self, node: WorkNode) -> None:
+        self._before.setdefault(node.info.name, (node, dict(node.free), node.marks, list(node.victims)))
+
     def _commit(self, cls: PodClass, node: WorkNode, count: int) -> None:
         name = node.info.name
-        self._before.setdefault(name, (node, dict(node.free), node.marks))
+        self._save(node)
         add_into(node.free, cls.requests, -count)
         node.marks = node.marks | cls.domains.marks
         cls.take(count)
         self.placed[name] = self.placed.get(name, 0) + count
         self.planned.record(cls.domains, node.spot, count)
 
+    def preempt(self, cls: PodClass, node: WorkNode, count: int, victims: Sequence[Victim]) -> None:
+        """``count`` pods of the class on ``node`` once ``victims`` leave it (their room freed), as
+        :func:`~spillway.planner.preemption.place_by_preemption` places them, undone with the rest."""
+        self._save(node)
+        for victim in victims:
+            node.victims.remove(victim)
+            add_into(node.free, victim.requests)
+        self.preempted += len(victims)
+        self._commit(cls, node, count)
+
     def undo(self) -> None:
-        for node, free, marks in self._before.values():
-            node.free, node.marks = free, marks
+        for node, free, marks, victims in self._before.values():
+            node.free, node.marks, node.victims = free, marks, victims
 
 
 class DomainPools:

@@ -26,7 +26,7 @@ from spillway.model.resources import Resources, add_into, fit_count
 from spillway.planner import codes
 from spillway.planner.classes import PodClass
 from spillway.planner.context import Context, Victim, WorkNode
-from spillway.planner.placement import FREE_ROOM_NOTE, Pool
+from spillway.planner.placement import FREE_ROOM_NOTE, Pool, TrialFit
 
 SHOWN = 3  # victims a reason names; the rest are counted
 
@@ -67,6 +67,19 @@ def place_by_preemption(ctx: Context, cls: PodClass, spots: Iterable[tuple[Pool,
         if count > 0:
             _take(ctx, cls, node, count)
             pool.widen(node)
+
+
+def trial_by_preemption(trial: TrialFit, cls: PodClass, nodes: Iterable[WorkNode]) -> None:
+    """As :func:`place_by_preemption`, in a :class:`TrialFit` (a ProvisioningRequest's booking): the
+    class's remaining pods, first fit, on the ``nodes`` whose victims of lower priority make room."""
+    if not cls.preempts:
+        return
+    for node in nodes:
+        if not cls.remaining:
+            return
+        count = _fits(cls, node) if node.victims else 0
+        if count > 0:
+            trial.preempt(cls, node, count, choose_victims(node, cls.requests, count, cls.priority))
 
 
 def _fits(cls: PodClass, node: WorkNode) -> int:

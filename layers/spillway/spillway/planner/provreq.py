@@ -5,7 +5,9 @@ Two classes are served (any other ``provisioningClassName``, and a check-capacit
 alone, as cluster-autoscaler run without ``--check-capacity-processor-instance`` does):
 
 ``check-capacity.autoscaling.x-k8s.io``
-    Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted)? Yes:
+    Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted; the room
+    of expendable pods kube-scheduler would preempt for them counted, as cluster-autoscaler's snapshot
+    leaves those pods out)? Yes:
     ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan
     (with ``spec.parameters.noRetry: "true"``, ``Failed=True`` instead).
 ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``
@@ -49,7 +51,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from spillway.model.cluster import PodInfo, format_time
-from spillway.model.k8s import DRAINING_TAINT
 from spillway.model.provreq import (
     ACCEPTED,
     BEST_EFFORT_ATOMIC,
@@ -72,9 +73,10 @@ from spillway.model.resources import fit_count
 from spillway.model.state import BookingState
 from spillway.planner import codes
 from spillway.planner.classes import PodClass, new_class
-from spillway.planner.context import Context, WorkNode, aware, has_taint, minutes
+from spillway.planner.context import Context, WorkNode, aware, minutes
 from spillway.planner.groups import backoff_reason
 from spillway.planner.placement import TrialFit, pools
+from spillway.planner.preemption import trial_by_preemption
 from spillway.planner.scaleup import could_ever_hold
 from spillway.planner.topology import UNBOUNDED
 from spillway.planner.types import PendingPod, ProvisioningDeletion, ProvisioningUpdate
@@ -100,6 +102,7 @@ DEFAULT_VALIDITY = timedelta(days=7)
 _PLACED = frozenset(
     {codes.FITS_FREE_ROOM, codes.FITS_LAUNCHING, codes.FITS_UNCORDONED, codes.FITS_BY_PREEMPTION}
 )
+_THERE_NOW = frozenset({codes.FITS_FREE_ROOM, codes.FITS_BY_PREEMPTION})  # room on Ready nodes now
 
 
 def gang_key(info: ProvisioningRequestInfo) -> str:
@@ -124,6 +127,7 @@ class Work:
     details: dict[str, str]
     pods: list[str] = field(default_factory=list)  # its virtual pods, when it went to scale-up
     classes: list[PodClass] = field(default_factory=list)  # ... and their classes (its gang)
+    preempted: int = 0  # expendable pods its last booking takes the room of
 
     def set(self, type_: str, status: str, reason: str, message: str, now: datetime) -> None:
         """Set a condition; its lastTransitionTime moves only when its status changes."""
@@ -259,15 +263,15 @@ class Provisioning:
             w.set(PROVISIONED, "True", R_PROVISIONED,
                   f"the nodes launched for the request are Ready; they carry {NODE_LABEL}={label}", now)  # fmt: skip
             return []
-        if info.class_name == BEST_EFFORT_ATOMIC and self._launch_under_way(info):
+        if info.class_name == BEST_EFFORT_ATOMIC and self._launch_under_way(info, label):
             # its own nodes may be Ready and not labelled yet: free room there is not enough, Kueue
             # would admit without the label to pin the pods with; the gang stays held (in flight)
             return self._gang(w, label)
         placed = self._reserve(w, whole)
         if placed is not None:
             self._record(info, placed)
-            w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room; booked for "
-                  f"{minutes(BOOKING)}", now)  # fmt: skip
+            w.set(PROVISIONED, "True", R_FOUND, f"{info.count} pod(s) fit in free room{_preempting(w)}; "
+                  f"booked for {minutes(BOOKING)}", now)  # fmt: skip
             return []
         if info.class_name == CHECK_CAPACITY:
             _not_found(w, now)
@@ -298,13 +302,19 @@ class Provisioning:
             return True
         return self.ctx.now - aware(info.created_at) >= TEMPLATE_GRACE
 
-    def _launch_under_way(self, info: ProvisioningRequestInfo) -> bool:
+    def _launch_under_way(self, info: ProvisioningRequestInfo, label: str) -> bool:
         """A recent plan launched the request's nodes atomically (``State.gangs``) and the launch may
-        still be under way: the entry is younger than ``gang_launch_minutes`` and its group is not
-        backed off (as :class:`~spillway.planner.scaleup.InFlight` holds it)."""
+        still be under way: the entry is younger than ``gang_launch_minutes``, its group is not backed
+        off (as :class:`~spillway.planner.scaleup.InFlight` holds it), and its nodes do not all carry
+        the label yet. Once they do, the launch is done: a request its labelled nodes do not hold
+        whole (its gang took free room too, as cluster-autoscaler's scale-up leaves the pods that fit
+        where they fit) may be provisioned in free room, without waiting out the window."""
         entry = self.ctx.state.gangs.get(gang_key(info))
         window = timedelta(minutes=self.ctx.config.gang_launch_minutes)
         if entry is None or self.ctx.now - aware(entry.since) >= window:
+            return False
+        labelled = sum(1 for n in self.ctx.nodes.values() if n.info.labels.get(NODE_LABEL) == label)
+        if labelled >= entry.count:
             return False
         group = next((g for g in self.ctx.groups if g.name == entry.group), None)
         return group is not None and backoff_reason(self.ctx, group) is None
@@ -325,7 +335,20 @@ class Provisioning:
     def _settle(self, w: Work, pending: Mapping[str, PendingPod]) -> None:
         now, mine = self.ctx.now, set(w.pods)
         verdict = next((pending[p] for p in w.pods if p in pending and pending[p].code not in _PLACED), None)
-        if verdict is None or verdict.code == codes.GANG_LAUNCHING:  # the latter: a recent plan's launch
+        if verdict is None and all(p in pending and pending[p].code in _THERE_NOW for p in w.pods):
+            # nothing is launched or uncordoned for it: its pods fit in the room there is, some once
+            # kube-scheduler preempts expendable pods of lower priority (cluster-autoscaler judges every
+            # scale-up on a snapshot without them: core/static_autoscaler.go, FilterOutExpendablePods;
+            # besteffortatomic/provisioning_class.go answers CapacityIsFound when all pods schedule)
+            placed: dict[str, int] = {}
+            for p in self.ctx.placements:
+                if p.pod in mine:
+                    placed[p.node] = placed.get(p.node, 0) + 1
+            self._record(w.info, placed)
+            w.preempted = sum(1 for p in w.pods if pending[p].code == codes.FITS_BY_PREEMPTION)
+            w.set(PROVISIONED, "True", R_FOUND, f"{w.info.count} pod(s) fit in free room{_preempting(w)}; "
+                  f"booked for {minutes(BOOKING)}", now)  # fmt: skip
+        elif verdict is None or verdict.code == codes.GANG_LAUNCHING:  # the latter: a recent plan's launch
             placed_new = verdict is not None or any(
                 p.pod in mine and "/new-" in p.node for p in self.ctx.placements
             )
@@ -380,10 +403,16 @@ class Provisioning:
         with self.ctx.nominated_withheld():  # a preemptor's room is never booked: it binds first
             for cls in sorted(classes, key=PodClass.sort_key):
                 cls.domains = cls.domains.after(trial.planned)
-                trial.fit(cls, pools(nodes))
+                pool_list = pools(nodes)
+                trial.fit(cls, pool_list)
+                # then the room of expendable pods kube-scheduler preempts for them: cluster-autoscaler
+                # checks and books on a snapshot without those pods (core/static_autoscaler.go,
+                # FilterOutExpendablePods); booked, they are no victims for the pods placed after
+                trial_by_preemption(trial, cls, (node for pool in pool_list for node in pool.nodes))
                 if cls.remaining and whole:
                     trial.undo()
                     return None
+        w.preempted = trial.preempted
         for name, pods in trial.placed.items():
             self.ctx.nodes[name].receives += pods  # the booked pods run here: not drained
         self.ctx.planned = trial.planned
@@ -459,6 +488,13 @@ def _not_found(w: Work, now: datetime) -> None:
     w.set(PROVISIONED, "False", R_NOT_FOUND, f"{what}; checked again{ignored}", now)
 
 
+def _preempting(w: Work) -> str:
+    """How a booking's room is had, for its message: "" for free room only."""
+    if not w.preempted:
+        return ""
+    return " once kube-scheduler preempts expendable pods of lower priority"
+
+
 def _deletion(info: ProvisioningRequestInfo, now: datetime) -> ProvisioningDeletion | None:
     """The deletion of a request that ended, once its ``Provisioned`` or ``Failed`` condition has been
     True for over :data:`ENDED_TTL` (cluster-autoscaler's DeleteOldProvReqs measures from either
@@ -481,10 +517,12 @@ def _deletion(info: ProvisioningRequestInfo, now: datetime) -> ProvisioningDelet
 
 
 def _usable(node: WorkNode, label: str | None) -> bool:
-    info = node.info
-    if not info.ready or info.unschedulable or has_taint(info, DRAINING_TAINT):
+    """Whether a booking may hold room on the node: one that has room for pods now and stays (not being
+    deleted, its instance not terminating: :attr:`WorkNode.schedulable`, as for any pending pod); a
+    booking there is revoked as soon as the node goes. Only the nodes carrying ``label``, when given."""
+    if not node.schedulable:
         return False
-    return label is None or info.labels.get(NODE_LABEL) == label
+    return label is None or node.info.labels.get(NODE_LABEL) == label
 
 
 def _published_label(info: ProvisioningRequestInfo) -> str | None:
