@@ -336,18 +336,7 @@ class Provisioning:
         now, mine = self.ctx.now, set(w.pods)
         verdict = next((pending[p] for p in w.pods if p in pending and pending[p].code not in _PLACED), None)
         if verdict is None and all(p in pending and pending[p].code in _THERE_NOW for p in w.pods):
-            # nothing is launched or uncordoned for it: its pods fit in the room there is, some once
-            # kube-scheduler preempts expendable pods of lower priority (cluster-autoscaler judges every
-            # scale-up on a snapshot without them: core/static_autoscaler.go, FilterOutExpendablePods;
-            # besteffortatomic/provisioning_class.go answers CapacityIsFound when all pods schedule)
-            placed: dict[str, int] = {}
-            for p in self.ctx.placements:
-                if p.pod in mine:
-                    placed[p.node] = placed.get(p.node, 0) + 1
-            self._record(w.info, placed)
-            w.preempted = sum(1 for p in w.pods if pending[p].code == codes.FITS_BY_PREEMPTION)
-            w.set(PROVISIONED, "True", R_FOUND, f"{w.info.count} pod(s) fit in free room{_preempting(w)}; "
-                  f"booked for {minutes(BOOKING)}", now)  # fmt: skip
+            self._found_there(w, pending)
         elif verdict is None or verdict.code == codes.GANG_LAUNCHING:  # the latter: a recent plan's launch
             placed_new = verdict is not None or any(
                 p.pod in mine and "/new-" in p.node for p in self.ctx.placements
@@ -364,6 +353,21 @@ class Provisioning:
         else:
             w.set(FAILED, "True", R_IMPOSSIBLE, f"no node group could ever hold its {w.info.count} pod(s) "
                   f"whole, even empty and grown to its MaxSize: {verdict.reason}", now)  # fmt: skip
+
+    def _found_there(self, w: Work, pending: Mapping[str, PendingPod]) -> None:
+        """Nothing is launched or uncordoned for the request: its pods fit in the room there is, some
+        once kube-scheduler preempts expendable pods of lower priority (cluster-autoscaler judges every
+        scale-up on a snapshot without them: core/static_autoscaler.go, FilterOutExpendablePods;
+        besteffortatomic/provisioning_class.go answers CapacityIsFound when all pods schedule)."""
+        mine = set(w.pods)
+        placed: dict[str, int] = {}
+        for p in self.ctx.placements:
+            if p.pod in mine:
+                placed[p.node] = placed.get(p.node, 0) + 1
+        self._record(w.info, placed)
+        w.preempted = sum(1 for p in w.pods if pending[p].code == codes.FITS_BY_PREEMPTION)
+        w.set(PROVISIONED, "True", R_FOUND, f"{w.info.count} pod(s) fit in free room{_preempting(w)}; "
+              f"booked for {minutes(BOOKING)}", self.ctx.now)  # fmt: skip
 
     def updates(self) -> tuple[ProvisioningUpdate, ...]:
         found = (w.update() for w in self.work)
