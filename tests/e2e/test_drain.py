@@ -375,6 +375,12 @@ def test_scale_down_map_drains_each_node_and_one_failure_does_not_stop_the_other
     assert_no_drain_function_error(world, "DrainCancelled")
     assert world.api.get("Pod", "web-0", "team-a") is not None  # still running where it was
     assert out["counts"] == {"cancelled": 2, "rejected": 1, "terminated": 1}
+    # the Map kept each drain's line (bounded: spillway.act.drain.line), not its whole result
+    (summarized,) = [
+        c.event["results"] for c in world.stack.calls("DrainFunction") if c.event.get("action") == "summarize"
+    ]
+    assert [sorted(r) for r in summarized] == [["line"]] * 4
+    assert len([c for c in world.stack.calls("DrainFunction") if c.event.get("action") == "line"]) == 4
     # The west node is outside the state machine's region: terminated through the function.
     assert world.desired("west", WEST) == 1
     assert any(c.event.get("action") == "terminate" for c in world.stack.calls("DrainFunction"))

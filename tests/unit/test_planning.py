@@ -18,7 +18,7 @@ import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows
 from plan_world import NOW, World
 
-from spillway.act.drain import parse_request
+from spillway.act.drain import DRAIN_LINE_BYTES, parse_request
 from spillway.act.planning import (
     AFTER_POLL_SECONDS,
     PlanSettings,
@@ -937,6 +937,39 @@ def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -
     assert executions.replace(":execution:", ":stateMachine:") == DOWN_ARN
     assert "after" not in downs[0].input
     assert [r.input["after"] for r in downs[1:]] == [f"{executions}:{r.name}" for r in downs[:-1]]
+
+
+def test_a_scale_down_part_leaves_room_in_its_map_for_every_drains_line() -> None:
+    """The Map state's output is its input and every drain's result, and Step Functions refuses a state
+    over 256 KB with States.DataLimitExceeded, which no Catch takes (AWS Step Functions Developer Guide,
+    "Handling errors in Step Functions workflows"; "Service quotas"). Parts were cut at 96 KB of input
+    alone: 600 idle nodes' drains, about 300 bytes each, went some 330 to a part, and their results (a
+    failed drain's held the child execution's whole DescribeExecution, up to 32,000 characters of cause)
+    could not fit beside them: the part failed after its drains ran, its summary never written. Each
+    drain's result is now its summary line, at most DRAIN_LINE_BYTES (the drain function's ``line``
+    step), or its request echoed with the error when that step fails; a part holds no more drains than
+    leave room for the worst of them."""
+    drains = tuple(
+        Drain(f"ip-10-2-{i // 250}-{i % 250}.ec2.internal", f"i-0{i:016x}", "general", "us-east-1",
+              "no workload pods for 60m (threshold 10m); group general in us-east-1")
+        for i in range(600)
+    )  # fmt: skip
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+
+    run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
+             now=NOW + timedelta(seconds=20), planner=lambda *a: replace(run_planner(*a), drain=drains))  # fmt: skip
+
+    downs = [r for r in rig.executions.requests if r.kind == "scale_down"]
+    assert [d["node"] for r in downs for d in r.input["drains"]] == [d.node for d in drains]
+    for part in downs:
+        items = part.input["drains"]
+        worst = _bytes(part.input) + sum(_bytes(d) + 64 + DRAIN_LINE_BYTES for d in items)
+        assert worst <= 256 * 1024, (len(items), worst)
+
+
+def _bytes(doc: Any) -> int:
+    return len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def test_every_drain_of_a_scale_down_carries_when_its_plans_claim_on_the_node_lapses() -> None:

@@ -154,6 +154,7 @@ ACTIONS = (
     "uncordon",
     "record",
     "summarize",
+    "line",
     "remove_unregistered",
     "undrained",
 )
@@ -176,6 +177,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "uncordon": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # AWS only after a failed terminate
     "record": frozenset(_ALWAYS),
     "summarize": frozenset(_ALWAYS),
+    "line": frozenset(_ALWAYS),
     "remove_unregistered": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.unregistered
     "undrained": frozenset(_ALWAYS),  # a scale-down part that drained nothing: its metric, no port
 }
@@ -1841,20 +1843,50 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
 def summarize(cluster: Any, plan_id: Any, results: Any) -> dict[str, Any]:
     """The scale-down's output: one line per drain, whatever became of it, and counts per outcome.
 
-    A Map item is either ``{"execution", "output"}`` (the DrainNode execution succeeded; ``output`` is
-    its outcome) or ``{"request", "error"}`` (it failed: for a failed execution the Catch's Cause is
-    that execution's DescribeExecution output, whose ``error`` and ``cause`` are the drain's own).
+    A Map item is ``{"line"}``, made in the Map by :func:`line` from the drain's result, or that result
+    itself when its Line step failed: ``{"execution", "output"}`` (the DrainNode execution succeeded;
+    ``output`` is its outcome), ``{"output"}`` (an unregistered instance's removal), or ``{"request",
+    "error"}`` (it failed: for a failed execution the Catch's Cause is that execution's DescribeExecution
+    output, whose ``error`` and ``cause`` are the drain's own).
     """
     drains: list[dict[str, Any]] = []
     for item in results if isinstance(results, list) else []:
         drains.append(_summarize_one(item))
     counts: dict[str, int] = {}
-    for line in drains:
-        counts[line["outcome"]] = counts.get(line["outcome"], 0) + 1
+    for entry in drains:
+        counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
     return {"cluster": cluster, "plan_id": plan_id, "drains": drains, "counts": dict(sorted(counts.items()))}
 
 
+# A drain's line in a scale-down's summary is at most this many bytes of JSON (UTF-8): the scale-down Map
+# keeps every drain's result in its output, and Step Functions refuses a state over 256 KB
+# (States.DataLimitExceeded, which no Catch takes); spillway.act.planning sizes its parts by it.
+DRAIN_LINE_BYTES = 3 * 1024
+_CUT = "…"
+
+
+def line(result: Any) -> dict[str, Any]:
+    """One scale-down Map result as its summary line (what :func:`summarize` makes of it), at most
+    :data:`DRAIN_LINE_BYTES`: the scale-down's ``Line`` step, run on every drain's result in the Map, so
+    the Map keeps lines, not a DrainNode execution's whole output (every pod it evicted) or a failure's
+    whole error (the child execution's DescribeExecution, its input and a cause of up to 32,000
+    characters). Its cause, then its note, is cut to fit."""
+    out = _summarize_one(result)
+    for key in ("cause", "note"):
+        text = str(out.get(key) or "")
+        while text and _json_bytes(out) > DRAIN_LINE_BYTES:
+            text = text[: max(0, len(text) - max(_json_bytes(out) - DRAIN_LINE_BYTES, 16))]
+            out[key] = text + _CUT if text else _CUT
+    return out
+
+
+def _json_bytes(doc: Any) -> int:
+    return len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 def _summarize_one(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping) and isinstance(item.get("line"), Mapping):
+        return dict(item["line"])  # made already, in the Map (:func:`line`)
     if not isinstance(item, Mapping):
         return {
             "outcome": "failed",
@@ -1908,6 +1940,7 @@ def _child_execution(cause: Any) -> Mapping[str, Any] | None:
 _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]] = {
     "remove_unregistered": lambda drainer, event: drainer.remove_unregistered(event.get("request")),
     "undrained": lambda drainer, event: drainer.undrained(event),
+    "line": lambda _drainer, event: {"line": line(event.get("result"))},
 }
 
 

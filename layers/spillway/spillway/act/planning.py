@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from spillway.act.drain import DRAIN_LINE_BYTES
 from spillway.act.events import EventBatch, EventPolicy, plan_events, post_events
 from spillway.act.gang import execution_request as gang_execution_request
 from spillway.config import PlannerConfig
@@ -393,11 +394,16 @@ def poll_budget(claim: Mapping[str, Any], now: datetime, poll_seconds: int = AFT
 # the drains of one scale-down execution, in bytes of JSON: Step Functions refuses an input (and a state)
 # over 256 KB, and the Map keeps every drain's outcome beside its input
 DOWN_BATCH_BYTES = 96 * 1024
+# ... and that outcome is its line (spillway.act.drain.line: DRAIN_LINE_BYTES), or, when the line could
+# not be made, its request echoed with that step's error: what a part's Map output holds at worst
+DOWN_STATE_BYTES = 224 * 1024  # 256 KB less room for the part's own fields
+_RESULT_SLACK = 64  # the Map result's own keys and separators
 
 
 def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """The plan's drains in as few scale-down executions as keep each input under
-    :data:`DOWN_BATCH_BYTES` (a large consolidation names every pod it moves); in order, so the names
+    :data:`DOWN_BATCH_BYTES` (a large consolidation names every pod it moves) and its Map's output, the
+    input and every drain's line, under :data:`DOWN_STATE_BYTES`; in order, so the names
     ``down-<plan id>``, ``down-<plan id>-2``... are the same on every retry.
 
     The parts run one after another: each part after the first names the one before it (``after``,
@@ -411,14 +417,18 @@ def _down_batches(items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, 
     then it ends, draining none of its nodes and removing none of its unregistered instances (the next
     plan finds those again), and so does every part after it."""
     batches: list[list[Mapping[str, Any]]] = []
-    size = DOWN_BATCH_BYTES
+    size = state = DOWN_BATCH_BYTES
     for item in items:
-        length = len(json.dumps(item, separators=(",", ":"))) + 1
-        if size + length > DOWN_BATCH_BYTES and (not batches or batches[-1]):
+        length = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode()) + 1
+        worst = 2 * length + _RESULT_SLACK + DRAIN_LINE_BYTES  # in the input, then in the Map's output
+        if (size + length > DOWN_BATCH_BYTES or state + worst > DOWN_STATE_BYTES) and (
+            not batches or batches[-1]
+        ):
             batches.append([])
-            size = 0
+            size = state = 0
         batches[-1].append(item)
         size += length
+        state += worst
     return batches
 
 
