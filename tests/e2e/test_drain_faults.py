@@ -178,6 +178,14 @@ def assert_reconciled(cloud: Cloud, node: str, instance: str, *, busy: bool) -> 
         assert line["outcome"] == "terminated" and line["node"] == node, out
 
 
+def drain_quickly(cloud: Cloud, node: str) -> dict[str, Any]:
+    """A DrainNode execution of ``node`` polling each second, with a 10-second deadline."""
+    return cloud.stack.run(
+        "DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10},
+        timeout=40,
+    )  # fmt: skip
+
+
 # --- 1. a Lambda timeout right after a successful terminate -------------------------------------
 
 
@@ -195,10 +203,7 @@ def test_a_terminate_that_times_out_after_terminating_ends_terminated_not_uncord
         "DrainFunction", when=lambda event: event.get("action") == "terminate", times=timeouts
     )
 
-    result = cloud.stack.run(
-        "DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10},
-        timeout=40,
-    )  # fmt: skip
+    result = drain_quickly(cloud, node)
 
     assert result["status"] == "SUCCEEDED", result
     out = result["output"]
@@ -613,10 +618,7 @@ def test_a_drain_whose_terminate_answer_was_lost_and_whose_record_step_failed_fo
     )
     capsys.readouterr()
 
-    result = cloud.stack.run(
-        "DrainNodeStateMachine", {"cluster": CLUSTER, "node": node, "poll_seconds": 1, "deadline_seconds": 10},
-        timeout=40,
-    )  # fmt: skip
+    result = drain_quickly(cloud, node)
 
     assert result["status"] == "SUCCEEDED", result
     out = result["output"]

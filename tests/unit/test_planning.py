@@ -918,13 +918,8 @@ def test_a_scale_down_too_large_for_one_execution_is_split_before_the_commit() -
               tuple(f"team-{i % 20:02d}/job-{i:04d}-worker-{j:03d}" for j in range(40)))
         for i in range(300)
     )  # fmt: skip
-    rig = Rig()
-    ref = rig.snapshots.add(snapshot_of(gpu_world()))
 
-    run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
-             now=NOW + timedelta(seconds=20), planner=lambda *a: replace(run_planner(*a), drain=drains))  # fmt: skip
-
-    downs = [r for r in rig.executions.requests if r.kind == "scale_down"]
+    downs = scale_down_parts(drains)
     plan_id = downs[0].name.removeprefix("down-")
     assert [r.name for r in downs] == [f"down-{plan_id}"] + [
         f"down-{plan_id}-{n}" for n in range(2, len(downs) + 1)
@@ -954,18 +949,22 @@ def test_a_scale_down_part_leaves_room_in_its_map_for_every_drains_line() -> Non
               "no workload pods for 60m (threshold 10m); group general in us-east-1")
         for i in range(600)
     )  # fmt: skip
-    rig = Rig()
-    ref = rig.snapshots.add(snapshot_of(gpu_world()))
 
-    run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
-             now=NOW + timedelta(seconds=20), planner=lambda *a: replace(run_planner(*a), drain=drains))  # fmt: skip
-
-    downs = [r for r in rig.executions.requests if r.kind == "scale_down"]
+    downs = scale_down_parts(drains)
     assert [d["node"] for r in downs for d in r.input["drains"]] == [d.node for d in drains]
     for part in downs:
         items = part.input["drains"]
         worst = _bytes(part.input) + sum(_bytes(d) + 64 + DRAIN_LINE_BYTES for d in items)
         assert worst <= 256 * 1024, (len(items), worst)
+
+
+def scale_down_parts(drains: tuple[Drain, ...]) -> list[Any]:
+    """The scale-down executions a plan of ``drains`` starts, in order."""
+    rig = Rig()
+    ref = rig.snapshots.add(snapshot_of(gpu_world()))
+    run_plan(ref, snapshots=rig.snapshots, ledger=rig.ledger, executions=rig.executions, settings=rig.settings,
+             now=NOW + timedelta(seconds=20), planner=lambda *a: replace(run_planner(*a), drain=drains))  # fmt: skip
+    return [r for r in rig.executions.requests if r.kind == "scale_down"]
 
 
 def _bytes(doc: Any) -> int:
