@@ -252,3 +252,37 @@ def test_a_list_whose_continue_token_keeps_expiring_fails_the_observation(
 
     assert isinstance(failed.value.__cause__, KubeUnavailable)
     assert len([r for r in kubeapi.requests if r.path == "/api/v1/pods" and r.status == 410]) == 3
+
+
+# --- 404 after some pages: the kind stopped being served mid-list -------------------------------------
+
+
+def test_a_crd_removed_while_its_list_is_paged_is_read_as_absent_not_as_the_pages_before(
+    kubeapi: KubeApiServer, kube: KubeClient, aws: AwsAdapter
+) -> None:
+    """A CRD deleted (or a version no longer served) between two pages of its list: the next page
+    answers 404 (Extend the Kubernetes API with CustomResourceDefinitions: the REST path exists while
+    the CRD does, each version only while marked served). The pages read before belong to a list that can no longer be finished (Kubernetes API
+    concepts, "Retrieving large results sets in chunks": a client that needs a consistent list starts
+    again without ``continue``), and a fresh list says the kind does not exist. The observation kept
+    the first page's quotas and stored them as the cluster's quotas (10 of 25 quotas, none of which
+    exist any more), as if the list had ended there."""
+    for index in range(25):
+        kubeapi.add({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityQuota",
+                     "metadata": {"name": f"q{index:02d}"},
+                     "spec": {"limits": {"resources": {"nodes": "100"}}}})  # fmt: skip
+    real = kube._custom.list_cluster_custom_object
+
+    def listing(*args: Any, **kwargs: Any) -> Any:
+        if "capacityquotas" in args and kwargs.get("_continue"):
+            kubeapi.optional_resources = set(kubeapi.optional_resources) - {
+                "capacityquotas.autoscaling.x-k8s.io"
+            }
+        return real(*args, **kwargs)
+
+    kube._custom.list_cluster_custom_object = listing  # type: ignore[method-assign]
+
+    cluster = observe(kube, aws).cluster
+
+    assert [q.name for q in cluster.quotas] == []
+    assert len(cluster.nodes) == 6

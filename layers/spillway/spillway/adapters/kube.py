@@ -49,7 +49,10 @@ anything was handed out starts the list again at once. ``LIST_PASSES`` (3) expir
 PodGroup, Workloads and CapacityQuotas, read as raw JSON and parsed one by one (an object the model
 refuses is logged and skipped). A kind is read as having no objects only when the API server says the
 resource does not exist: a CRD that is not installed answers 404, which gives none of it, logged once
-at info, so a cluster without Volcano still works. Any other failure raises as every read does: RBAC
+at info, so a cluster without Volcano still works. A 404 after part of a list was handed out (the CRD
+deleted, or the version no longer served, between two pages) gives neither: the pages read belong to a
+list that cannot be finished, so it raises ``ListExpired`` as an expired token does, and the fresh read
+finds the kind absent. Any other failure raises as every read does: RBAC
 refusing a list (403: the ClusterRole lacks the rule, named in the error) or no useful answer
 (``KubeUnavailable``) is not "none", and a caller that took it for none would plan on a cluster
 without its quotas, gangs or volumes. :meth:`KubeClient.list_custom`,
@@ -1272,7 +1275,10 @@ class KubeClient:
     ) -> Iterator[T]:
         """Yield every object of one list, ``page_size`` at a time. A continue token that expires (410)
         before anything was yielded starts the list again here; once objects were yielded it raises
-        :class:`ListExpired` (module docstring); ``LIST_PASSES`` expiries in all raise ``KubeUnavailable``."""
+        :class:`ListExpired` (module docstring); ``LIST_PASSES`` expiries in all raise ``KubeUnavailable``.
+        A 404 that ``on_status`` maps to ``_NotServed`` (the kind is not served) once objects were
+        yielded raises :class:`ListExpired` too: the kind went away mid-list (its CRD deleted, a version
+        no longer served), and the caller must not keep the first pages as the whole list."""
         op = f"list {what}"
         special = {**(on_status or {}), 410: _ContinueExpired}
         params = {k: v for k, v in params.items() if v is not None}
@@ -1299,6 +1305,13 @@ class KubeClient:
                         "rest would come from another revision: read it again from the start"
                     ) from None
                 log.warning("kube %s: continue token expired before anything was read; listing again", op)
+            except _NotServed as exc:
+                if handed_out:  # the pages read are neither the whole list nor "none": start again
+                    raise ListExpired(
+                        f"{op}: the resource stopped being served after part of the list was read ({exc}); "
+                        "read it again from the start"
+                    ) from None
+                raise
         raise KubeUnavailable(f"{op}: continue token expired {LIST_PASSES} times; no consistent list")
 
     def _whole(self, what: str, read: Callable[[], list[T]]) -> list[T]:
