@@ -97,7 +97,7 @@ class Cluster(Protocol):
     def iter_volume_objects(self) -> Iterator[VolumeObject]: ...
     # cluster-autoscaler's priority expander ConfigMap; None when there is none.
     def priority_expander(self) -> ConfigMap | None: ...
-    # apps/v1 DaemonSets (what a group's fresh node runs); 403 → none.
+    # apps/v1 DaemonSets (what a group's fresh node runs).
     def iter_daemonsets(self) -> Iterator[DaemonSet]: ...
     # Custom resources as plain JSON objects ([] when the CRD is not installed) and their status.
     def list_custom(
@@ -271,6 +271,7 @@ METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
     "Cluster.iter_pdbs": (ListExpired,),
     "Cluster.iter_shared_objects": (ListExpired,),
     "Cluster.iter_volume_objects": (ListExpired,),
+    "Cluster.iter_daemonsets": (ListExpired,),
     "Cluster.evict": (
         EvictionRefused,
         EvictionThrottled,
