@@ -38,6 +38,23 @@ def test_a_lower_priority_or_unmatched_group_takes_what_the_first_cannot() -> No
     assert {g: (s[0], s[1]) for g, s in ups.items()} == {"b-reserved": (0, 1), "a-general": (0, 2)}
 
 
+def test_a_priority_below_minus_one_ranks_a_group_as_none_matching_it() -> None:
+    """cluster-autoscaler's priority filter (kubernetes/autoscaler cluster-autoscaler/expander/priority/
+    priority.go, ``BestOptions``) starts its best priority at -1 and skips every priority below the best
+    so far: a group whose highest matching priority is -2 or lower is never preferred, to a group no
+    regex matches nor to another such group; -1 still counts. Its readme asks for positive values, but
+    Spillway reads the same ConfigMap, so it ranks such groups as it would."""
+    w, pods = _world()
+    # by name alone a-general comes first; a priority of -5 for b-reserved changes nothing
+    assert set(scale_up(w.plan(expander_priorities={-5: ["^b-"]}))) == {"a-general"}
+    assert set(scale_up(w.plan(expander_priorities={-5: ["^b-"], -9: ["^a-"]}))) == {"a-general"}
+    # -1 is a priority cluster-autoscaler honours: above a group none matches, below 0
+    assert scale_up(w.plan(expander_priorities={-1: ["^b-"]})) == {"b-reserved": (0, 3, pods)}
+    assert set(scale_up(w.plan(expander_priorities={-1: ["^a-"], 0: ["^b-"]}))) == {"b-reserved"}
+    assert priority_of({-2: ("b",), -1: ("x",)}, "b-reserved") is None
+    assert priority_of({-2: ("b",), 3: ("reserved",)}, "b-reserved") == 3
+
+
 def test_the_region_preference_comes_first() -> None:
     w = World(regions=("us-east-1", "us-west-2"))
     w.group("home", "m5.2xlarge", max_size=10)

@@ -128,6 +128,26 @@ def test_max_nodes_total_counts_every_node_of_the_cluster() -> None:
     assert sorted(p.code for p in result.pending) == ["cluster-limit"] * 2 + ["fits-free-room"] * 2
 
 
+def test_instances_launching_in_a_group_of_unknown_type_count_as_nodes() -> None:
+    """cluster-autoscaler caps a scale-up by ``--max-nodes-total`` counting the cluster's nodes and every
+    upcoming one (core/scaleup/orchestrator, ``GetCappedNewNodeCount`` with the upcoming nodes), and a
+    CapacityQuota counts ``nodes`` (the "Granular Resource Limits" proposal). An instance launching is a
+    node to come whether or not its group's instance type, and so its template, is known."""
+    w = cpu_world()
+    w.group("mystery", "zz9.mega", max_size=10, desired=3)  # no such type: no template node
+    pods = w.pods("p", 2, **BIG)
+    assert scale_up(w.plan())["cpu-east"][:2] == (0, 2)
+
+    capped = w.plan(max_nodes_total=4)  # three nodes coming already: one more may join
+    assert scale_up(capped)["cpu-east"][:2] == (0, 1)
+    assert [pending_codes(capped).get(p) for p in pods].count("cluster-limit") == 1
+
+    w.capacity_quota("all-nodes", {"nodes": "4"})
+    quota = w.plan()
+    assert scale_up(quota)["cpu-east"][:2] == (0, 1)
+    assert [pending_codes(quota).get(p) for p in pods].count("capacity-quota") == 1
+
+
 def test_memory_total_is_in_gib_as_cluster_autoscaler_reads_it() -> None:
     w = cpu_world()
     w.pods("p", 3, **BIG)

@@ -47,6 +47,9 @@ __all__ = [
 CONFIGMAP_NAME = "cluster-autoscaler-priority-expander"
 CONFIGMAP_NAMESPACE = "kube-system"
 CONFIGMAP_KEY = "priorities"  # priority.go ConfigMapKey
+# priority.go BestOptions: the best priority starts at -1 and a lower one is skipped, so a group whose
+# highest match is below it ranks as one no regex matches
+LOWEST_PRIORITY = -1
 
 Priorities = dict[int, tuple[str, ...]]
 
@@ -154,6 +157,8 @@ def configmap_priorities(data: Mapping[str, str]) -> tuple[Priorities, str]:
 def priority_of(priorities: Mapping[int, tuple[str, ...]], group: str) -> int | None:
     """The highest priority whose regexes match the group's name (searched anywhere in it, as
     priority.go's ``FindStringIndex(id) != nil``, in time linear in the name as Go's regexp), or None
-    when none does."""
+    when none does, or when that priority is below :data:`LOWEST_PRIORITY`: priority.go's filter starts
+    its best priority there and passes over any lower one, so such a group is preferred to nothing."""
     matching = [p for p, patterns in priorities.items() if any(compiled(x).search(group) for x in patterns)]
-    return max(matching, default=None)
+    best = max(matching, default=None)
+    return best if best is not None and best >= LOWEST_PRIORITY else None

@@ -13,7 +13,8 @@ Charging (README "Tenants, limits and gangs"):
 - an existing node of a managed group is charged to the tenants of its pods (DaemonSet and mirror
   pods excluded) in proportion to their CPU requests (pod count when none requests CPU);
 - cluster totals and CapacityQuotas count every node, plus capacity still launching (desired minus
-  Ready, as the group's template node), whoever opened it;
+  Ready, as the group's template node; as one node each, nothing more, in a group without one),
+  whoever opened it;
 - a CapacityQuota counts each node's ``status.capacity`` (the sig-autoscaling API: "summing up
   resources reported in the status.capacity field of each node"; a new node's is its template's
   capacity), and so do ``cores_total`` and ``memory_total`` (cluster-autoscaler's scale-up resource
@@ -230,6 +231,18 @@ class Limits:
             launching = group.expected_size - registered.get(group.name, 0)
             if launching > 0 and group.template is not None:
                 self.charge(None, group, launching)
+            elif launching > 0:
+                self._count_unknown(group, launching)
+
+    def _count_unknown(self, group: NodeGroup, launching: int) -> None:
+        """Instances launching in a group with no template node (its instance type unknown): nodes to
+        come all the same, so each counts one against the ``nodes`` of the totals and quotas whose selector
+        takes a node with no labels (every one but those asking for a label: its labels are not known
+        either); cluster-autoscaler counts every upcoming node for ``--max-nodes-total``. What else they
+        have is not known, and counts nothing."""
+        for c in self.constraints:
+            if c.tenant is None and c.covers(None, group, {}):
+                add_into(c.used, {NODES: ONE_NODE}, launching)
 
     def _count_node(self, node: WorkNode, shares: Mapping[str, Mapping[str, tuple[int, int]]]) -> None:
         """One registered node: wholly in the totals and quotas that cover it, and each limited tenant's
