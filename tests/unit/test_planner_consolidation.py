@@ -1109,3 +1109,37 @@ def test_no_pod_moves_to_nor_buffer_holds_a_node_being_deleted() -> None:
         assert b in plan_.drain[0].reason
     assert {p.node for p in held.placements} == {b}  # the buffer's chunk on the node that stays
     assert kept(held)[b][0] == codes.BUFFER
+
+
+def _daemon_do_not_disrupt(w: World, node: str, value: str = "true") -> None:
+    obj = o.daemonset_pod(f"agent-{node}", node, ds="agent")
+    obj["metadata"].setdefault("annotations", {})["karpenter.sh/do-not-disrupt"] = value
+    w.items.append(obj)
+
+
+def test_a_daemonset_pod_annotated_do_not_disrupt_keeps_its_node_from_every_removal() -> None:
+    """Karpenter checks karpenter.sh/do-not-disrupt on every active pod of a node, DaemonSet and mirror
+    pods included, before it disrupts the node (kubernetes-sigs/karpenter pkg/controllers/state/statenode.go,
+    ValidatePodsDisruptable, through pkg/utils/pod/scheduling.go IsDisruptable). Such a pod keeps no node
+    busy, but the node it runs on is neither drained when empty nor consolidated; the same pod marked
+    "false" changes nothing."""
+    w = World(regions=("us-east-1",))
+    a, b = sorted(w.group("cpu", "m5.2xlarge", nodes=2, max_size=10))
+    w.idle_since(a, 60)
+    w.idle_since(b, 60)
+    _daemon_do_not_disrupt(w, a)
+    _daemon_do_not_disrupt(w, b, "false")
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [b]
+    assert kept(result)[a][0] == codes.POD_NEVER and f"kube-system/agent-{a}" in kept(result)[a][1]
+
+    w, (c, d) = half_full()
+    _daemon_do_not_disrupt(w, c)
+    _daemon_do_not_disrupt(w, d)
+
+    result = w.plan(max_scale_in_fraction=1.0, **UNDER)
+
+    assert result.drain == ()
+    assert {kept(result)[n][0] for n in (c, d)} == {codes.POD_NEVER}

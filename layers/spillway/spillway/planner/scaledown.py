@@ -139,6 +139,19 @@ def _disabled(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     return None
 
 
+def _pinned(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
+    """A DaemonSet or static (mirror) pod on it, running and not terminating, annotated
+    ``karpenter.sh/do-not-disrupt=true``. Such a pod keeps no node busy and no drain evicts it, but it
+    dies with the node: Karpenter reads the annotation on every active pod of a node before it disrupts
+    the node, these included (kubernetes-sigs/karpenter pkg/controllers/state/statenode.go,
+    ``ValidatePodsDisruptable``), so a drain that removes the node is refused; make room keeps it."""
+    for pod in ctx.node_daemons.get(node.info.name, ()):
+        if pod.do_not_disrupt:
+            kind = "static (mirror)" if pod.mirror else "DaemonSet"
+            return codes.POD_NEVER, f"runs {pod.key}, a {kind} pod annotated {DO_NOT_DISRUPT}=true"
+    return None
+
+
 def _scale_in_protected(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     """Its instance is protected from scale-in on its own (:func:`~spillway.model.nodegroup.scale_in_protected`):
     the protection does not stop TerminateInstanceInAutoScalingGroup, so it is the planner's to keep."""
@@ -201,6 +214,7 @@ PROTECTIONS: tuple[TimedCheck, ...] = (
     _scale_in_protected,
     _consolidation_off,
     _disabled,
+    _pinned,
     _young,
     _not_idle_long_enough,
 )
@@ -417,7 +431,8 @@ class ScaleDownStage:
         """What keeps a busy node from consolidation before its pods are looked at: a drain a recent
         plan claimed, a pending pod planned onto it, room it holds for a capacity buffer, a cordon,
         ``scale-down-disabled`` or ``do-not-disrupt``, its youth; and, for a drain that terminates it
-        (``removes``; make room keeps its node), its instance's own scale-in protection."""
+        (``removes``; make room keeps its node), its instance's own scale-in protection and a DaemonSet
+        or mirror pod annotated ``do-not-disrupt`` (:func:`_pinned`)."""
         previous = self.ctx.state.nodes.get(node.info.name)
         verdict = self._claim(node, aware(previous.idle_since)) if previous is not None else None
         verdict = verdict or _receives(self.ctx, node) or _holds_buffer(self.ctx, node)
@@ -425,6 +440,7 @@ class ScaleDownStage:
             verdict = verdict or protection(self.ctx, node, self.ctx.now)
         if removes:
             verdict = verdict or _scale_in_protected(self.ctx, node, self.ctx.now)
+            verdict = verdict or _pinned(self.ctx, node, self.ctx.now)
         return verdict
 
     def take(self, node: WorkNode, *, removes: bool = True) -> None:
