@@ -7,6 +7,10 @@ capacity and give back only its own, whatever the order of their steps:
   value read at raise time*, exactly once per owner: a marker item (``raise#<owner>``, a conditional put
   in the state table) records the desired capacity before and after, and when it was written; a retried
   step finds it and does not raise again. A raise refused gives its marker back, so the retry raises.
+  The marker is written before SetDesiredCapacity is asked, so a marker alone does not say the raise was
+  asked for (the marker's own answer may have been lost, failing the step before the raise): once the
+  raise is answered (or settled as landed) a second item says so (``set#<owner>``), and a retry that
+  finds a marker without it, nor unsettled, settles it as a lost answer is settled (:func:`_landed`).
   A fleet-mode gang raises by AttachInstances (Auto Scaling adds the instances attached to the desired
   capacity) and writes its marker too, before attaching (:func:`mark_attach`).
 * A raise whose answer was lost (a timeout, a 5xx: AWS may have applied it) is settled at once only when
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,6 +51,7 @@ from spillway.ports import Cloud, Ledger
 
 RAISE_PREFIX = "raise#"
 UNSETTLED_PREFIX = "unsettled#"
+SET_PREFIX = "set#"  # the raise was answered by Auto Scaling (or settled as landed): not only marked
 OWNER_PREFIX = "owner#"
 KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that made them
 # No Lambda invocation runs longer than 15 minutes, so an owner's raise happens within this of the time
@@ -98,8 +104,11 @@ def raise_once(
     if existing is not None:
         value["existing"] = sorted(set(existing))
     marker, created = owner.ledger.claim(owner.cluster, item, value, expires=now + KEEP)
-    if not created:  # a retry: the raise happened (or is this very call's twin); never twice
-        return {"status": "raised", "again": True, **{k: v for k, v in marker.items() if k != "existing"}}
+    if not created:  # a retry: never twice
+        if _asked(owner) or not _never_applied(aws, owner, marker, now):
+            return {"status": "raised", "again": True, **{k: v for k, v in marker.items() if k != "existing"}}
+        owner.ledger.release(owner.cluster, item)  # marked, but the raise was never asked: raise now
+        return raise_once(aws, owner, count, now, existing)
     if after > asg.MaxSize:
         owner.ledger.release(owner.cluster, item)
         raise AsgLimitExceeded(
@@ -110,6 +119,7 @@ def raise_once(
     except AwsUnavailable:
         landed = _landed(aws, owner, before, after, now)
         if landed:  # AWS applied it; only the answer was lost
+            _mark_asked(owner, now)
             return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
         if landed is False:  # not raised: the retry raises on the live value
             owner.ledger.release(owner.cluster, item)
@@ -120,7 +130,37 @@ def raise_once(
     except SpillwayError:
         owner.ledger.release(owner.cluster, item)  # not raised: the retry must raise
         raise
+    _mark_asked(owner, now)
     return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
+
+
+def _mark_asked(owner: Owner, now: datetime) -> None:
+    """Record that ``owner``'s raise was answered (or settled as landed). Best effort: without it a retry
+    settles the marker as a lost answer (:func:`_never_applied`), never raising twice."""
+    with suppress(SpillwayError):
+        owner.ledger.claim(owner.cluster, SET_PREFIX + owner.owner, {"group": owner.where,
+                           "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+
+
+def _asked(owner: Owner) -> bool:
+    """Whether ``owner``'s raise was answered, settled as landed, or kept unsettled: a retry raises nothing."""
+    found = owner.ledger.claims(owner.cluster, SET_PREFIX + owner.owner)
+    return bool(found) or owner.unsettled()
+
+
+def _never_applied(aws: Cloud, owner: Owner, marker: Mapping[str, object], now: datetime) -> bool:
+    """Whether the raise ``marker`` records, found by a retry with no word of its answer (the marker's
+    write, or the step, failed before or while it was asked), certainly never applied (:func:`_landed`).
+    Landed: recorded as asked. Ambiguous: kept unsettled, as a lost answer is (never raised twice)."""
+    raw = marker.get("at")
+    at = parse_time(raw) if isinstance(raw, str) and raw else None
+    landed = _landed(aws, owner, int(str(marker.get("before"))), int(str(marker.get("after"))), at or now)
+    if landed:
+        _mark_asked(owner, now)
+    elif landed is None:
+        owner.ledger.claim(owner.cluster, UNSETTLED_PREFIX + owner.owner,
+                           {"group": owner.where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+    return landed is False
 
 
 def mark_attach(owner: Owner, desired: int, count: int, now: datetime) -> None:
