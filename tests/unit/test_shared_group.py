@@ -431,3 +431,30 @@ def test_scale_ups_in_any_order_each_end_ready_once_every_instance_raised_for_ru
     assert [r["status"] for r in results] == ["ready"] * len(ups), results
     nodes = [node for r in results for node in r["nodes"]]
     assert sorted(len(r["nodes"]) for r in results) == sorted(counts) and len(set(nodes)) == len(nodes)
+
+
+def test_an_instance_back_from_standby_is_not_taken_for_the_scale_ups_launch() -> None:
+    """ExitStandby (EC2 Auto Scaling API Reference): an instance put back in service adds one to the
+    desired capacity itself. It was in the group, in Standby, when the scale-up prepared, so it is not one
+    the scale-up launched. On main ``before`` kept only the live instances: the scale-up, whose launches
+    failed, claimed the returning instance as its own and gave back one of its two undelivered instead of
+    both, leaving the group one above what anybody asked for, retrying a launch that fails."""
+    w = World()  # desired 1: OLD InService
+    standby = "i-0stby000000000000"
+    w.raw["Instances"].append({"InstanceId": standby, "LifecycleState": "Standby",
+                               "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    w.cloud.dns[standby] = f"node-{standby}"
+    w.kube.nodes[f"node-{standby}"] = o.node(f"node-{standby}", instance=standby)
+    prep = w.up.prepare(UP)  # +2
+    w.up.set_desired({**UP, "prep": prep})  # 1 -> 3
+    w.raw["Instances"][-1]["LifecycleState"] = "InService"  # ExitStandby: 3 -> 4
+    w.raw["DesiredCapacity"] = w.desired + 1
+    w.cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(w.raw, NOW + timedelta(seconds=5))]
+    w.now = NOW + timedelta(seconds=10)
+    launch = w.up.verify({**UP, "prep": prep})
+    assert launch["status"] == "failed"
+
+    w.up.backoff({**UP, "prep": prep, "launch": launch})
+
+    assert w.desired == 2  # OLD and the instance back from Standby: the scale-up's +2 all given back
+    assert not any(v.get("owner") == prep["owner"] for v in w.ledger.claimed.values())

@@ -206,7 +206,9 @@ class ScaleSteps:
                 f"{asg.MaxSize}; not set"
             )
         now = self.clock()
-        before = sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)
+        # every instance already in the group, whatever its state: one back from Standby later (ExitStandby
+        # adds it to the desired capacity itself) or a Terminating one is not one this raise launched
+        before = sorted(i.InstanceId for i in asg.Instances)
         owner = f"up-{event.get('plan_id', '?')}-{event.get('round', 1)}-{region}-{name}"
         return {
             "set": count > 0,
