@@ -458,3 +458,28 @@ def test_an_instance_back_from_standby_is_not_taken_for_the_scale_ups_launch() -
 
     assert w.desired == 2  # OLD and the instance back from Standby: the scale-up's +2 all given back
     assert not any(v.get("owner") == prep["owner"] for v in w.ledger.claimed.values())
+
+
+def test_an_instance_back_from_standby_is_not_taken_for_a_gangs_member() -> None:
+    """ExitStandby (EC2 Auto Scaling API Reference) puts an instance that was in the group all along back
+    in service, adding to the desired capacity itself. On main the gang's ``before`` kept only live
+    instances, so a rollback gang that timed out claimed it as a member and terminated it with the gang."""
+    w = World()
+    standby = "i-0000stby000000000"  # sorted before the new ones
+    w.raw["Instances"].append({"InstanceId": standby, "LifecycleState": "Standby",
+                               "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    w.cloud.dns[standby] = f"node-{standby}"
+    w.kube.nodes[f"node-{standby}"] = o.node(f"node-{standby}", instance=standby, ready=False)
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 1 -> 4
+    w.raw["Instances"][-1]["LifecycleState"] = "InService"  # ExitStandby: 4 -> 5
+    w.raw["DesiredCapacity"] = w.desired + 1
+    gangs = w.asg_launches(3, ready=False)  # the gang's never become Ready
+    w.now = NOW + timedelta(seconds=61)
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "timeout"
+
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+
+    assert sorted(out["terminated"]) == gangs
+    assert standby in w.instances and w.desired == 2

@@ -364,7 +364,8 @@ class GangSteps:
             "count": req.count,
             "attempt": token,
             "desired": asg.DesiredCapacity,
-            "before": sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES),
+            # every instance already there, whatever its state (one back from Standby is not a member)
+            "before": sorted(i.InstanceId for i in asg.Instances),
             "since": iso(now - timedelta(seconds=5)),  # activities may be stamped a little early
             "deadline": iso(now + timedelta(seconds=req.deadline_seconds)),
         }
