@@ -483,3 +483,35 @@ def test_an_instance_back_from_standby_is_not_taken_for_a_gangs_member() -> None
 
     assert sorted(out["terminated"]) == gangs
     assert standby in w.instances and w.desired == 2
+
+
+def test_a_retried_back_off_gives_back_the_undelivered_capacity_once() -> None:
+    """SetDesiredCapacity's answer can be lost after Auto Scaling applied it (a timeout, a 5xx), and the
+    BackOff step is retried on AwsUnavailable. On main the retry took the scale-up's 2 undelivered off the
+    live desired capacity a second time: 6 -> 4 -> 2, cutting the gang's 3 launches in flight to 1."""
+    w = World()  # desired 1
+    uprep, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    w.up.set_desired({**UP, "prep": uprep})  # 1 -> 3
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
+    w.cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(w.raw, NOW + timedelta(seconds=5))]
+    w.now = NOW + timedelta(seconds=10)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "failed"
+    real = w.cloud.set_desired_capacity
+    lost: list[int] = []
+
+    def answer_lost(region: str, group: str, desired: int) -> int:
+        previous = real(region, group, desired)
+        if not lost:
+            lost.append(desired)
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
+        return previous
+
+    w.cloud.set_desired_capacity = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.up.backoff({**UP, "prep": uprep, "launch": launch})
+    assert w.desired == 4
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})  # Step Functions' retry
+
+    assert w.desired == 4 and out["desired"] == 4  # 1 + the gang's 3, still launching

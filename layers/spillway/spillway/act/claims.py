@@ -53,6 +53,7 @@ RAISE_PREFIX = "raise#"
 UNSETTLED_PREFIX = "unsettled#"
 SET_PREFIX = "set#"  # the raise was answered by Auto Scaling (or settled as landed): not only marked
 OWNER_PREFIX = "owner#"
+GIVEBACK_PREFIX = "giveback#"  # an owner's undelivered capacity was given back (or asked to be): once
 KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that made them
 # No Lambda invocation runs longer than 15 minutes, so an owner's raise happens within this of the time
 # its marker names (its step's clock, read before it read the group): raises closer than this to one
@@ -291,11 +292,14 @@ def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:
     )
 
 
-def give_back_undelivered(aws: Cloud, owner: Owner, undelivered: int) -> int | None:
+def give_back_undelivered(
+    aws: Cloud, owner: Owner, undelivered: int, now: datetime | None = None
+) -> int | None:
     """Lower the desired capacity by ``undelivered`` relative to the live value (never below MinSize
     nor below the instances running). Returns the new desired capacity, or None when left as it was.
     Right while the group's Terminate process is suspended too: never below the instances running, the
-    decrement asks Auto Scaling to terminate nothing, only to launch less."""
+    decrement asks Auto Scaling to terminate nothing, only to launch less. Once per owner: a retry
+    gives back nothing more once a give-back was asked (``giveback#<owner>``), even if its answer was lost."""
     if undelivered <= 0:
         return None
     asg = aws.describe_group(owner.region, owner.group)
@@ -303,5 +307,19 @@ def give_back_undelivered(aws: Cloud, owner: Owner, undelivered: int) -> int | N
     target = max(asg.MinSize, live, asg.DesiredCapacity - undelivered)
     if target >= asg.DesiredCapacity:
         return None
-    aws.set_desired_capacity(owner.region, owner.group, target)
+    # once per owner, as a raise: a retried back-off whose give-back was applied (its answer lost, or a
+    # later call failed) would take the same capacity off the live value again, another owner's
+    item = GIVEBACK_PREFIX + owner.owner
+    now = now or datetime.now(UTC)
+    _, created = owner.ledger.claim(owner.cluster, item, {"group": owner.where, "before": asg.DesiredCapacity,
+                                    "after": target, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+    if not created:
+        return None
+    try:
+        aws.set_desired_capacity(owner.region, owner.group, target)
+    except AwsUnavailable:
+        raise  # it may have applied: kept, never given back twice
+    except SpillwayError:
+        owner.ledger.release(owner.cluster, item)  # refused: nothing given back, the retry gives it back
+        raise
     return target

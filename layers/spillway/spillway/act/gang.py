@@ -523,7 +523,7 @@ class GangSteps:
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
             delivered = len(members & in_group)
-            desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered)
+            desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered, self.clock())
         until = self.clock() + timedelta(minutes=self.backoff_minutes)
         self.ledger.put_backoff(
             self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000], region=req.region

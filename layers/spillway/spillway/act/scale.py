@@ -324,7 +324,7 @@ class ScaleSteps:
         gone.raise_first()
         terminated = gone.terminated
         undelivered = 0 if owner.unsettled() else raised - len(new)  # unsettled: it may have added none
-        lowered = give_back_undelivered(self.aws, owner, undelivered)
+        lowered = give_back_undelivered(self.aws, owner, undelivered, now)
         after = self.aws.describe_group(region, name)
         desired = lowered if lowered is not None else after.DesiredCapacity
         self.metric("GroupsBackedOff", 1)
