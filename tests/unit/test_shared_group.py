@@ -515,3 +515,36 @@ def test_a_retried_back_off_gives_back_the_undelivered_capacity_once() -> None:
     out = w.up.backoff({**UP, "prep": uprep, "launch": launch})  # Step Functions' retry
 
     assert w.desired == 4 and out["desired"] == 4  # 1 + the gang's 3, still launching
+
+
+def test_a_back_off_retried_after_a_partial_terminate_gives_back_no_more_than_it_raised() -> None:
+    """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity takes one off the desired
+    capacity per instance (EC2 Auto Scaling API Reference). The back-off terminated one of its two, the
+    other's call was throttled and the step retried: on main the retry saw only the one still running as
+    delivered, so it took 1 "undelivered" off too: 3 off in all for a raise of 2, one of the gang's."""
+    w = World()  # desired 1
+    uprep, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    w.up.set_desired({**UP, "prep": uprep})  # 1 -> 3
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
+    w.asg_launches(2, ready=False)  # the scale-up's two, never Ready
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+    real = w.cloud.terminate_instance
+    seen: list[str] = []
+
+    def throttled_second(region: str, instance_id: str, decrement: bool = True) -> Any:
+        seen.append(instance_id)
+        if len(seen) == 2:
+            raise AwsThrottled("Rate exceeded")
+        return real(region, instance_id, decrement)
+
+    w.cloud.terminate_instance = throttled_second  # type: ignore[method-assign]
+    with pytest.raises(AwsThrottled):
+        w.up.backoff({**UP, "prep": uprep, "launch": launch})
+    assert w.desired == 5
+
+    w.up.backoff({**UP, "prep": uprep, "launch": launch})  # Step Functions' retry
+
+    assert w.desired == 4  # 1 + the gang's 3

@@ -80,6 +80,14 @@ class Owner:
         marker = self.ledger.claims(self.cluster, RAISE_PREFIX + self.owner).get(RAISE_PREFIX + self.owner)
         return int(marker.get("count", 0)) if marker else 0  # type: ignore[call-overload]
 
+    def held(self) -> int:
+        """How many of the group's instances this owner ever claimed (:func:`own_instances`), running or
+        since terminated: what its raise delivered, however often a back-off was retried meanwhile."""
+        prefix = f"{OWNER_PREFIX}{self.region}#"
+        return sum(
+            1 for v in self.ledger.claims(self.cluster, prefix).values() if v.get("owner") == self.owner
+        )
+
     def unsettled(self) -> bool:
         """Whether this owner's raise was kept without knowing if AWS applied it (:func:`raise_once`)."""
         item = UNSETTLED_PREFIX + self.owner

@@ -323,7 +323,9 @@ class ScaleSteps:
         gone = give_back_in_group(self.aws, asg, [iid for iid in new if iid not in ready])
         gone.raise_first()
         terminated = gone.terminated
-        undelivered = 0 if owner.unsettled() else raised - len(new)  # unsettled: it may have added none
+        # delivered: every instance it ever claimed, also those a first try of this step terminated
+        # (decrementing the desired capacity already); unsettled: it may have added none
+        undelivered = 0 if owner.unsettled() else raised - max(len(new), owner.held())
         lowered = give_back_undelivered(self.aws, owner, undelivered, now)
         after = self.aws.describe_group(region, name)
         desired = lowered if lowered is not None else after.DesiredCapacity
