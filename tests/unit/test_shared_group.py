@@ -548,3 +548,37 @@ def test_a_back_off_retried_after_a_partial_terminate_gives_back_no_more_than_it
     w.up.backoff({**UP, "prep": uprep, "launch": launch})  # Step Functions' retry
 
     assert w.desired == 4  # 1 + the gang's 3
+
+
+def test_a_gang_give_back_retried_after_a_partial_terminate_gives_back_no_more_than_it_raised() -> None:
+    """As for the scale-up: each TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity
+    already took its instance off the desired capacity (EC2 Auto Scaling API Reference). On main the
+    retried GiveBack counted only the member still running as delivered and took 2 more off: the
+    scale-up's raise."""
+    w = World()  # desired 1
+    gprep, uprep = w.gang.prepare(GANG), w.up.prepare(UP)
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 1 -> 4
+    w.up.set_desired({**UP, "prep": uprep})  # 4 -> 6
+    w.asg_launches(3, ready=False)  # the gang's three, never Ready
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "waiting"
+    w.now = NOW + timedelta(seconds=61)
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "timeout"
+    real = w.cloud.terminate_instance
+    seen: list[str] = []
+
+    def throttled_second(region: str, instance_id: str, decrement: bool = True) -> Any:
+        seen.append(instance_id)
+        if len(seen) == 2:
+            raise AwsThrottled("Rate exceeded")
+        return real(region, instance_id, decrement)
+
+    w.cloud.terminate_instance = throttled_second  # type: ignore[method-assign]
+    state = {"state": {**GANG, "prep": gprep, "verify": verify}}
+    with pytest.raises(AwsThrottled):
+        w.gang.give_back(state)
+    assert w.desired == 4
+
+    w.gang.give_back(state)  # Step Functions' retry
+
+    assert w.desired == 3  # 1 + the scale-up's 2

@@ -522,7 +522,8 @@ class GangSteps:
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
-            delivered = len(members & in_group)
+            # every instance it ever claimed, also those a first try of this step terminated (decremented)
+            delivered = max(len(members & in_group), owner.held())
             desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered, self.clock())
         until = self.clock() + timedelta(minutes=self.backoff_minutes)
         self.ledger.put_backoff(
