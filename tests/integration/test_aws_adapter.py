@@ -402,6 +402,32 @@ def test_throttled_write_becomes_aws_throttled(
         adapter.set_desired_capacity("us-east-1", "general", 3)
 
 
+@pytest.mark.parametrize(
+    ("desired", "words"),
+    [(3, "New SetDesiredCapacity value 3 is above max value 2 for the AutoScalingGroup."),
+     (1, "New SetDesiredCapacity value 1 is below min value 2 for the AutoScalingGroup.")],
+)  # fmt: skip
+def test_a_set_desired_capacity_out_of_bounds_in_aws_own_words_is_asg_limit_exceeded(
+    adapter: AwsAdapter, clients: AwsClients, two_regions: Any, desired: int, words: str
+) -> None:
+    """EC2 Auto Scaling API Reference, SetDesiredCapacity: a value outside [MinSize, MaxSize] is refused
+    with a ValidationError, which says "above max value" or "below min value" (it names neither MaxSize
+    nor MinSize). The adapter's own check reads the group first, so AWS answers it only when the group's
+    bounds or desired capacity moved between that read and the call. It was an AwsError: the state
+    machine took the refusal for an error and backed the group off as a failed launch, not "Refused"."""
+    answer(
+        clients.autoscaling("us-east-1"),
+        "SetDesiredCapacity",
+        lambda params: {
+            "Error": {"Code": "ValidationError", "Message": words},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+    )
+
+    with pytest.raises(AsgLimitExceeded, match="value"):
+        adapter.set_desired_capacity("us-east-1", "general", desired)
+
+
 def test_a_raise_refused_with_resource_contention_is_raised_again_by_the_retry(
     adapter: AwsAdapter, clients: AwsClients, make_asg: Callable[..., Any]
 ) -> None:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_shared_group import GANG, NOW, UP, World
@@ -263,3 +264,41 @@ def test_the_scale_up_state_machine_ends_an_unsettled_group_without_backing_it_o
     choice = next(c for c in states["Launched?"]["Choices"] if c.get("StringEquals") == "unsettled")
     end = states[choice["Next"]]
     assert end["Type"] == "Pass" and end.get("End") and end["Parameters"]["outcome"] == "unsettled"
+
+
+# --- the raise marker's own write whose answer was lost -------------------------------------------
+
+
+def lose_marker_answer(w: World) -> None:
+    """The first raise marker's PutItem is applied by DynamoDB, but its answer is lost (a timeout, a 5xx):
+    the step fails with AwsUnavailable before SetDesiredCapacity is called, and Step Functions retries."""
+    real = w.ledger.claim
+    lost: list[str] = []
+
+    def claim(cluster: str, item: str, value: Any, *, expires: Any) -> tuple[dict[str, object], bool]:
+        out = real(cluster, item, value, expires=expires)
+        if item.startswith(RAISE_PREFIX) and not lost:
+            lost.append(item)
+            raise AwsUnavailable(f"claim {cluster}/{item}: Read timeout")
+        return out
+
+    w.ledger.claim = claim  # type: ignore[method-assign]
+
+
+def test_a_raise_whose_marker_answer_was_lost_is_raised_on_the_retry() -> None:
+    """EC2 Auto Scaling API Reference, SetDesiredCapacity: the raise is only ever asked for after the
+    marker is written. On main the retry found the marker, answered "raised again" and never called
+    SetDesiredCapacity: the group stayed at 1, the scale-up timed out, backed off a group that had never
+    failed a launch, and took 2 "undelivered" off the live desired capacity, cutting the gang's raise."""
+    w = World()  # desired 1
+    up, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    lose_marker_answer(w)
+    with pytest.raises(AwsUnavailable):
+        w.up.set_desired({**UP, "prep": up})
+    assert w.desired == 1  # nothing was asked of Auto Scaling yet
+
+    w.up.set_desired({**UP, "prep": up})  # Step Functions' retry
+    w.up.set_desired({**UP, "prep": up})  # and a retry of that: never twice
+    assert w.desired == 3
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
+    assert w.desired == 6

@@ -431,3 +431,154 @@ def test_scale_ups_in_any_order_each_end_ready_once_every_instance_raised_for_ru
     assert [r["status"] for r in results] == ["ready"] * len(ups), results
     nodes = [node for r in results for node in r["nodes"]]
     assert sorted(len(r["nodes"]) for r in results) == sorted(counts) and len(set(nodes)) == len(nodes)
+
+
+def test_an_instance_back_from_standby_is_not_taken_for_the_scale_ups_launch() -> None:
+    """ExitStandby (EC2 Auto Scaling API Reference): an instance put back in service adds one to the
+    desired capacity itself. It was in the group, in Standby, when the scale-up prepared, so it is not one
+    the scale-up launched. On main ``before`` kept only the live instances: the scale-up, whose launches
+    failed, claimed the returning instance as its own and gave back one of its two undelivered instead of
+    both, leaving the group one above what anybody asked for, retrying a launch that fails."""
+    w = World()  # desired 1: OLD InService
+    standby = "i-0stby000000000000"
+    w.raw["Instances"].append({"InstanceId": standby, "LifecycleState": "Standby",
+                               "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    w.cloud.dns[standby] = f"node-{standby}"
+    w.kube.nodes[f"node-{standby}"] = o.node(f"node-{standby}", instance=standby)
+    prep = w.up.prepare(UP)  # +2
+    w.up.set_desired({**UP, "prep": prep})  # 1 -> 3
+    w.raw["Instances"][-1]["LifecycleState"] = "InService"  # ExitStandby: 3 -> 4
+    w.raw["DesiredCapacity"] = w.desired + 1
+    w.cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(w.raw, NOW + timedelta(seconds=5))]
+    w.now = NOW + timedelta(seconds=10)
+    launch = w.up.verify({**UP, "prep": prep})
+    assert launch["status"] == "failed"
+
+    w.up.backoff({**UP, "prep": prep, "launch": launch})
+
+    assert w.desired == 2  # OLD and the instance back from Standby: the scale-up's +2 all given back
+    assert not any(v.get("owner") == prep["owner"] for v in w.ledger.claimed.values())
+
+
+def test_an_instance_back_from_standby_is_not_taken_for_a_gangs_member() -> None:
+    """ExitStandby (EC2 Auto Scaling API Reference) puts an instance that was in the group all along back
+    in service, adding to the desired capacity itself. On main the gang's ``before`` kept only live
+    instances, so a rollback gang that timed out claimed it as a member and terminated it with the gang."""
+    w = World()
+    standby = "i-0000stby000000000"  # sorted before the new ones
+    w.raw["Instances"].append({"InstanceId": standby, "LifecycleState": "Standby",
+                               "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    w.cloud.dns[standby] = f"node-{standby}"
+    w.kube.nodes[f"node-{standby}"] = o.node(f"node-{standby}", instance=standby, ready=False)
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 1 -> 4
+    w.raw["Instances"][-1]["LifecycleState"] = "InService"  # ExitStandby: 4 -> 5
+    w.raw["DesiredCapacity"] = w.desired + 1
+    gangs = w.asg_launches(3, ready=False)  # the gang's never become Ready
+    w.now = NOW + timedelta(seconds=61)
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "timeout"
+
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+
+    assert sorted(out["terminated"]) == gangs
+    assert standby in w.instances and w.desired == 2
+
+
+def test_a_retried_back_off_gives_back_the_undelivered_capacity_once() -> None:
+    """SetDesiredCapacity's answer can be lost after Auto Scaling applied it (a timeout, a 5xx), and the
+    BackOff step is retried on AwsUnavailable. On main the retry took the scale-up's 2 undelivered off the
+    live desired capacity a second time: 6 -> 4 -> 2, cutting the gang's 3 launches in flight to 1."""
+    w = World()  # desired 1
+    uprep, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    w.up.set_desired({**UP, "prep": uprep})  # 1 -> 3
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
+    w.cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(w.raw, NOW + timedelta(seconds=5))]
+    w.now = NOW + timedelta(seconds=10)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "failed"
+    real = w.cloud.set_desired_capacity
+    lost: list[int] = []
+
+    def answer_lost(region: str, group: str, desired: int) -> int:
+        previous = real(region, group, desired)
+        if not lost:
+            lost.append(desired)
+            raise AwsUnavailable(f"SetDesiredCapacity({region}, {group}, {desired}): Read timeout")
+        return previous
+
+    w.cloud.set_desired_capacity = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(AwsUnavailable):
+        w.up.backoff({**UP, "prep": uprep, "launch": launch})
+    assert w.desired == 4
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})  # Step Functions' retry
+
+    assert w.desired == 4 and out["desired"] == 4  # 1 + the gang's 3, still launching
+
+
+def test_a_back_off_retried_after_a_partial_terminate_gives_back_no_more_than_it_raised() -> None:
+    """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity takes one off the desired
+    capacity per instance (EC2 Auto Scaling API Reference). The back-off terminated one of its two, the
+    other's call was throttled and the step retried: on main the retry saw only the one still running as
+    delivered, so it took 1 "undelivered" off too: 3 off in all for a raise of 2, one of the gang's."""
+    w = World()  # desired 1
+    uprep, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    w.up.set_desired({**UP, "prep": uprep})  # 1 -> 3
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
+    w.asg_launches(2, ready=False)  # the scale-up's two, never Ready
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+    real = w.cloud.terminate_instance
+    seen: list[str] = []
+
+    def throttled_second(region: str, instance_id: str, decrement: bool = True) -> Any:
+        seen.append(instance_id)
+        if len(seen) == 2:
+            raise AwsThrottled("Rate exceeded")
+        return real(region, instance_id, decrement)
+
+    w.cloud.terminate_instance = throttled_second  # type: ignore[method-assign]
+    with pytest.raises(AwsThrottled):
+        w.up.backoff({**UP, "prep": uprep, "launch": launch})
+    assert w.desired == 5
+
+    w.up.backoff({**UP, "prep": uprep, "launch": launch})  # Step Functions' retry
+
+    assert w.desired == 4  # 1 + the gang's 3
+
+
+def test_a_gang_give_back_retried_after_a_partial_terminate_gives_back_no_more_than_it_raised() -> None:
+    """As for the scale-up: each TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity
+    already took its instance off the desired capacity (EC2 Auto Scaling API Reference). On main the
+    retried GiveBack counted only the member still running as delivered and took 2 more off: the
+    scale-up's raise."""
+    w = World()  # desired 1
+    gprep, uprep = w.gang.prepare(GANG), w.up.prepare(UP)
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 1 -> 4
+    w.up.set_desired({**UP, "prep": uprep})  # 4 -> 6
+    w.asg_launches(3, ready=False)  # the gang's three, never Ready
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "waiting"
+    w.now = NOW + timedelta(seconds=61)
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "timeout"
+    real = w.cloud.terminate_instance
+    seen: list[str] = []
+
+    def throttled_second(region: str, instance_id: str, decrement: bool = True) -> Any:
+        seen.append(instance_id)
+        if len(seen) == 2:
+            raise AwsThrottled("Rate exceeded")
+        return real(region, instance_id, decrement)
+
+    w.cloud.terminate_instance = throttled_second  # type: ignore[method-assign]
+    state = {"state": {**GANG, "prep": gprep, "verify": verify}}
+    with pytest.raises(AwsThrottled):
+        w.gang.give_back(state)
+    assert w.desired == 4
+
+    w.gang.give_back(state)  # Step Functions' retry
+
+    assert w.desired == 3  # 1 + the scale-up's 2

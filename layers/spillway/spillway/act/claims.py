@@ -7,6 +7,10 @@ capacity and give back only its own, whatever the order of their steps:
   value read at raise time*, exactly once per owner: a marker item (``raise#<owner>``, a conditional put
   in the state table) records the desired capacity before and after, and when it was written; a retried
   step finds it and does not raise again. A raise refused gives its marker back, so the retry raises.
+  The marker is written before SetDesiredCapacity is asked, so a marker alone does not say the raise was
+  asked for (the marker's own answer may have been lost, failing the step before the raise): once the
+  raise is answered (or settled as landed) a second item says so (``set#<owner>``), and a retry that
+  finds a marker without it, nor unsettled, settles it as a lost answer is settled (:func:`_landed`).
   A fleet-mode gang raises by AttachInstances (Auto Scaling adds the instances attached to the desired
   capacity) and writes its marker too, before attaching (:func:`mark_attach`).
 * A raise whose answer was lost (a timeout, a 5xx: AWS may have applied it) is settled at once only when
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,7 +51,9 @@ from spillway.ports import Cloud, Ledger
 
 RAISE_PREFIX = "raise#"
 UNSETTLED_PREFIX = "unsettled#"
+SET_PREFIX = "set#"  # the raise was answered by Auto Scaling (or settled as landed): not only marked
 OWNER_PREFIX = "owner#"
+GIVEBACK_PREFIX = "giveback#"  # an owner's undelivered capacity was given back (or asked to be): once
 KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that made them
 # No Lambda invocation runs longer than 15 minutes, so an owner's raise happens within this of the time
 # its marker names (its step's clock, read before it read the group): raises closer than this to one
@@ -73,6 +80,14 @@ class Owner:
         marker = self.ledger.claims(self.cluster, RAISE_PREFIX + self.owner).get(RAISE_PREFIX + self.owner)
         return int(marker.get("count", 0)) if marker else 0  # type: ignore[call-overload]
 
+    def held(self) -> int:
+        """How many of the group's instances this owner ever claimed (:func:`own_instances`), running or
+        since terminated: what its raise delivered, however often a back-off was retried meanwhile."""
+        prefix = f"{OWNER_PREFIX}{self.region}#"
+        return sum(
+            1 for v in self.ledger.claims(self.cluster, prefix).values() if v.get("owner") == self.owner
+        )
+
     def unsettled(self) -> bool:
         """Whether this owner's raise was kept without knowing if AWS applied it (:func:`raise_once`)."""
         item = UNSETTLED_PREFIX + self.owner
@@ -98,8 +113,11 @@ def raise_once(
     if existing is not None:
         value["existing"] = sorted(set(existing))
     marker, created = owner.ledger.claim(owner.cluster, item, value, expires=now + KEEP)
-    if not created:  # a retry: the raise happened (or is this very call's twin); never twice
-        return {"status": "raised", "again": True, **{k: v for k, v in marker.items() if k != "existing"}}
+    if not created:  # a retry: never twice
+        if _asked(owner) or not _never_applied(aws, owner, marker, now):
+            return {"status": "raised", "again": True, **{k: v for k, v in marker.items() if k != "existing"}}
+        owner.ledger.release(owner.cluster, item)  # marked, but the raise was never asked: raise now
+        return raise_once(aws, owner, count, now, existing)
     if after > asg.MaxSize:
         owner.ledger.release(owner.cluster, item)
         raise AsgLimitExceeded(
@@ -110,6 +128,7 @@ def raise_once(
     except AwsUnavailable:
         landed = _landed(aws, owner, before, after, now)
         if landed:  # AWS applied it; only the answer was lost
+            _mark_asked(owner, now)
             return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
         if landed is False:  # not raised: the retry raises on the live value
             owner.ledger.release(owner.cluster, item)
@@ -120,7 +139,37 @@ def raise_once(
     except SpillwayError:
         owner.ledger.release(owner.cluster, item)  # not raised: the retry must raise
         raise
+    _mark_asked(owner, now)
     return {"status": "raised", "again": False, "before": before, "after": after, "count": count}
+
+
+def _mark_asked(owner: Owner, now: datetime) -> None:
+    """Record that ``owner``'s raise was answered (or settled as landed). Best effort: without it a retry
+    settles the marker as a lost answer (:func:`_never_applied`), never raising twice."""
+    with suppress(SpillwayError):
+        owner.ledger.claim(owner.cluster, SET_PREFIX + owner.owner, {"group": owner.where,
+                           "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+
+
+def _asked(owner: Owner) -> bool:
+    """Whether ``owner``'s raise was answered, settled as landed, or kept unsettled: a retry raises nothing."""
+    found = owner.ledger.claims(owner.cluster, SET_PREFIX + owner.owner)
+    return bool(found) or owner.unsettled()
+
+
+def _never_applied(aws: Cloud, owner: Owner, marker: Mapping[str, object], now: datetime) -> bool:
+    """Whether the raise ``marker`` records, found by a retry with no word of its answer (the marker's
+    write, or the step, failed before or while it was asked), certainly never applied (:func:`_landed`).
+    Landed: recorded as asked. Ambiguous: kept unsettled, as a lost answer is (never raised twice)."""
+    raw = marker.get("at")
+    at = parse_time(raw) if isinstance(raw, str) and raw else None
+    landed = _landed(aws, owner, int(str(marker.get("before"))), int(str(marker.get("after"))), at or now)
+    if landed:
+        _mark_asked(owner, now)
+    elif landed is None:
+        owner.ledger.claim(owner.cluster, UNSETTLED_PREFIX + owner.owner,
+                           {"group": owner.where, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+    return landed is False
 
 
 def mark_attach(owner: Owner, desired: int, count: int, now: datetime) -> None:
@@ -251,11 +300,14 @@ def _awaited(owner: Owner, claimed: Mapping[str, str]) -> int:
     )
 
 
-def give_back_undelivered(aws: Cloud, owner: Owner, undelivered: int) -> int | None:
+def give_back_undelivered(
+    aws: Cloud, owner: Owner, undelivered: int, now: datetime | None = None
+) -> int | None:
     """Lower the desired capacity by ``undelivered`` relative to the live value (never below MinSize
     nor below the instances running). Returns the new desired capacity, or None when left as it was.
     Right while the group's Terminate process is suspended too: never below the instances running, the
-    decrement asks Auto Scaling to terminate nothing, only to launch less."""
+    decrement asks Auto Scaling to terminate nothing, only to launch less. Once per owner: a retry
+    gives back nothing more once a give-back was asked (``giveback#<owner>``), even if its answer was lost."""
     if undelivered <= 0:
         return None
     asg = aws.describe_group(owner.region, owner.group)
@@ -263,5 +315,19 @@ def give_back_undelivered(aws: Cloud, owner: Owner, undelivered: int) -> int | N
     target = max(asg.MinSize, live, asg.DesiredCapacity - undelivered)
     if target >= asg.DesiredCapacity:
         return None
-    aws.set_desired_capacity(owner.region, owner.group, target)
+    # once per owner, as a raise: a retried back-off whose give-back was applied (its answer lost, or a
+    # later call failed) would take the same capacity off the live value again, another owner's
+    item = GIVEBACK_PREFIX + owner.owner
+    now = now or datetime.now(UTC)
+    _, created = owner.ledger.claim(owner.cluster, item, {"group": owner.where, "before": asg.DesiredCapacity,
+                                    "after": target, "at": format_time(now)}, expires=now + KEEP)  # fmt: skip
+    if not created:
+        return None
+    try:
+        aws.set_desired_capacity(owner.region, owner.group, target)
+    except AwsUnavailable:
+        raise  # it may have applied: kept, never given back twice
+    except SpillwayError:
+        owner.ledger.release(owner.cluster, item)  # refused: nothing given back, the retry gives it back
+        raise
     return target

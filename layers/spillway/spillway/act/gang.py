@@ -364,7 +364,8 @@ class GangSteps:
             "count": req.count,
             "attempt": token,
             "desired": asg.DesiredCapacity,
-            "before": sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES),
+            # every instance already there, whatever its state (one back from Standby is not a member)
+            "before": sorted(i.InstanceId for i in asg.Instances),
             "since": iso(now - timedelta(seconds=5)),  # activities may be stamped a little early
             "deadline": iso(now + timedelta(seconds=req.deadline_seconds)),
         }
@@ -521,8 +522,9 @@ class GangSteps:
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
-            delivered = len(members & in_group)
-            desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered)
+            # every instance it ever claimed, also those a first try of this step terminated (decremented)
+            delivered = max(len(members & in_group), owner.held())
+            desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered, self.clock())
         until = self.clock() + timedelta(minutes=self.backoff_minutes)
         self.ledger.put_backoff(
             self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000], region=req.region

@@ -206,7 +206,9 @@ class ScaleSteps:
                 f"{asg.MaxSize}; not set"
             )
         now = self.clock()
-        before = sorted(i.InstanceId for i in asg.Instances if i.LifecycleState in LIVE_STATES)
+        # every instance already in the group, whatever its state: one back from Standby later (ExitStandby
+        # adds it to the desired capacity itself) or a Terminating one is not one this raise launched
+        before = sorted(i.InstanceId for i in asg.Instances)
         owner = f"up-{event.get('plan_id', '?')}-{event.get('round', 1)}-{region}-{name}"
         return {
             "set": count > 0,
@@ -321,8 +323,10 @@ class ScaleSteps:
         gone = give_back_in_group(self.aws, asg, [iid for iid in new if iid not in ready])
         gone.raise_first()
         terminated = gone.terminated
-        undelivered = 0 if owner.unsettled() else raised - len(new)  # unsettled: it may have added none
-        lowered = give_back_undelivered(self.aws, owner, undelivered)
+        # delivered: every instance it ever claimed, also those a first try of this step terminated
+        # (decrementing the desired capacity already); unsettled: it may have added none
+        undelivered = 0 if owner.unsettled() else raised - max(len(new), owner.held())
+        lowered = give_back_undelivered(self.aws, owner, undelivered, now)
         after = self.aws.describe_group(region, name)
         desired = lowered if lowered is not None else after.DesiredCapacity
         self.metric("GroupsBackedOff", 1)

@@ -149,6 +149,20 @@ DESCRIBE_INSTANCE_TYPES_BATCH = 100  # the API's limit for InstanceTypes per cal
 _INVALID_TYPES = re.compile(r"\[([^\]]*)\]")
 
 
+def _out_of_bounds(message: str) -> bool:
+    """Whether a refused SetDesiredCapacity says the value is outside the group's bounds. AWS words it
+    "New SetDesiredCapacity value N is above max value M" (or "below min value": EC2 Auto Scaling API
+    Reference, SetDesiredCapacity, a ValidationError), naming neither MaxSize nor MinSize."""
+    lowered = message.lower()
+    return (
+        "MaxSize" in message
+        or "MinSize" in message
+        or "max size" in lowered
+        or "above max value" in lowered
+        or "below min value" in lowered
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class AwsSettings:
     """SDK behaviour: adaptive retries (client-side rate limiting on throttles) and short timeouts."""
@@ -673,7 +687,7 @@ class AwsAdapter:
             message = str(exc.response.get("Error", {}).get("Message", ""))
             if "not found" in message.lower():
                 raise AsgNotFound(f"{what}: {message}") from exc
-            if "MaxSize" in message or "MinSize" in message or "max size" in message.lower():
+            if _out_of_bounds(message):
                 raise AsgLimitExceeded(f"{what}: {message}") from exc
             raise map_aws_error(exc, what) from exc
         except BotoCoreError as exc:
