@@ -517,20 +517,8 @@ def test_a_retried_back_off_gives_back_the_undelivered_capacity_once() -> None:
     assert w.desired == 4 and out["desired"] == 4  # 1 + the gang's 3, still launching
 
 
-def test_a_back_off_retried_after_a_partial_terminate_gives_back_no_more_than_it_raised() -> None:
-    """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity takes one off the desired
-    capacity per instance (EC2 Auto Scaling API Reference). The back-off terminated one of its two, the
-    other's call was throttled and the step retried: on main the retry saw only the one still running as
-    delivered, so it took 1 "undelivered" off too: 3 off in all for a raise of 2, one of the gang's."""
-    w = World()  # desired 1
-    uprep, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
-    w.up.set_desired({**UP, "prep": uprep})  # 1 -> 3
-    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
-    w.asg_launches(2, ready=False)  # the scale-up's two, never Ready
-    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
-    w.now = NOW + timedelta(seconds=61)
-    launch = w.up.verify({**UP, "prep": uprep})
-    assert launch["status"] == "timeout"
+def throttle_second_terminate(w: World) -> None:
+    """The second TerminateInstanceInAutoScalingGroup of the world is throttled; the others go through."""
     real = w.cloud.terminate_instance
     seen: list[str] = []
 
@@ -541,6 +529,23 @@ def test_a_back_off_retried_after_a_partial_terminate_gives_back_no_more_than_it
         return real(region, instance_id, decrement)
 
     w.cloud.terminate_instance = throttled_second  # type: ignore[method-assign]
+
+
+def test_a_back_off_retried_after_a_partial_terminate_gives_back_no_more_than_it_raised() -> None:
+    """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity takes one off the desired
+    capacity per instance (EC2 Auto Scaling API Reference). The back-off terminated one of its two, the
+    other's call was throttled and the step retried: before, the retry saw only the one still running as
+    delivered, so it took 1 "undelivered" off too: 3 off in all for a raise of 2, one of the gang's."""
+    w = World()  # desired 1
+    uprep, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    w.up.set_desired({**UP, "prep": uprep})  # 1 -> 3
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
+    w.asg_launches(2, ready=False)  # the scale-up's two, never Ready
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+    throttle_second_terminate(w)
     with pytest.raises(AwsThrottled):
         w.up.backoff({**UP, "prep": uprep, "launch": launch})
     assert w.desired == 5
@@ -552,7 +557,7 @@ def test_a_back_off_retried_after_a_partial_terminate_gives_back_no_more_than_it
 
 def test_a_gang_give_back_retried_after_a_partial_terminate_gives_back_no_more_than_it_raised() -> None:
     """As for the scale-up: each TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity
-    already took its instance off the desired capacity (EC2 Auto Scaling API Reference). On main the
+    already took its instance off the desired capacity (EC2 Auto Scaling API Reference). Before, the
     retried GiveBack counted only the member still running as delivered and took 2 more off: the
     scale-up's raise."""
     w = World()  # desired 1
@@ -564,16 +569,7 @@ def test_a_gang_give_back_retried_after_a_partial_terminate_gives_back_no_more_t
     w.now = NOW + timedelta(seconds=61)
     verify = w.gang.verify({**GANG, "prep": gprep})
     assert verify["status"] == "timeout"
-    real = w.cloud.terminate_instance
-    seen: list[str] = []
-
-    def throttled_second(region: str, instance_id: str, decrement: bool = True) -> Any:
-        seen.append(instance_id)
-        if len(seen) == 2:
-            raise AwsThrottled("Rate exceeded")
-        return real(region, instance_id, decrement)
-
-    w.cloud.terminate_instance = throttled_second  # type: ignore[method-assign]
+    throttle_second_terminate(w)
     state = {"state": {**GANG, "prep": gprep, "verify": verify}}
     with pytest.raises(AwsThrottled):
         w.gang.give_back(state)
