@@ -65,6 +65,18 @@ def answer(client: Any, operation: str, respond: Callable[[dict[str, Any]], dict
     client.meta.events.register(f"before-call.*.{operation}", reply)
 
 
+def answer_invalid(client: Any, operation: str, message: str) -> None:
+    """``operation`` on ``client`` answers a ValidationError (HTTP 400) with AWS's ``message``."""
+    answer(
+        client,
+        operation,
+        lambda params: {
+            "Error": {"Code": "ValidationError", "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+    )
+
+
 def activity(group: str, minutes_ago: float, *, failed: bool = False, n: int = 0) -> dict[str, Any]:
     start = NOW - timedelta(minutes=minutes_ago)
     message = (
@@ -354,14 +366,7 @@ def test_terminate_refused_at_min_size_becomes_asg_limit_exceeded(
         "group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower "
         "group's min size."
     )
-    answer(
-        clients.autoscaling("us-east-1"),
-        "TerminateInstanceInAutoScalingGroup",
-        lambda params: {
-            "Error": {"Code": "ValidationError", "Message": message},
-            "ResponseMetadata": {"HTTPStatusCode": 400},
-        },
-    )
+    answer_invalid(clients.autoscaling("us-east-1"), "TerminateInstanceInAutoScalingGroup", message)
 
     with pytest.raises(AsgLimitExceeded, match=f"{victim}.*min size constraint"):
         adapter.terminate_instance("us-east-1", victim, decrement=True)
@@ -415,14 +420,7 @@ def test_a_set_desired_capacity_out_of_bounds_in_aws_own_words_is_asg_limit_exce
     nor MinSize). The adapter's own check reads the group first, so AWS answers it only when the group's
     bounds or desired capacity moved between that read and the call. It was an AwsError: the state
     machine took the refusal for an error and backed the group off as a failed launch, not "Refused"."""
-    answer(
-        clients.autoscaling("us-east-1"),
-        "SetDesiredCapacity",
-        lambda params: {
-            "Error": {"Code": "ValidationError", "Message": words},
-            "ResponseMetadata": {"HTTPStatusCode": 400},
-        },
-    )
+    answer_invalid(clients.autoscaling("us-east-1"), "SetDesiredCapacity", words)
 
     with pytest.raises(AsgLimitExceeded, match="value"):
         adapter.set_desired_capacity("us-east-1", "general", desired)
