@@ -112,3 +112,28 @@ def test_a_launch_timeout_the_scale_up_steps_would_refuse_is_refused_when_the_fu
     with pytest.raises(ConfigurationError) as caught:
         load_runtime_config({**BASE, **change})
     assert caught.value.field == "LAUNCH_TIMEOUT_SECONDS", str(caught.value)
+
+
+# --- observe's heartbeat: a stored snapshot, and so a plan, in every 10-minute alarm period -----------
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [({"HEARTBEAT_MINUTES": "10"}, "10 minutes"),
+     ({"HEARTBEAT_MINUTES": "9.5", "OBSERVE_INTERVAL_SECONDS": "60"}, "10 minutes")],
+)  # fmt: skip
+def test_a_heartbeat_that_could_leave_a_ten_minute_period_without_a_plan_is_refused(
+    change: dict[str, str], words: str
+) -> None:
+    """``held-by-limits`` reads 10-minute periods of ``PodsHeldByLimits``, which only plans emit, and a
+    plan comes per stored snapshot: while nothing changes, one per heartbeat, seen up to one observation
+    late. A heartbeat plus an interval above 10 minutes leaves periods with no datapoint, which
+    CloudWatch counts as not breaching, so the alarm could never fire."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, **change})
+    assert caught.value.field == "HEARTBEAT_MINUTES" and words in str(caught.value), str(caught.value)
+
+
+def test_the_longest_heartbeat_that_keeps_a_plan_in_every_period_is_accepted() -> None:
+    config = load_runtime_config({**BASE, "HEARTBEAT_MINUTES": "9.5", "OBSERVE_INTERVAL_SECONDS": "30"})
+    assert config.heartbeat_minutes == 9.5

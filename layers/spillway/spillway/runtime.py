@@ -137,6 +137,10 @@ PLANNER_CONFIG_VAR = "PLANNER_CONFIG"
 _REQUIRED = ("CLUSTER_NAME", "REGIONS", "SNAPSHOTS_TABLE", "PLANS_TABLE", "STATE_TABLE")
 
 
+# the held-by-limits alarm's period (template.yaml, HeldByLimitsAlarm): a plan must come in each
+PLAN_PERIOD_SECONDS = 600
+
+
 class RuntimeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -202,6 +206,12 @@ class RuntimeConfig(BaseModel):
         if self.cluster_access == "url" and not self.kube_url:
             raise ValueError("kube_url: required when CLUSTER_ACCESS is url")
         self._check_poll_loops()
+        if self.heartbeat_minutes * 60 + self.observe_interval_seconds > PLAN_PERIOD_SECONDS:
+            raise ValueError(
+                f"heartbeat_minutes: {self.heartbeat_minutes:g} minutes plus one observation "
+                f"({self.observe_interval_seconds:g} s) is more than 10 minutes: while nothing changes a plan "
+                "comes only per heartbeat, and the held-by-limits alarm needs one in every 10-minute period"
+            )
         return self
 
     def _check_poll_loops(self) -> None:
