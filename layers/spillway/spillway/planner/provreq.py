@@ -292,6 +292,7 @@ class Provisioning:
             w.classes.append(cls)
             out.append(cls)
         self.ctx.gang_labels[gang_key(w.info)] = {NODE_LABEL: label}
+        self.ctx.one_group.add(gang_key(w.info))
         return out
 
     def _templates_due(self, info: ProvisioningRequestInfo) -> bool:
