@@ -1251,3 +1251,23 @@ def test_best_effort_atomic_goes_whole_to_the_one_group_that_holds_it_not_the_pr
     assert set(scale_up(result)) == {"b-big"}
     assert scale_up(result)["b-big"][:2] == (0, 3)
     assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+
+
+def test_a_consumer_nominated_to_a_node_is_not_booked_again_beside_its_nominated_room() -> None:
+    """A booked request's consumer that kube-scheduler nominated to a node (status.nominatedNodeName:
+    it preempts there) has its room held there already, for it alone (Context.nominated_withheld); the
+    booking holds room for the pods still to come, as it does for consumers already bound. It booked
+    that consumer's room a second time: three one-pod nodes, a request of two booked, one consumer
+    nominated to the first node, and a pending pod of the same size launched a node though the third
+    was free for it."""
+    w, names = cpu_world(nodes=3)
+    (consumer,) = w.pods("job", 1, **BIG, annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"})
+    w.pod_item(consumer)["status"]["nominatedNodeName"] = names[0]
+    (web,) = w.pods("web", 1, **BIG)
+    req = request("r", CHECK_CAPACITY, [("t", 2)], conditions=_booked())
+
+    result = run(w, [req], [template("t")])
+
+    assert scale_up(result) == {}, scale_up(result)  # consumer on its node, one booked pod, web free room
+    assert pending_codes(result)[consumer] == "nominated"
+    assert all(u.name != "r" for u in result.provisioning)  # the booking holds, unchanged

@@ -28,7 +28,8 @@ fails instead); a request not provisioned by ``ValidUntilSeconds`` after its cre
 fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room (never a
 nominated pod's: :meth:`~spillway.planner.context.Context.nominated_withheld`) is taken
 out of the free room before any pending pod is placed (pods consuming the request are not demand: the
-booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. The nodes
+booking is theirs; it holds none for its consumers bound already or nominated to a node, whose room
+there is theirs), and its nodes count as receiving those pods, so scale-down keeps them. The nodes
 it was booked on are remembered (``State.bookings``); while it holds, its room is taken again where it
 fits (a pod kube-scheduler bound there meanwhile keeps it). It ends with ``BookingExpired=True`` when
 its 10 minutes pass or once all its pods run, and with ``CapacityRevoked=True`` only when a node it
@@ -170,10 +171,16 @@ class Provisioning:
             if r.served
         ]
         self.bound: dict[str, list[PodInfo]] = {}  # request key -> its consumers running (bound) now
+        # request key -> its pending consumers nominated to a node: their room there is held for them
+        # already (Context.nominated_withheld), so the booking holds none more for them
+        self.nominated: dict[str, list[PodInfo]] = {}
         self.booked: dict[str, BookingState] = {}  # request key -> the nodes of its booking (next state)
         for pod in ctx.snapshot.pods:
             if pod.consumes and pod.node_name and not pod.terminal:
                 self.bound.setdefault(f"{pod.namespace}/{pod.consumes}", []).append(pod)
+        for pod in ctx.nominated:
+            if pod.consumes:
+                self.nominated.setdefault(f"{pod.namespace}/{pod.consumes}", []).append(pod)
 
     def book(self) -> list[PodClass]:
         """Hold the bookings, then decide every request not provisioned yet; the classes of the
@@ -196,8 +203,7 @@ class Provisioning:
         provisioned = w.info.condition(PROVISIONED)
         since = provisioned.last_transition_time if provisioned else None
         running = self.bound.get(w.info.key, [])
-        left = still_booked(w.info, running)
-        if not any(left):
+        if not any(still_booked(w.info, running)):
             w.set(
                 BOOKING_EXPIRED, "True", R_CONSUMED, "all pods of the request run: the booking is used", now
             )
@@ -209,8 +215,8 @@ class Provisioning:
             # fails the request and books nothing (processors/provreq/processor.go, FailedToBookCapacity)
             w.set(FAILED, "True", R_BOOKING_FAILED,
                   f"the booked pods cannot be made: {w.info.problem}; nothing is booked", now)  # fmt: skip
-        else:
-            self._keep(w, left, now)
+        else:  # the pods still to come: not those bound, nor those nominated to a node
+            self._keep(w, still_booked(w.info, [*running, *self.nominated.get(w.info.key, [])]), now)
 
     def _keep(self, w: Work, left: Sequence[int], now: datetime) -> None:
         """Hold a booking that has not ended: the room of the pods it still books is taken out of the
