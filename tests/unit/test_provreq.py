@@ -116,6 +116,22 @@ def test_check_capacity_that_does_not_fit_is_provisioned_false_and_never_scales(
     assert result.scale_up == ()
 
 
+def test_check_capacity_does_not_count_capacity_still_launching() -> None:
+    """Two nodes launching (desired 2, none registered) would hold the request, but check-capacity asks
+    whether the capacity exists: Provisioned=False, checked again once they are Ready. cluster-
+    autoscaler's code counts them (static_autoscaler.go adds placeholder "upcoming" nodes to the
+    snapshot before the scale-up orchestrator, where checkcapacity/provisioningclass.go schedules the
+    request's pods ScheduleAnywhere), which its maintainers track as a bug: kubernetes/autoscaler#6855
+    "Do not consider upcoming nodes for check-capacity provisioning class". A launch may fail; Kueue
+    would have admitted the workload on capacity that never came."""
+    w, _ = cpu_world(nodes=0, desired=2)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 2)])], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert result.scale_up == ()
+    assert result.state.bookings == {}
+
+
 def test_check_capacity_with_no_retry_fails_when_capacity_is_not_found() -> None:
     """cluster-autoscaler's check-capacity class reads spec.parameters.noRetry: with "true", capacity not
     found sets Failed=True / CapacityIsNotFound instead of Provisioned=False, so Kueue retries after its

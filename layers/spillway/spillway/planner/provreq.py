@@ -5,7 +5,9 @@ Two classes are served (any other ``provisioningClassName``, and a check-capacit
 alone, as cluster-autoscaler run without ``--check-capacity-processor-instance`` does):
 
 ``check-capacity.autoscaling.x-k8s.io``
-    Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted; the room
+    Do the pod sets fit in the free room of the nodes that exist now (capacity still launching not
+    counted, as cluster-autoscaler's maintainers mean it to be, kubernetes/autoscaler#6855, though its
+    code counts the upcoming nodes of its snapshot today; the room
     of expendable pods kube-scheduler would preempt for them counted, as cluster-autoscaler's snapshot
     leaves those pods out)? Yes:
     ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan
