@@ -1277,7 +1277,9 @@ def test_a_consumer_nominated_to_a_node_is_not_booked_again_beside_its_nominated
     nominated to the first node, and a pending pod of the same size launched a node though the third
     was free for it."""
     w, names = cpu_world(nodes=3)
-    (consumer,) = w.pods("job", 1, **BIG, annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"})
+    (consumer,) = w.pods(
+        "job", 1, **BIG, annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"}
+    )
     w.pod_item(consumer)["status"]["nominatedNodeName"] = names[0]
     (web,) = w.pods("web", 1, **BIG)
     req = request("r", CHECK_CAPACITY, [("t", 2)], conditions=_booked())
@@ -1286,4 +1288,5 @@ def test_a_consumer_nominated_to_a_node_is_not_booked_again_beside_its_nominated
 
     assert scale_up(result) == {}, scale_up(result)  # consumer on its node, one booked pod, web free room
     assert pending_codes(result)[consumer] == "nominated"
+    assert pending_codes(result)[web] == "fits-free-room"
     assert all(u.name != "r" for u in result.provisioning)  # the booking holds, unchanged

@@ -1003,8 +1003,8 @@ class GangPlacement(RoomTrial):
         elif self.gang in self.stage.ctx.one_group:
             first = (
                 first[0],
-                "no one node group takes all its pods the room there is leaves (all or none within one "
-                f"group, as cluster-autoscaler's best-effort-atomic class); first: {first[1]}",
+                "no one node group takes every pod the room there is leaves over (all or none within one "
+                f"group, as cluster-autoscaler's best-effort-atomic class scales up); first: {first[1]}",
             )
         elif any(c.one_zone for c in self.classes):
             first = (
