@@ -14,7 +14,9 @@ alone, as cluster-autoscaler run without ``--check-capacity-processor-instance``
     (with ``spec.parameters.noRetry: "true"``, ``Failed=True`` instead).
 ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``
     Fits in free room: ``Provisioned=True`` and booked, as above. Else its pod sets become one gang of
-    virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none); their new
+    virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none, its new
+    nodes from one node group, as cluster-autoscaler's all-or-nothing scale-up; no group taking them all
+    is ``Provisioned=False`` / ``CapacityIsNotFound``, tried again); their new
     nodes go to a :class:`~spillway.planner.types.GangLaunch` carrying the node label naming the
     request. ``Provisioned=False`` while they launch; ``True`` once a later plan finds the pod sets fit
     (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). While the

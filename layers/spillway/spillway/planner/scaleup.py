@@ -8,7 +8,7 @@
    goes on to the next group — which is how demand spills into the secondary region.
 
 Gangs (:class:`GangPlacement`) are placed all or none in one region, or one zone when their pods ask
-for it. A gang a recent plan launched atomically (``State.gangs``, a group tagged
+for it; a best-effort-atomic ProvisioningRequest's new nodes all come from one node group. A gang a recent plan launched atomically (``State.gangs``, a group tagged
 ``spillway.io/atomic-launch``) is not placed again while its launch may still be under way
 (:class:`InFlight`): its pods stay pending (``gang-launching``) and the launching capacity of its group
 is kept for it.
