@@ -116,6 +116,22 @@ def test_check_capacity_that_does_not_fit_is_provisioned_false_and_never_scales(
     assert result.scale_up == ()
 
 
+def test_check_capacity_does_not_count_capacity_still_launching() -> None:
+    """Two nodes launching (desired 2, none registered) would hold the request, but check-capacity asks
+    whether the capacity exists: Provisioned=False, checked again once they are Ready. cluster-
+    autoscaler's code counts them (static_autoscaler.go adds placeholder "upcoming" nodes to the
+    snapshot before the scale-up orchestrator, where checkcapacity/provisioningclass.go schedules the
+    request's pods ScheduleAnywhere), which its maintainers track as a bug: kubernetes/autoscaler#6855
+    "Do not consider upcoming nodes for check-capacity provisioning class". A launch may fail; Kueue
+    would have admitted the workload on capacity that never came."""
+    w, _ = cpu_world(nodes=0, desired=2)
+    result = run(w, [request("r", CHECK_CAPACITY, [("t", 2)])], [template("t")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert result.scale_up == ()
+    assert result.state.bookings == {}
+
+
 def test_check_capacity_with_no_retry_fails_when_capacity_is_not_found() -> None:
     """cluster-autoscaler's check-capacity class reads spec.parameters.noRetry: with "true", capacity not
     found sets Failed=True / CapacityIsNotFound instead of Provisioned=False, so Kueue retries after its
@@ -637,7 +653,11 @@ def test_best_effort_atomic_placed_only_with_its_most_constrained_set_first_is_n
     backed off. Failed=True makes Kueue spend a retry and, past its backoffLimitCount, reject the
     admission check (kubernetes-sigs/kueue pkg/controller/admissionchecks/provisioning/controller.go);
     a transient stop must leave CapacityIsNotFound, retried until the request expires, as
-    cluster-autoscaler's best-effort-atomic class does (besteffortatomic/provisioning_class.go)."""
+    cluster-autoscaler's best-effort-atomic class does (besteffortatomic/provisioning_class.go).
+
+    No one group takes the driver and both workers (a-driver holds one pod, b-general no driver), so
+    nothing is launched: the new nodes of the request come from one group, as cluster-autoscaler's
+    all-or-nothing scale-up has it. Running nodes of both groups would hold it: never Failed."""
     req = request("r", BEST_EFFORT_ATOMIC, [("worker", 2), ("driver", 1)])
     driver = template("driver", cpu="5", memory="1Gi")
     driver["template"]["spec"]["nodeSelector"] = {"role": "driver"}
@@ -645,8 +665,9 @@ def test_best_effort_atomic_placed_only_with_its_most_constrained_set_first_is_n
     priorities = {50: ["^b-"], 10: ["^a-"]}  # cluster-autoscaler priority expander: b-general first
 
     placed = run(_driver_and_workers(), [req], templates, expander_priorities=priorities)
-    assert conds(placed)["Provisioned"] == ("False", "CapacityIsLaunching")
-    assert set(scale_up(placed)) == {"a-driver", "b-general"}
+    assert "Failed" not in conds(placed), conds(placed)
+    assert conds(placed)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert placed.scale_up == ()
 
     w = _driver_and_workers()
     w.launch_failure("b-general", minutes_ago=1)
@@ -1206,3 +1227,66 @@ def test_a_request_provisioned_long_ago_and_still_booked_is_not_deleted() -> Non
     result = run(w, [booked], [template("t")])
     assert result.provisioning_deleted == ()
     assert conds(result)["BookingExpired"][0] == "True"
+
+
+# --- best-effort-atomic: the new nodes come from one node group ------------------------------------
+
+
+def test_best_effort_atomic_is_never_split_over_two_groups_and_waits_as_capacity_not_found() -> None:
+    """cluster-autoscaler's best-effort-atomic class scales up all or nothing within ONE node group:
+    an expansion option that does not take every pod left after the room there is is dropped ("Some
+    pods can't fit to %s, giving up due to all-or-nothing scale-up strategy", kubernetes/autoscaler
+    cluster-autoscaler/core/scaleup/orchestrator/orchestrator.go, computeExpansionOption loop), and no
+    option at all answers Provisioned=False / CapacityIsNotFound, tried again (provisioningrequest/
+    besteffortatomic/provisioning_class.go, Provision). Spillway's gang launch is atomic per group
+    (spillway.act.gang): split over two groups, one launch may succeed and the other fail, leaving
+    half a gang of nodes. Three one-node pods, two groups of MaxSize 2: the plan opened 2 + 1."""
+    w = World()
+    w.group("a-cpu", "m5.2xlarge", nodes=0, max_size=2)
+    w.group("b-cpu", "m5.2xlarge", nodes=0, max_size=2)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")])
+
+    assert result.scale_up == (), scale_up(result)
+    got = conds(result)
+    assert "Failed" not in got  # MaxSize 2 + 2 holds it were one group's nodes running: it may yet fit
+    assert got["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "one node group" in result.provisioning[0].conditions[1]["message"]
+
+
+def test_best_effort_atomic_goes_whole_to_the_one_group_that_holds_it_not_the_preferred_one() -> None:
+    """The expander chooses among the options that hold every pod (orchestrator.go: options that do
+    not are dropped before ExpanderStrategy.BestOption): a-small ranks first but holds one of the three
+    pods, so all three go to b-big. The plan put one on a-small and two on b-big."""
+    w = World()
+    w.group("a-small", "m5.2xlarge", nodes=0, max_size=1)
+    w.group("b-big", "m5.2xlarge", nodes=0, max_size=5)
+    priorities = {50: ["^a-"], 10: ["^b-"]}
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")],
+                 expander_priorities=priorities)  # fmt: skip
+
+    assert set(scale_up(result)) == {"b-big"}
+    assert scale_up(result)["b-big"][:2] == (0, 3)
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+
+
+def test_a_consumer_nominated_to_a_node_is_not_booked_again_beside_its_nominated_room() -> None:
+    """A booked request's consumer that kube-scheduler nominated to a node (status.nominatedNodeName:
+    it preempts there) has its room held there already, for it alone (Context.nominated_withheld); the
+    booking holds room for the pods still to come, as it does for consumers already bound. It booked
+    that consumer's room a second time: three one-pod nodes, a request of two booked, one consumer
+    nominated to the first node, and a pending pod of the same size launched a node though the third
+    was free for it."""
+    w, names = cpu_world(nodes=3)
+    (consumer,) = w.pods(
+        "job", 1, **BIG, annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "r"}
+    )
+    w.pod_item(consumer)["status"]["nominatedNodeName"] = names[0]
+    (web,) = w.pods("web", 1, **BIG)
+    req = request("r", CHECK_CAPACITY, [("t", 2)], conditions=_booked())
+
+    result = run(w, [req], [template("t")])
+
+    assert scale_up(result) == {}, scale_up(result)  # consumer on its node, one booked pod, web free room
+    assert pending_codes(result)[consumer] == "nominated"
+    assert pending_codes(result)[web] == "fits-free-room"
+    assert all(u.name != "r" for u in result.provisioning)  # the booking holds, unchanged

@@ -202,6 +202,8 @@ class Context:
         self.gangs: Gangs | None = None  # the pending pods' gangs, once pod_classes read them
         self.shrunk_out: dict[str, int] = {}  # elastic job -> workers this plan's drains take (next state)
         self.gang_labels: dict[str, dict[str, str]] = {}  # gang -> labels its new nodes get (requests)
+        # gangs whose new nodes all come from one node group (best-effort-atomic ProvisioningRequests)
+        self.one_group: set[str] = set()
         self.movable: dict[str, str | None] = {}  # pending pod -> why it may not move (None: it may)
         self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer

@@ -5,14 +5,18 @@ Two classes are served (any other ``provisioningClassName``, and a check-capacit
 alone, as cluster-autoscaler run without ``--check-capacity-processor-instance`` does):
 
 ``check-capacity.autoscaling.x-k8s.io``
-    Do the pod sets fit in the free room of the nodes that exist now (new nodes not counted; the room
+    Do the pod sets fit in the free room of the nodes that exist now (capacity still launching not
+    counted, as cluster-autoscaler's maintainers mean it to be, kubernetes/autoscaler#6855, though its
+    code counts the upcoming nodes of its snapshot today; the room
     of expendable pods kube-scheduler would preempt for them counted, as cluster-autoscaler's snapshot
     leaves those pods out)? Yes:
     ``Provisioned=True`` and the room is booked. No: ``Provisioned=False``, checked again every plan
     (with ``spec.parameters.noRetry: "true"``, ``Failed=True`` instead).
 ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``
     Fits in free room: ``Provisioned=True`` and booked, as above. Else its pod sets become one gang of
-    virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none); their new
+    virtual pods for scale-up (:class:`~spillway.planner.scaleup.GangPlacement`: all or none, its new
+    nodes from one node group, as cluster-autoscaler's all-or-nothing scale-up; no group taking them all
+    is ``Provisioned=False`` / ``CapacityIsNotFound``, tried again); their new
     nodes go to a :class:`~spillway.planner.types.GangLaunch` carrying the node label naming the
     request. ``Provisioned=False`` while they launch; ``True`` once a later plan finds the pod sets fit
     (on the labelled nodes, whose label is then published in ``provisioningClassDetails``). While the
@@ -28,7 +32,8 @@ fails instead); a request not provisioned by ``ValidUntilSeconds`` after its cre
 fails as expired. A booking holds for 10 minutes from ``Provisioned=True``: the booked room (never a
 nominated pod's: :meth:`~spillway.planner.context.Context.nominated_withheld`) is taken
 out of the free room before any pending pod is placed (pods consuming the request are not demand: the
-booking is theirs), and its nodes count as receiving those pods, so scale-down keeps them. The nodes
+booking is theirs; it holds none for its consumers bound already or nominated to a node, whose room
+there is theirs), and its nodes count as receiving those pods, so scale-down keeps them. The nodes
 it was booked on are remembered (``State.bookings``); while it holds, its room is taken again where it
 fits (a pod kube-scheduler bound there meanwhile keeps it). It ends with ``BookingExpired=True`` when
 its 10 minutes pass or once all its pods run, and with ``CapacityRevoked=True`` only when a node it
@@ -170,10 +175,16 @@ class Provisioning:
             if r.served
         ]
         self.bound: dict[str, list[PodInfo]] = {}  # request key -> its consumers running (bound) now
+        # request key -> its pending consumers nominated to a node: their room there is held for them
+        # already (Context.nominated_withheld), so the booking holds none more for them
+        self.nominated: dict[str, list[PodInfo]] = {}
         self.booked: dict[str, BookingState] = {}  # request key -> the nodes of its booking (next state)
         for pod in ctx.snapshot.pods:
             if pod.consumes and pod.node_name and not pod.terminal:
                 self.bound.setdefault(f"{pod.namespace}/{pod.consumes}", []).append(pod)
+        for pod in ctx.nominated:
+            if pod.consumes:
+                self.nominated.setdefault(f"{pod.namespace}/{pod.consumes}", []).append(pod)
 
     def book(self) -> list[PodClass]:
         """Hold the bookings, then decide every request not provisioned yet; the classes of the
@@ -196,8 +207,7 @@ class Provisioning:
         provisioned = w.info.condition(PROVISIONED)
         since = provisioned.last_transition_time if provisioned else None
         running = self.bound.get(w.info.key, [])
-        left = still_booked(w.info, running)
-        if not any(left):
+        if not any(still_booked(w.info, running)):
             w.set(
                 BOOKING_EXPIRED, "True", R_CONSUMED, "all pods of the request run: the booking is used", now
             )
@@ -209,8 +219,8 @@ class Provisioning:
             # fails the request and books nothing (processors/provreq/processor.go, FailedToBookCapacity)
             w.set(FAILED, "True", R_BOOKING_FAILED,
                   f"the booked pods cannot be made: {w.info.problem}; nothing is booked", now)  # fmt: skip
-        else:
-            self._keep(w, left, now)
+        else:  # the pods still to come: not those bound, nor those nominated to a node
+            self._keep(w, still_booked(w.info, [*running, *self.nominated.get(w.info.key, [])]), now)
 
     def _keep(self, w: Work, left: Sequence[int], now: datetime) -> None:
         """Hold a booking that has not ended: the room of the pods it still books is taken out of the
@@ -292,6 +302,7 @@ class Provisioning:
             w.classes.append(cls)
             out.append(cls)
         self.ctx.gang_labels[gang_key(w.info)] = {NODE_LABEL: label}
+        self.ctx.one_group.add(gang_key(w.info))
         return out
 
     def _templates_due(self, info: ProvisioningRequestInfo) -> bool:

@@ -8,7 +8,7 @@
    goes on to the next group — which is how demand spills into the secondary region.
 
 Gangs (:class:`GangPlacement`) are placed all or none in one region, or one zone when their pods ask
-for it. A gang a recent plan launched atomically (``State.gangs``, a group tagged
+for it; a best-effort-atomic ProvisioningRequest's new nodes all come from one node group. A gang a recent plan launched atomically (``State.gangs``, a group tagged
 ``spillway.io/atomic-launch``) is not placed again while its launch may still be under way
 (:class:`InFlight`): its pods stay pending (``gang-launching``) and the launching capacity of its group
 is kept for it.
@@ -52,6 +52,7 @@ from spillway.planner.topology import Spot
 from spillway.planner.types import GangLaunch, PendingPod, Placement, ScaleUp
 
 REGION_LABEL = "topology.kubernetes.io/region"
+NO_GROUP = ""  # ScaleUpStage.group naming no group: new nodes nowhere
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
@@ -86,6 +87,7 @@ class ScaleUpStage:
         self.leaving: list[WorkNode] = [n for n in ctx.nodes.values() if _leaving(n)]
         self.region: str | None = None  # while a gang is placed: the one region it may use
         self.zone: str | None = None  # ... and the one zone, when its pods ask for one
+        self.group: str | None = None  # ... and the one group it may open new nodes in (Context.one_group)
         # per coscheduling gang with minResources: its bound pods' room per node (planner.minresources)
         self.bound: dict[str, dict[str, Resources]] = {}
 
@@ -308,7 +310,8 @@ class ScaleUpStage:
         place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
         if not cls.remaining:
             return []
-        return self._new_nodes(cls, candidates)
+        # new nodes only in the one group a gang confined to one is being tried in (GangPlacement._groups)
+        return self._new_nodes(cls, [g for g in candidates if self.group in (None, g.name)])
 
     def _raise_spread_caps(self, cls: PodClass, start: int) -> None:
         """The class's pods placed on existing nodes since ``start`` raise the least loaded node of its
@@ -922,16 +925,36 @@ class GangPlacement(RoomTrial):
         """Place the gang whole in the first domain that holds it; else (False, the first refusal)."""
         first: tuple[str, str] | None = None
         for region, zone in domains:
-            saved = self._save()
-            self.stage.region, self.stage.zone = region, zone
-            failure = self._try()
-            self.stage.region = self.stage.zone = None
-            if failure is None:
-                return True, None
-            self._restore(saved)
-            where = f"{region}/{zone}" if zone else region
-            first = first or (failure[0], f"in {where}: {failure[1]}" if where else failure[1])
+            for group in self._groups(region, zone):
+                saved = self._save()
+                self.stage.region, self.stage.zone, self.stage.group = region, zone, group
+                failure = self._try()
+                self.stage.region = self.stage.zone = self.stage.group = None
+                if failure is None:
+                    return True, None
+                self._restore(saved)
+                where = "/".join(w for w in (region, zone, group) if w)
+                first = first or (failure[0], f"in {where}: {failure[1]}" if where else failure[1])
         return False, first
+
+    def _groups(self, region: str | None, zone: str | None) -> list[str | None]:
+        """The groups to try the gang's new nodes in, one at a time, when they must all come from one
+        (:attr:`Context.one_group`): those its classes may use in the domain, in the expander's order
+        for its first class, then for the next. cluster-autoscaler scales a best-effort-atomic request
+        up all or nothing in one node group: an expansion option that does not take every pod left
+        after the room there is is dropped, and its expander picks among the rest (kubernetes/autoscaler
+        cluster-autoscaler/core/scaleup/orchestrator/orchestrator.go, ``allOrNothing``). Free room and
+        capacity already launching count wherever they are, as its snapshot holds them. ``[None]`` (any
+        group, each class where the expander sends it) for any other gang."""
+        if self.gang not in self.stage.ctx.one_group:
+            return [None]
+        stage = self.stage
+        stage.region, stage.zone = region, zone
+        names: list[str | None] = []
+        for cls in self.classes:
+            names += [g.name for g in stage._choices(cls)[0] if g.name not in names]
+        stage.region = stage.zone = None
+        return names or [NO_GROUP]
 
     def _needed_pods(self) -> set[str] | None:
         """The pending pods that start the gang: those of each task short of its minimum, as many as it
@@ -976,6 +999,12 @@ class GangPlacement(RoomTrial):
                 codes.GANG_NO_ZONE,
                 "its pods require one zone (topology.kubernetes.io/zone) and no node group is confined "
                 "to one zone and no node carries the zone label",
+            )
+        elif self.gang in self.stage.ctx.one_group:
+            first = (
+                first[0],
+                "no one node group takes every pod the room there is leaves over (all or none within one "
+                f"group, as cluster-autoscaler's best-effort-atomic class scales up); first: {first[1]}",
             )
         elif any(c.one_zone for c in self.classes):
             first = (
