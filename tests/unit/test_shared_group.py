@@ -644,3 +644,25 @@ def test_the_replacement_of_the_scale_ups_own_instance_is_its_launch() -> None:
 
     assert launch["status"] == "ready" and launch["ready"] == 1
 
+
+def test_a_rollback_gangs_member_lost_after_it_was_claimed_gives_the_gang_back_at_once() -> None:
+    """All-or-nothing: a member the group takes out of service (and replaces) ends the gang at the next
+    check, not at its deadline and not whole with the replacement counted as a member; the give-back
+    terminates the replacement too, the group back at its desired capacity before the gang."""
+    w = World()
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})
+    members = w.asg_launches(3, ready=False)
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "waiting"  # all three claimed
+    replacement = _replaced(w, members[0])
+    for iid in members[1:]:
+        w.kube.nodes[f"node-{iid}"] = o.node(f"node-{iid}", instance=iid)  # Ready now
+
+    verify = w.gang.verify({**GANG, "prep": gprep})
+
+    assert verify["status"] == "lost" and verify["error"] == "GangIncomplete"
+    assert members[0] in verify["reason"]
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+    assert out["error"] == "GangIncomplete"
+    assert sorted(out["terminated"]) == sorted([*members[1:], replacement])
+    assert w.desired == 1 == out["desired"]
