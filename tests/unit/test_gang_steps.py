@@ -822,3 +822,33 @@ def test_the_groups_replacement_of_a_lost_fleet_member_is_given_back_with_the_ga
 
     assert replacement in out["terminated"] and replacement not in {i["InstanceId"] for i in raw["Instances"]}
     assert raw["DesiredCapacity"] == 1
+
+
+def test_a_fleet_member_not_shown_in_the_group_yet_is_not_made_good_by_another_instances_replacement() -> (
+    None
+):
+    """Right after AttachInstances the group may not list a member yet (DescribeAutoScalingGroups is
+    eventually consistent); meanwhile the group replaces an instance of somebody else's. The replacement
+    is no member: the gang waits for its own."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    raw = cloud.groups[("us-east-1", "gpu")]
+    ids = launch["instances"]
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != ids[2]]  # not listed yet
+    replacement = "i-0abcdef0123456789"
+    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "InService",
+                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")] = [{
+        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "Successful",
+        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
+        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
+        "needing to be replaced."}]  # fmt: skip
+    for iid in [*ids[:2], replacement]:
+        cloud.dns[iid] = f"node-{iid}"
+        steps.kube.nodes[f"node-{iid}"] = o.node(f"node-{iid}", instance=iid)
+
+    verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
+
+    assert verify["status"] == "waiting" and verify["ready"] == 2

@@ -500,12 +500,14 @@ class GangSteps:
                         "reason": launch_failed(where, failure)[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
         replacements = replacement_launches(activities)
-        members = self._members(req, prep, event, asg, replacements, replacing=True)
         lost = self._lost(req, prep, event, asg)
-        if lost:  # all or nothing: a member gone is the gang broken, whatever replaces it
+        if lost:  # all or nothing: a member gone is the gang broken, whatever replaces it; the group's
+            # replacements of the lost are claimed for the give-back, which terminates them too
+            self._members(req, prep, event, asg, replacements, replacing=True)
             return {"status": "lost", "error": "GangIncomplete",
                     "reason": f"{where}: {len(lost)} of the gang's {count} instance(s) lost after launching "
                     f"({'; '.join(lost[:5])}); the whole gang is given back"[:1000]}  # fmt: skip
+        members = self._members(req, prep, event, asg, replacements)
         in_service = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in members
                             and i.LifecycleState == "InService")  # fmt: skip
         ready = ready_nodes(self.kube, self.aws, req.region, in_service)
