@@ -20,6 +20,7 @@ from spillway.adapters.aws import map_aws_error
 from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, CapacityUnavailable, InputError
 from spillway.local import objects as o
 from spillway.model.aws import AutoScalingGroup
+from spillway.model.gang import VerifyResult, result_problem
 from spillway.model.nodegroup import (
     TAG_ATOMIC_LAUNCH,
     NodeGroup,
@@ -764,3 +765,90 @@ def test_give_back_after_a_lost_launch_answer_terminates_an_instance_that_stoppe
 
     assert sorted(out["terminated"]) == sorted(launched)
     assert all(cloud.ec2[i]["state"] == "shutting-down" for i in launched)
+
+
+@pytest.mark.parametrize("how", ["terminated", "unhealthy"])
+def test_a_fleet_member_lost_after_it_was_attached_gives_the_gang_back_at_once(how: str) -> None:
+    """All-or-nothing: an attached member that EC2 terminated (a Spot interruption, a hand) or that the
+    group marked Unhealthy (it takes it out of service and replaces it: EC2 Auto Scaling User Guide,
+    "Health checks for instances in an Auto Scaling group") ends the gang at the next check, not at its
+    deadline."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    lost = launch["instances"][1]
+    raw = cloud.groups[("us-east-1", "gpu")]
+    member = next(i for i in raw["Instances"] if i["InstanceId"] == lost)
+    if how == "terminated":
+        cloud.ec2[lost]["state"] = "terminated"
+        raw["Instances"].remove(member)  # the group notices it gone
+    else:
+        member["HealthStatus"] = "Unhealthy"
+
+    verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
+
+    assert verify["status"] == "lost" and verify["error"] == "GangIncomplete" and lost in verify["reason"]
+    VerifyResult.model_validate(verify)  # GiveBack takes it as it is
+    assert result_problem("verify", verify, "fleet") is None
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch, "verify": verify}})
+    assert out["error"] == "GangIncomplete" and cloud.running() == []
+
+
+def test_the_groups_replacement_of_a_lost_fleet_member_is_given_back_with_the_gang() -> None:
+    """The group replaces an attached member it took out of service (the desired capacity unchanged:
+    EC2 Auto Scaling User Guide, "View the reason for health check failures"): the replacement is no
+    member (the gang is lost) but carries capacity the gang's attach added, so the give-back terminates
+    it with the others and the group is back where it was before the gang."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    raw = cloud.groups[("us-east-1", "gpu")]
+    lost = launch["instances"][0]
+    next(i for i in raw["Instances"] if i["InstanceId"] == lost)["LifecycleState"] = "Terminating"
+    replacement = "i-0abcdef0123456789"
+    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "Pending",
+                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")] = [{
+        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "InProgress",
+        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
+        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
+        "needing to be replaced."}]  # fmt: skip
+
+    verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
+    assert verify["status"] == "lost"
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch, "verify": verify}})
+
+    assert replacement in out["terminated"] and replacement not in {i["InstanceId"] for i in raw["Instances"]}
+    assert raw["DesiredCapacity"] == 1
+
+
+def test_a_fleet_member_not_shown_in_the_group_yet_is_not_made_good_by_another_instances_replacement() -> (
+    None
+):
+    """Right after AttachInstances the group may not list a member yet (DescribeAutoScalingGroups is
+    eventually consistent); meanwhile the group replaces an instance of somebody else's. The replacement
+    is no member: the gang waits for its own."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    raw = cloud.groups[("us-east-1", "gpu")]
+    ids = launch["instances"]
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != ids[2]]  # not listed yet
+    replacement = "i-0abcdef0123456789"
+    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "InService",
+                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")] = [{
+        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "Successful",
+        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
+        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
+        "needing to be replaced."}]  # fmt: skip
+    for iid in [*ids[:2], replacement]:
+        cloud.dns[iid] = f"node-{iid}"
+        steps.kube.nodes[f"node-{iid}"] = o.node(f"node-{iid}", instance=iid)
+
+    verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
+
+    assert verify["status"] == "waiting" and verify["ready"] == 2

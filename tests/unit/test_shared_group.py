@@ -578,3 +578,91 @@ def test_a_gang_give_back_retried_after_a_partial_terminate_gives_back_no_more_t
     w.gang.give_back(state)  # Step Functions' retry
 
     assert w.desired == 3  # 1 + the scale-up's 2
+
+
+def _replaced(w: World, old: str, ready: bool = True) -> str:
+    """Auto Scaling replaces ``old`` as it does after a failed health check (EC2 Auto Scaling User Guide,
+    "View the reason for health check failures"): ``old`` leaves service (Terminating, Unhealthy) without
+    the desired capacity changing, and a new instance is launched for it, its activity saying why."""
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] == old:
+            instance.update(LifecycleState="Terminating", HealthStatus="Unhealthy")
+    (new,) = w.asg_launches(1, ready=ready)
+    w.cloud.activities.setdefault(("us-east-1", "gpu"), []).append({
+        "ActivityId": f"act-{new}", "AutoScalingGroupName": "gpu", "StatusCode": "InProgress",
+        "Description": f"Launching a new EC2 instance: {new}", "StartTime": w.now.isoformat(),
+        "Cause": f"At {w.now:%Y-%m-%dT%H:%M:%SZ} an instance was launched in response to an unhealthy "
+        "instance needing to be replaced."})  # fmt: skip
+    return new
+
+
+def test_the_replacement_of_an_instance_the_group_took_out_of_service_is_not_the_scale_ups_launch() -> None:
+    """The group replaces OLD (failed health check) while the scale-up's 2 launch: the replacement
+    keeps the desired capacity, it adds nothing for the pending pods, so one Ready instance of the
+    scale-up's own is 1 of 2, not the raise delivered."""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    _replaced(w, OLD)
+    w.asg_launches(1)
+
+    launch = w.up.verify({**UP, "prep": uprep})
+
+    assert launch["status"] == "launching" and launch["ready"] == 1
+
+
+def test_a_scale_up_back_off_leaves_the_replacement_of_another_instance_running() -> None:
+    """Timed out with one of its 2 launched and a replacement of OLD launching beside it: the back-off
+    terminates its own one and gives back the one never launched, and the replacement runs on, the
+    group at its desired capacity before the raise."""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    replacement = _replaced(w, OLD, ready=False)
+    (mine,) = w.asg_launches(1, ready=False)
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})
+
+    assert out["terminated"] == [mine] and replacement in w.instances
+    assert w.desired == 1 == out["desired"]
+
+
+def test_the_replacement_of_the_scale_ups_own_instance_is_its_launch() -> None:
+    """One of the scale-up's own instances fails its health check and is replaced: the replacement
+    carries the raise's capacity, so it counts for the scale-up."""
+    w = World()
+    uprep = w.up.prepare({**UP, "group": {**UP["group"], "to": 2}})
+    w.up.set_desired({**UP, "prep": uprep})
+    (mine,) = w.asg_launches(1, ready=False)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"  # claimed
+    _replaced(w, mine)
+
+    launch = w.up.verify({**UP, "prep": uprep})
+
+    assert launch["status"] == "ready" and launch["ready"] == 1
+
+
+def test_a_rollback_gangs_member_lost_after_it_was_claimed_gives_the_gang_back_at_once() -> None:
+    """All-or-nothing: a member the group takes out of service (and replaces) ends the gang at the next
+    check, not at its deadline and not whole with the replacement counted as a member; the give-back
+    terminates the replacement too, the group back at its desired capacity before the gang."""
+    w = World()
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})
+    members = w.asg_launches(3, ready=False)
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "waiting"  # all three claimed
+    replacement = _replaced(w, members[0])
+    for iid in members[1:]:
+        w.kube.nodes[f"node-{iid}"] = o.node(f"node-{iid}", instance=iid)  # Ready now
+
+    verify = w.gang.verify({**GANG, "prep": gprep})
+
+    assert verify["status"] == "lost" and verify["error"] == "GangIncomplete"
+    assert members[0] in verify["reason"]
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+    assert out["error"] == "GangIncomplete"
+    assert sorted(out["terminated"]) == sorted([*members[1:], replacement])
+    assert w.desired == 1 == out["desired"]

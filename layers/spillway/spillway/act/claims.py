@@ -27,6 +27,12 @@ capacity and give back only its own, whatever the order of their steps:
   later execution prepared is new to the earlier owner only. Each owner claims first the instances the
   fewest other owners still waiting could claim: otherwise the earlier owner could take one launched
   for the later, leave its own to nobody, and the later would end short and back its group off.
+* The group launches instances of its own too: a replacement for one it took out of service (a failed
+  health check, a Spot interruption, an instance refresh, rebalancing), keeping the desired capacity
+  (:func:`~spillway.model.nodegroup.replacement_launches` reads them from the launch activities). None
+  is claimed as an owner's launch: it adds nothing for the pods an owner raised for, and an owner's
+  back-off would terminate (with a decrement) the replacement of somebody's node. An owner that lost one
+  of its own claimed instances meanwhile claims a replacement in its place (``replaces``), counted once.
 * :func:`give_back_undelivered` lowers the desired capacity by the capacity an execution raised but
   never launched, relative to the live value, never below MinSize, and never below the instances the
   group runs (lowering further would make Auto Scaling terminate somebody's running instance).
@@ -38,7 +44,7 @@ whose describe and set interleave within milliseconds can still lose one increme
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -53,6 +59,7 @@ RAISE_PREFIX = "raise#"
 UNSETTLED_PREFIX = "unsettled#"
 SET_PREFIX = "set#"  # the raise was answered by Auto Scaling (or settled as landed): not only marked
 OWNER_PREFIX = "owner#"
+REPLACES = "replaces"  # an instance claim's flag: claimed in place of one of the owner's own it lost
 GIVEBACK_PREFIX = "giveback#"  # an owner's undelivered capacity was given back (or asked to be): once
 KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that made them
 # No Lambda invocation runs longer than 15 minutes, so an owner's raise happens within this of the time
@@ -81,12 +88,21 @@ class Owner:
         return int(marker.get("count", 0)) if marker else 0  # type: ignore[call-overload]
 
     def held(self) -> int:
-        """How many of the group's instances this owner ever claimed (:func:`own_instances`), running or
-        since terminated: what its raise delivered, however often a back-off was retried meanwhile."""
+        """How many of the group's instances this owner ever claimed as launched for it
+        (:func:`own_instances`), running or since terminated: what its raise delivered, however often a
+        back-off was retried meanwhile. A replacement it claimed in place of one it lost is not counted
+        again: that capacity was counted with the instance lost."""
+        return sum(1 for replaces in self.claimed().values() if not replaces)
+
+    def claimed(self) -> dict[str, bool]:
+        """The instances this owner ever claimed (:func:`own_instances`), running or since terminated:
+        instance id -> whether it was claimed as the replacement of one it lost."""
         prefix = f"{OWNER_PREFIX}{self.region}#"
-        return sum(
-            1 for v in self.ledger.claims(self.cluster, prefix).values() if v.get("owner") == self.owner
-        )
+        return {
+            item.removeprefix(prefix): bool(v.get(REPLACES))
+            for item, v in self.ledger.claims(self.cluster, prefix).items()
+            if v.get("owner") == self.owner
+        }
 
     def unsettled(self) -> bool:
         """Whether this owner's raise was kept without knowing if AWS applied it (:func:`raise_once`)."""
@@ -231,32 +247,81 @@ def _utc(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def own_instances(owner: Owner, candidates: Iterable[str], limit: int, now: datetime) -> list[str]:
+def own_instances(
+    owner: Owner,
+    candidates: Iterable[str],
+    limit: int,
+    now: datetime,
+    replacements: Collection[str] = frozenset(),
+    replacing: bool = False,
+) -> list[str]:
     """The live instances this owner holds among ``candidates`` (the group's live instances that are
     new to it), claiming unclaimed ones until it holds ``limit``. An unsettled owner (its raise may never
     have applied) leaves as many unclaimed instances as the other, settled, owners of its window still
-    wait for: it never takes one of theirs."""
+    wait for: it never takes one of theirs.
+
+    ``replacements`` (:func:`~spillway.model.nodegroup.replacement_launches`) were launched by the group
+    for an instance it took out of service, without a raise: none is claimed as an owner's launch. With
+    ``replacing`` (a check, before anything of the owner's was terminated by it) an owner that lost
+    some of the instances it claimed claims as many replacements, first: the capacity it added lives on
+    there. (Which instance a replacement replaces, AWS does not say: one for another's lost instance may
+    be taken while this owner's own is still coming; never more than it lost.)"""
     live = sorted(set(candidates))
     prefix = f"{OWNER_PREFIX}{owner.region}#"
     claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in
                owner.ledger.claims(owner.cluster, prefix).items()}  # fmt: skip
     mine = [i for i in live if claimed.get(i) == owner.owner]
     room = limit - len(mine)
+    if room > 0 and replacing:
+        mine += _claim_replacements(owner, live, [i for i in live if i in replacements and i not in claimed],
+                                    room, now)  # fmt: skip
+        room = limit - len(mine)
     if room <= 0:
         return sorted(mine)
+    unclaimed = [i for i in live if i not in replacements and i not in claimed]
+    return sorted(mine + _claim_launches(owner, unclaimed, claimed, room, now))
+
+
+def _claim_launches(
+    owner: Owner, unclaimed: list[str], claimed: Mapping[str, str], room: int, now: datetime
+) -> list[str]:
+    """Claim up to ``room`` of the ``unclaimed`` launches for ``owner``; an unsettled owner leaves as many
+    as the other owners of its window still wait for (:func:`_awaited`)."""
     if owner.unsettled():
-        room = min(room, sum(1 for i in live if i not in claimed) - _awaited(owner, claimed))
-    unclaimed = [i for i in live if i not in claimed]
+        room = min(room, len(unclaimed) - _awaited(owner, claimed))
+    got: list[str] = []
     # the order matters only when there are more to claim than room: else every one is claimed anyway,
     # and the markers (each with its owner's ``existing``) are not read
     for iid in _claim_order(owner, unclaimed, claimed) if len(unclaimed) > room else unclaimed:
-        if room <= 0:
+        if len(got) >= room:
             break
-        value, _ = owner.ledger.claim(owner.cluster, prefix + iid, {"owner": owner.owner}, expires=now + KEEP)
-        if value.get("owner") == owner.owner:
-            mine.append(iid)
-            room -= 1
-    return sorted(mine)
+        if _claim(owner, f"{OWNER_PREFIX}{owner.region}#{iid}", now):
+            got.append(iid)
+    return got
+
+
+def _claim_replacements(
+    owner: Owner, live: Collection[str], spare: Iterable[str], room: int, now: datetime
+) -> list[str]:
+    """Claim, among the unclaimed replacements ``spare``, as many as ``owner`` lost of its own launches
+    (claimed, no longer among the ``live``) less the replacements it already runs, at most ``room``."""
+    held, live = owner.claimed(), set(live)
+    lost = sum(1 for i, r in held.items() if not r and i not in live)
+    lost -= sum(1 for i, r in held.items() if r and i in live)
+    got: list[str] = []
+    for iid in spare:
+        if min(room, lost) - len(got) <= 0:
+            break
+        if _claim(owner, f"{OWNER_PREFIX}{owner.region}#{iid}", now, replaces=True):
+            got.append(iid)
+    return got
+
+
+def _claim(owner: Owner, item: str, now: datetime, replaces: bool = False) -> bool:
+    """Claim ``item`` for ``owner`` (conditional put, first wins): whether it is the owner's now."""
+    claim: dict[str, object] = {"owner": owner.owner, **({REPLACES: True} if replaces else {})}
+    value, _ = owner.ledger.claim(owner.cluster, item, claim, expires=now + KEEP)
+    return value.get("owner") == owner.owner
 
 
 def _claim_order(owner: Owner, unclaimed: list[str], claimed: Mapping[str, str]) -> list[str]:

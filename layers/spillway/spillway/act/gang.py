@@ -22,6 +22,13 @@ CreateFleet call. The group chooses how, by its ``spillway.io/atomic-launch`` ta
     launch activity ends it early, whatever its reason:
     :func:`~spillway.model.nodegroup.launch_failure_since`).
 
+In both modes ``gang_verify`` ends the gang (``lost``, ``GangIncomplete``) at the first check that finds
+one of its instances lost after it launched: taken out of service by the group (Terminating, Standby,
+gone from it), marked Unhealthy (the group replaces it), or no longer running in EC2. All or nothing: the
+group's replacement is never a member (it would make the gang "whole" with a node that joined later, or
+keep it waiting to its deadline), but it carries capacity the attempt added, so the give-back claims and
+terminates it too.
+
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
 deadline) ends in ``gang_give_back``: every instance of the attempt is terminated, each tried whatever
 becomes of the others (those in the group with ``ShouldDecrementDesiredCapacity``, or without it where a
@@ -82,7 +89,13 @@ from spillway.errors import (
     StateCorrupt,
 )
 from spillway.model.act import ExecutionRequest, iso
-from spillway.model.aws import AutoScalingGroup, FleetRequest, InstanceTypeInfo, bundled_instance_types
+from spillway.model.aws import (
+    AsgInstance,
+    AutoScalingGroup,
+    FleetRequest,
+    InstanceTypeInfo,
+    bundled_instance_types,
+)
 from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
 from spillway.model.nodegroup import (
@@ -100,6 +113,7 @@ from spillway.model.nodegroup import (
     launch_refusal,
     on_demand_base,
     parse_atomic_launch,
+    replacement_launches,
     resolve_instance_type,
     spot_allocation_strategy,
 )
@@ -471,19 +485,29 @@ class GangSteps:
 
     def verify(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """The whole gang InService with Ready Nodes (``ready``), still coming (``waiting``), or not:
-        past the deadline (``timeout``) or, in rollback mode, a launch failed (``failed``: for capacity,
+        a member lost after it launched (``lost``: :meth:`_lost`), past the deadline (``timeout``) or, in
+        rollback mode, a launch failed (``failed``: for capacity,
         ``CapacityUnavailable``; for any other reason, a missing AMI, a subnet out of addresses,
         ``AwsError``)."""
         req, prep = self._request(event), _prep(event)
         where, count, now = f"{req.region}/{req.group}", int(prep["count"]), self.clock()
+        activities = self.aws.describe_activities(req.region, req.group, now)
         if prep["mode"] == "rollback":
-            failure = self._launch_failure(req, _parse(prep["since"]), now)
+            failure = launch_failure_since(activities, _parse(prep["since"]))
             if failure:  # any Failed launch: capacity is not coming, whatever the reason
                 error = "CapacityUnavailable" if is_capacity_failure(failure) else "AwsError"
                 return {"status": "failed", "error": error,
                         "reason": launch_failed(where, failure)[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
-        members = self._members(req, prep, event, asg)
+        replacements = replacement_launches(activities)
+        lost = self._lost(req, prep, event, asg)
+        if lost:  # all or nothing: a member gone is the gang broken, whatever replaces it; the group's
+            # replacements of the lost are claimed for the give-back, which terminates them too
+            self._members(req, prep, event, asg, replacements, replacing=True)
+            return {"status": "lost", "error": "GangIncomplete",
+                    "reason": f"{where}: {len(lost)} of the gang's {count} instance(s) lost after launching "
+                    f"({'; '.join(lost[:5])}); the whole gang is given back"[:1000]}  # fmt: skip
+        members = self._members(req, prep, event, asg, replacements)
         in_service = sorted(i.InstanceId for i in asg.Instances if i.InstanceId in members
                             and i.LifecycleState == "InService")  # fmt: skip
         ready = ready_nodes(self.kube, self.aws, req.region, in_service)
@@ -499,8 +523,28 @@ class GangSteps:
                     f"({len(in_service)} instance(s) InService); the whole gang is given back"}  # fmt: skip
         return {"status": "waiting", "ready": len(ready), "in_service": len(in_service)}
 
-    def _launch_failure(self, req: GangRequest, since: datetime, now: datetime) -> str:
-        return launch_failure_since(self.aws.describe_activities(req.region, req.group, now), since)
+    def _lost(
+        self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup
+    ) -> list[str]:
+        """The attempt's instances lost after they launched, each with where it is: in rollback mode every
+        instance it claimed (:class:`~spillway.act.claims.Owner`), in fleet mode every one the fleet
+        launched, that the group took out of service (no longer in it, or in it but not Pending or
+        InService: Terminating, Standby, Detaching) or marked Unhealthy (it terminates and replaces such an
+        instance: EC2 Auto Scaling User Guide, "Health checks for instances in an Auto Scaling group"), or
+        that EC2 shows neither pending nor running (a Spot interruption, a hand). A fleet instance not
+        (yet) in the group is lost only when EC2 says so: attach may not show in the group at once."""
+        in_group = {i.InstanceId: i for i in asg.Instances}
+        rollback = prep["mode"] == "rollback"
+        if rollback:
+            ids = sorted(self._owner(req, prep).claimed())
+        else:
+            ids = sorted({str(i) for i in (state.get("launch") or {}).get("instances") or []})
+        lost = {iid: why for iid in ids if (why := _out_of_service(in_group.get(iid), rollback))}
+        if not rollback and ids:
+            for iid, ec2 in self.aws.instance_states(req.region, ids).items():
+                if ec2 not in EC2_ALIVE:
+                    lost.setdefault(iid, ec2)
+        return [f"{iid} {why}" for iid, why in sorted(lost.items())]
 
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each; where
@@ -516,9 +560,13 @@ class GangSteps:
         req, prep = self._request(state), _prep(state)
         error, cause = _why(state, f"{req.region}/{req.group}")
         asg = self.aws.describe_group(req.region, req.group)
-        members = self._members(req, prep, state, asg)
+        activities = self.aws.describe_activities(req.region, req.group, self.clock())
+        members = self._members(req, prep, state, asg, replacement_launches(activities))
         in_group = {i.InstanceId for i in asg.Instances}
-        gone = self._terminate(asg, members, in_group)
+        # one the group is terminating already (it took it out of service: any capacity it keeps for it
+        # is in a replacement, claimed and terminated here) is not asked for again, as a drain does not
+        leaving = {i.InstanceId for i in asg.Instances if i.LifecycleState.startswith("Terminat")}
+        gone = self._terminate(asg, members - leaving, in_group)
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
@@ -540,21 +588,32 @@ class GangSteps:
                 "held": gone.held, "desired": desired, "backoff_until": iso(until)}  # fmt: skip
 
     def _members(
-        self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any], asg: AutoScalingGroup
+        self,
+        req: GangRequest,
+        prep: Mapping[str, Any],
+        state: Mapping[str, Any],
+        asg: AutoScalingGroup,
+        replacements: frozenset[str],
+        replacing: bool = False,
     ) -> set[str]:
         """The attempt's instances: the fleet's (fleet mode: those the launch reported, those a lost
         launch answer is asked again for, and those carrying the attempt's tag); in rollback mode the
         new instances of the group it claimed (up to the gang), so a concurrent scale-up's or gang's are
-        never counted."""
+        never counted. In both, the group's replacements (``replacements``) of members it took out of
+        service, claimed while checking (``replacing``): no member (the gang is lost), but capacity the
+        attempt added, which its give-back terminates (:func:`~spillway.act.claims.own_instances`)."""
+        owner, count, now = self._owner(req, prep), int(prep["count"]), self.clock()
+        before = set(prep.get("before") or [])
+        new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
+               and i.LifecycleState in LIVE_STATES]  # fmt: skip
         if prep["mode"] == "fleet":
             reported = {str(i) for i in (state.get("launch") or {}).get("instances") or []}
             tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
             alive = {i for i, s in tagged.items() if s in EC2_TERMINABLE}
-            return reported | self._unreported(req, prep, state) | alive
-        before = set(prep.get("before") or [])
-        new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
-               and i.LifecycleState in LIVE_STATES]  # fmt: skip
-        return set(own_instances(self._owner(req, prep), new, int(prep["count"]), self.clock()))
+            ours = [i for i in new if i in reported or i in replacements]  # never another owner's launch
+            replaced = set(own_instances(owner, ours, count, now, replacements, replacing)) - reported
+            return reported | self._unreported(req, prep, state) | alive | replaced
+        return set(own_instances(owner, new, count, now, replacements, replacing))
 
     def _unreported(self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any]) -> set[str]:
         """The instances of a launch whose answer never came (no ``launch`` in the state: the Lambda
@@ -639,6 +698,16 @@ def _prep(event: Mapping[str, Any]) -> dict[str, Any]:
         if key not in prep:
             raise InputError("required", field=f"prep.{key}")
     return dict(prep)
+
+
+def _out_of_service(member: AsgInstance | None, missed: bool) -> str:
+    """Why the group no longer runs ``member`` for the gang, or ``""``: gone from it (when ``missed``
+    says that is a loss), in a state other than Pending or InService, or marked Unhealthy."""
+    if member is None:
+        return "no longer in the group" if missed else ""
+    if member.LifecycleState not in LIVE_STATES:
+        return member.LifecycleState
+    return "Unhealthy" if (member.HealthStatus or "").lower() == "unhealthy" else ""
 
 
 def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str) -> None:

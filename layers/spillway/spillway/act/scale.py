@@ -13,7 +13,9 @@ The state machine maps over the plan's groups; for each group it calls, in order
 ``set_desired``  raise the desired capacity by ``count`` relative to the live value, once however often
                  the step is retried (:func:`spillway.act.claims.raise_once`), in any region.
 ``verify``       ``ready`` when the ``count`` instances launched for this plan (claimed by it among the
-                 group's new ones: :func:`spillway.act.claims.own_instances`) run Ready Nodes; ``failed`` when
+                 group's new ones: :func:`spillway.act.claims.own_instances`; never the group's
+                 replacement of an instance it took out of service, but in place of one of its own)
+                 run Ready Nodes; ``failed`` when
                  a launch activity since ``prepare`` failed, for capacity or any other reason (a missing
                  AMI, a subnet without free addresses: :func:`~spillway.model.nodegroup.launch_failure_since`);
                  ``timeout`` past the deadline;
@@ -91,6 +93,7 @@ from spillway.model.nodegroup import (
     launch_failure_since,
     launch_refusal,
     override_types,
+    replacement_launches,
     resolve_instance_type,
 )
 from spillway.model.scale import STEP_INPUTS
@@ -249,7 +252,8 @@ class ScaleSteps:
         name, region = str(group["group"]), str(group["region"])
         now = self.clock()
         since = _parse(prep["since"])
-        message = launch_failure_since(self.aws.describe_activities(region, name, now), since)
+        activities = self.aws.describe_activities(region, name, now)
+        message = launch_failure_since(activities, since)
         if message:
             return {"status": "failed", "reason": launch_failed(f"{region}/{name}", message)[:1000],
                     "failure": message[:1000]}  # fmt: skip
@@ -257,7 +261,7 @@ class ScaleSteps:
         if wanted <= 0:
             return {"status": "ready", "reason": "nothing to launch", "ready": 0, "wanted": 0}
         asg = self.aws.describe_group(region, name)
-        mine = set(self._own(event, prep, asg, wanted))
+        mine = set(self._own(event, prep, asg, wanted, replacement_launches(activities), replacing=True))
         new = sorted(
             i.InstanceId for i in asg.Instances if i.InstanceId in mine and i.LifecycleState == "InService"
         )
@@ -279,13 +283,24 @@ class ScaleSteps:
             }
         return {"status": "launching", "ready": len(ready), "wanted": wanted, "in_service": len(new)}
 
-    def _own(self, event: Mapping[str, Any], prep: Mapping[str, Any], asg: Any, limit: int) -> list[str]:
+    def _own(
+        self,
+        event: Mapping[str, Any],
+        prep: Mapping[str, Any],
+        asg: Any,
+        limit: int,
+        replacements: frozenset[str],
+        replacing: bool = False,
+    ) -> list[str]:
         """This plan's instances of the group: new since ``prepare`` and claimed by it, up to ``limit``
-        (a concurrent gang or scale-up claims its own)."""
+        (a concurrent gang or scale-up claims its own). The group's replacements of instances it took
+        out of service (``replacements``) add nothing for the pods: none is claimed as the raise's
+        launch, but for as many of its own as it lost while checking (``replacing``):
+        :func:`~spillway.act.claims.own_instances`."""
         before = set(prep.get("before", []))
         new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
                and i.LifecycleState in LIVE_STATES]  # fmt: skip
-        return own_instances(self._owner(event, prep), new, limit, self.clock())
+        return own_instances(self._owner(event, prep), new, limit, self.clock(), replacements, replacing)
 
     # --- backoff -------------------------------------------------------------------------------
 
@@ -317,7 +332,12 @@ class ScaleSteps:
         )
         if pool is not None:  # other groups of the pool skip it too; the other capacity type is left alone
             self.ledger.put_backoff(cluster, POOL_PREFIX + pool_key(*pool), until, reason, region=region)
-        new = self._own({**event, "cluster": cluster}, prep, asg, raised) if raised else []
+        replacements = (
+            replacement_launches(self.aws.describe_activities(region, name, now)) if raised else frozenset()
+        )
+        # no replacement is claimed here: an instance of its own that it terminated (a first try of this
+        # step) is no loss that a replacement of somebody else's would make good
+        new = self._own({**event, "cluster": cluster}, prep, asg, raised, replacements) if raised else []
         ready = ready_nodes(self.kube, self.aws, region, new)
         # best-effort, a MinSize refusal terminated without the decrement; errors once all were tried
         gone = give_back_in_group(self.aws, asg, [iid for iid in new if iid not in ready])

@@ -228,11 +228,12 @@ class AttachResult(BaseModel):
 
 
 class VerifyResult(BaseModel):
-    """``$.verify``: the gang ready, waiting, past its deadline, or (rollback) a launch failed."""
+    """``$.verify``: the gang ready, waiting, a member lost, past its deadline, or (rollback) a launch
+    failed."""
 
     model_config = _CLOSED
 
-    status: Literal["ready", "waiting", "timeout", "failed"]
+    status: Literal["ready", "waiting", "lost", "timeout", "failed"]
     ready: Capacity = 0
     in_service: Capacity = 0
     instances: list[InstanceId] = Field(default_factory=list, max_length=MAX_NAMES)
@@ -333,6 +334,7 @@ RESULT_KEYS: dict[str, dict[str, frozenset[str]]] = {
     "verify": {
         "ready": frozenset({"status", "ready", "instances", "nodes", "reason"}),
         "waiting": frozenset({"status", "ready", "in_service"}),
+        "lost": frozenset({"status", "error", "reason"}),
         "timeout": frozenset({"status", "error", "ready", "reason"}),
         "failed": frozenset({"status", "error", "reason"}),
     },

@@ -8,6 +8,7 @@ node of its own corrects the estimated allocatable (spillway.model.livetemplate)
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1024,6 +1025,34 @@ def launch_failure_since(activities: Iterable[ScalingActivity], since: datetime)
         if start >= since and is_failed_launch(activity):
             return activity.StatusMessage or activity.Description
     return ""
+
+
+# A launch activity names its instance ("Launching a new EC2 instance: i-0123...", DescribeScalingActivities'
+# Description) and says why in its Cause. The group launches a replacement for an instance it takes out of
+# service, without changing the desired capacity (EC2 Auto Scaling User Guide, "View the reason for health
+# check failures": the unhealthy instance is terminated and another activity launches a new one; "Health
+# checks for instances in an Auto Scaling group"); activity histories show such a launch's Cause as "an
+# instance was launched in response to an unhealthy instance needing to be replaced" or "... in response to
+# an instance refresh". Capacity Rebalancing, Availability Zone rebalancing and the maximum instance lifetime
+# replace instances the same way, their Causes naming the feature. A raise's launch says "an instance was
+# started in response to a difference between desired and actual capacity" after the desired change.
+_LAUNCHED_ID = re.compile(r"^Launching a new EC2 instance: (i-\w+)")
+_REPLACEMENT_CAUSE = re.compile(
+    r"needing to be replaced|instance refresh|rebalanc|maximum instance lifetime|replacement", re.IGNORECASE
+)
+
+
+def replacement_launches(activities: Iterable[ScalingActivity]) -> frozenset[str]:
+    """The instances the group launched to replace one it took out of service (a failed health check, a
+    Spot interruption, an instance refresh, Capacity or Availability Zone rebalancing, the maximum instance
+    lifetime), as their launch activities' Causes say: capacity the group keeps, not capacity a raise adds.
+    A launch whose Cause says neither (an older wording) is not told apart."""
+    found = set()
+    for activity in activities:
+        named = _LAUNCHED_ID.match(activity.Description)
+        if named and _REPLACEMENT_CAUSE.search(activity.Cause or ""):
+            found.add(named[1])
+    return frozenset(found)
 
 
 def check_unique(asgs: Iterable[AutoScalingGroup], where: Iterable[str] | None = None) -> None:
