@@ -47,7 +47,7 @@ NAMED_PODS = 3  # the busy pods a reason names
 def sweep_gang_orphans(
     snapshot: ClusterSnapshot, groups: Sequence[NodeGroup], config: PlannerConfig, now: datetime
 ) -> tuple[GangOrphan, ...]:
-    """The fleet instances whose attempt is over and which no group holds, by instance id."""
+    """The fleet instances whose attempt is over and which no group holds, by region and instance id."""
     limit = timedelta(minutes=config.gang_orphan_minutes)
     members = {iid for g in groups for iid in g.instance_ids}
     nodes = {n.instance_id: n.name for n in snapshot.nodes if n.instance_id}
@@ -57,21 +57,14 @@ def sweep_gang_orphans(
         if inst.instance_id in members or inst.group or age < limit:
             continue
         node = nodes.get(inst.instance_id)
-        busy = sorted(
-            p.key
-            for p in snapshot.pods
-            if node is not None and p.node_name == node and keeps_node_busy(p, now)
-        )
+        busy = _busy_pods(snapshot, node, now)
         what = (
             f"instance {inst.instance_id} ({inst.region}) of gang {inst.gang or '?'} (attempt "
             f"{inst.attempt}) is in no Auto Scaling group {minutes(age)} after its launch "
             f"(gang_orphan_minutes {config.gang_orphan_minutes:g}): its launch's execution left it"
         )
         if busy:
-            named = ", ".join(busy[:NAMED_PODS]) + (
-                f" and {len(busy) - NAMED_PODS} more" if len(busy) > NAMED_PODS else ""
-            )
-            reason = f"{what}; left running: its Node {node} runs {named}; terminated once they end"
+            reason = f"{what}; left running: its Node {node} runs {_named(busy)}; terminated once they end"
             out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, False,
                                   codes.GANG_ORPHAN_BUSY, reason))  # fmt: skip
             continue
@@ -79,3 +72,15 @@ def sweep_gang_orphans(
         out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, True,
                               codes.GANG_ORPHAN, f"{what}{on_node}; terminate it"))  # fmt: skip
     return tuple(out)
+
+
+def _busy_pods(snapshot: ClusterSnapshot, node: str | None, now: datetime) -> list[str]:
+    """The pods on ``node`` that keep a node busy, by key."""
+    if node is None:
+        return []
+    return sorted(p.key for p in snapshot.pods if p.node_name == node and keeps_node_busy(p, now))
+
+
+def _named(pods: list[str]) -> str:
+    more = len(pods) - NAMED_PODS
+    return ", ".join(pods[:NAMED_PODS]) + (f" and {more} more" if more > 0 else "")
