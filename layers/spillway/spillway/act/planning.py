@@ -84,6 +84,7 @@ from spillway.planner import plan as run_planner
 from spillway.planner.types import (
     Drain,
     GangLaunch,
+    GangOrphan,
     ProvisioningDeletion,
     ProvisioningUpdate,
     ScaleUp,
@@ -331,6 +332,7 @@ def execution_requests(
     requests += gang_requests(plan_id, plan, groups, settings)
     claim = claim_fields(now, settings.planner.drain_claim_minutes)
     removals = [removal_item(u) for u in plan.unregistered]
+    removals += [sweep_item(g) for g in plan.gang_orphans if g.terminate]
     previous: ExecutionRequest | None = None
     for index, drains in enumerate(_down_batches([drain_item(d, claim) for d in plan.drain] + removals)):
         down: dict[str, Any] = {
@@ -463,6 +465,21 @@ def removal_item(entry: Unregistered) -> dict[str, Any]:
         "group": entry.group,
         "region": entry.region,
         "decrement": entry.decrement,
+        "reason": entry.reason[:REASON_LIMIT],
+    }
+
+
+def sweep_item(entry: GangOrphan) -> dict[str, Any]:
+    """One item of the scale-down's Map for a fleet gang's instance left outside every group: the drain
+    function checks it again and terminates it (:mod:`spillway.act.gangsweep`); no DrainNode execution,
+    no claim (the step judges the instance afresh: gone, attached, its Node busy)."""
+    return {
+        "gang_orphan": True,
+        "instance_id": entry.instance_id,
+        "region": entry.region,
+        "attempt": entry.attempt,
+        "gang": entry.gang,
+        "node": entry.node,
         "reason": entry.reason[:REASON_LIMIT],
     }
 
