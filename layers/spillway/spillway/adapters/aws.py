@@ -936,7 +936,7 @@ class AwsAdapter:
                 for page in client.get_paginator("describe_instances").paginate(Filters=query):  # type: ignore[arg-type]
                     for reservation in page.get("Reservations", []):
                         for raw in reservation.get("Instances", []):
-                            instance = FleetInstance.from_ec2(region, raw)  # type: ignore[arg-type]
+                            instance = FleetInstance.from_ec2(region, raw)
                             found[instance.instance_id] = instance
             return [found[i] for i in sorted(found)]
 
