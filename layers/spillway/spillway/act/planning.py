@@ -156,6 +156,8 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         pending=len(plan.pending),
         unplaceable=sum(1 for p in plan.pending if p.pod not in placed),
         unregistered=len(plan.unregistered),
+        gang_orphans=sum(1 for g in plan.gang_orphans if g.terminate),
+        gang_orphans_busy=sum(1 for g in plan.gang_orphans if not g.terminate),
         cluster_unhealthy=sum(1 for u in plan.unhealthy if u.group is None),
         unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
         priority_configmap_invalid=len(plan.problems),
