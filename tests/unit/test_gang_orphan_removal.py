@@ -73,6 +73,7 @@ def rig() -> Iterator[Rig]:
             cluster=CLUSTER,
             regions=["us-east-1", "us-west-2"],
             on_outcome=lambda outcome, _: outcomes.append(outcome),
+            clock=lambda: NOW,
         )
         yield Rig(api, cloud, drainer, outcomes)
         kube.close()
@@ -157,6 +158,17 @@ def test_a_node_that_runs_work_by_now_keeps_its_instance(rig: Rig) -> None:
     assert line["outcome"] == "busy" and "default/worker-0" in line["note"] and line["node"] == node
     assert _terminated(rig) == []
     assert rig.outcomes == ["gang-orphan-busy"]
+
+
+def test_a_pod_stuck_terminating_on_its_node_keeps_nothing(rig: Rig) -> None:
+    """As the plan judges it: a pod still listed long after its deletion (its kubelet gone) is no work."""
+    rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+    stuck = rig.api.get("Pod", "worker-0", "default")
+    stuck["metadata"]["deletionTimestamp"] = "2026-11-01T10:00:00Z"  # a day before the drainer's clock
+    stuck["metadata"]["finalizers"] = ["example.com/hold"]
+    rig.api.update("Pod", stuck)
+
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "terminated"
 
 
 def test_a_node_the_plan_named_under_another_name_is_checked_too(rig: Rig) -> None:

@@ -1186,7 +1186,7 @@ class Drainer:
         """A plan's ``gang_orphans`` entry to terminate: checked again, then terminated
         (:mod:`spillway.act.gangsweep`). Its outcome goes to the ``DrainOutcome`` metric as
         ``gang-orphan-<outcome>``."""
-        line = remove_gang_orphan(self.kube, self.cloud, self.cluster, self.regions, raw)
+        line = remove_gang_orphan(self.kube, self.cloud, self.cluster, self.regions, raw, self.clock())
         self.on_outcome(f"gang-orphan-{line['outcome']}", None)
         return line
 

@@ -12,7 +12,8 @@ snapshot is older than the world, so the step reads it again first:
   plan, or any group of the region), or it carries a group's ``aws:autoscaling:groupName`` tag:
   ``attached``, nothing done;
 * a Node runs on it that runs pods keeping a node busy
-  (:func:`spillway.planner.disruption.keeps_node_busy`): ``busy``, nothing done (the next plan reports
+  (:func:`spillway.planner.disruption.keeps_node_busy` at ``now``, as the plan judged them: a pod stuck
+  terminating, its kubelet gone, is none): ``busy``, nothing done (the next plan reports
   it until they end);
 * else EC2 ``TerminateInstances``, and its Node, if one, is deleted: ``terminated``.
 
@@ -23,6 +24,7 @@ is tried again by the next plan, which still finds the instance outside every gr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -65,7 +67,7 @@ def parse_sweep(raw: Any) -> SweepRequest:
 
 
 def remove_gang_orphan(
-    kube: Cluster, cloud: Cloud, cluster: str, regions: tuple[str, ...], raw: Any
+    kube: Cluster, cloud: Cloud, cluster: str, regions: tuple[str, ...], raw: Any, now: datetime
 ) -> dict[str, Any]:
     """Check, then terminate (see the module docstring). The result is one line of the scale-down's
     summary: ``{node, instance_id, group: None, region, outcome, note}``."""
@@ -80,7 +82,7 @@ def remove_gang_orphan(
             f"region {request.region!r} is not one of this deployment's ({', '.join(regions)})",
             field="region",
         )
-    outcome, node, note = _sweep(kube, cloud, request)
+    outcome, node, note = _sweep(kube, cloud, request, now)
     return {
         "node": node,
         "instance_id": request.instance_id,
@@ -91,7 +93,9 @@ def remove_gang_orphan(
     }
 
 
-def _sweep(kube: Cluster, cloud: Cloud, request: SweepRequest) -> tuple[Sweep, str | None, str]:
+def _sweep(
+    kube: Cluster, cloud: Cloud, request: SweepRequest, now: datetime
+) -> tuple[Sweep, str | None, str]:
     iid, region = request.instance_id, request.region
     live = [i for i in cloud.fleet_instances(region, [iid]) if i.instance_id == iid]
     if not live or live[0].attempt != request.attempt:
@@ -107,7 +111,7 @@ def _sweep(kube: Cluster, cloud: Cloud, request: SweepRequest) -> tuple[Sweep, s
     name = _node_of(kube, cloud, request)
     if name is not None:
         busy = sorted(
-            info.key for info in map(PodInfo.from_pod, kube.pods_on_node(name)) if keeps_node_busy(info)
+            info.key for info in map(PodInfo.from_pod, kube.pods_on_node(name)) if keeps_node_busy(info, now)
         )
         if busy:
             named = ", ".join(busy[:NAMED_PODS]) + (" ..." if len(busy) > NAMED_PODS else "")
