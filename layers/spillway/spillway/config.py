@@ -392,9 +392,9 @@ class PlannerConfig(BaseModel):
     gang_launch_minutes: float = _minutes(15)
     # A fleet-mode gang's instance still outside every Auto Scaling group this long after its launch was
     # left there by its execution (stopped, timed out, a GiveBack that failed for good): it is terminated,
-    # unless its Node runs work (spillway.planner.gangsweep). Keep it above the gang deadline
-    # (GANG_DEADLINE_SECONDS, 10 min) plus the time its steps may retry: an execution attaches its fleet
-    # only before its deadline, with a step's retries at most about 20 minutes later.
+    # unless its Node runs work (spillway.planner.gangsweep). At least the gang deadline
+    # (GANG_DEADLINE_SECONDS, 10 min) plus the time its steps may retry (spillway.runtime refuses less):
+    # an execution attaches its fleet only before its deadline, a step's retries ending within 20 minutes.
     gang_orphan_minutes: float = Field(default=60, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
     # A raise a plan made is assumed under way this long when a later snapshot does not show it yet
     # (State.raises): snapshots taken before it landed must not scale the same pods again.
