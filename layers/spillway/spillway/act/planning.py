@@ -143,6 +143,7 @@ def plan_id_for(cluster: str, snapshot_key: str) -> str:
 
 def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
     placed = {p.pod for p in plan.placements}
+    swept = [g.terminate for g in plan.gang_orphans].count(True)
     nodes = sum(s.to_size - s.from_size for s in plan.scale_up)
     overflow = sum(
         s.to_size - s.from_size for s in plan.scale_up if primary_region and s.region != primary_region
@@ -156,8 +157,8 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         pending=len(plan.pending),
         unplaceable=sum(1 for p in plan.pending if p.pod not in placed),
         unregistered=len(plan.unregistered),
-        gang_orphans=sum(1 for g in plan.gang_orphans if g.terminate),
-        gang_orphans_busy=sum(1 for g in plan.gang_orphans if not g.terminate),
+        gang_orphans=swept,
+        gang_orphans_busy=len(plan.gang_orphans) - swept,
         cluster_unhealthy=sum(1 for u in plan.unhealthy if u.group is None),
         unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
         priority_configmap_invalid=len(plan.problems),
