@@ -14,6 +14,7 @@ import boto3
 import pytest
 from conftest import CLUSTER, HOME, Cloud, running
 
+from spillway import runtime
 from spillway.local import objects as o
 from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 
@@ -22,8 +23,12 @@ ATTEMPT = "spillway-0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture
-def cloud() -> Iterator[Cloud]:
-    with running(PLANNER_CONFIG=json.dumps({"gang_orphan_minutes": LIMIT_MINUTES})) as rig:
+def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
+    """Swept after 1.2 s: a gang deadline of 1 s, and no time for its steps' retries (the functions
+    refuse a sweep time shorter than both, spillway.runtime.GANG_RETRY_MINUTES)."""
+    monkeypatch.setattr(runtime, "GANG_RETRY_MINUTES", 0)
+    config = json.dumps({"gang_orphan_minutes": LIMIT_MINUTES})
+    with running(PLANNER_CONFIG=config, GANG_DEADLINE_SECONDS="1") as rig:
         yield rig
 
 
