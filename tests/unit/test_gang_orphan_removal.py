@@ -15,9 +15,10 @@ from spillway.act.drain import Drainer, run_action, summarize
 from spillway.act.planning import PlanSettings, execution_requests
 from spillway.adapters.kube import KubeClient
 from spillway.config import PlannerConfig
-from spillway.errors import AwsThrottled, InvalidDrainRequest
+from spillway.errors import AwsThrottled, InvalidDrainRequest, KubeUnavailable
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
 from spillway.model.fleet import TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.planner import ScalingPlan, codes
 from spillway.planner.types import GangOrphan
@@ -178,6 +179,66 @@ def test_a_node_the_plan_named_under_another_name_is_checked_too(rig: Rig) -> No
     line = rig.drainer.remove_gang_orphan(rig.request(node=node))
 
     assert line["outcome"] == "busy" and _terminated(rig) == []
+
+
+def _schedulable(rig: Rig, node: str) -> bool:
+    obj = rig.api.get("Node", node)
+    return not obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
+
+
+def test_its_node_is_cordoned_before_its_pods_are_read_for_the_last_time(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-scheduler may bind a pod to the idle Node at any time; only the cordon stops it (its
+    NodeUnschedulable filter), so the last look at the pods comes after it, as a drain's does."""
+    node = rig.node()
+    seen: list[bool] = []
+    read = rig.drainer.kube.pods_on_node
+
+    def pods_on_node(name: str) -> Any:
+        seen.append(_schedulable(rig, name))
+        return read(name)
+
+    monkeypatch.setattr(rig.drainer.kube, "pods_on_node", pods_on_node)
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "terminated"
+    assert seen == [False]
+
+
+def test_a_busy_orphans_node_is_left_schedulable(rig: Rig) -> None:
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "busy"
+    assert _schedulable(rig, node)
+
+
+def test_a_cordon_somebody_else_made_is_left_on_a_busy_orphan(rig: Rig) -> None:
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+    obj = rig.api.get("Node", node)
+    obj["spec"]["unschedulable"] = True
+    rig.api.update("Node", obj)
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "busy"
+    assert rig.api.get("Node", node)["spec"]["unschedulable"] is True
+
+
+@pytest.mark.parametrize("failing", ["pods", "terminate"])
+def test_a_sweep_that_fails_after_the_cordon_leaves_the_node_uncordoned(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    node = rig.node()
+    if failing == "pods":
+
+        def refuse(name: str) -> Any:
+            raise KubeUnavailable("the API server did not answer")
+
+        monkeypatch.setattr(rig.drainer.kube, "pods_on_node", refuse)
+    else:
+        rig.cloud.fail("terminate_instances", AwsThrottled("Rate exceeded"), times=1)
+
+    with pytest.raises((KubeUnavailable, AwsThrottled)):
+        rig.drainer.remove_gang_orphan(rig.request(node=node))
+    assert _schedulable(rig, node)
 
 
 @pytest.mark.parametrize(

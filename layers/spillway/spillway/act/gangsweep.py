@@ -11,10 +11,11 @@ snapshot is older than the world, so the step reads it again first:
 * Auto Scaling places it in a group now (DescribeAutoScalingInstances: an attach that landed since the
   plan, or any group of the region), or it carries a group's ``aws:autoscaling:groupName`` tag:
   ``attached``, nothing done;
-* a Node runs on it that runs pods keeping a node busy
+* its Node, if one, is cordoned first (kube-scheduler could bind a pod to it until then); a Node that
+  runs pods keeping a node busy
   (:func:`spillway.planner.disruption.keeps_node_busy` at ``now``, as the plan judged them: a pod stuck
-  terminating, its kubelet gone, is none): ``busy``, nothing done (the next plan reports
-  it until they end);
+  terminating, its kubelet gone, is none): ``busy``, its cordon taken off again, nothing else done
+  (the next plan reports it until they end); a failure before the terminate also takes the cordon off;
 * else EC2 ``TerminateInstances``, and its Node, if one, is deleted: ``terminated``.
 
 Idempotent: a retry after the terminate finds the instance shutting down (``gone``). A removal that fails
@@ -24,6 +25,7 @@ is tried again by the next plan, which still finds the instance outside every gr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from datetime import datetime
 from typing import Any, Literal
 
@@ -109,18 +111,47 @@ def _sweep(
     if group:
         return "attached", request.node, f"{iid} is in Auto Scaling group {group} now: left alone"
     name = _node_of(kube, cloud, request)
-    if name is not None:
-        busy = sorted(
-            info.key for info in map(PodInfo.from_pod, kube.pods_on_node(name)) if keeps_node_busy(info, now)
-        )
-        if busy:
-            named = ", ".join(busy[:NAMED_PODS]) + (" ..." if len(busy) > NAMED_PODS else "")
-            return "busy", name, f"its Node {name} runs {named} now: left running"
-    cloud.terminate_instances(region, [iid])
-    if name is not None:
-        kube.delete_node(name)
-    deleted = f"; Node {name} deleted" if name else ""
-    return "terminated", name, f"terminated {iid}{deleted}: {request.reason}"
+    if name is None:
+        cloud.terminate_instances(region, [iid])
+        return "terminated", None, f"terminated {iid}: {request.reason}"
+    return _sweep_node(kube, cloud, request, name, now)
+
+
+def _sweep_node(
+    kube: Cluster, cloud: Cloud, request: SweepRequest, name: str, now: datetime
+) -> tuple[Sweep, str | None, str]:
+    """Cordon the orphan's Node, look at its pods once more, then terminate the instance and delete the
+    Node; a busy Node, or any failure before the terminate is done, gets its cordon back off. The cordon
+    comes first because kube-scheduler may bind a pod to the idle Node at any moment until it is
+    unschedulable (its NodeUnschedulable filter), as ``kubectl drain`` cordons before it lists pods. A
+    cordon somebody else made is left as it is (:meth:`Cluster.cordon` answers False for it)."""
+    try:
+        ours = kube.cordon(name, f"gang orphan {request.instance_id} (plan {request.plan_id or '-'})")
+    except NodeNotFound:  # gone since it was found: no kubelet there
+        cloud.terminate_instances(request.region, [request.instance_id])
+        return "terminated", None, f"terminated {request.instance_id}: {request.reason}"
+    try:
+        pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(name)]
+        busy = sorted(info.key for info in pods if keeps_node_busy(info, now))
+        if not busy:
+            cloud.terminate_instances(request.region, [request.instance_id])
+    except BaseException:
+        if ours:
+            _release(kube, name)
+        raise
+    if busy:
+        if ours:
+            _release(kube, name)
+        named = ", ".join(busy[:NAMED_PODS]) + (" ..." if len(busy) > NAMED_PODS else "")
+        return "busy", name, f"its Node {name} runs {named} now: left running"
+    kube.delete_node(name)
+    return "terminated", name, f"terminated {request.instance_id}; Node {name} deleted: {request.reason}"
+
+
+def _release(kube: Cluster, name: str) -> None:
+    """Take Spillway's cordon off the Node again (gone meanwhile: nothing to do)."""
+    with suppress(NodeNotFound):
+        kube.uncordon(name)
 
 
 def _node_of(kube: Cluster, cloud: Cloud, request: SweepRequest) -> str | None:
