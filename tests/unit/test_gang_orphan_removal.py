@@ -18,8 +18,8 @@ from spillway.config import PlannerConfig
 from spillway.errors import AwsThrottled, InvalidDrainRequest, KubeUnavailable
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
-from spillway.model.k8s import CORDONED_BY_SPILLWAY
 from spillway.model.fleet import TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
 from spillway.planner import ScalingPlan, codes
 from spillway.planner.types import GangOrphan
 
@@ -183,7 +183,9 @@ def test_a_node_the_plan_named_under_another_name_is_checked_too(rig: Rig) -> No
 
 def _schedulable(rig: Rig, node: str) -> bool:
     obj = rig.api.get("Node", node)
-    return not obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
+    return not obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in obj["metadata"].get(
+        "annotations", {}
+    )
 
 
 def test_its_node_is_cordoned_before_its_pods_are_read_for_the_last_time(
