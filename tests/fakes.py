@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -44,6 +44,7 @@ from spillway.model.act import (
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import LifecycleHook, Placement
+from spillway.model.fleet import SWEPT_STATES, TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG, FleetInstance
 from spillway.model.k8s import (
     CANDIDATE_TAINT,
     CORDONED_BY_SPILLWAY,
@@ -440,6 +441,7 @@ class FakeCloud(Recorder):
         self.fleet_capacity: int | None = None  # at most this many per fleet (None: all asked for)
         self.fleet_error = ("InsufficientInstanceCapacity", "We currently do not have sufficient capacity.")
         self.fleet_state = "running"  # the state fleet instances start in
+        self.launch_time = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)  # fleet instances' LaunchTime
         # EC2's eventual consistency: the next this many DescribeInstances answers (instance_states)
         # show none of the instances fleets launched, asked for by id or by tag
         self.describe_lag = 0
@@ -697,6 +699,20 @@ class FakeCloud(Recorder):
             if i["region"] == region
             and (iid in instance_ids or (tag is not None and i["tags"].get(tag[0]) == tag[1]))
         }
+
+    def fleet_instances(self, region: str, instance_ids: Sequence[str] = ()) -> list[FleetInstance]:
+        """As the adapter's DescribeInstances: this cluster's, tagged with an attempt, alive or stopped;
+        ``launched_at`` of an entry (else :attr:`launch_time`) is its LaunchTime."""
+        self._call("fleet_instances", region, tuple(instance_ids))
+        out = []
+        for iid, i in sorted(self.ec2.items()):
+            tags = i["tags"]
+            if (i["region"] != region or i["state"] not in SWEPT_STATES or TAG_ATTEMPT not in tags
+                    or tags.get(TAG_CLUSTER) != self.cluster or (instance_ids and iid not in instance_ids)):  # fmt: skip
+                continue
+            out.append(FleetInstance(iid, region, i.get("launched_at", self.launch_time), i["state"],
+                                     tags[TAG_ATTEMPT], tags.get(TAG_GANG, ""), tags.get(TAG_ASG)))  # fmt: skip
+        return out
 
     def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
         """As DescribeSubnets: an unknown subnet id is an error (InvalidSubnetID.NotFound)."""

@@ -25,7 +25,9 @@ NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and 
 
 Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
 primary region), UnregisteredInstances (instances no Node joined for within max_node_provision_minutes:
-the scale-down removes them), ClusterUnhealthy (1 when the plan found too many unready nodes and
+the scale-down removes them), GangOrphans and GangOrphansBusy (a fleet gang's instances left outside
+every group past gang_orphan_minutes: terminated by the scale-down, or left because their Node runs work),
+ClusterUnhealthy (1 when the plan found too many unready nodes and
 drained nothing) and UnhealthyGroups (groups that got no new nodes for the same reason),
 PriorityConfigMapInvalid (1 when cluster-autoscaler's priority expander ConfigMap could not be read: the
 plan's ``problems`` name its field and why; cluster-autoscaler's Event reason), PodsHeldByLimits, and per tenant the plan names (dimension ``Tenant``:
@@ -86,6 +88,8 @@ def record_outcome(outcome: dict[str, Any]) -> None:
     add_count("UnplaceablePods", summary.get("unplaceable", 0))
     add_count("Overflow", summary.get("overflow_nodes", 0))
     add_count("UnregisteredInstances", summary.get("unregistered", 0))
+    add_count("GangOrphans", summary.get("gang_orphans", 0))
+    add_count("GangOrphansBusy", summary.get("gang_orphans_busy", 0))
     add_count("ClusterUnhealthy", summary.get("cluster_unhealthy", 0))
     add_count("UnhealthyGroups", summary.get("unhealthy_groups", 0))
     add_count("PriorityConfigMapInvalid", summary.get("priority_configmap_invalid", 0))

@@ -26,6 +26,8 @@ from spillway.errors import (
     KubeUnavailable,
     ObservationFailed,
 )
+from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
+from spillway.model.snapshot import Snapshot
 from spillway.observe import ObserveConfig, deadline_for, observe_once, run_observe
 from spillway.runtime import load_runtime_config
 
@@ -99,6 +101,39 @@ def test_observe_once_joins_kubernetes_and_both_regions(kube: FakeCluster, aws: 
     ]
     assert snapshot.observe_seconds > 0
     assert snapshot.counts().pending_pods == 3
+
+
+def test_the_gang_attempts_instances_of_this_cluster_are_read_from_ec2_in_every_region(
+    kube: FakeCluster, aws: AwsAdapter
+) -> None:
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+
+    def run(tags: dict[str, str]) -> str:
+        spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+        reservation = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large",
+                                        TagSpecifications=spec)  # fmt: skip
+        return str(reservation["Instances"][0]["InstanceId"])
+
+    ours = run({TAG_ATTEMPT: "spillway-abc", TAG_GANG: "team-a/train", TAG_CLUSTER: "prod"})
+    run({TAG_ATTEMPT: "spillway-def", TAG_CLUSTER: "staging"})  # another cluster's
+    run({TAG_CLUSTER: "prod"})  # no gang attempt
+    ended = run({TAG_ATTEMPT: "spillway-ghi", TAG_CLUSTER: "prod"})
+    ec2.terminate_instances(InstanceIds=[ended])
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    (found,) = snapshot.cluster.fleet_instances
+    assert (found.instance_id, found.region, found.attempt, found.gang, found.group) == (
+        ours,
+        "us-west-2",
+        "spillway-abc",
+        "team-a/train",
+        None,
+    )
+    assert found.launched_at.tzinfo is not None and found.state in ("pending", "running")
+    again = Snapshot.from_dict(json.loads(json.dumps(snapshot.to_dict())))
+    assert again.cluster.fleet_instances == snapshot.cluster.fleet_instances
 
 
 def test_terminal_pods_are_kept_when_asked(kube: FakeCluster, aws: AwsAdapter) -> None:

@@ -260,6 +260,9 @@ class NoAws:
     def node_groups_in(self, region: str, reserve: Any, now: datetime | None = None) -> list[NodeGroup]:
         return []
 
+    def fleet_instances(self, region: str, instance_ids: Any = ()) -> list[Any]:
+        return []
+
 
 def example_objects() -> list[dict[str, Any]]:
     items = json.loads(INPUTS["--cluster"].read_text())["items"]

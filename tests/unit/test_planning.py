@@ -54,7 +54,7 @@ from spillway.model.state import GroupState, RaiseState, State
 from spillway.planner import codes
 from spillway.planner import plan as run_planner
 from spillway.planner.core import UNCORDON_REASON
-from spillway.planner.types import Drain, GangLaunch, ScaleUp, ScalingPlan, Unregistered
+from spillway.planner.types import Drain, GangLaunch, GangOrphan, ScaleUp, ScalingPlan, Unregistered
 
 UP_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleUpStateMachine"
 DOWN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:spillway-ScaleDownStateMachine"
@@ -1439,3 +1439,18 @@ def test_an_unhealthy_cluster_and_group_are_summarized_and_counted() -> None:
     assert (counted["ClusterUnhealthy"], counted["UnhealthyGroups"]) == (1.0, 1.0)
     healthy = record_metrics({"summary": summarize(World().plan(), "us-east-1").to_dict()})
     assert (healthy["ClusterUnhealthy"], healthy["UnhealthyGroups"]) == (0.0, 0.0)
+
+
+def test_gang_orphans_are_summarized_and_counted_terminated_and_left_apart() -> None:
+    """The plan function counts the fleet gang instances a plan sweeps (GangOrphans) and those it
+    leaves because their Node runs work (GangOrphansBusy), 0 too."""
+    swept = GangOrphan("i-0a1b2c3d4e5f60718", "us-east-1", "g", "a", None, True, codes.GANG_ORPHAN, "r")
+    busy = GangOrphan("i-0a1b2c3d4e5f60719", "us-east-1", "g", "a", "n", False, codes.GANG_ORPHAN_BUSY, "r")
+
+    summary = summarize(ScalingPlan(gang_orphans=(swept, busy, busy)), "us-east-1").to_dict()
+
+    assert (summary["gang_orphans"], summary["gang_orphans_busy"]) == (1, 2)
+    counted = record_metrics({"summary": summary})
+    assert (counted["GangOrphans"], counted["GangOrphansBusy"]) == (1.0, 2.0)
+    none = record_metrics({"summary": summarize(ScalingPlan(), "us-east-1").to_dict()})
+    assert (none["GangOrphans"], none["GangOrphansBusy"]) == (0.0, 0.0)

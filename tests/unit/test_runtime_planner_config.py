@@ -92,7 +92,8 @@ def test_poll_settings_whose_loop_outgrows_an_execution_history_are_refused(
     "change",
     [{}, {"LAUNCH_TIMEOUT_SECONDS": "1800", "SCALE_UP_POLL_SECONDS": "15"},
      {"LAUNCH_TIMEOUT_SECONDS": "7200", "SCALE_UP_POLL_SECONDS": "60", "SCALE_UP_MAX_ROUNDS": "2"},
-     {"GANG_DEADLINE_SECONDS": "86400", "GANG_POLL_SECONDS": "60"}],
+     {"GANG_DEADLINE_SECONDS": "86400", "GANG_POLL_SECONDS": "60",
+      "PLANNER_CONFIG": '{"gang_orphan_minutes": 1500}'}],  # a day's deadline, swept after it
 )  # fmt: skip
 def test_poll_settings_that_fit_are_accepted(change: dict[str, str]) -> None:
     assert load_runtime_config({**BASE, **change}).cluster_name == "ml"
@@ -137,3 +138,17 @@ def test_a_heartbeat_that_could_leave_a_ten_minute_period_without_a_plan_is_refu
 def test_the_longest_heartbeat_that_keeps_a_plan_in_every_period_is_accepted() -> None:
     config = load_runtime_config({**BASE, "HEARTBEAT_MINUTES": "9.5", "OBSERVE_INTERVAL_SECONDS": "30"})
     assert config.heartbeat_minutes == 9.5
+
+
+def test_a_gang_orphan_time_an_execution_could_still_attach_within_is_refused() -> None:
+    """The plan terminates a fleet gang's instance in no group gang_orphan_minutes after its launch: a
+    gang deadline (plus its steps' retries) that reaches past that would have live attempts' instances
+    terminated before their attach."""
+    with pytest.raises(ConfigurationError) as caught:
+        load_runtime_config({**BASE, "GANG_DEADLINE_SECONDS": "3600"})
+    assert caught.value.field == "PLANNER_CONFIG" and "gang_orphan_minutes" in str(caught.value)
+
+    fits = {**BASE, "GANG_DEADLINE_SECONDS": "3600", "PLANNER_CONFIG": '{"gang_orphan_minutes": 80}'}
+    assert load_runtime_config(fits).planner.gang_orphan_minutes == 80
+    with pytest.raises(ConfigurationError):
+        load_runtime_config({**BASE, "PLANNER_CONFIG": '{"gang_orphan_minutes": 29}'})  # 10 min + 20

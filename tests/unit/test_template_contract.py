@@ -623,3 +623,18 @@ def test_a_priority_configmap_the_plan_cannot_read_raises_an_alarm() -> None:
     assert (alarm["Namespace"], alarm["Statistic"], alarm["Period"]) == ("Spillway", "Sum", 300)
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
     assert {d["Name"] for d in alarm["Dimensions"]} == {"service", "Cluster"}
+
+
+def test_the_drain_function_may_terminate_with_ec2_only_this_clusters_gang_attempt_instances() -> None:
+    """remove_gang_orphan (spillway.act.gangsweep) terminates a fleet gang's instance left outside every
+    group with EC2 TerminateInstances: granted on instances only, and only those carrying this cluster's
+    tag and a gang attempt tag (any value), the tags every fleet instance gets at launch."""
+    assert ".terminate_instances(" in CODE
+    grants = [s for s in function_statements("DrainFunction") if "ec2:TerminateInstances" in actions(s)]
+    assert grants, "the drain function cannot terminate a gang orphan"
+    for statement in grants:
+        assert statement["Effect"] == "Allow" and ec2_resource_types(statement) == [("instance", True)]
+        assert statement["Condition"] == {
+            "StringEquals": {"ec2:ResourceTag/spillway.io/cluster": {"Ref": "ClusterName"}},
+            "Null": {"ec2:ResourceTag/spillway.io/gang-attempt": "false"},
+        }

@@ -390,6 +390,12 @@ class PlannerConfig(BaseModel):
     # A gang launched atomically is not scaled for again this long (unless its group backs off): in
     # fleet mode its instances are not in the group until attached. Above the gang deadline (10 min).
     gang_launch_minutes: float = _minutes(15)
+    # A fleet-mode gang's instance still outside every Auto Scaling group this long after its launch was
+    # left there by its execution (stopped, timed out, a GiveBack that failed for good): it is terminated,
+    # unless its Node runs work (spillway.planner.gangsweep). At least the gang deadline
+    # (GANG_DEADLINE_SECONDS, 10 min) plus the time its steps may retry (spillway.runtime refuses less):
+    # an execution attaches its fleet only before its deadline, a step's retries ending within 20 minutes.
+    gang_orphan_minutes: float = Field(default=60, gt=0, le=MAX_MINUTES, allow_inf_nan=False)
     # A raise a plan made is assumed under way this long when a later snapshot does not show it yet
     # (State.raises): snapshots taken before it landed must not scale the same pods again.
     scale_up_claim_minutes: float = _minutes(5)

@@ -1,7 +1,8 @@
 """Observe a cluster: Kubernetes (nodes, pods, PDBs, and the shared-cluster objects: namespaces,
 pod groups, Workloads, CapacityQuotas, ProvisioningRequests, CapacityBuffers and the workloads they
 name, and the jobs that say whether their pods may move: PyTorchJobs, PaddleJobs, batch Jobs; the
-DaemonSets, which decide what a group's fresh node runs) and its Auto Scaling groups in every region.
+DaemonSets, which decide what a group's fresh node runs) and its Auto Scaling groups in every region,
+with the EC2 instances a fleet gang launch tagged (``ClusterSnapshot.fleet_instances``).
 
 ``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
@@ -155,10 +156,12 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
     regions = aws.regions
     # AWS regions, nodes and PDBs in worker threads (mostly waiting on the network); the pods, the
     # bulk of the data, in this thread.
-    pool = ThreadPoolExecutor(max_workers=len(regions) + 5, thread_name_prefix="observe")
+    pool = ThreadPoolExecutor(max_workers=2 * len(regions) + 5, thread_name_prefix="observe")
     futures: list[Future[list[NodeGroup]]] = [
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
+    # a fleet gang's instances, outside every group until attached (spillway.planner.gangsweep)
+    fleet_futures = [pool.submit(aws.fleet_instances, region) for region in regions]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: list(kube.iter_pdbs()))
     # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come;
@@ -198,6 +201,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
+        fleet = tuple(instance for future in fleet_futures for instance in future.result())
     except ListExpired:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -237,6 +241,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         gang_succeeded=succeeded.counts(),
         daemonsets=daemonsets,
         coscheduling_served=COSCHEDULING_PODGROUPS in served,
+        fleet_instances=fleet,
     )
     cluster = update_quota_status(kube, cluster)
     update_buffer_status(kube, buffers, taken_at)

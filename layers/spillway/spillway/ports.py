@@ -66,6 +66,7 @@ from spillway.model.act import (
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
 from spillway.model.drain import LifecycleHook, Placement
+from spillway.model.fleet import FleetInstance
 from spillway.model.k8s import (
     ConfigMap,
     DaemonSet,
@@ -195,6 +196,9 @@ class Cloud(Protocol):
         self, region: str, instance_ids: Sequence[str] = (), tag: tuple[str, str] | None = None
     ) -> dict[str, str]: ...
     def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]: ...
+    # The instances of ``region`` tagged with a gang attempt of this cluster, alive or stopped (all of
+    # them, or those of ``instance_ids``): the gang sweep (spillway.planner.gangsweep, act/gangsweep.py).
+    def fleet_instances(self, region: str, instance_ids: Sequence[str] = ()) -> list[FleetInstance]: ...
 
 
 class Snapshots(Protocol):

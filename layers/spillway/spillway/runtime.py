@@ -134,6 +134,9 @@ _PLANNER_FIELDS = (
     "gang_launch_minutes",
 )
 PLANNER_CONFIG_VAR = "PLANNER_CONFIG"
+# How long after its deadline a gang execution may still attach its fleet: an Attach started at the
+# deadline, its Lambda and AwsThrottled retries (gang_launch.asl.json) included, ends well within it.
+GANG_RETRY_MINUTES = 20
 _REQUIRED = ("CLUSTER_NAME", "REGIONS", "SNAPSHOTS_TABLE", "PLANS_TABLE", "STATE_TABLE")
 
 
@@ -225,6 +228,13 @@ class RuntimeConfig(BaseModel):
         gang = gang_refusal(self.gang_deadline_seconds, round(self.gang_poll_seconds))
         if gang:
             raise ValueError(f"gang_poll_seconds: {gang}")
+        attach_by = self.gang_deadline_seconds / 60 + GANG_RETRY_MINUTES
+        if self.planner.gang_orphan_minutes < attach_by:
+            raise ValueError(
+                f"planner_config: gang_orphan_minutes {self.planner.gang_orphan_minutes:g} is below the gang deadline "
+                f"(GANG_DEADLINE_SECONDS {self.gang_deadline_seconds:g}) plus {GANG_RETRY_MINUTES} minutes of "
+                f"its steps' retries ({attach_by:g} min): a launch still under way could be swept"
+            )
 
     @property
     def primary_region(self) -> str:

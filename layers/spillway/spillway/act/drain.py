@@ -83,6 +83,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
+from spillway.act.gangsweep import remove_gang_orphan
 from spillway.act.instances import where_gone
 from spillway.act.unregistered import remove_unregistered
 from spillway.errors import (
@@ -156,6 +157,7 @@ ACTIONS = (
     "summarize",
     "line",
     "remove_unregistered",
+    "remove_gang_orphan",
     "undrained",
 )
 
@@ -179,6 +181,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "summarize": frozenset(_ALWAYS),
     "line": frozenset(_ALWAYS),
     "remove_unregistered": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.unregistered
+    "remove_gang_orphan": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.gangsweep
     "undrained": frozenset(_ALWAYS),  # a scale-down part that drained nothing: its metric, no port
 }
 
@@ -1179,6 +1182,14 @@ class Drainer:
         self.on_outcome(f"unregistered-{line['outcome']}", None)
         return line
 
+    def remove_gang_orphan(self, raw: Any) -> dict[str, Any]:
+        """A plan's ``gang_orphans`` entry to terminate: checked again, then terminated
+        (:mod:`spillway.act.gangsweep`). Its outcome goes to the ``DrainOutcome`` metric as
+        ``gang-orphan-<outcome>``."""
+        line = remove_gang_orphan(self.kube, self.cloud, self.cluster, self.regions, raw, self.clock())
+        self.on_outcome(f"gang-orphan-{line['outcome']}", None)
+        return line
+
     def undrained(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """A scale-down part that ended without draining (``outcome`` skipped: a part before it was
         stopped; lapsed: it waited behind a part that still ran until its plan's claim lapsed:
@@ -1939,6 +1950,7 @@ def _child_execution(cause: Any) -> Mapping[str, Any] | None:
 # steps that read their event, not a drain
 _EVENT_ACTIONS: dict[str, Callable[[Drainer, Mapping[str, Any]], dict[str, Any]]] = {
     "remove_unregistered": lambda drainer, event: drainer.remove_unregistered(event.get("request")),
+    "remove_gang_orphan": lambda drainer, event: drainer.remove_gang_orphan(event.get("request")),
     "undrained": lambda drainer, event: drainer.undrained(event),
     "line": lambda _drainer, event: {"line": line(event.get("result"))},
 }

@@ -96,6 +96,7 @@ from spillway.model.aws import (
     InstanceTypeInfo,
     bundled_instance_types,
 )
+from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
 from spillway.model.nodegroup import (
@@ -122,9 +123,6 @@ from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 Metric = Callable[[str, float], None]
 
-TAG_ATTEMPT = "spillway.io/gang-attempt"  # on every instance a fleet launches: finds them all
-TAG_GANG = "spillway.io/gang"
-TAG_CLUSTER = "spillway.io/cluster"  # TerminateInstances is allowed only on instances tagged so
 MODES = ("fleet", "rollback")
 EC2_ALIVE = frozenset({"pending", "running"})
 # What a give-back terminates outside the group: an instance that is alive, or stopped. An EBS-backed

@@ -84,6 +84,7 @@ from spillway.planner import plan as run_planner
 from spillway.planner.types import (
     Drain,
     GangLaunch,
+    GangOrphan,
     ProvisioningDeletion,
     ProvisioningUpdate,
     ScaleUp,
@@ -142,6 +143,7 @@ def plan_id_for(cluster: str, snapshot_key: str) -> str:
 
 def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
     placed = {p.pod for p in plan.placements}
+    swept = [g.terminate for g in plan.gang_orphans].count(True)
     nodes = sum(s.to_size - s.from_size for s in plan.scale_up)
     overflow = sum(
         s.to_size - s.from_size for s in plan.scale_up if primary_region and s.region != primary_region
@@ -155,6 +157,8 @@ def summarize(plan: ScalingPlan, primary_region: str | None) -> PlanSummary:
         pending=len(plan.pending),
         unplaceable=sum(1 for p in plan.pending if p.pod not in placed),
         unregistered=len(plan.unregistered),
+        gang_orphans=swept,
+        gang_orphans_busy=len(plan.gang_orphans) - swept,
         cluster_unhealthy=sum(1 for u in plan.unhealthy if u.group is None),
         unhealthy_groups=sum(1 for u in plan.unhealthy if u.group is not None),
         priority_configmap_invalid=len(plan.problems),
@@ -331,6 +335,7 @@ def execution_requests(
     requests += gang_requests(plan_id, plan, groups, settings)
     claim = claim_fields(now, settings.planner.drain_claim_minutes)
     removals = [removal_item(u) for u in plan.unregistered]
+    removals += [sweep_item(g) for g in plan.gang_orphans if g.terminate]
     previous: ExecutionRequest | None = None
     for index, drains in enumerate(_down_batches([drain_item(d, claim) for d in plan.drain] + removals)):
         down: dict[str, Any] = {
@@ -463,6 +468,21 @@ def removal_item(entry: Unregistered) -> dict[str, Any]:
         "group": entry.group,
         "region": entry.region,
         "decrement": entry.decrement,
+        "reason": entry.reason[:REASON_LIMIT],
+    }
+
+
+def sweep_item(entry: GangOrphan) -> dict[str, Any]:
+    """One item of the scale-down's Map for a fleet gang's instance left outside every group: the drain
+    function checks it again and terminates it (:mod:`spillway.act.gangsweep`); no DrainNode execution,
+    no claim (the step judges the instance afresh: gone, attached, its Node busy)."""
+    return {
+        "gang_orphan": True,
+        "instance_id": entry.instance_id,
+        "region": entry.region,
+        "attempt": entry.attempt,
+        "gang": entry.gang,
+        "node": entry.node,
         "reason": entry.reason[:REASON_LIMIT],
     }
 

@@ -67,6 +67,7 @@ from spillway.model.aws import (
     with_managed_nodegroups,
 )
 from spillway.model.drain import LifecycleHook, Placement
+from spillway.model.fleet import SWEPT_STATES, TAG_ATTEMPT, TAG_CLUSTER, FleetInstance
 from spillway.model.nodegroup import (
     TAG_CLUSTER_PREFIX,
     TAG_ENABLED,
@@ -911,6 +912,35 @@ class AwsAdapter:
             return dict(sorted(states.items()))
 
         return _call(f"DescribeInstances({region})", fetch)
+
+    def fleet_instances(self, region: str, instance_ids: Sequence[str] = ()) -> list[FleetInstance]:
+        """The instances tagged with a gang attempt (``tag-key`` filter) and this cluster (``tag:`` filter),
+        pending, running, stopping or stopped, by id: DescribeInstances ANDs its filters and ORs each
+        filter's values. With ``instance_ids``, only those (an ``instance-id`` filter: an id EC2 does not
+        show is left out of the answer, not an error of the whole call)."""
+        client = self._clients.ec2(region)
+        filters: list[dict[str, Any]] = [
+            {"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cluster]},
+            {"Name": "tag-key", "Values": [TAG_ATTEMPT]},
+            {"Name": "instance-state-name", "Values": list(SWEPT_STATES)},
+        ]
+        ids = list(instance_ids)
+        queries = [
+            [*filters, {"Name": "instance-id", "Values": ids[start : start + DESCRIBE_INSTANCES_BATCH]}]
+            for start in range(0, len(ids), DESCRIBE_INSTANCES_BATCH)
+        ] or [filters]
+
+        def fetch() -> list[FleetInstance]:
+            found: dict[str, FleetInstance] = {}
+            for query in queries:
+                for page in client.get_paginator("describe_instances").paginate(Filters=query):  # type: ignore[arg-type]
+                    for reservation in page.get("Reservations", []):
+                        for raw in reservation.get("Instances", []):
+                            instance = FleetInstance.from_ec2(region, raw)
+                            found[instance.instance_id] = instance
+            return [found[i] for i in sorted(found)]
+
+        return _call(f"DescribeInstances({region}, gang attempts of {self.cluster})", fetch)
 
     def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
         """Subnet id → its Availability Zone (``ec2:DescribeSubnets``), for the gang launch that must

@@ -305,7 +305,7 @@ def _gang_instances(gang: str) -> set[str]:
     """Every instance EC2 ever launched for ``gang`` (tagged ``spillway.io/gang`` at launch), any state."""
     import boto3
 
-    from spillway.act.gang import TAG_GANG
+    from spillway.model.fleet import TAG_GANG
 
     ec2 = boto3.client("ec2", region_name=HOME)
     found: set[str] = set()

@@ -183,6 +183,8 @@ class PlanSummary:
     pending: int = 0
     unplaceable: int = 0  # pending pods the plan found no place for
     unregistered: int = 0  # instances no Node joined for within max_node_provision_minutes
+    gang_orphans: int = 0  # fleet gang instances left outside every group, terminated
+    gang_orphans_busy: int = 0  # of those, left running: their Node runs work
     cluster_unhealthy: int = 0  # 1: too many unready nodes, nothing drained (spillway.planner.health)
     unhealthy_groups: int = 0  # groups with too many unready nodes: they get no new nodes
     priority_configmap_invalid: int = 0  # 1: the priority expander's ConfigMap could not be read
@@ -197,6 +199,8 @@ class PlanSummary:
             "pending": self.pending,
             "unplaceable": self.unplaceable,
             "unregistered": self.unregistered,
+            "gang_orphans": self.gang_orphans,
+            "gang_orphans_busy": self.gang_orphans_busy,
             "cluster_unhealthy": self.cluster_unhealthy,
             "unhealthy_groups": self.unhealthy_groups,
             "priority_configmap_invalid": self.priority_configmap_invalid,

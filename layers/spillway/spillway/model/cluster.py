@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from spillway.model.fleet import FleetInstance
 from spillway.model.jobs import (
     JobInfo,
     do_not_drain,
@@ -852,6 +853,9 @@ class ClusterSnapshot:
     # list on daemonsets, a List without them): fresh nodes are then judged by the DaemonSets' pods
     daemonsets: tuple[DaemonSetInfo, ...] = ()
     coscheduling_served: bool = False
+    # the EC2 instances tagged with a gang attempt of this cluster (spillway.model.fleet), every region;
+    # none when not read (a List from kubectl, a snapshot stored before observe read them)
+    fleet_instances: tuple[FleetInstance, ...] = ()
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -1010,6 +1014,7 @@ class ClusterSnapshot:
             ("jobs", self.jobs),
             ("buffers", self.buffers),
             ("daemonsets", self.daemonsets),
+            ("fleet_instances", self.fleet_instances),
         )
         for key, items in optional:  # only what the cluster has: older snapshots read the same
             if items:
@@ -1053,6 +1058,7 @@ class ClusterSnapshot:
             },
             daemonsets=tuple(DaemonSetInfo.from_dict(x) for x in d.get("daemonsets", ())),
             coscheduling_served=bool(d.get("cosched")),
+            fleet_instances=tuple(FleetInstance.from_dict(x) for x in d.get("fleet_instances", ())),
         )
 
 

@@ -163,6 +163,8 @@ def fingerprint(cluster: ClusterSnapshot, groups: Iterable[NodeGroup]) -> str:
         "groups": sorted(_group_entry(g) for g in groups),
     }
     doc |= _shared_entries(cluster)
+    if cluster.fleet_instances:  # a fleet gang's instances outside the groups (absent: older ones stand)
+        doc["fleet"] = sorted((i.instance_id, i.state, i.group or "") for i in cluster.fleet_instances)
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -212,3 +212,8 @@ MOVE_CODES = (
     POD_LOCAL_STORAGE,
     POD_NOT_KNOWN_MOVABLE,
 )
+
+# -- a fleet-mode gang's instance left outside every group (GangOrphan.code, spillway.planner.gangsweep) --
+GANG_ORPHAN = "gang-orphan"  # its attempt is over: terminated (and its idle Node deleted)
+GANG_ORPHAN_BUSY = "gang-orphan-busy"  # its Node runs pods that keep a node busy: left, reported
+GANG_ORPHAN_CODES = (GANG_ORPHAN, GANG_ORPHAN_BUSY)

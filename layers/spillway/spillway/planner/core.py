@@ -15,7 +15,8 @@ estimator / expander / scale-down split:
 First, a group none of whose nodes stands for its template takes the template its last such node
 showed, while that is recent (:mod:`spillway.model.nodecache`, remembered in ``State.templates``). Then
 :mod:`~spillway.planner.joins` finds launches no Node joined: not capacity coming, their
-group backed off, the instance removed; then :mod:`~spillway.planner.health` counts unready nodes: an
+group backed off, the instance removed (and :mod:`~spillway.planner.gangsweep` finds a fleet gang's
+instances left outside every group); then :mod:`~spillway.planner.health` counts unready nodes: an
 unhealthy cluster drains no node, an unhealthy group gets no new nodes. A Ready node that is not
 initialized yet (a startup taint, GPUs not registered) is capacity launching
 (:mod:`~spillway.planner.startup`).
@@ -41,6 +42,7 @@ from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import PodClass, pod_classes
 from spillway.planner.context import Context, aware
 from spillway.planner.expander import Expander, RegionThenLeastWaste
+from spillway.planner.gangsweep import sweep_gang_orphans
 from spillway.planner.groups import floor_report
 from spillway.planner.health import judge_health
 from spillway.planner.joins import watch_joins
@@ -73,6 +75,7 @@ def plan(
     # a group with no node of its own: the one it had (from the memory before this plan, so that a plan
     # dropping an entry for the group's new launch template version says so)
     groups = recall(groups, state.templates, now, keep)
+    orphans = sweep_gang_orphans(snapshot, groups, config, now)  # every group's members, refused ones too
     refused = [g for g in groups if g.refusal]  # neither grown nor drained: their nodes are unmanaged
     groups = sanitized([g for g in groups if not g.refusal], config)  # templates without startup taints
     joins = watch_joins(snapshot.nodes, groups, config, state, now)
@@ -126,6 +129,7 @@ def plan(
         floors=tuple(GroupFloor(*f) for f in floor_report(ctx)),
         soft_taint=soft_taints(ctx, drains, kept, since, scale_down.movable, scale_down.floors),
         unregistered=tuple(joins.unregistered),
+        gang_orphans=orphans,
         unhealthy=health.report(),
         refused_groups=tuple(RefusedGroup(g.name, g.region, g.refusal) for g in ctx.refused),
         problems=_problems(snapshot, config),

@@ -153,6 +153,33 @@ class Unregistered:
 
 
 @dataclass(frozen=True, slots=True)
+class GangOrphan:
+    """A fleet-mode gang's instance left outside every group (:mod:`spillway.planner.gangsweep`):
+    terminated (``terminate``), or left and reported because its Node runs work (``node`` names it)."""
+
+    instance_id: str
+    region: str
+    gang: str
+    attempt: str
+    node: str | None
+    terminate: bool
+    code: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.instance_id,
+            "region": self.region,
+            "gang": self.gang,
+            "attempt": self.attempt,
+            "node": self.node,
+            "terminate": self.terminate,
+            "code": self.code,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Drain:
     node: str
     instance_id: str
@@ -282,13 +309,15 @@ class ScalingPlan:
     floors: tuple[GroupFloor, ...] = ()  # scheduled MinSize floors above the groups' own MinSize
     soft_taint: tuple[SoftTaint, ...] = ()  # scale-down candidate taints to add or remove
     unregistered: tuple[Unregistered, ...] = ()  # instances that never joined, to remove
+    gang_orphans: tuple[GangOrphan, ...] = ()  # fleet gang instances left outside every group
     unhealthy: tuple[Unhealthy, ...] = ()  # the cluster first, then groups, with too many unready nodes
     refused_groups: tuple[RefusedGroup, ...] = ()  # managed groups the plan does not scale, and why
     problems: tuple[ConfigProblem, ...] = ()  # cluster configuration it could not read, went on without
 
     @property
     def acts(self) -> bool:
-        return bool(self.scale_up or self.uncordon or self.drain or self.unregistered)
+        swept = any(o.terminate for o in self.gang_orphans)
+        return bool(self.scale_up or self.uncordon or self.drain or self.unregistered or swept)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan contract: five lists, each entry with a reason; then the optional sections."""
@@ -305,6 +334,7 @@ class ScalingPlan:
             "floors": self.floors,
             "soft_taint": self.soft_taint,
             "unregistered": self.unregistered,
+            "gang_orphans": self.gang_orphans,
             "unhealthy": self.unhealthy,
             "refused_groups": self.refused_groups,
             "problems": self.problems,

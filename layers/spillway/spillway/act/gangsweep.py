@@ -1,0 +1,171 @@
+"""Terminate a fleet gang's instance left outside every group (the scale-down's ``remove_gang_orphan`` step).
+
+A plan lists the instances a fleet-mode gang launch left in no Auto Scaling group past
+``gang_orphan_minutes`` (:mod:`spillway.planner.gangsweep`); the scale-down state machine gives each one
+the plan terminates to this step, on the drain function, beside ``remove_unregistered``. The plan's
+snapshot is older than the world, so the step reads it again first:
+
+* EC2 no longer shows the instance alive or stopped, tagged with this cluster and the plan's attempt:
+  ``gone``, nothing done (a retry after the terminate lands here, and so does an instance somebody
+  retagged: the tags are what ``ec2:TerminateInstances`` is granted on);
+* Auto Scaling places it in a group now (DescribeAutoScalingInstances: an attach that landed since the
+  plan, or any group of the region), or it carries a group's ``aws:autoscaling:groupName`` tag:
+  ``attached``, nothing done;
+* its Node, if one, is cordoned first (kube-scheduler could bind a pod to it until then); a Node that
+  runs pods keeping a node busy
+  (:func:`spillway.planner.disruption.keeps_node_busy` at ``now``, as the plan judged them: a pod stuck
+  terminating, its kubelet gone, is none): ``busy``, its cordon taken off again, nothing else done
+  (the next plan reports it until they end); a failure before the terminate also takes the cordon off;
+* else EC2 ``TerminateInstances``, and its Node, if one, is deleted: ``terminated``.
+
+Idempotent: a retry after the terminate finds the instance shutting down (``gone``). A removal that fails
+is tried again by the next plan, which still finds the instance outside every group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import suppress
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from spillway.act.instances import nodes_on
+from spillway.errors import InvalidDrainRequest, NodeNotFound
+from spillway.model.cluster import PodInfo, instance_id_from_provider_id
+from spillway.planner.disruption import keeps_node_busy
+from spillway.ports import Cloud, Cluster
+
+Sweep = Literal["terminated", "gone", "attached", "busy"]
+NAMED_PODS = 3
+
+
+class SweepRequest(BaseModel):
+    """One ``gang_orphans`` entry a plan terminates, with the cluster it is of."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster: str = Field(min_length=1)
+    plan_id: str | None = None
+    instance_id: str = Field(pattern=r"^i-[0-9a-f]{8,17}$")
+    region: str = Field(min_length=1, max_length=32)
+    attempt: str = Field(min_length=1, max_length=255)
+    gang: str = Field(default="", max_length=255)
+    node: str | None = None
+    reason: str = Field(default="", max_length=1024)
+
+
+def parse_sweep(raw: Any) -> SweepRequest:
+    """The request, or :class:`InvalidDrainRequest` naming the first bad field."""
+    if not isinstance(raw, Mapping):
+        raise InvalidDrainRequest("the step's input has no request object", field="request")
+    try:
+        return SweepRequest.model_validate(dict(raw))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "request"
+        raise InvalidDrainRequest(f"{where}: {err['msg']}", field=where) from None
+
+
+def remove_gang_orphan(
+    kube: Cluster, cloud: Cloud, cluster: str, regions: tuple[str, ...], raw: Any, now: datetime
+) -> dict[str, Any]:
+    """Check, then terminate (see the module docstring). The result is one line of the scale-down's
+    summary: ``{node, instance_id, group: None, region, outcome, note}``."""
+    request = parse_sweep(raw)
+    if request.cluster != cluster:
+        raise InvalidDrainRequest(
+            f"the instance is of cluster {request.cluster!r}; this function serves {cluster!r}",
+            field="cluster",
+        )
+    if request.region not in regions:
+        raise InvalidDrainRequest(
+            f"region {request.region!r} is not one of this deployment's ({', '.join(regions)})",
+            field="region",
+        )
+    outcome, node, note = _sweep(kube, cloud, request, now)
+    return {
+        "node": node,
+        "instance_id": request.instance_id,
+        "group": None,
+        "region": request.region,
+        "outcome": outcome,
+        "note": note[:1024],
+    }
+
+
+def _sweep(
+    kube: Cluster, cloud: Cloud, request: SweepRequest, now: datetime
+) -> tuple[Sweep, str | None, str]:
+    iid, region = request.instance_id, request.region
+    live = [i for i in cloud.fleet_instances(region, [iid]) if i.instance_id == iid]
+    if not live or live[0].attempt != request.attempt:
+        return (
+            "gone",
+            request.node,
+            f"{iid}: EC2 shows it no longer alive and tagged with attempt {request.attempt}",
+        )
+    placed = cloud.placement(region, iid)
+    group = placed.group if placed is not None else live[0].group
+    if group:
+        return "attached", request.node, f"{iid} is in Auto Scaling group {group} now: left alone"
+    name = _node_of(kube, cloud, request)
+    if name is None:
+        cloud.terminate_instances(region, [iid])
+        return "terminated", None, f"terminated {iid}: {request.reason}"
+    return _sweep_node(kube, cloud, request, name, now)
+
+
+def _sweep_node(
+    kube: Cluster, cloud: Cloud, request: SweepRequest, name: str, now: datetime
+) -> tuple[Sweep, str | None, str]:
+    """Cordon the orphan's Node, look at its pods once more, then terminate the instance and delete the
+    Node; a busy Node, or any failure before the terminate is done, gets its cordon back off. The cordon
+    comes first because kube-scheduler may bind a pod to the idle Node at any moment until it is
+    unschedulable (its NodeUnschedulable filter), as ``kubectl drain`` cordons before it lists pods. A
+    cordon somebody else made is left as it is (:meth:`Cluster.cordon` answers False for it)."""
+    try:
+        ours = kube.cordon(name, f"gang orphan {request.instance_id} (plan {request.plan_id or '-'})")
+    except NodeNotFound:  # gone since it was found: no kubelet there
+        cloud.terminate_instances(request.region, [request.instance_id])
+        return "terminated", None, f"terminated {request.instance_id}: {request.reason}"
+    try:
+        pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(name)]
+        busy = sorted(info.key for info in pods if keeps_node_busy(info, now))
+        if not busy:
+            cloud.terminate_instances(request.region, [request.instance_id])
+    except BaseException:
+        if ours:
+            _release(kube, name)
+        raise
+    if busy:
+        if ours:
+            _release(kube, name)
+        named = ", ".join(busy[:NAMED_PODS]) + (" ..." if len(busy) > NAMED_PODS else "")
+        return "busy", name, f"its Node {name} runs {named} now: left running"
+    kube.delete_node(name)
+    return "terminated", name, f"terminated {request.instance_id}; Node {name} deleted: {request.reason}"
+
+
+def _release(kube: Cluster, name: str) -> None:
+    """Take Spillway's cordon off the Node again (gone meanwhile: nothing to do)."""
+    with suppress(NodeNotFound):
+        kube.uncordon(name)
+
+
+def _node_of(kube: Cluster, cloud: Cloud, request: SweepRequest) -> str | None:
+    """The Node on the instance now: the one named after its private DNS name (:func:`nodes_on`), else
+    the one the plan named, if its ``spec.providerID`` still names the instance (a kubelet registered
+    under another name, ``--hostname-override``)."""
+    iid = request.instance_id
+    node = nodes_on(kube, cloud, request.region, [iid]).get(iid)
+    if node is not None:
+        return node.metadata.name
+    if request.node is None:
+        return None
+    try:
+        named = kube.get_node(request.node)
+    except NodeNotFound:
+        return None
+    return request.node if instance_id_from_provider_id(named.spec.provider_id) == iid else None

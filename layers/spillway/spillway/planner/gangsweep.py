@@ -1,0 +1,86 @@
+"""Fleet-mode gang instances left outside every Auto Scaling group.
+
+A fleet-mode gang launch (:mod:`spillway.act.gang`) runs its instances outside the group from its
+CreateFleet until its AttachInstances, each tagged with the attempt (``spillway.io/gang-attempt``) and the
+cluster; anything short of the whole gang ends in its GiveBack, which terminates them. An execution
+stopped meanwhile (StopExecution), or whose GiveBack failed for good (``GiveBackFailed``), leaves them
+running, paid for, in no group. They were launched from the group's launch template, so their kubelets
+join the cluster and kube-scheduler may put pods on them; but their Nodes are in no managed group, which
+scale-down never drains. Nothing else would ever remove them (Karpenter's garbage collection likewise
+terminates its tagged instances that no NodeClaim owns).
+
+observe reads every instance tagged with a gang attempt of the cluster (``ClusterSnapshot.fleet_instances``).
+Once one has been running ``gang_orphan_minutes`` (60) since its launch and is still in no group (no
+managed group lists it and it carries no ``aws:autoscaling:groupName`` tag), its attempt is over: an
+execution attaches its fleet only before its deadline (``GANG_DEADLINE_SECONDS``, 10 min), and a step's
+retries end well within the hour. Then:
+
+* no Node runs on it, or its Node runs no pod that keeps a node busy
+  (:func:`spillway.planner.disruption.keeps_node_busy`: DaemonSet, mirror, finished and stuck-terminating
+  pods keep none): ``terminate`` (``gang-orphan``), by the scale-down's ``remove_gang_orphan`` step, which
+  checks the live world again first (:mod:`spillway.act.gangsweep`);
+* its Node runs such pods: left and reported (``gang-orphan-busy``), every plan, until they end. It is
+  not drained: the pods are running work that nobody asked to move (the gang's own workers, which
+  kube-scheduler may have bound before the attach, among them), the drain's termination is the group's
+  (TerminateInstanceInAutoScalingGroup), and an eviction here would be a disruption no budget or plan
+  of the workload chose. Once they end, the next plan terminates it.
+
+Pure: ``now`` comes from the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from spillway.config import PlannerConfig
+from spillway.model.cluster import ClusterSnapshot
+from spillway.model.nodegroup import NodeGroup
+from spillway.planner import codes
+from spillway.planner.context import aware, minutes
+from spillway.planner.disruption import keeps_node_busy
+from spillway.planner.types import GangOrphan
+
+NAMED_PODS = 3  # the busy pods a reason names
+
+
+def sweep_gang_orphans(
+    snapshot: ClusterSnapshot, groups: Sequence[NodeGroup], config: PlannerConfig, now: datetime
+) -> tuple[GangOrphan, ...]:
+    """The fleet instances whose attempt is over and which no group holds, by region and instance id."""
+    limit = timedelta(minutes=config.gang_orphan_minutes)
+    members = {iid for g in groups for iid in g.instance_ids}
+    nodes = {n.instance_id: n.name for n in snapshot.nodes if n.instance_id}
+    out: list[GangOrphan] = []
+    for inst in sorted(snapshot.fleet_instances, key=lambda i: (i.region, i.instance_id)):
+        age = now - aware(inst.launched_at)
+        if inst.instance_id in members or inst.group or age < limit:
+            continue
+        node = nodes.get(inst.instance_id)
+        busy = _busy_pods(snapshot, node, now)
+        what = (
+            f"instance {inst.instance_id} ({inst.region}) of gang {inst.gang or '?'} (attempt "
+            f"{inst.attempt}) is in no Auto Scaling group {minutes(age)} after its launch "
+            f"(gang_orphan_minutes {config.gang_orphan_minutes:g}): its launch's execution left it"
+        )
+        if busy:
+            reason = f"{what}; left running: its Node {node} runs {_named(busy)}; terminated once they end"
+            out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, False,
+                                  codes.GANG_ORPHAN_BUSY, reason))  # fmt: skip
+            continue
+        on_node = f"; its Node {node} runs no work and is deleted" if node else "; no Node runs on it"
+        out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, True,
+                              codes.GANG_ORPHAN, f"{what}{on_node}; terminate it"))  # fmt: skip
+    return tuple(out)
+
+
+def _busy_pods(snapshot: ClusterSnapshot, node: str | None, now: datetime) -> list[str]:
+    """The pods on ``node`` that keep a node busy, by key."""
+    if node is None:
+        return []
+    return sorted(p.key for p in snapshot.pods if p.node_name == node and keeps_node_busy(p, now))
+
+
+def _named(pods: list[str]) -> str:
+    more = len(pods) - NAMED_PODS
+    return ", ".join(pods[:NAMED_PODS]) + (f" and {more} more" if more > 0 else "")

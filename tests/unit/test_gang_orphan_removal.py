@@ -1,0 +1,307 @@
+"""The scale-down's remove_gang_orphan step (spillway.act.gangsweep) on the Kubernetes API emulator and a
+fake EC2, and how a plan's gang orphans reach it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fakes import FakeCloud
+from plan_world import NOW
+
+from spillway.act.drain import Drainer, run_action, summarize
+from spillway.act.planning import PlanSettings, execution_requests
+from spillway.adapters.kube import KubeClient
+from spillway.config import PlannerConfig
+from spillway.errors import AwsThrottled, InvalidDrainRequest, KubeUnavailable
+from spillway.local import objects
+from spillway.local.kubeapi import KubeApiServer
+from spillway.model.fleet import TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
+from spillway.planner import ScalingPlan, codes
+from spillway.planner.types import GangOrphan
+
+CLUSTER = "prod"
+ORPHAN = "i-0a1b2c3d4e5f60718"
+ATTEMPT = "spillway-0123456789abcdef0123456789abcdef01234567"
+
+
+@dataclass
+class Rig:
+    api: KubeApiServer
+    cloud: FakeCloud
+    drainer: Drainer
+    outcomes: list[str]
+
+    def request(self, **changes: Any) -> dict[str, Any]:
+        return {
+            "cluster": CLUSTER,
+            "plan_id": "p-1",
+            "instance_id": ORPHAN,
+            "region": "us-east-1",
+            "attempt": ATTEMPT,
+            "gang": "team-a/train",
+            "node": None,
+            "reason": "in no Auto Scaling group 61m after its launch",
+        } | changes
+
+    def node(self, *pods: dict[str, Any]) -> str:
+        name = f"node-{ORPHAN}"
+        self.api.add(objects.node(name, instance=ORPHAN, zone="us-east-1a"))
+        for pod in pods:
+            self.api.add(pod)
+        return name
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    with KubeApiServer() as api:
+        kube = KubeClient.for_url(api.url, max_attempts=1, sleep=lambda _: None)
+        cloud = FakeCloud(cluster=CLUSTER)
+        cloud.add_group("gpu", [], desired=0, min_size=0, max_size=4)
+        cloud.ec2[ORPHAN] = {
+            "region": "us-east-1",
+            "state": "running",
+            "tags": {TAG_ATTEMPT: ATTEMPT, TAG_GANG: "team-a/train", TAG_CLUSTER: CLUSTER},
+        }
+        cloud.dns[ORPHAN] = f"node-{ORPHAN}"  # EKS names the Node after it
+        outcomes: list[str] = []
+        drainer = Drainer(
+            kube,
+            cloud,
+            cluster=CLUSTER,
+            regions=["us-east-1", "us-west-2"],
+            on_outcome=lambda outcome, _: outcomes.append(outcome),
+            clock=lambda: NOW,
+        )
+        yield Rig(api, cloud, drainer, outcomes)
+        kube.close()
+
+
+def _terminated(rig: Rig) -> list[tuple[Any, ...]]:
+    return rig.cloud.called("terminate_instances")
+
+
+def test_an_orphan_without_a_node_is_terminated_with_ec2(rig: Rig) -> None:
+    line = rig.drainer.remove_gang_orphan(rig.request())
+
+    assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
+    assert rig.cloud.ec2[ORPHAN]["state"] == "shutting-down"
+    assert line["outcome"] == "terminated" and line["instance_id"] == ORPHAN and line["node"] is None
+    assert rig.outcomes == ["gang-orphan-terminated"]
+
+
+def test_a_retry_after_the_terminate_finds_it_gone(rig: Rig) -> None:
+    rig.drainer.remove_gang_orphan(rig.request())
+
+    again = rig.drainer.remove_gang_orphan(rig.request())
+
+    assert again["outcome"] == "gone"
+    assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
+
+
+def test_an_instance_attached_since_the_plan_is_left_alone(rig: Rig) -> None:
+    rig.cloud.groups[("us-east-1", "gpu")]["Instances"].append(
+        {"InstanceId": ORPHAN, "LifecycleState": "InService", "AvailabilityZone": "us-east-1a",
+         "HealthStatus": "Healthy"}
+    )  # fmt: skip
+
+    line = rig.drainer.remove_gang_orphan(rig.request())
+
+    assert line["outcome"] == "attached" and "gpu" in line["note"]
+    assert _terminated(rig) == []
+
+
+def test_an_instance_tagged_with_a_group_is_left_alone(rig: Rig) -> None:
+    rig.cloud.ec2[ORPHAN]["tags"][TAG_ASG] = "theirs"
+
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "attached"
+    assert _terminated(rig) == []
+
+
+def test_an_instance_no_longer_tagged_for_this_cluster_is_not_touched(rig: Rig) -> None:
+    rig.cloud.ec2[ORPHAN]["tags"][TAG_CLUSTER] = "other"
+
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gone"
+    assert _terminated(rig) == []
+
+
+def test_an_instance_of_another_attempt_is_not_touched(rig: Rig) -> None:
+    rig.cloud.ec2[ORPHAN]["tags"][TAG_ATTEMPT] = "spillway-another"
+
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gone"
+    assert _terminated(rig) == []
+
+
+def test_a_stopped_orphan_is_terminated_too(rig: Rig) -> None:
+    rig.cloud.ec2[ORPHAN]["state"] = "stopped"
+
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "terminated"
+
+
+def test_its_idle_node_is_deleted_with_it(rig: Rig) -> None:
+    node = rig.node(objects.pod("agent", node_name=f"node-{ORPHAN}", owner=("DaemonSet", "agent")))
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert line["outcome"] == "terminated" and line["node"] == node
+    assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
+    assert node not in {n["metadata"]["name"] for n in rig.api.list("nodes")}
+
+
+def test_a_node_that_runs_work_by_now_keeps_its_instance(rig: Rig) -> None:
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+
+    line = rig.drainer.remove_gang_orphan(rig.request())  # the plan saw no Node yet
+
+    assert line["outcome"] == "busy" and "default/worker-0" in line["note"] and line["node"] == node
+    assert _terminated(rig) == []
+    assert rig.outcomes == ["gang-orphan-busy"]
+
+
+def test_a_pod_stuck_terminating_on_its_node_keeps_nothing(rig: Rig) -> None:
+    """As the plan judges it: a pod still listed long after its deletion (its kubelet gone) is no work."""
+    rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+    stuck = rig.api.get("Pod", "worker-0", "default")
+    stuck["metadata"]["deletionTimestamp"] = "2026-11-01T10:00:00Z"  # a day before the drainer's clock
+    stuck["metadata"]["finalizers"] = ["example.com/hold"]
+    rig.api.update("Pod", stuck)
+
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "terminated"
+
+
+def test_a_node_the_plan_named_under_another_name_is_checked_too(rig: Rig) -> None:
+    rig.cloud.dns[ORPHAN] = "ip-10-0-0-1.ec2.internal"  # the kubelet registered under another name
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert line["outcome"] == "busy" and _terminated(rig) == []
+
+
+def _schedulable(rig: Rig, node: str) -> bool:
+    obj = rig.api.get("Node", node)
+    return not obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in obj["metadata"].get(
+        "annotations", {}
+    )
+
+
+def test_its_node_is_cordoned_before_its_pods_are_read_for_the_last_time(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-scheduler may bind a pod to the idle Node at any time; only the cordon stops it (its
+    NodeUnschedulable filter), so the last look at the pods comes after it, as a drain's does."""
+    node = rig.node()
+    seen: list[bool] = []
+    read = rig.drainer.kube.pods_on_node
+
+    def pods_on_node(name: str) -> Any:
+        seen.append(_schedulable(rig, name))
+        return read(name)
+
+    monkeypatch.setattr(rig.drainer.kube, "pods_on_node", pods_on_node)
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "terminated"
+    assert seen == [False]
+
+
+def test_a_busy_orphans_node_is_left_schedulable(rig: Rig) -> None:
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "busy"
+    assert _schedulable(rig, node)
+
+
+def test_a_cordon_somebody_else_made_is_left_on_a_busy_orphan(rig: Rig) -> None:
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+    obj = rig.api.get("Node", node)
+    obj["spec"]["unschedulable"] = True
+    rig.api.update("Node", obj)
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "busy"
+    assert rig.api.get("Node", node)["spec"]["unschedulable"] is True
+
+
+@pytest.mark.parametrize("failing", ["pods", "terminate"])
+def test_a_sweep_that_fails_after_the_cordon_leaves_the_node_uncordoned(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    node = rig.node()
+    if failing == "pods":
+
+        def refuse(name: str) -> Any:
+            raise KubeUnavailable("the API server did not answer")
+
+        monkeypatch.setattr(rig.drainer.kube, "pods_on_node", refuse)
+    else:
+        rig.cloud.fail("terminate_instances", AwsThrottled("Rate exceeded"), times=1)
+
+    with pytest.raises((KubeUnavailable, AwsThrottled)):
+        rig.drainer.remove_gang_orphan(rig.request(node=node))
+    assert _schedulable(rig, node)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"cluster": "other"}, "cluster"),
+        ({"region": "eu-west-1"}, "region"),
+        ({"instance_id": "node-1"}, "instance_id"),
+        ({"attempt": ""}, "attempt"),
+        ({"extra": 1}, "extra"),
+    ],
+)
+def test_a_bad_request_is_refused_naming_the_field_and_nothing_is_terminated(
+    rig: Rig, changes: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidDrainRequest) as caught:
+        rig.drainer.remove_gang_orphan(rig.request(**changes))
+
+    assert caught.value.field == field
+    assert _terminated(rig) == []
+
+
+def test_an_aws_error_is_raised_as_ours_for_the_state_machine_to_retry(rig: Rig) -> None:
+    rig.cloud.fail("terminate_instances", AwsThrottled("Rate exceeded"), times=1)
+
+    with pytest.raises(AwsThrottled):
+        rig.drainer.remove_gang_orphan(rig.request())
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "terminated"
+
+
+def test_the_step_is_an_action_of_the_drain_function_and_its_line_joins_the_summary(rig: Rig) -> None:
+    line = run_action(rig.drainer, {"action": "remove_gang_orphan", "request": rig.request()})
+
+    summary = summarize(CLUSTER, "p-1", [{"output": line}])
+
+    (entry,) = summary["drains"]
+    assert entry["instance_id"] == ORPHAN and entry["outcome"] == "terminated"
+    assert summary["counts"] == {"terminated": 1}
+
+
+SETTINGS = PlanSettings(
+    PlannerConfig(), scale_down_arn="arn:aws:states:us-east-1:123456789012:stateMachine:down"
+)
+
+
+def test_a_plan_sends_the_orphans_it_terminates_through_the_scale_down_and_not_the_busy_ones() -> None:
+    swept = GangOrphan(ORPHAN, "us-east-1", "team-a/train", ATTEMPT, None, True, codes.GANG_ORPHAN, "left")
+    busy = GangOrphan("i-0fffffffffffffff0", "us-east-1", "team-a/train", ATTEMPT, "n", False,
+                      codes.GANG_ORPHAN_BUSY, "runs work")  # fmt: skip
+
+    (request,) = execution_requests(
+        CLUSTER, "p-1", "k", ScalingPlan(gang_orphans=(swept, busy)), [], SETTINGS, NOW
+    )
+
+    assert request.input["drains"] == [
+        {"gang_orphan": True, "instance_id": ORPHAN, "region": "us-east-1", "attempt": ATTEMPT,
+         "gang": "team-a/train", "node": None, "reason": "left"},
+    ]  # fmt: skip
+
+
+def test_a_plan_whose_orphans_are_all_busy_starts_no_scale_down() -> None:
+    busy = GangOrphan(ORPHAN, "us-east-1", "g", ATTEMPT, "n", False, codes.GANG_ORPHAN_BUSY, "runs work")
+
+    assert execution_requests(CLUSTER, "p-1", "k", ScalingPlan(gang_orphans=(busy,)), [], SETTINGS, NOW) == []
