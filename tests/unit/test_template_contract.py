@@ -773,7 +773,7 @@ ENTRY_CALLS = {
 # one needs AWSServiceRoleForEC2Spot, which EC2 creates with the caller's credentials the first time an
 # account launches Spot (else AuthFailure.ServiceLinkedRoleCreationNotPermitted, returned in CreateFleet's
 # Errors: karpenter-provider-aws#504, terraform-aws-eks#2670): iam:CreateServiceLinkedRole.
-IMPLIED = {"ec2:CreateFleet": {"ec2:RunInstances", "ec2:CreateTags"}}
+IMPLIED = {"ec2:CreateFleet": {"ec2:RunInstances", "ec2:CreateTags", "iam:CreateServiceLinkedRole"}}
 CLOUD_PREFIXES = ("autoscaling:", "ec2:", "eks:", "iam:CreateServiceLinkedRole")
 
 
@@ -834,3 +834,21 @@ def test_a_functions_role_grants_the_aws_calls_its_code_can_make_and_no_other(fu
     makes is a blast radius it does not need."""
     needed, granted = needed_actions(function), granted_cloud_actions(function)
     assert {"missing": needed - granted, "extra": granted - needed} == {"missing": set(), "extra": set()}
+
+
+def test_the_only_service_linked_role_a_role_may_create_is_ec2_spots() -> None:
+    """iam:CreateServiceLinkedRole on one role, AWSServiceRoleForEC2Spot, for spot.amazonaws.com alone
+    (IAM User Guide, "Service-linked role permissions": the role's ARN under aws-service-role/<service>/,
+    and the iam:AWSServiceName condition key)."""
+    creating = [s for s in all_statements() if "iam:CreateServiceLinkedRole" in actions(s)]
+    assert [(s["Effect"], actions(s), sub_text(s["Resource"]), s["Condition"]) for s in creating] == [
+        (
+            "Allow",
+            {"iam:CreateServiceLinkedRole"},
+            "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot",
+            {"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}},
+        )
+    ]
+    assert {f for f in FUNCTIONS if "iam:CreateServiceLinkedRole" in granted_cloud_actions(f)} == {
+        "ScaleFunction"
+    }
