@@ -852,3 +852,52 @@ def test_the_only_service_linked_role_a_role_may_create_is_ec2_spots() -> None:
     assert {f for f in FUNCTIONS if "iam:CreateServiceLinkedRole" in granted_cloud_actions(f)} == {
         "ScaleFunction"
     }
+
+
+# What a state machine's definition calls, as IAM actions: each Lambda task is lambda:InvokeFunction; an
+# aws-sdk:<service>:<action> task is the service's action of that name (sfn's IAM prefix is "states");
+# startExecution.sync:2 is StartExecution on the child machine, DescribeExecution and StopExecution on
+# its executions, and PutTargets, PutRule and DescribeRule on the EventBridge managed rule Step Functions
+# waits through (Step Functions Developer Guide, "IAM policies for Step Functions nested executions").
+SDK_TASK = re.compile(r"arn:aws:states:::aws-sdk:([a-z0-9]+):([A-Za-z0-9]+)")
+IAM_PREFIX = {"sfn": "states", "cloudwatch": "cloudwatch"}
+NESTED_SYNC = {
+    "states:StartExecution",
+    "states:DescribeExecution",
+    "states:StopExecution",
+    "events:PutTargets",
+    "events:PutRule",
+    "events:DescribeRule",
+}
+SAM_TEMPLATES = {"StepFunctionsExecutionPolicy": {"states:StartExecution"}}
+
+
+def machine_needs(logical: str) -> set[str]:
+    text = (ROOT / STATE_MACHINES[logical]["DefinitionUri"]).read_text()
+    needed = {f"{IAM_PREFIX[svc]}:{action[0].upper()}{action[1:]}" for svc, action in SDK_TASK.findall(text)}
+    if re.search(r'"Resource": "\$\{[A-Za-z]+FunctionArn\}"', text):
+        needed.add("lambda:InvokeFunction")
+    if "arn:aws:states:::states:startExecution.sync" in text:
+        needed |= NESTED_SYNC
+    return needed
+
+
+def machine_grants(logical: str) -> set[str]:
+    """Its role's actions, CloudWatch Logs delivery apart (StateMachineLogsPolicy: Step Functions'
+    logging, not a call of the definition)."""
+    granted: set[str] = set()
+    for policy in EXPANDED[logical]["Properties"].get("Policies") or []:
+        if isinstance(policy, dict) and "Statement" in policy:
+            granted |= {a for s in policy["Statement"] for a in actions(s)}
+        elif isinstance(policy, dict) and "Ref" in policy:  # a managed policy of the template
+            if policy["Ref"] != "StateMachineLogsPolicy":
+                granted |= {a for s in statements(EXPANDED[policy["Ref"]]) for a in actions(s)}
+        elif isinstance(policy, dict):
+            granted |= {a for name in policy for a in SAM_TEMPLATES.get(name, {f"unknown template {name}"})}
+    return granted
+
+
+@pytest.mark.parametrize("logical", sorted(STATE_MACHINES))
+def test_a_state_machines_role_grants_what_its_definition_calls_and_no_other(logical: str) -> None:
+    needed, granted = machine_needs(logical), machine_grants(logical)
+    assert {"missing": needed - granted, "extra": granted - needed} == {"missing": set(), "extra": set()}
