@@ -901,3 +901,40 @@ def machine_grants(logical: str) -> set[str]:
 def test_a_state_machines_role_grants_what_its_definition_calls_and_no_other(logical: str) -> None:
     needed, granted = machine_needs(logical), machine_grants(logical)
     assert {"missing": needed - granted, "extra": granted - needed} == {"missing": set(), "extra": set()}
+
+
+VOLUME_KEYS = "GangVolumeKmsKeyArns"
+
+
+def test_a_gang_fleet_may_use_the_keys_of_its_encrypted_volumes_only_through_ec2() -> None:
+    """A launch template whose volumes (or whose AMI's snapshots) are encrypted with a customer managed
+    key: CreateFleet launches with the caller's permissions, and EBS needs kms:CreateGrant, Decrypt,
+    DescribeKey, GenerateDataKeyWithoutPlaintext and ReEncrypt on the key for that caller (EBS User
+    Guide, "Requirements for Amazon EBS encryption", permissions for users); without them the fleet's
+    instances never run. An Auto Scaling group launches with its own service-linked role, so only the
+    gang's fleets need this. Only the keys given, only as EC2 uses them (kms:ViaService), grants only
+    for AWS resources (kms:GrantIsForAWSResource, that page's advice); none when none is given."""
+    parameter = TEMPLATE["Parameters"][VOLUME_KEYS]
+    assert (parameter["Type"], parameter["Default"]) == ("CommaDelimitedList", "")
+    pattern = re.compile(parameter["AllowedPattern"])
+    assert pattern.fullmatch("") and pattern.fullmatch(
+        "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    )
+    assert not pattern.fullmatch("alias/aws/ebs") and not pattern.fullmatch("arn:aws:kms:us-west-2:1:alias/x")
+    conditional = [s["Fn::If"] for s in statements(EXPANDED["GangLaunchPolicy"]) if "Fn::If" in s]
+    keyed = [(c, s) for c, s, otherwise in conditional if VOLUME_KEYS in json.dumps(s)]
+    assert {c for c, _ in keyed} == {"HasGangVolumeKeys"}
+    assert all(
+        otherwise == {"Ref": "AWS::NoValue"} for c, _, otherwise in conditional if c == "HasGangVolumeKeys"
+    )
+    condition = TEMPLATE["Conditions"]["HasGangVolumeKeys"]
+    assert condition == {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": VOLUME_KEYS}]}, ""]}]}
+    by_action = {frozenset(actions(s)): s for _, s in keyed}
+    use_actions = {"kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext"}
+    use = by_action[frozenset(use_actions | {"kms:ReEncryptFrom", "kms:ReEncryptTo"})]
+    assert use["Resource"] == {"Ref": VOLUME_KEYS}
+    assert use["Condition"] == {"StringLike": {"kms:ViaService": "ec2.*.amazonaws.com"}}
+    grant = by_action[frozenset({"kms:CreateGrant"})]
+    assert grant["Resource"] == {"Ref": VOLUME_KEYS}
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert len(keyed) == 2 and all(s["Effect"] == "Allow" for _, s in keyed)
