@@ -693,6 +693,56 @@ def test_the_parts_of_a_split_scale_down_after_a_stopped_part_drain_nothing(
         assert not world.node(node)["spec"].get("unschedulable")  # type: ignore[index]
 
 
+def test_a_scale_down_part_that_cannot_read_the_output_of_the_part_before_fails_draining_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The part before ended well (SUCCEEDED), but reading its output fails for good (here
+    KmsAccessDeniedException, an error DescribeExecution models; a refusal or throttling past the
+    retries is Sfn.SfnException). Whether that part skipped its drains because a part before it was
+    stopped is then unknown: the part used to catch every error and drain anyway, silently. It now fails
+    with the error (the scale-down failures alarm), its nodes untouched for the next plan. (Review.)"""
+    first_node, second_node = world.nodes["general"][:2]
+    common = {"cluster": CLUSTER, "plan_id": "20261102T100000Z-unr34d", **FAST}
+
+    def item(node: str) -> dict[str, Any]:
+        return {"node": node, "instance_id": world.instances[node], "group": "general", "region": HOME,
+                "reason": "idle 12 min"}  # fmt: skip
+
+    first_arn = world.stack.start("ScaleDownStateMachine", {**common, "drains": [item(first_node)]},
+                                  name="down-20261102T100000Z-unr34d")  # fmt: skip
+    assert world.stack.wait(first_arn)["status"] == "SUCCEEDED"
+
+    from moto.core.exceptions import AWSError
+    from moto.stepfunctions.models import StepFunctionBackend
+
+    class KmsAccessDenied(AWSError):
+        TYPE = "KmsAccessDeniedException"
+        STATUS = 400
+
+    describe = StepFunctionBackend.describe_execution
+    looks: list[str] = []
+
+    def first_look_only(self: StepFunctionBackend, execution_arn: str) -> Any:
+        if execution_arn == first_arn:
+            looks.append(execution_arn)
+            if len(looks) > 1:  # DescribePrevious saw it SUCCEEDED; DescribePreviousOutput is refused
+                raise KmsAccessDenied("the key policy does not let the caller decrypt")
+        return describe(self, execution_arn)
+
+    monkeypatch.setattr(StepFunctionBackend, "describe_execution", first_look_only)
+    second = {**common, "after": first_arn, "after_poll_seconds": 1, "drains": [item(second_node)]}
+    second_arn = world.stack.start("ScaleDownStateMachine", second, name="down-20261102T100000Z-unr34d-2")
+    out = world.stack.wait(second_arn, timeout=40)
+    monkeypatch.undo()
+
+    assert len(looks) >= 2 and out["status"] == "FAILED", (looks, out)
+    failed = [e for e in world.stack.history(second_arn) if e["type"] == "ExecutionFailed"]
+    assert failed[0]["executionFailedEventDetails"]["error"] == "Sfn.KmsAccessDeniedException", failed
+    assert drained_nodes(world) == {first_node}
+    assert not world.node(second_node)["spec"].get("unschedulable")  # type: ignore[index]
+    assert world.desired("general") == 2
+
+
 def test_a_drain_whose_claim_cannot_be_read_is_rejected_touching_nothing(world: World) -> None:
     """A drain item with a claim_until DrainNode cannot read: whether its plan's claim lapsed is unknown,
     so it is rejected before anything is touched, the error naming the field."""

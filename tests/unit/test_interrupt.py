@@ -1318,7 +1318,13 @@ def test_only_the_drain_and_interrupt_functions_complete_lifecycle_actions_on_th
             "autoscaling:ResourceTag/k8s.io/cluster-autoscaler/${Cluster}": "false",
         }
     }
-    read = res["AsgReadPolicy"]["Properties"]["PolicyDocument"]["Statement"][0]["Action"]
-    assert "autoscaling:DescribeLifecycleHooks" in read  # the drain's own terminations read the hooks
+    drain_reads = [
+        a
+        for p in res["DrainFunction"]["Properties"]["Policies"]
+        if isinstance(p, dict)
+        for s in p.get("Statement", [])
+        for a in s["Action"]
+    ]
+    assert "autoscaling:DescribeLifecycleHooks" in drain_reads  # the drain's own terminations read the hooks
     granted = json.dumps({k: v for k, v in res.items() if k != "Fn::ForEach::ClusterGroups"})
     assert "CompleteLifecycleAction" not in granted and "RecordLifecycleActionHeartbeat" not in granted

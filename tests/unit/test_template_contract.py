@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import botocore.session
 import pytest
+from botocore import xform_name
 
 from spillway.local.cfn import load_template
+from spillway.ports import Cloud
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = load_template(ROOT / "template.yaml")
@@ -638,3 +643,313 @@ def test_the_drain_function_may_terminate_with_ec2_only_this_clusters_gang_attem
             "StringEquals": {"ec2:ResourceTag/spillway.io/cluster": {"Ref": "ClusterName"}},
             "Null": {"ec2:ResourceTag/spillway.io/gang-attempt": "false"},
         }
+
+
+# --- each function's role grants the Auto Scaling, EC2 and EKS calls its code can make, and no other --
+#
+# Derived from the code, not listed by hand: (1) which methods of the Cloud port (spillway.ports.Cloud)
+# each function's handler can reach, by walking the act layer's code from the entry the handler calls;
+# (2) which boto3 operations each method of the real adapter (spillway.adapters.aws.AwsAdapter) calls,
+# by walking the adapter's code; (3) the IAM action of each operation, from botocore's service model
+# (for autoscaling, ec2 and eks the IAM action is named as the API operation: Service Authorization
+# Reference, "Actions defined by ..."). A call the role lacks is an outage moto never shows (moto does
+# not authorise); a grant no code path uses is privilege to take away.
+
+PACKAGE_ROOT = ROOT / "layers" / "spillway"
+
+
+class SourceModule:
+    """One module of the spillway package: its top-level functions, classes' methods, module-level
+    values (a dispatch table) and what it imports from spillway by name."""
+
+    def __init__(self, name: str) -> None:
+        path = PACKAGE_ROOT / (name.replace(".", "/") + ".py")
+        if not path.exists():
+            path = PACKAGE_ROOT / name.replace(".", "/") / "__init__.py"
+        tree = ast.parse(path.read_text())
+        self.defs: dict[str, Any] = {}
+        self.methods: dict[str, set[str]] = {}
+        self.imports: dict[str, tuple[str, str]] = {}
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                self.defs[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                self.defs[node.name] = node
+                inner = [i for i in node.body if isinstance(i, ast.FunctionDef | ast.AsyncFunctionDef)]
+                self.methods[node.name] = {i.name for i in inner}
+                self.defs.update({f"{node.name}.{i.name}": i for i in inner})
+            elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                self.defs.update({t.id: node.value for t in targets if isinstance(t, ast.Name)})
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("spillway"):
+                self.imports.update({a.asname or a.name: (str(node.module), a.name) for a in node.names})
+
+
+_SOURCES: dict[str, SourceModule] = {}
+
+
+def source(name: str) -> SourceModule:
+    if name not in _SOURCES:
+        _SOURCES[name] = SourceModule(name)
+    return _SOURCES[name]
+
+
+def _edges(module: str, qualname: str, node: Any) -> Iterator[tuple[str, str]]:
+    """What a definition may call or hand on: names it uses (local or imported from spillway), methods of
+    its own class (self.x), and methods of any class of its module named as an attribute (reader.read)."""
+    mod, cls = source(module), qualname.split(".")[0] if "." in qualname else None
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name):
+            if inner.id in mod.defs:
+                yield module, inner.id
+            elif inner.id in mod.imports:
+                yield mod.imports[inner.id]
+        elif isinstance(inner, ast.Attribute):
+            if isinstance(inner.value, ast.Name) and inner.value.id == "self" and cls:
+                yield module, f"{cls}.{inner.attr}"
+            yield from (
+                (module, f"{c}.{inner.attr}") for c, names in mod.methods.items() if inner.attr in names
+            )
+
+
+def reachable(*entries: tuple[str, str]) -> list[Any]:
+    """The AST nodes of every definition reachable from the entries (a class: its __init__)."""
+    seen: set[tuple[str, str]] = set()
+    todo, nodes = list(entries), []
+    while todo:
+        module, qualname = key = todo.pop()
+        node = source(module).defs.get(qualname)
+        if key in seen or node is None:
+            continue
+        seen.add(key)
+        if isinstance(node, ast.ClassDef):
+            todo.append((module, f"{qualname}.__init__"))
+            continue
+        nodes.append(node)
+        todo.extend(_edges(module, qualname, node))
+    return nodes
+
+
+def attributes(nodes: list[Any]) -> Iterator[Any]:
+    return (inner for node in nodes for inner in ast.walk(node) if isinstance(inner, ast.Attribute))
+
+
+def _operations() -> dict[str, str]:
+    """boto3 method name -> IAM action, for the services the Cloud adapter calls (an operation named
+    alike in two of them would be ambiguous: none is)."""
+    session = botocore.session.get_session()
+    found: dict[str, set[str]] = {}
+    for service in ("autoscaling", "ec2", "eks"):
+        for operation in session.get_service_model(service).operation_names:
+            found.setdefault(xform_name(operation), set()).add(f"{service}:{operation}")
+    return {name: next(iter(actions)) for name, actions in found.items() if len(actions) == 1}
+
+
+OPERATIONS = _operations()
+CLOUD_METHODS = {name for name, value in vars(Cloud).items() if callable(value) and not name.startswith("_")}
+
+
+def adapter_actions(method: str) -> set[str]:
+    """The IAM actions of the boto3 operations AwsAdapter.<method> can call (``client.x(...)``, a bound
+    ``client.x`` handed to a helper, or ``get_paginator("x")``)."""
+    nodes = reachable(("spillway.adapters.aws", f"AwsAdapter.{method}"))
+    called = {a.attr for a in attributes(nodes) if a.attr in OPERATIONS}
+    paged = {
+        inner.args[0].value
+        for node in nodes
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.Call)
+        and isinstance(inner.func, ast.Attribute)
+        and inner.func.attr == "get_paginator"
+        and isinstance(inner.args[0], ast.Constant)
+    }
+    return {OPERATIONS[name] for name in called | paged}
+
+
+# Where each function's handler enters the act layer (functions/<name>/app.py calls these: checked below).
+ENTRIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "DrainFunction": (("spillway.act.drain", "run_action"),),
+    "ScaleFunction": (("spillway.act.scale", "ScaleSteps.run"), ("spillway.act.gang", "GangSteps.run")),
+    "InterruptFunction": (("spillway.act.interrupt", "Interrupter.handle"),),
+    "ObserveFunction": (("spillway.observe", "run_observe"),),
+    "PlanFunction": (("spillway.act.planning", "run_plan"), ("spillway.act.planning", "snapshot_ref")),
+}
+ENTRY_CALLS = {
+    "DrainFunction": ["run_action("],
+    "ScaleFunction": [".scale_steps(add_count).run(", ".gang_steps(add_count).run("],
+    "InterruptFunction": ["interrupter.handle("],
+    "ObserveFunction": ["run_observe("],
+    "PlanFunction": ["run_plan(", "snapshot_ref("],
+}
+# What AWS authorises for an operation besides its own action. CreateFleet with a launch template
+# launches through RunInstances and tags at launch through CreateTags (EC2 User Guide, "EC2 Fleet
+# prerequisites" / "Grant permission to tag resources during creation"). An instant fleet needs no
+# AWSServiceRoleForEC2Fleet ("An instant EC2 Fleet does not require this role", same page), but a Spot
+# one needs AWSServiceRoleForEC2Spot, which EC2 creates with the caller's credentials the first time an
+# account launches Spot (else AuthFailure.ServiceLinkedRoleCreationNotPermitted, returned in CreateFleet's
+# Errors: karpenter-provider-aws#504, terraform-aws-eks#2670): iam:CreateServiceLinkedRole.
+IMPLIED = {"ec2:CreateFleet": {"ec2:RunInstances", "ec2:CreateTags", "iam:CreateServiceLinkedRole"}}
+CLOUD_PREFIXES = ("autoscaling:", "ec2:", "eks:", "iam:CreateServiceLinkedRole")
+
+
+def cloud_calls(function: str) -> set[str]:
+    """The Cloud port methods a function's code can reach."""
+    return {a.attr for a in attributes(reachable(*ENTRIES[function])) if a.attr in CLOUD_METHODS}
+
+
+def needed_actions(function: str) -> set[str]:
+    direct = {action for method in cloud_calls(function) for action in adapter_actions(method)}
+    return direct | {extra for action in direct for extra in IMPLIED.get(action, ())}
+
+
+def role_statements(function: str) -> list[dict[str, Any]]:
+    """Every statement of a function's role: its Policies (inline and managed) and the managed policies
+    that name the role (the Fn::ForEach ones, whose condition keys carry the cluster's name)."""
+    role = f"{function}Role"
+    attached = [
+        s
+        for resource in EXPANDED.values()
+        if resource.get("Type") == "AWS::IAM::ManagedPolicy"
+        and role in references(resource["Properties"].get("Roles") or [])
+        for s in statements(resource)
+    ]
+    return function_statements(function) + attached
+
+
+def granted_cloud_actions(function: str) -> set[str]:
+    """What the role may do on Auto Scaling, EC2 and EKS (eks:DescribeCluster apart: the Kubernetes
+    client's, ClusterAccessPolicy) and iam:CreateServiceLinkedRole."""
+    granted = {a for s in role_statements(function) if s.get("Effect") == "Allow" for a in actions(s)}
+    return {a for a in granted if a.startswith(CLOUD_PREFIXES)} - {"eks:DescribeCluster"}
+
+
+def test_the_derivation_finds_the_calls_it_must() -> None:
+    """The walk is no tautology: it finds what the code plainly calls."""
+    assert adapter_actions("set_desired_capacity") == {
+        "autoscaling:DescribeAutoScalingGroups",
+        "autoscaling:SetDesiredCapacity",
+    }
+    assert adapter_actions("describe_activities") == {"autoscaling:DescribeScalingActivities"}  # paged
+    assert adapter_actions("node_groups") >= {"ec2:DescribeLaunchTemplateVersions", "eks:DescribeNodegroup"}
+    assert cloud_calls("DrainFunction") >= {"terminate_instance", "complete_lifecycle_action", "placement"}
+    assert "create_fleet_instant" in cloud_calls("ScaleFunction")
+    assert cloud_calls("PlanFunction") == set()
+
+
+@pytest.mark.parametrize("function", sorted(ENTRIES))
+def test_the_entries_are_where_the_handlers_enter_the_act_layer(function: str) -> None:
+    handler = (ROOT / FUNCTIONS[function]["CodeUri"] / "app.py").read_text()
+    assert all(call in handler for call in ENTRY_CALLS[function]), function
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_a_functions_role_grants_the_aws_calls_its_code_can_make_and_no_other(function: str) -> None:
+    """Missing: the call fails in AWS alone (UnauthorizedOperation, AccessDenied). Extra: a Describe
+    the function never makes is read access to every group and instance of the account; a write it never
+    makes is a blast radius it does not need."""
+    needed, granted = needed_actions(function), granted_cloud_actions(function)
+    assert {"missing": needed - granted, "extra": granted - needed} == {"missing": set(), "extra": set()}
+
+
+def test_the_only_service_linked_role_a_role_may_create_is_ec2_spots() -> None:
+    """iam:CreateServiceLinkedRole on one role, AWSServiceRoleForEC2Spot, for spot.amazonaws.com alone
+    (IAM User Guide, "Service-linked role permissions": the role's ARN under aws-service-role/<service>/,
+    and the iam:AWSServiceName condition key)."""
+    creating = [s for s in all_statements() if "iam:CreateServiceLinkedRole" in actions(s)]
+    assert [(s["Effect"], actions(s), sub_text(s["Resource"]), s["Condition"]) for s in creating] == [
+        (
+            "Allow",
+            {"iam:CreateServiceLinkedRole"},
+            "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot",
+            {"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}},
+        )
+    ]
+    assert {f for f in FUNCTIONS if "iam:CreateServiceLinkedRole" in granted_cloud_actions(f)} == {
+        "ScaleFunction"
+    }
+
+
+# What a state machine's definition calls, as IAM actions: each Lambda task is lambda:InvokeFunction; an
+# aws-sdk:<service>:<action> task is the service's action of that name (sfn's IAM prefix is "states");
+# startExecution.sync:2 is StartExecution on the child machine, DescribeExecution and StopExecution on
+# its executions, and PutTargets, PutRule and DescribeRule on the EventBridge managed rule Step Functions
+# waits through (Step Functions Developer Guide, "IAM policies for Step Functions nested executions").
+SDK_TASK = re.compile(r"arn:aws:states:::aws-sdk:([a-z0-9]+):([A-Za-z0-9]+)")
+IAM_PREFIX = {"sfn": "states", "cloudwatch": "cloudwatch"}
+NESTED_SYNC = {
+    "states:StartExecution",
+    "states:DescribeExecution",
+    "states:StopExecution",
+    "events:PutTargets",
+    "events:PutRule",
+    "events:DescribeRule",
+}
+SAM_TEMPLATES = {"StepFunctionsExecutionPolicy": {"states:StartExecution"}}
+
+
+def machine_needs(logical: str) -> set[str]:
+    text = (ROOT / STATE_MACHINES[logical]["DefinitionUri"]).read_text()
+    needed = {f"{IAM_PREFIX[svc]}:{action[0].upper()}{action[1:]}" for svc, action in SDK_TASK.findall(text)}
+    if re.search(r'"Resource": "\$\{[A-Za-z]+FunctionArn\}"', text):
+        needed.add("lambda:InvokeFunction")
+    if "arn:aws:states:::states:startExecution.sync" in text:
+        needed |= NESTED_SYNC
+    return needed
+
+
+def machine_grants(logical: str) -> set[str]:
+    """Its role's actions, CloudWatch Logs delivery apart (StateMachineLogsPolicy: Step Functions'
+    logging, not a call of the definition)."""
+    granted: set[str] = set()
+    for policy in EXPANDED[logical]["Properties"].get("Policies") or []:
+        if isinstance(policy, dict) and "Statement" in policy:
+            granted |= {a for s in policy["Statement"] for a in actions(s)}
+        elif isinstance(policy, dict) and "Ref" in policy:  # a managed policy of the template
+            if policy["Ref"] != "StateMachineLogsPolicy":
+                granted |= {a for s in statements(EXPANDED[policy["Ref"]]) for a in actions(s)}
+        elif isinstance(policy, dict):
+            granted |= {a for name in policy for a in SAM_TEMPLATES.get(name, {f"unknown template {name}"})}
+    return granted
+
+
+@pytest.mark.parametrize("logical", sorted(STATE_MACHINES))
+def test_a_state_machines_role_grants_what_its_definition_calls_and_no_other(logical: str) -> None:
+    needed, granted = machine_needs(logical), machine_grants(logical)
+    assert {"missing": needed - granted, "extra": granted - needed} == {"missing": set(), "extra": set()}
+
+
+VOLUME_KEYS = "GangVolumeKmsKeyArns"
+
+
+def test_a_gang_fleet_may_use_the_keys_of_its_encrypted_volumes_only_through_ec2() -> None:
+    """A launch template whose volumes (or whose AMI's snapshots) are encrypted with a customer managed
+    key: CreateFleet launches with the caller's permissions, and EBS needs kms:CreateGrant, Decrypt,
+    DescribeKey, GenerateDataKeyWithoutPlaintext and ReEncrypt on the key for that caller (EBS User
+    Guide, "Requirements for Amazon EBS encryption", permissions for users); without them the fleet's
+    instances never run. An Auto Scaling group launches with its own service-linked role, so only the
+    gang's fleets need this. Only the keys given, only as EC2 uses them (kms:ViaService), grants only
+    for AWS resources (kms:GrantIsForAWSResource, that page's advice); none when none is given."""
+    parameter = TEMPLATE["Parameters"][VOLUME_KEYS]
+    assert (parameter["Type"], parameter["Default"]) == ("CommaDelimitedList", "")
+    pattern = re.compile(parameter["AllowedPattern"])
+    assert pattern.fullmatch("") and pattern.fullmatch(
+        "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    )
+    assert not pattern.fullmatch("alias/aws/ebs") and not pattern.fullmatch("arn:aws:kms:us-west-2:1:alias/x")
+    conditional = [s["Fn::If"] for s in statements(EXPANDED["GangLaunchPolicy"]) if "Fn::If" in s]
+    keyed = [(c, s) for c, s, otherwise in conditional if VOLUME_KEYS in json.dumps(s)]
+    assert {c for c, _ in keyed} == {"HasGangVolumeKeys"}
+    assert all(
+        otherwise == {"Ref": "AWS::NoValue"} for c, _, otherwise in conditional if c == "HasGangVolumeKeys"
+    )
+    condition = TEMPLATE["Conditions"]["HasGangVolumeKeys"]
+    assert condition == {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": VOLUME_KEYS}]}, ""]}]}
+    by_action = {frozenset(actions(s)): s for _, s in keyed}
+    use_actions = {"kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext"}
+    use = by_action[frozenset(use_actions | {"kms:ReEncryptFrom", "kms:ReEncryptTo"})]
+    assert use["Resource"] == {"Ref": VOLUME_KEYS}
+    assert use["Condition"] == {"StringLike": {"kms:ViaService": "ec2.*.amazonaws.com"}}
+    grant = by_action[frozenset({"kms:CreateGrant"})]
+    assert grant["Resource"] == {"Ref": VOLUME_KEYS}
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert len(keyed) == 2 and all(s["Effect"] == "Allow" for _, s in keyed)
