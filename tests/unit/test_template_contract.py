@@ -248,13 +248,34 @@ def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_d
     assert crud_tables("PlanFunction") == {"IdempotencyTable"}
     assert crud_tables("ScaleFunction") == set()
     assert table_actions("PlanFunction") == {
+        "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
         "PlansTable": {"dynamodb:PutItem"},
         "StateTable": {"dynamodb:Query", "dynamodb:PutItem"},
     }
     assert table_actions("ScaleFunction") == {
+        "SnapshotsTable": {"dynamodb:GetItem", "dynamodb:Query"},
         "PlansTable": {"dynamodb:PutItem"},
         "StateTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
     }
+
+
+def test_the_snapshots_table_is_read_only_as_its_store_reads_it() -> None:
+    """Not SAM's DynamoDBReadPolicy, which grants Scan, BatchGetItem, DescribeTable and
+    ConditionCheckItem on the table and every index besides GetItem and Query: the snapshot store
+    (spillway.adapters.store) gets a snapshot's manifest by key and queries the latest one and its
+    chunks, nothing else. A function that reads snapshots (plan, scale's re-plan, interrupt) is granted
+    those two on the table alone."""
+    templated = sorted(
+        name
+        for name, function in FUNCTIONS.items()
+        for policy in function.get("Policies") or []
+        if isinstance(policy, dict) and "DynamoDBReadPolicy" in policy
+    )
+    assert templated == []
+    readers = sorted(name for name in FUNCTIONS if "SnapshotsTable" in table_actions(name))
+    assert readers == ["InterruptFunction", "ObserveFunction", "PlanFunction", "ScaleFunction"]
+    for name in ("InterruptFunction", "PlanFunction", "ScaleFunction"):
+        assert table_actions(name)["SnapshotsTable"] == {"dynamodb:GetItem", "dynamodb:Query"}, name
 
 
 def test_no_statement_grants_logs_put_resource_policy_or_a_wildcard_action() -> None:
