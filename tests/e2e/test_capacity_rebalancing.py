@@ -221,3 +221,91 @@ def test_a_rebalance_recommendation_drains_the_node_and_leaves_the_replacement_a
     assert cloud.desired("spot") == 2 and cloud.sim.set_desired_calls == []
     assert not [e for _, e in cloud.all_executions() if e["name"].startswith(("up-", "gang-"))]
     assert terminate_calls(cloud) == []
+
+
+def test_a_spot_warning_drains_inside_the_deadline_without_terminating_and_backs_off_the_pool(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
+    at_risk, instance, spare = spot_group(cloud, "spot", capacity_rebalance=True)
+    web(cloud, at_risk)
+    cloud.kube.add(crawler("crawl-0", at_risk))
+    cloud.kube.add(objects.daemonset_pod("aws-node-x1", at_risk))  # goes with its node, never evicted
+    cloud.snapshot()
+    cloud.kube.clear_requests()
+
+    warned = time.monotonic()
+    with ReplicaSetController(cloud.kube, "web", 3, spare) as controller:
+        notify(cloud, WARNING, instance)
+        result = drain_of(cloud, WARNING, instance, timeout=90)
+    elapsed = time.monotonic() - warned
+
+    assert result["status"] == "SUCCEEDED", result
+    request, out = result["input"], result["output"]
+    assert request["terminate"] is False and request["force"] is True
+    assert 0 < request["deadline_seconds"] <= 90  # counted from the warning's time: EC2 reclaims at 120 s
+    assert out["outcome"] == "drained" and elapsed < request["deadline_seconds"]
+    # everything that could move was evicted (the budget honoured) before the instance goes; the
+    # DaemonSet pod stays with its node, and no pod was deleted past the Eviction API
+    assert sorted(out["evicted"]) == ["team-a/crawl-0", "team-a/web-0", "team-a/web-1", "team-a/web-2"]
+    assert evictions(cloud).count(201) == 4 and 429 in evictions(cloud) and controller.created >= 2
+    assert not [r for r in cloud.kube.requests if r.method == "DELETE" and "/pods/" in r.path]
+    left = [p["metadata"]["name"] for p in cloud.kube.list("Pod") if p["spec"].get("nodeName") == at_risk]
+    assert left == ["aws-node-x1"]
+    node = cloud.kube.get("Node", at_risk)
+    assert node is not None and node["spec"]["unschedulable"] is True
+    assert f"held drain interrupt-{instance}" in node["metadata"]["annotations"][CORDONED_BY_SPILLWAY]
+    # the group (and EC2, at the end of the two minutes) terminates the instance, not Spillway
+    assert terminate_calls(cloud) == []
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("spot")["Instances"]}
+    assert states[instance] == "InService" and cloud.desired("spot") == 2
+    assert cloud.sim.set_desired_calls == []
+    # the Spot pool of m5.large in us-east-1a is backed off, and the group that launches only from it
+    pool, group = cloud.state_item(POOL), cloud.state_item("backoff#spot")
+    assert pool is not None and "spot interruption of m5.large in us-east-1a" in pool["reason"]["S"]
+    assert group is not None and group["backoff_until"] == pool["backoff_until"]
+
+
+@pytest.mark.parametrize("detail_type", [REBALANCE, WARNING])
+def test_only_a_group_with_capacity_rebalancing_is_left_to_replace_and_terminate_the_instance(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch, detail_type: str
+) -> None:
+    """The same notice for a node of a group with Capacity Rebalancing and for one of a group without:
+    the first is drained and left to its group; the second, which Auto Scaling replaces only once EC2
+    has interrupted it, is drained and terminated with the decrement (README, *Spot and scheduled
+    interruptions*)."""
+    monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
+    rebalancing, rebalancing_id, rebalancing_spare = spot_group(
+        cloud, "spot-rebalancing", capacity_rebalance=True
+    )
+    plain, plain_id, plain_spare = spot_group(cloud, "spot-plain", capacity_rebalance=False)
+    web(cloud, rebalancing, "web")
+    web(cloud, plain, "api")
+    cloud.snapshot()
+
+    with (
+        ReplicaSetController(cloud.kube, "web", 3, rebalancing_spare),
+        ReplicaSetController(cloud.kube, "api", 3, plain_spare),
+    ):
+        notify(cloud, detail_type, rebalancing_id, plain_id)
+        kept, given_back = (
+            drain_of(cloud, detail_type, rebalancing_id),
+            drain_of(cloud, detail_type, plain_id),
+        )
+
+    assert kept["status"] == given_back["status"] == "SUCCEEDED", (kept, given_back)
+    assert kept["input"]["terminate"] is False and given_back["input"]["terminate"] is True
+    assert sorted(kept["output"]["evicted"]) == ["team-a/web-0", "team-a/web-1", "team-a/web-2"]
+    assert sorted(given_back["output"]["evicted"]) == ["team-a/api-0", "team-a/api-1", "team-a/api-2"]
+    # with Capacity Rebalancing: drained, the instance left in service for the group to replace
+    assert kept["output"]["outcome"] == "drained"
+    assert rebalancing_id in {i["InstanceId"] for i in cloud.asg("spot-rebalancing")["Instances"]}
+    assert cloud.desired("spot-rebalancing") == 2 and cloud.kube.get("Node", rebalancing) is not None
+    # without: terminated with the decrement, the Node deleted
+    assert given_back["output"]["outcome"] == "terminated"
+    assert plain_id not in {i["InstanceId"] for i in cloud.asg("spot-plain")["Instances"]}
+    assert cloud.desired("spot-plain") == 1 and cloud.kube.get("Node", plain) is None
+    assert terminate_calls(cloud) == [plain_id]
+    # only a Spot warning backs off the pool, whichever the group
+    backed_off = cloud.state_item(POOL) is not None
+    assert backed_off is (detail_type == WARNING)
