@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
+from unittest import mock
 
 import boto3
 import pytest
 from conftest import HOME, Cloud
+from moto.autoscaling.models import AutoScalingBackend
 from test_drain import ReplicaSetController
 from test_spot_interruption import ACCOUNT, receive, sqs_event
 
@@ -108,9 +113,12 @@ def evictions(cloud: Cloud) -> list[int]:
     return [r.status for r in cloud.kube.requests if r.path.endswith("/eviction")]
 
 
-def aws_launches_replacement(group: str, region: str = HOME) -> str:
+def aws_launches_replacement(cloud: Cloud, group: str, region: str = HOME) -> str:
     """Play EC2 Auto Scaling's part, which moto does not: Capacity Rebalancing launches a replacement
-    for the at-risk instance into ``group``, above its desired capacity, which it leaves as it is. The
+    for the at-risk instance into ``group``, above its desired capacity, which it leaves as it is, and
+    records the launch as a scaling activity (DescribeScalingActivities: "Launching a new EC2 instance:
+    <id>", its Cause saying why). The published docs quote no Cause for this launch; the one here names
+    the recommendation it answers, as the Causes of the group's other replacements name theirs. The
     instance is ``Pending`` (booting, not yet a Node) until :func:`aws_replacement_in_service`."""
     from moto.autoscaling.models import autoscaling_backends
 
@@ -121,7 +129,15 @@ def aws_launches_replacement(group: str, region: str = HOME) -> str:
     [state] = [s for s in asg.instance_states if s.instance.id not in before]
     state.lifecycle_state = "Pending"
     assert asg.desired_capacity == desired
-    return str(state.instance.id)
+    iid, now = str(state.instance.id), datetime.now(UTC)
+    cloud.sim.record(region, group, {
+        "ActivityId": str(uuid.uuid4()), "AutoScalingGroupName": group, "AutoScalingGroupARN": asg.arn,
+        "Description": f"Launching a new EC2 instance: {iid}",
+        "Cause": f"At {now:%Y-%m-%dT%H:%M:%SZ} an instance was launched in response to an EC2 instance "
+                 "rebalance recommendation (Capacity Rebalancing).",
+        "StartTime": now, "EndTime": now, "StatusCode": "Successful", "Progress": 100, "Details": "{}",
+    })  # fmt: skip
+    return iid
 
 
 def aws_replacement_in_service(group: str, instance: str, region: str = HOME) -> None:
@@ -154,6 +170,10 @@ def wait_for_node(cloud: Cloud, instance: str, timeout: float = 10) -> str:
 def test_a_rebalance_recommendation_drains_the_node_and_leaves_the_replacement_and_the_terminate_to_the_group(
     cloud: Cloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Drained (cordon, evictions through the Eviction API under a PodDisruptionBudget) with ``terminate:
+    false``: the group launches the replacement and terminates the instance itself. Nothing is backed
+    off. The replacement (launched by the test for Auto Scaling) is the evicted pods' room: no second
+    launch beside it while it boots, and free room for them once its Node is Ready."""
     monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
     at_risk, instance, spare = spot_group(cloud, "spot", capacity_rebalance=True)
     web(cloud, at_risk)
@@ -199,14 +219,13 @@ def test_a_rebalance_recommendation_drains_the_node_and_leaves_the_replacement_a
     cloud.kube.add(crawler("crawl-new-1"))
     # AWS's part (moto launches nothing on a rebalance recommendation): the group launches the
     # replacement, above its desired capacity.
-    replacement = aws_launches_replacement("spot")
+    replacement = aws_launches_replacement(cloud, "spot")
     plan = plan_now(cloud)
     # The replacement is the pod's room: counted as launching for the node that gave its room up, not
     # launched a second time beside it.
     assert plan["scale_up"] == [], plan["scale_up"]
-    assert {p["pod"]: p["code"] for p in plan["pending"]} == {"team-a/crawl-new-1": codes.FITS_LAUNCHING}, (
-        plan["pending"][0]["reason"]
-    )
+    [pending] = plan["pending"]
+    assert pending["pod"] == "team-a/crawl-new-1" and pending["code"] == codes.FITS_LAUNCHING, pending
     assert plan["uncordon"] == []  # the held node is not given back to the scheduler
     assert at_risk not in {d["node"] for d in plan["drain"]}
 
@@ -214,8 +233,10 @@ def test_a_rebalance_recommendation_drains_the_node_and_leaves_the_replacement_a
     new_node = wait_for_node(cloud, replacement)
     plan = plan_now(cloud)
     assert plan["scale_up"] == [] and plan["uncordon"] == []
-    # the scheduler may put the pod on the replacement now: free room of a Ready node
-    assert {p["pod"]: p["code"] for p in plan["pending"]} == {"team-a/crawl-new-1": codes.FITS_FREE_ROOM}
+    # the scheduler may put the pod on the replacement now: free room of that Ready node
+    [pending] = plan["pending"]
+    assert pending["pod"] == "team-a/crawl-new-1" and pending["code"] == codes.FITS_FREE_ROOM
+    assert f"Ready node {new_node}" in pending["reason"], pending
     ready = cloud.kube.get("Node", new_node)
     assert ready is not None and not ready["spec"].get("unschedulable") and not ready["spec"].get("taints")
     assert cloud.desired("spot") == 2 and cloud.sim.set_desired_calls == []
@@ -226,6 +247,9 @@ def test_a_rebalance_recommendation_drains_the_node_and_leaves_the_replacement_a
 def test_a_spot_warning_drains_inside_the_deadline_without_terminating_and_backs_off_the_pool(
     cloud: Cloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The forced drain (``terminate: false`` in such a group too) ends inside the deadline the warning's
+    time leaves, every pod that can move evicted through the Eviction API before EC2 reclaims the
+    instance; Spillway terminates nothing; the Spot pool is backed off."""
     monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
     at_risk, instance, spare = spot_group(cloud, "spot", capacity_rebalance=True)
     web(cloud, at_risk)
@@ -309,3 +333,61 @@ def test_only_a_group_with_capacity_rebalancing_is_left_to_replace_and_terminate
     # only a Spot warning backs off the pool, whichever the group
     backed_off = cloud.state_item(POOL) is not None
     assert backed_off is (detail_type == WARNING)
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
+        time.sleep(0.05)
+
+
+def test_a_scale_up_that_fails_while_the_group_replaces_an_at_risk_node_leaves_the_replacement_alone(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Spot pool short of capacity: Spillway's raise launches nothing (EC2's InsufficientInstanceCapacity
+    in a Failed activity), and EC2 sends a rebalance recommendation for a node of the same group. The
+    group launches its replacement (AWS's part, played here with the launch activity AWS records: moto
+    launches none) while the scale-up waits for its own launch. That instance is the at-risk node's (its
+    group terminates the node once it is healthy), not the scale-up's: a back-off that took it for its
+    own undelivered launch terminated it with the decrement, and the group lost the replacement and a
+    node of its capacity. The scale-up tells the group's replacements apart by their launch activities'
+    Causes (:func:`spillway.model.nodegroup.replacement_launches`); without that, this test fails so."""
+    monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
+    at_risk, instance, spare = spot_group(cloud, "spot", capacity_rebalance=True)
+    for i, node in enumerate((at_risk, spare)):  # a CPU busy on each: the crawler fits neither
+        cloud.kube.add(objects.pod(f"busy-{i}", "team-a", node_name=node, labels={"app": "busy"},
+                                   owner=("ReplicaSet", "busy-1a2b"), cpu="1", memory="1Gi"))  # fmt: skip
+    cloud.kube.add(crawler("crawl-0"))
+    cloud.sim.capacity_outage("spot", HOME)
+    original: Callable[..., Any] = AutoScalingBackend.set_desired_capacity
+    replacements: list[str] = []
+
+    def cordoned() -> bool:
+        node = cloud.kube.get("Node", at_risk)
+        return node is not None and bool(node["spec"].get("unschedulable"))
+
+    def raise_then_recommendation(self: Any, group_name: str, desired_capacity: int | None) -> Any:
+        answer = original(self, group_name, desired_capacity)
+        if not replacements:  # EC2 and Auto Scaling, meanwhile: the recommendation, the replacement
+            replacements.append(aws_launches_replacement(cloud, "spot"))
+            notify(cloud, REBALANCE, instance)
+            wait_until(cordoned, "the recommendation's cordon")
+        return answer
+
+    with mock.patch.object(AutoScalingBackend, "set_desired_capacity", raise_then_recommendation):
+        plan = plan_now(cloud)
+        assert [(s["group"], s["from"], s["to"]) for s in plan["scale_up"]] == [("spot", 2, 3)]
+        [up] = cloud.wait_all(timeout=60)  # the scale-up (listed before the recommendation's drain started)
+
+    [replacement] = replacements
+    drain = drain_of(cloud, REBALANCE, instance)
+    assert drain["status"] == "SUCCEEDED" and drain["output"]["outcome"] == "drained"
+    assert up["status"] == "SUCCEEDED", up
+    [line] = up["output"]["rounds"][0]["groups"]
+    assert line["outcome"] == "backed_off" and "do not have sufficient m5.large capacity" in line["reason"]
+    assert line.get("terminated", []) == []  # nothing of the scale-up's own launched: nothing to give back
+    # the group's replacement and the at-risk instance are still there, for the group to swap
+    states = {i["InstanceId"]: i["LifecycleState"] for i in cloud.asg("spot")["Instances"]}
+    assert states.get(replacement) == "Pending" and states.get(instance) == "InService", states
+    assert cloud.state_item("backoff#spot") is not None  # the failed launch backed the group off
