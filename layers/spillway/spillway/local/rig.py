@@ -55,6 +55,7 @@ def create_group(
     mixed: bool = True,
     zone: str = "a",
     spot: bool = False,
+    capacity_rebalance: bool = False,
 ) -> dict[str, Any]:
     """An Auto Scaling group in moto with a launch template ``lt-<name>``, tagged for ``cluster`` the
     cluster-autoscaler way (``enabled`` and ``<cluster>: owned``; ``gpu`` adds the nvidia.com/gpu taint
@@ -62,7 +63,9 @@ def create_group(
     group still has a template node; otherwise the group has the plain LaunchTemplate. It launches in the
     region's availability zone ``zone`` (a letter). ``spot`` makes it launch only Spot, as AWS is told
     to: an InstancesDistribution with no on-demand (mixed), else the launch template's
-    ``InstanceMarketOptions`` (moto launches plain instances either way). Returns the group as
+    ``InstanceMarketOptions`` (moto launches plain instances either way). ``capacity_rebalance`` turns
+    on Capacity Rebalancing (``CapacityRebalance``, which moto stores and describes but never acts on: it
+    launches no replacement on a rebalance recommendation). Returns the group as
     DescribeAutoScalingGroups prints it."""
     import boto3
 
@@ -111,6 +114,7 @@ def create_group(
             }
             for k, v in all_tags.items()
         ],
+        **({"CapacityRebalance": True} if capacity_rebalance else {}),
         **placement,
     )
     return describe_group(name, region)
@@ -240,12 +244,14 @@ class Rig:
     def group(
         self, name: str, *, region: str | None = None, instance_type: str = "g5.xlarge", desired: int = 0,
         max_size: int = 8, gpu: bool = True, zone: str = "a", spot: bool = False,
+        capacity_rebalance: bool = False,
     ) -> dict[str, Any]:  # fmt: skip
         """A group of this rig's cluster (GPU-tainted unless ``gpu=False``), in availability zone
-        ``zone`` (a letter) of its region; launching only Spot with ``spot``."""
+        ``zone`` (a letter) of its region; launching only Spot with ``spot``; with Capacity Rebalancing
+        (``CapacityRebalance``) with ``capacity_rebalance``."""
         return create_group(
             name, region=region or self.home, instance_type=instance_type, desired=desired, max_size=max_size,
-            cluster=self.cluster, gpu=gpu, zone=zone, spot=spot,
+            cluster=self.cluster, gpu=gpu, zone=zone, spot=spot, capacity_rebalance=capacity_rebalance,
         )  # fmt: skip
 
     def asg(self, name: str, region: str | None = None) -> dict[str, Any]:
