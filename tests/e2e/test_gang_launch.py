@@ -135,6 +135,27 @@ def test_a_partial_fleet_is_terminated_whole_and_the_group_backed_off(cloud: Clo
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
+def test_a_fleet_refused_for_its_settings_fails_named_so_and_is_given_back_whole(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    """EC2 refused every override for a KMS key it cannot use: no capacity shortage, and none that waiting
+    heals. The execution (and the gang-launch-failures alarm's Cause) says LaunchMisconfigured with EC2's
+    code and words; the give-back and the back-off are those of any failed gang."""
+    gang_group(cloud, "gang", "fleet")
+    cloud.sim.fleet_shortfall(HOME, launched=0, code="Client.InvalidKMSKey.InvalidState",
+                              message="The KMS key provided is in an incorrect state")  # fmt: skip
+
+    execution = launch(cloud, "gang", 3, "fleet")
+
+    assert execution["status"] == "FAILED", execution
+    assert execution["error"] == "LaunchMisconfigured"
+    assert "Client.InvalidKMSKey.InvalidState: The KMS key provided" in execution["cause"]
+    assert "will not heal by waiting" in execution["cause"]
+    backoff = cloud.state_item("backoff#gang")
+    assert backoff is not None and "InvalidKMSKey" in backoff["reason"]["S"]
+    assert_no_half_gang(cloud, "gang", set(), busy)
+
+
 def test_a_failed_gang_launch_started_again_by_hand_launches_a_new_attempt(
     cloud: Cloud, busy: set[str]
 ) -> None:

@@ -17,7 +17,14 @@ from fakes import FakeCloud, FakeCluster, FakeLedger
 
 from spillway.act import gang
 from spillway.adapters.aws import map_aws_error
-from spillway.errors import AsgLimitExceeded, AwsThrottled, AwsUnavailable, CapacityUnavailable, InputError
+from spillway.errors import (
+    AsgLimitExceeded,
+    AwsThrottled,
+    AwsUnavailable,
+    CapacityUnavailable,
+    InputError,
+    QuotaExceeded,
+)
 from spillway.local import objects as o
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.gang import VerifyResult, result_problem
@@ -233,7 +240,7 @@ def test_a_fleet_gang_is_refused_on_a_group_whose_launch_process_is_suspended() 
 
 @pytest.mark.parametrize(
     ("message", "error"),
-    [(None, "CapacityUnavailable"), (o.MISSING_AMI, "AwsError")],
+    [(None, "CapacityUnavailable"), (o.MISSING_AMI, "LaunchMisconfigured")],
     ids=["capacity", "ami"],
 )
 def test_a_rollback_gang_fails_at_the_first_failed_launch_whatever_its_reason(
@@ -582,7 +589,9 @@ def test_ec2_capacity_and_throttling_codes_become_named_errors() -> None:
         return ClientError({"Error": {"Code": code, "Message": "m"}}, "CreateFleet")
 
     assert type(map_aws_error(client_error("InsufficientInstanceCapacity"), "x")) is CapacityUnavailable
-    assert type(map_aws_error(client_error("VcpuLimitExceeded"), "x")) is CapacityUnavailable
+    assert (
+        type(map_aws_error(client_error("VcpuLimitExceeded"), "x")) is QuotaExceeded
+    )  # a quota, not capacity
     assert type(map_aws_error(client_error("RequestLimitExceeded"), "x")) is AwsThrottled
 
 

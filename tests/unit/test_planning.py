@@ -714,6 +714,21 @@ def test_a_launch_that_failed_for_capacity_backs_off_the_pool_of_the_capacity_ty
     assert failed_launch_backoffs(o.SUBNET_FULL) == ["gpu"]
 
 
+def test_a_spot_shortfall_worded_unfulfillable_backs_off_its_pool_as_insufficient_capacity_does() -> None:
+    """A mixed group's Spot launch fails "UnfulfillableCapacity" (EC2 API error codes: not enough spare
+    Spot capacity) as often as InsufficientInstanceCapacity: the same classification as a gang's fleet
+    (spillway.model.launcherror) reads both as capacity, so the pool is backed off for both; a full quota
+    or a settings code is the group's alone."""
+    unfulfillable = (
+        "Could not launch Spot Instances. UnfulfillableCapacity - Unable to fulfill capacity due to your "
+        "request configuration. Please adjust your request and try again. Launching EC2 instance failed."
+    )
+    assert failed_launch_backoffs(unfulfillable) == ["gpu", "pool#spot/us-east-1a/g5.xlarge"]
+    assert failed_launch_backoffs("Could not launch Spot Instances. MaxSpotInstanceCountExceeded - Max spot "
+                                  "instance count exceeded. Launching EC2 instance failed.") == ["gpu"]  # fmt: skip
+    assert failed_launch_backoffs(f"InvalidParameterValue - bad block device. {SPOT_ICE}") == ["gpu"]
+
+
 def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> None:
     cloud = gpu_cloud(1)
     base = {"cluster": "ml", "plan_id": "p", "snapshot_key": "k", "poll_seconds": 1,

@@ -161,9 +161,23 @@ class LifecycleActionPending(AwsError):
 
 
 class CapacityUnavailable(AwsError):
-    """EC2 has not the capacity asked for (InsufficientInstanceCapacity, a vCPU or instance limit...):
-    this group cannot grow right now. A gang launch raises it (after giving back every instance of the
-    attempt) when EC2 launched fewer instances than the gang needs."""
+    """EC2 has not the capacity asked for (InsufficientInstanceCapacity, UnfulfillableCapacity...): this
+    group cannot grow right now. A gang launch fails with it (after giving back every instance of the
+    attempt) when EC2 launched fewer instances than the gang needs for capacity
+    (:mod:`spillway.model.launcherror`)."""
+
+
+class QuotaExceeded(AwsError):
+    """An account quota refused the launch (VcpuLimitExceeded, InstanceLimitExceeded,
+    MaxSpotInstanceCountExceeded): no pool of the region launches more until instances end or the quota
+    is raised. Backed off as capacity is, but named so an operator raises the quota."""
+
+
+class LaunchMisconfigured(AwsError):
+    """EC2 refused the launch for its settings or the caller's permissions (UnauthorizedOperation,
+    AuthFailure.*, InvalidLaunchTemplateId.*, InvalidAMIID.*, InvalidParameterValue, a KMS key's state, a
+    subnet without free addresses...): it will not heal by waiting. The message carries EC2's code and
+    words; fix the group, its launch template or Spillway's role."""
 
 
 class GangIncomplete(SpillwayError):

@@ -44,11 +44,13 @@ from spillway.errors import (
     KubeConflict,
     KubeError,
     KubeUnavailable,
+    LaunchMisconfigured,
     LifecycleActionNotFound,
     ListExpired,
     NodeNotFound,
     ObjectNotFound,
     PodNotFound,
+    QuotaExceeded,
     SnapshotError,
     SnapshotNotFound,
     SpillwayError,
@@ -264,7 +266,7 @@ ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
 }
 # Errors only one method of a port may raise, besides the port's own (``port.method``).
 METHOD_ERRORS: dict[str, tuple[type[SpillwayError], ...]] = {
-    "Cloud.create_fleet_instant": (CapacityUnavailable,),
+    "Cloud.create_fleet_instant": (CapacityUnavailable, QuotaExceeded, LaunchMisconfigured),
     "Cloud.complete_lifecycle_action": (LifecycleActionNotFound,),
     "Cloud.record_heartbeat": (LifecycleActionNotFound,),
     "Cluster.patch_custom_status": (ObjectNotFound,),

@@ -38,6 +38,7 @@ instances too once EC2 shows them); in rollback mode the capacity the attempt ra
 launched is given back relative to the live desired capacity
 (:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
 scale-up's ``backoff`` does. The execution then fails with a named error: ``CapacityUnavailable``,
+``QuotaExceeded`` or ``LaunchMisconfigured`` (what EC2 said: :mod:`spillway.model.launcherror`),
 ``GangIncomplete`` or the step's own. No half gang is left running, but for InService members of a group
 whose Terminate process was suspended meanwhile (``gang_prepare`` refuses a group where it already is):
 Auto Scaling would not terminate them, so they are left in the group (``held``) and the cause names
@@ -84,6 +85,8 @@ from spillway.errors import (
     AsgLimitExceeded,
     CapacityUnavailable,
     InputError,
+    LaunchMisconfigured,
+    QuotaExceeded,
     SpillwayError,
     StateConflict,
     StateCorrupt,
@@ -99,6 +102,7 @@ from spillway.model.aws import (
 from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
+from spillway.model.launcherror import ERROR_NAMES, fleet_error_name, launch_error_kind
 from spillway.model.nodegroup import (
     LIVE_STATES,
     TAG_ATOMIC_LAUNCH,
@@ -107,7 +111,6 @@ from spillway.model.nodegroup import (
     capacity_type_of_launches,
     fleet_refusal,
     give_back_refusal,
-    is_capacity_failure,
     is_managed,
     launch_failed,
     launch_failure_since,
@@ -129,11 +132,20 @@ EC2_ALIVE = frozenset({"pending", "running"})
 # instance whose OS shuts down stops by default (EC2 User Guide, "Change instance initiated shutdown
 # behavior"), keeping its volumes and address, and TerminateInstances ends a stopped one too.
 EC2_TERMINABLE = EC2_ALIVE | {"stopping", "stopped"}
+# CreateFleet refused whole (for capacity, a quota, or its settings: spillway.model.launcherror):
+# nothing runs under the attempt's ClientToken
+FLEET_REFUSED = (CapacityUnavailable, QuotaExceeded, LaunchMisconfigured)
 # The Launch step's errors that say nothing ran under the attempt's ClientToken: none of them is retried,
-# so it is its one attempt's, refused before CreateFleet (InputError) or by EC2 (CapacityUnavailable, and
+# so it is its one attempt's, refused before CreateFleet (InputError) or by EC2 (FLEET_REFUSED, and
 # any other AwsError, which is none of the retried AwsThrottled and AwsUnavailable). After any other
 # (a timeout, a Lambda error, the retries run out) CreateFleet may have launched.
-NOT_LAUNCHED = frozenset({"InputError", "CapacityUnavailable", "AwsError"})
+NOT_LAUNCHED = frozenset({"InputError", "AwsError", *(e.__name__ for e in FLEET_REFUSED)})
+# What a fleet's shortfall adds to its reason, by the error it is named (fleet_error_name)
+_SHORTFALL_HINT = {
+    "QuotaExceeded": " (an account quota is full: raise it in Service Quotas, or wait for instances to end)",
+    "LaunchMisconfigured": " (EC2 refused the launch for its settings or Spillway's permissions: it will not "
+    "heal by waiting; fix the group's launch template, subnets or the role)",
+}
 
 # what a step may raise is what the ports it calls may raise (spillway.ports.ERRORS)
 _KUBE = ERRORS["Cluster"]
@@ -142,7 +154,7 @@ _AWS = ERRORS["Cloud"]
 # retries or catches every one where it runs the step.
 RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "gang_prepare": frozenset({InputError, *_AWS}),
-    "gang_launch": frozenset({InputError, *_AWS, CapacityUnavailable}),
+    "gang_launch": frozenset({InputError, *_AWS, *FLEET_REFUSED}),
     "gang_raise": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
     "gang_attach": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
     "gang_verify": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
@@ -403,24 +415,24 @@ class GangSteps:
     # --- fleet mode ----------------------------------------------------------------------------
 
     def launch(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """CreateFleet instant for the whole gang; fewer instances than the gang is a partial launch."""
+        """CreateFleet instant for the whole gang; fewer instances than the gang is a partial launch,
+        named for EC2's errors (:func:`~spillway.model.launcherror.fleet_error_name`): for capacity
+        ``CapacityUnavailable``, a full quota ``QuotaExceeded``, the launch's settings or permissions
+        ``LaunchMisconfigured``. Whichever, the give-back is the same: all or nothing."""
         req, prep = self._request(event), _prep(event)
         request = _fleet_of(prep)
         result = self.aws.create_fleet_instant(req.region, request)
         ids = result.instance_ids
         if len(ids) >= request.count:
             return {"status": "launched", "instances": ids, "fleet_id": result.FleetId}
+        error = fleet_error_name(e.ErrorCode for e in result.Errors)
         errors = sorted({f"{e.ErrorCode}: {e.ErrorMessage}".strip(": ") for e in result.Errors})
         reason = (
             f"{req.region}/{req.group}: EC2 launched {len(ids)} of the gang's {request.count} instance(s) "
-            f"({request.instance_type or 'template type'}): {'; '.join(errors) or 'no error given'}"
+            f"({request.instance_type or 'template type'}){_SHORTFALL_HINT.get(error, '')}: "
+            f"{'; '.join(errors) or 'no error given'}"
         )
-        return {
-            "status": "partial",
-            "instances": ids,
-            "reason": reason[:1000],
-            "error": "CapacityUnavailable",
-        }
+        return {"status": "partial", "instances": ids, "reason": reason[:1000], "error": error}
 
     def attach(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Once every instance of the fleet runs, attach those not in the group yet (20 a call)."""
@@ -485,15 +497,16 @@ class GangSteps:
         """The whole gang InService with Ready Nodes (``ready``), still coming (``waiting``), or not:
         a member lost after it launched (``lost``: :meth:`_lost`), past the deadline (``timeout``) or, in
         rollback mode, a launch failed (``failed``: for capacity,
-        ``CapacityUnavailable``; for any other reason, a missing AMI, a subnet out of addresses,
-        ``AwsError``)."""
+        ``CapacityUnavailable``; a full quota, ``QuotaExceeded``; for any other reason, a missing AMI, a
+        subnet out of addresses, ``LaunchMisconfigured``: :mod:`spillway.model.launcherror`)."""
         req, prep = self._request(event), _prep(event)
         where, count, now = f"{req.region}/{req.group}", int(prep["count"]), self.clock()
         activities = self.aws.describe_activities(req.region, req.group, now)
         if prep["mode"] == "rollback":
             failure = launch_failure_since(activities, _parse(prep["since"]))
-            if failure:  # any Failed launch: capacity is not coming, whatever the reason
-                error = "CapacityUnavailable" if is_capacity_failure(failure) else "AwsError"
+            if failure:  # any Failed launch: capacity is not coming, whatever the reason; named as a
+                # fleet's errors are (spillway.model.launcherror)
+                error = ERROR_NAMES[launch_error_kind(failure)]
                 return {"status": "failed", "error": error,
                         "reason": launch_failed(where, failure)[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
@@ -628,7 +641,7 @@ class GangSteps:
             return set()
         try:
             return set(self.aws.create_fleet_instant(req.region, _fleet_of(prep)).instance_ids)
-        except CapacityUnavailable:  # EC2 refused the call whole: nothing runs under the token
+        except FLEET_REFUSED:  # EC2 refused the call whole: nothing runs under the token
             return set()
 
     def _terminate(self, asg: AutoScalingGroup, members: set[str], in_group: set[str]) -> Terminated:

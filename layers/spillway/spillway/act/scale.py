@@ -86,6 +86,7 @@ from spillway.errors import (
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.history import MAX_SCALE_UP_GROUPS
+from spillway.model.launcherror import launch_error_kind
 from spillway.model.nodegroup import (
     LIVE_STATES,
     CapacityType,
@@ -142,9 +143,11 @@ def failed_pool(message: str, asg: AutoScalingGroup) -> tuple[CapacityType, str,
     or None when the message does not say so or leaves the pool unknown. Spot when it speaks of Spot
     ("Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity ..."),
     else on-demand. EC2 names the type and zone of an on-demand shortage; otherwise the pool is known
-    only for a group of one instance type in one zone. Quotas (VcpuLimitExceeded, ...) are the
-    account's, not a pool's: None."""
-    if "InsufficientInstanceCapacity" not in message and "do not have sufficient" not in message:
+    only for a group of one instance type in one zone. Capacity is what a gang's fleet calls it too
+    (:func:`~spillway.model.launcherror.launch_error_kind`: InsufficientInstanceCapacity,
+    UnfulfillableCapacity, ...); quotas (VcpuLimitExceeded, ...) are the account's, not a pool's, and
+    a settings error the group's: None."""
+    if launch_error_kind(message) != "capacity":
         return None
     kind: CapacityType = "spot" if _SPOT.search(message) else "on-demand"
     named = _NO_CAPACITY_IN_ZONE.search(message)

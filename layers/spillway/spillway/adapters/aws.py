@@ -44,7 +44,9 @@ from spillway.errors import (
     AwsUnavailable,
     CapacityUnavailable,
     InstanceNotFound,
+    LaunchMisconfigured,
     LifecycleActionNotFound,
+    QuotaExceeded,
 )
 from spillway.model.aws import (
     NODEGROUP_UNREAD_EFFECT,
@@ -68,6 +70,7 @@ from spillway.model.aws import (
 )
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.fleet import SWEPT_STATES, TAG_ATTEMPT, TAG_CLUSTER, FleetInstance
+from spillway.model.launcherror import code_kind
 from spillway.model.nodegroup import (
     TAG_CLUSTER_PREFIX,
     TAG_ENABLED,
@@ -102,19 +105,6 @@ THROTTLING_CODES = frozenset(
         "ProvisionedThroughputExceededException",
         "SlowDown",
         "PriorRequestNotComplete",
-    }
-)
-# EC2 error codes that mean "no capacity for this launch now" (RunInstances/CreateFleet), not a fault.
-CAPACITY_CODES = frozenset(
-    {
-        "InsufficientInstanceCapacity",
-        "InsufficientCapacity",
-        "InsufficientHostCapacity",
-        "InsufficientReservedInstanceCapacity",
-        "UnfulfillableCapacity",
-        "VcpuLimitExceeded",
-        "InstanceLimitExceeded",
-        "MaxSpotInstanceCountExceeded",
     }
 )
 ATTACH_BATCH = 20  # AttachInstances takes at most 20 instance ids per call
@@ -243,8 +233,11 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
             return AwsThrottled(text)
         if code in UNAVAILABLE_CODES or status >= 500:
             return AwsUnavailable(text)
-        if code in CAPACITY_CODES:
+        kind = code_kind(code)  # the one classification of launch errors (spillway.model.launcherror)
+        if kind == "capacity":
             return CapacityUnavailable(text)
+        if kind == "quota":
+            return QuotaExceeded(text)
         return AwsError(text)
     # An answer that broke off (HTTPClientError: ReadTimeoutError, ConnectionClosedError,
     # ResponseStreamingError...) may follow a call AWS applied: the caller must read it as lost and retry
@@ -831,10 +824,24 @@ class AwsAdapter:
 
     def create_fleet_instant(self, region: str, request: FleetRequest) -> CreateFleetResult:
         """EC2 CreateFleet of type ``instant``: the instances launched and EC2's errors for the rest. A
-        call refused for capacity is :class:`CapacityUnavailable`; for its rate, ``AwsThrottled``."""
+        call refused whole for capacity is :class:`CapacityUnavailable`, for a quota :class:`QuotaExceeded`,
+        for its settings or Spillway's permissions (an ``UnauthorizedOperation``, an ``Invalid...`` code:
+        :func:`~spillway.model.launcherror.is_settings_code`) :class:`LaunchMisconfigured`; for its rate,
+        ``AwsThrottled``."""
         client = self._clients.ec2(region)
         what = f"CreateFleet({region}, {request.count} x {request.instance_type or 'template type'})"
-        return _call(what, lambda: CreateFleetResult.model_validate(client.create_fleet(**request.to_api())))
+        try:
+            return _call(
+                what, lambda: CreateFleetResult.model_validate(client.create_fleet(**request.to_api()))
+            )
+        except AwsError as exc:
+            cause = exc.__cause__
+            code = (
+                str(cause.response.get("Error", {}).get("Code", "")) if isinstance(cause, ClientError) else ""
+            )
+            if type(exc) is AwsError and code_kind(code) == "settings":
+                raise LaunchMisconfigured(str(exc)) from cause
+            raise
 
     def attach_instances(self, region: str, group: str, instance_ids: Sequence[str]) -> int:
         """AttachInstances in batches of 20 (the API's limit); each raises the desired capacity by its

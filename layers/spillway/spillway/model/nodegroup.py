@@ -25,6 +25,7 @@ from spillway.model.aws import (
     WarmPool,
 )
 from spillway.model.cluster import TaintT, format_time, parse_time
+from spillway.model.launcherror import LaunchErrorKind, launch_error_kind
 from spillway.model.options import Options, parse_options
 from spillway.model.quantity import to_milli
 from spillway.model.reserve import ReserveLike, as_reserve
@@ -146,6 +147,11 @@ class LaunchFailure:
         """For capacity (:func:`is_capacity_failure`): EC2 had none of a pool, or a quota is full. Only
         which back-off key it sets depends on it (a pool's, or the whole group's)."""
         return is_capacity_failure(self.message)
+
+    @property
+    def kind(self) -> LaunchErrorKind:
+        """Capacity, a quota, or the group's settings (:func:`~spillway.model.launcherror.launch_error_kind`)."""
+        return launch_error_kind(self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -972,24 +978,13 @@ def merged_taints(tagged: Sequence[TaintT], managed: Sequence[TaintT]) -> list[T
     return [t for t in tagged if (t[0], t[2]) not in replaced] + list(managed)
 
 
-FAILED_LAUNCH_MARKERS = (
-    "InsufficientInstanceCapacity",
-    "VcpuLimitExceeded",
-    "InstanceLimitExceeded",
-    "MaxSpotInstanceCountExceeded",
-    "Unsupported",
-)
-
-
 def is_capacity_failure(message: str) -> bool:
-    """A launch that failed for capacity (EC2 had none of the type in the zone, or a quota is full), as
-    opposed to one that failed for the group's own settings (an AMI that does not exist, a subnet
-    without free addresses, an invalid launch template...). Either means no capacity is coming
+    """A launch that failed for capacity or a full quota (:func:`~spillway.model.launcherror.launch_error_kind`:
+    EC2 had none of the type in the zone, or an account limit is full), as opposed to one that failed
+    for the group's own settings (an AMI that does not exist, a subnet without free addresses, an
+    invalid launch template, a permission...). Either means no capacity is coming
     (:func:`launch_failures`); this only decides what backs off: the pool, or the whole group."""
-    if any(marker in message for marker in FAILED_LAUNCH_MARKERS):
-        return True
-    lowered = message.lower()
-    return "do not have sufficient" in lowered and "capacity" in lowered
+    return launch_error_kind(message) != "settings"
 
 
 def is_failed_launch(activity: ScalingActivity) -> bool:
@@ -1008,8 +1003,11 @@ def launch_failed(where: str, message: str) -> str:
     one (act/scale.failed_pool), so other groups of that pool skip it too. Any other failure (the group's
     AMI, subnets, launch template): the whole group only, since no pool of it can launch until its
     settings are fixed, and another group's launches are not the worse for it."""
-    if is_capacity_failure(message):
+    kind = launch_error_kind(message)
+    if kind == "capacity":
         return f"{where}: launch failed for capacity: {message}"
+    if kind == "quota":
+        return f"{where}: launch failed for an account quota (raise it in Service Quotas): {message}"
     return (
         f"{where}: launch failed, not for capacity (the group's own settings: no pool of it can launch "
         f"until they are fixed): {message}"

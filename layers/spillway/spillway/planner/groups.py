@@ -158,6 +158,8 @@ def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:
     last = recent[-1]
     message = last.message if len(last.message) <= 160 else last.message[:157] + "..."
     ago = minutes(ctx.now - aware(last.at))
+    if last.kind == "quota":
+        return f"{group.name} launch failed {ago} ago for an account quota: {message}"
     if last.capacity:
         return f"{group.name} launch failed {ago} ago for capacity: {message}"
     return (

@@ -1,0 +1,200 @@
+"""A gang's CreateFleet shortfall is named for what EC2 said: capacity, a quota, or the launch's settings.
+
+Before, every shortfall was ``CapacityUnavailable``, so a permission, template, AMI or KMS error that
+will never heal read as a capacity shortage. The same classification names a rollback gang's failed
+launch activity and decides, for scale-up, whether a failed launch was for capacity.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from fakes import FakeLedger
+from test_gang_steps import NOW, REQUEST, world
+
+from spillway.adapters.aws import AwsAdapter, map_aws_error
+from spillway.errors import AwsError, CapacityUnavailable
+from spillway.local import objects as o
+from spillway.model.aws import FleetRequest
+from spillway.model.nodegroup import is_capacity_failure, launch_failed
+
+FLEET_CODES = [
+    ("InsufficientInstanceCapacity", "CapacityUnavailable"),
+    ("InsufficientCapacity", "CapacityUnavailable"),
+    ("UnfulfillableCapacity", "CapacityUnavailable"),
+    ("SpotMaxPriceTooLow", "CapacityUnavailable"),
+    ("VcpuLimitExceeded", "QuotaExceeded"),
+    ("InstanceLimitExceeded", "QuotaExceeded"),
+    ("MaxSpotInstanceCountExceeded", "QuotaExceeded"),
+    ("UnauthorizedOperation", "LaunchMisconfigured"),
+    ("AuthFailure.ServiceLinkedRoleCreationNotPermitted", "LaunchMisconfigured"),
+    ("InvalidLaunchTemplateId.NotFound", "LaunchMisconfigured"),
+    ("InvalidLaunchTemplateId.VersionNotFound", "LaunchMisconfigured"),
+    ("InvalidParameterValue", "LaunchMisconfigured"),
+    ("InvalidAMIID.NotFound", "LaunchMisconfigured"),
+    ("Client.InvalidKMSKey.InvalidState", "LaunchMisconfigured"),
+    ("InsufficientFreeAddressesInSubnet", "LaunchMisconfigured"),
+]
+
+
+def _backoff(ledger: FakeLedger) -> str:
+    [(group, until, reason)] = ledger.backoffs
+    assert group == "gpu" and until > NOW
+    return reason
+
+
+@pytest.mark.parametrize(("code", "error"), FLEET_CODES)
+@pytest.mark.parametrize("launched", [0, 2])
+def test_a_fleet_shortfall_is_named_for_ec2s_error_and_given_back_whole(
+    code: str, error: str, launched: int
+) -> None:
+    cloud, ledger, steps = world()
+    cloud.fleet_capacity = launched
+    cloud.fleet_error = (code, f"EC2 says {code}")
+    prep = steps.prepare(REQUEST)
+
+    launch = steps.launch({**REQUEST, "prep": prep})
+
+    assert launch["status"] == "partial" and launch["error"] == error
+    assert f"{code}: EC2 says {code}" in launch["reason"]
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch}})
+    assert out["error"] == error and sorted(out["terminated"]) == launch["instances"]
+    assert cloud.running() == []  # all or nothing, whatever the reason
+    assert code in _backoff(ledger)
+
+
+def test_a_settings_error_beside_a_capacity_error_names_the_settings() -> None:
+    """One override short of capacity, another refused for its AMI: waiting heals only the first, so
+    the execution says the launch is misconfigured, and its cause carries both of EC2's errors."""
+    from spillway.model.launcherror import fleet_error_name
+
+    result: dict[str, Any] = {
+        "Errors": [
+            {"ErrorCode": "InsufficientInstanceCapacity", "ErrorMessage": "no capacity"},
+            {"ErrorCode": "InvalidAMIID.NotFound", "ErrorMessage": "The image id does not exist"},
+        ]
+    }
+    assert fleet_error_name([e["ErrorCode"] for e in result["Errors"]]) == "LaunchMisconfigured"
+    assert fleet_error_name(["InsufficientInstanceCapacity", "VcpuLimitExceeded"]) == "QuotaExceeded"
+    assert fleet_error_name([]) == "CapacityUnavailable"  # fewer instances, no reason given
+
+    cloud, _, steps = world()
+    cloud.fleet_capacity = 0
+    cloud.fleet_error = ("InvalidAMIID.NotFound", "The image id '[ami-1]' does not exist")
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    assert launch["error"] == "LaunchMisconfigured" and "will not heal" in launch["reason"]
+
+
+class _RefusingEc2:
+    def __init__(self, code: str, status: int = 400) -> None:
+        self.code, self.status = code, status
+
+    def create_fleet(self, **kw: Any) -> dict[str, Any]:
+        raise ClientError(
+            {
+                "Error": {"Code": self.code, "Message": "refused"},
+                "ResponseMetadata": {"HTTPStatusCode": self.status},
+            },
+            "CreateFleet",
+        )
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("InsufficientInstanceCapacity", "CapacityUnavailable"),
+        ("UnfulfillableCapacity", "CapacityUnavailable"),
+        ("VcpuLimitExceeded", "QuotaExceeded"),
+        ("UnauthorizedOperation", "LaunchMisconfigured"),
+        ("InvalidParameterValue", "LaunchMisconfigured"),
+        ("InvalidLaunchTemplateId.Malformed", "LaunchMisconfigured"),
+        ("RequestLimitExceeded", "AwsThrottled"),
+        ("IdempotentParameterMismatch", "AwsError"),
+    ],
+)
+def test_the_adapter_names_a_createfleet_refused_whole(code: str, error: str) -> None:
+    ec2 = _RefusingEc2(code)
+    clients = SimpleNamespace(regions=("us-east-1",), ec2=lambda region: ec2)
+    adapter = AwsAdapter(clients, "prod")  # type: ignore[arg-type]
+    request = FleetRequest(
+        launch_template={"LaunchTemplateId": "lt-1", "Version": "1"}, count=2, client_token="t"
+    )
+    with pytest.raises(AwsError) as raised:
+        adapter.create_fleet_instant("us-east-1", request)
+    assert type(raised.value).__name__ == error and code in str(raised.value)
+
+
+def test_a_quota_refused_by_any_other_call_is_a_quota_and_a_settings_code_stays_an_aws_error() -> None:
+    def client_error(code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": "m"}}, "RunInstances")
+
+    assert type(map_aws_error(client_error("VcpuLimitExceeded"), "x")).__name__ == "QuotaExceeded"
+    assert type(map_aws_error(client_error("UnfulfillableCapacity"), "x")) is CapacityUnavailable
+    # AccessDenied on SetDesiredCapacity is the role's, not a launch's: the generic error, as before
+    assert type(map_aws_error(client_error("UnauthorizedOperation"), "x")) is AwsError
+
+
+@pytest.mark.parametrize("error", ["LaunchMisconfigured", "QuotaExceeded"])
+def test_give_back_does_not_ask_ec2_again_after_a_launch_refused_whole(error: str) -> None:
+    """Refused whole, nothing ran under the attempt's ClientToken: no repeat of the call."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    state = {**REQUEST, "prep": prep, "error": {"Error": error, "Cause": "UnauthorizedOperation: no"}}
+
+    out = steps.give_back({"state": state})
+
+    assert out["error"] == error and cloud.fleets == []
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        (None, "CapacityUnavailable"),
+        ("Could not launch On-Demand Instances. VcpuLimitExceeded - You have requested more vCPU capacity "
+         "than your current vCPU limit of 32 allows. Launching EC2 instance failed.", "QuotaExceeded"),
+        (o.MISSING_AMI, "LaunchMisconfigured"),
+    ],
+    ids=["capacity", "quota", "ami"],
+)  # fmt: skip
+def test_a_rollback_gangs_failed_launch_is_named_by_the_same_classification(
+    message: str | None, error: str
+) -> None:
+    cloud, _, steps = world(mode="rollback")
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    asg = cloud.groups[("us-east-1", "gpu")]
+    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(asg, NOW, message=message)]
+
+    assert steps.verify({**request, "prep": prep})["error"] == error
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ("Could not launch Spot Instances. UnfulfillableCapacity - Unable to fulfill capacity due to your "
+         "request configuration. Please adjust your request and try again.", "capacity"),
+        ("Could not launch On-Demand Instances. InsufficientCapacity - There is not enough capacity.", "capacity"),
+        ("Your requested instance type (p5.48xlarge) is not supported in your requested Availability Zone. "
+         "Unsupported", "capacity"),
+        ("You have requested more vCPU capacity than your current vCPU limit of 64 allows for the instance "
+         "bucket that the specified instance type belongs to.", "quota"),
+        ("UnsupportedOperation - The instance configuration for this AWS Marketplace product is not "
+         "supported.", "settings"),
+        ("Client.InvalidKMSKey.InvalidState: The KMS key provided is in an incorrect state", "settings"),
+        (o.SUBNET_FULL, "settings"),
+    ],
+)  # fmt: skip
+def test_scale_up_and_gangs_classify_launch_failures_alike(message: str, kind: str) -> None:
+    """Scale-up reads DescribeScalingActivities' StatusMessage with the same rule as a gang reads
+    CreateFleet's ErrorCode: capacity and quotas back off as before, anything else is the group's."""
+    from spillway.model.launcherror import launch_error_kind
+
+    assert launch_error_kind(message) == kind
+    assert is_capacity_failure(message) is (kind != "settings")
+    assert ("failed for capacity" in launch_failed("r/g", message)) is (kind == "capacity")
+    assert ("quota" in launch_failed("r/g", message)) is (kind == "quota")
