@@ -666,3 +666,64 @@ def test_a_rollback_gangs_member_lost_after_it_was_claimed_gives_the_gang_back_a
     assert out["error"] == "GangIncomplete"
     assert sorted(out["terminated"]) == sorted([*members[1:], replacement])
     assert w.desired == 1 == out["desired"]
+
+
+def test_a_lost_gang_member_is_no_room_for_a_scale_ups_launch_in_the_give_back() -> None:
+    """The group takes one of the gang's members out of service and has not launched its replacement
+    yet, while the scale-up's instance launched, not claimed by it yet. The gang lost a member, not a
+    claim to another launch: its give-back terminates its own and leaves the scale-up's running."""
+    w = World()
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})
+    uprep = w.up.prepare({**UP, "group": {**UP["group"], "to": 2}})
+    w.up.set_desired({**UP, "prep": uprep})
+    members = w.asg_launches(3, ready=False)
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "waiting"  # all three claimed
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] == members[0]:  # its replacement comes once it is gone
+            instance.update(LifecycleState="Terminating", HealthStatus="Unhealthy")
+    (ups,) = w.asg_launches(1)  # the scale-up's, Ready
+
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "lost"
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+
+    assert sorted(out["terminated"]) == sorted(members[1:]) and ups in w.instances
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "ready"
+
+
+def test_a_back_off_retried_after_it_terminated_its_own_claims_no_other_launch() -> None:
+    """The back-off terminated its two (each with the decrement), then a later call was throttled and
+    the step retried. Its two gone are no room to claim: the gang's instance that launched meanwhile,
+    not yet claimed by the gang, is left running."""
+    w = World()
+    uprep, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    w.up.set_desired({**UP, "prep": uprep})  # 1 -> 3
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
+    mine = w.asg_launches(2, ready=False)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+    real = w.cloud.describe_group
+    calls: list[str] = []
+
+    def throttled_after_terminating(region: str, name: str) -> Any:
+        calls.append(name)
+        if len(calls) == 2:  # the read after its terminates
+            raise AwsThrottled("Rate exceeded")
+        return real(region, name)
+
+    w.cloud.describe_group = throttled_after_terminating  # type: ignore[method-assign]
+    with pytest.raises(AwsThrottled):
+        w.up.backoff({**UP, "prep": uprep, "launch": launch})
+    w.cloud.describe_group = real  # type: ignore[method-assign]
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] in mine:
+            instance["LifecycleState"] = "Terminating"
+    (gangs,) = w.asg_launches(1, ready=False)
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})  # Step Functions' retry
+
+    assert out["terminated"] == [] and gangs in w.instances
+    assert w.desired == 4  # 1 + the gang's 3

@@ -265,17 +265,22 @@ def own_instances(
     ``replacing`` (a check, before anything of the owner's was terminated by it) an owner that lost
     some of the instances it claimed claims as many replacements, first: the capacity it added lives on
     there. (Which instance a replacement replaces, AWS does not say: one for another's lost instance may
-    be taken while this owner's own is still coming; never more than it lost.)"""
+    be taken while this owner's own is still coming; never more than it lost.) Launches it claims at
+    most ``limit``, ever: one it lost leaves no room for another's launch, which would be terminated
+    with its back-off or leave the other owner short."""
     live = sorted(set(candidates))
     prefix = f"{OWNER_PREFIX}{owner.region}#"
-    claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in
-               owner.ledger.claims(owner.cluster, prefix).items()}  # fmt: skip
+    claims = owner.ledger.claims(owner.cluster, prefix)
+    claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in claims.items()}
     mine = [i for i in live if claimed.get(i) == owner.owner]
     room = limit - len(mine)
     if room > 0 and replacing:
         mine += _claim_replacements(owner, live, [i for i in live if i in replacements and i not in claimed],
                                     room, now)  # fmt: skip
-        room = limit - len(mine)
+    # never more launches than it raised, those it lost included: one lost (being replaced, or taken off
+    # the desired capacity) or terminated by a first try of a back-off is no room for another's launch
+    launched = sum(1 for v in claims.values() if v.get("owner") == owner.owner and not v.get(REPLACES))
+    room = min(limit - len(mine), limit - launched)
     if room <= 0:
         return sorted(mine)
     unclaimed = [i for i in live if i not in replacements and i not in claimed]
