@@ -611,6 +611,10 @@ class GangSteps:
             tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
             alive = {i for i, s in tagged.items() if s in EC2_TERMINABLE}
             ours = [i for i in new if i in reported or i in replacements]  # never another owner's launch
+            # one not listed in the group (yet: attach may not show at once) is no loss that a replacement
+            # makes good, unless EC2 shows it ended (:meth:`_lost`)
+            listed = {i.InstanceId for i in asg.Instances}
+            ours += sorted(i for i in reported - listed if tagged.get(i, "pending") in EC2_ALIVE)
             replaced = set(own_instances(owner, ours, count, now, replacements, replacing)) - reported
             return reported | self._unreported(req, prep, state) | alive | replaced
         return set(own_instances(owner, new, count, now, replacements, replacing))
