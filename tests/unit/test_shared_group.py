@@ -727,3 +727,23 @@ def test_a_back_off_retried_after_it_terminated_its_own_claims_no_other_launch()
 
     assert out["terminated"] == [] and gangs in w.instances
     assert w.desired == 4  # 1 + the gang's 3
+
+
+def test_a_replacement_whose_launch_activity_aged_out_of_the_list_is_still_nobodys_launch() -> None:
+    """The group's replacement of OLD was seen by a check, then newer activities pushed its launch out of
+    the activities read (the newest 20 ended, of the last 30 minutes): it is still no launch of the
+    scale-up's, and the back-off leaves it running."""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    replacement = _replaced(w, OLD, ready=False)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    w.cloud.activities[("us-east-1", "gpu")] = []  # aged out
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})
+
+    assert out["terminated"] == [] and replacement in w.instances
+    assert w.desired == 1 == out["desired"]

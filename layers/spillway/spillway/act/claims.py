@@ -29,8 +29,9 @@ capacity and give back only its own, whatever the order of their steps:
   for the later, leave its own to nobody, and the later would end short and back its group off.
 * The group launches instances of its own too: a replacement for one it took out of service (a failed
   health check, a Spot interruption, an instance refresh, rebalancing), keeping the desired capacity
-  (:func:`~spillway.model.nodegroup.replacement_launches` reads them from the launch activities). None
-  is claimed as an owner's launch: it adds nothing for the pods an owner raised for, and an owner's
+  (:func:`~spillway.model.nodegroup.replacement_launches` reads them from the launch activities; once
+  seen, one is recorded, ``replacement#<region>#<instance>``, for the checks after its activity is no
+  longer among those read). None is claimed as an owner's launch: it adds nothing for the pods an owner raised for, and an owner's
   back-off would terminate (with a decrement) the replacement of somebody's node. An owner that lost one
   of its own claimed instances meanwhile claims a replacement in its place (``replaces``), counted once.
 * :func:`give_back_undelivered` lowers the desired capacity by the capacity an execution raised but
@@ -60,6 +61,9 @@ UNSETTLED_PREFIX = "unsettled#"
 SET_PREFIX = "set#"  # the raise was answered by Auto Scaling (or settled as landed): not only marked
 OWNER_PREFIX = "owner#"
 REPLACES = "replaces"  # an instance claim's flag: claimed in place of one of the owner's own it lost
+# an instance a step found the group launched as a replacement (``replacement#<region>#<instance>``): its
+# launch activity drops out of the activities read (the newest ended ones of a window) long before it ends
+REPLACEMENT_PREFIX = "replacement#"
 GIVEBACK_PREFIX = "giveback#"  # an owner's undelivered capacity was given back (or asked to be): once
 KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that made them
 # No Lambda invocation runs longer than 15 minutes, so an owner's raise happens within this of the time
@@ -272,6 +276,7 @@ def own_instances(
     prefix = f"{OWNER_PREFIX}{owner.region}#"
     claims = owner.ledger.claims(owner.cluster, prefix)
     claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in claims.items()}
+    replacements = _replacements(owner, live, replacements, now)
     mine = [i for i in live if claimed.get(i) == owner.owner]
     room = limit - len(mine)
     if room > 0 and replacing:
@@ -285,6 +290,16 @@ def own_instances(
         return sorted(mine)
     unclaimed = [i for i in live if i not in replacements and i not in claimed]
     return sorted(mine + _claim_launches(owner, unclaimed, claimed, room, now))
+
+
+def _replacements(owner: Owner, live: Collection[str], found: Collection[str], now: datetime) -> set[str]:
+    """The group's replacements: those ``found`` in its launch activities now, recorded for the later
+    checks once seen among the ``live`` candidates, and those any step recorded before."""
+    prefix = f"{REPLACEMENT_PREFIX}{owner.region}#"
+    known = {item.removeprefix(prefix) for item in owner.ledger.claims(owner.cluster, prefix)}
+    for iid in sorted(set(found).intersection(live) - known):
+        owner.ledger.claim(owner.cluster, prefix + iid, {"group": owner.where}, expires=now + KEEP)
+    return known | set(found)
 
 
 def _claim_launches(
