@@ -883,7 +883,7 @@ def test_a_fleet_member_not_listed_in_the_group_yet_is_no_loss_that_anothers_rep
     assert replacement not in out["terminated"] and replacement in {i["InstanceId"] for i in raw["Instances"]}
 
 
-def test_the_replacement_of_a_fleet_member_ec2_ended_and_the_group_dropped_is_given_back_with_the_gang() -> None:
+def test_a_fleet_members_replacement_is_given_back_when_ec2_ended_it_and_the_group_dropped_it() -> None:
     """A member EC2 terminated (a Spot interruption) is gone from the group, which launched its
     replacement: that is the gang's capacity, given back with it, the group back where it was."""
     cloud, _, steps = world()

@@ -284,12 +284,16 @@ def own_instances(
                                     room, now)  # fmt: skip
     # never more launches than it raised, those it lost included: one lost (being replaced, or taken off
     # the desired capacity) or terminated by a first try of a back-off is no room for another's launch
-    launched = sum(1 for v in claims.values() if v.get("owner") == owner.owner and not v.get(REPLACES))
-    room = min(limit - len(mine), limit - launched)
+    room = min(limit - len(mine), limit - _launched(owner, claims.values()))
     if room <= 0:
         return sorted(mine)
     unclaimed = [i for i in live if i not in replacements and i not in claimed]
     return sorted(mine + _claim_launches(owner, unclaimed, claimed, room, now))
+
+
+def _launched(owner: Owner, claims: Iterable[Mapping[str, object]]) -> int:
+    """How many instances ``owner`` ever claimed as its launches (not as replacements), of ``claims``."""
+    return sum(1 for v in claims if v.get("owner") == owner.owner and not v.get(REPLACES))
 
 
 def _replacements(owner: Owner, live: Collection[str], found: Collection[str], now: datetime) -> set[str]:
