@@ -747,3 +747,47 @@ def test_a_replacement_whose_launch_activity_aged_out_of_the_list_is_still_nobod
 
     assert out["terminated"] == [] and replacement in w.instances
     assert w.desired == 1 == out["desired"]
+
+
+def _lost_to_ec2(w: World, iid: str) -> str:
+    """EC2 ended ``iid`` (a Spot interruption, a hand in the EC2 console): the group takes it out of service
+    and launches another, whose activity's Cause reads as a raise's ("an instance was started in
+    response to a difference between desired and actual capacity"), so it is not told apart."""
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] == iid:
+            instance.update(LifecycleState="Terminating", HealthStatus="Unhealthy")
+    (new,) = w.asg_launches(1)
+    return new
+
+
+def test_a_scale_up_alone_on_its_group_counts_the_relaunch_of_an_instance_it_lost() -> None:
+    """Nobody else waits for the group's instances: the one launched after its own was lost, whatever its
+    activity says, carries the scale-up's capacity, so the scale-up is whole, not backed off."""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    mine = w.asg_launches(2, ready=False)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"  # both claimed
+    _lost_to_ec2(w, mine[0])
+    w.kube.nodes[f"node-{mine[1]}"] = o.node(f"node-{mine[1]}", instance=mine[1])  # Ready now
+
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "ready"
+
+
+def test_a_scale_up_that_lost_an_instance_takes_no_launch_a_gang_waits_for() -> None:
+    """The scale-up lost one of its two; the gang's first instance launched and the gang has not claimed it
+    yet. The gang waits for three: the scale-up leaves it to the gang."""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    mine = w.asg_launches(2)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "ready"
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] == mine[0]:
+            instance.update(LifecycleState="Terminating", HealthStatus="Unhealthy")
+    w.asg_launches(1)  # the gang's
+
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    assert w.gang.verify({**GANG, "prep": gprep}) == {"status": "waiting", "ready": 1, "in_service": 1}

@@ -258,6 +258,7 @@ def own_instances(
     now: datetime,
     replacements: Collection[str] = frozenset(),
     replacing: bool = False,
+    refill: bool = False,
 ) -> list[str]:
     """The live instances this owner holds among ``candidates`` (the group's live instances that are
     new to it), claiming unclaimed ones until it holds ``limit``. An unsettled owner (its raise may never
@@ -271,24 +272,44 @@ def own_instances(
     there. (Which instance a replacement replaces, AWS does not say: one for another's lost instance may
     be taken while this owner's own is still coming; never more than it lost.) Launches it claims at
     most ``limit``, ever: one it lost leaves no room for another's launch, which would be terminated
-    with its back-off or leave the other owner short."""
+    with its back-off or leave the other owner short. But with ``refill`` too (a scale-up's check: it
+    terminates nothing) it claims, for those it lost, launches no other owner of its window waits for
+    (:func:`_awaited`): the group's relaunch of one EC2 ended reads as a raise's launch in its activity
+    ("a difference between desired and actual capacity"), and it carries this owner's capacity."""
     live = sorted(set(candidates))
     prefix = f"{OWNER_PREFIX}{owner.region}#"
     claims = owner.ledger.claims(owner.cluster, prefix)
     claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in claims.items()}
     replacements = _replacements(owner, live, replacements, now)
     mine = [i for i in live if claimed.get(i) == owner.owner]
-    room = limit - len(mine)
-    if room > 0 and replacing:
-        mine += _claim_replacements(owner, live, [i for i in live if i in replacements and i not in claimed],
-                                    room, now)  # fmt: skip
+    if replacing:
+        spare = [i for i in live if i in replacements and i not in claimed]
+        mine += _claim_replacements(owner, live, spare, limit - len(mine), now)
     # never more launches than it raised, those it lost included: one lost (being replaced, or taken off
     # the desired capacity) or terminated by a first try of a back-off is no room for another's launch
     room = min(limit - len(mine), limit - _launched(owner, claims.values()))
-    if room <= 0:
-        return sorted(mine)
     unclaimed = [i for i in live if i not in replacements and i not in claimed]
-    return sorted(mine + _claim_launches(owner, unclaimed, claimed, room, now))
+    mine += _claim_launches(owner, unclaimed, claimed, room, now)
+    if refill:
+        mine += _refill(owner, [i for i in unclaimed if i not in mine], claimed, limit - len(mine), now)
+    return sorted(mine)
+
+
+def _refill(
+    owner: Owner, unclaimed: list[str], claimed: Mapping[str, str], short: int, now: datetime
+) -> list[str]:
+    """Claim up to ``short`` of the ``unclaimed`` launches for ``owner``, leaving as many as the other
+    owners of its window still wait for (:func:`_awaited`), those they could claim last."""
+    if short <= 0 or not unclaimed:
+        return []
+    spare = min(short, len(unclaimed) - _awaited(owner, claimed))
+    got: list[str] = []
+    for iid in _claim_order(owner, unclaimed, claimed) if spare > 0 else []:
+        if len(got) >= spare:
+            break
+        if _claim(owner, f"{OWNER_PREFIX}{owner.region}#{iid}", now):
+            got.append(iid)
+    return got
 
 
 def _launched(owner: Owner, claims: Iterable[Mapping[str, object]]) -> int:
@@ -311,6 +332,8 @@ def _claim_launches(
 ) -> list[str]:
     """Claim up to ``room`` of the ``unclaimed`` launches for ``owner``; an unsettled owner leaves as many
     as the other owners of its window still wait for (:func:`_awaited`)."""
+    if room <= 0:
+        return []
     if owner.unsettled():
         room = min(room, len(unclaimed) - _awaited(owner, claimed))
     got: list[str] = []
@@ -329,6 +352,8 @@ def _claim_replacements(
 ) -> list[str]:
     """Claim, among the unclaimed replacements ``spare``, as many as ``owner`` lost of its own launches
     (claimed, no longer among the ``live``) less the replacements it already runs, at most ``room``."""
+    if room <= 0:
+        return []
     held, live = owner.claimed(), set(live)
     lost = sum(1 for i, r in held.items() if not r and i not in live)
     lost -= sum(1 for i, r in held.items() if r and i in live)
