@@ -34,6 +34,9 @@ capacity and give back only its own, whatever the order of their steps:
   longer among those read). None is claimed as an owner's launch: it adds nothing for the pods an owner raised for, and an owner's
   back-off would terminate (with a decrement) the replacement of somebody's node. An owner that lost one
   of its own claimed instances meanwhile claims a replacement in its place (``replaces``), counted once.
+  Launches an owner claims at most its count, ever: one it lost is no room to take another owner's
+  launch (which its give-back would then terminate), but a scale-up's check takes, in its place, a
+  launch no other owner waits for (the group's relaunch of an instance EC2 ended reads as a raise's).
 * :func:`give_back_undelivered` lowers the desired capacity by the capacity an execution raised but
   never launched, relative to the live value, never below MinSize, and never below the instances the
   group runs (lowering further would make Auto Scaling terminate somebody's running instance).
