@@ -383,3 +383,38 @@ def test_a_fleet_gang_given_a_zone_launches_only_in_that_zones_subnets(cloud: Cl
     placed = {i["SubnetId"] for r in described for i in r["Instances"]}
     assert placed == {subnets[f"{HOME}b"]}
     assert_no_half_gang(cloud, "gang", whole, busy)
+
+
+def test_a_rollback_member_the_group_marks_unhealthy_gives_the_gang_back_before_its_deadline(
+    cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Verify's ``lost`` goes through Ready? to GiveBack and fails the execution GangIncomplete at the
+    check that finds a member Unhealthy, long before the deadline, with every member given back."""
+    original_node, original_verify = cloud_module._node, gang.GangSteps.verify
+    checks: list[str] = []
+
+    def never_ready(name: str, instance_id: str, zone: str, region: str, template: Any) -> Any:
+        node = original_node(name, instance_id, zone, region, template)
+        node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+        return node
+
+    def verify_then_one_unhealthy(self: gang.GangSteps, event: Any) -> dict[str, Any]:
+        checks.append("verify")
+        members = sorted(i for i, s in group_instances(cloud, "gang").items() if s == "InService")
+        if len(checks) == 2 and members:  # every member claimed by the first check
+            boto3.client("autoscaling", region_name=HOME).set_instance_health(
+                InstanceId=members[0], HealthStatus="Unhealthy"
+            )
+        return original_verify(self, event)
+
+    monkeypatch.setattr(cloud_module, "_node", never_ready)
+    monkeypatch.setattr(gang.GangSteps, "verify", verify_then_one_unhealthy)
+    gang_group(cloud, "gang", "rollback")
+
+    execution = launch(cloud, "gang", 3, "rollback", deadline=600)
+
+    assert execution["status"] == "FAILED" and execution["error"] == "GangIncomplete", execution
+    assert "lost after launching" in execution["cause"] and "Unhealthy" in execution["cause"]
+    assert len(checks) == 2  # at the check that found it, not at the deadline
+    assert cloud.desired("gang") == 0
+    assert_no_half_gang(cloud, "gang", set(), busy)

@@ -131,7 +131,8 @@ def asl_events(steps: GangSteps, given: dict[str, Any] | None = None) -> dict[st
     fleet["prep"] = steps.run(parameters("Prepare", fleet, given))
     fleet["launch"] = steps.run(parameters("Launch", fleet, given))
     assert fleet["launch"]["status"] == "launched", fleet["launch"]
-    rollback = {**fleet, "mode": "rollback"}
+    # another attempt (an execution has one mode): its own raise marker and claims, not the fleet's
+    rollback = {**fleet, "mode": "rollback", "plan_id": "20261102T120000000000Z-5e6f7a8b"}
     rollback["prep"] = steps.run(parameters("Prepare", rollback, {**given, "mode": "rollback"}))
     rollback["launch"] = steps.run(parameters("RaiseDesired", rollback, given))
     steps.run(parameters("RaiseDesired", rollback, given))  # a retry: the marker's answer, again

@@ -861,3 +861,59 @@ def test_a_fleet_member_not_shown_in_the_group_yet_is_not_made_good_by_another_i
     verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
 
     assert verify["status"] == "waiting" and verify["ready"] == 2
+
+
+def test_a_fleet_member_not_listed_in_the_group_yet_is_no_loss_that_anothers_replacement_makes_good() -> None:
+    """One member is not listed in the group yet after AttachInstances (eventually consistent) when
+    another turns Unhealthy: the gang is lost, and its give-back terminates its own members. The group's
+    replacement of somebody else's instance, launched meanwhile, is no capacity of the gang's: it runs
+    on, and the desired capacity keeps it."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    raw = cloud.groups[("us-east-1", "gpu")]
+    ids = launch["instances"]
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != ids[2]]  # not listed yet
+    next(i for i in raw["Instances"] if i["InstanceId"] == ids[0])["HealthStatus"] = "Unhealthy"
+    replacement = "i-0abcdef0123456789"  # of i-0old, which the group took out of service
+    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "Pending",
+                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")] = [{
+        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "InProgress",
+        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
+        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
+        "needing to be replaced."}]  # fmt: skip
+
+    verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
+    assert verify["status"] == "lost" and ids[0] in verify["reason"]
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch, "verify": verify}})
+
+    assert replacement not in out["terminated"] and replacement in {i["InstanceId"] for i in raw["Instances"]}
+
+
+def test_a_fleet_members_replacement_is_given_back_when_ec2_ended_it_and_the_group_dropped_it() -> None:
+    """A member EC2 terminated (a Spot interruption) is gone from the group, which launched its
+    replacement: that is the gang's capacity, given back with it, the group back where it was."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    raw = cloud.groups[("us-east-1", "gpu")]
+    lost = launch["instances"][0]
+    cloud.ec2[lost]["state"] = "terminated"
+    raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != lost]
+    replacement = "i-0abcdef0123456789"
+    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "Pending",
+                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")] = [{
+        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "InProgress",
+        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
+        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
+        "needing to be replaced."}]  # fmt: skip
+
+    verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
+    assert verify["status"] == "lost"
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch, "verify": verify}})
+
+    assert replacement in out["terminated"] and raw["DesiredCapacity"] == 1

@@ -666,3 +666,128 @@ def test_a_rollback_gangs_member_lost_after_it_was_claimed_gives_the_gang_back_a
     assert out["error"] == "GangIncomplete"
     assert sorted(out["terminated"]) == sorted([*members[1:], replacement])
     assert w.desired == 1 == out["desired"]
+
+
+def test_a_lost_gang_member_is_no_room_for_a_scale_ups_launch_in_the_give_back() -> None:
+    """The group takes one of the gang's members out of service and has not launched its replacement
+    yet, while the scale-up's instance launched, not claimed by it yet. The gang lost a member, not a
+    claim to another launch: its give-back terminates its own and leaves the scale-up's running."""
+    w = World()
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})
+    uprep = w.up.prepare({**UP, "group": {**UP["group"], "to": 2}})
+    w.up.set_desired({**UP, "prep": uprep})
+    members = w.asg_launches(3, ready=False)
+    assert w.gang.verify({**GANG, "prep": gprep})["status"] == "waiting"  # all three claimed
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] == members[0]:  # its replacement comes once it is gone
+            instance.update(LifecycleState="Terminating", HealthStatus="Unhealthy")
+    (ups,) = w.asg_launches(1)  # the scale-up's, Ready
+
+    verify = w.gang.verify({**GANG, "prep": gprep})
+    assert verify["status"] == "lost"
+    out = w.gang.give_back({"state": {**GANG, "prep": gprep, "verify": verify}})
+
+    assert sorted(out["terminated"]) == sorted(members[1:]) and ups in w.instances
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "ready"
+
+
+def test_a_back_off_retried_after_it_terminated_its_own_claims_no_other_launch() -> None:
+    """The back-off terminated its two (each with the decrement), then a later call was throttled and
+    the step retried. Its two gone are no room to claim: the gang's instance that launched meanwhile,
+    not yet claimed by the gang, is left running."""
+    w = World()
+    uprep, gprep = w.up.prepare(UP), w.gang.prepare(GANG)
+    w.up.set_desired({**UP, "prep": uprep})  # 1 -> 3
+    w.gang.raise_desired({**GANG, "prep": gprep})  # 3 -> 6
+    mine = w.asg_launches(2, ready=False)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+    real = w.cloud.describe_group
+    calls: list[str] = []
+
+    def throttled_after_terminating(region: str, name: str) -> Any:
+        calls.append(name)
+        if len(calls) == 2:  # the read after its terminates
+            raise AwsThrottled("Rate exceeded")
+        return real(region, name)
+
+    w.cloud.describe_group = throttled_after_terminating  # type: ignore[method-assign]
+    with pytest.raises(AwsThrottled):
+        w.up.backoff({**UP, "prep": uprep, "launch": launch})
+    w.cloud.describe_group = real  # type: ignore[method-assign]
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] in mine:
+            instance["LifecycleState"] = "Terminating"
+    (gangs,) = w.asg_launches(1, ready=False)
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})  # Step Functions' retry
+
+    assert out["terminated"] == [] and gangs in w.instances
+    assert w.desired == 4  # 1 + the gang's 3
+
+
+def test_a_replacement_whose_launch_activity_aged_out_of_the_list_is_still_nobodys_launch() -> None:
+    """The group's replacement of OLD was seen by a check, then newer activities pushed its launch out of
+    the activities read (the newest 20 ended, of the last 30 minutes): it is still no launch of the
+    scale-up's, and the back-off leaves it running."""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    replacement = _replaced(w, OLD, ready=False)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    w.cloud.activities[("us-east-1", "gpu")] = []  # aged out
+    w.now = NOW + timedelta(seconds=61)
+    launch = w.up.verify({**UP, "prep": uprep})
+    assert launch["status"] == "timeout"
+
+    out = w.up.backoff({**UP, "prep": uprep, "launch": launch})
+
+    assert out["terminated"] == [] and replacement in w.instances
+    assert w.desired == 1 == out["desired"]
+
+
+def _lost_to_ec2(w: World, iid: str) -> str:
+    """EC2 ended ``iid`` (a Spot interruption, a hand in the EC2 console): the group takes it out of service
+    and launches another, whose activity's Cause reads as a raise's ("an instance was started in
+    response to a difference between desired and actual capacity"), so it is not told apart."""
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] == iid:
+            instance.update(LifecycleState="Terminating", HealthStatus="Unhealthy")
+    (new,) = w.asg_launches(1)
+    return new
+
+
+def test_a_scale_up_alone_on_its_group_counts_the_relaunch_of_an_instance_it_lost() -> None:
+    """Nobody else waits for the group's instances: the one launched after its own was lost, whatever its
+    activity says, carries the scale-up's capacity, so the scale-up is whole, not backed off."""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    mine = w.asg_launches(2, ready=False)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"  # both claimed
+    _lost_to_ec2(w, mine[0])
+    w.kube.nodes[f"node-{mine[1]}"] = o.node(f"node-{mine[1]}", instance=mine[1])  # Ready now
+
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "ready"
+
+
+def test_a_scale_up_that_lost_an_instance_takes_no_launch_a_gang_waits_for() -> None:
+    """The scale-up lost one of its two; the gang's first instance launched and the gang has not claimed it
+    yet. The gang waits for three: the scale-up leaves it to the gang."""
+    w = World()
+    uprep = w.up.prepare(UP)
+    w.up.set_desired({**UP, "prep": uprep})
+    mine = w.asg_launches(2)
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "ready"
+    gprep = w.gang.prepare(GANG)
+    w.gang.raise_desired({**GANG, "prep": gprep})
+    for instance in w.raw["Instances"]:
+        if instance["InstanceId"] == mine[0]:
+            instance.update(LifecycleState="Terminating", HealthStatus="Unhealthy")
+    w.asg_launches(1)  # the gang's
+
+    assert w.up.verify({**UP, "prep": uprep})["status"] == "launching"
+    assert w.gang.verify({**GANG, "prep": gprep}) == {"status": "waiting", "ready": 1, "in_service": 1}

@@ -29,10 +29,14 @@ capacity and give back only its own, whatever the order of their steps:
   for the later, leave its own to nobody, and the later would end short and back its group off.
 * The group launches instances of its own too: a replacement for one it took out of service (a failed
   health check, a Spot interruption, an instance refresh, rebalancing), keeping the desired capacity
-  (:func:`~spillway.model.nodegroup.replacement_launches` reads them from the launch activities). None
-  is claimed as an owner's launch: it adds nothing for the pods an owner raised for, and an owner's
+  (:func:`~spillway.model.nodegroup.replacement_launches` reads them from the launch activities; once
+  seen, one is recorded, ``replacement#<region>#<instance>``, for the checks after its activity is no
+  longer among those read). None is claimed as an owner's launch: it adds nothing for the pods an owner raised for, and an owner's
   back-off would terminate (with a decrement) the replacement of somebody's node. An owner that lost one
   of its own claimed instances meanwhile claims a replacement in its place (``replaces``), counted once.
+  Launches an owner claims at most its count, ever: one it lost is no room to take another owner's
+  launch (which its give-back would then terminate), but a scale-up's check takes, in its place, a
+  launch no other owner waits for (the group's relaunch of an instance EC2 ended reads as a raise's).
 * :func:`give_back_undelivered` lowers the desired capacity by the capacity an execution raised but
   never launched, relative to the live value, never below MinSize, and never below the instances the
   group runs (lowering further would make Auto Scaling terminate somebody's running instance).
@@ -60,6 +64,9 @@ UNSETTLED_PREFIX = "unsettled#"
 SET_PREFIX = "set#"  # the raise was answered by Auto Scaling (or settled as landed): not only marked
 OWNER_PREFIX = "owner#"
 REPLACES = "replaces"  # an instance claim's flag: claimed in place of one of the owner's own it lost
+# an instance a step found the group launched as a replacement (``replacement#<region>#<instance>``): its
+# launch activity drops out of the activities read (the newest ended ones of a window) long before it ends
+REPLACEMENT_PREFIX = "replacement#"
 GIVEBACK_PREFIX = "giveback#"  # an owner's undelivered capacity was given back (or asked to be): once
 KEEP = timedelta(days=2)  # claims expire (TTL) long after any execution that made them
 # No Lambda invocation runs longer than 15 minutes, so an owner's raise happens within this of the time
@@ -254,6 +261,7 @@ def own_instances(
     now: datetime,
     replacements: Collection[str] = frozenset(),
     replacing: bool = False,
+    refill: bool = False,
 ) -> list[str]:
     """The live instances this owner holds among ``candidates`` (the group's live instances that are
     new to it), claiming unclaimed ones until it holds ``limit``. An unsettled owner (its raise may never
@@ -265,21 +273,61 @@ def own_instances(
     ``replacing`` (a check, before anything of the owner's was terminated by it) an owner that lost
     some of the instances it claimed claims as many replacements, first: the capacity it added lives on
     there. (Which instance a replacement replaces, AWS does not say: one for another's lost instance may
-    be taken while this owner's own is still coming; never more than it lost.)"""
+    be taken while this owner's own is still coming; never more than it lost.) Launches it claims at
+    most ``limit``, ever: one it lost leaves no room for another's launch, which would be terminated
+    with its back-off or leave the other owner short. But with ``refill`` too (a scale-up's check: it
+    terminates nothing) it claims, for those it lost, launches no other owner of its window waits for
+    (:func:`_awaited`): the group's relaunch of one EC2 ended reads as a raise's launch in its activity
+    ("a difference between desired and actual capacity"), and it carries this owner's capacity."""
     live = sorted(set(candidates))
     prefix = f"{OWNER_PREFIX}{owner.region}#"
-    claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in
-               owner.ledger.claims(owner.cluster, prefix).items()}  # fmt: skip
+    claims = owner.ledger.claims(owner.cluster, prefix)
+    claimed = {item.removeprefix(prefix): str(v.get("owner")) for item, v in claims.items()}
+    replacements = _replacements(owner, live, replacements, now)
     mine = [i for i in live if claimed.get(i) == owner.owner]
-    room = limit - len(mine)
-    if room > 0 and replacing:
-        mine += _claim_replacements(owner, live, [i for i in live if i in replacements and i not in claimed],
-                                    room, now)  # fmt: skip
-        room = limit - len(mine)
-    if room <= 0:
-        return sorted(mine)
+    if replacing:
+        spare = [i for i in live if i in replacements and i not in claimed]
+        mine += _claim_replacements(owner, live, spare, limit - len(mine), now)
+    # never more launches than it raised, those it lost included: one lost (being replaced, or taken off
+    # the desired capacity) or terminated by a first try of a back-off is no room for another's launch
+    room = min(limit - len(mine), limit - _launched(owner, claims.values()))
     unclaimed = [i for i in live if i not in replacements and i not in claimed]
-    return sorted(mine + _claim_launches(owner, unclaimed, claimed, room, now))
+    mine += _claim_launches(owner, unclaimed, claimed, room, now)
+    if refill:
+        mine += _refill(owner, [i for i in unclaimed if i not in mine], claimed, limit - len(mine), now)
+    return sorted(mine)
+
+
+def _refill(
+    owner: Owner, unclaimed: list[str], claimed: Mapping[str, str], short: int, now: datetime
+) -> list[str]:
+    """Claim up to ``short`` of the ``unclaimed`` launches for ``owner``, leaving as many as the other
+    owners of its window still wait for (:func:`_awaited`), those they could claim last."""
+    if short <= 0 or not unclaimed:
+        return []
+    spare = min(short, len(unclaimed) - _awaited(owner, claimed))
+    got: list[str] = []
+    for iid in _claim_order(owner, unclaimed, claimed) if spare > 0 else []:
+        if len(got) >= spare:
+            break
+        if _claim(owner, f"{OWNER_PREFIX}{owner.region}#{iid}", now):
+            got.append(iid)
+    return got
+
+
+def _launched(owner: Owner, claims: Iterable[Mapping[str, object]]) -> int:
+    """How many instances ``owner`` ever claimed as its launches (not as replacements), of ``claims``."""
+    return sum(1 for v in claims if v.get("owner") == owner.owner and not v.get(REPLACES))
+
+
+def _replacements(owner: Owner, live: Collection[str], found: Collection[str], now: datetime) -> set[str]:
+    """The group's replacements: those ``found`` in its launch activities now, recorded for the later
+    checks once seen among the ``live`` candidates, and those any step recorded before."""
+    prefix = f"{REPLACEMENT_PREFIX}{owner.region}#"
+    known = {item.removeprefix(prefix) for item in owner.ledger.claims(owner.cluster, prefix)}
+    for iid in sorted(set(found).intersection(live) - known):
+        owner.ledger.claim(owner.cluster, prefix + iid, {"group": owner.where}, expires=now + KEEP)
+    return known | set(found)
 
 
 def _claim_launches(
@@ -287,6 +335,8 @@ def _claim_launches(
 ) -> list[str]:
     """Claim up to ``room`` of the ``unclaimed`` launches for ``owner``; an unsettled owner leaves as many
     as the other owners of its window still wait for (:func:`_awaited`)."""
+    if room <= 0:
+        return []
     if owner.unsettled():
         room = min(room, len(unclaimed) - _awaited(owner, claimed))
     got: list[str] = []
@@ -305,6 +355,8 @@ def _claim_replacements(
 ) -> list[str]:
     """Claim, among the unclaimed replacements ``spare``, as many as ``owner`` lost of its own launches
     (claimed, no longer among the ``live``) less the replacements it already runs, at most ``room``."""
+    if room <= 0:
+        return []
     held, live = owner.claimed(), set(live)
     lost = sum(1 for i, r in held.items() if not r and i not in live)
     lost -= sum(1 for i, r in held.items() if r and i in live)

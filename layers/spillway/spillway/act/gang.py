@@ -613,18 +613,36 @@ class GangSteps:
         never counted. In both, the group's replacements (``replacements``) of members it took out of
         service, claimed while checking (``replacing``): no member (the gang is lost), but capacity the
         attempt added, which its give-back terminates (:func:`~spillway.act.claims.own_instances`)."""
-        owner, count, now = self._owner(req, prep), int(prep["count"]), self.clock()
         before = set(prep.get("before") or [])
         new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
                and i.LifecycleState in LIVE_STATES]  # fmt: skip
         if prep["mode"] == "fleet":
-            reported = {str(i) for i in (state.get("launch") or {}).get("instances") or []}
-            tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
-            alive = {i for i, s in tagged.items() if s in EC2_TERMINABLE}
-            ours = [i for i in new if i in reported or i in replacements]  # never another owner's launch
-            replaced = set(own_instances(owner, ours, count, now, replacements, replacing)) - reported
-            return reported | self._unreported(req, prep, state) | alive | replaced
+            return self._fleet_members(req, prep, state, asg, new, replacements, replacing)
+        owner, count, now = self._owner(req, prep), int(prep["count"]), self.clock()
         return set(own_instances(owner, new, count, now, replacements, replacing))
+
+    def _fleet_members(
+        self,
+        req: GangRequest,
+        prep: Mapping[str, Any],
+        state: Mapping[str, Any],
+        asg: AutoScalingGroup,
+        new: Sequence[str],
+        replacements: frozenset[str],
+        replacing: bool,
+    ) -> set[str]:
+        """:meth:`_members` in fleet mode: ``new``, the group's instances new to the attempt."""
+        reported = {str(i) for i in (state.get("launch") or {}).get("instances") or []}
+        tagged = self.aws.instance_states(req.region, tag=(TAG_ATTEMPT, str(prep["attempt"])))
+        alive = {i for i, s in tagged.items() if s in EC2_TERMINABLE}
+        ours = [i for i in new if i in reported or i in replacements]  # never another owner's launch
+        # one not listed in the group (yet: attach may not show at once) is no loss that a replacement
+        # makes good, unless EC2 shows it ended (:meth:`_lost`)
+        listed = {i.InstanceId for i in asg.Instances}
+        ours += sorted(i for i in reported - listed if tagged.get(i, "pending") in EC2_ALIVE)
+        owner, count, now = self._owner(req, prep), int(prep["count"]), self.clock()
+        replaced = set(own_instances(owner, ours, count, now, replacements, replacing)) - reported
+        return reported | self._unreported(req, prep, state) | alive | replaced
 
     def _unreported(self, req: GangRequest, prep: Mapping[str, Any], state: Mapping[str, Any]) -> set[str]:
         """The instances of a launch whose answer never came (no ``launch`` in the state: the Lambda

@@ -303,7 +303,8 @@ class ScaleSteps:
         before = set(prep.get("before", []))
         new = [i.InstanceId for i in asg.Instances if i.InstanceId not in before
                and i.LifecycleState in LIVE_STATES]  # fmt: skip
-        return own_instances(self._owner(event, prep), new, limit, self.clock(), replacements, replacing)
+        return own_instances(self._owner(event, prep), new, limit, self.clock(), replacements, replacing,
+                             refill=replacing)  # fmt: skip
 
     # --- backoff -------------------------------------------------------------------------------
 
