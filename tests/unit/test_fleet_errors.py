@@ -185,6 +185,8 @@ def test_a_rollback_gangs_failed_launch_is_named_by_the_same_classification(
          "bucket that the specified instance type belongs to.", "quota"),
         ("UnsupportedOperation - The instance configuration for this AWS Marketplace product is not "
          "supported.", "settings"),
+        # the Spot instance quota in words, without its code (MaxSpotInstanceCountExceeded)
+        ("Max spot instance count exceeded. Launching EC2 instance failed.", "quota"),
         ("Client.InvalidKMSKey.InvalidState: The KMS key provided is in an incorrect state", "settings"),
         (o.SUBNET_FULL, "settings"),
     ],
