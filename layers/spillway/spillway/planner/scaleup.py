@@ -954,10 +954,11 @@ class GangPlacement(RoomTrial):
         saved = self._save()
         self.stage.region, self.stage.zone, self.stage.group = region, zone, NO_GROUP
         self._try()
-        short = next(((cls, cls.remaining) for cls in self.classes if cls.remaining), None)
+        at = next((i for i, cls in enumerate(self.classes) if cls.remaining), None)
+        short = None if at is None else (self.classes[at], self.classes[at].remaining)
         self.stage.region = self.stage.zone = self.stage.group = None
         self._restore(saved)
-        if short is None or any(c.domains.counted for c in self.classes[: self.classes.index(short[0]) + 1]):
+        if at is None or any(c.domains.counted for c in self.classes[: at + 1]):
             return None
         return short
 
