@@ -128,6 +128,30 @@ def test_the_adapter_names_a_createfleet_refused_whole(code: str, error: str) ->
     assert type(raised.value).__name__ == error and code in str(raised.value)
 
 
+@pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "InsufficientCapacity"])
+def test_a_createfleet_refused_whole_for_capacity_with_a_server_status_is_capacity(code: str) -> None:
+    """EC2 lists its capacity codes among its server errors and answers them with HTTP 500 (botocore
+    retries them as transient: "An error occurred (InsufficientInstanceCapacity) when calling the
+    RunInstances operation (reached max retries: 4)"). The 5xx rule came first, so such a refusal was
+    AwsUnavailable: the Launch step retried it, and the give-back, taking it for an answer lost after a
+    launch, asked CreateFleet again under the token, was refused again, and failed for good with no
+    back-off written (GiveBackFailed), so the next plan launched the gang into the same shortage."""
+    ec2 = _RefusingEc2(code, status=500)
+    clients = SimpleNamespace(regions=("us-east-1",), ec2=lambda region: ec2)
+    adapter = AwsAdapter(clients, "prod")  # type: ignore[arg-type]
+    request = FleetRequest(
+        launch_template={"LaunchTemplateId": "lt-1", "Version": "1"}, count=2, client_token="t"
+    )
+    with pytest.raises(AwsError) as raised:
+        adapter.create_fleet_instant("us-east-1", request)
+    assert type(raised.value) is CapacityUnavailable
+    # a 500 that names no launch error stays an outage, retried
+    assert type(map_aws_error(ClientError(
+        {"Error": {"Code": "InternalError", "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": 500}},
+        "CreateFleet",
+    ), "x")).__name__ == "AwsUnavailable"  # fmt: skip
+
+
 def test_a_quota_refused_by_any_other_call_is_a_quota_and_a_settings_code_stays_an_aws_error() -> None:
     def client_error(code: str) -> ClientError:
         return ClientError({"Error": {"Code": code, "Message": "m"}}, "RunInstances")
@@ -185,6 +209,8 @@ def test_a_rollback_gangs_failed_launch_is_named_by_the_same_classification(
          "bucket that the specified instance type belongs to.", "quota"),
         ("UnsupportedOperation - The instance configuration for this AWS Marketplace product is not "
          "supported.", "settings"),
+        # the Spot instance quota in words, without its code (MaxSpotInstanceCountExceeded)
+        ("Max spot instance count exceeded. Launching EC2 instance failed.", "quota"),
         ("Client.InvalidKMSKey.InvalidState: The KMS key provided is in an incorrect state", "settings"),
         (o.SUBNET_FULL, "settings"),
     ],

@@ -729,6 +729,36 @@ def test_a_spot_shortfall_worded_unfulfillable_backs_off_its_pool_as_insufficien
     assert failed_launch_backoffs(f"InvalidParameterValue - bad block device. {SPOT_ICE}") == ["gpu"]
 
 
+def test_a_capacity_failure_worded_without_its_code_backs_off_its_pool_as_the_coded_one_does() -> None:
+    """DescribeScalingActivities does not always put EC2's code before its words: the Auto Scaling
+    User Guide's own example of a failed Spot launch reads "Your Spot request price of 0.001 is lower
+    than the minimum required Spot request fulfillment price of 0.0031. Launching EC2 instance failed.",
+    and its troubleshooting page words an instance type not offered in a zone without ``Unsupported``.
+    The classification (spillway.model.launcherror) calls SpotMaxPriceTooLow and Unsupported capacity,
+    but read these words as the group's own settings, so the Spot pool was not backed off and other
+    groups of it kept trying it. An EC2 state reason code (``Server.InsufficientInstanceCapacity``)
+    was capacity to the substring match before the classification and settings after it."""
+    price = (
+        "Your Spot request price of 0.001 is lower than the minimum required Spot request fulfillment "
+        "price of 0.0031. Launching EC2 instance failed."
+    )
+    assert failed_launch_backoffs(price) == ["gpu", "pool#spot/us-east-1a/g5.xlarge"]
+    assert failed_launch_backoffs(f"Could not launch Spot Instances. SpotMaxPriceTooLow - {price}") == [
+        "gpu", "pool#spot/us-east-1a/g5.xlarge"
+    ]  # fmt: skip
+    unsupported = (
+        "Your requested instance type (g5.xlarge) is not supported in your requested Availability Zone "
+        "(us-east-1a). Please retry your request by not specifying an Availability Zone or choosing "
+        "us-east-1b, us-east-1c. Launching EC2 instance failed."
+    )
+    assert failed_launch_backoffs(unsupported) == ["gpu", "pool#on-demand/us-east-1a/g5.xlarge"]
+    state_reason = (
+        "Instance became unhealthy while waiting for instance to be in InService state. Termination "
+        "Reason: Server.InsufficientInstanceCapacity: Insufficient capacity to satisfy launch request"
+    )
+    assert failed_launch_backoffs(state_reason) == ["gpu", "pool#on-demand/us-east-1a/g5.xlarge"]
+
+
 def test_next_round_ends_when_every_group_launched_or_the_rounds_are_spent() -> None:
     cloud = gpu_cloud(1)
     base = {"cluster": "ml", "plan_id": "p", "snapshot_key": "k", "poll_seconds": 1,

@@ -1290,3 +1290,32 @@ def test_a_consumer_nominated_to_a_node_is_not_booked_again_beside_its_nominated
     assert pending_codes(result)[consumer] == "nominated"
     assert pending_codes(result)[web] == "fits-free-room"
     assert all(u.name != "r" for u in result.provisioning)  # the booking holds, unchanged
+
+
+def test_a_request_no_one_group_holds_tries_only_the_groups_that_could(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each group is a trial of the whole gang on a checkpoint of every node (save, place, restore), and
+    a request no group can take is tried again on every plan: on a 5,000-node cluster of 50 groups ten
+    such requests took the plan from 1.2 s to 11 s. What the gang leaves over once free room and
+    launching capacity are counted (one trial with new nodes nowhere) is what the one group must open
+    nodes for: a group too small for it, or whose nodes cannot hold its pods, is not tried. Eight groups
+    of MaxSize 1 and a request of three one-node pods: the first group and that one trial, not eight."""
+    from spillway.planner import scaleup
+
+    w = World()
+    for i in range(8):
+        w.group(f"g{i}-cpu", "m5.2xlarge", nodes=0, max_size=1)
+    trials: list[str | None] = []
+    real = scaleup.GangPlacement._try
+
+    def counted(self: scaleup.GangPlacement) -> tuple[str, str] | None:
+        trials.append(self.stage.group)
+        return real(self)
+
+    monkeypatch.setattr(scaleup.GangPlacement, "_try", counted)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")])
+
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "one node group" in result.provisioning[0].conditions[1]["message"]
+    assert len(trials) <= 2, trials

@@ -231,13 +231,15 @@ def map_aws_error(exc: BaseException, what: str) -> AwsError:
             return AwsThrottled(text)
         if code in REFUSED_FOR_NOW_CODES:  # before the 5xx rule: ResourceContention is a 500
             return AwsThrottled(text)
-        if code in UNAVAILABLE_CODES or status >= 500:
-            return AwsUnavailable(text)
-        kind = code_kind(code)  # the one classification of launch errors (spillway.model.launcherror)
+        # the one classification of launch errors (spillway.model.launcherror), before the 5xx rule: EC2
+        # answers its capacity codes (InsufficientInstanceCapacity...) as server errors, HTTP 500
+        kind = code_kind(code)
         if kind == "capacity":
             return CapacityUnavailable(text)
         if kind == "quota":
             return QuotaExceeded(text)
+        if code in UNAVAILABLE_CODES or status >= 500:
+            return AwsUnavailable(text)
         return AwsError(text)
     # An answer that broke off (HTTPClientError: ReadTimeoutError, ConnectionClosedError,
     # ResponseStreamingError...) may follow a call AWS applied: the caller must read it as lost and retry

@@ -73,11 +73,25 @@ ERROR_NAMES: dict[LaunchErrorKind, str] = {
 
 # code-like tokens of a message: "InvalidAMIID.NotFound", "Client.InvalidKMSKey.InvalidState"
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+)*")
-# EC2's words without a code: an On-Demand shortage ("We currently do not have sufficient p4d.24xlarge
-# capacity in the Availability Zone you requested"), a Spot one ("There is no Spot capacity available"),
-# the vCPU limit ("You have requested more vCPU capacity than your current vCPU limit of 32 allows")
-_CAPACITY_WORDS = re.compile(r"do not have sufficient .*capacity|no spot capacity available", re.IGNORECASE)
-_QUOTA_WORDS = re.compile(r"current vcpu limit|instance limit|limit on the number of", re.IGNORECASE)
+# EC2's words without a code, as a scaling activity's StatusMessage often carries them (the Auto Scaling
+# User Guide's examples and troubleshooting page): an On-Demand shortage ("We currently do not have
+# sufficient p4d.24xlarge capacity in the Availability Zone you requested"), a Spot one ("There is no Spot
+# capacity available"), SpotMaxPriceTooLow's ("Your Spot request price of 0.001 is lower than the minimum
+# required Spot request fulfillment price of 0.0031"), Unsupported's ("Your requested instance type
+# (g4dn.xlarge) is not supported in your requested Availability Zone (ca-central-1d)"); the vCPU limit
+# ("You have requested more vCPU capacity than your current vCPU limit of 32 allows"), the Spot count's
+# ("Max spot instance count exceeded")
+_CAPACITY_WORDS = re.compile(
+    r"do not have sufficient .*capacity|no spot capacity available|minimum required spot request fulfillment"
+    r"|not supported in your requested availability zone",
+    re.IGNORECASE,
+)
+_QUOTA_WORDS = re.compile(
+    r"current vcpu limit|instance limit|limit on the number of|max spot instance count exceeded",
+    re.IGNORECASE,
+)
+# An EC2 state reason's prefix before a code ("Server.InsufficientInstanceCapacity", StateReason.Code)
+_FAULT_PREFIX = re.compile(r"^(Server|Client)\.")
 
 
 def is_settings_code(code: str) -> bool:
@@ -92,10 +106,12 @@ def is_settings_code(code: str) -> bool:
 
 
 def code_kind(code: str) -> LaunchErrorKind | None:
-    """The kind one EC2 error code names, or None when it names none of them plainly."""
-    if code in QUOTA_CODES:
+    """The kind one EC2 error code names, or None when it names none of them plainly. A state reason's
+    ``Server.`` or ``Client.`` prefix is read past (``Server.InsufficientInstanceCapacity``)."""
+    bare = _FAULT_PREFIX.sub("", code)
+    if bare in QUOTA_CODES:
         return "quota"
-    if code in CAPACITY_CODES:
+    if bare in CAPACITY_CODES:
         return "capacity"
     return "settings" if is_settings_code(code) else None
 

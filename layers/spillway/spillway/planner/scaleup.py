@@ -925,7 +925,14 @@ class GangPlacement(RoomTrial):
         """Place the gang whole in the first domain that holds it; else (False, the first refusal)."""
         first: tuple[str, str] | None = None
         for region, zone in domains:
-            for group in self._groups(region, zone):
+            groups = self._groups(region, zone)
+            asked, short = False, None  # short: what the one group must open nodes for, once asked
+            for group in groups:
+                if first is not None and group and len(groups) > 1:  # the refusal reported is had
+                    if not asked:
+                        asked, short = True, self._short_of_new_nodes(region, zone)
+                    if short is not None and not self._may_hold(group, *short):
+                        continue
                 saved = self._save()
                 self.stage.region, self.stage.zone, self.stage.group = region, zone, group
                 failure = self._try()
@@ -936,6 +943,34 @@ class GangPlacement(RoomTrial):
                 where = "/".join(w for w in (region, zone, group) if w)
                 first = first or (failure[0], f"in {where}: {failure[1]}" if where else failure[1])
         return False, first
+
+    def _short_of_new_nodes(self, region: str | None, zone: str | None) -> tuple[PodClass, int] | None:
+        """For a gang whose new nodes come from one group: the first class that free room, launching
+        capacity and nodes to uncordon leave pods of, and how many, from one trial with new nodes
+        nowhere. Every class before it was placed whole without a new node, so a trial in any one group
+        places them, and that class up to its new nodes, just the same: those pods are what the group
+        must open nodes for. None when it cannot be told so (the gang fits without new nodes, or a
+        class up to that one is placed in zone rounds, which open new nodes between their passes)."""
+        saved = self._save()
+        self.stage.region, self.stage.zone, self.stage.group = region, zone, NO_GROUP
+        self._try()
+        at = next((i for i, cls in enumerate(self.classes) if cls.remaining), None)
+        short = None if at is None else (self.classes[at], self.classes[at].remaining)
+        self.stage.region = self.stage.zone = self.stage.group = None
+        self._restore(saved)
+        if at is None or any(c.domains.counted for c in self.classes[: at + 1]):
+            return None
+        return short
+
+    def _may_hold(self, group: str, cls: PodClass, count: int) -> bool:
+        """Could new nodes of ``group`` alone take ``count`` pods of ``cls`` (:meth:`_short_of_new_nodes`)?
+        Not when it is backed off, or even empty nodes to its room below MaxSize hold fewer (limits, caps
+        and spreads only lower that)."""
+        stage = self.stage
+        if stage.backoff[group]:
+            return False
+        per_node = fit_count(cls.requests, stage.empty[group], count)
+        return per_node > 0 and math.ceil(count / per_node) <= stage.room[group]
 
     def _groups(self, region: str | None, zone: str | None) -> list[str | None]:
         """The groups to try the gang's new nodes in, one at a time, when they must all come from one
