@@ -26,7 +26,8 @@ NotTriggerScaleUp; :mod:`spillway.act.events`); a failure to post is logged and 
 Metrics (EMF): ScaleUpNodes, DrainsPlanned, UnplaceablePods, Overflow (nodes planned outside the
 primary region), UnregisteredInstances (instances no Node joined for within max_node_provision_minutes:
 the scale-down removes them), GangOrphans and GangOrphansBusy (a fleet gang's instances left outside
-every group past gang_orphan_minutes: terminated by the scale-down, or left because their Node runs work),
+every group past gang_orphan_minutes: sent to the scale-down to terminate, or left because their Node runs
+work; every plan counts one until it is gone),
 ClusterUnhealthy (1 when the plan found too many unready nodes and
 drained nothing) and UnhealthyGroups (groups that got no new nodes for the same reason),
 PriorityConfigMapInvalid (1 when cluster-autoscaler's priority expander ConfigMap could not be read: the

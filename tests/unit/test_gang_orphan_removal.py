@@ -89,7 +89,9 @@ def test_an_orphan_without_a_node_is_terminated_with_ec2(rig: Rig) -> None:
 
     assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
     assert rig.cloud.ec2[ORPHAN]["state"] == "shutting-down"
-    assert line["outcome"] == "terminated" and line["instance_id"] == ORPHAN and line["node"] is None
+    assert (
+        line["outcome"] == "gang-orphan-terminated" and line["instance_id"] == ORPHAN and line["node"] is None
+    )
     assert rig.outcomes == ["gang-orphan-terminated"]
 
 
@@ -98,7 +100,7 @@ def test_a_retry_after_the_terminate_finds_it_gone(rig: Rig) -> None:
 
     again = rig.drainer.remove_gang_orphan(rig.request())
 
-    assert again["outcome"] == "gone"
+    assert again["outcome"] == "gang-orphan-gone"
     assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
 
 
@@ -110,35 +112,35 @@ def test_an_instance_attached_since_the_plan_is_left_alone(rig: Rig) -> None:
 
     line = rig.drainer.remove_gang_orphan(rig.request())
 
-    assert line["outcome"] == "attached" and "gpu" in line["note"]
+    assert line["outcome"] == "gang-orphan-attached" and "gpu" in line["note"]
     assert _terminated(rig) == []
 
 
 def test_an_instance_tagged_with_a_group_is_left_alone(rig: Rig) -> None:
     rig.cloud.ec2[ORPHAN]["tags"][TAG_ASG] = "theirs"
 
-    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "attached"
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gang-orphan-attached"
     assert _terminated(rig) == []
 
 
 def test_an_instance_no_longer_tagged_for_this_cluster_is_not_touched(rig: Rig) -> None:
     rig.cloud.ec2[ORPHAN]["tags"][TAG_CLUSTER] = "other"
 
-    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gone"
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gang-orphan-gone"
     assert _terminated(rig) == []
 
 
 def test_an_instance_of_another_attempt_is_not_touched(rig: Rig) -> None:
     rig.cloud.ec2[ORPHAN]["tags"][TAG_ATTEMPT] = "spillway-another"
 
-    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gone"
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gang-orphan-gone"
     assert _terminated(rig) == []
 
 
 def test_a_stopped_orphan_is_terminated_too(rig: Rig) -> None:
     rig.cloud.ec2[ORPHAN]["state"] = "stopped"
 
-    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "terminated"
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gang-orphan-terminated"
 
 
 def test_its_idle_node_is_deleted_with_it(rig: Rig) -> None:
@@ -146,7 +148,7 @@ def test_its_idle_node_is_deleted_with_it(rig: Rig) -> None:
 
     line = rig.drainer.remove_gang_orphan(rig.request(node=node))
 
-    assert line["outcome"] == "terminated" and line["node"] == node
+    assert line["outcome"] == "gang-orphan-terminated" and line["node"] == node
     assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
     assert node not in {n["metadata"]["name"] for n in rig.api.list("nodes")}
 
@@ -156,7 +158,9 @@ def test_a_node_that_runs_work_by_now_keeps_its_instance(rig: Rig) -> None:
 
     line = rig.drainer.remove_gang_orphan(rig.request())  # the plan saw no Node yet
 
-    assert line["outcome"] == "busy" and "default/worker-0" in line["note"] and line["node"] == node
+    assert (
+        line["outcome"] == "gang-orphan-busy" and "default/worker-0" in line["note"] and line["node"] == node
+    )
     assert _terminated(rig) == []
     assert rig.outcomes == ["gang-orphan-busy"]
 
@@ -169,7 +173,7 @@ def test_a_pod_stuck_terminating_on_its_node_keeps_nothing(rig: Rig) -> None:
     stuck["metadata"]["finalizers"] = ["example.com/hold"]
     rig.api.update("Pod", stuck)
 
-    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "terminated"
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gang-orphan-terminated"
 
 
 def test_a_node_the_plan_named_under_another_name_is_checked_too(rig: Rig) -> None:
@@ -178,7 +182,7 @@ def test_a_node_the_plan_named_under_another_name_is_checked_too(rig: Rig) -> No
 
     line = rig.drainer.remove_gang_orphan(rig.request(node=node))
 
-    assert line["outcome"] == "busy" and _terminated(rig) == []
+    assert line["outcome"] == "gang-orphan-busy" and _terminated(rig) == []
 
 
 def _schedulable(rig: Rig, node: str) -> bool:
@@ -203,14 +207,14 @@ def test_its_node_is_cordoned_before_its_pods_are_read_for_the_last_time(
 
     monkeypatch.setattr(rig.drainer.kube, "pods_on_node", pods_on_node)
 
-    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "terminated"
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "gang-orphan-terminated"
     assert seen == [False]
 
 
 def test_a_busy_orphans_node_is_left_schedulable(rig: Rig) -> None:
     node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
 
-    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "busy"
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "gang-orphan-busy"
     assert _schedulable(rig, node)
 
 
@@ -220,7 +224,7 @@ def test_a_cordon_somebody_else_made_is_left_on_a_busy_orphan(rig: Rig) -> None:
     obj["spec"]["unschedulable"] = True
     rig.api.update("Node", obj)
 
-    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "busy"
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "gang-orphan-busy"
     assert rig.api.get("Node", node)["spec"]["unschedulable"] is True
 
 
@@ -268,7 +272,7 @@ def test_an_aws_error_is_raised_as_ours_for_the_state_machine_to_retry(rig: Rig)
 
     with pytest.raises(AwsThrottled):
         rig.drainer.remove_gang_orphan(rig.request())
-    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "terminated"
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gang-orphan-terminated"
 
 
 def test_the_step_is_an_action_of_the_drain_function_and_its_line_joins_the_summary(rig: Rig) -> None:
@@ -277,8 +281,25 @@ def test_the_step_is_an_action_of_the_drain_function_and_its_line_joins_the_summ
     summary = summarize(CLUSTER, "p-1", [{"output": line}])
 
     (entry,) = summary["drains"]
-    assert entry["instance_id"] == ORPHAN and entry["outcome"] == "terminated"
-    assert summary["counts"] == {"terminated": 1}
+    assert entry["instance_id"] == ORPHAN and entry["outcome"] == "gang-orphan-terminated"
+    assert summary["counts"] == {"gang-orphan-terminated": 1}
+
+
+def test_the_summary_tells_an_orphan_terminated_from_a_drained_node_terminated(rig: Rig) -> None:
+    """A gang orphan's line said ``terminated``, as a drained node's does, and an unregistered instance's
+    and an orphan's both ``gone``: a scale-down's counts of ``{"terminated": 2}`` read as two nodes
+    drained and terminated where one was an instance that never held a group's node. Its line names the
+    outcome as the DrainOutcome metric does, ``gang-orphan-<outcome>``. (Found by review.)"""
+    orphan = run_action(rig.drainer, {"action": "remove_gang_orphan", "request": rig.request()})
+    drained = {"node": "n-1", "instance_id": "i-0123456789abcdef1", "group": "gpu", "region": "us-east-1",
+               "outcome": "terminated"}  # fmt: skip
+    gone = {"node": None, "instance_id": "i-0123456789abcdef2", "group": "gpu", "region": "us-east-1",
+            "outcome": "gone"}  # fmt: skip
+
+    summary = summarize(CLUSTER, "p-1", [{"output": drained}, {"output": orphan}, {"output": gone}])
+
+    assert summary["counts"] == {"gang-orphan-terminated": 1, "gone": 1, "terminated": 1}
+    assert rig.outcomes == ["gang-orphan-terminated"]  # the metric, unchanged
 
 
 SETTINGS = PlanSettings(

@@ -7,7 +7,7 @@ test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones).""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -581,6 +581,27 @@ def test_attach_waits_for_running_instances_and_reports_a_lost_one() -> None:
     cloud.ec2[launch["instances"][0]]["state"] = "terminated"
     lost = steps.attach({**REQUEST, "prep": prep, "launch": launch})
     assert lost["status"] == "lost" and lost["error"] == "GangIncomplete"
+    assert cloud.called("attach_instances") == []
+
+
+def test_a_fleet_is_not_attached_after_its_deadline_even_when_every_instance_runs() -> None:
+    """An execution stopped between Launch and Attach and redriven later (Step Functions redrives a
+    stopped execution for 14 days, from the state it stopped in) reached Attach with every instance
+    running and attached them, however late: the deadline was looked at only while some still pended.
+    The gang sweep terminates a fleet still outside every group gang_orphan_minutes after its launch,
+    trusting that no execution attaches after its deadline (runtime's check), so a late attach could
+    race it: the sweep found the instance in no group, the attach put it in one, the sweep terminated a
+    member. Past the deadline the fleet is given back instead. (Found by review.)"""
+    cloud, ledger, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    late = gang.GangSteps(kube=steps.kube, aws=cloud, ledger=ledger, cluster="prod",
+                          clock=lambda: NOW + timedelta(hours=2))  # fmt: skip
+
+    out = late.attach({**REQUEST, "prep": prep, "launch": launch})
+
+    assert out["status"] == "timeout" and out["error"] == "GangIncomplete"
+    assert "deadline" in out["reason"]
     assert cloud.called("attach_instances") == []
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
+import pytest
 from plan_world import NOW, World
 
 from spillway.local import objects as o
 from spillway.model.fleet import FleetInstance
+from spillway.model.nodegroup import NodeGroup
 from spillway.planner import ScalingPlan, codes
 from spillway.planner.core import plan
 
@@ -127,6 +129,28 @@ def test_a_finished_pod_keeps_no_orphan() -> None:
     (entry,) = plan(kept_terminal, groups, cfg, state, NOW).gang_orphans
 
     assert entry.terminate
+
+
+@pytest.mark.parametrize("state", ["Standby", "EnteringStandby", "Detaching", "Terminating:Wait"])
+def test_a_gang_member_its_group_holds_out_of_service_is_no_orphan(state: str) -> None:
+    """A fleet member an operator put in Standby (or one the group detaches or terminates) is in the
+    group, but the group's live instances did not list it, and AWS documents its aws:autoscaling:groupName
+    tag for the instances a group launches, not for those attached: without the tag every plan listed
+    it for termination (GangOrphans counted it), and started a scale-down whose step found it attached.
+    Every instance the group lists, whatever its lifecycle state, is a member. (Found by review.)"""
+    w = _world()
+    (member,) = w.group("held", "m5.2xlarge", nodes=1)
+    raw = w.groups["held"]["Instances"][0]
+    raw["LifecycleState"] = state
+    iid = raw["InstanceId"]
+
+    result = _plan(w, (_fleet(iid, minutes_ago=600),))
+
+    assert result.gang_orphans == () and not result.acts, (member, result.gang_orphans)
+    _, groups, _, _ = w.parsed()
+    (held,) = [g for g in groups if g.name == "held"]
+    again = NodeGroup.from_dict(held.to_dict())  # as the stored snapshot keeps it
+    assert iid in (*again.held_instances, *again.terminating_instances)
 
 
 def test_an_instance_of_a_group_the_plan_does_not_scale_is_still_in_a_group() -> None:

@@ -8,7 +8,8 @@ with the EC2 instances a fleet gang launch tagged (``ClusterSnapshot.fleet_insta
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
 ``PodInfo`` as it arrives (memory stays bounded by one page of API objects plus the compact records).
 Any failure raises :class:`~spillway.errors.ObservationFailed` (with the cause chained): there is never a
-partial snapshot. That holds for every kind read, whether the cluster must serve it or not: a kind
+partial snapshot, but for the gang attempts' EC2 instances (``fleet_instances``): a region whose read
+failed is left out of them and logged, for the gang sweep only misses it for a tick. That holds for every kind read, whether the cluster must serve it or not: a kind
 counts as having no objects only when the API server says its resource does not exist (404: the CRD is
 not installed, which the adapter answers with none; whether coscheduling's PodGroup is served is kept in
 the snapshot: ``ClusterSnapshot.coscheduling_served``). A refusal (403: the function's ClusterRole lacks
@@ -42,7 +43,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from spillway.config import NodeReserve
-from spillway.errors import KubeError, KubeUnavailable, ListExpired, ObservationFailed
+from spillway.errors import AwsError, KubeError, KubeUnavailable, ListExpired, ObservationFailed
 from spillway.model import buffer as capacity_buffer
 from spillway.model import provreq
 from spillway.model.act import SaveResult
@@ -59,6 +60,7 @@ from spillway.model.cluster import (
     daemonset_infos,
     expander_priorities,
 )
+from spillway.model.fleet import FleetInstance
 from spillway.model.k8s import (
     AUTOSCALING_GROUP,
     COSCHEDULING_GROUP,
@@ -161,7 +163,9 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
     # a fleet gang's instances, outside every group until attached (spillway.planner.gangsweep)
-    fleet_futures = [pool.submit(aws.fleet_instances, region) for region in regions]
+    fleet_futures: list[Future[list[FleetInstance]]] = [
+        pool.submit(aws.fleet_instances, region) for region in regions
+    ]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: list(kube.iter_pdbs()))
     # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come;
@@ -201,7 +205,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
-        fleet = tuple(instance for future in fleet_futures for instance in future.result())
+        fleet = _fleet(config.cluster, regions, fleet_futures)
     except ListExpired:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -478,6 +482,23 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
         except Exception as exc:  # best effort: observing must go on
             log.warning("CapacityBuffer %s/%s: writing status failed: %s: %s", namespace, obj.metadata.name,
                         type(exc).__name__, exc)  # fmt: skip
+
+
+def _fleet(
+    cluster: str, regions: Iterable[str], futures: Iterable[Future[list[FleetInstance]]]
+) -> tuple[FleetInstance, ...]:
+    """The gang attempts' instances of every region whose DescribeInstances answered. A region whose
+    call failed (throttled, refused) is left out of this snapshot, logged, and fails no observation:
+    the gang sweep is its only reader, and an orphan it misses once is found on a later tick, while a
+    failed observation would stop every scale-up and scale-down."""
+    out: list[FleetInstance] = []
+    for region, future in zip(regions, futures, strict=True):
+        try:
+            out.extend(future.result())
+        except AwsError as exc:
+            log.error("observing %s: the gang attempts' instances of %s were not read (%s: %s); this "
+                      "snapshot sweeps none there", cluster, region, type(exc).__name__, exc)  # fmt: skip
+    return tuple(out)
 
 
 def _priorities(config_map: ConfigMap | None) -> tuple[Priorities, str]:

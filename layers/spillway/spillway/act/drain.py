@@ -1184,10 +1184,10 @@ class Drainer:
 
     def remove_gang_orphan(self, raw: Any) -> dict[str, Any]:
         """A plan's ``gang_orphans`` entry to terminate: checked again, then terminated
-        (:mod:`spillway.act.gangsweep`). Its outcome goes to the ``DrainOutcome`` metric as
-        ``gang-orphan-<outcome>``."""
+        (:mod:`spillway.act.gangsweep`). Its outcome, ``gang-orphan-<outcome>``, goes to the
+        ``DrainOutcome`` metric as it is."""
         line = remove_gang_orphan(self.kube, self.cloud, self.cluster, self.regions, raw, self.clock())
-        self.on_outcome(f"gang-orphan-{line['outcome']}", None)
+        self.on_outcome(str(line["outcome"]), None)
         return line
 
     def undrained(self, event: Mapping[str, Any]) -> dict[str, Any]:

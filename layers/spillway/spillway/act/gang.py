@@ -435,7 +435,10 @@ class GangSteps:
         return {"status": "partial", "instances": ids, "reason": reason[:1000], "error": error}
 
     def attach(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Once every instance of the fleet runs, attach those not in the group yet (20 a call)."""
+        """Once every instance of the fleet runs, attach those not in the group yet (20 a call); never
+        after the deadline, even with all of them running: an execution stopped before Attach and
+        redriven later would attach a fleet the gang sweep (:mod:`spillway.planner.gangsweep`) may be
+        terminating, which relies on no execution attaching past its deadline."""
         req, prep = self._request(event), _prep(event)
         ids = [str(i) for i in (event.get("launch") or {}).get("instances") or []]
         if not ids:
@@ -443,6 +446,10 @@ class GangSteps:
         not_yet = self._not_running(req, prep, ids)
         if not_yet is not None:
             return not_yet
+        if self.clock() >= _parse(prep["deadline"]):
+            return {"status": "timeout", "error": "GangIncomplete",
+                    "reason": f"{req.region}/{req.group}: the gang's {len(ids)} instance(s) run, but its deadline "
+                    "passed before they were attached (an execution stopped and redriven?): given back"}  # fmt: skip
         owner, now = self._owner(req, prep), self.clock()
         own_instances(owner, ids, len(ids), now)  # no scale-up counts them
         asg = self.aws.describe_group(req.region, req.group)

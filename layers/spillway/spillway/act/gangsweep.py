@@ -72,7 +72,10 @@ def remove_gang_orphan(
     kube: Cluster, cloud: Cloud, cluster: str, regions: tuple[str, ...], raw: Any, now: datetime
 ) -> dict[str, Any]:
     """Check, then terminate (see the module docstring). The result is one line of the scale-down's
-    summary: ``{node, instance_id, group: None, region, outcome, note}``."""
+    summary: ``{node, instance_id, group: None, region, outcome, note}``, its outcome
+    ``gang-orphan-<terminated|gone|attached|busy>`` (as the DrainOutcome metric names it), so the
+    summary's counts never mix an orphan with a drained node's ``terminated`` or an unregistered
+    instance's ``gone``."""
     request = parse_sweep(raw)
     if request.cluster != cluster:
         raise InvalidDrainRequest(
@@ -90,7 +93,7 @@ def remove_gang_orphan(
         "instance_id": request.instance_id,
         "group": None,
         "region": request.region,
-        "outcome": outcome,
+        "outcome": f"gang-orphan-{outcome}",
         "note": note[:1024],
     }
 

@@ -183,8 +183,11 @@ class PlanSummary:
     pending: int = 0
     unplaceable: int = 0  # pending pods the plan found no place for
     unregistered: int = 0  # instances no Node joined for within max_node_provision_minutes
-    gang_orphans: int = 0  # fleet gang instances left outside every group, terminated
-    gang_orphans_busy: int = 0  # of those, left running: their Node runs work
+    # fleet gang instances left outside every group that the plan sends to the scale-down to terminate
+    # (its step checks each again: the DrainOutcome gang-orphan-terminated counts those it terminated);
+    # one is counted by every plan until it is gone
+    gang_orphans: int = 0
+    gang_orphans_busy: int = 0  # the others, left running: their Node runs work
     cluster_unhealthy: int = 0  # 1: too many unready nodes, nothing drained (spillway.planner.health)
     unhealthy_groups: int = 0  # groups with too many unready nodes: they get no new nodes
     priority_configmap_invalid: int = 0  # 1: the priority expander's ConfigMap could not be read

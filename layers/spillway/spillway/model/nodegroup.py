@@ -198,6 +198,10 @@ class NodeGroup:
     # instances the group is terminating (Terminating, Terminating:Wait, Terminating:Proceed): their
     # nodes go with them, whatever their Ready condition says
     terminating_instances: tuple[str, ...] = ()
+    # the group's other instances, out of service but in it (Standby, EnteringStandby, Detaching...): no
+    # node for the planner, but members still (a fleet gang's instance there is no orphan:
+    # spillway.planner.gangsweep)
+    held_instances: tuple[str, ...] = ()
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -348,6 +352,8 @@ class NodeGroup:
             protected_instances=tuple(d.get("protected_instances", ())),
             # absent from snapshots stored before it was read: none known, as they were planned
             terminating_instances=tuple(d.get("terminating_instances", ())),
+            # absent from snapshots stored before it was read: none known
+            held_instances=tuple(d.get("held_instances", ())),
         )
 
 
@@ -380,6 +386,7 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("capacity_rebalance", lambda g: True if g.capacity_rebalance else None),
     ("protected_instances", lambda g: list(g.protected_instances) or None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
+    ("held_instances", lambda g: list(g.held_instances) or None),
 )
 
 
@@ -1217,7 +1224,8 @@ def node_group(
 def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str, Any]:
     """What the planner reads of the group's instances (NodeGroup's fields of the same names): the live
     ones, those of a type that does not stand for the template (``standing``), what each was launched
-    from, those protected from scale-in on their own, and those the group is terminating."""
+    from, those protected from scale-in on their own, those the group is terminating, and the others it
+    holds out of service."""
     live = [i for i in asg.Instances if i.LifecycleState in LIVE_STATES]
     return {
         "instance_ids": tuple(sorted(i.InstanceId for i in live)),
@@ -1226,6 +1234,13 @@ def _instance_facts(asg: AutoScalingGroup, standing: frozenset[str]) -> dict[str
         "protected_instances": scale_in_protected(asg),
         "terminating_instances": tuple(
             sorted(i.InstanceId for i in asg.Instances if i.LifecycleState.startswith(TERMINATING))
+        ),
+        "held_instances": tuple(
+            sorted(
+                i.InstanceId
+                for i in asg.Instances
+                if i.LifecycleState not in LIVE_STATES and not i.LifecycleState.startswith(TERMINATING)
+            )
         ),
     }
 

@@ -11,7 +11,7 @@ terminates its tagged instances that no NodeClaim owns).
 
 observe reads every instance tagged with a gang attempt of the cluster (``ClusterSnapshot.fleet_instances``).
 Once one has been running ``gang_orphan_minutes`` (60) since its launch and is still in no group (no
-managed group lists it and it carries no ``aws:autoscaling:groupName`` tag), its attempt is over: an
+managed group lists it, in any lifecycle state, and it carries no ``aws:autoscaling:groupName`` tag), its attempt is over: an
 execution attaches its fleet only before its deadline (``GANG_DEADLINE_SECONDS``, 10 min), and a step's
 retries end well within the hour. Then:
 
@@ -49,7 +49,8 @@ def sweep_gang_orphans(
 ) -> tuple[GangOrphan, ...]:
     """The fleet instances whose attempt is over and which no group holds, by region and instance id."""
     limit = timedelta(minutes=config.gang_orphan_minutes)
-    members = {iid for g in groups for iid in g.instance_ids}
+    # every instance a group lists, whatever its lifecycle state (Standby, Detaching, Terminating too)
+    members = {iid for g in groups for iid in (*g.instance_ids, *g.terminating_instances, *g.held_instances)}
     nodes = {n.instance_id: n.name for n in snapshot.nodes if n.instance_id}
     out: list[GangOrphan] = []
     for inst in sorted(snapshot.fleet_instances, key=lambda i: (i.region, i.instance_id)):
