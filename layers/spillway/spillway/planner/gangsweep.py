@@ -62,14 +62,14 @@ def sweep_gang_orphans(
         what = (
             f"instance {inst.instance_id} ({inst.region}) of gang {inst.gang or '?'} (attempt "
             f"{inst.attempt}) is in no Auto Scaling group {minutes(age)} after its launch "
-            f"(gang_orphan_minutes {config.gang_orphan_minutes:g}): its launch's execution left it"
+            f"(gang_orphan_minutes {config.gang_orphan_minutes:g}): no gang launch attaches it any more"
         )
         if busy:
             reason = f"{what}; left running: its Node {node} runs {_named(busy)}; terminated once they end"
             out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, False,
                                   codes.GANG_ORPHAN_BUSY, reason))  # fmt: skip
             continue
-        on_node = f"; its Node {node} runs no work and is deleted" if node else "; no Node runs on it"
+        on_node = f"; its Node {node} runs no work and goes with it" if node else "; no Node runs on it"
         out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, True,
                               codes.GANG_ORPHAN, f"{what}{on_node}; terminate it"))  # fmt: skip
     return tuple(out)
