@@ -24,15 +24,15 @@ is tried again by the next plan, which still finds the instance outside every gr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from spillway.act.instances import nodes_on
-from spillway.errors import InvalidDrainRequest, NodeNotFound
+from spillway.act.unregistered import InstanceRequest, parse_instance_request
+from spillway.errors import NodeNotFound
 from spillway.model.cluster import PodInfo, instance_id_from_provider_id
 from spillway.planner.disruption import keeps_node_busy
 from spillway.ports import Cloud, Cluster
@@ -41,31 +41,12 @@ Sweep = Literal["terminated", "gone", "attached", "busy"]
 NAMED_PODS = 3
 
 
-class SweepRequest(BaseModel):
+class SweepRequest(InstanceRequest):
     """One ``gang_orphans`` entry a plan terminates, with the cluster it is of."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cluster: str = Field(min_length=1)
-    plan_id: str | None = None
-    instance_id: str = Field(pattern=r"^i-[0-9a-f]{8,17}$")
-    region: str = Field(min_length=1, max_length=32)
     attempt: str = Field(min_length=1, max_length=255)
     gang: str = Field(default="", max_length=255)
     node: str | None = None
-    reason: str = Field(default="", max_length=1024)
-
-
-def parse_sweep(raw: Any) -> SweepRequest:
-    """The request, or :class:`InvalidDrainRequest` naming the first bad field."""
-    if not isinstance(raw, Mapping):
-        raise InvalidDrainRequest("the step's input has no request object", field="request")
-    try:
-        return SweepRequest.model_validate(dict(raw))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "request"
-        raise InvalidDrainRequest(f"{where}: {err['msg']}", field=where) from None
 
 
 def remove_gang_orphan(
@@ -76,17 +57,7 @@ def remove_gang_orphan(
     ``gang-orphan-<terminated|gone|attached|busy>`` (as the DrainOutcome metric names it), so the
     summary's counts never mix an orphan with a drained node's ``terminated`` or an unregistered
     instance's ``gone``."""
-    request = parse_sweep(raw)
-    if request.cluster != cluster:
-        raise InvalidDrainRequest(
-            f"the instance is of cluster {request.cluster!r}; this function serves {cluster!r}",
-            field="cluster",
-        )
-    if request.region not in regions:
-        raise InvalidDrainRequest(
-            f"region {request.region!r} is not one of this deployment's ({', '.join(regions)})",
-            field="region",
-        )
+    request = parse_instance_request(SweepRequest, raw, cluster, regions)
     outcome, node, note = _sweep(kube, cloud, request, now)
     return {
         "node": node,

@@ -20,7 +20,7 @@ is retried by the next plan, which still finds the instance overdue.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,41 +29,42 @@ from spillway.errors import InstanceNotFound, InvalidDrainRequest
 from spillway.model.nodegroup import is_managed
 from spillway.ports import Cloud, Cluster
 
-Removal = Literal["removed", "replaced", "joined", "gone"]
 
-
-class RemovalRequest(BaseModel):
-    """One ``unregistered`` entry of a plan, with the cluster it is of."""
+class InstanceRequest(BaseModel):
+    """What every plan's request about one instance names: its cluster and region."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cluster: str = Field(min_length=1)
     plan_id: str | None = None
     instance_id: str = Field(pattern=r"^i-[0-9a-f]{8,17}$")
-    group: str = Field(min_length=1, max_length=255)
     region: str = Field(min_length=1, max_length=32)
-    decrement: bool = True
     reason: str = Field(default="", max_length=1024)
 
 
-def parse_removal(raw: Any) -> RemovalRequest:
-    """The request, or :class:`InvalidDrainRequest` naming the first bad field."""
+R = TypeVar("R", bound=InstanceRequest)
+Removal = Literal["removed", "replaced", "joined", "gone"]
+
+
+class RemovalRequest(InstanceRequest):
+    """One ``unregistered`` entry of a plan, with the cluster it is of."""
+
+    group: str = Field(min_length=1, max_length=255)
+    decrement: bool = True
+
+
+def parse_instance_request(model: type[R], raw: Any, cluster: str, regions: tuple[str, ...]) -> R:
+    """A plan's request about one instance (an unregistered one, a gang orphan): ``model`` validated,
+    of this function's cluster and of one of its regions, or :class:`InvalidDrainRequest` naming the
+    first bad field, before anything is read or touched."""
     if not isinstance(raw, Mapping):
         raise InvalidDrainRequest("the step's input has no request object", field="request")
     try:
-        return RemovalRequest.model_validate(dict(raw))
+        request = model.model_validate(dict(raw))
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "request"
         raise InvalidDrainRequest(f"{where}: {err['msg']}", field=where) from None
-
-
-def remove_unregistered(
-    kube: Cluster, cloud: Cloud, cluster: str, regions: tuple[str, ...], raw: Any
-) -> dict[str, Any]:
-    """Check, then terminate (see the module docstring). The result is one line of the scale-down's
-    summary: ``{node: None, instance_id, group, region, outcome, note}``."""
-    request = parse_removal(raw)
     if request.cluster != cluster:
         raise InvalidDrainRequest(
             f"the instance is of cluster {request.cluster!r}; this function serves {cluster!r}",
@@ -74,6 +75,15 @@ def remove_unregistered(
             f"region {request.region!r} is not one of this deployment's ({', '.join(regions)})",
             field="region",
         )
+    return request
+
+
+def remove_unregistered(
+    kube: Cluster, cloud: Cloud, cluster: str, regions: tuple[str, ...], raw: Any
+) -> dict[str, Any]:
+    """Check, then terminate (see the module docstring). The result is one line of the scale-down's
+    summary: ``{node: None, instance_id, group, region, outcome, note}``."""
+    request = parse_instance_request(RemovalRequest, raw, cluster, regions)
     outcome, note = _remove(kube, cloud, cluster, request)
     return {
         "node": None,
