@@ -837,14 +837,7 @@ def test_the_groups_replacement_of_a_lost_fleet_member_is_given_back_with_the_ga
     raw = cloud.groups[("us-east-1", "gpu")]
     lost = launch["instances"][0]
     next(i for i in raw["Instances"] if i["InstanceId"] == lost)["LifecycleState"] = "Terminating"
-    replacement = "i-0abcdef0123456789"
-    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "Pending",
-                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
-    cloud.activities[("us-east-1", "gpu")] = [{
-        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "InProgress",
-        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
-        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
-        "needing to be replaced."}]  # fmt: skip
+    replacement = group_replaces(cloud)
 
     verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
     assert verify["status"] == "lost"
@@ -867,14 +860,7 @@ def test_a_fleet_member_not_shown_in_the_group_yet_is_not_made_good_by_another_i
     raw = cloud.groups[("us-east-1", "gpu")]
     ids = launch["instances"]
     raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != ids[2]]  # not listed yet
-    replacement = "i-0abcdef0123456789"
-    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "InService",
-                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
-    cloud.activities[("us-east-1", "gpu")] = [{
-        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "Successful",
-        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
-        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
-        "needing to be replaced."}]  # fmt: skip
+    replacement = group_replaces(cloud, in_service=True)
     for iid in [*ids[:2], replacement]:
         cloud.dns[iid] = f"node-{iid}"
         steps.kube.nodes[f"node-{iid}"] = o.node(f"node-{iid}", instance=iid)
@@ -897,14 +883,7 @@ def test_a_fleet_member_not_listed_in_the_group_yet_is_no_loss_that_anothers_rep
     ids = launch["instances"]
     raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != ids[2]]  # not listed yet
     next(i for i in raw["Instances"] if i["InstanceId"] == ids[0])["HealthStatus"] = "Unhealthy"
-    replacement = "i-0abcdef0123456789"  # of i-0old, which the group took out of service
-    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "Pending",
-                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
-    cloud.activities[("us-east-1", "gpu")] = [{
-        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "InProgress",
-        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
-        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
-        "needing to be replaced."}]  # fmt: skip
+    replacement = group_replaces(cloud)  # of i-0old, which the group took out of service
 
     verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
     assert verify["status"] == "lost" and ids[0] in verify["reason"]
@@ -924,17 +903,27 @@ def test_a_fleet_members_replacement_is_given_back_when_ec2_ended_it_and_the_gro
     lost = launch["instances"][0]
     cloud.ec2[lost]["state"] = "terminated"
     raw["Instances"] = [i for i in raw["Instances"] if i["InstanceId"] != lost]
-    replacement = "i-0abcdef0123456789"
-    raw["Instances"].append({"InstanceId": replacement, "LifecycleState": "Pending",
-                             "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
-    cloud.activities[("us-east-1", "gpu")] = [{
-        "ActivityId": "a-1", "AutoScalingGroupName": "gpu", "StatusCode": "InProgress",
-        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
-        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
-        "needing to be replaced."}]  # fmt: skip
+    replacement = group_replaces(cloud)
 
     verify = steps.verify({**REQUEST, "prep": prep, "launch": launch})
     assert verify["status"] == "lost"
     out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch, "verify": verify}})
 
     assert replacement in out["terminated"] and raw["DesiredCapacity"] == 1
+
+
+def group_replaces(cloud: FakeCloud, *, in_service: bool = False) -> str:
+    """The group ``gpu`` launches a replacement for an instance it took out of service, with the launch
+    activity that says so (its Cause as activity histories show it: EC2 Auto Scaling User Guide, "View
+    the reason for health check failures"); the replacement's id."""
+    replacement = "i-0abcdef0123456789"
+    cloud.groups[("us-east-1", "gpu")]["Instances"].append(
+        {"InstanceId": replacement, "LifecycleState": "InService" if in_service else "Pending",
+         "AvailabilityZone": "us-east-1a", "HealthStatus": "Healthy"})  # fmt: skip
+    cloud.activities[("us-east-1", "gpu")] = [{
+        "ActivityId": "a-1", "AutoScalingGroupName": "gpu",
+        "StatusCode": "Successful" if in_service else "InProgress",
+        "Description": f"Launching a new EC2 instance: {replacement}", "StartTime": NOW.isoformat(),
+        "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
+        "needing to be replaced."}]  # fmt: skip
+    return replacement
