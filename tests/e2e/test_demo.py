@@ -103,11 +103,13 @@ def test_scene_two_teams_burst_one_is_held_by_its_limit_a_gang_launches_whole_an
         assert "tenant team-b limit nvidia.com/gpu=2 reached" in reason, reason
         assert "(code: tenant-limit)" in scene.events[pod] and "nvidia.com/gpu=2" in scene.events[pod]
     # The atomic gang: one GangLaunch execution succeeded with all three instances; their nodes came up
-    # together (one kubelet pass apart at most) and its workers all ran and completed.
+    # together, one tick apart at most (the scene looks at the Nodes once a tick, while the rig's
+    # node-registrar thread adds them one by one, each after a DescribeInstances: on a loaded machine a
+    # tick may fall between two of them) and its workers all ran and completed.
     ok = scene.gang_executions["team-a/train-llm"]
     assert ok["status"] == "SUCCEEDED" and len(ok["output"]["instances"]) == 3, ok
     ready = scene.gang_nodes_ready["gpu-gang"]
-    assert len(ready) == 3 and ready[-1] - ready[0] < 1.0, ready
+    assert len(ready) == 3 and ready[-1] - ready[0] < 1.5 * DemoOptions().tick_seconds, ready
     workers = [p for p in scene.pods if p.gang == "train-llm"]
     assert all(p.started_at is not None and p.finished_at is not None for p in workers)
     assert len({p.node for p in workers}) == 3

@@ -218,7 +218,9 @@ def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at
     monkeypatch.setattr(cloud_module, "_node", broken_kubelet)
     gang_group(cloud, "gang", "fleet")
 
-    execution = launch(cloud, "gang", 3, "fleet", deadline=3)
+    # the deadline also bounds the attach (never after it): long enough for the fleet to be attached
+    # on a loaded machine, short for the nodes that never turn Ready
+    execution = launch(cloud, "gang", 3, "fleet", deadline=8)
 
     assert execution["status"] == "FAILED", execution
     assert execution["error"] == "GangIncomplete"
@@ -254,7 +256,9 @@ def test_a_min_size_raised_while_the_gang_waits_still_gives_every_instance_back(
     monkeypatch.setattr(gang.GangSteps, "verify", verify_after_min_size_raised)
     gang_group(cloud, "gang", "fleet")
 
-    execution = launch(cloud, "gang", 3, "fleet", deadline=3)
+    # the deadline also bounds the attach (never after it): long enough for the fleet to be attached
+    # on a loaded machine, short for the nodes that never turn Ready
+    execution = launch(cloud, "gang", 3, "fleet", deadline=8)
 
     assert execution["status"] == "FAILED" and execution["error"] == "GangIncomplete", execution
     assert "3 instance(s) terminated without decrement: MinSize 3" in execution["cause"]
