@@ -196,6 +196,36 @@ def test_any_read_refused_by_rbac_fails_the_observation_naming_the_rule_to_add(
     assert rule in str(failed.value)
 
 
+# --- 404 on a built-in kind: the server is not answering as an API server does ------------------------
+
+# Lists of kinds every API server serves (core/v1, apps/v1, batch/v1, storage.k8s.io/v1): a 404 there says
+# nothing about a CRD (a misrouted proxy, a broken aggregation layer), so it is no reason to read none.
+BUILT_IN = [
+    "/api/v1/namespaces",
+    "/api/v1/persistentvolumeclaims",
+    "/api/v1/persistentvolumes",
+    "/apis/storage.k8s.io/v1/storageclasses",
+    "/apis/apps/v1/daemonsets",
+    "/apis/batch/v1/jobs",
+]
+
+
+@pytest.mark.parametrize("path", BUILT_IN, ids=[p.rsplit("/", 1)[-1] for p in BUILT_IN])
+def test_a_built_in_kind_answering_404_fails_the_observation_rather_than_reading_none(
+    kubeapi: KubeApiServer, kube: KubeClient, aws: AwsAdapter, path: str
+) -> None:
+    """Read as none, no PersistentVolumes freed a pod of its volume's zone, no Namespaces lost the
+    tenants' labels (their limits), no DaemonSets misjudged a new node's room, no Jobs made a Job's pods
+    that may move look as if they may not."""
+    stateful_pod_in_us_west_2a(kubeapi)
+    kubeapi.faults.fail_next(100, status=404, path_prefix=path, method="GET")
+
+    with pytest.raises(ObservationFailed) as failed:
+        observe(kube, aws)
+
+    assert "404" in str(failed.value) and path.rsplit("/", 1)[-1] in str(failed.value)
+
+
 # --- no useful answer: 5xx, timeouts, after the client's retries --------------------------------------
 
 

@@ -49,7 +49,8 @@ anything was handed out starts the list again at once. ``LIST_PASSES`` (3) expir
 PodGroup, Workloads and CapacityQuotas, read as raw JSON and parsed one by one (an object the model
 refuses is logged and skipped). A kind is read as having no objects only when the API server says the
 resource does not exist: a CRD that is not installed answers 404, which gives none of it, logged once
-at info, so a cluster without Volcano still works. A 404 after part of a list was handed out (the CRD
+at info, so a cluster without Volcano still works. A kind every API server serves (namespaces, batch/v1
+Jobs, and the volume and DaemonSet reads) answering 404 raises as any other failure. A 404 after part of a list was handed out (the CRD
 deleted, or the version no longer served, between two pages) gives neither: the pages read belong to a
 list that cannot be finished, so it raises ``ListExpired`` as an expired token does, and the fresh read
 finds the kind absent. Any other failure raises as every read does: RBAC
@@ -75,7 +76,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -208,14 +209,16 @@ def _listing(api_group: str, resource: str) -> Rule:
 
 @dataclass(frozen=True)
 class SharedKind:
-    """An optional kind of the shared-cluster ecosystem: where to list it and the model it parses into.
-    ``versions`` are tried in order; the first one served is read."""
+    """A kind of the shared-cluster ecosystem: where to list it and the model it parses into.
+    ``versions`` are tried in order; the first one served is read. ``built_in``: every API server
+    serves it, so a 404 is an error, not a CRD that is not installed."""
 
     kind: str
     group: str
     versions: tuple[str, ...]
     plural: str
     model: type[SharedObject]
+    built_in: bool = False
 
     @property
     def qualified(self) -> str:
@@ -232,7 +235,7 @@ SHARED_KINDS: tuple[SharedKind, ...] = (
     # jobs that say whether their pods may move (spillway.model.jobs): elasticPolicy, podFailurePolicy
     SharedKind("PyTorchJob", KUBEFLOW_GROUP, ("v1",), "pytorchjobs", PyTorchJob),
     SharedKind("PaddleJob", KUBEFLOW_GROUP, ("v1",), "paddlejobs", PaddleJob),
-    SharedKind("Job", BATCH_GROUP, ("v1",), "jobs", BatchJob),  # built in; same REST layout
+    SharedKind("Job", BATCH_GROUP, ("v1",), "jobs", BatchJob, built_in=True),  # same REST layout
 )
 
 
@@ -926,14 +929,17 @@ class KubeClient:
         rule to add). ``served``, when given, gets the qualified name (``podgroups.scheduling.x-k8s.io``)
         of each kind the server listed, with objects or none, once its list is read to the end."""
         namespaces = _listing("", "namespaces")
-        yield from self._optional("namespaces", Namespace, self._core.list_namespace, namespaces)
+        yield from self._built_in("namespaces", Namespace, self._core.list_namespace, namespaces)
         for shared in SHARED_KINDS:
             rule = _listing(shared.group, shared.plural)
             for index, version in enumerate(shared.versions):
                 call = partial(self._custom.list_cluster_custom_object, shared.group, version, shared.plural)
                 what = f"{shared.qualified}/{version}"
                 try:
-                    yield from self._optional(what, shared.model, call, rule, quiet=True)
+                    if shared.built_in:
+                        yield from self._built_in(what, shared.model, call, rule)
+                    else:
+                        yield from self._optional(what, shared.model, call, rule, quiet=True)
                     if served is not None:
                         served.add(shared.qualified)
                     break
@@ -946,19 +952,19 @@ class KubeClient:
         volumes let them run, and whether they wait for one (spillway.model.cluster.VolumeMatcher).
         A refusal (403, naming the rule) or no useful answer raises: a bound volume left out would free
         its pod of its zone."""
-        yield from self._optional(
+        yield from self._built_in(
             "persistentvolumeclaims",
             PersistentVolumeClaim,
             self._core.list_persistent_volume_claim_for_all_namespaces,
             _listing("", "persistentvolumeclaims"),
         )
-        yield from self._optional(
+        yield from self._built_in(
             "persistentvolumes",
             PersistentVolume,
             self._core.list_persistent_volume,
             _listing("", "persistentvolumes"),
         )
-        yield from self._optional(
+        yield from self._built_in(
             "storageclasses.storage.k8s.io",
             StorageClass,
             self._storage.list_storage_class,
@@ -969,7 +975,7 @@ class KubeClient:
         """apps/v1 DaemonSets of all namespaces: the pods a group's fresh node runs
         (spillway.model.daemonsets). Refused (403) or unanswered fails, as every read does: a node
         judged without them reserves what the DaemonSets' pods suggest, not what they target."""
-        return self._optional(
+        return self._built_in(
             "daemonsets.apps",
             DaemonSet,
             self._apps.list_daemon_set_for_all_namespaces,
@@ -1004,15 +1010,18 @@ class KubeClient:
         failure raises, a 403 naming ``rule``: refused is not none."""
         items = self._paged(what, call, _parse_raw_page, rule=rule, on_status={404: _NotServed})
         try:
-            for obj in items:
-                try:
-                    yield model.model_validate(obj)
-                except ValidationError as exc:
-                    log.error("kube list %s: %s skipped: %s", what, _where(obj), _first_error(exc))
+            yield from _parsed(what, model, items)
         except _NotServed:
             if quiet:
                 raise
             self._log_not_served(what)
+
+    def _built_in(self, what: str, model: type[M], call: Callable[..., Any], rule: Rule) -> Iterator[M]:
+        """Parse each object of a kind every API server serves (core/v1, apps/v1, batch/v1,
+        storage.k8s.io/v1). Every failure raises, a 404 too: it cannot mean a CRD not installed (a
+        misrouted proxy or aggregation layer answers it), and read as none it would drop volumes' zones,
+        tenants' namespaces or a new node's DaemonSets from the plan."""
+        yield from _parsed(what, model, self._paged(what, call, _parse_raw_page, rule=rule))
 
     def _log_not_served(self, what: str) -> None:
         level = logging.DEBUG if what in self._not_served_logged else logging.INFO
@@ -1400,6 +1409,15 @@ def _json_object(op: str, raw: bytes) -> RawObject:
     if not isinstance(obj, dict):
         raise KubeError(f"{op}: the API server did not answer an object")
     return obj
+
+
+def _parsed(what: str, model: type[M], items: Iterable[RawObject]) -> Iterator[M]:
+    """Each object of a list as ``model``; one the model refuses is logged and skipped."""
+    for obj in items:
+        try:
+            yield model.model_validate(obj)
+        except ValidationError as exc:
+            log.error("kube list %s: %s skipped: %s", what, _where(obj), _first_error(exc))
 
 
 def _where(obj: RawObject) -> str:
