@@ -788,6 +788,7 @@ class FakeLedger(Recorder):
     before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
     commits: int = 0  # commits that succeeded
     claimed: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)  # (cluster, item)
+    expiries: dict[tuple[str, str], datetime] = field(default_factory=dict)  # a claim's ``expires``
 
     def __post_init__(self) -> None:
         Recorder.__init__(self)
@@ -839,18 +840,28 @@ class FakeLedger(Recorder):
         self.plans[record.key] = record
 
     def claim(
-        self, cluster: str, item: str, value: Mapping[str, object], *, expires: datetime
+        self,
+        cluster: str,
+        item: str,
+        value: Mapping[str, object],
+        *,
+        expires: datetime,
+        now: datetime | None = None,
     ) -> tuple[dict[str, object], bool]:
+        """As StateStore.claim: with ``now``, a claim expired by then counts as none (a lease)."""
         self._call("claim", cluster, item)
         key = (cluster, item)
-        if key in self.claimed:
+        lapsed = now is not None and key in self.expiries and self.expiries[key] <= now
+        if key in self.claimed and not lapsed:
             return dict(self.claimed[key]), False
         self.claimed[key] = dict(value)
+        self.expiries[key] = expires
         return dict(value), True
 
     def release(self, cluster: str, item: str) -> None:
         self._call("release", cluster, item)
         self.claimed.pop((cluster, item), None)
+        self.expiries.pop((cluster, item), None)
 
     def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
         self._call("claims", cluster, prefix)

@@ -222,6 +222,26 @@ def test_a_claim_is_written_once_and_a_second_claim_gets_the_first(store: StateS
     assert store.claim("ml", "raise#up-p1", {"count": 4}, expires=expires) == ({"count": 4}, True)
 
 
+def test_a_lease_claim_overwrites_one_past_its_expiry_and_no_other(store: StateStore) -> None:
+    """A gang sweep's claim (spillway.act.gangsweep) is a lease: DynamoDB's TTL deletes an expired item
+    only some time later, so a claim past its expiry counts as none for a claim made with ``now``. A
+    claim without ``now`` (a raise marker) never overwrites one, expired or not."""
+    item = "gangsweep#us-east-1#i-1"
+    first = store.claim("ml", item, {"plan": "p1"}, expires=NOW + timedelta(minutes=15), now=NOW)
+    held = store.claim(
+        "ml", item, {"plan": "p2"}, expires=NOW + timedelta(minutes=16), now=NOW + timedelta(minutes=1)
+    )
+    marker = store.claim("ml", item, {"plan": "p3"}, expires=NOW + timedelta(days=2))
+    lapsed = store.claim(
+        "ml", item, {"plan": "p4"}, expires=NOW + timedelta(minutes=30), now=NOW + timedelta(minutes=15)
+    )
+
+    assert first == ({"plan": "p1"}, True)
+    assert held == ({"plan": "p1"}, False) and marker == ({"plan": "p1"}, False)
+    assert lapsed == ({"plan": "p4"}, True)
+    assert store.claims("ml", "gangsweep#") == {item: {"plan": "p4"}}
+
+
 def test_a_state_over_dynamodbs_item_limit_even_compressed_is_refused_naming_its_size_and_parts(
     store: StateStore, ddb: Any
 ) -> None:

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from fakes import FakeCloud
+from fakes import FakeCloud, FakeLedger
 
 from spillway.act.drain import (
     ARRIVED,
@@ -117,6 +117,7 @@ def rig() -> Iterator[Rig]:
         drainer = Drainer(
             kube,
             cloud,
+            ledger=FakeLedger(),
             cluster=CLUSTER,
             regions=["us-east-1", "us-west-2"],
             clock=clock,

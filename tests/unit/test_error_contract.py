@@ -290,12 +290,21 @@ def run_scale(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, Fake
 
 
 def run_drain(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]) -> None:
-    kube, cloud, _, _ = fakes
-    drainer = drain.Drainer(kube, cloud, cluster="prod", regions=["us-east-1"])
-    if action in ("validate", "record", "summarize"):
+    kube, cloud, ledger, _ = fakes
+    drainer = drain.Drainer(kube, cloud, ledger=ledger, cluster="prod", regions=["us-east-1"])
+    if action in ("validate", "record", "summarize", "remove_gang_orphan"):
         request = {"cluster": "prod", "node": NODE, "terminate": False}
+        orphan = {
+            "cluster": "prod",
+            "plan_id": "p1",
+            "instance_id": INSTANCE,
+            "region": "us-east-1",
+            "attempt": "spillway-" + "a" * 40,
+            "node": NODE,
+            "reason": "left",
+        }  # its claim first
         events = {"validate": {"request": request}, "record": {"state": {"drain": None}},
-                  "summarize": {"results": [{}]}}  # fmt: skip
+                  "summarize": {"results": [{}]}, "remove_gang_orphan": {"request": orphan}}  # fmt: skip
         drain.run_action(drainer, {"action": action, **events[action]})
         return
     failing = kube._failures.copy(), cloud._failures.copy()  # told to fail after the validation
@@ -402,7 +411,7 @@ def test_an_undeclared_error_is_found() -> None:
 
 def run_plan_validate(action: str, fakes: tuple[FakeCluster, FakeCloud, FakeLedger, FakeSnapshots]) -> None:
     kube, cloud, _, _ = fakes
-    drainer = drain.Drainer(kube, cloud, cluster="prod", regions=["us-east-1"])
+    drainer = drain.Drainer(kube, cloud, ledger=FakeLedger(), cluster="prod", regions=["us-east-1"])
     request = {"cluster": "prod", "node": NODE, "plan_id": "p1", "instance_id": INSTANCE, "group": "gpu"}
     drain.run_action(drainer, {"action": action, "request": request})
 
@@ -416,7 +425,7 @@ def test_a_plans_drain_whose_node_is_gone_is_an_answer_not_an_error() -> None:
     so neither the drain function's Errors alarm nor the DrainNode failures alarm fires."""
     kube, cloud, _, _ = world()
     kube.fail("get_node", errors.NodeNotFound("gone"))
-    drainer = drain.Drainer(kube, cloud, cluster="prod", regions=["us-east-1"])
+    drainer = drain.Drainer(kube, cloud, ledger=FakeLedger(), cluster="prod", regions=["us-east-1"])
     request = {"cluster": "prod", "node": NODE, "plan_id": "p1", "instance_id": INSTANCE, "group": "gpu"}
     out = drain.run_action(drainer, {"action": "validate", "request": request})
     assert set(out) == {"cancelled"} and "no Node named" in out["cancelled"]["note"], out

@@ -8,14 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fakes import FakeCloud
+from fakes import FakeCloud, FakeLedger
 from plan_world import NOW
 
 from spillway.act.drain import Drainer, run_action, summarize
+from spillway.act.gangsweep import HOLD
 from spillway.act.planning import PlanSettings, execution_requests
 from spillway.adapters.kube import KubeClient
 from spillway.config import PlannerConfig
-from spillway.errors import AwsThrottled, InvalidDrainRequest, KubeUnavailable
+from spillway.errors import AwsThrottled, AwsUnavailable, InvalidDrainRequest, KubeUnavailable, StateConflict
 from spillway.local import objects
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.fleet import TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
@@ -32,6 +33,7 @@ ATTEMPT = "spillway-0123456789abcdef0123456789abcdef01234567"
 class Rig:
     api: KubeApiServer
     cloud: FakeCloud
+    ledger: FakeLedger
     drainer: Drainer
     outcomes: list[str]
 
@@ -68,15 +70,17 @@ def rig() -> Iterator[Rig]:
         }
         cloud.dns[ORPHAN] = f"node-{ORPHAN}"  # EKS names the Node after it
         outcomes: list[str] = []
+        ledger = FakeLedger()
         drainer = Drainer(
             kube,
             cloud,
+            ledger=ledger,
             cluster=CLUSTER,
             regions=["us-east-1", "us-west-2"],
             on_outcome=lambda outcome, _: outcomes.append(outcome),
             clock=lambda: NOW,
         )
-        yield Rig(api, cloud, drainer, outcomes)
+        yield Rig(api, cloud, ledger, drainer, outcomes)
         kube.close()
 
 
@@ -326,3 +330,185 @@ def test_a_plan_whose_orphans_are_all_busy_starts_no_scale_down() -> None:
     busy = GangOrphan(ORPHAN, "us-east-1", "g", ATTEMPT, "n", False, codes.GANG_ORPHAN_BUSY, "runs work")
 
     assert execution_requests(CLUSTER, "p-1", "k", ScalingPlan(gang_orphans=(busy,)), [], SETTINGS, NOW) == []
+
+
+# --- two sweeps of one orphan at once ---------------------------------------------------------
+# A plan runs every minute and a scale-down can outlast the next one's start, so two executions can
+# sweep the same orphan at the same moment. Each test plays one interleaving on one thread: the first
+# sweep (A) runs the second (B) from inside one of its calls.
+
+
+def _finish(rig: Rig, pod: str) -> None:
+    obj = rig.api.get("Pod", pod, "default")
+    obj["status"]["phase"] = "Succeeded"
+    rig.api.update("Pod", obj)
+
+
+def test_a_sweep_never_terminates_an_orphan_under_a_pod_another_sweeps_uncordon_let_bind(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cordons and finds the gang's worker running: busy, so A takes its cordon off. Meanwhile B, whose
+    cordon answered "ours" too (the Node carried Spillway's cordon already), looked once the worker had
+    finished and found the Node idle; between B's look and B's terminate, A's uncordon lands and
+    kube-scheduler binds a new pod to the schedulable Node. B terminated the instance under it. One
+    sweep of an instance at a time: B finds A's claim and leaves the orphan to A."""
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+    kube, cloud = rig.drainer.kube, rig.cloud
+    uncordon, terminate = kube.uncordon, cloud.terminate_instances
+    lines: list[dict[str, Any]] = []
+    a_uncordoned: list[bool] = []
+
+    def a_uncordons_and_a_pod_binds() -> None:
+        a_uncordoned.append(uncordon(node))
+        if _schedulable(rig, node):  # kube-scheduler binds to a schedulable Node only
+            rig.api.add(objects.pod("worker-1", node_name=node, phase="Running"))
+
+    def b_terminates(region: str, ids: Any) -> Any:
+        a_uncordons_and_a_pod_binds()  # lands between B's look at the pods and B's terminate
+        return terminate(region, ids)
+
+    def a_takes_its_cordon_off(name: str) -> bool:
+        monkeypatch.setattr(kube, "uncordon", uncordon)
+        _finish(rig, "worker-0")
+        monkeypatch.setattr(cloud, "terminate_instances", b_terminates)
+        lines.append(rig.drainer.remove_gang_orphan(rig.request(node=node)))  # B, the next plan's
+        if not a_uncordoned:
+            a_uncordons_and_a_pod_binds()
+        return a_uncordoned[0]
+
+    monkeypatch.setattr(kube, "uncordon", a_takes_its_cordon_off)
+
+    first = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    (second,) = lines
+    assert first["outcome"] == "gang-orphan-busy"
+    assert _terminated(rig) == [], f"terminated under worker-1: B's line {second}"
+    assert second["outcome"] == "gang-orphan-held" and ORPHAN in second["note"]
+    assert _schedulable(rig, node)  # A's cordon is off, and B made none
+    assert rig.outcomes == ["gang-orphan-held", "gang-orphan-busy"]
+
+
+def test_two_sweeps_of_one_idle_orphan_terminate_it_once(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """B, run while A terminates, cordoned, found the Node idle too and terminated the instance again:
+    two ``gang-orphan-terminated`` lines, and DrainOutcome metrics, for one instance."""
+    node = rig.node()
+    terminate = rig.cloud.terminate_instances
+    lines: list[dict[str, Any]] = []
+
+    def a_terminates(region: str, ids: Any) -> Any:
+        monkeypatch.setattr(rig.cloud, "terminate_instances", terminate)
+        lines.append(rig.drainer.remove_gang_orphan(rig.request(node=node)))  # B
+        return terminate(region, ids)
+
+    monkeypatch.setattr(rig.cloud, "terminate_instances", a_terminates)
+
+    first = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert first["outcome"] == "gang-orphan-terminated"
+    assert [line["outcome"] for line in lines] == ["gang-orphan-held"]
+    assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
+    assert node not in {n["metadata"]["name"] for n in rig.api.list("nodes")}
+
+
+CLAIM = ("prod", f"gangsweep#us-east-1#{ORPHAN}")
+
+
+def test_a_sweep_claims_the_instance_before_its_cordon_and_names_its_plan(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = rig.node()
+    held: list[dict[str, object]] = []
+    cordon = rig.drainer.kube.cordon
+
+    def cordon_seeing_the_claim(name: str, reason: str = "") -> bool:
+        held.append(dict(rig.ledger.claimed[CLAIM]))
+        return cordon(name, reason)
+
+    monkeypatch.setattr(rig.drainer.kube, "cordon", cordon_seeing_the_claim)
+
+    rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert held == [{"plan": "p-1", "at": "2026-11-02T12:00:00Z"}]
+    assert rig.ledger.expiries == {}  # released
+    assert rig.ledger.called("claim") == [CLAIM]
+
+
+@pytest.mark.parametrize("outcome", ["terminated", "gone", "attached", "busy"])
+def test_the_claim_is_released_whatever_the_sweep_finds(rig: Rig, outcome: str) -> None:
+    node = rig.node(*([objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running")]
+                      if outcome == "busy" else []))  # fmt: skip
+    if outcome == "gone":
+        rig.cloud.ec2[ORPHAN]["tags"][TAG_ATTEMPT] = "spillway-another"
+    if outcome == "attached":
+        rig.cloud.ec2[ORPHAN]["tags"][TAG_ASG] = "theirs"
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert line["outcome"] == f"gang-orphan-{outcome}"
+    assert CLAIM not in rig.ledger.claimed
+    assert rig.ledger.called("release") == [CLAIM]
+
+
+@pytest.mark.parametrize("failing", ["pods", "terminate"])
+def test_the_claim_is_released_after_a_failure_so_the_retry_sweeps(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    node = rig.node()
+    if failing == "pods":
+        monkeypatch.setattr(rig.drainer.kube, "pods_on_node", _refuse)
+    else:
+        rig.cloud.fail("terminate_instances", AwsThrottled("Rate exceeded"), times=1)
+
+    with pytest.raises((KubeUnavailable, AwsThrottled)):
+        rig.drainer.remove_gang_orphan(rig.request(node=node))
+    assert CLAIM not in rig.ledger.claimed
+    monkeypatch.undo()
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "gang-orphan-terminated"
+
+
+def _refuse(name: str) -> Any:
+    raise KubeUnavailable("the API server did not answer")
+
+
+def test_a_sweep_finding_the_claim_held_touches_nothing_and_leaves_the_claim(rig: Rig) -> None:
+    node = rig.node()
+    rig.ledger.claim(*CLAIM, {"plan": "p-0", "at": "2026-11-02T11:59:30Z"}, expires=NOW + HOLD)
+    rig.api.clear_requests()
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+    assert line["outcome"] == "gang-orphan-held" and line["node"] == node
+    assert "plan p-0" in line["note"] and "2026-11-02T11:59:30Z" in line["note"]
+    assert rig.cloud.calls == [] and rig.api.requests == []  # nothing read, nothing done
+    assert rig.ledger.claimed[CLAIM] == {"plan": "p-0", "at": "2026-11-02T11:59:30Z"}  # still the other's
+    assert rig.ledger.called("release") == []
+    assert rig.outcomes == ["gang-orphan-held"]
+
+
+def test_a_claim_released_while_it_was_read_is_held_too(rig: Rig) -> None:
+    rig.ledger.fail("claim", StateConflict("the claim went away while it was read"), times=1)
+
+    line = rig.drainer.remove_gang_orphan(rig.request())
+
+    assert line["outcome"] == "gang-orphan-held" and _terminated(rig) == []
+    assert rig.ledger.called("release") == []
+
+
+def test_a_claim_past_its_hold_is_a_dead_sweeps_and_is_taken_over(rig: Rig) -> None:
+    """Its Lambda died (timed out) before it released the claim, and DynamoDB's TTL deletes an expired
+    item only days later: the claim lapses after HOLD, longer than any Lambda invocation."""
+    node = rig.node()
+    rig.ledger.claim(*CLAIM, {"plan": "p-0", "at": "2026-11-02T11:45:00Z"}, expires=NOW)
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "gang-orphan-terminated"
+    assert CLAIM not in rig.ledger.claimed
+
+
+def test_a_claim_not_released_leaves_the_outcome_as_it_was(rig: Rig) -> None:
+    """The release is best effort: the terminate happened, and a retry of the step would only find the
+    claim (held) until it lapses."""
+    rig.ledger.fail("release", AwsUnavailable("DynamoDB did not answer"), times=1)
+
+    assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gang-orphan-terminated"
+    assert _terminated(rig) == [("us-east-1", (ORPHAN,))]

@@ -437,7 +437,12 @@ def drain_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
 
     def drainer(hook: Any) -> Drainer:
         return Drainer(
-            FakeCluster(), FakeCloud(cluster=CLUSTER), cluster=CLUSTER, regions=[REGION], on_outcome=hook
+            FakeCluster(),
+            FakeCloud(cluster=CLUSTER),
+            ledger=FakeLedger(),
+            cluster=CLUSTER,
+            regions=[REGION],
+            on_outcome=hook,
         )
 
     env.setattr(app, "get_clients", lambda: SimpleNamespace(config=SimpleNamespace(cluster_name=CLUSTER),

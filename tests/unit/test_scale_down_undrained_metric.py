@@ -31,7 +31,7 @@ class Hook:
 
 
 def _drainer(hook: Hook) -> Drainer:
-    return Drainer(None, None, cluster="ml", regions=["us-east-1"], on_outcome=hook)  # type: ignore[arg-type]
+    return Drainer(None, None, ledger=None, cluster="ml", regions=["us-east-1"], on_outcome=hook)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("outcome", ["skipped", "lapsed"])

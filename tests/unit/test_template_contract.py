@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +258,38 @@ def test_the_plan_and_scale_functions_may_do_on_their_tables_what_their_stores_d
         "PlansTable": {"dynamodb:PutItem"},
         "StateTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
     }
+
+
+class _RecordingDynamoDB:
+    """A DynamoDB client that records PutItem requests and refuses none."""
+
+    def __init__(self) -> None:
+        self.puts: list[dict[str, Any]] = []
+
+    def put_item(self, **request: Any) -> dict[str, Any]:
+        self.puts.append(request)
+        return {}
+
+
+def test_the_drain_function_may_claim_a_gang_sweep_and_nothing_more_on_the_state_table() -> None:
+    """remove_gang_orphan claims its instance (spillway.act.gangsweep: StateStore.claim as a lease, its
+    holder read back with GetItem, released with DeleteItem); the drain function reads no snapshot and
+    writes no plan. Its puts may carry only the attributes a claim has, keys and condition included
+    (dynamodb:Attributes, every top-level attribute of the request): not a planner state, a back-off."""
+    from spillway.adapters.state_store import StateStore
+
+    assert table_actions("DrainFunction") == {
+        "StateTable": {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem"}
+    }
+    client = _RecordingDynamoDB()
+    at = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+    StateStore(client, "state").claim(  # type: ignore[arg-type]
+        "ml", "gangsweep#us-east-1#i-1", {"plan": "p1"}, expires=at, now=at
+    )
+    [request] = client.puts
+    written = set(request["Item"]) | set(request["ExpressionAttributeNames"].values())
+    [put] = [s for s in function_statements("DrainFunction") if "dynamodb:PutItem" in actions(s)]
+    assert put["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(written)}}
 
 
 def test_the_snapshots_table_is_read_only_as_its_store_reads_it() -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fakes import FakeCloud
+from fakes import FakeCloud, FakeLedger
 from plan_world import NOW
 
 from spillway.act.drain import Drainer, run_action, summarize
@@ -60,6 +60,7 @@ def rig() -> Iterator[Rig]:
         drainer = Drainer(
             kube,
             cloud,
+            ledger=FakeLedger(),
             cluster=CLUSTER,
             regions=["us-east-1", "us-west-2"],
             on_outcome=lambda outcome, _: outcomes.append(outcome),

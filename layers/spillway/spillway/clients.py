@@ -101,6 +101,7 @@ class Clients:
         return Drainer(
             self.kube,
             self.aws,
+            ledger=self.state,
             cluster=c.cluster_name,
             regions=c.regions,
             on_outcome=on_outcome,

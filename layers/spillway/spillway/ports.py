@@ -234,9 +234,16 @@ class Ledger(Protocol):
         self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
     ) -> bool: ...
     def save_plan(self, record: PlanRecord) -> None: ...
-    # Once-only markers and instance ownership (act/claims.py): a conditional put that never overwrites.
+    # Once-only markers and instance ownership (act/claims.py): a conditional put that never overwrites;
+    # with ``now``, a lease (act/gangsweep.py): one expired by then is overwritten.
     def claim(
-        self, cluster: str, item: str, value: Mapping[str, object], *, expires: datetime
+        self,
+        cluster: str,
+        item: str,
+        value: Mapping[str, object],
+        *,
+        expires: datetime,
+        now: datetime | None = None,  # a lease: a claim expired by ``now`` is overwritten
     ) -> tuple[dict[str, object], bool]: ...
     def release(self, cluster: str, item: str) -> None: ...
     def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]: ...

@@ -105,6 +105,7 @@ from spillway.errors import (
     NodeNotFound,
     PodNotFound,
     SpillwayError,
+    StateCorrupt,
 )
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
 from spillway.model.cluster import DEFAULT_GRACE_SECONDS, PodInfo, instance_id_from_provider_id
@@ -141,7 +142,7 @@ from spillway.model.nodegroup import (
     scale_in_protected,
 )
 from spillway.planner.disruption import assess
-from spillway.ports import ERRORS, Cloud, Cluster
+from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
 ACTIONS = (
@@ -181,7 +182,8 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "summarize": frozenset(_ALWAYS),
     "line": frozenset(_ALWAYS),
     "remove_unregistered": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.unregistered
-    "remove_gang_orphan": frozenset({*_ALWAYS, *_KUBE, *_AWS}),  # spillway.act.gangsweep
+    # spillway.act.gangsweep; its claim is the state table's (one released as it was read is held)
+    "remove_gang_orphan": frozenset({*_ALWAYS, *_KUBE, *_AWS, StateCorrupt}),
     "undrained": frozenset(_ALWAYS),  # a scale-down part that drained nothing: its metric, no port
 }
 
@@ -1031,6 +1033,7 @@ class Drainer:
         kube: Cluster,
         cloud: Cloud,
         *,
+        ledger: Ledger,
         cluster: str,
         regions: Sequence[str],
         clock: Callable[[], datetime] = utcnow,
@@ -1039,6 +1042,7 @@ class Drainer:
     ) -> None:
         self.kube = kube
         self.cloud = cloud
+        self.ledger = ledger  # the state table: a gang orphan's sweep claims its instance there
         self.cluster = cluster
         self.regions = tuple(regions)
         self.clock = clock
@@ -1183,10 +1187,12 @@ class Drainer:
         return line
 
     def remove_gang_orphan(self, raw: Any) -> dict[str, Any]:
-        """A plan's ``gang_orphans`` entry to terminate: checked again, then terminated
+        """A plan's ``gang_orphans`` entry to terminate: claimed, checked again, then terminated
         (:mod:`spillway.act.gangsweep`). Its outcome, ``gang-orphan-<outcome>``, goes to the
         ``DrainOutcome`` metric as it is."""
-        line = remove_gang_orphan(self.kube, self.cloud, self.cluster, self.regions, raw, self.clock())
+        line = remove_gang_orphan(
+            self.kube, self.cloud, self.ledger, self.cluster, self.regions, raw, self.clock()
+        )
         self.on_outcome(str(line["outcome"]), None)
         return line
 

@@ -20,25 +20,45 @@ snapshot is older than the world, so the step reads it again first:
 
 Idempotent: a retry after the terminate finds the instance shutting down (``gone``). A removal that fails
 is tried again by the next plan, which still finds the instance outside every group.
+
+**One sweep of an instance at a time.** Plans run every minute and a scale-down can outlast the next
+plan's start, so two executions may sweep one orphan at once, and their steps would undo each other: the
+cordon does not tell them apart (:meth:`Cluster.cordon` answers True to both, the Node carrying
+Spillway's cordon already), so one that found the Node busy took its cordon off while the other, which
+had looked at the pods before, terminated the instance under the pod kube-scheduler had just bound; two
+idle sweeps both terminated it, counted twice. So the step first claims the instance in the state table
+(``gangsweep#<region>#<instance>``, a conditional put: first wins), before anything is read, and releases
+the claim when it ends, whatever the outcome, a failure too. A sweep that finds the claim held does
+nothing: ``held``, and the next plan's sweep tries again. The claim is a lease of :data:`HOLD`: no Lambda
+invocation runs longer, so one still there past it is a sweep whose Lambda died (timed out) without
+releasing it, and the next sweep takes it over (until then, a Step Functions retry of that step, or the
+next plans' sweeps, are ``held``; a cordon the dead sweep made stays on the Node until a sweep runs).
 """
 
 from __future__ import annotations
 
+import logging
 from contextlib import suppress
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import Field
 
 from spillway.act.instances import nodes_on
 from spillway.act.unregistered import InstanceRequest, parse_instance_request
-from spillway.errors import NodeNotFound
-from spillway.model.cluster import PodInfo, instance_id_from_provider_id
+from spillway.errors import NodeNotFound, SpillwayError, StateConflict
+from spillway.model.cluster import PodInfo, format_time, instance_id_from_provider_id
 from spillway.planner.disruption import keeps_node_busy
-from spillway.ports import Cloud, Cluster
+from spillway.ports import Cloud, Cluster, Ledger
 
-Sweep = Literal["terminated", "gone", "attached", "busy"]
+log = logging.getLogger(__name__)
+
+Sweep = Literal["terminated", "gone", "attached", "busy", "held"]
 NAMED_PODS = 3
+SWEEP_PREFIX = "gangsweep#"  # the claim on one instance's sweep: gangsweep#<region>#<instance>
+# How long a sweep's claim holds: no Lambda invocation runs longer than 15 minutes (the drain function's
+# own timeout is far shorter), so a claim still there past it is one whose sweep died without releasing it.
+HOLD = timedelta(minutes=15)
 
 
 class SweepRequest(InstanceRequest):
@@ -50,15 +70,21 @@ class SweepRequest(InstanceRequest):
 
 
 def remove_gang_orphan(
-    kube: Cluster, cloud: Cloud, cluster: str, regions: tuple[str, ...], raw: Any, now: datetime
+    kube: Cluster,
+    cloud: Cloud,
+    ledger: Ledger,
+    cluster: str,
+    regions: tuple[str, ...],
+    raw: Any,
+    now: datetime,
 ) -> dict[str, Any]:
-    """Check, then terminate (see the module docstring). The result is one line of the scale-down's
-    summary: ``{node, instance_id, group: None, region, outcome, note}``, its outcome
-    ``gang-orphan-<terminated|gone|attached|busy>`` (as the DrainOutcome metric names it), so the
+    """Claim, check, then terminate (see the module docstring). The result is one line of the
+    scale-down's summary: ``{node, instance_id, group: None, region, outcome, note}``, its outcome
+    ``gang-orphan-<terminated|gone|attached|busy|held>`` (as the DrainOutcome metric names it), so the
     summary's counts never mix an orphan with a drained node's ``terminated`` or an unregistered
     instance's ``gone``."""
     request = parse_instance_request(SweepRequest, raw, cluster, regions)
-    outcome, node, note = _sweep(kube, cloud, request, now)
+    outcome, node, note = _claimed_sweep(kube, cloud, ledger, cluster, request, now)
     return {
         "node": node,
         "instance_id": request.instance_id,
@@ -67,6 +93,36 @@ def remove_gang_orphan(
         "outcome": f"gang-orphan-{outcome}",
         "note": note[:1024],
     }
+
+
+def _claimed_sweep(
+    kube: Cluster, cloud: Cloud, ledger: Ledger, cluster: str, request: SweepRequest, now: datetime
+) -> tuple[Sweep, str | None, str]:
+    """:func:`_sweep` under the instance's claim, released when it ends (see the module docstring); a
+    claim another sweep holds: ``held``, nothing read or done."""
+    iid = request.instance_id
+    item = f"{SWEEP_PREFIX}{request.region}#{iid}"
+    mine = {"plan": request.plan_id or "-", "at": format_time(now)}
+    try:
+        holder, ours = ledger.claim(cluster, item, mine, expires=now + HOLD, now=now)
+    except StateConflict:  # released between its put and its read: that sweep has just ended
+        holder, ours = {}, False
+    if not ours:
+        by = f"plan {holder.get('plan')}'s, since {holder.get('at')}" if holder else "one that just ended"
+        return "held", request.node, f"another sweep of {iid} holds it ({by}): left to it, for the next plan"
+    try:
+        return _sweep(kube, cloud, request, now)
+    finally:
+        _let_go(ledger, cluster, item)
+
+
+def _let_go(ledger: Ledger, cluster: str, item: str) -> None:
+    """Release the sweep's claim. Best effort: the step's outcome stands (a retry would find the claim
+    and do nothing), and the claim lapses after :data:`HOLD`."""
+    try:
+        ledger.release(cluster, item)
+    except SpillwayError as exc:
+        log.warning("gang sweep: claim %s not released (it lapses in %s): %s", item, HOLD, exc)
 
 
 def _sweep(

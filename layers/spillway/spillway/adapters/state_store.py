@@ -16,13 +16,16 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  "backoff#pool#<zone>/<type>" is the spot pool
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
                       "unsettled#<owner>",
-                      "owner#<region>#<id>"
+                      "owner#<region>#<id>",
+                      "gangsweep#<region>#<id>"
 
 **Claims** (:meth:`StateStore.claim`) are written once and never overwritten (``attribute_not_exists``):
 a raise marker makes an execution's relative capacity raise happen once however often Step Functions
 retries the step (an ``unsettled#<owner>`` claim beside it says the raise's answer was lost and
 nobody can tell whether it applied), and an instance claim says which execution an instance of a shared group belongs to
-(:mod:`spillway.act.claims`).
+(:mod:`spillway.act.claims`). A ``gangsweep#`` claim is a lease: one sweep of a gang orphan at a time
+holds it for the length of its step (:mod:`spillway.act.gangsweep`), and one past its ``expires_at``
+(its holder's Lambda died) is overwritten by the next.
 
 **Claiming a tick.** :meth:`StateStore.commit` writes the new state with ``version = old + 1`` on the
 condition that the stored version is still the one loaded (``attribute_not_exists`` for the first), in
@@ -116,6 +119,11 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _epoch(value: datetime) -> int:
+    """Epoch seconds, as the table's TTL attribute ``expires_at`` holds them."""
+    return int(_aware(value).timestamp())
 
 
 class StateStore:
@@ -304,24 +312,39 @@ class StateStore:
     # --- claims ---------------------------------------------------------------------------------
 
     def claim(
-        self, cluster: str, item: str, value: Mapping[str, object], *, expires: datetime
+        self,
+        cluster: str,
+        item: str,
+        value: Mapping[str, object],
+        *,
+        expires: datetime,
+        now: datetime | None = None,
     ) -> tuple[dict[str, object], bool]:
         """Write ``value`` under ``item`` unless the item exists. Returns the stored value and whether
-        this call wrote it (False: an earlier claim stands, returned as it was stored)."""
+        this call wrote it (False: an earlier claim stands, returned as it was stored).
+
+        With ``now`` the claim is a lease: one whose ``expires`` is at or before ``now`` counts as none
+        and is overwritten (its holder is gone; DynamoDB's TTL deletes an expired item only some time
+        later, often days). Without it a claim stands until it is released or deleted."""
         what = f"claim {cluster}/{item}"
         record = {
             "cluster": {"S": cluster},
             "item": {"S": item},
             "value": {"S": json.dumps(dict(value), separators=(",", ":"), sort_keys=True)},
-            "expires_at": {"N": str(int(_aware(expires).timestamp()))},
+            "expires_at": {"N": str(_epoch(expires))},
         }
+        condition: dict[str, Any] = {
+            "ConditionExpression": "attribute_not_exists(#i)",
+            "ExpressionAttributeNames": {"#i": "item"},
+        }
+        if now is not None:
+            condition = {
+                "ConditionExpression": "attribute_not_exists(#i) OR #e <= :now",
+                "ExpressionAttributeNames": {"#i": "item", "#e": "expires_at"},
+                "ExpressionAttributeValues": {":now": {"N": str(_epoch(now))}},
+            }
         try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=record,
-                ConditionExpression="attribute_not_exists(#i)",
-                ExpressionAttributeNames={"#i": "item"},
-            )
+            self.client.put_item(TableName=self.table, Item=record, **condition)
             return dict(value), True
         except ClientError as exc:
             if not _condition_failed(exc):
