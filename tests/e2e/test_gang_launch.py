@@ -132,6 +132,12 @@ def test_a_partial_fleet_is_terminated_whole_and_the_group_backed_off(cloud: Clo
     backoff = cloud.state_item("backoff#gang")
     assert backoff is not None and "InsufficientInstanceCapacity" in backoff["reason"]["S"]
     assert int(backoff["expires_at"]["N"]) > int(cloud.started_at.timestamp())
+    # and the pool EC2 named short (its error's override: the type in the group's one zone), as a failed
+    # scale-up backs it off: other groups of g5.xlarge on-demand in us-east-1a skip it too
+    pool = cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge")
+    assert pool is not None and {k: pool[k] for k in ("backoff_until", "reason", "expires_at")} == {
+        k: backoff[k] for k in ("backoff_until", "reason", "expires_at")
+    }
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
@@ -153,6 +159,7 @@ def test_a_fleet_refused_for_its_settings_fails_named_so_and_is_given_back_whole
     assert "will not heal by waiting" in execution["cause"]
     backoff = cloud.state_item("backoff#gang")
     assert backoff is not None and "InvalidKMSKey" in backoff["reason"]["S"]
+    assert cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge") is None  # the group's fault
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
