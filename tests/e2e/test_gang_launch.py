@@ -289,6 +289,31 @@ def test_rollback_raises_the_desired_capacity_once_and_the_whole_gang_comes_up(
     assert_no_half_gang(cloud, "gang", set(out["instances"]), busy)
 
 
+def test_a_rollback_gang_without_capacity_backs_off_the_group_and_the_pool_ec2_named(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    """The raise's launch fails for capacity (a Failed scaling activity naming the type and the zone):
+    the gang fails at once, is given back, and backs off the pool as a failed scale-up does, read by the
+    same rule, so other groups of g5.xlarge on-demand in us-east-1a skip it too."""
+    gang_group(cloud, "gang", "rollback")
+    cloud.sim.capacity_outage("gang", HOME)
+
+    execution = launch(cloud, "gang", 3, "rollback", deadline=60)
+
+    assert execution["status"] == "FAILED", execution
+    assert execution["error"] == "CapacityUnavailable"
+    assert cloud.desired("gang") == 0
+    backoff = cloud.state_item("backoff#gang")
+    pool = cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge")
+    assert backoff is not None and "do not have sufficient g5.xlarge capacity" in backoff["reason"]["S"]
+    assert (
+        pool is not None
+        and pool["reason"] == backoff["reason"]
+        and pool["expires_at"] == backoff["expires_at"]
+    )
+    assert_no_half_gang(cloud, "gang", set(), busy)
+
+
 def test_rollback_past_the_deadline_gives_all_of_it_back_restores_desired_and_backs_off(
     cloud: Cloud, busy: set[str]
 ) -> None:

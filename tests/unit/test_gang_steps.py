@@ -1085,3 +1085,27 @@ def test_a_subnet_whose_zone_cannot_be_read_backs_off_the_group_and_still_gives_
 
     assert launch["status"] == "partial" and len(launch["instances"]) == 1
     assert backed_off(ledger) == ["gpu", "pool#spot/us-east-1b/g5.xlarge"] and cloud.running() == []
+
+
+@pytest.mark.parametrize(
+    ("message", "backoffs"),
+    [(None, ["gpu", "pool#on-demand/us-east-1a/p4d.24xlarge"]), (o.MISSING_AMI, ["gpu"])],
+    ids=["capacity", "ami"],
+)
+def test_a_rollback_gang_whose_launch_failed_for_capacity_backs_off_the_pool_as_scale_up_does(
+    message: str | None, backoffs: list[str]
+) -> None:
+    """Its failed scaling activity is read by scale-up's rule (failed_pool): EC2 named the type and the
+    zone it had no on-demand capacity of; a launch failed for its settings is the group's own."""
+    cloud, ledger, steps = world(mode="rollback")
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    asg = cloud.groups[("us-east-1", "gpu")]
+    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(asg, NOW, message=message)]
+    verify = steps.verify({**request, "prep": prep})
+    assert VerifyResult.model_validate(verify) and result_problem("verify", verify, "rollback") is None
+
+    steps.give_back({"state": {**request, "prep": prep, "verify": verify}})
+
+    assert backed_off(ledger) == backoffs

@@ -81,7 +81,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spillway.act.backoff import Pool, back_off, fleet_pools, needs_subnet_zones
+from spillway.act.backoff import Pool, back_off, failed_pool, fleet_pools, needs_subnet_zones
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
 from spillway.act.instances import Terminated, give_back_in_group, ready_nodes
 from spillway.errors import (
@@ -543,8 +543,8 @@ class GangSteps:
             if failure:  # any Failed launch: capacity is not coming, whatever the reason; named as a
                 # fleet's errors are (spillway.model.launcherror)
                 error = ERROR_NAMES[launch_error_kind(failure)]
-                return {"status": "failed", "error": error,
-                        "reason": launch_failed(where, failure)[:1000]}  # fmt: skip
+                return {"status": "failed", "error": error, "reason": launch_failed(where, failure)[:1000],
+                        "failure": failure[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
         replacements = replacement_launches(activities)
         lost = self._lost(req, prep, event, asg)
@@ -624,7 +624,7 @@ class GangSteps:
         until = self.clock() + timedelta(minutes=self.backoff_minutes)
         # the group, and each pool EC2 named short of capacity, as scale-up's backoff does
         back_off(self.ledger, self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000],
-                 region=req.region, pools=_short_pools(state))  # fmt: skip
+                 region=req.region, pools=_short_pools(state, asg))  # fmt: skip
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
         if desired is None or gone.replaced or gone.held:
@@ -801,13 +801,15 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
         raise AsgLimitExceeded(f"{held}; nothing launched")
 
 
-def _short_pools(state: Mapping[str, Any]) -> list[Pool]:
+def _short_pools(state: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool]:
     """The pools the attempt found short of capacity: those its partial fleet's errors named (the
-    launch's ``pools``: :meth:`GangSteps._fleet_pools`)."""
-    launch = state.get("launch") or {}
-    if launch.get("status") != "partial":
-        return []
-    return [(p["capacity_type"], p["zone"], p["instance_type"]) for p in launch.get("pools") or []]
+    launch's ``pools``: :meth:`GangSteps._fleet_pools`), or the one a rollback gang's failed launch
+    activity names, read as scale-up reads its own (:func:`~spillway.act.backoff.failed_pool`)."""
+    launch, verify = state.get("launch") or {}, state.get("verify") or {}
+    if launch.get("status") == "partial":
+        return [(p["capacity_type"], p["zone"], p["instance_type"]) for p in launch.get("pools") or []]
+    pool = failed_pool(str(verify.get("failure") or ""), asg) if verify.get("status") == "failed" else None
+    return [pool] if pool else []
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:

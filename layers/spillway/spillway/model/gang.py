@@ -255,6 +255,9 @@ class VerifyResult(BaseModel):
     nodes: list[NodeName] = Field(default_factory=list, max_length=MAX_NAMES)
     error: Text = ""
     reason: Text = ""
+    failure: Text = (
+        ""  # a failed launch's words, as EC2 gave them (its pool: spillway.act.backoff.failed_pool)
+    )
 
 
 class Caught(BaseModel):
@@ -354,8 +357,13 @@ RESULT_KEYS: dict[str, dict[str, frozenset[str]]] = {
         "failed": frozenset({"status", "error", "reason"}),
     },
 }
-# ... and a partial launch of an execution started before partial launches named their pools has none
-_MAY_CARRY = {("launch", "raised"): frozenset({"group", "at"}), ("launch", "partial"): frozenset({"pools"})}
+# ... and a partial launch or a failed verify of an execution started before they named what was short
+# (pools, the failed launch's words) has none
+_MAY_CARRY = {
+    ("launch", "raised"): frozenset({"group", "at"}),
+    ("launch", "partial"): frozenset({"pools"}),
+    ("verify", "failed"): frozenset({"failure"}),
+}
 # what each mode's launch step returns: CreateFleet's result in fleet mode, the raise in rollback mode
 LAUNCH_STATUS = {"fleet": frozenset({"launched", "partial"}), "rollback": frozenset({"raised"})}
 
