@@ -440,6 +440,9 @@ class FakeCloud(Recorder):
         self.ec2: dict[str, dict[str, Any]] = {}
         self.fleet_capacity: int | None = None  # at most this many per fleet (None: all asked for)
         self.fleet_error = ("InsufficientInstanceCapacity", "We currently do not have sufficient capacity.")
+        # a short fleet's Errors as EC2 lists them (CreateFleetError: per override, with its Lifecycle and
+        # LaunchTemplateAndOverrides), instead of one fleet_error without an override per missing instance
+        self.fleet_errors: list[dict[str, Any]] | None = None
         self.fleet_state = "running"  # the state fleet instances start in
         self.launch_time = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)  # fleet instances' LaunchTime
         # EC2's eventual consistency: the next this many DescribeInstances answers (instance_states)
@@ -641,12 +644,16 @@ class FakeCloud(Recorder):
             self.ec2[iid] = {"region": region, "state": self.fleet_state, "tags": dict(request.tags)}
             self.dns.setdefault(iid, f"node-{iid}")
         code, message = self.fleet_error
+        errors = [{"ErrorCode": code, "ErrorMessage": message, "Lifecycle": "on-demand"}] * (
+            request.count - launched
+        )
+        if self.fleet_errors is not None and launched < request.count:
+            errors = [dict(e) for e in self.fleet_errors]
         result = CreateFleetResult.model_validate(
             {
                 "FleetId": f"fleet-{len(self.fleets)}",
                 "Instances": [{"InstanceIds": [iid], "InstanceType": request.instance_type} for iid in ids],
-                "Errors": [{"ErrorCode": code, "ErrorMessage": message, "Lifecycle": "on-demand"}]
-                * (request.count - launched),
+                "Errors": errors,
             }
         )
         self.fleet_tokens[(region, request.client_token)] = (request, result)

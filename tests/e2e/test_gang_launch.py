@@ -132,6 +132,12 @@ def test_a_partial_fleet_is_terminated_whole_and_the_group_backed_off(cloud: Clo
     backoff = cloud.state_item("backoff#gang")
     assert backoff is not None and "InsufficientInstanceCapacity" in backoff["reason"]["S"]
     assert int(backoff["expires_at"]["N"]) > int(cloud.started_at.timestamp())
+    # and the pool EC2 named short (its error's override: the type in the group's one zone), as a failed
+    # scale-up backs it off: other groups of g5.xlarge on-demand in us-east-1a skip it too
+    pool = cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge")
+    assert pool is not None and {k: pool[k] for k in ("backoff_until", "reason", "expires_at")} == {
+        k: backoff[k] for k in ("backoff_until", "reason", "expires_at")
+    }
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
@@ -153,6 +159,7 @@ def test_a_fleet_refused_for_its_settings_fails_named_so_and_is_given_back_whole
     assert "will not heal by waiting" in execution["cause"]
     backoff = cloud.state_item("backoff#gang")
     assert backoff is not None and "InvalidKMSKey" in backoff["reason"]["S"]
+    assert cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge") is None  # the group's fault
     assert_no_half_gang(cloud, "gang", set(), busy)
 
 
@@ -280,6 +287,31 @@ def test_rollback_raises_the_desired_capacity_once_and_the_whole_gang_comes_up(
     assert out["outcome"] == "ready" and out["mode"] == "rollback" and len(out["nodes"]) == 3
     assert [c.desired for c in cloud.sim.calls_for("gang")] == [3]
     assert_no_half_gang(cloud, "gang", set(out["instances"]), busy)
+
+
+def test_a_rollback_gang_without_capacity_backs_off_the_group_and_the_pool_ec2_named(
+    cloud: Cloud, busy: set[str]
+) -> None:
+    """The raise's launch fails for capacity (a Failed scaling activity naming the type and the zone):
+    the gang fails at once, is given back, and backs off the pool as a failed scale-up does, read by the
+    same rule, so other groups of g5.xlarge on-demand in us-east-1a skip it too."""
+    gang_group(cloud, "gang", "rollback")
+    cloud.sim.capacity_outage("gang", HOME)
+
+    execution = launch(cloud, "gang", 3, "rollback", deadline=60)
+
+    assert execution["status"] == "FAILED", execution
+    assert execution["error"] == "CapacityUnavailable"
+    assert cloud.desired("gang") == 0
+    backoff = cloud.state_item("backoff#gang")
+    pool = cloud.state_item("backoff#pool#on-demand/us-east-1a/g5.xlarge")
+    assert backoff is not None and "do not have sufficient g5.xlarge capacity" in backoff["reason"]["S"]
+    assert (
+        pool is not None
+        and pool["reason"] == backoff["reason"]
+        and pool["expires_at"] == backoff["expires_at"]
+    )
+    assert_no_half_gang(cloud, "gang", set(), busy)
 
 
 def test_rollback_past_the_deadline_gives_all_of_it_back_restores_desired_and_backs_off(

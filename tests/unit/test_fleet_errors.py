@@ -224,3 +224,31 @@ def test_scale_up_and_gangs_classify_launch_failures_alike(message: str, kind: s
     assert is_capacity_failure(message) is (kind != "settings")
     assert ("failed for capacity" in launch_failed("r/g", message)) is (kind == "capacity")
     assert ("quota" in launch_failed("r/g", message)) is (kind == "quota")
+
+
+def test_the_adapter_reads_the_override_each_fleet_error_names() -> None:
+    """CreateFleet's Errors as boto3 gives them (CreateFleetError: LaunchTemplateAndOverrides.Overrides
+    with the instance type and the subnet or zone asked, among fields Spillway does not read): the
+    override is what the give-back's pool back-offs are made of."""
+    response = {"FleetId": "fleet-1", "Instances": [], "Errors": [
+        {"LaunchTemplateAndOverrides": {
+            "LaunchTemplateSpecification": {"LaunchTemplateId": "lt-1", "Version": "1"},
+            "Overrides": {"InstanceType": "p5.48xlarge", "SubnetId": "subnet-0aaaaaaaaaaaaaaaa",
+                          "Placement": {"GroupName": "train"}, "WeightedCapacity": 1.0}},
+         "Lifecycle": "spot", "ErrorCode": "InsufficientInstanceCapacity", "ErrorMessage": "no capacity"},
+        {"ErrorCode": "InsufficientInstanceCapacity"},
+    ]}  # fmt: skip
+    ec2 = SimpleNamespace(create_fleet=lambda **kw: response)
+    clients = SimpleNamespace(regions=("us-east-1",), ec2=lambda region: ec2)
+    adapter = AwsAdapter(clients, "prod")  # type: ignore[arg-type]
+    request = FleetRequest(
+        launch_template={"LaunchTemplateId": "lt-1", "Version": "1"}, count=2, client_token="t"
+    )
+
+    named, bare = adapter.create_fleet_instant("us-east-1", request).Errors
+
+    assert named.Lifecycle == "spot" and named.override is not None
+    assert (named.override.InstanceType, named.override.SubnetId, named.override.AvailabilityZone) == (
+        "p5.48xlarge", "subnet-0aaaaaaaaaaaaaaaa", None,
+    )  # fmt: skip
+    assert bare.override is None and bare.Lifecycle is None

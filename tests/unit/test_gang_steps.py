@@ -19,6 +19,7 @@ from spillway.act import gang
 from spillway.adapters.aws import map_aws_error
 from spillway.errors import (
     AsgLimitExceeded,
+    AwsError,
     AwsThrottled,
     AwsUnavailable,
     CapacityUnavailable,
@@ -927,3 +928,184 @@ def group_replaces(cloud: FakeCloud, *, in_service: bool = False) -> str:
         "Cause": "At 2026-11-02T12:00:00Z an instance was launched in response to an unhealthy instance "
         "needing to be replaced."}]  # fmt: skip
     return replacement
+
+
+# --- a fleet short for capacity backs off the pools EC2 named short, beside the group -----------------
+
+SUBNET_A, SUBNET_B = "subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"
+SUBNETS = {SUBNET_A: "us-east-1a", SUBNET_B: "us-east-1b"}
+SHORT = "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested."
+
+
+def fleet_error(
+    code: str = "InsufficientInstanceCapacity", lifecycle: str | None = "on-demand", **override: str
+) -> dict[str, Any]:
+    """One of CreateFleet's Errors (CreateFleetError) as EC2 lists it: its code, its Lifecycle, and the
+    override it could not launch (LaunchTemplateAndOverrides.Overrides: the instance type and the subnet
+    or zone it was asked in); no override at all when none is given."""
+    error: dict[str, Any] = {"ErrorCode": code, "ErrorMessage": SHORT if "Capacity" in code else code}
+    if lifecycle is not None:
+        error["Lifecycle"] = lifecycle
+    if override:
+        error["LaunchTemplateAndOverrides"] = {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "gpu", "Version": "$Latest"},
+            "Overrides": override,
+        }
+    return error
+
+
+def short_fleet(
+    errors: list[dict[str, Any]], *, subnets: bool = True, zone: str | None = None, **kw: Any
+) -> tuple[FakeCloud, FakeLedger, dict[str, Any], dict[str, Any]]:
+    """A fleet gang of 3 (over subnet-a and subnet-b, else over the group's two zones) of which EC2
+    launched 1, listing ``errors``; given back. Every step through ``run``, on the input the state
+    machine sends it. The cloud, the ledger, the launch's result and the give-back's."""
+    cloud, ledger, steps = world(**kw)
+    cloud.groups[("us-east-1", "gpu")]["Instances"][0]["InstanceId"] = "i-0123456789abcdef0"  # an id's form
+    if subnets:
+        cloud.groups[("us-east-1", "gpu")]["VPCZoneIdentifier"] = f"{SUBNET_A},{SUBNET_B}"
+        cloud.subnets = dict(SUBNETS)
+    cloud.fleet_capacity, cloud.fleet_errors = 1, errors
+    execution_input = {k: v for k, v in REQUEST.items() if k != "execution"}
+    prep = steps.run({**execution_input, "zone": zone, "action": "gang_prepare", "execution": EXECUTION,
+                      "execution_input": execution_input})  # fmt: skip
+    launch = steps.run({**execution_input, "action": "gang_launch", "prep": prep})
+    assert launch["status"] == "partial"
+    state = {**execution_input, "zone": zone, "prep": prep, "launch": launch}
+    out = steps.run({"action": "gang_give_back", "state": state})
+    assert cloud.running() == []  # whatever is backed off, nothing of the gang runs
+    return cloud, ledger, launch, out
+
+
+def backed_off(ledger: FakeLedger) -> list[str]:
+    return [name for name, _, _ in ledger.backoffs]
+
+
+def test_a_fleet_short_for_capacity_backs_off_each_pool_ec2_named_beside_the_group() -> None:
+    """EC2 said it had no g5.xlarge on-demand capacity in either subnet's zone. Before, only the group
+    was backed off, and the next plan tried another group of g5.xlarge in the same zones (or a mixed
+    group's next gang) into the same exhausted pools; scale-up already backed off the pool it failed in.
+    Now each pool EC2 named short is backed off as scale-up does it: until the same time, for the same
+    reason, so the planner's State.pools skips it for every group."""
+    errors = [fleet_error(InstanceType="g5.xlarge", SubnetId=SUBNET_A),
+              fleet_error(InstanceType="g5.xlarge", SubnetId=SUBNET_B)]  # fmt: skip
+
+    cloud, ledger, launch, out = short_fleet(errors)
+
+    assert out["error"] == "CapacityUnavailable"
+    assert backed_off(ledger) == [
+        "gpu", "pool#on-demand/us-east-1a/g5.xlarge", "pool#on-demand/us-east-1b/g5.xlarge",
+    ]  # fmt: skip
+    assert len({(until, reason) for _, until, reason in ledger.backoffs}) == 1  # one back-off, three keys
+    assert "InsufficientInstanceCapacity" in ledger.backoffs[0][2]
+    assert launch["pools"] == [
+        {"capacity_type": "on-demand", "zone": "us-east-1a", "instance_type": "g5.xlarge"},
+        {"capacity_type": "on-demand", "zone": "us-east-1b", "instance_type": "g5.xlarge"},
+    ]
+    assert cloud.called("subnet_zones") == [("us-east-1", (SUBNET_A, SUBNET_B))]  # one read
+
+
+@pytest.mark.parametrize(
+    ("error", "pool"),
+    [
+        (fleet_error("InsufficientInstanceCapacity", "spot", InstanceType="g5.2xlarge",
+                     AvailabilityZone="us-east-1b"), "pool#spot/us-east-1b/g5.2xlarge"),
+        (fleet_error("UnfulfillableCapacity", None, SubnetId=SUBNET_A), "pool#on-demand/us-east-1a/g5.xlarge"),
+        (fleet_error("InsufficientInstanceCapacity", "capacity-block", InstanceType="g5.xlarge",
+                     SubnetId=SUBNET_A), None),
+    ],
+    ids=["lifecycle-and-zone-named", "request-type-and-capacity", "capacity-block"],
+)  # fmt: skip
+def test_the_pool_is_ec2s_lifecycle_zone_and_type_else_the_fleet_requests(
+    error: dict[str, Any], pool: str | None
+) -> None:
+    """Capacity type: the error's Lifecycle, else what the fleet asked for (on-demand here); zone: the
+    override's AvailabilityZone, else its subnet's; instance type: the override's, else the fleet's. A
+    Lifecycle that is no pool Spillway keys (a Capacity Block, a capacity reservation) backs off none."""
+    _, ledger, _, _ = short_fleet([error])
+    assert backed_off(ledger) == ["gpu", *([pool] if pool else [])]
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [("VcpuLimitExceeded", "QuotaExceeded"), ("MaxSpotInstanceCountExceeded", "QuotaExceeded"),
+     ("InvalidLaunchTemplateId.NotFound", "LaunchMisconfigured"),
+     ("InsufficientFreeAddressesInSubnet", "LaunchMisconfigured")],
+)  # fmt: skip
+def test_a_fleet_short_for_a_quota_or_its_settings_backs_off_no_pool(code: str, error: str) -> None:
+    """A full quota is the account's and a refused setting the group's: no pool is short, so other
+    groups launching the same type in the same zone are not held back."""
+    errors = [fleet_error(code, InstanceType="g5.xlarge", SubnetId=SUBNET_A)]
+    cloud, ledger, launch, out = short_fleet(errors)
+    assert out["error"] == error and backed_off(ledger) == ["gpu"] and launch["pools"] == []
+    assert cloud.called("subnet_zones") == []  # nothing to look up
+
+
+def test_a_fleet_short_for_capacity_in_one_override_and_a_quota_in_another_backs_off_the_short_one() -> None:
+    """Each error is read for itself: the capacity EC2 lacked in subnet-a is a real shortage of that
+    pool, whatever else refused the other override (the gang fails QuotaExceeded, the worse of the two)."""
+    errors = [fleet_error(InstanceType="g5.xlarge", SubnetId=SUBNET_A),
+              fleet_error("VcpuLimitExceeded", InstanceType="g5.xlarge", SubnetId=SUBNET_B)]  # fmt: skip
+    _, ledger, _, out = short_fleet(errors)
+    assert out["error"] == "QuotaExceeded"
+    assert backed_off(ledger) == ["gpu", "pool#on-demand/us-east-1a/g5.xlarge"]
+
+
+@pytest.mark.parametrize("subnets", [True, False], ids=["subnets", "zones"])
+def test_an_error_naming_no_zone_backs_off_no_pool_when_the_fleet_spans_several(subnets: bool) -> None:
+    """EC2 gave no override (or one naming neither subnet nor zone): the zone is unknown when the fleet
+    could launch in two, so only the group is backed off, as scale-up backs off only the group when a
+    failure names no zone of a group spanning several."""
+    _, ledger, _, _ = short_fleet([fleet_error(), fleet_error(InstanceType="g5.xlarge")], subnets=subnets)
+    assert backed_off(ledger) == ["gpu"]
+
+
+def test_an_error_naming_no_zone_is_the_fleets_one_zone_when_it_had_only_one() -> None:
+    """A gang kept to one zone (its fleet given only that zone's subnets) could launch nowhere else: an
+    error naming no override is that zone's shortage, of the fleet's type and capacity type."""
+    _, ledger, _, _ = short_fleet([fleet_error()], zone="us-east-1a")
+    assert backed_off(ledger) == ["gpu", "pool#on-demand/us-east-1a/g5.xlarge"]
+
+
+def test_a_subnet_whose_zone_cannot_be_read_backs_off_the_group_and_still_gives_the_gang_back() -> None:
+    """DescribeSubnets refused: the shortfall is still reported (and the gang given back whole); only
+    the pool whose zone is unknown is not backed off. A launch step failing here would leave the
+    instances it launched to the give-back's search by tag."""
+    cloud, ledger, steps = world()
+    cloud.groups[("us-east-1", "gpu")]["VPCZoneIdentifier"] = f"{SUBNET_A},{SUBNET_B}"
+    cloud.fleet_capacity = 1
+    cloud.fleet_errors = [fleet_error(InstanceType="g5.xlarge", SubnetId=SUBNET_A),
+                          fleet_error("InsufficientInstanceCapacity", "spot", InstanceType="g5.xlarge",
+                                      AvailabilityZone="us-east-1b")]  # fmt: skip
+    cloud.fail("subnet_zones", AwsError("DescribeSubnets(us-east-1): UnauthorizedOperation"))
+    prep = steps.prepare(REQUEST)
+
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch}})
+
+    assert launch["status"] == "partial" and len(launch["instances"]) == 1
+    assert backed_off(ledger) == ["gpu", "pool#spot/us-east-1b/g5.xlarge"] and cloud.running() == []
+
+
+@pytest.mark.parametrize(
+    ("message", "backoffs"),
+    [(None, ["gpu", "pool#on-demand/us-east-1a/p4d.24xlarge"]), (o.MISSING_AMI, ["gpu"])],
+    ids=["capacity", "ami"],
+)
+def test_a_rollback_gang_whose_launch_failed_for_capacity_backs_off_the_pool_as_scale_up_does(
+    message: str | None, backoffs: list[str]
+) -> None:
+    """Its failed scaling activity is read by scale-up's rule (failed_pool): EC2 named the type and the
+    zone it had no on-demand capacity of; a launch failed for its settings is the group's own."""
+    cloud, ledger, steps = world(mode="rollback")
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    asg = cloud.groups[("us-east-1", "gpu")]
+    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(asg, NOW, message=message)]
+    verify = steps.verify({**request, "prep": prep})
+    assert VerifyResult.model_validate(verify) and result_problem("verify", verify, "rollback") is None
+
+    steps.give_back({"state": {**request, "prep": prep, "verify": verify}})
+
+    assert backed_off(ledger) == backoffs

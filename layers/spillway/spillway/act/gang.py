@@ -37,7 +37,9 @@ a launch whose answer was lost is asked again under its ClientToken, and the att
 instances too once EC2 shows them); in rollback mode the capacity the attempt raised but never
 launched is given back relative to the live desired capacity
 (:func:`spillway.act.claims.give_back_undelivered`); and the group is backed off in the state table as
-scale-up's ``backoff`` does. The execution then fails with a named error: ``CapacityUnavailable``,
+scale-up's ``backoff`` does, with each pool (capacity type, zone, instance type) the fleet's errors named
+short of capacity (:func:`spillway.act.backoff.fleet_pools`), so other groups skip those pools too; a
+quota or a refused setting backs off no pool. The execution then fails with a named error: ``CapacityUnavailable``,
 ``QuotaExceeded`` or ``LaunchMisconfigured`` (what EC2 said: :mod:`spillway.model.launcherror`),
 ``GangIncomplete`` or the step's own. No half gang is left running, but for InService members of a group
 whose Terminate process was suspended meanwhile (``gang_prepare`` refuses a group where it already is):
@@ -79,10 +81,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spillway.act.backoff import Pool, back_off, failed_pool, fleet_pools, needs_subnet_zones
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
 from spillway.act.instances import Terminated, give_back_in_group, ready_nodes
 from spillway.errors import (
     AsgLimitExceeded,
+    AwsError,
     CapacityUnavailable,
     InputError,
     LaunchMisconfigured,
@@ -95,6 +99,7 @@ from spillway.model.act import ExecutionRequest, iso
 from spillway.model.aws import (
     AsgInstance,
     AutoScalingGroup,
+    CreateFleetError,
     FleetRequest,
     InstanceTypeInfo,
     bundled_instance_types,
@@ -432,7 +437,31 @@ class GangSteps:
             f"({request.instance_type or 'template type'}){_SHORTFALL_HINT.get(error, '')}: "
             f"{'; '.join(errors) or 'no error given'}"
         )
-        return {"status": "partial", "instances": ids, "reason": reason[:1000], "error": error}
+        pools = [{"capacity_type": kind, "zone": zone, "instance_type": itype}
+                 for kind, zone, itype in self._fleet_pools(req.region, request, result.Errors)]  # fmt: skip
+        return {
+            "status": "partial",
+            "instances": ids,
+            "reason": reason[:1000],
+            "error": error,
+            "pools": pools,
+        }
+
+    def _fleet_pools(
+        self, region: str, request: FleetRequest, errors: Sequence[CreateFleetError]
+    ) -> list[Pool]:
+        """The pools the fleet's errors named short of capacity (:func:`~spillway.act.backoff.fleet_pools`),
+        which the give-back backs off beside the group. The zones of the fleet's subnets are read
+        (DescribeSubnets) only when an error names a subnet and no zone. Best-effort: when they cannot be
+        read, those pools are left unnamed (the group is still backed off) rather than fail the step
+        that holds the launch's answer."""
+        zones: Mapping[str, str] = {}
+        if needs_subnet_zones(errors, request):
+            try:
+                zones = self.aws.subnet_zones(region, request.subnets)
+            except AwsError:  # throttled, refused, unavailable: the pool's zone stays unknown
+                zones = {}
+        return fleet_pools(errors, request, zones)
 
     def attach(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Once every instance of the fleet runs, attach those not in the group yet (20 a call); never
@@ -514,8 +543,8 @@ class GangSteps:
             if failure:  # any Failed launch: capacity is not coming, whatever the reason; named as a
                 # fleet's errors are (spillway.model.launcherror)
                 error = ERROR_NAMES[launch_error_kind(failure)]
-                return {"status": "failed", "error": error,
-                        "reason": launch_failed(where, failure)[:1000]}  # fmt: skip
+                return {"status": "failed", "error": error, "reason": launch_failed(where, failure)[:1000],
+                        "failure": failure[:1000]}  # fmt: skip
         asg = self.aws.describe_group(req.region, req.group)
         replacements = replacement_launches(activities)
         lost = self._lost(req, prep, event, asg)
@@ -570,7 +599,8 @@ class GangSteps:
         suspended is left running, ``held``, and the cause says so), give back what the attempt raised
         but never launched
         (relative, rollback mode; none when its raise is unsettled: it may never have added any), back
-        the group off. Capacity and instances of other executions on the group are left alone.
+        the group off, and the pools the attempt found short of capacity (:func:`_short_pools`).
+        Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")
         if not isinstance(state, Mapping):
@@ -592,9 +622,9 @@ class GangSteps:
             delivered = max(len(members & in_group), owner.held())
             desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered, self.clock())
         until = self.clock() + timedelta(minutes=self.backoff_minutes)
-        self.ledger.put_backoff(
-            self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000], region=req.region
-        )
+        # the group, and each pool EC2 named short of capacity, as scale-up's backoff does
+        back_off(self.ledger, self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000],
+                 region=req.region, pools=_short_pools(state, asg))  # fmt: skip
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
         if desired is None or gone.replaced or gone.held:
@@ -769,6 +799,17 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
         raise AsgLimitExceeded(f"{launches_nothing}{attach}; nothing launched")
     if held := give_back_refusal(asg):
         raise AsgLimitExceeded(f"{held}; nothing launched")
+
+
+def _short_pools(state: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool]:
+    """The pools the attempt found short of capacity: those its partial fleet's errors named (the
+    launch's ``pools``: :meth:`GangSteps._fleet_pools`), or the one a rollback gang's failed launch
+    activity names, read as scale-up reads its own (:func:`~spillway.act.backoff.failed_pool`)."""
+    launch, verify = state.get("launch") or {}, state.get("verify") or {}
+    if launch.get("status") == "partial":
+        return [(p["capacity_type"], p["zone"], p["instance_type"]) for p in launch.get("pools") or []]
+    pool = failed_pool(str(verify.get("failure") or ""), asg) if verify.get("status") == "failed" else None
+    return [pool] if pool else []
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:

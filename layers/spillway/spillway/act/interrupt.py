@@ -82,6 +82,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from spillway.act.backoff import Pool, back_off
 from spillway.errors import AsgNotFound, InputError, LifecycleActionNotFound, NodeNotObserved
 from spillway.model.act import ExecutionRequest
 from spillway.model.aws import INSTANCE_ID_FORM, REGION_FORM, RFC3339_FORM
@@ -90,7 +91,6 @@ from spillway.model.drain import DEFAULT_LIFECYCLE_HOOKS, MAX_DEADLINE_SECONDS, 
 from spillway.model.history import MAX_ROUNDS
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup, is_managed
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import POOL_PREFIX, pool_key
 from spillway.planner.disruption import MOVABLE, assess
 from spillway.ports import Cloud, Ledger, Snapshots, Workflows
 
@@ -881,11 +881,8 @@ class Interrupter:
             f"spot interruption of {instance_type} in {zone} "
             f"({instance_id}, {notice.time.isoformat().replace('+00:00', 'Z')})"
         )
-        names = []
-        if instance_type and zone:
-            pool = POOL_PREFIX + pool_key("spot", zone, instance_type)
-            self.ledger.put_backoff(self.cluster, pool, until, reason, region=region)
-            names.append(pool)
+        pools: list[Pool] = [("spot", zone, instance_type)] if instance_type and zone else []
+        names = back_off(self.ledger, self.cluster, None, until, reason, region=region, pools=pools)
         groups = backoff_groups(self.snapshot(), region, zone, instance_type)
         for group in groups:
             self.ledger.put_backoff(self.cluster, group.name, until, reason, region=group.region)

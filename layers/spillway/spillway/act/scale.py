@@ -25,7 +25,7 @@ The state machine maps over the plan's groups; for each group it calls, in order
                  else ``launching``.
 ``backoff``      after ``failed`` or ``timeout``: back the group off in the state table (TTL = the
                  window), and after ``failed`` for capacity the pool that had none too, when the failure
-                 names it (:func:`failed_pool`: its capacity type, zone, instance type; a failure for
+                 names it (:func:`~spillway.act.backoff.failed_pool`: its capacity type, zone, instance type; a failure for
                  another reason is the group's own, none of its pools can launch, so the group's key is
                  the one); terminate this plan's instances that run no Ready Node (decrementing the
                  desired capacity), and give back the capacity it raised that never launched, relative
@@ -54,7 +54,6 @@ add theirs (the planner sees a raise only in a later snapshot). Errors are our n
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -62,6 +61,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spillway.act.backoff import back_off, failed_pool
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
 from spillway.act.instances import give_back_in_group, ready_nodes
 from spillway.act.planning import (
@@ -84,22 +84,17 @@ from spillway.errors import (
     StateTooLarge,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
-from spillway.model.aws import AutoScalingGroup
 from spillway.model.history import MAX_SCALE_UP_GROUPS
-from spillway.model.launcherror import launch_error_kind
 from spillway.model.nodegroup import (
     LIVE_STATES,
-    CapacityType,
     launch_failed,
     launch_failure_since,
     launch_refusal,
-    override_types,
     replacement_launches,
-    resolve_instance_type,
 )
 from spillway.model.scale import STEP_INPUTS
 from spillway.model.snapshot import Snapshot
-from spillway.model.state import POOL_PREFIX, RaiseState, pool_key
+from spillway.model.state import RaiseState
 from spillway.model.stepinput import step_input
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
@@ -128,34 +123,6 @@ _CARRIED = ("cluster", "plan_id", "snapshot_key", "poll_seconds", "launch_timeou
 
 
 def _no_metric(name: str, value: float) -> None:
-    return None
-
-
-# EC2's words for an instance type it has no on-demand capacity of in a zone (InsufficientInstanceCapacity)
-_NO_CAPACITY_IN_ZONE = re.compile(
-    r"do not have sufficient (?P<type>[\w.-]+) capacity in the Availability Zone you requested \((?P<zone>[\w-]+)\)"
-)
-_SPOT = re.compile(r"\bspot\b", re.IGNORECASE)
-
-
-def failed_pool(message: str, asg: AutoScalingGroup) -> tuple[CapacityType, str, str] | None:
-    """The pool (capacity type, zone, instance type) a failed launch of ``asg`` found without capacity,
-    or None when the message does not say so or leaves the pool unknown. Spot when it speaks of Spot
-    ("Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity ..."),
-    else on-demand. EC2 names the type and zone of an on-demand shortage; otherwise the pool is known
-    only for a group of one instance type in one zone. Capacity is what a gang's fleet calls it too
-    (:func:`~spillway.model.launcherror.launch_error_kind`: InsufficientInstanceCapacity,
-    UnfulfillableCapacity, ...); quotas (VcpuLimitExceeded, ...) are the account's, not a pool's, and
-    a settings error the group's: None."""
-    if launch_error_kind(message) != "capacity":
-        return None
-    kind: CapacityType = "spot" if _SPOT.search(message) else "on-demand"
-    named = _NO_CAPACITY_IN_ZONE.search(message)
-    if named is not None:
-        return kind, named["zone"], named["type"]
-    types = override_types(asg) or tuple(t for t in (resolve_instance_type(asg),) if t)
-    if len(types) == 1 and len(asg.AvailabilityZones) == 1:
-        return kind, asg.AvailabilityZones[0], types[0]
     return None
 
 
@@ -327,15 +294,15 @@ class ScaleSteps:
         reason = str(launch.get("reason") or f"{region}/{name}: launch did not complete")
         now = self.clock()
         until = now + timedelta(minutes=self.settings.planner.launch_failure_backoff_minutes)
-        self.ledger.put_backoff(cluster, name, until, reason, region=region)
+        back_off(self.ledger, cluster, name, until, reason, region=region)
         owner = self._owner({**event, "cluster": cluster}, prep)
         raised = owner.raised()
         asg = self.aws.describe_group(region, name)
         pool = (
             failed_pool(str(launch.get("failure") or ""), asg) if launch.get("status") == "failed" else None
         )
-        if pool is not None:  # other groups of the pool skip it too; the other capacity type is left alone
-            self.ledger.put_backoff(cluster, POOL_PREFIX + pool_key(*pool), until, reason, region=region)
+        # other groups of the pool skip it too; the other capacity type is left alone
+        back_off(self.ledger, cluster, None, until, reason, region=region, pools=[pool] if pool else [])
         replacements = (
             replacement_launches(self.aws.describe_activities(region, name, now)) if raised else frozenset()
         )

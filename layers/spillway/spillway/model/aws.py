@@ -36,6 +36,7 @@ SUBNET_ID_FORM = r"subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})"
 LAUNCH_TEMPLATE_ID_FORM = r"lt-(?:[0-9a-f]{8}|[0-9a-f]{17})"
 LAUNCH_TEMPLATE_NAME_FORM = r"[a-zA-Z0-9().\-/_]{3,128}"
 FLEET_ID_FORM = r"fleet-[0-9a-f-]{1,64}"
+INSTANCE_TYPE_FORM = r"[a-z0-9][a-z0-9-]*\.[a-z0-9-]+"
 
 
 class AwsModel(BaseModel):
@@ -422,10 +423,31 @@ class CreateFleetInstance(AwsModel):
     Lifecycle: str | None = None
 
 
+class FleetOverride(AwsModel):
+    """What an instant fleet's error names of the override it could not launch
+    (FleetLaunchTemplateOverrides): the instance type, and the subnet or zone it was asked in."""
+
+    InstanceType: str | None = None
+    SubnetId: str | None = None
+    AvailabilityZone: str | None = None
+
+
+class FleetLaunchTemplateAndOverrides(AwsModel):
+    Overrides: FleetOverride | None = None
+
+
 class CreateFleetError(AwsModel):
+    """One override EC2 could not launch, and why (``ErrorCode``); ``Lifecycle``: ``spot``,
+    ``on-demand``, or reserved capacity (``capacity-block``, ...)."""
+
     ErrorCode: str = ""
     ErrorMessage: str = ""
     Lifecycle: str | None = None
+    LaunchTemplateAndOverrides: FleetLaunchTemplateAndOverrides | None = None
+
+    @property
+    def override(self) -> FleetOverride | None:
+        return self.LaunchTemplateAndOverrides.Overrides if self.LaunchTemplateAndOverrides else None
 
 
 class CreateFleetResult(AwsModel):

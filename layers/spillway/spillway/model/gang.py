@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from spillway.model.aws import (
     FLEET_ID_FORM,
+    INSTANCE_TYPE_FORM,
     LAUNCH_TEMPLATE_ID_FORM,
     LAUNCH_TEMPLATE_NAME_FORM,
     REGION_FORM,
@@ -71,7 +72,7 @@ ExecutionArn = Annotated[
 ]
 Attempt = Annotated[str, Field(pattern=r"^spillway-[0-9a-f]{40}$")]
 SubnetId = Annotated[str, Field(pattern=f"^{SUBNET_ID_FORM}$")]
-InstanceType = Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*\.[a-z0-9-]+$")]
+InstanceType = Annotated[str, Field(max_length=64, pattern=f"^{INSTANCE_TYPE_FORM}$")]
 TagKey = Annotated[str, Field(min_length=1, max_length=128)]
 TagValue = Annotated[str, Field(max_length=256)]
 
@@ -193,6 +194,17 @@ class Launched(BaseModel):
     fleet_id: str | None = Field(pattern=f"^{FLEET_ID_FORM}$")
 
 
+class ShortPool(BaseModel):
+    """A pool a partial fleet's errors named short of capacity (:func:`spillway.act.backoff.fleet_pools`),
+    backed off by the give-back beside the group."""
+
+    model_config = _CLOSED
+
+    capacity_type: Literal["on-demand", "spot"]
+    zone: Zone
+    instance_type: InstanceType
+
+
 class LaunchResult(BaseModel):
     """``$.launch``: ``gang_launch``'s result (``launched``, ``partial``) or ``gang_raise``'s (``raised``,
     which stands in for it in rollback mode, the raise marker's fields with it)."""
@@ -212,6 +224,9 @@ class LaunchResult(BaseModel):
     previous: Capacity = 0
     group: Text = ""  # the raise marker's "<region>/<group>"
     at: Time | None = None
+    pools: list[ShortPool] = Field(
+        default_factory=list, max_length=MAX_NAMES
+    )  # a partial's, short of capacity
 
 
 class AttachResult(BaseModel):
@@ -240,6 +255,9 @@ class VerifyResult(BaseModel):
     nodes: list[NodeName] = Field(default_factory=list, max_length=MAX_NAMES)
     error: Text = ""
     reason: Text = ""
+    failure: Text = (
+        ""  # a failed launch's words, as EC2 gave them (its pool: spillway.act.backoff.failed_pool)
+    )
 
 
 class Caught(BaseModel):
@@ -339,7 +357,13 @@ RESULT_KEYS: dict[str, dict[str, frozenset[str]]] = {
         "failed": frozenset({"status", "error", "reason"}),
     },
 }
-_MAY_CARRY = {("launch", "raised"): frozenset({"group", "at"})}
+# ... and a partial launch or a failed verify of an execution started before they named what was short
+# (pools, the failed launch's words) has none
+_MAY_CARRY = {
+    ("launch", "raised"): frozenset({"group", "at"}),
+    ("launch", "partial"): frozenset({"pools"}),
+    ("verify", "failed"): frozenset({"failure"}),
+}
 # what each mode's launch step returns: CreateFleet's result in fleet mode, the raise in rollback mode
 LAUNCH_STATUS = {"fleet": frozenset({"launched", "partial"}), "rollback": frozenset({"raised"})}
 

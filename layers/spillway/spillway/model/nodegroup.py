@@ -1007,7 +1007,7 @@ def is_failed_launch(activity: ScalingActivity) -> bool:
 def launch_failed(where: str, message: str) -> str:
     """Why a failed launch backs off what it does, for a plan's or a back-off's reason. A capacity
     failure: the group, and the pool (capacity type, zone, instance type) EC2 had none of when it names
-    one (act/scale.failed_pool), so other groups of that pool skip it too. Any other failure (the group's
+    one (act/backoff.failed_pool), so other groups of that pool skip it too. Any other failure (the group's
     AMI, subnets, launch template): the whole group only, since no pool of it can launch until its
     settings are fixed, and another group's launches are not the worse for it."""
     kind = launch_error_kind(message)
