@@ -3,7 +3,8 @@ snapshot whenever demand changed (or as a heartbeat). Thin: the work is ``spillw
 
 Clients come from :mod:`spillway.clients`, the one wiring of every function (built once per container,
 on the first invocation: importing this module is cheap and needs no environment). Metrics (EMF): PendingPods, UnschedulablePods, Nodes, NotReadyNodes,
-SnapshotBytes, ObserveSeconds, OldestPendingSeconds (alarmed on), SnapshotsWritten, ObservationFailures.
+SnapshotBytes, ObserveSeconds, OldestPendingSeconds (alarmed on), SnapshotsWritten, ObservationFailures,
+GangInstanceReadsFailed (alarmed on: the regions whose gang-instance read failed, named in the log line).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def record(observation: Observation) -> None:
     add_seconds("ObserveSeconds", observation.snapshot.observe_seconds)
     add_seconds("OldestPendingSeconds", observation.snapshot.oldest_pending_seconds())
     add_count("SnapshotsWritten", 1 if observation.written else 0)
+    # the regions the gang sweep is blind in this observation (0 too: its alarm takes each period's least)
+    unread = list(observation.snapshot.cluster.fleet_unread)
+    add_count("GangInstanceReadsFailed", len(unread))
     if observation.save is not None:
         add_bytes("SnapshotBytes", observation.save.size)
     logger.info(
@@ -42,6 +46,7 @@ def record(observation: Observation) -> None:
             "observe_seconds": round(observation.snapshot.observe_seconds, 3),
             "bytes": observation.save.size if observation.save else None,
             "chunks": observation.save.chunks if observation.save else None,
+            "gang_reads_failed": unread,
         },
     )
 

@@ -164,6 +164,11 @@ def test_a_region_whose_gang_instances_cannot_be_read_fails_no_observation(
 
     assert [i.instance_id for i in snapshot.cluster.fleet_instances] == [ours]
     assert {g.region for g in snapshot.groups} == {"us-east-1", "us-west-2"}
+    # named in the snapshot (the observe function counts it: GangInstanceReadsFailed), and kept when stored
+    assert snapshot.cluster.fleet_unread == ("us-west-2",)
+    assert Snapshot.from_dict(json.loads(json.dumps(snapshot.to_dict()))).cluster.fleet_unread == (
+        "us-west-2",
+    )
     assert any("us-west-2" in r.getMessage() and "Rate exceeded" in r.getMessage() for r in caplog.records)
 
 

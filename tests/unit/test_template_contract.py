@@ -684,6 +684,35 @@ def test_a_priority_configmap_the_plan_cannot_read_raises_an_alarm() -> None:
     assert {d["Name"] for d in alarm["Dimensions"]} == {"service", "Cluster"}
 
 
+def test_a_region_whose_gang_instances_observe_keeps_failing_to_read_raises_an_alarm() -> None:
+    """A region whose DescribeInstances of the gang attempts fails is left out of the snapshot and fails
+    no observation (README "Atomic gang launch"); it was only logged, so a region refused for good (a
+    role or SCP, a region not opted in) left the gang sweep blind there with nothing to tell anyone.
+    observe counts the regions it could not read in every observation (0 too); the alarm fires when the
+    least count of each of three 5-minute periods is above 0: every observation (one each 20 s, about
+    45) failed for 15 minutes, which no throttling burst the SDK's retries ride out does, and well
+    within the hour (``gang_orphan_minutes``) an orphan waits before the sweep would end it."""
+    [(logical, resource)] = [
+        (k, v)
+        for k, v in EXPANDED.items()
+        if v.get("Type") == "AWS::CloudWatch::Alarm"
+        and v["Properties"].get("MetricName") == "GangInstanceReadsFailed"
+    ]
+    alarm = resource["Properties"]
+    assert alarm["AlarmName"] == {"Fn::Sub": "spillway-${ClusterName}-gang-sweep-blind"}, logical
+    assert alarm["Namespace"] == "Spillway"
+    assert alarm["Dimensions"] == [
+        {"Name": "service", "Value": "spillway"},
+        {"Name": "Cluster", "Value": {"Ref": "ClusterName"}},
+    ]
+    assert (alarm["Statistic"], alarm["Period"]) == ("Minimum", 300)
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (3, 3)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    # observe not running at all is its own alarm's business (observe-errors), not a blind sweep
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
 def test_the_drain_function_may_terminate_with_ec2_only_this_clusters_gang_attempt_instances() -> None:
     """remove_gang_orphan (spillway.act.gangsweep) terminates a fleet gang's instance left outside every
     group with EC2 TerminateInstances: granted on instances only, and only those carrying this cluster's

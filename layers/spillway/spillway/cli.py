@@ -33,6 +33,9 @@ def _plan(args: argparse.Namespace) -> int:
     catalogue = inputs.load_instance_types(args.instance_types)
     warm = inputs.load_warm_pools(args.warm_pool, asgs)
     state = inputs.load_state(args.state)
+    fleet = inputs.load_instances(args.instances, config.cluster)  # a fleet gang's, outside the groups
+    if fleet:
+        snapshot = replace(snapshot, fleet_instances=fleet)
     groups = inputs.node_groups(
         asgs, activities, catalogue, config, scheduled=scheduled, warm_pools=warm, nodes=snapshot.nodes
     )
@@ -109,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FILE",
         help="aws eks describe-nodegroup (repeatable, one per EKS managed node group)",
+    )
+    p.add_argument(
+        "--instances",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="aws ec2 describe-instances (repeatable): a fleet gang's instances, for the gang sweep",
     )
     p.add_argument(
         "--instance-types",

@@ -31,6 +31,7 @@ from spillway.model.aws import (
     with_managed_nodegroups,
 )
 from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.fleet import FleetInstance, swept_instances
 from spillway.model.k8s import iter_kube_list
 from spillway.model.livetemplate import with_live_templates
 from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique, managed_taints
@@ -280,6 +281,43 @@ def _parse_nodegroup(path: str) -> tuple[EksNodegroup, str]:
         field = "nodegroup" + place[len(f"ManagedNodegroup({nodegroup.nodegroupName})") :]
         raise InputError(msg, source=path, field=field) from None
     return nodegroup, parts[3]
+
+
+def load_instances(paths: Sequence[str], cluster: str | None) -> tuple[FleetInstance, ...]:
+    """``--instances FILE``: ``aws ec2 describe-instances`` outputs (``Reservations[].Instances[]``), of
+    which the instances observe's DescribeInstances returns: tagged ``spillway.io/cluster=<cluster>`` and
+    ``spillway.io/gang-attempt``, pending to stopped (the same reading: :func:`swept_instances`), each in
+    the region its ``Placement.AvailabilityZone`` is in. They need the cluster's name, as observe's read
+    does: another cluster's would be listed as this one's orphans. A file or instance that cannot be
+    read, or an instance listed twice, is an :class:`InputError` naming the file and the field."""
+    if not paths:
+        return ()
+    if not cluster:
+        raise InputError(
+            "only the instances tagged spillway.io/cluster=<cluster> are this cluster's: give `cluster` "
+            "in --config",
+            field="--instances",
+        )
+    found: dict[str, tuple[FleetInstance, str]] = {}
+    for path in paths:
+        doc = read_json(path)
+        if not isinstance(doc, dict):
+            raise InputError(
+                "not a describe-instances output (a JSON object)", source=path, field="top level"
+            )
+        try:
+            for where, instance in swept_instances(doc.get("Reservations"), cluster):
+                if instance.instance_id in found:
+                    raise InputError(
+                        f"instance {instance.instance_id} is listed twice (also {found[instance.instance_id][1]})",
+                        source=path,
+                        field=f"{where}.InstanceId",
+                    )
+                found[instance.instance_id] = (instance, f"{path} {where}")
+        except ValueError as exc:
+            field, _, msg = str(exc).partition(": ")
+            raise InputError(msg, source=path, field=field) from None
+    return tuple(sorted((i for i, _ in found.values()), key=lambda i: (i.region, i.instance_id)))
 
 
 def load_instance_types(path: str | Path | None) -> dict[str, InstanceTypeInfo]:

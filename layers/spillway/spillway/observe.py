@@ -9,7 +9,8 @@ the PDBs are read in threads while this thread pages through the pods, convertin
 ``PodInfo`` as it arrives (memory stays bounded by one page of API objects plus the compact records).
 Any failure raises :class:`~spillway.errors.ObservationFailed` (with the cause chained): there is never a
 partial snapshot, but for the gang attempts' EC2 instances (``fleet_instances``): a region whose read
-failed is left out of them and logged, for the gang sweep only misses it for a tick. That holds for every kind read, whether the cluster must serve it or not: a kind
+failed is left out of them, logged and named (``fleet_unread``, counted by the observe function), for
+the gang sweep only misses it for a tick. That holds for every kind read, whether the cluster must serve it or not: a kind
 counts as having no objects only when the API server says its resource does not exist (404: the CRD is
 not installed, which the adapter answers with none; whether coscheduling's PodGroup is served is kept in
 the snapshot: ``ClusterSnapshot.coscheduling_served``). A refusal (403: the function's ClusterRole lacks
@@ -205,7 +206,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         daemonsets = daemonset_future.result()
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
-        fleet = _fleet(config.cluster, regions, fleet_futures)
+        fleet, fleet_unread = _fleet(config.cluster, regions, fleet_futures)
     except ListExpired:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -246,6 +247,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         daemonsets=daemonsets,
         coscheduling_served=COSCHEDULING_PODGROUPS in served,
         fleet_instances=fleet,
+        fleet_unread=fleet_unread,
     )
     cluster = update_quota_status(kube, cluster)
     update_buffer_status(kube, buffers, taken_at)
@@ -486,19 +488,23 @@ def update_buffer_status(kube: Cluster, buffers: Buffers, now: datetime) -> None
 
 def _fleet(
     cluster: str, regions: Iterable[str], futures: Iterable[Future[list[FleetInstance]]]
-) -> tuple[FleetInstance, ...]:
-    """The gang attempts' instances of every region whose DescribeInstances answered. A region whose
-    call failed (throttled, refused) is left out of this snapshot, logged, and fails no observation:
-    the gang sweep is its only reader, and an orphan it misses once is found on a later tick, while a
-    failed observation would stop every scale-up and scale-down."""
+) -> tuple[tuple[FleetInstance, ...], tuple[str, ...]]:
+    """The gang attempts' instances of every region whose DescribeInstances answered, and the regions
+    whose call failed (throttled, refused). Such a region is left out of this snapshot, logged, and
+    fails no observation: the gang sweep is its only reader, and an orphan it misses once is found on a
+    later tick, while a failed observation would stop every scale-up and scale-down. The snapshot names
+    it (``fleet_unread``), which the observe function counts (``GangInstanceReadsFailed``): a region
+    whose read keeps failing leaves the sweep blind there, and only an alarm tells."""
     out: list[FleetInstance] = []
+    unread: list[str] = []
     for region, future in zip(regions, futures, strict=True):
         try:
             out.extend(future.result())
         except AwsError as exc:
+            unread.append(region)
             log.error("observing %s: the gang attempts' instances of %s were not read (%s: %s); this "
                       "snapshot sweeps none there", cluster, region, type(exc).__name__, exc)  # fmt: skip
-    return tuple(out)
+    return tuple(out), tuple(unread)
 
 
 def _priorities(config_map: ConfigMap | None) -> tuple[Priorities, str]:

@@ -69,7 +69,7 @@ from spillway.model.aws import (
     with_managed_nodegroups,
 )
 from spillway.model.drain import LifecycleHook, Placement
-from spillway.model.fleet import SWEPT_STATES, TAG_ATTEMPT, TAG_CLUSTER, FleetInstance
+from spillway.model.fleet import SWEPT_STATES, TAG_ATTEMPT, TAG_CLUSTER, FleetInstance, swept_instances
 from spillway.model.launcherror import code_kind
 from spillway.model.nodegroup import (
     TAG_CLUSTER_PREFIX,
@@ -943,10 +943,9 @@ class AwsAdapter:
             found: dict[str, FleetInstance] = {}
             for query in queries:
                 for page in client.get_paginator("describe_instances").paginate(Filters=query):  # type: ignore[arg-type]
-                    for reservation in page.get("Reservations", []):
-                        for raw in reservation.get("Instances", []):
-                            instance = FleetInstance.from_ec2(region, raw)
-                            found[instance.instance_id] = instance
+                    # EC2 filtered them already; the one reading `spillway plan --instances` shares
+                    for _, instance in swept_instances(page.get("Reservations", []), self.cluster, region):
+                        found[instance.instance_id] = instance
             return [found[i] for i in sorted(found)]
 
         return _call(f"DescribeInstances({region}, gang attempts of {self.cluster})", fetch)

@@ -856,6 +856,9 @@ class ClusterSnapshot:
     # the EC2 instances tagged with a gang attempt of this cluster (spillway.model.fleet), every region;
     # none when not read (a List from kubectl, a snapshot stored before observe read them)
     fleet_instances: tuple[FleetInstance, ...] = ()
+    # the regions whose read of those instances failed (observe fails no observation for it): the gang
+    # sweep is blind there in this snapshot (the GangInstanceReadsFailed metric counts them)
+    fleet_unread: tuple[str, ...] = ()
 
     def tenant(self, namespace: str) -> str:
         return self.tenants.get(namespace, namespace)
@@ -1027,6 +1030,8 @@ class ClusterSnapshot:
             out["gang_succeeded"] = {g: dict(t) for g, t in self.gang_succeeded.items()}
         if self.coscheduling_served:
             out["cosched"] = 1
+        if self.fleet_unread:
+            out["fleet_unread"] = list(self.fleet_unread)
         return out
 
     @classmethod
@@ -1059,6 +1064,7 @@ class ClusterSnapshot:
             daemonsets=tuple(DaemonSetInfo.from_dict(x) for x in d.get("daemonsets", ())),
             coscheduling_served=bool(d.get("cosched")),
             fleet_instances=tuple(FleetInstance.from_dict(x) for x in d.get("fleet_instances", ())),
+            fleet_unread=tuple(map(str, d.get("fleet_unread", ()))),
         )
 
 
