@@ -5,25 +5,31 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from fakes import FakeCloud, FakeLedger
+from moto import mock_aws
 from plan_world import NOW
 
 from spillway.act.drain import Drainer, run_action, summarize
 from spillway.act.gangsweep import HOLD
 from spillway.act.planning import PlanSettings, execution_requests
 from spillway.adapters.kube import KubeClient
+from spillway.adapters.state_store import StateStore
 from spillway.config import PlannerConfig
 from spillway.errors import AwsThrottled, AwsUnavailable, InvalidDrainRequest, KubeUnavailable, StateConflict
 from spillway.local import objects
+from spillway.local.cfn import create_tables
 from spillway.local.kubeapi import KubeApiServer
 from spillway.model.fleet import TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.model.k8s import CORDONED_BY_SPILLWAY
 from spillway.planner import ScalingPlan, codes
 from spillway.planner.types import GangOrphan
 
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 CLUSTER = "prod"
 ORPHAN = "i-0a1b2c3d4e5f60718"
 ATTEMPT = "spillway-0123456789abcdef0123456789abcdef01234567"
@@ -428,7 +434,8 @@ def test_a_sweep_claims_the_instance_before_its_cordon_and_names_its_plan(
 
     rig.drainer.remove_gang_orphan(rig.request(node=node))
 
-    assert held == [{"plan": "p-1", "at": "2026-11-02T12:00:00Z"}]
+    [claim] = held
+    assert claim["plan"] == "p-1" and claim["at"] == "2026-11-02T12:00:00Z" and claim["sweep"]
     assert rig.ledger.expiries == {}  # released
     assert rig.ledger.called("claim") == [CLAIM]
 
@@ -512,3 +519,32 @@ def test_a_claim_not_released_leaves_the_outcome_as_it_was(rig: Rig) -> None:
 
     assert rig.drainer.remove_gang_orphan(rig.request())["outcome"] == "gang-orphan-terminated"
     assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
+
+
+def test_a_sweep_whose_claims_answer_was_lost_knows_the_claim_for_its_own(rig: Rig) -> None:
+    """DynamoDB wrote the claim but its answer was lost (a read timeout, a 500: "the operation may or
+    may not have succeeded"), so botocore sent the put again, and the repeat found the claim there:
+    StateStore.claim answers with the stored claim, not written by this call. That claim is this
+    sweep's own: taken for another's, the sweep was ``held`` by itself, and its claim, never released,
+    kept every sweep of the orphan (the step's retries, the next plans') ``held`` for HOLD."""
+    node = rig.node()
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_tables(TEMPLATE, client, {"StateTable": "state"})
+        lost: list[int] = []
+
+        def answer_lost(attempts: int, caught_exception: Exception | None, **_: Any) -> int | None:
+            if attempts == 1 and caught_exception is None:
+                lost.append(attempts)
+                return 0  # the put landed, its answer did not: botocore sends it again
+            return None
+
+        client.meta.events.register("needs-retry.dynamodb.PutItem", answer_lost)
+        rig.drainer.ledger = StateStore(client, "state")
+
+        line = rig.drainer.remove_gang_orphan(rig.request(node=node))
+
+        assert lost == [1]
+        assert line["outcome"] == "gang-orphan-terminated", line
+        assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
+        assert StateStore(client, "state").claims(CLUSTER, "gangsweep#") == {}  # released

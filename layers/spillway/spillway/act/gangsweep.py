@@ -28,7 +28,8 @@ Spillway's cordon already), so one that found the Node busy took its cordon off 
 had looked at the pods before, terminated the instance under the pod kube-scheduler had just bound; two
 idle sweeps both terminated it, counted twice. So the step first claims the instance in the state table
 (``gangsweep#<region>#<instance>``, a conditional put: first wins), before anything is read, and releases
-the claim when it ends, whatever the outcome, a failure too. A sweep that finds the claim held does
+the claim when it ends, whatever the outcome, a failure too. The claim names its sweep (a random token):
+a put whose answer was lost is sent again by botocore and finds the claim it wrote, which is its own. A sweep that finds the claim held does
 nothing: ``held``, and the next plan's sweep tries again. The claim is a lease of :data:`HOLD`: no Lambda
 invocation runs longer, so one still there past it is a sweep whose Lambda died (timed out) without
 releasing it, and the next sweep takes it over (until then, a Step Functions retry of that step, or the
@@ -41,6 +42,7 @@ import logging
 from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any, Literal
+from uuid import uuid4
 
 from pydantic import Field
 
@@ -102,11 +104,15 @@ def _claimed_sweep(
     claim another sweep holds: ``held``, nothing read or done."""
     iid = request.instance_id
     item = f"{SWEEP_PREFIX}{request.region}#{iid}"
-    mine = {"plan": request.plan_id or "-", "at": format_time(now)}
+    # ``sweep`` tells this sweep's claim from any other's, of its plan too (a retry of its step): a put
+    # whose answer was lost is sent again by botocore and finds the claim it wrote, not written by it
+    token = uuid4().hex
+    mine = {"plan": request.plan_id or "-", "at": format_time(now), "sweep": token}
     try:
-        holder, ours = ledger.claim(cluster, item, mine, expires=now + HOLD, now=now)
+        holder, created = ledger.claim(cluster, item, mine, expires=now + HOLD, now=now)
     except StateConflict:  # released between its put and its read: that sweep has just ended
-        holder, ours = {}, False
+        holder, created = {}, False
+    ours = created or holder.get("sweep") == token
     if not ours:
         by = f"plan {holder.get('plan')}'s, since {holder.get('at')}" if holder else "one that just ended"
         return "held", request.node, f"another sweep of {iid} holds it ({by}): left to it, for the next plan"

@@ -321,7 +321,9 @@ class StateStore:
         now: datetime | None = None,
     ) -> tuple[dict[str, object], bool]:
         """Write ``value`` under ``item`` unless the item exists. Returns the stored value and whether
-        this call wrote it (False: an earlier claim stands, returned as it was stored).
+        this call wrote it (False: an earlier claim stands, returned as it was stored). False too when
+        this call's own put landed but its answer was lost and botocore sent it again: the stored value
+        then is ``value``, so a caller tells its own claim by the value (an owner, a token), not the flag.
 
         With ``now`` the claim is a lease: one whose ``expires`` is at or before ``now`` counts as none
         and is overwritten (its holder is gone; DynamoDB's TTL deletes an expired item only some time
