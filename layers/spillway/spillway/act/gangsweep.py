@@ -33,7 +33,8 @@ a put whose answer was lost is sent again by botocore and finds the claim it wro
 nothing: ``held``, and the next plan's sweep tries again. The claim is a lease of :data:`HOLD`: no Lambda
 invocation runs longer, so one still there past it is a sweep whose Lambda died (timed out) without
 releasing it, and the next sweep takes it over (until then, a Step Functions retry of that step, or the
-next plans' sweeps, are ``held``; a cordon the dead sweep made stays on the Node until a sweep runs).
+next plans' sweeps, are ``held``; a cordon the dead sweep made stays on the Node until a sweep runs, on a Node busy by then until its work
+ends and the sweep of the idle Node terminates it).
 """
 
 from __future__ import annotations
