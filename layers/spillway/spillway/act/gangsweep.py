@@ -21,20 +21,20 @@ snapshot is older than the world, so the step reads it again first:
 Idempotent: a retry after the terminate finds the instance shutting down (``gone``). A removal that fails
 is tried again by the next plan, which still finds the instance outside every group.
 
-**One sweep of an instance at a time.** Plans run every minute and a scale-down can outlast the next
-plan's start, so two executions may sweep one orphan at once, and their steps would undo each other: the
-cordon does not tell them apart (:meth:`Cluster.cordon` answers True to both, the Node carrying
-Spillway's cordon already), so one that found the Node busy took its cordon off while the other, which
-had looked at the pods before, terminated the instance under the pod kube-scheduler had just bound; two
-idle sweeps both terminated it, counted twice. So the step first claims the instance in the state table
-(``gangsweep#<region>#<instance>``, a conditional put: first wins), before anything is read, and releases
-the claim when it ends, whatever the outcome, a failure too. The claim names its sweep (a random token):
-a put whose answer was lost is sent again by botocore and finds the claim it wrote, which is its own. A sweep that finds the claim held does
-nothing: ``held``, and the next plan's sweep tries again. The claim is a lease of :data:`HOLD`: no Lambda
-invocation runs longer, so one still there past it is a sweep whose Lambda died (timed out) without
-releasing it, and the next sweep takes it over (until then, a Step Functions retry of that step, or the
-next plans' sweeps, are ``held``; a cordon the dead sweep made stays on the Node until a sweep runs, on a Node busy by then until its work
-ends and the sweep of the idle Node terminates it).
+**One sweep of an instance at a time.** Plans run every minute and a scale-down can outlast the next plan's
+start, so two executions may sweep one orphan at once, and their steps would undo each other: the cordon does
+not tell them apart (:meth:`Cluster.cordon` answers True to both, the Node carrying Spillway's cordon
+already), so one that found the Node busy took its cordon off while the other, which had looked at the pods
+before, terminated the instance under the pod kube-scheduler had just bound; two idle sweeps both terminated
+it, counted twice. So the step first claims the instance in the state table
+(``gangsweep#<region>#<instance>``, a conditional put: first wins), before anything is read, and releases the
+claim when it ends, whatever the outcome, a failure too. The claim names its sweep (a random token): a put
+whose answer was lost is sent again by botocore and finds the claim it wrote, which is its own. A sweep that
+finds the claim held does nothing: ``held``, and the next plan's sweep tries again. The claim is a lease of
+:data:`HOLD`: no Lambda invocation runs longer, so one still there past it is a sweep whose Lambda died (timed
+out) without releasing it, and the next sweep takes it over (until then, a Step Functions retry of that step,
+or the next plans' sweeps, are ``held``; a cordon the dead sweep made stays on the Node until a sweep runs, on
+a Node busy by then until its work ends and the sweep of the idle Node terminates it).
 """
 
 from __future__ import annotations
