@@ -644,7 +644,7 @@ class FakeCloud(Recorder):
             self.ec2[iid] = {"region": region, "state": self.fleet_state, "tags": dict(request.tags)}
             self.dns.setdefault(iid, f"node-{iid}")
         code, message = self.fleet_error
-        errors = [{"ErrorCode": code, "ErrorMessage": message, "Lifecycle": "on-demand"}] * (
+        errors = [{"ErrorCode": code, "ErrorMessage": message, "Lifecycle": request.capacity_type}] * (
             request.count - launched
         )
         if self.fleet_errors is not None and launched < request.count:

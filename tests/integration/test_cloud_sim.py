@@ -208,3 +208,22 @@ def test_hidden_fleet_instances_are_in_no_describe_answer_until_shown_yet_can_be
               for i in r["Instances"]}  # fmt: skip
     assert sorted(states) == ids and states[ids[0]] in ("shutting-down", "terminated")
     assert states[ids[1]] == "running"
+
+
+@pytest.mark.parametrize("kind", ["spot", "on-demand"])
+def test_a_short_fleets_errors_are_of_the_capacity_type_it_asked_for(aws: CloudSim, kind: str) -> None:
+    """EC2 lists each instance a fleet could not launch with the Lifecycle it was to have (CreateFleetError):
+    a Spot fleet's shortfall is Spot's. A gang's give-back backs off the pool of that Lifecycle, so a Spot
+    fleet's errors called on-demand would back off the on-demand pool (holding back every on-demand group
+    of the type in the zone) and leave the Spot pool that had no capacity open."""
+    create_group("gpu", instance_type="g5.xlarge", cluster="ml", gpu=True)  # for its launch template
+    aws.fleet_shortfall(REGION, launched=1)
+    target = {"TotalTargetCapacity": 3, "DefaultTargetCapacityType": kind,
+              "SpotTargetCapacity" if kind == "spot" else "OnDemandTargetCapacity": 3}  # fmt: skip
+    fleet = boto3.client("ec2").create_fleet(
+        Type="instant", TargetCapacitySpecification=target,
+        LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateName": "lt-gpu", "Version": "$Latest"},
+                                "Overrides": [{"InstanceType": "g5.xlarge"}]}],
+    )  # fmt: skip
+    assert sum(len(entry["InstanceIds"]) for entry in fleet["Instances"]) == 1
+    assert [e["Lifecycle"] for e in fleet["Errors"]] == [kind, kind]

@@ -1109,3 +1109,22 @@ def test_a_rollback_gang_whose_launch_failed_for_capacity_backs_off_the_pool_as_
     steps.give_back({"state": {**request, "prep": prep, "verify": verify}})
 
     assert backed_off(ledger) == backoffs
+
+
+def test_a_spot_fleet_short_of_capacity_backs_off_the_spot_pool_not_the_on_demand_one() -> None:
+    """A Spot gang kept to us-east-1a comes up short and EC2's errors name no override: the pool is the
+    fleet's Spot one in its one zone. EC2 lists a Spot fleet's errors as Spot (CreateFleetError.Lifecycle),
+    and so must the fake: errors called on-demand backed off the on-demand pool, holding back every
+    on-demand group of g5.xlarge in the zone, and left the exhausted Spot pool open."""
+    cloud, ledger, steps = world()
+    raw = cloud.groups[("us-east-1", "gpu")]
+    raw["MixedInstancesPolicy"]["InstancesDistribution"] = {"OnDemandPercentageAboveBaseCapacity": 0}
+    cloud.fleet_capacity = 1
+    request = {**REQUEST, "zone": "us-east-1a"}
+    prep = steps.prepare(request)
+    launch = steps.launch({**request, "prep": prep})
+    assert launch["status"] == "partial" and cloud.fleets[0].capacity_type == "spot"
+
+    steps.give_back({"state": {**request, "prep": prep, "launch": launch}})
+
+    assert backed_off(ledger) == ["gpu", "pool#spot/us-east-1a/g5.xlarge"]

@@ -308,3 +308,31 @@ def test_a_fleet_group_spanning_zones_that_rebalances_them_launches_its_gangs_th
            **BIG)  # fmt: skip
     w.pod_group(COSCHED, "one-zone", spec={"minMember": 3})
     assert {pending_codes(w.plan())[f"default/one-zone-{i}"] for i in range(3)} == {"gang-no-zone"}
+
+
+def test_a_one_zone_gang_is_not_kept_to_a_zone_whose_pool_is_backed_off() -> None:
+    """A gang kept to one zone of a fleet group spanning several asks CreateFleet for that zone only:
+    unlike a plain raise, its launch can be steered off a pool EC2 just said was out of capacity. An
+    earlier gang's fleet (or scale-up) found no on-demand m5.2xlarge in us-east-1a and backed off that
+    pool; the group's other zones are open, so the group is not backed off, but the gang must go to
+    us-east-1b, not be sent back into the exhausted pool (and fail and be given back again)."""
+    w = World()
+    w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b", "us-east-1c"],
+            suspended=["AZRebalance"])  # fmt: skip
+    tag(w, "fleet", "fleet")
+    until = (NOW + timedelta(minutes=10)).isoformat()
+    w.state["pools"] = {"on-demand/us-east-1a/m5.2xlarge": {"backoff_until": until, "reason": "gang short"}}
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    pods = w.pods(
+        "train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, annotations=ZONE_TOPOLOGY, **BIG
+    )
+
+    result = w.plan()
+
+    assert scale_up(result) == {"fleet": (0, 3, pods)}
+    [launch] = _gangs(result)["fleet"]
+    assert launch.zone == "us-east-1b"  # type: ignore[attr-defined]
+    # every zone's pool backed off: the group is, and the gang waits
+    w.state["pools"] = {f"on-demand/us-east-1{z}/m5.2xlarge": {"backoff_until": until, "reason": "gang short"}
+                        for z in "abc"}  # fmt: skip
+    assert scale_up(w.plan()) == {}

@@ -423,7 +423,10 @@ class CloudSim:
                 self.ec2_backend.terminate_instances(drop)
             kept = [{**e, "InstanceIds": [i for i in e["InstanceIds"] if i in keep]} for e in entries]
             template = entries[0].get("LaunchTemplateAndOverrides") if entries else None
-            error = {"ErrorCode": code, "ErrorMessage": message, "Lifecycle": "on-demand",
+            # of the capacity type the fleet asked for, as EC2 lists them (CreateFleetError.Lifecycle)
+            asked = (self._get_param("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType")
+            lifecycle = (entries[0].get("Lifecycle") if entries else None) or asked or "on-demand"
+            error = {"ErrorCode": code, "ErrorMessage": message, "Lifecycle": lifecycle,
                      **({"LaunchTemplateAndOverrides": template} if template else {})}  # fmt: skip
             return ActionResult({**body, "Instances": [e for e in kept if e["InstanceIds"]],
                                  "Errors": [dict(error) for _ in drop]})  # fmt: skip

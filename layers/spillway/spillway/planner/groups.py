@@ -168,17 +168,21 @@ def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:
     )
 
 
-def pool_backoffs(ctx: Context, group: NodeGroup) -> tuple[list[str], int] | None:
+def pool_backoffs(
+    ctx: Context, group: NodeGroup, zones: tuple[str, ...] | None = None
+) -> tuple[list[str], int] | None:
     """The group's pools (capacity type, zone, instance type) that are backed off now, described, and how
-    many pools it may launch from; None when it has none known (no zone or no type). A Spot group's
-    launches are Spot, and on-demand too while its ``OnDemandBaseCapacity`` is not filled."""
-    if not ctx.state.pools or not group.zones or not group.launch_types():
+    many pools it may launch from (in ``zones``, by default all of the group's); None when it has none
+    known (no zone or no type). A Spot group's launches are Spot, and on-demand too while its
+    ``OnDemandBaseCapacity`` is not filled."""
+    zones = group.zones if zones is None else zones
+    if not ctx.state.pools or not zones or not group.launch_types():
         return None
     if group.capacity_type == "on-demand":
         kinds: tuple[str, ...] = ("on-demand",)
     else:
         kinds = ("on-demand", "spot") if group.sure_on_demand() else ("spot",)
-    pools = [(kind, zone, itype) for kind in kinds for zone in group.zones for itype in group.launch_types()]
+    pools = [(kind, zone, itype) for kind in kinds for zone in zones for itype in group.launch_types()]
     backed = []
     for kind, zone, itype in pools:
         entry = ctx.state.pools.get(pool_key(kind, zone, itype))
@@ -186,6 +190,20 @@ def pool_backoffs(ctx: Context, group: NodeGroup) -> tuple[list[str], int] | Non
             why = f": {entry.reason}" if entry.reason else ""
             backed.append(f"{kind} {itype} in {zone} backed off until {iso(entry.backoff_until)}{why}")
     return backed, len(pools)
+
+
+def zone_backoff(ctx: Context, group: NodeGroup, zone: str) -> str | None:
+    """Why a launch of ``group`` kept to ``zone`` must not be asked for (a gang's fleet, which asks for
+    that zone's subnets only: unlike a raise of the group, it can be steered off a pool), or None: every
+    pool the group may launch from in the zone is backed off (a failed launch or a gang's fleet found it
+    without capacity, a Spot interruption). The group's other zones are :func:`backoff_reason`'s."""
+    pools = pool_backoffs(ctx, group, (zone,))
+    if pools is None:
+        return None
+    backed, total = pools
+    if backed and len(backed) == total:
+        return f"{group.name}: every pool it launches from in {zone} is backed off ({'; '.join(backed)})"
+    return None
 
 
 def group_floor(ctx: Context, group: NodeGroup) -> Floor | None:

@@ -31,7 +31,7 @@ from spillway.planner.buffers import busy_first
 from spillway.planner.classes import Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, on_demand_cap, options
-from spillway.planner.groups import backoff_reason, empty_room, similar_groups
+from spillway.planner.groups import backoff_reason, empty_room, similar_groups, zone_backoff
 from spillway.planner.limits import Limits
 from spillway.planner.minresources import balance, bound_own, min_room
 from spillway.planner.placement import (
@@ -369,8 +369,17 @@ class ScaleUpStage:
                 skipped.append(skip)
         return skipped
 
-    def _why_skip(self, group: NodeGroup) -> Skip | None:
+    def _backoff(self, group: NodeGroup) -> str | None:
+        """Why ``group`` is backed off (:func:`backoff_reason`), or, for a gang kept to the zone being
+        tried of a group spanning several, why that zone is (:func:`zone_backoff`: its fleet would ask
+        for that zone only); None when it is not."""
         backoff = self.backoff[group.name]
+        if not backoff and self.zone is not None and len(group.zones) > 1:
+            backoff = zone_backoff(self.ctx, group, self.zone)
+        return backoff
+
+    def _why_skip(self, group: NodeGroup) -> Skip | None:
+        backoff = self._backoff(group)
         if backoff:
             return Skip(codes.BACKED_OFF, backoff)
         if self.room[group.name] <= 0:
