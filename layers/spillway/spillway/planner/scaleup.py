@@ -1183,12 +1183,14 @@ class OneGroup:
         return nodes
 
     def _may_hold(self, group: NodeGroup, admitted: Mapping[int, set[str]]) -> bool:
-        """Could new nodes of ``group`` alone take the pods :attr:`known`? Not when it is backed off, a
-        class among them may not use it, or even empty nodes to its room below MaxSize hold fewer
-        (limits, caps and spreads only lower that)."""
+        """Could new nodes of ``group`` alone take the pods :attr:`known`? Not when it is backed off (or
+        the zone being tried is, of a group spanning several), a class among them may not use it, or even
+        empty nodes to its room below MaxSize hold fewer (limits, caps and spreads only lower that)."""
         stage = self.stage
         if stage.backoff[group.name] or any(group.name not in admitted[id(c)] for c, _ in self.known):
             return False
+        if self.zone is not None and len(group.zones) > 1 and zone_backoff(stage.ctx, group, self.zone):
+            return False  # its fleet would ask for this zone only (ScaleUpStage._backoff)
         nodes = self._least_nodes(group)
         return nodes is not None and nodes <= stage.room[group.name]
 
