@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import random
+import re
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -1319,3 +1321,207 @@ def test_a_request_no_one_group_holds_tries_only_the_groups_that_could(
     assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
     assert "one node group" in result.provisioning[0].conditions[1]["message"]
     assert len(trials) <= 2, trials
+
+
+# --- best-effort-atomic: the one group is the expander's best WHOLE option ------------------------
+#
+# cluster-autoscaler's ScaleUp (core/scaleup/orchestrator/orchestrator.go) computes one expansion option
+# per node group for all the request's pods (ComputeExpansionOption: the estimator bin-packs every pod
+# set into new nodes of that group), drops those that do not take every pod (allOrNothing), and has the
+# expander pick among the rest (ExpanderStrategy.BestOption). So the expander judges the whole option:
+# least-waste on all its pods and all its nodes (expander/waste/waste.go), priority on its group
+# (expander/priority/priority.go). Spillway tried the groups in the expander's order for the FIRST
+# pod set and took the first that held them all.
+
+
+def selecting(name: str, selector: dict[str, str], **requests: str) -> dict[str, Any]:
+    """A PodTemplate whose pods run only on nodes carrying ``selector``."""
+    raw = template(name, **requests)
+    raw["template"]["spec"]["nodeSelector"] = selector
+    return raw
+
+
+def test_best_effort_atomic_goes_to_the_group_wasting_least_for_the_whole_request() -> None:
+    """Two leads of 3.5 CPU and three workers of 2. For the leads alone an m5.xlarge group wastes less
+    (two nodes, 7 of 7.84 CPU) than an m5.2xlarge one (one node, 7 of 7.91); for the whole request the
+    m5.xlarge group needs five nodes (a worker fits beside no lead: 13 of 19.6 CPU, a third wasted) and
+    the m5.2xlarge one two (13 of 15.8). cluster-autoscaler's least-waste expander scores each group's
+    whole option, so it takes the m5.2xlarge group. The plan took a-small, the first group for the leads
+    that held everything: five nodes."""
+    w = World()
+    w.group("a-small", "m5.xlarge", nodes=0, max_size=10)
+    w.group("b-large", "m5.2xlarge", nodes=0, max_size=10)
+    req = request("r", BEST_EFFORT_ATOMIC, [("lead", 2), ("work", 3)])
+    result = run(
+        w, [req], [template("lead", cpu="3500m", memory="1Gi"), template("work", cpu="2", memory="1Gi")]
+    )
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"b-large": (0, 2)}, scale_up(result)
+    (gang,) = result.scale_up[0].gangs
+    assert gang.nodes == 2 and len(gang.pods) == 5
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+
+
+def test_best_effort_atomic_honours_the_priority_of_a_group_only_a_later_pod_set_may_use() -> None:
+    """The priority expander ranks the whole option by its group (expander_priorities, as
+    cluster-autoscaler's expander/priority/priority.go). The lead runs only on low's nodes (its selector)
+    and fits the free room of low's one node; the workers may use either group. Both groups hold the
+    whole request; high has the higher priority, so the workers' nodes come from high. The plan tried
+    the groups in the lead's order, where high does not appear, and took low."""
+    w = World()
+    w.group("low", "m5.2xlarge", nodes=1, max_size=10, labels={"pool": "lead"})
+    w.group("high", "m5.2xlarge", nodes=0, max_size=10)
+    req = request("r", BEST_EFFORT_ATOMIC, [("lead", 1), ("work", 2)])
+    templates = [selecting("lead", {"pool": "lead"}, cpu="7", memory="1Gi"), template("work")]
+    result = run(w, [req], templates, expander_priorities={50: ["^high$"], 10: ["^low$"]})
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"high": (0, 2)}, scale_up(result)
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+
+
+def test_best_effort_atomic_prefers_the_group_whose_warm_pool_holds_all_its_new_nodes() -> None:
+    """Two equal groups; the lead needs one node and the worker another. a's warm pool (one instance)
+    holds the lead's node, b's (two) holds both: the whole option's two nodes start warm only in b.
+    The plan took a, whose warm pool held the first pod set's one node."""
+    w = World()
+    w.group("a", "m5.2xlarge", nodes=0, max_size=10)
+    w.group("b", "m5.2xlarge", nodes=0, max_size=10)
+    snapshot, groups, cfg, state = w.parsed()
+    warm = {"a": 1, "b": 2}
+    groups = [replace(g, warm_instances=warm[g.name]) for g in groups]
+    req = request("r", BEST_EFFORT_ATOMIC, [("lead", 1), ("work", 1)])
+    templates = [template("lead", cpu="7", memory="2Gi"), template("work", cpu="7", memory="1Gi")]
+    snapshot = replace(snapshot, provreqs=request_infos([req], templates))
+    result = plan(snapshot, groups, cfg, state, NOW)
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"b": (0, 2)}, scale_up(result)
+
+
+def test_best_effort_atomic_equal_whole_options_go_to_the_first_group_by_name() -> None:
+    """cluster-autoscaler breaks ties at random (expander/random/random.go); Spillway's plan is
+    deterministic, so the group's name decides."""
+    w = World()
+    w.group("b", "m5.2xlarge", nodes=0, max_size=10)
+    w.group("a", "m5.2xlarge", nodes=0, max_size=10)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("t", 2)])], [template("t")])
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"a": (0, 2)}, scale_up(result)
+
+
+def test_best_effort_atomic_passes_over_the_best_option_a_limit_cuts_to_the_next_whole_one() -> None:
+    """Where cluster-autoscaler's all-or-nothing stops short: its expander picks an option before the
+    cluster-wide limits are applied (orchestrator.go ScaleUp: BestOption, then applyLimits), and when
+    they cut it ("Not attempting scale-up due to all-or-nothing strategy") the scale-up is refused,
+    though another group held every pod within them; the request stays CapacityIsNotFound every loop.
+    Spillway applies the limits while it computes each option, so an option they cut is no option and
+    the next holds the request. Three pods of 2.5 CPU: high (m5.xlarge, one a node) needs three nodes,
+    12 cores past cores_total's 10; low (m5.2xlarge) one node, 8 cores."""
+    w = World()
+    w.group("high", "m5.xlarge", nodes=0, max_size=10)
+    w.group("low", "m5.2xlarge", nodes=0, max_size=10)
+    req = request("r", BEST_EFFORT_ATOMIC, [("t", 3)])
+    result = run(w, [req], [template("t", cpu="2500m", memory="1Gi")],
+                 expander_priorities={50: ["^high$"], 10: ["^low$"]}, cores_total="0:10")  # fmt: skip
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"low": (0, 1)}, scale_up(result)
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")
+
+
+def test_a_request_many_groups_hold_equally_is_tried_in_one_group_not_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ranking whole options must not cost a trial of the whole gang per group (a checkpoint of every
+    node each): once one group holds it, a group whose best possible rank (its fewest nodes for the
+    pods left over) does not beat it is not tried. Eight equal groups: one trial, of the first by name."""
+    from spillway.planner import scaleup
+
+    w = World()
+    for i in range(8):
+        w.group(f"g{i}-cpu", "m5.2xlarge", nodes=0, max_size=5)
+    trials: list[str | None] = []
+    real = scaleup.GangPlacement._try
+
+    def counted(self: scaleup.GangPlacement) -> tuple[str, str] | None:
+        trials.append(self.stage.group)
+        return real(self)
+
+    monkeypatch.setattr(scaleup.GangPlacement, "_try", counted)
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")])
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"g0-cpu": (0, 3)}
+    assert trials == ["g0-cpu"], trials
+
+
+SPREAD_ZONES = {
+    "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "w"}}}
+    ]
+}  # fmt: skip
+
+
+def _random_request_world(
+    rng: random.Random,
+) -> tuple[World, dict[str, int], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Groups of four shapes over two pools and two regions, some busy, some with warm pools; one
+    best-effort-atomic request of one to three pod sets, some pinned to a pool, spread over zones or one
+    per node; sometimes a cores limit or priorities."""
+    w = World()
+    warm: dict[str, int] = {}
+    for i in range(rng.randint(3, 7)):
+        itype = rng.choice(["m5.xlarge", "m5.2xlarge", "g5.xlarge", "g5.12xlarge"])
+        name, nodes = f"g{i}-{itype.replace('.', '')}", rng.randint(0, 2)
+        w.group(name, itype, nodes=nodes, max_size=nodes + rng.randint(0, 10), desired=nodes + rng.choice([0, 0, 1]),
+                region=rng.choice(["us-east-1", "us-east-1", "us-west-2"]), labels={"pool": rng.choice("ab")})  # fmt: skip
+        warm[name] = rng.choice([0, 0, rng.randint(1, 4)])
+        if nodes and rng.random() < 0.5:
+            w.pods(f"busy{i}", rng.randint(1, 3), cpu=rng.choice(["1", "2", "3"]), memory="1Gi")
+    sets, templates = [], []
+    for j in range(rng.randint(1, 3)):
+        requests = {"cpu": rng.choice(["500m", "1", "2", "3500m", "5", "7"]),
+                    "memory": rng.choice(["1Gi", "4Gi", "12Gi", "25Gi"])}  # fmt: skip
+        raw = selecting(f"t{j}", {"pool": rng.choice("ab")}, **requests) if rng.random() < 0.15 else None
+        raw = raw or template(f"t{j}", **requests)
+        shape = rng.random()
+        if shape < 0.3:
+            raw["template"]["metadata"] = {"labels": {"app": "w"}}
+            raw["template"]["spec"].update(SPREAD_ZONES if shape < 0.15 else {"affinity": ONE_PER_NODE})
+        templates.append(raw)
+        sets.append((f"t{j}", rng.randint(1, 6)))
+    config: dict[str, Any] = {}
+    if rng.random() < 0.2:
+        config["cores_total"] = f"0:{rng.randint(8, 60)}"
+    if rng.random() < 0.3:
+        config["expander_priorities"] = {50: [rng.choice(["g0", "g1", "g2"])], 10: [".*"]}
+    return w, warm, [request("r", BEST_EFFORT_ATOMIC, sets)], templates, config
+
+
+def test_skipping_groups_that_cannot_beat_the_best_option_plans_as_trying_every_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The skips (a group that cannot hold what free room leaves over, one whose best possible rank does
+    not beat the option found) change no plan: random worlds plan the same with every group tried (but
+    for which group's refusal a request that no group holds reports first)."""
+    from spillway.planner import scaleup
+
+    def planned(args: tuple[World, dict[str, int], list[Any], list[Any], dict[str, Any]]) -> str:
+        w, warm, reqs, templates, config = args
+        snapshot, groups, cfg, state = w.parsed(**config)
+        groups = [replace(g, warm_instances=warm[g.name]) for g in groups]
+        snapshot = replace(snapshot, provreqs=request_infos(reqs, templates))
+        text = json.dumps(plan(snapshot, groups, cfg, state, NOW).to_dict(), sort_keys=True, default=str)
+        return re.sub(r"; first: [^\"]*", "; first: ...", text)
+
+    rng = random.Random(7)
+    worlds = [_random_request_world(rng) for _ in range(150)]
+    skipping = [planned(args) for args in worlds]
+    monkeypatch.setattr(scaleup.OneGroup, "_may_hold", lambda self, group, admitted: True)
+    monkeypatch.setattr(
+        scaleup.OneGroup,
+        "_bound",
+        lambda self, group: self.stage.expander.whole_key(self.stage.ctx, self._option(group, 0, {})),
+    )
+    every = [planned(args) for args in worlds]
+
+    assert sum('"gangs": [{' in text for text in every) >= 20  # some worlds launch a gang
+    assert [i for i, (a, b) in enumerate(zip(skipping, every, strict=True)) if a != b] == []

@@ -8,7 +8,13 @@ waste of the class's dominant resource on the nodes it would need, then a group 
 the nodes the class needs (warm instances start faster; those the plan's earlier classes take in the
 group are not offered again), then name. Within a region,
 ``expander_priorities`` (cluster-autoscaler's priority expander) ranks groups before all of that.
-Another strategy (price) is another class with the same ``order`` method.
+Another strategy (price) is another class with the same methods.
+
+A gang whose new nodes all come from one group (a best-effort-atomic ProvisioningRequest) is ranked
+whole (:meth:`RegionThenLeastWaste.whole_key`): one :class:`WholeOption` per group that takes every
+pod, the waste and warm pool judged on all its new nodes and all the pods they get, as
+cluster-autoscaler's expanders judge an expansion option (kubernetes/autoscaler cluster-autoscaler/
+core/scaleup/orchestrator/orchestrator.go ``ScaleUp``; expander/waste/waste.go ``BestOption``).
 
 Spot: a group whose next launch may be spot (:meth:`NodeGroup.launch_capacity_type`, after the nodes
 this plan opens in it already; a mixed group is on-demand only while its ``OnDemandBaseCapacity`` is not
@@ -24,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.resources import UNCHECKED_WHEN_UNKNOWN, Resources, describe, dominant_share, fit_count
@@ -55,8 +61,33 @@ class Option:
     per_node: int
 
 
+@dataclass(frozen=True, slots=True)
+class WholeOption:
+    """What one group would launch for a whole gang whose new nodes all come from one group (a
+    best-effort-atomic ProvisioningRequest), as cluster-autoscaler's ``expander.Option`` holds a node
+    group, its ``NodeCount`` and its ``Pods``: ``nodes`` new nodes of ``group``, each with the room
+    ``empty``, for pods requesting ``requests`` in all. ``movable``: every pod of the gang may move (so
+    may run on spot); ``warm``: the group's warm instances the plan's earlier classes leave.
+
+    ``nodes`` 0 is an option not known yet: it ranks as the best it could be (no waste, warm), which is
+    what lets the scale-up skip the groups that cannot beat one it has (:meth:`Expander.whole_key`)."""
+
+    group: NodeGroup
+    nodes: int
+    requests: Resources
+    empty: Resources
+    movable: bool
+    warm: int
+
+
 class Expander(Protocol):
     def order(self, ctx: Context, cls: PodClass, choices: Sequence[Option]) -> list[NodeGroup]: ...
+
+    def whole_key(self, ctx: Context, option: WholeOption) -> tuple[Any, ...]:
+        """The whole option's rank, lowest best. It must not fall as ``option.nodes`` grows (all else
+        equal), and an option of 0 nodes must rank no worse than any of its group with more: the
+        scale-up ranks groups by a lower bound on their nodes before it tries them."""
+        ...
 
 
 class RegionThenLeastWaste:
@@ -67,21 +98,32 @@ class RegionThenLeastWaste:
     def order(self, ctx: Context, cls: PodClass, choices: Sequence[Option]) -> list[NodeGroup]:
         movable = class_not_movable(ctx, cls) is None if any(o.group.spot for o in choices) else False
         keyed = [
-            (
-                (
-                    ctx.region_key(o.group),
-                    -ctx.group_priority(o.group),
-                    o.group.spot is not movable,  # spot first for pods that may move, else on-demand
-                    round(_waste(cls, o), 6),
-                    not warm_fits(ctx, cls, o),
-                    o.group.name,
-                ),
-                o.group,
-            )
-            for o in choices
+            (_rank(ctx, o.group, movable, _waste(cls, o), warm_fits(ctx, cls, o)), o.group) for o in choices
         ]
         keyed.sort(key=lambda kv: kv[0])
         return [group for _, group in keyed]
+
+    def whole_key(self, ctx: Context, option: WholeOption) -> tuple[Any, ...]:
+        """As :meth:`order` ranks a class's groups, but the waste is that of all the option's new nodes
+        with all the pods they get (a gang of two pod sets may waste least on a group that wastes more
+        for its first set alone), and the warm pool must hold all its new nodes."""
+        known = option.nodes > 0
+        waste = waste_of(option.requests, option.empty, option.nodes) if known else 0.0
+        warm = not known or option.nodes <= option.warm
+        return _rank(ctx, option.group, option.movable, waste, warm)
+
+
+def _rank(ctx: Context, group: NodeGroup, movable: bool, waste: float, warm: bool) -> tuple[Any, ...]:
+    """Region, priority, capacity type (spot first for pods that may move, else on-demand), least waste,
+    warm pool, name: the key both of :class:`RegionThenLeastWaste`'s rankings sort by."""
+    return (
+        ctx.region_key(group),
+        -ctx.group_priority(group),
+        group.spot is not movable,
+        round(waste, 6),
+        not warm,
+        group.name,
+    )
 
 
 def warm_fits(ctx: Context, cls: PodClass, option: Option) -> bool:
@@ -114,11 +156,16 @@ def class_not_movable(ctx: Context, cls: PodClass) -> str | None:
 
 def _waste(cls: PodClass, option: Option) -> float:
     """The share of the dominant resource left unused on the nodes the remaining pods would need."""
-    dominant, _ = dominant_share(cls.requests, option.empty)
-    nodes_needed = math.ceil(cls.remaining / option.per_node)
-    used = cls.remaining * cls.requests.get(dominant, 0)
-    capacity = nodes_needed * option.empty.get(dominant, 1)
-    return 1.0 - used / capacity if capacity else 1.0
+    total = {name: value * cls.remaining for name, value in cls.requests.items()}
+    return waste_of(total, option.empty, math.ceil(cls.remaining / option.per_node))
+
+
+def waste_of(requests: Resources, empty: Resources, nodes: int) -> float:
+    """The share of the dominant resource of ``requests`` (pods' requests, summed) left unused on
+    ``nodes`` empty nodes with the room ``empty``."""
+    dominant, _ = dominant_share(requests, empty)
+    capacity = nodes * empty.get(dominant, 1)
+    return 1.0 - requests.get(dominant, 0) / capacity if capacity else 1.0
 
 
 def options(

@@ -8,7 +8,9 @@
    goes on to the next group — which is how demand spills into the secondary region.
 
 Gangs (:class:`GangPlacement`) are placed all or none in one region, or one zone when their pods ask
-for it; a best-effort-atomic ProvisioningRequest's new nodes all come from one node group. A gang a recent plan launched atomically (``State.gangs``, a group tagged
+for it; a best-effort-atomic ProvisioningRequest's new nodes all come from one node group, the one whose
+option for the whole request the expander ranks best (:class:`OneGroup`). A gang a recent plan launched
+atomically (``State.gangs``, a group tagged
 ``spillway.io/atomic-launch``) is not placed again while its launch may still be under way
 (:class:`InFlight`): its pods stay pending (``gang-launching``) and the launching capacity of its group
 is kept for it.
@@ -30,7 +32,7 @@ from spillway.planner import codes
 from spillway.planner.buffers import busy_first
 from spillway.planner.classes import Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
-from spillway.planner.expander import Expander, on_demand_cap, options
+from spillway.planner.expander import Expander, WholeOption, class_not_movable, on_demand_cap, options
 from spillway.planner.groups import backoff_reason, empty_room, similar_groups, zone_backoff
 from spillway.planner.limits import Limits
 from spillway.planner.minresources import balance, bound_own, min_room
@@ -310,7 +312,7 @@ class ScaleUpStage:
         place_on_nodes(self.ctx, cls, self._in_region(self.reclaimable), uncordon=True)
         if not cls.remaining:
             return []
-        # new nodes only in the one group a gang confined to one is being tried in (GangPlacement._groups)
+        # new nodes only in the one group a gang confined to one is being tried in (OneGroup)
         return self._new_nodes(cls, [g for g in candidates if self.group in (None, g.name)])
 
     def _raise_spread_caps(self, cls: PodClass, start: int) -> None:
@@ -934,71 +936,56 @@ class GangPlacement(RoomTrial):
         """Place the gang whole in the first domain that holds it; else (False, the first refusal)."""
         first: tuple[str, str] | None = None
         for region, zone in domains:
-            groups = self._groups(region, zone)
-            asked, short = False, None  # short: what the one group must open nodes for, once asked
-            for group in groups:
-                if first is not None and group and len(groups) > 1:  # the refusal reported is had
-                    if not asked:
-                        asked, short = True, self._short_of_new_nodes(region, zone)
-                    if short is not None and not self._may_hold(group, *short):
-                        continue
-                saved = self._save()
-                self.stage.region, self.stage.zone, self.stage.group = region, zone, group
-                failure = self._try()
-                self.stage.region = self.stage.zone = self.stage.group = None
-                if failure is None:
-                    return True, None
-                self._restore(saved)
-                where = "/".join(w for w in (region, zone, group) if w)
-                first = first or (failure[0], f"in {where}: {failure[1]}" if where else failure[1])
+            if self.gang in self.stage.ctx.one_group:
+                placed, failure = OneGroup(self, region, zone, refused=first is not None).run()
+            else:
+                failure = self._where(self._attempt(region, zone, None)[0], region, zone, None)
+                placed = failure is None
+            if placed:
+                return True, None
+            first = first or failure
         return False, first
 
-    def _short_of_new_nodes(self, region: str | None, zone: str | None) -> tuple[PodClass, int] | None:
-        """For a gang whose new nodes come from one group: the first class that free room, launching
-        capacity and nodes to uncordon leave pods of, and how many, from one trial with new nodes
-        nowhere. Every class before it was placed whole without a new node, so a trial in any one group
-        places them, and that class up to its new nodes, just the same: those pods are what the group
-        must open nodes for. None when it cannot be told so (the gang fits without new nodes, or a
-        class up to that one is placed in zone rounds, which open new nodes between their passes)."""
+    def _attempt(
+        self, region: str | None, zone: str | None, group: str | None
+    ) -> tuple[tuple[str, str] | None, dict[str, object]]:
+        """One trial of the gang on a checkpoint of the stage, in ``region`` and ``zone``, its new nodes
+        in ``group`` only (None: wherever the expander sends each class): its failure (rolled back) or
+        None (kept), and the checkpoint, to roll back a trial kept."""
         saved = self._save()
-        self.stage.region, self.stage.zone, self.stage.group = region, zone, NO_GROUP
-        self._try()
-        at = next((i for i, cls in enumerate(self.classes) if cls.remaining), None)
-        short = None if at is None else (self.classes[at], self.classes[at].remaining)
+        self.stage.region, self.stage.zone, self.stage.group = region, zone, group
+        failure = self._try()
         self.stage.region = self.stage.zone = self.stage.group = None
-        self._restore(saved)
-        if at is None or any(c.domains.counted for c in self.classes[: at + 1]):
+        if failure is not None:
+            self._restore(saved)
+        return failure, saved
+
+    @staticmethod
+    def _where(
+        failure: tuple[str, str] | None, region: str | None, zone: str | None, group: str | None
+    ) -> tuple[str, str] | None:
+        """The failure of a trial, saying where it was tried."""
+        if failure is None:
             return None
-        return short
+        where = "/".join(w for w in (region, zone, group) if w)
+        return (failure[0], f"in {where}: {failure[1]}") if where else failure
 
-    def _may_hold(self, group: str, cls: PodClass, count: int) -> bool:
-        """Could new nodes of ``group`` alone take ``count`` pods of ``cls`` (:meth:`_short_of_new_nodes`)?
-        Not when it is backed off, or even empty nodes to its room below MaxSize hold fewer (limits, caps
-        and spreads only lower that)."""
-        stage = self.stage
-        if stage.backoff[group]:
-            return False
-        per_node = fit_count(cls.requests, stage.empty[group], count)
-        return per_node > 0 and math.ceil(count / per_node) <= stage.room[group]
-
-    def _groups(self, region: str | None, zone: str | None) -> list[str | None]:
-        """The groups to try the gang's new nodes in, one at a time, when they must all come from one
-        (:attr:`Context.one_group`): those its classes may use in the domain, in the expander's order
-        for its first class, then for the next. cluster-autoscaler scales a best-effort-atomic request
-        up all or nothing in one node group: an expansion option that does not take every pod left
-        after the room there is is dropped, and its expander picks among the rest (kubernetes/autoscaler
-        cluster-autoscaler/core/scaleup/orchestrator/orchestrator.go, ``allOrNothing``). Free room and
-        capacity already launching count wherever they are, as its snapshot holds them. ``[None]`` (any
-        group, each class where the expander sends it) for any other gang."""
-        if self.gang not in self.stage.ctx.one_group:
-            return [None]
+    def _candidates(
+        self, region: str | None, zone: str | None
+    ) -> tuple[list[NodeGroup], dict[int, set[str]]]:
+        """The groups the gang's classes may use in the domain, in the expander's order for its first
+        class, then for the next; and per class (by id) the names of those it may use."""
         stage = self.stage
         stage.region, stage.zone = region, zone
-        names: list[str | None] = []
+        groups: list[NodeGroup] = []
+        admitted: dict[int, set[str]] = {}
         for cls in self.classes:
-            names += [g.name for g in stage._choices(cls)[0] if g.name not in names]
+            choices = stage._choices(cls)[0]
+            admitted[id(cls)] = {g.name for g in choices}
+            known = {g.name for g in groups}
+            groups += [g for g in choices if g.name not in known]
         stage.region = stage.zone = None
-        return names or [NO_GROUP]
+        return groups, admitted
 
     def _needed_pods(self) -> set[str] | None:
         """The pending pods that start the gang: those of each task short of its minimum, as many as it
@@ -1074,6 +1061,202 @@ class GangPlacement(RoomTrial):
             if failure is not None:
                 return failure
         return self._cover_min_room(starts) if self.min_room else None
+
+
+class OneGroup:
+    """The one node group a best-effort-atomic ProvisioningRequest's new nodes come from, in one domain
+    (region, or zone), as cluster-autoscaler's ``ScaleUp`` with ``allOrNothing`` picks it
+    (kubernetes/autoscaler cluster-autoscaler/core/scaleup/orchestrator/orchestrator.go): one expansion
+    option per group for all the request's pods (``ComputeExpansionOption``: every pod set bin-packed
+    into new nodes of that group, after the room the snapshot holds), those that do not take every pod
+    dropped, and the expander's best of the rest (``ExpanderStrategy.BestOption``). Here each option is
+    a trial of the whole gang with its new nodes in that group only (:meth:`GangPlacement._attempt`:
+    free room, capacity already launching and nodes to uncordon count wherever they are), and the
+    expander ranks the trials that hold it whole (:meth:`Expander.whole_key`).
+
+    Unlike cluster-autoscaler, a trial applies MaxSize, the tenant, cluster and CapacityQuota limits and
+    the on-demand cap as it opens nodes, so an option they cut is no option and the next best is taken.
+    cluster-autoscaler's expander picks before its cluster-wide limits are applied (``applyLimits``), and
+    when they cut the option it picked it refuses the scale-up ("Not attempting scale-up due to
+    all-or-nothing strategy"), though another group held every pod within them.
+
+    Trials are costly (a checkpoint of every node), so not every group is tried: one trial with new
+    nodes nowhere (:meth:`_probe`) tells which pods the one group must open nodes for; a group backed
+    off, or whose nodes, even to its MaxSize, cannot hold them, is skipped, and the others are tried best
+    bound first (their option with as few nodes as those pods allow, :meth:`_bound`): once a trial holds
+    the gang, a group whose bound does not rank before it cannot do better."""
+
+    def __init__(
+        self, placement: GangPlacement, region: str | None, zone: str | None, *, refused: bool
+    ) -> None:
+        self.placement = placement
+        self.stage = placement.stage
+        self.region, self.zone = region, zone
+        # a refusal to report is had already (an earlier domain's): no group that cannot hold the gang
+        # is tried for one
+        self.refused = refused
+        self.refusal: tuple[str, str] | None = None  # the first trial's failure here
+        # the pods each class's new nodes must take (:meth:`_probe`), for the classes that is known of
+        self.known: list[tuple[PodClass, int]] = []
+        self.exact = False  # every class's pods on new nodes are known, not only the first short one's
+        self.movable = False  # every pod of the gang may move (spot first), when there are spot groups
+        self.bounds: dict[str, tuple[Any, ...]] = {}
+        # new nodes per group the plan opens before the gang: their warm instances are not the gang's
+        self.opened = dict(self.stage.ctx.new_nodes)
+
+    def run(self) -> tuple[bool, tuple[str, str] | None]:
+        """Place the gang with the best whole option (kept): (True, None); else (False, why not)."""
+        groups, admitted = self.placement._candidates(self.region, self.zone)
+        if len(groups) <= 1:
+            return self._only(groups[0].name if groups else NO_GROUP)
+        able = self._probe(groups, admitted)
+        if able is None:
+            return self._only(NO_GROUP)  # free room, launching capacity and nodes to uncordon hold it
+        ctx = self.stage.ctx
+        if any(g.spot for g in groups):
+            self.movable = all(class_not_movable(ctx, c) is None for c in self.placement.classes)
+        if self._best(sorted(able, key=self._bound)):
+            return True, None
+        if self.refusal is None and not self.refused:  # the refusal of the group the expander ranks first
+            return self._only(groups[0].name)
+        return False, self.refusal
+
+    def _only(self, group: str) -> tuple[bool, tuple[str, str] | None]:
+        failure, _ = self.placement._attempt(self.region, self.zone, group)
+        return failure is None, self._where(failure, group)
+
+    def _where(self, failure: tuple[str, str] | None, group: str) -> tuple[str, str] | None:
+        return GangPlacement._where(failure, self.region, self.zone, group)
+
+    def _probe(self, groups: list[NodeGroup], admitted: Mapping[int, set[str]]) -> list[NodeGroup] | None:
+        """One trial with new nodes nowhere, every class placed as far as free room, launching capacity
+        and nodes to uncordon take it, rolled back: None when they take it whole; else the groups that
+        may hold what they leave (:meth:`_may_hold`).
+
+        What they leave is :attr:`known`: the first class they leave pods of, and how many. Every class
+        before it was placed whole without a new node, so a trial in any one group places them, and that
+        class up to its new nodes, just the same. So it does the classes after it (:attr:`exact`), unless
+        a class is placed in zone rounds (which open new nodes between their passes: the zones they open
+        change what free room takes next) or limits are set (a gang's new nodes count against the
+        launching capacity its later classes may take); then only the first is known, and only if no
+        class up to it has rounds. When no group may hold the first, the classes after it are not placed."""
+        placement, stage = self.placement, self.stage
+        rounds = [bool(c.domains.counted) for c in placement.classes]
+        self.exact = not stage.limits.active and not any(rounds)
+        saved = placement._save()
+        stage.region, stage.zone, stage.group = self.region, self.zone, NO_GROUP
+        able = list(groups)
+        left: list[tuple[PodClass, int]] = []
+        for i, cls in enumerate(placement.classes):
+            stage.place(cls)
+            if cls.remaining:
+                left.append((cls, cls.remaining))
+            if len(left) == 1 and cls.remaining and not any(rounds[: i + 1]):
+                self.known = left[:1]
+                able = [g for g in groups if self._may_hold(g, admitted)]
+                if not able:
+                    break  # what the classes after it leave changes nothing
+        stage.region = stage.zone = stage.group = None
+        placement._restore(saved)
+        if not left:
+            return None
+        if self.exact:
+            self.known = left
+        return [g for g in able if self._may_hold(g, admitted)]
+
+    def _least_nodes(self, group: NodeGroup) -> int | None:
+        """The fewest new nodes of ``group`` that hold the pods :attr:`known`: as many as each class
+        needs alone, and as the pods' requests summed need of a node's room; None when a node takes no
+        pod of some class."""
+        empty = self.stage.empty[group.name]
+        nodes = 0
+        total: Resources = {}
+        for cls, count in self.known:
+            per_node = fit_count(cls.requests, empty, min(count, cls.per_node))
+            if per_node <= 0:
+                return None
+            nodes = max(nodes, -(-count // per_node))
+            add_into(total, cls.requests, count)
+        for name, value in total.items():
+            if empty.get(name, 0) > 0:
+                nodes = max(nodes, -(-value // empty[name]))
+        return nodes
+
+    def _may_hold(self, group: NodeGroup, admitted: Mapping[int, set[str]]) -> bool:
+        """Could new nodes of ``group`` alone take the pods :attr:`known`? Not when it is backed off (or
+        the zone being tried is, of a group spanning several), a class among them may not use it, or even
+        empty nodes to its room below MaxSize hold fewer (limits, caps and spreads only lower that)."""
+        stage = self.stage
+        if stage.backoff[group.name] or any(group.name not in admitted[id(c)] for c, _ in self.known):
+            return False
+        if self.zone is not None and len(group.zones) > 1 and zone_backoff(stage.ctx, group, self.zone):
+            return False  # its fleet would ask for this zone only (ScaleUpStage._backoff)
+        nodes = self._least_nodes(group)
+        return nodes is not None and nodes <= stage.room[group.name]
+
+    def _option(self, group: NodeGroup, nodes: int, requests: Resources) -> WholeOption:
+        warm = group.warm_instances - self.opened.get(group.name, 0)
+        return WholeOption(group, nodes, requests, self.stage.empty[group.name], self.movable, warm)
+
+    def _bound(self, group: NodeGroup) -> tuple[Any, ...]:
+        """The best rank ``group``'s whole option could have: with the fewest nodes that hold the pods
+        known to go on them, when all are (:attr:`exact`); else as an option not known yet (no waste,
+        warm: :class:`WholeOption`)."""
+        bound = self.bounds.get(group.name)
+        if bound is None:
+            total: Resources = {}
+            for cls, count in self.known:
+                add_into(total, cls.requests, count)
+            option = self._option(group, self._least_nodes(group) or 0, total) if self.exact else None
+            option = option or self._option(group, 0, {})
+            bound = self.bounds[group.name] = self.stage.expander.whole_key(self.stage.ctx, option)
+        return bound
+
+    def _best(self, ranked: list[NodeGroup]) -> bool:
+        """Try the groups best bound first, skipping those whose bound does not rank before the best
+        whole option had; keep the best placed. A trial kept as the best so far is rolled back when
+        another group is tried, and tried again at the end when it stays the best. False: no trial
+        holds the gang whole."""
+        placement = self.placement
+        best: tuple[tuple[Any, ...], str] | None = None
+        kept: dict[str, object] | None = None  # the checkpoint before the best trial, while it is kept
+        for group in ranked:
+            if best is not None and self._bound(group) >= best[0]:
+                continue
+            if kept is not None:
+                placement._restore(kept)
+                kept = None
+            failure, saved = placement._attempt(self.region, self.zone, group.name)
+            if failure is not None:
+                self.refusal = self.refusal or self._where(failure, group.name)
+                continue
+            key = self._placed_key(group)
+            if best is None or key < best[0]:
+                best, kept = (key, group.name), saved
+            else:
+                placement._restore(saved)
+        if best is not None and kept is None:
+            failure, _ = placement._attempt(self.region, self.zone, best[1])
+            assert failure is None, failure  # the same trial on the same stage holds it again
+        return best is not None
+
+    def _placed_key(self, group: NodeGroup) -> tuple[Any, ...]:
+        """The rank of the whole option the trial just kept in ``group`` made: its new nodes and the
+        requests of the pods they got. A trial whose new nodes got other pods than :meth:`_probe` said
+        makes the bounds guesses: from then on each is the best its group could be."""
+        ctx, gang = self.stage.ctx, self.placement.gang
+        on_new = set(ctx.gang_pods.get((group.name, gang), ()))
+        total: Resources = {}
+        counts: dict[int, int] = {}
+        for cls in self.placement.classes:
+            count = sum(1 for pod in cls.pods if pod in on_new)
+            add_into(total, cls.requests, count)
+            if count:
+                counts[id(cls)] = count
+        if self.exact and counts != {id(c): n for c, n in self.known}:
+            self.exact, self.bounds = False, {}
+        nodes = ctx.gang_nodes.get((group.name, gang), 0)
+        return self.stage.expander.whole_key(ctx, self._option(group, nodes, total))
 
 
 class MemberPlacement(RoomTrial):
