@@ -1236,8 +1236,12 @@ class OneGroup:
             else:
                 placement._restore(saved)
         if best is not None and kept is None:
+            # the same trial on the same stage holds it again; were it not to (a checkpoint that missed
+            # something), the request waits for the next plan rather than the plan failing
             failure, _ = placement._attempt(self.region, self.zone, best[1])
-            assert failure is None, failure  # the same trial on the same stage holds it again
+            if failure is not None:
+                self.refusal = self.refusal or self._where(failure, best[1])
+                return False
         return best is not None
 
     def _placed_key(self, group: NodeGroup) -> tuple[Any, ...]:
