@@ -1294,6 +1294,26 @@ def test_a_consumer_nominated_to_a_node_is_not_booked_again_beside_its_nominated
     assert all(u.name != "r" for u in result.provisioning)  # the booking holds, unchanged
 
 
+def eight_groups_counting_trials(
+    monkeypatch: pytest.MonkeyPatch, max_size: int
+) -> tuple[World, list[str | None]]:
+    """Eight equal empty groups, and the list each trial of a gang appends its one group to."""
+    from spillway.planner import scaleup
+
+    w = World()
+    for i in range(8):
+        w.group(f"g{i}-cpu", "m5.2xlarge", nodes=0, max_size=max_size)
+    trials: list[str | None] = []
+    real = scaleup.GangPlacement._try
+
+    def counted(self: scaleup.GangPlacement) -> tuple[str, str] | None:
+        trials.append(self.stage.group)
+        return real(self)
+
+    monkeypatch.setattr(scaleup.GangPlacement, "_try", counted)
+    return w, trials
+
+
 def test_a_request_no_one_group_holds_tries_only_the_groups_that_could(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -1303,19 +1323,7 @@ def test_a_request_no_one_group_holds_tries_only_the_groups_that_could(
     launching capacity are counted (one trial with new nodes nowhere) is what the one group must open
     nodes for: a group too small for it, or whose nodes cannot hold its pods, is not tried. Eight groups
     of MaxSize 1 and a request of three one-node pods: the first group and that one trial, not eight."""
-    from spillway.planner import scaleup
-
-    w = World()
-    for i in range(8):
-        w.group(f"g{i}-cpu", "m5.2xlarge", nodes=0, max_size=1)
-    trials: list[str | None] = []
-    real = scaleup.GangPlacement._try
-
-    def counted(self: scaleup.GangPlacement) -> tuple[str, str] | None:
-        trials.append(self.stage.group)
-        return real(self)
-
-    monkeypatch.setattr(scaleup.GangPlacement, "_try", counted)
+    w, trials = eight_groups_counting_trials(monkeypatch, max_size=1)
     result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")])
 
     assert conds(result)["Provisioned"] == ("False", "CapacityIsNotFound")
@@ -1433,19 +1441,7 @@ def test_a_request_many_groups_hold_equally_is_tried_in_one_group_not_each(
     """Ranking whole options must not cost a trial of the whole gang per group (a checkpoint of every
     node each): once one group holds it, a group whose best possible rank (its fewest nodes for the
     pods left over) does not beat it is not tried. Eight equal groups: one trial, of the first by name."""
-    from spillway.planner import scaleup
-
-    w = World()
-    for i in range(8):
-        w.group(f"g{i}-cpu", "m5.2xlarge", nodes=0, max_size=5)
-    trials: list[str | None] = []
-    real = scaleup.GangPlacement._try
-
-    def counted(self: scaleup.GangPlacement) -> tuple[str, str] | None:
-        trials.append(self.stage.group)
-        return real(self)
-
-    monkeypatch.setattr(scaleup.GangPlacement, "_try", counted)
+    w, trials = eight_groups_counting_trials(monkeypatch, max_size=5)
     result = run(w, [request("r", BEST_EFFORT_ATOMIC, [("a", 3)])], [template("a")])
 
     assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"g0-cpu": (0, 3)}
