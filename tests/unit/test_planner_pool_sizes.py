@@ -164,3 +164,23 @@ def test_a_gang_kept_to_one_zone_skips_a_zone_held_back_for_gangs_as_big(size: i
     assert scale_up(result) == {"fleet": (0, size, sorted(pods))}, [p.reason for p in result.pending][:1]
     [launch] = result.scale_up[0].gangs
     assert launch.zone == zone
+
+
+def test_a_gang_launching_where_some_pools_are_held_back_for_it_says_so_in_its_groups_reason() -> None:
+    """A fleet over two zones cannot be steered off one (its zone is EC2's pick): it launches, and the
+    reason names the pool held back for gangs as big, as a raise's reason names pools backed off."""
+    w = World()
+    w.group("fleet", "m5.2xlarge", max_size=70, zones=["us-east-1a", "us-east-1b"], suspended=["AZRebalance"])
+    w.groups["fleet"]["Tags"].append(
+        {"ResourceId": "fleet", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
+         "Value": "fleet", "PropagateAtLaunch": False}
+    )  # fmt: skip
+    pods = gang(w, "big", 64)
+    w.state["pools"] = refused(64)
+
+    result = w.plan()
+
+    assert scale_up(result) == {"fleet": (0, 64, sorted(pods))}
+    assert "on-demand m5.2xlarge in us-east-1a backed off for gangs of 64 nodes or more" in (
+        result.scale_up[0].reason
+    )
