@@ -792,6 +792,8 @@ class FakeLedger(Recorder):
     stored: StoredState = field(default_factory=StoredState)
     plans: dict[str, PlanRecord] = field(default_factory=dict)
     backoffs: list[tuple[str, datetime, str]] = field(default_factory=list)
+    backoff_nodes: list[int] = field(default_factory=list)  # each put_backoff's ``nodes``, in order
+    backoff_now: list[datetime | None] = field(default_factory=list)  # ... and its ``now``
     before_commit: Callable[[], None] | None = None  # e.g. another planner committing meanwhile
     commits: int = 0  # commits that succeeded
     claimed: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)  # (cluster, item)
@@ -804,13 +806,19 @@ class FakeLedger(Recorder):
     def loads(self) -> int:
         return len(self.called("load"))
 
-    def load(self, cluster: str) -> StoredState:
+    def load(self, cluster: str, now: datetime | None = None) -> StoredState:
         """As StateStore.load: the back-off items merged into the state."""
         self._call("load", cluster)
         if not self.backoffs:
             return self.stored
+        sizes = self.backoff_nodes + [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
         merged = merge_backoffs(
-            self.stored.state, [Backoff(g, until, why) for g, until, why in self.backoffs]
+            self.stored.state,
+            [
+                Backoff(g, until, why, nodes=n)
+                for (g, until, why), n in zip(self.backoffs, sizes, strict=True)
+            ],
+            now,
         )
         return dataclasses.replace(self.stored, state=merged)
 
@@ -836,10 +844,21 @@ class FakeLedger(Recorder):
         return self.stored.version
 
     def put_backoff(
-        self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
+        self,
+        cluster: str,
+        group: str,
+        until: datetime,
+        reason: str,
+        *,
+        region: str = "",
+        nodes: int = 1,
+        now: datetime | None = None,
     ) -> bool:
         self._call("put_backoff", cluster, group)
+        self.backoff_nodes += [1] * (len(self.backoffs) - len(self.backoff_nodes))  # set by hand
         self.backoffs.append((group, until, reason))
+        self.backoff_nodes.append(nodes)
+        self.backoff_now.append(now)
         return True
 
     def save_plan(self, record: PlanRecord) -> None:

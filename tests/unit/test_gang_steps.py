@@ -1005,6 +1005,39 @@ def test_a_fleet_short_for_capacity_backs_off_each_pool_ec2_named_beside_the_gro
     assert cloud.called("subnet_zones") == [("us-east-1", (SUBNET_A, SUBNET_B))]  # one read
 
 
+def test_a_fleets_pool_back_off_remembers_how_many_nodes_ec2_refused_at_once() -> None:
+    """The fleet asked for the gang's 3 nodes all or none (MinTargetCapacity 3): EC2 not giving 3 at
+    once is no word on one node, which a group's raise takes if there is one. The pools it named are
+    backed off for gangs of 3 nodes or more (``nodes``), not for every launch; the group is the gang's
+    own back-off and carries no count."""
+    errors = [fleet_error(InstanceType="g5.xlarge", SubnetId=SUBNET_A)]
+
+    _, ledger, _, _ = short_fleet(errors)
+
+    assert dict(zip(backed_off(ledger), ledger.backoff_nodes, strict=True)) == {
+        "gpu": 1, "pool#on-demand/us-east-1a/g5.xlarge": 3,
+    }  # fmt: skip
+    assert ledger.backoff_now == [NOW, NOW]  # an earlier stronger back-off kept only while it lasts
+
+
+def test_a_rollback_gangs_failed_launch_backs_off_its_pool_for_every_launch() -> None:
+    """A rollback gang raises the group: Auto Scaling launched what there was, and a failed launch
+    activity says EC2 had none, as a scale-up's does."""
+    cloud, ledger, steps = world(mode="rollback")
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    asg = cloud.groups[("us-east-1", "gpu")]
+    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(asg, NOW)]
+    verify = steps.verify({**request, "prep": prep})
+
+    steps.give_back({"state": {**request, "prep": prep, "verify": verify}})
+
+    assert dict(zip(backed_off(ledger), ledger.backoff_nodes, strict=True)) == {
+        "gpu": 1, "pool#on-demand/us-east-1a/p4d.24xlarge": 1,
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("error", "pool"),
     [

@@ -217,7 +217,7 @@ class Snapshots(Protocol):
 class Ledger(Protocol):
     """The store's state and plans tables: the state with its version, back-offs, plan records."""
 
-    def load(self, cluster: str) -> StoredState: ...
+    def load(self, cluster: str, now: datetime | None = None) -> StoredState: ...
     def commit(
         self,
         cluster: str,
@@ -230,8 +230,17 @@ class Ledger(Protocol):
         now: datetime,
         plan: PlanRecord | None = None,
     ) -> int: ...
+    # a pool's ``nodes``: how many EC2 refused at once; ``now``: a stored back-off over by then gives way
     def put_backoff(
-        self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
+        self,
+        cluster: str,
+        group: str,
+        until: datetime,
+        reason: str,
+        *,
+        region: str = "",
+        nodes: int = 1,
+        now: datetime | None = None,
     ) -> bool: ...
     def save_plan(self, record: PlanRecord) -> None: ...
     # Once-only markers and instance ownership (act/claims.py): a conditional put that never overwrites;

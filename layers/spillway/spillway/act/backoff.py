@@ -7,7 +7,10 @@ items, ``backoff#<group>`` and
 ``backoff#pool#<capacity type>/<zone>/<instance type>`` (:data:`~spillway.model.state.POOL_PREFIX`,
 :func:`~spillway.model.state.pool_key`), which the plans read back as ``State.groups`` and
 ``State.pools``: every group that may launch from a backed-off pool weighs it, not only the one that
-failed.
+failed. A pool's item says how many nodes EC2 refused at once (``nodes``,
+:class:`~spillway.model.state.PoolState`): a gang's instant fleet asked for its whole count or nothing,
+so its refusal holds back only gangs as big; a group's failed launch (its raise takes what there is)
+and a Spot interruption say EC2 had none (1), which holds back every launch.
 
 Which pool a failure names is read from what EC2 said, by one rule (:mod:`spillway.model.launcherror`):
 a shortage of capacity names a pool; a full quota is the account's and a refused setting the group's, so
@@ -118,11 +121,19 @@ def back_off(
     *,
     region: str,
     pools: Iterable[Pool] = (),
+    nodes: int = 1,
+    now: datetime | None = None,
 ) -> list[str]:
     """Back ``group`` off (none when None) and each of ``pools`` until ``until``, for ``reason``, in the
-    state table; the items' names (``<group>``, ``pool#<capacity type>/<zone>/<instance type>``). A later
-    back-off already stored is kept (:meth:`~spillway.ports.Ledger.put_backoff`)."""
-    names = ([group] if group is not None else []) + [POOL_PREFIX + pool_key(*pool) for pool in pools]
+    state table; the items' names (``<group>``, ``pool#<capacity type>/<zone>/<instance type>``). The
+    pools' ``nodes``: how many nodes EC2 refused at once (a gang's instant fleet: its size; 1, EC2 had
+    none: a group's failed launch, a Spot interruption); the group's own back-off has none. A stronger
+    or later back-off already stored is kept, but for one over by ``now``
+    (:meth:`~spillway.ports.Ledger.put_backoff`)."""
+    names = [group] if group is not None else []
     for name in names:
-        ledger.put_backoff(cluster, name, until, reason, region=region)
+        ledger.put_backoff(cluster, name, until, reason, region=region, now=now)
+    for pool in pools:
+        names.append(POOL_PREFIX + pool_key(*pool))
+        ledger.put_backoff(cluster, names[-1], until, reason, region=region, nodes=nodes, now=now)
     return names

@@ -621,10 +621,13 @@ class GangSteps:
             # every instance it ever claimed, also those a first try of this step terminated (decremented)
             delivered = max(len(members & in_group), owner.held())
             desired = give_back_undelivered(self.aws, owner, owner.raised() - delivered, self.clock())
-        until = self.clock() + timedelta(minutes=self.backoff_minutes)
-        # the group, and each pool EC2 named short of capacity, as scale-up's backoff does
+        now = self.clock()
+        until = now + timedelta(minutes=self.backoff_minutes)
+        # the group, and each pool EC2 named short of capacity, as scale-up's backoff does; a fleet's
+        # for as many nodes as it asked for at once (it says nothing of fewer)
+        pools, nodes = _short_pools(state, asg)
         back_off(self.ledger, self.cluster, req.group, until, f"gang {req.gang}: {cause}"[:1000],
-                 region=req.region, pools=_short_pools(state, asg))  # fmt: skip
+                 region=req.region, pools=pools, nodes=nodes, now=now)  # fmt: skip
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
         if desired is None or gone.replaced or gone.held:
@@ -801,15 +804,19 @@ def _refuse_mode(req: GangRequest, asg: AutoScalingGroup, mode: str, where: str)
         raise AsgLimitExceeded(f"{held}; nothing launched")
 
 
-def _short_pools(state: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool]:
-    """The pools the attempt found short of capacity: those its partial fleet's errors named (the
-    launch's ``pools``: :meth:`GangSteps._fleet_pools`), or the one a rollback gang's failed launch
-    activity names, read as scale-up reads its own (:func:`~spillway.act.backoff.failed_pool`)."""
+def _short_pools(state: Mapping[str, Any], asg: AutoScalingGroup) -> tuple[list[Pool], int]:
+    """The pools the attempt found short of capacity, and how many nodes EC2 refused there at once:
+    those its partial fleet's errors named (the launch's ``pools``: :meth:`GangSteps._fleet_pools`),
+    refused the fleet's ``MinTargetCapacity``, the gang's count (``prep.count``): EC2 had not that many
+    at once, which says nothing of fewer; or the one a rollback gang's failed launch activity names,
+    read as scale-up reads its own (:func:`~spillway.act.backoff.failed_pool`): the group's raise takes
+    what there is, so its failure says EC2 had none (1)."""
     launch, verify = state.get("launch") or {}, state.get("verify") or {}
     if launch.get("status") == "partial":
-        return [(p["capacity_type"], p["zone"], p["instance_type"]) for p in launch.get("pools") or []]
+        pools = [(p["capacity_type"], p["zone"], p["instance_type"]) for p in launch.get("pools") or []]
+        return pools, int(_prep(state)["count"])
     pool = failed_pool(str(verify.get("failure") or ""), asg) if verify.get("status") == "failed" else None
-    return [pool] if pool else []
+    return ([pool] if pool else []), 1
 
 
 def _why(state: Mapping[str, Any], where: str) -> tuple[str, str]:

@@ -629,7 +629,7 @@ def run_plan(
             f"{ref.cluster}/{ref.key}: snapshot is {age:.0f}s old, older than max_snapshot_age_seconds "
             f"({settings.max_snapshot_age_seconds:.0f}s); not acting on it"
         )
-    stored = ledger.load(ref.cluster)
+    stored = ledger.load(ref.cluster, now)
     if stored.snapshot_key is not None and ref.key < stored.snapshot_key:
         return PlanOutcome(
             ref.cluster, ref.key, pid, "superseded", stored.version,

@@ -354,7 +354,7 @@ class ScaleSteps:
         if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
             return {**base, "done": True, "result": f"latest snapshot {iso(snapshot.taken_at)} is stale"}
         live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
-        stored = self.ledger.load(cluster)
+        stored = self.ledger.load(cluster, now)
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))
         summary = summarize(result, self.settings.primary_region)

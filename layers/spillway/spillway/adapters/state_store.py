@@ -12,7 +12,9 @@ Key schema of the ``state`` table (partition key ``cluster``, sort key ``item``,
                                                  expires_at (N, epoch seconds: the table's TTL)
     pool back-off     item = "backoff#pool#<capacity type>/<zone>/<type>"   the same attributes (a Spot
                                                  interruption backs off the spot pool, a launch failed
-                                                 for capacity the pool that had none); an older
+                                                 for capacity the pool that had none), and nodes (N,
+                                                 only when over 1: a gang's fleet refused that many
+                                                 at once; without it EC2 had none); an older
                                                  "backoff#pool#<zone>/<type>" is the spot pool
     claim             item = "raise#<owner>",    value (JSON), expires_at (N: TTL)
                       "unsettled#<owner>",
@@ -36,10 +38,14 @@ can resume (start the same, deterministically named, executions again) instead o
 
 **Back-offs** are separate items written by the scale-up execution (not by the planner), so a back-off
 never races the planner's version. Each expires (TTL) when its window ends. :meth:`load` merges them
-into ``State.groups``, or ``State.pools`` for a ``pool#`` name (the later ``backoff_until`` wins; an older
-key without a capacity type is the spot pool: :func:`~spillway.model.state.normalize_pool_key`). A
-reader that predates pools merges those as a group no group is named like: it ignores them; one that
-predates capacity types in pool keys finds no pool under the keys it looks up: it ignores them too.
+into ``State.groups`` (the later ``backoff_until`` wins), or ``State.pools`` for a ``pool#`` name (an
+older key without a capacity type is the spot pool: :func:`~spillway.model.state.normalize_pool_key`).
+Two back-offs of one pool, in the item (:meth:`StateStore.put_backoff`'s condition) as in the merge,
+keep the stronger evidence while it lasts (fewer ``nodes``), else the later
+(:func:`~spillway.model.state.stronger_backoff`). A reader that predates pools merges those as a group
+no group is named like: it ignores them; one that predates capacity types in pool keys finds no pool
+under the keys it looks up: it ignores them too; one that predates ``nodes`` ignores the attribute and
+holds the pool back for every launch, as it did.
 """
 
 from __future__ import annotations
@@ -58,7 +64,14 @@ from spillway.adapters.aws import map_aws_error
 from spillway.adapters.plans_store import PlanStore
 from spillway.errors import StateConflict, StateCorrupt, StateTooLarge
 from spillway.model.act import PlanRecord, StoredState, iso
-from spillway.model.state import POOL_PREFIX, GroupState, State, normalize_pool_key
+from spillway.model.state import (
+    POOL_PREFIX,
+    GroupState,
+    PoolState,
+    State,
+    normalize_pool_key,
+    stronger_backoff,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +96,14 @@ class Backoff:
     until: datetime
     reason: str
     region: str = ""
+    nodes: int = 1  # a pool's: how many nodes EC2 refused at once (PoolState.nodes)
 
 
-def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
-    """``state`` with each back-off item applied; the later ``backoff_until`` of the two wins. A pool
-    item whose key names no pool is skipped with a warning: a back-off is advice, and one nobody can
-    read costs at most a launch in that pool, where refusing the state would stop every plan."""
+def merge_backoffs(state: State, backoffs: Sequence[Backoff], now: datetime | None = None) -> State:
+    """``state`` with each back-off item applied: of a group's two, the later ``backoff_until`` wins; of
+    a pool's, :func:`~spillway.model.state.stronger_backoff` (``now``: one over by then gives way). A
+    pool item whose key names no pool is skipped with a warning: a back-off is advice, and one nobody
+    can read costs at most a launch in that pool, where refusing the state would stop every plan."""
     if not backoffs:
         return state
     groups = dict(state.groups)
@@ -105,8 +120,11 @@ def merge_backoffs(state: State, backoffs: Sequence[Backoff]) -> State:
                 continue
         current = into.get(name)
         until = b.until if b.until.tzinfo else b.until.replace(tzinfo=UTC)
-        if current is None or _aware(current.backoff_until) < until:
-            into[name] = GroupState(backoff_until=until, reason=b.reason)
+        if into is pools:
+            new = PoolState(backoff_until=until, reason=b.reason, nodes=b.nodes)
+            pools[name] = new if current is None else stronger_backoff(pools[name], new, now)
+        elif current is None or _aware(current.backoff_until) < until:
+            groups[name] = GroupState(backoff_until=until, reason=b.reason)
     # model_copy keeps every other part of the state (the pod-event ledger) as it was stored
     return state.model_copy(
         update={
@@ -134,8 +152,9 @@ class StateStore:
 
     # --- reading -------------------------------------------------------------------------------
 
-    def load(self, cluster: str) -> StoredState:
-        """The state with every back-off merged in (consistent read); an empty state at version 0."""
+    def load(self, cluster: str, now: datetime | None = None) -> StoredState:
+        """The state with every back-off merged in (consistent read); an empty state at version 0.
+        ``now``: a pool's back-off over by then gives way to one still lasting (:func:`merge_backoffs`)."""
         items = self._items(cluster)
         stored = StoredState()
         backoffs: list[Backoff] = []
@@ -145,7 +164,7 @@ class StateStore:
                 stored = _stored(item)
             elif name.startswith(BACKOFF_PREFIX):
                 backoffs.append(_backoff(item))
-        state = merge_backoffs(stored.state, backoffs)
+        state = merge_backoffs(stored.state, backoffs, now)
         return StoredState(
             state=state,
             version=stored.version,
@@ -280,10 +299,20 @@ class StateStore:
         self.plans.save(record)
 
     def put_backoff(
-        self, cluster: str, group: str, until: datetime, reason: str, *, region: str = ""
+        self,
+        cluster: str,
+        group: str,
+        until: datetime,
+        reason: str,
+        *,
+        region: str = "",
+        nodes: int = 1,
+        now: datetime | None = None,
     ) -> bool:
-        """Back the group off until ``until`` (the item expires then). False, changing nothing, when a
-        later back-off is already stored."""
+        """Back the group (or ``pool#`` pool) off until ``until`` (the item expires then). False,
+        changing nothing, when a later back-off is already stored; for a pool, when one stronger
+        (fewer ``nodes``: how many EC2 refused at once) or as strong and later is, but for one over by
+        ``now`` (:func:`~spillway.model.state.stronger_backoff`, as a condition: one item per pool)."""
         item = {
             "cluster": {"S": cluster},
             "item": {"S": BACKOFF_PREFIX + group},
@@ -292,15 +321,10 @@ class StateStore:
             "region": {"S": region},
             "expires_at": {"N": str(int(_aware(until).timestamp()))},
         }
+        if nodes > 1:  # without it EC2 had none: the items of before, which older readers take as such
+            item["nodes"] = {"N": str(nodes)}
         try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=item,
-                # ISO UTC strings of one fixed format compare as times.
-                ConditionExpression="attribute_not_exists(#u) OR #u < :u",
-                ExpressionAttributeNames={"#u": "backoff_until"},
-                ExpressionAttributeValues={":u": {"S": iso(until)}},
-            )
+            self.client.put_item(TableName=self.table, Item=item, **_backoff_condition(until, nodes, now))
         except ClientError as exc:
             if _condition_failed(exc):
                 return False
@@ -459,10 +483,47 @@ def _stored(item: Mapping[str, Any]) -> StoredState:
         raise StateCorrupt(f"state of {cluster}: malformed state item ({type(exc).__name__}: {exc})") from exc
 
 
+def _backoff_condition(until: datetime, nodes: int, now: datetime | None) -> dict[str, Any]:
+    """When a back-off replaces the stored one (:func:`~spillway.model.state.stronger_backoff`): none
+    stored; one over by ``now``; one weaker (more ``nodes``; none stored is 1); one as strong or weaker
+    expiring earlier. ISO UTC strings of one fixed format compare as times."""
+    values: dict[str, Any] = {":u": {"S": iso(until)}, ":n": {"N": str(nodes)}}
+    # a stored item without nodes is 1: as strong or weaker than any, weaker than none
+    as_strong = "#u < :u" if nodes <= 1 else "(#u < :u AND #n >= :n)"
+    condition = f"attribute_not_exists(#u) OR #n > :n OR {as_strong}"
+    if now is not None:
+        condition += " OR #u <= :now"
+        values[":now"] = {"S": iso(now)}
+    return {
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": {"#u": "backoff_until", "#n": "nodes"},
+        "ExpressionAttributeValues": values,
+    }
+
+
 def _backoff(item: Mapping[str, Any]) -> Backoff:
     return Backoff(
         group=item["item"]["S"].removeprefix(BACKOFF_PREFIX),
         until=_parse(item["backoff_until"]["S"]),
         reason=item.get("reason", {}).get("S", ""),
         region=item.get("region", {}).get("S", ""),
+        nodes=_nodes(item),
     )
+
+
+def _nodes(item: Mapping[str, Any]) -> int:
+    """A pool item's ``nodes``; 1 (EC2 had none: holds back every launch, as before the attribute) when
+    it has none, or one that is no count, with a warning: a back-off is advice (:func:`merge_backoffs`)."""
+    raw = item.get("nodes", {}).get("N")
+    if raw is None:
+        return 1
+    try:
+        nodes = int(raw)
+    except ValueError:
+        nodes = 0
+    if nodes < 1:
+        log.warning(
+            "back-off item %s: nodes %r is no count of nodes; read as 1", item["item"]["S"][:200], raw[:20]
+        )
+        return 1
+    return nodes

@@ -9,7 +9,8 @@ Wire form (state file and state table item)::
      "gangs": {"<ns>/<gang>": {"group": "<asg>", "region": "...", "count": N, "since": ISO}},
                                                                               (only when not empty)
      "raises": {"<asg>": {"to": N, "since": ISO}},                         (only when not empty)
-     "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "..."}},
+     "pools": {"<capacity type>/<zone>/<instance type>": {"backoff_until": ISO, "reason": "...",
+                                                          "nodes": N (only when over 1)}},
                                                                               (only when not empty)
      "bookings": {"<ns>/<request>": {"uid": "...", "nodes": ["<node>", ...]}},  (only when not empty)
      "templates": {"<asg>": {"region": "...", "instance_type": "...", "instance_types": [...],
@@ -22,7 +23,9 @@ zone (a Spot interruption backs off the Spot pool, a launch that failed for capa
 capacity type that failed; on-demand capacity of the type in the zone is another pool than Spot, as
 Karpenter keys its unavailable offerings by capacity type, instance type and zone). The planner
 skips a group only when every pool it may launch from is backed off, and otherwise notes it in the
-scale-up reason (a group cannot be pinned to a zone or type through SetDesiredCapacity). Use
+scale-up reason (a group cannot be pinned to a zone or type through SetDesiredCapacity). ``nodes`` is
+how many nodes EC2 refused at once (:class:`PoolState`): a gang's fleet writes its size, and such a
+back-off holds back only gangs of that many nodes or more; without it (1) every launch. Use
 :func:`pool_key`. A key of the older form ``<zone>/<instance type>`` (written before pools had a capacity
 type, only ever by Spot interruptions) is read as the Spot pool (:func:`normalize_pool_key`).
 
@@ -84,6 +87,38 @@ class GroupState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     backoff_until: datetime
     reason: str = ""
+
+
+class PoolState(GroupState):
+    """A pool's back-off: until when, why, and how many nodes EC2 refused at once (``nodes``). A gang's
+    instant fleet asks for all its nodes or none (MinTargetCapacity): its refusal says EC2 had not that
+    many at once, so it holds back only launches of as many nodes or more, all at once (gangs); 1, the
+    default (a failed scale-up, a Spot interruption, every entry written before the field): EC2 had
+    none, which holds back every launch. Where two back-offs meet on one pool, :func:`stronger_backoff`
+    keeps one."""
+
+    nodes: int = Field(default=1, ge=1, strict=True)
+
+    def holds_back(self, nodes: int) -> bool:
+        """Whether it holds back a launch of ``nodes`` all at once (1: any launch but a gang's)."""
+        return self.nodes <= nodes
+
+
+def stronger_backoff(stored: PoolState, new: PoolState, now: datetime | None = None) -> PoolState:
+    """The one of two back-offs of one pool to keep: the stronger evidence (fewer nodes: it holds back
+    every launch the other does, and more) while it lasts, whichever expires first; at equal strength
+    the later expiry, as before ``nodes``. One over by ``now`` (None: not known) is no evidence any
+    more and gives way to one still lasting. A weaker back-off that outlasts a stronger one loses the
+    rest of its window: one entry per pool holds one back-off, and that costs at most a gang's instant
+    fleet asked for too early (refused at once, all or nothing, and backed off again), where keeping
+    the weaker would send ordinary launches into a pool EC2 had nothing in."""
+    if now is not None:
+        live_stored, live_new = _aware(stored.backoff_until) > now, _aware(new.backoff_until) > now
+        if live_stored != live_new:
+            return stored if live_stored else new
+    if stored.nodes != new.nodes:
+        return stored if stored.nodes < new.nodes else new
+    return new if _aware(stored.backoff_until) < _aware(new.backoff_until) else stored
 
 
 POOL_PREFIX = "pool#"  # a back-off stored under this "group" name is a pool: State.pools
@@ -219,7 +254,7 @@ class State(BaseModel):
     events: dict[str, EventMark] = Field(default_factory=dict)
     gangs: dict[str, GangState] = Field(default_factory=dict)
     raises: dict[str, RaiseState] = Field(default_factory=dict)
-    pools: dict[str, GroupState] = Field(default_factory=dict)  # pool_key(capacity, zone, type) -> back-off
+    pools: dict[str, PoolState] = Field(default_factory=dict)  # pool_key(capacity, zone, type) -> back-off
     # busy nodes a consolidation could drain, since when (consolidation_after_minutes waits on it)
     underutilized: dict[str, Since] = Field(default_factory=dict)
     # nodes a make-room drain is emptying for pending pods (planner.makeroom), by node name
@@ -235,13 +270,13 @@ class State(BaseModel):
 
     @field_validator("pools")
     @classmethod
-    def _current_pool_keys(cls, pools: dict[str, GroupState]) -> dict[str, GroupState]:
-        """Older keys in the current form (the later back-off wins where two forms name one pool)."""
-        out: dict[str, GroupState] = {}
+    def _current_pool_keys(cls, pools: dict[str, PoolState]) -> dict[str, PoolState]:
+        """Older keys in the current form (where two forms name one pool, :func:`stronger_backoff`
+        keeps one: an older key is EC2 had none, and of two such the later wins)."""
+        out: dict[str, PoolState] = {}
         for key, entry in pools.items():
             name = normalize_pool_key(key)
-            if name not in out or _aware(out[name].backoff_until) < _aware(entry.backoff_until):
-                out[name] = entry
+            out[name] = entry if name not in out else stronger_backoff(out[name], entry)
         return out
 
     def to_wire(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -252,6 +287,9 @@ class State(BaseModel):
 
         def group(v: GroupState) -> dict[str, Any]:
             return {"backoff_until": iso(v.backoff_until), "reason": v.reason}
+
+        def pool(v: PoolState) -> dict[str, Any]:  # ``nodes`` only when it says more than "none"
+            return group(v) | ({"nodes": v.nodes} if v.nodes > 1 else {})
 
         def gang(v: GangState) -> dict[str, Any]:
             out = {"group": v.group, "region": v.region, "count": v.count, "since": iso(v.since)}
@@ -267,7 +305,7 @@ class State(BaseModel):
         }
         optional: dict[str, tuple[Mapping[str, Any], Callable[[Any], dict[str, Any]]]] = {
             "events": (self.events, lambda v: {"fingerprint": v.fingerprint, "posted_at": iso(v.posted_at)}),
-            "pools": (self.pools, group),
+            "pools": (self.pools, pool),
             "gangs": (self.gangs, gang),
             "rooms": (self.rooms, lambda v: {"pods": list(v.pods), "since": iso(v.since)}),
             "underutilized": (self.underutilized, lambda v: {"since": iso(v.since)}),

@@ -36,7 +36,7 @@ from spillway.model.cluster import ClusterSnapshot
 from spillway.model.nodecache import recall, remember
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.priorities import CONFIGMAP_KEY, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
-from spillway.model.state import GroupState, NodeState, State
+from spillway.model.state import GroupState, NodeState, PoolState, State
 from spillway.planner.buffers import buffer_classes
 from spillway.planner.buffers import settle as settle_buffers
 from spillway.planner.classes import PodClass, pod_classes
@@ -155,8 +155,8 @@ def _next_state(ctx: Context, idle_state: dict[str, NodeState]) -> State:
         for name, entry in sorted(ctx.state.groups.items())
         if aware(entry.backoff_until) > ctx.now
     }
-    pools = {
-        key: GroupState(backoff_until=entry.backoff_until, reason=entry.reason)
+    pools = {  # how many nodes EC2 refused at once too: what each holds back (PoolState.nodes)
+        key: PoolState(backoff_until=entry.backoff_until, reason=entry.reason, nodes=entry.nodes)
         for key, entry in sorted(ctx.state.pools.items())
         if aware(entry.backoff_until) > ctx.now
     }

@@ -12,7 +12,7 @@ from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import LAUNCH, NodeGroup, TemplateNode
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor, scheduled_floor
-from spillway.model.state import pool_key
+from spillway.model.state import PoolState, pool_key
 from spillway.planner import codes
 from spillway.planner.context import ONE_POD, Context, aware, iso, minutes
 from spillway.planner.disruption import assess_move
@@ -169,12 +169,15 @@ def _launch_failed(ctx: Context, group: NodeGroup) -> str | None:
 
 
 def pool_backoffs(
-    ctx: Context, group: NodeGroup, zones: tuple[str, ...] | None = None
+    ctx: Context, group: NodeGroup, zones: tuple[str, ...] | None = None, nodes: int = 1
 ) -> tuple[list[str], int] | None:
-    """The group's pools (capacity type, zone, instance type) that are backed off now, described, and how
-    many pools it may launch from (in ``zones``, by default all of the group's); None when it has none
-    known (no zone or no type). A Spot group's launches are Spot, and on-demand too while its
-    ``OnDemandBaseCapacity`` is not filled."""
+    """The group's pools (capacity type, zone, instance type) that are backed off now for a launch of
+    ``nodes`` all at once (1: a raise of the group, which takes what there is; a gang's new nodes: its
+    fleet's MinTargetCapacity), described, and how many pools it may launch from (in ``zones``, by
+    default all of the group's); None when it has none known (no zone or no type). A back-off holds
+    back a launch of at least as many nodes as EC2 refused at once (:meth:`PoolState.holds_back`): a
+    gang's refusal is no word on fewer nodes, so a raise does not weigh it nor name it. A Spot group's
+    launches are Spot, and on-demand too while its ``OnDemandBaseCapacity`` is not filled."""
     zones = group.zones if zones is None else zones
     if not ctx.state.pools or not zones or not group.launch_types():
         return None
@@ -186,10 +189,41 @@ def pool_backoffs(
     backed = []
     for kind, zone, itype in pools:
         entry = ctx.state.pools.get(pool_key(kind, zone, itype))
-        if entry is not None and aware(entry.backoff_until) > ctx.now:
-            why = f": {entry.reason}" if entry.reason else ""
-            backed.append(f"{kind} {itype} in {zone} backed off until {iso(entry.backoff_until)}{why}")
+        if entry is not None and aware(entry.backoff_until) > ctx.now and entry.holds_back(nodes):
+            backed.append(f"{kind} {itype} in {zone} {_held_back(entry)}")
     return backed, len(pools)
+
+
+def _held_back(entry: PoolState) -> str:
+    """How a pool's back-off reads in a reason: "backed off [for gangs of N nodes or more] until ...: why"."""
+    why = f": {entry.reason}" if entry.reason else ""
+    size = f" for gangs of {entry.nodes} nodes or more" if entry.nodes > 1 else ""
+    return f"backed off{size} until {iso(entry.backoff_until)}{why}"
+
+
+def gang_backoff(ctx: Context, group: NodeGroup, nodes: int, zone: str | None = None) -> str | None:
+    """Why a gang's ``nodes`` new nodes of ``group`` must not be asked for, all at once (its fleet's
+    MinTargetCapacity): every pool it may launch from (in ``zone``, for a gang kept to one zone of a
+    group spanning several) is backed off for that many, by a failed launch or a Spot interruption
+    (EC2 had none: :func:`backoff_reason` weighs those for every launch) or by a gang's refusal of as
+    many nodes or fewer; None when not. Pools held back only by gangs' refusals, not all of them, are
+    noted in the group's scale-up reason, as :func:`backoff_reason` notes the others."""
+    zones = (zone,) if zone is not None else None
+    pools = pool_backoffs(ctx, group, zones, nodes) if nodes > 1 else None
+    if pools is None:
+        return None
+    backed, total = pools
+    if backed and len(backed) == total:
+        where = f" in {zone}" if zone is not None else ""
+        return (
+            f"{group.name}: every pool it launches from{where} is backed off for a gang of {nodes} nodes "
+            f"({'; '.join(backed)})"
+        )
+    ones = set((pool_backoffs(ctx, group, zones) or ([], 0))[0])
+    if gangs_only := [b for b in backed if b not in ones]:
+        note = f"{'; '.join(gangs_only)} (the gang's launch may still go there)"
+        ctx.overflow_notes.setdefault(group.name, set()).add(note)
+    return None
 
 
 def zone_backoff(ctx: Context, group: NodeGroup, zone: str) -> str | None:

@@ -33,7 +33,7 @@ from spillway.planner.buffers import busy_first
 from spillway.planner.classes import Gangs, PodClass
 from spillway.planner.context import Context, WorkNode, aware, iso, minutes
 from spillway.planner.expander import Expander, WholeOption, class_not_movable, on_demand_cap, options
-from spillway.planner.groups import backoff_reason, empty_room, similar_groups, zone_backoff
+from spillway.planner.groups import backoff_reason, empty_room, gang_backoff, similar_groups, zone_backoff
 from spillway.planner.limits import Limits
 from spillway.planner.minresources import balance, bound_own, min_room
 from spillway.planner.placement import (
@@ -415,6 +415,8 @@ class ScaleUpStage:
         need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
         opening, binding = self.limits.allowed(cls.tenant, group, min(self.room[name], need, _or(cap, need)))
+        if held := self._gang_held(cls, group, opening):
+            return held
         if opening > 0:
             self._add_nodes(cls, group, opening)
         if binding is not None:
@@ -424,6 +426,18 @@ class ScaleUpStage:
         if self.room[name] <= 0:
             return _at_max_size(group)
         return _spread_full(group) if cls.remaining and cls.room_in(labels) <= 0 else None
+
+    def _gang_held(self, cls: PodClass, group: NodeGroup, opening: int) -> Skip | None:
+        """Why a gang's ``opening`` more new nodes of ``group`` must not be opened: with those it opens
+        there already they are one launch, all at once, that every pool it may launch from holds back
+        (:func:`gang_backoff`: a gang's refusal holds back gangs as big or bigger); None when not, or
+        for a class of no gang (its raise takes what there is)."""
+        if cls.gang is None or opening <= 0:
+            return None
+        nodes = self.ctx.gang_nodes.get((group.name, cls.gang), 0) + opening
+        zone = self.zone if self.zone is not None and len(group.zones) > 1 else None
+        why = gang_backoff(self.ctx, group, nodes, zone)
+        return Skip(codes.BACKED_OFF, why) if why else None
 
     def _add_nodes(self, cls: PodClass, group: NodeGroup, opening: int) -> None:
         """``opening`` new nodes of ``group`` for the class (a gang's are its own), filled."""
@@ -801,6 +815,8 @@ class RoomTrial:
         want = max(math.ceil(value / per_node[name]) for name, value in lack.items())
         cls = self.classes[0]
         opening, binding = stage.limits.allowed(cls.tenant, group, min(stage.room[group.name], want))
+        if opening >= want and (held := stage._gang_held(cls, group, want)):
+            return held
         if opening >= want:
             stage._add_nodes(cls, group, want)  # the class's pods are all placed: the nodes stay empty
             stage.ctx.room_notes.setdefault(group.name, set()).add(
