@@ -144,3 +144,20 @@ def test_the_state_and_an_item_for_one_pool_merge_as_the_store_does() -> None:
     assert merge_backoffs(carried, [gang], now=NOW).pools["on-demand/us-east-1a/p5.48xlarge"].nodes == 1
     over = NOW + timedelta(minutes=11)
     assert merge_backoffs(carried, [gang], now=over).pools["on-demand/us-east-1a/p5.48xlarge"].nodes == 64
+
+
+def test_a_back_off_over_already_does_not_replace_a_live_one(store: StateStore) -> None:
+    """A Spot warning redriven from the dead-letter queue late (the runbook's fix) backs its pool off
+    until the warning's time + 15 minutes, over by then: EC2 had none then, which says nothing now. Its
+    fewer nodes made it the "stronger" item, so it replaced a 64-node gang's live back-off, and the next
+    64-node gang was sent into the pool EC2 had just refused it. One over by ``now`` gives way
+    (:func:`~spillway.model.state.stronger_backoff`): it is not written."""
+    assert store.put_backoff("ml", GANG_POOL, NOW + timedelta(minutes=15), "gang", nodes=64, now=NOW)
+    later = NOW + timedelta(minutes=5)
+    warned = NOW - timedelta(minutes=30)
+
+    assert not store.put_backoff(
+        "ml", GANG_POOL, warned + timedelta(minutes=15), "spot interruption (redriven)", now=later
+    )
+    pool = store.load("ml", later).state.pools["on-demand/us-east-1a/p5.48xlarge"]
+    assert (pool.nodes, pool.reason) == (64, "gang")

@@ -355,6 +355,17 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
     assert rig.counted("GroupsBackedOff") == 2
 
 
+def test_a_spot_warning_handled_late_gives_the_store_its_clock_to_judge_its_back_off_over() -> None:
+    """A warning redriven from the dead-letter queue (the runbook's fix) backs its pool off until its
+    time + 15 minutes, over by now: without the clock the store took it for EC2 having none and let it
+    replace a gang's live back-off of the pool (fewer nodes: "stronger"), sending big gangs back into
+    a pool that had just refused them. Every back-off it writes carries ``now``."""
+    rig = Rig(world(), now=WARNED_AT + timedelta(hours=1))
+    rig.handle(sample("interrupt-spot-warning.json"))
+    assert len(rig.ledger.backoffs) == 3
+    assert rig.ledger.backoff_now == [rig.now] * 3
+
+
 def test_the_same_message_twice_starts_nothing_new() -> None:
     rig = Rig(world())
     rig.handle(sample("interrupt-spot-warning.json"))
@@ -1260,7 +1271,12 @@ def test_the_interrupt_role_may_put_only_items_of_the_attributes_a_backoff_has()
 
     client = RecordingDynamoDB()
     StateStore(client, "state").put_backoff(  # type: ignore[arg-type]
-        "ml", "pool#spot/us-east-1a/g5.xlarge", WARNED_AT, "interrupted", region="us-east-1"
+        "ml",
+        "pool#spot/us-east-1a/g5.xlarge",
+        WARNED_AT,
+        "interrupted",
+        region="us-east-1",
+        now=WARNED_AT - timedelta(seconds=10),  # as the interrupt function puts it: with its clock
     )
     [request] = client.puts
     written = set(request["Item"]) | set(request.get("ExpressionAttributeNames", {}).values())

@@ -882,10 +882,13 @@ class Interrupter:
             f"({instance_id}, {notice.time.isoformat().replace('+00:00', 'Z')})"
         )
         pools: list[Pool] = [("spot", zone, instance_type)] if instance_type and zone else []
-        names = back_off(self.ledger, self.cluster, None, until, reason, region=region, pools=pools)
+        # the clock: a notice handled late (redriven) backs off until a time already over, which must
+        # not replace a live back-off of the pool (Ledger.put_backoff)
+        now = self.clock()
+        names = back_off(self.ledger, self.cluster, None, until, reason, region=region, pools=pools, now=now)
         groups = backoff_groups(self.snapshot(), region, zone, instance_type)
         for group in groups:
-            self.ledger.put_backoff(self.cluster, group.name, until, reason, region=group.region)
+            self.ledger.put_backoff(self.cluster, group.name, until, reason, region=group.region, now=now)
             names.append(group.name)
         if groups:
             self.metric("GroupsBackedOff", len(groups))

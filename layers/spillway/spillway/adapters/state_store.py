@@ -312,7 +312,12 @@ class StateStore:
         """Back the group (or ``pool#`` pool) off until ``until`` (the item expires then). False,
         changing nothing, when a later back-off is already stored; for a pool, when one stronger
         (fewer ``nodes``: how many EC2 refused at once) or as strong and later is, but for one over by
-        ``now`` (:func:`~spillway.model.state.stronger_backoff`, as a condition: one item per pool)."""
+        ``now`` (:func:`~spillway.model.state.stronger_backoff`, as a condition: one item per pool).
+        One over by ``now`` already (a notice handled late) is no evidence: not written, as
+        :func:`~spillway.model.state.stronger_backoff` keeps a live one over it (the condition, which
+        prefers fewer nodes whatever their expiry, would let it replace a gang's live back-off)."""
+        if now is not None and _aware(until) <= _aware(now):
+            return False
         item = {
             "cluster": {"S": cluster},
             "item": {"S": BACKOFF_PREFIX + group},
