@@ -1525,3 +1525,31 @@ def test_skipping_groups_that_cannot_beat_the_best_option_plans_as_trying_every_
 
     assert sum('"gangs": [{' in text for text in every) >= 20  # some worlds launch a gang
     assert [i for i, (a, b) in enumerate(zip(skipping, every, strict=True)) if a != b] == []
+
+
+def test_best_effort_atomic_judges_a_group_by_the_spread_cap_free_room_leaves_new_nodes(
+    tmp_path: Path,
+) -> None:
+    """A hostname spread (maxSkew 1) over high's two nodes: each has room for one pod, so free room
+    takes two and the least loaded node then runs one; a new node may take two (maxSkew above it), and
+    the four pods left need two new nodes, high's room below MaxSize. high holds the request, and has
+    the higher priority. The check for which groups could hold the pods left read the spread's cap
+    before free room raised it (one a node: four nodes, past high's room) and launched in low."""
+    w = World()
+    names = w.group("high", "m5.2xlarge", nodes=2, max_size=4)
+    w.group("low", "m5.2xlarge", nodes=0, max_size=10)
+    for i, node in enumerate(names):
+        w.pods(f"busy{i}", 1, cpu="5", memory="1Gi", node_name=node)
+    raw = template("t", cpu="2", memory="1Gi")
+    raw["template"]["metadata"] = {"labels": {"app": "h"}}
+    raw["template"]["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "h"}}}
+    ]  # fmt: skip
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(o.kube_list([*w.items, request("r", BEST_EFFORT_ATOMIC, [("t", 6)]), raw])))
+    _, groups, cfg, state = w.parsed(expander_priorities={50: ["^high$"], 10: ["^low$"]})
+    result = plan(load_cluster(path, w.cluster, NOW), groups, cfg, state, NOW)
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"high": (2, 4)}, scale_up(result)
+    assert conds(result)["Provisioned"] == ("False", "CapacityIsLaunching")

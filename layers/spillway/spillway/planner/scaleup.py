@@ -1099,6 +1099,10 @@ class OneGroup:
         # the pods each class's new nodes must take (:meth:`_probe`), for the classes that is known of
         self.known: list[tuple[PodClass, int]] = []
         self.exact = False  # every class's pods on new nodes are known, not only the first short one's
+        # per class (by id): how many of its pods a new node takes once free room has taken its share
+        # (a hostname spread's cap rises with the pods placed on existing nodes, Domains.raised), as the
+        # probe left it: a trial opens its nodes with that cap, and the rollback lowers it again
+        self.per_node: dict[int, int] = {}
         self.movable = False  # every pod of the gang may move (spot first), when there are spot groups
         self.bounds: dict[str, tuple[Any, ...]] = {}
         # new nodes per group the plan opens before the gang: their warm instances are not the gang's
@@ -1149,6 +1153,7 @@ class OneGroup:
         left: list[tuple[PodClass, int]] = []
         for i, cls in enumerate(placement.classes):
             stage.place(cls)
+            self.per_node[id(cls)] = cls.per_node
             if cls.remaining:
                 left.append((cls, cls.remaining))
             if len(left) == 1 and cls.remaining and not any(rounds[: i + 1]):
@@ -1172,7 +1177,7 @@ class OneGroup:
         nodes = 0
         total: Resources = {}
         for cls, count in self.known:
-            per_node = fit_count(cls.requests, empty, min(count, cls.per_node))
+            per_node = fit_count(cls.requests, empty, min(count, self.per_node.get(id(cls), cls.per_node)))
             if per_node <= 0:
                 return None
             nodes = max(nodes, -(-count // per_node))
