@@ -1452,6 +1452,34 @@ def test_a_request_many_groups_hold_equally_is_tried_in_one_group_not_each(
     assert trials == ["g0-cpu"], trials
 
 
+def test_a_cluster_limit_does_not_make_a_request_try_every_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cores_total (or max_nodes_total, a CapacityQuota) counts the nodes a gang opens, but not the free
+    room, capacity already launching or nodes to uncordon its later pod sets take (only a tenant's own
+    limits charge those): what each pod set leaves for new nodes is the same in every group, so the
+    skipping by best possible rank holds as without limits. With the limit set every one of eight equal
+    groups was tried, each trial a checkpoint of every node: on the 5,000-node bench cluster twenty
+    such requests planned in 5.0 s rather than 1.9 s."""
+    from spillway.planner import scaleup
+
+    w = World()
+    for i in range(8):
+        w.group(f"g{i}-cpu", "m5.2xlarge", nodes=0, max_size=5)
+    trials: list[str | None] = []
+    real = scaleup.GangPlacement._try
+
+    def counted(self: scaleup.GangPlacement) -> tuple[str, str] | None:
+        trials.append(self.stage.group)
+        return real(self)
+
+    monkeypatch.setattr(scaleup.GangPlacement, "_try", counted)
+    sets = [("a", 3), ("b", 2)]
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, sets)], [template("a"), template("b", cpu="1")],
+                 cores_total="0:1000", max_nodes_total=100)  # fmt: skip
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"g0-cpu": (0, 3)}
+    assert trials == ["g0-cpu"], trials
+
+
 SPREAD_ZONES = {
     "topologySpreadConstraints": [
         {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",

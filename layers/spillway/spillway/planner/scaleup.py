@@ -1141,12 +1141,15 @@ class OneGroup:
         before it was placed whole without a new node, so a trial in any one group places them, and that
         class up to its new nodes, just the same. So it does the classes after it (:attr:`exact`), unless
         a class is placed in zone rounds (which open new nodes between their passes: the zones they open
-        change what free room takes next) or limits are set (a gang's new nodes count against the
-        launching capacity its later classes may take); then only the first is known, and only if no
-        class up to it has rounds. When no group may hold the first, the classes after it are not placed."""
+        change what free room takes next) or a tenant's limits are set and bind one of its classes (a
+        gang's new nodes count against the launching capacity its later classes may take; cluster limits
+        and CapacityQuotas count new nodes only, so they only make a trial fail); then only the first is
+        known, and only if no class up to it has rounds. When no group may hold the first, the classes
+        after it are not placed."""
         placement, stage = self.placement, self.stage
         rounds = [bool(c.domains.counted) for c in placement.classes]
-        self.exact = not stage.limits.active and not any(rounds)
+        tenants = stage.limits.per_tenant and any(c.tenant is not None for c in placement.classes)
+        self.exact = not tenants and not any(rounds)
         saved = placement._save()
         stage.region, stage.zone, stage.group = self.region, self.zone, NO_GROUP
         able = list(groups)
