@@ -1479,6 +1479,36 @@ def test_a_cluster_limit_does_not_make_a_request_try_every_group(monkeypatch: py
     assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"g0-cpu": (0, 3)}
     assert trials == ["g0-cpu"], trials
 
+    trials.clear()  # a tenant's limits, with nothing launching: the same
+    w.namespace("default", "team")
+    result = run(w, [request("r", BEST_EFFORT_ATOMIC, sets)], [template("a"), template("b", cpu="1")],
+                 tenants={"team": {"limits": {"cpu": "1000"}}})  # fmt: skip
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"g0-cpu": (0, 3)}
+    assert trials == ["g0-cpu"], trials
+
+
+def test_best_effort_atomic_under_a_tenant_limit_counts_what_new_nodes_leave_of_launching_capacity() -> None:
+    """A tenant's limits charge the fresh launching nodes its pods take, so what a later pod set leaves
+    for new nodes depends on the group: team's scope over x and p holds 14 CPU. Without new nodes, the
+    workers go on x's launching node (7.91 CPU). With p's three new nodes (11.76 CPU) the scope has no
+    room for it, and the workers go beside the leads on p's nodes, 11.7 of 11.76 CPU used; q is outside
+    the scope, and there the workers stay on x: one node, 6 of 7.91. p wastes least; were its rank
+    judged on the leads alone (three nodes, half wasted) it would be passed over for q."""
+    w = World()
+    w.group("x", "m5.2xlarge", nodes=0, desired=1, max_size=3, labels={"pool": "b"})
+    w.group("p", "m5.xlarge", nodes=0, max_size=10, labels={"pool": "a"})
+    w.group("q", "m5.2xlarge", nodes=0, max_size=10, labels={"pool": "a"})
+    w.namespace("default", "team")
+    req = request("r", BEST_EFFORT_ATOMIC, [("lead", 3), ("work", 3)])
+    templates = [
+        selecting("lead", {"pool": "a"}, cpu="2", memory="1Gi"),
+        template("work", cpu="1900m", memory="1Gi"),
+    ]
+    tenants = {"team": {"scopes": [{"node_groups": ["x", "p"], "limits": {"cpu": "14"}}]}}
+    result = run(w, [req], templates, tenants=tenants)
+
+    assert {g: ft[:2] for g, ft in scale_up(result).items()} == {"p": (0, 3)}, scale_up(result)
+
 
 SPREAD_ZONES = {
     "topologySpreadConstraints": [

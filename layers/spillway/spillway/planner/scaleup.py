@@ -1141,15 +1141,12 @@ class OneGroup:
         before it was placed whole without a new node, so a trial in any one group places them, and that
         class up to its new nodes, just the same. So it does the classes after it (:attr:`exact`), unless
         a class is placed in zone rounds (which open new nodes between their passes: the zones they open
-        change what free room takes next) or a tenant's limits are set and bind one of its classes (a
-        gang's new nodes count against the launching capacity its later classes may take; cluster limits
-        and CapacityQuotas count new nodes only, so they only make a trial fail); then only the first is
-        known, and only if no class up to it has rounds. When no group may hold the first, the classes
-        after it are not placed."""
+        change what free room takes next) or a tenant's limits may cut the launching capacity its
+        classes take (:meth:`_launching_limited`); then only the first is known, and only if no class up
+        to it has rounds. When no group may hold the first, the classes after it are not placed."""
         placement, stage = self.placement, self.stage
         rounds = [bool(c.domains.counted) for c in placement.classes]
-        tenants = stage.limits.per_tenant and any(c.tenant is not None for c in placement.classes)
-        self.exact = not tenants and not any(rounds)
+        self.exact = not any(rounds) and not self._launching_limited()
         saved = placement._save()
         stage.region, stage.zone, stage.group = self.region, self.zone, NO_GROUP
         able = list(groups)
@@ -1171,6 +1168,18 @@ class OneGroup:
         if self.exact:
             self.known = left
         return [g for g in able if self._may_hold(g, admitted)]
+
+    def _launching_limited(self) -> bool:
+        """Whether a tenant's limits bind one of the gang's classes and there are fresh launching nodes:
+        then the new nodes an earlier class opens count against the fresh launching nodes a later class
+        may take (:func:`~spillway.planner.placement.place_on_launching`), and a later class may leave
+        more pods for new nodes in one group than in another. Cluster limits and CapacityQuotas count
+        new nodes only (they can only make a trial fail), and a tenant's take of launching capacity
+        some class topped up already, or of Ready nodes, is not limited."""
+        stage = self.stage
+        if not stage.limits.per_tenant or all(c.tenant is None for c in self.placement.classes):
+            return False
+        return any(b.fresh and b.ids for bins in stage.launching.values() for b in bins)
 
     def _least_nodes(self, group: NodeGroup) -> int | None:
         """The fewest new nodes of ``group`` that hold the pods :attr:`known`: as many as each class
