@@ -216,6 +216,13 @@ class Limits:
     def active(self) -> bool:
         return bool(self.constraints)
 
+    @property
+    def per_tenant(self) -> bool:
+        """Some limit is a tenant's: only those charge the launching capacity and the Ready nodes a
+        tenant's pods take (:meth:`claim`, ``tenant_only``), so only they make what one class takes
+        there depend on the new nodes a class before it opened."""
+        return any(c.tenant is not None for c in self.constraints)
+
     def _count_existing(self) -> None:
         shares = tenant_shares(self.ctx)
         self.claimed.update(shares)  # a node with pods is charged to their tenants, limited or not

@@ -1115,6 +1115,10 @@ class OneGroup:
         # the pods each class's new nodes must take (:meth:`_probe`), for the classes that is known of
         self.known: list[tuple[PodClass, int]] = []
         self.exact = False  # every class's pods on new nodes are known, not only the first short one's
+        # per class (by id): how many of its pods a new node takes once free room has taken its share
+        # (a hostname spread's cap rises with the pods placed on existing nodes, Domains.raised), as the
+        # probe left it: a trial opens its nodes with that cap, and the rollback lowers it again
+        self.per_node: dict[int, int] = {}
         self.movable = False  # every pod of the gang may move (spot first), when there are spot groups
         self.bounds: dict[str, tuple[Any, ...]] = {}
         # new nodes per group the plan opens before the gang: their warm instances are not the gang's
@@ -1153,18 +1157,19 @@ class OneGroup:
         before it was placed whole without a new node, so a trial in any one group places them, and that
         class up to its new nodes, just the same. So it does the classes after it (:attr:`exact`), unless
         a class is placed in zone rounds (which open new nodes between their passes: the zones they open
-        change what free room takes next) or limits are set (a gang's new nodes count against the
-        launching capacity its later classes may take); then only the first is known, and only if no
-        class up to it has rounds. When no group may hold the first, the classes after it are not placed."""
+        change what free room takes next) or a tenant's limits may cut the launching capacity its
+        classes take (:meth:`_launching_limited`); then only the first is known, and only if no class up
+        to it has rounds. When no group may hold the first, the classes after it are not placed."""
         placement, stage = self.placement, self.stage
         rounds = [bool(c.domains.counted) for c in placement.classes]
-        self.exact = not stage.limits.active and not any(rounds)
+        self.exact = not any(rounds) and not self._launching_limited()
         saved = placement._save()
         stage.region, stage.zone, stage.group = self.region, self.zone, NO_GROUP
         able = list(groups)
         left: list[tuple[PodClass, int]] = []
         for i, cls in enumerate(placement.classes):
             stage.place(cls)
+            self.per_node[id(cls)] = cls.per_node
             if cls.remaining:
                 left.append((cls, cls.remaining))
             if len(left) == 1 and cls.remaining and not any(rounds[: i + 1]):
@@ -1180,6 +1185,18 @@ class OneGroup:
             self.known = left
         return [g for g in able if self._may_hold(g, admitted)]
 
+    def _launching_limited(self) -> bool:
+        """Whether a tenant's limits bind one of the gang's classes and there are fresh launching nodes:
+        then the new nodes an earlier class opens count against the fresh launching nodes a later class
+        may take (:func:`~spillway.planner.placement.place_on_launching`), and a later class may leave
+        more pods for new nodes in one group than in another. Cluster limits and CapacityQuotas count
+        new nodes only (they can only make a trial fail), and a tenant's take of launching capacity
+        some class topped up already, or of Ready nodes, is not limited."""
+        stage = self.stage
+        if not stage.limits.per_tenant or all(c.tenant is None for c in self.placement.classes):
+            return False
+        return any(b.fresh and b.ids for bins in stage.launching.values() for b in bins)
+
     def _least_nodes(self, group: NodeGroup) -> int | None:
         """The fewest new nodes of ``group`` that hold the pods :attr:`known`: as many as each class
         needs alone, and as the pods' requests summed need of a node's room; None when a node takes no
@@ -1188,7 +1205,7 @@ class OneGroup:
         nodes = 0
         total: Resources = {}
         for cls, count in self.known:
-            per_node = fit_count(cls.requests, empty, min(count, cls.per_node))
+            per_node = fit_count(cls.requests, empty, min(count, self.per_node.get(id(cls), cls.per_node)))
             if per_node <= 0:
                 return None
             nodes = max(nodes, -(-count // per_node))
