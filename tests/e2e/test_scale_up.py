@@ -189,8 +189,8 @@ def test_of_two_planners_at_once_only_one_acts(cloud: Cloud) -> None:
     both_loaded = threading.Barrier(2)
     original_load = StateStore.load
 
-    def load_together(self: StateStore, cluster: str) -> Any:
-        loaded = original_load(self, cluster)
+    def load_together(self: StateStore, cluster: str, now: Any = None) -> Any:
+        loaded = original_load(self, cluster, now)
         both_loaded.wait(timeout=20)  # both planners hold version 0 before either commits
         return loaded
 
