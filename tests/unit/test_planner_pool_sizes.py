@@ -33,8 +33,9 @@ def refused(nodes: int | None) -> dict[str, Any]:
     return {POOL: entry | ({"nodes": nodes} if nodes is not None else {})}
 
 
-def fleet_group(w: World, name: str, max_size: int = 70) -> None:
-    w.group(name, "m5.2xlarge", max_size=max_size)
+def fleet_group(w: World, name: str, max_size: int = 70, **group: Any) -> None:
+    """A fleet-mode gang group of m5.2xlarge (``group``: more of World.group's arguments, e.g. zones)."""
+    w.group(name, "m5.2xlarge", max_size=max_size, **group)
     w.groups[name]["Tags"].append(
         {"ResourceId": name, "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
          "Value": "fleet", "PropagateAtLaunch": False}
@@ -96,11 +97,7 @@ def test_a_gangs_refusal_holds_back_a_gang_as_big_or_bigger() -> None:
 def test_a_big_gang_held_back_from_a_pool_goes_to_another_group_that_launches_elsewhere() -> None:
     w = World()
     fleet_group(w, "fleet-a")
-    w.group("fleet-b", "m5.2xlarge", max_size=70, zones=["us-east-1b"])
-    w.groups["fleet-b"]["Tags"].append(
-        {"ResourceId": "fleet-b", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
-         "Value": "fleet", "PropagateAtLaunch": False}
-    )  # fmt: skip
+    fleet_group(w, "fleet-b", zones=["us-east-1b"])
     pods = gang(w, "big", 64)
     w.state["pools"] = refused(64)
 
@@ -149,11 +146,7 @@ def test_a_gang_kept_to_one_zone_skips_a_zone_held_back_for_gangs_as_big(size: i
     """Its fleet asks for one zone's subnets: a 64-node gang goes to us-east-1b, past the pool that
     refused 64 at once; an 8-node gang is kept to us-east-1a as if nothing were backed off."""
     w = World()
-    w.group("fleet", "m5.2xlarge", max_size=70, zones=["us-east-1a", "us-east-1b"], suspended=["AZRebalance"])
-    w.groups["fleet"]["Tags"].append(
-        {"ResourceId": "fleet", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
-         "Value": "fleet", "PropagateAtLaunch": False}
-    )  # fmt: skip
+    fleet_group(w, "fleet", zones=["us-east-1a", "us-east-1b"], suspended=["AZRebalance"])
     w.pod_group(COSCHED, "train", spec={"minMember": size})
     labels = {"scheduling.x-k8s.io/pod-group": "train"}
     pods = w.pods("train", size, labels=labels, annotations=ZONE_TOPOLOGY, **BIG)
@@ -170,11 +163,7 @@ def test_a_gang_launching_where_some_pools_are_held_back_for_it_says_so_in_its_g
     """A fleet over two zones cannot be steered off one (its zone is EC2's pick): it launches, and the
     reason names the pool held back for gangs as big, as a raise's reason names pools backed off."""
     w = World()
-    w.group("fleet", "m5.2xlarge", max_size=70, zones=["us-east-1a", "us-east-1b"], suspended=["AZRebalance"])
-    w.groups["fleet"]["Tags"].append(
-        {"ResourceId": "fleet", "ResourceType": "auto-scaling-group", "Key": "spillway.io/atomic-launch",
-         "Value": "fleet", "PropagateAtLaunch": False}
-    )  # fmt: skip
+    fleet_group(w, "fleet", zones=["us-east-1a", "us-east-1b"], suspended=["AZRebalance"])
     pods = gang(w, "big", 64)
     w.state["pools"] = refused(64)
 

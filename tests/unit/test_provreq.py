@@ -1455,19 +1455,7 @@ def test_a_cluster_limit_does_not_make_a_request_try_every_group(monkeypatch: py
     skipping by best possible rank holds as without limits. With the limit set every one of eight equal
     groups was tried, each trial a checkpoint of every node: on the 5,000-node bench cluster twenty
     such requests planned in 5.0 s rather than 1.9 s."""
-    from spillway.planner import scaleup
-
-    w = World()
-    for i in range(8):
-        w.group(f"g{i}-cpu", "m5.2xlarge", nodes=0, max_size=5)
-    trials: list[str | None] = []
-    real = scaleup.GangPlacement._try
-
-    def counted(self: scaleup.GangPlacement) -> tuple[str, str] | None:
-        trials.append(self.stage.group)
-        return real(self)
-
-    monkeypatch.setattr(scaleup.GangPlacement, "_try", counted)
+    w, trials = eight_groups_counting_trials(monkeypatch, max_size=5)
     sets = [("a", 3), ("b", 2)]
     result = run(w, [request("r", BEST_EFFORT_ATOMIC, sets)], [template("a"), template("b", cpu="1")],
                  cores_total="0:1000", max_nodes_total=100)  # fmt: skip
