@@ -712,11 +712,14 @@ def test_a_scale_down_part_that_cannot_read_the_output_of_the_part_before_fails_
                                   name="down-20261102T100000Z-unr34d")  # fmt: skip
     assert world.stack.wait(first_arn)["status"] == "SUCCEEDED"
 
-    from moto.core.exceptions import AWSError
+    from moto.stepfunctions.exceptions import ExecutionDoesNotExist
     from moto.stepfunctions.models import StepFunctionBackend
 
-    class KmsAccessDenied(AWSError):
-        TYPE = "KmsAccessDeniedException"
+    class KmsAccessDenied(ExecutionDoesNotExist):
+        """A Step Functions error of whichever moto is installed, named as DescribeExecution's: moto 5.2.6
+        replaced its AWSError (TYPE, STATUS) with ServiceException (code), so both are set."""
+
+        TYPE = code = "KmsAccessDeniedException"
         STATUS = 400
 
     describe = StepFunctionBackend.describe_execution
