@@ -103,6 +103,18 @@ class _RefusingEc2:
         )
 
 
+def _refused_whole(ec2: _RefusingEc2) -> AwsError:
+    """What the adapter raises for a two-node instant fleet that ``ec2`` refuses as a whole."""
+    clients = SimpleNamespace(regions=("us-east-1",), ec2=lambda region: ec2)
+    adapter = AwsAdapter(clients, "prod")  # type: ignore[arg-type]
+    request = FleetRequest(
+        launch_template={"LaunchTemplateId": "lt-1", "Version": "1"}, count=2, client_token="t"
+    )
+    with pytest.raises(AwsError) as raised:
+        adapter.create_fleet_instant("us-east-1", request)
+    return raised.value
+
+
 @pytest.mark.parametrize(
     ("code", "error"),
     [
@@ -117,15 +129,8 @@ class _RefusingEc2:
     ],
 )
 def test_the_adapter_names_a_createfleet_refused_whole(code: str, error: str) -> None:
-    ec2 = _RefusingEc2(code)
-    clients = SimpleNamespace(regions=("us-east-1",), ec2=lambda region: ec2)
-    adapter = AwsAdapter(clients, "prod")  # type: ignore[arg-type]
-    request = FleetRequest(
-        launch_template={"LaunchTemplateId": "lt-1", "Version": "1"}, count=2, client_token="t"
-    )
-    with pytest.raises(AwsError) as raised:
-        adapter.create_fleet_instant("us-east-1", request)
-    assert type(raised.value).__name__ == error and code in str(raised.value)
+    raised = _refused_whole(_RefusingEc2(code))
+    assert type(raised).__name__ == error and code in str(raised)
 
 
 @pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "InsufficientCapacity"])
@@ -136,15 +141,7 @@ def test_a_createfleet_refused_whole_for_capacity_with_a_server_status_is_capaci
     AwsUnavailable: the Launch step retried it, and the give-back, taking it for an answer lost after a
     launch, asked CreateFleet again under the token, was refused again, and failed for good with no
     back-off written (GiveBackFailed), so the next plan launched the gang into the same shortage."""
-    ec2 = _RefusingEc2(code, status=500)
-    clients = SimpleNamespace(regions=("us-east-1",), ec2=lambda region: ec2)
-    adapter = AwsAdapter(clients, "prod")  # type: ignore[arg-type]
-    request = FleetRequest(
-        launch_template={"LaunchTemplateId": "lt-1", "Version": "1"}, count=2, client_token="t"
-    )
-    with pytest.raises(AwsError) as raised:
-        adapter.create_fleet_instant("us-east-1", request)
-    assert type(raised.value) is CapacityUnavailable
+    assert type(_refused_whole(_RefusingEc2(code, status=500))) is CapacityUnavailable
     # a 500 that names no launch error stays an outage, retried
     assert type(map_aws_error(ClientError(
         {"Error": {"Code": "InternalError", "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": 500}},

@@ -209,20 +209,21 @@ def _gangs(result: object) -> dict[str, tuple[object, ...]]:
     return {s.group: s.gangs for s in result.scale_up}  # type: ignore[attr-defined]
 
 
-def fleet_in_three_zones(w: World) -> None:
-    """A fleet-mode gang group of us-east-1a, b and c (AZRebalance suspended, as fleet mode requires)."""
+def zone_kept_gang_on_a_three_zone_fleet(w: World) -> list[str]:
+    """A fleet-mode gang group of us-east-1a, b and c (AZRebalance suspended, as fleet mode requires) and
+    a three-pod gang whose pods ask for one zone; the gang's pods."""
     w.group("fleet", "m5.2xlarge", max_size=9, zones=["us-east-1a", "us-east-1b", "us-east-1c"],
             suspended=["AZRebalance"])  # fmt: skip
     tag(w, "fleet", "fleet")
+    w.pod_group(COSCHED, "train", spec={"minMember": 3})
+    return w.pods(
+        "train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, annotations=ZONE_TOPOLOGY, **BIG
+    )
 
 
 def test_a_one_zone_gang_uses_a_fleet_group_spanning_three_zones_and_names_the_zone() -> None:
     w = World()
-    fleet_in_three_zones(w)
-    w.pod_group(COSCHED, "train", spec={"minMember": 3})
-    pods = w.pods(
-        "train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, annotations=ZONE_TOPOLOGY, **BIG
-    )
+    pods = zone_kept_gang_on_a_three_zone_fleet(w)
 
     result = w.plan()
 
@@ -322,13 +323,9 @@ def test_a_one_zone_gang_is_not_kept_to_a_zone_whose_pool_is_backed_off() -> Non
     pool; the group's other zones are open, so the group is not backed off, but the gang must go to
     us-east-1b, not be sent back into the exhausted pool (and fail and be given back again)."""
     w = World()
-    fleet_in_three_zones(w)
+    pods = zone_kept_gang_on_a_three_zone_fleet(w)
     until = (NOW + timedelta(minutes=10)).isoformat()
     w.state["pools"] = {"on-demand/us-east-1a/m5.2xlarge": {"backoff_until": until, "reason": "gang short"}}
-    w.pod_group(COSCHED, "train", spec={"minMember": 3})
-    pods = w.pods(
-        "train", 3, labels={"scheduling.x-k8s.io/pod-group": "train"}, annotations=ZONE_TOPOLOGY, **BIG
-    )
 
     result = w.plan()
 
