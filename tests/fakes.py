@@ -884,10 +884,15 @@ class FakeLedger(Recorder):
         self.expiries[key] = expires
         return dict(value), True
 
-    def release(self, cluster: str, item: str) -> None:
+    def release(self, cluster: str, item: str, *, held_as: Mapping[str, object] | None = None) -> bool:
+        """As StateStore.release: with ``held_as``, only while the claim holds that value."""
         self._call("release", cluster, item)
-        self.claimed.pop((cluster, item), None)
-        self.expiries.pop((cluster, item), None)
+        key = (cluster, item)
+        if held_as is not None and self.claimed.get(key) != dict(held_as):
+            return False
+        self.claimed.pop(key, None)
+        self.expiries.pop(key, None)
+        return True
 
     def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
         self._call("claims", cluster, prefix)

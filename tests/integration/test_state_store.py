@@ -242,6 +242,23 @@ def test_a_lease_claim_overwrites_one_past_its_expiry_and_no_other(store: StateS
     assert store.claims("ml", "gangsweep#") == {item: {"plan": "p4"}}
 
 
+def test_a_holders_release_deletes_only_its_own_claim(store: StateStore) -> None:
+    """A lease's holder lets go of the claim only while it still holds it: one taken over after it
+    lapsed is the new holder's (spillway.act.gangsweep)."""
+    item = "gangsweep#us-east-1#i-1"
+    mine = {"plan": "p1", "sweep": "a"}
+    store.claim("ml", item, mine, expires=NOW + timedelta(minutes=15), now=NOW)
+    theirs = {"plan": "p2", "sweep": "b"}
+    later = NOW + timedelta(minutes=15)
+    assert store.claim("ml", item, theirs, expires=later + timedelta(minutes=15), now=later)[1]
+
+    assert store.release("ml", item, held_as=mine) is False
+    assert store.claims("ml", "gangsweep#") == {item: theirs}
+    assert store.release("ml", item, held_as=theirs) is True
+    assert store.claims("ml", "gangsweep#") == {}
+    assert store.release("ml", item, held_as=theirs) is False  # gone already (a resent delete)
+
+
 def test_a_state_over_dynamodbs_item_limit_even_compressed_is_refused_naming_its_size_and_parts(
     store: StateStore, ddb: Any
 ) -> None:

@@ -512,6 +512,28 @@ def test_a_claim_past_its_hold_is_a_dead_sweeps_and_is_taken_over(rig: Rig) -> N
     assert CLAIM not in rig.ledger.claimed
 
 
+def test_a_claim_taken_over_while_the_sweep_ran_is_left_to_its_new_holder(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep ran past its hold (a slow EC2 answer), its claim lapsed, and another sweep took it over.
+    Releasing by name deleted the new holder's claim, and a third sweep could then overlap the second:
+    the release deletes only this sweep's own claim."""
+    node = rig.node()
+    terminate = rig.cloud.terminate_instances
+    theirs = {"plan": "p-2", "at": "2026-11-02T12:16:00Z", "sweep": "another"}
+
+    def slow_terminate(region: str, ids: Any) -> Any:
+        # the claim lapsed while EC2 answered, and another sweep took it over
+        rig.ledger.claim(*CLAIM, theirs, expires=NOW + 2 * HOLD, now=NOW + HOLD)
+        return terminate(region, ids)
+
+    monkeypatch.setattr(rig.cloud, "terminate_instances", slow_terminate)
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "gang-orphan-terminated"
+    assert rig.ledger.claimed[CLAIM] == theirs
+    assert rig.ledger.called("release") == [CLAIM]
+
+
 def test_a_claim_not_released_leaves_the_outcome_as_it_was(rig: Rig) -> None:
     """The release is best effort: the terminate happened, and a retry of the step would only find the
     claim (held) until it lapses."""

@@ -28,7 +28,8 @@ already), so one that found the Node busy took its cordon off while the other, w
 before, terminated the instance under the pod kube-scheduler had just bound; two idle sweeps both terminated
 it, counted twice. So the step first claims the instance in the state table
 (``gangsweep#<region>#<instance>``, a conditional put: first wins), before anything is read, and releases the
-claim when it ends, whatever the outcome, a failure too. The claim names its sweep (a random token): a put
+claim when it ends, whatever the outcome, a failure too, and only while it is still its own (a conditional
+delete: one taken over after it lapsed is the new holder's). The claim names its sweep (a random token): a put
 whose answer was lost is sent again by botocore and finds the claim it wrote, which is its own. A sweep that
 finds the claim held does nothing: ``held``, and the next plan's sweep tries again. The claim is a lease of
 :data:`HOLD`: no Lambda invocation runs longer, so one still there past it is a sweep whose Lambda died (timed
@@ -40,6 +41,7 @@ a Node busy by then until its work ends and the sweep of the idle Node terminate
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -120,14 +122,17 @@ def _claimed_sweep(
     try:
         return _sweep(kube, cloud, request, now)
     finally:
-        _let_go(ledger, cluster, item)
+        _let_go(ledger, cluster, item, mine)
 
 
-def _let_go(ledger: Ledger, cluster: str, item: str) -> None:
-    """Release the sweep's claim. Best effort: the step's outcome stands (a retry would find the claim
-    and do nothing), and the claim lapses after :data:`HOLD`."""
+def _let_go(ledger: Ledger, cluster: str, item: str, mine: Mapping[str, object]) -> None:
+    """Release the sweep's claim, only while it is still this sweep's (``mine``): one that lapsed while
+    this sweep ran may have been taken over, and deleting the new holder's claim would let a third
+    sweep overlap it. Best effort: the step's outcome stands (a retry would find the claim and do
+    nothing), and the claim lapses after :data:`HOLD`."""
     try:
-        ledger.release(cluster, item)
+        if not ledger.release(cluster, item, held_as=mine):
+            log.info("gang sweep: claim %s is no longer this sweep's (taken over or gone): left", item)
     except SpillwayError as exc:
         log.warning("gang sweep: claim %s not released (it lapses in %s): %s", item, HOLD, exc)
 

@@ -361,7 +361,7 @@ class StateStore:
         record = {
             "cluster": {"S": cluster},
             "item": {"S": item},
-            "value": {"S": json.dumps(dict(value), separators=(",", ":"), sort_keys=True)},
+            "value": {"S": _claim_json(value)},
             "expires_at": {"N": str(_epoch(expires))},
         }
         condition: dict[str, Any] = {
@@ -394,18 +394,40 @@ class StateStore:
             raise StateConflict(f"{what}: the claim went away while it was read")
         return _claim_value(got["Item"]), False
 
-    def release(self, cluster: str, item: str) -> None:
-        """Delete a claim (a raise that did not happen gives its marker back)."""
+    def release(self, cluster: str, item: str, *, held_as: Mapping[str, object] | None = None) -> bool:
+        """Delete a claim (a raise that did not happen gives its marker back). With ``held_as``, only
+        while the stored value is that one (a lease's holder letting go of its own claim: one another
+        holder took over after it lapsed stays). Whether this call deleted it: False when the claim held
+        another value, or was gone already (a delete whose answer was lost and that botocore sent again
+        finds none)."""
+        what = f"release {cluster}/{item}"
+        condition: dict[str, Any] = {}
+        if held_as is not None:
+            condition = {
+                "ConditionExpression": "#v = :v",
+                "ExpressionAttributeNames": {"#v": "value"},
+                "ExpressionAttributeValues": {":v": {"S": _claim_json(held_as)}},
+            }
         try:
             self.client.delete_item(
-                TableName=self.table, Key={"cluster": {"S": cluster}, "item": {"S": item}}
+                TableName=self.table, Key={"cluster": {"S": cluster}, "item": {"S": item}}, **condition
             )
-        except (ClientError, BotoCoreError) as exc:
-            raise map_aws_error(exc, f"release {cluster}/{item}") from exc
+        except ClientError as exc:
+            if held_as is not None and _condition_failed(exc):
+                return False
+            raise map_aws_error(exc, what) from exc
+        except BotoCoreError as exc:
+            raise map_aws_error(exc, what) from exc
+        return True
 
     def claims(self, cluster: str, prefix: str) -> dict[str, dict[str, object]]:
         """Every claim whose item starts with ``prefix``: item -> value."""
         return {i["item"]["S"]: _claim_value(i) for i in self._items(cluster, prefix=prefix)}
+
+
+def _claim_json(value: Mapping[str, object]) -> str:
+    """A claim's value as the item stores it (and a holder's release compares it): compact, keys sorted."""
+    return json.dumps(dict(value), separators=(",", ":"), sort_keys=True)
 
 
 def _claim_value(item: Mapping[str, Any]) -> dict[str, object]:
