@@ -1144,6 +1144,31 @@ def test_a_rollback_gang_whose_launch_failed_for_capacity_backs_off_the_pool_as_
     assert backed_off(ledger) == backoffs
 
 
+@pytest.mark.parametrize(
+    ("message", "misconfigured"), [(None, False), (o.MISSING_AMI, True)], ids=["capacity", "ami"]
+)
+def test_a_gang_given_back_for_its_groups_settings_is_counted_apart_from_a_shortage(
+    message: str | None, misconfigured: bool
+) -> None:
+    """A gang refused for its launch template's AMI fails again at every try until somebody fixes it; a
+    shortage heals by itself. Both back the group off (GroupsBackedOff), only the first counts
+    ``LaunchesMisconfigured``, the metric of its own alarm."""
+    cloud, _, steps = world(mode="rollback")
+    metrics: list[str] = []
+    steps.metric = lambda name, _: metrics.append(name)
+    request = {**REQUEST, "mode": "rollback"}
+    prep = steps.prepare(request)
+    steps.raise_desired({**request, "prep": prep})
+    asg = cloud.groups[("us-east-1", "gpu")]
+    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(asg, NOW, message=message)]
+    verify = steps.verify({**request, "prep": prep})
+
+    steps.give_back({"state": {**request, "prep": prep, "verify": verify}})
+
+    assert "GroupsBackedOff" in metrics and "GangsGivenBack" in metrics
+    assert ("LaunchesMisconfigured" in metrics) is misconfigured
+
+
 def test_a_spot_fleet_short_of_capacity_backs_off_the_spot_pool_not_the_on_demand_one() -> None:
     """A Spot gang kept to us-east-1a comes up short and EC2's errors name no override: the pool is the
     fleet's Spot one in its one zone. EC2 lists a Spot fleet's errors as Spot (CreateFleetError.Lifecycle),

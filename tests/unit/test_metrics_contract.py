@@ -405,6 +405,9 @@ def scale_runs(env: pytest.MonkeyPatch) -> list[Emitted]:
     launch = {"status": "timeout", "reason": "gpu: 0 of 1 new node(s) Ready", "ready": 0, "wanted": 1}
     backoff = {"action": "backoff", "cluster": CLUSTER, "group": group, "prep": prep, "launch": launch}
     found += emissions_of("scale", invoke(app, backoff, "scale"))
+    # and one EC2 refused for the group's settings (LaunchesMisconfigured)
+    refused = {"status": "failed", "reason": "gpu: launch failed, not for capacity", "failure": o.MISSING_AMI}
+    found += emissions_of("scale", invoke(app, {**backoff, "launch": refused}, "scale"))
     # an overflow round: the scale function plans again on the latest snapshot (its own plan metrics)
     from plan_world import NOW as PLAN_NOW
 

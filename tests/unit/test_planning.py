@@ -671,9 +671,12 @@ SPOT_ICE = (
 )
 
 
-def failed_launch_backoffs(message: str | None, zones: tuple[str, ...] = ("us-east-1a",)) -> list[str]:
+def failed_launch_backoffs(
+    message: str | None, zones: tuple[str, ...] = ("us-east-1a",), metrics: list[str] | None = None
+) -> list[str]:
     """The back-offs a scale-up writes once verify found a launch of group gpu (g5.xlarge) failed with
-    ``message`` (a Failed scaling activity as AWS words it); None: the launch timed out instead."""
+    ``message`` (a Failed scaling activity as AWS words it); None: the launch timed out instead. The
+    metrics its backoff step emits go to ``metrics``."""
     cloud = gpu_cloud(1)
     raw = cloud.groups[("us-east-1", "gpu")]
     raw["AvailabilityZones"] = list(zones)
@@ -686,8 +689,26 @@ def failed_launch_backoffs(message: str | None, zones: tuple[str, ...] = ("us-ea
         launch = steps(cloud).verify({"group": GROUP, "prep": prep})
         assert launch["status"] == "failed"
     ledger = FakeLedger()
-    steps(cloud, ledger=ledger).backoff({"cluster": "ml", "group": GROUP, "prep": prep, "launch": launch})
+    backoff = steps(cloud, ledger=ledger)
+    backoff.metric = lambda name, _: (metrics if metrics is not None else []).append(name)
+    backoff.backoff({"cluster": "ml", "group": GROUP, "prep": prep, "launch": launch})
     return sorted(g for g, _, _ in ledger.backoffs)
+
+
+@pytest.mark.parametrize(
+    ("message", "misconfigured"), [(o.MISSING_AMI, True), (SPOT_ICE, False), (None, False)],
+    ids=["ami", "capacity", "timeout"],
+)  # fmt: skip
+def test_a_launch_refused_for_its_settings_is_counted_apart_from_a_shortage(
+    message: str | None, misconfigured: bool
+) -> None:
+    """GroupsBackedOff fires for a shortage as for a launch template whose AMI is gone, but only the
+    second needs somebody: it fails again at every launch until fixed. ``LaunchesMisconfigured`` (its own
+    alarm) counts those alone."""
+    metrics: list[str] = []
+    failed_launch_backoffs(message, metrics=metrics)
+    assert "GroupsBackedOff" in metrics
+    assert ("LaunchesMisconfigured" in metrics) is misconfigured
 
 
 def test_a_launch_that_failed_for_capacity_backs_off_the_pool_of_the_capacity_type_that_failed() -> None:

@@ -630,6 +630,8 @@ class GangSteps:
                  region=req.region, pools=pools, nodes=nodes, now=now)  # fmt: skip
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
+        if error == "LaunchMisconfigured":  # it fails again until somebody fixes what EC2 named
+            self.metric("LaunchesMisconfigured", 1)
         if desired is None or gone.replaced or gone.held:
             after = self.aws.describe_group(req.region, req.group)
             desired = after.DesiredCapacity

@@ -85,6 +85,7 @@ from spillway.errors import (
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.history import MAX_SCALE_UP_GROUPS
+from spillway.model.launcherror import launch_error_kind
 from spillway.model.nodegroup import (
     LIVE_STATES,
     launch_failed,
@@ -321,6 +322,8 @@ class ScaleSteps:
         after = self.aws.describe_group(region, name)
         desired = lowered if lowered is not None else after.DesiredCapacity
         self.metric("GroupsBackedOff", 1)
+        if _misconfigured(launch):
+            self.metric("LaunchesMisconfigured", 1)  # it fails again until somebody fixes what EC2 named
         return {
             "group": name,
             "region": region,
@@ -491,6 +494,13 @@ def _without(
     out = {name: r for name, r in raises.items() if name not in left}
     out.update({name: before[name] for name in left if name in before})
     return dict(sorted(out.items()))
+
+
+def _misconfigured(launch: Mapping[str, Any]) -> bool:
+    """Whether verify found the launch failed for the group's settings (neither capacity nor a quota)."""
+    return (
+        launch.get("status") == "failed" and launch_error_kind(str(launch.get("failure") or "")) == "settings"
+    )
 
 
 def _uncordon_reason(group: Mapping[str, Any], node: str) -> str:
