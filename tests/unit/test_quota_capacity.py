@@ -229,3 +229,64 @@ def test_memory_total_counts_an_existing_nodes_capacity() -> None:
     assert "cpu-east" not in scale_up(result)
     reasons = " ".join(pending_reasons(result).values())
     assert "cluster memory_total limit memory=62Gi reached (memory=32Gi used)" in reasons
+
+
+# --- a new node whose zone or type Auto Scaling chooses -----------------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+WHOLE = {"cpu": "5", "memory": "4Gi"}  # one per m5.2xlarge
+
+
+def two_zone_world(quota_zone: str) -> tuple[World, list[str]]:
+    """One node in us-east-1a (its group full), a group over us-east-1a and us-east-1b with room, and a
+    CapacityQuota of 2 nodes in ``quota_zone``; three pods that each need a node of their own, one of
+    which the node holds."""
+    w = World()
+    w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+    w.group("east-ab", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    w.capacity_quota("zone-cap", {"nodes": "2"}, match_labels={ZONE: quota_zone})
+    return w, w.pods("p", 3, **WHOLE)
+
+
+def test_a_zone_quota_counts_the_new_nodes_of_a_group_over_that_zone_and_another() -> None:
+    """The group's template names no zone (Auto Scaling balances its nodes over both), so the quota's
+    selector never matched its new nodes: three were planned into a quota that had room for one more,
+    wherever Auto Scaling put them. A new node counts against it if it may land in its zone."""
+    w, pods = two_zone_world("us-east-1a")
+
+    result = w.plan()
+
+    assert scale_up(result)["east-ab"][:2] == (0, 1)
+    [held] = [p for p in pods if pending_codes(result).get(p) == "groups-exhausted"]  # east-a: max-size
+    assert "east-ab: CapacityQuota zone-cap limit nodes=2 reached" in pending_reasons(result)[held]
+
+
+def test_a_zone_quota_leaves_a_group_alone_that_cannot_launch_in_its_zone() -> None:
+    w, pods = two_zone_world("us-east-1c")
+
+    result = w.plan()
+
+    assert scale_up(result)["east-ab"][:2] == (0, 2)
+    assert "capacity-quota" not in [pending_codes(result).get(p) for p in pods]
+
+
+def test_a_type_quota_counts_the_new_nodes_of_a_mixed_group_that_may_launch_that_type() -> None:
+    """A mixed group's template names no instance type (its allocation strategy picks one of the
+    overrides): a quota on m5.4xlarge nodes counts its new nodes, as it would count the m5.4xlarge one
+    may turn out to be."""
+    w = World()
+    w.group("mixed", "m5.2xlarge", max_size=10, mixed=True, labels={})
+    raw = w.groups["mixed"]
+    raw["Tags"] = [t for t in raw["Tags"] if not t["Key"].endswith("node.kubernetes.io/instance-type")]
+    raw["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
+        {"InstanceType": "m5.2xlarge"}, {"InstanceType": "m5.4xlarge"}
+    ]  # fmt: skip
+    w.capacity_quota(
+        "big-cap", {"nodes": "1"}, match_labels={"node.kubernetes.io/instance-type": "m5.4xlarge"}
+    )
+    w.pods("p", 3, **WHOLE)
+
+    _, groups, _, _ = w.parsed()
+    [group] = [g for g in groups if g.name == "mixed"]
+    assert group.template is not None and "node.kubernetes.io/instance-type" not in group.template.labels
+    assert scale_up(w.plan())["mixed"][:2] == (0, 1)

@@ -39,10 +39,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import product
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
 from spillway.model.cluster import NodeInfo
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into
 from spillway.model.shared import NODES, QuotaInfo
@@ -209,8 +210,17 @@ class Limits:
         self.constraints += [quota_constraint(q) for q in ctx.snapshot.quotas]
         self.constraints += tenant_constraints(ctx.config, ctx.now)
         self.claimed: set[str] = set()  # nodes charged to a tenant: by their pods, or claimed
+        self._new_labels: dict[tuple[str, str], tuple[Mapping[str, str], ...]] = {}
         if self.constraints:
             self._count_existing()
+
+    def _may_cover(self, c: Constraint, tenant: str | None, group: NodeGroup) -> bool:
+        """Whether ``c`` covers a new node of ``group`` with any labels it may register with
+        (:func:`new_node_labels`): a ceiling must hold wherever Auto Scaling puts the node."""
+        key = (group.region, group.name)
+        if key not in self._new_labels:
+            self._new_labels[key] = new_node_labels(group)
+        return any(c.covers(tenant, group, labels) for labels in self._new_labels[key])
 
     @property
     def active(self) -> bool:
@@ -282,7 +292,7 @@ class Limits:
         for c in self.constraints:
             if tenant_only and c.tenant is None:
                 continue
-            if c.covers(tenant, group, group.template.labels):
+            if self._may_cover(c, tenant, group):
                 room = c.room_for(shape, count)
                 if room < count:
                     count, binding = room, c
@@ -300,7 +310,7 @@ class Limits:
         for c in self.constraints:
             if tenant_only and c.tenant is None:
                 continue
-            if c.covers(tenant, group, group.template.labels):
+            if self._may_cover(c, tenant, group):
                 add_into(c.used, c.vector(shape), count)
 
     def claim(
@@ -378,6 +388,30 @@ class Floors:
         for c in self.floors:
             if c.covers(None, group, info.labels):
                 add_into(c.used, c.vector(shape), sign)
+
+
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+TYPE_LABELS = (INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type")
+
+
+def new_node_labels(group: NodeGroup) -> tuple[Mapping[str, str], ...]:
+    """The label sets a new node of ``group`` may register with. Its template's labels leave the zone
+    open for a group over several zones, and the instance type for a mixed group of several types
+    (spillway.model.nodegroup's template labels: only what every node of the group gets), and neither
+    is Spillway's to choose: Auto Scaling balances the zones and the allocation strategy picks the type.
+    So one set per zone and type it may launch in, each with the template's other labels; just the
+    template's when it names both (or a ``node-template/label`` tag does). A limit that covers any of
+    them counts the node (:meth:`Limits.allowed`, :meth:`Limits.charge`): a quota on one zone or one
+    type is held wherever the node lands, as the quota's own count, of registered nodes, will hold it."""
+    assert group.template is not None
+    base = group.template.labels
+    open_zones = ZONE_LABELS[0] not in base and len(group.zones) > 1
+    open_types = TYPE_LABELS[0] not in base and len(group.instance_types) > 1
+    if not (open_zones or open_types):
+        return (base,)
+    zones = [dict.fromkeys(ZONE_LABELS, z) for z in group.zones] if open_zones else [{}]
+    types = [dict.fromkeys(TYPE_LABELS, t) for t in group.instance_types] if open_types else [{}]
+    return tuple({**base, **zone, **kind} for zone, kind in product(zones, types))
 
 
 def template_shape(group: NodeGroup) -> Shape:
