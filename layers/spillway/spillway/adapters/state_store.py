@@ -72,6 +72,7 @@ from spillway.model.state import (
     normalize_pool_key,
     stronger_backoff,
 )
+from spillway.model.stored import load_stored, warn_unknown
 
 log = logging.getLogger(__name__)
 
@@ -472,7 +473,8 @@ def _stored(item: Mapping[str, Any]) -> StoredState:
             wire = json.loads(zlib.decompress(bytes(item["state_z"]["B"])))
         else:
             wire = {}
-        state = State.model_validate(wire)
+        state, unknown = load_stored(State, wire)
+        warn_unknown(f"state of {cluster}", unknown, log.warning)
         if "executions_z" in item:
             executions = json.loads(zlib.decompress(bytes(item["executions_z"]["B"])))
         else:
