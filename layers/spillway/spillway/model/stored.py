@@ -73,15 +73,30 @@ def _clean(tp: Any, value: Any, path: str, unknown: list[str]) -> Any:
         return _clean_model(tp, value, path, unknown) if isinstance(value, Mapping) else value
     origin, args = get_origin(tp), get_args(tp)
     if origin in (Union, types.UnionType):
-        models = [a for a in map(_unwrap, args) if isinstance(a, type) and issubclass(a, BaseModel)]
-        return _clean(models[0], value, path, unknown) if len(models) == 1 else value
+        model = _only_model(args)
+        return value if model is None else _clean(model, value, path, unknown)
     if origin in (dict, Mapping) and len(args) == 2 and isinstance(value, Mapping):
         return {k: _clean(args[1], v, _join(path, str(k)), unknown) for k, v in value.items()}
-    if origin in (tuple, list, Sequence) and args and isinstance(value, list | tuple):
-        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-            return value  # a fixed tuple: no model of Spillway's state is one
-        return [_clean(args[0], v, _join(path, str(i)), unknown) for i, v in enumerate(value)]
+    element = _element(origin, args)
+    if element is not None and isinstance(value, list | tuple):
+        return [_clean(element, v, _join(path, str(i)), unknown) for i, v in enumerate(value)]
     return value
+
+
+def _only_model(args: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The one model among a union's members (``NodeState | None``); None when not exactly one."""
+    models = [a for a in map(_unwrap, args) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 else None
+
+
+def _element(origin: Any, args: tuple[Any, ...]) -> Any:
+    """The element type of ``list[X]``, ``Sequence[X]`` or ``tuple[X, ...]``; None for another type
+    (a fixed-length tuple: no model Spillway stores has one)."""
+    if origin in (list, Sequence) and len(args) == 1:
+        return args[0]
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return args[0]
+    return None
 
 
 def _clean_model(model: type[BaseModel], value: Mapping[Any, Any], path: str, unknown: list[str]) -> Any:
