@@ -4,10 +4,13 @@ a warning, never a refusal; a known field with a bad value is still refused, nam
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 import re
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,10 +19,14 @@ import pytest
 from examples import EXAMPLE
 
 from spillway.adapters.state_store import StateStore
+from spillway.adapters.store import SnapshotStore
 from spillway.cli import main
-from spillway.errors import StateCorrupt
+from spillway.errors import SnapshotError, StateCorrupt
+from spillway.model.buffer import BufferInfo
+from spillway.model.nodegroup import NodeGroup
 from spillway.model.state import State
 from spillway.model.stored import PATH_LIMIT, PATHS_SHOWN, describe_unknown, load_stored
+from spillway.model.windows import TimeWindow
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 POOL = "spot/us-east-1a/p3.16xlarge"
@@ -175,3 +182,95 @@ def test_spillway_plan_still_refuses_a_bad_known_field_in_a_state_file(
     assert main(args) == 2
     out, err = capsys.readouterr()
     assert out == "" and f"pools.{POOL}.nodes" in err
+
+
+# --- the snapshot: a newer observe writes it, an older planner reads it (sam deploy, one at a time) ---
+
+
+class FakeSnapshots:
+    """Just the PutItem the snapshot store writes with and the GetItem it reads with."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+
+    def put_item(self, *, Item: dict[str, Any], **_: Any) -> None:
+        self.items[Item["taken_at"]["S"]] = Item
+
+    def get_item(self, *, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
+        return {"Item": self.items[Key["taken_at"]["S"]]}
+
+
+def stored_snapshot(build_snapshot: Any, edit: Callable[[dict[str, Any]], None]) -> tuple[SnapshotStore, str]:
+    """A snapshot with a group and a configured buffer with a window, as a newer observe would store
+    it after ``edit`` changed its JSON document."""
+    buffer = BufferInfo(namespace="", name="warm", replicas=1, windows=(TimeWindow(days=("mon",)),))
+    snap = build_snapshot(3, 6, pending=2, groups=[group()])
+    snap = dataclasses.replace(snap, cluster=dataclasses.replace(snap.cluster, buffers=(buffer,)))
+    doc = snap.to_dict()
+    edit(doc)
+    blob = zlib.compress(json.dumps(doc).encode())
+    client: Any = FakeSnapshots()
+    store = SnapshotStore(client, "snapshots")
+    key = store.save(snap)
+    item = client.items[key]
+    item["data"], item["sha256"] = {"B": blob}, {"S": hashlib.sha256(blob).hexdigest()}
+    return store, key
+
+
+def group() -> NodeGroup:
+    return NodeGroup(
+        name="gpu",
+        region="us-east-1",
+        min_size=0,
+        max_size=10,
+        desired=1,
+        instance_type="p3.2xlarge",
+        template=None,
+    )
+
+
+def add_newer_fields(doc: dict[str, Any]) -> None:
+    doc["heartbeat"] = 3
+    doc["cluster"]["pods"][1]["preemptor"] = "x"
+    doc["cluster"]["nodes"][0]["zone_id"] = "use1-az1"
+    doc["cluster"]["buffers"][0]["w"][0]["holidays"] = ["2026-12-25"]
+    doc["groups"][0]["lifecycle_hooks"] = ["drain"]
+
+
+def test_a_snapshot_a_newer_observe_wrote_loads_and_names_what_it_ignored(
+    caplog: pytest.LogCaptureFixture, build_snapshot: Any
+) -> None:
+    store, key = stored_snapshot(build_snapshot, add_newer_fields)
+    with caplog.at_level(logging.WARNING):
+        snap = store.get("cluster", key)
+    assert snap.cluster.buffers[0].windows[0].days == ("mon",)
+    assert len(snap.cluster.pods) == 6 and snap.groups[0].name == "gpu"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    for path in (
+        "heartbeat",
+        "cluster.pods.*.preemptor",
+        "cluster.nodes.*.zone_id",
+        "cluster.buffers.*.w.*.holidays",
+        "groups.*.lifecycle_hooks",
+    ):
+        assert path in warnings[0]
+    assert "use1-az1" not in warnings[0]
+
+
+def test_a_snapshot_this_build_wrote_loads_without_a_warning(
+    caplog: pytest.LogCaptureFixture, build_snapshot: Any
+) -> None:
+    store, key = stored_snapshot(build_snapshot, lambda doc: None)
+    with caplog.at_level(logging.WARNING):
+        store.get("cluster", key)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_known_snapshot_field_with_a_bad_value_is_still_refused_naming_it(build_snapshot: Any) -> None:
+    def bad_window(doc: dict[str, Any]) -> None:
+        doc["cluster"]["buffers"][0]["w"][0]["days"] = ["someday"]
+
+    store, key = stored_snapshot(build_snapshot, bad_window)
+    with pytest.raises(SnapshotError, match="days"):
+        store.get("cluster", key)

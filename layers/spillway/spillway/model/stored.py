@@ -125,3 +125,92 @@ def _unwrap(tp: Any) -> Any:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+# --- records read key by key (the snapshot's ``from_dict`` parsers) ------------------------------------
+
+EXEMPLARS = 64  # records of one list a census reads, at most: one per distinct set of keys
+
+
+class _Tracked(dict[Any, Any]):
+    """A JSON object that remembers which of its keys were read (by key, ``get``, ``in``), or whether it
+    was read whole (iterated, copied: a map of names such as labels, whose keys are data)."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.read: set[Any] = set()
+
+    def __getitem__(self, key: Any) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(key)
+        return super().__contains__(key)
+
+    def __iter__(self) -> Any:
+        self.read.update(super().keys())
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self.read.update(super().keys())
+        return super().keys()
+
+    def items(self) -> Any:
+        self.read.update(super().keys())
+        return super().items()
+
+    def values(self) -> Any:
+        self.read.update(super().keys())
+        return super().values()
+
+
+def unread_fields(parse: Callable[[Any], object], doc: Mapping[str, Any]) -> tuple[str, ...]:
+    """The fields of ``doc`` that ``parse`` (a ``from_dict`` that reads a record key by key and ignores
+    the rest) never read: the fields this build does not know, as ``cluster.pods.*.x``. A census, not a
+    second parse of everything: ``parse`` reads a copy in which each list of objects keeps one object of
+    each distinct set of keys (at most :data:`EXEMPLARS`), so its cost does not grow with the pods; a
+    field that only some objects of one key set have inside them may go unnamed (it is ignored all the
+    same). Nothing when ``parse`` fails on the copy: the real parse, done before, is what decides."""
+    census = _exemplars(doc)
+    try:
+        parse(census)
+    except Exception:  # a census is advice: the real parse, done before, succeeded
+        return ()
+    out: list[str] = []
+    _unread(census, "", out)
+    return tuple(dict.fromkeys(out))
+
+
+def _exemplars(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return _Tracked((k, _exemplars(v)) for k, v in value.items())
+    if isinstance(value, list):
+        if not all(isinstance(v, Mapping) for v in value):
+            return [_exemplars(v) for v in value]
+        kinds: dict[frozenset[Any], Any] = {}
+        for item in value:
+            if len(kinds) >= EXEMPLARS:
+                break
+            kinds.setdefault(frozenset(item), item)
+        return [_exemplars(v) for v in kinds.values()]
+    return value
+
+
+def _unread(value: Any, path: str, out: list[str]) -> None:
+    if isinstance(value, _Tracked):
+        for key, item in dict.items(value):
+            where = _join(path, str(key))
+            if key in value.read:
+                _unread(item, where, out)
+            else:
+                out.append(where)
+    elif isinstance(value, list):
+        for item in value:
+            _unread(item, _join(path, "*"), out)
