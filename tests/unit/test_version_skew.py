@@ -126,6 +126,27 @@ def test_a_known_field_with_a_bad_value_is_still_refused_naming_it(
         load(wire)
 
 
+def test_a_back_off_item_a_newer_build_wrote_merges_and_names_what_it_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    item = {
+        "cluster": {"S": "ml"},
+        "item": {"S": f"backoff#pool#{POOL}"},
+        "backoff_until": {"S": "2026-11-02T12:30:00Z"},
+        "reason": {"S": "gang refused"},
+        "region": {"S": "us-east-1"},
+        "expires_at": {"N": "1793622600"},
+        "nodes": {"N": "8"},
+        "fleet_id": {"S": "fleet-0abc"},
+    }
+    client: Any = FakeDynamo([item])
+    with caplog.at_level(logging.WARNING):
+        state = StateStore(client, "state").load("ml", NOW).state
+    assert state.pools[POOL].nodes == 8 and state.pools[POOL].reason == "gang refused"
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"backoff#pool#{POOL}.fleet_id" in warning and "fleet-0abc" not in warning
+
+
 def test_the_unknown_fields_are_named_with_a_bounded_length() -> None:
     paths = [f"nodes.{'n' * 300}.x{i}" for i in range(PATHS_SHOWN + 5)]
     line = describe_unknown(paths)

@@ -17,6 +17,16 @@ snapshot whose chunks are not all there. Stream consumers filter on ``kind = "sn
 
 Every item carries ``expires_at`` (epoch seconds, the table's TTL attribute); chunks expire a little
 after their manifest so a manifest never outlives its chunks.
+
+**Version skew.** While ``sam deploy`` updates the functions one at a time, a new observe's snapshot is
+planned by an old planner, and an old observe's by a new one; so the reader is the tolerant side both
+ways. A key the snapshot's records were written without reads as what it meant before it existed (each
+``from_dict`` defaults it so); a key this build does not know is ignored, and named in one warning
+(:func:`~spillway.model.stored.unread_fields`: ``cluster.pods.*.<key>``); a known key with a bad value is
+still a :class:`~spillway.errors.SnapshotError` naming it. The planner never writes a snapshot back, so
+nothing is lost. A change that older readers must not misread bumps the format ``v``
+(:data:`~spillway.model.snapshot.FORMAT_VERSION`), which they refuse (the next observation, by the
+build then deployed, is planned again).
 """
 
 from __future__ import annotations
