@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 from collections.abc import Iterator
@@ -17,10 +18,12 @@ from moto import mock_aws
 from spillway.adapters.plans_store import PlanStore
 from spillway.adapters.sfn import Executions
 from spillway.adapters.state_store import PLAIN_STATE_LIMIT, StateStore
+from spillway.config import PlannerConfig
 from spillway.errors import InputError, StateConflict, StateTooLarge
 from spillway.local.cfn import create_tables
 from spillway.model.act import ExecutionRequest, PlanRecord, replan_key
 from spillway.model.state import EventMark, GroupState, NodeState, State
+from spillway.planner import plan
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -296,3 +299,55 @@ def test_a_large_state_that_fits_once_compressed_is_still_written(store: StateSt
     commit(store, 0, State(nodes=nodes))
 
     assert store.load("ml").state.nodes == nodes
+
+
+def test_a_state_a_newer_build_wrote_loads_is_planned_on_and_is_rewritten_without_what_it_did_not_know(
+    store: StateStore, ddb: Any, build_snapshot: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deploy rolled back to this build: the state item a newer build committed has fields this one
+    does not know, nested in its entries. The planner loads it, plans, and commits; the commit drops
+    what it did not know (each is safe to lose: the adapter's docstring) and keeps what it knew."""
+    snapshot = build_snapshot(4, 8, pending=2, taken_at=NOW)
+    node = snapshot.cluster.nodes[0].name
+    pool = "spot/us-east-1a/p3.16xlarge"
+    until = "2026-11-02T12:30:00Z"
+    wire = {
+        "nodes": {node: {"idle_since": "2026-11-02T11:50:00Z", "idle_reason": "empty"}},
+        "groups": {},
+        "pools": {
+            pool: {"backoff_until": until, "reason": "gang refused", "nodes": 8, "fleet_id": "fleet-1"}
+        },
+        "leases": {"observe": {"holder": "newer"}},
+    }
+    ddb.put_item(
+        TableName="state",
+        Item={
+            "cluster": {"S": "ml"},
+            "item": {"S": "state"},
+            "version": {"N": "41"},
+            "state": {"S": json.dumps(wire)},
+            "executions": {"S": "[]"},
+        },
+    )
+    with caplog.at_level(logging.WARNING):
+        loaded = store.load("ml", NOW)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    for path in (f"nodes.{node}.idle_reason", f"pools.{pool}.fleet_id", "leases"):
+        assert path in warning
+    assert loaded.version == 41 and loaded.state.pools[pool].nodes == 8
+
+    result = plan(snapshot.cluster, list(snapshot.groups), PlannerConfig(), loaded.state, NOW)
+    assert result.state.pools[pool].nodes == 8  # a live back-off the plan kept
+    assert commit(store, 41, result.state) == 42
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        again = store.load("ml", NOW)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []  # rewritten without them
+    assert again.version == 42 and again.state.pools[pool] == loaded.state.pools[pool]
+    stored = json.loads(
+        ddb.get_item(TableName="state", Key={"cluster": {"S": "ml"}, "item": {"S": "state"}})["Item"][
+            "state"
+        ]["S"]
+    )
+    assert "leases" not in stored and "fleet_id" not in json.dumps(stored)

@@ -32,7 +32,10 @@ def _plan(args: argparse.Namespace) -> int:
     scheduled = inputs.load_scheduled_actions(args.scheduled_actions)
     catalogue = inputs.load_instance_types(args.instance_types)
     warm = inputs.load_warm_pools(args.warm_pool, asgs)
-    state = inputs.load_state(args.state)
+    # a state file a newer build wrote: its unknown fields are ignored, named in one line on stderr
+    state = inputs.load_state(
+        args.state, lambda line: print(f"spillway plan: {one_line(line)}", file=sys.stderr)
+    )
     fleet = inputs.load_instances(args.instances, config.cluster)  # a fleet gang's, outside the groups
     if fleet:
         snapshot = replace(snapshot, fleet_instances=fleet)

@@ -37,6 +37,7 @@ from spillway.model.livetemplate import with_live_templates
 from spillway.model.nodegroup import NodeGroup, build_node_groups, check_unique, managed_taints
 from spillway.model.schedule import Cron, zone_of
 from spillway.model.state import State
+from spillway.model.stored import load_stored, warn_unknown
 from spillway.perf import bulk_allocation
 
 T = TypeVar("T")
@@ -327,15 +328,21 @@ def load_instance_types(path: str | Path | None) -> dict[str, InstanceTypeInfo]:
     return catalogue
 
 
-def load_state(path: str | Path | None) -> State:
+def load_state(path: str | Path | None, warn: Callable[[str], None] | None = None) -> State:
+    """A state file Spillway wrote (``--state-out``, or a state item's ``state``): as the state table
+    is read (:func:`spillway.model.stored.load_stored`), a field this build does not know (a newer
+    build wrote it) is ignored and named through ``warn`` (the CLI: one line on stderr); a known field
+    with a bad value is an InputError naming file and field."""
     if path is None:
         return State()
     doc = read_json(path)
     try:
-        return State.model_validate(doc)
+        state, unknown = load_stored(State, doc)
     except ValidationError as exc:
         field, msg = _validation_field(exc, "")
         raise InputError(msg, source=str(path), field=field) from None
+    warn_unknown(f"warning: {path}", unknown, warn)
+    return state
 
 
 def load_config(path: str | Path | None) -> PlannerConfig:

@@ -12,6 +12,10 @@ Key schema of the ``plans`` table (partition key ``cluster``, sort key ``planned
 The snapshot key is the snapshot's ``taken_at`` (fixed-width UTC), so a cluster's plans sort in time.
 A tick's plan is written in the same transaction as the state it claims (see
 :mod:`spillway.adapters.state_store`): there is a plan item exactly when the planner acted on it.
+
+**Version skew.** Plan records are read (audit, replay) attribute by attribute: one a newer build added
+is ignored, and the plan itself is kept as the JSON it was written as, never validated against this
+build's plan contract, so a record of any build reads.
 """
 
 from __future__ import annotations

@@ -46,6 +46,30 @@ keep the stronger evidence while it lasts (fewer ``nodes``), else the later
 no group is named like: it ignores them; one that predates capacity types in pool keys finds no pool
 under the keys it looks up: it ignores them too; one that predates ``nodes`` ignores the attribute and
 holds the pool back for every launch, as it did.
+
+**Version skew.** The reader is the tolerant side: every build reads what a newer build wrote (a
+deploy rolled back; ``sam deploy`` updating the functions one at a time), and the writer writes only
+what it knows. In the state item a field this build does not know, at any depth (a section, a field of
+an entry such as ``pools.<pool>.nodes``), is left out and named in one warning
+(:func:`~spillway.model.stored.load_stored`); a known field with a bad value is still
+:class:`~spillway.errors.StateCorrupt` naming it. A back-off item's or a claim's attributes are read one
+by one: one it does not know is ignored (a back-off's named in the same way). The older build then
+commits the state without what it ignored. That is safe for every field there is, because each field's
+absence means what the state meant before the field existed: the older build plans as it did before
+the newer one ran, and what is lost is at most work done again or later:
+
+* ``pools`` (and ``groups``): the back-off items themselves are separate and merged in at every load
+  until they expire, so the state's copy is rebuilt; ``nodes`` dropped is 1 (EC2 had none), which holds
+  the pool back for every launch: stronger, not weaker.
+* ``underutilized``, ``joining``: the timer starts again (a consolidation, an unregistered instance's
+  removal come later); ``bookings``: a booking without an entry is never revoked.
+* ``raises``, ``gangs``, ``rooms``, ``shrunk``, a node's ``draining_since``: a claim forgotten, so a later
+  plan may ask again for what is already coming (nodes for the same pods, room made again) or start a
+  second drain of a node whose first has not cordoned it yet, as builds before these claims did; the
+  surplus nodes are scaled down as idle.
+* ``templates`` (or a part of an entry such as ``taints``, ``launched_from``): the group's template comes
+  from its Auto Scaling group again, or is checked by type and age alone, as before it was learned.
+* ``events``: a pod may be told again what it was already told.
 """
 
 from __future__ import annotations
@@ -72,6 +96,7 @@ from spillway.model.state import (
     normalize_pool_key,
     stronger_backoff,
 )
+from spillway.model.stored import load_stored, warn_unknown
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +109,10 @@ PLAIN_STATE_LIMIT = 256 * 1024
 # DynamoDB's limit on one item: attribute names and values together, as item_size measures them
 ITEM_LIMIT = 400 * 1024
 CONDITION_FAILED = "ConditionalCheckFailed"
+# what a back-off item holds (put_backoff); another attribute is a newer build's, ignored
+BACKOFF_ATTRIBUTES = frozenset(
+    {"cluster", "item", "backoff_until", "reason", "region", "expires_at", "nodes"}
+)
 
 
 def _parse(value: str) -> datetime:
@@ -158,12 +187,15 @@ class StateStore:
         items = self._items(cluster)
         stored = StoredState()
         backoffs: list[Backoff] = []
+        unknown: list[str] = []  # back-off attributes a newer build added: ignored, named once
         for item in items:
             name = item["item"]["S"]
             if name == STATE_ITEM:
                 stored = _stored(item)
             elif name.startswith(BACKOFF_PREFIX):
                 backoffs.append(_backoff(item))
+                unknown.extend(f"{name}.{a}" for a in sorted(set(item) - BACKOFF_ATTRIBUTES))
+        warn_unknown(f"back-off items of {cluster}", unknown, log.warning)
         state = merge_backoffs(stored.state, backoffs, now)
         return StoredState(
             state=state,
@@ -494,7 +526,8 @@ def _stored(item: Mapping[str, Any]) -> StoredState:
             wire = json.loads(zlib.decompress(bytes(item["state_z"]["B"])))
         else:
             wire = {}
-        state = State.model_validate(wire)
+        state, unknown = load_stored(State, wire)
+        warn_unknown(f"state of {cluster}", unknown, log.warning)
         if "executions_z" in item:
             executions = json.loads(zlib.decompress(bytes(item["executions_z"]["B"])))
         else:

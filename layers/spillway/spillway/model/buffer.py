@@ -167,7 +167,12 @@ class BufferInfo:
             template=str(d.get("t", "")),
             generation=int(d.get("g", 0)),
             strategy=str(d.get("s") or ACTIVE_CAPACITY),
-            windows=tuple(TimeWindow.model_validate(w) for w in d.get("w", ())),
+            # a window's fields this build knows: one a newer build added is ignored, as every record of
+            # the snapshot ignores the keys it does not read (spillway.model.stored.unread_fields)
+            windows=tuple(
+                TimeWindow.model_validate({k: w[k] for k in TimeWindow.model_fields if k in w})
+                for w in d.get("w", ())
+            ),
             quota=(str(d["q"][0]), str(d["q"][1])) if d.get("q") else None,
         )
 

@@ -64,6 +64,11 @@ is checked by type and age alone.
 
 The planner never reads or writes ``events``: it returns a state without them, and the plan cycle
 (:mod:`spillway.act.events`) puts the new ledger in before the state is committed.
+
+The models are closed (``extra="forbid"``): Spillway's own code cannot build a state with a misspelt
+field. A state a newer build stored is read through :func:`spillway.model.stored.load_stored`, which
+leaves out (and names) the fields this build does not know; what dropping each costs when this build
+commits the state again is in :mod:`spillway.adapters.state_store`.
 """
 
 from __future__ import annotations
