@@ -258,34 +258,14 @@ def add_newer_fields(doc: dict[str, Any]) -> None:
     doc["groups"][0]["lifecycle_hooks"] = ["drain"]
 
 
-def test_a_snapshot_a_newer_observe_wrote_loads_and_names_what_it_ignored(
-    caplog: pytest.LogCaptureFixture, build_snapshot: Any
-) -> None:
+def test_a_snapshot_a_newer_observe_wrote_loads(build_snapshot: Any) -> None:
+    """A buffer window's model is closed: a window field a newer observe added refused the whole
+    snapshot in an older planner (sam deploy updates the functions one at a time). Unknown keys of the
+    other records were always skipped; the window's now are too."""
     store, key = stored_snapshot(build_snapshot, add_newer_fields)
-    with caplog.at_level(logging.WARNING):
-        snap = store.get("cluster", key)
+    snap = store.get("cluster", key)
     assert snap.cluster.buffers[0].windows[0].days == ("mon",)
     assert len(snap.cluster.pods) == 6 and snap.groups[0].name == "gpu"
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1, warnings
-    for path in (
-        "heartbeat",
-        "cluster.pods.*.preemptor",
-        "cluster.nodes.*.zone_id",
-        "cluster.buffers.*.w.*.holidays",
-        "groups.*.lifecycle_hooks",
-    ):
-        assert path in warnings[0]
-    assert "use1-az1" not in warnings[0]
-
-
-def test_a_snapshot_this_build_wrote_loads_without_a_warning(
-    caplog: pytest.LogCaptureFixture, build_snapshot: Any
-) -> None:
-    store, key = stored_snapshot(build_snapshot, lambda doc: None)
-    with caplog.at_level(logging.WARNING):
-        store.get("cluster", key)
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_a_known_snapshot_field_with_a_bad_value_is_still_refused_naming_it(build_snapshot: Any) -> None:

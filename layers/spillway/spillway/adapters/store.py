@@ -21,10 +21,9 @@ after their manifest so a manifest never outlives its chunks.
 **Version skew.** While ``sam deploy`` updates the functions one at a time, a new observe's snapshot is
 planned by an old planner, and an old observe's by a new one; so the reader is the tolerant side both
 ways. A key the snapshot's records were written without reads as what it meant before it existed (each
-``from_dict`` defaults it so); a key this build does not know is ignored, and named in one warning
-(:func:`~spillway.model.stored.unread_fields`: ``cluster.pods.*.<key>``); a known key with a bad value is
-still a :class:`~spillway.errors.SnapshotError` naming it. The planner never writes a snapshot back, so
-nothing is lost. A change that older readers must not misread bumps the format ``v``
+``from_dict`` defaults it so); a key this build does not know is ignored (the parsers read records key
+by key); a known key with a bad value is still a :class:`~spillway.errors.SnapshotError` naming it. The
+planner never writes a snapshot back, so nothing is lost. A change that older readers must not misread bumps the format ``v``
 (:data:`~spillway.model.snapshot.FORMAT_VERSION`), which they refuse (the next observation, by the
 build then deployed, is planned again).
 """
@@ -33,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import lzma
 import re
 import time
@@ -58,13 +56,11 @@ from spillway.model.act import (
     parse_key,
 )
 from spillway.model.snapshot import Snapshot
-from spillway.model.stored import unread_fields, warn_unknown
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
 Codec = Literal["zlib", "lzma"]
 KIND_SNAPSHOT = "snapshot"
@@ -277,16 +273,11 @@ class SnapshotStore:
         if hashlib.sha256(blob).hexdigest() != digest:
             raise SnapshotError(f"{where}: data does not match its checksum")
         try:
-            doc = json.loads(decompress(blob, codec))
-            snapshot = Snapshot.from_dict(doc)
+            return Snapshot.from_dict(json.loads(decompress(blob, codec)))
         except SnapshotError:
             raise
         except (zlib.error, lzma.LZMAError, ValueError, KeyError, TypeError) as exc:
             raise SnapshotError(f"{where}: cannot decode snapshot ({type(exc).__name__}: {exc})") from exc
-        # a newer observe's snapshot (sam deploy updates the functions one at a time): what this build
-        # does not read is ignored, and named
-        warn_unknown(f"snapshot {where}", unread_fields(Snapshot.from_dict, doc), log.warning)
-        return snapshot
 
     def _read_chunks(self, cluster: str, key: str, write_id: str, count: int) -> bytes:
         prefix = f"{key}#{write_id}#"

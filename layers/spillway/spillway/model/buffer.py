@@ -168,7 +168,7 @@ class BufferInfo:
             generation=int(d.get("g", 0)),
             strategy=str(d.get("s") or ACTIVE_CAPACITY),
             # a window's fields this build knows: one a newer build added is ignored, as every record of
-            # the snapshot ignores the keys it does not read (spillway.model.stored.unread_fields)
+            # the snapshot ignores the keys it does not read (spillway.adapters.store, version skew)
             windows=tuple(
                 TimeWindow.model_validate({k: w[k] for k in TimeWindow.model_fields if k in w})
                 for w in d.get("w", ())
