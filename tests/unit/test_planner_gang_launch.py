@@ -336,3 +336,34 @@ def test_a_one_zone_gang_is_not_kept_to_a_zone_whose_pool_is_backed_off() -> Non
     w.state["pools"] = {f"on-demand/us-east-1{z}/m5.2xlarge": {"backoff_until": until, "reason": "gang short"}
                         for z in "abc"}  # fmt: skip
     assert scale_up(w.plan()) == {}
+
+
+# --- a gang kept to one zone against the quotas of zones ------------------------------------------
+
+
+def test_a_gang_kept_to_one_zone_is_not_held_by_a_full_quota_of_another_zone() -> None:
+    """The fleet gang's nodes all land in us-east-1a (CreateFleet is asked for that zone only): a full
+    quota on us-east-1c does not cover them, and it was refused for it."""
+    w = World()
+    pods = zone_kept_gang_on_a_three_zone_fleet(w)
+    w.capacity_quota("c-cap", {"nodes": "0"}, match_labels={"topology.kubernetes.io/zone": "us-east-1c"})
+
+    result = w.plan()
+
+    assert scale_up(result) == {"fleet": (0, 3, pods)}, {p: pending_codes(result).get(p) for p in pods}
+    [launch] = _gangs(result)["fleet"]
+    assert launch.zone == "us-east-1a"  # type: ignore[attr-defined]
+
+
+def test_a_gang_kept_to_one_zone_counts_against_that_zones_quota() -> None:
+    """A quota on us-east-1a with room for two nodes holds the three-node gang there: it goes to
+    us-east-1b."""
+    w = World()
+    pods = zone_kept_gang_on_a_three_zone_fleet(w)
+    w.capacity_quota("a-cap", {"nodes": "2"}, match_labels={"topology.kubernetes.io/zone": "us-east-1a"})
+
+    result = w.plan()
+
+    assert scale_up(result) == {"fleet": (0, 3, pods)}
+    [launch] = _gangs(result)["fleet"]
+    assert launch.zone == "us-east-1b"  # type: ignore[attr-defined]

@@ -462,7 +462,11 @@ def test_the_alarm_topics_key_lets_cloudwatch_encrypt_for_this_stacks_alarms_and
     assert sorted(as_list(service["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey*"]
     condition = service["Condition"]
     assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
-    granted = {sub_text(a) for a in as_list(condition["ArnEquals"]["aws:SourceArn"])}
+    listed = [sub_text(a) for a in as_list(condition["ArnEquals"]["aws:SourceArn"])]
+    granted = set(listed)
+    assert len(listed) == len(granted), (
+        f"an alarm listed twice: {sorted(a for a in granted if listed.count(a) > 1)}"
+    )
     assert granted == {ALARM_ARN + sub_text(p["AlarmName"]) for p in alarms.values()}
 
 

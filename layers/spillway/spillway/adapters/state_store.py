@@ -429,9 +429,10 @@ class StateStore:
     def release(self, cluster: str, item: str, *, held_as: Mapping[str, object] | None = None) -> bool:
         """Delete a claim (a raise that did not happen gives its marker back). With ``held_as``, only
         while the stored value is that one (a lease's holder letting go of its own claim: one another
-        holder took over after it lapsed stays). Whether this call deleted it: False when the claim held
-        another value, or was gone already (a delete whose answer was lost and that botocore sent again
-        finds none)."""
+        holder took over after it lapsed stays), and then whether this call deleted it: False when the
+        claim held another value, or was gone already (a delete whose answer was lost and that botocore
+        sent again finds none). Without it, True whether or not there was a claim (DeleteItem does not
+        say)."""
         what = f"release {cluster}/{item}"
         condition: dict[str, Any] = {}
         if held_as is not None:

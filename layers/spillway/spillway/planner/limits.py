@@ -210,16 +210,17 @@ class Limits:
         self.constraints += [quota_constraint(q) for q in ctx.snapshot.quotas]
         self.constraints += tenant_constraints(ctx.config, ctx.now)
         self.claimed: set[str] = set()  # nodes charged to a tenant: by their pods, or claimed
-        self._new_labels: dict[tuple[str, str], tuple[Mapping[str, str], ...]] = {}
+        self._new_labels: dict[tuple[str, str, str | None], tuple[Mapping[str, str], ...]] = {}
         if self.constraints:
             self._count_existing()
 
-    def _may_cover(self, c: Constraint, tenant: str | None, group: NodeGroup) -> bool:
+    def _may_cover(self, c: Constraint, tenant: str | None, group: NodeGroup, zone: str | None) -> bool:
         """Whether ``c`` covers a new node of ``group`` with any labels it may register with
-        (:func:`new_node_labels`): a ceiling must hold wherever Auto Scaling puts the node."""
-        key = (group.region, group.name)
+        (:func:`new_node_labels`; ``zone``: the one zone a gang's launch is kept to): a ceiling must
+        hold wherever Auto Scaling puts the node."""
+        key = (group.region, group.name, zone)
         if key not in self._new_labels:
-            self._new_labels[key] = new_node_labels(group)
+            self._new_labels[key] = new_node_labels(group, zone)
         return any(c.covers(tenant, group, labels) for labels in self._new_labels[key])
 
     @property
@@ -279,12 +280,19 @@ class Limits:
                     add_into(c.used, {k: v * share[0] // share[1] for k, v in c.vector(shape).items()})
 
     def allowed(
-        self, tenant: str | None, group: NodeGroup, want: int, *, tenant_only: bool = False
+        self,
+        tenant: str | None,
+        group: NodeGroup,
+        want: int,
+        *,
+        tenant_only: bool = False,
+        zone: str | None = None,
     ) -> tuple[int, Constraint | None]:
         """How many of ``want`` new nodes of ``group`` the limits allow, and the one that binds.
 
         ``tenant_only``: the tenant's own limits only (capacity already launching, which the totals
-        and quotas count already, taken by the tenant's pods)."""
+        and quotas count already, taken by the tenant's pods). ``zone``: the one zone of the group the
+        nodes launch in (a gang's fleet kept to it), else any of the group's."""
         if not self.constraints or group.template is None:
             return want, None
         shape = template_shape(group)
@@ -292,7 +300,7 @@ class Limits:
         for c in self.constraints:
             if tenant_only and c.tenant is None:
                 continue
-            if self._may_cover(c, tenant, group):
+            if self._may_cover(c, tenant, group, zone):
                 room = c.room_for(shape, count)
                 if room < count:
                     count, binding = room, c
@@ -301,16 +309,25 @@ class Limits:
     def reason(self, constraint: Constraint, group: NodeGroup) -> str:
         return f"{group.name}: {constraint.binding(template_shape(group))}"
 
-    def charge(self, tenant: str | None, group: NodeGroup, count: int, *, tenant_only: bool = False) -> None:
+    def charge(
+        self,
+        tenant: str | None,
+        group: NodeGroup,
+        count: int,
+        *,
+        tenant_only: bool = False,
+        zone: str | None = None,
+    ) -> None:
         """``count`` new nodes of ``group`` opened for ``tenant`` (None: nobody's, e.g. launching);
-        ``tenant_only``: launching nodes the tenant's pods take, charged to its own limits only."""
+        ``tenant_only``: launching nodes the tenant's pods take, charged to its own limits only;
+        ``zone``: as :meth:`allowed`."""
         if not self.constraints or group.template is None or count <= 0:
             return
         shape = template_shape(group)
         for c in self.constraints:
             if tenant_only and c.tenant is None:
                 continue
-            if self._may_cover(c, tenant, group):
+            if self._may_cover(c, tenant, group, zone):
                 add_into(c.used, c.vector(shape), count)
 
     def claim(
@@ -394,7 +411,7 @@ ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io
 TYPE_LABELS = (INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type")
 
 
-def new_node_labels(group: NodeGroup) -> tuple[Mapping[str, str], ...]:
+def new_node_labels(group: NodeGroup, zone: str | None = None) -> tuple[Mapping[str, str], ...]:
     """The label sets a new node of ``group`` may register with. Its template's labels leave the zone
     open for a group over several zones, and the instance type for a mixed group of several types
     (spillway.model.nodegroup's template labels: only what every node of the group gets), and neither
@@ -402,16 +419,19 @@ def new_node_labels(group: NodeGroup) -> tuple[Mapping[str, str], ...]:
     So one set per zone and type it may launch in, each with the template's other labels; just the
     template's when it names both (or a ``node-template/label`` tag does). A limit that covers any of
     them counts the node (:meth:`Limits.allowed`, :meth:`Limits.charge`): a quota on one zone or one
-    type is held wherever the node lands, as the quota's own count, of registered nodes, will hold it."""
+    type is held wherever the node lands, as the quota's own count, of registered nodes, will hold it.
+    ``zone``, one of the group's: the zone its launch is kept to (a gang's fleet), the only one it may
+    land in."""
     assert group.template is not None
     base = group.template.labels
     open_zones = ZONE_LABELS[0] not in base and len(group.zones) > 1
     open_types = TYPE_LABELS[0] not in base and len(group.instance_types) > 1
     if not (open_zones or open_types):
         return (base,)
-    zones = [dict.fromkeys(ZONE_LABELS, z) for z in group.zones] if open_zones else [{}]
+    may_land = (zone,) if zone in group.zones else group.zones
+    zones = [dict.fromkeys(ZONE_LABELS, z) for z in may_land] if open_zones else [{}]
     types = [dict.fromkeys(TYPE_LABELS, t) for t in group.instance_types] if open_types else [{}]
-    return tuple({**base, **zone, **kind} for zone, kind in product(zones, types))
+    return tuple({**base, **where, **kind} for where, kind in product(zones, types))
 
 
 def template_shape(group: NodeGroup) -> Shape:

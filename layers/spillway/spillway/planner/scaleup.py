@@ -414,7 +414,9 @@ class ScaleUpStage:
         need = math.ceil(fits / per_node)
         need = need if at_most is None else min(need, at_most)
         cap = on_demand_cap(ctx, cls, group)
-        opening, binding = self.limits.allowed(cls.tenant, group, min(self.room[name], need, _or(cap, need)))
+        opening, binding = self.limits.allowed(
+            cls.tenant, group, min(self.room[name], need, _or(cap, need)), zone=self._kept_zone(cls, group)
+        )
         if held := self._gang_held(cls, group, opening):
             return held
         if opening > 0:
@@ -439,6 +441,13 @@ class ScaleUpStage:
         why = gang_backoff(self.ctx, group, nodes, zone)
         return Skip(codes.BACKED_OFF, why) if why else None
 
+    def _kept_zone(self, cls: PodClass, group: NodeGroup) -> str | None:
+        """The one zone of ``group`` a gang's new nodes launch in (its fleet kept to the zone being
+        tried), else None: any of the group's zones."""
+        if cls.gang is not None and self.zone is not None and len(group.zones) > 1:
+            return self.zone
+        return None
+
     def _add_nodes(self, cls: PodClass, group: NodeGroup, opening: int) -> None:
         """``opening`` new nodes of ``group`` for the class (a gang's are its own), filled."""
         ctx, name = self.ctx, group.name
@@ -451,7 +460,7 @@ class ScaleUpStage:
                 ctx.gang_zones[(name, cls.gang)] = self.zone
         ids = [f"{name}/new-{opened + i + 1}" for i in range(opening)]
         self.new_bins.setdefault((name, cls.gang), []).append(Bin(dict(self.empty[name]), ids))
-        self.limits.charge(cls.tenant, group, opening)
+        self.limits.charge(cls.tenant, group, opening, zone=self._kept_zone(cls, group))
         self._fill_new(cls, group)
 
     def _fill_new(self, cls: PodClass, group: NodeGroup) -> None:
@@ -814,7 +823,9 @@ class RoomTrial:
             return Skip(codes.NO_GROUP_FITS, f"{group.name}'s nodes have no {', '.join(missing)}")
         want = max(math.ceil(value / per_node[name]) for name, value in lack.items())
         cls = self.classes[0]
-        opening, binding = stage.limits.allowed(cls.tenant, group, min(stage.room[group.name], want))
+        opening, binding = stage.limits.allowed(
+            cls.tenant, group, min(stage.room[group.name], want), zone=stage._kept_zone(cls, group)
+        )
         if opening >= want and (held := stage._gang_held(cls, group, want)):
             return held
         if opening >= want:
