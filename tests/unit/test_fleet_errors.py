@@ -19,6 +19,7 @@ from spillway.adapters.aws import AwsAdapter, map_aws_error
 from spillway.errors import AwsError, CapacityUnavailable
 from spillway.local import objects as o
 from spillway.model.aws import FleetRequest
+from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import is_capacity_failure, launch_failed
 
 FLEET_CODES = [
@@ -249,3 +250,34 @@ def test_the_adapter_reads_the_override_each_fleet_error_names() -> None:
         "p5.48xlarge", "subnet-0aaaaaaaaaaaaaaaa", None,
     )  # fmt: skip
     assert bare.override is None and bare.Lifecycle is None
+
+
+@pytest.mark.parametrize(
+    ("text", "plainly"),
+    [
+        (o.MISSING_AMI, True),
+        (o.SUBNET_FULL, True),
+        ("You are not authorized to use launch template: lt-0abc. Launching EC2 instance failed.", True),
+        ("Value (eks-node) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name",
+         True),
+        ("Client.InvalidKMSKey.InvalidState: The KMS key provided is in an incorrect state", True),
+        ("InvalidLaunchTemplateId.NotFound: The specified launch template does not exist", True),
+        # a launch that failed for a reason EC2 names no fault of the group's: backed off as settings,
+        # but nobody has something to fix
+        ("Server.InternalError: Internal error on launch", False),
+        ("An internal error has occurred. Launching EC2 instance failed.", False),
+        ("Server.SpotInstanceTermination: Spot instance termination", False),
+        # a shortage or a quota is never a group's settings
+        ("We currently do not have sufficient p4d.24xlarge capacity in the Availability Zone you requested "
+         "(us-east-1a).", False),
+        ("You have requested more vCPU capacity than your current vCPU limit of 32 allows", False),
+    ],
+)  # fmt: skip
+def test_only_a_launch_ec2_refused_plainly_for_its_settings_counts_as_misconfigured(
+    text: str, plainly: bool
+) -> None:
+    """The LaunchesMisconfigured alarm says somebody has to fix the group. A failed launch whose words
+    name nothing known still backs the group off as its own (``launch_error_kind``: settings), but an
+    internal error or an interrupted Spot instance is no evidence of that, and the alarm would cry
+    wolf."""
+    assert names_settings(text) is plainly

@@ -696,8 +696,9 @@ def failed_launch_backoffs(
 
 
 @pytest.mark.parametrize(
-    ("message", "misconfigured"), [(o.MISSING_AMI, True), (SPOT_ICE, False), (None, False)],
-    ids=["ami", "capacity", "timeout"],
+    ("message", "misconfigured"),
+    [(o.MISSING_AMI, True), (SPOT_ICE, False), (None, False), ("Server.InternalError: Internal error", False)],
+    ids=["ami", "capacity", "timeout", "internal"],
 )  # fmt: skip
 def test_a_launch_refused_for_its_settings_is_counted_apart_from_a_shortage(
     message: str | None, misconfigured: bool

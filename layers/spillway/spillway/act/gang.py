@@ -107,7 +107,7 @@ from spillway.model.aws import (
 from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
-from spillway.model.launcherror import ERROR_NAMES, fleet_error_name, launch_error_kind
+from spillway.model.launcherror import ERROR_NAMES, fleet_error_name, launch_error_kind, names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
     TAG_ATOMIC_LAUNCH,
@@ -630,7 +630,7 @@ class GangSteps:
                  region=req.region, pools=pools, nodes=nodes, now=now)  # fmt: skip
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
-        if error == "LaunchMisconfigured":  # it fails again until somebody fixes what EC2 named
+        if error == "LaunchMisconfigured" and names_settings(cause):  # EC2 said so: it fails until fixed
             self.metric("LaunchesMisconfigured", 1)
         if desired is None or gone.replaced or gone.held:
             after = self.aws.describe_group(req.region, req.group)

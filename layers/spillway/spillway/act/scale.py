@@ -85,7 +85,7 @@ from spillway.errors import (
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.history import MAX_SCALE_UP_GROUPS
-from spillway.model.launcherror import launch_error_kind
+from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
     launch_failed,
@@ -498,9 +498,7 @@ def _without(
 
 def _misconfigured(launch: Mapping[str, Any]) -> bool:
     """Whether verify found the launch failed for the group's settings (neither capacity nor a quota)."""
-    return (
-        launch.get("status") == "failed" and launch_error_kind(str(launch.get("failure") or "")) == "settings"
-    )
+    return launch.get("status") == "failed" and names_settings(str(launch.get("failure") or ""))
 
 
 def _uncordon_reason(group: Mapping[str, Any], node: str) -> str:

@@ -130,6 +130,30 @@ def launch_error_kind(text: str) -> LaunchErrorKind:
     return "settings"
 
 
+# EC2's words for a launch refused for its settings without a code, as a scaling activity's StatusMessage
+# carries them: an AMI, security group, launch template or instance profile that is gone ("The image id
+# '[ami-0abc]' does not exist"), a permission ("You are not authorized to use launch template"), a value
+# EC2 refuses ("Value (x) for parameter iamInstanceProfile.name is invalid"), a subnet out of addresses, a
+# KMS key "in an incorrect state"
+_SETTINGS_WORDS = re.compile(
+    r"does not exist|not authorized|\binvalid\b|not enough free addresses|incorrect state", re.IGNORECASE
+)
+
+
+def names_settings(text: str) -> bool:
+    """Whether EC2's ``text`` says plainly that the launch was refused for its settings or permissions:
+    a settings code (:func:`is_settings_code`) or its words, and neither a quota nor a shortage first
+    (:func:`launch_error_kind`). Stricter than ``launch_error_kind(text) == "settings"``, which is also
+    what a text naming nothing known reads as (``Server.InternalError``, a Spot instance interrupted
+    before it was in service): the right back-off for a launch that failed, but no evidence that
+    somebody has to fix the group (the ``LaunchesMisconfigured`` alarm)."""
+    if launch_error_kind(text) != "settings":
+        return False
+    return any(is_settings_code(token) for token in _TOKEN.findall(text)) or bool(
+        _SETTINGS_WORDS.search(text)
+    )
+
+
 def fleet_error_name(codes: Iterable[str]) -> str:
     """The error a fleet that launched fewer instances than asked fails with, from its Errors' codes:
     ``LaunchMisconfigured`` when any override was refused for its settings (waiting heals only the
