@@ -125,8 +125,10 @@ from spillway.model.drain import (
     parse_iso,
 )
 from spillway.model.history import MAX_BUSY_DEADLINE_SECONDS, MAX_ROUNDS
+from spillway.model.jobs import flag
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
+    DO_NOT_DISRUPT,
     DRAINING_TAINT,
     HELD_DRAIN,
     SCALE_DOWN_DISABLED,
@@ -569,6 +571,21 @@ def _scale_down_disabled(
     )
 
 
+def _do_not_disrupt(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    """A node annotated ``karpenter.sh/do-not-disrupt=true`` (the node-level form): the planner neither
+    scales it down nor moves a pod off it (``node-do-not-disrupt``), so a plan's drain of one annotated
+    since is stale, and a person's needs ``force``, as with ``scale-down-disabled``."""
+    if request.force or not flag(node.metadata.annotations.get(DO_NOT_DISRUPT)):
+        return None
+    return InvalidDrainRequest(
+        f'Node {request.node!r} is annotated {DO_NOT_DISRUPT}=true; pass "force": true to drain it anyway',
+        field="node",
+        stale=True,
+    )
+
+
 def _at_min_size(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
@@ -701,6 +718,7 @@ GROUP_CHECKS = (
     _leaving_group,
     _cordoned_by_others,
     _scale_down_disabled,
+    _do_not_disrupt,
     _scale_in_protected,
     _terminate_suspended,
     _at_min_size,
