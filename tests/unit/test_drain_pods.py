@@ -295,3 +295,60 @@ def test_a_pod_that_tolerates_only_the_draining_taint_is_evicted_the_cordon_keep
     drain = rig.cordoned(poll_seconds=5, deadline_seconds=60)
 
     assert rig.drainer.evict(drain)["evicted"] == ["monitoring/agent-0"]
+
+
+# --- a plan's drain and work that tolerates the drain's marks (audit) ------------------------------
+
+PLAN = "20261102T100000Z-abc"
+
+
+def test_a_plans_idle_drain_is_cancelled_when_a_pod_that_tolerates_everything_arrived_since(rig: Rig) -> None:
+    """The planner calls no node idle that runs such a pod (disruption: ``stays`` keeps its node busy),
+    so one on the node at validation arrived after the plan: a scale-down must not terminate it."""
+    agent_pod(rig, "train-0", [{"operator": "Exists"}])
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate({"cluster": "prod", "node": NODE, "plan_id": PLAN, "reason": "idle"})
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/train-0" in out["cancelled"]["note"]
+    assert [r for r in rig.api.requests if r.method != "GET"] == []
+
+
+def test_a_consolidation_is_cancelled_when_a_pod_that_tolerates_everything_arrived_since(rig: Rig) -> None:
+    rig.pod("web-0")
+    agent_pod(rig, "train-0", [{"operator": "Exists"}])
+
+    out = rig.drainer.validate(
+        {"cluster": "prod", "node": NODE, "plan_id": PLAN, "consolidation": True, "pods": ["team-a/web-0"]}
+    )
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/train-0" in out["cancelled"]["note"]
+
+
+def test_a_plans_drain_keeps_its_node_for_a_pod_that_tolerates_everything_bound_after_the_cordon(
+    rig: Rig,
+) -> None:
+    """The cordon and the taint keep no such pod away: one bound while the plan's drain runs keeps the
+    node from termination; the drain times out and is undone, the pod running."""
+    drain = rig.cordoned(plan_id=PLAN, reason="idle", poll_seconds=5, deadline_seconds=30)
+    agent_pod(rig, "train-0", [{"operator": "Exists"}])
+
+    first = rig.drainer.evict(drain)
+    assert [r["pod"] for r in first["remaining"]] == ["monitoring/train-0"]
+    assert evictions(rig, "train-0") == []
+    assert rig.drainer.check(drain)["ready"] is False
+    rig.clock.advance(31)
+    with pytest.raises(DrainTimeout, match="train-0"):
+        rig.drainer.evict(drain, first)
+    assert rig.api.get("Pod", "train-0", "monitoring") is not None
+
+
+def test_a_plans_drain_still_lets_the_expendable_pods_it_names_go_with_the_node(rig: Rig) -> None:
+    agent_pod(rig, "agent-0", [{"operator": "Exists"}])
+    drain = rig.cordoned(plan_id=PLAN, consolidation=True, pods=["monitoring/agent-0"], poll_seconds=5,
+                         deadline_seconds=30)  # fmt: skip
+    assert rig.drainer.evict(drain)["done"] is True
+    assert rig.drainer.check(drain)["ready"] is True
+    assert evictions(rig, "agent-0") == []

@@ -306,6 +306,13 @@ def _scale_down_disabled(rig: Rig) -> dict[str, Any]:
     return {}
 
 
+def _node_do_not_disrupt(rig: Rig) -> dict[str, Any]:
+    node = rig.node()
+    node["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+    rig.api.update("Node", node)
+    return {}
+
+
 def _at_min_size(rig: Rig) -> dict[str, Any]:
     rig.cloud.add_group("general", [INSTANCE, SPARE_INSTANCE], min_size=2, desired=2)
     return {}
@@ -425,6 +432,7 @@ STALE = [
     (_terminating, "Terminating:Wait"),
     (_cordoned_by_somebody, "cordoned by somebody else"),
     (_scale_down_disabled, '"force": true'),
+    (_node_do_not_disrupt, "karpenter.sh/do-not-disrupt=true"),  # a node-level do-not-disrupt (audit)
     (_at_min_size, "minimum size (MinSize 2, desired 2)"),
     (_terminate_suspended, "Terminate process suspended"),  # the group would not terminate it (review r24)
 ]
@@ -1957,3 +1965,21 @@ def test_a_consolidation_is_never_forced() -> None:
     with pytest.raises(InvalidDrainRequest) as caught:
         parse_request({"cluster": CLUSTER, "node": NODE, **consolidation("web-0", force=True)})
     assert caught.value.field == "force"
+
+
+def test_a_consolidation_of_a_node_annotated_do_not_disrupt_since_the_plan_is_cancelled(rig: Rig) -> None:
+    """The planner moves no pod off a node annotated karpenter.sh/do-not-disrupt=true (assess_move); one
+    annotated after the plan must not have its pods evicted by the plan's drain."""
+    rig.pod("web-0")
+    _node_do_not_disrupt(rig)
+    rig.api.clear_requests()
+
+    out = rig.drainer.validate({"cluster": CLUSTER, "node": NODE, **consolidation("web-0")})
+
+    assert "karpenter.sh/do-not-disrupt=true" in cancelled(out)["note"]
+    assert rig.writes() == []
+
+
+def test_force_drains_a_node_annotated_do_not_disrupt(rig: Rig) -> None:
+    _node_do_not_disrupt(rig)
+    assert rig.validated(force=True).force is True

@@ -1186,3 +1186,32 @@ def test_a_spot_fleet_short_of_capacity_backs_off_the_spot_pool_not_the_on_deman
     steps.give_back({"state": {**request, "prep": prep, "launch": launch}})
 
     assert backed_off(ledger) == ["gpu", "pool#spot/us-east-1a/g5.xlarge"]
+
+
+def test_give_back_leaves_running_a_member_whose_node_already_runs_a_workload_pod() -> None:
+    """All or nothing is for the gang's capacity, not for the pods kube-scheduler bound meanwhile: a
+    member that joined as a Ready Node may run any pending pod by the give-back (another team's job, a
+    gang member whose scheduler binds as nodes come). Terminated, that pod would be killed: the member
+    stays (scale-down judges it once idle), named in the result; an idle member, or one running only a
+    DaemonSet's pod, is given back."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    ids = sorted(launch["instances"])
+    kube = steps.kube
+    assert isinstance(kube, FakeCluster)
+    for n, iid in enumerate(ids[:2]):
+        name = f"ip-10-0-9-{n}.ec2.internal"
+        cloud.dns[iid] = name
+        kube.nodes[name] = o.node(name, instance=iid)
+        kube.pods.append(o.daemonset_pod(f"aws-node-{n}", name))
+    kube.pods.append(o.pod("other-team-0", "team-b", node_name="ip-10-0-9-0.ec2.internal",
+                           owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+
+    assert sorted(a[1] for a in cloud.terminated()) == ids[1:]
+    assert cloud.running() == [ids[0]] and out["kept"] == [ids[0]]
+    assert ids[0] in out["cause"] and "team-b/other-team-0" in out["cause"]

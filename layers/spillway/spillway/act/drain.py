@@ -125,8 +125,10 @@ from spillway.model.drain import (
     parse_iso,
 )
 from spillway.model.history import MAX_BUSY_DEADLINE_SECONDS, MAX_ROUNDS
+from spillway.model.jobs import flag
 from spillway.model.k8s import (
     CORDONED_BY_SPILLWAY,
+    DO_NOT_DISRUPT,
     DRAINING_TAINT,
     HELD_DRAIN,
     SCALE_DOWN_DISABLED,
@@ -141,7 +143,7 @@ from spillway.model.nodegroup import (
     is_managed,
     scale_in_protected,
 )
-from spillway.planner.disruption import assess
+from spillway.planner.disruption import TOLERATES_DRAIN, assess
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
@@ -569,6 +571,21 @@ def _scale_down_disabled(
     )
 
 
+def _do_not_disrupt(
+    request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
+) -> Refusal:
+    """A node annotated ``karpenter.sh/do-not-disrupt=true`` (the node-level form): the planner neither
+    scales it down nor moves a pod off it (``node-do-not-disrupt``), so a plan's drain of one annotated
+    since is stale, and a person's needs ``force``, as with ``scale-down-disabled``."""
+    if request.force or not flag(node.metadata.annotations.get(DO_NOT_DISRUPT)):
+        return None
+    return InvalidDrainRequest(
+        f'Node {request.node!r} is annotated {DO_NOT_DISRUPT}=true; pass "force": true to drain it anyway',
+        field="node",
+        stale=True,
+    )
+
+
 def _at_min_size(
     request: DrainRequest, node: Node, placement: Placement, asg: AutoScalingGroup, cluster: str
 ) -> Refusal:
@@ -701,6 +718,7 @@ GROUP_CHECKS = (
     _leaving_group,
     _cordoned_by_others,
     _scale_down_disabled,
+    _do_not_disrupt,
     _scale_in_protected,
     _terminate_suspended,
     _at_min_size,
@@ -930,6 +948,31 @@ def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]
     ]
 
 
+UNPLANNED_STAYS = (
+    "tolerates the drain's cordon and taint, and the plan did not name it (it arrived after the plan): "
+    "it keeps the node, left running"
+)
+
+
+def _unplanned_stays(drain: Drain | DrainRequest, verdicts: list[PodVerdict]) -> list[PodVerdict]:
+    """A plan's drain that terminates its node keeps a pod that tolerates the drain's cordon and taint
+    (``stays``: neither evicted nor waited for, it goes with the node) unless the plan named it: the
+    planner calls no node idle, nor moves a pod, for such a pod of work (only an expendable one, which
+    it names), so one on the node arrived after the plan, before the cordon or through it (its
+    tolerations admit both). Kept, it cancels the drain at validation and holds the node to the
+    deadline after the cordon: the drain fails and is undone, the pod running. A drain by hand, a forced
+    one, one of an instance leaving anyway and a make-room (its node stays) let it go with the node."""
+    if not drain.plan_id or drain.force or drain.leaving or drain.uncordon or drain.lifecycle is not None:
+        return verdicts
+    named = set(drain.pods)
+    return [
+        PodVerdict(v.pod, "keep", UNPLANNED_STAYS, v.priority, v.grace, v.grace_ends)
+        if v.action == "ignore" and v.reason == TOLERATES_DRAIN and v.pod not in named
+        else v
+        for v in verdicts
+    ]
+
+
 def _split(key: str) -> tuple[str, str]:
     namespace, _, name = key.partition("/")
     return namespace, name
@@ -1088,6 +1131,7 @@ class Drainer:
             classify(p, force=request.force, now=now, planned=planned)
             for p in self.kube.pods_on_node(drain.node)
         ]
+        verdicts = _unplanned_stays(request, verdicts)
         busy = _busy_planned_drain(request, verdicts)
         if busy is not None:
             return _cancelled(self._identity(drain), busy)
@@ -1372,7 +1416,7 @@ class Drainer:
             classify(p, force=drain.force, now=now, planned=planned)
             for p in self.kube.pods_on_node(drain.node)
         ]
-        return _only_expected(drain, _grace_over(drain, verdicts, now))
+        return _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)))
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""

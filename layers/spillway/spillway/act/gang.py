@@ -30,7 +30,9 @@ keep it waiting to its deadline), but it carries capacity the attempt added, so 
 terminates it too.
 
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
-deadline) ends in ``gang_give_back``: every instance of the attempt is terminated, each tried whatever
+deadline) ends in ``gang_give_back``: every instance of the attempt is terminated (but one whose Node
+runs a pod by then, which keeps a node busy: kube-scheduler binds any pending pod to a Ready member;
+it is left running, ``kept``, for scale-down to judge once idle), each tried whatever
 becomes of the others (those in the group with ``ShouldDecrementDesiredCapacity``, or without it where a
 MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``;
 a launch whose answer was lost is asked again under its ClientToken, and the attempt's tag finds its
@@ -83,7 +85,7 @@ from pydantic import BaseModel
 
 from spillway.act.backoff import Pool, back_off, failed_pool, fleet_pools, needs_subnet_zones
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
-from spillway.act.instances import Terminated, give_back_in_group, ready_nodes
+from spillway.act.instances import Terminated, give_back_in_group, nodes_on, ready_nodes
 from spillway.errors import (
     AsgLimitExceeded,
     AwsError,
@@ -104,6 +106,7 @@ from spillway.model.aws import (
     InstanceTypeInfo,
     bundled_instance_types,
 )
+from spillway.model.cluster import PodInfo
 from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
@@ -127,6 +130,7 @@ from spillway.model.nodegroup import (
     spot_allocation_strategy,
 )
 from spillway.model.stepinput import step_input
+from spillway.planner.disruption import keeps_node_busy
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 Metric = Callable[[str, float], None]
@@ -163,7 +167,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "gang_raise": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
     "gang_attach": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
     "gang_verify": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
-    "gang_give_back": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
+    "gang_give_back": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
 }
 
 
@@ -614,7 +618,13 @@ class GangSteps:
         # one the group is terminating already (it took it out of service: any capacity it keeps for it
         # is in a replacement, claimed and terminated here) is not asked for again, as a drain does not
         leaving = {i.InstanceId for i in asg.Instances if i.LifecycleState.startswith("Terminat")}
-        gone = self._terminate(asg, members - leaving, in_group)
+        # a member whose Node runs work by now stays: the gang's capacity goes, never a running pod
+        busy = self._busy(req.region, members - leaving)
+        gone = self._terminate(asg, members - leaving - set(busy), in_group)
+        if busy:
+            cause += (
+                f"; left running, their Nodes run pods: {'; '.join(f'{i} ({p})' for i, p in busy.items())}"
+            )
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
@@ -638,7 +648,24 @@ class GangSteps:
             cause += gone.kept(after.MinSize, desired)
         return {"group": req.group, "region": req.region, "outcome": "given_back", "error": error,
                 "cause": cause[:1000], "terminated": gone.terminated, "replaced": gone.replaced,
-                "held": gone.held, "desired": desired, "backoff_until": iso(until)}  # fmt: skip
+                "held": gone.held, "kept": sorted(busy), "desired": desired,
+                "backoff_until": iso(until)}  # fmt: skip
+
+    def _busy(self, region: str, members: set[str]) -> dict[str, str]:
+        """The members whose Node runs a pod that keeps a node busy by now
+        (:func:`~spillway.planner.disruption.keeps_node_busy`: not a DaemonSet's, a mirror, finished or
+        stuck terminating), each with the first such pods: kube-scheduler binds any pending pod to a
+        member once its Node is Ready, and a give-back that terminated it would kill that pod."""
+        now, busy = self.clock(), {}
+        # only those EC2 shows running (DescribeInstances refuses a batch naming an id it does not know)
+        states = self.aws.instance_states(region, sorted(members)) if members else {}
+        running = sorted(i for i, state in states.items() if i in members and state == "running")
+        for iid, node in nodes_on(self.kube, self.aws, region, running).items():
+            pods = [PodInfo.from_pod(p) for p in self.kube.pods_on_node(node.metadata.name)]
+            working = sorted(p.key for p in pods if keeps_node_busy(p, now))
+            if working:
+                busy[iid] = ", ".join(working[:3]) + (" ..." if len(working) > 3 else "")
+        return busy
 
     def _members(
         self,
