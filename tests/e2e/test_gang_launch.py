@@ -17,6 +17,7 @@ from conftest import HOME, Cloud
 from spillway.act import gang
 from spillway.act.gang import TAG_ATTEMPT
 from spillway.local import cloud as cloud_module
+from spillway.local import objects
 from spillway.local.rig import create_group
 
 MACHINE = "GangLaunchStateMachine"
@@ -238,6 +239,40 @@ def test_a_fleet_gang_whose_nodes_never_turn_ready_is_detached_and_terminated_at
     assert cloud.desired("gang") == 0  # each terminated with a decrement
     assert cloud.state_item("backoff#gang") is not None
     assert_no_half_gang(cloud, "gang", set(), busy)
+
+
+def test_a_gang_given_back_leaves_running_a_member_whose_node_already_runs_another_teams_pod(
+    cloud: Cloud, busy: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One member's kubelet never turns Ready, so the gang is given back at its deadline; meanwhile
+    kube-scheduler bound another team's pod to a member that did. All or nothing is for the gang's
+    capacity: that member, and its pod, stay (scale-down judges it once idle); the others go."""
+    original_node = cloud_module._node
+    made: list[str] = []
+
+    def kubelets(name: str, instance_id: str, zone: str, region: str, template: Any) -> Any:
+        node = original_node(name, instance_id, zone, region, template)
+        if template.labels.get("node.kubernetes.io/instance-type") == "g5.xlarge":
+            made.append(instance_id)
+            if len(made) == 1:  # a broken AMI on this one
+                node["status"]["conditions"] = [
+                    {"type": "Ready", "status": "False", "reason": "KubeletNotReady"}
+                ]
+            elif len(made) == 2:
+                cloud.kube.add(objects.pod("web-0", "team-b", node_name=name, owner=("ReplicaSet", "web-5d9c"),
+                                           cpu="100m", memory="64Mi", phase="Running"))  # fmt: skip
+        return node
+
+    monkeypatch.setattr(cloud_module, "_node", kubelets)
+    gang_group(cloud, "gang", "fleet")
+
+    execution = launch(cloud, "gang", 3, "fleet", deadline=8)
+
+    assert execution["status"] == "FAILED" and execution["error"] == "GangIncomplete", execution
+    kept = made[1]
+    assert f"left running, their Nodes run pods: {kept} (team-b/web-0)" in execution["cause"]
+    assert set(running()) == busy | {kept}  # the two others terminated
+    assert cloud.kube.get("Pod", "web-0", "team-b") is not None
 
 
 def test_a_min_size_raised_while_the_gang_waits_still_gives_every_instance_back(

@@ -24,8 +24,10 @@ import yaml
 from conftest import CLUSTER, GPU_TOLERATION, HOME, Cloud, running
 
 from spillway.adapters.kube import KubeClient
+from spillway.local import cloud as cloud_module
 from spillway.local import objects
 from spillway.local.kubeapi import RequestRecord
+from spillway.local.rig import create_group
 from spillway.local.stack import LocalStack
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 
@@ -177,7 +179,7 @@ def spillway_cordoned(cloud: Cloud, name: str) -> None:
 
 
 def test_each_function_role_grants_exactly_the_requests_that_function_sends(
-    cloud: Cloud, attribution: Attribution
+    cloud: Cloud, attribution: Attribution, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cloud.group("general", instance_type="m5.large", desired=2, gpu=False)
     cloud.group("gpu-east", region=HOME, desired=1)
@@ -247,9 +249,32 @@ def test_each_function_role_grants_exactly_the_requests_that_function_sends(
         of_kind = cloud.kube.get("CapacityBuffer", f"of-{kind}", "ml")
         assert of_kind is not None and of_kind["status"]["replicas"] == 1, of_kind
 
+    # a fleet gang whose kubelets never turn Ready, given back at its deadline: the give-back (scale
+    # function) lists the pods on its members' Nodes first, and leaves running one that runs work
+    original_node = cloud_module._node
+
+    def never_ready(name: str, instance_id: str, zone: str, region: str, template: Any) -> Any:
+        node = original_node(name, instance_id, zone, region, template)
+        node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+        return node
+
+    monkeypatch.setattr(cloud_module, "_node", never_ready)
+    create_group("gang", region=HOME, instance_type="g5.xlarge", max_size=4, cluster=cloud.cluster, gpu=True,
+                 tags={"spillway.io/atomic-launch": "fleet"})  # fmt: skip
+    gang = cloud.stack.run(
+        "GangLaunchStateMachine",
+        {"group": "gang", "region": HOME, "count": 2, "gang": "ml/train", "mode": "fleet", "deadline_seconds": 6,
+         "poll_seconds": 1, "plan_id": "p-1"},
+        timeout=90,
+    )  # fmt: skip
+    assert gang["status"] == "FAILED" and gang["error"] == "GangIncomplete", gang
+    monkeypatch.setattr(cloud_module, "_node", original_node)
+
     # drain a general node that runs a pod.
     victim = sorted(
-        n["metadata"]["name"] for n in cloud.kube.list("Node") if n["metadata"]["name"] != gpu_node
+        n["metadata"]["name"]
+        for n in cloud.kube.list("Node")
+        if n["metadata"]["labels"].get("node.kubernetes.io/instance-type") == "m5.large"
     )[0]
     cloud.kube.add(
         objects.pod(

@@ -24,6 +24,7 @@ from spillway.errors import (
     AwsUnavailable,
     CapacityUnavailable,
     InputError,
+    KubeAuthError,
     QuotaExceeded,
 )
 from spillway.local import objects as o
@@ -1215,3 +1216,37 @@ def test_give_back_leaves_running_a_member_whose_node_already_runs_a_workload_po
     assert sorted(a[1] for a in cloud.terminated()) == ids[1:]
     assert cloud.running() == [ids[0]] and out["kept"] == [ids[0]]
     assert ids[0] in out["cause"] and "team-b/other-team-0" in out["cause"]
+
+
+@pytest.mark.parametrize("failing", ["get_node", "pods_on_node"])
+def test_give_back_keeps_a_member_whose_node_or_pods_cannot_be_read_and_still_backs_off(
+    monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """The API server down, or a scale role still without ``list pods`` (deploy/rbac.yaml, an upgrade
+    that did not apply it): whether a member runs work is not known, so it is not taken for idle. The
+    give-back does not fail on it either: failing, it backed nothing off and gave nothing back, and the
+    next plan launched the gang again; the member left is judged later by scale-down or the gang sweep."""
+    cloud, ledger, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    ids = sorted(launch["instances"])
+    kube = steps.kube
+    assert isinstance(kube, FakeCluster)
+    name = "ip-10-0-9-0.ec2.internal"
+    cloud.dns[ids[0]] = name
+    kube.nodes[name] = o.node(name, instance=ids[0])
+
+    def refused(*_: Any) -> Any:
+        raise KubeAuthError("pods is forbidden: User cannot list resource pods")
+
+    monkeypatch.setattr(kube, failing, refused)
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+
+    kept = (
+        ids if failing == "get_node" else ids[:1]
+    )  # which members run Nodes is not known, or that one's pods
+    assert out["kept"] == kept and sorted(cloud.running()) == kept
+    assert "KubeAuthError" in out["cause"] and backed_off(ledger) == ["gpu"]

@@ -91,6 +91,7 @@ from spillway.errors import (
     AwsError,
     CapacityUnavailable,
     InputError,
+    KubeError,
     LaunchMisconfigured,
     QuotaExceeded,
     SpillwayError,
@@ -167,7 +168,7 @@ RAISES: dict[str, frozenset[type[SpillwayError]]] = {
     "gang_raise": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
     "gang_attach": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
     "gang_verify": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
-    "gang_give_back": frozenset({InputError, *_KUBE, *_AWS, StateConflict, StateCorrupt}),
+    "gang_give_back": frozenset({InputError, *_AWS, StateConflict, StateCorrupt}),
 }
 
 
@@ -655,13 +656,25 @@ class GangSteps:
         """The members whose Node runs a pod that keeps a node busy by now
         (:func:`~spillway.planner.disruption.keeps_node_busy`: not a DaemonSet's, a mirror, finished or
         stuck terminating), each with the first such pods: kube-scheduler binds any pending pod to a
-        member once its Node is Ready, and a give-back that terminated it would kill that pod."""
+        member once its Node is Ready, and a give-back that terminated it would kill that pod. A member
+        whose Node or pods cannot be read (the API server down, a role without ``list pods``) is kept
+        too, named for that: the give-back still terminates the others and backs the group off, and the
+        member is judged later by the scale-down (in its group) or the gang sweep (outside it), which
+        read its pods again."""
         now, busy = self.clock(), {}
         # only those EC2 shows running (DescribeInstances refuses a batch naming an id it does not know)
         states = self.aws.instance_states(region, sorted(members)) if members else {}
         running = sorted(i for i, state in states.items() if i in members and state == "running")
-        for iid, node in nodes_on(self.kube, self.aws, region, running).items():
-            pods = [PodInfo.from_pod(p) for p in self.kube.pods_on_node(node.metadata.name)]
+        try:
+            nodes = nodes_on(self.kube, self.aws, region, running)
+        except KubeError as exc:  # which members run Nodes is not known: none is taken for idle
+            return {iid: f"the cluster could not be read: {type(exc).__name__}" for iid in running}
+        for iid, node in nodes.items():
+            try:
+                pods = [PodInfo.from_pod(p) for p in self.kube.pods_on_node(node.metadata.name)]
+            except KubeError as exc:  # its pods are not known: it is not taken for idle either
+                busy[iid] = f"its pods could not be read: {type(exc).__name__}"
+                continue
             working = sorted(p.key for p in pods if keeps_node_busy(p, now))
             if working:
                 busy[iid] = ", ".join(working[:3]) + (" ..." if len(working) > 3 else "")
