@@ -636,6 +636,32 @@ def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_t
     assert group == "gpu" and until == NOW + timedelta(minutes=15) and reason.startswith("1 of 3")
 
 
+def test_backoff_leaves_running_a_new_instance_whose_notready_node_runs_a_pod() -> None:
+    """Both new nodes were Ready and took pending pods; by the deadline one of them reports NotReady for
+    a moment (a kubelet restart): not a launch that never came up, a node with work on it. Terminated as
+    undelivered, it killed its pod: it is left running (scale-down judges it once idle), and the reason
+    names it with its pod. The stuck one with no pod is given back as before."""
+    cloud = gpu_cloud(3, desired=3)  # one instance before; two launched
+    before, busy, stuck = (i["InstanceId"] for i in cloud.groups[("us-east-1", "gpu")]["Instances"])
+    cloud.ec2.update(
+        {iid: {"region": "us-east-1", "state": "running", "tags": {}} for iid in (before, busy, stuck)}
+    )
+    kube = FakeCluster(
+        [o.node(f"node-{iid}", instance=iid, ready=(iid == before)) for iid in (before, busy, stuck)],
+        [o.pod("train-0", "ml", node_name=f"node-{busy}", owner=("Job", "train"), phase="Running")],
+    )
+    ledger = FakeLedger()
+    ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": 3, "count": 2}
+
+    out = steps(cloud, kube, ledger).backoff(
+        {"cluster": "ml", "group": {**GROUP, "to": 3}, "prep": {"before": [before], "owner": "up-p1", "count": 2},
+         "launch": {"status": "timeout", "reason": "0 of 2 new node(s) Ready by the launch deadline"}}
+    )  # fmt: skip
+
+    assert out["terminated"] == [stuck] and writes(cloud) == [("terminate_instance", stuck)]
+    assert f"left running, their Nodes run pods: {busy} (ml/train-0)" in out["reason"]
+
+
 def test_backoff_gives_back_every_stuck_instance_though_the_min_size_refuses_one_decrement() -> None:
     """A MinSize raised meanwhile (a scheduled action, an operator) makes AWS refuse the decrementing
     terminate of the first stuck instance: the others are still given back, and that one is terminated

@@ -85,13 +85,18 @@ from pydantic import BaseModel
 
 from spillway.act.backoff import Pool, back_off, failed_pool, fleet_pools, needs_subnet_zones
 from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_instances, raise_once
-from spillway.act.instances import Terminated, give_back_in_group, nodes_on, ready_nodes
+from spillway.act.instances import (
+    Terminated,
+    give_back_in_group,
+    left_running,
+    ready_nodes,
+    working_instances,
+)
 from spillway.errors import (
     AsgLimitExceeded,
     AwsError,
     CapacityUnavailable,
     InputError,
-    KubeError,
     LaunchMisconfigured,
     QuotaExceeded,
     SpillwayError,
@@ -107,7 +112,6 @@ from spillway.model.aws import (
     InstanceTypeInfo,
     bundled_instance_types,
 )
-from spillway.model.cluster import PodInfo
 from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
@@ -131,7 +135,6 @@ from spillway.model.nodegroup import (
     spot_allocation_strategy,
 )
 from spillway.model.stepinput import step_input
-from spillway.planner.disruption import keeps_node_busy
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 Metric = Callable[[str, float], None]
@@ -620,12 +623,9 @@ class GangSteps:
         # is in a replacement, claimed and terminated here) is not asked for again, as a drain does not
         leaving = {i.InstanceId for i in asg.Instances if i.LifecycleState.startswith("Terminat")}
         # a member whose Node runs work by now stays: the gang's capacity goes, never a running pod
-        busy = self._busy(req.region, members - leaving)
+        busy = working_instances(self.kube, self.aws, req.region, members - leaving, self.clock())
         gone = self._terminate(asg, members - leaving - set(busy), in_group)
-        if busy:
-            cause += (
-                f"; left running, their Nodes run pods: {'; '.join(f'{i} ({p})' for i, p in busy.items())}"
-            )
+        cause += left_running(busy)
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
@@ -651,34 +651,6 @@ class GangSteps:
                 "cause": cause[:1000], "terminated": gone.terminated, "replaced": gone.replaced,
                 "held": gone.held, "kept": sorted(busy), "desired": desired,
                 "backoff_until": iso(until)}  # fmt: skip
-
-    def _busy(self, region: str, members: set[str]) -> dict[str, str]:
-        """The members whose Node runs a pod that keeps a node busy by now
-        (:func:`~spillway.planner.disruption.keeps_node_busy`: not a DaemonSet's, a mirror, finished or
-        stuck terminating), each with the first such pods: kube-scheduler binds any pending pod to a
-        member once its Node is Ready, and a give-back that terminated it would kill that pod. A member
-        whose Node or pods cannot be read (the API server down, a role without ``list pods``) is kept
-        too, named for that: the give-back still terminates the others and backs the group off, and the
-        member is judged later by the scale-down (in its group) or the gang sweep (outside it), which
-        read its pods again."""
-        now, busy = self.clock(), {}
-        # only those EC2 shows running (DescribeInstances refuses a batch naming an id it does not know)
-        states = self.aws.instance_states(region, sorted(members)) if members else {}
-        running = sorted(i for i, state in states.items() if i in members and state == "running")
-        try:
-            nodes = nodes_on(self.kube, self.aws, region, running)
-        except KubeError as exc:  # which members run Nodes is not known: none is taken for idle
-            return {iid: f"the cluster could not be read: {type(exc).__name__}" for iid in running}
-        for iid, node in nodes.items():
-            try:
-                pods = [PodInfo.from_pod(p) for p in self.kube.pods_on_node(node.metadata.name)]
-            except KubeError as exc:  # its pods are not known: it is not taken for idle either
-                busy[iid] = f"its pods could not be read: {type(exc).__name__}"
-                continue
-            working = sorted(p.key for p in pods if keeps_node_busy(p, now))
-            if working:
-                busy[iid] = ", ".join(working[:3]) + (" ..." if len(working) > 3 else "")
-        return busy
 
     def _members(
         self,

@@ -10,22 +10,25 @@ leaves the InService ones of a group whose Terminate process is suspended.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from spillway.errors import (
     AsgLimitExceeded,
     AwsThrottled,
     AwsUnavailable,
     InstanceNotFound,
+    KubeError,
     NodeNotFound,
     SpillwayError,
 )
 from spillway.model.aws import AutoScalingGroup
-from spillway.model.cluster import instance_id_from_provider_id
+from spillway.model.cluster import PodInfo, instance_id_from_provider_id
 from spillway.model.drain import Placement
 from spillway.model.k8s import Node
 from spillway.model.nodegroup import TERMINATE
+from spillway.planner.disruption import keeps_node_busy
 from spillway.ports import Cloud, Cluster
 
 
@@ -46,6 +49,46 @@ def nodes_on(kube: Cluster, cloud: Cloud, region: str, instance_ids: Sequence[st
         if instance_id_from_provider_id(node.spec.provider_id) in (iid, None):
             found[iid] = node
     return dict(sorted(found.items()))
+
+
+def working_instances(
+    kube: Cluster, cloud: Cloud, region: str, instance_ids: Collection[str], now: datetime
+) -> dict[str, str]:
+    """Of ``instance_ids``, those a give-back must not terminate, each with why: its Node runs a pod that
+    keeps a node busy at ``now`` (:func:`~spillway.planner.disruption.keeps_node_busy`: not a DaemonSet's
+    or a mirror, not finished or stuck terminating), named with its first such pods; or its Node or
+    pods could not be read, so whether it runs work is not known. A launch's capacity goes back, never
+    a running pod: kube-scheduler binds any pending pod to a new Node once it is Ready, and a Node that
+    was Ready may run pods while NotReady for a moment. Only instances EC2 shows running are looked up
+    (DescribeInstances refuses a batch naming an id it does not know). What is kept is judged later by
+    the scale-down (in its group) or the gang sweep (outside it), which read its pods again."""
+    if not instance_ids:
+        return {}
+    states = cloud.instance_states(region, sorted(instance_ids))
+    running = sorted(i for i, state in states.items() if i in instance_ids and state == "running")
+    try:
+        nodes = nodes_on(kube, cloud, region, running)
+    except KubeError as exc:  # which of them run Nodes is not known: none is taken for idle
+        return {iid: f"the cluster could not be read: {type(exc).__name__}" for iid in running}
+    working: dict[str, str] = {}
+    for iid, node in nodes.items():
+        try:
+            pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(node.metadata.name)]
+        except KubeError as exc:  # its pods are not known: it is not taken for idle either
+            working[iid] = f"its pods could not be read: {type(exc).__name__}"
+            continue
+        keys = sorted(p.key for p in pods if keeps_node_busy(p, now))
+        if keys:
+            working[iid] = ", ".join(keys[:3]) + (" ..." if len(keys) > 3 else "")
+    return working
+
+
+def left_running(working: Mapping[str, str]) -> str:
+    """What a give-back's cause or reason adds for the instances it left running
+    (:func:`working_instances`)."""
+    if not working:
+        return ""
+    return f"; left running, their Nodes run pods: {'; '.join(f'{i} ({why})' for i, why in working.items())}"
 
 
 def ready_nodes(kube: Cluster, cloud: Cloud, region: str, instance_ids: Sequence[str]) -> dict[str, str]:

@@ -61,9 +61,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spillway.act.backoff import back_off, failed_pool
+from spillway.act.backoff import Pool, back_off, failed_pool
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
-from spillway.act.instances import give_back_in_group, ready_nodes
+from spillway.act.instances import give_back_in_group, left_running, ready_nodes, working_instances
 from spillway.act.planning import (
     PlanSettings,
     execution_raises,
@@ -84,6 +84,7 @@ from spillway.errors import (
     StateTooLarge,
 )
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
+from spillway.model.aws import AutoScalingGroup
 from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
@@ -299,11 +300,8 @@ class ScaleSteps:
         owner = self._owner({**event, "cluster": cluster}, prep)
         raised = owner.raised()
         asg = self.aws.describe_group(region, name)
-        pool = (
-            failed_pool(str(launch.get("failure") or ""), asg) if launch.get("status") == "failed" else None
-        )
         # other groups of the pool skip it too; the other capacity type is left alone
-        back_off(self.ledger, cluster, None, until, reason, region=region, pools=[pool] if pool else [])
+        back_off(self.ledger, cluster, None, until, reason, region=region, pools=_failed_pools(launch, asg))
         replacements = (
             replacement_launches(self.aws.describe_activities(region, name, now)) if raised else frozenset()
         )
@@ -312,7 +310,10 @@ class ScaleSteps:
         new = self._own({**event, "cluster": cluster}, prep, asg, raised, replacements) if raised else []
         ready = ready_nodes(self.kube, self.aws, region, new)
         # best-effort, a MinSize refusal terminated without the decrement; errors once all were tried
-        gone = give_back_in_group(self.aws, asg, [iid for iid in new if iid not in ready])
+        unready = [iid for iid in new if iid not in ready]
+        # one whose Node ran pods while Ready, NotReady for a moment now, keeps them: never a running pod
+        working = working_instances(self.kube, self.aws, region, unready, now)
+        gone = give_back_in_group(self.aws, asg, [iid for iid in unready if iid not in working])
         gone.raise_first()
         terminated = gone.terminated
         # delivered: every instance it ever claimed, also those a first try of this step terminated
@@ -328,7 +329,7 @@ class ScaleSteps:
             "group": name,
             "region": region,
             "outcome": "backed_off",
-            "reason": (reason + gone.kept(after.MinSize, desired))[:1000],
+            "reason": (reason + gone.kept(after.MinSize, desired) + left_running(working))[:1000],
             "backoff_until": iso(until),
             "desired": desired,
             "terminated": terminated,
@@ -494,6 +495,13 @@ def _without(
     out = {name: r for name, r in raises.items() if name not in left}
     out.update({name: before[name] for name in left if name in before})
     return dict(sorted(out.items()))
+
+
+def _failed_pools(launch: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool]:
+    """The pool a failed launch found without capacity, when its failure names one
+    (:func:`~spillway.act.backoff.failed_pool`); none for a timeout."""
+    pool = failed_pool(str(launch.get("failure") or ""), asg) if launch.get("status") == "failed" else None
+    return [pool] if pool else []
 
 
 def _misconfigured(launch: Mapping[str, Any]) -> bool:
