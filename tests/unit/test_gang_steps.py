@@ -25,6 +25,7 @@ from spillway.errors import (
     CapacityUnavailable,
     InputError,
     KubeAuthError,
+    KubeUnavailable,
     QuotaExceeded,
 )
 from spillway.local import objects as o
@@ -1250,3 +1251,61 @@ def test_give_back_keeps_a_member_whose_node_or_pods_cannot_be_read_and_still_ba
     )  # which members run Nodes is not known, or that one's pods
     assert out["kept"] == kept and sorted(cloud.running()) == kept
     assert "KubeAuthError" in out["cause"] and backed_off(ledger) == ["gpu"]
+
+
+def test_give_back_terminates_a_member_whose_node_never_became_ready_though_a_pod_is_bound_there() -> None:
+    """A member whose Node registered but never became Ready (the usual reason a gang misses its
+    deadline) still takes a pod whose tolerations admit everything, a GPU training pod's usual spec (the
+    gang's own worker, say): kube-scheduler binds it, and it stays Pending there, never started. Kept for
+    it, the member ran for good (scale-down leaves a NotReady node with a workload pod alone, and so
+    does the gang sweep), and the pod never ran: it is given back. A started pod keeps it (review2)."""
+    cloud, _, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    ids = sorted(launch["instances"])
+    kube = steps.kube
+    assert isinstance(kube, FakeCluster)
+    for n, iid in enumerate(ids[:2]):
+        name = f"ip-10-0-9-{n}.ec2.internal"
+        cloud.dns[iid] = name
+        kube.nodes[name] = o.node(name, instance=iid, ready=False)
+        kube.pods.append(o.pod(f"worker-{n}", "ml", node_name=name, owner=("Job", "train"),
+                               phase="Running" if n else "Pending", tolerations=[{"operator": "Exists"}]))  # fmt: skip
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+
+    assert out["kept"] == [ids[1]] and cloud.running() == [ids[1]]
+    assert sorted(a[1] for a in cloud.terminated()) == [ids[0], ids[2]]
+
+
+def test_give_back_stops_reading_pods_after_the_first_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each failed read costs the client's whole retry budget (attempts of up to 10 s, Retry-After up to
+    30 s): read for every member of a large gang, a slow API server ran the step past its Lambda timeout,
+    and the give-back failed (GiveBackFailed: nothing backed off, nothing given back). After one failure
+    the members left unread are kept unread, as when their Nodes cannot be read (review2)."""
+    cloud, ledger, steps = world()
+    prep = steps.prepare(REQUEST)
+    launch = steps.launch({**REQUEST, "prep": prep})
+    steps.attach({**REQUEST, "prep": prep, "launch": launch})
+    ids = sorted(launch["instances"])
+    kube = steps.kube
+    assert isinstance(kube, FakeCluster)
+    for n, iid in enumerate(ids):
+        name = f"ip-10-0-9-{n}.ec2.internal"
+        cloud.dns[iid] = name
+        kube.nodes[name] = o.node(name, instance=iid)
+    calls: list[str] = []
+
+    def unavailable(node: Any) -> Any:
+        calls.append(str(node))
+        raise KubeUnavailable("list pods: no useful answer after 4 attempts (last: ReadTimeoutError)")
+
+    monkeypatch.setattr(kube, "pods_on_node", unavailable)
+
+    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
+                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+
+    assert len(calls) == 1
+    assert out["kept"] == ids and backed_off(ledger) == ["gpu"]

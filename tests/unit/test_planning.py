@@ -1547,3 +1547,31 @@ def test_gang_orphans_are_summarized_and_counted_terminated_and_left_apart() -> 
     assert (counted["GangOrphans"], counted["GangOrphansBusy"]) == (1.0, 2.0)
     none = record_metrics({"summary": summarize(ScalingPlan(), "us-east-1").to_dict()})
     assert (none["GangOrphans"], none["GangOrphansBusy"]) == (0.0, 0.0)
+
+
+def test_backoff_gives_back_a_new_instance_whose_never_ready_node_has_a_pod_bound() -> None:
+    """A Node that registers but never becomes Ready (its CNI never starts: the commonest broken launch)
+    still takes a pod whose tolerations admit everything (the not-ready taint too): kube-scheduler binds
+    it, and it stays Pending there, never started. That is no work to keep: left running, the instance
+    was kept for good (scale-down leaves a NotReady node with a workload pod alone) and the pod never ran.
+    Only a started pod (phase Running) keeps a NotReady node's instance (review2)."""
+    cloud = gpu_cloud(2, desired=2)  # one instance before; one launched
+    before, broken = (i["InstanceId"] for i in cloud.groups[("us-east-1", "gpu")]["Instances"])
+    cloud.ec2.update(
+        {iid: {"region": "us-east-1", "state": "running", "tags": {}} for iid in (before, broken)}
+    )
+    kube = FakeCluster(
+        [o.node(f"node-{iid}", instance=iid, ready=(iid == before)) for iid in (before, broken)],
+        [o.pod("train-0", "ml", node_name=f"node-{broken}", owner=("Job", "train"), phase="Pending",
+               tolerations=[{"operator": "Exists"}])],
+    )  # fmt: skip
+    ledger = FakeLedger()
+    ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": 2, "count": 1}
+
+    out = steps(cloud, kube, ledger).backoff(
+        {"cluster": "ml", "group": {**GROUP, "to": 2}, "prep": {"before": [before], "owner": "up-p1", "count": 1},
+         "launch": {"status": "timeout", "reason": "0 of 1 new node(s) Ready by the launch deadline"}}
+    )  # fmt: skip
+
+    assert out["terminated"] == [broken] and writes(cloud) == [("terminate_instance", broken)]
+    assert "left running" not in out["reason"]

@@ -59,9 +59,15 @@ def working_instances(
     or a mirror, not finished or stuck terminating), named with its first such pods; or its Node or
     pods could not be read, so whether it runs work is not known. A launch's capacity goes back, never
     a running pod: kube-scheduler binds any pending pod to a new Node once it is Ready, and a Node that
-    was Ready may run pods while NotReady for a moment. Only instances EC2 shows running are looked up
-    (DescribeInstances refuses a batch naming an id it does not know). What is kept is judged later by
-    the scale-down (in its group) or the gang sweep (outside it), which read its pods again."""
+    was Ready may run pods while NotReady for a moment. On a NotReady Node only a started pod counts
+    (phase not Pending): one whose tolerations admit everything, the not-ready taint too, is bound to a
+    Node that never becomes Ready (its CNI never starts) and stays Pending there, never run; kept for
+    it, the instance would run for good (scale-down leaves a NotReady node with a workload pod alone,
+    and so does the gang sweep). Only instances EC2 shows running are looked up (DescribeInstances
+    refuses a batch naming an id it does not know). After one read fails the others are not tried
+    (each failure costs the client's whole retry budget, and the step must end within its Lambda's
+    timeout): they are kept unread too. What is kept is judged later by the scale-down (in its group)
+    or the gang sweep (outside it), which read its pods again."""
     if not instance_ids:
         return {}
     states = cloud.instance_states(region, sorted(instance_ids))
@@ -71,13 +77,19 @@ def working_instances(
     except KubeError as exc:  # which of them run Nodes is not known: none is taken for idle
         return {iid: f"the cluster could not be read: {type(exc).__name__}" for iid in running}
     working: dict[str, str] = {}
+    failed: KubeError | None = None
     for iid, node in nodes.items():
+        if failed is not None:  # one read failed: the others are not tried, nor taken for idle
+            working[iid] = f"its pods were not read: {type(failed).__name__} for another"
+            continue
         try:
             pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(node.metadata.name)]
         except KubeError as exc:  # its pods are not known: it is not taken for idle either
             working[iid] = f"its pods could not be read: {type(exc).__name__}"
+            failed = exc
             continue
-        keys = sorted(p.key for p in pods if keeps_node_busy(p, now))
+        ready = node.is_ready()  # a NotReady Node's pods that never started are no work
+        keys = sorted(p.key for p in pods if keeps_node_busy(p, now) and (ready or p.phase != "Pending"))
         if keys:
             working[iid] = ", ".join(keys[:3]) + (" ..." if len(keys) > 3 else "")
     return working
