@@ -7,6 +7,7 @@ test_a_fleet_gang_is_refused_on_a_multi_zone_group_that_rebalances_its_zones).""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -1131,8 +1132,12 @@ def test_a_rollback_gang_whose_launch_failed_for_capacity_backs_off_the_pool_as_
     message: str | None, backoffs: list[str]
 ) -> None:
     """Its failed scaling activity is read by scale-up's rule (failed_pool): EC2 named the type and the
-    zone it had no on-demand capacity of; a launch failed for its settings is the group's own."""
+    zone it had no on-demand capacity of; a launch failed for its settings is the group's own. Both back
+    the group off (GroupsBackedOff), but only the AMI that is gone counts ``LaunchesMisconfigured``, the
+    metric of its own alarm: it fails at every try until somebody fixes it, a shortage heals itself."""
     cloud, ledger, steps = world(mode="rollback")
+    metrics: list[str] = []
+    steps.metric = lambda name, _: metrics.append(name)
     request = {**REQUEST, "mode": "rollback"}
     prep = steps.prepare(request)
     steps.raise_desired({**request, "prep": prep})
@@ -1144,31 +1149,8 @@ def test_a_rollback_gang_whose_launch_failed_for_capacity_backs_off_the_pool_as_
     steps.give_back({"state": {**request, "prep": prep, "verify": verify}})
 
     assert backed_off(ledger) == backoffs
-
-
-@pytest.mark.parametrize(
-    ("message", "misconfigured"), [(None, False), (o.MISSING_AMI, True)], ids=["capacity", "ami"]
-)
-def test_a_gang_given_back_for_its_groups_settings_is_counted_apart_from_a_shortage(
-    message: str | None, misconfigured: bool
-) -> None:
-    """A gang refused for its launch template's AMI fails again at every try until somebody fixes it; a
-    shortage heals by itself. Both back the group off (GroupsBackedOff), only the first counts
-    ``LaunchesMisconfigured``, the metric of its own alarm."""
-    cloud, _, steps = world(mode="rollback")
-    metrics: list[str] = []
-    steps.metric = lambda name, _: metrics.append(name)
-    request = {**REQUEST, "mode": "rollback"}
-    prep = steps.prepare(request)
-    steps.raise_desired({**request, "prep": prep})
-    asg = cloud.groups[("us-east-1", "gpu")]
-    cloud.activities[("us-east-1", "gpu")] = [o.failed_launch(asg, NOW, message=message)]
-    verify = steps.verify({**request, "prep": prep})
-
-    steps.give_back({"state": {**request, "prep": prep, "verify": verify}})
-
     assert "GroupsBackedOff" in metrics and "GangsGivenBack" in metrics
-    assert ("LaunchesMisconfigured" in metrics) is misconfigured
+    assert ("LaunchesMisconfigured" in metrics) is (message == o.MISSING_AMI)
 
 
 def test_a_spot_fleet_short_of_capacity_backs_off_the_spot_pool_not_the_on_demand_one() -> None:
@@ -1190,32 +1172,60 @@ def test_a_spot_fleet_short_of_capacity_backs_off_the_spot_pool_not_the_on_deman
     assert backed_off(ledger) == ["gpu", "pool#spot/us-east-1a/g5.xlarge"]
 
 
-def test_give_back_leaves_running_a_member_whose_node_already_runs_a_workload_pod() -> None:
-    """All or nothing is for the gang's capacity, not for the pods kube-scheduler bound meanwhile: a
-    member that joined as a Ready Node may run any pending pod by the give-back (another team's job, a
-    gang member whose scheduler binds as nodes come). Terminated, that pod would be killed: the member
-    stays (scale-down judges it once idle), named in the result; an idle member, or one running only a
-    DaemonSet's pod, is given back."""
-    cloud, _, steps = world()
+@dataclass
+class Attached:
+    """A fleet gang of 3 launched and attached, the first ``nodes`` of its members (by id) with Nodes
+    named ``ip-10-0-9-<n>``: what a give-back finds once the deadline passed."""
+
+    cloud: FakeCloud
+    ledger: FakeLedger
+    steps: gang.GangSteps
+    kube: FakeCluster
+    ids: list[str]
+    state: dict[str, Any]
+
+    def give_back(self) -> dict[str, Any]:
+        return self.steps.give_back({"state": self.state})
+
+
+def attached_gang(nodes: int, *, ready: bool = True) -> Attached:
+    cloud, ledger, steps = world()
     prep = steps.prepare(REQUEST)
     launch = steps.launch({**REQUEST, "prep": prep})
     steps.attach({**REQUEST, "prep": prep, "launch": launch})
     ids = sorted(launch["instances"])
     kube = steps.kube
     assert isinstance(kube, FakeCluster)
-    for n, iid in enumerate(ids[:2]):
+    for n, iid in enumerate(ids[:nodes]):
         name = f"ip-10-0-9-{n}.ec2.internal"
         cloud.dns[iid] = name
-        kube.nodes[name] = o.node(name, instance=iid)
-        kube.pods.append(o.daemonset_pod(f"aws-node-{n}", name))
-    kube.pods.append(o.pod("other-team-0", "team-b", node_name="ip-10-0-9-0.ec2.internal",
-                           owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
+        kube.nodes[name] = o.node(name, instance=iid, ready=ready)
+    state = {
+        **REQUEST,
+        "prep": prep,
+        "launch": launch,
+        "verify": {"error": "GangIncomplete", "reason": "late"},
+    }
+    return Attached(cloud, ledger, steps, kube, ids, state)
 
-    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
-                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
 
-    assert sorted(a[1] for a in cloud.terminated()) == ids[1:]
-    assert cloud.running() == [ids[0]] and out["kept"] == [ids[0]]
+def test_give_back_leaves_running_a_member_whose_node_already_runs_a_workload_pod() -> None:
+    """All or nothing is for the gang's capacity, not for the pods kube-scheduler bound meanwhile: a
+    member that joined as a Ready Node may run any pending pod by the give-back (another team's job, a
+    gang member whose scheduler binds as nodes come). Terminated, that pod would be killed: the member
+    stays (scale-down judges it once idle), named in the result; an idle member, or one running only a
+    DaemonSet's pod, is given back."""
+    gang_ = attached_gang(2)
+    for n in range(2):
+        gang_.kube.pods.append(o.daemonset_pod(f"aws-node-{n}", f"ip-10-0-9-{n}.ec2.internal"))
+    gang_.kube.pods.append(o.pod("other-team-0", "team-b", node_name="ip-10-0-9-0.ec2.internal",
+                                 owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
+
+    out = gang_.give_back()
+
+    ids = gang_.ids
+    assert sorted(a[1] for a in gang_.cloud.terminated()) == ids[1:]
+    assert gang_.cloud.running() == [ids[0]] and out["kept"] == [ids[0]]
     assert ids[0] in out["cause"] and "team-b/other-team-0" in out["cause"]
 
 
@@ -1227,30 +1237,19 @@ def test_give_back_keeps_a_member_whose_node_or_pods_cannot_be_read_and_still_ba
     that did not apply it): whether a member runs work is not known, so it is not taken for idle. The
     give-back does not fail on it either: failing, it backed nothing off and gave nothing back, and the
     next plan launched the gang again; the member left is judged later by scale-down or the gang sweep."""
-    cloud, ledger, steps = world()
-    prep = steps.prepare(REQUEST)
-    launch = steps.launch({**REQUEST, "prep": prep})
-    steps.attach({**REQUEST, "prep": prep, "launch": launch})
-    ids = sorted(launch["instances"])
-    kube = steps.kube
-    assert isinstance(kube, FakeCluster)
-    name = "ip-10-0-9-0.ec2.internal"
-    cloud.dns[ids[0]] = name
-    kube.nodes[name] = o.node(name, instance=ids[0])
+    gang_ = attached_gang(1)
 
     def refused(*_: Any) -> Any:
         raise KubeAuthError("pods is forbidden: User cannot list resource pods")
 
-    monkeypatch.setattr(kube, failing, refused)
+    monkeypatch.setattr(gang_.kube, failing, refused)
 
-    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
-                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+    out = gang_.give_back()
 
-    kept = (
-        ids if failing == "get_node" else ids[:1]
-    )  # which members run Nodes is not known, or that one's pods
-    assert out["kept"] == kept and sorted(cloud.running()) == kept
-    assert "KubeAuthError" in out["cause"] and backed_off(ledger) == ["gpu"]
+    # which members run Nodes is not known, or that one's pods
+    kept = gang_.ids if failing == "get_node" else gang_.ids[:1]
+    assert out["kept"] == kept and sorted(gang_.cloud.running()) == kept
+    assert "KubeAuthError" in out["cause"] and backed_off(gang_.ledger) == ["gpu"]
 
 
 def test_give_back_terminates_a_member_whose_node_never_became_ready_though_a_pod_is_bound_there() -> None:
@@ -1259,25 +1258,17 @@ def test_give_back_terminates_a_member_whose_node_never_became_ready_though_a_po
     gang's own worker, say): kube-scheduler binds it, and it stays Pending there, never started. Kept for
     it, the member ran for good (scale-down leaves a NotReady node with a workload pod alone, and so
     does the gang sweep), and the pod never ran: it is given back. A started pod keeps it (review2)."""
-    cloud, _, steps = world()
-    prep = steps.prepare(REQUEST)
-    launch = steps.launch({**REQUEST, "prep": prep})
-    steps.attach({**REQUEST, "prep": prep, "launch": launch})
-    ids = sorted(launch["instances"])
-    kube = steps.kube
-    assert isinstance(kube, FakeCluster)
-    for n, iid in enumerate(ids[:2]):
-        name = f"ip-10-0-9-{n}.ec2.internal"
-        cloud.dns[iid] = name
-        kube.nodes[name] = o.node(name, instance=iid, ready=False)
-        kube.pods.append(o.pod(f"worker-{n}", "ml", node_name=name, owner=("Job", "train"),
-                               phase="Running" if n else "Pending", tolerations=[{"operator": "Exists"}]))  # fmt: skip
+    gang_ = attached_gang(2, ready=False)
+    for n in range(2):
+        gang_.kube.pods.append(o.pod(f"worker-{n}", "ml", node_name=f"ip-10-0-9-{n}.ec2.internal",
+                                     owner=("Job", "train"), phase="Running" if n else "Pending",
+                                     tolerations=[{"operator": "Exists"}]))  # fmt: skip
 
-    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
-                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+    out = gang_.give_back()
 
-    assert out["kept"] == [ids[1]] and cloud.running() == [ids[1]]
-    assert sorted(a[1] for a in cloud.terminated()) == [ids[0], ids[2]]
+    ids = gang_.ids
+    assert out["kept"] == [ids[1]] and gang_.cloud.running() == [ids[1]]
+    assert sorted(a[1] for a in gang_.cloud.terminated()) == [ids[0], ids[2]]
 
 
 def test_give_back_stops_reading_pods_after_the_first_failure(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1285,27 +1276,16 @@ def test_give_back_stops_reading_pods_after_the_first_failure(monkeypatch: pytes
     30 s): read for every member of a large gang, a slow API server ran the step past its Lambda timeout,
     and the give-back failed (GiveBackFailed: nothing backed off, nothing given back). After one failure
     the members left unread are kept unread, as when their Nodes cannot be read (review2)."""
-    cloud, ledger, steps = world()
-    prep = steps.prepare(REQUEST)
-    launch = steps.launch({**REQUEST, "prep": prep})
-    steps.attach({**REQUEST, "prep": prep, "launch": launch})
-    ids = sorted(launch["instances"])
-    kube = steps.kube
-    assert isinstance(kube, FakeCluster)
-    for n, iid in enumerate(ids):
-        name = f"ip-10-0-9-{n}.ec2.internal"
-        cloud.dns[iid] = name
-        kube.nodes[name] = o.node(name, instance=iid)
+    gang_ = attached_gang(3)
     calls: list[str] = []
 
     def unavailable(node: Any) -> Any:
         calls.append(str(node))
         raise KubeUnavailable("list pods: no useful answer after 4 attempts (last: ReadTimeoutError)")
 
-    monkeypatch.setattr(kube, "pods_on_node", unavailable)
+    monkeypatch.setattr(gang_.kube, "pods_on_node", unavailable)
 
-    out = steps.give_back({"state": {**REQUEST, "prep": prep, "launch": launch,
-                                     "verify": {"error": "GangIncomplete", "reason": "late"}}})  # fmt: skip
+    out = gang_.give_back()
 
     assert len(calls) == 1
-    assert out["kept"] == ids and backed_off(ledger) == ["gpu"]
+    assert out["kept"] == gang_.ids and backed_off(gang_.ledger) == ["gpu"]

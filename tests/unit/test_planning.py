@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -636,27 +637,37 @@ def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_t
     assert group == "gpu" and until == NOW + timedelta(minutes=15) and reason.startswith("1 of 3")
 
 
+def timed_out_backoff(
+    launched: int, pods: Callable[[list[str]], list[dict[str, Any]]]
+) -> tuple[FakeCloud, list[str], dict[str, Any]]:
+    """A scale-up of group gpu that launched ``launched`` instances beside the one it had, none of whose
+    Nodes turned Ready by the deadline, with ``pods`` (of the instance ids, the first the old one) bound:
+    the cloud, the ids and the back-off's result."""
+    cloud = gpu_cloud(launched + 1, desired=launched + 1)
+    ids = [i["InstanceId"] for i in cloud.groups[("us-east-1", "gpu")]["Instances"]]
+    cloud.ec2.update({iid: {"region": "us-east-1", "state": "running", "tags": {}} for iid in ids})
+    kube = FakeCluster([o.node(f"node-{iid}", instance=iid, ready=(iid == ids[0])) for iid in ids], pods(ids))
+    ledger = FakeLedger()
+    ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": launched + 1, "count": launched}
+    out = steps(cloud, kube, ledger).backoff(
+        {"cluster": "ml", "group": {**GROUP, "to": launched + 1},
+         "prep": {"before": [ids[0]], "owner": "up-p1", "count": launched},
+         "launch": {"status": "timeout", "reason": f"0 of {launched} new node(s) Ready by the launch deadline"}}
+    )  # fmt: skip
+    return cloud, ids, out
+
+
 def test_backoff_leaves_running_a_new_instance_whose_notready_node_runs_a_pod() -> None:
     """Both new nodes were Ready and took pending pods; by the deadline one of them reports NotReady for
     a moment (a kubelet restart): not a launch that never came up, a node with work on it. Terminated as
     undelivered, it killed its pod: it is left running (scale-down judges it once idle), and the reason
     names it with its pod. The stuck one with no pod is given back as before."""
-    cloud = gpu_cloud(3, desired=3)  # one instance before; two launched
-    before, busy, stuck = (i["InstanceId"] for i in cloud.groups[("us-east-1", "gpu")]["Instances"])
-    cloud.ec2.update(
-        {iid: {"region": "us-east-1", "state": "running", "tags": {}} for iid in (before, busy, stuck)}
+    cloud, (_, busy, stuck), out = timed_out_backoff(
+        2,
+        lambda ids: [
+            o.pod("train-0", "ml", node_name=f"node-{ids[1]}", owner=("Job", "train"), phase="Running")
+        ],
     )
-    kube = FakeCluster(
-        [o.node(f"node-{iid}", instance=iid, ready=(iid == before)) for iid in (before, busy, stuck)],
-        [o.pod("train-0", "ml", node_name=f"node-{busy}", owner=("Job", "train"), phase="Running")],
-    )
-    ledger = FakeLedger()
-    ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": 3, "count": 2}
-
-    out = steps(cloud, kube, ledger).backoff(
-        {"cluster": "ml", "group": {**GROUP, "to": 3}, "prep": {"before": [before], "owner": "up-p1", "count": 2},
-         "launch": {"status": "timeout", "reason": "0 of 2 new node(s) Ready by the launch deadline"}}
-    )  # fmt: skip
 
     assert out["terminated"] == [stuck] and writes(cloud) == [("terminate_instance", stuck)]
     assert f"left running, their Nodes run pods: {busy} (ml/train-0)" in out["reason"]
@@ -1555,22 +1566,9 @@ def test_backoff_gives_back_a_new_instance_whose_never_ready_node_has_a_pod_boun
     it, and it stays Pending there, never started. That is no work to keep: left running, the instance
     was kept for good (scale-down leaves a NotReady node with a workload pod alone) and the pod never ran.
     Only a started pod (phase Running) keeps a NotReady node's instance (review2)."""
-    cloud = gpu_cloud(2, desired=2)  # one instance before; one launched
-    before, broken = (i["InstanceId"] for i in cloud.groups[("us-east-1", "gpu")]["Instances"])
-    cloud.ec2.update(
-        {iid: {"region": "us-east-1", "state": "running", "tags": {}} for iid in (before, broken)}
-    )
-    kube = FakeCluster(
-        [o.node(f"node-{iid}", instance=iid, ready=(iid == before)) for iid in (before, broken)],
-        [o.pod("train-0", "ml", node_name=f"node-{broken}", owner=("Job", "train"), phase="Pending",
-               tolerations=[{"operator": "Exists"}])],
-    )  # fmt: skip
-    ledger = FakeLedger()
-    ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": 2, "count": 1}
-
-    out = steps(cloud, kube, ledger).backoff(
-        {"cluster": "ml", "group": {**GROUP, "to": 2}, "prep": {"before": [before], "owner": "up-p1", "count": 1},
-         "launch": {"status": "timeout", "reason": "0 of 1 new node(s) Ready by the launch deadline"}}
+    cloud, (_, broken), out = timed_out_backoff(
+        1, lambda ids: [o.pod("train-0", "ml", node_name=f"node-{ids[1]}", owner=("Job", "train"), phase="Pending",
+                              tolerations=[{"operator": "Exists"}])],
     )  # fmt: skip
 
     assert out["terminated"] == [broken] and writes(cloud) == [("terminate_instance", broken)]
