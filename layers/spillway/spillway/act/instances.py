@@ -83,16 +83,22 @@ def working_instances(
             working[iid] = f"its pods were not read: {type(failed).__name__} for another"
             continue
         try:
-            pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(node.metadata.name)]
+            work = _work_on(kube, node, now)
         except KubeError as exc:  # its pods are not known: it is not taken for idle either
             working[iid] = f"its pods could not be read: {type(exc).__name__}"
             failed = exc
             continue
-        ready = node.is_ready()  # a NotReady Node's pods that never started are no work
-        keys = sorted(p.key for p in pods if keeps_node_busy(p, now) and (ready or p.phase != "Pending"))
-        if keys:
-            working[iid] = ", ".join(keys[:3]) + (" ..." if len(keys) > 3 else "")
+        if work:
+            working[iid] = work
     return working
+
+
+def _work_on(kube: Cluster, node: Node, now: datetime) -> str:
+    """The first pods on ``node`` that keep it busy (:func:`working_instances`), named; "" when none."""
+    ready = node.is_ready()  # a NotReady Node's pods that never started are no work
+    pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(node.metadata.name)]
+    keys = sorted(p.key for p in pods if keeps_node_busy(p, now) and (ready or p.phase != "Pending"))
+    return ", ".join(keys[:3]) + (" ..." if len(keys) > 3 else "")
 
 
 def left_running(working: Mapping[str, str]) -> str:
