@@ -1289,3 +1289,20 @@ def test_give_back_stops_reading_pods_after_the_first_failure(monkeypatch: pytes
 
     assert len(calls) == 1
     assert out["kept"] == gang_.ids and backed_off(gang_.ledger) == ["gpu"]
+
+
+def test_a_kept_members_pod_names_are_no_evidence_of_a_misconfigured_launch() -> None:
+    """``LaunchesMisconfigured`` reads EC2's words, not the pods the cause names for a member left
+    running: a pod called ``invalid-labels-0`` said "invalid" to it, and the alarm fired for a launch
+    that failed for nothing anybody has to fix."""
+    gang_ = attached_gang(1)
+    gang_.kube.pods.append(o.pod("invalid-labels-0", "team-b", node_name="ip-10-0-9-0.ec2.internal",
+                                 owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
+    gang_.state["verify"] = {"error": "LaunchMisconfigured", "reason": "Server.InternalError: Internal error"}
+    metrics: list[str] = []
+    gang_.steps.metric = lambda name, _: metrics.append(name)
+
+    out = gang_.give_back()
+
+    assert "invalid-labels-0" in out["cause"] and "GangsGivenBack" in metrics
+    assert "LaunchesMisconfigured" not in metrics

@@ -615,6 +615,8 @@ class GangSteps:
             raise InputError("required: the execution's state", field="state")
         req, prep = self._request(state), _prep(state)
         error, cause = _why(state, f"{req.region}/{req.group}")
+        # EC2's own words (before the cause names kept members' pods): it fails until somebody fixes it
+        misconfigured = error == "LaunchMisconfigured" and names_settings(cause)
         asg = self.aws.describe_group(req.region, req.group)
         activities = self.aws.describe_activities(req.region, req.group, self.clock())
         members = self._members(req, prep, state, asg, replacement_launches(activities))
@@ -641,7 +643,7 @@ class GangSteps:
                  region=req.region, pools=pools, nodes=nodes, now=now)  # fmt: skip
         self.metric("GroupsBackedOff", 1)
         self.metric("GangsGivenBack", 1)
-        if error == "LaunchMisconfigured" and names_settings(cause):  # EC2 said so: it fails until fixed
+        if misconfigured:
             self.metric("LaunchesMisconfigured", 1)
         if desired is None or gone.replaced or gone.held:
             after = self.aws.describe_group(req.region, req.group)
