@@ -505,7 +505,8 @@ def _failed_pools(launch: Mapping[str, Any], asg: AutoScalingGroup) -> list[Pool
 
 
 def _misconfigured(launch: Mapping[str, Any]) -> bool:
-    """Whether verify found the launch failed for the group's settings (neither capacity nor a quota)."""
+    """Whether verify found the launch failed, and EC2 said plainly it was for the group's settings
+    (:func:`~spillway.model.launcherror.names_settings`)."""
     return launch.get("status") == "failed" and names_settings(str(launch.get("failure") or ""))
 
 
