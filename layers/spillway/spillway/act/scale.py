@@ -63,7 +63,7 @@ from pydantic import BaseModel
 
 from spillway.act.backoff import Pool, back_off, failed_pool
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
-from spillway.act.instances import give_back_in_group, left_running, ready_nodes, working_instances
+from spillway.act.instances import give_back_in_group, judged_for_give_back, ready_nodes
 from spillway.act.planning import (
     PlanSettings,
     execution_raises,
@@ -311,10 +311,14 @@ class ScaleSteps:
         ready = ready_nodes(self.kube, self.aws, region, new)
         # best-effort, a MinSize refusal terminated without the decrement; errors once all were tried
         unready = [iid for iid in new if iid not in ready]
-        # one whose Node ran pods while Ready, NotReady for a moment now, keeps them: never a running pod
-        working = working_instances(self.kube, self.aws, region, unready, now)
-        gone = give_back_in_group(self.aws, asg, [iid for iid in unready if iid not in working])
-        gone.raise_first()
+        # one whose Node ran pods while Ready, NotReady for a moment now, keeps them: never a running pod;
+        # each Node is cordoned before its pods are read, and keeps the cordon only if it is terminated
+        with judged_for_give_back(
+            self.kube, self.aws, region, unready, now, f"scale-up back-off {name}"
+        ) as judged:
+            gone = give_back_in_group(self.aws, asg, judged.idle(unready))
+            judged.terminated(gone.terminated)
+            gone.raise_first()
         terminated = gone.terminated
         # delivered: every instance it ever claimed, also those a first try of this step terminated
         # (decrementing the desired capacity already); unsettled: it may have added none
@@ -329,7 +333,7 @@ class ScaleSteps:
             "group": name,
             "region": region,
             "outcome": "backed_off",
-            "reason": (reason + gone.kept(after.MinSize, desired) + left_running(working))[:1000],
+            "reason": (reason + gone.kept(after.MinSize, desired) + judged.said())[:1000],
             "backoff_until": iso(until),
             "desired": desired,
             "terminated": terminated,
