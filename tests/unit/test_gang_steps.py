@@ -1386,3 +1386,17 @@ def test_a_give_back_that_fails_to_terminate_leaves_no_cordon_of_its_own() -> No
 
     assert len(gang_.kube.called("cordon")) == 2
     assert not any(cordoned(gang_.kube, name) for name in gang_.kube.nodes)
+
+
+def test_a_cordon_the_give_back_cannot_take_off_is_named_and_fails_nothing() -> None:
+    """The API server gone by the end of the give-back: the kept member's Node keeps Spillway's cordon
+    (a plan uncordons it for pending pods), the cause names it, and the gang is still given back."""
+    gang_ = attached_gang(1)
+    busy = "ip-10-0-9-0.ec2.internal"
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=busy, owner=("ReplicaSet", "web-5d9c")))
+    gang_.kube.fail("uncordon", KubeUnavailable("patch node: no useful answer after 4 attempts"))
+
+    out = gang_.give_back()
+
+    assert out["kept"] == gang_.ids[:1] and cordoned(gang_.kube, busy)
+    assert f"Spillway's cordon left on {busy}" in out["cause"] and backed_off(gang_.ledger) == ["gpu"]

@@ -32,7 +32,9 @@ terminates it too.
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
 deadline) ends in ``gang_give_back``: every instance of the attempt is terminated (but one whose Node
 runs a pod by then, which keeps a node busy: kube-scheduler binds any pending pod to a Ready member;
-it is left running, ``kept``, for scale-down to judge once idle), each tried whatever
+it is left running, ``kept``, for scale-down to judge once idle; each Node is cordoned before its pods
+are read, and uncordoned again unless its member is terminated:
+:func:`spillway.act.instances.judged_for_give_back`), each tried whatever
 becomes of the others (those in the group with ``ShouldDecrementDesiredCapacity``, or without it where a
 MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``;
 a launch whose answer was lost is asked again under its ClientToken, and the attempt's tag finds its
@@ -603,10 +605,13 @@ class GangSteps:
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each; where
         MinSize refuses the decrement, without it; an InService one of a group whose Terminate process is
-        suspended is left running, ``held``, and the cause says so), give back what the attempt raised
-        but never launched
-        (relative, rollback mode; none when its raise is unsettled: it may never have added any), back
-        the group off, and the pools the attempt found short of capacity (:func:`_short_pools`).
+        suspended is left running, ``held``, and the cause says so; one whose Node runs work, or whose
+        Node could not be cordoned or read, is left running, ``kept``: each Node is cordoned before its
+        pods are read, and its cordon taken off again unless its member was terminated, also when a
+        terminate fails: :func:`~spillway.act.instances.judged_for_give_back`), give back what the
+        attempt raised but never launched (relative, rollback mode; none when its raise is unsettled:
+        it may never have added any), back the group off, and the pools the attempt found short of
+        capacity (:func:`_short_pools`).
         Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")

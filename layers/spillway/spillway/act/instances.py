@@ -6,6 +6,12 @@ one to act on (out of its group, or terminating already). Used by the scale-up a
 the drain's terminate and the removal of instances that never joined. :func:`give_back_in_group`
 terminates what a launch did not deliver (a scale-up's back-off, a gang's give-back), best-effort, and
 leaves the InService ones of a group whose Terminate process is suspended.
+
+A give-back never terminates an instance whose Node runs work (:func:`working_instances`), and judges
+it with the Node cordoned (:func:`judged_for_give_back`): cordon each Node, read its pods, let the
+caller terminate the idle instances, then take the give-back's cordon off every Node whose instance it
+did not terminate, also when something raises on the way. Read without the cordon, a Node could take a
+pending pod between the read and the terminate, and the pod died with the instance.
 """
 
 from __future__ import annotations
@@ -82,8 +88,8 @@ class Judged:
         if not self.left_cordoned:
             return left_running(self.working)
         return left_running(self.working) + (
-            f"; Spillway's cordon left on {', '.join(self.left_cordoned[:5])} (it could not be taken off: "
-            "a later plan takes it off as an orphaned drain's)"
+            f"; Spillway's cordon left on {', '.join(self.left_cordoned[:5])}: it could not be taken off "
+            "(a plan uncordons such a Node for pending pods, or past orphaned_drain_minutes)"
         )
 
 
@@ -182,7 +188,8 @@ def _uncordon_kept(kube: Cluster, judged: Judged) -> None:
     """Take the give-back's cordon off each Node whose instance it did not terminate; a Node gone
     meanwhile needs none. Best-effort, as the cordons were made: after one fails the others are not
     tried (each failure costs the client's whole retry budget), and those left are named in
-    ``left_cordoned`` (a later plan takes such a cordon off, as an orphaned drain's); nothing raises."""
+    ``left_cordoned`` (a plan uncordons such a Node to place pending pods there, or drains or restores
+    it past ``orphaned_drain_minutes``); nothing raises, so an error the block raised is the one seen."""
     failed: KubeError | None = None
     for iid, name in judged.cordons.items():
         if iid in judged.gone:

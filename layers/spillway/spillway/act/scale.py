@@ -282,8 +282,10 @@ class ScaleSteps:
         this plan's own instances (:meth:`_own`) that runs no Ready Node is terminated (decrementing
         the desired capacity: precisely those, never a working node; where the MinSize refuses the
         decrement, without it, the others first; none that is InService while the group's Terminate
-        process is suspended, ``held`` and named in the reason: :func:`~spillway.act.instances.give_back_in_group`),
-        and the capacity it raised that
+        process is suspended, ``held`` and named in the reason: :func:`~spillway.act.instances.give_back_in_group`;
+        none whose Node runs work, or could not be cordoned or read, named in the reason: each Node is
+        cordoned before its pods are read, and its cordon taken off again unless its instance was
+        terminated: :func:`~spillway.act.instances.judged_for_give_back`), and the capacity it raised that
         never launched (raised - its instances) is taken off the live desired capacity
         (:func:`~spillway.act.claims.give_back_undelivered`), unless its raise is unsettled (it may
         never have added any: what it would take off could be another's). A concurrent gang's or
