@@ -132,11 +132,10 @@ def working_instances(
     it after they were: one schedulable when found is cordoned, and recorded in ``cordons`` (instance
     id → Node name) when the cordon is Spillway's (:meth:`Cluster.cordon`); one cordoned already is left
     as it is, never recorded; one gone by its cordon (``NodeNotFound``) is taken for no Node. On a
-    NotReady Node only a started pod counts
-    (phase not Pending): one whose tolerations admit everything, the not-ready taint too, is bound to a
-    Node that never becomes Ready (its CNI never starts) and stays Pending there, never run; kept for
-    it, the instance would run for good (scale-down leaves a NotReady node with a workload pod alone,
-    and so does the gang sweep). Only instances EC2 shows running are looked up (DescribeInstances
+    NotReady Node only a started pod counts (phase not Pending): one whose tolerations admit
+    everything, the not-ready taint too, is bound to a Node that never becomes Ready (its CNI never
+    starts) and stays Pending there, never run; kept for it, the instance would run for good
+    (scale-down leaves a NotReady node with a workload pod alone, and so does the gang sweep). Only instances EC2 shows running are looked up (DescribeInstances
     refuses a batch naming an id it does not know). After one cordon or read fails the others are not
     tried (each failure costs the client's whole retry budget, and the step must end within its
     Lambda's timeout): they are kept, neither cordoned nor read. What is kept is judged later by the
