@@ -742,6 +742,33 @@ class FakeCloud(Recorder):
         return self.groups[(region, group)]
 
 
+def unschedulable_at_terminate(cloud: FakeCloud, kube: FakeCluster) -> dict[str, bool]:
+    """Instance id → whether its Node (the one ``cloud.dns`` names, if there is one) was unschedulable
+    when the cloud was asked to terminate the instance, filled in as it is asked: an idle Node still
+    schedulable then is one kube-scheduler could have bound a pending pod to after the pods were read."""
+    seen: dict[str, bool] = {}
+
+    def note(instance_ids: Sequence[str]) -> None:
+        for iid in instance_ids:
+            node = kube.nodes.get(cloud.dns.get(iid, ""))
+            if node is not None:
+                seen[iid] = bool(node["spec"].get("unschedulable"))
+
+    one, many = cloud.terminate_instance, cloud.terminate_instances
+
+    def terminate_instance(region: str, instance_id: str, decrement: bool = True) -> ScalingActivity:
+        note([instance_id])
+        return one(region, instance_id, decrement)
+
+    def terminate_instances(region: str, instance_ids: Sequence[str]) -> list[str]:
+        note(instance_ids)
+        return many(region, instance_ids)
+
+    cloud.terminate_instance = terminate_instance  # type: ignore[method-assign]
+    cloud.terminate_instances = terminate_instances  # type: ignore[method-assign]
+    return seen
+
+
 # --- the store ---------------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from spillway.act.gang import TAG_ATTEMPT
 from spillway.local import cloud as cloud_module
 from spillway.local import objects
 from spillway.local.rig import create_group
+from spillway.model.k8s import CORDONED_BY_SPILLWAY
 
 MACHINE = "GangLaunchStateMachine"
 
@@ -246,14 +247,17 @@ def test_a_gang_given_back_leaves_running_a_member_whose_node_already_runs_anoth
 ) -> None:
     """One member's kubelet never turns Ready, so the gang is given back at its deadline; meanwhile
     kube-scheduler bound another team's pod to a member that did. All or nothing is for the gang's
-    capacity: that member, and its pod, stay (scale-down judges it once idle); the others go."""
+    capacity: that member, and its pod, stay (scale-down judges it once idle), its Node schedulable
+    again once the give-back that cordoned it to read its pods ends; the others go."""
     original_node = cloud_module._node
     made: list[str] = []
+    names: dict[str, str] = {}
 
     def kubelets(name: str, instance_id: str, zone: str, region: str, template: Any) -> Any:
         node = original_node(name, instance_id, zone, region, template)
         if template.labels.get("node.kubernetes.io/instance-type") == "g5.xlarge":
             made.append(instance_id)
+            names[instance_id] = name
             if len(made) == 1:  # a broken AMI on this one
                 node["status"]["conditions"] = [
                     {"type": "Ready", "status": "False", "reason": "KubeletNotReady"}
@@ -273,6 +277,10 @@ def test_a_gang_given_back_leaves_running_a_member_whose_node_already_runs_anoth
     assert f"left running, their Nodes run pods: {kept} (team-b/web-0)" in execution["cause"]
     assert set(running()) == busy | {kept}  # the two others terminated
     assert cloud.kube.get("Pod", "web-0", "team-b") is not None
+    node = cloud.kube.get("Node", names[kept])
+    assert not node["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in node["metadata"].get(
+        "annotations", {}
+    )
 
 
 def test_a_min_size_raised_while_the_gang_waits_still_gives_every_instance_back(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, HTTPClientError, ResponseStreamingError
-from fakes import FakeCloud, FakeCluster, FakeLedger
+from fakes import FakeCloud, FakeCluster, FakeLedger, unschedulable_at_terminate
 
 from spillway.act import gang
 from spillway.adapters.aws import map_aws_error
@@ -27,6 +27,7 @@ from spillway.errors import (
     InputError,
     KubeAuthError,
     KubeUnavailable,
+    NodeNotFound,
     QuotaExceeded,
 )
 from spillway.local import objects as o
@@ -1306,3 +1307,96 @@ def test_a_kept_members_pod_names_are_no_evidence_of_a_misconfigured_launch() ->
 
     assert "invalid-labels-0" in out["cause"] and "GangsGivenBack" in metrics
     assert "LaunchesMisconfigured" not in metrics
+
+
+def cordoned(kube: FakeCluster, name: str) -> bool:
+    """Whether the Node is unschedulable now (anybody's cordon)."""
+    return bool(kube.nodes[name]["spec"].get("unschedulable"))
+
+
+def test_give_back_terminates_an_idle_member_only_while_its_node_is_cordoned() -> None:
+    """kube-scheduler binds a pending pod (any team's) to a Ready member at any moment until its Node is
+    unschedulable: a give-back that read the pods first and terminated after killed a pod bound in
+    between. Each member's Node is cordoned before its pods are read, as ``kubectl drain`` and the gang
+    sweep do; the member kept for its pod gets its Node back schedulable once the give-back ends."""
+    gang_ = attached_gang(2)
+    busy, idle = "ip-10-0-9-0.ec2.internal", "ip-10-0-9-1.ec2.internal"
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=busy, owner=("ReplicaSet", "web-5d9c")))
+    at_terminate = unschedulable_at_terminate(gang_.cloud, gang_.kube)
+
+    out = gang_.give_back()
+
+    ids = gang_.ids
+    assert out["kept"] == [ids[0]] and at_terminate == {ids[1]: True}
+    assert not cordoned(gang_.kube, busy) and gang_.kube.called("uncordon") == [(busy,)]
+    assert [name for name, _ in gang_.kube.called("cordon")] == [busy, idle]
+    assert all(f"gang give-back {gang_.state['gang']}" in why for _, why in gang_.kube.called("cordon"))
+
+
+def test_give_back_leaves_a_cordon_somebody_else_made_as_it_was() -> None:
+    """A member whose Node an operator cordoned (to look at it, say) keeps that cordon whether it is
+    kept for its pod or given back: only Spillway's own cordon is ever taken off."""
+    gang_ = attached_gang(2)
+    busy, idle = "ip-10-0-9-0.ec2.internal", "ip-10-0-9-1.ec2.internal"
+    for name, iid in ((busy, gang_.ids[0]), (idle, gang_.ids[1])):
+        gang_.kube.nodes[name] = o.node(name, instance=iid, unschedulable=True)
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=busy, owner=("ReplicaSet", "web-5d9c")))
+
+    out = gang_.give_back()
+
+    assert out["kept"] == gang_.ids[:1] and cordoned(gang_.kube, busy) and cordoned(gang_.kube, idle)
+    assert gang_.kube.called("uncordon") == []
+
+
+def test_give_back_keeps_a_member_whose_node_cannot_be_cordoned_and_tries_no_other() -> None:
+    """A cordon refused (the API server down, a scale role without ``patch nodes``) leaves a Node that
+    kube-scheduler may still bind a pod to: its member is not terminated, and, as after a failed read,
+    the other Nodes are not tried (each failure costs the client's whole retry budget), so their
+    members stay too. The give-back itself does not fail: it backs off and gives back the rest."""
+    gang_ = attached_gang(2)
+    gang_.kube.fail("cordon", KubeUnavailable("patch node: no useful answer after 4 attempts"))
+
+    out = gang_.give_back()
+
+    ids = gang_.ids
+    assert out["kept"] == ids[:2] and sorted(gang_.cloud.running()) == ids[:2]
+    assert len(gang_.kube.called("cordon")) == 1 and gang_.kube.called("pods_on_node") == []
+    assert "could not be cordoned: KubeUnavailable" in out["cause"] and backed_off(gang_.ledger) == ["gpu"]
+
+
+def test_give_back_terminates_a_member_whose_node_vanished_before_its_cordon() -> None:
+    """A Node deleted between its lookup and its cordon has no kubelet to run a pod: its member is
+    given back as one without a Node."""
+    gang_ = attached_gang(1)
+    gang_.kube.fail("cordon", NodeNotFound("ip-10-0-9-0.ec2.internal"))
+
+    out = gang_.give_back()
+
+    assert out["kept"] == [] and gang_.cloud.running() == []
+
+
+def test_a_give_back_that_fails_to_terminate_leaves_no_cordon_of_its_own() -> None:
+    """AWS failing the terminate (the step fails, and its retry or the next plan tries again): every
+    Node the give-back cordoned is schedulable again, and the error is the step's."""
+    gang_ = attached_gang(2)
+    gang_.cloud.fail("terminate_instance", AwsUnavailable("TerminateInstanceInAutoScalingGroup: 503"))
+
+    with pytest.raises(AwsUnavailable):
+        gang_.give_back()
+
+    assert len(gang_.kube.called("cordon")) == 2
+    assert not any(cordoned(gang_.kube, name) for name in gang_.kube.nodes)
+
+
+def test_a_cordon_the_give_back_cannot_take_off_is_named_and_fails_nothing() -> None:
+    """The API server gone by the end of the give-back: the kept member's Node keeps Spillway's cordon
+    (a plan uncordons it for pending pods), the cause names it, and the gang is still given back."""
+    gang_ = attached_gang(1)
+    busy = "ip-10-0-9-0.ec2.internal"
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=busy, owner=("ReplicaSet", "web-5d9c")))
+    gang_.kube.fail("uncordon", KubeUnavailable("patch node: no useful answer after 4 attempts"))
+
+    out = gang_.give_back()
+
+    assert out["kept"] == gang_.ids[:1] and cordoned(gang_.kube, busy)
+    assert f"Spillway's cordon left on {busy}" in out["cause"] and backed_off(gang_.ledger) == ["gpu"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows
+from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows, unschedulable_at_terminate
 from plan_world import NOW, World
 
 from spillway.act.drain import DRAIN_LINE_BYTES, parse_request
@@ -638,15 +638,19 @@ def test_backoff_terminates_only_new_instances_without_a_ready_node_and_lowers_t
 
 
 def timed_out_backoff(
-    launched: int, pods: Callable[[list[str]], list[dict[str, Any]]]
+    launched: int,
+    pods: Callable[[list[str]], list[dict[str, Any]]],
+    before: Callable[[FakeCloud, FakeCluster], None] = lambda *_: None,
 ) -> tuple[FakeCloud, list[str], dict[str, Any]]:
     """A scale-up of group gpu that launched ``launched`` instances beside the one it had, none of whose
     Nodes turned Ready by the deadline, with ``pods`` (of the instance ids, the first the old one) bound:
-    the cloud, the ids and the back-off's result."""
+    the cloud, the ids and the back-off's result. ``before`` sees the cloud and the cluster just before
+    the back-off runs."""
     cloud = gpu_cloud(launched + 1, desired=launched + 1)
     ids = [i["InstanceId"] for i in cloud.groups[("us-east-1", "gpu")]["Instances"]]
     cloud.ec2.update({iid: {"region": "us-east-1", "state": "running", "tags": {}} for iid in ids})
     kube = FakeCluster([o.node(f"node-{iid}", instance=iid, ready=(iid == ids[0])) for iid in ids], pods(ids))
+    before(cloud, kube)
     ledger = FakeLedger()
     ledger.claimed[("ml", "raise#up-p1")] = {"before": 1, "after": launched + 1, "count": launched}
     out = steps(cloud, kube, ledger).backoff(
@@ -671,6 +675,65 @@ def test_backoff_leaves_running_a_new_instance_whose_notready_node_runs_a_pod() 
 
     assert out["terminated"] == [stuck] and writes(cloud) == [("terminate_instance", stuck)]
     assert f"left running, their Nodes run pods: {busy} (ml/train-0)" in out["reason"]
+
+
+def test_backoff_terminates_a_stuck_instance_only_while_its_node_is_cordoned_and_uncordons_the_kept_one() -> (
+    None
+):
+    """A NotReady Node may turn Ready again at any moment (a kubelet restart), and kube-scheduler then
+    binds a pending pod to it: the back-off cordons each new instance's Node before it reads its pods,
+    terminates the idle one while it is cordoned, and takes its cordon off the one kept for its pod."""
+    seen: dict[str, dict[str, bool]] = {}
+    kube_seen: list[FakeCluster] = []
+
+    def record(cloud: FakeCloud, kube: FakeCluster) -> None:
+        seen["at_terminate"] = unschedulable_at_terminate(cloud, kube)
+        kube_seen.append(kube)
+
+    _, (_, busy, stuck), out = timed_out_backoff(
+        2,
+        lambda ids: [
+            o.pod("train-0", "ml", node_name=f"node-{ids[1]}", owner=("Job", "train"), phase="Running")
+        ],
+        record,
+    )
+
+    kube = kube_seen[0]
+    assert out["terminated"] == [stuck] and seen["at_terminate"] == {stuck: True}
+    assert not kube.nodes[f"node-{busy}"]["spec"].get("unschedulable")
+    assert kube.called("uncordon") == [(f"node-{busy}",)]
+    assert {why for _, why in kube.called("cordon")} == {"scale-up back-off gpu"}
+
+
+def test_backoff_keeps_an_instance_whose_node_cannot_be_cordoned_and_fails_no_step() -> None:
+    """A refused cordon leaves the Node open to kube-scheduler: its instance stays, the reason says why,
+    and the group is still backed off."""
+
+    def refuse(_: FakeCloud, kube: FakeCluster) -> None:
+        kube.fail("cordon", KubeUnavailable("patch node: no useful answer after 4 attempts"))
+
+    cloud, (_, stuck), out = timed_out_backoff(1, lambda _: [], refuse)
+
+    assert out["terminated"] == [] and writes(cloud) == []
+    assert f"{stuck} (its Node could not be cordoned: KubeUnavailable)" in out["reason"]
+    assert out["outcome"] == "backed_off"
+
+
+def test_a_backoff_that_fails_to_terminate_leaves_no_cordon_of_its_own() -> None:
+    """AWS failing the terminate fails the step (it is retried), and the Node it cordoned is
+    schedulable again."""
+    kube_seen: list[FakeCluster] = []
+
+    def refuse(cloud: FakeCloud, kube: FakeCluster) -> None:
+        cloud.fail("terminate_instance", AwsThrottled("TerminateInstanceInAutoScalingGroup: Rate exceeded"))
+        kube_seen.append(kube)
+
+    with pytest.raises(AwsThrottled):
+        timed_out_backoff(1, lambda _: [], refuse)
+
+    kube = kube_seen[0]
+    assert len(kube.called("cordon")) == 1
+    assert not any(node["spec"].get("unschedulable") for node in kube.nodes.values())
 
 
 def test_backoff_gives_back_every_stuck_instance_though_the_min_size_refuses_one_decrement() -> None:

@@ -32,7 +32,9 @@ terminates it too.
 Whatever goes wrong after the launch (fewer instances than the gang, an instance lost, an error, the
 deadline) ends in ``gang_give_back``: every instance of the attempt is terminated (but one whose Node
 runs a pod by then, which keeps a node busy: kube-scheduler binds any pending pod to a Ready member;
-it is left running, ``kept``, for scale-down to judge once idle), each tried whatever
+it is left running, ``kept``, for scale-down to judge once idle; each Node is cordoned before its pods
+are read, and uncordoned again unless its member is terminated:
+:func:`spillway.act.instances.judged_for_give_back`), each tried whatever
 becomes of the others (those in the group with ``ShouldDecrementDesiredCapacity``, or without it where a
 MinSize raised meanwhile refuses the decrement; those not yet attached with EC2 ``TerminateInstances``;
 a launch whose answer was lost is asked again under its ClientToken, and the attempt's tag finds its
@@ -88,9 +90,8 @@ from spillway.act.claims import Owner, give_back_undelivered, mark_attach, own_i
 from spillway.act.instances import (
     Terminated,
     give_back_in_group,
-    left_running,
+    judged_for_give_back,
     ready_nodes,
-    working_instances,
 )
 from spillway.errors import (
     AsgLimitExceeded,
@@ -604,10 +605,13 @@ class GangSteps:
     def give_back(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Terminate every instance of the attempt (decrementing the desired capacity by each; where
         MinSize refuses the decrement, without it; an InService one of a group whose Terminate process is
-        suspended is left running, ``held``, and the cause says so), give back what the attempt raised
-        but never launched
-        (relative, rollback mode; none when its raise is unsettled: it may never have added any), back
-        the group off, and the pools the attempt found short of capacity (:func:`_short_pools`).
+        suspended is left running, ``held``, and the cause says so; one whose Node runs work, or whose
+        Node could not be cordoned or read, is left running, ``kept``: each Node is cordoned before its
+        pods are read, and its cordon taken off again unless its member was terminated, also when a
+        terminate fails: :func:`~spillway.act.instances.judged_for_give_back`), give back what the
+        attempt raised but never launched (relative, rollback mode; none when its raise is unsettled:
+        it may never have added any), back the group off, and the pools the attempt found short of
+        capacity (:func:`_short_pools`).
         Capacity and instances of other executions on the group are left alone.
         ``event["state"]`` is the execution's whole state (whatever steps ran)."""
         state = event.get("state")
@@ -624,10 +628,17 @@ class GangSteps:
         # one the group is terminating already (it took it out of service: any capacity it keeps for it
         # is in a replacement, claimed and terminated here) is not asked for again, as a drain does not
         leaving = {i.InstanceId for i in asg.Instances if i.LifecycleState.startswith("Terminat")}
-        # a member whose Node runs work by now stays: the gang's capacity goes, never a running pod
-        busy = working_instances(self.kube, self.aws, req.region, members - leaving, self.clock())
-        gone = self._terminate(asg, members - leaving - set(busy), in_group)
-        cause += left_running(busy)
+        # a member whose Node runs work by now stays: the gang's capacity goes, never a running pod; each
+        # Node is cordoned before its pods are read, and keeps the cordon only if its member is terminated
+        why = f"gang give-back {req.gang} (attempt {prep['attempt']})"
+        with judged_for_give_back(
+            self.kube, self.aws, req.region, members - leaving, self.clock(), why
+        ) as judged:
+            gone = self._terminate(asg, set(judged.idle(members - leaving)), in_group)
+            judged.terminated(gone.terminated)
+            gone.raise_first()
+        busy = judged.working
+        cause += judged.said()
         desired: int | None = None
         owner = self._owner(req, prep)
         if prep["mode"] == "rollback" and not owner.unsettled():  # raised, never launched: that, relative
@@ -723,29 +734,29 @@ class GangSteps:
         :func:`~spillway.act.instances.give_back_in_group` (the decrement, and without it where AWS
         refuses it for the MinSize; none for an InService one while the group's Terminate process is
         suspended: ``held``). Outside the group (not attached yet, or gone from it): EC2
-        TerminateInstances. Once all were tried, the first error is raised (one GiveBack retries
-        first), naming what still runs."""
+        TerminateInstances. Errors are recorded, not raised: the caller raises the first
+        (:meth:`~spillway.act.instances.Terminated.raise_first`) once it knows what was terminated."""
         region = asg.region
         gone = give_back_in_group(self.aws, asg, sorted(members & in_group))
         outside = sorted((members - in_group) | set(gone.not_found))
         try:
-            gone.terminated += self._terminate_outside(region, outside)
+            self._terminate_outside(region, outside, gone.terminated)
         except SpillwayError as exc:
             gone.errors.append((outside, exc))
-        gone.raise_first()
         return gone
 
-    def _terminate_outside(self, region: str, outside: Sequence[str]) -> list[str]:
-        """EC2 TerminateInstances of those still alive or stopped, and of those EC2 does not show yet."""
+    def _terminate_outside(self, region: str, outside: Sequence[str], terminated: list[str]) -> None:
+        """EC2 TerminateInstances of those still alive or stopped, and of those EC2 does not show yet;
+        each call's instances are added to ``terminated`` as it returns (the next may raise)."""
         if not outside:
-            return []
+            return
         alive = self.aws.instance_states(region, outside)
         doomed = sorted(i for i in outside if alive.get(i) in EC2_TERMINABLE)
-        terminated = self.aws.terminate_instances(region, doomed) if doomed else []
+        terminated += self.aws.terminate_instances(region, doomed) if doomed else []
         # an id EC2 does not show yet (just launched: eventual consistency) is terminated on its own
         # call, after the others: EC2 refuses a whole batch that names an id it does not know
         unseen = sorted(i for i in outside if i not in alive)
-        return terminated + (self.aws.terminate_instances(region, unseen) if unseen else [])
+        terminated += self.aws.terminate_instances(region, unseen) if unseen else []
 
     # --- dispatch ------------------------------------------------------------------------------
 

@@ -6,11 +6,19 @@ one to act on (out of its group, or terminating already). Used by the scale-up a
 the drain's terminate and the removal of instances that never joined. :func:`give_back_in_group`
 terminates what a launch did not deliver (a scale-up's back-off, a gang's give-back), best-effort, and
 leaves the InService ones of a group whose Terminate process is suspended.
+
+A give-back never terminates an instance whose Node runs work (:func:`working_instances`), and judges
+it with the Node cordoned (:func:`judged_for_give_back`): cordon each Node, read its pods, let the
+caller terminate the idle instances, then take the give-back's cordon off every Node whose instance it
+did not terminate, also when something raises on the way. Read without the cordon, a Node could take a
+pending pod between the read and the terminate, and the pod died with the instance.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import logging
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,6 +38,8 @@ from spillway.model.k8s import Node
 from spillway.model.nodegroup import TERMINATE
 from spillway.planner.disruption import keeps_node_busy
 from spillway.ports import Cloud, Cluster
+
+log = logging.getLogger(__name__)
 
 
 def nodes_on(kube: Cluster, cloud: Cloud, region: str, instance_ids: Sequence[str]) -> dict[str, Node]:
@@ -51,23 +61,85 @@ def nodes_on(kube: Cluster, cloud: Cloud, region: str, instance_ids: Sequence[st
     return dict(sorted(found.items()))
 
 
+@dataclass
+class Judged:
+    """What a give-back found of the instances it is about to terminate (:func:`judged_for_give_back`):
+    ``working`` (instance id → why it must not be terminated: :func:`working_instances`), ``cordons``
+    (instance id → the name of its Node, for each Node the give-back cordoned itself), ``gone`` (those
+    the caller reported terminated: their cordons stay) and ``left_cordoned`` (Nodes whose cordon
+    could not be taken off again)."""
+
+    working: dict[str, str] = field(default_factory=dict)
+    cordons: dict[str, str] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    left_cordoned: list[str] = field(default_factory=list)
+
+    def idle(self, instance_ids: Iterable[str]) -> list[str]:
+        """Those of ``instance_ids`` the give-back may terminate: not ``working``, in their order."""
+        return [iid for iid in instance_ids if iid not in self.working]
+
+    def terminated(self, instance_ids: Iterable[str]) -> None:
+        """Report instances terminated: their Nodes keep the give-back's cordon."""
+        self.gone.update(instance_ids)
+
+    def said(self) -> str:
+        """What the give-back's cause or reason adds: the instances left running
+        (:func:`left_running`), and the Nodes whose cordon could not be taken off."""
+        if not self.left_cordoned:
+            return left_running(self.working)
+        return left_running(self.working) + (
+            f"; Spillway's cordon left on {', '.join(self.left_cordoned[:5])}: it could not be taken off "
+            "(a plan uncordons such a Node for pending pods, or past orphaned_drain_minutes)"
+        )
+
+
+@contextmanager
+def judged_for_give_back(
+    kube: Cluster, cloud: Cloud, region: str, instance_ids: Collection[str], now: datetime, reason: str
+) -> Iterator[Judged]:
+    """Judge ``instance_ids`` with their Nodes cordoned, for the caller to terminate the idle ones (and
+    report them: :meth:`Judged.terminated`) inside the ``with`` block. Each Node is cordoned before its
+    pods are read (:func:`working_instances`): kube-scheduler binds a pending pod to any Ready Node
+    until it is unschedulable, and one bound after the pods were read died with the instance, as
+    ``kubectl drain`` and cluster-autoscaler's taint avoid by marking the node before they look. When
+    the block ends, or anything raises after the first cordon, every cordon the give-back made on a
+    Node whose instance was not reported terminated (kept, held, refused, failed) is taken off again,
+    best-effort (:func:`_uncordon_kept`): the error, if one, is the one raised."""
+    judged = Judged()
+    try:
+        judged.working = working_instances(kube, cloud, region, instance_ids, now, reason, judged.cordons)
+        yield judged
+    finally:
+        _uncordon_kept(kube, judged)
+
+
 def working_instances(
-    kube: Cluster, cloud: Cloud, region: str, instance_ids: Collection[str], now: datetime
+    kube: Cluster,
+    cloud: Cloud,
+    region: str,
+    instance_ids: Collection[str],
+    now: datetime,
+    reason: str,
+    cordons: dict[str, str],
 ) -> dict[str, str]:
     """Of ``instance_ids``, those a give-back must not terminate, each with why: its Node runs a pod that
     keeps a node busy at ``now`` (:func:`~spillway.planner.disruption.keeps_node_busy`: not a DaemonSet's
-    or a mirror, not finished or stuck terminating), named with its first such pods; or its Node or
-    pods could not be read, so whether it runs work is not known. A launch's capacity goes back, never
-    a running pod: kube-scheduler binds any pending pod to a new Node once it is Ready, and a Node that
-    was Ready may run pods while NotReady for a moment. On a NotReady Node only a started pod counts
-    (phase not Pending): one whose tolerations admit everything, the not-ready taint too, is bound to a
-    Node that never becomes Ready (its CNI never starts) and stays Pending there, never run; kept for
-    it, the instance would run for good (scale-down leaves a NotReady node with a workload pod alone,
-    and so does the gang sweep). Only instances EC2 shows running are looked up (DescribeInstances
-    refuses a batch naming an id it does not know). After one read fails the others are not tried
-    (each failure costs the client's whole retry budget, and the step must end within its Lambda's
-    timeout): they are kept unread too. What is kept is judged later by the scale-down (in its group)
-    or the gang sweep (outside it), which read its pods again."""
+    or a mirror, not finished or stuck terminating), named with its first such pods; or its Node could
+    not be cordoned, or it or its pods could not be read, so whether it runs work is not known. A
+    launch's capacity goes back, never a running pod: kube-scheduler binds any pending pod to a new
+    Node once it is Ready, and a Node that was Ready may run pods while NotReady for a moment. Each
+    Node is cordoned (``reason`` names the give-back) before its pods are read, so no pod is bound to
+    it after they were: one schedulable when found is cordoned, and recorded in ``cordons`` (instance
+    id → Node name) when the cordon is Spillway's (:meth:`Cluster.cordon`); one cordoned already is left
+    as it is, never recorded; one gone by its cordon (``NodeNotFound``) is taken for no Node. On a
+    NotReady Node only a started pod counts (phase not Pending): one whose tolerations admit
+    everything, the not-ready taint too, is bound to a Node that never becomes Ready (its CNI never
+    starts) and stays Pending there, never run; kept for it, the instance would run for good
+    (scale-down leaves a NotReady node with a workload pod alone, and so does the gang sweep). Only instances EC2 shows running are looked up (DescribeInstances
+    refuses a batch naming an id it does not know). After one cordon or read fails the others are not
+    tried (each failure costs the client's whole retry budget, and the step must end within its
+    Lambda's timeout): they are kept, neither cordoned nor read. What is kept is judged later by the
+    scale-down (in its group) or the gang sweep (outside it), which read its pods again."""
     if not instance_ids:
         return {}
     states = cloud.instance_states(region, sorted(instance_ids))
@@ -79,18 +151,58 @@ def working_instances(
     working: dict[str, str] = {}
     failed: KubeError | None = None
     for iid, node in nodes.items():
-        if failed is not None:  # one read failed: the others are not tried, nor taken for idle
-            working[iid] = f"its pods were not read: {type(failed).__name__} for another"
+        if failed is not None:  # one cordon or read failed: the others are not tried, nor taken for idle
+            working[iid] = f"its Node was not cordoned nor its pods read: {type(failed).__name__} for another"
             continue
+        step = "its Node could not be cordoned"
         try:
+            if not _cordon(kube, iid, node, reason, cordons):
+                continue  # the Node is gone: no kubelet to run a pod there
+            step = "its pods could not be read"
             work = _work_on(kube, node, now)
-        except KubeError as exc:  # its pods are not known: it is not taken for idle either
-            working[iid] = f"its pods could not be read: {type(exc).__name__}"
+        except KubeError as exc:  # whether it runs work is not known: it is not taken for idle either
+            working[iid] = f"{step}: {type(exc).__name__}"
             failed = exc
             continue
         if work:
             working[iid] = work
     return working
+
+
+def _cordon(kube: Cluster, iid: str, node: Node, reason: str, cordons: dict[str, str]) -> bool:
+    """Make the instance's Node unschedulable (:func:`working_instances`); False when it is gone."""
+    name = node.metadata.name
+    if node.spec.unschedulable:  # cordoned already, by whoever: left as it is, never taken off here
+        return True
+    try:
+        ours = kube.cordon(name, reason)
+    except NodeNotFound:
+        return False
+    if ours:
+        cordons[iid] = name
+    return True
+
+
+def _uncordon_kept(kube: Cluster, judged: Judged) -> None:
+    """Take the give-back's cordon off each Node whose instance it did not terminate; a Node gone
+    meanwhile needs none. Best-effort, as the cordons were made: after one fails the others are not
+    tried (each failure costs the client's whole retry budget), and those left are named in
+    ``left_cordoned`` (a plan uncordons such a Node to place pending pods there, or drains or restores
+    it past ``orphaned_drain_minutes``); nothing raises, so an error the block raised is the one seen."""
+    failed: KubeError | None = None
+    for iid, name in judged.cordons.items():
+        if iid in judged.gone:
+            continue
+        if failed is None:
+            try:
+                with suppress(NodeNotFound):
+                    kube.uncordon(name)
+                continue
+            except KubeError as exc:
+                failed = exc
+        judged.left_cordoned.append(name)
+    if failed is not None:
+        log.warning("give-back: cordon left on %s: %s", ", ".join(judged.left_cordoned), failed)
 
 
 def _work_on(kube: Cluster, node: Node, now: datetime) -> str:

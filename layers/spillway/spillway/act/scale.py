@@ -63,7 +63,7 @@ from pydantic import BaseModel
 
 from spillway.act.backoff import Pool, back_off, failed_pool
 from spillway.act.claims import Owner, give_back_undelivered, own_instances, raise_once
-from spillway.act.instances import give_back_in_group, left_running, ready_nodes, working_instances
+from spillway.act.instances import give_back_in_group, judged_for_give_back, ready_nodes
 from spillway.act.planning import (
     PlanSettings,
     execution_raises,
@@ -282,8 +282,10 @@ class ScaleSteps:
         this plan's own instances (:meth:`_own`) that runs no Ready Node is terminated (decrementing
         the desired capacity: precisely those, never a working node; where the MinSize refuses the
         decrement, without it, the others first; none that is InService while the group's Terminate
-        process is suspended, ``held`` and named in the reason: :func:`~spillway.act.instances.give_back_in_group`),
-        and the capacity it raised that
+        process is suspended, ``held`` and named in the reason: :func:`~spillway.act.instances.give_back_in_group`;
+        none whose Node runs work, or could not be cordoned or read, named in the reason: each Node is
+        cordoned before its pods are read, and its cordon taken off again unless its instance was
+        terminated: :func:`~spillway.act.instances.judged_for_give_back`), and the capacity it raised that
         never launched (raised - its instances) is taken off the live desired capacity
         (:func:`~spillway.act.claims.give_back_undelivered`), unless its raise is unsettled (it may
         never have added any: what it would take off could be another's). A concurrent gang's or
@@ -311,10 +313,14 @@ class ScaleSteps:
         ready = ready_nodes(self.kube, self.aws, region, new)
         # best-effort, a MinSize refusal terminated without the decrement; errors once all were tried
         unready = [iid for iid in new if iid not in ready]
-        # one whose Node ran pods while Ready, NotReady for a moment now, keeps them: never a running pod
-        working = working_instances(self.kube, self.aws, region, unready, now)
-        gone = give_back_in_group(self.aws, asg, [iid for iid in unready if iid not in working])
-        gone.raise_first()
+        # one whose Node ran pods while Ready, NotReady for a moment now, keeps them: never a running pod;
+        # each Node is cordoned before its pods are read, and keeps the cordon only if it is terminated
+        with judged_for_give_back(
+            self.kube, self.aws, region, unready, now, f"scale-up back-off {name}"
+        ) as judged:
+            gone = give_back_in_group(self.aws, asg, judged.idle(unready))
+            judged.terminated(gone.terminated)
+            gone.raise_first()
         terminated = gone.terminated
         # delivered: every instance it ever claimed, also those a first try of this step terminated
         # (decrementing the desired capacity already); unsettled: it may have added none
@@ -329,7 +335,7 @@ class ScaleSteps:
             "group": name,
             "region": region,
             "outcome": "backed_off",
-            "reason": (reason + gone.kept(after.MinSize, desired) + left_running(working))[:1000],
+            "reason": (reason + gone.kept(after.MinSize, desired) + judged.said())[:1000],
             "backoff_until": iso(until),
             "desired": desired,
             "terminated": terminated,
