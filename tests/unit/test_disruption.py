@@ -204,7 +204,10 @@ def test_a_pod_that_never_started_keeps_no_dead_node_busy_and_the_drain_lets_it_
     info = PodInfo.from_pod(Pod.model_validate(raw))
 
     judged = assess(info, dead_node=True)
-    assert (judged.verdict, judged.code) == ("ignore", codes.POD_NEVER_STARTED) and "never started" in judged.reason
+    assert (judged.verdict, judged.code) == (
+        "ignore",
+        codes.POD_NEVER_STARTED,
+    ) and "never started" in judged.reason
     assert assess(info).verdict == "never"  # on a node that may still come back it is work, protected
     assert classify(Pod.model_validate(raw), force=False, dead_node=True).action == "ignore"
     running = PodInfo.from_pod(Pod.model_validate(_raw(tolerations=[EVERYTHING])))

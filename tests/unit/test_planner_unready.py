@@ -238,7 +238,12 @@ def _never_started(w: World, node: str, name: str = "train-0", **kw: object) -> 
     waiting. It has a startTime: the kubelet writes one before it finds the network not ready."""
     pod = o.pod(name, "team-a", node_name=node, phase="Pending", tolerations=EVERYTHING, **kw)  # type: ignore[arg-type]
     pod["status"]["containerStatuses"] = [
-        {"name": "main", "ready": False, "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}
+        {
+            "name": "main",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+        }
     ]
     w.items.append(pod)
     return pod
@@ -287,7 +292,11 @@ def test_a_pod_that_never_started_on_a_node_not_ready_for_a_moment_keeps_it() ->
         {"phase": "Running"},
         # Pending while its init container runs: it started
         {"initContainerStatuses": [{"name": "fetch", "restartCount": 0, "state": {"running": {}}}]},
-        {"containerStatuses": [{"name": "main", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
+        {
+            "containerStatuses": [
+                {"name": "main", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+            ]
+        },
     ],
 )
 def test_a_pod_that_started_keeps_a_node_not_ready_past_the_unready_time(started: dict[str, object]) -> None:
@@ -312,7 +321,7 @@ def test_a_ready_node_with_a_pod_that_has_not_started_yet_is_busy() -> None:
 
 
 def test_whether_a_pod_never_started_survives_the_snapshot_and_an_older_one_reads_as_started() -> None:
-    w, dead, _ = _world()
+    _, dead, _ = _world()
     pod = o.pod("train-0", node_name=dead, phase="Pending")
     info = PodInfo.from_pod(Pod.model_validate(pod))
     assert info.unstarted and PodInfo.from_dict(info.to_dict()) == info
