@@ -328,7 +328,7 @@ def test_a_plan_sends_the_orphans_it_terminates_through_the_scale_down_and_not_t
 
     assert request.input["drains"] == [
         {"gang_orphan": True, "instance_id": ORPHAN, "region": "us-east-1", "attempt": ATTEMPT,
-         "gang": "team-a/train", "node": None, "reason": "left"},
+         "gang": "team-a/train", "node": None, "reason": "left", "unready_minutes": None},
     ]  # fmt: skip
 
 
@@ -578,7 +578,9 @@ def _dead_node_with_a_pod_that_never_started(rig: Rig, minutes_not_ready: float)
     name = f"node-{ORPHAN}"
     created = NOW - timedelta(minutes=minutes_not_ready)
     rig.api.add(objects.node(name, instance=ORPHAN, zone="us-east-1a", ready=False, created=created))
-    rig.api.add(objects.pod("worker-0", node_name=name, phase="Pending", tolerations=[{"operator": "Exists"}]))
+    rig.api.add(
+        objects.pod("worker-0", node_name=name, phase="Pending", tolerations=[{"operator": "Exists"}])
+    )
     return name
 
 

@@ -171,7 +171,9 @@ def _on_a_dead_node(w: World, *, minutes_not_ready: float) -> tuple[str, str]:
     bound to it that tolerates everything (the not-ready taint too) and never started."""
     iid = o.instance_id("orphan")
     node = o.node_name_for(iid)
-    w.items.append(o.node(node, instance=iid, ready=False, created=NOW - timedelta(minutes=minutes_not_ready)))
+    w.items.append(
+        o.node(node, instance=iid, ready=False, created=NOW - timedelta(minutes=minutes_not_ready))
+    )
     w.items.append(o.pod("worker-0", node_name=node, phase="Pending", tolerations=[{"operator": "Exists"}]))
     return iid, node
 
