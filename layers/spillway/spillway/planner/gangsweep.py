@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 
 from spillway.config import PlannerConfig
 from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.fleet import FleetInstance
 from spillway.model.nodegroup import NodeGroup
 from spillway.planner import codes
 from spillway.planner.context import aware, minutes
@@ -61,28 +62,37 @@ def sweep_gang_orphans(
         age = now - aware(inst.launched_at)
         if inst.instance_id in members or inst.group or age < limit:
             continue
-        info = nodes.get(inst.instance_id)
-        node = info.name if info else None
-        unready = _unready(info, config, now)
-        busy, unstarted = _busy_pods(snapshot, info, now, unready is not None)
         what = (
             f"instance {inst.instance_id} ({inst.region}) of gang {inst.gang or '?'} (attempt "
             f"{inst.attempt}) is in no Auto Scaling group {minutes(age)} after its launch "
             f"(gang_orphan_minutes {config.gang_orphan_minutes:g}): no gang launch attaches it any more"
         )
-        if busy:
-            reason = f"{what}; left running: its Node {node} runs {_named(busy)}; terminated once they end"
-            out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, False,
-                                  codes.GANG_ORPHAN_BUSY, reason))  # fmt: skip
-            continue
-        on_node = f"; its Node {node} runs no work and goes with it" if node else "; no Node runs on it"
-        if unstarted and unready is not None:
-            on_node = f"; its Node {node}, not Ready for {unready[1]}, runs no work (its pods never started: "
-            on_node += f"{_named(unstarted)}) and goes with it"
-        out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, True,
-                              codes.GANG_ORPHAN, f"{what}{on_node}; terminate it",
-                              unready[0] if unready else None))  # fmt: skip
+        out.append(_judge(inst, nodes.get(inst.instance_id), what, snapshot, config, now))
     return tuple(out)
+
+
+def _judge(
+    inst: FleetInstance,
+    info: NodeInfo | None,
+    what: str,
+    snapshot: ClusterSnapshot,
+    config: PlannerConfig,
+    now: datetime,
+) -> GangOrphan:
+    """Terminate the orphan, or leave it while its Node (``info``) runs work; ``what`` says what it is."""
+    node = info.name if info else None
+    unready = _unready(info, config, now)
+    busy, unstarted = _busy_pods(snapshot, info, now, unready is not None)
+    if busy:
+        reason = f"{what}; left running: its Node {node} runs {_named(busy)}; terminated once they end"
+        return GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, False,
+                          codes.GANG_ORPHAN_BUSY, reason)  # fmt: skip
+    on_node = f"; its Node {node} runs no work and goes with it" if node else "; no Node runs on it"
+    if unstarted and unready is not None:
+        on_node = f"; its Node {node}, not Ready for {unready[1]}, runs no work (its pods never started: "
+        on_node += f"{_named(unstarted)}) and goes with it"
+    return GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, True, codes.GANG_ORPHAN,
+                      f"{what}{on_node}; terminate it", unready[0] if unready else None)  # fmt: skip
 
 
 def _unready(node: NodeInfo | None, config: PlannerConfig, now: datetime) -> tuple[float, str] | None:
