@@ -170,3 +170,36 @@ def test_when_most_kubelets_are_gone_nothing_is_drained(eager: Cloud) -> None:
     assert {k["code"] for k in record["kept"]} == {"cluster-unhealthy"}
     assert cloud.executions("ScaleDownStateMachine") == []
     assert cloud.desired("general") == 6 and len(cloud.kube.list("Node")) == 6
+
+
+def test_a_dead_node_whose_only_pod_never_started_is_drained_and_the_pod_goes_with_it(eager: Cloud) -> None:
+    """A training pod that tolerates everything, the not-ready taint too, bound to a Node whose kubelet
+    never ran it (Pending, its container only waiting): past the unready time the plan drains the node,
+    naming the pod, and the real DrainNode state machine terminates it without evicting or waiting for
+    the pod (the pod garbage collector's to delete once the Node is gone)."""
+    cloud = eager
+    cloud.group("general", instance_type="m5.xlarge", desired=2, gpu=False)
+    dead, alive = sorted(cloud.wait_nodes(2))
+    pod = o.pod("train-0", "team-a", cpu="500m", memory="512Mi", node_name=dead, phase="Pending",
+                tolerations=[{"operator": "Exists"}])  # fmt: skip
+    pod["status"]["containerStatuses"] = [{"name": "main", "restartCount": 0, "state": {"waiting": {}}}]
+    cloud.kube.add(pod)
+    cloud.kube.add(o.pod("web-0", "team-a", cpu="500m", memory="512Mi", node_name=alive,
+                         owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
+    cloud.registrar.stop()
+    kubelet_stopped(cloud, dead, 30)
+
+    plan_once(cloud)
+
+    (record,) = records(cloud)
+    (drain,) = record["drain"]
+    assert drain["node"] == dead and drain["code"] == "never-started-pods"
+    assert "its pods never started: team-a/train-0" in drain["reason"]
+    [down] = cloud.executions("ScaleDownStateMachine")
+    result = cloud.stack.wait(down["executionArn"], 60)
+    assert result["status"] == "SUCCEEDED", result
+    (line,) = result["output"]["drains"]
+    assert (line["outcome"], line["node_deleted"], line.get("evicted_count", 0)) == ("terminated", True, 0), (
+        line
+    )
+    assert [n["metadata"]["name"] for n in cloud.kube.list("Node")] == [alive]

@@ -194,3 +194,21 @@ def test_a_terminating_pod_becomes_stuck_its_grace_period_and_30_s_after_its_del
         "wait",
         "ignore",
     )
+
+
+# --- a pod that never started, on a node long NotReady ---------------------------------------------
+
+
+def test_a_pod_that_never_started_keeps_no_dead_node_busy_and_the_drain_lets_it_go() -> None:
+    raw = _raw(phase="Pending", tolerations=[EVERYTHING], annotations={"karpenter.sh/do-not-disrupt": "true"})
+    info = PodInfo.from_pod(Pod.model_validate(raw))
+
+    judged = assess(info, dead_node=True)
+    assert (judged.verdict, judged.code) == (
+        "ignore",
+        codes.POD_NEVER_STARTED,
+    ) and "never started" in judged.reason
+    assert assess(info).verdict == "never"  # on a node that may still come back it is work, protected
+    assert classify(Pod.model_validate(raw), force=False, dead_node=True).action == "ignore"
+    running = PodInfo.from_pod(Pod.model_validate(_raw(tolerations=[EVERYTHING])))
+    assert assess(running, dead_node=True).verdict == "stays"

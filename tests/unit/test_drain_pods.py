@@ -352,3 +352,64 @@ def test_a_plans_drain_still_lets_the_expendable_pods_it_names_go_with_the_node(
     assert rig.drainer.evict(drain)["done"] is True
     assert rig.drainer.check(drain)["ready"] is True
     assert evictions(rig, "agent-0") == []
+
+
+# --- a node long NotReady whose pods never started ----------------------------------------------------
+
+
+def not_ready(rig: Rig, minutes: float) -> None:
+    """NODE's Ready condition turned False ``minutes`` before the drain's clock (its CNI never started)."""
+    from datetime import timedelta
+
+    node = rig.node()
+    since = rig.clock() - timedelta(minutes=minutes)
+    node["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+         "lastTransitionTime": since.isoformat().replace("+00:00", "Z")}
+    ]  # fmt: skip
+    rig.api.update("Node", node)
+
+
+def never_started(rig: Rig, name: str = "train-0", annotations: dict[str, str] | None = None) -> None:
+    """Bound by kube-scheduler (it tolerates everything, the not-ready taint too), never run by the
+    kubelet: Pending, its container waiting."""
+    raw = objects.pod(name, "team-a", node_name=NODE, phase="Pending", tolerations=[{"operator": "Exists"}],
+                      annotations=annotations)  # fmt: skip
+    raw["status"]["containerStatuses"] = [{"name": "main", "restartCount": 0, "state": {"waiting": {}}}]
+    rig.api.add(raw)
+
+
+def test_a_plans_drain_of_a_node_long_not_ready_lets_the_pods_that_never_started_go_with_it(
+    rig: Rig,
+) -> None:
+    """As the plan judged them: nothing to evict or wait for (evicted, such a pod would only stay
+    Terminating for want of a kubelet); the node is terminated and the pod garbage collector deletes
+    the pods, which their controllers recreate elsewhere. One marked never to be disturbed too: it never
+    started, so no work of it is lost."""
+    not_ready(rig, 25)
+    never_started(rig, "train-0")
+    never_started(rig, "train-1", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    request = {"plan_id": PLAN, "reason": "not Ready", "unready_minutes": 20, "poll_seconds": 5,
+               "deadline_seconds": 60}  # fmt: skip
+
+    drain = rig.cordoned(**request)
+    evicted = rig.drainer.evict(drain)
+
+    assert (evicted["done"], evicted["remaining"]) == (True, [])
+    assert evictions(rig, "train-0") == [] and evictions(rig, "train-1") == []
+    assert rig.drainer.check(drain)["ready"] is True
+
+
+@pytest.mark.parametrize(("minutes", "unready_minutes"), [(5, 20), (25, None)])
+def test_a_plans_drain_is_cancelled_for_a_pod_that_never_started_unless_its_node_is_long_not_ready(
+    rig: Rig, minutes: float, unready_minutes: float | None
+) -> None:
+    """NotReady for a moment (a freshly bound pod pulling its image is Pending too), or a drain that
+    names no unready time (by hand, or an older plan's): the pod is work, as before."""
+    not_ready(rig, minutes)
+    never_started(rig)
+    extra = {"unready_minutes": unready_minutes} if unready_minutes is not None else {}
+
+    out = rig.drainer.validate({"cluster": "prod", "node": NODE, "plan_id": PLAN, "reason": "r", **extra})
+
+    assert set(out) == {"cancelled"} and "team-a/train-0" in out["cancelled"]["note"]

@@ -328,7 +328,7 @@ def test_a_plan_sends_the_orphans_it_terminates_through_the_scale_down_and_not_t
 
     assert request.input["drains"] == [
         {"gang_orphan": True, "instance_id": ORPHAN, "region": "us-east-1", "attempt": ATTEMPT,
-         "gang": "team-a/train", "node": None, "reason": "left"},
+         "gang": "team-a/train", "node": None, "reason": "left", "unready_minutes": None},
     ]  # fmt: skip
 
 
@@ -570,3 +570,36 @@ def test_a_sweep_whose_claims_answer_was_lost_knows_the_claim_for_its_own(rig: R
         assert line["outcome"] == "gang-orphan-terminated", line
         assert _terminated(rig) == [("us-east-1", (ORPHAN,))]
         assert StateStore(client, "state").claims(CLUSTER, "gangsweep#") == {}  # released
+
+
+def _dead_node_with_a_pod_that_never_started(rig: Rig, minutes_not_ready: float) -> str:
+    from datetime import timedelta
+
+    name = f"node-{ORPHAN}"
+    created = NOW - timedelta(minutes=minutes_not_ready)
+    rig.api.add(objects.node(name, instance=ORPHAN, zone="us-east-1a", ready=False, created=created))
+    rig.api.add(
+        objects.pod("worker-0", node_name=name, phase="Pending", tolerations=[{"operator": "Exists"}])
+    )
+    return name
+
+
+def test_a_pod_that_never_started_on_a_node_long_not_ready_keeps_nothing(rig: Rig) -> None:
+    node = _dead_node_with_a_pod_that_never_started(rig, 25)
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node, unready_minutes=20))
+
+    assert line["outcome"] == "gang-orphan-terminated" and _terminated(rig) == [("us-east-1", (ORPHAN,))]
+
+
+@pytest.mark.parametrize(("minutes_not_ready", "unready_minutes"), [(5, 20), (25, None)])
+def test_a_pod_that_never_started_keeps_the_orphan_unless_its_node_is_not_ready_that_long_now(
+    rig: Rig, minutes_not_ready: float, unready_minutes: float | None
+) -> None:
+    """The Node became NotReady since the plan, or the plan (an older build's) said nothing of it."""
+    node = _dead_node_with_a_pod_that_never_started(rig, minutes_not_ready)
+    request = rig.request(node=node) | ({"unready_minutes": unready_minutes} if unready_minutes else {})
+
+    line = rig.drainer.remove_gang_orphan(request)
+
+    assert line["outcome"] == "gang-orphan-busy" and _terminated(rig) == []

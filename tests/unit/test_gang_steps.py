@@ -1257,8 +1257,8 @@ def test_give_back_terminates_a_member_whose_node_never_became_ready_though_a_po
     """A member whose Node registered but never became Ready (the usual reason a gang misses its
     deadline) still takes a pod whose tolerations admit everything, a GPU training pod's usual spec (the
     gang's own worker, say): kube-scheduler binds it, and it stays Pending there, never started. Kept for
-    it, the member ran for good (scale-down leaves a NotReady node with a workload pod alone, and so
-    does the gang sweep), and the pod never ran: it is given back. A started pod keeps it (review2)."""
+    it, the member ran until scale-down or the gang sweep judged its Node (past scale_down_unready_minutes),
+    and the pod never ran: it is given back at once. A started pod keeps it (review2)."""
     gang_ = attached_gang(2, ready=False)
     for n in range(2):
         gang_.kube.pods.append(o.pod(f"worker-{n}", "ml", node_name=f"ip-10-0-9-{n}.ec2.internal",

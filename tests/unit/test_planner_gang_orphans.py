@@ -164,3 +164,35 @@ def test_an_instance_of_a_group_the_plan_does_not_scale_is_still_in_a_group() ->
                   groups, cfg, state, NOW)  # fmt: skip
 
     assert result.gang_orphans == ()
+
+
+def _on_a_dead_node(w: World, *, minutes_not_ready: float) -> tuple[str, str]:
+    """An orphan whose Node registered ``minutes_not_ready`` ago and never became Ready, with a pod
+    bound to it that tolerates everything (the not-ready taint too) and never started."""
+    iid = o.instance_id("orphan")
+    node = o.node_name_for(iid)
+    w.items.append(
+        o.node(node, instance=iid, ready=False, created=NOW - timedelta(minutes=minutes_not_ready))
+    )
+    w.items.append(o.pod("worker-0", node_name=node, phase="Pending", tolerations=[{"operator": "Exists"}]))
+    return iid, node
+
+
+def test_a_pod_that_never_started_on_a_node_not_ready_past_the_unready_time_keeps_no_orphan() -> None:
+    w = _world()
+    iid, node = _on_a_dead_node(w, minutes_not_ready=25)
+
+    (entry,) = _plan(w, (_fleet(iid, minutes_ago=90),)).gang_orphans
+
+    assert entry.terminate and entry.code == codes.GANG_ORPHAN and entry.node == node
+    assert "not Ready for 25m" in entry.reason and "never started: default/worker-0" in entry.reason
+    assert entry.unready_minutes == 20  # the sweep checks the Node again against the same time
+
+
+def test_a_pod_that_never_started_on_a_node_not_ready_for_a_moment_keeps_its_orphan() -> None:
+    w = _world()
+    iid, _ = _on_a_dead_node(w, minutes_not_ready=5)
+
+    (entry,) = _plan(w, (_fleet(iid, minutes_ago=90),)).gang_orphans
+
+    assert not entry.terminate and entry.code == codes.GANG_ORPHAN_BUSY

@@ -8,8 +8,8 @@ import pytest
 from plan_world import NOW, World
 
 from spillway.local import objects as o
-from spillway.model.cluster import NodeInfo
-from spillway.model.k8s import Node
+from spillway.model.cluster import NodeInfo, PodInfo
+from spillway.model.k8s import Node, Pod
 from spillway.planner import ScalingPlan, codes
 
 
@@ -226,3 +226,104 @@ def test_a_node_not_initialized_yet_is_not_in_the_base_of_a_percentage_budget(st
     held = [reason for code, reason in _kept(result).values() if code == codes.DISRUPTION_BUDGET]
     assert len(held) == 9 and all("allows 1 of group cpu's 10 node(s)" in reason for reason in held)
     assert _kept(result)[new][0] != codes.DISRUPTION_BUDGET
+
+
+# --- pods that never started on a node long NotReady ------------------------------------------------
+
+EVERYTHING = [{"operator": "Exists"}]  # a GPU training spec's tolerations: the not-ready taint too
+
+
+def _never_started(w: World, node: str, name: str = "train-0", **kw: object) -> dict[str, object]:
+    """A pod kube-scheduler bound to ``node`` that its kubelet never ran: Pending, its container only
+    waiting. It has a startTime: the kubelet writes one before it finds the network not ready."""
+    pod = o.pod(name, "team-a", node_name=node, phase="Pending", tolerations=EVERYTHING, **kw)  # type: ignore[arg-type]
+    pod["status"]["containerStatuses"] = [
+        {
+            "name": "main",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+        }
+    ]
+    w.items.append(pod)
+    return pod
+
+
+def test_a_node_not_ready_past_the_unready_time_whose_pods_never_started_is_drained() -> None:
+    """Kept for its pod, the instance would be paid for forever and the pod never run: removing the
+    Node is what frees it (the pod garbage collector deletes it, its Job makes another elsewhere)."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    _never_started(w, dead)
+    w.idle_since(dead, 30)
+
+    result = w.plan()
+
+    (drain,) = result.drain
+    assert drain.node == dead and drain.code == codes.NEVER_STARTED
+    assert "not Ready for 25m" in drain.reason and "its pods never started: team-a/train-0" in drain.reason
+    assert drain.unready_minutes == 20
+
+
+def test_its_idle_timer_starts_once_its_pods_count_as_never_started() -> None:
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    _never_started(w, dead)
+
+    assert _kept(w.plan())[dead][0] == codes.IDLE_BELOW_THRESHOLD  # judged like an idle unready node
+
+
+def test_a_pod_that_never_started_on_a_node_not_ready_for_a_moment_keeps_it() -> None:
+    """A Ready node that goes NotReady for a moment while a freshly bound pod pulls its image must not
+    lose it: that pod is Pending too."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 5)
+    _never_started(w, dead)
+    w.idle_since(dead, 60)
+
+    result = w.plan()
+
+    assert _kept(result)[dead][0] == codes.NOT_READY and result.drain == ()
+
+
+@pytest.mark.parametrize(
+    "started",
+    [
+        {"phase": "Running"},
+        # Pending while its init container runs: it started
+        {"initContainerStatuses": [{"name": "fetch", "restartCount": 0, "state": {"running": {}}}]},
+        {
+            "containerStatuses": [
+                {"name": "main", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+            ]
+        },
+    ],
+)
+def test_a_pod_that_started_keeps_a_node_not_ready_past_the_unready_time(started: dict[str, object]) -> None:
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    pod = _never_started(w, dead)
+    pod["status"].update(started)  # type: ignore[attr-defined]
+    w.idle_since(dead, 60)
+
+    result = w.plan()
+
+    code, reason = _kept(result)[dead]
+    assert code == codes.NOT_READY and "runs 1 workload pod(s)" in reason and result.drain == ()
+
+
+def test_a_ready_node_with_a_pod_that_has_not_started_yet_is_busy() -> None:
+    w, node, _ = _world()
+    _never_started(w, node)
+    w.idle_since(node, 60)
+
+    assert _kept(w.plan())[node][0] == codes.WORKLOAD
+
+
+def test_whether_a_pod_never_started_survives_the_snapshot_and_an_older_one_reads_as_started() -> None:
+    _, dead, _ = _world()
+    pod = o.pod("train-0", node_name=dead, phase="Pending")
+    info = PodInfo.from_pod(Pod.model_validate(pod))
+    assert info.unstarted and PodInfo.from_dict(info.to_dict()) == info
+    written_before = {k: v for k, v in info.to_dict().items() if k != "nst"}
+    assert not PodInfo.from_dict(written_before).unstarted  # judged as it was then: work

@@ -108,7 +108,7 @@ from spillway.errors import (
     StateCorrupt,
 )
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
-from spillway.model.cluster import DEFAULT_GRACE_SECONDS, PodInfo, instance_id_from_provider_id
+from spillway.model.cluster import DEFAULT_GRACE_SECONDS, NodeInfo, PodInfo, instance_id_from_provider_id
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     GLOBAL_TIMEOUT_SECONDS,
@@ -143,7 +143,7 @@ from spillway.model.nodegroup import (
     is_managed,
     scale_in_protected,
 )
-from spillway.planner.disruption import TOLERATES_DRAIN, assess
+from spillway.planner.disruption import TOLERATES_DRAIN, assess, dead
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
@@ -872,18 +872,24 @@ _ACTION: dict[str, Action] = {
 
 
 def classify(
-    pod: Pod, *, force: bool, now: datetime | None = None, planned: Collection[str] = ()
+    pod: Pod,
+    *,
+    force: bool,
+    now: datetime | None = None,
+    planned: Collection[str] = (),
+    dead_node: bool = False,
 ) -> PodVerdict:
     """What the drain does with ``pod``: the planner's disruption predicate, mapped one to one
     (ignore→ignore, wait→wait, never→keep, movable→evict, stays→ignore: a pod that tolerates the
     drain's cordon and taint would come straight back). An evictable pod needs no reason. ``now``:
-    a pod stuck terminating (its kubelet gone) is ignored, not waited for. ``planned``: the pods a
+    a pod stuck terminating (its kubelet gone) is ignored, not waited for. ``dead_node``
+    (:func:`dead_node`): a pod that never started is ignored, as the plan judged it. ``planned``: the pods a
     plan's drain moves (a consolidation's, a make-room's, an idle node's expendable pods), each of
     which the plan found a move opt-in for (:func:`spillway.planner.disruption.assess_move`), which its
     local storage does not outweigh; the drain cannot read them again itself (the Jobs, the config's
     expendable cutoff), so the plan's word stands, as it does for the room they find elsewhere."""
     info = PodInfo.from_pod(pod)
-    judged = assess(info, force=force, now=now, opted_in=info.key in planned)
+    judged = assess(info, force=force, now=now, opted_in=info.key in planned, dead_node=dead_node)
     action = _ACTION[judged.verdict]
     grace = pod.spec.termination_grace_period_seconds
     return PodVerdict(
@@ -894,6 +900,16 @@ def classify(
         DEFAULT_GRACE_SECONDS if grace is None else grace,
         pod.metadata.deletion_timestamp,
     )
+
+
+def dead_node(drain: Drain | DrainRequest, node: Node, now: datetime) -> bool:
+    """The Node is NotReady, and has been for the plan's ``unready_minutes`` (its group's
+    ``scale_down_unready_minutes``) as the drain reads it now: the planner's
+    :func:`spillway.planner.disruption.dead`, so a pod that never started there goes with the node, as
+    the plan judged it. Never for a drain that names no unready time (by hand, an older plan's)."""
+    if drain.unready_minutes is None:
+        return False
+    return dead(NodeInfo.from_node(node), now, timedelta(minutes=drain.unready_minutes))
 
 
 GRACE_OVER = "terminating, its grace period over: leaving (its kubelet confirms the deletion after it)"
@@ -1126,9 +1142,9 @@ class Drainer:
         )
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
-        planned = _planned(drain)
+        planned, dead = _planned(drain), dead_node(drain, node, now)
         verdicts = [
-            classify(p, force=request.force, now=now, planned=planned)
+            classify(p, force=request.force, now=now, planned=planned, dead_node=dead)
             for p in self.kube.pods_on_node(drain.node)
         ]
         verdicts = _unplanned_stays(request, verdicts)
@@ -1177,6 +1193,7 @@ class Drainer:
             lifecycle=request.lifecycle,
             uncordon=request.uncordon,
             leaving=request.leaving or request.lifecycle is not None,
+            unready_minutes=request.unready_minutes,
             name=name,
             started_at=iso(now),
             deadline_at=iso(now + timedelta(seconds=request.deadline_seconds)),
@@ -1299,12 +1316,13 @@ class Drainer:
         with no grace period, and is ``done`` and ``forced`` instead). A leaving instance whose Node is gone (EC2
         reclaimed it, another drain of it terminated it) is done: nothing is left to evict."""
         previous = previous or {}
-        if self._present(drain) is None:
+        node = self._present(drain)
+        if node is None:
             return {**_GONE, "rounds": int(previous.get("rounds") or 0), "evicted": previous.get("evicted") or [],
                     "evicted_count": int(previous.get("evicted_count") or 0)}  # fmt: skip
-        before = self._verdicts(drain)
+        before = self._verdicts(drain, node)
         evicted_now, refused = self._evict_in_time(drain, before, previous)
-        after = self._verdicts(drain) if evicted_now else before
+        after = self._verdicts(drain, node) if evicted_now else before
         remaining = _remaining(after, evicted_now, refused)
         blocked = [pod for pod, why in refused.items() if _held_by_budget(why)]
         forced = self._forced_at_deadline(drain, remaining)
@@ -1407,13 +1425,14 @@ class Drainer:
             return _GONE_ALREADY
         return None
 
-    def _verdicts(self, drain: Drain) -> list[PodVerdict]:
+    def _verdicts(self, drain: Drain, node: Node) -> list[PodVerdict]:
         """What to do with each pod on the node now (a consolidation evicts only its own pods; from
-        the deadline on, a pod past its grace is leaving: :func:`_grace_over`)."""
+        the deadline on, a pod past its grace is leaving: :func:`_grace_over`; on a ``node`` long
+        NotReady, a pod that never started goes with it: :func:`dead_node`)."""
         now = self.clock()
-        planned = _planned(drain)
+        planned, dead = _planned(drain), dead_node(drain, node, now)
         verdicts = [
-            classify(p, force=drain.force, now=now, planned=planned)
+            classify(p, force=drain.force, now=now, planned=planned, dead_node=dead)
             for p in self.kube.pods_on_node(drain.node)
         ]
         return _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)))
@@ -1443,7 +1462,7 @@ class Drainer:
             raise DrainCancelled(
                 f"Node {drain.node!r} is instance {now_instance} now, not {drain.instance_id}; nothing terminated"
             )
-        verdicts = self._verdicts(drain)
+        verdicts = self._verdicts(drain, node)
         remaining = [{"pod": v.pod, "reason": v.reason} for v in verdicts if v.action != "ignore"]
         forced = bool(remaining) and drain.force and self.clock() >= drain.deadline
         return {"ready": not remaining or forced, "forced": forced, "remaining": remaining[:LIST_LIMIT]}

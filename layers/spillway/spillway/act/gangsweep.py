@@ -14,7 +14,8 @@ snapshot is older than the world, so the step reads it again first:
 * its Node, if one, is cordoned first (kube-scheduler could bind a pod to it until then); a Node that
   runs pods keeping a node busy
   (:func:`spillway.planner.disruption.keeps_node_busy` at ``now``, as the plan judged them: a pod stuck
-  terminating, its kubelet gone, is none): ``busy``, its cordon taken off again, nothing else done
+  terminating, its kubelet gone, is none, and so is a pod that never started on a Node still NotReady
+  for the plan's ``unready_minutes``): ``busy``, its cordon taken off again, nothing else done
   (the next plan reports it until they end); a failure before the terminate also takes the cordon off;
 * else EC2 ``TerminateInstances``, and its Node, if one, is deleted: ``terminated``.
 
@@ -52,8 +53,8 @@ from pydantic import Field
 from spillway.act.instances import nodes_on
 from spillway.act.unregistered import InstanceRequest, parse_instance_request
 from spillway.errors import NodeNotFound, SpillwayError, StateConflict
-from spillway.model.cluster import PodInfo, format_time, instance_id_from_provider_id
-from spillway.planner.disruption import keeps_node_busy
+from spillway.model.cluster import NodeInfo, PodInfo, format_time, instance_id_from_provider_id
+from spillway.planner.disruption import dead, keeps_node_busy
 from spillway.ports import Cloud, Cluster, Ledger
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,9 @@ class SweepRequest(InstanceRequest):
     attempt: str = Field(min_length=1, max_length=255)
     gang: str = Field(default="", max_length=255)
     node: str | None = None
+    # the plan found the Node NotReady past this (scale_down_unready_minutes): a pod that never started on
+    # it is no work while the Node still is (spillway.planner.disruption.dead, never_started)
+    unready_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 def remove_gang_orphan(
@@ -173,8 +177,9 @@ def _sweep_node(
         cloud.terminate_instances(request.region, [request.instance_id])
         return "terminated", None, f"terminated {request.instance_id}: {request.reason}"
     try:
+        dead_node = _dead(kube, name, request.unready_minutes, now)
         pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(name)]
-        busy = sorted(info.key for info in pods if keeps_node_busy(info, now))
+        busy = sorted(info.key for info in pods if keeps_node_busy(info, now, dead_node=dead_node))
         if not busy:
             cloud.terminate_instances(request.region, [request.instance_id])
     except BaseException:
@@ -188,6 +193,14 @@ def _sweep_node(
         return "busy", name, f"its Node {name} runs {named} now: left running"
     kube.delete_node(name)
     return "terminated", name, f"terminated {request.instance_id}; Node {name} deleted: {request.reason}"
+
+
+def _dead(kube: Cluster, name: str, unready_minutes: float | None, now: datetime) -> bool:
+    """The Node is NotReady, and has been for the plan's ``unready_minutes``, as read now (never when the
+    plan named no such time: an older build's, or a Node the plan saw Ready; then it is not read)."""
+    if unready_minutes is None:
+        return False
+    return dead(NodeInfo.from_node(kube.get_node(name)), now, timedelta(minutes=unready_minutes))
 
 
 def _release(kube: Cluster, name: str) -> None:

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from spillway.errors import (
     AsgLimitExceeded,
@@ -32,11 +32,11 @@ from spillway.errors import (
     SpillwayError,
 )
 from spillway.model.aws import AutoScalingGroup
-from spillway.model.cluster import PodInfo, instance_id_from_provider_id
+from spillway.model.cluster import NodeInfo, PodInfo, instance_id_from_provider_id
 from spillway.model.drain import Placement
 from spillway.model.k8s import Node
 from spillway.model.nodegroup import TERMINATE
-from spillway.planner.disruption import keeps_node_busy
+from spillway.planner.disruption import dead, keeps_node_busy
 from spillway.ports import Cloud, Cluster
 
 log = logging.getLogger(__name__)
@@ -132,10 +132,13 @@ def working_instances(
     it after they were: one schedulable when found is cordoned, and recorded in ``cordons`` (instance
     id → Node name) when the cordon is Spillway's (:meth:`Cluster.cordon`); one cordoned already is left
     as it is, never recorded; one gone by its cordon (``NodeNotFound``) is taken for no Node. On a
-    NotReady Node only a started pod counts (phase not Pending): one whose tolerations admit
-    everything, the not-ready taint too, is bound to a Node that never becomes Ready (its CNI never
-    starts) and stays Pending there, never run; kept for it, the instance would run for good
-    (scale-down leaves a NotReady node with a workload pod alone, and so does the gang sweep). Only instances EC2 shows running are looked up (DescribeInstances
+    NotReady Node a pod that never started (:func:`~spillway.planner.disruption.never_started`:
+    Pending, no container ever ran) does not count, however short the Node has been NotReady
+    (:func:`~spillway.planner.disruption.dead` with no wait: the launch did not deliver, so the instance
+    goes back anyway): one whose tolerations admit everything, the not-ready taint too, is bound to a
+    Node that never becomes Ready (its CNI never starts) and stays Pending there, never run; kept for
+    it, the instance would run until scale-down or the gang sweep judged the Node, past
+    ``scale_down_unready_minutes``. Only instances EC2 shows running are looked up (DescribeInstances
     refuses a batch naming an id it does not know). After one cordon or read fails the others are not
     tried (each failure costs the client's whole retry budget, and the step must end within its
     Lambda's timeout): they are kept, neither cordoned nor read. What is kept is judged later by the
@@ -207,9 +210,10 @@ def _uncordon_kept(kube: Cluster, judged: Judged) -> None:
 
 def _work_on(kube: Cluster, node: Node, now: datetime) -> str:
     """The first pods on ``node`` that keep it busy (:func:`working_instances`), named; "" when none."""
-    ready = node.is_ready()  # a NotReady Node's pods that never started are no work
+    # a NotReady Node's pods that never started are no work: no wait, the launch did not deliver
+    dead_node = dead(NodeInfo.from_node(node), now, timedelta(0))
     pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(node.metadata.name)]
-    keys = sorted(p.key for p in pods if keeps_node_busy(p, now) and (ready or p.phase != "Pending"))
+    keys = sorted(p.key for p in pods if keeps_node_busy(p, now, dead_node=dead_node))
     return ", ".join(keys[:3]) + (" ..." if len(keys) > 3 else "")
 
 

@@ -475,7 +475,8 @@ def removal_item(entry: Unregistered) -> dict[str, Any]:
 def sweep_item(entry: GangOrphan) -> dict[str, Any]:
     """One item of the scale-down's Map for a fleet gang's instance left outside every group: the drain
     function checks it again and terminates it (:mod:`spillway.act.gangsweep`); no DrainNode execution,
-    no claim (the step judges the instance afresh: gone, attached, its Node busy)."""
+    no claim (the step judges the instance afresh: gone, attached, its Node busy, against the plan's
+    ``unready_minutes`` for a NotReady Node)."""
     return {
         "gang_orphan": True,
         "instance_id": entry.instance_id,
@@ -484,6 +485,7 @@ def sweep_item(entry: GangOrphan) -> dict[str, Any]:
         "gang": entry.gang,
         "node": entry.node,
         "reason": entry.reason[:REASON_LIMIT],
+        "unready_minutes": entry.unready_minutes,  # always there: the state machine's path names it
     }
 
 

@@ -168,6 +168,10 @@ class PodInfo:
     do_not_drain: bool = False  # openai/do-not-drain "1" or "true", any case (label, or annotation)
     preemptable: bool = False  # volcano.sh/preemptable true (its annotation, else its label)
     started_at: datetime | None = None  # status.startTime, kept for bound pods only (its age)
+    # bound, Pending, and no container of it ever ran (Pod.never_started), kept for bound pods only: on a
+    # node long NotReady it never will (spillway.planner.disruption.never_started). Stored as a flag set
+    # only when true, so a snapshot written before it says "started", as it was judged then.
+    unstarted: bool = False
     # spec.activeDeadlineSeconds, kept for bound pods only: the kubelet fails the pod that many seconds
     # after started_at, so it ends by then (spillway.planner.durations)
     active_deadline: int | None = None
@@ -354,6 +358,7 @@ class PodInfo:
             do_not_drain=bool(d.get("odn")),
             preemptable=bool(d.get("vp")),
             started_at=parse_time(d.get("st")),
+            unstarted=bool(d.get("nst")),
             active_deadline=_int_or_none(d.get("ads")),
             job=d.get("job"),
             job_role=d.get("jr"),
@@ -415,6 +420,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("odn", lambda p: _one_if(p.do_not_drain)),
     ("vp", lambda p: _one_if(p.preemptable)),
     ("st", lambda p: format_time(p.started_at)),
+    ("nst", lambda p: _one_if(p.unstarted)),
     ("ads", lambda p: p.active_deadline),
     ("job", lambda p: p.job),
     ("jr", lambda p: p.job_role),
@@ -484,6 +490,7 @@ def _move_facts(pod: Pod) -> dict[str, Any]:
         "preemptable": volcano_preemptable(labels, annotations),
         # its age matters only for a pod that might move
         "started_at": pod.status.start_time if may_move else None,
+        "unstarted": may_move and pod.never_started(),
         "active_deadline": pod.spec.active_deadline_seconds if may_move else None,
         "job": None if facts.job == owner_key else facts.job,
         "job_role": facts.role,

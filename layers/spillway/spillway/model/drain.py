@@ -94,6 +94,12 @@ class DrainRequest(BaseModel):
     its time ``planned_at`` plus ``drain_claim_minutes`` (``claim_minutes``). Until then later plans leave
     the node alone unless the drain has cordoned it. A drain that starts at or after it, queued behind
     other drains, is cancelled before it touches anything: the next plan judges the node again.
+
+    ``unready_minutes`` (a plan's drain of a NotReady node: its group's ``scale_down_unready_minutes``):
+    while the node is still NotReady for at least that long, a pod on it that never started (Pending, no
+    container ever ran: :func:`spillway.planner.disruption.never_started`) is no work, as the plan judged
+    it: neither evicted nor waited for, it goes with the node. Without it (a drain by hand, an older
+    build's plan) such a pod is evicted as any other, and cancels a plan's drain.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -118,6 +124,7 @@ class DrainRequest(BaseModel):
     planned_at: str | None = Field(default=None, max_length=40)
     claim_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     claim_until: str | None = Field(default=None, max_length=40)
+    unready_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class Drain(BaseModel):
@@ -145,6 +152,8 @@ class Drain(BaseModel):
     lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
     uncordon: bool = False  # once empty: uncordon and keep the node (never with terminate or lifecycle)
     leaving: bool = False  # the instance goes whatever the drain does (DrainRequest.leaving, lifecycle)
+    # the node is dead once NotReady this long: its pods that never started go with it (DrainRequest)
+    unready_minutes: float | None = None
     # The drain's own name, which its cordon carries so that it undoes only its own: its DrainNode
     # execution's name. "" for a drain validated before drains had names (an execution in flight then).
     name: str = ""

@@ -424,15 +424,39 @@ class StatusCondition(Condition):
         return dict(self._raw) or self.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+class ContainerState(KubeModel):
+    """One of a container status's ``state``/``lastState``: only which of them is set is read."""
+
+    running: dict[str, Any] | None = None
+    terminated: dict[str, Any] | None = None
+
+
 class ContainerStatus(KubeModel):
-    """What the kubelet reports of one container; only what an in-place resize changes is read.
+    """What the kubelet reports of one container; only what an in-place resize changes, and whether the
+    container ever ran, are read.
 
     ``allocatedResources``: the requests the kubelet has admitted; ``resources``: those the runtime
-    runs it with (both as the kubelet writes them; the spec holds the desired ones)."""
+    runs it with (both as the kubelet writes them; the spec holds the desired ones). ``state``,
+    ``lastState`` and ``restartCount``: :meth:`ever_ran`."""
 
     name: str = ""
     allocated_resources: QuantityMap | None = None
     resources: ResourceRequirements | None = None
+    state: ContainerState = Field(default_factory=ContainerState)
+    last_state: ContainerState = Field(default_factory=ContainerState)
+    restart_count: int = 0
+
+    def ever_ran(self) -> bool:
+        """The runtime started the container at least once: it is running or has terminated, now or
+        before its last restart, or it restarted. A container the kubelet never started reports only
+        ``waiting`` (``ContainerCreating``, ``PodInitializing``, an image pull's back-off), or no status
+        at all."""
+        return (
+            self.restart_count > 0
+            or self.state.running is not None
+            or self.state.terminated is not None
+            or self.last_state.terminated is not None
+        )
 
 
 # The pod condition of a resize the kubelet has not admitted (Kubernetes 1.33+), with its reason
@@ -485,6 +509,20 @@ class Pod(RefusableModel):
     def is_ready(self) -> bool:
         """Its Ready condition is True: what a PodDisruptionBudget counts as healthy."""
         return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
+
+    def never_started(self) -> bool:
+        """Bound, phase ``Pending``, and no container of it (init or app) ever ran
+        (:meth:`ContainerStatus.ever_ran`). ``status.startTime`` says nothing here: the kubelet's status
+        manager sets it on its first status write of the pod, before it finds the node's network not
+        ready and starts nothing (kubernetes/kubernetes pkg/kubelet/status/status_manager.go,
+        updateStatusInternal; pkg/kubelet/kubelet.go, SyncPod); a pod whose init containers run is
+        ``Pending`` too, and has started."""
+        status = self.status
+        return (
+            self.spec.node_name is not None
+            and (status.phase or "Pending") == "Pending"
+            and not any(s.ever_ran() for s in (*status.container_statuses, *status.init_container_statuses))
+        )
 
     def effective_requests(self) -> Resources:
         """What the scheduler reserves for the pod.

@@ -83,6 +83,9 @@ CONSOLIDATION = "consolidation"  # Drain.code of a drain that moves pods (an emp
 MAKE_ROOM = "make-room"
 # Drain.code of an idle node's drain that evicts the expendable pods it runs (nothing else keeps it)
 EXPENDABLE_PODS = "expendable-pods"
+# Drain.code of a NotReady node's drain whose only workload pods never started (and never will there):
+# nothing to evict, they go with the node
+NEVER_STARTED = "never-started-pods"
 CONSOLIDATION_OFF = "consolidation-off"  # the group's consolidation is off: its nodes are never drained
 DISRUPTION_BUDGET = "disruption-budget"  # the most restrictive active disruption budget is used up
 POD_NEVER = "pod-never"  # runs a pod that must not be disturbed
@@ -169,6 +172,9 @@ POD_MIRROR = "mirror"  # a static pod: the kubelet runs it
 POD_DAEMONSET = "daemonset"  # a DaemonSet pod: it runs on every node anyway
 POD_TERMINATING = "terminating"  # already being deleted: wait for it
 POD_STUCK = "stuck-terminating"  # deleted and still listed well past its grace period: its kubelet is gone
+# Pending and never ran, on a node NotReady past scale_down_unready_minutes: it never will there, and goes
+# with the node (spillway.planner.disruption.never_started)
+POD_NEVER_STARTED = "never-started"
 POD_DO_NOT_DISRUPT = "do-not-disrupt"  # karpenter.sh/do-not-disrupt=true
 POD_NOT_SAFE_TO_EVICT = "not-safe-to-evict"  # cluster-autoscaler.kubernetes.io/safe-to-evict=false
 POD_NO_CONTROLLER = "no-controller"  # nothing would recreate it

@@ -23,7 +23,7 @@ from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import PODS, Resources, add_into, subtract
 from spillway.model.schedule import Floor
 from spillway.model.state import GangState, State
-from spillway.planner.disruption import goes_with_its_node, keeps_node_busy
+from spillway.planner.disruption import dead, goes_with_its_node, keeps_node_busy, never_started
 from spillway.planner.predicates import HOSTNAME_LABEL, admits
 from spillway.planner.topology import NO_MARKS, Marks, Planned, Spot, TopologyIndex
 from spillway.planner.types import PendingPod, Placement, Unhealthy
@@ -66,6 +66,9 @@ class WorkNode:
     group: NodeGroup | None
     used: Resources = field(default_factory=dict)
     workload: int = 0  # pods that keep the node busy (spillway.planner.disruption)
+    # on a node NotReady past scale_down_unready_minutes, its pods that never started (and keep it from
+    # nothing: spillway.planner.disruption.never_started), by key
+    never_started: list[str] = field(default_factory=list)
     # expendable pods that keep it from nothing: its drain evicts them (disruption.goes_with_its_node)
     expendable: list[PodInfo] = field(default_factory=list)
     free: Resources = field(default_factory=dict)
@@ -165,6 +168,7 @@ class Context:
         # group runs too (spillway.planner.groups.fresh_node_overhead)
         self.node_daemons: dict[str, list[PodInfo]] = {}
         self.provreqs: dict[str, ProvisioningRequestInfo] = {r.key: r for r in snapshot.provreqs}
+        self._group_configs: dict[str, PlannerConfig] = {}  # group -> config_for(group)
         self._index_pods(snapshot.pods)
         self.nominated: list[PodInfo] = _nominated(
             self.pending, self.nodes, config.expendable_priority_cutoff
@@ -208,7 +212,6 @@ class Context:
         self.floors: dict[str, Floor | None] = {}  # group -> its scheduled MinSize floor (groups.py)
         self.buffer_pods: dict[str, BufferInfo] = {}  # virtual pod of a capacity buffer -> its buffer
         self.buffer_room: dict[str, dict[str, int]] = {}  # node -> buffer key -> buffer pods it holds
-        self._group_configs: dict[str, PlannerConfig] = {}  # group -> config_for(group)
         self._priorities: dict[str, float] = {}  # group -> group_priority(group)
 
     def launching(self, group: NodeGroup) -> int:
@@ -219,6 +222,12 @@ class Context:
         only the instances it has may still come."""
         coming = group.coming(self.replaced_in_group.get(group.name, 0))
         return coming - self.ready_in_group.get(group.name, 0) - self.stale.get(group.name, 0)
+
+    def unready_long(self, node: WorkNode) -> bool:
+        """The node has been NotReady for its group's ``scale_down_unready_minutes``: judged for
+        scale-down, and a pod that never started on it is no work (spillway.planner.disruption.dead)."""
+        limit = self.config_for(node.group).scale_down_unready_minutes
+        return dead(node.info, self.now, timedelta(minutes=limit))
 
     def config_for(self, group: NodeGroup | None) -> PlannerConfig:
         """The configuration for ``group``'s nodes: its autoscaling-options tags override the cluster's
@@ -311,8 +320,13 @@ class Context:
 
     def _keep_busy(self, node: WorkNode, pod: PodInfo) -> None:
         """Whether the bound ``pod`` keeps its node busy: workload, or an expendable pod its node's drain
-        evicts (:func:`spillway.planner.disruption.goes_with_its_node`)."""
-        if not keeps_node_busy(pod, self.now):
+        evicts (:func:`spillway.planner.disruption.goes_with_its_node`). On a node NotReady past its
+        ``scale_down_unready_minutes`` (:func:`~spillway.planner.disruption.dead`) a pod that never
+        started keeps it from nothing: it is noted in ``never_started``."""
+        dead_node = self.unready_long(node)
+        if not keeps_node_busy(pod, self.now, dead_node=dead_node):
+            if dead_node and never_started(pod):
+                node.never_started.append(pod.key)
             return
         if pod.priority < self.config.expendable_priority_cutoff and goes_with_its_node(
             pod, self.snapshot.pdb_allowance(pod), self.now

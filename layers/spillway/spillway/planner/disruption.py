@@ -4,7 +4,8 @@
 
 * ``ignore``: the pod does not keep its node busy and is not evicted (finished, mirror, DaemonSet, or,
   given ``now``, stuck terminating: still listed past ``PodInfo.stuck_after``, so no kubelet is left to
-  stop it; cluster-autoscaler ignores such long-terminating pods too);
+  stop it; cluster-autoscaler ignores such long-terminating pods too; or, on a ``dead_node``, one that
+  never started: :func:`never_started`);
 * ``wait``: already terminating; it keeps the node busy until it is gone, nothing to evict;
 * ``never``: protected (``karpenter.sh/do-not-disrupt=true``,
   ``cluster-autoscaler.kubernetes.io/safe-to-evict=false``, ``openai/do-not-drain`` (1 or true), or no
@@ -69,7 +70,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Literal
 
@@ -114,17 +115,24 @@ class Disruption:
 
 
 def assess(
-    pod: PodInfo, *, force: bool = False, now: datetime | None = None, opted_in: bool = False
+    pod: PodInfo,
+    *,
+    force: bool = False,
+    now: datetime | None = None,
+    opted_in: bool = False,
+    dead_node: bool = False,
 ) -> Disruption:
     """May ``pod`` be disturbed, and at what cost. ``force`` overrides the protections, nothing else;
-    ``now`` tells a stuck terminating pod (ignored) from one still terminating (waited for).
+    ``now`` tells a stuck terminating pod (ignored) from one still terminating (waited for);
+    ``dead_node``: its node has been NotReady long enough that a pod which never started there never
+    will (:func:`dead`), so such a pod is ignored (:func:`never_started`).
     ``opted_in``: a move opt-in holds for the pod (:func:`assess_move` found it movable: expendable,
     ``safe-to-evict=true``, Volcano preemptable, an elastic worker above its job's minimum, a Job that
     ignores DisruptionTarget; a plan's drain names such pods): it says the workload tolerates losing
     the pod, and so its scratch data, so local storage no longer protects it (nothing else changes)."""
     cost = (pod.priority, pod.deletion_cost)
-    if not keeps_node_busy(pod, now):
-        code, why = _ignored(pod)
+    if not keeps_node_busy(pod, now, dead_node=dead_node):
+        code, why = _ignored(pod, dead_node=dead_node)
         return Disruption(IGNORE, why, code, cost)
     if pod.terminating:
         return Disruption(WAIT, "terminating", codes.POD_TERMINATING, cost)
@@ -148,10 +156,53 @@ def comes_back(pod: PodInfo) -> bool:
     return admits(True, DRAINING_TAINTS, pod.tolerations)
 
 
-def keeps_node_busy(pod: PodInfo, now: datetime | None = None) -> bool:
-    """``assess(pod, now=now).keeps_node_busy`` without building the verdict (the planner asks it for
-    every pod)."""
-    return not (pod.terminal or pod.mirror or pod.daemonset or stuck(pod, now))
+def keeps_node_busy(pod: PodInfo, now: datetime | None = None, *, dead_node: bool = False) -> bool:
+    """``assess(pod, now=now, dead_node=dead_node).keeps_node_busy`` without building the verdict (the
+    planner asks it for every pod)."""
+    return not (
+        pod.terminal or pod.mirror or pod.daemonset or stuck(pod, now) or (dead_node and never_started(pod))
+    )
+
+
+def never_started(pod: PodInfo) -> bool:
+    """The pod is bound, ``Pending``, and no container of it, init or app, ever ran: none is running or
+    has terminated, now or before a restart, and none restarted (``PodInfo.unstarted``, from the
+    container statuses: :meth:`spillway.model.k8s.Pod.never_started`). Its ``startTime`` does not
+    count: the kubelet writes it before it finds the node's network not ready and starts nothing. A pod
+    whose init containers ran, or that ran and whose kubelet then went away, has started: it is work,
+    whatever its phase says now.
+
+    On a node NotReady past ``scale_down_unready_minutes`` (:func:`dead`) such a pod is no work: it is
+    one whose tolerations admit ``node.kubernetes.io/not-ready`` (``tolerations: [{operator: Exists}]``),
+    bound by kube-scheduler to a Node that never became Ready (its CNI never started), and it would stay
+    there, Pending, for good (it tolerates the NoExecute taint too, so taint-based eviction never takes
+    it). It keeps no node busy and no drain evicts it or waits for it (evicted, it would only stay
+    Terminating for want of a kubelet): it goes with the node, whose removal frees it (the pod garbage
+    collector deletes the pods of a Node that no longer exists, and their controllers recreate them
+    elsewhere). Its protections (``karpenter.sh/do-not-disrupt``, ``safe-to-evict=false``,
+    ``openai/do-not-drain``, no controller, local storage) do not keep the node: they keep running work
+    from being interrupted, and this pod runs none; kept, the node would keep it from ever running,
+    which is not what they ask. On a node NotReady for less (a Ready node's kubelet missed a few
+    heartbeats while a freshly bound pod pulls its image: that pod is Pending too) it is work as any
+    other pod."""
+    return pod.unstarted and pod.node_name is not None and pod.phase == "Pending"
+
+
+def dead(node: NodeInfo, now: datetime, after: timedelta) -> bool:
+    """``node`` is NotReady, and has been for at least ``after`` (since its Ready condition last changed,
+    else since it was created; never when neither is known): scale-down judges it after
+    ``scale_down_unready_minutes`` (cluster-autoscaler's ``--scale-down-unready-time``), and a pod that
+    never started on it is no work (:func:`never_started`). ``after`` 0: NotReady at all (a give-back's
+    instance, whose launch did not deliver, :func:`spillway.act.instances.working_instances`)."""
+    if node.ready:
+        return False
+    if after <= timedelta(0):
+        return True
+    since = node.ready_changed_at or node.created_at
+    if since is None:
+        return False
+    since = since if since.tzinfo is not None else since.replace(tzinfo=UTC)
+    return now - since >= after
 
 
 def goes_with_its_node(pod: PodInfo, pdbs_allow: int | None, now: datetime) -> bool:
@@ -177,10 +228,18 @@ def stuck(pod: PodInfo, now: datetime | None) -> bool:
     return now is not None and pod.stuck_after is not None and now > pod.stuck_after
 
 
-def _ignored(pod: PodInfo) -> tuple[str, str]:
+NEVER_STARTED = (
+    "never started, and its node has been NotReady past scale_down_unready_minutes: it never will there; it "
+    "goes with the node (the pod garbage collector deletes it, its controller recreates it elsewhere)"
+)
+
+
+def _ignored(pod: PodInfo, *, dead_node: bool = False) -> tuple[str, str]:
     """Why a pod that does not keep its node busy is ignored."""
     if pod.terminal:
         return codes.POD_FINISHED, f"finished ({pod.phase})"
+    if dead_node and never_started(pod):
+        return codes.POD_NEVER_STARTED, NEVER_STARTED
     if pod.stuck_after is not None and not (pod.mirror or pod.daemonset):
         return (
             codes.POD_STUCK,

@@ -19,6 +19,10 @@ retries end well within the hour. Then:
   (:func:`spillway.planner.disruption.keeps_node_busy`: DaemonSet, mirror, finished and stuck-terminating
   pods keep none): ``terminate`` (``gang-orphan``), by the scale-down's ``remove_gang_orphan`` step, which
   checks the live world again first (:mod:`spillway.act.gangsweep`);
+* on a Node NotReady past ``scale_down_unready_minutes`` a pod that never started (Pending, no container
+  ever ran: :func:`spillway.planner.disruption.never_started`) is none: it tolerates the not-ready taint,
+  was bound to a Node that never became Ready, and would stay there for good; the reason names it, and the
+  entry carries the unready time (``unready_minutes``), against which the sweep reads the Node again;
 * its Node runs such pods: left and reported (``gang-orphan-busy``), every plan, until they end. It is
   not drained: the pods are running work that nobody asked to move (the gang's own workers, which
   kube-scheduler may have bound before the attach, among them), the drain's termination is the group's
@@ -34,11 +38,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from spillway.config import PlannerConfig
-from spillway.model.cluster import ClusterSnapshot
+from spillway.model.cluster import ClusterSnapshot, NodeInfo
+from spillway.model.fleet import FleetInstance
 from spillway.model.nodegroup import NodeGroup
 from spillway.planner import codes
 from spillway.planner.context import aware, minutes
-from spillway.planner.disruption import keeps_node_busy
+from spillway.planner.disruption import dead, keeps_node_busy, never_started
 from spillway.planner.types import GangOrphan
 
 NAMED_PODS = 3  # the busy pods a reason names
@@ -51,35 +56,67 @@ def sweep_gang_orphans(
     limit = timedelta(minutes=config.gang_orphan_minutes)
     # every instance a group lists, whatever its lifecycle state (Standby, Detaching, Terminating too)
     members = {iid for g in groups for iid in (*g.instance_ids, *g.terminating_instances, *g.held_instances)}
-    nodes = {n.instance_id: n.name for n in snapshot.nodes if n.instance_id}
+    nodes = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
     out: list[GangOrphan] = []
     for inst in sorted(snapshot.fleet_instances, key=lambda i: (i.region, i.instance_id)):
         age = now - aware(inst.launched_at)
         if inst.instance_id in members or inst.group or age < limit:
             continue
-        node = nodes.get(inst.instance_id)
-        busy = _busy_pods(snapshot, node, now)
         what = (
             f"instance {inst.instance_id} ({inst.region}) of gang {inst.gang or '?'} (attempt "
             f"{inst.attempt}) is in no Auto Scaling group {minutes(age)} after its launch "
             f"(gang_orphan_minutes {config.gang_orphan_minutes:g}): no gang launch attaches it any more"
         )
-        if busy:
-            reason = f"{what}; left running: its Node {node} runs {_named(busy)}; terminated once they end"
-            out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, False,
-                                  codes.GANG_ORPHAN_BUSY, reason))  # fmt: skip
-            continue
-        on_node = f"; its Node {node} runs no work and goes with it" if node else "; no Node runs on it"
-        out.append(GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, True,
-                              codes.GANG_ORPHAN, f"{what}{on_node}; terminate it"))  # fmt: skip
+        out.append(_judge(inst, nodes.get(inst.instance_id), what, snapshot, config, now))
     return tuple(out)
 
 
-def _busy_pods(snapshot: ClusterSnapshot, node: str | None, now: datetime) -> list[str]:
-    """The pods on ``node`` that keep a node busy, by key."""
+def _judge(
+    inst: FleetInstance,
+    info: NodeInfo | None,
+    what: str,
+    snapshot: ClusterSnapshot,
+    config: PlannerConfig,
+    now: datetime,
+) -> GangOrphan:
+    """Terminate the orphan, or leave it while its Node (``info``) runs work; ``what`` says what it is."""
+    node = info.name if info else None
+    unready = _unready(info, config, now)
+    busy, unstarted = _busy_pods(snapshot, info, now, unready is not None)
+    if busy:
+        reason = f"{what}; left running: its Node {node} runs {_named(busy)}; terminated once they end"
+        return GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, False,
+                          codes.GANG_ORPHAN_BUSY, reason)  # fmt: skip
+    on_node = f"; its Node {node} runs no work and goes with it" if node else "; no Node runs on it"
+    if unstarted and unready is not None:
+        on_node = f"; its Node {node}, not Ready for {unready[1]}, runs no work (its pods never started: "
+        on_node += f"{_named(unstarted)}) and goes with it"
+    return GangOrphan(inst.instance_id, inst.region, inst.gang, inst.attempt, node, True, codes.GANG_ORPHAN,
+                      f"{what}{on_node}; terminate it", unready[0] if unready else None)  # fmt: skip
+
+
+def _unready(node: NodeInfo | None, config: PlannerConfig, now: datetime) -> tuple[float, str] | None:
+    """For a Node NotReady past ``scale_down_unready_minutes`` (:func:`~spillway.planner.disruption.dead`):
+    that time, and how long the Node has been NotReady; else None."""
+    limit = config.scale_down_unready_minutes
+    if node is None or not dead(node, now, timedelta(minutes=limit)):
+        return None
+    since = node.ready_changed_at or node.created_at
+    assert since is not None  # dead: it is known
+    return limit, minutes(now - aware(since))
+
+
+def _busy_pods(
+    snapshot: ClusterSnapshot, node: NodeInfo | None, now: datetime, dead_node: bool
+) -> tuple[list[str], list[str]]:
+    """The pods on ``node`` that keep a node busy, and (on a ``dead_node``) those that never started, by
+    key."""
     if node is None:
-        return []
-    return sorted(p.key for p in snapshot.pods if p.node_name == node and keeps_node_busy(p, now))
+        return [], []
+    pods = [p for p in snapshot.pods if p.node_name == node.name]
+    busy = sorted(p.key for p in pods if keeps_node_busy(p, now, dead_node=dead_node))
+    unstarted = sorted(p.key for p in pods if dead_node and never_started(p))
+    return busy, unstarted
 
 
 def _named(pods: list[str]) -> str:

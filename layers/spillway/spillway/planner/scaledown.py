@@ -78,7 +78,12 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
     its Ready condition last changed (else since it was created). After that an idle one is judged like
     any idle node, and drained once idle long enough (cluster-autoscaler's ``--scale-down-unready-time``).
     One that runs workload pods is left alone (its pods cannot be evicted without a kubelet; neither
-    scale-down nor consolidation touches it), as is one whose NotReady time is unknown. Expendable pods
+    scale-down nor consolidation touches it), as is one whose NotReady time is unknown. A pod that never
+    started (:func:`~spillway.planner.disruption.never_started`: Pending, no container ever ran) is no
+    workload once the node is past that time: the node is judged as an idle one, and its drain lets such
+    pods go with it (the pod garbage collector deletes them once the Node is gone, and their controllers
+    recreate them elsewhere). Before that time it is work: a Ready node may miss heartbeats for a
+    moment while a freshly bound pod pulls its image, Pending too. Expendable pods
     keep it no more than a Ready node (cluster-autoscaler removes such a node whatever they are): its
     drain's evictions only mark them terminating, and once past their grace period plus 30 s with no
     kubelet to stop them the drain ignores them as stuck (:func:`~spillway.planner.disruption.stuck`)
@@ -99,7 +104,7 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
         )
     if node.workload:
         return codes.NOT_READY, f"not Ready for {minutes(unready)} and runs {node.workload} workload pod(s)"
-    return None
+    return None  # a pod that never started there is no work (WorkNode.never_started)
 
 
 def _starting(ctx: Context, node: WorkNode) -> Verdict:
@@ -525,6 +530,8 @@ class ScaleDownStage:
             f"(threshold {minutes(needed)}); group {group.name} in {where}"
         )
         code, pods = "", tuple(sorted(p.key for p in node.expendable))
+        if node.never_started:  # they keep no node: they go with it, nothing to evict
+            code, reason = codes.NEVER_STARTED, f"{self._never_started(node)}; {reason}"
         if pods:  # they keep no node: the drain evicts them (and no pod that came since)
             code = codes.EXPENDABLE_PODS
             reason += (
@@ -532,4 +539,17 @@ class ScaleDownStage:
             )
         if orphan:
             reason = f"{codes.ORPHANED_DRAIN_FINISHED}: {self._orphan_age(node)}; {reason}"
-        self.drains.append(Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods))
+        unready = ctx.config_for(group).scale_down_unready_minutes if not info.ready else None
+        self.drains.append(
+            Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods, unready)
+        )
+
+    def _never_started(self, node: WorkNode) -> str:
+        """Why a NotReady node's pods that never started keep it from nothing, naming them."""
+        since = node.info.ready_changed_at or node.info.created_at
+        assert since is not None  # it is past its unready time
+        named = ", ".join(node.never_started[:3]) + (" ..." if len(node.never_started) > 3 else "")
+        return (
+            f"not Ready for {minutes(self.ctx.now - aware(since))}; its pods never started: {named} (they go "
+            "with the node and their controllers recreate them elsewhere)"
+        )

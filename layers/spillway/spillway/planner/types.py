@@ -165,9 +165,12 @@ class GangOrphan:
     terminate: bool
     code: str
     reason: str
+    # its Node is NotReady: scale_down_unready_minutes, past which a pod that never started there is no
+    # work; the sweep reads the Node again against it (spillway.act.gangsweep)
+    unready_minutes: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "instance_id": self.instance_id,
             "region": self.region,
             "gang": self.gang,
@@ -177,6 +180,9 @@ class GangOrphan:
             "code": self.code,
             "reason": self.reason,
         }
+        if self.unready_minutes is not None:  # only then, so other entries read exactly as before
+            out["unready_minutes"] = self.unready_minutes
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +196,9 @@ class Drain:
     # evicts its expendable pods; "" for an empty node's
     code: str = ""
     pods: tuple[str, ...] = ()  # the pods it moves or evicts: the drain evicts these and no others
+    # a NotReady node's drain: its group's scale_down_unready_minutes. The drain lets a pod that never
+    # started go with the node while the node is still NotReady that long (planner.disruption.never_started)
+    unready_minutes: float | None = None
 
     @property
     def terminate(self) -> bool:
@@ -205,6 +214,8 @@ class Drain:
         }
         if self.code:  # only then, so an empty node's drain reads exactly as before
             out |= {"code": self.code, "pods": list(self.pods)}
+        if self.unready_minutes is not None:
+            out["unready_minutes"] = self.unready_minutes
         if not self.terminate:
             out["terminate"] = False
         return out
