@@ -450,6 +450,7 @@ def test_scale_in_protection_stops_only_a_plans_drain_that_terminates(rig: Rig) 
     assert "protected from scale-in" in cancelled(out)["note"] and rig.writes() == []
 
     assert rig.validated().terminate is True  # by hand: the person asked for this node
+    assert rig.validated(**_notice_drain("interruption")).terminate is True  # EC2 takes it anyway
     assert rig.validated(plan_id=PLAN, terminate=False).terminate is False
     rig.cloud.groups[("us-east-1", "general")]["NewInstancesProtectedFromScaleIn"] = True
     assert rig.validated(plan_id=PLAN, reason="idle 12 min").terminate is True
@@ -512,14 +513,16 @@ def _notice_drain(notice: str, **request: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("notice", ["rebalance", "scheduled"])
 @pytest.mark.parametrize(
-    ("setup", "words"), NOTICE_STALE, ids=lambda v: v.__name__.strip("_") if callable(v) else None
+    ("setup", "words"),
+    [*NOTICE_STALE, (_protected_since, "protected from scale-in")],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
 )
 def test_a_notices_drain_without_force_the_node_refuses_is_cancelled_touching_nothing(
     rig: Rig, setup: Any, words: str, notice: str
 ) -> None:
     """A rebalance recommendation (or a scheduled change more than a day out) is advice: a node its
-    operator annotated do-not-disrupt or scale-down-disabled is left alone, as Karpenter never disrupts
-    such a node voluntarily. The drain was raised: a failed execution and the drain-node failures alarm
+    operator annotated do-not-disrupt or scale-down-disabled, or whose instance they protected from
+    scale-in, is left alone, as Karpenter never disrupts such a node voluntarily. The drain was raised: a failed execution and the drain-node failures alarm
     for a node deliberately protected. Cancelled as a plan's drain is: an answer, not an error."""
     request = _notice_drain(notice, **setup(rig))
     rig.api.clear_requests()
