@@ -54,7 +54,8 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   scale-down was disabled on it, its group is at MinSize or its Terminate process was suspended). So
   is a notice's drain (``notice``: the interrupt function's, for a Spot warning, a rebalance
   recommendation or a scheduled change) refused for what its node is now: without force, a node its
-  operator annotated ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt`` is left alone, as
+  operator annotated ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or whose instance
+  they protected from scale-in (a drain that terminates: :func:`_scale_in_protected`), is left alone, as
   Karpenter disrupts such a node only involuntarily (the Spot warning's forced drain still drains it);
   forced or not, a node gone, replaced, out of its group or terminating has nothing to drain; the
   record step puts a ``SpillwayDrainSkipped`` Event on the Node. A
@@ -374,7 +375,8 @@ def _stale_premise(refusal: InvalidDrainRequest) -> str:
 def _left_alone(request: DrainRequest, refusal: InvalidDrainRequest) -> str:
     """Why a notice's drain is cancelled for a refusal that only says what its node is now: protected by
     its operator (a drain without force respects ``scale-down-disabled`` and ``do-not-disrupt``, as
-    Karpenter disrupts such a node only involuntarily), or gone or changed since the interrupt function's
+    Karpenter disrupts such a node only involuntarily; and scale-in protection, for a drain that
+    terminates), or gone or changed since the interrupt function's
     snapshot (nothing left to drain, forced or not)."""
     if request.force:
         return (
@@ -720,9 +722,13 @@ def _scale_in_protected(
 ) -> Refusal:
     """A plan's drain that would terminate an instance protected from scale-in on its own since the plan
     (:func:`~spillway.model.nodegroup.scale_in_protected`: the planner keeps such a node, code
-    ``scale-in-protected``; TerminateInstanceInAutoScalingGroup would not). A drain by hand names its
-    node, and one of an instance leaving anyway or held by a lifecycle hook goes whatever it says."""
-    if not request.plan_id or not request.terminate or request.leaving or request.lifecycle:
+    ``scale-in-protected``; TerminateInstanceInAutoScalingGroup would not), or a notice's drain without
+    force (a rebalance recommendation's, a scheduled change's more than a day out: advice, which leaves
+    a protected node alone). A drain by hand names its node, and one of an instance leaving anyway (a
+    Spot warning's) or held by a lifecycle hook goes whatever it says."""
+    advice = request.notice is not None and not request.force
+    planned = bool(request.plan_id) and not request.leaving
+    if not (planned or advice) or not request.terminate or request.lifecycle:
         return None
     if placement.instance_id not in scale_in_protected(asg):
         return None

@@ -17,9 +17,10 @@ Rebalance Recommendation interruption (no deadline from AWS)             ``rebal
                                                                          replaces and terminates it; so
                                                                          for a Spot warning too); a node
                                                                          annotated ``scale-down-disabled``
-                                                                         or ``do-not-disrupt`` is left
-                                                                         alone (the drain ends
-                                                                         ``cancelled``)
+                                                                         or ``do-not-disrupt``, or one
+                                                                         protected from scale-in that it
+                                                                         would terminate, is left alone
+                                                                         (the drain ends ``cancelled``)
 ``aws.health`` AWS       a scheduled change (retirement, reboot,         drain with a deadline before the
 Health Event (EC2,       maintenance) of the ``affectedEntities``        change's ``startTime`` (``force``
 scheduledChange)                                                         when it is within a day, else a

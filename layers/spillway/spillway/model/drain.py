@@ -93,8 +93,9 @@ class DrainRequest(BaseModel):
     ``notice`` (a drain the interrupt function started: ``interruption``, ``rebalance`` or ``scheduled``,
     the kind of EC2 or AWS Health notice that asked for it; a lifecycle drain has its ``lifecycle``):
     a validation check that refuses it only for what the node is now (its operator protected it with
-    ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, which a drain without force respects;
-    or it is gone, replaced, out of its group or terminating) cancels it touching nothing, as it
+    ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or its instance from scale-in, which a
+    drain without force respects; or it is gone, replaced, out of its group or terminating) cancels it
+    touching nothing, as it
     cancels a plan's drain, and the record step puts a ``SpillwayDrainSkipped`` Event on the Node. A
     drain without it (a person's) is rejected for the same refusals, naming the field.
 
