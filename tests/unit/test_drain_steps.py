@@ -542,9 +542,17 @@ def test_a_spot_warnings_drain_of_a_node_gone_or_changed_is_cancelled_too(
     rig: Rig, setup: Any, words: str
 ) -> None:
     """The Spot warning's drain (forced) is refused only when the node or its instance changed since the
-    snapshot (gone, replaced, out of its group, terminating): nothing to drain, no alarm."""
+    snapshot (gone, replaced, out of its group, terminating): nothing to drain, no alarm. The Node gets
+    the Event when it is still the notice's instance's, never a Node of another instance by that name."""
     request = _notice_drain("interruption", **setup(rig))
-    assert words in cancelled(rig.drainer.validate(request))["note"]
+    state = rig.drainer.validate(request)
+    assert words in cancelled(state)["note"]
+
+    rig.drainer.record(state, "cancelled")
+    reasons = [e["reason"] for e in rig.api.list("Event")]
+    assert reasons == (
+        [] if setup in (_unknown_node, _planned_instance_changed) else ["SpillwayDrainSkipped"]
+    )
 
 
 @pytest.mark.parametrize(

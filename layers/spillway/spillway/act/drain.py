@@ -1172,11 +1172,16 @@ class Drainer:
 
     def _skipped(self, request: DrainRequest, refusal: InvalidDrainRequest) -> dict[str, Any]:
         """A notice's drain its node refuses (:func:`_left_alone`): cancelled, with the notice and the
-        Node's uid (when it is still there) for the record step's ``SpillwayDrainSkipped`` Event."""
+        Node's uid for the record step's ``SpillwayDrainSkipped`` Event, when the Node is still there and
+        still the notice's instance's (a Node of another instance by its name is no business of it)."""
         answer = _cancelled(_requested(request), _left_alone(request, refusal))
         answer["cancelled"]["notice"] = request.notice
-        with contextlib.suppress(NodeNotFound):
-            answer["cancelled"]["node_uid"] = self.kube.get_node(request.node).metadata.uid
+        try:
+            node = self.kube.get_node(request.node)
+        except NodeNotFound:
+            return answer
+        if request.instance_id in (None, instance_id_from_provider_id(node.spec.provider_id)):
+            answer["cancelled"]["node_uid"] = node.metadata.uid
         return answer
 
     def _checked(self, request: DrainRequest) -> tuple[Node, Placement, AutoScalingGroup]:
