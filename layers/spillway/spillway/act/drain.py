@@ -376,8 +376,8 @@ def _left_alone(request: DrainRequest, refusal: InvalidDrainRequest) -> str:
     """Why a notice's drain is cancelled for a refusal that only says what its node is now: protected by
     its operator (a drain without force respects ``scale-down-disabled`` and ``do-not-disrupt``, as
     Karpenter disrupts such a node only involuntarily; and scale-in protection, for a drain that
-    terminates), or gone or changed since the interrupt function's
-    snapshot (nothing left to drain, forced or not)."""
+    terminates), or gone or changed since the interrupt function's snapshot (nothing left to drain,
+    forced or not)."""
     if request.force:
         return (
             f"{refusal.detail}; the {request.notice} notice's drain has nothing to drain: it touched nothing"

@@ -95,9 +95,9 @@ class DrainRequest(BaseModel):
     a validation check that refuses it only for what the node is now (its operator protected it with
     ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or its instance from scale-in, which a
     drain without force respects; or it is gone, replaced, out of its group or terminating) cancels it
-    touching nothing, as it
-    cancels a plan's drain, and the record step puts a ``SpillwayDrainSkipped`` Event on the Node. A
-    drain without it (a person's) is rejected for the same refusals, naming the field.
+    touching nothing, as it cancels a plan's drain, and the record step puts a ``SpillwayDrainSkipped``
+    Event on the Node. A drain without it (a person's) is rejected for those refusals as before, naming
+    the field (scale-in protection holds no drain by hand).
 
     ``claim_until`` (a plan's drain; RFC 3339 with its zone): when the plan's claim on the node lapses,
     its time ``planned_at`` plus ``drain_claim_minutes`` (``claim_minutes``). Until then later plans leave
