@@ -31,7 +31,13 @@ from test_spot_interruption import ACCOUNT, receive, sqs_event
 
 from spillway.adapters.sfn import execution_arn
 from spillway.local import objects
-from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT, SAFE_TO_EVICT
+from spillway.model.k8s import (
+    CORDONED_BY_SPILLWAY,
+    DO_NOT_DISRUPT,
+    DRAINING_TAINT,
+    SAFE_TO_EVICT,
+    SCALE_DOWN_DISABLED,
+)
 from spillway.planner import codes
 
 REBALANCE = "EC2 Instance Rebalance Recommendation"
@@ -333,6 +339,43 @@ def test_only_a_group_with_capacity_rebalancing_is_left_to_replace_and_terminate
     # only a Spot warning backs off the pool, whichever the group
     backed_off = cloud.state_item(POOL) is not None
     assert backed_off is (detail_type == WARNING)
+
+
+@pytest.mark.parametrize("annotation", [DO_NOT_DISRUPT, SCALE_DOWN_DISABLED])
+def test_a_rebalance_recommendation_leaves_a_protected_node_alone_and_a_spot_warning_still_drains_it(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch, annotation: str
+) -> None:
+    """A node its operator annotated do-not-disrupt (or scale-down-disabled): the rebalance
+    recommendation, advice, leaves it alone and says so (the execution succeeds ``cancelled``, a
+    ``SpillwayDrainSkipped`` Event on the Node), where its drain failed and raised the drain-node failures
+    alarm; the Spot warning that follows drains it all the same, as Karpenter does (README, *Spot and
+    scheduled interruptions*)."""
+    monkeypatch.setenv("INTERRUPT_POLL_SECONDS", "1")
+    at_risk, instance, spare = spot_group(cloud, "spot", capacity_rebalance=False)
+    web(cloud, at_risk)
+    node = cloud.kube.get("Node", at_risk)
+    assert node is not None
+    node["metadata"].setdefault("annotations", {})[annotation] = "true"
+    cloud.kube.update("Node", node)
+    cloud.snapshot()
+    cloud.kube.clear_requests()
+
+    notify(cloud, REBALANCE, instance)
+    skipped = drain_of(cloud, REBALANCE, instance)
+
+    assert skipped["status"] == "SUCCEEDED", skipped
+    assert skipped["output"]["outcome"] == "cancelled" and annotation in skipped["output"]["note"]
+    assert evictions(cloud) == [] and terminate_calls(cloud) == []
+    node = cloud.kube.get("Node", at_risk)
+    assert node is not None and not node["spec"].get("unschedulable")
+    reasons = [e["reason"] for e in cloud.kube.list("Event") if e["involvedObject"]["name"] == at_risk]
+    assert reasons == ["SpillwayDrainSkipped"]
+
+    with ReplicaSetController(cloud.kube, "web", 3, spare):
+        notify(cloud, WARNING, instance)
+        warned = drain_of(cloud, WARNING, instance, timeout=90)
+    assert warned["status"] == "SUCCEEDED", warned
+    assert warned["output"]["outcome"] == "terminated" and terminate_calls(cloud) == [instance]
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout: float = 20) -> None:

@@ -450,6 +450,7 @@ def test_scale_in_protection_stops_only_a_plans_drain_that_terminates(rig: Rig) 
     assert "protected from scale-in" in cancelled(out)["note"] and rig.writes() == []
 
     assert rig.validated().terminate is True  # by hand: the person asked for this node
+    assert rig.validated(**_notice_drain("interruption")).terminate is True  # EC2 takes it anyway
     assert rig.validated(plan_id=PLAN, terminate=False).terminate is False
     rig.cloud.groups[("us-east-1", "general")]["NewInstancesProtectedFromScaleIn"] = True
     assert rig.validated(plan_id=PLAN, reason="idle 12 min").terminate is True
@@ -494,6 +495,94 @@ def test_the_same_refusals_of_a_drain_started_by_hand_are_rejected(rig: Rig, set
     with pytest.raises(InvalidDrainRequest, match=re.escape(words)):
         rig.drainer.validate(request)
     assert rig.writes() == []
+
+
+# What a notice's drain (``leaving``) is still refused for: its operator protected the node, or the node
+# or its instance changed since the snapshot the interrupt function read. (Somebody's cordon, MinSize
+# and a suspended Terminate give way to an instance leaving anyway.)
+NOTICE_STALE = [s for s in STALE if s[0] not in (_cordoned_by_somebody, _at_min_size, _terminate_suspended)]
+PROTECTIONS = [s for s in STALE if s[0] in (_scale_down_disabled, _node_do_not_disrupt)]
+
+
+def _notice_drain(notice: str, **request: Any) -> dict[str, Any]:
+    """A drain as the interrupt function writes it for ``notice`` (``force`` only a Spot warning's)."""
+    force = notice == "interruption"
+    return {"cluster": CLUSTER, "node": NODE, "instance_id": INSTANCE, "reason": f"{notice} notice n-1",
+            "leaving": True, "force": force, "notice": notice, **request}  # fmt: skip
+
+
+@pytest.mark.parametrize("notice", ["rebalance", "scheduled"])
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [*NOTICE_STALE, (_protected_since, "protected from scale-in")],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
+)
+def test_a_notices_drain_without_force_the_node_refuses_is_cancelled_touching_nothing(
+    rig: Rig, setup: Any, words: str, notice: str
+) -> None:
+    """A rebalance recommendation (or a scheduled change more than a day out) is advice: a node its
+    operator annotated do-not-disrupt or scale-down-disabled, or whose instance they protected from
+    scale-in, is left alone, as Karpenter never disrupts such a node voluntarily. The drain was raised: a failed execution and the drain-node failures alarm
+    for a node deliberately protected. Cancelled as a plan's drain is: an answer, not an error."""
+    request = _notice_drain(notice, **setup(rig))
+    rig.api.clear_requests()
+
+    note = cancelled(rig.drainer.validate(request))["note"]
+
+    assert words in note and f"the {notice} notice's drain" in note, note
+    assert rig.writes() == [] and rig.outcomes == []
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [s for s in NOTICE_STALE if s not in PROTECTIONS],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
+)
+def test_a_spot_warnings_drain_of_a_node_gone_or_changed_is_cancelled_too(
+    rig: Rig, setup: Any, words: str
+) -> None:
+    """The Spot warning's drain (forced) is refused only when the node or its instance changed since the
+    snapshot (gone, replaced, out of its group, terminating): nothing to drain, no alarm. The Node gets
+    the Event when it is still the notice's instance's, never a Node of another instance by that name."""
+    request = _notice_drain("interruption", **setup(rig))
+    state = rig.drainer.validate(request)
+    assert words in cancelled(state)["note"]
+
+    rig.drainer.record(state, "cancelled")
+    reasons = [e["reason"] for e in rig.api.list("Event")]
+    assert reasons == (
+        [] if setup in (_unknown_node, _planned_instance_changed) else ["SpillwayDrainSkipped"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"), PROTECTIONS, ids=lambda v: v.__name__.strip("_") if callable(v) else None
+)
+def test_a_protected_node_is_skipped_on_advice_visibly_and_drained_on_a_spot_warning(
+    rig: Rig, setup: Any, words: str
+) -> None:
+    """The skipped drain succeeds ``cancelled``, counted once in DrainOutcome, and says so on the Node (a
+    ``SpillwayDrainSkipped`` Event: the operator sees why it was not drained). The Spot warning that may
+    follow drains it whatever the annotation says (EC2 takes it in two minutes), and a person's drain
+    without force is still refused, naming the field."""
+    setup(rig)
+    rig.pod("web-0")
+    state = rig.drainer.validate(_notice_drain("rebalance"))
+
+    out = run_action(rig.drainer, {"action": "record", "outcome": "cancelled", "state": state})
+
+    assert (out["outcome"], out["node"], out["reason"]) == ("cancelled", NODE, "rebalance notice n-1")
+    assert rig.outcomes == [("cancelled", NODE)] and "error" not in out
+    [event] = [e for e in rig.api.list("Event") if e["involvedObject"]["name"] == NODE]
+    assert (event["reason"], event["type"]) == ("SpillwayDrainSkipped", "Normal")
+    assert words in event["message"] and "rebalance notice n-1" in event["message"]
+    assert rig.node()["spec"].get("unschedulable") is not True  # not cordoned
+
+    warned = rig.validated(**_notice_drain("interruption"))
+    assert warned.force and warned.leaving
+    with pytest.raises(InvalidDrainRequest, match=re.escape(words)) as caught:
+        rig.drainer.validate({"cluster": CLUSTER, "node": NODE, "reason": "by hand"})
+    assert caught.value.field == "node"
 
 
 @pytest.mark.parametrize(

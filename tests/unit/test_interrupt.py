@@ -324,9 +324,9 @@ def test_an_update_of_a_scheduled_change_within_a_day_starts_the_forced_drain() 
         "drain_started",
         "duplicate",
     )
-    assert {r.name: r.input["force"] for r in early.workflows.requests} == {
-        execution_name(parse_notice(body(doc)), INSTANCE): False,
-        execution_name(parse_notice(body(doc)), INSTANCE, forced=True): True,
+    assert {r.name: (r.input["force"], r.input["notice"]) for r in early.workflows.requests} == {
+        execution_name(parse_notice(body(doc)), INSTANCE): (False, "scheduled"),
+        execution_name(parse_notice(body(doc)), INSTANCE, forced=True): (True, "scheduled"),
     }
 
 
@@ -343,7 +343,7 @@ def test_a_spot_warning_starts_one_forced_drain_of_our_node_and_backs_off_its_ty
         "cluster": "prod", "node": "ip-10-0-1-7.ec2.internal", "instance_id": INSTANCE, "region": "us-east-1",
         "group": "spot-a", "reason": "spot interruption warning 1e5527d7-bb36-4607-3370-4164db56a40e",
         "deadline_seconds": 80, "poll_seconds": 5, "force": True, "terminate": True,
-        "leaving": True,
+        "leaving": True, "notice": "interruption",
     }  # fmt: skip
     # the Spot pool of the type in its zone (State.pools: the planner weighs spot-ab's other zone), and
     # the Spot groups that launch nothing else; not od-a: EC2 reclaiming Spot capacity says nothing of
@@ -386,7 +386,10 @@ def test_a_group_at_its_minimum_is_left_to_the_drain_to_judge_when_it_starts() -
 def test_a_rebalance_recommendation_drains_but_backs_nothing_off() -> None:
     rig = Rig(world())
     [out] = rig.handle(sample("interrupt-rebalance.json"))
-    assert out["outcome"] == "drain_started" and rig.workflows.requests[0].name == f"rebalance-{INSTANCE}"
+    [request] = rig.workflows.requests
+    assert out["outcome"] == "drain_started" and request.name == f"rebalance-{INSTANCE}"
+    # without force, and named a notice's: a node its operator protected is left alone (test_drain_steps)
+    assert (request.input["force"], request.input["notice"]) == (False, "rebalance")
     assert rig.ledger.backoffs == []
 
 

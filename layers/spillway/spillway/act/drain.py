@@ -51,7 +51,14 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   so is one whose node runs work the plan did not plan to move (:func:`_busy_planned_drain`), and one
   a validation check refuses only because the world changed since the plan (a ``stale`` refusal: the
   node is gone or replaced, its instance left its group or is terminating, somebody cordoned it,
-  scale-down was disabled on it, its group is at MinSize or its Terminate process was suspended). A
+  scale-down was disabled on it, its group is at MinSize or its Terminate process was suspended). So
+  is a notice's drain (``notice``: the interrupt function's, for a Spot warning, a rebalance
+  recommendation or a scheduled change) refused for what its node is now: without force, a node its
+  operator annotated ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or whose instance
+  they protected from scale-in (a drain that terminates: :func:`_scale_in_protected`), is left alone, as
+  Karpenter disrupts such a node only involuntarily (the Spot warning's forced drain still drains it);
+  forced or not, a node gone, replaced, out of its group or terminating has nothing to drain; the
+  record step puts a ``SpillwayDrainSkipped`` Event on the Node. A
   drain started by hand is rejected for those, and any drain for a request that could never have been right (another cluster, a node
   outside EC2 or the managed groups and regions, malformed fields). Such a
   cancellation touched nothing: validation answers ``cancelled`` (no error) and the drain ends as a
@@ -362,6 +369,23 @@ def _stale_premise(refusal: InvalidDrainRequest) -> str:
     return (
         f"{refusal.detail}; the plan's premise is gone: this drain touched nothing, and plans judge "
         "the node again once its claim lapses"
+    )
+
+
+def _left_alone(request: DrainRequest, refusal: InvalidDrainRequest) -> str:
+    """Why a notice's drain is cancelled for a refusal that only says what its node is now: protected by
+    its operator (a drain without force respects ``scale-down-disabled`` and ``do-not-disrupt``, as
+    Karpenter disrupts such a node only involuntarily; and scale-in protection, for a drain that
+    terminates), or gone or changed since the interrupt function's snapshot (nothing left to drain,
+    forced or not)."""
+    if request.force:
+        return (
+            f"{refusal.detail}; the {request.notice} notice's drain has nothing to drain: it touched nothing"
+        )
+    return (
+        f"{refusal.detail}; the {request.notice} notice's drain, without force, leaves the node as it is: "
+        "it touched nothing, and a Spot interruption warning (or a scheduled change within a day) still "
+        "drains it with force"
     )
 
 
@@ -698,9 +722,13 @@ def _scale_in_protected(
 ) -> Refusal:
     """A plan's drain that would terminate an instance protected from scale-in on its own since the plan
     (:func:`~spillway.model.nodegroup.scale_in_protected`: the planner keeps such a node, code
-    ``scale-in-protected``; TerminateInstanceInAutoScalingGroup would not). A drain by hand names its
-    node, and one of an instance leaving anyway or held by a lifecycle hook goes whatever it says."""
-    if not request.plan_id or not request.terminate or request.leaving or request.lifecycle:
+    ``scale-in-protected``; TerminateInstanceInAutoScalingGroup would not), or a notice's drain without
+    force (a rebalance recommendation's, a scheduled change's more than a day out: advice, which leaves
+    a protected node alone). A drain by hand names its node, and one of an instance leaving anyway (a
+    Spot warning's) or held by a lifecycle hook goes whatever it says."""
+    advice = request.notice is not None and not request.force
+    planned = bool(request.plan_id) and not request.leaving
+    if not (planned or advice) or not request.terminate or request.lifecycle:
         return None
     if placement.instance_id not in scale_in_protected(asg):
         return None
@@ -1133,6 +1161,8 @@ class Drainer:
         except InvalidDrainRequest as refusal:
             if refusal.stale and request.plan_id:
                 return _cancelled(_requested(request), _stale_premise(refusal))
+            if refusal.stale and request.notice is not None:
+                return self._skipped(request, refusal)
             raise
         # an instance going away anyway is only drained at MinSize (EC2 reclaims it, the group replaces
         # it) and out of its group's service (Standby is out of the desired capacity already)
@@ -1155,6 +1185,20 @@ class Drainer:
         if request.dry_run:
             self.on_outcome("dry_run", self._identity(drain))
         return {"drain": drain.model_dump(), "preview": self._preview(drain, verdicts, asg)}
+
+    def _skipped(self, request: DrainRequest, refusal: InvalidDrainRequest) -> dict[str, Any]:
+        """A notice's drain its node refuses (:func:`_left_alone`): cancelled, with the notice and the
+        Node's uid for the record step's ``SpillwayDrainSkipped`` Event, when the Node is still there and
+        still the notice's instance's (a Node of another instance by its name is no business of it)."""
+        answer = _cancelled(_requested(request), _left_alone(request, refusal))
+        answer["cancelled"]["notice"] = request.notice
+        try:
+            node = self.kube.get_node(request.node)
+        except NodeNotFound:
+            return answer
+        if request.instance_id in (None, instance_id_from_provider_id(node.spec.provider_id)):
+            answer["cancelled"]["node_uid"] = node.metadata.uid
+        return answer
 
     def _checked(self, request: DrainRequest) -> tuple[Node, Placement, AutoScalingGroup]:
         """The node, its instance's place in its group and the group, once every check of them passed;
@@ -1681,8 +1725,20 @@ class Drainer:
         summary.update(
             outcome="cancelled", note=str(cancelled.get("note") or "cancelled at validation")[:2000]
         )
+        if cancelled.get("notice"):
+            summary["notice"] = str(cancelled["notice"])
+            self._skipped_event(summary, cancelled.get("node_uid"))
         self.on_outcome("cancelled", summary)
         return summary
+
+    def _skipped_event(self, summary: Mapping[str, Any], uid: Any) -> None:
+        """A notice's drain left its node alone (:meth:`_skipped`): its operator sees why on the Node,
+        which ``kubectl describe node`` lists by uid. A Node that is gone gets none."""
+        if not isinstance(uid, str) or not isinstance(summary.get("node"), str):
+            return
+        message = f"Skipped ({summary.get('reason')}): {summary.get('note')}"
+        with contextlib.suppress(KubeError):
+            self.kube.record_event("Node", summary["node"], None, "SpillwayDrainSkipped", message, uid=uid)
 
     def _failure(
         self, drain: Drain | None, state: Mapping[str, Any], error: Mapping[str, Any]

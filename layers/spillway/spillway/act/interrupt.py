@@ -15,11 +15,18 @@ Rebalance Recommendation interruption (no deadline from AWS)             ``rebal
                                                                          no terminate when its group has
                                                                          Capacity Rebalancing (the group
                                                                          replaces and terminates it; so
-                                                                         for a Spot warning too)
+                                                                         for a Spot warning too); a node
+                                                                         annotated ``scale-down-disabled``
+                                                                         or ``do-not-disrupt``, or one
+                                                                         protected from scale-in that it
+                                                                         would terminate, is left alone
+                                                                         (the drain ends ``cancelled``)
 ``aws.health`` AWS       a scheduled change (retirement, reboot,         drain with a deadline before the
 Health Event (EC2,       maintenance) of the ``affectedEntities``        change's ``startTime`` (``force``
-scheduledChange)                                                         when it is within a day); none
-                                                                         once its ``statusCode`` is
+scheduledChange)                                                         when it is within a day, else a
+                                                                         protected node is left alone as
+                                                                         for a rebalance recommendation);
+                                                                         none once its ``statusCode`` is
                                                                          ``closed`` (done, or cancelled)
 ``aws.ec2`` EC2 Instance the instance is ``stopping``, ``stopped``,      nothing left to drain: logged and
 State-change             ``shutting-down`` or ``terminated``             counted when it is still a Node
@@ -55,7 +62,14 @@ same group is ``not_our_hook``, neither drained for nor completed. Then by the g
 is the one terminating the instance.
 
 A drain is one DrainNode execution named after the notice and the instance
-(``interrupt-i-0abc…``), so a message delivered twice starts nothing new.
+(``interrupt-i-0abc…``), so a message delivered twice starts nothing new. Its request names the
+notice's kind (``notice``), and the drain's own validation judges the node as it is when the drain
+starts: a check that refuses it only for what the node is now (its operator protected it, which a drain
+without force respects; it is gone, replaced, out of its group or terminating) cancels the drain,
+touching nothing: the execution succeeds ``cancelled``, DrainOutcome counts it, and the Node gets a
+``SpillwayDrainSkipped`` Event saying why (:func:`spillway.act.drain._left_alone`). No alarm goes off for
+a node left alone on purpose; the Spot warning's drain, forced, still drains it. This function does not
+read the annotations itself: its snapshot may be up to a minute old, the drain reads the Node.
 
 Messages are untrusted input. :func:`parse_notice` tells two kinds of message apart, each error naming the
 field. :class:`IrrelevantNotice`: an event of a kind Spillway does not act on (another source or
@@ -862,6 +876,8 @@ class Interrupter:
         }
         if group is not None:
             request["group"] = group.name
+        if notice.kind != "lifecycle":  # a lifecycle drain has its ``lifecycle``, and its own refusals
+            request["notice"] = notice.kind
         request.update(extra)
         return ExecutionRequest(
             kind="drain_node",

@@ -90,6 +90,15 @@ class DrainRequest(BaseModel):
     decrementing; and a node somebody else cordoned is drained with their cordon left in place (never
     taken over, never undone).
 
+    ``notice`` (a drain the interrupt function started: ``interruption``, ``rebalance`` or ``scheduled``,
+    the kind of EC2 or AWS Health notice that asked for it; a lifecycle drain has its ``lifecycle``):
+    a validation check that refuses it only for what the node is now (its operator protected it with
+    ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or its instance from scale-in, which a
+    drain without force respects; or it is gone, replaced, out of its group or terminating) cancels it
+    touching nothing, as it cancels a plan's drain, and the record step puts a ``SpillwayDrainSkipped``
+    Event on the Node. A drain without it (a person's) is rejected for those refusals as before, naming
+    the field (scale-in protection holds no drain by hand).
+
     ``claim_until`` (a plan's drain; RFC 3339 with its zone): when the plan's claim on the node lapses,
     its time ``planned_at`` plus ``drain_claim_minutes`` (``claim_minutes``). Until then later plans leave
     the node alone unless the drain has cordoned it. A drain that starts at or after it, queued behind
@@ -121,6 +130,7 @@ class DrainRequest(BaseModel):
     lifecycle: LifecycleAction | None = None
     uncordon: bool = False
     leaving: bool = False
+    notice: Literal["interruption", "rebalance", "scheduled"] | None = None
     planned_at: str | None = Field(default=None, max_length=40)
     claim_minutes: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     claim_until: str | None = Field(default=None, max_length=40)
