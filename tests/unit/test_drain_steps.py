@@ -413,12 +413,33 @@ def test_an_instance_leaving_anyway_out_of_its_groups_service_is_drained_not_ter
         rig.validated(force=True)  # by hand, or by a plan: still nothing to drain
 
 
-@pytest.mark.parametrize("state", ["Terminating:Wait", "Terminating:Proceed", "Warmed:Running"])
-def test_an_instance_leaving_anyway_that_its_group_terminates_or_keeps_warm_is_not_drained(
+@pytest.mark.parametrize("state", ["Terminating", "Terminating:Wait", "Terminating:Proceed"])
+def test_a_spot_warnings_drain_of_an_instance_its_group_terminates_evicts_its_pods(
     rig: Rig, state: str
 ) -> None:
+    """The Spot warning's forced drain of an instance its group is terminating already (Capacity
+    Rebalancing may take it out of service as the warning comes; the hook holding it may not be
+    Spillway's): its pods still run and EC2 takes it in two minutes. The drain was refused, then
+    cancelled as having nothing to drain (review of the notice change), and the pods died with the
+    instance. They are evicted, and the instance is left to its group. Advice (a rebalance
+    recommendation, without force) still leaves it to the group, and a drain without force by hand is
+    refused."""
+    rig.pod("web-0")
     rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["LifecycleState"] = state
+
+    drain = rig.validated(**_notice_drain("interruption"))
+    rig.drainer.cordon(drain)
+    first = rig.drainer.evict(drain)
+
+    assert drain.terminate is False and first["evicted"] == ["team-a/web-0"]
+    assert "nothing to drain" in cancelled(rig.drainer.validate(_notice_drain("rebalance")))["note"]
     with pytest.raises(InvalidDrainRequest, match=state):
+        rig.validated(leaving=True)
+
+
+def test_an_instance_leaving_anyway_that_its_group_keeps_warm_is_not_drained(rig: Rig) -> None:
+    rig.cloud.groups[("us-east-1", "general")]["Instances"][0]["LifecycleState"] = "Warmed:Running"
+    with pytest.raises(InvalidDrainRequest, match="Warmed:Running"):
         rig.validated(force=True, leaving=True)
 
 
@@ -535,14 +556,15 @@ def test_a_notices_drain_without_force_the_node_refuses_is_cancelled_touching_no
 
 @pytest.mark.parametrize(
     ("setup", "words"),
-    [s for s in NOTICE_STALE if s not in PROTECTIONS],
+    [s for s in NOTICE_STALE if s not in PROTECTIONS and s[0] is not _terminating],
     ids=lambda v: v.__name__.strip("_") if callable(v) else None,
 )
 def test_a_spot_warnings_drain_of_a_node_gone_or_changed_is_cancelled_too(
     rig: Rig, setup: Any, words: str
 ) -> None:
     """The Spot warning's drain (forced) is refused only when the node or its instance changed since the
-    snapshot (gone, replaced, out of its group, terminating): nothing to drain, no alarm. The Node gets
+    snapshot (gone, replaced, out of its group): nothing to drain, no alarm (one its group terminates is
+    drained: test_a_spot_warnings_drain_of_an_instance_its_group_terminates_evicts_its_pods). The Node gets
     the Event when it is still the notice's instance's, never a Node of another instance by that name."""
     request = _notice_drain("interruption", **setup(rig))
     state = rig.drainer.validate(request)

@@ -57,7 +57,9 @@ Safety rules, checked by the steps themselves (not left to the state machine):
   operator annotated ``scale-down-disabled`` or ``karpenter.sh/do-not-disrupt``, or whose instance
   they protected from scale-in (a drain that terminates: :func:`_scale_in_protected`), is left alone, as
   Karpenter disrupts such a node only involuntarily (the Spot warning's forced drain still drains it);
-  forced or not, a node gone, replaced, out of its group or terminating has nothing to drain; the
+  forced or not, a node gone, replaced or out of its group has nothing to drain, and one its group
+  terminates is left to the group without force (with force its pods are evicted: the hook holding
+  it may not be Spillway's, and EC2 takes it within minutes); the
   record step puts a ``SpillwayDrainSkipped`` Event on the Node. A
   drain started by hand is rejected for those, and any drain for a request that could never have been right (another cluster, a node
   outside EC2 or the managed groups and regions, malformed fields). Such a
@@ -558,6 +560,11 @@ def _leaving_group(
         return None
     if request.leaving and placement.lifecycle_state in OUT_OF_SERVICE_STATES:
         return None  # EC2 takes it whatever its group does: drained, never terminated (Drainer.validate)
+    if request.leaving and request.force and placement.lifecycle_state.startswith("Terminating"):
+        # its group terminates it, under a hook that may not be Spillway's, and EC2 takes it within
+        # minutes (a Spot warning): its pods are evicted now, the instance left to its group; a lifecycle
+        # drain of Spillway's own hook takes such a node over (Drainer._taken_over_by)
+        return None
     return InvalidDrainRequest(
         f"instance {placement.instance_id} of Node {request.node!r} is {placement.lifecycle_state} in its "
         "group, not in its service (Pending or InService); there is nothing to drain",
