@@ -312,6 +312,21 @@ def test_a_pod_that_started_keeps_a_node_not_ready_past_the_unready_time(started
     assert code == codes.NOT_READY and "runs 1 workload pod(s)" in reason and result.drain == ()
 
 
+def test_a_host_network_pod_that_has_not_started_keeps_a_node_not_ready_for_its_network() -> None:
+    """The kubelet starts a pod on the host network while the network plugin is not ready (SyncPod: "If
+    the network plugin is not ready, only start the pod if it uses the host network"): Pending on a
+    node NotReady for its CNI, it is pulling its image, about to run, not stuck."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 35)
+    pod = _never_started(w, dead, "nccl-0")
+    pod["spec"]["hostNetwork"] = True  # type: ignore[index]
+    w.idle_since(dead, 60)
+
+    result = w.plan()
+
+    assert _kept(result)[dead][0] == codes.NOT_READY and result.drain == ()
+
+
 def test_a_ready_node_with_a_pod_that_has_not_started_yet_is_busy() -> None:
     w, node, _ = _world()
     _never_started(w, node)
