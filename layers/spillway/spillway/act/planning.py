@@ -485,7 +485,8 @@ def sweep_item(entry: GangOrphan) -> dict[str, Any]:
         "gang": entry.gang,
         "node": entry.node,
         "reason": entry.reason[:REASON_LIMIT],
-        "unready_minutes": entry.unready_minutes,  # always there: the state machine's path names it
+        # null included; an older build's item without it reads as null (the ASL's GangOrphanDefaults)
+        "unready_minutes": entry.unready_minutes,
     }
 
 
