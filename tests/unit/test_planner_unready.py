@@ -11,19 +11,21 @@ from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.k8s import Node, Pod
 from spillway.planner import ScalingPlan, codes
+from spillway.planner.disruption import dead as dead_node
 
 
 def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
     return {k.node: (k.code, k.reason) for k in result.kept}
 
 
-def _not_ready(w: World, node: str, minutes_ago: float) -> None:
-    """The node's Ready condition turned False ``minutes_ago`` (the kubelet stopped reporting)."""
+def _not_ready(w: World, node: str, minutes_ago: float, status: str = "False") -> None:
+    """The node's Ready condition turned False ``minutes_ago`` (the kubelet reports it not ready), or
+    ``Unknown`` (the node controller's: the kubelet stopped reporting)."""
     item = w.node(node)
     (condition,) = item["status"]["conditions"]
     condition.update(
-        status="False",
-        reason="KubeletNotReady",
+        status=status,
+        reason="KubeletNotReady" if status == "False" else "NodeStatusUnknown",
         lastTransitionTime=(NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z"),
     )
 
@@ -325,6 +327,34 @@ def test_a_host_network_pod_that_has_not_started_keeps_a_node_not_ready_for_its_
     result = w.plan()
 
     assert _kept(result)[dead][0] == codes.NOT_READY and result.drain == ()
+
+
+def test_a_pod_that_never_started_keeps_a_node_whose_kubelet_went_silent() -> None:
+    """Ready ``Unknown`` (NodeStatusUnknown): the kubelet stopped reporting, so the pod statuses are the
+    last it sent; partitioned, it may have started the pod since. Only a kubelet that reports its node
+    not ready (Ready ``False``) vouches for what its pods are."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25, status="Unknown")
+    _never_started(w, dead)
+    w.idle_since(dead, 60)
+
+    result = w.plan()
+
+    code, reason = _kept(result)[dead]
+    assert code == codes.NOT_READY and "runs 1 workload pod(s)" in reason and result.drain == ()
+
+
+def test_whether_the_kubelet_reports_its_node_not_ready_survives_the_snapshot() -> None:
+    """Stored only when true; a snapshot written before it reads as not reported: the never-started
+    rule does not apply to its nodes."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    info = NodeInfo.from_node(Node.model_validate(w.node(dead)))
+    assert info.kubelet_not_ready and NodeInfo.from_dict(info.to_dict()) == info
+    written_before = NodeInfo.from_dict({k: v for k, v in info.to_dict().items() if k != "knr"})
+    assert not written_before.kubelet_not_ready and not dead_node(written_before, NOW, timedelta(minutes=20))
+    _not_ready(w, dead, 25, status="Unknown")
+    assert not NodeInfo.from_node(Node.model_validate(w.node(dead))).kubelet_not_ready
 
 
 def test_a_ready_node_with_a_pod_that_has_not_started_yet_is_busy() -> None:
