@@ -572,7 +572,9 @@ def test_a_sweep_whose_claims_answer_was_lost_knows_the_claim_for_its_own(rig: R
         assert StateStore(client, "state").claims(CLUSTER, "gangsweep#") == {}  # released
 
 
-def _dead_node_with_a_pod_that_never_started(rig: Rig, minutes_not_ready: float, status: str = "False") -> str:
+def _dead_node_with_a_pod_that_never_started(
+    rig: Rig, minutes_not_ready: float, status: str = "False"
+) -> str:
     from datetime import timedelta
 
     name = f"node-{ORPHAN}"
@@ -595,7 +597,8 @@ def test_a_pod_that_never_started_on_a_node_long_not_ready_keeps_nothing(rig: Ri
 
 
 @pytest.mark.parametrize(
-    ("minutes_not_ready", "unready_minutes", "status"), [(5, 20, "False"), (25, None, "False"), (25, 20, "Unknown")]
+    ("minutes_not_ready", "unready_minutes", "status"),
+    [(5, 20, "False"), (25, None, "False"), (25, 20, "Unknown")],
 )
 def test_a_pod_that_never_started_keeps_the_orphan_unless_its_node_is_not_ready_that_long_now(
     rig: Rig, minutes_not_ready: float, unready_minutes: float | None, status: str

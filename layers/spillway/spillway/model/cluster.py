@@ -658,6 +658,10 @@ class NodeInfo:
     # a NotReady node's: when its Ready condition last changed (lastTransitionTime), since when it is
     # not Ready; None for a Ready node, or when the condition gives no time
     ready_changed_at: datetime | None = None
+    # its Ready condition is False (Node.reports_not_ready): its kubelet reports it not ready and its pods'
+    # statuses are current; not for Unknown (the kubelet is silent). Stored only when true, so a snapshot
+    # written before it reads as not reported (spillway.planner.disruption.dead never holds for it)
+    kubelet_not_ready: bool = False
     cordoned_by_spillway: bool = False
     scale_down_disabled: bool = False
     # When Spillway cordoned it: the leading time of its spillway.io/cordoned annotation ("<ISO> <why>");
@@ -690,6 +694,7 @@ class NodeInfo:
             ready=ready,
             created_at=meta.creation_timestamp,
             ready_changed_at=None if ready else node.ready_changed_at(),
+            kubelet_not_ready=node.reports_not_ready(),
             cordoned_by_spillway=CORDONED_BY_SPILLWAY in meta.annotations,
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
@@ -716,6 +721,8 @@ class NodeInfo:
             out["c"] = format_time(self.created_at)
         if self.ready_changed_at:
             out["rt"] = format_time(self.ready_changed_at)
+        if self.kubelet_not_ready:
+            out["knr"] = 1
         if self.cordoned_by_spillway:
             out["sc"] = 1
         if self.scale_down_disabled:
@@ -742,6 +749,7 @@ class NodeInfo:
             ready=not d.get("nr"),
             created_at=parse_time(d.get("c")),
             ready_changed_at=parse_time(d.get("rt")),
+            kubelet_not_ready=bool(d.get("knr")),
             cordoned_by_spillway=bool(d.get("sc")),
             scale_down_disabled=bool(d.get("sdd")),
             cordoned_at=parse_time(d.get("sca")),

@@ -630,6 +630,13 @@ class Node(RefusableModel):
     def is_ready(self) -> bool:
         return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
 
+    def reports_not_ready(self) -> bool:
+        """Its Ready condition is ``False``: the kubelet itself reports the node not ready (the network
+        plugin, the runtime), so it is alive and its pods' statuses are current. ``Unknown`` is the node
+        controller's once the kubelet stopped reporting (NodeStatusUnknown): what the API holds of its
+        pods is the last the kubelet sent."""
+        return any(c.type == "Ready" and c.status == "False" for c in self.status.conditions)
+
     def ready_changed_at(self) -> datetime | None:
         """The Ready condition's ``lastTransitionTime``: since when the node is (or is not) Ready."""
         return next((c.last_transition_time for c in self.status.conditions if c.type == "Ready"), None)

@@ -193,8 +193,14 @@ def dead(node: NodeInfo, now: datetime, after: timedelta) -> bool:
     else since it was created; never when neither is known): scale-down judges it after
     ``scale_down_unready_minutes`` (cluster-autoscaler's ``--scale-down-unready-time``), and a pod that
     never started on it is no work (:func:`never_started`). ``after`` 0: NotReady at all (a give-back's
-    instance, whose launch did not deliver, :func:`spillway.act.instances.working_instances`)."""
-    if node.ready:
+    instance, whose launch did not deliver, :func:`spillway.act.instances.working_instances`).
+
+    Only while its kubelet reports it not ready (Ready ``False``: ``NodeInfo.kubelet_not_ready``), which
+    vouches that its pods' statuses are current. Ready ``Unknown`` (the node controller's word for a
+    kubelet that stopped reporting) or no Ready condition: the statuses are stale, a partitioned kubelet
+    may have started the pods since, so the node is never dead (and a snapshot written before the field
+    never says so)."""
+    if node.ready or not node.kubelet_not_ready:
         return False
     if after <= timedelta(0):
         return True
