@@ -207,3 +207,24 @@ def test_a_pod_that_never_started_keeps_its_orphan_when_the_nodes_kubelet_went_s
     (entry,) = _plan(w, (_fleet(iid, minutes_ago=90),)).gang_orphans
 
     assert not entry.terminate and entry.code == codes.GANG_ORPHAN_BUSY and entry.unready_minutes is None
+
+
+def test_a_pod_that_never_started_keeps_its_orphan_while_the_cluster_is_unhealthy() -> None:
+    """Too many nodes unready (cluster-unhealthy): the snapshot is a poor picture, and the scale-down's
+    unready rule is off, so the sweep's is too; an orphan with no Node still goes (nothing can come
+    back to it)."""
+    w = World()
+    for name in w.group("gpu", "m5.2xlarge", nodes=6):
+        (condition,) = w.node(name)["status"]["conditions"]
+        condition.update(
+            status="False", reason="KubeletNotReady", lastTransitionTime=o.iso(NOW - timedelta(minutes=30))
+        )
+    iid, _ = _on_a_dead_node(w, minutes_not_ready=25)
+    bare = o.instance_id("bare")
+
+    result = _plan(w, (_fleet(iid, minutes_ago=90), _fleet(bare, minutes_ago=90)))
+
+    assert any(u.group is None for u in result.unhealthy)
+    entries = {e.instance_id: e for e in result.gang_orphans}
+    assert not entries[iid].terminate and entries[iid].code == codes.GANG_ORPHAN_BUSY
+    assert entries[bare].terminate and entries[bare].code == codes.GANG_ORPHAN
