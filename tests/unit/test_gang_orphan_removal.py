@@ -611,3 +611,25 @@ def test_a_pod_that_never_started_keeps_the_orphan_unless_its_node_is_not_ready_
     line = rig.drainer.remove_gang_orphan(request)
 
     assert line["outcome"] == "gang-orphan-busy" and _terminated(rig) == []
+
+
+def test_a_node_deleted_between_its_cordon_and_its_read_is_taken_for_gone(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its kubelet deregistered, or somebody deleted it, right after the cordon: no kubelet is there, so
+    the instance is terminated, as for a Node gone by its cordon (reading it again against the plan's
+    unready time raised NodeNotFound and failed the step)."""
+    node = _dead_node_with_a_pod_that_never_started(rig, 25)
+    kube = rig.drainer.kube
+    cordon = kube.cordon
+
+    def cordon_then_gone(name: str, why: str) -> bool:
+        out = cordon(name, why)
+        kube.delete_node(name)
+        return out
+
+    monkeypatch.setattr(kube, "cordon", cordon_then_gone)
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node, unready_minutes=20))
+
+    assert line["outcome"] == "gang-orphan-terminated" and _terminated(rig) == [("us-east-1", (ORPHAN,))]
