@@ -11,6 +11,7 @@ from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.k8s import Node, Pod
 from spillway.planner import ScalingPlan, codes
+from spillway.planner.disruption import NEVER_STARTED as NEVER_STARTED_WHY
 from spillway.planner.disruption import dead as dead_node
 
 
@@ -265,6 +266,22 @@ def test_a_node_not_ready_past_the_unready_time_whose_pods_never_started_is_drai
     assert drain.node == dead and drain.code == codes.NEVER_STARTED
     assert "not Ready for 25m" in drain.reason and "its pods never started: team-a/train-0" in drain.reason
     assert drain.unready_minutes == 20
+
+
+def test_the_drain_reason_promises_no_controller_to_a_bare_pod_that_never_started() -> None:
+    """A bare pod has none: the pod garbage collector deletes it with the Node, and nothing makes it
+    again; the reason and the pod's verdict say so, not that a controller recreates it."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    _never_started(w, dead, "bare-0", owner=None)
+    w.idle_since(dead, 30)
+
+    (drain,) = w.plan().drain
+
+    assert "controllers recreate them elsewhere" not in drain.reason
+    assert "the pod garbage collector deletes them with the Node" in drain.reason
+    assert "their controllers, if any, recreate them" in drain.reason
+    assert "its controller, if any, recreates it" in NEVER_STARTED_WHY
 
 
 def test_its_idle_timer_starts_once_its_pods_count_as_never_started() -> None:
