@@ -386,8 +386,8 @@ def test_a_plans_drain_of_a_node_long_not_ready_lets_the_pods_that_never_started
 ) -> None:
     """As the plan judged them: nothing to evict or wait for (evicted, such a pod would only stay
     Terminating for want of a kubelet); the node is terminated and the pod garbage collector deletes
-    the pods, which their controllers recreate elsewhere. One marked never to be disturbed too: it never
-    started, so no work of it is lost."""
+    the pods with it, and their controllers, if any, recreate them. One marked never to be disturbed
+    too: it never started, so no work of it is lost."""
     not_ready(rig, 25)
     never_started(rig, "train-0")
     never_started(rig, "train-1", annotations={"karpenter.sh/do-not-disrupt": "true"})

@@ -254,7 +254,7 @@ def _never_started(w: World, node: str, name: str = "train-0", **kw: object) -> 
 
 def test_a_node_not_ready_past_the_unready_time_whose_pods_never_started_is_drained() -> None:
     """Kept for its pod, the instance would be paid for forever and the pod never run: removing the
-    Node is what frees it (the pod garbage collector deletes it, its Job makes another elsewhere)."""
+    Node is what frees it (the pod garbage collector deletes it with the Node, its Job makes another)."""
     w, dead, _ = _world()
     _not_ready(w, dead, 25)
     _never_started(w, dead)

@@ -178,8 +178,8 @@ def never_started(pod: PodInfo) -> bool:
     there, Pending, for good (it tolerates the NoExecute taint too, so taint-based eviction never takes
     it). It keeps no node busy and no drain evicts it or waits for it (evicted, it would only stay
     Terminating for want of a kubelet): it goes with the node, whose removal frees it (the pod garbage
-    collector deletes the pods of a Node that no longer exists, and their controllers recreate them
-    elsewhere). Its protections (``karpenter.sh/do-not-disrupt``, ``safe-to-evict=false``,
+    collector deletes the pods of a Node that no longer exists, and their controllers, if any, recreate
+    them; a bare pod is gone). Its protections (``karpenter.sh/do-not-disrupt``, ``safe-to-evict=false``,
     ``openai/do-not-drain``, no controller, local storage) do not keep the node: they keep running work
     from being interrupted, and this pod runs none; kept, the node would keep it from ever running,
     which is not what they ask. On a node NotReady for less (a Ready node's kubelet missed a few
@@ -236,7 +236,7 @@ def stuck(pod: PodInfo, now: datetime | None) -> bool:
 
 NEVER_STARTED = (
     "never started, and its node has been NotReady past scale_down_unready_minutes: it never will there; it "
-    "goes with the node (the pod garbage collector deletes it, its controller recreates it elsewhere)"
+    "goes with the node (the pod garbage collector deletes it with the Node; its controller, if any, recreates it)"
 )
 
 
