@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from plan_world import NOW, World
 
+from spillway.act.planning import drain_item
 from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.k8s import Node, Pod
@@ -282,6 +283,27 @@ def test_the_drain_reason_promises_no_controller_to_a_bare_pod_that_never_starte
     assert "the pod garbage collector deletes them with the Node" in drain.reason
     assert "their controllers, if any, recreate them" in drain.reason
     assert "its controller, if any, recreates it" in NEVER_STARTED_WHY
+
+
+def test_a_dead_node_with_expendable_pods_too_is_drained_for_its_pods_that_never_started() -> None:
+    """What made it removable is its pods that never started (its expendable pods keep no node): the
+    code says so, and its drain still evicts the expendable pods it names, as an expendable-pods one."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    _never_started(w, dead)
+    w.items.append(
+        o.pod("low-0", "team-a", node_name=dead, phase="Running", priority=-100, owner=("ReplicaSet", "rs"))
+    )
+    w.idle_since(dead, 30)
+
+    (drain,) = w.plan().drain
+
+    assert drain.code == codes.NEVER_STARTED and drain.pods == ("team-a/low-0",)
+    assert "its pods never started: team-a/train-0" in drain.reason and "1 expendable pod(s)" in drain.reason
+    item = drain_item(drain, {})
+    assert (
+        item["consolidation"] is True and item["pods"] == ["team-a/low-0"] and item["unready_minutes"] == 20
+    )
 
 
 def test_its_idle_timer_starts_once_its_pods_count_as_never_started() -> None:
