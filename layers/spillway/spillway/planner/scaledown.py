@@ -530,13 +530,13 @@ class ScaleDownStage:
             f"(threshold {minutes(needed)}); group {group.name} in {where}"
         )
         code, pods = "", tuple(sorted(p.key for p in node.expendable))
-        if node.never_started:  # they keep no node: they go with it, nothing to evict
-            code, reason = codes.NEVER_STARTED, f"{self._never_started(node)}; {reason}"
         if pods:  # they keep no node: the drain evicts them (and no pod that came since)
             code = codes.EXPENDABLE_PODS
             reason += (
                 f"; evicts its {len(pods)} expendable pod(s) (priority below expendable_priority_cutoff)"
             )
+        if node.never_started:  # what made it removable: they go with it, nothing to evict (it evicts `pods`)
+            code, reason = codes.NEVER_STARTED, f"{self._never_started(node)}; {reason}"
         if orphan:
             reason = f"{codes.ORPHANED_DRAIN_FINISHED}: {self._orphan_age(node)}; {reason}"
         unready = ctx.config_for(group).scale_down_unready_minutes if not info.ready else None
