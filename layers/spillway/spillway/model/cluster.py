@@ -706,35 +706,10 @@ class NodeInfo:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"n": self.name, "a": self.allocatable, "l": dict(self.labels)}
-        delta = capacity_delta(self.capacity, self.allocatable)
-        if delta:  # only what differs from allocatable: a snapshot without reads as allocatable
-            out["ca"] = delta
-        if self.taints:
-            out["t"] = [list(t) for t in self.taints]
-        if self.provider_id:
-            out["p"] = self.provider_id
-        if self.unschedulable:
-            out["u"] = 1
-        if not self.ready:
-            out["nr"] = 1
-        if self.created_at:
-            out["c"] = format_time(self.created_at)
-        if self.ready_changed_at:
-            out["rt"] = format_time(self.ready_changed_at)
-        if self.kubelet_not_ready:
-            out["knr"] = 1
-        if self.cordoned_by_spillway:
-            out["sc"] = 1
-        if self.scale_down_disabled:
-            out["sdd"] = 1
-        if self.cordoned_at:
-            out["sca"] = format_time(self.cordoned_at)
-        if self.cordon_held:
-            out["sch"] = 1
-        if self.deleting:
-            out["del"] = 1
-        if self.do_not_disrupt:
-            out["dnd"] = 1
+        for key, encode in _NODE_SHORT_KEYS:
+            value = encode(self)
+            if value is not None:
+                out[key] = value
         return out
 
     @classmethod
@@ -758,6 +733,26 @@ class NodeInfo:
             do_not_disrupt=bool(d.get("dnd")),
             capacity=dict(d.get("ca", {})),
         )
+
+
+# The optional keys of NodeInfo.to_dict, in order; an encoder returning None leaves its key out.
+_NODE_SHORT_KEYS: tuple[tuple[str, Callable[[NodeInfo], Any]], ...] = (
+    # only what differs from allocatable: a snapshot without reads as allocatable
+    ("ca", lambda n: capacity_delta(n.capacity, n.allocatable) or None),
+    ("t", lambda n: [list(t) for t in n.taints] or None),
+    ("p", lambda n: n.provider_id or None),
+    ("u", lambda n: _one_if(n.unschedulable)),
+    ("nr", lambda n: _one_if(not n.ready)),
+    ("c", lambda n: format_time(n.created_at)),
+    ("rt", lambda n: format_time(n.ready_changed_at)),
+    ("knr", lambda n: _one_if(n.kubelet_not_ready)),
+    ("sc", lambda n: _one_if(n.cordoned_by_spillway)),
+    ("sdd", lambda n: _one_if(n.scale_down_disabled)),
+    ("sca", lambda n: format_time(n.cordoned_at)),
+    ("sch", lambda n: _one_if(n.cordon_held)),
+    ("del", lambda n: _one_if(n.deleting)),
+    ("dnd", lambda n: _one_if(n.do_not_disrupt)),
+)
 
 
 ALWAYS_ALLOW = "AlwaysAllow"
