@@ -90,15 +90,29 @@ def eager() -> Iterator[Cloud]:
 
 def kubelet_stopped(cloud: Cloud, node: str, minutes_ago: float) -> None:
     """The node lifecycle controller's mark once the kubelet stops posting status."""
+    _ready_condition(
+        cloud, node, minutes_ago, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
+    )
+
+
+def network_not_ready(cloud: Cloud, node: str, minutes_ago: float) -> None:
+    """The kubelet's own report while its CNI never started: Ready False, its pods' statuses current."""
+    message = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady"
+    _ready_condition(cloud, node, minutes_ago, "False", "KubeletNotReady", message)
+
+
+def _ready_condition(
+    cloud: Cloud, node: str, minutes_ago: float, status: str, reason: str, message: str
+) -> None:
     obj = cloud.kube.get("Node", node)
     assert obj is not None
     since = datetime.now(UTC) - timedelta(minutes=minutes_ago)
     obj["status"]["conditions"] = [
         {
             "type": "Ready",
-            "status": "Unknown",
-            "reason": "NodeStatusUnknown",
-            "message": "Kubelet stopped posting node status.",
+            "status": status,
+            "reason": reason,
+            "message": message,
             "lastTransitionTime": o.iso(since),
         }
     ]
@@ -174,7 +188,8 @@ def test_when_most_kubelets_are_gone_nothing_is_drained(eager: Cloud) -> None:
 
 def test_a_dead_node_whose_only_pod_never_started_is_drained_and_the_pod_goes_with_it(eager: Cloud) -> None:
     """A training pod that tolerates everything, the not-ready taint too, bound to a Node whose kubelet
-    never ran it (Pending, its container only waiting): past the unready time the plan drains the node,
+    never ran it (Pending, its container only waiting) and reports its network not ready (Ready False;
+    Unknown, a silent kubelet, would leave the pod's status stale): past the unready time the plan drains the node,
     naming the pod, and the real DrainNode state machine terminates it without evicting or waiting for
     the pod (the pod garbage collector's to delete once the Node is gone)."""
     cloud = eager
@@ -187,7 +202,7 @@ def test_a_dead_node_whose_only_pod_never_started_is_drained_and_the_pod_goes_wi
     cloud.kube.add(o.pod("web-0", "team-a", cpu="500m", memory="512Mi", node_name=alive,
                          owner=("ReplicaSet", "web-5d9c")))  # fmt: skip
     cloud.registrar.stop()
-    kubelet_stopped(cloud, dead, 30)
+    network_not_ready(cloud, dead, 30)
 
     plan_once(cloud)
 

@@ -15,8 +15,10 @@ import pytest
 from conftest import CLUSTER, HOME, Cloud, running
 
 from spillway import runtime
+from spillway.act import planning
 from spillway.local import objects as o
 from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
+from spillway.planner.types import GangOrphan
 
 LIMIT_MINUTES = 0.02  # 1.2 s
 ATTEMPT = "spillway-0123456789abcdef0123456789abcdef01234567"
@@ -77,3 +79,31 @@ def test_an_idle_orphan_is_terminated_and_one_running_work_is_left(cloud: Cloud)
     now = states([idle, busy])
     assert now[idle] in ("shutting-down", "terminated") and now[busy] == "running", now
     assert busy_node in {n["metadata"]["name"] for n in cloud.kube.list("Node")}
+
+
+def test_an_orphan_item_from_an_older_plan_function_is_still_terminated(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While ``sam deploy`` runs, CloudFormation updates the state machine before the plan function (the
+    template's dependencies), so the new scale-down gets items of the old plan function, without
+    ``unready_minutes``. A path naming a missing key fails the state with States.Runtime, which no Catch
+    takes on AWS (moto's does: the line says failed), failing the whole scale-down."""
+    made = planning.sweep_item
+
+    def older_sweep_item(entry: GangOrphan) -> dict[str, Any]:
+        return {k: v for k, v in made(entry).items() if k != "unready_minutes"}
+
+    monkeypatch.setattr(planning, "sweep_item", older_sweep_item)
+    cloud.group("gpu", desired=1)
+    cloud.wait_nodes(1)
+    [(idle, _)] = left_behind(1)
+    time.sleep(LIMIT_MINUTES * 60 + 0.5)
+
+    cloud.plan(cloud.stream_event(cloud.snapshot()))
+
+    [down] = cloud.executions("ScaleDownStateMachine")
+    execution = cloud.stack.wait(down["executionArn"], 60)
+    assert execution["status"] == "SUCCEEDED", execution
+    (line,) = execution["output"]["drains"]
+    assert (line["instance_id"], line["outcome"]) == (idle, "gang-orphan-terminated"), line
+    assert states([idle])[idle] in ("shutting-down", "terminated")

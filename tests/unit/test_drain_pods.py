@@ -357,14 +357,16 @@ def test_a_plans_drain_still_lets_the_expendable_pods_it_names_go_with_the_node(
 # --- a node long NotReady whose pods never started ----------------------------------------------------
 
 
-def not_ready(rig: Rig, minutes: float) -> None:
-    """NODE's Ready condition turned False ``minutes`` before the drain's clock (its CNI never started)."""
+def not_ready(rig: Rig, minutes: float, status: str = "False") -> None:
+    """NODE's Ready condition turned False ``minutes`` before the drain's clock (its CNI never started),
+    or ``Unknown`` (its kubelet went silent)."""
     from datetime import timedelta
 
     node = rig.node()
     since = rig.clock() - timedelta(minutes=minutes)
+    reason = "KubeletNotReady" if status == "False" else "NodeStatusUnknown"
     node["status"]["conditions"] = [
-        {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+        {"type": "Ready", "status": status, "reason": reason,
          "lastTransitionTime": since.isoformat().replace("+00:00", "Z")}
     ]  # fmt: skip
     rig.api.update("Node", node)
@@ -384,8 +386,8 @@ def test_a_plans_drain_of_a_node_long_not_ready_lets_the_pods_that_never_started
 ) -> None:
     """As the plan judged them: nothing to evict or wait for (evicted, such a pod would only stay
     Terminating for want of a kubelet); the node is terminated and the pod garbage collector deletes
-    the pods, which their controllers recreate elsewhere. One marked never to be disturbed too: it never
-    started, so no work of it is lost."""
+    the pods with it, and their controllers, if any, recreate them. One marked never to be disturbed
+    too: it never started, so no work of it is lost."""
     not_ready(rig, 25)
     never_started(rig, "train-0")
     never_started(rig, "train-1", annotations={"karpenter.sh/do-not-disrupt": "true"})
@@ -400,13 +402,16 @@ def test_a_plans_drain_of_a_node_long_not_ready_lets_the_pods_that_never_started
     assert rig.drainer.check(drain)["ready"] is True
 
 
-@pytest.mark.parametrize(("minutes", "unready_minutes"), [(5, 20), (25, None)])
+@pytest.mark.parametrize(
+    ("minutes", "unready_minutes", "status"), [(5, 20, "False"), (25, None, "False"), (25, 20, "Unknown")]
+)
 def test_a_plans_drain_is_cancelled_for_a_pod_that_never_started_unless_its_node_is_long_not_ready(
-    rig: Rig, minutes: float, unready_minutes: float | None
+    rig: Rig, minutes: float, unready_minutes: float | None, status: str
 ) -> None:
-    """NotReady for a moment (a freshly bound pod pulling its image is Pending too), or a drain that
-    names no unready time (by hand, or an older plan's): the pod is work, as before."""
-    not_ready(rig, minutes)
+    """NotReady for a moment (a freshly bound pod pulling its image is Pending too), a drain that names
+    no unready time (by hand, or an older plan's), or a Node whose kubelet went silent meanwhile (Ready
+    Unknown: its pods' statuses are stale, it may have started them): the pod is work, as before."""
+    not_ready(rig, minutes, status)
     never_started(rig)
     extra = {"unready_minutes": unready_minutes} if unready_minutes is not None else {}
 

@@ -572,12 +572,16 @@ def test_a_sweep_whose_claims_answer_was_lost_knows_the_claim_for_its_own(rig: R
         assert StateStore(client, "state").claims(CLUSTER, "gangsweep#") == {}  # released
 
 
-def _dead_node_with_a_pod_that_never_started(rig: Rig, minutes_not_ready: float) -> str:
+def _dead_node_with_a_pod_that_never_started(
+    rig: Rig, minutes_not_ready: float, status: str = "False"
+) -> str:
     from datetime import timedelta
 
     name = f"node-{ORPHAN}"
     created = NOW - timedelta(minutes=minutes_not_ready)
-    rig.api.add(objects.node(name, instance=ORPHAN, zone="us-east-1a", ready=False, created=created))
+    node = objects.node(name, instance=ORPHAN, zone="us-east-1a", ready=False, created=created)
+    node["status"]["conditions"][0]["status"] = status  # Unknown: the kubelet went silent
+    rig.api.add(node)
     rig.api.add(
         objects.pod("worker-0", node_name=name, phase="Pending", tolerations=[{"operator": "Exists"}])
     )
@@ -592,14 +596,40 @@ def test_a_pod_that_never_started_on_a_node_long_not_ready_keeps_nothing(rig: Ri
     assert line["outcome"] == "gang-orphan-terminated" and _terminated(rig) == [("us-east-1", (ORPHAN,))]
 
 
-@pytest.mark.parametrize(("minutes_not_ready", "unready_minutes"), [(5, 20), (25, None)])
+@pytest.mark.parametrize(
+    ("minutes_not_ready", "unready_minutes", "status"),
+    [(5, 20, "False"), (25, None, "False"), (25, 20, "Unknown")],
+)
 def test_a_pod_that_never_started_keeps_the_orphan_unless_its_node_is_not_ready_that_long_now(
-    rig: Rig, minutes_not_ready: float, unready_minutes: float | None
+    rig: Rig, minutes_not_ready: float, unready_minutes: float | None, status: str
 ) -> None:
-    """The Node became NotReady since the plan, or the plan (an older build's) said nothing of it."""
-    node = _dead_node_with_a_pod_that_never_started(rig, minutes_not_ready)
+    """The Node became NotReady since the plan, the plan (an older build's) said nothing of it, or its
+    kubelet went silent (Ready Unknown: the pod's status is stale, it may have started since)."""
+    node = _dead_node_with_a_pod_that_never_started(rig, minutes_not_ready, status)
     request = rig.request(node=node) | ({"unready_minutes": unready_minutes} if unready_minutes else {})
 
     line = rig.drainer.remove_gang_orphan(request)
 
     assert line["outcome"] == "gang-orphan-busy" and _terminated(rig) == []
+
+
+def test_a_node_deleted_between_its_cordon_and_its_read_is_taken_for_gone(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its kubelet deregistered, or somebody deleted it, right after the cordon: no kubelet is there, so
+    the instance is terminated, as for a Node gone by its cordon (reading it again against the plan's
+    unready time raised NodeNotFound and failed the step)."""
+    node = _dead_node_with_a_pod_that_never_started(rig, 25)
+    kube = rig.drainer.kube
+    cordon = kube.cordon
+
+    def cordon_then_gone(name: str, why: str) -> bool:
+        out = cordon(name, why)
+        kube.delete_node(name)
+        return out
+
+    monkeypatch.setattr(kube, "cordon", cordon_then_gone)
+
+    line = rig.drainer.remove_gang_orphan(rig.request(node=node, unready_minutes=20))
+
+    assert line["outcome"] == "gang-orphan-terminated" and _terminated(rig) == [("us-east-1", (ORPHAN,))]

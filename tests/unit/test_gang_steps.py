@@ -1272,6 +1272,19 @@ def test_give_back_terminates_a_member_whose_node_never_became_ready_though_a_po
     assert sorted(a[1] for a in gang_.cloud.terminated()) == [ids[0], ids[2]]
 
 
+def test_give_back_keeps_a_member_whose_node_went_silent_for_a_pod_that_seems_never_started() -> None:
+    """Ready Unknown (NodeStatusUnknown): the kubelet stopped reporting, so its pod's Pending status is
+    stale and the pod may run now; only a kubelet reporting its Node not ready (False) vouches for it."""
+    gang_ = attached_gang(1, ready=False)
+    gang_.kube.nodes["ip-10-0-9-0.ec2.internal"]["status"]["conditions"][0]["status"] = "Unknown"
+    gang_.kube.pods.append(o.pod("worker-0", "ml", node_name="ip-10-0-9-0.ec2.internal", owner=("Job", "train"),
+                                 phase="Pending", tolerations=[{"operator": "Exists"}]))  # fmt: skip
+
+    out = gang_.give_back()
+
+    assert out["kept"] == gang_.ids[:1] and gang_.cloud.running() == gang_.ids[:1]
+
+
 def test_give_back_stops_reading_pods_after_the_first_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each failed read costs the client's whole retry budget (attempts of up to 10 s, Retry-After up to
     30 s): read for every member of a large gang, a slow API server ran the step past its Lambda timeout,

@@ -166,14 +166,15 @@ def test_an_instance_of_a_group_the_plan_does_not_scale_is_still_in_a_group() ->
     assert result.gang_orphans == ()
 
 
-def _on_a_dead_node(w: World, *, minutes_not_ready: float) -> tuple[str, str]:
-    """An orphan whose Node registered ``minutes_not_ready`` ago and never became Ready, with a pod
-    bound to it that tolerates everything (the not-ready taint too) and never started."""
+def _on_a_dead_node(w: World, *, minutes_not_ready: float, status: str = "False") -> tuple[str, str]:
+    """An orphan whose Node registered ``minutes_not_ready`` ago and never became Ready (``status``:
+    its Ready condition's, Unknown once its kubelet went silent), with a pod bound to it that tolerates
+    everything (the not-ready taint too) and never started."""
     iid = o.instance_id("orphan")
     node = o.node_name_for(iid)
-    w.items.append(
-        o.node(node, instance=iid, ready=False, created=NOW - timedelta(minutes=minutes_not_ready))
-    )
+    item = o.node(node, instance=iid, ready=False, created=NOW - timedelta(minutes=minutes_not_ready))
+    item["status"]["conditions"][0]["status"] = status
+    w.items.append(item)
     w.items.append(o.pod("worker-0", node_name=node, phase="Pending", tolerations=[{"operator": "Exists"}]))
     return iid, node
 
@@ -196,3 +197,34 @@ def test_a_pod_that_never_started_on_a_node_not_ready_for_a_moment_keeps_its_orp
     (entry,) = _plan(w, (_fleet(iid, minutes_ago=90),)).gang_orphans
 
     assert not entry.terminate and entry.code == codes.GANG_ORPHAN_BUSY
+
+
+def test_a_pod_that_never_started_keeps_its_orphan_when_the_nodes_kubelet_went_silent() -> None:
+    """Ready Unknown: the pod's status is the last the kubelet sent; it may have started the pod since."""
+    w = _world()
+    iid, _ = _on_a_dead_node(w, minutes_not_ready=25, status="Unknown")
+
+    (entry,) = _plan(w, (_fleet(iid, minutes_ago=90),)).gang_orphans
+
+    assert not entry.terminate and entry.code == codes.GANG_ORPHAN_BUSY and entry.unready_minutes is None
+
+
+def test_a_pod_that_never_started_keeps_its_orphan_while_the_cluster_is_unhealthy() -> None:
+    """Too many nodes unready (cluster-unhealthy): the snapshot is a poor picture, and the scale-down's
+    unready rule is off, so the sweep's is too; an orphan with no Node still goes (nothing can come
+    back to it)."""
+    w = World()
+    for name in w.group("gpu", "m5.2xlarge", nodes=6):
+        (condition,) = w.node(name)["status"]["conditions"]
+        condition.update(
+            status="False", reason="KubeletNotReady", lastTransitionTime=o.iso(NOW - timedelta(minutes=30))
+        )
+    iid, _ = _on_a_dead_node(w, minutes_not_ready=25)
+    bare = o.instance_id("bare")
+
+    result = _plan(w, (_fleet(iid, minutes_ago=90), _fleet(bare, minutes_ago=90)))
+
+    assert any(u.group is None for u in result.unhealthy)
+    entries = {e.instance_id: e for e in result.gang_orphans}
+    assert not entries[iid].terminate and entries[iid].code == codes.GANG_ORPHAN_BUSY
+    assert entries[bare].terminate and entries[bare].code == codes.GANG_ORPHAN

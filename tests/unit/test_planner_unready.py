@@ -7,23 +7,27 @@ from datetime import timedelta
 import pytest
 from plan_world import NOW, World
 
+from spillway.act.planning import drain_item
 from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo, PodInfo
 from spillway.model.k8s import Node, Pod
 from spillway.planner import ScalingPlan, codes
+from spillway.planner.disruption import NEVER_STARTED as NEVER_STARTED_WHY
+from spillway.planner.disruption import dead as dead_node
 
 
 def _kept(result: ScalingPlan) -> dict[str, tuple[str, str]]:
     return {k.node: (k.code, k.reason) for k in result.kept}
 
 
-def _not_ready(w: World, node: str, minutes_ago: float) -> None:
-    """The node's Ready condition turned False ``minutes_ago`` (the kubelet stopped reporting)."""
+def _not_ready(w: World, node: str, minutes_ago: float, status: str = "False") -> None:
+    """The node's Ready condition turned False ``minutes_ago`` (the kubelet reports it not ready), or
+    ``Unknown`` (the node controller's: the kubelet stopped reporting)."""
     item = w.node(node)
     (condition,) = item["status"]["conditions"]
     condition.update(
-        status="False",
-        reason="KubeletNotReady",
+        status=status,
+        reason="KubeletNotReady" if status == "False" else "NodeStatusUnknown",
         lastTransitionTime=(NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z"),
     )
 
@@ -251,7 +255,7 @@ def _never_started(w: World, node: str, name: str = "train-0", **kw: object) -> 
 
 def test_a_node_not_ready_past_the_unready_time_whose_pods_never_started_is_drained() -> None:
     """Kept for its pod, the instance would be paid for forever and the pod never run: removing the
-    Node is what frees it (the pod garbage collector deletes it, its Job makes another elsewhere)."""
+    Node is what frees it (the pod garbage collector deletes it with the Node, its Job makes another)."""
     w, dead, _ = _world()
     _not_ready(w, dead, 25)
     _never_started(w, dead)
@@ -263,6 +267,43 @@ def test_a_node_not_ready_past_the_unready_time_whose_pods_never_started_is_drai
     assert drain.node == dead and drain.code == codes.NEVER_STARTED
     assert "not Ready for 25m" in drain.reason and "its pods never started: team-a/train-0" in drain.reason
     assert drain.unready_minutes == 20
+
+
+def test_the_drain_reason_promises_no_controller_to_a_bare_pod_that_never_started() -> None:
+    """A bare pod has none: the pod garbage collector deletes it with the Node, and nothing makes it
+    again; the reason and the pod's verdict say so, not that a controller recreates it."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    _never_started(w, dead, "bare-0", owner=None)
+    w.idle_since(dead, 30)
+
+    (drain,) = w.plan().drain
+
+    assert "controllers recreate them elsewhere" not in drain.reason
+    assert "the pod garbage collector deletes them with the Node" in drain.reason
+    assert "their controllers, if any, recreate them" in drain.reason
+    assert "its controller, if any, recreates it" in NEVER_STARTED_WHY
+
+
+def test_a_dead_node_with_expendable_pods_too_is_drained_for_its_pods_that_never_started() -> None:
+    """What made it removable is its pods that never started (its expendable pods keep no node): the
+    code says so, and its drain still evicts the expendable pods it names, as an expendable-pods one."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    _never_started(w, dead)
+    w.items.append(
+        o.pod("low-0", "team-a", node_name=dead, phase="Running", priority=-100, owner=("ReplicaSet", "rs"))
+    )
+    w.idle_since(dead, 30)
+
+    (drain,) = w.plan().drain
+
+    assert drain.code == codes.NEVER_STARTED and drain.pods == ("team-a/low-0",)
+    assert "its pods never started: team-a/train-0" in drain.reason and "1 expendable pod(s)" in drain.reason
+    item = drain_item(drain, {})
+    assert (
+        item["consolidation"] is True and item["pods"] == ["team-a/low-0"] and item["unready_minutes"] == 20
+    )
 
 
 def test_its_idle_timer_starts_once_its_pods_count_as_never_started() -> None:
@@ -310,6 +351,49 @@ def test_a_pod_that_started_keeps_a_node_not_ready_past_the_unready_time(started
 
     code, reason = _kept(result)[dead]
     assert code == codes.NOT_READY and "runs 1 workload pod(s)" in reason and result.drain == ()
+
+
+def test_a_host_network_pod_that_has_not_started_keeps_a_node_not_ready_for_its_network() -> None:
+    """The kubelet starts a pod on the host network while the network plugin is not ready (SyncPod: "If
+    the network plugin is not ready, only start the pod if it uses the host network"): Pending on a
+    node NotReady for its CNI, it is pulling its image, about to run, not stuck."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 35)
+    pod = _never_started(w, dead, "nccl-0")
+    pod["spec"]["hostNetwork"] = True  # type: ignore[index]
+    w.idle_since(dead, 60)
+
+    result = w.plan()
+
+    assert _kept(result)[dead][0] == codes.NOT_READY and result.drain == ()
+
+
+def test_a_pod_that_never_started_keeps_a_node_whose_kubelet_went_silent() -> None:
+    """Ready ``Unknown`` (NodeStatusUnknown): the kubelet stopped reporting, so the pod statuses are the
+    last it sent; partitioned, it may have started the pod since. Only a kubelet that reports its node
+    not ready (Ready ``False``) vouches for what its pods are."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25, status="Unknown")
+    _never_started(w, dead)
+    w.idle_since(dead, 60)
+
+    result = w.plan()
+
+    code, reason = _kept(result)[dead]
+    assert code == codes.NOT_READY and "runs 1 workload pod(s)" in reason and result.drain == ()
+
+
+def test_whether_the_kubelet_reports_its_node_not_ready_survives_the_snapshot() -> None:
+    """Stored only when true; a snapshot written before it reads as not reported: the never-started
+    rule does not apply to its nodes."""
+    w, dead, _ = _world()
+    _not_ready(w, dead, 25)
+    info = NodeInfo.from_node(Node.model_validate(w.node(dead)))
+    assert info.kubelet_not_ready and NodeInfo.from_dict(info.to_dict()) == info
+    written_before = NodeInfo.from_dict({k: v for k, v in info.to_dict().items() if k != "knr"})
+    assert not written_before.kubelet_not_ready and not dead_node(written_before, NOW, timedelta(minutes=20))
+    _not_ready(w, dead, 25, status="Unknown")
+    assert not NodeInfo.from_node(Node.model_validate(w.node(dead))).kubelet_not_ready
 
 
 def test_a_ready_node_with_a_pod_that_has_not_started_yet_is_busy() -> None:

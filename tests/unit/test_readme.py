@@ -328,7 +328,8 @@ def codes_problems(text: str) -> list[str]:
     checks = (
         (("`pending` code",), 0, codes.PENDING_CODES),
         (("`kept` code",), 0, codes.KEPT_CODES),
-        (("rule", "movable", "code"), 2, codes.MOVE_CODES),
+        # and assess's never-started (a pod on a dead node: no Move has it), which the table lists too
+        (("rule", "movable", "code"), 2, (*codes.MOVE_CODES, codes.POD_NEVER_STARTED)),
     )
     out: list[str] = []
     for header, column, known in checks:

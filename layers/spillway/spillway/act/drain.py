@@ -941,7 +941,8 @@ def dead_node(drain: Drain | DrainRequest, node: Node, now: datetime) -> bool:
     """The Node is NotReady, and has been for the plan's ``unready_minutes`` (its group's
     ``scale_down_unready_minutes``) as the drain reads it now: the planner's
     :func:`spillway.planner.disruption.dead`, so a pod that never started there goes with the node, as
-    the plan judged it. Never for a drain that names no unready time (by hand, an older plan's)."""
+    the plan judged it. Never for a drain that names no unready time (by hand, an older plan's), nor for a
+    Node whose kubelet went silent meanwhile (Ready Unknown: its pods' statuses are stale)."""
     if drain.unready_minutes is None:
         return False
     return dead(NodeInfo.from_node(node), now, timedelta(minutes=drain.unready_minutes))

@@ -174,10 +174,12 @@ def _sweep_node(
     try:
         ours = kube.cordon(name, f"gang orphan {request.instance_id} (plan {request.plan_id or '-'})")
     except NodeNotFound:  # gone since it was found: no kubelet there
-        cloud.terminate_instances(request.region, [request.instance_id])
-        return "terminated", None, f"terminated {request.instance_id}: {request.reason}"
+        return _terminate_gone(cloud, request)
     try:
-        dead_node = _dead(kube, name, request.unready_minutes, now)
+        try:
+            dead_node = _dead(kube, name, request.unready_minutes, now)
+        except NodeNotFound:  # gone since its cordon: no kubelet there either
+            return _terminate_gone(cloud, request)
         pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(name)]
         busy = sorted(info.key for info in pods if keeps_node_busy(info, now, dead_node=dead_node))
         if not busy:
@@ -193,6 +195,12 @@ def _sweep_node(
         return "busy", name, f"its Node {name} runs {named} now: left running"
     kube.delete_node(name)
     return "terminated", name, f"terminated {request.instance_id}; Node {name} deleted: {request.reason}"
+
+
+def _terminate_gone(cloud: Cloud, request: SweepRequest) -> tuple[Sweep, str | None, str]:
+    """The orphan's Node is gone (by its cordon, or by the read after it): terminate the instance."""
+    cloud.terminate_instances(request.region, [request.instance_id])
+    return "terminated", None, f"terminated {request.instance_id}: {request.reason}"
 
 
 def _dead(kube: Cluster, name: str, unready_minutes: float | None, now: datetime) -> bool:

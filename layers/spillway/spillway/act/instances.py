@@ -138,7 +138,9 @@ def working_instances(
     goes back anyway): one whose tolerations admit everything, the not-ready taint too, is bound to a
     Node that never becomes Ready (its CNI never starts) and stays Pending there, never run; kept for
     it, the instance would run until scale-down or the gang sweep judged the Node, past
-    ``scale_down_unready_minutes``. Only instances EC2 shows running are looked up (DescribeInstances
+    ``scale_down_unready_minutes``. Only while its kubelet reports it not ready (Ready ``False``): on a
+    Node whose Ready is ``Unknown`` (the kubelet silent) such a pod's status is stale, it may run now,
+    and it counts as work. Only instances EC2 shows running are looked up (DescribeInstances
     refuses a batch naming an id it does not know). After one cordon or read fails the others are not
     tried (each failure costs the client's whole retry budget, and the step must end within its
     Lambda's timeout): they are kept, neither cordoned nor read. What is kept is judged later by the
@@ -210,7 +212,8 @@ def _uncordon_kept(kube: Cluster, judged: Judged) -> None:
 
 def _work_on(kube: Cluster, node: Node, now: datetime) -> str:
     """The first pods on ``node`` that keep it busy (:func:`working_instances`), named; "" when none."""
-    # a NotReady Node's pods that never started are no work: no wait, the launch did not deliver
+    # a NotReady Node's pods that never started are no work: no wait, the launch did not deliver (only
+    # while its kubelet reports it not ready: with Ready Unknown they count, their statuses are stale)
     dead_node = dead(NodeInfo.from_node(node), now, timedelta(0))
     pods = [PodInfo.from_pod(p) for p in kube.pods_on_node(node.metadata.name)]
     keys = sorted(p.key for p in pods if keeps_node_busy(p, now, dead_node=dead_node))

@@ -445,12 +445,15 @@ def drain_item(drain: Drain, claim: Mapping[str, Any]) -> dict[str, Any]:
     (:func:`claim_fields`: the drain is cancelled if it starts once the claim lapsed). A consolidation
     carries the pods it moves: the drain evicts those only, and is cancelled if the node runs any other
     workload pod by then. An idle node's drain that evicts its expendable pods carries them the same
-    way. A make-room moves its pods the same way, then keeps the node: ``terminate`` false, ``uncordon``
+    way (code ``expendable-pods``, or ``never-started-pods`` when its pods that never started are what
+    made a dead node removable). A make-room moves its pods the same way, then keeps the node: ``terminate`` false, ``uncordon``
     true (uncordoned and untainted once empty, for the pending pods the plan gave it to)."""
     item: dict[str, Any] = {**drain.to_dict(), "region": drain.region, "reason": drain.reason[:REASON_LIMIT]}
     item.pop("code", None)
     item.pop("pods", None)
-    if drain.code in (codes.CONSOLIDATION, codes.MAKE_ROOM, codes.EXPENDABLE_PODS):
+    # a never-started-pods drain that names pods names its expendable ones: it evicts them, as one of those
+    moves = (codes.CONSOLIDATION, codes.MAKE_ROOM, codes.EXPENDABLE_PODS)
+    if drain.code in moves or (drain.code == codes.NEVER_STARTED and drain.pods):
         item |= {"consolidation": True, "pods": list(drain.pods)}
     if not drain.terminate:  # make room: to_dict says terminate false; the node is given back
         item["uncordon"] = True
@@ -485,7 +488,8 @@ def sweep_item(entry: GangOrphan) -> dict[str, Any]:
         "gang": entry.gang,
         "node": entry.node,
         "reason": entry.reason[:REASON_LIMIT],
-        "unready_minutes": entry.unready_minutes,  # always there: the state machine's path names it
+        # null included; an older build's item without it reads as null (the ASL's GangOrphanDefaults)
+        "unready_minutes": entry.unready_minutes,
     }
 
 

@@ -658,6 +658,10 @@ class NodeInfo:
     # a NotReady node's: when its Ready condition last changed (lastTransitionTime), since when it is
     # not Ready; None for a Ready node, or when the condition gives no time
     ready_changed_at: datetime | None = None
+    # its Ready condition is False (Node.reports_not_ready): its kubelet reports it not ready and its pods'
+    # statuses are current; not for Unknown (the kubelet is silent). Stored only when true, so a snapshot
+    # written before it reads as not reported (spillway.planner.disruption.dead never holds for it)
+    kubelet_not_ready: bool = False
     cordoned_by_spillway: bool = False
     scale_down_disabled: bool = False
     # When Spillway cordoned it: the leading time of its spillway.io/cordoned annotation ("<ISO> <why>");
@@ -690,6 +694,7 @@ class NodeInfo:
             ready=ready,
             created_at=meta.creation_timestamp,
             ready_changed_at=None if ready else node.ready_changed_at(),
+            kubelet_not_ready=node.reports_not_ready(),
             cordoned_by_spillway=CORDONED_BY_SPILLWAY in meta.annotations,
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
@@ -701,33 +706,10 @@ class NodeInfo:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"n": self.name, "a": self.allocatable, "l": dict(self.labels)}
-        delta = capacity_delta(self.capacity, self.allocatable)
-        if delta:  # only what differs from allocatable: a snapshot without reads as allocatable
-            out["ca"] = delta
-        if self.taints:
-            out["t"] = [list(t) for t in self.taints]
-        if self.provider_id:
-            out["p"] = self.provider_id
-        if self.unschedulable:
-            out["u"] = 1
-        if not self.ready:
-            out["nr"] = 1
-        if self.created_at:
-            out["c"] = format_time(self.created_at)
-        if self.ready_changed_at:
-            out["rt"] = format_time(self.ready_changed_at)
-        if self.cordoned_by_spillway:
-            out["sc"] = 1
-        if self.scale_down_disabled:
-            out["sdd"] = 1
-        if self.cordoned_at:
-            out["sca"] = format_time(self.cordoned_at)
-        if self.cordon_held:
-            out["sch"] = 1
-        if self.deleting:
-            out["del"] = 1
-        if self.do_not_disrupt:
-            out["dnd"] = 1
+        for key, encode in _NODE_SHORT_KEYS:
+            value = encode(self)
+            if value is not None:
+                out[key] = value
         return out
 
     @classmethod
@@ -742,6 +724,7 @@ class NodeInfo:
             ready=not d.get("nr"),
             created_at=parse_time(d.get("c")),
             ready_changed_at=parse_time(d.get("rt")),
+            kubelet_not_ready=bool(d.get("knr")),
             cordoned_by_spillway=bool(d.get("sc")),
             scale_down_disabled=bool(d.get("sdd")),
             cordoned_at=parse_time(d.get("sca")),
@@ -750,6 +733,26 @@ class NodeInfo:
             do_not_disrupt=bool(d.get("dnd")),
             capacity=dict(d.get("ca", {})),
         )
+
+
+# The optional keys of NodeInfo.to_dict, in order; an encoder returning None leaves its key out.
+_NODE_SHORT_KEYS: tuple[tuple[str, Callable[[NodeInfo], Any]], ...] = (
+    # only what differs from allocatable: a snapshot without reads as allocatable
+    ("ca", lambda n: capacity_delta(n.capacity, n.allocatable) or None),
+    ("t", lambda n: [list(t) for t in n.taints] or None),
+    ("p", lambda n: n.provider_id or None),
+    ("u", lambda n: _one_if(n.unschedulable)),
+    ("nr", lambda n: _one_if(not n.ready)),
+    ("c", lambda n: format_time(n.created_at)),
+    ("rt", lambda n: format_time(n.ready_changed_at)),
+    ("knr", lambda n: _one_if(n.kubelet_not_ready)),
+    ("sc", lambda n: _one_if(n.cordoned_by_spillway)),
+    ("sdd", lambda n: _one_if(n.scale_down_disabled)),
+    ("sca", lambda n: format_time(n.cordoned_at)),
+    ("sch", lambda n: _one_if(n.cordon_held)),
+    ("del", lambda n: _one_if(n.deleting)),
+    ("dnd", lambda n: _one_if(n.do_not_disrupt)),
+)
 
 
 ALWAYS_ALLOW = "AlwaysAllow"

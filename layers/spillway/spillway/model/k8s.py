@@ -390,6 +390,9 @@ class PodSpec(KubeModel):
     active_deadline_seconds: int | None = Field(default=None, gt=0, le=INT64_MAX, strict=True)
     # how long the kubelet gives the pod to stop once deleted (the API's default: 30)
     termination_grace_period_seconds: int | None = Field(default=None, ge=0, le=INT64_MAX, strict=True)
+    # spec.hostNetwork: the pod uses the node's network namespace, so the kubelet starts it while the
+    # network plugin is not ready (Pod.never_started; a DaemonSet's template: cluster-autoscaler's checks)
+    host_network: bool = False
 
 
 class Condition(KubeModel):
@@ -516,10 +519,13 @@ class Pod(RefusableModel):
         manager sets it on its first status write of the pod, before it finds the node's network not
         ready and starts nothing (kubernetes/kubernetes pkg/kubelet/status/status_manager.go,
         updateStatusInternal; pkg/kubelet/kubelet.go, SyncPod); a pod whose init containers run is
-        ``Pending`` too, and has started."""
+        ``Pending`` too, and has started. Never for a pod on the host network (``spec.hostNetwork``):
+        SyncPod starts it even while the network plugin is not ready ("only start the pod if it uses the
+        host network"), so on a node NotReady for its CNI it is on its way (an image pulling), not stuck."""
         status = self.status
         return (
             self.spec.node_name is not None
+            and not self.spec.host_network
             and (status.phase or "Pending") == "Pending"
             and not any(s.ever_ran() for s in (*status.container_statuses, *status.init_container_statuses))
         )
@@ -623,6 +629,13 @@ class Node(RefusableModel):
 
     def is_ready(self) -> bool:
         return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
+
+    def reports_not_ready(self) -> bool:
+        """Its Ready condition is ``False``: the kubelet itself reports the node not ready (the network
+        plugin, the runtime), so it is alive and its pods' statuses are current. ``Unknown`` is the node
+        controller's once the kubelet stopped reporting (NodeStatusUnknown): what the API holds of its
+        pods is the last the kubelet sent."""
+        return any(c.type == "Ready" and c.status == "False" for c in self.status.conditions)
 
     def ready_changed_at(self) -> datetime | None:
         """The Ready condition's ``lastTransitionTime``: since when the node is (or is not) Ready."""
@@ -1109,9 +1122,7 @@ class Scalable(KubeModel):
 
 class DaemonPodSpec(PodSpec):
     """A DaemonSet's pod template spec: the fields of a pod spec its controller and cluster-autoscaler
-    read besides the scheduling ones (which node, which network)."""
-
-    host_network: bool = False
+    read besides the scheduling ones (which node, which network: ``host_network``, a pod spec's)."""
 
 
 class DaemonPodTemplate(KubeModel):

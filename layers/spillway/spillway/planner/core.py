@@ -75,11 +75,13 @@ def plan(
     # a group with no node of its own: the one it had (from the memory before this plan, so that a plan
     # dropping an entry for the group's new launch template version says so)
     groups = recall(groups, state.templates, now, keep)
-    orphans = sweep_gang_orphans(snapshot, groups, config, now)  # every group's members, refused ones too
+    every_group = groups  # the gang sweep's: every group's members, refused ones too
     refused = [g for g in groups if g.refusal]  # neither grown nor drained: their nodes are unmanaged
     groups = sanitized([g for g in groups if not g.refusal], config)  # templates without startup taints
     joins = watch_joins(snapshot.nodes, groups, config, state, now)
     health = judge_health(snapshot.nodes, groups, joins.overdue, config, now)
+    # the cluster unhealthy: no Node is dead to the sweep either (the scale-down's unready rule is off)
+    orphans = sweep_gang_orphans(snapshot, every_group, config, now, unhealthy=health.cluster is not None)
     starting = starting_nodes(snapshot.nodes, groups, config, now)  # Ready, not initialized: launching
     state = joins.backed_off(state)  # a group whose launch never joined backs off from this plan on
     raises = pending_raises(groups, state, now, config.scale_up_claim_minutes)

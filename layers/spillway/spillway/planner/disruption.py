@@ -178,8 +178,8 @@ def never_started(pod: PodInfo) -> bool:
     there, Pending, for good (it tolerates the NoExecute taint too, so taint-based eviction never takes
     it). It keeps no node busy and no drain evicts it or waits for it (evicted, it would only stay
     Terminating for want of a kubelet): it goes with the node, whose removal frees it (the pod garbage
-    collector deletes the pods of a Node that no longer exists, and their controllers recreate them
-    elsewhere). Its protections (``karpenter.sh/do-not-disrupt``, ``safe-to-evict=false``,
+    collector deletes the pods of a Node that no longer exists, and their controllers, if any, recreate
+    them; a bare pod is gone). Its protections (``karpenter.sh/do-not-disrupt``, ``safe-to-evict=false``,
     ``openai/do-not-drain``, no controller, local storage) do not keep the node: they keep running work
     from being interrupted, and this pod runs none; kept, the node would keep it from ever running,
     which is not what they ask. On a node NotReady for less (a Ready node's kubelet missed a few
@@ -193,8 +193,14 @@ def dead(node: NodeInfo, now: datetime, after: timedelta) -> bool:
     else since it was created; never when neither is known): scale-down judges it after
     ``scale_down_unready_minutes`` (cluster-autoscaler's ``--scale-down-unready-time``), and a pod that
     never started on it is no work (:func:`never_started`). ``after`` 0: NotReady at all (a give-back's
-    instance, whose launch did not deliver, :func:`spillway.act.instances.working_instances`)."""
-    if node.ready:
+    instance, whose launch did not deliver, :func:`spillway.act.instances.working_instances`).
+
+    Only while its kubelet reports it not ready (Ready ``False``: ``NodeInfo.kubelet_not_ready``), which
+    vouches that its pods' statuses are current. Ready ``Unknown`` (the node controller's word for a
+    kubelet that stopped reporting) or no Ready condition: the statuses are stale, a partitioned kubelet
+    may have started the pods since, so the node is never dead (and a snapshot written before the field
+    never says so)."""
+    if node.ready or not node.kubelet_not_ready:
         return False
     if after <= timedelta(0):
         return True
@@ -230,7 +236,7 @@ def stuck(pod: PodInfo, now: datetime | None) -> bool:
 
 NEVER_STARTED = (
     "never started, and its node has been NotReady past scale_down_unready_minutes: it never will there; it "
-    "goes with the node (the pod garbage collector deletes it, its controller recreates it elsewhere)"
+    "goes with the node (the pod garbage collector deletes it with the Node; its controller, if any, recreates it)"
 )
 
 

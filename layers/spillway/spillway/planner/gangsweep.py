@@ -22,7 +22,9 @@ retries end well within the hour. Then:
 * on a Node NotReady past ``scale_down_unready_minutes`` a pod that never started (Pending, no container
   ever ran: :func:`spillway.planner.disruption.never_started`) is none: it tolerates the not-ready taint,
   was bound to a Node that never became Ready, and would stay there for good; the reason names it, and the
-  entry carries the unready time (``unready_minutes``), against which the sweep reads the Node again;
+  entry carries the unready time (``unready_minutes``), against which the sweep reads the Node again.
+  Not while the cluster is unhealthy (:mod:`spillway.planner.health`: too many nodes unready, the
+  snapshot a poor picture), when the scale-down's unready rule is off too: then such a pod is work;
 * its Node runs such pods: left and reported (``gang-orphan-busy``), every plan, until they end. It is
   not drained: the pods are running work that nobody asked to move (the gang's own workers, which
   kube-scheduler may have bound before the attach, among them), the drain's termination is the group's
@@ -50,9 +52,16 @@ NAMED_PODS = 3  # the busy pods a reason names
 
 
 def sweep_gang_orphans(
-    snapshot: ClusterSnapshot, groups: Sequence[NodeGroup], config: PlannerConfig, now: datetime
+    snapshot: ClusterSnapshot,
+    groups: Sequence[NodeGroup],
+    config: PlannerConfig,
+    now: datetime,
+    *,
+    unhealthy: bool = False,
 ) -> tuple[GangOrphan, ...]:
-    """The fleet instances whose attempt is over and which no group holds, by region and instance id."""
+    """The fleet instances whose attempt is over and which no group holds, by region and instance id.
+    ``unhealthy``: the cluster is (:func:`spillway.planner.health.judge_health`): no Node is dead to the
+    sweep, so a pod that never started keeps its orphan, as it keeps a node from scale-down."""
     limit = timedelta(minutes=config.gang_orphan_minutes)
     # every instance a group lists, whatever its lifecycle state (Standby, Detaching, Terminating too)
     members = {iid for g in groups for iid in (*g.instance_ids, *g.terminating_instances, *g.held_instances)}
@@ -67,7 +76,10 @@ def sweep_gang_orphans(
             f"{inst.attempt}) is in no Auto Scaling group {minutes(age)} after its launch "
             f"(gang_orphan_minutes {config.gang_orphan_minutes:g}): no gang launch attaches it any more"
         )
-        out.append(_judge(inst, nodes.get(inst.instance_id), what, snapshot, config, now))
+        info = nodes.get(inst.instance_id)
+        out.append(
+            _judge(inst, info, what, snapshot, None if unhealthy else _unready(info, config, now), now)
+        )
     return tuple(out)
 
 
@@ -76,12 +88,12 @@ def _judge(
     info: NodeInfo | None,
     what: str,
     snapshot: ClusterSnapshot,
-    config: PlannerConfig,
+    unready: tuple[float, str] | None,
     now: datetime,
 ) -> GangOrphan:
-    """Terminate the orphan, or leave it while its Node (``info``) runs work; ``what`` says what it is."""
+    """Terminate the orphan, or leave it while its Node (``info``) runs work; ``what`` says what it is;
+    ``unready``: the Node is dead to the sweep (:func:`_unready`)."""
     node = info.name if info else None
-    unready = _unready(info, config, now)
     busy, unstarted = _busy_pods(snapshot, info, now, unready is not None)
     if busy:
         reason = f"{what}; left running: its Node {node} runs {_named(busy)}; terminated once they end"

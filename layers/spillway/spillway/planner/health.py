@@ -21,6 +21,8 @@ capacity whose pods may come back the moment the fault is mended. So, as cluster
   again. Instances that never joined are still removed, as cluster-autoscaler removes them before it
   judges health: no pod can come back to an instance that never was a node, and a rollout whose
   instances never join must not leave them running and billed because it made the cluster unhealthy;
+  the gang sweep (:mod:`spillway.planner.gangsweep`) goes on too, but with the unready rule off as in
+  scale-down: a pod that never started on a long NotReady Node keeps its orphan;
 * a **group** is unhealthy by the same two thresholds over its own nodes and instances. It gets no new
   nodes (cluster-autoscaler's "node group not safe to scale up"): its pods go to another group or
   region, as from a group backed off (:func:`spillway.planner.groups.backoff_reason`).

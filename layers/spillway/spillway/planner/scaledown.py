@@ -81,8 +81,8 @@ def _not_ready(ctx: Context, node: WorkNode) -> Verdict:
     scale-down nor consolidation touches it), as is one whose NotReady time is unknown. A pod that never
     started (:func:`~spillway.planner.disruption.never_started`: Pending, no container ever ran) is no
     workload once the node is past that time: the node is judged as an idle one, and its drain lets such
-    pods go with it (the pod garbage collector deletes them once the Node is gone, and their controllers
-    recreate them elsewhere). Before that time it is work: a Ready node may miss heartbeats for a
+    pods go with it (the pod garbage collector deletes them once the Node is gone, and their controllers,
+    if any, recreate them). Before that time it is work: a Ready node may miss heartbeats for a
     moment while a freshly bound pod pulls its image, Pending too. Expendable pods
     keep it no more than a Ready node (cluster-autoscaler removes such a node whatever they are): its
     drain's evictions only mark them terminating, and once past their grace period plus 30 s with no
@@ -530,13 +530,13 @@ class ScaleDownStage:
             f"(threshold {minutes(needed)}); group {group.name} in {where}"
         )
         code, pods = "", tuple(sorted(p.key for p in node.expendable))
-        if node.never_started:  # they keep no node: they go with it, nothing to evict
-            code, reason = codes.NEVER_STARTED, f"{self._never_started(node)}; {reason}"
         if pods:  # they keep no node: the drain evicts them (and no pod that came since)
             code = codes.EXPENDABLE_PODS
             reason += (
                 f"; evicts its {len(pods)} expendable pod(s) (priority below expendable_priority_cutoff)"
             )
+        if node.never_started:  # what made it removable: they go with it, nothing to evict (it evicts `pods`)
+            code, reason = codes.NEVER_STARTED, f"{self._never_started(node)}; {reason}"
         if orphan:
             reason = f"{codes.ORPHANED_DRAIN_FINISHED}: {self._orphan_age(node)}; {reason}"
         unready = ctx.config_for(group).scale_down_unready_minutes if not info.ready else None
@@ -551,5 +551,6 @@ class ScaleDownStage:
         named = ", ".join(node.never_started[:3]) + (" ..." if len(node.never_started) > 3 else "")
         return (
             f"not Ready for {minutes(self.ctx.now - aware(since))}; its pods never started: {named} (they go "
-            "with the node and their controllers recreate them elsewhere)"
+            "with the node: the pod garbage collector deletes them with the Node, and their controllers, if "
+            "any, recreate them)"
         )

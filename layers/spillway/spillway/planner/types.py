@@ -193,7 +193,8 @@ class Drain:
     region: str
     reason: str
     # codes.CONSOLIDATION / MAKE_ROOM for a drain that moves pods, EXPENDABLE_PODS for an idle node's that
-    # evicts its expendable pods; "" for an empty node's
+    # evicts its expendable pods, NEVER_STARTED for a dead node's whose pods never started (it evicts its
+    # expendable pods too, if any); "" for an empty node's
     code: str = ""
     pods: tuple[str, ...] = ()  # the pods it moves or evicts: the drain evicts these and no others
     # a NotReady node's drain: its group's scale_down_unready_minutes. The drain lets a pod that never
