@@ -143,6 +143,8 @@ class FakeCluster(Recorder):
         self.scale_paths: dict[tuple[str, str], tuple[str, str]] = {}
         self.events: list[str] = []
         self.posted: list[dict[str, Any]] = []  # every Event as the API would store its fields
+        #: the time a cordon's annotation starts with, as the real adapter's clock gives it
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def iter_nodes(self) -> Iterator[Node]:
         return self._iter("iter_nodes", list(self.nodes.values()), Node.model_validate)
@@ -304,7 +306,9 @@ class FakeCluster(Recorder):
         if obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in annotations:
             return False  # somebody else's cordon
         obj["spec"]["unschedulable"] = True
-        annotations[CORDONED_BY_SPILLWAY] = reason  # as the real one: the latest drain's words
+        # as the real one: the time, then the latest drain's words
+        stamp = self.clock().astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        annotations[CORDONED_BY_SPILLWAY] = f"{stamp} {reason}".strip()[:256]
         return True
 
     def uncordon(self, node: str) -> bool:
