@@ -605,7 +605,9 @@ def _given_back(w: World, node: str, minutes_ago: float, why: str = GANG_GIVE_BA
 
 @pytest.mark.parametrize("hours_ago", [1, 12, 26])
 @pytest.mark.parametrize("why", [GANG_GIVE_BACK, BACKOFF_GIVE_BACK])
-def test_an_idle_node_a_give_back_left_cordoned_is_scaled_down_like_its_twin(hours_ago: int, why: str) -> None:
+def test_an_idle_node_a_give_back_left_cordoned_is_scaled_down_like_its_twin(
+    hours_ago: int, why: str
+) -> None:
     """A kept member's give-back cordon that stayed (its uncordon failed, or the Lambda died after the
     cordons) is no drain: past the give-back's lease it is an orphan, and the node, idle for 10 h, goes
     as its uncordoned twin would, long before orphaned_drain_minutes (27 h)."""
