@@ -651,6 +651,28 @@ def test_a_busy_node_a_give_back_left_cordoned_is_restored() -> None:
     assert {k.node: k.code for k in result.kept}[busy] == "orphaned-drain-restored"
 
 
+def test_a_give_backs_cordon_is_told_from_a_drains_and_kept_through_the_stored_snapshot() -> None:
+    """The planner knows a give-back's cordon by its words after the time, through the snapshot it
+    stores, and holds it for GIVE_BACK_LEASE_MINUTES from the time it was made, not a moment more."""
+    from spillway.model.cluster import NodeInfo
+    from spillway.model.k8s import GIVE_BACK_LEASE_MINUTES, Node
+
+    def info(why: str) -> NodeInfo:
+        node = o.node("n1", instance="i-0123456789abcdef0", unschedulable=True)
+        node["metadata"].setdefault("annotations", {})[CORDONED_BY_SPILLWAY] = f"{o.iso(NOW)} {why}"
+        return NodeInfo.from_dict(NodeInfo.from_node(Node.model_validate(node)).to_dict())
+
+    given, drained = info(BACKOFF_GIVE_BACK), info("drain p1-n1: idle for 10m")
+    lease = timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
+    assert (
+        given.cordon_give_back
+        and not drained.cordon_give_back
+        and not info("scale-up back-offs").cordon_give_back
+    )
+    assert given.giving_back(NOW + lease - timedelta(seconds=1)) and not given.giving_back(NOW + lease)
+    assert not drained.giving_back(NOW)
+
+
 @pytest.mark.parametrize("why", [GANG_GIVE_BACK, BACKOFF_GIVE_BACK])
 def test_a_plan_taken_during_a_give_back_leaves_its_node_alone(why: str) -> None:
     """A snapshot taken between the give-back's cordon and its terminate: the node is about to go. It is
