@@ -43,6 +43,7 @@ from spillway.model.act import (
     format_key,
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
+from spillway.model.cluster import cordoned_for
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.fleet import SWEPT_STATES, TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG, FleetInstance
 from spillway.model.k8s import (
@@ -143,6 +144,8 @@ class FakeCluster(Recorder):
         self.scale_paths: dict[tuple[str, str], tuple[str, str]] = {}
         self.events: list[str] = []
         self.posted: list[dict[str, Any]] = []  # every Event as the API would store its fields
+        #: the time a cordon's annotation starts with, as the real adapter's clock gives it
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def iter_nodes(self) -> Iterator[Node]:
         return self._iter("iter_nodes", list(self.nodes.values()), Node.model_validate)
@@ -297,22 +300,28 @@ class FakeCluster(Recorder):
         self._call("pods_on_node", node)
         return [Pod.model_validate(p) for p in self.pods if p.get("spec", {}).get("nodeName") == node]
 
-    def cordon(self, node: str, reason: str = "") -> bool:
+    def cordon(self, node: str, reason: str = "", *, only_if_schedulable: bool = False) -> bool:
         self._call("cordon", node, reason)
         obj = self._node(node)
         annotations = obj["metadata"].setdefault("annotations", {})
+        if obj["spec"].get("unschedulable") and only_if_schedulable:
+            return cordoned_for(annotations.get(CORDONED_BY_SPILLWAY), reason)  # its own, or left
         if obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in annotations:
             return False  # somebody else's cordon
         obj["spec"]["unschedulable"] = True
-        annotations[CORDONED_BY_SPILLWAY] = reason  # as the real one: the latest drain's words
+        # as the real one: the time, then the latest drain's words
+        stamp = self.clock().astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        annotations[CORDONED_BY_SPILLWAY] = f"{stamp} {reason}".strip()[:256]
         return True
 
-    def uncordon(self, node: str) -> bool:
+    def uncordon(self, node: str, *, if_reason: str | None = None) -> bool:
         self._call("uncordon", node)
         obj = self._node(node)
         annotations = obj["metadata"].setdefault("annotations", {})
         if CORDONED_BY_SPILLWAY not in annotations:
             return False
+        if if_reason is not None and not cordoned_for(annotations[CORDONED_BY_SPILLWAY], if_reason):
+            return False  # another of Spillway's cordons took the Node over
         annotations.pop(CORDONED_BY_SPILLWAY)
         obj["spec"].pop("unschedulable", None)
         return True

@@ -417,6 +417,51 @@ def test_cordon_and_uncordon_round_trip(server: KubeApiServer, kube: KubeClient)
     assert kube.uncordon("n1") is False  # no longer ours
 
 
+def test_a_give_backs_cordon_is_written_only_on_a_schedulable_node(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """A give-back cordons only a Node schedulable when its patch is applied (the read and the patch are
+    one resourceVersion): its own cordon, found again by its retry, is its own (nothing written); a
+    drain's, or a person's, is left as it is and is not its own."""
+    mine, drain = "gang give-back ml/train (attempt spillway-1)", "drain interrupt-i-0abc: rebalance"
+    for name in ("free", "drained"):
+        add_node(server, name)
+    add_node(server, "manual", unschedulable=True)
+    assert kube.cordon("drained", drain) is True
+
+    assert kube.cordon("free", mine, only_if_schedulable=True) is True
+    assert kube.cordon("free", mine, only_if_schedulable=True) is True  # a retry: its own, as it was
+    assert kube.cordon("drained", mine, only_if_schedulable=True) is False
+    assert kube.cordon("manual", mine, only_if_schedulable=True) is False
+
+    assert len(requests_to(server, "/api/v1/nodes/free", "PATCH")) == 1
+    assert len(requests_to(server, "/api/v1/nodes/drained", "PATCH")) == 1  # the drain's own
+    assert requests_to(server, "/api/v1/nodes/manual", "PATCH") == []
+    annotations = {n: node_obj(server, n)["metadata"].get("annotations", {}) for n in ("free", "drained")}
+    assert annotations["free"][CORDONED_BY_SPILLWAY] == f"2026-03-02T09:30:00Z {mine}"
+    assert annotations["drained"][CORDONED_BY_SPILLWAY] == f"2026-03-02T09:30:00Z {drain}"
+
+
+def test_an_uncordon_for_a_reason_takes_off_only_a_cordon_made_for_it(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """A give-back takes off its cordon only while the Node still carries its words: a drain that took
+    the Node over meanwhile keeps its cordon."""
+    mine, drain = "scale-up back-off gpu (up-p1)", "drain interrupt-i-0abc: rebalance"
+    add_node(server, "n1")
+    assert kube.cordon("n1", drain) is True
+
+    assert kube.uncordon("n1", if_reason=mine) is False
+    assert node_obj(server, "n1")["spec"]["unschedulable"] is True
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == 1
+
+    assert kube.cordon("n1", mine) is True  # taken over again (as a drain would)
+    assert kube.uncordon("n1", if_reason=mine) is True
+    obj = node_obj(server, "n1")
+    assert not obj["spec"].get("unschedulable")
+    assert CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
+
+
 def test_a_human_cordon_is_never_undone(server: KubeApiServer, kube: KubeClient) -> None:
     add_node(server, "manual", unschedulable=True)
 

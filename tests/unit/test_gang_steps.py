@@ -1401,6 +1401,88 @@ def test_a_give_back_that_fails_to_terminate_leaves_no_cordon_of_its_own() -> No
     assert not any(cordoned(gang_.kube, name) for name in gang_.kube.nodes)
 
 
+BUSY = "ip-10-0-9-0.ec2.internal"
+A_DRAIN = "drain interrupt-i-0abc: rebalance recommendation"
+
+
+def test_a_retried_give_back_takes_off_the_cordon_its_first_try_left() -> None:
+    """GiveBack's first try: the terminate throttled (the state machine retries the step on
+    AwsThrottled), and the uncordon of the kept member failed too (the same outage). The retry finds
+    the kept member's Node carrying its own cordon (the same attempt's reason), takes it for its own,
+    and its Node is schedulable again once the retry keeps it for its pod."""
+    gang_ = attached_gang(1)
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=BUSY, owner=("ReplicaSet", "web-5d9c")))
+    gang_.cloud.fail("terminate_instance", AwsThrottled("Rate exceeded"), times=1)
+    gang_.kube.fail("uncordon", KubeUnavailable("patch node: no useful answer"), times=1)
+    with pytest.raises(AwsThrottled):
+        gang_.give_back()
+    assert cordoned(gang_.kube, BUSY)
+
+    out = gang_.give_back()
+
+    assert out["kept"] == gang_.ids[:1] and not cordoned(gang_.kube, BUSY)
+    assert "cordon left" not in out["cause"]
+
+
+def test_a_give_back_leaves_alone_the_cordon_another_give_back_made() -> None:
+    """A Node cordoned by another execution's give-back (another attempt of a gang, a scale-up's
+    back-off) is that give-back's to take off: this one neither takes it over nor undoes it."""
+    gang_ = attached_gang(1)
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=BUSY, owner=("ReplicaSet", "web-5d9c")))
+    gang_.kube.cordon(BUSY, "gang give-back ml/other (attempt spillway-0ther)")
+
+    out = gang_.give_back()
+
+    annotation = gang_.kube.nodes[BUSY]["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert out["kept"] == gang_.ids[:1] and annotation.endswith(
+        "gang give-back ml/other (attempt spillway-0ther)"
+    )
+    assert gang_.kube.called("uncordon") == []
+
+
+def test_the_give_back_leaves_the_cordon_a_drain_took_over_while_it_read_the_pods() -> None:
+    """While the give-back reads the kept member's pods, a drain (a rebalance recommendation's) cordons
+    its Node, taking Spillway's cordon over: the give-back takes off only a cordon that still holds
+    its own words, so the drain's stays."""
+    gang_ = attached_gang(1)
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=BUSY, owner=("ReplicaSet", "web-5d9c")))
+    read = gang_.kube.pods_on_node
+
+    def pods_then_a_drain_cordons(node: str) -> list[Any]:
+        pods = read(node)
+        assert gang_.kube.cordon(node, A_DRAIN) is True
+        return pods
+
+    gang_.kube.pods_on_node = pods_then_a_drain_cordons  # type: ignore[method-assign]
+
+    gang_.give_back()
+
+    annotation = gang_.kube.nodes[BUSY]["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert cordoned(gang_.kube, BUSY) and annotation.endswith(A_DRAIN)
+
+
+def test_the_give_back_does_not_take_over_a_drain_cordon_made_after_it_read_the_node() -> None:
+    """A drain cordons the Node between the give-back's read of it and its cordon: the give-back's
+    cordon is written only on a Node schedulable when it is written, so the drain's cordon and words
+    stay, and the give-back, whose cordon it is not, takes nothing off."""
+    gang_ = attached_gang(1)
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=BUSY, owner=("ReplicaSet", "web-5d9c")))
+    get_node = gang_.kube.get_node
+
+    def read_then_a_drain_cordons(name: str) -> Any:
+        node = get_node(name)
+        gang_.kube.cordon(name, A_DRAIN)
+        return node
+
+    gang_.kube.get_node = read_then_a_drain_cordons  # type: ignore[method-assign]
+
+    gang_.give_back()
+
+    annotation = gang_.kube.nodes[BUSY]["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert cordoned(gang_.kube, BUSY) and annotation.endswith(A_DRAIN)
+    assert gang_.kube.called("uncordon") == []
+
+
 def test_a_cordon_the_give_back_cannot_take_off_is_named_and_fails_nothing() -> None:
     """The API server gone by the end of the give-back: the kept member's Node keeps Spillway's cordon
     (a plan uncordons it for pending pods), the cause names it, and the gang is still given back."""

@@ -589,6 +589,107 @@ def test_a_scale_down_disabled_orphan_is_restored_and_a_human_cordon_never_is() 
     assert human not in [d.node for d in result.drain]
 
 
+# --- a give-back's cordon: a short lease, then an orphan ------------------------------------------
+
+GANG_GIVE_BACK = "gang give-back ml/train (attempt spillway-0123abcd)"
+BACKOFF_GIVE_BACK = "scale-up back-off gpu (up-p1-1-us-east-1-gpu)"
+
+
+def _given_back(w: World, node: str, minutes_ago: float, why: str = GANG_GIVE_BACK) -> None:
+    """The cordon a give-back (a gang's, a scale-up's back-off) makes before it reads a member's pods:
+    ``unschedulable`` and Spillway's annotation, no draining taint, made ``minutes_ago``."""
+    w.node(node)["spec"]["unschedulable"] = True
+    stamp = o.iso(NOW - timedelta(minutes=minutes_ago))
+    w.node(node)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = f"{stamp} {why}"
+
+
+@pytest.mark.parametrize("hours_ago", [1, 12, 26])
+@pytest.mark.parametrize("why", [GANG_GIVE_BACK, BACKOFF_GIVE_BACK])
+def test_an_idle_node_a_give_back_left_cordoned_is_scaled_down_like_its_twin(
+    hours_ago: int, why: str
+) -> None:
+    """A kept member's give-back cordon that stayed (its uncordon failed, or the Lambda died after the
+    cordons) is no drain: past the give-back's lease it is an orphan, and the node, idle for 10 h, goes
+    as its uncordoned twin would, long before orphaned_drain_minutes (27 h)."""
+    w = World(regions=("us-east-1",))
+    left, twin, other = w.group("gpu", "g5.xlarge", nodes=3, min_size=0, max_size=10)
+    for n in (left, twin, other):
+        w.idle_since(n, 600)
+    _given_back(w, left, minutes_ago=hours_ago * 60, why=why)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert left in [d.node for d in result.drain]
+    assert next(d.reason for d in result.drain if d.node == left).startswith("orphaned-drain-finished")
+
+
+def test_a_give_back_cordon_left_behind_does_not_hold_the_group_above_min_size() -> None:
+    """3 idle nodes, MinSize 2: one goes. The one a give-back left cordoned an hour ago is no drain under
+    way (it took the MinSize headroom and a budget for 27 h): it is the one drained, counted once."""
+    w = World(regions=("us-east-1",))
+    left, *others = w.group("gpu", "g5.xlarge", nodes=3, min_size=2, max_size=10)
+    for n in (left, *others):
+        w.idle_since(n, 600)
+    _given_back(w, left, minutes_ago=60, why=BACKOFF_GIVE_BACK)
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [left]
+
+
+def test_a_busy_node_a_give_back_left_cordoned_is_restored() -> None:
+    """A kept member runs a pod: past the lease its leftover cordon is taken off (orphaned-drain-restored),
+    so pending pods may use the rest of it and scale-down judges it like any node."""
+    w = World(regions=("us-east-1",))
+    (busy,) = w.group("gpu", "g5.xlarge", nodes=1, min_size=0, max_size=10)
+    w.items.append(o.pod("web-0", cpu="1", memory="1Gi", node_name=busy, owner=("ReplicaSet", "web-5d9c")))
+    _given_back(w, busy, minutes_ago=60)
+
+    result = w.plan()
+
+    assert [(u.node, u.group) for u in result.uncordon] == [(busy, "gpu")]
+    assert {k.node: k.code for k in result.kept}[busy] == "orphaned-drain-restored"
+
+
+def test_a_give_backs_cordon_is_told_from_a_drains_and_kept_through_the_stored_snapshot() -> None:
+    """The planner knows a give-back's cordon by its words after the time, through the snapshot it
+    stores, and holds it for GIVE_BACK_LEASE_MINUTES from the time it was made, not a moment more."""
+    from spillway.model.cluster import NodeInfo
+    from spillway.model.k8s import GIVE_BACK_LEASE_MINUTES, Node
+
+    def info(why: str) -> NodeInfo:
+        node = o.node("n1", instance="i-0123456789abcdef0", unschedulable=True)
+        node["metadata"].setdefault("annotations", {})[CORDONED_BY_SPILLWAY] = f"{o.iso(NOW)} {why}"
+        return NodeInfo.from_dict(NodeInfo.from_node(Node.model_validate(node)).to_dict())
+
+    given, drained = info(BACKOFF_GIVE_BACK), info("drain p1-n1: idle for 10m")
+    lease = timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
+    assert (
+        given.cordon_give_back
+        and not drained.cordon_give_back
+        and not info("scale-up back-offs").cordon_give_back
+    )
+    assert given.giving_back(NOW + lease - timedelta(seconds=1)) and not given.giving_back(NOW + lease)
+    assert not drained.giving_back(NOW)
+
+
+@pytest.mark.parametrize("why", [GANG_GIVE_BACK, BACKOFF_GIVE_BACK])
+def test_a_plan_taken_during_a_give_back_leaves_its_node_alone(why: str) -> None:
+    """A snapshot taken between the give-back's cordon and its terminate: the node is about to go. It is
+    not uncordoned for a pending pod (kube-scheduler would bind the pod, and the give-back, which read
+    no pod there, terminate it), nor drained, nor restored, however idle."""
+    w = World(regions=("us-east-1",))
+    (member,) = w.group("gpu", "g5.xlarge", nodes=1, min_size=0, max_size=10)
+    w.idle_since(member, 600)
+    _given_back(w, member, minutes_ago=2, why=why)
+    w.items.append(o.pod("web-0", cpu="1", memory="1Gi", node_name=None, owner=("ReplicaSet", "web-5d9c")))
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert result.uncordon == () and result.drain == ()
+    assert kept_reasons(result)[member].startswith("being given back")
+
+
 def test_orphaned_drain_minutes_must_be_positive() -> None:
     import pytest
 

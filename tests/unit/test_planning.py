@@ -702,7 +702,31 @@ def test_backoff_terminates_a_stuck_instance_only_while_its_node_is_cordoned_and
     assert out["terminated"] == [stuck] and seen["at_terminate"] == {stuck: True}
     assert not kube.nodes[f"node-{busy}"]["spec"].get("unschedulable")
     assert kube.called("uncordon") == [(f"node-{busy}",)]
-    assert {why for _, why in kube.called("cordon")} == {"scale-up back-off gpu"}
+    assert {why for _, why in kube.called("cordon")} == {"scale-up back-off gpu (up-p1)"}
+
+
+def test_a_retried_backoff_takes_off_the_cordon_its_first_try_left_on_the_kept_node() -> None:
+    """The first try cordoned both Nodes, then failed (throttled, and its uncordon too): the retry finds
+    the kept one carrying its own cordon (the same reason: this plan's owner), takes it for its own and
+    takes it off once it keeps the node for its pod; it does not leave it cordoned for good."""
+    kube_seen: list[FakeCluster] = []
+
+    def first_try(_: FakeCloud, kube: FakeCluster) -> None:
+        for name in list(kube.nodes)[1:]:
+            kube.cordon(name, "scale-up back-off gpu (up-p1)")
+        kube_seen.append(kube)
+
+    _, (_, busy, stuck), out = timed_out_backoff(
+        2,
+        lambda ids: [
+            o.pod("train-0", "ml", node_name=f"node-{ids[1]}", owner=("Job", "train"), phase="Running")
+        ],
+        first_try,
+    )
+
+    kube = kube_seen[0]
+    assert out["terminated"] == [stuck]
+    assert not kube.nodes[f"node-{busy}"]["spec"].get("unschedulable")
 
 
 def test_backoff_keeps_an_instance_whose_node_cannot_be_cordoned_and_fails_no_step() -> None:

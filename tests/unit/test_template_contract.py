@@ -1040,3 +1040,31 @@ def test_a_gang_fleet_may_use_the_keys_of_its_encrypted_volumes_only_through_ec2
     assert grant["Resource"] == {"Ref": VOLUME_KEYS}
     assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
     assert len(keyed) == 2 and all(s["Effect"] == "Allow" for _, s in keyed)
+
+
+def longest_run_seconds(state: dict[str, Any], timeout: float) -> float:
+    """The longest a Task state can run: every try its Retry allows (each retrier's MaxAttempts, its
+    default 3), each the function's whole ``timeout``, and the longest wait before each retry."""
+    total = timeout
+    for retrier in state.get("Retry", []):
+        wait = float(retrier.get("IntervalSeconds", 1))
+        for _ in range(int(retrier.get("MaxAttempts", 3))):
+            total += timeout + min(wait, float(retrier.get("MaxDelaySeconds", wait)))
+            wait *= float(retrier.get("BackoffRate", 2))
+    return total
+
+
+def test_a_give_backs_cordon_is_its_own_longer_than_its_state_can_run() -> None:
+    """The planner leaves a node with a give-back's cordon alone for GIVE_BACK_LEASE_MINUTES, then takes
+    the cordon for an orphan (restores or drains the node): by then GiveBack or BackOff, retries and all,
+    must have ended, or the plan would uncordon a Node the give-back judged idle and is about to
+    terminate."""
+    from spillway.model.k8s import GIVE_BACK_LEASE_MINUTES
+
+    timeout = float(FUNCTIONS["ScaleFunction"]["Timeout"])
+    states = [
+        machine_states("gang_launch.asl.json")["GiveBack"],
+        machine_states("scale_up.asl.json")["Groups/BackOff"],
+    ]
+    longest = max(longest_run_seconds(state, timeout) for state in states)
+    assert 25 * 60 < longest < GIVE_BACK_LEASE_MINUTES * 60

@@ -117,7 +117,13 @@ from spillway.errors import (
     StateCorrupt,
 )
 from spillway.model.aws import AutoScalingGroup, ScalingActivity
-from spillway.model.cluster import DEFAULT_GRACE_SECONDS, NodeInfo, PodInfo, instance_id_from_provider_id
+from spillway.model.cluster import (
+    DEFAULT_GRACE_SECONDS,
+    NodeInfo,
+    PodInfo,
+    cordoned_for,
+    instance_id_from_provider_id,
+)
 from spillway.model.drain import (
     DEFAULT_LIFECYCLE_HOOKS,
     GLOBAL_TIMEOUT_SECONDS,
@@ -676,8 +682,7 @@ def holds(drain: Drain, annotation: str) -> bool:
     rebalance recommendation's): a drain undoes only its own cordon. The name comes before the reason,
     which the 256 characters may cut; a name has no ``:`` (:func:`drain_name`), so a named drain never
     reads an unnamed one's ``drain: ...`` as its own, nor an unnamed one a named one's."""
-    stamp = annotation.split(" ", 1)[0]
-    return annotation == f"{stamp} {cordon_reason(drain)}".strip()[:256]
+    return cordoned_for(annotation, cordon_reason(drain))
 
 
 def _taken_over_by(drain: Drain, node: Node) -> str | None:

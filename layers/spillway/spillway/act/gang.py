@@ -116,6 +116,7 @@ from spillway.model.aws import (
 from spillway.model.fleet import TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG
 from spillway.model.gang import GANG_STEP_INPUTS, label_problem, step_problem
 from spillway.model.history import gang_refusal
+from spillway.model.k8s import GANG_GIVE_BACK
 from spillway.model.launcherror import ERROR_NAMES, fleet_error_name, launch_error_kind, names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
@@ -630,7 +631,7 @@ class GangSteps:
         leaving = {i.InstanceId for i in asg.Instances if i.LifecycleState.startswith("Terminat")}
         # a member whose Node runs work by now stays: the gang's capacity goes, never a running pod; each
         # Node is cordoned before its pods are read, and keeps the cordon only if its member is terminated
-        why = f"gang give-back {req.gang} (attempt {prep['attempt']})"
+        why = f"{GANG_GIVE_BACK} {req.gang[:120]} (attempt {prep['attempt']})"  # one attempt's, every retry
         with judged_for_give_back(
             self.kube, self.aws, req.region, members - leaving, self.clock(), why
         ) as judged:

@@ -12,6 +12,15 @@ it with the Node cordoned (:func:`judged_for_give_back`): cordon each Node, read
 caller terminate the idle instances, then take the give-back's cordon off every Node whose instance it
 did not terminate, also when something raises on the way. Read without the cordon, a Node could take a
 pending pod between the read and the terminate, and the pod died with the instance.
+
+A give-back's cordon names it (its reason: :data:`~spillway.model.k8s.GANG_GIVE_BACK` or
+:data:`~spillway.model.k8s.BACKOFF_GIVE_BACK`, with its attempt or its owner: one execution's, the same
+in every retry of the step). It is written only on a Node schedulable at the patch, and taken off only
+while it still holds those words (:meth:`Cluster.cordon`, :meth:`Cluster.uncordon`, each in one
+resourceVersion-guarded patch): a retry finds a cordon its first try left as its own, and a drain's
+cordon, made before or meanwhile, is never taken over nor taken off. The planner leaves a Node with a
+give-back's cordon alone for :data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES`; a cordon left past
+that (the uncordon failed, the Lambda died) is an orphan the next plan restores or drains.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from spillway.errors import (
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.cluster import NodeInfo, PodInfo, instance_id_from_provider_id
 from spillway.model.drain import Placement
-from spillway.model.k8s import Node
+from spillway.model.k8s import GIVE_BACK_LEASE_MINUTES, Node
 from spillway.model.nodegroup import TERMINATE
 from spillway.planner.disruption import dead, keeps_node_busy
 from spillway.ports import Cloud, Cluster
@@ -64,11 +73,12 @@ def nodes_on(kube: Cluster, cloud: Cloud, region: str, instance_ids: Sequence[st
 @dataclass
 class Judged:
     """What a give-back found of the instances it is about to terminate (:func:`judged_for_give_back`):
-    ``working`` (instance id → why it must not be terminated: :func:`working_instances`), ``cordons``
-    (instance id → the name of its Node, for each Node the give-back cordoned itself), ``gone`` (those
-    the caller reported terminated: their cordons stay) and ``left_cordoned`` (Nodes whose cordon
-    could not be taken off again)."""
+    ``reason`` (the give-back's cordon's words), ``working`` (instance id → why it must not be
+    terminated: :func:`working_instances`), ``cordons`` (instance id → the name of its Node, for each
+    Node carrying the give-back's own cordon), ``gone`` (those the caller reported terminated: their
+    cordons stay) and ``left_cordoned`` (Nodes whose cordon could not be taken off again)."""
 
+    reason: str = ""
     working: dict[str, str] = field(default_factory=dict)
     cordons: dict[str, str] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
@@ -89,7 +99,7 @@ class Judged:
             return left_running(self.working)
         return left_running(self.working) + (
             f"; Spillway's cordon left on {', '.join(self.left_cordoned[:5])}: it could not be taken off "
-            "(a plan uncordons such a Node for pending pods, or past orphaned_drain_minutes)"
+            f"(a plan restores such a Node {GIVE_BACK_LEASE_MINUTES} minutes after the cordon)"
         )
 
 
@@ -102,10 +112,11 @@ def judged_for_give_back(
     pods are read (:func:`working_instances`): kube-scheduler binds a pending pod to any Ready Node
     until it is unschedulable, and one bound after the pods were read died with the instance, as
     ``kubectl drain`` and cluster-autoscaler's taint avoid by marking the node before they look. When
-    the block ends, or anything raises after the first cordon, every cordon the give-back made on a
-    Node whose instance was not reported terminated (kept, held, refused, failed) is taken off again,
-    best-effort (:func:`_uncordon_kept`): the error, if one, is the one raised."""
-    judged = Judged()
+    the block ends, or anything raises after the first cordon, every cordon of the give-back's (its
+    ``reason``: one the give-back made, or found made by its own first try) on a Node whose instance
+    was not reported terminated (kept, held, refused, failed) is taken off again, best-effort
+    (:func:`_uncordon_kept`): the error, if one, is the one raised."""
+    judged = Judged(reason=reason)
     try:
         judged.working = working_instances(kube, cloud, region, instance_ids, now, reason, judged.cordons)
         yield judged
@@ -129,9 +140,11 @@ def working_instances(
     launch's capacity goes back, never a running pod: kube-scheduler binds any pending pod to a new
     Node once it is Ready, and a Node that was Ready may run pods while NotReady for a moment. Each
     Node is cordoned (``reason`` names the give-back) before its pods are read, so no pod is bound to
-    it after they were: one schedulable when found is cordoned, and recorded in ``cordons`` (instance
-    id → Node name) when the cordon is Spillway's (:meth:`Cluster.cordon`); one cordoned already is left
-    as it is, never recorded; one gone by its cordon (``NodeNotFound``) is taken for no Node. On a
+    it after they were: one schedulable when its cordon is written is cordoned, and recorded in
+    ``cordons`` (instance id → Node name); one carrying the cordon for ``reason`` already (a first try
+    of the same give-back left it) is recorded too; one cordoned otherwise (a drain's, a person's) is
+    left as it is, never recorded, whatever the read found (:meth:`Cluster.cordon` decides in its
+    guarded patch); one gone by its cordon (``NodeNotFound``) is taken for no Node. On a
     NotReady Node a pod that never started (:func:`~spillway.planner.disruption.never_started`:
     Pending, no container ever ran) does not count, however short the Node has been NotReady
     (:func:`~spillway.planner.disruption.dead` with no wait: the launch did not deliver, so the instance
@@ -175,12 +188,12 @@ def working_instances(
 
 
 def _cordon(kube: Cluster, iid: str, node: Node, reason: str, cordons: dict[str, str]) -> bool:
-    """Make the instance's Node unschedulable (:func:`working_instances`); False when it is gone."""
+    """Make the instance's Node unschedulable (:func:`working_instances`); False when it is gone. The
+    cordon is the give-back's (recorded) when the Node is schedulable as the patch finds it, or carries
+    the give-back's own cordon already; any other is left as it is, never taken off here."""
     name = node.metadata.name
-    if node.spec.unschedulable:  # cordoned already, by whoever: left as it is, never taken off here
-        return True
     try:
-        ours = kube.cordon(name, reason)
+        ours = kube.cordon(name, reason, only_if_schedulable=True)
     except NodeNotFound:
         return False
     if ours:
@@ -189,11 +202,13 @@ def _cordon(kube: Cluster, iid: str, node: Node, reason: str, cordons: dict[str,
 
 
 def _uncordon_kept(kube: Cluster, judged: Judged) -> None:
-    """Take the give-back's cordon off each Node whose instance it did not terminate; a Node gone
-    meanwhile needs none. Best-effort, as the cordons were made: after one fails the others are not
-    tried (each failure costs the client's whole retry budget), and those left are named in
-    ``left_cordoned`` (a plan uncordons such a Node to place pending pods there, or drains or restores
-    it past ``orphaned_drain_minutes``); nothing raises, so an error the block raised is the one seen."""
+    """Take the give-back's cordon off each Node whose instance it did not terminate, while the Node
+    still carries it (``if_reason``: a drain that took the Node over meanwhile keeps its cordon); a Node
+    gone meanwhile needs none. Best-effort, as the cordons were made: after one fails the others are
+    not tried (each failure costs the client's whole retry budget), and those left are named in
+    ``left_cordoned`` (a plan restores or drains such a Node once the cordon is older than
+    :data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES`); nothing raises, so an error the block raised
+    is the one seen."""
     failed: KubeError | None = None
     for iid, name in judged.cordons.items():
         if iid in judged.gone:
@@ -201,7 +216,7 @@ def _uncordon_kept(kube: Cluster, judged: Judged) -> None:
         if failed is None:
             try:
                 with suppress(NodeNotFound):
-                    kube.uncordon(name)
+                    kube.uncordon(name, if_reason=judged.reason)
                 continue
             except KubeError as exc:
                 failed = exc

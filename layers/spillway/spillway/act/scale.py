@@ -86,6 +86,7 @@ from spillway.errors import (
 from spillway.model.act import PlanRecord, PlanSummary, StoredState, format_key, iso, replan_key
 from spillway.model.aws import AutoScalingGroup
 from spillway.model.history import MAX_SCALE_UP_GROUPS
+from spillway.model.k8s import BACKOFF_GIVE_BACK
 from spillway.model.launcherror import names_settings
 from spillway.model.nodegroup import (
     LIVE_STATES,
@@ -315,9 +316,9 @@ class ScaleSteps:
         unready = [iid for iid in new if iid not in ready]
         # one whose Node ran pods while Ready, NotReady for a moment now, keeps them: never a running pod;
         # each Node is cordoned before its pods are read, and keeps the cordon only if it is terminated
-        with judged_for_give_back(
-            self.kube, self.aws, region, unready, now, f"scale-up back-off {name}"
-        ) as judged:
+        # the cordon names this execution's owner: a retry of this step finds its own, no other's
+        why = f"{BACKOFF_GIVE_BACK} {name[:60]} ({owner.owner})"
+        with judged_for_give_back(self.kube, self.aws, region, unready, now, why) as judged:
             gone = give_back_in_group(self.aws, asg, judged.idle(unready))
             judged.terminated(gone.terminated)
             gone.raise_first()

@@ -134,6 +134,7 @@ from spillway.errors import (
     PodNotFound,
     SpillwayError,
 )
+from spillway.model.cluster import cordoned_for
 from spillway.model.k8s import (
     AUTOSCALING_GROUP,
     BATCH_GROUP,
@@ -1030,7 +1031,7 @@ class KubeClient:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def cordon(self, node: str | Node, reason: str = "") -> bool:
+    def cordon(self, node: str | Node, reason: str = "", *, only_if_schedulable: bool = False) -> bool:
         """Mark the node unschedulable *and* annotate ``spillway.io/cordoned`` in one patch.
 
         Returns True when the node is (now) cordoned by Spillway; False when somebody else had
@@ -1038,6 +1039,12 @@ class KubeClient:
         human's cordon. The annotation's value is ``<UTC ISO time> <reason>``: it names what holds the
         node, so a node Spillway cordoned already gets the new value (a drain takes over the node from
         an earlier one; see :mod:`spillway.act.drain`).
+
+        ``only_if_schedulable`` (a give-back's cordon, :mod:`spillway.act.instances`): the cordon is
+        written only on a node schedulable as the patch finds it (the read and the patch are one
+        resourceVersion); a node carrying Spillway's cordon for ``reason`` already (a retry of the same
+        give-back) is the caller's, True, left as it is; any other cordon, a drain's or a person's, is
+        not the caller's, False, left as it is.
         """
         name = _name_of(node)
         op = f"cordon node {name}"
@@ -1047,6 +1054,8 @@ class KubeClient:
         def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
             if _spec(obj).get("unschedulable"):
                 ours = _annotations(obj).get(CORDONED_BY_SPILLWAY)
+                if only_if_schedulable:
+                    return cordoned_for(ours, reason)
                 if ours is None:
                     return False  # somebody else's cordon
                 return True if ours == value else {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}}}
@@ -1057,17 +1066,20 @@ class KubeClient:
 
         return self._modify_node(op, name, change)
 
-    def uncordon(self, node: str | Node) -> bool:
+    def uncordon(self, node: str | Node, *, if_reason: str | None = None) -> bool:
         """Undo Spillway's cordon: clear ``unschedulable`` and the annotation in one patch.
 
         Returns False, touching nothing, when the node does not carry Spillway's annotation (never
-        cordoned, or cordoned by somebody else). ``NodeNotFound`` when the node is gone.
+        cordoned, or cordoned by somebody else), or, given ``if_reason``, when the annotation is not
+        the one written for that reason (another of Spillway's cordons took the node over: a drain's).
+        ``NodeNotFound`` when the node is gone.
         """
         name = _name_of(node)
         op = f"uncordon node {name}"
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
-            if CORDONED_BY_SPILLWAY not in _annotations(obj):
+            ours = _annotations(obj).get(CORDONED_BY_SPILLWAY)
+            if ours is None or (if_reason is not None and not cordoned_for(ours, if_reason)):
                 return False
             return {
                 "metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}},

@@ -30,6 +30,8 @@ from spillway.model.k8s import (
     COSCHEDULING_LABEL,
     DAEMONSET_POD,
     DO_NOT_DISRUPT,
+    GIVE_BACK_LEASE_MINUTES,
+    GIVE_BACKS,
     HELD_DRAIN,
     LEGACY_CONSUME_ANNOTATION,
     MIRROR_POD,
@@ -645,6 +647,22 @@ def cordon_held(value: str | None) -> bool:
     return len(parts) > 1 and parts[1] == HELD_DRAIN
 
 
+def cordon_give_back(value: str | None) -> bool:
+    """Whether Spillway's cordon annotation (``<time> gang give-back ...``, ``<time> scale-up back-off
+    ...``) is a give-back's (:data:`~spillway.model.k8s.GIVE_BACKS`), not a drain's."""
+    parts = (value or "").split(" ", 1)
+    return len(parts) > 1 and parts[1].startswith(tuple(f"{kind} " for kind in GIVE_BACKS))
+
+
+def cordoned_for(value: str | None, reason: str) -> bool:
+    """Whether Spillway's cordon annotation ``value`` (``<time> <reason>``, cut at 256 characters as
+    :meth:`spillway.adapters.kube.KubeClient.cordon` writes it) was written for ``reason``, whenever."""
+    if value is None:
+        return False
+    stamp = value.split(" ", 1)[0]
+    return value == f"{stamp} {reason}".strip()[:256]
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
@@ -668,6 +686,7 @@ class NodeInfo:
     # None for a value without one (written by an older version): its age is unknown.
     cordoned_at: datetime | None = None
     cordon_held: bool = False  # Spillway's cordon is a drain no plan started (HELD_DRAIN): not reused
+    cordon_give_back: bool = False  # Spillway's cordon is a give-back's (GIVE_BACKS): see giving_back
     deleting: bool = False  # metadata.deletionTimestamp is set: somebody is deleting the Node
     do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt=true on the Node: none of its pods move
     # status.capacity: what CapacityQuotas and cluster-autoscaler's cores and memory totals count; a
@@ -699,10 +718,21 @@ class NodeInfo:
             scale_down_disabled=meta.annotations.get(SCALE_DOWN_DISABLED, "").lower() == "true",
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             cordon_held=cordon_held(meta.annotations.get(CORDONED_BY_SPILLWAY)),
+            cordon_give_back=cordon_give_back(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             deleting=meta.deletion_timestamp is not None,
             do_not_disrupt=flag(meta.annotations.get(DO_NOT_DISRUPT)),
             capacity=parse_resource_list(node.status.capacity),
         )
+
+    def giving_back(self, now: datetime) -> bool:
+        """A give-back under way holds the node: Spillway's cordon on it is a give-back's, made less than
+        :data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES` before ``now`` (or at a time not known).
+        Its instance is about to be terminated, or its cordon taken off: no plan reuses, drains or
+        restores it. An older one outlived its give-back: an orphan, as an orphaned drain's."""
+        if not (self.unschedulable and self.cordon_give_back):
+            return False
+        at = self.cordoned_at
+        return at is None or now - at < timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"n": self.name, "a": self.allocatable, "l": dict(self.labels)}
@@ -729,6 +759,7 @@ class NodeInfo:
             scale_down_disabled=bool(d.get("sdd")),
             cordoned_at=parse_time(d.get("sca")),
             cordon_held=bool(d.get("sch")),
+            cordon_give_back=bool(d.get("sgb")),
             deleting=bool(d.get("del")),
             do_not_disrupt=bool(d.get("dnd")),
             capacity=dict(d.get("ca", {})),
@@ -750,6 +781,7 @@ _NODE_SHORT_KEYS: tuple[tuple[str, Callable[[NodeInfo], Any]], ...] = (
     ("sdd", lambda n: _one_if(n.scale_down_disabled)),
     ("sca", lambda n: format_time(n.cordoned_at)),
     ("sch", lambda n: _one_if(n.cordon_held)),
+    ("sgb", lambda n: _one_if(n.cordon_give_back)),
     ("del", lambda n: _one_if(n.deleting)),
     ("dnd", lambda n: _one_if(n.do_not_disrupt)),
 )

@@ -50,6 +50,21 @@ CORDONED_BY_SPILLWAY = "spillway.io/cordoned"
 # after the time in that annotation: a drain no plan started (a Spot warning, a terminate lifecycle
 # action, an operator's) holds its node; a plan never uncordons it to reuse its room
 HELD_DRAIN = "held"
+# after the time in that annotation: a give-back's cordon (spillway.act.instances.judged_for_give_back),
+# made before it reads a launch's member's pods and taken off the members it keeps; a gang's
+# (``gang give-back <gang> (attempt <token>)``) or a scale-up back-off's
+# (``scale-up back-off <group> (<owner>)``), each unique to its execution
+GANG_GIVE_BACK = "gang give-back"
+BACKOFF_GIVE_BACK = "scale-up back-off"
+GIVE_BACKS = (GANG_GIVE_BACK, BACKOFF_GIVE_BACK)
+# How long a give-back's cordon is its give-back's: the planner leaves such a node alone that long (it
+# is about to go, or to be uncordoned), and after it takes the cordon for an orphan (the uncordon
+# failed, the Lambda died): restored, or drained, as an orphaned drain. Above the longest a GiveBack or
+# BackOff state can run with its retries: GiveBack up to 14 invocations of the scale function (3
+# Lambda.* retries, 10 AwsThrottled/AwsUnavailable/... ones) of at most its 120 s Timeout, and 138 s of
+# waits between them (1, 2, 4 s; 1, 2, 4, 8, 16 s, then 20 s each: MaxDelaySeconds), about 30.3 min;
+# BackOff (3 + 6 retries) about 21 min. A retry finds its own cordon (the same reason) and keeps its time.
+GIVE_BACK_LEASE_MINUTES = 35
 DRAINING_TAINT = "spillway.io/draining"
 # the NoSchedule taints other autoscalers put on a node they are removing: cluster-autoscaler's
 # (utils/taints ToBeDeletedTaint) and Karpenter's (pkg/apis/v1 DisruptedTaintKey)

@@ -82,6 +82,8 @@ def reclaimable_pools(ctx: Context) -> list[Pool]:
     """Ready nodes Spillway cordoned for a plan's drain, one per pool, in preference order (region, then
     name). A drain no plan started holds its node (:attr:`NodeInfo.cordon_held`): its instance is going
     away (a Spot warning, a lifecycle action) or an operator asked for it, and uncordoning would cancel it.
+    A give-back under way holds its node too (:meth:`NodeInfo.giving_back`): it read no pod there, and
+    terminates the instance with any pod bound meanwhile.
 
     Their working copies lose the draining taint: uncordoning lifts it.
     """
@@ -89,7 +91,11 @@ def reclaimable_pools(ctx: Context) -> list[Pool]:
         (
             n
             for n in ctx.nodes.values()
-            if n.info.ready and n.info.cordoned_by_spillway and not n.info.cordon_held and n.group is not None
+            if n.info.ready
+            and n.info.cordoned_by_spillway
+            and not n.info.cordon_held
+            and not n.info.giving_back(ctx.now)
+            and n.group is not None
         ),
         key=lambda n: (ctx.region_key(n.group) if n.group else 0, n.info.name),
     )

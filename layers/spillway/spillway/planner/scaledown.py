@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from spillway.config import EMPTY, BudgetReason
-from spillway.model.k8s import DO_NOT_DISRUPT
+from spillway.model.k8s import DO_NOT_DISRUPT, GIVE_BACK_LEASE_MINUTES
 from spillway.model.nodegroup import TERMINATE
 from spillway.model.resources import CPU, MEMORY, NVIDIA_GPU, dominant_share, subtract
 from spillway.model.state import NodeState, RoomState, Since
@@ -126,6 +126,11 @@ def _receives(ctx: Context, node: WorkNode) -> Verdict:
 
 def _draining(ctx: Context, node: WorkNode, idle_since: datetime) -> Verdict:
     info = node.info
+    if info.giving_back(ctx.now):
+        at = (
+            f"{minutes(ctx.now - aware(info.cordoned_at))} ago" if info.cordoned_at else "at a time not known"
+        )
+        return codes.DRAINING, f"being given back: a launch's give-back cordoned it {at}"
     if info.unschedulable and info.cordoned_by_spillway:
         return codes.DRAINING, "being drained by Spillway"
     if info.unschedulable:
@@ -325,25 +330,37 @@ class ScaleDownStage:
         self.kept.append(KeptNode(node.info.name, reason, codes.ORPHANED_DRAIN_RESTORED))
 
     def _orphans(self) -> set[str]:
-        """Nodes whose Spillway cordon is older than any drain, and whose drain no recent plan claimed."""
+        """Nodes whose Spillway cordon is older than any drain (a give-back's: than its give-back,
+        :meth:`NodeInfo.giving_back`), and whose drain no recent plan claimed."""
         ctx = self.ctx
-        bound = timedelta(minutes=ctx.config.orphaned_drain_minutes)
         found = set()
         for name, node in ctx.nodes.items():
             info = node.info
             if not (info.unschedulable and info.cordoned_by_spillway and info.cordoned_at is not None):
                 continue
+            bound = self._orphan_bound(node)
             previous = ctx.state.nodes.get(name)
             claimed = aware(previous.draining_since) if previous and previous.draining_since else None
             if ctx.now - aware(info.cordoned_at) >= bound and (claimed is None or ctx.now - claimed >= bound):
                 found.add(name)
         return found
 
+    def _orphan_bound(self, node: WorkNode) -> timedelta:
+        """How long Spillway's cordon on the node may be its drain's (``orphaned_drain_minutes``), or
+        its give-back's (:data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES`)."""
+        if node.info.cordon_give_back:
+            return timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
+        return timedelta(minutes=self.ctx.config.orphaned_drain_minutes)
+
     def _orphan_age(self, node: WorkNode) -> str:
         assert node.info.cordoned_at is not None
         age = self.ctx.now - aware(node.info.cordoned_at)
-        bound = timedelta(minutes=self.ctx.config.orphaned_drain_minutes)
-        return f"Spillway cordoned it {minutes(age)} ago and no drain owns it (orphaned_drain_minutes {minutes(bound)})"
+        bound = minutes(self._orphan_bound(node))
+        if node.info.cordon_give_back:
+            return f"a give-back cordoned it {minutes(age)} ago and left it (its lease {bound})"
+        return (
+            f"Spillway cordoned it {minutes(age)} ago and no drain owns it (orphaned_drain_minutes {bound})"
+        )
 
     def _idle_since(self, node: WorkNode) -> datetime:
         previous = self.ctx.state.nodes.get(node.info.name)
