@@ -677,6 +677,11 @@ def test_backoff_leaves_running_a_new_instance_whose_notready_node_runs_a_pod() 
     assert f"left running, their Nodes run pods: {busy} (ml/train-0)" in out["reason"]
 
 
+def _train_on_second(ids: list[str]) -> list[dict[str, Any]]:
+    """A running Job pod on the second new instance's Node (the one a back-off keeps)."""
+    return [o.pod("train-0", "ml", node_name=f"node-{ids[1]}", owner=("Job", "train"), phase="Running")]
+
+
 def test_backoff_terminates_a_stuck_instance_only_while_its_node_is_cordoned_and_uncordons_the_kept_one() -> (
     None
 ):
@@ -690,13 +695,7 @@ def test_backoff_terminates_a_stuck_instance_only_while_its_node_is_cordoned_and
         seen["at_terminate"] = unschedulable_at_terminate(cloud, kube)
         kube_seen.append(kube)
 
-    _, (_, busy, stuck), out = timed_out_backoff(
-        2,
-        lambda ids: [
-            o.pod("train-0", "ml", node_name=f"node-{ids[1]}", owner=("Job", "train"), phase="Running")
-        ],
-        record,
-    )
+    _, (_, busy, stuck), out = timed_out_backoff(2, _train_on_second, record)
 
     kube = kube_seen[0]
     assert out["terminated"] == [stuck] and seen["at_terminate"] == {stuck: True}
@@ -716,13 +715,7 @@ def test_a_retried_backoff_takes_off_the_cordon_its_first_try_left_on_the_kept_n
             kube.cordon(name, "scale-up back-off gpu (up-p1)")
         kube_seen.append(kube)
 
-    _, (_, busy, stuck), out = timed_out_backoff(
-        2,
-        lambda ids: [
-            o.pod("train-0", "ml", node_name=f"node-{ids[1]}", owner=("Job", "train"), phase="Running")
-        ],
-        first_try,
-    )
+    _, (_, busy, stuck), out = timed_out_backoff(2, _train_on_second, first_try)
 
     kube = kube_seen[0]
     assert out["terminated"] == [stuck]
