@@ -1424,6 +1424,52 @@ def test_a_retried_give_back_takes_off_the_cordon_its_first_try_left() -> None:
     assert "cordon left" not in out["cause"]
 
 
+def test_overlapping_tries_of_one_give_back_never_take_off_the_cordon_the_other_relies_on() -> None:
+    """Step Functions retries GiveBack on a Lambda client error while the first invocation may still
+    run: try B starts inside try A's first terminate, finds A's cordons (the same reason), and fails
+    (its terminate throttled). B took them off in its clean-up, and A terminated its next idle member
+    with the Node schedulable, open to kube-scheduler (review of the give-back lease). A cordon another
+    try made is left to it and to the lease, but on a Node this try found running work."""
+    gang_ = attached_gang(2)
+    real = gang_.cloud.terminate_instance
+    node_of = {iid: f"ip-10-0-9-{n}.ec2.internal" for n, iid in enumerate(gang_.ids[:2])}
+    at_terminate: dict[str, bool] = {}
+    started = []
+
+    def terminate(region: str, iid: str, decrement: bool = True) -> Any:
+        if not started:  # try A's first terminate: try B runs now, and fails
+            started.append(iid)
+            gang_.cloud.fail("terminate_instance", AwsThrottled("Rate exceeded"), times=1)
+            with pytest.raises(AwsThrottled):
+                gang_.give_back()
+        if iid in node_of:
+            at_terminate[iid] = cordoned(gang_.kube, node_of[iid])
+        return real(region, iid, decrement)
+
+    gang_.cloud.terminate_instance = terminate  # type: ignore[method-assign]
+    gang_.give_back()
+
+    assert at_terminate == dict.fromkeys(node_of, True)
+
+
+def test_a_cordon_whose_answer_was_lost_is_taken_off_the_member_kept() -> None:
+    """The cordon's patch landed but its answer was lost (the client's retries spent): the member is
+    kept, unread, and the cordon was left on its Node for the lease, unnamed in the cause. The cordon
+    is taken off again: the uncordon acts only on the give-back's own words, so it is safe either way."""
+    gang_ = attached_gang(1)
+    gang_.kube.pods.append(o.pod("web-0", "team-b", node_name=BUSY, owner=("ReplicaSet", "web-5d9c")))
+    real = gang_.kube.cordon
+
+    def lost(name: str, reason: str = "", **how: Any) -> bool:
+        real(name, reason, **how)
+        raise KubeUnavailable("patch node: no useful answer")
+
+    gang_.kube.cordon = lost  # type: ignore[method-assign]
+    out = gang_.give_back()
+
+    assert out["kept"] == gang_.ids[:1] and not cordoned(gang_.kube, BUSY)
+
+
 def test_a_give_back_leaves_alone_the_cordon_another_give_back_made() -> None:
     """A Node cordoned by another execution's give-back (another attempt of a gang, a scale-up's
     back-off) is that give-back's to take off: this one neither takes it over nor undoes it."""

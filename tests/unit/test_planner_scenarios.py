@@ -623,6 +623,23 @@ def test_an_idle_node_a_give_back_left_cordoned_is_scaled_down_like_its_twin(
     assert next(d.reason for d in result.drain if d.node == left).startswith("orphaned-drain-finished")
 
 
+@pytest.mark.parametrize("stamp", ["garbage", "2026-13-45T99:00:00Z", "2126-03-02T09:30:00Z"])
+def test_a_give_back_cordon_whose_time_cannot_be_read_or_lies_ahead_is_an_orphan(stamp: str) -> None:
+    """A give-back's cordon of a time not known, or far ahead (an annotation edited by hand): held as a
+    give-back under way, the node was never drained, restored or reused, and counted as a drain under
+    way for good, holding the group above its MinSize (review of the give-back lease). An orphan."""
+    w = World(regions=("us-east-1",))
+    left, twin = w.group("gpu", "g5.xlarge", nodes=2, min_size=1, max_size=10)
+    for n in (left, twin):
+        w.idle_since(n, 600)
+    w.node(left)["spec"]["unschedulable"] = True
+    w.node(left)["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = f"{stamp} {GANG_GIVE_BACK}"
+
+    result = w.plan(max_scale_in_fraction=1.0)
+
+    assert [d.node for d in result.drain] == [left]
+
+
 def test_a_give_back_cordon_left_behind_does_not_hold_the_group_above_min_size() -> None:
     """3 idle nodes, MinSize 2: one goes. The one a give-back left cordoned an hour ago is no drain under
     way (it took the MinSize headroom and a budget for 27 h): it is the one drained, counted once."""

@@ -75,12 +75,16 @@ class Judged:
     """What a give-back found of the instances it is about to terminate (:func:`judged_for_give_back`):
     ``reason`` (the give-back's cordon's words), ``working`` (instance id → why it must not be
     terminated: :func:`working_instances`), ``cordons`` (instance id → the name of its Node, for each
-    Node carrying the give-back's own cordon), ``gone`` (those the caller reported terminated: their
-    cordons stay) and ``left_cordoned`` (Nodes whose cordon could not be taken off again)."""
+    Node carrying the give-back's own cordon), ``found`` (those of them whose cordon was there before
+    this try's: another try's of the same give-back, maybe still running), ``busy`` (those this try
+    read running work), ``gone`` (those the caller reported terminated: their cordons stay) and
+    ``left_cordoned`` (Nodes whose cordon could not be taken off again)."""
 
     reason: str = ""
     working: dict[str, str] = field(default_factory=dict)
     cordons: dict[str, str] = field(default_factory=dict)
+    found: set[str] = field(default_factory=set)
+    busy: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
     left_cordoned: list[str] = field(default_factory=list)
 
@@ -99,7 +103,7 @@ class Judged:
             return left_running(self.working)
         return left_running(self.working) + (
             f"; Spillway's cordon left on {', '.join(self.left_cordoned[:5])}: it could not be taken off "
-            f"(a plan restores such a Node {GIVE_BACK_LEASE_MINUTES} minutes after the cordon)"
+            f"(a plan restores or drains such a Node {GIVE_BACK_LEASE_MINUTES} minutes after the cordon)"
         )
 
 
@@ -118,7 +122,7 @@ def judged_for_give_back(
     (:func:`_uncordon_kept`): the error, if one, is the one raised."""
     judged = Judged(reason=reason)
     try:
-        judged.working = working_instances(kube, cloud, region, instance_ids, now, reason, judged.cordons)
+        judged.working = working_instances(kube, cloud, region, instance_ids, now, judged)
         yield judged
     finally:
         _uncordon_kept(kube, judged)
@@ -130,8 +134,7 @@ def working_instances(
     region: str,
     instance_ids: Collection[str],
     now: datetime,
-    reason: str,
-    cordons: dict[str, str],
+    judged: Judged,
 ) -> dict[str, str]:
     """Of ``instance_ids``, those a give-back must not terminate, each with why: its Node runs a pod that
     keeps a node busy at ``now`` (:func:`~spillway.planner.disruption.keeps_node_busy`: not a DaemonSet's
@@ -139,10 +142,11 @@ def working_instances(
     not be cordoned, or it or its pods could not be read, so whether it runs work is not known. A
     launch's capacity goes back, never a running pod: kube-scheduler binds any pending pod to a new
     Node once it is Ready, and a Node that was Ready may run pods while NotReady for a moment. Each
-    Node is cordoned (``reason`` names the give-back) before its pods are read, so no pod is bound to
-    it after they were: one schedulable when its cordon is written is cordoned, and recorded in
-    ``cordons`` (instance id → Node name); one carrying the cordon for ``reason`` already (a first try
-    of the same give-back left it) is recorded too; one cordoned otherwise (a drain's, a person's) is
+    Node is cordoned (``judged.reason`` names the give-back) before its pods are read, so no pod is
+    bound to it after they were: one schedulable when its cordon is written is cordoned, and recorded
+    in ``judged.cordons`` (instance id → Node name); one carrying the cordon for that reason already
+    (another try of the same give-back made it) is recorded too, and in ``judged.found``; one cordoned
+    otherwise (a drain's, a person's) is
     left as it is, never recorded, whatever the read found (:meth:`Cluster.cordon` decides in its
     guarded patch); one gone by its cordon (``NodeNotFound``) is taken for no Node. On a
     NotReady Node a pod that never started (:func:`~spillway.planner.disruption.never_started`:
@@ -174,7 +178,7 @@ def working_instances(
             continue
         step = "its Node could not be cordoned"
         try:
-            if not _cordon(kube, iid, node, reason, cordons):
+            if not _cordon(kube, iid, node, judged):
                 continue  # the Node is gone: no kubelet to run a pod there
             step = "its pods could not be read"
             work = _work_on(kube, node, now)
@@ -184,20 +188,28 @@ def working_instances(
             continue
         if work:
             working[iid] = work
+            judged.busy.add(iid)
     return working
 
 
-def _cordon(kube: Cluster, iid: str, node: Node, reason: str, cordons: dict[str, str]) -> bool:
+def _cordon(kube: Cluster, iid: str, node: Node, judged: Judged) -> bool:
     """Make the instance's Node unschedulable (:func:`working_instances`); False when it is gone. The
     cordon is the give-back's (recorded) when the Node is schedulable as the patch finds it, or carries
-    the give-back's own cordon already; any other is left as it is, never taken off here."""
+    the give-back's own cordon already (``found`` when the Node was read cordoned: another try's); any
+    other is left as it is, never taken off here. A cordon whose answer was lost (the client's retries
+    spent) may have landed: it is recorded, since the uncordon takes off only the give-back's own."""
     name = node.metadata.name
     try:
-        ours = kube.cordon(name, reason, only_if_schedulable=True)
+        ours = kube.cordon(name, judged.reason, only_if_schedulable=True)
     except NodeNotFound:
         return False
+    except KubeError:
+        judged.cordons[iid] = name
+        raise
     if ours:
-        cordons[iid] = name
+        judged.cordons[iid] = name
+        if node.spec.unschedulable:
+            judged.found.add(iid)
     return True
 
 
@@ -211,7 +223,9 @@ def _uncordon_kept(kube: Cluster, judged: Judged) -> None:
     is the one seen."""
     failed: KubeError | None = None
     for iid, name in judged.cordons.items():
-        if iid in judged.gone:
+        # another try's cordon is left to its lease (that try may be terminating the instance now), but
+        # on a Node this try read running work: that try read the same, under the same cordon
+        if iid in judged.gone or (iid in judged.found and iid not in judged.busy):
             continue
         if failed is None:
             try:

@@ -726,13 +726,15 @@ class NodeInfo:
 
     def giving_back(self, now: datetime) -> bool:
         """A give-back under way holds the node: Spillway's cordon on it is a give-back's, made less than
-        :data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES` before ``now`` (or at a time not known).
-        Its instance is about to be terminated, or its cordon taken off: no plan reuses, drains or
-        restores it. An older one outlived its give-back: an orphan, as an orphaned drain's."""
+        :data:`~spillway.model.k8s.GIVE_BACK_LEASE_MINUTES` before ``now``. Its instance is about to be
+        terminated, or its cordon taken off: no plan reuses, drains or restores it. An older one outlived
+        its give-back: an orphan, as an orphaned drain's; so is one whose time cannot be read, or lies
+        further ahead than the lease (an edited annotation): held for it, the node would be held for
+        good."""
         if not (self.unschedulable and self.cordon_give_back):
             return False
-        at = self.cordoned_at
-        return at is None or now - at < timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
+        at, lease = self.cordoned_at, timedelta(minutes=GIVE_BACK_LEASE_MINUTES)
+        return at is not None and abs(now - at) < lease  # a time not known, or far ahead: an orphan
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"n": self.name, "a": self.allocatable, "l": dict(self.labels)}

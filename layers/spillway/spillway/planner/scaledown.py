@@ -336,7 +336,12 @@ class ScaleDownStage:
         found = set()
         for name, node in ctx.nodes.items():
             info = node.info
-            if not (info.unschedulable and info.cordoned_by_spillway and info.cordoned_at is not None):
+            if not (info.unschedulable and info.cordoned_by_spillway):
+                continue
+            if info.cordon_give_back and not info.giving_back(ctx.now):
+                found.add(name)  # a give-back's cordon past its lease, or of a time not known
+                continue
+            if info.cordoned_at is None:
                 continue
             bound = self._orphan_bound(node)
             previous = ctx.state.nodes.get(name)
@@ -353,9 +358,10 @@ class ScaleDownStage:
         return timedelta(minutes=self.ctx.config.orphaned_drain_minutes)
 
     def _orphan_age(self, node: WorkNode) -> str:
-        assert node.info.cordoned_at is not None
-        age = self.ctx.now - aware(node.info.cordoned_at)
         bound = minutes(self._orphan_bound(node))
+        if node.info.cordoned_at is None or node.info.cordoned_at > self.ctx.now:
+            return f"a give-back cordoned it at a time not known or ahead, and left it (its lease {bound})"
+        age = self.ctx.now - aware(node.info.cordoned_at)
         if node.info.cordon_give_back:
             return f"a give-back cordoned it {minutes(age)} ago and left it (its lease {bound})"
         return (
