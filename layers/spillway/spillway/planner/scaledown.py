@@ -359,7 +359,7 @@ class ScaleDownStage:
 
     def _orphan_age(self, node: WorkNode) -> str:
         bound = minutes(self._orphan_bound(node))
-        if node.info.cordoned_at is None or node.info.cordoned_at > self.ctx.now:
+        if node.info.cordoned_at is None or aware(node.info.cordoned_at) > self.ctx.now:
             return f"a give-back cordoned it at a time not known or ahead, and left it (its lease {bound})"
         age = self.ctx.now - aware(node.info.cordoned_at)
         if node.info.cordon_give_back:
