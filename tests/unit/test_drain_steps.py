@@ -787,6 +787,26 @@ def test_the_latest_drain_holds_the_node_and_a_drain_undoes_only_its_own_cordon(
     assert rig.drainer.uncordon(warned)["uncordoned"] is False and rig.node()["spec"]["unschedulable"] is True
 
 
+def test_a_compensation_leaves_a_cordon_another_drain_wrote_after_it_read_the_node(rig: Rig) -> None:
+    """The compensation read the Node as its drain's own, then a Spot warning's drain cordoned it
+    (before the uncordon's patch). The uncordon took the warning's cordon off by name, and new pods
+    could land on a node EC2 was reclaiming. It is compare-and-set: taken off only while the words are
+    still the drain's."""
+    planned = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc")
+    untaint = rig.kube.remove_draining_taint
+
+    def meanwhile(node: str) -> bool:
+        rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+        return untaint(node)
+
+    rig.kube.remove_draining_taint = meanwhile  # type: ignore[method-assign]
+    out = rig.drainer.uncordon(planned)
+
+    node = rig.node()
+    assert out["uncordoned"] is False and node["spec"]["unschedulable"] is True
+    assert "spot interruption warning w-1" in node["metadata"]["annotations"]["spillway.io/cordoned"]
+
+
 HEALTH_ARN = "arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/abc"
 
 

@@ -1665,7 +1665,8 @@ class Drainer:
         if drain.leaving and drain.force:
             return _keep_leaving(drain)
         untainted = self.kube.remove_draining_taint(drain.node)
-        uncordoned = self.kube.uncordon(drain.node)
+        # compare-and-set: a drain that took the node over since the read keeps its cordon
+        uncordoned = self.kube.uncordon(drain.node, if_reason=cordon_reason(drain))
         return {"untainted": untainted, "uncordoned": uncordoned}
 
     def _release(self, drain: Drain) -> dict[str, Any]:
