@@ -238,6 +238,31 @@ def test_a_cordon_somebody_else_made_is_left_on_a_busy_orphan(rig: Rig) -> None:
     assert rig.api.get("Node", node)["spec"]["unschedulable"] is True
 
 
+def test_a_busy_orphan_keeps_a_cordon_spillway_wrote_over_the_sweeps_meanwhile(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the sweep reads the pods, another of Spillway's cordons takes the Node over (a drain by
+    hand, say). The busy orphan's release took it off by name: it is compare-and-set on the sweep's
+    own words, as the give-backs' and the drains' are."""
+    node = rig.node(objects.pod("worker-0", node_name=f"node-{ORPHAN}", phase="Running"))
+    read = rig.drainer.kube.pods_on_node
+
+    def pods_on_node(name: str) -> Any:
+        obj = rig.api.get("Node", name)
+        obj["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = "2026-11-02T10:00:00Z drain by-hand: fix disk"
+        rig.api.update("Node", obj)
+        return read(name)
+
+    monkeypatch.setattr(rig.drainer.kube, "pods_on_node", pods_on_node)
+
+    assert rig.drainer.remove_gang_orphan(rig.request(node=node))["outcome"] == "gang-orphan-busy"
+    obj = rig.api.get("Node", node)
+    assert (
+        obj["spec"]["unschedulable"] is True
+        and "by-hand" in obj["metadata"]["annotations"][CORDONED_BY_SPILLWAY]
+    )
+
+
 @pytest.mark.parametrize("failing", ["pods", "terminate"])
 def test_a_sweep_that_fails_after_the_cordon_leaves_the_node_uncordoned(
     rig: Rig, monkeypatch: pytest.MonkeyPatch, failing: str
@@ -373,7 +398,7 @@ def test_a_sweep_never_terminates_an_orphan_under_a_pod_another_sweeps_uncordon_
         a_uncordons_and_a_pod_binds()  # lands between B's look at the pods and B's terminate
         return terminate(region, ids)
 
-    def a_takes_its_cordon_off(name: str) -> bool:
+    def a_takes_its_cordon_off(name: str, **_: Any) -> bool:
         monkeypatch.setattr(kube, "uncordon", uncordon)
         _finish(rig, "worker-0")
         monkeypatch.setattr(cloud, "terminate_instances", b_terminates)

@@ -170,9 +170,11 @@ def _sweep_node(
     Node; a busy Node, or any failure before the terminate is done, gets its cordon back off. The cordon
     comes first because kube-scheduler may bind a pod to the idle Node at any moment until it is
     unschedulable (its NodeUnschedulable filter), as ``kubectl drain`` cordons before it lists pods. A
-    cordon somebody else made is left as it is (:meth:`Cluster.cordon` answers False for it)."""
+    cordon somebody else made is left as it is (:meth:`Cluster.cordon` answers False for it), and so is
+    one of Spillway's that took the Node over while the sweep looked (:func:`_release`)."""
+    reason = f"gang orphan {request.instance_id} (plan {request.plan_id or '-'})"
     try:
-        ours = kube.cordon(name, f"gang orphan {request.instance_id} (plan {request.plan_id or '-'})")
+        ours = kube.cordon(name, reason)
     except NodeNotFound:  # gone since it was found: no kubelet there
         return _terminate_gone(cloud, request)
     try:
@@ -186,11 +188,11 @@ def _sweep_node(
             cloud.terminate_instances(request.region, [request.instance_id])
     except BaseException:
         if ours:
-            _release(kube, name)
+            _release(kube, name, reason)
         raise
     if busy:
         if ours:
-            _release(kube, name)
+            _release(kube, name, reason)
         named = ", ".join(busy[:NAMED_PODS]) + (" ..." if len(busy) > NAMED_PODS else "")
         return "busy", name, f"its Node {name} runs {named} now: left running"
     kube.delete_node(name)
@@ -211,10 +213,12 @@ def _dead(kube: Cluster, name: str, unready_minutes: float | None, now: datetime
     return dead(NodeInfo.from_node(kube.get_node(name)), now, timedelta(minutes=unready_minutes))
 
 
-def _release(kube: Cluster, name: str) -> None:
-    """Take Spillway's cordon off the Node again (gone meanwhile: nothing to do)."""
+def _release(kube: Cluster, name: str, reason: str) -> None:
+    """Take the sweep's cordon off the Node again, only while it still carries the sweep's words
+    (``reason``): another of Spillway's cordons that took the Node over meanwhile (a drain's) stays.
+    Gone meanwhile: nothing to do."""
     with suppress(NodeNotFound):
-        kube.uncordon(name)
+        kube.uncordon(name, if_reason=reason)
 
 
 def _node_of(kube: Cluster, cloud: Cloud, request: SweepRequest) -> str | None:
