@@ -324,6 +324,8 @@ class FakeCluster(Recorder):
             return False  # another of Spillway's cordons took the Node over
         annotations.pop(CORDONED_BY_SPILLWAY)
         obj["spec"].pop("unschedulable", None)
+        # as the real one: the draining taint goes in the same patch
+        obj["spec"]["taints"] = [t for t in obj["spec"].get("taints", []) if t["key"] != DRAINING_TAINT]
         return True
 
     def add_draining_taint(self, node: str) -> bool:

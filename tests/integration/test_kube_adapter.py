@@ -462,6 +462,30 @@ def test_an_uncordon_for_a_reason_takes_off_only_a_cordon_made_for_it(
     assert CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
 
 
+def test_an_uncordon_lifts_the_draining_taint_in_the_same_patch_and_only_with_its_cordon(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """The cordon and the draining taint are one hold: a drain that took the node over keeps both, and
+    an uncordon that takes the cordon off takes the taint with it, in one guarded patch, other taints
+    kept. (Taken off in two patches, the taint went first, whoever's cordon then held the node.)"""
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    mine, warning = "drain dn-p1: idle", "held drain spot-i-0abc: spot interruption warning"
+    add_node(server, "n1", taints=[gpu_taint])
+    assert kube.cordon("n1", warning) is True and kube.add_draining_taint("n1") is True
+    patches = len(requests_to(server, "/api/v1/nodes/n1", "PATCH"))
+
+    assert kube.uncordon("n1", if_reason=mine) is False
+    obj = node_obj(server, "n1")
+    assert obj["spec"]["unschedulable"] is True and len(obj["spec"]["taints"]) == 2
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == patches
+
+    assert kube.uncordon("n1", if_reason=warning) is True
+    obj = node_obj(server, "n1")
+    assert not obj["spec"].get("unschedulable") and obj["spec"]["taints"] == [gpu_taint]
+    assert CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == patches + 1
+
+
 def test_a_human_cordon_is_never_undone(server: KubeApiServer, kube: KubeClient) -> None:
     add_node(server, "manual", unschedulable=True)
 

@@ -1638,7 +1638,8 @@ class Drainer:
     # uncordon (compensation) -------------------------------------------------------------------
 
     def uncordon(self, drain: Drain, *, after_terminate: bool = False) -> dict[str, Any]:
-        """Undo the drain's marks: the draining taint first, then Spillway's cordon (never another's).
+        """Undo the drain's marks, Spillway's cordon and the draining taint, in one compare-and-set patch
+        (never another drain's, nor another's cordon).
 
         ``after_terminate`` (the terminate step failed): first ask Auto Scaling whether the instance is
         gone anyway (the call terminated it, then timed out or was throttled on a retry); then nothing is
@@ -1664,10 +1665,13 @@ class Drainer:
             }
         if drain.leaving and drain.force:
             return _keep_leaving(drain)
-        untainted = self.kube.remove_draining_taint(drain.node)
-        # compare-and-set: a drain that took the node over since the read keeps its cordon
-        uncordoned = self.kube.uncordon(drain.node, if_reason=cordon_reason(drain))
-        return {"untainted": untainted, "uncordoned": uncordoned}
+        if holder is None:  # Spillway's cordon is gone already (a person took it off): only the taint
+            return {"untainted": self.kube.remove_draining_taint(drain.node), "uncordoned": False}
+        # compare-and-set, the cordon and the taint in one patch: a drain that took the node over since
+        # the read keeps both
+        released = self.kube.uncordon(drain.node, if_reason=cordon_reason(drain))
+        tainted = any(t.key == DRAINING_TAINT for t in node.spec.taints)
+        return {"untainted": released and tainted, "uncordoned": released}
 
     def _release(self, drain: Drain) -> dict[str, Any]:
         """A lifecycle drain that failed: the group terminates the instance whatever the drain says

@@ -1067,12 +1067,14 @@ class KubeClient:
         return self._modify_node(op, name, change)
 
     def uncordon(self, node: str | Node, *, if_reason: str | None = None) -> bool:
-        """Undo Spillway's cordon: clear ``unschedulable`` and the annotation in one patch.
+        """Undo Spillway's hold on the node: clear ``unschedulable``, the annotation and the draining
+        taint (``spillway.io/draining``) in one patch, guarded by the resourceVersion read, so the
+        cordon and the taint go together or not at all.
 
         Returns False, touching nothing, when the node does not carry Spillway's annotation (never
         cordoned, or cordoned by somebody else), or, given ``if_reason``, when the annotation is not
-        the one written for that reason (another of Spillway's cordons took the node over: a drain's).
-        ``NodeNotFound`` when the node is gone.
+        the one written for that reason (another of Spillway's cordons took the node over: a drain's,
+        whose taint stays with its cordon). ``NodeNotFound`` when the node is gone.
         """
         name = _name_of(node)
         op = f"uncordon node {name}"
@@ -1081,10 +1083,12 @@ class KubeClient:
             ours = _annotations(obj).get(CORDONED_BY_SPILLWAY)
             if ours is None or (if_reason is not None and not cordoned_for(ours, if_reason)):
                 return False
-            return {
-                "metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}},
-                "spec": {"unschedulable": False},
-            }
+            spec: dict[str, Any] = {"unschedulable": False}
+            taints = [t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)]
+            kept = [t for t in taints if t.get("key") != DRAINING_TAINT]
+            if len(kept) != len(taints):
+                spec["taints"] = kept
+            return {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}}, "spec": spec}
 
         return self._modify_node(op, name, change)
 
