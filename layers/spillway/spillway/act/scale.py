@@ -2,8 +2,10 @@
 
 The state machine maps over the plan's groups; for each group it calls, in order:
 
-``prepare``      uncordon the planned nodes (and lift Spillway's draining taint; the Event on each says
-                 the plan's reason: reused for pending pods, or an orphaned drain restored); read the live group;
+``prepare``      uncordon the planned nodes and lift Spillway's draining taint, in one patch and only
+                 while the node still carries the cordon the plan saw (``cordons``: a drain that took
+                 it over since keeps it); the Event on each says the plan's reason: reused for pending
+                 pods, or an orphaned drain restored; read the live group;
                  refuse a raise of ``to - from`` above MaxSize, or of a group whose Launch process is
                  suspended (nothing would launch: :func:`~spillway.model.nodegroup.launch_refusal`), with
                  :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
@@ -157,10 +159,12 @@ class ScaleSteps:
         to, grow = int(group["to"]), bool(group.get("grow", True))
         timeout = float(event.get("launch_timeout_seconds", self.settings.launch_timeout_seconds))
         uncordoned, gone = [], []
+        cordons = group.get("cordons", {})
         for node in group.get("uncordon", []):
             try:
-                changed = self.kube.uncordon(node)
-                self.kube.remove_draining_taint(node)
+                # compare-and-set on the cordon the plan saw (with its draining taint, one patch): one
+                # that took the node over since, a Spot warning's or a person's drain, stays
+                changed = self.kube.uncordon(node, if_reason=cordons.get(node))
             except NodeNotFound:
                 gone.append(node)
                 continue
