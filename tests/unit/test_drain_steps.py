@@ -814,6 +814,31 @@ def test_a_compensation_leaves_a_cordon_another_drain_wrote_after_it_read_the_no
     assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
 
 
+def test_a_compensation_that_finds_its_cordon_gone_leaves_a_taint_a_later_drain_made(rig: Rig) -> None:
+    """A plan reused the node (the drain's cordon and taint came off), so the compensation reads no
+    Spillway cordon and lifts only a stray taint; a Spot warning's drain cordons and taints the node
+    right after that read. The taint removal is guarded too: only from a Node no Spillway cordon holds,
+    so the warning's taint stays with its cordon. (Found by review: the unguarded removal lifted it.)"""
+    planned = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc")
+    assert rig.kube.uncordon(NODE) is True  # the plan's reuse
+    read = rig.kube.get_node
+    raced: list[str] = []
+
+    def meanwhile(name: str) -> Node:
+        node = read(name)
+        if not raced:
+            raced.append(name)
+            rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+        return node
+
+    rig.kube.get_node = meanwhile  # type: ignore[method-assign]
+    out = rig.drainer.uncordon(planned)
+
+    node = rig.node()
+    assert out == {"untainted": False, "uncordoned": False} and node["spec"]["unschedulable"] is True
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
+
+
 HEALTH_ARN = "arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/abc"
 
 

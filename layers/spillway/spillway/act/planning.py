@@ -202,7 +202,7 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
     ``to`` is the absolute desired capacity (setting it twice is harmless); ``grow`` is False for a
     group whose nodes are only uncordoned; ``reasons`` is the plan's reason per uncordoned node (the
     Event ``prepare`` posts says it: reused for pending pods, or an orphaned drain restored);
-    ``cordons`` the words of the cordon the plan saw on each (``prepare`` takes off that one only). Pod names
+    ``cordons`` which cordon the plan saw on each (``prepare`` takes off that one only). Pod names
     stay in the plan record: the execution input must stay far below Step Functions' 256 KB.
 
     The nodes of gangs launched atomically (:func:`atomic_gangs`) are not in ``to``: their gang-launch

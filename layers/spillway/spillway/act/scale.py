@@ -164,7 +164,7 @@ class ScaleSteps:
             try:
                 # compare-and-set on the cordon the plan saw (with its draining taint, one patch): one
                 # that took the node over since, a Spot warning's or a person's drain, stays
-                changed = self.kube.uncordon(node, if_reason=cordons.get(node))
+                changed = self.kube.uncordon(node, if_digest=cordons.get(node))
             except NodeNotFound:
                 gone.append(node)
                 continue

@@ -107,7 +107,7 @@ def plan(
         n: s.since for n, s in scale_down.underutilized.items()
     }
     uncordon = [
-        Uncordon(node, group, UNCORDON_REASON, ctx.nodes[node].info.cordon_words)
+        Uncordon(node, group, UNCORDON_REASON, ctx.nodes[node].info.cordon_digest)
         for node, group in ctx.uncordoned.items()
     ]
     uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains

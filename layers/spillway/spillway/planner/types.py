@@ -110,10 +110,9 @@ class ScaleUp:
 
 @dataclass(frozen=True, slots=True)
 class Uncordon:
-    """Take Spillway's cordon (and draining taint) off ``node``; ``cordon``: the words of the cordon the
-    plan saw there (:attr:`NodeInfo.cordon_words`), so the scale-up's uncordon takes off that cordon and
-    no other one that took the node over since (a Spot warning's drain); None when the snapshot did not
-    keep them."""
+    """Take Spillway's cordon (and draining taint) off ``node``; ``cordon``: which cordon the plan saw
+    there (:attr:`NodeInfo.cordon_digest`), so the scale-up's uncordon takes off that cordon and no other
+    one that took the node over since (a Spot warning's drain); None when the snapshot did not keep it."""
 
     node: str
     group: str
