@@ -808,7 +808,8 @@ def test_a_compensation_leaves_a_cordon_another_drain_wrote_after_it_read_the_no
     out = rig.drainer.uncordon(planned)
 
     node = rig.node()
-    assert out == {"untainted": False, "uncordoned": False}
+    assert out["untainted"] is False and out["uncordoned"] is False
+    assert "changed since the compensation read it" in out["note"]  # the drain's cause says so
     assert node["spec"]["unschedulable"] is True
     assert "spot interruption warning w-1" in node["metadata"]["annotations"]["spillway.io/cordoned"]
     assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
@@ -835,7 +836,8 @@ def test_a_compensation_that_finds_its_cordon_gone_leaves_a_taint_a_later_drain_
     out = rig.drainer.uncordon(planned)
 
     node = rig.node()
-    assert out == {"untainted": False, "uncordoned": False} and node["spec"]["unschedulable"] is True
+    assert out["untainted"] is False and out["uncordoned"] is False and node["spec"]["unschedulable"] is True
+    assert out["note"].startswith("the node carries no Spillway cordon")
     assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
 
 
@@ -1430,7 +1432,9 @@ def test_compensation_removes_the_taint_and_spillways_cordon_only(rig: Rig) -> N
 def test_compensation_never_undoes_somebody_elses_cordon(rig: Rig) -> None:
     drain = rig.validated()
     _cordoned_by_somebody(rig)
-    assert rig.drainer.uncordon(drain) == {"untainted": False, "uncordoned": False}
+    out = rig.drainer.uncordon(drain)
+    assert out["untainted"] is False and out["uncordoned"] is False
+    assert out["note"].startswith("the node carries no Spillway cordon")
     assert rig.node()["spec"]["unschedulable"] is True
 
 

@@ -1666,12 +1666,16 @@ class Drainer:
         if drain.leaving and drain.force:
             return _keep_leaving(drain)
         if holder is None:  # Spillway's cordon is gone already (a person took it off): only the taint
-            return {"untainted": self.kube.remove_draining_taint(drain.node), "uncordoned": False}
+            return {
+                "untainted": self.kube.remove_draining_taint(drain.node),
+                "uncordoned": False,
+                "note": _NOT_OURS,
+            }
         # compare-and-set, the cordon and the taint in one patch: a drain that took the node over since
         # the read keeps both
-        released = self.kube.uncordon(drain.node, if_reason=cordon_reason(drain))
-        tainted = any(t.key == DRAINING_TAINT for t in node.spec.taints)
-        return {"untainted": released and tainted, "uncordoned": released}
+        if not self.kube.uncordon(drain.node, if_reason=cordon_reason(drain)):
+            return {"untainted": False, "uncordoned": False, "note": _CORDON_CHANGED}
+        return {"untainted": any(t.key == DRAINING_TAINT for t in node.spec.taints), "uncordoned": True}
 
     def _release(self, drain: Drain) -> dict[str, Any]:
         """A lifecycle drain that failed: the group terminates the instance whatever the drain says
@@ -1857,6 +1861,18 @@ class Drainer:
         return ""
 
 
+# the compensation found no Spillway cordon on the node (a stray draining taint is lifted, nothing else)
+_NOT_OURS = (
+    "the node carries no Spillway cordon (somebody uncordoned it, or cordoned it themselves): left as it "
+    "is, its remaining pods running"
+)
+# the compensation's uncordon found another cordon than the one it read (compare-and-set)
+_CORDON_CHANGED = (
+    "Spillway's cordon on the node changed since the compensation read it (another drain took it over, "
+    "or it was taken off): left as it is"
+)
+
+
 def _keep_leaving(drain: Drain) -> dict[str, Any]:
     """The compensation of a forced drain of a leaving instance (a Spot warning's, a scheduled change's
     within a day): EC2 takes the instance whatever the drain did, so the cordon and the draining taint
@@ -1982,10 +1998,14 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
             "Normal",
         )
     if outcome == "released":
+        undone = (
+            "then uncordoned the node and lifted its draining taint; it stays in service for pending pods"
+            if summary.get("uncordoned")
+            else f"then left the node as it is ({summary.get('note') or 'Spillway no longer held it'})"
+        )
         return (
             "SpillwayReleased",
-            f"Released ({summary.get('reason')}): evicted {evicted} pod(s), then uncordoned the node and "
-            "lifted its draining taint; it stays in service for pending pods",
+            f"Released ({summary.get('reason')}): evicted {evicted} pod(s), {undone}",
             "Normal",
         )
     reason = {"timeout": "SpillwayDrainTimeout", "cancelled": "SpillwayDrainCancelled"}.get(
