@@ -1665,7 +1665,7 @@ class Drainer:
             }
         if drain.leaving and drain.force:
             return _keep_leaving(drain)
-        if holder is None:  # Spillway's cordon is gone already (a person took it off): only the taint
+        if holder is None:  # no Spillway annotation (somebody else's cordon, or deleted): only the taint
             return {
                 "untainted": self.kube.remove_draining_taint(drain.node),
                 "uncordoned": False,
