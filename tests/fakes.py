@@ -43,7 +43,7 @@ from spillway.model.act import (
     format_key,
 )
 from spillway.model.aws import AutoScalingGroup, CreateFleetResult, FleetRequest, ScalingActivity
-from spillway.model.cluster import cordoned_for
+from spillway.model.cluster import cordon_digest, cordoned_for
 from spillway.model.drain import LifecycleHook, Placement
 from spillway.model.fleet import SWEPT_STATES, TAG_ASG, TAG_ATTEMPT, TAG_CLUSTER, TAG_GANG, FleetInstance
 from spillway.model.k8s import (
@@ -314,7 +314,7 @@ class FakeCluster(Recorder):
         annotations[CORDONED_BY_SPILLWAY] = f"{stamp} {reason}".strip()[:256]
         return True
 
-    def uncordon(self, node: str, *, if_reason: str | None = None) -> bool:
+    def uncordon(self, node: str, *, if_reason: str | None = None, if_digest: str | None = None) -> bool:
         self._call("uncordon", node)
         obj = self._node(node)
         annotations = obj["metadata"].setdefault("annotations", {})
@@ -322,8 +322,12 @@ class FakeCluster(Recorder):
             return False
         if if_reason is not None and not cordoned_for(annotations[CORDONED_BY_SPILLWAY], if_reason):
             return False  # another of Spillway's cordons took the Node over
+        if if_digest is not None and cordon_digest(annotations[CORDONED_BY_SPILLWAY]) != if_digest:
+            return False  # not the cordon the plan saw
         annotations.pop(CORDONED_BY_SPILLWAY)
         obj["spec"].pop("unschedulable", None)
+        # as the real one: the draining taint goes in the same patch
+        obj["spec"]["taints"] = [t for t in obj["spec"].get("taints", []) if t["key"] != DRAINING_TAINT]
         return True
 
     def add_draining_taint(self, node: str) -> bool:
@@ -336,6 +340,8 @@ class FakeCluster(Recorder):
 
     def remove_draining_taint(self, node: str) -> bool:
         self._call("remove_draining_taint", node)
+        if CORDONED_BY_SPILLWAY in self._node(node)["metadata"].get("annotations", {}):
+            return False  # the taint of the cordon that holds the Node: its holder lifts both
         spec = self._node(node)["spec"]
         taints = spec.get("taints", [])
         spec["taints"] = [t for t in taints if t["key"] != DRAINING_TAINT]

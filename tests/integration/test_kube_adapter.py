@@ -30,6 +30,7 @@ from spillway.errors import (
 )
 from spillway.local import objects as kobj
 from spillway.local.kubeapi import KubeApiServer, RequestRecord
+from spillway.model.cluster import cordon_digest
 from spillway.model.k8s import (
     CANDIDATE_TAINT,
     CORDONED_BY_SPILLWAY,
@@ -460,6 +461,54 @@ def test_an_uncordon_for_a_reason_takes_off_only_a_cordon_made_for_it(
     obj = node_obj(server, "n1")
     assert not obj["spec"].get("unschedulable")
     assert CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
+
+
+def test_an_uncordon_lifts_the_draining_taint_in_the_same_patch_and_only_with_its_cordon(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """The cordon and the draining taint are one hold: a drain that took the node over keeps both, and
+    an uncordon that takes the cordon off takes the taint with it, in one guarded patch, other taints
+    kept. (Taken off in two patches, the taint went first, whoever's cordon then held the node.)"""
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    mine, warning = "drain dn-p1: idle", "held drain spot-i-0abc: spot interruption warning"
+    add_node(server, "n1", taints=[gpu_taint])
+    assert kube.cordon("n1", warning) is True and kube.add_draining_taint("n1") is True
+    patches = len(requests_to(server, "/api/v1/nodes/n1", "PATCH"))
+
+    assert kube.uncordon("n1", if_reason=mine) is False
+    obj = node_obj(server, "n1")
+    assert obj["spec"]["unschedulable"] is True and len(obj["spec"]["taints"]) == 2
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == patches
+
+    assert kube.uncordon("n1", if_reason=warning) is True
+    obj = node_obj(server, "n1")
+    assert not obj["spec"].get("unschedulable") and obj["spec"]["taints"] == [gpu_taint]
+    assert CORDONED_BY_SPILLWAY not in obj["metadata"].get("annotations", {})
+    assert len(requests_to(server, "/api/v1/nodes/n1", "PATCH")) == patches + 1
+
+
+def test_an_uncordon_for_a_digest_takes_off_only_the_cordon_the_plan_saw(
+    server: KubeApiServer, kube: KubeClient
+) -> None:
+    """The scale-up's uncordon names the cordon its plan saw by digest (the whole value, time
+    included): another drain's cordon, or the same words written again later, is another cordon and
+    stays with its taint; the one seen comes off with its taint."""
+    add_node(server, "n1")
+    assert kube.cordon("n1", "drain dn-p1: idle") is True and kube.add_draining_taint("n1") is True
+    seen = cordon_digest(node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY])
+    before = node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY]
+
+    kube._clock = lambda: dt.datetime(2031, 1, 1, tzinfo=dt.UTC)  # a later second: the words re-stamped
+    assert kube.cordon("n1", "drain dn-p1: idle") is True
+    assert node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY] != before
+    assert kube.uncordon("n1", if_digest=seen) is False
+    assert node_obj(server, "n1")["spec"]["unschedulable"] is True
+    assert [t["key"] for t in node_obj(server, "n1")["spec"]["taints"]] == [DRAINING_TAINT]
+
+    now = cordon_digest(node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY])
+    assert kube.uncordon("n1", if_digest=now) is True
+    obj = node_obj(server, "n1")
+    assert not obj["spec"].get("unschedulable") and obj["spec"].get("taints", []) == []
 
 
 def test_a_human_cordon_is_never_undone(server: KubeApiServer, kube: KubeClient) -> None:

@@ -48,6 +48,11 @@ SHAPES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
+# Spillway's cordon as a plan's drain writes it: the time, then spillway.act.drain.cordon_reason
+PLAN_DRAIN_WORDS = "drain dn-20261102T110000Z-a1b2: a plan's scale-down"
+PLAN_DRAIN_CORDON = f"2026-11-02T11:00:00Z {PLAN_DRAIN_WORDS}"
+
+
 @dataclass
 class World:
     cluster: str = "ml"
@@ -143,7 +148,7 @@ class World:
         node = self.node(name)
         node["spec"]["unschedulable"] = True
         if by_spillway:
-            node["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = "2026-11-02T11:00:00Z"
+            node["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = PLAN_DRAIN_CORDON
             node["spec"].setdefault("taints", []).append(
                 {"key": "spillway.io/draining", "effect": "NoSchedule"}
             )

@@ -791,20 +791,54 @@ def test_a_compensation_leaves_a_cordon_another_drain_wrote_after_it_read_the_no
     """The compensation read the Node as its drain's own, then a Spot warning's drain cordoned it
     (before the uncordon's patch). The uncordon took the warning's cordon off by name, and new pods
     could land on a node EC2 was reclaiming. It is compare-and-set: taken off only while the words are
-    still the drain's."""
+    still the drain's; and the warning's draining taint with it (before, the compensation lifted the
+    taint first, whoever's cordon then held the node)."""
     planned = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc")
-    untaint = rig.kube.remove_draining_taint
+    read = rig.kube.get_node
+    raced: list[str] = []
 
-    def meanwhile(node: str) -> bool:
-        rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
-        return untaint(node)
+    def meanwhile(name: str) -> Node:
+        node = read(name)
+        if not raced:  # the compensation's read; the warning's drain cordons and taints right after it
+            raced.append(name)
+            rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+        return node
 
-    rig.kube.remove_draining_taint = meanwhile  # type: ignore[method-assign]
+    rig.kube.get_node = meanwhile  # type: ignore[method-assign]
     out = rig.drainer.uncordon(planned)
 
     node = rig.node()
-    assert out["uncordoned"] is False and node["spec"]["unschedulable"] is True
+    assert out["untainted"] is False and out["uncordoned"] is False
+    assert "changed since the compensation read it" in out["note"]  # the drain's cause says so
+    assert node["spec"]["unschedulable"] is True
     assert "spot interruption warning w-1" in node["metadata"]["annotations"]["spillway.io/cordoned"]
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
+
+
+def test_a_compensation_that_finds_its_cordon_gone_leaves_a_taint_a_later_drain_made(rig: Rig) -> None:
+    """A plan reused the node (the drain's cordon and taint came off), so the compensation reads no
+    Spillway cordon and lifts only a stray taint; a Spot warning's drain cordons and taints the node
+    right after that read. The taint removal is guarded too: only from a Node no Spillway cordon holds,
+    so the warning's taint stays with its cordon. (Found by review: the unguarded removal lifted it.)"""
+    planned = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc")
+    assert rig.kube.uncordon(NODE) is True  # the plan's reuse
+    read = rig.kube.get_node
+    raced: list[str] = []
+
+    def meanwhile(name: str) -> Node:
+        node = read(name)
+        if not raced:
+            raced.append(name)
+            rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+        return node
+
+    rig.kube.get_node = meanwhile  # type: ignore[method-assign]
+    out = rig.drainer.uncordon(planned)
+
+    node = rig.node()
+    assert out["untainted"] is False and out["uncordoned"] is False and node["spec"]["unschedulable"] is True
+    assert out["note"].startswith("the node carries no Spillway cordon")
+    assert any(t["key"] == "spillway.io/draining" for t in node["spec"]["taints"])
 
 
 HEALTH_ARN = "arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/abc"
@@ -1398,7 +1432,9 @@ def test_compensation_removes_the_taint_and_spillways_cordon_only(rig: Rig) -> N
 def test_compensation_never_undoes_somebody_elses_cordon(rig: Rig) -> None:
     drain = rig.validated()
     _cordoned_by_somebody(rig)
-    assert rig.drainer.uncordon(drain) == {"untainted": False, "uncordoned": False}
+    out = rig.drainer.uncordon(drain)
+    assert out["untainted"] is False and out["uncordoned"] is False
+    assert out["note"].startswith("the node carries no Spillway cordon")
     assert rig.node()["spec"]["unschedulable"] is True
 
 

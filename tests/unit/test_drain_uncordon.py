@@ -158,6 +158,25 @@ def test_a_make_room_evicts_its_pods_then_uncordons_the_node_and_terminates_noth
     assert [m for m, _ in rig.cloud.calls if m in ("terminate_instance", "complete_lifecycle_action")] == []
 
 
+def test_a_make_room_whose_node_another_drain_took_says_it_left_the_node_cordoned(rig: Rig) -> None:
+    """A Spot warning's drain takes the node over between the make-room's check and its release: the
+    release's compare-and-set leaves the warning's cordon and taint, and the record and the Released
+    Event say the node was left as it is, not that it was uncordoned."""
+    rig.pod("web-0")
+    drain = rig.cordoned(**as_kwargs(make_room("web-0")))
+    rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+
+    state: dict[str, Any] = {"drain": drain.model_dump()}
+    state["released"] = run_action(rig.drainer, {"action": "uncordon", "drain": state["drain"]})
+    out = run_action(rig.drainer, {"action": "record", "outcome": "released", "state": state})
+
+    assert not schedulable(rig) and "spillway.io/draining" in [t["key"] for t in rig.node()["spec"]["taints"]]
+    assert out["uncordoned"] is False and out["untainted"] is False and "another drain" in out["note"]
+    event = rig.api.list("Event")[-1]
+    assert event["reason"] == "SpillwayReleased" and "stays in service" not in event["message"]
+    assert "left the node as it is" in event["message"]
+
+
 def test_a_make_room_whose_pods_cannot_leave_times_out_and_is_compensated_as_any_drain(rig: Rig) -> None:
     rig.pod("web-0")
     drain = rig.cordoned(**as_kwargs(make_room("web-0")))

@@ -37,6 +37,7 @@ from spillway.errors import InputError
 from spillway.local import objects as o
 from spillway.local.cfn import create_tables
 from spillway.local.rig import create_group
+from spillway.model.cluster import cordon_digest
 from spillway.model.k8s import CORDONED_BY_SPILLWAY
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
@@ -117,7 +118,7 @@ def moto_world(module_moto: None) -> World:
 def events(instance: str) -> dict[str, dict[str, Any]]:
     """Each step's input exactly as scale_up.asl.json's Parameters pass it."""
     group = {"group": "gpu", "region": REGION, "from": 1, "to": 2, "grow": True, "new_nodes": 1, "pods": 1,
-             "uncordon": [NODE], "reasons": {NODE: "reused for 1 pending pod"}}  # fmt: skip
+             "uncordon": [NODE], "reasons": {NODE: "reused for 1 pending pod"}, "cordons": {NODE: cordon_digest("2026-11-02T11:00:00Z drain")}}  # fmt: skip
     prep = {"set": True, "count": 1, "owner": "up-20261102T120000000000Z-1a2b3c4d-1-us-east-1-gpu",
             "target": 2, "live_desired": 1, "max_size": 4, "before": [instance],
             "since": "2026-11-02T11:59:55Z", "deadline": "2999-01-01T00:00:00Z", "uncordoned": [NODE],
@@ -158,15 +159,17 @@ def test_each_unbroken_step_input_runs_and_the_rig_sees_what_it_does(moto_world:
 
 # --- breaking one place --------------------------------------------------------------------------
 
-# Keys the state machine may leave out: a plan's reasons (executions started before plans had them),
-# what verify adds to some outcomes only, what a Pass state's outcome does not carry.
+# Keys the state machine may leave out: a plan's reasons and cordons (executions started before plans
+# had them), what verify adds to some outcomes only, what a Pass state's outcome does not carry.
 OPTIONAL = {
     ("group", "reasons"),
+    ("group", "cordons"),
     *(("launch", k) for k in ("reason", "failure", "ready", "wanted")),
     *(("result", k) for k in ("reason", "error", "cause", "backoff_until", "desired", "terminated", "held")),
 }
 # Free text: any string is a reason. Every other string is an identifier, a name or a time.
 TEXT = {"reason", "failure", "cause", "error"}
+NODE_MAPS = ("reasons", "cordons")  # maps of Node names: any entry may be left out
 IDENTIFIER_BREAKS = ["", "\n", " ", "\u00e9", "\u0663", "\u200b"]
 
 
@@ -228,12 +231,12 @@ def broken(draw: st.DrawFn, event: dict[str, Any]) -> tuple[dict[str, Any], tupl
     ways = ["type"]
     if isinstance(parent, dict):
         ways.append("unknown")
-    # a plan's reasons are a map of Node names: any entry may be left out
-    if isinstance(key, str) and kind_of(path) not in OPTIONAL and kind_of(path)[0] != "reasons":
+    # a plan's reasons and cordons are maps of Node names: any entry may be left out
+    if isinstance(key, str) and kind_of(path) not in OPTIONAL and kind_of(path)[0] not in NODE_MAPS:
         ways.append("missing")
     if json_kind(value) == "number":
         ways.append("range")
-    if isinstance(value, str) and key not in TEXT and kind_of(path)[0] not in ("reasons",):
+    if isinstance(value, str) and key not in TEXT and kind_of(path)[0] != "reasons":  # reasons: free text
         ways.append("identifier")
     way = draw(st.sampled_from(ways))
     if way == "type":

@@ -9,6 +9,7 @@ import pytest
 from plan_world import GPU_TOLERATION, NOW, World, kept_reasons, pending_reasons, scale_up
 
 from spillway.local import objects as o
+from spillway.model.cluster import cordon_digest
 from spillway.model.k8s import CORDONED_BY_SPILLWAY
 
 
@@ -568,6 +569,12 @@ def test_a_busy_or_min_size_bound_orphaned_drain_is_restored_by_uncordoning() ->
     why = {u.node: u.reason for u in result.uncordon}
     assert "not drained now (runs 1 workload pod(s)" in why[busy]
     assert "not drained now (group cpu at MinSize 3)" in why[at_min]
+    # each restore names the cordon it restores from: the scale-up takes off that one only
+    seen = {
+        n: cordon_digest(w.node(n)["metadata"]["annotations"]["spillway.io/cordoned"]) for n in (busy, at_min)
+    }
+    assert {u.node: u.cordon for u in result.uncordon} == seen and None not in seen.values()
+    assert result.uncordon[0].to_dict()["cordon"] == seen[result.uncordon[0].node]
 
 
 def test_a_scale_down_disabled_orphan_is_restored_and_a_human_cordon_never_is() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from fakes import FakeCloud, FakeCluster, FakeLedger, FakeSnapshots, FakeWorkflows, unschedulable_at_terminate
-from plan_world import NOW, World
+from plan_world import NOW, PLAN_DRAIN_CORDON, World
 
 from spillway.act.drain import DRAIN_LINE_BYTES, parse_request
 from spillway.act.planning import (
@@ -47,6 +47,7 @@ from spillway.errors import (
 )
 from spillway.local import objects as o
 from spillway.model.act import StoredState
+from spillway.model.cluster import NodeInfo, cordon_digest
 from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
 from spillway.model.nodegroup import NodeGroup
@@ -381,8 +382,38 @@ def test_uncordoning_without_growing_is_a_scale_up_item_that_does_not_grow() -> 
     [request] = rig.executions.requests
     assert request.input["groups"] == [
         {"group": "general", "region": "us-east-1", "from": 2, "to": 2, "grow": False, "new_nodes": 0,
-         "pods": 0, "uncordon": [nodes[0]], "reasons": {nodes[0]: UNCORDON_REASON}},
+         "pods": 0, "uncordon": [nodes[0]], "reasons": {nodes[0]: UNCORDON_REASON},
+         "cordons": {nodes[0]: cordon_digest(PLAN_DRAIN_CORDON)}},
     ]  # fmt: skip
+
+
+def test_a_snapshot_written_before_cordon_digests_were_kept_uncordons_as_before() -> None:
+    """Which cordon the plan saw survives the snapshot (key ``scd``). A snapshot without it (observe
+    older than the plan) gives the plan none to pass on: its scale-up entry has no ``cordons`` (a scale
+    function older than the key would refuse one) and prepare takes off whichever Spillway cordon it
+    finds, as before."""
+    w = World()
+    nodes = w.group("general", "m5.2xlarge", nodes=2)
+    w.cordon(nodes[0], by_spillway=True)
+    w.pods("busy", 1, cpu="7", memory="20Gi", node_name=nodes[1], owner=("ReplicaSet", "busy"))
+    w.pods("job", 2, cpu="2", memory="4Gi")
+    snapshot = snapshot_of(w)
+    [info] = [n for n in snapshot.cluster.nodes if n.name == nodes[0]]
+    assert (
+        info.cordon_digest == cordon_digest(PLAN_DRAIN_CORDON) and NodeInfo.from_dict(info.to_dict()) == info
+    )
+    before = [
+        NodeInfo.from_dict({k: v for k, v in n.to_dict().items() if k != "scd"})
+        for n in snapshot.cluster.nodes
+    ]
+    older = replace(snapshot, cluster=replace(snapshot.cluster, nodes=tuple(before)))
+    rig = Rig()
+
+    rig.run(rig.snapshots.add(older))
+
+    [request] = rig.executions.requests
+    [group] = request.input["groups"]
+    assert group["uncordon"] == [nodes[0]] and "cordons" not in group
 
 
 def test_a_plan_that_drains_without_a_scale_down_machine_fails_before_committing() -> None:
@@ -523,6 +554,68 @@ def test_prepare_uncordons_the_planned_nodes_and_refuses_a_target_above_max_size
     node = kube.get_node(name)
     assert not node.spec.unschedulable and node.spec.taints == []  # uncordoned before the refusal
     assert kube.events == [f"SpillwayUncordoned {name}"] and writes(cloud) == []
+
+
+def test_prepare_takes_off_only_the_cordon_the_plan_saw() -> None:
+    """The plan reused a node its own scale-down was draining; before prepare ran, a Spot warning's
+    drain took the node over (its cordon and taint). Prepare uncordoned it by name, and the warning's
+    drain then found the node no longer its own and stopped: pods kept landing on an instance EC2 was
+    reclaiming. The uncordon is compare-and-set on the words the plan saw: the warning's cordon and
+    taint stay, and no Event says the node was uncordoned; a node still carrying what the plan saw is
+    uncordoned and untainted."""
+    taken, reused = "ip-10-0-0-1.ec2.internal", "ip-10-0-0-2.ec2.internal"
+    warning = "2026-11-02T11:59:10Z held drain spot-i-0ab0-w1: spot interruption warning w-1"
+    kube = FakeCluster([
+        o.node(name, instance=f"i-0ab{i}", unschedulable=True, annotations={CORDONED_BY_SPILLWAY: value},
+               taints=[{"key": DRAINING_TAINT, "effect": "NoSchedule"}])
+        for i, (name, value) in enumerate(((taken, warning), (reused, PLAN_DRAIN_CORDON)))
+    ])  # fmt: skip
+    seen = cordon_digest(PLAN_DRAIN_CORDON)  # the plan saw its own drain's cordon on both
+    group = {**GROUP, "grow": False, "to": 1, "uncordon": [taken, reused],
+             "reasons": {taken: UNCORDON_REASON, reused: UNCORDON_REASON},
+             "cordons": {taken: seen, reused: seen}}  # fmt: skip
+
+    prep = steps(gpu_cloud(1), kube).prepare({"plan_id": "ml-p1", "group": group})
+
+    assert prep["uncordoned"] == [reused] and kube.events == [f"SpillwayUncordoned {reused}"]
+    held = kube.get_node(taken)
+    assert held.spec.unschedulable and [t.key for t in held.spec.taints] == [DRAINING_TAINT]
+    assert held.metadata.annotations[CORDONED_BY_SPILLWAY] == warning
+    free = kube.get_node(reused)
+    assert not free.spec.unschedulable and free.spec.taints == []
+    assert CORDONED_BY_SPILLWAY not in free.metadata.annotations
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        # cut at 256 characters on a space, as cordon() cuts a long plan reason: the words compared by
+        # reason would lose the trailing space to strip(), and never match their own annotation
+        ("2026-11-02T11:00:00Z drain dn-p1: ".ljust(255, "x") + " and more")[:256],
+        "2026-11-02T11:00:00Z drain dn-p1: " + "z" * 400,  # longer than Spillway writes (by hand)
+        "drain",  # written before cordons had a time
+    ],
+)
+def test_prepare_uncordons_the_cordon_the_plan_saw_whatever_its_value(value: str) -> None:
+    """Which cordon the plan saw goes through the snapshot and the execution input as a digest of the
+    whole value, so prepare recognises it however it was cut or written; a value over 256 characters
+    no longer makes the step input refuse the group."""
+    name = "ip-10-0-0-1.ec2.internal"
+    kube = FakeCluster([o.node(name, instance="i-0ab1", unschedulable=True,
+                               annotations={CORDONED_BY_SPILLWAY: value},
+                               taints=[{"key": DRAINING_TAINT, "effect": "NoSchedule"}])])  # fmt: skip
+    seen = NodeInfo.from_dict(NodeInfo.from_node(kube.get_node(name)).to_dict()).cordon_digest
+    assert seen is not None
+    group = {**GROUP, "grow": False, "to": 1, "uncordon": [name], "reasons": {name: UNCORDON_REASON},
+             "cordons": {name: seen}}  # fmt: skip
+
+    prep = steps(gpu_cloud(1), kube).run(  # as the state machine sends it: validated first
+        {"action": "prepare", "cluster": "ml", "plan_id": "ml-p1", "round": 1, "launch_timeout_seconds": 600,
+         "group": {**group, "new_nodes": 0, "pods": 0}}
+    )  # fmt: skip
+
+    assert prep["uncordoned"] == [name]
+    assert not kube.get_node(name).spec.unschedulable and kube.get_node(name).spec.taints == []
 
 
 class EventsCluster(FakeCluster):

@@ -1638,7 +1638,8 @@ class Drainer:
     # uncordon (compensation) -------------------------------------------------------------------
 
     def uncordon(self, drain: Drain, *, after_terminate: bool = False) -> dict[str, Any]:
-        """Undo the drain's marks: the draining taint first, then Spillway's cordon (never another's).
+        """Undo the drain's marks, Spillway's cordon and the draining taint, in one compare-and-set patch
+        (never another drain's, nor another's cordon).
 
         ``after_terminate`` (the terminate step failed): first ask Auto Scaling whether the instance is
         gone anyway (the call terminated it, then timed out or was throttled on a retry); then nothing is
@@ -1664,10 +1665,17 @@ class Drainer:
             }
         if drain.leaving and drain.force:
             return _keep_leaving(drain)
-        untainted = self.kube.remove_draining_taint(drain.node)
-        # compare-and-set: a drain that took the node over since the read keeps its cordon
-        uncordoned = self.kube.uncordon(drain.node, if_reason=cordon_reason(drain))
-        return {"untainted": untainted, "uncordoned": uncordoned}
+        if holder is None:  # no Spillway annotation (somebody else's cordon, or deleted): only the taint
+            return {
+                "untainted": self.kube.remove_draining_taint(drain.node),
+                "uncordoned": False,
+                "note": _NOT_OURS,
+            }
+        # compare-and-set, the cordon and the taint in one patch: a drain that took the node over since
+        # the read keeps both
+        if not self.kube.uncordon(drain.node, if_reason=cordon_reason(drain)):
+            return {"untainted": False, "uncordoned": False, "note": _CORDON_CHANGED}
+        return {"untainted": any(t.key == DRAINING_TAINT for t in node.spec.taints), "uncordoned": True}
 
     def _release(self, drain: Drain) -> dict[str, Any]:
         """A lifecycle drain that failed: the group terminates the instance whatever the drain says
@@ -1853,6 +1861,18 @@ class Drainer:
         return ""
 
 
+# the compensation found no Spillway cordon on the node (a stray draining taint is lifted, nothing else)
+_NOT_OURS = (
+    "the node carries no Spillway cordon (somebody uncordoned it, or cordoned it themselves): left as it "
+    "is, its remaining pods running"
+)
+# the compensation's uncordon found another cordon than the one it read (compare-and-set)
+_CORDON_CHANGED = (
+    "Spillway's cordon on the node changed since the compensation read it (another drain took it over, "
+    "or it was taken off): left as it is"
+)
+
+
 def _keep_leaving(drain: Drain) -> dict[str, Any]:
     """The compensation of a forced drain of a leaving instance (a Spot warning's, a scheduled change's
     within a day): EC2 takes the instance whatever the drain did, so the cordon and the draining taint
@@ -1978,10 +1998,14 @@ def _event_for(outcome: str, summary: Mapping[str, Any]) -> tuple[str, str, str]
             "Normal",
         )
     if outcome == "released":
+        undone = (
+            "then uncordoned the node and lifted its draining taint; it stays in service for pending pods"
+            if summary.get("uncordoned")
+            else f"then left the node as it is ({summary.get('note') or 'Spillway no longer held it'})"
+        )
         return (
             "SpillwayReleased",
-            f"Released ({summary.get('reason')}): evicted {evicted} pod(s), then uncordoned the node and "
-            "lifted its draining taint; it stays in service for pending pods",
+            f"Released ({summary.get('reason')}): evicted {evicted} pod(s), {undone}",
             "Normal",
         )
     reason = {"timeout": "SpillwayDrainTimeout", "cancelled": "SpillwayDrainCancelled"}.get(

@@ -201,7 +201,8 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
 
     ``to`` is the absolute desired capacity (setting it twice is harmless); ``grow`` is False for a
     group whose nodes are only uncordoned; ``reasons`` is the plan's reason per uncordoned node (the
-    Event ``prepare`` posts says it: reused for pending pods, or an orphaned drain restored). Pod names
+    Event ``prepare`` posts says it: reused for pending pods, or an orphaned drain restored);
+    ``cordons`` which cordon the plan saw on each (``prepare`` takes off that one only). Pod names
     stay in the plan record: the execution input must stay far below Step Functions' 256 KB.
 
     The nodes of gangs launched atomically (:func:`atomic_gangs`) are not in ``to``: their gang-launch
@@ -244,6 +245,8 @@ def scale_up_groups(plan: ScalingPlan, groups: Sequence[NodeGroup]) -> list[dict
             }
         entry["uncordon"].append(u.node)
         entry["reasons"][u.node] = u.reason
+        if u.cordon is not None:  # only then: a scale function older than the key refuses it
+            entry.setdefault("cordons", {})[u.node] = u.cordon
     return [items[name] for name in items]
 
 

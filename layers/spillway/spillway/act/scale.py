@@ -2,8 +2,10 @@
 
 The state machine maps over the plan's groups; for each group it calls, in order:
 
-``prepare``      uncordon the planned nodes (and lift Spillway's draining taint; the Event on each says
-                 the plan's reason: reused for pending pods, or an orphaned drain restored); read the live group;
+``prepare``      uncordon the planned nodes and lift Spillway's draining taint, in one patch and only
+                 while the node still carries the cordon the plan saw (``cordons``: a drain that took
+                 it over since keeps it); the Event on each says the plan's reason: reused for pending
+                 pods, or an orphaned drain restored; read the live group;
                  refuse a raise of ``to - from`` above MaxSize, or of a group whose Launch process is
                  suspended (nothing would launch: :func:`~spillway.model.nodegroup.launch_refusal`), with
                  :class:`AsgLimitExceeded` (the state machine's ``Refused``, then a re-plan on the live
@@ -54,6 +56,7 @@ add theirs (the planner sees a raise only in a later snapshot). Errors are our n
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -102,6 +105,8 @@ from spillway.model.stepinput import step_input
 from spillway.planner import ScalingPlan
 from spillway.planner import plan as run_planner
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger, Snapshots
+
+log = logging.getLogger(__name__)
 
 Metric = Callable[[str, float], None]
 
@@ -156,22 +161,7 @@ class ScaleSteps:
         name, region = str(group["group"]), str(group["region"])
         to, grow = int(group["to"]), bool(group.get("grow", True))
         timeout = float(event.get("launch_timeout_seconds", self.settings.launch_timeout_seconds))
-        uncordoned, gone = [], []
-        for node in group.get("uncordon", []):
-            try:
-                changed = self.kube.uncordon(node)
-                self.kube.remove_draining_taint(node)
-            except NodeNotFound:
-                gone.append(node)
-                continue
-            if changed:
-                uncordoned.append(node)
-                self.kube.record_event(
-                    "Node", node, None, "SpillwayUncordoned",
-                    f"uncordoned by Spillway plan {event.get('plan_id', '?')}: {_uncordon_reason(group, node)}",
-                )  # fmt: skip
-        if uncordoned:
-            self.metric("Uncordoned", len(uncordoned))
+        uncordoned, gone = self._uncordon_planned(event, group)
         asg = self.aws.describe_group(region, name)
         count = max(0, to - int(group.get("from", to))) if grow else 0
         if count and launch_refusal(asg):  # raised, it would count as launching and launch nothing
@@ -199,6 +189,39 @@ class ScaleSteps:
             "uncordoned": uncordoned,
             "gone": gone,
         }
+
+    def _uncordon_planned(
+        self, event: Mapping[str, Any], group: Mapping[str, Any]
+    ) -> tuple[list[str], list[str]]:
+        """Uncordon the nodes the plan reuses or restores (Spillway's cordon and draining taint, one
+        patch), each only while it carries the cordon the plan saw (``cordons``, compare-and-set): one
+        that took the node over since, a Spot warning's or a person's drain, stays, and so does a node
+        somebody uncordoned meanwhile; the pods the plan gave it wait for the next plan. The nodes
+        uncordoned, and those gone."""
+        uncordoned, gone = [], []
+        plan_id = event.get("plan_id", "?")
+        cordons = group.get("cordons", {})
+        for node in group.get("uncordon", []):
+            try:
+                changed = self.kube.uncordon(node, if_digest=cordons.get(node))
+            except NodeNotFound:
+                gone.append(node)
+                continue
+            if not changed:
+                log.info(
+                    "scale-up %s: %s left as it is: Spillway's cordon on it is not the one the plan saw",
+                    plan_id,
+                    node,
+                )
+                continue
+            uncordoned.append(node)
+            self.kube.record_event(
+                "Node", node, None, "SpillwayUncordoned",
+                f"uncordoned by Spillway plan {plan_id}: {_uncordon_reason(group, node)}",
+            )  # fmt: skip
+        if uncordoned:
+            self.metric("Uncordoned", len(uncordoned))
+        return uncordoned, gone
 
     # --- set_desired (groups outside the state machine's region) ---------------------------------
 

@@ -134,7 +134,7 @@ from spillway.errors import (
     PodNotFound,
     SpillwayError,
 )
-from spillway.model.cluster import cordoned_for
+from spillway.model.cluster import cordon_digest, cordoned_for
 from spillway.model.k8s import (
     AUTOSCALING_GROUP,
     BATCH_GROUP,
@@ -1066,13 +1066,19 @@ class KubeClient:
 
         return self._modify_node(op, name, change)
 
-    def uncordon(self, node: str | Node, *, if_reason: str | None = None) -> bool:
-        """Undo Spillway's cordon: clear ``unschedulable`` and the annotation in one patch.
+    def uncordon(
+        self, node: str | Node, *, if_reason: str | None = None, if_digest: str | None = None
+    ) -> bool:
+        """Undo Spillway's hold on the node: clear ``unschedulable``, the annotation and the draining
+        taint (``spillway.io/draining``) in one patch, guarded by the resourceVersion read, so the
+        cordon and the taint go together or not at all.
 
         Returns False, touching nothing, when the node does not carry Spillway's annotation (never
         cordoned, or cordoned by somebody else), or, given ``if_reason``, when the annotation is not
-        the one written for that reason (another of Spillway's cordons took the node over: a drain's).
-        ``NodeNotFound`` when the node is gone.
+        the one written for that reason (another of Spillway's cordons took the node over: a drain's,
+        whose taint stays with its cordon), or, given ``if_digest``, when it is not the cordon whose
+        :func:`~spillway.model.cluster.cordon_digest` that is (the one a plan saw: any cordon written
+        since has another). ``NodeNotFound`` when the node is gone.
         """
         name = _name_of(node)
         op = f"uncordon node {name}"
@@ -1081,10 +1087,14 @@ class KubeClient:
             ours = _annotations(obj).get(CORDONED_BY_SPILLWAY)
             if ours is None or (if_reason is not None and not cordoned_for(ours, if_reason)):
                 return False
-            return {
-                "metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}},
-                "spec": {"unschedulable": False},
-            }
+            if if_digest is not None and cordon_digest(ours) != if_digest:
+                return False
+            spec: dict[str, Any] = {"unschedulable": False}
+            taints = [t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)]
+            kept = [t for t in taints if t.get("key") != DRAINING_TAINT]
+            if len(kept) != len(taints):
+                spec["taints"] = kept
+            return {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: None}}, "spec": spec}
 
         return self._modify_node(op, name, change)
 
@@ -1114,15 +1124,20 @@ class KubeClient:
         return self._update_taints(f"add draining taint to node {_name_of(node)}", _name_of(node), add)
 
     def remove_draining_taint(self, node: str | Node) -> bool:
-        """Remove ``spillway.io/draining``; False when it was not there. Other taints are kept."""
+        """Remove ``spillway.io/draining`` from a Node that no Spillway cordon holds (a taint whose cordon
+        is gone, taken off by a person), in one patch guarded by the resourceVersion read; False when it
+        was not there, or when a Spillway cordon holds the Node: the taint is that cordon's, and its
+        holder lifts both with :meth:`uncordon`. Other taints are kept."""
+        name = _name_of(node)
 
-        def remove(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        def change(obj: dict[str, Any]) -> dict[str, Any] | bool:
+            if CORDONED_BY_SPILLWAY in _annotations(obj):
+                return False
+            taints = [t for t in (_spec(obj).get("taints") or []) if isinstance(t, dict)]
             kept = [t for t in taints if t.get("key") != DRAINING_TAINT]
-            return None if len(kept) == len(taints) else kept
+            return False if len(kept) == len(taints) else {"spec": {"taints": kept}}
 
-        return self._update_taints(
-            f"remove draining taint from node {_name_of(node)}", _name_of(node), remove
-        )
+        return self._modify_node(f"remove draining taint from node {name}", name, change)
 
     def set_candidate_taint(self, node: str, present: bool) -> bool:
         """Add (``present``) or remove ``spillway.io/scale-down-candidate:PreferNoSchedule``; False when

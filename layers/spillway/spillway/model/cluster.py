@@ -7,6 +7,7 @@ round-trips through plain JSON-able dicts (:meth:`ClusterSnapshot.to_dict` / ``f
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -654,6 +655,17 @@ def cordon_give_back(value: str | None) -> bool:
     return len(parts) > 1 and parts[1].startswith(tuple(f"{kind} " for kind in GIVE_BACKS))
 
 
+def cordon_digest(value: str | None) -> str | None:
+    """Which cordon of Spillway's this is: the first 16 hex digits of the SHA-256 of the whole
+    annotation value, time and words as written (None without one). A plan passes it on with a node it
+    uncordons, and the uncordon takes off that cordon and no other (compare-and-set). Every cordon
+    writes its time, so one that takes the node over later has another value. Short and exact, however
+    long the value or wherever it was cut."""
+    if value is None:
+        return None
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
 def cordoned_for(value: str | None, reason: str) -> bool:
     """Whether Spillway's cordon annotation ``value`` (``<time> <reason>``, cut at 256 characters as
     :meth:`spillway.adapters.kube.KubeClient.cordon` writes it) was written for ``reason``, whenever."""
@@ -687,6 +699,10 @@ class NodeInfo:
     cordoned_at: datetime | None = None
     cordon_held: bool = False  # Spillway's cordon is a drain no plan started (HELD_DRAIN): not reused
     cordon_give_back: bool = False  # Spillway's cordon is a give-back's (GIVE_BACKS): see giving_back
+    # Which of Spillway's cordons holds it (cordon_digest): a plan that uncordons the node passes it on,
+    # and the uncordon takes off that cordon only (compare-and-set). None without Spillway's cordon, or
+    # in a snapshot written before it was kept: the uncordon then takes off whichever it finds, as before
+    cordon_digest: str | None = None
     deleting: bool = False  # metadata.deletionTimestamp is set: somebody is deleting the Node
     do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt=true on the Node: none of its pods move
     # status.capacity: what CapacityQuotas and cluster-autoscaler's cores and memory totals count; a
@@ -719,6 +735,7 @@ class NodeInfo:
             cordoned_at=cordon_time(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             cordon_held=cordon_held(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             cordon_give_back=cordon_give_back(meta.annotations.get(CORDONED_BY_SPILLWAY)),
+            cordon_digest=cordon_digest(meta.annotations.get(CORDONED_BY_SPILLWAY)),
             deleting=meta.deletion_timestamp is not None,
             do_not_disrupt=flag(meta.annotations.get(DO_NOT_DISRUPT)),
             capacity=parse_resource_list(node.status.capacity),
@@ -762,6 +779,7 @@ class NodeInfo:
             cordoned_at=parse_time(d.get("sca")),
             cordon_held=bool(d.get("sch")),
             cordon_give_back=bool(d.get("sgb")),
+            cordon_digest=d.get("scd"),
             deleting=bool(d.get("del")),
             do_not_disrupt=bool(d.get("dnd")),
             capacity=dict(d.get("ca", {})),
@@ -784,6 +802,7 @@ _NODE_SHORT_KEYS: tuple[tuple[str, Callable[[NodeInfo], Any]], ...] = (
     ("sca", lambda n: format_time(n.cordoned_at)),
     ("sch", lambda n: _one_if(n.cordon_held)),
     ("sgb", lambda n: _one_if(n.cordon_give_back)),
+    ("scd", lambda n: n.cordon_digest),
     ("del", lambda n: _one_if(n.deleting)),
     ("dnd", lambda n: _one_if(n.do_not_disrupt)),
 )

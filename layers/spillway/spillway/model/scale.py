@@ -52,6 +52,8 @@ Round = Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Time = Annotated[str, Field(max_length=40, pattern=RFC3339_PATTERN)]
 Text = Annotated[str, Field(max_length=32_768)]  # a Catch's Cause: at most 32,768 characters
+# which of Spillway's cordons a plan saw on a node (spillway.model.cluster.cordon_digest)
+CordonDigest = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
 
 _CLOSED = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
 
@@ -77,6 +79,9 @@ class ScaleGroup(BaseModel):
     uncordon: list[NodeName] = Field(max_length=MAX_NAMES)
     # absent in an execution started before plans carried reasons
     reasons: dict[NodeName, Text] = Field(default_factory=dict, max_length=MAX_NAMES)
+    # which of Spillway's cordons the plan saw on each node it uncordons (NodeInfo.cordon_digest); a
+    # node without an entry (a plan from a snapshot that did not keep it) is uncordoned as before
+    cordons: dict[NodeName, CordonDigest] = Field(default_factory=dict, max_length=MAX_NAMES)
 
     @field_validator("to")
     @classmethod

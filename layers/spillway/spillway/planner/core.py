@@ -106,7 +106,10 @@ def plan(
     since = {n: s.idle_since for n, s in idle_state.items()} | {
         n: s.since for n, s in scale_down.underutilized.items()
     }
-    uncordon = [Uncordon(node, group, UNCORDON_REASON) for node, group in ctx.uncordoned.items()]
+    uncordon = [
+        Uncordon(node, group, UNCORDON_REASON, ctx.nodes[node].info.cordon_digest)
+        for node, group in ctx.uncordoned.items()
+    ]
     uncordon = sorted([*uncordon, *scale_down.restored], key=lambda u: u.node)  # + orphaned drains
     return ScalingPlan(
         scale_up=tuple(scale_up),

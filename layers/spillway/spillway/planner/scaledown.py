@@ -326,7 +326,7 @@ class ScaleDownStage:
             f"{codes.ORPHANED_DRAIN_RESTORED}: {self._orphan_age(node)}; it is not drained now ({why}), "
             "so it is uncordoned and its draining taint lifted"
         )
-        self.restored.append(Uncordon(node.info.name, node.group.name, reason))
+        self.restored.append(Uncordon(node.info.name, node.group.name, reason, node.info.cordon_digest))
         self.kept.append(KeptNode(node.info.name, reason, codes.ORPHANED_DRAIN_RESTORED))
 
     def _orphans(self) -> set[str]:

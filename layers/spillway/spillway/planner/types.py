@@ -110,12 +110,20 @@ class ScaleUp:
 
 @dataclass(frozen=True, slots=True)
 class Uncordon:
+    """Take Spillway's cordon (and draining taint) off ``node``; ``cordon``: which cordon the plan saw
+    there (:attr:`NodeInfo.cordon_digest`), so the scale-up's uncordon takes off that cordon and no other
+    one that took the node over since (a Spot warning's drain); None when the snapshot did not keep it."""
+
     node: str
     group: str
     reason: str
+    cordon: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "group": self.group, "reason": self.reason}
+        out = {"node": self.node, "group": self.group, "reason": self.reason}
+        if self.cordon is not None:
+            out["cordon"] = self.cordon
+        return out
 
 
 @dataclass(frozen=True, slots=True)
