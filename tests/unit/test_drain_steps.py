@@ -787,6 +787,22 @@ def test_the_latest_drain_holds_the_node_and_a_drain_undoes_only_its_own_cordon(
     assert rig.drainer.uncordon(warned)["uncordoned"] is False and rig.node()["spec"]["unschedulable"] is True
 
 
+def _warning_right_after_the_next_read(rig: Rig) -> None:
+    """A Spot warning's drain cordons and taints the node right after the next read of it (the
+    compensation's), before anything the compensation patches."""
+    read = rig.kube.get_node
+    raced: list[str] = []
+
+    def meanwhile(name: str) -> Node:
+        node = read(name)
+        if not raced:
+            raced.append(name)
+            rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
+        return node
+
+    rig.kube.get_node = meanwhile  # type: ignore[method-assign]
+
+
 def test_a_compensation_leaves_a_cordon_another_drain_wrote_after_it_read_the_node(rig: Rig) -> None:
     """The compensation read the Node as its drain's own, then a Spot warning's drain cordoned it
     (before the uncordon's patch). The uncordon took the warning's cordon off by name, and new pods
@@ -794,17 +810,7 @@ def test_a_compensation_leaves_a_cordon_another_drain_wrote_after_it_read_the_no
     still the drain's; and the warning's draining taint with it (before, the compensation lifted the
     taint first, whoever's cordon then held the node)."""
     planned = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc")
-    read = rig.kube.get_node
-    raced: list[str] = []
-
-    def meanwhile(name: str) -> Node:
-        node = read(name)
-        if not raced:  # the compensation's read; the warning's drain cordons and taints right after it
-            raced.append(name)
-            rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
-        return node
-
-    rig.kube.get_node = meanwhile  # type: ignore[method-assign]
+    _warning_right_after_the_next_read(rig)
     out = rig.drainer.uncordon(planned)
 
     node = rig.node()
@@ -822,17 +828,7 @@ def test_a_compensation_that_finds_its_cordon_gone_leaves_a_taint_a_later_drain_
     so the warning's taint stays with its cordon. (Found by review: the unguarded removal lifted it.)"""
     planned = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc")
     assert rig.kube.uncordon(NODE) is True  # the plan's reuse
-    read = rig.kube.get_node
-    raced: list[str] = []
-
-    def meanwhile(name: str) -> Node:
-        node = read(name)
-        if not raced:
-            raced.append(name)
-            rig.cordoned(reason="spot interruption warning w-1", leaving=True, force=True)
-        return node
-
-    rig.kube.get_node = meanwhile  # type: ignore[method-assign]
+    _warning_right_after_the_next_read(rig)
     out = rig.drainer.uncordon(planned)
 
     node = rig.node()
