@@ -308,6 +308,8 @@ class FakeCluster(Recorder):
             return cordoned_for(annotations.get(CORDONED_BY_SPILLWAY), reason)  # its own, or left
         if obj["spec"].get("unschedulable") and CORDONED_BY_SPILLWAY not in annotations:
             return False  # somebody else's cordon
+        if obj["spec"].get("unschedulable") and cordoned_for(annotations[CORDONED_BY_SPILLWAY], reason):
+            return True  # as the real one: a retry keeps the first value, time included
         obj["spec"]["unschedulable"] = True
         # as the real one: the time, then the latest drain's words
         stamp = self.clock().astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

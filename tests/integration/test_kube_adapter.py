@@ -491,16 +491,20 @@ def test_an_uncordon_for_a_digest_takes_off_only_the_cordon_the_plan_saw(
     server: KubeApiServer, kube: KubeClient
 ) -> None:
     """The scale-up's uncordon names the cordon its plan saw by digest (the whole value, time
-    included): another drain's cordon, or the same words written again later, is another cordon and
-    stays with its taint; the one seen comes off with its taint."""
+    included): the same words written at another time (by an older build, which stamped every retry)
+    are another cordon and stay with their taint; the one seen comes off with its taint. A retried
+    cordon of the same words keeps its first value, so a plan that saw it still names it."""
     add_node(server, "n1")
     assert kube.cordon("n1", "drain dn-p1: idle") is True and kube.add_draining_taint("n1") is True
-    seen = cordon_digest(node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY])
     before = node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY]
+    seen = cordon_digest(before)
 
-    kube._clock = lambda: dt.datetime(2031, 1, 1, tzinfo=dt.UTC)  # a later second: the words re-stamped
-    assert kube.cordon("n1", "drain dn-p1: idle") is True
-    assert node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY] != before
+    kube._clock = lambda: dt.datetime(2031, 1, 1, tzinfo=dt.UTC)  # a later second
+    assert kube.cordon("n1", "drain dn-p1: idle") is True  # a retry: its first value stays
+    assert node_obj(server, "n1")["metadata"]["annotations"][CORDONED_BY_SPILLWAY] == before
+    restamped = node_obj(server, "n1")
+    restamped["metadata"]["annotations"][CORDONED_BY_SPILLWAY] = "2031-01-01T00:00:00Z drain dn-p1: idle"
+    server.update("Node", restamped)
     assert kube.uncordon("n1", if_digest=seen) is False
     assert node_obj(server, "n1")["spec"]["unschedulable"] is True
     assert [t["key"] for t in node_obj(server, "n1")["spec"]["taints"]] == [DRAINING_TAINT]

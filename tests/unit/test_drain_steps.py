@@ -787,6 +787,21 @@ def test_the_latest_drain_holds_the_node_and_a_drain_undoes_only_its_own_cordon(
     assert rig.drainer.uncordon(warned)["uncordoned"] is False and rig.node()["spec"]["unschedulable"] is True
 
 
+def test_a_retried_cordon_step_keeps_the_cordon_a_plan_saw(rig: Rig) -> None:
+    """Step Functions retries the Cordon step (its Lambda answer lost) a few seconds later. The retry
+    writes nothing: the cordon keeps its first time, so a plan that saw it between the two tries still
+    names it (its digest) and may reuse the node; before, the retry re-stamped it, and that plan's
+    scale-up left the node cordoned."""
+    rig.kube._clock = rig.clock  # the cordon's time is the test's
+    drain = rig.cordoned(reason="idle 12 min", plan_id="20261102T100000Z-abc")
+    seen = NodeInfo.from_node(Node.model_validate(rig.node())).cordon_digest
+    rig.clock.advance(7)
+
+    assert rig.drainer.cordon(drain)["cordoned"] is True
+    assert NodeInfo.from_node(Node.model_validate(rig.node())).cordon_digest == seen
+    assert rig.kube.uncordon(NODE, if_digest=seen) is True
+
+
 def _warning_right_after_the_next_read(rig: Rig) -> None:
     """A Spot warning's drain cordons and taints the node right after the next read of it (the
     compensation's), before anything the compensation patches."""

@@ -1037,8 +1037,10 @@ class KubeClient:
         Returns True when the node is (now) cordoned by Spillway; False when somebody else had
         already cordoned it: then it is left as it is, unannotated, so :meth:`uncordon` never undoes a
         human's cordon. The annotation's value is ``<UTC ISO time> <reason>``: it names what holds the
-        node, so a node Spillway cordoned already gets the new value (a drain takes over the node from
-        an earlier one; see :mod:`spillway.act.drain`).
+        node, so a node Spillway cordoned already for another reason gets the new value (a drain takes
+        over the node from an earlier one; see :mod:`spillway.act.drain`); one cordoned for this reason
+        already (a retried step) keeps its value, time included: the time says since when the cordon
+        holds, and a plan that saw it names it by it (:func:`~spillway.model.cluster.cordon_digest`).
 
         ``only_if_schedulable`` (a give-back's cordon, :mod:`spillway.act.instances`): the cordon is
         written only on a node schedulable as the patch finds it (the read and the patch are one
@@ -1058,7 +1060,9 @@ class KubeClient:
                     return cordoned_for(ours, reason)
                 if ours is None:
                     return False  # somebody else's cordon
-                return True if ours == value else {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}}}
+                if cordoned_for(ours, reason):  # this reason's already (a retry): its first time stays
+                    return True
+                return {"metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}}}
             return {
                 "metadata": {"annotations": {CORDONED_BY_SPILLWAY: value}},
                 "spec": {"unschedulable": True},
