@@ -20,6 +20,7 @@ from spillway.model.k8s import Node
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.shared import QuotaInfo
 from spillway.observe import quota_usage
+from spillway.planner.limits import ZoneKeys, zone_keys
 
 MIB = 2**20 * 1000  # the planner's milli-units
 GIB = 1024 * MIB
@@ -290,3 +291,120 @@ def test_a_type_quota_counts_the_new_nodes_of_a_mixed_group_that_may_launch_that
     [group] = [g for g in groups if g.name == "mixed"]
     assert group.template is not None and "node.kubernetes.io/instance-type" not in group.template.labels
     assert scale_up(w.plan())["mixed"][:2] == (0, 1)
+
+
+# --- the zone keys a new node registers with beside the topology key -----------------------------------
+
+EBS_ZONE = "topology.ebs.csi.aws.com/zone"  # the EBS CSI driver's topology key, a Node label once it runs
+ZONE_ID = "topology.k8s.aws/zone-id"  # AWS's zone id, the same zone in every account (us-east-1a's varies)
+
+
+def zone_keyed_world(match: dict[str, str], node_labels: dict[str, str], nodes_cap: int = 2) -> World:
+    """The two-zone world, with the us-east-1a node carrying ``node_labels`` and a CapacityQuota of
+    ``nodes_cap`` nodes on ``match``; three pods that each need a node of their own."""
+    w = World()
+    [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+    w.node(node)["metadata"]["labels"].update(node_labels)
+    w.group("east-ab", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    w.capacity_quota("zone-cap", {"nodes": str(nodes_cap)}, match_labels=match)
+    w.pods("p", 3, **WHOLE)
+    return w
+
+
+def test_a_quota_on_the_ebs_zone_key_counts_the_new_nodes_that_may_land_in_that_zone() -> None:
+    """A quota may select nodes by the zone key of the EBS CSI driver, the key PersistentVolumes name:
+    the kubelet labels every Node its driver runs on with it. A new node's label sets had only the
+    topology key and its beta twin, so such a quota never counted a node Spillway launched: two went into
+    a quota with room for one more."""
+    w = zone_keyed_world({EBS_ZONE: "us-east-1a"}, {EBS_ZONE: "us-east-1a"})
+
+    result = w.plan()
+
+    assert scale_up(result)["east-ab"][:2] == (0, 1)
+    assert "CapacityQuota zone-cap limit nodes=2 reached" in " ".join(pending_reasons(result).values())
+
+
+def test_a_quota_on_the_zone_id_counts_new_nodes_in_the_zone_the_nodes_show_it_names() -> None:
+    """``topology.k8s.aws/zone-id`` names a zone the same way in every account, so a quota may select
+    it. The registered nodes say which zone name it is here: us-east-1a is use1-az4."""
+    w = zone_keyed_world({ZONE_ID: "use1-az4"}, {ZONE_ID: "use1-az4"})
+
+    assert scale_up(w.plan())["east-ab"][:2] == (0, 1)
+
+
+def test_a_zone_id_no_node_shows_may_be_the_quotas() -> None:
+    """us-east-1b's id is not known (no node there yet): a new node there may be in the quota's zone,
+    and a ceiling must hold wherever Auto Scaling puts the node, so it counts."""
+    w = zone_keyed_world({ZONE_ID: "use1-az6"}, {ZONE_ID: "use1-az4"}, nodes_cap=1)
+
+    result = w.plan()
+
+    assert scale_up(result)["east-ab"][:2] == (0, 1)
+    assert "CapacityQuota zone-cap limit nodes=1 reached" in " ".join(pending_reasons(result).values())
+
+
+def test_a_zone_id_quota_leaves_alone_a_group_whose_zones_the_nodes_show_are_others() -> None:
+    w = zone_keyed_world({ZONE_ID: "use1-az6"}, {ZONE_ID: "use1-az4"}, nodes_cap=1)
+    [other] = w.group("east-b", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1b"])
+    w.node(other)["metadata"]["labels"].update({ZONE: "us-east-1b", ZONE_ID: "use1-az1"})
+    w.pods("q", 1, **WHOLE)  # east-b's node holds one of the four pods
+
+    result = w.plan()
+
+    assert scale_up(result)["east-ab"][:2] == (0, 2)
+    assert "capacity-quota" not in pending_codes(result).values()
+
+
+def test_zone_keys_no_node_carries_are_not_given_to_new_nodes() -> None:
+    """In a cluster whose nodes carry no zone id (and no EBS key), new ones will not either: a quota
+    selecting those keys counts none of them, as its own count of registered nodes never will."""
+    for key, value in ((ZONE_ID, "use1-az4"), (EBS_ZONE, "us-east-1a")):
+        w = zone_keyed_world({key: value}, {}, nodes_cap=1)
+
+        assert scale_up(w.plan())["east-ab"][:2] == (0, 2), key
+
+
+def test_a_one_zone_group_without_a_node_gets_the_zone_keys_of_the_nodes_too() -> None:
+    """A group over one zone with no node yet: its template (from its tags) names the topology key, and
+    its new node will carry the EBS key and the zone id the other nodes show for that zone."""
+    for key, value in ((ZONE_ID, "use1-az4"), (EBS_ZONE, "us-east-1a")):
+        w = World()
+        [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+        w.node(node)["metadata"]["labels"].update({EBS_ZONE: "us-east-1a", ZONE_ID: "use1-az4"})
+        w.group("east-a2", "m5.2xlarge", max_size=10, zones=["us-east-1a"])
+        w.capacity_quota("zone-cap", {"nodes": "2"}, match_labels={key: value})
+        w.pods("p", 3, **WHOLE)
+
+        assert scale_up(w.plan())["east-a2"][:2] == (0, 1), key
+
+
+def test_a_tenant_scope_on_a_zone_id_no_node_shows_counts_the_new_nodes_that_may_land_there() -> None:
+    """A tenant limit's ``node_selector`` is judged as a quota's selector is: us-east-1b's id is not
+    known, so a new node there may be in the scope's zone."""
+    w = zone_keyed_world({"spillway.io/none": "x"}, {ZONE_ID: "use1-az4"})
+    scope = {"node_selector": {ZONE_ID: "use1-az6"}, "limits": {"nodes": 1}}
+
+    result = w.plan(tenants={"default": {"scopes": [scope]}})
+
+    assert scale_up(result)["east-ab"][:2] == (0, 1)
+    assert "tenant default scopes[0] (topology.k8s.aws/zone-id=use1-az6) limit nodes=1 reached" in " ".join(
+        pending_reasons(result).values()
+    )
+
+
+def test_zone_keys_read_from_the_nodes() -> None:
+    def info(name: str, **labels: str) -> NodeInfo:
+        return NodeInfo(name, {}, labels={ZONE: name.split("/")[0], **labels})
+
+    keys = zone_keys(
+        [
+            info("us-east-1a/1", **{ZONE_ID: "use1-az4"}),
+            info("us-east-1a/2", **{ZONE_ID: "use1-az4", EBS_ZONE: "us-east-1a"}),
+            info("us-east-1b/1", **{ZONE_ID: "use1-az1"}),
+            info("us-east-1b/2", **{ZONE_ID: "use1-az2"}),  # two ids for one zone: it is not known
+            info("us-east-1c/1"),
+        ]
+    )
+
+    assert keys == ZoneKeys(ebs=True, ids={"us-east-1a": "use1-az4"})
+    assert zone_keys([info("us-east-1c/1")]) == ZoneKeys(ebs=False, ids=None)
