@@ -408,3 +408,33 @@ def test_zone_keys_read_from_the_nodes() -> None:
 
     assert keys == ZoneKeys(ebs=True, ids={"us-east-1a": "use1-az4"})
     assert zone_keys([info("us-east-1c/1")]) == ZoneKeys(ebs=False, ids=None)
+
+
+def mixed_arch_world(second_type: str, quota_arch: str) -> World:
+    """A mixed group of m5.2xlarge (amd64) and ``second_type``, and a quota of one node of
+    ``quota_arch``; three pods that each need a node of their own."""
+    w = World()
+    w.group("mixed", "m5.2xlarge", max_size=10, mixed=True, labels={})
+    raw = w.groups["mixed"]
+    raw["Tags"] = [t for t in raw["Tags"] if not t["Key"].endswith("node.kubernetes.io/instance-type")]
+    raw["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
+        {"InstanceType": "m5.2xlarge"}, {"InstanceType": second_type}
+    ]  # fmt: skip
+    w.capacity_quota("arm-cap", {"nodes": "1"}, match_labels={"kubernetes.io/arch": quota_arch})
+    w.pods("p", 3, **WHOLE)
+    return w
+
+
+def test_an_arch_quota_counts_the_new_nodes_of_a_group_of_two_architectures() -> None:
+    """Which override EC2 launches is its allocation strategy's choice, so a group of amd64 and arm64
+    types names no architecture, and its new node may be either: a quota on arm64 nodes counts it."""
+    w = mixed_arch_world("m6g.2xlarge", "arm64")
+    _, groups, _, _ = w.parsed()
+    [group] = [g for g in groups if g.name == "mixed"]
+    assert group.template is not None and "kubernetes.io/arch" not in group.template.labels
+
+    assert scale_up(w.plan())["mixed"][:2] == (0, 1)
+
+
+def test_an_arch_quota_leaves_alone_a_group_of_another_architecture() -> None:
+    assert scale_up(mixed_arch_world("m5.4xlarge", "arm64").plan())["mixed"][:2] == (0, 3)

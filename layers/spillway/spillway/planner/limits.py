@@ -429,6 +429,9 @@ ZONE_LABELS = (ZONE_LABEL, "failure-domain.beta.kubernetes.io/zone")
 TYPE_LABELS = (INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type")
 EBS_ZONE_LABEL = "topology.ebs.csi.aws.com/zone"
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
+# every node registers with both (the kubelet); a group's template names them only when every type it
+# may launch is known and of one architecture (spillway.model.nodegroup)
+ARCH_LABELS = frozenset({"kubernetes.io/arch", "beta.kubernetes.io/arch"})
 
 # a label set a new node may register with, and the keys it will carry with a value not known
 NewLabels = tuple[Mapping[str, str], frozenset[str]]
@@ -477,7 +480,7 @@ def new_node_labels(
     each with the template's other labels; just the template's when it names both (or a
     ``node-template/label`` tag does). Each set's zone also goes under the zone keys the cluster's nodes
     carry (``keys``): the EBS CSI driver's, and the zone id the nodes show for that zone, or, for a zone
-    no node shows, an id not known. A limit that covers any of them counts the node (:meth:`Limits.allowed`,
+    no node shows, an id not known; so is the architecture of a template that names none. A limit that covers any of them counts the node (:meth:`Limits.allowed`,
     :meth:`Limits.charge`): a quota on one zone or one type is held wherever the node lands, as the
     quota's own count, of registered nodes, will hold it. ``zone``, one of the group's: the zone its
     launch is kept to (a gang's fleet), the only one it may land in."""
@@ -488,10 +491,12 @@ def new_node_labels(
     may_land = (zone,) if zone in group.zones else group.zones
     zones = [dict.fromkeys(ZONE_LABELS, z) for z in may_land] if open_zones else [{}]
     types = [dict.fromkeys(TYPE_LABELS, t) for t in group.instance_types] if open_types else [{}]
+    # a group of two architectures, or of a type the catalogue does not know: the new node's is not known
+    arch = frozenset() if ARCH_LABELS & base.keys() else ARCH_LABELS
     out: list[NewLabels] = []
     for where, kind in product(zones, types):
-        labels = {**base, **where, **kind}
-        out.append(_zone_keyed(labels, keys))
+        labels, unsure = _zone_keyed({**base, **where, **kind}, keys)
+        out.append((labels, unsure | arch))
     return tuple(out)
 
 
