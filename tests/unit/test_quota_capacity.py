@@ -15,6 +15,7 @@ from typing import Any
 
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
+from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo
 from spillway.model.k8s import Node
 from spillway.model.nodegroup import NodeGroup
@@ -332,15 +333,43 @@ def test_a_quota_on_the_zone_id_counts_new_nodes_in_the_zone_the_nodes_show_it_n
     assert scale_up(w.plan())["east-ab"][:2] == (0, 1)
 
 
-def test_a_zone_id_no_node_shows_may_be_the_quotas() -> None:
-    """us-east-1b's id is not known (no node there yet): a new node there may be in the quota's zone,
-    and a ceiling must hold wherever Auto Scaling puts the node, so it counts."""
-    w = zone_keyed_world({ZONE_ID: "use1-az6"}, {ZONE_ID: "use1-az4"}, nodes_cap=1)
+def quota_expressions(w: World, name: str, resources: dict[str, str], exprs: list[dict[str, Any]]) -> None:
+    w.capacity_quota(name, resources)
+    w.items[-1]["spec"]["selector"] = {"matchExpressions": exprs}
 
-    result = w.plan()
 
-    assert scale_up(result)["east-ab"][:2] == (0, 1)
-    assert "CapacityQuota zone-cap limit nodes=1 reached" in " ".join(pending_reasons(result).values())
+def test_a_zone_whose_id_no_node_shows_is_given_none() -> None:
+    """Which id us-east-1b (or a zone of us-west-2) is, no node says: its new nodes are not counted
+    under a zone id. Taking such an id as possibly any id held them back under a full quota on the id of
+    us-east-1a, where they can never land, and, once a quota forbade an id outright, for good (a zone
+    that never gets a node never shows its id)."""
+    for group, region, zone, quota in (
+        ("east-b", "us-east-1", "us-east-1b", {"nodes": "1"}),  # the us-east-1a node fills it
+        ("west", "us-west-2", "us-west-2b", {"nodes": "1"}),
+        ("east-c", "us-east-1", "us-east-1c", {"nodes": "0"}),
+    ):
+        w = World()
+        [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+        w.node(node)["metadata"]["labels"][ZONE_ID] = "use1-az4"
+        w.group(group, "m5.2xlarge", region=region, max_size=10, zones=[zone])
+        w.capacity_quota(
+            "zone-cap", quota, match_labels={ZONE_ID: "use1-az4" if quota["nodes"] == "1" else "use1-az6"}
+        )
+        w.pods("p", 2, **WHOLE)
+
+        assert scale_up(w.plan())[group][:2] == (0, 1), group
+
+
+def test_zone_keys_only_other_nodes_carry_are_not_given_to_a_managed_groups_new_nodes() -> None:
+    """A node of no managed group (Karpenter's, which labels its nodes with the zone id whatever the
+    cloud provider's version) says nothing of what an Auto Scaling group's next node carries."""
+    w = World()
+    w.group("east-ab", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    w.items.append(o.node("karpenter-1", instance="i-0k", zone="us-east-1a", labels={ZONE_ID: "use1-az4"}))
+    w.capacity_quota("zone-cap", {"nodes": "1"}, match_labels={ZONE_ID: "use1-az4"})
+    w.pods("p", 3, **WHOLE)  # one fits the Karpenter node
+
+    assert scale_up(w.plan())["east-ab"][:2] == (0, 2)
 
 
 def test_a_zone_id_quota_leaves_alone_a_group_whose_zones_the_nodes_show_are_others() -> None:
@@ -378,16 +407,15 @@ def test_a_one_zone_group_without_a_node_gets_the_zone_keys_of_the_nodes_too() -
         assert scale_up(w.plan())["east-a2"][:2] == (0, 1), key
 
 
-def test_a_tenant_scope_on_a_zone_id_no_node_shows_counts_the_new_nodes_that_may_land_there() -> None:
-    """A tenant limit's ``node_selector`` is judged as a quota's selector is: us-east-1b's id is not
-    known, so a new node there may be in the scope's zone."""
+def test_a_tenant_scope_on_a_zone_id_counts_the_new_nodes_that_may_land_in_that_zone() -> None:
+    """A tenant limit's ``node_selector`` is judged as a quota's selector is."""
     w = zone_keyed_world({"spillway.io/none": "x"}, {ZONE_ID: "use1-az4"})
-    scope = {"node_selector": {ZONE_ID: "use1-az6"}, "limits": {"nodes": 1}}
+    scope = {"node_selector": {ZONE_ID: "use1-az4"}, "limits": {"nodes": 2}}  # one: the node p-0 takes
 
     result = w.plan(tenants={"default": {"scopes": [scope]}})
 
     assert scale_up(result)["east-ab"][:2] == (0, 1)
-    assert "tenant default scopes[0] (topology.k8s.aws/zone-id=use1-az6) limit nodes=1 reached" in " ".join(
+    assert "tenant default scopes[0] (topology.k8s.aws/zone-id=use1-az4) limit nodes=2 reached" in " ".join(
         pending_reasons(result).values()
     )
 
@@ -396,23 +424,21 @@ def test_zone_keys_read_from_the_nodes() -> None:
     def info(name: str, **labels: str) -> NodeInfo:
         return NodeInfo(name, {}, labels={ZONE: name.split("/")[0], **labels})
 
-    keys = zone_keys(
-        [
-            info("us-east-1a/1", **{ZONE_ID: "use1-az4"}),
-            info("us-east-1a/2", **{ZONE_ID: "use1-az4", EBS_ZONE: "us-east-1a"}),
-            info("us-east-1b/1", **{ZONE_ID: "use1-az1"}),
-            info("us-east-1b/2", **{ZONE_ID: "use1-az2"}),  # two ids for one zone: it is not known
-            info("us-east-1c/1"),
-        ]
-    )
+    nodes = [
+        info("us-east-1a/1", **{ZONE_ID: "use1-az4"}),
+        info("us-east-1a/2", **{ZONE_ID: "use1-az4", EBS_ZONE: "us-east-1a"}),
+        info("us-east-1b/1", **{ZONE_ID: "use1-az1"}),
+        info("us-east-1b/2", **{ZONE_ID: "use1-az2"}),  # two ids for one zone: it is not known
+        info("us-east-1c/1"),
+    ]
 
-    assert keys == ZoneKeys(ebs=True, ids={"us-east-1a": "use1-az4"})
-    assert zone_keys([info("us-east-1c/1")]) == ZoneKeys(ebs=False, ids=None)
+    assert zone_keys(nodes, nodes[:2]) == ZoneKeys(ebs=True, ids={"us-east-1a": "use1-az4"})
+    assert zone_keys(nodes, nodes[4:]) == ZoneKeys(ebs=False, ids={})
 
 
-def mixed_arch_world(second_type: str, quota_arch: str) -> World:
+def mixed_arch_world(second_type: str, quota_arch: str | None) -> World:
     """A mixed group of m5.2xlarge (amd64) and ``second_type``, and a quota of one node of
-    ``quota_arch``; three pods that each need a node of their own."""
+    ``quota_arch`` (None: none); three pods that each need a node of their own."""
     w = World()
     w.group("mixed", "m5.2xlarge", max_size=10, mixed=True, labels={})
     raw = w.groups["mixed"]
@@ -420,7 +446,8 @@ def mixed_arch_world(second_type: str, quota_arch: str) -> World:
     raw["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
         {"InstanceType": "m5.2xlarge"}, {"InstanceType": second_type}
     ]  # fmt: skip
-    w.capacity_quota("arm-cap", {"nodes": "1"}, match_labels={"kubernetes.io/arch": quota_arch})
+    if quota_arch is not None:
+        w.capacity_quota("arm-cap", {"nodes": "1"}, match_labels={"kubernetes.io/arch": quota_arch})
     w.pods("p", 3, **WHOLE)
     return w
 
@@ -438,3 +465,14 @@ def test_an_arch_quota_counts_the_new_nodes_of_a_group_of_two_architectures() ->
 
 def test_an_arch_quota_leaves_alone_a_group_of_another_architecture() -> None:
     assert scale_up(mixed_arch_world("m5.4xlarge", "arm64").plan())["mixed"][:2] == (0, 3)
+
+
+def test_every_new_node_has_an_architecture_whichever_it_is() -> None:
+    """Not knowing which architecture a node will have is not knowing whether it has one: the kubelet
+    registers every node with it. A quota on nodes without one covers none of them; one on nodes with
+    one covers all."""
+    for operator, quota, launched in (("DoesNotExist", "0", 3), ("Exists", "1", 1)):
+        w = mixed_arch_world("m6g.2xlarge", None)
+        quota_expressions(w, "arch", {"nodes": quota}, [{"key": "kubernetes.io/arch", "operator": operator}])
+
+        assert scale_up(w.plan())["mixed"][:2] == (0, launched), operator

@@ -165,10 +165,13 @@ class Constraint:
         self, tenant: str | None, group: NodeGroup, labels: Mapping[str, str], unsure: frozenset[str]
     ) -> bool:
         """Whether a new node with ``labels`` may be one this covers, where it will carry each key of
-        ``unsure`` with a value not known: a requirement on such a key may hold, so only the others
-        judge (a ceiling must hold whatever the value turns out to be)."""
+        ``unsure`` with a value not known: ``In`` or ``NotIn`` on such a key may hold, ``Exists`` holds,
+        ``DoesNotExist`` does not; the other requirements judge (a ceiling must hold whatever the value
+        turns out to be)."""
         if not unsure or self.requirements is None:
             return self.covers(tenant, group, labels)
+        if any(key in unsure and operator == "DoesNotExist" for key, operator, _ in self.requirements):
+            return False
         kept = [r for r in self.requirements if r[0] not in unsure]
         return self._in_scope(tenant, group) and selector_matches(kept, labels)
 
@@ -237,7 +240,8 @@ class Limits:
         key = (group.region, group.name, zone)
         if key not in self._new_labels:
             if self._zone_keys is None:
-                self._zone_keys = zone_keys(self.ctx.snapshot.nodes)
+                managed = [n.info for n in self.ctx.nodes.values() if n.group is not None]
+                self._zone_keys = zone_keys(self.ctx.snapshot.nodes, managed)
             self._new_labels[key] = new_node_labels(group, zone, self._zone_keys)
         return any(c.may_cover(tenant, group, labels, unsure) for labels, unsure in self._new_labels[key])
 
@@ -440,33 +444,34 @@ NewLabels = tuple[Mapping[str, str], frozenset[str]]
 @dataclass(frozen=True, slots=True)
 class ZoneKeys:
     """The zone keys beside the topology key (and its beta twin, which every node gets from the cloud
-    node controller) that the cluster's registered nodes carry, so new nodes will too: the EBS CSI
-    driver's (the kubelet labels a Node with each topology key of the CSI drivers that run there; its
-    value is the zone), and AWS's zone id (``ids``: zone name to id, as the nodes show them; None when
-    no node carries one). A zone's id is the same in every account, its name is not, so only a node in
-    the zone says which id it is."""
+    node controller) that the managed groups' registered nodes carry, so their new nodes will too: the
+    EBS CSI driver's (``ebs``: the kubelet labels a Node with each topology key of the CSI drivers that
+    run there; its value is the zone), and AWS's zone id (``ids``: zone name to id, as the cluster's
+    nodes show them; empty when no managed group's node carries one: cloud-provider-aws sets it from
+    v1.30, Karpenter on its own nodes). A zone's id is the same in every account, its name is not, so
+    only a node in the zone says which id it is."""
 
     ebs: bool = False
-    ids: Mapping[str, str] | None = None
+    ids: Mapping[str, str] = field(default_factory=dict)
 
 
-def zone_keys(nodes: Iterable[NodeInfo]) -> ZoneKeys:
-    """What the registered nodes say of the zone keys (:class:`ZoneKeys`). A zone two nodes give two ids
-    is left unknown."""
+def zone_keys(nodes: Iterable[NodeInfo], managed: Iterable[NodeInfo]) -> ZoneKeys:
+    """What the registered nodes say of the zone keys (:class:`ZoneKeys`): whether new nodes carry
+    them, from the ``managed`` groups' nodes; which id each zone is, from all ``nodes``. A zone two
+    nodes give two ids is left unknown."""
     ebs = carried = False
+    for info in managed:
+        ebs = ebs or EBS_ZONE_LABEL in info.labels
+        carried = carried or ZONE_ID_LABEL in info.labels
+    if not carried:
+        return ZoneKeys(ebs=ebs)
     ids: dict[str, str] = {}
     clashing: set[str] = set()
     for info in nodes:
-        labels = info.labels
-        ebs = ebs or EBS_ZONE_LABEL in labels
-        zone_id, zone = labels.get(ZONE_ID_LABEL), labels.get(ZONE_LABEL)
-        if zone_id is None:
-            continue
-        carried = True
-        if zone is not None and ids.setdefault(zone, zone_id) != zone_id:
+        zone_id, zone = info.labels.get(ZONE_ID_LABEL), info.labels.get(ZONE_LABEL)
+        if zone_id is not None and zone is not None and ids.setdefault(zone, zone_id) != zone_id:
             clashing.add(zone)
-    known = {zone: zone_id for zone, zone_id in ids.items() if zone not in clashing}
-    return ZoneKeys(ebs=ebs, ids=known if carried else None)
+    return ZoneKeys(ebs=ebs, ids={zone: zone_id for zone, zone_id in ids.items() if zone not in clashing})
 
 
 def new_node_labels(
@@ -478,12 +483,14 @@ def new_node_labels(
     what every node of the group gets), and neither is Spillway's to choose: Auto Scaling balances the
     zones and the allocation strategy picks the type. So one set per zone and type it may launch in,
     each with the template's other labels; just the template's when it names both (or a
-    ``node-template/label`` tag does). Each set's zone also goes under the zone keys the cluster's nodes
-    carry (``keys``): the EBS CSI driver's, and the zone id the nodes show for that zone, or, for a zone
-    no node shows, an id not known; so is the architecture of a template that names none. A limit that covers any of them counts the node (:meth:`Limits.allowed`,
-    :meth:`Limits.charge`): a quota on one zone or one type is held wherever the node lands, as the
-    quota's own count, of registered nodes, will hold it. ``zone``, one of the group's: the zone its
-    launch is kept to (a gang's fleet), the only one it may land in."""
+    ``node-template/label`` tag does). Each set's zone also goes under the zone keys the managed groups'
+    nodes carry (``keys``): the EBS CSI driver's, and the zone id the nodes show for that zone (none for
+    a zone no node shows: which id it is cannot be told). A template that names no architecture (a
+    group of amd64 and arm64 types, or of a type the catalogue does not know) leaves it not known. A
+    limit that covers any of them counts the node (:meth:`Limits.allowed`, :meth:`Limits.charge`): a
+    quota on one zone or one type is held wherever the node lands, as the quota's own count, of
+    registered nodes, will hold it. ``zone``, one of the group's: the zone its launch is kept to (a
+    gang's fleet), the only one it may land in."""
     assert group.template is not None
     base = group.template.labels
     open_zones = ZONE_LABEL not in base and len(group.zones) > 1
@@ -491,28 +498,20 @@ def new_node_labels(
     may_land = (zone,) if zone in group.zones else group.zones
     zones = [dict.fromkeys(ZONE_LABELS, z) for z in may_land] if open_zones else [{}]
     types = [dict.fromkeys(TYPE_LABELS, t) for t in group.instance_types] if open_types else [{}]
-    # a group of two architectures, or of a type the catalogue does not know: the new node's is not known
-    arch = frozenset() if ARCH_LABELS & base.keys() else ARCH_LABELS
-    out: list[NewLabels] = []
-    for where, kind in product(zones, types):
-        labels, unsure = _zone_keyed({**base, **where, **kind}, keys)
-        out.append((labels, unsure | arch))
-    return tuple(out)
+    unsure = frozenset() if ARCH_LABELS & base.keys() else ARCH_LABELS
+    return tuple(
+        (_zone_keyed({**base, **where, **kind}, keys), unsure) for where, kind in product(zones, types)
+    )
 
 
-def _zone_keyed(labels: dict[str, str], keys: ZoneKeys) -> NewLabels:
-    """``labels`` with the zone keys the cluster's nodes carry (:class:`ZoneKeys`) set from its zone."""
+def _zone_keyed(labels: dict[str, str], keys: ZoneKeys) -> dict[str, str]:
+    """``labels`` with the zone keys the managed groups' nodes carry (:class:`ZoneKeys`), from its zone."""
     zone = labels.get(ZONE_LABEL)
-    if zone is None:
-        return labels, frozenset()
-    if keys.ebs:
+    if zone is not None and keys.ebs:
         labels.setdefault(EBS_ZONE_LABEL, zone)
-    if keys.ids is None or ZONE_ID_LABEL in labels:
-        return labels, frozenset()
-    if zone in keys.ids:
-        labels[ZONE_ID_LABEL] = keys.ids[zone]
-        return labels, frozenset()
-    return labels, frozenset({ZONE_ID_LABEL})
+    if zone is not None and zone in keys.ids:
+        labels.setdefault(ZONE_ID_LABEL, keys.ids[zone])
+    return labels
 
 
 def template_shape(group: NodeGroup) -> Shape:
