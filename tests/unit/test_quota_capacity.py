@@ -431,9 +431,43 @@ def test_zone_keys_read_from_the_nodes() -> None:
         info("us-east-1b/2", **{ZONE_ID: "use1-az2"}),  # two ids for one zone: it is not known
         info("us-east-1c/1"),
     ]
+    a, c = (NodeGroup(name, "us-east-1", 0, 9, 0, "m5.2xlarge", None) for name in ("a", "c"))
 
-    assert zone_keys(nodes, nodes[:2]) == ZoneKeys(ebs=True, ids={"us-east-1a": "use1-az4"})
-    assert zone_keys(nodes, nodes[4:]) == ZoneKeys(ebs=False, ids={})
+    keys = zone_keys(nodes, [(a, nodes[0]), (a, nodes[1]), (c, nodes[4])])
+    assert keys == ZoneKeys(
+        ebs=True, groups={("us-east-1", "a"): True, ("us-east-1", "c"): False}, ids={"us-east-1a": "use1-az4"}
+    )
+    assert keys.ebs_for(c) is False and keys.ebs_for(NodeGroup("new", "us-east-1", 0, 9, 0, None, None))
+    assert zone_keys(nodes, [(c, nodes[4])]).ids is None
+
+
+def test_a_new_node_in_a_zone_whose_id_no_node_shows_has_an_id_all_the_same() -> None:
+    """It will carry one, only not one Spillway can name: a quota on nodes with a zone id counts it, one
+    on nodes without (which no group's next node is) does not hold it back, for good as it would (no
+    node would ever register in that zone to show its id)."""
+    for operator, quota, launched in (("Exists", "2", 1), ("DoesNotExist", "0", 3)):
+        w = World()
+        [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+        w.node(node)["metadata"]["labels"][ZONE_ID] = "use1-az4"
+        w.group("east-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+        quota_expressions(w, "ids", {"nodes": quota}, [{"key": ZONE_ID, "operator": operator}])
+        w.pods("p", 4, **WHOLE)  # one fits the us-east-1a node
+
+        assert scale_up(w.plan())["east-b"][:2] == (0, launched), operator
+
+
+def test_a_group_whose_nodes_lack_the_ebs_key_gets_none_for_its_new_ones() -> None:
+    """The EBS CSI driver's DaemonSet need not run on every group (a taint it does not tolerate): a group
+    whose registered nodes lack its key will not have it on the next node either, whatever other groups'
+    nodes carry."""
+    w = World()
+    [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+    w.node(node)["metadata"]["labels"][EBS_ZONE] = "us-east-1a"
+    w.group("east-t", "m5.2xlarge", max_size=10, nodes=1, zones=["us-east-1a"])
+    w.capacity_quota("ebs-a", {"nodes": "2"}, match_labels={EBS_ZONE: "us-east-1a"})
+    w.pods("p", 5, **WHOLE)  # two fit the nodes
+
+    assert scale_up(w.plan())["east-t"][:2] == (1, 4)
 
 
 def mixed_arch_world(second_type: str, quota_arch: str | None) -> World:
@@ -471,8 +505,9 @@ def test_every_new_node_has_an_architecture_whichever_it_is() -> None:
     """Not knowing which architecture a node will have is not knowing whether it has one: the kubelet
     registers every node with it. A quota on nodes without one covers none of them; one on nodes with
     one covers all."""
-    for operator, quota, launched in (("DoesNotExist", "0", 3), ("Exists", "1", 1)):
-        w = mixed_arch_world("m6g.2xlarge", None)
-        quota_expressions(w, "arch", {"nodes": quota}, [{"key": "kubernetes.io/arch", "operator": operator}])
+    for key in ("kubernetes.io/arch", "beta.kubernetes.io/arch"):
+        for operator, quota, launched in (("DoesNotExist", "0", 3), ("Exists", "1", 1)):
+            w = mixed_arch_world("m6g.2xlarge", None)
+            quota_expressions(w, "arch", {"nodes": quota}, [{"key": key, "operator": operator}])
 
-        assert scale_up(w.plan())["mixed"][:2] == (0, launched), operator
+            assert scale_up(w.plan())["mixed"][:2] == (0, launched), (key, operator)

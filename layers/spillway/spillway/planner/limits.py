@@ -240,7 +240,7 @@ class Limits:
         key = (group.region, group.name, zone)
         if key not in self._new_labels:
             if self._zone_keys is None:
-                managed = [n.info for n in self.ctx.nodes.values() if n.group is not None]
+                managed = [(n.group, n.info) for n in self.ctx.nodes.values() if n.group is not None]
                 self._zone_keys = zone_keys(self.ctx.snapshot.nodes, managed)
             self._new_labels[key] = new_node_labels(group, zone, self._zone_keys)
         return any(c.may_cover(tenant, group, labels, unsure) for labels, unsure in self._new_labels[key])
@@ -441,37 +441,55 @@ ARCH_LABELS = frozenset({"kubernetes.io/arch", "beta.kubernetes.io/arch"})
 NewLabels = tuple[Mapping[str, str], frozenset[str]]
 
 
+# the zone id of a new node in a zone whose id no node shows: it will carry one (``Exists`` holds,
+# ``DoesNotExist`` does not), which may be any but those other zones show; no id is written so, so an
+# ``In`` of ids never takes it (a group of such a zone is not held back under another zone's quota)
+UNKNOWN_ZONE_ID = "?"
+
+
 @dataclass(frozen=True, slots=True)
 class ZoneKeys:
     """The zone keys beside the topology key (and its beta twin, which every node gets from the cloud
-    node controller) that the managed groups' registered nodes carry, so their new nodes will too: the
-    EBS CSI driver's (``ebs``: the kubelet labels a Node with each topology key of the CSI drivers that
-    run there; its value is the zone), and AWS's zone id (``ids``: zone name to id, as the cluster's
-    nodes show them; empty when no managed group's node carries one: cloud-provider-aws sets it from
-    v1.30, Karpenter on its own nodes). A zone's id is the same in every account, its name is not, so
-    only a node in the zone says which id it is."""
+    node controller) that the managed groups' registered nodes carry, so their new nodes will too.
+
+    * The EBS CSI driver's (the kubelet labels a Node with each topology key of the CSI drivers that
+      run there; its value is the zone): ``groups`` says, for each group with registered nodes, whether
+      they carry it (a group its DaemonSet does not run on, a taint it does not tolerate, has none);
+      ``ebs``, for a group without nodes, whether any managed group's nodes do.
+    * AWS's zone id (cloud-provider-aws sets it from v1.30, Karpenter on its own nodes): ``ids`` maps a
+      zone's name to its id as the cluster's nodes show them, None when no managed group's node carries
+      one. A zone's id is the same in every account, its name is not, so only a node in the zone says
+      which id it is (:data:`UNKNOWN_ZONE_ID` until one does)."""
 
     ebs: bool = False
-    ids: Mapping[str, str] = field(default_factory=dict)
+    groups: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+    ids: Mapping[str, str] | None = None
+
+    def ebs_for(self, group: NodeGroup) -> bool:
+        return self.groups.get((group.region, group.name), self.ebs)
 
 
-def zone_keys(nodes: Iterable[NodeInfo], managed: Iterable[NodeInfo]) -> ZoneKeys:
-    """What the registered nodes say of the zone keys (:class:`ZoneKeys`): whether new nodes carry
-    them, from the ``managed`` groups' nodes; which id each zone is, from all ``nodes``. A zone two
-    nodes give two ids is left unknown."""
-    ebs = carried = False
-    for info in managed:
-        ebs = ebs or EBS_ZONE_LABEL in info.labels
+def zone_keys(nodes: Iterable[NodeInfo], managed: Iterable[tuple[NodeGroup, NodeInfo]]) -> ZoneKeys:
+    """What the registered nodes say of the zone keys (:class:`ZoneKeys`): which new nodes carry them,
+    from the ``managed`` groups' nodes (each with its group); which id each zone is, from all ``nodes``.
+    A zone two nodes give two ids is left unknown."""
+    groups: dict[tuple[str, str], bool] = {}
+    carried = False
+    for group, info in managed:
+        key = (group.region, group.name)
+        groups[key] = groups.get(key, False) or EBS_ZONE_LABEL in info.labels
         carried = carried or ZONE_ID_LABEL in info.labels
+    ebs = any(groups.values())
     if not carried:
-        return ZoneKeys(ebs=ebs)
+        return ZoneKeys(ebs=ebs, groups=groups)
     ids: dict[str, str] = {}
     clashing: set[str] = set()
     for info in nodes:
         zone_id, zone = info.labels.get(ZONE_ID_LABEL), info.labels.get(ZONE_LABEL)
         if zone_id is not None and zone is not None and ids.setdefault(zone, zone_id) != zone_id:
             clashing.add(zone)
-    return ZoneKeys(ebs=ebs, ids={zone: zone_id for zone, zone_id in ids.items() if zone not in clashing})
+    known = {zone: zone_id for zone, zone_id in ids.items() if zone not in clashing}
+    return ZoneKeys(ebs=ebs, groups=groups, ids=known)
 
 
 def new_node_labels(
@@ -484,8 +502,8 @@ def new_node_labels(
     zones and the allocation strategy picks the type. So one set per zone and type it may launch in,
     each with the template's other labels; just the template's when it names both (or a
     ``node-template/label`` tag does). Each set's zone also goes under the zone keys the managed groups'
-    nodes carry (``keys``): the EBS CSI driver's, and the zone id the nodes show for that zone (none for
-    a zone no node shows: which id it is cannot be told). A template that names no architecture (a
+    nodes carry (``keys``): the EBS CSI driver's, and the zone id the nodes show for that zone
+    (:data:`UNKNOWN_ZONE_ID` for a zone no node shows: which id it is cannot be told). A template that names no architecture (a
     group of amd64 and arm64 types, or of a type the catalogue does not know) leaves it not known. A
     limit that covers any of them counts the node (:meth:`Limits.allowed`, :meth:`Limits.charge`): a
     quota on one zone or one type is held wherever the node lands, as the quota's own count, of
@@ -500,17 +518,18 @@ def new_node_labels(
     types = [dict.fromkeys(TYPE_LABELS, t) for t in group.instance_types] if open_types else [{}]
     unsure = frozenset() if ARCH_LABELS & base.keys() else ARCH_LABELS
     return tuple(
-        (_zone_keyed({**base, **where, **kind}, keys), unsure) for where, kind in product(zones, types)
+        (_zone_keyed({**base, **where, **kind}, keys, keys.ebs_for(group)), unsure)
+        for where, kind in product(zones, types)
     )
 
 
-def _zone_keyed(labels: dict[str, str], keys: ZoneKeys) -> dict[str, str]:
-    """``labels`` with the zone keys the managed groups' nodes carry (:class:`ZoneKeys`), from its zone."""
+def _zone_keyed(labels: dict[str, str], keys: ZoneKeys, ebs: bool) -> dict[str, str]:
+    """``labels`` with the zone keys a new node of its group carries (:class:`ZoneKeys`), from its zone."""
     zone = labels.get(ZONE_LABEL)
-    if zone is not None and keys.ebs:
+    if zone is not None and ebs:
         labels.setdefault(EBS_ZONE_LABEL, zone)
-    if zone is not None and zone in keys.ids:
-        labels.setdefault(ZONE_ID_LABEL, keys.ids[zone])
+    if zone is not None and keys.ids is not None:
+        labels.setdefault(ZONE_ID_LABEL, keys.ids.get(zone, UNKNOWN_ZONE_ID))
     return labels
 
 
