@@ -15,11 +15,13 @@ from typing import Any
 
 from plan_world import World, pending_codes, pending_reasons, scale_up
 
+from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo
 from spillway.model.k8s import Node
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.shared import QuotaInfo
 from spillway.observe import quota_usage
+from spillway.planner.limits import ZoneKeys, zone_keys
 
 MIB = 2**20 * 1000  # the planner's milli-units
 GIB = 1024 * MIB
@@ -290,3 +292,222 @@ def test_a_type_quota_counts_the_new_nodes_of_a_mixed_group_that_may_launch_that
     [group] = [g for g in groups if g.name == "mixed"]
     assert group.template is not None and "node.kubernetes.io/instance-type" not in group.template.labels
     assert scale_up(w.plan())["mixed"][:2] == (0, 1)
+
+
+# --- the zone keys a new node registers with beside the topology key -----------------------------------
+
+EBS_ZONE = "topology.ebs.csi.aws.com/zone"  # the EBS CSI driver's topology key, a Node label once it runs
+ZONE_ID = "topology.k8s.aws/zone-id"  # AWS's zone id, the same zone in every account (us-east-1a's varies)
+
+
+def zone_keyed_world(match: dict[str, str], node_labels: dict[str, str], nodes_cap: int = 2) -> World:
+    """The two-zone world, with the us-east-1a node carrying ``node_labels`` and a CapacityQuota of
+    ``nodes_cap`` nodes on ``match``; three pods that each need a node of their own."""
+    w = World()
+    [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+    w.node(node)["metadata"]["labels"].update(node_labels)
+    w.group("east-ab", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    w.capacity_quota("zone-cap", {"nodes": str(nodes_cap)}, match_labels=match)
+    w.pods("p", 3, **WHOLE)
+    return w
+
+
+def test_a_quota_on_the_ebs_zone_key_counts_the_new_nodes_that_may_land_in_that_zone() -> None:
+    """A quota may select nodes by the zone key of the EBS CSI driver, the key PersistentVolumes name:
+    the kubelet labels every Node its driver runs on with it. A new node's label sets had only the
+    topology key and its beta twin, so such a quota never counted a node Spillway launched: two went into
+    a quota with room for one more."""
+    w = zone_keyed_world({EBS_ZONE: "us-east-1a"}, {EBS_ZONE: "us-east-1a"})
+
+    result = w.plan()
+
+    assert scale_up(result)["east-ab"][:2] == (0, 1)
+    assert "CapacityQuota zone-cap limit nodes=2 reached" in " ".join(pending_reasons(result).values())
+
+
+def test_a_quota_on_the_zone_id_counts_new_nodes_in_the_zone_the_nodes_show_it_names() -> None:
+    """``topology.k8s.aws/zone-id`` names a zone the same way in every account, so a quota may select
+    it. The registered nodes say which zone name it is here: us-east-1a is use1-az4."""
+    w = zone_keyed_world({ZONE_ID: "use1-az4"}, {ZONE_ID: "use1-az4"})
+
+    assert scale_up(w.plan())["east-ab"][:2] == (0, 1)
+
+
+def quota_expressions(w: World, name: str, resources: dict[str, str], exprs: list[dict[str, Any]]) -> None:
+    w.capacity_quota(name, resources)
+    w.items[-1]["spec"]["selector"] = {"matchExpressions": exprs}
+
+
+def test_a_zone_whose_id_no_node_shows_is_given_none() -> None:
+    """Which id us-east-1b (or a zone of us-west-2) is, no node says: its new nodes are not counted
+    under a zone id. Taking such an id as possibly any id held them back under a full quota on the id of
+    us-east-1a, where they can never land, and, once a quota forbade an id outright, for good (a zone
+    that never gets a node never shows its id)."""
+    for group, region, zone, quota in (
+        ("east-b", "us-east-1", "us-east-1b", {"nodes": "1"}),  # the us-east-1a node fills it
+        ("west", "us-west-2", "us-west-2b", {"nodes": "1"}),
+        ("east-c", "us-east-1", "us-east-1c", {"nodes": "0"}),
+    ):
+        w = World()
+        [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+        w.node(node)["metadata"]["labels"][ZONE_ID] = "use1-az4"
+        w.group(group, "m5.2xlarge", region=region, max_size=10, zones=[zone])
+        w.capacity_quota(
+            "zone-cap", quota, match_labels={ZONE_ID: "use1-az4" if quota["nodes"] == "1" else "use1-az6"}
+        )
+        w.pods("p", 2, **WHOLE)
+
+        assert scale_up(w.plan())[group][:2] == (0, 1), group
+
+
+def test_zone_keys_only_other_nodes_carry_are_not_given_to_a_managed_groups_new_nodes() -> None:
+    """A node of no managed group (Karpenter's, which labels its nodes with the zone id whatever the
+    cloud provider's version) says nothing of what an Auto Scaling group's next node carries."""
+    w = World()
+    w.group("east-ab", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
+    w.items.append(o.node("karpenter-1", instance="i-0k", zone="us-east-1a", labels={ZONE_ID: "use1-az4"}))
+    w.capacity_quota("zone-cap", {"nodes": "1"}, match_labels={ZONE_ID: "use1-az4"})
+    w.pods("p", 3, **WHOLE)  # one fits the Karpenter node
+
+    assert scale_up(w.plan())["east-ab"][:2] == (0, 2)
+
+
+def test_a_zone_id_quota_leaves_alone_a_group_whose_zones_the_nodes_show_are_others() -> None:
+    w = zone_keyed_world({ZONE_ID: "use1-az6"}, {ZONE_ID: "use1-az4"}, nodes_cap=1)
+    [other] = w.group("east-b", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1b"])
+    w.node(other)["metadata"]["labels"].update({ZONE: "us-east-1b", ZONE_ID: "use1-az1"})
+    w.pods("q", 1, **WHOLE)  # east-b's node holds one of the four pods
+
+    result = w.plan()
+
+    assert scale_up(result)["east-ab"][:2] == (0, 2)
+    assert "capacity-quota" not in pending_codes(result).values()
+
+
+def test_zone_keys_no_node_carries_are_not_given_to_new_nodes() -> None:
+    """In a cluster whose nodes carry no zone id (and no EBS key), new ones will not either: a quota
+    selecting those keys counts none of them, as its own count of registered nodes never will."""
+    for key, value in ((ZONE_ID, "use1-az4"), (EBS_ZONE, "us-east-1a")):
+        w = zone_keyed_world({key: value}, {}, nodes_cap=1)
+
+        assert scale_up(w.plan())["east-ab"][:2] == (0, 2), key
+
+
+def test_a_one_zone_group_without_a_node_gets_the_zone_keys_of_the_nodes_too() -> None:
+    """A group over one zone with no node yet: its template (from its tags) names the topology key, and
+    its new node will carry the EBS key and the zone id the other nodes show for that zone."""
+    for key, value in ((ZONE_ID, "use1-az4"), (EBS_ZONE, "us-east-1a")):
+        w = World()
+        [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+        w.node(node)["metadata"]["labels"].update({EBS_ZONE: "us-east-1a", ZONE_ID: "use1-az4"})
+        w.group("east-a2", "m5.2xlarge", max_size=10, zones=["us-east-1a"])
+        w.capacity_quota("zone-cap", {"nodes": "2"}, match_labels={key: value})
+        w.pods("p", 3, **WHOLE)
+
+        assert scale_up(w.plan())["east-a2"][:2] == (0, 1), key
+
+
+def test_a_tenant_scope_on_a_zone_id_counts_the_new_nodes_that_may_land_in_that_zone() -> None:
+    """A tenant limit's ``node_selector`` is judged as a quota's selector is."""
+    w = zone_keyed_world({"spillway.io/none": "x"}, {ZONE_ID: "use1-az4"})
+    scope = {"node_selector": {ZONE_ID: "use1-az4"}, "limits": {"nodes": 2}}  # one: the node p-0 takes
+
+    result = w.plan(tenants={"default": {"scopes": [scope]}})
+
+    assert scale_up(result)["east-ab"][:2] == (0, 1)
+    assert "tenant default scopes[0] (topology.k8s.aws/zone-id=use1-az4) limit nodes=2 reached" in " ".join(
+        pending_reasons(result).values()
+    )
+
+
+def test_zone_keys_read_from_the_nodes() -> None:
+    def info(name: str, **labels: str) -> NodeInfo:
+        return NodeInfo(name, {}, labels={ZONE: name.split("/")[0], **labels})
+
+    nodes = [
+        info("us-east-1a/1", **{ZONE_ID: "use1-az4"}),
+        info("us-east-1a/2", **{ZONE_ID: "use1-az4", EBS_ZONE: "us-east-1a"}),
+        info("us-east-1b/1", **{ZONE_ID: "use1-az1"}),
+        info("us-east-1b/2", **{ZONE_ID: "use1-az2"}),  # two ids for one zone: it is not known
+        info("us-east-1c/1"),
+    ]
+    a, c = (NodeGroup(name, "us-east-1", 0, 9, 0, "m5.2xlarge", None) for name in ("a", "c"))
+
+    keys = zone_keys(nodes, [(a, nodes[0]), (a, nodes[1]), (c, nodes[4])])
+    assert keys == ZoneKeys(
+        ebs=True, groups={("us-east-1", "a"): True, ("us-east-1", "c"): False}, ids={"us-east-1a": "use1-az4"}
+    )
+    assert keys.ebs_for(c) is False and keys.ebs_for(NodeGroup("new", "us-east-1", 0, 9, 0, None, None))
+    assert zone_keys(nodes, [(c, nodes[4])]).ids is None
+
+
+def test_a_new_node_in_a_zone_whose_id_no_node_shows_has_an_id_all_the_same() -> None:
+    """It will carry one, only not one Spillway can name: a quota on nodes with a zone id counts it, one
+    on nodes without (which no group's next node is) does not hold it back, for good as it would (no
+    node would ever register in that zone to show its id)."""
+    for operator, quota, launched in (("Exists", "2", 1), ("DoesNotExist", "0", 3)):
+        w = World()
+        [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+        w.node(node)["metadata"]["labels"][ZONE_ID] = "use1-az4"
+        w.group("east-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+        quota_expressions(w, "ids", {"nodes": quota}, [{"key": ZONE_ID, "operator": operator}])
+        w.pods("p", 4, **WHOLE)  # one fits the us-east-1a node
+
+        assert scale_up(w.plan())["east-b"][:2] == (0, launched), operator
+
+
+def test_a_group_whose_nodes_lack_the_ebs_key_gets_none_for_its_new_ones() -> None:
+    """The EBS CSI driver's DaemonSet need not run on every group (a taint it does not tolerate): a group
+    whose registered nodes lack its key will not have it on the next node either, whatever other groups'
+    nodes carry."""
+    w = World()
+    [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+    w.node(node)["metadata"]["labels"][EBS_ZONE] = "us-east-1a"
+    w.group("east-t", "m5.2xlarge", max_size=10, nodes=1, zones=["us-east-1a"])
+    w.capacity_quota("ebs-a", {"nodes": "2"}, match_labels={EBS_ZONE: "us-east-1a"})
+    w.pods("p", 5, **WHOLE)  # two fit the nodes
+
+    assert scale_up(w.plan())["east-t"][:2] == (1, 4)
+
+
+def mixed_arch_world(second_type: str, quota_arch: str | None) -> World:
+    """A mixed group of m5.2xlarge (amd64) and ``second_type``, and a quota of one node of
+    ``quota_arch`` (None: none); three pods that each need a node of their own."""
+    w = World()
+    w.group("mixed", "m5.2xlarge", max_size=10, mixed=True, labels={})
+    raw = w.groups["mixed"]
+    raw["Tags"] = [t for t in raw["Tags"] if not t["Key"].endswith("node.kubernetes.io/instance-type")]
+    raw["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"] = [
+        {"InstanceType": "m5.2xlarge"}, {"InstanceType": second_type}
+    ]  # fmt: skip
+    if quota_arch is not None:
+        w.capacity_quota("arm-cap", {"nodes": "1"}, match_labels={"kubernetes.io/arch": quota_arch})
+    w.pods("p", 3, **WHOLE)
+    return w
+
+
+def test_an_arch_quota_counts_the_new_nodes_of_a_group_of_two_architectures() -> None:
+    """Which override EC2 launches is its allocation strategy's choice, so a group of amd64 and arm64
+    types names no architecture, and its new node may be either: a quota on arm64 nodes counts it."""
+    w = mixed_arch_world("m6g.2xlarge", "arm64")
+    _, groups, _, _ = w.parsed()
+    [group] = [g for g in groups if g.name == "mixed"]
+    assert group.template is not None and "kubernetes.io/arch" not in group.template.labels
+
+    assert scale_up(w.plan())["mixed"][:2] == (0, 1)
+
+
+def test_an_arch_quota_leaves_alone_a_group_of_another_architecture() -> None:
+    assert scale_up(mixed_arch_world("m5.4xlarge", "arm64").plan())["mixed"][:2] == (0, 3)
+
+
+def test_every_new_node_has_an_architecture_whichever_it_is() -> None:
+    """Not knowing which architecture a node will have is not knowing whether it has one: the kubelet
+    registers every node with it. A quota on nodes without one covers none of them; one on nodes with
+    one covers all."""
+    for key in ("kubernetes.io/arch", "beta.kubernetes.io/arch"):
+        for operator, quota, launched in (("DoesNotExist", "0", 3), ("Exists", "1", 1)):
+            w = mixed_arch_world("m6g.2xlarge", None)
+            quota_expressions(w, "arch", {"nodes": quota}, [{"key": key, "operator": operator}])
+
+            assert scale_up(w.plan())["mixed"][:2] == (0, launched), (key, operator)

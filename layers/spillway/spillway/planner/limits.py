@@ -36,17 +36,17 @@ Charging (README "Tenants, limits and gangs"):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import product
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
-from spillway.model.cluster import NodeInfo
+from spillway.model.cluster import ZONE_LABEL, NodeInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into
-from spillway.model.shared import NODES, QuotaInfo
+from spillway.model.shared import NODES, LabelRequirement, QuotaInfo, selector_matches
 from spillway.planner import codes
 from spillway.planner.context import Context, WorkNode
 from spillway.planner.startup import unregistered
@@ -148,6 +148,9 @@ class Constraint:
     # gpus_unknown): no node that counts against it opens, as cluster-autoscaler's scale-up takes such a
     # limit as unknown (core/scaleup/resource/manager.go, LimitUnknown: exceeded for any delta above 0)
     unknown: str | None = None
+    # ``selector`` as label requirements (a CapacityQuota's, a tenant scope's), so that a new node whose
+    # value for a key is not known can be judged by the others (:meth:`may_cover`); None: not known
+    requirements: tuple[LabelRequirement, ...] | None = None
 
     def vector(self, shape: Shape) -> Resources:
         """What one node of ``shape`` counts against this constraint."""
@@ -156,11 +159,26 @@ class Constraint:
         return self.measure(shape.gpu_target if self.gpu_target else shape.allocatable)
 
     def covers(self, tenant: str | None, group: NodeGroup | None, labels: Mapping[str, str]) -> bool:
+        return self._in_scope(tenant, group) and self.selector(labels)
+
+    def may_cover(
+        self, tenant: str | None, group: NodeGroup, labels: Mapping[str, str], unsure: frozenset[str]
+    ) -> bool:
+        """Whether a new node with ``labels`` may be one this covers, where it will carry each key of
+        ``unsure`` with a value not known: ``In`` or ``NotIn`` on such a key may hold, ``Exists`` holds,
+        ``DoesNotExist`` does not; the other requirements judge (a ceiling must hold whatever the value
+        turns out to be)."""
+        if not unsure or self.requirements is None:
+            return self.covers(tenant, group, labels)
+        if any(key in unsure and operator == "DoesNotExist" for key, operator, _ in self.requirements):
+            return False
+        kept = [r for r in self.requirements if r[0] not in unsure]
+        return self._in_scope(tenant, group) and selector_matches(kept, labels)
+
+    def _in_scope(self, tenant: str | None, group: NodeGroup | None) -> bool:
         if self.tenant is not None and tenant != self.tenant:
             return False
-        if self.groups and (group is None or group.name not in self.groups):
-            return False
-        return self.selector(labels)
+        return not self.groups or (group is not None and group.name in self.groups)
 
     def room_for(self, per_node: Shape, want: int) -> int:
         """How many more nodes of ``per_node`` fit under the limits, at most ``want``."""
@@ -210,7 +228,8 @@ class Limits:
         self.constraints += [quota_constraint(q) for q in ctx.snapshot.quotas]
         self.constraints += tenant_constraints(ctx.config, ctx.now)
         self.claimed: set[str] = set()  # nodes charged to a tenant: by their pods, or claimed
-        self._new_labels: dict[tuple[str, str, str | None], tuple[Mapping[str, str], ...]] = {}
+        self._new_labels: dict[tuple[str, str, str | None], tuple[NewLabels, ...]] = {}
+        self._zone_keys: ZoneKeys | None = None
         if self.constraints:
             self._count_existing()
 
@@ -220,8 +239,11 @@ class Limits:
         hold wherever Auto Scaling puts the node."""
         key = (group.region, group.name, zone)
         if key not in self._new_labels:
-            self._new_labels[key] = new_node_labels(group, zone)
-        return any(c.covers(tenant, group, labels) for labels in self._new_labels[key])
+            if self._zone_keys is None:
+                managed = [(n.group, n.info) for n in self.ctx.nodes.values() if n.group is not None]
+                self._zone_keys = zone_keys(self.ctx.snapshot.nodes, managed)
+            self._new_labels[key] = new_node_labels(group, zone, self._zone_keys)
+        return any(c.may_cover(tenant, group, labels, unsure) for labels, unsure in self._new_labels[key])
 
     @property
     def active(self) -> bool:
@@ -407,31 +429,108 @@ class Floors:
                 add_into(c.used, c.vector(shape), sign)
 
 
-ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+ZONE_LABELS = (ZONE_LABEL, "failure-domain.beta.kubernetes.io/zone")
 TYPE_LABELS = (INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type")
+EBS_ZONE_LABEL = "topology.ebs.csi.aws.com/zone"
+ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
+# every node registers with both (the kubelet); a group's template names them only when every type it
+# may launch is known and of one architecture (spillway.model.nodegroup)
+ARCH_LABELS = frozenset({"kubernetes.io/arch", "beta.kubernetes.io/arch"})
+
+# a label set a new node may register with, and the keys it will carry with a value not known
+NewLabels = tuple[Mapping[str, str], frozenset[str]]
 
 
-def new_node_labels(group: NodeGroup, zone: str | None = None) -> tuple[Mapping[str, str], ...]:
-    """The label sets a new node of ``group`` may register with. Its template's labels leave the zone
-    open for a group over several zones, and the instance type for a mixed group of several types
-    (spillway.model.nodegroup's template labels: only what every node of the group gets), and neither
-    is Spillway's to choose: Auto Scaling balances the zones and the allocation strategy picks the type.
-    So one set per zone and type it may launch in, each with the template's other labels; just the
-    template's when it names both (or a ``node-template/label`` tag does). A limit that covers any of
-    them counts the node (:meth:`Limits.allowed`, :meth:`Limits.charge`): a quota on one zone or one
-    type is held wherever the node lands, as the quota's own count, of registered nodes, will hold it.
-    ``zone``, one of the group's: the zone its launch is kept to (a gang's fleet), the only one it may
-    land in."""
+# the zone id of a new node in a zone whose id no node shows: it will carry one (``Exists`` holds,
+# ``DoesNotExist`` does not), which may be any but those other zones show; no id is written so, so an
+# ``In`` of ids never takes it (a group of such a zone is not held back under another zone's quota)
+UNKNOWN_ZONE_ID = "?"
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneKeys:
+    """The zone keys beside the topology key (and its beta twin, which every node gets from the cloud
+    node controller) that the managed groups' registered nodes carry, so their new nodes will too.
+
+    * The EBS CSI driver's (the kubelet labels a Node with each topology key of the CSI drivers that
+      run there; its value is the zone): ``groups`` says, for each group with registered nodes, whether
+      they carry it (a group its DaemonSet does not run on, a taint it does not tolerate, has none);
+      ``ebs``, for a group without nodes, whether any managed group's nodes do.
+    * AWS's zone id (cloud-provider-aws sets it from v1.30, Karpenter on its own nodes): ``ids`` maps a
+      zone's name to its id as the cluster's nodes show them, None when no managed group's node carries
+      one. A zone's id is the same in every account, its name is not, so only a node in the zone says
+      which id it is (:data:`UNKNOWN_ZONE_ID` until one does)."""
+
+    ebs: bool = False
+    groups: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+    ids: Mapping[str, str] | None = None
+
+    def ebs_for(self, group: NodeGroup) -> bool:
+        return self.groups.get((group.region, group.name), self.ebs)
+
+
+def zone_keys(nodes: Iterable[NodeInfo], managed: Iterable[tuple[NodeGroup, NodeInfo]]) -> ZoneKeys:
+    """What the registered nodes say of the zone keys (:class:`ZoneKeys`): which new nodes carry them,
+    from the ``managed`` groups' nodes (each with its group); which id each zone is, from all ``nodes``.
+    A zone two nodes give two ids is left unknown."""
+    groups: dict[tuple[str, str], bool] = {}
+    carried = False
+    for group, info in managed:
+        key = (group.region, group.name)
+        groups[key] = groups.get(key, False) or EBS_ZONE_LABEL in info.labels
+        carried = carried or ZONE_ID_LABEL in info.labels
+    ebs = any(groups.values())
+    if not carried:
+        return ZoneKeys(ebs=ebs, groups=groups)
+    ids: dict[str, str] = {}
+    clashing: set[str] = set()
+    for info in nodes:
+        zone_id, zone = info.labels.get(ZONE_ID_LABEL), info.labels.get(ZONE_LABEL)
+        if zone_id is not None and zone is not None and ids.setdefault(zone, zone_id) != zone_id:
+            clashing.add(zone)
+    known = {zone: zone_id for zone, zone_id in ids.items() if zone not in clashing}
+    return ZoneKeys(ebs=ebs, groups=groups, ids=known)
+
+
+def new_node_labels(
+    group: NodeGroup, zone: str | None = None, keys: ZoneKeys = ZoneKeys()
+) -> tuple[NewLabels, ...]:
+    """The label sets a new node of ``group`` may register with, each with the keys it will carry with
+    a value not known. Its template's labels leave the zone open for a group over several zones, and the
+    instance type for a mixed group of several types (spillway.model.nodegroup's template labels: only
+    what every node of the group gets), and neither is Spillway's to choose: Auto Scaling balances the
+    zones and the allocation strategy picks the type. So one set per zone and type it may launch in,
+    each with the template's other labels; just the template's when it names both (or a
+    ``node-template/label`` tag does). Each set's zone also goes under the zone keys the managed groups'
+    nodes carry (``keys``): the EBS CSI driver's, and the zone id the nodes show for that zone
+    (:data:`UNKNOWN_ZONE_ID` for a zone no node shows: which id it is cannot be told). A template that names no architecture (a
+    group of amd64 and arm64 types, or of a type the catalogue does not know) leaves it not known. A
+    limit that covers any of them counts the node (:meth:`Limits.allowed`, :meth:`Limits.charge`): a
+    quota on one zone or one type is held wherever the node lands, as the quota's own count, of
+    registered nodes, will hold it. ``zone``, one of the group's: the zone its launch is kept to (a
+    gang's fleet), the only one it may land in."""
     assert group.template is not None
     base = group.template.labels
-    open_zones = ZONE_LABELS[0] not in base and len(group.zones) > 1
+    open_zones = ZONE_LABEL not in base and len(group.zones) > 1
     open_types = TYPE_LABELS[0] not in base and len(group.instance_types) > 1
-    if not (open_zones or open_types):
-        return (base,)
     may_land = (zone,) if zone in group.zones else group.zones
     zones = [dict.fromkeys(ZONE_LABELS, z) for z in may_land] if open_zones else [{}]
     types = [dict.fromkeys(TYPE_LABELS, t) for t in group.instance_types] if open_types else [{}]
-    return tuple({**base, **where, **kind} for where, kind in product(zones, types))
+    unsure = frozenset() if ARCH_LABELS & base.keys() else ARCH_LABELS
+    return tuple(
+        (_zone_keyed({**base, **where, **kind}, keys, keys.ebs_for(group)), unsure)
+        for where, kind in product(zones, types)
+    )
+
+
+def _zone_keyed(labels: dict[str, str], keys: ZoneKeys, ebs: bool) -> dict[str, str]:
+    """``labels`` with the zone keys a new node of its group carries (:class:`ZoneKeys`), from its zone."""
+    zone = labels.get(ZONE_LABEL)
+    if zone is not None and ebs:
+        labels.setdefault(EBS_ZONE_LABEL, zone)
+    if zone is not None and keys.ids is not None:
+        labels.setdefault(ZONE_ID_LABEL, keys.ids.get(zone, UNKNOWN_ZONE_ID))
+    return labels
 
 
 def template_shape(group: NodeGroup) -> Shape:
@@ -516,6 +615,7 @@ def quota_constraint(quota: QuotaInfo) -> Constraint:
         dict(quota.limits),
         selector=quota.matches,
         on_capacity=True,
+        requirements=quota.selector,
     )
 
 
@@ -544,4 +644,5 @@ def _scope_constraint(tenant: str, index: int, scope: LimitScope) -> Constraint:
         tenant=tenant,
         groups=frozenset(scope.node_groups),
         selector=lambda labels: all(labels.get(k) == v for k, v in wanted.items()),
+        requirements=tuple((k, "In", (v,)) for k, v in sorted(wanted.items())),
     )
