@@ -21,7 +21,7 @@ from spillway.model.k8s import Node
 from spillway.model.nodegroup import NodeGroup
 from spillway.model.shared import QuotaInfo
 from spillway.observe import quota_usage
-from spillway.planner.limits import ZoneKeys, zone_keys
+from spillway.planner.limits import Seen, zone_keys
 
 MIB = 2**20 * 1000  # the planner's milli-units
 GIB = 1024 * MIB
@@ -365,7 +365,14 @@ def test_zone_keys_only_other_nodes_carry_are_not_given_to_a_managed_groups_new_
     cloud provider's version) says nothing of what an Auto Scaling group's next node carries."""
     w = World()
     w.group("east-ab", "m5.2xlarge", max_size=10, zones=["us-east-1a", "us-east-1b"])
-    w.items.append(o.node("karpenter-1", instance="i-0k", zone="us-east-1a", labels={ZONE_ID: "use1-az4"}))
+    w.items.append(
+        o.node(
+            "karpenter-1",
+            instance="i-0k",
+            zone="us-east-1a",
+            labels={ZONE_ID: "use1-az4", "karpenter.sh/nodepool": "default"},
+        )
+    )
     w.capacity_quota("zone-cap", {"nodes": "1"}, match_labels={ZONE_ID: "use1-az4"})
     w.pods("p", 3, **WHOLE)  # one fits the Karpenter node
 
@@ -421,24 +428,77 @@ def test_a_tenant_scope_on_a_zone_id_counts_the_new_nodes_that_may_land_in_that_
 
 
 def test_zone_keys_read_from_the_nodes() -> None:
-    def info(name: str, **labels: str) -> NodeInfo:
-        return NodeInfo(name, {}, labels={ZONE: name.split("/")[0], **labels})
+    def seen(name: str, group: NodeGroup | None, settled: bool = True, **labels: str) -> Seen:
+        zone = name.split("/")[0]
+        info = NodeInfo(name, {}, labels={ZONE: zone, "topology.kubernetes.io/region": zone[:-1], **labels})
+        return Seen(info, group, settled)
 
-    nodes = [
-        info("us-east-1a/1", **{ZONE_ID: "use1-az4"}),
-        info("us-east-1a/2", **{ZONE_ID: "use1-az4", EBS_ZONE: "us-east-1a"}),
-        info("us-east-1b/1", **{ZONE_ID: "use1-az1"}),
-        info("us-east-1b/2", **{ZONE_ID: "use1-az2"}),  # two ids for one zone: it is not known
-        info("us-east-1c/1"),
-    ]
-    a, c = (NodeGroup(name, "us-east-1", 0, 9, 0, "m5.2xlarge", None) for name in ("a", "c"))
-
-    keys = zone_keys(nodes, [(a, nodes[0]), (a, nodes[1]), (c, nodes[4])])
-    assert keys == ZoneKeys(
-        ebs=True, groups={("us-east-1", "a"): True, ("us-east-1", "c"): False}, ids={"us-east-1a": "use1-az4"}
+    a, b, c, d = (NodeGroup(name, "us-east-1", 0, 9, 0, "m5.2xlarge", None) for name in "abcd")
+    west = NodeGroup("w", "us-west-2", 0, 9, 0, "m5.2xlarge", None)
+    keys = zone_keys(
+        [
+            seen("us-east-1a/1", a, **{ZONE_ID: "use1-az4"}),
+            seen("us-east-1a/2", a, **{ZONE_ID: "use1-az4", EBS_ZONE: "us-east-1a"}),
+            seen("us-east-1b/1", b, **{ZONE_ID: "use1-az1"}),
+            seen("us-east-1b/2", b, **{ZONE_ID: "use1-az2"}),  # two ids for one zone: it is not known
+            seen("us-east-1c/1", c, settled=False),  # its EBS key may be coming
+            seen("us-east-1c/2", d),  # settled without one: its group has none
+            seen("us-west-2a/1", west),  # settled without an id: the region's nodes have none
+            seen("us-west-2b/1", None, **{ZONE_ID: "usw2-az2", "karpenter.sh/nodepool": "gpu"}),
+        ]
     )
-    assert keys.ebs_for(c) is False and keys.ebs_for(NodeGroup("new", "us-east-1", 0, 9, 0, None, None))
-    assert zone_keys(nodes, [(c, nodes[4])]).ids is None
+
+    assert keys.ids == {"us-east-1a": "use1-az4", "us-west-2b": "usw2-az2"}
+    assert (keys.ebs_for(a), keys.ebs_for(b), keys.ebs_for(c), keys.ebs_for(d)) == (True, False, True, False)
+    assert keys.ids_for(a) and not keys.ids_for(west)
+    assert keys.ids_for(
+        NodeGroup("x", "eu-west-1", 0, 9, 0, "m5.2xlarge", None)
+    )  # no node there: as the rest
+
+
+def test_a_group_whose_only_node_just_joined_gets_the_ebs_key_the_other_groups_show() -> None:
+    """The kubelet adds the EBS CSI driver's key once its node plugin registers, seconds to minutes after
+    the node joins: a node that just joined without it is no word that its group's nodes lack it. Taken
+    as one, the group's nodes launching and to launch went uncounted under a quota on the key. (The node
+    that just joined counts once its key comes, as the quota's own count will count it.)"""
+    w = World()
+    [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+    w.node(node)["metadata"]["labels"][EBS_ZONE] = "us-east-1a"
+    w.group("east-t", "m5.2xlarge", max_size=10, zones=["us-east-1a"])
+    w.add_instance("east-t", register=True)  # joined a minute ago, no key yet
+    w.capacity_quota("ebs-a", {"nodes": "3"}, match_labels={EBS_ZONE: "us-east-1a"})
+    w.pods("p", 8, **WHOLE)  # two fit the nodes
+
+    assert scale_up(w.plan())["east-t"][:2] == (1, 3)
+
+
+def test_a_cluster_of_groups_at_zero_reads_the_zone_keys_from_its_other_nodes() -> None:
+    """Every managed group at zero: the system node group's node (of no managed group, not Karpenter's)
+    shows what the cluster's nodes carry."""
+    for key, value in ((ZONE_ID, "use1-az4"), (EBS_ZONE, "us-east-1a")):
+        w = World()
+        w.group("east-a", "m5.2xlarge", max_size=10, zones=["us-east-1a"])
+        system = o.node(
+            "system-1", instance="i-0s", zone="us-east-1a", labels={key: value}, cpu="1", memory="1Gi"
+        )
+        w.items.append(system)
+        w.capacity_quota("zone-cap", {"nodes": "2"}, match_labels={key: value})
+        w.pods("p", 6, **WHOLE)
+
+        assert scale_up(w.plan())["east-a"][:2] == (0, 1), key
+
+
+def test_whether_new_nodes_carry_a_zone_id_is_read_per_region() -> None:
+    """us-east-1's nodes carry zone ids, us-west-2's do not (cloud controllers of two versions): a new
+    us-west-2 node will have none, so a quota on nodes with an id does not count it."""
+    w = World()
+    [east] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+    w.node(east)["metadata"]["labels"][ZONE_ID] = "use1-az4"
+    w.group("west", "m5.2xlarge", region="us-west-2", max_size=10, nodes=1, zones=["us-west-2a"])
+    quota_expressions(w, "ids", {"nodes": "1"}, [{"key": ZONE_ID, "operator": "Exists"}])
+    w.pods("p", 5, **WHOLE)  # two fit the nodes
+
+    assert scale_up(w.plan())["west"][:2] == (1, 4)
 
 
 def test_a_new_node_in_a_zone_whose_id_no_node_shows_has_an_id_all_the_same() -> None:

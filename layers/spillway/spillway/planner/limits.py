@@ -38,8 +38,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import product
+from typing import Any
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
 from spillway.model.cluster import ZONE_LABEL, NodeInfo
@@ -240,10 +241,24 @@ class Limits:
         key = (group.region, group.name, zone)
         if key not in self._new_labels:
             if self._zone_keys is None:
-                managed = [(n.group, n.info) for n in self.ctx.nodes.values() if n.group is not None]
-                self._zone_keys = zone_keys(self.ctx.snapshot.nodes, managed)
+                self._zone_keys = zone_keys(self._seen())
             self._new_labels[key] = new_node_labels(group, zone, self._zone_keys)
         return any(c.may_cover(tenant, group, labels, unsure) for labels, unsure in self._new_labels[key])
+
+    def _seen(self) -> list[Seen]:
+        """The registered nodes as :func:`zone_keys` reads them."""
+        settle = timedelta(minutes=self.ctx.config.max_node_startup_minutes)
+        return [
+            Seen(
+                n.info,
+                n.group,
+                n.info.ready
+                and n.starting is None
+                and n.info.created_at is not None
+                and n.info.created_at + settle <= self.ctx.now,
+            )
+            for n in self.ctx.nodes.values()
+        ]
 
     @property
     def active(self) -> bool:
@@ -445,51 +460,84 @@ NewLabels = tuple[Mapping[str, str], frozenset[str]]
 # ``DoesNotExist`` does not), which may be any but those other zones show; no id is written so, so an
 # ``In`` of ids never takes it (a group of such a zone is not held back under another zone's quota)
 UNKNOWN_ZONE_ID = "?"
+REGION_LABEL = "topology.kubernetes.io/region"
+# Karpenter labels its own nodes with the zone id whatever the cloud provider's version, and they run
+# what its NodePools say: they tell nothing of what an Auto Scaling group's next node carries
+KARPENTER_NODE_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One registered node as :func:`zone_keys` reads it: its group (None: of no managed group), and
+    whether it is settled (Ready, initialized and past ``max_node_startup_minutes``: a key it lacks then
+    is not one still coming, as the EBS CSI driver's comes once its node plugin registers)."""
+
+    info: NodeInfo
+    group: NodeGroup | None
+    settled: bool
 
 
 @dataclass(frozen=True, slots=True)
 class ZoneKeys:
     """The zone keys beside the topology key (and its beta twin, which every node gets from the cloud
-    node controller) that the managed groups' registered nodes carry, so their new nodes will too.
+    node controller) a new node will carry, as the registered nodes show them.
 
     * The EBS CSI driver's (the kubelet labels a Node with each topology key of the CSI drivers that
-      run there; its value is the zone): ``groups`` says, for each group with registered nodes, whether
-      they carry it (a group its DaemonSet does not run on, a taint it does not tolerate, has none);
-      ``ebs``, for a group without nodes, whether any managed group's nodes do.
-    * AWS's zone id (cloud-provider-aws sets it from v1.30, Karpenter on its own nodes): ``ids`` maps a
-      zone's name to its id as the cluster's nodes show them, None when no managed group's node carries
-      one. A zone's id is the same in every account, its name is not, so only a node in the zone says
-      which id it is (:data:`UNKNOWN_ZONE_ID` until one does)."""
+      run there; its value is the zone): ``groups`` says, for a group with nodes, whether they carry it
+      (True once one does; False when its settled nodes do not: its DaemonSet does not run there);
+      ``ebs``, for another group, whether any node but Karpenter's does.
+    * AWS's zone id (cloud-provider-aws sets it from v1.30): ``regions`` says, per region, whether its
+      nodes (but Karpenter's) carry one, with the same rule, and ``carried`` for a region with no node
+      that tells; ``ids`` maps a zone's name to its id as the nodes show them. A zone's id is the same in
+      every account, its name is not, so only a node in the zone says which id it is
+      (:data:`UNKNOWN_ZONE_ID` until one does)."""
 
     ebs: bool = False
     groups: Mapping[tuple[str, str], bool] = field(default_factory=dict)
-    ids: Mapping[str, str] | None = None
+    carried: bool = False
+    regions: Mapping[str, bool] = field(default_factory=dict)
+    ids: Mapping[str, str] = field(default_factory=dict)
 
     def ebs_for(self, group: NodeGroup) -> bool:
         return self.groups.get((group.region, group.name), self.ebs)
 
+    def ids_for(self, group: NodeGroup) -> bool:
+        return self.regions.get(group.region, self.carried)
 
-def zone_keys(nodes: Iterable[NodeInfo], managed: Iterable[tuple[NodeGroup, NodeInfo]]) -> ZoneKeys:
-    """What the registered nodes say of the zone keys (:class:`ZoneKeys`): which new nodes carry them,
-    from the ``managed`` groups' nodes (each with its group); which id each zone is, from all ``nodes``.
-    A zone two nodes give two ids is left unknown."""
+
+def zone_keys(nodes: Iterable[Seen]) -> ZoneKeys:
+    """What the registered nodes say of the zone keys (:class:`ZoneKeys`). A zone two nodes give two ids
+    is left unknown."""
     groups: dict[tuple[str, str], bool] = {}
-    carried = False
-    for group, info in managed:
-        key = (group.region, group.name)
-        groups[key] = groups.get(key, False) or EBS_ZONE_LABEL in info.labels
-        carried = carried or ZONE_ID_LABEL in info.labels
-    ebs = any(groups.values())
-    if not carried:
-        return ZoneKeys(ebs=ebs, groups=groups)
+    regions: dict[str, bool] = {}
+    ebs = carried = False
     ids: dict[str, str] = {}
     clashing: set[str] = set()
-    for info in nodes:
-        zone_id, zone = info.labels.get(ZONE_ID_LABEL), info.labels.get(ZONE_LABEL)
+    for seen in nodes:
+        labels = seen.info.labels
+        zone_id, zone = labels.get(ZONE_ID_LABEL), labels.get(ZONE_LABEL)
         if zone_id is not None and zone is not None and ids.setdefault(zone, zone_id) != zone_id:
             clashing.add(zone)
+        if any(key in labels for key in KARPENTER_NODE_LABELS):
+            continue
+        has_ebs, has_id = EBS_ZONE_LABEL in labels, zone_id is not None
+        ebs, carried = ebs or has_ebs, carried or has_id
+        if seen.group is not None:
+            _tell(groups, (seen.group.region, seen.group.name), has_ebs, seen.settled)
+        region = labels.get(REGION_LABEL) or (seen.group.region if seen.group is not None else None)
+        if region is not None:
+            _tell(regions, region, has_id, seen.settled)
     known = {zone: zone_id for zone, zone_id in ids.items() if zone not in clashing}
-    return ZoneKeys(ebs=ebs, groups=groups, ids=known)
+    return ZoneKeys(ebs=ebs, groups=groups, carried=carried, regions=regions, ids=known)
+
+
+def _tell(told: dict[Any, bool], key: Any, has: bool, settled: bool) -> None:
+    """One node's word on whether the nodes of ``key`` carry a key: one that does says yes for good; a
+    settled one that does not says no, unless another said yes."""
+    if has:
+        told[key] = True
+    elif settled:
+        told.setdefault(key, False)
 
 
 def new_node_labels(
@@ -518,17 +566,17 @@ def new_node_labels(
     types = [dict.fromkeys(TYPE_LABELS, t) for t in group.instance_types] if open_types else [{}]
     unsure = frozenset() if ARCH_LABELS & base.keys() else ARCH_LABELS
     return tuple(
-        (_zone_keyed({**base, **where, **kind}, keys, keys.ebs_for(group)), unsure)
+        (_zone_keyed({**base, **where, **kind}, keys, keys.ebs_for(group), keys.ids_for(group)), unsure)
         for where, kind in product(zones, types)
     )
 
 
-def _zone_keyed(labels: dict[str, str], keys: ZoneKeys, ebs: bool) -> dict[str, str]:
+def _zone_keyed(labels: dict[str, str], keys: ZoneKeys, ebs: bool, ids: bool) -> dict[str, str]:
     """``labels`` with the zone keys a new node of its group carries (:class:`ZoneKeys`), from its zone."""
     zone = labels.get(ZONE_LABEL)
     if zone is not None and ebs:
         labels.setdefault(EBS_ZONE_LABEL, zone)
-    if zone is not None and keys.ids is not None:
+    if zone is not None and ids:
         labels.setdefault(ZONE_ID_LABEL, keys.ids.get(zone, UNKNOWN_ZONE_ID))
     return labels
 
