@@ -571,3 +571,12 @@ def test_every_new_node_has_an_architecture_whichever_it_is() -> None:
             quota_expressions(w, "arch", {"nodes": quota}, [{"key": key, "operator": operator}])
 
             assert scale_up(w.plan())["mixed"][:2] == (0, launched), (key, operator)
+
+
+def test_a_node_created_at_a_time_without_a_zone_is_read_as_utc() -> None:
+    """kubectl's JSON always says Z, a hand-written List need not: the plan reads such a time as UTC, as
+    everywhere else, instead of failing on comparing it with the plan's time."""
+    w = zone_keyed_world({ZONE_ID: "use1-az4"}, {ZONE_ID: "use1-az4"})
+    w.node(w.items[0]["metadata"]["name"])["metadata"]["creationTimestamp"] = "2026-11-02T09:00:00"
+
+    assert scale_up(w.plan())["east-ab"][:2] == (0, 1)

@@ -49,7 +49,7 @@ from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into
 from spillway.model.shared import NODES, LabelRequirement, QuotaInfo, selector_matches
 from spillway.planner import codes
-from spillway.planner.context import Context, WorkNode
+from spillway.planner.context import Context, WorkNode, aware
 from spillway.planner.startup import unregistered
 
 ONE_NODE = 1000
@@ -241,9 +241,14 @@ class Limits:
         key = (group.region, group.name, zone)
         if key not in self._new_labels:
             if self._zone_keys is None:
-                self._zone_keys = zone_keys(self._seen())
+                self._zone_keys = zone_keys(self._seen()) if self._names_zone_keys() else ZoneKeys()
             self._new_labels[key] = new_node_labels(group, zone, self._zone_keys)
         return any(c.may_cover(tenant, group, labels, unsure) for labels, unsure in self._new_labels[key])
+
+    def _names_zone_keys(self) -> bool:
+        """Some limit selects by a zone key read from the nodes (most name none: no node is read then)."""
+        read = {EBS_ZONE_LABEL, ZONE_ID_LABEL}
+        return any(key in read for c in self.constraints for key, _, _ in c.requirements or ())
 
     def _seen(self) -> list[Seen]:
         """The registered nodes as :func:`zone_keys` reads them."""
@@ -255,7 +260,7 @@ class Limits:
                 n.info.ready
                 and n.starting is None
                 and n.info.created_at is not None
-                and n.info.created_at + settle <= self.ctx.now,
+                and aware(n.info.created_at) + settle <= self.ctx.now,
             )
             for n in self.ctx.nodes.values()
         ]
