@@ -554,14 +554,14 @@ def new_node_labels(
     what every node of the group gets), and neither is Spillway's to choose: Auto Scaling balances the
     zones and the allocation strategy picks the type. So one set per zone and type it may launch in,
     each with the template's other labels; just the template's when it names both (or a
-    ``node-template/label`` tag does). Each set's zone also goes under the zone keys the managed groups'
-    nodes carry (``keys``): the EBS CSI driver's, and the zone id the nodes show for that zone
-    (:data:`UNKNOWN_ZONE_ID` for a zone no node shows: which id it is cannot be told). A template that names no architecture (a
-    group of amd64 and arm64 types, or of a type the catalogue does not know) leaves it not known. A
-    limit that covers any of them counts the node (:meth:`Limits.allowed`, :meth:`Limits.charge`): a
-    quota on one zone or one type is held wherever the node lands, as the quota's own count, of
-    registered nodes, will hold it. ``zone``, one of the group's: the zone its launch is kept to (a
-    gang's fleet), the only one it may land in."""
+    ``node-template/label`` tag does). Each set's zone also goes under the zone keys the registered
+    nodes show the group's new nodes will carry (``keys``): the EBS CSI driver's, and the zone id the
+    nodes show for that zone (:data:`UNKNOWN_ZONE_ID` for a zone no node shows: which id it is cannot be
+    told). A template that names no architecture (a group of amd64 and arm64 types, or of a type the
+    catalogue does not know) leaves its value not known. A limit that covers any of them counts the node
+    (:meth:`Limits.allowed`, :meth:`Limits.charge`): a quota on one zone or one type is held wherever the
+    node lands, as the quota's own count, of registered nodes, will hold it. ``zone``, one of the
+    group's: the zone its launch is kept to (a gang's fleet), the only one it may land in."""
     assert group.template is not None
     base = group.template.labels
     open_zones = ZONE_LABEL not in base and len(group.zones) > 1
