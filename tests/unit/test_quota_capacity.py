@@ -18,7 +18,7 @@ from plan_world import World, pending_codes, pending_reasons, scale_up
 from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo
 from spillway.model.k8s import Node
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import NodeGroup, with_zone_ids
 from spillway.model.shared import QuotaInfo
 from spillway.observe import quota_usage
 from spillway.planner.limits import Seen, zone_keys
@@ -580,3 +580,25 @@ def test_a_node_created_at_a_time_without_a_zone_is_read_as_utc() -> None:
     w.node(w.items[0]["metadata"]["name"])["metadata"]["creationTimestamp"] = "2026-11-02T09:00:00"
 
     assert scale_up(w.plan())["east-ab"][:2] == (0, 1)
+
+
+# --- the zone ids EC2 names (DescribeAvailabilityZones, read by observe) ------------------------------
+
+
+def test_a_groups_zone_ids_survive_the_stored_snapshot_and_an_older_snapshot_loads_without_them() -> None:
+    """observe keeps each group's zones' ids as EC2 names them; a snapshot an older observe wrote has
+    none, and loads with none (the planner then learns ids from the nodes, as before)."""
+    [group] = with_zone_ids(
+        [NodeGroup("east-ab", "us-east-1", 0, 9, 0, "m5.2xlarge", None, zones=("us-east-1b", "us-east-1a"))],
+        {"us-east-1": {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1", "us-east-1c": "use1-az2"}},
+    )
+    stored = group.to_dict()
+
+    assert stored["zone_ids"] == {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1"}  # its zones only
+    assert NodeGroup.from_dict(stored) == group
+    assert group.zone_id("us-east-1b") == "use1-az1" and group.zone_id("us-east-1c") is None
+    del stored["zone_ids"]
+    assert NodeGroup.from_dict(stored).zone_ids == ()
+    plain = NodeGroup("west", "us-west-2", 0, 9, 0, "m5.2xlarge", None, zones=("us-west-2a",))
+    assert with_zone_ids([plain], {"us-east-1": {"us-west-2a": "x"}}) == [plain]  # no answer for its region
+    assert "zone_ids" not in plain.to_dict()  # a group without stores as before
