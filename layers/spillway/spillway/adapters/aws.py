@@ -950,6 +950,25 @@ class AwsAdapter:
 
         return _call(f"DescribeInstances({region}, gang attempts of {self.cluster})", fetch)
 
+    def zone_ids(self, region: str) -> dict[str, str]:
+        """Zone name -> zone id of the region's zones this account may use (``ec2:DescribeAvailabilityZones``,
+        one call, no paging): ``us-east-1a`` -> ``use1-az4``. A zone's id names the same zone in every
+        account; which name it goes by differs from account to account. Observe reads it once per region
+        per observation for the zone id a group's new nodes register with (``topology.k8s.aws/zone-id``)."""
+        client = self._clients.ec2(region)
+
+        def fetch() -> dict[str, str]:
+            zones = client.describe_availability_zones().get("AvailabilityZones", [])
+            return dict(
+                sorted(
+                    (str(z["ZoneName"]), str(z["ZoneId"]))
+                    for z in zones
+                    if z.get("ZoneName") and z.get("ZoneId")
+                )
+            )
+
+        return _call(f"DescribeAvailabilityZones({region})", fetch)
+
     def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
         """Subnet id → its Availability Zone (``ec2:DescribeSubnets``), for the gang launch that must
         stay in one zone of a group whose subnets span several."""
