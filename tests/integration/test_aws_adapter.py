@@ -606,3 +606,22 @@ def test_zone_ids_refused_or_throttled_is_one_of_our_errors_naming_the_call_and_
 
     with pytest.raises(error, match=rf"DescribeAvailabilityZones\(us-west-2\): {code}"):
         adapter.zone_ids("us-west-2")
+
+
+def test_zone_ids_are_asked_of_ec2_until_it_answers_then_kept(adapter: AwsAdapter) -> None:
+    """An account's zone names never change ids: once EC2 has answered, observe's later asks cost no
+    call (and a call failing on and off no longer flips the snapshot's groups between with and without
+    ids, each flip a write and a plan). A refused call is asked again."""
+    ec2 = adapter._clients.ec2("us-west-2")
+    refused = refuse(ec2, "describe_availability_zones", "RequestLimitExceeded", 503)
+    with pytest.raises(AwsThrottled):
+        adapter.zone_ids("us-west-2")
+    del ec2.describe_availability_zones  # EC2 answers again
+    seen = count_calls(ec2, "DescribeAvailabilityZones")
+
+    first = adapter.zone_ids("us-west-2")
+    first["us-west-2a"] = "changed by the caller"
+    again = adapter.zone_ids("us-west-2")
+
+    assert len(refused) == 1 and len(seen) == 1
+    assert again["us-west-2a"] == "usw2-az2"

@@ -413,6 +413,14 @@ def with_zone_ids(groups: Iterable[NodeGroup], ids: Mapping[str, Mapping[str, st
     return out
 
 
+def zone_ids_of(groups: Iterable[NodeGroup]) -> dict[str, dict[str, str]]:
+    """Region -> zone name -> zone id, as the groups carry them (:func:`with_zone_ids` the other way)."""
+    out: dict[str, dict[str, str]] = {}
+    for group in groups:
+        out.setdefault(group.region, {}).update(group.zone_ids)
+    return out
+
+
 def _template_dict(template: TemplateNode) -> dict[str, Any]:
     out: dict[str, Any] = {
         "allocatable": template.allocatable,
