@@ -739,9 +739,9 @@ class FakeCloud(Recorder):
                                      tags[TAG_ATTEMPT], tags.get(TAG_GANG, ""), tags.get(TAG_ASG)))  # fmt: skip
         return out
 
-    def zone_ids(self, region: str) -> dict[str, str]:
+    def zone_ids_in(self, region: str) -> dict[str, str]:
         """As DescribeAvailabilityZones: the region's zones' ids, as set in :attr:`zones`."""
-        self._call("zone_ids", region)
+        self._call("zone_ids_in", region)
         return dict(self.zones.get(region, {}))
 
     def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:

@@ -587,12 +587,12 @@ def test_zone_ids_are_what_ec2_names_each_zone_of_the_region_in_this_account(ada
     ec2 = adapter._clients.ec2("us-east-1")
     seen = count_calls(ec2, "DescribeAvailabilityZones")
 
-    ids = adapter.zone_ids("us-east-1")
+    ids = adapter.zone_ids_in("us-east-1")
 
     assert ids["us-east-1a"] == "use1-az6" and ids["us-east-1b"] == "use1-az1"
     assert all(zone.startswith("us-east-1") and i.startswith("use1-az") for zone, i in ids.items())
     assert len(seen) == 1
-    assert adapter.zone_ids("us-west-2")["us-west-2a"] == "usw2-az2"
+    assert adapter.zone_ids_in("us-west-2")["us-west-2a"] == "usw2-az2"
 
 
 @pytest.mark.parametrize(
@@ -605,7 +605,7 @@ def test_zone_ids_refused_or_throttled_is_one_of_our_errors_naming_the_call_and_
     refuse(adapter._clients.ec2("us-west-2"), "describe_availability_zones", code, status)
 
     with pytest.raises(error, match=rf"DescribeAvailabilityZones\(us-west-2\): {code}"):
-        adapter.zone_ids("us-west-2")
+        adapter.zone_ids_in("us-west-2")
 
 
 def test_zone_ids_are_asked_of_ec2_until_it_answers_then_kept(adapter: AwsAdapter) -> None:
@@ -615,13 +615,13 @@ def test_zone_ids_are_asked_of_ec2_until_it_answers_then_kept(adapter: AwsAdapte
     ec2 = adapter._clients.ec2("us-west-2")
     refused = refuse(ec2, "describe_availability_zones", "RequestLimitExceeded", 503)
     with pytest.raises(AwsThrottled):
-        adapter.zone_ids("us-west-2")
+        adapter.zone_ids_in("us-west-2")
     del ec2.describe_availability_zones  # EC2 answers again
     seen = count_calls(ec2, "DescribeAvailabilityZones")
 
-    first = adapter.zone_ids("us-west-2")
+    first = adapter.zone_ids_in("us-west-2")
     first["us-west-2a"] = "changed by the caller"
-    again = adapter.zone_ids("us-west-2")
+    again = adapter.zone_ids_in("us-west-2")
 
     assert len(refused) == 1 and len(seen) == 1
     assert again["us-west-2a"] == "usw2-az2"

@@ -170,7 +170,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         pool.submit(aws.fleet_instances, region) for region in regions
     ]
     # which id each zone name is in this account: the zone id a group's new nodes register with
-    zone_futures: list[Future[dict[str, str]]] = [pool.submit(aws.zone_ids, region) for region in regions]
+    zone_futures: list[Future[dict[str, str]]] = [pool.submit(aws.zone_ids_in, region) for region in regions]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: list(kube.iter_pdbs()))
     # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come;

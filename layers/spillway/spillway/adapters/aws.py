@@ -953,7 +953,7 @@ class AwsAdapter:
 
         return _call(f"DescribeInstances({region}, gang attempts of {self.cluster})", fetch)
 
-    def zone_ids(self, region: str) -> dict[str, str]:
+    def zone_ids_in(self, region: str) -> dict[str, str]:
         """Zone name -> zone id of the region's zones this account may use (``ec2:DescribeAvailabilityZones``,
         one call, no paging): ``us-east-1a`` -> ``use1-az4``. A zone's id names the same zone in every
         account; which name it goes by differs from account to account, and never changes for one. So the
