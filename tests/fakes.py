@@ -469,6 +469,7 @@ class FakeCloud(Recorder):
         # EC2 remembers a CreateFleet ClientToken: (region, token) -> the request and its answer
         self.fleet_tokens: dict[tuple[str, str], tuple[FleetRequest, CreateFleetResult]] = {}
         self.subnets: dict[str, str] = {}  # subnet id -> its Availability Zone
+        self.zones: dict[str, dict[str, str]] = {}  # region -> zone name -> zone id (none unless set)
         self.hooks: dict[tuple[str, str], list[LifecycleHook]] = {}  # (region, group) -> its hooks
         # Terminate lifecycle actions waiting: instance id -> {hook name: action token}.
         self.waiting: dict[str, dict[str, str]] = {}
@@ -737,6 +738,11 @@ class FakeCloud(Recorder):
             out.append(FleetInstance(iid, region, i.get("launched_at", self.launch_time), i["state"],
                                      tags[TAG_ATTEMPT], tags.get(TAG_GANG, ""), tags.get(TAG_ASG)))  # fmt: skip
         return out
+
+    def zone_ids_in(self, region: str) -> dict[str, str]:
+        """As DescribeAvailabilityZones: the region's zones' ids, as set in :attr:`zones`."""
+        self._call("zone_ids_in", region)
+        return dict(self.zones.get(region, {}))
 
     def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
         """As DescribeSubnets: an unknown subnet id is an error (InvalidSubnetID.NotFound)."""

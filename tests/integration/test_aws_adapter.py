@@ -579,3 +579,49 @@ def test_a_spot_gang_fleet_request_is_accepted_and_launches_spot_instances(
     assert [i.get("InstanceLifecycle") for r in described["Reservations"] for i in r["Instances"]] == [
         "spot"
     ] * 2
+
+
+def test_zone_ids_are_what_ec2_names_each_zone_of_the_region_in_this_account(adapter: AwsAdapter) -> None:
+    """A zone's name maps to another id in each account (moto's us-east-1a is use1-az6); EC2's
+    DescribeAvailabilityZones says which, once per call for the whole region."""
+    ec2 = adapter._clients.ec2("us-east-1")
+    seen = count_calls(ec2, "DescribeAvailabilityZones")
+
+    ids = adapter.zone_ids_in("us-east-1")
+
+    assert ids["us-east-1a"] == "use1-az6" and ids["us-east-1b"] == "use1-az1"
+    assert all(zone.startswith("us-east-1") and i.startswith("use1-az") for zone, i in ids.items())
+    assert len(seen) == 1
+    assert adapter.zone_ids_in("us-west-2")["us-west-2a"] == "usw2-az2"
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "error"),
+    [("UnauthorizedOperation", 403, AwsError), ("RequestLimitExceeded", 503, AwsThrottled)],
+)
+def test_zone_ids_refused_or_throttled_is_one_of_our_errors_naming_the_call_and_region(
+    adapter: AwsAdapter, code: str, status: int, error: type[AwsError]
+) -> None:
+    refuse(adapter._clients.ec2("us-west-2"), "describe_availability_zones", code, status)
+
+    with pytest.raises(error, match=rf"DescribeAvailabilityZones\(us-west-2\): {code}"):
+        adapter.zone_ids_in("us-west-2")
+
+
+def test_zone_ids_are_asked_of_ec2_until_it_answers_then_kept(adapter: AwsAdapter) -> None:
+    """An account's zone names never change ids: once EC2 has answered, observe's later asks cost no
+    call (and a call failing on and off no longer flips the snapshot's groups between with and without
+    ids, each flip a write and a plan). A refused call is asked again."""
+    ec2 = adapter._clients.ec2("us-west-2")
+    refused = refuse(ec2, "describe_availability_zones", "RequestLimitExceeded", 503)
+    with pytest.raises(AwsThrottled):
+        adapter.zone_ids_in("us-west-2")
+    del ec2.describe_availability_zones  # EC2 answers again
+    seen = count_calls(ec2, "DescribeAvailabilityZones")
+
+    first = adapter.zone_ids_in("us-west-2")
+    first["us-west-2a"] = "changed by the caller"
+    again = adapter.zone_ids_in("us-west-2")
+
+    assert len(refused) == 1 and len(seen) == 1
+    assert again["us-west-2a"] == "usw2-az2"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -14,7 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
-from fakes import FakeCloud, FakeCluster
+from fakes import FakeCloud, FakeCluster, calls, refuse
 
 from spillway.adapters.aws import AwsAdapter, AwsClients, AwsSettings
 from spillway.adapters.store import SnapshotStore
@@ -170,6 +171,44 @@ def test_a_region_whose_gang_instances_cannot_be_read_fails_no_observation(
         "us-west-2",
     )
     assert any("us-west-2" in r.getMessage() and "Rate exceeded" in r.getMessage() for r in caplog.records)
+
+
+def test_each_groups_zones_carry_the_ids_ec2_names_them(kube: FakeCluster, aws: AwsAdapter) -> None:
+    """A quota on a zone id must count a group's new nodes in a zone where no node has registered yet:
+    observe reads which id each zone is from EC2 (moto: us-east-1a is use1-az6, us-west-2a usw2-az2),
+    once per region, and each group keeps its zones' ids, in the stored snapshot too."""
+    seen = [calls(aws._clients.ec2(r), "DescribeAvailabilityZones") for r in aws.regions]
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert {(g.name, g.zone_ids) for g in snapshot.groups} == {
+        ("general", (("us-east-1a", "use1-az6"),)),
+        ("gpu", (("us-east-1a", "use1-az6"),)),
+        ("p3", (("us-west-2a", "usw2-az2"),)),
+    }
+    assert [len(made) for made in seen] == [1, 1]
+    stored = Snapshot.from_dict(json.loads(json.dumps(snapshot.to_dict())))
+    assert [g.zone_ids for g in stored.groups] == [g.zone_ids for g in snapshot.groups]
+
+
+def test_a_region_whose_zone_ids_ec2_refuses_fails_no_observation(
+    kube: FakeCluster, aws: AwsAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The ids only sharpen how quotas on a zone id count new nodes (without them the planner learns a
+    zone's id from its nodes, as it did before it read them): a role without
+    ec2:DescribeAvailabilityZones, or a throttled call, leaves that region's groups without ids, warned,
+    and the observation goes on."""
+    refuse(aws._clients.ec2("us-west-2"), "describe_availability_zones", "UnauthorizedOperation", 403)
+
+    snapshot = observe_once(kube, aws, CONFIG, lambda: T0)
+
+    assert {g.name: g.zone_ids for g in snapshot.groups} == {
+        "general": (("us-east-1a", "use1-az6"),),
+        "gpu": (("us-east-1a", "use1-az6"),),
+        "p3": (),
+    }
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("us-west-2" in m and "UnauthorizedOperation" in m for m in warned), warned
 
 
 def test_terminal_pods_are_kept_when_asked(kube: FakeCluster, aws: AwsAdapter) -> None:

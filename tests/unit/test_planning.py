@@ -50,7 +50,7 @@ from spillway.model.act import StoredState
 from spillway.model.cluster import NodeInfo, cordon_digest
 from spillway.model.history import MAX_SCALE_UP_GROUPS
 from spillway.model.k8s import CORDONED_BY_SPILLWAY, DRAINING_TAINT
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import NodeGroup, with_zone_ids
 from spillway.model.snapshot import Snapshot
 from spillway.model.state import GroupState, RaiseState, State
 from spillway.planner import codes
@@ -1746,3 +1746,28 @@ def test_backoff_gives_back_a_new_instance_whose_never_ready_node_has_a_pod_boun
 
     assert out["terminated"] == [broken] and writes(cloud) == [("terminate_instance", broken)]
     assert "left running" not in out["reason"]
+
+
+def test_an_overflow_replan_judges_a_zone_id_quota_by_the_ids_observe_read() -> None:
+    """The re-plan reads the groups live, and a live read carries no zone ids (observe reads them from
+    EC2, for the snapshot): it takes the snapshot's, so a quota on gpu-west's zone id counts its new
+    nodes as the plan would. Without them us-west-2a's id was unknown (no node there), and all three
+    pods' nodes went past a quota of one."""
+    w = gpu_world()
+    general = next(i for i in w.items if i["kind"] == "Node")
+    general["metadata"]["labels"]["topology.k8s.aws/zone-id"] = "use1-az4"  # the nodes carry zone ids
+    w.capacity_quota("west-zone", {"nodes": "1"}, match_labels={"topology.k8s.aws/zone-id": "usw2-az2"})
+    cluster, groups, _, _ = w.parsed()
+    rig = Rig()
+    ref = rig.snapshots.add(
+        Snapshot.build(cluster, with_zone_ids(groups, {"us-west-2": {"us-west-2a": "usw2-az2"}}), NOW)
+    )
+    plan = rig.run(ref, now=NOW + timedelta(seconds=5))
+    scale, event = overflow(rig, ref, plan.plan_id, NOW + timedelta(seconds=30))
+    live = scale.aws.node_groups_by_region  # as the adapter reads them: no zone ids
+    for region in live:
+        live[region] = [replace(g, zone_ids=()) for g in live[region]]
+
+    out = scale.next_round(event)
+
+    assert [(g["group"], g["from"], g["to"]) for g in out["groups"]] == [("gpu-west", 0, 1)]

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from plan_world import World, pending_codes, pending_reasons, scale_up
+from plan_world import NOW, World, pending_codes, pending_reasons, scale_up
 
 from spillway.local import objects as o
 from spillway.model.cluster import NodeInfo
 from spillway.model.k8s import Node
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import NodeGroup, with_zone_ids
 from spillway.model.shared import QuotaInfo
 from spillway.observe import quota_usage
+from spillway.planner import ScalingPlan, plan
 from spillway.planner.limits import Seen, zone_keys
 
 MIB = 2**20 * 1000  # the planner's milli-units
@@ -580,3 +581,89 @@ def test_a_node_created_at_a_time_without_a_zone_is_read_as_utc() -> None:
     w.node(w.items[0]["metadata"]["name"])["metadata"]["creationTimestamp"] = "2026-11-02T09:00:00"
 
     assert scale_up(w.plan())["east-ab"][:2] == (0, 1)
+
+
+# --- the zone ids EC2 names (DescribeAvailabilityZones, read by observe) ------------------------------
+
+
+def test_a_groups_zone_ids_survive_the_stored_snapshot_and_an_older_snapshot_loads_without_them() -> None:
+    """observe keeps each group's zones' ids as EC2 names them; a snapshot an older observe wrote has
+    none, and loads with none (the planner then learns ids from the nodes, as before)."""
+    [group] = with_zone_ids(
+        [NodeGroup("east-ab", "us-east-1", 0, 9, 0, "m5.2xlarge", None, zones=("us-east-1b", "us-east-1a"))],
+        {"us-east-1": {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1", "us-east-1c": "use1-az2"}},
+    )
+    stored = group.to_dict()
+
+    assert stored["zone_ids"] == {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1"}  # its zones only
+    assert NodeGroup.from_dict(stored) == group
+    assert group.zone_id("us-east-1b") == "use1-az1" and group.zone_id("us-east-1c") is None
+    del stored["zone_ids"]
+    assert NodeGroup.from_dict(stored).zone_ids == ()
+    plain = NodeGroup("west", "us-west-2", 0, 9, 0, "m5.2xlarge", None, zones=("us-west-2a",))
+    assert with_zone_ids([plain], {"us-east-1": {"us-west-2a": "x"}}) == [plain]  # no answer for its region
+    assert "zone_ids" not in plain.to_dict()  # a group without stores as before
+
+
+def plan_with_ec2_ids(w: World, ids: dict[str, dict[str, str]]) -> ScalingPlan:
+    """``w`` planned with its groups' zone ids as observe reads them from EC2 (``ids``: region -> zone
+    name -> zone id)."""
+    snapshot, groups, config, state = w.parsed()
+    return plan(snapshot, with_zone_ids(groups, ids), config, state, NOW)
+
+
+def zone_b_world(node_id: str | None = "use1-az4") -> World:
+    """A node in us-east-1a showing its id ``node_id`` (so the region's new nodes carry one; None: it
+    shows none), and a group over us-east-1b, where no node has registered."""
+    w = World()
+    [node] = w.group("east-a", "m5.2xlarge", max_size=1, nodes=1, zones=["us-east-1a"])
+    if node_id is not None:
+        w.node(node)["metadata"]["labels"][ZONE_ID] = node_id
+    w.group("east-b", "m5.2xlarge", max_size=10, zones=["us-east-1b"])
+    return w
+
+
+EAST_IDS = {"us-east-1": {"us-east-1a": "use1-az4", "us-east-1b": "use1-az1"}}
+
+
+def test_a_quota_on_a_zone_id_counts_new_nodes_in_a_zone_no_node_shows_when_ec2_names_its_id() -> None:
+    """Before, which id us-east-1b is could only be learnt from a node there: a quota on its id counted
+    none of the group's new nodes, and two went into a quota with room for one."""
+    w = zone_b_world()
+    w.capacity_quota("az1-cap", {"nodes": "1"}, match_labels={ZONE_ID: "use1-az1"})
+    w.pods("p", 3, **WHOLE)
+
+    result = plan_with_ec2_ids(w, EAST_IDS)
+
+    assert scale_up(result)["east-b"][:2] == (0, 1)
+    assert "CapacityQuota az1-cap limit nodes=1 reached" in " ".join(pending_reasons(result).values())
+
+
+def test_a_full_not_in_quota_no_longer_holds_back_a_group_in_a_zone_it_leaves_out() -> None:
+    """A quota on every zone but use1-az1, full with the us-east-1a node: a new node of us-east-1b, whose
+    id no node showed, could have been any id but those other nodes show, so the group was held back
+    (three pods that each need a node of their own, one fits the us-east-1a node). EC2 says us-east-1b
+    is use1-az1: its new nodes are outside the quota."""
+    w = zone_b_world()
+    quota_expressions(
+        w, "not-az1", {"nodes": "1"}, [{"key": ZONE_ID, "operator": "NotIn", "values": ["use1-az1"]}]
+    )
+    w.pods("p", 3, **WHOLE)
+
+    held = " ".join(pending_reasons(w.plan()).values())  # without EC2's ids
+    assert "east-b: CapacityQuota not-az1 limit nodes=1 reached" in held
+    result = plan_with_ec2_ids(w, EAST_IDS)
+
+    assert scale_up(result)["east-b"][:2] == (0, 2)
+    assert "CapacityQuota" not in " ".join(pending_reasons(result).values())
+
+
+def test_ec2s_zone_ids_are_not_given_to_new_nodes_in_a_region_whose_nodes_carry_none() -> None:
+    """EC2 names every zone's id, but a node carries the label only from cloud-provider-aws v1.30: in a
+    region whose settled nodes have none, a quota on an id counts no new node, as its own count of the
+    registered nodes never will."""
+    w = zone_b_world(node_id=None)
+    w.capacity_quota("az1-cap", {"nodes": "1"}, match_labels={ZONE_ID: "use1-az1"})
+    w.pods("p", 3, **WHOLE)
+
+    assert scale_up(plan_with_ec2_ids(w, EAST_IDS))["east-b"][:2] == (0, 2)

@@ -2,7 +2,8 @@
 pod groups, Workloads, CapacityQuotas, ProvisioningRequests, CapacityBuffers and the workloads they
 name, and the jobs that say whether their pods may move: PyTorchJobs, PaddleJobs, batch Jobs; the
 DaemonSets, which decide what a group's fresh node runs) and its Auto Scaling groups in every region,
-with the EC2 instances a fleet gang launch tagged (``ClusterSnapshot.fleet_instances``).
+with the EC2 instances a fleet gang launch tagged (``ClusterSnapshot.fleet_instances``) and the id of
+each group's zones (``NodeGroup.zone_ids``, from DescribeAvailabilityZones).
 
 ``observe_once`` takes one :class:`~spillway.model.snapshot.Snapshot`: the AWS regions, the nodes and
 the PDBs are read in threads while this thread pages through the pods, converting each into a compact
@@ -10,7 +11,8 @@ the PDBs are read in threads while this thread pages through the pods, convertin
 Any failure raises :class:`~spillway.errors.ObservationFailed` (with the cause chained): there is never a
 partial snapshot, but for the gang attempts' EC2 instances (``fleet_instances``): a region whose read
 failed is left out of them, logged and named (``fleet_unread``, counted by the observe function), for
-the gang sweep only misses it for a tick. That holds for every kind read, whether the cluster must serve it or not: a kind
+the gang sweep only misses it for a tick; and for the zone ids: a region whose read failed leaves its
+groups without them, warned, and the planner reads a zone's id from the nodes there instead. That holds for every kind read, whether the cluster must serve it or not: a kind
 counts as having no objects only when the API server says its resource does not exist (404: the CRD is
 not installed, which the adapter answers with none; whether coscheduling's PodGroup is served is kept in
 the snapshot: ``ClusterSnapshot.coscheduling_served``). A refusal (403: the function's ClusterRole lacks
@@ -76,7 +78,7 @@ from spillway.model.k8s import (
     SharedObject,
 )
 from spillway.model.livetemplate import with_live_templates
-from spillway.model.nodegroup import NodeGroup
+from spillway.model.nodegroup import NodeGroup, with_zone_ids
 from spillway.model.priorities import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, Priorities
 from spillway.model.provreq import ProvisioningRequestInfo
 from spillway.model.resources import Resources
@@ -159,7 +161,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
     regions = aws.regions
     # AWS regions, nodes and PDBs in worker threads (mostly waiting on the network); the pods, the
     # bulk of the data, in this thread.
-    pool = ThreadPoolExecutor(max_workers=2 * len(regions) + 5, thread_name_prefix="observe")
+    pool = ThreadPoolExecutor(max_workers=3 * len(regions) + 5, thread_name_prefix="observe")
     futures: list[Future[list[NodeGroup]]] = [
         pool.submit(aws.node_groups_in, region, reserve, taken_at) for region in regions
     ]
@@ -167,6 +169,8 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
     fleet_futures: list[Future[list[FleetInstance]]] = [
         pool.submit(aws.fleet_instances, region) for region in regions
     ]
+    # which id each zone name is in this account: the zone id a group's new nodes register with
+    zone_futures: list[Future[dict[str, str]]] = [pool.submit(aws.zone_ids_in, region) for region in regions]
     node_future = pool.submit(lambda: tuple(NodeInfo.from_node(n) for n in kube.iter_nodes() if _usable(n)))
     pdb_future = pool.submit(lambda: list(kube.iter_pdbs()))
     # namespaces (tenants), pod groups and Workloads (gangs), CapacityQuotas: distilled as they come;
@@ -207,6 +211,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         buffers = buffer_future.result()
         groups = [group for future in futures for group in future.result()]
         fleet, fleet_unread = _fleet(config.cluster, regions, fleet_futures)
+        zone_ids = _zone_ids(config.cluster, regions, zone_futures)
     except ListExpired:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -214,7 +219,7 @@ def _observe(kube: Cluster, aws: Cloud, config: ObserveConfig, clock: Clock) -> 
         pool.shutdown(wait=False, cancel_futures=True)
         raise ObservationFailed(f"observing {config.cluster} failed: {type(exc).__name__}: {exc}") from exc
     pool.shutdown(wait=True)
-    groups = with_live_templates(groups, nodes)  # here groups and their nodes first meet
+    groups = with_live_templates(with_zone_ids(groups, zone_ids), nodes)  # here groups and nodes first meet
     for pdb in raw_pdbs:
         budgets.add(pdb)
     for volume in volume_objects:
@@ -505,6 +510,24 @@ def _fleet(
             log.error("observing %s: the gang attempts' instances of %s were not read (%s: %s); this "
                       "snapshot sweeps none there", cluster, region, type(exc).__name__, exc)  # fmt: skip
     return tuple(out), tuple(unread)
+
+
+def _zone_ids(
+    cluster: str, regions: Iterable[str], futures: Iterable[Future[dict[str, str]]]
+) -> dict[str, dict[str, str]]:
+    """Each region's zone name -> zone id, as EC2 answered (DescribeAvailabilityZones). A region whose
+    call failed (refused: a role without ``ec2:DescribeAvailabilityZones``; throttled) is left out,
+    warned, and fails no observation: its groups carry no ids, and the planner takes a zone's id from
+    the nodes there, as it did before it read them (a quota on an id then counts no new node in a zone
+    where no node shows it: spillway.planner.limits). A failed observation would stop every plan."""
+    out: dict[str, dict[str, str]] = {}
+    for region, future in zip(regions, futures, strict=True):
+        try:
+            out[region] = future.result()
+        except AwsError as exc:
+            log.warning("observing %s: the zone ids of %s were not read (%s: %s); its groups' new nodes "
+                        "get the ids the nodes there show", cluster, region, type(exc).__name__, exc)  # fmt: skip
+    return out
 
 
 def _priorities(config_map: ConfigMap | None) -> tuple[Priorities, str]:

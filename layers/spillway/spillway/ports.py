@@ -207,6 +207,9 @@ class Cloud(Protocol):
     # The instances of ``region`` tagged with a gang attempt of this cluster, alive or stopped (all of
     # them, or those of ``instance_ids``): the gang sweep (spillway.planner.gangsweep, act/gangsweep.py).
     def fleet_instances(self, region: str, instance_ids: Sequence[str] = ()) -> list[FleetInstance]: ...
+    # Zone name -> zone id of the region's zones (EC2 DescribeAvailabilityZones): the zone id a group's new
+    # nodes register with (observe; spillway.planner.limits).
+    def zone_ids_in(self, region: str) -> dict[str, str]: ...
 
 
 class Snapshots(Protocol):

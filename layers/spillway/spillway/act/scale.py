@@ -97,6 +97,8 @@ from spillway.model.nodegroup import (
     launch_failure_since,
     launch_refusal,
     replacement_launches,
+    with_zone_ids,
+    zone_ids_of,
 )
 from spillway.model.scale import STEP_INPUTS
 from spillway.model.snapshot import Snapshot
@@ -388,6 +390,8 @@ class ScaleSteps:
         if snapshot_age(snapshot, now).total_seconds() > self.settings.max_snapshot_age_seconds:
             return {**base, "done": True, "result": f"latest snapshot {iso(snapshot.taken_at)} is stale"}
         live = self.aws.node_groups(self.settings.planner.node_reserve.reserve(), now)
+        # the zone ids observe read from EC2 (an account's never change), which a live read does not give
+        live = with_zone_ids(live, zone_ids_of(snapshot.groups))
         stored = self.ledger.load(cluster, now)
         result = run_planner(snapshot.cluster, live, self.settings.planner, stored.state, now)
         groups, left = _round_groups(scale_up_groups(result, live))

@@ -317,6 +317,9 @@ class AwsAdapter:
         self._launch_cache = LaunchCache(launch_cache_size)
         # what DescribeNodegroup said, for cluster-autoscaler's TTL
         self._nodegroup_cache = NodegroupCache()
+        # each region's zone name -> zone id, for the container's life: an account's never changes
+        self._zone_ids: dict[str, dict[str, str]] = {}
+        self._zone_ids_lock = threading.Lock()
 
     @property
     def regions(self) -> tuple[str, ...]:
@@ -949,6 +952,33 @@ class AwsAdapter:
             return [found[i] for i in sorted(found)]
 
         return _call(f"DescribeInstances({region}, gang attempts of {self.cluster})", fetch)
+
+    def zone_ids_in(self, region: str) -> dict[str, str]:
+        """Zone name -> zone id of the region's zones this account may use (``ec2:DescribeAvailabilityZones``,
+        one call, no paging): ``us-east-1a`` -> ``use1-az4``. A zone's id names the same zone in every
+        account; which name it goes by differs from account to account, and never changes for one. So the
+        first answer is kept for the container's life: observe asks every observation, and EC2 is called
+        until it has answered once (a zone the account opts into later shows in a new container)."""
+        with self._zone_ids_lock:
+            kept = self._zone_ids.get(region)
+        if kept is not None:
+            return dict(kept)
+        client = self._clients.ec2(region)
+
+        def fetch() -> dict[str, str]:
+            zones = client.describe_availability_zones().get("AvailabilityZones", [])
+            return dict(
+                sorted(
+                    (str(z["ZoneName"]), str(z["ZoneId"]))
+                    for z in zones
+                    if z.get("ZoneName") and z.get("ZoneId")
+                )
+            )
+
+        answer = _call(f"DescribeAvailabilityZones({region})", fetch)
+        with self._zone_ids_lock:
+            self._zone_ids[region] = answer
+        return dict(answer)
 
     def subnet_zones(self, region: str, subnet_ids: Sequence[str]) -> dict[str, str]:
         """Subnet id → its Availability Zone (``ec2:DescribeSubnets``), for the gang launch that must

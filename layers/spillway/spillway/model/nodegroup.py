@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -202,6 +202,14 @@ class NodeGroup:
     # node for the planner, but members still (a fleet gang's instance there is no orphan:
     # spillway.planner.gangsweep)
     held_instances: tuple[str, ...] = ()
+    # the id of each of its zones EC2 named (DescribeAvailabilityZones: ZoneName -> ZoneId, read by
+    # observe: with_zone_ids), by zone name; empty when EC2 was not asked or did not answer. A zone's name
+    # maps to another id in each account, so only EC2 (or a node in the zone) says which id it is
+    zone_ids: tuple[tuple[str, str], ...] = ()
+
+    def zone_id(self, zone: str) -> str | None:
+        """The id EC2 gave the group's ``zone`` (``use1-az4``), or None when it gave none."""
+        return dict(self.zone_ids).get(zone)
 
     def suspension(self, process: str) -> str | None:
         """Why ``process`` (:data:`LAUNCH`, :data:`TERMINATE`, ...) is suspended on the group, said for a
@@ -354,6 +362,9 @@ class NodeGroup:
             terminating_instances=tuple(d.get("terminating_instances", ())),
             # absent from snapshots stored before it was read: none known
             held_instances=tuple(d.get("held_instances", ())),
+            # absent from snapshots stored before it was read (or when EC2 did not answer): none known,
+            # the planner then learns a zone's id from the nodes there (spillway.planner.limits)
+            zone_ids=tuple(sorted((str(k), str(v)) for k, v in dict(d.get("zone_ids", {})).items())),
         )
 
 
@@ -387,7 +398,27 @@ _OPTIONAL_KEYS: tuple[tuple[str, Callable[[NodeGroup], Any]], ...] = (
     ("protected_instances", lambda g: list(g.protected_instances) or None),
     ("terminating_instances", lambda g: list(g.terminating_instances) or None),
     ("held_instances", lambda g: list(g.held_instances) or None),
+    ("zone_ids", lambda g: dict(g.zone_ids) or None),
 )
+
+
+def with_zone_ids(groups: Iterable[NodeGroup], ids: Mapping[str, Mapping[str, str]]) -> list[NodeGroup]:
+    """The groups, each with the ids of its zones that ``ids`` (region -> zone name -> zone id, as EC2's
+    DescribeAvailabilityZones answers) names; a group of a region without an answer is left as it is."""
+    out: list[NodeGroup] = []
+    for group in groups:
+        known = ids.get(group.region) or {}
+        pairs = tuple(sorted((zone, known[zone]) for zone in set(group.zones) if zone in known))
+        out.append(replace(group, zone_ids=pairs) if pairs else group)
+    return out
+
+
+def zone_ids_of(groups: Iterable[NodeGroup]) -> dict[str, dict[str, str]]:
+    """Region -> zone name -> zone id, as the groups carry them (:func:`with_zone_ids` the other way)."""
+    out: dict[str, dict[str, str]] = {}
+    for group in groups:
+        out.setdefault(group.region, {}).update(group.zone_ids)
+    return out
 
 
 def _template_dict(template: TemplateNode) -> dict[str, Any]:

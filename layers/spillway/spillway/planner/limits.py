@@ -461,9 +461,10 @@ ARCH_LABELS = frozenset({"kubernetes.io/arch", "beta.kubernetes.io/arch"})
 NewLabels = tuple[Mapping[str, str], frozenset[str]]
 
 
-# the zone id of a new node in a zone whose id no node shows: it will carry one (``Exists`` holds,
-# ``DoesNotExist`` does not), which may be any but those other zones show; no id is written so, so an
-# ``In`` of ids never takes it (a group of such a zone is not held back under another zone's quota)
+# the zone id of a new node in a zone whose id neither EC2 (observe's DescribeAvailabilityZones was
+# refused or failed) nor a node shows: it will carry one (``Exists`` holds, ``DoesNotExist`` does not),
+# which may be any but those other zones show; no id is written so, so an ``In`` of ids never takes it
+# (a group of such a zone is not held back under another zone's quota)
 UNKNOWN_ZONE_ID = "?"
 REGION_LABEL = "topology.kubernetes.io/region"
 # Karpenter labels its own nodes with the zone id whatever the cloud provider's version, and they run
@@ -494,8 +495,9 @@ class ZoneKeys:
     * AWS's zone id (cloud-provider-aws sets it from v1.30): ``regions`` says, per region, whether its
       nodes (but Karpenter's) carry one, with the same rule, and ``carried`` for a region with no node
       that tells; ``ids`` maps a zone's name to its id as the nodes show them. A zone's id is the same in
-      every account, its name is not, so only a node in the zone says which id it is
-      (:data:`UNKNOWN_ZONE_ID` until one does)."""
+      every account, its name is not, so only EC2 (a group's :attr:`NodeGroup.zone_ids`, read by observe,
+      which come first) or a node in the zone says which id it is (:data:`UNKNOWN_ZONE_ID` until one
+      does)."""
 
     ebs: bool = False
     groups: Mapping[tuple[str, str], bool] = field(default_factory=dict)
@@ -555,9 +557,9 @@ def new_node_labels(
     zones and the allocation strategy picks the type. So one set per zone and type it may launch in,
     each with the template's other labels; just the template's when it names both (or a
     ``node-template/label`` tag does). Each set's zone also goes under the zone keys the registered
-    nodes show the group's new nodes will carry (``keys``): the EBS CSI driver's, and the zone id the
-    nodes show for that zone (:data:`UNKNOWN_ZONE_ID` for a zone no node shows: which id it is cannot be
-    told). A template that names no architecture (a group of amd64 and arm64 types, or of a type the
+    nodes show the group's new nodes will carry (``keys``): the EBS CSI driver's, and the zone id, as
+    EC2 names it for the group's zone (:attr:`NodeGroup.zone_ids`), else as the nodes show it for that
+    zone (:data:`UNKNOWN_ZONE_ID` when neither does: which id it is cannot be told). A template that names no architecture (a group of amd64 and arm64 types, or of a type the
     catalogue does not know) leaves its value not known. A limit that covers any of them counts the node
     (:meth:`Limits.allowed`, :meth:`Limits.charge`): a quota on one zone or one type is held wherever the
     node lands, as the quota's own count, of registered nodes, will hold it. ``zone``, one of the
@@ -571,18 +573,18 @@ def new_node_labels(
     types = [dict.fromkeys(TYPE_LABELS, t) for t in group.instance_types] if open_types else [{}]
     unsure = frozenset() if ARCH_LABELS & base.keys() else ARCH_LABELS
     return tuple(
-        (_zone_keyed({**base, **where, **kind}, keys, keys.ebs_for(group), keys.ids_for(group)), unsure)
-        for where, kind in product(zones, types)
+        (_zone_keyed({**base, **where, **kind}, group, keys), unsure) for where, kind in product(zones, types)
     )
 
 
-def _zone_keyed(labels: dict[str, str], keys: ZoneKeys, ebs: bool, ids: bool) -> dict[str, str]:
-    """``labels`` with the zone keys a new node of its group carries (:class:`ZoneKeys`), from its zone."""
+def _zone_keyed(labels: dict[str, str], group: NodeGroup, keys: ZoneKeys) -> dict[str, str]:
+    """``labels`` with the zone keys a new node of ``group`` carries (:class:`ZoneKeys`), from its zone:
+    the zone id EC2 gave the group's zone (:attr:`NodeGroup.zone_ids`), else the one the nodes show."""
     zone = labels.get(ZONE_LABEL)
-    if zone is not None and ebs:
+    if zone is not None and keys.ebs_for(group):
         labels.setdefault(EBS_ZONE_LABEL, zone)
-    if zone is not None and ids:
-        labels.setdefault(ZONE_ID_LABEL, keys.ids.get(zone, UNKNOWN_ZONE_ID))
+    if zone is not None and keys.ids_for(group):
+        labels.setdefault(ZONE_ID_LABEL, group.zone_id(zone) or keys.ids.get(zone, UNKNOWN_ZONE_ID))
     return labels
 
 
