@@ -559,11 +559,12 @@ def new_node_labels(
     ``node-template/label`` tag does). Each set's zone also goes under the zone keys the registered
     nodes show the group's new nodes will carry (``keys``): the EBS CSI driver's, and the zone id, as
     EC2 names it for the group's zone (:attr:`NodeGroup.zone_ids`), else as the nodes show it for that
-    zone (:data:`UNKNOWN_ZONE_ID` when neither does: which id it is cannot be told). A template that names no architecture (a group of amd64 and arm64 types, or of a type the
-    catalogue does not know) leaves its value not known. A limit that covers any of them counts the node
-    (:meth:`Limits.allowed`, :meth:`Limits.charge`): a quota on one zone or one type is held wherever the
-    node lands, as the quota's own count, of registered nodes, will hold it. ``zone``, one of the
-    group's: the zone its launch is kept to (a gang's fleet), the only one it may land in."""
+    zone (:data:`UNKNOWN_ZONE_ID` when neither does: which id it is cannot be told). A template that
+    names no architecture (a group of amd64 and arm64 types, or of a type the catalogue does not know)
+    leaves its value not known. A limit that covers any of them counts the node (:meth:`Limits.allowed`,
+    :meth:`Limits.charge`): a quota on one zone or one type is held wherever the node lands, as the
+    quota's own count, of registered nodes, will hold it. ``zone``, one of the group's: the zone its
+    launch is kept to (a gang's fleet), the only one it may land in."""
     assert group.template is not None
     base = group.template.labels
     open_zones = ZONE_LABEL not in base and len(group.zones) > 1
