@@ -1199,9 +1199,9 @@ def _distil_shared(
 
 # Zone labels a volume's node affinity (or, before volume topology, its labels) may name, each meaning the
 # zone: the EBS CSI driver's own key, and the beta label. Template nodes carry only ZONE_LABEL.
-ZONE_ALIASES = frozenset(
-    {ZONE_LABEL, "topology.ebs.csi.aws.com/zone", "failure-domain.beta.kubernetes.io/zone"}
-)
+EBS_ZONE_LABEL = "topology.ebs.csi.aws.com/zone"  # the EBS CSI driver's topology key: the zone
+ZONE_ID_LABEL = "topology.k8s.aws/zone-id"  # AWS's id of the zone (cloud-provider-aws, from v1.30)
+ZONE_ALIASES = frozenset({ZONE_LABEL, EBS_ZONE_LABEL, "failure-domain.beta.kubernetes.io/zone"})
 
 
 class VolumeMatcher:

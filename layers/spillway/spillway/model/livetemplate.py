@@ -66,7 +66,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from spillway.model.cluster import ZONE_ALIASES, NodeInfo, TaintT
+from spillway.model.cluster import ZONE_ALIASES, ZONE_ID_LABEL, NodeInfo, TaintT
 from spillway.model.k8s import CANDIDATE_TAINT, DELETION_TAINTS
 from spillway.model.nodegroup import (
     CAPACITY_LABELS,
@@ -83,7 +83,7 @@ NODE_LABELS = frozenset(
 )
 NODE_LABEL_PREFIXES = ("spillway.io/", "topology.k8s.aws/network-node-layer-")
 # the next node's only when the group has one zone
-ZONE_KEYS = ZONE_ALIASES | {"topology.k8s.aws/zone-id"}
+ZONE_KEYS = ZONE_ALIASES | {ZONE_ID_LABEL}
 # the next node's only when the group launches one instance type
 TYPE_KEYS = frozenset(
     {INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type", "kubernetes.io/arch", "beta.kubernetes.io/arch"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 
-from spillway.model.cluster import ZONE_ALIASES, PodInfo
+from spillway.model.cluster import ZONE_ALIASES, ZONE_ID_LABEL, PodInfo
 from spillway.model.daemonsets import DaemonSetInfo
 from spillway.model.jobs import JobInfo
 from spillway.model.nodegroup import LAUNCH, NodeGroup, TemplateNode
@@ -296,7 +296,7 @@ def has_spot(ctx: Context) -> bool:
 # --balance-similar-node-groups ignores these, and the node group identity labels EKS and eksctl set).
 BALANCE_IGNORED = ZONE_ALIASES | frozenset(
     {
-        "topology.k8s.aws/zone-id",
+        ZONE_ID_LABEL,
         "kubernetes.io/hostname",
         "eks.amazonaws.com/nodegroup",
         "eks.amazonaws.com/sourceLaunchTemplateId",

@@ -43,7 +43,7 @@ from itertools import product
 from typing import Any
 
 from spillway.config import LimitScope, PlannerConfig, parse_gpu_range, parse_range
-from spillway.model.cluster import ZONE_LABEL, NodeInfo
+from spillway.model.cluster import EBS_ZONE_LABEL, ZONE_ID_LABEL, ZONE_LABEL, NodeInfo
 from spillway.model.nodegroup import INSTANCE_TYPE_LABEL, NodeGroup
 from spillway.model.quantity import format_milli
 from spillway.model.resources import CPU, MEMORY, Resources, add_into
@@ -451,8 +451,6 @@ class Floors:
 
 ZONE_LABELS = (ZONE_LABEL, "failure-domain.beta.kubernetes.io/zone")
 TYPE_LABELS = (INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type")
-EBS_ZONE_LABEL = "topology.ebs.csi.aws.com/zone"
-ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 # every node registers with both (the kubelet); a group's template names them only when every type it
 # may launch is known and of one architecture (spillway.model.nodegroup)
 ARCH_LABELS = frozenset({"kubernetes.io/arch", "beta.kubernetes.io/arch"})
