@@ -300,7 +300,7 @@ class PodInfo:
             terminating=meta.deletion_timestamp is not None,
             stuck_after=stuck_after(meta.deletion_timestamp, spec.termination_grace_period_seconds),
             owner_is_controller=is_controller,
-            owner_uid=owner.uid if owner and is_controller and _may_stay(pod, owner) else "",
+            owner_uid=_owner_uid(pod, owner if is_controller else None),
             deletion_cost=_deletion_cost(annotations),
             uid=meta.uid if unschedulable and spec.node_name is None else "",
             gang=gang,
@@ -473,6 +473,11 @@ def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
 
 # the cordon as kube-scheduler reads it (spillway.planner.predicates.UNSCHEDULABLE_TAINT)
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def _owner_uid(pod: Pod, controller: OwnerReference | None) -> str:
+    """``PodInfo.owner_uid``: the ``controller``'s uid when the pod may stay on a drained node, else ""."""
+    return controller.uid if controller is not None and _may_stay(pod, controller) else ""
 
 
 def _may_stay(pod: Pod, owner: OwnerReference | None) -> bool:

@@ -564,13 +564,7 @@ class ScaleDownStage:
         if orphan:
             reason = f"{codes.ORPHANED_DRAIN_FINISHED}: {self._orphan_age(node)}; {reason}"
         unready = ctx.config_for(group).scale_down_unready_minutes if not info.ready else None
-        # its controller may replace such a pod on the node before the drain: the drain takes the
-        # replacement as the same workload (spillway.act.drain.successors)
-        controllers = tuple(
-            (p.key, p.owner_kind, p.owner_name, p.owner_uid)
-            for p in sorted(node.expendable, key=lambda p: p.key)
-            if p.controlled and p.owner_kind and p.owner_name and p.owner_uid and comes_back(p)
-        )
+        controllers = _controllers_of_staying(node)
         self.drains.append(
             Drain(
                 info.name,
@@ -595,3 +589,16 @@ class ScaleDownStage:
             "with the node: the pod garbage collector deletes them with the Node, and their controllers, if "
             "any, recreate them)"
         )
+
+
+def _controllers_of_staying(node: WorkNode) -> tuple[tuple[str, str, str, str], ...]:
+    """(pod, kind, name, uid) of the controller of each expendable pod of ``node`` that goes with it
+    (it tolerates the drain's cordon and taint: :func:`~spillway.planner.disruption.comes_back`). Its
+    controller may replace such a pod on the node before the drain; the drain takes the replacement as
+    the same workload (``spillway.act.drain.successors``). None for a pod whose controller's uid the
+    snapshot does not hold (one written before it)."""
+    return tuple(
+        (p.key, p.owner_kind, p.owner_name, p.owner_uid)
+        for p in sorted(node.expendable, key=lambda p: p.key)
+        if p.controlled and p.owner_kind and p.owner_name and p.owner_uid and comes_back(p)
+    )
