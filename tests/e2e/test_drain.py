@@ -261,7 +261,7 @@ def test_a_plans_drain_takes_the_successor_of_a_pod_it_named_as_named_and_termin
     world.pod("agent-new-1", node, app="agent", tolerations=everything, priority=-100)
     item = {"node": node, "instance_id": world.instances[node], "group": "general", "region": HOME,
             "reason": "idle; evicts its 1 expendable pod(s)", "consolidation": True, "pods": ["team-a/agent-0"],
-            "controllers": {"team-a/agent-0": {"kind": "ReplicaSet", "name": "agent-5d9c", "uid": uid}},
+            "controllers": {"team-a/agent-0": {"kind": "ReplicaSet", "name": "agent-5d9c", "uid": uid, "priority": -100}},
             **claim_fields(datetime.now(UTC), 60)}  # fmt: skip
     payload = {
         "cluster": CLUSTER,

@@ -259,10 +259,16 @@ def test_a_consolidation_whose_node_runs_an_unnamed_pod_with_local_storage_is_ca
 # --- pods that tolerate the drain's own cordon and taint ----------------------------------------------
 
 
-def agent_pod(rig: Rig, name: str, tolerations: list[dict[str, Any]]) -> None:
+def agent_pod(
+    rig: Rig,
+    name: str,
+    tolerations: list[dict[str, Any]],
+    owner: tuple[str, str] = ("ReplicaSet", "agent-7c9f"),
+    priority: int = 0,
+) -> None:
     """A Deployment's pod, as a monitoring agent often runs: it tolerates every taint."""
     raw = objects.pod(name, "monitoring", node_name=NODE, labels={"app": "agent"}, tolerations=tolerations,
-                      owner=("ReplicaSet", "agent-7c9f"))  # fmt: skip
+                      owner=owner, priority=priority)  # fmt: skip
     rig.api.add(raw)
 
 
@@ -359,10 +365,11 @@ def test_a_plans_drain_still_lets_the_expendable_pods_it_names_go_with_the_node(
 
 
 def controller_of(
-    name: str = "agent-7c9f", kind: str = "ReplicaSet", namespace: str = "monitoring"
-) -> dict[str, str]:
-    """The controller ownerReference a plan's drain carries for a named pod: kind, name and uid."""
-    return {"kind": kind, "name": name, "uid": objects._uid(kind, namespace, name)}
+    name: str = "agent-7c9f", kind: str = "ReplicaSet", namespace: str = "monitoring", priority: int = 0
+) -> dict[str, Any]:
+    """The controller ownerReference a plan's drain carries for a named pod (kind, name and uid), and
+    the named pod's priority."""
+    return {"kind": kind, "name": name, "uid": objects._uid(kind, namespace, name), "priority": priority}
 
 
 def named_agent(**request: Any) -> dict[str, Any]:
@@ -473,6 +480,71 @@ def test_a_successor_that_does_not_tolerate_the_drain_is_still_unplanned_work(ri
 
     assert set(out) == {"cancelled"}, out
     assert "monitoring/agent-1" in out["cancelled"]["note"]
+
+
+WORKFLOW = ("Workflow", "etl-nightly")
+
+
+def test_a_pod_of_higher_priority_of_the_same_controller_is_other_work_not_a_successor(rig: Rig) -> None:
+    """One controller may make pods of several templates and priorities (an Argo Workflow's steps, a
+    RayCluster's head and workers, a training job's launcher and workers). The plan named the expendable
+    step etl-nightly-prep-1 (priority -100), which finished and was deleted; the Workflow's next step, a
+    training pod of priority 1000 that tolerates everything, landed on the node. The plan never judged
+    it: taken for prep-1's successor, it went with the node, the job killed by a scale-down."""
+    agent_pod(rig, "etl-nightly-train-2", [{"operator": "Exists"}], owner=WORKFLOW, priority=1000)
+    request = named_agent(
+        pods=["monitoring/etl-nightly-prep-1"],
+        controllers={"monitoring/etl-nightly-prep-1": controller_of(*reversed(WORKFLOW), priority=-100)},
+    )
+
+    out = rig.drainer.validate(request)
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/etl-nightly-train-2" in out["cancelled"]["note"]
+
+
+def test_such_a_pod_bound_through_the_cordon_holds_the_node(rig: Rig) -> None:
+    agent_pod(rig, "etl-nightly-prep-1", [{"operator": "Exists"}], owner=WORKFLOW, priority=-100)
+    request = named_agent(
+        pods=["monitoring/etl-nightly-prep-1"],
+        controllers={"monitoring/etl-nightly-prep-1": controller_of(*reversed(WORKFLOW), priority=-100)},
+        poll_seconds=5,
+        deadline_seconds=30,
+    )
+    drain = Drain.model_validate(rig.drainer.validate(request)["drain"])
+    rig.drainer.cordon(drain)
+    rig.api.delete("Pod", "etl-nightly-prep-1", "monitoring")
+    agent_pod(rig, "etl-nightly-train-2", [{"operator": "Exists"}], owner=WORKFLOW, priority=1000)
+
+    first = rig.drainer.evict(drain)
+
+    assert [r["pod"] for r in first["remaining"]] == ["monitoring/etl-nightly-train-2"], first
+
+
+def test_a_successor_of_equal_or_lower_priority_goes_with_the_node(rig: Rig) -> None:
+    agent_pod(rig, "etl-nightly-prep-2", [{"operator": "Exists"}], owner=WORKFLOW, priority=-200)
+    request = named_agent(
+        pods=["monitoring/etl-nightly-prep-1"],
+        controllers={"monitoring/etl-nightly-prep-1": controller_of(*reversed(WORKFLOW), priority=-100)},
+    )
+
+    assert set(rig.drainer.validate(request)) == {"drain", "preview"}
+
+
+def test_a_successor_being_deleted_itself_takes_no_place_from_the_next(rig: Rig) -> None:
+    """A churning agent: named agent-0 is gone, its replacement agent-1 is being deleted already and
+    agent-2 replaced that. agent-1 (first by name) took agent-0's one place, so agent-2 was unplanned
+    and the drain cancelled: the churn the successor rule is for, back by the luck of names."""
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])
+    rig.api.kubelet_exit_delay = 10**6  # agent-1 stays terminating
+    rig.kube.evict("monitoring", "agent-1")
+    leaving = rig.api.get("Pod", "agent-1", "monitoring")
+    assert leaving is not None and leaving["metadata"].get("deletionTimestamp")
+    agent_pod(rig, "agent-2", [{"operator": "Exists"}])
+
+    out = rig.drainer.validate(named_agent())
+
+    assert set(out) == {"drain", "preview"}, out.get("cancelled", {}).get("note")
 
 
 def test_an_older_plans_request_without_controllers_keeps_the_node_for_the_successor_as_before(

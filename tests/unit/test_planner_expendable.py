@@ -246,7 +246,9 @@ def test_the_drain_of_such_a_node_names_the_pods_controller_so_its_successor_cou
     item = drain_item(drain, {})
 
     uid = o._uid("ReplicaSet", "default", "bf")
-    assert item["controllers"] == {"default/backfill-0": {"kind": "ReplicaSet", "name": "bf", "uid": uid}}
+    assert item["controllers"] == {
+        "default/backfill-0": {"kind": "ReplicaSet", "name": "bf", "uid": uid, "priority": -100}
+    }
     request = parse_request({"cluster": "c", "plan_id": "p", **item})
     assert request.controllers["default/backfill-0"].uid == uid
 

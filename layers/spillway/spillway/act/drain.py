@@ -1019,28 +1019,34 @@ def successors(drain: Drain | DrainRequest, pods: Sequence[Pod]) -> frozenset[st
     """The pods on the node that replace pods the plan named: a pod the plan did not name, that
     tolerates the drain's cordon and taint (:func:`spillway.planner.disruption.comes_back`), whose
     controller (kind, name and uid) is the one the plan's ``controllers`` gives for a named pod that is
-    gone or terminating. Its controller deleted the named pod and made this one on the same node (a
-    DaemonSet-like controller of another kind, a Job or ReplicaSet recreating it): the same workload,
-    so the drain treats it as the plan treated its predecessor. One successor per named pod gone, in
-    name order: a controller that has more pods there now than the plan saw runs new work. Never one
-    for a request without ``controllers`` (a drain by hand, an older build's plan)."""
+    gone or terminating, and whose priority is no higher than that pod's. Its controller deleted the
+    named pod and made this one on the same node (a DaemonSet-like controller of another kind, a Job or
+    ReplicaSet recreating it): the same workload, so the drain treats it as the plan treated its
+    predecessor. A pod of higher priority is other work of that controller (a Workflow's next step, a
+    RayCluster's head), which the plan never judged. One successor per named pod gone, in name order: a
+    controller that has more pods there now than the plan saw runs new work; a candidate being deleted
+    itself is leaving, counts as named and takes no named pod's place. Never one for a request without
+    ``controllers`` (a drain by hand, an older build's plan)."""
     if not drain.controllers:
         return frozenset()
     here = {f"{p.metadata.namespace or 'default'}/{p.metadata.name}": p for p in pods}
-    gone: dict[tuple[str, str, str], int] = {}
+    gone: dict[tuple[str, str, str], list[int]] = {}  # a controller's named pods gone: their priorities
     for key, ctl in drain.controllers.items():
         pod = here.get(key)
         if key in drain.pods and (pod is None or pod.metadata.deletion_timestamp is not None):
-            was = (ctl.kind, ctl.name, ctl.uid)
-            gone[was] = gone.get(was, 0) + 1
-    named, found = set(drain.pods), set[str]()
-    for key in sorted(here):
+            gone.setdefault((ctl.kind, ctl.name, ctl.uid), []).append(ctl.priority)
+    found = set[str]()
+    for key in sorted(set(here) - set(drain.pods)):
         ref = _controller(here[key])
-        if key in named or ref is None or not gone.get(ref):
+        info = PodInfo.from_pod(here[key])
+        places = gone.get(ref, []) if ref is not None else []
+        # the lowest place it may take, so a higher one stays for a successor of higher priority
+        fits = sorted(p for p in places if info.priority <= p)
+        if not fits or not comes_back(info):
             continue
-        if comes_back(PodInfo.from_pod(here[key])):
-            gone[ref] -= 1
-            found.add(key)
+        found.add(key)
+        if not info.terminating:
+            places.remove(fits[0])
     return frozenset(found)
 
 

@@ -76,6 +76,9 @@ class PodController(BaseModel):
     kind: str = Field(min_length=1, max_length=100)
     name: str = Field(min_length=1, max_length=253)
     uid: str = Field(min_length=1, max_length=64)
+    # the named pod's priority: a pod of that controller with a higher one is other work, not its successor
+    # (a Workflow, a RayCluster or a training job makes pods of several templates and priorities)
+    priority: int = Field(ge=-(2**31), le=2**31 - 1)  # a pod's spec.priority is an int32
 
 
 class DrainRequest(BaseModel):

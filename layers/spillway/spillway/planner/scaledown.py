@@ -591,14 +591,15 @@ class ScaleDownStage:
         )
 
 
-def _controllers_of_staying(node: WorkNode) -> tuple[tuple[str, str, str, str], ...]:
-    """(pod, kind, name, uid) of the controller of each expendable pod of ``node`` that goes with it
-    (it tolerates the drain's cordon and taint: :func:`~spillway.planner.disruption.comes_back`). Its
-    controller may replace such a pod on the node before the drain; the drain takes the replacement as
-    the same workload (``spillway.act.drain.successors``). None for a pod whose controller's uid the
-    snapshot does not hold (one written before it)."""
+def _controllers_of_staying(node: WorkNode) -> tuple[tuple[str, str, str, str, int], ...]:
+    """(pod, kind, name, uid, priority): the controller of each expendable pod of ``node`` that goes
+    with it (it tolerates the drain's cordon and taint: :func:`~spillway.planner.disruption.comes_back`),
+    and the pod's priority. Its controller may replace such a pod on the node before the drain; the
+    drain takes a replacement of no higher priority as the same workload (``spillway.act.drain.successors``:
+    one controller may make pods of several priorities, an expendable step and then a training one).
+    None for a pod whose controller's uid the snapshot does not hold (one written before it)."""
     return tuple(
-        (p.key, p.owner_kind, p.owner_name, p.owner_uid)
+        (p.key, p.owner_kind, p.owner_name, p.owner_uid, p.priority)
         for p in sorted(node.expendable, key=lambda p: p.key)
         if p.controlled and p.owner_kind and p.owner_name and p.owner_uid and comes_back(p)
     )
