@@ -244,6 +244,41 @@ def test_a_deployment_pod_that_tolerates_every_taint_goes_with_the_node_instead_
     assert world.node(node) is None
 
 
+def test_a_plans_drain_takes_the_successor_of_a_pod_it_named_as_named_and_terminates_the_node(
+    world: World,
+) -> None:
+    """The plan named agent-0, an expendable pod that tolerates everything (it goes with its idle node),
+    with its controller. Before the drain its ReplicaSet replaced it on the same node under a new name:
+    the drain, through the scale-down state machine, takes the new pod as agent-0's successor and
+    terminates the node, evicting nothing. Unplanned, it cancelled the drain, and a pod that churned
+    kept its node from scale-down for good."""
+    node = world.nodes["general"][0]
+    everything = ({"operator": "Exists"},)
+    world.pod("agent-0", node, app="agent", tolerations=everything, priority=-100)
+    plan = "20261102T100000Z-succ1"
+    uid = objects._uid("ReplicaSet", "team-a", "agent-5d9c")
+    world.api.delete("Pod", "agent-0", "team-a")  # its ReplicaSet replaced it, on the same node
+    world.pod("agent-new-1", node, app="agent", tolerations=everything, priority=-100)
+    item = {"node": node, "instance_id": world.instances[node], "group": "general", "region": HOME,
+            "reason": "idle; evicts its 1 expendable pod(s)", "consolidation": True, "pods": ["team-a/agent-0"],
+            "controllers": {"team-a/agent-0": {"kind": "ReplicaSet", "name": "agent-5d9c", "uid": uid, "priority": -100}},
+            **claim_fields(datetime.now(UTC), 60)}  # fmt: skip
+    payload = {
+        "cluster": CLUSTER,
+        "plan_id": plan,
+        "poll_seconds": 1,
+        "deadline_seconds": 10,
+        "drains": [item],
+    }
+
+    result = world.stack.run("ScaleDownStateMachine", payload, timeout=60, name=f"down-{plan}")
+
+    assert result["status"] == "SUCCEEDED", result
+    assert [d["outcome"] for d in result["output"]["drains"]] == ["terminated"], result["output"]
+    assert world.node(node) is None
+    assert [r.path for r in world.api.requests if r.path.endswith("/eviction")] == []
+
+
 def test_drain_blocked_past_its_deadline_fails_and_leaves_the_node_uncordoned_with_its_pods(
     world: World,
 ) -> None:

@@ -11,8 +11,9 @@ import pytest
 from test_drain_steps import NODE, Rig, rig  # noqa: F401 (the fixture)
 
 from spillway.act.drain import classify
-from spillway.errors import DrainTimeout
+from spillway.errors import DrainTimeout, InvalidDrainRequest
 from spillway.local import objects
+from spillway.model.drain import Drain
 from spillway.model.k8s import DAEMONSET_POD, Pod
 
 
@@ -258,10 +259,16 @@ def test_a_consolidation_whose_node_runs_an_unnamed_pod_with_local_storage_is_ca
 # --- pods that tolerate the drain's own cordon and taint ----------------------------------------------
 
 
-def agent_pod(rig: Rig, name: str, tolerations: list[dict[str, Any]]) -> None:
+def agent_pod(
+    rig: Rig,
+    name: str,
+    tolerations: list[dict[str, Any]],
+    owner: tuple[str, str] = ("ReplicaSet", "agent-7c9f"),
+    priority: int = 0,
+) -> None:
     """A Deployment's pod, as a monitoring agent often runs: it tolerates every taint."""
     raw = objects.pod(name, "monitoring", node_name=NODE, labels={"app": "agent"}, tolerations=tolerations,
-                      owner=("ReplicaSet", "agent-7c9f"))  # fmt: skip
+                      owner=owner, priority=priority)  # fmt: skip
     rig.api.add(raw)
 
 
@@ -352,6 +359,228 @@ def test_a_plans_drain_still_lets_the_expendable_pods_it_names_go_with_the_node(
     assert rig.drainer.evict(drain)["done"] is True
     assert rig.drainer.check(drain)["ready"] is True
     assert evictions(rig, "agent-0") == []
+
+
+# --- a named pod's successor: its controller replaced it under a new name since the plan --------------
+
+
+def controller_of(
+    name: str = "agent-7c9f", kind: str = "ReplicaSet", namespace: str = "monitoring", priority: int = 0
+) -> dict[str, Any]:
+    """The controller ownerReference a plan's drain carries for a named pod (kind, name and uid), and
+    the named pod's priority."""
+    return {"kind": kind, "name": name, "uid": objects._uid(kind, namespace, name), "priority": priority}
+
+
+def named_agent(**request: Any) -> dict[str, Any]:
+    """A plan's drain of an idle node naming its expendable agent-0 (which tolerates everything), as the
+    planner writes it, with the pod's controller."""
+    return {"cluster": "prod", "node": NODE, "plan_id": PLAN, "reason": "idle", "consolidation": True,
+            "pods": ["monitoring/agent-0"], "controllers": {"monitoring/agent-0": controller_of()}, **request}  # fmt: skip
+
+
+def test_a_plans_drain_lets_the_successor_of_a_named_pod_go_with_the_node(rig: Rig) -> None:
+    """agent-0's ReplicaSet deleted it and made agent-1 on the same node between the plan and the drain:
+    the same workload's replacement, treated as the plan treated agent-0. Unplanned, it cancelled the
+    drain, the next plan named agent-1, and a pod that churned kept its node from scale-down for good."""
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])
+
+    out = rig.drainer.validate(named_agent(poll_seconds=5, deadline_seconds=30))
+
+    assert set(out) == {"drain", "preview"}, out
+    drain = Drain.model_validate(out["drain"])
+    rig.drainer.cordon(drain)
+    assert rig.drainer.evict(drain)["done"] is True
+    assert rig.drainer.check(drain)["ready"] is True
+    assert evictions(rig, "agent-1") == []
+
+
+def test_a_successor_bound_while_the_drain_runs_goes_with_the_node(rig: Rig) -> None:
+    agent_pod(rig, "agent-0", [{"operator": "Exists"}])
+    drain = Drain.model_validate(
+        rig.drainer.validate(named_agent(poll_seconds=5, deadline_seconds=30))["drain"]
+    )
+    rig.drainer.cordon(drain)
+    rig.api.delete("Pod", "agent-0", "monitoring")
+    # its toleration of everything lets it through the cordon
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])
+
+    assert rig.drainer.evict(drain)["done"] is True
+    assert rig.drainer.check(drain)["ready"] is True
+
+
+def test_a_successor_with_local_storage_is_opted_in_as_its_predecessor_was(rig: Rig) -> None:
+    """The plan found a move opt-in for agent-0 (its priority), which local storage does not outweigh;
+    its successor, made from the same template, has the same emptyDir and the same opt-in."""
+    raw = objects.pod("agent-1", "monitoring", node_name=NODE, labels={"app": "agent"},
+                      tolerations=[{"operator": "Exists"}], owner=("ReplicaSet", "agent-7c9f"))  # fmt: skip
+    raw["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    rig.api.add(raw)
+
+    out = rig.drainer.validate(named_agent())
+
+    assert set(out) == {"drain", "preview"}, out
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [("ReplicaSet", "other-5b7d"), ("Job", "agent-7c9f"), None],
+    ids=["another-replicaset", "another-kind-same-name", "bare"],
+)
+def test_a_new_pod_of_another_controller_still_cancels_the_plans_drain(
+    rig: Rig, owner: tuple[str, str] | None
+) -> None:
+    raw = objects.pod("intruder-0", "monitoring", node_name=NODE, labels={"app": "intruder"},
+                      tolerations=[{"operator": "Exists"}], owner=owner)  # fmt: skip
+    if owner is None:  # bare: kept anyway (no controller would recreate it); safe-to-evict lets it stay
+        raw["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    rig.api.add(raw)
+
+    out = rig.drainer.validate(named_agent())
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/intruder-0" in out["cancelled"]["note"]
+
+
+def test_a_controller_recreated_under_the_same_name_is_another_workload(rig: Rig) -> None:
+    """Same kind and name, another uid: the ReplicaSet the plan saw was deleted and a new one made."""
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])
+    request = named_agent()
+    request["controllers"]["monitoring/agent-0"]["uid"] = "0f0e0d0c-0000-4000-8000-000000000000"
+
+    out = rig.drainer.validate(request)
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/agent-1" in out["cancelled"]["note"]
+
+
+def test_a_named_pod_still_there_has_no_successor_a_second_pod_of_its_controller_arrived(rig: Rig) -> None:
+    agent_pod(rig, "agent-0", [{"operator": "Exists"}])
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])  # the ReplicaSet scaled up: new work
+
+    out = rig.drainer.validate(named_agent())
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/agent-1" in out["cancelled"]["note"]
+
+
+def test_one_named_pod_gone_has_one_successor_not_two(rig: Rig) -> None:
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])
+    agent_pod(rig, "agent-2", [{"operator": "Exists"}])
+
+    out = rig.drainer.validate(named_agent())
+
+    assert set(out) == {"cancelled"}, out
+
+
+def test_a_successor_that_does_not_tolerate_the_drain_is_still_unplanned_work(rig: Rig) -> None:
+    agent_pod(rig, "agent-1", [])  # evicted, the cordon would keep its replacement away: it is work to move
+
+    out = rig.drainer.validate(named_agent())
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/agent-1" in out["cancelled"]["note"]
+
+
+WORKFLOW = ("Workflow", "etl-nightly")
+
+
+def test_a_pod_of_higher_priority_of_the_same_controller_is_other_work_not_a_successor(rig: Rig) -> None:
+    """One controller may make pods of several templates and priorities (an Argo Workflow's steps, a
+    RayCluster's head and workers, a training job's launcher and workers). The plan named the expendable
+    step etl-nightly-prep-1 (priority -100), which finished and was deleted; the Workflow's next step, a
+    training pod of priority 1000 that tolerates everything, landed on the node. The plan never judged
+    it: taken for prep-1's successor, it went with the node, the job killed by a scale-down."""
+    agent_pod(rig, "etl-nightly-train-2", [{"operator": "Exists"}], owner=WORKFLOW, priority=1000)
+    request = named_agent(
+        pods=["monitoring/etl-nightly-prep-1"],
+        controllers={"monitoring/etl-nightly-prep-1": controller_of(*reversed(WORKFLOW), priority=-100)},
+    )
+
+    out = rig.drainer.validate(request)
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/etl-nightly-train-2" in out["cancelled"]["note"]
+
+
+def test_such_a_pod_bound_through_the_cordon_holds_the_node(rig: Rig) -> None:
+    agent_pod(rig, "etl-nightly-prep-1", [{"operator": "Exists"}], owner=WORKFLOW, priority=-100)
+    request = named_agent(
+        pods=["monitoring/etl-nightly-prep-1"],
+        controllers={"monitoring/etl-nightly-prep-1": controller_of(*reversed(WORKFLOW), priority=-100)},
+        poll_seconds=5,
+        deadline_seconds=30,
+    )
+    drain = Drain.model_validate(rig.drainer.validate(request)["drain"])
+    rig.drainer.cordon(drain)
+    rig.api.delete("Pod", "etl-nightly-prep-1", "monitoring")
+    agent_pod(rig, "etl-nightly-train-2", [{"operator": "Exists"}], owner=WORKFLOW, priority=1000)
+
+    first = rig.drainer.evict(drain)
+
+    assert [r["pod"] for r in first["remaining"]] == ["monitoring/etl-nightly-train-2"], first
+
+
+def test_a_successor_of_equal_or_lower_priority_goes_with_the_node(rig: Rig) -> None:
+    agent_pod(rig, "etl-nightly-prep-2", [{"operator": "Exists"}], owner=WORKFLOW, priority=-200)
+    request = named_agent(
+        pods=["monitoring/etl-nightly-prep-1"],
+        controllers={"monitoring/etl-nightly-prep-1": controller_of(*reversed(WORKFLOW), priority=-100)},
+    )
+
+    assert set(rig.drainer.validate(request)) == {"drain", "preview"}
+
+
+def test_a_successor_being_deleted_itself_takes_no_place_from_the_next(rig: Rig) -> None:
+    """A churning agent: named agent-0 is gone, its replacement agent-1 is being deleted already and
+    agent-2 replaced that. agent-1 (first by name) took agent-0's one place, so agent-2 was unplanned
+    and the drain cancelled: the churn the successor rule is for, back by the luck of names."""
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])
+    rig.api.kubelet_exit_delay = 10**6  # agent-1 stays terminating
+    rig.kube.evict("monitoring", "agent-1")
+    leaving = rig.api.get("Pod", "agent-1", "monitoring")
+    assert leaving is not None and leaving["metadata"].get("deletionTimestamp")
+    agent_pod(rig, "agent-2", [{"operator": "Exists"}])
+
+    out = rig.drainer.validate(named_agent())
+
+    assert set(out) == {"drain", "preview"}, out.get("cancelled", {}).get("note")
+
+
+def test_an_older_plans_request_without_controllers_keeps_the_node_for_the_successor_as_before(
+    rig: Rig,
+) -> None:
+    """A request written by a planner before controllers existed validates, and a pod the plan did not
+    name cancels the drain as it always did; so does a drain validated before (no controllers in flight)."""
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])
+    request = named_agent()
+    del request["controllers"]
+
+    out = rig.drainer.validate(request)
+
+    assert set(out) == {"cancelled"}, out
+    assert "monitoring/agent-1" in out["cancelled"]["note"]
+
+    rig.api.delete("Pod", "agent-1", "monitoring")
+    agent_pod(rig, "agent-0", [{"operator": "Exists"}])
+    drain = rig.cordoned(**{k: v for k, v in request.items() if k not in ("cluster", "node")},
+                         poll_seconds=5, deadline_seconds=30)  # fmt: skip
+    assert "controllers" not in Drain.model_fields or not drain.model_dump().get("controllers")
+    rig.api.delete("Pod", "agent-0", "monitoring")
+    agent_pod(rig, "agent-1", [{"operator": "Exists"}])
+    first = rig.drainer.evict(drain)
+    assert [r["pod"] for r in first["remaining"]] == ["monitoring/agent-1"]
+
+
+def test_a_controller_for_a_pod_the_request_does_not_name_is_refused() -> None:
+    from spillway.act.drain import parse_request
+
+    request = named_agent()
+    request["controllers"]["monitoring/other-0"] = controller_of()
+    with pytest.raises(InvalidDrainRequest) as refused:
+        parse_request(request)
+    assert refused.value.field == "controllers"
+    assert "monitoring/other-0 is not among them" in str(refused.value)
 
 
 # --- a node long NotReady whose pods never started ----------------------------------------------------

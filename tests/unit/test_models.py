@@ -156,6 +156,25 @@ def test_a_pod_read_from_the_api_is_the_same_pod_after_a_snapshot_round_trip(
     assert PodInfo.from_dict(json.loads(json.dumps(pod.to_dict()))) == pod
 
 
+def test_a_bound_pod_that_may_tolerate_the_drain_keeps_its_controllers_uid_through_the_snapshot() -> None:
+    """A plan's drain names the controller of such a pod (kind, name and uid), so that the drain takes
+    the controller's replacement of it as the same workload; the uid tells a controller made again
+    under the same name apart. Other pods store none: it would only bloat the snapshot."""
+    everything = [{"operator": "Exists"}]
+    agent = PodInfo.from_pod(Pod.model_validate(
+        o.pod("agent-0", node_name="n1", tolerations=everything, owner=("ReplicaSet", "agent"))))  # fmt: skip
+    assert agent.owner_uid == o._uid("ReplicaSet", "default", "agent")
+    assert PodInfo.from_dict(json.loads(json.dumps(agent.to_dict()))) == agent
+
+    for raw in (
+        o.pod("web-0", node_name="n1", owner=("ReplicaSet", "web")),  # the cordon keeps its replacement away
+        o.pod("agent-1", tolerations=everything, owner=("ReplicaSet", "agent")),  # pending: on no node
+        o.pod("agent-2", node_name="n1", tolerations=everything, owner=("DaemonSet", "agent")),  # ignored
+    ):
+        info = PodInfo.from_pod(Pod.model_validate(raw))
+        assert (info.owner_uid, "ou" in info.to_dict()) == ("", False), info.name
+
+
 def test_extended_resources_come_from_limits_and_pending_state_is_read() -> None:
     info = PodInfo.from_pod(Pod.model_validate(o.pod("g", gpus=2, priority=5)))
     assert info.requests["nvidia.com/gpu"] == 2000

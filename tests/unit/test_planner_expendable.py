@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from plan_world import World, kept_reasons
 
+from spillway.act.drain import parse_request
 from spillway.act.planning import drain_item
 from spillway.local import objects as o
 from spillway.planner import codes
@@ -231,6 +232,36 @@ def test_an_expendable_pod_that_tolerates_the_drain_goes_with_its_idle_node() ->
     result = w.plan(max_scale_in_fraction=1.0)
     assert result.drain == ()
     assert kept_codes(result)[idle] == codes.WORKLOAD
+
+
+def test_the_drain_of_such_a_node_names_the_pods_controller_so_its_successor_counts_as_named() -> None:
+    """Its controller may replace it under a new name on the same node before the drain (it tolerates
+    the cordon and taint, so the replacement may land right back): the drain takes a pod of the same
+    controller (kind, name and uid) as its successor (spillway.act.drain.successors), instead of
+    cancelling for an unplanned pod and leaving the node to the next plan, again and again."""
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle, tolerations=[{"operator": "Exists"}]))
+    [drain] = w.plan(max_scale_in_fraction=1.0).drain
+
+    item = drain_item(drain, {})
+
+    uid = o._uid("ReplicaSet", "default", "bf")
+    assert item["controllers"] == {
+        "default/backfill-0": {"kind": "ReplicaSet", "name": "bf", "uid": uid, "priority": -100}
+    }
+    request = parse_request({"cluster": "c", "plan_id": "p", **item})
+    assert request.controllers["default/backfill-0"].uid == uid
+
+
+def test_a_drain_names_no_controller_for_a_pod_it_evicts_and_reads_as_before() -> None:
+    """An evicted pod's replacement is kept away by the cordon: no successor to recognise, and the
+    request stays what an older drain function reads."""
+    w, _, idle = two_nodes()
+    w.items.append(backfill(idle))
+    [drain] = w.plan(max_scale_in_fraction=1.0).drain
+
+    assert "controllers" not in drain_item(drain, {})
+    assert "controllers" not in drain.to_dict()
 
 
 def test_an_expendable_pod_that_tolerates_the_drain_spends_no_budget() -> None:

@@ -158,7 +158,7 @@ from spillway.model.nodegroup import (
     is_managed,
     scale_in_protected,
 )
-from spillway.planner.disruption import TOLERATES_DRAIN, assess, dead
+from spillway.planner.disruption import TOLERATES_DRAIN, assess, comes_back, dead
 from spillway.ports import ERRORS, Cloud, Cluster, Ledger
 
 STARTED_BY = "AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID"  # added by a parent execution (.sync)
@@ -266,7 +266,20 @@ def parse_request(raw: Any) -> DrainRequest:
     _refuse(_uncordon_refusal(request))
     _refuse(_timestamp_refusal(request, "planned_at"))
     _refuse(_timestamp_refusal(request, "claim_until"))
+    _refuse(_controllers_refusal(request))
     return request
+
+
+def _controllers_refusal(request: DrainRequest) -> Refusal:
+    """``controllers`` names the controllers of pods the request names, and only those."""
+    unnamed = sorted(set(request.controllers) - set(request.pods))
+    if unnamed:
+        return InvalidDrainRequest(
+            f"names the controllers of pods the request names (pods), and {', '.join(unnamed[:3])} is not "
+            "among them",
+            field="controllers",
+        )
+    return None
 
 
 def _problem(err: Mapping[str, Any]) -> tuple[str, str]:
@@ -765,14 +778,16 @@ GROUP_CHECKS = (
 )
 
 
-def _busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> str | None:
+def _busy_planned_drain(
+    request: DrainRequest, verdicts: Sequence[PodVerdict], named: Collection[str] | None = None
+) -> str | None:
     """Why a plan's drain is cancelled because its node runs work it did not plan to move, else None.
     A plan drains only nodes it saw empty; work that landed since must not be evicted by a scale-down
     ("no running job killed"). Nothing has been touched yet. A consolidation saw the node busy, and an
     idle node's drain saw the expendable pods it evicts: each moves the pods it names and only those
-    (:func:`_changed_consolidation`)."""
+    (:func:`_changed_consolidation`; ``named``: those and their successors, :func:`_named`)."""
     if request.consolidation:
-        return _changed_consolidation(request, verdicts)
+        return _changed_consolidation(request, verdicts, named)
     busy = [v.pod for v in verdicts if v.action != "ignore"]
     if request.plan_id and busy and not request.force:
         return (
@@ -782,12 +797,14 @@ def _busy_planned_drain(request: DrainRequest, verdicts: Sequence[PodVerdict]) -
     return None
 
 
-def _changed_consolidation(request: DrainRequest, verdicts: Sequence[PodVerdict]) -> str | None:
+def _changed_consolidation(
+    request: DrainRequest, verdicts: Sequence[PodVerdict], named: Collection[str] | None = None
+) -> str | None:
     """A consolidation is cancelled, before it touches anything, when the node runs a workload pod the
     plan did not plan to move, or when one it planned to move may no longer be evicted. A drain that
     keeps its node (``uncordon``: make room) moves the pods it names and leaves the others running, so
-    other pods do not cancel it."""
-    expected = set(request.pods)
+    other pods do not cancel it. ``named``: the pods it names and their successors (:func:`_named`)."""
+    expected = set(request.pods if named is None else named)
     arrived = [v.pod for v in verdicts if v.action != "ignore" and v.pod not in expected]
     if arrived and not request.uncordon:
         return (
@@ -984,9 +1001,58 @@ def seconds_left(drain: Drain, now: datetime) -> int:
     return 0 if left <= 0 else max(1, int(left))
 
 
-def _planned(drain: Drain) -> frozenset[str]:
-    """The pods a plan's drain moves (``consolidation``): none for any other drain."""
-    return frozenset(drain.pods) if drain.consolidation else frozenset()
+def _planned(drain: Drain, named: Collection[str] | None = None) -> frozenset[str]:
+    """The pods a plan's drain moves (``consolidation``), with their successors when ``named`` says
+    them (:func:`_named`): none for any other drain."""
+    if not drain.consolidation:
+        return frozenset()
+    return frozenset(drain.pods if named is None else named)
+
+
+def _controller(pod: Pod) -> tuple[str, str, str] | None:
+    """The pod's controller ownerReference (``controller: true``) as (kind, name, uid), else None."""
+    ref = next((o for o in pod.metadata.owner_references if o.controller), None)
+    return None if ref is None else (ref.kind, ref.name, ref.uid)
+
+
+def successors(drain: Drain | DrainRequest, pods: Sequence[Pod]) -> frozenset[str]:
+    """The pods on the node that replace pods the plan named: a pod the plan did not name, that
+    tolerates the drain's cordon and taint (:func:`spillway.planner.disruption.comes_back`), whose
+    controller (kind, name and uid) is the one the plan's ``controllers`` gives for a named pod that is
+    gone or terminating, and whose priority is no higher than that pod's. Its controller deleted the
+    named pod and made this one on the same node (a DaemonSet-like controller of another kind, a Job or
+    ReplicaSet recreating it): the same workload, so the drain treats it as the plan treated its
+    predecessor. A pod of higher priority is other work of that controller (a Workflow's next step, a
+    RayCluster's head), which the plan never judged. One successor per named pod gone, in name order: a
+    controller that has more pods there now than the plan saw runs new work; a candidate being deleted
+    itself is leaving, counts as named and takes no named pod's place. Never one for a request without
+    ``controllers`` (a drain by hand, an older build's plan)."""
+    if not drain.controllers:
+        return frozenset()
+    here = {f"{p.metadata.namespace or 'default'}/{p.metadata.name}": p for p in pods}
+    gone: dict[tuple[str, str, str], list[int]] = {}  # a controller's named pods gone: their priorities
+    for key, ctl in drain.controllers.items():
+        pod = here.get(key)
+        if key in drain.pods and (pod is None or pod.metadata.deletion_timestamp is not None):
+            gone.setdefault((ctl.kind, ctl.name, ctl.uid), []).append(ctl.priority)
+    found = set[str]()
+    for key in sorted(set(here) - set(drain.pods)):
+        ref = _controller(here[key])
+        info = PodInfo.from_pod(here[key])
+        places = gone.get(ref, []) if ref is not None else []
+        # the lowest place it may take, so a higher one stays for a successor of higher priority
+        fits = sorted(p for p in places if info.priority <= p)
+        if not fits or not comes_back(info):
+            continue
+        found.add(key)
+        if not info.terminating:
+            places.remove(fits[0])
+    return frozenset(found)
+
+
+def _named(drain: Drain, pods: Sequence[Pod]) -> frozenset[str]:
+    """The pods the plan's drain names and their successors on the node now (:func:`successors`)."""
+    return frozenset(drain.pods) | successors(drain, pods)
 
 
 def _only_expected(drain: Drain, verdicts: list[PodVerdict]) -> list[PodVerdict]:
@@ -1011,20 +1077,24 @@ UNPLANNED_STAYS = (
 )
 
 
-def _unplanned_stays(drain: Drain | DrainRequest, verdicts: list[PodVerdict]) -> list[PodVerdict]:
+def _unplanned_stays(
+    drain: Drain | DrainRequest, verdicts: list[PodVerdict], named: Collection[str] | None = None
+) -> list[PodVerdict]:
     """A plan's drain that terminates its node keeps a pod that tolerates the drain's cordon and taint
     (``stays``: neither evicted nor waited for, it goes with the node) unless the plan named it: the
     planner calls no node idle, nor moves a pod, for such a pod of work (only an expendable one, which
     it names), so one on the node arrived after the plan, before the cordon or through it (its
     tolerations admit both). Kept, it cancels the drain at validation and holds the node to the
-    deadline after the cordon: the drain fails and is undone, the pod running. A drain by hand, a forced
-    one, one of an instance leaving anyway and a make-room (its node stays) let it go with the node."""
+    deadline after the cordon: the drain fails and is undone, the pod running. ``named``: the pods the
+    plan named and their successors (:func:`_named`: a named pod's controller replaced it under a new
+    name), else ``drain.pods``. A drain by hand, a forced one, one of an instance leaving anyway and a
+    make-room (its node stays) let it go with the node."""
     if not drain.plan_id or drain.force or drain.leaving or drain.uncordon or drain.lifecycle is not None:
         return verdicts
-    named = set(drain.pods)
+    expected = set(drain.pods if named is None else named)
     return [
         PodVerdict(v.pod, "keep", UNPLANNED_STAYS, v.priority, v.grace, v.grace_ends)
-        if v.action == "ignore" and v.reason == TOLERATES_DRAIN and v.pod not in named
+        if v.action == "ignore" and v.reason == TOLERATES_DRAIN and v.pod not in expected
         else v
         for v in verdicts
     ]
@@ -1185,13 +1255,12 @@ class Drainer:
         )
         drain = self._new_drain(request, node, placement, terminate=terminate, name=name)
         now = self.clock()
-        planned, dead = _planned(drain), dead_node(drain, node, now)
-        verdicts = [
-            classify(p, force=request.force, now=now, planned=planned, dead_node=dead)
-            for p in self.kube.pods_on_node(drain.node)
-        ]
-        verdicts = _unplanned_stays(request, verdicts)
-        busy = _busy_planned_drain(request, verdicts)
+        pods = self.kube.pods_on_node(drain.node)
+        named = _named(drain, pods)
+        planned, dead = _planned(drain, named), dead_node(drain, node, now)
+        verdicts = [classify(p, force=request.force, now=now, planned=planned, dead_node=dead) for p in pods]
+        verdicts = _unplanned_stays(request, verdicts, named)
+        busy = _busy_planned_drain(request, verdicts, named)
         if busy is not None:
             return _cancelled(self._identity(drain), busy)
         verdicts = _only_expected(drain, verdicts)
@@ -1247,6 +1316,7 @@ class Drainer:
             plan_id=request.plan_id,
             consolidation=request.consolidation,
             pods=tuple(request.pods),
+            controllers=dict(request.controllers),
             lifecycle=request.lifecycle,
             uncordon=request.uncordon,
             leaving=request.leaving or request.lifecycle is not None,
@@ -1487,12 +1557,11 @@ class Drainer:
         the deadline on, a pod past its grace is leaving: :func:`_grace_over`; on a ``node`` long
         NotReady, a pod that never started goes with it: :func:`dead_node`)."""
         now = self.clock()
-        planned, dead = _planned(drain), dead_node(drain, node, now)
-        verdicts = [
-            classify(p, force=drain.force, now=now, planned=planned, dead_node=dead)
-            for p in self.kube.pods_on_node(drain.node)
-        ]
-        return _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)))
+        pods = self.kube.pods_on_node(drain.node)
+        named = _named(drain, pods)
+        planned, dead = _planned(drain, named), dead_node(drain, node, now)
+        verdicts = [classify(p, force=drain.force, now=now, planned=planned, dead_node=dead) for p in pods]
+        return _unplanned_stays(drain, _only_expected(drain, _grace_over(drain, verdicts, now)), named)
 
     def _forced_at_deadline(self, drain: Drain, remaining: Sequence[Mapping[str, str]]) -> bool:
         """Pods left at the deadline: :class:`DrainTimeout`, or with ``force`` go on (True)."""

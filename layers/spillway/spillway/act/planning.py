@@ -450,14 +450,19 @@ def drain_item(drain: Drain, claim: Mapping[str, Any]) -> dict[str, Any]:
     workload pod by then. An idle node's drain that evicts its expendable pods carries them the same
     way (code ``expendable-pods``, or ``never-started-pods`` when its pods that never started are what
     made a dead node removable). A make-room moves its pods the same way, then keeps the node: ``terminate`` false, ``uncordon``
-    true (uncordoned and untainted once empty, for the pending pods the plan gave it to)."""
+    true (uncordoned and untainted once empty, for the pending pods the plan gave it to). Of its pods
+    that go with the node (they tolerate the drain) it carries the controllers, ``controllers``, only
+    when there are any: the drain takes such a controller's replacement of one as named."""
     item: dict[str, Any] = {**drain.to_dict(), "region": drain.region, "reason": drain.reason[:REASON_LIMIT]}
     item.pop("code", None)
     item.pop("pods", None)
+    controllers = item.pop("controllers", None)
     # a never-started-pods drain that names pods names its expendable ones: it evicts them, as one of those
     moves = (codes.CONSOLIDATION, codes.MAKE_ROOM, codes.EXPENDABLE_PODS)
     if drain.code in moves or (drain.code == codes.NEVER_STARTED and drain.pods):
         item |= {"consolidation": True, "pods": list(drain.pods)}
+        if controllers:  # the controllers of its pods that go with the node: their successors count as named
+            item["controllers"] = controllers
     if not drain.terminate:  # make room: to_dict says terminate false; the node is given back
         item["uncordon"] = True
     return item | dict(claim)

@@ -31,6 +31,7 @@ from spillway.model.k8s import (
     COSCHEDULING_LABEL,
     DAEMONSET_POD,
     DO_NOT_DISRUPT,
+    DRAINING_TAINT,
     GIVE_BACK_LEASE_MINUTES,
     GIVE_BACKS,
     HELD_DRAIN,
@@ -149,6 +150,10 @@ class PodInfo:
     # The owner above is the pod's controller (an ownerReference with controller: true); False when
     # only a non-controller owner exists, so nothing would recreate the pod.
     owner_is_controller: bool = True
+    # the controller's metadata.uid, kept only for a bound pod whose tolerations may admit the drain's
+    # cordon or taint (_may_stay): a plan's drain names such a pod's controller, and takes the pod that
+    # controller makes in its place as the same workload (spillway.act.drain.successors)
+    owner_uid: str = ""
     deletion_cost: int = 0  # controller.kubernetes.io/pod-deletion-cost
     # metadata.uid, kept only for pods pending unschedulable: the plan posts its Events on them, and
     # `kubectl describe pod` selects Events by involvedObject.uid (other pods' uids would only bloat
@@ -295,6 +300,7 @@ class PodInfo:
             terminating=meta.deletion_timestamp is not None,
             stuck_after=stuck_after(meta.deletion_timestamp, spec.termination_grace_period_seconds),
             owner_is_controller=is_controller,
+            owner_uid=_owner_uid(pod, owner if is_controller else None),
             deletion_cost=_deletion_cost(annotations),
             uid=meta.uid if unschedulable and spec.node_name is None else "",
             gang=gang,
@@ -346,6 +352,7 @@ class PodInfo:
             terminating=bool(d.get("del")),
             stuck_after=parse_time(d.get("stk")),
             owner_is_controller=not d.get("onc"),
+            owner_uid=str(d.get("ou", "")),
             deletion_cost=int(d.get("dc", 0)),
             uid=str(d.get("uid", "")),
             gang=d.get("g"),
@@ -408,6 +415,7 @@ _POD_SHORT_KEYS: tuple[tuple[str, Callable[[PodInfo], Any]], ...] = (
     ("del", lambda p: _one_if(p.terminating)),
     ("stk", lambda p: format_time(p.stuck_after)),
     ("onc", lambda p: _one_if(bool(p.owner_kind) and not p.owner_is_controller)),
+    ("ou", lambda p: p.owner_uid or None),
     ("dc", lambda p: p.deletion_cost or None),
     ("uid", lambda p: p.uid or None),
     ("g", lambda p: p.gang),
@@ -460,6 +468,25 @@ def _may_move_some_day(pod: Pod, owner: OwnerReference | None) -> bool:
         pod.spec.node_name is not None
         and not _daemonset(owner, annotations)
         and MIRROR_POD not in annotations
+    )
+
+
+# the cordon as kube-scheduler reads it (spillway.planner.predicates.UNSCHEDULABLE_TAINT)
+_CORDON_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def _owner_uid(pod: Pod, controller: OwnerReference | None) -> str:
+    """``PodInfo.owner_uid``: the ``controller``'s uid when the pod may stay on a drained node, else ""."""
+    return controller.uid if controller is not None and _may_stay(pod, controller) else ""
+
+
+def _may_stay(pod: Pod, owner: OwnerReference | None) -> bool:
+    """Bound, no DaemonSet's nor a mirror pod, and a toleration of it may admit the drain's cordon or
+    taint (any key, or one of theirs): a cheap superset of the pods that stay on a drained node
+    (spillway.planner.disruption.comes_back, which the planner asks)."""
+    return _may_move_some_day(pod, owner) and any(
+        (not t.key and t.operator == "Exists") or t.key in (DRAINING_TAINT, _CORDON_TAINT)
+        for t in pod.spec.tolerations
     )
 
 

@@ -65,6 +65,22 @@ class LifecycleAction(BaseModel):
     heartbeat_seconds: int = Field(ge=MIN_HEARTBEAT_SECONDS, le=MAX_HEARTBEAT_SECONDS)
 
 
+class PodController(BaseModel):
+    """A pod's controller, as its ownerReference with ``controller: true`` names it: a plan's drain
+    carries it for a named pod, so that the pod's successor (the same controller's new pod, under a new
+    name) counts as named (:func:`spillway.act.drain.successors`). The uid tells a controller deleted
+    and made again under the same name (another workload) from the one the plan saw."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    kind: str = Field(min_length=1, max_length=100)
+    name: str = Field(min_length=1, max_length=253)
+    uid: str = Field(min_length=1, max_length=64)
+    # the named pod's priority: a pod of that controller with a higher one is other work, not its successor
+    # (a Workflow, a RayCluster or a training job makes pods of several templates and priorities)
+    priority: int = Field(ge=-(2**31), le=2**31 - 1)  # a pod's spec.priority is an int32
+
+
 class DrainRequest(BaseModel):
     """A drain as a person (``aws stepfunctions start-execution``) or the scale-down Map writes it.
 
@@ -104,6 +120,15 @@ class DrainRequest(BaseModel):
     the node alone unless the drain has cordoned it. A drain that starts at or after it, queued behind
     other drains, is cancelled before it touches anything: the next plan judges the node again.
 
+    ``controllers`` (a plan's drain, with ``pods``; an optional field): the controller of each named pod
+    that tolerates the drain's cordon and taint, keyed by the pod (``<namespace>/<name>``). Such a pod's
+    controller may replace it under a new name on the same node between the plan and the drain (a
+    controller that tolerates everything, a Job recreating a pod): a pod the plan did not name that
+    tolerates the drain, whose controller (kind, name and uid) is one of these and whose named pod is
+    gone (or terminating), is that pod's successor, and the drain treats it as the plan treated its
+    predecessor: it goes with the node. One successor per named pod gone. Without it (a drain by hand,
+    an older build's plan) every pod the plan did not name is unplanned, as before.
+
     ``unready_minutes`` (a plan's drain of a NotReady node: its group's ``scale_down_unready_minutes``):
     while the node is still NotReady for at least that long, a pod on it that never started (Pending, no
     container ever ran: :func:`spillway.planner.disruption.never_started`) is no work, as the plan judged
@@ -127,6 +152,7 @@ class DrainRequest(BaseModel):
     plan_id: str | None = Field(default=None, max_length=200)
     consolidation: bool = False
     pods: list[str] = Field(default_factory=list, max_length=MAX_EXPECTED_PODS)
+    controllers: dict[str, PodController] = Field(default_factory=dict, max_length=MAX_EXPECTED_PODS)
     lifecycle: LifecycleAction | None = None
     uncordon: bool = False
     leaving: bool = False
@@ -159,6 +185,9 @@ class Drain(BaseModel):
     deadline_at: str
     consolidation: bool = False
     pods: tuple[str, ...] = ()  # a consolidation's pods to move ("<namespace>/<name>")
+    # the controllers of named pods that tolerate the drain, by pod: their successors count as named
+    # (DrainRequest.controllers); none in a drain validated before the field
+    controllers: dict[str, PodController] = Field(default_factory=dict)
     lifecycle: LifecycleAction | None = None  # the group is terminating it: complete, never terminate
     uncordon: bool = False  # once empty: uncordon and keep the node (never with terminate or lifecycle)
     leaving: bool = False  # the instance goes whatever the drain does (DrainRequest.leaving, lifecycle)

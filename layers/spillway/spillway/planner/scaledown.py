@@ -39,6 +39,7 @@ from spillway.planner import codes
 from spillway.planner.buffers import held_here
 from spillway.planner.consolidation import OFF, WHEN_UNDERUTILIZED, Budgets, Consolidation, PodBudgets, mode
 from spillway.planner.context import Context, WorkNode, aware, minutes
+from spillway.planner.disruption import comes_back
 from spillway.planner.groups import scheduled_min
 from spillway.planner.health import out_of_service
 from spillway.planner.limits import Floors
@@ -563,8 +564,19 @@ class ScaleDownStage:
         if orphan:
             reason = f"{codes.ORPHANED_DRAIN_FINISHED}: {self._orphan_age(node)}; {reason}"
         unready = ctx.config_for(group).scale_down_unready_minutes if not info.ready else None
+        controllers = _controllers_of_staying(node)
         self.drains.append(
-            Drain(info.name, info.instance_id, group.name, group.region, reason, code, pods, unready)
+            Drain(
+                info.name,
+                info.instance_id,
+                group.name,
+                group.region,
+                reason,
+                code,
+                pods,
+                unready,
+                controllers,
+            )
         )
 
     def _never_started(self, node: WorkNode) -> str:
@@ -577,3 +589,17 @@ class ScaleDownStage:
             "with the node: the pod garbage collector deletes them with the Node, and their controllers, if "
             "any, recreate them)"
         )
+
+
+def _controllers_of_staying(node: WorkNode) -> tuple[tuple[str, str, str, str, int], ...]:
+    """(pod, kind, name, uid, priority): the controller of each expendable pod of ``node`` that goes
+    with it (it tolerates the drain's cordon and taint: :func:`~spillway.planner.disruption.comes_back`),
+    and the pod's priority. Its controller may replace such a pod on the node before the drain; the
+    drain takes a replacement of no higher priority as the same workload (``spillway.act.drain.successors``:
+    one controller may make pods of several priorities, an expendable step and then a training one).
+    None for a pod whose controller's uid the snapshot does not hold (one written before it)."""
+    return tuple(
+        (p.key, p.owner_kind, p.owner_name, p.owner_uid, p.priority)
+        for p in sorted(node.expendable, key=lambda p: p.key)
+        if p.controlled and p.owner_kind and p.owner_name and p.owner_uid and comes_back(p)
+    )

@@ -208,6 +208,11 @@ class Drain:
     # a NotReady node's drain: its group's scale_down_unready_minutes. The drain lets a pod that never
     # started go with the node while the node is still NotReady that long (planner.disruption.never_started)
     unready_minutes: float | None = None
+    # (pod, kind, name, uid, priority): the controller of each pod in ``pods`` that tolerates the drain
+    # (it goes with the node), and that pod's priority, so that the drain takes a pod of no higher
+    # priority that controller makes in its place on the node as the same workload
+    # (DrainRequest.controllers)
+    controllers: tuple[tuple[str, str, str, str, int], ...] = ()
 
     @property
     def terminate(self) -> bool:
@@ -223,6 +228,11 @@ class Drain:
         }
         if self.code:  # only then, so an empty node's drain reads exactly as before
             out |= {"code": self.code, "pods": list(self.pods)}
+        if self.controllers:  # only then, so a request reads as before for a drain function without it
+            out["controllers"] = {
+                pod: {"kind": kind, "name": name, "uid": uid, "priority": priority}
+                for pod, kind, name, uid, priority in self.controllers
+            }
         if self.unready_minutes is not None:
             out["unready_minutes"] = self.unready_minutes
         if not self.terminate:
