@@ -40,7 +40,8 @@ scaling activities and accepts a desired capacity above MaxSize. AWS does none o
 :class:`NodeRegistrar` plays the kubelets: every InService instance of a group tagged for the cluster
 becomes a Ready Node in the Kubernetes API emulator after a boot delay, shaped by the group's template
 (instance type, node-template tags); the Node of a terminated instance goes away, as the cloud node
-lifecycle controller removes it.
+lifecycle controller removes it, while that of an instance detached from its group stays as long as
+EC2 runs it.
 """
 
 from __future__ import annotations
@@ -683,6 +684,7 @@ class NodeRegistrar:
         self.reserve: ReserveLike = reserve if reserve is not None else EKS_RESERVE
         self.first_seen: dict[str, float] = {}
         self.registered: dict[str, str] = {}  # instance id -> node name
+        self.region_of: dict[str, str] = {}  # instance id -> its region, for a registered one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
@@ -740,14 +742,30 @@ class NodeRegistrar:
                         self._hold_back(node, now)
                         self.kube.add(node)
                         self.registered[instance.InstanceId] = name
+                        self.region_of[instance.InstanceId] = region
                         added.append(name)
         self._register_plugins(now)
         for iid in sorted(set(self.registered) - live):
+            if self._running(iid):  # detached from its group: its kubelet runs on, its Node stays
+                continue
             name = self.registered.pop(iid)
+            self.region_of.pop(iid, None)
             self.first_seen.pop(iid, None)
             if self.kube.get("Node", name) is not None:
                 self.kube.delete("Node", name)
         return added
+
+    def _running(self, instance_id: str) -> bool:
+        """Whether EC2 still runs the instance (``pending`` or ``running``): one no group lists any more
+        was terminated, or detached (DetachInstances, which moto does as AWS: the instance runs on)."""
+        region = self.region_of.get(instance_id)
+        if region is None:
+            return False
+        found = self._client("ec2", region).describe_instances(
+            Filters=[{"Name": "instance-id", "Values": [instance_id]}]
+        )
+        states = [i["State"]["Name"] for r in found["Reservations"] for i in r["Instances"]]
+        return any(state in ("pending", "running") for state in states)
 
     def _hold_back(self, node: dict[str, Any], now: float) -> None:
         """Without ``plugin_seconds``, nothing; else the node's extended resources wait for its plugin."""
